@@ -1,0 +1,178 @@
+"""Every Kafka API key: its name, the request versions peers may send, and when it became flexible.
+
+The facts come from Kafka's message definitions (``clients/src/main/resources/common/message/*.json``):
+the Kafka 4.x definitions for the newest versions, and Kafka 3.9's for the old versions that 4.0
+removed (KIP-896) and for the ZooKeeper-era inter-broker APIs (keys 4-7) that 4.0 dropped, because
+clients and brokers of 3.9 still send them through a proxy.
+
+- :data:`VALID_VERSIONS` is the union range a Kafka 3.9 or 4.x peer may send.
+- :data:`KAFKA4_VALID_VERSIONS` is the range Kafka 4.x itself defines (``None``: removed in 4.0).
+- :data:`FLEXIBLE_SINCE` is the first flexible version (KIP-482), ``None`` if never flexible.
+
+Header versions follow from flexibility, with two exceptions Kafka hard-codes: ControlledShutdown v0
+uses request header v0 (no client id), and ApiVersions responses always use response header v0 so a
+client can read the error even when the broker does not speak its version.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class _Api:
+    key: int
+    name: str
+    valid_versions: tuple[int, int]
+    kafka4_valid_versions: tuple[int, int] | None
+    flexible_since: int | None
+
+
+_APIS: tuple[_Api, ...] = (
+    _Api(0, "Produce", (0, 13), (3, 13), 9),
+    _Api(1, "Fetch", (0, 18), (4, 18), 12),
+    _Api(2, "ListOffsets", (0, 11), (1, 11), 6),
+    _Api(3, "Metadata", (0, 13), (0, 13), 9),
+    _Api(4, "LeaderAndIsr", (0, 7), None, 4),
+    _Api(5, "StopReplica", (0, 4), None, 2),
+    _Api(6, "UpdateMetadata", (0, 8), None, 6),
+    _Api(7, "ControlledShutdown", (0, 3), None, 3),
+    _Api(8, "OffsetCommit", (0, 10), (2, 10), 8),
+    _Api(9, "OffsetFetch", (0, 10), (1, 10), 6),
+    _Api(10, "FindCoordinator", (0, 6), (0, 6), 3),
+    _Api(11, "JoinGroup", (0, 9), (0, 9), 6),
+    _Api(12, "Heartbeat", (0, 4), (0, 4), 4),
+    _Api(13, "LeaveGroup", (0, 5), (0, 5), 4),
+    _Api(14, "SyncGroup", (0, 5), (0, 5), 4),
+    _Api(15, "DescribeGroups", (0, 6), (0, 6), 5),
+    _Api(16, "ListGroups", (0, 5), (0, 5), 3),
+    _Api(17, "SaslHandshake", (0, 1), (0, 1), None),
+    _Api(18, "ApiVersions", (0, 4), (0, 4), 3),
+    _Api(19, "CreateTopics", (0, 7), (2, 7), 5),
+    _Api(20, "DeleteTopics", (0, 6), (1, 6), 4),
+    _Api(21, "DeleteRecords", (0, 2), (0, 2), 2),
+    _Api(22, "InitProducerId", (0, 6), (0, 6), 2),
+    _Api(23, "OffsetForLeaderEpoch", (0, 4), (2, 4), 4),
+    _Api(24, "AddPartitionsToTxn", (0, 5), (0, 5), 3),
+    _Api(25, "AddOffsetsToTxn", (0, 4), (0, 4), 3),
+    _Api(26, "EndTxn", (0, 5), (0, 5), 3),
+    _Api(27, "WriteTxnMarkers", (0, 2), (1, 2), 1),
+    _Api(28, "TxnOffsetCommit", (0, 5), (0, 5), 3),
+    _Api(29, "DescribeAcls", (0, 3), (1, 3), 2),
+    _Api(30, "CreateAcls", (0, 3), (1, 3), 2),
+    _Api(31, "DeleteAcls", (0, 3), (1, 3), 2),
+    _Api(32, "DescribeConfigs", (0, 4), (1, 4), 4),
+    _Api(33, "AlterConfigs", (0, 2), (0, 2), 2),
+    _Api(34, "AlterReplicaLogDirs", (0, 2), (1, 2), 2),
+    _Api(35, "DescribeLogDirs", (0, 5), (1, 5), 2),
+    _Api(36, "SaslAuthenticate", (0, 2), (0, 2), 2),
+    _Api(37, "CreatePartitions", (0, 3), (0, 3), 2),
+    _Api(38, "CreateDelegationToken", (0, 3), (1, 3), 2),
+    _Api(39, "RenewDelegationToken", (0, 2), (1, 2), 2),
+    _Api(40, "ExpireDelegationToken", (0, 2), (1, 2), 2),
+    _Api(41, "DescribeDelegationToken", (0, 3), (1, 3), 2),
+    _Api(42, "DeleteGroups", (0, 2), (0, 2), 2),
+    _Api(43, "ElectLeaders", (0, 2), (0, 2), 2),
+    _Api(44, "IncrementalAlterConfigs", (0, 1), (0, 1), 1),
+    _Api(45, "AlterPartitionReassignments", (0, 1), (0, 1), 0),
+    _Api(46, "ListPartitionReassignments", (0, 0), (0, 0), 0),
+    _Api(47, "OffsetDelete", (0, 0), (0, 0), None),
+    _Api(48, "DescribeClientQuotas", (0, 1), (0, 1), 1),
+    _Api(49, "AlterClientQuotas", (0, 1), (0, 1), 1),
+    _Api(50, "DescribeUserScramCredentials", (0, 0), (0, 0), 0),
+    _Api(51, "AlterUserScramCredentials", (0, 0), (0, 0), 0),
+    _Api(52, "Vote", (0, 2), (0, 2), 0),
+    _Api(53, "BeginQuorumEpoch", (0, 1), (0, 1), 1),
+    _Api(54, "EndQuorumEpoch", (0, 1), (0, 1), 1),
+    _Api(55, "DescribeQuorum", (0, 2), (0, 2), 0),
+    _Api(56, "AlterPartition", (0, 3), (2, 3), 0),
+    _Api(57, "UpdateFeatures", (0, 2), (0, 2), 0),
+    _Api(58, "Envelope", (0, 0), (0, 0), 0),
+    _Api(59, "FetchSnapshot", (0, 1), (0, 1), 0),
+    _Api(60, "DescribeCluster", (0, 2), (0, 2), 0),
+    _Api(61, "DescribeProducers", (0, 0), (0, 0), 0),
+    _Api(62, "BrokerRegistration", (0, 4), (0, 4), 0),
+    _Api(63, "BrokerHeartbeat", (0, 2), (0, 2), 0),
+    _Api(64, "UnregisterBroker", (0, 0), (0, 0), 0),
+    _Api(65, "DescribeTransactions", (0, 0), (0, 0), 0),
+    _Api(66, "ListTransactions", (0, 2), (0, 2), 0),
+    _Api(67, "AllocateProducerIds", (0, 0), (0, 0), 0),
+    _Api(68, "ConsumerGroupHeartbeat", (0, 1), (0, 1), 0),
+    _Api(69, "ConsumerGroupDescribe", (0, 1), (0, 1), 0),
+    _Api(70, "ControllerRegistration", (0, 0), (0, 0), 0),
+    _Api(71, "GetTelemetrySubscriptions", (0, 0), (0, 0), 0),
+    _Api(72, "PushTelemetry", (0, 0), (0, 0), 0),
+    _Api(73, "AssignReplicasToDirs", (0, 0), (0, 0), 0),
+    _Api(74, "ListConfigResources", (0, 1), (0, 1), 0),
+    _Api(75, "DescribeTopicPartitions", (0, 0), (0, 0), 0),
+    _Api(76, "ShareGroupHeartbeat", (0, 1), (1, 1), 0),
+    _Api(77, "ShareGroupDescribe", (0, 1), (1, 1), 0),
+    _Api(78, "ShareFetch", (0, 2), (1, 2), 0),
+    _Api(79, "ShareAcknowledge", (0, 2), (1, 2), 0),
+    _Api(80, "AddRaftVoter", (0, 1), (0, 1), 0),
+    _Api(81, "RemoveRaftVoter", (0, 0), (0, 0), 0),
+    _Api(82, "UpdateRaftVoter", (0, 0), (0, 0), 0),
+    _Api(83, "InitializeShareGroupState", (0, 0), (0, 0), 0),
+    _Api(84, "ReadShareGroupState", (0, 0), (0, 0), 0),
+    _Api(85, "WriteShareGroupState", (0, 1), (0, 1), 0),
+    _Api(86, "DeleteShareGroupState", (0, 0), (0, 0), 0),
+    _Api(87, "ReadShareGroupStateSummary", (0, 1), (0, 1), 0),
+    _Api(88, "StreamsGroupHeartbeat", (0, 0), (0, 0), 0),
+    _Api(89, "StreamsGroupDescribe", (0, 0), (0, 0), 0),
+    _Api(90, "DescribeShareGroupOffsets", (0, 1), (0, 1), 0),
+    _Api(91, "AlterShareGroupOffsets", (0, 0), (0, 0), 0),
+    _Api(92, "DeleteShareGroupOffsets", (0, 0), (0, 0), 0),
+)
+
+API_NAMES: dict[int, str] = {a.key: a.name for a in _APIS}
+API_KEYS: dict[str, int] = {a.name: a.key for a in _APIS}
+VALID_VERSIONS: dict[int, tuple[int, int]] = {a.key: a.valid_versions for a in _APIS}
+KAFKA4_VALID_VERSIONS: dict[int, tuple[int, int] | None] = {a.key: a.kafka4_valid_versions for a in _APIS}
+FLEXIBLE_SINCE: dict[int, int | None] = {a.key: a.flexible_since for a in _APIS}
+
+PRODUCE = 0
+FETCH = 1
+METADATA = 3
+CONTROLLED_SHUTDOWN = 7
+FIND_COORDINATOR = 10
+SASL_HANDSHAKE = 17
+API_VERSIONS = 18
+CREATE_TOPICS = 19
+DELETE_TOPICS = 20
+INIT_PRODUCER_ID = 22
+SASL_AUTHENTICATE = 36
+CREATE_PARTITIONS = 37
+DESCRIBE_CLIENT_QUOTAS = 48
+ALTER_CLIENT_QUOTAS = 49
+DESCRIBE_CLUSTER = 60
+
+
+def api_name(key: int) -> str:
+    """Kafka's CamelCase name for ``key`` (``"Produce"``), or ``"Unknown<key>"``."""
+    return API_NAMES.get(key, f"Unknown{key}")
+
+
+def is_valid_version(key: int, version: int) -> bool:
+    """True if a Kafka 3.9 or 4.x peer may send ``version`` of API ``key``."""
+    rng = VALID_VERSIONS.get(key)
+    return rng is not None and rng[0] <= version <= rng[1]
+
+
+def is_flexible(key: int, version: int) -> bool:
+    """True if ``version`` of API ``key`` uses the flexible (compact, tagged-field) encoding."""
+    since = FLEXIBLE_SINCE.get(key)
+    return since is not None and version >= since
+
+
+def request_header_version(key: int, version: int) -> int:
+    """The request header version: 2 if flexible, else 1; ControlledShutdown v0 uses v0."""
+    if key == CONTROLLED_SHUTDOWN and version == 0:
+        return 0
+    return 2 if is_flexible(key, version) else 1
+
+
+def response_header_version(key: int, version: int) -> int:
+    """The response header version: 1 if flexible, else 0; ApiVersions always uses 0."""
+    if key == API_VERSIONS:
+        return 0
+    return 1 if is_flexible(key, version) else 0
