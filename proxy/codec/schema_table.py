@@ -1,0 +1,441 @@
+"""Kafka protocol message schemas for the APIs the proxy decodes. GENERATED, do not edit.
+
+Made by ``tools/gen_schema.py`` from Kafka's message definitions (4.x, widened with 3.9's removed
+versions). Key: ``(api_key, "request" | "response")``; value: segments of
+``{"name", "valid": (lo, hi), "flexible": first_flexible_or_None, "fields": FIELDS}``.
+A field is ``(name, kind, versions, nullable_versions, tag, tagged_versions, default, ignorable,
+children, struct_name)``; version ranges are ``(lo, hi)`` with hi=0x7FFF for "and later".
+"""
+
+# fmt: off
+SCHEMAS = {
+    (0, 'request'): (
+        {"name": 'ProduceRequest', "valid": (0, 13), "flexible": 9, "fields": (
+            ('transactional_id', 'string', (3, 32767), (3, 32767), None, None, None, False, None, None),
+            ('acks', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+            ('timeout_ms', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('topic_data', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('name', 'string', (0, 12), None, None, None, '', True, None, None),
+                ('topic_id', 'uuid', (13, 32767), None, None, None, None, True, None, None),
+                ('partition_data', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('index', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                    ('records', 'records', (0, 32767), (0, 32767), None, None, None, False, None, None),
+                ), 'PartitionProduceData'),
+            ), 'TopicProduceData'),
+        )},
+    ),
+    (0, 'response'): (
+        {"name": 'ProduceResponse', "valid": (0, 13), "flexible": 9, "fields": (
+            ('responses', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('name', 'string', (0, 12), None, None, None, '', True, None, None),
+                ('topic_id', 'uuid', (13, 32767), None, None, None, None, True, None, None),
+                ('partition_responses', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('index', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                    ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+                    ('base_offset', 'int64', (0, 32767), None, None, None, 0, False, None, None),
+                    ('log_append_time_ms', 'int64', (2, 32767), None, None, None, -1, True, None, None),
+                    ('log_start_offset', 'int64', (5, 32767), None, None, None, -1, True, None, None),
+                    ('record_errors', '[]struct', (8, 32767), None, None, None, (), True, (
+                        ('batch_index', 'int32', (8, 32767), None, None, None, 0, False, None, None),
+                        ('batch_index_error_message', 'string', (8, 32767), (8, 32767), None, None, None, False, None, None),
+                    ), 'BatchIndexAndErrorMessage'),
+                    ('error_message', 'string', (8, 32767), (8, 32767), None, None, None, True, None, None),
+                    ('current_leader', 'struct', (10, 32767), None, 0, (10, 32767), None, False, (
+                        ('leader_id', 'int32', (10, 32767), None, None, None, -1, False, None, None),
+                        ('leader_epoch', 'int32', (10, 32767), None, None, None, -1, False, None, None),
+                    ), 'LeaderIdAndEpoch'),
+                ), 'PartitionProduceResponse'),
+            ), 'TopicProduceResponse'),
+            ('throttle_time_ms', 'int32', (1, 32767), None, None, None, 0, True, None, None),
+            ('node_endpoints', '[]struct', (10, 32767), None, 0, (10, 32767), (), False, (
+                ('node_id', 'int32', (10, 32767), None, None, None, 0, False, None, None),
+                ('host', 'string', (10, 32767), None, None, None, '', False, None, None),
+                ('port', 'int32', (10, 32767), None, None, None, 0, False, None, None),
+                ('rack', 'string', (10, 32767), (10, 32767), None, None, None, False, None, None),
+            ), 'NodeEndpoint'),
+        )},
+    ),
+    (1, 'request'): (
+        {"name": 'FetchRequest', "valid": (0, 18), "flexible": 12, "fields": (
+            ('cluster_id', 'string', (12, 32767), (12, 32767), 0, (12, 32767), None, True, None, None),
+            ('replica_id', 'int32', (0, 14), None, None, None, -1, False, None, None),
+            ('replica_state', 'struct', (15, 32767), None, 1, (15, 32767), None, False, (
+                ('replica_id', 'int32', (15, 32767), None, None, None, -1, False, None, None),
+                ('replica_epoch', 'int64', (15, 32767), None, None, None, -1, False, None, None),
+            ), 'ReplicaState'),
+            ('max_wait_ms', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('min_bytes', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('max_bytes', 'int32', (3, 32767), None, None, None, 2147483647, True, None, None),
+            ('isolation_level', 'int8', (4, 32767), None, None, None, 0, True, None, None),
+            ('session_id', 'int32', (7, 32767), None, None, None, 0, True, None, None),
+            ('session_epoch', 'int32', (7, 32767), None, None, None, -1, True, None, None),
+            ('topics', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('topic', 'string', (0, 12), None, None, None, '', True, None, None),
+                ('topic_id', 'uuid', (13, 32767), None, None, None, None, True, None, None),
+                ('partitions', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('partition', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                    ('current_leader_epoch', 'int32', (9, 32767), None, None, None, -1, True, None, None),
+                    ('fetch_offset', 'int64', (0, 32767), None, None, None, 0, False, None, None),
+                    ('last_fetched_epoch', 'int32', (12, 32767), None, None, None, -1, False, None, None),
+                    ('log_start_offset', 'int64', (5, 32767), None, None, None, -1, True, None, None),
+                    ('partition_max_bytes', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                    ('replica_directory_id', 'uuid', (17, 32767), None, 0, (17, 32767), None, True, None, None),
+                    ('high_watermark', 'int64', (18, 32767), None, 1, (18, 32767), 9223372036854775807, True, None, None),
+                ), 'FetchPartition'),
+            ), 'FetchTopic'),
+            ('forgotten_topics_data', '[]struct', (7, 32767), None, None, None, (), False, (
+                ('topic', 'string', (7, 12), None, None, None, '', True, None, None),
+                ('topic_id', 'uuid', (13, 32767), None, None, None, None, True, None, None),
+                ('partitions', '[]int32', (7, 32767), None, None, None, (), False, None, None),
+            ), 'ForgottenTopic'),
+            ('rack_id', 'string', (11, 32767), None, None, None, '', True, None, None),
+        )},
+    ),
+    (1, 'response'): (
+        {"name": 'FetchResponse', "valid": (0, 18), "flexible": 12, "fields": (
+            ('throttle_time_ms', 'int32', (1, 32767), None, None, None, 0, True, None, None),
+            ('error_code', 'int16', (7, 32767), None, None, None, 0, True, None, None),
+            ('session_id', 'int32', (7, 32767), None, None, None, 0, False, None, None),
+            ('responses', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('topic', 'string', (0, 12), None, None, None, '', True, None, None),
+                ('topic_id', 'uuid', (13, 32767), None, None, None, None, True, None, None),
+                ('partitions', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('partition_index', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                    ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+                    ('high_watermark', 'int64', (0, 32767), None, None, None, 0, False, None, None),
+                    ('last_stable_offset', 'int64', (4, 32767), None, None, None, -1, True, None, None),
+                    ('log_start_offset', 'int64', (5, 32767), None, None, None, -1, True, None, None),
+                    ('diverging_epoch', 'struct', (12, 32767), None, 0, (12, 32767), None, False, (
+                        ('epoch', 'int32', (12, 32767), None, None, None, -1, False, None, None),
+                        ('end_offset', 'int64', (12, 32767), None, None, None, -1, False, None, None),
+                    ), 'EpochEndOffset'),
+                    ('current_leader', 'struct', (12, 32767), None, 1, (12, 32767), None, False, (
+                        ('leader_id', 'int32', (12, 32767), None, None, None, -1, False, None, None),
+                        ('leader_epoch', 'int32', (12, 32767), None, None, None, -1, False, None, None),
+                    ), 'LeaderIdAndEpoch'),
+                    ('snapshot_id', 'struct', (12, 32767), None, 2, (12, 32767), None, False, (
+                        ('end_offset', 'int64', (0, 32767), None, None, None, -1, False, None, None),
+                        ('epoch', 'int32', (0, 32767), None, None, None, -1, False, None, None),
+                    ), 'SnapshotId'),
+                    ('aborted_transactions', '[]struct', (4, 32767), (4, 32767), None, None, (), True, (
+                        ('producer_id', 'int64', (4, 32767), None, None, None, 0, False, None, None),
+                        ('first_offset', 'int64', (4, 32767), None, None, None, 0, False, None, None),
+                    ), 'AbortedTransaction'),
+                    ('preferred_read_replica', 'int32', (11, 32767), None, None, None, -1, False, None, None),
+                    ('records', 'records', (0, 32767), (0, 32767), None, None, None, False, None, None),
+                ), 'PartitionData'),
+            ), 'FetchableTopicResponse'),
+            ('node_endpoints', '[]struct', (16, 32767), None, 0, (16, 32767), (), False, (
+                ('node_id', 'int32', (16, 32767), None, None, None, 0, False, None, None),
+                ('host', 'string', (16, 32767), None, None, None, '', False, None, None),
+                ('port', 'int32', (16, 32767), None, None, None, 0, False, None, None),
+                ('rack', 'string', (16, 32767), (16, 32767), None, None, None, False, None, None),
+            ), 'NodeEndpoint'),
+        )},
+    ),
+    (3, 'request'): (
+        {"name": 'MetadataRequest', "valid": (0, 13), "flexible": 9, "fields": (
+            ('topics', '[]struct', (0, 32767), (1, 32767), None, None, (), False, (
+                ('topic_id', 'uuid', (10, 32767), None, None, None, None, True, None, None),
+                ('name', 'string', (0, 32767), (10, 32767), None, None, '', False, None, None),
+            ), 'MetadataRequestTopic'),
+            ('allow_auto_topic_creation', 'bool', (4, 32767), None, None, None, True, False, None, None),
+            ('include_cluster_authorized_operations', 'bool', (8, 10), None, None, None, False, False, None, None),
+            ('include_topic_authorized_operations', 'bool', (8, 32767), None, None, None, False, False, None, None),
+        )},
+    ),
+    (3, 'response'): (
+        {"name": 'MetadataResponse', "valid": (0, 13), "flexible": 9, "fields": (
+            ('throttle_time_ms', 'int32', (3, 32767), None, None, None, 0, True, None, None),
+            ('brokers', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('node_id', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                ('host', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('port', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                ('rack', 'string', (1, 32767), (1, 32767), None, None, None, True, None, None),
+            ), 'MetadataResponseBroker'),
+            ('cluster_id', 'string', (2, 32767), (2, 32767), None, None, None, True, None, None),
+            ('controller_id', 'int32', (1, 32767), None, None, None, -1, True, None, None),
+            ('topics', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+                ('name', 'string', (0, 32767), (12, 32767), None, None, '', False, None, None),
+                ('topic_id', 'uuid', (10, 32767), None, None, None, None, True, None, None),
+                ('is_internal', 'bool', (1, 32767), None, None, None, False, True, None, None),
+                ('partitions', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+                    ('partition_index', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                    ('leader_id', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                    ('leader_epoch', 'int32', (7, 32767), None, None, None, -1, True, None, None),
+                    ('replica_nodes', '[]int32', (0, 32767), None, None, None, (), False, None, None),
+                    ('isr_nodes', '[]int32', (0, 32767), None, None, None, (), False, None, None),
+                    ('offline_replicas', '[]int32', (5, 32767), None, None, None, (), True, None, None),
+                ), 'MetadataResponsePartition'),
+                ('topic_authorized_operations', 'int32', (8, 32767), None, None, None, -2147483648, False, None, None),
+            ), 'MetadataResponseTopic'),
+            ('cluster_authorized_operations', 'int32', (8, 10), None, None, None, -2147483648, False, None, None),
+            ('error_code', 'int16', (13, 32767), None, None, None, 0, True, None, None),
+        )},
+    ),
+    (10, 'request'): (
+        {"name": 'FindCoordinatorRequest', "valid": (0, 6), "flexible": 3, "fields": (
+            ('key', 'string', (0, 3), None, None, None, '', False, None, None),
+            ('key_type', 'int8', (1, 32767), None, None, None, 0, False, None, None),
+            ('coordinator_keys', '[]string', (4, 32767), None, None, None, (), False, None, None),
+        )},
+    ),
+    (10, 'response'): (
+        {"name": 'FindCoordinatorResponse', "valid": (0, 6), "flexible": 3, "fields": (
+            ('throttle_time_ms', 'int32', (1, 32767), None, None, None, 0, True, None, None),
+            ('error_code', 'int16', (0, 3), None, None, None, 0, False, None, None),
+            ('error_message', 'string', (1, 3), (1, 3), None, None, '', True, None, None),
+            ('node_id', 'int32', (0, 3), None, None, None, 0, False, None, None),
+            ('host', 'string', (0, 3), None, None, None, '', False, None, None),
+            ('port', 'int32', (0, 3), None, None, None, 0, False, None, None),
+            ('coordinators', '[]struct', (4, 32767), None, None, None, (), False, (
+                ('key', 'string', (4, 32767), None, None, None, '', False, None, None),
+                ('node_id', 'int32', (4, 32767), None, None, None, 0, False, None, None),
+                ('host', 'string', (4, 32767), None, None, None, '', False, None, None),
+                ('port', 'int32', (4, 32767), None, None, None, 0, False, None, None),
+                ('error_code', 'int16', (4, 32767), None, None, None, 0, False, None, None),
+                ('error_message', 'string', (4, 32767), (4, 32767), None, None, '', True, None, None),
+            ), 'Coordinator'),
+        )},
+    ),
+    (17, 'request'): (
+        {"name": 'SaslHandshakeRequest', "valid": (0, 1), "flexible": None, "fields": (
+            ('mechanism', 'string', (0, 32767), None, None, None, '', False, None, None),
+        )},
+    ),
+    (17, 'response'): (
+        {"name": 'SaslHandshakeResponse', "valid": (0, 1), "flexible": None, "fields": (
+            ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+            ('mechanisms', '[]string', (0, 32767), None, None, None, (), False, None, None),
+        )},
+    ),
+    (18, 'request'): (
+        {"name": 'ApiVersionsRequest', "valid": (0, 4), "flexible": 3, "fields": (
+            ('client_software_name', 'string', (3, 32767), None, None, None, '', True, None, None),
+            ('client_software_version', 'string', (3, 32767), None, None, None, '', True, None, None),
+        )},
+    ),
+    (18, 'response'): (
+        {"name": 'ApiVersionsResponse', "valid": (0, 4), "flexible": 3, "fields": (
+            ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+            ('api_keys', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('api_key', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+                ('min_version', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+                ('max_version', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+            ), 'ApiVersion'),
+            ('throttle_time_ms', 'int32', (1, 32767), None, None, None, 0, True, None, None),
+            ('supported_features', '[]struct', (3, 32767), None, 0, (3, 32767), (), True, (
+                ('name', 'string', (3, 32767), None, None, None, '', False, None, None),
+                ('min_version', 'int16', (3, 32767), None, None, None, 0, False, None, None),
+                ('max_version', 'int16', (3, 32767), None, None, None, 0, False, None, None),
+            ), 'SupportedFeatureKey'),
+            ('finalized_features_epoch', 'int64', (3, 32767), None, 1, (3, 32767), -1, True, None, None),
+            ('finalized_features', '[]struct', (3, 32767), None, 2, (3, 32767), (), True, (
+                ('name', 'string', (3, 32767), None, None, None, '', False, None, None),
+                ('max_version_level', 'int16', (3, 32767), None, None, None, 0, False, None, None),
+                ('min_version_level', 'int16', (3, 32767), None, None, None, 0, False, None, None),
+            ), 'FinalizedFeatureKey'),
+            ('zk_migration_ready', 'bool', (3, 32767), None, 3, (3, 32767), False, True, None, None),
+        )},
+    ),
+    (19, 'request'): (
+        {"name": 'CreateTopicsRequest', "valid": (0, 7), "flexible": 5, "fields": (
+            ('topics', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('name', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('num_partitions', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                ('replication_factor', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+                ('assignments', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('partition_index', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                    ('broker_ids', '[]int32', (0, 32767), None, None, None, (), False, None, None),
+                ), 'CreatableReplicaAssignment'),
+                ('configs', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('name', 'string', (0, 32767), None, None, None, '', False, None, None),
+                    ('value', 'string', (0, 32767), (0, 32767), None, None, '', False, None, None),
+                ), 'CreatableTopicConfig'),
+            ), 'CreatableTopic'),
+            ('timeout_ms', 'int32', (0, 32767), None, None, None, 60000, False, None, None),
+            ('validate_only', 'bool', (1, 32767), None, None, None, False, False, None, None),
+        )},
+    ),
+    (19, 'response'): (
+        {"name": 'CreateTopicsResponse', "valid": (0, 7), "flexible": 5, "fields": (
+            ('throttle_time_ms', 'int32', (2, 32767), None, None, None, 0, True, None, None),
+            ('topics', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('name', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('topic_id', 'uuid', (7, 32767), None, None, None, None, True, None, None),
+                ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+                ('error_message', 'string', (1, 32767), (0, 32767), None, None, '', True, None, None),
+                ('topic_config_error_code', 'int16', (5, 32767), None, 0, (5, 32767), 0, True, None, None),
+                ('num_partitions', 'int32', (5, 32767), None, None, None, -1, True, None, None),
+                ('replication_factor', 'int16', (5, 32767), None, None, None, -1, True, None, None),
+                ('configs', '[]struct', (5, 32767), (5, 32767), None, None, (), True, (
+                    ('name', 'string', (5, 32767), None, None, None, '', False, None, None),
+                    ('value', 'string', (5, 32767), (5, 32767), None, None, '', False, None, None),
+                    ('read_only', 'bool', (5, 32767), None, None, None, False, False, None, None),
+                    ('config_source', 'int8', (5, 32767), None, None, None, -1, True, None, None),
+                    ('is_sensitive', 'bool', (5, 32767), None, None, None, False, False, None, None),
+                ), 'CreatableTopicConfigs'),
+            ), 'CreatableTopicResult'),
+        )},
+    ),
+    (20, 'request'): (
+        {"name": 'DeleteTopicsRequest', "valid": (0, 6), "flexible": 4, "fields": (
+            ('topics', '[]struct', (6, 32767), None, None, None, (), False, (
+                ('name', 'string', (6, 32767), (6, 32767), None, None, None, False, None, None),
+                ('topic_id', 'uuid', (6, 32767), None, None, None, None, False, None, None),
+            ), 'DeleteTopicState'),
+            ('topic_names', '[]string', (0, 5), None, None, None, (), True, None, None),
+            ('timeout_ms', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+        )},
+    ),
+    (20, 'response'): (
+        {"name": 'DeleteTopicsResponse', "valid": (0, 6), "flexible": 4, "fields": (
+            ('throttle_time_ms', 'int32', (1, 32767), None, None, None, 0, True, None, None),
+            ('responses', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('name', 'string', (0, 32767), (6, 32767), None, None, '', False, None, None),
+                ('topic_id', 'uuid', (6, 32767), None, None, None, None, True, None, None),
+                ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+                ('error_message', 'string', (5, 32767), (5, 32767), None, None, None, True, None, None),
+            ), 'DeletableTopicResult'),
+        )},
+    ),
+    (22, 'request'): (
+        {"name": 'InitProducerIdRequest', "valid": (0, 6), "flexible": 2, "fields": (
+            ('transactional_id', 'string', (0, 32767), (0, 32767), None, None, '', False, None, None),
+            ('transaction_timeout_ms', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('producer_id', 'int64', (3, 32767), None, None, None, -1, False, None, None),
+            ('producer_epoch', 'int16', (3, 32767), None, None, None, -1, False, None, None),
+            ('enable2_pc', 'bool', (6, 32767), None, None, None, False, False, None, None),
+            ('keep_prepared_txn', 'bool', (6, 32767), None, None, None, False, False, None, None),
+        )},
+    ),
+    (22, 'response'): (
+        {"name": 'InitProducerIdResponse', "valid": (0, 6), "flexible": 2, "fields": (
+            ('throttle_time_ms', 'int32', (0, 32767), None, None, None, 0, True, None, None),
+            ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+            ('producer_id', 'int64', (0, 32767), None, None, None, -1, False, None, None),
+            ('producer_epoch', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+            ('ongoing_txn_producer_id', 'int64', (6, 32767), None, None, None, -1, False, None, None),
+            ('ongoing_txn_producer_epoch', 'int16', (6, 32767), None, None, None, -1, False, None, None),
+        )},
+    ),
+    (36, 'request'): (
+        {"name": 'SaslAuthenticateRequest', "valid": (0, 2), "flexible": 2, "fields": (
+            ('auth_bytes', 'bytes', (0, 32767), None, None, None, b'', False, None, None),
+        )},
+    ),
+    (36, 'response'): (
+        {"name": 'SaslAuthenticateResponse', "valid": (0, 2), "flexible": 2, "fields": (
+            ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+            ('error_message', 'string', (0, 32767), (0, 32767), None, None, '', False, None, None),
+            ('auth_bytes', 'bytes', (0, 32767), None, None, None, b'', False, None, None),
+            ('session_lifetime_ms', 'int64', (1, 32767), None, None, None, 0, True, None, None),
+        )},
+    ),
+    (37, 'request'): (
+        {"name": 'CreatePartitionsRequest', "valid": (0, 3), "flexible": 2, "fields": (
+            ('topics', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('name', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('count', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                ('assignments', '[]struct', (0, 32767), (0, 32767), None, None, (), False, (
+                    ('broker_ids', '[]int32', (0, 32767), None, None, None, (), False, None, None),
+                ), 'CreatePartitionsAssignment'),
+            ), 'CreatePartitionsTopic'),
+            ('timeout_ms', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('validate_only', 'bool', (0, 32767), None, None, None, False, False, None, None),
+        )},
+    ),
+    (37, 'response'): (
+        {"name": 'CreatePartitionsResponse', "valid": (0, 3), "flexible": 2, "fields": (
+            ('throttle_time_ms', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('results', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('name', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+                ('error_message', 'string', (0, 32767), (0, 32767), None, None, None, False, None, None),
+            ), 'CreatePartitionsTopicResult'),
+        )},
+    ),
+    (48, 'request'): (
+        {"name": 'DescribeClientQuotasRequest', "valid": (0, 1), "flexible": 1, "fields": (
+            ('components', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('entity_type', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('match_type', 'int8', (0, 32767), None, None, None, 0, False, None, None),
+                ('match', 'string', (0, 32767), (0, 32767), None, None, '', False, None, None),
+            ), 'ComponentData'),
+            ('strict', 'bool', (0, 32767), None, None, None, False, False, None, None),
+        )},
+    ),
+    (48, 'response'): (
+        {"name": 'DescribeClientQuotasResponse', "valid": (0, 1), "flexible": 1, "fields": (
+            ('throttle_time_ms', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+            ('error_message', 'string', (0, 32767), (0, 32767), None, None, '', False, None, None),
+            ('entries', '[]struct', (0, 32767), (0, 32767), None, None, (), False, (
+                ('entity', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('entity_type', 'string', (0, 32767), None, None, None, '', False, None, None),
+                    ('entity_name', 'string', (0, 32767), (0, 32767), None, None, '', False, None, None),
+                ), 'EntityData'),
+                ('values', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('key', 'string', (0, 32767), None, None, None, '', False, None, None),
+                    ('value', 'float64', (0, 32767), None, None, None, 0.0, False, None, None),
+                ), 'ValueData'),
+            ), 'EntryData'),
+        )},
+    ),
+    (49, 'request'): (
+        {"name": 'AlterClientQuotasRequest', "valid": (0, 1), "flexible": 1, "fields": (
+            ('entries', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('entity', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('entity_type', 'string', (0, 32767), None, None, None, '', False, None, None),
+                    ('entity_name', 'string', (0, 32767), (0, 32767), None, None, '', False, None, None),
+                ), 'EntityData'),
+                ('ops', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('key', 'string', (0, 32767), None, None, None, '', False, None, None),
+                    ('value', 'float64', (0, 32767), None, None, None, 0.0, False, None, None),
+                    ('remove', 'bool', (0, 32767), None, None, None, False, False, None, None),
+                ), 'OpData'),
+            ), 'EntryData'),
+            ('validate_only', 'bool', (0, 32767), None, None, None, False, False, None, None),
+        )},
+    ),
+    (49, 'response'): (
+        {"name": 'AlterClientQuotasResponse', "valid": (0, 1), "flexible": 1, "fields": (
+            ('throttle_time_ms', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('entries', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+                ('error_message', 'string', (0, 32767), (0, 32767), None, None, '', False, None, None),
+                ('entity', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('entity_type', 'string', (0, 32767), None, None, None, '', False, None, None),
+                    ('entity_name', 'string', (0, 32767), (0, 32767), None, None, '', False, None, None),
+                ), 'EntityData'),
+            ), 'EntryData'),
+        )},
+    ),
+    (60, 'request'): (
+        {"name": 'DescribeClusterRequest', "valid": (0, 2), "flexible": 0, "fields": (
+            ('include_cluster_authorized_operations', 'bool', (0, 32767), None, None, None, False, False, None, None),
+            ('endpoint_type', 'int8', (1, 32767), None, None, None, 1, False, None, None),
+            ('include_fenced_brokers', 'bool', (2, 32767), None, None, None, False, False, None, None),
+        )},
+    ),
+    (60, 'response'): (
+        {"name": 'DescribeClusterResponse', "valid": (0, 2), "flexible": 0, "fields": (
+            ('throttle_time_ms', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+            ('error_message', 'string', (0, 32767), (0, 32767), None, None, None, False, None, None),
+            ('endpoint_type', 'int8', (1, 32767), None, None, None, 1, False, None, None),
+            ('cluster_id', 'string', (0, 32767), None, None, None, '', False, None, None),
+            ('controller_id', 'int32', (0, 32767), None, None, None, -1, False, None, None),
+            ('brokers', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('broker_id', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                ('host', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('port', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                ('rack', 'string', (0, 32767), (0, 32767), None, None, None, False, None, None),
+                ('is_fenced', 'bool', (2, 32767), None, None, None, False, False, None, None),
+            ), 'DescribeClusterBroker'),
+            ('cluster_authorized_operations', 'int32', (0, 32767), None, None, None, -2147483648, False, None, None),
+        )},
+    ),
+}
