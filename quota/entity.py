@@ -1,0 +1,248 @@
+"""Quota entities (KIP-55) and the immutable quota table with Kafka's eight-level precedence.
+
+An entity is a ``user``, a ``client-id``, or a ``(user, client-id)`` pair; each part is a name or the
+``<default>`` marker. For a connection's ``(user, client_id)`` the most specific configured entity wins, per quota
+key, in this order (``ClientQuotaManager`` in apache/kafka)::
+
+    /users/<user>/clients/<client-id>      tags (user, client-id)
+    /users/<user>/clients/<default>        tags (user, client-id)
+    /users/<user>                          tags (user, "")
+    /users/<default>/clients/<client-id>   tags (user, client-id)
+    /users/<default>/clients/<default>     tags (user, client-id)
+    /users/<default>                       tags (user, "")
+    /clients/<client-id>                   tags ("", client-id)
+    /clients/<default>                     tags ("", client-id)
+    (nothing)                              tags ("", client-id), unlimited
+
+The tags (Kafka's ``quotaMetricTags``) name the sensor, so they decide who shares a quota: a ``<default>`` user
+quota is applied to each user separately (tags ``(alice, "")``, ``(bob, "")``), and all clients of one user that
+resolve to ``(alice, "")`` share it. The user is whatever principal name the proxy knows (``ANONYMOUS`` before SASL);
+nothing here depends on it. Lookups are a bounded number of dict lookups (at most eight), whatever the table size.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+DEFAULT = "<default>"
+"""The default-entity marker, as Kafka writes it (``ClientQuotaManager.DEFAULT_NAME``)."""
+
+PRODUCER_BYTE_RATE = "producer_byte_rate"
+CONSUMER_BYTE_RATE = "consumer_byte_rate"
+REQUEST_PERCENTAGE = "request_percentage"
+CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
+PRODUCER_IDS_RATE = "producer_ids_rate"
+
+QUOTA_KEYS = frozenset(
+    {PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE, PRODUCER_IDS_RATE}
+)
+"""Quota keys a ``user``/``client-id`` entity may carry (Kafka's ``QuotaConfig.*_OVERRIDE_CONFIG`` names)."""
+
+USER = "user"
+CLIENT_ID = "client-id"
+
+
+class QuotaTags(NamedTuple):
+    """The metric tags of a quota sensor; clients with equal tags share one quota. ``""`` means "not part of it"."""
+
+    user: str
+    client_id: str
+
+    def as_metric_tags(self) -> dict[str, str]:
+        """As Kafka tags its ``byte-rate``/``throttle-time`` metrics: ``{"user": ..., "client-id": ...}``."""
+        return {USER: self.user, CLIENT_ID: self.client_id}
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaEntity:
+    """A configured entity: ``user`` and/or ``client_id``, each a name, :data:`DEFAULT`, or ``None`` (absent)."""
+
+    user: str | None = None
+    client_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.user is None and self.client_id is None:
+            raise ValueError("a quota entity needs a user, a client-id, or both")
+        for part in (self.user, self.client_id):
+            if part is not None and not isinstance(part, str):
+                raise ValueError(f"quota entity names must be strings, got {part!r}")
+
+    @classmethod
+    def from_dict(cls, entity: Mapping[str, Any]) -> QuotaEntity:
+        """From ``{"user": "alice", "client-id": "etl"}``; a value of ``None`` or ``"<default>"`` is the default."""
+        unknown = set(entity) - {USER, CLIENT_ID}
+        if unknown:
+            raise ValueError(f"unknown quota entity type(s) {sorted(unknown)}; expected {USER!r} and/or {CLIENT_ID!r}")
+        if not entity:
+            raise ValueError("a quota entity needs a user, a client-id, or both")
+        user = (entity[USER] if entity[USER] is not None else DEFAULT) if USER in entity else None
+        client_id = (entity[CLIENT_ID] if entity[CLIENT_ID] is not None else DEFAULT) if CLIENT_ID in entity else None
+        return cls(user=user, client_id=client_id)
+
+    @property
+    def path(self) -> str:
+        """Kafka's config path for this entity, e.g. ``/users/<default>/clients/etl``."""
+        parts = []
+        if self.user is not None:
+            parts.append(f"/users/{self.user}")
+        if self.client_id is not None:
+            parts.append(f"/clients/{self.client_id}")
+        return "".join(parts)
+
+    def __str__(self) -> str:
+        return self.path
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaEntry:
+    """One configured entity with its quota values; ``shadow`` marks a quota computed and metered but not applied."""
+
+    entity: QuotaEntity
+    quotas: Mapping[str, float]
+    shadow: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedQuota:
+    """The quota that applies to one ``(user, client_id)`` for one key, and the sensor it is counted in.
+
+    ``entity is None`` means no entity matched: the limit is infinite and nothing is ever throttled.
+    """
+
+    limit: float
+    tags: QuotaTags
+    entity: QuotaEntity | None = None
+    shadow: bool = False
+
+    @property
+    def unlimited(self) -> bool:
+        return self.entity is None
+
+
+class _Default:
+    """Internal stand-in for ``<default>`` so that a client literally named "<default>" cannot match it."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return DEFAULT
+
+
+_D = _Default()
+
+# (user part, client part, tags user from request?, tags client-id from request?) in precedence order.
+# "name" means the request's own name. None means the entity has no such part.
+_LEVELS: tuple[tuple[str | None, str | None, bool, bool], ...] = (
+    ("name", "name", True, True),  # /users/<user>/clients/<client-id>
+    ("name", "default", True, True),  # /users/<user>/clients/<default>
+    ("name", None, True, False),  # /users/<user>
+    ("default", "name", True, True),  # /users/<default>/clients/<client-id>
+    ("default", "default", True, True),  # /users/<default>/clients/<default>
+    ("default", None, True, False),  # /users/<default>
+    (None, "name", False, True),  # /clients/<client-id>
+    (None, "default", False, True),  # /clients/<default>
+)
+
+
+def _level_of(entity: QuotaEntity) -> int:
+    def kind(part: str | None) -> str | None:
+        return None if part is None else ("default" if part == DEFAULT else "name")
+
+    shape = (kind(entity.user), kind(entity.client_id))
+    for index, (user_kind, client_kind, _, _) in enumerate(_LEVELS):
+        if (user_kind, client_kind) == shape:
+            return index
+    raise AssertionError(f"unreachable: {entity!r}")
+
+
+def _internal_key(entity: QuotaEntity) -> tuple[object, object]:
+    def part(name: str | None) -> object:
+        return _D if name == DEFAULT else name
+
+    return (part(entity.user), part(entity.client_id))
+
+
+def _check_value(entity: QuotaEntity, key: str, value: Any) -> float:
+    if key not in QUOTA_KEYS:
+        raise ValueError(f"{entity.path}: unknown quota key {key!r}; expected one of {sorted(QUOTA_KEYS)}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value) or value < 0:
+        raise ValueError(f"{entity.path}: {key} must be a number >= 0, got {value!r}")
+    return float(value)
+
+
+class QuotaTable:
+    """An immutable snapshot of configured quotas; swap a whole new table to change anything."""
+
+    __slots__ = ("_entries", "_by_key", "_levels_by_key")
+
+    def __init__(self, entries: Iterable[QuotaEntry] = ()) -> None:
+        self._entries: tuple[QuotaEntry, ...] = tuple(entries)
+        # key -> {(user part, client part): (limit, entry)}; parts are names, _D, or None.
+        by_key: dict[str, dict[tuple[object, object], tuple[float, QuotaEntry]]] = {}
+        levels: dict[str, set[int]] = {}
+        seen: set[QuotaEntity] = set()
+        for entry in self._entries:
+            if entry.entity in seen:
+                raise ValueError(f"{entry.entity.path}: configured more than once")
+            seen.add(entry.entity)
+            for key, value in entry.quotas.items():
+                limit = _check_value(entry.entity, key, value)
+                by_key.setdefault(key, {})[_internal_key(entry.entity)] = (limit, entry)
+                levels.setdefault(key, set()).add(_level_of(entry.entity))
+        self._by_key = by_key
+        # Only the levels configured for a key are looked at (Kafka's quotaTypesEnabled optimisation).
+        self._levels_by_key = {key: tuple(sorted(found)) for key, found in levels.items()}
+
+    @classmethod
+    def from_values(cls, values: Iterable[tuple[Any, ...]]) -> QuotaTable:
+        """From plain values: ``[({"user": "alice"}, {"producer_byte_rate": 1048576}), ...]``.
+
+        A third item, if present, is the entry's ``shadow`` flag.
+        """
+        entries = []
+        for item in values:
+            entity, quotas, *rest = item
+            if len(rest) > 1:
+                raise ValueError(f"expected (entity, quotas[, shadow]), got {item!r}")
+            shadow = bool(rest[0]) if rest else False
+            entries.append(QuotaEntry(QuotaEntity.from_dict(entity), dict(quotas), shadow))
+        return cls(entries)
+
+    @property
+    def entries(self) -> tuple[QuotaEntry, ...]:
+        return self._entries
+
+    def keys(self) -> frozenset[str]:
+        """The quota keys configured for at least one entity."""
+        return frozenset(self._by_key)
+
+    def resolve(self, key: str, user: str, client_id: str) -> ResolvedQuota:
+        """The quota for ``key`` that applies to ``(user, client_id)``, with the tags of the sensor to count it in."""
+        configured = self._by_key.get(key)
+        if configured is not None:
+            for level in self._levels_by_key[key]:
+                user_kind, client_kind, tag_user, tag_client = _LEVELS[level]
+                user_part = None if user_kind is None else (user if user_kind == "name" else _D)
+                client_part = None if client_kind is None else (client_id if client_kind == "name" else _D)
+                found = configured.get((user_part, client_part))
+                if found is not None:
+                    limit, entry = found
+                    tags = QuotaTags(user if tag_user else "", client_id if tag_client else "")
+                    return ResolvedQuota(limit, tags, entry.entity, entry.shadow)
+        return ResolvedQuota(math.inf, QuotaTags("", client_id))
+
+    def limit(self, key: str, user: str, client_id: str) -> float:
+        """Just the limit (``math.inf`` when unconfigured)."""
+        return self.resolve(key, user, client_id).limit
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __repr__(self) -> str:
+        return f"QuotaTable({len(self._entries)} entries, keys={sorted(self._by_key)})"
+
+
+EMPTY_QUOTA_TABLE = QuotaTable()
