@@ -1,0 +1,225 @@
+"""Byte-rate quotas per (user, client-id): Kafka's ``ClientQuotaManager`` (KIP-13, KIP-55), as a pure object.
+
+One manager per quota type: ``producer_byte_rate`` counts produce request bytes, ``consumer_byte_rate`` counts fetch
+response bytes. The manager records, measures and decides; ``proxy/`` delays, mutes and rewrites.
+
+Behaviour carried over from apache/kafka (``ClientQuotaManager``, ``Sensor``, ``QuotaUtils``):
+
+* Record first, then check: ``Sensor.record(value, now, checkQuotas=true)`` adds the value to the rate and only
+  then measures it; within quota while ``rate <= limit``.
+* Over quota, the throttle time is ``(rate - limit) / limit * windowSize(now)`` (:mod:`quota.throttle`). Kafka does
+  not cap it for byte-rate quotas; this manager caps it at ``max_throttle_time_ms`` (default the whole sampled
+  window, ``quota.window.num * quota.window.size.seconds``) so a muted client is never held past its request
+  timeout.
+* ``max_value_in_quota_window``: ``limit * (quota.window.num - 1) * quota.window.size.seconds``, the largest value
+  that can be recorded without certain throttling; Kafka caps a consumer's Fetch ``max_bytes`` with it.
+* Quota changes apply to live sensors at once (``updateQuotaMetricConfigs``).
+* A sensor with no record for an hour is dropped (``INACTIVE_SENSOR_EXPIRATION_TIME_SECONDS = 3600``, expired when
+  ``now - lastRecord > expiration``), so memory is bounded by the clients seen in the last hour.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+
+from quota.clock import Clock
+from quota.decision import FORWARD, Decision, Throttle
+from quota.entity import QuotaTable, QuotaTags, ResolvedQuota
+from quota.rate import QuotaWindow
+from quota.sensor import ClientSensors, EntityStats
+from quota.throttle import INT32_MAX, bounded_throttle_time_ms, quota_acceptable
+
+INACTIVE_SENSOR_EXPIRATION_MS = 3_600_000
+"""Kafka purges quota sensors after one hour without a record."""
+
+
+class ClientQuotaManager:
+    """Sampled-rate quota for one key (``producer_byte_rate`` or ``consumer_byte_rate``) per (user, client-id).
+
+    Every method that needs the time takes an optional ``now_ms``; without it the injected ``clock`` is read.
+    Cost per call is a bounded number of dict lookups plus one ``Rate`` measurement (at most
+    ``quota.window.num + 1`` samples), whatever the number of configured entities or active clients.
+    """
+
+    def __init__(
+        self,
+        quotas: QuotaTable,
+        quota_key: str,
+        clock: Clock,
+        window: QuotaWindow = QuotaWindow(),
+        max_throttle_time_ms: int | None = None,
+        *,
+        shadow: bool = False,
+        inactive_sensor_expiration_ms: int = INACTIVE_SENSOR_EXPIRATION_MS,
+    ) -> None:
+        if max_throttle_time_ms is not None and max_throttle_time_ms < 0:
+            raise ValueError(f"max_throttle_time_ms must be >= 0, got {max_throttle_time_ms}")
+        self._quotas = quotas
+        self.quota_key = quota_key
+        self._clock = clock
+        self.window = window
+        self.max_throttle_time_ms = window.span_ms if max_throttle_time_ms is None else max_throttle_time_ms
+        self.shadow = shadow
+        self.inactive_sensor_expiration_ms = inactive_sensor_expiration_ms
+        # Ordered by last record (oldest first), so idle sensors are found at the front.
+        self._sensors: OrderedDict[QuotaTags, ClientSensors] = OrderedDict()
+
+    # -- quota table ---------------------------------------------------------------------------------------------
+
+    @property
+    def quotas(self) -> QuotaTable:
+        return self._quotas
+
+    def resolve(self, user: str, client_id: str) -> ResolvedQuota:
+        """The quota that applies to this user and client-id, and the tags of the sensor it is counted in."""
+        return self._quotas.resolve(self.quota_key, user, client_id)
+
+    def update_quotas(self, quotas: QuotaTable) -> None:
+        """Swap in a new quota table. Existing sensors take their new limit now (``updateQuotaMetricConfigs``).
+
+        A client whose tags change under the new table (e.g. a new ``/users/alice/clients/etl`` entry) moves to
+        a fresh sensor on its next record; its old sensor is left to expire.
+        """
+        self._quotas = quotas
+        for sensors in self._sensors.values():
+            resolved = quotas.resolve(self.quota_key, *sensors.representative)
+            if resolved.tags == sensors.tags:
+                sensors.apply(resolved)
+        # Checks never trust a sensor's stored limit: every record resolves against the current table first.
+
+    # -- recording -----------------------------------------------------------------------------------------------
+
+    def record_and_get_throttle_time_ms(
+        self, user: str, client_id: str, value: float, now_ms: int | None = None
+    ) -> int:
+        """Record ``value`` (bytes) for this client, then return the throttle time in ms (0 when within quota).
+
+        Kafka's ``recordAndGetThrottleTimeMs``, bounded by ``max_throttle_time_ms``. The throttle is counted in
+        the entity's stats. This returns the throttle even for shadow quotas; use :meth:`record_and_decide` to get
+        a decision that carries the shadow flag.
+        """
+        return self._record_and_throttle(user, client_id, value, self._now(now_ms))[0]
+
+    def record_and_decide(self, user: str, client_id: str, value: float, now_ms: int | None = None) -> Decision:
+        """As :meth:`record_and_get_throttle_time_ms`, as a decision: :data:`FORWARD` or :class:`Throttle`.
+
+        The throttle is reported to the client and the connection muted for the same time, as Kafka does; the
+        decision is marked ``shadow`` if this manager or the matched quota entry is in shadow mode.
+        """
+        throttle, resolved = self._record_and_throttle(user, client_id, value, self._now(now_ms))
+        if throttle <= 0:
+            return FORWARD
+        return Throttle(throttle_time_ms=throttle, mute_ms=throttle, shadow=self.shadow or resolved.shadow)
+
+    def record_no_throttle(self, user: str, client_id: str, value: float, now_ms: int | None = None) -> None:
+        """Record without checking (``recordNoThrottle``): the next checked record pays for it."""
+        now = self._now(now_ms)
+        self._record(self.resolve(user, client_id), user, client_id, value, now)
+
+    def unrecord(self, user: str, client_id: str, value: float, now_ms: int | None = None) -> None:
+        """Take back a recorded value by recording ``-value`` (``unrecordQuotaSensor``), e.g. for a fetch answered
+        empty because it was throttled."""
+        self.record_no_throttle(user, client_id, -value, now_ms)
+
+    # -- pre-checks ----------------------------------------------------------------------------------------------
+
+    def max_value_in_quota_window(self, user: str, client_id: str) -> float:
+        """``limit * (num - 1) * window size``: recording more is always throttled, even after a quiet window.
+
+        Kafka's ``getMaxValueInQuotaWindow``; ``math.inf`` when no quota applies.
+        """
+        limit = self.resolve(user, client_id).limit
+        if math.isinf(limit):
+            return math.inf
+        return limit * (self.window.num - 1) * self.window.size_seconds
+
+    def cap_to_quota_window(self, user: str, client_id: str, requested: int) -> int:
+        """``min(requested, max_value_in_quota_window)`` as an INT32, as Kafka caps a consumer's Fetch ``max_bytes``."""
+        cap = self.max_value_in_quota_window(user, client_id)
+        return min(requested, INT32_MAX if cap >= INT32_MAX else int(cap))
+
+    def remaining_in_quota_window(self, user: str, client_id: str, now_ms: int | None = None) -> float:
+        """About how much can be recorded right now without a throttle: ``limit * windowSize(now) - total(now)``.
+
+        Never negative and never above :meth:`max_value_in_quota_window`. An estimate: recording may start a new
+        sample and change the window. ``math.inf`` when no quota applies. Reads, never creates, a sensor.
+        """
+        resolved = self.resolve(user, client_id)
+        if resolved.unlimited:
+            return math.inf
+        ceiling = self.max_value_in_quota_window(user, client_id)
+        sensors = self._sensors.get(resolved.tags)
+        if sensors is None:
+            return ceiling
+        now = self._now(now_ms)
+        headroom = resolved.limit * sensors.rate.window_size_ms(now) / 1000.0 - sensors.rate.total(now)
+        return max(0.0, min(headroom, ceiling))
+
+    # -- stats and expiry ----------------------------------------------------------------------------------------
+
+    def stats(self, now_ms: int | None = None) -> list[EntityStats]:
+        """A snapshot of every live sensor (off the hot path: cost grows with the number of active clients)."""
+        now = self._now(now_ms)
+        return [sensors.stats(now) for sensors in self._sensors.values()]
+
+    def stats_for(self, user: str, client_id: str, now_ms: int | None = None) -> EntityStats | None:
+        """The stats of the sensor this client is counted in, or ``None`` if it has none yet."""
+        sensors = self._sensors.get(self.resolve(user, client_id).tags)
+        return None if sensors is None else sensors.stats(self._now(now_ms))
+
+    def expire_idle_sensors(self, now_ms: int | None = None) -> int:
+        """Drop sensors with no record for longer than the expiration; returns how many were dropped.
+
+        Also done on every record, a few at a time, so calling this is only needed to free memory when idle.
+        """
+        now = self._now(now_ms)
+        expired = 0
+        while self._sensors:
+            oldest = next(iter(self._sensors.values()))
+            if now - oldest.last_record_ms <= self.inactive_sensor_expiration_ms:
+                break
+            del self._sensors[oldest.tags]
+            expired += 1
+        return expired
+
+    def __len__(self) -> int:
+        """The number of live sensors."""
+        return len(self._sensors)
+
+    # -- internals -----------------------------------------------------------------------------------------------
+
+    def _now(self, now_ms: int | None) -> int:
+        return self._clock.now_ms() if now_ms is None else now_ms
+
+    def _record_and_throttle(self, user: str, client_id: str, value: float, now: int) -> tuple[int, ResolvedQuota]:
+        resolved = self.resolve(user, client_id)
+        sensors = self._record(resolved, user, client_id, value, now)
+        if resolved.unlimited:
+            return 0, resolved
+        observed = sensors.rate.measure(now)
+        if quota_acceptable(observed, resolved.limit):
+            return 0, resolved
+        window_ms = sensors.rate.window_size_ms(now)
+        throttle = max(0, bounded_throttle_time_ms(observed, resolved.limit, window_ms, self.max_throttle_time_ms))
+        sensors.record_throttle(throttle)
+        return throttle, resolved
+
+    def _record(self, resolved: ResolvedQuota, user: str, client_id: str, value: float, now: int) -> ClientSensors:
+        self.expire_idle_sensors(now)
+        sensors = self._sensors.get(resolved.tags)
+        if sensors is None:
+            sensors = ClientSensors(resolved, self.window, user, client_id, now)
+            self._sensors[resolved.tags] = sensors
+        else:
+            if sensors.limit != resolved.limit or sensors.entity is not resolved.entity:
+                sensors.apply(resolved)
+            self._sensors.move_to_end(resolved.tags)
+        sensors.record(value, now)
+        return sensors
+
+    def __repr__(self) -> str:
+        return (
+            f"ClientQuotaManager(quota_key={self.quota_key!r}, window={self.window!r}, "
+            f"max_throttle_time_ms={self.max_throttle_time_ms}, sensors={len(self._sensors)})"
+        )

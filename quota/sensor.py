@@ -1,0 +1,96 @@
+"""Per-entity quota sensors and the plain-value stats read from them (Kafka's ``ClientSensors``).
+
+One :class:`ClientSensors` exists per quota tag pair (see :mod:`quota.entity`): the sampled :class:`~quota.rate.Rate`
+the quota is checked against, plus cumulative counters for metrics and the usage log. Kafka keeps a
+``byte-rate`` Rate and a ``throttle-time`` Avg per tag pair; here the throttle time is kept as a cumulative total and
+count, which is what a Prometheus counter wants (the average is ``total / count``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from quota.entity import QuotaEntity, QuotaTags, ResolvedQuota
+from quota.rate import QuotaWindow, Rate
+
+
+@dataclass(frozen=True, slots=True)
+class EntityStats:
+    """A snapshot of one sensor, as plain values (what ``proxy/`` turns into metrics and usage records)."""
+
+    tags: QuotaTags
+    entity: str | None
+    """Kafka path of the matched entity (``/users/<default>``), ``None`` when no quota applies."""
+    limit: float
+    """The quota in units per second (bytes/s for byte rates); ``inf`` when unlimited."""
+    rate: float
+    """The measured rate now, exactly as the quota check measures it."""
+    value_total: float
+    """Everything recorded since the sensor was created (bytes, for byte rates)."""
+    throttle_time_ms_total: int
+    throttled_count: int
+    """How many responses were throttled (throttle time > 0)."""
+    last_record_ms: int
+    shadow: bool
+
+
+class ClientSensors:
+    """The mutable state behind one quota tag pair. Owned by a quota manager; not shared across threads."""
+
+    __slots__ = (
+        "tags",
+        "rate",
+        "limit",
+        "entity",
+        "shadow",
+        "representative",
+        "last_record_ms",
+        "value_total",
+        "throttle_time_ms_total",
+        "throttled_count",
+    )
+
+    def __init__(self, resolved: ResolvedQuota, window: QuotaWindow, user: str, client_id: str, now_ms: int) -> None:
+        self.tags: QuotaTags = resolved.tags
+        self.rate = Rate(window)
+        self.limit: float = resolved.limit
+        self.entity: QuotaEntity | None = resolved.entity
+        self.shadow: bool = resolved.shadow
+        # One (user, client_id) that maps to these tags: re-resolved when the quota table is swapped.
+        self.representative: tuple[str, str] = (user, client_id)
+        self.last_record_ms = now_ms
+        self.value_total = 0.0
+        self.throttle_time_ms_total = 0
+        self.throttled_count = 0
+
+    def apply(self, resolved: ResolvedQuota) -> None:
+        """Take the limit of ``resolved`` (same tags) so the next check uses it."""
+        self.limit = resolved.limit
+        self.entity = resolved.entity
+        self.shadow = resolved.shadow
+
+    def record(self, value: float, now_ms: int) -> None:
+        self.rate.record(value, now_ms)
+        self.value_total += value
+        self.last_record_ms = now_ms
+
+    def record_throttle(self, throttle_time_ms: int) -> None:
+        if throttle_time_ms > 0:
+            self.throttle_time_ms_total += throttle_time_ms
+            self.throttled_count += 1
+
+    def stats(self, now_ms: int) -> EntityStats:
+        return EntityStats(
+            tags=self.tags,
+            entity=None if self.entity is None else self.entity.path,
+            limit=self.limit,
+            rate=self.rate.measure(now_ms),
+            value_total=self.value_total,
+            throttle_time_ms_total=self.throttle_time_ms_total,
+            throttled_count=self.throttled_count,
+            last_record_ms=self.last_record_ms,
+            shadow=self.shadow,
+        )
+
+    def __repr__(self) -> str:
+        return f"ClientSensors(tags={self.tags!r}, limit={self.limit!r}, last_record_ms={self.last_record_ms})"
