@@ -1,0 +1,166 @@
+"""Loading and checking the YAML configuration.
+
+Strict: unknown keys are rejected, every value is checked at load, and every error names the key path
+(``listeners[0].bind``) and the reason. The result is a frozen :class:`~config.model.ProxyConfig`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Callable
+
+import yaml
+
+from config.errors import ConfigError
+from config.model import Address, ListenerConfig, MetricsConfig, ProxyConfig, Settings, UpstreamConfig
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    default: int | float
+    kind: type
+    minimum: float
+    maximum: float
+    doc: str
+
+
+# Settings under `settings:`; Kafka broker property names where Kafka has the same knob.
+SETTINGS: dict[str, Setting] = {
+    "socket.request.max.bytes": Setting(
+        104857600, int, 1024, 2**31 - 1, "Largest request frame accepted from a client; larger closes the connection."
+    ),
+    "shutdown.grace.period.ms": Setting(
+        10000, int, 0, 3_600_000, "On SIGTERM/SIGINT, how long in-flight requests may take to finish."
+    ),
+    "upstream.connect.timeout.ms": Setting(
+        5000, int, 1, 600_000, "Time allowed to open the broker connection for a new client connection."
+    ),
+}
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def load_config_file(path: str) -> ProxyConfig:
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise ConfigError("", f"cannot read {path}: {exc.strerror}") from None
+    return load_config_text(text)
+
+
+def load_config_text(text: str) -> ProxyConfig:
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError("", f"not valid YAML: {exc}") from None
+    return parse_config(raw)
+
+
+def parse_config(raw: Any) -> ProxyConfig:
+    top = _mapping(raw, "", required={"upstream", "listeners"}, optional={"metrics", "settings"})
+    return ProxyConfig(
+        upstream=_upstream(top["upstream"], "upstream"),
+        listeners=_listeners(top["listeners"], "listeners"),
+        metrics=_metrics(top.get("metrics", {"bind": "127.0.0.1:9464"}), "metrics"),
+        settings=_settings(top.get("settings", {}), "settings"),
+    )
+
+
+def _mapping(raw: Any, path: str, required: set[str], optional: set[str] = frozenset()) -> dict:
+    if not isinstance(raw, dict):
+        raise ConfigError(path, f"expected a mapping, got {_show(raw)}")
+    for key in raw:
+        if key not in required and key not in optional:
+            known = ", ".join(sorted(required | set(optional)))
+            raise ConfigError(_join(path, key), f"unknown key (known keys: {known})")
+    for key in sorted(required):
+        if key not in raw:
+            raise ConfigError(_join(path, key), "required key is missing")
+    return raw
+
+
+def _upstream(raw: Any, path: str) -> UpstreamConfig:
+    m = _mapping(raw, path, required={"bootstrap_servers"})
+    servers = _list(m["bootstrap_servers"], f"{path}.bootstrap_servers", _address)
+    return UpstreamConfig(bootstrap_servers=tuple(servers))
+
+
+def _listeners(raw: Any, path: str) -> tuple[ListenerConfig, ...]:
+    listeners = _list(raw, path, _listener)
+    seen: dict[str, int] = {}
+    binds: dict[Address, int] = {}
+    for i, listener in enumerate(listeners):
+        if listener.name in seen:
+            raise ConfigError(f"{path}[{i}].name", f"duplicate listener name {listener.name!r}")
+        if listener.bind in binds and listener.bind.port != 0:
+            raise ConfigError(f"{path}[{i}].bind", f"{listener.bind} is already bound by {path}[{binds[listener.bind]}]")
+        seen[listener.name] = i
+        binds[listener.bind] = i
+    return tuple(listeners)
+
+
+def _listener(raw: Any, path: str) -> ListenerConfig:
+    m = _mapping(raw, path, required={"name", "bind"})
+    name = m["name"]
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ConfigError(f"{path}.name", f"expected a listener name of letters, digits, '_' or '-', got {_show(name)}")
+    return ListenerConfig(name=name, bind=_address(m["bind"], f"{path}.bind"))
+
+
+def _metrics(raw: Any, path: str) -> MetricsConfig:
+    m = _mapping(raw, path, required={"bind"})
+    return MetricsConfig(bind=_address(m["bind"], f"{path}.bind"))
+
+
+def _settings(raw: Any, path: str) -> Settings:
+    if raw is None:
+        raw = {}
+    m = _mapping(raw, path, required=set(), optional=set(SETTINGS))
+    values: dict[str, int | float] = {name: s.default for name, s in SETTINGS.items()}
+    for name, value in m.items():
+        spec = SETTINGS[name]
+        key = _join(path, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(key, f"expected a number, got {_show(value)}")
+        if spec.kind is int and value != int(value):
+            raise ConfigError(key, f"expected an integer, got {value!r}")
+        if not spec.minimum <= value <= spec.maximum:
+            raise ConfigError(key, f"must be between {_num(spec.minimum)} and {_num(spec.maximum)}, got {value!r}")
+        values[name] = spec.kind(value)
+    return Settings(MappingProxyType(values))
+
+
+def _address(raw: Any, path: str) -> Address:
+    if not isinstance(raw, str):
+        raise ConfigError(path, f"expected host:port, got {_show(raw)}")
+    host, sep, port = raw.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ConfigError(path, f"expected host:port, got {raw!r}")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not 0 <= int(port) <= 65535:
+        raise ConfigError(path, f"port must be between 0 and 65535, got {port}")
+    return Address(host, int(port))
+
+
+def _list(raw: Any, path: str, item: Callable[[Any, str], Any]) -> list:
+    if not isinstance(raw, list) or not raw:
+        raise ConfigError(path, f"expected a non-empty list, got {_show(raw)}")
+    return [item(v, f"{path}[{i}]") for i, v in enumerate(raw)]
+
+
+def _join(path: str, key: Any) -> str:
+    return f"{path}.{key}" if path else str(key)
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, (dict, list)):
+        return type(value).__name__
+    return repr(value)
+
+
+def _num(value: float) -> str:
+    return str(int(value)) if value == int(value) else str(value)

@@ -1,0 +1,54 @@
+"""The proxy's configuration as immutable values.
+
+A configuration is parsed once (see :mod:`config.loader`) into these frozen objects and swapped whole; nothing
+mutates it in place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamConfig:
+    bootstrap_servers: tuple[Address, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerConfig:
+    name: str  # as in Kafka's listener.name.<name>.* settings
+    bind: Address
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsConfig:
+    bind: Address
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Broker-style settings, by Kafka property name where Kafka has one (see SETTINGS in config.loader)."""
+
+    values: Mapping[str, int | float | str] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __getitem__(self, name: str):
+        return self.values[name]
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyConfig:
+    upstream: UpstreamConfig
+    listeners: tuple[ListenerConfig, ...]
+    metrics: MetricsConfig
+    settings: Settings

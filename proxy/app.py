@@ -1,0 +1,135 @@
+"""The running proxy: listeners, the operations endpoint, readiness, and orderly shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+from config.model import Address, ProxyConfig
+from proxy.buffers import SharedReadBuffer
+from proxy.client import ClientConnection, ListenerContext
+from proxy.http import OpsServer
+from proxy.listener import Listener
+from proxy.metrics import ProxyMetrics
+
+log = logging.getLogger(__name__)
+
+PROBE_INTERVAL_READY_S = 5.0
+PROBE_INTERVAL_NOT_READY_S = 1.0
+
+
+class Readiness:
+    """Whether the broker is reachable: set by every upstream connect, re-checked by a background probe."""
+
+    def __init__(self, upstreams: tuple[Address, ...], timeout_s: float, metrics: ProxyMetrics) -> None:
+        self._upstreams = upstreams
+        self._timeout_s = timeout_s
+        self._metrics = metrics
+        self.ready = False
+        self._task: asyncio.Task | None = None
+
+    def report(self, reachable: bool) -> None:
+        if reachable != self.ready:
+            log.info("broker %s", "reachable: ready" if reachable else "unreachable: not ready")
+        self.ready = reachable
+        self._metrics.upstream_ready.set(1 if reachable else 0)
+
+    async def probe_once(self) -> bool:
+        for address in self._upstreams:
+            try:
+                _, writer = await asyncio.wait_for(asyncio.open_connection(address.host, address.port), self._timeout_s)
+            except (OSError, asyncio.TimeoutError):
+                continue
+            writer.close()
+            return True
+        return False
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            self.report(await self.probe_once())
+            await asyncio.sleep(PROBE_INTERVAL_READY_S if self.ready else PROBE_INTERVAL_NOT_READY_S)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+
+class ProxyApp:
+    def __init__(self, config: ProxyConfig, metrics: ProxyMetrics | None = None) -> None:
+        self.config = config
+        self.metrics = metrics or ProxyMetrics()
+        settings = config.settings
+        connect_timeout_s = settings["upstream.connect.timeout.ms"] / 1000.0
+        self.readiness = Readiness(config.upstream.bootstrap_servers, connect_timeout_s, self.metrics)
+        self.connections: set[ClientConnection] = set()
+        request_buffer, response_buffer = SharedReadBuffer(), SharedReadBuffer()
+        self.listeners = [
+            Listener(
+                ListenerContext(
+                    name=lc.name,
+                    upstreams=config.upstream.bootstrap_servers,
+                    max_request_bytes=settings["socket.request.max.bytes"],
+                    connect_timeout_s=connect_timeout_s,
+                    metrics=self.metrics,
+                    request_buffer=request_buffer,
+                    response_buffer=response_buffer,
+                    on_upstream_result=self.readiness.report,
+                    connections=self.connections,
+                ),
+                lc.bind.host,
+                lc.bind.port,
+            )
+            for lc in config.listeners
+        ]
+        self.ops = OpsServer(self.metrics.registry, lambda: self.readiness.ready)
+        self.ops_address: tuple[str, int] | None = None
+
+    async def start(self) -> None:
+        self.readiness.report(await self.readiness.probe_once())
+        for listener in self.listeners:
+            address = await listener.start()
+            log.info("listener %s on %s:%d", listener.ctx.name, *address)
+        bind = self.config.metrics.bind
+        self.ops_address = await self.ops.start(bind.host, bind.port)
+        log.info("metrics on http://%s:%d/metrics", *self.ops_address)
+        self.readiness.start()
+
+    @property
+    def listener_addresses(self) -> dict[str, tuple[str, int]]:
+        return {listener.ctx.name: listener.address for listener in self.listeners}
+
+    async def stop(self, grace_ms: int | None = None) -> None:
+        """Stop accepting, let in-flight requests finish for up to the grace period, then close everything."""
+        if grace_ms is None:
+            grace_ms = self.config.settings["shutdown.grace.period.ms"]
+        for listener in self.listeners:
+            await listener.close()
+        for conn in list(self.connections):
+            conn.drain()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace_ms / 1000.0
+        while self.connections and loop.time() < deadline:
+            await asyncio.sleep(0.02)
+        for conn in list(self.connections):
+            log.warning("closing client %s: shutdown grace period over with requests in flight", conn.peer)
+            conn.abort()
+        await self.readiness.stop()
+        await self.ops.close()
+
+    async def run_until_signal(self) -> None:
+        loop = asyncio.get_running_loop()
+        stop_requested = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop_requested.set)
+        await self.start()
+        await stop_requested.wait()
+        log.info("signal received: stopping (grace %d ms)", self.config.settings["shutdown.grace.period.ms"])
+        await self.stop()

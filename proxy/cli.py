@@ -1,0 +1,77 @@
+"""``kafka-quota-proxy``: the command line."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+
+from config.errors import ConfigError
+from config.loader import load_config_file
+
+EXIT_CONFIG_ERROR = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kafka-quota-proxy",
+        description="A Kafka-protocol proxy that enforces broker-side quotas in front of Kafka brokers.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    run = sub.add_parser(
+        "run",
+        help="run the proxy with a YAML configuration",
+        description="Start the proxy: listen on every configured listener, forward to the upstream brokers, serve "
+        "/metrics, /healthz and /readyz. SIGTERM or SIGINT stops accepting, lets in-flight requests finish for "
+        "settings.shutdown.grace.period.ms, and exits 0. A bad configuration exits 2 before anything starts.",
+    )
+    run.add_argument("--config", required=True, metavar="FILE", help="YAML configuration file (see README)")
+    run.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+
+    check = sub.add_parser(
+        "check-config",
+        help="validate a configuration file and exit",
+        description="Load and validate a configuration: exit 0 if it is valid, 2 with the key path and reason if not.",
+    )
+    check.add_argument("--config", required=True, metavar="FILE")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        config = load_config_file(args.config)
+    except ConfigError as exc:
+        print(f"kafka-quota-proxy: configuration error in {args.config}: {exc}", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    if args.command == "check-config":
+        print(f"{args.config}: valid")
+        return 0
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from proxy.app import ProxyApp  # imported late: `check-config` needs none of the runtime
+
+    async def serve() -> None:
+        await ProxyApp(config).run_until_signal()
+
+    try:
+        run_event_loop(serve())
+    except OSError as exc:
+        print(f"kafka-quota-proxy: cannot start: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def run_event_loop(coro) -> None:
+    """uvloop when installed (faster pass-through), the standard loop otherwise."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(coro)
+    else:
+        uvloop.run(coro)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

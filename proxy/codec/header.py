@@ -1,0 +1,237 @@
+"""Request and response headers: parsed from bytes, no I/O.
+
+Request header v1: api_key int16, api_version int16, correlation_id int32, client_id nullable string (int16
+length). v2 (flexible request versions) adds tagged fields after client_id; client_id keeps its int16 length
+even there. Response header v0 is correlation_id only; v1 adds tagged fields. ApiVersions responses always use
+header v0 so that a client which asked for a version the broker does not know can still read the answer.
+
+Parsers take a buffer that starts at the 4-byte frame size and raise :class:`Incomplete` when the buffer ends
+before the part they need, :class:`ProtocolError` when the bytes cannot be a header.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from proxy.codec.apis import request_header_version, response_header_version
+from proxy.codec.errors import ProtocolError
+
+PRODUCE = 0
+API_VERSIONS = 18
+
+_REQUEST_FIXED = struct.Struct(">ihhih")  # size, api_key, api_version, correlation_id, client_id length
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+_RESPONSE_FIXED = struct.Struct(">ii")  # size, correlation_id
+
+
+class Incomplete(Exception):
+    """The buffer ends before the header does; feed more bytes and parse again."""
+
+
+@dataclass(slots=True, frozen=True)
+class RequestHeader:
+    """What the proxy reads from every request: the 4-byte size and the request header."""
+
+    size: int  # frame size, not counting the 4 size bytes
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    header_length: int  # bytes from the start of the frame (size included) to the body
+    acks: int | None = None  # Produce only: 0 means the client expects no response
+
+    @property
+    def expects_response(self) -> bool:
+        return self.acks != 0
+
+    @property
+    def frame_length(self) -> int:
+        return self.size + 4
+
+
+def read_uvarint(buf, pos: int) -> tuple[int, int]:
+    """Decode an unsigned varint at ``pos``; return (value, next position)."""
+    value = 0
+    shift = 0
+    end = len(buf)
+    while True:
+        if pos >= end:
+            raise Incomplete
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+        if shift > 28:
+            raise ProtocolError("varint longer than 5 bytes")
+
+
+def skip_tagged_fields(buf, pos: int) -> int:
+    """Skip a tagged-field section (count, then tag/size/bytes each); return the position after it."""
+    count, pos = read_uvarint(buf, pos)
+    for _ in range(count):
+        _tag, pos = read_uvarint(buf, pos)
+        size, pos = read_uvarint(buf, pos)
+        pos += size
+    if pos > len(buf):
+        raise Incomplete
+    return pos
+
+
+def frame_size(buf, max_size: int) -> int:
+    """The size prefix of the frame starting at ``buf[0]``, checked against ``max_size``."""
+    if len(buf) < 4:
+        raise Incomplete
+    (size,) = _INT32.unpack_from(buf, 0)
+    if size < 0:
+        raise ProtocolError(f"negative frame size {size}")
+    if size > max_size:
+        raise ProtocolError(f"frame size {size} exceeds socket.request.max.bytes {max_size}")
+    return size
+
+
+def parse_request_header(buf, max_size: int) -> RequestHeader:
+    """Parse the size and request header at the start of ``buf`` (which may hold more than one frame)."""
+    size = frame_size(buf, max_size)
+    if size < 10:
+        raise ProtocolError(f"request frame of {size} bytes is shorter than a request header")
+    if len(buf) < _REQUEST_FIXED.size:
+        raise Incomplete
+    _, api_key, api_version, correlation_id, client_id_len = _REQUEST_FIXED.unpack_from(buf, 0)
+    pos = _REQUEST_FIXED.size
+    client_id = None
+    if client_id_len >= 0:
+        end = pos + client_id_len
+        if end > size + 4:
+            raise ProtocolError(f"client_id of {client_id_len} bytes runs past the {size}-byte frame")
+        if end > len(buf):
+            raise Incomplete
+        try:
+            client_id = bytes(buf[pos:end]).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ProtocolError(f"client_id is not UTF-8: {exc}") from None
+        pos = end
+    elif client_id_len != -1:
+        raise ProtocolError(f"invalid client_id length {client_id_len}")
+    if api_version < 0:
+        raise ProtocolError(f"negative api_version {api_version}")
+    if request_header_version(api_key, api_version) >= 2:
+        pos = skip_tagged_fields(_bounded(buf, size), pos)
+    if pos > size + 4:
+        raise ProtocolError("request header runs past the end of its frame")
+    return RequestHeader(size, api_key, api_version, correlation_id, client_id, pos)
+
+
+@dataclass(slots=True, frozen=True)
+class ResponseHeader:
+    """What the proxy reads from every response before matching it to its request."""
+
+    size: int
+    correlation_id: int
+
+    @property
+    def frame_length(self) -> int:
+        return self.size + 4
+
+
+def parse_request_prefix(buf, max_size: int) -> RequestHeader:
+    """The request header, plus ``acks`` for Produce: everything needed before the frame's first byte moves."""
+    header = parse_request_header(buf, max_size)
+    if header.api_key == PRODUCE:
+        acks = produce_acks(buf, header)
+        return RequestHeader(header.size, header.api_key, header.api_version, header.correlation_id,
+                             header.client_id, header.header_length, acks)
+    return header
+
+
+def parse_response_prefix(buf) -> ResponseHeader:
+    size, correlation_id = parse_response_correlation_id(buf)
+    return ResponseHeader(size, correlation_id)
+
+
+def _bounded(buf, size: int):
+    """View of ``buf`` cut at the frame end, so header parsing never reads into the next frame."""
+    end = size + 4
+    if len(buf) > end:
+        return memoryview(buf)[:end]
+    return buf
+
+
+def produce_acks(buf, header: RequestHeader) -> int:
+    """The ``acks`` field of a Produce request: the first int16 after the (optional) transactional_id.
+
+    v0-2 have no transactional_id; v3-8 carry it as a nullable string, v9+ as a compact nullable string.
+    """
+    pos = header.header_length
+    version = header.api_version
+    body = _bounded(buf, header.size)
+    if version >= 9:
+        length, pos = read_uvarint(body, pos)
+        pos += max(length - 1, 0)
+    elif version >= 3:
+        if len(body) < pos + 2:
+            raise Incomplete
+        (length,) = _INT16.unpack_from(body, pos)
+        if length < -1:
+            raise ProtocolError(f"invalid transactional_id length {length}")
+        pos += 2 + max(length, 0)
+    if pos + 2 > header.size + 4:
+        raise ProtocolError("Produce request ends before its acks field")
+    if len(body) < pos + 2:
+        raise Incomplete
+    return _INT16.unpack_from(body, pos)[0]
+
+
+def parse_response_correlation_id(buf) -> tuple[int, int]:
+    """(frame size, correlation id) of the response frame at the start of ``buf``.
+
+    Responses come from the broker, which we trust for size; a frame too short for its correlation id is
+    still a protocol error.
+    """
+    if len(buf) < 4:
+        raise Incomplete
+    (size,) = _INT32.unpack_from(buf, 0)
+    if size < 4:
+        raise ProtocolError(f"response frame of {size} bytes is shorter than a response header")
+    if len(buf) < 8:
+        raise Incomplete
+    return _RESPONSE_FIXED.unpack_from(buf, 0)
+
+
+def response_header_length(api_key: int, api_version: int, frame: bytes | memoryview) -> int:
+    """Bytes from the start of a whole response frame (size included) to its body."""
+    if response_header_version(api_key, api_version) >= 1:
+        try:
+            return skip_tagged_fields(frame, 8)
+        except Incomplete:
+            raise ProtocolError("response header tagged fields run past the frame") from None
+    return 8
+
+
+def encode_request_header(api_key: int, api_version: int, correlation_id: int, client_id: str | None) -> bytes:
+    """The request header (without the size prefix) in the header version the API version calls for."""
+    if client_id is None:
+        cid = _INT16.pack(-1)
+    else:
+        raw = client_id.encode("utf-8")
+        cid = _INT16.pack(len(raw)) + raw
+    head = struct.pack(">hhi", api_key, api_version, correlation_id) + cid
+    if request_header_version(api_key, api_version) >= 2:
+        head += b"\x00"
+    return head
+
+
+def encode_response_header(api_key: int, api_version: int, correlation_id: int) -> bytes:
+    """The response header (without the size prefix); header v1 has an empty tagged-field section."""
+    head = _INT32.pack(correlation_id)
+    if response_header_version(api_key, api_version) >= 1:
+        head += b"\x00"
+    return head
+
+
+def frame(payload: bytes) -> bytes:
+    """Prefix ``payload`` with its 4-byte size."""
+    return _INT32.pack(len(payload)) + payload

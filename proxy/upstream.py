@@ -1,0 +1,106 @@
+"""The broker-side connection: one per client connection, the only code that touches a broker socket.
+
+Responses are split into frames, matched to their requests by correlation id (:mod:`proxy.inflight`) and
+streamed back to the client as they arrive. A response to an ``acks=0`` Produce is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from proxy.buffers import SharedReadBuffer
+from proxy.codec.errors import ProtocolError
+from proxy.codec.frame import DROP, STREAM, Action, FrameSplitter
+from proxy.codec.header import ResponseHeader, parse_response_prefix
+from proxy.flow import BACKPRESSURE, ReadGate
+from proxy.inflight import InFlight
+
+if TYPE_CHECKING:
+    from proxy.client import ClientConnection
+
+log = logging.getLogger(__name__)
+
+
+class UpstreamConnection(asyncio.BufferedProtocol):
+    def __init__(self, client: "ClientConnection", buffer: SharedReadBuffer) -> None:
+        self._client = client
+        self._buffer = buffer
+        self._splitter = FrameSplitter(parse_response_prefix, self)
+        self._current: InFlight | None = None
+        self.transport: asyncio.Transport | None = None
+        self.gate: ReadGate | None = None
+        self.closed = False
+
+    # -- asyncio callbacks ------------------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.gate = ReadGate(transport)  # type: ignore[arg-type]
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._buffer.view
+
+    def buffer_updated(self, nbytes: int) -> None:
+        client = self._client
+        try:
+            self._splitter.feed(self._buffer.view[:nbytes])
+        except ProtocolError as exc:
+            log.warning("closing %s: protocol error in response from broker %s: %s", client.peer, client.upstream_name, exc)
+            client.metrics_frame_error("response")
+            client.close("broker_protocol_error")
+            return
+        transport = client.transport
+        if transport is not None and transport.get_write_buffer_size():
+            self._buffer.hand_off()
+
+    def eof_received(self) -> bool:
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self.gate is not None:
+            self.gate.close()
+        self._client.upstream_lost(exc)
+
+    def pause_writing(self) -> None:
+        self._client.gate.pause(BACKPRESSURE)
+
+    def resume_writing(self) -> None:
+        self._client.gate.resume(BACKPRESSURE)
+
+    # -- frames -----------------------------------------------------------------------------------------------
+
+    def on_header(self, header: ResponseHeader) -> Action:
+        entry = self._client.inflight.match(header.correlation_id)
+        if entry is None:
+            return DROP
+        self._current = entry
+        self._client.api_metrics(entry.header.api_key).response_bytes.inc(header.frame_length)
+        return STREAM
+
+    def on_segment(self, view) -> None:
+        self._client.transport.write(view)
+
+    def on_frame(self, header, frame) -> None:  # no response API is buffered yet
+        raise AssertionError("unexpected buffered response")
+
+    def on_frame_end(self, header: ResponseHeader) -> None:
+        entry = self._current
+        if entry is None:
+            return
+        self._current = None
+        elapsed = (time.perf_counter_ns() - entry.received_ns) / 1e9
+        self._client.api_metrics(entry.header.api_key).latency.observe(elapsed)
+        self._client.response_done()
+
+    # -- control ----------------------------------------------------------------------------------------------
+
+    def write(self, data) -> None:
+        self.transport.write(data)
+
+    def close(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
