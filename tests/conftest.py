@@ -1,0 +1,24 @@
+import pytest
+
+from tests.harness import RunningProxy, Tansu, free_port, proxy_config, start_proxy
+
+
+@pytest.fixture
+def sidecar():
+    """Tansu advertising the proxy's address, and the proxy in front of it (sidecar mode)."""
+    proxy_port, broker_port = free_port(), free_port()
+    broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
+    proxy = start_proxy(proxy_config(proxy_port, broker_port))
+    yield Sidecar(proxy, broker)
+    proxy.stop()
+    broker.stop()
+
+
+class Sidecar:
+    def __init__(self, proxy: RunningProxy, broker: Tansu) -> None:
+        self.proxy = proxy
+        self.broker = broker
+
+    @property
+    def bootstrap(self) -> str:
+        return self.proxy.bootstrap

@@ -1,0 +1,76 @@
+"""Configuration: strict parsing, errors naming the key path, and the CLI's exit code 2."""
+
+import subprocess
+import sys
+
+import pytest
+
+from config.errors import ConfigError
+from config.loader import load_config_file, load_config_text, parse_config
+
+BASE = """
+upstream:
+  bootstrap_servers: ["127.0.0.1:9092"]
+listeners:
+  - name: PLAINTEXT
+    bind: "127.0.0.1:19092"
+metrics:
+  bind: "127.0.0.1:9464"
+"""
+
+
+def test_demo_config_loads():
+    cfg = load_config_file("config/demo.yaml")
+    assert cfg.listeners[0].name == "PLAINTEXT"
+    assert cfg.settings["socket.request.max.bytes"] == 104857600
+
+
+def test_base_config_and_defaults():
+    cfg = load_config_text(BASE)
+    assert str(cfg.upstream.bootstrap_servers[0]) == "127.0.0.1:9092"
+    assert cfg.listeners[0].bind.port == 19092
+    assert cfg.settings["shutdown.grace.period.ms"] == 10000
+
+
+@pytest.mark.parametrize("text,message", [
+    (BASE.replace('"127.0.0.1:19092"', '"19092"'), "listeners[0].bind: expected host:port, got '19092'"),
+    (BASE + "extra: 1\n", "extra: unknown key"),
+    (BASE.replace("    bind: \"127.0.0.1:19092\"", "    bind: \"127.0.0.1:19092\"\n    colour: red"), "listeners[0].colour: unknown key"),
+    (BASE + "settings:\n  socket.request.max.bytes: 5\n", "settings.socket.request.max.bytes: must be between 1024"),
+    (BASE + "settings:\n  socket.request.max.bytes: lots\n", "settings.socket.request.max.bytes: expected a number"),
+    (BASE + "settings:\n  no.such.setting: 1\n", "settings.no.such.setting: unknown key"),
+    (BASE.replace('["127.0.0.1:9092"]', "[]"), "upstream.bootstrap_servers: expected a non-empty list"),
+    (BASE.replace("127.0.0.1:9092", "host:99999"), "upstream.bootstrap_servers[0]: port must be between 0 and 65535"),
+    ("listeners: []", "upstream: required key is missing"),
+    (BASE.replace("metrics:", "  - name: PLAINTEXT\n    bind: \"127.0.0.1:19093\"\nmetrics:"),
+     "listeners[1].name: duplicate listener name"),
+    ("[not, a, mapping]", "expected a mapping"),
+    ("a: [", "not valid YAML"),
+])
+def test_bad_config_names_key_and_reason(text, message):
+    with pytest.raises(ConfigError) as err:
+        load_config_text(text)
+    assert message in str(err.value)
+
+
+def test_config_is_immutable():
+    cfg = parse_config({"upstream": {"bootstrap_servers": ["a:1"]}, "listeners": [{"name": "X", "bind": "b:2"}]})
+    with pytest.raises(Exception):
+        cfg.listeners[0].name = "Y"
+    with pytest.raises(TypeError):
+        cfg.settings.values["socket.request.max.bytes"] = 1
+
+
+def test_cli_exits_2_on_bad_config_and_starts_nothing(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(BASE.replace('"127.0.0.1:19092"', '"19092"'))
+    result = subprocess.run([sys.executable, "-m", "proxy.cli", "run", "--config", str(bad)],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2
+    assert "listeners[0].bind: expected host:port, got '19092'" in result.stderr
+
+
+def test_cli_help_lists_every_subcommand():
+    result = subprocess.run([sys.executable, "-m", "proxy.cli", "--help"], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0
+    assert "run" in result.stdout and "check-config" in result.stdout

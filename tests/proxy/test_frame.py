@@ -1,0 +1,102 @@
+"""The frame splitter on bytes: every chunking of the same stream gives the same frames."""
+
+import random
+import struct
+
+import pytest
+
+from proxy.codec.errors import ProtocolError
+from proxy.codec.frame import BUFFER, DROP, STOP, STREAM, FrameSplitter
+from proxy.codec.header import encode_request_header, frame, parse_request_prefix, parse_response_prefix
+
+MAX = 1 << 20
+
+
+class Recorder:
+    def __init__(self, action=lambda h: STREAM):
+        self.action = action
+        self.headers, self.streamed, self.frames, self.ends = [], bytearray(), [], []
+
+    def on_header(self, h):
+        self.headers.append(h)
+        return self.action(h)
+
+    def on_segment(self, view):
+        self.streamed += view
+
+    def on_frame(self, h, f):
+        self.frames.append(bytes(f))
+
+    def on_frame_end(self, h):
+        self.ends.append(h.correlation_id)
+
+
+def requests(n, seed=1):
+    rnd = random.Random(seed)
+    out = []
+    for corr in range(n):
+        body = bytes(rnd.randrange(256) for _ in range(rnd.randrange(0, 300)))
+        out.append(frame(encode_request_header(3, rnd.choice([8, 12]), corr, "c" * rnd.randrange(0, 40)) + body))
+    return out
+
+
+def feed_in_chunks(splitter, data, sizes):
+    pos = 0
+    while pos < len(data):
+        n = next(sizes)
+        splitter.feed(memoryview(bytearray(data[pos:pos + n])))  # fresh buffer each time, as a socket would
+        pos += n
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 7, 64, 1000, 100000])
+def test_streamed_bytes_are_identical_for_any_chunking(chunk):
+    frames = requests(50)
+    stream = b"".join(frames)
+    rec = Recorder()
+    feed_in_chunks(FrameSplitter(lambda b: parse_request_prefix(b, MAX), rec), stream, iter(lambda: chunk, None))
+    assert bytes(rec.streamed) == stream
+    assert [h.correlation_id for h in rec.headers] == list(range(50))
+    assert rec.ends == list(range(50))
+
+
+def test_random_chunking_buffer_and_drop():
+    frames = requests(60, seed=2)
+    rnd = random.Random(3)
+    action = lambda h: (STREAM, BUFFER, DROP)[h.correlation_id % 3]  # noqa: E731
+    rec = Recorder(action)
+    feed_in_chunks(FrameSplitter(lambda b: parse_request_prefix(b, MAX), rec), b"".join(frames),
+                   iter(lambda: rnd.randrange(1, 50), None))
+    assert bytes(rec.streamed) == b"".join(f for i, f in enumerate(frames) if i % 3 == 0)
+    assert rec.frames == [f for i, f in enumerate(frames) if i % 3 == 1]
+    assert rec.ends == list(range(60))
+
+
+def test_stop_ignores_the_rest():
+    frames = requests(5)
+    rec = Recorder(lambda h: STOP if h.correlation_id == 2 else STREAM)
+    s = FrameSplitter(lambda b: parse_request_prefix(b, MAX), rec)
+    s.feed(memoryview(b"".join(frames)))
+    assert bytes(rec.streamed) == frames[0] + frames[1]
+    assert s.stopped
+
+
+def test_responses_split_on_correlation_id():
+    frames = [frame(struct.pack(">i", i) + b"r" * i) for i in range(20)]
+    rec = Recorder()
+    feed_in_chunks(FrameSplitter(parse_response_prefix, rec), b"".join(frames), iter(lambda: 5, None))
+    assert [h.correlation_id for h in rec.headers] == list(range(20))
+    assert bytes(rec.streamed) == b"".join(frames)
+
+
+@pytest.mark.parametrize("raw", [
+    struct.pack(">i", -5) + b"xxxx",
+    struct.pack(">i", MAX + 1) + b"xxxx",
+    struct.pack(">i", 4) + b"\x00\x03\x00\x01",  # shorter than a request header
+    struct.pack(">ihhih", 11, 3, 0, 1, 5) + b"a",  # client_id runs past the frame
+])
+def test_malformed_frames_raise_protocol_error(raw):
+    s = FrameSplitter(lambda b: parse_request_prefix(b, MAX), Recorder())
+    with pytest.raises(ProtocolError):
+        for i in range(len(raw)):
+            s.feed(memoryview(raw[i:i + 1]))
+        s.feed(memoryview(b"\x00" * 64))
