@@ -1,0 +1,460 @@
+"""Message classes and the schema compiler: one specialised reader and writer per struct and version.
+
+:data:`proxy.codec.schema_table.SCHEMAS` describes each decoded API's request and response as
+Kafka does. For each ``(api_key, direction, version)`` we generate Python source for a reader
+``(buf, pos) -> (Message, pos)`` and a writer ``(msg, out_list) -> None`` per struct, compile it
+once (on first use) and cache it, so a decode does no schema interpretation: it is straight-line
+``struct.unpack_from`` calls, with consecutive fixed-width fields merged into one unpack, and
+``records`` kept as ``memoryview`` slices of the input (never copied).
+
+Field conventions (Kafka's semantics): a field absent in a version holds its default; encoding a
+non-default value in a version that lacks a non-``ignorable`` field raises ``ValueError``, as Kafka
+raises UnsupportedVersionException. Tagged fields equal to their default are not written. Unknown
+tagged fields are kept in ``msg._unknown_tags`` ({tag: raw bytes}) and written back unchanged.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, Callable
+
+from proxy.codec import primitives as P
+from proxy.codec.schema_table import SCHEMAS
+
+_ARRAY = "[]"
+
+
+class Message:
+    """A decoded Kafka struct: attributes named in snake_case after Kafka's field names.
+
+    Every field of the struct's definition is an attribute in every version; fields the version
+    lacks hold Kafka's default. Nested structs are Messages, arrays are lists, ``records`` are
+    ``memoryview`` (or ``None``), UUIDs are :class:`uuid.UUID`.
+    """
+
+    __slots__ = ("_unknown_tags",)
+    _fields: tuple[str, ...] = ()
+    _defaults: dict[str, Any] = {}
+    _children: dict[str, type[Message]] = {}
+
+    def __init__(self, **fields: Any) -> None:
+        for name in self._fields:
+            setattr(self, name, _fresh(self._defaults[name]))
+        self._unknown_tags: dict[int, bytes] = {}
+        for name, value in fields.items():
+            if name not in self._defaults:
+                raise TypeError(f"{type(self).__name__} has no field {name!r}")
+            setattr(self, name, self._coerce(name, value))
+
+    @classmethod
+    def _coerce(cls, name: str, value: Any) -> Any:
+        """Turn dicts (and lists of dicts) into the child Message type, for convenient building."""
+        child = cls._children.get(name)
+        if child is None:
+            return value
+        if isinstance(value, dict):
+            return child(**value)
+        if isinstance(value, (list, tuple)):
+            return [child(**v) if isinstance(v, dict) else v for v in value]
+        return value
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._unknown_tags == other._unknown_tags and all(
+            getattr(self, n) == getattr(other, n) for n in self._fields
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        parts = [f"{n}={getattr(self, n)!r}" for n in self._fields]
+        if self._unknown_tags:
+            parts.append(f"_unknown_tags={self._unknown_tags!r}")
+        return f"{type(self).__name__}({', '.join(parts)})"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict of the fields (nested Messages become dicts); records stay memoryviews."""
+        return {n: _plain(getattr(self, n)) for n in self._fields}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Message):
+        return value.to_dict()
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+class _StructDefault:
+    """Default of a struct-typed field: a fresh default instance of ``cls``."""
+
+    __slots__ = ("cls",)
+
+    def __init__(self, cls: type[Message]) -> None:
+        self.cls = cls
+
+
+def _fresh(default: Any) -> Any:
+    if default == ():
+        return []
+    if isinstance(default, _StructDefault):
+        return default.cls()
+    return default
+
+
+def is_default(value: Any, default: Any) -> bool:
+    """True if ``value`` equals a field's default (used for tagged and absent fields)."""
+    if default == ():
+        return value is not None and len(value) == 0
+    if isinstance(default, _StructDefault):
+        return value == default.cls()
+    return value == default
+
+
+# --------------------------------------------------------------------------------------------
+# Message classes: one per struct of each (api_key, direction) schema segment.
+
+def _build_class(name: str, fields: tuple, registry: dict) -> type[Message]:
+    defaults: dict[str, Any] = {}
+    children: dict[str, type[Message]] = {}
+    for f in fields:
+        fname, kind, _v, _n, _t, _tv, default, _ign, sub, sname = f
+        if sub is not None:
+            child = _build_class(sname, sub, registry)
+            children[fname] = child
+            registry[id(sub)] = child
+            if kind == "struct":
+                default = None if _n is not None else _StructDefault(child)
+        elif kind == "uuid":
+            default = P.ZERO_UUID
+        defaults[fname] = default
+    names = tuple(defaults)
+    return type(name, (Message,), {
+        "__slots__": names, "_fields": names, "_defaults": defaults, "_children": children,
+    })
+
+
+class _Segment:
+    """One schema segment: a version range with its top-level Message class and field tree."""
+
+    def __init__(self, spec: dict) -> None:
+        self.name: str = spec["name"]
+        self.valid: tuple[int, int] = spec["valid"]
+        self.flexible: int | None = spec["flexible"]
+        self.fields: tuple = spec["fields"]
+        self.classes: dict[int, type[Message]] = {}
+        self.cls = _build_class(self.name, self.fields, self.classes)
+        self.classes[id(self.fields)] = self.cls
+
+
+_SEGMENTS: dict[tuple[int, str], tuple[_Segment, ...]] = {
+    key: tuple(_Segment(s) for s in segs) for key, segs in SCHEMAS.items()
+}
+
+
+def segment(api_key: int, direction: str, version: int) -> _Segment | None:
+    """The schema segment describing ``version``, or None if we do not decode it."""
+    for seg in _SEGMENTS.get((api_key, direction), ()):
+        if seg.valid[0] <= version <= seg.valid[1]:
+            return seg
+    return None
+
+
+def decoded_ranges(direction: str = "request") -> dict[int, tuple[int, int]]:
+    """api_key -> (min, max) version over all segments."""
+    out: dict[int, tuple[int, int]] = {}
+    for (key, d), segs in _SEGMENTS.items():
+        if d == direction:
+            out[key] = (min(s.valid[0] for s in segs), max(s.valid[1] for s in segs))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Compiled codecs, cached per (api_key, direction, version).
+
+_CACHE: dict[tuple[int, str, int], tuple[Callable, Callable, type[Message]]] = {}
+
+
+def codec(api_key: int, direction: str, version: int) -> tuple[Callable, Callable, type[Message]] | None:
+    """``(reader, writer, message_class)`` for one API version, compiled on first use."""
+    key = (api_key, direction, version)
+    hit = _CACHE.get(key)
+    if hit is not None:
+        return hit
+    seg = segment(api_key, direction, version)
+    if seg is None:
+        return None
+    reader, writer = _compile_segment(seg, version)
+    _CACHE[key] = (reader, writer, seg.cls)
+    return _CACHE[key]
+
+
+
+# --------------------------------------------------------------------------------------------
+# Variable-length values: small closures chosen per (kind, flexible, nullable).
+
+def _var_reader(kind: str, flex: bool, nullable: bool, what: str) -> Callable:
+    uv, i16, i32, PE = P.read_uvarint, P.INT16.unpack_from, P.INT32.unpack_from, P.ProtocolError
+
+    def length(buf: memoryview, pos: int) -> tuple[int, int]:
+        if flex:
+            n, pos = uv(buf, pos)
+            return n - 1, pos
+        if kind == "string":
+            return i16(buf, pos)[0], pos + 2
+        return i32(buf, pos)[0], pos + 4
+
+    def read(buf: memoryview, pos: int) -> tuple[Any, int]:
+        n, pos = length(buf, pos)
+        if n < 0:
+            if n == -1 and nullable:
+                return None, pos
+            raise PE(f"{what}: invalid length {n} at offset {pos}")
+        end = pos + n
+        if end > len(buf):
+            raise PE(f"{what}: {n} bytes at offset {pos} run past the end ({len(buf)})")
+        if kind == "string":
+            return str(buf[pos:end], "utf-8"), end
+        if kind == "bytes":
+            return bytes(buf[pos:end]), end
+        return buf[pos:end], end  # records: a view, never a copy
+
+    return read
+
+
+def _var_writer(kind: str, flex: bool, nullable: bool, what: str) -> Callable:
+    uv = P.write_uvarint
+    null = b"\x00" if flex else (b"\xff\xff" if kind == "string" else b"\xff\xff\xff\xff")
+    plen = P.INT16.pack if kind == "string" else P.INT32.pack
+
+    def write(out: list, value: Any) -> None:
+        if value is None:
+            if not nullable:
+                raise ValueError(f"{what} is not nullable in this version")
+            out.append(null)
+            return
+        data = value.encode() if kind == "string" else value
+        n = len(data) if kind == "string" else memoryview(data).nbytes
+        out.append(uv(n + 1) if flex else plen(n))
+        out.append(data)
+
+    return write
+
+
+# --------------------------------------------------------------------------------------------
+# Source generation.
+
+class _Gen:
+    """Generates the reader/writer source for one (segment, version) and compiles it."""
+
+    def __init__(self, seg: _Segment, version: int) -> None:
+        self.seg, self.v = seg, version
+        self.flex = seg.flexible is not None and version >= seg.flexible
+        self.src: list[str] = []
+        self.ns: dict[str, Any] = {
+            "_PE": P.ProtocolError, "_uv": P.read_uvarint, "_wuv": P.write_uvarint,
+            "_i8": P.INT8.unpack_from, "_i32": P.INT32.unpack_from, "_p32": P.INT32.pack,
+            "_cc": P.check_count, "_tagh": P.read_tag_header, "_wtag": P.write_tagged,
+            "_ruuid": P.read_uuid, "_unpack": struct.unpack_from, "_pack": struct.pack,
+            "_isdef": is_default, "_fresh": _fresh,
+        }
+        self.n = 0
+        self.done: dict[int, tuple[str, str]] = {}
+
+    def name(self, prefix: str, value: Any = None) -> str:
+        self.n += 1
+        name = f"{prefix}{self.n}"
+        if value is not None:
+            self.ns[name] = value
+        return name
+
+    def _layout(self, fields: tuple) -> tuple[list, list, list]:
+        v, present, tagged, absent = self.v, [], [], []
+        for f in fields:
+            vers, tag, tv = f[2], f[4], f[5]
+            if not vers[0] <= v <= vers[1]:
+                absent.append(f)
+            elif tag is not None:
+                (tagged if self.flex and tv and tv[0] <= v <= tv[1] else absent).append(f)
+            else:
+                present.append(f)
+        return present, sorted(tagged, key=lambda f: f[4]), absent
+
+    def nullable(self, f: tuple) -> bool:
+        return f[3] is not None and f[3][0] <= self.v <= f[3][1]
+
+    # ---- readers -------------------------------------------------------------------------
+    def struct_codec(self, fields: tuple, cls: type[Message]) -> tuple[str, str]:
+        """Names of the generated reader and writer for a struct (generated once per struct)."""
+        if id(fields) in self.done:
+            return self.done[id(fields)]
+        rname, wname = self.name("r_"), self.name("w_")
+        self.done[id(fields)] = (rname, wname)
+        present, tagged, absent = self._layout(fields)
+        c = self.name("C", cls)
+        L = [f"def {rname}(buf, pos):", f"    o = {c}.__new__({c})"]
+        i = 0
+        while i < len(present):
+            run = []
+            while i < len(present) and present[i][1] in P.FIXED:
+                run.append(present[i])
+                i += 1
+            if run:
+                fmt = ">" + "".join(P.FIXED[f[1]][0] for f in run)
+                s = self.name("S", struct.Struct(fmt))
+                L.append(f"    {', '.join('o.' + f[0] for f in run)}, = {s}.unpack_from(buf, pos)")
+                L.append(f"    pos += {struct.calcsize(fmt)}")
+                continue
+            L += self.read_value(present[i], f"o.{present[i][0]}", "    ")
+            i += 1
+        for f in absent + tagged:
+            d = cls._defaults[f[0]]
+            if d == () or isinstance(d, _StructDefault):
+                L.append(f"    o.{f[0]} = _fresh({self.name('D', d)})")
+            else:
+                L.append(f"    o.{f[0]} = {self.name('D', d) if d is not None else 'None'}")
+        if self.flex:
+            L += ["    nt, pos = _uv(buf, pos)", "    _cc(buf, pos, nt, 'tagged fields')", "    u = {}",
+                  "    for _ in range(nt):", "        tag, ds, pos = _tagh(buf, pos)"]
+            kw = "if"
+            for f in tagged:
+                tv = self.tagged_value_reader(f)
+                L += [f"        {kw} tag == {f[4]}:", f"            o.{f[0]} = {tv}(buf[ds:pos])"]
+                kw = "elif"
+            L += [f"        {'else:' if tagged else 'if True:'}", "            u[tag] = bytes(buf[ds:pos])",
+                  "    o._unknown_tags = u"]
+        else:
+            L.append("    o._unknown_tags = {}")
+        L.append("    return o, pos")
+        self.src += L
+        self.struct_writer(wname, present, tagged, absent, cls)
+        return rname, wname
+
+    def tagged_value_reader(self, f: tuple) -> str:
+        name = self.name("tv_")
+        L = [f"def {name}(buf):", "    pos = 0", *self.read_value(f, "v", "    "),
+             "    if pos != len(buf):", f"        raise _PE('tagged field {f[0]}: trailing bytes')",
+             "    return v"]
+        self.src += L
+        return name
+
+    def read_value(self, f: tuple, target: str, ind: str) -> list[str]:
+        fname, kind, nullable = f[0], f[1], self.nullable(f)
+        if kind in P.FIXED:
+            s = self.name("S", struct.Struct(">" + P.FIXED[kind][0]))
+            return [f"{ind}{target}, = {s}.unpack_from(buf, pos)", f"{ind}pos += {P.FIXED[kind][1]}"]
+        if kind == "uuid":
+            return [f"{ind}{target}, pos = _ruuid(buf, pos)"]
+        if kind in ("string", "bytes", "records"):
+            r = self.name("V", _var_reader(kind, self.flex, nullable, fname))
+            return [f"{ind}{target}, pos = {r}(buf, pos)"]
+        rc = self.struct_codec(f[8], self.seg.classes[id(f[8])])[0] if f[8] is not None else None
+        if kind == "struct":
+            if not nullable:
+                return [f"{ind}{target}, pos = {rc}(buf, pos)"]
+            return [f"{ind}m, = _i8(buf, pos)", f"{ind}pos += 1", f"{ind}if m < 0:", f"{ind}    {target} = None",
+                    f"{ind}else:", f"{ind}    {target}, pos = {rc}(buf, pos)"]
+        return self.read_array(f, target, ind, rc)
+
+    def read_array(self, f: tuple, target: str, ind: str, rc: str | None) -> list[str]:
+        n, lst = self.name("n"), self.name("lst")
+        L = ([f"{ind}{n}, pos = _uv(buf, pos)", f"{ind}{n} -= 1"] if self.flex
+             else [f"{ind}{n}, = _i32(buf, pos)", f"{ind}pos += 4"])
+        L += [f"{ind}if {n} < 0:"]
+        if self.nullable(f):
+            L += [f"{ind}    if {n} != -1:", f"{ind}        raise _PE('{f[0]}: invalid array length')",
+                  f"{ind}    {target} = None"]
+        else:
+            L += [f"{ind}    raise _PE('{f[0]}: null or negative array length')"]
+        L += [f"{ind}else:", f"{ind}    _cc(buf, pos, {n}, '{f[0]}')"]
+        elem = f[1][2:]
+        if elem in P.FIXED:
+            letter, width = P.FIXED[elem]
+            L += [f"{ind}    {target} = list(_unpack('>%d{letter}' % {n}, buf, pos))",
+                  f"{ind}    pos += {n} * {width}"]
+            return L
+        if rc is None:
+            rc = "_ruuid" if elem == "uuid" else self.name("V", _var_reader(elem, self.flex, False, f[0]))
+        x = self.name("x")
+        L += [f"{ind}    {lst} = []", f"{ind}    for _ in range({n}):", f"{ind}        {x}, pos = {rc}(buf, pos)",
+              f"{ind}        {lst}.append({x})", f"{ind}    {target} = {lst}"]
+        return L
+
+    # ---- writers -------------------------------------------------------------------------
+    def struct_writer(self, wname: str, present: list, tagged: list, absent: list, cls: type[Message]) -> None:
+        L = [f"def {wname}(o, out):"]
+        for f in absent:
+            if not f[7]:  # not ignorable: a non-default value cannot be sent in this version
+                d = self.name("D", cls._defaults[f[0]])
+                L += [f"    if not _isdef(o.{f[0]}, {d}):",
+                      f"        raise ValueError('{cls.__name__}.{f[0]} is not supported in version {self.v}')"]
+        i = 0
+        while i < len(present):
+            run = []
+            while i < len(present) and present[i][1] in P.FIXED:
+                run.append(present[i])
+                i += 1
+            if run:
+                s = self.name("S", struct.Struct(">" + "".join(P.FIXED[f[1]][0] for f in run)))
+                L.append(f"    out.append({s}.pack({', '.join('o.' + f[0] for f in run)}))")
+                continue
+            L += self.write_value(present[i], f"o.{present[i][0]}", "out", "    ")
+            i += 1
+        if self.flex:
+            L.append("    known = []")
+            for f in tagged:
+                d = self.name("D", cls._defaults[f[0]])
+                L += [f"    v = o.{f[0]}", f"    if not _isdef(v, {d}):", "        sub = []",
+                      *self.write_value(f, "v", "sub", "        "),
+                      f"        known.append(({f[4]}, b''.join(sub)))"]
+            L.append("    _wtag(out, known, o._unknown_tags)")
+        else:
+            L.append("    pass")
+        self.src += L
+
+    def write_value(self, f: tuple, src: str, out: str, ind: str) -> list[str]:
+        fname, kind, nullable = f[0], f[1], self.nullable(f)
+        if kind in P.FIXED:
+            s = self.name("S", struct.Struct(">" + P.FIXED[kind][0]))
+            return [f"{ind}{out}.append({s}.pack({src}))"]
+        if kind == "uuid":
+            return [f"{ind}{out}.append({src}.bytes)"]
+        if kind in ("string", "bytes", "records"):
+            w = self.name("W", _var_writer(kind, self.flex, nullable, fname))
+            return [f"{ind}{w}({out}, {src})"]
+        wc = self.struct_codec(f[8], self.seg.classes[id(f[8])])[1] if f[8] is not None else None
+        if kind == "struct":
+            if not nullable:
+                return [f"{ind}{wc}({src}, {out})"]
+            return [f"{ind}if {src} is None:", f"{ind}    {out}.append(b'\\xff')", f"{ind}else:",
+                    f"{ind}    {out}.append(b'\\x01')", f"{ind}    {wc}({src}, {out})"]
+        a, e = self.name("a"), self.name("e")
+        L = [f"{ind}{a} = {src}", f"{ind}if {a} is None:"]
+        if nullable:
+            null = repr(b"\x00" if self.flex else b"\xff" * 4)
+            L.append(f"{ind}    {out}.append({null})")
+        else:
+            L.append(f"{ind}    raise ValueError('{fname} is not nullable in version {self.v}')")
+        L += [f"{ind}else:", f"{ind}    {out}.append(_wuv(len({a}) + 1) if {self.flex} else _p32(len({a})))"]
+        elem = kind[2:]
+        if elem in P.FIXED:
+            L.append(f"{ind}    {out}.append(_pack('>%d{P.FIXED[elem][0]}' % len({a}), *{a}))")
+            return L
+        L.append(f"{ind}    for {e} in {a}:")
+        if kind == "[]struct":
+            L.append(f"{ind}        {wc}({e}, {out})")
+        elif elem == "uuid":
+            L.append(f"{ind}        {out}.append({e}.bytes)")
+        else:
+            w = self.name("W", _var_writer(elem, self.flex, False, fname))
+            L.append(f"{ind}        {w}({out}, {e})")
+        return L
+
+
+def _compile_segment(seg: _Segment, version: int) -> tuple[Callable, Callable]:
+    gen = _Gen(seg, version)
+    rname, wname = gen.struct_codec(seg.fields, seg.cls)
+    source = "\n".join(gen.src) + "\n"
+    exec(compile(source, f"<kafka codec {seg.name} v{version}>", "exec"), gen.ns)  # noqa: S102
+    return gen.ns[rname], gen.ns[wname]
