@@ -1,0 +1,78 @@
+import pytest
+
+from quota import QuotaWindow, Rate
+
+
+def test_defaults_are_kafkas():
+    window = QuotaWindow()
+    assert (window.num, window.size_seconds, window.size_ms) == (11, 1, 1000)
+    assert window.span_ms == 11_000 and window.min_elapsed_ms == 10_000
+
+
+@pytest.mark.parametrize("bad", [dict(num=0), dict(size_seconds=0), dict(num=1.5), dict(num=True)])
+def test_window_settings_are_checked(bad):
+    with pytest.raises(ValueError):
+        QuotaWindow(**bad)
+
+
+def test_a_fresh_rate_divides_by_samples_minus_one_windows():
+    rate = Rate(QuotaWindow(num=11, size_seconds=1))
+    rate.record(10_000, now_ms=0)
+    assert rate.window_size_ms(0) == 10_000
+    assert rate.measure(0) == 1_000.0  # 10 s of a 1000/s quota in the first millisecond is still "within"
+    assert rate.window_size_ms(2_500) == 10_500  # 2 full windows elapsed -> pad 8, plus the 500 ms fraction
+
+
+def test_elapsed_time_is_real_once_enough_windows_have_passed():
+    rate = Rate(QuotaWindow(num=3, size_seconds=1))
+    for t in range(0, 5_000, 100):
+        rate.record(1, now_ms=t)
+    # Three slots plus the overlapping one: the oldest kept sample started at 1000 ms, last event at 1900.
+    assert rate.window_size_ms(4_850) == 3_850
+    assert rate.total(4_850) == 39
+    # At 4_900 that sample's last event is 3 s old: purged, and the window starts at 2000.
+    assert rate.window_size_ms(4_900) == 2_900
+    assert rate.total(4_900) == 30
+
+
+def test_empty_rate_measures_zero_over_at_least_one_ms():
+    rate = Rate(QuotaWindow(num=1, size_seconds=1))
+    assert rate.measure(0) == 0.0
+    assert rate.window_size_ms(0) == 1
+
+
+def test_samples_expire_after_num_windows_without_events():
+    rate = Rate(QuotaWindow(num=11, size_seconds=1))
+    rate.record(500, now_ms=0)
+    assert rate.total(10_999) == 500
+    assert rate.total(11_000) == 0  # now - lastEvent >= samples * window
+    assert rate.window_size_ms(11_000) == 10_000  # back to a fresh start
+
+
+def test_overlapping_sample_is_kept_while_it_has_a_recent_event():
+    rate = Rate(QuotaWindow(num=2, size_seconds=1))
+    rate.record(1, now_ms=0)
+    rate.record(1, now_ms=900)  # same sample, started at 0
+    rate.record(1, now_ms=1_000)
+    # At 2_500 the first sample started 2.5 s ago (> num * size) but its last event is 1.6 s old: kept.
+    assert rate.total(2_500) == 3
+    assert rate.window_size_ms(2_500) == 2_500
+    assert rate.total(2_900) == 1  # its last event is now 2 s old: purged
+
+
+def test_kafka_comment_example_first_window():
+    # Rate.java: 1 s windows, 2 samples; the elapsed window is at least one full window.
+    rate = Rate(QuotaWindow(num=2, size_seconds=1))
+    rate.record(1, 0)
+    rate.record(1, 30)
+    rate.record(1, 60)
+    assert rate.measure(60) == pytest.approx(3 / 1.060)
+
+
+def test_samples_are_recycled_not_grown():
+    window = QuotaWindow(num=11, size_seconds=1)
+    rate = Rate(window)
+    for t in range(0, 600_000, 37):
+        rate.record(1, t)
+    assert len(rate._samples) == window.num + 1
+    assert rate.measure(600_000) == pytest.approx(1000 / 37, rel=0.02)
