@@ -314,16 +314,17 @@ class _Gen:
                 L.append(f"    o.{f[0]} = _fresh({self.name('D', d)})")
             else:
                 L.append(f"    o.{f[0]} = {self.name('D', d) if d is not None else 'None'}")
-        if self.flex:
-            L += ["    nt, pos = _uv(buf, pos)", "    _cc(buf, pos, nt, 'tagged fields')", "    u = {}",
-                  "    for _ in range(nt):", "        tag, ds, pos = _tagh(buf, pos)"]
+        if self.flex:  # the common case, no tagged fields, is one byte: 0
+            L += ["    if buf[pos] == 0:", "        pos += 1", "        o._unknown_tags = {}", "    else:",
+                  "        nt, pos = _uv(buf, pos)", "        _cc(buf, pos, nt, 'tagged fields')", "        u = {}",
+                  "        for _ in range(nt):", "            tag, ds, pos = _tagh(buf, pos)"]
             kw = "if"
             for f in tagged:
                 tv = self.tagged_value_reader(f)
-                L += [f"        {kw} tag == {f[4]}:", f"            o.{f[0]} = {tv}(buf[ds:pos])"]
+                L += [f"            {kw} tag == {f[4]}:", f"                o.{f[0]} = {tv}(buf[ds:pos])"]
                 kw = "elif"
-            L += [f"        {'else:' if tagged else 'if True:'}", "            u[tag] = bytes(buf[ds:pos])",
-                  "    o._unknown_tags = u"]
+            L += [f"            {'else:' if tagged else 'if True:'}", "                u[tag] = bytes(buf[ds:pos])",
+                  "        o._unknown_tags = u"]
         else:
             L.append("    o._unknown_tags = {}")
         L.append("    return o, pos")
@@ -346,7 +347,17 @@ class _Gen:
             return [f"{ind}{target}, = {s}.unpack_from(buf, pos)", f"{ind}pos += {P.FIXED[kind][1]}"]
         if kind == "uuid":
             return [f"{ind}{target}, pos = _ruuid(buf, pos)"]
-        if kind in ("string", "bytes", "records"):
+        if kind == "records":  # the hot path of Produce and Fetch: inlined, a view of the input
+            n = self.name("n")
+            L = ([f"{ind}{n}, pos = _uv(buf, pos)", f"{ind}{n} -= 1"] if self.flex
+                 else [f"{ind}{n}, = _i32(buf, pos)", f"{ind}pos += 4"])
+            bad = f"{ind}    raise _PE('{fname}: invalid length %d' % {n})"
+            L += [f"{ind}if {n} < 0:", *([f"{ind}    if {n} != -1:", "    " + bad] if nullable else [bad]),
+                  f"{ind}    {target} = None", f"{ind}else:", f"{ind}    e = pos + {n}", f"{ind}    if e > len(buf):",
+                  f"{ind}        raise _PE('{fname}: %d bytes run past the end' % {n})",
+                  f"{ind}    {target} = buf[pos:e]", f"{ind}    pos = e"]
+            return L
+        if kind in ("string", "bytes"):
             r = self.name("V", _var_reader(kind, self.flex, nullable, fname))
             return [f"{ind}{target}, pos = {r}(buf, pos)"]
         rc = self.struct_codec(f[8], self.seg.classes[id(f[8])])[0] if f[8] is not None else None
