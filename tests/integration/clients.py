@@ -1,0 +1,213 @@
+"""Produce and consume with each real client library, for the integration tests.
+
+Every helper produces ``count`` keyed messages whose value is ``key:seq`` and reads a topic back from the
+beginning by partition assignment (no consumer group), returning ``{partition: [values in offset order]}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+
+KEYS = 16
+
+
+def messages(count: int):
+    for seq in range(count):
+        key = f"k{seq % KEYS}"
+        yield key.encode(), f"{key}:{seq}".encode()
+
+
+def assert_exactly_once_in_order(by_partition: dict[int, list[bytes]], count: int) -> None:
+    values = [v for vs in by_partition.values() for v in vs]
+    assert len(values) == count, f"expected {count} messages, got {len(values)}"
+    assert len(set(values)) == count, "duplicates"
+    key_partition: dict[str, int] = {}
+    for partition, vs in by_partition.items():
+        last_seq: dict[str, int] = {}
+        for v in vs:
+            key, seq = v.decode().split(":")
+            assert key_partition.setdefault(key, partition) == partition, f"{key} in two partitions"
+            assert int(seq) > last_seq.get(key, -1), f"out of order in partition {partition}: {v!r}"
+            last_seq[key] = int(seq)
+
+
+# -- kafka-python --------------------------------------------------------------------------------------------
+
+def kp_create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="kp-admin")
+    try:
+        admin.create_topics([NewTopic(topic, partitions, 1)])
+    finally:
+        admin.close()
+
+
+def kp_delete_topic(bootstrap: str, topic: str) -> None:
+    from kafka.admin import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="kp-admin")
+    try:
+        admin.delete_topics([topic])
+        assert topic not in admin.list_topics()
+    finally:
+        admin.close()
+
+
+def kp_produce(bootstrap: str, topic: str, count: int, **config) -> None:
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, client_id="kp-producer", **config)
+    try:
+        futures = [producer.send(topic, key=k, value=v) for k, v in messages(count)]
+        producer.flush(60)
+        if config.get("acks", 1) != 0:
+            for f in futures:
+                f.get(30)
+    finally:
+        producer.close(10)
+
+
+def kp_consume(bootstrap: str, topic: str, count: int, timeout: float = 60.0) -> dict[int, list[bytes]]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id="kp-consumer", enable_auto_commit=False)
+    try:
+        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+        consumer.assign(partitions)
+        consumer.seek_to_beginning(*partitions)
+        out: dict[int, list[bytes]] = defaultdict(list)
+        deadline = time.monotonic() + timeout
+        got = 0
+        while got < count and time.monotonic() < deadline:
+            for tp, records in consumer.poll(500).items():
+                out[tp.partition].extend(r.value for r in records)
+                got += len(records)
+        return dict(out)
+    finally:
+        consumer.close()
+
+
+# -- aiokafka ------------------------------------------------------------------------------------------------
+
+async def aio_create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="aio-admin")
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topic, partitions, 1)])
+    finally:
+        await admin.close()
+
+
+async def aio_delete_topic(bootstrap: str, topic: str) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="aio-admin")
+    await admin.start()
+    try:
+        await admin.delete_topics([topic])
+        assert topic not in await admin.list_topics()
+    finally:
+        await admin.close()
+
+
+async def aio_produce(bootstrap: str, topic: str, count: int, **config) -> None:
+    from aiokafka import AIOKafkaProducer
+
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, client_id="aio-producer", **config)
+    await producer.start()
+    try:
+        futures = [await producer.send(topic, key=k, value=v) for k, v in messages(count)]
+        await producer.flush()
+        if config.get("acks", 1) != 0:
+            await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+
+
+async def aio_consume(bootstrap: str, topic: str, count: int, timeout: float = 60.0) -> dict[int, list[bytes]]:
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, client_id="aio-consumer", enable_auto_commit=False)
+    await consumer.start()
+    try:
+        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+        if not partitions:
+            await consumer._client.force_metadata_update()
+            partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+        consumer.assign(partitions)
+        await consumer.seek_to_beginning(*partitions)
+        out: dict[int, list[bytes]] = defaultdict(list)
+        got = 0
+        deadline = time.monotonic() + timeout
+        while got < count and time.monotonic() < deadline:
+            batch = await consumer.getmany(timeout_ms=500)
+            for tp, records in batch.items():
+                out[tp.partition].extend(r.value for r in records)
+                got += len(records)
+        return dict(out)
+    finally:
+        await consumer.stop()
+
+
+# -- confluent-kafka -----------------------------------------------------------------------------------------
+
+def ck_create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        future.result(30)
+
+
+def ck_delete_topic(bootstrap: str, topic: str) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_topics([topic]).values():
+        future.result(30)
+    assert topic not in admin.list_topics(timeout=10).topics
+
+
+def ck_produce(bootstrap: str, topic: str, count: int, **config) -> None:
+    from confluent_kafka import Producer
+
+    errors: list = []
+    producer = Producer({"bootstrap.servers": bootstrap, "client.id": "ck-producer", **config})
+    for k, v in messages(count):
+        while True:
+            try:
+                producer.produce(topic, key=k, value=v, on_delivery=lambda err, msg: err and errors.append(err))
+                break
+            except BufferError:
+                producer.poll(0.05)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    assert not errors, errors[:3]
+
+
+def ck_consume(bootstrap: str, topic: str, count: int, timeout: float = 60.0) -> dict[int, list[bytes]]:
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False,
+                         "client.id": "ck-consumer"})
+    try:
+        meta = consumer.list_topics(topic, timeout=10)
+        partitions = sorted(meta.topics[topic].partitions)
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        out: dict[int, list[bytes]] = defaultdict(list)
+        got = 0
+        deadline = time.monotonic() + timeout
+        while got < count and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, 0.5):
+                if msg.error():
+                    continue
+                out[msg.partition()].append(msg.value())
+                got += 1
+        return dict(out)
+    finally:
+        consumer.close()

@@ -1,0 +1,195 @@
+"""What happens when things go wrong: bad frames, a broker that goes away, a slow broker, shutdown."""
+
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from proxy.codec.header import encode_request_header, frame
+from tests.harness import Tansu, free_port, proxy_config, start_proxy, wait_for_port
+from tests.integration import clients as c
+
+pytestmark = pytest.mark.integration
+
+
+def api_versions_request(corr: int) -> bytes:
+    return frame(encode_request_header(18, 0, corr, "raw"))
+
+
+def read_frame(sock: socket.socket) -> bytes:
+    size = struct.unpack(">i", recv_exactly(sock, 4))[0]
+    return recv_exactly(sock, size)
+
+
+def recv_exactly(sock: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("closed")
+        buf += chunk
+    return buf
+
+
+def closed_within(sock: socket.socket, seconds: float) -> bool:
+    sock.settimeout(seconds)
+    try:
+        while sock.recv(65536):
+            pass
+        return True
+    except (ConnectionError, OSError) as exc:
+        return not isinstance(exc, socket.timeout)
+
+
+def http_status(port: int, path: str) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+@pytest.fixture
+def small_frames():
+    proxy_port, broker_port = free_port(), free_port()
+    broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
+    proxy = start_proxy(proxy_config(proxy_port, broker_port, **{"socket.request.max.bytes": 4096}))
+    yield proxy
+    proxy.stop()
+    broker.stop()
+
+
+@pytest.mark.parametrize("size", [4097, 2**31 - 1, -1, -2**31])
+def test_oversized_or_negative_frame_closes_only_that_connection(small_frames, size):
+    proxy = small_frames
+    good = socket.create_connection(("127.0.0.1", proxy.port))
+    bad = socket.create_connection(("127.0.0.1", proxy.port))
+    good.sendall(api_versions_request(1))
+    assert struct.unpack(">i", read_frame(good)[:4])[0] == 1
+    bad.sendall(struct.pack(">i", size) + b"\x00" * 16)
+    assert closed_within(bad, 5)
+    good.sendall(api_versions_request(2))
+    assert struct.unpack(">i", read_frame(good)[:4])[0] == 2
+    assert proxy.metric("kafka_quota_proxy_frame_errors_total", listener="PLAINTEXT", direction="request") == 1
+    assert proxy.metric("kafka_quota_proxy_connections_closed_total", listener="PLAINTEXT", reason="frame_error") == 1
+    good.close()
+
+
+def test_frame_just_under_the_limit_is_forwarded(small_frames):
+    c.kp_create_topic(small_frames.bootstrap, "small", 1)
+    c.kp_produce(small_frames.bootstrap, "small", 50, batch_size=1000, linger_ms=0)
+    assert small_frames.metric("kafka_quota_proxy_frame_errors_total", listener="PLAINTEXT", direction="request") == 0
+
+
+def test_broker_down_and_back():
+    proxy_port, broker_port = free_port(), free_port()
+    broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
+    proxy = start_proxy(proxy_config(proxy_port, broker_port, **{"upstream.connect.timeout.ms": 1000}))
+    try:
+        assert http_status(proxy.metrics_port, "/readyz") == 200
+        open_conn = socket.create_connection(("127.0.0.1", proxy.port))
+        open_conn.sendall(api_versions_request(1))
+        read_frame(open_conn)
+
+        broker.stop()
+        assert closed_within(open_conn, 5), "client connection not closed when the broker went away"
+        fresh = socket.create_connection(("127.0.0.1", proxy.port))
+        assert closed_within(fresh, 5), "new client connection not closed while the broker is down"
+        deadline = time.monotonic() + 10
+        while http_status(proxy.metrics_port, "/readyz") != 503 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert http_status(proxy.metrics_port, "/readyz") == 503
+        assert http_status(proxy.metrics_port, "/healthz") == 200
+        assert proxy.metric("kafka_quota_proxy_upstream_errors_total", listener="PLAINTEXT", kind="connect") >= 1
+
+        broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
+        deadline = time.monotonic() + 10
+        while http_status(proxy.metrics_port, "/readyz") != 200 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert http_status(proxy.metrics_port, "/readyz") == 200
+        c.kp_create_topic(proxy.bootstrap, "back", 1)
+        c.kp_produce(proxy.bootstrap, "back", 100)
+        assert sum(len(v) for v in c.kp_consume(proxy.bootstrap, "back", 100).values()) == 100
+    finally:
+        proxy.stop()
+        broker.stop()
+
+
+def test_slow_broker_stops_reading_from_client():
+    """Back-pressure, against a scripted broker that accepts and never reads (Tansu cannot be made slow).
+
+    The client keeps sending 1 MiB requests; the proxy must stop reading from it instead of buffering."""
+    sink = socket.create_server(("127.0.0.1", 0))
+    accepted = []
+    threading.Thread(target=lambda: accepted.append(sink.accept()[0]), daemon=True).start()
+    proxy = start_proxy(proxy_config(0, sink.getsockname()[1]))
+    try:
+        client = socket.create_connection(("127.0.0.1", proxy.port))
+        client.setblocking(False)
+        request = frame(encode_request_header(3, 1, 1, "flood") + b"\x00" * (1 << 20))
+        sent, stalled_at = 0, None
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                sent += client.send(request)
+                stalled_at = None
+            except BlockingIOError:
+                stalled_at = stalled_at or time.monotonic()
+                if time.monotonic() - stalled_at > 1.0:
+                    break
+                time.sleep(0.01)
+        assert stalled_at is not None, "client never blocked: the proxy kept reading"
+        conn = next(iter(proxy.app.connections))
+        buffered = proxy.call(_write_buffer_size(conn))
+        assert buffered <= 4 << 20, f"proxy buffered {buffered} bytes for a broker that does not read"
+        assert sent < 400 << 20
+        client.close()
+    finally:
+        proxy.stop(grace_ms=100)
+        sink.close()
+
+
+async def _write_buffer_size(conn):
+    return conn.upstream.transport.get_write_buffer_size()
+
+
+def test_sigterm_lets_in_flight_requests_finish_and_exits_0(tmp_path):
+    """A Fetch that the broker holds for max_wait_ms is answered after SIGTERM, then the process exits 0."""
+    proxy_port, broker_port, metrics_port = free_port(), free_port(), free_port()
+    broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
+    cfg = tmp_path / "proxy.yaml"
+    cfg.write_text(
+        f"upstream: {{bootstrap_servers: ['127.0.0.1:{broker_port}']}}\n"
+        f"listeners: [{{name: PLAINTEXT, bind: '127.0.0.1:{proxy_port}'}}]\n"
+        f"metrics: {{bind: '127.0.0.1:{metrics_port}'}}\n"
+        "settings: {shutdown.grace.period.ms: 5000}\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-m", "proxy.cli", "run", "--config", str(cfg)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        wait_for_port(proxy_port)
+        c.kp_create_topic(f"127.0.0.1:{proxy_port}", "quiet", 1)
+        sock = socket.create_connection(("127.0.0.1", proxy_port))
+        # Fetch v4: replica_id, max_wait_ms=1500, min_bytes=1, max_bytes, isolation, [topic [partition offset max]]
+        body = struct.pack(">iiiib", -1, 1500, 1, 1 << 20, 0) + struct.pack(">ih", 1, 5) + b"quiet"
+        body += struct.pack(">iiqi", 1, 0, 0, 1 << 20)
+        sock.sendall(frame(encode_request_header(1, 4, 77, "fetcher") + body))
+        sent_at = time.monotonic()
+        time.sleep(0.3)
+        proc.send_signal(15)
+        sock.settimeout(10)
+        response = read_frame(sock)
+        assert struct.unpack(">i", response[:4])[0] == 77
+        assert time.monotonic() - sent_at >= 1.0, "the broker did not hold the fetch: nothing was in flight"
+        assert proc.wait(15) == 0
+        assert closed_within(sock, 5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        broker.stop()
