@@ -149,7 +149,8 @@ def test_a_quota_update_applies_to_live_sensors_at_once():
 def test_a_quota_update_can_move_a_client_to_a_more_specific_sensor():
     m = manager([({"user": DEFAULT}, {P: 1000})])
     m.record_and_get_throttle_time_ms("alice", "etl", 10_000)
-    m.update_quotas(QuotaTable.from_values([({"user": DEFAULT}, {P: 1000}), ({"user": "alice", "client-id": "etl"}, {P: 5000})]))
+    swapped = [({"user": DEFAULT}, {P: 1000}), ({"user": "alice", "client-id": "etl"}, {P: 5000})]
+    m.update_quotas(QuotaTable.from_values(swapped))
     assert m.resolve("alice", "etl").tags == QuotaTags("alice", "etl")
     assert m.record_and_get_throttle_time_ms("alice", "etl", 50_000) == 0
     assert m.record_and_get_throttle_time_ms("alice", "web", 1) > 0  # still in the old (alice, "") sensor
