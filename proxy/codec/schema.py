@@ -245,6 +245,9 @@ def _var_writer(kind: str, flex: bool, nullable: bool, what: str) -> Callable:
 # --------------------------------------------------------------------------------------------
 # Source generation.
 
+_NO_VALUE = object()
+
+
 class _Gen:
     """Generates the reader/writer source for one (segment, version) and compiles it."""
 
@@ -262,10 +265,10 @@ class _Gen:
         self.n = 0
         self.done: dict[int, tuple[str, str]] = {}
 
-    def name(self, prefix: str, value: Any = None) -> str:
+    def name(self, prefix: str, value: Any = _NO_VALUE) -> str:
         self.n += 1
         name = f"{prefix}{self.n}"
-        if value is not None:
+        if value is not _NO_VALUE:
             self.ns[name] = value
         return name
 
@@ -313,7 +316,7 @@ class _Gen:
             if d == () or isinstance(d, _StructDefault):
                 L.append(f"    o.{f[0]} = _fresh({self.name('D', d)})")
             else:
-                L.append(f"    o.{f[0]} = {self.name('D', d) if d is not None else 'None'}")
+                L.append(f"    o.{f[0]} = {self.name('D', d)}")
         if self.flex:  # the common case, no tagged fields, is one byte: 0
             L += ["    if buf[pos] == 0:", "        pos += 1", "        o._unknown_tags = {}", "    else:",
                   "        nt, pos = _uv(buf, pos)", "        _cc(buf, pos, nt, 'tagged fields')", "        u = {}",

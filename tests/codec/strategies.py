@@ -1,0 +1,155 @@
+"""Hypothesis strategies: our Messages generated from our schema table, and kio helpers."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import typing
+import uuid
+
+from hypothesis import strategies as st
+
+from proxy.codec import messages as M
+from proxy.codec import schema
+from proxy.codec.primitives import ZERO_UUID
+
+_INT_RANGES = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
+
+#: every (api_key, direction, version) we decode.
+ALL_VERSIONS = [(k, d, v) for k, (lo, hi) in sorted(M.DECODED_APIS.items())
+                for v in range(lo, hi + 1) for d in ("request", "response")]
+
+
+def _present(f: tuple, v: int, flex: bool) -> bool:
+    vers, tag, tv = f[2], f[4], f[5]
+    if not vers[0] <= v <= vers[1]:
+        return False
+    return tag is None or (flex and tv is not None and tv[0] <= v <= tv[1])
+
+
+def _scalar(kind: str) -> st.SearchStrategy:
+    if kind in _INT_RANGES:
+        b = _INT_RANGES[kind]
+        return st.integers(-(2 ** (b - 1)), 2 ** (b - 1) - 1)
+    return {
+        "uint16": st.integers(0, 0xFFFF), "float64": st.floats(allow_nan=False), "bool": st.booleans(),
+        "string": st.text(max_size=6), "bytes": st.binary(max_size=6), "records": st.binary(max_size=12),
+        "uuid": st.uuids(),
+    }[kind]
+
+
+def _kio_error_codes() -> st.SearchStrategy:
+    from kio.schema.errors import ErrorCode
+    return st.sampled_from(sorted(int(e) for e in ErrorCode))
+
+
+def message_st(api_key: int, direction: str, version: int, unknown_tags: bool = False,
+               kio_safe: bool = False) -> st.SearchStrategy:
+    """Messages with every field of ``version`` drawn at random (absent fields keep defaults).
+
+    ``kio_safe`` keeps values inside kio's stricter domain: error codes it knows, and
+    LogAppendTimeMs >= -1 (kio maps it to a datetime).
+    """
+    seg = schema.segment(api_key, direction, version)
+    flex = seg.flexible is not None and version >= seg.flexible
+    tags = (st.dictionaries(st.integers(40, 300), st.binary(max_size=4), max_size=2)
+            if unknown_tags and flex else st.just({}))
+
+    def struct_st(fields: tuple) -> st.SearchStrategy:
+        cls = seg.classes[id(fields)]
+        parts = {f[0]: value_st(f) for f in fields if _present(f, version, flex)}
+
+        def build(args: tuple) -> schema.Message:
+            d, unk = args
+            msg = cls(**d)
+            msg._unknown_tags = unk
+            return msg
+        return st.tuples(st.fixed_dictionaries(parts), tags).map(build)
+
+    def value_st(f: tuple) -> st.SearchStrategy:
+        kind, nullable = f[1], f[3] is not None and f[3][0] <= version <= f[3][1]
+        if kio_safe and f[0] == "error_code":
+            s = _kio_error_codes()
+        elif kio_safe and f[0] == "log_append_time_ms":
+            s = st.integers(-1, 2**41)
+        elif kind == "struct":
+            s = struct_st(f[8])
+        elif kind == "[]struct":
+            s = st.lists(struct_st(f[8]), max_size=2)
+        elif kind.startswith("[]"):
+            s = st.lists(_scalar(kind[2:]), max_size=3)
+        else:
+            s = _scalar(kind)
+        return st.none() | s if nullable else s
+
+    return struct_st(seg.fields)
+
+
+# ---- kio ------------------------------------------------------------------------------------
+
+def register_kio_strategies() -> None:
+    from kio.static.primitive import Records
+    st.register_type_strategy(Records, st.binary(max_size=12).map(Records))
+
+
+def kio_class(api_key: int, direction: str, version: int):
+    """kio's entity class for this API version, or None where kio lacks it."""
+    from kio.index import load_payload_module
+    from kio.static.constants import EntityType
+    et = EntityType.request if direction == "request" else EntityType.response
+    try:
+        mod = load_payload_module(api_key, version, et)
+    except Exception:  # noqa: BLE001 - kio lacks the version
+        return None
+    return next(c for c in vars(mod).values() if isinstance(c, type) and getattr(c, "__type__", None) == et)
+
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_MS = datetime.timedelta(milliseconds=1)
+
+
+def kio_plain(entity) -> dict:
+    """A kio entity as a dict in our naming: kio's timedelta/datetime fields become ``*_ms`` ints."""
+    out = {}
+    hints = typing.get_type_hints(type(entity))
+    for f in dataclasses.fields(entity):
+        value, name, kt = getattr(entity, f.name), f.name, f.metadata.get("kafka_type")
+        if kt in ("timedelta_i32", "timedelta_i64"):
+            name, value = name + "_ms", value // _MS
+        elif kt == "datetime_i64":
+            name, value = name + "_ms", -1 if value is None else (value - _EPOCH) // _MS
+        elif kt == "uuid" and value is None:
+            value = ZERO_UUID
+        out[name] = _kio_value(value, hints.get(f.name))
+    return out
+
+
+def _kio_value(value, hint):
+    if dataclasses.is_dataclass(value):
+        return kio_plain(value)
+    if isinstance(value, tuple):
+        return [_kio_value(v, None) for v in value]
+    if isinstance(value, (bytes, memoryview)):
+        return bytes(value)
+    if isinstance(value, int) and not isinstance(value, bool) and type(value) is not int:
+        return int(value)
+    if isinstance(value, str) and type(value) is not str:
+        return str(value)
+    return value
+
+
+def ours_plain(msg: schema.Message, keep: dict) -> dict:
+    """Our message as a dict restricted to (recursively) the keys of ``keep``."""
+    out = {}
+    for name, want in keep.items():
+        value = getattr(msg, name)
+        if isinstance(value, schema.Message):
+            value = ours_plain(value, want)
+        elif isinstance(value, list) and len(value) == len(want):
+            value = [ours_plain(v, w) if isinstance(v, schema.Message) else v for v, w in zip(value, want)]
+        elif isinstance(value, memoryview):
+            value = bytes(value)
+        elif isinstance(value, uuid.UUID) or value is None:
+            pass
+        out[name] = value
+    return out
