@@ -103,11 +103,29 @@ def _listeners(raw: Any, path: str) -> tuple[ListenerConfig, ...]:
 
 
 def _listener(raw: Any, path: str) -> ListenerConfig:
-    m = _mapping(raw, path, required={"name", "bind"})
+    m = _mapping(raw, path, required={"name", "bind"}, optional={"advertised_host", "broker_port_base"})
     name = m["name"]
     if not isinstance(name, str) or not _NAME.match(name):
         raise ConfigError(f"{path}.name", f"expected a listener name of letters, digits, '_' or '-', got {_show(name)}")
-    return ListenerConfig(name=name, bind=_address(m["bind"], f"{path}.bind"))
+    bind = _address(m["bind"], f"{path}.bind")
+    base = m.get("broker_port_base")
+    if base is not None and (isinstance(base, bool) or not isinstance(base, int) or not 1 <= base <= 65535):
+        raise ConfigError(f"{path}.broker_port_base", f"expected a port number between 1 and 65535, got {_show(base)}")
+    advertised = m.get("advertised_host")
+    if advertised is not None and (not isinstance(advertised, str) or not advertised or " " in advertised):
+        raise ConfigError(f"{path}.advertised_host", f"expected a host name or address, got {_show(advertised)}")
+    if advertised is not None and base is None:
+        raise ConfigError(f"{path}.advertised_host", "only used in cluster mode: set broker_port_base too")
+    if base is not None:
+        if bind.port >= base:
+            raise ConfigError(f"{path}.broker_port_base",
+                              f"must be above the bootstrap port {bind.port}, which would otherwise be broker "
+                              f"{bind.port - base}'s port")
+        if advertised is None:
+            if bind.host in ("0.0.0.0", "::", ""):
+                raise ConfigError(f"{path}.advertised_host", f"required in cluster mode when binding {bind.host}")
+            advertised = bind.host
+    return ListenerConfig(name=name, bind=bind, advertised_host=advertised, broker_port_base=base)
 
 
 def _metrics(raw: Any, path: str) -> MetricsConfig:

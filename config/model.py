@@ -29,6 +29,12 @@ class UpstreamConfig:
 class ListenerConfig:
     name: str  # as in Kafka's listener.name.<name>.* settings
     bind: Address
+    advertised_host: str | None = None  # cluster mode: the host clients are given for every broker
+    broker_port_base: int | None = None  # cluster mode: broker N is served on broker_port_base + N
+
+    @property
+    def cluster_mode(self) -> bool:
+        return self.broker_port_base is not None
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,8 +6,11 @@ import asyncio
 import logging
 import signal
 
-from config.model import Address, ProxyConfig
+from config.model import Address, ListenerConfig, ProxyConfig
+from proxy.apis import ConnectionScope
 from proxy.buffers import SharedReadBuffer
+from proxy.cluster import BrokerPorts
+from proxy.codec.messages import TopicIdMap
 from proxy.client import ClientConnection, ListenerContext
 from proxy.http import OpsServer
 from proxy.listener import Listener
@@ -66,31 +69,54 @@ class ProxyApp:
     def __init__(self, config: ProxyConfig, metrics: ProxyMetrics | None = None) -> None:
         self.config = config
         self.metrics = metrics or ProxyMetrics()
-        settings = config.settings
-        connect_timeout_s = settings["upstream.connect.timeout.ms"] / 1000.0
+        connect_timeout_s = config.settings["upstream.connect.timeout.ms"] / 1000.0
         self.readiness = Readiness(config.upstream.bootstrap_servers, connect_timeout_s, self.metrics)
         self.connections: set[ClientConnection] = set()
-        request_buffer, response_buffer = SharedReadBuffer(), SharedReadBuffer()
-        self.listeners = [
-            Listener(
-                ListenerContext(
-                    name=lc.name,
-                    upstreams=config.upstream.bootstrap_servers,
-                    max_request_bytes=settings["socket.request.max.bytes"],
-                    connect_timeout_s=connect_timeout_s,
-                    metrics=self.metrics,
-                    request_buffer=request_buffer,
-                    response_buffer=response_buffer,
-                    on_upstream_result=self.readiness.report,
-                    connections=self.connections,
-                ),
-                lc.bind.host,
-                lc.bind.port,
-            )
-            for lc in config.listeners
-        ]
+        self.topic_ids = TopicIdMap()
+        self._buffers = (SharedReadBuffer(), SharedReadBuffer())
+        self.listeners: list[Listener] = []
+        self.broker_listeners: dict[tuple[str, int], Listener] = {}  # cluster mode: (listener, node id) -> port
+        self._scopes: dict[str, ConnectionScope] = {}
+        for lc in config.listeners:
+            cluster = None
+            if lc.cluster_mode:
+                cluster = BrokerPorts(lc.name, lc.advertised_host, lc.broker_port_base,
+                                      lambda node_id, lc=lc: self._open_broker_port(lc, node_id))
+            scope = self._scopes[lc.name] = ConnectionScope(cluster=cluster, topic_ids=self.topic_ids)
+            bootstrap = config.upstream.bootstrap_servers
+            self.listeners.append(Listener(self._context(lc.name, lambda: bootstrap, scope), lc.bind.host, lc.bind.port))
         self.ops = OpsServer(self.metrics.registry, lambda: self.readiness.ready)
         self.ops_address: tuple[str, int] | None = None
+
+    def _context(self, name: str, upstreams, scope: ConnectionScope) -> ListenerContext:
+        settings = self.config.settings
+        return ListenerContext(
+            name=name,
+            upstreams=upstreams,
+            scope=scope,
+            max_request_bytes=settings["socket.request.max.bytes"],
+            connect_timeout_s=settings["upstream.connect.timeout.ms"] / 1000.0,
+            metrics=self.metrics,
+            request_buffer=self._buffers[0],
+            response_buffer=self._buffers[1],
+            on_upstream_result=self.readiness.report,
+            connections=self.connections,
+        )
+
+    def _open_broker_port(self, lc: ListenerConfig, node_id: int) -> None:
+        """Cluster mode: start serving broker ``node_id`` on its own port (first time it is seen)."""
+        key = (lc.name, node_id)
+        if key in self.broker_listeners:
+            return
+        scope = self._scopes[lc.name]
+        cluster = scope.cluster
+        listener = Listener(self._context(lc.name, lambda: cluster.upstream_for(node_id), scope),
+                            lc.bind.host, cluster.port_for(node_id))
+        self.broker_listeners[key] = listener
+        try:
+            listener.start_now()
+        except OSError as exc:
+            log.error("listener %s: cannot open port %d for broker %d: %s", lc.name, cluster.port_for(node_id), node_id, exc)
 
     async def start(self) -> None:
         self.readiness.report(await self.readiness.probe_once())
@@ -110,7 +136,7 @@ class ProxyApp:
         """Stop accepting, let in-flight requests finish for up to the grace period, then close everything."""
         if grace_ms is None:
             grace_ms = self.config.settings["shutdown.grace.period.ms"]
-        for listener in self.listeners:
+        for listener in [*self.listeners, *self.broker_listeners.values()]:
             await listener.close()
         for conn in list(self.connections):
             conn.drain()

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from typing import Callable
 
 from config.model import Address
+from proxy.apis import ConnectionScope, plan_request
 from proxy.buffers import SharedReadBuffer
 from proxy.codec.errors import ProtocolError
-from proxy.codec.frame import STOP, STREAM, Action, FrameSplitter
+from proxy.codec.frame import STOP, Action, FrameSplitter
 from proxy.codec.header import RequestHeader, parse_request_prefix
 from proxy.flow import BACKPRESSURE, DRAINING, ReadGate
 from proxy.inflight import InFlightQueue
@@ -32,7 +33,8 @@ class ListenerContext:
     """What every connection of one listener shares."""
 
     name: str
-    upstreams: tuple[Address, ...]
+    upstreams: Callable[[], tuple[Address, ...]]  # where this listener's connections go, read at connect time
+    scope: ConnectionScope
     max_request_bytes: int
     connect_timeout_s: float
     metrics: ProxyMetrics
@@ -75,7 +77,7 @@ class ClientConnection(asyncio.BufferedProtocol):
     async def connect_upstream(self) -> bool:
         """Open the broker connection, trying each bootstrap server in turn; False closes the client."""
         loop = asyncio.get_running_loop()
-        for address in self.ctx.upstreams:
+        for address in self.ctx.upstreams():
             try:
                 _, upstream = await asyncio.wait_for(
                     loop.create_connection(
@@ -141,8 +143,13 @@ class ClientConnection(asyncio.BufferedProtocol):
         api = self.api_metrics(header.api_key)
         api.requests.inc()
         api.request_bytes.inc(header.frame_length)
-        self.inflight.add(header, time.perf_counter_ns())
-        return STREAM
+        plan = plan_request(self.ctx.scope, header)
+        if plan.local_response is not None:
+            self.inflight.add_local(header, time.perf_counter_ns(), plan.local_response)
+            self._send_local_responses()
+        else:
+            self.inflight.add(header, time.perf_counter_ns(), plan.rewrite)
+        return plan.action
 
     def on_segment(self, view) -> None:
         self.upstream.write(view)
@@ -166,8 +173,17 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.ctx.metrics.frame_errors.labels(self.ctx.name, direction).inc()
 
     def response_done(self) -> None:
+        self._send_local_responses()
         if self.draining:
             self._close_if_drained()
+
+    def _send_local_responses(self) -> None:
+        """Answers the proxy made itself go out once every request before them has been answered."""
+        while (entry := self.inflight.pop_ready_local()) is not None:
+            self.transport.write(entry.local_response)
+            api = self.api_metrics(entry.header.api_key)
+            api.response_bytes.inc(len(entry.local_response))
+            api.latency.observe((time.perf_counter_ns() - entry.received_ns) / 1e9)
 
     def upstream_lost(self, exc: Exception | None) -> None:
         if self._closed_reason is None:

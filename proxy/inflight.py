@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from typing import Any, Callable
 
 from proxy.codec.errors import ProtocolError
 from proxy.codec.header import RequestHeader
@@ -27,6 +28,10 @@ class InFlight:
     header: RequestHeader
     received_ns: int  # when the request's header was read, for the latency histogram
     expects_response: bool
+    # Set for responses the proxy must decode and rewrite; called with the decoded response body.
+    rewrite: Callable[[Any], None] | None = None
+    # Set when the proxy answers the request itself: the whole response frame, sent in request order.
+    local_response: bytes | None = None
 
 
 class InFlightQueue:
@@ -40,7 +45,21 @@ class InFlightQueue:
     def __len__(self) -> int:
         return len(self._queue)
 
-    def add(self, header: RequestHeader, received_ns: int) -> None:
+    def add_local(self, header: RequestHeader, received_ns: int, response: bytes) -> None:
+        """A request the proxy answers itself; :meth:`pop_ready_local` hands the answer out in order."""
+        self._queue.append(InFlight(header, received_ns, True, local_response=response))
+
+    def pop_ready_local(self) -> InFlight | None:
+        """The oldest locally answered request whose turn has come (only silent acks=0 entries before it)."""
+        for i, entry in enumerate(self._queue):
+            if entry.local_response is not None:
+                del self._queue[i]
+                return entry
+            if entry.expects_response:
+                return None
+        return None
+
+    def add(self, header: RequestHeader, received_ns: int, rewrite: Callable[[Any], None] | None = None) -> None:
         expects = header.expects_response
         if not expects:
             if self.broker_answers_acks0 is False:
@@ -52,13 +71,18 @@ class InFlightQueue:
                     self._drop_silent()
                     return
                 self._silent += 1
-        self._queue.append(InFlight(header, received_ns, expects))
+        self._queue.append(InFlight(header, received_ns, expects, rewrite))
 
     def match(self, correlation_id: int) -> InFlight | None:
         """The request a response answers, or None when the response must be dropped (acks=0)."""
         queue = self._queue
         while queue:
             entry = queue.popleft()
+            if entry.local_response is not None:
+                raise ProtocolError(
+                    f"response correlation id {correlation_id} arrived while the proxy's own answer to "
+                    f"{entry.header.correlation_id} was still queued"
+                )
             if entry.header.correlation_id == correlation_id:
                 if entry.expects_response:
                     return entry

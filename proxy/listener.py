@@ -27,6 +27,10 @@ class Listener:
         self.address: tuple[str, int] | None = None
 
     async def start(self) -> tuple[str, int]:
+        return self.start_now()
+
+    def start_now(self) -> tuple[str, int]:
+        """Bind and start accepting; must be called from the running event loop."""
         family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
         sock = socket.create_server((self._host, self._port), family=family, backlog=1024, reuse_port=False)
         sock.setblocking(False)

@@ -1,20 +1,22 @@
 """The broker-side connection: one per client connection, the only code that touches a broker socket.
 
 Responses are split into frames, matched to their requests by correlation id (:mod:`proxy.inflight`) and
-streamed back to the client as they arrive. A response to an ``acks=0`` Produce is dropped.
+streamed back to the client as they arrive; those whose request plan asked for it are buffered whole, decoded
+and rewritten. A response to an ``acks=0`` Produce is dropped.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 import time
 from typing import TYPE_CHECKING
 
 from proxy.buffers import SharedReadBuffer
 from proxy.codec.errors import ProtocolError
-from proxy.codec.frame import DROP, STREAM, Action, FrameSplitter
-from proxy.codec.header import ResponseHeader, parse_response_prefix
+from proxy.codec.frame import BUFFER, DROP, STREAM, Action, FrameSplitter
+from proxy.codec.header import ResponseHeader, parse_response_prefix, response_header_length
 from proxy.flow import BACKPRESSURE, ReadGate
 from proxy.inflight import InFlight
 
@@ -22,6 +24,8 @@ if TYPE_CHECKING:
     from proxy.client import ClientConnection
 
 log = logging.getLogger(__name__)
+
+_INT32 = struct.Struct(">i")
 
 
 class UpstreamConnection(asyncio.BufferedProtocol):
@@ -78,14 +82,27 @@ class UpstreamConnection(asyncio.BufferedProtocol):
         if entry is None:
             return DROP
         self._current = entry
+        if entry.rewrite is not None:
+            return BUFFER
         self._client.api_metrics(entry.header.api_key).response_bytes.inc(header.frame_length)
         return STREAM
 
     def on_segment(self, view) -> None:
         self._client.transport.write(view)
 
-    def on_frame(self, header, frame) -> None:  # no response API is buffered yet
-        raise AssertionError("unexpected buffered response")
+    def on_frame(self, header: ResponseHeader, frame: bytearray) -> None:
+        """A response the proxy decodes and may rewrite (its request's plan asked for it)."""
+        entry = self._current
+        request = entry.header
+        header_length = response_header_length(request.api_key, request.api_version, frame)
+        try:
+            body = entry.rewrite(memoryview(frame)[header_length:])
+        except ValueError as exc:  # the rewritten message cannot be encoded in the client's version
+            raise ProtocolError(f"cannot rewrite {request.api_key} v{request.api_version} response: {exc}") from None
+        if body is not None:
+            frame = _INT32.pack(header_length - 4 + len(body)) + bytes(frame[4:header_length]) + body
+        self._client.api_metrics(request.api_key).response_bytes.inc(len(frame))
+        self._client.transport.write(frame)
 
     def on_frame_end(self, header: ResponseHeader) -> None:
         entry = self._current

@@ -137,7 +137,8 @@ def test_slow_broker_stops_reading_from_client():
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             try:
-                sent += client.send(request)
+                offset = sent % len(request)  # a partial send continues the same frame: the stream stays framed
+                sent += client.send(request[offset:])
                 stalled_at = None
             except BlockingIOError:
                 stalled_at = stalled_at or time.monotonic()

@@ -74,3 +74,25 @@ def test_cli_help_lists_every_subcommand():
     result = subprocess.run([sys.executable, "-m", "proxy.cli", "--help"], capture_output=True, text=True, timeout=30)
     assert result.returncode == 0
     assert "run" in result.stdout and "check-config" in result.stdout
+
+
+CLUSTER = BASE.replace('    bind: "127.0.0.1:19092"', '    bind: "0.0.0.0:19092"\n    advertised_host: kafka-proxy.example.com\n    broker_port_base: 19100')
+
+
+def test_cluster_mode_listener():
+    lc = load_config_text(CLUSTER).listeners[0]
+    assert lc.cluster_mode and lc.broker_port_base == 19100 and lc.advertised_host == "kafka-proxy.example.com"
+    assert not load_config_text(BASE).listeners[0].cluster_mode
+
+
+@pytest.mark.parametrize("text,message", [
+    (CLUSTER.replace("    advertised_host: kafka-proxy.example.com\n", ""), "listeners[0].advertised_host: required in cluster mode"),
+    (CLUSTER.replace("19100", "19000"), "listeners[0].broker_port_base: must be above the bootstrap port"),
+    (CLUSTER.replace("19100", "70000"), "listeners[0].broker_port_base: expected a port number"),
+    (BASE.replace('    bind: "127.0.0.1:19092"', '    bind: "127.0.0.1:19092"\n    advertised_host: x'),
+     "listeners[0].advertised_host: only used in cluster mode"),
+])
+def test_bad_cluster_mode_config(text, message):
+    with pytest.raises(ConfigError) as err:
+        load_config_text(text)
+    assert message in str(err.value)

@@ -1,0 +1,34 @@
+"""Per-API handling: a table from API key to the handler that plans what the proxy does with a request.
+
+A handler looks at the request header (and, for buffered requests, the whole frame) and returns a
+:class:`~proxy.apis.plan.Plan`: stream the request as is, or answer it locally; and whether the response must
+be decoded and rewritten. APIs without a handler pass through untouched, as opaque bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from proxy.apis import addresses, api_versions
+from proxy.apis.plan import PASS, ConnectionScope, Plan
+from proxy.codec.apis import API_VERSIONS, DESCRIBE_CLUSTER, FETCH, FIND_COORDINATOR, METADATA, PRODUCE
+from proxy.codec.header import RequestHeader
+
+Handler = Callable[[ConnectionScope, RequestHeader], Plan]
+
+HANDLERS: dict[int, Handler] = {
+    API_VERSIONS: api_versions.plan,
+    METADATA: addresses.plan_metadata,
+    FIND_COORDINATOR: addresses.plan_find_coordinator,
+    DESCRIBE_CLUSTER: addresses.plan_describe_cluster,
+    PRODUCE: addresses.plan_produce,
+    FETCH: addresses.plan_fetch,
+}
+
+
+def plan_request(scope: ConnectionScope, header: RequestHeader) -> Plan:
+    handler = HANDLERS.get(header.api_key)
+    return PASS if handler is None else handler(scope, header)
+
+
+__all__ = ["HANDLERS", "PASS", "ConnectionScope", "Plan", "plan_request"]

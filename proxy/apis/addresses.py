@@ -1,0 +1,97 @@
+"""Responses that carry broker addresses, and the topic ids Metadata responses reveal.
+
+In cluster mode every host/port a broker hands out is replaced with the proxy's advertised host and the port
+that serves that broker (:class:`proxy.cluster.BrokerPorts`), so clients only ever see proxy addresses:
+Metadata brokers, FindCoordinator (v0-3 single coordinator, v4+ batched), DescribeCluster brokers, and the
+NodeEndpoints tagged field of Produce v10+ and Fetch v16+ responses. In sidecar mode the broker advertises the
+proxy itself and nothing is rewritten, but Metadata responses are still read to learn topic ids.
+"""
+
+from __future__ import annotations
+
+from proxy.apis.plan import PASS, ConnectionScope, Plan
+from proxy.cluster import BrokerPorts
+from proxy.codec.apis import DESCRIBE_CLUSTER, FETCH, FIND_COORDINATOR, METADATA, PRODUCE
+from proxy.codec.header import RequestHeader
+from proxy.codec.messages import decode_response, encode_response
+
+PRODUCE_NODE_ENDPOINTS_SINCE = 10
+FETCH_NODE_ENDPOINTS_SINCE = 16
+FIND_COORDINATOR_BATCHED_SINCE = 4
+
+
+def plan_metadata(scope: ConnectionScope, header: RequestHeader) -> Plan:
+    version, cluster, topic_ids = header.api_version, scope.cluster, scope.topic_ids
+
+    def rewrite(body: memoryview) -> bytes | None:
+        msg = decode_response(METADATA, version, body)
+        topic_ids.learn_from_metadata(msg)
+        if cluster is None:
+            return None
+        for broker in msg.brokers:
+            broker.host, broker.port = cluster.advertise(broker.node_id, broker.host, broker.port)
+        return encode_response(METADATA, version, msg)
+
+    return Plan(rewrite=rewrite)
+
+
+def plan_find_coordinator(scope: ConnectionScope, header: RequestHeader) -> Plan:
+    cluster, version = scope.cluster, header.api_version
+    if cluster is None:
+        return PASS
+
+    def rewrite(body: memoryview) -> bytes:
+        msg = decode_response(FIND_COORDINATOR, version, body)
+        if version >= FIND_COORDINATOR_BATCHED_SINCE:
+            for c in msg.coordinators:
+                _rewrite_node(cluster, c, "node_id")
+        else:
+            _rewrite_node(cluster, msg, "node_id")
+        return encode_response(FIND_COORDINATOR, version, msg)
+
+    return Plan(rewrite=rewrite)
+
+
+def plan_describe_cluster(scope: ConnectionScope, header: RequestHeader) -> Plan:
+    cluster, version = scope.cluster, header.api_version
+    if cluster is None:
+        return PASS
+
+    def rewrite(body: memoryview) -> bytes:
+        msg = decode_response(DESCRIBE_CLUSTER, version, body)
+        for broker in msg.brokers:
+            _rewrite_node(cluster, broker, "broker_id")
+        return encode_response(DESCRIBE_CLUSTER, version, msg)
+
+    return Plan(rewrite=rewrite)
+
+
+def plan_produce(scope: ConnectionScope, header: RequestHeader) -> Plan:
+    return _plan_node_endpoints(scope, header, PRODUCE, PRODUCE_NODE_ENDPOINTS_SINCE)
+
+
+def plan_fetch(scope: ConnectionScope, header: RequestHeader) -> Plan:
+    return _plan_node_endpoints(scope, header, FETCH, FETCH_NODE_ENDPOINTS_SINCE)
+
+
+def _plan_node_endpoints(scope: ConnectionScope, header: RequestHeader, api_key: int, since: int) -> Plan:
+    cluster, version = scope.cluster, header.api_version
+    if cluster is None or version < since:
+        return PASS
+
+    def rewrite(body: memoryview) -> bytes | None:
+        msg = decode_response(api_key, version, body)
+        if not msg.node_endpoints:
+            return None  # present only when leadership moved; otherwise the broker's bytes go back as they are
+        for node in msg.node_endpoints:
+            _rewrite_node(cluster, node, "node_id")
+        return encode_response(api_key, version, msg)
+
+    return Plan(rewrite=rewrite)
+
+
+def _rewrite_node(cluster: BrokerPorts, node, id_field: str) -> None:
+    node_id = getattr(node, id_field)
+    if node_id < 0:
+        return  # "no node" (e.g. a FindCoordinator error): host "" and port -1 mean nothing to rewrite
+    node.host, node.port = cluster.advertise(node_id, node.host, node.port)

@@ -1,0 +1,48 @@
+"""ApiVersions: advertise only versions the proxy can handle for the APIs it decodes.
+
+For an API the proxy decodes, the client is offered the intersection of the broker's range and the proxy's;
+other APIs pass through as the broker advertises them. A request for an ApiVersions version newer than the
+proxy knows is answered by the proxy itself with the v0 UNSUPPORTED_VERSION body (Kafka's own behaviour), which
+lists the ApiVersions versions to retry with.
+"""
+
+from __future__ import annotations
+
+from proxy.apis.plan import ConnectionScope, Plan
+from proxy.codec.apis import API_VERSIONS
+from proxy.codec.frame import DROP
+from proxy.codec.header import RequestHeader, encode_response_header, frame
+from proxy.codec.messages import (
+    DECODED_APIS,
+    api_versions_unsupported_body,
+    decode_api_versions_response,
+    encode_response,
+)
+
+MIN_VERSION, MAX_VERSION = DECODED_APIS[API_VERSIONS]
+
+
+def plan(scope: ConnectionScope, header: RequestHeader) -> Plan:
+    if header.api_version > MAX_VERSION:
+        body = api_versions_unsupported_body(MIN_VERSION, MAX_VERSION)
+        response = frame(encode_response_header(API_VERSIONS, 0, header.correlation_id) + body)
+        return Plan(action=DROP, local_response=response)
+    version = header.api_version
+    return Plan(rewrite=lambda body: intersect(version, body))
+
+
+def intersect(version: int, body: memoryview) -> bytes | None:
+    msg = decode_api_versions_response(version, body)
+    if msg.error_code != 0:
+        return None  # an error (or the v0 fallback body) goes back as the broker sent it
+    kept = []
+    for api in msg.api_keys:
+        ours = DECODED_APIS.get(api.api_key)
+        if ours is not None:
+            low, high = max(api.min_version, ours[0]), min(api.max_version, ours[1])
+            if low > high:
+                continue  # nothing both sides can speak: the client must not use this API through us
+            api.min_version, api.max_version = low, high
+        kept.append(api)
+    msg.api_keys = kept
+    return encode_response(API_VERSIONS, version, msg)

@@ -1,0 +1,72 @@
+"""ApiVersions through the proxy: the intersection for decoded APIs, and the proxy's own error-35 answer."""
+
+import struct
+
+import pytest
+
+from proxy.codec.apis import API_VERSIONS, METADATA
+from proxy.codec.header import encode_request_header, frame
+from proxy.codec.messages import DECODED_APIS, decode_api_versions_response
+from tests.integration import raw
+
+pytestmark = pytest.mark.integration
+
+
+def broker_api_versions(port: int, version: int = 3) -> dict[int, tuple[int, int]]:
+    sock = raw.connect(port)
+    try:
+        msg = raw.exchange(sock, API_VERSIONS, version, client_software_name="t", client_software_version="1")
+    finally:
+        sock.close()
+    assert msg.error_code == 0
+    return {a.api_key: (a.min_version, a.max_version) for a in msg.api_keys}
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_decoded_apis_are_offered_only_in_versions_the_proxy_decodes(sidecar, version):
+    direct = broker_api_versions(sidecar.broker.port, version)
+    proxied = broker_api_versions(sidecar.proxy.port, version)
+    assert set(proxied) <= set(direct)
+    for key, (low, high) in proxied.items():
+        if key in DECODED_APIS:
+            ours = DECODED_APIS[key]
+            assert (low, high) == (max(direct[key][0], ours[0]), min(direct[key][1], ours[1]))
+        else:
+            assert (low, high) == direct[key], "an API the proxy does not decode must pass through unchanged"
+
+
+def test_too_new_api_versions_gets_v0_unsupported_version(sidecar):
+    sock = raw.connect(sidecar.proxy.port)
+    try:
+        too_new = DECODED_APIS[API_VERSIONS][1] + 1
+        # pipelined behind a Metadata request: the proxy's own answer must still come back second
+        meta_body = struct.pack(">i", 0)
+        sock.sendall(frame(encode_request_header(METADATA, 1, 10, "c") + meta_body)
+                     + frame(encode_request_header(API_VERSIONS, too_new, 11, "c") + b"\x00\x00\x00"))
+        first = _read(sock)
+        second = _read(sock)
+    finally:
+        sock.close()
+    assert struct.unpack_from(">i", first, 0)[0] == 10
+    assert struct.unpack_from(">i", second, 0)[0] == 11
+    msg = decode_api_versions_response(too_new, second[4:])  # header v0: correlation id only
+    assert msg.error_code == 35
+    assert [(a.api_key, a.min_version, a.max_version) for a in msg.api_keys] == [(API_VERSIONS, *DECODED_APIS[API_VERSIONS])]
+
+
+def _read(sock):
+    size = struct.unpack(">i", raw.recv_exactly(sock, 4))[0]
+    return raw.recv_exactly(sock, size)
+
+
+def test_metadata_teaches_topic_ids(sidecar):
+    from tests.integration import clients as c
+
+    c.kp_create_topic(sidecar.bootstrap, "ids", 1)
+    sock = raw.connect(sidecar.proxy.port)
+    try:
+        meta = raw.exchange(sock, METADATA, 12, topics=[{"name": "ids"}])
+    finally:
+        sock.close()
+    topic_id = meta.topics[0].topic_id
+    assert sidecar.proxy.app.topic_ids.name_for(topic_id) == "ids"

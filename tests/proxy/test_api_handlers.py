@@ -1,0 +1,90 @@
+"""Per-API handlers on bytes: ApiVersions intersection, local answers in request order, broker ports."""
+
+import pytest
+
+from proxy.apis import ConnectionScope, plan_request
+from proxy.apis.api_versions import MAX_VERSION, intersect
+from proxy.cluster import BrokerPorts
+from proxy.codec.apis import API_VERSIONS, FETCH, METADATA, PRODUCE
+from proxy.codec.errors import ProtocolError
+from proxy.codec.frame import DROP, STREAM
+from proxy.codec.header import RequestHeader
+from proxy.codec.messages import DECODED_APIS, TopicIdMap, decode_response, encode_response, new_response
+from proxy.inflight import InFlightQueue
+
+
+def api_versions_body(version, ranges):
+    msg = new_response(API_VERSIONS, version, api_keys=[
+        {"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in ranges.items()])
+    return encode_response(API_VERSIONS, version, msg)
+
+
+def test_intersection_caps_decoded_apis_and_passes_others():
+    produce_max = DECODED_APIS[PRODUCE][1]
+    body = api_versions_body(3, {PRODUCE: (0, produce_max + 5), 68: (0, 1), METADATA: (1, 4)})
+    out = decode_response(API_VERSIONS, 3, intersect(3, memoryview(body)))
+    got = {a.api_key: (a.min_version, a.max_version) for a in out.api_keys}
+    assert got == {PRODUCE: (0, produce_max), 68: (0, 1), METADATA: (1, 4)}
+
+
+def test_api_with_no_common_version_is_withdrawn():
+    low, high = DECODED_APIS[FETCH]
+    body = api_versions_body(3, {FETCH: (high + 1, high + 3)})
+    out = decode_response(API_VERSIONS, 3, intersect(3, memoryview(body)))
+    assert out.api_keys == []
+
+
+def test_error_response_goes_back_untouched():
+    body = encode_response(API_VERSIONS, 0, new_response(API_VERSIONS, 0, error_code=35, api_keys=[]))
+    assert intersect(3, memoryview(body)) is None
+
+
+def header(api_key, version, corr, acks=None):
+    return RequestHeader(100, api_key, version, corr, "c", 20, acks)
+
+
+def test_too_new_api_versions_is_answered_locally_and_dropped():
+    plan = plan_request(ConnectionScope(None, TopicIdMap()), header(API_VERSIONS, MAX_VERSION + 1, 9))
+    assert plan.action is DROP
+    assert plan.local_response[4:8] == (9).to_bytes(4, "big")
+
+
+def test_sidecar_mode_streams_produce_and_fetch_untouched():
+    scope = ConnectionScope(None, TopicIdMap())
+    for api_key in (PRODUCE, FETCH):
+        plan = plan_request(scope, header(api_key, DECODED_APIS[api_key][1], 1, acks=1 if api_key == PRODUCE else None))
+        assert plan.action is STREAM and plan.rewrite is None
+
+
+def test_local_answer_waits_for_earlier_requests():
+    q = InFlightQueue()
+    q.add(header(METADATA, 9, 1), 0)
+    q.add_local(header(API_VERSIONS, 9, 2), 0, b"local")
+    assert q.pop_ready_local() is None
+    assert q.match(1).header.correlation_id == 1
+    assert q.pop_ready_local().local_response == b"local"
+
+
+def test_local_answer_may_pass_silent_acks0_produces():
+    q = InFlightQueue()
+    q.add(header(PRODUCE, 9, 1, acks=0), 0)
+    q.add_local(header(API_VERSIONS, 9, 2), 0, b"local")
+    assert q.pop_ready_local().header.correlation_id == 2
+    assert q.match(1) is None  # the broker's answer to the acks=0 produce is still recognised and dropped
+
+
+def test_broker_ports_open_once_and_follow_moves():
+    opened = []
+    ports = BrokerPorts("L", "proxy.example", 19100, opened.append)
+    assert ports.advertise(3, "b3", 9092) == ("proxy.example", 19103)
+    assert ports.advertise(3, "b3", 9092) == ("proxy.example", 19103)
+    assert ports.advertise(3, "b3-new", 9092) == ("proxy.example", 19103)
+    assert opened == [3]
+    assert [str(a) for a in ports.upstream_for(3)] == ["b3-new:9092"]
+    assert ports.upstream_for(4) == ()
+
+
+def test_broker_port_past_65535_is_an_error():
+    ports = BrokerPorts("L", "h", 65000, lambda n: None)
+    with pytest.raises(ProtocolError):
+        ports.advertise(1000, "b", 9092)
