@@ -14,12 +14,13 @@ from typing import Any, Callable
 import yaml
 
 from config.errors import ConfigError
+from config.quotas import parse_quotas
 from config.model import Address, ListenerConfig, MetricsConfig, ProxyConfig, Settings, UpstreamConfig
 
 
 @dataclass(frozen=True, slots=True)
 class Setting:
-    default: int | float
+    default: int | float | None  # None: derived from other settings where it is used
     kind: type
     minimum: float
     maximum: float
@@ -36,6 +37,19 @@ SETTINGS: dict[str, Setting] = {
     ),
     "upstream.connect.timeout.ms": Setting(
         5000, int, 1, 600_000, "Time allowed to open the broker connection for a new client connection."
+    ),
+    "quota.window.num": Setting(11, int, 2, 1000, "Samples kept by the byte-rate quotas (Kafka's quota.window.num)."),
+    "quota.window.size.seconds": Setting(
+        1, int, 1, 3600, "Length of each sample of the byte-rate quotas (Kafka's quota.window.size.seconds)."
+    ),
+    "quota.mute.max.ms": Setting(
+        None, int, 1, 2**31 - 1,
+        "Longest a client is muted (and the throttle_time_ms reported) for one quota violation; "
+        "default quota.window.num * quota.window.size.seconds * 1000.",
+    ),
+    "quota.metrics.max.entities": Setting(
+        1000, int, 1, 1_000_000,
+        "Quota entities with their own metric labels; the rest are summed under user/client_id '__other__'.",
     ),
 }
 
@@ -60,12 +74,13 @@ def load_config_text(text: str) -> ProxyConfig:
 
 
 def parse_config(raw: Any) -> ProxyConfig:
-    top = _mapping(raw, "", required={"upstream", "listeners"}, optional={"metrics", "settings"})
+    top = _mapping(raw, "", required={"upstream", "listeners"}, optional={"metrics", "settings", "quotas"})
     return ProxyConfig(
         upstream=_upstream(top["upstream"], "upstream"),
         listeners=_listeners(top["listeners"], "listeners"),
         metrics=_metrics(top.get("metrics", {"bind": "127.0.0.1:9464"}), "metrics"),
         settings=_settings(top.get("settings", {}), "settings"),
+        quotas=parse_quotas(top.get("quotas", []), "quotas"),
     )
 
 
@@ -137,7 +152,7 @@ def _settings(raw: Any, path: str) -> Settings:
     if raw is None:
         raw = {}
     m = _mapping(raw, path, required=set(), optional=set(SETTINGS))
-    values: dict[str, int | float] = {name: s.default for name, s in SETTINGS.items()}
+    values: dict[str, int | float | None] = {name: s.default for name, s in SETTINGS.items()}
     for name, value in m.items():
         spec = SETTINGS[name]
         key = _join(path, name)

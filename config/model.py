@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 
+from quota.entity import EMPTY_QUOTA_TABLE, QuotaTable
+
 
 @dataclass(frozen=True, slots=True)
 class Address:
@@ -58,3 +60,4 @@ class ProxyConfig:
     listeners: tuple[ListenerConfig, ...]
     metrics: MetricsConfig
     settings: Settings
+    quotas: QuotaTable = EMPTY_QUOTA_TABLE

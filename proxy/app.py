@@ -15,11 +15,13 @@ from proxy.client import ClientConnection, ListenerContext
 from proxy.http import OpsServer
 from proxy.listener import Listener
 from proxy.metrics import ProxyMetrics
+from proxy.quotas import ByteRateQuotas, QuotaMetricsCollector
 
 log = logging.getLogger(__name__)
 
 PROBE_INTERVAL_READY_S = 5.0
 PROBE_INTERVAL_NOT_READY_S = 1.0
+SENSOR_EXPIRY_INTERVAL_S = 60.0
 
 
 class Readiness:
@@ -73,6 +75,8 @@ class ProxyApp:
         self.readiness = Readiness(config.upstream.bootstrap_servers, connect_timeout_s, self.metrics)
         self.connections: set[ClientConnection] = set()
         self.topic_ids = TopicIdMap()
+        self.quotas = ByteRateQuotas(config)
+        self.metrics.registry.register(QuotaMetricsCollector(self.quotas))
         self._buffers = (SharedReadBuffer(), SharedReadBuffer())
         self.listeners: list[Listener] = []
         self.broker_listeners: dict[tuple[str, int], Listener] = {}  # cluster mode: (listener, node id) -> port
@@ -82,11 +86,12 @@ class ProxyApp:
             if lc.cluster_mode:
                 cluster = BrokerPorts(lc.name, lc.advertised_host, lc.broker_port_base,
                                       lambda node_id, lc=lc: self._open_broker_port(lc, node_id))
-            scope = self._scopes[lc.name] = ConnectionScope(cluster=cluster, topic_ids=self.topic_ids)
+            scope = self._scopes[lc.name] = ConnectionScope(cluster=cluster, topic_ids=self.topic_ids, quotas=self.quotas)
             bootstrap = config.upstream.bootstrap_servers
             self.listeners.append(Listener(self._context(lc.name, lambda: bootstrap, scope), lc.bind.host, lc.bind.port))
         self.ops = OpsServer(self.metrics.registry, lambda: self.readiness.ready)
         self.ops_address: tuple[str, int] | None = None
+        self._expiry: asyncio.Task | None = None
 
     def _context(self, name: str, upstreams, scope: ConnectionScope) -> ListenerContext:
         settings = self.config.settings
@@ -127,6 +132,13 @@ class ProxyApp:
         self.ops_address = await self.ops.start(bind.host, bind.port)
         log.info("metrics on http://%s:%d/metrics", *self.ops_address)
         self.readiness.start()
+        self._expiry = asyncio.get_running_loop().create_task(self._expire_idle_sensors())
+
+    async def _expire_idle_sensors(self) -> None:
+        """Quota sensors idle for an hour are dropped (Kafka does the same), bounding memory by active clients."""
+        while True:
+            await asyncio.sleep(SENSOR_EXPIRY_INTERVAL_S)
+            self.quotas.expire_idle()
 
     @property
     def listener_addresses(self) -> dict[str, tuple[str, int]]:
@@ -148,6 +160,8 @@ class ProxyApp:
             log.warning("closing client %s: shutdown grace period over with requests in flight", conn.peer)
             conn.abort()
         await self.readiness.stop()
+        if self._expiry is not None:
+            self._expiry.cancel()
         await self.ops.close()
 
     async def run_until_signal(self) -> None:

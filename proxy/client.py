@@ -10,22 +10,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 import time
 from dataclasses import dataclass
 from typing import Callable
 
 from config.model import Address
-from proxy.apis import ConnectionScope, plan_request
+from proxy.apis import PASS, ConnectionScope, Plan, Session, plan_request
 from proxy.buffers import SharedReadBuffer
 from proxy.codec.errors import ProtocolError
-from proxy.codec.frame import STOP, Action, FrameSplitter
+from proxy.codec.frame import STOP, STREAM, Action, FrameSplitter
 from proxy.codec.header import RequestHeader, parse_request_prefix
-from proxy.flow import BACKPRESSURE, DRAINING, ReadGate
+from proxy.flow import BACKPRESSURE, DRAINING, HELD, THROTTLED, ReadGate
 from proxy.inflight import InFlightQueue
 from proxy.metrics import ApiMetrics, ProxyMetrics
 from proxy.upstream import UpstreamConnection
 
 log = logging.getLogger(__name__)
+
+_INT32 = struct.Struct(">i")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +57,10 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.upstream: UpstreamConnection | None = None
         self.inflight = InFlightQueue()
         self.draining = False
+        self.session = Session(ctx.name, "?")
+        self._plan: Plan = PASS  # the plan of the request being buffered (BUFFER)
+        self._held: list[tuple[float, bytes]] | None = None  # responses held for a throttle (Produce v0-5)
+        self._throttled_in_flight = 0
         self._closed_reason: str | None = None
         self._splitter = FrameSplitter(self._parse, self)
         self._api_cache: dict[int, ApiMetrics] = {}
@@ -62,13 +69,14 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
-        self.gate = ReadGate(transport)  # type: ignore[arg-type]
+        self.gate = ReadGate(transport, on_resume=self._release_held_requests)  # type: ignore[arg-type]
         if self._closed_reason is not None:  # the broker went away while the socket was being wrapped
             transport.close()
 
     def accepted(self, peer: tuple | None) -> None:
         """Count the connection as open; called once, when it is accepted (before it has an upstream)."""
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.session.peer_ip = peer[0] if peer else "?"
         metrics = self.ctx.metrics
         metrics.connections_accepted.labels(self.ctx.name).inc()
         metrics.active_connections.labels(self.ctx.name).inc()
@@ -143,19 +151,37 @@ class ClientConnection(asyncio.BufferedProtocol):
         api = self.api_metrics(header.api_key)
         api.requests.inc()
         api.request_bytes.inc(header.frame_length)
-        plan = plan_request(self.ctx.scope, header)
+        plan = plan_request(self.ctx.scope, self.session, header)
+        if plan is PASS:
+            self.inflight.add(header, time.perf_counter_ns())
+            return STREAM
         if plan.local_response is not None:
             self.inflight.add_local(header, time.perf_counter_ns(), plan.local_response)
             self._send_local_responses()
-        else:
-            self.inflight.add(header, time.perf_counter_ns(), plan.rewrite)
+            return plan.action
+        self.inflight.add(header, time.perf_counter_ns(), plan)
+        if plan.throttle is not None:
+            if header.expects_response:
+                self.throttle_pending(True)
+            else:
+                self.mute(plan.throttle.mute_ms)  # acks=0: no response to carry the throttle, only the mute
+        self._plan = plan
         return plan.action
 
     def on_segment(self, view) -> None:
         self.upstream.write(view)
 
-    def on_frame(self, header, frame) -> None:  # no request API is buffered yet
-        raise AssertionError("unexpected buffered request")
+    def on_frame(self, header: RequestHeader, frame: bytearray) -> None:
+        """A buffered request: rewritten by its plan, then forwarded whole."""
+        plan, self._plan = self._plan, PASS
+        if plan.request_rewrite is not None:
+            try:
+                body = plan.request_rewrite(memoryview(frame)[header.header_length:])
+            except ValueError as exc:
+                raise ProtocolError(f"cannot rewrite request {header.api_key} v{header.api_version}: {exc}") from None
+            if body is not None:
+                frame = _INT32.pack(header.header_length - 4 + len(body)) + bytes(frame[4:header.header_length]) + body
+        self.upstream.write(frame)
 
     def on_frame_end(self, header: RequestHeader) -> None:
         if self.draining:
@@ -177,10 +203,77 @@ class ClientConnection(asyncio.BufferedProtocol):
         if self.draining:
             self._close_if_drained()
 
+    # -- responses to the client, and throttling ------------------------------------------------------------
+
+    def send(self, data) -> None:
+        """Every response byte goes through here, so a held response keeps later ones behind it."""
+        if self._held is not None:
+            self._held.append((0.0, bytes(data)))
+        else:
+            self.transport.write(data)
+
+    def throttle_pending(self, pending: bool) -> None:
+        """A throttled request is in flight: read nothing more until its response is out and its mute is over.
+
+        A broker reads one request per connection at a time, so a client it throttles cannot slip more requests
+        in meanwhile; the proxy reads ahead, so it stops reading the moment it decides a throttle.
+        """
+        self._throttled_in_flight += 1 if pending else -1
+        if self._throttled_in_flight == (1 if pending else 0):
+            if pending:
+                self._splitter.hold()
+                self.gate.pause(THROTTLED)
+            else:
+                self.gate.resume(THROTTLED)
+
+    def mute(self, mute_ms: int) -> None:
+        """Stop reading requests for ``mute_ms`` (a quota throttle)."""
+        if mute_ms > 0:
+            self._splitter.hold()
+            self.gate.mute(asyncio.get_running_loop(), mute_ms)
+
+    def _release_held_requests(self) -> None:
+        """Reading resumes: requests read ahead while throttled go on first, in order."""
+        try:
+            self._splitter.release()
+        except ProtocolError as exc:
+            log.warning("closing client %s on listener %s: %s", self.peer, self.ctx.name, exc)
+            self.metrics_frame_error("request")
+            self.close("frame_error")
+
+    def hold_response(self, frame: bytes, delay_ms: int) -> None:
+        """KIP-13's original throttle: this response, and all after it, go out ``delay_ms`` from now; reading stays
+        paused until then (the broker would not read the next request before answering this one)."""
+        loop = asyncio.get_running_loop()
+        release_at = loop.time() + delay_ms / 1000.0
+        if self._held is None:
+            self._held = []
+            self.upstream.gate.pause(HELD)  # bounds what piles up behind the held response
+            loop.call_at(release_at, self._release_held)
+        self._held.append((release_at, bytes(frame)))
+
+    def _release_held(self) -> None:
+        held = self._held
+        if held is None or self._closed_reason is not None:
+            return
+        now = asyncio.get_running_loop().time()
+        while held and held[0][0] <= now:
+            release_at, data = held.pop(0)
+            self.transport.write(data)
+            if release_at:
+                self.throttle_pending(False)
+        if held:
+            asyncio.get_running_loop().call_at(held[0][0], self._release_held)
+            return
+        self._held = None
+        self.upstream.gate.resume(HELD)
+        if self.draining:
+            self._close_if_drained()
+
     def _send_local_responses(self) -> None:
         """Answers the proxy made itself go out once every request before them has been answered."""
         while (entry := self.inflight.pop_ready_local()) is not None:
-            self.transport.write(entry.local_response)
+            self.send(entry.local_response)
             api = self.api_metrics(entry.header.api_key)
             api.response_bytes.inc(len(entry.local_response))
             api.latency.observe((time.perf_counter_ns() - entry.received_ns) / 1e9)
@@ -201,7 +294,7 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def _close_if_drained(self) -> None:
         if self._splitter.at_frame_boundary or self._splitter.stopped:
-            if not self.inflight.awaiting_response():
+            if not self.inflight.awaiting_response() and self._held is None:
                 self.close("shutdown")
 
     def close(self, reason: str) -> None:

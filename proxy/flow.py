@@ -13,15 +13,18 @@ import asyncio
 BACKPRESSURE = "backpressure"
 MUTED = "muted"
 DRAINING = "draining"
+THROTTLED = "throttled"  # a throttled request's response is not out yet
+HELD = "held"  # broker side: a response is held for a throttle, later ones wait in the socket
 
 
 class ReadGate:
-    __slots__ = ("_transport", "_reasons", "_unmute_handle")
+    __slots__ = ("_transport", "_reasons", "_unmute_handle", "_on_resume")
 
-    def __init__(self, transport: asyncio.BaseTransport) -> None:
+    def __init__(self, transport: asyncio.BaseTransport, on_resume=None) -> None:
         self._transport = transport
         self._reasons: set[str] = set()
         self._unmute_handle: asyncio.TimerHandle | None = None
+        self._on_resume = on_resume  # called when the last reason is lifted, before reading resumes
 
     @property
     def paused(self) -> bool:
@@ -36,6 +39,10 @@ class ReadGate:
         if reason not in self._reasons:
             return
         self._reasons.discard(reason)
+        if self._reasons or self._transport.is_closing():
+            return
+        if self._on_resume is not None:
+            self._on_resume()  # may pause again (a held request throttled anew)
         if not self._reasons and not self._transport.is_closing():
             self._transport.resume_reading()
 

@@ -32,6 +32,12 @@ class InFlight:
     rewrite: Callable[[Any], None] | None = None
     # Set when the proxy answers the request itself: the whole response frame, sent in request order.
     local_response: bytes | None = None
+    # A quota throttle to merge into the response and act on (mute, or hold the response).
+    throttle: Any = None
+    # True when the throttle was decided with the request (reading stays paused until the response is out).
+    plan_throttled: bool = False
+    # Decides a throttle from the response size (consumer byte rate); called when the response header arrives.
+    record_response: Callable[[int], Any] | None = None
 
 
 class InFlightQueue:
@@ -59,7 +65,8 @@ class InFlightQueue:
                 return None
         return None
 
-    def add(self, header: RequestHeader, received_ns: int, rewrite: Callable[[Any], None] | None = None) -> None:
+    def add(self, header: RequestHeader, received_ns: int, plan: Any = None) -> None:
+        """Queue a forwarded request; ``plan`` (a :class:`proxy.apis.Plan`) says what its response needs."""
         expects = header.expects_response
         if not expects:
             if self.broker_answers_acks0 is False:
@@ -71,7 +78,11 @@ class InFlightQueue:
                     self._drop_silent()
                     return
                 self._silent += 1
-        self._queue.append(InFlight(header, received_ns, expects, rewrite))
+        if plan is None:
+            self._queue.append(InFlight(header, received_ns, expects))
+        else:
+            self._queue.append(InFlight(header, received_ns, expects, plan.rewrite, None, plan.throttle,
+                                        plan.throttle is not None, plan.record_response))
 
     def match(self, correlation_id: int) -> InFlight | None:
         """The request a response answers, or None when the response must be dropped (acks=0)."""

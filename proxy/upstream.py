@@ -13,12 +13,14 @@ import struct
 import time
 from typing import TYPE_CHECKING
 
+from proxy.apis.byte_rate import delays_response, merge_throttle
 from proxy.buffers import SharedReadBuffer
 from proxy.codec.errors import ProtocolError
 from proxy.codec.frame import BUFFER, DROP, STREAM, Action, FrameSplitter
 from proxy.codec.header import ResponseHeader, parse_response_prefix, response_header_length
 from proxy.flow import BACKPRESSURE, ReadGate
 from proxy.inflight import InFlight
+from quota.decision import is_applied
 
 if TYPE_CHECKING:
     from proxy.client import ClientConnection
@@ -82,27 +84,52 @@ class UpstreamConnection(asyncio.BufferedProtocol):
         if entry is None:
             return DROP
         self._current = entry
-        if entry.rewrite is not None:
+        if entry.rewrite is not None or entry.throttle is not None:
             return BUFFER
+        if entry.record_response is not None:  # streamed: the broker's size is what the client gets
+            self._record(entry, header.size)
         self._client.api_metrics(entry.header.api_key).response_bytes.inc(header.frame_length)
         return STREAM
 
     def on_segment(self, view) -> None:
-        self._client.transport.write(view)
+        self._client.send(view)
 
     def on_frame(self, header: ResponseHeader, frame: bytearray) -> None:
         """A response the proxy decodes and may rewrite (its request's plan asked for it)."""
         entry = self._current
         request = entry.header
         header_length = response_header_length(request.api_key, request.api_version, frame)
+        original = memoryview(frame)[header_length:]
         try:
-            body = entry.rewrite(memoryview(frame)[header_length:])
+            body = entry.rewrite(original) if entry.rewrite is not None else None
+            if entry.record_response is not None:  # recorded as the client will receive it (after any trimming)
+                self._record(entry, len(frame) - 4 if body is None else header_length - 4 + len(body))
+            throttle = entry.throttle
+            if throttle is not None:
+                merged = merge_throttle(request.api_key, request.api_version,
+                                        original if body is None else body, throttle.throttle_time_ms)
+                body = merged if merged is not None else body
         except ValueError as exc:  # the rewritten message cannot be encoded in the client's version
             raise ProtocolError(f"cannot rewrite {request.api_key} v{request.api_version} response: {exc}") from None
         if body is not None:
             frame = _INT32.pack(header_length - 4 + len(body)) + bytes(frame[4:header_length]) + body
-        self._client.api_metrics(request.api_key).response_bytes.inc(len(frame))
-        self._client.transport.write(frame)
+        client = self._client
+        client.api_metrics(request.api_key).response_bytes.inc(len(frame))
+        if throttle is None:
+            client.send(frame)
+        elif delays_response(request.api_key, request.api_version):
+            client.hold_response(frame, throttle.mute_ms)
+        else:
+            client.send(frame)
+            client.mute(throttle.mute_ms)
+            if entry.plan_throttled:
+                client.throttle_pending(False)
+
+    @staticmethod
+    def _record(entry: InFlight, size: int) -> None:
+        decision = entry.record_response(size)
+        if is_applied(decision):
+            entry.throttle = decision
 
     def on_frame_end(self, header: ResponseHeader) -> None:
         entry = self._current

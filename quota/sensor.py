@@ -28,6 +28,8 @@ class EntityStats:
     value_total: float
     """Everything recorded since the sensor was created (bytes, for byte rates)."""
     throttle_time_ms_total: int
+    throttle_time_ms_max: int
+    """The longest throttle decided within the last quota window span (``num * size``), 0 if none."""
     throttled_count: int
     """How many responses were throttled (throttle time > 0)."""
     last_record_ms: int
@@ -48,6 +50,8 @@ class ClientSensors:
         "value_total",
         "throttle_time_ms_total",
         "throttled_count",
+        "throttle_max",
+        "throttle_max_ms",
     )
 
     def __init__(self, resolved: ResolvedQuota, window: QuotaWindow, user: str, client_id: str, now_ms: int) -> None:
@@ -62,6 +66,8 @@ class ClientSensors:
         self.value_total = 0.0
         self.throttle_time_ms_total = 0
         self.throttled_count = 0
+        self.throttle_max = 0  # longest throttle in the current window span, and when it was decided
+        self.throttle_max_ms = now_ms
 
     def apply(self, resolved: ResolvedQuota) -> None:
         """Take the limit of ``resolved`` (same tags) so the next check uses it."""
@@ -78,6 +84,12 @@ class ClientSensors:
         if throttle_time_ms > 0:
             self.throttle_time_ms_total += throttle_time_ms
             self.throttled_count += 1
+            now = self.last_record_ms
+            if throttle_time_ms >= self._current_max(now):
+                self.throttle_max, self.throttle_max_ms = throttle_time_ms, now
+
+    def _current_max(self, now_ms: int) -> int:
+        return self.throttle_max if now_ms - self.throttle_max_ms < self.rate.window.span_ms else 0
 
     def stats(self, now_ms: int) -> EntityStats:
         return EntityStats(
@@ -87,6 +99,7 @@ class ClientSensors:
             rate=self.rate.measure(now_ms),
             value_total=self.value_total,
             throttle_time_ms_total=self.throttle_time_ms_total,
+            throttle_time_ms_max=self._current_max(now_ms),
             throttled_count=self.throttled_count,
             last_record_ms=self.last_record_ms,
             shadow=self.shadow,

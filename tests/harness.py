@@ -79,7 +79,11 @@ class RunningProxy:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
     def metric(self, name: str, **labels) -> float:
-        value = self.app.metrics.registry.get_sample_value(name, labels)
+        """A sample from the proxy's registry, read on the proxy's loop (as a scrape would be)."""
+        async def read():
+            return self.app.metrics.registry.get_sample_value(name, labels)
+
+        value = self.call(read())
         return 0.0 if value is None else value
 
     def stop(self, grace_ms: int = 2000) -> None:
@@ -108,7 +112,7 @@ def start_proxy(raw_config: dict) -> RunningProxy:
     return RunningProxy(app, loop, thread, port, app.ops_address[1])
 
 
-def proxy_config(proxy_port: int, broker_port: int, **settings) -> dict:
+def proxy_config(proxy_port: int, broker_port: int, quotas: list | None = None, **settings) -> dict:
     config = {
         "upstream": {"bootstrap_servers": [f"127.0.0.1:{broker_port}"]},
         "listeners": [{"name": "PLAINTEXT", "bind": f"127.0.0.1:{proxy_port}"}],
@@ -116,4 +120,6 @@ def proxy_config(proxy_port: int, broker_port: int, **settings) -> dict:
     }
     if settings:
         config["settings"] = settings
+    if quotas:
+        config["quotas"] = quotas
     return config

@@ -9,26 +9,26 @@ from __future__ import annotations
 
 from typing import Callable
 
-from proxy.apis import addresses, api_versions
-from proxy.apis.plan import PASS, ConnectionScope, Plan
+from proxy.apis import addresses, api_versions, byte_rate
+from proxy.apis.plan import PASS, ConnectionScope, Plan, Session
 from proxy.codec.apis import API_VERSIONS, DESCRIBE_CLUSTER, FETCH, FIND_COORDINATOR, METADATA, PRODUCE
 from proxy.codec.header import RequestHeader
 
-Handler = Callable[[ConnectionScope, RequestHeader], Plan]
+Handler = Callable[[ConnectionScope, Session, RequestHeader], Plan]
 
 HANDLERS: dict[int, Handler] = {
     API_VERSIONS: api_versions.plan,
     METADATA: addresses.plan_metadata,
     FIND_COORDINATOR: addresses.plan_find_coordinator,
     DESCRIBE_CLUSTER: addresses.plan_describe_cluster,
-    PRODUCE: addresses.plan_produce,
-    FETCH: addresses.plan_fetch,
+    PRODUCE: byte_rate.plan_produce,  # quota, then cluster-mode NodeEndpoints
+    FETCH: byte_rate.plan_fetch,
 }
 
 
-def plan_request(scope: ConnectionScope, header: RequestHeader) -> Plan:
+def plan_request(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
     handler = HANDLERS.get(header.api_key)
-    return PASS if handler is None else handler(scope, header)
+    return PASS if handler is None else handler(scope, session, header)
 
 
-__all__ = ["HANDLERS", "PASS", "ConnectionScope", "Plan", "plan_request"]
+__all__ = ["HANDLERS", "PASS", "ConnectionScope", "Plan", "Session", "plan_request"]

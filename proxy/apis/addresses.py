@@ -9,7 +9,7 @@ proxy itself and nothing is rewritten, but Metadata responses are still read to 
 
 from __future__ import annotations
 
-from proxy.apis.plan import PASS, ConnectionScope, Plan
+from proxy.apis.plan import PASS, ConnectionScope, Plan, Session
 from proxy.cluster import BrokerPorts
 from proxy.codec.apis import DESCRIBE_CLUSTER, FETCH, FIND_COORDINATOR, METADATA, PRODUCE
 from proxy.codec.header import RequestHeader
@@ -20,7 +20,7 @@ FETCH_NODE_ENDPOINTS_SINCE = 16
 FIND_COORDINATOR_BATCHED_SINCE = 4
 
 
-def plan_metadata(scope: ConnectionScope, header: RequestHeader) -> Plan:
+def plan_metadata(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
     version, cluster, topic_ids = header.api_version, scope.cluster, scope.topic_ids
 
     def rewrite(body: memoryview) -> bytes | None:
@@ -35,7 +35,7 @@ def plan_metadata(scope: ConnectionScope, header: RequestHeader) -> Plan:
     return Plan(rewrite=rewrite)
 
 
-def plan_find_coordinator(scope: ConnectionScope, header: RequestHeader) -> Plan:
+def plan_find_coordinator(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
     cluster, version = scope.cluster, header.api_version
     if cluster is None:
         return PASS
@@ -52,7 +52,7 @@ def plan_find_coordinator(scope: ConnectionScope, header: RequestHeader) -> Plan
     return Plan(rewrite=rewrite)
 
 
-def plan_describe_cluster(scope: ConnectionScope, header: RequestHeader) -> Plan:
+def plan_describe_cluster(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
     cluster, version = scope.cluster, header.api_version
     if cluster is None:
         return PASS
@@ -66,11 +66,11 @@ def plan_describe_cluster(scope: ConnectionScope, header: RequestHeader) -> Plan
     return Plan(rewrite=rewrite)
 
 
-def plan_produce(scope: ConnectionScope, header: RequestHeader) -> Plan:
+def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
     return _plan_node_endpoints(scope, header, PRODUCE, PRODUCE_NODE_ENDPOINTS_SINCE)
 
 
-def plan_fetch(scope: ConnectionScope, header: RequestHeader) -> Plan:
+def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
     return _plan_node_endpoints(scope, header, FETCH, FETCH_NODE_ENDPOINTS_SINCE)
 
 

@@ -8,7 +8,7 @@ lists the ApiVersions versions to retry with.
 
 from __future__ import annotations
 
-from proxy.apis.plan import ConnectionScope, Plan
+from proxy.apis.plan import ConnectionScope, Plan, Session
 from proxy.codec.apis import API_VERSIONS
 from proxy.codec.frame import DROP
 from proxy.codec.header import RequestHeader, encode_response_header, frame
@@ -22,7 +22,7 @@ from proxy.codec.messages import (
 MIN_VERSION, MAX_VERSION = DECODED_APIS[API_VERSIONS]
 
 
-def plan(scope: ConnectionScope, header: RequestHeader) -> Plan:
+def plan(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
     if header.api_version > MAX_VERSION:
         body = api_versions_unsupported_body(MIN_VERSION, MAX_VERSION)
         response = frame(encode_response_header(API_VERSIONS, 0, header.correlation_id) + body)

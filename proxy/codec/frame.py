@@ -50,7 +50,7 @@ class FrameHandler(Protocol):
 class FrameSplitter:
     """Incremental frame splitter for one direction of one connection."""
 
-    __slots__ = ("_parse", "_handler", "_pending", "_remaining", "_action", "_header", "stopped")
+    __slots__ = ("_parse", "_handler", "_pending", "_remaining", "_action", "_header", "stopped", "_holding", "_backlog")
 
     def __init__(self, parse_prefix: Callable[[Any], Any], handler: FrameHandler) -> None:
         self._parse = parse_prefix
@@ -60,13 +60,32 @@ class FrameSplitter:
         self._action = STREAM
         self._header: Any = None
         self.stopped = False
+        self._holding = False  # stop at the next frame start and keep the rest for release()
+        self._backlog: bytearray | None = None
 
     @property
     def at_frame_boundary(self) -> bool:
         return not self._remaining and not self._pending
 
+    def hold(self) -> None:
+        """Finish the current frame, then keep what follows unsplit until :meth:`release`.
+
+        A throttled client must not get more requests to the broker than one read chunk happened to hold; the
+        caller pauses reading too, so the backlog is at most one chunk.
+        """
+        self._holding = True
+
+    def release(self) -> None:
+        self._holding = False
+        backlog, self._backlog = self._backlog, None
+        if backlog:
+            self.feed(memoryview(backlog))
+
     def feed(self, data: memoryview) -> None:
         if self.stopped:
+            return
+        if self._backlog is not None:
+            self._backlog += data
             return
         pos = 0
         n = len(data)
@@ -85,6 +104,9 @@ class FrameSplitter:
                 if not self._remaining:
                     self._finish_frame()
                 continue
+            if self._holding:
+                self._backlog = bytearray(data[pos:])
+                return
             pos = self._start_frame(data, pos, n)
             if self.stopped:
                 return

@@ -2,7 +2,9 @@
 
 import pytest
 
-from proxy.apis import ConnectionScope, plan_request
+from config.loader import parse_config
+from proxy.apis import ConnectionScope, Session, plan_request
+from proxy.quotas import ByteRateQuotas
 from proxy.apis.api_versions import MAX_VERSION, intersect
 from proxy.cluster import BrokerPorts
 from proxy.codec.apis import API_VERSIONS, FETCH, METADATA, PRODUCE
@@ -43,16 +45,25 @@ def header(api_key, version, corr, acks=None):
     return RequestHeader(100, api_key, version, corr, "c", 20, acks)
 
 
+def sidecar_scope(quotas=()):
+    config = parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}],
+                           "quotas": list(quotas)})
+    return ConnectionScope(None, TopicIdMap(), ByteRateQuotas(config))
+
+
+SESSION = Session("L", "127.0.0.1")
+
+
 def test_too_new_api_versions_is_answered_locally_and_dropped():
-    plan = plan_request(ConnectionScope(None, TopicIdMap()), header(API_VERSIONS, MAX_VERSION + 1, 9))
+    plan = plan_request(sidecar_scope(), SESSION, header(API_VERSIONS, MAX_VERSION + 1, 9))
     assert plan.action is DROP
     assert plan.local_response[4:8] == (9).to_bytes(4, "big")
 
 
 def test_sidecar_mode_streams_produce_and_fetch_untouched():
-    scope = ConnectionScope(None, TopicIdMap())
+    scope = sidecar_scope()
     for api_key in (PRODUCE, FETCH):
-        plan = plan_request(scope, header(api_key, DECODED_APIS[api_key][1], 1, acks=1 if api_key == PRODUCE else None))
+        plan = plan_request(scope, SESSION, header(api_key, DECODED_APIS[api_key][1], 1, acks=1 if api_key == PRODUCE else None))
         assert plan.action is STREAM and plan.rewrite is None
 
 

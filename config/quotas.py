@@ -1,0 +1,59 @@
+"""The ``quotas:`` section: Kafka client-quota entities and keys, as ``kafka-configs`` uses them.
+
+```yaml
+quotas:
+  - entity: {user: "<default>"}
+    producer_byte_rate: 1048576
+  - entity: {user: alice, client-id: etl}
+    consumer_byte_rate: 4194304
+```
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from config.errors import ConfigError
+from quota.entity import CLIENT_ID, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, USER, QuotaTable
+
+# Keys this version enforces. Kafka's other client-quota keys (controller_mutation_rate, producer_ids_rate,
+# request_percentage) are rejected rather than accepted and silently ignored.
+ENFORCED_KEYS = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE)
+
+
+def parse_quotas(raw: Any, path: str) -> QuotaTable:
+    if raw is None:
+        raw = []
+    if not isinstance(raw, list):
+        raise ConfigError(path, f"expected a list of quota entries, got {type(raw).__name__}")
+    values = []
+    for i, item in enumerate(raw):
+        where = f"{path}[{i}]"
+        if not isinstance(item, dict):
+            raise ConfigError(where, f"expected a mapping with 'entity' and quota keys, got {item!r}")
+        if "entity" not in item:
+            raise ConfigError(f"{where}.entity", "required key is missing")
+        entity = item["entity"]
+        if not isinstance(entity, dict) or not entity:
+            raise ConfigError(f"{where}.entity", f"expected a mapping with '{USER}' and/or '{CLIENT_ID}', got {entity!r}")
+        for key, value in entity.items():
+            if key not in (USER, CLIENT_ID):
+                raise ConfigError(f"{where}.entity.{key}", f"unknown entity type (known: {USER}, {CLIENT_ID})")
+            if not isinstance(value, str) or not value:
+                raise ConfigError(f"{where}.entity.{key}", f"expected a name or \"<default>\", got {value!r}")
+        quotas = {}
+        for key, value in item.items():
+            if key == "entity":
+                continue
+            if key not in ENFORCED_KEYS:
+                raise ConfigError(f"{where}.{key}", f"unknown or not yet enforced quota key (known: {', '.join(ENFORCED_KEYS)})")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ConfigError(f"{where}.{key}", f"expected a rate in bytes per second > 0, got {value!r}")
+            quotas[key] = value
+        if not quotas:
+            raise ConfigError(where, f"no quota key given (known: {', '.join(ENFORCED_KEYS)})")
+        values.append((entity, quotas))
+    try:
+        return QuotaTable.from_values(values)
+    except ValueError as exc:
+        raise ConfigError(path, str(exc)) from None

@@ -1,0 +1,130 @@
+"""Produce and fetch byte-rate quotas (KIP-13, KIP-219), enforced as the broker enforces them.
+
+Produce: the request is forwarded at once (its data is appended), its size is recorded against the client's
+``producer_byte_rate``, and when over quota the response carries ``throttle_time_ms = max(broker's, ours)``.
+From Produce v6 (KIP-219) the response goes back at once and the connection is muted for the throttle time;
+v0-5 keep KIP-13's original behaviour and the response itself is held for the throttle time. An ``acks=0``
+produce has no response, so only the mute applies.
+
+Fetch: ``max_bytes`` is capped at what the client may still receive without going over its quota (the headroom
+of its sampled rate, ``limit * windowSize - total``, never more than Kafka's ``getMaxValueInQuotaWindow``).
+Kafka caps at ``getMaxValueInQuotaWindow`` alone and relies on an unbounded throttle to pay for a large response;
+here throttles are capped (``quota.mute.max.ms``) so a client is never muted past its request timeout, and a
+response that would need a longer throttle would let the client exceed its quota. Sizing each fetch to the
+headroom keeps every throttle small instead. A broker that returns more than asked (Tansu ignores ``max_bytes``;
+Kafka returns an oversized first batch) has its response cut at a record-batch boundary to fit: batches are
+never split or re-encoded, the first batch is always kept so the consumer makes progress, and the client
+fetches the rest from its next offset (safe for incremental fetch sessions, whose offsets come from requests). The size of what goes to the client is recorded against
+``consumer_byte_rate``. When over quota the response goes back with ``throttle_time_ms`` and the connection is muted, so the next fetch is held
+before it reaches the broker (for Fetch v0-7 that holding *is* KIP-13's delay). Kafka itself answers a throttled
+fetch with an empty response and unrecords the bytes; the proxy cannot unread data the broker already sent, and
+dropping it would make the broker read it twice and desynchronise incremental fetch sessions (KIP-227), whose
+broker-side state moved on when the response was built. So the data is delivered, stays recorded, and the mute
+pays for it: over time the client gets exactly its quota.
+
+Muting, not the client's goodwill, is what holds clients that ignore ``throttle_time_ms`` (librdkafka, aiokafka).
+"""
+
+from __future__ import annotations
+
+from proxy.apis import addresses
+from proxy.apis.plan import ConnectionScope, Plan, Session
+from proxy.codec.apis import FETCH, PRODUCE
+from proxy.codec.frame import BUFFER
+from proxy.codec.header import RequestHeader
+from proxy.codec.messages import decode_request, decode_response, encode_request, encode_response
+from proxy.codec.records import iter_batches
+from quota.decision import is_applied
+from quota.throttle import INT32_MAX
+
+THROTTLE_FIELD_SINCE = {PRODUCE: 1, FETCH: 1}  # first version whose response has throttle_time_ms
+KIP219_SINCE = {PRODUCE: 6, FETCH: 8}  # from here: answer at once and mute; before: delay (KIP-13)
+FETCH_MAX_BYTES_SINCE = 3
+
+
+def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
+    base = addresses.plan_produce(scope, session, header)
+    decision = scope.quotas.produce.record_and_decide(session.user, header.client_id or "", header.size)
+    if not is_applied(decision):
+        return base
+    return Plan(rewrite=base.rewrite, throttle=decision)
+
+
+def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
+    base = addresses.plan_fetch(scope, session, header)
+    fetch = scope.quotas.fetch
+    user, client_id = session.user, header.client_id or ""
+    if fetch.resolve(user, client_id).unlimited:
+        return base
+    version = header.api_version
+
+    def budget() -> int:
+        """Bytes this client may receive now without going over its quota (at least 1: progress is kept)."""
+        headroom = fetch.remaining_in_quota_window(user, client_id)
+        return max(1, min(INT32_MAX, int(headroom)))
+
+    def cap_max_bytes(body: memoryview) -> bytes | None:
+        msg = decode_request(FETCH, version, body)
+        capped = min(msg.max_bytes, budget())
+        if capped >= msg.max_bytes:
+            return None
+        msg.max_bytes = capped
+        return encode_request(FETCH, version, msg)
+
+    def trim(body: memoryview) -> bytes | None:
+        rewritten = base.rewrite(body) if base.rewrite is not None else None
+        trimmed = trim_fetch_response(version, body if rewritten is None else rewritten, budget())
+        return trimmed if trimmed is not None else rewritten
+
+    def record(response_size: int):
+        return fetch.record_and_decide(user, client_id, response_size)
+
+    return Plan(
+        action=BUFFER if version >= FETCH_MAX_BYTES_SINCE else base.action,
+        rewrite=trim,
+        request_rewrite=cap_max_bytes if version >= FETCH_MAX_BYTES_SINCE else None,
+        record_response=record,
+    )
+
+
+def trim_fetch_response(version: int, body: bytes | memoryview, budget: int) -> bytes | None:
+    """Cut the records of a Fetch response at batch boundaries so they total at most ``budget`` bytes.
+
+    The first batch of the first non-empty partition is always kept (Kafka's rule for an oversized batch), so a
+    consumer always makes progress. Returns None when nothing needs cutting.
+    """
+    msg = decode_response(FETCH, version, body)
+    total = sum(len(p.records) for t in msg.responses for p in t.partitions if p.records is not None)
+    if total <= budget:
+        return None
+    used = 0
+    for topic in msg.responses:
+        for partition in topic.partitions:
+            records = partition.records
+            if not records:
+                continue
+            keep = 0
+            for batch in iter_batches(records, allow_truncated=True):
+                if used + keep + batch.size_bytes > budget and (used or keep):
+                    break
+                keep += batch.size_bytes
+            if keep < len(records):
+                partition.records = records[:keep]
+            used += keep
+    return encode_response(FETCH, version, msg)
+
+
+def merge_throttle(api_key: int, version: int, body: bytes | memoryview, throttle_time_ms: int) -> bytes | None:
+    """The response body with ``throttle_time_ms = max(broker's, ours)``; None if the version has no such field."""
+    if version < THROTTLE_FIELD_SINCE[api_key]:
+        return None
+    msg = decode_response(api_key, version, body)
+    if msg.throttle_time_ms >= throttle_time_ms:
+        return None if isinstance(body, memoryview) else bytes(body)
+    msg.throttle_time_ms = throttle_time_ms
+    return encode_response(api_key, version, msg)
+
+
+def delays_response(api_key: int, version: int) -> bool:
+    """True for versions before KIP-219, whose throttled responses are held rather than followed by a mute."""
+    return api_key == PRODUCE and version < KIP219_SINCE[PRODUCE]

@@ -1,0 +1,14 @@
+"""The real clock handed to quota managers (``quota/`` never reads time itself)."""
+
+from __future__ import annotations
+
+import time
+
+
+class SystemClock:
+    """Monotonic milliseconds: quota windows must not jump when the wall clock is set."""
+
+    __slots__ = ()
+
+    def now_ms(self) -> int:
+        return time.monotonic_ns() // 1_000_000
