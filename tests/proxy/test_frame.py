@@ -100,3 +100,19 @@ def test_malformed_frames_raise_protocol_error(raw):
         for i in range(len(raw)):
             s.feed(memoryview(raw[i:i + 1]))
         s.feed(memoryview(b"\x00" * 64))
+
+
+def test_hold_keeps_later_frames_until_release():
+    frames = requests(6, seed=5)
+    rec = Recorder()
+    s = FrameSplitter(lambda b: parse_request_prefix(b, MAX), rec)
+    rec.action = lambda h: (s.hold() if h.correlation_id == 1 else None) or STREAM
+    stream = b"".join(frames)
+    s.feed(memoryview(bytearray(stream[:len(stream) // 2])))
+    assert [h.correlation_id for h in rec.headers] == [0, 1]
+    assert bytes(rec.streamed) == frames[0] + frames[1]  # the frame being read when held goes on whole
+    s.feed(memoryview(bytearray(stream[len(stream) // 2:])))  # arrives while held: kept, not split
+    assert len(rec.headers) == 2
+    s.release()
+    assert [h.correlation_id for h in rec.headers] == list(range(6))
+    assert bytes(rec.streamed) == stream
