@@ -16,6 +16,7 @@ from proxy.http import OpsServer
 from proxy.listener import Listener
 from proxy.metrics import ProxyMetrics
 from proxy.quotas import ByteRateQuotas, QuotaMetricsCollector
+from proxy.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -59,12 +60,7 @@ class Readiness:
             await asyncio.sleep(PROBE_INTERVAL_READY_S if self.ready else PROBE_INTERVAL_NOT_READY_S)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait(self._task)
 
 
 class ProxyApp:
@@ -160,8 +156,7 @@ class ProxyApp:
             log.warning("closing client %s: shutdown grace period over with requests in flight", conn.peer)
             conn.abort()
         await self.readiness.stop()
-        if self._expiry is not None:
-            self._expiry.cancel()
+        await cancel_and_wait(self._expiry)
         await self.ops.close()
 
     async def run_until_signal(self) -> None:

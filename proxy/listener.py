@@ -11,6 +11,7 @@ import logging
 import socket
 
 from proxy.client import ClientConnection, ListenerContext
+from proxy.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -73,11 +74,6 @@ class Listener:
 
     async def close(self) -> None:
         """Stop accepting; connections already open are left to the caller to drain."""
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait(self._task)
         if self._sock is not None:
             self._sock.close()

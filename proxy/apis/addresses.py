@@ -9,11 +9,13 @@ proxy itself and nothing is rewritten, but Metadata responses are still read to 
 
 from __future__ import annotations
 
+from typing import Callable
+
 from proxy.apis.plan import PASS, ConnectionScope, Plan, Session
 from proxy.cluster import BrokerPorts
 from proxy.codec.apis import DESCRIBE_CLUSTER, FETCH, FIND_COORDINATOR, METADATA, PRODUCE
 from proxy.codec.header import RequestHeader
-from proxy.codec.messages import decode_response, encode_response
+from proxy.codec.messages import Message, decode_response, encode_response
 
 PRODUCE_NODE_ENDPOINTS_SINCE = 10
 FETCH_NODE_ENDPOINTS_SINCE = 16
@@ -36,34 +38,16 @@ def plan_metadata(scope: ConnectionScope, session: Session, header: RequestHeade
 
 
 def plan_find_coordinator(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
-    cluster, version = scope.cluster, header.api_version
-    if cluster is None:
-        return PASS
-
-    def rewrite(body: memoryview) -> bytes:
-        msg = decode_response(FIND_COORDINATOR, version, body)
+    def nodes(msg, version: int):
         if version >= FIND_COORDINATOR_BATCHED_SINCE:
-            for c in msg.coordinators:
-                _rewrite_node(cluster, c, "node_id")
-        else:
-            _rewrite_node(cluster, msg, "node_id")
-        return encode_response(FIND_COORDINATOR, version, msg)
+            return [(c, "node_id") for c in msg.coordinators]
+        return [(msg, "node_id")]
 
-    return Plan(rewrite=rewrite)
+    return _plan_node_rewrite(scope, header, FIND_COORDINATOR, nodes)
 
 
 def plan_describe_cluster(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
-    cluster, version = scope.cluster, header.api_version
-    if cluster is None:
-        return PASS
-
-    def rewrite(body: memoryview) -> bytes:
-        msg = decode_response(DESCRIBE_CLUSTER, version, body)
-        for broker in msg.brokers:
-            _rewrite_node(cluster, broker, "broker_id")
-        return encode_response(DESCRIBE_CLUSTER, version, msg)
-
-    return Plan(rewrite=rewrite)
+    return _plan_node_rewrite(scope, header, DESCRIBE_CLUSTER, lambda msg, _v: [(b, "broker_id") for b in msg.brokers])
 
 
 def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
@@ -75,16 +59,26 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
 
 
 def _plan_node_endpoints(scope: ConnectionScope, header: RequestHeader, api_key: int, since: int) -> Plan:
+    if header.api_version < since:
+        return PASS
+    # present only when leadership moved; otherwise the broker's bytes go back as they are
+    return _plan_node_rewrite(scope, header, api_key, lambda msg, _v: [(n, "node_id") for n in msg.node_endpoints])
+
+
+def _plan_node_rewrite(scope: ConnectionScope, header: RequestHeader, api_key: int,
+                       nodes: Callable[[Message, int], list[tuple[Message, str]]]) -> Plan:
+    """Cluster mode: rewrite the (node, id field) pairs ``nodes`` finds in the response; sidecar mode: pass."""
     cluster, version = scope.cluster, header.api_version
-    if cluster is None or version < since:
+    if cluster is None:
         return PASS
 
     def rewrite(body: memoryview) -> bytes | None:
         msg = decode_response(api_key, version, body)
-        if not msg.node_endpoints:
-            return None  # present only when leadership moved; otherwise the broker's bytes go back as they are
-        for node in msg.node_endpoints:
-            _rewrite_node(cluster, node, "node_id")
+        found = nodes(msg, version)
+        if not found:
+            return None
+        for node, id_field in found:
+            _rewrite_node(cluster, node, id_field)
         return encode_response(api_key, version, msg)
 
     return Plan(rewrite=rewrite)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import socket
 import struct
-import uuid
 
 from proxy.codec.header import encode_request_header, frame, response_header_length
 from proxy.codec.messages import decode_response, encode_request, new_request
@@ -18,6 +17,12 @@ def recv_exactly(sock: socket.socket, n: int) -> bytes:
             raise ConnectionError("connection closed")
         buf += chunk
     return buf
+
+
+def read_frame(sock: socket.socket) -> bytes:
+    """One response frame, without its size prefix."""
+    size = struct.unpack(">i", recv_exactly(sock, 4))[0]
+    return recv_exactly(sock, size)
 
 
 def exchange(sock: socket.socket, api_key: int, version: int, correlation_id: int = 1, **fields):
@@ -34,4 +39,4 @@ def connect(port: int) -> socket.socket:
     return sock
 
 
-__all__ = ["connect", "exchange", "uuid"]
+__all__ = ["connect", "exchange", "read_frame", "recv_exactly"]

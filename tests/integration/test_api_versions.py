@@ -43,8 +43,8 @@ def test_too_new_api_versions_gets_v0_unsupported_version(sidecar):
         meta_body = struct.pack(">i", 0)
         sock.sendall(frame(encode_request_header(METADATA, 1, 10, "c") + meta_body)
                      + frame(encode_request_header(API_VERSIONS, too_new, 11, "c") + b"\x00\x00\x00"))
-        first = _read(sock)
-        second = _read(sock)
+        first = raw.read_frame(sock)
+        second = raw.read_frame(sock)
     finally:
         sock.close()
     assert struct.unpack_from(">i", first, 0)[0] == 10
@@ -52,11 +52,6 @@ def test_too_new_api_versions_gets_v0_unsupported_version(sidecar):
     msg = decode_api_versions_response(too_new, second[4:])  # header v0: correlation id only
     assert msg.error_code == 35
     assert [(a.api_key, a.min_version, a.max_version) for a in msg.api_keys] == [(API_VERSIONS, *DECODED_APIS[API_VERSIONS])]
-
-
-def _read(sock):
-    size = struct.unpack(">i", raw.recv_exactly(sock, 4))[0]
-    return raw.recv_exactly(sock, size)
 
 
 def test_metadata_teaches_topic_ids(sidecar):

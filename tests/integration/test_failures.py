@@ -14,27 +14,13 @@ import pytest
 from proxy.codec.header import encode_request_header, frame
 from tests.harness import Tansu, free_port, proxy_config, start_proxy, wait_for_port
 from tests.integration import clients as c
+from tests.integration.raw import read_frame
 
 pytestmark = pytest.mark.integration
 
 
 def api_versions_request(corr: int) -> bytes:
     return frame(encode_request_header(18, 0, corr, "raw"))
-
-
-def read_frame(sock: socket.socket) -> bytes:
-    size = struct.unpack(">i", recv_exactly(sock, 4))[0]
-    return recv_exactly(sock, size)
-
-
-def recv_exactly(sock: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed")
-        buf += chunk
-    return buf
 
 
 def closed_within(sock: socket.socket, seconds: float) -> bool:
