@@ -20,6 +20,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/passthrough.py
+	$(PY) bench/quota_accuracy.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
