@@ -47,8 +47,9 @@ def message_st(api_key: int, direction: str, version: int, unknown_tags: bool = 
                kio_safe: bool = False) -> st.SearchStrategy:
     """Messages with every field of ``version`` drawn at random (absent fields keep defaults).
 
-    ``kio_safe`` keeps values inside kio's stricter domain: error codes it knows, and
-    LogAppendTimeMs >= -1 (kio maps it to a datetime).
+    ``kio_safe`` keeps values inside kio's stricter domain: error codes it knows,
+    LogAppendTimeMs >= -1 (kio maps it to a datetime), and other int64 ``*_ms`` fields within
+    what a timedelta holds.
     """
     seg = schema.segment(api_key, direction, version)
     flex = seg.flexible is not None and version >= seg.flexible
@@ -72,6 +73,8 @@ def message_st(api_key: int, direction: str, version: int, unknown_tags: bool = 
             s = _kio_error_codes()
         elif kio_safe and f[0] == "log_append_time_ms":
             s = st.integers(-1, 2**41)
+        elif kio_safe and f[0].endswith("_ms") and kind == "int64":
+            s = st.integers(-(2**41), 2**41)  # kio maps *_ms to timedelta, which overflows past ~2**52 ms
         elif kind == "struct":
             s = struct_st(f[8])
         elif kind == "[]struct":
