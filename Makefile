@@ -21,6 +21,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/passthrough.py
 	$(PY) bench/quota_accuracy.py
+	$(PY) bench/codec.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
