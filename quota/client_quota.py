@@ -62,6 +62,7 @@ class ClientQuotaManager:
             raise ValueError(f"max_throttle_time_ms must be >= 0, got {max_throttle_time_ms}")
         self._quotas = quotas
         self.quota_key = quota_key
+        self.enabled = quota_key in quotas.keys()
         self._clock = clock
         self.window = window
         self.max_throttle_time_ms = window.span_ms if max_throttle_time_ms is None else max_throttle_time_ms
@@ -71,6 +72,9 @@ class ClientQuotaManager:
         self._sensors: OrderedDict[QuotaTags, ClientSensors] = OrderedDict()
 
     # -- quota table ---------------------------------------------------------------------------------------------
+
+    # ``enabled``: some entity has a quota for this key. When none does, Kafka records nothing at all
+    # (``quotasEnabled``); callers check it first so traffic without quotas costs one attribute read.
 
     @property
     def quotas(self) -> QuotaTable:
@@ -87,6 +91,7 @@ class ClientQuotaManager:
         a fresh sensor on its next record; its old sensor is left to expire.
         """
         self._quotas = quotas
+        self.enabled = self.quota_key in quotas.keys()
         for sensors in self._sensors.values():
             resolved = quotas.resolve(self.quota_key, *sensors.representative)
             if resolved.tags == sensors.tags:

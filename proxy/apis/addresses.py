@@ -59,7 +59,7 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
 
 
 def _plan_node_endpoints(scope: ConnectionScope, header: RequestHeader, api_key: int, since: int) -> Plan:
-    if header.api_version < since:
+    if scope.cluster is None or header.api_version < since:
         return PASS
     # present only when leadership moved; otherwise the broker's bytes go back as they are
     return _plan_node_rewrite(scope, header, api_key, lambda msg, _v: [(n, "node_id") for n in msg.node_endpoints])

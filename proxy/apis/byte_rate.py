@@ -44,6 +44,8 @@ FETCH_MAX_BYTES_SINCE = 3
 
 def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
     base = addresses.plan_produce(scope, session, header)
+    if not scope.quotas.produce.enabled:
+        return base  # no producer_byte_rate anywhere: nothing recorded, as Kafka does
     decision = scope.quotas.produce.record_and_decide(session.user, header.client_id or "", header.size)
     if not is_applied(decision):
         return base
@@ -53,6 +55,8 @@ def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader
 def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
     base = addresses.plan_fetch(scope, session, header)
     fetch = scope.quotas.fetch
+    if not fetch.enabled:
+        return base
     user, client_id = session.user, header.client_id or ""
     if fetch.resolve(user, client_id).unlimited:
         return base

@@ -205,3 +205,14 @@ def _lookups_per_record(n_entities: int) -> int:
 
 def test_decision_cost_is_flat_in_the_number_of_configured_entities():
     assert _lookups_per_record(10) == _lookups_per_record(20_000)
+
+
+def test_enabled_only_when_some_entity_has_the_key():
+    from quota.clock import ManualClock
+    from quota.entity import QuotaTable
+
+    manager = ClientQuotaManager(QuotaTable.from_values([({"user": "a"}, {"consumer_byte_rate": 10})]),
+                                 "producer_byte_rate", ManualClock())
+    assert not manager.enabled
+    manager.update_quotas(QuotaTable.from_values([({"user": "a"}, {"producer_byte_rate": 10})]))
+    assert manager.enabled
