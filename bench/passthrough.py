@@ -85,13 +85,14 @@ def pct(values: list[float], q: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--messages", type=int, default=200_000)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--latency-samples", type=int, default=2000)
     args = parser.parse_args()
     with direct_and_proxied() as (direct, proxied, _):
         results = {"direct": {"produce": [], "consume": []}, "proxied": {"produce": [], "consume": []}}
         for r in range(args.rounds):
-            for name, bootstrap in (("direct", direct), ("proxied", proxied)):
+            paths = [("direct", direct), ("proxied", proxied)]
+            for name, bootstrap in (paths if r % 2 == 0 else paths[::-1]):  # alternate who goes first
                 topic = f"bench-{name}-{r}"
                 create_topic(bootstrap, topic)
                 results[name]["produce"].append(produce(bootstrap, topic, args.messages))
@@ -104,7 +105,8 @@ def main() -> None:
     for kind in ("produce", "consume"):
         d = statistics.median(results["direct"][kind])
         p = statistics.median(results["proxied"][kind])
-        print(f"  {kind:8} direct {d:10.0f} msg/s  proxied {p:10.0f} msg/s  ratio {p / d:.3f}")
+        per_round = " ".join(f"{pr / dr:.2f}" for dr, pr in zip(results["direct"][kind], results["proxied"][kind]))
+        print(f"  {kind:8} direct {d:10.0f} msg/s  proxied {p:10.0f} msg/s  ratio {p / d:.3f}  (per round: {per_round})")
     for q, label in ((0.5, "p50"), (0.99, "p99")):
         d, p = pct(lat["direct"], q), pct(lat["proxied"], q)
         print(f"  single-produce {label}: direct {d:.3f} ms  proxied {p:.3f} ms  added {p - d:+.3f} ms")
