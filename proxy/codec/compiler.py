@@ -70,6 +70,24 @@ def _var_writer(kind: str, flex: bool, nullable: bool, what: str) -> Callable:
 _NO_VALUE = object()
 
 
+def _fixed_runs(present: list) -> list:
+    """Group fields into (run of fixed-size fields, None) — read or written with one struct — and ([], field)
+    for each variable-size field, in order."""
+    out: list = []
+    run: list = []
+    for field in present:
+        if field[1] in P.FIXED:
+            run.append(field)
+            continue
+        if run:
+            out.append((run, None))
+            run = []
+        out.append(([], field))
+    if run:
+        out.append((run, None))
+    return out
+
+
 class _Gen:
     """Generates the reader/writer source for one (segment, version) and compiles it."""
 
@@ -119,20 +137,14 @@ class _Gen:
         present, tagged, absent = self._layout(fields)
         c = self.name("C", cls)
         L = [f"def {rname}(buf, pos):", f"    o = {c}.__new__({c})"]
-        i = 0
-        while i < len(present):
-            run = []
-            while i < len(present) and present[i][1] in P.FIXED:
-                run.append(present[i])
-                i += 1
+        for run, field in _fixed_runs(present):
             if run:
                 fmt = ">" + "".join(P.FIXED[f[1]][0] for f in run)
                 s = self.name("S", struct.Struct(fmt))
                 L.append(f"    {', '.join('o.' + f[0] for f in run)}, = {s}.unpack_from(buf, pos)")
                 L.append(f"    pos += {struct.calcsize(fmt)}")
-                continue
-            L += self.read_value(present[i], f"o.{present[i][0]}", "    ")
-            i += 1
+            else:
+                L += self.read_value(field, f"o.{field[0]}", "    ")
         for f in absent + tagged:
             d = cls._defaults[f[0]]
             if d == () or isinstance(d, _StructDefault):
@@ -225,18 +237,12 @@ class _Gen:
                 d = self.name("D", cls._defaults[f[0]])
                 L += [f"    if not _isdef(o.{f[0]}, {d}):",
                       f"        raise ValueError('{cls.__name__}.{f[0]} is not supported in version {self.v}')"]
-        i = 0
-        while i < len(present):
-            run = []
-            while i < len(present) and present[i][1] in P.FIXED:
-                run.append(present[i])
-                i += 1
+        for run, field in _fixed_runs(present):
             if run:
                 s = self.name("S", struct.Struct(">" + "".join(P.FIXED[f[1]][0] for f in run)))
                 L.append(f"    out.append({s}.pack({', '.join('o.' + f[0] for f in run)}))")
-                continue
-            L += self.write_value(present[i], f"o.{present[i][0]}", "out", "    ")
-            i += 1
+            else:
+                L += self.write_value(field, f"o.{field[0]}", "out", "    ")
         if self.flex:
             L.append("    known = []")
             for f in tagged:
