@@ -38,6 +38,14 @@ SETTINGS: dict[str, Setting] = {
     "upstream.connect.timeout.ms": Setting(
         5000, int, 1, 600_000, "Time allowed to open the broker connection for a new client connection."
     ),
+    "connections.max.idle.ms": Setting(
+        600000, int, 1000, 2**31 - 1,
+        "A client connection with nothing in flight that sends nothing for this long is closed (Kafka's setting).",
+    ),
+    "upstream.response.timeout.ms": Setting(
+        300000, int, 1000, 2**31 - 1,
+        "Longest the proxy waits for the broker to answer a request before closing that client's connection.",
+    ),
     "quota.window.num": Setting(11, int, 2, 1000, "Samples kept by the byte-rate quotas (Kafka's quota.window.num)."),
     "quota.window.size.seconds": Setting(
         1, int, 1, 3600, "Length of each sample of the byte-rate quotas (Kafka's quota.window.size.seconds)."

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import time
 
 from config.model import Address, ListenerConfig, ProxyConfig
 from proxy.apis import ConnectionScope
@@ -23,6 +24,7 @@ log = logging.getLogger(__name__)
 PROBE_INTERVAL_READY_S = 5.0
 PROBE_INTERVAL_NOT_READY_S = 1.0
 SENSOR_EXPIRY_INTERVAL_S = 60.0
+TIMEOUT_CHECK_INTERVAL_S = 1.0
 
 
 class Readiness:
@@ -87,7 +89,7 @@ class ProxyApp:
             self.listeners.append(Listener(self._context(lc.name, lambda: bootstrap, scope), lc.bind.host, lc.bind.port))
         self.ops = OpsServer(self.metrics.registry, lambda: self.readiness.ready)
         self.ops_address: tuple[str, int] | None = None
-        self._expiry: asyncio.Task | None = None
+        self._housekeeping: asyncio.Task | None = None
 
     def _context(self, name: str, upstreams, scope: ConnectionScope) -> ListenerContext:
         settings = self.config.settings
@@ -128,13 +130,24 @@ class ProxyApp:
         self.ops_address = await self.ops.start(bind.host, bind.port)
         log.info("metrics on http://%s:%d/metrics", *self.ops_address)
         self.readiness.start()
-        self._expiry = asyncio.get_running_loop().create_task(self._expire_idle_sensors())
+        self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep())
 
-    async def _expire_idle_sensors(self) -> None:
-        """Quota sensors idle for an hour are dropped (Kafka does the same), bounding memory by active clients."""
+    async def _housekeep(self) -> None:
+        """Off the request path: close connections past their bounds, drop quota sensors idle for an hour (as Kafka
+        does), so memory is bounded by active clients."""
+        settings = self.config.settings
+        response_timeout_ns = settings["upstream.response.timeout.ms"] * 1_000_000
+        idle_timeout_ns = settings["connections.max.idle.ms"] * 1_000_000
+        loop = asyncio.get_running_loop()
+        next_expiry = loop.time() + SENSOR_EXPIRY_INTERVAL_S
         while True:
-            await asyncio.sleep(SENSOR_EXPIRY_INTERVAL_S)
-            self.quotas.expire_idle()
+            await asyncio.sleep(TIMEOUT_CHECK_INTERVAL_S)
+            now_ns = time.monotonic_ns()
+            for conn in list(self.connections):
+                conn.check_timeouts(now_ns, response_timeout_ns, idle_timeout_ns)
+            if loop.time() >= next_expiry:
+                self.quotas.expire_idle()
+                next_expiry = loop.time() + SENSOR_EXPIRY_INTERVAL_S
 
     @property
     def listener_addresses(self) -> dict[str, tuple[str, int]]:
@@ -156,7 +169,7 @@ class ProxyApp:
             log.warning("closing client %s: shutdown grace period over with requests in flight", conn.peer)
             conn.abort()
         await self.readiness.stop()
-        await cancel_and_wait(self._expiry)
+        await cancel_and_wait(self._housekeeping)
         await self.ops.close()
 
     async def run_until_signal(self) -> None:

@@ -64,6 +64,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._closed_reason: str | None = None
         self._splitter = FrameSplitter(self._parse, self)
         self._api_cache: dict[int, ApiMetrics] = {}
+        self.last_read_ns = time.monotonic_ns()
 
     # -- asyncio callbacks ------------------------------------------------------------------------------------
 
@@ -112,6 +113,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         return self.ctx.request_buffer.view
 
     def buffer_updated(self, nbytes: int) -> None:
+        self.last_read_ns = time.monotonic_ns()
         buffer = self.ctx.request_buffer
         try:
             self._splitter.feed(buffer.view[:nbytes])
@@ -286,6 +288,19 @@ class ClientConnection(asyncio.BufferedProtocol):
             self.close("upstream_closed")
 
     # -- lifecycle --------------------------------------------------------------------------------------------
+
+    def check_timeouts(self, now_ns: int, response_timeout_ns: int, idle_timeout_ns: int) -> None:
+        """Close a connection whose broker stopped answering, or that has been idle too long (every wait bounded)."""
+        waiting_since = self.inflight.oldest_waiting_ns()
+        if waiting_since is not None:
+            if now_ns - waiting_since > response_timeout_ns:
+                log.warning("closing client %s: broker %s did not answer within %d ms", self.peer, self.upstream_name,
+                            response_timeout_ns // 1_000_000)
+                self.ctx.metrics.upstream_errors.labels(self.ctx.name, "timeout").inc()
+                self.close("upstream_timeout")
+        elif now_ns - self.last_read_ns > idle_timeout_ns and self._held is None:
+            log.info("closing client %s: idle for %d ms", self.peer, idle_timeout_ns // 1_000_000)
+            self.close("idle")
 
     def drain(self) -> None:
         """Shutdown: finish the requests in flight, read no new ones, then close."""

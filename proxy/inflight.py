@@ -121,6 +121,13 @@ class InFlightQueue:
         self._queue.extend(kept)
         self._silent = 0
 
+    def oldest_waiting_ns(self) -> int | None:
+        """When the oldest request that still expects a response was read, or None."""
+        for entry in self._queue:
+            if entry.expects_response:
+                return entry.received_ns
+        return None
+
     def awaiting_response(self) -> bool:
         """True while some forwarded request still expects a response."""
         return any(e.expects_response for e in self._queue)

@@ -180,3 +180,51 @@ def test_sigterm_lets_in_flight_requests_finish_and_exits_0(tmp_path):
         if proc.poll() is None:
             proc.kill()
         broker.stop()
+
+
+def test_broker_that_never_answers_is_bounded():
+    """A scripted broker that accepts and reads but never answers (Tansu always answers): the waiting client's
+    connection is closed after upstream.response.timeout.ms."""
+    silent = socket.create_server(("127.0.0.1", 0))
+    held = []
+
+    def accept_forever():
+        while True:
+            try:
+                held.append(silent.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept_forever, daemon=True).start()
+    proxy = start_proxy(proxy_config(0, silent.getsockname()[1], **{"upstream.response.timeout.ms": 1000}))
+    try:
+        client = socket.create_connection(("127.0.0.1", proxy.port))
+        client.sendall(api_versions_request(1))
+        assert closed_within(client, 5)
+        assert proxy.metric("kafka_quota_proxy_connections_closed_total", listener="PLAINTEXT",
+                            reason="upstream_timeout") == 1
+        assert proxy.metric("kafka_quota_proxy_upstream_errors_total", listener="PLAINTEXT", kind="timeout") == 1
+    finally:
+        proxy.stop(grace_ms=100)
+        silent.close()
+
+
+def test_idle_and_half_sent_connections_are_closed():
+    proxy_port, broker_port = free_port(), free_port()
+    broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
+    proxy = start_proxy(proxy_config(proxy_port, broker_port, **{"connections.max.idle.ms": 1000}))
+    try:
+        idle = socket.create_connection(("127.0.0.1", proxy.port))
+        half = socket.create_connection(("127.0.0.1", proxy.port))
+        half.sendall(api_versions_request(1)[:7])  # a frame that never completes
+        busy = socket.create_connection(("127.0.0.1", proxy.port))
+        for corr in range(10):  # 3 s of a request every 0.3 s: in use, never idle for 1 s
+            busy.sendall(api_versions_request(corr))
+            assert struct.unpack(">i", read_frame(busy)[:4])[0] == corr
+            time.sleep(0.3)
+        assert closed_within(idle, 5) and closed_within(half, 5)
+        assert proxy.metric("kafka_quota_proxy_connections_closed_total", listener="PLAINTEXT", reason="idle") == 2
+        busy.close()
+    finally:
+        proxy.stop()
+        broker.stop()
