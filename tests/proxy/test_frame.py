@@ -116,3 +116,18 @@ def test_hold_keeps_later_frames_until_release():
     s.release()
     assert [h.correlation_id for h in rec.headers] == list(range(6))
     assert bytes(rec.streamed) == stream
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=400), st.integers(1, 64))
+def test_random_bytes_raise_only_protocol_errors(data, chunk):
+    s = FrameSplitter(lambda b: parse_request_prefix(b, 4096), Recorder())
+    try:
+        for i in range(0, len(data), chunk):
+            s.feed(memoryview(bytearray(data[i:i + chunk])))
+    except ProtocolError:
+        pass
