@@ -3,12 +3,13 @@ import pytest
 from tests.harness import RunningProxy, Tansu, free_port, proxy_config, start_proxy
 
 
-@pytest.fixture
-def sidecar():
-    """Tansu advertising the proxy's address, and the proxy in front of it (sidecar mode)."""
+@pytest.fixture(params=["uvloop", "asyncio"])
+def sidecar(request):
+    """Tansu advertising the proxy's address, and the proxy in front of it (sidecar mode), on uvloop (what the
+    proxy runs on in production) and on the standard asyncio loop (its fallback)."""
     proxy_port, broker_port = free_port(), free_port()
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
-    proxy = start_proxy(proxy_config(proxy_port, broker_port))
+    proxy = start_proxy(proxy_config(proxy_port, broker_port), loop_kind=request.param)
     yield Sidecar(proxy, broker)
     proxy.stop()
     broker.stop()

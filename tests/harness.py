@@ -92,9 +92,21 @@ class RunningProxy:
         self.thread.join(10)
 
 
-def start_proxy(raw_config: dict) -> RunningProxy:
+def new_loop(kind: str = "uvloop") -> asyncio.AbstractEventLoop:
+    """The proxy's production loop is uvloop (when installed); "asyncio" gives the standard library's."""
+    if kind == "uvloop":
+        try:
+            import uvloop
+        except ImportError:
+            pass
+        else:
+            return uvloop.new_event_loop()
+    return asyncio.new_event_loop()
+
+
+def start_proxy(raw_config: dict, loop_kind: str = "uvloop") -> RunningProxy:
     config = parse_config(raw_config)
-    loop = asyncio.new_event_loop()
+    loop = new_loop(loop_kind)
     app = ProxyApp(config)
     started = threading.Event()
 
