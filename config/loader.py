@@ -46,7 +46,7 @@ SETTINGS: dict[str, Setting] = {
         300000, int, 1000, 2**31 - 1,
         "Longest the proxy waits for the broker to answer a request before closing that client's connection.",
     ),
-    "quota.window.num": Setting(11, int, 2, 1000, "Samples kept by the byte-rate quotas (Kafka's quota.window.num)."),
+    "quota.window.num": Setting(11, int, 1, 1000, "Samples kept by the byte-rate quotas (Kafka's quota.window.num)."),
     "quota.window.size.seconds": Setting(
         1, int, 1, 3600, "Length of each sample of the byte-rate quotas (Kafka's quota.window.size.seconds)."
     ),
