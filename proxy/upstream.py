@@ -84,10 +84,8 @@ class UpstreamConnection(asyncio.BufferedProtocol):
         if entry is None:
             return DROP
         self._current = entry
-        if entry.rewrite is not None or entry.throttle is not None:
+        if entry.rewrite is not None or entry.throttle is not None or entry.record_response is not None:
             return BUFFER
-        if entry.record_response is not None:  # streamed: the broker's size is what the client gets
-            self._record(entry, header.size)
         self._client.api_metrics(entry.header.api_key).response_bytes.inc(header.frame_length)
         return STREAM
 
@@ -103,7 +101,9 @@ class UpstreamConnection(asyncio.BufferedProtocol):
         try:
             body = entry.rewrite(original) if entry.rewrite is not None else None
             if entry.record_response is not None:  # recorded as the client will receive it (after any trimming)
-                self._record(entry, len(frame) - 4 if body is None else header_length - 4 + len(body))
+                decision = entry.record_response(len(frame) - 4 if body is None else header_length - 4 + len(body))
+                if is_applied(decision):
+                    entry.throttle = decision
             throttle = entry.throttle
             if throttle is not None:
                 merged = merge_throttle(request.api_key, request.api_version,
@@ -124,12 +124,6 @@ class UpstreamConnection(asyncio.BufferedProtocol):
             client.mute(throttle.mute_ms)
             if entry.plan_throttled:
                 client.throttle_pending(False)
-
-    @staticmethod
-    def _record(entry: InFlight, size: int) -> None:
-        decision = entry.record_response(size)
-        if is_applied(decision):
-            entry.throttle = decision
 
     def on_frame_end(self, header: ResponseHeader) -> None:
         entry = self._current
