@@ -96,3 +96,34 @@ def test_bad_cluster_mode_config(text, message):
     with pytest.raises(ConfigError) as err:
         load_config_text(text)
     assert message in str(err.value)
+
+
+QUOTAS = BASE + """quotas:
+  - entity: {user: "<default>"}
+    producer_byte_rate: 1048576
+  - entity: {user: alice, client-id: etl}
+    consumer_byte_rate: 4194304
+"""
+
+
+def test_quotas_section_builds_the_table():
+    table = load_config_text(QUOTAS).quotas
+    assert table.limit("producer_byte_rate", "bob", "x") == 1048576
+    assert table.limit("consumer_byte_rate", "alice", "etl") == 4194304
+    assert table.limit("consumer_byte_rate", "alice", "other") == float("inf")
+
+
+@pytest.mark.parametrize("replace,message", [
+    (("producer_byte_rate: 1048576", "producer_byte_rate: -5"), "quotas[0].producer_byte_rate: expected a rate"),
+    (("producer_byte_rate: 1048576", "producer_byte_rate: fast"), "quotas[0].producer_byte_rate: expected a rate"),
+    (("producer_byte_rate: 1048576", "controller_mutation_rate: 10"),
+     "quotas[0].controller_mutation_rate: unknown or not yet enforced quota key"),
+    (("{user: alice, client-id: etl}", "{user: alice, group: etl}"), "quotas[1].entity.group: unknown entity type"),
+    (("{user: alice, client-id: etl}", "{user: \"<default>\"}"), "configured more than once"),
+    (("  - entity: {user: alice, client-id: etl}\n    consumer_byte_rate: 4194304\n", "  - entity: {user: carol}\n"),
+     "quotas[1]: no quota key given"),
+])
+def test_bad_quotas_name_the_entry(replace, message):
+    with pytest.raises(ConfigError) as err:
+        load_config_text(QUOTAS.replace(*replace))
+    assert message in str(err.value)
