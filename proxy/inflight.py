@@ -28,15 +28,16 @@ class InFlight:
     header: RequestHeader
     received_ns: int  # when the request's header was read, for the latency histogram
     expects_response: bool
-    # Set for responses the proxy must decode and rewrite; called with the decoded response body.
-    rewrite: Callable[[Any], None] | None = None
+    # Set for responses the proxy must decode and rewrite: called with the response body (after the header),
+    # returns the new body or None to keep the broker's.
+    rewrite: Callable[[memoryview], bytes | None] | None = None
     # Set when the proxy answers the request itself: the whole response frame, sent in request order.
     local_response: bytes | None = None
     # A quota throttle to merge into the response and act on (mute, or hold the response).
     throttle: Any = None
     # True when the throttle was decided with the request (reading stays paused until the response is out).
     plan_throttled: bool = False
-    # Decides a throttle from the response size (consumer byte rate); called when the response header arrives.
+    # Decides a throttle from the size of the response the client gets (consumer byte rate).
     record_response: Callable[[int], Any] | None = None
 
 
