@@ -228,3 +228,24 @@ def test_idle_and_half_sent_connections_are_closed():
     finally:
         proxy.stop()
         broker.stop()
+
+
+def test_malformed_body_of_a_decoded_request_closes_only_that_connection():
+    """A Fetch from a client under a consumer quota is decoded (to cap max_bytes); garbage there is a protocol
+    error for that connection alone."""
+    proxy_port, broker_port = free_port(), free_port()
+    broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
+    quotas = [{"entity": {"client-id": "bad-fetcher"}, "consumer_byte_rate": 1000}]
+    proxy = start_proxy(proxy_config(proxy_port, broker_port, quotas=quotas))
+    try:
+        good = socket.create_connection(("127.0.0.1", proxy.port))
+        bad = socket.create_connection(("127.0.0.1", proxy.port))
+        bad.sendall(frame(encode_request_header(1, 12, 5, "bad-fetcher") + b"\xff" * 40))
+        assert closed_within(bad, 5)
+        good.sendall(api_versions_request(3))
+        assert struct.unpack(">i", read_frame(good)[:4])[0] == 3
+        assert proxy.metric("kafka_quota_proxy_frame_errors_total", listener="PLAINTEXT", direction="request") == 1
+        good.close()
+    finally:
+        proxy.stop()
+        broker.stop()
