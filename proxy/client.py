@@ -21,9 +21,10 @@ from proxy.buffers import SharedReadBuffer
 from proxy.codec.errors import ProtocolError
 from proxy.codec.frame import STOP, STREAM, Action, FrameSplitter
 from proxy.codec.header import RequestHeader, parse_request_prefix
-from proxy.flow import BACKPRESSURE, DRAINING, HELD, THROTTLED, ReadGate
+from proxy.flow import BACKPRESSURE, DRAINING, THROTTLED, ReadGate
 from proxy.inflight import InFlightQueue
 from proxy.metrics import ApiMetrics, ProxyMetrics
+from proxy.outbox import Outbox
 from proxy.upstream import UpstreamConnection
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.draining = False
         self.session = Session(ctx.name, "?")
         self._plan: Plan = PASS  # the plan of the request being buffered (BUFFER)
-        self._held: list[tuple[float, bytes]] | None = None  # responses held for a throttle (Produce v0-5)
+        self.outbox: Outbox | None = None  # responses to the client, in order (made once the socket is wrapped)
         self._throttled_in_flight = 0
         self._closed_reason: str | None = None
         self._splitter = FrameSplitter(self._parse, self)
@@ -71,6 +72,8 @@ class ClientConnection(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self.gate = ReadGate(transport, on_resume=self._release_held_requests)  # type: ignore[arg-type]
+        self.outbox = Outbox(transport, self.upstream.gate, lambda: self.throttle_pending(False),  # type: ignore
+                             self._outbox_empty)
         if self._closed_reason is not None:  # the broker went away while the socket was being wrapped
             transport.close()
 
@@ -208,11 +211,7 @@ class ClientConnection(asyncio.BufferedProtocol):
     # -- responses to the client, and throttling ------------------------------------------------------------
 
     def send(self, data) -> None:
-        """Every response byte goes through here, so a held response keeps later ones behind it."""
-        if self._held is not None:
-            self._held.append((0.0, bytes(data)))
-        else:
-            self.transport.write(data)
+        self.outbox.send(data)
 
     def throttle_pending(self, pending: bool) -> None:
         """A throttled request is in flight: read nothing more until its response is out and its mute is over.
@@ -246,29 +245,12 @@ class ClientConnection(asyncio.BufferedProtocol):
     def hold_response(self, frame: bytes, delay_ms: int) -> None:
         """KIP-13's original throttle: this response, and all after it, go out ``delay_ms`` from now; reading stays
         paused until then (the broker would not read the next request before answering this one)."""
-        loop = asyncio.get_running_loop()
-        release_at = loop.time() + delay_ms / 1000.0
-        if self._held is None:
-            self._held = []
-            self.upstream.gate.pause(HELD)  # bounds what piles up behind the held response
-            loop.call_at(release_at, self._release_held)
-        self._held.append((release_at, bytes(frame)))
+        self.outbox.hold(frame, delay_ms)
 
-    def _release_held(self) -> None:
-        held = self._held
-        if held is None or self._closed_reason is not None:
-            return
-        now = asyncio.get_running_loop().time()
-        while held and held[0][0] <= now:
-            release_at, data = held.pop(0)
-            self.transport.write(data)
-            if release_at:
-                self.throttle_pending(False)
-        if held:
-            asyncio.get_running_loop().call_at(held[0][0], self._release_held)
-            return
-        self._held = None
-        self.upstream.gate.resume(HELD)
+    def _holding(self) -> bool:
+        return self.outbox is not None and self.outbox.holding
+
+    def _outbox_empty(self) -> None:
         if self.draining:
             self._close_if_drained()
 
@@ -298,7 +280,7 @@ class ClientConnection(asyncio.BufferedProtocol):
                             response_timeout_ns // 1_000_000)
                 self.ctx.metrics.upstream_errors.labels(self.ctx.name, "timeout").inc()
                 self.close("upstream_timeout")
-        elif now_ns - self.last_read_ns > idle_timeout_ns and self._held is None:
+        elif now_ns - self.last_read_ns > idle_timeout_ns and not self._holding():
             log.info("closing client %s: idle for %d ms", self.peer, idle_timeout_ns // 1_000_000)
             self.close("idle")
 
@@ -309,7 +291,7 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def _close_if_drained(self) -> None:
         if self._splitter.at_frame_boundary or self._splitter.stopped:
-            if not self.inflight.awaiting_response() and self._held is None:
+            if not self.inflight.awaiting_response() and not self._holding():
                 self.close("shutdown")
 
     def close(self, reason: str) -> None:
