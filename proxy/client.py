@@ -58,6 +58,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.upstream: UpstreamConnection | None = None
         self.inflight = InFlightQueue()
         self.draining = False
+        self.client_eof = False
         self.session = Session(ctx.name, "?")
         self._plan: Plan = PASS  # the plan of the request being buffered (BUFFER)
         self.outbox: Outbox | None = None  # responses to the client, in order (made once the socket is wrapped)
@@ -130,7 +131,19 @@ class ClientConnection(asyncio.BufferedProtocol):
             buffer.hand_off()
 
     def eof_received(self) -> bool:
-        return False
+        """The client is done sending: pass the half-close on, so the broker still processes (and answers)
+        everything already forwarded before it sees the end, then closes its side, which closes ours.
+
+        Closing the broker socket at once instead would reset it while answers were on their way, and a broker
+        may drop requests it had received but not yet read."""
+        self.client_eof = True
+        upstream = self.upstream
+        if upstream is None or upstream.transport is None or upstream.transport.is_closing():
+            return False
+        if not self._splitter.at_frame_boundary:
+            log.info("client %s closed in the middle of a request", self.peer)
+        upstream.transport.write_eof()
+        return True  # keep our side open to deliver the remaining answers
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.close("client_closed")
@@ -263,7 +276,9 @@ class ClientConnection(asyncio.BufferedProtocol):
             api.latency.observe((time.perf_counter_ns() - entry.received_ns) / 1e9)
 
     def upstream_lost(self, exc: Exception | None) -> None:
-        if self._closed_reason is None:
+        if self._closed_reason is None and self.client_eof:
+            self.close("client_closed")  # the broker closed after the client's half-close: the normal end
+        elif self._closed_reason is None:
             log.info("broker %s closed the connection of client %s%s", self.upstream_name, self.peer,
                      f": {exc}" if exc else "")
             self.ctx.metrics.upstream_errors.labels(self.ctx.name, "lost").inc()

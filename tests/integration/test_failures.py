@@ -249,3 +249,15 @@ def test_malformed_body_of_a_decoded_request_closes_only_that_connection():
     finally:
         proxy.stop()
         broker.stop()
+
+
+def test_half_close_still_gets_the_answers(sidecar):
+    """A client that sends its requests and then shuts down its sending side still gets every answer: the
+    proxy passes the half-close on instead of dropping the broker connection."""
+    sock = socket.create_connection(("127.0.0.1", sidecar.proxy.port))
+    sock.sendall(b"".join(api_versions_request(corr) for corr in range(20)))
+    sock.shutdown(socket.SHUT_WR)
+    sock.settimeout(10)
+    got = [struct.unpack(">i", read_frame(sock)[:4])[0] for _ in range(20)]
+    assert got == list(range(20))
+    assert closed_within(sock, 5), "the connection should close once the broker has closed its side"
