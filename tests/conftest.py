@@ -1,4 +1,13 @@
+import os
+
 import pytest
+from hypothesis import settings
+
+# CI runs the property tests on a fixed seed so a submission's result does not depend on which random examples
+# came up; locally (`make test` without CI set) every run explores new examples.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 from tests.harness import RunningProxy, Tansu, free_port, proxy_config, start_proxy
 
