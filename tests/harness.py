@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import socket
 import subprocess
 import threading
@@ -24,6 +25,26 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def cluster_ports(node_ids: int = 200) -> tuple[int, int]:
+    """(bootstrap port, broker_port_base) for cluster mode: bootstrap = base - 1 and base .. base + node_ids all
+    bindable, chosen below the kernel's ephemeral range so client connections cannot take them meanwhile."""
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20000, 32000 - node_ids)
+        if all(_bindable(port) for port in range(base - 1, base + node_ids + 1)):
+            return base - 1, base
+    raise RuntimeError("no free port range for cluster mode")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def wait_for_port(port: int, timeout: float = 10.0, host: str = "127.0.0.1") -> None:

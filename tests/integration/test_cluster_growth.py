@@ -16,7 +16,7 @@ import pytest
 from proxy.codec.apis import METADATA
 from proxy.codec.header import encode_response_header, frame, parse_request_header
 from proxy.codec.messages import encode_response, new_response
-from tests.harness import free_port, start_proxy
+from tests.harness import cluster_ports, free_port, start_proxy
 from tests.integration import raw
 
 pytestmark = pytest.mark.integration
@@ -74,8 +74,7 @@ def metadata(port: int, correlation_id: int = 1):
 
 def test_a_broker_that_appears_later_gets_its_port():
     cluster = ScriptedCluster().start()
-    bootstrap = free_port()
-    base = bootstrap + 1 + (free_port() % 1000)
+    bootstrap, base = cluster_ports()
     proxy = start_proxy({
         "upstream": {"bootstrap_servers": [f"127.0.0.1:{cluster.ports[1]}"]},
         "listeners": [{"name": "PLAINTEXT", "bind": f"127.0.0.1:{bootstrap}", "broker_port_base": base}],

@@ -11,7 +11,7 @@ import pytest
 
 from proxy import app as proxy_app
 from proxy.upstream import UpstreamConnection
-from tests.harness import Tansu, free_port, start_proxy
+from tests.harness import Tansu, cluster_ports, free_port, start_proxy
 from proxy.codec.apis import DESCRIBE_CLUSTER, FIND_COORDINATOR, METADATA
 from tests.integration import clients as c
 from tests.integration import raw
@@ -41,8 +41,7 @@ def cluster(monkeypatch):
     hidden = free_port()
     relay = RecordingRelay("127.0.0.1", ("127.0.0.1", hidden)).start()
     broker = Tansu(hidden, advertised=f"127.0.0.1:{relay.port}").start()
-    bootstrap_port = free_port()
-    base = bootstrap_port + 1 + (free_port() % 1000)
+    bootstrap_port, base = cluster_ports()
     proxy = start_proxy({
         "upstream": {"bootstrap_servers": [f"127.0.0.1:{relay.port}"]},
         "listeners": [{"name": "PLAINTEXT", "bind": f"127.0.0.1:{bootstrap_port}", "advertised_host": "127.0.0.1",
