@@ -26,10 +26,6 @@ class ReadGate:
         self._unmute_handle: asyncio.TimerHandle | None = None
         self._on_resume = on_resume  # called when the last reason is lifted, before reading resumes
 
-    @property
-    def paused(self) -> bool:
-        return bool(self._reasons)
-
     def pause(self, reason: str) -> None:
         if not self._reasons:
             self._transport.pause_reading()

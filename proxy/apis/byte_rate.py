@@ -14,9 +14,10 @@ response that would need a longer throttle would let the client exceed its quota
 headroom keeps every throttle small instead. A broker that returns more than asked (Tansu ignores ``max_bytes``;
 Kafka returns an oversized first batch) has its response cut at a record-batch boundary to fit: batches are
 never split or re-encoded, the first batch is always kept so the consumer makes progress, and the client
-fetches the rest from its next offset (safe for incremental fetch sessions, whose offsets come from requests). The size of what goes to the client is recorded against
-``consumer_byte_rate``. When over quota the response goes back with ``throttle_time_ms`` and the connection is muted, so the next fetch is held
-before it reaches the broker (for Fetch v0-7 that holding *is* KIP-13's delay). Kafka itself answers a throttled
+fetches the rest from its next offset (safe for incremental fetch sessions, whose offsets come from requests).
+The size of what goes to the client is recorded against ``consumer_byte_rate``. When over quota the response
+goes back with ``throttle_time_ms`` and the connection is muted, so the next fetch is held before it reaches the
+broker (for Fetch v0-7 that holding *is* KIP-13's delay). Kafka itself answers a throttled
 fetch with an empty response and unrecords the bytes; the proxy cannot unread data the broker already sent, and
 dropping it would make the broker read it twice and desynchronise incremental fetch sessions (KIP-227), whose
 broker-side state moved on when the response was built. So the data is delivered, stays recorded, and the mute
@@ -97,6 +98,8 @@ def trim_fetch_response(version: int, body: bytes | memoryview, budget: int) -> 
     The first batch of the first non-empty partition is always kept (Kafka's rule for an oversized batch), so a
     consumer always makes progress. Returns None when nothing needs cutting.
     """
+    if len(body) <= budget:
+        return None  # the records are part of the body: nothing to cut, no need to decode
     msg = decode_response(FETCH, version, body)
     total = sum(len(p.records) for t in msg.responses for p in t.partitions if p.records is not None)
     if total <= budget:
@@ -119,12 +122,13 @@ def trim_fetch_response(version: int, body: bytes | memoryview, budget: int) -> 
 
 
 def merge_throttle(api_key: int, version: int, body: bytes | memoryview, throttle_time_ms: int) -> bytes | None:
-    """The response body with ``throttle_time_ms = max(broker's, ours)``; None if the version has no such field."""
+    """The response body with ``throttle_time_ms = max(broker's, ours)``; None when the body stays as it is (the
+    version has no such field, or the broker's throttle is already the longer)."""
     if version < THROTTLE_FIELD_SINCE[api_key]:
         return None
     msg = decode_response(api_key, version, body)
     if msg.throttle_time_ms >= throttle_time_ms:
-        return None if isinstance(body, memoryview) else bytes(body)
+        return None
     msg.throttle_time_ms = throttle_time_ms
     return encode_response(api_key, version, msg)
 

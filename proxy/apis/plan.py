@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Callable
 
 from proxy.codec.frame import STREAM, Action
 from proxy.codec.messages import TopicIdMap
-
 from quota.decision import Decision, Throttle
 
 if TYPE_CHECKING:

@@ -148,8 +148,19 @@ def parse_request_prefix(buf, max_size: int) -> RequestHeader:
 
 
 def parse_response_prefix(buf) -> ResponseHeader:
-    size, correlation_id = parse_response_correlation_id(buf)
-    return ResponseHeader(size, correlation_id)
+    """The size and correlation id of the response frame at the start of ``buf``.
+
+    Responses come from the broker, which we trust for size; a frame too short for its correlation id is
+    still a protocol error.
+    """
+    if len(buf) < 4:
+        raise Incomplete
+    (size,) = _INT32.unpack_from(buf, 0)
+    if size < 4:
+        raise ProtocolError(f"response frame of {size} bytes is shorter than a response header")
+    if len(buf) < 8:
+        raise Incomplete
+    return ResponseHeader(*_RESPONSE_FIXED.unpack_from(buf, 0))
 
 
 def _bounded(buf, size: int):
@@ -183,22 +194,6 @@ def produce_acks(buf, header: RequestHeader) -> int:
     if len(body) < pos + 2:
         raise Incomplete
     return _INT16.unpack_from(body, pos)[0]
-
-
-def parse_response_correlation_id(buf) -> tuple[int, int]:
-    """(frame size, correlation id) of the response frame at the start of ``buf``.
-
-    Responses come from the broker, which we trust for size; a frame too short for its correlation id is
-    still a protocol error.
-    """
-    if len(buf) < 4:
-        raise Incomplete
-    (size,) = _INT32.unpack_from(buf, 0)
-    if size < 4:
-        raise ProtocolError(f"response frame of {size} bytes is shorter than a response header")
-    if len(buf) < 8:
-        raise Incomplete
-    return _RESPONSE_FIXED.unpack_from(buf, 0)
 
 
 def response_header_length(api_key: int, api_version: int, frame: bytes | memoryview) -> int:
