@@ -74,7 +74,11 @@ class Tansu:
              "--advertised-listener-url", f"tcp://{self.advertised}", "--storage-engine", "memory://tansu/"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "RUST_LOG": "warn"},
         )
-        wait_for_port(self.port, host=self.host)
+        try:
+            wait_for_port(self.port, timeout=30.0, host=self.host)
+        except TimeoutError:
+            self.stop()  # never leave a broker behind when start-up fails
+            raise
         return self
 
     def stop(self) -> None:
