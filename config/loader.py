@@ -32,6 +32,21 @@ SETTINGS: dict[str, Setting] = {
     "socket.request.max.bytes": Setting(
         104857600, int, 1024, 2**31 - 1, "Largest request frame accepted from a client; larger closes the connection."
     ),
+    "upstream.response.max.bytes": Setting(
+        104857600, int, 1024, 2**31 - 1,
+        "Largest response frame accepted from the broker; larger closes that client's connection "
+        "(default as socket.request.max.bytes). Only responses the proxy decodes are buffered, up to this size.",
+    ),
+    "connections.max.inflight.requests": Setting(
+        200, int, 1, 1_000_000,
+        "Requests one client connection may have awaiting an answer; at the bound the proxy stops reading that "
+        "client until answers go out (a Kafka broker reads one request per connection at a time).",
+    ),
+    "connections.max.buffered.response.bytes": Setting(
+        1048576, int, 1024, 2**31 - 1,
+        "Response bytes waiting for one client to read them; above this the proxy stops reading that client's "
+        "broker connection and, at the next request boundary, the client itself.",
+    ),
     "shutdown.grace.period.ms": Setting(
         10000, int, 0, 3_600_000, "On SIGTERM/SIGINT, how long in-flight requests may take to finish."
     ),

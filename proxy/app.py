@@ -69,6 +69,8 @@ class ProxyApp:
     def __init__(self, config: ProxyConfig, metrics: ProxyMetrics | None = None) -> None:
         self.config = config
         self.metrics = metrics or ProxyMetrics()
+        self.metrics.inflight_max_requests.set(config.settings["connections.max.inflight.requests"])
+        self.metrics.buffered_response_max_bytes.set(config.settings["connections.max.buffered.response.bytes"])
         connect_timeout_s = config.settings["upstream.connect.timeout.ms"] / 1000.0
         self.readiness = Readiness(config.upstream.bootstrap_servers, connect_timeout_s, self.metrics)
         self.connections: set[ClientConnection] = set()
@@ -98,6 +100,9 @@ class ProxyApp:
             upstreams=upstreams,
             scope=scope,
             max_request_bytes=settings["socket.request.max.bytes"],
+            max_response_bytes=settings["upstream.response.max.bytes"],
+            max_inflight_requests=settings["connections.max.inflight.requests"],
+            max_buffered_response_bytes=settings["connections.max.buffered.response.bytes"],
             connect_timeout_s=settings["upstream.connect.timeout.ms"] / 1000.0,
             metrics=self.metrics,
             request_buffer=self._buffers[0],

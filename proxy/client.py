@@ -1,35 +1,38 @@
-"""The client-side connection: the only code that touches a client socket.
+"""The client-side connection: the only code that touches a client socket, and the shell around the flow.
 
 A client socket is wrapped only once its broker connection is open, so no byte is read before there is
-somewhere to send it. Each request frame's header is parsed, the request is
-recorded as in flight, and its bytes stream to the broker as they arrive. Reading pauses while the broker side
-cannot keep up (back-pressure), so nothing is buffered without bound.
+somewhere to send it. Requests go through :class:`~proxy.requests.RequestPath`, responses through
+:class:`~proxy.responses.ResponsePath`; every reason to stop reading either socket lives in one pure
+:class:`~proxy.flow.Flow`. After each socket event this shell applies the flow's state: reading on or off on each
+side, held-back requests replayed, held responses now due written in order, one timer for the next deadline.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-import struct
 import time
 from dataclasses import dataclass
 from typing import Callable
 
 from config.model import Address
-from proxy.apis import PASS, ConnectionScope, Plan, Session, plan_request
+from proxy.apis import ConnectionScope, Session
 from proxy.buffers import SharedReadBuffer
 from proxy.codec.errors import ProtocolError
-from proxy.codec.frame import STOP, STREAM, Action, FrameSplitter
-from proxy.codec.header import RequestHeader, parse_request_prefix
-from proxy.flow import BACKPRESSURE, DRAINING, THROTTLED, ReadGate
-from proxy.inflight import InFlightQueue
+from proxy.codec.frame import FrameSplitter
+from proxy.codec.header import parse_request_prefix, parse_response_prefix
+from proxy.flow import Flow
 from proxy.metrics import ApiMetrics, ProxyMetrics
-from proxy.outbox import Outbox
+from proxy.requests import RequestPath
+from proxy.responses import ResponsePath
 from proxy.upstream import UpstreamConnection
 
 log = logging.getLogger(__name__)
 
-_INT32 = struct.Struct(">i")
+# Once a connection has been paused by a quota, its reads are at most this big, so what is read past a paused
+# boundary (and held back until the pause ends) stays small; Kafka holds at most the request being received.
+THROTTLED_READ_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +43,9 @@ class ListenerContext:
     upstreams: Callable[[], tuple[Address, ...]]  # where this listener's connections go, read at connect time
     scope: ConnectionScope
     max_request_bytes: int
+    max_response_bytes: int
+    max_inflight_requests: int
+    max_buffered_response_bytes: int
     connect_timeout_s: float
     metrics: ProxyMetrics
     request_buffer: SharedReadBuffer
@@ -52,29 +58,36 @@ class ClientConnection(asyncio.BufferedProtocol):
     def __init__(self, ctx: ListenerContext) -> None:
         self.ctx = ctx
         self.transport: asyncio.Transport | None = None
-        self.gate: ReadGate | None = None
         self.peer = "?"
         self.upstream_name = "-"
         self.upstream: UpstreamConnection | None = None
-        self.inflight = InFlightQueue()
-        self.draining = False
         self.client_eof = False
         self.session = Session(ctx.name, "?")
-        self._plan: Plan = PASS  # the plan of the request being buffered (BUFFER)
-        self.outbox: Outbox | None = None  # responses to the client, in order (made once the socket is wrapped)
-        self._throttled_in_flight = 0
-        self._closed_reason: str | None = None
-        self._splitter = FrameSplitter(self._parse, self)
+        self.flow = Flow(ctx.max_inflight_requests)
+        self._loop = asyncio.get_running_loop()
         self._api_cache: dict[int, ApiMetrics] = {}
+        self._responses = ResponsePath(self.flow, self._write_client, self._loop.time, self.api_metrics)
+        self._requests = RequestPath(self.flow, ctx.scope, self.session, self._write_broker, self._responses,
+                                     self.api_metrics, self._loop.time)
+        self._request_splitter = FrameSplitter(
+            functools.partial(parse_request_prefix, max_size=ctx.max_request_bytes), self._requests)
+        self._response_splitter = FrameSplitter(
+            functools.partial(parse_response_prefix, max_size=ctx.max_response_bytes), self._responses)
+        self._reading_client = True
+        self._reading_broker = True
+        self._small_reads = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
+        self._at_bound_since: float | None = None
+        self._closed_reason: str | None = None
         self.last_read_ns = time.monotonic_ns()
+        self.broker_resumed_ns = 0  # when reading the broker last resumed (the response timeout starts anew)
 
-    # -- asyncio callbacks ------------------------------------------------------------------------------------
+    # -- client socket events ------------------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
-        self.gate = ReadGate(transport, on_resume=self._release_held_requests)  # type: ignore[arg-type]
-        self.outbox = Outbox(transport, self.upstream.gate, lambda: self.throttle_pending(False),  # type: ignore
-                             self._outbox_empty)
+        transport.set_write_buffer_limits(high=self.ctx.max_buffered_response_bytes)  # type: ignore[attr-defined]
         if self._closed_reason is not None:  # the broker went away while the socket was being wrapped
             transport.close()
 
@@ -89,11 +102,10 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     async def connect_upstream(self) -> bool:
         """Open the broker connection, trying each bootstrap server in turn; False closes the client."""
-        loop = asyncio.get_running_loop()
         for address in self.ctx.upstreams():
             try:
                 _, upstream = await asyncio.wait_for(
-                    loop.create_connection(
+                    self._loop.create_connection(
                         lambda: UpstreamConnection(self, self.ctx.response_buffer), address.host, address.port
                     ),
                     self.ctx.connect_timeout_s,
@@ -114,21 +126,29 @@ class ClientConnection(asyncio.BufferedProtocol):
         return False
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        return self.ctx.request_buffer.view
+        view = self.ctx.request_buffer.view
+        if self.flow.paused_at_boundary and self._request_splitter.remaining:
+            return view[:self._request_splitter.remaining]  # read to the end of this frame, not past it
+        if self._small_reads:
+            return view[:THROTTLED_READ_BYTES]
+        return view
 
     def buffer_updated(self, nbytes: int) -> None:
         self.last_read_ns = time.monotonic_ns()
         buffer = self.ctx.request_buffer
+        data = buffer.view[:nbytes]
         try:
-            self._splitter.feed(buffer.view[:nbytes])
+            used = self._request_splitter.feed(data)
+            if used < nbytes:
+                self.flow.hold_back(data[used:])
+                self._small_reads = True
         except ProtocolError as exc:
-            log.warning("closing client %s on listener %s: %s", self.peer, self.ctx.name, exc)
-            self.metrics_frame_error("request")
-            self.close("frame_error")
+            self._frame_error("request", exc)
             return
         upstream = self.upstream
         if upstream is not None and upstream.transport.get_write_buffer_size():
-            buffer.hand_off()
+            buffer.hand_off()  # the broker transport may keep a reference to what it could not send yet
+        self._apply()
 
     def eof_received(self) -> bool:
         """The client is done sending: pass the half-close on, so the broker still processes (and answers)
@@ -140,7 +160,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         upstream = self.upstream
         if upstream is None or upstream.transport is None or upstream.transport.is_closing():
             return False
-        if not self._splitter.at_frame_boundary:
+        if not self._request_splitter.at_frame_boundary:
             log.info("client %s closed in the middle of a request", self.peer)
         upstream.transport.write_eof()
         return True  # keep our side open to deliver the remaining answers
@@ -149,133 +169,34 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.close("client_closed")
 
     def pause_writing(self) -> None:
-        if self.upstream is not None:
-            self.upstream.gate.pause(BACKPRESSURE)
+        self.flow.client_backpressure(True)
+        self._apply()
 
     def resume_writing(self) -> None:
-        if self.upstream is not None:
-            self.upstream.gate.resume(BACKPRESSURE)
+        self.flow.client_backpressure(False)
+        self._apply()
 
-    # -- request frames ---------------------------------------------------------------------------------------
+    # -- broker socket events (reported by UpstreamConnection) ----------------------------------------------------
 
-    def _parse(self, buf) -> RequestHeader:
-        return parse_request_prefix(buf, self.ctx.max_request_bytes)
-
-    def on_header(self, header: RequestHeader) -> Action:
-        if self.draining:
-            self.gate.pause(DRAINING)
-            self._close_if_drained()
-            return STOP
-        api = self.api_metrics(header.api_key)
-        api.requests.inc()
-        api.request_bytes.inc(header.frame_length)
-        plan = plan_request(self.ctx.scope, self.session, header)
-        if plan is PASS:
-            self.inflight.add(header, time.perf_counter_ns())
-            return STREAM
-        if plan.local_response is not None:
-            self.inflight.add_local(header, time.perf_counter_ns(), plan.local_response)
-            self._send_local_responses()
-            return plan.action
-        self.inflight.add(header, time.perf_counter_ns(), plan)
-        if plan.throttle is not None:
-            if header.expects_response:
-                self.throttle_pending(True)
-            else:
-                self.mute(plan.throttle.mute_ms)  # acks=0: no response to carry the throttle, only the mute
-        self._plan = plan
-        return plan.action
-
-    def on_segment(self, view) -> None:
-        self.upstream.write(view)
-
-    def on_frame(self, header: RequestHeader, frame: bytearray) -> None:
-        """A buffered request: rewritten by its plan, then forwarded whole."""
-        plan, self._plan = self._plan, PASS
-        if plan.request_rewrite is not None:
-            try:
-                body = plan.request_rewrite(memoryview(frame)[header.header_length:])
-            except ValueError as exc:
-                raise ProtocolError(f"cannot rewrite request {header.api_key} v{header.api_version}: {exc}") from None
-            if body is not None:
-                frame = _INT32.pack(header.header_length - 4 + len(body)) + bytes(frame[4:header.header_length]) + body
-        self.upstream.write(frame)
-
-    def on_frame_end(self, header: RequestHeader) -> None:
-        if self.draining:
-            self._close_if_drained()
-
-    # -- called by the upstream side --------------------------------------------------------------------------
-
-    def api_metrics(self, api_key: int) -> ApiMetrics:
-        found = self._api_cache.get(api_key)
-        if found is None:
-            found = self._api_cache[api_key] = self.ctx.metrics.api(self.ctx.name, api_key)
-        return found
-
-    def metrics_frame_error(self, direction: str) -> None:
-        self.ctx.metrics.frame_errors.labels(self.ctx.name, direction).inc()
-
-    def response_done(self) -> None:
-        self._send_local_responses()
-        if self.draining:
-            self._close_if_drained()
-
-    # -- responses to the client, and throttling ------------------------------------------------------------
-
-    def send(self, data) -> None:
-        self.outbox.send(data)
-
-    def throttle_pending(self, pending: bool) -> None:
-        """A throttled request is in flight: read nothing more until its response is out and its mute is over.
-
-        A broker reads one request per connection at a time, so a client it throttles cannot slip more requests
-        in meanwhile; the proxy reads ahead, so it stops reading the moment it decides a throttle.
-        """
-        self._throttled_in_flight += 1 if pending else -1
-        if self._throttled_in_flight == (1 if pending else 0):
-            if pending:
-                self._splitter.hold()
-                self.gate.pause(THROTTLED)
-            else:
-                self.gate.resume(THROTTLED)
-
-    def mute(self, mute_ms: int) -> None:
-        """Stop reading requests for ``mute_ms`` (a quota throttle)."""
-        if mute_ms > 0:
-            self._splitter.hold()
-            self.gate.mute(asyncio.get_running_loop(), mute_ms)
-
-    def _release_held_requests(self) -> None:
-        """Reading resumes: requests read ahead while throttled go on first, in order."""
+    def broker_data(self, data: memoryview) -> None:
         try:
-            self._splitter.release()
+            self._response_splitter.feed(data)
         except ProtocolError as exc:
-            log.warning("closing client %s on listener %s: %s", self.peer, self.ctx.name, exc)
-            self.metrics_frame_error("request")
-            self.close("frame_error")
+            log.warning("closing %s: protocol error in response from broker %s: %s", self.peer, self.upstream_name,
+                        exc)
+            self.ctx.metrics.frame_errors.labels(self.ctx.name, "response").inc()
+            self.close("broker_protocol_error")
+            return
+        transport = self.transport
+        if transport is not None and transport.get_write_buffer_size():
+            self.ctx.response_buffer.hand_off()
+        self._apply()
 
-    def hold_response(self, frame: bytes, delay_ms: int) -> None:
-        """KIP-13's original throttle: this response, and all after it, go out ``delay_ms`` from now; reading stays
-        paused until then (the broker would not read the next request before answering this one)."""
-        self.outbox.hold(frame, delay_ms)
+    def broker_backpressure(self, on: bool) -> None:
+        self.flow.broker_backpressure(on)
+        self._apply()
 
-    def _holding(self) -> bool:
-        return self.outbox is not None and self.outbox.holding
-
-    def _outbox_empty(self) -> None:
-        if self.draining:
-            self._close_if_drained()
-
-    def _send_local_responses(self) -> None:
-        """Answers the proxy made itself go out once every request before them has been answered."""
-        while (entry := self.inflight.pop_ready_local()) is not None:
-            self.send(entry.local_response)
-            api = self.api_metrics(entry.header.api_key)
-            api.response_bytes.inc(len(entry.local_response))
-            api.latency.observe((time.perf_counter_ns() - entry.received_ns) / 1e9)
-
-    def upstream_lost(self, exc: Exception | None) -> None:
+    def broker_lost(self, exc: Exception | None) -> None:
         if self._closed_reason is None and self.client_eof:
             self.close("client_closed")  # the broker closed after the client's half-close: the normal end
         elif self._closed_reason is None:
@@ -284,30 +205,106 @@ class ClientConnection(asyncio.BufferedProtocol):
             self.ctx.metrics.upstream_errors.labels(self.ctx.name, "lost").inc()
             self.close("upstream_closed")
 
-    # -- lifecycle --------------------------------------------------------------------------------------------
+    # -- applying the flow --------------------------------------------------------------------------------------
+
+    def _apply(self) -> None:
+        """After every event: replay held-back requests, write due responses, set reading, arm the timer."""
+        if self._closed_reason is not None or self.transport is None:
+            return
+        flow = self.flow
+        now = self._loop.time()
+        for frame in flow.tick(now):
+            self.transport.write(frame)
+        while flow.read_ahead_due():
+            try:
+                flow.consumed_read_ahead(self._request_splitter.feed(flow.take_read_ahead()))
+            except ProtocolError as exc:
+                self._frame_error("request", exc)
+                return
+            if self._closed_reason is not None:
+                return
+        if flow.drained:
+            self.close("shutdown")
+            return
+        reading = flow.reading_client
+        if reading != self._reading_client:
+            self._reading_client = reading
+            if reading:
+                self.transport.resume_reading()
+            else:
+                self.transport.pause_reading()
+        reading = flow.reading_broker
+        if reading != self._reading_broker and self.upstream is not None:
+            self._reading_broker = reading
+            if reading:
+                self.broker_resumed_ns = time.monotonic_ns()
+                self.upstream.set_reading(True)
+            else:
+                self.upstream.set_reading(False)
+        if flow.at_bound != (self._at_bound_since is not None):
+            self._bound_changed(now)
+        deadline = flow.next_deadline()
+        if deadline is not None and (self._timer is None or deadline < self._timer_at):
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer_at = deadline
+            self._timer = self._loop.call_at(deadline, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._apply()
+
+    def _bound_changed(self, now: float) -> None:
+        metrics = self.ctx.metrics
+        if self._at_bound_since is None:
+            self._at_bound_since = now
+            metrics.inflight_bound_reached.labels(self.ctx.name).inc()
+        else:
+            metrics.inflight_bound_seconds.labels(self.ctx.name).inc(now - self._at_bound_since)
+            self._at_bound_since = None
+
+    # -- writes ---------------------------------------------------------------------------------------------------
+
+    def _write_client(self, data) -> None:
+        self.transport.write(data)
+
+    def _write_broker(self, data) -> None:
+        self.upstream.transport.write(data)
+
+    def api_metrics(self, api_key: int) -> ApiMetrics:
+        found = self._api_cache.get(api_key)
+        if found is None:
+            found = self._api_cache[api_key] = self.ctx.metrics.api(self.ctx.name, api_key)
+        return found
+
+    def _frame_error(self, direction: str, exc: ProtocolError) -> None:
+        log.warning("closing client %s on listener %s: %s", self.peer, self.ctx.name, exc)
+        self.ctx.metrics.frame_errors.labels(self.ctx.name, direction).inc()
+        self.close("frame_error")
+
+    # -- lifecycle ------------------------------------------------------------------------------------------------
 
     def check_timeouts(self, now_ns: int, response_timeout_ns: int, idle_timeout_ns: int) -> None:
-        """Close a connection whose broker stopped answering, or that has been idle too long (every wait bounded)."""
-        waiting_since = self.inflight.oldest_waiting_ns()
+        """Close a connection whose broker stopped answering (until a response's last byte), or that has been
+        idle too long. Time the proxy itself kept the broker unread does not count against the broker."""
+        if self._responses is None:
+            return
+        receiving = self._responses.receiving
+        waiting_since = receiving.received_ns if receiving is not None else self.flow.inflight.oldest_waiting_ns()
         if waiting_since is not None:
-            if now_ns - waiting_since > response_timeout_ns:
+            if self._reading_broker and now_ns - max(waiting_since, self.broker_resumed_ns) > response_timeout_ns:
                 log.warning("closing client %s: broker %s did not answer within %d ms", self.peer, self.upstream_name,
                             response_timeout_ns // 1_000_000)
                 self.ctx.metrics.upstream_errors.labels(self.ctx.name, "timeout").inc()
                 self.close("upstream_timeout")
-        elif now_ns - self.last_read_ns > idle_timeout_ns and not self._holding():
+        elif now_ns - self.last_read_ns > idle_timeout_ns and not self.flow.holding:
             log.info("closing client %s: idle for %d ms", self.peer, idle_timeout_ns // 1_000_000)
             self.close("idle")
 
     def drain(self) -> None:
         """Shutdown: finish the requests in flight, read no new ones, then close."""
-        self.draining = True
-        self._close_if_drained()
-
-    def _close_if_drained(self) -> None:
-        if self._splitter.at_frame_boundary or self._splitter.stopped:
-            if not self.inflight.awaiting_response() and not self._holding():
-                self.close("shutdown")
+        self.flow.drain()
+        self._apply()
 
     def close(self, reason: str) -> None:
         if self._closed_reason is not None:
@@ -317,12 +314,20 @@ class ClientConnection(asyncio.BufferedProtocol):
         ctx.connections.discard(self)
         ctx.metrics.active_connections.labels(ctx.name).dec()
         ctx.metrics.connections_closed.labels(ctx.name, reason).inc()
-        if self.gate is not None:
-            self.gate.close()
+        if self._at_bound_since is not None:
+            self._bound_changed(self._loop.time())
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        # Break every reference cycle now, so a closed connection is freed at once, not by the cycle collector.
+        self._request_splitter.close()
+        self._response_splitter.close()
+        self._requests = self._responses = None
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
         if self.upstream is not None:
             self.upstream.close()
+            self.upstream.detach()
 
     def abort(self) -> None:
         """Grace period over: close now, dropping whatever is still in flight."""

@@ -8,6 +8,12 @@ Produce with ``acks=0`` expects no response. Apache Kafka sends none; some broke
 response carrying its correlation id is dropped (the client must never see it), a response for a later request
 means the broker stays silent for ``acks=0``, and the entry is retired. Once learned, the broker's behaviour is
 remembered for the connection so silent entries are not queued at all.
+
+Responses come back in request order, so the answer is exact, never a guess. So that it comes even from a client
+that sends nothing but ``acks=0`` produces, the first such request of a connection is followed by a probe of the
+proxy's own (ApiVersions v0, with a correlation id no queued request has): the probe's response, which is dropped,
+arrives either after the broker's answer to the ``acks=0`` request or without one. What the queue holds meanwhile
+counts against the connection's in-flight bound, so its memory is bounded either way.
 """
 
 from __future__ import annotations
@@ -17,13 +23,15 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from proxy.codec.errors import ProtocolError
-from proxy.codec.header import RequestHeader
+from proxy.codec.header import RequestHeader, encode_request_header, frame
 
-# While the broker's acks=0 behaviour is unknown, at most this many silent entries wait for a response to tell.
-MAX_UNRESOLVED_SILENT = 1024
+_API_VERSIONS = 18
+_INT32_MIN = -(2**31)
+
+PROBE_CLIENT_ID = "kafka-quota-proxy"
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class InFlight:
     header: RequestHeader
     received_ns: int  # when the request's header was read, for the latency histogram
@@ -39,15 +47,18 @@ class InFlight:
     plan_throttled: bool = False
     # Decides a throttle from the size of the response the client gets (consumer byte rate).
     record_response: Callable[[int], Any] | None = None
+    # The proxy's own acks=0 probe: its response is dropped.
+    probe: bool = False
 
 
 class InFlightQueue:
-    __slots__ = ("_queue", "broker_answers_acks0", "_silent")
+    __slots__ = ("_queue", "broker_answers_acks0", "_probe_sent", "probe_wanted")
 
     def __init__(self) -> None:
         self._queue: deque[InFlight] = deque()
         self.broker_answers_acks0: bool | None = None
-        self._silent = 0  # acks=0 entries queued while the broker's behaviour is unknown
+        self._probe_sent = False
+        self.probe_wanted = False  # an acks=0 request was queued: send a probe once it has been forwarded
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -66,24 +77,42 @@ class InFlightQueue:
                 return None
         return None
 
-    def add(self, header: RequestHeader, received_ns: int, plan: Any = None) -> None:
-        """Queue a forwarded request; ``plan`` (a :class:`proxy.apis.Plan`) says what its response needs."""
+    def add(self, header: RequestHeader, received_ns: int, plan: Any = None) -> InFlight | None:
+        """Queue a forwarded request; ``plan`` (a :class:`proxy.apis.Plan`) says what its response needs. Returns
+        the entry (None for an acks=0 request to a broker known not to answer it)."""
         expects = header.expects_response
         if not expects:
             if self.broker_answers_acks0 is False:
-                return
-            if self.broker_answers_acks0 is None:
-                if self._silent >= MAX_UNRESOLVED_SILENT:
-                    # No response has come for a long run of acks=0 requests: that is Kafka's behaviour.
-                    self.broker_answers_acks0 = False
-                    self._drop_silent()
-                    return
-                self._silent += 1
+                return None
+            if self.broker_answers_acks0 is None and not self._probe_sent:
+                self.probe_wanted = True
         if plan is None:
-            self._queue.append(InFlight(header, received_ns, expects))
+            entry = InFlight(header, received_ns, expects)
         else:
-            self._queue.append(InFlight(header, received_ns, expects, plan.rewrite, None, plan.throttle,
-                                        plan.throttle is not None, plan.record_response))
+            entry = InFlight(header, received_ns, expects, plan.rewrite, None, plan.throttle,
+                             plan.throttle is not None and expects, plan.record_response)
+        self._queue.append(entry)
+        return entry
+
+    def answer_locally(self, entry: InFlight, response: bytes) -> None:
+        """A queued request the proxy answers itself after all (decided on its body); an acks=0 one is dropped."""
+        if entry.expects_response:
+            entry.local_response = response
+        else:
+            self._queue.remove(entry)
+
+    def probe(self, received_ns: int) -> bytes:
+        """The probe frame to forward now (after the acks=0 request that asked for it), queued as in flight."""
+        taken = {e.header.correlation_id for e in self._queue}
+        correlation_id = _INT32_MIN
+        while correlation_id in taken:
+            correlation_id += 1
+        head = encode_request_header(_API_VERSIONS, 0, correlation_id, PROBE_CLIENT_ID)
+        header = RequestHeader(len(head), _API_VERSIONS, 0, correlation_id, PROBE_CLIENT_ID, len(head) + 4)
+        self._queue.append(InFlight(header, received_ns, True, probe=True))
+        self._probe_sent = True
+        self.probe_wanted = False
+        return frame(head)
 
     def match(self, correlation_id: int) -> InFlight | None:
         """The request a response answers, or None when the response must be dropped (acks=0)."""
@@ -96,6 +125,8 @@ class InFlightQueue:
                     f"{entry.header.correlation_id} was still queued"
                 )
             if entry.header.correlation_id == correlation_id:
+                if entry.probe:
+                    return None
                 if entry.expects_response:
                     return entry
                 self._learn(True)
@@ -111,16 +142,11 @@ class InFlightQueue:
     def _learn(self, answers: bool) -> None:
         if self.broker_answers_acks0 is None:
             self.broker_answers_acks0 = answers
+            self.probe_wanted = False
             if not answers:
-                self._drop_silent()
-        if self._silent:
-            self._silent -= 1
-
-    def _drop_silent(self) -> None:
-        kept = [e for e in self._queue if e.expects_response]
-        self._queue.clear()
-        self._queue.extend(kept)
-        self._silent = 0
+                kept = [e for e in self._queue if e.expects_response]
+                self._queue.clear()
+                self._queue.extend(kept)
 
     def oldest_waiting_ns(self) -> int | None:
         """When the oldest request that still expects a response was read, or None."""

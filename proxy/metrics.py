@@ -57,6 +57,26 @@ class ProxyMetrics:
             "Time from a request being read from the client to its response being written back, by Kafka API.",
             ["listener", "api"], buckets=LATENCY_BUCKETS, registry=r,
         )
+        self.inflight_max_requests = Gauge(
+            f"{PREFIX}_connection_inflight_max_requests",
+            "The in-flight bound: requests one client connection may have awaiting an answer "
+            "(connections.max.inflight.requests).", registry=r,
+        )
+        self.buffered_response_max_bytes = Gauge(
+            f"{PREFIX}_connection_buffered_response_max_bytes",
+            "The in-flight bound on response bytes a client has not taken (connections.max.buffered.response.bytes).",
+            registry=r,
+        )
+        self.inflight_bound_reached = Counter(
+            f"{PREFIX}_connection_inflight_bound_reached",
+            "Times a client connection reached its in-flight bound (requests or unsent response bytes) and its "
+            "reading stopped.", ["listener"], registry=r,
+        )
+        self.inflight_bound_seconds = Counter(
+            f"{PREFIX}_connection_inflight_bound_seconds",
+            "Seconds client connections spent at their in-flight bound, summed over connections.",
+            ["listener"], registry=r,
+        )
         self._per_api: dict[tuple[str, int], ApiMetrics] = {}
 
     def api(self, listener: str, api_key: int) -> "ApiMetrics":

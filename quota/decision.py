@@ -69,3 +69,9 @@ def shadowed(decision: Decision) -> Decision:
 def is_applied(decision: Decision) -> bool:
     """True if the proxy must act on ``decision`` (anything but a forward, and not shadowed)."""
     return not decision.shadow and not isinstance(decision, Forward)
+
+
+def longest(a: Throttle, b: Throttle) -> Throttle:
+    """Two throttles on one request (several quota stages) combine: the longest report and the longest mute win;
+    the result is shadow only when both are."""
+    return Throttle(max(a.throttle_time_ms, b.throttle_time_ms), max(a.mute_ms, b.mute_ms), a.shadow and b.shadow)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Callable
 
 from proxy.apis import addresses, api_versions, byte_rate
-from proxy.apis.plan import PASS, ConnectionScope, Plan, Session
+from proxy.apis.plan import FORWARD_AS_IS, PASS, AnswerLocally, ConnectionScope, ForwardRequest, Outcome, Plan, Session
 from proxy.codec.apis import API_VERSIONS, DESCRIBE_CLUSTER, FETCH, FIND_COORDINATOR, METADATA, PRODUCE
 from proxy.codec.header import RequestHeader
 
@@ -31,4 +31,5 @@ def plan_request(scope: ConnectionScope, session: Session, header: RequestHeader
     return PASS if handler is None else handler(scope, session, header)
 
 
-__all__ = ["HANDLERS", "PASS", "ConnectionScope", "Plan", "Session", "plan_request"]
+__all__ = ["FORWARD_AS_IS", "HANDLERS", "PASS", "AnswerLocally", "ConnectionScope", "ForwardRequest", "Outcome", "Plan",
+           "Session", "plan_request"]

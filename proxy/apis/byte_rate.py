@@ -29,7 +29,7 @@ Muting, not the client's goodwill, is what holds clients that ignore ``throttle_
 from __future__ import annotations
 
 from proxy.apis import addresses
-from proxy.apis.plan import ConnectionScope, Plan, Session
+from proxy.apis.plan import FORWARD_AS_IS, ConnectionScope, ForwardRequest, Plan, Session
 from proxy.codec.apis import FETCH, PRODUCE
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader
@@ -68,13 +68,13 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
         headroom = fetch.remaining_in_quota_window(user, client_id)
         return max(1, min(INT32_MAX, int(headroom)))
 
-    def cap_max_bytes(body: memoryview) -> bytes | None:
+    def cap_max_bytes(body: memoryview) -> ForwardRequest:
         msg = decode_request(FETCH, version, body)
         capped = min(msg.max_bytes, budget())
         if capped >= msg.max_bytes:
-            return None
+            return FORWARD_AS_IS
         msg.max_bytes = capped
-        return encode_request(FETCH, version, msg)
+        return ForwardRequest(body=encode_request(FETCH, version, msg))
 
     def trim(body: memoryview) -> bytes | None:
         rewritten = base.rewrite(body) if base.rewrite is not None else None
@@ -87,7 +87,7 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
     return Plan(
         action=BUFFER if version >= FETCH_MAX_BYTES_SINCE else base.action,
         rewrite=trim,
-        request_rewrite=cap_max_bytes if version >= FETCH_MAX_BYTES_SINCE else None,
+        decide=cap_max_bytes if version >= FETCH_MAX_BYTES_SINCE else None,
         record_response=record,
     )
 

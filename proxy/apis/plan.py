@@ -1,4 +1,12 @@
-"""What a handler decides for one request, and what it may consult while deciding."""
+"""What a handler decides for one request, and what it may consult while deciding.
+
+Handlers decide in two phases. At the header they return a :class:`Plan`: stream the request to the broker as it
+arrives, answer it locally, or ``BUFFER`` it and ``decide`` once the body is complete. The body decision is an
+outcome: :class:`ForwardRequest` (as is, rewritten, or only part of it, with a ``rewrite`` that merges the broker's
+answer with the proxy's own per-item errors) or :class:`AnswerLocally` (a response built by the codec, which keeps
+the request's place in the response order). Throttles decided in either phase, by any number of quota stages,
+combine: the longest wins (:func:`quota.decision.longest`).
+"""
 
 from __future__ import annotations
 
@@ -19,11 +27,35 @@ Rewrite = Callable[[memoryview], "bytes | None"]
 
 
 @dataclass(frozen=True, slots=True)
+class ForwardRequest:
+    """Forward the buffered request: ``body`` replaces the client's (None keeps it); ``rewrite`` is applied to the
+    broker's response body after the plan's own (a partial forward merges the items it kept back);
+    ``throttle`` adds to the plan's."""
+
+    body: bytes | None = None
+    rewrite: Rewrite | None = None
+    throttle: Throttle | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerLocally:
+    """Do not forward: answer with ``frame`` (a whole response frame built by the codec for the request's version
+    and correlation id), in the request's place in the response order. An ``acks=0`` Produce gets no answer."""
+
+    frame: bytes
+    throttle: Throttle | None = None
+
+
+Outcome = ForwardRequest | AnswerLocally
+FORWARD_AS_IS = ForwardRequest()
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
-    action: Action = STREAM  # STREAM the request upstream, BUFFER it for request_rewrite, DROP it when answering locally
+    action: Action = STREAM  # STREAM the request upstream, BUFFER it for decide, DROP it when answering locally
     rewrite: Rewrite | None = None  # decode and rewrite the response with this
     local_response: bytes | None = None  # the whole response frame, when the proxy answers itself
-    request_rewrite: Rewrite | None = None  # BUFFER: rewrites the request body before it is forwarded
+    decide: Callable[[memoryview], Outcome] | None = None  # BUFFER: the outcome, once the body is complete
     throttle: Throttle | None = None  # decided now: merged into the response's throttle_time_ms, then acted on
     record_response: Callable[[int], Decision] | None = None  # decides a throttle from the response size
 

@@ -7,10 +7,16 @@ prefix (the size and header) and asks its handler what to do with the frame:
   prefix that straddles two chunks is copied (it is a few dozen bytes).
 - ``BUFFER``: collect the whole frame and deliver it once, for APIs the proxy decodes or rewrites.
 - ``DROP``: discard the frame (a response to an ``acks=0`` Produce that should never have been sent).
-- ``STOP``: stop splitting; the rest of the chunk and everything after is ignored (connection draining).
+- ``STOP``: stop splitting; the rest of the chunk and everything after is ignored.
 
-Handlers implement ``on_header(header) -> Action``, ``on_segment(view)``, ``on_frame(header, frame)`` and
-``on_frame_end(header)``. The splitter raises :class:`ProtocolError` for bytes that cannot be a frame.
+Handlers implement ``may_start_frame`` (asked before each frame's first byte is taken: False stops the splitter at
+that boundary, and :meth:`FrameSplitter.feed` returns how much it consumed), ``on_frame_start()`` (the first byte
+is taken), ``on_header(header) -> Action``,
+``on_segment(view)``, ``on_frame(header, frame)`` and ``on_frame_end(header)``. The splitter raises
+:class:`ProtocolError` for bytes that cannot be a frame.
+
+A header that straddles chunks is gathered in steps that double, so parsing it costs time linear in its size
+however it is cut.
 """
 
 from __future__ import annotations
@@ -38,6 +44,10 @@ STREAM, BUFFER, DROP, STOP = Action.STREAM, Action.BUFFER, Action.DROP, Action.S
 
 
 class FrameHandler(Protocol):
+    may_start_frame: bool
+
+    def on_frame_start(self) -> None: ...
+
     def on_header(self, header: Any) -> Action: ...
 
     def on_segment(self, view: memoryview | bytearray) -> None: ...
@@ -50,7 +60,7 @@ class FrameHandler(Protocol):
 class FrameSplitter:
     """Incremental frame splitter for one direction of one connection."""
 
-    __slots__ = ("_parse", "_handler", "_pending", "_remaining", "_action", "_header", "stopped", "_holding", "_backlog")
+    __slots__ = ("_parse", "_handler", "_pending", "_remaining", "_action", "_header", "stopped", "_parse_at")
 
     def __init__(self, parse_prefix: Callable[[Any], Any], handler: FrameHandler) -> None:
         self._parse = parse_prefix
@@ -60,33 +70,28 @@ class FrameSplitter:
         self._action = STREAM
         self._header: Any = None
         self.stopped = False
-        self._holding = False  # stop at the next frame start and keep the rest for release()
-        self._backlog: bytearray | None = None
+        self._parse_at = 0  # a straddling prefix is parsed again only once it has this many bytes
+
+    @property
+    def remaining(self) -> int:
+        """Bytes of the current frame not yet seen (0 at a boundary or while its prefix is incomplete)."""
+        return self._remaining
 
     @property
     def at_frame_boundary(self) -> bool:
         return not self._remaining and not self._pending
 
-    def hold(self) -> None:
-        """Finish the current frame, then keep what follows unsplit until :meth:`release`.
+    def close(self) -> None:
+        """Drop the handler (and the cycle it makes with it) and anything pending: nothing more is split."""
+        self.stopped = True
+        self._handler = None
+        self._pending = bytearray()
 
-        A throttled client must not get more requests to the broker than one read chunk happened to hold; the
-        caller pauses reading too, so the backlog is at most one chunk.
-        """
-        self._holding = True
-
-    def release(self) -> None:
-        self._holding = False
-        backlog, self._backlog = self._backlog, None
-        if backlog:
-            self.feed(memoryview(backlog))
-
-    def feed(self, data: memoryview) -> None:
+    def feed(self, data: memoryview) -> int:
+        """Split ``data``; return how many bytes were consumed. Fewer than ``len(data)`` only when the handler
+        refused to start a frame (``may_start_frame`` false) or the splitter stopped; the caller keeps the rest."""
         if self.stopped:
-            return
-        if self._backlog is not None:
-            self._backlog += data
-            return
+            return len(data)
         pos = 0
         n = len(data)
         handler = self._handler
@@ -103,13 +108,17 @@ class FrameSplitter:
                 pos = end
                 if not self._remaining:
                     self._finish_frame()
+                    if self.stopped:
+                        return n
                 continue
-            if self._holding:
-                self._backlog = bytearray(data[pos:])
-                return
+            if not self._pending:
+                if not handler.may_start_frame:
+                    return pos
+                handler.on_frame_start()
             pos = self._start_frame(data, pos, n)
             if self.stopped:
-                return
+                return n
+        return pos
 
     def _start_frame(self, data: memoryview, pos: int, n: int) -> int:
         """Parse the prefix of the frame starting at ``pos``; return the position to continue from."""
@@ -118,6 +127,8 @@ class FrameSplitter:
             take = self._prefix_room(pending, n - pos)
             pending += data[pos : pos + take]
             pos += take
+            if len(pending) < self._parse_at and not self._whole_frame(pending):
+                return pos  # not parsed again until it has doubled: linear in the header's size
             buf = pending
         else:
             buf = data[pos:]
@@ -125,12 +136,17 @@ class FrameSplitter:
             header = self._parse(buf)
         except Incomplete:
             if buf is not pending:
-                take = self._prefix_room(pending, n - pos)
+                # Everything available was tried: keep it all (up to the frame's end) and wait for more.
+                take = n - pos
+                if take >= 4:
+                    take = min(take, _INT32.unpack_from(data, pos)[0] + 4)
                 pending += data[pos : pos + take]
                 pos += take
-            if len(pending) >= 4 and len(pending) >= _INT32.unpack_from(pending, 0)[0] + 4:
+            if self._whole_frame(pending):
                 raise ProtocolError("frame ends inside its header") from None
+            self._parse_at = 2 * len(pending)
             return pos
+        self._parse_at = 0
         action = self._handler.on_header(header)
         if action is STOP:
             self.stopped = True
@@ -152,13 +168,18 @@ class FrameSplitter:
         return pos
 
     @staticmethod
+    def _whole_frame(pending: bytearray) -> bool:
+        return len(pending) >= 4 and len(pending) >= _INT32.unpack_from(pending, 0)[0] + 4
+
+    @staticmethod
     def _prefix_room(pending: bytearray, available: int) -> int:
         """How many more bytes may join a straddling prefix without reaching into the next frame."""
         have = len(pending)
         if have < 4:
             return min(4 - have, available)
         size = _INT32.unpack_from(pending, 0)[0]
-        return max(0, min(size + 4 - have, available, _PREFIX_STEP))
+        # Doubling steps: a header of n bytes is parsed O(log n) times over at most 2n bytes, linear in total.
+        return max(0, min(size + 4 - have, available, max(_PREFIX_STEP, have)))
 
     def _finish_frame(self) -> None:
         header = self._header

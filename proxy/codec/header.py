@@ -147,17 +147,19 @@ def parse_request_prefix(buf, max_size: int) -> RequestHeader:
     return header
 
 
-def parse_response_prefix(buf) -> ResponseHeader:
+def parse_response_prefix(buf, max_size: int = 2**31 - 1) -> ResponseHeader:
     """The size and correlation id of the response frame at the start of ``buf``.
 
-    Responses come from the broker, which we trust for size; a frame too short for its correlation id is
-    still a protocol error.
+    A frame too short for its correlation id, or larger than ``max_size`` (``upstream.response.max.bytes``), is a
+    protocol error: responses are bounded like requests.
     """
     if len(buf) < 4:
         raise Incomplete
     (size,) = _INT32.unpack_from(buf, 0)
     if size < 4:
         raise ProtocolError(f"response frame of {size} bytes is shorter than a response header")
+    if size > max_size:
+        raise ProtocolError(f"response frame size {size} exceeds upstream.response.max.bytes {max_size}")
     if len(buf) < 8:
         raise Incomplete
     return ResponseHeader(*_RESPONSE_FIXED.unpack_from(buf, 0))

@@ -118,7 +118,7 @@ def test_fetch_under_quota_is_buffered_capped_and_recorded_from_the_response():
     plan = plan_request(scope, session, header)
     assert plan.action is BUFFER
     request = encode_request(FETCH, 12, new_request(FETCH, 12, max_bytes=50 * 1024 * 1024))
-    capped = decode_request(FETCH, 12, plan.request_rewrite(memoryview(request)))
+    capped = decode_request(FETCH, 12, plan.decide(memoryview(request)).body)
     assert capped.max_bytes == 1000 * 2  # the headroom of a fresh sensor: quota * (num - 1) * window
     assert plan.record_response(1500).__class__.__name__ == "Forward"
     throttled = plan.record_response(1500)

@@ -13,9 +13,15 @@ MAX = 1 << 20
 
 
 class Recorder:
+    may_start_frame = True
+
     def __init__(self, action=lambda h: STREAM):
         self.action = action
         self.headers, self.streamed, self.frames, self.ends = [], bytearray(), [], []
+        self.starts = 0
+
+    def on_frame_start(self):
+        self.starts += 1
 
     def on_header(self, h):
         self.headers.append(h)
@@ -102,20 +108,59 @@ def test_malformed_frames_raise_protocol_error(raw):
         s.feed(memoryview(b"\x00" * 64))
 
 
-def test_hold_keeps_later_frames_until_release():
+def test_a_refused_boundary_stops_the_splitter_and_reports_what_it_consumed():
+    """may_start_frame is asked only at a boundary: the frame being read goes on whole, the rest is left."""
     frames = requests(6, seed=5)
     rec = Recorder()
     s = FrameSplitter(lambda b: parse_request_prefix(b, MAX), rec)
-    rec.action = lambda h: (s.hold() if h.correlation_id == 1 else None) or STREAM
+    rec.action = lambda h: (setattr(rec, "may_start_frame", h.correlation_id != 1) or STREAM)
     stream = b"".join(frames)
-    s.feed(memoryview(bytearray(stream[:len(stream) // 2])))
+    half = len(stream) // 2
+    used = s.feed(memoryview(bytearray(stream[:half])))
     assert [h.correlation_id for h in rec.headers] == [0, 1]
-    assert bytes(rec.streamed) == frames[0] + frames[1]  # the frame being read when held goes on whole
-    s.feed(memoryview(bytearray(stream[len(stream) // 2:])))  # arrives while held: kept, not split
-    assert len(rec.headers) == 2
-    s.release()
+    assert used == len(frames[0]) + len(frames[1]) <= half
+    assert bytes(rec.streamed) == frames[0] + frames[1]
+    rec.may_start_frame = True
+    rest = stream[used:]
+    assert s.feed(memoryview(bytearray(rest))) == len(rest)
     assert [h.correlation_id for h in rec.headers] == list(range(6))
     assert bytes(rec.streamed) == stream
+    assert rec.starts == 6
+
+
+def test_a_refusal_never_splits_a_frame_cut_anywhere():
+    """Cut the stream at every byte: a refusal decided at a header never stops the splitter before that frame ends."""
+    frames = requests(4, seed=9)
+    stream = b"".join(frames)
+    for cut in range(1, len(stream)):
+        rec = Recorder()
+        rec.action = lambda h: (setattr(rec, "may_start_frame", False) or STREAM)
+        s = FrameSplitter(lambda b: parse_request_prefix(b, MAX), rec)
+        used = s.feed(memoryview(bytearray(stream[:cut])))
+        used += s.feed(memoryview(bytearray(stream[used:])))
+        assert used == len(frames[0]), cut
+        assert bytes(rec.streamed) == frames[0]
+
+
+def test_a_huge_straddling_header_is_parsed_in_linear_time():
+    """512 KiB of header tagged fields arriving in 1 KiB reads: parse attempts grow geometrically, not per read."""
+    tags = b"".join(bytes([0x80 | (i & 0x7F), (i >> 7) & 0x7F, 0x01, 0x00]) for i in range(1, 131_000))
+    count = len(range(1, 131_000))
+    head = struct.pack(">hhih", 3, 12, 7, 1) + b"c" + bytes([0x80 | (count & 0x7F), (count >> 7) & 0x7F, count >> 14])
+    body = head + tags + b"\x00"  # a (bogus) body byte; only the header matters here
+    raw = frame(body)
+    calls = []
+
+    def parse(b):
+        calls.append(len(b))
+        return parse_request_prefix(b, MAX)
+
+    rec = Recorder()
+    s = FrameSplitter(parse, rec)
+    for i in range(0, len(raw), 1024):
+        s.feed(memoryview(bytearray(raw[i:i + 1024])))
+    assert [h.correlation_id for h in rec.headers] == [7]
+    assert sum(calls) < 4 * len(raw), (len(calls), sum(calls))
 
 
 from hypothesis import given, settings  # noqa: E402

@@ -1,0 +1,139 @@
+"""The request path of one connection: client bytes in, the broker's requests out. No I/O.
+
+The frame splitter asks :attr:`RequestPath.may_start_frame` before each request frame's first byte, so a quota
+pause takes effect only at a frame boundary (the :class:`~proxy.flow.Flow` decides). At each header the API's
+handler plans (:mod:`proxy.apis`): stream the request to the broker as it arrives, answer it locally, or buffer it
+and decide on the whole body. Every request that will be answered is queued in flight at its header, so a local
+answer decided later keeps its place in the response order.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Callable
+
+from proxy.apis import PASS, AnswerLocally, ConnectionScope, Plan, Session, plan_request
+from proxy.codec.errors import ProtocolError
+from proxy.codec.frame import STREAM, Action
+from proxy.codec.header import RequestHeader
+from proxy.flow import Flow
+from proxy.inflight import InFlight
+from proxy.responses import ResponsePath
+from quota.decision import Throttle, longest
+
+_INT32 = struct.Struct(">i")
+
+
+class RequestPath:
+    """The frame handler of the client-to-broker direction."""
+
+    __slots__ = ("_flow", "_scope", "_session", "_forward", "_responses", "_api_metrics", "_now", "_plan", "_entry")
+
+    def __init__(self, flow: Flow, scope: ConnectionScope, session: Session, forward: Callable[[object], None],
+                 responses: ResponsePath, api_metrics: Callable[[int], object], now: Callable[[], float]) -> None:
+        self._flow = flow
+        self._scope = scope
+        self._session = session
+        self._forward = forward  # writes to the broker socket
+        self._responses = responses
+        self._api_metrics = api_metrics
+        self._now = now
+        self._plan: Plan = PASS  # the plan of the request being buffered
+        self._entry: InFlight | None = None  # its in-flight entry
+
+    @property
+    def may_start_frame(self) -> bool:
+        return self._flow.may_start_frame
+
+    def on_frame_start(self) -> None:
+        self._flow.frame_started()
+
+    def on_header(self, header: RequestHeader) -> Action:
+        api = self._api_metrics(header.api_key)
+        api.requests.inc()
+        api.request_bytes.inc(header.frame_length)
+        inflight = self._flow.inflight
+        plan = plan_request(self._scope, self._session, header)
+        if plan is PASS:
+            inflight.add(header, time.perf_counter_ns())
+            return STREAM
+        if plan.local_response is not None:
+            if header.expects_response:
+                inflight.add_local(header, time.perf_counter_ns(), plan.local_response)
+                self._responses.send_ready_local()
+            return plan.action
+        self._entry = inflight.add(header, time.perf_counter_ns(), plan)
+        if plan.throttle is not None:
+            self._throttle_request(header, plan.throttle)
+        self._plan = plan
+        return plan.action
+
+    def on_segment(self, view) -> None:
+        self._forward(view)
+
+    def on_frame(self, header: RequestHeader, frame: bytearray) -> None:
+        """A buffered request is complete: its plan decides the outcome."""
+        plan, self._plan = self._plan, PASS
+        entry, self._entry = self._entry, None
+        if plan.decide is None:
+            self._forward(frame)
+            return
+        try:
+            outcome = plan.decide(memoryview(frame)[header.header_length:])
+        except ValueError as exc:
+            raise ProtocolError(f"cannot decide request {header.api_key} v{header.api_version}: {exc}") from None
+        if isinstance(outcome, AnswerLocally):
+            if entry is not None:
+                if outcome.throttle is not None:
+                    entry.throttle = _combined(entry.throttle, outcome.throttle)
+                    if not header.expects_response:
+                        self._flow.mute(self._now(), outcome.throttle.mute_ms)
+                self._flow.inflight.answer_locally(entry, outcome.frame)
+                self._responses.send_ready_local()
+            return
+        if outcome.body is not None:
+            frame = (_INT32.pack(header.header_length - 4 + len(outcome.body)) + bytes(frame[4:header.header_length])
+                     + outcome.body)
+        if entry is not None:
+            if outcome.rewrite is not None:
+                entry.rewrite = _then(entry.rewrite, outcome.rewrite)
+            if outcome.throttle is not None:
+                if entry.throttle is None:
+                    self._throttle_request(header, outcome.throttle)
+                    entry.plan_throttled = header.expects_response
+                entry.throttle = _combined(entry.throttle, outcome.throttle)
+        elif outcome.throttle is not None:
+            self._flow.mute(self._now(), outcome.throttle.mute_ms)
+        self._forward(frame)
+
+    def on_frame_end(self, header: RequestHeader) -> None:
+        flow = self._flow
+        flow.frame_ended()
+        if flow.inflight.probe_wanted:
+            self._forward(flow.inflight.probe(time.perf_counter_ns()))
+
+    def _throttle_request(self, header: RequestHeader, throttle: Throttle) -> None:
+        """A throttle decided with the request: read nothing more until its response is out; acks=0 has no
+        response to carry it, so only the mute applies."""
+        if header.expects_response:
+            self._flow.request_throttled()
+        else:
+            self._flow.mute(self._now(), throttle.mute_ms)
+
+
+def _combined(a: Throttle | None, b: Throttle) -> Throttle:
+    return b if a is None else longest(a, b)
+
+
+def _then(first, second):
+    """Apply ``second`` to the body ``first`` produced (or to the broker's, when ``first`` keeps it)."""
+    if first is None:
+        return second
+
+    def both(body: memoryview) -> bytes | None:
+        rewritten = first(body)
+        again = second(body if rewritten is None else memoryview(rewritten))
+        return again if again is not None else rewritten
+
+    return both

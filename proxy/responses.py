@@ -1,0 +1,131 @@
+"""The response path of one connection: broker bytes in, the client's responses out, in request order. No I/O.
+
+Broker responses are split into frames and matched to their requests by correlation id (:mod:`proxy.inflight`).
+Most stream through untouched; those whose request plan asked for it are buffered whole (bounded by
+``upstream.response.max.bytes``), decoded and rewritten, and carry the throttle of their request: merged into
+``throttle_time_ms``, then acted on through the :class:`~proxy.flow.Flow` (mute after the response, or hold the
+response itself for versions before KIP-219). Answers the proxy makes itself go out once every request before
+them has been answered. A response to an ``acks=0`` Produce, or to the proxy's own probe, is dropped.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Callable
+
+from proxy.apis.byte_rate import delays_response, merge_throttle
+from proxy.codec.errors import ProtocolError
+from proxy.codec.frame import BUFFER, DROP, STREAM, Action
+from proxy.codec.header import ResponseHeader, response_header_length
+from proxy.flow import Flow
+from proxy.inflight import InFlight
+from quota.decision import is_applied, longest
+
+_INT32 = struct.Struct(">i")
+
+
+class ResponsePath:
+    """The frame handler of the broker-to-client direction."""
+
+    __slots__ = ("_flow", "_write", "_now", "_api_metrics", "_current", "_current_started_ns", "may_start_frame")
+
+    def __init__(self, flow: Flow, write: Callable[[object], None], now: Callable[[], float],
+                 api_metrics: Callable[[int], object]) -> None:
+        self._flow = flow
+        self._write = write  # writes to the client socket
+        self._now = now  # the loop's clock, in seconds (for mutes and held responses)
+        self._api_metrics = api_metrics
+        self._current: InFlight | None = None  # the request whose response is being received
+        self._current_started_ns = 0
+        self.may_start_frame = True  # responses are never refused at a boundary; back-pressure pauses the socket
+
+    @property
+    def receiving(self) -> InFlight | None:
+        """The request whose response has started arriving and not finished (the response timeout covers it)."""
+        return self._current
+
+    def send(self, data) -> None:
+        """Every byte to the client goes through here, so a held response keeps later ones behind it."""
+        if self._flow.response(data):
+            self._write(data)
+
+    def send_ready_local(self) -> None:
+        """Answers the proxy made itself go out once every request before them has been answered."""
+        inflight = self._flow.inflight
+        while (entry := inflight.pop_ready_local()) is not None:
+            self.send(entry.local_response)
+            api = self._api_metrics(entry.header.api_key)
+            api.response_bytes.inc(len(entry.local_response))
+            api.latency.observe((time.perf_counter_ns() - entry.received_ns) / 1e9)
+            if entry.throttle is not None:
+                self._act(entry, None)
+
+    # -- frame handler ---------------------------------------------------------------------------------------
+
+    def on_frame_start(self) -> None:
+        pass
+
+    def on_header(self, header: ResponseHeader) -> Action:
+        entry = self._flow.inflight.match(header.correlation_id)
+        if entry is None:
+            return DROP
+        self._current = entry
+        if entry.rewrite is not None or entry.throttle is not None or entry.record_response is not None:
+            return BUFFER
+        self._api_metrics(entry.header.api_key).response_bytes.inc(header.frame_length)
+        return STREAM
+
+    def on_segment(self, view) -> None:
+        self.send(view)
+
+    def on_frame(self, header: ResponseHeader, frame: bytearray) -> None:
+        """A response the proxy decodes: rewritten, its throttle merged and acted on."""
+        entry = self._current
+        request = entry.header
+        header_length = response_header_length(request.api_key, request.api_version, frame)
+        original = memoryview(frame)[header_length:]
+        try:
+            body = entry.rewrite(original) if entry.rewrite is not None else None
+            if entry.record_response is not None:  # recorded as the client will receive it (after any trimming)
+                decision = entry.record_response(len(frame) - 4 if body is None else header_length - 4 + len(body))
+                if is_applied(decision):
+                    entry.throttle = decision if entry.throttle is None else longest(entry.throttle, decision)
+            throttle = entry.throttle
+            if throttle is not None:
+                merged = merge_throttle(request.api_key, request.api_version,
+                                        original if body is None else body, throttle.throttle_time_ms)
+                body = merged if merged is not None else body
+        except ValueError as exc:  # the rewritten message cannot be encoded in the client's version
+            raise ProtocolError(f"cannot rewrite {request.api_key} v{request.api_version} response: {exc}") from None
+        if body is not None:
+            frame = _INT32.pack(header_length - 4 + len(body)) + bytes(frame[4:header_length]) + body
+        self._api_metrics(request.api_key).response_bytes.inc(len(frame))
+        if throttle is None:
+            self.send(frame)
+        else:
+            self._act(entry, frame)
+
+    def _act(self, entry: InFlight, frame: bytes | None) -> None:
+        """Act on a response's throttle: before KIP-219 the response itself is held (KIP-13's delay); from it on,
+        the response goes at once and the connection is muted. ``frame`` None: already sent (a local answer)."""
+        flow = self._flow
+        throttle = entry.throttle
+        request = entry.header
+        now = self._now()
+        if frame is not None and delays_response(request.api_key, request.api_version):
+            flow.hold_response(frame, now + throttle.mute_ms / 1000.0, entry.plan_throttled)
+            return
+        if frame is not None:
+            self.send(frame)
+        flow.mute(now, throttle.mute_ms)
+        if entry.plan_throttled:
+            flow.throttled_response_out()
+
+    def on_frame_end(self, header: ResponseHeader) -> None:
+        entry = self._current
+        if entry is None:
+            return
+        self._current = None
+        self._api_metrics(entry.header.api_key).latency.observe((time.perf_counter_ns() - entry.received_ns) / 1e9)
+        self.send_ready_local()
