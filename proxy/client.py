@@ -10,7 +10,6 @@ side, held-back requests replayed, held responses now due written in order, one 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import time
 from dataclasses import dataclass
@@ -20,19 +19,30 @@ from config.model import Address
 from proxy.apis import ConnectionScope, Session
 from proxy.buffers import SharedReadBuffer
 from proxy.codec.errors import ProtocolError
-from proxy.codec.frame import FrameSplitter
-from proxy.codec.header import parse_request_prefix, parse_response_prefix
-from proxy.flow import Flow
+from proxy.connection import ConnectionCore
 from proxy.metrics import ApiMetrics, ProxyMetrics
-from proxy.requests import RequestPath
-from proxy.responses import ResponsePath
 from proxy.upstream import UpstreamConnection
 
 log = logging.getLogger(__name__)
 
-# Once a connection has been paused by a quota, its reads are at most this big, so what is read past a paused
-# boundary (and held back until the pause ends) stays small; Kafka holds at most the request being received.
-THROTTLED_READ_BYTES = 64 * 1024
+
+class _Closed:
+    """Stands in for the core of a closed connection: late socket events find nothing to do."""
+
+    flow = None
+    at_frame_boundary = True
+
+    def read_size(self, available: int) -> int:
+        return available
+
+    def client_bytes(self, data) -> None:
+        pass
+
+    def broker_bytes(self, data) -> None:
+        pass
+
+
+_CLOSED = _Closed()
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,19 +73,17 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.upstream: UpstreamConnection | None = None
         self.client_eof = False
         self.session = Session(ctx.name, "?")
-        self.flow = Flow(ctx.max_inflight_requests)
         self._loop = asyncio.get_running_loop()
         self._api_cache: dict[int, ApiMetrics] = {}
-        self._responses = ResponsePath(self.flow, self._write_client, self._loop.time, self.api_metrics)
-        self._requests = RequestPath(self.flow, ctx.scope, self.session, self._write_broker, self._responses,
-                                     self.api_metrics, self._loop.time)
-        self._request_splitter = FrameSplitter(
-            functools.partial(parse_request_prefix, max_size=ctx.max_request_bytes), self._requests)
-        self._response_splitter = FrameSplitter(
-            functools.partial(parse_response_prefix, max_size=ctx.max_response_bytes), self._responses)
+        self.core = ConnectionCore(
+            ctx.scope, self.session, max_request_bytes=ctx.max_request_bytes,
+            max_response_bytes=ctx.max_response_bytes, max_inflight=ctx.max_inflight_requests,
+            write_client=self._write_client, write_broker=self._write_broker, now=self._loop.time,
+            api_metrics=self.api_metrics,
+        )
+        self.flow = self.core.flow
         self._reading_client = True
         self._reading_broker = True
-        self._small_reads = False
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
         self._at_bound_since: float | None = None
@@ -127,21 +135,15 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def get_buffer(self, sizehint: int) -> memoryview:
         view = self.ctx.request_buffer.view
-        if self.flow.paused_at_boundary and self._request_splitter.remaining:
-            return view[:self._request_splitter.remaining]  # read to the end of this frame, not past it
-        if self._small_reads:
-            return view[:THROTTLED_READ_BYTES]
-        return view
+        size = self.core.read_size(len(view))
+        return view if size == len(view) else view[:size]
 
     def buffer_updated(self, nbytes: int) -> None:
         self.last_read_ns = time.monotonic_ns()
         buffer = self.ctx.request_buffer
         data = buffer.view[:nbytes]
         try:
-            used = self._request_splitter.feed(data)
-            if used < nbytes:
-                self.flow.hold_back(data[used:])
-                self._small_reads = True
+            self.core.client_bytes(data)
         except ProtocolError as exc:
             self._frame_error("request", exc)
             return
@@ -160,7 +162,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         upstream = self.upstream
         if upstream is None or upstream.transport is None or upstream.transport.is_closing():
             return False
-        if not self._request_splitter.at_frame_boundary:
+        if not self.core.at_frame_boundary:
             log.info("client %s closed in the middle of a request", self.peer)
         upstream.transport.write_eof()
         return True  # keep our side open to deliver the remaining answers
@@ -169,18 +171,20 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.close("client_closed")
 
     def pause_writing(self) -> None:
-        self.flow.client_backpressure(True)
-        self._apply()
+        if self._closed_reason is None:
+            self.flow.client_backpressure(True)
+            self._apply()
 
     def resume_writing(self) -> None:
-        self.flow.client_backpressure(False)
-        self._apply()
+        if self._closed_reason is None:
+            self.flow.client_backpressure(False)
+            self._apply()
 
     # -- broker socket events (reported by UpstreamConnection) ----------------------------------------------------
 
     def broker_data(self, data: memoryview) -> None:
         try:
-            self._response_splitter.feed(data)
+            self.core.broker_bytes(data)
         except ProtocolError as exc:
             log.warning("closing %s: protocol error in response from broker %s: %s", self.peer, self.upstream_name,
                         exc)
@@ -193,8 +197,9 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._apply()
 
     def broker_backpressure(self, on: bool) -> None:
-        self.flow.broker_backpressure(on)
-        self._apply()
+        if self._closed_reason is None:
+            self.flow.broker_backpressure(on)
+            self._apply()
 
     def broker_lost(self, exc: Exception | None) -> None:
         if self._closed_reason is None and self.client_eof:
@@ -213,37 +218,30 @@ class ClientConnection(asyncio.BufferedProtocol):
             return
         flow = self.flow
         now = self._loop.time()
-        for frame in flow.tick(now):
-            self.transport.write(frame)
-        while flow.read_ahead_due():
-            try:
-                flow.consumed_read_ahead(self._request_splitter.feed(flow.take_read_ahead()))
-            except ProtocolError as exc:
-                self._frame_error("request", exc)
-                return
-            if self._closed_reason is not None:
-                return
-        if flow.drained:
+        try:
+            state = self.core.step(now)
+        except ProtocolError as exc:  # held-back requests replayed
+            self._frame_error("request", exc)
+            return
+        if self._closed_reason is not None:
+            return
+        if state.drained:
             self.close("shutdown")
             return
-        reading = flow.reading_client
-        if reading != self._reading_client:
-            self._reading_client = reading
-            if reading:
+        if state.reading_client != self._reading_client:
+            self._reading_client = state.reading_client
+            if state.reading_client:
                 self.transport.resume_reading()
             else:
                 self.transport.pause_reading()
-        reading = flow.reading_broker
-        if reading != self._reading_broker and self.upstream is not None:
-            self._reading_broker = reading
-            if reading:
+        if state.reading_broker != self._reading_broker and self.upstream is not None:
+            self._reading_broker = state.reading_broker
+            if state.reading_broker:
                 self.broker_resumed_ns = time.monotonic_ns()
-                self.upstream.set_reading(True)
-            else:
-                self.upstream.set_reading(False)
+            self.upstream.set_reading(state.reading_broker)
         if flow.at_bound != (self._at_bound_since is not None):
             self._bound_changed(now)
-        deadline = flow.next_deadline()
+        deadline = state.deadline
         if deadline is not None and (self._timer is None or deadline < self._timer_at):
             if self._timer is not None:
                 self._timer.cancel()
@@ -287,9 +285,9 @@ class ClientConnection(asyncio.BufferedProtocol):
     def check_timeouts(self, now_ns: int, response_timeout_ns: int, idle_timeout_ns: int) -> None:
         """Close a connection whose broker stopped answering (until a response's last byte), or that has been
         idle too long. Time the proxy itself kept the broker unread does not count against the broker."""
-        if self._responses is None:
+        if self._closed_reason is not None:
             return
-        receiving = self._responses.receiving
+        receiving = self.core.responses.receiving
         waiting_since = receiving.received_ns if receiving is not None else self.flow.inflight.oldest_waiting_ns()
         if waiting_since is not None:
             if self._reading_broker and now_ns - max(waiting_since, self.broker_resumed_ns) > response_timeout_ns:
@@ -303,6 +301,8 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def drain(self) -> None:
         """Shutdown: finish the requests in flight, read no new ones, then close."""
+        if self._closed_reason is not None:
+            return
         self.flow.drain()
         self._apply()
 
@@ -320,9 +320,8 @@ class ClientConnection(asyncio.BufferedProtocol):
             self._timer.cancel()
             self._timer = None
         # Break every reference cycle now, so a closed connection is freed at once, not by the cycle collector.
-        self._request_splitter.close()
-        self._response_splitter.close()
-        self._requests = self._responses = None
+        self.core.close()
+        self.core = _CLOSED
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
         if self.upstream is not None:

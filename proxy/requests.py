@@ -28,10 +28,13 @@ _INT32 = struct.Struct(">i")
 class RequestPath:
     """The frame handler of the client-to-broker direction."""
 
-    __slots__ = ("_flow", "_scope", "_session", "_forward", "_responses", "_api_metrics", "_now", "_plan", "_entry")
+    __slots__ = ("_flow", "_scope", "_session", "_forward", "_responses", "_api_metrics", "_now", "_plan", "_entry",
+                 "_planner")
 
     def __init__(self, flow: Flow, scope: ConnectionScope, session: Session, forward: Callable[[object], None],
-                 responses: ResponsePath, api_metrics: Callable[[int], object], now: Callable[[], float]) -> None:
+                 responses: ResponsePath, api_metrics: Callable[[int], object], now: Callable[[], float],
+                 planner=plan_request) -> None:
+        self._planner = planner  # (scope, session, header) -> Plan: the per-API handler table
         self._flow = flow
         self._scope = scope
         self._session = session
@@ -54,7 +57,7 @@ class RequestPath:
         api.requests.inc()
         api.request_bytes.inc(header.frame_length)
         inflight = self._flow.inflight
-        plan = plan_request(self._scope, self._session, header)
+        plan = self._planner(self._scope, self._session, header)
         if plan is PASS:
             inflight.add(header, time.perf_counter_ns())
             return STREAM

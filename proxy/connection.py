@@ -1,0 +1,92 @@
+"""One proxied connection without its sockets: the flow, both frame splitters and both paths, wired together.
+
+Bytes and events go in (:meth:`ConnectionCore.client_bytes`, :meth:`ConnectionCore.broker_bytes`, back-pressure,
+drain, time); bytes come out through the two write callables, and :meth:`ConnectionCore.step` says what the
+socket code must apply: read the client or not, read the broker or not, when to call back, whether the
+connection has drained. :mod:`proxy.client` is the shell that does that with real transports; tests drive this
+class directly on bytes with a fake clock.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from proxy.apis import ConnectionScope, Session, plan_request
+from proxy.codec.frame import FrameSplitter
+from proxy.codec.header import parse_request_prefix, parse_response_prefix
+from proxy.flow import Flow
+from proxy.requests import RequestPath
+from proxy.responses import ResponsePath
+
+# Once a connection has been paused by a quota, its reads are at most this big, so what is read past a paused
+# boundary (and held back until the pause ends) stays small; Kafka holds at most the request being received.
+THROTTLED_READ_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class State:
+    """What the socket code applies after an event."""
+
+    reading_client: bool
+    reading_broker: bool
+    deadline: float | None  # call step() again at this time (the loop's clock), or None
+    drained: bool  # draining and everything answered: close
+
+
+class ConnectionCore:
+    __slots__ = ("flow", "requests", "responses", "_request_splitter", "_response_splitter", "_write_client",
+                 "_small_reads")
+
+    def __init__(self, scope: ConnectionScope, session: Session, *, max_request_bytes: int, max_response_bytes: int,
+                 max_inflight: int, write_client: Callable[[object], None], write_broker: Callable[[object], None],
+                 now: Callable[[], float], api_metrics: Callable[[int], object], planner=plan_request) -> None:
+        self.flow = Flow(max_inflight)
+        self._write_client = write_client
+        self.responses = ResponsePath(self.flow, write_client, now, api_metrics)
+        self.requests = RequestPath(self.flow, scope, session, write_broker, self.responses, api_metrics, now,
+                                    planner)
+        self._request_splitter = FrameSplitter(
+            functools.partial(parse_request_prefix, max_size=max_request_bytes), self.requests)
+        self._response_splitter = FrameSplitter(
+            functools.partial(parse_response_prefix, max_size=max_response_bytes), self.responses)
+        self._small_reads = False
+
+    def read_size(self, available: int) -> int:
+        """How much of a read buffer of ``available`` bytes the next client read may fill."""
+        remaining = self._request_splitter.remaining
+        if remaining and self.flow.paused_at_boundary:
+            return min(available, remaining)  # read to the end of this frame, not past it
+        if self._small_reads:
+            return min(available, THROTTLED_READ_BYTES)
+        return available
+
+    @property
+    def at_frame_boundary(self) -> bool:
+        return self._request_splitter.at_frame_boundary
+
+    def client_bytes(self, data: memoryview) -> None:
+        """Request bytes read from the client; raises ProtocolError for bytes that cannot be requests."""
+        used = self._request_splitter.feed(data)
+        if used < len(data):
+            self.flow.hold_back(data[used:])
+            self._small_reads = True
+
+    def broker_bytes(self, data: memoryview) -> None:
+        """Response bytes read from the broker; raises ProtocolError for bytes that cannot be responses."""
+        self._response_splitter.feed(data)
+
+    def step(self, now: float) -> State:
+        """After every event: write the held responses now due, replay held-back requests, report the state."""
+        flow = self.flow
+        for frame in flow.tick(now):
+            self._write_client(frame)
+        while flow.read_ahead_due():
+            flow.consumed_read_ahead(self._request_splitter.feed(flow.take_read_ahead()))
+        return State(flow.reading_client, flow.reading_broker, flow.next_deadline(), flow.drained)
+
+    def close(self) -> None:
+        """Nothing more is split; the references back to the socket code are dropped."""
+        self._request_splitter.close()
+        self._response_splitter.close()
