@@ -124,7 +124,7 @@ def trim_fetch_response(version: int, body: bytes | memoryview, budget: int) -> 
 def merge_throttle(api_key: int, version: int, body: bytes | memoryview, throttle_time_ms: int) -> bytes | None:
     """The response body with ``throttle_time_ms = max(broker's, ours)``; None when the body stays as it is (the
     version has no such field, or the broker's throttle is already the longer)."""
-    if version < THROTTLE_FIELD_SINCE[api_key]:
+    if version < THROTTLE_FIELD_SINCE.get(api_key, INT32_MAX):
         return None
     msg = decode_response(api_key, version, body)
     if msg.throttle_time_ms >= throttle_time_ms:

@@ -1,0 +1,303 @@
+"""A stateful property test of one connection's flow, on bytes, with a fake clock.
+
+Hypothesis drives :class:`proxy.connection.ConnectionCore` (the flow, both splitters, the request and response
+paths) through every way of cutting the request and response streams into reads, random throttles on any
+request (KIP-219 mutes, KIP-13 held responses for Produce v5, acks=0 mutes), requests buffered and decided on
+their body (answered locally, or forwarded with a throttle), back-pressure on both sides, the in-flight bound,
+and drain; the broker either answers acks=0 produces (Tansu) or not (Kafka). A simple model checks:
+
+- when no reason holds, the client is read and nothing is held back;
+- in the middle of a frame without back-pressure, the client is read;
+- responses reach the client in request order, a held one never before its release time;
+- every reason has an exit: once back-pressure lifts and time passes the last deadline, every request is
+  answered and reading is on (or the connection has drained).
+"""
+
+from __future__ import annotations
+
+import struct
+
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from proxy.apis import PASS, AnswerLocally, ForwardRequest, Plan
+from proxy.codec.frame import BUFFER
+from proxy.codec.header import encode_request_header, encode_response_header, frame
+from proxy.codec.messages import encode_response, new_response
+from proxy.connection import ConnectionCore
+from quota.decision import Throttle
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+
+
+class _Metric:
+    def inc(self, n=1):
+        pass
+
+    def observe(self, v):
+        pass
+
+
+class _ApiMetrics:
+    requests = request_bytes = response_bytes = latency = _Metric()
+
+
+_METRICS = _ApiMetrics()
+
+# What a request is: (api, version, acks, throttle_ms or None, on_body) with on_body None (planned at the header),
+# "local" (buffered, answered locally) or "throttle" (buffered, throttled on its body).
+REQUEST = st.one_of(
+    st.tuples(st.just(0), st.sampled_from([5, 7]), st.sampled_from([1, 1, 0]),
+              st.one_of(st.none(), st.integers(1, 3000)), st.none()),
+    st.tuples(st.just(3), st.just(1), st.none(), st.none(), st.sampled_from([None, None, "local", "throttle"])),
+)
+
+
+def request_frame(corr: int, spec, padding: int) -> bytes:
+    api, version, acks, _, _ = spec
+    head = encode_request_header(api, version, corr, "c")
+    if api == 0:  # Produce v3-8: transactional_id (null), acks, timeout_ms, then bytes the proxy never decodes
+        body = _I16.pack(-1) + _I16.pack(acks) + _I32.pack(30000) + bytes(padding)
+    else:
+        body = bytes(padding)
+    return frame(head + body)
+
+
+def response_frame(api: int, version: int, corr: int, padding: int) -> bytes:
+    if api == 0:  # a Produce response the proxy can decode to merge throttle_time_ms
+        body = encode_response(0, version, new_response(0, version))
+    else:
+        body = bytes(padding)
+    return frame(encode_response_header(api, version, corr) + body)
+
+
+class FlowMachine(RuleBasedStateMachine):
+    @initialize(specs=st.lists(REQUEST, min_size=1, max_size=12), paddings=st.lists(st.integers(0, 3000), min_size=12,
+                max_size=12), max_inflight=st.integers(1, 4), answers_acks0=st.booleans())
+    def setup(self, specs, paddings, max_inflight, answers_acks0):
+        self.now = 1000.0
+        self.specs = specs
+        self.frames = [request_frame(i, s, paddings[i]) for i, s in enumerate(specs)]
+        self.stream = b"".join(self.frames)
+        self.boundaries = {0}
+        pos = 0
+        for f in self.frames:
+            pos += len(f)
+            self.boundaries.add(pos)
+        self.pos = 0  # client bytes the proxy has read
+        self.answers_acks0 = answers_acks0
+        self.to_broker = bytearray()
+        self.broker_parsed = 0  # bytes of to_broker parsed into requests
+        self.broker_requests: list[tuple[int, int, int, bool]] = []  # (api, version, corr, expects) as received
+        self.broker_answered = 0
+        self.from_broker = bytearray()  # response bytes not yet read by the proxy
+        self.to_client = bytearray()
+        self.delivered: list[tuple[int, float]] = []  # (correlation id, time) as the client received them
+        self.release_after: dict[int, float] = {}  # corr -> earliest time its held response may reach the client
+        self.response_end: dict[int, int] = {}  # corr -> offset in the broker's stream where its response ends
+        self.broker_sent = 0
+        self.client_full = self.broker_full = self.draining = False
+        self.mute_bound = 0.0  # no mute can last past this (an upper bound the model keeps)
+        self.paddings = paddings
+
+        def planner(scope, session, header):
+            spec = self.specs[header.correlation_id]
+            _, _, _, throttle_ms, on_body = spec
+            if on_body == "local":
+                local = frame(encode_response_header(3, 1, header.correlation_id) + b"local")
+                return Plan(action=BUFFER, decide=lambda body: AnswerLocally(local))
+            if on_body == "throttle":
+                return Plan(action=BUFFER, decide=lambda body: ForwardRequest(throttle=Throttle(700, 700)))
+            if throttle_ms is not None:
+                return Plan(throttle=Throttle(throttle_ms, throttle_ms))
+            return PASS
+
+        self.core = ConnectionCore(None, None, max_request_bytes=1 << 20, max_response_bytes=1 << 20,
+                                   max_inflight=max_inflight, write_client=self._to_client,
+                                   write_broker=self.to_broker.extend, now=lambda: self.now,
+                                   api_metrics=lambda key: _METRICS, planner=planner)
+        self.state = self.core.step(self.now)
+
+    # -- the fake ends ---------------------------------------------------------------------------------------------
+
+    def _to_client(self, data) -> None:
+        self.to_client += data
+        while len(self.to_client) >= 8:
+            size = _I32.unpack_from(self.to_client, 0)[0]
+            if len(self.to_client) < size + 4:
+                break
+            corr = _I32.unpack_from(self.to_client, 4)[0]
+            del self.to_client[:size + 4]
+            self.delivered.append((corr, self.now))
+            if corr >= 0:
+                spec = self.specs[corr]
+                if spec[4] == "throttle":
+                    self.mute_bound = max(self.mute_bound, self.now + 0.7)
+                elif spec[3] is not None:
+                    self.mute_bound = max(self.mute_bound, self.now + spec[3] / 1000)
+
+    def _broker_parse(self) -> None:
+        buf = self.to_broker
+        while len(buf) - self.broker_parsed >= 4:
+            size = _I32.unpack_from(buf, self.broker_parsed)[0]
+            if len(buf) - self.broker_parsed < size + 4:
+                return
+            api, version, corr = struct.unpack_from(">hhi", buf, self.broker_parsed + 4)
+            expects = True
+            if api == 0:
+                expects = self.specs[corr][2] != 0
+                if self.specs[corr][3] is not None:
+                    # an acks=0 mute starts at the header; bound it by the time the whole request was forwarded
+                    self.mute_bound = max(self.mute_bound, self.now + self.specs[corr][3] / 1000)
+            self.broker_requests.append((api, version, corr, expects))
+            self.broker_parsed += size + 4
+
+    def _apply(self) -> None:
+        self.state = self.core.step(self.now)
+        self._broker_parse()
+
+    # -- rules ----------------------------------------------------------------------------------------------------
+
+    @precondition(lambda self: self.pos < len(self.stream))
+    @rule(size=st.integers(1, 5000))
+    def client_sends(self, size):
+        if not self.state.reading_client:
+            return
+        n = min(self.core.read_size(size), len(self.stream) - self.pos)
+        self.core.client_bytes(memoryview(self.stream)[self.pos:self.pos + n])
+        self.pos += n
+        self._apply()
+
+    @rule(count=st.integers(1, 3))
+    def broker_answers(self, count):
+        for _ in range(count):
+            if self.broker_answered >= len(self.broker_requests):
+                return
+            api, version, corr, expects = self.broker_requests[self.broker_answered]
+            self.broker_answered += 1
+            if not expects and not self.answers_acks0:
+                continue
+            self.from_broker += response_frame(api, version, corr, self.paddings[corr % 12] if corr >= 0 else 0)
+            self.response_end[corr] = self.broker_sent + len(self.from_broker)
+
+    @precondition(lambda self: self.from_broker)
+    @rule(size=st.integers(1, 5000))
+    def broker_sends(self, size):
+        if not self.state.reading_broker:
+            return
+        chunk = bytes(self.from_broker[:size])
+        del self.from_broker[:size]
+        before = self.broker_sent
+        self.broker_sent += len(chunk)
+        for corr, end in self.response_end.items():
+            if before < end <= self.broker_sent and corr >= 0:
+                spec = self.specs[corr]
+                if spec[0] == 0 and spec[1] == 5 and spec[3] is not None:  # Produce v5: KIP-13 holds the response
+                    self.release_after[corr] = self.now + spec[3] / 1000
+        self.core.broker_bytes(memoryview(chunk))
+        self._apply()
+
+    @rule(on=st.booleans())
+    def client_backpressure(self, on):
+        if on != self.client_full:
+            self.client_full = on
+            self.core.flow.client_backpressure(on)
+            self._apply()
+
+    @rule(on=st.booleans())
+    def broker_backpressure(self, on):
+        if on != self.broker_full:
+            self.broker_full = on
+            self.core.flow.broker_backpressure(on)
+            self._apply()
+
+    @rule(dt=st.sampled_from([0.001, 0.05, 0.3, 1.0, 3.5]))
+    def time_passes(self, dt):
+        self.now += dt
+        self._apply()
+
+    @precondition(lambda self: not self.draining)
+    @rule()
+    def drain(self):
+        self.draining = True
+        self.core.flow.drain()
+        self._apply()
+
+    # -- invariants -------------------------------------------------------------------------------------------------
+
+    @invariant()
+    def reading_whenever_no_reason_holds(self):
+        processed = self.pos - self.core.flow.read_ahead_bytes
+        answered = {c for c, _ in self.delivered}
+        waiting = [c for i, c in enumerate(range(len(self.specs)))
+                   if c < len(self.specs) and self._read(c, processed) and self._expects(c) and c not in answered]
+        no_reason = (not self.client_full and not self.broker_full and not self.draining and not waiting
+                     and self.now >= self.mute_bound and not self.core.flow.inflight.awaiting_response())
+        if no_reason and self.pos < len(self.stream):
+            assert self.state.reading_client, "no reason holds, yet the client is not read"
+            assert self.core.flow.read_ahead_bytes == 0, "no reason holds, yet read-ahead is held back"
+        if processed not in self.boundaries and not self.broker_full:
+            assert self.state.reading_client, f"paused in the middle of a frame at {processed} without back-pressure"
+        if self.broker_full:
+            assert not self.state.reading_client, "the client is read while the broker's buffer is full"
+
+    @invariant()
+    def responses_in_order_and_never_early(self):
+        ids = [c for c, _ in self.delivered]
+        expected = [c for c in range(len(self.specs)) if self._expects(c)]
+        assert ids == expected[:len(ids)], f"responses out of order: {ids} vs {expected}"
+        for corr, at in self.delivered:
+            if corr in self.release_after:
+                assert at >= self.release_after[corr] - 1e-9, f"held response {corr} released early"
+
+    def _expects(self, corr: int) -> bool:
+        spec = self.specs[corr]
+        return not (spec[0] == 0 and spec[2] == 0)
+
+    def _read(self, corr: int, processed: int) -> bool:
+        """The request's first byte has been processed."""
+        return sum(len(f) for f in self.frames[:corr]) < processed
+
+    def teardown(self):
+        if not hasattr(self, "core"):
+            return
+        if self.client_full:
+            self.core.flow.client_backpressure(False)
+        if self.broker_full:
+            self.core.flow.broker_backpressure(False)
+        self.client_full = self.broker_full = False
+        for _ in range(500):
+            self._apply()
+            if self.state.drained:
+                break
+            if self.state.reading_client and self.pos < len(self.stream):
+                n = min(self.core.read_size(4096), len(self.stream) - self.pos)
+                self.core.client_bytes(memoryview(self.stream)[self.pos:self.pos + n])
+                self.pos += n
+                continue
+            self.broker_answers(3)
+            if self.from_broker:
+                self.broker_sends(100_000)
+                continue
+            if self.state.deadline is not None:
+                self.now = max(self.now, self.state.deadline) + 0.001
+                continue
+            if self.pos >= len(self.stream) or self.draining:
+                break
+        self._apply()
+        expected = [c for c in range(len(self.specs)) if self._expects(c)]
+        ids = [c for c, _ in self.delivered]
+        if self.draining:
+            assert self.state.drained, "draining never finished"
+            assert ids == expected[:len(ids)]
+        else:
+            assert ids == expected, f"not every request was answered: {ids} vs {expected}"
+            assert self.state.reading_client or self.pos == len(self.stream)
+            assert self.core.flow.read_ahead_bytes == 0
+            assert self.state.deadline is None or self.state.deadline > self.now
+
+
+FlowMachine.TestCase.settings = settings(max_examples=300, stateful_step_count=40, deadline=None)
+test_flow_machine = FlowMachine.TestCase
