@@ -29,7 +29,6 @@ log = logging.getLogger(__name__)
 class _Closed:
     """Stands in for the core of a closed connection: late socket events find nothing to do."""
 
-    flow = None
     at_frame_boundary = True
 
     def read_size(self, available: int) -> int:
@@ -214,9 +213,11 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def _apply(self) -> None:
         """After every event: replay held-back requests, write due responses, set reading, arm the timer."""
+        flow = self.flow
+        if flow.unhindered and self._reading_client and self._reading_broker and self._at_bound_since is None:
+            return  # the common case: nothing to replay, release, pause or time
         if self._closed_reason is not None or self.transport is None:
             return
-        flow = self.flow
         now = self._loop.time()
         try:
             state = self.core.step(now)

@@ -35,6 +35,9 @@ class State:
     drained: bool  # draining and everything answered: close
 
 
+OPEN = State(reading_client=True, reading_broker=True, deadline=None, drained=False)
+
+
 class ConnectionCore:
     __slots__ = ("flow", "requests", "responses", "_request_splitter", "_response_splitter", "_write_client",
                  "_small_reads")
@@ -48,7 +51,7 @@ class ConnectionCore:
         self.requests = RequestPath(self.flow, scope, session, write_broker, self.responses, api_metrics, now,
                                     planner)
         self._request_splitter = FrameSplitter(
-            functools.partial(parse_request_prefix, max_size=max_request_bytes), self.requests)
+            functools.partial(parse_request_prefix, max_size=max_request_bytes), self.requests, gate=self.flow)
         self._response_splitter = FrameSplitter(
             functools.partial(parse_response_prefix, max_size=max_response_bytes), self.responses)
         self._small_reads = False
@@ -80,6 +83,8 @@ class ConnectionCore:
     def step(self, now: float) -> State:
         """After every event: write the held responses now due, replay held-back requests, report the state."""
         flow = self.flow
+        if flow.unhindered:
+            return OPEN
         for frame in flow.tick(now):
             self._write_client(frame)
         while flow.read_ahead_due():

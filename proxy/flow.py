@@ -32,19 +32,21 @@ class FlowError(RuntimeError):
 
 class Flow:
     __slots__ = ("inflight", "max_inflight", "_mid_frame", "_broker_full", "_client_full", "_muted_until",
-                 "_throttled", "_held", "_draining", "_read_ahead", "_read_ahead_pos")
+                 "_throttled", "held", "_draining", "_read_ahead", "_read_ahead_pos", "_requests")
 
     def __init__(self, max_inflight: int) -> None:
         if max_inflight < 1:
             raise ValueError(f"max_inflight must be at least 1, got {max_inflight}")
         self.inflight = InFlightQueue()  # requests read and not yet answered, in order
+        self._requests = self.inflight.entries  # its entries, read for their number on the hot path
         self.max_inflight = max_inflight
         self._mid_frame = False  # a request frame has started and not ended
         self._broker_full = False  # back-pressure: the broker socket's write buffer is full
         self._client_full = False  # back-pressure: the client socket's write buffer is full (responses not taken)
         self._muted_until = 0.0  # quota mute: read no new request before this time (0: not muted)
         self._throttled = 0  # requests throttled when read whose response is not out yet
-        self._held: deque[tuple[float, bytes, bool]] = deque()  # (release time or 0, response frame, throttled)
+        # Responses held, in order: (release time, or 0 behind an earlier one; response frame; answers a throttled request)
+        self.held: deque[tuple[float, bytes, bool]] = deque()
         self._draining = False
         self._read_ahead: bytearray | None = None  # request bytes read past a paused boundary
         self._read_ahead_pos = 0
@@ -54,13 +56,14 @@ class Flow:
     @property
     def paused_at_boundary(self) -> bool:
         """A reason that stops reading at the next request frame boundary holds."""
-        return bool(self._muted_until or self._throttled or self._held or self._client_full or self._draining
-                    or len(self.inflight) >= self.max_inflight)
+        return bool(self._muted_until or self._throttled or self.held or self._client_full or self._draining
+                    or len(self._requests) >= self.max_inflight)
 
     @property
-    def may_start_frame(self) -> bool:
-        """Whether the next request frame may be started now (asked by the frame splitter at each boundary)."""
-        return not self.paused_at_boundary
+    def unhindered(self) -> bool:
+        """Nothing holds either side and nothing waits: the common case, checked first on the hot path."""
+        return not (self._muted_until or self._throttled or self.held or self._client_full or self._broker_full
+                    or self._draining or self._read_ahead is not None) and len(self._requests) < self.max_inflight
 
     @property
     def reading_client(self) -> bool:
@@ -72,12 +75,12 @@ class Flow:
 
     @property
     def reading_broker(self) -> bool:
-        return not self._client_full and not self._held
+        return not self._client_full and not self.held
 
     @property
     def at_bound(self) -> bool:
         """Reading is stopped by the in-flight bound (requests or unsent response bytes), not by a quota."""
-        return not self._mid_frame and (self._client_full or len(self.inflight) >= self.max_inflight)
+        return not self._mid_frame and (self._client_full or len(self._requests) >= self.max_inflight)
 
     @property
     def mid_frame(self) -> bool:
@@ -85,7 +88,7 @@ class Flow:
 
     @property
     def holding(self) -> bool:
-        return bool(self._held)
+        return bool(self.held)
 
     @property
     def draining(self) -> bool:
@@ -94,14 +97,14 @@ class Flow:
     @property
     def drained(self) -> bool:
         """Draining, at a boundary, and every request answered and sent: the connection may close."""
-        return (self._draining and not self._mid_frame and not self._held
+        return (self._draining and not self._mid_frame and not self.held
                 and not self.inflight.awaiting_response())
 
     def next_deadline(self) -> float | None:
         """The earliest time something changes by itself (a mute ends, a held response is due), or None."""
         deadline = self._muted_until or None
-        if self._held:
-            first = self._held[0][0]
+        if self.held:
+            first = self.held[0][0]
             if first and (deadline is None or first < deadline):
                 deadline = first
         return deadline
@@ -187,24 +190,24 @@ class Flow:
     def response(self, frame) -> bool:
         """A response (or part of one) to the client: True to write it now, False when it waits behind a held one
         (then the flow keeps a copy and hands it out from :meth:`tick` in order)."""
-        if not self._held:
+        if not self.held:
             return True
-        self._held.append((0.0, bytes(frame), False))
+        self.held.append((0.0, bytes(frame), False))
         return False
 
     def hold_response(self, frame: bytes, release_at: float, throttled: bool) -> None:
         """KIP-13's delay: this response, and every one after it, goes out at ``release_at``. ``throttled``: it
         answers a request counted by :meth:`request_throttled`."""
-        self._held.append((release_at, bytes(frame), throttled))
+        self.held.append((release_at, bytes(frame), throttled))
 
     def tick(self, now: float) -> list[bytes]:
         """Time has passed: end an expired mute; return the held responses now due, in order."""
         if self._muted_until and self._muted_until <= now:
             self._muted_until = 0.0
-        if not self._held:
+        if not self.held:
             return []
         due = []
-        held = self._held
+        held = self.held
         while held and held[0][0] <= now:
             _, frame, throttled = held.popleft()
             due.append(frame)

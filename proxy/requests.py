@@ -1,7 +1,7 @@
 """The request path of one connection: client bytes in, the broker's requests out. No I/O.
 
-The frame splitter asks :attr:`RequestPath.may_start_frame` before each request frame's first byte, so a quota
-pause takes effect only at a frame boundary (the :class:`~proxy.flow.Flow` decides). At each header the API's
+The frame splitter asks the :class:`~proxy.flow.Flow` before each request frame's first byte, so a quota pause
+takes effect only at a frame boundary. At each header the API's
 handler plans (:mod:`proxy.apis`): stream the request to the broker as it arrives, answer it locally, or buffer it
 and decide on the whole body. Every request that will be answered is queued in flight at its header, so a local
 answer decided later keeps its place in the response order.
@@ -44,13 +44,6 @@ class RequestPath:
         self._now = now
         self._plan: Plan = PASS  # the plan of the request being buffered
         self._entry: InFlight | None = None  # its in-flight entry
-
-    @property
-    def may_start_frame(self) -> bool:
-        return self._flow.may_start_frame
-
-    def on_frame_start(self) -> None:
-        self._flow.frame_started()
 
     def on_header(self, header: RequestHeader) -> Action:
         api = self._api_metrics(header.api_key)

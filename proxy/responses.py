@@ -28,7 +28,7 @@ _INT32 = struct.Struct(">i")
 class ResponsePath:
     """The frame handler of the broker-to-client direction."""
 
-    __slots__ = ("_flow", "_write", "_now", "_api_metrics", "_current", "_current_started_ns", "may_start_frame")
+    __slots__ = ("_flow", "_write", "_now", "_api_metrics", "_current")
 
     def __init__(self, flow: Flow, write: Callable[[object], None], now: Callable[[], float],
                  api_metrics: Callable[[int], object]) -> None:
@@ -37,8 +37,6 @@ class ResponsePath:
         self._now = now  # the loop's clock, in seconds (for mutes and held responses)
         self._api_metrics = api_metrics
         self._current: InFlight | None = None  # the request whose response is being received
-        self._current_started_ns = 0
-        self.may_start_frame = True  # responses are never refused at a boundary; back-pressure pauses the socket
 
     @property
     def receiving(self) -> InFlight | None:
@@ -47,7 +45,10 @@ class ResponsePath:
 
     def send(self, data) -> None:
         """Every byte to the client goes through here, so a held response keeps later ones behind it."""
-        if self._flow.response(data):
+        flow = self._flow
+        if flow.held:
+            flow.response(data)  # waits behind a held response; the flow hands it out in order
+        else:
             self._write(data)
 
     def send_ready_local(self) -> None:
@@ -62,9 +63,6 @@ class ResponsePath:
                 self._act(entry, None)
 
     # -- frame handler ---------------------------------------------------------------------------------------
-
-    def on_frame_start(self) -> None:
-        pass
 
     def on_header(self, header: ResponseHeader) -> Action:
         entry = self._flow.inflight.match(header.correlation_id)
@@ -124,8 +122,7 @@ class ResponsePath:
 
     def on_frame_end(self, header: ResponseHeader) -> None:
         entry = self._current
-        if entry is None:
-            return
-        self._current = None
-        self._api_metrics(entry.header.api_key).latency.observe((time.perf_counter_ns() - entry.received_ns) / 1e9)
-        self.send_ready_local()
+        if entry is not None:
+            self._current = None
+            self._api_metrics(entry.header.api_key).latency.observe((time.perf_counter_ns() - entry.received_ns) / 1e9)
+        self.send_ready_local()  # a dropped response (acks=0, the probe) may have been all a local answer waited for

@@ -9,9 +9,9 @@ prefix (the size and header) and asks its handler what to do with the frame:
 - ``DROP``: discard the frame (a response to an ``acks=0`` Produce that should never have been sent).
 - ``STOP``: stop splitting; the rest of the chunk and everything after is ignored.
 
-Handlers implement ``may_start_frame`` (asked before each frame's first byte is taken: False stops the splitter at
-that boundary, and :meth:`FrameSplitter.feed` returns how much it consumed), ``on_frame_start()`` (the first byte
-is taken), ``on_header(header) -> Action``,
+An optional gate is asked ``paused_at_boundary`` before each frame's first byte is taken (True stops the splitter
+at that boundary, and :meth:`FrameSplitter.feed` returns how much it consumed) and told ``frame_started()`` when
+it is taken. Handlers implement ``on_header(header) -> Action``,
 ``on_segment(view)``, ``on_frame(header, frame)`` and ``on_frame_end(header)``. The splitter raises
 :class:`ProtocolError` for bytes that cannot be a frame.
 
@@ -43,11 +43,13 @@ class Action(enum.Enum):
 STREAM, BUFFER, DROP, STOP = Action.STREAM, Action.BUFFER, Action.DROP, Action.STOP
 
 
+class FrameGate(Protocol):
+    paused_at_boundary: bool
+
+    def frame_started(self) -> None: ...
+
+
 class FrameHandler(Protocol):
-    may_start_frame: bool
-
-    def on_frame_start(self) -> None: ...
-
     def on_header(self, header: Any) -> Action: ...
 
     def on_segment(self, view: memoryview | bytearray) -> None: ...
@@ -60,11 +62,12 @@ class FrameHandler(Protocol):
 class FrameSplitter:
     """Incremental frame splitter for one direction of one connection."""
 
-    __slots__ = ("_parse", "_handler", "_pending", "_remaining", "_action", "_header", "stopped", "_parse_at")
+    __slots__ = ("_parse", "_handler", "_gate", "_pending", "_remaining", "_action", "_header", "stopped", "_parse_at")
 
-    def __init__(self, parse_prefix: Callable[[Any], Any], handler: FrameHandler) -> None:
+    def __init__(self, parse_prefix: Callable[[Any], Any], handler: FrameHandler, gate: FrameGate | None = None) -> None:
         self._parse = parse_prefix
         self._handler = handler
+        self._gate = gate
         self._pending = bytearray()  # prefix straddling chunks, or a whole BUFFER frame
         self._remaining = 0  # bytes of the current frame not yet seen
         self._action = STREAM
@@ -84,17 +87,18 @@ class FrameSplitter:
     def close(self) -> None:
         """Drop the handler (and the cycle it makes with it) and anything pending: nothing more is split."""
         self.stopped = True
-        self._handler = None
+        self._handler = self._gate = None
         self._pending = bytearray()
 
     def feed(self, data: memoryview) -> int:
         """Split ``data``; return how many bytes were consumed. Fewer than ``len(data)`` only when the handler
-        refused to start a frame (``may_start_frame`` false) or the splitter stopped; the caller keeps the rest."""
+        gate paused at a boundary or the splitter stopped; the caller keeps the rest."""
         if self.stopped:
             return len(data)
         pos = 0
         n = len(data)
         handler = self._handler
+        gate = self._gate
         while pos < n:
             remaining = self._remaining
             if remaining:
@@ -111,10 +115,10 @@ class FrameSplitter:
                     if self.stopped:
                         return n
                 continue
-            if not self._pending:
-                if not handler.may_start_frame:
+            if gate is not None and not self._pending:
+                if gate.paused_at_boundary:
                     return pos
-                handler.on_frame_start()
+                gate.frame_started()
             pos = self._start_frame(data, pos, n)
             if self.stopped:
                 return n

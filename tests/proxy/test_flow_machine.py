@@ -242,6 +242,11 @@ class FlowMachine(RuleBasedStateMachine):
             assert self.state.reading_client, f"paused in the middle of a frame at {processed} without back-pressure"
         if self.broker_full:
             assert not self.state.reading_client, "the client is read while the broker's buffer is full"
+        if processed in self.boundaries and processed < len(self.stream):
+            throttled_waiting = [c for c in waiting if self.specs[c][3] is not None or self.specs[c][4] == "throttle"]
+            if self.draining or throttled_waiting:
+                assert not self.state.reading_client, (
+                    f"the client is read past a boundary while {'draining' if self.draining else 'throttled'}")
 
     @invariant()
     def responses_in_order_and_never_early(self):
@@ -284,8 +289,9 @@ class FlowMachine(RuleBasedStateMachine):
             if self.state.deadline is not None:
                 self.now = max(self.now, self.state.deadline) + 0.001
                 continue
-            if self.pos >= len(self.stream) or self.draining:
-                break
+            if self.broker_answered < len(self.broker_requests):
+                continue  # only silent acks=0 requests were answered this round
+            break
         self._apply()
         expected = [c for c in range(len(self.specs)) if self._expects(c)]
         ids = [c for c, _ in self.delivered]

@@ -13,14 +13,16 @@ MAX = 1 << 20
 
 
 class Recorder:
-    may_start_frame = True
+    """Frame handler and gate at once: records everything, refuses boundaries while ``paused_at_boundary``."""
+
+    paused_at_boundary = False
 
     def __init__(self, action=lambda h: STREAM):
         self.action = action
         self.headers, self.streamed, self.frames, self.ends = [], bytearray(), [], []
         self.starts = 0
 
-    def on_frame_start(self):
+    def frame_started(self):
         self.starts += 1
 
     def on_header(self, h):
@@ -109,18 +111,18 @@ def test_malformed_frames_raise_protocol_error(raw):
 
 
 def test_a_refused_boundary_stops_the_splitter_and_reports_what_it_consumed():
-    """may_start_frame is asked only at a boundary: the frame being read goes on whole, the rest is left."""
+    """The gate is asked only at a boundary: the frame being read goes on whole, the rest is left."""
     frames = requests(6, seed=5)
     rec = Recorder()
-    s = FrameSplitter(lambda b: parse_request_prefix(b, MAX), rec)
-    rec.action = lambda h: (setattr(rec, "may_start_frame", h.correlation_id != 1) or STREAM)
+    s = FrameSplitter(lambda b: parse_request_prefix(b, MAX), rec, gate=rec)
+    rec.action = lambda h: (setattr(rec, "paused_at_boundary", h.correlation_id == 1) or STREAM)
     stream = b"".join(frames)
     half = len(stream) // 2
     used = s.feed(memoryview(bytearray(stream[:half])))
     assert [h.correlation_id for h in rec.headers] == [0, 1]
     assert used == len(frames[0]) + len(frames[1]) <= half
     assert bytes(rec.streamed) == frames[0] + frames[1]
-    rec.may_start_frame = True
+    rec.paused_at_boundary = False
     rest = stream[used:]
     assert s.feed(memoryview(bytearray(rest))) == len(rest)
     assert [h.correlation_id for h in rec.headers] == list(range(6))
@@ -134,8 +136,8 @@ def test_a_refusal_never_splits_a_frame_cut_anywhere():
     stream = b"".join(frames)
     for cut in range(1, len(stream)):
         rec = Recorder()
-        rec.action = lambda h: (setattr(rec, "may_start_frame", False) or STREAM)
-        s = FrameSplitter(lambda b: parse_request_prefix(b, MAX), rec)
+        rec.action = lambda h: (setattr(rec, "paused_at_boundary", True) or STREAM)
+        s = FrameSplitter(lambda b: parse_request_prefix(b, MAX), rec, gate=rec)
         used = s.feed(memoryview(bytearray(stream[:cut])))
         used += s.feed(memoryview(bytearray(stream[used:])))
         assert used == len(frames[0]), cut
