@@ -111,10 +111,16 @@ class Flow:
 
     # -- request frames ------------------------------------------------------------------------------------------
 
-    def frame_started(self) -> None:
+    def start_frame(self) -> bool:
+        """Asked at a request frame boundary before its first byte is taken: False while a reason pauses reading
+        there; True means the frame has started (reading goes on, back-pressure aside, until it ends)."""
         if self._mid_frame:
             raise FlowError("a request frame started inside another")
+        if self._muted_until or self._throttled or self.held or self._client_full or self._draining \
+                or len(self._requests) >= self.max_inflight:
+            return False
         self._mid_frame = True
+        return True
 
     def frame_ended(self) -> None:
         if not self._mid_frame:

@@ -9,9 +9,8 @@ prefix (the size and header) and asks its handler what to do with the frame:
 - ``DROP``: discard the frame (a response to an ``acks=0`` Produce that should never have been sent).
 - ``STOP``: stop splitting; the rest of the chunk and everything after is ignored.
 
-An optional gate is asked ``paused_at_boundary`` before each frame's first byte is taken (True stops the splitter
-at that boundary, and :meth:`FrameSplitter.feed` returns how much it consumed) and told ``frame_started()`` when
-it is taken. Handlers implement ``on_header(header) -> Action``,
+An optional gate is asked ``start_frame()`` before each frame's first byte is taken: False stops the splitter at
+that boundary (and :meth:`FrameSplitter.feed` returns how much it consumed), True means the frame has started. Handlers implement ``on_header(header) -> Action``,
 ``on_segment(view)``, ``on_frame(header, frame)`` and ``on_frame_end(header)``. The splitter raises
 :class:`ProtocolError` for bytes that cannot be a frame.
 
@@ -44,9 +43,7 @@ STREAM, BUFFER, DROP, STOP = Action.STREAM, Action.BUFFER, Action.DROP, Action.S
 
 
 class FrameGate(Protocol):
-    paused_at_boundary: bool
-
-    def frame_started(self) -> None: ...
+    def start_frame(self) -> bool: ...
 
 
 class FrameHandler(Protocol):
@@ -115,10 +112,8 @@ class FrameSplitter:
                     if self.stopped:
                         return n
                 continue
-            if gate is not None and not self._pending:
-                if gate.paused_at_boundary:
-                    return pos
-                gate.frame_started()
+            if gate is not None and not self._pending and not gate.start_frame():
+                return pos
             pos = self._start_frame(data, pos, n)
             if self.stopped:
                 return n

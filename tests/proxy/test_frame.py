@@ -22,8 +22,11 @@ class Recorder:
         self.headers, self.streamed, self.frames, self.ends = [], bytearray(), [], []
         self.starts = 0
 
-    def frame_started(self):
+    def start_frame(self):
+        if self.paused_at_boundary:
+            return False
         self.starts += 1
+        return True
 
     def on_header(self, h):
         self.headers.append(h)
