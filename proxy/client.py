@@ -71,6 +71,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.upstream_name = "-"
         self.upstream: UpstreamConnection | None = None
         self.client_eof = False
+        self._eof_pending = False  # the client half-closed while requests were held back
+        self._client_full_since = 0  # when the client stopped taking responses (monotonic ns), 0 if it takes them
         self.session = Session(ctx.name, "?")
         self._loop = asyncio.get_running_loop()
         self._api_cache: dict[int, ApiMetrics] = {}
@@ -163,7 +165,10 @@ class ClientConnection(asyncio.BufferedProtocol):
             return False
         if not self.core.at_frame_boundary:
             log.info("client %s closed in the middle of a request", self.peer)
-        upstream.transport.write_eof()
+        if self.flow.read_ahead_bytes:
+            self._eof_pending = True  # requests held back still go first; _apply passes the half-close on after
+        else:
+            upstream.transport.write_eof()
         return True  # keep our side open to deliver the remaining answers
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -171,11 +176,13 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def pause_writing(self) -> None:
         if self._closed_reason is None:
+            self._client_full_since = time.monotonic_ns()
             self.flow.client_backpressure(True)
             self._apply()
 
     def resume_writing(self) -> None:
         if self._closed_reason is None:
+            self._client_full_since = 0
             self.flow.client_backpressure(False)
             self._apply()
 
@@ -229,6 +236,10 @@ class ClientConnection(asyncio.BufferedProtocol):
         if state.drained:
             self.close("shutdown")
             return
+        if self._eof_pending and not flow.read_ahead_bytes and self.upstream is not None:
+            self._eof_pending = False
+            if not self.upstream.transport.is_closing():
+                self.upstream.transport.write_eof()
         if state.reading_client != self._reading_client:
             self._reading_client = state.reading_client
             if state.reading_client:
@@ -290,7 +301,10 @@ class ClientConnection(asyncio.BufferedProtocol):
             return
         receiving = self.core.responses.receiving
         waiting_since = receiving.received_ns if receiving is not None else self.flow.inflight.oldest_waiting_ns()
-        if waiting_since is not None:
+        if self._client_full_since and now_ns - self._client_full_since > idle_timeout_ns:
+            log.info("closing client %s: took no response for %d ms", self.peer, idle_timeout_ns // 1_000_000)
+            self.close("idle")
+        elif waiting_since is not None:
             if self._reading_broker and now_ns - max(waiting_since, self.broker_resumed_ns) > response_timeout_ns:
                 log.warning("closing client %s: broker %s did not answer within %d ms", self.peer, self.upstream_name,
                             response_timeout_ns // 1_000_000)
