@@ -166,7 +166,9 @@ class ClientConnection(asyncio.BufferedProtocol):
         if not self.core.at_frame_boundary:
             log.info("client %s closed in the middle of a request", self.peer)
         if self.flow.read_ahead_bytes:
-            self._eof_pending = True  # requests held back still go first; _apply passes the half-close on after
+            # Requests held back still go first; _apply passes the half-close on after. (Reading is off while
+            # anything is held back, so asyncio should not report the end then; this keeps the order if it does.)
+            self._eof_pending = True
         else:
             upstream.transport.write_eof()
         return True  # keep our side open to deliver the remaining answers
