@@ -301,8 +301,12 @@ class ClientConnection(asyncio.BufferedProtocol):
         idle too long. Time the proxy itself kept the broker unread does not count against the broker."""
         if self._closed_reason is not None:
             return
-        receiving = self.core.responses.receiving
-        waiting_since = receiving.received_ns if receiving is not None else self.flow.inflight.oldest_waiting_ns()
+        responses = self.core.responses
+        receiving = responses.receiving
+        if receiving is not None:
+            waiting_since = receiving.received_ns
+        else:
+            waiting_since = responses.dropping_since_ns or self.flow.inflight.oldest_waiting_ns()
         if self._client_full_since and now_ns - self._client_full_since > idle_timeout_ns:
             log.info("closing client %s: took no response for %d ms", self.peer, idle_timeout_ns // 1_000_000)
             self.close("idle")

@@ -160,9 +160,11 @@ class InFlightQueue:
                 self._queue.extend(kept)
 
     def oldest_waiting_ns(self) -> int | None:
-        """When the oldest request that still expects a response was read, or None."""
+        """When the oldest request whose response is still to come was read, or None. An acks=0 request counts
+        once the broker is known to answer those: its answer is dropped, but the broker owes it all the same."""
+        answers_acks0 = self.broker_answers_acks0 is True
         for entry in self._queue:
-            if entry.expects_response:
+            if entry.expects_response or answers_acks0:
                 return entry.received_ns
         return None
 

@@ -28,7 +28,7 @@ _INT32 = struct.Struct(">i")
 class ResponsePath:
     """The frame handler of the broker-to-client direction."""
 
-    __slots__ = ("_flow", "_write", "_now", "_api_metrics", "_current")
+    __slots__ = ("_flow", "_write", "_now", "_api_metrics", "_current", "dropping_since_ns")
 
     def __init__(self, flow: Flow, write: Callable[[object], None], now: Callable[[], float],
                  api_metrics: Callable[[int], object]) -> None:
@@ -37,6 +37,7 @@ class ResponsePath:
         self._now = now  # the loop's clock, in seconds (for mutes and held responses)
         self._api_metrics = api_metrics
         self._current: InFlight | None = None  # the request whose response is being received
+        self.dropping_since_ns = 0  # a dropped response (acks=0, the probe) is arriving: since when (monotonic ns)
 
     @property
     def receiving(self) -> InFlight | None:
@@ -67,6 +68,7 @@ class ResponsePath:
     def on_header(self, header: ResponseHeader) -> Action:
         entry = self._flow.inflight.match(header.correlation_id)
         if entry is None:
+            self.dropping_since_ns = time.monotonic_ns()  # the response timeout covers it to its last byte too
             return DROP
         self._current = entry
         if entry.rewrite is not None or entry.throttle is not None or entry.record_response is not None:
@@ -122,6 +124,7 @@ class ResponsePath:
 
     def on_frame_end(self, header: ResponseHeader) -> None:
         entry = self._current
+        self.dropping_since_ns = 0
         if entry is not None:
             self._current = None
             self._api_metrics(entry.header.api_key).latency.observe((time.perf_counter_ns() - entry.received_ns) / 1e9)

@@ -373,10 +373,6 @@ def test_broker_stalling_mid_response_is_an_upstream_timeout(api_key, version):
         broker.stop()
 
 
-@pytest.mark.xfail(strict=True, reason="bug: answers to acks=0 produces are outside the response timeout: "
-                                       "InFlightQueue.oldest_waiting_ns skips acks=0 entries even once the broker is "
-                                       "known to answer them, and ResponsePath.receiving is None while a dropped "
-                                       "answer arrives (proxy/inflight.py, proxy/responses.py)")
 def test_broker_stalling_mid_answer_to_acks0_is_an_upstream_timeout():
     """A broker that answers acks=0 (as Tansu does; Tansu cannot be made to stall) stops half-way through its third
     such answer. The client sends only acks=0 produces, so the proxy reaches the in-flight bound and stops reading
