@@ -150,7 +150,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             return
         upstream = self.upstream
         if upstream is not None and upstream.transport.get_write_buffer_size():
-            buffer.hand_off()  # the broker transport may keep a reference to what it could not send yet
+            buffer.hand_off(nbytes)  # the broker transport may keep a reference to what it could not send yet
         self._apply()
 
     def eof_received(self) -> bool:
@@ -201,7 +201,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             return
         transport = self.transport
         if transport is not None and transport.get_write_buffer_size():
-            self.ctx.response_buffer.hand_off()
+            self.ctx.response_buffer.hand_off(len(data))
         self._apply()
 
     def broker_backpressure(self, on: bool) -> None:
