@@ -22,6 +22,7 @@ bench: $(STAMP)
 	$(PY) bench/passthrough.py
 	$(PY) bench/quota_accuracy.py
 	$(PY) bench/codec.py
+	$(PY) bench/pipeline_cost.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
