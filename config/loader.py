@@ -66,9 +66,9 @@ SETTINGS: dict[str, Setting] = {
         1, int, 1, 3600, "Length of each sample of the byte-rate quotas (Kafka's quota.window.size.seconds)."
     ),
     "quota.mute.max.ms": Setting(
-        None, int, 1, 2**31 - 1,
-        "Longest a client is muted (and the throttle_time_ms reported) for one quota violation; "
-        "default quota.window.num * quota.window.size.seconds * 1000.",
+        25000, int, 1, 2**31 - 1,
+        "Longest a client is muted (and the throttle_time_ms reported) for one quota violation, so a client is "
+        "never held past the 30 s request timeout its requests wait under; Kafka does not cap byte-rate throttles.",
     ),
     "quota.metrics.max.entities": Setting(
         1000, int, 1, 1_000_000,

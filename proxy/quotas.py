@@ -33,8 +33,6 @@ class ByteRateQuotas:
         settings = config.settings
         self.window = QuotaWindow(settings["quota.window.num"], settings["quota.window.size.seconds"])
         mute_max = settings["quota.mute.max.ms"]
-        if mute_max is None:
-            mute_max = self.window.span_ms
         self.mute_max_ms = mute_max
         self.clock = clock or SystemClock()
         self.produce = ClientQuotaManager(config.quotas, PRODUCER_BYTE_RATE, self.clock, self.window, mute_max)
