@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from proxy.apis import addresses
 from proxy.apis.plan import FORWARD_AS_IS, ConnectionScope, ForwardRequest, Plan, Session
-from proxy.codec.apis import FETCH, PRODUCE
+from proxy.codec.apis import FETCH, PRODUCE, client_throttles, has_throttle_time
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import decode_request, decode_response, encode_request, encode_response
@@ -38,8 +38,6 @@ from proxy.codec.records import iter_batches
 from quota.decision import is_applied
 from quota.throttle import INT32_MAX
 
-THROTTLE_FIELD_SINCE = {PRODUCE: 1, FETCH: 1}  # first version whose response has throttle_time_ms
-KIP219_SINCE = {PRODUCE: 6, FETCH: 8}  # from here: answer at once and mute; before: delay (KIP-13)
 FETCH_MAX_BYTES_SINCE = 3
 
 
@@ -124,7 +122,7 @@ def trim_fetch_response(version: int, body: bytes | memoryview, budget: int) -> 
 def merge_throttle(api_key: int, version: int, body: bytes | memoryview, throttle_time_ms: int) -> bytes | None:
     """The response body with ``throttle_time_ms = max(broker's, ours)``; None when the body stays as it is (the
     version has no such field, or the broker's throttle is already the longer)."""
-    if version < THROTTLE_FIELD_SINCE.get(api_key, INT32_MAX):
+    if not has_throttle_time(api_key, version):
         return None
     msg = decode_response(api_key, version, body)
     if msg.throttle_time_ms >= throttle_time_ms:
@@ -134,5 +132,6 @@ def merge_throttle(api_key: int, version: int, body: bytes | memoryview, throttl
 
 
 def delays_response(api_key: int, version: int) -> bool:
-    """True for versions before KIP-219, whose throttled responses are held rather than followed by a mute."""
-    return api_key == PRODUCE and version < KIP219_SINCE[PRODUCE]
+    """True for versions before KIP-219, whose throttled responses are held (KIP-13) rather than followed by a mute.
+    Fetch is the exception: a throttled Fetch v0-7 goes out and the mute holds the next fetch instead."""
+    return api_key != FETCH and not client_throttles(api_key, version)

@@ -176,3 +176,51 @@ def response_header_version(key: int, version: int) -> int:
     if key == API_VERSIONS:
         return 0
     return 1 if is_flexible(key, version) else 0
+
+
+# -- Per-API facts for the APIs the proxy decodes ---------------------------------------------------------------
+# KIP-219: from these versions the client itself waits throttle_time_ms (Kafka's
+# AbstractResponse.shouldClientThrottle), so a broker answers at once and mutes; before, the broker delays the
+# response. KIP-599: from these versions a rejected mutation gets THROTTLING_QUOTA_EXCEEDED ("strict"); before,
+# the request is accepted and the client throttled afterwards. None: never / not a controller mutation.
+_CLIENT_THROTTLES_SINCE: dict[int, int | None] = {
+    0: 6, 1: 8, 3: 6, 10: 2, 17: None, 18: 2, 19: 3, 20: 2, 22: 1, 36: None, 37: 1, 48: 0, 49: 0, 60: 0,
+}
+_STRICT_MUTATION_SINCE: dict[int, int] = {CREATE_TOPICS: 6, DELETE_TOPICS: 5, CREATE_PARTITIONS: 3}
+
+
+def _throttle_field_since() -> dict[int, int]:
+    """The first response version with ``throttle_time_ms``, from the generated message schemas."""
+    from proxy.codec.schema_table import SCHEMAS
+
+    found: dict[int, int] = {}
+    for (key, direction), segments in SCHEMAS.items():
+        if direction != "response":
+            continue
+        for segment in segments:
+            for field in segment["fields"]:
+                if field[0] == "throttle_time_ms":
+                    lo = max(field[2][0], segment["valid"][0])
+                    found[key] = min(found.get(key, lo), lo)
+    return found
+
+
+_THROTTLE_FIELD_SINCE = _throttle_field_since()
+
+
+def has_throttle_time(key: int, version: int) -> bool:
+    """True if the response to ``version`` of API ``key`` carries ``throttle_time_ms`` (decoded APIs only)."""
+    since = _THROTTLE_FIELD_SINCE.get(key)
+    return since is not None and version >= since
+
+
+def client_throttles(key: int, version: int) -> bool:
+    """KIP-219: the client of this version honours ``throttle_time_ms`` itself (answer at once, then mute)."""
+    since = _CLIENT_THROTTLES_SINCE.get(key)
+    return since is not None and version >= since
+
+
+def strict_mutation_quota(key: int, version: int) -> bool:
+    """KIP-599: this version of a controller mutation is rejected with THROTTLING_QUOTA_EXCEEDED when over quota."""
+    since = _STRICT_MUTATION_SINCE.get(key)
+    return since is not None and version >= since
