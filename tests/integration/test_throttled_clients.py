@@ -83,7 +83,7 @@ def ck_producer(bootstrap: str, extra: dict):
             try:
                 p.produce(TOPIC, VALUE, on_delivery=lambda err, msg: err is None and client.record())
             except BufferError:
-                p.poll(0.05)
+                p.poll(0.005)  # the queue is full: wait for a delivery, briefly (a small queue drains fast)
                 continue
             p.poll(0)
         p.purge()
