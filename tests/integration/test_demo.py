@@ -1,37 +1,43 @@
 """`make demo`'s scenario, run for a short time against Tansu: every verdict it prints must pass.
 
-The same clients and quotas as config/demo.yaml (confluent-kafka with default settings, a producer and a consumer
-under 1 MiB/s, an unlimited producer offering 4 MiB/s), on free ports and with 3 x 1 s quota windows so the
-start-up burst is over quickly.
+The same four confluent-kafka clients (default settings, 1 KiB messages), topic and quotas as config/demo.yaml: a
+producer and a consumer of client-id demo-limited under 1 MiB/s, an unlimited producer offering 4 MiB/s and an
+unlimited consumer. On free ports, and with 3 x 1 s quota windows instead of Kafka's 11 so that the start-up burst
+(one window span, 3 s) and the measured window (six spans, 18 s) fit in 21 s; the run ends at 22 s, after two
+judged reports per client (about 25 s in all with the broker, the proxy and the clients starting and stopping).
 """
 
-import asyncio
 from importlib import resources
 
 import pytest
 import yaml
 
-from config.loader import parse_config
-from proxy.demo import run_scenario
-from tests.harness import Tansu, free_port
+from config.loader import load_config_file
+from proxy.demo import LIMITED, UNLIMITED, run_scenario, timing
+from tests.harness import free_port
 
 pytestmark = pytest.mark.integration
 
 
-def test_demo_scenario_verdicts_pass():
+def test_demo_scenario_verdicts_pass(tmp_path):
     raw = yaml.safe_load((resources.files("config") / "demo.yaml").read_text())
-    proxy_port, broker_port = free_port(), free_port()
+    broker_port, proxy_port, metrics_port = free_port(), free_port(), free_port()
     raw["upstream"]["bootstrap_servers"] = [f"127.0.0.1:{broker_port}"]
     raw["listeners"][0]["bind"] = f"127.0.0.1:{proxy_port}"
-    raw["metrics"]["bind"] = "127.0.0.1:0"
+    raw["metrics"]["bind"] = f"127.0.0.1:{metrics_port}"
     raw["settings"]["quota.window.num"] = 3
-    config = parse_config(raw)
-    broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
-    lines = []
-    try:
-        verdicts = asyncio.run(run_scenario(config, 24, report=lines.append))
-    finally:
-        broker.stop()
-    assert verdicts and all(v.ok is not None for v in verdicts), lines[-1:]
-    assert all(v.ok for v in verdicts), "\n".join(lines[-3:])
-    assert all(line.rstrip().endswith(("OK", "FAIL", "burst")) for text in lines for line in text.splitlines()[1:])
+    config_path = tmp_path / "demo.yaml"
+    config_path.write_text(yaml.safe_dump(raw))
+    burst_s, window_s = timing(load_config_file(str(config_path)))
+    assert (burst_s, window_s) == (3, 18)
+
+    lines: list[str] = []
+    verdicts = run_scenario(str(config_path), burst_s + window_s + 1, report=lines.append)
+
+    assert lines and all(line.endswith(("OK", "FAIL", f"WAIT until {burst_s + window_s} s", "WAIT"))
+                         for line in lines), lines
+    assert [v.client for v in verdicts] == [f"{LIMITED} producer", f"{UNLIMITED} producer",
+                                            f"{LIMITED} consumer", f"{UNLIMITED} consumer"]
+    summary = "\n".join(v.text() for v in verdicts)
+    assert all(len(v.ratios) == 2 for v in verdicts), summary
+    assert all(v.ok for v in verdicts), summary + "\n" + "\n".join(lines[-8:])
