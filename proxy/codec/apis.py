@@ -179,48 +179,62 @@ def response_header_version(key: int, version: int) -> int:
 
 
 # -- Per-API facts for the APIs the proxy decodes ---------------------------------------------------------------
-# KIP-219: from these versions the client itself waits throttle_time_ms (Kafka's
-# AbstractResponse.shouldClientThrottle), so a broker answers at once and mutes; before, the broker delays the
-# response. KIP-599: from these versions a rejected mutation gets THROTTLING_QUOTA_EXCEEDED ("strict"); before,
-# the request is accepted and the client throttled afterwards. None: never / not a controller mutation.
-_CLIENT_THROTTLES_SINCE: dict[int, int | None] = {
-    0: 6, 1: 8, 3: 6, 10: 2, 17: None, 18: 2, 19: 3, 20: 2, 22: 1, 36: None, 37: 1, 48: 0, 49: 0, 60: 0,
-}
-_STRICT_MUTATION_SINCE: dict[int, int] = {CREATE_TOPICS: 6, DELETE_TOPICS: 5, CREATE_PARTITIONS: 3}
+# throttle_time_ms: the first response version with the field (the "ThrottleTimeMs" versions of *Response.json).
+# KIP-219: the first version whose client waits throttle_time_ms itself (Kafka's
+#   AbstractResponse.shouldClientThrottle, overridden per *Response.java; the default is false), so a throttled
+#   answer goes out at once and the connection is muted; before it, the response itself is held (KIP-13).
+# KIP-599: the first version that is rejected with THROTTLING_QUOTA_EXCEEDED when over the controller mutation
+#   quota (strict; ControllerApis' newQuotaFor(request, strictSinceVersion)); before it, the mutation is accepted
+#   and the client throttled afterwards (permissive).
+# None: never (no such field, the client never throttles itself, not a controller mutation).
 
 
-def _throttle_field_since() -> dict[int, int]:
-    """The first response version with ``throttle_time_ms``, from the generated message schemas."""
-    from proxy.codec.schema_table import SCHEMAS
-
-    found: dict[int, int] = {}
-    for (key, direction), segments in SCHEMAS.items():
-        if direction != "response":
-            continue
-        for segment in segments:
-            for field in segment["fields"]:
-                if field[0] == "throttle_time_ms":
-                    lo = max(field[2][0], segment["valid"][0])
-                    found[key] = min(found.get(key, lo), lo)
-    return found
+@dataclass(frozen=True, slots=True)
+class _DecodedApi:
+    key: int
+    throttle_time_since: int | None
+    client_throttles_since: int | None
+    strict_mutation_since: int | None
 
 
-_THROTTLE_FIELD_SINCE = _throttle_field_since()
+_DECODED: tuple[_DecodedApi, ...] = (
+    #           key                     throttle_time_ms  KIP-219  KIP-599
+    _DecodedApi(PRODUCE,                1,                6,       None),
+    _DecodedApi(FETCH,                  1,                8,       None),
+    _DecodedApi(METADATA,               3,                6,       None),
+    _DecodedApi(FIND_COORDINATOR,       1,                2,       None),
+    _DecodedApi(SASL_HANDSHAKE,         None,             None,    None),
+    _DecodedApi(API_VERSIONS,           1,                2,       None),
+    _DecodedApi(CREATE_TOPICS,          2,                3,       6),
+    _DecodedApi(DELETE_TOPICS,          1,                2,       5),
+    _DecodedApi(INIT_PRODUCER_ID,       0,                1,       None),
+    _DecodedApi(SASL_AUTHENTICATE,      None,             None,    None),
+    _DecodedApi(CREATE_PARTITIONS,      0,                1,       3),
+    _DecodedApi(DESCRIBE_CLIENT_QUOTAS, 0,                None,    None),
+    _DecodedApi(ALTER_CLIENT_QUOTAS,    0,                None,    None),
+    _DecodedApi(DESCRIBE_CLUSTER,       0,                None,    None),
+)
+
+THROTTLE_TIME_SINCE: dict[int, int | None] = {a.key: a.throttle_time_since for a in _DECODED}
+CLIENT_THROTTLES_SINCE: dict[int, int | None] = {a.key: a.client_throttles_since for a in _DECODED}
+STRICT_MUTATION_SINCE: dict[int, int | None] = {a.key: a.strict_mutation_since for a in _DECODED}
 
 
-def has_throttle_time(key: int, version: int) -> bool:
-    """True if the response to ``version`` of API ``key`` carries ``throttle_time_ms`` (decoded APIs only)."""
-    since = _THROTTLE_FIELD_SINCE.get(key)
+def _since(table: dict[int, int | None], key: int, version: int) -> bool:
+    since = table.get(key)
     return since is not None and version >= since
 
 
-def client_throttles(key: int, version: int) -> bool:
+def has_throttle_time(api_key: int, version: int) -> bool:
+    """True if the response to ``version`` of ``api_key`` carries ``throttle_time_ms`` (decoded APIs only)."""
+    return _since(THROTTLE_TIME_SINCE, api_key, version)
+
+
+def client_throttles(api_key: int, version: int) -> bool:
     """KIP-219: the client of this version honours ``throttle_time_ms`` itself (answer at once, then mute)."""
-    since = _CLIENT_THROTTLES_SINCE.get(key)
-    return since is not None and version >= since
+    return _since(CLIENT_THROTTLES_SINCE, api_key, version)
 
 
-def strict_mutation_quota(key: int, version: int) -> bool:
+def strict_mutation_quota(api_key: int, version: int) -> bool:
     """KIP-599: this version of a controller mutation is rejected with THROTTLING_QUOTA_EXCEEDED when over quota."""
-    since = _STRICT_MUTATION_SINCE.get(key)
-    return since is not None and version >= since
+    return _since(STRICT_MUTATION_SINCE, api_key, version)

@@ -1,108 +1,171 @@
-"""Responses the proxy builds itself: the answer a broker would give to fail a request, for the request's version.
+"""Responses the proxy builds itself: the answer a broker would give to fail a request, in the request's version.
 
-:func:`error_response` knows where each decoded API carries its errors: per partition (Produce, Fetch), per topic
-(Metadata, CreateTopics, DeleteTopics, CreatePartitions), per entry (AlterClientQuotas, FindCoordinator v4+) or at
-top level (the rest). Every item gets ``error_code`` unless ``item_errors`` names another for it (a topic name, or
-``(topic, partition)``), so a handler can fail some items and not others. ``throttle_time_ms`` and
-``error_message`` are set where the version has them. :func:`encode_local_response` frames it for the wire.
+:func:`error_response` knows where each decoded API carries its errors, as Kafka's ``getErrorResponse`` does:
+
+- per partition: Produce, Fetch (Fetch also has a top-level ``error_code`` from v7);
+- per topic: Metadata (plus the top-level ``error_code`` of v13), CreateTopics, DeleteTopics, CreatePartitions;
+- per entry: FindCoordinator v4+ (per coordinator key), AlterClientQuotas (per entity);
+- top level: FindCoordinator v0-3, SaslHandshake, ApiVersions, InitProducerId, SaslAuthenticate,
+  DescribeClientQuotas, DescribeCluster.
+
+``error_code`` is the request's code: it goes in the top-level field where the version has one and in every item
+that ``item_errors`` does not name. ``item_errors`` maps an item to its own code, so a handler can fail some topics
+and let the rest through (pass ``NONE`` as ``error_code`` and name the failed items). An item is named by its topic
+name or topic id (KIP-516), ``(topic, partition)`` for a single partition, the coordinator key (FindCoordinator
+v4+), or the entity as a tuple of ``(entity_type, entity_name)`` pairs (AlterClientQuotas); a partition not named
+itself takes its topic's code. ``throttle_time_ms`` is set where the version has the field, ``error_message`` where
+the schema has one. :func:`encode_local_response` frames the result for the wire.
+
+Two cases stay with the caller: a Produce with ``acks=0`` gets no response at all, and an ApiVersions request of a
+version the broker does not speak is answered with a v0 body (:func:`proxy.codec.messages.api_versions_unsupported_body`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import uuid
+from collections.abc import Callable, Hashable, Mapping
 
-from proxy.codec.apis import api_name
+from proxy.codec.apis import api_name, has_throttle_time
 from proxy.codec.header import encode_response_header, frame
-from proxy.codec.messages import DECODED_APIS, Message, encode_response, message_class, new_response
+from proxy.codec.messages import DECODED_APIS, Message, encode_response, new_response
+from proxy.codec.primitives import ZERO_UUID
 
-ItemErrors = Mapping[object, int]
+ItemErrors = Mapping[Hashable, int]
+
+_NO_OFFSET = -1  # Kafka's INVALID_OFFSET, INVALID_HIGH_WATERMARK and NO_TIMESTAMP
+_NO_NODE = {"node_id": -1, "host": "", "port": -1}  # Kafka's Node.noNode()
 
 
 def error_response(api_key: int, version: int, request: Message, error_code: int, *,
                    item_errors: ItemErrors | None = None, throttle_time_ms: int = 0,
                    error_message: str | None = None) -> Message:
-    """The response failing ``request`` (decoded, of ``version``) with ``error_code``."""
+    """The response failing ``request`` (decoded, of ``version``) with ``error_code``, item by item as above."""
     if api_key not in DECODED_APIS:
         raise ValueError(f"no error response for {api_name(api_key)}: the proxy does not decode it")
-    errors = item_errors or {}
-    build = _BUILDERS.get(api_key, _top_level)
-    fields = build(version, request, error_code, errors, error_message)
-    fields["throttle_time_ms"] = throttle_time_ms
-    known = message_class(api_key, version, "response").__slots__
-    return new_response(api_key, version, **{name: value for name, value in fields.items() if name in known})
+    codes = _Codes(error_code, item_errors or {})
+    fields = _BUILDERS[api_key](version, request, codes, error_message)
+    if has_throttle_time(api_key, version):
+        fields["throttle_time_ms"] = throttle_time_ms
+    return new_response(api_key, version, **fields)
 
 
 def encode_local_response(api_key: int, version: int, correlation_id: int, msg: Message) -> bytes:
-    """The whole response frame: size, the response header of the version, the body."""
+    """The whole response frame: 4-byte size, the response header of ``version`` (v0 or v1), the body."""
     return frame(encode_response_header(api_key, version, correlation_id) + encode_response(api_key, version, msg))
 
 
-def _code(errors: ItemErrors, key: object, default: int) -> int:
-    return errors.get(key, default)
+class _Codes:
+    """The code of each item: its own from ``item_errors``, else its topic's, else the request's."""
+
+    __slots__ = ("default", "items")
+
+    def __init__(self, default: int, items: ItemErrors) -> None:
+        self.default = default
+        self.items = items
+
+    def item(self, key: Hashable) -> int:
+        return self.items.get(key, self.default)
+
+    def topic(self, name: str | None, topic_id: uuid.UUID | None = None) -> int:
+        for key in _topic_keys(name, topic_id):
+            if key in self.items:
+                return self.items[key]
+        return self.default
+
+    def partition(self, name: str | None, topic_id: uuid.UUID | None, partition: int) -> int:
+        keys = _topic_keys(name, topic_id)
+        for key in keys:
+            if (key, partition) in self.items:
+                return self.items[(key, partition)]
+        return self.topic(name, topic_id)
 
 
-def _top_level(version, request, code, errors, message) -> dict:
-    return {"error_code": code, "error_message": message}
+def _topic_keys(name: str | None, topic_id: uuid.UUID | None) -> tuple:
+    """The keys a topic is known by: its name (v12- requests) and its id (KIP-516), whichever it has."""
+    keys: tuple = (name,) if name else ()
+    if topic_id is not None and topic_id != ZERO_UUID:
+        keys += (topic_id,)
+    return keys
 
 
-def _produce(version, request, code, errors, message) -> dict:
+def _produce(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
     return {"responses": [
-        {"name": topic.name, "topic_id": topic.topic_id, "partition_responses": [
-            {"index": p.index, "error_code": _code(errors, (topic.name, p.index), _code(errors, topic.name, code)),
-             "base_offset": -1, "error_message": message}
-            for p in topic.partition_data]}
-        for topic in request.topic_data]}
+        {"name": t.name, "topic_id": t.topic_id, "partition_responses": [
+            {"index": p.index, "error_code": codes.partition(t.name, t.topic_id, p.index), "error_message": message,
+             "base_offset": _NO_OFFSET, "log_append_time_ms": _NO_OFFSET, "log_start_offset": _NO_OFFSET}
+            for p in t.partition_data]}
+        for t in request.topic_data]}
 
 
-def _fetch(version, request, code, errors, message) -> dict:
-    return {"error_code": code if not errors else 0, "responses": [
-        {"topic": topic.topic, "topic_id": topic.topic_id, "partitions": [
-            {"partition_index": p.partition, "high_watermark": -1,
-             "error_code": _code(errors, (topic.topic, p.partition), _code(errors, topic.topic, code))}
-            for p in topic.partitions]}
-        for topic in request.topics]}
+def _fetch(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
+    return {"error_code": codes.default, "session_id": request.session_id, "responses": [
+        {"topic": t.topic, "topic_id": t.topic_id, "partitions": [
+            {"partition_index": p.partition, "error_code": codes.partition(t.topic, t.topic_id, p.partition),
+             "high_watermark": _NO_OFFSET, "last_stable_offset": _NO_OFFSET, "log_start_offset": _NO_OFFSET}
+            for p in t.partitions]}
+        for t in request.topics]}
 
 
-def _metadata(version, request, code, errors, message) -> dict:
-    topics = request.topics or []
-    # a topic asked for by id has no name; the response's name is nullable only from v12 on
-    return {"topics": [{"name": t.name if t.name is not None or version >= 12 else "", "topic_id": t.topic_id,
-                        "error_code": _code(errors, t.name, code)} for t in topics]}
+def _metadata(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
+    # topics None asks for all topics: nothing to name. A topic asked for by id has no name; Kafka answers "".
+    return {"error_code": codes.default, "topics": [
+        {"name": t.name or "", "topic_id": t.topic_id, "error_code": codes.topic(t.name, t.topic_id)}
+        for t in request.topics or ()]}
 
 
-def _create_topics(version, request, code, errors, message) -> dict:
-    return {"topics": [{"name": t.name, "error_code": _code(errors, t.name, code), "error_message": message,
+def _find_coordinator(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
+    if version < 4:
+        return {"error_code": codes.default, "error_message": message, **_NO_NODE}
+    return {"coordinators": [{"key": key, "error_code": codes.item(key), "error_message": message, **_NO_NODE}
+                             for key in request.coordinator_keys]}
+
+
+def _create_topics(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
+    return {"topics": [{"name": t.name, "error_code": codes.topic(t.name), "error_message": message,
                         "num_partitions": -1, "replication_factor": -1} for t in request.topics]}
 
 
-def _delete_topics(version, request, code, errors, message) -> dict:
+def _delete_topics(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
     if version >= 6:
-        names = [(t.name, t.topic_id) for t in request.topics]
+        topics = [(t.name, t.topic_id) for t in request.topics]
     else:
-        names = [(name, None) for name in request.topic_names]
-    return {"responses": [{"name": name, "topic_id": topic_id, "error_code": _code(errors, name, code),
-                           "error_message": message} for name, topic_id in names]}
+        topics = [(name, ZERO_UUID) for name in request.topic_names]
+    return {"responses": [{"name": name, "topic_id": topic_id, "error_code": codes.topic(name, topic_id),
+                           "error_message": message} for name, topic_id in topics]}
 
 
-def _create_partitions(version, request, code, errors, message) -> dict:
-    return {"results": [{"name": t.name, "error_code": _code(errors, t.name, code), "error_message": message}
+def _create_partitions(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
+    return {"results": [{"name": t.name, "error_code": codes.topic(t.name), "error_message": message}
                         for t in request.topics]}
 
 
-def _find_coordinator(version, request, code, errors, message) -> dict:
-    if version < 4:
-        return {"error_code": code, "error_message": message, "node_id": -1, "port": -1}
-    return {"coordinators": [{"key": key, "error_code": _code(errors, key, code), "error_message": message,
-                              "node_id": -1, "port": -1} for key in request.coordinator_keys]}
+def _init_producer_id(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
+    return {"error_code": codes.default, "producer_id": -1, "producer_epoch": -1}
 
 
-def _alter_client_quotas(version, request, code, errors, message) -> dict:
-    return {"entries": [{"error_code": code, "error_message": message,
-                         "entity": [{"entity_type": e.entity_type, "entity_name": e.entity_name} for e in entry.entity]}
-                        for entry in request.entries]}
+def _describe_client_quotas(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
+    return {"error_code": codes.default, "error_message": message, "entries": None}
 
 
-_BUILDERS: dict[int, Callable[..., dict]] = {
-    0: _produce, 1: _fetch, 3: _metadata, 10: _find_coordinator, 19: _create_topics, 20: _delete_topics,
-    37: _create_partitions, 49: _alter_client_quotas,
+def _alter_client_quotas(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
+    entries = []
+    for entry in request.entries:
+        entity = [(e.entity_type, e.entity_name) for e in entry.entity]
+        entries.append({"error_code": codes.item(tuple(entity)), "error_message": message,
+                        "entity": [{"entity_type": kind, "entity_name": name} for kind, name in entity]})
+    return {"entries": entries}
+
+
+def _error_code_only(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
+    return {"error_code": codes.default}
+
+
+def _error_code_and_message(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
+    return {"error_code": codes.default, "error_message": message}
+
+
+_BUILDERS: dict[int, Callable[[int, Message, _Codes, str | None], dict]] = {
+    0: _produce, 1: _fetch, 3: _metadata, 10: _find_coordinator, 17: _error_code_only, 18: _error_code_only,
+    19: _create_topics, 20: _delete_topics, 22: _init_producer_id, 36: _error_code_and_message,
+    37: _create_partitions, 48: _describe_client_quotas, 49: _alter_client_quotas, 60: _error_code_and_message,
 }
