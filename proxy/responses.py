@@ -53,7 +53,10 @@ class ResponsePath:
             self._write(data)
 
     def send_ready_local(self) -> None:
-        """Answers the proxy made itself go out once every request before them has been answered."""
+        """Answers the proxy made itself go out once every request before them has been answered, and never in the
+        middle of a broker response being streamed to the client (its entry has left the queue at its header)."""
+        if self._current is not None:
+            return  # on_frame_end sends them
         inflight = self._flow.inflight
         while (entry := inflight.pop_ready_local()) is not None:
             self.send(entry.local_response)

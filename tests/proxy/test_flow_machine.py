@@ -307,3 +307,18 @@ class FlowMachine(RuleBasedStateMachine):
 
 FlowMachine.TestCase.settings = settings(max_examples=300, stateful_step_count=40, deadline=None)
 test_flow_machine = FlowMachine.TestCase
+
+
+def test_local_answer_waits_for_a_streamed_response_to_end():
+    """Found by the machine: a request answered locally on its body, completed while the broker's response to the
+    request before it is half streamed to the client, must not be written into the middle of that response."""
+    machine = FlowMachine()
+    machine.setup(specs=[(3, 1, None, None, None), (3, 1, None, None, "local")], paddings=[13, 108] + [0] * 10,
+                  max_inflight=2, answers_acks0=False)
+    machine.client_sends(size=150)  # all of the first request, all but the last byte of the second
+    machine.broker_answers(count=1)
+    machine.broker_sends(size=8)  # the first response starts streaming to the client
+    machine.client_sends(size=1)  # the second request completes and is answered locally
+    assert machine.delivered == []
+    machine.broker_sends(size=100)
+    assert [corr for corr, _ in machine.delivered] == [0, 1]
