@@ -23,6 +23,7 @@ bench: $(STAMP)
 	$(PY) bench/quota_accuracy.py
 	$(PY) bench/codec.py
 	$(PY) bench/pipeline_cost.py
+	$(PY) bench/relay_floor.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
