@@ -47,6 +47,8 @@ class ClientQuotaManager:
     ``quota.window.num + 1`` samples), whatever the number of configured entities or active clients.
     """
 
+    sensors_class = ClientSensors  # what one tag pair's state is (a subclass may add to it)
+
     def __init__(
         self,
         quotas: QuotaTable,
@@ -219,7 +221,7 @@ class ClientQuotaManager:
         self.expire_idle_sensors(now)
         sensors = self._sensors.get(resolved.tags)
         if sensors is None:
-            sensors = ClientSensors(resolved, self.window, user, client_id, now)
+            sensors = self.sensors_class(resolved, self.window, user, client_id, now)
             self._sensors[resolved.tags] = sensors
         else:
             if sensors.limit != resolved.limit or sensors.entity is not resolved.entity:

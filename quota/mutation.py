@@ -1,0 +1,182 @@
+"""The controller mutation quota (KIP-599): a token bucket per (user, client-id), as a pure object.
+
+CreateTopics, CreatePartitions and DeleteTopics cost one token per partition they create or delete. The bucket
+of each quota entity (same entities and precedence as the byte-rate quotas, key ``controller_mutation_rate``):
+
+* ``R`` = the quota (mutations per second), ``B`` = ``R * controller.quota.window.num *
+  controller.quota.window.size.seconds`` (the burst);
+* tokens refill at ``R`` up to ``B``: ``K = min(K + (now - T) * R, B)``; a new bucket starts full;
+* strict (CreateTopics v6+, DeleteTopics v5+, CreatePartitions v3+): topics are taken in request order; a topic
+  is admitted iff ``K >= 0`` when its turn comes, and then ``K -= N`` (``K`` may go negative, so one topic of any
+  size always fits a non-empty bucket); the rest are rejected, and the client is throttled for ``-K / R``;
+* permissive (older versions): everything is admitted and recorded, and the client is throttled for ``-K / R``
+  when that leaves ``K < 0``.
+
+KIP-599's example: ``R = 5``, ``B = 500``; 560 mutations leave ``K = -60``: throttled for 12 s. Kafka also keeps a
+sampled ``rate`` of the mutations for its metrics; so does :class:`MutationSensors`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from quota.client_quota import ClientQuotaManager
+from quota.clock import Clock
+from quota.decision import FORWARD, Decision, Throttle
+from quota.entity import CONTROLLER_MUTATION_RATE, QuotaTable, ResolvedQuota
+from quota.rate import QuotaWindow
+from quota.sensor import ClientSensors, EntityStats
+from quota.throttle import INT32_MAX, java_round
+
+
+class TokenBucket:
+    """Kafka's ``TokenBucket`` stat: ``tokens`` refilled at ``rate`` per second up to ``burst``, allowed below 0."""
+
+    __slots__ = ("rate", "burst", "tokens", "_last_ms")
+
+    def __init__(self, rate: float, burst: float, now_ms: int) -> None:
+        self.rate = rate
+        self.burst = burst
+        self.tokens = burst  # Kafka's bucket starts at 0 with its last update at 0 ms: full at the first refill
+        self._last_ms = now_ms
+
+    def refill(self, now_ms: int) -> float:
+        """Add what accrued since the last update (never above the burst); returns the tokens now."""
+        if now_ms > self._last_ms:
+            self.tokens = min(self.burst, self.tokens + self.rate * (now_ms - self._last_ms) / 1000.0)
+            self._last_ms = now_ms
+        return self.tokens
+
+    def take(self, n: float, now_ms: int) -> None:
+        self.refill(now_ms)
+        self.tokens -= n
+
+    def reconfigure(self, rate: float, burst: float, now_ms: int) -> None:
+        """A new quota: tokens accrued so far at the old rate, then capped by the new burst."""
+        self.refill(now_ms)
+        self.rate, self.burst = rate, burst
+        self.tokens = min(self.tokens, burst)
+
+    def throttle_time_ms(self) -> int:
+        """``-K / R`` in ms (0 when ``K >= 0``), rounded as Java's ``Math.round``; INT32_MAX for a zero quota."""
+        if self.tokens >= 0:
+            return 0
+        if self.rate <= 0:
+            return INT32_MAX
+        return min(INT32_MAX, java_round(-self.tokens / self.rate * 1000.0))
+
+
+class MutationSensors(ClientSensors):
+    """A byte-rate sensor (the sampled ``rate`` Kafka reports) plus the token bucket the quota is enforced on."""
+
+    __slots__ = ("bucket",)
+
+    def __init__(self, resolved: ResolvedQuota, window: QuotaWindow, user: str, client_id: str, now_ms: int) -> None:
+        super().__init__(resolved, window, user, client_id, now_ms)
+        self.bucket = TokenBucket(resolved.limit, _burst(resolved.limit, window), now_ms)
+
+    def apply(self, resolved: ResolvedQuota) -> None:
+        super().apply(resolved)
+        self.bucket.reconfigure(resolved.limit, _burst(resolved.limit, self.rate.window), self.last_record_ms)
+
+
+def _burst(limit: float, window: QuotaWindow) -> float:
+    return limit * window.num * window.size_seconds
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """A strict decision: ``admitted[i]`` for the request's i-th topic, and the throttle (None when nothing was
+    rejected). Under a shadow quota every topic is admitted and the throttle is marked ``shadow`` (metered only)."""
+
+    admitted: tuple[bool, ...]
+    throttle: Throttle | None = None
+
+    @property
+    def all_admitted(self) -> bool:
+        return all(self.admitted)
+
+
+class ControllerMutationQuotaManager(ClientQuotaManager):
+    """``controller_mutation_rate`` per (user, client-id). Every method takes an optional ``now_ms``."""
+
+    sensors_class = MutationSensors
+
+    def __init__(self, quotas: QuotaTable, clock: Clock, window: QuotaWindow = QuotaWindow(),
+                 max_mute_ms: int | None = None, *, shadow: bool = False) -> None:
+        super().__init__(quotas, CONTROLLER_MUTATION_RATE, clock, window, None, shadow=shadow)
+        self.max_mute_ms = INT32_MAX if max_mute_ms is None else max_mute_ms
+
+    def admit(self, user: str, client_id: str, mutations: Sequence[int | None], now_ms: int | None = None) -> Admission:
+        """Strict admission of a request's topics, in order. ``None`` for a topic whose count is not known yet
+        (the proxy records it with :meth:`record` once the broker's answer tells it): it is admitted or not by the
+        same rule, and takes nothing now."""
+        now = self._now(now_ms)
+        resolved = self.resolve(user, client_id)
+        if resolved.unlimited:
+            return Admission((True,) * len(mutations))
+        sensors = self._sensors_for(resolved, user, client_id, now)
+        bucket = sensors.bucket
+        shadow = self.shadow or resolved.shadow
+        admitted = []
+        throttle_ms = 0
+        for n in mutations:
+            if bucket.refill(now) >= 0 or shadow:
+                admitted.append(True)
+                if n:
+                    bucket.take(n, now)
+                    sensors.record(n, now)
+            else:
+                admitted.append(False)
+                throttle_ms = bucket.throttle_time_ms()
+        if shadow:
+            throttle_ms = bucket.throttle_time_ms()
+        if throttle_ms <= 0:
+            return Admission(tuple(admitted))
+        sensors.record_throttle(throttle_ms)
+        return Admission(tuple(admitted), Throttle(throttle_ms, min(throttle_ms, self.max_mute_ms), shadow))
+
+    def record_and_decide(self, user: str, client_id: str, value: float, now_ms: int | None = None) -> Decision:
+        """Permissive: record ``value`` mutations, then throttle for ``-K / R`` if that left ``K < 0``."""
+        now = self._now(now_ms)
+        resolved = self.resolve(user, client_id)
+        if resolved.unlimited:
+            return FORWARD
+        sensors = self._sensors_for(resolved, user, client_id, now)
+        sensors.bucket.take(value, now)
+        sensors.record(value, now)
+        throttle_ms = sensors.bucket.throttle_time_ms()
+        if throttle_ms <= 0:
+            return FORWARD
+        sensors.record_throttle(throttle_ms)
+        return Throttle(throttle_ms, min(throttle_ms, self.max_mute_ms), self.shadow or resolved.shadow)
+
+    def record(self, user: str, client_id: str, value: float, now_ms: int | None = None) -> None:
+        """Take ``value`` tokens without deciding anything (a count learnt after admission)."""
+        now = self._now(now_ms)
+        resolved = self.resolve(user, client_id)
+        if resolved.unlimited or value <= 0:
+            return
+        sensors = self._sensors_for(resolved, user, client_id, now)
+        sensors.bucket.take(value, now)
+        sensors.record(value, now)
+
+    def tokens(self, user: str, client_id: str, now_ms: int | None = None) -> float:
+        """The tokens in this client's bucket now (``math.inf`` when no quota applies; the burst before any use)."""
+        resolved = self.resolve(user, client_id)
+        if resolved.unlimited:
+            return math.inf
+        sensors = self._sensors.get(resolved.tags)
+        if sensors is None:
+            return _burst(resolved.limit, self.window)
+        return sensors.bucket.refill(self._now(now_ms))
+
+    def buckets(self, now_ms: int | None = None) -> list[tuple[EntityStats, float]]:
+        """Each live sensor's stats with its tokens now (for metrics, off the hot path)."""
+        now = self._now(now_ms)
+        return [(s.stats(now), s.bucket.refill(now)) for s in self._sensors.values()]
+
+    def _sensors_for(self, resolved: ResolvedQuota, user: str, client_id: str, now: int) -> MutationSensors:
+        return self._record(resolved, user, client_id, 0.0, now)  # type: ignore[return-value]
