@@ -70,6 +70,20 @@ SETTINGS: dict[str, Setting] = {
         "Longest a client is muted (and the throttle_time_ms reported) for one quota violation, so a client is "
         "never held past the 30 s request timeout its requests wait under; Kafka does not cap byte-rate throttles.",
     ),
+    "controller.quota.window.num": Setting(
+        11, int, 1, 1000,
+        "Samples of the controller mutation quota (Kafka's controller.quota.window.num); the token bucket's burst "
+        "is controller_mutation_rate x num x size.",
+    ),
+    "controller.quota.window.size.seconds": Setting(
+        1, int, 1, 3600, "Length of each sample of the controller mutation quota (controller.quota.window.size.seconds).",
+    ),
+    "controller.quota.metadata.max.age.ms": Setting(
+        30000, int, 0, 2**31 - 1,
+        "Partition counts the controller mutation quota learnt from Metadata responses older than this are looked "
+        "up again (one Metadata request on the client's broker connection) before a DeleteTopics or "
+        "CreatePartitions is decided.",
+    ),
     "quota.metrics.max.entities": Setting(
         1000, int, 1, 1_000_000,
         "Quota entities with their own metric labels; the rest are summed under user/client_id '__other__'.",

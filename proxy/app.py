@@ -18,6 +18,7 @@ from proxy.listener import Listener
 from proxy.metrics import ProxyMetrics
 from proxy.quotas import ByteRateQuotas, QuotaMetricsCollector
 from proxy.tasks import cancel_and_wait
+from proxy.topics import TopicPartitions
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,7 @@ class ProxyApp:
         self.readiness = Readiness(config.upstream.bootstrap_servers, connect_timeout_s, self.metrics)
         self.connections: set[ClientConnection] = set()
         self.topic_ids = TopicIdMap()
+        self.topics = TopicPartitions()
         self.quotas = ByteRateQuotas(config)
         self.metrics.registry.register(QuotaMetricsCollector(self.quotas))
         self._buffers = (SharedReadBuffer(), SharedReadBuffer())
@@ -86,7 +88,8 @@ class ProxyApp:
             if lc.cluster_mode:
                 cluster = BrokerPorts(lc.name, lc.advertised_host, lc.broker_port_base,
                                       lambda node_id, lc=lc: self._open_broker_port(lc, node_id))
-            scope = self._scopes[lc.name] = ConnectionScope(cluster=cluster, topic_ids=self.topic_ids, quotas=self.quotas)
+            scope = self._scopes[lc.name] = ConnectionScope(cluster=cluster, topic_ids=self.topic_ids, quotas=self.quotas,
+                                                                topics=self.topics)
             bootstrap = config.upstream.bootstrap_servers
             self.listeners.append(Listener(self._context(lc.name, lambda: bootstrap, scope), lc.bind.host, lc.bind.port))
         self.ops = OpsServer(self.metrics.registry, lambda: self.readiness.ready)

@@ -7,7 +7,8 @@ the state comes out as plain values the socket code applies after every event (h
 - **Back-pressure** stops reading at once, even in the middle of a frame: the broker socket's write buffer is full
   (stop reading the client), or the client socket's is (stop reading the broker).
 - **Quota and bound reasons take effect only at a request frame boundary** (Kafka mutes a channel only after a
-  complete request): a mute until a time, a throttled request whose response is not out yet, responses held
+  complete request): a mute until a time, a throttled request whose response is not out yet, a request waiting
+  for the proxy's own lookup before it is decided (KIP-599 partition counts), responses held
   for a KIP-13 delay, the in-flight bound reached (requests awaiting answers, or response bytes the client has
   not taken), and draining at shutdown. In the middle of a frame without back-pressure the client is always
   read, so a throttled request always reaches the broker whole and every reason has an exit.
@@ -32,7 +33,7 @@ class FlowError(RuntimeError):
 
 class Flow:
     __slots__ = ("inflight", "max_inflight", "_mid_frame", "_broker_full", "_client_full", "_muted_until",
-                 "_throttled", "held", "_draining", "_read_ahead", "_read_ahead_pos", "_requests")
+                 "_throttled", "_deciding", "held", "_draining", "_read_ahead", "_read_ahead_pos", "_requests")
 
     def __init__(self, max_inflight: int) -> None:
         if max_inflight < 1:
@@ -45,6 +46,7 @@ class Flow:
         self._client_full = False  # back-pressure: the client socket's write buffer is full (responses not taken)
         self._muted_until = 0.0  # quota mute: read no new request before this time (0: not muted)
         self._throttled = 0  # requests throttled when read whose response is not out yet
+        self._deciding = 0  # requests waiting for the proxy's own lookup before they are decided
         # Responses held, in order: (release time, or 0 behind an earlier one; response frame; answers a throttled request)
         self.held: deque[tuple[float, bytes, bool]] = deque()
         self._draining = False
@@ -56,14 +58,14 @@ class Flow:
     @property
     def paused_at_boundary(self) -> bool:
         """A reason that stops reading at the next request frame boundary holds."""
-        return bool(self._muted_until or self._throttled or self.held or self._client_full or self._draining
-                    or len(self._requests) >= self.max_inflight)
+        return bool(self._muted_until or self._throttled or self._deciding or self.held or self._client_full
+                    or self._draining or len(self._requests) >= self.max_inflight)
 
     @property
     def unhindered(self) -> bool:
         """Nothing holds either side and nothing waits: the common case, checked first on the hot path."""
-        return not (self._muted_until or self._throttled or self.held or self._client_full or self._broker_full
-                    or self._draining or self._read_ahead is not None) and len(self._requests) < self.max_inflight
+        return not (self._muted_until or self._throttled or self._deciding or self.held or self._client_full
+                    or self._broker_full or self._draining or self._read_ahead is not None) and len(self._requests) < self.max_inflight
 
     @property
     def reading_client(self) -> bool:
@@ -116,8 +118,8 @@ class Flow:
         there; True means the frame has started (reading goes on, back-pressure aside, until it ends)."""
         if self._mid_frame:
             raise FlowError("a request frame started inside another")
-        if self._muted_until or self._throttled or self.held or self._client_full or self._draining \
-                or len(self._requests) >= self.max_inflight:
+        if self._muted_until or self._throttled or self._deciding or self.held or self._client_full \
+                or self._draining or len(self._requests) >= self.max_inflight:
             return False
         self._mid_frame = True
         return True
@@ -190,6 +192,16 @@ class Flow:
         if not self._throttled:
             raise FlowError("a throttled response went out with no throttled request in flight")
         self._throttled -= 1
+
+    def request_deciding(self) -> None:
+        """A request waits for the answer to the proxy's own lookup before it is decided: read nothing more until
+        it is (its outcome keeps its place in the response order)."""
+        self._deciding += 1
+
+    def request_decided(self) -> None:
+        if not self._deciding:
+            raise FlowError("a request was decided that was not waiting for a lookup")
+        self._deciding -= 1
 
     # -- responses to the client ---------------------------------------------------------------------------------
 

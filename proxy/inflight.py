@@ -49,6 +49,8 @@ class InFlight:
     record_response: Callable[[int], Any] | None = None
     # The proxy's own acks=0 probe: its response is dropped.
     probe: bool = False
+    # The proxy's own lookup made before deciding a request: called with the response body, never sent on.
+    lookup: Callable[[memoryview], None] | None = None
 
 
 class InFlightQueue:
@@ -114,16 +116,35 @@ class InFlightQueue:
 
     def probe(self, received_ns: int) -> bytes:
         """The probe frame to forward now (after the acks=0 request that asked for it), queued as in flight."""
-        taken = {e.header.correlation_id for e in self._queue}
-        correlation_id = _INT32_MIN
-        while correlation_id in taken:
-            correlation_id += 1
-        head = encode_request_header(_API_VERSIONS, 0, correlation_id, PROBE_CLIENT_ID)
-        header = RequestHeader(len(head), _API_VERSIONS, 0, correlation_id, PROBE_CLIENT_ID, len(head) + 4)
+        header, head = self._own_header(_API_VERSIONS, 0)
         self._queue.append(InFlight(header, received_ns, True, probe=True))
         self._probe_sent = True
         self.probe_wanted = False
         return frame(head)
+
+    def look_up(self, waiting: InFlight | None, received_ns: int, api_key: int, api_version: int, body: bytes,
+                answered: Callable[[memoryview], None]) -> bytes:
+        """A request of the proxy's own (``body`` of ``api_key`` v``api_version``) to forward now, ahead of the
+        request ``waiting`` to be decided on its answer (the last one queued; None if it expects no response):
+        the lookup is queued before it, so the answers still come in order. Returns the frame to send."""
+        if waiting is not None and (not self._queue or self._queue[-1] is not waiting):
+            raise ProtocolError("a lookup was made for a request that is not the last one read")
+        if waiting is not None:
+            self._queue.pop()
+        header, head = self._own_header(api_key, api_version)
+        self._queue.append(InFlight(header, received_ns, True, lookup=answered))
+        if waiting is not None:
+            self._queue.append(waiting)
+        return frame(head + body)
+
+    def _own_header(self, api_key: int, api_version: int) -> tuple[RequestHeader, bytes]:
+        """A request header of the proxy's own, with a correlation id no queued request has."""
+        taken = {e.header.correlation_id for e in self._queue}
+        correlation_id = _INT32_MIN
+        while correlation_id in taken:
+            correlation_id += 1
+        head = encode_request_header(api_key, api_version, correlation_id, PROBE_CLIENT_ID)
+        return RequestHeader(len(head), api_key, api_version, correlation_id, PROBE_CLIENT_ID, len(head) + 4), head
 
     def match(self, correlation_id: int) -> InFlight | None:
         """The request a response answers, or None when the response must be dropped (acks=0)."""

@@ -1,4 +1,4 @@
-"""The byte-rate quota managers of a running proxy, and the metrics Prometheus reads from them.
+"""The quota managers of a running proxy (byte rates, controller mutations), and the metrics Prometheus reads.
 
 The managers live in ``quota/`` and are pure; this module builds them from the configuration with the real
 clock, expires idle sensors in the background, and exposes per-entity metrics following Kafka's quota metrics
@@ -19,6 +19,7 @@ from config.model import ProxyConfig
 from proxy.clock import SystemClock
 from quota.client_quota import ClientQuotaManager
 from quota.entity import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, QuotaTable, QuotaTags
+from quota.mutation import ControllerMutationQuotaManager
 from quota.rate import QuotaWindow
 from quota.sensor import EntityStats
 
@@ -27,7 +28,8 @@ PREFIX = "kafka_quota_proxy_quota"
 
 
 class ByteRateQuotas:
-    """``produce`` (producer_byte_rate, request bytes) and ``fetch`` (consumer_byte_rate, response bytes)."""
+    """``produce`` (producer_byte_rate, request bytes), ``fetch`` (consumer_byte_rate, response bytes) and
+    ``mutations`` (controller_mutation_rate, partitions created or deleted)."""
 
     def __init__(self, config: ProxyConfig, clock=None) -> None:
         settings = config.settings
@@ -37,15 +39,21 @@ class ByteRateQuotas:
         self.clock = clock or SystemClock()
         self.produce = ClientQuotaManager(config.quotas, PRODUCER_BYTE_RATE, self.clock, self.window, mute_max)
         self.fetch = ClientQuotaManager(config.quotas, CONSUMER_BYTE_RATE, self.clock, self.window, mute_max)
+        self.mutation_window = QuotaWindow(settings["controller.quota.window.num"],
+                                           settings["controller.quota.window.size.seconds"])
+        self.mutations = ControllerMutationQuotaManager(config.quotas, self.clock, self.mutation_window, mute_max)
+        self.metadata_max_age_ms = settings["controller.quota.metadata.max.age.ms"]
         self.max_metric_entities = settings["quota.metrics.max.entities"]
 
     def update(self, table: QuotaTable) -> None:
         """Swap in a new quota table (dynamic config); live sensors take the new limits at once."""
         self.produce.update_quotas(table)
         self.fetch.update_quotas(table)
+        self.mutations.update_quotas(table)
 
     def expire_idle(self) -> int:
-        return self.produce.expire_idle_sensors() + self.fetch.expire_idle_sensors()
+        return (self.produce.expire_idle_sensors() + self.fetch.expire_idle_sensors()
+                + self.mutations.expire_idle_sensors())
 
     def managers(self) -> tuple[tuple[str, ClientQuotaManager], ...]:
         return ((PRODUCER_BYTE_RATE, self.produce), (CONSUMER_BYTE_RATE, self.fetch))
@@ -77,6 +85,31 @@ class QuotaMetricsCollector(Collector):
                 throttled.add_metric(tag_labels, stats.throttled_count)
                 recorded.add_metric(tag_labels, stats.value_total)
         yield from (rate, limit, throttle_total, throttle_max, throttled, recorded)
+        yield from self._mutation_metrics()
+
+    def _mutation_metrics(self) -> Iterator:
+        """KIP-599's ControllerMutation metrics (rate, tokens, throttle-time) per quota entity."""
+        labels = ["user", "client_id"]
+        name = "kafka_quota_proxy_controller_mutation"
+        rate = GaugeMetricFamily(f"{name}_rate", "Partition mutations per second of the entity (sampled rate).", labels=labels)
+        tokens = GaugeMetricFamily(f"{name}_tokens", "Tokens left in the entity's bucket; below 0 the entity is throttled.", labels=labels)
+        limit = GaugeMetricFamily(f"{name}_limit", "The entity's controller_mutation_rate (mutations/s).", labels=labels)
+        throttle_total = CounterMetricFamily(f"{name}_throttle_time_ms", "Total throttle time (ms) decided for the entity.", labels=labels)
+        throttled = CounterMetricFamily(f"{name}_throttled_requests", "Requests throttled (or with topics rejected) for the entity.", labels=labels)
+        recorded = CounterMetricFamily(f"{name}s", "Partition mutations counted against the entity's quota.", labels=labels)
+        buckets = self._quotas.mutations.buckets()
+        kept = {id(s) for s in self._bounded([stats for stats, _ in buckets])}
+        for stats, left in buckets:
+            if id(stats) not in kept:
+                continue  # beyond quota.metrics.max.entities: the byte-rate families sum those under __other__
+            tag_labels = [stats.tags.user, stats.tags.client_id]
+            rate.add_metric(tag_labels, stats.rate)
+            tokens.add_metric(tag_labels, left)
+            limit.add_metric(tag_labels, stats.limit)
+            throttle_total.add_metric(tag_labels, stats.throttle_time_ms_total)
+            throttled.add_metric(tag_labels, stats.throttled_count)
+            recorded.add_metric(tag_labels, stats.value_total)
+        yield from (rate, tokens, limit, throttle_total, throttled, recorded)
 
     def _bounded(self, stats: list[EntityStats]) -> list[EntityStats]:
         cap = self._quotas.max_metric_entities

@@ -13,7 +13,7 @@ import struct
 import time
 from collections.abc import Callable
 
-from proxy.apis import PASS, AnswerLocally, ConnectionScope, Plan, Session, plan_request
+from proxy.apis import PASS, AnswerLocally, ConnectionScope, LookUp, Outcome, Plan, Session, plan_request
 from proxy.codec.errors import ProtocolError
 from proxy.codec.frame import STREAM, Action
 from proxy.codec.header import RequestHeader
@@ -75,10 +75,18 @@ class RequestPath:
         if plan.decide is None:
             self._forward(frame)
             return
+        self._act(header, frame, entry, self._decided(header, plan.decide, memoryview(frame)[header.header_length:]))
+
+    def _decided(self, header: RequestHeader, decide, body: memoryview) -> Outcome:
         try:
-            outcome = plan.decide(memoryview(frame)[header.header_length:])
+            return decide(body)
         except ValueError as exc:
             raise ProtocolError(f"cannot decide request {header.api_key} v{header.api_version}: {exc}") from None
+
+    def _act(self, header: RequestHeader, frame, entry: InFlight | None, outcome: Outcome) -> None:
+        if isinstance(outcome, LookUp):
+            self._look_up(header, frame, entry, outcome)
+            return
         if isinstance(outcome, AnswerLocally):
             if entry is not None:
                 if outcome.throttle is not None:
@@ -102,6 +110,19 @@ class RequestPath:
         elif outcome.throttle is not None:
             self._flow.mute(self._now(), outcome.throttle.mute_ms)
         self._forward(frame)
+
+    def _look_up(self, header: RequestHeader, frame, entry: InFlight | None, lookup: LookUp) -> None:
+        """Send the proxy's own request now; decide this one on its answer (reading waits until then)."""
+        flow = self._flow
+        frame = bytes(frame)  # the splitter's buffer is reused once this returns
+
+        def answered(body: memoryview) -> None:
+            flow.request_decided()
+            self._act(header, frame, entry, self._decided(header, lookup.then, body))
+
+        flow.request_deciding()
+        self._forward(flow.inflight.look_up(entry, time.perf_counter_ns(), lookup.api_key, lookup.api_version,
+                                            lookup.body, answered))
 
     def on_frame_end(self, header: RequestHeader) -> None:
         flow = self._flow

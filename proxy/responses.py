@@ -74,7 +74,8 @@ class ResponsePath:
             self.dropping_since_ns = time.monotonic_ns()  # the response timeout covers it to its last byte too
             return DROP
         self._current = entry
-        if entry.rewrite is not None or entry.throttle is not None or entry.record_response is not None:
+        if entry.rewrite is not None or entry.throttle is not None or entry.record_response is not None \
+                or entry.lookup is not None:
             return BUFFER
         self._api_metrics(entry.header.api_key).response_bytes.inc(header.frame_length)
         return STREAM
@@ -88,6 +89,9 @@ class ResponsePath:
         request = entry.header
         header_length = response_header_length(request.api_key, request.api_version, frame)
         original = memoryview(frame)[header_length:]
+        if entry.lookup is not None:  # the proxy's own question: the request waiting on it is decided now
+            entry.lookup(original)
+            return
         try:
             body = entry.rewrite(original) if entry.rewrite is not None else None
             if entry.record_response is not None:  # recorded as the client will receive it (after any trimming)
@@ -130,5 +134,8 @@ class ResponsePath:
         self.dropping_since_ns = 0
         if entry is not None:
             self._current = None
+            if entry.lookup is not None:
+                self.send_ready_local()  # the request decided on it may have been answered locally
+                return
             self._api_metrics(entry.header.api_key).latency.observe((time.perf_counter_ns() - entry.received_ns) / 1e9)
         self.send_ready_local()  # a dropped response (acks=0, the probe) may have been all a local answer waited for

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from typing import Callable
 
-from proxy.apis import addresses, api_versions, byte_rate
-from proxy.apis.plan import FORWARD_AS_IS, PASS, AnswerLocally, ConnectionScope, ForwardRequest, Outcome, Plan, Session
-from proxy.codec.apis import API_VERSIONS, DESCRIBE_CLUSTER, FETCH, FIND_COORDINATOR, METADATA, PRODUCE
+from proxy.apis import addresses, api_versions, byte_rate, mutations
+from proxy.apis.plan import (FORWARD_AS_IS, PASS, AnswerLocally, ConnectionScope, ForwardRequest, LookUp, Outcome, Plan,
+                             Session)
+from proxy.codec.apis import (API_VERSIONS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CLUSTER, FETCH,
+                              FIND_COORDINATOR, METADATA, PRODUCE)
 from proxy.codec.header import RequestHeader
 
 Handler = Callable[[ConnectionScope, Session, RequestHeader], Plan]
@@ -23,6 +25,9 @@ HANDLERS: dict[int, Handler] = {
     DESCRIBE_CLUSTER: addresses.plan_describe_cluster,
     PRODUCE: byte_rate.plan_produce,  # quota, then cluster-mode NodeEndpoints
     FETCH: byte_rate.plan_fetch,
+    CREATE_TOPICS: mutations.plan_create_topics,  # KIP-599 controller mutation quota
+    DELETE_TOPICS: mutations.plan_delete_topics,
+    CREATE_PARTITIONS: mutations.plan_create_partitions,
 }
 
 
@@ -31,5 +36,5 @@ def plan_request(scope: ConnectionScope, session: Session, header: RequestHeader
     return PASS if handler is None else handler(scope, session, header)
 
 
-__all__ = ["FORWARD_AS_IS", "HANDLERS", "PASS", "AnswerLocally", "ConnectionScope", "ForwardRequest", "Outcome", "Plan",
-           "Session", "plan_request"]
+__all__ = ["FORWARD_AS_IS", "HANDLERS", "PASS", "AnswerLocally", "ConnectionScope", "ForwardRequest", "LookUp", "Outcome",
+           "Plan", "Session", "plan_request"]

@@ -24,10 +24,13 @@ FIND_COORDINATOR_BATCHED_SINCE = 4
 
 def plan_metadata(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
     version, cluster, topic_ids = header.api_version, scope.cluster, scope.topic_ids
+    learn_partitions = scope.quotas.mutations.enabled  # partition counts for the controller mutation quota
 
     def rewrite(body: memoryview) -> bytes | None:
         msg = decode_response(METADATA, version, body)
         topic_ids.learn_from_metadata(msg)
+        if learn_partitions:
+            scope.topics.learn_from_metadata(msg, scope.quotas.clock.now_ms())
         if cluster is None:
             return None
         for broker in msg.brokers:

@@ -4,17 +4,19 @@ Handlers decide in two phases. At the header they return a :class:`Plan`: stream
 arrives, answer it locally, or ``BUFFER`` it and ``decide`` once the body is complete. The body decision is an
 outcome: :class:`ForwardRequest` (as is, rewritten, or only part of it, with a ``rewrite`` that merges the broker's
 answer with the proxy's own per-item errors) or :class:`AnswerLocally` (a response built by the codec, which keeps
-the request's place in the response order). Throttles decided in either phase, by any number of quota stages,
+the request's place in the response order); a decision that needs a fact the proxy does not have yet
+(:class:`LookUp`) asks the broker first on the same connection and decides on its answer. Throttles decided in either phase, by any number of quota stages,
 combine: the longest wins (:func:`quota.decision.longest`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 from proxy.codec.frame import STREAM, Action
 from proxy.codec.messages import TopicIdMap
+from proxy.topics import TopicPartitions
 from quota.decision import Decision, Throttle
 
 if TYPE_CHECKING:
@@ -46,7 +48,19 @@ class AnswerLocally:
     throttle: Throttle | None = None
 
 
-Outcome = ForwardRequest | AnswerLocally
+@dataclass(frozen=True, slots=True)
+class LookUp:
+    """Ask the broker something first, on this connection: a request of the proxy's own (``body`` of ``api_key``
+    v``api_version``) goes upstream now, reading of the client stops at the next boundary, and ``then`` decides the
+    outcome from the answer's body (the request keeps its place in the response order)."""
+
+    api_key: int
+    api_version: int
+    body: bytes
+    then: Callable[[memoryview], "ForwardRequest | AnswerLocally"]
+
+
+Outcome = ForwardRequest | AnswerLocally | LookUp
 FORWARD_AS_IS = ForwardRequest()
 
 
@@ -70,6 +84,7 @@ class ConnectionScope:
     cluster: "BrokerPorts | None"  # cluster mode: broker ports to rewrite addresses to; None in sidecar mode
     topic_ids: TopicIdMap  # learnt from Metadata responses, proxy-wide
     quotas: "ByteRateQuotas"
+    topics: TopicPartitions = field(default_factory=TopicPartitions)  # partition counts, proxy-wide (KIP-599)
 
 
 @dataclass(slots=True)

@@ -1,0 +1,304 @@
+"""The controller mutation quota (KIP-599) on CreateTopics, CreatePartitions and DeleteTopics.
+
+Each request is buffered and decided on its body, once, when the client's ``controller_mutation_rate`` applies:
+
+- what it costs, per topic: the partitions it creates (CreateTopics: the assignments' count, else
+  ``num_partitions``, else for -1 the broker's default as the broker's own CreateTopics answers report it), adds
+  (CreatePartitions: new count - current count) or deletes (DeleteTopics: the topic's count, by name or id).
+  Counts come from :class:`proxy.topics.TopicPartitions`; a count it does not have (or has only too old) is looked
+  up first with a Metadata request of the proxy's own on the same connection (:class:`LookUp`), so nothing is
+  guessed and the request keeps its place. ``validate_only`` requests cost nothing;
+- strict versions (CreateTopics v6+, DeleteTopics v5+, CreatePartitions v3+): topics are admitted in request order
+  while the bucket is not negative; the rest get THROTTLING_QUOTA_EXCEEDED (89) and never reach the broker. A
+  request with some topics admitted is forwarded holding only those, and the broker's per-topic results are merged
+  with the proxy's rejections, in request order; with none admitted the proxy answers itself. ``throttle_time_ms``
+  is set and the connection muted for the throttle;
+- older versions: forwarded whole, recorded, and the response carries the throttle (and the connection is muted,
+  or, before KIP-219, the response held), as Kafka treats old clients.
+
+A CreateTopics of ``num_partitions: -1`` before the broker's default is known is admitted by the same rule and its
+count recorded when the broker's answer says it (v5+; older versions cannot ask for -1 at all).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+
+from proxy.apis.plan import FORWARD_AS_IS, PASS, AnswerLocally, ConnectionScope, ForwardRequest, LookUp, Outcome, Plan
+from proxy.apis.plan import Session
+from proxy.codec.apis import CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, METADATA, strict_mutation_quota
+from proxy.codec.error_codes import NONE
+from proxy.codec.frame import BUFFER
+from proxy.codec.header import RequestHeader
+from proxy.codec.messages import Message, decode_request, decode_response, encode_request, encode_response, new_request
+from proxy.codec.primitives import ZERO_UUID
+from proxy.codec.responses import encode_local_response, error_response
+from quota.decision import is_applied
+
+THROTTLING_QUOTA_EXCEEDED = 89
+LOOKUP_METADATA_VERSION = 10  # names or topic ids in, topic ids out (Kafka 2.8+, and every 3.x and 4.x broker)
+CREATE_TOPICS_REPORTS_PARTITIONS_SINCE = 5
+
+
+def plan_create_topics(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
+    return _plan(scope, session, header, _CreateTopics)
+
+
+def plan_delete_topics(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
+    return _plan(scope, session, header, _DeleteTopics)
+
+
+def plan_create_partitions(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
+    return _plan(scope, session, header, _CreatePartitions)
+
+
+def _plan(scope: ConnectionScope, session: Session, header: RequestHeader, kind: type[_Mutation]) -> Plan:
+    quotas = scope.quotas.mutations
+    client_id = header.client_id or ""
+    if not quotas.enabled or quotas.resolve(session.user, client_id).unlimited:
+        return PASS
+    mutation = kind(scope, session.user, client_id, header.api_version, header.correlation_id)
+    return Plan(action=BUFFER, decide=mutation.decide)
+
+
+class _Mutation:
+    """One request's decision: decode, count (looking up what is unknown), admit, split and merge."""
+
+    api_key: int
+    results_field: str  # the response's list of per-topic results
+
+    looked_up = False  # the proxy's lookup has been answered: what is still unknown does not exist
+
+    def __init__(self, scope: ConnectionScope, user: str, client_id: str, version: int, correlation_id: int) -> None:
+        self.scope, self.user, self.client_id, self.version = scope, user, client_id, version
+        self.correlation_id = correlation_id
+        self.quotas = scope.quotas.mutations
+
+    # -- per API --------------------------------------------------------------------------------------------------
+
+    def topics(self, msg: Message) -> list:
+        """The request's topic items, in order."""
+        raise NotImplementedError
+
+    def key(self, item) -> tuple[str | None, uuid.UUID | None]:
+        """(name, topic id) of a request item."""
+        return item.name, None
+
+    def count(self, item, now_ms: int) -> int | None:
+        """Partitions this item creates or deletes; None when the proxy must look something up first."""
+        raise NotImplementedError
+
+    def keep(self, msg: Message, items: list) -> None:
+        raise NotImplementedError
+
+    def learn(self, msg: Message, request_items: list, now_ms: int) -> None:
+        """What the broker's answer teaches (counts created or deleted); called for every forwarded request."""
+
+    # -- the decision -----------------------------------------------------------------------------------------------
+
+    def decide(self, body: memoryview) -> Outcome:
+        msg = decode_request(self.api_key, self.version, body)
+        if getattr(msg, "validate_only", False):
+            return FORWARD_AS_IS  # validation puts no load on the controller: not counted (KIP-599)
+        items = self.topics(msg)
+        now = self.scope.quotas.clock.now_ms()
+        unknown = self.unknown(items, now)
+        if unknown:
+            return self.look_up(unknown, lambda: self.decided(msg, items))
+        return self.decided(msg, items)
+
+    def unknown(self, items: list, now_ms: int) -> list:
+        """The (name, id) of each topic whose count must be looked up before deciding."""
+        return [self.key(item) for item in items if self.count(item, now_ms) is None]
+
+    def result_key(self, result) -> object:
+        return result.name
+
+    def look_up(self, keys: Sequence[tuple[str | None, uuid.UUID | None]], then: Callable[[], Outcome]) -> LookUp:
+        """A Metadata request for the topics whose counts are missing; the answer is learnt, then ``then`` decides."""
+        topics = [{"name": name, "topic_id": topic_id or ZERO_UUID} for name, topic_id in keys]
+        request = new_request(METADATA, LOOKUP_METADATA_VERSION, topics=topics, allow_auto_topic_creation=False)
+        scope = self.scope
+
+        def answered(response: memoryview) -> Outcome:
+            msg = decode_response(METADATA, LOOKUP_METADATA_VERSION, response)
+            scope.topic_ids.learn_from_metadata(msg)
+            scope.topics.learn_from_metadata(msg, scope.quotas.clock.now_ms())
+            self.looked_up = True
+            return then()
+
+        return LookUp(METADATA, LOOKUP_METADATA_VERSION, encode_request(METADATA, LOOKUP_METADATA_VERSION, request),
+                      answered)
+
+    def decided(self, msg: Message, items: list) -> Outcome:
+        now = self.scope.quotas.clock.now_ms()
+        counts = [self.count(item, now) for item in items]
+        if strict_mutation_quota(self.api_key, self.version):
+            return self.strict(msg, items, counts)
+        decision = self.quotas.record_and_decide(self.user, self.client_id, sum(c for c in counts if c))
+        learn = self.learner(items)
+        if is_applied(decision):
+            return ForwardRequest(rewrite=learn, throttle=decision)
+        return ForwardRequest(rewrite=learn)
+
+    def strict(self, msg: Message, items: list, counts: list[int | None]) -> Outcome:
+        admission = self.quotas.admit(self.user, self.client_id, counts)
+        throttle = admission.throttle
+        if throttle is None or not is_applied(throttle) or admission.all_admitted:
+            return ForwardRequest(rewrite=self.learner(items),
+                                  throttle=throttle if throttle is not None and is_applied(throttle) else None)
+        admitted = [item for item, ok in zip(items, admission.admitted) if ok]
+        rejected = [self.key(item) for item, ok in zip(items, admission.admitted) if not ok]
+        message = (f"The throttling quota has been exceeded: controller_mutation_rate allows "
+                   f"{self.quotas.resolve(self.user, self.client_id).limit:g} partition mutations/s; retry after "
+                   f"{throttle.throttle_time_ms} ms")
+        rejected_errors = {key: THROTTLING_QUOTA_EXCEEDED for name, topic_id in rejected
+                           for key in ((name,) if name else ()) + ((topic_id,) if topic_id else ())}
+        if not admitted:
+            response = error_response(self.api_key, self.version, msg, NONE, item_errors=rejected_errors,
+                                      throttle_time_ms=throttle.throttle_time_ms, error_message=message)
+            return AnswerLocally(encode_local_response(self.api_key, self.version, self.correlation_id, response),
+                                 throttle=throttle)
+        template = error_response(self.api_key, self.version, msg, NONE, item_errors=rejected_errors,
+                                  error_message=message)
+        ours = [(ok, result) for result, ok in zip(getattr(template, self.results_field), admission.admitted)]
+        self.keep(msg, admitted)
+        learn = self.learner(admitted)
+        version, api_key, field, result_key = self.version, self.api_key, self.results_field, self.result_key
+
+        def merge(body: memoryview) -> bytes:
+            """The broker's results and the proxy's rejections, in the client's request order (the broker's for a
+            topic it answered; any result the proxy cannot place goes last)."""
+            learn(body)
+            response = decode_response(api_key, version, body)
+            broker = {}
+            for result in getattr(response, field):
+                broker.setdefault(result_key(result), []).append(result)
+            merged = []
+            for ok, template_result in ours:
+                if not ok:
+                    merged.append(template_result)
+                    continue
+                answered = broker.get(result_key(template_result))
+                if answered:
+                    merged.append(answered.pop(0))
+            merged += [r for results in broker.values() for r in results]
+            setattr(response, field, merged)
+            return encode_response(api_key, version, response)
+
+        return ForwardRequest(body=encode_request(self.api_key, self.version, msg), rewrite=merge, throttle=throttle)
+
+    def learner(self, items: list) -> Callable[[memoryview], None]:
+        scope, version, api_key = self.scope, self.version, self.api_key
+
+        def learn(body: memoryview) -> None:
+            self.learn(decode_response(api_key, version, body), items, scope.quotas.clock.now_ms())
+            return None
+
+        return learn
+
+
+class _CreateTopics(_Mutation):
+    api_key = CREATE_TOPICS
+    results_field = "topics"
+
+    def topics(self, msg: Message) -> list:
+        return list(msg.topics)
+
+    uncounted: frozenset = frozenset()  # topics admitted before the broker's default was known
+
+    def count(self, item, now_ms: int) -> int | None:
+        if item.assignments:
+            return len(item.assignments)
+        if item.num_partitions >= 0:
+            return item.num_partitions
+        default = self.scope.topics.default_partitions  # None until a broker's answer has shown it
+        if default is None:
+            self.uncounted |= {item.name}
+        return default
+
+    def unknown(self, items: list, now_ms: int) -> list:
+        return []  # a count unknown here is the broker's default, taken from its answer (see learn)
+
+    def keep(self, msg: Message, items: list) -> None:
+        msg.topics = items
+
+    def learn(self, msg: Message, request_items: list, now_ms: int) -> None:
+        if self.version < CREATE_TOPICS_REPORTS_PARTITIONS_SINCE:
+            return
+        asked_default = {t.name for t in request_items if not t.assignments and t.num_partitions < 0}
+        topics = self.scope.topics
+        for result in msg.topics:
+            if result.error_code != NONE or result.num_partitions < 0:
+                continue
+            topics.created(result.name, result.num_partitions, now_ms)
+            if result.name in asked_default:
+                topics.default_partitions = result.num_partitions
+            if result.name in self.uncounted:  # admitted before the default was known: its count is taken now
+                self.quotas.record(self.user, self.client_id, result.num_partitions)
+
+
+class _DeleteTopics(_Mutation):
+    api_key = DELETE_TOPICS
+    results_field = "responses"
+
+    def topics(self, msg: Message) -> list:
+        if self.version >= 6:
+            return list(msg.topics)
+        return list(msg.topic_names)
+
+    def key(self, item) -> tuple[str | None, uuid.UUID | None]:
+        if self.version < 6:
+            return item, None
+        topic_id = None if item.topic_id == ZERO_UUID else item.topic_id
+        return item.name or (self.scope.topic_ids.name_for(topic_id) if topic_id else None), topic_id
+
+    def result_key(self, result) -> object:
+        return result.name or result.topic_id
+
+    def count(self, item, now_ms: int) -> int | None:
+        name, _ = self.key(item)
+        found = None if name is None else self.scope.topics.partitions(name, now_ms, self._max_age())
+        if found is None and self.looked_up:
+            return 0  # the broker does not know it either: nothing is deleted
+        return found
+
+    def keep(self, msg: Message, items: list) -> None:
+        if self.version >= 6:
+            msg.topics = items
+        else:
+            msg.topic_names = items
+
+    def learn(self, msg: Message, request_items: list, now_ms: int) -> None:
+        for result in msg.responses:
+            name = result.name or (self.scope.topic_ids.name_for(result.topic_id) if self.version >= 6 else None)
+            if result.error_code == NONE and name:
+                self.scope.topics.deleted(name, now_ms)
+
+    def _max_age(self) -> int:
+        return self.scope.quotas.metadata_max_age_ms
+
+
+class _CreatePartitions(_Mutation):
+    api_key = CREATE_PARTITIONS
+    results_field = "results"
+
+    def topics(self, msg: Message) -> list:
+        return list(msg.topics)
+
+    def count(self, item, now_ms: int) -> int | None:
+        current = self.scope.topics.partitions(item.name, now_ms, self.scope.quotas.metadata_max_age_ms)
+        if current is None:
+            return 0 if self.looked_up else None
+        return max(0, item.count - current)
+
+    def keep(self, msg: Message, items: list) -> None:
+        msg.topics = items
+
+    def learn(self, msg: Message, request_items: list, now_ms: int) -> None:
+        asked = {t.name: t.count for t in request_items}
+        for result in msg.results:
+            if result.error_code == NONE and result.name in asked:
+                self.scope.topics.created(result.name, asked[result.name], now_ms)
+
