@@ -1,0 +1,190 @@
+"""The controller mutation quota on bytes: one connection core, this test as the broker (a scripted one).
+
+Tansu implements neither CreatePartitions nor answers the proxy's lookups on demand in a way a test can check,
+so this drives :class:`proxy.connection.ConnectionCore` directly: the requests the broker receives are parsed,
+and the test answers them as a Kafka broker would. Covers the lookup of unknown partition counts before a
+decision (its Metadata request goes first, the client's request waits and keeps its place), strict splits and
+merges for CreatePartitions and DeleteTopics, and the permissive versions.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from config.loader import parse_config
+from proxy.apis import ConnectionScope
+from proxy.codec.apis import CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, METADATA
+from proxy.codec.header import encode_request_header, encode_response_header, frame, parse_request_header
+from proxy.codec.messages import (TopicIdMap, decode_request, decode_response, encode_request, encode_response,
+                                  new_request, new_response)
+from proxy.connection import ConnectionCore
+from proxy.quotas import ByteRateQuotas
+from quota.clock import ManualClock
+
+THROTTLED = 89
+
+
+class _Metric:
+    def inc(self, n=1):
+        pass
+
+    def observe(self, v):
+        pass
+
+
+class _ApiMetrics:
+    requests = request_bytes = response_bytes = latency = _Metric()
+
+
+class Wire:
+    """A connection core between a fake client and this test as the broker."""
+
+    def __init__(self, rate=5, num=100):
+        self.clock = ManualClock(1_000_000)
+        config = parse_config({
+            "upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}],
+            "quotas": [{"entity": {"client-id": "admin"}, "controller_mutation_rate": rate}],
+            "settings": {"controller.quota.window.num": num}})
+        self.scope = ConnectionScope(None, TopicIdMap(), ByteRateQuotas(config, self.clock))
+        self.to_client = bytearray()
+        self.to_broker = bytearray()
+        self.core = ConnectionCore(self.scope, session(), max_request_bytes=1 << 20, max_response_bytes=1 << 20,
+                                   max_inflight=10, write_client=self.to_client.extend,
+                                   write_broker=self.to_broker.extend, now=lambda: self.clock.now_ms() / 1000,
+                                   api_metrics=lambda key: _ApiMetrics())
+
+    def send(self, api_key, version, corr, **fields):
+        body = encode_request(api_key, version, new_request(api_key, version, **fields))
+        self.core.client_bytes(memoryview(frame(encode_request_header(api_key, version, corr, "admin") + body)))
+        self.core.step(self.clock.now_ms() / 1000)
+
+    def broker_requests(self):
+        """Requests the broker received since the last call: (header, decoded body)."""
+        out = []
+        buf = self.to_broker
+        while len(buf) >= 4:
+            size = struct.unpack_from(">i", buf)[0]
+            header = parse_request_header(buf, 1 << 20)
+            body = bytes(buf[header.header_length:size + 4])
+            out.append((header, decode_request(header.api_key, header.api_version, body)))
+            del buf[:size + 4]
+        return out
+
+    def answer(self, header, **fields):
+        msg = new_response(header.api_key, header.api_version, **fields)
+        data = frame(encode_response_header(header.api_key, header.api_version, header.correlation_id)
+                     + encode_response(header.api_key, header.api_version, msg))
+        self.core.broker_bytes(memoryview(data))
+        self.core.step(self.clock.now_ms() / 1000)
+
+    def client_responses(self, api_key, version):
+        """Responses the client received: (correlation id, decoded body)."""
+        out = []
+        buf = self.to_client
+        while len(buf) >= 8:
+            size, corr = struct.unpack_from(">ii", buf)
+            header_length = 4 + 4 + (1 if version >= _flexible(api_key) else 0)
+            out.append((corr, decode_response(api_key, version, bytes(buf[header_length:size + 4]))))
+            del buf[:size + 4]
+        return out
+
+
+def _flexible(api_key):
+    return {CREATE_TOPICS: 5, DELETE_TOPICS: 4, CREATE_PARTITIONS: 2}[api_key]
+
+
+def session():
+    from proxy.apis import Session
+    return Session("L", "127.0.0.1")
+
+
+def metadata_topic(name, partitions, error_code=0):
+    return {"name": name, "error_code": error_code,
+            "partitions": [{"partition_index": i, "leader_id": 1, "replica_nodes": [1], "isr_nodes": [1]}
+                           for i in range(partitions)]}
+
+
+def test_an_unknown_topic_is_looked_up_before_create_partitions_is_decided_and_the_split_is_merged():
+    wire = Wire()
+    topics = [{"name": f"t{i}", "count": 100, "assignments": None} for i in range(3)]
+    wire.send(CREATE_PARTITIONS, 3, 7, topics=topics, timeout_ms=1000, validate_only=False)
+    (lookup, asked), = wire.broker_requests()
+    assert lookup.api_key == METADATA and lookup.correlation_id < 0  # the proxy's own, before the request
+    assert [t.name for t in asked.topics] == ["t0", "t1", "t2"] and not asked.allow_auto_topic_creation
+    assert not wire.core.step(wire.clock.now_ms() / 1000).reading_client  # the client waits at the boundary
+    # each topic has 1 partition: +99 each; burst 500 -> t0 (500), t1 (401), t2 (302) admitted... then negative
+    wire.answer(lookup, topics=[metadata_topic(f"t{i}", 1) for i in range(3)])
+    (forwarded, body), = wire.broker_requests()
+    assert forwarded.api_key == CREATE_PARTITIONS and forwarded.correlation_id == 7
+    assert [t.name for t in body.topics] == ["t0", "t1", "t2"]  # 500 - 297 = 203 >= 0 before each: all admitted
+    wire.answer(forwarded, results=[{"name": f"t{i}", "error_code": 0} for i in range(3)])
+    (corr, response), = wire.client_responses(CREATE_PARTITIONS, 3)
+    assert corr == 7 and [r.error_code for r in response.results] == [0, 0, 0]
+
+    # 203 tokens left: +300 on t0 (now 100 partitions, known from the answer) is admitted, t1 rejected
+    wire.send(CREATE_PARTITIONS, 3, 8, topics=[{"name": "t0", "count": 400, "assignments": None},
+                                               {"name": "t1", "count": 101, "assignments": None}],
+              timeout_ms=1000, validate_only=False)
+    (forwarded, body), = wire.broker_requests()  # no lookup: counts are fresh
+    assert [t.name for t in body.topics] == ["t0"]
+    wire.answer(forwarded, results=[{"name": "t0", "error_code": 0}])
+    (corr, response), = wire.client_responses(CREATE_PARTITIONS, 3)
+    assert [(r.name, r.error_code) for r in response.results] == [("t0", 0), ("t1", THROTTLED)]
+    assert response.throttle_time_ms == 19_400  # -97 tokens / 5 per s
+    assert "controller_mutation_rate" in response.results[1].error_message
+
+
+def test_strict_delete_splits_then_a_request_with_every_topic_rejected_is_answered_by_the_proxy():
+    wire = Wire(rate=1, num=10)  # burst 10
+    wire.send(DELETE_TOPICS, 5, 1, topic_names=["a", "b"], timeout_ms=1000)
+    (lookup, _), = wire.broker_requests()
+    wire.answer(lookup, topics=[metadata_topic("a", 20), metadata_topic("b", 5)])
+    (forwarded, body), = wire.broker_requests()
+    assert list(body.topic_names) == ["a"]  # a: 10 >= 0, admitted (-10 left); b: rejected
+    wire.answer(forwarded, responses=[{"name": "a", "error_code": 0}])
+    (corr, response), = wire.client_responses(DELETE_TOPICS, 5)
+    assert corr == 1 and [(r.name, r.error_code) for r in response.responses] == [("a", 0), ("b", THROTTLED)]
+    assert response.throttle_time_ms == 10_000
+
+    wire.clock.advance(10_000)  # the mute is over; 0 tokens, so "c" is admitted; then -5
+    wire.send(DELETE_TOPICS, 5, 2, topic_names=["b", "c"], timeout_ms=1000)
+    (lookup, asked), = wire.broker_requests()  # only c is unknown
+    assert [t.name for t in asked.topics] == ["c"]
+    wire.answer(lookup, topics=[metadata_topic("c", 0, error_code=3)])  # does not exist: costs nothing
+    (forwarded, body), = wire.broker_requests()
+    assert list(body.topic_names) == ["b"]  # 0 >= 0: b admitted (-5); c admitted after? no: -5 < 0
+    wire.answer(forwarded, responses=[{"name": "b", "error_code": 0}])
+    (corr, response), = wire.client_responses(DELETE_TOPICS, 5)
+    assert [(r.name, r.error_code) for r in response.responses] == [("b", 0), ("c", THROTTLED)]
+
+    wire.clock.advance(5_000)
+    wire.send(DELETE_TOPICS, 5, 3, topic_names=["c"], timeout_ms=1000)  # 0 tokens: admitted, costs 0
+    (forwarded, body), = wire.broker_requests()
+    wire.answer(forwarded, responses=[{"name": "c", "error_code": 3}])
+    wire.clock.advance(0)
+    wire.scope.quotas.mutations.record("ANONYMOUS", "admin", 1)  # -1: the next is rejected outright
+    wire.send(DELETE_TOPICS, 5, 4, topic_names=["a"], timeout_ms=1000)
+    assert wire.broker_requests() == []  # answered by the proxy, never forwarded
+    (_, first), (corr, response) = wire.client_responses(DELETE_TOPICS, 5)
+    assert corr == 4 and [(r.name, r.error_code) for r in response.responses] == [("a", THROTTLED)]
+
+
+def test_permissive_create_topics_goes_through_whole_and_carries_the_throttle():
+    wire = Wire(rate=5, num=100)
+    topics = [{"name": f"p{i}", "num_partitions": 100, "replication_factor": 1, "assignments": [], "configs": []}
+              for i in range(6)]
+    wire.send(CREATE_TOPICS, 4, 3, topics=topics, timeout_ms=1000, validate_only=False)
+    (forwarded, body), = wire.broker_requests()
+    assert len(body.topics) == 6
+    wire.answer(forwarded, topics=[{"name": f"p{i}", "error_code": 0} for i in range(6)])
+    (corr, response), = wire.client_responses(CREATE_TOPICS, 4)
+    assert corr == 3 and response.throttle_time_ms == 20_000  # -100 tokens / 5 per s
+
+
+def test_validate_only_is_not_counted():
+    wire = Wire(rate=1, num=1)
+    topics = [{"name": "v", "num_partitions": 1000, "replication_factor": 1, "assignments": [], "configs": []}]
+    wire.send(CREATE_TOPICS, 7, 4, topics=topics, timeout_ms=1000, validate_only=True)
+    (forwarded, body), = wire.broker_requests()
+    assert body.validate_only
+    assert wire.scope.quotas.mutations.tokens("ANONYMOUS", "admin") == 1
