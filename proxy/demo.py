@@ -4,7 +4,8 @@ Tansu (a Kafka-protocol broker, in memory) comes as a static binary in the ``cal
 the proxy's listener, as in a sidecar deployment. The proxy runs in its own process, as an operator runs it
 (``kafka-quota-proxy run --config ...``). Four confluent-kafka clients with their default settings write and read
 1 KiB messages through it: a producer and a consumer of client-id ``demo-limited`` (1 MiB/s
-``producer_byte_rate`` / ``consumer_byte_rate`` in the config) and of ``demo-unlimited`` (no quota).
+``producer_byte_rate`` / ``consumer_byte_rate`` in the config) and of ``demo-unlimited`` (no quota). Before they
+start, a topic-creation storm (:mod:`proxy.demo_storm`) shows the controller mutation quota rejecting creates.
 
 Every second each client gets a line ending in a verdict computed from its own counts (bytes acknowledged to the
 producer, bytes the consumer received), over a sliding window of MEASURED_SPANS quota window spans that starts
@@ -45,6 +46,7 @@ from importlib import resources
 
 from config.loader import load_config_file
 from config.model import Address, ProxyConfig
+from proxy.demo_storm import ADMIN, STORM_PARTITIONS, STORM_SECONDS, topic_storm
 
 TOPIC, PARTITIONS, VALUE = "demo", 3, b"x" * 1024
 LIMITED, UNLIMITED = "demo-limited", "demo-unlimited"
@@ -232,6 +234,9 @@ def run_scenario(config_path: str, duration_s: float, report=print,
         proxy = start_proxy(config_path)
         _wait_for(config.listeners[0].bind, "the proxy", proxy)
         create_topic(bootstrap)
+        storm = topic_storm(bootstrap, config, report)
+        if not storm.ok:
+            raise RuntimeError(f"the topic storm was not held to its quota: {storm.text()}")
         for client in clients:
             client.start()
         started = time.monotonic()
@@ -324,6 +329,9 @@ def main() -> None:
         f"  clients  {LIMITED} producer and consumer, under {limits}",
         f"           {UNLIMITED} producer, no quota, offering {UNLIMITED_OFFER / MiB:.0f} MiB/s",
         f"           {UNLIMITED} consumer, no quota, reading all of topic '{TOPIC}'",
+        f"  first    a topic-creation storm: {ADMIN} (kafka-python admin) creates {STORM_PARTITIONS}-partition topics",
+        f"           for {STORM_SECONDS} s under {config.quotas.limit('controller_mutation_rate', USER, ADMIN):g} "
+        "partitions/s controller_mutation_rate (KIP-599)",
         "Each second, one line per client: its rate in the last second (throttled clients run in bursts, as",
         f"against Kafka); once the {burst_s} s start-up burst is over, its rate over a window sliding to {window_s} s",
         f"({MEASURED_SPANS} quota window spans), from the clients' own counts; and a verdict: limited clients",

@@ -1,5 +1,8 @@
 """`make demo`'s scenario, run for a short time against Tansu: every verdict it prints must pass.
 
+First the topic-creation storm (kafka-python admin, 6 s under a 10 partitions/s controller_mutation_rate): some
+creates rejected with THROTTLING_QUOTA_EXCEEDED, the partitions created within the bucket. Then:
+
 The same four confluent-kafka clients (default settings, 1 KiB messages), topic and quotas as config/demo.yaml: a
 producer and a consumer of client-id demo-limited under 1 MiB/s, an unlimited producer offering 4 MiB/s and an
 unlimited consumer. On free ports, and with 3 x 1 s quota windows instead of Kafka's 11 so that the start-up burst
@@ -36,6 +39,8 @@ def test_demo_scenario_verdicts_pass(tmp_path):
 
     assert lines and all(line.endswith(("OK", "FAIL", f"WAIT until {burst_s + window_s} s", "WAIT"))
                          for line in lines), lines
+    storm = [line for line in lines if line.startswith("topic storm")]
+    assert len(storm) == 1 and storm[0].endswith("OK") and "rejected with THROTTLING_QUOTA_EXCEEDED" in storm[0], storm
     assert [v.client for v in verdicts] == [f"{LIMITED} producer", f"{UNLIMITED} producer",
                                             f"{LIMITED} consumer", f"{UNLIMITED} consumer"]
     summary = "\n".join(v.text() for v in verdicts)

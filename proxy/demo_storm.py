@@ -1,0 +1,81 @@
+"""``make demo``'s topic-creation storm: the controller mutation quota (KIP-599) rejecting creates over the quota.
+
+A kafka-python admin client (client-id ``demo-admin``, which speaks the strict CreateTopics versions) creates
+topics of STORM_PARTITIONS partitions one request after another for STORM_SECONDS, retrying at once whenever the
+client itself holds its requests for a ``throttle_time_ms`` it was given (a storm does not wait politely). Its quota is
+``controller_mutation_rate`` R in the demo's config, with a burst B = R x controller.quota.window.num x size. The
+verdict: some creates were rejected with THROTTLING_QUOTA_EXCEEDED, and the partitions created stay within what
+the bucket allows, B + R x elapsed + one topic (a topic is admitted while tokens >= 0, so the last may overdraw).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from config.model import ProxyConfig
+
+ADMIN = "demo-admin"
+STORM_PARTITIONS = 10
+STORM_SECONDS = 6
+THROTTLING_QUOTA_EXCEEDED = 89
+
+
+@dataclass(frozen=True)
+class StormResult:
+    created: int  # topics
+    rejected: int
+    other_errors: int
+    elapsed_s: float
+    allowed_partitions: float
+
+    @property
+    def ok(self) -> bool:
+        return (self.rejected > 0 and self.other_errors == 0
+                and self.created * STORM_PARTITIONS <= self.allowed_partitions)
+
+    def text(self) -> str:
+        return (f"topic storm ({ADMIN}): {self.created + self.rejected + self.other_errors} creates of "
+                f"{STORM_PARTITIONS} partitions in {self.elapsed_s:.1f} s: {self.created} created "
+                f"({self.created * STORM_PARTITIONS} partitions, bucket allows {self.allowed_partitions:.0f}), "
+                f"{self.rejected} rejected with THROTTLING_QUOTA_EXCEEDED"
+                + (f", {self.other_errors} other errors" if self.other_errors else "")
+                + f"  {'OK' if self.ok else 'FAIL'}")
+
+
+def topic_storm(bootstrap: str, config: ProxyConfig, report: Callable[[str], None],
+                seconds: float = STORM_SECONDS) -> StormResult:
+    from kafka.admin import KafkaAdminClient
+    from kafka.errors import NodeNotReadyError
+
+    settings = config.settings
+    rate = config.quotas.limit("controller_mutation_rate", "ANONYMOUS", ADMIN)
+    burst = rate * settings["controller.quota.window.num"] * settings["controller.quota.window.size.seconds"]
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id=ADMIN, request_timeout_ms=30000)
+    created = rejected = other = 0
+    started = time.monotonic()
+    try:
+        i = 0
+        while time.monotonic() - started < seconds:
+            name = f"storm-{i}"
+            try:
+                response = admin.create_topics({name: {"num_partitions": STORM_PARTITIONS, "replication_factor": 1}},
+                                               raise_errors=False)
+            except NodeNotReadyError:  # kafka-python holds its own requests while throttle_time_ms runs
+                time.sleep(0.05)
+                continue
+            i += 1
+            code = response["topics"][0]["error_code"]
+            if code == 0:
+                created += 1
+            elif code == THROTTLING_QUOTA_EXCEEDED:
+                rejected += 1
+            else:
+                other += 1
+    finally:
+        admin.close()
+    elapsed = time.monotonic() - started
+    result = StormResult(created, rejected, other, elapsed, burst + rate * elapsed + STORM_PARTITIONS)
+    report(result.text())
+    return result
