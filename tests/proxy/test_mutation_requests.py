@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import struct
 
+import pytest
+
 from config.loader import parse_config
 from proxy.apis import ConnectionScope
-from proxy.codec.apis import CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, METADATA
+from proxy.codec.apis import (CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, METADATA, client_throttles,
+                              has_throttle_time)
 from proxy.codec.header import encode_request_header, encode_response_header, frame, parse_request_header
 from proxy.codec.messages import (TopicIdMap, decode_request, decode_response, encode_request, encode_response,
                                   new_request, new_response)
@@ -188,3 +191,59 @@ def test_validate_only_is_not_counted():
     (forwarded, body), = wire.broker_requests()
     assert body.validate_only
     assert wire.scope.quotas.mutations.tokens("ANONYMOUS", "admin") == 1
+
+
+def _request_topics(api_key, version, names, partitions):
+    if api_key == CREATE_TOPICS:
+        return {"topics": [{"name": n, "num_partitions": partitions, "replication_factor": 1, "assignments": [],
+                            "configs": []} for n in names], "timeout_ms": 1000}
+    if api_key == CREATE_PARTITIONS:
+        return {"topics": [{"name": n, "count": partitions + 1, "assignments": None} for n in names],
+                "timeout_ms": 1000}
+    if version >= 6:
+        return {"topics": [{"name": n} for n in names], "timeout_ms": 1000}
+    return {"topic_names": names, "timeout_ms": 1000}
+
+
+def _forwarded_names(api_key, version, body):
+    if api_key == DELETE_TOPICS:
+        return [t.name for t in body.topics] if version >= 6 else list(body.topic_names)
+    return [t.name for t in body.topics]
+
+
+RESULTS = {CREATE_TOPICS: "topics", DELETE_TOPICS: "responses", CREATE_PARTITIONS: "results"}
+
+
+def _results(api_key, response):
+    return getattr(response, RESULTS[api_key])
+
+
+def _broker_results(api_key, names):
+    return {RESULTS[api_key]: [{"name": n, "error_code": 0} for n in names]}
+
+
+@pytest.mark.parametrize("api_key,version", [(CREATE_TOPICS, v) for v in range(8)]
+                         + [(DELETE_TOPICS, v) for v in range(7)] + [(CREATE_PARTITIONS, v) for v in range(4)])
+def test_every_version_is_split_and_merged_when_strict_and_forwarded_whole_and_throttled_when_not(api_key, version):
+    """Three topics of 10 partitions on a bucket of 10: x leaves 0 tokens, y is admitted at 0 and leaves -10, z is
+    rejected with 89 (strict), or everything goes through and the client is throttled for 20 s (permissive)."""
+    wire = Wire(rate=1, num=10)
+    for name in ("x", "y", "z"):  # counts known, as if from a Metadata response: 10 now (1 before CreatePartitions)
+        wire.scope.topics.created(name, 1 if api_key == CREATE_PARTITIONS else 10, wire.clock.now_ms())
+    wire.send(api_key, version, 5, **_request_topics(api_key, version, ["x", "y", "z"], 10))
+    (forwarded, body), = wire.broker_requests()
+    strict = version >= {CREATE_TOPICS: 6, DELETE_TOPICS: 5, CREATE_PARTITIONS: 3}[api_key]
+    sent = _forwarded_names(api_key, version, body)
+    assert sent == (["x", "y"] if strict else ["x", "y", "z"])
+    wire.answer(forwarded, **_broker_results(api_key, sent))
+    expected_throttle = 10_000 if strict else 20_000  # strict: -10 tokens when z is refused; permissive: -20
+    if not client_throttles(api_key, version):  # before KIP-219 the response itself is held for the throttle
+        assert wire.client_responses(api_key, version) == []
+        wire.clock.advance(expected_throttle)
+        wire.core.step(wire.clock.now_ms() / 1000)
+    (corr, response), = wire.client_responses(api_key, version)
+    results = _results(api_key, response)
+    assert corr == 5 and [r.name for r in results] == ["x", "y", "z"]
+    assert [r.error_code for r in results] == ([0, 0, THROTTLED] if strict else [0, 0, 0])
+    if has_throttle_time(api_key, version):
+        assert response.throttle_time_ms == expected_throttle
