@@ -1,0 +1,196 @@
+"""The active producer-id quota (KIP-936): per user, a time-controlled bloom filter and a token bucket. Pure.
+
+No Kafka release implements KIP-936; this follows its design, and states where its text is loose.
+
+**The cache** (:class:`TimeControlledBloomFilter`, one per user). The KIP's four steps, with W =
+``producer.id.quota.window.size.seconds``:
+
+1. the user's first PID creates filter 1, which takes every new PID;
+2. half a window after filter 1 was created, filter 2 is created and takes every new PID; both are read;
+3. filter 1 is disposed when it is one window old;
+4. steps 2 and 3 repeat with filter 2, and so on: at most two filters live, each for one window.
+
+A PID found only in the older filter is written into the current one as well (not counted again), so a producer
+that keeps producing stays known; a PID is counted again only after it was not seen for at least half a window
+(at most a whole one). A user with no live filter is dropped by :meth:`ProducerIdQuotaManager.cleanup` (the
+KIP's cleanup scheduler, every ``producer.id.quota.cache.cleanup.scheduler.interval.ms``). Filters are sized
+for ``producer.id.quota.bloom.expected.pids`` PIDs at ``producer.id.quota.bloom.false.positive.rate`` (our names:
+the KIP leaves them open); a false positive means a new PID goes uncounted, never that a client is throttled
+wrongly. Hashing: mmh3's 128-bit hash of the PID, split into two 64-bit halves for double hashing.
+
+**The quota**. ``producer_ids_rate`` is, as the KIP's ``kafka-configs`` examples read, the number of new PIDs a
+user may start per window W. It is enforced with KIP-599's token bucket (the KIP says "similar to
+ControllerMutation quota"): tokens refill at ``producer_ids_rate / W`` per second up to a burst of
+``producer_ids_rate * producer.id.quota.window.num``; each new PID takes one token; once that leaves the bucket
+below zero, the Produce response carries ``throttle_time_ms = -tokens / refill rate`` and the connection is muted
+(capped), as for the other client quotas. Quotas are on ``user`` entities only (and ``<default>``), as the KIP
+says; a PID is counted on Produce, where the KIP counts it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import mmh3
+
+from quota.decision import FORWARD, Decision, Throttle
+from quota.entity import PRODUCER_IDS_RATE, QuotaTable, QuotaTags
+from quota.mutation import TokenBucket
+from quota.throttle import INT32_MAX
+
+_MASK64 = (1 << 64) - 1
+
+
+class BloomFilter:
+    """A fixed-size bloom filter of int64 keys: ``m`` bits, ``k`` hashes by double hashing of one mmh3 hash."""
+
+    __slots__ = ("bits", "num_bits", "num_hashes")
+
+    def __init__(self, expected_items: int, false_positive_rate: float) -> None:
+        if expected_items < 1 or not 0 < false_positive_rate < 1:
+            raise ValueError(f"a bloom filter needs expected items >= 1 and 0 < rate < 1, got "
+                             f"{expected_items}, {false_positive_rate}")
+        self.num_bits = max(64, math.ceil(-expected_items * math.log(false_positive_rate) / math.log(2) ** 2))
+        self.num_hashes = max(1, round(self.num_bits / expected_items * math.log(2)))
+        self.bits = bytearray((self.num_bits + 7) // 8)
+
+    def _positions(self, key: int):
+        h = mmh3.hash128((key & _MASK64).to_bytes(8, "big"), signed=False)
+        h1, h2 = h & _MASK64, (h >> 64) | 1
+        m = self.num_bits
+        return ((h1 + i * h2) % m for i in range(self.num_hashes))
+
+    def add(self, key: int) -> None:
+        bits = self.bits
+        for p in self._positions(key):
+            bits[p >> 3] |= 1 << (p & 7)
+
+    def __contains__(self, key: int) -> bool:
+        bits = self.bits
+        return all(bits[p >> 3] & (1 << (p & 7)) for p in self._positions(key))
+
+    @property
+    def size_bytes(self) -> int:
+        return len(self.bits)
+
+
+class TimeControlledBloomFilter:
+    """The KIP's per-user cache: at most two filters, each written for half a window and read for a whole one."""
+
+    __slots__ = ("window_ms", "expected", "fp_rate", "filters")
+
+    def __init__(self, window_ms: int, expected: int, fp_rate: float) -> None:
+        self.window_ms, self.expected, self.fp_rate = window_ms, expected, fp_rate
+        self.filters: list[tuple[int, BloomFilter]] = []  # (created at ms, filter), oldest first
+
+    def dispose_expired(self, now_ms: int) -> None:
+        """Step 3: a filter is dropped once it is one window old."""
+        while self.filters and now_ms - self.filters[0][0] >= self.window_ms:
+            self.filters.pop(0)
+
+    def seen_or_add(self, pid: int, now_ms: int) -> bool:
+        """True if ``pid`` was seen within the filters' lifetime; else it is added (and False is returned)."""
+        self.dispose_expired(now_ms)
+        filters = self.filters
+        if not filters or now_ms - filters[-1][0] >= self.window_ms // 2:
+            filters.append((now_ms, BloomFilter(self.expected, self.fp_rate)))  # steps 1, 2 and 4
+        current = filters[-1][1]
+        if pid in current:
+            return True
+        if any(pid in f for _, f in filters[:-1]):
+            current.add(pid)  # still active: keep it known in the filter that outlives the old one
+            return True
+        current.add(pid)
+        return False
+
+    @property
+    def live(self) -> bool:
+        return bool(self.filters)
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(f.size_bytes for _, f in self.filters)
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerIdStats:
+    tags: QuotaTags
+    limit: float  # new PIDs per window; inf when unlimited
+    tokens: float
+    new_pids_total: int
+    throttle_time_ms_total: int
+    throttled_count: int
+    cache_bytes: int
+
+
+class _UserState:
+    __slots__ = ("cache", "bucket", "limit", "new_pids", "throttle_ms_total", "throttled")
+
+    def __init__(self, cache: TimeControlledBloomFilter, bucket: TokenBucket, limit: float) -> None:
+        self.cache, self.bucket, self.limit = cache, bucket, limit
+        self.new_pids = self.throttle_ms_total = self.throttled = 0
+
+
+class ProducerIdQuotaManager:
+    """``producer_ids_rate`` per user. Every method takes ``now_ms`` (the clock is the caller's)."""
+
+    def __init__(self, quotas: QuotaTable, *, window_num: int = 11, window_size_s: int = 3600,
+                 expected_pids: int = 1000, false_positive_rate: float = 0.001, max_mute_ms: int = INT32_MAX,
+                 shadow: bool = False) -> None:
+        self.window_num, self.window_size_s = window_num, window_size_s
+        self.expected_pids, self.false_positive_rate = expected_pids, false_positive_rate
+        self.max_mute_ms, self.shadow = max_mute_ms, shadow
+        self._users: dict[QuotaTags, _UserState] = {}
+        self.update_quotas(quotas)
+
+    def update_quotas(self, quotas: QuotaTable) -> None:
+        self._quotas = quotas
+        self.enabled = PRODUCER_IDS_RATE in quotas.keys()
+        for tags, state in self._users.items():
+            limit = quotas.limit(PRODUCER_IDS_RATE, tags.user, "")
+            if limit != state.limit and not math.isinf(limit):
+                state.limit = limit
+                state.bucket.reconfigure(*self._bucket_shape(limit), state.bucket._last_ms)
+
+    def _bucket_shape(self, limit: float) -> tuple[float, float]:
+        return limit / self.window_size_s, limit * self.window_num
+
+    def record_and_decide(self, user: str, pid: int, now_ms: int) -> Decision:
+        """A Produce from ``user`` with producer id ``pid`` (>= 0): count it if new; throttle when over quota."""
+        resolved = self._quotas.resolve(PRODUCER_IDS_RATE, user, "")  # user entities only: client-id is ignored
+        if resolved.unlimited:
+            return FORWARD
+        tags = QuotaTags(resolved.tags.user, "")
+        state = self._users.get(tags)
+        if state is None:
+            window_ms = self.window_size_s * 1000
+            cache = TimeControlledBloomFilter(window_ms, self.expected_pids, self.false_positive_rate)
+            state = self._users[tags] = _UserState(cache, TokenBucket(*self._bucket_shape(resolved.limit), now_ms),
+                                                    resolved.limit)
+        if state.cache.seen_or_add(pid, now_ms):
+            return FORWARD
+        state.new_pids += 1
+        bucket = state.bucket
+        bucket.take(1, now_ms)
+        throttle_ms = bucket.throttle_time_ms()
+        if throttle_ms <= 0:
+            return FORWARD
+        state.throttle_ms_total += throttle_ms
+        state.throttled += 1
+        return Throttle(throttle_ms, min(throttle_ms, self.max_mute_ms), self.shadow or resolved.shadow)
+
+    def cleanup(self, now_ms: int) -> int:
+        """The KIP's cleanup: dispose expired filters; drop users with none left. Returns how many were dropped."""
+        dropped = [tags for tags, state in self._users.items()
+                   if (state.cache.dispose_expired(now_ms) or not state.cache.live)]
+        for tags in dropped:
+            del self._users[tags]
+        return len(dropped)
+
+    def stats(self, now_ms: int) -> list[ProducerIdStats]:
+        return [ProducerIdStats(tags, s.limit, s.bucket.refill(now_ms), s.new_pids, s.throttle_ms_total, s.throttled,
+                                s.cache.size_bytes) for tags, s in self._users.items()]
+
+    def __len__(self) -> int:
+        return len(self._users)

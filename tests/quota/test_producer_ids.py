@@ -1,0 +1,87 @@
+"""The active producer-id quota (KIP-936) with a fake clock: the bloom filters' four steps, the cleanup, decisions."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from quota.decision import FORWARD, Throttle
+from quota.entity import QuotaTable
+from quota.producer_ids import BloomFilter, ProducerIdQuotaManager, TimeControlledBloomFilter
+
+HOUR_MS = 3_600_000
+
+
+def test_bloom_filter_has_no_false_negatives_and_about_its_false_positive_rate():
+    f = BloomFilter(10_000, 0.01)
+    for pid in range(10_000):
+        f.add(pid)
+    assert all(pid in f for pid in range(10_000))
+    false_positives = sum(pid in f for pid in range(1_000_000, 1_020_000))
+    assert false_positives / 20_000 <= 0.015
+
+
+def test_the_kips_four_steps():
+    cache = TimeControlledBloomFilter(HOUR_MS, 100, 0.001)
+    assert not cache.seen_or_add(1, 0)  # step 1: filter 1 created, takes the PID
+    assert len(cache.filters) == 1
+    assert cache.seen_or_add(1, HOUR_MS // 4)
+    assert not cache.seen_or_add(2, HOUR_MS // 2)  # step 2: filter 2 created at half a window, takes new PIDs
+    assert [created for created, _ in cache.filters] == [0, HOUR_MS // 2]
+    assert 2 not in cache.filters[0][1] and 2 in cache.filters[1][1]
+    assert cache.seen_or_add(1, HOUR_MS // 2 + 1)  # both are read; 1 is copied into filter 2 (still active)
+    assert not cache.seen_or_add(3, HOUR_MS - 1)
+    cache.dispose_expired(HOUR_MS)  # step 3: filter 1 disposed at one window
+    assert [created for created, _ in cache.filters] == [HOUR_MS // 2]
+    assert cache.seen_or_add(1, HOUR_MS) and cache.seen_or_add(3, HOUR_MS)  # step 4: filter 3, half of 2's window
+    assert [created for created, _ in cache.filters] == [HOUR_MS // 2, HOUR_MS]
+    assert not cache.seen_or_add(4, HOUR_MS)
+    assert 4 in cache.filters[1][1] and 1 in cache.filters[1][1]  # 1, still active, was carried over
+    cache.dispose_expired(HOUR_MS + HOUR_MS // 2)
+    assert cache.seen_or_add(1, HOUR_MS + HOUR_MS // 2) and cache.seen_or_add(4, HOUR_MS + HOUR_MS // 2)
+    assert not cache.seen_or_add(2, HOUR_MS + HOUR_MS // 2)  # 2 was not seen for a window: counted again
+    cache.dispose_expired(3 * HOUR_MS)
+    assert not cache.live
+
+
+def test_a_pid_unseen_for_a_whole_window_counts_again():
+    cache = TimeControlledBloomFilter(HOUR_MS, 100, 0.001)
+    cache.seen_or_add(7, 0)
+    assert not cache.seen_or_add(7, HOUR_MS)
+
+
+def quotas(limit=5, num=1, **kw):
+    table = QuotaTable.from_values([({"user": "alice"}, {"producer_ids_rate": limit})])
+    return ProducerIdQuotaManager(table, window_num=num, window_size_s=3600, expected_pids=100, **kw)
+
+
+def test_the_first_n_new_pids_pass_then_each_new_one_is_throttled_and_known_ones_are_not():
+    manager = quotas(limit=5, num=1)  # burst 5 PIDs, refill 5 per hour
+    assert [manager.record_and_decide("alice", pid, 0) for pid in range(5)] == [FORWARD] * 5
+    throttle = manager.record_and_decide("alice", 99, 0)
+    assert throttle == Throttle(720_000, 720_000)  # -1 token at 5 per 3600 s
+    assert manager.record_and_decide("alice", 3, 1) is FORWARD  # known: not counted again
+    assert manager.record_and_decide("bob", 1000, 0) is FORWARD  # no quota for bob
+
+
+def test_mute_is_capped_and_the_default_user_gives_each_user_a_bucket():
+    table = QuotaTable.from_values([({"user": "<default>"}, {"producer_ids_rate": 1})])
+    manager = ProducerIdQuotaManager(table, window_num=1, window_size_s=10, expected_pids=10, max_mute_ms=5_000)
+    assert manager.record_and_decide("a", 1, 0) is FORWARD
+    assert manager.record_and_decide("a", 2, 0) == Throttle(10_000, 5_000)
+    assert manager.record_and_decide("b", 1, 0) is FORWARD
+
+
+def test_cleanup_drops_users_whose_filters_are_all_disposed():
+    manager = quotas()
+    manager.record_and_decide("alice", 1, 0)
+    assert manager.cleanup(HOUR_MS - 1) == 0 and len(manager) == 1
+    assert manager.cleanup(HOUR_MS) == 1 and len(manager) == 0
+
+
+@pytest.mark.parametrize("expected,rate", [(1000, 0.01), (100_000, 0.001)])
+def test_filter_size_follows_expected_items_and_rate(expected, rate):
+    f = BloomFilter(expected, rate)
+    optimal_bytes = expected * 1.44 * -math.log2(rate) / 8  # m = -n ln p / (ln 2)^2 bits
+    assert 0.95 * optimal_bytes <= f.size_bytes <= 1.05 * optimal_bytes + 8
