@@ -84,6 +84,30 @@ SETTINGS: dict[str, Setting] = {
         "up again (one Metadata request on the client's broker connection) before a DeleteTopics or "
         "CreatePartitions is decided.",
     ),
+    "producer.id.quota.window.num": Setting(
+        11, int, 1, 1000,
+        "Windows of the active producer-id quota (KIP-936); its token bucket's burst is producer_ids_rate x num.",
+    ),
+    "producer.id.quota.window.size.seconds": Setting(
+        3600, int, 1, 2**31 - 1,
+        "The producer-id quota's window: producer_ids_rate counts new producer ids per window, and each user's "
+        "bloom filter is written for half of it and read for all of it (KIP-936; default one hour).",
+    ),
+    "producer.id.quota.cache.cleanup.scheduler.interval.ms": Setting(
+        10, int, 1, 2**31 - 1,
+        "How often users whose bloom filters have all expired are dropped from the producer-id cache (KIP-936's "
+        "setting; the proxy's housekeeping runs at most once a second).",
+    ),
+    "producer.id.quota.bloom.expected.pids": Setting(
+        1000, int, 1, 100_000_000,
+        "New producer ids one user's bloom filter is sized for per half window (ours; the KIP leaves it open). "
+        "More than this raises the false-positive rate above the configured one.",
+    ),
+    "producer.id.quota.bloom.false.positive.rate": Setting(
+        0.001, float, 1e-9, 0.5,
+        "False-positive rate of each bloom filter at its expected size: the share of new producer ids mistaken "
+        "for known ones (and so not counted; never a wrong throttle).",
+    ),
     "quota.metrics.max.entities": Setting(
         1000, int, 1, 1_000_000,
         "Quota entities with their own metric labels; the rest are summed under user/client_id '__other__'.",

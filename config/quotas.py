@@ -14,13 +14,15 @@ from __future__ import annotations
 from typing import Any
 
 from config.errors import ConfigError
-from quota.entity import CLIENT_ID, CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, USER, QuotaTable
+from quota.entity import (CLIENT_ID, CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, PRODUCER_IDS_RATE,
+                          USER, QuotaTable)
 
-# Keys this version enforces. Kafka's other client-quota keys (producer_ids_rate, request_percentage) are rejected
-# rather than accepted and silently ignored.
-ENFORCED_KEYS = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE)
+# Keys this version enforces. Kafka's other client-quota key (request_percentage) is rejected rather than accepted
+# and silently ignored.
+ENFORCED_KEYS = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_IDS_RATE)
 UNITS = {PRODUCER_BYTE_RATE: "bytes per second", CONSUMER_BYTE_RATE: "bytes per second",
-         CONTROLLER_MUTATION_RATE: "partition mutations per second"}
+         CONTROLLER_MUTATION_RATE: "partition mutations per second",
+         PRODUCER_IDS_RATE: "new producer ids per producer.id.quota.window.size.seconds"}
 
 
 def parse_quotas(raw: Any, path: str) -> QuotaTable:
@@ -51,6 +53,8 @@ def parse_quotas(raw: Any, path: str) -> QuotaTable:
                 raise ConfigError(f"{where}.{key}", f"unknown or not yet enforced quota key (known: {', '.join(ENFORCED_KEYS)})")
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise ConfigError(f"{where}.{key}", f"expected a rate in {UNITS[key]} > 0, got {value!r}")
+            if key == PRODUCER_IDS_RATE and CLIENT_ID in entity:
+                raise ConfigError(f"{where}.{key}", "only for user entities (KIP-936): remove client-id or this key")
             quotas[key] = value
         if not quotas:
             raise ConfigError(where, f"no quota key given (known: {', '.join(ENFORCED_KEYS)})")

@@ -148,8 +148,14 @@ class ProxyApp:
         idle_timeout_ns = settings["connections.max.idle.ms"] * 1_000_000
         loop = asyncio.get_running_loop()
         next_expiry = loop.time() + SENSOR_EXPIRY_INTERVAL_S
+        pid_cleanup_s = max(settings["producer.id.quota.cache.cleanup.scheduler.interval.ms"] / 1000.0,
+                            TIMEOUT_CHECK_INTERVAL_S)
+        next_pid_cleanup = loop.time() + pid_cleanup_s
         while True:
             await asyncio.sleep(TIMEOUT_CHECK_INTERVAL_S)
+            if loop.time() >= next_pid_cleanup:
+                self.quotas.producer_ids.cleanup(self.quotas.clock.now_ms())  # KIP-936's cache cleanup
+                next_pid_cleanup = loop.time() + pid_cleanup_s
             now_ns = time.monotonic_ns()
             for conn in list(self.connections):
                 conn.check_timeouts(now_ns, response_timeout_ns, idle_timeout_ns)

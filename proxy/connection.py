@@ -51,7 +51,9 @@ class ConnectionCore:
         self.requests = RequestPath(self.flow, scope, session, write_broker, self.responses, api_metrics, now,
                                     planner)
         self._request_splitter = FrameSplitter(
-            functools.partial(parse_request_prefix, max_size=max_request_bytes), self.requests, gate=self.flow)
+            functools.partial(parse_request_prefix, max_size=max_request_bytes,
+                              producer_ids=None if scope is None else scope.quotas.producer_ids),
+            self.requests, gate=self.flow)
         self._response_splitter = FrameSplitter(
             functools.partial(parse_response_prefix, max_size=max_response_bytes), self.responses)
         self._small_reads = False

@@ -20,6 +20,7 @@ from proxy.clock import SystemClock
 from quota.client_quota import ClientQuotaManager
 from quota.entity import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, QuotaTable, QuotaTags
 from quota.mutation import ControllerMutationQuotaManager
+from quota.producer_ids import ProducerIdQuotaManager
 from quota.rate import QuotaWindow
 from quota.sensor import EntityStats
 
@@ -43,6 +44,11 @@ class ByteRateQuotas:
                                            settings["controller.quota.window.size.seconds"])
         self.mutations = ControllerMutationQuotaManager(config.quotas, self.clock, self.mutation_window, mute_max)
         self.metadata_max_age_ms = settings["controller.quota.metadata.max.age.ms"]
+        self.producer_ids = ProducerIdQuotaManager(
+            config.quotas, window_num=settings["producer.id.quota.window.num"],
+            window_size_s=settings["producer.id.quota.window.size.seconds"],
+            expected_pids=settings["producer.id.quota.bloom.expected.pids"],
+            false_positive_rate=settings["producer.id.quota.bloom.false.positive.rate"], max_mute_ms=mute_max)
         self.max_metric_entities = settings["quota.metrics.max.entities"]
 
     def update(self, table: QuotaTable) -> None:
@@ -50,6 +56,7 @@ class ByteRateQuotas:
         self.produce.update_quotas(table)
         self.fetch.update_quotas(table)
         self.mutations.update_quotas(table)
+        self.producer_ids.update_quotas(table)
 
     def expire_idle(self) -> int:
         return (self.produce.expire_idle_sensors() + self.fetch.expire_idle_sensors()
@@ -86,6 +93,29 @@ class QuotaMetricsCollector(Collector):
                 recorded.add_metric(tag_labels, stats.value_total)
         yield from (rate, limit, throttle_total, throttle_max, throttled, recorded)
         yield from self._mutation_metrics()
+        yield from self._producer_id_metrics()
+
+    def _producer_id_metrics(self) -> Iterator:
+        """KIP-936's ProducerIds metrics (rate, tokens, throttle-time) per user, and the cache's size."""
+        name = "kafka_quota_proxy_producer_ids"
+        labels = ["user"]
+        new = CounterMetricFamily(f"{name}_new", "New producer ids counted against the user's quota (their rate is "
+                                  "the rate() of this counter).", labels=labels)
+        tokens = GaugeMetricFamily(f"{name}_tokens", "Tokens left in the user's bucket; below 0 it is throttled.", labels=labels)
+        limit = GaugeMetricFamily(f"{name}_limit", "The user's producer_ids_rate (new producer ids per window).", labels=labels)
+        throttle_total = CounterMetricFamily(f"{name}_throttle_time_ms", "Total throttle time (ms) decided for the user.", labels=labels)
+        throttled = CounterMetricFamily(f"{name}_throttled_requests", "Produce requests throttled for the user's producer ids.", labels=labels)
+        cache = GaugeMetricFamily(f"{name}_cache_bytes", "Bytes of bloom filters the user's producer-id cache holds.", labels=labels)
+        stats = sorted(self._quotas.producer_ids.stats(self._quotas.clock.now_ms()), key=lambda s: -s.new_pids_total)
+        for s in stats[: self._quotas.max_metric_entities]:
+            user = [s.tags.user]
+            new.add_metric(user, s.new_pids_total)
+            tokens.add_metric(user, s.tokens)
+            limit.add_metric(user, s.limit)
+            throttle_total.add_metric(user, s.throttle_time_ms_total)
+            throttled.add_metric(user, s.throttled_count)
+            cache.add_metric(user, s.cache_bytes)
+        yield from (new, tokens, limit, throttle_total, throttled, cache)
 
     def _mutation_metrics(self) -> Iterator:
         """KIP-599's ControllerMutation metrics (rate, tokens, throttle-time) per quota entity."""

@@ -35,7 +35,7 @@ from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import decode_request, decode_response, encode_request, encode_response
 from proxy.codec.records import iter_batches
-from quota.decision import is_applied
+from quota.decision import is_applied, longest
 from quota.throttle import INT32_MAX
 
 FETCH_MAX_BYTES_SINCE = 3
@@ -43,12 +43,18 @@ FETCH_MAX_BYTES_SINCE = 3
 
 def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
     base = addresses.plan_produce(scope, session, header)
-    if not scope.quotas.produce.enabled:
-        return base  # no producer_byte_rate anywhere: nothing recorded, as Kafka does
-    decision = scope.quotas.produce.record_and_decide(session.user, header.client_id or "", header.size)
-    if not is_applied(decision):
+    quotas = scope.quotas
+    throttle = None
+    if quotas.produce.enabled:  # no producer_byte_rate anywhere: nothing recorded, as Kafka does
+        decision = quotas.produce.record_and_decide(session.user, header.client_id or "", header.size)
+        throttle = decision if is_applied(decision) else None
+    if quotas.producer_ids.enabled and header.producer_id >= 0:  # KIP-936: a new producer id is counted
+        decision = quotas.producer_ids.record_and_decide(session.user, header.producer_id, quotas.clock.now_ms())
+        if is_applied(decision):
+            throttle = decision if throttle is None else longest(throttle, decision)
+    if throttle is None:
         return base
-    return Plan(rewrite=base.rewrite, throttle=decision)
+    return Plan(rewrite=base.rewrite, throttle=throttle)
 
 
 def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:

@@ -41,6 +41,7 @@ class RequestHeader:
     client_id: str | None
     header_length: int  # bytes from the start of the frame (size included) to the body
     acks: int | None = None  # Produce only: 0 means the client expects no response
+    producer_id: int = -1  # Produce only, when asked for: the first record batch's producer id (-1: none)
 
     @property
     def expects_response(self) -> bool:
@@ -137,14 +138,97 @@ class ResponseHeader:
         return self.size + 4
 
 
-def parse_request_prefix(buf, max_size: int) -> RequestHeader:
-    """The request header, plus ``acks`` for Produce: everything needed before the frame's first byte moves."""
+def parse_request_prefix(buf, max_size: int, producer_ids=None) -> RequestHeader:
+    """The request header, plus ``acks`` for Produce: everything needed before the frame's first byte moves.
+    ``producer_ids`` (an object with ``enabled``, read per request): when enabled, a Produce's first producer id
+    too (:func:`produce_producer_id`), a bounded prefix of the body."""
     header = parse_request_header(buf, max_size)
     if header.api_key == PRODUCE:
         acks = produce_acks(buf, header)
+        pid = produce_producer_id(buf, header) if producer_ids is not None and producer_ids.enabled else -1
         return RequestHeader(header.size, header.api_key, header.api_version, header.correlation_id,
-                             header.client_id, header.header_length, acks)
+                             header.client_id, header.header_length, acks, pid)
     return header
+
+
+_PRODUCER_ID_AT = 43  # in a v2 record batch: base offset 8, length 4, leader epoch 4, magic 1, crc 4, attributes 2,
+#                       last offset delta 4, first timestamp 8, max timestamp 8
+_MAGIC_AT = 16
+_INT64 = struct.Struct(">q")
+
+
+def produce_producer_id(buf, header: RequestHeader) -> int:
+    """The producer id of a Produce request's first record batch (a request comes from one producer), or -1 when
+    it has none (no data, an old magic, no idempotence). Reads at most the start of the body up to that batch's
+    header (about 100 bytes plus the first topic's name): raises :class:`Incomplete` until those bytes are in.
+    What is not a well-formed prefix is not this parser's business (the broker validates it): it gives -1."""
+    try:
+        return _ProducePrefix(buf, header).producer_id()
+    except _FrameEnds:
+        return -1
+
+
+class _FrameEnds(Exception):
+    """The frame ends before the field: there is no producer id to read."""
+
+
+class _ProducePrefix:
+    __slots__ = ("body", "end", "pos", "version", "flexible")
+
+    def __init__(self, buf, header: RequestHeader) -> None:
+        self.body = _bounded(buf, header.size)
+        self.end = header.size + 4
+        self.pos = header.header_length
+        self.version = header.api_version
+        self.flexible = header.api_version >= 9
+
+    def need(self, n: int) -> int:
+        """Skip ``n`` bytes; return where they start."""
+        pos = self.pos
+        if pos + n > self.end:
+            raise _FrameEnds
+        if pos + n > len(self.body):
+            raise Incomplete
+        self.pos = pos + n
+        return pos
+
+    def uvarint(self) -> int:
+        if self.pos >= self.end:
+            raise _FrameEnds
+        value, self.pos = read_uvarint(self.body, self.pos)
+        return value
+
+    def length(self, nullable_bytes: bool = False) -> int:
+        """A string, array or bytes length (compact in flexible versions)."""
+        if self.flexible:
+            return self.uvarint() - 1
+        struct_ = _INT32 if nullable_bytes else _INT16
+        return struct_.unpack_from(self.body, self.need(struct_.size))[0]
+
+    def array_length(self) -> int:
+        if self.flexible:
+            return self.uvarint() - 1
+        return _INT32.unpack_from(self.body, self.need(4))[0]
+
+    def producer_id(self) -> int:
+        if self.version >= 3:
+            self.need(max(self.length(), 0))  # transactional_id
+        self.need(6)  # acks, timeout_ms
+        if self.array_length() < 1:  # topic_data
+            return -1
+        if self.version >= 13:
+            self.need(16)  # topic_id (KIP-516) instead of the name
+        else:
+            self.need(max(self.length(), 0))
+        if self.array_length() < 1:  # partition_data
+            return -1
+        self.need(4)  # index
+        if self.length(nullable_bytes=True) < _PRODUCER_ID_AT + 8:  # records
+            return -1
+        start = self.need(_PRODUCER_ID_AT + 8)
+        if self.body[start + _MAGIC_AT] != 2:
+            return -1
+        return max(-1, _INT64.unpack_from(self.body, start + _PRODUCER_ID_AT)[0])
 
 
 def parse_response_prefix(buf, max_size: int = 2**31 - 1) -> ResponseHeader:

@@ -116,8 +116,10 @@ def test_quotas_section_builds_the_table():
 @pytest.mark.parametrize("replace,message", [
     (("producer_byte_rate: 1048576", "producer_byte_rate: -5"), "quotas[0].producer_byte_rate: expected a rate"),
     (("producer_byte_rate: 1048576", "producer_byte_rate: fast"), "quotas[0].producer_byte_rate: expected a rate"),
-    (("producer_byte_rate: 1048576", "producer_ids_rate: 10"),
-     "quotas[0].producer_ids_rate: unknown or not yet enforced quota key"),
+    (("producer_byte_rate: 1048576", "request_percentage: 10"),
+     "quotas[0].request_percentage: unknown or not yet enforced quota key"),
+    (("consumer_byte_rate: 4194304", "producer_ids_rate: 10"),
+     "quotas[1].producer_ids_rate: only for user entities (KIP-936)"),
     (("producer_byte_rate: 1048576", "controller_mutation_rate: 0"),
      "quotas[0].controller_mutation_rate: expected a rate in partition mutations per second > 0"),
     (("{user: alice, client-id: etl}", "{user: alice, group: etl}"), "quotas[1].entity.group: unknown entity type"),
