@@ -24,6 +24,7 @@ bench: $(STAMP)
 	$(PY) bench/codec.py
 	$(PY) bench/pipeline_cost.py
 	$(PY) bench/relay_floor.py
+	$(PY) bench/producer_ids.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

@@ -45,7 +45,7 @@ _MASK64 = (1 << 64) - 1
 class BloomFilter:
     """A fixed-size bloom filter of int64 keys: ``m`` bits, ``k`` hashes by double hashing of one mmh3 hash."""
 
-    __slots__ = ("bits", "num_bits", "num_hashes")
+    __slots__ = ("bits", "num_bits", "num_hashes", "count")
 
     def __init__(self, expected_items: int, false_positive_rate: float) -> None:
         if expected_items < 1 or not 0 < false_positive_rate < 1:
@@ -54,29 +54,46 @@ class BloomFilter:
         self.num_bits = max(64, math.ceil(-expected_items * math.log(false_positive_rate) / math.log(2) ** 2))
         self.num_hashes = max(1, round(self.num_bits / expected_items * math.log(2)))
         self.bits = bytearray((self.num_bits + 7) // 8)
+        self.count = 0  # keys added
 
-    def _positions(self, key: int):
+    def positions(self, key: int) -> list[int]:
+        """The bits of ``key`` (the same for every filter of one sizing: compute once, test several filters)."""
         h = mmh3.hash128((key & _MASK64).to_bytes(8, "big"), signed=False)
-        h1, h2 = h & _MASK64, (h >> 64) | 1
-        m = self.num_bits
-        return ((h1 + i * h2) % m for i in range(self.num_hashes))
+        h1, h2, m = h & _MASK64, (h >> 64) | 1, self.num_bits
+        return [(h1 + i * h2) % m for i in range(self.num_hashes)]
 
-    def add(self, key: int) -> None:
+    def add(self, key: int, positions: list[int] | None = None) -> None:
         bits = self.bits
-        for p in self._positions(key):
+        for p in positions if positions is not None else self.positions(key):
             bits[p >> 3] |= 1 << (p & 7)
+        self.count += 1
+
+    def has(self, positions: list[int]) -> bool:
+        bits = self.bits
+        for p in positions:
+            if not bits[p >> 3] >> (p & 7) & 1:
+                return False
+        return True
 
     def __contains__(self, key: int) -> bool:
-        bits = self.bits
-        return all(bits[p >> 3] & (1 << (p & 7)) for p in self._positions(key))
+        return self.has(self.positions(key))
 
     @property
     def size_bytes(self) -> int:
         return len(self.bits)
 
 
+MAX_FILTERS = 4
+"""Filters one user may hold: two in the KIP's steps, more only while a flood fills them early (see below)."""
+
+
 class TimeControlledBloomFilter:
-    """The KIP's per-user cache: at most two filters, each written for half a window and read for a whole one."""
+    """The KIP's per-user cache: filters written for half a window (or until full) and read for a whole one.
+
+    Beyond the KIP: a filter that has taken its expected number of PIDs stops taking writes early and a new one
+    starts, so its false-positive rate stays at the configured one under a flood (a full filter would take every
+    new PID for a known one and stop counting them); a user holds at most MAX_FILTERS, the oldest dropped first,
+    so memory stays bounded and a PID of a dropped filter is counted again (never less)."""
 
     __slots__ = ("window_ms", "expected", "fp_rate", "filters")
 
@@ -93,15 +110,18 @@ class TimeControlledBloomFilter:
         """True if ``pid`` was seen within the filters' lifetime; else it is added (and False is returned)."""
         self.dispose_expired(now_ms)
         filters = self.filters
-        if not filters or now_ms - filters[-1][0] >= self.window_ms // 2:
-            filters.append((now_ms, BloomFilter(self.expected, self.fp_rate)))  # steps 1, 2 and 4
+        if not filters or now_ms - filters[-1][0] >= self.window_ms // 2 or filters[-1][1].count >= self.expected:
+            filters.append((now_ms, BloomFilter(self.expected, self.fp_rate)))  # steps 1, 2 and 4 (or full)
+            if len(filters) > MAX_FILTERS:
+                filters.pop(0)
         current = filters[-1][1]
-        if pid in current:
+        positions = current.positions(pid)
+        if current.has(positions):
             return True
-        if any(pid in f for _, f in filters[:-1]):
-            current.add(pid)  # still active: keep it known in the filter that outlives the old one
+        if any(f.has(positions) for _, f in filters[:-1]):
+            current.add(pid, positions)  # still active: keep it known in the filter that outlives the old one
             return True
-        current.add(pid)
+        current.add(pid, positions)
         return False
 
     @property
@@ -141,6 +161,7 @@ class ProducerIdQuotaManager:
         self.window_num, self.window_size_s = window_num, window_size_s
         self.expected_pids, self.false_positive_rate = expected_pids, false_positive_rate
         self.max_mute_ms, self.shadow = max_mute_ms, shadow
+        self.recheck_ms = window_size_s * 1000 // 4  # a caller may skip a PID it checked less than this ago
         self._users: dict[QuotaTags, _UserState] = {}
         self.update_quotas(quotas)
 

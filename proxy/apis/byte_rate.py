@@ -48,10 +48,16 @@ def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader
     if quotas.produce.enabled:  # no producer_byte_rate anywhere: nothing recorded, as Kafka does
         decision = quotas.produce.record_and_decide(session.user, header.client_id or "", header.size)
         throttle = decision if is_applied(decision) else None
-    if quotas.producer_ids.enabled and header.producer_id >= 0:  # KIP-936: a new producer id is counted
-        decision = quotas.producer_ids.record_and_decide(session.user, header.producer_id, quotas.clock.now_ms())
-        if is_applied(decision):
-            throttle = decision if throttle is None else longest(throttle, decision)
+    pid = header.producer_id
+    if pid >= 0 and quotas.producer_ids.enabled:  # KIP-936: a new producer id is counted
+        now = quotas.clock.now_ms()
+        # The connection's last producer id was checked recently: known, nothing to count (checked again every
+        # quarter window, so a PID still in use is carried into the user's newer bloom filter in time).
+        if pid != session.producer_id or now - session.producer_id_checked_ms >= quotas.producer_ids.recheck_ms:
+            session.producer_id, session.producer_id_checked_ms = pid, now
+            decision = quotas.producer_ids.record_and_decide(session.user, pid, now)
+            if is_applied(decision):
+                throttle = decision if throttle is None else longest(throttle, decision)
     if throttle is None:
         return base
     return Plan(rewrite=base.rewrite, throttle=throttle)

@@ -94,3 +94,5 @@ class Session:
     listener: str
     peer_ip: str
     user: str = "ANONYMOUS"  # the principal; SASL (roadmap) will set it
+    producer_id: int = -1  # the last producer id checked against the producer-id quota on this connection
+    producer_id_checked_ms: int = 0  # and when

@@ -85,3 +85,10 @@ def test_filter_size_follows_expected_items_and_rate(expected, rate):
     f = BloomFilter(expected, rate)
     optimal_bytes = expected * 1.44 * -math.log2(rate) / 8  # m = -n ln p / (ln 2)^2 bits
     assert 0.95 * optimal_bytes <= f.size_bytes <= 1.05 * optimal_bytes + 8
+
+
+def test_a_flood_keeps_being_counted_and_memory_stays_bounded():
+    cache = TimeControlledBloomFilter(HOUR_MS, 1000, 0.001)
+    new = sum(not cache.seen_or_add(pid, 0) for pid in range(20_000))
+    assert new >= 0.99 * 20_000  # full filters give way to fresh ones instead of taking every PID for a known one
+    assert len(cache.filters) <= 4 and cache.size_bytes <= 4 * BloomFilter(1000, 0.001).size_bytes
