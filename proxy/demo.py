@@ -46,7 +46,7 @@ from importlib import resources
 
 from config.loader import load_config_file
 from config.model import Address, ProxyConfig
-from proxy.demo_storm import ADMIN, STORM_PARTITIONS, STORM_SECONDS, topic_storm
+from proxy.demo_storm import ADMIN, RESTART_TOPIC, RESTARTS, STORM_PARTITIONS, STORM_SECONDS, producer_restarts, topic_storm
 
 TOPIC, PARTITIONS, VALUE = "demo", 3, b"x" * 1024
 LIMITED, UNLIMITED = "demo-limited", "demo-unlimited"
@@ -191,7 +191,7 @@ def create_topic(bootstrap: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)]).values():
+    for future in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1), NewTopic(RESTART_TOPIC, 1, 1)]).values():
         future.result(30)
 
 
@@ -237,6 +237,9 @@ def run_scenario(config_path: str, duration_s: float, report=print,
         storm = topic_storm(bootstrap, config, report)
         if not storm.ok:
             raise RuntimeError(f"the topic storm was not held to its quota: {storm.text()}")
+        restarts = producer_restarts(bootstrap, config, report)
+        if not restarts.ok:
+            raise RuntimeError(f"the producer restarts were not throttled as expected: {restarts.text()}")
         for client in clients:
             client.start()
         started = time.monotonic()
@@ -332,6 +335,10 @@ def main() -> None:
         f"  first    a topic-creation storm: {ADMIN} (kafka-python admin) creates {STORM_PARTITIONS}-partition topics",
         f"           for {STORM_SECONDS} s under {config.quotas.limit('controller_mutation_rate', USER, ADMIN):g} "
         "partitions/s controller_mutation_rate (KIP-599)",
+        f"  then     a producer-restart loop: {RESTARTS} kafka-python idempotent producers, one after another, under "
+        f"{config.quotas.limit('producer_ids_rate', USER, ''):g} new producer ids a",
+        f"           {config.settings['producer.id.quota.window.size.seconds']} s window per user "
+        "(producer_ids_rate, KIP-936)",
         "Each second, one line per client: its rate in the last second (throttled clients run in bursts, as",
         f"against Kafka); once the {burst_s} s start-up burst is over, its rate over a window sliding to {window_s} s",
         f"({MEASURED_SPANS} quota window spans), from the clients' own counts; and a verdict: limited clients",

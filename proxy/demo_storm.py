@@ -79,3 +79,69 @@ def topic_storm(bootstrap: str, config: ProxyConfig, report: Callable[[str], Non
     result = StormResult(created, rejected, other, elapsed, burst + rate * elapsed + STORM_PARTITIONS)
     report(result.text())
     return result
+
+
+RESTARTER = "demo-restarter"
+RESTARTS = 10
+RESTART_TOPIC = "restarts"
+
+
+@dataclass(frozen=True)
+class RestartResult:
+    throttled: tuple[bool, ...]  # per producer, in order: did its produce come back with a throttle
+    acknowledged: int
+    burst: int
+
+    @property
+    def ok(self) -> bool:
+        n = min(self.burst, len(self.throttled))
+        return (self.acknowledged == len(self.throttled) and not any(self.throttled[:n])
+                and all(self.throttled[n:]) and len(self.throttled) > n)
+
+    def text(self) -> str:
+        marks = "".join("T" if t else "." for t in self.throttled)
+        return (f"producer restarts ({RESTARTER}): {len(self.throttled)} idempotent producers, one after another, "
+                f"each a new producer id: [{marks}] (T: throttled); the first {self.burst} pass, every later one "
+                f"is throttled; {self.acknowledged}/{len(self.throttled)} messages acknowledged"
+                f"  {'OK' if self.ok else 'FAIL'}")
+
+
+def producer_restarts(bootstrap: str, config: ProxyConfig, report: Callable[[str], None],
+                      restarts: int = RESTARTS) -> RestartResult:
+    """A producer-restart loop (the KIP-936 use case): each kafka-python idempotent producer sends one message and
+    closes; its Produce carries a new producer id. Throttles are seen as kafka-python reports them (a warning on
+    its connection's logger)."""
+    import logging
+
+    from kafka import KafkaProducer
+
+    settings = config.settings
+    limit = config.quotas.limit("producer_ids_rate", "ANONYMOUS", "")
+    burst = int(limit * settings["producer.id.quota.window.num"])
+    seen: list[str] = []
+
+    class Throttles(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "ProduceResponse throttled" in record.getMessage():
+                seen.append(record.getMessage())
+
+    handler = Throttles(logging.WARNING)
+    logger = logging.getLogger("kafka")
+    logger.addHandler(handler)
+    throttled, acknowledged = [], 0
+    try:
+        for i in range(restarts):
+            before = len(seen)
+            producer = KafkaProducer(bootstrap_servers=bootstrap, client_id=RESTARTER, enable_idempotence=True,
+                                     acks="all")
+            try:
+                producer.send(RESTART_TOPIC, f"restart {i}".encode()).get(30)
+                acknowledged += 1
+            finally:
+                producer.close(5)
+            throttled.append(len(seen) > before)
+    finally:
+        logger.removeHandler(handler)
+    result = RestartResult(tuple(throttled), acknowledged, burst)
+    report(result.text())
+    return result
