@@ -50,6 +50,7 @@ class ByteRateQuotas:
             expected_pids=settings["producer.id.quota.bloom.expected.pids"],
             false_positive_rate=settings["producer.id.quota.bloom.false.positive.rate"], max_mute_ms=mute_max)
         self.max_metric_entities = settings["quota.metrics.max.entities"]
+        self.producer_ids.issued.max_entries = self.max_metric_entities
 
     def update(self, table: QuotaTable) -> None:
         """Swap in a new quota table (dynamic config); live sensors take the new limits at once."""
@@ -116,6 +117,15 @@ class QuotaMetricsCollector(Collector):
             throttled.add_metric(user, s.throttled_count)
             cache.add_metric(user, s.cache_bytes)
         yield from (new, tokens, limit, throttle_total, throttled, cache)
+        issued = CounterMetricFamily(f"{name}_issued", "Producer ids the broker issued (InitProducerId), by who asked; "
+                                     "beyond the entity cap the least recent are summed under __other__.",
+                                     labels=["user", "client_id", "ip"])
+        tracker = self._quotas.producer_ids.issued
+        for (user, client_id, ip), count in tracker.counts().items():
+            issued.add_metric([user, client_id, ip], count)
+        if tracker.other:
+            issued.add_metric([OTHER, OTHER, OTHER], tracker.other)
+        yield issued
 
     def _mutation_metrics(self) -> Iterator:
         """KIP-599's ControllerMutation metrics (rate, tokens, throttle-time) per quota entity."""

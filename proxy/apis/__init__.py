@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Callable
 
-from proxy.apis import addresses, api_versions, byte_rate, mutations
+from proxy.apis import addresses, api_versions, byte_rate, mutations, producer_ids
 from proxy.apis.plan import (FORWARD_AS_IS, PASS, AnswerLocally, ConnectionScope, ForwardRequest, LookUp, Outcome, Plan,
                              Session)
 from proxy.codec.apis import (API_VERSIONS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CLUSTER, FETCH,
-                              FIND_COORDINATOR, METADATA, PRODUCE)
+                              FIND_COORDINATOR, INIT_PRODUCER_ID, METADATA, PRODUCE)
 from proxy.codec.header import RequestHeader
 
 Handler = Callable[[ConnectionScope, Session, RequestHeader], Plan]
@@ -28,6 +28,7 @@ HANDLERS: dict[int, Handler] = {
     CREATE_TOPICS: mutations.plan_create_topics,  # KIP-599 controller mutation quota
     DELETE_TOPICS: mutations.plan_delete_topics,
     CREATE_PARTITIONS: mutations.plan_create_partitions,
+    INIT_PRODUCER_ID: producer_ids.plan_init_producer_id,  # KIP-936 attribution
 }
 
 

@@ -74,6 +74,9 @@ def test_kafka_python_producers_in_a_loop_the_fourth_new_producer_id_is_throttle
     assert throttled_after[:3] == [False, False, False], throttled_after
     assert throttled_after[3], throttled_after
     assert proxy.metric("kafka_quota_proxy_producer_ids_new_total", user="ANONYMOUS") == 5
+    for i in range(5):  # InitProducerId answers attributed to who asked
+        assert proxy.metric("kafka_quota_proxy_producer_ids_issued_total", user="ANONYMOUS", client_id=f"loop-{i}",
+                            ip="127.0.0.1") == 1
     assert proxy.metric("kafka_quota_proxy_producer_ids_throttled_requests_total", user="ANONYMOUS") >= 2
     assert sorted(read_back(proxy.bootstrap, 10)) == sorted([f"m{i}".encode() for i in range(5)]
                                                            + [f"n{i}".encode() for i in range(5)])

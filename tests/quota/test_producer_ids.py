@@ -92,3 +92,13 @@ def test_a_flood_keeps_being_counted_and_memory_stays_bounded():
     new = sum(not cache.seen_or_add(pid, 0) for pid in range(20_000))
     assert new >= 0.99 * 20_000  # full filters give way to fresh ones instead of taking every PID for a known one
     assert len(cache.filters) <= 4 and cache.size_bytes <= 4 * BloomFilter(1000, 0.001).size_bytes
+
+
+def test_issued_producer_ids_are_attributed_and_bounded():
+    from quota.producer_ids import IssuedProducerIds
+
+    issued = IssuedProducerIds(max_entries=2)
+    for key in [("u", "a", "1.1.1.1")] * 3 + [("u", "b", "1.1.1.2"), ("v", "c", "1.1.1.3")]:
+        issued.record(*key)
+    assert issued.counts() == {("u", "b", "1.1.1.2"): 1, ("v", "c", "1.1.1.3"): 1}
+    assert issued.other == 3
