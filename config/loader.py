@@ -15,6 +15,7 @@ import yaml
 
 from config.errors import ConfigError
 from config.quotas import parse_quotas
+from config.volume import parse_volume_usage
 from config.model import Address, ListenerConfig, MetricsConfig, ProxyConfig, Settings, UpstreamConfig
 
 
@@ -135,13 +136,15 @@ def load_config_text(text: str) -> ProxyConfig:
 
 
 def parse_config(raw: Any) -> ProxyConfig:
-    top = _mapping(raw, "", required={"upstream", "listeners"}, optional={"metrics", "settings", "quotas"})
+    top = _mapping(raw, "", required={"upstream", "listeners"},
+                   optional={"metrics", "settings", "quotas", "volume_usage"})
     return ProxyConfig(
         upstream=_upstream(top["upstream"], "upstream"),
         listeners=_listeners(top["listeners"], "listeners"),
         metrics=_metrics(top.get("metrics", {"bind": "127.0.0.1:9464"}), "metrics"),
         settings=_settings(top.get("settings", {}), "settings"),
         quotas=parse_quotas(top.get("quotas", []), "quotas"),
+        volume_usage=parse_volume_usage(top.get("volume_usage"), "volume_usage"),
     )
 
 

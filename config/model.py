@@ -10,7 +10,12 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 
+from typing import TYPE_CHECKING
+
 from quota.entity import EMPTY_QUOTA_TABLE, QuotaTable
+
+if TYPE_CHECKING:
+    from config.volume import VolumeUsageConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,3 +66,4 @@ class ProxyConfig:
     metrics: MetricsConfig
     settings: Settings
     quotas: QuotaTable = EMPTY_QUOTA_TABLE
+    volume_usage: "VolumeUsageConfig | None" = None  # cluster-wide volume-usage throttling, when configured

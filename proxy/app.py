@@ -95,6 +95,7 @@ class ProxyApp:
         self.ops = OpsServer(self.metrics.registry, lambda: self.readiness.ready)
         self.ops_address: tuple[str, int] | None = None
         self._housekeeping: asyncio.Task | None = None
+        self._volume_tasks: list = []  # the volume-usage follower and publisher, when configured
 
     def _context(self, name: str, upstreams, scope: ConnectionScope) -> ListenerContext:
         settings = self.config.settings
@@ -139,6 +140,19 @@ class ProxyApp:
         log.info("metrics on http://%s:%d/metrics", *self.ops_address)
         self.readiness.start()
         self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep())
+        volume = self.config.volume_usage
+        if volume is not None:
+            from proxy.volume import VolumeFollower, VolumePublisher
+
+            bootstrap = str(self.config.upstream.bootstrap_servers[0])
+            self._volume_tasks = [VolumeFollower(self.quotas.volume, bootstrap)]
+            if volume.publisher is not None:
+                self._volume_tasks.append(VolumePublisher(volume, bootstrap, self.quotas.clock, self.metrics,
+                                                          self.volume_source))
+            for task in self._volume_tasks:
+                await task.start()
+
+    volume_source = None  # tests and the demo inject a simulated volume source for the publisher
 
     async def _housekeep(self) -> None:
         """Off the request path: close connections past their bounds, drop quota sensors idle for an hour (as Kafka
@@ -171,6 +185,8 @@ class ProxyApp:
         """Stop accepting, let in-flight requests finish for up to the grace period, then close everything."""
         if grace_ms is None:
             grace_ms = self.config.settings["shutdown.grace.period.ms"]
+        for task in self._volume_tasks:  # first: they reach the broker through this proxy's own listener
+            await task.stop()
         for listener in [*self.listeners, *self.broker_listeners.values()]:
             await listener.close()
         for conn in list(self.connections):

@@ -67,6 +67,13 @@ class ProxyMetrics:
             "The in-flight bound on response bytes a client has not taken (connections.max.buffered.response.bytes).",
             registry=r,
         )
+        self.volume_publisher_connected = Gauge(
+            f"{PREFIX}_volume_publisher_connected",
+            "1 while the volume-usage publisher's last publication succeeded.", registry=r,
+        )
+        self.volume_publish_errors = Counter(
+            f"{PREFIX}_volume_publish_errors", "Volume-usage snapshots that could not be published.", registry=r,
+        )
         self.inflight_bound_reached = Counter(
             f"{PREFIX}_connection_inflight_bound_reached",
             "Times a client connection reached its in-flight bound (requests or unsent response bytes) and its "

@@ -50,6 +50,11 @@ class ByteRateQuotas:
             expected_pids=settings["producer.id.quota.bloom.expected.pids"],
             false_positive_rate=settings["producer.id.quota.bloom.false.positive.rate"], max_mute_ms=mute_max)
         self.max_metric_entities = settings["quota.metrics.max.entities"]
+        self.volume = None  # cluster volume usage (proxy.volume.VolumeThrottle), when configured
+        if config.volume_usage is not None:
+            from proxy.volume import VolumeThrottle
+
+            self.volume = VolumeThrottle(config.volume_usage, config.quotas, self.clock, self.window, mute_max)
         self.producer_ids.issued.max_entries = self.max_metric_entities
 
     def update(self, table: QuotaTable) -> None:
@@ -58,6 +63,8 @@ class ByteRateQuotas:
         self.fetch.update_quotas(table)
         self.mutations.update_quotas(table)
         self.producer_ids.update_quotas(table)
+        if self.volume is not None:
+            self.volume.update_quotas(table)
 
     def expire_idle(self) -> int:
         return (self.produce.expire_idle_sensors() + self.fetch.expire_idle_sensors()
@@ -95,6 +102,42 @@ class QuotaMetricsCollector(Collector):
         yield from (rate, limit, throttle_total, throttle_max, throttled, recorded)
         yield from self._mutation_metrics()
         yield from self._producer_id_metrics()
+        if self._quotas.volume is not None:
+            yield from self._volume_metrics(self._quotas.volume)
+
+    def _volume_metrics(self, volume) -> Iterator:
+        """Cluster volume usage: state, factor, per-volume usage and breaches, snapshot ages, fallback."""
+        name = "kafka_quota_proxy_volume"
+        state = volume.state
+        states = GaugeMetricFamily(f"{name}_state", "1 for the current produce state (OPEN, THROTTLE, PAUSE).",
+                                   labels=["state"])
+        for s in ("OPEN", "THROTTLE", "PAUSE"):
+            states.add_metric([s], 1.0 if state.state == s else 0.0)
+        factor = GaugeMetricFamily(f"{name}_factor", "What produce byte quotas are scaled by (1 OPEN, 0 PAUSE).")
+        factor.add_metric([], state.factor)
+        missing = GaugeMetricFamily(f"{name}_missing_data", "1 for a live broker with no fresh snapshot (the "
+                                    "missing_data_action applies because of it).", labels=["broker"])
+        for broker in state.missing_data:
+            missing.add_metric([str(broker)], 1.0)
+        age = GaugeMetricFamily(f"{name}_snapshot_age_seconds", "Age of each broker's latest snapshot.",
+                                labels=["broker"])
+        for broker, ms in state.snapshot_age_ms.items():
+            age.add_metric([str(broker)], ms / 1000.0)
+        labels = ["broker", "volume"]
+        used = GaugeMetricFamily(f"{name}_used_bytes", "Bytes used on the volume (latest fresh snapshot).", labels=labels)
+        free = GaugeMetricFamily(f"{name}_free_bytes", "Bytes free on the volume (latest fresh snapshot).", labels=labels)
+        breach = GaugeMetricFamily(f"{name}_limit_breached", "1 when the volume is past its soft or hard limit.",
+                                   labels=labels + ["limit"])
+        for r in state.volumes:
+            tags = [str(r.broker_id), r.name]
+            used.add_metric(tags, r.consumed)
+            free.add_metric(tags, r.capacity - r.consumed)
+            for limit in ("soft", "hard"):
+                breach.add_metric(tags + [limit], 1.0 if r.breach == limit or (limit == "soft" and r.breach == "hard")
+                                  else 0.0)
+        bad = CounterMetricFamily(f"{name}_bad_records", "Volume-usage records skipped because they could not be used.")
+        bad.add_metric([], volume.bad_records)
+        yield from (states, factor, missing, age, used, free, breach, bad)
 
     def _producer_id_metrics(self) -> Iterator:
         """KIP-936's ProducerIds metrics (rate, tokens, throttle-time) per user, and the cache's size."""

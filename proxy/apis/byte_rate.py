@@ -29,13 +29,15 @@ Muting, not the client's goodwill, is what holds clients that ignore ``throttle_
 from __future__ import annotations
 
 from proxy.apis import addresses
-from proxy.apis.plan import FORWARD_AS_IS, ConnectionScope, ForwardRequest, Plan, Session
+from proxy.apis.plan import FORWARD_AS_IS, AnswerLocally, ConnectionScope, ForwardRequest, Outcome, Plan, Session
 from proxy.codec.apis import FETCH, PRODUCE, client_throttles, has_throttle_time
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import decode_request, decode_response, encode_request, encode_response
 from proxy.codec.records import iter_batches
-from quota.decision import is_applied, longest
+from proxy.codec.responses import encode_local_response, error_response
+from proxy.volume import NOT_ENOUGH_REPLICAS
+from quota.decision import Throttle, is_applied, longest
 from quota.throttle import INT32_MAX
 
 FETCH_MAX_BYTES_SINCE = 3
@@ -44,6 +46,9 @@ FETCH_MAX_BYTES_SINCE = 3
 def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
     base = addresses.plan_produce(scope, session, header)
     quotas = scope.quotas
+    volume = quotas.volume
+    if volume is not None and volume.paused:
+        return paused_produce(scope, volume, header, base)
     throttle = None
     if quotas.produce.enabled:  # no producer_byte_rate anywhere: nothing recorded, as Kafka does
         decision = quotas.produce.record_and_decide(session.user, header.client_id or "", header.size)
@@ -58,9 +63,35 @@ def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader
             decision = quotas.producer_ids.record_and_decide(session.user, pid, now)
             if is_applied(decision):
                 throttle = decision if throttle is None else longest(throttle, decision)
+    if volume is not None and volume.throttling:  # cluster volume usage: the produce quota scaled by its factor
+        # Recorded only while throttling: traffic sent while OPEN is not paid for when a soft limit is crossed.
+        decision = volume.produce.record_and_decide(session.user, header.client_id or "", header.size)
+        if is_applied(decision):
+            throttle = decision if throttle is None else longest(throttle, decision)
     if throttle is None:
         return base
     return Plan(rewrite=base.rewrite, throttle=throttle)
+
+
+def paused_produce(scope: ConnectionScope, volume, header: RequestHeader, base: Plan) -> Plan:
+    """A volume is at its hard limit: the request is read whole and answered by the proxy with the retriable
+    NOT_ENOUGH_REPLICAS after ``pause_delay_ms`` (throttle_time_ms and a mute), so it never reaches the broker and
+    the client retries; a request that writes only the proxy's internal topics (the volume-usage snapshots) goes
+    through, so the publisher is never paused by what it reports."""
+    version, delay = header.api_version, volume.config.pause_delay_ms
+
+    def decide(body: memoryview) -> Outcome:
+        msg = decode_request(PRODUCE, version, body)
+        names = {t.name or scope.topic_ids.name_for(t.topic_id) for t in msg.topic_data}
+        if names and names <= volume.internal_topics:
+            return FORWARD_AS_IS
+        response = error_response(PRODUCE, version, msg, NOT_ENOUGH_REPLICAS, throttle_time_ms=delay,
+                                  error_message="kafka-quota-proxy: a broker volume is at its hard limit; "
+                                                "produce is paused until usage drops (retry)")
+        return AnswerLocally(encode_local_response(PRODUCE, version, header.correlation_id, response),
+                             throttle=Throttle(delay, delay))
+
+    return Plan(action=BUFFER, rewrite=base.rewrite, decide=decide)
 
 
 def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:

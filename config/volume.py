@@ -1,0 +1,118 @@
+"""The ``volume_usage:`` section: cluster-wide volume-usage throttling (Strimzi's design).
+
+```yaml
+volume_usage:
+  source: topic                      # or describe_log_dirs
+  topic: __kafka_quota_proxy_volume_usage
+  freshness_seconds: 60
+  missing_data_action: PAUSE         # or OPEN
+  produce_base_rate: 10485760        # bytes/s scaled by the factor where no per-entity produce quota applies
+  pause_delay_ms: 1000               # how long a paused produce is held before its retriable error
+  publisher:                         # present only on sidecars next to a broker
+    broker_id: 1
+    log_dirs: [/var/lib/kafka/data]
+    interval_seconds: 10
+    soft_limit: {type: MinFreePercentage, level: 20}
+    hard_limit: {type: MinFreeBytes, level: 1073741824}
+```
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from config.errors import ConfigError
+from quota.volume import LIMIT_TYPES, OPEN, PAUSE, Limit, SnapshotError
+
+DEFAULT_TOPIC = "__kafka_quota_proxy_volume_usage"
+SOURCES = ("topic", "describe_log_dirs")
+
+
+@dataclass(frozen=True, slots=True)
+class PublisherConfig:
+    broker_id: int
+    log_dirs: tuple[str, ...]
+    interval_seconds: float
+    soft_limit: Limit
+    hard_limit: Limit
+
+
+@dataclass(frozen=True, slots=True)
+class VolumeUsageConfig:
+    source: str = "topic"
+    topic: str = DEFAULT_TOPIC
+    freshness_seconds: float = 60
+    missing_data_action: str = PAUSE
+    produce_base_rate: float = 10485760
+    pause_delay_ms: int = 1000
+    publisher: PublisherConfig | None = None
+
+
+def _keys(raw: Any, path: str, known: set[str], required: set[str] = frozenset()) -> dict:
+    if not isinstance(raw, dict):
+        raise ConfigError(path, f"expected a mapping, got {type(raw).__name__}")
+    for key in raw:
+        if key not in known:
+            raise ConfigError(f"{path}.{key}", f"unknown key (known keys: {', '.join(sorted(known))})")
+    for key in sorted(required):
+        if key not in raw:
+            raise ConfigError(f"{path}.{key}", "required key is missing")
+    return raw
+
+
+def _number(raw: Any, path: str, minimum: float, integer: bool = False) -> float:
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or (integer and raw != int(raw)):
+        raise ConfigError(path, f"expected {'an integer' if integer else 'a number'}, got {raw!r}")
+    if raw < minimum:
+        raise ConfigError(path, f"must be at least {minimum:g}, got {raw!r}")
+    return int(raw) if integer else float(raw)
+
+
+def _limit(raw: Any, path: str) -> Limit:
+    m = _keys(raw, path, {"type", "level"}, {"type", "level"})
+    if m["type"] not in LIMIT_TYPES:
+        raise ConfigError(f"{path}.type", f"expected one of {', '.join(LIMIT_TYPES)}, got {m['type']!r}")
+    try:
+        return Limit(m["type"], _number(m["level"], f"{path}.level", 0))
+    except SnapshotError as exc:
+        raise ConfigError(f"{path}.level", str(exc)) from None
+
+
+def parse_volume_usage(raw: Any, path: str) -> VolumeUsageConfig | None:
+    if raw is None:
+        return None
+    m = _keys(raw, path, {"source", "topic", "freshness_seconds", "missing_data_action", "produce_base_rate",
+                          "pause_delay_ms", "publisher"})
+    defaults = VolumeUsageConfig()
+    source = m.get("source", defaults.source)
+    if source not in SOURCES:
+        raise ConfigError(f"{path}.source", f"expected one of {', '.join(SOURCES)}, got {source!r}")
+    if source == "describe_log_dirs":
+        raise ConfigError(f"{path}.source", "describe_log_dirs is not built yet; use topic")
+    topic = m.get("topic", defaults.topic)
+    if not isinstance(topic, str) or not topic:
+        raise ConfigError(f"{path}.topic", f"expected a topic name, got {topic!r}")
+    action = m.get("missing_data_action", defaults.missing_data_action)
+    if action not in (PAUSE, OPEN):
+        raise ConfigError(f"{path}.missing_data_action", f"expected PAUSE or OPEN, got {action!r}")
+    publisher = None
+    if "publisher" in m:
+        pp = f"{path}.publisher"
+        p = _keys(m["publisher"], pp, {"broker_id", "log_dirs", "interval_seconds", "soft_limit", "hard_limit"},
+                  {"broker_id", "log_dirs", "soft_limit", "hard_limit"})
+        dirs = p["log_dirs"]
+        if not isinstance(dirs, list) or not dirs or not all(isinstance(d, str) and d for d in dirs):
+            raise ConfigError(f"{pp}.log_dirs", f"expected a non-empty list of paths, got {dirs!r}")
+        publisher = PublisherConfig(int(_number(p["broker_id"], f"{pp}.broker_id", 0, integer=True)), tuple(dirs),
+                                    _number(p.get("interval_seconds", 10), f"{pp}.interval_seconds", 0.1),
+                                    _limit(p["soft_limit"], f"{pp}.soft_limit"),
+                                    _limit(p["hard_limit"], f"{pp}.hard_limit"))
+    return VolumeUsageConfig(
+        source=source, topic=topic,
+        freshness_seconds=_number(m.get("freshness_seconds", defaults.freshness_seconds), f"{path}.freshness_seconds", 1),
+        missing_data_action=action,
+        produce_base_rate=_number(m.get("produce_base_rate", defaults.produce_base_rate), f"{path}.produce_base_rate", 1),
+        pause_delay_ms=int(_number(m.get("pause_delay_ms", defaults.pause_delay_ms), f"{path}.pause_delay_ms", 0,
+                                   integer=True)),
+        publisher=publisher)

@@ -1,0 +1,277 @@
+"""Cluster-wide volume-usage throttling at run time: the publisher, the follower, and what Produce consults.
+
+- :class:`VolumeThrottle` holds the latest snapshots and the state :func:`quota.volume.evaluate` derives from
+  them, and a produce byte-rate manager whose limits are the configured ones scaled by the state's factor (a base
+  rate where no per-entity ``producer_byte_rate`` applies). No I/O: the request path reads it.
+- :class:`VolumeFollower` reads the volume-usage topic from the beginning with aiokafka and follows it (no
+  consumer group: every proxy reads every partition), and knows the live brokers from the cluster's metadata; a
+  record that cannot be used is logged and skipped, the last good snapshot of that broker stays.
+- :class:`VolumePublisher` (sidecars next to a broker) measures the broker's log-dir volumes with ``os.statvfs``
+  (or an injected source) on start-up and every interval, and publishes one snapshot keyed by broker id to the
+  topic, created compacted if missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable
+
+from config.volume import VolumeUsageConfig
+from quota.client_quota import ClientQuotaManager
+from quota.entity import PRODUCER_BYTE_RATE, QuotaTable
+from quota.rate import QuotaWindow
+from quota.volume import INITIAL, PAUSE, THROTTLE, Snapshot, SnapshotError, Volume, VolumeState, evaluate, parse_snapshot
+
+log = logging.getLogger("kafka_quota_proxy.volume")
+
+STOP_TIMEOUT_S = 5.0  # stopping an aiokafka client never holds shutdown longer
+NOT_ENOUGH_REPLICAS = 19  # retriable in every client; never reaches the log: the request is not forwarded
+
+
+def scaled_produce_table(quotas: QuotaTable, factor: float, base_rate: float) -> QuotaTable:
+    """Every ``producer_byte_rate`` entry scaled by ``factor``, and ``base_rate * factor`` for clients no entry
+    covers (a ``{client-id: <default>}`` entry, unless one is configured)."""
+    values = []
+    has_default_client = False
+    for entry in quotas.entries:
+        if PRODUCER_BYTE_RATE not in entry.quotas:
+            continue
+        entity = {k: v for k, v in (("user", entry.entity.user), ("client-id", entry.entity.client_id)) if v is not None}
+        has_default_client |= entity == {"client-id": "<default>"}
+        values.append((entity, {PRODUCER_BYTE_RATE: entry.quotas[PRODUCER_BYTE_RATE] * factor}))
+    if not has_default_client:
+        values.append(({"client-id": "<default>"}, {PRODUCER_BYTE_RATE: base_rate * factor}))
+    return QuotaTable.from_values(values)
+
+
+class VolumeThrottle:
+    """What Produce consults: ``state`` (OPEN, THROTTLE, PAUSE) and ``produce``, the scaled byte-rate manager."""
+
+    def __init__(self, config: VolumeUsageConfig, quotas: QuotaTable, clock, window: QuotaWindow,
+                 mute_max_ms: int) -> None:
+        self.config = config
+        self.clock = clock
+        self._quotas = quotas
+        self.snapshots: dict[int, Snapshot] = {}
+        self.live_brokers: set[int] | None = None
+        self.state: VolumeState = INITIAL
+        self.internal_topics = frozenset({config.topic})
+        self.produce = ClientQuotaManager(scaled_produce_table(quotas, 1.0, config.produce_base_rate),
+                                          PRODUCER_BYTE_RATE, clock, window, mute_max_ms)
+        self.bad_records = 0
+        self.evaluate()
+
+    @property
+    def paused(self) -> bool:
+        return self.state.state == PAUSE
+
+    @property
+    def throttling(self) -> bool:
+        return self.state.state == THROTTLE
+
+    def update_quotas(self, quotas: QuotaTable) -> None:
+        self._quotas = quotas
+        self._rescale()
+
+    def record(self, key: bytes | None, value: bytes | None) -> None:
+        """One record of the volume-usage topic."""
+        try:
+            snapshot = parse_snapshot(key, value)
+        except SnapshotError as exc:
+            self.bad_records += 1
+            log.warning("volume usage record skipped (the broker's last good snapshot stays): %s", exc)
+            return
+        broker = int(key.decode())
+        if snapshot is None:
+            self.snapshots.pop(broker, None)
+        else:
+            self.snapshots[broker] = snapshot
+        self.evaluate()
+
+    def brokers(self, live: set[int]) -> None:
+        if live != self.live_brokers:
+            self.live_brokers = set(live)
+            self.evaluate()
+
+    def evaluate(self) -> VolumeState:
+        before = self.state
+        self.state = evaluate(self.snapshots, self.live_brokers, self.clock.now_ms(),
+                              int(self.config.freshness_seconds * 1000), self.config.missing_data_action)
+        if self.state.state != before.state:
+            log.warning("volume usage: %s -> %s (factor %.2f%s)", before.state, self.state.state, self.state.factor,
+                        f", no fresh data from brokers {list(self.state.missing_data)}" if self.state.missing_data
+                        else "")
+        if self.state.factor != before.factor:
+            self._rescale()
+        return self.state
+
+    def _rescale(self) -> None:
+        factor = max(self.state.factor, 1e-6)  # PAUSE is handled before any byte rate
+        self.produce.update_quotas(scaled_produce_table(self._quotas, factor, self.config.produce_base_rate))
+
+
+def statvfs_volumes(log_dirs: tuple[str, ...]) -> list[Volume]:
+    """The volumes under the broker's log dirs (one per filesystem), as ``os.statvfs`` sees them."""
+    seen: dict[int, Volume] = {}
+    for path in log_dirs:
+        st = os.statvfs(path)
+        device = os.stat(path).st_dev
+        capacity = st.f_blocks * st.f_frsize
+        free = st.f_bavail * st.f_frsize
+        seen.setdefault(device, Volume(path, capacity, capacity - free))
+    return list(seen.values())
+
+
+class VolumePublisher:
+    """Publishes this broker's snapshot every interval; errors are counted and retried at the next interval."""
+
+    def __init__(self, config: VolumeUsageConfig, bootstrap: str, clock, metrics,
+                 source: Callable[[], list[Volume]] | None = None) -> None:
+        self.config = config
+        self.publisher = config.publisher
+        self.bootstrap = bootstrap
+        self.clock = clock
+        self.metrics = metrics
+        self.source = source or (lambda: statvfs_volumes(self.publisher.log_dirs))
+        self._producer = None
+        self._task: asyncio.Task | None = None
+
+    def snapshot(self) -> Snapshot:
+        p = self.publisher
+        return Snapshot(p.broker_id, self.clock.now_ms(), p.soft_limit, p.hard_limit, tuple(self.source()))
+
+    async def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _ensure_topic(self) -> None:
+        from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+        from aiokafka.errors import TopicAlreadyExistsError
+
+        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="kafka-quota-proxy-volume")
+        await admin.start()
+        try:
+            await admin.create_topics([NewTopic(self.config.topic, 1, 1,
+                                                topic_configs={"cleanup.policy": "compact"})])
+        except TopicAlreadyExistsError:
+            pass
+        finally:
+            await admin.close()
+
+    async def _run(self) -> None:
+        from aiokafka import AIOKafkaProducer
+
+        key = str(self.publisher.broker_id).encode()
+        while True:
+            try:
+                if self._producer is None:
+                    await self._ensure_topic()
+                    producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, client_id="kafka-quota-proxy-volume",
+                                                acks="all", enable_idempotence=False)
+                    await producer.start()
+                    self._producer = producer
+                    self.metrics.volume_publisher_connected.set(1)
+                await self._producer.send_and_wait(self.config.topic, self.snapshot().to_json(), key=key)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the broker is down or the topic cannot be written: try again later
+                self.metrics.volume_publish_errors.inc()
+                self.metrics.volume_publisher_connected.set(0)
+                log.warning("volume usage publication failed (retried in %.0f s): %r",
+                            self.publisher.interval_seconds, exc)
+                await self._close_producer()
+            await asyncio.sleep(self.publisher.interval_seconds)
+
+    async def _close_producer(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            try:
+                await asyncio.wait_for(producer.stop(), STOP_TIMEOUT_S)
+            except Exception:  # noqa: BLE001 - already failing, or stopping: the next interval starts afresh
+                pass
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001
+                pass
+        await self._close_producer()
+
+
+class VolumeFollower:
+    """Reads the volume-usage topic from the beginning and follows it; re-evaluates freshness every second."""
+
+    def __init__(self, throttle: VolumeThrottle, bootstrap: str) -> None:
+        self.throttle = throttle
+        self.bootstrap = bootstrap
+        self._tasks: list[asyncio.Task] = []
+        self._consumer = None
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._follow()), loop.create_task(self._tick())]
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            self.throttle.evaluate()  # snapshots age even when nothing arrives
+
+    async def _follow(self) -> None:
+        from aiokafka import AIOKafkaConsumer, TopicPartition
+
+        topic = self.throttle.config.topic
+        while True:
+            consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, client_id="kafka-quota-proxy-volume",
+                                        group_id=None, enable_auto_commit=False, auto_offset_reset="earliest",
+                                        metadata_max_age_ms=10_000)
+            try:
+                await consumer.start()
+                self._consumer = consumer
+                partitions = None
+                while not partitions:
+                    partitions = consumer.partitions_for_topic(topic)
+                    self._learn_brokers(consumer)
+                    if not partitions:
+                        await consumer._client.force_metadata_update()
+                        partitions = consumer.partitions_for_topic(topic)
+                        if not partitions:
+                            await asyncio.sleep(1.0)
+                consumer.assign([TopicPartition(topic, p) for p in sorted(partitions)])
+                await consumer.seek_to_beginning()
+                while True:
+                    batches = await consumer.getmany(timeout_ms=1000)
+                    self._learn_brokers(consumer)
+                    for records in batches.values():
+                        for record in records:
+                            self.throttle.record(record.key, record.value)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # broker down: keep the last snapshots (they go stale), start over
+                log.warning("volume usage topic not readable (retrying): %r", exc)
+                await asyncio.sleep(1.0)
+            finally:
+                self._consumer = None
+                try:
+                    await asyncio.wait_for(consumer.stop(), STOP_TIMEOUT_S)
+                except Exception:  # noqa: BLE001
+                    pass
+
+    def _learn_brokers(self, consumer) -> None:
+        brokers = consumer._client.cluster.brokers()
+        if brokers:
+            self.throttle.brokers({b.nodeId for b in brokers})
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001
+                pass
+
+
+__all__ = ["NOT_ENOUGH_REPLICAS", "VolumeFollower", "VolumePublisher", "VolumeThrottle"]

@@ -1,0 +1,201 @@
+"""Cluster-wide volume-usage throttling (the Strimzi quotas plugin's design, soft and hard limits kept). Pure.
+
+Every broker's sidecar publishes a snapshot of its log-dir volumes (:func:`parse_snapshot` reads one, keyed by
+broker id). From the snapshots of the live brokers, :func:`evaluate` decides one cluster-wide state:
+
+- a limit is one of ``ConsumedSpace`` (bytes used), ``MinFreeBytes`` or ``MinFreePercentage`` (of capacity);
+  each becomes a threshold of consumed bytes for a volume;
+- a volume at or past its hard threshold: **PAUSE**;
+- a volume between its soft and hard thresholds throttles in proportion to how far it is from soft towards hard:
+  its factor is ``1 - (consumed - soft) / (hard - soft)``, 1 at the soft limit and 0 at the hard one;
+- the smallest factor of all volumes of all live brokers wins (**THROTTLE** when below 1, else **OPEN**);
+- a live broker with no snapshot fresher than ``freshness_seconds``: the configured fallback, PAUSE or OPEN,
+  with ``missing_data`` set so the metric says why.
+
+The proxy applies the factor to produce traffic only: it scales the produce byte quota (a base rate where no
+per-entity quota applies), and PAUSE stops produce requests from reaching the broker.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+OPEN, THROTTLE, PAUSE = "OPEN", "THROTTLE", "PAUSE"
+LIMIT_TYPES = ("ConsumedSpace", "MinFreeBytes", "MinFreePercentage")
+
+
+class SnapshotError(ValueError):
+    """A snapshot that cannot be used; the message names the field."""
+
+
+@dataclass(frozen=True, slots=True)
+class Limit:
+    type: str
+    level: float
+
+    def __post_init__(self) -> None:
+        if self.type not in LIMIT_TYPES:
+            raise SnapshotError(f"limit type {self.type!r} is not one of {', '.join(LIMIT_TYPES)}")
+        if self.level < 0 or (self.type == "MinFreePercentage" and self.level > 100):
+            raise SnapshotError(f"{self.type} level {self.level!r} is out of range")
+
+    def consumed_threshold(self, capacity: int) -> float:
+        """The consumed bytes at which this limit is reached on a volume of ``capacity`` bytes."""
+        if self.type == "ConsumedSpace":
+            return self.level
+        if self.type == "MinFreeBytes":
+            return capacity - self.level
+        return capacity - capacity * self.level / 100.0
+
+    def as_json(self) -> dict:
+        return {"type": self.type, "level": self.level}
+
+
+@dataclass(frozen=True, slots=True)
+class Volume:
+    name: str
+    capacity: int
+    consumed: int
+    soft_limit: Limit | None = None  # per-volume overrides of the snapshot's limits
+    hard_limit: Limit | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    broker_id: int
+    snapshot_at_ms: int
+    soft_limit: Limit
+    hard_limit: Limit
+    volumes: tuple[Volume, ...]
+
+    def to_json(self) -> bytes:
+        """The record value, in the seed's schema."""
+        def volume(v: Volume) -> dict:
+            out = {"VolumeName": v.name, "Capacity": v.capacity, "Consumed": v.consumed}
+            if v.soft_limit is not None:
+                out["SoftLimit"] = v.soft_limit.as_json()
+            if v.hard_limit is not None:
+                out["HardLimit"] = v.hard_limit.as_json()
+            return out
+
+        at = datetime.fromtimestamp(self.snapshot_at_ms / 1000).astimezone().isoformat()
+        return json.dumps({"SnapshotAt": at, "HardLimit": self.hard_limit.as_json(),
+                           "SoftLimit": self.soft_limit.as_json(),
+                           "Volumes": [volume(v) for v in self.volumes]}).encode()
+
+
+def _limit(raw, where: str) -> Limit:
+    if not isinstance(raw, dict) or "type" not in raw or "level" not in raw:
+        raise SnapshotError(f"{where}: expected {{type, level}}, got {raw!r}")
+    level = raw["level"]
+    if isinstance(level, bool) or not isinstance(level, (int, float)):
+        raise SnapshotError(f"{where}.level: expected a number, got {level!r}")
+    try:
+        return Limit(str(raw["type"]), float(level))
+    except SnapshotError as exc:
+        raise SnapshotError(f"{where}: {exc}") from None
+
+
+def parse_snapshot(key: bytes | None, value: bytes | None) -> Snapshot | None:
+    """A record of the volume-usage topic; None for a tombstone. Raises SnapshotError naming the bad field."""
+    if key is None:
+        raise SnapshotError("record key: missing (expected the broker id)")
+    try:
+        broker_id = int(key.decode())
+    except (UnicodeDecodeError, ValueError):
+        raise SnapshotError(f"record key: expected a broker id, got {key!r}") from None
+    if value is None:
+        return None
+    try:
+        raw = json.loads(value)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise SnapshotError(f"record value: not JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise SnapshotError("record value: expected an object")
+    try:
+        at = datetime.fromisoformat(str(raw["SnapshotAt"]).replace("Z", "+00:00"))
+    except (KeyError, ValueError):
+        raise SnapshotError(f"SnapshotAt: expected an ISO 8601 date-time, got {raw.get('SnapshotAt')!r}") from None
+    if at.tzinfo is None:
+        raise SnapshotError("SnapshotAt: a time zone is required")
+    volumes = []
+    for i, v in enumerate(raw.get("Volumes") or []):
+        where = f"Volumes[{i}]"
+        try:
+            name, capacity, consumed = str(v["VolumeName"]), int(v["Capacity"]), int(v["Consumed"])
+        except (KeyError, TypeError, ValueError):
+            raise SnapshotError(f"{where}: expected VolumeName, Capacity and Consumed") from None
+        if capacity <= 0 or consumed < 0:
+            raise SnapshotError(f"{where}: Capacity must be > 0 and Consumed >= 0")
+        volumes.append(Volume(name, capacity, consumed,
+                              _limit(v["SoftLimit"], f"{where}.SoftLimit") if "SoftLimit" in v else None,
+                              _limit(v["HardLimit"], f"{where}.HardLimit") if "HardLimit" in v else None))
+    return Snapshot(broker_id, int(at.timestamp() * 1000), _limit(raw.get("SoftLimit"), "SoftLimit"),
+                    _limit(raw.get("HardLimit"), "HardLimit"), tuple(volumes))
+
+
+@dataclass(frozen=True, slots=True)
+class VolumeReading:
+    broker_id: int
+    name: str
+    capacity: int
+    consumed: int
+    factor: float  # 1: below soft, 0: at or past hard
+    breach: str | None  # None, "soft" or "hard"
+
+
+@dataclass(frozen=True, slots=True)
+class VolumeState:
+    state: str  # OPEN, THROTTLE or PAUSE
+    factor: float  # what the produce quota is scaled by (0 under PAUSE)
+    missing_data: tuple[int, ...]  # live brokers with no fresh snapshot (the fallback applied for them)
+    volumes: tuple[VolumeReading, ...]
+    snapshot_age_ms: dict[int, int]
+
+
+INITIAL = VolumeState(OPEN, 1.0, (), (), {})
+
+
+def volume_factor(volume: Volume, soft: Limit, hard: Limit) -> tuple[float, str | None]:
+    """This volume's factor and breach, from the snapshot's limits unless the volume overrides them."""
+    soft, hard = volume.soft_limit or soft, volume.hard_limit or hard
+    hard_at = hard.consumed_threshold(volume.capacity)
+    soft_at = soft.consumed_threshold(volume.capacity)
+    if volume.consumed >= hard_at:
+        return 0.0, "hard"
+    if volume.consumed <= soft_at:
+        return 1.0, None
+    if hard_at <= soft_at:  # a soft limit past the hard one: only the hard limit means anything
+        return 1.0, None
+    return 1.0 - (volume.consumed - soft_at) / (hard_at - soft_at), "soft"
+
+
+def evaluate(snapshots: dict[int, Snapshot], live_brokers: set[int] | None, now_ms: int, freshness_ms: int,
+             missing_data_action: str) -> VolumeState:
+    """The cluster's state. ``live_brokers`` None: not known yet, so the brokers are those with snapshots."""
+    brokers = set(snapshots) if live_brokers is None else set(live_brokers)
+    readings: list[VolumeReading] = []
+    missing: list[int] = []
+    ages: dict[int, int] = {}
+    for broker in sorted(brokers):
+        snapshot = snapshots.get(broker)
+        if snapshot is not None:
+            ages[broker] = now_ms - snapshot.snapshot_at_ms
+        if snapshot is None or now_ms - snapshot.snapshot_at_ms > freshness_ms:
+            missing.append(broker)
+            continue
+        for v in snapshot.volumes:
+            factor, breach = volume_factor(v, snapshot.soft_limit, snapshot.hard_limit)
+            readings.append(VolumeReading(broker, v.name, v.capacity, v.consumed, factor, breach))
+    factor = min((r.factor for r in readings), default=1.0)
+    if missing and missing_data_action == PAUSE:
+        factor = 0.0
+    if factor <= 0.0:
+        state = PAUSE
+    elif factor < 1.0:
+        state = THROTTLE
+    else:
+        state = OPEN
+    return VolumeState(state, max(0.0, factor), tuple(missing), tuple(readings), ages)

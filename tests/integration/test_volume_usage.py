@@ -1,0 +1,151 @@
+"""Cluster-wide volume-usage throttling against Tansu: the publisher (with a simulated volume source) writes real
+snapshots to the compacted topic, every proxy follows it, and a producer going through the proxy moves from full
+speed to throttled (soft limit) to paused (hard limit) and back to full speed, with every acknowledged message
+present afterwards. Hand-crafted records (a bad one, a hard-limit one) are written to the same topic directly.
+
+Rates are measured by the producer's own acknowledgements over a few seconds, with wide bounds: what is asserted
+is the state each limit puts produce traffic in, not the byte quota's accuracy (tested elsewhere).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from proxy.app import ProxyApp
+from quota.volume import Volume
+from tests.harness import Tansu, free_port, proxy_config, start_proxy
+from tests.integration.clients import ck_create_topic
+
+pytestmark = pytest.mark.integration
+
+GB, MiB = 1_000_000_000, 1024 * 1024
+TOPIC = "volume-data"
+BROKER_ID = 111  # what Tansu reports as its node id
+
+
+class SimulatedDisk:
+    def __init__(self) -> None:
+        self.used = 10 * GB
+
+    def volumes(self) -> list[Volume]:
+        return [Volume("/data", 100 * GB, self.used)]
+
+
+class PacedProducer(threading.Thread):
+    """confluent-kafka at about 4 MiB/s of 1 KiB messages, each numbered; acknowledgements timed."""
+
+    def __init__(self, bootstrap: str) -> None:
+        super().__init__(daemon=True)
+        from confluent_kafka import Producer
+
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": 1,
+                                  "message.timeout.ms": 120000})
+        self.acked: list[tuple[float, int]] = []
+        self.errors: list[str] = []
+        self.stop = threading.Event()
+
+    def _delivered(self, err, msg) -> None:
+        if err is None:
+            self.acked.append((time.monotonic(), int(msg.key())))
+        else:
+            self.errors.append(str(err))
+
+    def run(self) -> None:
+        n = 0
+        start = time.monotonic()
+        while not self.stop.is_set():
+            if n * 1024 > (time.monotonic() - start) * 4 * MiB:
+                self.producer.poll(0.005)
+                continue
+            try:
+                self.producer.produce(TOPIC, b"v" * 1024, key=str(n).encode(), on_delivery=self._delivered)
+                n += 1
+            except BufferError:
+                self.producer.poll(0.01)
+            self.producer.poll(0)
+        self.producer.flush(60)
+
+    def rate(self, seconds: float) -> float:
+        """MiB/s acknowledged over the last ``seconds``."""
+        since = time.monotonic() - seconds
+        return sum(1 for t, _ in self.acked if t >= since) * 1024 / seconds / MiB
+
+
+def wait_state(proxy, state: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proxy.metric("kafka_quota_proxy_volume_state", state=state) == 1.0:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"volume state never became {state}")
+
+
+@pytest.fixture
+def cluster(monkeypatch):
+    disk = SimulatedDisk()
+    monkeypatch.setattr(ProxyApp, "volume_source", staticmethod(disk.volumes))
+    proxy_port, broker_port = free_port(), free_port()
+    broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
+    raw = proxy_config(proxy_port, broker_port, **{"quota.window.num": 2})
+    raw["volume_usage"] = {"freshness_seconds": 30, "produce_base_rate": MiB // 2, "pause_delay_ms": 500,
+                           "publisher": {"broker_id": BROKER_ID, "log_dirs": ["/tmp"], "interval_seconds": 0.5,
+                                         "soft_limit": {"type": "MinFreePercentage", "level": 50},
+                                         "hard_limit": {"type": "MinFreePercentage", "level": 10}}}
+    proxy = start_proxy(raw)
+    try:
+        yield proxy, disk, broker_port
+    finally:
+        proxy.stop()
+        broker.stop()
+
+
+def test_a_producer_goes_from_full_speed_to_throttled_to_paused_and_back_losing_nothing(cluster):
+    proxy, disk, broker_port = cluster
+    wait_state(proxy, "OPEN")
+    ck_create_topic(proxy.bootstrap, TOPIC, 2)
+    producer = PacedProducer(proxy.bootstrap)
+    producer.start()
+    try:
+        time.sleep(4)
+        assert producer.rate(3) > 2.5, producer.rate(3)  # offered 4 MiB/s, not slowed
+
+        disk.used = 70 * GB  # free 30 %: halfway from the soft (50 %) to the hard limit (10 %): factor 0.5
+        wait_state(proxy, "THROTTLE")
+        assert proxy.metric("kafka_quota_proxy_volume_factor") == pytest.approx(0.5)
+        time.sleep(6)
+        assert 0.1 < producer.rate(5) < 0.9, producer.rate(5)  # 0.5 x the 0.5 MiB/s base rate... about 0.25-0.5
+
+        disk.used = 95 * GB  # free 5 %: past the hard limit
+        wait_state(proxy, "PAUSE")
+        time.sleep(1.5)  # requests already answered may still be acknowledged
+        paused_at = len(producer.acked)
+        time.sleep(3)
+        assert len(producer.acked) == paused_at, "acknowledgements while paused"
+        assert not producer.errors, producer.errors[:3]  # retriable: the client keeps retrying, reports nothing
+
+        disk.used = 20 * GB
+        wait_state(proxy, "OPEN")
+        time.sleep(4)
+        assert producer.rate(3) > 2.5, producer.rate(3)
+    finally:
+        producer.stop.set()
+        producer.join(90)
+    assert not producer.errors, producer.errors[:3]
+    acked = {key for _, key in producer.acked}
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{broker_port}", "group.id": "check",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(2)])
+    found: set[int] = set()
+    deadline = time.monotonic() + 60
+    while not acked <= found and time.monotonic() < deadline:
+        for msg in consumer.consume(10000, 1):
+            if not msg.error():
+                found.add(int(msg.key()))
+    consumer.close()
+    assert acked <= found, f"{len(acked - found)} acknowledged messages missing"

@@ -1,0 +1,74 @@
+"""Volume-usage policy with a fake clock: each limit type, the proportional factor, the worst volume, the hard
+limit, stale and missing data with both fallbacks, and the snapshot format."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from quota.volume import OPEN, PAUSE, THROTTLE, Limit, Snapshot, SnapshotError, Volume, evaluate, parse_snapshot
+
+GB = 1_000_000_000
+NOW = 1_800_000_000_000
+
+
+def snap(broker, *volumes, soft=Limit("MinFreePercentage", 20), hard=Limit("MinFreeBytes", GB), at=NOW):
+    return Snapshot(broker, at, soft, hard, tuple(volumes))
+
+
+def state(*snapshots, live=None, missing=PAUSE, now=NOW):
+    return evaluate({s.broker_id: s for s in snapshots}, live, now, 60_000, missing)
+
+
+@pytest.mark.parametrize("soft,hard,consumed,factor", [
+    (Limit("ConsumedSpace", 50 * GB), Limit("ConsumedSpace", 90 * GB), 70 * GB, 0.5),
+    (Limit("MinFreeBytes", 40 * GB), Limit("MinFreeBytes", 10 * GB), 75 * GB, 0.5),  # free 25: halfway 40 -> 10
+    (Limit("MinFreePercentage", 30), Limit("MinFreePercentage", 10), 80 * GB, 0.5),  # free 20 %: halfway
+    (Limit("MinFreePercentage", 30), Limit("MinFreePercentage", 10), 60 * GB, 1.0),
+])
+def test_each_limit_type_gives_a_factor_proportional_between_soft_and_hard(soft, hard, consumed, factor):
+    result = state(snap(1, Volume("/d", 100 * GB, consumed), soft=soft, hard=hard))
+    assert result.factor == pytest.approx(factor)
+    assert result.state == (THROTTLE if factor < 1 else OPEN)
+
+
+def test_the_worst_volume_of_any_broker_wins_and_a_hard_breach_pauses():
+    soft, hard = Limit("ConsumedSpace", 50 * GB), Limit("ConsumedSpace", 90 * GB)
+    a = snap(1, Volume("/a", 100 * GB, 60 * GB), Volume("/b", 100 * GB, 10 * GB), soft=soft, hard=hard)
+    b = snap(2, Volume("/c", 100 * GB, 80 * GB), soft=soft, hard=hard)
+    assert state(a, b).factor == pytest.approx(0.25) and state(a, b).state == THROTTLE
+    c = snap(3, Volume("/d", 100 * GB, 90 * GB), soft=soft, hard=hard)
+    result = state(a, b, c)
+    assert result.state == PAUSE and result.factor == 0
+    assert [r.breach for r in result.volumes] == ["soft", None, "soft", "hard"]
+
+
+def test_a_volume_may_override_the_snapshots_limits():
+    volume = Volume("/a", 100 * GB, 60 * GB, hard_limit=Limit("ConsumedSpace", 55 * GB))
+    assert state(snap(1, volume, soft=Limit("ConsumedSpace", 50 * GB), hard=Limit("ConsumedSpace", 90 * GB))).state == PAUSE
+
+
+def test_stale_or_missing_snapshots_take_the_fallback():
+    fresh = snap(1, Volume("/a", 100 * GB, 0))
+    stale = snap(2, Volume("/b", 100 * GB, 0), at=NOW - 61_000)
+    paused = state(fresh, stale)
+    assert paused.state == PAUSE and paused.missing_data == (2,) and paused.snapshot_age_ms == {1: 0, 2: 61_000}
+    assert state(fresh, stale, missing=OPEN).state == OPEN
+    assert state(fresh, live={1, 3}).missing_data == (3,) and state(fresh, live={1, 3}).state == PAUSE
+    assert state(fresh, live={1, 3}, missing=OPEN).state == OPEN
+    assert state(live=None).state == OPEN  # nothing known at all: no broker to miss
+
+
+def test_snapshot_round_trip_and_errors_name_the_field():
+    original = snap(7, Volume("/dev/sda1", 100 * GB, 42 * GB, soft_limit=Limit("MinFreeBytes", 5 * GB)))
+    assert parse_snapshot(b"7", original.to_json()) == original
+    assert parse_snapshot(b"7", None) is None  # tombstone
+    value = json.loads(original.to_json())
+    for broken, field in ((dict(value, SnapshotAt="yesterday"), "SnapshotAt"),
+                          (dict(value, HardLimit={"type": "Lots", "level": 1}), "HardLimit"),
+                          (dict(value, Volumes=[{"VolumeName": "x"}]), "Volumes[0]")):
+        with pytest.raises(SnapshotError, match=field.replace("[", r"\[")):
+            parse_snapshot(b"7", json.dumps(broken).encode())
+    with pytest.raises(SnapshotError, match="record key"):
+        parse_snapshot(b"broker-7", original.to_json())
