@@ -46,7 +46,7 @@ from importlib import resources
 
 from config.loader import load_config_file
 from config.model import Address, ProxyConfig
-from proxy.demo_storm import ADMIN, RESTART_TOPIC, RESTARTS, STORM_PARTITIONS, STORM_SECONDS, producer_restarts, topic_storm
+from proxy.demo_storm import ADMIN, DISK_TOPIC, RESTART_TOPIC, RESTARTS, disk_fill, STORM_PARTITIONS, STORM_SECONDS, producer_restarts, topic_storm
 
 TOPIC, PARTITIONS, VALUE = "demo", 3, b"x" * 1024
 LIMITED, UNLIMITED = "demo-limited", "demo-unlimited"
@@ -187,11 +187,25 @@ def scrape(metrics: Address, labels: dict[str, dict[str, str]]) -> dict[str, flo
     return found
 
 
+def volume_state(metrics: Address) -> str:
+    """The proxy's cluster volume state (``kafka_quota_proxy_volume_state``), as Prometheus reads it."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "kafka_quota_proxy_volume_state" and sample.value == 1.0:
+                return sample.labels["state"]
+    return "none"
+
+
 def create_topic(bootstrap: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1), NewTopic(RESTART_TOPIC, 1, 1)]).values():
+    topics = [NewTopic(TOPIC, PARTITIONS, 1), NewTopic(RESTART_TOPIC, 1, 1), NewTopic(DISK_TOPIC, 1, 1)]
+    for future in admin.create_topics(topics).values():
         future.result(30)
 
 
@@ -240,6 +254,10 @@ def run_scenario(config_path: str, duration_s: float, report=print,
         restarts = producer_restarts(bootstrap, config, report)
         if not restarts.ok:
             raise RuntimeError(f"the producer restarts were not throttled as expected: {restarts.text()}")
+        disk = disk_fill(bootstrap, str(config.upstream.bootstrap_servers[0]), config,
+                         lambda: volume_state(config.metrics.bind), report)
+        if not disk.ok:
+            raise RuntimeError("the disk-fill scenario did not move produce through OPEN, THROTTLE, PAUSE, OPEN")
         for client in clients:
             client.start()
         started = time.monotonic()
@@ -339,6 +357,8 @@ def main() -> None:
         f"{config.quotas.limit('producer_ids_rate', USER, ''):g} new producer ids a",
         f"           {config.settings['producer.id.quota.window.size.seconds']} s window per user "
         "(producer_ids_rate, KIP-936)",
+        "  then     a disk filling up: the demo publishes a simulated broker volume crossing the soft and the hard",
+        "           limit (volume_usage) while a producer writes 2 MiB/s through the proxy",
         "Each second, one line per client: its rate in the last second (throttled clients run in bursts, as",
         f"against Kafka); once the {burst_s} s start-up burst is over, its rate over a window sliding to {window_s} s",
         f"({MEASURED_SPANS} quota window spans), from the clients' own counts; and a verdict: limited clients",

@@ -3,7 +3,8 @@
 First the topic-creation storm (kafka-python admin, 6 s under a 10 partitions/s controller_mutation_rate): some
 creates rejected with THROTTLING_QUOTA_EXCEEDED, the partitions created within the bucket. Then the producer-restart
 loop (ten kafka-python idempotent producers under 5 new producer ids a minute): the first five pass, the rest are
-throttled, every message acknowledged. Then:
+throttled, every message acknowledged. Then a simulated disk crossing the soft and the hard limit (cluster volume
+usage): produce OPEN, THROTTLE, PAUSE (nothing acknowledged), OPEN, every acknowledged message read back. Then:
 
 The same four confluent-kafka clients (default settings, 1 KiB messages), topic and quotas as config/demo.yaml: a
 producer and a consumer of client-id demo-limited under 1 MiB/s, an unlimited producer offering 4 MiB/s and an
@@ -45,6 +46,9 @@ def test_demo_scenario_verdicts_pass(tmp_path):
     assert len(storm) == 1 and storm[0].endswith("OK") and "rejected with THROTTLING_QUOTA_EXCEEDED" in storm[0], storm
     restarts = [line for line in lines if line.startswith("producer restarts")]
     assert len(restarts) == 1 and restarts[0].endswith("OK") and "[.....TTTTT]" in restarts[0], restarts
+    disk = [line for line in lines if line.startswith("disk")]
+    assert [line.split("proxy ")[1].split()[0] for line in disk[:4]] == ["OPEN", "THROTTLE", "PAUSE", "OPEN"], disk
+    assert disk[-1].startswith("disk fill") and disk[-1].endswith("OK"), disk
     assert [v.client for v in verdicts] == [f"{LIMITED} producer", f"{UNLIMITED} producer",
                                             f"{LIMITED} consumer", f"{UNLIMITED} consumer"]
     summary = "\n".join(v.text() for v in verdicts)
