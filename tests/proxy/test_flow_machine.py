@@ -27,24 +27,15 @@ from proxy.codec.header import encode_request_header, encode_response_header, fr
 from proxy.codec.messages import encode_response, new_response
 from proxy.connection import ConnectionCore
 from quota.decision import Throttle
+from tests.fakes import NULL_API_METRICS
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 
 
-class _Metric:
-    def inc(self, n=1):
-        pass
-
-    def observe(self, v):
-        pass
 
 
-class _ApiMetrics:
-    requests = request_bytes = response_bytes = latency = _Metric()
-
-
-_METRICS = _ApiMetrics()
+_METRICS = NULL_API_METRICS
 
 # What a request is: (api, version, acks, throttle_ms or None, on_body) with on_body None (planned at the header),
 # "local" (buffered, answered locally) or "throttle" (buffered, throttled on its body).

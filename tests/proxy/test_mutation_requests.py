@@ -23,20 +23,11 @@ from proxy.codec.messages import (TopicIdMap, decode_request, decode_response, e
 from proxy.connection import ConnectionCore
 from proxy.quotas import ByteRateQuotas
 from quota.clock import ManualClock
+from tests.fakes import NULL_API_METRICS
 
 THROTTLED = 89
 
 
-class _Metric:
-    def inc(self, n=1):
-        pass
-
-    def observe(self, v):
-        pass
-
-
-class _ApiMetrics:
-    requests = request_bytes = response_bytes = latency = _Metric()
 
 
 class Wire:
@@ -54,7 +45,7 @@ class Wire:
         self.core = ConnectionCore(self.scope, session(), max_request_bytes=1 << 20, max_response_bytes=1 << 20,
                                    max_inflight=10, write_client=self.to_client.extend,
                                    write_broker=self.to_broker.extend, now=lambda: self.clock.now_ms() / 1000,
-                                   api_metrics=lambda key: _ApiMetrics())
+                                   api_metrics=lambda key: NULL_API_METRICS)
 
     def send(self, api_key, version, corr, **fields):
         body = encode_request(api_key, version, new_request(api_key, version, **fields))
