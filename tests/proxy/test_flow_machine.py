@@ -3,7 +3,7 @@
 Hypothesis drives :class:`proxy.connection.ConnectionCore` (the flow, both splitters, the request and response
 paths) through every way of cutting the request and response streams into reads, random throttles on any
 request (KIP-219 mutes, KIP-13 held responses for Produce v5, acks=0 mutes), requests buffered and decided on
-their body (answered locally, or forwarded with a throttle), back-pressure on both sides, the in-flight bound,
+their body (answered locally, forwarded with a throttle, or decided only after a lookup of the proxy's own), back-pressure on both sides, the in-flight bound,
 and drain; the broker either answers acks=0 produces (Tansu) or not (Kafka). A simple model checks:
 
 - when no reason holds, the client is read and nothing is held back;
@@ -21,7 +21,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from proxy.apis import PASS, AnswerLocally, ForwardRequest, Plan
+from proxy.apis import PASS, AnswerLocally, ForwardRequest, LookUp, Plan
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import encode_request_header, encode_response_header, frame
 from proxy.codec.messages import encode_response, new_response
@@ -38,11 +38,13 @@ _I32 = struct.Struct(">i")
 _METRICS = NULL_API_METRICS
 
 # What a request is: (api, version, acks, throttle_ms or None, on_body) with on_body None (planned at the header),
-# "local" (buffered, answered locally) or "throttle" (buffered, throttled on its body).
+# "local" (buffered, answered locally), "throttle" (buffered, throttled on its body), "lookup" (buffered, decided
+# after the proxy's own request to the broker is answered: forwarded) or "lookup-local" (the same, answered locally).
 REQUEST = st.one_of(
     st.tuples(st.just(0), st.sampled_from([5, 7]), st.sampled_from([1, 1, 0]),
               st.one_of(st.none(), st.integers(1, 3000)), st.none()),
-    st.tuples(st.just(3), st.just(1), st.none(), st.none(), st.sampled_from([None, None, "local", "throttle"])),
+    st.tuples(st.just(3), st.just(1), st.none(), st.none(),
+              st.sampled_from([None, None, "local", "throttle", "lookup", "lookup-local"])),
 )
 
 
@@ -101,6 +103,11 @@ class FlowMachine(RuleBasedStateMachine):
                 return Plan(action=BUFFER, decide=lambda body: AnswerLocally(local))
             if on_body == "throttle":
                 return Plan(action=BUFFER, decide=lambda body: ForwardRequest(throttle=Throttle(700, 700)))
+            if on_body in ("lookup", "lookup-local"):
+                local = frame(encode_response_header(3, 1, header.correlation_id) + b"looked up")
+                then = (lambda answer: AnswerLocally(local)) if on_body == "lookup-local" else (
+                    lambda answer: ForwardRequest())
+                return Plan(action=BUFFER, decide=lambda body: LookUp(3, 1, b"", then))
             if throttle_ms is not None:
                 return Plan(throttle=Throttle(throttle_ms, throttle_ms))
             return PASS
