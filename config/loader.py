@@ -6,6 +6,7 @@ Strict: unknown keys are rejected, every value is checked at load, and every err
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -124,12 +125,47 @@ def load_config_file(path: str) -> ProxyConfig:
             text = f.read()
     except OSError as exc:
         raise ConfigError("", f"cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError("", f"{path} is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
     return load_config_text(text)
+
+
+MAX_CONFIG_DEPTH = 32
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """Safe YAML, stricter: no aliases (an alias bomb expands to gigabytes; a config does not need them), no key
+    given twice in one mapping (the second would silently win), no nesting deeper than MAX_CONFIG_DEPTH."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise ConfigError("", f"YAML aliases (*{event.anchor}) are not allowed in the configuration "
+                              f"(line {event.start_mark.line + 1})")
+        depth = getattr(self, "_depth", 0)
+        if depth > MAX_CONFIG_DEPTH:
+            raise ConfigError("", f"nested deeper than {MAX_CONFIG_DEPTH} levels "
+                              f"(line {self.peek_event().start_mark.line + 1})")
+        self._depth = depth + 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth = depth
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise ConfigError(str(key), f"given twice in one mapping (line {key_node.start_mark.line + 1})")
+            if isinstance(key, (str, int, float, bool)):
+                seen.add(key)
+        return super().construct_mapping(node, deep)
 
 
 def load_config_text(text: str) -> ProxyConfig:
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         raise ConfigError("", f"not valid YAML: {exc}") from None
     return parse_config(raw)
@@ -222,6 +258,8 @@ def _settings(raw: Any, path: str) -> Settings:
         key = _join(path, name)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(key, f"expected a number, got {_show(value)}")
+        if not math.isfinite(value):
+            raise ConfigError(key, f"expected a finite number, got {value!r}")
         if spec.kind is int and value != int(value):
             raise ConfigError(key, f"expected an integer, got {value!r}")
         if not spec.minimum <= value <= spec.maximum:

@@ -11,6 +11,7 @@ quotas:
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from config.errors import ConfigError
@@ -20,6 +21,7 @@ from quota.entity import (CLIENT_ID, CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RAT
 # Keys this version enforces. Kafka's other client-quota key (request_percentage) is rejected rather than accepted
 # and silently ignored.
 ENFORCED_KEYS = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_IDS_RATE)
+MIN_RATE = 0.001  # below this a quota means "nothing at all" with throttles of days: say so instead
 UNITS = {PRODUCER_BYTE_RATE: "bytes per second", CONSUMER_BYTE_RATE: "bytes per second",
          CONTROLLER_MUTATION_RATE: "partition mutations per second",
          PRODUCER_IDS_RATE: "new producer ids per producer.id.quota.window.size.seconds"}
@@ -51,8 +53,9 @@ def parse_quotas(raw: Any, path: str) -> QuotaTable:
                 continue
             if key not in ENFORCED_KEYS:
                 raise ConfigError(f"{where}.{key}", f"unknown or not yet enforced quota key (known: {', '.join(ENFORCED_KEYS)})")
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise ConfigError(f"{where}.{key}", f"expected a rate in {UNITS[key]} > 0, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not MIN_RATE <= value < math.inf:
+                raise ConfigError(f"{where}.{key}", f"expected a rate in {UNITS[key]} > 0 (finite, at least "
+                                  f"{MIN_RATE:g}), got {value!r}")
             if key == PRODUCER_IDS_RATE and CLIENT_ID in entity:
                 raise ConfigError(f"{where}.{key}", "only for user entities (KIP-936): remove client-id or this key")
             quotas[key] = value

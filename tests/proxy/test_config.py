@@ -131,3 +131,29 @@ def test_bad_quotas_name_the_entry(replace, message):
     with pytest.raises(ConfigError) as err:
         load_config_text(QUOTAS.replace(*replace))
     assert message in str(err.value)
+
+
+_BASE = 'upstream: {bootstrap_servers: ["a:1"]}\nlisteners: [{name: P, bind: "h:2"}]\n'
+
+
+@pytest.mark.parametrize("extra,message", [
+    ("settings: {quota.window.num: .inf}", "settings.quota.window.num: expected a finite number"),
+    ("settings: {quota.window.size.seconds: .nan}", "settings.quota.window.size.seconds: expected a finite number"),
+    ("quotas: [{entity: {user: a}, producer_byte_rate: .inf}]", "quotas[0].producer_byte_rate: expected a rate"),
+    ("quotas: [{entity: {user: a}, producer_byte_rate: 1.0e-300}]", "quotas[0].producer_byte_rate: expected a rate"),
+    ('upstream: {bootstrap_servers: ["b:1"]}', "upstream: given twice"),
+    ("settings: {quota.window.num: 3, quota.window.num: 4}", "quota.window.num: given twice"),
+    ("x: &a [1, 2]\ny: [*a, *a]", "YAML aliases (*a) are not allowed"),
+    ("x: " + "[" * 100 + "]" * 100, "nested deeper than 32 levels"),
+])
+def test_hostile_or_absurd_configuration_is_one_clear_error(extra, message):
+    with pytest.raises(ConfigError) as error:
+        load_config_text(_BASE + extra)
+    assert message in str(error.value)
+
+
+def test_a_file_that_is_not_utf8_is_a_clear_error(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_bytes(b"upstream: \xff\xfe\n")
+    with pytest.raises(ConfigError, match="is not UTF-8 text"):
+        load_config_file(str(path))
