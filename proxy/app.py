@@ -92,7 +92,8 @@ class ProxyApp:
                                                                 topics=self.topics)
             bootstrap = config.upstream.bootstrap_servers
             self.listeners.append(Listener(self._context(lc.name, lambda: bootstrap, scope), lc.bind.host, lc.bind.port))
-        self.ops = OpsServer(self.metrics.registry, lambda: self.readiness.ready)
+        self.draining = False  # shutting down: /readyz says not ready while in-flight requests finish
+        self.ops = OpsServer(self.metrics.registry, lambda: self.readiness.ready and not self.draining)
         self.ops_address: tuple[str, int] | None = None
         self._housekeeping: asyncio.Task | None = None
         self._volume_tasks: list = []  # the volume-usage follower and publisher, when configured
@@ -185,6 +186,7 @@ class ProxyApp:
         """Stop accepting, let in-flight requests finish for up to the grace period, then close everything."""
         if grace_ms is None:
             grace_ms = self.config.settings["shutdown.grace.period.ms"]
+        self.draining = True
         for task in self._volume_tasks:  # first: they reach the broker through this proxy's own listener
             await task.stop()
         for listener in [*self.listeners, *self.broker_listeners.values()]:

@@ -63,6 +63,16 @@ class ListenerContext:
     connections: set  # open ClientConnections, for draining at shutdown
 
 
+MAX_LOGGED_ERROR = 300  # characters of an error message in a log line: a client's bytes are never echoed at length
+
+
+def bounded(error: object, limit: int = MAX_LOGGED_ERROR) -> str:
+    """An error message cut to ``limit`` characters (with how much was cut), so no log line grows with what a
+    client sent."""
+    text = str(error)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
 class ClientConnection(asyncio.BufferedProtocol):
     def __init__(self, ctx: ListenerContext) -> None:
         self.ctx = ctx
@@ -195,7 +205,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             self.core.broker_bytes(data)
         except ProtocolError as exc:
             log.warning("closing %s: protocol error in response from broker %s: %s", self.peer, self.upstream_name,
-                        exc)
+                        bounded(exc))
             self.ctx.metrics.frame_errors.labels(self.ctx.name, "response").inc()
             self.close("broker_protocol_error")
             return
@@ -290,7 +300,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         return found
 
     def _frame_error(self, direction: str, exc: ProtocolError) -> None:
-        log.warning("closing client %s on listener %s: %s", self.peer, self.ctx.name, exc)
+        log.warning("closing client %s on listener %s: %s", self.peer, self.ctx.name, bounded(exc))
         self.ctx.metrics.frame_errors.labels(self.ctx.name, direction).inc()
         self.close("frame_error")
 

@@ -261,3 +261,27 @@ def test_half_close_still_gets_the_answers(sidecar):
     got = [struct.unpack(">i", read_frame(sock)[:4])[0] for _ in range(20)]
     assert got == list(range(20))
     assert closed_within(sock, 5), "the connection should close once the broker has closed its side"
+
+
+def test_readyz_says_not_ready_while_the_proxy_drains_at_shutdown():
+    """A client halfway through a request keeps the proxy draining for its grace period; meanwhile /readyz is 503."""
+    broker_port, proxy_port = free_port(), free_port()
+    broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
+    proxy = start_proxy(proxy_config(proxy_port, broker_port))
+    try:
+        assert http_status(proxy.metrics_port, "/readyz") == 200
+        client = socket.create_connection(("127.0.0.1", proxy_port))
+        client.sendall(api_versions_request(1)[:6])  # the middle of a frame: not drained until the grace ends
+        time.sleep(0.2)
+        stopping = threading.Thread(target=proxy.stop, kwargs={"grace_ms": 3000})
+        stopping.start()
+        deadline = time.monotonic() + 2
+        status = 200
+        while status == 200 and time.monotonic() < deadline:
+            time.sleep(0.05)
+            status = http_status(proxy.metrics_port, "/readyz")
+        assert status == 503
+        stopping.join(10)
+        client.close()
+    finally:
+        broker.stop()
