@@ -25,12 +25,18 @@ def cluster():
     proxy_port, broker_port = free_port(), free_port()
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
     quotas = [{"entity": {"client-id": "<default>"}, "controller_mutation_rate": 5}]
-    proxy = start_proxy(proxy_config(proxy_port, broker_port, quotas=quotas, **{"controller.quota.window.num": 100}))
+    try:
+        proxy = start_proxy(proxy_config(proxy_port, broker_port, quotas=quotas, **{"controller.quota.window.num": 100}))
+    except BaseException:
+        broker.stop()
+        raise
     try:
         yield proxy, broker_port
     finally:
-        proxy.stop()
-        broker.stop()
+        try:
+            proxy.stop()
+        finally:
+            broker.stop()  # never left running, even when the proxy fails to stop
 
 
 def kp_admin(bootstrap: str, client_id: str) -> KafkaAdminClient:

@@ -31,14 +31,20 @@ def cluster():
     proxy_port, broker_port = free_port(), free_port()
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
     quotas = [{"entity": {"user": "<default>"}, "producer_ids_rate": RATE}]
-    proxy = start_proxy(proxy_config(proxy_port, broker_port, quotas=quotas, **{
-        "producer.id.quota.window.num": 1, "producer.id.quota.window.size.seconds": WINDOW_S}))
+    try:
+        proxy = start_proxy(proxy_config(proxy_port, broker_port, quotas=quotas, **{
+            "producer.id.quota.window.num": 1, "producer.id.quota.window.size.seconds": WINDOW_S}))
+    except BaseException:
+        broker.stop()
+        raise
     try:
         ck_create_topic(proxy.bootstrap, TOPIC, 3)
         yield proxy
     finally:
-        proxy.stop()
-        broker.stop()
+        try:
+            proxy.stop()
+        finally:
+            broker.stop()  # never left running, even when the proxy fails to stop
 
 
 def read_back(bootstrap: str, expected: int) -> list[bytes]:

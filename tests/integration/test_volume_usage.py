@@ -94,12 +94,18 @@ def cluster(monkeypatch):
                            "publisher": {"broker_id": BROKER_ID, "log_dirs": ["/tmp"], "interval_seconds": 0.5,
                                          "soft_limit": {"type": "MinFreePercentage", "level": 50},
                                          "hard_limit": {"type": "MinFreePercentage", "level": 10}}}
-    proxy = start_proxy(raw)
+    try:
+        proxy = start_proxy(raw)
+    except BaseException:
+        broker.stop()
+        raise
     try:
         yield proxy, disk, broker_port
     finally:
-        proxy.stop()
-        broker.stop()
+        try:
+            proxy.stop()
+        finally:
+            broker.stop()  # never left running, even when the proxy fails to stop
 
 
 def test_a_producer_goes_from_full_speed_to_throttled_to_paused_and_back_losing_nothing(cluster):
