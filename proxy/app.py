@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import struct
 import time
 
 from config.model import Address, ListenerConfig, ProxyConfig
@@ -13,6 +14,8 @@ from proxy.buffers import SharedReadBuffer
 from proxy.cluster import BrokerPorts
 from proxy.codec.messages import TopicIdMap
 from proxy.client import ClientConnection, ListenerContext
+from proxy.codec.header import encode_request_header, frame
+from proxy.inflight import PROBE_CLIENT_ID
 from proxy.http import OpsServer
 from proxy.listener import Listener
 from proxy.metrics import ProxyMetrics
@@ -26,6 +29,11 @@ PROBE_INTERVAL_READY_S = 5.0
 PROBE_INTERVAL_NOT_READY_S = 1.0
 SENSOR_EXPIRY_INTERVAL_S = 60.0
 TIMEOUT_CHECK_INTERVAL_S = 1.0
+
+
+API_VERSIONS = 18
+PROBE_CORRELATION_ID = 1
+MAX_PROBE_RESPONSE = 1 << 20
 
 
 class Readiness:
@@ -45,14 +53,26 @@ class Readiness:
         self._metrics.upstream_ready.set(1 if reachable else 0)
 
     async def probe_once(self) -> bool:
+        """Ready when a broker answers Kafka: an ApiVersions v0 round trip within the connect timeout (a broker
+        whose port accepts TCP but which does not answer, e.g. a stopped process, is not ready)."""
         for address in self._upstreams:
             try:
-                _, writer = await asyncio.wait_for(asyncio.open_connection(address.host, address.port), self._timeout_s)
-            except (OSError, asyncio.TimeoutError):
+                if await asyncio.wait_for(self._answers_api_versions(address), self._timeout_s):
+                    return True
+            except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError):
                 continue
-            writer.close()
-            return True
         return False
+
+    @staticmethod
+    async def _answers_api_versions(address: Address) -> bool:
+        reader, writer = await asyncio.open_connection(address.host, address.port)
+        try:
+            writer.write(frame(encode_request_header(API_VERSIONS, 0, PROBE_CORRELATION_ID, PROBE_CLIENT_ID)))
+            await writer.drain()
+            size, correlation_id = struct.unpack(">ii", await reader.readexactly(8))
+            return correlation_id == PROBE_CORRELATION_ID and 4 <= size <= MAX_PROBE_RESPONSE
+        finally:
+            writer.close()
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())

@@ -285,3 +285,17 @@ def test_readyz_says_not_ready_while_the_proxy_drains_at_shutdown():
         client.close()
     finally:
         broker.stop()
+
+
+def test_a_broker_that_accepts_connections_but_never_answers_is_not_ready():
+    """A scripted broker (a stand-in for a SIGSTOPped one: Tansu cannot be paused portably in a test) that accepts
+    TCP and reads requests but never answers: /readyz must say 503, where a TCP connect alone would say 200."""
+    from tests.scripted_broker import ScriptedBroker
+
+    silent = ScriptedBroker(answer=lambda sock, header, request: None).start()
+    proxy = start_proxy(proxy_config(free_port(), silent.port, **{"upstream.connect.timeout.ms": 500}))
+    try:
+        assert http_status(proxy.metrics_port, "/readyz") == 503
+    finally:
+        proxy.stop()
+        silent.stop()
