@@ -25,6 +25,17 @@ from quota.rate import QuotaWindow
 from quota.sensor import EntityStats
 
 OTHER = "__other__"
+MAX_LABEL = 128  # characters of a client-chosen label value (client id, user) in /metrics
+
+
+def label(value: str) -> str:
+    """A client-chosen name as a metric label: at most MAX_LABEL characters; a longer one is cut and made unique
+    with a short hash of the whole (``<first 110 characters>...#<10 hex digits>``)."""
+    if len(value) <= MAX_LABEL:
+        return value
+    import hashlib
+
+    return f"{value[:110]}...#{hashlib.sha256(value.encode('utf-8', 'surrogateescape')).hexdigest()[:10]}"
 PREFIX = "kafka_quota_proxy_quota"
 
 
@@ -91,7 +102,7 @@ class QuotaMetricsCollector(Collector):
         recorded = CounterMetricFamily(f"{PREFIX}_bytes", "Bytes counted against the entity's quota.", labels=labels)
         for key, manager in self._quotas.managers():
             for stats in self._bounded(manager.stats()):
-                tag_labels = [key, stats.tags.user, stats.tags.client_id]
+                tag_labels = [key, label(stats.tags.user), label(stats.tags.client_id)]
                 rate.add_metric(tag_labels, stats.rate)
                 if not math.isinf(stats.limit):
                     limit.add_metric(tag_labels, stats.limit)
@@ -152,7 +163,7 @@ class QuotaMetricsCollector(Collector):
         cache = GaugeMetricFamily(f"{name}_cache_bytes", "Bytes of bloom filters the user's producer-id cache holds.", labels=labels)
         stats = sorted(self._quotas.producer_ids.stats(self._quotas.clock.now_ms()), key=lambda s: -s.new_pids_total)
         for s in stats[: self._quotas.max_metric_entities]:
-            user = [s.tags.user]
+            user = [label(s.tags.user)]
             new.add_metric(user, s.new_pids_total)
             tokens.add_metric(user, s.tokens)
             limit.add_metric(user, s.limit)
@@ -165,7 +176,7 @@ class QuotaMetricsCollector(Collector):
                                      labels=["user", "client_id", "ip"])
         tracker = self._quotas.producer_ids.issued
         for (user, client_id, ip), count in tracker.counts().items():
-            issued.add_metric([user, client_id, ip], count)
+            issued.add_metric([label(user), label(client_id), ip], count)
         if tracker.other:
             issued.add_metric([OTHER, OTHER, OTHER], tracker.other)
         yield issued
@@ -185,7 +196,7 @@ class QuotaMetricsCollector(Collector):
         for stats, left in buckets:
             if id(stats) not in kept:
                 continue  # beyond quota.metrics.max.entities: the byte-rate families sum those under __other__
-            tag_labels = [stats.tags.user, stats.tags.client_id]
+            tag_labels = [label(stats.tags.user), label(stats.tags.client_id)]
             rate.add_metric(tag_labels, stats.rate)
             tokens.add_metric(tag_labels, left)
             limit.add_metric(tag_labels, stats.limit)

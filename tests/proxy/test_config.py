@@ -157,3 +157,11 @@ def test_a_file_that_is_not_utf8_is_a_clear_error(tmp_path):
     path.write_bytes(b"upstream: \xff\xfe\n")
     with pytest.raises(ConfigError, match="is not UTF-8 text"):
         load_config_file(str(path))
+
+
+def test_client_chosen_label_values_are_bounded_and_stay_unique():
+    from proxy.quotas import MAX_LABEL, label
+
+    a, b = "x" * 32768 + "a", "x" * 32768 + "b"
+    assert label("short") == "short"
+    assert len(label(a)) <= MAX_LABEL and label(a) != label(b) and label(a) == label(a)
