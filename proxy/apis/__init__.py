@@ -14,7 +14,10 @@ from proxy.apis.plan import (FORWARD_AS_IS, PASS, AnswerLocally, ConnectionScope
                              Session)
 from proxy.codec.apis import (API_VERSIONS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CLUSTER, FETCH,
                               FIND_COORDINATOR, INIT_PRODUCER_ID, METADATA, PRODUCE)
+from proxy.codec.apis import api_name
+from proxy.codec.errors import ProtocolError
 from proxy.codec.header import RequestHeader
+from proxy.codec.messages import DECODED_APIS
 
 Handler = Callable[[ConnectionScope, Session, RequestHeader], Plan]
 
@@ -34,7 +37,14 @@ HANDLERS: dict[int, Handler] = {
 
 def plan_request(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
     handler = HANDLERS.get(header.api_key)
-    return PASS if handler is None else handler(scope, session, header)
+    if handler is None:
+        return PASS
+    versions = DECODED_APIS.get(header.api_key)
+    if header.api_key != API_VERSIONS and versions is not None and not versions[0] <= header.api_version <= versions[1]:
+        # The client's error, not the broker's: no broker speaks this version (Kafka closes the connection too).
+        raise ProtocolError(f"{api_name(header.api_key)} v{header.api_version} is not a version any Kafka broker "
+                            f"speaks (v{versions[0]}-v{versions[1]})")
+    return handler(scope, session, header)
 
 
 __all__ = ["FORWARD_AS_IS", "HANDLERS", "PASS", "AnswerLocally", "ConnectionScope", "ForwardRequest", "LookUp", "Outcome",

@@ -299,3 +299,24 @@ def test_a_broker_that_accepts_connections_but_never_answers_is_not_ready():
     finally:
         proxy.stop()
         silent.stop()
+
+
+def test_a_request_in_a_version_no_broker_speaks_is_the_clients_error():
+    """Metadata v99: the proxy cannot decode its answer and no broker speaks it. The connection closes as a request
+    frame error, never counted against the broker; other clients are unaffected."""
+    broker_port, proxy_port = free_port(), free_port()
+    broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
+    proxy = start_proxy(proxy_config(proxy_port, broker_port))
+    try:
+        bad = socket.create_connection(("127.0.0.1", proxy_port))
+        bad.sendall(frame(encode_request_header(3, 99, 7, "odd") + b"\x00\x00\x00\x00"))
+        assert closed_within(bad, 5)
+        assert proxy.metric("kafka_quota_proxy_frame_errors_total", listener="PLAINTEXT", direction="request") == 1
+        assert proxy.metric("kafka_quota_proxy_frame_errors_total", listener="PLAINTEXT", direction="response") == 0
+        good = socket.create_connection(("127.0.0.1", proxy_port))
+        good.sendall(api_versions_request(3))
+        assert struct.unpack(">i", read_frame(good)[:4])[0] == 3
+        good.close()
+    finally:
+        proxy.stop()
+        broker.stop()
