@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import signal
 import struct
@@ -59,7 +60,11 @@ class Readiness:
             try:
                 if await asyncio.wait_for(self._answers_api_versions(address), self._timeout_s):
                     return True
-            except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError):
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE):
+                    return self.ready  # the proxy's own limit says nothing about the broker
+                continue
+            except (asyncio.TimeoutError, asyncio.IncompleteReadError):
                 continue
         return False
 

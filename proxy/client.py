@@ -10,6 +10,7 @@ side, held-back requests replayed, held responses now due written in order, one 
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import time
 from dataclasses import dataclass
@@ -129,8 +130,18 @@ class ClientConnection(asyncio.BufferedProtocol):
                     ),
                     self.ctx.connect_timeout_s,
                 )
-            except (OSError, asyncio.TimeoutError) as exc:
-                log.warning("cannot reach broker %s for client %s: %s", address, self.peer, exc or "timed out")
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE):  # the proxy's own limit, not the broker's fault
+                    log.error("out of file descriptors: cannot open a broker connection for client %s (raise the "
+                              "open-files limit, or bound connections)", self.peer)
+                    self.ctx.metrics.fd_exhausted.labels(self.ctx.name).inc()
+                    self.close("fd_exhausted")
+                    return False
+                log.warning("cannot reach broker %s for client %s: %s", address, self.peer, exc)
+                self.ctx.metrics.upstream_errors.labels(self.ctx.name, "connect").inc()
+                continue
+            except asyncio.TimeoutError:
+                log.warning("cannot reach broker %s for client %s: timed out", address, self.peer)
                 self.ctx.metrics.upstream_errors.labels(self.ctx.name, "connect").inc()
                 continue
             if self._closed_reason is not None:

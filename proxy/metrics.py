@@ -67,6 +67,10 @@ class ProxyMetrics:
             "The in-flight bound on response bytes a client has not taken (connections.max.buffered.response.bytes).",
             registry=r,
         )
+        self.fd_exhausted = Counter(
+            f"{PREFIX}_fd_exhausted", "Broker connections that could not be opened because the proxy ran out of file "
+            "descriptors (EMFILE/ENFILE); the client is closed, the broker is not blamed.", ["listener"], registry=r,
+        )
         self.volume_publisher_connected = Gauge(
             f"{PREFIX}_volume_publisher_connected",
             "1 while the volume-usage publisher's last publication succeeded.", registry=r,

@@ -320,3 +320,28 @@ def test_a_request_in_a_version_no_broker_speaks_is_the_clients_error():
     finally:
         proxy.stop()
         broker.stop()
+
+
+def test_running_out_of_file_descriptors_is_not_blamed_on_the_broker():
+    """EMFILE from the proxy's own socket() (simulated on the standard asyncio loop: a real fd limit would starve
+    the test's own sockets too): the client is closed, fd_exhausted counts it, the broker stays ready."""
+    import errno
+
+    broker_port, proxy_port = free_port(), free_port()
+    broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
+    proxy = start_proxy(proxy_config(proxy_port, broker_port), loop_kind="asyncio")
+    try:
+        async def out_of_fds(*args, **kwargs):
+            raise OSError(errno.EMFILE, "Too many open files")
+
+        proxy.loop.create_connection = out_of_fds
+        client = socket.create_connection(("127.0.0.1", proxy_port))
+        assert closed_within(client, 5)
+        assert proxy.metric("kafka_quota_proxy_fd_exhausted_total", listener="PLAINTEXT") == 1
+        assert proxy.metric("kafka_quota_proxy_upstream_errors_total", listener="PLAINTEXT", kind="connect") == 0
+        assert proxy.metric("kafka_quota_proxy_connections_closed_total", listener="PLAINTEXT",
+                            reason="fd_exhausted") == 1
+        assert http_status(proxy.metrics_port, "/readyz") == 200
+    finally:
+        proxy.stop()
+        broker.stop()
