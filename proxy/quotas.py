@@ -9,6 +9,7 @@ Prometheus scrapes, never on the request path. Label cardinality is bounded: bey
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Iterator
 
@@ -18,11 +19,10 @@ from prometheus_client.registry import Collector
 from config.model import ProxyConfig
 from proxy.clock import SystemClock
 from quota.client_quota import ClientQuotaManager
-from quota.entity import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, QuotaTable, QuotaTags
+from quota.entity import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, QuotaTable
 from quota.mutation import ControllerMutationQuotaManager
 from quota.producer_ids import ProducerIdQuotaManager
 from quota.rate import QuotaWindow
-from quota.sensor import EntityStats
 
 OTHER = "__other__"
 MAX_LABEL = 128  # characters of a client-chosen label value (client id, user) in /metrics
@@ -101,9 +101,11 @@ class QuotaMetricsCollector(Collector):
         throttled = CounterMetricFamily(f"{PREFIX}_throttled_responses", "Responses that carried a throttle for the entity.", labels=labels)
         recorded = CounterMetricFamily(f"{PREFIX}_bytes", "Bytes counted against the entity's quota.", labels=labels)
         for key, manager in self._quotas.managers():
-            for stats in self._bounded(manager.stats()):
+            top, other = manager.top_stats(self._quotas.max_metric_entities)
+            for stats in top + ([other] if other is not None else []):
                 tag_labels = [key, label(stats.tags.user), label(stats.tags.client_id)]
-                rate.add_metric(tag_labels, stats.rate)
+                if not math.isnan(stats.rate):  # the summed __other__ has no rate
+                    rate.add_metric(tag_labels, stats.rate)
                 if not math.isinf(stats.limit):
                     limit.add_metric(tag_labels, stats.limit)
                 throttle_total.add_metric(tag_labels, stats.throttle_time_ms_total)
@@ -192,10 +194,9 @@ class QuotaMetricsCollector(Collector):
         throttled = CounterMetricFamily(f"{name}_throttled_requests", "Requests throttled (or with topics rejected) for the entity.", labels=labels)
         recorded = CounterMetricFamily(f"{name}s", "Partition mutations counted against the entity's quota.", labels=labels)
         buckets = self._quotas.mutations.buckets()
-        kept = {id(s) for s in self._bounded([stats for stats, _ in buckets])}
+        if len(buckets) > self._quotas.max_metric_entities:  # the busiest only: admin clients are few
+            buckets = heapq.nlargest(self._quotas.max_metric_entities, buckets, key=lambda b: b[0].value_total)
         for stats, left in buckets:
-            if id(stats) not in kept:
-                continue  # beyond quota.metrics.max.entities: the byte-rate families sum those under __other__
             tag_labels = [label(stats.tags.user), label(stats.tags.client_id)]
             rate.add_metric(tag_labels, stats.rate)
             tokens.add_metric(tag_labels, left)
@@ -204,17 +205,3 @@ class QuotaMetricsCollector(Collector):
             throttled.add_metric(tag_labels, stats.throttled_count)
             recorded.add_metric(tag_labels, stats.value_total)
         yield from (rate, tokens, limit, throttle_total, throttled, recorded)
-
-    def _bounded(self, stats: list[EntityStats]) -> list[EntityStats]:
-        cap = self._quotas.max_metric_entities
-        if len(stats) <= cap:
-            return stats
-        stats = sorted(stats, key=lambda s: s.value_total, reverse=True)
-        kept, rest = stats[: cap - 1], stats[cap - 1 :]
-        other = EntityStats(
-            tags=QuotaTags(OTHER, OTHER), entity=None, limit=math.inf, rate=sum(s.rate for s in rest),
-            value_total=sum(s.value_total for s in rest), throttle_time_ms_total=sum(s.throttle_time_ms_total for s in rest),
-            throttle_time_ms_max=max(s.throttle_time_ms_max for s in rest), throttled_count=sum(s.throttled_count for s in rest),
-            last_record_ms=max(s.last_record_ms for s in rest), shadow=False,
-        )
-        return [*kept, other]

@@ -25,8 +25,10 @@ the quota for aggressive clients (tiny gaps between large batches). This is Kafk
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import OrderedDict
+from operator import attrgetter
 
 from quota.clock import Clock
 from quota.decision import FORWARD, Decision, Throttle
@@ -174,6 +176,27 @@ class ClientQuotaManager:
         """A snapshot of every live sensor (off the hot path: cost grows with the number of active clients)."""
         now = self._now(now_ms)
         return [sensors.stats(now) for sensors in self._sensors.values()]
+
+    def top_stats(self, n: int, now_ms: int | None = None) -> tuple[list[EntityStats], EntityStats | None]:
+        """The stats of the ``n - 1`` busiest sensors (by value recorded), and the rest summed as one (None when
+        nothing is left over). Cost: a selection over the sensors plus ``n`` measurements, so a scrape stays cheap
+        with hundreds of thousands of clients; the summed rest has no rate (it would cost a measurement each)."""
+        now = self._now(now_ms)
+        sensors = list(self._sensors.values())
+        if len(sensors) <= n:
+            return [s.stats(now) for s in sensors], None
+        top = heapq.nlargest(max(n - 1, 0), sensors, key=attrgetter("value_total"))
+        kept = set(map(id, top))
+        rest = [s for s in sensors if id(s) not in kept]
+        other = EntityStats(
+            tags=QuotaTags("__other__", "__other__"), entity=None, limit=math.inf, rate=math.nan,
+            value_total=sum(s.value_total for s in rest),
+            throttle_time_ms_total=sum(s.throttle_time_ms_total for s in rest),
+            throttle_time_ms_max=max(s.throttle_max if now - s.throttle_max_ms < self.window.span_ms else 0
+                                     for s in rest),
+            throttled_count=sum(s.throttled_count for s in rest),
+            last_record_ms=max(s.last_record_ms for s in rest), shadow=False)
+        return [s.stats(now) for s in top], other
 
     def stats_for(self, user: str, client_id: str, now_ms: int | None = None) -> EntityStats | None:
         """The stats of the sensor this client is counted in, or ``None`` if it has none yet."""

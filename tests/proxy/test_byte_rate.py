@@ -125,3 +125,23 @@ def test_fetch_under_quota_is_buffered_capped_and_recorded_from_the_response():
     assert isinstance(throttled, Throttle) and throttled.throttle_time_ms > 0
     unlimited = plan_request(scope, session, RequestHeader(100, FETCH, 12, 2, "free", 20))
     assert unlimited.action is STREAM and unlimited.record_response is None
+
+
+def test_scrapes_are_bounded_whatever_the_number_of_clients():
+    """2,000 client ids under a <default> quota and a cap of 10 entities: 9 busiest series plus __other__, whose
+    bytes are the rest's sum (and which has no rate sample: it would cost a measurement per client)."""
+    from proxy.quotas import QuotaMetricsCollector
+
+    clock = ManualClock(1_000_000)
+    scope = scope_with([{"entity": {"client-id": "<default>"}, "producer_byte_rate": 1e9}], clock,
+                       **{"quota.metrics.max.entities": 10})
+    for i in range(2000):
+        scope.quotas.produce.record_and_decide("u", f"client-{i}", 1000 + i)
+    families = {f.name: f for f in QuotaMetricsCollector(scope.quotas).collect()}
+    recorded = families["kafka_quota_proxy_quota_bytes"].samples
+    assert len([s for s in recorded if s.name.endswith("_total")]) == 10
+    by_client = {s.labels["client_id"]: s.value for s in recorded if s.name.endswith("_total")}
+    assert by_client["client-1999"] == 2999
+    assert by_client["__other__"] == sum(1000 + i for i in range(1991))
+    rates = families["kafka_quota_proxy_quota_byte_rate"].samples
+    assert len(rates) == 9 and "__other__" not in {s.labels["client_id"] for s in rates}
