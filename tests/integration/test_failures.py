@@ -345,3 +345,19 @@ def test_running_out_of_file_descriptors_is_not_blamed_on_the_broker():
     finally:
         proxy.stop()
         broker.stop()
+
+
+def test_operations_endpoint_answers_an_oversized_header_with_431():
+    broker_port, proxy_port = free_port(), free_port()
+    broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
+    proxy = start_proxy(proxy_config(proxy_port, broker_port))
+    try:
+        sock = socket.create_connection(("127.0.0.1", proxy.metrics_port))
+        sock.sendall(b"GET /metrics HTTP/1.1\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n")
+        reply = sock.recv(200)
+        assert reply.startswith(b"HTTP/1.1 431"), reply
+        sock.close()
+        assert http_status(proxy.metrics_port, "/healthz") == 200
+    finally:
+        proxy.stop()
+        broker.stop()
