@@ -7,6 +7,7 @@ The proxy runs in-process on its own event loop in a background thread, so synch
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
 import random
 import socket
@@ -58,6 +59,19 @@ def wait_for_port(port: int, timeout: float = 10.0, host: str = "127.0.0.1") -> 
     raise TimeoutError(f"nothing listening on {host}:{port} after {timeout}s")
 
 
+_LIVE: set[subprocess.Popen] = set()  # every broker started and not yet stopped
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    """The last safety net: a fixture that failed before its own cleanup never leaves a broker running (Tansu
+    ignores SIGTERM, so it is killed)."""
+    for proc in list(_LIVE):
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
 class Tansu:
     """A Tansu broker process with in-memory storage."""
 
@@ -74,6 +88,7 @@ class Tansu:
              "--advertised-listener-url", f"tcp://{self.advertised}", "--storage-engine", "memory://tansu/"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "RUST_LOG": "warn"},
         )
+        _LIVE.add(self.proc)
         try:
             wait_for_port(self.port, timeout=30.0, host=self.host)
         except TimeoutError:
@@ -85,6 +100,7 @@ class Tansu:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+        _LIVE.discard(self.proc)
         self.proc = None
 
 
