@@ -16,7 +16,6 @@ from proxy.cluster import BrokerPorts
 from proxy.codec.messages import TopicIdMap
 from proxy.client import ClientConnection, ListenerContext
 from proxy.codec.header import encode_request_header, frame
-from proxy.inflight import PROBE_CLIENT_ID
 from proxy.http import OpsServer
 from proxy.listener import Listener
 from proxy.metrics import ProxyMetrics
@@ -34,6 +33,7 @@ TIMEOUT_CHECK_INTERVAL_S = 1.0
 
 API_VERSIONS = 18
 PROBE_CORRELATION_ID = 1
+READINESS_CLIENT_ID = "kafka-quota-proxy-readiness"  # not the acks=0 probe's: a broker's logs tell them apart
 MAX_PROBE_RESPONSE = 1 << 20
 
 
@@ -72,7 +72,7 @@ class Readiness:
     async def _answers_api_versions(address: Address) -> bool:
         reader, writer = await asyncio.open_connection(address.host, address.port)
         try:
-            writer.write(frame(encode_request_header(API_VERSIONS, 0, PROBE_CORRELATION_ID, PROBE_CLIENT_ID)))
+            writer.write(frame(encode_request_header(API_VERSIONS, 0, PROBE_CORRELATION_ID, READINESS_CLIENT_ID)))
             await writer.drain()
             size, correlation_id = struct.unpack(">ii", await reader.readexactly(8))
             return correlation_id == PROBE_CORRELATION_ID and 4 <= size <= MAX_PROBE_RESPONSE
