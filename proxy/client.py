@@ -21,6 +21,7 @@ from proxy.apis import ConnectionScope, Session
 from proxy.buffers import SharedReadBuffer
 from proxy.codec.errors import ProtocolError
 from proxy.connection import ConnectionCore
+from proxy.logs import LogLimiter
 from proxy.metrics import ApiMetrics, ProxyMetrics
 from proxy.upstream import UpstreamConnection
 
@@ -64,6 +65,7 @@ class ListenerContext:
     connections: set  # open ClientConnections, for draining at shutdown
 
 
+FRAME_ERROR_LOG = LogLimiter()  # one frame-error line per client address and direction every 10 s
 MAX_LOGGED_ERROR = 300  # characters of an error message in a log line: a client's bytes are never echoed at length
 
 
@@ -311,7 +313,10 @@ class ClientConnection(asyncio.BufferedProtocol):
         return found
 
     def _frame_error(self, direction: str, exc: ProtocolError) -> None:
-        log.warning("closing client %s on listener %s: %s", self.peer, self.ctx.name, bounded(exc))
+        suppressed = FRAME_ERROR_LOG.allow(self.session.peer_ip, direction, time.monotonic())
+        if suppressed is not None:
+            log.warning("closing client %s on listener %s: %s%s", self.peer, self.ctx.name, bounded(exc),
+                        f" ({suppressed} more like it from this address not logged)" if suppressed else "")
         self.ctx.metrics.frame_errors.labels(self.ctx.name, direction).inc()
         self.close("frame_error")
 
