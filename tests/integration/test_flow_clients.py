@@ -20,7 +20,7 @@ Kafka's does; the measurement starts one window span plus 1 s after every client
   default, 25 s, would make the bound weak); quotas are sized so no request needs that long (``size / quota``
   well under the span), so the cap never shortens a throttle;
 - the rate the quota counts (``quota_bytes_total``, scraped every 0.1 s) within RATE_BOUNDS of the quota, over at
-  least 21 windows, averaged over where the interval starts within one window span (``phase_averaged_rate``).
+  least 34 windows, averaged over where the interval starts within one or two window spans (``phase_averaged_rate``).
 
 A request large compared with ``quota * window`` (1 MB at 256 KiB/s under 3 x 1 s windows) needs a throttle longer
 than the window span, so its sample expires before the throttle is paid: against Kafka such a client gets about
@@ -470,13 +470,23 @@ QUOTA = ({name: 512 * KIB for name in PRODUCERS + CONSUMERS} | {"ck-producer-def
          | {"kp-producer-default": PYTHON_PRODUCER_QUOTA, "aio-producer-default": PYTHON_PRODUCER_QUOTA})
 
 
+# Clients measured together: the confluent-kafka producers, the Python producers, the consumers. Each group has the
+# two cores to itself with the broker and the proxy; all seven at once left the Python producers short of CPU.
+GROUPS = {"ck-producers": ["ck-producer-default", "ck-producer-pipelining"],
+          "python-producers": ["kp-producer-default", "aio-producer-default"],
+          "consumers": CONSUMERS}
+
+
 @pytest.mark.timeout(150)
-@pytest.mark.parametrize("names", [PRODUCERS, CONSUMERS], ids=["producers", "consumers"])
-def test_three_windows_every_client_throttled_never_stalled_at_its_quota(names):
-    """Every client, default and pipelining settings, under 3 x 1 s windows; rates over 21 windows."""
+@pytest.mark.parametrize("group", list(GROUPS))
+def test_three_windows_every_client_throttled_never_stalled_at_its_quota(group):
+    """Every client, default and pipelining settings, under 3 x 1 s windows; rates over 34 windows (40 s), averaged
+    over starts across two window spans (a client's burst cycle is one span or a little more; with one span and
+    24 s, kafka-python's producer measured 0.85-0.97 x quota depending on where the interval started, 0.94-0.98
+    with these)."""
     window_num = 3
-    report = run_scenario(window_num, {name: QUOTA[name] for name in names}, measure_s=24,
-                          mute_max_ms=window_num * 1000)
+    report = run_scenario(window_num, {name: QUOTA[name] for name in GROUPS[group]}, measure_s=40,
+                          mute_max_ms=window_num * 1000, phase_s=2 * window_num)
     print(f"window.num {window_num}: {report}")
     check(report, window_num * 1000, RATE_BOUNDS)
 
