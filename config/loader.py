@@ -15,9 +15,10 @@ from typing import Any, Callable
 import yaml
 
 from config.errors import ConfigError
-from config.quotas import parse_quotas
+from config.quotas import parse_quota_section
 from config.volume import parse_volume_usage
 from config.model import Address, ListenerConfig, MetricsConfig, ProxyConfig, Settings, UpstreamConfig
+from quota.connection import ConnectionLimits, normalize_ip
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +111,22 @@ SETTINGS: dict[str, Setting] = {
         "False-positive rate of each bloom filter at its expected size: the share of new producer ids mistaken "
         "for known ones (and so not counted; never a wrong throttle).",
     ),
+    "max.connection.creation.rate": Setting(
+        2**31 - 1, int, 1, 2**31 - 1,
+        "New client connections accepted per second across the proxy's listeners (KIP-612's broker-wide limit; "
+        "the internal listener is exempt when there are others). Over it, accepting waits (at most one quota "
+        "window) and new connections queue in the kernel's backlog. Per listener: "
+        "listener.name.<name>.max.connection.creation.rate.",
+    ),
+    "max.connections": Setting(
+        2**31 - 1, int, 1, 2**31 - 1,
+        "Client connections open at once across the proxy (KIP-402; the internal listener is exempt when there are "
+        "others); a new connection over it is closed at once. Per listener: listener.name.<name>.max.connections.",
+    ),
+    "max.connections.per.ip": Setting(
+        2**31 - 1, int, 0, 2**31 - 1,
+        "Client connections open at once from one IP address (Kafka's setting); a new one over it is closed at once.",
+    ),
     "quota.metrics.max.entities": Setting(
         1000, int, 1, 1_000_000,
         "Quota entities with their own metric labels; the rest are summed under user/client_id '__other__'.",
@@ -117,6 +134,11 @@ SETTINGS: dict[str, Setting] = {
 }
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+# Per-listener settings, as Kafka prefixes them: listener.name.<name>.<setting>
+LISTENER_SETTINGS = ("max.connection.creation.rate", "max.connections")
+_LISTENER_SETTING = re.compile(r"^listener\.name\.([A-Za-z0-9_-]+)\.(" +
+                               "|".join(re.escape(name) for name in LISTENER_SETTINGS) + r")$")
+IP_OVERRIDES = "max.connections.per.ip.overrides"  # Kafka's "<ip>:<count>,<ip>:<count>", or a mapping
 
 
 def load_config_file(path: str) -> ProxyConfig:
@@ -174,13 +196,45 @@ def load_config_text(text: str) -> ProxyConfig:
 def parse_config(raw: Any) -> ProxyConfig:
     top = _mapping(raw, "", required={"upstream", "listeners"},
                    optional={"metrics", "settings", "quotas", "volume_usage"})
+    listeners = _listeners(top["listeners"], "listeners")
+    settings = _settings(top.get("settings", {}), "settings", {lc.name for lc in listeners})
+    quotas, ip_rates = parse_quota_section(top.get("quotas", []), "quotas")
     return ProxyConfig(
         upstream=_upstream(top["upstream"], "upstream"),
-        listeners=_listeners(top["listeners"], "listeners"),
+        listeners=listeners,
         metrics=_metrics(top.get("metrics", {"bind": "127.0.0.1:9464"}), "metrics"),
-        settings=_settings(top.get("settings", {}), "settings"),
-        quotas=parse_quotas(top.get("quotas", []), "quotas"),
+        settings=settings,
+        quotas=quotas,
         volume_usage=parse_volume_usage(top.get("volume_usage"), "volume_usage"),
+        connections=connection_limits(settings, listeners, ip_rates),
+    )
+
+
+def connection_limits(settings: Settings, listeners: tuple[ListenerConfig, ...],
+                      ip_rates: dict[str, float]) -> ConnectionLimits:
+    """The connection limits (KIP-612, KIP-402) from settings, listeners and the ``{ip: ...}`` quotas."""
+    unlimited = 2**31 - 1
+    values = settings.values
+
+    def limit(name: str) -> int | None:
+        return None if values[name] == unlimited else values[name]
+
+    per_listener = {name: {} for name in LISTENER_SETTINGS}
+    for key, value in values.items():
+        match = _LISTENER_SETTING.match(key)
+        if match:
+            per_listener[match.group(2)][match.group(1)] = value
+    rate = values["max.connection.creation.rate"]
+    return ConnectionLimits(
+        max_connection_creation_rate=math.inf if rate == unlimited else float(rate),
+        listener_creation_rates=MappingProxyType({name: float(v) for name, v in
+                                                  per_listener["max.connection.creation.rate"].items()}),
+        max_connections=limit("max.connections"),
+        listener_max_connections=MappingProxyType(dict(per_listener["max.connections"])),
+        max_connections_per_ip=limit("max.connections.per.ip"),
+        max_connections_per_ip_overrides=MappingProxyType(dict(values[IP_OVERRIDES])),
+        ip_rates=MappingProxyType(ip_rates),
+        internal_listener=next((lc.name for lc in listeners if lc.internal), None),
     )
 
 
@@ -214,11 +268,18 @@ def _listeners(raw: Any, path: str) -> tuple[ListenerConfig, ...]:
             raise ConfigError(f"{path}[{i}].bind", f"{listener.bind} is already bound by {path}[{binds[listener.bind]}]")
         seen[listener.name] = i
         binds[listener.bind] = i
+    internal = [i for i, listener in enumerate(listeners) if listener.internal]
+    if len(internal) > 1:
+        raise ConfigError(f"{path}[{internal[1]}].internal", f"only one listener can be internal; "
+                          f"{path}[{internal[0]}] already is")
     return tuple(listeners)
 
 
 def _listener(raw: Any, path: str) -> ListenerConfig:
-    m = _mapping(raw, path, required={"name", "bind"}, optional={"advertised_host", "broker_port_base"})
+    m = _mapping(raw, path, required={"name", "bind"}, optional={"advertised_host", "broker_port_base", "internal"})
+    internal = m.get("internal", False)
+    if not isinstance(internal, bool):
+        raise ConfigError(f"{path}.internal", f"expected true or false, got {_show(internal)}")
     name = m["name"]
     if not isinstance(name, str) or not _NAME.match(name):
         raise ConfigError(f"{path}.name", f"expected a listener name of letters, digits, '_' or '-', got {_show(name)}")
@@ -240,7 +301,7 @@ def _listener(raw: Any, path: str) -> ListenerConfig:
             if bind.host in ("0.0.0.0", "::", ""):
                 raise ConfigError(f"{path}.advertised_host", f"required in cluster mode when binding {bind.host}")
             advertised = bind.host
-    return ListenerConfig(name=name, bind=bind, advertised_host=advertised, broker_port_base=base)
+    return ListenerConfig(name=name, bind=bind, advertised_host=advertised, broker_port_base=base, internal=internal)
 
 
 def _metrics(raw: Any, path: str) -> MetricsConfig:
@@ -248,14 +309,28 @@ def _metrics(raw: Any, path: str) -> MetricsConfig:
     return MetricsConfig(bind=_address(m["bind"], f"{path}.bind"))
 
 
-def _settings(raw: Any, path: str) -> Settings:
+def _settings(raw: Any, path: str, listener_names: set[str] = frozenset()) -> Settings:
     if raw is None:
         raw = {}
-    m = _mapping(raw, path, required=set(), optional=set(SETTINGS))
-    values: dict[str, int | float | None] = {name: s.default for name, s in SETTINGS.items()}
+    if not isinstance(raw, dict):
+        raise ConfigError(path, f"expected a mapping, got {_show(raw)}")
+    prefixed = {key for key in raw if isinstance(key, str) and _LISTENER_SETTING.match(key)}
+    m = _mapping(raw, path, required=set(), optional=set(SETTINGS) | {IP_OVERRIDES} | prefixed)
+    values: dict[str, Any] = {name: s.default for name, s in SETTINGS.items()}
+    values[IP_OVERRIDES] = {}
     for name, value in m.items():
-        spec = SETTINGS[name]
         key = _join(path, name)
+        if name == IP_OVERRIDES:
+            values[name] = _ip_overrides(value, key)
+            continue
+        match = _LISTENER_SETTING.match(name)
+        if match:
+            if match.group(1) not in listener_names:
+                raise ConfigError(key, f"no listener named {match.group(1)!r} (listeners: "
+                                  f"{', '.join(sorted(listener_names))})")
+            spec = SETTINGS[match.group(2)]
+        else:
+            spec = SETTINGS[name]
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(key, f"expected a number, got {_show(value)}")
         if not math.isfinite(value):
@@ -266,6 +341,33 @@ def _settings(raw: Any, path: str) -> Settings:
             raise ConfigError(key, f"must be between {_num(spec.minimum)} and {_num(spec.maximum)}, got {value!r}")
         values[name] = spec.kind(value)
     return Settings(MappingProxyType(values))
+
+
+def _ip_overrides(raw: Any, path: str) -> dict[str, int]:
+    """``max.connections.per.ip.overrides``: Kafka's ``"<ip>:<count>,<ip>:<count>"``, or a YAML mapping."""
+    if isinstance(raw, str):
+        pairs = []
+        for part in filter(None, (p.strip() for p in raw.split(","))):
+            ip, sep, count = part.rpartition(":")
+            if not sep:
+                raise ConfigError(path, f"expected <ip>:<count>, got {part!r}")
+            pairs.append((ip, count))
+    elif isinstance(raw, dict):
+        pairs = list(raw.items())
+    else:
+        raise ConfigError(path, f"expected \"<ip>:<count>,...\" or a mapping of IP to count, got {_show(raw)}")
+    out = {}
+    for ip, count in pairs:
+        try:
+            address = normalize_ip(str(ip))
+        except ValueError:
+            raise ConfigError(path, f"not an IP address: {ip!r}") from None
+        if isinstance(count, str) and count.strip().isdigit():
+            count = int(count)
+        if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= 2**31 - 1:
+            raise ConfigError(path, f"{ip}: expected a connection count >= 0, got {count!r}")
+        out[address] = count
+    return out
 
 
 def _address(raw: Any, path: str) -> Address:

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 
 from quota.entity import EMPTY_QUOTA_TABLE, QuotaTable
 
+from quota.connection import NO_LIMITS, ConnectionLimits
+
 if TYPE_CHECKING:
     from config.volume import VolumeUsageConfig
 
@@ -38,6 +40,7 @@ class ListenerConfig:
     bind: Address
     advertised_host: str | None = None  # cluster mode: the host clients are given for every broker
     broker_port_base: int | None = None  # cluster mode: broker N is served on broker_port_base + N
+    internal: bool = False  # the inter-broker listener: exempt from the proxy-wide connection limits (KIP-612)
 
     @property
     def cluster_mode(self) -> bool:
@@ -67,3 +70,4 @@ class ProxyConfig:
     settings: Settings
     quotas: QuotaTable = EMPTY_QUOTA_TABLE
     volume_usage: "VolumeUsageConfig | None" = None  # cluster-wide volume-usage throttling, when configured
+    connections: ConnectionLimits = NO_LIMITS  # connection creation rates and counts (KIP-612, KIP-402)

@@ -6,6 +6,8 @@ quotas:
     producer_byte_rate: 1048576
   - entity: {user: alice, client-id: etl}
     consumer_byte_rate: 4194304
+  - entity: {ip: "<default>"}         # KIP-612: per source IP, not combined with user or client-id
+    connection_creation_rate: 10
 ```
 """
 
@@ -15,7 +17,8 @@ import math
 from typing import Any
 
 from config.errors import ConfigError
-from quota.entity import (CLIENT_ID, CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, PRODUCER_IDS_RATE,
+from quota.connection import CONNECTION_CREATION_RATE, IP, normalize_ip
+from quota.entity import (DEFAULT, CLIENT_ID, CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, PRODUCER_IDS_RATE,
                           USER, QuotaTable)
 
 # Keys this version enforces. Kafka's other client-quota key (request_percentage) is rejected rather than accepted
@@ -28,11 +31,18 @@ UNITS = {PRODUCER_BYTE_RATE: "bytes per second", CONSUMER_BYTE_RATE: "bytes per 
 
 
 def parse_quotas(raw: Any, path: str) -> QuotaTable:
+    """The user/client-id entities (see :func:`parse_quota_section` for the IP ones too)."""
+    return parse_quota_section(raw, path)[0]
+
+
+def parse_quota_section(raw: Any, path: str) -> tuple[QuotaTable, dict[str, float]]:
+    """The ``quotas:`` list: the user/client-id quota table, and ``{ip or <default>: connection_creation_rate}``."""
     if raw is None:
         raw = []
     if not isinstance(raw, list):
         raise ConfigError(path, f"expected a list of quota entries, got {type(raw).__name__}")
     values = []
+    ip_rates: dict[str, float] = {}
     for i, item in enumerate(raw):
         where = f"{path}[{i}]"
         if not isinstance(item, dict):
@@ -41,16 +51,25 @@ def parse_quotas(raw: Any, path: str) -> QuotaTable:
             raise ConfigError(f"{where}.entity", "required key is missing")
         entity = item["entity"]
         if not isinstance(entity, dict) or not entity:
-            raise ConfigError(f"{where}.entity", f"expected a mapping with '{USER}' and/or '{CLIENT_ID}', got {entity!r}")
+            raise ConfigError(f"{where}.entity", f"expected a mapping with '{USER}' and/or '{CLIENT_ID}', or '{IP}', "
+                              f"got {entity!r}")
+        if IP in entity:
+            ip, rate = _ip_entry(item, entity, where)
+            if ip in ip_rates:
+                raise ConfigError(f"{where}.entity.{IP}", f"{ip} is configured more than once")
+            ip_rates[ip] = rate
+            continue
         for key, value in entity.items():
             if key not in (USER, CLIENT_ID):
-                raise ConfigError(f"{where}.entity.{key}", f"unknown entity type (known: {USER}, {CLIENT_ID})")
+                raise ConfigError(f"{where}.entity.{key}", f"unknown entity type (known: {USER}, {CLIENT_ID}, {IP})")
             if not isinstance(value, str) or not value:
                 raise ConfigError(f"{where}.entity.{key}", f"expected a name or \"<default>\", got {value!r}")
         quotas = {}
         for key, value in item.items():
             if key == "entity":
                 continue
+            if key == CONNECTION_CREATION_RATE:
+                raise ConfigError(f"{where}.{key}", f"only for ip entities (KIP-612): use entity {{{IP}: ...}}")
             if key not in ENFORCED_KEYS:
                 raise ConfigError(f"{where}.{key}", f"unknown or not yet enforced quota key (known: {', '.join(ENFORCED_KEYS)})")
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not MIN_RATE <= value < math.inf:
@@ -63,6 +82,33 @@ def parse_quotas(raw: Any, path: str) -> QuotaTable:
             raise ConfigError(where, f"no quota key given (known: {', '.join(ENFORCED_KEYS)})")
         values.append((entity, quotas))
     try:
-        return QuotaTable.from_values(values)
+        return QuotaTable.from_values(values), ip_rates
     except ValueError as exc:
         raise ConfigError(path, str(exc)) from None
+
+
+def _ip_entry(item: dict, entity: dict, where: str) -> tuple[str, float]:
+    """An ``{ip: ...}`` entity: an IP address or ``<default>``, alone, with only ``connection_creation_rate``."""
+    others = [key for key in entity if key != IP]
+    if others:
+        raise ConfigError(f"{where}.entity.{others[0]}", f"an {IP} entity cannot be combined with {others[0]} "
+                          "(KIP-612: IP and user/client-id quotas share no key)")
+    name = entity[IP]
+    if name != DEFAULT:
+        try:
+            name = normalize_ip(name) if isinstance(name, str) else None
+        except ValueError:
+            name = None
+        if name is None:
+            raise ConfigError(f"{where}.entity.{IP}", f"expected an IP address or \"{DEFAULT}\", got {entity[IP]!r}")
+    keys = [key for key in item if key != "entity"]
+    if keys != [CONNECTION_CREATION_RATE]:
+        wrong = next((key for key in keys if key != CONNECTION_CREATION_RATE), None)
+        if wrong is None:
+            raise ConfigError(where, f"no quota key given (an {IP} entity takes {CONNECTION_CREATION_RATE})")
+        raise ConfigError(f"{where}.{wrong}", f"not a key of {IP} entities (known: {CONNECTION_CREATION_RATE})")
+    value = item[CONNECTION_CREATION_RATE]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not MIN_RATE <= value < math.inf:
+        raise ConfigError(f"{where}.{CONNECTION_CREATION_RATE}", f"expected a rate in connections per second > 0 "
+                          f"(finite, at least {MIN_RATE:g}), got {value!r}")
+    return name, float(value)

@@ -19,7 +19,8 @@ from proxy.codec.header import encode_request_header, frame
 from proxy.http import OpsServer
 from proxy.listener import Listener
 from proxy.metrics import ProxyMetrics
-from proxy.quotas import ByteRateQuotas, QuotaMetricsCollector
+from proxy.quotas import ByteRateQuotas, ConnectionMetricsCollector, QuotaMetricsCollector
+from quota.connection import ConnectionQuotas
 from proxy.tasks import cancel_and_wait
 from proxy.topics import TopicPartitions
 
@@ -104,6 +105,9 @@ class ProxyApp:
         self.topics = TopicPartitions()
         self.quotas = ByteRateQuotas(config)
         self.metrics.registry.register(QuotaMetricsCollector(self.quotas))
+        self.connection_quotas = ConnectionQuotas([lc.name for lc in config.listeners], self.quotas.window,
+                                                  config.connections)
+        self.metrics.registry.register(ConnectionMetricsCollector(self.connection_quotas, self.quotas.clock))
         self._buffers = (SharedReadBuffer(), SharedReadBuffer())
         self.listeners: list[Listener] = []
         self.broker_listeners: dict[tuple[str, int], Listener] = {}  # cluster mode: (listener, node id) -> port
@@ -139,6 +143,8 @@ class ProxyApp:
             response_buffer=self._buffers[1],
             on_upstream_result=self.readiness.report,
             connections=self.connections,
+            connection_quotas=self.connection_quotas,
+            clock=self.quotas.clock,
         )
 
     def _open_broker_port(self, lc: ListenerConfig, node_id: int) -> None:
@@ -201,6 +207,7 @@ class ProxyApp:
                 conn.check_timeouts(now_ns, response_timeout_ns, idle_timeout_ns)
             if loop.time() >= next_expiry:
                 self.quotas.expire_idle()
+                self.connection_quotas.expire_idle(self.quotas.clock.now_ms())
                 next_expiry = loop.time() + SENSOR_EXPIRY_INTERVAL_S
 
     @property

@@ -24,6 +24,8 @@ from proxy.connection import ConnectionCore
 from proxy.logs import LogLimiter
 from proxy.metrics import ApiMetrics, ProxyMetrics
 from proxy.upstream import UpstreamConnection
+from quota.clock import Clock
+from quota.connection import ConnectionQuotas
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +65,8 @@ class ListenerContext:
     response_buffer: SharedReadBuffer
     on_upstream_result: Callable[[bool], None]  # readiness: True when a broker connection opened, False on failure
     connections: set  # open ClientConnections, for draining at shutdown
+    connection_quotas: ConnectionQuotas  # connection creation rates and counts, shared by every listener
+    clock: Clock  # the quotas' clock
 
 
 FRAME_ERROR_LOG = LogLimiter()  # one frame-error line per client address and direction every 10 s
@@ -102,6 +106,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._timer_at = 0.0
         self._at_bound_since: float | None = None
         self._closed_reason: str | None = None
+        self._counted_ip: str | None = None  # the IP this connection is counted under in the connection quotas
         self.last_read_ns = time.monotonic_ns()
         self.broker_resumed_ns = 0  # when reading the broker last resumed (the response timeout starts anew)
 
@@ -113,12 +118,13 @@ class ClientConnection(asyncio.BufferedProtocol):
         if self._closed_reason is not None:  # the broker went away while the socket was being wrapped
             transport.close()
 
-    def accepted(self, peer: tuple | None) -> None:
-        """Count the connection as open; called once, when it is accepted (before it has an upstream)."""
+    def accepted(self, peer: tuple | None, counted_ip: str | None = None) -> None:
+        """Count the connection as open; called once, when it is admitted (before it has an upstream).
+        ``counted_ip``: the IP the connection quotas counted it under, released when it closes."""
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.session.peer_ip = peer[0] if peer else "?"
+        self._counted_ip = counted_ip
         metrics = self.ctx.metrics
-        metrics.connections_accepted.labels(self.ctx.name).inc()
         metrics.active_connections.labels(self.ctx.name).inc()
         self.ctx.connections.add(self)
 
@@ -359,6 +365,9 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._closed_reason = reason
         ctx = self.ctx
         ctx.connections.discard(self)
+        if self._counted_ip is not None:
+            ctx.connection_quotas.closed(ctx.name, self._counted_ip)
+            self._counted_ip = None
         ctx.metrics.active_connections.labels(ctx.name).dec()
         ctx.metrics.connections_closed.labels(ctx.name, reason).inc()
         if self._at_bound_since is not None:

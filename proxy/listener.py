@@ -1,7 +1,10 @@
-"""A listener: the proxy's own accept loop for one named listener.
+"""A listener: the proxy's own accept loop for one named listener, and its connection limits (KIP-612, KIP-402).
 
-Accepting is our own loop (``sock_accept``) rather than ``loop.create_server`` so that accepting can later be
-delayed (connection creation rate, KIP-612) and a connection can be held before it gets an upstream.
+Accepting is our own loop (``sock_accept``) rather than ``loop.create_server``, so that a connection-rate delay
+really stops accepting: while the loop waits, new connections stay in the kernel's backlog, as behind Kafka's
+acceptor. After the accept, a connection from an IP over its ``connection_creation_rate`` is held (no broker
+connection, nothing read) for up to a second and then admitted or closed; one over a count limit is closed at once.
+The decisions are :class:`quota.connection.ConnectionQuotas`'; this module only acts on them.
 """
 
 from __future__ import annotations
@@ -11,11 +14,27 @@ import logging
 import socket
 
 from proxy.client import ClientConnection, ListenerContext
+from proxy.logs import LogLimiter
 from proxy.tasks import cancel_and_wait
+from quota.connection import IP_RATE, Admit, Close, Hold, normalize_ip
 
 log = logging.getLogger(__name__)
 
 ACCEPT_ERROR_BACKOFF_S = 0.1  # after EMFILE and the like, so a full fd table does not spin the loop
+MAX_HELD = 10_000  # connections held for their IP's rate at once, per listener port; more are closed at once
+REJECT_LOG = LogLimiter()  # one line per IP and reason every 10 s
+
+
+def peer_ip(peer: tuple | None) -> str:
+    if not peer:
+        return "?"
+    ip = peer[0]
+    if ":" in ip:  # IPv6, or IPv4 mapped into it on a dual-stack socket
+        try:
+            return normalize_ip(ip.split("%", 1)[0])
+        except ValueError:
+            return ip
+    return ip
 
 
 class Listener:
@@ -25,6 +44,7 @@ class Listener:
         self._port = port
         self._sock: socket.socket | None = None
         self._task: asyncio.Task | None = None
+        self._held: set[asyncio.Task] = set()
         self.address: tuple[str, int] | None = None
 
     async def start(self) -> tuple[str, int]:
@@ -42,26 +62,74 @@ class Listener:
 
     async def _accept_loop(self) -> None:
         loop = asyncio.get_running_loop()
+        ctx = self.ctx
+        quotas, clock = ctx.connection_quotas, ctx.clock
+        accepted = ctx.metrics.connections_accepted.labels(ctx.name)
         while True:
             try:
-                conn, _ = await loop.sock_accept(self._sock)
+                conn, peer = await loop.sock_accept(self._sock)
             except asyncio.CancelledError:
                 raise
             except OSError as exc:
-                log.warning("listener %s: accept failed: %s", self.ctx.name, exc)
+                log.warning("listener %s: accept failed: %s", ctx.name, exc)
                 await asyncio.sleep(ACCEPT_ERROR_BACKOFF_S)
                 continue
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            loop.create_task(self._serve(conn))
+            accepted.inc()
+            try:
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                delay_ms = quotas.accept_delay_ms(ctx.name, clock.now_ms())
+                if delay_ms > 0:  # over the proxy-wide or listener rate: the next connections wait in the backlog
+                    await asyncio.sleep(delay_ms / 1000.0)
+            except BaseException:
+                conn.close()
+                raise
+            ip = peer_ip(peer)
+            self._act(quotas.admit(ctx.name, ip, clock.now_ms()), conn, peer, ip)
 
-    async def _serve(self, conn: socket.socket) -> None:
-        """Give an accepted socket its broker connection, then start reading from it."""
+    def _act(self, decision: Admit | Hold | Close, conn: socket.socket, peer, ip: str) -> None:
+        loop = asyncio.get_running_loop()
+        if isinstance(decision, Admit):
+            loop.create_task(self._serve(conn, peer, ip))
+        elif isinstance(decision, Hold):
+            if len(self._held) >= MAX_HELD:
+                self._reject(conn, ip, Close(IP_RATE, f"{ip} is over its connection_creation_rate and "
+                                                      f"{MAX_HELD} connections are already held"))
+                return
+            task = loop.create_task(self._hold(conn, peer, ip, decision.delay_ms))
+            self._held.add(task)
+            task.add_done_callback(self._held.discard)
+        else:
+            self._reject(conn, ip, decision)
+
+    async def _hold(self, conn: socket.socket, peer, ip: str, delay_ms: int) -> None:
+        """KIP-612: a connection from an IP over its rate waits (costing no broker connection), then is checked
+        again: still over, it is closed; else it is served."""
+        try:
+            await asyncio.sleep(delay_ms / 1000.0)
+        except asyncio.CancelledError:
+            self._reject(conn, ip, Close("shutdown", "the listener closed"))
+            raise
+        ctx = self.ctx
+        decision = ctx.connection_quotas.retry(ctx.name, ip, ctx.clock.now_ms())
+        if isinstance(decision, Admit):
+            await self._serve(conn, peer, ip)
+        else:
+            self._reject(conn, ip, decision)
+
+    def _reject(self, conn: socket.socket, ip: str, decision: Close) -> None:
+        conn.close()
+        ctx = self.ctx
+        ctx.metrics.connections_closed.labels(ctx.name, decision.reason).inc()
+        suppressed = REJECT_LOG.allow(ip, decision.reason, asyncio.get_running_loop().time())
+        if suppressed is not None:
+            log.info("listener %s: closed a new connection: %s%s", ctx.name, decision.detail,
+                     f" ({suppressed} more like it in the last 10 s)" if suppressed else "")
+
+    async def _serve(self, conn: socket.socket, peer, ip: str) -> None:
+        """Give an admitted socket its broker connection, then start reading from it."""
         loop = asyncio.get_running_loop()
         client = ClientConnection(self.ctx)
-        try:
-            client.accepted(conn.getpeername())
-        except OSError:
-            client.accepted(None)
+        client.accepted(peer, counted_ip=ip)
         if not await client.connect_upstream():
             conn.close()
             return
@@ -73,7 +141,9 @@ class Listener:
             conn.close()
 
     async def close(self) -> None:
-        """Stop accepting; connections already open are left to the caller to drain."""
+        """Stop accepting and close held connections; connections already served are left to the caller to drain."""
         await cancel_and_wait(self._task)
+        for task in list(self._held):
+            await cancel_and_wait(task)
         if self._sock is not None:
             self._sock.close()

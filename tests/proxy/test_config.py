@@ -165,3 +165,82 @@ def test_client_chosen_label_values_are_bounded_and_stay_unique():
     a, b = "x" * 32768 + "a", "x" * 32768 + "b"
     assert label("short") == "short"
     assert len(label(a)) <= MAX_LABEL and label(a) != label(b) and label(a) == label(a)
+
+
+TWO_LISTENERS = """
+upstream:
+  bootstrap_servers: ["127.0.0.1:9092"]
+listeners:
+  - {name: EXTERNAL, bind: "127.0.0.1:19092"}
+  - {name: INTERNAL, bind: "127.0.0.1:19093", internal: true}
+"""
+
+
+def test_connection_limits_from_settings_listeners_and_ip_quotas():
+    cfg = load_config_text(TWO_LISTENERS + """
+settings:
+  max.connection.creation.rate: 100
+  listener.name.EXTERNAL.max.connection.creation.rate: 20
+  listener.name.INTERNAL.max.connections: 50
+  max.connections: 1000
+  max.connections.per.ip: 10
+  max.connections.per.ip.overrides: "10.0.0.1:100, ::ffff:10.0.0.2:0"
+quotas:
+  - entity: {ip: "10.0.0.1"}
+    connection_creation_rate: 5
+  - entity: {ip: "<default>"}
+    connection_creation_rate: 50
+  - entity: {user: alice}
+    producer_byte_rate: 1024
+""")
+    limits = cfg.connections
+    assert limits.max_connection_creation_rate == 100
+    assert dict(limits.listener_creation_rates) == {"EXTERNAL": 20}
+    assert dict(limits.listener_max_connections) == {"INTERNAL": 50}
+    assert limits.max_connections == 1000 and limits.max_connections_per_ip == 10
+    assert dict(limits.max_connections_per_ip_overrides) == {"10.0.0.1": 100, "10.0.0.2": 0}
+    assert limits.ip_rate("10.0.0.1") == 5 and limits.ip_rate("10.9.9.9") == 50
+    assert limits.internal_listener == "INTERNAL"
+    assert cfg.quotas.limit("producer_byte_rate", "alice", "x") == 1024  # the user quotas are unaffected
+
+
+def test_no_connection_limits_by_default():
+    limits = load_config_text(BASE).connections
+    assert limits.max_connection_creation_rate == float("inf") and limits.max_connections is None
+    assert limits.max_connections_per_ip is None and not limits.ip_rates and limits.internal_listener is None
+
+
+@pytest.mark.parametrize("extra,message", [
+    ("settings:\n  listener.name.OTHER.max.connections: 5\n",
+     "settings.listener.name.OTHER.max.connections: no listener named 'OTHER'"),
+    ("settings:\n  listener.name.EXTERNAL.max.connection.creation.rate: 0\n",
+     "settings.listener.name.EXTERNAL.max.connection.creation.rate: must be between 1"),
+    ("settings:\n  max.connections.per.ip.overrides: \"10.0.0.1=5\"\n",
+     "settings.max.connections.per.ip.overrides: expected <ip>:<count>"),
+    ("settings:\n  max.connections.per.ip.overrides: \"host.example:5\"\n",
+     "settings.max.connections.per.ip.overrides: not an IP address: 'host.example'"),
+    ("quotas:\n  - entity: {ip: 10.0.0.1, user: bob}\n    connection_creation_rate: 5\n",
+     "quotas[0].entity.user: an ip entity cannot be combined with user"),
+    ("quotas:\n  - entity: {ip: not-an-ip}\n    connection_creation_rate: 5\n",
+     "quotas[0].entity.ip: expected an IP address"),
+    ("quotas:\n  - entity: {ip: 10.0.0.1}\n    producer_byte_rate: 5\n",
+     "quotas[0].producer_byte_rate: not a key of ip entities"),
+    ("quotas:\n  - entity: {user: bob}\n    connection_creation_rate: 5\n",
+     "quotas[0].connection_creation_rate: only for ip entities"),
+    ("quotas:\n  - entity: {ip: 10.0.0.1}\n    connection_creation_rate: 5\n"
+     "  - entity: {ip: \"::ffff:10.0.0.1\"}\n    connection_creation_rate: 6\n",
+     "quotas[1].entity.ip: 10.0.0.1 is configured more than once"),
+    ("quotas:\n  - entity: {ip: 10.0.0.1}\n    connection_creation_rate: -1\n",
+     "quotas[0].connection_creation_rate: expected a rate in connections per second"),
+])
+def test_bad_connection_limits_name_the_key(extra, message):
+    with pytest.raises(ConfigError) as info:
+        load_config_text(TWO_LISTENERS + extra)
+    assert message in str(info.value)
+
+
+def test_only_one_listener_can_be_internal():
+    text = TWO_LISTENERS.replace("{name: EXTERNAL, bind: \"127.0.0.1:19092\"}",
+                                 "{name: EXTERNAL, bind: \"127.0.0.1:19092\", internal: true}")
+    with pytest.raises(ConfigError, match=r"listeners\[1\].internal: only one listener can be internal"):
+        load_config_text(text)

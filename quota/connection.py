@@ -1,0 +1,257 @@
+"""Connection quotas: creation rate proxy-wide, per listener and per IP (KIP-612), and counts (KIP-402).
+
+Facts carried over from KIP-612 and apache/kafka ``SocketServer.scala`` (``ConnectionQuotas``):
+
+* Three sampled rates (:class:`~quota.rate.Rate`, the byte-rate quotas' ``quota.window.*``): proxy-wide (Kafka's
+  "broker-wide", ``max.connection.creation.rate``), per listener (``listener.name.<name>.max.connection.creation.rate``)
+  and per IP (the ``connection_creation_rate`` of client-quota entity ``{ip: ...}`` or ``{ip: <default>}``).
+* The acceptor records each new connection in the proxy-wide and its listener's rate, then, when either is over its
+  limit, waits ``(rate - limit) / limit * window`` before handing the connection on and accepting the next, at most
+  one quota window (``quota.window.size.seconds``). Connections of the internal (inter-broker) listener are not
+  counted in the proxy-wide rate, nor held by the proxy-wide ``max.connections``, when the proxy has other
+  listeners (Kafka's ``protectedListener``).
+* Per IP, after the accept: the connection is recorded in its IP's rate; over the limit it is un-recorded from the
+  IP, listener and proxy-wide rates (it was not accepted) and held for ``min(delay, 1 s)``. KIP-612 then checks
+  again: if the IP is still over its quota the connection is closed, else it proceeds (and is recorded).
+* Counts (KIP-402): ``max.connections`` proxy-wide, ``listener.name.<name>.max.connections``,
+  ``max.connections.per.ip`` and ``max.connections.per.ip.overrides``. Here a new connection over any of them is
+  closed at once (Kafka blocks its acceptor for the proxy-wide and listener counts; a proxy that closes is
+  retried by clients with their reconnect back-off, and never fills its own backlog).
+
+Pure: no sockets, no clock of its own; the proxy passes ``now_ms`` and acts on what is returned.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from quota.entity import DEFAULT
+from quota.rate import QuotaWindow, Rate
+from quota.throttle import bounded_throttle_time_ms
+
+CONNECTION_CREATION_RATE = "connection_creation_rate"
+IP = "ip"
+IP_HOLD_MAX_MS = 1000  # KIP-612: a throttled IP's connection is held for min(delay, 1 s)
+IDLE_IP_SENSOR_MS = 3_600_000  # as Kafka's InactiveSensorExpirationTimeSeconds: an IP's rate is dropped after 1 h idle
+
+# Why a connection is closed before it is served (the proxy's ``connections_closed`` reasons).
+IP_RATE = "connection_rate_ip"
+MAX_CONNECTIONS = "max_connections"
+LISTENER_MAX_CONNECTIONS = "listener_max_connections"
+MAX_CONNECTIONS_PER_IP = "max_connections_per_ip"
+
+
+def normalize_ip(text: str) -> str:
+    """The canonical text of an IP address (IPv4-mapped IPv6 as IPv4, as the socket reports dual-stack peers);
+    raises ValueError for anything else."""
+    address = ipaddress.ip_address(text.strip())
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return str(address)
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    """Every connection limit, as configured; ``math.inf`` / ``None`` is "no limit"."""
+
+    max_connection_creation_rate: float = math.inf
+    listener_creation_rates: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    max_connections: int | None = None
+    listener_max_connections: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    max_connections_per_ip: int | None = None
+    max_connections_per_ip_overrides: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    ip_rates: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))  # ip or <default> -> rate
+    internal_listener: str | None = None
+
+    def ip_rate(self, ip: str) -> float:
+        rate = self.ip_rates.get(ip)
+        return rate if rate is not None else self.ip_rates.get(DEFAULT, math.inf)
+
+    def ip_max_connections(self, ip: str) -> int | None:
+        found = self.max_connections_per_ip_overrides.get(ip)
+        return found if found is not None else self.max_connections_per_ip
+
+
+NO_LIMITS = ConnectionLimits()
+
+
+@dataclass(frozen=True, slots=True)
+class Admit:
+    """Serve the connection."""
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """The connection's IP is over its rate: hold it ``delay_ms`` (no broker connection), then :meth:`retry`."""
+
+    delay_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    """Close the connection now, for ``reason`` (one of this module's reason constants)."""
+
+    reason: str
+    detail: str
+
+
+ADMIT = Admit()
+
+
+@dataclass(slots=True)
+class ThrottleStats:
+    """Throttle times applied, as Kafka's ``connection-accept-throttle-time`` averages them (over throttles > 0)."""
+
+    count: int = 0
+    total_ms: int = 0
+
+    def add(self, ms: int) -> None:
+        self.count += 1
+        self.total_ms += ms
+
+
+class ConnectionQuotas:
+    """Connection creation rates and counts of one proxy, across its listeners."""
+
+    def __init__(self, listeners: list[str] | tuple[str, ...], window: QuotaWindow,
+                 limits: ConnectionLimits = NO_LIMITS) -> None:
+        self.window = window
+        self.limits = limits
+        self._listeners = tuple(listeners)
+        self._proxy_rate = Rate(window)
+        self._listener_rates = {name: Rate(window) for name in self._listeners}
+        self._ip_rates: dict[str, Rate] = {}
+        self._ip_last_ms: dict[str, int] = {}  # when each IP's rate was last recorded in
+        self.total = 0
+        self.per_listener = {name: 0 for name in self._listeners}
+        self.per_ip: dict[str, int] = {}
+        self.accept_throttles = {name: ThrottleStats() for name in self._listeners}
+        self.ip_throttles = {name: ThrottleStats() for name in self._listeners}
+
+    def configure(self, limits: ConnectionLimits) -> None:
+        """New limits take effect at the next connection; rates and counts are kept."""
+        self.limits = limits
+
+    def _protected(self, listener: str) -> bool:
+        return listener == self.limits.internal_listener and len(self._listeners) > 1
+
+    # -- the accept loop -------------------------------------------------------------------------------------
+
+    def accept_delay_ms(self, listener: str, now_ms: int) -> int:
+        """Records a connection just accepted on ``listener`` in the proxy-wide and listener rates, and returns
+        how long the listener must wait before handing it on and accepting the next (0: at once), at most one
+        quota window."""
+        limits = self.limits
+        delay = 0
+        if not self._protected(listener):
+            delay = self._record(self._proxy_rate, limits.max_connection_creation_rate, now_ms, self.window.size_ms)
+        delay = max(delay, self._record(self._listener_rates[listener],
+                                        limits.listener_creation_rates.get(listener, math.inf), now_ms,
+                                        self.window.size_ms))
+        if delay > 0:
+            self.accept_throttles[listener].add(delay)
+        return delay
+
+    def _record(self, rate: Rate, limit: float, now_ms: int, max_ms: int) -> int:
+        rate.record(1.0, now_ms)
+        if limit == math.inf:
+            return 0
+        measured = rate.measure(now_ms)
+        if measured <= limit:
+            return 0
+        return max(0, bounded_throttle_time_ms(measured, limit, rate.window_size_ms(now_ms), max_ms))
+
+    def _unrecord_accept(self, listener: str, now_ms: int) -> None:
+        if not self._protected(listener):
+            self._proxy_rate.record(-1.0, now_ms)
+        self._listener_rates[listener].record(-1.0, now_ms)
+
+    # -- per IP, after the accept ----------------------------------------------------------------------------
+
+    def admit(self, listener: str, ip: str, now_ms: int) -> Admit | Hold | Close:
+        """A connection from ``ip`` accepted on ``listener`` (after :meth:`accept_delay_ms`): admitted and
+        counted, held for its IP's rate, or closed for a count limit."""
+        limit = self.limits.ip_rate(ip)
+        if limit != math.inf:
+            rate = self._ip_rate(ip, now_ms)
+            throttle = self._record(rate, limit, now_ms, self.window.size_ms)
+            if throttle > 0:
+                rate.record(-1.0, now_ms)  # not accepted: not counted
+                self._unrecord_accept(listener, now_ms)
+                self.ip_throttles[listener].add(throttle)
+                return Hold(min(throttle, IP_HOLD_MAX_MS))
+        return self._count(listener, ip)
+
+    def retry(self, listener: str, ip: str, now_ms: int) -> Admit | Close:
+        """A held connection's second check (KIP-612): still over its IP's rate, it is closed; else admitted (and
+        now counted in every rate)."""
+        limit = self.limits.ip_rate(ip)
+        if limit != math.inf:
+            rate = self._ip_rate(ip, now_ms)
+            if self._record(rate, limit, now_ms, self.window.size_ms) > 0:
+                rate.record(-1.0, now_ms)
+                return Close(IP_RATE, f"{ip} is over its connection_creation_rate of {limit:g}/s")
+        if not self._protected(listener):
+            self._proxy_rate.record(1.0, now_ms)
+        self._listener_rates[listener].record(1.0, now_ms)
+        return self._count(listener, ip)
+
+    def _ip_rate(self, ip: str, now_ms: int) -> Rate:
+        rate = self._ip_rates.get(ip)
+        if rate is None:
+            rate = self._ip_rates[ip] = Rate(self.window)
+        self._ip_last_ms[ip] = now_ms
+        return rate
+
+    def _count(self, listener: str, ip: str) -> Admit | Close:
+        limits = self.limits
+        ip_max = limits.ip_max_connections(ip)
+        if ip_max is not None and self.per_ip.get(ip, 0) >= ip_max:
+            return Close(MAX_CONNECTIONS_PER_IP, f"{ip} has {ip_max} connections (max.connections.per.ip)")
+        listener_max = limits.listener_max_connections.get(listener)
+        if listener_max is not None and self.per_listener[listener] >= listener_max:
+            return Close(LISTENER_MAX_CONNECTIONS,
+                         f"listener {listener} has {listener_max} connections (listener.name.{listener}.max.connections)")
+        if limits.max_connections is not None and self.total >= limits.max_connections and not self._protected(listener):
+            return Close(MAX_CONNECTIONS, f"the proxy has {limits.max_connections} connections (max.connections)")
+        self.total += 1
+        self.per_listener[listener] += 1
+        self.per_ip[ip] = self.per_ip.get(ip, 0) + 1
+        return ADMIT
+
+    def closed(self, listener: str, ip: str) -> None:
+        """An admitted connection closed; raises if it was never admitted (a count would go below zero)."""
+        count = self.per_ip.get(ip, 0)
+        if count <= 0 or self.per_listener[listener] <= 0 or self.total <= 0:
+            raise ValueError(f"connection from {ip} on {listener} closed but not counted as open")
+        if count == 1:
+            del self.per_ip[ip]
+        else:
+            self.per_ip[ip] = count - 1
+        self.per_listener[listener] -= 1
+        self.total -= 1
+
+    # -- reading ---------------------------------------------------------------------------------------------
+
+    def proxy_accept_rate(self, now_ms: int) -> float:
+        return self._proxy_rate.measure(now_ms)
+
+    def listener_accept_rate(self, listener: str, now_ms: int) -> float:
+        return self._listener_rates[listener].measure(now_ms)
+
+    def ip_accept_rate(self, ip: str, now_ms: int) -> float:
+        rate = self._ip_rates.get(ip)
+        return 0.0 if rate is None else rate.measure(now_ms)
+
+    def expire_idle(self, now_ms: int) -> None:
+        """Drop the rates of IPs with nothing recorded for an hour (Kafka expires IP sensors the same way)."""
+        for ip in [ip for ip, last in self._ip_last_ms.items() if now_ms - last >= IDLE_IP_SENSOR_MS]:
+            del self._ip_rates[ip], self._ip_last_ms[ip]
+
+    @property
+    def tracked_ips(self) -> int:
+        return len(self._ip_rates)

@@ -1,0 +1,172 @@
+"""Connection creation rates (KIP-612) and counts (KIP-402) on real sockets, through the proxy to Tansu.
+
+Clients connect from several loopback source addresses (127.0.0.2, 127.0.0.3, ... are all loopback on Linux), send
+an ApiVersions request and count the connection as served when the broker's answer comes back, or as closed when
+the proxy closes it first. Every loop is bounded in count and time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import time
+
+import pytest
+
+from proxy.codec.header import encode_request_header, frame
+from tests.harness import Tansu, free_port, proxy_config, start_proxy
+
+pytestmark = pytest.mark.integration
+
+API_VERSIONS_V0 = frame(encode_request_header(18, 0, 7, "conn-test"))
+
+
+async def connect_once(port: int, source_ip: str, answer_timeout_s: float = 5.0) -> str:
+    """One connection from ``source_ip``: "served" (the broker answered), "closed" (the proxy closed it), or
+    "pending" (no answer within the timeout: still in the backlog, or held)."""
+    try:
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection("127.0.0.1", port, local_addr=(source_ip, 0)), answer_timeout_s)
+    except asyncio.TimeoutError:
+        return "pending"
+    except OSError:
+        return "closed"
+    try:
+        writer.write(API_VERSIONS_V0)
+        size, correlation_id = struct.unpack(">ii", await asyncio.wait_for(reader.readexactly(8), answer_timeout_s))
+        assert correlation_id == 7 and size > 4
+        return "served"
+    except (asyncio.IncompleteReadError, ConnectionResetError, BrokenPipeError):
+        return "closed"
+    except asyncio.TimeoutError:
+        return "pending"
+    finally:
+        writer.close()
+
+
+async def storm(port: int, source_ip: str, per_s: float, seconds: float) -> list[tuple[float, str]]:
+    """``per_s`` connections a second from ``source_ip`` for ``seconds``; each outcome with its start time."""
+    start = time.monotonic()
+    tasks = []
+    for i in range(int(per_s * seconds)):
+        await asyncio.sleep(max(0.0, start + i / per_s - time.monotonic()))
+        tasks.append((time.monotonic() - start, asyncio.ensure_future(connect_once(port, source_ip))))
+    return [(at, await task) for at, task in tasks]
+
+
+@pytest.fixture
+def broker():
+    port = free_port()
+    tansu = Tansu(port, advertised=f"127.0.0.1:{port}").start()
+    try:
+        yield port
+    finally:
+        tansu.stop()
+
+
+def start(broker_port: int, quotas=None, listeners=None, **settings):
+    config = proxy_config(free_port(), broker_port, quotas=quotas, **settings)
+    if listeners is not None:
+        config["listeners"] = listeners
+    return start_proxy(config)
+
+
+def test_an_ip_over_its_connection_rate_is_throttled_while_another_ip_connects_at_full_speed(broker):
+    """connection_creation_rate 5 for 127.0.0.2; 20 connects/s from it and from 127.0.0.3 for 12 s. 127.0.0.2 gets
+    its start-up allowance (5 x 10 windows = 50, as Kafka's sampled rate allows) and then about 5 a second once its
+    oldest sample expires (at 11 s); the rest are held up to 1 s and closed. 127.0.0.3 has no quota and is served
+    every time."""
+    proxy = start(broker, quotas=[{"entity": {"ip": "127.0.0.2"}, "connection_creation_rate": 5}])
+    try:
+        async def both():
+            return await asyncio.gather(storm(proxy.port, "127.0.0.2", 20, 12), storm(proxy.port, "127.0.0.3", 20, 12))
+
+        limited, free = asyncio.run(both())
+        served = [at for at, outcome in limited if outcome == "served"]
+        closed = [at for at, outcome in limited if outcome == "closed"]
+        assert len(served) + len(closed) == 240, limited
+        assert 48 <= sum(1 for at in served if at < 4) <= 56, served
+        assert not [at for at in served if 4 <= at < 9.5], served  # over its rate until its first sample expires
+        assert 50 <= len(served) <= 72, served
+        assert [outcome for _, outcome in free] == ["served"] * 240
+        assert proxy.metric("kafka_quota_proxy_connections_closed_total", listener="PLAINTEXT",
+                            reason="connection_rate_ip") == len(closed)
+        assert proxy.metric("kafka_quota_proxy_ip_connection_accept_throttles_total", listener="PLAINTEXT") >= len(closed)
+        assert 2 < proxy.metric("kafka_quota_proxy_ip_connection_accept_rate", ip="127.0.0.2") <= 5.2
+        assert proxy.app.connection_quotas.total == 0  # every served connection was released when it closed
+    finally:
+        proxy.stop()
+
+
+def test_the_listener_rate_holds_under_a_burst_from_many_ips_and_the_internal_listener_is_exempt(broker):
+    """max.connection.creation.rate 10: a burst of 200 connections from 20 IPs gets the allowance (about 100) at
+    once, about 10 more in its first second, then about one a second (each accept waits at most one window), the rest waiting in the kernel's backlog
+    (not closed). Meanwhile 30 connections on the internal listener are all served at once."""
+    external, internal = free_port(), free_port()
+    listeners = [{"name": "EXTERNAL", "bind": f"127.0.0.1:{external}"},
+                 {"name": "INTERNAL", "bind": f"127.0.0.1:{internal}", "internal": True}]
+    proxy = start(broker, listeners=listeners, **{"max.connection.creation.rate": 10})
+    try:
+        async def burst():
+            started = time.monotonic()
+            external_tasks = [asyncio.ensure_future(connect_once(external, f"127.0.0.{10 + i % 20}", 4.0))
+                              for i in range(200)]
+            await asyncio.sleep(0.5)  # the external listener is past its allowance now
+            internal_results = await asyncio.gather(*(connect_once(internal, "127.0.0.50", 4.0) for _ in range(30)))
+            internal_s = time.monotonic() - started
+            return await asyncio.gather(*external_tasks), internal_results, internal_s
+
+        outcomes, internal_outcomes, internal_s = asyncio.run(burst())
+        assert outcomes.count("closed") == 0
+        # the allowance (10/s over the 10 windows a fresh rate divides by), the first second's growing elapsed time
+        # (about 10 more), then one a second; 200 would be served without the limit
+        assert 95 <= outcomes.count("served") <= 125, outcomes.count("served")
+        assert internal_outcomes == ["served"] * 30 and internal_s < 3
+        assert proxy.metric("kafka_quota_proxy_connection_accept_throttles_total", listener="EXTERNAL") >= 1
+        assert proxy.metric("kafka_quota_proxy_connection_accept_throttles_total", listener="INTERNAL") == 0
+    finally:
+        proxy.stop()
+
+
+def test_connections_over_the_count_limits_are_closed_at_once(broker):
+    """max.connections.per.ip 2 with an override of 3 for 127.0.0.5, max.connections 6."""
+    proxy = start(broker, **{"max.connections.per.ip": 2, "max.connections.per.ip.overrides": "127.0.0.5:3",
+                             "max.connections": 6})
+    try:
+        async def hold_open(source_ip: str, n: int) -> list[str]:
+            """Opens ``n`` connections from ``source_ip`` one after another, keeping them open; each outcome."""
+            outcomes, writers = [], []
+            for _ in range(n):
+                reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port, local_addr=(source_ip, 0))
+                writer.write(API_VERSIONS_V0)
+                try:
+                    await asyncio.wait_for(reader.readexactly(8), 5)
+                    outcomes.append("served")
+                    writers.append(writer)
+                except (asyncio.IncompleteReadError, ConnectionResetError):
+                    outcomes.append("closed")
+                    writer.close()
+            return outcomes, writers
+
+        async def scenario():
+            a, wa = await hold_open("127.0.0.4", 3)
+            b, wb = await hold_open("127.0.0.5", 4)
+            c, wc = await hold_open("127.0.0.6", 2)  # 2 + 3 open: one more fits under max.connections 6
+            for w in wa + wb + wc:
+                w.close()
+            return a, b, c
+
+        a, b, c = asyncio.run(scenario())
+        assert a == ["served", "served", "closed"]
+        assert b == ["served", "served", "served", "closed"]
+        assert c == ["served", "closed"]
+        metric = "kafka_quota_proxy_connections_closed_total"
+        assert proxy.metric(metric, listener="PLAINTEXT", reason="max_connections_per_ip") == 2
+        assert proxy.metric(metric, listener="PLAINTEXT", reason="max_connections") == 1
+        for _ in range(50):  # the proxy sees the closes
+            if proxy.app.connection_quotas.total == 0:
+                break
+            time.sleep(0.1)
+        assert proxy.app.connection_quotas.total == 0
+    finally:
+        proxy.stop()
