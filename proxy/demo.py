@@ -5,7 +5,9 @@ the proxy's listener, as in a sidecar deployment. The proxy runs in its own proc
 (``kafka-quota-proxy run --config ...``). Four confluent-kafka clients with their default settings write and read
 1 KiB messages through it: a producer and a consumer of client-id ``demo-limited`` (1 MiB/s
 ``producer_byte_rate`` / ``consumer_byte_rate`` in the config) and of ``demo-unlimited`` (no quota). Before they
-start, a topic-creation storm (:mod:`proxy.demo_storm`) shows the controller mutation quota rejecting creates.
+start, :mod:`proxy.demo_storm` shows the other quotas: a connection storm from one loopback IP held to its
+connection creation rate while another IP connects freely, a topic-creation storm rejected by the controller
+mutation quota, a producer-restart loop throttled by the producer-id quota, and a disk filling up.
 
 Every second each client gets a line ending in a verdict computed from its own counts (bytes acknowledged to the
 producer, bytes the consumer received), over a sliding window of MEASURED_SPANS quota window spans that starts
@@ -46,7 +48,8 @@ from importlib import resources
 
 from config.loader import load_config_file
 from config.model import Address, ProxyConfig
-from proxy.demo_storm import ADMIN, DISK_TOPIC, RESTART_TOPIC, RESTARTS, disk_fill, STORM_PARTITIONS, STORM_SECONDS, producer_restarts, topic_storm
+from proxy.demo_storm import (ADMIN, CALM_IP, CONNECT_PER_S, CONNECT_SECONDS, DISK_TOPIC, RESTART_TOPIC, RESTARTS, STORM_IP,
+                              STORM_PARTITIONS, STORM_SECONDS, connection_storm, disk_fill, producer_restarts, topic_storm)
 
 TOPIC, PARTITIONS, VALUE = "demo", 3, b"x" * 1024
 LIMITED, UNLIMITED = "demo-limited", "demo-unlimited"
@@ -248,6 +251,9 @@ def run_scenario(config_path: str, duration_s: float, report=print,
         proxy = start_proxy(config_path)
         _wait_for(config.listeners[0].bind, "the proxy", proxy)
         create_topic(bootstrap)
+        connects = connection_storm(config.listeners[0].bind.host, config.listeners[0].bind.port, config, report)
+        if not connects.ok:
+            raise RuntimeError(f"the connection storm was not held to its IP's rate: {connects.text()}")
         storm = topic_storm(bootstrap, config, report)
         if not storm.ok:
             raise RuntimeError(f"the topic storm was not held to its quota: {storm.text()}")
@@ -350,7 +356,10 @@ def main() -> None:
         f"  clients  {LIMITED} producer and consumer, under {limits}",
         f"           {UNLIMITED} producer, no quota, offering {UNLIMITED_OFFER / MiB:.0f} MiB/s",
         f"           {UNLIMITED} consumer, no quota, reading all of topic '{TOPIC}'",
-        f"  first    a topic-creation storm: {ADMIN} (kafka-python admin) creates {STORM_PARTITIONS}-partition topics",
+        f"  first    a connection storm: {CONNECT_PER_S} connections/s for {CONNECT_SECONDS} s from {STORM_IP}, under "
+        f"{config.connections.ip_rate(STORM_IP):g}/s",
+        f"           connection_creation_rate (KIP-612), and the same from {CALM_IP}, which has no quota",
+        f"  then     a topic-creation storm: {ADMIN} (kafka-python admin) creates {STORM_PARTITIONS}-partition topics",
         f"           for {STORM_SECONDS} s under {config.quotas.limit('controller_mutation_rate', USER, ADMIN):g} "
         "partitions/s controller_mutation_rate (KIP-599)",
         f"  then     a producer-restart loop: {RESTARTS} kafka-python idempotent producers, one after another, under "

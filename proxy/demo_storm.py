@@ -238,3 +238,92 @@ def disk_fill(bootstrap: str, broker: str, config: ProxyConfig, scrape_state: Ca
     report(f"disk fill: produce OPEN, then throttled, then paused (0 acknowledged), then OPEN again; "
            f"{result.found}/{result.acknowledged} acknowledged messages read back  {'OK' if result.ok else 'FAIL'}")
     return result
+
+
+STORM_IP, CALM_IP = "127.0.0.2", "127.0.0.3"  # both loopback on Linux: two "hosts" on one machine
+CONNECT_PER_S = 20
+CONNECT_SECONDS = 4
+
+
+@dataclass(frozen=True)
+class ConnectResult:
+    limit: float  # the storming IP's connection_creation_rate
+    allowed: float  # what its sampled rate lets through in the run: the start-up allowance plus the rate
+    storm: tuple[int, int, int]  # served, closed, pending, from STORM_IP
+    calm: tuple[int, int, int]  # the same from CALM_IP
+    skipped: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        if self.skipped is not None:
+            return True
+        served, closed, _ = self.storm
+        return closed > 0 and served <= self.allowed and self.calm[0] == sum(self.calm)
+
+    def text(self) -> str:
+        if self.skipped is not None:
+            return f"connection storm: skipped ({self.skipped})"
+        return (f"connection storm: {CONNECT_PER_S} connects/s for {CONNECT_SECONDS} s from each of two IPs: "
+                f"{STORM_IP} (connection_creation_rate {self.limit:g}/s) {self.storm[0]} served, {self.storm[1]} "
+                f"closed after a hold (its rate allows {self.allowed:.0f}); {CALM_IP} (no quota) "
+                f"{self.calm[0]}/{sum(self.calm)} served  {'OK' if self.ok else 'FAIL'}")
+
+
+async def connect_once(host: str, port: int, source_ip: str, timeout_s: float = 5.0) -> str:
+    """One short-lived Kafka connection from ``source_ip``: an ApiVersions request. "served" when the broker's
+    answer comes back, "closed" when the proxy closes the connection first, "pending" when nothing happens in time."""
+    import asyncio
+    import struct
+
+    from proxy.codec.header import encode_request_header, frame
+
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, local_addr=(source_ip, 0)),
+                                                timeout_s)
+    except asyncio.TimeoutError:
+        return "pending"
+    try:
+        writer.write(frame(encode_request_header(18, 0, 7, "demo-connect")))
+        size, correlation_id = struct.unpack(">ii", await asyncio.wait_for(reader.readexactly(8), timeout_s))
+        return "served" if correlation_id == 7 else "closed"
+    except (asyncio.IncompleteReadError, ConnectionResetError, BrokenPipeError):
+        return "closed"
+    except asyncio.TimeoutError:
+        return "pending"
+    finally:
+        writer.close()
+
+
+def connection_storm(host: str, port: int, config: ProxyConfig, report: Callable[[str], None]) -> ConnectResult:
+    """KIP-612's per-IP rate: a client that opens a connection per request, from STORM_IP (which has a
+    connection_creation_rate in the demo's config), and a calm one doing the same from CALM_IP (no quota)."""
+    import asyncio
+    import errno
+
+    from quota.connection import NO_LIMITS
+
+    limit = config.connections.ip_rate(STORM_IP) if config.connections is not NO_LIMITS else float("inf")
+    window = config.settings
+    allowed = limit * ((window["quota.window.num"] - 1) * window["quota.window.size.seconds"] + CONNECT_SECONDS + 1)
+
+    async def storm(source_ip: str) -> tuple[int, int, int]:
+        start, tasks = time.monotonic(), []
+        for i in range(CONNECT_PER_S * CONNECT_SECONDS):
+            await asyncio.sleep(max(0.0, start + i / CONNECT_PER_S - time.monotonic()))
+            tasks.append(asyncio.ensure_future(connect_once(host, port, source_ip)))
+        outcomes = await asyncio.gather(*tasks)
+        return outcomes.count("served"), outcomes.count("closed"), outcomes.count("pending")
+
+    async def both():
+        return await asyncio.gather(storm(STORM_IP), storm(CALM_IP))
+
+    try:
+        storm_counts, calm_counts = asyncio.run(both())
+        result = ConnectResult(limit, allowed, storm_counts, calm_counts)
+    except OSError as exc:
+        if exc.errno != errno.EADDRNOTAVAIL:
+            raise
+        result = ConnectResult(limit, allowed, (0, 0, 0), (0, 0, 0),
+                               skipped=f"this machine has no {STORM_IP} loopback address to connect from")
+    report(result.text())
+    return result

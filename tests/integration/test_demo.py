@@ -1,6 +1,7 @@
 """`make demo`'s scenario, run for a short time against Tansu: every verdict it prints must pass.
 
-First the topic-creation storm (kafka-python admin, 6 s under a 10 partitions/s controller_mutation_rate): some
+First a connection storm (20 connects/s for 4 s from 127.0.0.2, whose connection_creation_rate is 5/s, and from
+127.0.0.3, which has none): some of 127.0.0.2's closed after a hold, all of 127.0.0.3's served. Then the topic-creation storm (kafka-python admin, 6 s under a 10 partitions/s controller_mutation_rate): some
 creates rejected with THROTTLING_QUOTA_EXCEEDED, the partitions created within the bucket. Then the producer-restart
 loop (ten kafka-python idempotent producers under 5 new producer ids a minute): the first five pass, the rest are
 throttled, every message acknowledged. Then a simulated disk crossing the soft and the hard limit (cluster volume
@@ -42,6 +43,9 @@ def test_demo_scenario_verdicts_pass(tmp_path):
 
     assert lines and all(line.endswith(("OK", "FAIL", f"WAIT until {burst_s + window_s} s", "WAIT"))
                          for line in lines), lines
+    connects = [line for line in lines if line.startswith("connection storm")]
+    assert len(connects) == 1 and connects[0].endswith("OK") and "closed after a hold" in connects[0], connects
+    assert "127.0.0.3 (no quota) 80/80 served" in connects[0], connects
     storm = [line for line in lines if line.startswith("topic storm")]
     assert len(storm) == 1 and storm[0].endswith("OK") and "rejected with THROTTLING_QUOTA_EXCEEDED" in storm[0], storm
     restarts = [line for line in lines if line.startswith("producer restarts")]
