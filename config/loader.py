@@ -16,6 +16,7 @@ import yaml
 
 from config.errors import ConfigError
 from config.quotas import parse_quota_section
+from config.usage import parse_usage_log
 from config.volume import parse_volume_usage
 from config.model import Address, ListenerConfig, MetricsConfig, ProxyConfig, Settings, UpstreamConfig
 from quota.connection import ConnectionLimits, normalize_ip
@@ -195,7 +196,7 @@ def load_config_text(text: str) -> ProxyConfig:
 
 def parse_config(raw: Any) -> ProxyConfig:
     top = _mapping(raw, "", required={"upstream", "listeners"},
-                   optional={"metrics", "settings", "quotas", "volume_usage"})
+                   optional={"metrics", "settings", "quotas", "volume_usage", "usage_log"})
     listeners = _listeners(top["listeners"], "listeners")
     settings = _settings(top.get("settings", {}), "settings", {lc.name for lc in listeners})
     quotas, ip_rates = parse_quota_section(top.get("quotas", []), "quotas")
@@ -207,6 +208,7 @@ def parse_config(raw: Any) -> ProxyConfig:
         quotas=quotas,
         volume_usage=parse_volume_usage(top.get("volume_usage"), "volume_usage"),
         connections=connection_limits(settings, listeners, ip_rates),
+        usage_log=parse_usage_log(top.get("usage_log"), "usage_log"),
     )
 
 

@@ -17,6 +17,7 @@ from quota.entity import EMPTY_QUOTA_TABLE, QuotaTable
 from quota.connection import NO_LIMITS, ConnectionLimits
 
 if TYPE_CHECKING:
+    from config.usage import UsageLogConfig
     from config.volume import VolumeUsageConfig
 
 
@@ -71,3 +72,4 @@ class ProxyConfig:
     quotas: QuotaTable = EMPTY_QUOTA_TABLE
     volume_usage: "VolumeUsageConfig | None" = None  # cluster-wide volume-usage throttling, when configured
     connections: ConnectionLimits = NO_LIMITS  # connection creation rates and counts (KIP-612, KIP-402)
+    usage_log: "UsageLogConfig | None" = None  # where the usage log goes, when configured

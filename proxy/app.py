@@ -23,6 +23,7 @@ from proxy.quotas import ByteRateQuotas, ConnectionMetricsCollector, QuotaMetric
 from quota.connection import ConnectionQuotas
 from proxy.tasks import cancel_and_wait
 from proxy.topics import TopicPartitions
+from proxy.usage import UsageLog
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +109,8 @@ class ProxyApp:
         self.connection_quotas = ConnectionQuotas([lc.name for lc in config.listeners], self.quotas.window,
                                                   config.connections)
         self.metrics.registry.register(ConnectionMetricsCollector(self.connection_quotas, self.quotas.clock))
+        self.usage_log = UsageLog(config.usage_log, self.metrics) if config.usage_log is not None else None
+        usage = self.usage_log.table if self.usage_log is not None else None
         self._buffers = (SharedReadBuffer(), SharedReadBuffer())
         self.listeners: list[Listener] = []
         self.broker_listeners: dict[tuple[str, int], Listener] = {}  # cluster mode: (listener, node id) -> port
@@ -118,7 +121,7 @@ class ProxyApp:
                 cluster = BrokerPorts(lc.name, lc.advertised_host, lc.broker_port_base,
                                       lambda node_id, lc=lc: self._open_broker_port(lc, node_id))
             scope = self._scopes[lc.name] = ConnectionScope(cluster=cluster, topic_ids=self.topic_ids, quotas=self.quotas,
-                                                                topics=self.topics)
+                                                                topics=self.topics, usage=usage)
             bootstrap = config.upstream.bootstrap_servers
             self.listeners.append(Listener(self._context(lc.name, lambda: bootstrap, scope), lc.bind.host, lc.bind.port))
         self.draining = False  # shutting down: /readyz says not ready while in-flight requests finish
@@ -171,6 +174,8 @@ class ProxyApp:
         self.ops_address = await self.ops.start(bind.host, bind.port)
         log.info("metrics on http://%s:%d/metrics", *self.ops_address)
         self.readiness.start()
+        if self.usage_log is not None:
+            self.usage_log.start()
         self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep())
         volume = self.config.volume_usage
         if volume is not None:
@@ -233,6 +238,8 @@ class ProxyApp:
             log.warning("closing client %s: shutdown grace period over with requests in flight", conn.peer)
             conn.abort()
         await self.readiness.stop()
+        if self.usage_log is not None:
+            await self.usage_log.stop()  # the current interval is written
         await cancel_and_wait(self._housekeeping)
         await self.ops.close()
 

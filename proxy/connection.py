@@ -38,6 +38,15 @@ class State:
 OPEN = State(reading_client=True, reading_broker=True, deadline=None, drained=False)
 
 
+def usage_rows(scope: ConnectionScope | None, session: Session):
+    """The usage-log row of a request (by its header), or None when no usage log is configured."""
+    table = None if scope is None else scope.usage
+    if table is None:
+        return None
+    return lambda header: table.row(session.listener, session.peer_ip, session.user, header.client_id,
+                                    header.api_key)
+
+
 class ConnectionCore:
     __slots__ = ("flow", "requests", "responses", "_request_splitter", "_response_splitter", "_write_client",
                  "_small_reads")
@@ -47,9 +56,10 @@ class ConnectionCore:
                  now: Callable[[], float], api_metrics: Callable[[int], object], planner=plan_request) -> None:
         self.flow = Flow(max_inflight)
         self._write_client = write_client
-        self.responses = ResponsePath(self.flow, write_client, now, api_metrics)
+        usage = usage_rows(scope, session)
+        self.responses = ResponsePath(self.flow, write_client, now, api_metrics, usage)
         self.requests = RequestPath(self.flow, scope, session, write_broker, self.responses, api_metrics, now,
-                                    planner)
+                                    planner, usage)
         self._request_splitter = FrameSplitter(
             functools.partial(parse_request_prefix, max_size=max_request_bytes,
                               producer_ids=None if scope is None else scope.quotas.producer_ids),

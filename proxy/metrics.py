@@ -88,6 +88,13 @@ class ProxyMetrics:
             "Seconds client connections spent at their in-flight bound, summed over connections.",
             ["listener"], registry=r,
         )
+        self.usage_log_records = Counter(
+            f"{PREFIX}_usage_log_records", "Usage-log records written.", registry=r,
+        )
+        self.usage_log_dropped = Counter(
+            f"{PREFIX}_usage_log_dropped_records", "Usage-log records dropped: the writer fell behind or the disk "
+            "refused a write (full, read-only); the proxy goes on.", registry=r,
+        )
         self._per_api: dict[tuple[str, int], ApiMetrics] = {}
 
     def api(self, listener: str, api_key: int) -> "ApiMetrics":

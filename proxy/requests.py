@@ -29,11 +29,12 @@ class RequestPath:
     """The frame handler of the client-to-broker direction."""
 
     __slots__ = ("_flow", "_scope", "_session", "_forward", "_responses", "_api_metrics", "_now", "_plan", "_entry",
-                 "_planner")
+                 "_planner", "_usage")
 
     def __init__(self, flow: Flow, scope: ConnectionScope, session: Session, forward: Callable[[object], None],
                  responses: ResponsePath, api_metrics: Callable[[int], object], now: Callable[[], float],
-                 planner=plan_request) -> None:
+                 planner=plan_request, usage=None) -> None:
+        self._usage = usage  # header -> the usage-log row of its entity, when a usage log is configured
         self._planner = planner  # (scope, session, header) -> Plan: the per-API handler table
         self._flow = flow
         self._scope = scope
@@ -49,6 +50,10 @@ class RequestPath:
         api = self._api_metrics(header.api_key)
         api.requests.inc()
         api.request_bytes.inc(header.frame_length)
+        if self._usage is not None:
+            row = self._usage(header)
+            row.requests += 1
+            row.request_bytes += header.frame_length
         inflight = self._flow.inflight
         plan = self._planner(self._scope, self._session, header)
         if plan is PASS:
@@ -134,9 +139,11 @@ class RequestPath:
         """A throttle decided with the request: read nothing more until its response is out; acks=0 has no
         response to carry it, so only the mute applies."""
         if header.expects_response:
-            self._flow.request_throttled()
+            self._flow.request_throttled()  # the throttle goes with its response (counted in the usage log there)
         else:
             self._flow.mute(self._now(), throttle.mute_ms)
+            if self._usage is not None:
+                self._usage(header).throttle_ms += throttle.mute_ms
 
 
 def _combined(a: Throttle | None, b: Throttle) -> Throttle:

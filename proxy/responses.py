@@ -28,10 +28,11 @@ _INT32 = struct.Struct(">i")
 class ResponsePath:
     """The frame handler of the broker-to-client direction."""
 
-    __slots__ = ("_flow", "_write", "_now", "_api_metrics", "_current", "dropping_since_ns")
+    __slots__ = ("_flow", "_write", "_now", "_api_metrics", "_current", "dropping_since_ns", "_usage")
 
     def __init__(self, flow: Flow, write: Callable[[object], None], now: Callable[[], float],
-                 api_metrics: Callable[[int], object]) -> None:
+                 api_metrics: Callable[[int], object], usage=None) -> None:
+        self._usage = usage  # request header -> the usage-log row of its entity, when a usage log is configured
         self._flow = flow
         self._write = write  # writes to the client socket
         self._now = now  # the loop's clock, in seconds (for mutes and held responses)
@@ -62,6 +63,8 @@ class ResponsePath:
             self.send(entry.local_response)
             api = self._api_metrics(entry.header.api_key)
             api.response_bytes.inc(len(entry.local_response))
+            if self._usage is not None:
+                self._usage(entry.header).response_bytes += len(entry.local_response)
             api.latency.observe((time.perf_counter_ns() - entry.received_ns) / 1e9)
             if entry.throttle is not None:
                 self._act(entry, None)
@@ -78,6 +81,8 @@ class ResponsePath:
                 or entry.lookup is not None:
             return BUFFER
         self._api_metrics(entry.header.api_key).response_bytes.inc(header.frame_length)
+        if self._usage is not None:
+            self._usage(entry.header).response_bytes += header.frame_length
         return STREAM
 
     def on_segment(self, view) -> None:
@@ -108,6 +113,8 @@ class ResponsePath:
         if body is not None:
             frame = _INT32.pack(header_length - 4 + len(body)) + bytes(frame[4:header_length]) + body
         self._api_metrics(request.api_key).response_bytes.inc(len(frame))
+        if self._usage is not None:
+            self._usage(request).response_bytes += len(frame)
         if throttle is None:
             self.send(frame)
         else:
@@ -120,6 +127,8 @@ class ResponsePath:
         throttle = entry.throttle
         request = entry.header
         now = self._now()
+        if self._usage is not None:
+            self._usage(request).throttle_ms += throttle.mute_ms
         if frame is not None and delays_response(request.api_key, request.api_version):
             flow.hold_response(frame, now + throttle.mute_ms / 1000.0, entry.plan_throttled)
             return

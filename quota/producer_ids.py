@@ -162,6 +162,7 @@ class ProducerIdQuotaManager:
         self.expected_pids, self.false_positive_rate = expected_pids, false_positive_rate
         self.max_mute_ms, self.shadow = max_mute_ms, shadow
         self.recheck_ms = window_size_s * 1000 // 4  # a caller may skip a PID it checked less than this ago
+        self.new_pids_counted = 0  # new producer ids counted so far, all users (a caller's before/after says "new")
         self._users: dict[QuotaTags, _UserState] = {}
         self.issued = IssuedProducerIds()  # attribution of InitProducerId answers (metrics, not the quota)
         self.update_quotas(quotas)
@@ -193,6 +194,7 @@ class ProducerIdQuotaManager:
         if state.cache.seen_or_add(pid, now_ms):
             return FORWARD
         state.new_pids += 1
+        self.new_pids_counted += 1
         bucket = state.bucket
         bucket.take(1, now_ms)
         throttle_ms = bucket.throttle_time_ms()

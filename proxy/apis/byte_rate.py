@@ -60,7 +60,11 @@ def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader
         # quarter window, so a PID still in use is carried into the user's newer bloom filter in time).
         if pid != session.producer_id or now - session.producer_id_checked_ms >= quotas.producer_ids.recheck_ms:
             session.producer_id, session.producer_id_checked_ms = pid, now
+            counted = quotas.producer_ids.new_pids_counted
             decision = quotas.producer_ids.record_and_decide(session.user, pid, now)
+            if scope.usage is not None and quotas.producer_ids.new_pids_counted != counted:
+                scope.usage.row(session.listener, session.peer_ip, session.user, header.client_id,
+                                header.api_key).new_producer_ids += 1
             if is_applied(decision):
                 throttle = decision if throttle is None else longest(throttle, decision)
     if volume is not None and volume.throttling:  # cluster volume usage: the produce quota scaled by its factor

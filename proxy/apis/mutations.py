@@ -59,6 +59,9 @@ def _plan(scope: ConnectionScope, session: Session, header: RequestHeader, kind:
     if not quotas.enabled or quotas.resolve(session.user, client_id).unlimited:
         return PASS
     mutation = kind(scope, session.user, client_id, header.api_version, header.correlation_id)
+    if scope.usage is not None:
+        table, listener, ip, api_key = scope.usage, session.listener, session.peer_ip, header.api_key
+        mutation.usage = lambda: table.row(listener, ip, session.user, client_id, api_key)
     return Plan(action=BUFFER, decide=mutation.decide)
 
 
@@ -69,6 +72,7 @@ class _Mutation:
     results_field: str  # the response's list of per-topic results
 
     looked_up = False  # the proxy's lookup has been answered: what is still unknown does not exist
+    usage = None  # () -> the usage-log row of the request's entity, when a usage log is configured
 
     def __init__(self, scope: ConnectionScope, user: str, client_id: str, version: int, correlation_id: int) -> None:
         self.scope, self.user, self.client_id, self.version = scope, user, client_id, version
@@ -136,7 +140,10 @@ class _Mutation:
         counts = [self.count(item, now) for item in items]
         if strict_mutation_quota(self.api_key, self.version):
             return self.strict(msg, items, counts)
-        decision = self.quotas.record_and_decide(self.user, self.client_id, sum(c for c in counts if c))
+        total = sum(c for c in counts if c)
+        decision = self.quotas.record_and_decide(self.user, self.client_id, total)
+        if self.usage is not None:
+            self.usage().partition_mutations += total
         learn = self.learner(items)
         if is_applied(decision):
             return ForwardRequest(rewrite=learn, throttle=decision)
@@ -144,6 +151,8 @@ class _Mutation:
 
     def strict(self, msg: Message, items: list, counts: list[int | None]) -> Outcome:
         admission = self.quotas.admit(self.user, self.client_id, counts)
+        if self.usage is not None:
+            self.usage().partition_mutations += sum(c for c, ok in zip(counts, admission.admitted) if ok and c)
         throttle = admission.throttle
         if throttle is None or not is_applied(throttle) or admission.all_admitted:
             return ForwardRequest(rewrite=self.learner(items),

@@ -22,6 +22,7 @@ from quota.decision import Decision, Throttle
 if TYPE_CHECKING:
     from proxy.cluster import BrokerPorts
     from proxy.quotas import ByteRateQuotas
+    from proxy.usage import UsageTable
 
 # Rewrites a response body (the bytes after the response header); returns the new body, or None to send the
 # broker's frame unchanged.
@@ -85,6 +86,7 @@ class ConnectionScope:
     topic_ids: TopicIdMap  # learnt from Metadata responses, proxy-wide
     quotas: "ByteRateQuotas"
     topics: TopicPartitions = field(default_factory=TopicPartitions)  # partition counts, proxy-wide (KIP-599)
+    usage: "UsageTable | None" = None  # the usage log's current interval, when a usage log is configured
 
 
 @dataclass(slots=True)

@@ -1,0 +1,205 @@
+"""The usage log: what each entity did, one JSON line per entity per interval, never per request.
+
+An entity is (listener, IP, user, client id, API); connections opened are counted under (listener, IP) with no
+user, client id or API (they are counted before the connection has said who it is). Every record has every field
+(``null`` where not known)::
+
+    {"time": 1795455600.0, "interval_s": 10.0, "listener": "PLAINTEXT", "ip": "10.0.0.7", "user": "ANONYMOUS",
+     "client_id": "etl", "api": "Produce", "requests": 120, "request_bytes": 1966080, "response_bytes": 7200,
+     "throttle_ms": 350, "shadow_throttle_ms": 0, "partition_mutations": 0, "new_producer_ids": 1,
+     "connections_opened": 0}
+
+``time`` is the end of the interval (epoch seconds). The request path adds to a :class:`UsageTable` (dict lookups
+and integer additions); every ``interval_seconds`` the table is swapped for a fresh one and the old one goes, as
+lines, to a writer thread through a bounded queue, so the event loop never waits for the disk. When the writer
+falls behind or the disk refuses a write (full, read-only), the lines are dropped, counted
+(``usage_log_dropped_records_total``) and logged; the proxy goes on. Files are ``usage-<start>.jsonl`` in the
+configured directory, rotated by size and age, the oldest deleted beyond ``max_files``. On shutdown the current
+interval is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from config.usage import UsageLogConfig
+from proxy.codec.apis import API_NAMES, api_name
+
+log = logging.getLogger(__name__)
+
+FIELDS = ("requests", "request_bytes", "response_bytes", "throttle_ms", "shadow_throttle_ms", "partition_mutations",
+          "new_producer_ids", "connections_opened")
+QUEUE_BATCHES = 8  # intervals waiting for the writer; beyond, an interval's lines are dropped
+
+
+class UsageCounters:
+    """One entity's counts in the current interval."""
+
+    __slots__ = FIELDS
+
+    def __init__(self) -> None:
+        for name in FIELDS:
+            setattr(self, name, 0)
+
+
+class UsageTable:
+    """The counts of the current interval, by entity. Pure: no clock, no I/O."""
+
+    __slots__ = ("_rows",)
+
+    def __init__(self) -> None:
+        self._rows: dict[tuple, UsageCounters] = {}
+
+    def row(self, listener: str, ip: str | None, user: str | None, client_id: str | None,
+            api_key: int | None) -> UsageCounters:
+        key = (listener, ip, user, client_id, api_key)
+        found = self._rows.get(key)
+        if found is None:
+            found = self._rows[key] = UsageCounters()
+        return found
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def take(self) -> dict[tuple, UsageCounters]:
+        """The interval's rows; the table starts empty."""
+        rows, self._rows = self._rows, {}
+        return rows
+
+
+def records(rows: dict[tuple, UsageCounters], end_s: float, interval_s: float) -> Iterator[dict]:
+    for (listener, ip, user, client_id, api_key), counts in rows.items():
+        record = {"time": round(end_s, 3), "interval_s": interval_s, "listener": listener, "ip": ip, "user": user,
+                  "client_id": client_id,
+                  "api": None if api_key is None else (api_name(api_key) if api_key in API_NAMES else "Unknown")}
+        for name in FIELDS:
+            record[name] = getattr(counts, name)
+        yield record
+
+
+class RotatingWriter:
+    """Appends lines to ``usage-<start>.jsonl`` files under ``dir``, a new file past ``max_file_bytes`` or
+    ``max_file_age_seconds``, keeping at most ``max_files``. Runs in the writer thread only."""
+
+    def __init__(self, config: UsageLogConfig, wall: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self._wall = wall
+        self._file = None
+        self._opened_at = 0.0
+        self._size = 0
+
+    def write(self, lines: list[str]) -> None:
+        data = "".join(lines).encode()
+        now = self._wall()
+        config = self.config
+        if self._file is None or self._size >= config.max_file_bytes or now - self._opened_at >= config.max_file_age_seconds:
+            self._rotate(now)
+        self._file.write(data)
+        self._file.flush()
+        self._size += len(data)
+
+    def _rotate(self, now: float) -> None:
+        self.close()
+        os.makedirs(self.config.dir, exist_ok=True)
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now)) + f"{now % 1:.3f}"[1:]
+        path = os.path.join(self.config.dir, f"usage-{stamp}.jsonl")
+        self._file = open(path, "ab")
+        self._opened_at, self._size = now, self._file.tell()
+        self._prune()
+
+    def _prune(self) -> None:
+        names = sorted(n for n in os.listdir(self.config.dir) if n.startswith("usage-") and n.endswith(".jsonl"))
+        for name in names[:max(0, len(names) - self.config.max_files)]:
+            try:
+                os.unlink(os.path.join(self.config.dir, name))
+            except OSError as exc:
+                log.warning("usage log: cannot delete old file %s: %s", name, exc)
+
+    def close(self) -> None:
+        if self._file is not None:
+            try:
+                self._file.close()
+            except OSError:
+                pass
+            self._file = None
+
+
+class UsageLog:
+    """Swaps the table every interval and hands its lines to the writer thread."""
+
+    def __init__(self, config: UsageLogConfig, metrics, wall: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self.table = UsageTable()
+        self._metrics = metrics
+        self._wall = wall
+        self._queue: queue.Queue = queue.Queue(QUEUE_BATCHES)
+        self._writer = RotatingWriter(config, wall)
+        self._thread = threading.Thread(target=self._write_loop, name="usage-log", daemon=True)
+        self._task: asyncio.Task | None = None
+        self._interval_start = wall()
+        self._failing = False
+
+    def start(self) -> None:
+        self._thread.start()
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(max(0.0, self._interval_start + self.config.interval_seconds - self._wall()))
+            self.flush_interval()
+
+    def flush_interval(self) -> None:
+        """The current interval's records go to the writer (or are dropped, counted, if it is behind)."""
+        now = self._wall()
+        rows = self.table.take()
+        interval = round(now - self._interval_start, 3)
+        self._interval_start = now
+        if not rows:
+            return
+        lines = [json.dumps(r, separators=(",", ":")) + "\n" for r in records(rows, now, interval)]
+        try:
+            self._queue.put_nowait(lines)
+        except queue.Full:
+            self._dropped(len(lines), "the writer is behind (is the disk slow?)")
+
+    def _dropped(self, count: int, why: str) -> None:
+        self._metrics.usage_log_dropped.inc(count)
+        if not self._failing:
+            log.error("usage log: %d records dropped: %s; the proxy goes on (usage_log_dropped_records_total counts "
+                      "what is lost)", count, why)
+        self._failing = True
+
+    def _write_loop(self) -> None:
+        while True:
+            lines = self._queue.get()
+            if lines is None:
+                break
+            try:
+                self._writer.write(lines)
+            except OSError as exc:
+                self._writer.close()
+                self._dropped(len(lines), f"cannot write to {self.config.dir}: {exc.strerror or exc}")
+                continue
+            self._metrics.usage_log_records.inc(len(lines))
+            if self._failing:
+                log.warning("usage log: writing again to %s", self.config.dir)
+                self._failing = False
+        self._writer.close()
+
+    async def stop(self) -> None:
+        """Writes the current interval, then waits (off the loop) for the writer to finish."""
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+        self.flush_interval()
+        self._queue.put(None)
+        await asyncio.get_running_loop().run_in_executor(None, self._thread.join, 10)

@@ -1,0 +1,57 @@
+"""The usage log written by a running proxy (against Tansu, kafka-python clients): one record per entity per
+interval, totals that agree with the proxy's own counters, and the last interval written at shutdown."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from tests.harness import Tansu, free_port, proxy_config, start_proxy
+from tests.integration import clients as c
+
+pytestmark = pytest.mark.integration
+
+
+def test_usage_log_records_what_clients_did(tmp_path):
+    proxy_port, broker_port = free_port(), free_port()
+    broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
+    config = proxy_config(proxy_port, broker_port, quotas=[
+        {"entity": {"user": "<default>"}, "producer_ids_rate": 1000},  # new producer ids are counted while it is set
+        {"entity": {"client-id": "<default>"}, "controller_mutation_rate": 1000}])
+    config["usage_log"] = {"dir": str(tmp_path / "usage"), "interval_seconds": 1}
+    proxy = start_proxy(config)
+    try:
+        c.kp_create_topic(proxy.bootstrap, "usage", 3)
+        c.kp_produce(proxy.bootstrap, "usage", 300, enable_idempotence=True, acks="all")
+        time.sleep(1.5)  # at least one interval boundary in the middle of the run
+        c.kp_consume(proxy.bootstrap, "usage", 300)
+        counters = {name: proxy.metric(f"kafka_quota_proxy_{name}_total", listener="PLAINTEXT", api=api)
+                    for name, api in (("requests", "Produce"), ("request_bytes", "Produce"),
+                                      ("response_bytes", "Fetch"))}
+        accepted = proxy.metric("kafka_quota_proxy_connections_accepted_total", listener="PLAINTEXT")
+    finally:
+        proxy.stop()
+        broker.stop()
+    lines = [line for name in sorted(os.listdir(tmp_path / "usage"))
+             for line in (tmp_path / "usage" / name).read_text().splitlines()]
+    found = [json.loads(line) for line in lines]
+    times = sorted({r["time"] for r in found})
+    assert len(times) >= 2  # several intervals
+    keys = [(r["time"], r["listener"], r["ip"], r["user"], r["client_id"], r["api"]) for r in found]
+    assert len(keys) == len(set(keys))  # one record per entity per interval
+
+    def total(field: str, api: str | None) -> int:
+        return sum(r[field] for r in found if r["api"] == api)
+
+    # everything the proxy counted is in the log, the last interval included (written at shutdown)
+    assert total("requests", "Produce") == counters["requests"]
+    assert total("request_bytes", "Produce") == counters["request_bytes"]
+    assert total("response_bytes", "Fetch") == counters["response_bytes"]
+    assert total("connections_opened", None) == accepted
+    assert all(r["ip"] == "127.0.0.1" and r["listener"] == "PLAINTEXT" for r in found)
+    assert total("partition_mutations", "CreateTopics") == 3
+    assert total("new_producer_ids", "Produce") == 1  # one idempotent producer, one producer id
+    assert {r["user"] for r in found if r["api"] is not None} == {"ANONYMOUS"}

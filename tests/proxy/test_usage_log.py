@@ -1,0 +1,108 @@
+"""The usage log's parts without a network: the table, its records, the rotating writer, drops, the config."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from config.errors import ConfigError
+from config.usage import UsageLogConfig, parse_usage_log
+from proxy.metrics import ProxyMetrics
+from proxy.usage import FIELDS, RotatingWriter, UsageLog, UsageTable, records
+
+PRODUCE, FETCH = 0, 1
+
+
+def test_one_record_per_entity_per_interval_with_every_field():
+    table = UsageTable()
+    for _ in range(3):
+        row = table.row("L", "10.0.0.1", "alice", "etl", PRODUCE)
+        row.requests += 1
+        row.request_bytes += 100
+    table.row("L", "10.0.0.1", "alice", "etl", FETCH).response_bytes += 5000
+    table.row("L", "10.0.0.2", None, None, None).connections_opened += 2
+    rows = table.take()
+    assert len(table) == 0  # the next interval starts empty
+    out = sorted(records(rows, 1000.0, 10.0), key=lambda r: (r["ip"], str(r["api"])))
+    assert [(r["ip"], r["api"]) for r in out] == [("10.0.0.1", "Fetch"), ("10.0.0.1", "Produce"), ("10.0.0.2", None)]
+    produce = out[1]
+    assert produce["requests"] == 3 and produce["request_bytes"] == 300 and produce["response_bytes"] == 0
+    assert produce["time"] == 1000.0 and produce["interval_s"] == 10.0
+    assert produce["user"] == "alice" and produce["client_id"] == "etl" and produce["listener"] == "L"
+    assert out[2]["connections_opened"] == 2 and out[2]["user"] is None
+    assert all(set(r) == {"time", "interval_s", "listener", "ip", "user", "client_id", "api", *FIELDS} for r in out)
+
+
+class Wall:
+    def __init__(self, t: float = 1_800_000_000.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def files(directory) -> list[str]:
+    return sorted(n for n in os.listdir(directory) if n.endswith(".jsonl"))
+
+
+def test_the_writer_rotates_by_size_and_age_and_keeps_max_files(tmp_path):
+    wall = Wall()
+    writer = RotatingWriter(UsageLogConfig(str(tmp_path), max_file_bytes=4096, max_file_age_seconds=60, max_files=3),
+                            wall)
+    line = "x" * 1023 + "\n"
+    writer.write([line] * 3)
+    writer.write([line] * 2)  # 5 KiB now: past max_file_bytes, the next write opens a new file
+    assert len(files(tmp_path)) == 1
+    wall.t += 1
+    writer.write([line])
+    assert len(files(tmp_path)) == 2
+    wall.t += 61  # past max_file_age_seconds
+    writer.write([line])
+    assert len(files(tmp_path)) == 3
+    for _ in range(3):
+        wall.t += 61
+        writer.write([line])
+    writer.close()
+    kept = files(tmp_path)
+    assert len(kept) == 3  # the oldest were deleted
+    assert sum(os.path.getsize(tmp_path / n) for n in kept) == 3 * 1024
+
+
+def test_records_reach_the_files_and_a_full_or_missing_disk_drops_and_counts(tmp_path):
+    async def scenario():
+        metrics = ProxyMetrics(CollectorRegistry())
+        blocked = tmp_path / "not-a-dir"
+        blocked.write_text("a file where the directory should be")  # every write fails, as on a full disk
+        good = UsageLog(UsageLogConfig(str(tmp_path / "usage"), interval_seconds=60), metrics)
+        bad = UsageLog(UsageLogConfig(str(blocked / "usage"), interval_seconds=60), metrics)
+        for log in (good, bad):
+            log.start()
+            log.table.row("L", "1.2.3.4", "u", "c", PRODUCE).requests += 7
+            await log.stop()  # the current interval is written at shutdown
+        return metrics
+
+    metrics = asyncio.run(scenario())
+    registry = metrics.registry
+    assert registry.get_sample_value("kafka_quota_proxy_usage_log_records_total") == 1
+    assert registry.get_sample_value("kafka_quota_proxy_usage_log_dropped_records_total") == 1
+    [name] = files(tmp_path / "usage")
+    [record] = [json.loads(line) for line in (tmp_path / "usage" / name).read_text().splitlines()]
+    assert record["requests"] == 7 and record["api"] == "Produce"
+
+
+def test_config_section_defaults_and_errors():
+    assert parse_usage_log(None, "usage_log") is None
+    config = parse_usage_log({"dir": "/tmp/u"}, "usage_log")
+    assert (config.interval_seconds, config.max_file_bytes, config.max_files) == (10.0, 64 * 2**20, 100)
+    for raw, message in [({}, "usage_log.dir: required key is missing"),
+                         ({"dir": ""}, "usage_log.dir: expected a directory path"),
+                         ({"dir": "/u", "interval_seconds": 0}, "usage_log.interval_seconds: expected a number"),
+                         ({"dir": "/u", "max_files": 1.5}, "usage_log.max_files: expected an integer"),
+                         ({"dir": "/u", "colour": 1}, "usage_log.colour: unknown key")]:
+        with pytest.raises(ConfigError) as info:
+            parse_usage_log(raw, "usage_log")
+        assert message in str(info.value)
