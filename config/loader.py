@@ -112,6 +112,16 @@ SETTINGS: dict[str, Setting] = {
         "False-positive rate of each bloom filter at its expected size: the share of new producer ids mistaken "
         "for known ones (and so not counted; never a wrong throttle).",
     ),
+    "cluster.metadata.refresh.ms": Setting(
+        30000, int, 100, 2**31 - 1,
+        "Cluster mode: how often the proxy asks the cluster for its brokers (Metadata, no topics) to open the port "
+        "of every broker; at start-up it asks at once and retries with backoff until a bootstrap server answers.",
+    ),
+    "cluster.broker.removal.ms": Setting(
+        300000, int, 0, 2**31 - 1,
+        "Cluster mode: a broker absent from the cluster's answers this long has its port closed, and its "
+        "connections closed; a broker that comes back gets the same port.",
+    ),
     "max.connection.creation.rate": Setting(
         2**31 - 1, int, 1, 2**31 - 1,
         "New client connections accepted per second across the proxy's listeners (KIP-612's broker-wide limit; "

@@ -13,6 +13,7 @@ from config.model import Address, ListenerConfig, ProxyConfig
 from proxy.apis import ConnectionScope
 from proxy.buffers import SharedReadBuffer
 from proxy.cluster import BrokerPorts
+from proxy.discovery import BrokerDiscovery
 from proxy.codec.messages import TopicIdMap
 from proxy.client import ClientConnection, ListenerContext
 from proxy.codec.header import encode_request_header, frame
@@ -124,8 +125,16 @@ class ProxyApp:
                                                                 topics=self.topics, usage=usage)
             bootstrap = config.upstream.bootstrap_servers
             self.listeners.append(Listener(self._context(lc.name, lambda: bootstrap, scope), lc.bind.host, lc.bind.port))
+        settings = config.settings
+        self.discovery = BrokerDiscovery(
+            config.upstream.bootstrap_servers, [s.cluster for s in self._scopes.values() if s.cluster is not None],
+            timeout_s=settings["upstream.connect.timeout.ms"] / 1000.0,
+            refresh_s=settings["cluster.metadata.refresh.ms"] / 1000.0,
+            removal_s=settings["cluster.broker.removal.ms"] / 1000.0, close_broker=self._close_broker_port,
+            now=time.monotonic)
         self.draining = False  # shutting down: /readyz says not ready while in-flight requests finish
-        self.ops = OpsServer(self.metrics.registry, lambda: self.readiness.ready and not self.draining)
+        self.ops = OpsServer(self.metrics.registry,
+                             lambda: self.readiness.ready and self.discovery.ready and not self.draining)
         self.ops_address: tuple[str, int] | None = None
         self._housekeeping: asyncio.Task | None = None
         self._volume_tasks: list = []  # the volume-usage follower and publisher, when configured
@@ -165,11 +174,21 @@ class ProxyApp:
         except OSError as exc:
             log.error("listener %s: cannot open port %d for broker %d: %s", lc.name, cluster.port_for(node_id), node_id, exc)
 
+    def _close_broker_port(self, listener_name: str, node_id: int) -> None:
+        """Cluster mode: a broker left the cluster; its port and the connections made through it close."""
+        listener = self.broker_listeners.pop((listener_name, node_id), None)
+        if listener is None:
+            return
+        for conn in [c for c in self.connections if c.ctx is listener.ctx]:
+            conn.close("broker_removed")
+        asyncio.get_running_loop().create_task(listener.close())
+
     async def start(self) -> None:
         self.readiness.report(await self.readiness.probe_once())
         for listener in self.listeners:
             address = await listener.start()
             log.info("listener %s on %s:%d", listener.ctx.name, *address)
+        self.discovery.start()  # cluster mode: every broker's port opened at once, /readyz ready after
         bind = self.config.metrics.bind
         self.ops_address = await self.ops.start(bind.host, bind.port)
         log.info("metrics on http://%s:%d/metrics", *self.ops_address)
@@ -238,6 +257,7 @@ class ProxyApp:
             log.warning("closing client %s: shutdown grace period over with requests in flight", conn.peer)
             conn.abort()
         await self.readiness.stop()
+        await self.discovery.stop()
         if self.usage_log is not None:
             await self.usage_log.stop()  # the current interval is written
         await cancel_and_wait(self._housekeeping)

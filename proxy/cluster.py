@@ -50,6 +50,13 @@ class BrokerPorts:
                 log.info("listener %s: broker %d moved from %s to %s", self.listener, node_id, known, address)
         return self.advertised_host, proxy_port
 
+    def forget(self, node_id: int) -> bool:
+        """The broker left the cluster: new connections to its port have nowhere to go. False if unknown."""
+        if node_id not in self.brokers:
+            return False
+        self.brokers = {n: a for n, a in self.brokers.items() if n != node_id}
+        return True
+
     def upstream_for(self, node_id: int) -> tuple[Address, ...]:
         address = self.brokers.get(node_id)
         return () if address is None else (address,)
