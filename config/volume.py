@@ -2,7 +2,7 @@
 
 ```yaml
 volume_usage:
-  source: topic                      # or describe_log_dirs
+  source: topic                      # or describe_log_dirs (then a describe_log_dirs: section, no publisher)
   topic: __kafka_quota_proxy_volume_usage
   freshness_seconds: 60
   missing_data_action: PAUSE         # or OPEN
@@ -39,6 +39,16 @@ class PublisherConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class LogDirsConfig:
+    """``source: describe_log_dirs``: every broker's log dirs polled with DescribeLogDirs v4+ (total and usable
+    bytes per log dir), judged against these limits."""
+
+    interval_seconds: float
+    soft_limit: Limit
+    hard_limit: Limit
+
+
+@dataclass(frozen=True, slots=True)
 class VolumeUsageConfig:
     source: str = "topic"
     topic: str = DEFAULT_TOPIC
@@ -47,6 +57,7 @@ class VolumeUsageConfig:
     produce_base_rate: float = 10485760
     pause_delay_ms: int = 1000
     publisher: PublisherConfig | None = None
+    describe_log_dirs: LogDirsConfig | None = None
 
 
 def _keys(raw: Any, path: str, known: set[str], required: set[str] = frozenset()) -> dict:
@@ -83,13 +94,24 @@ def parse_volume_usage(raw: Any, path: str) -> VolumeUsageConfig | None:
     if raw is None:
         return None
     m = _keys(raw, path, {"source", "topic", "freshness_seconds", "missing_data_action", "produce_base_rate",
-                          "pause_delay_ms", "publisher"})
+                          "pause_delay_ms", "publisher", "describe_log_dirs"})
     defaults = VolumeUsageConfig()
     source = m.get("source", defaults.source)
     if source not in SOURCES:
         raise ConfigError(f"{path}.source", f"expected one of {', '.join(SOURCES)}, got {source!r}")
+    log_dirs = None
     if source == "describe_log_dirs":
-        raise ConfigError(f"{path}.source", "describe_log_dirs is not built yet; use topic")
+        if "publisher" in m:
+            raise ConfigError(f"{path}.publisher", "only with source: topic (describe_log_dirs asks the brokers)")
+        if "describe_log_dirs" not in m:
+            raise ConfigError(f"{path}.describe_log_dirs", "required with source: describe_log_dirs (the limits)")
+        lp = f"{path}.describe_log_dirs"
+        d = _keys(m["describe_log_dirs"], lp, {"interval_seconds", "soft_limit", "hard_limit"},
+                  {"soft_limit", "hard_limit"})
+        log_dirs = LogDirsConfig(_number(d.get("interval_seconds", 30), f"{lp}.interval_seconds", 1),
+                                 _limit(d["soft_limit"], f"{lp}.soft_limit"), _limit(d["hard_limit"], f"{lp}.hard_limit"))
+    elif "describe_log_dirs" in m:
+        raise ConfigError(f"{path}.describe_log_dirs", "only with source: describe_log_dirs")
     topic = m.get("topic", defaults.topic)
     if not isinstance(topic, str) or not topic:
         raise ConfigError(f"{path}.topic", f"expected a topic name, got {topic!r}")
@@ -108,11 +130,15 @@ def parse_volume_usage(raw: Any, path: str) -> VolumeUsageConfig | None:
                                     _number(p.get("interval_seconds", 10), f"{pp}.interval_seconds", 0.1),
                                     _limit(p["soft_limit"], f"{pp}.soft_limit"),
                                     _limit(p["hard_limit"], f"{pp}.hard_limit"))
+    freshness = _number(m.get("freshness_seconds", defaults.freshness_seconds), f"{path}.freshness_seconds", 1)
+    if log_dirs is not None and log_dirs.interval_seconds >= freshness:
+        raise ConfigError(f"{path}.describe_log_dirs.interval_seconds",
+                          f"must be below freshness_seconds ({freshness:g}), or every poll would be stale")
     return VolumeUsageConfig(
         source=source, topic=topic,
-        freshness_seconds=_number(m.get("freshness_seconds", defaults.freshness_seconds), f"{path}.freshness_seconds", 1),
+        freshness_seconds=freshness,
         missing_data_action=action,
         produce_base_rate=_number(m.get("produce_base_rate", defaults.produce_base_rate), f"{path}.produce_base_rate", 1),
         pause_delay_ms=int(_number(m.get("pause_delay_ms", defaults.pause_delay_ms), f"{path}.pause_delay_ms", 0,
                                    integer=True)),
-        publisher=publisher)
+        publisher=publisher, describe_log_dirs=log_dirs)

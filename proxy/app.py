@@ -198,10 +198,14 @@ class ProxyApp:
         self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep())
         volume = self.config.volume_usage
         if volume is not None:
-            from proxy.volume import VolumeFollower, VolumePublisher
+            from proxy.volume import LogDirsPoller, VolumeFollower, VolumePublisher
 
             bootstrap = str(self.config.upstream.bootstrap_servers[0])
-            self._volume_tasks = [VolumeFollower(self.quotas.volume, bootstrap)]
+            if volume.describe_log_dirs is not None:
+                self._volume_tasks = [LogDirsPoller(self.quotas.volume, self.config.upstream.bootstrap_servers,
+                                                    self.config.settings["upstream.connect.timeout.ms"] / 1000.0)]
+            else:
+                self._volume_tasks = [VolumeFollower(self.quotas.volume, bootstrap)]
             if volume.publisher is not None:
                 self._volume_tasks.append(VolumePublisher(volume, bootstrap, self.quotas.clock, self.metrics,
                                                           self.volume_source))

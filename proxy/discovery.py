@@ -33,28 +33,35 @@ MAX_RESPONSE = 64 << 20
 BACKOFF_START_S, BACKOFF_MAX_S = 0.2, 10.0
 
 
-async def fetch_brokers(address: Address, timeout_s: float) -> dict[int, Address]:
-    """The brokers (node id -> host:port) a bootstrap server names in a Metadata answer for no topics."""
-    async def ask() -> dict[int, Address]:
+async def ask(address: Address, api_key: int, version: int, request, timeout_s: float,
+              client_id: str = CLIENT_ID):
+    """One request of the proxy's own on a fresh connection to ``address``; its decoded answer. Bounded by
+    ``timeout_s``; raises OSError, asyncio.TimeoutError, asyncio.IncompleteReadError or ValueError."""
+    async def exchange():
         reader, writer = await asyncio.open_connection(address.host, address.port)
         try:
-            body = encode_request(METADATA, METADATA_VERSION,
-                                  new_request(METADATA, METADATA_VERSION, topics=[], allow_auto_topic_creation=False))
-            writer.write(frame(encode_request_header(METADATA, METADATA_VERSION, 1, CLIENT_ID) + body))
+            writer.write(frame(encode_request_header(api_key, version, 1, client_id)
+                               + encode_request(api_key, version, request)))
             await writer.drain()
             size = struct.unpack(">i", await reader.readexactly(4))[0]
             if not 4 <= size <= MAX_RESPONSE:
-                raise ValueError(f"Metadata response of {size} bytes")
+                raise ValueError(f"a response of {size} bytes")
             whole = struct.pack(">i", size) + await reader.readexactly(size)
             if struct.unpack(">i", whole[4:8])[0] != 1:
-                raise ValueError("Metadata response with another correlation id")
-            msg = decode_response(METADATA, METADATA_VERSION, memoryview(whole)[response_header_length(
-                METADATA, METADATA_VERSION, whole):])
-            return {b.node_id: Address(b.host, b.port) for b in msg.brokers}
+                raise ValueError("a response with another correlation id")
+            return decode_response(api_key, version,
+                                   memoryview(whole)[response_header_length(api_key, version, whole):])
         finally:
             writer.close()
 
-    return await asyncio.wait_for(ask(), timeout_s)
+    return await asyncio.wait_for(exchange(), timeout_s)
+
+
+async def fetch_brokers(address: Address, timeout_s: float) -> dict[int, Address]:
+    """The brokers (node id -> host:port) a bootstrap server names in a Metadata answer for no topics."""
+    msg = await ask(address, METADATA, METADATA_VERSION,
+                    new_request(METADATA, METADATA_VERSION, topics=[], allow_auto_topic_creation=False), timeout_s)
+    return {b.node_id: Address(b.host, b.port) for b in msg.brokers}
 
 
 class BrokerDiscovery:

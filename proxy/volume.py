@@ -90,6 +90,11 @@ class VolumeThrottle:
             self.snapshots[broker] = snapshot
         self.evaluate()
 
+    def accept(self, snapshot: Snapshot) -> None:
+        """A snapshot the proxy made itself (DescribeLogDirs)."""
+        self.snapshots[snapshot.broker_id] = snapshot
+        self.evaluate()
+
     def brokers(self, live: set[int]) -> None:
         if live != self.live_brokers:
             self.live_brokers = set(live)
@@ -275,3 +280,92 @@ class VolumeFollower:
 
 
 __all__ = ["NOT_ENOUGH_REPLICAS", "VolumeFollower", "VolumePublisher", "VolumeThrottle"]
+
+
+DESCRIBE_LOG_DIRS = 35
+LOG_DIRS_VERSION = 4  # the first with total and usable bytes per log dir (KIP-827, Kafka 3.3)
+
+
+def log_dirs_snapshot(broker_id: int, now_ms: int, config, response) -> Snapshot:
+    """A broker's DescribeLogDirs answer as a snapshot: one volume per log dir, capacity = total bytes, consumed =
+    total - usable. A log dir in error, or one whose broker does not report its size, is left out (logged)."""
+    volumes = []
+    for result in response.results:
+        if result.error_code != 0:
+            log.warning("volume usage: broker %d log dir %s: error %d, left out", broker_id, result.log_dir,
+                        result.error_code)
+            continue
+        if result.total_bytes < 0 or result.usable_bytes < 0:
+            log.warning("volume usage: broker %d does not report the size of log dir %s, left out", broker_id,
+                        result.log_dir)
+            continue
+        volumes.append(Volume(result.log_dir, result.total_bytes, result.total_bytes - result.usable_bytes))
+    if not volumes and response.error_code != 0:
+        raise ValueError(f"DescribeLogDirs error {response.error_code}")
+    return Snapshot(broker_id, now_ms, config.soft_limit, config.hard_limit, tuple(volumes))
+
+
+class LogDirsPoller:
+    """``source: describe_log_dirs``: every interval, the cluster's brokers (Metadata) and each one's log dirs
+    (DescribeLogDirs v4, no topics), bounded in time; a broker that does not answer keeps its last snapshot, which
+    goes stale, and then ``missing_data_action`` applies to it. Needs DESCRIBE on the cluster (Kafka's ACL for
+    DescribeLogDirs) where the cluster has an authorizer."""
+
+    def __init__(self, throttle: VolumeThrottle, bootstrap: tuple, timeout_s: float) -> None:
+        self.throttle = throttle
+        self.bootstrap = bootstrap
+        self.timeout_s = timeout_s
+        self.config = throttle.config.describe_log_dirs
+        self._tasks: list[asyncio.Task] = []
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._run()), loop.create_task(self._tick())]
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            self.throttle.evaluate()
+
+    async def poll_once(self) -> int:
+        """One round; how many brokers answered."""
+        from proxy.codec.messages import new_request
+        from proxy.discovery import ask, fetch_brokers
+
+        brokers = None
+        for address in self.bootstrap:
+            try:
+                brokers = await fetch_brokers(address, self.timeout_s)
+                break
+            except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError) as exc:
+                log.info("volume usage: %s did not answer Metadata: %s", address, exc or type(exc).__name__)
+        if brokers is None:
+            return 0
+        self.throttle.brokers(set(brokers))
+        answered = 0
+        request = new_request(DESCRIBE_LOG_DIRS, LOG_DIRS_VERSION, topics=[])
+        for broker_id, address in sorted(brokers.items()):
+            try:
+                response = await ask(address, DESCRIBE_LOG_DIRS, LOG_DIRS_VERSION, request, self.timeout_s,
+                                     client_id="kafka-quota-proxy-volume")
+                self.throttle.accept(log_dirs_snapshot(broker_id, self.throttle.clock.now_ms(), self.config,
+                                                       response))
+                answered += 1
+            except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError) as exc:
+                log.warning("volume usage: broker %d (%s) did not answer DescribeLogDirs v%d (Kafka 3.3+ needed): "
+                            "%s", broker_id, address, LOG_DIRS_VERSION, exc or type(exc).__name__)
+        return answered
+
+    async def _run(self) -> None:
+        while True:
+            await self.poll_once()
+            await asyncio.sleep(self.config.interval_seconds)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001
+                pass

@@ -29,6 +29,7 @@ DECODED = {
     18: "ApiVersions", 19: "CreateTopics", 20: "DeleteTopics", 22: "InitProducerId",
     36: "SaslAuthenticate", 37: "CreatePartitions", 48: "DescribeClientQuotas",
     49: "AlterClientQuotas", 60: "DescribeCluster",
+    35: "DescribeLogDirs",  # the proxy's own requests only (volume usage from DescribeLogDirs)
 }
 MAX = 0x7FFF
 INT_TYPES = {"int8", "int16", "uint16", "int32", "int64"}
@@ -127,9 +128,11 @@ def convert(spec: dict) -> dict:
     }
 
 
-def build(new_dir: Path, old_dir: Path | None) -> dict:
+def build(new_dir: Path, old_dir: Path | None, keys=None) -> dict:
     table = {}
     for key, api in DECODED.items():
+        if keys is not None and key not in keys:
+            continue
         for direction in ("request", "response"):
             fname = f"{api}{direction.capitalize()}.json"
             new = convert(load(new_dir / fname))
@@ -194,8 +197,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("new_dir", type=Path)
     ap.add_argument("--legacy", type=Path, default=None)
     ap.add_argument("-o", "--output", type=Path, default=Path("proxy/codec/schema_table.py"))
+    ap.add_argument("--update", type=int, nargs="+", metavar="API_KEY", default=None,
+                    help="regenerate only these API keys, keeping the output's other entries as they are")
     args = ap.parse_args(argv)
-    table = build(args.new_dir, args.legacy)
+    table = build(args.new_dir, args.legacy, None if args.update is None else set(args.update))
+    if args.update is not None:
+        existing: dict = {}
+        exec(compile(args.output.read_text(), str(args.output), "exec"), existing)  # noqa: S102 - our own file
+        table = {**{k: v for k, v in existing["SCHEMAS"].items() if k[0] not in args.update}, **table}
     args.output.write_text(HEADER + render(table) + "\n")
     print(f"wrote {args.output}: {len(table)} schemas", file=sys.stderr)
     return 0

@@ -321,6 +321,36 @@ SCHEMAS = {
             ('ongoing_txn_producer_epoch', 'int16', (6, 32767), None, None, None, -1, False, None, None),
         )},
     ),
+    (35, 'request'): (
+        {"name": 'DescribeLogDirsRequest', "valid": (1, 5), "flexible": 2, "fields": (
+            ('topics', '[]struct', (0, 32767), (0, 32767), None, None, (), False, (
+                ('topic', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('partitions', '[]int32', (0, 32767), None, None, None, (), False, None, None),
+            ), 'DescribableLogDirTopic'),
+        )},
+    ),
+    (35, 'response'): (
+        {"name": 'DescribeLogDirsResponse', "valid": (1, 5), "flexible": 2, "fields": (
+            ('throttle_time_ms', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('error_code', 'int16', (3, 32767), None, None, None, 0, True, None, None),
+            ('results', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+                ('log_dir', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('topics', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('name', 'string', (0, 32767), None, None, None, '', False, None, None),
+                    ('partitions', '[]struct', (0, 32767), None, None, None, (), False, (
+                        ('partition_index', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                        ('partition_size', 'int64', (0, 32767), None, None, None, 0, False, None, None),
+                        ('offset_lag', 'int64', (0, 32767), None, None, None, 0, False, None, None),
+                        ('is_future_key', 'bool', (0, 32767), None, None, None, False, False, None, None),
+                    ), 'DescribeLogDirsPartition'),
+                ), 'DescribeLogDirsTopic'),
+                ('total_bytes', 'int64', (4, 32767), None, None, None, -1, True, None, None),
+                ('usable_bytes', 'int64', (4, 32767), None, None, None, -1, True, None, None),
+                ('is_cordoned', 'bool', (5, 32767), None, None, None, False, True, None, None),
+            ), 'DescribeLogDirsResult'),
+        )},
+    ),
     (36, 'request'): (
         {"name": 'SaslAuthenticateRequest', "valid": (0, 2), "flexible": 2, "fields": (
             ('auth_bytes', 'bytes', (0, 32767), None, None, None, b'', False, None, None),

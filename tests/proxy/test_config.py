@@ -244,3 +244,39 @@ def test_only_one_listener_can_be_internal():
                                  "{name: EXTERNAL, bind: \"127.0.0.1:19092\", internal: true}")
     with pytest.raises(ConfigError, match=r"listeners\[1\].internal: only one listener can be internal"):
         load_config_text(text)
+
+
+LOG_DIRS = BASE + """
+volume_usage:
+  source: describe_log_dirs
+  freshness_seconds: 60
+  describe_log_dirs:
+    interval_seconds: 15
+    soft_limit: {type: MinFreePercentage, level: 20}
+    hard_limit: {type: MinFreeBytes, level: 1073741824}
+"""
+
+
+def test_volume_usage_from_describe_log_dirs():
+    volume = load_config_text(LOG_DIRS).volume_usage
+    assert volume.source == "describe_log_dirs" and volume.publisher is None
+    assert volume.describe_log_dirs.interval_seconds == 15
+    assert volume.describe_log_dirs.hard_limit.type == "MinFreeBytes"
+
+
+@pytest.mark.parametrize("text,message", [
+    (LOG_DIRS.replace("    interval_seconds: 15", "    interval_seconds: 60"),
+     "volume_usage.describe_log_dirs.interval_seconds: must be below freshness_seconds"),
+    (LOG_DIRS.replace("  describe_log_dirs:\n", "  publisher: {}\n  describe_log_dirs:\n"),
+     "volume_usage.publisher: only with source: topic"),
+    (BASE + "volume_usage:\n  source: describe_log_dirs\n",
+     "volume_usage.describe_log_dirs: required with source: describe_log_dirs"),
+    (LOG_DIRS.replace("source: describe_log_dirs", "source: topic"),
+     "volume_usage.describe_log_dirs: only with source: describe_log_dirs"),
+    (LOG_DIRS.replace("    soft_limit: {type: MinFreePercentage, level: 20}\n", ""),
+     "volume_usage.describe_log_dirs.soft_limit: required key is missing"),
+])
+def test_bad_describe_log_dirs_config(text, message):
+    with pytest.raises(ConfigError) as info:
+        load_config_text(text)
+    assert message in str(info.value)
