@@ -62,7 +62,7 @@ class ConnectionCore:
                                     planner, usage)
         self._request_splitter = FrameSplitter(
             functools.partial(parse_request_prefix, max_size=max_request_bytes,
-                              producer_ids=None if scope is None else scope.quotas.producer_ids),
+                              producer_ids=None if scope is None else scope.quotas.produce_prefix),
             self.requests, gate=self.flow)
         self._response_splitter = FrameSplitter(
             functools.partial(parse_response_prefix, max_size=max_response_bytes), self.responses)

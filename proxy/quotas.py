@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import uuid
 from collections.abc import Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -41,6 +42,20 @@ def label(value: str) -> str:
 PREFIX = "kafka_quota_proxy_quota"
 
 
+class _ProducePrefixWanted:
+    """Whether Produce requests' body prefixes are read at the header (their producer id and only topic): while a
+    producer-id quota is configured, or the proxy has internal topics to exempt."""
+
+    __slots__ = ("_quotas",)
+
+    def __init__(self, quotas: "ByteRateQuotas") -> None:
+        self._quotas = quotas
+
+    @property
+    def enabled(self) -> bool:
+        return self._quotas.producer_ids.enabled or bool(self._quotas.internal_topics)
+
+
 class ByteRateQuotas:
     """``produce`` (producer_byte_rate, request bytes), ``fetch`` (consumer_byte_rate, response bytes) and
     ``mutations`` (controller_mutation_rate, partitions created or deleted)."""
@@ -69,6 +84,16 @@ class ByteRateQuotas:
 
             self.volume = VolumeThrottle(config.volume_usage, config.quotas, self.clock, self.window, mute_max)
         self.producer_ids.issued.max_entries = self.max_metric_entities
+        # The proxy's own topics (volume usage; later the dynamic config): produce to them alone is exempt from every
+        # quota, so the proxy never throttles or pauses what it publishes itself.
+        self.internal_topics: frozenset[str] = self.volume.internal_topics if self.volume is not None else frozenset()
+        self.produce_prefix = _ProducePrefixWanted(self)
+
+    def is_internal(self, only_topic, topic_ids) -> bool:
+        """Whether a Produce that writes only ``only_topic`` (a name, or topic id bytes) writes an internal topic."""
+        if isinstance(only_topic, bytes):
+            only_topic = topic_ids.name_of(uuid.UUID(bytes=only_topic))
+        return only_topic in self.internal_topics
 
     def update(self, table: QuotaTable) -> None:
         """Swap in a new quota table (dynamic config); live sensors take the new limits at once."""

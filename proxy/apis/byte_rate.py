@@ -46,6 +46,9 @@ FETCH_MAX_BYTES_SINCE = 3
 def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
     base = addresses.plan_produce(scope, session, header)
     quotas = scope.quotas
+    if header.only_topic is not None and quotas.internal_topics and quotas.is_internal(header.only_topic,
+                                                                                      scope.topic_ids):
+        return base  # the proxy's own topic (volume usage): no quota applies, nor PAUSE
     volume = quotas.volume
     if volume is not None and volume.paused:
         return paused_produce(scope, volume, header, base)

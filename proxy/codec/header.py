@@ -42,6 +42,8 @@ class RequestHeader:
     header_length: int  # bytes from the start of the frame (size included) to the body
     acks: int | None = None  # Produce only: 0 means the client expects no response
     producer_id: int = -1  # Produce only, when asked for: the first record batch's producer id (-1: none)
+    only_topic: str | bytes | None = None  # Produce only, when asked for: the topic's name (topic id bytes from
+    #                                        v13) when the request writes exactly one topic, else None
 
     @property
     def expects_response(self) -> bool:
@@ -141,13 +143,14 @@ class ResponseHeader:
 def parse_request_prefix(buf, max_size: int, producer_ids=None) -> RequestHeader:
     """The request header, plus ``acks`` for Produce: everything needed before the frame's first byte moves.
     ``producer_ids`` (an object with ``enabled``, read per request): when enabled, a Produce's first producer id
-    too (:func:`produce_producer_id`), a bounded prefix of the body."""
+    and its only topic too (:func:`produce_prefix`), from a bounded prefix of the body."""
     header = parse_request_header(buf, max_size)
     if header.api_key == PRODUCE:
         acks = produce_acks(buf, header)
-        pid = produce_producer_id(buf, header) if producer_ids is not None and producer_ids.enabled else -1
+        pid, only_topic = produce_prefix(buf, header) if producer_ids is not None and producer_ids.enabled \
+            else (-1, None)
         return RequestHeader(header.size, header.api_key, header.api_version, header.correlation_id,
-                             header.client_id, header.header_length, acks, pid)
+                             header.client_id, header.header_length, acks, pid, only_topic)
     return header
 
 
@@ -162,10 +165,18 @@ def produce_producer_id(buf, header: RequestHeader) -> int:
     it has none (no data, an old magic, no idempotence). Reads at most the start of the body up to that batch's
     header (about 100 bytes plus the first topic's name): raises :class:`Incomplete` until those bytes are in.
     What is not a well-formed prefix is not this parser's business (the broker validates it): it gives -1."""
+    return produce_prefix(buf, header)[0]
+
+
+def produce_prefix(buf, header: RequestHeader) -> tuple[int, str | bytes | None]:
+    """(:func:`produce_producer_id`, the only topic the request writes: its name, or its topic id's 16 bytes from
+    v13; None when it writes several or none, or the prefix is not well formed)."""
+    parser = _ProducePrefix(buf, header)
     try:
-        return _ProducePrefix(buf, header).producer_id()
+        pid = parser.producer_id()
     except _FrameEnds:
-        return -1
+        pid = -1
+    return pid, parser.only_topic
 
 
 class _FrameEnds(Exception):
@@ -173,7 +184,7 @@ class _FrameEnds(Exception):
 
 
 class _ProducePrefix:
-    __slots__ = ("body", "end", "pos", "version", "flexible")
+    __slots__ = ("body", "end", "pos", "version", "flexible", "only_topic")
 
     def __init__(self, buf, header: RequestHeader) -> None:
         self.body = _bounded(buf, header.size)
@@ -181,6 +192,7 @@ class _ProducePrefix:
         self.pos = header.header_length
         self.version = header.api_version
         self.flexible = header.api_version >= 9
+        self.only_topic: str | bytes | None = None
 
     def need(self, n: int) -> int:
         """Skip ``n`` bytes; return where they start."""
@@ -214,12 +226,21 @@ class _ProducePrefix:
         if self.version >= 3:
             self.need(max(self.length(), 0))  # transactional_id
         self.need(6)  # acks, timeout_ms
-        if self.array_length() < 1:  # topic_data
+        topics = self.array_length()  # topic_data
+        if topics < 1:
             return -1
         if self.version >= 13:
-            self.need(16)  # topic_id (KIP-516) instead of the name
+            start = self.need(16)  # topic_id (KIP-516) instead of the name
+            topic = bytes(self.body[start:start + 16])
         else:
-            self.need(max(self.length(), 0))
+            length = max(self.length(), 0)
+            start = self.need(length)
+            try:
+                topic = bytes(self.body[start:start + length]).decode()
+            except UnicodeDecodeError:
+                topic = None
+        if topics == 1:
+            self.only_topic = topic
         if self.array_length() < 1:  # partition_data
             return -1
         self.need(4)  # index

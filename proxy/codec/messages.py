@@ -33,8 +33,13 @@ __all__ = [
     "new_response",
 ]
 
-#: api_key -> (min_version, max_version) that we decode and encode, requests and responses alike.
-DECODED_APIS: dict[int, tuple[int, int]] = schema.decoded_ranges("request")
+#: APIs the codec has only for the proxy's own requests (volume usage from DescribeLogDirs): clients' requests of
+#: these APIs pass through as opaque bytes, in every version the broker speaks.
+OWN_REQUESTS_ONLY = frozenset({35})
+
+#: api_key -> (min_version, max_version) that we decode and encode on the client path, requests and responses alike.
+DECODED_APIS: dict[int, tuple[int, int]] = {key: versions for key, versions in schema.decoded_ranges("request").items()
+                                            if key not in OWN_REQUESTS_ONLY}
 
 #: Kafka's UNSUPPORTED_VERSION error code.
 UNSUPPORTED_VERSION = 35
@@ -193,6 +198,9 @@ class TopicIdMap:
                 self._by_id[topic.topic_id] = topic.name
                 self._by_name[topic.name] = topic.topic_id
         return self
+
+    def name_of(self, topic_id: uuid.UUID) -> str | None:
+        return self._by_id.get(topic_id)
 
     def copy(self) -> TopicIdMap:
         """An independent copy."""

@@ -56,3 +56,19 @@ def test_not_asked_for_when_no_quota_is_configured():
     data = produce_frame(9, _batch(producer_id=5))
     assert parse_request_prefix(data, 1 << 20, producer_ids=Off()).producer_id == -1
     assert parse_request_prefix(data, 1 << 20).producer_id == -1
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_only_topic_of_a_one_topic_request_and_none_for_several(version):
+    one = parse_request_prefix(produce_frame(version, _batch(producer_id=7), topic="__internal"), 1 << 20,
+                               producer_ids=_On())
+    if version >= 13:
+        assert isinstance(one.only_topic, bytes) and len(one.only_topic) == 16  # a topic id
+    else:
+        assert one.only_topic == "__internal"
+    partition = {"index": 0, "records": _batch(producer_id=7)}
+    msg = new_request(0, version, transactional_id=None, acks=1, timeout_ms=30000, topic_data=[
+        {"name": name, "topic_id": uuid.uuid4(), "partition_data": [partition]} for name in ("__internal", "other")])
+    two = parse_request_prefix(frame(encode_request_header(0, version, 9, "p") + encode_request(0, version, msg)),
+                               1 << 20, producer_ids=_On())
+    assert two.only_topic is None and two.producer_id == 7

@@ -99,3 +99,24 @@ def test_broker_port_past_65535_is_an_error():
     ports = BrokerPorts("L", "h", 65000, lambda n: None)
     with pytest.raises(ProtocolError):
         ports.advertise(1000, "b", 9092)
+
+
+def test_produce_to_the_proxys_own_topic_alone_is_exempt_from_every_quota_and_from_pause():
+    """The volume-usage publisher's produce is never throttled nor paused by the proxy it reports to."""
+    config = parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}],
+                           "quotas": [{"entity": {"client-id": "<default>"}, "producer_byte_rate": 1}],
+                           "volume_usage": {"missing_data_action": "PAUSE"}})
+    quotas = ByteRateQuotas(config)
+    quotas.volume.brokers({1})  # a live broker without a snapshot: the fail-safe PAUSE
+    assert quotas.volume.paused and quotas.produce_prefix.enabled
+    scope = ConnectionScope(None, TopicIdMap(), quotas)
+    internal = config.volume_usage.topic
+
+    def produce(only_topic):
+        return RequestHeader(100_000, PRODUCE, 9, 5, "c", 20, 1, -1, only_topic)
+
+    for _ in range(3):  # far over 1 byte/s, every time
+        plan = plan_request(scope, SESSION, produce(internal))
+        assert plan.throttle is None and plan.local_response is None and plan.decide is None
+    for other in ("orders", None):  # another topic, or several topics: paused
+        assert plan_request(scope, SESSION, produce(other)).decide is not None
