@@ -24,7 +24,6 @@ connection) are left out, so they stay unlimited rather than being set to zero.
 
 from __future__ import annotations
 
-import math
 import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -60,8 +59,9 @@ def round_up(x: float, digits: int = 2) -> float:
     """``x`` rounded up to ``digits`` significant digits: 148500 -> 150000, 0.9134 -> 0.92, 0 -> 0."""
     if not x > 0:
         return 0.0
-    step = Decimal(1).scaleb(math.floor(math.log10(x)) - (digits - 1))
-    return float((Decimal(repr(x)) / step).to_integral_value(rounding=ROUND_CEILING) * step)
+    exact = Decimal(f"{x:.12g}")  # float noise (5.4000000000000004) must not round 5.4 up to 5.5
+    step = Decimal(1).scaleb(exact.adjusted() - (digits - 1))
+    return float((exact / step).to_integral_value(rounding=ROUND_CEILING) * step)
 
 
 def byte_rate(p99: float | None, rules: Rules) -> int | None:
