@@ -37,6 +37,9 @@ def draw_chart(path: str, title: str, unit: str, series: Mapping[str, Sequence[t
         points = sorted(points)
         xs = [dt.datetime.fromtimestamp(t, dt.timezone.utc) for t, _ in points]
         ax.plot(xs, [v for _, v in points], label=label, linewidth=1.2)
+    positive = [v for points in series.values() for _, v in points if v > 0]
+    if positive and max(positive) > 100 * min(positive):  # one tenant far above the rest: a log scale shows both
+        ax.set_yscale("symlog", linthresh=min(positive))
     ax.set_title(title)
     ax.set_ylabel(unit)
     ax.set_xlabel("interval end (UTC)")
