@@ -148,9 +148,9 @@ def generate_records(o: Options) -> Iterator[list[dict]]:
 
 def write_jsonl(path: str, records: Iterable[dict]) -> int:
     """Write records to one file (gzipped when the name ends in .gz); returns how many."""
-    opener = gzip.open if path.endswith(".gz") else open
     n = 0
-    with opener(path, "wt", encoding="utf-8") as f:
+    gz = path.endswith(".gz")
+    with (gzip.open(path, "wt", encoding="utf-8", compresslevel=6) if gz else open(path, "w", encoding="utf-8")) as f:
         for rec in records:
             f.write(json.dumps(rec, separators=(",", ":")))
             f.write("\n")

@@ -124,6 +124,9 @@ def run(input_path: str, output_dir: str, master: str | None = None, *, rules: r
         records, span = _count_and_span(usage)
         frames = {"entity": stats.entity_intervals(usage), "user": stats.user_intervals(usage),
                   "ip": stats.ip_intervals(usage)}
+        for name, frame in frames.items():  # read again for the charts: computed once
+            frames[name] = frame.cache()
+            cached.append(frames[name])
         tables = {"entity": stats.entity_stats(frames["entity"]), "user": stats.user_stats(frames["user"]),
                   "ip": stats.ip_stats(frames["ip"])}
         for name, table in tables.items():
