@@ -63,8 +63,14 @@ def analyze(args: argparse.Namespace) -> int:
         print(f"kafka-quota-proxy analyze: needs pyspark ({exc}); pip install 'kafka-quota-proxy[analytics]'",
               file=sys.stderr)
         return 1
-    result = job.run(args.input, args.output, args.master, rules=rules, local_dir=args.local_output,
-                     charts=not args.no_charts)
+    from pyspark.errors import AnalysisException
+
+    try:
+        result = job.run(args.input, args.output, args.master, rules=rules, local_dir=args.local_output,
+                         charts=not args.no_charts)
+    except AnalysisException as exc:  # e.g. no such input path: one line, not a JVM stack trace
+        print(f"kafka-quota-proxy analyze: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 1
     for line in job.summary_lines(result):
         print(line)
     return 0

@@ -144,3 +144,10 @@ def test_kafka_quota_proxy_analyze(spark, result, tmp_path):
     text = (tmp_path / "out" / "recommended-quotas.yaml").read_text()
     assert "headroom 2" in text and yaml.safe_load(text)["quotas"]
     assert spark.range(1).count() == 1
+
+
+def test_analyze_a_missing_input_says_so(spark, tmp_path, capsys):
+    from analytics.cli import main
+
+    assert main(["analyze", "--input", str(tmp_path / "nothing"), "--output", str(tmp_path / "out")]) == 1
+    assert "kafka-quota-proxy analyze:" in capsys.readouterr().err
