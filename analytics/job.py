@@ -146,6 +146,8 @@ def run(input_path: str, output_dir: str, master: str | None = None, *, rules: r
             if charts and SERIES[name]:
                 frame, rate = SERIES[name]
                 series = _series(frames[frame], KEYS[frame], api, rate, top[:CHART_N])
+                if not series:
+                    continue
                 rel, path = report.chart_file(local_dir, name)
                 chart_paths[name] = rel if report.draw_chart(path, f"{title}: top {len(series)}", unit,
                                                              series) else None

@@ -88,6 +88,9 @@ def write_report(path: str, summary: Mapping, offenders: Mapping[str, Mapping], 
         parts.append(f"<h2>{html.escape(dim['title'])}</h2>")
         parts.append(f"<p>Ranked by <code>{html.escape(dim['metric'])}</code> ({html.escape(dim['unit'])}).</p>")
         cols = dim["columns"]
+        if not dim["top"]:
+            parts.append("<p>None in this log.</p>")
+            continue
         parts.append(_table(["entity"] + cols, [[entity_label(r)] + [r.get(c) for c in cols] for r in dim["top"]]))
         chart = charts.get(name)
         if chart:

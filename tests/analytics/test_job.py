@@ -151,3 +151,12 @@ def test_analyze_a_missing_input_says_so(spark, tmp_path, capsys):
 
     assert main(["analyze", "--input", str(tmp_path / "nothing"), "--output", str(tmp_path / "out")]) == 1
     assert "kafka-quota-proxy analyze:" in capsys.readouterr().err
+
+
+def test_an_empty_log_gives_an_empty_plan(spark, tmp_path):
+    (tmp_path / "usage").mkdir()
+    res = job.run(str(tmp_path / "usage"), str(tmp_path / "out"), spark=spark)
+    assert res["records"] == 0 and res["quotas"] == []
+    assert quota_items(tmp_path / "out") == []
+    assert not list((tmp_path / "out").glob("chart-*.png"))
+    assert "None in this log." in (tmp_path / "out" / "report.html").read_text()
