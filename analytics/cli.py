@@ -16,7 +16,7 @@ from analytics.recommend import Rules
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", required=True, metavar="PATH",
-                   help="usage log: a directory of *.jsonl / *.jsonl.gz files, or one file (any Hadoop path)")
+                   help="usage log: a directory of *.jsonl / *.jsonl.gz files, or one such file (any Hadoop path)")
     p.add_argument("--output", required=True, metavar="DIR", help="where the tables, YAML, commands and report go")
     p.add_argument("--master", metavar="URL", help="Spark master (default local[*], or spark-submit's)")
     p.add_argument("--headroom", type=float, default=Rules.headroom,

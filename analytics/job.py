@@ -2,7 +2,7 @@
 
     run(input_path, output_dir, master=None)
 
-reads the usage log (a directory of ``*.jsonl`` and rotated ``*.jsonl.gz`` files, or one file, on any
+reads the usage log (a directory of ``*.jsonl`` and rotated ``*.jsonl.gz`` files, or one such file, on any
 Hadoop-compatible file system) with ``spark.read.json`` and writes to ``output_dir``:
 
 - ``entity_stats/`` (Parquet): per (user, client_id, api), and per (user, client_id) over all APIs (api ``*``):

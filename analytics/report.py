@@ -36,10 +36,14 @@ def draw_chart(path: str, title: str, unit: str, series: Mapping[str, Sequence[t
     for label, points in series.items():
         points = sorted(points)
         xs = [dt.datetime.fromtimestamp(t, dt.timezone.utc) for t, _ in points]
-        ax.plot(xs, [v for _, v in points], label=label, linewidth=1.2)
+        # Markers: an entity is in the log only in intervals where it did something, so a line alone would
+        # bridge the gaps between sparse bursts.
+        ax.plot(xs, [v for _, v in points], label=label, linewidth=1.0, marker=".", markersize=3)
     positive = [v for points in series.values() for _, v in points if v > 0]
     if positive and max(positive) > 100 * min(positive):  # one tenant far above the rest: a log scale shows both
         ax.set_yscale("symlog", linthresh=min(positive))
+    else:
+        ax.set_ylim(bottom=0)
     ax.set_title(title)
     ax.set_ylabel(unit)
     ax.set_xlabel("interval end (UTC)")
@@ -77,7 +81,7 @@ def write_report(path: str, summary: Mapping, offenders: Mapping[str, Mapping], 
     """``report.html``: what was read, the top offenders per dimension with their chart, the recommendations."""
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Usage report</title><style>{STYLE}</style>"
              "</head><body><h1>kafka-quota-proxy usage report</h1>"]
-    parts.append(_table(["", ""], [[k, v] for k, v in summary.items()]))
+    parts.append(_table(["", ""], [[k, v if isinstance(v, int) else str(v)] for k, v in summary.items()]))
     parts.append("<p>Rates are per interval of the log (its total over the interval's length); percentiles are "
                  "exact, over the intervals in which the entity appears. Files: "
                  "<a href='recommended-quotas.yaml'>recommended-quotas.yaml</a>, "

@@ -29,7 +29,7 @@ FILES = "*.jsonl{,.gz}"  # in a directory: the current file and rotated, gzipped
 
 
 def read_usage(spark: SparkSession, path: str) -> DataFrame:
-    """The usage log at ``path``: a directory of ``*.jsonl`` / ``*.jsonl.gz`` files, or one file, on any Hadoop
+    """The usage log at ``path``: a directory of ``*.jsonl`` / ``*.jsonl.gz`` files, or one such file, on any Hadoop
     file system (local, hdfs://, s3a://, ...)."""
     return spark.read.schema(SCHEMA).option("pathGlobFilter", FILES).option("mode", "DROPMALFORMED").json(path)
 
