@@ -25,6 +25,7 @@ bench: $(STAMP)
 	$(PY) bench/pipeline_cost.py
 	$(PY) bench/relay_floor.py
 	$(PY) bench/producer_ids.py
+	$(PY) bench/analytics.py --sizes 1000000
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

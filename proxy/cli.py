@@ -36,10 +36,19 @@ def build_parser() -> argparse.ArgumentParser:
         description="Load and validate a configuration: exit 0 if it is valid, 2 with the key path and reason if not.",
     )
     check.add_argument("--config", required=True, metavar="FILE")
+
+    # Listed here for --help; main() hands `analyze ...` to analytics.cli before parsing (it needs no config).
+    sub.add_parser("analyze", add_help=False, help="recommend quotas from the proxy's usage log (PySpark; "
+                   "kafka-quota-proxy[analytics]; see `analyze --help`)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["analyze"]:
+        from analytics.cli import main as analyze  # imported late: the proxy itself never loads the analytics
+
+        return analyze(argv)
     args = build_parser().parse_args(argv)
     try:
         config = load_config_file(args.config)

@@ -1,0 +1,191 @@
+"""A synthetic usage log, in the format the proxy writes, for tests, benchmarks and demos. Pure Python, no Spark.
+
+The log is a directory of JSON-lines files, one record per entity per interval (never per request)::
+
+    {"time": 1700000010.0, "interval_s": 10.0, "listener": "PLAINTEXT", "ip": "192.0.2.7", "user": "user-7",
+     "client_id": "app-7", "api": "Produce", "requests": 42, "request_bytes": 1234567, "response_bytes": 2100,
+     "throttle_ms": 0, "shadow_throttle_ms": 0, "partition_mutations": 0, "new_producer_ids": 0,
+     "connections_opened": 0}
+
+Connection records have ``api``, ``user`` and ``client_id`` null, ``ip`` set and ``connections_opened > 0``.
+Older files are rotated and gzipped (``usage-00000.jsonl.gz``), the newest is plain (``usage.jsonl``), as a
+rotating proxy log leaves them.
+
+Besides ``entities`` well-behaved tenants (each produces and fetches at its own lognormal rate, from its own IP)
+the log holds four misbehaving ones, named so tests can find them (:data:`HOG`, :data:`PID_CHURNER`,
+:data:`STORM_IP`, :data:`TOPIC_STORM`): a byte-rate hog, a producer-id churner, a connection-storm IP and a
+topic-creation storm. Same seed, same log.
+
+    python -m analytics.generate --out /tmp/usage --entities 50 --intervals 360 --seed 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import math
+import os
+import random
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+FIELDS = ("time", "interval_s", "listener", "ip", "user", "client_id", "api", "requests", "request_bytes",
+          "response_bytes", "throttle_ms", "shadow_throttle_ms", "partition_mutations", "new_producer_ids",
+          "connections_opened")
+
+START_TIME = 1_767_225_600.0  # 2026-01-01T00:00:00Z: a fixed epoch, so a seed gives the same log byte for byte
+
+# The misbehaving tenants: (user, client_id) or IP. Addresses are from the documentation ranges (RFC 5737).
+HOG = ("hog", "bulk-loader")
+PID_CHURNER = ("churner", "restart-loop")
+TOPIC_STORM = ("ops", "topic-creator")
+STORM_IP = "203.0.113.66"
+
+
+@dataclass(frozen=True)
+class Options:
+    entities: int = 20
+    intervals: int = 360
+    seed: int = 1
+    interval_s: float = 10.0
+    start_time: float = START_TIME
+    listener: str = "PLAINTEXT"
+    misbehaving: bool = True
+    intervals_per_file: int = 0  # rotate after this many intervals (0: about four files in all)
+
+
+def record(time: float, interval_s: float, listener: str, ip: str | None, user: str | None,
+           client_id: str | None, api: str | None, **counts: int) -> dict:
+    """One usage record with every key present; counts not given are 0."""
+    rec = {"time": time, "interval_s": interval_s, "listener": listener, "ip": ip, "user": user,
+           "client_id": client_id, "api": api}
+    for name in FIELDS[7:]:
+        rec[name] = int(counts.pop(name, 0))
+    if counts:
+        raise TypeError(f"unknown usage fields: {sorted(counts)}")
+    return rec
+
+
+def connection_record(time: float, interval_s: float, listener: str, ip: str, opened: int) -> dict:
+    return record(time, interval_s, listener, ip, None, None, None, connections_opened=opened)
+
+
+class _Tenant:
+    """A well-behaved tenant: one user and client id, one IP, a produce and a fetch rate of its own."""
+
+    def __init__(self, i: int, rng: random.Random) -> None:
+        self.user = "ANONYMOUS" if i % 7 == 6 else f"user-{i % 13}"
+        self.client_id = f"app-{i}"
+        self.ip = f"192.0.2.{i % 250 + 1}" if i < 250 else f"198.51.100.{i % 250 + 1}"
+        self.produce_rate = rng.lognormvariate(math.log(200_000), 1.0)   # bytes/s
+        self.fetch_rate = rng.lognormvariate(math.log(400_000), 1.0)
+        self.producer = rng.random() < 0.7
+        self.consumer = rng.random() < 0.8 or not self.producer
+
+
+def _tenant_records(t: _Tenant, now: float, o: Options, rng: random.Random) -> Iterator[dict]:
+    dt = o.interval_s
+    if t.producer:
+        nbytes = int(t.produce_rate * dt * rng.lognormvariate(0, 0.3))
+        yield record(now, dt, o.listener, t.ip, t.user, t.client_id, "Produce", requests=max(1, nbytes // 16384),
+                     request_bytes=nbytes, response_bytes=60 * max(1, nbytes // 16384))
+    if t.consumer:
+        nbytes = int(t.fetch_rate * dt * rng.lognormvariate(0, 0.3))
+        reqs = int(dt * 2)
+        yield record(now, dt, o.listener, t.ip, t.user, t.client_id, "Fetch", requests=reqs,
+                     request_bytes=reqs * 120, response_bytes=nbytes)
+    if rng.random() < 0.05:
+        yield record(now, dt, o.listener, t.ip, t.user, t.client_id, "Metadata", requests=1, request_bytes=40,
+                     response_bytes=900)
+    if t.producer and rng.random() < 0.002:  # a producer restart now and then
+        yield record(now, dt, o.listener, t.ip, t.user, t.client_id, "InitProducerId", requests=1,
+                     request_bytes=50, response_bytes=30, new_producer_ids=1)
+
+
+def _misbehaving_records(now: float, k: int, o: Options, rng: random.Random) -> Iterator[dict]:
+    dt = o.interval_s
+    # The hog: 50 MB/s of produce, throttled for most of each interval.
+    nbytes = int(50_000_000 * dt * rng.uniform(0.9, 1.1))
+    yield record(now, dt, o.listener, "192.0.2.200", *HOG, "Produce", requests=nbytes // 1_000_000,
+                 request_bytes=nbytes, response_bytes=2000, throttle_ms=int(dt * 1000 * 0.8),
+                 shadow_throttle_ms=int(dt * 1000 * 0.8))
+    # The churner: a new idempotent producer every second or so, each one's InitProducerId a new PID.
+    pids = rng.randint(int(dt * 0.8), int(dt * 1.5))
+    yield record(now, dt, o.listener, "192.0.2.201", *PID_CHURNER, "InitProducerId", requests=pids,
+                 request_bytes=pids * 50, response_bytes=pids * 30, new_producer_ids=pids)
+    yield record(now, dt, o.listener, "192.0.2.201", *PID_CHURNER, "Produce", requests=pids,
+                 request_bytes=pids * 300, response_bytes=pids * 60)
+    # The connection storm: 50 to 100 connections a second from one address.
+    yield connection_record(now, dt, o.listener, STORM_IP, int(dt * rng.uniform(50, 100)))
+    # The topic-creation storm: bursts of 20 topics x 10 partitions in one interval of every 6.
+    if k % 6 == 0:
+        yield record(now, dt, o.listener, "192.0.2.202", *TOPIC_STORM, "CreateTopics", requests=20,
+                     request_bytes=20 * 120, response_bytes=20 * 40, partition_mutations=200)
+    elif k % 6 == 3:
+        yield record(now, dt, o.listener, "192.0.2.202", *TOPIC_STORM, "DeleteTopics", requests=20,
+                     request_bytes=20 * 60, response_bytes=20 * 30, partition_mutations=200)
+
+
+def generate_records(o: Options) -> Iterator[list[dict]]:
+    """The log, one list of records per interval, in time order."""
+    rng = random.Random(o.seed)
+    tenants = [_Tenant(i, rng) for i in range(o.entities)]
+    ips = sorted({t.ip for t in tenants})
+    for k in range(o.intervals):
+        now = o.start_time + (k + 1) * o.interval_s
+        batch: list[dict] = []
+        for t in tenants:
+            batch.extend(_tenant_records(t, now, o, rng))
+        for ip in ips:  # ordinary clients reconnect now and then
+            if rng.random() < 0.1:
+                batch.append(connection_record(now, o.interval_s, o.listener, ip, rng.randint(1, 3)))
+        if o.misbehaving:
+            batch.extend(_misbehaving_records(now, k, o, rng))
+        yield batch
+
+
+def write_jsonl(path: str, records: Iterable[dict]) -> int:
+    """Write records to one file (gzipped when the name ends in .gz); returns how many."""
+    n = 0
+    gz = path.endswith(".gz")
+    with (gzip.open(path, "wt", encoding="utf-8", compresslevel=6) if gz else open(path, "w", encoding="utf-8")) as f:
+        for rec in records:
+            f.write(json.dumps(rec, separators=(",", ":")))
+            f.write("\n")
+            n += 1
+    return n
+
+
+def write_log(out_dir: str, o: Options) -> int:
+    """Write the generated log to ``out_dir`` (created if missing); returns the number of records."""
+    os.makedirs(out_dir, exist_ok=True)
+    per_file = o.intervals_per_file or max(1, math.ceil(o.intervals / 4))
+    batches = generate_records(o)
+    total = 0
+    files = math.ceil(o.intervals / per_file)
+    for i in range(files):
+        name = "usage.jsonl" if i == files - 1 else f"usage-{i:05d}.jsonl.gz"
+        chunk = (rec for _, batch in zip(range(per_file), batches) for rec in batch)
+        total += write_jsonl(os.path.join(out_dir, name), chunk)
+    return total
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m analytics.generate", description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", required=True, metavar="DIR", help="directory to write (created if missing)")
+    p.add_argument("--entities", type=int, default=Options.entities, help="well-behaved tenants")
+    p.add_argument("--intervals", type=int, default=Options.intervals)
+    p.add_argument("--seed", type=int, default=Options.seed)
+    p.add_argument("--interval-s", type=float, default=Options.interval_s, help="length of one interval, seconds")
+    p.add_argument("--no-misbehaving", action="store_true", help="leave out the four misbehaving tenants")
+    args = p.parse_args(argv)
+    n = write_log(args.out, Options(entities=args.entities, intervals=args.intervals, seed=args.seed,
+                                    interval_s=args.interval_s, misbehaving=not args.no_misbehaving))
+    print(f"wrote {n} records to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

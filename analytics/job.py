@@ -1,0 +1,195 @@
+"""The quota planner: a PySpark job that reads the proxy's usage log and recommends quotas.
+
+    run(input_path, output_dir, master=None)
+
+reads the usage log (a directory of ``*.jsonl`` and rotated ``*.jsonl.gz`` files, or one such file, on any
+Hadoop-compatible file system) with ``spark.read.json`` and writes to ``output_dir``:
+
+- ``entity_stats/`` (Parquet): per (user, client_id, api), and per (user, client_id) over all APIs (api ``*``):
+  p50/p95/p99/max of request and response bytes per second, throttle and shadow-throttle share, partition
+  mutations per second (p99, max) and per interval, new producer ids per second (p99, max) and per interval.
+- ``user_stats/`` (Parquet): per user, new producer ids per second (p50/p95/p99/max) and per interval.
+- ``ip_stats/`` (Parquet): per IP, connections opened per second (p50/p95/p99/max) and per interval.
+- ``top_offenders.json``: the top entities per dimension (byte rates, throttle share, partition mutations, new
+  producer ids, connection rate).
+- ``recommended-quotas.yaml`` (a ``quotas:`` block in the proxy's config format) and ``recommended-commands.txt``
+  (the same as ``kafka-quota-proxy configs --alter`` commands), by the rule in :mod:`analytics.recommend`:
+  p99 rate x headroom (1.5), rounded up to two significant digits; the token-bucket keys also hold the largest
+  one-interval burst (KIP-599: ``rate >= max_burst / (samples x window)``, 11 x 1 s).
+- ``report.html`` with PNG charts of the top entities' rates over time.
+
+Percentiles are exact (Spark SQL ``percentile``, linear interpolation between closest ranks), see
+:mod:`analytics.stats`. With no master given the job runs on ``local[*]``, unless it was started by spark-submit,
+whose ``--master`` then applies. The Parquet tables go wherever ``output_dir`` points (any Hadoop path); the small
+files are written by the driver, to ``local_dir`` (default: ``output_dir``, which must then be a local path).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import time
+from collections.abc import Mapping
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from analytics import recommend, report, stats
+
+TOP_N = 10
+CHART_N = 5
+
+# name: (title, table, filter on api or None, metric to rank by, unit, columns shown)
+DIMENSIONS = {
+    "producer_byte_rate": ("Produce bytes per second", "entity", "Produce", "request_rate_p99", "bytes/s",
+                           ["request_rate_p50", "request_rate_p99", "request_rate_max", "throttle_share"]),
+    "consumer_byte_rate": ("Fetch response bytes per second", "entity", "Fetch", "response_rate_p99", "bytes/s",
+                           ["response_rate_p50", "response_rate_p99", "response_rate_max", "throttle_share"]),
+    "throttle_share": ("Share of time throttled", "entity", stats.ALL_APIS, "throttle_share", "throttle ms per ms",
+                       ["throttle_share", "shadow_throttle_share", "requests"]),
+    "partition_mutations": ("Partition mutations (peak per second)", "entity", stats.ALL_APIS, "mutation_rate_max",
+                            "mutations/s", ["mutation_rate_p99", "mutation_rate_max", "mutations_max_interval",
+                                            "partition_mutations"]),
+    "new_producer_ids": ("New producer ids per second, per user", "user", None, "new_pid_rate_p99", "PIDs/s",
+                         ["new_pid_rate_p50", "new_pid_rate_p99", "new_pid_rate_max", "new_producer_ids"]),
+    "connection_rate": ("Connections opened per second, per IP", "ip", None, "connection_rate_p99", "connections/s",
+                        ["connection_rate_p50", "connection_rate_p99", "connection_rate_max", "connections"]),
+}
+# For each dimension's chart: the per-interval frame and the rate column to draw.
+SERIES = {"producer_byte_rate": ("entity", "request_rate"), "consumer_byte_rate": ("entity", "response_rate"),
+          "throttle_share": None, "partition_mutations": ("entity", "mutation_rate"),
+          "new_producer_ids": ("user", "new_pid_rate"), "connection_rate": ("ip", "connection_rate")}
+KEYS = {"entity": ["user", "client_id"], "user": ["user"], "ip": ["ip"]}
+
+
+def spark_session(master: str | None = None, app_name: str = "kafka-quota-proxy-analyze") -> SparkSession:
+    """A session on ``master``; by default ``local[*]``, unless spark-submit started us with its own master."""
+    builder = SparkSession.builder.appName(app_name).config("spark.ui.showConsoleProgress", "false")
+    if not master and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        master = "local[*]"
+    if master:
+        builder = builder.master(master)
+    if master and master.startswith("local"):
+        # The aggregates are small (one row per entity): 200 shuffle partitions on one machine is mostly overhead.
+        builder = builder.config("spark.sql.shuffle.partitions", str(2 * (os.cpu_count() or 2)))
+    return builder.getOrCreate()
+
+
+def _rows(df: DataFrame) -> list[dict]:
+    return [r.asDict() for r in df.collect()]
+
+
+def _top(table: DataFrame, api: str | None, metric: str, n: int) -> list[dict]:
+    if api is not None:
+        table = table.where(F.col("api") == api)
+    return _rows(table.where(F.col(metric) > 0).orderBy(F.col(metric).desc(), *table.columns[:2]).limit(n))
+
+
+def _series(frame: DataFrame, keys: list[str], api: str | None, rate: str, top: list[dict]) -> dict[str, list]:
+    """The per-interval rate of each of the ``top`` entities, as ``{label: [(time, rate), ...]}``."""
+    if not top:
+        return {}
+    if api is not None:
+        frame = frame.where(F.col("api") == api)
+    cond = None
+    for row in top:
+        match = None
+        for k in keys:
+            m = F.col(k).eqNullSafe(F.lit(row[k]))
+            match = m if match is None else match & m
+        cond = match if cond is None else cond | match
+    out: dict[str, list] = {report.entity_label({k: row[k] for k in keys}): [] for row in top}
+    for r in frame.where(cond).select(*keys, "time", rate).collect():
+        out[report.entity_label({k: r[k] for k in keys})].append((r["time"], r[rate]))
+    return out
+
+
+def run(input_path: str, output_dir: str, master: str | None = None, *, rules: recommend.Rules | None = None,
+        headroom: float | None = None, spark: SparkSession | None = None, local_dir: str | None = None,
+        top_n: int = TOP_N, charts: bool = True) -> dict:
+    """Run the planner; returns a summary (records read, entities, quota items, seconds, output paths)."""
+    rules = rules or recommend.Rules()
+    if headroom is not None:
+        rules = recommend.Rules(**{**rules.__dict__, "headroom": headroom})
+    local_dir = local_dir or output_dir
+    os.makedirs(local_dir, exist_ok=True)
+    own_session = spark is None and SparkSession.getActiveSession() is None  # stop only a session we started
+    spark = spark or spark_session(master)
+    started = time.monotonic()
+    cached: list[DataFrame] = []
+    try:
+        usage = stats.read_usage(spark, input_path).cache()
+        cached.append(usage)
+        records, span = _count_and_span(usage)
+        frames = {"entity": stats.entity_intervals(usage), "user": stats.user_intervals(usage),
+                  "ip": stats.ip_intervals(usage)}
+        for name, frame in frames.items():  # read again for the charts: computed once
+            frames[name] = frame.cache()
+            cached.append(frames[name])
+        tables = {"entity": stats.entity_stats(frames["entity"]), "user": stats.user_stats(frames["user"]),
+                  "ip": stats.ip_stats(frames["ip"])}
+        for name, table in tables.items():
+            table = table.cache()
+            cached.append(table)
+            tables[name] = table
+            table.write.mode("overwrite").parquet(_join(output_dir, f"{name}_stats"))
+        entity_rows = _rows(tables["entity"].where(F.col("api").isin("Produce", "Fetch", stats.ALL_APIS)))
+        user_rows, ip_rows = _rows(tables["user"]), _rows(tables["ip"])
+
+        offenders, chart_paths = {}, {}
+        for name, (title, table, api, metric, unit, cols) in DIMENSIONS.items():
+            top = _top(tables[table], api, metric, top_n)
+            offenders[name] = {"title": title, "metric": metric, "unit": unit, "columns": cols,
+                               "top": [{**{k: r[k] for k in KEYS[table]}, "value": r[metric],
+                                        **{c: r[c] for c in cols}} for r in top]}
+            if charts and SERIES[name]:
+                frame, rate = SERIES[name]
+                series = _series(frames[frame], KEYS[frame], api, rate, top[:CHART_N])
+                if not series:
+                    continue
+                rel, path = report.chart_file(local_dir, name)
+                chart_paths[name] = rel if report.draw_chart(path, f"{title}: top {len(series)}", unit,
+                                                             series) else None
+
+        items = recommend.build_quotas(entity_rows, user_rows, ip_rows, rules)
+        _write(local_dir, "recommended-quotas.yaml", recommend.to_yaml(items, rules, source=input_path))
+        _write(local_dir, "recommended-commands.txt", recommend.to_commands(items))
+        _write(local_dir, "top_offenders.json", json.dumps(offenders, indent=2) + "\n")
+        summary = {"input": input_path, "records": records,
+                   "entities (user, client-id)": len({(r["user"], r["client_id"]) for r in entity_rows}),
+                   "users": len(user_rows), "ips": len(ip_rows),
+                   "time span (UTC)": span, "headroom": rules.headroom,
+                   "quota items": len(items), "seconds": round(time.monotonic() - started, 1)}
+        report.write_report(os.path.join(local_dir, "report.html"), summary, offenders, chart_paths, items)
+        return {**summary, "output_dir": output_dir, "local_dir": local_dir, "offenders": offenders,
+                "quotas": items}
+    finally:
+        for df in cached:
+            df.unpersist()
+        if own_session:
+            spark.stop()
+
+
+def _count_and_span(usage: DataFrame) -> tuple[int, str]:
+    row = usage.agg(F.count(F.lit(1)).alias("n"), F.min(F.col("time") - F.col("interval_s")).alias("a"),
+                    F.max("time").alias("b")).first()
+    if row["a"] is None:
+        return row["n"], "empty log"
+    fmt = lambda t: dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")  # noqa: E731
+    return row["n"], f"{fmt(row['a'])} to {fmt(row['b'])}"
+
+
+def _join(base: str, name: str) -> str:
+    return base.rstrip("/") + "/" + name
+
+
+def _write(directory: str, name: str, text: str) -> None:
+    with open(os.path.join(directory, name), "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def summary_lines(result: Mapping) -> list[str]:
+    return [f"read {result['records']:,} records; {result['quota items']} quota recommendations in "
+            f"{result['seconds']} s", f"wrote {result['local_dir']}/report.html, recommended-quotas.yaml, "
+            f"recommended-commands.txt, top_offenders.json; tables under {result['output_dir']}"]

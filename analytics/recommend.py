@@ -1,0 +1,169 @@
+"""From usage statistics to recommended quotas: the rule, the YAML and the commands. Pure Python, no Spark.
+
+The rule, per quota key (all rates measured per interval of the usage log, percentiles over the intervals in which
+the entity appears in the log):
+
+    recommended = round_up(p99 rate x headroom)                         (headroom 1.5 by default)
+
+rounded *up* to two significant digits (148,500 B/s -> 150,000; 0.913 -> 0.92). Byte rates are integers in bytes/s,
+the other keys floats. Where a key is a token bucket that allows bursts (KIP-599's ``controller_mutation_rate``, and
+KIP-936's ``producer_ids_rate``, which the proxy enforces the same way), the bucket must also hold the entity's
+largest burst of one interval (or its p99 burst, ``burst="p99"``) without a throttle. KIP-599's bucket holds
+``B = rate x samples x window`` (``controller.quota.window.num``, 11, x ``controller.quota.window.size.seconds``, 1 s),
+so::
+
+    controller_mutation_rate = round_up(max(p99 rate x headroom, max_burst / (samples x window)))
+
+``producer_ids_rate`` counts new producer ids per ``producer.id.quota.window.size.seconds`` W (3600 s by default) and
+only on user entities (KIP-936; the proxy rejects it next to a client-id), so it is recommended per user, from that
+user's new producer ids over all its client ids: ``max(p99 rate/s x W x headroom, max_burst / window.num)``.
+
+Keys an entity never used (no Produce bytes, no Fetch bytes, no partition mutation, no new producer id, no
+connection) are left out, so they stay unlimited rather than being set to zero.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from decimal import ROUND_CEILING, Decimal
+
+import yaml
+
+PRODUCER_BYTE_RATE = "producer_byte_rate"
+CONSUMER_BYTE_RATE = "consumer_byte_rate"
+CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
+PRODUCER_IDS_RATE = "producer_ids_rate"
+CONNECTION_CREATION_RATE = "connection_creation_rate"
+MIN_RATE = 0.001  # the smallest rate the proxy's config accepts
+
+
+@dataclass(frozen=True)
+class Rules:
+    headroom: float = 1.5
+    burst: str = "max"                         # "max" or "p99": which one-interval burst the bucket must hold
+    controller_window_num: int = 11            # controller.quota.window.num
+    controller_window_s: float = 1.0           # controller.quota.window.size.seconds
+    producer_id_window_num: int = 11           # producer.id.quota.window.num
+    producer_id_window_s: float = 3600.0       # producer.id.quota.window.size.seconds
+
+    def __post_init__(self) -> None:
+        if not self.headroom > 0:
+            raise ValueError(f"headroom must be > 0, got {self.headroom}")
+        if self.burst not in ("max", "p99"):
+            raise ValueError(f"burst must be 'max' or 'p99', got {self.burst!r}")
+
+
+def round_up(x: float, digits: int = 2) -> float:
+    """``x`` rounded up to ``digits`` significant digits: 148500 -> 150000, 0.9134 -> 0.92, 0 -> 0."""
+    if not x > 0:
+        return 0.0
+    exact = Decimal(f"{x:.12g}")  # float noise (5.4000000000000004) must not round 5.4 up to 5.5
+    step = Decimal(1).scaleb(exact.adjusted() - (digits - 1))
+    return float((exact / step).to_integral_value(rounding=ROUND_CEILING) * step)
+
+
+def byte_rate(p99: float | None, rules: Rules) -> int | None:
+    if not p99:
+        return None
+    return max(1, int(round_up(p99 * rules.headroom)))
+
+
+def bucket_rate(p99_per_s: float, burst: float, window_num: int, rate_scale: float, rules: Rules) -> float | None:
+    """A rate whose bucket (``rate x window_num``, in the rate's own units) holds ``burst``."""
+    if not (p99_per_s or burst):
+        return None
+    return max(MIN_RATE, round_up(max(p99_per_s * rate_scale * rules.headroom, burst / window_num)))
+
+
+def _burst(row: Mapping, prefix: str, rules: Rules) -> float:
+    return row.get(f"{prefix}_{rules.burst}_interval") or 0
+
+
+def entity_quotas(produce: Mapping | None, fetch: Mapping | None, total: Mapping | None, rules: Rules) -> dict:
+    """Quota keys for one (user, client-id) from its ``entity_stats`` rows for Produce, Fetch and all APIs (``*``)."""
+    out: dict = {}
+    if produce and (v := byte_rate(produce["request_rate_p99"], rules)):
+        out[PRODUCER_BYTE_RATE] = v
+    if fetch and (v := byte_rate(fetch["response_rate_p99"], rules)):
+        out[CONSUMER_BYTE_RATE] = v
+    if total:
+        window = rules.controller_window_num * rules.controller_window_s
+        v = bucket_rate(total["mutation_rate_p99"] or 0, _burst(total, "mutations", rules), window, 1.0, rules)
+        if v:
+            out[CONTROLLER_MUTATION_RATE] = v
+    return out
+
+
+def user_quotas(user: Mapping, rules: Rules) -> dict:
+    v = bucket_rate(user["new_pid_rate_p99"] or 0, _burst(user, "new_pids", rules), rules.producer_id_window_num,
+                    rules.producer_id_window_s, rules)
+    return {PRODUCER_IDS_RATE: v} if v else {}
+
+
+def ip_quotas(ip: Mapping, rules: Rules) -> dict:
+    if not ip["connection_rate_p99"] and not ip["connection_rate_max"]:
+        return {}
+    return {CONNECTION_CREATION_RATE: max(MIN_RATE, round_up((ip["connection_rate_p99"] or 0) * rules.headroom))}
+
+
+def entity_key(user: str | None, client_id: str | None) -> dict:
+    """The ``entity:`` mapping; a null user or client id is left out."""
+    entity = {}
+    if user is not None:
+        entity["user"] = user
+    if client_id is not None:
+        entity["client-id"] = client_id
+    return entity
+
+
+def build_quotas(entity_rows: Iterable[Mapping], user_rows: Iterable[Mapping], ip_rows: Iterable[Mapping],
+                 rules: Rules = Rules()) -> list[dict]:
+    """The ``quotas:`` list: one item per (user, client-id), per user (producer ids) and per IP, sorted by entity."""
+    by_entity: dict[tuple, dict] = {}
+    for row in entity_rows:
+        if row["user"] is None and row["client_id"] is None:
+            continue
+        by_entity.setdefault((row["user"], row["client_id"]), {})[row["api"]] = row
+    items = []
+    for (user, client_id), apis in by_entity.items():
+        quotas = entity_quotas(apis.get("Produce"), apis.get("Fetch"), apis.get("*"), rules)
+        if quotas:
+            items.append({"entity": entity_key(user, client_id), **quotas})
+    for row in user_rows:
+        if row["user"] is not None and (quotas := user_quotas(row, rules)):
+            items.append({"entity": {"user": row["user"]}, **quotas})
+    for row in ip_rows:
+        if row["ip"] is not None and (quotas := ip_quotas(row, rules)):
+            items.append({"entity": {"ip": row["ip"]}, **quotas})
+    order = {"user": 0, "client-id": 1, "ip": 2}
+    items.sort(key=lambda it: (sorted(order[k] for k in it["entity"]), sorted(it["entity"].items())))
+    return items
+
+
+def to_yaml(items: list[dict], rules: Rules, source: str = "") -> str:
+    header = (f"# Recommended quotas: p99 rate x headroom {rules.headroom:g}, rounded up to two significant digits;\n"
+              f"# controller_mutation_rate and producer_ids_rate also hold the {rules.burst} one-interval burst\n"
+              f"# (controller window {rules.controller_window_num} x {rules.controller_window_s:g} s; producer ids per "
+              f"{rules.producer_id_window_s:g} s, {rules.producer_id_window_num} windows).\n")
+    if source:
+        header += f"# From: {source}\n"
+    return header + yaml.safe_dump({"quotas": items}, sort_keys=False, default_flow_style=None, width=120)
+
+
+_ENTITY_TYPES = (("user", "users"), ("client-id", "clients"), ("ip", "ips"))
+
+
+def to_command(item: Mapping) -> str:
+    """``kafka-quota-proxy configs --alter --entity-type users --entity-name alice ... --add-config k=v,...``"""
+    parts = ["kafka-quota-proxy", "configs", "--alter"]
+    for key, entity_type in _ENTITY_TYPES:
+        if key in item["entity"]:
+            parts += ["--entity-type", entity_type, "--entity-name", shlex.quote(item["entity"][key])]
+    configs = ",".join(f"{k}={v}" for k, v in item.items() if k != "entity")
+    return " ".join(parts + ["--add-config", configs])
+
+
+def to_commands(items: Iterable[Mapping]) -> str:
+    return "".join(to_command(it) + "\n" for it in items)

@@ -1,0 +1,117 @@
+"""The HTML report and its PNG charts, from values the job has already collected. No Spark here.
+
+Charts are drawn with matplotlib's Agg backend (no display needed); without matplotlib the report is written with
+its tables and says the charts are missing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import os
+from collections.abc import Mapping, Sequence
+
+CHART_DPI = 90
+
+
+def entity_label(row: Mapping) -> str:
+    if "ip" in row and row.get("ip") is not None and "user" not in row:
+        return str(row["ip"])
+    user = row.get("user")
+    client = row.get("client_id")
+    if client is None:
+        return f"user={user}"
+    return f"user={user} client-id={client}" if user is not None else f"client-id={client}"
+
+
+def draw_chart(path: str, title: str, unit: str, series: Mapping[str, Sequence[tuple[float, float]]]) -> bool:
+    """A line chart of ``{label: [(epoch_s, value), ...]}``; False if matplotlib is not installed."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    for label, points in series.items():
+        points = sorted(points)
+        xs = [dt.datetime.fromtimestamp(t, dt.timezone.utc) for t, _ in points]
+        # Markers: an entity is in the log only in intervals where it did something, so a line alone would
+        # bridge the gaps between sparse bursts.
+        ax.plot(xs, [v for _, v in points], label=label, linewidth=1.0, marker=".", markersize=3)
+    positive = [v for points in series.values() for _, v in points if v > 0]
+    if positive and max(positive) > 100 * min(positive):  # one tenant far above the rest: a log scale shows both
+        ax.set_yscale("symlog", linthresh=min(positive))
+    else:
+        ax.set_ylim(bottom=0)
+    ax.set_title(title)
+    ax.set_ylabel(unit)
+    ax.set_xlabel("interval end (UTC)")
+    ax.grid(True, alpha=0.3)
+    if series:
+        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.autofmt_xdate()
+    fig.tight_layout()
+    fig.savefig(path, dpi=CHART_DPI)
+    plt.close(fig)
+    return True
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return f"{v:,.3f}" if abs(v) < 100 else f"{v:,.0f}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return "" if v is None else str(v)
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(_fmt(c))}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+STYLE = """body{font-family:sans-serif;margin:2em;max-width:70em} table{border-collapse:collapse;margin:.5em 0 1.5em}
+td,th{border:1px solid #ccc;padding:.2em .6em;text-align:right} th{background:#eee} td:first-child{text-align:left}
+img{max-width:100%;border:1px solid #ddd} code{background:#f4f4f4}"""
+
+
+def write_report(path: str, summary: Mapping, offenders: Mapping[str, Mapping], charts: Mapping[str, str | None],
+                 quota_items: Sequence[Mapping]) -> None:
+    """``report.html``: what was read, the top offenders per dimension with their chart, the recommendations."""
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Usage report</title><style>{STYLE}</style>"
+             "</head><body><h1>kafka-quota-proxy usage report</h1>"]
+    parts.append(_table(["", ""], [[k, v if isinstance(v, int) else str(v)] for k, v in summary.items()]))
+    parts.append("<p>Rates are per interval of the log (its total over the interval's length); percentiles are "
+                 "exact, over the intervals in which the entity appears. Files: "
+                 "<a href='recommended-quotas.yaml'>recommended-quotas.yaml</a>, "
+                 "<a href='recommended-commands.txt'>recommended-commands.txt</a>, "
+                 "<a href='top_offenders.json'>top_offenders.json</a>, Parquet tables <code>entity_stats/</code>, "
+                 "<code>user_stats/</code>, <code>ip_stats/</code>.</p>")
+    for name, dim in offenders.items():
+        parts.append(f"<h2>{html.escape(dim['title'])}</h2>")
+        parts.append(f"<p>Ranked by <code>{html.escape(dim['metric'])}</code> ({html.escape(dim['unit'])}).</p>")
+        cols = dim["columns"]
+        if not dim["top"]:
+            parts.append("<p>None in this log.</p>")
+            continue
+        parts.append(_table(["entity"] + cols, [[entity_label(r)] + [r.get(c) for c in cols] for r in dim["top"]]))
+        chart = charts.get(name)
+        if chart:
+            parts.append(f"<p><a href='{html.escape(chart)}'><img src='{html.escape(chart)}' "
+                         f"alt='{html.escape(dim['title'])} over time'></a></p>")
+        elif name in charts:
+            parts.append("<p><em>No chart: matplotlib is not installed (pip install 'kafka-quota-proxy[analytics]')."
+                         "</em></p>")
+    parts.append(f"<h2>Recommended quotas ({len(quota_items)} entities)</h2>")
+    keys = sorted({k for it in quota_items for k in it if k != "entity"})
+    rows = [[" ".join(f"{k}={v}" for k, v in it["entity"].items())] + [it.get(k) for k in keys] for it in quota_items]
+    parts.append(_table(["entity"] + keys, rows))
+    parts.append("</body></html>\n")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("".join(parts))
+
+
+def chart_file(out_dir: str, name: str) -> tuple[str, str]:
+    rel = f"chart-{name}.png"
+    return rel, os.path.join(out_dir, rel)
