@@ -16,6 +16,7 @@ import yaml
 
 from config.errors import ConfigError
 from config.quotas import parse_quota_section
+from config.dynamic_source import parse_dynamic_config
 from config.usage import parse_usage_log
 from config.volume import parse_volume_usage
 from config.model import Address, ListenerConfig, MetricsConfig, ProxyConfig, Settings, UpstreamConfig
@@ -150,6 +151,7 @@ LISTENER_SETTINGS = ("max.connection.creation.rate", "max.connections")
 _LISTENER_SETTING = re.compile(r"^listener\.name\.([A-Za-z0-9_-]+)\.(" +
                                "|".join(re.escape(name) for name in LISTENER_SETTINGS) + r")$")
 IP_OVERRIDES = "max.connections.per.ip.overrides"  # Kafka's "<ip>:<count>,<ip>:<count>", or a mapping
+QUOTA_MODE = "quota.mode"  # enforce or shadow: every quota of the proxy computed and metered, none applied
 
 
 def load_config_file(path: str) -> ProxyConfig:
@@ -206,7 +208,8 @@ def load_config_text(text: str) -> ProxyConfig:
 
 def parse_config(raw: Any) -> ProxyConfig:
     top = _mapping(raw, "", required={"upstream", "listeners"},
-                   optional={"metrics", "settings", "quotas", "volume_usage", "usage_log"})
+                   optional={"metrics", "settings", "quotas", "volume_usage", "usage_log", "dynamic_config",
+                             "admin_principals"})
     listeners = _listeners(top["listeners"], "listeners")
     settings = _settings(top.get("settings", {}), "settings", {lc.name for lc in listeners})
     quotas, ip_rates = parse_quota_section(top.get("quotas", []), "quotas")
@@ -219,7 +222,20 @@ def parse_config(raw: Any) -> ProxyConfig:
         volume_usage=parse_volume_usage(top.get("volume_usage"), "volume_usage"),
         connections=connection_limits(settings, listeners, ip_rates),
         usage_log=parse_usage_log(top.get("usage_log"), "usage_log"),
+        dynamic_config=parse_dynamic_config(top.get("dynamic_config"), "dynamic_config"),
+        raw_quotas=tuple(dict(item) for item in (top.get("quotas") or [])),
+        admin_principals=_principals(top.get("admin_principals", []), "admin_principals"),
     )
+
+
+def _principals(raw: Any, path: str) -> frozenset[str]:
+    """``admin_principals``: Kafka principals, ``User:alice`` (``User:ANONYMOUS`` for unauthenticated clients)."""
+    if not isinstance(raw, list):
+        raise ConfigError(path, f"expected a list of principals such as User:alice, got {_show(raw)}")
+    for i, item in enumerate(raw):
+        if not isinstance(item, str) or not item.startswith("User:") or len(item) <= 5:
+            raise ConfigError(f"{path}[{i}]", f"expected a principal such as User:alice, got {_show(item)}")
+    return frozenset(raw)
 
 
 def connection_limits(settings: Settings, listeners: tuple[ListenerConfig, ...],
@@ -327,13 +343,19 @@ def _settings(raw: Any, path: str, listener_names: set[str] = frozenset()) -> Se
     if not isinstance(raw, dict):
         raise ConfigError(path, f"expected a mapping, got {_show(raw)}")
     prefixed = {key for key in raw if isinstance(key, str) and _LISTENER_SETTING.match(key)}
-    m = _mapping(raw, path, required=set(), optional=set(SETTINGS) | {IP_OVERRIDES} | prefixed)
+    m = _mapping(raw, path, required=set(), optional=set(SETTINGS) | {IP_OVERRIDES, QUOTA_MODE} | prefixed)
     values: dict[str, Any] = {name: s.default for name, s in SETTINGS.items()}
     values[IP_OVERRIDES] = {}
+    values[QUOTA_MODE] = "enforce"
     for name, value in m.items():
         key = _join(path, name)
         if name == IP_OVERRIDES:
             values[name] = _ip_overrides(value, key)
+            continue
+        if name == QUOTA_MODE:
+            if value not in ("enforce", "shadow"):
+                raise ConfigError(key, f"expected enforce or shadow, got {_show(value)}")
+            values[name] = value
             continue
         match = _LISTENER_SETTING.match(name)
         if match:
@@ -353,6 +375,11 @@ def _settings(raw: Any, path: str, listener_names: set[str] = frozenset()) -> Se
             raise ConfigError(key, f"must be between {_num(spec.minimum)} and {_num(spec.maximum)}, got {value!r}")
         values[name] = spec.kind(value)
     return Settings(MappingProxyType(values))
+
+
+def parse_settings_values(raw: Any, path: str, listener_names: set[str]) -> Settings:
+    """Settings from a mapping (the YAML's, or the YAML's laid over with dynamic ones)."""
+    return _settings(raw, path, listener_names)
 
 
 def _ip_overrides(raw: Any, path: str) -> dict[str, int]:

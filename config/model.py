@@ -18,6 +18,7 @@ from quota.connection import NO_LIMITS, ConnectionLimits
 
 if TYPE_CHECKING:
     from config.usage import UsageLogConfig
+    from config.dynamic_source import DynamicConfigSource
     from config.volume import VolumeUsageConfig
 
 
@@ -73,3 +74,6 @@ class ProxyConfig:
     volume_usage: "VolumeUsageConfig | None" = None  # cluster-wide volume-usage throttling, when configured
     connections: ConnectionLimits = NO_LIMITS  # connection creation rates and counts (KIP-612, KIP-402)
     usage_log: "UsageLogConfig | None" = None  # where the usage log goes, when configured
+    dynamic_config: "DynamicConfigSource | None" = None  # the config topic, when configured
+    raw_quotas: tuple = ()  # the YAML quotas: items as written (the dynamic config is laid over them)
+    admin_principals: frozenset = frozenset()  # who may alter quotas through the proxy (AlterClientQuotas)

@@ -65,8 +65,11 @@ def parse_quota_section(raw: Any, path: str) -> tuple[QuotaTable, dict[str, floa
             if not isinstance(value, str) or not value:
                 raise ConfigError(f"{where}.entity.{key}", f"expected a name or \"<default>\", got {value!r}")
         quotas = {}
+        mode = item.get("mode", "enforce")
+        if mode not in ("enforce", "shadow"):
+            raise ConfigError(f"{where}.mode", f"expected enforce or shadow, got {mode!r}")
         for key, value in item.items():
-            if key == "entity":
+            if key in ("entity", "mode"):
                 continue
             if key == CONNECTION_CREATION_RATE:
                 raise ConfigError(f"{where}.{key}", f"only for ip entities (KIP-612): use entity {{{IP}: ...}}")
@@ -80,7 +83,7 @@ def parse_quota_section(raw: Any, path: str) -> tuple[QuotaTable, dict[str, floa
             quotas[key] = value
         if not quotas:
             raise ConfigError(where, f"no quota key given (known: {', '.join(ENFORCED_KEYS)})")
-        values.append((entity, quotas))
+        values.append((entity, quotas, mode == "shadow"))
     try:
         return QuotaTable.from_values(values), ip_rates
     except ValueError as exc:
@@ -101,6 +104,8 @@ def _ip_entry(item: dict, entity: dict, where: str) -> tuple[str, float]:
             name = None
         if name is None:
             raise ConfigError(f"{where}.entity.{IP}", f"expected an IP address or \"{DEFAULT}\", got {entity[IP]!r}")
+    if "mode" in item:
+        raise ConfigError(f"{where}.mode", "ip entities have no shadow mode (connection limits are enforced)")
     keys = [key for key in item if key != "entity"]
     if keys != [CONNECTION_CREATION_RATE]:
         wrong = next((key for key in keys if key != CONNECTION_CREATION_RATE), None)

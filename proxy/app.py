@@ -109,6 +109,14 @@ class ProxyApp:
         self.metrics.registry.register(QuotaMetricsCollector(self.quotas))
         self.connection_quotas = ConnectionQuotas([lc.name for lc in config.listeners], self.quotas.window,
                                                   config.connections)
+        self.effective_config = config  # YAML, with the dynamic configuration laid over it
+        self.dynamic = None
+        if config.dynamic_config is not None:
+            from proxy.dynamic import DynamicConfig, DynamicConfigCollector
+
+            self.dynamic = DynamicConfig(config, self._apply_config, str(config.upstream.bootstrap_servers[0]))
+            self.quotas.internal_topics = self.quotas.internal_topics | {config.dynamic_config.topic}
+            self.metrics.registry.register(DynamicConfigCollector(self.dynamic))
         self.metrics.registry.register(ConnectionMetricsCollector(self.connection_quotas, self.quotas.clock))
         self.usage_log = UsageLog(config.usage_log, self.metrics) if config.usage_log is not None else None
         usage = self.usage_log.table if self.usage_log is not None else None
@@ -122,7 +130,8 @@ class ProxyApp:
                 cluster = BrokerPorts(lc.name, lc.advertised_host, lc.broker_port_base,
                                       lambda node_id, lc=lc: self._open_broker_port(lc, node_id))
             scope = self._scopes[lc.name] = ConnectionScope(cluster=cluster, topic_ids=self.topic_ids, quotas=self.quotas,
-                                                                topics=self.topics, usage=usage)
+                                                                topics=self.topics, usage=usage,
+                                                                client_quotas=self.dynamic)
             bootstrap = config.upstream.bootstrap_servers
             self.listeners.append(Listener(self._context(lc.name, lambda: bootstrap, scope), lc.bind.host, lc.bind.port))
         settings = config.settings
@@ -174,6 +183,12 @@ class ProxyApp:
         except OSError as exc:
             log.error("listener %s: cannot open port %d for broker %d: %s", lc.name, cluster.port_for(node_id), node_id, exc)
 
+    def _apply_config(self, config: ProxyConfig) -> None:
+        """A new effective configuration from the dynamic config: every manager takes it in this one step."""
+        self.quotas.apply(config)
+        self.connection_quotas.configure(config.connections)
+        self.effective_config = config
+
     def _close_broker_port(self, listener_name: str, node_id: int) -> None:
         """Cluster mode: a broker left the cluster; its port and the connections made through it close."""
         listener = self.broker_listeners.pop((listener_name, node_id), None)
@@ -189,6 +204,8 @@ class ProxyApp:
             address = await listener.start()
             log.info("listener %s on %s:%d", listener.ctx.name, *address)
         self.discovery.start()  # cluster mode: every broker's port opened at once, /readyz ready after
+        if self.dynamic is not None:  # after the listeners: its client may reach the broker through them
+            await self.dynamic.start()
         bind = self.config.metrics.bind
         self.ops_address = await self.ops.start(bind.host, bind.port)
         log.info("metrics on http://%s:%d/metrics", *self.ops_address)
@@ -249,6 +266,8 @@ class ProxyApp:
         self.draining = True
         for task in self._volume_tasks:  # first: they reach the broker through this proxy's own listener
             await task.stop()
+        if self.dynamic is not None:
+            await self.dynamic.stop()
         for listener in [*self.listeners, *self.broker_listeners.values()]:
             await listener.close()
         for conn in list(self.connections):

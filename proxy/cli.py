@@ -37,7 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--config", required=True, metavar="FILE")
 
-    # Listed here for --help; main() hands `analyze ...` to analytics.cli before parsing (it needs no config).
+    # Listed here for --help; main() hands `configs ...` and `analyze ...` on before parsing (they need no config).
+    sub.add_parser("configs", add_help=False, help="describe or alter dynamic quotas in the config topic, as "
+                   "kafka-configs.sh does (see `configs --help`)")
     sub.add_parser("analyze", add_help=False, help="recommend quotas from the proxy's usage log (PySpark; "
                    "kafka-quota-proxy[analytics]; see `analyze --help`)")
     return parser
@@ -45,6 +47,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["configs"]:
+        from proxy.configs_cli import main as configs
+
+        return configs(argv[1:])
     if argv[:1] == ["analyze"]:
         from analytics.cli import main as analyze  # imported late: the proxy itself never loads the analytics
 

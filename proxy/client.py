@@ -97,7 +97,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             ctx.scope, self.session, max_request_bytes=ctx.max_request_bytes,
             max_response_bytes=ctx.max_response_bytes, max_inflight=ctx.max_inflight_requests,
             write_client=self._write_client, write_broker=self._write_broker, now=self._loop.time,
-            api_metrics=self.api_metrics,
+            api_metrics=self.api_metrics, spawn=self._spawn,
         )
         self.flow = self.core.flow
         self._reading_client = True
@@ -308,6 +308,25 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def _write_client(self, data) -> None:
         self.transport.write(data)
+
+    def _spawn(self, start, done) -> None:
+        """Run the proxy's own work for a request (an Await outcome) as a task; hand its result (or exception) to
+        ``done`` on this connection, then apply the flow's state. Nothing happens if the connection closed meanwhile."""
+        async def run() -> None:
+            try:
+                result = await start()
+            except Exception as exc:  # noqa: BLE001 - the request's answer says what failed
+                result = exc
+            if self._closed_reason is not None:
+                return
+            try:
+                done(result)
+            except ProtocolError as exc:
+                self._frame_error("request", exc)
+                return
+            self._apply()
+
+        self._loop.create_task(run())
 
     def _write_broker(self, data) -> None:
         self.upstream.transport.write(data)

@@ -53,13 +53,14 @@ class ConnectionCore:
 
     def __init__(self, scope: ConnectionScope, session: Session, *, max_request_bytes: int, max_response_bytes: int,
                  max_inflight: int, write_client: Callable[[object], None], write_broker: Callable[[object], None],
-                 now: Callable[[], float], api_metrics: Callable[[int], object], planner=plan_request) -> None:
+                 now: Callable[[], float], api_metrics: Callable[[int], object], planner=plan_request,
+                 spawn=None) -> None:
         self.flow = Flow(max_inflight)
         self._write_client = write_client
         usage = usage_rows(scope, session)
         self.responses = ResponsePath(self.flow, write_client, now, api_metrics, usage)
         self.requests = RequestPath(self.flow, scope, session, write_broker, self.responses, api_metrics, now,
-                                    planner, usage)
+                                    planner, usage, spawn)
         self._request_splitter = FrameSplitter(
             functools.partial(parse_request_prefix, max_size=max_request_bytes,
                               producer_ids=None if scope is None else scope.quotas.produce_prefix),

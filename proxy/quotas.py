@@ -10,6 +10,7 @@ Prometheus scrapes, never on the request path. Label cardinality is bounded: bey
 from __future__ import annotations
 
 import heapq
+import logging
 import math
 import uuid
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from prometheus_client.registry import Collector
 
 from config.model import ProxyConfig
 from proxy.clock import SystemClock
+from proxy.logs import LogLimiter
 from proxy.metrics import PREFIX as METRICS_PREFIX
 from quota.connection import ConnectionQuotas
 from quota.client_quota import ClientQuotaManager
@@ -39,6 +41,7 @@ def label(value: str) -> str:
     import hashlib
 
     return f"{value[:110]}...#{hashlib.sha256(value.encode('utf-8', 'surrogateescape')).hexdigest()[:10]}"
+log = logging.getLogger(__name__)
 PREFIX = "kafka_quota_proxy_quota"
 
 
@@ -88,6 +91,40 @@ class ByteRateQuotas:
         # quota, so the proxy never throttles or pauses what it publishes itself.
         self.internal_topics: frozenset[str] = self.volume.internal_topics if self.volume is not None else frozenset()
         self.produce_prefix = _ProducePrefixWanted(self)
+        self.shadow_throttles: dict[str, list[int]] = {}  # quota -> [decisions, total ms]: computed, not applied
+        self._shadow_log = LogLimiter()
+        self.set_mode(settings["quota.mode"])
+
+    def set_mode(self, mode: str) -> None:
+        """``shadow``: every quota of the proxy computed and metered, none applied; ``enforce``: per entry."""
+        shadow = mode == "shadow"
+        self.shadow = shadow
+        for manager in (self.produce, self.fetch, self.mutations, self.producer_ids):
+            manager.shadow = shadow
+        if self.volume is not None:
+            self.volume.produce.shadow = shadow
+
+    def apply(self, config: ProxyConfig) -> None:
+        """A new effective configuration (the dynamic config changed): the mode and every table, in one step of
+        the event loop, so no request sees half of it."""
+        self.set_mode(config.settings["quota.mode"])
+        self.update(config.quotas)
+
+    def note_shadow(self, quota: str, decision, user: str, client_id: str) -> int:
+        """A decision computed but not applied (shadow mode): counted and logged ("would throttle"); returns the
+        throttle it would have applied (ms), 0 when there is none."""
+        ms = getattr(decision, "throttle_time_ms", 0)
+        if not decision.shadow or ms <= 0:
+            return 0
+        counts = self.shadow_throttles.setdefault(quota, [0, 0])
+        counts[0] += 1
+        counts[1] += ms
+        who = f"{user or '-'}/{client_id or '-'}"
+        suppressed = self._shadow_log.allow(who, quota, self.clock.now_ms() / 1000.0)
+        if suppressed is not None:
+            log.info("shadow mode: would throttle %s %d ms (%s)%s", who, ms, quota,
+                     f"; {suppressed} more for it in the last 10 s" if suppressed else "")
+        return ms
 
     def is_internal(self, only_topic, topic_ids) -> bool:
         """Whether a Produce that writes only ``only_topic`` (a name, or topic id bytes) writes an internal topic."""
@@ -140,6 +177,16 @@ class QuotaMetricsCollector(Collector):
                 throttled.add_metric(tag_labels, stats.throttled_count)
                 recorded.add_metric(tag_labels, stats.value_total)
         yield from (rate, limit, throttle_total, throttle_max, throttled, recorded)
+        shadow_count = CounterMetricFamily(f"{PREFIX}_shadow_throttles", "Throttles computed in shadow mode and not "
+                                           "applied, by quota.", labels=["quota"])
+        shadow_ms = CounterMetricFamily(f"{PREFIX}_shadow_throttle_time_ms", "Throttle time computed in shadow mode "
+                                        "and not applied (ms), by quota.", labels=["quota"])
+        for quota, (count, ms) in self._quotas.shadow_throttles.items():
+            shadow_count.add_metric([quota], count)
+            shadow_ms.add_metric([quota], ms)
+        mode = GaugeMetricFamily(f"{PREFIX}_shadow_mode", "1 while the whole proxy is in shadow mode (quota.mode).")
+        mode.add_metric([], 1.0 if self._quotas.shadow else 0.0)
+        yield from (shadow_count, shadow_ms, mode)
         yield from self._mutation_metrics()
         yield from self._producer_id_metrics()
         if self._quotas.volume is not None:

@@ -13,7 +13,7 @@ import struct
 import time
 from collections.abc import Callable
 
-from proxy.apis import PASS, AnswerLocally, ConnectionScope, LookUp, Outcome, Plan, Session, plan_request
+from proxy.apis import PASS, AnswerLocally, Await, ConnectionScope, LookUp, Outcome, Plan, Session, plan_request
 from proxy.codec.errors import ProtocolError
 from proxy.codec.frame import STREAM, Action
 from proxy.codec.header import RequestHeader
@@ -29,11 +29,12 @@ class RequestPath:
     """The frame handler of the client-to-broker direction."""
 
     __slots__ = ("_flow", "_scope", "_session", "_forward", "_responses", "_api_metrics", "_now", "_plan", "_entry",
-                 "_planner", "_usage")
+                 "_planner", "_usage", "_spawn")
 
     def __init__(self, flow: Flow, scope: ConnectionScope, session: Session, forward: Callable[[object], None],
                  responses: ResponsePath, api_metrics: Callable[[int], object], now: Callable[[], float],
-                 planner=plan_request, usage=None) -> None:
+                 planner=plan_request, usage=None, spawn=None) -> None:
+        self._spawn = spawn  # (start, done): runs start() off the request path, then done(result) (Await outcomes)
         self._usage = usage  # header -> the usage-log row of its entity, when a usage log is configured
         self._planner = planner  # (scope, session, header) -> Plan: the per-API handler table
         self._flow = flow
@@ -92,6 +93,9 @@ class RequestPath:
         if isinstance(outcome, LookUp):
             self._look_up(header, frame, entry, outcome)
             return
+        if isinstance(outcome, Await):
+            self._await(header, frame, entry, outcome)
+            return
         if isinstance(outcome, AnswerLocally):
             if entry is not None:
                 if outcome.throttle is not None:
@@ -128,6 +132,20 @@ class RequestPath:
         flow.request_deciding()
         self._forward(flow.inflight.look_up(entry, time.perf_counter_ns(), lookup.api_key, lookup.api_version,
                                             lookup.body, answered))
+
+    def _await(self, header: RequestHeader, frame, entry: InFlight | None, work: Await) -> None:
+        """Start the proxy's own work now; decide this request on its result (reading waits until then)."""
+        if self._spawn is None:
+            raise ProtocolError("this connection cannot run the proxy's own work")
+        flow = self._flow
+        frame = bytes(frame)
+
+        def done(result) -> None:
+            flow.request_decided()
+            self._act(header, frame, entry, work.then(result))
+
+        flow.request_deciding()
+        self._spawn(work.start, done)
 
     def on_frame_end(self, header: RequestHeader) -> None:
         flow = self._flow

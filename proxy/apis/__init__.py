@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import Callable
 
-from proxy.apis import addresses, api_versions, byte_rate, mutations, producer_ids
-from proxy.apis.plan import (FORWARD_AS_IS, PASS, AnswerLocally, ConnectionScope, ForwardRequest, LookUp, Outcome, Plan,
-                             Session)
-from proxy.codec.apis import (API_VERSIONS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CLUSTER, FETCH,
-                              FIND_COORDINATOR, INIT_PRODUCER_ID, METADATA, PRODUCE)
+from proxy.apis import addresses, api_versions, byte_rate, client_quotas, mutations, producer_ids
+from proxy.apis.plan import (FORWARD_AS_IS, PASS, AnswerLocally, Await, ConnectionScope, ForwardRequest, LookUp, Outcome,
+                             Plan, Session)
+from proxy.codec.apis import (ALTER_CLIENT_QUOTAS, API_VERSIONS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS,
+                              DESCRIBE_CLIENT_QUOTAS, DESCRIBE_CLUSTER, FETCH, FIND_COORDINATOR, INIT_PRODUCER_ID,
+                              METADATA, PRODUCE)
 from proxy.codec.apis import api_name
 from proxy.codec.errors import ProtocolError
 from proxy.codec.header import RequestHeader
@@ -32,6 +33,8 @@ HANDLERS: dict[int, Handler] = {
     DELETE_TOPICS: mutations.plan_delete_topics,
     CREATE_PARTITIONS: mutations.plan_create_partitions,
     INIT_PRODUCER_ID: producer_ids.plan_init_producer_id,  # KIP-936 attribution
+    DESCRIBE_CLIENT_QUOTAS: client_quotas.plan_describe,  # served by the proxy with a dynamic config
+    ALTER_CLIENT_QUOTAS: client_quotas.plan_alter,
 }
 
 
@@ -47,5 +50,5 @@ def plan_request(scope: ConnectionScope, session: Session, header: RequestHeader
     return handler(scope, session, header)
 
 
-__all__ = ["FORWARD_AS_IS", "HANDLERS", "PASS", "AnswerLocally", "ConnectionScope", "ForwardRequest", "LookUp", "Outcome",
+__all__ = ["FORWARD_AS_IS", "HANDLERS", "PASS", "AnswerLocally", "Await", "ConnectionScope", "ForwardRequest", "LookUp", "Outcome",
            "Plan", "Session", "plan_request"]

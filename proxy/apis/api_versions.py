@@ -9,7 +9,7 @@ lists the ApiVersions versions to retry with.
 from __future__ import annotations
 
 from proxy.apis.plan import ConnectionScope, Plan, Session
-from proxy.codec.apis import API_VERSIONS
+from proxy.codec.apis import ALTER_CLIENT_QUOTAS, API_VERSIONS, DESCRIBE_CLIENT_QUOTAS
 from proxy.codec.frame import DROP
 from proxy.codec.header import RequestHeader, encode_response_header, frame
 from proxy.codec.messages import (
@@ -17,6 +17,7 @@ from proxy.codec.messages import (
     api_versions_unsupported_body,
     decode_api_versions_response,
     encode_response,
+    new_response,
 )
 
 MIN_VERSION, MAX_VERSION = DECODED_APIS[API_VERSIONS]
@@ -28,15 +29,27 @@ def plan(scope: ConnectionScope, session: Session, header: RequestHeader) -> Pla
         response = frame(encode_response_header(API_VERSIONS, 0, header.correlation_id) + body)
         return Plan(action=DROP, local_response=response)
     version = header.api_version
-    return Plan(rewrite=lambda body: intersect(version, body))
+    served = SERVED_BY_PROXY if scope.client_quotas is not None else {}
+    return Plan(rewrite=lambda body: intersect(version, body, served))
 
 
-def intersect(version: int, body: memoryview) -> bytes | None:
+# APIs the proxy answers itself when a dynamic config is configured: advertised whatever the broker says.
+SERVED_BY_PROXY = {DESCRIBE_CLIENT_QUOTAS: (0, 1), ALTER_CLIENT_QUOTAS: (0, 1)}
+
+
+def intersect(version: int, body: memoryview, served: dict[int, tuple[int, int]] | None = None) -> bytes | None:
     msg = decode_api_versions_response(version, body)
     if msg.error_code != 0:
         return None  # an error (or the v0 fallback body) goes back as the broker sent it
     kept = []
+    served = served or {}
+    if served:  # the proxy's own ranges, in place of the broker's
+        kept.extend(new_response(API_VERSIONS, version, api_keys=[
+            {"api_key": api_key, "min_version": low, "max_version": high}
+            for api_key, (low, high) in served.items()]).api_keys)
     for api in msg.api_keys:
+        if api.api_key in served:
+            continue
         ours = DECODED_APIS.get(api.api_key)
         if ours is not None:
             low, high = max(api.min_version, ours[0]), min(api.max_version, ours[1])

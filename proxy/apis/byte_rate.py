@@ -38,6 +38,7 @@ from proxy.codec.records import iter_batches
 from proxy.codec.responses import encode_local_response, error_response
 from proxy.volume import NOT_ENOUGH_REPLICAS
 from quota.decision import Throttle, is_applied, longest
+from quota.entity import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
 from quota.throttle import INT32_MAX
 
 FETCH_MAX_BYTES_SINCE = 3
@@ -50,12 +51,16 @@ def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader
                                                                                       scope.topic_ids):
         return base  # the proxy's own topic (volume usage): no quota applies, nor PAUSE
     volume = quotas.volume
-    if volume is not None and volume.paused:
+    if volume is not None and volume.paused and not quotas.shadow:
         return paused_produce(scope, volume, header, base)
     throttle = None
+    shadow_ms = 0  # what shadow quotas would have applied (the usage log's shadow_throttle_ms)
     if quotas.produce.enabled:  # no producer_byte_rate anywhere: nothing recorded, as Kafka does
         decision = quotas.produce.record_and_decide(session.user, header.client_id or "", header.size)
-        throttle = decision if is_applied(decision) else None
+        if is_applied(decision):
+            throttle = decision
+        else:
+            shadow_ms = quotas.note_shadow(PRODUCER_BYTE_RATE, decision, session.user, header.client_id)
     pid = header.producer_id
     if pid >= 0 and quotas.producer_ids.enabled:  # KIP-936: a new producer id is counted
         now = quotas.clock.now_ms()
@@ -70,11 +75,18 @@ def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader
                                 header.api_key).new_producer_ids += 1
             if is_applied(decision):
                 throttle = decision if throttle is None else longest(throttle, decision)
+            else:
+                shadow_ms = max(shadow_ms, quotas.note_shadow("producer_ids_rate", decision, session.user, ""))
     if volume is not None and volume.throttling:  # cluster volume usage: the produce quota scaled by its factor
         # Recorded only while throttling: traffic sent while OPEN is not paid for when a soft limit is crossed.
         decision = volume.produce.record_and_decide(session.user, header.client_id or "", header.size)
         if is_applied(decision):
             throttle = decision if throttle is None else longest(throttle, decision)
+        else:
+            shadow_ms = max(shadow_ms, quotas.note_shadow("volume_usage", decision, session.user, header.client_id))
+    if shadow_ms and scope.usage is not None:
+        scope.usage.row(session.listener, session.peer_ip, session.user, header.client_id,
+                        header.api_key).shadow_throttle_ms += shadow_ms
     if throttle is None:
         return base
     return Plan(rewrite=base.rewrite, throttle=throttle)
@@ -107,9 +119,22 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
     if not fetch.enabled:
         return base
     user, client_id = session.user, header.client_id or ""
-    if fetch.resolve(user, client_id).unlimited:
+    resolved = fetch.resolve(user, client_id)
+    if resolved.unlimited:
         return base
     version = header.api_version
+    quotas = scope.quotas
+    if fetch.shadow or resolved.shadow:  # shadow: counted and reported, nothing capped, trimmed or throttled
+
+        def record_only(response_size: int):
+            decision = fetch.record_and_decide(user, client_id, response_size)
+            shadow_ms = quotas.note_shadow(CONSUMER_BYTE_RATE, decision, user, client_id)
+            if shadow_ms and scope.usage is not None:
+                scope.usage.row(session.listener, session.peer_ip, user, header.client_id,
+                                header.api_key).shadow_throttle_ms += shadow_ms
+            return decision
+
+        return Plan(action=base.action, rewrite=base.rewrite, record_response=record_only)
 
     def budget() -> int:
         """Bytes this client may receive now without going over its quota (at least 1: progress is kept)."""

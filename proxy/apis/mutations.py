@@ -147,6 +147,7 @@ class _Mutation:
         learn = self.learner(items)
         if is_applied(decision):
             return ForwardRequest(rewrite=learn, throttle=decision)
+        self.scope.quotas.note_shadow("controller_mutation_rate", decision, self.user, self.client_id)
         return ForwardRequest(rewrite=learn)
 
     def strict(self, msg: Message, items: list, counts: list[int | None]) -> Outcome:
@@ -154,6 +155,8 @@ class _Mutation:
         if self.usage is not None:
             self.usage().partition_mutations += sum(c for c, ok in zip(counts, admission.admitted) if ok and c)
         throttle = admission.throttle
+        if throttle is not None and not is_applied(throttle):
+            self.scope.quotas.note_shadow("controller_mutation_rate", throttle, self.user, self.client_id)
         if throttle is None or not is_applied(throttle) or admission.all_admitted:
             return ForwardRequest(rewrite=self.learner(items),
                                   throttle=throttle if throttle is not None and is_applied(throttle) else None)

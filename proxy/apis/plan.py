@@ -22,6 +22,7 @@ from quota.decision import Decision, Throttle
 if TYPE_CHECKING:
     from proxy.cluster import BrokerPorts
     from proxy.quotas import ByteRateQuotas
+    from proxy.dynamic import DynamicConfig
     from proxy.usage import UsageTable
 
 # Rewrites a response body (the bytes after the response header); returns the new body, or None to send the
@@ -61,7 +62,17 @@ class LookUp:
     then: Callable[[memoryview], "ForwardRequest | AnswerLocally"]
 
 
-Outcome = ForwardRequest | AnswerLocally | LookUp
+@dataclass(frozen=True, slots=True)
+class Await:
+    """Answer after some work of the proxy's own (e.g. writing the config topic): ``start()`` is awaited off the
+    request path, reading of the client stops at the next boundary meanwhile, and ``then`` builds the answer from
+    its result (or the exception it raised); the request keeps its place in the response order."""
+
+    start: Callable[[], object]
+    then: Callable[[object], "AnswerLocally"]
+
+
+Outcome = ForwardRequest | AnswerLocally | LookUp | Await
 FORWARD_AS_IS = ForwardRequest()
 
 
@@ -87,6 +98,7 @@ class ConnectionScope:
     quotas: "ByteRateQuotas"
     topics: TopicPartitions = field(default_factory=TopicPartitions)  # partition counts, proxy-wide (KIP-599)
     usage: "UsageTable | None" = None  # the usage log's current interval, when a usage log is configured
+    client_quotas: "DynamicConfig | None" = None  # Describe/AlterClientQuotas served by the proxy, when configured
 
 
 @dataclass(slots=True)

@@ -160,3 +160,14 @@ def test_an_empty_log_gives_an_empty_plan(spark, tmp_path):
     assert quota_items(tmp_path / "out") == []
     assert not list((tmp_path / "out").glob("chart-*.png"))
     assert "None in this log." in (tmp_path / "out" / "report.html").read_text()
+
+
+def test_the_recommended_quotas_are_a_block_the_proxy_accepts_as_it_is(result):
+    """`recommended-quotas.yaml` pasted into a configuration: the proxy's loader takes every item, ip entities
+    included, and resolves them as recommended."""
+    from config.loader import load_config_text
+
+    base = "upstream: {bootstrap_servers: ['127.0.0.1:9092']}\nlisteners: [{name: L, bind: '127.0.0.1:0'}]\n"
+    config = load_config_text(base + (result["out"] / "recommended-quotas.yaml").read_text())
+    assert config.quotas.limit("producer_byte_rate", "known", "exact") == 150_000
+    assert config.connections.ip_rate(KNOWN_IP) == 15.0

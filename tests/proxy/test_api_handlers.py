@@ -120,3 +120,23 @@ def test_produce_to_the_proxys_own_topic_alone_is_exempt_from_every_quota_and_fr
         assert plan.throttle is None and plan.local_response is None and plan.decide is None
     for other in ("orders", None):  # another topic, or several topics: paused
         assert plan_request(scope, SESSION, produce(other)).decide is not None
+
+
+@pytest.mark.parametrize("where", ["proxy", "entry"])
+def test_shadow_mode_computes_and_meters_but_never_throttles(where):
+    quota = {"entity": {"client-id": "<default>"}, "producer_byte_rate": 1}
+    raw = {"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}], "quotas": [quota]}
+    if where == "proxy":
+        raw["settings"] = {"quota.mode": "shadow"}
+    else:
+        quota["mode"] = "shadow"
+    quotas = ByteRateQuotas(parse_config(raw))
+    scope = ConnectionScope(None, TopicIdMap(), quotas)
+    for _ in range(3):
+        plan = plan_request(scope, SESSION, RequestHeader(100_000, PRODUCE, 9, 5, "c", 20, 1))
+        assert plan.throttle is None
+    count, total_ms = quotas.shadow_throttles["producer_byte_rate"]
+    assert count >= 2 and total_ms > 1000
+    quotas.set_mode("enforce")
+    if where == "proxy":  # the whole proxy back to enforcing: the same traffic is throttled
+        assert plan_request(scope, SESSION, RequestHeader(100_000, PRODUCE, 9, 5, "c", 20, 1)).throttle is not None

@@ -1,0 +1,151 @@
+"""Dynamic configuration: entries from the compacted config topic, laid over the YAML configuration.
+
+YAML stays the base; the config topic (``dynamic_config.topic``, default ``__kafka_quota_proxy_configs``) overrides
+it, as dynamic configs override ``server.properties`` in Kafka. One record per entity:
+
+- key: the entity as canonical JSON (sorted keys, no spaces): ``{"user":"alice"}``, ``{"client-id":"etl"}``,
+  ``{"client-id":"etl","user":"alice"}``, ``{"ip":"10.0.0.7"}``, each name possibly ``<default>``; or
+  ``{"proxy":"settings"}`` for proxy-wide settings;
+- value: a JSON object of quota keys (``{"producer_byte_rate": 1048576}``) and optionally ``"mode": "shadow"`` or
+  ``"enforce"``; for the proxy-wide record, dynamic settings (:data:`DYNAMIC_SETTINGS`); a tombstone (null value)
+  removes the entry.
+
+A record's keys replace that entity's dynamic keys whole (the ``configs`` CLI writes the merged result); per key,
+dynamic wins over YAML. Everything here is pure: records in, a checked :class:`DynamicEntries` out, and
+:func:`effective` builds the configuration every manager then reads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from config.errors import ConfigError
+from config.model import ProxyConfig, Settings
+from config.quotas import parse_quota_section
+from quota.connection import IP, normalize_ip
+from quota.entity import CLIENT_ID, DEFAULT, USER
+
+DEFAULT_TOPIC = "__kafka_quota_proxy_configs"
+PROXY_KEY = {"proxy": "settings"}
+ENTITY_TYPES = (USER, CLIENT_ID, IP)
+MODES = ("enforce", "shadow")
+# Proxy-wide settings a dynamic record may change (the rest need a restart, as Kafka's static configs do).
+DYNAMIC_SETTINGS = ("max.connection.creation.rate", "max.connections", "max.connections.per.ip",
+                    "max.connections.per.ip.overrides", "quota.mode")
+
+
+class RecordError(ValueError):
+    """A config-topic record that cannot be used; the message names the key and the reason."""
+
+
+def entity_key(entity: Mapping[str, str]) -> bytes:
+    """The record key of an entity: canonical JSON, so every writer produces the same bytes (compaction keys)."""
+    return json.dumps(dict(entity), sort_keys=True, separators=(",", ":")).encode()
+
+
+def parse_key(key: bytes | None) -> dict[str, str]:
+    if key is None:
+        raise RecordError("a record without a key")
+    try:
+        entity = json.loads(key.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise RecordError(f"key {key[:100]!r} is not JSON") from None
+    if entity == PROXY_KEY:
+        return dict(PROXY_KEY)
+    if not isinstance(entity, dict) or not entity:
+        raise RecordError(f"key {key[:100]!r}: expected an entity object")
+    for part, name in entity.items():
+        if part not in ENTITY_TYPES:
+            raise RecordError(f"key {key[:100]!r}: unknown entity type {part!r} (known: {', '.join(ENTITY_TYPES)})")
+        if not isinstance(name, str) or not name:
+            raise RecordError(f"key {key[:100]!r}: {part} must be a name or \"{DEFAULT}\"")
+    if IP in entity:
+        if len(entity) > 1:
+            raise RecordError(f"key {key[:100]!r}: an ip entity cannot be combined with user or client-id")
+        if entity[IP] != DEFAULT:
+            try:
+                entity[IP] = normalize_ip(entity[IP])
+            except ValueError:
+                raise RecordError(f"key {key[:100]!r}: {entity[IP]!r} is not an IP address") from None
+    return entity
+
+
+@dataclass(frozen=True, slots=True)
+class DynamicEntries:
+    """The config topic's live entries: entity key bytes -> (entity, values)."""
+
+    entries: Mapping[bytes, tuple[dict, dict]] = field(default_factory=lambda: MappingProxyType({}))
+
+    def with_record(self, base: ProxyConfig, key: bytes | None, value: bytes | None) -> "DynamicEntries":
+        """These entries with one record applied; raises :class:`RecordError` (and changes nothing) for a record
+        that cannot be used, alone or with the rest."""
+        entity = parse_key(key)
+        canonical = entity_key(entity)
+        entries = dict(self.entries)
+        if value is None:
+            entries.pop(canonical, None)
+        else:
+            try:
+                values = json.loads(value.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError):
+                raise RecordError(f"{canonical.decode()}: value is not JSON") from None
+            if not isinstance(values, dict):
+                raise RecordError(f"{canonical.decode()}: expected a JSON object of quota keys, got {values!r}")
+            entries[canonical] = (entity, values)
+        updated = DynamicEntries(MappingProxyType(entries))
+        try:
+            effective(base, updated)
+        except ConfigError as exc:
+            raise RecordError(f"{canonical.decode()}: {exc}") from None
+        return updated
+
+
+def effective(base: ProxyConfig, dynamic: DynamicEntries) -> ProxyConfig:
+    """The YAML configuration with the dynamic entries laid over it: per entity and key, dynamic wins. Raises
+    ConfigError naming the key for anything the YAML loader would reject."""
+    from config.loader import SETTINGS, connection_limits, parse_settings_values
+
+    items: dict[bytes, dict] = {}
+    for item in base.raw_quotas:
+        entry = dict(item)
+        items[entity_key(entry["entity"])] = entry
+    settings_overlay: dict[str, Any] = {}
+    for canonical, (entity, values) in dynamic.entries.items():
+        if entity == PROXY_KEY:
+            unknown = [k for k in values if k not in DYNAMIC_SETTINGS]
+            if unknown:
+                raise ConfigError(f"proxy settings.{unknown[0]}", f"not a dynamic setting (dynamic: "
+                                  f"{', '.join(DYNAMIC_SETTINGS)})")
+            settings_overlay.update(values)
+            continue
+        entry = items.get(canonical, {"entity": dict(entity)})
+        items[canonical] = {**entry, **values}
+    raw = list(items.values())
+    quotas, ip_rates = parse_quota_section(raw, "quotas (YAML and dynamic)")
+    settings = base.settings
+    if settings_overlay:
+        merged = {**{k: v for k, v in settings.values.items()}, **settings_overlay}
+        settings = parse_settings_values(merged, "proxy settings", {lc.name for lc in base.listeners})
+    return dataclasses.replace(base, quotas=quotas, settings=settings,
+                               connections=connection_limits(settings, base.listeners, ip_rates))
+
+
+def describe(config: ProxyConfig) -> list[tuple[dict, dict]]:
+    """Every configured quota entity with its effective keys, as DescribeClientQuotas and ``configs --describe``
+    show them: [(entity, {key: value})]."""
+    out = []
+    for entry in config.quotas.entries:
+        entity = {}
+        if entry.entity.user is not None:
+            entity[USER] = entry.entity.user
+        if entry.entity.client_id is not None:
+            entity[CLIENT_ID] = entry.entity.client_id
+        out.append((entity, {k: v for k, v in entry.quotas.items() if not math.isinf(v)}))
+    for ip, rate in config.connections.ip_rates.items():
+        out.append(({IP: ip}, {"connection_creation_rate": rate}))
+    return out

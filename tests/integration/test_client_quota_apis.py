@@ -1,0 +1,149 @@
+"""DescribeClientQuotas and AlterClientQuotas served by the proxy (Tansu has no client-quota APIs: it closes the
+connection), sent by kafka-python's admin client over its own connection manager with kafka-python's own protocol
+classes (KafkaAdminClient has no client-quota method; confluent-kafka's Python AdminClient has none either, and the
+Java kafka-configs.sh cannot be run here). The proxy advertises both APIs in ApiVersions, authorizes alters by
+admin_principals, and applies what it writes to live traffic within a second."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.harness import Tansu, free_port, proxy_config, start_proxy
+
+pytestmark = pytest.mark.integration
+
+NONE, CLUSTER_AUTHORIZATION_FAILED, INVALID_REQUEST = 0, 31, 42
+
+
+def start(admins: list[str]):
+    proxy_port, broker_port = free_port(), free_port()
+    broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
+    config = proxy_config(proxy_port, broker_port,
+                          quotas=[{"entity": {"user": "<default>"}, "consumer_byte_rate": 5000000}])
+    config["dynamic_config"] = {}
+    config["admin_principals"] = admins
+    try:
+        return start_proxy(config), broker
+    except BaseException:
+        broker.stop()
+        raise
+
+
+def send(bootstrap: str, request):
+    from kafka.admin import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="quota-admin")
+    try:
+        async def call():
+            return await admin._manager.send(request)
+        return admin._manager.run(call)
+    finally:
+        admin.close()
+
+
+def alter(entries: list, validate_only: bool = False):
+    from kafka.protocol.admin.client_quotas import AlterClientQuotasRequest as R
+
+    return R(version=1, validate_only=validate_only, entries=[
+        R.EntryData(entity=[R.EntryData.EntityData(**part) for part in e["entity"]],
+                    ops=[R.EntryData.OpData(**o) for o in e["ops"]]) for e in entries])
+
+
+def describe(components: list, strict: bool = False):
+    from kafka.protocol.admin.client_quotas import DescribeClientQuotasRequest as R
+
+    return R(version=1, strict=strict, components=[R.ComponentData(**c) for c in components])
+
+
+def op(key: str, value: float | None) -> dict:
+    return {"key": key, "value": 0.0 if value is None else float(value), "remove": value is None}
+
+
+def entity(**parts) -> list:
+    return [{"entity_type": kind.replace("_", "-"), "entity_name": name} for kind, name in parts.items()]
+
+
+def entries_of(response) -> dict:
+    return {tuple((e.entity_type, e.entity_name) for e in entry.entity): {v.key: v.value for v in entry.values}
+            for entry in response.entries}
+
+
+def test_alter_and_describe_through_the_proxy_take_effect_within_a_second():
+    proxy, broker = start(["User:ANONYMOUS"])
+    try:
+        response = send(proxy.bootstrap, alter([
+            {"entity": entity(client_id="etl"), "ops": [op("producer_byte_rate", 1048576)]},
+            {"entity": entity(ip="10.0.0.9"), "ops": [op("connection_creation_rate", 3)]},
+            {"entity": entity(user="bob"), "ops": [op("colour", 1)]},  # unknown key
+            {"entity": entity(ip="10.0.0.1", user="bob"), "ops": [op("producer_byte_rate", 1)]},
+        ]))
+        written = time.monotonic()
+        codes = [e.error_code for e in response.entries]
+        assert codes == [NONE, NONE, INVALID_REQUEST, INVALID_REQUEST], response
+        assert "colour" in response.entries[2].error_message
+        while time.monotonic() - written < 5:
+            if proxy.app.effective_config.quotas.limit("producer_byte_rate", "ANONYMOUS", "etl") == 1048576:
+                break
+            time.sleep(0.02)
+        assert time.monotonic() - written < 1.5
+        assert proxy.app.connection_quotas.limits.ip_rate("10.0.0.9") == 3
+        everything = entries_of(send(proxy.bootstrap, describe([])))
+        assert everything[(("client-id", "etl"),)] == {"producer_byte_rate": 1048576.0}
+        assert everything[(("user", None),)] == {"consumer_byte_rate": 5000000.0}  # the YAML's default user
+        assert everything[(("ip", "10.0.0.9"),)] == {"connection_creation_rate": 3.0}
+        defaults = entries_of(send(proxy.bootstrap, describe([{"entity_type": "user", "match_type": 1,
+                                                               "match": None}], strict=True)))
+        assert list(defaults) == [(("user", None),)]
+        mixed = send(proxy.bootstrap, describe([{"entity_type": "ip", "match_type": 2, "match": None},
+                                                {"entity_type": "user", "match_type": 2, "match": None}]))
+        assert mixed.error_code == INVALID_REQUEST
+        # validate_only: checked, answered, not written
+        check = send(proxy.bootstrap, alter([{"entity": entity(client_id="etl"),
+                                              "ops": [op("producer_byte_rate", 1)]}], validate_only=True))
+        assert [e.error_code for e in check.entries] == [NONE]
+        time.sleep(1)
+        assert proxy.app.effective_config.quotas.limit("producer_byte_rate", "ANONYMOUS", "etl") == 1048576
+        removed = send(proxy.bootstrap, alter([{"entity": entity(client_id="etl"),
+                                                "ops": [op("producer_byte_rate", None)]}]))
+        assert [e.error_code for e in removed.entries] == [NONE]
+        deadline = time.monotonic() + 5
+        while proxy.app.effective_config.quotas.limit("producer_byte_rate", "ANONYMOUS", "etl") != float("inf"):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+    finally:
+        proxy.stop()
+        broker.stop()
+
+
+def test_alter_is_refused_to_principals_not_in_admin_principals():
+    proxy, broker = start([])
+    try:
+        response = send(proxy.bootstrap, alter([{"entity": entity(client_id="etl"),
+                                                 "ops": [op("producer_byte_rate", 1)]}]))
+        assert [e.error_code for e in response.entries] == [CLUSTER_AUTHORIZATION_FAILED]
+        assert "admin_principals" in response.entries[0].error_message
+        time.sleep(0.5)
+        assert proxy.app.effective_config.quotas.limit("producer_byte_rate", "ANONYMOUS", "etl") == float("inf")
+        assert entries_of(send(proxy.bootstrap, describe([])))  # describe is open to everyone
+    finally:
+        proxy.stop()
+        broker.stop()
+
+
+def test_both_apis_are_advertised_although_the_broker_has_neither():
+    from tests.integration import raw
+
+    proxy, broker = start([])
+    try:
+        with raw.connect(proxy.port) as sock:
+            response = raw.exchange(sock, 18, 3, client_software_name="t", client_software_version="1")
+        advertised = {api.api_key: (api.min_version, api.max_version) for api in response.api_keys}
+        assert advertised[48] == (0, 1) and advertised[49] == (0, 1)
+        with raw.connect(broker.port) as sock:  # Tansu itself lists neither
+            direct = raw.exchange(sock, 18, 3, client_software_name="t", client_software_version="1")
+        assert not {48, 49} & {api.api_key for api in direct.api_keys}
+    finally:
+        proxy.stop()
+        broker.stop()

@@ -1,0 +1,160 @@
+"""The dynamic configuration against Tansu: the `configs` CLI (kafka-python) writes the config topic, the proxy
+follows it and applies changes to live traffic within a second; bad records change nothing; a broker outage keeps
+the configuration in force."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from config.dynamic import entity_key
+from proxy.configs_cli import main as configs
+from tests.harness import Tansu, free_port, proxy_config, start_proxy
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "__kafka_quota_proxy_configs"
+
+
+@pytest.fixture
+def cluster():
+    proxy_port, broker_port = free_port(), free_port()
+    broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
+    config = proxy_config(proxy_port, broker_port, quotas=[{"entity": {"user": "<default>"},
+                                                             "consumer_byte_rate": 123456}])
+    config["dynamic_config"] = {}
+    try:
+        proxy = start_proxy(config)
+    except BaseException:
+        broker.stop()
+        raise
+    try:
+        yield proxy, broker
+    finally:
+        try:
+            proxy.stop()
+        finally:
+            broker.stop()
+
+
+def limit(proxy, key: str, user: str, client_id: str) -> float:
+    async def read():
+        return proxy.app.effective_config.quotas.limit(key, user, client_id)
+    return proxy.call(read())
+
+
+def wait_for(predicate, timeout: float = 5.0) -> float:
+    """Seconds until ``predicate()`` held (bounded), or raises."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        if predicate():
+            return time.monotonic() - start
+        time.sleep(0.02)
+    raise AssertionError("not within the timeout")
+
+
+def test_configs_cli_alters_describes_and_deletes_and_the_proxy_follows(cluster, capsys):
+    proxy, _ = cluster
+    bootstrap = proxy.bootstrap
+    assert configs(["--bootstrap-server", bootstrap, "--alter", "--entity-type", "clients", "--entity-name", "dyn",
+                    "--add-config", "producer_byte_rate=2048,controller_mutation_rate=5"]) == 0
+    written = time.monotonic()
+    assert "producer_byte_rate: (unset) -> 2048" in capsys.readouterr().out
+    took = wait_for(lambda: limit(proxy, "producer_byte_rate", "ANONYMOUS", "dyn") == 2048)
+    assert time.monotonic() - written < 1.5, took  # within about a second of being written
+    assert limit(proxy, "consumer_byte_rate", "ANONYMOUS", "dyn") == 123456  # the YAML stays under it
+    assert configs(["--bootstrap-server", bootstrap, "--describe", "--entity-type", "clients",
+                    "--entity-name", "dyn"]) == 0
+    assert "Quota configs for client-id dyn are controller_mutation_rate=5, producer_byte_rate=2048" in \
+        capsys.readouterr().out
+    assert configs(["--bootstrap-server", bootstrap, "--alter", "--entity-type", "clients", "--entity-name", "dyn",
+                    "--delete-config", "producer_byte_rate"]) == 0
+    wait_for(lambda: limit(proxy, "producer_byte_rate", "ANONYMOUS", "dyn") == float("inf"))
+    assert limit(proxy, "controller_mutation_rate", "ANONYMOUS", "dyn") == 5
+    # a bad value is refused before anything is written
+    assert configs(["--bootstrap-server", bootstrap, "--alter", "--entity-type", "users", "--entity-default",
+                    "--add-config", "producer_byte_rate=-1"]) == 2
+    assert "producer_byte_rate" in capsys.readouterr().err
+
+
+def test_a_bad_record_is_counted_and_the_last_good_configuration_stays(cluster):
+    from kafka import KafkaProducer
+
+    proxy, _ = cluster
+    assert configs(["--bootstrap-server", proxy.bootstrap, "--alter", "--entity-type", "users", "--entity-name",
+                    "alice", "--add-config", "producer_byte_rate=4096"]) == 0
+    wait_for(lambda: limit(proxy, "producer_byte_rate", "alice", "x") == 4096)
+    producer = KafkaProducer(bootstrap_servers=proxy.bootstrap)
+    try:
+        producer.send(TOPIC, key=entity_key({"user": "alice"}), value=b'{"producer_byte_rate": "lots"}').get(10)
+        producer.send(TOPIC, key=b"garbage", value=b"{}").get(10)
+    finally:
+        producer.close(5)
+    wait_for(lambda: proxy.metric("kafka_quota_proxy_dynamic_config_bad_records_total") == 2)
+    assert limit(proxy, "producer_byte_rate", "alice", "x") == 4096
+
+
+def test_a_broker_outage_keeps_the_dynamic_configuration_in_force(cluster):
+    proxy, broker = cluster
+    assert configs(["--bootstrap-server", proxy.bootstrap, "--alter", "--entity-type", "ips", "--entity-default",
+                    "--add-config", "connection_creation_rate=7"]) == 0
+
+    async def ip_rate():
+        return proxy.app.connection_quotas.limits.ip_rate("10.9.9.9")
+
+    wait_for(lambda: proxy.call(ip_rate()) == 7)
+    broker.stop()
+    time.sleep(3)
+    assert proxy.call(ip_rate()) == 7
+    assert proxy.metric("kafka_quota_proxy_dynamic_config_last_read_age_seconds") > 1.5
+
+
+def test_changes_reach_live_traffic(cluster):
+    """A producer running flat out is throttled within a second of its quota being written, and free again
+    within a second of it being deleted."""
+    from kafka import KafkaProducer
+
+    proxy, _ = cluster
+    producer = KafkaProducer(bootstrap_servers=proxy.bootstrap, client_id="live", linger_ms=5)
+    throttled = lambda: proxy.metric("kafka_quota_proxy_quota_throttled_responses_total",  # noqa: E731
+                                     quota="producer_byte_rate", user="", client_id="live")
+    try:
+        for _ in range(200):
+            producer.send("live", b"x" * 1000)
+        producer.flush(30)
+        assert throttled() == 0
+        assert configs(["--bootstrap-server", proxy.bootstrap, "--alter", "--entity-type", "clients",
+                        "--entity-name", "live", "--add-config", "producer_byte_rate=20000"]) == 0
+        wait_for(lambda: limit(proxy, "producer_byte_rate", "ANONYMOUS", "live") == 20000)
+        deadline = time.monotonic() + 20
+        while throttled() == 0 and time.monotonic() < deadline:
+            for _ in range(100):
+                producer.send("live", b"x" * 1000)
+            producer.flush(60)
+        assert throttled() > 0
+    finally:
+        producer.close(5)
+    assert proxy.metric("kafka_quota_proxy_dynamic_config_entries") == 1
+
+
+def test_topic_unreachable_at_start_then_the_proxy_catches_up():
+    """The broker is down when the proxy starts: it starts anyway on its YAML (after waiting a bounded time for
+    the topic), and follows the topic once the broker is up."""
+    proxy_port, broker_port = free_port(), free_port()
+    config = proxy_config(proxy_port, broker_port)
+    config["dynamic_config"] = {}
+    started = time.monotonic()
+    proxy = start_proxy(config)
+    broker = None
+    try:
+        assert time.monotonic() - started < 8
+        assert proxy.app.effective_config is proxy.app.config  # YAML alone
+        broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
+        assert configs(["--bootstrap-server", proxy.bootstrap, "--alter", "--entity-type", "users",
+                        "--entity-default", "--add-config", "producer_byte_rate=777"]) == 0
+        wait_for(lambda: limit(proxy, "producer_byte_rate", "anyone", "x") == 777, timeout=15)
+    finally:
+        proxy.stop()
+        if broker is not None:
+            broker.stop()
