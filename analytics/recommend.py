@@ -155,9 +155,13 @@ def to_yaml(items: list[dict], rules: Rules, source: str = "") -> str:
 _ENTITY_TYPES = (("user", "users"), ("client-id", "clients"), ("ip", "ips"))
 
 
-def to_command(item: Mapping) -> str:
-    """``kafka-quota-proxy configs --alter --entity-type users --entity-name alice ... --add-config k=v,...``"""
-    parts = ["kafka-quota-proxy", "configs", "--alter"]
+BOOTSTRAP = "HOST:PORT"  # replaced by the operator with the proxy's (or the cluster's) bootstrap address
+
+
+def to_command(item: Mapping, bootstrap: str = BOOTSTRAP) -> str:
+    """``kafka-quota-proxy configs --bootstrap-server HOST:PORT --alter --entity-type users --entity-name alice ...
+    --add-config k=v,...``"""
+    parts = ["kafka-quota-proxy", "configs", "--bootstrap-server", bootstrap, "--alter"]
     for key, entity_type in _ENTITY_TYPES:
         if key in item["entity"]:
             parts += ["--entity-type", entity_type, "--entity-name", shlex.quote(item["entity"][key])]

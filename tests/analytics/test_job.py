@@ -107,10 +107,10 @@ def test_recommended_quotas(result):
     assert not any("producer_ids_rate" in it and "client-id" in it["entity"] for it in items)
     commands = (result["out"] / "recommended-commands.txt").read_text().splitlines()
     assert len(commands) == len(items)
-    assert ("kafka-quota-proxy configs --alter --entity-type users --entity-name known --entity-type clients "
+    assert ("kafka-quota-proxy configs --bootstrap-server HOST:PORT --alter --entity-type users --entity-name known --entity-type clients "
             "--entity-name exact --add-config producer_byte_rate=150000,consumer_byte_rate=300000,"
             "controller_mutation_rate=5.0") in commands
-    assert (f"kafka-quota-proxy configs --alter --entity-type ips --entity-name {KNOWN_IP} "
+    assert (f"kafka-quota-proxy configs --bootstrap-server HOST:PORT --alter --entity-type ips --entity-name {KNOWN_IP} "
             "--add-config connection_creation_rate=15.0") in commands
 
 

@@ -62,10 +62,10 @@ def test_yaml_and_commands():
              {"entity": {"ip": "1.2.3.4"}, "connection_creation_rate": 5.0},
              {"entity": {"user": "has space"}, "producer_ids_rate": 10.0}]
     assert yaml.safe_load(to_yaml(items, Rules())) == {"quotas": items}
-    assert to_command(items[0]) == ("kafka-quota-proxy configs --alter --entity-type users --entity-name alice "
+    assert to_command(items[0]) == ("kafka-quota-proxy configs --bootstrap-server HOST:PORT --alter --entity-type users --entity-name alice "
                                     "--entity-type clients --entity-name x --add-config "
                                     "producer_byte_rate=123,consumer_byte_rate=456")
-    assert to_command(items[1]) == ("kafka-quota-proxy configs --alter --entity-type ips --entity-name 1.2.3.4 "
+    assert to_command(items[1]) == ("kafka-quota-proxy configs --bootstrap-server HOST:PORT --alter --entity-type ips --entity-name 1.2.3.4 "
                                     "--add-config connection_creation_rate=5.0")
     assert "--entity-name 'has space'" in to_commands(items).splitlines()[2]
 
@@ -75,3 +75,21 @@ def test_rules_are_checked():
         Rules(headroom=0)
     with pytest.raises(ValueError):
         Rules(burst="p50")
+
+
+def test_every_command_is_one_the_configs_cli_accepts():
+    import shlex
+
+    from proxy.configs_cli import build_parser, entity_from_args, parse_add
+
+    items = [{"entity": {"user": "alice", "client-id": "x"}, "producer_byte_rate": 123},
+             {"entity": {"ip": "1.2.3.4"}, "connection_creation_rate": 5.0},
+             {"entity": {"user": "has space"}, "producer_ids_rate": 10.0}]
+    for item, line in zip(items, to_commands(items).splitlines()):
+        argv = shlex.split(line)
+        assert argv[:2] == ["kafka-quota-proxy", "configs"]
+        args = build_parser().parse_args(argv[2:])
+        assert args.alter and args.bootstrap_server == "HOST:PORT"
+        entity = entity_from_args(args.entity_type, args.entity_name)
+        assert entity == item["entity"]
+        assert parse_add(args.add_config) == {k: v for k, v in item.items() if k != "entity"}
