@@ -30,6 +30,11 @@ fuzz: $(FUZZ_STAMP)
 	$(PY) tests/fuzz/fuzz_codec.py -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=.fuzz/crashes/ \
 		-rss_limit_mb=2048 -timeout=10 -print_final_stats=1 .fuzz/corpus
 
+# The fault suite (tests/integration/test_faults.py) injecting faults for SOAK_SECONDS instead of a few seconds.
+SOAK_SECONDS ?= 600
+soak: $(STAMP)
+	SOAK_SECONDS=$(SOAK_SECONDS) $(PY) -m pytest -q -s -p no:cacheprovider tests/integration/test_faults.py
+
 bench: $(STAMP)
 	$(PY) bench/passthrough.py
 	$(PY) bench/quota_accuracy.py

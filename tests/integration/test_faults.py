@@ -17,6 +17,7 @@ from __future__ import annotations
 import signal
 import socket
 import time
+import urllib.request
 from collections import Counter
 
 import pytest
@@ -138,7 +139,9 @@ def _request(api_key: int, version: int, correlation_id: int, **fields) -> bytes
 
 
 def _fetch(correlation_id: int) -> bytes:
-    return _request(1, 12, correlation_id, max_wait_ms=0, min_bytes=1, max_bytes=4 * MiB, topics=[
+    """A Fetch of the preloaded topic from offset 0: about 4 MiB of answer (Tansu answers a Fetch with
+    max_wait_ms=0 with no data, so it waits up to 500 ms, and returns at once since the data is there)."""
+    return _request(1, 12, correlation_id, max_wait_ms=500, min_bytes=1, max_bytes=4 * MiB, topics=[
         {"topic": "big", "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 4 * MiB}]}])
 
 
@@ -168,6 +171,14 @@ def _preload(bootstrap: str, topic: str, count: int, size: int) -> None:
 
 
 SLOW_READERS = 8
+
+
+def _metric(ops_port: int, name: str) -> float:
+    """The sum of a metric's samples, as Prometheus would scrape it from the proxy process."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{ops_port}/metrics", timeout=5) as r:
+        lines = r.read().decode().splitlines()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in lines
+               if line.startswith(name + "{") or line.startswith(name + " "))
 
 
 @pytest.mark.timeout(90 + 2 * SOAK_SECONDS)
@@ -240,6 +251,7 @@ def test_slow_readers_half_sent_frames_and_disconnects_leave_memory_bounded_and_
         finished = time.monotonic()
         pause = producer.longest_pause(started, finished)
         peak = sampler.peak(started, finished)
+        bound_reached = _metric(ops_port, "kafka_quota_proxy_connection_inflight_bound_reached_total")
 
         fresh = _connect(proxy_port)
         fresh.sendall(_api_versions(7))
@@ -258,7 +270,9 @@ def test_slow_readers_half_sent_frames_and_disconnects_leave_memory_bounded_and_
                baseline_rss_mib=round(baseline / MiB, 1), peak_rss_mib=round(peak / MiB, 1),
                peak_growth_mib=round((peak - baseline) / MiB, 1), first_third_peak_mib=round(first / MiB, 1),
                last_third_peak_mib=round(last / MiB, 1), longest_pause_s=round(pause, 3), sent=producer.sent,
-               acked=len(acked), failed=producer.failed, read_back=sum(seen.values()))
+               acked=len(acked), failed=producer.failed, read_back=sum(seen.values()),
+               inflight_bound_reached=bound_reached)
+        assert bound_reached >= SLOW_READERS, "the slow readers never filled their in-flight bound"
         assert peak - baseline < 64 * MiB, f"RSS grew by {(peak - baseline) / MiB:.1f} MiB"
         assert pause < 2.0, f"the well-behaved producer waited {pause:.2f} s for an acknowledgement"
         assert producer.failed == 0
