@@ -3,8 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+FUZZ_STAMP := $(VENV)/.installed-fuzz
+FUZZ_SECONDS ?= 60
 
-.PHONY: demo test bench check-compose clean
+.PHONY: demo test bench fuzz soak check-compose clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +19,21 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider
+
+# Coverage-guided fuzzing of the codec (atheris): FUZZ_SECONDS of it; crashing inputs land in .fuzz/crashes/.
+$(FUZZ_STAMP): pyproject.toml $(STAMP)
+	$(PY) -m pip install --quiet -e '.[dev,fuzz]'
+	touch $(FUZZ_STAMP)
+
+fuzz: $(FUZZ_STAMP)
+	mkdir -p .fuzz/corpus .fuzz/crashes
+	$(PY) tests/fuzz/fuzz_codec.py -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=.fuzz/crashes/ \
+		-rss_limit_mb=2048 -timeout=10 -print_final_stats=1 .fuzz/corpus
+
+# The fault suite (tests/integration/test_faults.py) injecting faults for SOAK_SECONDS instead of a few seconds.
+SOAK_SECONDS ?= 600
+soak: $(STAMP)
+	SOAK_SECONDS=$(SOAK_SECONDS) $(PY) -m pytest -q -s -p no:cacheprovider tests/integration/test_faults.py
 
 bench: $(STAMP)
 	$(PY) bench/passthrough.py
