@@ -206,6 +206,8 @@ def _check_request_message(api_key: int, version: int, msg, correlation_id: int)
                     produce_records_summary(partition.records)
                 except ProtocolError:
                     pass
+    if api_key in M.OWN_REQUESTS_ONLY:
+        return  # the proxy never answers these itself (its own requests only): no error response to build
     answer = error_response(api_key, version, msg, _UNKNOWN_SERVER_ERROR)
     whole = encode_local_response(api_key, version, correlation_id, answer)
     head = parse_response_prefix(whole)
