@@ -17,6 +17,7 @@ import yaml
 from config.errors import ConfigError
 from config.quotas import parse_quota_section
 from config.dynamic_source import parse_dynamic_config
+from config.tls import parse_listener_tls, parse_upstream_tls
 from config.usage import parse_usage_log
 from config.volume import parse_volume_usage
 from config.model import Address, ListenerConfig, MetricsConfig, ProxyConfig, Settings, UpstreamConfig
@@ -122,6 +123,11 @@ SETTINGS: dict[str, Setting] = {
         300000, int, 0, 2**31 - 1,
         "Cluster mode: a broker absent from the cluster's answers this long has its port closed, and its "
         "connections closed; a broker that comes back gets the same port.",
+    ),
+    "sasl.server.max.receive.size": Setting(
+        524288, int, 1024, 2**31 - 1,
+        "On a listener marked sasl: true, the largest frame a client may send before it has authenticated "
+        "(Kafka's setting of the same name); larger closes the connection.",
     ),
     "max.connection.creation.rate": Setting(
         2**31 - 1, int, 1, 2**31 - 1,
@@ -280,9 +286,9 @@ def _mapping(raw: Any, path: str, required: set[str], optional: set[str] = froze
 
 
 def _upstream(raw: Any, path: str) -> UpstreamConfig:
-    m = _mapping(raw, path, required={"bootstrap_servers"})
+    m = _mapping(raw, path, required={"bootstrap_servers"}, optional={"tls"})
     servers = _list(m["bootstrap_servers"], f"{path}.bootstrap_servers", _address)
-    return UpstreamConfig(bootstrap_servers=tuple(servers))
+    return UpstreamConfig(bootstrap_servers=tuple(servers), tls=parse_upstream_tls(m.get("tls"), f"{path}.tls"))
 
 
 def _listeners(raw: Any, path: str) -> tuple[ListenerConfig, ...]:
@@ -304,10 +310,15 @@ def _listeners(raw: Any, path: str) -> tuple[ListenerConfig, ...]:
 
 
 def _listener(raw: Any, path: str) -> ListenerConfig:
-    m = _mapping(raw, path, required={"name", "bind"}, optional={"advertised_host", "broker_port_base", "internal"})
+    m = _mapping(raw, path, required={"name", "bind"},
+                 optional={"advertised_host", "broker_port_base", "internal", "tls", "sasl"})
     internal = m.get("internal", False)
     if not isinstance(internal, bool):
         raise ConfigError(f"{path}.internal", f"expected true or false, got {_show(internal)}")
+    sasl = m.get("sasl", False)
+    if not isinstance(sasl, bool):
+        raise ConfigError(f"{path}.sasl", f"expected true or false, got {_show(sasl)}")
+    tls = parse_listener_tls(m.get("tls"), f"{path}.tls")
     name = m["name"]
     if not isinstance(name, str) or not _NAME.match(name):
         raise ConfigError(f"{path}.name", f"expected a listener name of letters, digits, '_' or '-', got {_show(name)}")
@@ -329,7 +340,8 @@ def _listener(raw: Any, path: str) -> ListenerConfig:
             if bind.host in ("0.0.0.0", "::", ""):
                 raise ConfigError(f"{path}.advertised_host", f"required in cluster mode when binding {bind.host}")
             advertised = bind.host
-    return ListenerConfig(name=name, bind=bind, advertised_host=advertised, broker_port_base=base, internal=internal)
+    return ListenerConfig(name=name, bind=bind, advertised_host=advertised, broker_port_base=base, internal=internal,
+                          tls=tls, sasl=sasl)
 
 
 def _metrics(raw: Any, path: str) -> MetricsConfig:

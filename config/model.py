@@ -17,6 +17,7 @@ from quota.entity import EMPTY_QUOTA_TABLE, QuotaTable
 from quota.connection import NO_LIMITS, ConnectionLimits
 
 if TYPE_CHECKING:
+    from config.tls import ListenerTls, UpstreamTls
     from config.usage import UsageLogConfig
     from config.dynamic_source import DynamicConfigSource
     from config.volume import VolumeUsageConfig
@@ -34,6 +35,7 @@ class Address:
 @dataclass(frozen=True, slots=True)
 class UpstreamConfig:
     bootstrap_servers: tuple[Address, ...]
+    tls: "UpstreamTls | None" = None  # TLS to the brokers, when configured
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +45,8 @@ class ListenerConfig:
     advertised_host: str | None = None  # cluster mode: the host clients are given for every broker
     broker_port_base: int | None = None  # cluster mode: broker N is served on broker_port_base + N
     internal: bool = False  # the inter-broker listener: exempt from the proxy-wide connection limits (KIP-612)
+    tls: "ListenerTls | None" = None  # TLS termination (and mTLS principals), when configured
+    sasl: bool = False  # the broker behind authenticates with SASL: frames are limited until a client has
 
     @property
     def cluster_mode(self) -> bool:

@@ -24,6 +24,7 @@ from proxy.quotas import ByteRateQuotas, ConnectionMetricsCollector, QuotaMetric
 from quota.connection import ConnectionQuotas
 from proxy.tasks import cancel_and_wait
 from proxy.topics import TopicPartitions
+from proxy.principals import parse_rules
 from proxy.usage import UsageLog
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,9 @@ MAX_PROBE_RESPONSE = 1 << 20
 class Readiness:
     """Whether the broker is reachable: set by every upstream connect, re-checked by a background probe."""
 
-    def __init__(self, upstreams: tuple[Address, ...], timeout_s: float, metrics: ProxyMetrics) -> None:
+    def __init__(self, upstreams: tuple[Address, ...], timeout_s: float, metrics: ProxyMetrics,
+                 ssl_context=None) -> None:
+        self._ssl = ssl_context
         self._upstreams = upstreams
         self._timeout_s = timeout_s
         self._metrics = metrics
@@ -61,19 +64,20 @@ class Readiness:
         whose port accepts TCP but which does not answer, e.g. a stopped process, is not ready)."""
         for address in self._upstreams:
             try:
-                if await asyncio.wait_for(self._answers_api_versions(address), self._timeout_s):
+                if await asyncio.wait_for(self._answers_api_versions(address, self._ssl), self._timeout_s):
                     return True
             except OSError as exc:
                 if exc.errno in (errno.EMFILE, errno.ENFILE):
                     return self.ready  # the proxy's own limit says nothing about the broker
                 continue
-            except (asyncio.TimeoutError, asyncio.IncompleteReadError):
+            except (asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError):
                 continue
         return False
 
     @staticmethod
-    async def _answers_api_versions(address: Address) -> bool:
-        reader, writer = await asyncio.open_connection(address.host, address.port)
+    async def _answers_api_versions(address: Address, ssl_context=None) -> bool:
+        reader, writer = await asyncio.open_connection(address.host, address.port, ssl=ssl_context,
+                                                       server_hostname=address.host if ssl_context else None)
         try:
             writer.write(frame(encode_request_header(API_VERSIONS, 0, PROBE_CORRELATION_ID, READINESS_CLIENT_ID)))
             await writer.drain()
@@ -101,7 +105,12 @@ class ProxyApp:
         self.metrics.inflight_max_requests.set(config.settings["connections.max.inflight.requests"])
         self.metrics.buffered_response_max_bytes.set(config.settings["connections.max.buffered.response.bytes"])
         connect_timeout_s = config.settings["upstream.connect.timeout.ms"] / 1000.0
-        self.readiness = Readiness(config.upstream.bootstrap_servers, connect_timeout_s, self.metrics)
+        self.upstream_ssl = config.upstream.tls.context() if config.upstream.tls is not None else None
+        self._listener_tls = {lc.name: ((lc.tls.context(), parse_rules(lc.tls.principal_mapping_rules))
+                                        if lc.tls is not None else (None, ())) for lc in config.listeners}
+        self._listener_sasl = {lc.name: lc.sasl for lc in config.listeners}
+        self.readiness = Readiness(config.upstream.bootstrap_servers, connect_timeout_s, self.metrics,
+                                   self.upstream_ssl)
         self.connections: set[ClientConnection] = set()
         self.topic_ids = TopicIdMap()
         self.topics = TopicPartitions()
@@ -140,7 +149,7 @@ class ProxyApp:
             timeout_s=settings["upstream.connect.timeout.ms"] / 1000.0,
             refresh_s=settings["cluster.metadata.refresh.ms"] / 1000.0,
             removal_s=settings["cluster.broker.removal.ms"] / 1000.0, close_broker=self._close_broker_port,
-            now=time.monotonic)
+            now=time.monotonic, ssl_context=self.upstream_ssl)
         self.draining = False  # shutting down: /readyz says not ready while in-flight requests finish
         self.ops = OpsServer(self.metrics.registry,
                              lambda: self.readiness.ready and self.discovery.ready and not self.draining)
@@ -166,6 +175,11 @@ class ProxyApp:
             connections=self.connections,
             connection_quotas=self.connection_quotas,
             clock=self.quotas.clock,
+            ssl_context=self._listener_tls[name][0],
+            principal_rules=self._listener_tls[name][1],
+            sasl=self._listener_sasl[name],
+            pre_auth_max_bytes=settings["sasl.server.max.receive.size"],
+            upstream_ssl=self.upstream_ssl,
         )
 
     def _open_broker_port(self, lc: ListenerConfig, node_id: int) -> None:
@@ -182,6 +196,12 @@ class ProxyApp:
             listener.start_now()
         except OSError as exc:
             log.error("listener %s: cannot open port %d for broker %d: %s", lc.name, cluster.port_for(node_id), node_id, exc)
+
+    def _own_client_security(self) -> dict:
+        """How the proxy's own aiokafka clients (config topic, volume usage) reach the brokers."""
+        if self.upstream_ssl is None:
+            return {}
+        return {"security_protocol": "SSL", "ssl_context": self.upstream_ssl}
 
     def _apply_config(self, config: ProxyConfig) -> None:
         """A new effective configuration from the dynamic config: every manager takes it in this one step."""
@@ -205,6 +225,7 @@ class ProxyApp:
             log.info("listener %s on %s:%d", listener.ctx.name, *address)
         self.discovery.start()  # cluster mode: every broker's port opened at once, /readyz ready after
         if self.dynamic is not None:  # after the listeners: its client may reach the broker through them
+            self.dynamic.security = self._own_client_security()
             await self.dynamic.start()
         bind = self.config.metrics.bind
         self.ops_address = await self.ops.start(bind.host, bind.port)
@@ -220,13 +241,15 @@ class ProxyApp:
             bootstrap = str(self.config.upstream.bootstrap_servers[0])
             if volume.describe_log_dirs is not None:
                 self._volume_tasks = [LogDirsPoller(self.quotas.volume, self.config.upstream.bootstrap_servers,
-                                                    self.config.settings["upstream.connect.timeout.ms"] / 1000.0)]
+                                                    self.config.settings["upstream.connect.timeout.ms"] / 1000.0,
+                                                    self.upstream_ssl)]
             else:
                 self._volume_tasks = [VolumeFollower(self.quotas.volume, bootstrap)]
             if volume.publisher is not None:
                 self._volume_tasks.append(VolumePublisher(volume, bootstrap, self.quotas.clock, self.metrics,
                                                           self.volume_source))
             for task in self._volume_tasks:
+                task.security = self._own_client_security()
                 await task.start()
 
     volume_source = None  # tests and the demo inject a simulated volume source for the publisher

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
+import ssl
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -24,6 +25,7 @@ from proxy.connection import ConnectionCore
 from proxy.logs import LogLimiter
 from proxy.metrics import ApiMetrics, ProxyMetrics
 from proxy.upstream import UpstreamConnection
+from proxy.principals import MappingError, map_principal, subject_dn
 from quota.clock import Clock
 from quota.connection import ConnectionQuotas
 
@@ -67,6 +69,11 @@ class ListenerContext:
     connections: set  # open ClientConnections, for draining at shutdown
     connection_quotas: ConnectionQuotas  # connection creation rates and counts, shared by every listener
     clock: Clock  # the quotas' clock
+    ssl_context: "ssl.SSLContext | None" = None  # TLS termination on this listener
+    principal_rules: tuple = ()  # mTLS: ssl.principal.mapping.rules (proxy.principals)
+    sasl: bool = False  # the broker behind authenticates with SASL: frames limited until a client has
+    pre_auth_max_bytes: int = 524288  # sasl.server.max.receive.size
+    upstream_ssl: "ssl.SSLContext | None" = None  # TLS to the brokers
 
 
 FRAME_ERROR_LOG = LogLimiter()  # one frame-error line per client address and direction every 10 s
@@ -91,6 +98,9 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._eof_pending = False  # the client half-closed while requests were held back
         self._client_full_since = 0  # when the client stopped taking responses (monotonic ns), 0 if it takes them
         self.session = Session(ctx.name, "?")
+        if ctx.sasl:  # until the broker accepts an authentication, frames are bounded as Kafka bounds them
+            self.session.request_limit = min(ctx.pre_auth_max_bytes, ctx.max_request_bytes)
+            self.session.authenticated_limit = ctx.max_request_bytes
         self._loop = asyncio.get_running_loop()
         self._api_cache: dict[int, ApiMetrics] = {}
         self.core = ConnectionCore(
@@ -117,6 +127,20 @@ class ClientConnection(asyncio.BufferedProtocol):
         transport.set_write_buffer_limits(high=self.ctx.max_buffered_response_bytes)  # type: ignore[attr-defined]
         if self._closed_reason is not None:  # the broker went away while the socket was being wrapped
             transport.close()
+            return
+        if self.ctx.ssl_context is not None:
+            self._tls_principal(transport.get_extra_info("peercert"))
+
+    def _tls_principal(self, cert: dict | None) -> None:
+        """mTLS: the client certificate's subject, mapped by the listener's rules, is the principal."""
+        if not cert or not cert.get("subject"):
+            return  # no client certificate (client_auth none or requested): ANONYMOUS, as Kafka
+        dn = subject_dn(cert["subject"])
+        try:
+            self.session.user = map_principal(dn, self.ctx.principal_rules)
+        except MappingError as exc:
+            log.warning("listener %s: client %s refused: %s", self.ctx.name, self.peer, bounded(exc))
+            self.close("tls_principal_unmapped")
 
     def accepted(self, peer: tuple | None, counted_ip: str | None = None) -> None:
         """Count the connection as open; called once, when it is admitted (before it has an upstream).
@@ -134,7 +158,8 @@ class ClientConnection(asyncio.BufferedProtocol):
             try:
                 _, upstream = await asyncio.wait_for(
                     self._loop.create_connection(
-                        lambda: UpstreamConnection(self, self.ctx.response_buffer), address.host, address.port
+                        lambda: UpstreamConnection(self, self.ctx.response_buffer), address.host, address.port,
+                        ssl=self.ctx.upstream_ssl, server_hostname=address.host if self.ctx.upstream_ssl else None,
                     ),
                     self.ctx.connect_timeout_s,
                 )

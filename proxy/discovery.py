@@ -34,11 +34,12 @@ BACKOFF_START_S, BACKOFF_MAX_S = 0.2, 10.0
 
 
 async def ask(address: Address, api_key: int, version: int, request, timeout_s: float,
-              client_id: str = CLIENT_ID):
+              client_id: str = CLIENT_ID, ssl_context=None):
     """One request of the proxy's own on a fresh connection to ``address``; its decoded answer. Bounded by
     ``timeout_s``; raises OSError, asyncio.TimeoutError, asyncio.IncompleteReadError or ValueError."""
     async def exchange():
-        reader, writer = await asyncio.open_connection(address.host, address.port)
+        reader, writer = await asyncio.open_connection(address.host, address.port, ssl=ssl_context,
+                                                       server_hostname=address.host if ssl_context else None)
         try:
             writer.write(frame(encode_request_header(api_key, version, 1, client_id)
                                + encode_request(api_key, version, request)))
@@ -57,10 +58,11 @@ async def ask(address: Address, api_key: int, version: int, request, timeout_s: 
     return await asyncio.wait_for(exchange(), timeout_s)
 
 
-async def fetch_brokers(address: Address, timeout_s: float) -> dict[int, Address]:
+async def fetch_brokers(address: Address, timeout_s: float, ssl_context=None) -> dict[int, Address]:
     """The brokers (node id -> host:port) a bootstrap server names in a Metadata answer for no topics."""
     msg = await ask(address, METADATA, METADATA_VERSION,
-                    new_request(METADATA, METADATA_VERSION, topics=[], allow_auto_topic_creation=False), timeout_s)
+                    new_request(METADATA, METADATA_VERSION, topics=[], allow_auto_topic_creation=False), timeout_s,
+                    ssl_context=ssl_context)
     return {b.node_id: Address(b.host, b.port) for b in msg.brokers}
 
 
@@ -68,7 +70,9 @@ class BrokerDiscovery:
     """Keeps every cluster-mode listener's broker ports in step with the cluster's brokers."""
 
     def __init__(self, bootstrap: tuple[Address, ...], clusters: list, timeout_s: float, refresh_s: float,
-                 removal_s: float, close_broker: Callable[[str, int], None], now: Callable[[], float]) -> None:
+                 removal_s: float, close_broker: Callable[[str, int], None], now: Callable[[], float],
+                 ssl_context=None) -> None:
+        self._ssl = ssl_context
         self._bootstrap = bootstrap
         self._clusters = clusters  # BrokerPorts, one per cluster-mode listener
         self._timeout_s = timeout_s
@@ -86,7 +90,7 @@ class BrokerDiscovery:
             return True
         for address in self._bootstrap:
             try:
-                brokers = await fetch_brokers(address, self._timeout_s)
+                brokers = await fetch_brokers(address, self._timeout_s, self._ssl)
             except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError) as exc:
                 log.info("cluster discovery: %s did not answer Metadata: %s", address, exc or type(exc).__name__)
                 continue

@@ -49,6 +49,7 @@ class DynamicConfig:
         self._task: asyncio.Task | None = None
         self._producer = None
         self._write_lock = asyncio.Lock()
+        self.security: dict = {}  # aiokafka's security_protocol/ssl_context when the brokers speak TLS
 
     # -- records in ---------------------------------------------------------------------------------------------
 
@@ -84,6 +85,7 @@ class DynamicConfig:
         warned = False
         while True:
             consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, client_id=self.client_id, group_id=None,
+                                        **self.security,
                                         enable_auto_commit=False, auto_offset_reset="earliest",
                                         metadata_max_age_ms=10_000, fetch_max_wait_ms=200)
             try:
@@ -145,8 +147,9 @@ class DynamicConfig:
 
         async with self._write_lock:
             if self._producer is None:
-                await ensure_topic(self.bootstrap, self.topic, self.client_id)
+                await ensure_topic(self.bootstrap, self.topic, self.client_id, self.security)
                 producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, client_id=self.client_id, acks="all",
+                                            **self.security,
                                             request_timeout_ms=10_000)
                 await producer.start()
                 self._producer = producer
@@ -167,12 +170,12 @@ class DynamicConfig:
                 pass
 
 
-async def ensure_topic(bootstrap: str, topic: str, client_id: str) -> None:
+async def ensure_topic(bootstrap: str, topic: str, client_id: str, security: dict | None = None) -> None:
     """Create the compacted config topic (one partition: one writer order for every entity) if it is missing."""
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
     from aiokafka.errors import TopicAlreadyExistsError
 
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id=client_id)
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id=client_id, **(security or {}))
     await admin.start()
     try:
         await admin.create_topics([NewTopic(topic, 1, 1, topic_configs={"cleanup.policy": "compact"})])

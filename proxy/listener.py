@@ -13,7 +13,7 @@ import asyncio
 import logging
 import socket
 
-from proxy.client import ClientConnection, ListenerContext
+from proxy.client import ClientConnection, ListenerContext, bounded
 from proxy.logs import LogLimiter
 from proxy.tasks import cancel_and_wait
 from quota.connection import IP_RATE, Admit, Close, Hold, normalize_ip
@@ -136,11 +136,19 @@ class Listener:
         if not await client.connect_upstream():
             conn.close()
             return
+        ssl_context = self.ctx.ssl_context
         try:
-            await loop.connect_accepted_socket(lambda: client, conn)
-        except OSError as exc:
-            log.info("listener %s: connection lost while being set up: %s", self.ctx.name, exc)
-            client.close("client_closed")
+            await loop.connect_accepted_socket(lambda: client, conn, ssl=ssl_context)
+        except (OSError, asyncio.TimeoutError) as exc:
+            if ssl_context is not None:
+                hint = " (a plaintext client on a TLS listener?)" if "WRONG_VERSION_NUMBER" in str(exc) \
+                    or "HTTP_REQUEST" in str(exc) or "record layer failure" in str(exc) else ""
+                log.warning("listener %s: TLS handshake with %s failed: %s%s", self.ctx.name, client.peer,
+                            bounded(exc), hint)
+                client.close("tls_handshake_failed")
+            else:
+                log.info("listener %s: connection lost while being set up: %s", self.ctx.name, exc)
+                client.close("client_closed")
             conn.close()
 
     async def close(self) -> None:

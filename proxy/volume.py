@@ -130,6 +130,8 @@ def statvfs_volumes(log_dirs: tuple[str, ...]) -> list[Volume]:
 
 
 class VolumePublisher:
+    security: dict = {}  # aiokafka's security_protocol/ssl_context when the brokers speak TLS (set by the app)
+
     """Publishes this broker's snapshot every interval; errors are counted and retried at the next interval."""
 
     def __init__(self, config: VolumeUsageConfig, bootstrap: str, clock, metrics,
@@ -154,7 +156,8 @@ class VolumePublisher:
         from aiokafka.admin import AIOKafkaAdminClient, NewTopic
         from aiokafka.errors import TopicAlreadyExistsError
 
-        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="kafka-quota-proxy-volume")
+        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="kafka-quota-proxy-volume",
+                                    **self.security)
         await admin.start()
         try:
             await admin.create_topics([NewTopic(self.config.topic, 1, 1,
@@ -173,6 +176,7 @@ class VolumePublisher:
                 if self._producer is None:
                     await self._ensure_topic()
                     producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, client_id="kafka-quota-proxy-volume",
+                                                **self.security,
                                                 acks="all", enable_idempotence=False)
                     await producer.start()
                     self._producer = producer
@@ -207,6 +211,8 @@ class VolumePublisher:
 
 
 class VolumeFollower:
+    security: dict = {}  # aiokafka's security_protocol/ssl_context when the brokers speak TLS (set by the app)
+
     """Reads the volume-usage topic from the beginning and follows it; re-evaluates freshness every second."""
 
     def __init__(self, throttle: VolumeThrottle, bootstrap: str) -> None:
@@ -230,6 +236,7 @@ class VolumeFollower:
         topic = self.throttle.config.topic
         while True:
             consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, client_id="kafka-quota-proxy-volume",
+                                        **self.security,
                                         group_id=None, enable_auto_commit=False, auto_offset_reset="earliest",
                                         metadata_max_age_ms=10_000)
             try:
@@ -311,7 +318,8 @@ class LogDirsPoller:
     goes stale, and then ``missing_data_action`` applies to it. Needs DESCRIBE on the cluster (Kafka's ACL for
     DescribeLogDirs) where the cluster has an authorizer."""
 
-    def __init__(self, throttle: VolumeThrottle, bootstrap: tuple, timeout_s: float) -> None:
+    def __init__(self, throttle: VolumeThrottle, bootstrap: tuple, timeout_s: float, ssl_context=None) -> None:
+        self.ssl_context = ssl_context
         self.throttle = throttle
         self.bootstrap = bootstrap
         self.timeout_s = timeout_s
@@ -335,7 +343,7 @@ class LogDirsPoller:
         brokers = None
         for address in self.bootstrap:
             try:
-                brokers = await fetch_brokers(address, self.timeout_s)
+                brokers = await fetch_brokers(address, self.timeout_s, self.ssl_context)
                 break
             except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError) as exc:
                 log.info("volume usage: %s did not answer Metadata: %s", address, exc or type(exc).__name__)
@@ -347,7 +355,7 @@ class LogDirsPoller:
         for broker_id, address in sorted(brokers.items()):
             try:
                 response = await ask(address, DESCRIBE_LOG_DIRS, LOG_DIRS_VERSION, request, self.timeout_s,
-                                     client_id="kafka-quota-proxy-volume")
+                                     client_id="kafka-quota-proxy-volume", ssl_context=self.ssl_context)
                 self.throttle.accept(log_dirs_snapshot(broker_id, self.throttle.clock.now_ms(), self.config,
                                                        response))
                 answered += 1

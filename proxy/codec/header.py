@@ -18,6 +18,7 @@ from proxy.codec.apis import request_header_version, response_header_version
 from proxy.codec.errors import ProtocolError
 
 PRODUCE = 0
+SASL_AUTHENTICATE = 36
 API_VERSIONS = 18
 
 _REQUEST_FIXED = struct.Struct(">ihhih")  # size, api_key, api_version, correlation_id, client_id length
@@ -44,6 +45,7 @@ class RequestHeader:
     producer_id: int = -1  # Produce only, when asked for: the first record batch's producer id (-1: none)
     only_topic: str | bytes | None = None  # Produce only, when asked for: the topic's name (topic id bytes from
     #                                        v13) when the request writes exactly one topic, else None
+    raw: bool = False  # a raw SASL token after SaslHandshake v0: size-prefixed, no Kafka header
 
     @property
     def expects_response(self) -> bool:
@@ -92,6 +94,9 @@ def frame_size(buf, max_size: int) -> int:
     if size < 0:
         raise ProtocolError(f"negative frame size {size}")
     if size > max_size:
+        if buf[0] == 0x16 and buf[1] == 0x03 and buf[2] <= 0x04:  # a TLS handshake record, not a Kafka size
+            raise ProtocolError("a TLS handshake arrived on a plaintext listener (a client configured for SSL? "
+                                "give this listener a tls section, or the client the plaintext address)")
         raise ProtocolError(f"frame size {size} exceeds socket.request.max.bytes {max_size}")
     return size
 
@@ -134,6 +139,7 @@ class ResponseHeader:
 
     size: int
     correlation_id: int
+    raw: bool = False  # a raw SASL token after SaslHandshake v0: size-prefixed, no correlation id
 
     @property
     def frame_length(self) -> int:
@@ -268,6 +274,26 @@ def parse_response_prefix(buf, max_size: int = 2**31 - 1) -> ResponseHeader:
     if len(buf) < 8:
         raise Incomplete
     return ResponseHeader(*_RESPONSE_FIXED.unpack_from(buf, 0))
+
+
+def parse_raw_sasl_request(buf, max_size: int) -> RequestHeader:
+    """A raw SASL token frame from the client (after SaslHandshake v0): just its size."""
+    if len(buf) < 4:
+        raise Incomplete
+    (size,) = _INT32.unpack_from(buf, 0)
+    if size < 0 or size > max_size:
+        raise ProtocolError(f"raw SASL token of {size} bytes (at most {max_size} before authentication)")
+    return RequestHeader(size, SASL_AUTHENTICATE, -1, -1, None, 4, raw=True)
+
+
+def parse_raw_sasl_response(buf, max_size: int) -> ResponseHeader:
+    """A raw SASL token frame from the broker (after SaslHandshake v0): just its size, which may be 0."""
+    if len(buf) < 4:
+        raise Incomplete
+    (size,) = _INT32.unpack_from(buf, 0)
+    if size < 0 or size > max_size:
+        raise ProtocolError(f"raw SASL token of {size} bytes from the broker")
+    return ResponseHeader(size, -1, raw=True)
 
 
 def _bounded(buf, size: int):
