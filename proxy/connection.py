@@ -9,13 +9,14 @@ class directly on bytes with a fake clock.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from proxy.apis import ConnectionScope, Session, plan_request
 from proxy.codec.frame import FrameSplitter
-from proxy.codec.header import parse_request_prefix, parse_response_prefix
+from proxy.codec.errors import ProtocolError
+from proxy.codec.header import (parse_raw_sasl_request, parse_raw_sasl_response, parse_request_prefix,
+                                parse_response_prefix)
 from proxy.flow import Flow
 from proxy.requests import RequestPath
 from proxy.responses import ResponsePath
@@ -58,15 +59,31 @@ class ConnectionCore:
         self.flow = Flow(max_inflight)
         self._write_client = write_client
         usage = usage_rows(scope, session)
-        self.responses = ResponsePath(self.flow, write_client, now, api_metrics, usage)
+        self.responses = ResponsePath(self.flow, write_client, now, api_metrics, usage, session)
         self.requests = RequestPath(self.flow, scope, session, write_broker, self.responses, api_metrics, now,
                                     planner, usage, spawn)
-        self._request_splitter = FrameSplitter(
-            functools.partial(parse_request_prefix, max_size=max_request_bytes,
-                              producer_ids=None if scope is None else scope.quotas.produce_prefix),
-            self.requests, gate=self.flow)
-        self._response_splitter = FrameSplitter(
-            functools.partial(parse_response_prefix, max_size=max_response_bytes), self.responses)
+        produce_prefix = None if scope is None else scope.quotas.produce_prefix
+
+        def parse_request(buf):
+            if session is None:
+                return parse_request_prefix(buf, max_request_bytes, produce_prefix)
+            sasl = session.sasl
+            if sasl is not None and sasl.raw_requests:  # after SaslHandshake v0: raw tokens
+                return parse_raw_sasl_request(buf, session.request_limit)
+            limit = session.request_limit
+            if limit < max_request_bytes and len(buf) >= 4 and int.from_bytes(buf[:4], "big", signed=True) > limit:
+                raise ProtocolError(f"a frame of {int.from_bytes(buf[:4], 'big', signed=True)} bytes before SASL "
+                                    f"authentication (sasl.server.max.receive.size {limit})")
+            return parse_request_prefix(buf, min(max_request_bytes, limit), produce_prefix)
+
+        def parse_response(buf):
+            sasl = None if session is None else session.sasl
+            if sasl is not None and sasl.raw_responses:
+                return parse_raw_sasl_response(buf, max_response_bytes)
+            return parse_response_prefix(buf, max_response_bytes)
+
+        self._request_splitter = FrameSplitter(parse_request, self.requests, gate=self.flow)
+        self._response_splitter = FrameSplitter(parse_response, self.responses)
         self._small_reads = False
 
     def read_size(self, available: int) -> int:

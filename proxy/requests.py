@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from proxy.apis import PASS, AnswerLocally, Await, ConnectionScope, LookUp, Outcome, Plan, Session, plan_request
 from proxy.codec.errors import ProtocolError
-from proxy.codec.frame import STREAM, Action
+from proxy.codec.frame import BUFFER, STREAM, Action
 from proxy.codec.header import RequestHeader
 from proxy.flow import Flow
 from proxy.inflight import InFlight
@@ -51,6 +51,8 @@ class RequestPath:
         api = self._api_metrics(header.api_key)
         api.requests.inc()
         api.request_bytes.inc(header.frame_length)
+        if header.raw:  # a raw SASL token: read whole (it is small), then forwarded as it is
+            return BUFFER
         if self._usage is not None:
             row = self._usage(header)
             row.requests += 1
@@ -76,6 +78,12 @@ class RequestPath:
 
     def on_frame(self, header: RequestHeader, frame: bytearray) -> None:
         """A buffered request is complete: its plan decides the outcome."""
+        if header.raw:
+            sasl = self._session.sasl
+            sasl.raw_request_seen()
+            sasl.client_token(bytes(frame[4:]))
+            self._forward(frame)
+            return
         plan, self._plan = self._plan, PASS
         entry, self._entry = self._entry, None
         if plan.decide is None:

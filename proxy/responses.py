@@ -28,10 +28,11 @@ _INT32 = struct.Struct(">i")
 class ResponsePath:
     """The frame handler of the broker-to-client direction."""
 
-    __slots__ = ("_flow", "_write", "_now", "_api_metrics", "_current", "dropping_since_ns", "_usage")
+    __slots__ = ("_flow", "_write", "_now", "_api_metrics", "_current", "dropping_since_ns", "_usage", "_session")
 
     def __init__(self, flow: Flow, write: Callable[[object], None], now: Callable[[], float],
-                 api_metrics: Callable[[int], object], usage=None) -> None:
+                 api_metrics: Callable[[int], object], usage=None, session=None) -> None:
+        self._session = session  # whose SASL exchange raw token responses belong to
         self._usage = usage  # request header -> the usage-log row of its entity, when a usage log is configured
         self._flow = flow
         self._write = write  # writes to the client socket
@@ -72,6 +73,9 @@ class ResponsePath:
     # -- frame handler ---------------------------------------------------------------------------------------
 
     def on_header(self, header: ResponseHeader) -> Action:
+        if header.raw:  # a raw SASL token from the broker: it answers the client's raw token, no correlation id
+            self._current = None
+            return BUFFER
         entry = self._flow.inflight.match(header.correlation_id)
         if entry is None:
             self.dropping_since_ns = time.monotonic_ns()  # the response timeout covers it to its last byte too
@@ -90,6 +94,14 @@ class ResponsePath:
 
     def on_frame(self, header: ResponseHeader, frame: bytearray) -> None:
         """A response the proxy decodes: rewritten, its throttle merged and acted on."""
+        if header.raw:
+            session = self._session
+            session.sasl.raw_response_seen()
+            principal = session.sasl.server_token(bytes(frame[4:]))
+            if principal is not None:
+                session.authenticated(principal)
+            self.send(bytes(frame))
+            return
         entry = self._current
         request = entry.header
         header_length = response_header_length(request.api_key, request.api_version, frame)

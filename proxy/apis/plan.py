@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from proxy.cluster import BrokerPorts
     from proxy.quotas import ByteRateQuotas
     from proxy.dynamic import DynamicConfig
+    from proxy.sasl import SaslExchange
     from proxy.usage import UsageTable
 
 # Rewrites a response body (the bytes after the response header); returns the new body, or None to send the
@@ -107,6 +108,14 @@ class Session:
 
     listener: str
     peer_ip: str
-    user: str = "ANONYMOUS"  # the principal; SASL (roadmap) will set it
+    user: str = "ANONYMOUS"  # the principal: SASL (the user the broker accepted) or mTLS (the mapped subject)
     producer_id: int = -1  # the last producer id checked against the producer-id quota on this connection
     producer_id_checked_ms: int = 0  # and when
+    sasl: "SaslExchange | None" = None  # the SASL exchange seen on this connection, if any
+    request_limit: int = 2**31 - 1  # the largest request frame accepted now (smaller until SASL succeeds)
+    authenticated_limit: int = 2**31 - 1  # ... and once it has
+
+    def authenticated(self, principal: str) -> None:
+        """The broker accepted a SASL authentication (or re-authentication) as ``principal``."""
+        self.user = principal
+        self.request_limit = self.authenticated_limit

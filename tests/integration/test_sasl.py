@@ -1,0 +1,122 @@
+"""SASL pass-through against a scripted broker (tests/sasl_broker.py: Tansu's SASL cannot be used with memory
+storage): the proxy forwards SaslHandshake/SaslAuthenticate (and the raw tokens after SaslHandshake v0) unchanged,
+learns the principal from the authentication the broker accepted, and per-user quotas apply to it."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import struct
+import time
+
+import pytest
+
+from proxy.codec.apis import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE
+from proxy.codec.header import encode_request_header, frame
+from proxy.codec.messages import encode_request, new_request
+from tests.harness import free_port, proxy_config, start_proxy
+from tests.integration import raw
+from tests.sasl_broker import SaslBroker
+
+pytestmark = pytest.mark.integration
+
+USERS = {"alice": "alice-secret-pw", "bob": "bob-secret-pw"}
+
+
+@pytest.fixture
+def cluster():
+    broker = SaslBroker(USERS).start()
+    proxy_port = free_port()
+    broker.advertised_port = proxy_port
+    config = proxy_config(proxy_port, broker.port, quotas=[
+        {"entity": {"user": "alice"}, "producer_byte_rate": 20000},
+        {"entity": {"user": "bob"}, "producer_byte_rate": 20000}])
+    config["listeners"][0]["sasl"] = True
+    proxy = start_proxy(config)
+    try:
+        yield proxy, broker
+    finally:
+        proxy.stop()
+        broker.stop()
+
+
+def users_of(proxy) -> set[str]:
+    async def read():
+        return {c.session.user for c in proxy.app.connections}
+    return proxy.call(read())
+
+
+@pytest.mark.parametrize("mechanism,user", [("PLAIN", "alice"), ("SCRAM-SHA-256", "bob")])
+def test_kafka_python_authenticates_through_the_proxy_and_its_user_is_throttled(cluster, mechanism, user, caplog):
+    from kafka import KafkaProducer
+
+    proxy, broker = cluster
+    caplog.set_level(logging.DEBUG)
+    producer = KafkaProducer(bootstrap_servers=proxy.bootstrap, security_protocol="SASL_PLAINTEXT",
+                             sasl_mechanism=mechanism, sasl_plain_username=user, sasl_plain_password=USERS[user],
+                             enable_idempotence=False, acks=1, client_id="sasl-client")
+    try:
+        for _ in range(200):
+            producer.send("sasl-topic", b"x" * 1000)
+        producer.flush(60)
+        assert user in broker.authenticated
+        assert user in users_of(proxy)
+        assert proxy.metric("kafka_quota_proxy_quota_bytes_total", quota="producer_byte_rate", user=user,
+                            client_id="") > 200_000
+        assert proxy.metric("kafka_quota_proxy_quota_throttled_responses_total", quota="producer_byte_rate",
+                            user=user, client_id="") > 0
+    finally:
+        producer.close(5)
+    ours = [r.getMessage() for r in caplog.records if not r.name.startswith("kafka.")]  # kafka-python logs its own
+    assert not any(USERS[user] in line for line in ours)  # passwords never reach the proxy's logs ...
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{proxy.metrics_port}/metrics", timeout=5) as r:
+        metrics = r.read().decode()
+    assert "alice" in metrics or "bob" in metrics  # ... nor its metrics (which do name the user)
+    assert USERS[user] not in metrics
+
+
+def read_frame(sock: socket.socket) -> bytes:
+    size = struct.unpack(">i", raw.recv_exactly(sock, 4))[0]
+    return raw.recv_exactly(sock, size) if size else b""
+
+
+def test_saslhandshake_v0_raw_tokens_then_kafka_requests_stay_in_step(cluster):
+    proxy, broker = cluster
+    with raw.connect(proxy.port) as sock:
+        handshake = encode_request(SASL_HANDSHAKE, 0, new_request(SASL_HANDSHAKE, 0, mechanism="PLAIN"))
+        sock.sendall(frame(encode_request_header(SASL_HANDSHAKE, 0, 1, "raw-sasl") + handshake))
+        assert struct.unpack(">i", read_frame(sock)[:4])[0] == 1  # the handshake answer (correlation id 1)
+        token = b"\x00alice\x00" + USERS["alice"].encode()
+        sock.sendall(struct.pack(">i", len(token)) + token)  # a raw token: no Kafka header
+        assert read_frame(sock) == b""  # PLAIN's (empty) raw answer: authenticated
+        assert users_of(proxy) == {"alice"}
+        versions = raw.exchange(sock, API_VERSIONS, 0, correlation_id=2)  # back to Kafka requests
+        assert versions.error_code == 0
+    assert "alice" in broker.authenticated
+
+
+def test_frames_over_the_pre_authentication_limit_close_the_connection(cluster):
+    proxy, _ = cluster
+    with raw.connect(proxy.port) as sock:
+        sock.sendall(struct.pack(">i", 600_000) + encode_request_header(0, 9, 1, "big") + b"\x00" * 1000)
+        sock.settimeout(5)
+        try:
+            assert sock.recv(100) == b""
+        except ConnectionResetError:
+            pass
+    deadline = time.monotonic() + 5
+    while proxy.metric("kafka_quota_proxy_frame_errors_total", listener="PLAINTEXT", direction="request") < 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+def test_a_refused_authentication_teaches_nothing(cluster):
+    proxy, broker = cluster
+    with raw.connect(proxy.port) as sock:
+        assert raw.exchange(sock, SASL_HANDSHAKE, 1, correlation_id=1, mechanism="PLAIN").error_code == 0
+        refused = raw.exchange(sock, SASL_AUTHENTICATE, 1, correlation_id=2, auth_bytes=b"\x00alice\x00wrong")
+        assert refused.error_code == 58  # SASL_AUTHENTICATION_FAILED, then the broker closes
+        assert users_of(proxy) <= {"ANONYMOUS"}
+    assert "alice" not in broker.authenticated
