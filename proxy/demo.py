@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -49,7 +50,8 @@ from importlib import resources
 from config.loader import load_config_file
 from config.model import Address, ProxyConfig
 from proxy.demo_storm import (ADMIN, CALM_IP, CONNECT_PER_S, CONNECT_SECONDS, DISK_TOPIC, RESTART_TOPIC, RESTARTS, STORM_IP,
-                              STORM_PARTITIONS, STORM_SECONDS, connection_storm, disk_fill, producer_restarts, topic_storm)
+                              STORM_PARTITIONS, STORM_SECONDS, connection_storm, disk_fill, producer_restarts,
+                              quota_planner, topic_storm)
 
 TOPIC, PARTITIONS, VALUE = "demo", 3, b"x" * 1024
 LIMITED, UNLIMITED = "demo-limited", "demo-unlimited"
@@ -241,6 +243,9 @@ def run_scenario(config_path: str, duration_s: float, report=print,
     labels = {f"{LIMITED} {role}": {"quota": f"{role}_byte_rate", "user": q.tags.user, "client_id": q.tags.client_id}
               for role, q in quota.items()}
     bootstrap = str(config.listeners[0].bind)
+    usage_dir = config.usage_log.dir if config.usage_log is not None else None
+    if usage_dir is not None:
+        shutil.rmtree(usage_dir, ignore_errors=True)  # this run's usage log only
     broker = start_tansu(config)
     proxy: subprocess.Popen | None = None
     clients = [Client(bootstrap, LIMITED, "producer"), Client(bootstrap, UNLIMITED, "producer", UNLIMITED_OFFER),
@@ -291,6 +296,10 @@ def run_scenario(config_path: str, duration_s: float, report=print,
         if proxy is not None:
             stop_process(proxy)
         stop_process(broker)
+    if usage_dir is not None:  # the proxy has written its last interval: plan quotas from what the clients did
+        plan = quota_planner(usage_dir, usage_dir.rstrip("/") + "-plan", report)
+        if not plan.ok:
+            raise RuntimeError(f"the quota planner did not recommend as expected: {plan.text()}")
     return [Verdict(name, expected(name, quota), tuple(found), sum(not passes(name, r) for r in found))
             for name, found in ratios.items()]
 
@@ -368,6 +377,8 @@ def main() -> None:
         "(producer_ids_rate, KIP-936)",
         "  then     a disk filling up: the demo publishes a simulated broker volume crossing the soft and the hard",
         "           limit (volume_usage) while a producer writes 2 MiB/s through the proxy",
+        "  last     the quota planner (PySpark) on the proxy's usage log of this run, with synthetic misbehaving",
+        "           tenants beside it: recommended quotas, top offenders, an HTML report",
         "Each second, one line per client: its rate in the last second (throttled clients run in bursts, as",
         f"against Kafka); once the {burst_s} s start-up burst is over, its rate over a window sliding to {window_s} s",
         f"({MEASURED_SPANS} quota window spans), from the clients' own counts; and a verdict: limited clients",

@@ -327,3 +327,70 @@ def connection_storm(host: str, port: int, config: ProxyConfig, report: Callable
                                skipped=f"this machine has no {STORM_IP} loopback address to connect from")
     report(result.text())
     return result
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    records: int
+    recommended: dict  # client id -> its recommended quota keys
+    top: dict  # dimension -> the top entity's name
+    report: str
+    error: str | None = None
+
+    synthetic: int = 0  # records of the synthetic tenants among them
+
+    @property
+    def ok(self) -> bool:
+        return (self.error is None and "demo-limited" in self.recommended and "demo-unlimited" in self.recommended
+                and self.records > self.synthetic > 0)
+
+    def text(self) -> str:
+        if self.error is not None:
+            return f"quota planner: failed: {self.error}  FAIL"
+        limited, unlimited = self.recommended.get("demo-limited", {}), self.recommended.get("demo-unlimited", {})
+        return (f"quota planner (PySpark): {self.records - self.synthetic} records of this run's usage log and "
+                f"{self.synthetic} of synthetic tenants; "
+                f"recommends demo-limited {limited}, demo-unlimited {unlimited}; top new producer ids "
+                f"{self.top.get('new_producer_ids')}, top connection rate {self.top.get('connection_rate')}; "
+                f"report {self.report}  {'OK' if self.ok else 'FAIL'}")
+
+
+def quota_planner(usage_dir: str, out_dir: str, report: Callable[[str], None]) -> PlanResult:
+    """The usage log the demo's proxy wrote, with synthetic misbehaving tenants from the generator beside it, run
+    through the PySpark planner (``kafka-quota-proxy analyze``) on local[2]."""
+    import os
+
+    try:
+        from analytics import generate, job
+    except ImportError as exc:  # the analytics extra is not installed
+        result = PlanResult(0, {}, {}, "", error=f"{exc} (install kafka-quota-proxy[analytics])")
+        report(result.text())
+        return result
+    import shutil
+    import tempfile
+
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    with tempfile.TemporaryDirectory() as scratch:  # the generator's files, beside the proxy's, under other names
+        synthetic = generate.write_log(scratch, generate.Options(entities=10, intervals=60,
+                                                                 start_time=time.time() - 600))
+        for name in os.listdir(scratch):
+            shutil.move(os.path.join(scratch, name), os.path.join(usage_dir, f"synthetic-{name}"))
+    try:
+        summary = job.run(usage_dir, out_dir, master="local[2]")
+    except Exception as exc:  # noqa: BLE001 - the demo reports and goes on
+        result = PlanResult(0, {}, {}, "", error=repr(exc)[:300])
+        report(result.text())
+        return result
+    recommended = {}
+    for item in summary["quotas"]:
+        client = item["entity"].get("client-id")
+        if client in ("demo-limited", "demo-unlimited") and "user" in item["entity"]:
+            recommended[client] = {k: v for k, v in item.items() if k != "entity"}
+    top = {}
+    for name, dim in summary["offenders"].items():
+        if dim["top"]:
+            first = dim["top"][0]
+            top[name] = first.get("user") or first.get("ip") or first.get("client_id")
+    result = PlanResult(summary["records"], recommended, top, os.path.join(out_dir, "report.html"), None, synthetic)
+    report(result.text())
+    return result

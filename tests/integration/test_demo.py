@@ -33,6 +33,7 @@ def test_demo_scenario_verdicts_pass(tmp_path):
     raw["listeners"][0]["bind"] = f"127.0.0.1:{proxy_port}"
     raw["metrics"]["bind"] = f"127.0.0.1:{metrics_port}"
     raw["settings"]["quota.window.num"] = 3
+    raw["usage_log"]["dir"] = str(tmp_path / "usage")
     config_path = tmp_path / "demo.yaml"
     config_path.write_text(yaml.safe_dump(raw))
     burst_s, window_s = timing(load_config_file(str(config_path)))
@@ -53,6 +54,9 @@ def test_demo_scenario_verdicts_pass(tmp_path):
     disk = [line for line in lines if line.startswith("disk")]
     assert [line.split("proxy ")[1].split()[0] for line in disk[:4]] == ["OPEN", "THROTTLE", "PAUSE", "OPEN"], disk
     assert disk[-1].startswith("disk fill") and disk[-1].endswith("OK"), disk
+    plan = [line for line in lines if line.startswith("quota planner")]
+    assert len(plan) == 1 and plan[0].endswith("OK"), plan
+    assert (tmp_path / "usage-plan" / "report.html").exists()
     assert [v.client for v in verdicts] == [f"{LIMITED} producer", f"{UNLIMITED} producer",
                                             f"{LIMITED} consumer", f"{UNLIMITED} consumer"]
     summary = "\n".join(v.text() for v in verdicts)
