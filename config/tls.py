@@ -22,7 +22,7 @@ import ssl
 from dataclasses import dataclass
 from typing import Any
 
-from config.errors import ConfigError
+from config.errors import ConfigError, mapping_with
 
 CLIENT_AUTH = ("none", "requested", "required")
 
@@ -66,18 +66,6 @@ class UpstreamTls:
         return ctx
 
 
-def _keys(raw: Any, path: str, known: set[str], required: set[str] = frozenset()) -> dict:
-    if not isinstance(raw, dict):
-        raise ConfigError(path, f"expected a mapping, got {type(raw).__name__}")
-    for key in raw:
-        if key not in known:
-            raise ConfigError(f"{path}.{key}", f"unknown key (known keys: {', '.join(sorted(known))})")
-    for key in sorted(required):
-        if key not in raw:
-            raise ConfigError(f"{path}.{key}", "required key is missing")
-    return raw
-
-
 def _path(raw: Any, path: str) -> str:
     if not isinstance(raw, str) or not raw:
         raise ConfigError(path, f"expected a file path, got {raw!r}")
@@ -97,7 +85,8 @@ def _try(path: str, build) -> None:
 def parse_listener_tls(raw: Any, path: str) -> ListenerTls | None:
     if raw is None:
         return None
-    m = _keys(raw, path, {"certfile", "keyfile", "cafile", "client_auth", "principal_mapping_rules"}, {"certfile"})
+    m = mapping_with(raw, path, {"certfile", "keyfile", "cafile", "client_auth", "principal_mapping_rules"},
+                     {"certfile"})
     client_auth = m.get("client_auth", "none")
     if client_auth not in CLIENT_AUTH:
         raise ConfigError(f"{path}.client_auth", f"expected one of {', '.join(CLIENT_AUTH)}, got {client_auth!r}")
@@ -120,7 +109,7 @@ def parse_listener_tls(raw: Any, path: str) -> ListenerTls | None:
 def parse_upstream_tls(raw: Any, path: str) -> UpstreamTls | None:
     if raw is None:
         return None
-    m = _keys(raw, path, {"cafile", "certfile", "keyfile", "verify", "check_hostname"})
+    m = mapping_with(raw, path, {"cafile", "certfile", "keyfile", "verify", "check_hostname"})
     for flag in ("verify", "check_hostname"):
         if flag in m and not isinstance(m[flag], bool):
             raise ConfigError(f"{path}.{flag}", f"expected true or false, got {m[flag]!r}")

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from config.errors import ConfigError
+from config.errors import ConfigError, mapping_with
 from quota.volume import LIMIT_TYPES, OPEN, PAUSE, Limit, SnapshotError
 
 DEFAULT_TOPIC = "__kafka_quota_proxy_volume_usage"
@@ -60,18 +60,6 @@ class VolumeUsageConfig:
     describe_log_dirs: LogDirsConfig | None = None
 
 
-def _keys(raw: Any, path: str, known: set[str], required: set[str] = frozenset()) -> dict:
-    if not isinstance(raw, dict):
-        raise ConfigError(path, f"expected a mapping, got {type(raw).__name__}")
-    for key in raw:
-        if key not in known:
-            raise ConfigError(f"{path}.{key}", f"unknown key (known keys: {', '.join(sorted(known))})")
-    for key in sorted(required):
-        if key not in raw:
-            raise ConfigError(f"{path}.{key}", "required key is missing")
-    return raw
-
-
 def _number(raw: Any, path: str, minimum: float, integer: bool = False) -> float:
     if isinstance(raw, bool) or not isinstance(raw, (int, float)) or (integer and raw != int(raw)):
         raise ConfigError(path, f"expected {'an integer' if integer else 'a number'}, got {raw!r}")
@@ -81,7 +69,7 @@ def _number(raw: Any, path: str, minimum: float, integer: bool = False) -> float
 
 
 def _limit(raw: Any, path: str) -> Limit:
-    m = _keys(raw, path, {"type", "level"}, {"type", "level"})
+    m = mapping_with(raw, path, {"type", "level"}, {"type", "level"})
     if m["type"] not in LIMIT_TYPES:
         raise ConfigError(f"{path}.type", f"expected one of {', '.join(LIMIT_TYPES)}, got {m['type']!r}")
     try:
@@ -93,7 +81,7 @@ def _limit(raw: Any, path: str) -> Limit:
 def parse_volume_usage(raw: Any, path: str) -> VolumeUsageConfig | None:
     if raw is None:
         return None
-    m = _keys(raw, path, {"source", "topic", "freshness_seconds", "missing_data_action", "produce_base_rate",
+    m = mapping_with(raw, path, {"source", "topic", "freshness_seconds", "missing_data_action", "produce_base_rate",
                           "pause_delay_ms", "publisher", "describe_log_dirs"})
     defaults = VolumeUsageConfig()
     source = m.get("source", defaults.source)
@@ -106,7 +94,7 @@ def parse_volume_usage(raw: Any, path: str) -> VolumeUsageConfig | None:
         if "describe_log_dirs" not in m:
             raise ConfigError(f"{path}.describe_log_dirs", "required with source: describe_log_dirs (the limits)")
         lp = f"{path}.describe_log_dirs"
-        d = _keys(m["describe_log_dirs"], lp, {"interval_seconds", "soft_limit", "hard_limit"},
+        d = mapping_with(m["describe_log_dirs"], lp, {"interval_seconds", "soft_limit", "hard_limit"},
                   {"soft_limit", "hard_limit"})
         log_dirs = LogDirsConfig(_number(d.get("interval_seconds", 30), f"{lp}.interval_seconds", 1),
                                  _limit(d["soft_limit"], f"{lp}.soft_limit"), _limit(d["hard_limit"], f"{lp}.hard_limit"))
@@ -121,7 +109,7 @@ def parse_volume_usage(raw: Any, path: str) -> VolumeUsageConfig | None:
     publisher = None
     if "publisher" in m:
         pp = f"{path}.publisher"
-        p = _keys(m["publisher"], pp, {"broker_id", "log_dirs", "interval_seconds", "soft_limit", "hard_limit"},
+        p = mapping_with(m["publisher"], pp, {"broker_id", "log_dirs", "interval_seconds", "soft_limit", "hard_limit"},
                   {"broker_id", "log_dirs", "soft_limit", "hard_limit"})
         dirs = p["log_dirs"]
         if not isinstance(dirs, list) or not dirs or not all(isinstance(d, str) and d for d in dirs):

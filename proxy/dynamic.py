@@ -171,7 +171,8 @@ class DynamicConfig:
 
 
 async def ensure_topic(bootstrap: str, topic: str, client_id: str, security: dict | None = None) -> None:
-    """Create the compacted config topic (one partition: one writer order for every entity) if it is missing."""
+    """Create one of the proxy's compacted topics (config, volume usage; one partition: one order for every key) if
+    it is missing. Operators create them with their own replication factor for production."""
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
     from aiokafka.errors import TopicAlreadyExistsError
 

@@ -153,19 +153,9 @@ class VolumePublisher:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def _ensure_topic(self) -> None:
-        from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-        from aiokafka.errors import TopicAlreadyExistsError
+        from proxy.dynamic import ensure_topic
 
-        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="kafka-quota-proxy-volume",
-                                    **self.security)
-        await admin.start()
-        try:
-            await admin.create_topics([NewTopic(self.config.topic, 1, 1,
-                                                topic_configs={"cleanup.policy": "compact"})])
-        except TopicAlreadyExistsError:
-            pass
-        finally:
-            await admin.close()
+        await ensure_topic(self.bootstrap, self.config.topic, "kafka-quota-proxy-volume", self.security)
 
     async def _run(self) -> None:
         from aiokafka import AIOKafkaProducer
@@ -210,9 +200,30 @@ class VolumePublisher:
         await self._close_producer()
 
 
-class VolumeFollower:
-    security: dict = {}  # aiokafka's security_protocol/ssl_context when the brokers speak TLS (set by the app)
+class _Evaluating:
+    """A volume-usage source: its own tasks, plus re-evaluating freshness every second (snapshots age even when
+    nothing arrives)."""
 
+    security: dict = {}  # aiokafka's security_protocol/ssl_context when the brokers speak TLS (set by the app)
+    throttle: VolumeThrottle
+    _tasks: list
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            self.throttle.evaluate()
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001
+                pass
+
+
+class VolumeFollower(_Evaluating):
     """Reads the volume-usage topic from the beginning and follows it; re-evaluates freshness every second."""
 
     def __init__(self, throttle: VolumeThrottle, bootstrap: str) -> None:
@@ -224,11 +235,6 @@ class VolumeFollower:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._follow()), loop.create_task(self._tick())]
-
-    async def _tick(self) -> None:
-        while True:
-            await asyncio.sleep(1.0)
-            self.throttle.evaluate()  # snapshots age even when nothing arrives
 
     async def _follow(self) -> None:
         from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -276,15 +282,6 @@ class VolumeFollower:
         if brokers:
             self.throttle.brokers({b.nodeId for b in brokers})
 
-    async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001
-                pass
-
 
 __all__ = ["NOT_ENOUGH_REPLICAS", "VolumeFollower", "VolumePublisher", "VolumeThrottle"]
 
@@ -312,7 +309,7 @@ def log_dirs_snapshot(broker_id: int, now_ms: int, config, response) -> Snapshot
     return Snapshot(broker_id, now_ms, config.soft_limit, config.hard_limit, tuple(volumes))
 
 
-class LogDirsPoller:
+class LogDirsPoller(_Evaluating):
     """``source: describe_log_dirs``: every interval, the cluster's brokers (Metadata) and each one's log dirs
     (DescribeLogDirs v4, no topics), bounded in time; a broker that does not answer keeps its last snapshot, which
     goes stale, and then ``missing_data_action`` applies to it. Needs DESCRIBE on the cluster (Kafka's ACL for
@@ -329,11 +326,6 @@ class LogDirsPoller:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._run()), loop.create_task(self._tick())]
-
-    async def _tick(self) -> None:
-        while True:
-            await asyncio.sleep(1.0)
-            self.throttle.evaluate()
 
     async def poll_once(self) -> int:
         """One round; how many brokers answered."""
@@ -368,12 +360,3 @@ class LogDirsPoller:
         while True:
             await self.poll_once()
             await asyncio.sleep(self.config.interval_seconds)
-
-    async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001
-                pass

@@ -11,12 +11,11 @@ import hmac
 import os
 import socket
 import struct
-import threading
 
 from proxy.codec.apis import API_VERSIONS, METADATA, PRODUCE, SASL_AUTHENTICATE, SASL_HANDSHAKE
 from proxy.codec.header import RequestHeader, encode_response_header, frame, parse_request_prefix
 from proxy.codec.messages import decode_request, encode_response, new_response
-from tests.scripted_broker import produce_answer, recv_exactly, response
+from tests.scripted_broker import ScriptedBroker, produce_answer, recv_exactly, response
 
 MECHANISMS = ["PLAIN", "SCRAM-SHA-256"]
 ITERATIONS = 4096
@@ -59,35 +58,14 @@ class Scram:
         return b"v=" + base64.b64encode(hmac.new(server_key, auth_message, hashlib.sha256).digest()), True
 
 
-class SaslBroker:
+class SaslBroker(ScriptedBroker):
+    """The scripted broker's sockets and threads, with its own serving loop (raw tokens have no Kafka header)."""
+
     def __init__(self, users: dict[str, str]) -> None:
+        super().__init__()
         self.users = users
         self.advertised_port = 0  # set to the proxy's port once known
         self.authenticated: list[str] = []
-        self._server = socket.create_server(("127.0.0.1", 0))
-        self._conns: list[socket.socket] = []
-
-    @property
-    def port(self) -> int:
-        return self._server.getsockname()[1]
-
-    def start(self) -> "SaslBroker":
-        threading.Thread(target=self._accept, daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        self._server.close()
-        for conn in self._conns:
-            conn.close()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self._server.accept()
-            except OSError:
-                return
-            self._conns.append(conn)
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _authenticate(self, mechanism: str, token: bytes, state: dict) -> tuple[bytes, bool | None]:
         if mechanism == "PLAIN":

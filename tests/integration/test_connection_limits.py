@@ -14,6 +14,7 @@ import time
 import pytest
 
 from proxy.codec.header import encode_request_header, frame
+from proxy.demo_storm import connect_once as demo_connect_once
 from tests.harness import Tansu, free_port, proxy_config, start_proxy
 
 pytestmark = pytest.mark.integration
@@ -23,25 +24,9 @@ API_VERSIONS_V0 = frame(encode_request_header(18, 0, 7, "conn-test"))
 
 async def connect_once(port: int, source_ip: str, answer_timeout_s: float = 5.0) -> str:
     """One connection from ``source_ip``: "served" (the broker answered), "closed" (the proxy closed it), or
-    "pending" (no answer within the timeout: still in the backlog, or held)."""
-    try:
-        reader, writer = await asyncio.wait_for(
-            asyncio.open_connection("127.0.0.1", port, local_addr=(source_ip, 0)), answer_timeout_s)
-    except asyncio.TimeoutError:
-        return "pending"
-    except OSError:
-        return "closed"
-    try:
-        writer.write(API_VERSIONS_V0)
-        size, correlation_id = struct.unpack(">ii", await asyncio.wait_for(reader.readexactly(8), answer_timeout_s))
-        assert correlation_id == 7 and size > 4
-        return "served"
-    except (asyncio.IncompleteReadError, ConnectionResetError, BrokenPipeError):
-        return "closed"
-    except asyncio.TimeoutError:
-        return "pending"
-    finally:
-        writer.close()
+    "pending" (no answer within the timeout: still in the backlog, or held). The demo's connection storm does the
+    same."""
+    return await demo_connect_once("127.0.0.1", port, source_ip, answer_timeout_s)
 
 
 async def storm(port: int, source_ip: str, per_s: float, seconds: float) -> list[tuple[float, str]]:
