@@ -32,16 +32,6 @@ class RecordingRelay:
             writer.close()
             return
 
-        async def pipe(src, dst):
-            try:
-                while data := await src.read(1 << 16):
-                    dst.write(data)
-                    await dst.drain()
-            except (ConnectionError, OSError):
-                pass
-            finally:
-                dst.close()
-
         await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
 
     def stop(self) -> None:
@@ -50,3 +40,15 @@ class RecordingRelay:
         asyncio.run_coroutine_threadsafe(close(), self._loop).result(5)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
+
+
+async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+    """Copy ``src`` to ``dst`` until either side ends; then close ``dst``."""
+    try:
+        while data := await src.read(1 << 16):
+            dst.write(data)
+            await dst.drain()
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        dst.close()

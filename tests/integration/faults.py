@@ -21,6 +21,7 @@ from collections import Counter
 import yaml
 
 from tests.harness import wait_for_port
+from tests.relay import pipe
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SOAK_SECONDS = float(os.environ.get("SOAK_SECONDS", "0"))
@@ -118,16 +119,6 @@ class CutRelay:
             writer.transport.abort()
             return
         self._writers |= {writer, up_writer}
-
-        async def pipe(src, dst):
-            try:
-                while data := await src.read(1 << 16):
-                    dst.write(data)
-                    await dst.drain()
-            except (ConnectionError, OSError):
-                pass
-            finally:
-                dst.close()
 
         await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
         self._writers -= {writer, up_writer}
