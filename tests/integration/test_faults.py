@@ -8,8 +8,8 @@ What can be tested honestly here: Tansu keeps its data in memory, so a broker re
 "nothing acknowledged is lost across a broker restart" cannot be checked against it. The broker's side of a
 failure is instead a relay between the proxy and Tansu whose connections are reset at once (the proxy sees its
 broker connections die, as in a broker crash or a network fault, while the data survives). A broker that is down
-and comes back empty is covered by ``test_failures.py::test_broker_down_and_back``; a connection flood by
-``test_connection_limits.py``.
+and comes back empty is covered by ``test_failures.py::test_broker_down_and_back``. A connection flood with no limits configured is here; the
+connection limits themselves are tested in ``test_connection_limits.py``.
 """
 
 from __future__ import annotations
@@ -285,4 +285,82 @@ def test_slow_readers_half_sent_frames_and_disconnects_leave_memory_bounded_and_
         for s in sockets:
             s.close()
         proxy.stop(signal.SIGKILL)
+        broker.stop()
+
+
+FLOOD_CONNECTIONS = 3000
+FLOOD_CONCURRENCY = 200
+
+
+@pytest.mark.timeout(60 + 2 * SOAK_SECONDS)
+def test_a_connection_flood_from_one_address_leaves_a_producer_unaffected(tmp_path):
+    """No connection limits configured (the defaults): FLOOD_CONNECTIONS connections (more under ``make soak``),
+    at most FLOOD_CONCURRENCY open at once, from 127.0.0.2, each sending an ApiVersions request and closing without
+    waiting, while a kafka-python producer (its own connection from 127.0.0.1: kafka-python cannot choose its
+    source address) keeps producing. The producer never waits 2 s for an acknowledgement, loses nothing, and the
+    proxy's memory stays bounded; every flood connection is accepted and closed again."""
+    import asyncio
+
+    broker_port, proxy_port, ops_port = free_port(), free_port(), free_port()
+    broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
+    proxy = ProxyProcess(_config(proxy_port, broker_port, ops_port), str(tmp_path / "proxy.yaml"), proxy_port)
+    bootstrap = f"127.0.0.1:{proxy_port}"
+    producer = PacedProducer(bootstrap, "flood-good", "flood-producer")
+    sampler = RssSampler(proxy)
+    request = frame(encode_request_header(18, 0, 1, "flood"))
+    try:
+        proxy.start()
+        c.kp_create_topic(bootstrap, "flood-good", 1)
+        producer.start()
+        assert _wait_for_acks(producer, 0, 30) is not None, "traffic did not start"
+        baseline = proxy.rss_bytes()
+        sampler.start()
+        total = int(FLOOD_CONNECTIONS * max(1.0, SOAK_SECONDS / 5))
+
+        async def flood() -> int:
+            gate = asyncio.Semaphore(FLOOD_CONCURRENCY)
+            done = 0
+
+            async def one() -> None:
+                nonlocal done
+                async with gate:
+                    try:
+                        _, writer = await asyncio.wait_for(asyncio.open_connection(
+                            "127.0.0.1", proxy_port, local_addr=("127.0.0.2", 0)), 10)
+                    except (OSError, asyncio.TimeoutError):
+                        return
+                    writer.write(request)
+                    writer.close()
+                    done += 1
+
+            await asyncio.gather(*(one() for _ in range(total)))
+            return done
+
+        started = time.monotonic()
+        opened = asyncio.run(flood())
+        finished = time.monotonic()
+        time.sleep(1)
+        pause = producer.longest_pause(started, finished + 1)
+        producer.stopping.set()
+        producer.join(60)
+        sampler.stopping.set()
+        assert producer.error is None, repr(producer.error)
+        acked = [v for _, v in producer.acked]
+        seen = read_back(bootstrap, "flood-good", len(acked))
+        peak = sampler.peak()
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{ops_port}/metrics", timeout=5).read().decode()
+        accepted = sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+                       if line.startswith("kafka_quota_proxy_connections_accepted_total{"))
+        report("connection_flood", flood_connections=opened, seconds=round(finished - started, 1),
+               longest_pause_s=round(pause, 3), baseline_rss_mib=round(baseline / 2**20, 1),
+               peak_rss_mib=round(peak / 2**20, 1), acknowledged=len(acked))
+        assert opened == total
+        assert accepted >= total
+        assert pause < 2.0, f"the producer waited {pause:.2f} s for an acknowledgement during the flood"
+        assert producer.failed == 0 and [v for v in acked if seen[v] != 1] == []
+        assert peak - baseline < 64 * 2**20, f"RSS grew by {(peak - baseline) / 2**20:.1f} MiB"
+    finally:
+        producer.stopping.set()
+        sampler.stopping.set()
+        proxy.stop()
         broker.stop()

@@ -2,8 +2,10 @@
 
 Each new idempotent producer gets a new producer id from InitProducerId; its first Produce carries it. With
 ``producer_ids_rate`` 3 per 10 s window and one window (a burst of 3), the first three producers are not
-throttled; the fourth one's Produce response carries a throttle (10 s / 3 per new id below zero, less what the
-bucket refilled while the first three started),
+throttled; the fourth one's Produce response carries a throttle (10 s / 3 per new id below zero). The clock the
+producer-id quota reads is frozen for the test (the quotas' injected clock): the bucket refills 0.3 ids a second,
+so on a slow machine, where starting three producers took over 3.3 s, the fourth was not throttled and the test
+failed once; frozen, the bucket holds exactly what the producers took,
 which the client reports (kafka-python logs it, confluent-kafka calls ``throttle_cb``); every message is still
 acknowledged and read back. Every connection's user is ANONYMOUS until SASL lands, so "another user is
 unaffected" is covered by the unit tests of the quota manager, not here. aiokafka is not used: Tansu rejects its
@@ -17,6 +19,7 @@ import time
 
 import pytest
 
+from quota.clock import ManualClock
 from tests.harness import Tansu, free_port, proxy_config, start_proxy
 from tests.integration.clients import ck_create_topic
 
@@ -39,6 +42,11 @@ def cluster():
         raise
     try:
         ck_create_topic(proxy.bootstrap, TOPIC, 3)
+
+        async def freeze():  # on the proxy's loop, where the quotas are read
+            proxy.app.quotas.clock = ManualClock(proxy.app.quotas.clock.now_ms())
+
+        proxy.call(freeze())
         yield proxy
     finally:
         try:
@@ -102,5 +110,5 @@ def test_confluent_kafka_producers_in_a_loop_the_fourth_new_producer_id_is_throt
         producer.poll(0.5)  # serve the throttle callback
         throttles.append(seen)
     assert throttles[:3] == [[], [], []], throttles
-    assert throttles[3] and max(throttles[3]) > 0, throttles  # at most 10 s / 3, less what refilled meanwhile
+    assert throttles[3] and max(throttles[3]) > 0, throttles  # 10 s / 3: one id below zero
     assert sorted(read_back(proxy.bootstrap, 4)) == [f"c{i}".encode() for i in range(4)]
