@@ -124,7 +124,6 @@ class ProxyApp:
             from proxy.dynamic import DynamicConfig, DynamicConfigCollector
 
             self.dynamic = DynamicConfig(config, self._apply_config, str(config.upstream.bootstrap_servers[0]))
-            self.quotas.internal_topics = self.quotas.internal_topics | {config.dynamic_config.topic}
             self.metrics.registry.register(DynamicConfigCollector(self.dynamic))
         self.metrics.registry.register(ConnectionMetricsCollector(self.connection_quotas, self.quotas.clock))
         self.usage_log = UsageLog(config.usage_log, self.metrics) if config.usage_log is not None else None

@@ -87,9 +87,11 @@ class ByteRateQuotas:
 
             self.volume = VolumeThrottle(config.volume_usage, config.quotas, self.clock, self.window, mute_max)
         self.producer_ids.issued.max_entries = self.max_metric_entities
-        # The proxy's own topics (volume usage; later the dynamic config): produce to them alone is exempt from every
-        # quota, so the proxy never throttles or pauses what it publishes itself.
-        self.internal_topics: frozenset[str] = self.volume.internal_topics if self.volume is not None else frozenset()
+        # The proxy's own topics (volume usage, dynamic config): produce to them alone is exempt from every quota and
+        # from PAUSE, so the proxy never throttles or pauses what it publishes itself.
+        self.internal_topics: frozenset[str] = frozenset(
+            ([config.volume_usage.topic] if config.volume_usage is not None else [])
+            + ([config.dynamic_config.topic] if config.dynamic_config is not None else []))
         self.produce_prefix = _ProducePrefixWanted(self)
         self.shadow_throttles: dict[str, list[int]] = {}  # quota -> [decisions, total ms]: computed, not applied
         self._shadow_log = LogLimiter()
@@ -129,7 +131,7 @@ class ByteRateQuotas:
     def is_internal(self, only_topic, topic_ids) -> bool:
         """Whether a Produce that writes only ``only_topic`` (a name, or topic id bytes) writes an internal topic."""
         if isinstance(only_topic, bytes):
-            only_topic = topic_ids.name_of(uuid.UUID(bytes=only_topic))
+            only_topic = topic_ids.name_for(uuid.UUID(bytes=only_topic))
         return only_topic in self.internal_topics
 
     def update(self, table: QuotaTable) -> None:

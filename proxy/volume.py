@@ -57,7 +57,6 @@ class VolumeThrottle:
         self.snapshots: dict[int, Snapshot] = {}
         self.live_brokers: set[int] | None = None
         self.state: VolumeState = INITIAL
-        self.internal_topics = frozenset({config.topic})
         self.produce = ClientQuotaManager(scaled_produce_table(quotas, 1.0, config.produce_base_rate),
                                           PRODUCER_BYTE_RATE, clock, window, mute_max_ms)
         self.bad_records = 0

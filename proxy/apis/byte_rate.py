@@ -95,14 +95,14 @@ def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader
 def paused_produce(scope: ConnectionScope, volume, header: RequestHeader, base: Plan) -> Plan:
     """A volume is at its hard limit: the request is read whole and answered by the proxy with the retriable
     NOT_ENOUGH_REPLICAS after ``pause_delay_ms`` (throttle_time_ms and a mute), so it never reaches the broker and
-    the client retries; a request that writes only the proxy's internal topics (the volume-usage snapshots) goes
-    through, so the publisher is never paused by what it reports."""
+    the client retries; a request that writes only the proxy's internal topics (volume-usage snapshots, the dynamic
+    config) goes through, so the publisher is never paused by what it reports."""
     version, delay = header.api_version, volume.config.pause_delay_ms
 
     def decide(body: memoryview) -> Outcome:
         msg = decode_request(PRODUCE, version, body)
         names = {t.name or scope.topic_ids.name_for(t.topic_id) for t in msg.topic_data}
-        if names and names <= volume.internal_topics:
+        if names and names <= scope.quotas.internal_topics:
             return FORWARD_AS_IS
         response = error_response(PRODUCE, version, msg, NOT_ENOUGH_REPLICAS, throttle_time_ms=delay,
                                   error_message="kafka-quota-proxy: a broker volume is at its hard limit; "

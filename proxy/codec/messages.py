@@ -199,9 +199,6 @@ class TopicIdMap:
                 self._by_name[topic.name] = topic.topic_id
         return self
 
-    def name_of(self, topic_id: uuid.UUID) -> str | None:
-        return self._by_id.get(topic_id)
-
     def copy(self) -> TopicIdMap:
         """An independent copy."""
         return TopicIdMap(self._by_id)
