@@ -84,6 +84,11 @@ class DynamicEntries:
     def with_record(self, base: ProxyConfig, key: bytes | None, value: bytes | None) -> "DynamicEntries":
         """These entries with one record applied; raises :class:`RecordError` (and changes nothing) for a record
         that cannot be used, alone or with the rest."""
+        return self.apply(base, key, value)[0]
+
+    def apply(self, base: ProxyConfig, key: bytes | None,
+              value: bytes | None) -> tuple["DynamicEntries", ProxyConfig]:
+        """:meth:`with_record`, and the effective configuration it gives (built once, to check the record)."""
         entity = parse_key(key)
         canonical = entity_key(entity)
         entries = dict(self.entries)
@@ -99,10 +104,9 @@ class DynamicEntries:
             entries[canonical] = (entity, values)
         updated = DynamicEntries(MappingProxyType(entries))
         try:
-            effective(base, updated)
+            return updated, effective(base, updated)
         except ConfigError as exc:
             raise RecordError(f"{canonical.decode()}: {exc}") from None
-        return updated
 
 
 def effective(base: ProxyConfig, dynamic: DynamicEntries) -> ProxyConfig:

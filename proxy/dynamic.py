@@ -1,11 +1,12 @@
 """The dynamic configuration of a running proxy: follows the config topic and swaps the effective configuration in.
 
 Every proxy reads the topic (``dynamic_config.topic``) from the beginning at start-up and then follows it (no
-consumer group, like the volume-usage follower). Each record goes through :meth:`DynamicEntries.with_record`: a
-record that cannot be used is logged with its key and reason, counted (``dynamic_config_bad_records_total``) and
-ignored, and the last good configuration stays in force. A good one builds the new effective configuration (YAML
-with every dynamic entry laid over it) and hands it to ``apply``, which swaps it into every quota manager in one
-step of the event loop. While the topic cannot be read the proxy runs on what it has (YAML plus the entries it
+consumer group, like the volume-usage follower). Each record goes through :meth:`DynamicEntries.apply`: a record
+that cannot be used is logged with its key and reason, counted (``dynamic_config_bad_records_total``) and ignored,
+and the last good configuration stays in force. The effective configuration the good records of a fetched batch
+give (YAML with every dynamic entry laid over it) goes to ``apply`` once per batch, which swaps it into every
+quota manager in one step of the event loop (reading a long topic at start-up does not rebuild every table once
+per record). While the topic cannot be read the proxy runs on what it has (YAML plus the entries it
 read last) and retries every second; ``dynamic_config_lag_records`` and ``dynamic_config_last_read_age_seconds``
 show how far behind it is.
 
@@ -20,7 +21,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from config.dynamic import DynamicEntries, RecordError, effective
+from config.dynamic import DynamicEntries, RecordError
 from config.model import ProxyConfig
 from proxy.logs import LogLimiter
 
@@ -53,21 +54,24 @@ class DynamicConfig:
 
     # -- records in ---------------------------------------------------------------------------------------------
 
-    def record(self, key: bytes | None, value: bytes | None) -> bool:
-        """One record of the config topic; True when it changed the configuration in force."""
-        try:
-            entries = self.entries.with_record(self.base, key, value)
-        except RecordError as exc:
-            self.bad_records += 1
-            suppressed = BAD_RECORD_LOG.allow("config-topic", str(key)[:200], time.monotonic())
-            if suppressed is not None:
-                log.warning("dynamic config: record ignored, the last good configuration stays: %s", exc)
-            return False
-        self.entries = entries
-        self.current = effective(self.base, entries)
-        self._apply(self.current)
-        self.applied += 1
-        return True
+    def records(self, batch) -> int:
+        """Records of the config topic, in order (each checked with those before it); the configuration they
+        give is applied once, at the end. Returns how many were good."""
+        good = 0
+        for record in batch:
+            try:
+                self.entries, self.current = self.entries.apply(self.base, record.key, record.value)
+            except RecordError as exc:
+                self.bad_records += 1
+                suppressed = BAD_RECORD_LOG.allow("config-topic", str(record.key)[:200], time.monotonic())
+                if suppressed is not None:
+                    log.warning("dynamic config: record ignored, the last good configuration stays: %s", exc)
+                continue
+            good += 1
+        if good:
+            self._apply(self.current)
+            self.applied += good
+        return good
 
     # -- following ----------------------------------------------------------------------------------------------
 
@@ -111,8 +115,7 @@ class DynamicConfig:
                 while True:
                     batches = await consumer.getmany(timeout_ms=200)
                     for records in batches.values():
-                        for record in records:
-                            self.record(record.key, record.value)
+                        self.records(records)
                         self.last_read = time.monotonic()
                     if time.monotonic() >= next_check:  # is the cluster still answering? (getmany does not say)
                         next_check = time.monotonic() + 1.0
