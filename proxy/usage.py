@@ -10,8 +10,9 @@ user, client id or API (they are counted before the connection has said who it i
      "connections_opened": 0}
 
 ``time`` is the end of the interval (epoch seconds). The request path adds to a :class:`UsageTable` (dict lookups
-and integer additions); every ``interval_seconds`` the table is swapped for a fresh one and the old one goes, as
-lines, to a writer thread through a bounded queue, so the event loop never waits for the disk. When the writer
+and integer additions); every ``interval_seconds`` the table is swapped for a fresh one and the old one goes to a
+writer thread through a bounded queue; the thread turns it into lines and writes them, so the event loop neither
+serialises nor waits for the disk. When the writer
 falls behind or the disk refuses a write (full, read-only), the lines are dropped, counted
 (``usage_log_dropped_records_total``) and logged; the proxy goes on. Files are ``usage-<start>.jsonl`` in the
 configured directory, rotated by size and age, the oldest deleted beyond ``max_files``. On shutdown the current
@@ -162,11 +163,10 @@ class UsageLog:
         self._interval_start = now
         if not rows:
             return
-        lines = [json.dumps(r, separators=(",", ":")) + "\n" for r in records(rows, now, interval)]
-        try:
-            self._queue.put_nowait(lines)
+        try:  # the rows are no longer written to: the writer thread turns them into lines
+            self._queue.put_nowait((rows, now, interval))
         except queue.Full:
-            self._dropped(len(lines), "the writer is behind (is the disk slow?)")
+            self._dropped(len(rows), "the writer is behind (is the disk slow?)")
 
     def _dropped(self, count: int, why: str) -> None:
         self._metrics.usage_log_dropped.inc(count)
@@ -177,9 +177,10 @@ class UsageLog:
 
     def _write_loop(self) -> None:
         while True:
-            lines = self._queue.get()
-            if lines is None:
+            interval = self._queue.get()
+            if interval is None:
                 break
+            lines = [json.dumps(r, separators=(",", ":")) + "\n" for r in records(*interval)]
             try:
                 self._writer.write(lines)
             except OSError as exc:
