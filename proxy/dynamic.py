@@ -24,10 +24,10 @@ from collections.abc import Callable
 from config.dynamic import DynamicEntries, RecordError
 from config.model import ProxyConfig
 from proxy.logs import LogLimiter
+from proxy.tasks import stop_client
 
 log = logging.getLogger(__name__)
 
-STOP_TIMEOUT_S = 5.0
 CATCH_UP_S = 5.0  # start-up waits at most this long to have read the topic to its end
 BAD_RECORD_LOG = LogLimiter()
 
@@ -136,10 +136,7 @@ class DynamicConfig:
                             self.topic, exc)
                 await asyncio.sleep(1.0)
             finally:
-                try:
-                    await asyncio.wait_for(consumer.stop(), STOP_TIMEOUT_S)
-                except Exception:  # noqa: BLE001
-                    pass
+                await stop_client(consumer)
 
     # -- writing ------------------------------------------------------------------------------------------------
 
@@ -167,10 +164,7 @@ class DynamicConfig:
             except (asyncio.CancelledError, Exception):  # noqa: BLE001
                 pass
         if self._producer is not None:
-            try:
-                await asyncio.wait_for(self._producer.stop(), STOP_TIMEOUT_S)
-            except Exception:  # noqa: BLE001
-                pass
+            await stop_client(self._producer)
 
 
 async def ensure_topic(bootstrap: str, topic: str, client_id: str, security: dict | None = None) -> None:

@@ -19,6 +19,7 @@ import os
 from collections.abc import Callable
 
 from config.volume import VolumeUsageConfig
+from proxy.tasks import stop_client
 from quota.client_quota import ClientQuotaManager
 from quota.entity import PRODUCER_BYTE_RATE, QuotaTable
 from quota.rate import QuotaWindow
@@ -26,7 +27,6 @@ from quota.volume import INITIAL, PAUSE, THROTTLE, Snapshot, SnapshotError, Volu
 
 log = logging.getLogger("kafka_quota_proxy.volume")
 
-STOP_TIMEOUT_S = 5.0  # stopping an aiokafka client never holds shutdown longer
 NOT_ENOUGH_REPLICAS = 19  # retriable in every client; never reaches the log: the request is not forwarded
 
 
@@ -184,10 +184,7 @@ class VolumePublisher:
     async def _close_producer(self) -> None:
         producer, self._producer = self._producer, None
         if producer is not None:
-            try:
-                await asyncio.wait_for(producer.stop(), STOP_TIMEOUT_S)
-            except Exception:  # noqa: BLE001 - already failing, or stopping: the next interval starts afresh
-                pass
+            await stop_client(producer)  # already failing, or stopping: the next interval starts afresh
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -271,10 +268,7 @@ class VolumeFollower(_Evaluating):
                 await asyncio.sleep(1.0)
             finally:
                 self._consumer = None
-                try:
-                    await asyncio.wait_for(consumer.stop(), STOP_TIMEOUT_S)
-                except Exception:  # noqa: BLE001
-                    pass
+                await stop_client(consumer)
 
     def _learn_brokers(self, consumer) -> None:
         brokers = consumer._client.cluster.brokers()
