@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 from proxy.apis import ConnectionScope, Session, plan_request
 from proxy.codec.frame import FrameSplitter
-from proxy.codec.errors import ProtocolError
 from proxy.codec.header import (parse_raw_sasl_request, parse_raw_sasl_response, parse_request_prefix,
                                 parse_response_prefix)
 from proxy.flow import Flow
@@ -71,10 +70,10 @@ class ConnectionCore:
             if sasl is not None and sasl.raw_requests:  # after SaslHandshake v0: raw tokens
                 return parse_raw_sasl_request(buf, session.request_limit)
             limit = session.request_limit
-            if limit < max_request_bytes and len(buf) >= 4 and int.from_bytes(buf[:4], "big", signed=True) > limit:
-                raise ProtocolError(f"a frame of {int.from_bytes(buf[:4], 'big', signed=True)} bytes before SASL "
-                                    f"authentication (sasl.server.max.receive.size {limit})")
-            return parse_request_prefix(buf, min(max_request_bytes, limit), produce_prefix)
+            if limit < max_request_bytes:  # a SASL listener, before the broker accepted an authentication
+                return parse_request_prefix(buf, limit, produce_prefix,
+                                            "sasl.server.max.receive.size (before SASL authentication)")
+            return parse_request_prefix(buf, max_request_bytes, produce_prefix)
 
         def parse_response(buf):
             sasl = None if session is None else session.sasl

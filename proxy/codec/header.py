@@ -86,8 +86,9 @@ def skip_tagged_fields(buf, pos: int) -> int:
     return pos
 
 
-def frame_size(buf, max_size: int) -> int:
-    """The size prefix of the frame starting at ``buf[0]``, checked against ``max_size``."""
+def frame_size(buf, max_size: int, limit_name: str = "socket.request.max.bytes") -> int:
+    """The size prefix of the frame starting at ``buf[0]``, checked against ``max_size`` (the setting
+    ``limit_name``, named in the error)."""
     if len(buf) < 4:
         raise Incomplete
     (size,) = _INT32.unpack_from(buf, 0)
@@ -97,13 +98,13 @@ def frame_size(buf, max_size: int) -> int:
         if buf[0] == 0x16 and buf[1] == 0x03 and buf[2] <= 0x04:  # a TLS handshake record, not a Kafka size
             raise ProtocolError("a TLS handshake arrived on a plaintext listener (a client configured for SSL? "
                                 "give this listener a tls section, or the client the plaintext address)")
-        raise ProtocolError(f"frame size {size} exceeds socket.request.max.bytes {max_size}")
+        raise ProtocolError(f"frame size {size} exceeds {limit_name} {max_size}")
     return size
 
 
-def parse_request_header(buf, max_size: int) -> RequestHeader:
+def parse_request_header(buf, max_size: int, limit_name: str = "socket.request.max.bytes") -> RequestHeader:
     """Parse the size and request header at the start of ``buf`` (which may hold more than one frame)."""
-    size = frame_size(buf, max_size)
+    size = frame_size(buf, max_size, limit_name)
     if size < 10:
         raise ProtocolError(f"request frame of {size} bytes is shorter than a request header")
     if len(buf) < _REQUEST_FIXED.size:
@@ -146,11 +147,12 @@ class ResponseHeader:
         return self.size + 4
 
 
-def parse_request_prefix(buf, max_size: int, producer_ids=None) -> RequestHeader:
+def parse_request_prefix(buf, max_size: int, producer_ids=None,
+                         limit_name: str = "socket.request.max.bytes") -> RequestHeader:
     """The request header, plus ``acks`` for Produce: everything needed before the frame's first byte moves.
     ``producer_ids`` (an object with ``enabled``, read per request): when enabled, a Produce's first producer id
     and its only topic too (:func:`produce_prefix`), from a bounded prefix of the body."""
-    header = parse_request_header(buf, max_size)
+    header = parse_request_header(buf, max_size, limit_name)
     if header.api_key == PRODUCE:
         acks = produce_acks(buf, header)
         pid, only_topic = produce_prefix(buf, header) if producer_ids is not None and producer_ids.enabled \
