@@ -296,7 +296,9 @@ def run_scenario(config_path: str, duration_s: float, report=print,
         if proxy is not None:
             stop_process(proxy)
         stop_process(broker)
-    if usage_dir is not None:  # the proxy has written its last interval: plan quotas from what the clients did
+    if usage_dir is not None and stop.is_set():  # Ctrl-C: stop now, not after a Spark job
+        report("quota planner: skipped (the demo was stopped early; it runs at the end of a full run)")
+    elif usage_dir is not None:  # the proxy has written its last interval: plan quotas from what the clients did
         plan = quota_planner(usage_dir, usage_dir.rstrip("/") + "-plan", report)
         if not plan.ok:
             raise RuntimeError(f"the quota planner did not recommend as expected: {plan.text()}")
