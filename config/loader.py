@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import yaml
 
-from config.errors import ConfigError
+from config.errors import ConfigError, join, mapping_with, show
 from config.quotas import parse_quota_section
 from config.dynamic_source import parse_dynamic_config
 from config.tls import parse_listener_tls, parse_upstream_tls
@@ -237,10 +237,10 @@ def parse_config(raw: Any) -> ProxyConfig:
 def _principals(raw: Any, path: str) -> frozenset[str]:
     """``admin_principals``: Kafka principals, ``User:alice`` (``User:ANONYMOUS`` for unauthenticated clients)."""
     if not isinstance(raw, list):
-        raise ConfigError(path, f"expected a list of principals such as User:alice, got {_show(raw)}")
+        raise ConfigError(path, f"expected a list of principals such as User:alice, got {show(raw)}")
     for i, item in enumerate(raw):
         if not isinstance(item, str) or not item.startswith("User:") or len(item) <= 5:
-            raise ConfigError(f"{path}[{i}]", f"expected a principal such as User:alice, got {_show(item)}")
+            raise ConfigError(f"{path}[{i}]", f"expected a principal such as User:alice, got {show(item)}")
     return frozenset(raw)
 
 
@@ -273,16 +273,7 @@ def connection_limits(settings: Settings, listeners: tuple[ListenerConfig, ...],
 
 
 def _mapping(raw: Any, path: str, required: set[str], optional: set[str] = frozenset()) -> dict:
-    if not isinstance(raw, dict):
-        raise ConfigError(path, f"expected a mapping, got {_show(raw)}")
-    for key in raw:
-        if key not in required and key not in optional:
-            known = ", ".join(sorted(required | set(optional)))
-            raise ConfigError(_join(path, key), f"unknown key (known keys: {known})")
-    for key in sorted(required):
-        if key not in raw:
-            raise ConfigError(_join(path, key), "required key is missing")
-    return raw
+    return mapping_with(raw, path, set(required) | set(optional), required)
 
 
 def _upstream(raw: Any, path: str) -> UpstreamConfig:
@@ -314,21 +305,21 @@ def _listener(raw: Any, path: str) -> ListenerConfig:
                  optional={"advertised_host", "broker_port_base", "internal", "tls", "sasl"})
     internal = m.get("internal", False)
     if not isinstance(internal, bool):
-        raise ConfigError(f"{path}.internal", f"expected true or false, got {_show(internal)}")
+        raise ConfigError(f"{path}.internal", f"expected true or false, got {show(internal)}")
     sasl = m.get("sasl", False)
     if not isinstance(sasl, bool):
-        raise ConfigError(f"{path}.sasl", f"expected true or false, got {_show(sasl)}")
+        raise ConfigError(f"{path}.sasl", f"expected true or false, got {show(sasl)}")
     tls = parse_listener_tls(m.get("tls"), f"{path}.tls")
     name = m["name"]
     if not isinstance(name, str) or not _NAME.match(name):
-        raise ConfigError(f"{path}.name", f"expected a listener name of letters, digits, '_' or '-', got {_show(name)}")
+        raise ConfigError(f"{path}.name", f"expected a listener name of letters, digits, '_' or '-', got {show(name)}")
     bind = _address(m["bind"], f"{path}.bind")
     base = m.get("broker_port_base")
     if base is not None and (isinstance(base, bool) or not isinstance(base, int) or not 1 <= base <= 65535):
-        raise ConfigError(f"{path}.broker_port_base", f"expected a port number between 1 and 65535, got {_show(base)}")
+        raise ConfigError(f"{path}.broker_port_base", f"expected a port number between 1 and 65535, got {show(base)}")
     advertised = m.get("advertised_host")
     if advertised is not None and (not isinstance(advertised, str) or not advertised or " " in advertised):
-        raise ConfigError(f"{path}.advertised_host", f"expected a host name or address, got {_show(advertised)}")
+        raise ConfigError(f"{path}.advertised_host", f"expected a host name or address, got {show(advertised)}")
     if advertised is not None and base is None:
         raise ConfigError(f"{path}.advertised_host", "only used in cluster mode: set broker_port_base too")
     if base is not None:
@@ -353,20 +344,20 @@ def _settings(raw: Any, path: str, listener_names: set[str] = frozenset()) -> Se
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
-        raise ConfigError(path, f"expected a mapping, got {_show(raw)}")
+        raise ConfigError(path, f"expected a mapping, got {show(raw)}")
     prefixed = {key for key in raw if isinstance(key, str) and _LISTENER_SETTING.match(key)}
     m = _mapping(raw, path, required=set(), optional=set(SETTINGS) | {IP_OVERRIDES, QUOTA_MODE} | prefixed)
     values: dict[str, Any] = {name: s.default for name, s in SETTINGS.items()}
     values[IP_OVERRIDES] = {}
     values[QUOTA_MODE] = "enforce"
     for name, value in m.items():
-        key = _join(path, name)
+        key = join(path, name)
         if name == IP_OVERRIDES:
             values[name] = _ip_overrides(value, key)
             continue
         if name == QUOTA_MODE:
             if value not in ("enforce", "shadow"):
-                raise ConfigError(key, f"expected enforce or shadow, got {_show(value)}")
+                raise ConfigError(key, f"expected enforce or shadow, got {show(value)}")
             values[name] = value
             continue
         match = _LISTENER_SETTING.match(name)
@@ -378,7 +369,7 @@ def _settings(raw: Any, path: str, listener_names: set[str] = frozenset()) -> Se
         else:
             spec = SETTINGS[name]
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(key, f"expected a number, got {_show(value)}")
+            raise ConfigError(key, f"expected a number, got {show(value)}")
         if not math.isfinite(value):
             raise ConfigError(key, f"expected a finite number, got {value!r}")
         if spec.kind is int and value != int(value):
@@ -406,7 +397,7 @@ def _ip_overrides(raw: Any, path: str) -> dict[str, int]:
     elif isinstance(raw, dict):
         pairs = list(raw.items())
     else:
-        raise ConfigError(path, f"expected \"<ip>:<count>,...\" or a mapping of IP to count, got {_show(raw)}")
+        raise ConfigError(path, f"expected \"<ip>:<count>,...\" or a mapping of IP to count, got {show(raw)}")
     out = {}
     for ip, count in pairs:
         try:
@@ -423,7 +414,7 @@ def _ip_overrides(raw: Any, path: str) -> dict[str, int]:
 
 def _address(raw: Any, path: str) -> Address:
     if not isinstance(raw, str):
-        raise ConfigError(path, f"expected host:port, got {_show(raw)}")
+        raise ConfigError(path, f"expected host:port, got {show(raw)}")
     host, sep, port = raw.rpartition(":")
     if not sep or not host or not port.isdigit():
         raise ConfigError(path, f"expected host:port, got {raw!r}")
@@ -436,18 +427,8 @@ def _address(raw: Any, path: str) -> Address:
 
 def _list(raw: Any, path: str, item: Callable[[Any, str], Any]) -> list:
     if not isinstance(raw, list) or not raw:
-        raise ConfigError(path, f"expected a non-empty list, got {_show(raw)}")
+        raise ConfigError(path, f"expected a non-empty list, got {show(raw)}")
     return [item(v, f"{path}[{i}]") for i, v in enumerate(raw)]
-
-
-def _join(path: str, key: Any) -> str:
-    return f"{path}.{key}" if path else str(key)
-
-
-def _show(value: Any) -> str:
-    if isinstance(value, (dict, list)):
-        return type(value).__name__
-    return repr(value)
 
 
 def _num(value: float) -> str:
