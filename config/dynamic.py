@@ -112,7 +112,7 @@ class DynamicEntries:
 def effective(base: ProxyConfig, dynamic: DynamicEntries) -> ProxyConfig:
     """The YAML configuration with the dynamic entries laid over it: per entity and key, dynamic wins. Raises
     ConfigError naming the key for anything the YAML loader would reject."""
-    from config.loader import SETTINGS, connection_limits, parse_settings_values
+    from config.settings import connection_limits, parse_settings
 
     items: dict[bytes, dict] = {}
     for item in base.raw_quotas:
@@ -134,7 +134,7 @@ def effective(base: ProxyConfig, dynamic: DynamicEntries) -> ProxyConfig:
     settings = base.settings
     if settings_overlay:
         merged = {**{k: v for k, v in settings.values.items()}, **settings_overlay}
-        settings = parse_settings_values(merged, "proxy settings", {lc.name for lc in base.listeners})
+        settings = parse_settings(merged, "proxy settings", {lc.name for lc in base.listeners})
     return dataclasses.replace(base, quotas=quotas, settings=settings,
                                connections=connection_limits(settings, base.listeners, ip_rates))
 

@@ -60,7 +60,7 @@ class MetricsConfig:
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """Broker-style settings, by Kafka property name where Kafka has one (see SETTINGS in config.loader)."""
+    """Broker-style settings, by Kafka property name where Kafka has one (see SETTINGS in config.settings)."""
 
     values: Mapping[str, int | float | str] = field(default_factory=lambda: MappingProxyType({}))
 

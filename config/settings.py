@@ -1,0 +1,254 @@
+"""The ``settings:`` section: broker-style settings by Kafka property name, their bounds, and the connection limits
+(KIP-612, KIP-402) they and the ``{ip: ...}`` quotas make.
+
+Per-listener settings are prefixed as Kafka prefixes them (``listener.name.<name>.<setting>``); every value is
+checked against its bounds at load, and an error names the key and the reason.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from config.errors import ConfigError, join, mapping_with, show
+from config.model import ListenerConfig, Settings
+from quota.connection import ConnectionLimits, normalize_ip
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    default: int | float | None  # None: derived from other settings where it is used
+    kind: type
+    minimum: float
+    maximum: float
+    doc: str
+
+
+# Settings under `settings:`; Kafka broker property names where Kafka has the same knob.
+SETTINGS: dict[str, Setting] = {
+    "socket.request.max.bytes": Setting(
+        104857600, int, 1024, 2**31 - 1, "Largest request frame accepted from a client; larger closes the connection."
+    ),
+    "upstream.response.max.bytes": Setting(
+        104857600, int, 1024, 2**31 - 1,
+        "Largest response frame accepted from the broker; larger closes that client's connection "
+        "(default as socket.request.max.bytes). Only responses the proxy decodes are buffered, up to this size.",
+    ),
+    "connections.max.inflight.requests": Setting(
+        200, int, 1, 1_000_000,
+        "Requests one client connection may have awaiting an answer; at the bound the proxy stops reading that "
+        "client until answers go out (a Kafka broker reads one request per connection at a time).",
+    ),
+    "connections.max.buffered.response.bytes": Setting(
+        1048576, int, 1024, 2**31 - 1,
+        "Response bytes waiting for one client to read them; above this the proxy stops reading that client's "
+        "broker connection and, at the next request boundary, the client itself.",
+    ),
+    "shutdown.grace.period.ms": Setting(
+        10000, int, 0, 3_600_000, "On SIGTERM/SIGINT, how long in-flight requests may take to finish."
+    ),
+    "upstream.connect.timeout.ms": Setting(
+        5000, int, 1, 600_000, "Time allowed to open the broker connection for a new client connection."
+    ),
+    "connections.max.idle.ms": Setting(
+        600000, int, 1000, 2**31 - 1,
+        "A client connection with nothing in flight that sends nothing for this long is closed (Kafka's setting).",
+    ),
+    "upstream.response.timeout.ms": Setting(
+        300000, int, 1000, 2**31 - 1,
+        "Longest the proxy waits for the broker to answer a request before closing that client's connection.",
+    ),
+    "quota.window.num": Setting(11, int, 1, 1000, "Samples kept by the byte-rate quotas (Kafka's quota.window.num)."),
+    "quota.window.size.seconds": Setting(
+        1, int, 1, 3600, "Length of each sample of the byte-rate quotas (Kafka's quota.window.size.seconds)."
+    ),
+    "quota.mute.max.ms": Setting(
+        25000, int, 1, 2**31 - 1,
+        "Longest a client is muted (and the throttle_time_ms reported) for one quota violation, so a client is "
+        "never held past the 30 s request timeout its requests wait under; Kafka does not cap byte-rate throttles.",
+    ),
+    "controller.quota.window.num": Setting(
+        11, int, 1, 1000,
+        "Samples of the controller mutation quota (Kafka's controller.quota.window.num); the token bucket's burst "
+        "is controller_mutation_rate x num x size.",
+    ),
+    "controller.quota.window.size.seconds": Setting(
+        1, int, 1, 3600, "Length of each sample of the controller mutation quota (controller.quota.window.size.seconds).",
+    ),
+    "controller.quota.metadata.max.age.ms": Setting(
+        30000, int, 0, 2**31 - 1,
+        "Partition counts the controller mutation quota learnt from Metadata responses older than this are looked "
+        "up again (one Metadata request on the client's broker connection) before a DeleteTopics or "
+        "CreatePartitions is decided.",
+    ),
+    "producer.id.quota.window.num": Setting(
+        11, int, 1, 1000,
+        "Windows of the active producer-id quota (KIP-936); its token bucket's burst is producer_ids_rate x num.",
+    ),
+    "producer.id.quota.window.size.seconds": Setting(
+        3600, int, 1, 2**31 - 1,
+        "The producer-id quota's window: producer_ids_rate counts new producer ids per window, and each user's "
+        "bloom filter is written for half of it and read for all of it (KIP-936; default one hour).",
+    ),
+    "producer.id.quota.cache.cleanup.scheduler.interval.ms": Setting(
+        10, int, 1, 2**31 - 1,
+        "How often users whose bloom filters have all expired are dropped from the producer-id cache (KIP-936's "
+        "setting; the proxy's housekeeping runs at most once a second).",
+    ),
+    "producer.id.quota.bloom.expected.pids": Setting(
+        1000, int, 1, 100_000_000,
+        "New producer ids one user's bloom filter is sized for per half window (ours; the KIP leaves it open). "
+        "More than this raises the false-positive rate above the configured one.",
+    ),
+    "producer.id.quota.bloom.false.positive.rate": Setting(
+        0.001, float, 1e-9, 0.5,
+        "False-positive rate of each bloom filter at its expected size: the share of new producer ids mistaken "
+        "for known ones (and so not counted; never a wrong throttle).",
+    ),
+    "cluster.metadata.refresh.ms": Setting(
+        30000, int, 100, 2**31 - 1,
+        "Cluster mode: how often the proxy asks the cluster for its brokers (Metadata, no topics) to open the port "
+        "of every broker; at start-up it asks at once and retries with backoff until a bootstrap server answers.",
+    ),
+    "cluster.broker.removal.ms": Setting(
+        300000, int, 0, 2**31 - 1,
+        "Cluster mode: a broker absent from the cluster's answers this long has its port closed, and its "
+        "connections closed; a broker that comes back gets the same port.",
+    ),
+    "sasl.server.max.receive.size": Setting(
+        524288, int, 1024, 2**31 - 1,
+        "On a listener marked sasl: true, the largest frame a client may send before it has authenticated "
+        "(Kafka's setting of the same name); larger closes the connection.",
+    ),
+    "max.connection.creation.rate": Setting(
+        2**31 - 1, int, 1, 2**31 - 1,
+        "New client connections accepted per second across the proxy's listeners (KIP-612's broker-wide limit; "
+        "the internal listener is exempt when there are others). Over it, accepting waits (at most one quota "
+        "window) and new connections queue in the kernel's backlog. Per listener: "
+        "listener.name.<name>.max.connection.creation.rate.",
+    ),
+    "max.connections": Setting(
+        2**31 - 1, int, 1, 2**31 - 1,
+        "Client connections open at once across the proxy (KIP-402; the internal listener is exempt when there are "
+        "others); a new connection over it is closed at once. Per listener: listener.name.<name>.max.connections.",
+    ),
+    "max.connections.per.ip": Setting(
+        2**31 - 1, int, 0, 2**31 - 1,
+        "Client connections open at once from one IP address (Kafka's setting); a new one over it is closed at once.",
+    ),
+    "quota.metrics.max.entities": Setting(
+        1000, int, 1, 1_000_000,
+        "Quota entities with their own metric labels; the rest are summed under user/client_id '__other__'.",
+    ),
+}
+
+
+# Per-listener settings, as Kafka prefixes them: listener.name.<name>.<setting>
+LISTENER_SETTINGS = ("max.connection.creation.rate", "max.connections")
+_LISTENER_SETTING = re.compile(r"^listener\.name\.([A-Za-z0-9_-]+)\.(" +
+                               "|".join(re.escape(name) for name in LISTENER_SETTINGS) + r")$")
+IP_OVERRIDES = "max.connections.per.ip.overrides"  # Kafka's "<ip>:<count>,<ip>:<count>", or a mapping
+QUOTA_MODE = "quota.mode"  # enforce or shadow: every quota of the proxy computed and metered, none applied
+
+
+def parse_settings(raw: Any, path: str, listener_names: set[str] = frozenset()) -> Settings:
+    """The ``settings:`` section, every default filled in (also: the YAML's laid over with dynamic ones)."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(path, f"expected a mapping, got {show(raw)}")
+    prefixed = {key for key in raw if isinstance(key, str) and _LISTENER_SETTING.match(key)}
+    m = mapping_with(raw, path, set(SETTINGS) | {IP_OVERRIDES, QUOTA_MODE} | prefixed)
+    values: dict[str, Any] = {name: s.default for name, s in SETTINGS.items()}
+    values[IP_OVERRIDES] = {}
+    values[QUOTA_MODE] = "enforce"
+    for name, value in m.items():
+        key = join(path, name)
+        if name == IP_OVERRIDES:
+            values[name] = _ip_overrides(value, key)
+            continue
+        if name == QUOTA_MODE:
+            if value not in ("enforce", "shadow"):
+                raise ConfigError(key, f"expected enforce or shadow, got {show(value)}")
+            values[name] = value
+            continue
+        match = _LISTENER_SETTING.match(name)
+        if match:
+            if match.group(1) not in listener_names:
+                raise ConfigError(key, f"no listener named {match.group(1)!r} (listeners: "
+                                  f"{', '.join(sorted(listener_names))})")
+            spec = SETTINGS[match.group(2)]
+        else:
+            spec = SETTINGS[name]
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(key, f"expected a number, got {show(value)}")
+        if not math.isfinite(value):
+            raise ConfigError(key, f"expected a finite number, got {value!r}")
+        if spec.kind is int and value != int(value):
+            raise ConfigError(key, f"expected an integer, got {value!r}")
+        if not spec.minimum <= value <= spec.maximum:
+            raise ConfigError(key, f"must be between {_num(spec.minimum)} and {_num(spec.maximum)}, got {value!r}")
+        values[name] = spec.kind(value)
+    return Settings(MappingProxyType(values))
+
+
+def _ip_overrides(raw: Any, path: str) -> dict[str, int]:
+    """``max.connections.per.ip.overrides``: Kafka's ``"<ip>:<count>,<ip>:<count>"``, or a YAML mapping."""
+    if isinstance(raw, str):
+        pairs = []
+        for part in filter(None, (p.strip() for p in raw.split(","))):
+            ip, sep, count = part.rpartition(":")
+            if not sep:
+                raise ConfigError(path, f"expected <ip>:<count>, got {part!r}")
+            pairs.append((ip, count))
+    elif isinstance(raw, dict):
+        pairs = list(raw.items())
+    else:
+        raise ConfigError(path, f"expected \"<ip>:<count>,...\" or a mapping of IP to count, got {show(raw)}")
+    out = {}
+    for ip, count in pairs:
+        try:
+            address = normalize_ip(str(ip))
+        except ValueError:
+            raise ConfigError(path, f"not an IP address: {ip!r}") from None
+        if isinstance(count, str) and count.strip().isdigit():
+            count = int(count)
+        if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= 2**31 - 1:
+            raise ConfigError(path, f"{ip}: expected a connection count >= 0, got {count!r}")
+        out[address] = count
+    return out
+
+
+def connection_limits(settings: Settings, listeners: tuple[ListenerConfig, ...],
+                      ip_rates: dict[str, float]) -> ConnectionLimits:
+    """The connection limits (KIP-612, KIP-402) from settings, listeners and the ``{ip: ...}`` quotas."""
+    unlimited = 2**31 - 1
+    values = settings.values
+
+    def limit(name: str) -> int | None:
+        return None if values[name] == unlimited else values[name]
+
+    per_listener = {name: {} for name in LISTENER_SETTINGS}
+    for key, value in values.items():
+        match = _LISTENER_SETTING.match(key)
+        if match:
+            per_listener[match.group(2)][match.group(1)] = value
+    rate = values["max.connection.creation.rate"]
+    return ConnectionLimits(
+        max_connection_creation_rate=math.inf if rate == unlimited else float(rate),
+        listener_creation_rates=MappingProxyType({name: float(v) for name, v in
+                                                  per_listener["max.connection.creation.rate"].items()}),
+        max_connections=limit("max.connections"),
+        listener_max_connections=MappingProxyType(dict(per_listener["max.connections"])),
+        max_connections_per_ip=limit("max.connections.per.ip"),
+        max_connections_per_ip_overrides=MappingProxyType(dict(values[IP_OVERRIDES])),
+        ip_rates=MappingProxyType(ip_rates),
+        internal_listener=next((lc.name for lc in listeners if lc.internal), None),
+    )
+
+
+def _num(value: float) -> str:
+    return str(int(value)) if value == int(value) else str(value)
