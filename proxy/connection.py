@@ -43,8 +43,7 @@ def usage_rows(scope: ConnectionScope | None, session: Session):
     table = None if scope is None else scope.usage
     if table is None:
         return None
-    return lambda header: table.row(session.listener, session.peer_ip, session.user, header.client_id,
-                                    header.api_key)
+    return lambda header: table.for_request(session, header)
 
 
 class ConnectionCore:

@@ -65,6 +65,11 @@ class UsageTable:
             found = self._rows[key] = UsageCounters()
         return found
 
+    def for_request(self, session, header) -> UsageCounters:
+        """The row of the entity a request comes from: its connection's listener, IP and user, its client id and
+        API (the one key every count of a request goes under)."""
+        return self.row(session.listener, session.peer_ip, session.user, header.client_id, header.api_key)
+
     def __len__(self) -> int:
         return len(self._rows)
 

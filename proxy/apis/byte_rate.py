@@ -71,8 +71,7 @@ def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader
             counted = quotas.producer_ids.new_pids_counted
             decision = quotas.producer_ids.record_and_decide(session.user, pid, now)
             if scope.usage is not None and quotas.producer_ids.new_pids_counted != counted:
-                scope.usage.row(session.listener, session.peer_ip, session.user, header.client_id,
-                                header.api_key).new_producer_ids += 1
+                scope.usage.for_request(session, header).new_producer_ids += 1
             if is_applied(decision):
                 throttle = decision if throttle is None else longest(throttle, decision)
             else:
@@ -85,8 +84,7 @@ def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader
         else:
             shadow_ms = max(shadow_ms, quotas.note_shadow("volume_usage", decision, session.user, header.client_id))
     if shadow_ms and scope.usage is not None:
-        scope.usage.row(session.listener, session.peer_ip, session.user, header.client_id,
-                        header.api_key).shadow_throttle_ms += shadow_ms
+        scope.usage.for_request(session, header).shadow_throttle_ms += shadow_ms
     if throttle is None:
         return base
     return Plan(rewrite=base.rewrite, throttle=throttle)
@@ -130,8 +128,7 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
             decision = fetch.record_and_decide(user, client_id, response_size)
             shadow_ms = quotas.note_shadow(CONSUMER_BYTE_RATE, decision, user, client_id)
             if shadow_ms and scope.usage is not None:
-                scope.usage.row(session.listener, session.peer_ip, user, header.client_id,
-                                header.api_key).shadow_throttle_ms += shadow_ms
+                scope.usage.for_request(session, header).shadow_throttle_ms += shadow_ms
             return decision
 
         return Plan(action=base.action, rewrite=base.rewrite, record_response=record_only)

@@ -59,9 +59,9 @@ def _plan(scope: ConnectionScope, session: Session, header: RequestHeader, kind:
     if not quotas.enabled or quotas.resolve(session.user, client_id).unlimited:
         return PASS
     mutation = kind(scope, session.user, client_id, header.api_version, header.correlation_id)
-    if scope.usage is not None:
-        table, listener, ip, api_key = scope.usage, session.listener, session.peer_ip, header.api_key
-        mutation.usage = lambda: table.row(listener, ip, session.user, client_id, api_key)
+    if scope.usage is not None:  # looked up when counted: the table may have started a new interval meanwhile
+        table = scope.usage
+        mutation.usage = lambda: table.for_request(session, header)
     return Plan(action=BUFFER, decide=mutation.decide)
 
 
