@@ -30,6 +30,10 @@ DECODED = {
     36: "SaslAuthenticate", 37: "CreatePartitions", 48: "DescribeClientQuotas",
     49: "AlterClientQuotas", 60: "DescribeCluster",
     35: "DescribeLogDirs",  # the proxy's own requests only (volume usage from DescribeLogDirs)
+    # Writes that can name the proxy's internal topics (refused for non-admins), and the broker-config APIs that
+    # carry the proxy-wide dynamic settings.
+    21: "DeleteRecords", 24: "AddPartitionsToTxn", 32: "DescribeConfigs", 33: "AlterConfigs",
+    44: "IncrementalAlterConfigs",
 }
 MAX = 0x7FFF
 INT_TYPES = {"int8", "int16", "uint16", "int32", "int64"}

@@ -139,9 +139,14 @@ SASL_HANDSHAKE = 17
 API_VERSIONS = 18
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
+DELETE_RECORDS = 21
 INIT_PRODUCER_ID = 22
+ADD_PARTITIONS_TO_TXN = 24
+DESCRIBE_CONFIGS = 32
+ALTER_CONFIGS = 33
 SASL_AUTHENTICATE = 36
 CREATE_PARTITIONS = 37
+INCREMENTAL_ALTER_CONFIGS = 44
 DESCRIBE_CLIENT_QUOTAS = 48
 ALTER_CLIENT_QUOTAS = 49
 DESCRIBE_CLUSTER = 60
@@ -207,9 +212,14 @@ _DECODED: tuple[_DecodedApi, ...] = (
     _DecodedApi(API_VERSIONS,           1,                2,       None),
     _DecodedApi(CREATE_TOPICS,          2,                3,       6),
     _DecodedApi(DELETE_TOPICS,          1,                2,       5),
+    _DecodedApi(DELETE_RECORDS,         0,                1,       None),
     _DecodedApi(INIT_PRODUCER_ID,       0,                1,       None),
+    _DecodedApi(ADD_PARTITIONS_TO_TXN,  0,                1,       None),
+    _DecodedApi(DESCRIBE_CONFIGS,       0,                2,       None),
+    _DecodedApi(ALTER_CONFIGS,          0,                1,       None),
     _DecodedApi(SASL_AUTHENTICATE,      None,             None,    None),
     _DecodedApi(CREATE_PARTITIONS,      0,                1,       3),
+    _DecodedApi(INCREMENTAL_ALTER_CONFIGS, 0,             0,       None),
     _DecodedApi(DESCRIBE_CLIENT_QUOTAS, 0,                None,    None),
     _DecodedApi(ALTER_CLIENT_QUOTAS,    0,                None,    None),
     _DecodedApi(DESCRIBE_CLUSTER,       0,                None,    None),

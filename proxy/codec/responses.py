@@ -3,7 +3,9 @@
 :func:`error_response` knows where each decoded API carries its errors, as Kafka's ``getErrorResponse`` does:
 
 - per partition: Produce, Fetch (Fetch also has a top-level ``error_code`` from v7);
+- per partition: DeleteRecords, AddPartitionsToTxn (v4+ per transaction too, plus a top-level ``error_code``);
 - per topic: Metadata (plus the top-level ``error_code`` of v13), CreateTopics, DeleteTopics, CreatePartitions;
+- per resource: DescribeConfigs, AlterConfigs, IncrementalAlterConfigs (named ``(resource_type, resource_name)``);
 - per entry: FindCoordinator v4+ (per coordinator key), AlterClientQuotas (per entity);
 - top level: FindCoordinator v0-3, SaslHandshake, ApiVersions, InitProducerId, SaslAuthenticate,
   DescribeClientQuotas, DescribeCluster.
@@ -139,6 +141,37 @@ def _create_partitions(version: int, request: Message, codes: _Codes, message: s
                         for t in request.topics]}
 
 
+def _delete_records(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
+    return {"topics": [{"name": t.name, "partitions": [
+        {"partition_index": p.partition_index, "low_watermark": _NO_OFFSET,
+         "error_code": codes.partition(t.name, None, p.partition_index)} for p in t.partitions]}
+        for t in request.topics]}
+
+
+def _txn_topics(topics, codes: _Codes) -> list:
+    return [{"name": t.name, "results_by_partition": [
+        {"partition_index": p, "partition_error_code": codes.partition(t.name, None, p)} for p in t.partitions]}
+        for t in topics]
+
+
+def _add_partitions_to_txn(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
+    if version < 4:
+        return {"results_by_topic_v3_and_below": _txn_topics(request.v3_and_below_topics, codes)}
+    return {"error_code": codes.default if codes.default and not codes.items else 0, "results_by_transaction": [
+        {"transactional_id": txn.transactional_id, "topic_results": _txn_topics(txn.topics, codes)}
+        for txn in request.transactions]}
+
+
+def _config_resources(results_field: str, extra: dict) -> Callable[[int, Message, _Codes, str | None], dict]:
+    def build(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
+        return {results_field: [
+            {"error_code": codes.item((r.resource_type, r.resource_name)), "error_message": message,
+             "resource_type": r.resource_type, "resource_name": r.resource_name, **extra}
+            for r in request.resources]}
+
+    return build
+
+
 def _init_producer_id(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
     return {"error_code": codes.default, "producer_id": -1, "producer_epoch": -1}
 
@@ -166,6 +199,8 @@ def _error_code_and_message(version: int, request: Message, codes: _Codes, messa
 
 _BUILDERS: dict[int, Callable[[int, Message, _Codes, str | None], dict]] = {
     0: _produce, 1: _fetch, 3: _metadata, 10: _find_coordinator, 17: _error_code_only, 18: _error_code_only,
-    19: _create_topics, 20: _delete_topics, 22: _init_producer_id, 36: _error_code_and_message,
-    37: _create_partitions, 48: _describe_client_quotas, 49: _alter_client_quotas, 60: _error_code_and_message,
+    19: _create_topics, 20: _delete_topics, 21: _delete_records, 22: _init_producer_id, 24: _add_partitions_to_txn,
+    32: _config_resources("results", {"configs": []}), 33: _config_resources("responses", {}),
+    36: _error_code_and_message, 37: _create_partitions, 44: _config_resources("responses", {}),
+    48: _describe_client_quotas, 49: _alter_client_quotas, 60: _error_code_and_message,
 }

@@ -301,6 +301,31 @@ SCHEMAS = {
             ), 'DeletableTopicResult'),
         )},
     ),
+    (21, 'request'): (
+        {"name": 'DeleteRecordsRequest', "valid": (0, 2), "flexible": 2, "fields": (
+            ('topics', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('name', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('partitions', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('partition_index', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                    ('offset', 'int64', (0, 32767), None, None, None, 0, False, None, None),
+                ), 'DeleteRecordsPartition'),
+            ), 'DeleteRecordsTopic'),
+            ('timeout_ms', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+        )},
+    ),
+    (21, 'response'): (
+        {"name": 'DeleteRecordsResponse', "valid": (0, 2), "flexible": 2, "fields": (
+            ('throttle_time_ms', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('topics', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('name', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('partitions', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('partition_index', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                    ('low_watermark', 'int64', (0, 32767), None, None, None, 0, False, None, None),
+                    ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+                ), 'DeleteRecordsPartitionResult'),
+            ), 'DeleteRecordsTopicResult'),
+        )},
+    ),
     (22, 'request'): (
         {"name": 'InitProducerIdRequest', "valid": (0, 6), "flexible": 2, "fields": (
             ('transactional_id', 'string', (0, 32767), (0, 32767), None, None, '', False, None, None),
@@ -319,6 +344,111 @@ SCHEMAS = {
             ('producer_epoch', 'int16', (0, 32767), None, None, None, 0, False, None, None),
             ('ongoing_txn_producer_id', 'int64', (6, 32767), None, None, None, -1, False, None, None),
             ('ongoing_txn_producer_epoch', 'int16', (6, 32767), None, None, None, -1, False, None, None),
+        )},
+    ),
+    (24, 'request'): (
+        {"name": 'AddPartitionsToTxnRequest', "valid": (0, 5), "flexible": 3, "fields": (
+            ('transactions', '[]struct', (4, 32767), None, None, None, (), False, (
+                ('transactional_id', 'string', (4, 32767), None, None, None, '', False, None, None),
+                ('producer_id', 'int64', (4, 32767), None, None, None, 0, False, None, None),
+                ('producer_epoch', 'int16', (4, 32767), None, None, None, 0, False, None, None),
+                ('verify_only', 'bool', (4, 32767), None, None, None, False, False, None, None),
+                ('topics', '[]struct', (4, 32767), None, None, None, (), False, (
+                    ('name', 'string', (0, 32767), None, None, None, '', False, None, None),
+                    ('partitions', '[]int32', (0, 32767), None, None, None, (), False, None, None),
+                ), 'AddPartitionsToTxnTopic'),
+            ), 'AddPartitionsToTxnTransaction'),
+            ('v3_and_below_transactional_id', 'string', (0, 3), None, None, None, '', False, None, None),
+            ('v3_and_below_producer_id', 'int64', (0, 3), None, None, None, 0, False, None, None),
+            ('v3_and_below_producer_epoch', 'int16', (0, 3), None, None, None, 0, False, None, None),
+            ('v3_and_below_topics', '[]struct', (0, 3), None, None, None, (), False, (
+                ('name', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('partitions', '[]int32', (0, 32767), None, None, None, (), False, None, None),
+            ), 'AddPartitionsToTxnTopic'),
+        )},
+    ),
+    (24, 'response'): (
+        {"name": 'AddPartitionsToTxnResponse', "valid": (0, 5), "flexible": 3, "fields": (
+            ('throttle_time_ms', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('error_code', 'int16', (4, 32767), None, None, None, 0, True, None, None),
+            ('results_by_transaction', '[]struct', (4, 32767), None, None, None, (), False, (
+                ('transactional_id', 'string', (4, 32767), None, None, None, '', False, None, None),
+                ('topic_results', '[]struct', (4, 32767), None, None, None, (), False, (
+                    ('name', 'string', (0, 32767), None, None, None, '', False, None, None),
+                    ('results_by_partition', '[]struct', (0, 32767), None, None, None, (), False, (
+                        ('partition_index', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                        ('partition_error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+                    ), 'AddPartitionsToTxnPartitionResult'),
+                ), 'AddPartitionsToTxnTopicResult'),
+            ), 'AddPartitionsToTxnResult'),
+            ('results_by_topic_v3_and_below', '[]struct', (0, 3), None, None, None, (), False, (
+                ('name', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('results_by_partition', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('partition_index', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                    ('partition_error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+                ), 'AddPartitionsToTxnPartitionResult'),
+            ), 'AddPartitionsToTxnTopicResult'),
+        )},
+    ),
+    (32, 'request'): (
+        {"name": 'DescribeConfigsRequest', "valid": (0, 4), "flexible": 4, "fields": (
+            ('resources', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('resource_type', 'int8', (0, 32767), None, None, None, 0, False, None, None),
+                ('resource_name', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('configuration_keys', '[]string', (0, 32767), (0, 32767), None, None, (), False, None, None),
+            ), 'DescribeConfigsResource'),
+            ('include_synonyms', 'bool', (1, 32767), None, None, None, False, False, None, None),
+            ('include_documentation', 'bool', (3, 32767), None, None, None, False, False, None, None),
+        )},
+    ),
+    (32, 'response'): (
+        {"name": 'DescribeConfigsResponse', "valid": (0, 4), "flexible": 4, "fields": (
+            ('throttle_time_ms', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('results', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+                ('error_message', 'string', (0, 32767), (0, 32767), None, None, '', False, None, None),
+                ('resource_type', 'int8', (0, 32767), None, None, None, 0, False, None, None),
+                ('resource_name', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('configs', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('name', 'string', (0, 32767), None, None, None, '', False, None, None),
+                    ('value', 'string', (0, 32767), (0, 32767), None, None, '', False, None, None),
+                    ('read_only', 'bool', (0, 32767), None, None, None, False, False, None, None),
+                    ('config_source', 'int8', (1, 32767), None, None, None, -1, True, None, None),
+                    ('is_default', 'bool', (0, 0), None, None, None, False, False, None, None),
+                    ('is_sensitive', 'bool', (0, 32767), None, None, None, False, False, None, None),
+                    ('synonyms', '[]struct', (1, 32767), None, None, None, (), True, (
+                        ('name', 'string', (1, 32767), None, None, None, '', False, None, None),
+                        ('value', 'string', (1, 32767), (0, 32767), None, None, '', False, None, None),
+                        ('source', 'int8', (1, 32767), None, None, None, 0, False, None, None),
+                    ), 'DescribeConfigsSynonym'),
+                    ('config_type', 'int8', (3, 32767), None, None, None, 0, True, None, None),
+                    ('documentation', 'string', (3, 32767), (0, 32767), None, None, '', True, None, None),
+                ), 'DescribeConfigsResourceResult'),
+            ), 'DescribeConfigsResult'),
+        )},
+    ),
+    (33, 'request'): (
+        {"name": 'AlterConfigsRequest', "valid": (0, 2), "flexible": 2, "fields": (
+            ('resources', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('resource_type', 'int8', (0, 32767), None, None, None, 0, False, None, None),
+                ('resource_name', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('configs', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('name', 'string', (0, 32767), None, None, None, '', False, None, None),
+                    ('value', 'string', (0, 32767), (0, 32767), None, None, '', False, None, None),
+                ), 'AlterableConfig'),
+            ), 'AlterConfigsResource'),
+            ('validate_only', 'bool', (0, 32767), None, None, None, False, False, None, None),
+        )},
+    ),
+    (33, 'response'): (
+        {"name": 'AlterConfigsResponse', "valid": (0, 2), "flexible": 2, "fields": (
+            ('throttle_time_ms', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('responses', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+                ('error_message', 'string', (0, 32767), (0, 32767), None, None, '', False, None, None),
+                ('resource_type', 'int8', (0, 32767), None, None, None, 0, False, None, None),
+                ('resource_name', 'string', (0, 32767), None, None, None, '', False, None, None),
+            ), 'AlterConfigsResourceResponse'),
         )},
     ),
     (35, 'request'): (
@@ -385,6 +515,31 @@ SCHEMAS = {
                 ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
                 ('error_message', 'string', (0, 32767), (0, 32767), None, None, None, False, None, None),
             ), 'CreatePartitionsTopicResult'),
+        )},
+    ),
+    (44, 'request'): (
+        {"name": 'IncrementalAlterConfigsRequest', "valid": (0, 1), "flexible": 1, "fields": (
+            ('resources', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('resource_type', 'int8', (0, 32767), None, None, None, 0, False, None, None),
+                ('resource_name', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('configs', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('name', 'string', (0, 32767), None, None, None, '', False, None, None),
+                    ('config_operation', 'int8', (0, 32767), None, None, None, 0, False, None, None),
+                    ('value', 'string', (0, 32767), (0, 32767), None, None, '', False, None, None),
+                ), 'AlterableConfig'),
+            ), 'AlterConfigsResource'),
+            ('validate_only', 'bool', (0, 32767), None, None, None, False, False, None, None),
+        )},
+    ),
+    (44, 'response'): (
+        {"name": 'IncrementalAlterConfigsResponse', "valid": (0, 1), "flexible": 1, "fields": (
+            ('throttle_time_ms', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('responses', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+                ('error_message', 'string', (0, 32767), (0, 32767), None, None, '', False, None, None),
+                ('resource_type', 'int8', (0, 32767), None, None, None, 0, False, None, None),
+                ('resource_name', 'string', (0, 32767), None, None, None, '', False, None, None),
+            ), 'AlterConfigsResourceResponse'),
         )},
     ),
     (48, 'request'): (

@@ -69,7 +69,7 @@ def message_st(api_key: int, direction: str, version: int, unknown_tags: bool = 
 
     def value_st(f: tuple) -> st.SearchStrategy:
         kind, nullable = f[1], f[3] is not None and f[3][0] <= version <= f[3][1]
-        if kio_safe and f[0] == "error_code":
+        if kio_safe and f[0] in ("error_code", "partition_error_code"):
             s = _kio_error_codes()
         elif kio_safe and f[0] == "log_append_time_ms":
             s = st.integers(-1, 2**41)

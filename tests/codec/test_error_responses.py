@@ -46,6 +46,13 @@ def request_items(api_key: int, version: int, req) -> list:
         return [t.name or t.topic_id for t in req.topics] if version >= 6 else list(req.topic_names)
     if api_key == 49:
         return [tuple((e.entity_type, e.entity_name) for e in entry.entity) for entry in req.entries]
+    if api_key == 21:
+        return [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    if api_key == 24:
+        topics = req.v3_and_below_topics if version < 4 else [t for txn in req.transactions for t in txn.topics]
+        return [(t.name, p) for t in topics for p in t.partitions]
+    if api_key in (32, 33, 44):
+        return [(r.resource_type, r.resource_name) for r in req.resources]
     return []
 
 
@@ -66,6 +73,14 @@ def response_items(api_key: int, version: int, msg) -> list:
         return [t.name for t in msg.results]
     if api_key == 49:
         return [tuple((e.entity_type, e.entity_name) for e in entry.entity) for entry in msg.entries]
+    if api_key == 21:
+        return [(t.name, p.partition_index) for t in msg.topics for p in t.partitions]
+    if api_key == 24:
+        topics = (msg.results_by_topic_v3_and_below if version < 4
+                  else [t for txn in msg.results_by_transaction for t in txn.topic_results])
+        return [(t.name, p.partition_index) for t in topics for p in t.results_by_partition]
+    if api_key in (32, 33, 44):
+        return [(r.resource_type, r.resource_name) for r in (msg.results if api_key == 32 else msg.responses)]
     return []
 
 
@@ -81,7 +96,7 @@ def error_fields(api_key: int, version: int, msg) -> tuple[list[int], list]:
             if not f[2][0] <= version <= f[2][1] or (f[4] is not None and not (flex and f[5][0] <= version <= f[5][1])):
                 continue
             value = getattr(node, f[0])
-            if f[0] == "error_code":
+            if f[0] in ("error_code", "partition_error_code"):
                 codes.append(value)
             elif f[0] == "error_message":
                 messages.append(value)
@@ -139,11 +154,12 @@ def _kio_parses(cls, wire: bytes, correlation_id: int, header_length: int, ours)
 
 
 def _kafka_python_parses(api_key: int, version: int, body: bytes) -> None:
-    """Produce v0-2, Fetch v0-3, CreateTopics v0-1 and DeleteTopics v0: kafka-python's own classes for them."""
+    """Produce v0-2, Fetch v0-3, CreateTopics v0-1, DeleteTopics v0 and DescribeConfigs v0: kafka-python's own classes
+    for them."""
     from kafka.protocol.old import admin, fetch, produce
 
     classes = {0: produce.ProduceResponse, 1: fetch.FetchResponse, 19: admin.CreateTopicsResponse,
-               20: admin.DeleteTopicsResponse}
+               20: admin.DeleteTopicsResponse, 32: admin.DescribeConfigsResponse}
     buf = io.BytesIO(body)
     parsed = classes[api_key][version].decode(buf).to_object()
     assert buf.tell() == len(body)
