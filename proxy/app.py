@@ -11,6 +11,8 @@ import time
 
 from config.model import Address, ListenerConfig, ProxyConfig
 from proxy.apis import ConnectionScope
+from proxy.apis.internal_topics import InternalTopicGuard
+from proxy.own_clients import track_aiokafka
 from proxy.buffers import SharedReadBuffer
 from proxy.cluster import BrokerPorts
 from proxy.discovery import BrokerDiscovery
@@ -132,6 +134,9 @@ class ProxyApp:
         self.listeners: list[Listener] = []
         self.broker_listeners: dict[tuple[str, int], Listener] = {}  # cluster mode: (listener, node id) -> port
         self._scopes: dict[str, ConnectionScope] = {}
+        track_aiokafka()  # the proxy's own clients' connections are known as such when they reach its listeners
+        self.guard = InternalTopicGuard(self.quotas.internal_topics, config.admin_principals,
+                                        refused_counter=self.metrics.internal_topic_writes_refused)
         for lc in config.listeners:
             cluster = None
             if lc.cluster_mode:
@@ -139,7 +144,7 @@ class ProxyApp:
                                       lambda node_id, lc=lc: self._open_broker_port(lc, node_id))
             scope = self._scopes[lc.name] = ConnectionScope(cluster=cluster, topic_ids=self.topic_ids, quotas=self.quotas,
                                                                 topics=self.topics, usage=usage,
-                                                                client_quotas=self.dynamic)
+                                                                client_quotas=self.dynamic, guard=self.guard)
             bootstrap = config.upstream.bootstrap_servers
             self.listeners.append(Listener(self._context(lc.name, lambda: bootstrap, scope), lc.bind.host, lc.bind.port))
         settings = config.settings

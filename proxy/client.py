@@ -128,6 +128,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         if self._closed_reason is not None:  # the broker went away while the socket was being wrapped
             transport.close()
             return
+        self.session.peer = transport.get_extra_info("peername")
+        self.session.local = transport.get_extra_info("sockname")
         if self.ctx.ssl_context is not None:
             self._tls_principal(transport.get_extra_info("peercert"))
 

@@ -95,6 +95,11 @@ class ProxyMetrics:
             f"{PREFIX}_usage_log_dropped_records", "Usage-log records dropped: the writer fell behind or the disk "
             "refused a write (full, read-only); the proxy goes on.", registry=r,
         )
+        self.internal_topic_writes_refused = Counter(
+            f"{PREFIX}_internal_topic_writes_refused", "Writes of the proxy's internal topics refused "
+            "(TOPIC_AUTHORIZATION_FAILED) because the principal is not in admin_principals and the connection is not "
+            "the proxy's own, by topic and API.", ["topic", "api"], registry=r,
+        )
         self._per_api: dict[tuple[str, int], ApiMetrics] = {}
 
     def api(self, listener: str, api_key: int) -> "ApiMetrics":

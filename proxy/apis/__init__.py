@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Callable
 
 from proxy.apis import addresses, api_versions, byte_rate, client_quotas, mutations, producer_ids, sasl
+from proxy.apis.internal_topics import GUARDED, guarded
 from proxy.apis.plan import (FORWARD_AS_IS, PASS, AnswerLocally, Await, ConnectionScope, ForwardRequest, LookUp, Outcome,
                              Plan, Session)
 from proxy.codec.apis import (ALTER_CLIENT_QUOTAS, API_VERSIONS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS,
@@ -42,14 +43,15 @@ HANDLERS: dict[int, Handler] = {
 
 def plan_request(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
     handler = HANDLERS.get(header.api_key)
-    if handler is None:
+    if handler is None and header.api_key not in GUARDED:  # writes that may name an internal topic are checked
         return PASS
     versions = DECODED_APIS.get(header.api_key)
     if header.api_key != API_VERSIONS and versions is not None and not versions[0] <= header.api_version <= versions[1]:
         # The client's error, not the broker's: no broker speaks this version (Kafka closes the connection too).
         raise ProtocolError(f"{api_name(header.api_key)} v{header.api_version} is not a version any Kafka broker "
                             f"speaks (v{versions[0]}-v{versions[1]})")
-    return handler(scope, session, header)
+    plan = handler(scope, session, header) if handler is not None else PASS
+    return guarded(scope.guard, scope.topic_ids, session, header, plan)
 
 
 __all__ = ["FORWARD_AS_IS", "HANDLERS", "PASS", "AnswerLocally", "Await", "ConnectionScope", "ForwardRequest", "LookUp", "Outcome",

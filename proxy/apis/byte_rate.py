@@ -47,9 +47,9 @@ FETCH_MAX_BYTES_SINCE = 3
 def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
     base = addresses.plan_produce(scope, session, header)
     quotas = scope.quotas
-    if header.only_topic is not None and quotas.internal_topics and quotas.is_internal(header.only_topic,
-                                                                                      scope.topic_ids):
-        return base  # the proxy's own topic (volume usage): no quota applies, nor PAUSE
+    if (header.only_topic is not None and quotas.internal_topics
+            and quotas.is_internal(header.only_topic, scope.topic_ids) and scope.guard.allowed(session)):
+        return base  # the proxy (or an admin) writing its own topic: no quota applies, nor PAUSE
     volume = quotas.volume
     if volume is not None and volume.paused and not quotas.shadow:
         return paused_produce(scope, volume, header, base)

@@ -22,6 +22,7 @@ from quota.decision import Decision, Throttle
 if TYPE_CHECKING:
     from proxy.cluster import BrokerPorts
     from proxy.quotas import ByteRateQuotas
+    from proxy.apis.internal_topics import InternalTopicGuard
     from proxy.dynamic import DynamicConfig
     from proxy.sasl import SaslExchange
     from proxy.usage import UsageTable
@@ -100,6 +101,13 @@ class ConnectionScope:
     topics: TopicPartitions = field(default_factory=TopicPartitions)  # partition counts, proxy-wide (KIP-599)
     usage: "UsageTable | None" = None  # the usage log's current interval, when a usage log is configured
     client_quotas: "DynamicConfig | None" = None  # Describe/AlterClientQuotas served by the proxy, when configured
+    guard: "InternalTopicGuard" = None  # who may write the proxy's internal topics (set to a do-nothing guard)
+
+    def __post_init__(self) -> None:
+        if self.guard is None:
+            from proxy.apis.internal_topics import NO_GUARD
+
+            object.__setattr__(self, "guard", NO_GUARD)
 
 
 @dataclass(slots=True)
@@ -108,6 +116,9 @@ class Session:
 
     listener: str
     peer_ip: str
+    peer: tuple | None = None  # (ip, port) of the client, and the address it connected to: whether the
+    local: tuple | None = None  # connection is the proxy's own (proxy.own_clients) is judged from both
+    own_connection: bool | None = None  # ... once, when it first matters
     user: str = "ANONYMOUS"  # the principal: SASL (the user the broker accepted) or mTLS (the mapped subject)
     producer_id: int = -1  # the last producer id checked against the producer-id quota on this connection
     producer_id_checked_ms: int = 0  # and when

@@ -46,6 +46,7 @@ class RequestHeader:
     only_topic: str | bytes | None = None  # Produce only, when asked for: the topic's name (topic id bytes from
     #                                        v13) when the request writes exactly one topic, else None
     raw: bool = False  # a raw SASL token after SaslHandshake v0: size-prefixed, no Kafka header
+    topic_count: int = -1  # Produce only, when asked for: how many topics the request writes (-1: not read)
 
     @property
     def expects_response(self) -> bool:
@@ -155,10 +156,14 @@ def parse_request_prefix(buf, max_size: int, producer_ids=None,
     header = parse_request_header(buf, max_size, limit_name)
     if header.api_key == PRODUCE:
         acks = produce_acks(buf, header)
-        pid, only_topic = produce_prefix(buf, header) if producer_ids is not None and producer_ids.enabled \
-            else (-1, None)
+        if producer_ids is not None and producer_ids.enabled:
+            parser = _ProducePrefix(buf, header)
+            pid = parser.read()
+            return RequestHeader(header.size, header.api_key, header.api_version, header.correlation_id,
+                                 header.client_id, header.header_length, acks, pid, parser.only_topic,
+                                 topic_count=parser.topic_count)
         return RequestHeader(header.size, header.api_key, header.api_version, header.correlation_id,
-                             header.client_id, header.header_length, acks, pid, only_topic)
+                             header.client_id, header.header_length, acks)
     return header
 
 
@@ -180,11 +185,7 @@ def produce_prefix(buf, header: RequestHeader) -> tuple[int, str | bytes | None]
     """(:func:`produce_producer_id`, the only topic the request writes: its name, or its topic id's 16 bytes from
     v13; None when it writes several or none, or the prefix is not well formed)."""
     parser = _ProducePrefix(buf, header)
-    try:
-        pid = parser.producer_id()
-    except _FrameEnds:
-        pid = -1
-    return pid, parser.only_topic
+    return parser.read(), parser.only_topic
 
 
 class _FrameEnds(Exception):
@@ -192,7 +193,7 @@ class _FrameEnds(Exception):
 
 
 class _ProducePrefix:
-    __slots__ = ("body", "end", "pos", "version", "flexible", "only_topic")
+    __slots__ = ("body", "end", "pos", "version", "flexible", "only_topic", "topic_count")
 
     def __init__(self, buf, header: RequestHeader) -> None:
         self.body = _bounded(buf, header.size)
@@ -201,6 +202,14 @@ class _ProducePrefix:
         self.version = header.api_version
         self.flexible = header.api_version >= 9
         self.only_topic: str | bytes | None = None
+        self.topic_count = -1  # -1 until read (a prefix that is not well formed leaves it so)
+
+    def read(self) -> int:
+        """The producer id (-1 for none), reading ``only_topic`` and ``topic_count`` on the way."""
+        try:
+            return self.producer_id()
+        except _FrameEnds:
+            return -1
 
     def need(self, n: int) -> int:
         """Skip ``n`` bytes; return where they start."""
@@ -235,6 +244,7 @@ class _ProducePrefix:
             self.need(max(self.length(), 0))  # transactional_id
         self.need(6)  # acks, timeout_ms
         topics = self.array_length()  # topic_data
+        self.topic_count = max(topics, 0)
         if topics < 1:
             return -1
         if self.version >= 13:

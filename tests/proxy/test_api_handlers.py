@@ -3,6 +3,7 @@
 import pytest
 
 from config.loader import parse_config
+from proxy.apis.internal_topics import InternalTopicGuard
 from proxy.apis import ConnectionScope, Session, plan_request
 from proxy.quotas import ByteRateQuotas
 from proxy.apis.api_versions import MAX_VERSION, intersect
@@ -101,25 +102,32 @@ def test_broker_port_past_65535_is_an_error():
         ports.advertise(1000, "b", 9092)
 
 
-def test_produce_to_the_proxys_own_topic_alone_is_exempt_from_every_quota_and_from_pause():
-    """The volume-usage publisher's produce is never throttled nor paused by the proxy it reports to."""
+def test_produce_to_the_proxys_own_topic_is_exempt_only_for_its_allowed_writers():
+    """The volume-usage publisher's (or an admin's) produce to an internal topic alone is never throttled nor paused
+    by the proxy it reports to; a tenant's is refused, not exempted (it would be an unthrottled path to the disk
+    PAUSE protects)."""
     config = parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}],
                            "quotas": [{"entity": {"client-id": "<default>"}, "producer_byte_rate": 1}],
-                           "volume_usage": {"missing_data_action": "PAUSE"}})
+                           "volume_usage": {"missing_data_action": "PAUSE"}, "admin_principals": ["User:admin"]})
     quotas = ByteRateQuotas(config)
     quotas.volume.brokers({1})  # a live broker without a snapshot: the fail-safe PAUSE
     assert quotas.volume.paused and quotas.produce_prefix.enabled
-    scope = ConnectionScope(None, TopicIdMap(), quotas)
+    guard = InternalTopicGuard(quotas.internal_topics, config.admin_principals)
+    scope = ConnectionScope(None, TopicIdMap(), quotas, guard=guard)
     internal = config.volume_usage.topic
+    admin = Session("L", "10.0.0.9", user="admin")
 
     def produce(only_topic):
-        return RequestHeader(100_000, PRODUCE, 9, 5, "c", 20, 1, -1, only_topic)
+        return RequestHeader(100_000, PRODUCE, 9, 5, "c", 20, 1, -1, only_topic, topic_count=1)
 
     for _ in range(3):  # far over 1 byte/s, every time
-        plan = plan_request(scope, SESSION, produce(internal))
+        plan = plan_request(scope, admin, produce(internal))
         assert plan.throttle is None and plan.local_response is None and plan.decide is None
     for other in ("orders", None):  # another topic, or several topics: paused
-        assert plan_request(scope, SESSION, produce(other)).decide is not None
+        assert plan_request(scope, admin, produce(other)).decide is not None
+    tenant = Session("L", "10.0.0.7")
+    plan = plan_request(scope, tenant, produce(internal))
+    assert plan.decide is not None  # decided on the body: refused (tests/proxy/test_internal_topics.py)
 
 
 @pytest.mark.parametrize("where", ["proxy", "entry"])

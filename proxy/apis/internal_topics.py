@@ -1,0 +1,269 @@
+"""The proxy's internal topics (dynamic config, volume usage) are written only by the proxy and by admins.
+
+A tenant that can write the config topic can lift its own quota or switch every quota off; one that can write the
+volume-usage topic can pause every producer of the cluster. So every request that writes, deletes, truncates or
+extends a topic is checked, through every listener, for the internal topics: Produce, CreateTopics, DeleteTopics,
+DeleteRecords, CreatePartitions, AddPartitionsToTxn (transactional writes), and the TOPIC resources of AlterConfigs
+and IncrementalAlterConfigs. For a principal not in ``admin_principals`` and a connection that is not the proxy's own
+(:mod:`proxy.own_clients`, never the client id), the items naming an internal topic are answered
+TOPIC_AUTHORIZATION_FAILED, as Kafka's authorizer answers them, while the rest of the same request goes to the broker
+as usual and the broker's answer is merged with the refusals (forward part and merge). A request that names only
+internal topics never reaches the broker. An ``acks=0`` Produce has no response to carry a refusal: as Kafka does
+for an acks=0 produce that fails, the connection is closed. Each refusal is counted
+(``internal_topic_writes_refused_total{topic,api}``) and logged, rate-limited per peer.
+
+The guard wraps every API's own handler (:func:`guarded`): it decides first, on the whole body, and hands the
+handler's ``decide`` the request without the refused items, so the quotas still apply to what is forwarded.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable
+
+from proxy.apis.plan import AnswerLocally, Await, ForwardRequest, LookUp, Outcome, Plan, Session
+from proxy.codec.apis import (ADD_PARTITIONS_TO_TXN, ALTER_CONFIGS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_RECORDS,
+                              DELETE_TOPICS, INCREMENTAL_ALTER_CONFIGS, METADATA, PRODUCE, api_name,
+                              response_header_version)
+from proxy.codec.error_codes import TOPIC_AUTHORIZATION_FAILED
+from proxy.codec.frame import BUFFER
+from proxy.codec.header import RequestHeader, encode_response_header, frame
+from proxy.codec.messages import Message, TopicIdMap, decode_request, decode_response, encode_request, encode_response
+from proxy.codec.messages import new_request
+from proxy.codec.primitives import ZERO_UUID
+from proxy.codec.responses import error_response
+from proxy.logs import LogLimiter
+from proxy.own_clients import OwnConnections
+
+log = logging.getLogger(__name__)
+
+TOPIC_RESOURCE = 2  # ConfigResource.Type.TOPIC
+LOOKUP_METADATA_VERSION = 10  # topic ids in, names out
+REFUSED_MESSAGE = ("kafka-quota-proxy: {topic} is an internal topic of the proxy; only the proxy and "
+                   "admin_principals may write it")
+
+# api -> version -> the request's list of items, and the response's
+_REQUEST_ITEMS: dict[int, Callable[[int], str]] = {
+    PRODUCE: lambda v: "topic_data", CREATE_TOPICS: lambda v: "topics",
+    DELETE_TOPICS: lambda v: "topics" if v >= 6 else "topic_names", DELETE_RECORDS: lambda v: "topics",
+    ADD_PARTITIONS_TO_TXN: lambda v: "v3_and_below_topics", CREATE_PARTITIONS: lambda v: "topics",
+    ALTER_CONFIGS: lambda v: "resources", INCREMENTAL_ALTER_CONFIGS: lambda v: "resources",
+}
+_RESPONSE_ITEMS: dict[int, Callable[[int], str]] = {
+    PRODUCE: lambda v: "responses", CREATE_TOPICS: lambda v: "topics", DELETE_TOPICS: lambda v: "responses",
+    DELETE_RECORDS: lambda v: "topics", ADD_PARTITIONS_TO_TXN: lambda v: "results_by_topic_v3_and_below",
+    CREATE_PARTITIONS: lambda v: "results", ALTER_CONFIGS: lambda v: "responses",
+    INCREMENTAL_ALTER_CONFIGS: lambda v: "responses",
+}
+GUARDED = frozenset(_REQUEST_ITEMS)
+
+
+class InternalTopicGuard:
+    """Who may write the internal topics, and the count of refusals. ``topics`` empty: nothing to guard."""
+
+    def __init__(self, topics: Iterable[str] = (), admin_principals: Iterable[str] = (),
+                 own: OwnConnections | None = None, refused_counter=None) -> None:
+        self.topics = frozenset(topics)
+        self.admins = frozenset(admin_principals)
+        self.own = own or OwnConnections()
+        self._counter = refused_counter  # prometheus Counter with labels (topic, api), or None
+        self.refused_total: dict[tuple[str, str], int] = {}
+        self._log = LogLimiter()
+
+    def allowed(self, session: Session) -> bool:
+        """An admin principal, or the proxy's own connection (checked once per connection)."""
+        if f"User:{session.user}" in self.admins:
+            return True
+        if session.own_connection is None:
+            session.own_connection = self.own.is_own(session.peer, session.local)
+        return session.own_connection
+
+    def refused(self, session: Session, api_key: int, topics: Iterable[str]) -> None:
+        api = api_name(api_key)
+        for topic in topics:
+            key = (topic, api)
+            self.refused_total[key] = self.refused_total.get(key, 0) + 1
+            if self._counter is not None:
+                self._counter.labels(topic, api).inc()
+            suppressed = self._log.allow(session.peer_ip, f"{api}:{topic}", time.monotonic())
+            if suppressed is not None:
+                log.warning("refused %s of internal topic %s from User:%s at %s (not in admin_principals)%s", api,
+                            topic, session.user, session.peer_ip,
+                            f"; {suppressed} more from this peer in the last 10 s" if suppressed else "")
+
+
+NO_GUARD = InternalTopicGuard()
+
+
+def guarded(guard: InternalTopicGuard, topic_ids: TopicIdMap, session: Session, header: RequestHeader,
+            plan: Plan) -> Plan:
+    """``plan`` with the internal-topic check in front of its body decision, where it can apply."""
+    api_key = header.api_key
+    if not guard.topics or api_key not in GUARDED or plan.local_response is not None or guard.allowed(session):
+        return plan
+    if api_key == PRODUCE and _streams_safely(guard, topic_ids, header):
+        return plan
+    check = _Check(guard, topic_ids, session, header, plan.decide)
+    return Plan(action=BUFFER, rewrite=plan.rewrite, decide=check.decide, throttle=plan.throttle,
+                record_response=plan.record_response)
+
+
+def _streams_safely(guard: InternalTopicGuard, topic_ids: TopicIdMap, header: RequestHeader) -> bool:
+    """A Produce whose prefix shows it writes one topic, and not an internal one: nothing to look at."""
+    if header.topic_count != 1 or header.only_topic is None:
+        return False
+    topic = header.only_topic
+    if isinstance(topic, bytes):
+        topic = topic_ids.name_for(uuid.UUID(bytes=topic))
+        if topic is None:
+            return False  # an id the proxy has not seen yet: the body decides (after a lookup)
+    return topic not in guard.topics
+
+
+class _Check:
+    """One request's check: split off the internal items, let the handler decide on the rest, merge the answers."""
+
+    def __init__(self, guard: InternalTopicGuard, topic_ids: TopicIdMap, session: Session, header: RequestHeader,
+                 then: Callable[[memoryview], Outcome] | None) -> None:
+        self.guard, self.topic_ids, self.session, self.header, self.then = guard, topic_ids, session, header, then
+        self.looked_up = False
+
+    def decide(self, body: memoryview) -> Outcome:
+        api_key, version = self.header.api_key, self.header.api_version
+        msg = decode_request(api_key, version, body)
+        unknown = [i for i in self._items(msg) if self._unknown_id(i)]
+        if unknown and not self.looked_up:
+            return self._look_up(unknown, bytes(body))
+        refused = self._split(msg)
+        if not refused:
+            return self.then(body) if self.then is not None else ForwardRequest()
+        self.guard.refused(self.session, api_key, sorted({self._name(i) for i in refused}))
+        if not self.header.expects_response:
+            raise ValueError("an acks=0 produce to an internal topic of the proxy (refused; the connection is "
+                             "closed, as Kafka closes it for a failed acks=0 produce)")
+        refusal = self._refusal(msg, refused)
+        if not self._items(msg):  # nothing left for the broker
+            return AnswerLocally(self._frame(encode_response(api_key, version, refusal)))
+        rest = encode_request(api_key, version, msg)
+        outcome = self.then(memoryview(rest)) if self.then is not None else ForwardRequest()
+        return self._merged(outcome, rest, refusal)
+
+    # -- items ------------------------------------------------------------------------------------------------------
+
+    def _items(self, msg: Message) -> list:
+        api_key, version = self.header.api_key, self.header.api_version
+        if api_key == ADD_PARTITIONS_TO_TXN and version >= 4:
+            return [t for txn in msg.transactions for t in txn.topics]
+        return list(getattr(msg, _REQUEST_ITEMS[api_key](version)))
+
+    def _name(self, item) -> str | None:
+        api_key = self.header.api_key
+        if api_key in (ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS):
+            return item.resource_name if item.resource_type == TOPIC_RESOURCE else None
+        if isinstance(item, str):
+            return item
+        topic_id = getattr(item, "topic_id", None)
+        if not item.name and topic_id is not None and topic_id != ZERO_UUID:
+            return self.topic_ids.name_for(topic_id)
+        return item.name
+
+    def _unknown_id(self, item) -> bool:
+        topic_id = getattr(item, "topic_id", None)
+        return (not isinstance(item, str) and not getattr(item, "name", None) and topic_id is not None
+                and topic_id != ZERO_UUID and self.topic_ids.name_for(topic_id) is None)
+
+    def _split(self, msg: Message) -> list:
+        """Take the internal items out of ``msg``; return them (AddPartitionsToTxn v4+: per transaction too)."""
+        internal = self.guard.topics
+        refused: list = []
+        self.refused_by_txn: dict[str, list] = {}
+
+        def keep(items: list, into: list) -> list:
+            kept = []
+            for item in items:
+                (into if self._name(item) in internal else kept).append(item)
+            return kept
+
+        api_key, version = self.header.api_key, self.header.api_version
+        if api_key == ADD_PARTITIONS_TO_TXN and version >= 4:
+            for txn in msg.transactions:
+                ours = self.refused_by_txn.setdefault(txn.transactional_id, [])
+                txn.topics = keep(list(txn.topics), ours)
+                refused += ours
+        else:
+            field = _REQUEST_ITEMS[api_key](version)
+            setattr(msg, field, keep(list(getattr(msg, field)), refused))
+        return refused
+
+    def _refusal(self, msg: Message, refused: list) -> Message:
+        """The error response for the refused items alone (a copy of the request holding only them)."""
+        api_key, version = self.header.api_key, self.header.api_version
+        only = decode_request(api_key, version, encode_request(api_key, version, msg))  # a copy
+        if api_key == ADD_PARTITIONS_TO_TXN and version >= 4:
+            only.transactions = [txn for txn in only.transactions if self.refused_by_txn.get(txn.transactional_id)]
+            for txn in only.transactions:
+                txn.topics = self.refused_by_txn[txn.transactional_id]
+        else:
+            setattr(only, _REQUEST_ITEMS[api_key](version), refused)
+        topic = ", ".join(sorted({n for n in (self._name(i) for i in refused) if n}))
+        return error_response(api_key, version, only, TOPIC_AUTHORIZATION_FAILED,
+                              error_message=REFUSED_MESSAGE.format(topic=topic))
+
+    # -- answers --------------------------------------------------------------------------------------------------
+
+    def _merge_body(self, body: memoryview, refusal: Message) -> bytes:
+        """The broker's (or a handler's) response body with the refused items added."""
+        api_key, version = self.header.api_key, self.header.api_version
+        response = decode_response(api_key, version, body)
+        if api_key == ADD_PARTITIONS_TO_TXN and version >= 4:
+            ours = {r.transactional_id: list(r.topic_results) for r in refusal.results_by_transaction}
+            for result in response.results_by_transaction:
+                result.topic_results = list(result.topic_results) + ours.pop(result.transactional_id, [])
+            for txn_id, topics in ours.items():
+                if topics:
+                    response.results_by_transaction = list(response.results_by_transaction) + [
+                        r for r in refusal.results_by_transaction if r.transactional_id == txn_id]
+        else:
+            field = _RESPONSE_ITEMS[api_key](version)
+            setattr(response, field, list(getattr(response, field)) + list(getattr(refusal, field)))
+        return encode_response(api_key, version, response)
+
+    def _merged(self, outcome: Outcome, rest: bytes, refusal: Message) -> Outcome:
+        if isinstance(outcome, ForwardRequest):
+            first = outcome.rewrite
+
+            def merge(body: memoryview) -> bytes:
+                rewritten = first(body) if first is not None else None
+                return self._merge_body(body if rewritten is None else memoryview(rewritten), refusal)
+
+            return ForwardRequest(body=outcome.body if outcome.body is not None else rest, rewrite=merge,
+                                  throttle=outcome.throttle)
+        if isinstance(outcome, AnswerLocally):
+            header_length = 4 + (5 if response_header_version(self.header.api_key, self.header.api_version) else 4)
+            body = memoryview(outcome.frame)[header_length:]
+            return AnswerLocally(self._frame(self._merge_body(body, refusal)), throttle=outcome.throttle)
+        if isinstance(outcome, LookUp):
+            return LookUp(outcome.api_key, outcome.api_version, outcome.body,
+                          lambda answer: self._merged(outcome.then(answer), rest, refusal))
+        if isinstance(outcome, Await):
+            return Await(outcome.start, lambda result: self._merged(outcome.then(result), rest, refusal))
+        return outcome
+
+    def _frame(self, body: bytes) -> bytes:
+        api_key, version = self.header.api_key, self.header.api_version
+        return frame(encode_response_header(api_key, version, self.header.correlation_id) + body)
+
+    def _look_up(self, unknown: list, body: bytes) -> LookUp:
+        """Topic ids the proxy has not seen: ask the broker their names first, then decide."""
+        topics = [{"name": None, "topic_id": item.topic_id} for item in unknown]
+        request = new_request(METADATA, LOOKUP_METADATA_VERSION, topics=topics, allow_auto_topic_creation=False)
+
+        def answered(response: memoryview) -> Outcome:
+            self.topic_ids.learn_from_metadata(decode_response(METADATA, LOOKUP_METADATA_VERSION, response))
+            self.looked_up = True
+            return self.decide(memoryview(body))
+
+        return LookUp(METADATA, LOOKUP_METADATA_VERSION, encode_request(METADATA, LOOKUP_METADATA_VERSION, request),
+                      answered)

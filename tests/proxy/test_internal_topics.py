@@ -1,0 +1,204 @@
+"""The internal-topic guard on bytes: which requests it looks at, what it forwards, what it answers, how it merges.
+
+Tenants (principals not in admin_principals, connections that are not the proxy's own) get TOPIC_AUTHORIZATION_FAILED
+for every item naming an internal topic; the other items of the same request go to the broker, and the broker's
+answer comes back with the refusals merged in.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from config.loader import parse_config
+from proxy.apis import AnswerLocally, ConnectionScope, ForwardRequest, LookUp, Session, plan_request
+from proxy.apis.internal_topics import InternalTopicGuard
+from proxy.codec.apis import (ADD_PARTITIONS_TO_TXN, CREATE_TOPICS, DELETE_RECORDS, DELETE_TOPICS,
+                              INCREMENTAL_ALTER_CONFIGS, METADATA, PRODUCE)
+from proxy.codec.error_codes import NONE, TOPIC_AUTHORIZATION_FAILED
+from proxy.codec.header import RequestHeader, parse_request_prefix
+from proxy.codec.messages import (TopicIdMap, decode_request, decode_response, encode_request, encode_response,
+                                  new_request, new_response)
+from proxy.codec.header import encode_request_header, frame
+from proxy.own_clients import OwnConnections, track_aiokafka
+from proxy.quotas import ByteRateQuotas
+
+CONFIG_TOPIC = "__kafka_quota_proxy_configs"
+VOLUME_TOPIC = "__kafka_quota_proxy_volume_usage"
+
+
+class NobodyIsOwn(OwnConnections):
+    def is_own(self, peer, local) -> bool:
+        return False
+
+
+def scope_for(admins=("User:admin",)) -> ConnectionScope:
+    config = parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}],
+                           "volume_usage": {}, "dynamic_config": {}, "admin_principals": list(admins)})
+    quotas = ByteRateQuotas(config)
+    guard = InternalTopicGuard(quotas.internal_topics, config.admin_principals, own=NobodyIsOwn())
+    return ConnectionScope(None, TopicIdMap(), quotas, guard=guard)
+
+
+def request_frame(api_key: int, version: int, msg, correlation_id: int = 7) -> bytearray:
+    return bytearray(frame(encode_request_header(api_key, version, correlation_id, "tenant")
+                           + encode_request(api_key, version, msg)))
+
+
+def plan_and_body(scope, session, api_key, version, msg):
+    buf = request_frame(api_key, version, msg)
+    header = parse_request_prefix(buf, 1 << 30, scope.quotas.produce_prefix)
+    return header, plan_request(scope, session, header), memoryview(buf)[header.header_length:]
+
+
+def produce(*topics, acks=1):
+    return new_request(PRODUCE, 9, acks=acks, timeout_ms=1000, topic_data=[
+        {"name": t, "partition_data": [{"index": 0, "records": b""}, {"index": 1, "records": b""}]} for t in topics])
+
+
+TENANT = Session("L", "10.0.0.7")
+
+
+def test_a_mixed_produce_forwards_the_normal_topic_and_refuses_the_internal_one():
+    scope = scope_for()
+    header, plan, body = plan_and_body(scope, TENANT, PRODUCE, 9, produce("orders", CONFIG_TOPIC, "audit"))
+    outcome = plan.decide(body)
+    assert isinstance(outcome, ForwardRequest)
+    forwarded = decode_request(PRODUCE, 9, outcome.body)
+    assert [t.name for t in forwarded.topic_data] == ["orders", "audit"]
+    broker = new_response(PRODUCE, 9, responses=[
+        {"name": n, "partition_responses": [{"index": i, "error_code": NONE, "base_offset": 42} for i in (0, 1)]}
+        for n in ("orders", "audit")])
+    merged = decode_response(PRODUCE, 9, outcome.rewrite(memoryview(encode_response(PRODUCE, 9, broker))))
+    codes = {(t.name, p.index): (p.error_code, p.base_offset) for t in merged.responses for p in t.partition_responses}
+    assert codes == {("orders", 0): (0, 42), ("orders", 1): (0, 42), ("audit", 0): (0, 42), ("audit", 1): (0, 42),
+                     (CONFIG_TOPIC, 0): (TOPIC_AUTHORIZATION_FAILED, -1),
+                     (CONFIG_TOPIC, 1): (TOPIC_AUTHORIZATION_FAILED, -1)}
+    assert scope.guard.refused_total == {(CONFIG_TOPIC, "Produce"): 1}
+
+
+def test_a_produce_of_an_internal_topic_alone_never_reaches_the_broker():
+    scope = scope_for()
+    header, plan, body = plan_and_body(scope, TENANT, PRODUCE, 9, produce(VOLUME_TOPIC))
+    outcome = plan.decide(body)
+    assert isinstance(outcome, AnswerLocally)
+    response = decode_response(PRODUCE, 9, outcome.frame[9:])
+    assert {p.error_code for t in response.responses for p in t.partition_responses} == {TOPIC_AUTHORIZATION_FAILED}
+    assert "internal topic" in response.responses[0].partition_responses[0].error_message
+
+
+def test_an_acks0_produce_of_an_internal_topic_closes_the_connection():
+    scope = scope_for()
+    header, plan, body = plan_and_body(scope, TENANT, PRODUCE, 9, produce(CONFIG_TOPIC, acks=0))
+    with pytest.raises(ValueError, match="acks=0"):
+        plan.decide(body)
+
+
+def test_a_single_normal_topic_streams_and_admins_are_not_checked():
+    scope = scope_for()
+    _, plan, _ = plan_and_body(scope, TENANT, PRODUCE, 9, produce("orders"))
+    assert plan.decide is None  # streamed: the prefix shows one topic, not an internal one
+    _, plan, _ = plan_and_body(scope, Session("L", "10.0.0.8", user="admin"), PRODUCE, 9, produce(CONFIG_TOPIC))
+    assert plan.decide is None
+
+
+def test_delete_topics_by_unknown_id_is_looked_up_then_refused():
+    scope = scope_for()
+    topic_id = uuid.uuid4()
+    msg = new_request(DELETE_TOPICS, 6, topics=[{"name": None, "topic_id": topic_id}], timeout_ms=1000)
+    _, plan, body = plan_and_body(scope, TENANT, DELETE_TOPICS, 6, msg)
+    outcome = plan.decide(body)
+    assert isinstance(outcome, LookUp) and outcome.api_key == METADATA
+    answer = new_response(METADATA, 10, topics=[{"name": VOLUME_TOPIC, "topic_id": topic_id, "partitions": []}])
+    decided = outcome.then(memoryview(encode_response(METADATA, 10, answer)))
+    assert isinstance(decided, AnswerLocally)
+    response = decode_response(DELETE_TOPICS, 6, decided.frame[9:])
+    assert [(r.topic_id, r.error_code) for r in response.responses] == [(topic_id, TOPIC_AUTHORIZATION_FAILED)]
+
+
+@pytest.mark.parametrize("version", [0, 3, 5])
+def test_create_topics_delete_records_and_txn_partitions_name_internal_topics_per_item(version):
+    scope = scope_for()
+    create = new_request(CREATE_TOPICS, min(version, 7), topics=[
+        {"name": CONFIG_TOPIC, "num_partitions": 1, "replication_factor": 1},
+        {"name": "orders", "num_partitions": 1, "replication_factor": 1}])
+    _, plan, body = plan_and_body(scope, TENANT, CREATE_TOPICS, min(version, 7), create)
+    outcome = plan.decide(body)
+    assert [t.name for t in decode_request(CREATE_TOPICS, min(version, 7), outcome.body).topics] == ["orders"]
+    records = new_request(DELETE_RECORDS, min(version, 2), timeout_ms=1, topics=[
+        {"name": VOLUME_TOPIC, "partitions": [{"partition_index": 0, "offset": -1}]}])
+    _, plan, body = plan_and_body(scope, TENANT, DELETE_RECORDS, min(version, 2), records)
+    assert isinstance(plan.decide(body), AnswerLocally)
+    if version < 4:
+        txn = new_request(ADD_PARTITIONS_TO_TXN, version, v3_and_below_transactional_id="t",
+                          v3_and_below_topics=[{"name": CONFIG_TOPIC, "partitions": [0]}])
+    else:
+        txn = new_request(ADD_PARTITIONS_TO_TXN, version, transactions=[
+            {"transactional_id": "t", "topics": [{"name": CONFIG_TOPIC, "partitions": [0]},
+                                                 {"name": "orders", "partitions": [0]}]}])
+    _, plan, body = plan_and_body(scope, TENANT, ADD_PARTITIONS_TO_TXN, version, txn)
+    outcome = plan.decide(body)
+    if version < 4:
+        assert isinstance(outcome, AnswerLocally)
+    else:
+        assert [t.name for t in decode_request(ADD_PARTITIONS_TO_TXN, version, outcome.body).transactions[0].topics] \
+            == ["orders"]
+        broker = new_response(ADD_PARTITIONS_TO_TXN, version, results_by_transaction=[
+            {"transactional_id": "t", "topic_results": [
+                {"name": "orders", "results_by_partition": [{"partition_index": 0, "partition_error_code": 0}]}]}])
+        merged = decode_response(ADD_PARTITIONS_TO_TXN, version,
+                                 outcome.rewrite(memoryview(encode_response(ADD_PARTITIONS_TO_TXN, version, broker))))
+        assert {(t.name, t.results_by_partition[0].partition_error_code)
+                for t in merged.results_by_transaction[0].topic_results} == {("orders", 0),
+                                                                             (CONFIG_TOPIC, TOPIC_AUTHORIZATION_FAILED)}
+
+
+def test_alter_configs_refuses_internal_topic_resources_and_forwards_the_rest():
+    scope = scope_for()
+    msg = new_request(INCREMENTAL_ALTER_CONFIGS, 1, validate_only=False, resources=[
+        {"resource_type": 2, "resource_name": CONFIG_TOPIC,
+         "configs": [{"name": "retention.ms", "config_operation": 0, "value": "1"}]},
+        {"resource_type": 2, "resource_name": "orders",
+         "configs": [{"name": "retention.ms", "config_operation": 0, "value": "1"}]}])
+    _, plan, body = plan_and_body(scope, TENANT, INCREMENTAL_ALTER_CONFIGS, 1, msg)
+    outcome = plan.decide(body)
+    kept = decode_request(INCREMENTAL_ALTER_CONFIGS, 1, outcome.body).resources
+    assert [(r.resource_type, r.resource_name) for r in kept] == [(2, "orders")]
+    broker = new_response(INCREMENTAL_ALTER_CONFIGS, 1, responses=[
+        {"error_code": 0, "resource_type": 2, "resource_name": "orders"}])
+    merged = decode_response(INCREMENTAL_ALTER_CONFIGS, 1, outcome.rewrite(
+        memoryview(encode_response(INCREMENTAL_ALTER_CONFIGS, 1, broker))))
+    assert {(r.resource_name, r.error_code) for r in merged.responses} == {
+        ("orders", 0), (CONFIG_TOPIC, TOPIC_AUTHORIZATION_FAILED)}
+
+
+def test_own_connections_are_the_proxys_aiokafka_connections_not_anything_a_client_sends():
+    """The addresses of a connection aiokafka opens are noted while it is open; a plain socket of this very process
+    (as a tenant's client would be) is not the proxy's own."""
+    import asyncio
+
+    from aiokafka.conn import create_conn
+
+    assert track_aiokafka()
+
+    async def scenario():
+        accepted = []
+        server = await asyncio.start_server(lambda r, w: accepted.append(w), "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        conn = create_conn("127.0.0.1", port, request_timeout_ms=2000)
+        try:
+            await asyncio.wait_for(conn, 1)  # no broker behind it: the version lookup never completes
+        except (asyncio.TimeoutError, Exception):  # noqa: BLE001
+            pass
+        await asyncio.sleep(0.05)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)  # a plain client of this process
+        await asyncio.sleep(0.05)
+        own = OwnConnections()
+        verdicts = [own.is_own(w.get_extra_info("peername"), w.get_extra_info("sockname")) for w in accepted]
+        writer.close()
+        server.close()
+        return verdicts
+
+    verdicts = asyncio.run(scenario())
+    assert len(verdicts) == 2 and verdicts[1] is False
