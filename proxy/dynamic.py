@@ -5,10 +5,13 @@ consumer group, like the volume-usage follower). Each record goes through :meth:
 that cannot be used is logged with its key and reason, counted (``dynamic_config_bad_records_total``) and ignored,
 and the last good configuration stays in force. The effective configuration the good records of a fetched batch
 give (YAML with every dynamic entry laid over it) goes to ``apply`` once per batch, which swaps it into every
-quota manager in one step of the event loop (reading a long topic at start-up does not rebuild every table once
-per record). While the topic cannot be read the proxy runs on what it has (YAML plus the entries it
-read last) and retries every second; ``dynamic_config_lag_records`` and ``dynamic_config_last_read_age_seconds``
-show how far behind it is.
+quota manager in one step of the event loop. The topic is read from the beginning into fresh entries, put in force
+once read to its end (start-up does not wait for that: the YAML applies until then, and no partial configuration is
+applied on the way). A missing topic is created; one that cannot be created or read is logged once
+(``dynamic_config_available`` 0) and the proxy runs on what it has (YAML plus the entries it read last), retrying
+every RETRY_S. A deleted topic takes its entries with it (YAML alone); a recreated one is read again from the
+beginning (:class:`proxy.following.TopicReader` notices). ``dynamic_config_lag_records`` and
+``dynamic_config_last_read_age_seconds`` show how far behind it is.
 
 Writes (AlterClientQuotas served by the proxy) go through :meth:`DynamicConfig.write`, which creates the topic
 (``cleanup.policy=compact``) when it is missing.
@@ -21,15 +24,17 @@ import logging
 import time
 from collections.abc import Callable
 
-from config.dynamic import DynamicEntries, RecordError
+from config.dynamic import DynamicEntries, RecordError, effective
 from config.model import ProxyConfig
+from proxy.following import CALL_TIMEOUT_S, CHECK_S, TopicReader
 from proxy.logs import LogLimiter
 from proxy.tasks import stop_client
 
 log = logging.getLogger(__name__)
 
-CATCH_UP_S = 5.0  # start-up waits at most this long to have read the topic to its end
-BAD_RECORD_LOG = LogLimiter()
+RETRY_S = 5.0  # while the topic cannot be created or read
+WRITE_TIMEOUT_S = 15.0  # AlterClientQuotas: creating the topic if needed and appending the records
+BAD_RECORD_LOG = LogLimiter()  # one line per 10 s, whatever a writer floods the topic with
 
 
 class DynamicConfig:
@@ -46,7 +51,9 @@ class DynamicConfig:
         self.applied = 0
         self.lag = 0
         self.last_read = 0.0  # monotonic time of the last successful poll, 0 never
-        self.caught_up = asyncio.Event()
+        self.caught_up = asyncio.Event()  # set once the topic (or its absence) has been read
+        self.available = 0  # 1 while the topic is read; 0 before and while it cannot be created or read
+        self.unavailable: str | None = None  # why not, for the log (once per reason) and AlterClientQuotas
         self._task: asyncio.Task | None = None
         self._producer = None
         self._write_lock = asyncio.Lock()
@@ -54,95 +61,143 @@ class DynamicConfig:
 
     # -- records in ---------------------------------------------------------------------------------------------
 
-    def records(self, batch) -> int:
-        """Records of the config topic, in order (each checked with those before it); the configuration they
-        give is applied once, at the end. Returns how many were good."""
+    def records(self, batch, entries: DynamicEntries | None = None) -> tuple[DynamicEntries, ProxyConfig, int]:
+        """Records of the config topic, in order (each checked with those before it), laid over ``entries`` (those
+        in force by default). Returns the entries, the configuration they give and how many records were good."""
+        entries = self.entries if entries is None else entries
+        current = self.current if entries is self.entries else effective(self.base, entries)
         good = 0
         for record in batch:
             try:
-                self.entries, self.current = self.entries.apply(self.base, record.key, record.value)
+                entries, current = entries.apply(self.base, record.key, record.value)
             except RecordError as exc:
                 self.bad_records += 1
-                suppressed = BAD_RECORD_LOG.allow("config-topic", str(record.key)[:200], time.monotonic())
+                suppressed = BAD_RECORD_LOG.allow("config-topic", "bad-record", time.monotonic())
                 if suppressed is not None:
-                    log.warning("dynamic config: record ignored, the last good configuration stays: %s", exc)
+                    log.warning("dynamic config: record %s ignored, the last good configuration stays: %s%s",
+                                repr(record.key)[:100], str(exc)[:300],
+                                f" ({suppressed} more since the last line)" if suppressed else "")
                 continue
             good += 1
-        if good:
-            self._apply(self.current)
-            self.applied += good
-        return good
+        return entries, current, good
+
+    def swap(self, entries: DynamicEntries, current: ProxyConfig) -> None:
+        """Put a configuration in force (one step of the event loop: every manager takes it)."""
+        self.entries, self.current = entries, current
+        self._apply(current)
 
     # -- following ----------------------------------------------------------------------------------------------
 
     async def start(self) -> None:
+        """Start following in the background: start-up never waits for the topic; the YAML applies until the
+        topic has been read to its end (``caught_up``)."""
         self._task = asyncio.get_running_loop().create_task(self._follow())
-        try:
-            await asyncio.wait_for(self.caught_up.wait(), CATCH_UP_S)
-        except asyncio.TimeoutError:
-            log.warning("dynamic config: topic %s not read to its end within %.0f s; running on what is read so far "
-                        "(YAML at least) and catching up in the background", self.topic, CATCH_UP_S)
+
+    def _unavailable(self, kind: str, exc: BaseException) -> None:
+        """The topic cannot be created or read: one log line (until it is read again), the gauge at 0, the YAML and
+        the entries last read stay in force."""
+        self.available = 0
+        self.caught_up.set()  # as far as it can be: start-up and tests do not wait for a topic that cannot be read
+        reason = f"{kind} ({str(exc)[:200] or type(exc).__name__})"
+        if self.unavailable is None or not self.unavailable.startswith(kind):
+            log.warning("dynamic config: topic %s %s; running on the YAML%s, retrying every %.0f s", self.topic,
+                        reason, " and the entries last read" if self.entries.entries else " alone", RETRY_S)
+        self.unavailable = reason
 
     async def _follow(self) -> None:
-        from aiokafka import AIOKafkaConsumer, TopicPartition
+        from aiokafka import AIOKafkaConsumer
 
-        warned = False
         while True:
             consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, client_id=self.client_id, group_id=None,
                                         **self.security,
                                         enable_auto_commit=False, auto_offset_reset="earliest",
                                         metadata_max_age_ms=10_000, fetch_max_wait_ms=200)
             try:
-                await consumer.start()
-                partitions = consumer.partitions_for_topic(self.topic)
-                if not partitions:
-                    await consumer._client.force_metadata_update()
-                    partitions = consumer.partitions_for_topic(self.topic)
-                if not partitions:  # nothing written yet: YAML alone is the configuration
-                    self.caught_up.set()
-                    self.last_read = time.monotonic()
-                    if not warned:
-                        log.info("dynamic config: topic %s does not exist yet; YAML alone applies", self.topic)
-                        warned = True
-                    await asyncio.sleep(1.0)
+                await asyncio.wait_for(consumer.start(), CALL_TIMEOUT_S)
+                reader = TopicReader(consumer, self.topic)
+                if not await reader.open():
+                    await self._missing()
                     continue
-                tps = [TopicPartition(self.topic, p) for p in sorted(partitions)]
-                consumer.assign(tps)
-                await consumer.seek_to_beginning(*tps)
-                end = await consumer.end_offsets(tps)
-                self.last_read = time.monotonic()
-                next_check = time.monotonic() + 1.0
-                while True:
-                    batches = await consumer.getmany(timeout_ms=200)
-                    for records in batches.values():
-                        self.records(records)
-                        self.last_read = time.monotonic()
-                    if time.monotonic() >= next_check:  # is the cluster still answering? (getmany does not say)
-                        next_check = time.monotonic() + 1.0
-                        try:
-                            if await asyncio.wait_for(asyncio.shield(consumer._client.force_metadata_update()), 2.0):
-                                self.last_read = time.monotonic()
-                        except asyncio.TimeoutError:
-                            pass
-                    positions = {tp: await consumer.position(tp) for tp in tps}
-                    self.lag = sum(max(0, (consumer.highwater(tp) or 0) - positions[tp]) for tp in tps)
-                    if not self.caught_up.is_set() and all(positions[tp] >= end[tp] for tp in tps):
-                        log.info("dynamic config: %d entries from %s in force", len(self.entries.entries), self.topic)
-                        self.caught_up.set()
+                await self._read(consumer, reader)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # broker or topic unavailable: keep what is in force, retry
-                log.warning("dynamic config: topic %s not readable (retrying; the last configuration stays): %r",
-                            self.topic, exc)
-                await asyncio.sleep(1.0)
+                self._unavailable("cannot be read", exc)
+                await asyncio.sleep(RETRY_S)
             finally:
                 await stop_client(consumer)
+
+    async def _missing(self) -> None:
+        """The topic does not exist (never created, or deleted): no dynamic entries, the YAML alone. It is created
+        (compacted) so that every proxy reads the same topic from the start; if it cannot be, that is said once."""
+        if self.entries.entries or self.current is not self.base:
+            log.warning("dynamic config: topic %s was deleted; its %d entries no longer apply: the YAML alone does",
+                        self.topic, len(self.entries.entries))
+            self.swap(DynamicEntries(), self.base)
+        try:
+            await asyncio.wait_for(ensure_topic(self.bootstrap, self.topic, self.client_id, self.security),
+                                   CALL_TIMEOUT_S * 2)
+        except Exception as exc:  # noqa: BLE001 -- no right to create it, no broker: the YAML alone
+            self._unavailable("does not exist and cannot be created", exc)
+            await asyncio.sleep(RETRY_S)
+
+    async def _read(self, consumer, reader: TopicReader) -> None:
+        """Read the topic from the beginning into fresh entries, put them in force once read to the end (no partial
+        configuration on the way), then follow it until it changes under the reader (deleted or recreated)."""
+        end = await reader.end_offsets()
+        entries = DynamicEntries()  # the topic rebuilt whole: entries of a deleted topic do not survive it
+        current, caught_up = self.base, False
+        self.last_read = time.monotonic()
+        next_check = time.monotonic() + CHECK_S
+        while True:
+            batches = await consumer.getmany(timeout_ms=200)
+            for records in batches.values():
+                if caught_up:
+                    entries, current, good = self.records(records)
+                    if good:
+                        self.swap(entries, current)
+                        self.applied += good
+                else:
+                    entries, current, good = self.records(records, entries)
+                    self.applied += good
+                self.last_read = time.monotonic()
+            positions = await reader.positions()
+            self.lag = sum(max(0, (consumer.highwater(tp) or 0) - positions[tp]) for tp in positions)
+            if not caught_up and all(positions[tp] >= end[tp] for tp in positions):
+                caught_up = True
+                self.swap(entries, current)
+                self.available, self.unavailable = 1, None
+                log.info("dynamic config: %d entries from %s in force", len(entries.entries), self.topic)
+                self.caught_up.set()
+            if time.monotonic() >= next_check:  # still the same topic? is the cluster still answering?
+                why = await reader.changed()
+                if why is not None:
+                    log.warning("dynamic config: topic %s %s: reading it again from the beginning", self.topic, why)
+                    return
+                if reader.answered:  # the cluster answered (getmany does not say)
+                    self.last_read = time.monotonic()
+                next_check = time.monotonic() + CHECK_S
 
     # -- writing ------------------------------------------------------------------------------------------------
 
     async def write(self, records: list[tuple[bytes, bytes | None]]) -> None:
         """Append records (key, JSON value or None for a tombstone) to the topic, creating it when missing; raises
-        on failure (the caller answers with an error)."""
+        on failure, bounded by WRITE_TIMEOUT_S (the caller answers with an error; the next write starts afresh)."""
+        try:
+            await asyncio.wait_for(self._write(records), WRITE_TIMEOUT_S)
+        except Exception:
+            producer, self._producer = self._producer, None
+            if producer is not None:
+                await stop_client(producer)
+            raise
+
+    def write_failure(self, exc: BaseException) -> str:
+        """What AlterClientQuotas answers when :meth:`write` failed: the topic, and why."""
+        why = f"{exc!r}" if not isinstance(exc, asyncio.TimeoutError) else f"no answer within {WRITE_TIMEOUT_S:.0f} s"
+        known = f"; the proxy cannot follow it either: it {self.unavailable}" if self.unavailable else ""
+        return f"the config topic {self.topic} could not be written: {why}{known}"[:500]
+
+    async def _write(self, records: list[tuple[bytes, bytes | None]]) -> None:
         from aiokafka import AIOKafkaProducer
 
         async with self._write_lock:
@@ -151,7 +206,11 @@ class DynamicConfig:
                 producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, client_id=self.client_id, acks="all",
                                             **self.security,
                                             request_timeout_ms=10_000)
-                await producer.start()
+                try:
+                    await producer.start()
+                except BaseException:
+                    await stop_client(producer)
+                    raise
                 self._producer = producer
             futures = [await self._producer.send(self.topic, key=key, value=value) for key, value in records]
             await asyncio.gather(*futures)
@@ -211,4 +270,7 @@ class DynamicConfigCollector:
         age = GaugeMetricFamily(f"{name}_last_read_age_seconds", "Seconds since the config topic was last read "
                                 "(grows while it cannot be; -1 before the first read).")
         age.add_metric([], time.monotonic() - d.last_read if d.last_read else -1.0)
-        yield from (bad, applied, entries, lag, age)
+        available = GaugeMetricFamily(f"{name}_available", "1 while the config topic is read; 0 while it cannot be "
+                                      "created or read (the YAML and the entries last read apply).")
+        available.add_metric([], d.available)
+        yield from (bad, applied, entries, lag, age, available)

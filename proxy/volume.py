@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections.abc import Callable
 
 from config.volume import VolumeUsageConfig
@@ -23,9 +24,13 @@ from proxy.tasks import stop_client
 from quota.client_quota import ClientQuotaManager
 from quota.entity import PRODUCER_BYTE_RATE, QuotaTable
 from quota.rate import QuotaWindow
-from quota.volume import INITIAL, PAUSE, THROTTLE, Snapshot, SnapshotError, Volume, VolumeState, evaluate, parse_snapshot
+from proxy.following import CALL_TIMEOUT_S, CHECK_S, TopicReader
+from proxy.logs import LogLimiter
+from quota.volume import (BAD, INITIAL, PAUSE, TAKE, THROTTLE, Snapshot, SnapshotError, Verdict, Volume, VolumeState,
+                          evaluate, judge, parse_snapshot)
 
 log = logging.getLogger("kafka_quota_proxy.volume")
+BAD_RECORD_LOG = LogLimiter()  # one line per kind of bad record per 10 s, whatever a writer floods the topic with
 
 NOT_ENOUGH_REPLICAS = 19  # retriable in every client; never reaches the log: the request is not forwarded
 
@@ -75,18 +80,23 @@ class VolumeThrottle:
         self._rescale()
 
     def record(self, key: bytes | None, value: bytes | None) -> None:
-        """One record of the volume-usage topic."""
+        """One record of the volume-usage topic, judged (:func:`quota.volume.judge`) before it is taken: one that
+        cannot be used or cannot be verified is counted and logged (rate-limited, truncated), and the broker's last
+        good snapshot stays."""
         try:
             snapshot = parse_snapshot(key, value)
+            verdict = judge(snapshot, self.snapshots, self.live_brokers, self.clock.now_ms())
         except SnapshotError as exc:
+            verdict = Verdict(BAD, str(exc))
+        if verdict.action != TAKE:
             self.bad_records += 1
-            log.warning("volume usage record skipped (the broker's last good snapshot stays): %s", exc)
+            suppressed = BAD_RECORD_LOG.allow("volume-usage", verdict.action, time.monotonic())
+            if suppressed is not None:
+                log.warning("volume usage record %s (key %s; the broker's last good snapshot stays): %s%s",
+                            "skipped" if verdict.action == BAD else "not taken", repr(key)[:60],
+                            verdict.reason[:300], f" ({suppressed} more since the last line)" if suppressed else "")
             return
-        broker = int(key.decode())
-        if snapshot is None:
-            self.snapshots.pop(broker, None)
-        else:
-            self.snapshots[broker] = snapshot
+        self.snapshots[snapshot.broker_id] = snapshot
         self.evaluate()
 
     def accept(self, snapshot: Snapshot) -> None:
@@ -233,7 +243,7 @@ class VolumeFollower(_Evaluating):
         self._tasks = [loop.create_task(self._follow()), loop.create_task(self._tick())]
 
     async def _follow(self) -> None:
-        from aiokafka import AIOKafkaConsumer, TopicPartition
+        from aiokafka import AIOKafkaConsumer
 
         topic = self.throttle.config.topic
         while True:
@@ -242,25 +252,26 @@ class VolumeFollower(_Evaluating):
                                         group_id=None, enable_auto_commit=False, auto_offset_reset="earliest",
                                         metadata_max_age_ms=10_000)
             try:
-                await consumer.start()
+                await asyncio.wait_for(consumer.start(), CALL_TIMEOUT_S)
                 self._consumer = consumer
-                partitions = None
-                while not partitions:
-                    partitions = consumer.partitions_for_topic(topic)
+                reader = TopicReader(consumer, topic)
+                while not await reader.open():  # not created yet (or deleted): the publisher creates it
                     self._learn_brokers(consumer)
-                    if not partitions:
-                        await consumer._client.force_metadata_update()
-                        partitions = consumer.partitions_for_topic(topic)
-                        if not partitions:
-                            await asyncio.sleep(1.0)
-                consumer.assign([TopicPartition(topic, p) for p in sorted(partitions)])
-                await consumer.seek_to_beginning()
+                    await asyncio.sleep(CHECK_S)
+                self._learn_brokers(consumer)
+                next_check = time.monotonic() + CHECK_S
                 while True:
                     batches = await consumer.getmany(timeout_ms=1000)
                     self._learn_brokers(consumer)
                     for records in batches.values():
                         for record in records:
                             self.throttle.record(record.key, record.value)
+                    if time.monotonic() >= next_check:
+                        why = await reader.changed()
+                        if why is not None:  # the last snapshots stay (they go stale); the new topic is read whole
+                            log.warning("volume usage topic %s %s: reading it again from the beginning", topic, why)
+                            break
+                        next_check = time.monotonic() + CHECK_S
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # broker down: keep the last snapshots (they go stale), start over

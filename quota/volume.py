@@ -12,6 +12,11 @@ broker id). From the snapshots of the live brokers, :func:`evaluate` decides one
 - a live broker with no snapshot fresher than ``freshness_seconds``: the configured fallback, PAUSE or OPEN,
   with ``missing_data`` set so the metric says why.
 
+Before a record is taken, :func:`judge` checks what can be verified: a date no further in the future than
+:data:`CLOCK_SKEW_MS`, a broker id the cluster's metadata lists, at least one volume. A tombstone proves nothing
+about a disk, so it changes nothing: a broker's last good snapshot stays until its own next publication replaces
+it or it goes stale.
+
 The proxy applies the factor to produce traffic only: it scales the produce byte quota (a base rate where no
 per-entity quota applies), and PAUSE stops produce requests from reaching the broker.
 """
@@ -24,6 +29,14 @@ from datetime import datetime
 
 OPEN, THROTTLE, PAUSE = "OPEN", "THROTTLE", "PAUSE"
 LIMIT_TYPES = ("ConsumedSpace", "MinFreeBytes", "MinFreePercentage")
+
+# How far in the future a snapshot may be dated and still be taken. Hosts of one cluster keep their clocks within a
+# second or so of each other (NTP); 30 s covers a badly synchronised host while staying well below the default
+# ``freshness_seconds`` (60), so a snapshot taken at face value can never stay fresh for more than freshness + 30 s.
+CLOCK_SKEW_MS = 30_000
+MAX_UNVERIFIED_BROKERS = 1_000  # snapshots kept before the live brokers are known (bounded memory)
+
+TAKE, BAD, IGNORED = "take", "bad", "ignored"
 
 
 class SnapshotError(ValueError):
@@ -96,6 +109,31 @@ def _limit(raw, where: str) -> Limit:
         return Limit(str(raw["type"]), float(level))
     except SnapshotError as exc:
         raise SnapshotError(f"{where}: {exc}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    action: str  # TAKE, BAD (cannot be used) or IGNORED (well formed, but not taken at face value)
+    reason: str = ""
+
+
+def judge(snapshot: Snapshot | None, known: dict[int, Snapshot], live_brokers: set[int] | None,
+          now_ms: int) -> Verdict:
+    """Whether one parsed record of the volume-usage topic (None: a tombstone) may replace what ``known`` holds for
+    its broker. Only what the proxy can check itself is trusted: its own clock, the cluster's metadata."""
+    if snapshot is None:
+        return Verdict(IGNORED, "tombstone: a broker's snapshot is replaced only by a newer one or goes stale")
+    if snapshot.snapshot_at_ms > now_ms + CLOCK_SKEW_MS:
+        return Verdict(BAD, f"SnapshotAt is {(snapshot.snapshot_at_ms - now_ms) // 1000} s in the future "
+                            f"(more than the {CLOCK_SKEW_MS // 1000} s clock skew allowed)")
+    if not snapshot.volumes:
+        return Verdict(BAD, "Volumes: empty (a broker has at least one log dir)")
+    broker = snapshot.broker_id
+    if live_brokers is not None and broker not in live_brokers:
+        return Verdict(IGNORED, f"broker {broker} is not a live broker of the cluster")
+    if live_brokers is None and broker not in known and len(known) >= MAX_UNVERIFIED_BROKERS:
+        return Verdict(IGNORED, f"more than {MAX_UNVERIFIED_BROKERS} broker ids before the live brokers are known")
+    return Verdict(TAKE)
 
 
 def parse_snapshot(key: bytes | None, value: bytes | None) -> Snapshot | None:

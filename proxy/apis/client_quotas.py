@@ -117,7 +117,7 @@ def plan_alter(scope: ConnectionScope, session: Session, header: RequestHeader) 
 
         def written(result) -> AnswerLocally:
             if isinstance(result, BaseException):
-                failure = f"the config topic could not be written: {result!r}"[:500]
+                failure = dynamic.write_failure(result)
                 return answer([(entity, UNKNOWN_SERVER_ERROR if code == NONE else code,
                                 failure if code == NONE else message)
                                for entity, (code, message) in zip(wire, results)])

@@ -148,7 +148,9 @@ def tansu_proxy():
 
 def scripted(answer=answer_normally, **settings):
     broker = ScriptedBroker(answer).start()
-    return broker, start_proxy(proxy_config(0, broker.port, **settings))
+    config = proxy_config(0, broker.port, **settings)
+    config["dynamic_config"] = {"enabled": False}  # the scripted broker must see only the test's requests
+    return broker, start_proxy(config)
 
 
 # -- 1. a request header straddling many reads ----------------------------------------------------------------------
@@ -551,7 +553,9 @@ def test_closed_connections_are_freed_without_the_cycle_collector(loop_kind):
     and a 512 KiB produce are freed as soon as they close."""
     proxy_port, broker_port = free_port(), free_port()
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
-    proxy = start_proxy(proxy_config(proxy_port, broker_port), loop_kind=loop_kind)
+    config = proxy_config(proxy_port, broker_port)
+    config["dynamic_config"] = {"enabled": False}  # its follower's connection through the proxy never closes
+    proxy = start_proxy(config, loop_kind=loop_kind)
     try:
         c.kp_create_topic(proxy.bootstrap, "freed", 1)
         wait_until_no_connections(proxy)  # the admin client's included

@@ -11,6 +11,7 @@ import pytest
 from config.dynamic import entity_key
 from proxy.configs_cli import main as configs
 from tests.harness import Tansu, free_port, proxy_config, start_proxy
+from tests.integration.clients import kp_delete_topic
 
 pytestmark = pytest.mark.integration
 
@@ -23,7 +24,8 @@ def cluster():
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
     config = proxy_config(proxy_port, broker_port, quotas=[{"entity": {"user": "<default>"},
                                                              "consumer_byte_rate": 123456}])
-    config["dynamic_config"] = {}
+    config["admin_principals"] = ["User:ANONYMOUS"]  # the tests' own clients may write and delete the config topic
+    # no dynamic_config section: the default topic is followed
     try:
         proxy = start_proxy(config)
     except BaseException:
@@ -139,16 +141,18 @@ def test_changes_reach_live_traffic(cluster):
 
 
 def test_topic_unreachable_at_start_then_the_proxy_catches_up():
-    """The broker is down when the proxy starts: it starts anyway on its YAML (after waiting a bounded time for
-    the topic), and follows the topic once the broker is up."""
+    """The broker is down when the proxy starts: it starts at once on its YAML (the follower runs in the
+    background; before, start-up waited 5 s for the topic), says so in its metrics, and follows the topic once the
+    broker is up."""
     proxy_port, broker_port = free_port(), free_port()
     config = proxy_config(proxy_port, broker_port)
-    config["dynamic_config"] = {}
+    config["admin_principals"] = ["User:ANONYMOUS"]  # the CLI below writes the config topic
     started = time.monotonic()
     proxy = start_proxy(config)
     broker = None
     try:
-        assert time.monotonic() - started < 8
+        assert time.monotonic() - started < 2  # the follower starts in the background: start-up does not wait
+        assert proxy.metric("kafka_quota_proxy_dynamic_config_available") == 0
         assert proxy.app.effective_config is proxy.app.config  # YAML alone
         broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
         assert configs(["--bootstrap-server", proxy.bootstrap, "--alter", "--entity-type", "users",
@@ -158,3 +162,61 @@ def test_topic_unreachable_at_start_then_the_proxy_catches_up():
         proxy.stop()
         if broker is not None:
             broker.stop()
+
+
+def write_entry(bootstrap: str, entity: dict, values: dict | None) -> None:
+    """One record to the config topic, as any Kafka client writes it."""
+    import json
+
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    try:
+        producer.send(TOPIC, key=entity_key(entity), value=None if values is None else json.dumps(values).encode()
+                      ).get(10)
+    finally:
+        producer.close(5)
+
+
+def test_without_a_dynamic_config_section_the_default_topic_is_followed(cluster):
+    """No ``dynamic_config`` in the YAML: an entry written to ``__kafka_quota_proxy_configs`` applies."""
+    proxy, _ = cluster
+    assert "dynamic_config" not in proxy_config(0, 0)
+    write_entry(proxy.bootstrap, {"user": "carol"}, {"producer_byte_rate": 3000})
+    wait_for(lambda: limit(proxy, "producer_byte_rate", "carol", "x") == 3000)
+    assert proxy.metric("kafka_quota_proxy_dynamic_config_available") == 1
+
+
+def test_the_follower_reads_the_config_topic_again_after_it_is_deleted_and_recreated(cluster):
+    """DeleteTopics of the config topic (a real admin client, answered 0): the entries it held no longer apply (the
+    YAML alone does), and an entry written to the recreated topic applies (before: never read again)."""
+    proxy, _ = cluster
+    write_entry(proxy.bootstrap, {"user": "alice"}, {"producer_byte_rate": 4096})
+    wait_for(lambda: limit(proxy, "producer_byte_rate", "alice", "x") == 4096)
+    kp_delete_topic(proxy.bootstrap, TOPIC)
+    wait_for(lambda: limit(proxy, "producer_byte_rate", "alice", "x") == float("inf"), timeout=10)
+    write_entry(proxy.bootstrap, {"user": "bob"}, {"producer_byte_rate": 2048})
+    wait_for(lambda: limit(proxy, "producer_byte_rate", "bob", "x") == 2048, timeout=10)
+    assert limit(proxy, "producer_byte_rate", "alice", "x") == float("inf")
+    assert proxy.metric("kafka_quota_proxy_dynamic_config_entries") == 1
+
+
+def test_enabled_false_turns_the_dynamic_configuration_off():
+    """``dynamic_config: {enabled: false}``: no follower; AlterClientQuotas goes to the broker (Tansu has no
+    client-quota APIs), the proxy's ApiVersions does not add them, and no config-topic metric is exported."""
+    proxy_port, broker_port = free_port(), free_port()
+    broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
+    config = proxy_config(proxy_port, broker_port)
+    config["dynamic_config"] = {"enabled": False}
+    try:
+        proxy = start_proxy(config)
+        try:
+            assert proxy.app.dynamic is None
+            write_entry(proxy.bootstrap, {"user": "dave"}, {"producer_byte_rate": 1000})
+            time.sleep(1.5)  # what a follower would need to apply it: nothing must
+            assert limit(proxy, "producer_byte_rate", "dave", "x") == float("inf")
+            assert proxy.metric("kafka_quota_proxy_dynamic_config_available") == 0
+        finally:
+            proxy.stop()
+    finally:
+        broker.stop()

@@ -32,6 +32,8 @@ def cluster():
         {"entity": {"user": "alice"}, "producer_byte_rate": 20000},
         {"entity": {"user": "bob"}, "producer_byte_rate": 20000}])
     config["listeners"][0]["sasl"] = True
+    # the scripted broker serves no config topic, and the follower's own connection would be among those counted
+    config["dynamic_config"] = {"enabled": False}
     proxy = start_proxy(config)
     try:
         yield proxy, broker

@@ -17,13 +17,14 @@ import pytest
 from proxy.app import ProxyApp
 from quota.volume import Volume
 from tests.harness import Tansu, free_port, proxy_config, start_proxy
-from tests.integration.clients import ck_create_topic
+from tests.integration.clients import ck_create_topic, kp_delete_topic
 
 pytestmark = pytest.mark.integration
 
 GB, MiB = 1_000_000_000, 1024 * 1024
 TOPIC = "volume-data"
 BROKER_ID = 111  # what Tansu reports as its node id
+VOLUME_TOPIC = "__kafka_quota_proxy_volume_usage"
 
 
 class SimulatedDisk:
@@ -90,6 +91,7 @@ def cluster(monkeypatch):
     proxy_port, broker_port = free_port(), free_port()
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
     raw = proxy_config(proxy_port, broker_port, **{"quota.window.num": 2})
+    raw["admin_principals"] = ["User:ANONYMOUS"]  # the tests' own clients may write and delete the proxy's topics
     raw["volume_usage"] = {"freshness_seconds": 30, "produce_base_rate": MiB // 2, "pause_delay_ms": 500,
                            "publisher": {"broker_id": BROKER_ID, "log_dirs": ["/tmp"], "interval_seconds": 0.5,
                                          "soft_limit": {"type": "MinFreePercentage", "level": 50},
@@ -155,3 +157,16 @@ def test_a_producer_goes_from_full_speed_to_throttled_to_paused_and_back_losing_
                 found.add(int(msg.key()))
     consumer.close()
     assert acked <= found, f"{len(acked - found)} acknowledged messages missing"
+
+
+def test_the_follower_reads_the_volume_topic_again_after_it_is_deleted_and_recreated(cluster):
+    """A DeleteTopics of the volume-usage topic (a real admin client, answered 0) while produce is paused: the
+    publisher re-creates the topic at its next interval, and the follower notices its topic was deleted and reads
+    the new one from the beginning, so the broker's next snapshot lifts the PAUSE (before: paused until restart)."""
+    proxy, disk, broker_port = cluster
+    disk.used = 95 * GB
+    wait_state(proxy, "PAUSE")
+    kp_delete_topic(proxy.bootstrap, VOLUME_TOPIC)
+    time.sleep(2)  # the publisher re-creates the topic, and writes the 95 % snapshot to it
+    disk.used = 20 * GB
+    wait_state(proxy, "OPEN", timeout=20)

@@ -37,9 +37,6 @@ def test_states_follow_the_records_and_a_bad_record_keeps_the_last_good_snapshot
     assert t.bad_records == 1 and t.state.state == THROTTLE
     record(t, 1, 95 * GB, clock.now_ms())
     assert t.paused
-    t.record(b"1", None)  # tombstone: broker 1 has no snapshot; it is still live, so the fallback applies
-    t.brokers({1})
-    assert t.state.state == PAUSE and t.state.missing_data == (1,)
 
 
 def test_snapshots_go_stale_with_time():
@@ -57,3 +54,47 @@ def test_per_entity_produce_quotas_are_scaled_and_the_base_rate_covers_the_rest(
     table = scaled_produce_table(quotas, 0.25, 1000)
     assert table.limit("producer_byte_rate", "alice", "x") == 1000
     assert table.limit("producer_byte_rate", "bob", "x") == 250
+
+
+def test_records_that_cannot_be_verified_change_nothing_and_the_brokers_next_publication_does():
+    """A hostile writer's tombstone, empty snapshot, snapshot from the future or for a broker the cluster does
+    not have: the state stays, each is counted; the broker's own next snapshot changes it."""
+    t, clock = throttle(missing=PAUSE)
+    t.brokers({1})
+    record(t, 1, 95 * GB, clock.now_ms())
+    assert t.paused
+    empty = Snapshot(1, clock.now_ms(), Limit("ConsumedSpace", 50 * GB), Limit("ConsumedSpace", 90 * GB), ())
+    t.record(b"1", empty.to_json())  # would lift a real PAUSE if taken
+    assert t.paused
+    record(t, 1, 10 * GB, clock.now_ms() + 3_600_000)  # dated an hour ahead: would stay fresh for an hour
+    assert t.paused
+    t.record(b"1", None)  # tombstone
+    assert t.paused
+    record(t, 7, 10 * GB, clock.now_ms())  # no broker 7
+    assert t.paused and 7 not in t.snapshots
+    assert t.bad_records == 4
+    record(t, 1, 10 * GB, clock.now_ms())
+    assert t.state.state == OPEN
+
+
+def test_a_tombstone_does_not_pause_everyone():
+    t, clock = throttle(missing=PAUSE)
+    t.brokers({1})
+    record(t, 1, 10 * GB, clock.now_ms())
+    t.record(b"1", None)
+    assert t.state.state == OPEN  # the broker's snapshot stays until it goes stale
+    clock.advance(61_000)
+    assert t.evaluate().state == PAUSE and t.state.missing_data == (1,)
+
+
+def test_bad_records_are_logged_rate_limited_and_truncated(caplog):
+    from proxy import volume
+
+    volume.BAD_RECORD_LOG._peers.clear()
+    t, clock = throttle()
+    huge = b"x" * 1_000_000
+    for _ in range(100):
+        t.record(huge, b"{}")
+    lines = [r for r in caplog.records if "volume usage record" in r.getMessage()]
+    assert len(lines) == 1 and len(lines[0].getMessage()) < 600
+    assert t.bad_records == 100

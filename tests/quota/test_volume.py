@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from quota.volume import OPEN, PAUSE, THROTTLE, Limit, Snapshot, SnapshotError, Volume, evaluate, parse_snapshot
+from quota.volume import (BAD, CLOCK_SKEW_MS, IGNORED, OPEN, PAUSE, TAKE, THROTTLE, Limit, Snapshot, SnapshotError,
+                          Volume, evaluate, judge, parse_snapshot)
 
 GB = 1_000_000_000
 NOW = 1_800_000_000_000
@@ -72,3 +73,31 @@ def test_snapshot_round_trip_and_errors_name_the_field():
             parse_snapshot(b"7", json.dumps(broken).encode())
     with pytest.raises(SnapshotError, match="record key"):
         parse_snapshot(b"broker-7", original.to_json())
+
+
+def test_a_snapshot_dated_beyond_the_clock_skew_allowance_is_bad():
+    disk = Volume("/a", 100 * GB, 10 * GB)
+    assert judge(snap(1, disk, at=NOW + CLOCK_SKEW_MS), {}, {1}, NOW).action == TAKE
+    verdict = judge(snap(1, disk, at=NOW + CLOCK_SKEW_MS + 1), {}, {1}, NOW)
+    assert verdict.action == BAD and "future" in verdict.reason
+    year_2099 = parse_snapshot(b"1", json.dumps(dict(json.loads(snap(1, disk).to_json()),
+                                                     SnapshotAt="2099-01-01T00:00:00+00:00")).encode())
+    assert judge(year_2099, {}, {1}, NOW).action == BAD
+
+
+def test_a_snapshot_without_volumes_is_bad():
+    verdict = judge(snap(1), {1: snap(1, Volume("/a", 100 * GB, 95 * GB))}, {1}, NOW)
+    assert verdict.action == BAD and "Volumes" in verdict.reason
+
+
+def test_a_broker_id_the_cluster_does_not_list_is_not_taken():
+    disk = Volume("/a", 100 * GB, 95 * GB)
+    verdict = judge(snap(9, disk), {}, {1, 2}, NOW)
+    assert verdict.action == IGNORED and "9" in verdict.reason
+    assert judge(snap(9, disk), {}, None, NOW).action == TAKE  # live brokers not known yet: nothing to check against
+    crowd = {b: snap(b, disk) for b in range(1000)}
+    assert judge(snap(5000, disk), crowd, None, NOW).action == IGNORED  # bounded until they are known
+
+
+def test_a_tombstone_is_not_taken():
+    assert judge(None, {1: snap(1, Volume("/a", 100 * GB, 95 * GB))}, {1}, NOW).action == IGNORED

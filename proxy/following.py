@@ -1,0 +1,115 @@
+"""Reading one of the proxy's own topics from the beginning, and noticing when it is no longer the same topic.
+
+The config follower and the volume-usage follower each assign an aiokafka consumer to every partition of their
+topic (no consumer group) and read it from offset 0. A topic can be deleted (DeleteTopics) and created again under
+the same name: the consumer then sits on partitions that no longer exist, or at an offset past the new log's end,
+and reads nothing ever again. :class:`TopicReader` looks at the topic every :data:`CHECK_S` and says why it has
+changed, from what aiokafka's metadata and ListOffsets show (aiokafka does not carry topic ids):
+
+- the topic is gone from the metadata: deleted;
+- its partitions are not the ones assigned;
+- a partition's log start offset went backwards, or its log end offset is below what was already seen there or
+  below the consumer's position: a new log under the same name;
+- the consumer's position went backwards without being told to (aiokafka's reset after OFFSET_OUT_OF_RANGE).
+
+The follower then drops its consumer and starts again from the beginning. Every call to the broker is bounded by
+:data:`CALL_TIMEOUT_S`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+CHECK_S = 1.0  # how often a follower looks at its topic
+CALL_TIMEOUT_S = 5.0  # each metadata or offsets request of a follower
+
+
+@dataclass
+class Offsets:
+    """What was seen of one partition: the highest log start and end offsets, and the consumer's position."""
+
+    start: int = 0
+    end: int = 0
+    position: int = 0
+
+
+def log_changed(seen: Offsets, start: int, end: int, position: int) -> str | None:
+    """Why a partition's log is not the one read so far (pure), or None."""
+    if start < seen.start:
+        return f"its log start offset went back from {seen.start} to {start}"
+    if end < seen.end:
+        return f"its log end offset went back from {seen.end} to {end}"
+    if end < position:
+        return f"its log end offset {end} is below the position {position} already read"
+    if position < seen.position:
+        return f"the position went back from {seen.position} to {position} (offset out of range)"
+    return None
+
+
+@dataclass
+class TopicReader:
+    """One consumer reading every partition of ``topic`` from the beginning."""
+
+    consumer: object
+    topic: str
+    offsets: dict = field(default_factory=dict)  # TopicPartition -> Offsets
+
+    answered: bool = False  # whether the cluster answered the last metadata update
+
+    async def refresh(self) -> bool:
+        """A metadata update, bounded; False when the cluster did not answer."""
+        try:
+            self.answered = bool(await asyncio.wait_for(self.consumer._client.force_metadata_update(),
+                                                        CALL_TIMEOUT_S))
+        except asyncio.TimeoutError:
+            self.answered = False
+        return self.answered
+
+    def partitions(self) -> set[int]:
+        return set(self.consumer.partitions_for_topic(self.topic) or ())
+
+    async def open(self) -> bool:
+        """Assign every partition and seek to the beginning; False when the topic does not exist (yet)."""
+        from aiokafka import TopicPartition
+
+        partitions = self.partitions()
+        if not partitions and await self.refresh():
+            partitions = self.partitions()
+        if not partitions:
+            return False
+        tps = [TopicPartition(self.topic, p) for p in sorted(partitions)]
+        self.consumer.assign(tps)
+        await asyncio.wait_for(self.consumer.seek_to_beginning(*tps), CALL_TIMEOUT_S)
+        self.offsets = {tp: Offsets() for tp in tps}
+        await self.changed()  # the first look: what "backwards" is measured against
+        return True
+
+    async def end_offsets(self) -> dict:
+        return await asyncio.wait_for(self.consumer.end_offsets(list(self.offsets)), CALL_TIMEOUT_S)
+
+    async def positions(self) -> dict:
+        return {tp: await asyncio.wait_for(self.consumer.position(tp), CALL_TIMEOUT_S) for tp in self.offsets}
+
+    async def changed(self) -> str | None:
+        """Why the topic is no longer the one being read (deleted, recreated, repartitioned), or None (also when the
+        cluster does not answer: nothing can be told then)."""
+        if not await self.refresh():
+            return None
+        partitions = self.partitions()
+        if not partitions:
+            return "was deleted"
+        if partitions != {tp.partition for tp in self.offsets}:
+            return f"has partitions {sorted(partitions)} where {sorted(tp.partition for tp in self.offsets)} were read"
+        starts = await asyncio.wait_for(self.consumer.beginning_offsets(list(self.offsets)), CALL_TIMEOUT_S)
+        ends = await self.end_offsets()
+        positions = await self.positions()
+        for tp, seen in self.offsets.items():
+            why = log_changed(seen, starts[tp], ends[tp], positions[tp])
+            if why is not None:
+                return f"partition {tp.partition}: {why}"
+            seen.start, seen.end, seen.position = starts[tp], ends[tp], positions[tp]
+        return None
+
+
+__all__ = ["CALL_TIMEOUT_S", "CHECK_S", "Offsets", "TopicReader", "log_changed"]
