@@ -292,7 +292,8 @@ def run_scenario(config_path: str, duration_s: float, report=print,
         for client in clients:
             client.stopping.set()
         for client in clients:
-            client.join(10)
+            if client.is_alive() or client.ident is not None:  # a scenario that failed first never started them
+                client.join(10)
         if proxy is not None:
             stop_process(proxy)
         stop_process(broker)
