@@ -161,12 +161,14 @@ class QuotaMetricsCollector(Collector):
     def collect(self) -> Iterator:
         labels = ["quota", "user", "client_id"]
         rate = GaugeMetricFamily(f"{PREFIX}_byte_rate", "Measured byte rate (bytes/s) of the quota entity, as the quota check measures it.", labels=labels)
-        limit = GaugeMetricFamily(f"{PREFIX}_limit", "Configured quota (bytes/s) that applies to the entity.", labels=labels)
-        throttle_total = CounterMetricFamily(f"{PREFIX}_throttle_time_ms", "Total throttle time (ms) decided for the entity; divide by throttled_responses for the average.", labels=labels)
-        throttle_max = GaugeMetricFamily(f"{PREFIX}_throttle_time_max_ms", "Longest throttle (ms) decided for the entity within the last quota window span.", labels=labels)
-        throttled = CounterMetricFamily(f"{PREFIX}_throttled_responses", "Responses that carried a throttle for the entity.", labels=labels)
+        limit = GaugeMetricFamily(f"{PREFIX}_limit", "Quota (bytes/s) that applies to the entity now (no sample when none does).", labels=labels)
+        throttle_total = CounterMetricFamily(f"{PREFIX}_throttle_time_ms", "Total throttle time (ms) applied to the entity (shadow throttles not included); divide by throttled_responses for the average.", labels=labels)
+        throttle_max = GaugeMetricFamily(f"{PREFIX}_throttle_time_max_ms", "Longest throttle (ms) applied to the entity within the last quota window span.", labels=labels)
+        throttled = CounterMetricFamily(f"{PREFIX}_throttled_responses", "Responses that carried a throttle applied for the entity (shadow throttles not included).", labels=labels)
         recorded = CounterMetricFamily(f"{PREFIX}_bytes", "Bytes counted against the entity's quota.", labels=labels)
-        for key, manager in self._quotas.managers():
+        shadow_total = CounterMetricFamily(f"{PREFIX}_entity_shadow_throttle_time_ms", "Throttle time (ms) a shadow quota decided for the entity and did not apply.", labels=labels)
+        shadowed = CounterMetricFamily(f"{PREFIX}_entity_shadow_throttled_responses", "Responses a shadow quota would have throttled for the entity (not throttled).", labels=labels)
+        for key, manager in self._byte_rate_managers():
             top, other = manager.top_stats(self._quotas.max_metric_entities)
             for stats in top + ([other] if other is not None else []):
                 tag_labels = [key, label(stats.tags.user), label(stats.tags.client_id)]
@@ -178,7 +180,10 @@ class QuotaMetricsCollector(Collector):
                 throttle_max.add_metric(tag_labels, stats.throttle_time_ms_max)
                 throttled.add_metric(tag_labels, stats.throttled_count)
                 recorded.add_metric(tag_labels, stats.value_total)
-        yield from (rate, limit, throttle_total, throttle_max, throttled, recorded)
+                if stats.shadow_throttled_count or stats.shadow:  # series only where a shadow quota is or was
+                    shadow_total.add_metric(tag_labels, stats.shadow_throttle_time_ms_total)
+                    shadowed.add_metric(tag_labels, stats.shadow_throttled_count)
+        yield from (rate, limit, throttle_total, throttle_max, throttled, recorded, shadow_total, shadowed)
         shadow_count = CounterMetricFamily(f"{PREFIX}_shadow_throttles", "Throttles computed in shadow mode and not "
                                            "applied, by quota.", labels=["quota"])
         shadow_ms = CounterMetricFamily(f"{PREFIX}_shadow_throttle_time_ms", "Throttle time computed in shadow mode "
@@ -193,6 +198,13 @@ class QuotaMetricsCollector(Collector):
         yield from self._producer_id_metrics()
         if self._quotas.volume is not None:
             yield from self._volume_metrics(self._quotas.volume)
+
+    def _byte_rate_managers(self) -> Iterator[tuple[str, ClientQuotaManager]]:
+        """producer_byte_rate, consumer_byte_rate, and the volume-scaled produce quota (``volume_usage``, recorded
+        only while THROTTLE) when volume usage is configured."""
+        yield from self._quotas.managers()
+        if self._quotas.volume is not None:
+            yield "volume_usage", self._quotas.volume.produce
 
     def _volume_metrics(self, volume) -> Iterator:
         """Cluster volume usage: state, factor, per-volume usage and breaches, snapshot ages, fallback."""
@@ -235,20 +247,26 @@ class QuotaMetricsCollector(Collector):
         new = CounterMetricFamily(f"{name}_new", "New producer ids counted against the user's quota (their rate is "
                                   "the rate() of this counter).", labels=labels)
         tokens = GaugeMetricFamily(f"{name}_tokens", "Tokens left in the user's bucket; below 0 it is throttled.", labels=labels)
-        limit = GaugeMetricFamily(f"{name}_limit", "The user's producer_ids_rate (new producer ids per window).", labels=labels)
-        throttle_total = CounterMetricFamily(f"{name}_throttle_time_ms", "Total throttle time (ms) decided for the user.", labels=labels)
-        throttled = CounterMetricFamily(f"{name}_throttled_requests", "Produce requests throttled for the user's producer ids.", labels=labels)
+        limit = GaugeMetricFamily(f"{name}_limit", "The producer_ids_rate that applies to the user now (new producer ids per window; no sample when none does).", labels=labels)
+        throttle_total = CounterMetricFamily(f"{name}_throttle_time_ms", "Total throttle time (ms) applied to the user (shadow throttles not included).", labels=labels)
+        throttled = CounterMetricFamily(f"{name}_throttled_requests", "Produce requests throttled for the user's producer ids (applied; shadow not included).", labels=labels)
+        shadow_total = CounterMetricFamily(f"{name}_shadow_throttle_time_ms", "Throttle time (ms) a shadow quota decided for the user and did not apply.", labels=labels)
+        shadowed = CounterMetricFamily(f"{name}_shadow_throttled_requests", "Produce requests a shadow quota would have throttled for the user (not throttled).", labels=labels)
         cache = GaugeMetricFamily(f"{name}_cache_bytes", "Bytes of bloom filters the user's producer-id cache holds.", labels=labels)
         stats = sorted(self._quotas.producer_ids.stats(self._quotas.clock.now_ms()), key=lambda s: -s.new_pids_total)
         for s in stats[: self._quotas.max_metric_entities]:
             user = [label(s.tags.user)]
             new.add_metric(user, s.new_pids_total)
-            tokens.add_metric(user, s.tokens)
-            limit.add_metric(user, s.limit)
+            if not math.isinf(s.limit):  # no quota applies to the user any more: no limit, no bucket
+                tokens.add_metric(user, s.tokens)
+                limit.add_metric(user, s.limit)
             throttle_total.add_metric(user, s.throttle_time_ms_total)
             throttled.add_metric(user, s.throttled_count)
+            if s.shadow_throttled_count:
+                shadow_total.add_metric(user, s.shadow_throttle_time_ms_total)
+                shadowed.add_metric(user, s.shadow_throttled_count)
             cache.add_metric(user, s.cache_bytes)
-        yield from (new, tokens, limit, throttle_total, throttled, cache)
+        yield from (new, tokens, limit, throttle_total, throttled, shadow_total, shadowed, cache)
         issued = CounterMetricFamily(f"{name}_issued", "Producer ids the broker issued (InitProducerId), by who asked; "
                                      "beyond the entity cap the least recent are summed under __other__.",
                                      labels=["user", "client_id", "ip"])
@@ -265,9 +283,11 @@ class QuotaMetricsCollector(Collector):
         name = "kafka_quota_proxy_controller_mutation"
         rate = GaugeMetricFamily(f"{name}_rate", "Partition mutations per second of the entity (sampled rate).", labels=labels)
         tokens = GaugeMetricFamily(f"{name}_tokens", "Tokens left in the entity's bucket; below 0 the entity is throttled.", labels=labels)
-        limit = GaugeMetricFamily(f"{name}_limit", "The entity's controller_mutation_rate (mutations/s).", labels=labels)
-        throttle_total = CounterMetricFamily(f"{name}_throttle_time_ms", "Total throttle time (ms) decided for the entity.", labels=labels)
-        throttled = CounterMetricFamily(f"{name}_throttled_requests", "Requests throttled (or with topics rejected) for the entity.", labels=labels)
+        limit = GaugeMetricFamily(f"{name}_limit", "The controller_mutation_rate (mutations/s) that applies to the entity now (no sample when none does).", labels=labels)
+        throttle_total = CounterMetricFamily(f"{name}_throttle_time_ms", "Total throttle time (ms) applied to the entity (shadow throttles not included).", labels=labels)
+        throttled = CounterMetricFamily(f"{name}_throttled_requests", "Requests throttled (or with topics rejected) for the entity (applied; shadow not included).", labels=labels)
+        shadow_total = CounterMetricFamily(f"{name}_shadow_throttle_time_ms", "Throttle time (ms) a shadow quota decided for the entity and did not apply.", labels=labels)
+        shadowed = CounterMetricFamily(f"{name}_shadow_throttled_requests", "Requests a shadow quota would have throttled for the entity (nothing throttled or rejected).", labels=labels)
         recorded = CounterMetricFamily(f"{name}s", "Partition mutations counted against the entity's quota.", labels=labels)
         buckets = self._quotas.mutations.buckets()
         if len(buckets) > self._quotas.max_metric_entities:  # the busiest only: admin clients are few
@@ -275,12 +295,16 @@ class QuotaMetricsCollector(Collector):
         for stats, left in buckets:
             tag_labels = [label(stats.tags.user), label(stats.tags.client_id)]
             rate.add_metric(tag_labels, stats.rate)
-            tokens.add_metric(tag_labels, left)
-            limit.add_metric(tag_labels, stats.limit)
+            if not math.isinf(stats.limit):  # no quota applies to these tags any more: no limit, no bucket
+                tokens.add_metric(tag_labels, left)
+                limit.add_metric(tag_labels, stats.limit)
             throttle_total.add_metric(tag_labels, stats.throttle_time_ms_total)
             throttled.add_metric(tag_labels, stats.throttled_count)
+            if stats.shadow_throttled_count or stats.shadow:
+                shadow_total.add_metric(tag_labels, stats.shadow_throttle_time_ms_total)
+                shadowed.add_metric(tag_labels, stats.shadow_throttled_count)
             recorded.add_metric(tag_labels, stats.value_total)
-        yield from (rate, tokens, limit, throttle_total, throttled, recorded)
+        yield from (rate, tokens, limit, throttle_total, throttled, shadow_total, shadowed, recorded)
 
 
 class ConnectionMetricsCollector(Collector):

@@ -91,15 +91,29 @@ class ClientQuotaManager:
     def update_quotas(self, quotas: QuotaTable) -> None:
         """Swap in a new quota table. Existing sensors take their new limit now (``updateQuotaMetricConfigs``).
 
-        A client whose tags change under the new table (e.g. a new ``/users/alice/clients/etl`` entry) moves to
-        a fresh sensor on its next record; its old sensor is left to expire.
+        A client whose tags change under the new table (a new ``/users/alice/clients/etl`` entry, or a deleted one
+        whose clients fall back to ``/users/alice``) moves to a sensor of its new tags, made now if it has none,
+        so the limit reported is the one that applies. The old sensor keeps the quota its tags still carry (other
+        clients may count in it: Kafka's ``quotaLimit(metricTags)``), or has none (none is reported) and is left
+        to expire with its counters.
         """
         self._quotas = quotas
         self.enabled = self.quota_key in quotas.keys()
+        moved: list[tuple[ResolvedQuota, tuple[str, str]]] = []
         for sensors in self._sensors.values():
             resolved = quotas.resolve(self.quota_key, *sensors.representative)
+            if resolved.tags != sensors.tags:
+                moved.append((resolved, sensors.representative))
+                resolved = quotas.resolve(self.quota_key, *sensors.tags)  # a client named as the tags are
             if resolved.tags == sensors.tags:
                 sensors.apply(resolved)
+            else:
+                sensors.retire()
+        if moved:
+            now = self._clock.now_ms()
+            for resolved, (user, client_id) in moved:
+                if not resolved.unlimited and resolved.tags not in self._sensors:  # at most one per old sensor
+                    self._sensors[resolved.tags] = self.sensors_class(resolved, self.window, user, client_id, now)
         # Checks never trust a sensor's stored limit: every record resolves against the current table first.
 
     # -- recording -----------------------------------------------------------------------------------------------
@@ -110,8 +124,8 @@ class ClientQuotaManager:
         """Record ``value`` (bytes) for this client, then return the throttle time in ms (0 when within quota).
 
         Kafka's ``recordAndGetThrottleTimeMs``, bounded by ``max_throttle_time_ms``. The throttle is counted in
-        the entity's stats. This returns the throttle even for shadow quotas; use :meth:`record_and_decide` to get
-        a decision that carries the shadow flag.
+        the entity's stats (with the shadow ones when a shadow quota decided it). This returns the throttle even
+        for shadow quotas; use :meth:`record_and_decide` to get a decision that carries the shadow flag.
         """
         return self._record_and_throttle(user, client_id, value, self._now(now_ms))[0]
 
@@ -195,7 +209,9 @@ class ClientQuotaManager:
             throttle_time_ms_max=max(s.throttle_max if now - s.throttle_max_ms < self.window.span_ms else 0
                                      for s in rest),
             throttled_count=sum(s.throttled_count for s in rest),
-            last_record_ms=max(s.last_record_ms for s in rest), shadow=False)
+            last_record_ms=max(s.last_record_ms for s in rest), shadow=False,
+            shadow_throttle_time_ms_total=sum(s.shadow_throttle_time_ms_total for s in rest),
+            shadow_throttled_count=sum(s.shadow_throttled_count for s in rest))
         return [s.stats(now) for s in top], other
 
     def stats_for(self, user: str, client_id: str, now_ms: int | None = None) -> EntityStats | None:
@@ -237,7 +253,7 @@ class ClientQuotaManager:
             return 0, resolved
         window_ms = sensors.rate.window_size_ms(now)
         throttle = max(0, bounded_throttle_time_ms(observed, resolved.limit, window_ms, self.max_throttle_time_ms))
-        sensors.record_throttle(throttle)
+        sensors.record_throttle(throttle, self.shadow or resolved.shadow)
         return throttle, resolved
 
     def _record(self, resolved: ResolvedQuota, user: str, client_id: str, value: float, now: int) -> ClientSensors:
@@ -249,6 +265,7 @@ class ClientQuotaManager:
         else:
             if sensors.limit != resolved.limit or sensors.entity is not resolved.entity:
                 sensors.apply(resolved)
+                sensors.representative = (user, client_id)  # one that resolves to these tags now
             self._sensors.move_to_end(resolved.tags)
         sensors.record(value, now)
         return sensors

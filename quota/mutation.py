@@ -135,7 +135,7 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
             throttle_ms = bucket.throttle_time_ms()
         if throttle_ms <= 0:
             return Admission(tuple(admitted))
-        sensors.record_throttle(throttle_ms)
+        sensors.record_throttle(throttle_ms, shadow)
         return Admission(tuple(admitted), Throttle(throttle_ms, min(throttle_ms, self.max_mute_ms), shadow))
 
     def record_and_decide(self, user: str, client_id: str, value: float, now_ms: int | None = None) -> Decision:
@@ -150,8 +150,9 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
         throttle_ms = sensors.bucket.throttle_time_ms()
         if throttle_ms <= 0:
             return FORWARD
-        sensors.record_throttle(throttle_ms)
-        return Throttle(throttle_ms, min(throttle_ms, self.max_mute_ms), self.shadow or resolved.shadow)
+        shadow = self.shadow or resolved.shadow
+        sensors.record_throttle(throttle_ms, shadow)
+        return Throttle(throttle_ms, min(throttle_ms, self.max_mute_ms), shadow)
 
     def record(self, user: str, client_id: str, value: float, now_ms: int | None = None) -> None:
         """Take ``value`` tokens without deciding anything (a count learnt after admission)."""

@@ -139,17 +139,21 @@ class ProducerIdStats:
     limit: float  # new PIDs per window; inf when unlimited
     tokens: float
     new_pids_total: int
-    throttle_time_ms_total: int
+    throttle_time_ms_total: int  # applied (reported and muted for); shadow throttles are counted apart
     throttled_count: int
     cache_bytes: int
+    shadow_throttle_time_ms_total: int = 0  # decided by a shadow quota, not applied
+    shadow_throttled_count: int = 0
 
 
 class _UserState:
-    __slots__ = ("cache", "bucket", "limit", "new_pids", "throttle_ms_total", "throttled")
+    __slots__ = ("cache", "bucket", "limit", "new_pids", "throttle_ms_total", "throttled", "shadow_throttle_ms_total",
+                 "shadow_throttled")
 
     def __init__(self, cache: TimeControlledBloomFilter, bucket: TokenBucket, limit: float) -> None:
         self.cache, self.bucket, self.limit = cache, bucket, limit
         self.new_pids = self.throttle_ms_total = self.throttled = 0
+        self.shadow_throttle_ms_total = self.shadow_throttled = 0
 
 
 class ProducerIdQuotaManager:
@@ -168,13 +172,16 @@ class ProducerIdQuotaManager:
         self.update_quotas(quotas)
 
     def update_quotas(self, quotas: QuotaTable) -> None:
+        """A new table: each user's limit is the one that now applies (``inf`` once no entry covers the user; its
+        bucket keeps its shape until a limit applies again, and nothing is counted meanwhile)."""
         self._quotas = quotas
         self.enabled = PRODUCER_IDS_RATE in quotas.keys()
         for tags, state in self._users.items():
             limit = quotas.limit(PRODUCER_IDS_RATE, tags.user, "")
-            if limit != state.limit and not math.isinf(limit):
+            if limit != state.limit:
                 state.limit = limit
-                state.bucket.reconfigure(*self._bucket_shape(limit), state.bucket._last_ms)
+                if not math.isinf(limit):
+                    state.bucket.reconfigure(*self._bucket_shape(limit), state.bucket._last_ms)
 
     def _bucket_shape(self, limit: float) -> tuple[float, float]:
         return limit / self.window_size_s, limit * self.window_num
@@ -200,9 +207,14 @@ class ProducerIdQuotaManager:
         throttle_ms = bucket.throttle_time_ms()
         if throttle_ms <= 0:
             return FORWARD
-        state.throttle_ms_total += throttle_ms
-        state.throttled += 1
-        return Throttle(throttle_ms, min(throttle_ms, self.max_mute_ms), self.shadow or resolved.shadow)
+        shadow = self.shadow or resolved.shadow
+        if shadow:
+            state.shadow_throttle_ms_total += throttle_ms
+            state.shadow_throttled += 1
+        else:
+            state.throttle_ms_total += throttle_ms
+            state.throttled += 1
+        return Throttle(throttle_ms, min(throttle_ms, self.max_mute_ms), shadow)
 
     def cleanup(self, now_ms: int) -> int:
         """The KIP's cleanup: dispose expired filters; drop users with none left. Returns how many were dropped."""
@@ -214,7 +226,8 @@ class ProducerIdQuotaManager:
 
     def stats(self, now_ms: int) -> list[ProducerIdStats]:
         return [ProducerIdStats(tags, s.limit, s.bucket.refill(now_ms), s.new_pids, s.throttle_ms_total, s.throttled,
-                                s.cache.size_bytes) for tags, s in self._users.items()]
+                                s.cache.size_bytes, s.shadow_throttle_ms_total, s.shadow_throttled)
+                for tags, s in self._users.items()]
 
     def __len__(self) -> int:
         return len(self._users)

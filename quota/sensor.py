@@ -3,7 +3,8 @@
 One :class:`ClientSensors` exists per quota tag pair (see :mod:`quota.entity`): the sampled :class:`~quota.rate.Rate`
 the quota is checked against, plus cumulative counters for metrics and the usage log. Kafka keeps a
 ``byte-rate`` Rate and a ``throttle-time`` Avg per tag pair; here the throttle time is kept as a cumulative total and
-count, which is what a Prometheus counter wants (the average is ``total / count``).
+count, which is what a Prometheus counter wants (the average is ``total / count``). A throttle decided by a shadow
+quota was never applied: it is counted apart (``shadow_*``), so the applied counters say only what clients felt.
 """
 
 from __future__ import annotations
@@ -28,12 +29,17 @@ class EntityStats:
     value_total: float
     """Everything recorded since the sensor was created (bytes, for byte rates)."""
     throttle_time_ms_total: int
+    """Throttle time applied (reported to the client and muted for); shadow throttles are not in it."""
     throttle_time_ms_max: int
-    """The longest throttle decided within the last quota window span (``num * size``), 0 if none."""
+    """The longest throttle applied within the last quota window span (``num * size``), 0 if none."""
     throttled_count: int
-    """How many responses were throttled (throttle time > 0)."""
+    """How many responses were throttled (throttle time > 0, applied)."""
     last_record_ms: int
     shadow: bool
+    shadow_throttle_time_ms_total: int = 0
+    """Throttle time a shadow quota decided and did not apply."""
+    shadow_throttled_count: int = 0
+    """How many decisions a shadow quota would have throttled."""
 
 
 class ClientSensors:
@@ -52,6 +58,8 @@ class ClientSensors:
         "throttled_count",
         "throttle_max",
         "throttle_max_ms",
+        "shadow_throttle_time_ms_total",
+        "shadow_throttled_count",
     )
 
     def __init__(self, resolved: ResolvedQuota, window: QuotaWindow, user: str, client_id: str, now_ms: int) -> None:
@@ -68,6 +76,8 @@ class ClientSensors:
         self.throttled_count = 0
         self.throttle_max = 0  # longest throttle in the current window span, and when it was decided
         self.throttle_max_ms = now_ms
+        self.shadow_throttle_time_ms_total = 0
+        self.shadow_throttled_count = 0
 
     def apply(self, resolved: ResolvedQuota) -> None:
         """Take the limit of ``resolved`` (same tags) so the next check uses it."""
@@ -75,13 +85,24 @@ class ClientSensors:
         self.entity = resolved.entity
         self.shadow = resolved.shadow
 
+    def retire(self) -> None:
+        """No quota is counted in these tags any more (the table moved their clients to other tags): no limit, so
+        no ``limit`` is reported for them; the counters stay until the sensor expires."""
+        self.limit = float("inf")
+        self.entity = None
+        self.shadow = False
+
     def record(self, value: float, now_ms: int) -> None:
         self.rate.record(value, now_ms)
         self.value_total += value
         self.last_record_ms = now_ms
 
-    def record_throttle(self, throttle_time_ms: int) -> None:
-        if throttle_time_ms > 0:
+    def record_throttle(self, throttle_time_ms: int, shadow: bool = False) -> None:
+        """Count a throttle decided on the last record: applied, or (``shadow``) computed and not applied."""
+        if throttle_time_ms > 0 and shadow:
+            self.shadow_throttle_time_ms_total += throttle_time_ms
+            self.shadow_throttled_count += 1
+        elif throttle_time_ms > 0:
             self.throttle_time_ms_total += throttle_time_ms
             self.throttled_count += 1
             now = self.last_record_ms
@@ -103,6 +124,8 @@ class ClientSensors:
             throttled_count=self.throttled_count,
             last_record_ms=self.last_record_ms,
             shadow=self.shadow,
+            shadow_throttle_time_ms_total=self.shadow_throttle_time_ms_total,
+            shadow_throttled_count=self.shadow_throttled_count,
         )
 
     def __repr__(self) -> str:

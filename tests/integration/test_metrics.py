@@ -1,5 +1,6 @@
 """What Prometheus scrapes from /metrics after real traffic."""
 
+import time
 import urllib.request
 
 import pytest
@@ -35,3 +36,68 @@ def test_metrics_after_traffic(sidecar):
     active = m[("kafka_quota_proxy_active_connections", (("listener", "PLAINTEXT"),))]
     assert accepted >= 3 and accepted == closed + active
     assert m[("kafka_quota_proxy_upstream_ready", ())] == 1
+
+
+def test_shadow_throttles_apart_and_a_deleted_entry_limit_follows_back():
+    """A dynamic shadow entry over a producer, then deleted (tombstone on the config topic), against Tansu with
+    kafka-python. While shadow: the producer is never throttled and /metrics says so (applied counters 0, the
+    shadow ones count what would have been). Once deleted: ``quota_limit`` reports the YAML user quota that
+    applies now, and nothing for the deleted entry's tags. The waits poll for the proxy to read the config
+    topic (bounded, real seconds: the follower is a real consumer)."""
+    from kafka import KafkaProducer
+
+    from config.dynamic import entity_key
+    from tests.harness import Tansu, free_port, proxy_config, start_proxy
+
+    topic_name = "__kafka_quota_proxy_configs"
+    proxy_port, broker_port = free_port(), free_port()
+    broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
+    config = proxy_config(proxy_port, broker_port,
+                          quotas=[{"entity": {"user": "<default>"}, "producer_byte_rate": 10_000_000}])
+    config["admin_principals"] = ["User:ANONYMOUS"]  # the test's own writer may write the config topic
+    config["dynamic_config"] = {"topic": topic_name}
+    try:
+        proxy = start_proxy(config)
+    except BaseException:
+        broker.stop()
+        raise
+
+    def limit_now() -> float:
+        async def read():
+            return proxy.app.effective_config.quotas.limit("producer_byte_rate", "ANONYMOUS", "kp-producer")
+        return proxy.call(read())
+
+    def wait_for(predicate, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            assert time.monotonic() < deadline, "not within the timeout"
+            time.sleep(0.05)
+
+    pair = entity_key({"user": "<default>", "client-id": "kp-producer"})
+    writer = KafkaProducer(bootstrap_servers=proxy.bootstrap, client_id="config-writer")
+    try:
+        writer.send(topic_name, key=pair, value=b'{"producer_byte_rate": 1000, "mode": "shadow"}').get(10)
+        wait_for(lambda: limit_now() == 1000)
+        c.kp_create_topic(proxy.bootstrap, "shadowed", 1)
+        c.kp_produce(proxy.bootstrap, "shadowed", 3000)  # ~30 kB in well under a second: 1000 B/s is far exceeded
+        m = scrape(proxy.metrics_port)
+        entity = (("client_id", "kp-producer"), ("quota", "producer_byte_rate"), ("user", "ANONYMOUS"))
+        assert m[("kafka_quota_proxy_quota_limit", entity)] == 1000
+        assert m[("kafka_quota_proxy_quota_throttled_responses_total", entity)] == 0
+        assert m[("kafka_quota_proxy_quota_throttle_time_ms_total", entity)] == 0
+        assert m[("kafka_quota_proxy_quota_throttle_time_max_ms", entity)] == 0
+        assert m[("kafka_quota_proxy_quota_entity_shadow_throttled_responses_total", entity)] > 0
+        assert m[("kafka_quota_proxy_quota_shadow_throttles_total", (("quota", "producer_byte_rate"),))] > 0
+
+        writer.send(topic_name, key=pair, value=None).get(10)  # the entry deleted
+        wait_for(lambda: limit_now() == 10_000_000)
+        m = scrape(proxy.metrics_port)
+        assert ("kafka_quota_proxy_quota_limit", entity) not in m  # these tags carry no quota any more
+        user = (("client_id", ""), ("quota", "producer_byte_rate"), ("user", "ANONYMOUS"))
+        assert m[("kafka_quota_proxy_quota_limit", user)] == 10_000_000
+    finally:
+        writer.close(5)
+        try:
+            proxy.stop()
+        finally:
+            broker.stop()

@@ -37,3 +37,76 @@ def test_label_cardinality_is_bounded():
     assert len(users) == 5 and OTHER in users
     total = sum(s.value for m in registry.collect() for s in m.samples if s.name == "kafka_quota_proxy_quota_bytes_total")
     assert total == sum(10 + i for i in range(50))  # nothing lost in the aggregation
+
+
+BASE = {"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}]}
+
+
+def proxy_registry(quotas_section, **settings):
+    config = parse_config({**BASE, "quotas": quotas_section, "settings": settings})
+    quotas = ByteRateQuotas(config, ManualClock(1_000_000))
+    registry = CollectorRegistry()
+    registry.register(QuotaMetricsCollector(quotas))
+    return config, quotas, registry
+
+
+def test_shadow_throttles_are_scraped_apart_from_applied_ones():
+    """A shadow entry 'throttles' without slowing anyone: the applied counters stay at 0 and the shadow counters,
+    per entity and per quota, say what would have been applied."""
+    _, quotas, registry = proxy_registry(
+        [{"entity": {"client-id": "etl"}, "producer_byte_rate": 100, "controller_mutation_rate": 1, "mode": "shadow"},
+         {"entity": {"user": "alice"}, "producer_ids_rate": 1, "mode": "shadow"}],
+        **{"controller.quota.window.num": 2, "producer.id.quota.window.num": 1})
+    for _ in range(3):
+        decision = quotas.produce.record_and_decide("alice", "etl", 100_000)
+        quotas.note_shadow("producer_byte_rate", decision, "alice", "etl")
+    quotas.mutations.record_and_decide("alice", "etl", 50)
+    for pid in range(3):
+        quotas.producer_ids.record_and_decide("alice", pid, 1_000_000)
+    entity = {"quota": "producer_byte_rate", "user": "", "client_id": "etl"}
+    get = registry.get_sample_value
+    assert get("kafka_quota_proxy_quota_throttled_responses_total", entity) == 0
+    assert get("kafka_quota_proxy_quota_throttle_time_ms_total", entity) == 0
+    assert get("kafka_quota_proxy_quota_throttle_time_max_ms", entity) == 0
+    assert get("kafka_quota_proxy_quota_entity_shadow_throttled_responses_total", entity) == 3
+    shadow_ms = get("kafka_quota_proxy_quota_entity_shadow_throttle_time_ms_total", entity)
+    assert shadow_ms > 0
+    assert get("kafka_quota_proxy_quota_shadow_throttle_time_ms_total", {"quota": "producer_byte_rate"}) == shadow_ms
+    mutation = {"user": "", "client_id": "etl"}
+    assert get("kafka_quota_proxy_controller_mutation_throttled_requests_total", mutation) == 0
+    assert get("kafka_quota_proxy_controller_mutation_throttle_time_ms_total", mutation) == 0
+    assert get("kafka_quota_proxy_controller_mutation_shadow_throttled_requests_total", mutation) == 1
+    assert get("kafka_quota_proxy_producer_ids_throttled_requests_total", {"user": "alice"}) == 0
+    assert get("kafka_quota_proxy_producer_ids_throttle_time_ms_total", {"user": "alice"}) == 0
+    assert get("kafka_quota_proxy_producer_ids_shadow_throttled_requests_total", {"user": "alice"}) == 2
+
+
+def test_quota_limits_follow_a_deleted_dynamic_entry_back():
+    """Dynamic entries over the YAML, then deleted (a tombstone, as AlterClientQuotas' remove writes it): every
+    ``_limit`` gauge reports the quota that applies now, the YAML one or none."""
+    from config.dynamic import DynamicEntries, entity_key
+
+    pair = {"user": "alice", "client-id": "etl"}
+    base, quotas, registry = proxy_registry([{"entity": {"user": "alice"}, "producer_byte_rate": 100}])
+    dynamic = DynamicEntries()
+    dynamic, config = dynamic.apply(base, entity_key(pair), b'{"producer_byte_rate": 5000}')
+    dynamic, config = dynamic.apply(base, entity_key({"client-id": "etl"}),
+                                    b'{"controller_mutation_rate": 7, "consumer_byte_rate": 300}')
+    dynamic, config = dynamic.apply(base, entity_key({"user": "alice"}), b'{"producer_ids_rate": 9}')
+    quotas.apply(config)
+    quotas.produce.record_and_decide("alice", "etl", 10)
+    quotas.fetch.record_and_decide("alice", "etl", 10)
+    quotas.mutations.record_and_decide("alice", "etl", 1)
+    quotas.producer_ids.record_and_decide("alice", 1, 1_000_000)
+    get = registry.get_sample_value
+    produce = {"quota": "producer_byte_rate", "user": "alice", "client_id": "etl"}
+    assert get("kafka_quota_proxy_quota_limit", produce) == 5000
+    for key in (entity_key(pair), entity_key({"client-id": "etl"}), entity_key({"user": "alice"})):
+        dynamic, config = dynamic.apply(base, key, None)  # tombstones
+    quotas.apply(config)
+    assert get("kafka_quota_proxy_quota_limit", produce) is None  # these tags carry no quota now
+    assert get("kafka_quota_proxy_quota_limit", {**produce, "client_id": ""}) == 100  # the YAML /users/alice
+    assert get("kafka_quota_proxy_quota_limit", {"quota": "consumer_byte_rate", "user": "", "client_id": "etl"}) \
+        is None
+    assert get("kafka_quota_proxy_controller_mutation_limit", {"user": "", "client_id": "etl"}) is None
+    assert get("kafka_quota_proxy_producer_ids_limit", {"user": "alice"}) is None
