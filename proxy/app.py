@@ -250,7 +250,7 @@ class ProxyApp:
             else:
                 self._volume_tasks = [VolumeFollower(self.quotas.volume, bootstrap)]
             if volume.publisher is not None:
-                self._volume_tasks.append(VolumePublisher(volume, bootstrap, self.quotas.clock, self.metrics,
+                self._volume_tasks.append(VolumePublisher(volume, bootstrap, self.quotas.volume.wall, self.metrics,
                                                           self.volume_source))
             for task in self._volume_tasks:
                 task.security = self._own_client_security()

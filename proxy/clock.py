@@ -12,3 +12,13 @@ class SystemClock:
 
     def now_ms(self) -> int:
         return time.monotonic_ns() // 1_000_000
+
+
+class WallClock:
+    """Wall-clock milliseconds since the epoch: what volume-usage snapshots are dated with, so that dates written by
+    one host mean the same on another (freshness, the clock-skew check). Never used for quota windows."""
+
+    __slots__ = ()
+
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000

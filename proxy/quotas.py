@@ -19,7 +19,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from config.model import ProxyConfig
-from proxy.clock import SystemClock
+from proxy.clock import SystemClock, WallClock
 from proxy.logs import LogLimiter
 from proxy.metrics import PREFIX as METRICS_PREFIX
 from quota.connection import ConnectionQuotas
@@ -85,7 +85,9 @@ class ByteRateQuotas:
         if config.volume_usage is not None:
             from proxy.volume import VolumeThrottle
 
-            self.volume = VolumeThrottle(config.volume_usage, config.quotas, self.clock, self.window, mute_max)
+            # snapshots are dated in wall time (they cross hosts); a test's fake clock stands for both
+            self.volume = VolumeThrottle(config.volume_usage, config.quotas, self.clock, self.window, mute_max,
+                                         wall=WallClock() if clock is None else self.clock)
         self.producer_ids.issued.max_entries = self.max_metric_entities
         # The proxy's own topics (volume usage, dynamic config): produce to them alone is exempt from every quota and
         # from PAUSE, so the proxy never throttles or pauses what it publishes itself.

@@ -55,9 +55,10 @@ class VolumeThrottle:
     """What Produce consults: ``state`` (OPEN, THROTTLE, PAUSE) and ``produce``, the scaled byte-rate manager."""
 
     def __init__(self, config: VolumeUsageConfig, quotas: QuotaTable, clock, window: QuotaWindow,
-                 mute_max_ms: int) -> None:
+                 mute_max_ms: int, wall=None) -> None:
         self.config = config
-        self.clock = clock
+        self.clock = clock  # the quota windows' (monotonic) clock
+        self.wall = wall or clock  # what snapshots are dated with and judged against (wall time; a fake in tests)
         self._quotas = quotas
         self.snapshots: dict[int, Snapshot] = {}
         self.live_brokers: set[int] | None = None
@@ -85,7 +86,7 @@ class VolumeThrottle:
         good snapshot stays."""
         try:
             snapshot = parse_snapshot(key, value)
-            verdict = judge(snapshot, self.snapshots, self.live_brokers, self.clock.now_ms())
+            verdict = judge(snapshot, self.snapshots, self.live_brokers, self.wall.now_ms())
         except SnapshotError as exc:
             verdict = Verdict(BAD, str(exc))
         if verdict.action != TAKE:
@@ -111,7 +112,7 @@ class VolumeThrottle:
 
     def evaluate(self) -> VolumeState:
         before = self.state
-        self.state = evaluate(self.snapshots, self.live_brokers, self.clock.now_ms(),
+        self.state = evaluate(self.snapshots, self.live_brokers, self.wall.now_ms(),
                               int(self.config.freshness_seconds * 1000), self.config.missing_data_action)
         if self.state.state != before.state:
             log.warning("volume usage: %s -> %s (factor %.2f%s)", before.state, self.state.state, self.state.factor,
@@ -352,7 +353,7 @@ class LogDirsPoller(_Evaluating):
             try:
                 response = await ask(address, DESCRIBE_LOG_DIRS, LOG_DIRS_VERSION, request, self.timeout_s,
                                      client_id="kafka-quota-proxy-volume", ssl_context=self.ssl_context)
-                self.throttle.accept(log_dirs_snapshot(broker_id, self.throttle.clock.now_ms(), self.config,
+                self.throttle.accept(log_dirs_snapshot(broker_id, self.throttle.wall.now_ms(), self.config,
                                                        response))
                 answered += 1
             except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError) as exc:

@@ -98,3 +98,28 @@ def test_bad_records_are_logged_rate_limited_and_truncated(caplog):
     lines = [r for r in caplog.records if "volume usage record" in r.getMessage()]
     assert len(lines) == 1 and len(lines[0].getMessage()) < 600
     assert t.bad_records == 100
+
+
+def test_snapshots_are_judged_in_wall_time_with_the_production_clocks():
+    """Snapshots cross hosts, so they are dated and judged in wall time; the quota windows stay monotonic. (Judged
+    against the monotonic clock, every snapshot, even one from hours ago or from 2099, looked fresh for ever.)"""
+    import time
+
+    from config.loader import parse_config
+    from proxy.quotas import ByteRateQuotas
+    from quota.volume import Limit, Snapshot, Volume
+
+    config = parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}],
+                           "volume_usage": {"freshness_seconds": 60, "missing_data_action": "PAUSE"}})
+    volume = ByteRateQuotas(config).volume
+    volume.brokers({1})
+    now_ms = int(time.time() * 1000)
+
+    def snapshot(at_ms: int) -> Snapshot:
+        return Snapshot(1, at_ms, Limit("MinFreePercentage", 50), Limit("MinFreePercentage", 10),
+                        (Volume("/d", 100, 10),))
+
+    volume.accept(snapshot(now_ms - 5_000))
+    assert volume.state.state == "OPEN"
+    volume.accept(snapshot(now_ms - 120_000))  # two minutes old: stale, the fail-safe PAUSE
+    assert volume.state.state == "PAUSE" and volume.state.missing_data
