@@ -38,8 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--config", required=True, metavar="FILE")
 
     # Listed here for --help; main() hands `configs ...` and `analyze ...` on before parsing (they need no config).
-    sub.add_parser("configs", add_help=False, help="describe or alter dynamic quotas in the config topic, as "
-                   "kafka-configs.sh does (see `configs --help`)")
+    sub.add_parser("configs", add_help=False, help="describe or alter dynamic quotas and proxy settings through "
+                   "the proxy's admin-checked APIs, as kafka-configs.sh does (see `configs --help`)")
     sub.add_parser("analyze", add_help=False, help="recommend quotas from the proxy's usage log (PySpark; "
                    "kafka-quota-proxy[analytics]; see `analyze --help`)")
     return parser

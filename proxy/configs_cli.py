@@ -1,58 +1,85 @@
-"""``kafka-quota-proxy configs``: kafka-configs.sh for the proxy's quotas, written to the config topic.
+"""``kafka-quota-proxy configs``: kafka-configs.sh for the proxy's quotas, through the proxy's admin-checked APIs.
 
-    kafka-quota-proxy configs --bootstrap-server HOST:PORT --describe [--entity-type users --entity-name alice]
-    kafka-quota-proxy configs --bootstrap-server HOST:PORT --alter --entity-type users --entity-name alice \\
+    kafka-quota-proxy configs --bootstrap-server PROXY --describe [--entity-type users [--entity-name alice]]
+    kafka-quota-proxy configs --bootstrap-server PROXY --alter --entity-type users --entity-name alice \\
         --entity-type clients --entity-name etl --add-config 'producer_byte_rate=1048576,consumer_byte_rate=2097152'
-    kafka-quota-proxy configs --bootstrap-server HOST:PORT --alter --entity-type ips --entity-default \\
+    kafka-quota-proxy configs --bootstrap-server PROXY --alter --entity-type ips --entity-default \\
         --delete-config connection_creation_rate
+    kafka-quota-proxy configs --bootstrap-server PROXY --alter --entity-type brokers --entity-default \\
+        --add-config 'max.connections=1000,max.connections.per.ip.overrides=[10.0.0.7:5,10.0.0.8:5]'
 
-Entity types ``users``, ``clients`` (user and client combined, as kafka-configs does) and ``ips``;
-``--entity-default`` names the ``<default>`` entity. ``--entity-type proxy`` alters the proxy-wide dynamic
-settings. Keys and values are checked before anything is written (as the proxy itself will check them); the
-command prints what changed. kafka-python is the client (the proxy's own traffic uses aiokafka).
+Quotas (``users``, ``clients`` -- user and client combined, as kafka-configs does -- and ``ips``) go as
+AlterClientQuotas / DescribeClientQuotas, the proxy-wide settings (``brokers --entity-default``, or its alias
+``proxy``) as IncrementalAlterConfigs / DescribeConfigs of the BROKER resource ``""``, exactly as kafka-configs.sh
+sends them: the proxy checks ``admin_principals`` and the values, and writes its config topic itself; this command
+never touches the topic. ``--command-config FILE`` gives Kafka client properties (:mod:`proxy.command_config`).
+Exit codes: 0 done, 1 refused or not possible (the server's message is printed), 2 a bad command line.
+kafka-python is the client (the proxy's own traffic uses aiokafka).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
 
-from config.dynamic import PROXY_KEY, DynamicEntries, RecordError, entity_key, parse_key
-from config.dynamic_source import DEFAULT_TOPIC
-from config.loader import parse_config
+from config.dynamic import DYNAMIC_SETTINGS, PROXY_KEY
+from proxy.command_config import CommandConfigError, read_command_config
 from quota.entity import DEFAULT
 
 TYPES = {"users": "user", "clients": "client-id", "ips": "ip"}
-EXIT_USAGE = 2
+PROXY_TYPES = ("brokers", "proxy")
+EXIT_FAILED, EXIT_USAGE = 1, 2
+EXACT, DEFAULT_MATCH, ANY = 0, 1, 2  # DescribeClientQuotas match_type
+BROKER_RESOURCE, SET, DELETE, DYNAMIC_DEFAULT_BROKER_CONFIG = 4, 0, 1, 3
+NOT_SERVED = ("this server does not serve the client-quota APIs: point --bootstrap-server at the proxy, with a "
+              "dynamic config enabled")
+SETTINGS_NOT_SERVED = ("this server does not serve the proxy's settings: point --bootstrap-server at the proxy, "
+                       "with a dynamic config enabled")
+
+
+class Failed(Exception):
+    """The command cannot be done; ``code`` is the exit code, the message is printed."""
+
+    def __init__(self, message: str, code: int = EXIT_FAILED) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="kafka-quota-proxy configs",
-                                description="Describe or alter the proxy's dynamic quotas (the config topic).")
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
-    p.add_argument("--topic", default=DEFAULT_TOPIC, help=f"the config topic (default {DEFAULT_TOPIC})")
+    p = argparse.ArgumentParser(prog="kafka-quota-proxy configs", description="Describe or alter the proxy's "
+                                "dynamic quotas and settings, through the proxy, as kafka-configs.sh does.")
+    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="the proxy")
+    p.add_argument("--command-config", metavar="FILE", help="Kafka client properties: security.protocol, "
+                   "sasl.mechanism, sasl.jaas.config, ssl.ca.location, ...")
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--describe", action="store_true")
     action.add_argument("--alter", action="store_true")
-    p.add_argument("--entity-type", action="append", default=[], choices=[*TYPES, "proxy"])
+    p.add_argument("--entity-type", action="append", default=[], choices=[*TYPES, *PROXY_TYPES])
     p.add_argument("--entity-name", action="append", default=[], metavar="NAME")
     p.add_argument("--entity-default", action="append_const", const=DEFAULT, dest="entity_name")
-    p.add_argument("--add-config", default="", metavar="K=V,K=V")
+    p.add_argument("--add-config", default="", metavar="K=V,K=[V,V]")
     p.add_argument("--delete-config", default="", metavar="K,K")
     return p
 
 
-def entity_from_args(types: list[str], names: list[str]) -> dict:
-    if types == ["proxy"]:
+def entity_from_args(types: list[str], names: list[str], describing: bool = False) -> dict:
+    """The entity the command names: ``{type: name}`` (a name None, when describing, matches any), or
+    :data:`PROXY_KEY` for the proxy-wide settings."""
+    if any(t in PROXY_TYPES for t in types):
+        if len(types) > 1:
+            raise ValueError(f"--entity-type {types[0] if types[0] in PROXY_TYPES else types[1]} stands alone")
+        if types == ["brokers"] and names != [DEFAULT]:
+            raise ValueError("the proxy's settings are cluster-wide: --entity-type brokers --entity-default (one "
+                             "broker's own configs: kafka-configs.sh against that broker)")
+        if names not in ([], [DEFAULT]):
+            raise ValueError("--entity-type proxy takes no --entity-name")
         return dict(PROXY_KEY)
-    if len(types) != len(names) or not types:
+    if not types or len(names) > len(types) or (len(names) < len(types) and not describing):
         raise ValueError("give each --entity-type its --entity-name or --entity-default")
-    entity = {}
-    for kind, name in zip(types, names):
-        if kind == "proxy":
-            raise ValueError("--entity-type proxy stands alone")
+    entity: dict = {}
+    for kind, name in zip(types, names + [None] * (len(types) - len(names))):
+        if TYPES[kind] in entity:
+            raise ValueError(f"--entity-type {kind} given twice")
         entity[TYPES[kind]] = name
     if "ip" in entity and len(entity) > 1:
         raise ValueError("ips cannot be combined with users or clients (KIP-612)")
@@ -69,125 +96,124 @@ def parse_value(text: str):
 
 
 def parse_add(text: str) -> dict:
+    """``k=v,k=v``; a value holding commas in square brackets, as kafka-configs takes lists: ``k=[a:1,b:2]``."""
     out = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
+    for part in _split_top_level(text):
         key, sep, value = part.partition("=")
         if not sep or not key.strip():
             raise ValueError(f"--add-config: expected key=value, got {part!r}")
-        out[key.strip()] = parse_value(value.strip())
+        value = value.strip()
+        if value.startswith("[") and value.endswith("]"):
+            value = value[1:-1]
+        out[key.strip()] = parse_value(value)
     return out
 
 
-def read_topic(bootstrap: str, topic: str, timeout_s: float = 30.0) -> dict[bytes, dict]:
-    """The config topic's live entries (key -> values), read to its end."""
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id="kafka-quota-proxy-configs",
-                             enable_auto_commit=False, group_id=None)
-    try:
-        partitions = consumer.partitions_for_topic(topic)
-        if not partitions:
-            return {}
-        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
-        consumer.assign(tps)
-        consumer.seek_to_beginning(*tps)
-        end = consumer.end_offsets(tps)
-        entries: dict[bytes, dict] = {}
-        deadline = time.monotonic() + timeout_s
-        while any(consumer.position(tp) < end[tp] for tp in tps):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"could not read {topic} to its end in {timeout_s:.0f} s")
-            for records in consumer.poll(timeout_ms=500).values():
-                for r in records:
-                    if r.value is None:
-                        entries.pop(r.key, None)
-                    else:
-                        try:
-                            entries[r.key] = json.loads(r.value)
-                        except ValueError:
-                            pass  # the proxy ignores it too
-        return entries
-    finally:
-        consumer.close()
-
-
-def write_record(bootstrap: str, topic: str, key: bytes, value: bytes | None) -> None:
-    from kafka import KafkaProducer
-    from kafka.admin import KafkaAdminClient, NewTopic
-    from kafka.errors import TopicAlreadyExistsError
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="kafka-quota-proxy-configs")
-    try:
-        admin.create_topics([NewTopic(topic, 1, 1, topic_configs={"cleanup.policy": "compact"})])
-    except TopicAlreadyExistsError:
-        pass
-    finally:
-        admin.close()
-    producer = KafkaProducer(bootstrap_servers=bootstrap, client_id="kafka-quota-proxy-configs", acks="all")
-    try:
-        producer.send(topic, key=key, value=value).get(30)
-    finally:
-        producer.close(10)
+def _split_top_level(text: str) -> list[str]:
+    parts, depth, current = [], 0, ""
+    for ch in text:
+        depth += {"[": 1, "]": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += ch
+    parts.append(current)
+    return [p.strip() for p in parts if p.strip()]
 
 
 def show(entity: dict) -> str:
     if entity == PROXY_KEY:
-        return "proxy settings"
+        return "the proxy's settings (brokers default)"
     return ", ".join(f"{kind} {name}" for kind, name in sorted(entity.items()))
+
+
+def number(value) -> str:
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
 
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
-    out, err = sys.stdout, sys.stderr
     try:
-        entries = read_topic(args.bootstrap_server, args.topic)
-    except Exception as exc:  # noqa: BLE001 - a CLI reports and exits
-        print(f"configs: cannot read {args.topic} from {args.bootstrap_server}: {exc}", file=err)
-        return 1
-    if args.describe:
-        wanted = None
-        if args.entity_type:
-            try:
-                wanted = entity_from_args(args.entity_type, args.entity_name or [])
-            except ValueError as exc:
-                print(f"configs: {exc}", file=err)
-                return EXIT_USAGE
-        for key, values in sorted(entries.items()):
-            try:
-                entity = parse_key(key)
-            except RecordError:
-                continue
-            if wanted is None or entity == wanted:
-                print(f"Quota configs for {show(entity)} are "
-                      + ", ".join(f"{k}={v}" for k, v in sorted(values.items())), file=out)
+        try:
+            entity = entity_from_args(args.entity_type, args.entity_name or [], describing=args.describe) \
+                if args.entity_type or args.alter else None
+            added = parse_add(args.add_config)
+            deleted = [k.strip() for k in args.delete_config.split(",") if k.strip()]
+            security = read_command_config(args.command_config) if args.command_config else {}
+        except (ValueError, CommandConfigError) as exc:
+            raise Failed(str(exc), EXIT_USAGE) from None
+        if args.alter and not added and not deleted:
+            raise Failed("--alter needs --add-config or --delete-config", EXIT_USAGE)
+        if args.describe and (added or deleted):
+            raise Failed("--add-config and --delete-config go with --alter", EXIT_USAGE)
+        both = sorted(set(added) & set(deleted))
+        if both:
+            raise Failed(f"{', '.join(both)}: both added and deleted", EXIT_USAGE)
+        check_keys(entity, added, deleted)
+        from proxy.quota_admin import QuotaAdmin
+
+        with QuotaAdmin(args.bootstrap_server, security) as admin:
+            if entity == PROXY_KEY:
+                return settings_command(admin, args.alter, added, deleted)
+            return quotas_command(admin, entity, args.alter, added, deleted)
+    except Failed as exc:
+        print(f"configs: {exc}", file=sys.stderr)
+        return exc.code
+
+
+def quotas_command(admin, entity: dict | None, alter: bool, added: dict, deleted: list[str]) -> int:
+    out = sys.stdout
+    if not alter:
+        for found, values in admin.describe_quotas(entity or {}, strict=bool(entity)):
+            print(f"Quota configs for {show(found)} are "
+                  + ", ".join(f"{k}={number(v)}" for k, v in sorted(values.items())), file=out)
         return 0
-    try:
-        entity = entity_from_args(args.entity_type, args.entity_name or [])
-        added = parse_add(args.add_config)
-        deleted = [k.strip() for k in args.delete_config.split(",") if k.strip()]
-    except ValueError as exc:
-        print(f"configs: {exc}", file=err)
-        return EXIT_USAGE
-    if not added and not deleted:
-        print("configs: --alter needs --add-config or --delete-config", file=err)
-        return EXIT_USAGE
-    key = entity_key(entity)
-    before = dict(entries.get(key, {}))
+    before = dict(next((values for found, values in admin.describe_quotas(entity, strict=True) if found == entity),
+                       {}))
+    unset = [k for k in deleted if k not in before]
+    if unset:
+        raise Failed(f"{', '.join(unset)}: not set for {show(entity)}; nothing to delete (nothing written)")
+    admin.alter_quotas(entity, added, deleted)
     after = {k: v for k, v in {**before, **added}.items() if k not in deleted}
-    value = json.dumps(after, sort_keys=True).encode() if after else None
-    base = parse_config({"upstream": {"bootstrap_servers": ["127.0.0.1:9092"]},
-                         "listeners": [{"name": "L", "bind": "127.0.0.1:0"}]})
-    try:
-        DynamicEntries().with_record(base, key, value)  # what the proxy will check, checked before writing
-    except RecordError as exc:
-        print(f"configs: not written: {exc}", file=err)
-        return EXIT_USAGE
-    try:
-        write_record(args.bootstrap_server, args.topic, key, value)
-    except Exception as exc:  # noqa: BLE001
-        print(f"configs: cannot write to {args.topic}: {exc}", file=err)
-        return 1
-    changes = [f"{k}: {before.get(k, '(unset)')} -> {after.get(k, '(unset)')}"
-               for k in sorted(set(before) | set(after)) if before.get(k) != after.get(k)]
-    print(f"Completed updating config for {show(entity)}: " + ("; ".join(changes) or "no change"), file=out)
+    report(show(entity), before, after)
     return 0
+
+
+def check_keys(entity: dict | None, added: dict, deleted: list[str]) -> None:
+    """What the command line alone shows to be wrong (the server checks the rest)."""
+    if entity == PROXY_KEY:
+        others = [k for k in [*added, *deleted] if k not in DYNAMIC_SETTINGS]
+        if others:
+            raise Failed(f"{', '.join(others)}: not a proxy setting (the proxy's: {', '.join(DYNAMIC_SETTINGS)})",
+                         EXIT_USAGE)
+        return
+    bad = [k for k, v in added.items() if isinstance(v, str)]
+    if bad:
+        raise Failed(f"{bad[0]}={added[bad[0]]}: a quota is a number (AlterClientQuotas carries numbers; the "
+                     "proxy-wide quota.mode is set with --entity-type brokers --entity-default)", EXIT_USAGE)
+
+
+def settings_command(admin, alter: bool, added: dict, deleted: list[str]) -> int:
+    current = admin.describe_settings()
+    if not alter:
+        print("Default configs for brokers in the cluster (the proxy's settings) are:", file=sys.stdout)
+        for name, (value, source) in current.items():
+            origin = "dynamic" if source == DYNAMIC_DEFAULT_BROKER_CONFIG else "static or default"
+            print(f"  {name}={value} ({origin})", file=sys.stdout)
+        return 0
+    unset = [k for k in deleted if current.get(k, (None, None))[1] != DYNAMIC_DEFAULT_BROKER_CONFIG]
+    if unset:
+        raise Failed(f"{', '.join(unset)}: not set dynamically; nothing to delete (nothing written)")
+    admin.alter_settings({k: str(v) for k, v in added.items()}, deleted)
+    before = {k: value for k, (value, _) in current.items()}
+    after = {**before, **{k: str(v) for k, v in added.items()}, **{k: "(its YAML or default value)" for k in deleted}}
+    report(show(PROXY_KEY), before, after)
+    return 0
+
+
+def report(what: str, before: dict, after: dict) -> None:
+    changes = [f"{k}: {number(before[k]) if k in before else '(unset)'} -> "
+               f"{number(after[k]) if k in after else '(unset)'}"
+               for k in sorted(set(before) | set(after)) if before.get(k) != after.get(k)]
+    print(f"Completed updating config for {what}: " + ("; ".join(changes) or "no change"), file=sys.stdout)

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from typing import Callable
 
-from proxy.apis import addresses, api_versions, byte_rate, client_quotas, mutations, producer_ids, sasl
+from proxy.apis import addresses, api_versions, broker_configs, byte_rate, client_quotas, mutations, producer_ids, sasl
 from proxy.apis.internal_topics import GUARDED, guarded
 from proxy.apis.plan import (FORWARD_AS_IS, PASS, AnswerLocally, Await, ConnectionScope, ForwardRequest, LookUp, Outcome,
                              Plan, Session)
 from proxy.codec.apis import (ALTER_CLIENT_QUOTAS, API_VERSIONS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS,
                               DESCRIBE_CLIENT_QUOTAS, DESCRIBE_CLUSTER, FETCH, FIND_COORDINATOR, INIT_PRODUCER_ID,
                               METADATA, PRODUCE, SASL_AUTHENTICATE, SASL_HANDSHAKE)
-from proxy.codec.apis import api_name
+from proxy.codec.apis import DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, api_name
 from proxy.codec.errors import ProtocolError
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import DECODED_APIS
@@ -36,6 +36,8 @@ HANDLERS: dict[int, Handler] = {
     INIT_PRODUCER_ID: producer_ids.plan_init_producer_id,  # KIP-936 attribution
     DESCRIBE_CLIENT_QUOTAS: client_quotas.plan_describe,  # served by the proxy with a dynamic config
     ALTER_CLIENT_QUOTAS: client_quotas.plan_alter,
+    INCREMENTAL_ALTER_CONFIGS: broker_configs.plan_incremental_alter,  # BROKER "": the proxy-wide settings
+    DESCRIBE_CONFIGS: broker_configs.plan_describe,
     SASL_HANDSHAKE: sasl.plan_handshake,  # read, never changed: the principal for per-user quotas
     SASL_AUTHENTICATE: sasl.plan_authenticate,
 }

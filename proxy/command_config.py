@@ -1,0 +1,166 @@
+"""``--command-config FILE``: Kafka client properties, as kafka-configs.sh reads them, into kafka-python's arguments.
+
+The keys an admin needs to reach the proxy over TLS and SASL::
+
+    security.protocol=SASL_SSL                      # PLAINTEXT (default), SSL, SASL_PLAINTEXT, SASL_SSL
+    sasl.mechanism=SCRAM-SHA-512                    # PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
+    sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\
+        username="admin" password="secret";
+    ssl.ca.location=/etc/kafka/ca.pem               # PEM files (librdkafka's names); Java key stores are not read
+
+``sasl.username``/``sasl.password`` may stand in for ``sasl.jaas.config``; ``ssl.certificate.location``,
+``ssl.key.location`` and ``ssl.key.password`` give a client certificate (mTLS); ``ssl.endpoint.identification.algorithm``
+empty turns the host-name check off, as in Kafka; ``client.id`` names the client. Any other key is an error naming it:
+a key silently ignored is a setting the admin thinks applies and does not.
+"""
+
+from __future__ import annotations
+
+import re
+
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+LOGIN_MODULES = ("org.apache.kafka.common.security.plain.PlainLoginModule",
+                 "org.apache.kafka.common.security.scram.ScramLoginModule")
+FILES = {"ssl.ca.location": "ssl_cafile", "ssl.certificate.location": "ssl_certfile",
+         "ssl.key.location": "ssl_keyfile"}
+KEYS = ("security.protocol", "sasl.mechanism", "sasl.jaas.config", "sasl.username", "sasl.password", *FILES,
+        "ssl.key.password", "ssl.endpoint.identification.algorithm", "client.id")
+MAX_BYTES = 1 << 20
+
+
+class CommandConfigError(ValueError):
+    """A command-config file that cannot be used; the message names the key."""
+
+
+def read_command_config(path: str) -> dict:
+    """The kafka-python arguments a properties file gives (see the module's docstring)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise CommandConfigError(f"--command-config {path}: {exc.strerror or exc}") from None
+    if len(data) > MAX_BYTES:
+        raise CommandConfigError(f"--command-config {path}: larger than {MAX_BYTES} bytes")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("latin-1")  # what java.util.Properties reads
+    try:
+        return client_arguments(parse_properties(text))
+    except CommandConfigError as exc:
+        raise CommandConfigError(f"--command-config {path}: {exc}") from None
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """java.util.Properties' format: ``key=value``, ``key: value`` or ``key value``; ``#`` and ``!`` comments; a
+    line ending in an odd number of backslashes continues on the next (its leading blanks dropped)."""
+    out: dict[str, str] = {}
+    logical = ""
+    for raw in text.splitlines():
+        line = raw.lstrip() if logical else raw.strip()
+        if not logical and (not line or line[0] in "#!"):
+            continue
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2:
+            logical += line[:-1]
+            continue
+        logical += line
+        key, value = _split(logical)
+        logical = ""
+        if key in out:
+            raise CommandConfigError(f"{key}: given twice")
+        out[key] = value
+    if logical:
+        key, value = _split(logical)
+        out[key] = value
+    return out
+
+
+def _split(line: str) -> tuple[str, str]:
+    match = re.match(r"((?:[^\\=:\s]|\\.)+)\s*[=:\s]?\s*(.*)$", line, re.S)
+    if match is None:
+        raise CommandConfigError(f"cannot read {line[:80]!r}")
+    return _unescape(match.group(1)), _unescape(match.group(2))
+
+
+def _unescape(text: str) -> str:
+    return re.sub(r"\\(.)", lambda m: {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(m.group(1), m.group(1)), text)
+
+
+def client_arguments(props: dict[str, str]) -> dict:
+    unknown = [k for k in props if k not in KEYS]
+    if unknown:
+        hint = (" (Java key stores are not read: give PEM files with ssl.ca.location, ssl.certificate.location and "
+                "ssl.key.location)" if any(k.startswith(("ssl.truststore", "ssl.keystore")) for k in unknown) else "")
+        raise CommandConfigError(f"{unknown[0]}: not a supported key (supported: {', '.join(KEYS)}){hint}")
+    args: dict = {}
+    protocol = props.get("security.protocol", "PLAINTEXT").strip().upper()
+    if protocol not in PROTOCOLS:
+        raise CommandConfigError(f"security.protocol: expected one of {', '.join(PROTOCOLS)}, got {protocol!r}")
+    args["security_protocol"] = protocol
+    if "client.id" in props:
+        args["client_id"] = props["client.id"]
+    for key, name in FILES.items():
+        if key in props:
+            args[name] = props[key]
+    if "ssl.key.password" in props:
+        args["ssl_password"] = props["ssl.key.password"]
+    if "ssl.endpoint.identification.algorithm" in props:
+        algorithm = props["ssl.endpoint.identification.algorithm"].strip().lower()
+        if algorithm not in ("", "https"):
+            raise CommandConfigError(f"ssl.endpoint.identification.algorithm: expected https or empty, got "
+                                     f"{algorithm!r}")
+        args["ssl_check_hostname"] = algorithm == "https"
+    sasl_keys = [k for k in props if k.startswith("sasl.")]
+    if not protocol.startswith("SASL_"):
+        if sasl_keys:
+            raise CommandConfigError(f"{sasl_keys[0]}: only with security.protocol SASL_PLAINTEXT or SASL_SSL "
+                                     f"(got {protocol})")
+        return args
+    mechanism = props.get("sasl.mechanism", "").strip().upper()
+    if mechanism not in MECHANISMS:
+        raise CommandConfigError(f"sasl.mechanism: expected one of {', '.join(MECHANISMS)} with {protocol}, got "
+                                 f"{mechanism or 'nothing'!r}")
+    username, password = props.get("sasl.username"), props.get("sasl.password")
+    if "sasl.jaas.config" in props:
+        if username is not None or password is not None:
+            raise CommandConfigError("sasl.jaas.config: give it or sasl.username/sasl.password, not both")
+        username, password = jaas_credentials(props["sasl.jaas.config"])
+    if not username or password is None:
+        raise CommandConfigError("sasl.jaas.config (or sasl.username and sasl.password): a username and password "
+                                 f"are needed for {mechanism}")
+    args.update(sasl_mechanism=mechanism, sasl_plain_username=username, sasl_plain_password=password)
+    return args
+
+
+_OPTION = re.compile(r'\s*([A-Za-z_][\w.-]*)\s*=\s*("(?:[^"\\]|\\.)*"|[^\s";]+)')
+
+
+def jaas_credentials(text: str) -> tuple[str, str]:
+    """(username, password) from ``<LoginModule> required username="u" password="p";`` as Kafka writes it."""
+    match = re.match(r"\s*([\w.$]+)\s+(required|requisite|sufficient|optional)\b(.*)$", text, re.S)
+    if match is None:
+        raise CommandConfigError("sasl.jaas.config: expected '<LoginModule> required username=\"...\" "
+                                 "password=\"...\";'")
+    module, rest = match.group(1), match.group(3).strip()
+    if module not in LOGIN_MODULES:
+        raise CommandConfigError(f"sasl.jaas.config: login module {module} is not supported (supported: "
+                                 f"{', '.join(LOGIN_MODULES)})")
+    if not rest.endswith(";"):
+        raise CommandConfigError("sasl.jaas.config: must end with ';'")
+    rest = rest[:-1]
+    options: dict[str, str] = {}
+    position = 0
+    while rest[position:].strip():
+        option = _OPTION.match(rest, position)
+        if option is None:
+            raise CommandConfigError(f"sasl.jaas.config: cannot read the options from {rest[position:][:40]!r}")
+        value = option.group(2)
+        if value.startswith('"'):
+            value = re.sub(r"\\(.)", r"\1", value[1:-1])
+        options[option.group(1)] = value
+        position = option.end()
+    if "username" not in options or "password" not in options:
+        raise CommandConfigError("sasl.jaas.config: needs username=\"...\" and password=\"...\"")
+    return options["username"], options["password"]

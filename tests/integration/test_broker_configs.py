@@ -1,0 +1,75 @@
+"""IncrementalAlterConfigs of the BROKER resource "" (what kafka-configs.sh --entity-type brokers --entity-default
+sends) through the proxy, against Tansu: an admin's proxy settings apply, anyone else gets
+CLUSTER_AUTHORIZATION_FAILED, and a request mixing a proxy setting with a TOPIC resource is answered per resource
+(the topic's by Tansu). Sent with kafka-python's own protocol classes on its admin client's connection
+(KafkaAdminClient's alter_configs takes a BROKER resource only by broker id, never "")."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.integration.test_client_quota_apis import send, start
+
+pytestmark = pytest.mark.integration
+
+BROKER, TOPIC = 4, 2
+NONE, CLUSTER_AUTHORIZATION_FAILED = 0, 31
+
+
+def alter(*resources, validate_only: bool = False):
+    from kafka.protocol.admin import IncrementalAlterConfigsRequest as R
+
+    return R(version=1, validate_only=validate_only, resources=[
+        R.AlterConfigsResource(resource_type=kind, resource_name=name, configs=[
+            R.AlterConfigsResource.AlterableConfig(name=k, config_operation=0, value=v) for k, v in configs.items()])
+        for kind, name, configs in resources])
+
+
+def describe_proxy(*names):
+    from kafka.protocol.admin import DescribeConfigsRequest as R
+
+    return R(version=4, include_synonyms=False, include_documentation=False, resources=[
+        R.DescribeConfigsResource(resource_type=BROKER, resource_name="", configuration_keys=list(names))])
+
+
+def results(response) -> list:
+    return [(r.resource_type, r.resource_name, r.error_code) for r in response.responses]
+
+
+def max_connections(proxy) -> int | None:
+    async def read():
+        return proxy.app.effective_config.connections.max_connections
+    return proxy.call(read())
+
+
+def test_an_admin_sets_max_connections_and_a_mixed_request_is_answered_per_resource():
+    proxy, broker = start(["User:ANONYMOUS"])
+    try:
+        response = send(proxy.bootstrap, alter((TOPIC, "orders", {"retention.ms": "60000"}),
+                                               (BROKER, "", {"max.connections": "100"})))
+        assert results(response) == [(TOPIC, "orders", NONE), (BROKER, "", NONE)]
+        deadline = time.monotonic() + 5
+        while max_connections(proxy) != 100:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        [result] = send(proxy.bootstrap, describe_proxy("max.connections")).results
+        assert [(c.name, c.value, c.config_source) for c in result.configs] == [("max.connections", "100", 3)]
+    finally:
+        proxy.stop()
+        broker.stop()
+
+
+def test_a_principal_not_in_admin_principals_is_refused_its_proxy_resource_only():
+    proxy, broker = start([])
+    try:
+        response = send(proxy.bootstrap, alter((BROKER, "", {"max.connections": "1"}),
+                                               (TOPIC, "orders", {"retention.ms": "60000"})))
+        assert results(response) == [(BROKER, "", CLUSTER_AUTHORIZATION_FAILED), (TOPIC, "orders", NONE)]
+        assert "admin_principals" in response.responses[0].error_message
+        time.sleep(1)  # what a follower needs to apply a written record (about a second): nothing must apply
+        assert max_connections(proxy) is None
+    finally:
+        proxy.stop()
+        broker.stop()

@@ -1,0 +1,148 @@
+"""``kafka-quota-proxy configs`` against Tansu through the proxy: every change goes as AlterClientQuotas or
+IncrementalAlterConfigs (BROKER "") to the proxy, which checks admin_principals, so a tenant running the command is
+refused with the server's message and nothing applies, while an admin's change does. Admin and tenant are told apart
+by mTLS on one listener (client_auth: requested), the credentials given with --command-config as kafka-configs.sh
+takes them. SASL end to end is not run here: Tansu has no SASL with memory storage, and the scripted SASL broker
+(tests/sasl_broker.py) serves no config topic to write; the SASL properties are unit-tested
+(tests/proxy/test_command_config.py)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from proxy.configs_cli import NOT_SERVED, SETTINGS_NOT_SERVED, main as configs
+from tests.harness import Tansu, cluster_ports, free_port, proxy_config, start_proxy
+from tests.tls_certs import Authority
+
+pytestmark = pytest.mark.integration
+
+
+def start(admins: list[str], tls: dict | None = None):
+    """Sidecar mode; with ``tls``, cluster mode (Tansu advertising itself), so the proxy's own clients (config
+    topic) reach Tansu directly rather than through the TLS listener that only clients use."""
+    proxy_port, broker_port = free_port(), free_port()
+    if tls:
+        proxy_port, base = cluster_ports()
+        broker = Tansu(broker_port, advertised=f"127.0.0.1:{broker_port}").start()
+    else:
+        broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
+    config = proxy_config(proxy_port, broker_port)
+    config["dynamic_config"] = {}
+    config["admin_principals"] = admins
+    if tls:
+        config["listeners"][0].update(tls=tls, broker_port_base=base, advertised_host="127.0.0.1")
+    try:
+        return start_proxy(config), broker
+    except BaseException:
+        broker.stop()
+        raise
+
+
+def read(proxy, what):
+    async def value():
+        return what(proxy.app)
+    return proxy.call(value())
+
+
+def wait_for(predicate, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "not within the timeout"
+        time.sleep(0.05)
+
+
+def limit(app, client_id: str) -> float:
+    return app.effective_config.quotas.limit("producer_byte_rate", "ANONYMOUS", client_id)
+
+
+def test_an_admin_changes_quotas_and_settings_and_a_tenant_is_refused_with_the_servers_message(tmp_path, capsys):
+    ca = Authority(tmp_path)
+    server, admin = ca.server(), ca.client("admin", CN="admin")
+    proxy, broker = start(["User:admin"], {"certfile": server.cert, "keyfile": server.key, "cafile": ca.pem.cert,
+                                           "client_auth": "requested",
+                                           "principal_mapping_rules": "RULE:^CN=(.*?)$/$1/,DEFAULT"})
+    admin_props, tenant_props = tmp_path / "admin.properties", tmp_path / "tenant.properties"
+    admin_props.write_text(f"security.protocol=SSL\nssl.ca.location={ca.pem.cert}\n"
+                           f"ssl.certificate.location={admin.cert}\nssl.key.location={admin.key}\n")
+    tenant_props.write_text(f"security.protocol=SSL\nssl.ca.location={ca.pem.cert}\n")
+    as_admin = ["--bootstrap-server", proxy.bootstrap, "--command-config", str(admin_props)]
+    as_tenant = ["--bootstrap-server", proxy.bootstrap, "--command-config", str(tenant_props)]
+    try:
+        assert configs([*as_tenant, "--alter", "--entity-type", "clients", "--entity-name", "tenant",
+                        "--add-config", "producer_byte_rate=1000000000000"]) == 1
+        err = capsys.readouterr().err
+        assert "CLUSTER_AUTHORIZATION_FAILED" in err and "User:ANONYMOUS may not alter quotas" in err
+        assert configs([*as_tenant, "--alter", "--entity-type", "brokers", "--entity-default",
+                        "--add-config", "quota.mode=shadow"]) == 1
+        assert "User:ANONYMOUS may not alter the proxy's settings" in capsys.readouterr().err
+
+        assert configs([*as_admin, "--alter", "--entity-type", "clients", "--entity-name", "etl",
+                        "--add-config", "producer_byte_rate=2048"]) == 0
+        assert "producer_byte_rate: (unset) -> 2048" in capsys.readouterr().out
+        assert configs([*as_admin, "--alter", "--entity-type", "proxy", "--add-config", "max.connections=100"]) == 0
+        assert "max.connections: 2147483647 -> 100" in capsys.readouterr().out
+        wait_for(lambda: read(proxy, lambda app: app.effective_config.connections.max_connections) == 100)
+        # the config topic is read in order: the tenant's attempts, made first, would be in force by now
+        assert read(proxy, lambda app: limit(app, "etl")) == 2048
+        assert read(proxy, lambda app: limit(app, "tenant")) == float("inf")
+        assert read(proxy, lambda app: app.effective_config.settings["quota.mode"]) == "enforce"
+        # anyone may describe; a value out of range is the server's INVALID_CONFIG, printed
+        assert configs([*as_tenant, "--describe", "--entity-type", "brokers", "--entity-default"]) == 0
+        assert "max.connections=100 (dynamic)" in capsys.readouterr().out
+        assert configs([*as_admin, "--alter", "--entity-type", "proxy", "--add-config", "max.connections=0"]) == 1
+        assert "INVALID_CONFIG" in capsys.readouterr().err
+    finally:
+        proxy.stop()
+        broker.stop()
+
+
+def test_describe_lists_every_entity_of_a_type_and_deleting_an_unset_key_says_so(capsys):
+    proxy, broker = start(["User:ANONYMOUS"])
+    cli = ["--bootstrap-server", proxy.bootstrap]
+    try:
+        for kind, name, config in [("ips", "10.0.0.9", "connection_creation_rate=3"),
+                                   ("ips", None, "connection_creation_rate=7"),
+                                   ("clients", "etl", "producer_byte_rate=2048")]:
+            named = ["--entity-name", name] if name else ["--entity-default"]
+            assert configs([*cli, "--alter", "--entity-type", kind, *named, "--add-config", config]) == 0
+        wait_for(lambda: read(proxy, lambda app: limit(app, "etl")) == 2048)
+        capsys.readouterr()
+        assert configs([*cli, "--describe", "--entity-type", "ips"]) == 0
+        shown = capsys.readouterr().out.splitlines()
+        assert shown == ["Quota configs for ip 10.0.0.9 are connection_creation_rate=3",
+                         "Quota configs for ip <default> are connection_creation_rate=7"]
+        assert configs([*cli, "--alter", "--entity-type", "ips", "--entity-name", "10.0.0.9",
+                        "--delete-config", "producer_byte_rate"]) == 1
+        assert "producer_byte_rate: not set for ip 10.0.0.9; nothing to delete" in capsys.readouterr().err
+        assert configs([*cli, "--alter", "--entity-type", "proxy", "--delete-config", "quota.mode"]) == 1
+        assert "quota.mode: not set dynamically" in capsys.readouterr().err
+        assert read(proxy, lambda app: app.dynamic.bad_records) == 0 and read(proxy, lambda app: len(
+            app.dynamic.entries.entries)) == 3  # nothing more was written
+    finally:
+        proxy.stop()
+        broker.stop()
+
+
+def test_a_server_without_the_client_quota_apis_is_named_as_such():
+    """Tansu itself (advertising its own address): its ApiVersions lists neither client-quota API, and it closes the
+    connection on DescribeConfigs of the BROKER resource."""
+    port = free_port()
+    broker = Tansu(port, advertised=f"127.0.0.1:{port}").start()
+    cli = ["--bootstrap-server", f"127.0.0.1:{port}"]
+    try:
+        for argv, message in [(["--describe", "--entity-type", "ips"], NOT_SERVED),
+                              (["--alter", "--entity-type", "users", "--entity-name", "a",
+                                "--add-config", "producer_byte_rate=5"], NOT_SERVED),
+                              (["--alter", "--entity-type", "proxy", "--add-config", "max.connections=5"],
+                               SETTINGS_NOT_SERVED)]:
+            import io
+            from contextlib import redirect_stderr
+
+            err = io.StringIO()
+            with redirect_stderr(err):
+                assert configs([*cli, *argv]) == 1
+            assert message in err.getvalue()
+    finally:
+        broker.stop()
