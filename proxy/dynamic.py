@@ -218,12 +218,13 @@ class DynamicConfig:
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001
-                pass
+            # bounded: a follower cancelled inside an aiokafka call that does not end must not hold up shutdown
+            await asyncio.wait({self._task}, timeout=STOP_WAIT_S)
         if self._producer is not None:
             await stop_client(self._producer)
+
+
+STOP_WAIT_S = 5.0
 
 
 async def ensure_topic(bootstrap: str, topic: str, client_id: str, security: dict | None = None) -> None:
