@@ -12,6 +12,7 @@ import time
 from config.model import Address, ListenerConfig, ProxyConfig
 from proxy.apis import ConnectionScope
 from proxy.apis.internal_topics import InternalTopicGuard
+from proxy import own_clients
 from proxy.own_clients import track_aiokafka
 from proxy.buffers import SharedReadBuffer
 from proxy.cluster import BrokerPorts
@@ -228,9 +229,12 @@ class ProxyApp:
             address = await listener.start()
             log.info("listener %s on %s:%d", listener.ctx.name, *address)
         self.discovery.start()  # cluster mode: every broker's port opened at once, /readyz ready after
-        if self.dynamic is not None:  # after the listeners: its client may reach the broker through them
-            self.dynamic.security = self._own_client_security()
-            await self.dynamic.start()
+        # the proxy's own clients (started below, and only they) reach the broker behind a sidecar listener directly
+        route = own_clients.ROUTE.set(self._own_client_route())
+        try:
+            await self._start_own_clients()
+        finally:
+            own_clients.ROUTE.reset(route)
         bind = self.config.metrics.bind
         self.ops_address = await self.ops.start(bind.host, bind.port)
         log.info("metrics on http://%s:%d/metrics", *self.ops_address)
@@ -238,6 +242,16 @@ class ProxyApp:
         if self.usage_log is not None:
             self.usage_log.start()
         self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep())
+
+    def _own_client_route(self):
+        ports = {lc.bind.port for lc in self.config.listeners if not lc.cluster_mode}
+        upstream = self.config.upstream.bootstrap_servers[0]
+        return own_clients.SidecarRoute(ports, (upstream.host, upstream.port)) if ports else None
+
+    async def _start_own_clients(self) -> None:
+        if self.dynamic is not None:
+            self.dynamic.security = self._own_client_security()
+            await self.dynamic.start()
         volume = self.config.volume_usage
         if volume is not None:
             from proxy.volume import LogDirsPoller, VolumeFollower, VolumePublisher

@@ -20,6 +20,7 @@ Writes (AlterClientQuotas served by the proxy) go through :meth:`DynamicConfig.w
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 from collections.abc import Callable
@@ -57,6 +58,7 @@ class DynamicConfig:
         self._task: asyncio.Task | None = None
         self._producer = None
         self._write_lock = asyncio.Lock()
+        self._context = contextvars.copy_context()
         self.security: dict = {}  # aiokafka's security_protocol/ssl_context when the brokers speak TLS
 
     # -- records in ---------------------------------------------------------------------------------------------
@@ -91,6 +93,7 @@ class DynamicConfig:
     async def start(self) -> None:
         """Start following in the background: start-up never waits for the topic; the YAML applies until the
         topic has been read to its end (``caught_up``)."""
+        self._context = contextvars.copy_context()  # writes run in it too (the proxy's own clients' routing)
         self._task = asyncio.get_running_loop().create_task(self._follow())
 
     def _unavailable(self, kind: str, exc: BaseException) -> None:
@@ -183,8 +186,11 @@ class DynamicConfig:
     async def write(self, records: list[tuple[bytes, bytes | None]]) -> None:
         """Append records (key, JSON value or None for a tombstone) to the topic, creating it when missing; raises
         on failure, bounded by WRITE_TIMEOUT_S (the caller answers with an error; the next write starts afresh)."""
+        # in the context the follower started in, not the requesting client's: the proxy's own clients are routed
+        # (proxy.own_clients.ROUTE) straight to the broker behind a sidecar
+        write = asyncio.get_running_loop().create_task(self._write(records), context=self._context.copy())
         try:
-            await asyncio.wait_for(self._write(records), WRITE_TIMEOUT_S)
+            await asyncio.wait_for(write, WRITE_TIMEOUT_S)
         except Exception:
             producer, self._producer = self._producer, None
             if producer is not None:

@@ -17,7 +17,11 @@ by their principal (``admin_principals``; see the README's security section).
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import ipaddress
+import socket
+from collections.abc import Awaitable, Callable
 
 Address = tuple[str, int]
 
@@ -38,6 +42,13 @@ def _canonical(address) -> Address | None:
 
 # (local, remote) of every connection this process's aiokafka clients hold: what the other end accepted as (peer, local)
 NOTED: set[tuple[Address, Address]] = set()
+
+# Where the proxy's own aiokafka clients connect instead of the address a broker advertised (sidecar mode: straight
+# to the broker behind, not through the proxy's own listener). Set around the start of the proxy's own clients, so
+# only their tasks (which copy the context they were created in) see it; a client of the same process that is not
+# the proxy's (a test's) connects where its metadata says.
+ROUTE: contextvars.ContextVar[Callable[[str, int], Awaitable[Address | None]] | None] = contextvars.ContextVar(
+    "kafka_quota_proxy_own_client_route", default=None)
 
 
 def track_aiokafka() -> bool:
@@ -70,7 +81,72 @@ def track_aiokafka() -> bool:
             super().connection_lost(exc)
 
     conn.AIOKafkaProtocol = NotedProtocol
+    _route_aiokafka()
     return True
+
+
+def _route_aiokafka() -> None:
+    """aiokafka's client connects through ``create_conn``; the proxy's own clients (``ROUTE`` set) are redirected."""
+    try:
+        import aiokafka.client as client
+    except ImportError:
+        return
+    original = getattr(client, "create_conn", None)
+    if original is None or getattr(original, "routed_by_the_proxy", False):
+        return
+
+    async def create_conn(host, port, *args, **kwargs):
+        route = ROUTE.get()
+        if route is not None:
+            target = await route(host, port)
+            if target is not None:
+                host, port = target
+        return await original(host, port, *args, **kwargs)
+
+    create_conn.routed_by_the_proxy = True
+    client.create_conn = create_conn
+
+
+class SidecarRoute:
+    """Sidecar mode: a connection to one of this proxy's own (non-cluster-mode) listeners is forwarded to the
+    upstream bootstrap address, so the proxy's own clients go there directly: through its own listener they would
+    need that listener's TLS and credentials (a TLS-only listener refused them as plaintext clients) and the upstream
+    TLS settings they do have would not fit it. A listener is recognised by its port and a host that resolves to an
+    address of this machine (the advertised name of the broker, the pod's IP, loopback)."""
+
+    def __init__(self, listener_ports: set[int], upstream: Address) -> None:
+        self.ports = listener_ports
+        self.upstream = upstream
+        self._known: dict[tuple[str, int], bool] = {}
+
+    async def __call__(self, host: str, port: int) -> Address | None:
+        if port not in self.ports:
+            return None
+        key = (host, port)
+        if key not in self._known:
+            try:
+                infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            except OSError:
+                return None  # aiokafka reports the failure as it would have
+            self._known[key] = any(_is_local(info[4][0]) for info in infos)
+        return self.upstream if self._known[key] else None
+
+
+def _is_local(ip: str) -> bool:
+    """Whether ``ip`` is an address of this machine (bindable here)."""
+    try:
+        parsed = ipaddress.ip_address(ip.split("%", 1)[0])
+    except ValueError:
+        return False
+    if parsed.is_loopback or parsed.is_unspecified:
+        return True
+    family = socket.AF_INET6 if parsed.version == 6 else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_DGRAM) as probe:
+            probe.bind((ip, 0))
+        return True
+    except OSError:
+        return False
 
 
 class OwnConnections:

@@ -10,6 +10,7 @@ import asyncio
 import pytest
 
 from proxy import app as proxy_app
+from proxy import own_clients
 from proxy.upstream import UpstreamConnection
 from tests.harness import Tansu, cluster_ports, free_port, start_proxy
 from proxy.codec.apis import DESCRIBE_CLUSTER, FIND_COORDINATOR, METADATA
@@ -38,6 +39,13 @@ def cluster(monkeypatch):
         return reader, writer
 
     monkeypatch.setattr(proxy_app.asyncio, "open_connection", recording_open)
+
+    class Recording(set):  # the proxy's own aiokafka clients (dynamic config) reach the broker directly too
+        def add(self, pair):
+            upstream_socknames.append(pair[0])
+            super().add(pair)
+
+    monkeypatch.setattr(own_clients, "NOTED", Recording(own_clients.NOTED))
     hidden = free_port()
     relay = RecordingRelay("127.0.0.1", ("127.0.0.1", hidden)).start()
     broker = Tansu(hidden, advertised=f"127.0.0.1:{relay.port}").start()

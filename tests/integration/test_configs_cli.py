@@ -13,26 +13,22 @@ import time
 import pytest
 
 from proxy.configs_cli import NOT_SERVED, SETTINGS_NOT_SERVED, main as configs
-from tests.harness import Tansu, cluster_ports, free_port, proxy_config, start_proxy
+from tests.harness import Tansu, free_port, proxy_config, start_proxy
 from tests.tls_certs import Authority
 
 pytestmark = pytest.mark.integration
 
 
 def start(admins: list[str], tls: dict | None = None):
-    """Sidecar mode; with ``tls``, cluster mode (Tansu advertising itself), so the proxy's own clients (config
-    topic) reach Tansu directly rather than through the TLS listener that only clients use."""
+    """Sidecar mode (Tansu advertising the proxy): the proxy's own clients (config topic) reach Tansu directly, also
+    when the listener speaks only TLS."""
     proxy_port, broker_port = free_port(), free_port()
-    if tls:
-        proxy_port, base = cluster_ports()
-        broker = Tansu(broker_port, advertised=f"127.0.0.1:{broker_port}").start()
-    else:
-        broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
+    broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
     config = proxy_config(proxy_port, broker_port)
     config["dynamic_config"] = {}
     config["admin_principals"] = admins
     if tls:
-        config["listeners"][0].update(tls=tls, broker_port_base=base, advertised_host="127.0.0.1")
+        config["listeners"][0]["tls"] = tls
     try:
         return start_proxy(config), broker
     except BaseException:

@@ -109,7 +109,11 @@ def test_a_plaintext_client_on_a_tls_listener_and_a_tls_client_on_a_plaintext_on
     proxy_port, broker_port = free_port(), free_port()
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
     tls = tls_proxy(broker_port, proxy_port, ca, server)
-    plain = start_proxy(proxy_config(free_port(), broker_port))
+    plain_config = proxy_config(free_port(), broker_port)
+    # a second proxy in front of a broker that advertises the first: its own config clients would reach the TLS
+    # listener in plaintext, as a misconfigured second sidecar's do, and be counted among the closes checked here
+    plain_config["dynamic_config"] = {"enabled": False}
+    plain = start_proxy(plain_config)
     caplog.set_level(logging.INFO)
     try:
         with raw.connect(tls.port) as sock:  # plaintext ApiVersions to the TLS listener
@@ -141,6 +145,29 @@ def test_a_plaintext_client_on_a_tls_listener_and_a_tls_client_on_a_plaintext_on
     finally:
         tls.stop()
         plain.stop()
+        broker.stop()
+
+
+def test_a_tls_only_sidecar_follows_its_dynamic_configuration(pki, caplog):
+    """The proxy's own config clients reach the broker behind a sidecar directly, not through the proxy's TLS
+    listener the broker advertises (they have neither its trust nor a client certificate): the config topic is read
+    and no handshake fails. Writing through the TLS listener is tests/integration/test_configs_cli.py's."""
+    ca, server = pki
+    proxy_port, broker_port = free_port(), free_port()
+    broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
+    caplog.set_level(logging.INFO)
+    proxy = tls_proxy(broker_port, proxy_port, ca, server, client_auth="required")
+    try:
+        deadline = time.monotonic() + 15
+        while proxy.metric("kafka_quota_proxy_dynamic_config_available") != 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert proxy.metric("kafka_quota_proxy_dynamic_config_available") == 1
+        time.sleep(1)  # a few more of the follower's fetches
+        assert "TLS handshake with" not in caplog.text
+        assert not proxy.metric("kafka_quota_proxy_connections_closed_total", listener="PLAINTEXT",
+                                reason="tls_handshake_failed")
+    finally:
+        proxy.stop()
         broker.stop()
 
 
