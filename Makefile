@@ -17,8 +17,10 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) -m proxy.demo
 
+# On 4 workers (pytest-xdist): the tests mostly wait on real clocks. Tests marked measures_rate share one worker,
+# one at a time, and so do the Spark ones (tests/conftest.py); ports never collide (tests/harness.py).
 test: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider -n 4 --dist loadgroup
 
 # Coverage-guided fuzzing of the codec (atheris): FUZZ_SECONDS of it; crashing inputs land in .fuzz/crashes/.
 $(FUZZ_STAMP): pyproject.toml $(STAMP)

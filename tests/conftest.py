@@ -12,6 +12,25 @@ if os.environ.get("CI"):
 from tests.harness import RunningProxy, Tansu, free_port, proxy_config, start_proxy
 
 
+def pytest_itemcollected(item):
+    """For `make test`'s parallel run (pytest-xdist, ``--dist loadgroup``): tests marked ``measures_rate`` form two
+    groups (the mark's ``group``, default "rate"), each run by one worker one test after another, so at most two rate
+    measurements share the 2 cores (all of them at once would measure each other; one group alone takes longer than
+    the whole suite may); tests using the ``spark`` fixture form another (one SparkSession start-up, not one per
+    worker). Marked here, as each test is collected: xdist turns the groups into node ids in its own
+    ``pytest_collection_modifyitems``, which runs before this conftest's. Without xdist the marks do nothing."""
+    rate = item.get_closest_marker("measures_rate")
+    if rate is not None:
+        item.add_marker(pytest.mark.xdist_group(rate.kwargs.get("group", "rate")))
+    elif "spark" in getattr(item, "fixturenames", ()):
+        item.add_marker(pytest.mark.xdist_group("spark"))
+
+
+def pytest_collection_modifyitems(config, items):
+    """The integration tests first, so the long ones start early and short unit tests fill the end."""
+    items.sort(key=lambda item: 0 if "integration" in item.path.parts else 1)
+
+
 @pytest.fixture(params=["uvloop", "asyncio"])
 def sidecar(request):
     """Tansu advertising the proxy's address, and the proxy in front of it (sidecar mode), on uvloop (what the

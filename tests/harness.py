@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import fcntl
 import os
 import random
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -22,21 +24,75 @@ from config.loader import parse_config
 from proxy.app import ProxyApp
 
 
+# Ports for tests come from blocks below the kernel's ephemeral range (32768-60999 by default), so no client
+# connection or bind(0) can take one between its choice and its bind, and each block is held under an exclusive
+# file lock by one process: xdist workers, and other pytest runs on the same machine, never hand out the same
+# port. A process holds its current and previous block (a port is bound within moments of being handed out, long
+# before a block's worth of ports later) and releases older ones.
+_PORTS_LOW, _PORTS_HIGH, _BLOCK = 20000, 32000, 500
+_LOCK_DIR = os.path.join(tempfile.gettempdir(), "kafka-quota-proxy-test-ports")
+
+
+class _PortBlocks:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.held: list[tuple[int, int]] = []  # (block start, lock file descriptor), newest last
+        self.next = 0  # the next port to hand out in the newest block
+        self.pid = os.getpid()
+
+    def take(self, count: int) -> int:
+        """The first of ``count`` consecutive bindable ports, reserved for this process."""
+        if count > _BLOCK:
+            raise ValueError(f"at most {_BLOCK} consecutive ports, not {count}")
+        with self.lock:
+            if self.pid != os.getpid():  # a forked child: the parent's locks are not its own
+                self.held, self.next, self.pid = [], 0, os.getpid()
+            for _ in range((_PORTS_HIGH - _PORTS_LOW) // _BLOCK + 1):
+                if self.held:
+                    end = self.held[-1][0] + _BLOCK
+                    while self.next + count <= end:
+                        first, self.next = self.next, self.next + 1
+                        if all(_bindable(port) for port in range(first, first + count)):
+                            self.next = first + count
+                            return first
+                self._new_block()
+            raise RuntimeError("no free port block for tests: too many test processes on this machine")
+
+    def _new_block(self) -> None:
+        os.makedirs(_LOCK_DIR, exist_ok=True)
+        starts = list(range(_PORTS_LOW, _PORTS_HIGH - _BLOCK + 1, _BLOCK))
+        random.shuffle(starts)
+        mine = {start for start, _ in self.held}
+        for start in starts:
+            if start in mine:
+                continue
+            fd = os.open(os.path.join(_LOCK_DIR, f"{start}.lock"), os.O_RDWR | os.O_CREAT, 0o666)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                continue
+            self.held.append((start, fd))
+            self.next = start
+            while len(self.held) > 2:
+                os.close(self.held.pop(0)[1])  # closing the descriptor releases the lock
+            return
+        raise RuntimeError(f"every test port block in {_PORTS_LOW}-{_PORTS_HIGH} is held by another process")
+
+
+_PORT_BLOCKS = _PortBlocks()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port no other test, worker or concurrent test run is handed, bindable now."""
+    return _PORT_BLOCKS.take(1)
 
 
 def cluster_ports(node_ids: int = 200) -> tuple[int, int]:
     """(bootstrap port, broker_port_base) for cluster mode: bootstrap = base - 1 and base .. base + node_ids all
-    bindable, chosen below the kernel's ephemeral range so client connections cannot take them meanwhile."""
-    rng = random.Random()
-    for _ in range(200):
-        base = rng.randrange(20000, 32000 - node_ids)
-        if all(_bindable(port) for port in range(base - 1, base + node_ids + 1)):
-            return base - 1, base
-    raise RuntimeError("no free port range for cluster mode")
+    bindable and reserved like free_port's."""
+    bootstrap = _PORT_BLOCKS.take(node_ids + 2)
+    return bootstrap, bootstrap + 1
 
 
 def _bindable(port: int) -> bool:

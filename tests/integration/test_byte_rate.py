@@ -23,7 +23,7 @@ import pytest
 from tests.harness import Tansu, free_port, proxy_config, start_proxy
 from tests.integration import clients as c
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.measures_rate]
 
 QUOTA = 1024 * 1024
 WINDOW_NUM, WINDOW_S = 3, 1  # short windows, so the measurement spans many of them

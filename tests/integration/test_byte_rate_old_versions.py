@@ -12,7 +12,7 @@ import pytest
 from tests.harness import Tansu, free_port, proxy_config, start_proxy
 from tests.integration import clients as c
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.measures_rate]
 
 QUOTA = 100_000  # bytes/s
 WINDOW_NUM = 3

@@ -17,7 +17,7 @@ from proxy.codec.header import encode_request_header, frame
 from proxy.demo_storm import connect_once as demo_connect_once
 from tests.harness import Tansu, free_port, proxy_config, start_proxy
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.measures_rate]
 
 API_VERSIONS_V0 = frame(encode_request_header(18, 0, 7, "conn-test"))
 

@@ -23,7 +23,7 @@ from config.loader import load_config_file
 from proxy.demo import LIMITED, UNLIMITED, run_scenario, timing
 from tests.harness import free_port
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.measures_rate]
 
 
 def test_demo_scenario_verdicts_pass(tmp_path):

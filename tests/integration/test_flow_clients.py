@@ -47,7 +47,7 @@ import yaml
 from tests.harness import Tansu, free_port, proxy_config, wait_for_port
 from tests.integration.clients import ck_create_topic
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.measures_rate(group="flow")]
 
 KIB = 1024
 VALUE = b"v" * 1024
@@ -505,6 +505,7 @@ def test_default_eleven_windows_clients_throttled_never_stalled_at_their_quota()
 
 
 @pytest.mark.timeout(150)
+@pytest.mark.measures_rate  # the other rate group: the two take about as long
 def test_requests_large_compared_with_quota_times_window_not_worse_than_kafka():
     """1 MB requests at 256 KiB/s under 3 x 1 s windows, default quota.mute.max.ms (25 s): each request needs
     4 s, more than the 3 s window span, so the client gets more than its quota, against Kafka too (about
