@@ -53,6 +53,11 @@ SETTINGS: dict[str, Setting] = {
     "upstream.connect.timeout.ms": Setting(
         5000, int, 1, 600_000, "Time allowed to open the broker connection for a new client connection."
     ),
+    "listener.tls.handshake.timeout.ms": Setting(
+        10000, int, 100, 600_000,
+        "Time a client has to complete the TLS handshake on a TLS listener; the broker connection is opened only "
+        "after it has.",
+    ),
     "connections.max.idle.ms": Setting(
         600000, int, 1000, 2**31 - 1,
         "A client connection with nothing in flight that sends nothing for this long is closed (Kafka's setting).",

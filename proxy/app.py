@@ -185,6 +185,7 @@ class ProxyApp:
             sasl=self._listener_sasl[name],
             pre_auth_max_bytes=settings["sasl.server.max.receive.size"],
             upstream_ssl=self.upstream_ssl,
+            tls_handshake_timeout_s=settings["listener.tls.handshake.timeout.ms"] / 1000.0,
         )
 
     def _open_broker_port(self, lc: ListenerConfig, node_id: int) -> None:

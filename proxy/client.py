@@ -74,6 +74,7 @@ class ListenerContext:
     sasl: bool = False  # the broker behind authenticates with SASL: frames limited until a client has
     pre_auth_max_bytes: int = 524288  # sasl.server.max.receive.size
     upstream_ssl: "ssl.SSLContext | None" = None  # TLS to the brokers
+    tls_handshake_timeout_s: float = 10.0  # listener.tls.handshake.timeout.ms
 
 
 FRAME_ERROR_LOG = LogLimiter()  # one frame-error line per client address and direction every 10 s
@@ -130,8 +131,25 @@ class ClientConnection(asyncio.BufferedProtocol):
             return
         self.session.peer = transport.get_extra_info("peername")
         self.session.local = transport.get_extra_info("sockname")
+        if self.upstream is None:  # a TLS client, handshake done, its broker connection not yet open: not read
+            transport.pause_reading()  # type: ignore[attr-defined]
+            self._awaiting_upstream = True
         if self.ctx.ssl_context is not None:
             self._tls_principal(transport.get_extra_info("peercert"))
+
+    _awaiting_upstream = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed_reason is not None
+
+    def start_reading(self) -> None:
+        """The broker connection is open (a TLS client's is opened after its handshake): read the client."""
+        if not self._awaiting_upstream:
+            return
+        self._awaiting_upstream = False
+        if self.transport is not None and self._closed_reason is None and self._reading_client:
+            self.transport.resume_reading()
 
     def _tls_principal(self, cert: dict | None) -> None:
         """mTLS: the client certificate's subject, mapped by the listener's rules, is the principal."""
@@ -301,7 +319,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         if state.reading_client != self._reading_client:
             self._reading_client = state.reading_client
             if state.reading_client:
-                self.transport.resume_reading()
+                if not self._awaiting_upstream:
+                    self.transport.resume_reading()
             else:
                 self.transport.pause_reading()
         if state.reading_broker != self._reading_broker and self.upstream is not None:

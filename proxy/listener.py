@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 ACCEPT_ERROR_BACKOFF_S = 0.1  # after EMFILE and the like, so a full fd table does not spin the loop
 MAX_HELD = 10_000  # connections held for their IP's rate at once, per listener port; more are closed at once
 REJECT_LOG = LogLimiter()  # one line per IP and reason every 10 s
+HANDSHAKE_LOG = LogLimiter()  # failed TLS handshakes: one line per IP every 10 s
 
 
 def peer_ip(peer: tuple | None) -> str:
@@ -129,27 +130,47 @@ class Listener:
                      f" ({suppressed} more like it in the last 10 s)" if suppressed else "")
 
     async def _serve(self, conn: socket.socket, peer, ip: str) -> None:
-        """Give an admitted socket its broker connection, then start reading from it."""
+        """Give an admitted socket its broker connection, then start reading from it. On a TLS listener the
+        handshake comes first, within ``listener.tls.handshake.timeout.ms``: a client that never completes it
+        costs no broker connection."""
         loop = asyncio.get_running_loop()
         client = ClientConnection(self.ctx)
         client.accepted(peer, counted_ip=ip)
-        if not await client.connect_upstream():
-            conn.close()
-            return
         ssl_context = self.ctx.ssl_context
-        try:
-            await loop.connect_accepted_socket(lambda: client, conn, ssl=ssl_context)
-        except (OSError, asyncio.TimeoutError) as exc:
-            if ssl_context is not None:
-                hint = " (a plaintext client on a TLS listener?)" if "WRONG_VERSION_NUMBER" in str(exc) \
-                    or "HTTP_REQUEST" in str(exc) or "record layer failure" in str(exc) else ""
-                log.warning("listener %s: TLS handshake with %s failed: %s%s", self.ctx.name, client.peer,
-                            bounded(exc), hint)
-                client.close("tls_handshake_failed")
-            else:
+        if ssl_context is None:
+            if not await client.connect_upstream():
+                conn.close()
+                return
+            try:
+                await loop.connect_accepted_socket(lambda: client, conn)
+            except OSError as exc:
                 log.info("listener %s: connection lost while being set up: %s", self.ctx.name, exc)
                 client.close("client_closed")
+                conn.close()
+            return
+        timeout_s = self.ctx.tls_handshake_timeout_s
+        try:
+            # the client is not read until its broker connection is open (ClientConnection.connection_made)
+            await loop.connect_accepted_socket(lambda: client, conn, ssl=ssl_context,
+                                               ssl_handshake_timeout=timeout_s)
+        except (OSError, asyncio.TimeoutError) as exc:
+            text = str(exc) or type(exc).__name__
+            hint = " (a plaintext client on a TLS listener?)" if "WRONG_VERSION_NUMBER" in text \
+                or "HTTP_REQUEST" in text or "record layer failure" in text else ""
+            if isinstance(exc, asyncio.TimeoutError):
+                text = f"not completed within {timeout_s:g} s"
+            suppressed = HANDSHAKE_LOG.allow(ip, "tls", loop.time())
+            if suppressed is not None:
+                log.warning("listener %s: TLS handshake with %s failed: %s%s%s", self.ctx.name, client.peer,
+                            bounded(text), hint, f" ({suppressed} more from this IP in the last 10 s)"
+                            if suppressed else "")
+            client.close("tls_handshake_failed")
             conn.close()
+            return
+        if client.closed:  # refused after the handshake (an unmapped certificate subject)
+            return
+        if await client.connect_upstream():
+            client.start_reading()
 
     async def close(self) -> None:
         """Stop accepting and close held connections; connections already served are left to the caller to drain."""

@@ -10,6 +10,8 @@ import time
 
 import pytest
 
+from proxy import listener
+from proxy.logs import LogLimiter
 from tests.harness import Tansu, free_port, proxy_config, start_proxy
 from tests.integration import raw
 from tests.tls_certs import Authority
@@ -104,8 +106,10 @@ def test_an_mtls_clients_mapped_subject_is_its_principal_in_quota_decisions(pki)
         broker.stop()
 
 
-def test_a_plaintext_client_on_a_tls_listener_and_a_tls_client_on_a_plaintext_one_are_closed_clearly(pki, caplog):
+def test_a_plaintext_client_on_a_tls_listener_and_a_tls_client_on_a_plaintext_one_are_closed_clearly(pki, caplog,
+                                                                                                   monkeypatch):
     ca, server = pki
+    monkeypatch.setattr(listener, "HANDSHAKE_LOG", LogLimiter())  # one line per IP per 10 s: other tests' are not ours
     proxy_port, broker_port = free_port(), free_port()
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
     tls = tls_proxy(broker_port, proxy_port, ca, server)
@@ -206,3 +210,47 @@ def test_tls_to_the_upstream_is_verified(pki):
         unverified.stop()
         terminator.stop()
         broker.stop()
+
+
+def test_a_tls_listener_opens_no_broker_connection_before_the_handshake_and_times_it_out(pki):
+    """Half-open TLS handshakes cost no broker connection (the relay in front of Tansu counts every connection the
+    proxy opens), and each is closed after listener.tls.handshake.timeout.ms; a client that completes its
+    handshake afterwards is served."""
+    from kafka import KafkaProducer
+
+    from tests.relay import RecordingRelay
+
+    ca, server = pki
+    proxy_port, broker_port = free_port(), free_port()
+    relay = RecordingRelay("127.0.0.1", ("127.0.0.1", broker_port)).start()
+    broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
+    config = proxy_config(proxy_port, relay.port, **{"listener.tls.handshake.timeout.ms": 500})
+    config["listeners"][0]["tls"] = {"certfile": server.cert, "keyfile": server.key}
+    config["dynamic_config"] = {"enabled": False}  # the proxy's own clients would connect through the relay too
+    proxy = start_proxy(config)
+    try:
+        time.sleep(0.2)
+        before = len(relay.peers)  # the readiness probe's
+        idle = [socket.create_connection(("127.0.0.1", proxy_port)) for _ in range(50)]  # never say hello
+        time.sleep(0.3)
+        assert len(relay.peers) == before
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and (proxy.metric("kafka_quota_proxy_connections_closed_total",
+                                                            listener="PLAINTEXT", reason="tls_handshake_failed")
+                                               or 0) < 50:
+            time.sleep(0.05)
+        assert proxy.metric("kafka_quota_proxy_connections_closed_total", listener="PLAINTEXT",
+                            reason="tls_handshake_failed") == 50
+        for sock in idle:
+            sock.settimeout(2)
+            assert sock.recv(1) == b""  # closed by the proxy
+            sock.close()
+        assert len(relay.peers) == before
+        producer = KafkaProducer(bootstrap_servers=proxy.bootstrap, security_protocol="SSL", ssl_cafile=ca.pem.cert)
+        producer.send("after-handshakes", b"x").get(30)
+        producer.close(5)
+        assert len(relay.peers) > before
+    finally:
+        proxy.stop()
+        broker.stop()
+        relay.stop()
