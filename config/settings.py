@@ -53,6 +53,10 @@ SETTINGS: dict[str, Setting] = {
     "upstream.connect.timeout.ms": Setting(
         5000, int, 1, 600_000, "Time allowed to open the broker connection for a new client connection."
     ),
+    "request.header.max.bytes": Setting(
+        65536, int, 1024, 2**31 - 1,
+        "Longest request header (client id and tagged fields) the proxy reads; a longer one closes the connection.",
+    ),
     "listener.tls.handshake.timeout.ms": Setting(
         10000, int, 100, 600_000,
         "Time a client has to complete the TLS handshake on a TLS listener; the broker connection is opened only "

@@ -186,6 +186,7 @@ class ProxyApp:
             pre_auth_max_bytes=settings["sasl.server.max.receive.size"],
             upstream_ssl=self.upstream_ssl,
             tls_handshake_timeout_s=settings["listener.tls.handshake.timeout.ms"] / 1000.0,
+            max_header_bytes=settings["request.header.max.bytes"],
         )
 
     def _open_broker_port(self, lc: ListenerConfig, node_id: int) -> None:

@@ -75,6 +75,7 @@ class ListenerContext:
     pre_auth_max_bytes: int = 524288  # sasl.server.max.receive.size
     upstream_ssl: "ssl.SSLContext | None" = None  # TLS to the brokers
     tls_handshake_timeout_s: float = 10.0  # listener.tls.handshake.timeout.ms
+    max_header_bytes: int = 65536  # request.header.max.bytes
 
 
 FRAME_ERROR_LOG = LogLimiter()  # one frame-error line per client address and direction every 10 s
@@ -108,7 +109,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             ctx.scope, self.session, max_request_bytes=ctx.max_request_bytes,
             max_response_bytes=ctx.max_response_bytes, max_inflight=ctx.max_inflight_requests,
             write_client=self._write_client, write_broker=self._write_broker, now=self._loop.time,
-            api_metrics=self.api_metrics, spawn=self._spawn,
+            api_metrics=self.api_metrics, spawn=self._spawn, max_header_bytes=ctx.max_header_bytes,
         )
         self.flow = self.core.flow
         self._reading_client = True

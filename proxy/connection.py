@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from proxy.apis import ConnectionScope, Session, plan_request
 from proxy.codec.frame import FrameSplitter
-from proxy.codec.header import (parse_raw_sasl_request, parse_raw_sasl_response, parse_request_prefix,
-                                parse_response_prefix)
+from proxy.codec.header import (MAX_HEADER_BYTES, parse_raw_sasl_request, parse_raw_sasl_response,
+                                parse_request_prefix, parse_response_prefix)
 from proxy.flow import Flow
 from proxy.requests import RequestPath
 from proxy.responses import ResponsePath
@@ -53,7 +53,7 @@ class ConnectionCore:
     def __init__(self, scope: ConnectionScope, session: Session, *, max_request_bytes: int, max_response_bytes: int,
                  max_inflight: int, write_client: Callable[[object], None], write_broker: Callable[[object], None],
                  now: Callable[[], float], api_metrics: Callable[[int], object], planner=plan_request,
-                 spawn=None) -> None:
+                 spawn=None, max_header_bytes: int = MAX_HEADER_BYTES) -> None:
         self.flow = Flow(max_inflight)
         self._write_client = write_client
         usage = usage_rows(scope, session)
@@ -64,15 +64,16 @@ class ConnectionCore:
 
         def parse_request(buf):
             if session is None:
-                return parse_request_prefix(buf, max_request_bytes, produce_prefix)
+                return parse_request_prefix(buf, max_request_bytes, produce_prefix, max_header=max_header_bytes)
             sasl = session.sasl
             if sasl is not None and sasl.raw_requests:  # after SaslHandshake v0: raw tokens
                 return parse_raw_sasl_request(buf, session.request_limit)
             limit = session.request_limit
             if limit < max_request_bytes:  # a SASL listener, before the broker accepted an authentication
                 return parse_request_prefix(buf, limit, produce_prefix,
-                                            "sasl.server.max.receive.size (before SASL authentication)")
-            return parse_request_prefix(buf, max_request_bytes, produce_prefix)
+                                            "sasl.server.max.receive.size (before SASL authentication)",
+                                            max_header_bytes)
+            return parse_request_prefix(buf, max_request_bytes, produce_prefix, max_header=max_header_bytes)
 
         def parse_response(buf):
             sasl = None if session is None else session.sasl

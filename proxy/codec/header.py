@@ -75,16 +75,33 @@ def read_uvarint(buf, pos: int) -> tuple[int, int]:
             raise ProtocolError("varint longer than 5 bytes")
 
 
-def skip_tagged_fields(buf, pos: int) -> int:
-    """Skip a tagged-field section (count, then tag/size/bytes each); return the position after it."""
+def skip_tagged_fields(buf, pos: int, limit: int | None = None) -> int:
+    """Skip a tagged-field section (count, then tag/size/bytes each); return the position after it. With
+    ``limit``, a section reaching past that position raises :class:`HeaderTooLarge` as soon as it does (each field
+    takes at least two bytes, so the loop is bounded by the limit, not by the count a client claims)."""
     count, pos = read_uvarint(buf, pos)
     for _ in range(count):
+        if limit is not None and pos > limit:
+            raise HeaderTooLarge(pos)
         _tag, pos = read_uvarint(buf, pos)
         size, pos = read_uvarint(buf, pos)
         pos += size
+    if limit is not None and pos > limit:
+        raise HeaderTooLarge(pos)
     if pos > len(buf):
         raise Incomplete
     return pos
+
+
+class HeaderTooLarge(Exception):
+    """A request header reaching past ``request.header.max.bytes``."""
+
+    def __init__(self, at_least: int) -> None:
+        super().__init__(at_least)
+        self.at_least = at_least
+
+
+MAX_HEADER_BYTES = 65536  # request.header.max.bytes' default
 
 
 def frame_size(buf, max_size: int, limit_name: str = "socket.request.max.bytes") -> int:
@@ -103,8 +120,11 @@ def frame_size(buf, max_size: int, limit_name: str = "socket.request.max.bytes")
     return size
 
 
-def parse_request_header(buf, max_size: int, limit_name: str = "socket.request.max.bytes") -> RequestHeader:
-    """Parse the size and request header at the start of ``buf`` (which may hold more than one frame)."""
+def parse_request_header(buf, max_size: int, limit_name: str = "socket.request.max.bytes",
+                         max_header: int = MAX_HEADER_BYTES) -> RequestHeader:
+    """Parse the size and request header at the start of ``buf`` (which may hold more than one frame). A header
+    (client id, tagged fields) longer than ``max_header`` bytes is a :class:`ProtocolError`, found before more
+    than ``max_header`` bytes of it are read."""
     size = frame_size(buf, max_size, limit_name)
     if size < 10:
         raise ProtocolError(f"request frame of {size} bytes is shorter than a request header")
@@ -115,6 +135,9 @@ def parse_request_header(buf, max_size: int, limit_name: str = "socket.request.m
     client_id = None
     if client_id_len >= 0:
         end = pos + client_id_len
+        if end > max_header:
+            raise ProtocolError(f"request header over request.header.max.bytes {max_header}: a client_id of "
+                                f"{client_id_len} bytes")
         if end > size + 4:
             raise ProtocolError(f"client_id of {client_id_len} bytes runs past the {size}-byte frame")
         if end > len(buf):
@@ -129,7 +152,11 @@ def parse_request_header(buf, max_size: int, limit_name: str = "socket.request.m
     if api_version < 0:
         raise ProtocolError(f"negative api_version {api_version}")
     if request_header_version(api_key, api_version) >= 2:
-        pos = skip_tagged_fields(_bounded(buf, size), pos)
+        try:
+            pos = skip_tagged_fields(_bounded(buf, size), pos, max_header)
+        except HeaderTooLarge as exc:
+            raise ProtocolError(f"request header over request.header.max.bytes {max_header}: tagged fields reach "
+                                f"byte {exc.at_least} at least") from None
     if pos > size + 4:
         raise ProtocolError("request header runs past the end of its frame")
     return RequestHeader(size, api_key, api_version, correlation_id, client_id, pos)
@@ -149,11 +176,12 @@ class ResponseHeader:
 
 
 def parse_request_prefix(buf, max_size: int, producer_ids=None,
-                         limit_name: str = "socket.request.max.bytes") -> RequestHeader:
+                         limit_name: str = "socket.request.max.bytes",
+                         max_header: int = MAX_HEADER_BYTES) -> RequestHeader:
     """The request header, plus ``acks`` for Produce: everything needed before the frame's first byte moves.
     ``producer_ids`` (an object with ``enabled``, read per request): when enabled, a Produce's first producer id
     and its only topic too (:func:`produce_prefix`), from a bounded prefix of the body."""
-    header = parse_request_header(buf, max_size, limit_name)
+    header = parse_request_header(buf, max_size, limit_name, max_header)
     if header.api_key == PRODUCE:
         acks = produce_acks(buf, header)
         if producer_ids is not None and producer_ids.enabled:

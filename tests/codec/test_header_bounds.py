@@ -1,0 +1,58 @@
+"""request.header.max.bytes: a header (client id, tagged fields) over the limit is refused before more than the
+limit of it is read, whatever the count a client claims."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from proxy.codec.errors import ProtocolError
+from proxy.codec.header import Incomplete, parse_request_header
+
+METADATA_V12 = (3, 12)  # request header v2: tagged fields after the client id
+
+
+def uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def frame(api: tuple[int, int], client_id: bytes, tagged: bytes, body: bytes = b"\x00", size: int | None = None):
+    head = struct.pack(">hhih", api[0], api[1], 7, len(client_id)) + client_id + tagged
+    payload = head + body
+    return struct.pack(">i", len(payload) if size is None else size) + payload
+
+
+def test_a_header_within_the_limit_parses():
+    tagged = uvarint(1) + uvarint(0) + uvarint(100) + b"t" * 100
+    header = parse_request_header(frame(METADATA_V12, b"client", tagged), 1 << 20, max_header=1024)
+    assert header.client_id == "client" and header.header_length == 4 + 10 + 6 + len(tagged)
+
+
+def test_a_client_id_over_the_limit_is_refused_from_its_length_alone():
+    long_id = b"c" * 2000
+    data = frame(METADATA_V12, long_id, uvarint(0))[:16]  # only the first bytes have arrived
+    with pytest.raises(ProtocolError, match="request.header.max.bytes 1024"):
+        parse_request_header(data, 1 << 30, max_header=1024)
+
+
+def test_tagged_fields_past_the_limit_are_refused_before_the_rest_arrives():
+    """A section claiming a million fields of one byte each: refused once the fields read pass the limit, with only
+    a little more than the limit in the buffer (the rest of the 16 MiB frame never needed)."""
+    fields = b"".join(uvarint(i % 100) + uvarint(1) + b"x" for i in range(1_000_000))
+    tagged = uvarint(1_000_000) + fields
+    data = frame(METADATA_V12, b"c", tagged, size=16 << 20)[:70_000]
+    with pytest.raises(ProtocolError, match="request.header.max.bytes 65536"):
+        parse_request_header(data, 32 << 20)
+
+
+def test_a_header_that_has_not_all_arrived_and_is_under_the_limit_waits():
+    tagged = uvarint(1) + uvarint(0) + uvarint(500) + b"t" * 500
+    data = frame(METADATA_V12, b"c", tagged)
+    with pytest.raises(Incomplete):
+        parse_request_header(data[:200], 1 << 20, max_header=1024)
