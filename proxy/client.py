@@ -103,6 +103,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         if ctx.sasl:  # until the broker accepts an authentication, frames are bounded as Kafka bounds them
             self.session.request_limit = min(ctx.pre_auth_max_bytes, ctx.max_request_bytes)
             self.session.authenticated_limit = ctx.max_request_bytes
+            self.session.awaiting_authentication = True
         self._loop = asyncio.get_running_loop()
         self._api_cache: dict[int, ApiMetrics] = {}
         self.core = ConnectionCore(

@@ -79,9 +79,7 @@ class RequestPath:
     def on_frame(self, header: RequestHeader, frame: bytearray) -> None:
         """A buffered request is complete: its plan decides the outcome."""
         if header.raw:
-            sasl = self._session.sasl
-            sasl.raw_request_seen()
-            sasl.client_token(bytes(frame[4:]))
+            self._session.sasl.raw_request(bytes(frame[4:]))
             self._forward(frame)
             return
         plan, self._plan = self._plan, PASS

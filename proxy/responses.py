@@ -96,10 +96,8 @@ class ResponsePath:
         """A response the proxy decodes: rewritten, its throttle merged and acted on."""
         if header.raw:
             session = self._session
-            session.sasl.raw_response_seen()
-            principal = session.sasl.server_token(bytes(frame[4:]))
-            if principal is not None:
-                session.authenticated(principal)
+            if session.sasl.raw_response(bytes(frame[4:])):
+                session.authenticated(session.sasl.principal)
             self.send(bytes(frame))
             return
         entry = self._current

@@ -2,7 +2,7 @@
 
 The proxy forwards SaslHandshake and SaslAuthenticate (and, after SaslHandshake v0, the raw tokens that follow
 without Kafka headers) unchanged; it only reads them. A principal is learnt from the client's token and takes effect
-only when the broker's answer says the authentication succeeded:
+only when the broker's answer to that token says the authentication succeeded:
 
 - PLAIN: ``authzid \\0 user \\0 password`` gives ``user`` (Kafka accepts an authzid only when it equals the user);
   the password is never kept, logged or counted.
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections import deque
 
 from proxy.codec.errors import ProtocolError
 
@@ -32,77 +33,87 @@ MAX_NAME = 1024  # a principal name longer than this is not believed (it names a
 
 
 class SaslExchange:
-    """One connection's SASL state, fed with the tokens both sides send."""
+    """One connection's SASL state, moved only by the broker's answers.
 
-    __slots__ = ("mechanism", "raw_requests", "raw_responses", "_pending", "_server_tokens", "principal")
+    Each client token is judged together with the broker's answer to that very token: SaslAuthenticate's token is
+    carried by the request's own plan to its own response, raw tokens (after SaslHandshake v0) wait in arrival order
+    for theirs. A token the broker has not yet answered, or answered with an error, names nobody; a token sent after
+    a success (pipelined, or refused by the broker as ILLEGAL_SASL_STATE) changes nothing. The mechanism is the one
+    of the last SaslHandshake the broker accepted."""
+
+    __slots__ = ("mechanism", "raw_requests", "raw_responses", "_raw_tokens", "_first_user", "principal", "complete")
 
     def __init__(self) -> None:
-        self.mechanism: str | None = None
+        self.mechanism: str | None = None  # of the last SaslHandshake the broker accepted
         self.raw_requests = 0  # raw token frames still to come from the client (after SaslHandshake v0)
         self.raw_responses = 0  # raw token frames still to come from the broker
-        self._pending: str | None = None  # the user the client's token names, until the broker says yes
-        self._server_tokens = 0
+        self._raw_tokens: deque[bytes] = deque()  # raw client tokens not yet answered, oldest first
+        self._first_user: str | None = None  # SCRAM: the user of a client-first message the broker went on with
         self.principal: str | None = None  # the last principal the broker accepted
+        self.complete = False  # the broker has accepted an authentication on this connection
 
     # -- the handshake ------------------------------------------------------------------------------------------
 
-    def handshake(self, mechanism: str) -> None:
-        """A SaslHandshake request (a new authentication, or a re-authentication)."""
-        self.mechanism = mechanism
-        self._pending = None
-        self._server_tokens = 0
-
-    def handshake_answered(self, version: int, error_code: int) -> None:
-        """The broker answered the handshake: after a successful v0, raw tokens follow in both directions."""
-        if error_code != 0 or version > 0:
+    def handshake_answered(self, mechanism: str, version: int, error_code: int) -> None:
+        """The broker answered a SaslHandshake for ``mechanism`` (a new authentication, or a re-authentication):
+        only an accepted one sets the mechanism; after an accepted v0, raw tokens follow in both directions."""
+        self._first_user = None
+        if error_code != 0:
             return
-        exchanges = RAW_EXCHANGES.get(self.mechanism or "")
+        self.mechanism = mechanism
+        if version > 0:
+            return
+        exchanges = RAW_EXCHANGES.get(mechanism)
         if exchanges is None:
-            raise ProtocolError(f"SaslHandshake v0 with mechanism {self.mechanism!r}: the proxy cannot follow its raw "
+            raise ProtocolError(f"SaslHandshake v0 with mechanism {mechanism!r}: the proxy cannot follow its raw "
                                 "tokens; use SaslHandshake v1 (every Kafka client since 1.0)")
         self.raw_requests = self.raw_responses = exchanges
 
     # -- tokens ---------------------------------------------------------------------------------------------------
 
-    def client_token(self, token: bytes) -> None:
-        """What the client sent (SaslAuthenticate auth_bytes, or a raw token)."""
-        mechanism = self.mechanism
-        if mechanism == PLAIN:
-            self._pending = plain_user(token)
-        elif mechanism in SCRAM:
-            if self._pending is None:  # the client-first message; the client-final one says nothing more
-                self._pending = scram_user(token)
-        elif mechanism == OAUTHBEARER:
-            if self._pending is None:
-                self._pending = oauthbearer_subject(token)
-
-    def server_token(self, token: bytes, ok: bool = True) -> str | None:
-        """What the broker answered (``ok``: SaslAuthenticate's error_code was 0; raw tokens have no error code).
-        Returns the principal when this answer completes a successful authentication, else None."""
-        self._server_tokens += 1
+    def answered(self, client: bytes, server: bytes, ok: bool) -> bool:
+        """The broker answered the client token ``client`` with ``server`` (``ok``: SaslAuthenticate's error_code
+        was 0; raw tokens have none). Returns True when this answer completes a successful authentication; the
+        principal it names (None when the mechanism is one the proxy cannot read, e.g. GSSAPI) is then
+        :attr:`principal`."""
         if not ok:
-            self._pending = None
-            return None
+            self._first_user = None
+            return False
         mechanism = self.mechanism
-        done = False
-        if mechanism in (PLAIN, OAUTHBEARER):
-            done = True if mechanism == PLAIN else not token  # OAUTHBEARER: an error is a JSON token, success empty
+        user: str | None = None
+        if mechanism == PLAIN:
+            user = plain_user(client)
+        elif mechanism == OAUTHBEARER:
+            if server:  # an error, as a JSON challenge; the client's next token is a bare kvsep, then failure
+                return False
+            user = oauthbearer_subject(client)
         elif mechanism in SCRAM:
-            done = token.startswith(b"v=")  # the server-final message; "e=..." is an error
-        if done and self._pending:
-            self.principal, self._pending = self._pending, None
-            return self.principal
-        return None
+            if server.startswith(b"r="):  # the server-first message: the client-first one named the user
+                self._first_user = scram_user(client)
+                return False
+            if not server.startswith(b"v=") or self._first_user is None:  # "e=...", or a final with no first
+                self._first_user = None
+                return False
+            user, self._first_user = self._first_user, None
+        elif mechanism is None:
+            return False  # no accepted handshake: nothing was authenticated
+        self.principal = user
+        self.complete = True
+        return True
 
-    def raw_request_seen(self) -> None:
+    def raw_request(self, token: bytes) -> None:
+        """A raw client token (after SaslHandshake v0), answered later by the next raw response."""
         if self.raw_requests <= 0:
             raise ProtocolError("a raw SASL token with no SaslHandshake v0 exchange open")
         self.raw_requests -= 1
+        self._raw_tokens.append(token)
 
-    def raw_response_seen(self) -> None:
-        if self.raw_responses <= 0:
+    def raw_response(self, token: bytes) -> bool:
+        """The broker's raw answer to the oldest raw client token not yet answered; see :meth:`answered`."""
+        if self.raw_responses <= 0 or not self._raw_tokens:
             raise ProtocolError("a raw SASL response with no SaslHandshake v0 exchange open")
         self.raw_responses -= 1
+        return self.answered(self._raw_tokens.popleft(), token, ok=True)
 
 
 def _name(text: str) -> str | None:

@@ -1,7 +1,10 @@
 """A scripted Kafka broker that authenticates with SASL PLAIN and SCRAM-SHA-256 (RFC 5802, server side), for the
 SASL tests: Tansu's SASL cannot be used with memory storage. It answers ApiVersions, SaslHandshake v0/v1 (v0 then
 takes raw tokens), SaslAuthenticate, Metadata (itself as the one broker, advertised at the proxy's address, one
-partition per topic asked for) and Produce; a failed authentication closes the connection, as Kafka does."""
+partition per topic asked for) and Produce. As Kafka's SaslServerAuthenticator and KafkaApis do: a failed
+authentication closes the connection; before an authentication succeeds, any request other than ApiVersions,
+SaslHandshake and SaslAuthenticate closes it; after one has, SaslAuthenticate is answered ILLEGAL_SASL_STATE (34)
+and the connection stays open. Every request header it reads is kept in ``seen`` (API keys, in order)."""
 
 from __future__ import annotations
 
@@ -66,6 +69,7 @@ class SaslBroker(ScriptedBroker):
         self.users = users
         self.advertised_port = 0  # set to the proxy's port once known
         self.authenticated: list[str] = []
+        self.seen: list[int] = []
 
     def _authenticate(self, mechanism: str, token: bytes, state: dict) -> tuple[bytes, bool | None]:
         if mechanism == "PLAIN":
@@ -73,11 +77,13 @@ class SaslBroker(ScriptedBroker):
             ok = self.users.get(user.decode()) == password.decode()
             if ok:
                 self.authenticated.append(user.decode())
+                state["done"] = True
             return b"", ok
         scram = state.setdefault("scram", Scram(self.users))
         message, ok = scram.next(token)
         if ok:
             self.authenticated.append(scram.user)
+            state["done"] = True
         return message, ok
 
     def _serve(self, conn: socket.socket) -> None:
@@ -98,6 +104,9 @@ class SaslBroker(ScriptedBroker):
                     continue
                 request = size + body
                 header = parse_request_prefix(request, max_size=2**31 - 1)
+                self.seen.append(header.api_key)
+                if header.api_key not in (API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE) and not state.get("done"):
+                    return  # Kafka: only the SASL exchange before authentication
                 if not self._answer(conn, header, request, state) and "raw" in state:
                     raw_mechanism = state.pop("raw")
                 elif state.pop("close", False):
@@ -127,6 +136,10 @@ class SaslBroker(ScriptedBroker):
             if ok and version == 0:
                 state["raw"] = mechanism
                 return False
+        elif header.api_key == SASL_AUTHENTICATE and state.get("done"):
+            msg = new_response(SASL_AUTHENTICATE, version, error_code=34, auth_bytes=b"",
+                               error_message="SaslAuthenticate request received after successful authentication")
+            conn.sendall(response(header, encode_response(SASL_AUTHENTICATE, version, msg)))
         elif header.api_key == SASL_AUTHENTICATE:
             token = decode_request(SASL_AUTHENTICATE, version, body).auth_bytes
             message, ok = self._authenticate(state.get("mechanism"), token, state)

@@ -43,7 +43,14 @@ HANDLERS: dict[int, Handler] = {
 }
 
 
+# What Kafka serves on a SASL listener before an authentication succeeds; anything else closes the connection.
+BEFORE_AUTHENTICATION = frozenset((API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE))
+
+
 def plan_request(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
+    if session.awaiting_authentication and header.api_key not in BEFORE_AUTHENTICATION:
+        raise ProtocolError(f"{api_name(header.api_key)} before SASL authentication completed: only ApiVersions, "
+                            "SaslHandshake and SaslAuthenticate are served until the broker accepts one")
     handler = HANDLERS.get(header.api_key)
     if handler is None and header.api_key not in GUARDED:  # writes that may name an internal topic are checked
         return PASS
@@ -56,5 +63,5 @@ def plan_request(scope: ConnectionScope, session: Session, header: RequestHeader
     return guarded(scope.guard, scope.topic_ids, session, header, plan)
 
 
-__all__ = ["FORWARD_AS_IS", "HANDLERS", "PASS", "AnswerLocally", "Await", "ConnectionScope", "ForwardRequest", "LookUp", "Outcome",
+__all__ = ["BEFORE_AUTHENTICATION", "FORWARD_AS_IS", "HANDLERS", "PASS", "AnswerLocally", "Await", "ConnectionScope", "ForwardRequest", "LookUp", "Outcome",
            "Plan", "Session", "plan_request"]

@@ -125,8 +125,12 @@ class Session:
     sasl: "SaslExchange | None" = None  # the SASL exchange seen on this connection, if any
     request_limit: int = 2**31 - 1  # the largest request frame accepted now (smaller until SASL succeeds)
     authenticated_limit: int = 2**31 - 1  # ... and once it has
+    awaiting_authentication: bool = False  # a SASL listener before the broker accepted an authentication
 
-    def authenticated(self, principal: str) -> None:
-        """The broker accepted a SASL authentication (or re-authentication) as ``principal``."""
-        self.user = principal
+    def authenticated(self, principal: str | None) -> None:
+        """The broker accepted a SASL authentication (or re-authentication) as ``principal`` (None: a mechanism
+        whose tokens the proxy cannot read, e.g. GSSAPI; the connection keeps the principal it had)."""
+        if principal is not None:
+            self.user = principal
         self.request_limit = self.authenticated_limit
+        self.awaiting_authentication = False

@@ -19,13 +19,14 @@ def exchange(session: Session) -> SaslExchange:
 def plan_handshake(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
     version = header.api_version
     sasl = exchange(session)
+    asked: list[str] = []  # the mechanism this request asks for, carried to this request's own answer
 
     def decide(body: memoryview):
-        sasl.handshake(decode_request(SASL_HANDSHAKE, version, body).mechanism)
+        asked.append(decode_request(SASL_HANDSHAKE, version, body).mechanism)
         return FORWARD_AS_IS
 
     def answered(body: memoryview) -> None:
-        sasl.handshake_answered(version, decode_response(SASL_HANDSHAKE, version, body).error_code)
+        sasl.handshake_answered(asked[0], version, decode_response(SASL_HANDSHAKE, version, body).error_code)
         return None  # the answer goes back unchanged
 
     return Plan(action=BUFFER, decide=decide, rewrite=answered)
@@ -34,16 +35,16 @@ def plan_handshake(scope: ConnectionScope, session: Session, header: RequestHead
 def plan_authenticate(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
     version = header.api_version
     sasl = exchange(session)
+    token: list[bytes] = []  # this request's token, judged only with this request's own answer
 
     def decide(body: memoryview):
-        sasl.client_token(bytes(decode_request(SASL_AUTHENTICATE, version, body).auth_bytes or b""))
+        token.append(bytes(decode_request(SASL_AUTHENTICATE, version, body).auth_bytes or b""))
         return FORWARD_AS_IS
 
     def answered(body: memoryview) -> None:
         msg = decode_response(SASL_AUTHENTICATE, version, body)
-        principal = sasl.server_token(bytes(msg.auth_bytes or b""), ok=msg.error_code == 0)
-        if principal is not None:
-            session.authenticated(principal)
+        if sasl.answered(token[0], bytes(msg.auth_bytes or b""), ok=msg.error_code == 0):
+            session.authenticated(sasl.principal)
         return None
 
     return Plan(action=BUFFER, decide=decide, rewrite=answered)

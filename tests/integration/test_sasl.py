@@ -122,3 +122,64 @@ def test_a_refused_authentication_teaches_nothing(cluster):
         assert refused.error_code == 58  # SASL_AUTHENTICATION_FAILED, then the broker closes
         assert users_of(proxy) <= {"ANONYMOUS"}
     assert "alice" not in broker.authenticated
+
+
+def sasl_request(api_key: int, version: int, correlation_id: int, **fields) -> bytes:
+    body = encode_request(api_key, version, new_request(api_key, version, **fields))
+    return frame(encode_request_header(api_key, version, correlation_id, "mallory") + body)
+
+
+def test_a_token_pipelined_after_a_success_never_changes_the_principal(cluster):
+    """One write: SaslHandshake(PLAIN), SaslAuthenticate(alice, right password), SaslAuthenticate(bob, wrong
+    password). The broker accepts alice and answers the third ILLEGAL_SASL_STATE, leaving the connection open; the
+    connection's principal is alice (before the fix the proxy took bob's token over, before either answer)."""
+    proxy, broker = cluster
+    with raw.connect(proxy.port) as sock:
+        sock.sendall(sasl_request(SASL_HANDSHAKE, 1, 1, mechanism="PLAIN")
+                     + sasl_request(SASL_AUTHENTICATE, 2, 2, auth_bytes=b"\x00alice\x00" + USERS["alice"].encode())
+                     + sasl_request(SASL_AUTHENTICATE, 2, 3, auth_bytes=b"\x00bob\x00wrong"))
+        answers = [read_frame(sock) for _ in range(3)]
+        assert [struct.unpack_from(">i", a)[0] for a in answers] == [1, 2, 3]
+        codes = [struct.unpack_from(">h", a, 5)[0] for a in answers[1:]]  # header v1: id, empty tagged fields
+        assert codes == [0, 34]
+        assert users_of(proxy) == {"alice"}
+        assert raw.exchange(sock, API_VERSIONS, 0, correlation_id=4).error_code == 0  # still open
+    assert broker.authenticated == ["alice"]
+
+
+@pytest.mark.parametrize("api", ["DescribeClientQuotas", "Metadata"])
+def test_requests_before_authentication_close_the_connection(cluster, api):
+    """Before the broker accepts an authentication only ApiVersions, SaslHandshake and SaslAuthenticate are
+    served, as Kafka serves them: anything else closes the connection without reaching the broker or being answered
+    by the proxy (before the fix the proxy answered DescribeClientQuotas with every user's quota)."""
+    from proxy.codec.apis import DESCRIBE_CLIENT_QUOTAS, METADATA
+
+    proxy, broker = cluster
+    request = {"DescribeClientQuotas": sasl_request(DESCRIBE_CLIENT_QUOTAS, 1, 2, components=[], strict=False),
+               "Metadata": sasl_request(METADATA, 12, 2, topics=None)}[api]
+    with raw.connect(proxy.port) as sock:
+        assert raw.exchange(sock, API_VERSIONS, 0, correlation_id=1).error_code == 0
+        assert raw.exchange(sock, SASL_HANDSHAKE, 1, correlation_id=1, mechanism="PLAIN").error_code == 0
+        sock.sendall(request)
+        sock.settimeout(5)
+        try:
+            assert sock.recv(100) == b""
+        except ConnectionResetError:
+            pass
+    assert set(broker.seen) == {API_VERSIONS, SASL_HANDSHAKE}
+    deadline = time.monotonic() + 5  # counted as the client's protocol error (logged once per address per 10 s)
+    while proxy.metric("kafka_quota_proxy_frame_errors_total", listener="PLAINTEXT", direction="request") < 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+
+
+def test_requests_after_authentication_are_served(cluster):
+    from proxy.codec.apis import METADATA
+
+    proxy, broker = cluster
+    with raw.connect(proxy.port) as sock:
+        assert raw.exchange(sock, SASL_HANDSHAKE, 1, correlation_id=1, mechanism="PLAIN").error_code == 0
+        token = b"\x00alice\x00" + USERS["alice"].encode()
+        assert raw.exchange(sock, SASL_AUTHENTICATE, 2, correlation_id=2, auth_bytes=token).error_code == 0
+        assert raw.exchange(sock, METADATA, 12, correlation_id=3, topics=None).brokers
+    assert METADATA in broker.seen

@@ -30,28 +30,73 @@ def test_token_parsers():
 
 def test_the_principal_is_taken_only_when_the_broker_accepts():
     sasl = SaslExchange()
-    sasl.handshake("SCRAM-SHA-256")
-    sasl.client_token(b"n,,n=bob,r=abc")
-    assert sasl.server_token(b"r=abcdef,s=c2FsdA==,i=4096") is None  # server-first: not yet
-    sasl.client_token(b"c=biws,r=abcdef,p=cHJvb2Y=")
-    assert sasl.server_token(b"v=c2lnbmF0dXJl") == "bob"
-    sasl.handshake("PLAIN")  # re-authentication (KIP-368) as someone else
-    sasl.client_token(b"\x00carol\x00pw")
-    assert sasl.server_token(b"", ok=False) is None and sasl.principal == "bob"
-    sasl.handshake("PLAIN")
-    sasl.client_token(b"\x00carol\x00pw")
-    assert sasl.server_token(b"") == "carol"
+    sasl.handshake_answered("SCRAM-SHA-256", 1, 0)
+    assert not sasl.answered(b"n,,n=bob,r=abc", b"r=abcdef,s=c2FsdA==,i=4096", ok=True)  # server-first: not yet
+    assert sasl.answered(b"c=biws,r=abcdef,p=cHJvb2Y=", b"v=c2lnbmF0dXJl", ok=True)
+    assert sasl.principal == "bob" and sasl.complete
+    sasl.handshake_answered("PLAIN", 1, 0)  # re-authentication (KIP-368) as someone else
+    assert not sasl.answered(b"\x00carol\x00pw", b"", ok=False) and sasl.principal == "bob"
+    sasl.handshake_answered("PLAIN", 1, 0)
+    assert sasl.answered(b"\x00carol\x00pw", b"", ok=True) and sasl.principal == "carol"
+
+
+def test_a_token_counts_only_with_its_own_answer():
+    """Mallory authenticates, then pipelines a token naming admin with a wrong password: the broker refuses the
+    second (ILLEGAL_SASL_STATE, or SASL_AUTHENTICATION_FAILED); the principal stays mallory."""
+    sasl = SaslExchange()
+    sasl.handshake_answered("PLAIN", 1, 0)
+    mallory, admin = b"\x00mallory\x00right", b"\x00admin\x00wrong"
+    assert sasl.answered(mallory, b"", ok=True) and sasl.principal == "mallory"
+    assert not sasl.answered(admin, b"", ok=False) and sasl.principal == "mallory"
+
+
+def test_a_refused_handshake_sets_no_mechanism():
+    sasl = SaslExchange()
+    sasl.handshake_answered("GSSAPI", 1, 33)  # UNSUPPORTED_SASL_MECHANISM
+    assert not sasl.answered(b"\x00alice\x00pw", b"", ok=True) and sasl.principal is None and not sasl.complete
+    sasl.handshake_answered("PLAIN", 1, 0)
+    sasl.handshake_answered("SCRAM-SHA-256", 1, 33)  # a refused second handshake leaves PLAIN
+    assert sasl.answered(b"\x00alice\x00pw", b"", ok=True) and sasl.principal == "alice"
+
+
+def test_scram_final_without_an_accepted_first_names_nobody():
+    sasl = SaslExchange()
+    sasl.handshake_answered("SCRAM-SHA-256", 1, 0)
+    assert not sasl.answered(b"n,,n=admin,r=abc", b"", ok=False)  # the first refused
+    assert not sasl.answered(b"c=biws,r=abcdef,p=x", b"v=forged", ok=True)  # a success with no accepted first
+    assert sasl.principal is None and not sasl.complete
+    assert not sasl.answered(b"n,,n=bob,r=abc", b"r=abcdef,s=c2FsdA==,i=4096", ok=True)
+    assert not sasl.answered(b"c=biws,r=abcdef,p=x", b"e=invalid-proof", ok=True)
+    assert sasl.principal is None
+
+
+def test_oauthbearer_error_challenge_names_nobody():
+    sasl = SaslExchange()
+    sasl.handshake_answered("OAUTHBEARER", 1, 0)
+    token = f"n,,\x01auth=Bearer {jwt({'sub': 'svc-etl'})}\x01\x01".encode()
+    assert not sasl.answered(token, b'{"status":"invalid_token"}', ok=True)
+    assert not sasl.answered(b"\x01", b"", ok=False)
+    assert sasl.principal is None
+    assert sasl.answered(token, b"", ok=True) and sasl.principal == "svc-etl"
+
+
+def test_raw_tokens_are_answered_in_order():
+    sasl = SaslExchange()
+    sasl.handshake_answered("SCRAM-SHA-256", 0, 0)
+    sasl.raw_request(b"n,,n=bob,r=abc")
+    sasl.raw_request(b"c=biws,r=abcdef,p=x")  # pipelined before the first answer
+    assert not sasl.raw_response(b"r=abcdef,s=c2FsdA==,i=4096")
+    assert sasl.raw_response(b"v=sig") and sasl.principal == "bob"
+    with pytest.raises(ProtocolError):
+        sasl.raw_response(b"v=again")
 
 
 def test_saslhandshake_v0_opens_raw_exchanges_per_mechanism_and_refuses_gssapi():
     sasl = SaslExchange()
-    sasl.handshake("SCRAM-SHA-512")
-    sasl.handshake_answered(0, 0)
+    sasl.handshake_answered("SCRAM-SHA-512", 0, 0)
     assert (sasl.raw_requests, sasl.raw_responses) == (2, 2)
-    sasl.handshake("PLAIN")
-    sasl.handshake_answered(1, 0)  # v1: SaslAuthenticate follows, no raw tokens
-    sasl.handshake_answered(0, 33)  # refused: no raw tokens either
+    sasl.handshake_answered("PLAIN", 1, 0)  # v1: SaslAuthenticate follows, no raw tokens
+    sasl.handshake_answered("PLAIN", 0, 33)  # refused: no raw tokens either
     assert (sasl.raw_requests, sasl.raw_responses) == (2, 2)
-    sasl.handshake("GSSAPI")
     with pytest.raises(ProtocolError, match="SaslHandshake v1"):
-        sasl.handshake_answered(0, 0)
+        sasl.handshake_answered("GSSAPI", 0, 0)
