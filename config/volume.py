@@ -8,6 +8,9 @@ volume_usage:
   missing_data_action: PAUSE         # or OPEN
   produce_base_rate: 10485760        # bytes/s scaled by the factor where no per-entity produce quota applies
   pause_delay_ms: 1000               # how long a paused produce is held before its retriable error
+  max_record_bytes: 1048576          # a bigger volume-usage record (key + value) is skipped unread
+  max_volumes_per_snapshot: 10000    # a snapshot listing more volumes is skipped
+  metrics_top_volumes: 10            # per-volume metrics for the N volumes nearest their hard limit only
   publisher:                         # present only on sidecars next to a broker
     broker_id: 1
     log_dirs: [/var/lib/kafka/data]
@@ -56,6 +59,9 @@ class VolumeUsageConfig:
     missing_data_action: str = PAUSE
     produce_base_rate: float = 10485760
     pause_delay_ms: int = 1000
+    max_record_bytes: int = 1_048_576
+    max_volumes_per_snapshot: int = 10_000
+    metrics_top_volumes: int = 10
     publisher: PublisherConfig | None = None
     describe_log_dirs: LogDirsConfig | None = None
 
@@ -66,6 +72,10 @@ def _number(raw: Any, path: str, minimum: float, integer: bool = False) -> float
     if raw < minimum:
         raise ConfigError(path, f"must be at least {minimum:g}, got {raw!r}")
     return int(raw) if integer else float(raw)
+
+
+def _integer(m: dict, key: str, path: str, defaults: VolumeUsageConfig, minimum: int) -> int:
+    return int(_number(m.get(key, getattr(defaults, key)), f"{path}.{key}", minimum, integer=True))
 
 
 def _limit(raw: Any, path: str) -> Limit:
@@ -82,7 +92,8 @@ def parse_volume_usage(raw: Any, path: str) -> VolumeUsageConfig | None:
     if raw is None:
         return None
     m = mapping_with(raw, path, {"source", "topic", "freshness_seconds", "missing_data_action", "produce_base_rate",
-                          "pause_delay_ms", "publisher", "describe_log_dirs"})
+                          "pause_delay_ms", "max_record_bytes", "max_volumes_per_snapshot", "metrics_top_volumes",
+                          "publisher", "describe_log_dirs"})
     defaults = VolumeUsageConfig()
     source = m.get("source", defaults.source)
     if source not in SOURCES:
@@ -129,4 +140,7 @@ def parse_volume_usage(raw: Any, path: str) -> VolumeUsageConfig | None:
         produce_base_rate=_number(m.get("produce_base_rate", defaults.produce_base_rate), f"{path}.produce_base_rate", 1),
         pause_delay_ms=int(_number(m.get("pause_delay_ms", defaults.pause_delay_ms), f"{path}.pause_delay_ms", 0,
                                    integer=True)),
+        max_record_bytes=_integer(m, "max_record_bytes", path, defaults, 1024),
+        max_volumes_per_snapshot=_integer(m, "max_volumes_per_snapshot", path, defaults, 1),
+        metrics_top_volumes=_integer(m, "metrics_top_volumes", path, defaults, 0),
         publisher=publisher, describe_log_dirs=log_dirs)
