@@ -28,6 +28,7 @@ from quota.entity import CONSUMER_BYTE_RATE, DEFAULT, PRODUCER_BYTE_RATE, QuotaT
 from quota.mutation import ControllerMutationQuotaManager
 from quota.producer_ids import ProducerIdQuotaManager
 from quota.rate import QuotaWindow
+from quota.volume import SKIP_REASONS
 
 OTHER = "__other__"
 MAX_LABEL = 128  # characters of a client-chosen label value (client id, user) in /metrics
@@ -209,7 +210,9 @@ class QuotaMetricsCollector(Collector):
             yield "volume_usage", self._quotas.volume.produce
 
     def _volume_metrics(self, volume) -> Iterator:
-        """Cluster volume usage: state, factor, per-volume usage and breaches, snapshot ages, fallback."""
+        """Cluster volume usage: state, factor, snapshot ages, fallback, aggregates over every fresh volume, and
+        per-volume series for the ``metrics_top_volumes`` volumes nearest their hard limit only (bounded whatever
+        a snapshot lists)."""
         name = "kafka_quota_proxy_volume"
         state = volume.state
         states = GaugeMetricFamily(f"{name}_state", "1 for the current produce state (OPEN, THROTTLE, PAUSE).",
@@ -224,23 +227,44 @@ class QuotaMetricsCollector(Collector):
             missing.add_metric([str(broker)], 1.0)
         age = GaugeMetricFamily(f"{name}_snapshot_age_seconds", "Age of each broker's latest snapshot.",
                                 labels=["broker"])
-        for broker, ms in state.snapshot_age_ms.items():
-            age.add_metric([str(broker)], ms / 1000.0)
+        now_ms = volume.wall.now_ms()
+        for broker, at_ms in state.snapshot_at_ms.items():
+            age.add_metric([str(broker)], (now_ms - at_ms) / 1000.0)
+        count = GaugeMetricFamily(f"{name}_volumes", "Volumes in the brokers' fresh snapshots.")
+        count.add_metric([], state.volume_count)
+        ratio = GaugeMetricFamily(f"{name}_max_usage_ratio", "Used / capacity of the fullest volume in the fresh "
+                                  "snapshots (0 to 1).")
+        ratio.add_metric([], state.max_usage_ratio)
+        breached = GaugeMetricFamily(f"{name}_breached_volumes", "Volumes of the fresh snapshots past their soft "
+                                     "limit (those past the hard limit included) or their hard limit.",
+                                     labels=["limit"])
+        breached.add_metric(["soft"], state.soft_breaches)
+        breached.add_metric(["hard"], state.hard_breaches)
         labels = ["broker", "volume"]
-        used = GaugeMetricFamily(f"{name}_used_bytes", "Bytes used on the volume (latest fresh snapshot).", labels=labels)
-        free = GaugeMetricFamily(f"{name}_free_bytes", "Bytes free on the volume (latest fresh snapshot).", labels=labels)
-        breach = GaugeMetricFamily(f"{name}_limit_breached", "1 when the volume is past its soft or hard limit.",
-                                   labels=labels + ["limit"])
-        for r in state.volumes:
-            tags = [str(r.broker_id), r.name]
+        nearest = "; only the volumes nearest their hard limit (volume_usage.metrics_top_volumes)."
+        used = GaugeMetricFamily(f"{name}_used_bytes", "Bytes used on the volume (latest fresh snapshot)" + nearest,
+                                 labels=labels)
+        free = GaugeMetricFamily(f"{name}_free_bytes", "Bytes free on the volume (latest fresh snapshot)" + nearest,
+                                 labels=labels)
+        breach = GaugeMetricFamily(f"{name}_limit_breached", "1 when the volume is past its soft or hard limit"
+                                   + nearest, labels=labels + ["limit"])
+        for r in state.nearest:
+            tags = [str(r.broker_id), label(r.name)]
             used.add_metric(tags, r.consumed)
             free.add_metric(tags, r.capacity - r.consumed)
             for limit in ("soft", "hard"):
                 breach.add_metric(tags + [limit], 1.0 if r.breach == limit or (limit == "soft" and r.breach == "hard")
                                   else 0.0)
-        bad = CounterMetricFamily(f"{name}_bad_records", "Volume-usage records skipped because they could not be used.")
-        bad.add_metric([], volume.bad_records)
-        yield from (states, factor, missing, age, used, free, breach, bad)
+        bad = CounterMetricFamily(f"{name}_bad_records", "Volume-usage records not taken, by reason: too_large "
+                                  "(past max_record_bytes, not decoded), too_many_volumes (past "
+                                  "max_volumes_per_snapshot), invalid, not_verified; the broker's last good "
+                                  "snapshot stays.", labels=["reason"])
+        for reason in SKIP_REASONS:
+            bad.add_metric([reason], volume.skipped.get(reason, 0))
+        evaluations = CounterMetricFamily(f"{name}_evaluations", "Times the cluster's volume state was evaluated "
+                                          "(a snapshot taken, the live brokers changed, a snapshot went stale).")
+        evaluations.add_metric([], volume.evaluations)
+        yield from (states, factor, missing, age, count, ratio, breached, used, free, breach, bad, evaluations)
 
     def _producer_id_metrics(self) -> Iterator:
         """KIP-936's ProducerIds metrics (rate, tokens, throttle-time) per user, and the cache's size."""

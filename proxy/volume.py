@@ -18,6 +18,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from config.volume import VolumeUsageConfig
 from proxy.tasks import stop_client
@@ -26,11 +27,14 @@ from quota.entity import PRODUCER_BYTE_RATE, QuotaTable
 from quota.rate import QuotaWindow
 from proxy.following import CALL_TIMEOUT_S, CHECK_S, TopicReader
 from proxy.logs import LogLimiter
-from quota.volume import (BAD, INITIAL, PAUSE, TAKE, THROTTLE, Snapshot, SnapshotError, Verdict, Volume, VolumeState,
-                          evaluate, judge, parse_snapshot)
+from quota.volume import (BAD, INITIAL, PAUSE, TAKE, THROTTLE, Bounds, BrokerUsage, Snapshot, SnapshotError,
+                          TooManyVolumes, Verdict, Volume, VolumeState, evaluate, judge, parse_snapshot, summarize)
 
 log = logging.getLogger("kafka_quota_proxy.volume")
 BAD_RECORD_LOG = LogLimiter()  # one line per kind of bad record per 10 s, whatever a writer floods the topic with
+
+RECHECK_S = 10.0  # the staleness timer's longest sleep (a check, not an evaluation)
+INLINE_RECORD_BYTES = 64 * 1024  # records bigger than this are read in a worker thread
 
 NOT_ENOUGH_REPLICAS = 19  # retriable in every client; never reaches the log: the request is not forwarded
 
@@ -51,21 +55,48 @@ def scaled_produce_table(quotas: QuotaTable, factor: float, base_rate: float) ->
     return QuotaTable.from_values(values)
 
 
+@dataclass(frozen=True, slots=True)
+class ReadRecord:
+    """A volume-usage record read and reduced (:func:`read_record`), not yet judged: its snapshot (None: a
+    tombstone) and that snapshot's summary, or why it cannot be used."""
+
+    snapshot: Snapshot | None = None
+    usage: BrokerUsage | None = None
+    error: SnapshotError | None = None
+
+
+def read_record(key: bytes | None, value: bytes | None, bounds: Bounds, top: int) -> ReadRecord:
+    """Parse (bounded before decoding) and summarize one record. Touches nothing shared, so a big record can be
+    read in a worker thread while the event loop goes on serving clients."""
+    try:
+        snapshot = parse_snapshot(key, value, bounds)
+    except SnapshotError as exc:
+        return ReadRecord(error=exc)
+    return ReadRecord(snapshot, None if snapshot is None or not snapshot.volumes else summarize(snapshot, top))
+
+
 class VolumeThrottle:
-    """What Produce consults: ``state`` (OPEN, THROTTLE, PAUSE) and ``produce``, the scaled byte-rate manager."""
+    """What Produce consults: ``state`` (OPEN, THROTTLE, PAUSE) and ``produce``, the scaled byte-rate manager.
+
+    The state is evaluated when what it depends on changes (a snapshot taken, the live brokers) and when a fresh
+    snapshot goes stale (``due_in_ms``, :meth:`evaluate_if_due`), never on a timer for nothing; each evaluation
+    costs O(brokers x metrics_top_volumes), whatever the snapshots' sizes."""
 
     def __init__(self, config: VolumeUsageConfig, quotas: QuotaTable, clock, window: QuotaWindow,
                  mute_max_ms: int, wall=None) -> None:
         self.config = config
         self.clock = clock  # the quota windows' (monotonic) clock
         self.wall = wall or clock  # what snapshots are dated with and judged against (wall time; a fake in tests)
+        self.bounds = Bounds(config.max_record_bytes, config.max_volumes_per_snapshot)
         self._quotas = quotas
-        self.snapshots: dict[int, Snapshot] = {}
+        self.snapshots: dict[int, BrokerUsage] = {}  # each broker's latest snapshot taken, summarized
         self.live_brokers: set[int] | None = None
         self.state: VolumeState = INITIAL
         self.produce = ClientQuotaManager(scaled_produce_table(quotas, 1.0, config.produce_base_rate),
                                           PRODUCER_BYTE_RATE, clock, window, mute_max_ms)
-        self.bad_records = 0
+        self.skipped: dict[str, int] = {}  # records not taken, by reason (quota.volume's fixed set)
+        self.evaluations = 0
+        self.on_evaluated: Callable[[], None] = lambda: None  # the timer re-arms on it
         self.evaluate()
 
     @property
@@ -76,33 +107,48 @@ class VolumeThrottle:
     def throttling(self) -> bool:
         return self.state.state == THROTTLE
 
+    @property
+    def bad_records(self) -> int:
+        return sum(self.skipped.values())
+
     def update_quotas(self, quotas: QuotaTable) -> None:
         self._quotas = quotas
         self._rescale()
 
+    def read(self, key: bytes | None, value: bytes | None) -> ReadRecord:
+        return read_record(key, value, self.bounds, self.config.metrics_top_volumes)
+
     def record(self, key: bytes | None, value: bytes | None) -> None:
-        """One record of the volume-usage topic, judged (:func:`quota.volume.judge`) before it is taken: one that
-        cannot be used or cannot be verified is counted and logged (rate-limited, truncated), and the broker's last
-        good snapshot stays."""
-        try:
-            snapshot = parse_snapshot(key, value)
-            verdict = judge(snapshot, self.snapshots, self.live_brokers, self.wall.now_ms())
-        except SnapshotError as exc:
-            verdict = Verdict(BAD, str(exc))
+        """One record of the volume-usage topic, read and taken at once."""
+        self.take(key, self.read(key, value))
+
+    def take(self, key: bytes | None, read: ReadRecord) -> None:
+        """A record read (:meth:`read`), judged (:func:`quota.volume.judge`) before it is taken: one that cannot
+        be used or cannot be verified is counted by reason and logged (rate-limited per reason, one bounded line),
+        and the broker's last good snapshot stays."""
+        if read.error is not None:
+            verdict = Verdict(BAD, str(read.error), read.error.reason)
+        else:
+            verdict = judge(read.snapshot, self.snapshots, self.live_brokers, self.wall.now_ms())
         if verdict.action != TAKE:
-            self.bad_records += 1
-            suppressed = BAD_RECORD_LOG.allow("volume-usage", verdict.action, time.monotonic())
+            self.skipped[verdict.label] = self.skipped.get(verdict.label, 0) + 1
+            suppressed = BAD_RECORD_LOG.allow("volume-usage", verdict.label, time.monotonic())
             if suppressed is not None:
                 log.warning("volume usage record %s (key %s; the broker's last good snapshot stays): %s%s",
-                            "skipped" if verdict.action == BAD else "not taken", repr(key)[:60],
+                            "skipped" if verdict.action == BAD else "not taken", repr((key or b"")[:40]),
                             verdict.reason[:300], f" ({suppressed} more since the last line)" if suppressed else "")
             return
-        self.snapshots[snapshot.broker_id] = snapshot
+        self.snapshots[read.usage.broker_id] = read.usage
         self.evaluate()
 
     def accept(self, snapshot: Snapshot) -> None:
-        """A snapshot the proxy made itself (DescribeLogDirs)."""
-        self.snapshots[snapshot.broker_id] = snapshot
+        """A snapshot the proxy made itself (DescribeLogDirs); bounded as a record is."""
+        if len(snapshot.volumes) > self.bounds.max_volumes_per_snapshot:
+            error = TooManyVolumes(f"broker {snapshot.broker_id}: {len(snapshot.volumes)} log dirs, more than "
+                                   f"max_volumes_per_snapshot ({self.bounds.max_volumes_per_snapshot})")
+            self.take(None, ReadRecord(error=error))
+            return
+        self.snapshots[snapshot.broker_id] = summarize(snapshot, self.config.metrics_top_volumes)
         self.evaluate()
 
     def brokers(self, live: set[int]) -> None:
@@ -110,16 +156,28 @@ class VolumeThrottle:
             self.live_brokers = set(live)
             self.evaluate()
 
+    def due_in_ms(self) -> int | None:
+        """How long until the state must be evaluated again (a fresh snapshot goes stale); None: never by time."""
+        due = self.state.next_evaluation_ms
+        return None if due is None else max(0, due - self.wall.now_ms())
+
+    def evaluate_if_due(self) -> None:
+        if self.due_in_ms() == 0:
+            self.evaluate()
+
     def evaluate(self) -> VolumeState:
         before = self.state
+        self.evaluations += 1
         self.state = evaluate(self.snapshots, self.live_brokers, self.wall.now_ms(),
-                              int(self.config.freshness_seconds * 1000), self.config.missing_data_action)
+                              int(self.config.freshness_seconds * 1000), self.config.missing_data_action,
+                              self.config.metrics_top_volumes)
         if self.state.state != before.state:
             log.warning("volume usage: %s -> %s (factor %.2f%s)", before.state, self.state.state, self.state.factor,
-                        f", no fresh data from brokers {list(self.state.missing_data)}" if self.state.missing_data
-                        else "")
+                        f", no fresh data from brokers {list(self.state.missing_data)[:20]}"
+                        if self.state.missing_data else "")
         if self.state.factor != before.factor:
             self._rescale()
+        self.on_evaluated()
         return self.state
 
     def _rescale(self) -> None:
@@ -208,17 +266,34 @@ class VolumePublisher:
 
 
 class _Evaluating:
-    """A volume-usage source: its own tasks, plus re-evaluating freshness every second (snapshots age even when
-    nothing arrives)."""
+    """A volume-usage source: its own tasks, plus a timer that evaluates the state when a fresh snapshot goes stale
+    (snapshots age even when nothing arrives), re-armed by every evaluation."""
 
     security: dict = {}  # aiokafka's security_protocol/ssl_context when the brokers speak TLS (set by the app)
     throttle: VolumeThrottle
     _tasks: list
 
     async def _tick(self) -> None:
+        rearm = asyncio.Event()
+        self.throttle.on_evaluated = rearm.set
         while True:
-            await asyncio.sleep(1.0)
-            self.throttle.evaluate()
+            rearm.clear()
+            due_ms = self.throttle.due_in_ms()
+            # re-checked at least every RECHECK_S (cheap: no evaluation unless due), should the wall clock jump
+            timeout = RECHECK_S if due_ms is None else min(RECHECK_S, due_ms / 1000.0)
+            try:
+                await asyncio.wait_for(rearm.wait(), timeout)
+            except asyncio.TimeoutError:
+                self.throttle.evaluate_if_due()
+
+    async def _take(self, key: bytes | None, value: bytes | None) -> None:
+        """A record of the topic: a big one is read in a worker thread (the loop serves clients meanwhile), records
+        are still taken one at a time, in order."""
+        if len(key or b"") + len(value or b"") > INLINE_RECORD_BYTES:
+            read = await asyncio.to_thread(self.throttle.read, key, value)
+        else:
+            read = self.throttle.read(key, value)
+        self.throttle.take(key, read)
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -231,7 +306,7 @@ class _Evaluating:
 
 
 class VolumeFollower(_Evaluating):
-    """Reads the volume-usage topic from the beginning and follows it; re-evaluates freshness every second."""
+    """Reads the volume-usage topic from the beginning and follows it."""
 
     def __init__(self, throttle: VolumeThrottle, bootstrap: str) -> None:
         self.throttle = throttle
@@ -266,7 +341,7 @@ class VolumeFollower(_Evaluating):
                     self._learn_brokers(consumer)
                     for records in batches.values():
                         for record in records:
-                            self.throttle.record(record.key, record.value)
+                            await self._take(record.key, record.value)
                     if time.monotonic() >= next_check:
                         why = await reader.changed()
                         if why is not None:  # the last snapshots stay (they go stale); the new topic is read whole

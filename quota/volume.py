@@ -12,10 +12,17 @@ broker id). From the snapshots of the live brokers, :func:`evaluate` decides one
 - a live broker with no snapshot fresher than ``freshness_seconds``: the configured fallback, PAUSE or OPEN,
   with ``missing_data`` set so the metric says why.
 
+A record is bounded before it is read: past ``max_record_bytes`` it is not decoded at all, and a snapshot
+listing more than ``max_volumes_per_snapshot`` volumes is refused before any volume is built (:class:`Bounds`).
 Before a record is taken, :func:`judge` checks what can be verified: a date no further in the future than
 :data:`CLOCK_SKEW_MS`, a broker id the cluster's metadata lists, at least one volume. A tombstone proves nothing
 about a disk, so it changes nothing: a broker's last good snapshot stays until its own next publication replaces
 it or it goes stale.
+
+A snapshot taken is reduced once (:func:`summarize`) to what the cluster's state needs: its smallest factor, how
+many volumes it has and how full the fullest is, and its ``top`` volumes nearest their hard limit. :func:`evaluate`
+combines these summaries, so its cost grows with the brokers, not with the volumes, and it says when it must run
+again (``next_evaluation_ms``: the moment the next fresh snapshot goes stale); nothing else changes the state.
 
 The proxy applies the factor to produce traffic only: it scales the produce byte quota (a base rate where no
 per-entity quota applies), and PAUSE stops produce requests from reaching the broker.
@@ -23,6 +30,7 @@ per-entity quota applies), and PAUSE stops produce requests from reaching the br
 
 from __future__ import annotations
 
+import heapq
 import json
 from dataclasses import dataclass
 from datetime import datetime
@@ -37,10 +45,35 @@ CLOCK_SKEW_MS = 30_000
 MAX_UNVERIFIED_BROKERS = 1_000  # snapshots kept before the live brokers are known (bounded memory)
 
 TAKE, BAD, IGNORED = "take", "bad", "ignored"
+# Why a record was not taken (the bad-records metric's ``reason`` label): a fixed set, whatever a writer sends.
+TOO_LARGE, TOO_MANY_VOLUMES, INVALID, NOT_VERIFIED = "too_large", "too_many_volumes", "invalid", "not_verified"
+SKIP_REASONS = (TOO_LARGE, TOO_MANY_VOLUMES, INVALID, NOT_VERIFIED)
 
 
 class SnapshotError(ValueError):
     """A snapshot that cannot be used; the message names the field."""
+
+    reason = INVALID
+
+
+class RecordTooLarge(SnapshotError):
+    """Past ``max_record_bytes``: refused before a byte of it is decoded."""
+
+    reason = TOO_LARGE
+
+
+class TooManyVolumes(SnapshotError):
+    """Past ``max_volumes_per_snapshot``: refused before any of its volumes is read."""
+
+    reason = TOO_MANY_VOLUMES
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """What one record of the volume-usage topic may cost (``volume_usage`` settings of the same names)."""
+
+    max_record_bytes: int = 1_048_576
+    max_volumes_per_snapshot: int = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +147,12 @@ def _limit(raw, where: str) -> Limit:
 @dataclass(frozen=True, slots=True)
 class Verdict:
     action: str  # TAKE, BAD (cannot be used) or IGNORED (well formed, but not taken at face value)
-    reason: str = ""
+    reason: str = ""  # for the log line
+    kind: str = ""  # for the metric: TOO_LARGE, TOO_MANY_VOLUMES, INVALID or NOT_VERIFIED
+
+    @property
+    def label(self) -> str:
+        return self.kind or (NOT_VERIFIED if self.action == IGNORED else INVALID)
 
 
 def judge(snapshot: Snapshot | None, known: dict[int, Snapshot], live_brokers: set[int] | None,
@@ -136,8 +174,14 @@ def judge(snapshot: Snapshot | None, known: dict[int, Snapshot], live_brokers: s
     return Verdict(TAKE)
 
 
-def parse_snapshot(key: bytes | None, value: bytes | None) -> Snapshot | None:
-    """A record of the volume-usage topic; None for a tombstone. Raises SnapshotError naming the bad field."""
+def parse_snapshot(key: bytes | None, value: bytes | None, bounds: Bounds = Bounds()) -> Snapshot | None:
+    """A record of the volume-usage topic; None for a tombstone. Raises SnapshotError naming the bad field, or
+    one of its bounds' errors, checked before the work they bound: the size before decoding, the number of
+    volumes before reading any."""
+    size = len(key or b"") + len(value or b"")
+    if size > bounds.max_record_bytes:
+        raise RecordTooLarge(f"record of {size} bytes, more than max_record_bytes ({bounds.max_record_bytes}); "
+                             "not decoded")
     if key is None:
         raise SnapshotError("record key: missing (expected the broker id)")
     try:
@@ -158,8 +202,14 @@ def parse_snapshot(key: bytes | None, value: bytes | None) -> Snapshot | None:
         raise SnapshotError(f"SnapshotAt: expected an ISO 8601 date-time, got {raw.get('SnapshotAt')!r}") from None
     if at.tzinfo is None:
         raise SnapshotError("SnapshotAt: a time zone is required")
+    listed = raw.get("Volumes") or []
+    if not isinstance(listed, list):
+        raise SnapshotError(f"Volumes: expected a list, got {type(listed).__name__}")
+    if len(listed) > bounds.max_volumes_per_snapshot:
+        raise TooManyVolumes(f"Volumes: {len(listed)} volumes, more than max_volumes_per_snapshot "
+                             f"({bounds.max_volumes_per_snapshot})")
     volumes = []
-    for i, v in enumerate(raw.get("Volumes") or []):
+    for i, v in enumerate(listed):
         where = f"Volumes[{i}]"
         try:
             name, capacity, consumed = str(v["VolumeName"]), int(v["Capacity"]), int(v["Consumed"])
@@ -183,17 +233,60 @@ class VolumeReading:
     factor: float  # 1: below soft, 0: at or past hard
     breach: str | None  # None, "soft" or "hard"
 
+    @property
+    def nearness(self) -> tuple[float, float]:
+        """Sorts the volume nearest its hard limit first: the smallest factor, then the fullest."""
+        return self.factor, -self.consumed / self.capacity
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerUsage:
+    """One broker's snapshot as the cluster's state needs it, computed once when the snapshot is taken."""
+
+    broker_id: int
+    snapshot_at_ms: int
+    factor: float  # the smallest of its volumes
+    volume_count: int
+    max_usage_ratio: float  # consumed / capacity of its fullest volume
+    soft_breaches: int  # volumes past their soft limit (those past the hard one included)
+    hard_breaches: int
+    nearest: tuple[VolumeReading, ...]  # its ``top`` volumes nearest their hard limit, nearest first
+
+
+def summarize(snapshot: Snapshot, top: int) -> BrokerUsage:
+    """One pass over the snapshot's volumes; only the ``top`` nearest their hard limit are kept."""
+    keyed = []
+    soft = hard = 0
+    max_ratio = 0.0
+    for i, v in enumerate(snapshot.volumes):
+        factor, breach = volume_factor(v, snapshot.soft_limit, snapshot.hard_limit)
+        ratio = v.consumed / v.capacity
+        max_ratio = max(max_ratio, ratio)
+        soft += breach is not None
+        hard += breach == "hard"
+        keyed.append((factor, -ratio, i, breach))
+    nearest = tuple(VolumeReading(snapshot.broker_id, snapshot.volumes[i].name, snapshot.volumes[i].capacity,
+                                  snapshot.volumes[i].consumed, factor, breach)
+                    for factor, _, i, breach in heapq.nsmallest(top, keyed))
+    return BrokerUsage(snapshot.broker_id, snapshot.snapshot_at_ms, min((k[0] for k in keyed), default=1.0),
+                       len(keyed), max_ratio, soft, hard, nearest)
+
 
 @dataclass(frozen=True, slots=True)
 class VolumeState:
     state: str  # OPEN, THROTTLE or PAUSE
     factor: float  # what the produce quota is scaled by (0 under PAUSE)
     missing_data: tuple[int, ...]  # live brokers with no fresh snapshot (the fallback applied for them)
-    volumes: tuple[VolumeReading, ...]
-    snapshot_age_ms: dict[int, int]
+    nearest: tuple[VolumeReading, ...]  # the fresh volumes nearest their hard limit (at most ``top``)
+    volume_count: int  # volumes of the fresh snapshots
+    max_usage_ratio: float
+    soft_breaches: int
+    hard_breaches: int
+    snapshot_at_ms: dict[int, int]  # each known broker's latest snapshot date (their ages are read when scraped)
+    next_evaluation_ms: int | None  # when the next fresh snapshot goes stale; None: time alone changes nothing
 
 
-INITIAL = VolumeState(OPEN, 1.0, (), (), {})
+INITIAL = VolumeState(OPEN, 1.0, (), (), 0, 0.0, 0, 0, {}, None)
 
 
 def volume_factor(volume: Volume, soft: Limit, hard: Limit) -> tuple[float, str | None]:
@@ -210,24 +303,20 @@ def volume_factor(volume: Volume, soft: Limit, hard: Limit) -> tuple[float, str 
     return 1.0 - (volume.consumed - soft_at) / (hard_at - soft_at), "soft"
 
 
-def evaluate(snapshots: dict[int, Snapshot], live_brokers: set[int] | None, now_ms: int, freshness_ms: int,
-             missing_data_action: str) -> VolumeState:
-    """The cluster's state. ``live_brokers`` None: not known yet, so the brokers are those with snapshots."""
-    brokers = set(snapshots) if live_brokers is None else set(live_brokers)
-    readings: list[VolumeReading] = []
+def evaluate(usages: dict[int, BrokerUsage], live_brokers: set[int] | None, now_ms: int, freshness_ms: int,
+             missing_data_action: str, top: int = 10) -> VolumeState:
+    """The cluster's state from each broker's summary. ``live_brokers`` None: not known yet, so the brokers are
+    those with snapshots. A snapshot dated ``at`` is fresh while ``now - at <= freshness``."""
+    brokers = set(usages) if live_brokers is None else set(live_brokers)
+    fresh: list[BrokerUsage] = []
     missing: list[int] = []
-    ages: dict[int, int] = {}
     for broker in sorted(brokers):
-        snapshot = snapshots.get(broker)
-        if snapshot is not None:
-            ages[broker] = now_ms - snapshot.snapshot_at_ms
-        if snapshot is None or now_ms - snapshot.snapshot_at_ms > freshness_ms:
+        usage = usages.get(broker)
+        if usage is None or now_ms - usage.snapshot_at_ms > freshness_ms:
             missing.append(broker)
-            continue
-        for v in snapshot.volumes:
-            factor, breach = volume_factor(v, snapshot.soft_limit, snapshot.hard_limit)
-            readings.append(VolumeReading(broker, v.name, v.capacity, v.consumed, factor, breach))
-    factor = min((r.factor for r in readings), default=1.0)
+        else:
+            fresh.append(usage)
+    factor = min((u.factor for u in fresh), default=1.0)
     if missing and missing_data_action == PAUSE:
         factor = 0.0
     if factor <= 0.0:
@@ -236,4 +325,9 @@ def evaluate(snapshots: dict[int, Snapshot], live_brokers: set[int] | None, now_
         state = THROTTLE
     else:
         state = OPEN
-    return VolumeState(state, max(0.0, factor), tuple(missing), tuple(readings), ages)
+    nearest = heapq.nsmallest(top, (r for u in fresh for r in u.nearest), key=lambda r: r.nearness)
+    return VolumeState(state, max(0.0, factor), tuple(missing), tuple(nearest),
+                       sum(u.volume_count for u in fresh), max((u.max_usage_ratio for u in fresh), default=0.0),
+                       sum(u.soft_breaches for u in fresh), sum(u.hard_breaches for u in fresh),
+                       {b: u.snapshot_at_ms for b, u in usages.items() if b in brokers},
+                       min((u.snapshot_at_ms + freshness_ms + 1 for u in fresh), default=None))

@@ -80,7 +80,7 @@ def test_describe_log_dirs_moves_produce_through_open_throttle_pause_and_back():
             time.sleep(0.05)
         assert wait_for_state(proxy, "OPEN") == "OPEN"
         assert volume.live_brokers == {NODE}
-        assert {v.name for v in volume.snapshots[NODE].volumes} == {"/data/a", "/data/b"}
+        assert {v.name for v in volume.snapshots[NODE].nearest} == {"/data/a", "/data/b"}
         scripted.used_percent["/data/a"] = 70  # halfway from the soft (50 % used) to the hard limit (90 % used)
         assert wait_for_state(proxy, "THROTTLE") == "THROTTLE"
         assert volume.state.factor == pytest.approx(0.5, abs=0.01)

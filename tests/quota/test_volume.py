@@ -8,7 +8,7 @@ import json
 import pytest
 
 from quota.volume import (BAD, CLOCK_SKEW_MS, IGNORED, OPEN, PAUSE, TAKE, THROTTLE, Limit, Snapshot, SnapshotError,
-                          Volume, evaluate, judge, parse_snapshot)
+                          Volume, evaluate, judge, parse_snapshot, summarize)
 
 GB = 1_000_000_000
 NOW = 1_800_000_000_000
@@ -19,7 +19,7 @@ def snap(broker, *volumes, soft=Limit("MinFreePercentage", 20), hard=Limit("MinF
 
 
 def state(*snapshots, live=None, missing=PAUSE, now=NOW):
-    return evaluate({s.broker_id: s for s in snapshots}, live, now, 60_000, missing)
+    return evaluate({s.broker_id: summarize(s, 10) for s in snapshots}, live, now, 60_000, missing)
 
 
 @pytest.mark.parametrize("soft,hard,consumed,factor", [
@@ -42,7 +42,9 @@ def test_the_worst_volume_of_any_broker_wins_and_a_hard_breach_pauses():
     c = snap(3, Volume("/d", 100 * GB, 90 * GB), soft=soft, hard=hard)
     result = state(a, b, c)
     assert result.state == PAUSE and result.factor == 0
-    assert [r.breach for r in result.volumes] == ["soft", None, "soft", "hard"]
+    assert [(r.name, r.breach) for r in result.nearest] == [("/d", "hard"), ("/c", "soft"), ("/a", "soft"), ("/b", None)]
+    assert (result.volume_count, result.soft_breaches, result.hard_breaches) == (4, 3, 1)
+    assert result.max_usage_ratio == pytest.approx(0.9)
 
 
 def test_a_volume_may_override_the_snapshots_limits():
@@ -54,7 +56,8 @@ def test_stale_or_missing_snapshots_take_the_fallback():
     fresh = snap(1, Volume("/a", 100 * GB, 0))
     stale = snap(2, Volume("/b", 100 * GB, 0), at=NOW - 61_000)
     paused = state(fresh, stale)
-    assert paused.state == PAUSE and paused.missing_data == (2,) and paused.snapshot_age_ms == {1: 0, 2: 61_000}
+    assert paused.state == PAUSE and paused.missing_data == (2,) and paused.snapshot_at_ms == {1: NOW, 2: NOW - 61_000}
+    assert paused.volume_count == 1  # the stale snapshot's volumes count for nothing
     assert state(fresh, stale, missing=OPEN).state == OPEN
     assert state(fresh, live={1, 3}).missing_data == (3,) and state(fresh, live={1, 3}).state == PAUSE
     assert state(fresh, live={1, 3}, missing=OPEN).state == OPEN
@@ -101,3 +104,52 @@ def test_a_broker_id_the_cluster_does_not_list_is_not_taken():
 
 def test_a_tombstone_is_not_taken():
     assert judge(None, {1: snap(1, Volume("/a", 100 * GB, 95 * GB))}, {1}, NOW).action == IGNORED
+
+
+def test_a_record_past_max_record_bytes_is_refused_before_it_is_decoded():
+    from quota.volume import TOO_LARGE, Bounds, RecordTooLarge
+
+    bounds = Bounds(max_record_bytes=1024, max_volumes_per_snapshot=10)
+    with pytest.raises(RecordTooLarge, match="max_record_bytes") as info:
+        parse_snapshot(b"1", b"{" * 2000, bounds)  # not JSON either: the size is what is checked first
+    assert info.value.reason == TOO_LARGE
+    with pytest.raises(RecordTooLarge):
+        parse_snapshot(b"1" * 1025, None, bounds)  # the key counts too
+    small = snap(1, Volume("/a", 100 * GB, 10 * GB))
+    assert parse_snapshot(b"1", small.to_json(), bounds) == small
+
+
+def test_a_snapshot_with_too_many_volumes_is_refused_before_any_volume_is_read():
+    from quota.volume import TOO_MANY_VOLUMES, Bounds, TooManyVolumes
+
+    value = json.loads(snap(1, Volume("/a", 100 * GB, 0)).to_json())
+    value["Volumes"] = [{"broken": i} for i in range(11)]  # each would fail on its own; their number fails first
+    with pytest.raises(TooManyVolumes, match=r"11 volumes, more than max_volumes_per_snapshot \(10\)") as info:
+        parse_snapshot(b"1", json.dumps(value).encode(), Bounds(max_volumes_per_snapshot=10))
+    assert info.value.reason == TOO_MANY_VOLUMES
+    value["Volumes"] = [{"VolumeName": f"/v{i}", "Capacity": 100, "Consumed": i} for i in range(10)]
+    assert len(parse_snapshot(b"1", json.dumps(value).encode(), Bounds(max_volumes_per_snapshot=10)).volumes) == 10
+
+
+def test_a_summary_keeps_the_volumes_nearest_their_hard_limit_and_aggregates_the_rest():
+    soft, hard = Limit("ConsumedSpace", 50 * GB), Limit("ConsumedSpace", 90 * GB)
+    volumes = [Volume(f"/v{i}", 100 * GB, i * GB) for i in range(100)]  # /v99 fullest
+    usage = summarize(snap(1, *volumes, soft=soft, hard=hard), 3)
+    assert [r.name for r in usage.nearest] == ["/v99", "/v98", "/v97"]
+    assert (usage.volume_count, usage.soft_breaches, usage.hard_breaches) == (100, 49, 10)
+    assert usage.factor == 0 and usage.max_usage_ratio == pytest.approx(0.99)
+    other = summarize(snap(2, Volume("/w", 100 * GB, 60 * GB), soft=soft, hard=hard), 3)
+    result = evaluate({1: usage, 2: other}, None, NOW, 60_000, PAUSE, top=4)
+    assert [r.name for r in result.nearest] == ["/v99", "/v98", "/v97", "/w"]
+    assert result.volume_count == 101
+
+
+def test_the_state_says_when_it_must_be_evaluated_again():
+    a = summarize(snap(1, Volume("/a", 100 * GB, 0), at=NOW - 10_000), 10)
+    b = summarize(snap(2, Volume("/b", 100 * GB, 0), at=NOW - 30_000), 10)
+    result = evaluate({1: a, 2: b}, None, NOW, 60_000, PAUSE)
+    assert result.next_evaluation_ms == NOW + 30_001  # broker 2's snapshot goes stale first
+    later = evaluate({1: a, 2: b}, None, NOW + 30_001, 60_000, PAUSE)
+    assert later.state == PAUSE and later.next_evaluation_ms == NOW + 50_001
+    assert evaluate({1: a, 2: b}, None, NOW + 50_001, 60_000, PAUSE).next_evaluation_ms is None  # all stale
+    assert evaluate({}, {1}, NOW, 60_000, PAUSE).next_evaluation_ms is None
