@@ -235,17 +235,17 @@ class ConnectionQuotas:
         self.per_listener[listener] -= 1
         self.total -= 1
 
-    # -- reading ---------------------------------------------------------------------------------------------
+    # -- reading (for metrics: changes nothing, so a scrape may read from another thread) ---------------------
 
     def proxy_accept_rate(self, now_ms: int) -> float:
-        return self._proxy_rate.measure(now_ms)
+        return self._proxy_rate.peek(now_ms)
 
     def listener_accept_rate(self, listener: str, now_ms: int) -> float:
-        return self._listener_rates[listener].measure(now_ms)
+        return self._listener_rates[listener].peek(now_ms)
 
     def ip_accept_rate(self, ip: str, now_ms: int) -> float:
         rate = self._ip_rates.get(ip)
-        return 0.0 if rate is None else rate.measure(now_ms)
+        return 0.0 if rate is None else rate.peek(now_ms)
 
     def expire_idle(self, now_ms: int) -> None:
         """Drop the rates of IPs with nothing recorded for an hour (Kafka expires IP sensors the same way)."""

@@ -49,6 +49,14 @@ class TokenBucket:
             self._last_ms = now_ms
         return self.tokens
 
+    def peek(self, now_ms: int) -> float:
+        """The tokens :meth:`refill` would return at ``now_ms``, changing nothing (for metrics, which may read it
+        from another thread)."""
+        tokens, last_ms = self.tokens, self._last_ms
+        if now_ms > last_ms:
+            return min(self.burst, tokens + self.rate * (now_ms - last_ms) / 1000.0)
+        return tokens
+
     def take(self, n: float, now_ms: int) -> None:
         self.refill(now_ms)
         self.tokens -= n
@@ -177,7 +185,7 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
     def buckets(self, now_ms: int | None = None) -> list[tuple[EntityStats, float]]:
         """Each live sensor's stats with its tokens now (for metrics, off the hot path)."""
         now = self._now(now_ms)
-        return [(s.stats(now), s.bucket.refill(now)) for s in self._sensors.values()]
+        return [(s.stats(now), s.bucket.peek(now)) for s in self._sensors.values()]
 
     def _sensors_for(self, resolved: ResolvedQuota, user: str, client_id: str, now: int) -> MutationSensors:
         return self._record(resolved, user, client_id, 0.0, now)  # type: ignore[return-value]

@@ -225,7 +225,7 @@ class ProducerIdQuotaManager:
         return len(dropped)
 
     def stats(self, now_ms: int) -> list[ProducerIdStats]:
-        return [ProducerIdStats(tags, s.limit, s.bucket.refill(now_ms), s.new_pids, s.throttle_ms_total, s.throttled,
+        return [ProducerIdStats(tags, s.limit, s.bucket.peek(now_ms), s.new_pids, s.throttle_ms_total, s.throttled,
                                 s.cache.size_bytes, s.shadow_throttle_ms_total, s.shadow_throttled)
                 for tags, s in self._users.items()]
 

@@ -153,5 +153,26 @@ class Rate:
         total = self.total(now_ms)
         return total / (self.window_size_ms(now_ms) / 1000.0)
 
+    def peek(self, now_ms: int) -> float:
+        """What :meth:`measure` would return at ``now_ms``, changing nothing: obsolete samples count as the reset
+        ones measure would make of them (empty, starting now). For metrics: a scrape never changes what a later
+        quota check measures, and may read a rate from another thread while its owner records (each sample's
+        fields are read once; a sample reset meanwhile counts in either state)."""
+        expire_age = self.window.span_ms
+        total = 0.0
+        oldest_start_ms = now_ms
+        for sample in tuple(self._samples):
+            last_event_ms, start_ms, value = sample.last_event_ms, sample.start_ms, sample.value
+            if now_ms - last_event_ms < expire_age:
+                total += value
+                oldest_start_ms = min(oldest_start_ms, start_ms)
+        elapsed_ms = now_ms - oldest_start_ms
+        size_ms = self.window.size_ms
+        full_windows = elapsed_ms // size_ms
+        min_full_windows = self.window.num - 1
+        if full_windows < min_full_windows:
+            elapsed_ms += (min_full_windows - full_windows) * size_ms
+        return total / (max(elapsed_ms, 1) / 1000.0)
+
     def __repr__(self) -> str:
         return f"Rate(window={self.window!r}, samples={self._samples!r})"

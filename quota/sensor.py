@@ -117,7 +117,7 @@ class ClientSensors:
             tags=self.tags,
             entity=None if self.entity is None else self.entity.path,
             limit=self.limit,
-            rate=self.rate.measure(now_ms),
+            rate=self.rate.peek(now_ms),
             value_total=self.value_total,
             throttle_time_ms_total=self.throttle_time_ms_total,
             throttle_time_ms_max=self._current_max(now_ms),
