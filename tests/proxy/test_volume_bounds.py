@@ -171,17 +171,17 @@ def test_the_background_timer_evaluates_once_in_ten_minutes_for_one_snapshot(mon
     """The follower's timer as it runs (before: ``evaluate()`` every second, 600 evaluations for nothing in ten
     minutes). A snapshot taken at the start goes stale once; that is the one evaluation due. Evaluations are
     counted where the throttle calls the pure ``evaluate``."""
-    from proxy import volume
+    from proxy import volume_throttle
     from proxy.volume import VolumeFollower
 
     evaluations = [0]
-    pure_evaluate = volume.evaluate
+    pure_evaluate = volume_throttle.evaluate
 
     def counted(*args, **kwargs):
         evaluations[0] += 1
         return pure_evaluate(*args, **kwargs)
 
-    monkeypatch.setattr(volume, "evaluate", counted)
+    monkeypatch.setattr(volume_throttle, "evaluate", counted)
     clock = ManualClock(START_MS)
     t = throttle(clock)
     t.brokers({1})
