@@ -9,7 +9,6 @@ Prometheus scrapes, never on the request path. Label cardinality is bounded: bey
 
 from __future__ import annotations
 
-import heapq
 import logging
 import math
 import uuid
@@ -28,9 +27,9 @@ from quota.entity import CONSUMER_BYTE_RATE, DEFAULT, PRODUCER_BYTE_RATE, QuotaT
 from quota.mutation import ControllerMutationQuotaManager
 from quota.producer_ids import ProducerIdQuotaManager
 from quota.rate import QuotaWindow
+from quota.top import OTHER
 from quota.volume import SKIP_REASONS
 
-OTHER = "__other__"
 MAX_LABEL = 128  # characters of a client-chosen label value (client id, user) in /metrics
 
 
@@ -191,7 +190,8 @@ class QuotaMetricsCollector(Collector):
                                            "applied, by quota.", labels=["quota"])
         shadow_ms = CounterMetricFamily(f"{PREFIX}_shadow_throttle_time_ms", "Throttle time computed in shadow mode "
                                         "and not applied (ms), by quota.", labels=["quota"])
-        for quota, (count, ms) in self._quotas.shadow_throttles.items():
+        for quota in list(self._quotas.shadow_throttles):  # a few keys, added by the loop while this may run
+            count, ms = self._quotas.shadow_throttles[quota]
             shadow_count.add_metric([quota], count)
             shadow_ms.add_metric([quota], ms)
         mode = GaugeMetricFamily(f"{PREFIX}_shadow_mode", "1 while the whole proxy is in shadow mode (quota.mode).")
@@ -279,8 +279,8 @@ class QuotaMetricsCollector(Collector):
         shadow_total = CounterMetricFamily(f"{name}_shadow_throttle_time_ms", "Throttle time (ms) a shadow quota decided for the user and did not apply.", labels=labels)
         shadowed = CounterMetricFamily(f"{name}_shadow_throttled_requests", "Produce requests a shadow quota would have throttled for the user (not throttled).", labels=labels)
         cache = GaugeMetricFamily(f"{name}_cache_bytes", "Bytes of bloom filters the user's producer-id cache holds.", labels=labels)
-        stats = sorted(self._quotas.producer_ids.stats(self._quotas.clock.now_ms()), key=lambda s: -s.new_pids_total)
-        for s in stats[: self._quotas.max_metric_entities]:
+        top, other = self._quotas.producer_ids.top_stats(self._quotas.max_metric_entities, self._quotas.clock.now_ms())
+        for s in top + ([other] if other is not None else []):
             user = [label(s.tags.user)]
             new.add_metric(user, s.new_pids_total)
             if not math.isinf(s.limit):  # no quota applies to the user any more: no limit, no bucket
@@ -315,12 +315,11 @@ class QuotaMetricsCollector(Collector):
         shadow_total = CounterMetricFamily(f"{name}_shadow_throttle_time_ms", "Throttle time (ms) a shadow quota decided for the entity and did not apply.", labels=labels)
         shadowed = CounterMetricFamily(f"{name}_shadow_throttled_requests", "Requests a shadow quota would have throttled for the entity (nothing throttled or rejected).", labels=labels)
         recorded = CounterMetricFamily(f"{name}s", "Partition mutations counted against the entity's quota.", labels=labels)
-        buckets = self._quotas.mutations.buckets()
-        if len(buckets) > self._quotas.max_metric_entities:  # the busiest only: admin clients are few
-            buckets = heapq.nlargest(self._quotas.max_metric_entities, buckets, key=lambda b: b[0].value_total)
-        for stats, left in buckets:
+        buckets, other = self._quotas.mutations.top_buckets(self._quotas.max_metric_entities)
+        for stats, left in buckets + ([(other, math.nan)] if other is not None else []):
             tag_labels = [label(stats.tags.user), label(stats.tags.client_id)]
-            rate.add_metric(tag_labels, stats.rate)
+            if not math.isnan(stats.rate):  # the summed __other__ has no rate
+                rate.add_metric(tag_labels, stats.rate)
             if not math.isinf(stats.limit):  # no quota applies to these tags any more: no limit, no bucket
                 tokens.add_metric(tag_labels, left)
                 limit.add_metric(tag_labels, stats.limit)

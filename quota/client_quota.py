@@ -25,7 +25,6 @@ the quota for aggressive clients (tiny gaps between large batches). This is Kafk
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections import OrderedDict
 from operator import attrgetter
@@ -36,6 +35,7 @@ from quota.entity import QuotaTable, QuotaTags, ResolvedQuota
 from quota.rate import QuotaWindow
 from quota.sensor import ClientSensors, EntityStats
 from quota.throttle import INT32_MAX, bounded_throttle_time_ms, quota_acceptable
+from quota.top import OTHER, snapshot, top_and_rest
 
 INACTIVE_SENSOR_EXPIRATION_MS = 3_600_000
 """Kafka purges quota sensors after one hour without a record."""
@@ -189,30 +189,38 @@ class ClientQuotaManager:
     def stats(self, now_ms: int | None = None) -> list[EntityStats]:
         """A snapshot of every live sensor (off the hot path: cost grows with the number of active clients)."""
         now = self._now(now_ms)
-        return [sensors.stats(now) for sensors in self._sensors.values()]
+        return [sensors.stats(now) for sensors in snapshot(self._sensors)]
 
     def top_stats(self, n: int, now_ms: int | None = None) -> tuple[list[EntityStats], EntityStats | None]:
         """The stats of the ``n - 1`` busiest sensors (by value recorded), and the rest summed as one (None when
-        nothing is left over). Cost: a selection over the sensors plus ``n`` measurements, so a scrape stays cheap
-        with hundreds of thousands of clients; the summed rest has no rate (it would cost a measurement each)."""
+        nothing is left over; every sensor's own stats when there are ``n`` or fewer). Cost: a selection over the
+        sensors plus ``n`` measurements; the summed rest has no rate (it would cost a measurement each). Changes
+        nothing, so a scrape may call it from a thread other than the one that records (see :mod:`quota.top`)."""
         now = self._now(now_ms)
-        sensors = list(self._sensors.values())
-        if len(sensors) <= n:
-            return [s.stats(now) for s in sensors], None
-        top = heapq.nlargest(max(n - 1, 0), sensors, key=attrgetter("value_total"))
-        kept = set(map(id, top))
-        rest = [s for s in sensors if id(s) not in kept]
-        other = EntityStats(
-            tags=QuotaTags("__other__", "__other__"), entity=None, limit=math.inf, rate=math.nan,
-            value_total=sum(s.value_total for s in rest),
-            throttle_time_ms_total=sum(s.throttle_time_ms_total for s in rest),
-            throttle_time_ms_max=max(s.throttle_max if now - s.throttle_max_ms < self.window.span_ms else 0
-                                     for s in rest),
-            throttled_count=sum(s.throttled_count for s in rest),
-            last_record_ms=max(s.last_record_ms for s in rest), shadow=False,
-            shadow_throttle_time_ms_total=sum(s.shadow_throttle_time_ms_total for s in rest),
-            shadow_throttled_count=sum(s.shadow_throttled_count for s in rest))
+        top, other = self.top_sensors(n, now)
         return [s.stats(now) for s in top], other
+
+    def top_sensors(self, n: int, now_ms: int | None = None) -> tuple[list[ClientSensors], EntityStats | None]:
+        """As :meth:`top_stats`, the busiest sensors themselves (a subclass reads more of them)."""
+        now = self._now(now_ms)
+        top, rest = top_and_rest(snapshot(self._sensors), n, attrgetter("value_total"))
+        return top, (self._summed(rest, now) if rest else None)
+
+    def _summed(self, rest: list[ClientSensors], now: int) -> EntityStats:
+        def total(name: str):
+            return sum(map(attrgetter(name), rest))
+
+        span_ms = self.window.span_ms
+        return EntityStats(
+            tags=QuotaTags(OTHER, OTHER), entity=None, limit=math.inf, rate=math.nan,
+            value_total=total("value_total"),
+            throttle_time_ms_total=total("throttle_time_ms_total"),
+            throttle_time_ms_max=max((s.throttle_max if now - s.throttle_max_ms < span_ms else 0 for s in rest),
+                                     default=0),
+            throttled_count=total("throttled_count"),
+            last_record_ms=max(map(attrgetter("last_record_ms"), rest)), shadow=False,
+            shadow_throttle_time_ms_total=total("shadow_throttle_time_ms_total"),
+            shadow_throttled_count=total("shadow_throttled_count"))
 
     def stats_for(self, user: str, client_id: str, now_ms: int | None = None) -> EntityStats | None:
         """The stats of the sensor this client is counted in, or ``None`` if it has none yet."""

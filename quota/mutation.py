@@ -29,6 +29,7 @@ from quota.entity import CONTROLLER_MUTATION_RATE, QuotaTable, ResolvedQuota
 from quota.rate import QuotaWindow
 from quota.sensor import ClientSensors, EntityStats
 from quota.throttle import INT32_MAX, java_round
+from quota.top import snapshot
 
 
 class TokenBucket:
@@ -185,7 +186,15 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
     def buckets(self, now_ms: int | None = None) -> list[tuple[EntityStats, float]]:
         """Each live sensor's stats with its tokens now (for metrics, off the hot path)."""
         now = self._now(now_ms)
-        return [(s.stats(now), s.bucket.peek(now)) for s in self._sensors.values()]
+        return [(s.stats(now), s.bucket.peek(now)) for s in snapshot(self._sensors)]
+
+    def top_buckets(self, n: int, now_ms: int | None = None) -> tuple[list[tuple[EntityStats, float]],
+                                                                      EntityStats | None]:
+        """:meth:`buckets` of the ``n - 1`` busiest sensors (by mutations recorded) and the rest summed as one, as
+        :meth:`top_stats` (None when nothing is left over). Changes nothing: a scrape may call it from a thread."""
+        now = self._now(now_ms)
+        top, other = self.top_sensors(n, now)
+        return [(s.stats(now), s.bucket.peek(now)) for s in top], other
 
     def _sensors_for(self, resolved: ResolvedQuota, user: str, client_id: str, now: int) -> MutationSensors:
         return self._record(resolved, user, client_id, 0.0, now)  # type: ignore[return-value]

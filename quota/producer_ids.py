@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from operator import attrgetter
 
 import mmh3
 
@@ -38,6 +39,7 @@ from quota.decision import FORWARD, Decision, Throttle
 from quota.entity import PRODUCER_IDS_RATE, QuotaTable, QuotaTags
 from quota.mutation import TokenBucket
 from quota.throttle import INT32_MAX
+from quota.top import OTHER, snapshot, top_and_rest
 
 _MASK64 = (1 << 64) - 1
 
@@ -147,11 +149,11 @@ class ProducerIdStats:
 
 
 class _UserState:
-    __slots__ = ("cache", "bucket", "limit", "new_pids", "throttle_ms_total", "throttled", "shadow_throttle_ms_total",
-                 "shadow_throttled")
+    __slots__ = ("tags", "cache", "bucket", "limit", "new_pids", "throttle_ms_total", "throttled",
+                 "shadow_throttle_ms_total", "shadow_throttled")
 
-    def __init__(self, cache: TimeControlledBloomFilter, bucket: TokenBucket, limit: float) -> None:
-        self.cache, self.bucket, self.limit = cache, bucket, limit
+    def __init__(self, tags: QuotaTags, cache: TimeControlledBloomFilter, bucket: TokenBucket, limit: float) -> None:
+        self.tags, self.cache, self.bucket, self.limit = tags, cache, bucket, limit
         self.new_pids = self.throttle_ms_total = self.throttled = 0
         self.shadow_throttle_ms_total = self.shadow_throttled = 0
 
@@ -196,7 +198,8 @@ class ProducerIdQuotaManager:
         if state is None:
             window_ms = self.window_size_s * 1000
             cache = TimeControlledBloomFilter(window_ms, self.expected_pids, self.false_positive_rate)
-            state = self._users[tags] = _UserState(cache, TokenBucket(*self._bucket_shape(resolved.limit), now_ms),
+            state = self._users[tags] = _UserState(tags, cache,
+                                                    TokenBucket(*self._bucket_shape(resolved.limit), now_ms),
                                                     resolved.limit)
         if state.cache.seen_or_add(pid, now_ms):
             return FORWARD
@@ -225,12 +228,31 @@ class ProducerIdQuotaManager:
         return len(dropped)
 
     def stats(self, now_ms: int) -> list[ProducerIdStats]:
-        return [ProducerIdStats(tags, s.limit, s.bucket.peek(now_ms), s.new_pids, s.throttle_ms_total, s.throttled,
-                                s.cache.size_bytes, s.shadow_throttle_ms_total, s.shadow_throttled)
-                for tags, s in self._users.items()]
+        return [_stats(s, now_ms) for s in snapshot(self._users)]
+
+    def top_stats(self, n: int, now_ms: int) -> tuple[list[ProducerIdStats], ProducerIdStats | None]:
+        """The stats of the ``n - 1`` users with the most new producer ids and the rest summed as one (user
+        ``__other__``, no limit or tokens; None when nothing is left over), as ``ClientQuotaManager.top_stats``.
+        Changes nothing: a scrape may call it from a thread other than the one that records."""
+        top, rest = top_and_rest(snapshot(self._users), n, attrgetter("new_pids"))
+        if not rest:
+            return [_stats(s, now_ms) for s in top], None
+
+        def total(name: str) -> int:
+            return sum(map(attrgetter(name), rest))
+
+        other = ProducerIdStats(QuotaTags(OTHER, ""), math.inf, math.nan, total("new_pids"), total("throttle_ms_total"),
+                                total("throttled"), sum(s.cache.size_bytes for s in rest),
+                                total("shadow_throttle_ms_total"), total("shadow_throttled"))
+        return [_stats(s, now_ms) for s in top], other
 
     def __len__(self) -> int:
         return len(self._users)
+
+
+def _stats(s: _UserState, now_ms: int) -> ProducerIdStats:
+    return ProducerIdStats(s.tags, s.limit, s.bucket.peek(now_ms), s.new_pids, s.throttle_ms_total, s.throttled,
+                           s.cache.size_bytes, s.shadow_throttle_ms_total, s.shadow_throttled)
 
 
 class IssuedProducerIds:
