@@ -1,10 +1,16 @@
 """The operations endpoint: Prometheus ``/metrics``, ``/healthz`` (the process is serving) and ``/readyz`` (the
-broker is reachable). A small asyncio HTTP/1.0-style server so it lives in the proxy's own event loop."""
+broker is reachable). A small asyncio HTTP/1.0-style server so it lives in the proxy's own event loop.
+
+A scrape never runs on the event loop: the exposition is built in one scrape thread, where the collectors read the
+proxy's state without changing it (``quota.top``, ``Rate.peek``), and scrapes that arrive while one is being built
+share its result, so Prometheus servers scraping at once cost one build. The loop only reads requests and writes
+the bytes."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -22,6 +28,8 @@ class OpsServer:
         self._is_ready = is_ready
         self._server: asyncio.AbstractServer | None = None
         self._open = 0
+        self._scraper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="metrics-scrape")
+        self._scrape: asyncio.Future | None = None  # the exposition being built, shared by scrapes meanwhile
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
         self._server = await asyncio.start_server(self._handle, host, port, limit=MAX_REQUEST_HEAD)
@@ -31,6 +39,7 @@ class OpsServer:
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
+        self._scraper.shutdown(wait=False)
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._open += 1
@@ -46,7 +55,7 @@ class OpsServer:
                 return
             parts = head.split(b"\r\n", 1)[0].split()
             method, path = (parts[0], parts[1].split(b"?")[0]) if len(parts) >= 2 else (b"", b"")
-            await self._reply(writer, *self._route(method, path))
+            await self._reply(writer, *await self._route(method, path))
         except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
@@ -61,11 +70,15 @@ class OpsServer:
         )
         await writer.drain()
 
-    def _route(self, method: bytes, path: bytes) -> tuple[str, str, bytes]:
+    async def _route(self, method: bytes, path: bytes) -> tuple[str, str, bytes]:
         if method not in (b"GET", b"HEAD"):
             return "405 Method Not Allowed", "text/plain", b"method not allowed\n"
         if path == b"/metrics":
-            return "200 OK", CONTENT_TYPE_LATEST, generate_latest(self._registry)
+            try:
+                return "200 OK", CONTENT_TYPE_LATEST, await self._exposition()
+            except Exception:
+                log.exception("metrics: the scrape failed")
+                return "500 Internal Server Error", "text/plain", b"scrape failed (see the proxy's log)\n"
         if path == b"/healthz":
             return "200 OK", "text/plain", b"ok\n"
         if path == b"/readyz":
@@ -73,3 +86,16 @@ class OpsServer:
                 return "200 OK", "text/plain", b"ready\n"
             return "503 Service Unavailable", "text/plain", b"not ready: broker unreachable\n"
         return "404 Not Found", "text/plain", b"not found\n"
+
+    async def _exposition(self) -> bytes:
+        """The registry's text exposition, built in the scrape thread (one build at a time, shared)."""
+        if self._scrape is None:
+            scrape = self._scrape = asyncio.get_running_loop().run_in_executor(self._scraper, generate_latest,
+                                                                                self._registry)
+            scrape.add_done_callback(self._scrape_done)
+        return await asyncio.shield(self._scrape)
+
+    def _scrape_done(self, scrape: asyncio.Future) -> None:
+        self._scrape = None
+        if not scrape.cancelled():
+            scrape.exception()  # retrieved here, so a failure every waiter has already seen is not logged again
