@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -153,9 +154,24 @@ class ByteRateQuotas:
         return ((PRODUCER_BYTE_RATE, self.produce), (CONSUMER_BYTE_RATE, self.fetch))
 
 
+SCRAPE_PAUSE_S = 0.0002
+
+
+def let_the_loop_run() -> None:
+    """Between two chunks of a scrape's work (in the scrape thread, see proxy.http): the GIL given back long enough
+    for the event loop to take it if it waits for it, so traffic waits at most a chunk (~1 ms), not the switch
+    interval (5 ms) or a whole C-level loop over every entity."""
+    time.sleep(SCRAPE_PAUSE_S)
+
+
 class QuotaMetricsCollector(Collector):
-    def __init__(self, quotas: ByteRateQuotas) -> None:
+    """The per-entity quota metrics, read when Prometheus scrapes (in the scrape thread, never on the request path):
+    each family bounded to ``quota.metrics.max.entities`` series per quota, the busiest by what they count, the
+    rest summed under ``__other__``."""
+
+    def __init__(self, quotas: ByteRateQuotas, pause=let_the_loop_run) -> None:
         self._quotas = quotas
+        self._pause = pause
 
     def describe(self) -> list:
         return []  # collected on demand; nothing to register up front
@@ -171,7 +187,7 @@ class QuotaMetricsCollector(Collector):
         shadow_total = CounterMetricFamily(f"{PREFIX}_entity_shadow_throttle_time_ms", "Throttle time (ms) a shadow quota decided for the entity and did not apply.", labels=labels)
         shadowed = CounterMetricFamily(f"{PREFIX}_entity_shadow_throttled_responses", "Responses a shadow quota would have throttled for the entity (not throttled).", labels=labels)
         for key, manager in self._byte_rate_managers():
-            top, other = manager.top_stats(self._quotas.max_metric_entities)
+            top, other = manager.top_stats(self._quotas.max_metric_entities, pause=self._pause)
             for stats in top + ([other] if other is not None else []):
                 tag_labels = [key, label(stats.tags.user), label(stats.tags.client_id)]
                 if not math.isnan(stats.rate):  # the summed __other__ has no rate
@@ -279,7 +295,8 @@ class QuotaMetricsCollector(Collector):
         shadow_total = CounterMetricFamily(f"{name}_shadow_throttle_time_ms", "Throttle time (ms) a shadow quota decided for the user and did not apply.", labels=labels)
         shadowed = CounterMetricFamily(f"{name}_shadow_throttled_requests", "Produce requests a shadow quota would have throttled for the user (not throttled).", labels=labels)
         cache = GaugeMetricFamily(f"{name}_cache_bytes", "Bytes of bloom filters the user's producer-id cache holds.", labels=labels)
-        top, other = self._quotas.producer_ids.top_stats(self._quotas.max_metric_entities, self._quotas.clock.now_ms())
+        top, other = self._quotas.producer_ids.top_stats(self._quotas.max_metric_entities, self._quotas.clock.now_ms(),
+                                                         self._pause)
         for s in top + ([other] if other is not None else []):
             user = [label(s.tags.user)]
             new.add_metric(user, s.new_pids_total)
@@ -315,7 +332,7 @@ class QuotaMetricsCollector(Collector):
         shadow_total = CounterMetricFamily(f"{name}_shadow_throttle_time_ms", "Throttle time (ms) a shadow quota decided for the entity and did not apply.", labels=labels)
         shadowed = CounterMetricFamily(f"{name}_shadow_throttled_requests", "Requests a shadow quota would have throttled for the entity (nothing throttled or rejected).", labels=labels)
         recorded = CounterMetricFamily(f"{name}s", "Partition mutations counted against the entity's quota.", labels=labels)
-        buckets, other = self._quotas.mutations.top_buckets(self._quotas.max_metric_entities)
+        buckets, other = self._quotas.mutations.top_buckets(self._quotas.max_metric_entities, pause=self._pause)
         for stats, left in buckets + ([(other, math.nan)] if other is not None else []):
             tag_labels = [label(stats.tags.user), label(stats.tags.client_id)]
             if not math.isnan(stats.rate):  # the summed __other__ has no rate

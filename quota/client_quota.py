@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from operator import attrgetter
 
 from quota.clock import Clock
@@ -35,7 +36,7 @@ from quota.entity import QuotaTable, QuotaTags, ResolvedQuota
 from quota.rate import QuotaWindow
 from quota.sensor import ClientSensors, EntityStats
 from quota.throttle import INT32_MAX, bounded_throttle_time_ms, quota_acceptable
-from quota.top import OTHER, snapshot, top_and_rest
+from quota.top import OTHER, busiest, no_pause, others, release, snapshot
 
 INACTIVE_SENSOR_EXPIRATION_MS = 3_600_000
 """Kafka purges quota sensors after one hour without a record."""
@@ -191,36 +192,45 @@ class ClientQuotaManager:
         now = self._now(now_ms)
         return [sensors.stats(now) for sensors in snapshot(self._sensors)]
 
-    def top_stats(self, n: int, now_ms: int | None = None) -> tuple[list[EntityStats], EntityStats | None]:
+    def top_stats(self, n: int, now_ms: int | None = None,
+                  pause: Callable[[], None] = no_pause) -> tuple[list[EntityStats], EntityStats | None]:
         """The stats of the ``n - 1`` busiest sensors (by value recorded), and the rest summed as one (None when
         nothing is left over; every sensor's own stats when there are ``n`` or fewer). Cost: a selection over the
         sensors plus ``n`` measurements; the summed rest has no rate (it would cost a measurement each). Changes
-        nothing, so a scrape may call it from a thread other than the one that records (see :mod:`quota.top`)."""
+        nothing, so a scrape may call it from a thread other than the one that records, with a ``pause`` that lets
+        the recording thread run between chunks of the work (see :mod:`quota.top`)."""
         now = self._now(now_ms)
-        top, other = self.top_sensors(n, now)
+        top, other = self.top_sensors(n, now, pause)
         return [s.stats(now) for s in top], other
 
-    def top_sensors(self, n: int, now_ms: int | None = None) -> tuple[list[ClientSensors], EntityStats | None]:
+    def top_sensors(self, n: int, now_ms: int | None = None,
+                    pause: Callable[[], None] = no_pause) -> tuple[list[ClientSensors], EntityStats | None]:
         """As :meth:`top_stats`, the busiest sensors themselves (a subclass reads more of them)."""
         now = self._now(now_ms)
-        top, rest = top_and_rest(snapshot(self._sensors), n, attrgetter("value_total"))
-        return top, (self._summed(rest, now) if rest else None)
+        sensors = snapshot(self._sensors)
+        top = busiest(sensors, n, attrgetter("value_total"), pause)
+        if top is None:
+            return sensors, None
+        other = self._summed(others(sensors, top, pause), now)
+        release(sensors, pause)
+        return top, other
 
-    def _summed(self, rest: list[ClientSensors], now: int) -> EntityStats:
-        def total(name: str):
-            return sum(map(attrgetter(name), rest))
-
+    def _summed(self, parts: Iterator[list[ClientSensors]], now: int) -> EntityStats:
+        names = ("value_total", "throttle_time_ms_total", "throttled_count", "shadow_throttle_time_ms_total",
+                 "shadow_throttled_count")
+        getters = [(name, attrgetter(name)) for name in names]
+        sums = dict.fromkeys(names, 0)
         span_ms = self.window.span_ms
-        return EntityStats(
-            tags=QuotaTags(OTHER, OTHER), entity=None, limit=math.inf, rate=math.nan,
-            value_total=total("value_total"),
-            throttle_time_ms_total=total("throttle_time_ms_total"),
-            throttle_time_ms_max=max((s.throttle_max if now - s.throttle_max_ms < span_ms else 0 for s in rest),
-                                     default=0),
-            throttled_count=total("throttled_count"),
-            last_record_ms=max(map(attrgetter("last_record_ms"), rest)), shadow=False,
-            shadow_throttle_time_ms_total=total("shadow_throttle_time_ms_total"),
-            shadow_throttled_count=total("shadow_throttled_count"))
+        throttle_max = last_record_ms = 0
+        for part in parts:
+            for name, get in getters:
+                sums[name] += sum(map(get, part))
+            for s in part:
+                if now - s.throttle_max_ms < span_ms and s.throttle_max > throttle_max:
+                    throttle_max = s.throttle_max
+            last_record_ms = max(last_record_ms, max(map(attrgetter("last_record_ms"), part), default=0))
+        return EntityStats(tags=QuotaTags(OTHER, OTHER), entity=None, limit=math.inf, rate=math.nan,
+                           throttle_time_ms_max=throttle_max, last_record_ms=last_record_ms, shadow=False, **sums)
 
     def stats_for(self, user: str, client_id: str, now_ms: int | None = None) -> EntityStats | None:
         """The stats of the sensor this client is counted in, or ``None`` if it has none yet."""

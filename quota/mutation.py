@@ -19,7 +19,7 @@ sampled ``rate`` of the mutations for its metrics; so does :class:`MutationSenso
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from quota.client_quota import ClientQuotaManager
@@ -29,7 +29,7 @@ from quota.entity import CONTROLLER_MUTATION_RATE, QuotaTable, ResolvedQuota
 from quota.rate import QuotaWindow
 from quota.sensor import ClientSensors, EntityStats
 from quota.throttle import INT32_MAX, java_round
-from quota.top import snapshot
+from quota.top import no_pause, snapshot
 
 
 class TokenBucket:
@@ -188,12 +188,12 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
         now = self._now(now_ms)
         return [(s.stats(now), s.bucket.peek(now)) for s in snapshot(self._sensors)]
 
-    def top_buckets(self, n: int, now_ms: int | None = None) -> tuple[list[tuple[EntityStats, float]],
-                                                                      EntityStats | None]:
+    def top_buckets(self, n: int, now_ms: int | None = None, pause: Callable[[], None] = no_pause
+                    ) -> tuple[list[tuple[EntityStats, float]], EntityStats | None]:
         """:meth:`buckets` of the ``n - 1`` busiest sensors (by mutations recorded) and the rest summed as one, as
         :meth:`top_stats` (None when nothing is left over). Changes nothing: a scrape may call it from a thread."""
         now = self._now(now_ms)
-        top, other = self.top_sensors(n, now)
+        top, other = self.top_sensors(n, now, pause)
         return [(s.stats(now), s.bucket.peek(now)) for s in top], other
 
     def _sensors_for(self, resolved: ResolvedQuota, user: str, client_id: str, now: int) -> MutationSensors:

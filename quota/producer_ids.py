@@ -30,6 +30,7 @@ says; a PID is counted on Produce, where the KIP counts it.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from operator import attrgetter
 
@@ -39,7 +40,7 @@ from quota.decision import FORWARD, Decision, Throttle
 from quota.entity import PRODUCER_IDS_RATE, QuotaTable, QuotaTags
 from quota.mutation import TokenBucket
 from quota.throttle import INT32_MAX
-from quota.top import OTHER, snapshot, top_and_rest
+from quota.top import OTHER, busiest, no_pause, others, release, snapshot, totals
 
 _MASK64 = (1 << 64) - 1
 
@@ -230,20 +231,25 @@ class ProducerIdQuotaManager:
     def stats(self, now_ms: int) -> list[ProducerIdStats]:
         return [_stats(s, now_ms) for s in snapshot(self._users)]
 
-    def top_stats(self, n: int, now_ms: int) -> tuple[list[ProducerIdStats], ProducerIdStats | None]:
+    def top_stats(self, n: int, now_ms: int, pause: Callable[[], None] = no_pause
+                  ) -> tuple[list[ProducerIdStats], ProducerIdStats | None]:
         """The stats of the ``n - 1`` users with the most new producer ids and the rest summed as one (user
         ``__other__``, no limit or tokens; None when nothing is left over), as ``ClientQuotaManager.top_stats``.
         Changes nothing: a scrape may call it from a thread other than the one that records."""
-        top, rest = top_and_rest(snapshot(self._users), n, attrgetter("new_pids"))
-        if not rest:
-            return [_stats(s, now_ms) for s in top], None
-
-        def total(name: str) -> int:
-            return sum(map(attrgetter(name), rest))
-
-        other = ProducerIdStats(QuotaTags(OTHER, ""), math.inf, math.nan, total("new_pids"), total("throttle_ms_total"),
-                                total("throttled"), sum(s.cache.size_bytes for s in rest),
-                                total("shadow_throttle_ms_total"), total("shadow_throttled"))
+        users = snapshot(self._users)
+        top = busiest(users, n, attrgetter("new_pids"), pause)
+        if top is None:
+            return [_stats(s, now_ms) for s in users], None
+        names = ("new_pids", "throttle_ms_total", "throttled", "shadow_throttle_ms_total", "shadow_throttled")
+        sums = dict.fromkeys(names + ("cache_bytes",), 0)
+        for part in others(users, top, pause):
+            for name, value in totals((part,), names).items():
+                sums[name] += value
+            sums["cache_bytes"] += sum(s.cache.size_bytes for s in part)
+        release(users, pause)
+        other = ProducerIdStats(QuotaTags(OTHER, ""), math.inf, math.nan, sums["new_pids"], sums["throttle_ms_total"],
+                                sums["throttled"], sums["cache_bytes"], sums["shadow_throttle_ms_total"],
+                                sums["shadow_throttled"])
         return [_stats(s, now_ms) for s in top], other
 
     def __len__(self) -> int:
