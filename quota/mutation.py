@@ -139,7 +139,7 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
                     sensors.record(n, now)
             else:
                 admitted.append(False)
-                throttle_ms = bucket.throttle_time_ms()
+                throttle_ms = max(1, bucket.throttle_time_ms())  # a hair below 0 rounds to 0 ms: still rejected
         if shadow:
             throttle_ms = bucket.throttle_time_ms()
         if throttle_ms <= 0:

@@ -116,3 +116,19 @@ def test_throttle_is_minus_tokens_over_rate(rate):
     bucket = TokenBucket(rate, rate * 10, 0)
     bucket.take(rate * 10 + rate * 2, 0)
     assert bucket.throttle_time_ms() == 2_000
+
+
+def test_a_topic_rejected_a_hair_below_zero_still_carries_a_throttle():
+    """Refills in steps can leave the bucket at -1e-16, which rounds to a 0 ms throttle: the topic is rejected all
+    the same, and the admission must say so with a throttle (the proxy forwards a request whose admission has none,
+    so that topic reached the broker uncharged: a polite client re-sending as its mute ended got 1.4 x its quota)."""
+    clock = ManualClock(0)
+    quotas = manager(rate=5, num=2, clock=clock)  # burst 10
+    assert quotas.admit("u", "admin", [1] * 11).all_admitted  # the 11th starts at 0: tokens -1
+    clock.advance(36)
+    assert quotas.admit("u", "admin", [1]).admitted == (False,)
+    clock.advance(164)
+    assert -1e-9 < quotas.tokens("u", "admin") < 0
+    admission = quotas.admit("u", "admin", [1])
+    assert admission.admitted == (False,)
+    assert admission.throttle is not None and admission.throttle.throttle_time_ms >= 1
