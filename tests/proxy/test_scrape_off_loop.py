@@ -112,3 +112,22 @@ def test_scrapes_that_arrive_during_one_share_its_build(ops):
             scraper.join(BOUND_S)
     assert len(scraped) == 2 and all(status == 200 and b"scrape_test_value 42.0" in body for status, body in scraped)
     assert len(collector.threads) == 1
+
+
+def test_the_garbage_collector_is_paused_while_a_scrape_is_built(ops):
+    """A young-generation collection while the quota collectors hold a snapshot of 10^6 sensors walks every entry
+    with the GIL held: none runs during a scrape, and collection is back on after it."""
+    import gc
+
+    collector, _, address, _, _ = ops
+    seen = []
+    collect = collector.collect
+
+    def collect_noting_gc():
+        seen.append(gc.isenabled())
+        yield from collect()
+
+    collector.collect = collect_noting_gc
+    collector.release.set()
+    assert get(address, "/metrics")[0] == 200
+    assert seen == [False] and gc.isenabled()
