@@ -10,10 +10,12 @@ which a tenant rotating names collects again and again, is ten times larger.
 The tenants use real clients: Produce v7, Fetch v11 and CreateTopics frames built with the proxy's codec over plain
 sockets (so "a new connection per request" costs one TCP connect and nothing else), kafka-python idempotent
 producers for the producer-id quota (aiokafka's InitProducerId fails on Tansu), bare ApiVersions connections from
-several loopback source addresses for the connection rate. Each line also says how many client connections the
-proxy held open at most (a connection its client abandoned stays open while it is muted) and how many it closed
-because it had no file descriptor left to open their broker connection (``fd_exhausted_total``). The proxy's own
-log goes to a temporary file. Nothing is asserted.
+several loopback source addresses for the connection rate. Each line also gives what the tenant cost the proxy:
+its resident memory at the end (every client id gets quota sensors, kept for an hour after their last use, as
+Kafka keeps them), the most client connections it held open at once (a connection its client abandoned stays open
+while it is muted, with its broker connection) and how many it closed because it had no file descriptor left for
+their broker connection (``fd_exhausted_total``). The proxy's own log goes to a temporary file. Nothing is
+asserted.
 
 Usage: ``python bench/evasion.py [--seconds 8] [--warmup 2] [--cases bytes,fetch,mutations,pids,connections,volume]``
 (a case number such as ``2a`` runs that case alone)
@@ -71,6 +73,11 @@ class Proxied:
     port: int
     broker_port: int
     metrics_url: str
+    pid: int
+
+    def rss_mib(self) -> float:
+        with open(f"/proc/{self.pid}/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
 
     def metric(self, name: str, **labels: str) -> float:
         """The sum of a metric's samples with these labels (0 when the proxy does not answer)."""
@@ -104,7 +111,7 @@ def proxied(quotas: list[str], settings: dict, extra_yaml: str = ""):
                              cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_for_port(proxy_port)
-        yield Proxied(proxy_port, broker_port, f"http://127.0.0.1:{metrics_port}/metrics")
+        yield Proxied(proxy_port, broker_port, f"http://127.0.0.1:{metrics_port}/metrics", proxy.pid)
     finally:
         proxy.terminate()
         try:
@@ -377,6 +384,7 @@ USER_MUTATIONS = entry("user:<default>", "controller_mutation_rate", MUTATION_RA
 USER_PIDS = entry("user:<default>", "producer_ids_rate", PID_RATE)
 USER_VOLUME_BYTES = entry("user:<default>", "producer_byte_rate", 2 * BYTE_QUOTA)
 FRESH = 4  # concurrent loops of a tenant opening a new connection per request
+PER_IP = 8  # max.connections.per.ip where set: muted connections count until their mute ends
 B, PIDS = "B", "producer ids"
 IP = f"ip connection_creation_rate {CONNECTION_RATE}/s"
 
@@ -389,6 +397,10 @@ CASES = [
          producer(FRESH, True, same("tenant"))),
     Case("bytes", f"2c. the same, with {IP}, 1 MiB produces", [CLIENT_BYTES, IP_RATE], BYTE_QUOTA, B,
          producer(FRESH, True, same("tenant"), MIB)),
+    Case("bytes", f"2d. a new connection per request, max.connections.per.ip {PER_IP}", [CLIENT_BYTES], BYTE_QUOTA,
+         B, producer(FRESH, True, same("tenant")), {"max.connections.per.ip": PER_IP}),
+    Case("bytes", "2e. the same, 1 MiB produces", [CLIENT_BYTES], BYTE_QUOTA, B,
+         producer(FRESH, True, same("tenant"), MIB), {"max.connections.per.ip": PER_IP}),
     Case("bytes", "3a. a new client id per request, one connection", [CLIENT_BYTES], BYTE_QUOTA, B,
          producer(1, False, rotating("tenant"))),
     Case("bytes", "3b. the same against a user quota (User:ANONYMOUS)", [USER_BYTES], BYTE_QUOTA, B,
@@ -417,11 +429,16 @@ CASES = [
          MUTATION_RATE, "partitions", topic_creator(1, False, rotating("admin"), 7)),
     Case("mutations", "4f. the same against a user quota", [USER_MUTATIONS], MUTATION_RATE, "partitions",
          topic_creator(1, False, rotating("admin"), 7)),
+    Case("mutations", f"4g. CreateTopics v5, a new connection per request, max.connections.per.ip {PER_IP}",
+         [CLIENT_MUTATIONS], MUTATION_RATE, "partitions", topic_creator(FRESH, True, same("admin"), 5),
+         {"max.connections.per.ip": PER_IP}),
     Case("pids", "5a. restart loop: a new idempotent producer per message, 4 threads", [USER_PIDS],
          PID_RATE / PID_WINDOW_S, PIDS, restart_loop(4)),
     Case("pids", "5b. the same, with ip connection_creation_rate 1/s",
          [USER_PIDS, entry("ip:<default>", "connection_creation_rate", 1)], PID_RATE / PID_WINDOW_S, PIDS,
          restart_loop(4)),
+    Case("pids", f"5c. the same, with max.connections.per.ip {PER_IP}", [USER_PIDS], PID_RATE / PID_WINDOW_S, PIDS,
+         restart_loop(4), {"max.connections.per.ip": PER_IP}),
     Case("connections", f"6a. many connections from one IP ({IP})", [IP_RATE], CONNECTION_RATE, "connections",
          connection_storm(1, 16)),
     Case("connections", "6b. the same from 8 IPs (127.0.0.2-9)", [IP_RATE], CONNECTION_RATE, "connections",
@@ -470,9 +487,11 @@ def main() -> None:
                 stop.set()
                 sampler.join(5)
             no_fds = proxy.metric("kafka_quota_proxy_fd_exhausted_total")
+            rss = proxy.rss_mib()
         rate = tally.rate(args.warmup, args.seconds)
         print(f"  {case.what:88} {rate / case.quota:7.2f} x  ({rate:,.1f} {case.unit}/s; {len(tally.done)} done, "
-              f"{tally.throttled} throttled, {tally.failed} failed; proxy held <= {held[0]:.0f} connections"
+              f"{tally.throttled} throttled, {tally.failed} failed; proxy RSS {rss:.0f} MiB, held <= {held[0]:.0f} "
+              f"connections"
               + (f", {no_fds:.0f} closed for want of file descriptors" if no_fds else "") + ")", flush=True)
     print(f"total {time.monotonic() - started:.0f} s")
 
