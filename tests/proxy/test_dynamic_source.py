@@ -29,3 +29,20 @@ def test_a_bad_value_or_unknown_key_is_named(section, path):
     with pytest.raises(ConfigError) as err:
         parse_config(dict(BASE, dynamic_config=section))
     assert path in str(err.value)
+
+
+def test_the_bounds_default_to_a_million_entries_1_kib_keys_and_64_kib_values():
+    source = parse_config(dict(BASE)).dynamic_config
+    assert (source.max_entries, source.max_key_bytes, source.max_value_bytes) == (1_000_000, 1024, 65_536)
+    source = parse_config(dict(BASE, dynamic_config={"max_entries": 10, "max_key_bytes": 100,
+                                                     "max_value_bytes": 1000})).dynamic_config
+    assert (source.max_entries, source.max_key_bytes, source.max_value_bytes) == (10, 100, 1000)
+
+
+@pytest.mark.parametrize("key,value", [("max_entries", 0), ("max_entries", "many"), ("max_entries", True),
+                                       ("max_key_bytes", 10), ("max_value_bytes", 1.5),
+                                       ("max_value_bytes", 10**9)])
+def test_a_bound_out_of_range_is_named(key, value):
+    with pytest.raises(ConfigError) as err:
+        parse_config(dict(BASE, dynamic_config={key: value}))
+    assert f"dynamic_config.{key}" in str(err.value)
