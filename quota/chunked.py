@@ -1,0 +1,153 @@
+"""An immutable mapping that a change copies only in part: the quota tables and dynamic entries of 10^6 entities.
+
+A :class:`ChunkedMap` spreads its keys over up to :data:`MAX_CHUNKS` small dicts by hash. :meth:`ChunkedMap.updated`
+gives a new map with some keys set or removed: only the chunks those keys fall in are copied (each about
+:data:`TARGET_CHUNK` entries), the others are shared with the old map, which is unchanged. So a change of ``k`` keys
+costs ``O(k)`` Python steps and at most ``k`` C-level chunk copies, whatever the size of the map, and a reader of the
+old map (the request path, a scrape thread) never sees half of it: the new one is published by swapping one
+reference.
+
+A lookup is one hash and two index operations. Iteration goes chunk by chunk (no particular order). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+TARGET_CHUNK = 256
+"""Entries per chunk a new map aims at."""
+MAX_CHUNKS = 4096
+"""At 10^6 entries a chunk holds about 250: a one-key change copies that many pointers (a few microseconds)."""
+REGROW = 4
+"""A map grown past ``REGROW * TARGET_CHUNK`` entries per chunk is laid out again with more chunks (amortized
+O(1) per key: the map has grown fourfold since it was last laid out)."""
+
+
+class _Removed:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "REMOVED"
+
+
+REMOVED: Any = _Removed()
+"""The value that removes a key in :meth:`ChunkedMap.updated`."""
+
+
+def _bits_for(size: int) -> int:
+    bits = 0
+    while (1 << bits) * TARGET_CHUNK < size and (1 << bits) < MAX_CHUNKS:
+        bits += 1
+    return bits
+
+
+class ChunkedMap(Mapping):
+    __slots__ = ("_chunks", "_mask", "_len")
+
+    def __init__(self, items: Mapping | Iterable[tuple[Any, Any]] = ()) -> None:
+        values = dict(items)
+        self._layout(values, len(values))
+
+    def _layout(self, values: Iterable[tuple[Any, Any]] | dict, size: int) -> None:
+        mask = (1 << _bits_for(size)) - 1
+        chunks: list[dict] = [{} for _ in range(mask + 1)]
+        for key, value in (values.items() if isinstance(values, dict) else values):
+            chunks[hash(key) & mask][key] = value
+        self._chunks, self._mask, self._len = chunks, mask, sum(map(len, chunks))
+
+    # -- reading ---------------------------------------------------------------------------------------------------
+
+    def __getitem__(self, key):
+        return self._chunks[hash(key) & self._mask][key]
+
+    def get(self, key, default=None):
+        return self._chunks[hash(key) & self._mask].get(key, default)
+
+    def __contains__(self, key) -> bool:
+        return key in self._chunks[hash(key) & self._mask]
+
+    def __iter__(self) -> Iterator:
+        for chunk in self._chunks:
+            yield from chunk
+
+    def items(self):
+        return _Items(self)
+
+    def values(self):
+        return _Values(self)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __repr__(self) -> str:
+        return f"ChunkedMap({self._len} entries in {len(self._chunks)} chunks)"
+
+    # -- changing (into a new map) ---------------------------------------------------------------------------------
+
+    def updated(self, changes: Mapping) -> "ChunkedMap":
+        """A new map: this one with each key of ``changes`` set to its value, or removed where the value is
+        :data:`REMOVED`. This map is not changed; the new one shares every chunk no key of ``changes`` falls in."""
+        if not changes:
+            return self
+        mask = self._mask
+        chunks = list(self._chunks)  # a list of pointers (at most MAX_CHUNKS)
+        copied: set[int] = set()
+        size = self._len
+        for key, value in changes.items():
+            index = hash(key) & mask
+            chunk = chunks[index]
+            if index not in copied:
+                chunk = chunks[index] = dict(chunk)
+                copied.add(index)
+            if value is REMOVED:
+                if chunk.pop(key, REMOVED) is not REMOVED:
+                    size -= 1
+            else:
+                if key not in chunk:
+                    size += 1
+                chunk[key] = value
+        new = ChunkedMap.__new__(ChunkedMap)
+        if size > REGROW * TARGET_CHUNK * len(chunks) and len(chunks) < MAX_CHUNKS:
+            new._layout(((k, v) for chunk in chunks for k, v in chunk.items()), size)
+        else:
+            new._chunks, new._mask, new._len = chunks, mask, size
+        return new
+
+    def copied_from(self, old: "ChunkedMap") -> int:
+        """How many entries of this map lie in chunks it does not share with ``old`` (the work :meth:`updated`
+        did to make it from ``old``; for tests and benchmarks)."""
+        if len(self._chunks) != len(old._chunks):
+            return self._len
+        return sum(len(new) for new, was in zip(self._chunks, old._chunks) if new is not was)
+
+
+class _Items:
+    __slots__ = ("_map",)
+
+    def __init__(self, m: ChunkedMap) -> None:
+        self._map = m
+
+    def __iter__(self):
+        for chunk in self._map._chunks:
+            yield from chunk.items()
+
+    def __len__(self) -> int:
+        return len(self._map)
+
+
+class _Values:
+    __slots__ = ("_map",)
+
+    def __init__(self, m: ChunkedMap) -> None:
+        self._map = m
+
+    def __iter__(self):
+        for chunk in self._map._chunks:
+            yield from chunk.values()
+
+    def __len__(self) -> int:
+        return len(self._map)
+
+
+EMPTY = ChunkedMap()
