@@ -80,6 +80,11 @@ class ChunkedMap(Mapping):
     def __len__(self) -> int:
         return self._len
 
+    @property
+    def chunks_and_mask(self) -> tuple[list[dict], int]:
+        """For a caller that inlines :meth:`get` on a hot path: ``chunks[hash(key) & mask].get(key)``."""
+        return self._chunks, self._mask
+
     def __repr__(self) -> str:
         return f"ChunkedMap({self._len} entries in {len(self._chunks)} chunks)"
 

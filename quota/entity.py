@@ -27,6 +27,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from quota.chunked import EMPTY as EMPTY_MAP
+from quota.chunked import REMOVED, ChunkedMap
+
 DEFAULT = "<default>"
 """The default-entity marker, as Kafka writes it (``ClientQuotaManager.DEFAULT_NAME``)."""
 
@@ -174,27 +177,41 @@ def _check_value(entity: QuotaEntity, key: str, value: Any) -> float:
 
 
 class QuotaTable:
-    """An immutable snapshot of configured quotas; swap a whole new table to change anything."""
+    """An immutable snapshot of configured quotas; swap a whole new table to change anything.
 
-    __slots__ = ("_entries", "_by_key", "_levels_by_key")
+    :meth:`with_changes` makes the next table from this one in time linear in the entities changed (the maps
+    underneath are :class:`quota.chunked.ChunkedMap`: the new table shares every part the change does not touch),
+    and remembers what changed, so a manager given it can refresh only the sensors those entities reach
+    (:meth:`changes_since`).
+    """
+
+    __slots__ = ("_entries", "_by_key", "_level_counts", "_levels_by_key", "_listing", "_version", "_changes")
 
     def __init__(self, entries: Iterable[QuotaEntry] = ()) -> None:
-        self._entries: tuple[QuotaEntry, ...] = tuple(entries)
+        listing: tuple[QuotaEntry, ...] = tuple(entries)
+        by_entity: dict[QuotaEntity, QuotaEntry] = {}
         # key -> {(user part, client part): (limit, entry)}; parts are names, _D, or None.
         by_key: dict[str, dict[tuple[object, object], tuple[float, QuotaEntry]]] = {}
-        levels: dict[str, set[int]] = {}
-        seen: set[QuotaEntity] = set()
-        for entry in self._entries:
-            if entry.entity in seen:
+        counts: dict[str, list[int]] = {}
+        for entry in listing:
+            if entry.entity in by_entity:
                 raise ValueError(f"{entry.entity.path}: configured more than once")
-            seen.add(entry.entity)
+            by_entity[entry.entity] = entry
+            internal, level = _internal_key(entry.entity), _level_of(entry.entity)
             for key, value in entry.quotas.items():
-                limit = _check_value(entry.entity, key, value)
-                by_key.setdefault(key, {})[_internal_key(entry.entity)] = (limit, entry)
-                levels.setdefault(key, set()).add(_level_of(entry.entity))
-        self._by_key = by_key
+                by_key.setdefault(key, {})[internal] = (_check_value(entry.entity, key, value), entry)
+                counts.setdefault(key, [0] * len(_LEVELS))[level] += 1
+        self._entries = ChunkedMap(by_entity)
+        self._by_key = {key: ChunkedMap(found) for key, found in by_key.items()}
+        self._set_levels(counts)
+        self._listing: tuple[QuotaEntry, ...] | None = listing  # in the order given
+        self._version = object()
+        self._changes: tuple[object, frozenset] | None = None
+
+    def _set_levels(self, counts: dict[str, list[int]]) -> None:
+        self._level_counts = counts
         # Only the levels configured for a key are looked at (Kafka's quotaTypesEnabled optimisation).
-        self._levels_by_key = {key: tuple(sorted(found)) for key, found in levels.items()}
+        self._levels_by_key = {key: tuple(level for level, n in enumerate(found) if n) for key, found in counts.items()}
 
     @classmethod
     def from_values(cls, values: Iterable[tuple[Any, ...]]) -> QuotaTable:
@@ -211,9 +228,57 @@ class QuotaTable:
             entries.append(QuotaEntry(QuotaEntity.from_dict(entity), dict(quotas), shadow))
         return cls(entries)
 
+    def with_changes(self, changes: Mapping[QuotaEntity, QuotaEntry | None]) -> QuotaTable:
+        """A new table: this one with each entity of ``changes`` set to its entry, or removed (``None``). Cost:
+        linear in ``len(changes)``, whatever the size of the table. Raises ValueError for a bad value (nothing is
+        changed)."""
+        per_key: dict[str, dict] = {}
+        counts = {key: list(found) for key, found in self._level_counts.items()}
+        for entity, entry in changes.items():
+            if entry is not None and entry.entity != entity:
+                raise ValueError(f"{entity.path}: given the entry of {entry.entity.path}")
+            internal, level = _internal_key(entity), _level_of(entity)
+            old = self._entries.get(entity)
+            if old is not None:
+                for key in old.quotas:
+                    per_key.setdefault(key, {})[internal] = REMOVED
+                    counts[key][level] -= 1
+            if entry is not None:
+                for key, value in entry.quotas.items():
+                    per_key.setdefault(key, {})[internal] = (_check_value(entity, key, value), entry)
+                    counts.setdefault(key, [0] * len(_LEVELS))[level] += 1
+        new = QuotaTable.__new__(QuotaTable)
+        new._entries = self._entries.updated({e: REMOVED if entry is None else entry for e, entry in changes.items()})
+        by_key = dict(self._by_key)
+        for key, found in per_key.items():
+            by_key[key] = by_key.get(key, EMPTY_MAP).updated(found)
+            if not by_key[key]:
+                del by_key[key]
+        new._by_key = by_key
+        new._set_levels({key: found for key, found in counts.items() if key in by_key})
+        new._listing = None
+        new._version = object()
+        new._changes = (self._version, frozenset(changes))
+        return new
+
+    def changes_since(self, older: QuotaTable) -> frozenset[QuotaEntity] | None:
+        """The entities whose entries differ between ``older`` and this table, when this table was made from it by
+        :meth:`with_changes`; None when that is not known (any entity may differ)."""
+        if self._changes is not None and self._changes[0] is older._version:
+            return self._changes[1]
+        return None
+
     @property
     def entries(self) -> tuple[QuotaEntry, ...]:
-        return self._entries
+        """Every entry (linear in the table's size: for describing it, not for the request path)."""
+        listing = self._listing
+        if listing is None:
+            listing = self._listing = tuple(self._entries.values())
+        return listing
+
+    def entry(self, entity: QuotaEntity) -> QuotaEntry | None:
+        """The entry of one entity, if configured."""
+        return self._entries.get(entity)
 
     def keys(self) -> frozenset[str]:
         """The quota keys configured for at least one entity."""
@@ -223,11 +288,13 @@ class QuotaTable:
         """The quota for ``key`` that applies to ``(user, client_id)``, with the tags of the sensor to count it in."""
         configured = self._by_key.get(key)
         if configured is not None:
+            chunks, mask = configured.chunks_and_mask  # ChunkedMap.get, inlined: this is the request path
             for level in self._levels_by_key[key]:
                 user_kind, client_kind, tag_user, tag_client = _LEVELS[level]
                 user_part = None if user_kind is None else (user if user_kind == "name" else _D)
                 client_part = None if client_kind is None else (client_id if client_kind == "name" else _D)
-                found = configured.get((user_part, client_part))
+                internal = (user_part, client_part)
+                found = chunks[hash(internal) & mask].get(internal)
                 if found is not None:
                     limit, entry = found
                     tags = QuotaTags(user if tag_user else "", client_id if tag_client else "")
