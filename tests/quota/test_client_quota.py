@@ -195,7 +195,8 @@ def _lookups_per_record(n_entities: int) -> int:
     values += [({"user": f"u{i}", "client-id": f"c{i}"}, {P: 1000}) for i in range(n_entities)]
     values += [({"client-id": f"c{i}"}, {P: 1000}) for i in range(n_entities)]
     m = manager(values)
-    m.quotas._by_key[P] = CountingDict(m.quotas._by_key[P])
+    chunked = m.quotas._by_key[P]  # a ChunkedMap: count the lookups in its chunks
+    chunked._chunks = [CountingDict(chunk) for chunk in chunked._chunks]
     CountingDict.lookups = 0
     for user, client_id in [("u1", "c1"), ("u1", "zz"), ("nobody", "c2"), ("nobody", "zz")]:
         m.record_and_get_throttle_time_ms(user, client_id, 100)

@@ -129,7 +129,8 @@ def _big_table(n: int) -> QuotaTable:
 
 
 def _lookups_for(table: QuotaTable, queries) -> int:
-    table._by_key[P] = CountingDict(table._by_key[P])
+    chunked = table._by_key[P]  # a ChunkedMap: count the lookups in its chunks
+    chunked._chunks = [CountingDict(chunk) for chunk in chunked._chunks]
     CountingDict.lookups = 0
     for user, client_id in queries:
         table.resolve(P, user, client_id)
