@@ -19,7 +19,7 @@ from typing import Any
 from config.errors import ConfigError
 from quota.connection import CONNECTION_CREATION_RATE, IP, normalize_ip
 from quota.entity import (DEFAULT, CLIENT_ID, CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, PRODUCER_IDS_RATE,
-                          USER, QuotaTable)
+                          USER, QuotaEntity, QuotaEntry, QuotaTable)
 
 # Keys this version enforces. Kafka's other client-quota key (request_percentage) is rejected rather than accepted
 # and silently ignored.
@@ -41,53 +41,65 @@ def parse_quota_section(raw: Any, path: str) -> tuple[QuotaTable, dict[str, floa
         raw = []
     if not isinstance(raw, list):
         raise ConfigError(path, f"expected a list of quota entries, got {type(raw).__name__}")
-    values = []
+    entries = []
     ip_rates: dict[str, float] = {}
     for i, item in enumerate(raw):
         where = f"{path}[{i}]"
-        if not isinstance(item, dict):
-            raise ConfigError(where, f"expected a mapping with 'entity' and quota keys, got {item!r}")
-        if "entity" not in item:
-            raise ConfigError(f"{where}.entity", "required key is missing")
-        entity = item["entity"]
-        if not isinstance(entity, dict) or not entity:
-            raise ConfigError(f"{where}.entity", f"expected a mapping with '{USER}' and/or '{CLIENT_ID}', or '{IP}', "
-                              f"got {entity!r}")
-        if IP in entity:
-            ip, rate = _ip_entry(item, entity, where)
-            if ip in ip_rates:
-                raise ConfigError(f"{where}.entity.{IP}", f"{ip} is configured more than once")
-            ip_rates[ip] = rate
+        parsed = parse_quota_item(item, where)
+        if isinstance(parsed, QuotaEntry):
+            entries.append(parsed)
             continue
-        for key, value in entity.items():
-            if key not in (USER, CLIENT_ID):
-                raise ConfigError(f"{where}.entity.{key}", f"unknown entity type (known: {USER}, {CLIENT_ID}, {IP})")
-            if not isinstance(value, str) or not value:
-                raise ConfigError(f"{where}.entity.{key}", f"expected a name or \"<default>\", got {value!r}")
-        quotas = {}
-        mode = item.get("mode", "enforce")
-        if mode not in ("enforce", "shadow"):
-            raise ConfigError(f"{where}.mode", f"expected enforce or shadow, got {mode!r}")
-        for key, value in item.items():
-            if key in ("entity", "mode"):
-                continue
-            if key == CONNECTION_CREATION_RATE:
-                raise ConfigError(f"{where}.{key}", f"only for ip entities (KIP-612): use entity {{{IP}: ...}}")
-            if key not in ENFORCED_KEYS:
-                raise ConfigError(f"{where}.{key}", f"unknown or not yet enforced quota key (known: {', '.join(ENFORCED_KEYS)})")
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not MIN_RATE <= value < math.inf:
-                raise ConfigError(f"{where}.{key}", f"expected a rate in {UNITS[key]} > 0 (finite, at least "
-                                  f"{MIN_RATE:g}), got {value!r}")
-            if key == PRODUCER_IDS_RATE and CLIENT_ID in entity:
-                raise ConfigError(f"{where}.{key}", "only for user entities (KIP-936): remove client-id or this key")
-            quotas[key] = value
-        if not quotas:
-            raise ConfigError(where, f"no quota key given (known: {', '.join(ENFORCED_KEYS)})")
-        values.append((entity, quotas, mode == "shadow"))
+        ip, rate = parsed
+        if ip in ip_rates:
+            raise ConfigError(f"{where}.entity.{IP}", f"{ip} is configured more than once")
+        ip_rates[ip] = rate
     try:
-        return QuotaTable.from_values(values), ip_rates
+        return QuotaTable(entries), ip_rates
     except ValueError as exc:
         raise ConfigError(path, str(exc)) from None
+
+
+def parse_quota_item(item: Any, where: str) -> QuotaEntry | tuple[str, float]:
+    """One item of the list: a user/client-id entry, or ``(ip or <default>, connection_creation_rate)``. Checked
+    on its own (a dynamic record is checked this way, whatever the number of other entries)."""
+    if not isinstance(item, dict):
+        raise ConfigError(where, f"expected a mapping with 'entity' and quota keys, got {item!r}")
+    if "entity" not in item:
+        raise ConfigError(f"{where}.entity", "required key is missing")
+    entity = item["entity"]
+    if not isinstance(entity, dict) or not entity:
+        raise ConfigError(f"{where}.entity", f"expected a mapping with '{USER}' and/or '{CLIENT_ID}', or '{IP}', "
+                          f"got {entity!r}")
+    if IP in entity:
+        return _ip_entry(item, entity, where)
+    for key, value in entity.items():
+        if key not in (USER, CLIENT_ID):
+            raise ConfigError(f"{where}.entity.{key}", f"unknown entity type (known: {USER}, {CLIENT_ID}, {IP})")
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"{where}.entity.{key}", f"expected a name or \"<default>\", got {value!r}")
+    quotas = {}
+    mode = item.get("mode", "enforce")
+    if mode not in ("enforce", "shadow"):
+        raise ConfigError(f"{where}.mode", f"expected enforce or shadow, got {mode!r}")
+    for key, value in item.items():
+        if key in ("entity", "mode"):
+            continue
+        if key == CONNECTION_CREATION_RATE:
+            raise ConfigError(f"{where}.{key}", f"only for ip entities (KIP-612): use entity {{{IP}: ...}}")
+        if key not in ENFORCED_KEYS:
+            raise ConfigError(f"{where}.{key}", f"unknown or not yet enforced quota key (known: {', '.join(ENFORCED_KEYS)})")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not MIN_RATE <= value < math.inf:
+            raise ConfigError(f"{where}.{key}", f"expected a rate in {UNITS[key]} > 0 (finite, at least "
+                              f"{MIN_RATE:g}), got {value!r}")
+        if key == PRODUCER_IDS_RATE and CLIENT_ID in entity:
+            raise ConfigError(f"{where}.{key}", "only for user entities (KIP-936): remove client-id or this key")
+        quotas[key] = value
+    if not quotas:
+        raise ConfigError(where, f"no quota key given (known: {', '.join(ENFORCED_KEYS)})")
+    try:
+        return QuotaEntry(QuotaEntity.from_dict(entity), quotas, mode == "shadow")
+    except ValueError as exc:
+        raise ConfigError(where, str(exc)) from None
 
 
 def _ip_entry(item: dict, entity: dict, where: str) -> tuple[str, float]:
