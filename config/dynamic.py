@@ -11,8 +11,10 @@ it, as dynamic configs override ``server.properties`` in Kafka. One record per e
   removes the entry.
 
 A record's keys replace that entity's dynamic keys whole (the ``configs`` CLI writes the merged result); per key,
-dynamic wins over YAML. Everything here is pure: records in, a checked :class:`DynamicEntries` out, and
-:func:`effective` builds the configuration every manager then reads.
+dynamic wins over YAML. Everything here is pure: a record is checked on its own (:func:`check_record`, against the
+YAML's item for the same entity only), :class:`DynamicEntries` holds the entries in force, and :func:`effective`
+builds the configuration every manager then reads from scratch; :mod:`config.dynamic_state` changes it record by
+record in work linear in what changed.
 """
 
 from __future__ import annotations
@@ -21,14 +23,14 @@ import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any, Mapping
 
 from config.errors import ConfigError
 from config.model import ProxyConfig, Settings
-from config.quotas import parse_quota_section
+from config.quotas import parse_quota_item, parse_quota_section
+from quota.chunked import REMOVED, ChunkedMap
 from quota.connection import IP, normalize_ip
-from quota.entity import CLIENT_ID, DEFAULT, USER
+from quota.entity import CLIENT_ID, DEFAULT, USER, QuotaEntity, QuotaEntry
 
 DEFAULT_TOPIC = "__kafka_quota_proxy_configs"
 PROXY_KEY = {"proxy": "settings"}
@@ -76,42 +78,99 @@ def parse_key(key: bytes | None) -> dict[str, str]:
 
 
 @dataclass(frozen=True, slots=True)
+class Checked:
+    """One record checked on its own, against the YAML's item for the same entity (nothing else can make it bad):
+    the entity's dynamic keys (None: a tombstone) and what it then gives: a user/client-id entity's entry
+    (``quota``: None when neither the YAML nor the topic configures it any more), an IP's
+    ``connection_creation_rate`` (``ip_rate``), or the proxy-wide ``settings``."""
+
+    canonical: bytes
+    entity: dict
+    values: dict | None
+    quota_entity: QuotaEntity | None = None
+    quota: QuotaEntry | None = None
+    ip: str | None = None
+    ip_rate: float | None = None
+    settings: Settings | None = None
+
+
+class _YamlItems:
+    """The YAML's quota items by entity key, made once per configuration (the last few kept)."""
+
+    def __init__(self) -> None:
+        self._made: list[tuple[tuple, dict[bytes, dict]]] = []
+
+    def of(self, base: ProxyConfig) -> dict[bytes, dict]:
+        for raw, items in self._made:
+            if raw is base.raw_quotas:
+                return items
+        items = {entity_key(item["entity"]): item for item in base.raw_quotas}
+        self._made = [(base.raw_quotas, items)] + self._made[:3]
+        return items
+
+
+YAML_ITEMS = _YamlItems()
+
+
+def check_record(base: ProxyConfig, key: bytes | None, value: bytes | None) -> Checked:
+    """A record of the config topic checked on its own (work independent of how many entries there are); raises
+    :class:`RecordError` naming the key and the reason."""
+    from config.settings import parse_settings
+
+    entity = parse_key(key)
+    canonical = entity_key(entity)
+    values = None
+    if value is not None:
+        try:
+            values = json.loads(value.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            raise RecordError(f"{canonical.decode()}: value is not JSON") from None
+        if not isinstance(values, dict):
+            raise RecordError(f"{canonical.decode()}: expected a JSON object of quota keys, got {str(values)[:100]}")
+    try:
+        if entity == PROXY_KEY:
+            if not values:
+                return Checked(canonical, entity, values, settings=base.settings)
+            unknown = [k for k in values if k not in DYNAMIC_SETTINGS]
+            if unknown:
+                raise ConfigError(f"proxy settings.{unknown[0]}", f"not a dynamic setting (dynamic: "
+                                  f"{', '.join(DYNAMIC_SETTINGS)})")
+            settings = parse_settings({**base.settings.values, **values}, "proxy settings",
+                                      {lc.name for lc in base.listeners})
+            return Checked(canonical, entity, values, settings=settings)
+        item = YAML_ITEMS.of(base).get(canonical)
+        parsed = None
+        if values is not None or item is not None:
+            parsed = parse_quota_item({**(item or {"entity": dict(entity)}), **(values or {})}, "quotas")
+    except ConfigError as exc:
+        raise RecordError(f"{canonical.decode()}: {exc}") from None
+    if IP in entity:
+        return Checked(canonical, entity, values, ip=entity[IP], ip_rate=None if parsed is None else parsed[1])
+    return Checked(canonical, entity, values, quota_entity=QuotaEntity.from_dict(entity), quota=parsed)
+
+
+@dataclass(frozen=True, slots=True)
 class DynamicEntries:
     """The config topic's live entries: entity key bytes -> (entity, values)."""
 
-    entries: Mapping[bytes, tuple[dict, dict]] = field(default_factory=lambda: MappingProxyType({}))
+    entries: Mapping[bytes, tuple[dict, dict]] = field(default_factory=ChunkedMap)
 
     def with_record(self, base: ProxyConfig, key: bytes | None, value: bytes | None) -> "DynamicEntries":
         """These entries with one record applied; raises :class:`RecordError` (and changes nothing) for a record
-        that cannot be used, alone or with the rest."""
-        return self.apply(base, key, value)[0]
+        that cannot be used. Work independent of the number of entries."""
+        return self.with_checked([check_record(base, key, value)])
 
-    def apply(self, base: ProxyConfig, key: bytes | None,
-              value: bytes | None) -> tuple["DynamicEntries", ProxyConfig]:
-        """:meth:`with_record`, and the effective configuration it gives (built once, to check the record)."""
-        entity = parse_key(key)
-        canonical = entity_key(entity)
-        entries = dict(self.entries)
-        if value is None:
-            entries.pop(canonical, None)
-        else:
-            try:
-                values = json.loads(value.decode("utf-8"))
-            except (UnicodeDecodeError, ValueError):
-                raise RecordError(f"{canonical.decode()}: value is not JSON") from None
-            if not isinstance(values, dict):
-                raise RecordError(f"{canonical.decode()}: expected a JSON object of quota keys, got {values!r}")
-            entries[canonical] = (entity, values)
-        updated = DynamicEntries(MappingProxyType(entries))
-        try:
-            return updated, effective(base, updated)
-        except ConfigError as exc:
-            raise RecordError(f"{canonical.decode()}: {exc}") from None
+    def with_checked(self, records: list[Checked]) -> "DynamicEntries":
+        """These entries with records already checked applied, in order."""
+        entries = self.entries if isinstance(self.entries, ChunkedMap) else ChunkedMap(self.entries)
+        return DynamicEntries(entries.updated({c.canonical: REMOVED if c.values is None else (c.entity, c.values)
+                                               for c in records}))
 
 
 def effective(base: ProxyConfig, dynamic: DynamicEntries) -> ProxyConfig:
-    """The YAML configuration with the dynamic entries laid over it: per entity and key, dynamic wins. Raises
-    ConfigError naming the key for anything the YAML loader would reject."""
+    """The YAML configuration with the dynamic entries laid over it: per entity and key, dynamic wins. Built whole
+    (linear in the number of entries; :mod:`config.dynamic_state` changes it by what changed). Raises ConfigError
+    naming the key for anything the YAML loader would reject."""
     from config.settings import connection_limits, parse_settings
 
     items: dict[bytes, dict] = {}

@@ -1,12 +1,15 @@
 """The dynamic configuration of a running proxy: follows the config topic and swaps the effective configuration in.
 
 Every proxy reads the topic (``dynamic_config.topic``) from the beginning at start-up and then follows it (no
-consumer group, like the volume-usage follower). Each record goes through :meth:`DynamicEntries.apply`: a record
-that cannot be used is logged with its key and reason, counted (``dynamic_config_bad_records_total``) and ignored,
-and the last good configuration stays in force. The effective configuration the good records of a fetched batch
-give (YAML with every dynamic entry laid over it) goes to ``apply`` once per batch, which swaps it into every
-quota manager in one step of the event loop. The topic is read from the beginning into fresh entries, put in force
-once read to its end (start-up does not wait for that: the YAML applies until then, and no partial configuration is
+consumer group, like the volume-usage follower). The records of one poll are one batch
+(:class:`config.dynamic_state.Batch`): each record is checked on its own; one that cannot be used is logged with its
+key and reason, counted (``dynamic_config_bad_records_total``) and ignored, one past a bound of the section
+(``max_key_bytes``, ``max_value_bytes``, ``max_entries``) is counted by reason
+(``dynamic_config_records_skipped_total{reason}``), logged once per key and skipped; the entries in force stay. The
+batch's new state is made from the one in force in work linear in what it changed, in slices between which the
+event loop runs (SLICE_S), then put in force in one swap (``apply``: every quota manager takes it in one step of
+the event loop, so no request sees half a batch). The topic is read from the beginning into fresh entries, put in
+force once read to its end (start-up does not wait for that: the YAML applies until then, and no partial configuration is
 applied on the way). A missing topic is created; one that cannot be created or read is logged once
 (``dynamic_config_available`` 0) and the proxy runs on what it has (YAML plus the entries it read last), retrying
 every RETRY_S. A deleted topic takes its entries with it (YAML alone); a recreated one is read again from the
@@ -25,7 +28,9 @@ import logging
 import time
 from collections.abc import Callable
 
-from config.dynamic import DynamicEntries, RecordError, effective
+from config.dynamic import DynamicEntries, RecordError
+from config.dynamic_source import DynamicConfigSource
+from config.dynamic_state import SKIP_REASONS, Batch, DynamicState, RecordSkipped
 from config.model import ProxyConfig
 from proxy.following import CALL_TIMEOUT_S, CHECK_S, TopicReader
 from proxy.logs import LogLimiter
@@ -36,6 +41,15 @@ log = logging.getLogger(__name__)
 RETRY_S = 5.0  # while the topic cannot be created or read
 WRITE_TIMEOUT_S = 15.0  # AlterClientQuotas: creating the topic if needed and appending the records
 BAD_RECORD_LOG = LogLimiter()  # one line per 10 s, whatever a writer floods the topic with
+SKIPPED_LOG = LogLimiter(interval_s=3600.0)  # a record past a bound: one line per key (and reason) an hour
+SLICE_S = 0.005  # applying records: the event loop runs at least this often
+
+
+def _shown(key: bytes | None) -> str:
+    """A record key for a log line: at most 100 bytes of it, and its length."""
+    if key is None:
+        return "(no key)"
+    return f"{key[:100]!r}{f' ({len(key)} bytes)' if len(key) > 100 else ''}"
 
 
 class DynamicConfig:
@@ -43,13 +57,15 @@ class DynamicConfig:
                  client_id: str = "kafka-quota-proxy-config") -> None:
         self.base = base
         self.topic = base.dynamic_config.topic
-        self.entries = DynamicEntries()
-        self.current = base
+        self.bounds = base.dynamic_config or DynamicConfigSource()
+        self.state = DynamicState.initial(base)
         self._apply = apply
         self.bootstrap = bootstrap
         self.client_id = client_id
         self.bad_records = 0
+        self.skipped = dict.fromkeys(SKIP_REASONS, 0)  # records past a bound of the section, by reason
         self.applied = 0
+        self.swaps = 0  # states put in force (one per poll that changed something, one at the end of a read)
         self.lag = 0
         self.last_read = 0.0  # monotonic time of the last successful poll, 0 never
         self.caught_up = asyncio.Event()  # set once the topic (or its absence) has been read
@@ -61,32 +77,63 @@ class DynamicConfig:
         self._context = contextvars.copy_context()
         self.security: dict = {}  # aiokafka's security_protocol/ssl_context when the brokers speak TLS
 
+    @property
+    def entries(self) -> DynamicEntries:
+        """The entries in force."""
+        return self.state.entries
+
+    @property
+    def current(self) -> ProxyConfig:
+        """The effective configuration in force (the YAML with the entries laid over it)."""
+        return self.state.config
+
     # -- records in ---------------------------------------------------------------------------------------------
 
-    def records(self, batch, entries: DynamicEntries | None = None) -> tuple[DynamicEntries, ProxyConfig, int]:
-        """Records of the config topic, in order (each checked with those before it), laid over ``entries`` (those
-        in force by default). Returns the entries, the configuration they give and how many records were good."""
-        entries = self.entries if entries is None else entries
-        current = self.current if entries is self.entries else effective(self.base, entries)
+    async def take(self, records, batch: Batch) -> int:
+        """Records of the config topic, in order, into ``batch`` (each checked with those before it); a record
+        that cannot be used, or is past a bound, is counted, logged (bounded) and left out. The event loop runs
+        between slices of SLICE_S. Returns how many were good."""
         good = 0
-        for record in batch:
+        started = time.perf_counter()
+        for record in records:
             try:
-                entries, current = entries.apply(self.base, record.key, record.value)
+                batch.add(record.key, record.value)
+            except RecordSkipped as exc:
+                self.skipped[exc.reason] += 1
+                key = record.key or b""
+                if SKIPPED_LOG.allow(repr(key[:200]), exc.reason, time.monotonic()) is not None:  # once per key
+                    log.warning("dynamic config: record %s skipped (%s), the entries in force stay: %s",
+                                _shown(key), exc.reason, str(exc)[:300])
             except RecordError as exc:
                 self.bad_records += 1
                 suppressed = BAD_RECORD_LOG.allow("config-topic", "bad-record", time.monotonic())
                 if suppressed is not None:
                     log.warning("dynamic config: record %s ignored, the last good configuration stays: %s%s",
-                                repr(record.key)[:100], str(exc)[:300],
+                                _shown(record.key), str(exc)[:300],
                                 f" ({suppressed} more since the last line)" if suppressed else "")
-                continue
-            good += 1
-        return entries, current, good
+            else:
+                good += 1
+            if time.perf_counter() - started > SLICE_S:
+                await asyncio.sleep(0)
+                started = time.perf_counter()
+        return good
 
-    def swap(self, entries: DynamicEntries, current: ProxyConfig) -> None:
-        """Put a configuration in force (one step of the event loop: every manager takes it)."""
-        self.entries, self.current = entries, current
-        self._apply(current)
+    async def build(self, batch: Batch) -> DynamicState:
+        """The state ``batch`` gives, made in slices of SLICE_S with the event loop running between them (nothing
+        in force changes meanwhile)."""
+        started = time.perf_counter()
+        for _ in batch.build():
+            if time.perf_counter() - started > SLICE_S:
+                await asyncio.sleep(0)
+                started = time.perf_counter()
+        assert batch.result is not None
+        return batch.result
+
+    def swap(self, state: DynamicState) -> None:
+        """Put a state in force (one step of the event loop: every manager takes it)."""
+        self.state = state
+        self.swaps += 1
+        self._apply(state.config)
 
     # -- following ----------------------------------------------------------------------------------------------
 
@@ -136,7 +183,7 @@ class DynamicConfig:
         if self.entries.entries or self.current is not self.base:
             log.warning("dynamic config: topic %s was deleted; its %d entries no longer apply: the YAML alone does",
                         self.topic, len(self.entries.entries))
-            self.swap(DynamicEntries(), self.base)
+            self.swap(DynamicState.initial(self.base))
         try:
             await asyncio.wait_for(ensure_topic(self.bootstrap, self.topic, self.client_id, self.security),
                                    CALL_TIMEOUT_S * 2)
@@ -146,31 +193,31 @@ class DynamicConfig:
 
     async def _read(self, consumer, reader: TopicReader) -> None:
         """Read the topic from the beginning into fresh entries, put them in force once read to the end (no partial
-        configuration on the way), then follow it until it changes under the reader (deleted or recreated)."""
+        configuration on the way), then follow it until it changes under the reader (deleted or recreated): each
+        poll's records are one batch, put in force in one swap."""
         end = await reader.end_offsets()
-        entries = DynamicEntries()  # the topic rebuilt whole: entries of a deleted topic do not survive it
-        current, caught_up = self.base, False
+        initial = Batch(DynamicState.initial(self.base), self.bounds)  # the topic rebuilt whole
+        caught_up = False
         self.last_read = time.monotonic()
         next_check = time.monotonic() + CHECK_S
         while True:
-            batches = await consumer.getmany(timeout_ms=200)
-            for records in batches.values():
-                if caught_up:
-                    entries, current, good = self.records(records)
-                    if good:
-                        self.swap(entries, current)
-                        self.applied += good
-                else:
-                    entries, current, good = self.records(records, entries)
-                    self.applied += good
+            polled = await consumer.getmany(timeout_ms=200)
+            if polled:
+                batch = initial if not caught_up else Batch(self.state, self.bounds)
+                good = 0
+                for records in polled.values():
+                    good += await self.take(records, batch)
+                self.applied += good
+                if caught_up and len(batch):
+                    self.swap(await self.build(batch))
                 self.last_read = time.monotonic()
             positions = await reader.positions()
             self.lag = sum(max(0, (consumer.highwater(tp) or 0) - positions[tp]) for tp in positions)
             if not caught_up and all(positions[tp] >= end[tp] for tp in positions):
                 caught_up = True
-                self.swap(entries, current)
+                self.swap(await self.build(initial))
                 self.available, self.unavailable = 1, None
-                log.info("dynamic config: %d entries from %s in force", len(entries.entries), self.topic)
+                log.info("dynamic config: %d entries from %s in force", len(self.entries.entries), self.topic)
                 self.caught_up.set()
             if time.monotonic() >= next_check:  # still the same topic? is the cluster still answering?
                 why = await reader.changed()
@@ -268,6 +315,11 @@ class DynamicConfigCollector:
         bad = CounterMetricFamily(f"{name}_bad_records", "Config-topic records ignored (logged with their key and "
                                   "reason); the last good configuration stayed in force.")
         bad.add_metric([], d.bad_records)
+        skipped = CounterMetricFamily(f"{name}_records_skipped", "Config-topic records skipped for a bound of the "
+                                      "dynamic_config section (max_key_bytes, max_value_bytes, max_entries; logged "
+                                      "once per key); the entries in force stayed.", labels=["reason"])
+        for reason, count in d.skipped.items():
+            skipped.add_metric([reason], count)
         applied = CounterMetricFamily(f"{name}_applied", "Config-topic records that changed the configuration.")
         applied.add_metric([], d.applied)
         entries = GaugeMetricFamily(f"{name}_entries", "Dynamic entries in force (entities and proxy settings).")
@@ -280,4 +332,4 @@ class DynamicConfigCollector:
         available = GaugeMetricFamily(f"{name}_available", "1 while the config topic is read; 0 while it cannot be "
                                       "created or read (the YAML and the entries last read apply).")
         available.add_metric([], d.available)
-        yield from (bad, applied, entries, lag, age, available)
+        yield from (bad, skipped, applied, entries, lag, age, available)

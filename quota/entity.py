@@ -228,10 +228,12 @@ class QuotaTable:
             entries.append(QuotaEntry(QuotaEntity.from_dict(entity), dict(quotas), shadow))
         return cls(entries)
 
-    def with_changes(self, changes: Mapping[QuotaEntity, QuotaEntry | None]) -> QuotaTable:
+    def with_changes(self, changes: Mapping[QuotaEntity, QuotaEntry | None],
+                     origin: QuotaTable | None = None) -> QuotaTable:
         """A new table: this one with each entity of ``changes`` set to its entry, or removed (``None``). Cost:
         linear in ``len(changes)``, whatever the size of the table. Raises ValueError for a bad value (nothing is
-        changed)."""
+        changed). ``origin``: an older table this one was made from by ``with_changes`` (a big change made in
+        parts); the new table's :meth:`changes_since` then counts from it."""
         per_key: dict[str, dict] = {}
         counts = {key: list(found) for key, found in self._level_counts.items()}
         for entity, entry in changes.items():
@@ -258,7 +260,11 @@ class QuotaTable:
         new._set_levels({key: found for key, found in counts.items() if key in by_key})
         new._listing = None
         new._version = object()
-        new._changes = (self._version, frozenset(changes))
+        if origin is None or origin is self:
+            new._changes = (self._version, frozenset(changes))
+        else:
+            before = self.changes_since(origin)
+            new._changes = None if before is None else (origin._version, before | frozenset(changes))
         return new
 
     def changes_since(self, older: QuotaTable) -> frozenset[QuotaEntity] | None:

@@ -84,16 +84,17 @@ def test_shadow_throttles_are_scraped_apart_from_applied_ones():
 def test_quota_limits_follow_a_deleted_dynamic_entry_back():
     """Dynamic entries over the YAML, then deleted (a tombstone, as AlterClientQuotas' remove writes it): every
     ``_limit`` gauge reports the quota that applies now, the YAML one or none."""
-    from config.dynamic import DynamicEntries, entity_key
+    from config.dynamic import entity_key
+    from config.dynamic_state import Batch, DynamicState
 
     pair = {"user": "alice", "client-id": "etl"}
     base, quotas, registry = proxy_registry([{"entity": {"user": "alice"}, "producer_byte_rate": 100}])
-    dynamic = DynamicEntries()
-    dynamic, config = dynamic.apply(base, entity_key(pair), b'{"producer_byte_rate": 5000}')
-    dynamic, config = dynamic.apply(base, entity_key({"client-id": "etl"}),
-                                    b'{"controller_mutation_rate": 7, "consumer_byte_rate": 300}')
-    dynamic, config = dynamic.apply(base, entity_key({"user": "alice"}), b'{"producer_ids_rate": 9}')
-    quotas.apply(config)
+    batch = Batch(DynamicState.initial(base))  # one poll of the config topic
+    batch.add(entity_key(pair), b'{"producer_byte_rate": 5000}')
+    batch.add(entity_key({"client-id": "etl"}), b'{"controller_mutation_rate": 7, "consumer_byte_rate": 300}')
+    batch.add(entity_key({"user": "alice"}), b'{"producer_ids_rate": 9}')
+    state = batch.built()
+    quotas.apply(state.config)
     quotas.produce.record_and_decide("alice", "etl", 10)
     quotas.fetch.record_and_decide("alice", "etl", 10)
     quotas.mutations.record_and_decide("alice", "etl", 1)
@@ -101,9 +102,10 @@ def test_quota_limits_follow_a_deleted_dynamic_entry_back():
     get = registry.get_sample_value
     produce = {"quota": "producer_byte_rate", "user": "alice", "client_id": "etl"}
     assert get("kafka_quota_proxy_quota_limit", produce) == 5000
+    batch = Batch(state)
     for key in (entity_key(pair), entity_key({"client-id": "etl"}), entity_key({"user": "alice"})):
-        dynamic, config = dynamic.apply(base, key, None)  # tombstones
-    quotas.apply(config)
+        batch.add(key, None)  # tombstones
+    quotas.apply(batch.built().config)
     assert get("kafka_quota_proxy_quota_limit", produce) is None  # these tags carry no quota now
     assert get("kafka_quota_proxy_quota_limit", {**produce, "client_id": ""}) == 100  # the YAML /users/alice
     assert get("kafka_quota_proxy_quota_limit", {"quota": "consumer_byte_rate", "user": "", "client_id": "etl"}) \

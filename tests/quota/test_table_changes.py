@@ -65,3 +65,12 @@ def test_one_change_copies_a_few_chunks_not_the_table(size):
 def test_a_bad_value_raises_naming_the_entity():
     with pytest.raises(ValueError, match="/users/x"):
         QuotaTable().with_changes({QuotaEntity("x"): QuotaEntry(QuotaEntity("x"), {P: -1})})
+
+
+def test_a_change_made_in_parts_is_known_from_the_origin():
+    table = big_table(100)
+    a, b = QuotaEntity("user-1"), QuotaEntity("user-2")
+    first = table.with_changes({a: None})
+    second = first.with_changes({b: None}, origin=table)
+    assert second.changes_since(table) == {a, b} and second.changes_since(first) is None
+    assert QuotaTable().with_changes({a: None}, origin=table).changes_since(table) is None  # not made from it

@@ -1,0 +1,132 @@
+"""The dynamic configuration changed by what the config topic's records change, never rebuilt whole.
+
+:class:`DynamicState` is what is in force: the entries read, the effective configuration they give, and the
+per-IP rates behind it. A :class:`Batch` takes the records of one poll (or, at start-up, of the whole topic), each
+checked on its own (:func:`config.dynamic.check_record`, work independent of the number of entries) and bounded
+by the ``dynamic_config`` section (key and value sizes, entries in force): a later record for a key replaces an
+earlier one. :meth:`Batch.build` then makes the next state from the one in force in work linear in the keys the
+batch changed (the quota table, the entries and the IP rates are :class:`quota.chunked.ChunkedMap`: the new state
+shares every part the batch did not touch), in parts the caller may interleave with other work. The state in force
+is not changed: the caller swaps the new one in with one reference, so nobody ever sees half a batch.
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from config.dynamic import Checked, DynamicEntries, RecordError, check_record
+from config.dynamic_source import DynamicConfigSource
+from config.model import ProxyConfig
+from quota.chunked import REMOVED, ChunkedMap
+
+SKIP_REASONS = ("key_too_large", "value_too_large", "too_many_entries")
+STEP = 1000
+"""Changes applied between two yields of :meth:`Batch.build` (a few milliseconds of work)."""
+
+
+class RecordSkipped(RecordError):
+    """A record past a bound of the ``dynamic_config`` section (``reason`` one of :data:`SKIP_REASONS`): skipped,
+    unread when its size is the reason."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class DynamicState:
+    """What is in force: the YAML (``base``), the entries read, the effective configuration, its IP rates."""
+
+    base: ProxyConfig
+    entries: DynamicEntries
+    config: ProxyConfig
+    ip_rates: ChunkedMap
+
+    @classmethod
+    def initial(cls, base: ProxyConfig) -> "DynamicState":
+        """The YAML alone (its configuration object itself)."""
+        return cls(base, DynamicEntries(), base, ChunkedMap(base.connections.ip_rates))
+
+
+class Batch:
+    """Records checked one by one against ``state`` and each other, then :meth:`build` into the next state."""
+
+    def __init__(self, state: DynamicState, bounds: DynamicConfigSource | None = None) -> None:
+        self.state = state
+        self.bounds = bounds or DynamicConfigSource()
+        self.changes: dict[bytes, Checked] = {}
+        self.result: DynamicState | None = None
+        self._size = len(state.entries.entries)
+
+    def __len__(self) -> int:
+        """The keys changed so far."""
+        return len(self.changes)
+
+    @property
+    def size(self) -> int:
+        """The entries there will be once built."""
+        return self._size
+
+    def add(self, key: bytes | None, value: bytes | None) -> Checked:
+        """One record, after those added before it. Raises :class:`RecordSkipped` for one past a bound (its key
+        and value are not parsed when their size is the reason), :class:`RecordError` for one that cannot be used;
+        either way nothing is changed."""
+        bounds = self.bounds
+        if key is not None and len(key) > bounds.max_key_bytes:
+            raise RecordSkipped("key_too_large", f"a key of {len(key)} bytes, more than max_key_bytes "
+                                f"({bounds.max_key_bytes}): skipped unread")
+        if value is not None and len(value) > bounds.max_value_bytes:
+            raise RecordSkipped("value_too_large", f"a value of {len(value)} bytes, more than max_value_bytes "
+                                f"({bounds.max_value_bytes}): skipped unread")
+        checked = check_record(self.state.base, key, value)
+        earlier = self.changes.get(checked.canonical)
+        present = (earlier.values is not None) if earlier is not None else checked.canonical in self.state.entries.entries
+        now = checked.values is not None
+        if now and not present and self._size >= bounds.max_entries:
+            raise RecordSkipped("too_many_entries", f"{checked.canonical[:100].decode(errors='replace')}: a new "
+                                f"entry, and {self._size} are in force (max_entries {bounds.max_entries})")
+        self._size += now - present
+        self.changes[checked.canonical] = checked
+        return checked
+
+    def build(self, step: int = STEP) -> Iterator[None]:
+        """Make the next state (:attr:`result`) from the state in force and the changes, ``step`` changes at a time,
+        yielding between two parts so the caller can let other work run (the state in force is not touched)."""
+        state, base = self.state, self.state.base
+        entries, table, ip_rates, settings = state.entries, state.config.quotas, state.ip_rates, None
+        changes = list(self.changes.values())
+        for start in range(0, len(changes), step):
+            if start:
+                yield
+            part = changes[start:start + step]
+            entries = entries.with_checked(part)
+            quotas = {c.quota_entity: c.quota for c in part if c.quota_entity is not None}
+            if quotas:
+                table = table.with_changes(quotas, origin=state.config.quotas)
+            ips = {c.ip: REMOVED if c.ip_rate is None else c.ip_rate for c in part if c.ip is not None}
+            if ips:
+                ip_rates = ip_rates.updated(ips)
+            for c in part:
+                if c.settings is not None:
+                    settings = c.settings
+        config = state.config
+        if changes:
+            from config.settings import connection_limits
+
+            connections = config.connections
+            if settings is not None or ip_rates is not state.ip_rates:
+                connections = connection_limits(settings or config.settings, base.listeners, ip_rates)
+            config = dataclasses.replace(config, quotas=table, settings=settings or config.settings,
+                                         connections=connections)
+        self.result = DynamicState(base, entries, config, ip_rates)
+
+    def built(self) -> DynamicState:
+        """:meth:`build` all at once (a small batch, or a test)."""
+        for _ in self.build():
+            pass
+        assert self.result is not None
+        return self.result

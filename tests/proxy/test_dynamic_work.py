@@ -1,0 +1,149 @@
+"""The config-topic follower's work is linear in what the records change, not in what is in force: counted (the
+values checked, the states put in force), never timed. The follower (proxy.dynamic.DynamicConfig._read) runs on a
+scripted consumer and reader (lists of records; no broker: what is counted is the proxy's own work per record)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import namedtuple
+
+import pytest
+
+import quota.entity
+from config.dynamic import entity_key
+from config.loader import parse_config
+from proxy.dynamic import DynamicConfig
+
+Record = namedtuple("Record", "key value")
+TP = ("__kafka_quota_proxy_configs", 0)
+
+
+def rec(user: str, rate: int | None) -> Record:
+    return Record(entity_key({"user": user}), None if rate is None else json.dumps({"producer_byte_rate": rate}).encode())
+
+
+class ScriptedTopic:
+    """aiokafka's consumer and proxy.following.TopicReader, as far as _read uses them: polls handed out in order."""
+
+    def __init__(self, polls: list[list[Record]]) -> None:
+        self.polls = list(polls)
+        self.end = sum(map(len, polls))  # what the topic holds when the read starts
+        self.position = 0
+        self.more = asyncio.Event()
+        self.answered = True
+
+    def add(self, records: list[Record]) -> None:
+        self.polls.append(records)
+        self.more.set()
+
+    async def getmany(self, timeout_ms: int = 0):
+        if not self.polls:
+            self.more.clear()
+            try:
+                await asyncio.wait_for(self.more.wait(), timeout_ms / 1000)
+            except asyncio.TimeoutError:
+                return {}
+        records = self.polls.pop(0)
+        self.position += len(records)
+        return {TP: records}
+
+    def highwater(self, tp) -> int:
+        return self.position + sum(map(len, self.polls))
+
+    async def end_offsets(self):
+        return {TP: self.end}
+
+    async def positions(self):
+        return {TP: self.position}
+
+    async def changed(self):
+        return None
+
+
+class Counting:
+    """Counts the quota values checked (quota.entity._check_value: once per key of each entry a table takes)."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.checks = 0
+        original = quota.entity._check_value
+
+        def counted(*args):
+            self.checks += 1
+            return original(*args)
+
+        monkeypatch.setattr(quota.entity, "_check_value", counted)
+
+
+class Following:
+    """The follower running on a scripted topic, for the length of a ``with``."""
+
+    def __init__(self, topic: ScriptedTopic, dynamic: DynamicConfig) -> None:
+        self.topic, self.dynamic = topic, dynamic
+
+    async def __aenter__(self) -> "Following":
+        self.task = asyncio.get_running_loop().create_task(self.dynamic._read(self.topic, self.topic))
+        return self
+
+    async def until(self, predicate) -> None:
+        while not predicate():  # bounded by the test's timeout
+            if self.task.done():
+                self.task.result()
+            await asyncio.sleep(0.001)
+
+    async def __aexit__(self, *exc) -> None:
+        self.task.cancel()
+        await asyncio.gather(self.task, return_exceptions=True)
+
+
+BASE = parse_config({"upstream": {"bootstrap_servers": ["127.0.0.1:9092"]},
+                     "listeners": [{"name": "L", "bind": "127.0.0.1:0"}], "dynamic_config": {},
+                     "quotas": [{"entity": {"user": "<default>"}, "producer_byte_rate": 1}]})
+N = 600
+
+
+@pytest.mark.timeout(60)
+def test_work_per_record_does_not_grow_with_the_entries_in_force(monkeypatch):
+    applied = []
+    dynamic = DynamicConfig(BASE, applied.append, "unused:9092")
+    counting = Counting(monkeypatch)
+    topic = ScriptedTopic([[rec(f"user-{i}", 1000 + i) for i in range(start, start + 100)]
+                           for start in range(0, N, 100)])
+
+    async def run():
+        async with Following(topic, dynamic) as following:
+            # start-up: the whole topic, put in force once, at the end
+            await following.until(lambda: dynamic.caught_up.is_set())
+            assert len(applied) == 1 and len(applied[0].quotas) == N + 1
+            assert counting.checks <= 3 * (N + 1)  # each entry's value checked a bounded number of times (was N^2/2)
+
+            # one more poll of three records, against N entries in force: three entries' worth of work, one swap
+            counting.checks = 0
+            topic.add([rec("user-1", 7), rec("new", 8), rec("user-2", None)])
+            await following.until(lambda: len(applied) == 2)
+            assert counting.checks <= 3 * 3
+        config = applied[1]
+        assert config.quotas.limit("producer_byte_rate", "user-1", "x") == 7
+        assert config.quotas.limit("producer_byte_rate", "new", "x") == 8
+        assert config.quotas.limit("producer_byte_rate", "user-2", "x") == 1  # back to <default>
+        assert config.quotas.limit("producer_byte_rate", "user-3", "x") == 1003
+
+    asyncio.run(run())
+
+
+def test_a_poll_is_put_in_force_in_one_swap():
+    applied = []
+    dynamic = DynamicConfig(BASE, applied.append, "unused:9092")
+    topic = ScriptedTopic([[rec("seed", 1)]])
+
+    async def run():
+        async with Following(topic, dynamic) as following:
+            await following.until(lambda: dynamic.caught_up.is_set())
+            topic.add([rec(f"user-{i}", 10 + i) for i in range(300)] + [rec("user-0", None)])
+            await following.until(lambda: len(applied) == 2)
+            await asyncio.sleep(0.05)
+        assert len(applied) == 2  # the poll's 301 records: one configuration, every record in it
+        assert applied[1].quotas.limit("producer_byte_rate", "user-299", "x") == 309
+        assert applied[1].quotas.limit("producer_byte_rate", "user-0", "x") == 1
+
+    asyncio.run(run())
