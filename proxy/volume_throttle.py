@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from config.volume import VolumeUsageConfig
 from proxy.logs import LogLimiter
 from quota.client_quota import ClientQuotaManager
-from quota.entity import PRODUCER_BYTE_RATE, QuotaTable
+from quota.entity import DEFAULT, PRODUCER_BYTE_RATE, QuotaEntity, QuotaEntry, QuotaTable
 from quota.rate import QuotaWindow
 from quota.volume import (BAD, INITIAL, PAUSE, TAKE, THROTTLE, Bounds, BrokerUsage, Snapshot, SnapshotError,
                           TooManyVolumes, Verdict, VolumeState, evaluate, judge, parse_snapshot, summarize)
@@ -23,6 +23,19 @@ log = logging.getLogger("kafka_quota_proxy.volume")
 BAD_RECORD_LOG = LogLimiter()  # one line per kind of bad record per 10 s, whatever a writer floods the topic with
 
 
+
+
+CLIENT_DEFAULT = QuotaEntity(client_id=DEFAULT)
+
+
+def scaled_entry(entity: QuotaEntity, quotas: QuotaTable, factor: float, base_rate: float) -> QuotaEntry | None:
+    """One entity's entry in :func:`scaled_produce_table` (None: it has none there)."""
+    entry = quotas.entry(entity)
+    if entry is not None and PRODUCER_BYTE_RATE in entry.quotas:
+        return QuotaEntry(entity, {PRODUCER_BYTE_RATE: entry.quotas[PRODUCER_BYTE_RATE] * factor})
+    if entity == CLIENT_DEFAULT:
+        return QuotaEntry(entity, {PRODUCER_BYTE_RATE: base_rate * factor})
+    return None
 
 
 def scaled_produce_table(quotas: QuotaTable, factor: float, base_rate: float) -> QuotaTable:
@@ -78,6 +91,7 @@ class VolumeThrottle:
         self.snapshots: dict[int, BrokerUsage] = {}  # each broker's latest snapshot taken, summarized
         self.live_brokers: set[int] | None = None
         self.state: VolumeState = INITIAL
+        self._scaled_factor = 1.0  # what the produce manager's table is scaled by
         self.produce = ClientQuotaManager(scaled_produce_table(quotas, 1.0, config.produce_base_rate),
                                           PRODUCER_BYTE_RATE, clock, window, mute_max_ms)
         self.skipped: dict[str, int] = {}  # records not taken, by reason (quota.volume's fixed set)
@@ -98,8 +112,16 @@ class VolumeThrottle:
         return sum(self.skipped.values())
 
     def update_quotas(self, quotas: QuotaTable) -> None:
+        """A new quota table: the scaled one changes by the entities that changed (all of them when that is not
+        known)."""
+        changed = quotas.changes_since(self._quotas)
         self._quotas = quotas
-        self._rescale()
+        if changed is None:
+            self._rescale()
+            return
+        factor, base_rate = self._scaled_factor, self.config.produce_base_rate
+        self.produce.update_quotas(self.produce.quotas.with_changes(
+            {entity: scaled_entry(entity, quotas, factor, base_rate) for entity in changed}))
 
     def read(self, key: bytes | None, value: bytes | None) -> ReadRecord:
         return read_record(key, value, self.bounds, self.config.metrics_top_volumes)
@@ -167,5 +189,5 @@ class VolumeThrottle:
         return self.state
 
     def _rescale(self) -> None:
-        factor = max(self.state.factor, 1e-6)  # PAUSE is handled before any byte rate
+        factor = self._scaled_factor = max(self.state.factor, 1e-6)  # PAUSE is handled before any byte rate
         self.produce.update_quotas(scaled_produce_table(self._quotas, factor, self.config.produce_base_rate))

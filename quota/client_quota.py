@@ -34,6 +34,7 @@ from quota.clock import Clock
 from quota.decision import FORWARD, Decision, Throttle
 from quota.entity import QuotaTable, QuotaTags, ResolvedQuota
 from quota.rate import QuotaWindow
+from quota.reach import Reach
 from quota.sensor import ClientSensors, EntityStats
 from quota.throttle import INT32_MAX, bounded_throttle_time_ms, quota_acceptable
 from quota.top import OTHER, busiest, no_pause, others, release, snapshot
@@ -75,6 +76,8 @@ class ClientQuotaManager:
         self.inactive_sensor_expiration_ms = inactive_sensor_expiration_ms
         # Ordered by last record (oldest first), so idle sensors are found at the front.
         self._sensors: OrderedDict[QuotaTags, ClientSensors] = OrderedDict()
+        self._reach = Reach()  # the sensors by their representative: what a changed entity can reach
+        self.refreshed = 0  # sensors looked at by update_quotas (tests count it)
 
     # -- quota table ---------------------------------------------------------------------------------------------
 
@@ -97,11 +100,19 @@ class ClientQuotaManager:
         so the limit reported is the one that applies. The old sensor keeps the quota its tags still carry (other
         clients may count in it: Kafka's ``quotaLimit(metricTags)``), or has none (none is reported) and is left
         to expire with its counters.
+
+        Only the sensors the changed entities can reach are looked at when the table says what changed
+        (:meth:`QuotaTable.changes_since`): a named user's entry reaches the sensors of that user, a named
+        client-id's (alone or under ``<default>`` users) those of that client-id; a default for every user or every
+        client-id reaches every sensor, as does a table made from scratch.
         """
+        changed = quotas.changes_since(self._quotas)
         self._quotas = quotas
         self.enabled = self.quota_key in quotas.keys()
+        reached = list(self._sensors.values()) if changed is None else self._reached_by(changed)
+        self.refreshed += len(reached)
         moved: list[tuple[ResolvedQuota, tuple[str, str]]] = []
-        for sensors in self._sensors.values():
+        for sensors in reached:
             resolved = quotas.resolve(self.quota_key, *sensors.representative)
             if resolved.tags != sensors.tags:
                 moved.append((resolved, sensors.representative))
@@ -114,8 +125,26 @@ class ClientQuotaManager:
             now = self._clock.now_ms()
             for resolved, (user, client_id) in moved:
                 if not resolved.unlimited and resolved.tags not in self._sensors:  # at most one per old sensor
-                    self._sensors[resolved.tags] = self.sensors_class(resolved, self.window, user, client_id, now)
+                    self._add(self.sensors_class(resolved, self.window, user, client_id, now))
         # Checks never trust a sensor's stored limit: every record resolves against the current table first.
+
+    def _reached_by(self, changed) -> list[ClientSensors]:
+        """The sensors whose representative (or tags) an entity of ``changed`` can match."""
+        tags = self._reach.reached_by(changed)
+        if tags is None:
+            return list(self._sensors.values())
+        found = (self._sensors.get(t) for t in tags)
+        return [sensors for sensors in found if sensors is not None]
+
+    def _add(self, sensors: ClientSensors) -> None:
+        self._sensors[sensors.tags] = sensors
+        self._reach.add(sensors.representative, sensors.tags)
+
+    def _represent(self, sensors: ClientSensors, user: str, client_id: str) -> None:
+        if sensors.representative != (user, client_id):
+            self._reach.remove(sensors.representative, sensors.tags)
+            sensors.representative = (user, client_id)
+            self._reach.add(sensors.representative, sensors.tags)
 
     # -- recording -----------------------------------------------------------------------------------------------
 
@@ -249,6 +278,7 @@ class ClientQuotaManager:
             if now - oldest.last_record_ms <= self.inactive_sensor_expiration_ms:
                 break
             del self._sensors[oldest.tags]
+            self._reach.remove(oldest.representative, oldest.tags)
             expired += 1
         return expired
 
@@ -279,11 +309,11 @@ class ClientQuotaManager:
         sensors = self._sensors.get(resolved.tags)
         if sensors is None:
             sensors = self.sensors_class(resolved, self.window, user, client_id, now)
-            self._sensors[resolved.tags] = sensors
+            self._add(sensors)
         else:
             if sensors.limit != resolved.limit or sensors.entity is not resolved.entity:
                 sensors.apply(resolved)
-                sensors.representative = (user, client_id)  # one that resolves to these tags now
+                self._represent(sensors, user, client_id)  # one that resolves to these tags now
             self._sensors.move_to_end(resolved.tags)
         sensors.record(value, now)
         return sensors
@@ -293,3 +323,4 @@ class ClientQuotaManager:
             f"ClientQuotaManager(quota_key={self.quota_key!r}, window={self.window!r}, "
             f"max_throttle_time_ms={self.max_throttle_time_ms}, sensors={len(self._sensors)})"
         )
+

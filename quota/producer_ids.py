@@ -37,7 +37,7 @@ from operator import attrgetter
 import mmh3
 
 from quota.decision import FORWARD, Decision, Throttle
-from quota.entity import PRODUCER_IDS_RATE, QuotaTable, QuotaTags
+from quota.entity import DEFAULT, PRODUCER_IDS_RATE, QuotaTable, QuotaTags
 from quota.mutation import TokenBucket
 from quota.throttle import INT32_MAX
 from quota.top import OTHER, busiest, no_pause, others, release, snapshot, totals
@@ -172,19 +172,35 @@ class ProducerIdQuotaManager:
         self.new_pids_counted = 0  # new producer ids counted so far, all users (a caller's before/after says "new")
         self._users: dict[QuotaTags, _UserState] = {}
         self.issued = IssuedProducerIds()  # attribution of InitProducerId answers (metrics, not the quota)
+        self._quotas = quotas
         self.update_quotas(quotas)
 
     def update_quotas(self, quotas: QuotaTable) -> None:
         """A new table: each user's limit is the one that now applies (``inf`` once no entry covers the user; its
         bucket keeps its shape until a limit applies again, and nothing is counted meanwhile)."""
+        changed = quotas.changes_since(self._quotas)
         self._quotas = quotas
         self.enabled = PRODUCER_IDS_RATE in quotas.keys()
-        for tags, state in self._users.items():
+        reached = self._users.items() if changed is None else self._reached_by(changed)
+        for tags, state in reached:
             limit = quotas.limit(PRODUCER_IDS_RATE, tags.user, "")
             if limit != state.limit:
                 state.limit = limit
                 if not math.isinf(limit):
                     state.bucket.reconfigure(*self._bucket_shape(limit), state.bucket._last_ms)
+
+    def _reached_by(self, changed) -> list[tuple[QuotaTags, "_UserState"]]:
+        """The users whose limit a changed entity can change: a named user's own; every user for a default (an
+        entity with a named client-id never matches, users are resolved with client-id "")."""
+        reached = []
+        for entity in changed:
+            if entity.user is not None and entity.user != DEFAULT:
+                tags = QuotaTags(entity.user, "")
+                if tags in self._users:
+                    reached.append((tags, self._users[tags]))
+            elif entity.client_id is None or entity.client_id == DEFAULT:
+                return list(self._users.items())
+        return reached
 
     def _bucket_shape(self, limit: float) -> tuple[float, float]:
         return limit / self.window_size_s, limit * self.window_num

@@ -14,6 +14,8 @@ import quota.entity
 from config.dynamic import entity_key
 from config.loader import parse_config
 from proxy.dynamic import DynamicConfig
+from proxy.quotas import ByteRateQuotas
+from quota.entity import QuotaTable
 
 Record = namedtuple("Record", "key value")
 TP = ("__kafka_quota_proxy_configs", 0)
@@ -73,6 +75,19 @@ class Counting:
             return original(*args)
 
         monkeypatch.setattr(quota.entity, "_check_value", counted)
+        self.resolves = 0
+        resolve, limit = QuotaTable.resolve, QuotaTable.limit
+
+        def counted_resolve(table, *args):
+            self.resolves += 1
+            return resolve(table, *args)
+
+        def counted_limit(table, *args):
+            self.resolves += 1
+            return limit(table, *args)
+
+        monkeypatch.setattr(QuotaTable, "resolve", counted_resolve)
+        monkeypatch.setattr(QuotaTable, "limit", counted_limit)
 
 
 class Following:
@@ -145,5 +160,30 @@ def test_a_poll_is_put_in_force_in_one_swap():
         assert len(applied) == 2  # the poll's 301 records: one configuration, every record in it
         assert applied[1].quotas.limit("producer_byte_rate", "user-299", "x") == 309
         assert applied[1].quotas.limit("producer_byte_rate", "user-0", "x") == 1
+
+    asyncio.run(run())
+
+
+def test_a_swap_refreshes_only_the_sensors_the_changed_entities_reach(monkeypatch):
+    """Every tenant has live sensors (produce, fetch, producer ids): a poll changing three of them re-resolves
+    those, not every sensor of every manager."""
+    quotas = ByteRateQuotas(BASE)
+    applied = []
+    dynamic = DynamicConfig(BASE, lambda config: (applied.append(config), quotas.apply(config)), "unused:9092")
+    counting = Counting(monkeypatch)
+    topic = ScriptedTopic([[rec(f"user-{i}", 1000 + i) for i in range(N)]])
+
+    async def run():
+        async with Following(topic, dynamic) as following:
+            await following.until(lambda: dynamic.caught_up.is_set())
+            for i in range(N):
+                quotas.produce.record_and_decide(f"user-{i}", "c", 10)
+                quotas.fetch.record_and_decide(f"user-{i}", "c", 10)
+            counting.resolves = 0
+            topic.add([rec("user-1", 7), rec("new", 8), rec("user-2", None)])
+            await following.until(lambda: len(applied) == 2)
+            assert counting.resolves <= 2 * 3 * 3  # a few per changed entity and manager (was 2 per sensor: 2,400)
+        stats = {s.tags.user: s.limit for s in quotas.produce.stats()}
+        assert stats["user-1"] == 7 and stats["user-2"] == 1 and stats["user-3"] == 1003  # refreshed, or kept
 
     asyncio.run(run())
