@@ -156,8 +156,10 @@ class ProxyApp:
             removal_s=settings["cluster.broker.removal.ms"] / 1000.0, close_broker=self._close_broker_port,
             now=time.monotonic, ssl_context=self.upstream_ssl)
         self.draining = False  # shutting down: /readyz says not ready while in-flight requests finish
+        # not ready before the config topic has been read to its end once (or found unreadable: the YAML applies)
         self.ops = OpsServer(self.metrics.registry,
-                             lambda: self.readiness.ready and self.discovery.ready and not self.draining)
+                             lambda: self.readiness.ready and self.discovery.ready and not self.draining
+                             and (self.dynamic is None or self.dynamic.caught_up.is_set()))
         self.ops_address: tuple[str, int] | None = None
         self._housekeeping: asyncio.Task | None = None
         self._volume_tasks: list = []  # the volume-usage follower and publisher, when configured

@@ -9,8 +9,8 @@ key and reason, counted (``dynamic_config_bad_records_total``) and ignored, one 
 batch's new state is made from the one in force in work linear in what it changed, in slices between which the
 event loop runs (SLICE_S), then put in force in one swap (``apply``: every quota manager takes it in one step of
 the event loop, so no request sees half a batch). The topic is read from the beginning into fresh entries, put in
-force once read to its end (start-up does not wait for that: the YAML applies until then, and no partial configuration is
-applied on the way). A missing topic is created; one that cannot be created or read is logged once
+force once read to its end (start-up does not wait for that: the YAML applies until then, ``/readyz`` says not
+ready, and no partial configuration is applied on the way). A missing topic is created; one that cannot be created or read is logged once
 (``dynamic_config_available`` 0) and the proxy runs on what it has (YAML plus the entries it read last), retrying
 every RETRY_S. A deleted topic takes its entries with it (YAML alone); a recreated one is read again from the
 beginning (:class:`proxy.following.TopicReader` notices). ``dynamic_config_lag_records`` and

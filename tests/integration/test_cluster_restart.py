@@ -52,8 +52,8 @@ def test_every_broker_port_is_open_from_start_up_and_ready_waits_for_it():
     bootstrap_port, base = cluster_ports()
     proxy = start_proxy(cluster_config(broker_port, bootstrap_port, base))
     try:
-        for _ in range(100):  # bounded: the discovery's first round is one Metadata round trip
-            if proxy.app.discovery.ready:
+        for _ in range(200):  # bounded: the discovery's first round is one Metadata round trip, the config topic's
+            if proxy.app.discovery.ready and proxy.app.dynamic.caught_up.is_set():  # first read a few more
                 break
             time.sleep(0.05)
         assert proxy.app.discovery.ready

@@ -41,6 +41,16 @@ def http_status(port: int, path: str) -> int:
         return e.code
 
 
+def ready_within(proxy, seconds: float) -> bool:
+    """Whether /readyz answers 200 within ``seconds`` (not before the config topic has been read once)."""
+    deadline = time.monotonic() + seconds
+    while http_status(proxy.metrics_port, "/readyz") != 200:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 @pytest.fixture
 def small_frames():
     proxy_port, broker_port = free_port(), free_port()
@@ -78,7 +88,7 @@ def test_broker_down_and_back():
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
     proxy = start_proxy(proxy_config(proxy_port, broker_port, **{"upstream.connect.timeout.ms": 1000}))
     try:
-        assert http_status(proxy.metrics_port, "/readyz") == 200
+        assert ready_within(proxy, 10)  # once the config topic has been read
         open_conn = socket.create_connection(("127.0.0.1", proxy.port))
         open_conn.sendall(api_versions_request(1))
         read_frame(open_conn)
@@ -269,7 +279,7 @@ def test_readyz_says_not_ready_while_the_proxy_drains_at_shutdown():
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
     proxy = start_proxy(proxy_config(proxy_port, broker_port))
     try:
-        assert http_status(proxy.metrics_port, "/readyz") == 200
+        assert ready_within(proxy, 10)  # once the config topic has been read
         client = socket.create_connection(("127.0.0.1", proxy_port))
         client.sendall(api_versions_request(1)[:6])  # the middle of a frame: not drained until the grace ends
         time.sleep(0.2)
