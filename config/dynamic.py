@@ -45,9 +45,12 @@ class RecordError(ValueError):
     """A config-topic record that cannot be used; the message names the key and the reason."""
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+
+
 def entity_key(entity: Mapping[str, str]) -> bytes:
     """The record key of an entity: canonical JSON, so every writer produces the same bytes (compaction keys)."""
-    return json.dumps(dict(entity), sort_keys=True, separators=(",", ":")).encode()
+    return _CANONICAL.encode(dict(entity)).encode()
 
 
 def parse_key(key: bytes | None) -> dict[str, str]:
@@ -146,7 +149,8 @@ def check_record(base: ProxyConfig, key: bytes | None, value: bytes | None) -> C
         raise RecordError(f"{canonical.decode()}: {exc}") from None
     if IP in entity:
         return Checked(canonical, entity, values, ip=entity[IP], ip_rate=None if parsed is None else parsed[1])
-    return Checked(canonical, entity, values, quota_entity=QuotaEntity.from_dict(entity), quota=parsed)
+    return Checked(canonical, entity, values, quota_entity=parsed.entity if parsed is not None else
+                   QuotaEntity.from_dict(entity), quota=parsed)
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from config.volume import VolumeUsageConfig
 from proxy.logs import LogLimiter
 from quota.client_quota import ClientQuotaManager
-from quota.entity import DEFAULT, PRODUCER_BYTE_RATE, QuotaEntity, QuotaEntry, QuotaTable
+from quota.entity import DEFAULT, PRODUCER_BYTE_RATE, QuotaEntity, QuotaTable, ResolvedQuota
 from quota.rate import QuotaWindow
 from quota.volume import (BAD, INITIAL, PAUSE, TAKE, THROTTLE, Bounds, BrokerUsage, Snapshot, SnapshotError,
                           TooManyVolumes, Verdict, VolumeState, evaluate, judge, parse_snapshot, summarize)
@@ -28,14 +28,34 @@ BAD_RECORD_LOG = LogLimiter()  # one line per kind of bad record per 10 s, whate
 CLIENT_DEFAULT = QuotaEntity(client_id=DEFAULT)
 
 
-def scaled_entry(entity: QuotaEntity, quotas: QuotaTable, factor: float, base_rate: float) -> QuotaEntry | None:
-    """One entity's entry in :func:`scaled_produce_table` (None: it has none there)."""
-    entry = quotas.entry(entity)
-    if entry is not None and PRODUCER_BYTE_RATE in entry.quotas:
-        return QuotaEntry(entity, {PRODUCER_BYTE_RATE: entry.quotas[PRODUCER_BYTE_RATE] * factor})
-    if entity == CLIENT_DEFAULT:
-        return QuotaEntry(entity, {PRODUCER_BYTE_RATE: base_rate * factor})
-    return None
+class ScaledProduceQuotas:
+    """What :func:`scaled_produce_table` gives, as a view of the configured table (nothing copied, so a new table
+    or factor costs nothing to take): each ``producer_byte_rate`` scaled by ``factor``, ``base_rate * factor`` for
+    clients no entry covers, no shadow. Resolves as the table does, for ``producer_byte_rate`` only."""
+
+    __slots__ = ("table", "factor", "base_rate")
+
+    def __init__(self, table: QuotaTable, factor: float, base_rate: float) -> None:
+        self.table, self.factor, self.base_rate = table, factor, base_rate
+
+    def resolve(self, key: str, user: str, client_id: str) -> ResolvedQuota:
+        resolved = self.table.resolve(PRODUCER_BYTE_RATE, user, client_id)
+        if resolved.unlimited:  # the base rate, as a {client-id: <default>} entry
+            return ResolvedQuota(self.base_rate * self.factor, resolved.tags, CLIENT_DEFAULT)
+        return ResolvedQuota(resolved.limit * self.factor, resolved.tags, resolved.entity)
+
+    def limit(self, key: str, user: str, client_id: str) -> float:
+        return self.resolve(key, user, client_id).limit
+
+    def keys(self) -> frozenset[str]:
+        return frozenset((PRODUCER_BYTE_RATE,))
+
+    def changes_since(self, older) -> frozenset[QuotaEntity] | None:
+        """The entities changed since ``older`` (the same factor and base rate over an older table), else None."""
+        if not isinstance(older, ScaledProduceQuotas) or (older.factor, older.base_rate) != (self.factor,
+                                                                                              self.base_rate):
+            return None
+        return frozenset() if older.table is self.table else self.table.changes_since(older.table)
 
 
 def scaled_produce_table(quotas: QuotaTable, factor: float, base_rate: float) -> QuotaTable:
@@ -92,7 +112,7 @@ class VolumeThrottle:
         self.live_brokers: set[int] | None = None
         self.state: VolumeState = INITIAL
         self._scaled_factor = 1.0  # what the produce manager's table is scaled by
-        self.produce = ClientQuotaManager(scaled_produce_table(quotas, 1.0, config.produce_base_rate),
+        self.produce = ClientQuotaManager(ScaledProduceQuotas(quotas, 1.0, config.produce_base_rate),
                                           PRODUCER_BYTE_RATE, clock, window, mute_max_ms)
         self.skipped: dict[str, int] = {}  # records not taken, by reason (quota.volume's fixed set)
         self.evaluations = 0
@@ -112,16 +132,10 @@ class VolumeThrottle:
         return sum(self.skipped.values())
 
     def update_quotas(self, quotas: QuotaTable) -> None:
-        """A new quota table: the scaled one changes by the entities that changed (all of them when that is not
-        known)."""
-        changed = quotas.changes_since(self._quotas)
+        """A new quota table: the scaled view follows it (its manager refreshes the sensors the changed entities
+        reach)."""
         self._quotas = quotas
-        if changed is None:
-            self._rescale()
-            return
-        factor, base_rate = self._scaled_factor, self.config.produce_base_rate
-        self.produce.update_quotas(self.produce.quotas.with_changes(
-            {entity: scaled_entry(entity, quotas, factor, base_rate) for entity in changed}))
+        self.produce.update_quotas(ScaledProduceQuotas(quotas, self._scaled_factor, self.config.produce_base_rate))
 
     def read(self, key: bytes | None, value: bytes | None) -> ReadRecord:
         return read_record(key, value, self.bounds, self.config.metrics_top_volumes)
@@ -190,4 +204,4 @@ class VolumeThrottle:
 
     def _rescale(self) -> None:
         factor = self._scaled_factor = max(self.state.factor, 1e-6)  # PAUSE is handled before any byte rate
-        self.produce.update_quotas(scaled_produce_table(self._quotas, factor, self.config.produce_base_rate))
+        self.produce.update_quotas(ScaledProduceQuotas(self._quotas, factor, self.config.produce_base_rate))

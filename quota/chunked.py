@@ -95,29 +95,15 @@ class ChunkedMap(Mapping):
         :data:`REMOVED`. This map is not changed; the new one shares every chunk no key of ``changes`` falls in."""
         if not changes:
             return self
-        mask = self._mask
-        chunks = list(self._chunks)  # a list of pointers (at most MAX_CHUNKS)
-        copied: set[int] = set()
-        size = self._len
+        changing = self.changing()
         for key, value in changes.items():
-            index = hash(key) & mask
-            chunk = chunks[index]
-            if index not in copied:
-                chunk = chunks[index] = dict(chunk)
-                copied.add(index)
-            if value is REMOVED:
-                if chunk.pop(key, REMOVED) is not REMOVED:
-                    size -= 1
-            else:
-                if key not in chunk:
-                    size += 1
-                chunk[key] = value
-        new = ChunkedMap.__new__(ChunkedMap)
-        if size > REGROW * TARGET_CHUNK * len(chunks) and len(chunks) < MAX_CHUNKS:
-            new._layout(((k, v) for chunk in chunks for k, v in chunk.items()), size)
-        else:
-            new._chunks, new._mask, new._len = chunks, mask, size
-        return new
+            changing[key] = value
+        return changing.done()
+
+    def changing(self) -> "Changing":
+        """A private copy to change key by key (many changes, made in parts): each chunk is copied at most once,
+        the first time a key falls in it; :meth:`Changing.done` gives the new map."""
+        return Changing(self)
 
     def copied_from(self, old: "ChunkedMap") -> int:
         """How many entries of this map lie in chunks it does not share with ``old`` (the work :meth:`updated`
@@ -125,6 +111,47 @@ class ChunkedMap(Mapping):
         if len(self._chunks) != len(old._chunks):
             return self._len
         return sum(len(new) for new, was in zip(self._chunks, old._chunks) if new is not was)
+
+
+class Changing:
+    """The next :class:`ChunkedMap` being made from one (see :meth:`ChunkedMap.changing`); the old map is never
+    changed. ``changing[key] = value`` sets a key (:data:`REMOVED` removes it); ``done()`` ends it."""
+
+    __slots__ = ("_chunks", "_mask", "_size", "_owned", "copied")
+
+    def __init__(self, base: ChunkedMap) -> None:
+        self._chunks = list(base._chunks)  # a list of pointers (at most MAX_CHUNKS)
+        self._mask, self._size = base._mask, base._len
+        self._owned: set[int] = set()  # the chunks copied already: changed in place from then on
+        self.copied = 0  # entries copied so far (the work; tests count it)
+
+    def get(self, key, default=None):
+        return self._chunks[hash(key) & self._mask].get(key, default)
+
+    def __setitem__(self, key, value) -> None:
+        index = hash(key) & self._mask
+        chunk = self._chunks[index]
+        if index not in self._owned:
+            chunk = self._chunks[index] = dict(chunk)
+            self._owned.add(index)
+            self.copied += len(chunk)
+        if value is REMOVED:
+            if chunk.pop(key, REMOVED) is not REMOVED:
+                self._size -= 1
+        else:
+            if key not in chunk:
+                self._size += 1
+            chunk[key] = value
+
+    def done(self) -> ChunkedMap:
+        chunks, size = self._chunks, self._size
+        self._chunks, self._owned = [], set()  # nothing more to change through this
+        new = ChunkedMap.__new__(ChunkedMap)
+        if size > REGROW * TARGET_CHUNK * len(chunks) and len(chunks) < MAX_CHUNKS:
+            new._layout(((k, v) for chunk in chunks for k, v in chunk.items()), size)
+        else:
+            new._chunks, new._mask, new._len = chunks, self._mask, size
+        return new
 
 
 class _Items:

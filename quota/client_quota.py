@@ -104,12 +104,15 @@ class ClientQuotaManager:
         Only the sensors the changed entities can reach are looked at when the table says what changed
         (:meth:`QuotaTable.changes_since`): a named user's entry reaches the sensors of that user, a named
         client-id's (alone or under ``<default>`` users) those of that client-id; a default for every user or every
-        client-id reaches every sensor, as does a table made from scratch.
+        client-id reaches every sensor, as does a table made from scratch. Cost: O(min(changed, sensors)).
         """
         changed = quotas.changes_since(self._quotas)
         self._quotas = quotas
         self.enabled = self.quota_key in quotas.keys()
-        reached = list(self._sensors.values()) if changed is None else self._reached_by(changed)
+        if changed is None or len(changed) >= len(self._sensors):  # looking at every sensor costs less then
+            reached = list(self._sensors.values())
+        else:
+            reached = self._reached_by(changed)
         self.refreshed += len(reached)
         moved: list[tuple[ResolvedQuota, tuple[str, str]]] = []
         for sensors in reached:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from quota.chunked import EMPTY as EMPTY_MAP
-from quota.chunked import REMOVED, ChunkedMap
+from quota.chunked import REMOVED, Changing, ChunkedMap
 
 DEFAULT = "<default>"
 """The default-entity marker, as Kafka writes it (``ClientQuotaManager.DEFAULT_NAME``)."""
@@ -150,15 +150,14 @@ _LEVELS: tuple[tuple[str | None, str | None, bool, bool], ...] = (
 )
 
 
+_LEVEL_OF_SHAPE = {(user_kind, client_kind): index for index, (user_kind, client_kind, _, _) in enumerate(_LEVELS)}
+
+
 def _level_of(entity: QuotaEntity) -> int:
     def kind(part: str | None) -> str | None:
         return None if part is None else ("default" if part == DEFAULT else "name")
 
-    shape = (kind(entity.user), kind(entity.client_id))
-    for index, (user_kind, client_kind, _, _) in enumerate(_LEVELS):
-        if (user_kind, client_kind) == shape:
-            return index
-    raise AssertionError(f"unreachable: {entity!r}")
+    return _LEVEL_OF_SHAPE[(kind(entity.user), kind(entity.client_id))]
 
 
 def _internal_key(entity: QuotaEntity) -> tuple[object, object]:
@@ -228,44 +227,17 @@ class QuotaTable:
             entries.append(QuotaEntry(QuotaEntity.from_dict(entity), dict(quotas), shadow))
         return cls(entries)
 
-    def with_changes(self, changes: Mapping[QuotaEntity, QuotaEntry | None],
-                     origin: QuotaTable | None = None) -> QuotaTable:
+    def with_changes(self, changes: Mapping[QuotaEntity, QuotaEntry | None]) -> QuotaTable:
         """A new table: this one with each entity of ``changes`` set to its entry, or removed (``None``). Cost:
-        linear in ``len(changes)``, whatever the size of the table. Raises ValueError for a bad value (nothing is
-        changed). ``origin``: an older table this one was made from by ``with_changes`` (a big change made in
-        parts); the new table's :meth:`changes_since` then counts from it."""
-        per_key: dict[str, dict] = {}
-        counts = {key: list(found) for key, found in self._level_counts.items()}
-        for entity, entry in changes.items():
-            if entry is not None and entry.entity != entity:
-                raise ValueError(f"{entity.path}: given the entry of {entry.entity.path}")
-            internal, level = _internal_key(entity), _level_of(entity)
-            old = self._entries.get(entity)
-            if old is not None:
-                for key in old.quotas:
-                    per_key.setdefault(key, {})[internal] = REMOVED
-                    counts[key][level] -= 1
-            if entry is not None:
-                for key, value in entry.quotas.items():
-                    per_key.setdefault(key, {})[internal] = (_check_value(entity, key, value), entry)
-                    counts.setdefault(key, [0] * len(_LEVELS))[level] += 1
-        new = QuotaTable.__new__(QuotaTable)
-        new._entries = self._entries.updated({e: REMOVED if entry is None else entry for e, entry in changes.items()})
-        by_key = dict(self._by_key)
-        for key, found in per_key.items():
-            by_key[key] = by_key.get(key, EMPTY_MAP).updated(found)
-            if not by_key[key]:
-                del by_key[key]
-        new._by_key = by_key
-        new._set_levels({key: found for key, found in counts.items() if key in by_key})
-        new._listing = None
-        new._version = object()
-        if origin is None or origin is self:
-            new._changes = (self._version, frozenset(changes))
-        else:
-            before = self.changes_since(origin)
-            new._changes = None if before is None else (origin._version, before | frozenset(changes))
-        return new
+        linear in ``len(changes)``, whatever the size of the table. Raises ValueError for a bad value."""
+        changing = self.changing()
+        changing.apply(changes)
+        return changing.done()
+
+    def changing(self) -> "TableChanging":
+        """The next table, made in as many parts as wanted (each part of ``k`` entities costs ``O(k)``, and each
+        chunk of the maps underneath is copied once for the whole); this table is never changed."""
+        return TableChanging(self)
 
     def changes_since(self, older: QuotaTable) -> frozenset[QuotaEntity] | None:
         """The entities whose entries differ between ``older`` and this table, when this table was made from it by
@@ -316,6 +288,72 @@ class QuotaTable:
 
     def __repr__(self) -> str:
         return f"QuotaTable({len(self._entries)} entries, keys={sorted(self._by_key)})"
+
+
+class TableChanging:
+    """The next :class:`QuotaTable` being made from one (see :meth:`QuotaTable.changing`)."""
+
+    __slots__ = ("_origin", "_entries", "_by_key", "_counts", "_changed")
+
+    def __init__(self, origin: QuotaTable) -> None:
+        self._origin = origin
+        self._entries = origin._entries.changing()
+        self._by_key: dict[str, Changing] = {}  # the keys changed so far
+        self._counts = {key: list(found) for key, found in origin._level_counts.items()}
+        self._changed: set[QuotaEntity] = set()
+
+    def _key(self, key: str) -> Changing:
+        changing = self._by_key.get(key)
+        if changing is None:
+            changing = self._by_key[key] = self._origin._by_key.get(key, EMPTY_MAP).changing()
+        return changing
+
+    def apply(self, changes: Mapping[QuotaEntity, QuotaEntry | None]) -> None:
+        """Set each entity of ``changes`` to its entry, or remove it (``None``); raises ValueError for a bad value
+        (the entities before it in ``changes`` are changed, it and those after are not)."""
+        for entity, entry in changes.items():
+            self.set(entity, entry)
+
+    def set(self, entity: QuotaEntity, entry: QuotaEntry | None) -> None:
+        """One entity set to its entry, or removed (``None``); raises ValueError for a bad value (nothing changed)."""
+        if entry is not None:
+            if entry.entity != entity:
+                raise ValueError(f"{entity.path}: given the entry of {entry.entity.path}")
+            limits = [(key, _check_value(entity, key, value)) for key, value in entry.quotas.items()]
+        internal, level = _internal_key(entity), _level_of(entity)
+        old = self._entries.get(entity)
+        if old is not None:
+            for key in old.quotas:
+                self._key(key)[internal] = REMOVED
+                self._counts[key][level] -= 1
+        if entry is not None:
+            for key, limit in limits:
+                self._key(key)[internal] = (limit, entry)
+                self._counts.setdefault(key, [0] * len(_LEVELS))[level] += 1
+        self._entries[entity] = REMOVED if entry is None else entry
+        self._changed.add(entity)
+
+    @property
+    def copied(self) -> int:
+        """Entries of the maps underneath copied so far (the work; tests count it)."""
+        return self._entries.copied + sum(changing.copied for changing in self._by_key.values())
+
+    def done(self) -> QuotaTable:
+        """The new table; it knows it was made from the original with these entities changed."""
+        origin = self._origin
+        new = QuotaTable.__new__(QuotaTable)
+        new._entries = self._entries.done()
+        by_key = dict(origin._by_key)
+        for key, changing in self._by_key.items():
+            by_key[key] = changing.done()
+            if not by_key[key]:
+                del by_key[key]
+        new._by_key = by_key
+        new._set_levels({key: found for key, found in self._counts.items() if key in by_key})
+        new._listing = None
+        new._version = object()
+        new._changes = (origin._version, frozenset(self._changed))
+        return new
 
 
 EMPTY_QUOTA_TABLE = QuotaTable()

@@ -181,7 +181,8 @@ class ProducerIdQuotaManager:
         changed = quotas.changes_since(self._quotas)
         self._quotas = quotas
         self.enabled = PRODUCER_IDS_RATE in quotas.keys()
-        reached = self._users.items() if changed is None else self._reached_by(changed)
+        reached = self._users.items() if changed is None or len(changed) >= len(self._users) \
+            else self._reached_by(changed)
         for tags, state in reached:
             limit = quotas.limit(PRODUCER_IDS_RATE, tags.user, "")
             if limit != state.limit:

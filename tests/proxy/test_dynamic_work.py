@@ -39,7 +39,7 @@ class ScriptedTopic:
         self.polls.append(records)
         self.more.set()
 
-    async def getmany(self, timeout_ms: int = 0):
+    async def getmany(self, timeout_ms: int = 0, max_records: int | None = None):
         if not self.polls:
             self.more.clear()
             try:
