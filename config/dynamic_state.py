@@ -99,9 +99,10 @@ class Batch:
         chunk of its maps is copied at most once for the whole batch)."""
         state, base = self.state, self.state.base
         config = state.config
-        entries = ChunkedMap(state.entries.entries).changing() if not isinstance(state.entries.entries, ChunkedMap) \
-            else state.entries.entries.changing()
-        table = config.quotas.changing()
+        expected = len(self.changes)  # at most this many keys added: each map is laid out for its size once
+        entries = state.entries.entries
+        entries = (entries if isinstance(entries, ChunkedMap) else ChunkedMap(entries)).changing(expected)
+        table = config.quotas.changing(expected)
         ip_rates = state.ip_rates.changing() if any(c.ip is not None for c in self.changes.values()) else None
         settings = None
         for done, c in enumerate(self.changes.values(), 1):

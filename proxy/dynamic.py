@@ -31,7 +31,7 @@ from collections.abc import Callable
 
 from config.dynamic import DynamicEntries, RecordError
 from config.dynamic_source import DynamicConfigSource
-from config.dynamic_state import SKIP_REASONS, Batch, DynamicState, RecordSkipped
+from config.dynamic_state import SKIP_REASONS, STEP, Batch, DynamicState, RecordSkipped
 from config.model import ProxyConfig
 from proxy.following import CALL_TIMEOUT_S, CHECK_S, TopicReader
 from proxy.logs import LogLimiter
@@ -126,7 +126,8 @@ class DynamicConfig:
         """The state ``batch`` gives, made in slices of SLICE_S with the event loop running between them (nothing
         in force changes meanwhile)."""
         started = time.perf_counter()
-        for _ in batch.build():
+        for _ in batch.build(STEP):
+            self._freeze(STEP)  # what is made is the next state: long-lived
             if time.perf_counter() - started > SLICE_S:
                 await asyncio.sleep(0)
                 started = time.perf_counter()
@@ -142,6 +143,10 @@ class DynamicConfig:
         self.state = state
         self.swaps += 1
         self._apply(state.config)
+        self._freeze(changed)
+
+    def _freeze(self, changed: int) -> None:
+        """``changed`` more entries made (taken into a batch, or put in force): gc.freeze once FREEZE_AFTER have."""
         self._unfrozen += changed
         if self._unfrozen >= FREEZE_AFTER:
             gc.freeze()
@@ -222,12 +227,14 @@ class DynamicConfig:
                 self.applied += good
                 if caught_up and len(batch):
                     self.swap(await self.build(batch), len(batch))
+                elif not caught_up:  # a start-up read: the batch grows to every entry before it is put in force
+                    self._freeze(good)
                 self.last_read = time.monotonic()
             positions = await reader.positions()
             self.lag = sum(max(0, (consumer.highwater(tp) or 0) - positions[tp]) for tp in positions)
             if not caught_up and all(positions[tp] >= end[tp] for tp in positions):
                 caught_up = True
-                self.swap(await self.build(initial), len(initial))
+                self.swap(await self.build(initial))
                 self.available, self.unavailable = 1, None
                 log.info("dynamic config: %d entries from %s in force", len(self.entries.entries), self.topic)
                 self.caught_up.set()

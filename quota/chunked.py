@@ -100,10 +100,12 @@ class ChunkedMap(Mapping):
             changing[key] = value
         return changing.done()
 
-    def changing(self) -> "Changing":
+    def changing(self, expected: int = 0) -> "Changing":
         """A private copy to change key by key (many changes, made in parts): each chunk is copied at most once,
-        the first time a key falls in it; :meth:`Changing.done` gives the new map."""
-        return Changing(self)
+        the first time a key falls in it; :meth:`Changing.done` gives the new map. ``expected``: how many keys may
+        be added, so that a map about to grow is laid out for its new size now (linear in its current size) rather
+        than all at once in ``done``."""
+        return Changing(self, expected)
 
     def copied_from(self, old: "ChunkedMap") -> int:
         """How many entries of this map lie in chunks it does not share with ``old`` (the work :meth:`updated`
@@ -119,11 +121,21 @@ class Changing:
 
     __slots__ = ("_chunks", "_mask", "_size", "_owned", "copied")
 
-    def __init__(self, base: ChunkedMap) -> None:
+    def __init__(self, base: ChunkedMap, expected: int = 0) -> None:
         self._chunks = list(base._chunks)  # a list of pointers (at most MAX_CHUNKS)
         self._mask, self._size = base._mask, base._len
         self._owned: set[int] = set()  # the chunks copied already: changed in place from then on
         self.copied = 0  # entries copied so far (the work; tests count it)
+        if _bits_for(base._len + expected) > _bits_for(base._len) and \
+                base._len + expected > REGROW * TARGET_CHUNK * len(self._chunks):
+            bits = _bits_for(base._len + expected)
+            self._mask = (1 << bits) - 1
+            self._chunks = [{} for _ in range(self._mask + 1)]
+            self._owned = set(range(self._mask + 1))
+            for chunk in base._chunks:
+                for key, value in chunk.items():
+                    self._chunks[hash(key) & self._mask][key] = value
+            self.copied = base._len
 
     def get(self, key, default=None):
         return self._chunks[hash(key) & self._mask].get(key, default)

@@ -234,10 +234,11 @@ class QuotaTable:
         changing.apply(changes)
         return changing.done()
 
-    def changing(self) -> "TableChanging":
+    def changing(self, expected: int = 0) -> "TableChanging":
         """The next table, made in as many parts as wanted (each part of ``k`` entities costs ``O(k)``, and each
-        chunk of the maps underneath is copied once for the whole); this table is never changed."""
-        return TableChanging(self)
+        chunk of the maps underneath is copied once for the whole); this table is never changed. ``expected``: how
+        many entities may be added (see :meth:`ChunkedMap.changing`)."""
+        return TableChanging(self, expected)
 
     def changes_since(self, older: QuotaTable) -> frozenset[QuotaEntity] | None:
         """The entities whose entries differ between ``older`` and this table, when this table was made from it by
@@ -293,11 +294,12 @@ class QuotaTable:
 class TableChanging:
     """The next :class:`QuotaTable` being made from one (see :meth:`QuotaTable.changing`)."""
 
-    __slots__ = ("_origin", "_entries", "_by_key", "_counts", "_changed")
+    __slots__ = ("_origin", "_entries", "_by_key", "_counts", "_changed", "_expected")
 
-    def __init__(self, origin: QuotaTable) -> None:
+    def __init__(self, origin: QuotaTable, expected: int = 0) -> None:
         self._origin = origin
-        self._entries = origin._entries.changing()
+        self._expected = expected
+        self._entries = origin._entries.changing(expected)
         self._by_key: dict[str, Changing] = {}  # the keys changed so far
         self._counts = {key: list(found) for key, found in origin._level_counts.items()}
         self._changed: set[QuotaEntity] = set()
@@ -305,7 +307,7 @@ class TableChanging:
     def _key(self, key: str) -> Changing:
         changing = self._by_key.get(key)
         if changing is None:
-            changing = self._by_key[key] = self._origin._by_key.get(key, EMPTY_MAP).changing()
+            changing = self._by_key[key] = self._origin._by_key.get(key, EMPTY_MAP).changing(self._expected)
         return changing
 
     def apply(self, changes: Mapping[QuotaEntity, QuotaEntry | None]) -> None:

@@ -49,3 +49,16 @@ def test_growing_one_key_at_a_time_lays_the_map_out_again_now_and_then():
         m = m.updated({i: i})
     assert len(m) == 20_000 and m[19_999] == 19_999
     assert len(m._chunks) >= 20_000 // (4 * TARGET_CHUNK)  # not one chunk of 20,000
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(0, 3000), st.integers(0, 5000), st.integers(0, 5000))
+def test_a_change_laid_out_for_its_expected_size_is_the_same_map(start, added, expected):
+    m = ChunkedMap((i, i) for i in range(start))
+    changing = m.changing(expected)
+    for i in range(start, start + added):
+        changing[i] = -i
+    new = changing.done()
+    assert len(new) == start + added and all(new[i] == (i if i < start else -i) for i in range(start + added))
+    assert len(m) == start and all(m[i] == i for i in range(start))
+    assert len(new._chunks) * 4 * TARGET_CHUNK >= len(new) or len(new._chunks) == MAX_CHUNKS
