@@ -201,6 +201,9 @@ def new_loop(kind: str = "uvloop") -> asyncio.AbstractEventLoop:
     return asyncio.new_event_loop()
 
 
+START_TIMEOUT_S = 30  # generous: four test workers share two cores in CI
+
+
 def start_proxy(raw_config: dict, loop_kind: str = "uvloop") -> RunningProxy:
     config = parse_config(raw_config)
     loop = new_loop(loop_kind)
@@ -216,7 +219,25 @@ def start_proxy(raw_config: dict, loop_kind: str = "uvloop") -> RunningProxy:
     thread = threading.Thread(target=run, name="proxy-loop", daemon=True)
     thread.start()
     started.wait()
-    asyncio.run_coroutine_threadsafe(app.start(), loop).result(10)
+    tasks: list[asyncio.Task] = []
+
+    async def starting() -> None:
+        tasks.append(asyncio.current_task())
+        await app.start()
+
+    try:
+        asyncio.run_coroutine_threadsafe(starting(), loop).result(START_TIMEOUT_S)
+    except TimeoutError:
+        # say where start-up hangs (a loaded CI machine or a real hang: the stack tells which)
+        where = []
+        awaiting = tasks[0].get_coro() if tasks else None
+        while awaiting is not None and getattr(awaiting, "cr_frame", None) is not None:
+            code = awaiting.cr_frame.f_code
+            where.append(f"  {code.co_filename}:{awaiting.cr_frame.f_lineno} in {code.co_name}")
+            awaiting = awaiting.cr_await
+        loop.call_soon_threadsafe(loop.stop)
+        raise TimeoutError(f"the proxy did not start within {START_TIMEOUT_S} s; waiting at:\n"
+                           + "\n".join(where)) from None
     port = next(iter(app.listener_addresses.values()))[1]
     return RunningProxy(app, loop, thread, port, app.ops_address[1])
 

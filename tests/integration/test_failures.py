@@ -334,13 +334,15 @@ def test_a_request_in_a_version_no_broker_speaks_is_the_clients_error():
 
 def test_running_out_of_file_descriptors_is_not_blamed_on_the_broker():
     """EMFILE from the proxy's own socket() (simulated on the standard asyncio loop: a real fd limit would starve
-    the test's own sockets too): the client is closed, fd_exhausted counts it, the broker stays ready."""
+    the test's own sockets too): the client is closed, fd_exhausted counts it, the broker stays ready. Ready is
+    awaited first: /readyz is 503 until the config topic has been read once, which needs sockets too."""
     import errno
 
     broker_port, proxy_port = free_port(), free_port()
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
     proxy = start_proxy(proxy_config(proxy_port, broker_port), loop_kind="asyncio")
     try:
+        assert ready_within(proxy, 20)
         async def out_of_fds(*args, **kwargs):
             raise OSError(errno.EMFILE, "Too many open files")
 
