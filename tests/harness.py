@@ -176,7 +176,8 @@ class RunningProxy:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
     def metric(self, name: str, **labels) -> float:
-        """A sample from the proxy's registry, read on the proxy's loop (as a scrape would be)."""
+        """A sample from the proxy's registry, read on the proxy's loop (a scrape reads it from the scrape thread;
+        on the loop the test sees the state between two events, never halfway through one)."""
         async def read():
             return self.app.metrics.registry.get_sample_value(name, labels)
 
