@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m proxy.demo
+	$(PY) -m demo
 
 # On 4 workers (pytest-xdist): the tests mostly wait on real clocks. Tests marked measures_rate share one worker,
 # one at a time, and so do the Spark ones (tests/conftest.py); ports never collide (tests/harness.py).

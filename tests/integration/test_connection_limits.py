@@ -14,7 +14,7 @@ import time
 import pytest
 
 from proxy.codec.header import encode_request_header, frame
-from proxy.demo_storm import connect_once as demo_connect_once
+from demo.storms import connect_once as demo_connect_once
 from tests.harness import Tansu, free_port, proxy_config, start_proxy
 
 pytestmark = [pytest.mark.integration, pytest.mark.measures_rate]

@@ -7,27 +7,29 @@ loop (ten kafka-python idempotent producers under 5 new producer ids a minute): 
 throttled, every message acknowledged. Then a simulated disk crossing the soft and the hard limit (cluster volume
 usage): produce OPEN, THROTTLE, PAUSE (nothing acknowledged), OPEN, every acknowledged message read back. Then:
 
-The same four confluent-kafka clients (default settings, 1 KiB messages), topic and quotas as config/demo.yaml: a
+The same four confluent-kafka clients (default settings, 1 KiB messages), topic and quotas as demo/demo.yaml: a
 producer and a consumer of client-id demo-limited under 1 MiB/s, an unlimited producer offering 4 MiB/s and an
 unlimited consumer. On free ports, and with 3 x 1 s quota windows instead of Kafka's 11 so that the start-up burst
 (one window span, 3 s) and the measured window (six spans, 18 s) fit in 21 s; the run ends at 22 s, after two
 judged reports per client (about 25 s in all with the broker, the proxy and the clients starting and stopping).
 """
 
-from importlib import resources
+from pathlib import Path
 
 import pytest
 import yaml
 
 from config.loader import load_config_file
-from proxy.demo import LIMITED, UNLIMITED, run_scenario, timing
+from demo.run import LIMITED, UNLIMITED, run_scenario, timing
 from tests.harness import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.measures_rate]
 
+DEMO_CONFIG = Path(__file__).parents[2] / "demo" / "demo.yaml"
+
 
 def test_demo_scenario_verdicts_pass(tmp_path):
-    raw = yaml.safe_load((resources.files("config") / "demo.yaml").read_text())
+    raw = yaml.safe_load(DEMO_CONFIG.read_text())
     broker_port, proxy_port, metrics_port = free_port(), free_port(), free_port()
     raw["upstream"]["bootstrap_servers"] = [f"127.0.0.1:{broker_port}"]
     raw["listeners"][0]["bind"] = f"127.0.0.1:{proxy_port}"

@@ -20,7 +20,7 @@ metrics:
 
 
 def test_demo_config_loads():
-    cfg = load_config_file("config/demo.yaml")
+    cfg = load_config_file("demo/demo.yaml")
     assert cfg.listeners[0].name == "PLAINTEXT"
     assert cfg.settings["socket.request.max.bytes"] == 104857600
 

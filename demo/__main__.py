@@ -1,0 +1,3 @@
+from demo.run import main
+
+main()
