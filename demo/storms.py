@@ -1,11 +1,16 @@
-"""``make demo``'s topic-creation storm: the controller mutation quota (KIP-599) rejecting creates over the quota.
+"""``make demo``'s scenarios before the steady traffic, one quota each, every one judged from what its clients saw.
 
-A kafka-python admin client (client-id ``demo-admin``, which speaks the strict CreateTopics versions) creates
-topics of STORM_PARTITIONS partitions one request after another for STORM_SECONDS, retrying at once whenever the
-client itself holds its requests for a ``throttle_time_ms`` it was given (a storm does not wait politely). Its quota is
-``controller_mutation_rate`` R in the demo's config, with a burst B = R x controller.quota.window.num x size. The
-verdict: some creates were rejected with THROTTLING_QUOTA_EXCEEDED, and the partitions created stay within what
-the bucket allows, B + R x elapsed + one topic (a topic is admitted while tokens >= 0, so the last may overdraw).
+- The connection storm (:func:`connection_storm`): KIP-612's ``connection_creation_rate`` per IP.
+- The topic-creation storm (:func:`topic_storm`): the controller mutation quota (KIP-599) rejecting creates over
+  the quota. A kafka-python admin client (client-id ``demo-admin``, which speaks the strict CreateTopics versions)
+  creates topics of STORM_PARTITIONS partitions one request after another for STORM_SECONDS, retrying at once
+  whenever the client itself holds its requests for a ``throttle_time_ms`` it was given (a storm does not wait
+  politely). Its quota is ``controller_mutation_rate`` R in the demo's config, with a burst B = R x
+  controller.quota.window.num x size. The verdict: some creates were rejected with THROTTLING_QUOTA_EXCEEDED, and
+  the partitions created stay within what the bucket allows, B + R x elapsed + one topic (a topic is admitted while
+  tokens >= 0, so the last may overdraw).
+- The producer-restart loop (:func:`producer_restarts`): KIP-936's ``producer_ids_rate``.
+- A disk filling up (:func:`disk_fill`): cluster volume usage.
 """
 
 from __future__ import annotations
@@ -15,11 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from config.model import ProxyConfig
+from proxy.codec.apis import API_VERSIONS
+from proxy.codec.error_codes import THROTTLING_QUOTA_EXCEEDED
 
 ADMIN = "demo-admin"
 STORM_PARTITIONS = 10
 STORM_SECONDS = 6
-THROTTLING_QUOTA_EXCEEDED = 89
 
 
 @dataclass(frozen=True)
@@ -182,7 +188,7 @@ def disk_fill(bootstrap: str, broker: str, config: ProxyConfig, scrape_state: Ca
     publisher = Producer({"bootstrap.servers": broker})
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": 1, "message.timeout.ms": 120000})
     acked: list[float] = []
-    stop = threading.Event()
+    stop, aborted = threading.Event(), threading.Event()
 
     def delivered(err, msg) -> None:
         if err is None:
@@ -200,7 +206,9 @@ def disk_fill(bootstrap: str, broker: str, config: ProxyConfig, scrape_state: Ca
             except BufferError:
                 producer.poll(0.01)
             producer.poll(0)
-        producer.flush(60)
+        if aborted.is_set():  # the demo is stopping: drop what is still queued, do not wait for it
+            producer.purge()
+        producer.flush(0 if aborted.is_set() else 60)
 
     def publish(used_percent: int) -> None:
         snapshot = Snapshot(DISK_BROKER, int(time.time() * 1000), Limit("MinFreePercentage", 50),
@@ -225,6 +233,9 @@ def disk_fill(bootstrap: str, broker: str, config: ProxyConfig, scrape_state: Ca
             phases.append((what, state, rate))
             report(f"disk {used:3d} % used ({what}): proxy {state:8s} producer acknowledged {rate:5.2f} MiB/s, "
                    f"expected {expected}  {'OK' if state == expected else 'FAIL'}")
+    except BaseException:
+        aborted.set()
+        raise
     finally:
         stop.set()
         thread.join(90)
@@ -283,7 +294,7 @@ async def connect_once(host: str, port: int, source_ip: str, timeout_s: float = 
     except asyncio.TimeoutError:
         return "pending"
     try:
-        writer.write(frame(encode_request_header(18, 0, 7, "demo-connect")))
+        writer.write(frame(encode_request_header(API_VERSIONS, 0, 7, "demo-connect")))
         size, correlation_id = struct.unpack(">ii", await asyncio.wait_for(reader.readexactly(8), timeout_s))
         return "served" if correlation_id == 7 else "closed"
     except (asyncio.IncompleteReadError, ConnectionResetError, BrokenPipeError):
@@ -325,72 +336,5 @@ def connection_storm(host: str, port: int, config: ProxyConfig, report: Callable
             raise
         result = ConnectResult(limit, allowed, (0, 0, 0), (0, 0, 0),
                                skipped=f"this machine has no {STORM_IP} loopback address to connect from")
-    report(result.text())
-    return result
-
-
-@dataclass(frozen=True)
-class PlanResult:
-    records: int
-    recommended: dict  # client id -> its recommended quota keys
-    top: dict  # dimension -> the top entity's name
-    report: str
-    error: str | None = None
-
-    synthetic: int = 0  # records of the synthetic tenants among them
-
-    @property
-    def ok(self) -> bool:
-        return (self.error is None and "demo-limited" in self.recommended and "demo-unlimited" in self.recommended
-                and self.records > self.synthetic > 0)
-
-    def text(self) -> str:
-        if self.error is not None:
-            return f"quota planner: failed: {self.error}  FAIL"
-        limited, unlimited = self.recommended.get("demo-limited", {}), self.recommended.get("demo-unlimited", {})
-        return (f"quota planner (PySpark): {self.records - self.synthetic} records of this run's usage log and "
-                f"{self.synthetic} of synthetic tenants; "
-                f"recommends demo-limited {limited}, demo-unlimited {unlimited}; top new producer ids "
-                f"{self.top.get('new_producer_ids')}, top connection rate {self.top.get('connection_rate')}; "
-                f"report {self.report}  {'OK' if self.ok else 'FAIL'}")
-
-
-def quota_planner(usage_dir: str, out_dir: str, report: Callable[[str], None]) -> PlanResult:
-    """The usage log the demo's proxy wrote, with synthetic misbehaving tenants from the generator beside it, run
-    through the PySpark planner (``kafka-quota-proxy analyze``) on local[2]."""
-    import os
-
-    try:
-        from analytics import generate, job
-    except ImportError as exc:  # the analytics extra is not installed
-        result = PlanResult(0, {}, {}, "", error=f"{exc} (install kafka-quota-proxy[analytics])")
-        report(result.text())
-        return result
-    import shutil
-    import tempfile
-
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    with tempfile.TemporaryDirectory() as scratch:  # the generator's files, beside the proxy's, under other names
-        synthetic = generate.write_log(scratch, generate.Options(entities=10, intervals=60,
-                                                                 start_time=time.time() - 600))
-        for name in os.listdir(scratch):
-            shutil.move(os.path.join(scratch, name), os.path.join(usage_dir, f"synthetic-{name}"))
-    try:
-        summary = job.run(usage_dir, out_dir, master="local[2]")
-    except Exception as exc:  # noqa: BLE001 - the demo reports and goes on
-        result = PlanResult(0, {}, {}, "", error=repr(exc)[:300])
-        report(result.text())
-        return result
-    recommended = {}
-    for item in summary["quotas"]:
-        client = item["entity"].get("client-id")
-        if client in ("demo-limited", "demo-unlimited") and "user" in item["entity"]:
-            recommended[client] = {k: v for k, v in item.items() if k != "entity"}
-    top = {}
-    for name, dim in summary["offenders"].items():
-        if dim["top"]:
-            first = dim["top"][0]
-            top[name] = first.get("user") or first.get("ip") or first.get("client_id")
-    result = PlanResult(summary["records"], recommended, top, os.path.join(out_dir, "report.html"), None, synthetic)
     report(result.text())
     return result
