@@ -25,6 +25,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 import urllib.request
 from contextlib import contextmanager
 
@@ -286,10 +287,13 @@ def run_scenario(config_path: str, duration_s: float, report=print, stop: Stop |
                 raise DemoError(f"the quota planner did not recommend as expected: {plan.text()}")
     except Interrupted as exc:
         exc.during = phase
+        traceback.clear_frames(exc.__traceback__)  # the clients a scenario made go now, before the proxy stops
         raise
-    except DemoError:
+    except DemoError as exc:
+        traceback.clear_frames(exc.__traceback__)
         raise
     except Exception as exc:  # a client library's error: say where, in one line
+        traceback.clear_frames(exc.__traceback__)
         raise DemoError(f"{phase} failed: {type(exc).__name__}: {exc}") from exc
     finally:
         stop.raising = False
