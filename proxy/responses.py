@@ -14,10 +14,10 @@ import struct
 import time
 from collections.abc import Callable
 
-from proxy.apis.byte_rate import delays_response, merge_throttle
 from proxy.codec.errors import ProtocolError
 from proxy.codec.frame import BUFFER, DROP, STREAM, Action
 from proxy.codec.header import ResponseHeader, response_header_length
+from proxy.codec.throttle import delays_response, merge_throttle
 from proxy.flow import Flow
 from proxy.inflight import InFlight
 from quota.decision import is_applied, longest

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from proxy.apis import addresses
 from proxy.apis.plan import FORWARD_AS_IS, AnswerLocally, ConnectionScope, ForwardRequest, Outcome, Plan, Session
-from proxy.codec.apis import FETCH, PRODUCE, client_throttles, has_throttle_time
+from proxy.codec.apis import FETCH, PRODUCE
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import decode_request, decode_response, encode_request, encode_response
@@ -190,20 +190,3 @@ def trim_fetch_response(version: int, body: bytes | memoryview, budget: int) -> 
             used += keep
     return encode_response(FETCH, version, msg)
 
-
-def merge_throttle(api_key: int, version: int, body: bytes | memoryview, throttle_time_ms: int) -> bytes | None:
-    """The response body with ``throttle_time_ms = max(broker's, ours)``; None when the body stays as it is (the
-    version has no such field, or the broker's throttle is already the longer)."""
-    if not has_throttle_time(api_key, version):
-        return None
-    msg = decode_response(api_key, version, body)
-    if msg.throttle_time_ms >= throttle_time_ms:
-        return None
-    msg.throttle_time_ms = throttle_time_ms
-    return encode_response(api_key, version, msg)
-
-
-def delays_response(api_key: int, version: int) -> bool:
-    """True for versions before KIP-219, whose throttled responses are held (KIP-13) rather than followed by a mute.
-    Fetch is the exception: a throttled Fetch v0-7 goes out and the mute holds the next fetch instead."""
-    return api_key != FETCH and not client_throttles(api_key, version)

@@ -6,7 +6,8 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from config.loader import parse_config
 from proxy.apis import ConnectionScope, Session, plan_request
-from proxy.apis.byte_rate import delays_response, merge_throttle, trim_fetch_response
+from proxy.apis.byte_rate import trim_fetch_response
+from proxy.codec.throttle import delays_response, merge_throttle
 from proxy.codec.apis import FETCH, PRODUCE
 from proxy.codec.frame import BUFFER, STREAM
 from proxy.codec.header import RequestHeader
