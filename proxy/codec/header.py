@@ -123,8 +123,8 @@ def frame_size(buf, max_size: int, limit_name: str = "socket.request.max.bytes")
 def parse_request_header(buf, max_size: int, limit_name: str = "socket.request.max.bytes",
                          max_header: int = MAX_HEADER_BYTES) -> RequestHeader:
     """Parse the size and request header at the start of ``buf`` (which may hold more than one frame). A header
-    (client id, tagged fields) longer than ``max_header`` bytes is a :class:`ProtocolError`, found before more
-    than ``max_header`` bytes of it are read."""
+    (api key through tagged fields; the 4-byte size before it does not count) longer than ``max_header`` bytes is a
+    :class:`ProtocolError`, found before more than ``max_header`` bytes of it are read."""
     size = frame_size(buf, max_size, limit_name)
     if size < 10:
         raise ProtocolError(f"request frame of {size} bytes is shorter than a request header")
@@ -135,7 +135,7 @@ def parse_request_header(buf, max_size: int, limit_name: str = "socket.request.m
     client_id = None
     if client_id_len >= 0:
         end = pos + client_id_len
-        if end > max_header:
+        if end > max_header + 4:
             raise ProtocolError(f"request header over request.header.max.bytes {max_header}: a client_id of "
                                 f"{client_id_len} bytes")
         if end > size + 4:
@@ -153,10 +153,10 @@ def parse_request_header(buf, max_size: int, limit_name: str = "socket.request.m
         raise ProtocolError(f"negative api_version {api_version}")
     if request_header_version(api_key, api_version) >= 2:
         try:
-            pos = skip_tagged_fields(_bounded(buf, size), pos, max_header)
+            pos = skip_tagged_fields(_bounded(buf, size), pos, max_header + 4)
         except HeaderTooLarge as exc:
-            raise ProtocolError(f"request header over request.header.max.bytes {max_header}: tagged fields reach "
-                                f"byte {exc.at_least} at least") from None
+            raise ProtocolError(f"request header over request.header.max.bytes {max_header}: its tagged fields "
+                                f"make it {exc.at_least - 4} bytes at least") from None
     if pos > size + 4:
         raise ProtocolError("request header runs past the end of its frame")
     return RequestHeader(size, api_key, api_version, correlation_id, client_id, pos)

@@ -56,3 +56,36 @@ def test_a_header_that_has_not_all_arrived_and_is_under_the_limit_waits():
     data = frame(METADATA_V12, b"c", tagged)
     with pytest.raises(Incomplete):
         parse_request_header(data[:200], 1 << 20, max_header=1024)
+
+
+def _at(length: int, max_header: int):
+    """A Metadata v12 request whose header (api key through tagged fields, the 4-byte size not counted) is exactly
+    ``length`` bytes: client id "c", one tagged field padding it out."""
+    fixed = 2 + 2 + 4 + 2 + 1 + 1  # api key, version, correlation id, client id length, "c", tagged-field count
+    for data in range(length):
+        field = uvarint(0) + uvarint(data) + b"t" * data
+        if fixed + len(field) == length:
+            return frame(METADATA_V12, b"c", uvarint(1) + field)
+    raise AssertionError(length)
+
+
+@pytest.mark.parametrize("max_header", [1024, 65536])
+def test_a_header_of_exactly_the_limit_parses_and_one_byte_more_does_not(max_header):
+    """The limit is on the request header as Kafka's RequestHeader defines it (README: "client id and tagged
+    fields"); the frame's 4-byte size is not part of it. Before the fix a header of exactly the limit was refused
+    (the size counted), so the largest accepted was 4 bytes short of it."""
+    header = parse_request_header(_at(max_header, max_header), 1 << 20, max_header=max_header)
+    assert header.header_length == 4 + max_header
+    with pytest.raises(ProtocolError, match=f"request.header.max.bytes {max_header}: its tagged fields make it "
+                                            f"{max_header + 1} bytes"):
+        parse_request_header(_at(max_header + 1, max_header), 1 << 20, max_header=max_header)
+
+
+def test_a_client_id_reaching_exactly_the_limit_parses():
+    """Request header v1 (Metadata v8): api key, version, correlation id, client id; a client id that makes it
+    exactly the limit is read, one byte longer is refused from its length."""
+    client_id = b"c" * (1024 - 10)
+    data = frame((3, 8), client_id, b"")
+    assert parse_request_header(data, 1 << 20, max_header=1024).header_length == 4 + 1024
+    with pytest.raises(ProtocolError, match="a client_id of 1015 bytes"):
+        parse_request_header(frame((3, 8), client_id + b"c", b""), 1 << 20, max_header=1024)
