@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from proxy.following import Offsets, log_changed
+from proxy.following import Offsets, log_changed, log_end
 
 
 def test_the_same_log_growing_or_compacted_is_not_a_change():
@@ -17,3 +17,61 @@ def test_offsets_going_backwards_mean_a_new_log_under_the_same_name():
     assert "end offset went back" in log_changed(Offsets(0, 10, 8), 0, 2, 8)
     assert "below the position" in log_changed(Offsets(0, 0, 0), 0, 2, 5)
     assert "out of range" in log_changed(Offsets(0, 10, 10), 0, 10, 0)
+
+
+class _Consumer:
+    """What TopicReader asks of an aiokafka consumer, answering as Tansu does (a scripted stand-in: the offsets
+    Tansu gives are set by hand). ListOffsets "latest" is the last batch's base offset + 1; the fetch's high
+    watermark is the log's real end."""
+
+    def __init__(self, listed_end: int, fetched_end: int | None, position: int) -> None:
+        self.listed_end, self.fetched_end, self._position = listed_end, fetched_end, position
+        self._client = self
+        self.list_offsets_calls = 0
+
+    async def force_metadata_update(self) -> bool:
+        return True
+
+    def partitions_for_topic(self, topic: str) -> set[int]:
+        return {0}
+
+    async def beginning_offsets(self, tps):
+        return {tp: 0 for tp in tps}
+
+    async def end_offsets(self, tps):
+        self.list_offsets_calls += 1
+        return {tp: self.listed_end for tp in tps}
+
+    async def position(self, tp) -> int:
+        return self._position
+
+    def highwater(self, tp) -> int | None:
+        return self.fetched_end
+
+
+def _changed(consumer: _Consumer) -> str | None:
+    import asyncio
+
+    from aiokafka import TopicPartition
+
+    from proxy.following import TopicReader
+
+    reader = TopicReader(consumer, "configs", {TopicPartition("configs", 0): Offsets()})
+    return asyncio.run(reader.changed())
+
+
+def test_a_log_end_listed_below_what_the_fetch_answered_is_not_a_new_log():
+    """Tansu lists the end of a log whose last batch holds 313 records (offsets 199362..199674) as 199363; the
+    follower has read to 199675, as far as its fetch said the log goes. Before, that was a new log: the whole topic
+    was read again from the beginning (seen in bench/dynamic_config.py during its burst)."""
+    consumer = _Consumer(listed_end=199_363, fetched_end=199_675, position=199_675)
+    assert _changed(consumer) is None
+    assert consumer.list_offsets_calls == 1
+    assert log_end(199_363, 199_675) == 199_675 and log_end(10, None) == 10
+
+
+def test_a_recreated_shorter_log_is_still_seen_when_the_fetch_answers_its_end():
+    """Tansu, the topic deleted and made again with 3 records while the follower sat at 50: its fetch answers
+    the new log's high watermark (3, no error), so both say the log ends below the position."""
+    assert "below the position" in _changed(_Consumer(listed_end=1, fetched_end=3, position=50))
+    assert "below the position" in _changed(_Consumer(listed_end=2, fetched_end=None, position=50))
