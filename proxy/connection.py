@@ -20,11 +20,6 @@ from proxy.flow import Flow
 from proxy.requests import RequestPath
 from proxy.responses import ResponsePath
 
-# Once a connection has been paused by a quota, its reads are at most this big, so what is read past a paused
-# boundary (and held back until the pause ends) stays small; Kafka holds at most the request being received.
-THROTTLED_READ_BYTES = 64 * 1024
-
-
 @dataclass(frozen=True, slots=True)
 class State:
     """What the socket code applies after an event."""
@@ -47,8 +42,7 @@ def usage_rows(scope: ConnectionScope | None, session: Session):
 
 
 class ConnectionCore:
-    __slots__ = ("flow", "requests", "responses", "_request_splitter", "_response_splitter", "_write_client",
-                 "_small_reads")
+    __slots__ = ("flow", "requests", "responses", "_request_splitter", "_response_splitter", "_write_client")
 
     def __init__(self, scope: ConnectionScope, session: Session, *, max_request_bytes: int, max_response_bytes: int,
                  max_inflight: int, write_client: Callable[[object], None], write_broker: Callable[[object], None],
@@ -83,16 +77,10 @@ class ConnectionCore:
 
         self._request_splitter = FrameSplitter(parse_request, self.requests, gate=self.flow)
         self._response_splitter = FrameSplitter(parse_response, self.responses)
-        self._small_reads = False
 
     def read_size(self, available: int) -> int:
         """How much of a read buffer of ``available`` bytes the next client read may fill."""
-        remaining = self._request_splitter.remaining
-        if remaining and self.flow.paused_at_boundary:
-            return min(available, remaining)  # read to the end of this frame, not past it
-        if self._small_reads:
-            return min(available, THROTTLED_READ_BYTES)
-        return available
+        return self.flow.read_size(available, self._request_splitter.remaining)
 
     @property
     def at_frame_boundary(self) -> bool:
@@ -103,7 +91,6 @@ class ConnectionCore:
         used = self._request_splitter.feed(data)
         if used < len(data):
             self.flow.hold_back(data[used:])
-            self._small_reads = True
 
     def broker_bytes(self, data: memoryview) -> None:
         """Response bytes read from the broker; raises ProtocolError for bytes that cannot be responses."""

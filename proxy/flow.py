@@ -16,6 +16,12 @@ the state comes out as plain values the socket code applies after every event (h
   frame by frame, once the reasons are gone; the socket code keeps reads small meanwhile, so this stays small.
 - A response held for a throttle (Produce v0-5, KIP-13's original delay) keeps every later response behind it,
   in request order, and the broker is not read while anything is held.
+- **One throttle lifecycle**: a throttle decided with a request (:meth:`Flow.throttle_request`) marks that
+  in-flight entry throttled (reading stops at the next boundary until its response is out) or, for a request
+  with no response (``acks=0``), mutes at once; when the response goes out (:meth:`Flow.throttled_response`)
+  the flow holds it (before KIP-219) or mutes after it (KIP-219), and the entry stops counting.
+- **Read sizing**: once bytes were held back past a paused boundary, reads stay small
+  (:data:`THROTTLED_READ_BYTES`) until the connection is unhindered again with nothing held back.
 
 An illegal transition (a reason lifted that was never set, a counter below zero) raises :class:`FlowError`.
 """
@@ -24,7 +30,13 @@ from __future__ import annotations
 
 from collections import deque
 
-from proxy.inflight import InFlightQueue
+from proxy.codec.throttle import delays_response
+from proxy.inflight import InFlight, InFlightQueue
+from quota.decision import Throttle, longest
+
+# Once a connection has been paused by a quota, its reads are at most this big, so what is read past a paused
+# boundary (and held back until the pause ends) stays small; Kafka holds at most the request being received.
+THROTTLED_READ_BYTES = 64 * 1024
 
 
 class FlowError(RuntimeError):
@@ -33,7 +45,8 @@ class FlowError(RuntimeError):
 
 class Flow:
     __slots__ = ("inflight", "max_inflight", "_mid_frame", "_broker_full", "_client_full", "_muted_until",
-                 "_throttled", "_deciding", "held", "_draining", "_read_ahead", "_read_ahead_pos", "_requests")
+                 "_throttled", "_deciding", "held", "_draining", "_read_ahead", "_read_ahead_pos", "_requests",
+                 "_small_reads")
 
     def __init__(self, max_inflight: int) -> None:
         if max_inflight < 1:
@@ -47,25 +60,42 @@ class Flow:
         self._muted_until = 0.0  # quota mute: read no new request before this time (0: not muted)
         self._throttled = 0  # requests throttled when read whose response is not out yet
         self._deciding = 0  # requests waiting for the proxy's own lookup before they are decided
-        # Responses held, in order: (release time, or 0 behind an earlier one; response frame; answers a throttled request)
-        self.held: deque[tuple[float, bytes, bool]] = deque()
+        # Responses held, in order: (release time, or 0 behind an earlier one; response frame; the throttled request
+        # it answers, or None)
+        self.held: deque[tuple[float, bytes, InFlight | None]] = deque()
         self._draining = False
         self._read_ahead: bytearray | None = None  # request bytes read past a paused boundary
         self._read_ahead_pos = 0
+        self._small_reads = False  # bytes were held back past a paused boundary: keep reads small
 
     # -- what the socket code applies ---------------------------------------------------------------------------
 
     @property
     def paused_at_boundary(self) -> bool:
-        """A reason that stops reading at the next request frame boundary holds."""
+        """A reason that stops reading at the next request frame boundary holds (the one pause condition)."""
         return bool(self._muted_until or self._throttled or self._deciding or self.held or self._client_full
                     or self._draining or len(self._requests) >= self.max_inflight)
 
     @property
     def unhindered(self) -> bool:
         """Nothing holds either side and nothing waits: the common case, checked first on the hot path."""
-        return not (self._muted_until or self._throttled or self._deciding or self.held or self._client_full
-                    or self._broker_full or self._draining or self._read_ahead is not None) and len(self._requests) < self.max_inflight
+        return not (self._broker_full or self._read_ahead is not None or self.paused_at_boundary)
+
+    def read_size(self, available: int, frame_remaining: int) -> int:
+        """How much of a read buffer of ``available`` bytes the next client read may fill, ``frame_remaining``
+        bytes of the current request frame still to come (0 at a boundary)."""
+        if frame_remaining and self.paused_at_boundary:
+            return min(available, frame_remaining)  # read to the end of this frame, not past it
+        if self._small_reads:
+            if self._read_ahead is None and not self.paused_at_boundary:
+                self._small_reads = False  # the pause is over and nothing is held back: full reads again
+                return available
+            return min(available, THROTTLED_READ_BYTES)
+        return available
+
+    @property
+    def small_reads(self) -> bool:
+        return self._small_reads
 
     @property
     def reading_client(self) -> bool:
@@ -118,8 +148,7 @@ class Flow:
         there; True means the frame has started (reading goes on, back-pressure aside, until it ends)."""
         if self._mid_frame:
             raise FlowError("a request frame started inside another")
-        if self._muted_until or self._throttled or self._deciding or self.held or self._client_full \
-                or self._draining or len(self._requests) >= self.max_inflight:
+        if self.paused_at_boundary:
             return False
         self._mid_frame = True
         return True
@@ -139,6 +168,7 @@ class Flow:
             raise FlowError("read-ahead held back while earlier read-ahead is still held")
         self._read_ahead = bytearray(data)
         self._read_ahead_pos = 0
+        self._small_reads = True
 
     @property
     def read_ahead_bytes(self) -> int:
@@ -184,13 +214,49 @@ class Flow:
         if mute_ms:
             self._muted_until = max(self._muted_until, now + mute_ms / 1000.0)
 
-    def request_throttled(self) -> None:
-        """A throttle was decided with a request that expects a response: read nothing more until it is out."""
-        self._throttled += 1
+    def throttle_request(self, entry: InFlight | None, throttle: Throttle, now: float, *,
+                         pause: bool = True) -> int:
+        """A throttle decided with a request (at its header, or on its body). It combines with one decided before
+        (the longest wins) and goes with the response. The first throttle of a request that expects a response marks
+        it throttled: read nothing more until its response is out (``pause`` False for an answer of the proxy's
+        own, which only mutes once it goes out). A request with no response (``acks=0``; ``entry`` None when
+        the broker is known not to answer those) has nothing to carry it: the mute applies now. Returns the mute
+        applied now, in ms (0 when the response carries the throttle)."""
+        if entry is None or not entry.expects_response:
+            if entry is not None:
+                entry.throttle = throttle if entry.throttle is None else longest(entry.throttle, throttle)
+            self.mute(now, throttle.mute_ms)
+            return throttle.mute_ms
+        if entry.throttle is None:
+            if pause:
+                entry.throttled = True
+                self._throttled += 1
+            entry.throttle = throttle
+        else:
+            entry.throttle = longest(entry.throttle, throttle)
+        return 0
 
-    def throttled_response_out(self) -> None:
+    def throttled_response(self, entry: InFlight, frame, now: float) -> bool:
+        """The response to a throttled request is ready (``frame``; None when already sent, an answer of the
+        proxy's own): before KIP-219 it is held for the throttle (False: the flow keeps it and hands it out from
+        :meth:`tick`, in order); from KIP-219 on it goes now (True: write it) and the connection is muted."""
+        throttle = entry.throttle
+        if throttle is None:
+            raise FlowError(f"a throttled response for request {entry.header.correlation_id} with no throttle")
+        request = entry.header
+        if frame is not None and delays_response(request.api_key, request.api_version):
+            self.held.append((now + throttle.mute_ms / 1000.0, bytes(frame), entry))
+            return False
+        self.mute(now, throttle.mute_ms)
+        self._response_out(entry)
+        return True
+
+    def _response_out(self, entry: InFlight | None) -> None:
+        if entry is None or not entry.throttled:
+            return
         if not self._throttled:
             raise FlowError("a throttled response went out with no throttled request in flight")
+        entry.throttled = False
         self._throttled -= 1
 
     def request_deciding(self) -> None:
@@ -210,13 +276,8 @@ class Flow:
         (then the flow keeps a copy and hands it out from :meth:`tick` in order)."""
         if not self.held:
             return True
-        self.held.append((0.0, bytes(frame), False))
+        self.held.append((0.0, bytes(frame), None))
         return False
-
-    def hold_response(self, frame: bytes, release_at: float, throttled: bool) -> None:
-        """KIP-13's delay: this response, and every one after it, goes out at ``release_at``. ``throttled``: it
-        answers a request counted by :meth:`request_throttled`."""
-        self.held.append((release_at, bytes(frame), throttled))
 
     def tick(self, now: float) -> list[bytes]:
         """Time has passed: end an expired mute; return the held responses now due, in order."""
@@ -227,10 +288,9 @@ class Flow:
         due = []
         held = self.held
         while held and held[0][0] <= now:
-            _, frame, throttled = held.popleft()
+            _, frame, entry = held.popleft()
             due.append(frame)
-            if throttled:
-                self.throttled_response_out()
+            self._response_out(entry)
         return due
 
     def drain(self) -> None:

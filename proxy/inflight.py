@@ -43,8 +43,8 @@ class InFlight:
     local_response: bytes | None = None
     # A quota throttle to merge into the response and act on (mute, or hold the response).
     throttle: Any = None
-    # True when the throttle was decided with the request (reading stays paused until the response is out).
-    plan_throttled: bool = False
+    # Set by the flow: the throttle was decided with the request (reading stays paused until the response is out).
+    throttled: bool = False
     # Decides a throttle from the size of the response the client gets (consumer byte rate).
     record_response: Callable[[int], Any] | None = None
     # The proxy's own acks=0 probe: its response is dropped.
@@ -101,8 +101,7 @@ class InFlightQueue:
         if plan is None:
             entry = InFlight(header, received_ns, expects)
         else:
-            entry = InFlight(header, received_ns, expects, plan.rewrite, None, plan.throttle,
-                             plan.throttle is not None and expects, plan.record_response)
+            entry = InFlight(header, received_ns, expects, plan.rewrite, None, None, False, plan.record_response)
         self._queue.append(entry)
         return entry
 

@@ -20,7 +20,7 @@ from proxy.codec.header import RequestHeader
 from proxy.flow import Flow
 from proxy.inflight import InFlight
 from proxy.responses import ResponsePath
-from quota.decision import Throttle, longest
+from quota.decision import Throttle
 
 _INT32 = struct.Struct(">i")
 
@@ -69,7 +69,7 @@ class RequestPath:
             return plan.action
         self._entry = inflight.add(header, time.perf_counter_ns(), plan)
         if plan.throttle is not None:
-            self._throttle_request(header, plan.throttle)
+            self._throttle(header, self._entry, plan.throttle)
         self._plan = plan
         return plan.action
 
@@ -104,26 +104,18 @@ class RequestPath:
             return
         if isinstance(outcome, AnswerLocally):
             if entry is not None:
-                if outcome.throttle is not None:
-                    entry.throttle = _combined(entry.throttle, outcome.throttle)
-                    if not header.expects_response:
-                        self._flow.mute(self._now(), outcome.throttle.mute_ms)
+                if outcome.throttle is not None:  # goes with the answer, which mutes once it is out
+                    self._flow.throttle_request(entry, outcome.throttle, self._now(), pause=False)
                 self._flow.inflight.answer_locally(entry, outcome.frame)
                 self._responses.send_ready_local()
             return
         if outcome.body is not None:
             frame = (_INT32.pack(header.header_length - 4 + len(outcome.body)) + bytes(frame[4:header.header_length])
                      + outcome.body)
-        if entry is not None:
-            if outcome.rewrite is not None:
-                entry.rewrite = _then(entry.rewrite, outcome.rewrite)
-            if outcome.throttle is not None:
-                if entry.throttle is None:
-                    self._throttle_request(header, outcome.throttle)
-                    entry.plan_throttled = header.expects_response
-                entry.throttle = _combined(entry.throttle, outcome.throttle)
-        elif outcome.throttle is not None:
-            self._flow.mute(self._now(), outcome.throttle.mute_ms)
+        if entry is not None and outcome.rewrite is not None:
+            entry.rewrite = _then(entry.rewrite, outcome.rewrite)
+        if outcome.throttle is not None:
+            self._throttle(header, entry, outcome.throttle)
         self._forward(frame)
 
     def _look_up(self, header: RequestHeader, frame, entry: InFlight | None, lookup: LookUp) -> None:
@@ -159,19 +151,12 @@ class RequestPath:
         if flow.inflight.probe_wanted:
             self._forward(flow.inflight.probe(time.perf_counter_ns()))
 
-    def _throttle_request(self, header: RequestHeader, throttle: Throttle) -> None:
-        """A throttle decided with the request: read nothing more until its response is out; acks=0 has no
-        response to carry it, so only the mute applies."""
-        if header.expects_response:
-            self._flow.request_throttled()  # the throttle goes with its response (counted in the usage log there)
-        else:
-            self._flow.mute(self._now(), throttle.mute_ms)
-            if self._usage is not None:
-                self._usage(header).throttle_ms += throttle.mute_ms
-
-
-def _combined(a: Throttle | None, b: Throttle) -> Throttle:
-    return b if a is None else longest(a, b)
+    def _throttle(self, header: RequestHeader, entry: InFlight | None, throttle: Throttle) -> None:
+        """The flow takes the throttle: it goes with the response (counted in the usage log there), or, with no
+        response to carry it (acks=0), mutes now."""
+        muted_ms = self._flow.throttle_request(entry, throttle, self._now())
+        if muted_ms and self._usage is not None:
+            self._usage(header).throttle_ms += muted_ms
 
 
 def _then(first, second):

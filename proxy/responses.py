@@ -17,7 +17,7 @@ from collections.abc import Callable
 from proxy.codec.errors import ProtocolError
 from proxy.codec.frame import BUFFER, DROP, STREAM, Action
 from proxy.codec.header import ResponseHeader, response_header_length
-from proxy.codec.throttle import delays_response, merge_throttle
+from proxy.codec.throttle import merge_throttle
 from proxy.flow import Flow
 from proxy.inflight import InFlight
 from quota.decision import is_applied, longest
@@ -133,20 +133,10 @@ class ResponsePath:
     def _act(self, entry: InFlight, frame: bytes | None) -> None:
         """Act on a response's throttle: before KIP-219 the response itself is held (KIP-13's delay); from it on,
         the response goes at once and the connection is muted. ``frame`` None: already sent (a local answer)."""
-        flow = self._flow
-        throttle = entry.throttle
-        request = entry.header
-        now = self._now()
         if self._usage is not None:
-            self._usage(request).throttle_ms += throttle.mute_ms
-        if frame is not None and delays_response(request.api_key, request.api_version):
-            flow.hold_response(frame, now + throttle.mute_ms / 1000.0, entry.plan_throttled)
-            return
-        if frame is not None:
+            self._usage(entry.header).throttle_ms += entry.throttle.mute_ms
+        if self._flow.throttled_response(entry, frame, self._now()) and frame is not None:
             self.send(frame)
-        flow.mute(now, throttle.mute_ms)
-        if entry.plan_throttled:
-            flow.throttled_response_out()
 
     def on_frame_end(self, header: ResponseHeader) -> None:
         entry = self._current

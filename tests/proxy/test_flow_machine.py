@@ -4,13 +4,16 @@ Hypothesis drives :class:`proxy.connection.ConnectionCore` (the flow, both split
 paths) through every way of cutting the request and response streams into reads, random throttles on any
 request (KIP-219 mutes, KIP-13 held responses for Produce v5, acks=0 mutes), requests buffered and decided on
 their body (answered locally, forwarded with a throttle, or decided only after a lookup of the proxy's own), back-pressure on both sides, the in-flight bound,
-and drain; the broker either answers acks=0 produces (Tansu) or not (Kafka). A simple model checks:
+and drain; the broker either answers acks=0 produces (Tansu) or not (Kafka); and events that cannot happen in the
+flow's state, which must raise :class:`~proxy.flow.FlowError` and change nothing. A simple model checks:
 
 - when no reason holds, the client is read and nothing is held back;
 - in the middle of a frame without back-pressure, the client is read;
 - responses reach the client in request order, a held one never before its release time;
 - every reason has an exit: once back-pressure lifts and time passes the last deadline, every request is
-  answered and reading is on (or the connection has drained).
+  answered and reading is on (or the connection has drained);
+- the throttle lifecycle is the flow's: no in-flight entry stays marked throttled once its response is out, and
+  reads are small only while the connection is paused or holds bytes back (read sizing resets).
 """
 
 from __future__ import annotations
@@ -25,7 +28,10 @@ from proxy.apis import PASS, AnswerLocally, ForwardRequest, LookUp, Plan
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import encode_request_header, encode_response_header, frame
 from proxy.codec.messages import encode_response, new_response
+from proxy.codec.header import RequestHeader
 from proxy.connection import ConnectionCore
+from proxy.flow import THROTTLED_READ_BYTES, FlowError
+from proxy.inflight import InFlight
 from quota.decision import Throttle
 from tests.fakes import NULL_API_METRICS
 
@@ -223,6 +229,44 @@ class FlowMachine(RuleBasedStateMachine):
         self.core.flow.drain()
         self._apply()
 
+    @rule(event=st.sampled_from(["frame_ended", "response_without_throttle", "consumed_read_ahead", "decided",
+                                 "client_backpressure", "broker_backpressure", "negative_mute", "frame_in_frame"]))
+    def illegal_event(self, event):
+        """An event the flow's state does not allow raises FlowError and leaves the state as it was."""
+        flow = self.core.flow
+        before = (flow.mid_frame, flow.read_ahead_bytes, len(flow.held), flow.next_deadline(), flow.paused_at_boundary)
+        if event == "frame_ended":
+            if flow.mid_frame:
+                return
+            call = flow.frame_ended
+        elif event == "frame_in_frame":
+            if not flow.mid_frame:
+                return
+            call = flow.start_frame
+        elif event == "response_without_throttle":
+            entry = InFlight(RequestHeader(10, 0, 7, 99, "c", 14), 0, True)
+            call = lambda: flow.throttled_response(entry, b"\0\0\0\0", self.now)  # noqa: E731
+        elif event == "consumed_read_ahead":
+            call = lambda: flow.consumed_read_ahead(flow.read_ahead_bytes + 1)  # noqa: E731
+        elif event == "decided":
+            if flow._deciding:
+                return
+            call = flow.request_decided
+        elif event == "client_backpressure":
+            call = lambda: flow.client_backpressure(self.client_full)  # noqa: E731
+        elif event == "broker_backpressure":
+            call = lambda: flow.broker_backpressure(self.broker_full)  # noqa: E731
+        else:
+            call = lambda: flow.mute(self.now, -1)  # noqa: E731
+        try:
+            call()
+        except FlowError:
+            pass
+        else:
+            raise AssertionError(f"illegal event {event} did not raise")
+        after = (flow.mid_frame, flow.read_ahead_bytes, len(flow.held), flow.next_deadline(), flow.paused_at_boundary)
+        assert after == before, f"illegal event {event} changed the flow: {before} -> {after}"
+
     # -- invariants -------------------------------------------------------------------------------------------------
 
     @invariant()
@@ -232,7 +276,9 @@ class FlowMachine(RuleBasedStateMachine):
         waiting = [c for i, c in enumerate(range(len(self.specs)))
                    if c < len(self.specs) and self._read(c, processed) and self._expects(c) and c not in answered]
         no_reason = (not self.client_full and not self.broker_full and not self.draining and not waiting
-                     and self.now >= self.mute_bound and not self.core.flow.inflight.awaiting_response())
+                     and self.now >= self.mute_bound and not len(self.core.flow.inflight))
+        # (an acks=0 request to a broker that answers those stays queued, and counts against the in-flight bound,
+        # until its dropped answer arrives: a reason too)
         if no_reason and self.pos < len(self.stream):
             assert self.state.reading_client, "no reason holds, yet the client is not read"
             assert self.core.flow.read_ahead_bytes == 0, "no reason holds, yet read-ahead is held back"
@@ -254,6 +300,17 @@ class FlowMachine(RuleBasedStateMachine):
         for corr, at in self.delivered:
             if corr in self.release_after:
                 assert at >= self.release_after[corr] - 1e-9, f"held response {corr} released early"
+
+    @invariant()
+    def throttle_lifecycle_and_read_sizing(self):
+        flow = self.core.flow
+        receiving = self.core.responses.receiving  # matched, its response not yet complete
+        marked = sum(1 for e in flow.inflight.entries if e.throttled) + sum(
+            1 for _, _, e in flow.held if e is not None and e.throttled) + bool(receiving and receiving.throttled)
+        assert marked == flow._throttled, f"{marked} entries marked throttled, the flow counts {flow._throttled}"
+        if flow.unhindered:
+            size = self.core.read_size(THROTTLED_READ_BYTES * 4)
+            assert size == THROTTLED_READ_BYTES * 4, "reads stay small after the pause ended (read sizing not reset)"
 
     def _expects(self, corr: int) -> bool:
         spec = self.specs[corr]
