@@ -12,81 +12,19 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
-import ssl
 import time
-from dataclasses import dataclass
-from typing import Callable
 
-from config.model import Address
-from proxy.apis import ConnectionScope, Session
-from proxy.buffers import SharedReadBuffer
+from proxy.apis import Session
 from proxy.codec.errors import ProtocolError
-from proxy.connection import ConnectionCore
-from proxy.logs import LogLimiter
-from proxy.metrics import ApiMetrics, ProxyMetrics
+from proxy.client_context import FRAME_ERROR_LOG, ListenerContext, bounded
+from proxy.connection import CLOSED_CORE, ConnectionCore
+from proxy.metrics import ApiMetrics
 from proxy.upstream import UpstreamConnection
 from proxy.principals import MappingError, map_principal, subject_dn
-from quota.clock import Clock
-from quota.connection import ConnectionQuotas
 
 log = logging.getLogger(__name__)
 
-
-class _Closed:
-    """Stands in for the core of a closed connection: late socket events find nothing to do."""
-
-    at_frame_boundary = True
-
-    def read_size(self, available: int) -> int:
-        return available
-
-    def client_bytes(self, data) -> None:
-        pass
-
-    def broker_bytes(self, data) -> None:
-        pass
-
-
-_CLOSED = _Closed()
-
-
-@dataclass(frozen=True, slots=True)
-class ListenerContext:
-    """What every connection of one listener shares."""
-
-    name: str
-    upstreams: Callable[[], tuple[Address, ...]]  # where this listener's connections go, read at connect time
-    scope: ConnectionScope
-    max_request_bytes: int
-    max_response_bytes: int
-    max_inflight_requests: int
-    max_buffered_response_bytes: int
-    connect_timeout_s: float
-    metrics: ProxyMetrics
-    request_buffer: SharedReadBuffer
-    response_buffer: SharedReadBuffer
-    on_upstream_result: Callable[[bool], None]  # readiness: True when a broker connection opened, False on failure
-    connections: set  # open ClientConnections, for draining at shutdown
-    connection_quotas: ConnectionQuotas  # connection creation rates and counts, shared by every listener
-    clock: Clock  # the quotas' clock
-    ssl_context: "ssl.SSLContext | None" = None  # TLS termination on this listener
-    principal_rules: tuple = ()  # mTLS: ssl.principal.mapping.rules (proxy.principals)
-    sasl: bool = False  # the broker behind authenticates with SASL: frames limited until a client has
-    pre_auth_max_bytes: int = 524288  # sasl.server.max.receive.size
-    upstream_ssl: "ssl.SSLContext | None" = None  # TLS to the brokers
-    tls_handshake_timeout_s: float = 10.0  # listener.tls.handshake.timeout.ms
-    max_header_bytes: int = 65536  # request.header.max.bytes
-
-
-FRAME_ERROR_LOG = LogLimiter()  # one frame-error line per client address and direction every 10 s
-MAX_LOGGED_ERROR = 300  # characters of an error message in a log line: a client's bytes are never echoed at length
-
-
-def bounded(error: object, limit: int = MAX_LOGGED_ERROR) -> str:
-    """An error message cut to ``limit`` characters (with how much was cut), so no log line grows with what a
-    client sent."""
-    text = str(error)
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
+__all__ = ["ClientConnection", "ListenerContext", "bounded"]  # ListenerContext, bounded: proxy.client_context
 
 
 class ClientConnection(asyncio.BufferedProtocol):
@@ -98,7 +36,6 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.upstream: UpstreamConnection | None = None
         self.client_eof = False
         self._eof_pending = False  # the client half-closed while requests were held back
-        self._client_full_since = 0  # when the client stopped taking responses (monotonic ns), 0 if it takes them
         self.session = Session(ctx.name, "?")
         if ctx.sasl:  # until the broker accepts an authentication, frames are bounded as Kafka bounds them
             self.session.request_limit = min(ctx.pre_auth_max_bytes, ctx.max_request_bytes)
@@ -109,19 +46,18 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.core = ConnectionCore(
             ctx.scope, self.session, max_request_bytes=ctx.max_request_bytes,
             max_response_bytes=ctx.max_response_bytes, max_inflight=ctx.max_inflight_requests,
-            write_client=self._write_client, write_broker=self._write_broker, now=self._loop.time,
+            write_client=self._write_client, write_broker=self._write_broker, clock=time.monotonic_ns,
             api_metrics=self.api_metrics, spawn=self._spawn, max_header_bytes=ctx.max_header_bytes,
         )
         self.flow = self.core.flow
         self._reading_client = True
         self._reading_broker = True
         self._timer: asyncio.TimerHandle | None = None
-        self._timer_at = 0.0
+        self._timer_at = 0  # the timer's deadline on the connection's clock (ns)
         self._at_bound_since: float | None = None
         self._closed_reason: str | None = None
         self._counted_ip: str | None = None  # the IP this connection is counted under in the connection quotas
-        self.last_read_ns = time.monotonic_ns()
-        self.broker_resumed_ns = 0  # when reading the broker last resumed (the response timeout starts anew)
+        self.flow.client_read(time.monotonic_ns())  # the idle timeout runs from the connection's start
 
     # -- client socket events ------------------------------------------------------------------------------------
 
@@ -216,7 +152,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         return view if size == len(view) else view[:size]
 
     def buffer_updated(self, nbytes: int) -> None:
-        self.last_read_ns = time.monotonic_ns()
+        self.flow.client_read(time.monotonic_ns())
         buffer = self.ctx.request_buffer
         data = buffer.view[:nbytes]
         try:
@@ -254,14 +190,12 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def pause_writing(self) -> None:
         if self._closed_reason is None:
-            self._client_full_since = time.monotonic_ns()
-            self.flow.client_backpressure(True)
+            self.flow.client_backpressure(True, time.monotonic_ns())
             self._apply()
 
     def resume_writing(self) -> None:
         if self._closed_reason is None:
-            self._client_full_since = 0
-            self.flow.client_backpressure(False)
+            self.flow.client_backpressure(False, time.monotonic_ns())
             self._apply()
 
     # -- broker socket events (reported by UpstreamConnection) ----------------------------------------------------
@@ -303,7 +237,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             return  # the common case: nothing to replay, release, pause or time
         if self._closed_reason is not None or self.transport is None:
             return
-        now = self._loop.time()
+        now = time.monotonic_ns()
         try:
             state = self.core.step(now)
         except ProtocolError as exc:  # held-back requests replayed
@@ -328,16 +262,16 @@ class ClientConnection(asyncio.BufferedProtocol):
         if state.reading_broker != self._reading_broker and self.upstream is not None:
             self._reading_broker = state.reading_broker
             if state.reading_broker:
-                self.broker_resumed_ns = time.monotonic_ns()
+                flow.broker_read_resumed(now)
             self.upstream.set_reading(state.reading_broker)
         if flow.at_bound != (self._at_bound_since is not None):
-            self._bound_changed(now)
+            self._bound_changed(self._loop.time())
         deadline = state.deadline
         if deadline is not None and (self._timer is None or deadline < self._timer_at):
             if self._timer is not None:
                 self._timer.cancel()
             self._timer_at = deadline
-            self._timer = self._loop.call_at(deadline, self._on_timer)
+            self._timer = self._loop.call_later((deadline - now) / 1e9, self._on_timer)
 
     def _on_timer(self) -> None:
         self._timer = None
@@ -400,22 +334,16 @@ class ClientConnection(asyncio.BufferedProtocol):
         idle too long. Time the proxy itself kept the broker unread does not count against the broker."""
         if self._closed_reason is not None:
             return
-        responses = self.core.responses
-        receiving = responses.receiving
-        if receiving is not None:
-            waiting_since = receiving.received_ns
-        else:
-            waiting_since = responses.dropping_since_ns or self.flow.inflight.oldest_waiting_ns()
-        if self._client_full_since and now_ns - self._client_full_since > idle_timeout_ns:
+        overdue = self.core.overdue(now_ns, response_timeout_ns, idle_timeout_ns)
+        if overdue == "client_full":
             log.info("closing client %s: took no response for %d ms", self.peer, idle_timeout_ns // 1_000_000)
             self.close("idle")
-        elif waiting_since is not None:
-            if self._reading_broker and now_ns - max(waiting_since, self.broker_resumed_ns) > response_timeout_ns:
-                log.warning("closing client %s: broker %s did not answer within %d ms", self.peer, self.upstream_name,
-                            response_timeout_ns // 1_000_000)
-                self.ctx.metrics.upstream_errors.labels(self.ctx.name, "timeout").inc()
-                self.close("upstream_timeout")
-        elif now_ns - self.last_read_ns > idle_timeout_ns and not self.flow.holding:
+        elif overdue == "upstream_timeout":
+            log.warning("closing client %s: broker %s did not answer within %d ms", self.peer, self.upstream_name,
+                        response_timeout_ns // 1_000_000)
+            self.ctx.metrics.upstream_errors.labels(self.ctx.name, "timeout").inc()
+            self.close("upstream_timeout")
+        elif overdue == "idle":
             log.info("closing client %s: idle for %d ms", self.peer, idle_timeout_ns // 1_000_000)
             self.close("idle")
 
@@ -444,7 +372,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             self._timer = None
         # Break every reference cycle now, so a closed connection is freed at once, not by the cycle collector.
         self.core.close()
-        self.core = _CLOSED
+        self.core = CLOSED_CORE
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
         if self.upstream is not None:

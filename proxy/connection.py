@@ -26,7 +26,7 @@ class State:
 
     reading_client: bool
     reading_broker: bool
-    deadline: float | None  # call step() again at this time (the loop's clock), or None
+    deadline: int | None  # call step() again at this time (the connection's clock, ns), or None
     drained: bool  # draining and everything answered: close
 
 
@@ -46,13 +46,13 @@ class ConnectionCore:
 
     def __init__(self, scope: ConnectionScope, session: Session, *, max_request_bytes: int, max_response_bytes: int,
                  max_inflight: int, write_client: Callable[[object], None], write_broker: Callable[[object], None],
-                 now: Callable[[], float], api_metrics: Callable[[int], object], planner=plan_request,
+                 clock: Callable[[], int], api_metrics: Callable[[int], object], planner=plan_request,
                  spawn=None, max_header_bytes: int = MAX_HEADER_BYTES) -> None:
         self.flow = Flow(max_inflight)
         self._write_client = write_client
         usage = usage_rows(scope, session)
-        self.responses = ResponsePath(self.flow, write_client, now, api_metrics, usage, session)
-        self.requests = RequestPath(self.flow, scope, session, write_broker, self.responses, api_metrics, now,
+        self.responses = ResponsePath(self.flow, write_client, clock, api_metrics, usage, session)
+        self.requests = RequestPath(self.flow, scope, session, write_broker, self.responses, api_metrics, clock,
                                     planner, usage, spawn)
         produce_prefix = None if scope is None else scope.quotas.produce_prefix
 
@@ -96,7 +96,7 @@ class ConnectionCore:
         """Response bytes read from the broker; raises ProtocolError for bytes that cannot be responses."""
         self._response_splitter.feed(data)
 
-    def step(self, now: float) -> State:
+    def step(self, now: int) -> State:
         """After every event: write the held responses now due, replay held-back requests, report the state."""
         flow = self.flow
         if flow.unhindered:
@@ -107,7 +107,37 @@ class ConnectionCore:
             flow.consumed_read_ahead(self._request_splitter.feed(flow.take_read_ahead()))
         return State(flow.reading_client, flow.reading_broker, flow.next_deadline(), flow.drained)
 
+    def overdue(self, now: int, response_timeout: int, idle_timeout: int) -> str | None:
+        """The bound this connection is past (:meth:`proxy.flow.Flow.overdue`), or None. The broker owes an answer
+        from when the response being received was asked for, or a dropped one started, or the oldest request
+        still waiting was read."""
+        responses = self.responses
+        receiving = responses.receiving
+        if receiving is not None:
+            waiting_since = receiving.received_ns
+        else:
+            waiting_since = responses.dropping_since_ns or self.flow.inflight.oldest_waiting_ns()
+        return self.flow.overdue(now, waiting_since, response_timeout, idle_timeout)
+
     def close(self) -> None:
         """Nothing more is split; the references back to the socket code are dropped."""
         self._request_splitter.close()
         self._response_splitter.close()
+
+
+class _ClosedCore:
+    """Stands in for the core of a closed connection: late socket events find nothing to do."""
+
+    at_frame_boundary = True
+
+    def read_size(self, available: int) -> int:
+        return available
+
+    def client_bytes(self, data) -> None:
+        pass
+
+    def broker_bytes(self, data) -> None:
+        pass
+
+
+CLOSED_CORE = _ClosedCore()

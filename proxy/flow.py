@@ -1,6 +1,7 @@
 """One client connection's flow control: every reason either socket is not read, in one pure object.
 
-No transport, no event loop: events come in as method calls, time is passed in (seconds, the loop's clock), and
+No transport, no event loop: events come in as method calls, time is passed in (one monotonic clock, in
+nanoseconds, the same one the request and response paths read), and
 the state comes out as plain values the socket code applies after every event (h11's connection object; Kafka's
 ``KafkaChannel`` mute states). The rules:
 
@@ -20,6 +21,8 @@ the state comes out as plain values the socket code applies after every event (h
   in-flight entry throttled (reading stops at the next boundary until its response is out) or, for a request
   with no response (``acks=0``), mutes at once; when the response goes out (:meth:`Flow.throttled_response`)
   the flow holds it (before KIP-219) or mutes after it (KIP-219), and the entry stops counting.
+- **Timeouts**: the flow keeps when the client last sent, since when it has taken no response, and when reading the
+  broker last resumed, and says which bound a connection is past (:meth:`Flow.overdue`).
 - **Read sizing**: once bytes were held back past a paused boundary, reads stay small
   (:data:`THROTTLED_READ_BYTES`) until the connection is unhindered again with nothing held back.
 
@@ -46,7 +49,7 @@ class FlowError(RuntimeError):
 class Flow:
     __slots__ = ("inflight", "max_inflight", "_mid_frame", "_broker_full", "_client_full", "_muted_until",
                  "_throttled", "_deciding", "held", "_draining", "_read_ahead", "_read_ahead_pos", "_requests",
-                 "_small_reads")
+                 "_small_reads", "_client_full_since", "_last_read", "_broker_resumed")
 
     def __init__(self, max_inflight: int) -> None:
         if max_inflight < 1:
@@ -57,16 +60,19 @@ class Flow:
         self._mid_frame = False  # a request frame has started and not ended
         self._broker_full = False  # back-pressure: the broker socket's write buffer is full
         self._client_full = False  # back-pressure: the client socket's write buffer is full (responses not taken)
-        self._muted_until = 0.0  # quota mute: read no new request before this time (0: not muted)
+        self._muted_until = 0  # quota mute: read no new request before this time (ns; 0: not muted)
         self._throttled = 0  # requests throttled when read whose response is not out yet
         self._deciding = 0  # requests waiting for the proxy's own lookup before they are decided
         # Responses held, in order: (release time, or 0 behind an earlier one; response frame; the throttled request
         # it answers, or None)
-        self.held: deque[tuple[float, bytes, InFlight | None]] = deque()
+        self.held: deque[tuple[int, bytes, InFlight | None]] = deque()
         self._draining = False
         self._read_ahead: bytearray | None = None  # request bytes read past a paused boundary
         self._read_ahead_pos = 0
         self._small_reads = False  # bytes were held back past a paused boundary: keep reads small
+        self._client_full_since = 0  # when the client stopped taking responses (ns), 0 while it takes them
+        self._last_read = 0  # when the client last sent bytes (ns)
+        self._broker_resumed = 0  # when reading the broker last resumed (ns): the response timeout starts anew
 
     # -- what the socket code applies ---------------------------------------------------------------------------
 
@@ -132,7 +138,7 @@ class Flow:
         return (self._draining and not self._mid_frame and not self.held
                 and not self.inflight.awaiting_response())
 
-    def next_deadline(self) -> float | None:
+    def next_deadline(self) -> int | None:
         """The earliest time something changes by itself (a mute ends, a held response is due), or None."""
         deadline = self._muted_until or None
         if self.held:
@@ -200,21 +206,46 @@ class Flow:
             raise FlowError(f"broker back-pressure {'set' if on else 'lifted'} twice")
         self._broker_full = on
 
-    def client_backpressure(self, on: bool) -> None:
+    def client_backpressure(self, on: bool, now: int) -> None:
         if on == self._client_full:
             raise FlowError(f"client back-pressure {'set' if on else 'lifted'} twice")
         self._client_full = on
+        self._client_full_since = now if on else 0
+
+    # -- timeouts --------------------------------------------------------------------------------------------------
+
+    def client_read(self, now: int) -> None:
+        """The client sent bytes (the idle timeout starts anew)."""
+        self._last_read = now
+
+    def broker_read_resumed(self, now: int) -> None:
+        """The socket code resumed reading the broker: time the proxy kept it unread does not count against it."""
+        self._broker_resumed = now
+
+    def overdue(self, now: int, waiting_since: int | None, response_timeout: int, idle_timeout: int) -> str | None:
+        """The bound this connection is past, or None: ``"client_full"`` (the client took no response for
+        ``idle_timeout``), ``"upstream_timeout"`` (the broker did not answer a request read at ``waiting_since``
+        within ``response_timeout``, counted while the broker is read), ``"idle"`` (nothing sent nor owed)."""
+        if self._client_full_since and now - self._client_full_since > idle_timeout:
+            return "client_full"
+        if waiting_since is not None:
+            if self.reading_broker and now - max(waiting_since, self._broker_resumed) > response_timeout:
+                return "upstream_timeout"
+            return None
+        if now - self._last_read > idle_timeout and not self.held:
+            return "idle"
+        return None
 
     # -- quota outcomes ----------------------------------------------------------------------------------------
 
-    def mute(self, now: float, mute_ms: int) -> None:
+    def mute(self, now: int, mute_ms: int) -> None:
         """Read no new request for ``mute_ms`` from ``now``; a longer mute already in place is kept."""
         if mute_ms < 0:
             raise FlowError(f"negative mute {mute_ms} ms")
         if mute_ms:
-            self._muted_until = max(self._muted_until, now + mute_ms / 1000.0)
+            self._muted_until = max(self._muted_until, now + mute_ms * 1_000_000)
 
-    def throttle_request(self, entry: InFlight | None, throttle: Throttle, now: float, *,
+    def throttle_request(self, entry: InFlight | None, throttle: Throttle, now: int, *,
                          pause: bool = True) -> int:
         """A throttle decided with a request (at its header, or on its body). It combines with one decided before
         (the longest wins) and goes with the response. The first throttle of a request that expects a response marks
@@ -236,7 +267,7 @@ class Flow:
             entry.throttle = longest(entry.throttle, throttle)
         return 0
 
-    def throttled_response(self, entry: InFlight, frame, now: float) -> bool:
+    def throttled_response(self, entry: InFlight, frame, now: int) -> bool:
         """The response to a throttled request is ready (``frame``; None when already sent, an answer of the
         proxy's own): before KIP-219 it is held for the throttle (False: the flow keeps it and hands it out from
         :meth:`tick`, in order); from KIP-219 on it goes now (True: write it) and the connection is muted."""
@@ -245,7 +276,7 @@ class Flow:
             raise FlowError(f"a throttled response for request {entry.header.correlation_id} with no throttle")
         request = entry.header
         if frame is not None and delays_response(request.api_key, request.api_version):
-            self.held.append((now + throttle.mute_ms / 1000.0, bytes(frame), entry))
+            self.held.append((now + throttle.mute_ms * 1_000_000, bytes(frame), entry))
             return False
         self.mute(now, throttle.mute_ms)
         self._response_out(entry)
@@ -276,13 +307,13 @@ class Flow:
         (then the flow keeps a copy and hands it out from :meth:`tick` in order)."""
         if not self.held:
             return True
-        self.held.append((0.0, bytes(frame), None))
+        self.held.append((0, bytes(frame), None))
         return False
 
-    def tick(self, now: float) -> list[bytes]:
+    def tick(self, now: int) -> list[bytes]:
         """Time has passed: end an expired mute; return the held responses now due, in order."""
         if self._muted_until and self._muted_until <= now:
-            self._muted_until = 0.0
+            self._muted_until = 0
         if not self.held:
             return []
         due = []

@@ -10,7 +10,6 @@ answer decided later keeps its place in the response order.
 from __future__ import annotations
 
 import struct
-import time
 from collections.abc import Callable
 
 from proxy.apis import PASS, AnswerLocally, Await, ConnectionScope, LookUp, Outcome, Plan, Session, plan_request
@@ -28,11 +27,11 @@ _INT32 = struct.Struct(">i")
 class RequestPath:
     """The frame handler of the client-to-broker direction."""
 
-    __slots__ = ("_flow", "_scope", "_session", "_forward", "_responses", "_api_metrics", "_now", "_plan", "_entry",
+    __slots__ = ("_flow", "_scope", "_session", "_forward", "_responses", "_api_metrics", "_clock", "_plan", "_entry",
                  "_planner", "_usage", "_spawn")
 
     def __init__(self, flow: Flow, scope: ConnectionScope, session: Session, forward: Callable[[object], None],
-                 responses: ResponsePath, api_metrics: Callable[[int], object], now: Callable[[], float],
+                 responses: ResponsePath, api_metrics: Callable[[int], object], clock: Callable[[], int],
                  planner=plan_request, usage=None, spawn=None) -> None:
         self._spawn = spawn  # (start, done): runs start() off the request path, then done(result) (Await outcomes)
         self._usage = usage  # header -> the usage-log row of its entity, when a usage log is configured
@@ -43,7 +42,7 @@ class RequestPath:
         self._forward = forward  # writes to the broker socket
         self._responses = responses
         self._api_metrics = api_metrics
-        self._now = now
+        self._clock = clock  # the connection's one clock (monotonic ns)
         self._plan: Plan = PASS  # the plan of the request being buffered
         self._entry: InFlight | None = None  # its in-flight entry
 
@@ -60,14 +59,14 @@ class RequestPath:
         inflight = self._flow.inflight
         plan = self._planner(self._scope, self._session, header)
         if plan is PASS:
-            inflight.add(header, time.perf_counter_ns())
+            inflight.add(header, self._clock())
             return STREAM
         if plan.local_response is not None:
             if header.expects_response:
-                inflight.add_local(header, time.perf_counter_ns(), plan.local_response)
+                inflight.add_local(header, self._clock(), plan.local_response)
                 self._responses.send_ready_local()
             return plan.action
-        self._entry = inflight.add(header, time.perf_counter_ns(), plan)
+        self._entry = inflight.add(header, self._clock(), plan)
         if plan.throttle is not None:
             self._throttle(header, self._entry, plan.throttle)
         self._plan = plan
@@ -105,7 +104,7 @@ class RequestPath:
         if isinstance(outcome, AnswerLocally):
             if entry is not None:
                 if outcome.throttle is not None:  # goes with the answer, which mutes once it is out
-                    self._flow.throttle_request(entry, outcome.throttle, self._now(), pause=False)
+                    self._flow.throttle_request(entry, outcome.throttle, self._clock(), pause=False)
                 self._flow.inflight.answer_locally(entry, outcome.frame)
                 self._responses.send_ready_local()
             return
@@ -128,7 +127,7 @@ class RequestPath:
             self._act(header, frame, entry, self._decided(header, lookup.then, body))
 
         flow.request_deciding()
-        self._forward(flow.inflight.look_up(entry, time.perf_counter_ns(), lookup.api_key, lookup.api_version,
+        self._forward(flow.inflight.look_up(entry, self._clock(), lookup.api_key, lookup.api_version,
                                             lookup.body, answered))
 
     def _await(self, header: RequestHeader, frame, entry: InFlight | None, work: Await) -> None:
@@ -149,12 +148,12 @@ class RequestPath:
         flow = self._flow
         flow.frame_ended()
         if flow.inflight.probe_wanted:
-            self._forward(flow.inflight.probe(time.perf_counter_ns()))
+            self._forward(flow.inflight.probe(self._clock()))
 
     def _throttle(self, header: RequestHeader, entry: InFlight | None, throttle: Throttle) -> None:
         """The flow takes the throttle: it goes with the response (counted in the usage log there), or, with no
         response to carry it (acks=0), mutes now."""
-        muted_ms = self._flow.throttle_request(entry, throttle, self._now())
+        muted_ms = self._flow.throttle_request(entry, throttle, self._clock())
         if muted_ms and self._usage is not None:
             self._usage(header).throttle_ms += muted_ms
 

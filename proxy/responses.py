@@ -11,7 +11,6 @@ them has been answered. A response to an ``acks=0`` Produce, or to the proxy's o
 from __future__ import annotations
 
 import struct
-import time
 from collections.abc import Callable
 
 from proxy.codec.errors import ProtocolError
@@ -28,18 +27,18 @@ _INT32 = struct.Struct(">i")
 class ResponsePath:
     """The frame handler of the broker-to-client direction."""
 
-    __slots__ = ("_flow", "_write", "_now", "_api_metrics", "_current", "dropping_since_ns", "_usage", "_session")
+    __slots__ = ("_flow", "_write", "_clock", "_api_metrics", "_current", "dropping_since_ns", "_usage", "_session")
 
-    def __init__(self, flow: Flow, write: Callable[[object], None], now: Callable[[], float],
+    def __init__(self, flow: Flow, write: Callable[[object], None], clock: Callable[[], int],
                  api_metrics: Callable[[int], object], usage=None, session=None) -> None:
         self._session = session  # whose SASL exchange raw token responses belong to
         self._usage = usage  # request header -> the usage-log row of its entity, when a usage log is configured
         self._flow = flow
         self._write = write  # writes to the client socket
-        self._now = now  # the loop's clock, in seconds (for mutes and held responses)
+        self._clock = clock  # the connection's one clock (ns): latencies, mutes, held responses, timeouts
         self._api_metrics = api_metrics
         self._current: InFlight | None = None  # the request whose response is being received
-        self.dropping_since_ns = 0  # a dropped response (acks=0, the probe) is arriving: since when (monotonic ns)
+        self.dropping_since_ns = 0  # a dropped response (acks=0, the probe) is arriving: since when (ns)
 
     @property
     def receiving(self) -> InFlight | None:
@@ -66,7 +65,7 @@ class ResponsePath:
             api.response_bytes.inc(len(entry.local_response))
             if self._usage is not None:
                 self._usage(entry.header).response_bytes += len(entry.local_response)
-            api.latency.observe((time.perf_counter_ns() - entry.received_ns) / 1e9)
+            api.latency.observe((self._clock() - entry.received_ns) / 1e9)
             if entry.throttle is not None:
                 self._act(entry, None)
 
@@ -78,7 +77,7 @@ class ResponsePath:
             return BUFFER
         entry = self._flow.inflight.match(header.correlation_id)
         if entry is None:
-            self.dropping_since_ns = time.monotonic_ns()  # the response timeout covers it to its last byte too
+            self.dropping_since_ns = self._clock()  # the response timeout covers it to its last byte too
             return DROP
         self._current = entry
         if entry.rewrite is not None or entry.throttle is not None or entry.record_response is not None \
@@ -135,7 +134,7 @@ class ResponsePath:
         the response goes at once and the connection is muted. ``frame`` None: already sent (a local answer)."""
         if self._usage is not None:
             self._usage(entry.header).throttle_ms += entry.throttle.mute_ms
-        if self._flow.throttled_response(entry, frame, self._now()) and frame is not None:
+        if self._flow.throttled_response(entry, frame, self._clock()) and frame is not None:
             self.send(frame)
 
     def on_frame_end(self, header: ResponseHeader) -> None:
@@ -146,5 +145,5 @@ class ResponsePath:
             if entry.lookup is not None:
                 self.send_ready_local()  # the request decided on it may have been answered locally
                 return
-            self._api_metrics(entry.header.api_key).latency.observe((time.perf_counter_ns() - entry.received_ns) / 1e9)
+            self._api_metrics(entry.header.api_key).latency.observe((self._clock() - entry.received_ns) / 1e9)
         self.send_ready_local()  # a dropped response (acks=0, the probe) may have been all a local answer waited for

@@ -120,9 +120,13 @@ class FlowMachine(RuleBasedStateMachine):
 
         self.core = ConnectionCore(None, None, max_request_bytes=1 << 20, max_response_bytes=1 << 20,
                                    max_inflight=max_inflight, write_client=self._to_client,
-                                   write_broker=self.to_broker.extend, now=lambda: self.now,
+                                   write_broker=self.to_broker.extend, clock=self._ns,
                                    api_metrics=lambda key: _METRICS, planner=planner)
-        self.state = self.core.step(self.now)
+        self.state = self.core.step(self._ns())
+
+    def _ns(self) -> int:
+        """The connection's clock (ns) at the model's time (seconds)."""
+        return round(self.now * 1e9)
 
     # -- the fake ends ---------------------------------------------------------------------------------------------
 
@@ -159,7 +163,7 @@ class FlowMachine(RuleBasedStateMachine):
             self.broker_parsed += size + 4
 
     def _apply(self) -> None:
-        self.state = self.core.step(self.now)
+        self.state = self.core.step(self._ns())
         self._broker_parse()
 
     # -- rules ----------------------------------------------------------------------------------------------------
@@ -207,7 +211,7 @@ class FlowMachine(RuleBasedStateMachine):
     def client_backpressure(self, on):
         if on != self.client_full:
             self.client_full = on
-            self.core.flow.client_backpressure(on)
+            self.core.flow.client_backpressure(on, self._ns())
             self._apply()
 
     @rule(on=st.booleans())
@@ -245,7 +249,7 @@ class FlowMachine(RuleBasedStateMachine):
             call = flow.start_frame
         elif event == "response_without_throttle":
             entry = InFlight(RequestHeader(10, 0, 7, 99, "c", 14), 0, True)
-            call = lambda: flow.throttled_response(entry, b"\0\0\0\0", self.now)  # noqa: E731
+            call = lambda: flow.throttled_response(entry, b"\0\0\0\0", self._ns())  # noqa: E731
         elif event == "consumed_read_ahead":
             call = lambda: flow.consumed_read_ahead(flow.read_ahead_bytes + 1)  # noqa: E731
         elif event == "decided":
@@ -253,11 +257,11 @@ class FlowMachine(RuleBasedStateMachine):
                 return
             call = flow.request_decided
         elif event == "client_backpressure":
-            call = lambda: flow.client_backpressure(self.client_full)  # noqa: E731
+            call = lambda: flow.client_backpressure(self.client_full, self._ns())  # noqa: E731
         elif event == "broker_backpressure":
             call = lambda: flow.broker_backpressure(self.broker_full)  # noqa: E731
         else:
-            call = lambda: flow.mute(self.now, -1)  # noqa: E731
+            call = lambda: flow.mute(self._ns(), -1)  # noqa: E731
         try:
             call()
         except FlowError:
@@ -324,7 +328,7 @@ class FlowMachine(RuleBasedStateMachine):
         if not hasattr(self, "core"):
             return
         if self.client_full:
-            self.core.flow.client_backpressure(False)
+            self.core.flow.client_backpressure(False, self._ns())
         if self.broker_full:
             self.core.flow.broker_backpressure(False)
         self.client_full = self.broker_full = False
@@ -342,7 +346,7 @@ class FlowMachine(RuleBasedStateMachine):
                 self.broker_sends(100_000)
                 continue
             if self.state.deadline is not None:
-                self.now = max(self.now, self.state.deadline) + 0.001
+                self.now = max(self.now, self.state.deadline / 1e9) + 0.001
                 continue
             if self.broker_answered < len(self.broker_requests):
                 continue  # only silent acks=0 requests were answered this round
@@ -357,7 +361,7 @@ class FlowMachine(RuleBasedStateMachine):
             assert ids == expected, f"not every request was answered: {ids} vs {expected}"
             assert self.state.reading_client or self.pos == len(self.stream)
             assert self.core.flow.read_ahead_bytes == 0
-            assert self.state.deadline is None or self.state.deadline > self.now
+            assert self.state.deadline is None or self.state.deadline > self._ns()
 
 
 FlowMachine.TestCase.settings = settings(max_examples=300, stateful_step_count=40, deadline=None)

@@ -44,13 +44,13 @@ class Wire:
         self.to_broker = bytearray()
         self.core = ConnectionCore(self.scope, session(), max_request_bytes=1 << 20, max_response_bytes=1 << 20,
                                    max_inflight=10, write_client=self.to_client.extend,
-                                   write_broker=self.to_broker.extend, now=lambda: self.clock.now_ms() / 1000,
+                                   write_broker=self.to_broker.extend, clock=lambda: self.clock.now_ms() * 1_000_000,
                                    api_metrics=lambda key: NULL_API_METRICS)
 
     def send(self, api_key, version, corr, **fields):
         body = encode_request(api_key, version, new_request(api_key, version, **fields))
         self.core.client_bytes(memoryview(frame(encode_request_header(api_key, version, corr, "admin") + body)))
-        self.core.step(self.clock.now_ms() / 1000)
+        self.core.step(self.clock.now_ms() * 1_000_000)
 
     def broker_requests(self):
         """Requests the broker received since the last call: (header, decoded body)."""
@@ -69,7 +69,7 @@ class Wire:
         data = frame(encode_response_header(header.api_key, header.api_version, header.correlation_id)
                      + encode_response(header.api_key, header.api_version, msg))
         self.core.broker_bytes(memoryview(data))
-        self.core.step(self.clock.now_ms() / 1000)
+        self.core.step(self.clock.now_ms() * 1_000_000)
 
     def client_responses(self, api_key, version):
         """Responses the client received: (correlation id, decoded body)."""
@@ -105,7 +105,7 @@ def test_an_unknown_topic_is_looked_up_before_create_partitions_is_decided_and_t
     (lookup, asked), = wire.broker_requests()
     assert lookup.api_key == METADATA and lookup.correlation_id < 0  # the proxy's own, before the request
     assert [t.name for t in asked.topics] == ["t0", "t1", "t2"] and not asked.allow_auto_topic_creation
-    assert not wire.core.step(wire.clock.now_ms() / 1000).reading_client  # the client waits at the boundary
+    assert not wire.core.step(wire.clock.now_ms() * 1_000_000).reading_client  # the client waits at the boundary
     # each topic has 1 partition: +99 each; burst 500 -> t0 (500), t1 (401), t2 (302) admitted... then negative
     wire.answer(lookup, topics=[metadata_topic(f"t{i}", 1) for i in range(3)])
     (forwarded, body), = wire.broker_requests()
@@ -231,7 +231,7 @@ def test_every_version_is_split_and_merged_when_strict_and_forwarded_whole_and_t
     if not client_throttles(api_key, version):  # before KIP-219 the response itself is held for the throttle
         assert wire.client_responses(api_key, version) == []
         wire.clock.advance(expected_throttle)
-        wire.core.step(wire.clock.now_ms() / 1000)
+        wire.core.step(wire.clock.now_ms() * 1_000_000)
     (corr, response), = wire.client_responses(api_key, version)
     results = _results(api_key, response)
     assert corr == 5 and [r.name for r in results] == ["x", "y", "z"]

@@ -1,0 +1,54 @@
+"""What every client connection of one listener shares, and how a client's error reaches a log line."""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass
+from typing import Callable
+
+from config.model import Address
+from proxy.apis import ConnectionScope
+from proxy.buffers import SharedReadBuffer
+from proxy.logs import LogLimiter
+from proxy.metrics import ProxyMetrics
+from quota.clock import Clock
+from quota.connection import ConnectionQuotas
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerContext:
+    """What every connection of one listener shares."""
+
+    name: str
+    upstreams: Callable[[], tuple[Address, ...]]  # where this listener's connections go, read at connect time
+    scope: ConnectionScope
+    max_request_bytes: int
+    max_response_bytes: int
+    max_inflight_requests: int
+    max_buffered_response_bytes: int
+    connect_timeout_s: float
+    metrics: ProxyMetrics
+    request_buffer: SharedReadBuffer
+    response_buffer: SharedReadBuffer
+    on_upstream_result: Callable[[bool], None]  # readiness: True when a broker connection opened, False on failure
+    connections: set  # open ClientConnections, for draining at shutdown
+    connection_quotas: ConnectionQuotas  # connection creation rates and counts, shared by every listener
+    clock: Clock  # the quotas' clock
+    ssl_context: "ssl.SSLContext | None" = None  # TLS termination on this listener
+    principal_rules: tuple = ()  # mTLS: ssl.principal.mapping.rules (proxy.principals)
+    sasl: bool = False  # the broker behind authenticates with SASL: frames limited until a client has
+    pre_auth_max_bytes: int = 524288  # sasl.server.max.receive.size
+    upstream_ssl: "ssl.SSLContext | None" = None  # TLS to the brokers
+    tls_handshake_timeout_s: float = 10.0  # listener.tls.handshake.timeout.ms
+    max_header_bytes: int = 65536  # request.header.max.bytes
+
+
+FRAME_ERROR_LOG = LogLimiter()  # one frame-error line per client address and direction every 10 s
+MAX_LOGGED_ERROR = 300  # characters of an error message in a log line: a client's bytes are never echoed at length
+
+
+def bounded(error: object, limit: int = MAX_LOGGED_ERROR) -> str:
+    """An error message cut to ``limit`` characters (with how much was cut), so no log line grows with what a
+    client sent."""
+    text = str(error)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
