@@ -11,6 +11,7 @@ before the part they need, :class:`ProtocolError` when the bytes cannot be a hea
 
 from __future__ import annotations
 
+import re
 import struct
 from dataclasses import dataclass
 
@@ -75,19 +76,43 @@ def read_uvarint(buf, pos: int) -> tuple[int, int]:
             raise ProtocolError("varint longer than 5 bytes")
 
 
+# One tagged field whose size is a one-byte varint (under 128): a tag (a varint of up to 5 bytes), the size, that many
+# bytes. _SMALL_FIELDS matches _RUN of them in one call into the regular-expression engine (C), some ten times faster
+# than a Python loop: a header at request.header.max.bytes can hold 32,000 empty fields. A field of 128 bytes or
+# more (few fit under a limit) or a run the buffer or the limit cuts short goes through read_uvarint.
+# Atomic: a run that fails fails at once, never trying a matched field again another way.
+_SMALL_FIELD = b"(?>[\\x80-\\xff]{0,4}[\\x00-\\x7f](?:" + b"|".join(
+    re.escape(bytes([size])) + (b".{%d}" % size if size else b"") for size in range(128)) + b"))"
+_RUN = 64
+_SMALL_FIELDS = re.compile(b"%s{%d}" % (_SMALL_FIELD, _RUN), re.DOTALL)
+
+
 def skip_tagged_fields(buf, pos: int, limit: int | None = None) -> int:
     """Skip a tagged-field section (count, then tag/size/bytes each); return the position after it. With
-    ``limit``, a section reaching past that position raises :class:`HeaderTooLarge` as soon as it does (each field
-    takes at least two bytes, so the loop is bounded by the limit, not by the count a client claims)."""
+    ``limit``, a section reaching past that position raises :class:`HeaderTooLarge` as soon as it does, and at once
+    when its count alone takes it past (each field takes at least two bytes), so the work is bounded by the limit,
+    not by the count a client claims."""
     count, pos = read_uvarint(buf, pos)
-    for _ in range(count):
-        if limit is not None and pos > limit:
-            raise HeaderTooLarge(pos)
-        _tag, pos = read_uvarint(buf, pos)
-        size, pos = read_uvarint(buf, pos)
-        pos += size
-    if limit is not None and pos > limit:
-        raise HeaderTooLarge(pos)
+    if limit is not None and pos + 2 * count > limit:
+        raise HeaderTooLarge(pos + 2 * count)
+    end = len(buf) if limit is None else min(len(buf), limit)
+    while count:
+        if count >= _RUN:
+            run = _SMALL_FIELDS.match(buf, pos, end)
+            if run is not None:
+                pos = run.end()
+                count -= _RUN
+                continue
+        for _ in range(min(count, _RUN)):
+            if pos + 1 < end and not (buf[pos] | buf[pos + 1]) & 0x80:  # a one-byte tag and size
+                pos += 2 + buf[pos + 1]
+            else:
+                _tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                pos += size
+            count -= 1
+            if limit is not None and pos > limit:
+                raise HeaderTooLarge(pos)
     if pos > len(buf):
         raise Incomplete
     return pos
