@@ -1,0 +1,151 @@
+"""deploy/k8s/: every manifest is valid against the Kubernetes schemas (kubernetes-validate, strict: unknown fields
+rejected), and the two ways of running proxies are wired as documented: the sidecar StatefulSet (proxy beside Kafka,
+the broker advertising the proxy, the volume publisher reading the broker's data volume) and the cluster-mode
+Deployment + Service (a port per broker). Both: probes on /readyz and /healthz, resource requests, a
+PodDisruptionBudget, a ServiceMonitor on the metrics port, and termination grace longer than the proxy's
+shutdown.grace.period.ms."""
+
+import glob
+import os
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from config.loader import parse_config
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+K8S = os.path.join(ROOT, "deploy", "k8s")
+VERSIONS = ["1.30.0", kubernetes_validate.latest_version()]  # the pod-index label needs 1.28+
+
+
+def manifests(mode: str) -> list[dict]:
+    docs = []
+    for path in sorted(glob.glob(os.path.join(K8S, mode, "*.yaml"))):
+        with open(path) as f:
+            docs += [doc for doc in yaml.safe_load_all(f) if doc]
+    return docs
+
+
+def one(docs: list[dict], kind: str) -> dict:
+    (doc,) = [d for d in docs if d["kind"] == kind]
+    return doc
+
+
+def proxy_config(docs: list[dict], broker_id: int = 0):
+    text = one(docs, "ConfigMap")["data"]["proxy.yaml"].replace("__BROKER_ID__", str(broker_id))
+    return parse_config(yaml.safe_load(text))
+
+
+@pytest.mark.parametrize("mode", ["sidecar", "cluster"])
+@pytest.mark.parametrize("version", VERSIONS)
+def test_manifests_are_valid_kubernetes(mode, version):
+    docs = manifests(mode)
+    assert {"ConfigMap", "Service", "PodDisruptionBudget", "ServiceMonitor"} <= {d["kind"] for d in docs}
+    for doc in docs:
+        if doc["apiVersion"].startswith("monitoring.coreos.com/"):
+            continue  # a CRD: no schema in kubernetes-validate; checked by test_servicemonitor_scrapes_the_metrics_port
+        kubernetes_validate.validate(doc, version, strict=True)
+
+
+def test_strict_validation_rejects_an_unknown_field():
+    pdb = one(manifests("sidecar"), "PodDisruptionBudget")
+    broken = {**pdb, "spec": {**pdb["spec"], "maxUnavailabel": 1}}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, VERSIONS[-1], strict=True)
+
+
+def workload(docs: list[dict]) -> dict:
+    (doc,) = [d for d in docs if d["kind"] in ("StatefulSet", "Deployment")]
+    return doc
+
+
+def proxy_container(docs: list[dict]) -> dict:
+    (container,) = [c for c in workload(docs)["spec"]["template"]["spec"]["containers"] if c["name"] == "kafka-quota-proxy"]
+    return container
+
+
+def port_number(container: dict, name_or_number) -> int:
+    if isinstance(name_or_number, int):
+        return name_or_number
+    (port,) = [p["containerPort"] for p in container["ports"] if p["name"] == name_or_number]
+    return port
+
+
+@pytest.mark.parametrize("mode", ["sidecar", "cluster"])
+def test_probes_resources_grace_and_disruption_budget(mode):
+    docs = manifests(mode)
+    cfg = proxy_config(docs)
+    pod = workload(docs)["spec"]["template"]["spec"]
+    proxy = proxy_container(docs)
+    assert proxy["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert proxy["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert port_number(proxy, proxy[probe]["httpGet"]["port"]) == cfg.metrics.bind.port
+    assert proxy["args"] == ["run", "--config", "/etc/kafka-quota-proxy/proxy.yaml"]
+    for container in pod["containers"] + pod.get("initContainers", []):
+        assert container["resources"]["requests"]["cpu"] and container["resources"]["requests"]["memory"], container["name"]
+    assert pod["terminationGracePeriodSeconds"] * 1000 > cfg.settings["shutdown.grace.period.ms"]
+    run_as = proxy.get("securityContext", {}).get("runAsUser", pod["securityContext"].get("runAsUser"))
+    assert run_as and run_as != 0 and pod["securityContext"]["runAsNonRoot"]
+    pdb = one(docs, "PodDisruptionBudget")
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= workload(docs)["spec"]["template"]["metadata"]["labels"].items()
+
+
+@pytest.mark.parametrize("mode", ["sidecar", "cluster"])
+def test_servicemonitor_scrapes_the_metrics_port(mode):
+    docs = manifests(mode)
+    monitor = one(docs, "ServiceMonitor")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    wanted = monitor["spec"]["selector"]["matchLabels"].items()
+    services = [d for d in docs if d["kind"] == "Service" and wanted <= d["metadata"]["labels"].items()]
+    assert len(services) == 1, "the ServiceMonitor selects one Service"
+    (endpoint,) = monitor["spec"]["endpoints"]
+    (port,) = [p for p in services[0]["spec"]["ports"] if p["name"] == endpoint["port"]]
+    assert port_number(proxy_container(docs), port["targetPort"]) == proxy_config(docs).metrics.bind.port
+    assert endpoint["path"] == "/metrics"
+    assert {"targetLabel": "job", "replacement": "kafka-quota-proxy"} in endpoint["relabelings"]
+
+
+def env(container: dict) -> dict:
+    return {e["name"]: e.get("value") for e in container["env"]}
+
+
+def test_sidecar_broker_advertises_its_proxy_and_the_publisher_reads_its_volume():
+    docs = manifests("sidecar")
+    pod = workload(docs)["spec"]["template"]["spec"]
+    (kafka,) = [c for c in pod["containers"] if c["name"] == "kafka"]
+    e = env(kafka)
+    listeners = dict(item.split("://") for item in e["KAFKA_LISTENERS"].split(","))
+    advertised = dict(item.split("://") for item in e["KAFKA_ADVERTISED_LISTENERS"].split(","))
+    proxy = proxy_container(docs)
+    for broker_id in range(workload(docs)["spec"]["replicas"]):
+        cfg = proxy_config(docs, broker_id)
+        assert cfg.volume_usage.publisher.broker_id == broker_id
+    client = [name for name, address in listeners.items() if address == str(cfg.upstream.bootstrap_servers[0])]
+    assert client and client[0] != e["KAFKA_INTER_BROKER_LISTENER_NAME"]
+    assert listeners[client[0]].startswith("127.0.0.1:"), "only the proxy reaches the broker's client listener"
+    assert advertised[client[0]].endswith(f":{cfg.listeners[0].bind.port}")
+    assert port_number(proxy, "client") == cfg.listeners[0].bind.port
+    (log_dir,) = cfg.volume_usage.publisher.log_dirs
+    assert e["KAFKA_LOG_DIRS"] == log_dir
+    proxy_mounts = {m["mountPath"]: m for m in proxy["volumeMounts"]}
+    kafka_mounts = {m["mountPath"]: m for m in kafka["volumeMounts"]}
+    assert proxy_mounts[log_dir]["name"] == kafka_mounts[log_dir]["name"] and proxy_mounts[log_dir]["readOnly"]
+    services = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Service"}
+    assert advertised[client[0]].split(".")[1] == workload(docs)["spec"]["serviceName"]
+    assert services[workload(docs)["spec"]["serviceName"]]["spec"]["clusterIP"] == "None"
+
+
+def test_cluster_mode_service_has_a_port_per_broker():
+    docs = manifests("cluster")
+    cfg = proxy_config(docs)
+    listener = cfg.listeners[0]
+    service = one(docs, "Service")
+    proxy = proxy_container(docs)
+    ports = {port_number(proxy, p["targetPort"]): p["port"] for p in service["spec"]["ports"]}
+    assert ports[listener.bind.port] == listener.bind.port
+    for broker_id in range(3):
+        port = listener.broker_port_base + broker_id
+        assert ports[port] == port, f"broker {broker_id}: clients are sent to {listener.advertised_host}:{port}"
+    assert listener.advertised_host.split(".")[0] == service["metadata"]["name"]
