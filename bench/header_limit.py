@@ -281,7 +281,8 @@ def run_part(title: str, proxy: subprocess.Popen, port: int, url: str, log_path:
             print(f"  closed, first byte sent to close: {spread([t for t, _ in results])}\n"
                   f"  client got {sent[len(sent) // 2]:,} bytes into its socket before the close (median; "
                   f"{sent[0]:,} to {sent[-1]:,})\n"
-                  f"  closes counted (frame_error): {closes:.0f}; log lines naming the limit: {lines}")
+                  f"  closes counted (frame_error): {closes:.0f}; log lines naming the limit: {lines} (one per client "
+                  f"address per 10 s)")
         if answers > 1:
             print(f"  proxy per request: {(cpu - baseline_cpu) / answers * 1000:.2f} ms CPU over the small header's "
                   f"connection")
