@@ -234,7 +234,9 @@ class DynamicConfig:
             self.lag = sum(max(0, (consumer.highwater(tp) or 0) - positions[tp]) for tp in positions)
             if not caught_up and all(positions[tp] >= end[tp] for tp in positions):
                 caught_up = True
-                self.swap(await self.build(initial))
+                self.swap(await self.build(initial), len(initial))
+                initial = None  # its records and the state it made are not held past the swap: once the entries
+                # are rewritten (a burst), that would be the whole configuration a second time over
                 self.available, self.unavailable = 1, None
                 log.info("dynamic config: %d entries from %s in force", len(self.entries.entries), self.topic)
                 self.caught_up.set()

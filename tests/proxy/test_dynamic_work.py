@@ -187,3 +187,36 @@ def test_a_swap_refreshes_only_the_sensors_the_changed_entities_reach(monkeypatc
         assert stats["user-1"] == 7 and stats["user-2"] == 1 and stats["user-3"] == 1003  # refreshed, or kept
 
     asyncio.run(run())
+
+
+def test_the_start_up_read_is_not_held_once_in_force(monkeypatch):
+    """The batch of the start-up read (every record of the topic, and the state it made) is let go once put in
+    force; before, the follower held it as long as it ran, so once every entry had been rewritten the proxy held
+    the whole configuration twice (10^5 entries, start-up then every entry rewritten: 377 MiB RSS, now 242)."""
+    import weakref
+
+    import proxy.dynamic
+    from config.dynamic_state import Batch
+
+    made = []
+
+    class Tracked(Batch):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            made.append(weakref.ref(self))
+
+    monkeypatch.setattr(proxy.dynamic, "Batch", Tracked)
+    applied = []
+    dynamic = DynamicConfig(BASE, applied.append, "unused:9092")
+    topic = ScriptedTopic([[rec(f"user-{i}", 1000 + i) for i in range(start, start + 100)]
+                           for start in range(0, N, 100)])
+
+    async def run():
+        async with Following(topic, dynamic) as following:
+            await following.until(lambda: dynamic.caught_up.is_set())
+            topic.add([rec("user-1", 7)])
+            await following.until(lambda: len(applied) == 2)
+            assert made[0]() is None  # the start-up read's batch: gone
+            assert len(dynamic.entries.entries) == N
+
+    asyncio.run(run())
