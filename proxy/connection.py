@@ -19,6 +19,7 @@ from proxy.codec.header import (MAX_HEADER_BYTES, parse_raw_sasl_request, parse_
 from proxy.flow import Flow
 from proxy.requests import RequestPath
 from proxy.responses import ResponsePath
+from proxy.usage import NO_USAGE
 
 @dataclass(frozen=True, slots=True)
 class State:
@@ -34,11 +35,8 @@ OPEN = State(reading_client=True, reading_broker=True, deadline=None, drained=Fa
 
 
 def usage_rows(scope: ConnectionScope | None, session: Session):
-    """The usage-log row of a request (by its header), or None when no usage log is configured."""
-    table = None if scope is None else scope.usage
-    if table is None:
-        return None
-    return lambda header: table.for_request(session, header)
+    """header -> the usage-log row of a request (one nothing reads when no usage log is configured)."""
+    return (NO_USAGE if scope is None else scope.usage).rows_for(session)
 
 
 class ConnectionCore:

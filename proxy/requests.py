@@ -19,6 +19,7 @@ from proxy.codec.header import RequestHeader
 from proxy.flow import Flow
 from proxy.inflight import InFlight
 from proxy.responses import ResponsePath
+from proxy.usage import NO_USAGE_ROWS
 from quota.decision import Throttle
 
 _INT32 = struct.Struct(">i")
@@ -32,9 +33,9 @@ class RequestPath:
 
     def __init__(self, flow: Flow, scope: ConnectionScope, session: Session, forward: Callable[[object], None],
                  responses: ResponsePath, api_metrics: Callable[[int], object], clock: Callable[[], int],
-                 planner=plan_request, usage=None, spawn=None) -> None:
+                 planner=plan_request, usage=NO_USAGE_ROWS, spawn=None) -> None:
         self._spawn = spawn  # (start, done): runs start() off the request path, then done(result) (Await outcomes)
-        self._usage = usage  # header -> the usage-log row of its entity, when a usage log is configured
+        self._usage = usage  # header -> the usage-log row of its entity (one nothing reads without a usage log)
         self._planner = planner  # (scope, session, header) -> Plan: the per-API handler table
         self._flow = flow
         self._scope = scope
@@ -52,10 +53,9 @@ class RequestPath:
         api.request_bytes.inc(header.frame_length)
         if header.raw:  # a raw SASL token: read whole (it is small), then forwarded as it is
             return BUFFER
-        if self._usage is not None:
-            row = self._usage(header)
-            row.requests += 1
-            row.request_bytes += header.frame_length
+        row = self._usage(header)
+        row.requests += 1
+        row.request_bytes += header.frame_length
         inflight = self._flow.inflight
         plan = self._planner(self._scope, self._session, header)
         if plan is PASS:
@@ -154,7 +154,7 @@ class RequestPath:
         """The flow takes the throttle: it goes with the response (counted in the usage log there), or, with no
         response to carry it (acks=0), mutes now."""
         muted_ms = self._flow.throttle_request(entry, throttle, self._clock())
-        if muted_ms and self._usage is not None:
+        if muted_ms:
             self._usage(header).throttle_ms += muted_ms
 
 

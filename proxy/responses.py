@@ -19,7 +19,8 @@ from proxy.codec.header import ResponseHeader, response_header_length
 from proxy.codec.throttle import merge_throttle
 from proxy.flow import Flow
 from proxy.inflight import InFlight
-from quota.decision import is_applied, longest
+from proxy.usage import NO_USAGE_ROWS
+from quota.decision import combined
 
 _INT32 = struct.Struct(">i")
 
@@ -30,9 +31,9 @@ class ResponsePath:
     __slots__ = ("_flow", "_write", "_clock", "_api_metrics", "_current", "dropping_since_ns", "_usage", "_session")
 
     def __init__(self, flow: Flow, write: Callable[[object], None], clock: Callable[[], int],
-                 api_metrics: Callable[[int], object], usage=None, session=None) -> None:
+                 api_metrics: Callable[[int], object], usage=NO_USAGE_ROWS, session=None) -> None:
         self._session = session  # whose SASL exchange raw token responses belong to
-        self._usage = usage  # request header -> the usage-log row of its entity, when a usage log is configured
+        self._usage = usage  # request header -> the usage-log row of its entity (one nothing reads without a log)
         self._flow = flow
         self._write = write  # writes to the client socket
         self._clock = clock  # the connection's one clock (ns): latencies, mutes, held responses, timeouts
@@ -63,8 +64,7 @@ class ResponsePath:
             self.send(entry.local_response)
             api = self._api_metrics(entry.header.api_key)
             api.response_bytes.inc(len(entry.local_response))
-            if self._usage is not None:
-                self._usage(entry.header).response_bytes += len(entry.local_response)
+            self._usage(entry.header).response_bytes += len(entry.local_response)
             api.latency.observe((self._clock() - entry.received_ns) / 1e9)
             if entry.throttle is not None:
                 self._act(entry, None)
@@ -84,8 +84,7 @@ class ResponsePath:
                 or entry.lookup is not None:
             return BUFFER
         self._api_metrics(entry.header.api_key).response_bytes.inc(header.frame_length)
-        if self._usage is not None:
-            self._usage(entry.header).response_bytes += header.frame_length
+        self._usage(entry.header).response_bytes += header.frame_length
         return STREAM
 
     def on_segment(self, view) -> None:
@@ -109,9 +108,8 @@ class ResponsePath:
         try:
             body = entry.rewrite(original) if entry.rewrite is not None else None
             if entry.record_response is not None:  # recorded as the client will receive it (after any trimming)
-                decision = entry.record_response(len(frame) - 4 if body is None else header_length - 4 + len(body))
-                if is_applied(decision):
-                    entry.throttle = decision if entry.throttle is None else longest(entry.throttle, decision)
+                entry.throttle = combined(entry.throttle, entry.record_response(
+                    len(frame) - 4 if body is None else header_length - 4 + len(body)))
             throttle = entry.throttle
             if throttle is not None:
                 merged = merge_throttle(request.api_key, request.api_version,
@@ -122,8 +120,7 @@ class ResponsePath:
         if body is not None:
             frame = _INT32.pack(header_length - 4 + len(body)) + bytes(frame[4:header_length]) + body
         self._api_metrics(request.api_key).response_bytes.inc(len(frame))
-        if self._usage is not None:
-            self._usage(request).response_bytes += len(frame)
+        self._usage(request).response_bytes += len(frame)
         if throttle is None:
             self.send(frame)
         else:
@@ -132,8 +129,7 @@ class ResponsePath:
     def _act(self, entry: InFlight, frame: bytes | None) -> None:
         """Act on a response's throttle: before KIP-219 the response itself is held (KIP-13's delay); from it on,
         the response goes at once and the connection is muted. ``frame`` None: already sent (a local answer)."""
-        if self._usage is not None:
-            self._usage(entry.header).throttle_ms += entry.throttle.mute_ms
+        self._usage(entry.header).throttle_ms += entry.throttle.mute_ms
         if self._flow.throttled_response(entry, frame, self._clock()) and frame is not None:
             self.send(frame)
 

@@ -70,6 +70,11 @@ class UsageTable:
         API (the one key every count of a request goes under)."""
         return self.row(session.listener, session.peer_ip, session.user, header.client_id, header.api_key)
 
+    def rows_for(self, session):
+        """header -> the row of a request on ``session``'s connection (what the request and response paths call)."""
+        return lambda header: self.row(session.listener, session.peer_ip, session.user, header.client_id,
+                                       header.api_key)
+
     def __len__(self) -> int:
         return len(self._rows)
 
@@ -77,6 +82,35 @@ class UsageTable:
         """The interval's rows; the table starts empty."""
         rows, self._rows = self._rows, {}
         return rows
+
+
+class DiscardedUsage(UsageTable):
+    """The usage table when no usage log is configured: every count goes to one row that nothing reads, so the
+    request path adds to a row whether or not a log is kept and never branches on it."""
+
+    __slots__ = ("_discarded",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._discarded = UsageCounters()
+
+    def row(self, listener: str, ip: str | None, user: str | None, client_id: str | None,
+            api_key: int | None) -> UsageCounters:
+        return self._discarded
+
+    def for_request(self, session, header) -> UsageCounters:
+        return self._discarded
+
+    def rows_for(self, session):
+        discarded = self._discarded
+        return lambda header: discarded
+
+    def take(self) -> dict[tuple, UsageCounters]:
+        return {}
+
+
+NO_USAGE = DiscardedUsage()
+NO_USAGE_ROWS = NO_USAGE.rows_for(None)  # header -> the row nothing reads
 
 
 def records(rows: dict[tuple, UsageCounters], end_s: float, interval_s: float) -> Iterator[dict]:

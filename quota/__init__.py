@@ -6,7 +6,7 @@ and only ``proxy/`` acts on what the managers decide.
 
 from quota.client_quota import INACTIVE_SENSOR_EXPIRATION_MS, ClientQuotaManager
 from quota.clock import Clock, ManualClock
-from quota.decision import FORWARD, Close, Decision, Forward, Reject, Throttle, is_applied, shadowed
+from quota.decision import FORWARD, Decision, Forward, Throttle, combined, is_applied, shadowed
 from quota.entity import (
     CLIENT_ID,
     CONSUMER_BYTE_RATE,
@@ -47,7 +47,6 @@ __all__ = [
     "ClientQuotaManager",
     "ClientSensors",
     "Clock",
-    "Close",
     "Decision",
     "EntityStats",
     "Forward",
@@ -58,10 +57,10 @@ __all__ = [
     "QuotaTags",
     "QuotaWindow",
     "Rate",
-    "Reject",
     "ResolvedQuota",
     "Throttle",
     "bounded_throttle_time_ms",
+    "combined",
     "is_applied",
     "quota_acceptable",
     "shadowed",

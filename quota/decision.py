@@ -1,10 +1,11 @@
 """What a quota manager decides; only ``proxy/`` acts on it.
 
-Four outcomes cover every quota on the roadmap: pass the request on (:class:`Forward`), pass it on but tell the
-client to back off and stop reading from it for a while (:class:`Throttle`, KIP-13/KIP-219 byte rates, KIP-936),
-answer it ourselves with an error (:class:`Reject`, e.g. KIP-599 ``THROTTLING_QUOTA_EXCEEDED``), or drop the
-connection (:class:`Close`, e.g. KIP-612 connection limits). Every decision carries ``shadow``: in shadow mode the
-decision is computed, metered and logged, but the proxy forwards as if it were :class:`Forward`.
+A request quota decides one of two outcomes: pass the request on (:class:`Forward`), or pass it on but tell the
+client to back off and stop reading from it for a while (:class:`Throttle`, KIP-13/KIP-219 byte rates, KIP-599,
+KIP-936). Per-item rejections (KIP-599 ``THROTTLING_QUOTA_EXCEEDED``) are built by the handlers from a throttle,
+and connection limits (KIP-612) have their own outcome in :mod:`quota.connection`. Every decision carries
+``shadow``: in shadow mode the decision is computed, metered and logged, but the proxy forwards as if it were
+:class:`Forward`. Several quota stages on one request combine with :func:`combined` (the longest throttle wins).
 """
 
 from __future__ import annotations
@@ -38,24 +39,7 @@ class Throttle:
             raise ValueError(f"negative throttle in {self!r}")
 
 
-@dataclass(frozen=True, slots=True)
-class Reject:
-    """Answer with ``error_code`` (a Kafka error code, e.g. 89 ``THROTTLING_QUOTA_EXCEEDED``) without forwarding."""
-
-    error_code: int
-    throttle_time_ms: int = 0
-    shadow: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Close:
-    """Close the client connection; ``reason`` is for the log line."""
-
-    reason: str
-    shadow: bool = False
-
-
-Decision: TypeAlias = Forward | Throttle | Reject | Close
+Decision: TypeAlias = Forward | Throttle
 
 FORWARD = Forward()
 """The common case, shared so the hot path allocates nothing."""
@@ -75,3 +59,11 @@ def longest(a: Throttle, b: Throttle) -> Throttle:
     """Two throttles on one request (several quota stages) combine: the longest report and the longest mute win;
     the result is shadow only when both are."""
     return Throttle(max(a.throttle_time_ms, b.throttle_time_ms), max(a.mute_ms, b.mute_ms), a.shadow and b.shadow)
+
+
+def combined(throttle: Throttle | None, decision: Decision) -> Throttle | None:
+    """``throttle`` (None: none yet) with one more stage's ``decision``: an applied throttle combines with it (the
+    longest wins); anything else (a forward, a shadow decision) leaves it as it was."""
+    if not is_applied(decision):
+        return throttle
+    return decision if throttle is None else longest(throttle, decision)

@@ -37,7 +37,8 @@ from proxy.codec.messages import decode_request, decode_response, encode_request
 from proxy.codec.records import iter_batches
 from proxy.codec.responses import encode_local_response, error_response
 from proxy.volume import NOT_ENOUGH_REPLICAS
-from quota.decision import Throttle, is_applied, longest
+from proxy.apis.decisions import Decisions
+from quota.decision import Throttle
 from quota.entity import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
 from quota.throttle import INT32_MAX
 
@@ -53,14 +54,10 @@ def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader
     volume = quotas.volume
     if volume is not None and volume.paused and not quotas.shadow:
         return paused_produce(scope, volume, header, base)
-    throttle = None
-    shadow_ms = 0  # what shadow quotas would have applied (the usage log's shadow_throttle_ms)
+    decisions = Decisions(quotas, session.user)
     if quotas.produce.enabled:  # no producer_byte_rate anywhere: nothing recorded, as Kafka does
-        decision = quotas.produce.record_and_decide(session.user, header.client_id or "", header.size)
-        if is_applied(decision):
-            throttle = decision
-        else:
-            shadow_ms = quotas.note_shadow(PRODUCER_BYTE_RATE, decision, session.user, header.client_id)
+        decisions.add(PRODUCER_BYTE_RATE, quotas.produce.record_and_decide(
+            session.user, header.client_id or "", header.size), header.client_id)
     pid = header.producer_id
     if pid >= 0 and quotas.producer_ids.enabled:  # KIP-936: a new producer id is counted
         now = quotas.clock.now_ms()
@@ -69,25 +66,17 @@ def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader
         if pid != session.producer_id or now - session.producer_id_checked_ms >= quotas.producer_ids.recheck_ms:
             session.producer_id, session.producer_id_checked_ms = pid, now
             counted = quotas.producer_ids.new_pids_counted
-            decision = quotas.producer_ids.record_and_decide(session.user, pid, now)
-            if scope.usage is not None and quotas.producer_ids.new_pids_counted != counted:
-                scope.usage.for_request(session, header).new_producer_ids += 1
-            if is_applied(decision):
-                throttle = decision if throttle is None else longest(throttle, decision)
-            else:
-                shadow_ms = max(shadow_ms, quotas.note_shadow("producer_ids_rate", decision, session.user, ""))
+            decisions.add("producer_ids_rate", quotas.producer_ids.record_and_decide(session.user, pid, now), "")
+            scope.usage.for_request(session, header).new_producer_ids += quotas.producer_ids.new_pids_counted - counted
     if volume is not None and volume.throttling:  # cluster volume usage: the produce quota scaled by its factor
         # Recorded only while throttling: traffic sent while OPEN is not paid for when a soft limit is crossed.
-        decision = volume.produce.record_and_decide(session.user, header.client_id or "", header.size)
-        if is_applied(decision):
-            throttle = decision if throttle is None else longest(throttle, decision)
-        else:
-            shadow_ms = max(shadow_ms, quotas.note_shadow("volume_usage", decision, session.user, header.client_id))
-    if shadow_ms and scope.usage is not None:
-        scope.usage.for_request(session, header).shadow_throttle_ms += shadow_ms
-    if throttle is None:
+        decisions.add("volume_usage", volume.produce.record_and_decide(
+            session.user, header.client_id or "", header.size), header.client_id)
+    if decisions.shadow_ms:
+        scope.usage.for_request(session, header).shadow_throttle_ms += decisions.shadow_ms
+    if decisions.throttle is None:
         return base
-    return Plan(rewrite=base.rewrite, throttle=throttle)
+    return Plan(rewrite=base.rewrite, throttle=decisions.throttle)
 
 
 def paused_produce(scope: ConnectionScope, volume, header: RequestHeader, base: Plan) -> Plan:
@@ -126,9 +115,10 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
 
         def record_only(response_size: int):
             decision = fetch.record_and_decide(user, client_id, response_size)
-            shadow_ms = quotas.note_shadow(CONSUMER_BYTE_RATE, decision, user, client_id)
-            if shadow_ms and scope.usage is not None:
-                scope.usage.for_request(session, header).shadow_throttle_ms += shadow_ms
+            decisions = Decisions(quotas, user)
+            decisions.add(CONSUMER_BYTE_RATE, decision, client_id)
+            if decisions.shadow_ms:
+                scope.usage.for_request(session, header).shadow_throttle_ms += decisions.shadow_ms
             return decision
 
         return Plan(action=base.action, rewrite=base.rewrite, record_response=record_only)

@@ -34,7 +34,7 @@ from proxy.codec.header import RequestHeader
 from proxy.codec.messages import Message, decode_request, decode_response, encode_request, encode_response, new_request
 from proxy.codec.primitives import ZERO_UUID
 from proxy.codec.responses import encode_local_response, error_response
-from quota.decision import is_applied
+from proxy.apis.decisions import Decisions
 
 THROTTLING_QUOTA_EXCEEDED = 89
 LOOKUP_METADATA_VERSION = 10  # names or topic ids in, topic ids out (Kafka 2.8+, and every 3.x and 4.x broker)
@@ -59,9 +59,8 @@ def _plan(scope: ConnectionScope, session: Session, header: RequestHeader, kind:
     if not quotas.enabled or quotas.resolve(session.user, client_id).unlimited:
         return PASS
     mutation = kind(scope, session.user, client_id, header.api_version, header.correlation_id)
-    if scope.usage is not None:  # looked up when counted: the table may have started a new interval meanwhile
-        table = scope.usage
-        mutation.usage = lambda: table.for_request(session, header)
+    table = scope.usage  # the row is looked up when counted: the table may have started a new interval meanwhile
+    mutation.usage = lambda: table.for_request(session, header)
     return Plan(action=BUFFER, decide=mutation.decide)
 
 
@@ -72,7 +71,7 @@ class _Mutation:
     results_field: str  # the response's list of per-topic results
 
     looked_up = False  # the proxy's lookup has been answered: what is still unknown does not exist
-    usage = None  # () -> the usage-log row of the request's entity, when a usage log is configured
+    usage: Callable[[], object]  # () -> the usage-log row of the request's entity (set by _plan)
 
     def __init__(self, scope: ConnectionScope, user: str, client_id: str, version: int, correlation_id: int) -> None:
         self.scope, self.user, self.client_id, self.version = scope, user, client_id, version
@@ -141,25 +140,21 @@ class _Mutation:
         if strict_mutation_quota(self.api_key, self.version):
             return self.strict(msg, items, counts)
         total = sum(c for c in counts if c)
-        decision = self.quotas.record_and_decide(self.user, self.client_id, total)
-        if self.usage is not None:
-            self.usage().partition_mutations += total
-        learn = self.learner(items)
-        if is_applied(decision):
-            return ForwardRequest(rewrite=learn, throttle=decision)
-        self.scope.quotas.note_shadow("controller_mutation_rate", decision, self.user, self.client_id)
-        return ForwardRequest(rewrite=learn)
+        decisions = Decisions(self.scope.quotas, self.user)
+        decisions.add("controller_mutation_rate", self.quotas.record_and_decide(self.user, self.client_id, total),
+                      self.client_id)
+        self.usage().partition_mutations += total
+        return ForwardRequest(rewrite=self.learner(items), throttle=decisions.throttle)
 
     def strict(self, msg: Message, items: list, counts: list[int | None]) -> Outcome:
         admission = self.quotas.admit(self.user, self.client_id, counts)
-        if self.usage is not None:
-            self.usage().partition_mutations += sum(c for c, ok in zip(counts, admission.admitted) if ok and c)
-        throttle = admission.throttle
-        if throttle is not None and not is_applied(throttle):
-            self.scope.quotas.note_shadow("controller_mutation_rate", throttle, self.user, self.client_id)
-        if throttle is None or not is_applied(throttle) or admission.all_admitted:
-            return ForwardRequest(rewrite=self.learner(items),
-                                  throttle=throttle if throttle is not None and is_applied(throttle) else None)
+        self.usage().partition_mutations += sum(c for c, ok in zip(counts, admission.admitted) if ok and c)
+        decisions = Decisions(self.scope.quotas, self.user)
+        if admission.throttle is not None:
+            decisions.add("controller_mutation_rate", admission.throttle, self.client_id)
+        throttle = decisions.throttle
+        if throttle is None or admission.all_admitted:
+            return ForwardRequest(rewrite=self.learner(items), throttle=throttle)
         admitted = [item for item, ok in zip(items, admission.admitted) if ok]
         rejected = [self.key(item) for item, ok in zip(items, admission.admitted) if not ok]
         message = (f"The throttling quota has been exceeded: controller_mutation_rate allows "

@@ -99,11 +99,15 @@ class ConnectionScope:
     topic_ids: TopicIdMap  # learnt from Metadata responses, proxy-wide
     quotas: "ByteRateQuotas"
     topics: TopicPartitions = field(default_factory=TopicPartitions)  # partition counts, proxy-wide (KIP-599)
-    usage: "UsageTable | None" = None  # the usage log's current interval, when a usage log is configured
+    usage: "UsageTable" = None  # the usage log's table (None given: proxy.usage.NO_USAGE, which keeps nothing)
     client_quotas: "DynamicConfig | None" = None  # Describe/AlterClientQuotas served by the proxy, when configured
     guard: "InternalTopicGuard" = None  # who may write the proxy's internal topics (set to a do-nothing guard)
 
     def __post_init__(self) -> None:
+        if self.usage is None:
+            from proxy.usage import NO_USAGE
+
+            object.__setattr__(self, "usage", NO_USAGE)
         if self.guard is None:
             from proxy.apis.internal_topics import NO_GUARD
 

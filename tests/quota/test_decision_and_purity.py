@@ -3,7 +3,7 @@ import pathlib
 
 import pytest
 
-from quota import FORWARD, Close, Forward, Reject, Throttle, is_applied, shadowed
+from quota import FORWARD, Forward, Throttle, combined, is_applied, shadowed
 
 QUOTA_DIR = pathlib.Path(__file__).resolve().parents[2] / "quota"
 
@@ -13,7 +13,11 @@ def test_decisions_are_small_frozen_values():
     throttle = Throttle(throttle_time_ms=100, mute_ms=100)
     assert is_applied(throttle)
     assert not is_applied(shadowed(throttle)) and shadowed(throttle).throttle_time_ms == 100
-    assert is_applied(Reject(error_code=89, throttle_time_ms=20)) and is_applied(Close("too many connections"))
+    # several stages: an applied throttle combines (the longest report and mute win), the rest leave it as it was
+    assert combined(None, FORWARD) is None and combined(None, shadowed(throttle)) is None
+    assert combined(None, throttle) is throttle
+    assert combined(Throttle(50, 300), throttle) == Throttle(100, 300)
+    assert combined(throttle, shadowed(Throttle(900, 900))) is throttle
     with pytest.raises(AttributeError):
         throttle.mute_ms = 0  # type: ignore[misc]
     with pytest.raises(ValueError):
