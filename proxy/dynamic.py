@@ -45,7 +45,8 @@ BAD_RECORD_LOG = LogLimiter()  # one line per 10 s, whatever a writer floods the
 SKIPPED_LOG = LogLimiter(interval_s=3600.0)  # a record past a bound: one line per key (and reason) an hour
 SLICE_S = 0.005  # applying records: the event loop runs at least this often
 FREEZE_AFTER = 1000  # entries changed between two gc.freeze calls (see DynamicConfig.swap)
-POLL_RECORDS = 2000  # records a poll hands over (aiokafka makes them in one go: ~5 ms), one batch
+POLL_RECORDS = 2000  # records a poll hands over (aiokafka makes them in one go: ~5 ms)
+CATCH_UP_RECORDS = 20_000  # keys one batch changes at most while the follower is behind (see _read)
 
 
 def _shown(key: bytes | None) -> str:
@@ -211,7 +212,10 @@ class DynamicConfig:
     async def _read(self, consumer, reader: TopicReader) -> None:
         """Read the topic from the beginning into fresh entries, put them in force once read to the end (no partial
         configuration on the way), then follow it until it changes under the reader (deleted or recreated): each
-        poll's records are one batch, put in force in one swap."""
+        poll's records are one batch, put in force in one swap. While the follower is behind (a burst of writes),
+        the polls that follow at once join the batch, up to CATCH_UP_RECORDS keys: a batch of 2,000 keys spread
+        over 10^5 entries copies nearly every chunk of every map (quota.chunked), so a burst rewriting every entry
+        copied the whole configuration 50 times, and the garbage collector walked each copy while young."""
         end = await reader.end_offsets()
         initial = Batch(DynamicState.initial(self.base), self.bounds)  # the topic rebuilt whole
         caught_up = False
@@ -222,8 +226,14 @@ class DynamicConfig:
             if polled:
                 batch = initial if not caught_up else Batch(self.state, self.bounds)
                 good = 0
-                for records in polled.values():
-                    good += await self.take(records, batch)
+                while True:
+                    for records in polled.values():
+                        good += await self.take(records, batch)
+                    if not caught_up or len(batch) >= CATCH_UP_RECORDS or not await self._behind(consumer, reader):
+                        break
+                    polled = await consumer.getmany(timeout_ms=0, max_records=POLL_RECORDS)
+                    if not polled:
+                        break
                 self.applied += good
                 if caught_up and len(batch):
                     self.swap(await self.build(batch), len(batch))
@@ -248,6 +258,12 @@ class DynamicConfig:
                 if reader.answered:  # the cluster answered (getmany does not say)
                     self.last_read = time.monotonic()
                 next_check = time.monotonic() + CHECK_S
+
+    @staticmethod
+    async def _behind(consumer, reader: TopicReader) -> bool:
+        """Whether records the brokers hold are not read yet (the last fetch's high watermark past the position)."""
+        positions = await reader.positions()
+        return any((consumer.highwater(tp) or 0) > position for tp, position in positions.items())
 
     # -- writing ------------------------------------------------------------------------------------------------
 

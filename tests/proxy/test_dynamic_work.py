@@ -220,3 +220,28 @@ def test_the_start_up_read_is_not_held_once_in_force(monkeypatch):
             assert len(dynamic.entries.entries) == N
 
     asyncio.run(run())
+
+
+def test_polls_that_follow_at_once_while_behind_are_one_batch(monkeypatch):
+    """A burst: five polls already in the topic when the follower gets to them. While behind, the polls that
+    follow at once join the batch (up to CATCH_UP_RECORDS keys), so the maps underneath are copied once per batch,
+    not once per poll (a poll of 2,000 keys over 10^5 entries copies nearly every chunk). Before: five swaps."""
+    import proxy.dynamic
+
+    monkeypatch.setattr(proxy.dynamic, "CATCH_UP_RECORDS", 250, raising=False)
+    applied = []
+    dynamic = DynamicConfig(BASE, applied.append, "unused:9092")
+    topic = ScriptedTopic([[rec("seed", 1)]])
+
+    async def run():
+        async with Following(topic, dynamic) as following:
+            await following.until(lambda: dynamic.caught_up.is_set())
+            swaps = dynamic.swaps
+            for start in range(0, 500, 100):
+                topic.polls.append([rec(f"user-{i}", 10 + i) for i in range(start, start + 100)])
+            topic.add([])
+            await following.until(lambda: dynamic.applied == 501)
+            assert dynamic.swaps - swaps == 2  # 300 keys (the bound reached), then the last 200
+        assert applied[-1].quotas.limit("producer_byte_rate", "user-499", "x") == 509
+
+    asyncio.run(run())
