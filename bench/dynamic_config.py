@@ -2,7 +2,9 @@
 
 A proxy (its own process, the CLI, uvloop) sits in front of a Tansu broker and follows its config topic
 (``__kafka_quota_proxy_configs``). A bystander client sends ApiVersions through the proxy on one connection every
-millisecond or so the whole time and records each round trip; /readyz is polled every 50 ms and each answer timed.
+millisecond or so the whole time and records each round trip, and a second one does the same straight to the broker
+(what the broker's own stalls add, so the proxy's share can be told apart); /readyz is polled every 50 ms and each
+answer timed.
 Records are written straight to the broker (confluent-kafka), as any writer of the topic would:
 
 1. start-up: ``--entries`` entries (one per tenant, ``{"user": "tenant-N"}``) are in the topic before the proxy
@@ -159,8 +161,9 @@ def main() -> None:
                                   "--log-level", "WARNING"], cwd=ROOT)
         procs.append(proxy)
         wait_for_port(proxy_port, 30)
-        bystander = Bystander(proxy_port)
+        bystander, control = Bystander(proxy_port), Bystander(broker_port)
         bystander.start()
+        control.start()
         listening = time.perf_counter()
         in_force = wait_until(lambda: metric(metrics, "kafka_quota_proxy_dynamic_config_entries") == args.entries, 120,
                               0.1)
@@ -173,6 +176,7 @@ def main() -> None:
               f"  /readyz: {sum(1 for a in answers if a[1] == 503)} answers 503 then 200, slowest answer "
               f"{max((a[2] for a in answers), default=0) * 1000:.1f} ms\n"
               f"  bystander from its first request to every entry in force: {worst(bystander.between(listening, in_force))}"
+              f"\n  straight to the broker meanwhile: {worst(control.between(listening, in_force))}"
               f"\n  proxy: {rss_mib(proxy.pid):.0f} MiB RSS", flush=True)
         ready.stop.set()
 
@@ -184,7 +188,8 @@ def main() -> None:
                           >= applied0 + args.entries, 120, 0.1)
         print(f"2. burst: every entry rewritten ({args.entries:,} records):\n"
               f"  written in {written - burst_start:.2f} s, all applied {done - burst_start:.2f} s after the first "
-              f"write\n  bystander meanwhile: {worst(bystander.between(burst_start, done))}", flush=True)
+              f"write\n  bystander meanwhile: {worst(bystander.between(burst_start, done))}\n"
+              f"  straight to the broker meanwhile: {worst(control.between(burst_start, done))}", flush=True)
 
         applied0 = metric(metrics, "kafka_quota_proxy_dynamic_config_applied_total") or 0
         cpu0 = cpu_seconds(proxy.pid)
@@ -214,9 +219,11 @@ def main() -> None:
               f"  largest lag sampled: {max_lag:.0f} records; the last change applied "
               f"{(done - sustained_end) * 1000:.0f} ms after the last write was acknowledged\n"
               f"  bystander meanwhile: {worst(bystander.between(sustained_start, done))}\n"
+              f"  straight to the broker meanwhile: {worst(control.between(sustained_start, done))}\n"
               f"  proxy: {cpu:.2f} cores (bystander included), {rss_mib(proxy.pid):.0f} MiB RSS; records skipped "
               f"{metric(metrics, 'kafka_quota_proxy_dynamic_config_bad_records_total'):.0f} bad", flush=True)
         bystander.stop.set()
+        control.stop.set()
     finally:
         for proc in reversed(procs):
             proc.terminate()
