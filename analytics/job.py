@@ -16,7 +16,7 @@ Hadoop-compatible file system) with ``spark.read.json`` and writes to ``output_d
   (the same as ``kafka-quota-proxy configs --alter`` commands), by the rule in :mod:`analytics.recommend`:
   p99 rate x headroom (1.5), rounded up to two significant digits; the token-bucket keys also hold the largest
   one-interval burst (KIP-599: ``rate >= max_burst / (samples x window)``, 11 x 1 s).
-- ``report.html`` with PNG charts of the top entities' rates over time.
+- ``report.html`` with SVG charts of the top entities' rates over the log's span.
 
 Percentiles are exact (Spark SQL ``percentile``, linear interpolation between closest ranks), see
 :mod:`analytics.stats`. With no master given the job runs on ``local[*]``, unless it was started by spark-submit,
@@ -26,7 +26,6 @@ files are written by the driver, to ``local_dir`` (default: ``output_dir``, whic
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import time
@@ -35,7 +34,7 @@ from collections.abc import Mapping
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from analytics import recommend, report, stats
+from analytics import recommend, report, stats, timeaxis
 
 TOP_N = 10
 CHART_N = 5
@@ -60,6 +59,7 @@ DIMENSIONS = {
 SERIES = {"producer_byte_rate": ("entity", "request_rate"), "consumer_byte_rate": ("entity", "response_rate"),
           "throttle_share": None, "partition_mutations": ("entity", "mutation_rate"),
           "new_producer_ids": ("user", "new_pid_rate"), "connection_rate": ("ip", "connection_rate")}
+JOB_TIME = "planner run time"  # the job's own wall-clock time, not the log's
 KEYS = {"entity": ["user", "client_id"], "user": ["user"], "ip": ["ip"]}
 
 
@@ -121,7 +121,8 @@ def run(input_path: str, output_dir: str, master: str | None = None, *, rules: r
     try:
         usage = stats.read_usage(spark, input_path).cache()
         cached.append(usage)
-        records, span = _count_and_span(usage)
+        log = _log_extent(usage)
+        axis = timeaxis.TimeAxis.for_span(log["start"], log["end"]) if log["start"] is not None else None
         frames = {"entity": stats.entity_intervals(usage), "user": stats.user_intervals(usage),
                   "ip": stats.ip_intervals(usage)}
         for name, frame in frames.items():  # read again for the charts: computed once
@@ -146,24 +147,25 @@ def run(input_path: str, output_dir: str, master: str | None = None, *, rules: r
             if charts and SERIES[name]:
                 frame, rate = SERIES[name]
                 series = _series(frames[frame], KEYS[frame], api, rate, top[:CHART_N])
-                if not series:
+                if not series or axis is None:
                     continue
                 rel, path = report.chart_file(local_dir, name)
                 chart_paths[name] = rel if report.draw_chart(path, f"{title}: top {len(series)}", unit,
-                                                             series) else None
+                                                             series, axis) else None
 
         items = recommend.build_quotas(entity_rows, user_rows, ip_rows, rules)
         _write(local_dir, "recommended-quotas.yaml", recommend.to_yaml(items, rules, source=input_path))
         _write(local_dir, "recommended-commands.txt", recommend.to_commands(items))
         _write(local_dir, "top_offenders.json", json.dumps(offenders, indent=2) + "\n")
-        summary = {"input": input_path, "records": records,
+        summary = {"input": input_path, "records": log["records"],
                    "entities (user, client-id)": len({(r["user"], r["client_id"]) for r in entity_rows}),
-                   "users": len(user_rows), "ips": len(ip_rows),
-                   "time span (UTC)": span, "headroom": rules.headroom,
-                   "quota items": len(items), "seconds": round(time.monotonic() - started, 1)}
+                   "users": len(user_rows), "ips": len(ip_rows), **_log_rows(log), "headroom": rules.headroom,
+                   "quota items": len(items)}
+        seconds = round(time.monotonic() - started, 1)
+        summary[JOB_TIME] = timeaxis.duration(seconds)
         report.write_report(os.path.join(local_dir, "report.html"), summary, offenders, chart_paths, items)
-        return {**summary, "output_dir": output_dir, "local_dir": local_dir, "offenders": offenders,
-                "quotas": items}
+        return {**summary, "records": log["records"], "log": log, "seconds": seconds, "output_dir": output_dir,
+                "local_dir": local_dir, "offenders": offenders, "quotas": items}
     finally:
         for df in cached:
             df.unpersist()
@@ -171,13 +173,25 @@ def run(input_path: str, output_dir: str, master: str | None = None, *, rules: r
             spark.stop()
 
 
-def _count_and_span(usage: DataFrame) -> tuple[int, str]:
-    row = usage.agg(F.count(F.lit(1)).alias("n"), F.min(F.col("time") - F.col("interval_s")).alias("a"),
-                    F.max("time").alias("b")).first()
-    if row["a"] is None:
-        return row["n"], "empty log"
-    fmt = lambda t: dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")  # noqa: E731
-    return row["n"], f"{fmt(row['a'])} to {fmt(row['b'])}"
+def _log_extent(usage: DataFrame) -> dict:
+    """Records; the log's start (its earliest interval's start) and end (its latest interval's end), epoch s;
+    its intervals (distinct end times) and their shortest and longest length."""
+    row = usage.agg(F.count(F.lit(1)).alias("records"), F.min(F.col("time") - F.col("interval_s")).alias("start"),
+                    F.max("time").alias("end"), F.countDistinct("time").alias("intervals"),
+                    F.min("interval_s").alias("shortest"), F.max("interval_s").alias("longest")).first()
+    return row.asDict()
+
+
+def _log_rows(log: Mapping) -> dict:
+    """The summary's lines about the log. Its span is end minus start, the x range of every chart; the job's own
+    run time is a separate line (JOB_TIME)."""
+    if log["start"] is None:
+        return {"log": "empty"}
+    shortest, longest = timeaxis.duration(log["shortest"]), timeaxis.duration(log["longest"])
+    return {"log start (UTC)": timeaxis.utc(log["start"]), "log end (UTC)": timeaxis.utc(log["end"]),
+            "log span": timeaxis.duration(log["end"] - log["start"]),
+            "intervals": log["intervals"],
+            "interval length": shortest if shortest == longest else f"{shortest} to {longest}"}
 
 
 def _join(base: str, name: str) -> str:

@@ -1,15 +1,16 @@
-"""The HTML report and its PNG charts, from values the job has already collected. No Spark here.
+"""The HTML report and its SVG charts, from values the job has already collected. No Spark here.
 
-Charts are drawn with matplotlib's Agg backend (no display needed); without matplotlib the report is written with
+Charts are SVG files drawn with matplotlib (no display needed), their x axis the log's span (:mod:`analytics.timeaxis`); without matplotlib the report is written with
 its tables and says the charts are missing.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import html
 import os
 from collections.abc import Mapping, Sequence
+
+from analytics.timeaxis import TimeAxis
 
 CHART_DPI = 90
 
@@ -24,36 +25,43 @@ def entity_label(row: Mapping) -> str:
     return f"user={user} client-id={client}" if user is not None else f"client-id={client}"
 
 
-def draw_chart(path: str, title: str, unit: str, series: Mapping[str, Sequence[tuple[float, float]]]) -> bool:
-    """A line chart of ``{label: [(epoch_s, value), ...]}``; False if matplotlib is not installed."""
+def draw_chart(path: str, title: str, unit: str, series: Mapping[str, Sequence[tuple[float, float]]],
+               axis: TimeAxis) -> bool:
+    """An SVG line chart of ``{label: [(epoch_s, value), ...]}`` over the log's span (``axis``); False if
+    matplotlib is not installed. Text stays text (``svg.fonttype: none``): selectable, and readable by tests."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    fig, ax = plt.subplots(figsize=(9, 3.6))
-    for label, points in series.items():
-        points = sorted(points)
-        xs = [dt.datetime.fromtimestamp(t, dt.timezone.utc) for t, _ in points]
-        # Markers: an entity is in the log only in intervals where it did something, so a line alone would
-        # bridge the gaps between sparse bursts.
-        ax.plot(xs, [v for _, v in points], label=label, linewidth=1.0, marker=".", markersize=3)
-    positive = [v for points in series.values() for _, v in points if v > 0]
-    if positive and max(positive) > 100 * min(positive):  # one tenant far above the rest: a log scale shows both
-        ax.set_yscale("symlog", linthresh=min(positive))
-    else:
-        ax.set_ylim(bottom=0)
-    ax.set_title(title)
-    ax.set_ylabel(unit)
-    ax.set_xlabel("interval end (UTC)")
-    ax.grid(True, alpha=0.3)
-    if series:
-        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.autofmt_xdate()
-    fig.tight_layout()
-    fig.savefig(path, dpi=CHART_DPI)
-    plt.close(fig)
+    with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": "report"}):
+        fig, ax = plt.subplots(figsize=(9, 3.6))
+        ax.patch.set_gid("plot-area")
+        for i, (label, points) in enumerate(series.items()):
+            points = sorted(points)
+            # Markers: an entity is in the log only in intervals where it did something, so a line alone would
+            # bridge the gaps between sparse bursts. Not clipped: the last interval's point is on the axis's end.
+            line, = ax.plot([axis.x(t) for t, _ in points], [v for _, v in points], label=label, linewidth=1.0,
+                            marker=".", markersize=3, clip_on=False)
+            line.set_gid(f"series-{i}")
+        positive = [v for points in series.values() for _, v in points if v > 0]
+        if positive and max(positive) > 100 * min(positive):  # one tenant far above the rest: a log scale shows both
+            ax.set_yscale("symlog", linthresh=min(positive))
+        else:
+            ax.set_ylim(bottom=0)
+        ax.set_xlim(0, axis.span)
+        ticks = axis.ticks()
+        ax.set_xticks(ticks, [axis.tick_label(v) for v in ticks])
+        ax.set_title(title)
+        ax.set_ylabel(unit)
+        ax.set_xlabel(axis.label())
+        ax.grid(True, alpha=0.3)
+        if series:
+            ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        fig.tight_layout()
+        fig.savefig(path, dpi=CHART_DPI, format="svg", metadata={"Date": None})
+        plt.close(fig)
     return True
 
 
@@ -82,6 +90,9 @@ def write_report(path: str, summary: Mapping, offenders: Mapping[str, Mapping], 
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Usage report</title><style>{STYLE}</style>"
              "</head><body><h1>kafka-quota-proxy usage report</h1>"]
     parts.append(_table(["", ""], [[k, v if isinstance(v, int) else str(v)] for k, v in summary.items()]))
+    parts.append("<p>The log spans from the start of its earliest interval to the end of its latest; every chart's "
+                 "time axis is that span, and each point is one interval, drawn at its end. The planner run time "
+                 "is how long this job took, not the log.</p>")
     parts.append("<p>Rates are per interval of the log (its total over the interval's length); percentiles are "
                  "exact, over the intervals in which the entity appears. Files: "
                  "<a href='recommended-quotas.yaml'>recommended-quotas.yaml</a>, "
@@ -113,5 +124,5 @@ def write_report(path: str, summary: Mapping, offenders: Mapping[str, Mapping], 
 
 
 def chart_file(out_dir: str, name: str) -> tuple[str, str]:
-    rel = f"chart-{name}.png"
+    rel = f"chart-{name}.svg"
     return rel, os.path.join(out_dir, rel)

@@ -126,7 +126,7 @@ def test_misbehaving_tenants_top_their_dimension(result):
 
 def test_report_links_its_charts(result):
     html = (result["out"] / "report.html").read_text()
-    charts = sorted(p.name for p in result["out"].glob("chart-*.png"))
+    charts = sorted(p.name for p in result["out"].glob("chart-*.svg"))
     assert len(charts) == 5
     for name in charts:
         assert f"src='{name}'" in html and os.path.getsize(result["out"] / name) > 1000
@@ -158,7 +158,7 @@ def test_an_empty_log_gives_an_empty_plan(spark, tmp_path):
     res = job.run(str(tmp_path / "usage"), str(tmp_path / "out"), spark=spark)
     assert res["records"] == 0 and res["quotas"] == []
     assert quota_items(tmp_path / "out") == []
-    assert not list((tmp_path / "out").glob("chart-*.png"))
+    assert not list((tmp_path / "out").glob("chart-*.svg"))
     assert "None in this log." in (tmp_path / "out" / "report.html").read_text()
 
 
