@@ -41,9 +41,10 @@ def draw_chart(path: str, title: str, unit: str, series: Mapping[str, Sequence[t
         for i, (label, points) in enumerate(series.items()):
             points = sorted(points)
             # Markers: an entity is in the log only in intervals where it did something, so a line alone would
-            # bridge the gaps between sparse bursts. Not clipped: the last interval's point is on the axis's end.
+            # bridge the gaps between sparse bursts; a lone point (no line) is drawn larger. Not clipped: the last
+            # interval's point is on the axis's end.
             line, = ax.plot([axis.x(t) for t, _ in points], [v for _, v in points], label=label, linewidth=1.0,
-                            marker=".", markersize=3, clip_on=False)
+                            marker=".", markersize=3 if len(points) > 1 else 8, clip_on=False)
             line.set_gid(f"series-{i}")
         positive = [v for points in series.values() for _, v in points if v > 0]
         if positive and max(positive) > 100 * min(positive):  # one tenant far above the rest: a log scale shows both
