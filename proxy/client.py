@@ -57,7 +57,6 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._at_bound_since: float | None = None
         self._closed_reason: str | None = None
         self._counted_ip: str | None = None  # the IP this connection is counted under in the connection quotas
-        self.flow.client_read(time.monotonic_ns())  # the idle timeout runs from the connection's start
 
     # -- client socket events ------------------------------------------------------------------------------------
 
@@ -152,7 +151,6 @@ class ClientConnection(asyncio.BufferedProtocol):
         return view if size == len(view) else view[:size]
 
     def buffer_updated(self, nbytes: int) -> None:
-        self.flow.client_read(time.monotonic_ns())
         buffer = self.ctx.request_buffer
         data = buffer.view[:nbytes]
         try:

@@ -39,6 +39,9 @@ class InFlight:
     # Set for responses the proxy must decode and rewrite: called with the response body (after the header),
     # returns the new body or None to keep the broker's.
     rewrite: Callable[[memoryview], bytes | None] | None = None
+    # Set for responses the proxy reads to learn from (SASL outcomes, counts, producer ids): called with the broker's
+    # response body before any rewrite; changes nothing.
+    observe: Callable[[memoryview], None] | None = None
     # Set when the proxy answers the request itself: the whole response frame, sent in request order.
     local_response: bytes | None = None
     # A quota throttle to merge into the response and act on (mute, or hold the response).
@@ -101,7 +104,8 @@ class InFlightQueue:
         if plan is None:
             entry = InFlight(header, received_ns, expects)
         else:
-            entry = InFlight(header, received_ns, expects, plan.rewrite, None, None, False, plan.record_response)
+            entry = InFlight(header, received_ns, expects, plan.rewrite, plan.observe,
+                             record_response=plan.record_response)
         self._queue.append(entry)
         return entry
 

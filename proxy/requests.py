@@ -111,8 +111,11 @@ class RequestPath:
         if outcome.body is not None:
             frame = (_INT32.pack(header.header_length - 4 + len(outcome.body)) + bytes(frame[4:header.header_length])
                      + outcome.body)
-        if entry is not None and outcome.rewrite is not None:
-            entry.rewrite = _then(entry.rewrite, outcome.rewrite)
+        if entry is not None:
+            if outcome.rewrite is not None:
+                entry.rewrite = _then(entry.rewrite, outcome.rewrite)
+            if outcome.observe is not None:
+                entry.observe = _also(entry.observe, outcome.observe)
         if outcome.throttle is not None:
             self._throttle(header, entry, outcome.throttle)
         self._forward(frame)
@@ -167,5 +170,17 @@ def _then(first, second):
         rewritten = first(body)
         again = second(body if rewritten is None else memoryview(rewritten))
         return again if again is not None else rewritten
+
+    return both
+
+
+def _also(first, second):
+    """Both observers, in order, on the broker's body."""
+    if first is None:
+        return second
+
+    def both(body: memoryview) -> None:
+        first(body)
+        second(body)
 
     return both

@@ -80,8 +80,8 @@ class ResponsePath:
             self.dropping_since_ns = self._clock()  # the response timeout covers it to its last byte too
             return DROP
         self._current = entry
-        if entry.rewrite is not None or entry.throttle is not None or entry.record_response is not None \
-                or entry.lookup is not None:
+        if entry.rewrite is not None or entry.observe is not None or entry.throttle is not None \
+                or entry.record_response is not None or entry.lookup is not None:
             return BUFFER
         self._api_metrics(entry.header.api_key).response_bytes.inc(header.frame_length)
         self._usage(entry.header).response_bytes += header.frame_length
@@ -106,6 +106,8 @@ class ResponsePath:
             entry.lookup(original)
             return
         try:
+            if entry.observe is not None:
+                entry.observe(original)
             body = entry.rewrite(original) if entry.rewrite is not None else None
             if entry.record_response is not None:  # recorded as the client will receive it (after any trimming)
                 entry.throttle = combined(entry.throttle, entry.record_response(

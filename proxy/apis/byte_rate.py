@@ -76,7 +76,7 @@ def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader
         scope.usage.for_request(session, header).shadow_throttle_ms += decisions.shadow_ms
     if decisions.throttle is None:
         return base
-    return Plan(rewrite=base.rewrite, throttle=decisions.throttle)
+    return Plan(rewrite=base.rewrite, observe=base.observe, throttle=decisions.throttle)
 
 
 def paused_produce(scope: ConnectionScope, volume, header: RequestHeader, base: Plan) -> Plan:
@@ -97,7 +97,7 @@ def paused_produce(scope: ConnectionScope, volume, header: RequestHeader, base: 
         return AnswerLocally(encode_local_response(PRODUCE, version, header.correlation_id, response),
                              throttle=Throttle(delay, delay))
 
-    return Plan(action=BUFFER, rewrite=base.rewrite, decide=decide)
+    return Plan(action=BUFFER, rewrite=base.rewrite, observe=base.observe, decide=decide)
 
 
 def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
@@ -121,7 +121,7 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
                 scope.usage.for_request(session, header).shadow_throttle_ms += decisions.shadow_ms
             return decision
 
-        return Plan(action=base.action, rewrite=base.rewrite, record_response=record_only)
+        return Plan(action=base.action, rewrite=base.rewrite, observe=base.observe, record_response=record_only)
 
     def budget() -> int:
         """Bytes this client may receive now without going over its quota (at least 1: progress is kept)."""
@@ -147,6 +147,7 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
     return Plan(
         action=BUFFER if version >= FETCH_MAX_BYTES_SINCE else base.action,
         rewrite=trim,
+        observe=base.observe,
         decide=cap_max_bytes if version >= FETCH_MAX_BYTES_SINCE else None,
         record_response=record,
     )

@@ -106,8 +106,8 @@ def guarded(guard: InternalTopicGuard, topic_ids: TopicIdMap, session: Session, 
     if api_key == PRODUCE and _streams_safely(guard, topic_ids, header):
         return plan
     check = _Check(guard, topic_ids, session, header, plan.decide)
-    return Plan(action=BUFFER, rewrite=plan.rewrite, decide=check.decide, throttle=plan.throttle,
-                record_response=plan.record_response)
+    return Plan(action=BUFFER, rewrite=plan.rewrite, observe=plan.observe, decide=check.decide,
+                throttle=plan.throttle, record_response=plan.record_response)
 
 
 def _streams_safely(guard: InternalTopicGuard, topic_ids: TopicIdMap, header: RequestHeader) -> bool:
@@ -239,7 +239,7 @@ class _Check:
                 return self._merge_body(body if rewritten is None else memoryview(rewritten), refusal)
 
             return ForwardRequest(body=outcome.body if outcome.body is not None else rest, rewrite=merge,
-                                  throttle=outcome.throttle)
+                                  observe=outcome.observe, throttle=outcome.throttle)
         if isinstance(outcome, AnswerLocally):
             header_length = 4 + (5 if response_header_version(self.header.api_key, self.header.api_version) else 4)
             body = memoryview(outcome.frame)[header_length:]

@@ -144,7 +144,7 @@ class _Mutation:
         decisions.add("controller_mutation_rate", self.quotas.record_and_decide(self.user, self.client_id, total),
                       self.client_id)
         self.usage().partition_mutations += total
-        return ForwardRequest(rewrite=self.learner(items), throttle=decisions.throttle)
+        return ForwardRequest(observe=self.learner(items), throttle=decisions.throttle)
 
     def strict(self, msg: Message, items: list, counts: list[int | None]) -> Outcome:
         admission = self.quotas.admit(self.user, self.client_id, counts)
@@ -154,7 +154,7 @@ class _Mutation:
             decisions.add("controller_mutation_rate", admission.throttle, self.client_id)
         throttle = decisions.throttle
         if throttle is None or admission.all_admitted:
-            return ForwardRequest(rewrite=self.learner(items), throttle=throttle)
+            return ForwardRequest(observe=self.learner(items), throttle=throttle)
         admitted = [item for item, ok in zip(items, admission.admitted) if ok]
         rejected = [self.key(item) for item, ok in zip(items, admission.admitted) if not ok]
         message = (f"The throttling quota has been exceeded: controller_mutation_rate allows "
@@ -171,13 +171,11 @@ class _Mutation:
                                   error_message=message)
         ours = [(ok, result) for result, ok in zip(getattr(template, self.results_field), admission.admitted)]
         self.keep(msg, admitted)
-        learn = self.learner(admitted)
         version, api_key, field, result_key = self.version, self.api_key, self.results_field, self.result_key
 
         def merge(body: memoryview) -> bytes:
             """The broker's results and the proxy's rejections, in the client's request order (the broker's for a
             topic it answered; any result the proxy cannot place goes last)."""
-            learn(body)
             response = decode_response(api_key, version, body)
             broker = {}
             for result in getattr(response, field):
@@ -194,14 +192,14 @@ class _Mutation:
             setattr(response, field, merged)
             return encode_response(api_key, version, response)
 
-        return ForwardRequest(body=encode_request(self.api_key, self.version, msg), rewrite=merge, throttle=throttle)
+        return ForwardRequest(body=encode_request(self.api_key, self.version, msg), rewrite=merge,
+                              observe=self.learner(admitted), throttle=throttle)
 
     def learner(self, items: list) -> Callable[[memoryview], None]:
         scope, version, api_key = self.scope, self.version, self.api_key
 
         def learn(body: memoryview) -> None:
             self.learn(decode_response(api_key, version, body), items, scope.quotas.clock.now_ms())
-            return None
 
         return learn
 

@@ -30,17 +30,20 @@ if TYPE_CHECKING:
 # Rewrites a response body (the bytes after the response header); returns the new body, or None to send the
 # broker's frame unchanged.
 Rewrite = Callable[[memoryview], "bytes | None"]
+# Reads the broker's response body (before any rewrite) to learn from it; changes nothing.
+Observe = Callable[[memoryview], None]
 
 
 @dataclass(frozen=True, slots=True)
 class ForwardRequest:
     """Forward the buffered request: ``body`` replaces the client's (None keeps it); ``rewrite`` is applied to the
-    broker's response body after the plan's own (a partial forward merges the items it kept back);
-    ``throttle`` adds to the plan's."""
+    broker's response body after the plan's own (a partial forward merges the items it kept back); ``observe``
+    reads the broker's response body after the plan's own observer; ``throttle`` adds to the plan's."""
 
     body: bytes | None = None
     rewrite: Rewrite | None = None
     throttle: Throttle | None = None
+    observe: Observe | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +85,7 @@ FORWARD_AS_IS = ForwardRequest()
 class Plan:
     action: Action = STREAM  # STREAM the request upstream, BUFFER it for decide, DROP it when answering locally
     rewrite: Rewrite | None = None  # decode and rewrite the response with this
+    observe: Observe | None = None  # read the broker's response with this (before any rewrite), changing nothing
     local_response: bytes | None = None  # the whole response frame, when the proxy answers itself
     decide: Callable[[memoryview], Outcome] | None = None  # BUFFER: the outcome, once the body is complete
     throttle: Throttle | None = None  # decided now: merged into the response's throttle_time_ms, then acted on

@@ -23,6 +23,5 @@ def plan_init_producer_id(scope: ConnectionScope, session: Session, header: Requ
         msg = decode_response(INIT_PRODUCER_ID, version, body)
         if msg.error_code == 0 and msg.producer_id >= 0:
             quota.issued.record(session.user, client_id, session.peer_ip)
-        return None  # unchanged
 
-    return Plan(rewrite=attribute)
+    return Plan(observe=attribute)

@@ -27,9 +27,8 @@ def plan_handshake(scope: ConnectionScope, session: Session, header: RequestHead
 
     def answered(body: memoryview) -> None:
         sasl.handshake_answered(asked[0], version, decode_response(SASL_HANDSHAKE, version, body).error_code)
-        return None  # the answer goes back unchanged
 
-    return Plan(action=BUFFER, decide=decide, rewrite=answered)
+    return Plan(action=BUFFER, decide=decide, observe=answered)
 
 
 def plan_authenticate(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
@@ -45,6 +44,5 @@ def plan_authenticate(scope: ConnectionScope, session: Session, header: RequestH
         msg = decode_response(SASL_AUTHENTICATE, version, body)
         if sasl.answered(token[0], bytes(msg.auth_bytes or b""), ok=msg.error_code == 0):
             session.authenticated(sasl.principal)
-        return None
 
-    return Plan(action=BUFFER, decide=decide, rewrite=answered)
+    return Plan(action=BUFFER, decide=decide, observe=answered)

@@ -98,6 +98,8 @@ class FlowMachine(RuleBasedStateMachine):
         self.response_end: dict[int, int] = {}  # corr -> offset in the broker's stream where its response ends
         self.broker_sent = 0
         self.client_full = self.broker_full = self.draining = False
+        self.client_full_since = 0.0  # model time the client stopped taking responses
+        self.last_read = self.now  # model time the client last sent bytes
         self.mute_bound = 0.0  # no mute can last past this (an upper bound the model keeps)
         self.paddings = paddings
 
@@ -176,6 +178,7 @@ class FlowMachine(RuleBasedStateMachine):
         n = min(self.core.read_size(size), len(self.stream) - self.pos)
         self.core.client_bytes(memoryview(self.stream)[self.pos:self.pos + n])
         self.pos += n
+        self.last_read = self.now
         self._apply()
 
     @rule(count=st.integers(1, 3))
@@ -211,6 +214,7 @@ class FlowMachine(RuleBasedStateMachine):
     def client_backpressure(self, on):
         if on != self.client_full:
             self.client_full = on
+            self.client_full_since = self.now
             self.core.flow.client_backpressure(on, self._ns())
             self._apply()
 
@@ -270,6 +274,23 @@ class FlowMachine(RuleBasedStateMachine):
             raise AssertionError(f"illegal event {event} did not raise")
         after = (flow.mid_frame, flow.read_ahead_bytes, len(flow.held), flow.next_deadline(), flow.paused_at_boundary)
         assert after == before, f"illegal event {event} changed the flow: {before} -> {after}"
+
+    @rule(idle_s=st.sampled_from([0.01, 0.5, 2.0, 10.0]))
+    def timeouts_checked(self, idle_s):
+        """The flow names the bound a connection is past: a client that took no response, or an idle one."""
+        core = self.core
+        waiting = core.responses.receiving is not None or core.responses.dropping_since_ns \
+            or core.flow.inflight.oldest_waiting_ns() is not None
+        past = core.overdue(self._ns(), 10**18, round(idle_s * 1e9))
+        if self.client_full and self.now - self.client_full_since > idle_s + 1e-6:
+            assert past == "client_full"
+        elif self.client_full and self.now - self.client_full_since < idle_s - 1e-6:
+            assert past != "client_full"
+        if past == "idle":
+            assert not waiting and not core.flow.holding and self.now - self.last_read > idle_s - 1e-6
+        elif past is None and not self.client_full and not waiting and not core.flow.holding:
+            assert self.now - self.last_read <= idle_s + 1e-6, "an idle connection is not reported idle"
+        assert past != "upstream_timeout"  # the broker is given 10**18 ns
 
     # -- invariants -------------------------------------------------------------------------------------------------
 
