@@ -151,6 +151,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         return view if size == len(view) else view[:size]
 
     def buffer_updated(self, nbytes: int) -> None:
+        self.flow.client_read(time.monotonic_ns())  # the idle timeout starts anew
         buffer = self.ctx.request_buffer
         data = buffer.view[:nbytes]
         try:

@@ -40,14 +40,13 @@ def usage_rows(scope: ConnectionScope | None, session: Session):
 
 
 class ConnectionCore:
-    __slots__ = ("flow", "requests", "responses", "_request_splitter", "_response_splitter", "_write_client", "_clock")
+    __slots__ = ("flow", "requests", "responses", "_request_splitter", "_response_splitter", "_write_client")
 
     def __init__(self, scope: ConnectionScope, session: Session, *, max_request_bytes: int, max_response_bytes: int,
                  max_inflight: int, write_client: Callable[[object], None], write_broker: Callable[[object], None],
                  clock: Callable[[], int], api_metrics: Callable[[int], object], planner=plan_request,
                  spawn=None, max_header_bytes: int = MAX_HEADER_BYTES) -> None:
         self.flow = Flow(max_inflight)
-        self._clock = clock
         self.flow.client_read(clock())  # the idle timeout runs from the connection's start
         self._write_client = write_client
         usage = usage_rows(scope, session)
@@ -88,7 +87,6 @@ class ConnectionCore:
 
     def client_bytes(self, data: memoryview) -> None:
         """Request bytes read from the client; raises ProtocolError for bytes that cannot be requests."""
-        self.flow.client_read(self._clock())
         used = self._request_splitter.feed(data)
         if used < len(data):
             self.flow.hold_back(data[used:])

@@ -176,6 +176,7 @@ class FlowMachine(RuleBasedStateMachine):
         if not self.state.reading_client:
             return
         n = min(self.core.read_size(size), len(self.stream) - self.pos)
+        self.core.flow.client_read(self._ns())  # as the socket code reports every read
         self.core.client_bytes(memoryview(self.stream)[self.pos:self.pos + n])
         self.pos += n
         self.last_read = self.now
