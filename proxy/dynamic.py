@@ -2,7 +2,8 @@
 
 Every proxy reads the topic (``dynamic_config.topic``) from the beginning at start-up and then follows it (no
 consumer group, like the volume-usage follower). The records of one poll are one batch
-(:class:`config.dynamic_state.Batch`): each record is checked on its own; one that cannot be used is logged with its
+(:class:`config.dynamic_state.Batch`; while the follower is behind, the polls that follow at once join it, up to
+CATCH_UP_RECORDS keys): each record is checked on its own; one that cannot be used is logged with its
 key and reason, counted (``dynamic_config_bad_records_total``) and ignored, one past a bound of the section
 (``max_key_bytes``, ``max_value_bytes``, ``max_entries``) is counted by reason
 (``dynamic_config_records_skipped_total{reason}``), logged once per key and skipped; the entries in force stay. The
