@@ -34,7 +34,7 @@ from config.dynamic import DynamicEntries, RecordError
 from config.dynamic_source import DynamicConfigSource
 from config.dynamic_state import SKIP_REASONS, STEP, Batch, DynamicState, RecordSkipped
 from config.model import ProxyConfig
-from proxy.following import CALL_TIMEOUT_S, CHECK_S, TopicReader
+from proxy.following import CALL_TIMEOUT_S, CHECK_S, TopicReader, log_end
 from proxy.logs import LogLimiter
 from proxy.tasks import stop_client
 
@@ -219,7 +219,7 @@ class DynamicConfig:
         copied the whole configuration 50 times, and the garbage collector walked each copy while young."""
         end = await reader.end_offsets()
         initial = Batch(DynamicState.initial(self.base), self.bounds)  # the topic rebuilt whole
-        caught_up = False
+        caught_up = fetched = False
         self.last_read = time.monotonic()
         next_check = time.monotonic() + CHECK_S
         while True:
@@ -240,6 +240,9 @@ class DynamicConfig:
                     self.swap(await self.build(batch), len(batch))
                 elif not caught_up:  # a start-up read: the batch grows to every entry before it is put in force
                     self._freeze(good)
+                    if not fetched:  # the first fetch's high watermark: Tansu lists the end too low (log_end)
+                        end = {tp: log_end(offset, consumer.highwater(tp)) for tp, offset in end.items()}
+                        fetched = True
                 self.last_read = time.monotonic()
             positions = await reader.positions()
             self.lag = sum(max(0, (consumer.highwater(tp) or 0) - positions[tp]) for tp in positions)

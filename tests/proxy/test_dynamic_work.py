@@ -245,3 +245,22 @@ def test_polls_that_follow_at_once_while_behind_are_one_batch(monkeypatch):
         assert applied[-1].quotas.limit("producer_byte_rate", "user-499", "x") == 509
 
     asyncio.run(run())
+
+
+def test_start_up_reads_to_the_end_the_first_fetch_answered_when_the_listed_end_is_short():
+    """Tansu lists a log's end as its last batch's base offset + 1 (proxy.following.log_end): 101 for a topic of
+    103 records whose last batch holds 3. A poll handing over 101 of them was taken for the end: the configuration
+    was put in force (and /readyz ready) without the last two entries, then again with them. Now start-up reads to
+    the first fetch's high watermark: one swap, every entry."""
+    applied = []
+    dynamic = DynamicConfig(BASE, applied.append, "unused:9092")
+    topic = ScriptedTopic([[rec(f"user-{i}", 1000 + i) for i in range(101)],
+                           [rec(f"user-{i}", 1000 + i) for i in range(101, 103)]])
+    topic.end = 101
+
+    async def run():
+        async with Following(topic, dynamic) as following:
+            await following.until(lambda: dynamic.caught_up.is_set())
+            assert len(applied) == 1 and len(dynamic.entries.entries) == 103
+
+    asyncio.run(run())
