@@ -34,9 +34,9 @@ class State:
 OPEN = State(reading_client=True, reading_broker=True, deadline=None, drained=False)
 
 
-def usage_rows(scope: ConnectionScope | None, session: Session):
-    """header -> the usage-log row of a request (one nothing reads when no usage log is configured)."""
-    return (NO_USAGE if scope is None else scope.usage).rows_for(session)
+def usage_recorder(scope: ConnectionScope | None, session: Session):
+    """What the connection's paths add to the usage log through (a do-nothing recorder when none is configured)."""
+    return (NO_USAGE if scope is None else scope.usage).recorder(session)
 
 
 class ConnectionCore:
@@ -49,7 +49,7 @@ class ConnectionCore:
         self.flow = Flow(max_inflight)
         self.flow.client_read(clock())  # the idle timeout runs from the connection's start
         self._write_client = write_client
-        usage = usage_rows(scope, session)
+        usage = usage_recorder(scope, session)
         self.responses = ResponsePath(self.flow, write_client, clock, api_metrics, usage, session)
         self.requests = RequestPath(self.flow, scope, session, write_broker, self.responses, api_metrics, clock,
                                     planner, usage, spawn)

@@ -76,16 +76,17 @@ class Flow:
 
     # -- what the socket code applies ---------------------------------------------------------------------------
 
-    @property
-    def paused_at_boundary(self) -> bool:
+    def _paused_at_boundary(self) -> bool:
         """A reason that stops reading at the next request frame boundary holds (the one pause condition)."""
         return bool(self._muted_until or self._throttled or self._deciding or self.held or self._client_full
                     or self._draining or len(self._requests) >= self.max_inflight)
 
+    paused_at_boundary = property(_paused_at_boundary)
+
     @property
     def unhindered(self) -> bool:
         """Nothing holds either side and nothing waits: the common case, checked first on the hot path."""
-        return not (self._broker_full or self._read_ahead is not None or self.paused_at_boundary)
+        return not (self._broker_full or self._read_ahead is not None or self._paused_at_boundary())
 
     def read_size(self, available: int, frame_remaining: int) -> int:
         """How much of a read buffer of ``available`` bytes the next client read may fill, ``frame_remaining``
@@ -154,7 +155,7 @@ class Flow:
         there; True means the frame has started (reading goes on, back-pressure aside, until it ends)."""
         if self._mid_frame:
             raise FlowError("a request frame started inside another")
-        if self.paused_at_boundary:
+        if self._paused_at_boundary():
             return False
         self._mid_frame = True
         return True

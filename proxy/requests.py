@@ -19,7 +19,7 @@ from proxy.codec.header import RequestHeader
 from proxy.flow import Flow
 from proxy.inflight import InFlight
 from proxy.responses import ResponsePath
-from proxy.usage import NO_USAGE_ROWS
+from proxy.usage import NO_USAGE_RECORDER
 from quota.decision import Throttle
 
 _INT32 = struct.Struct(">i")
@@ -33,9 +33,9 @@ class RequestPath:
 
     def __init__(self, flow: Flow, scope: ConnectionScope, session: Session, forward: Callable[[object], None],
                  responses: ResponsePath, api_metrics: Callable[[int], object], clock: Callable[[], int],
-                 planner=plan_request, usage=NO_USAGE_ROWS, spawn=None) -> None:
+                 planner=plan_request, usage=NO_USAGE_RECORDER, spawn=None) -> None:
         self._spawn = spawn  # (start, done): runs start() off the request path, then done(result) (Await outcomes)
-        self._usage = usage  # header -> the usage-log row of its entity (one nothing reads without a usage log)
+        self._usage = usage  # what the usage log is told (proxy.usage.UsageRecorder; does nothing without a log)
         self._planner = planner  # (scope, session, header) -> Plan: the per-API handler table
         self._flow = flow
         self._scope = scope
@@ -53,9 +53,7 @@ class RequestPath:
         api.request_bytes.inc(header.frame_length)
         if header.raw:  # a raw SASL token: read whole (it is small), then forwarded as it is
             return BUFFER
-        row = self._usage(header)
-        row.requests += 1
-        row.request_bytes += header.frame_length
+        self._usage.request(header)
         inflight = self._flow.inflight
         plan = self._planner(self._scope, self._session, header)
         if plan is PASS:
@@ -158,7 +156,7 @@ class RequestPath:
         response to carry it (acks=0), mutes now."""
         muted_ms = self._flow.throttle_request(entry, throttle, self._clock())
         if muted_ms:
-            self._usage(header).throttle_ms += muted_ms
+            self._usage.throttled(header, muted_ms)
 
 
 def _then(first, second):

@@ -19,7 +19,7 @@ from proxy.codec.header import ResponseHeader, response_header_length
 from proxy.codec.throttle import merge_throttle
 from proxy.flow import Flow
 from proxy.inflight import InFlight
-from proxy.usage import NO_USAGE_ROWS
+from proxy.usage import NO_USAGE_RECORDER
 from quota.decision import combined
 
 _INT32 = struct.Struct(">i")
@@ -31,9 +31,9 @@ class ResponsePath:
     __slots__ = ("_flow", "_write", "_clock", "_api_metrics", "_current", "dropping_since_ns", "_usage", "_session")
 
     def __init__(self, flow: Flow, write: Callable[[object], None], clock: Callable[[], int],
-                 api_metrics: Callable[[int], object], usage=NO_USAGE_ROWS, session=None) -> None:
+                 api_metrics: Callable[[int], object], usage=NO_USAGE_RECORDER, session=None) -> None:
         self._session = session  # whose SASL exchange raw token responses belong to
-        self._usage = usage  # request header -> the usage-log row of its entity (one nothing reads without a log)
+        self._usage = usage  # what the usage log is told (proxy.usage.UsageRecorder; does nothing without a log)
         self._flow = flow
         self._write = write  # writes to the client socket
         self._clock = clock  # the connection's one clock (ns): latencies, mutes, held responses, timeouts
@@ -64,7 +64,7 @@ class ResponsePath:
             self.send(entry.local_response)
             api = self._api_metrics(entry.header.api_key)
             api.response_bytes.inc(len(entry.local_response))
-            self._usage(entry.header).response_bytes += len(entry.local_response)
+            self._usage.response(entry.header, len(entry.local_response))
             api.latency.observe((self._clock() - entry.received_ns) / 1e9)
             if entry.throttle is not None:
                 self._act(entry, None)
@@ -84,7 +84,7 @@ class ResponsePath:
                 or entry.record_response is not None or entry.lookup is not None:
             return BUFFER
         self._api_metrics(entry.header.api_key).response_bytes.inc(header.frame_length)
-        self._usage(entry.header).response_bytes += header.frame_length
+        self._usage.response(entry.header, header.frame_length)
         return STREAM
 
     def on_segment(self, view) -> None:
@@ -122,7 +122,7 @@ class ResponsePath:
         if body is not None:
             frame = _INT32.pack(header_length - 4 + len(body)) + bytes(frame[4:header_length]) + body
         self._api_metrics(request.api_key).response_bytes.inc(len(frame))
-        self._usage(request).response_bytes += len(frame)
+        self._usage.response(request, len(frame))
         if throttle is None:
             self.send(frame)
         else:
@@ -131,7 +131,7 @@ class ResponsePath:
     def _act(self, entry: InFlight, frame: bytes | None) -> None:
         """Act on a response's throttle: before KIP-219 the response itself is held (KIP-13's delay); from it on,
         the response goes at once and the connection is muted. ``frame`` None: already sent (a local answer)."""
-        self._usage(entry.header).throttle_ms += entry.throttle.mute_ms
+        self._usage.throttled(entry.header, entry.throttle.mute_ms)
         if self._flow.throttled_response(entry, frame, self._clock()) and frame is not None:
             self.send(frame)
 

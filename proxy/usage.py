@@ -71,9 +71,13 @@ class UsageTable:
         return self.row(session.listener, session.peer_ip, session.user, header.client_id, header.api_key)
 
     def rows_for(self, session):
-        """header -> the row of a request on ``session``'s connection (what the request and response paths call)."""
+        """header -> the row of a request on ``session``'s connection."""
         return lambda header: self.row(session.listener, session.peer_ip, session.user, header.client_id,
                                        header.api_key)
+
+    def recorder(self, session) -> "UsageRecorder":
+        """What the request and response paths of ``session``'s connection add to this table through."""
+        return UsageRecorder(self.rows_for(session))
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -105,12 +109,53 @@ class DiscardedUsage(UsageTable):
         discarded = self._discarded
         return lambda header: discarded
 
+    def recorder(self, session) -> "UsageRecorder":
+        return NO_USAGE_RECORDER
+
     def take(self) -> dict[tuple, UsageCounters]:
         return {}
 
 
+class UsageRecorder:
+    """One connection's additions to the usage log, by request header (called on every request and response)."""
+
+    __slots__ = ("_rows",)
+
+    def __init__(self, rows) -> None:
+        self._rows = rows  # header -> the row of the request's entity
+
+    def request(self, header) -> None:
+        row = self._rows(header)
+        row.requests += 1
+        row.request_bytes += header.frame_length
+
+    def response(self, header, nbytes: int) -> None:
+        self._rows(header).response_bytes += nbytes
+
+    def throttled(self, header, mute_ms: int) -> None:
+        self._rows(header).throttle_ms += mute_ms
+
+
+class _NoUsageRecorder(UsageRecorder):
+    """No usage log: every addition is a call that does nothing (the hot path neither branches nor counts)."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        super().__init__(None)
+
+    def request(self, header) -> None:
+        pass
+
+    def response(self, header, nbytes: int) -> None:
+        pass
+
+    def throttled(self, header, mute_ms: int) -> None:
+        pass
+
+
 NO_USAGE = DiscardedUsage()
-NO_USAGE_ROWS = NO_USAGE.rows_for(None)  # header -> the row nothing reads
+NO_USAGE_RECORDER = _NoUsageRecorder()
 
 
 def records(rows: dict[tuple, UsageCounters], end_s: float, interval_s: float) -> Iterator[dict]:
