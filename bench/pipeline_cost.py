@@ -1,7 +1,7 @@
 """Python cost of one request and its response on the connection's pure path, without sockets.
 
 Feeds 100,000 pairs of frames (a 1 KiB ListOffsets v5 request, which no handler decodes, and a small answer)
-through :class:`proxy.connection.ConnectionCore` as the socket shell would (applying state only when something
+through :class:`proxy.connection.core.ConnectionCore` as the socket shell would (applying state only when something
 holds), and prints microseconds per pair. Usage: ``python bench/pipeline_cost.py [--pairs N]``.
 """
 
@@ -18,8 +18,8 @@ from config.loader import parse_config  # noqa: E402
 from proxy.apis import ConnectionScope, Session  # noqa: E402
 from proxy.codec.header import encode_request_header, encode_response_header, frame  # noqa: E402
 from proxy.codec.messages import TopicIdMap  # noqa: E402
-from proxy.connection import ConnectionCore  # noqa: E402
-from proxy.quotas import ByteRateQuotas  # noqa: E402
+from proxy.connection.core import ConnectionCore  # noqa: E402
+from proxy.enforce.managers import ByteRateQuotas  # noqa: E402
 
 
 class _Metric:

@@ -59,7 +59,7 @@ def plan_cost(with_quota: bool, n: int = 200_000) -> float:
     from proxy.apis import ConnectionScope, Session, plan_request
     from proxy.codec.header import RequestHeader
     from proxy.codec.messages import TopicIdMap
-    from proxy.quotas import ByteRateQuotas
+    from proxy.enforce.managers import ByteRateQuotas
 
     quotas = [{"entity": {"user": "<default>"}, "producer_ids_rate": 1e12}] if with_quota else []
     config = parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}],

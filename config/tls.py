@@ -94,7 +94,7 @@ def parse_listener_tls(raw: Any, path: str) -> ListenerTls | None:
     if client_auth != "none" and cafile is None:
         raise ConfigError(f"{path}.cafile", f"required to verify client certificates (client_auth: {client_auth})")
     rules = m.get("principal_mapping_rules")
-    from proxy.principals import MappingError, parse_rules  # pure; parsed here so a bad rule fails at load
+    from proxy.session.principals import MappingError, parse_rules  # pure; parsed here so a bad rule fails at load
 
     try:
         parse_rules(rules)

@@ -1,4 +1,4 @@
-"""The ``usage_log:`` section: where and how often the proxy writes its usage log (see :mod:`proxy.usage`).
+"""The ``usage_log:`` section: where and how often the proxy writes its usage log (see :mod:`proxy.ops.usage_log`).
 
 ```yaml
 usage_log:

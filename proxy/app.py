@@ -3,102 +3,35 @@
 from __future__ import annotations
 
 import asyncio
-import errno
 import logging
 import signal
-import struct
 import time
 
-from config.model import Address, ListenerConfig, ProxyConfig
+from config.model import ListenerConfig, ProxyConfig
 from proxy.apis import ConnectionScope
 from proxy.apis.internal_topics import InternalTopicGuard
-from proxy import own_clients
-from proxy.own_clients import track_aiokafka
-from proxy.buffers import SharedReadBuffer
-from proxy.cluster import BrokerPorts
-from proxy.discovery import BrokerDiscovery
+from proxy.cluster import own_clients
+from proxy.cluster.broker_ports import BrokerPorts
+from proxy.cluster.discovery import BrokerDiscovery
+from proxy.cluster.own_clients import track_aiokafka
+from proxy.cluster.topics import TopicPartitions
 from proxy.codec.messages import TopicIdMap
-from proxy.client import ClientConnection, ListenerContext
-from proxy.codec.header import encode_request_header, frame
-from proxy.http import OpsServer
-from proxy.listener import Listener
-from proxy.metrics import ProxyMetrics
-from proxy.quotas import ByteRateQuotas, ConnectionMetricsCollector, QuotaMetricsCollector
-from quota.connection import ConnectionQuotas
+from proxy.connection.buffers import SharedReadBuffer
+from proxy.connection.client_socket import ClientConnection, ListenerContext
+from proxy.connection.listener import Listener
+from proxy.enforce.managers import ByteRateQuotas, ConnectionMetricsCollector, QuotaMetricsCollector
+from proxy.ops.http import OpsServer
+from proxy.ops.metrics import ProxyMetrics
+from proxy.ops.readiness import Readiness
+from proxy.ops.usage_log import UsageLog
+from proxy.session.principals import parse_rules
 from proxy.tasks import cancel_and_wait
-from proxy.topics import TopicPartitions
-from proxy.principals import parse_rules
-from proxy.usage import UsageLog
+from quota.connection import ConnectionQuotas
 
 log = logging.getLogger(__name__)
 
-PROBE_INTERVAL_READY_S = 5.0
-PROBE_INTERVAL_NOT_READY_S = 1.0
 SENSOR_EXPIRY_INTERVAL_S = 60.0
 TIMEOUT_CHECK_INTERVAL_S = 1.0
-
-
-API_VERSIONS = 18
-PROBE_CORRELATION_ID = 1
-READINESS_CLIENT_ID = "kafka-quota-proxy-readiness"  # not the acks=0 probe's: a broker's logs tell them apart
-MAX_PROBE_RESPONSE = 1 << 20
-
-
-class Readiness:
-    """Whether the broker is reachable: set by every upstream connect, re-checked by a background probe."""
-
-    def __init__(self, upstreams: tuple[Address, ...], timeout_s: float, metrics: ProxyMetrics,
-                 ssl_context=None) -> None:
-        self._ssl = ssl_context
-        self._upstreams = upstreams
-        self._timeout_s = timeout_s
-        self._metrics = metrics
-        self.ready = False
-        self._task: asyncio.Task | None = None
-
-    def report(self, reachable: bool) -> None:
-        if reachable != self.ready:
-            log.info("broker %s", "reachable: ready" if reachable else "unreachable: not ready")
-        self.ready = reachable
-        self._metrics.upstream_ready.set(1 if reachable else 0)
-
-    async def probe_once(self) -> bool:
-        """Ready when a broker answers Kafka: an ApiVersions v0 round trip within the connect timeout (a broker
-        whose port accepts TCP but which does not answer, e.g. a stopped process, is not ready)."""
-        for address in self._upstreams:
-            try:
-                if await asyncio.wait_for(self._answers_api_versions(address, self._ssl), self._timeout_s):
-                    return True
-            except OSError as exc:
-                if exc.errno in (errno.EMFILE, errno.ENFILE):
-                    return self.ready  # the proxy's own limit says nothing about the broker
-                continue
-            except (asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError):
-                continue
-        return False
-
-    @staticmethod
-    async def _answers_api_versions(address: Address, ssl_context=None) -> bool:
-        reader, writer = await asyncio.open_connection(address.host, address.port, ssl=ssl_context,
-                                                       server_hostname=address.host if ssl_context else None)
-        try:
-            writer.write(frame(encode_request_header(API_VERSIONS, 0, PROBE_CORRELATION_ID, READINESS_CLIENT_ID)))
-            await writer.drain()
-            size, correlation_id = struct.unpack(">ii", await reader.readexactly(8))
-            return correlation_id == PROBE_CORRELATION_ID and 4 <= size <= MAX_PROBE_RESPONSE
-        finally:
-            writer.close()
-
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
-
-    async def _run(self) -> None:
-        while True:
-            self.report(await self.probe_once())
-            await asyncio.sleep(PROBE_INTERVAL_READY_S if self.ready else PROBE_INTERVAL_NOT_READY_S)
-
-    async def stop(self) -> None:
-        await cancel_and_wait(self._task)
 
 
 class ProxyApp:
@@ -124,7 +57,7 @@ class ProxyApp:
         self.effective_config = config  # YAML, with the dynamic configuration laid over it
         self.dynamic = None
         if config.dynamic_config is not None:
-            from proxy.dynamic import DynamicConfig, DynamicConfigCollector
+            from proxy.observers.dynamic_config import DynamicConfig, DynamicConfigCollector
 
             self.dynamic = DynamicConfig(config, self._apply_config, str(config.upstream.bootstrap_servers[0]))
             self.metrics.registry.register(DynamicConfigCollector(self.dynamic))
@@ -258,7 +191,7 @@ class ProxyApp:
             await self.dynamic.start()
         volume = self.config.volume_usage
         if volume is not None:
-            from proxy.volume import LogDirsPoller, VolumeFollower, VolumePublisher
+            from proxy.observers.volume_sources import LogDirsPoller, VolumeFollower, VolumePublisher
 
             bootstrap = str(self.config.upstream.bootstrap_servers[0])
             if volume.describe_log_dirs is not None:

@@ -168,7 +168,7 @@ def test_the_wheel_the_image_installs_holds_no_demo_and_needs_no_pyspark(tmp_pat
         metadata = z.read(next(n for n in names if n.endswith("METADATA"))).decode()
     packages = {n.split("/")[0] for n in names if n.endswith(".py")}
     assert packages == {"proxy", "quota", "config", "analytics"}
-    assert "proxy/cli.py" in names and not any(n.startswith(("demo/", "tests/", "bench/")) for n in names)
+    assert "proxy/cli/main.py" in names and not any(n.startswith(("demo/", "tests/", "bench/")) for n in names)
     requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
     assert any("prometheus-client" in r for r in requires)
     assert all("extra ==" in r for r in requires if "pyspark" in r), requires

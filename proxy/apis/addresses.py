@@ -1,7 +1,7 @@
 """Responses that carry broker addresses, and the topic ids Metadata responses reveal.
 
 In cluster mode every host/port a broker hands out is replaced with the proxy's advertised host and the port
-that serves that broker (:class:`proxy.cluster.BrokerPorts`), so clients only ever see proxy addresses:
+that serves that broker (:class:`proxy.cluster.broker_ports.BrokerPorts`), so clients only ever see proxy addresses:
 Metadata brokers, FindCoordinator (v0-3 single coordinator, v4+ batched), DescribeCluster brokers, and the
 NodeEndpoints tagged field of Produce v10+ and Fetch v16+ responses. In sidecar mode the broker advertises the
 proxy itself and nothing is rewritten, but Metadata responses are still read to learn topic ids.
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Callable
 
 from proxy.apis.plan import PASS, ConnectionScope, Plan, Session
-from proxy.cluster import BrokerPorts
+from proxy.cluster.broker_ports import BrokerPorts
 from proxy.codec.apis import DESCRIBE_CLUSTER, FETCH, FIND_COORDINATOR, METADATA, PRODUCE
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import Message, decode_response, encode_response

@@ -34,7 +34,7 @@ from proxy.codec.messages import new_response
 from proxy.codec.responses import encode_local_response
 
 if TYPE_CHECKING:
-    from proxy.dynamic import DynamicConfig
+    from proxy.observers.dynamic_config import DynamicConfig
 
 BROKER_RESOURCE = 4  # ConfigResource.Type.BROKER
 CLUSTER_DEFAULT = ""  # the BROKER resource named "": every broker's default (kafka-configs --entity-default)

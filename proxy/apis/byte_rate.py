@@ -36,7 +36,7 @@ from proxy.codec.header import RequestHeader
 from proxy.codec.messages import decode_request, decode_response, encode_request, encode_response
 from proxy.codec.records import iter_batches
 from proxy.codec.responses import encode_local_response, error_response
-from proxy.volume import NOT_ENOUGH_REPLICAS
+from proxy.observers.volume_sources import NOT_ENOUGH_REPLICAS
 from proxy.apis.decisions import Decisions
 from quota.decision import Throttle
 from quota.entity import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE

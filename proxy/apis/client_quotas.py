@@ -32,7 +32,7 @@ from proxy.codec.responses import encode_local_response
 from quota.entity import DEFAULT
 
 if TYPE_CHECKING:
-    from proxy.dynamic import DynamicConfig
+    from proxy.observers.dynamic_config import DynamicConfig
 
 VERSIONS = (0, 1)
 EXACT, DEFAULT_MATCH, ANY = 0, 1, 2

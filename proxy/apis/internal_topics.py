@@ -5,7 +5,7 @@ volume-usage topic can pause every producer of the cluster. So every request tha
 extends a topic is checked, through every listener, for the internal topics: Produce, CreateTopics, DeleteTopics,
 DeleteRecords, CreatePartitions, AddPartitionsToTxn (transactional writes), and the TOPIC resources of AlterConfigs
 and IncrementalAlterConfigs. For a principal not in ``admin_principals`` and a connection that is not the proxy's own
-(:mod:`proxy.own_clients`, never the client id), the items naming an internal topic are answered
+(:mod:`proxy.cluster.own_clients`, never the client id), the items naming an internal topic are answered
 TOPIC_AUTHORIZATION_FAILED, as Kafka's authorizer answers them, while the rest of the same request goes to the broker
 as usual and the broker's answer is merged with the refusals (forward part and merge). A request that names only
 internal topics never reaches the broker. An ``acks=0`` Produce has no response to carry a refusal: as Kafka does
@@ -34,8 +34,8 @@ from proxy.codec.messages import Message, TopicIdMap, decode_request, decode_res
 from proxy.codec.messages import new_request
 from proxy.codec.primitives import ZERO_UUID
 from proxy.codec.responses import error_response
-from proxy.logs import LogLimiter
-from proxy.own_clients import OwnConnections
+from proxy.ops.logs import LogLimiter
+from proxy.cluster.own_clients import OwnConnections
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ Each request is buffered and decided on its body, once, when the client's ``cont
 - what it costs, per topic: the partitions it creates (CreateTopics: the assignments' count, else
   ``num_partitions``, else for -1 the broker's default as the broker's own CreateTopics answers report it), adds
   (CreatePartitions: new count - current count) or deletes (DeleteTopics: the topic's count, by name or id).
-  Counts come from :class:`proxy.topics.TopicPartitions`; a count it does not have (or has only too old) is looked
+  Counts come from :class:`proxy.cluster.topics.TopicPartitions`; a count it does not have (or has only too old) is looked
   up first with a Metadata request of the proxy's own on the same connection (:class:`LookUp`), so nothing is
   guessed and the request keeps its place. ``validate_only`` requests cost nothing;
 - strict versions (CreateTopics v6+, DeleteTopics v5+, CreatePartitions v3+): topics are admitted in request order

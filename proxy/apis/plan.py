@@ -16,16 +16,16 @@ from typing import TYPE_CHECKING, Callable
 
 from proxy.codec.frame import STREAM, Action
 from proxy.codec.messages import TopicIdMap
-from proxy.topics import TopicPartitions
+from proxy.cluster.topics import TopicPartitions
 from quota.decision import Decision, Throttle
 
 if TYPE_CHECKING:
-    from proxy.cluster import BrokerPorts
-    from proxy.quotas import ByteRateQuotas
+    from proxy.cluster.broker_ports import BrokerPorts
+    from proxy.enforce.managers import ByteRateQuotas
     from proxy.apis.internal_topics import InternalTopicGuard
-    from proxy.dynamic import DynamicConfig
-    from proxy.sasl import SaslExchange
-    from proxy.usage import UsageTable
+    from proxy.observers.dynamic_config import DynamicConfig
+    from proxy.session.sasl import SaslExchange
+    from proxy.ops.usage_log import UsageTable
 
 # Rewrites a response body (the bytes after the response header); returns the new body, or None to send the
 # broker's frame unchanged.
@@ -103,13 +103,13 @@ class ConnectionScope:
     topic_ids: TopicIdMap  # learnt from Metadata responses, proxy-wide
     quotas: "ByteRateQuotas"
     topics: TopicPartitions = field(default_factory=TopicPartitions)  # partition counts, proxy-wide (KIP-599)
-    usage: "UsageTable" = None  # the usage log's table (None given: proxy.usage.NO_USAGE, which keeps nothing)
+    usage: "UsageTable" = None  # the usage log's table (None given: proxy.ops.usage_log.NO_USAGE, which keeps nothing)
     client_quotas: "DynamicConfig | None" = None  # Describe/AlterClientQuotas served by the proxy, when configured
     guard: "InternalTopicGuard" = None  # who may write the proxy's internal topics (set to a do-nothing guard)
 
     def __post_init__(self) -> None:
         if self.usage is None:
-            from proxy.usage import NO_USAGE
+            from proxy.ops.usage_log import NO_USAGE
 
             object.__setattr__(self, "usage", NO_USAGE)
         if self.guard is None:
@@ -125,7 +125,7 @@ class Session:
     listener: str
     peer_ip: str
     peer: tuple | None = None  # (ip, port) of the client, and the address it connected to: whether the
-    local: tuple | None = None  # connection is the proxy's own (proxy.own_clients) is judged from both
+    local: tuple | None = None  # connection is the proxy's own (proxy.cluster.own_clients) is judged from both
     own_connection: bool | None = None  # ... once, when it first matters
     user: str = "ANONYMOUS"  # the principal: SASL (the user the broker accepted) or mTLS (the mapped subject)
     producer_id: int = -1  # the last producer id checked against the producer-id quota on this connection

@@ -1,4 +1,4 @@
-"""SaslHandshake (17) and SaslAuthenticate (36): forwarded unchanged; read to learn the principal (:mod:`proxy.sasl`)."""
+"""SaslHandshake (17) and SaslAuthenticate (36): forwarded unchanged; read to learn the principal (:mod:`proxy.session.sasl`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from proxy.codec.apis import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import decode_request, decode_response
-from proxy.sasl import SaslExchange
+from proxy.session.sasl import SaslExchange
 
 
 def exchange(session: Session) -> SaslExchange:

@@ -135,7 +135,7 @@ def test_report_links_its_charts(result):
 
 def test_kafka_quota_proxy_analyze(spark, result, tmp_path):
     """The proxy's CLI runs the same job (here on the tests' session, which it leaves running)."""
-    from proxy.cli import main
+    from proxy.cli.main import main
 
     log = tmp_path / "usage"
     write_log(str(log), Options(entities=3, intervals=10, seed=1))

@@ -80,7 +80,7 @@ def test_rules_are_checked():
 def test_every_command_is_one_the_configs_cli_accepts():
     import shlex
 
-    from proxy.configs_cli import build_parser, entity_from_args, parse_add
+    from proxy.cli.configs import build_parser, entity_from_args, parse_add
 
     items = [{"entity": {"user": "alice", "client-id": "x"}, "producer_byte_rate": 123},
              {"entity": {"ip": "1.2.3.4"}, "connection_creation_rate": 5.0},

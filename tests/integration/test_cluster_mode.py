@@ -10,8 +10,8 @@ import asyncio
 import pytest
 
 from proxy import app as proxy_app
-from proxy import own_clients
-from proxy.upstream import UpstreamConnection
+from proxy.cluster import own_clients
+from proxy.connection.broker_socket import UpstreamConnection
 from tests.harness import Tansu, cluster_ports, free_port, start_proxy
 from proxy.codec.apis import DESCRIBE_CLUSTER, FIND_COORDINATOR, METADATA
 from tests.integration import clients as c

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from proxy.configs_cli import NOT_SERVED, SETTINGS_NOT_SERVED, main as configs
+from proxy.cli.configs import NOT_SERVED, SETTINGS_NOT_SERVED, main as configs
 from tests.harness import Tansu, free_port, proxy_config, start_proxy
 from tests.tls_certs import Authority
 

@@ -33,7 +33,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from proxy.codec.apis import API_VERSIONS, METADATA, PRODUCE
 from proxy.codec.header import encode_request_header, frame, response_header_length
 from proxy.codec.messages import DECODED_APIS, decode_response, encode_request, new_request
-from proxy.inflight import PROBE_CLIENT_ID
+from proxy.connection.inflight import PROBE_CLIENT_ID
 from tests.harness import Tansu, free_port, proxy_config, start_proxy
 from tests.integration import clients as c
 from tests.integration.raw import read_frame, recv_exactly

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from config.dynamic import entity_key
-from proxy.configs_cli import main as configs
+from proxy.cli.configs import main as configs
 from tests.harness import Tansu, free_port, proxy_config, start_proxy
 from tests.integration.clients import kp_delete_topic
 

@@ -17,7 +17,7 @@ import pytest
 from proxy.app import ProxyApp
 from proxy.codec.apis import ADD_PARTITIONS_TO_TXN, CREATE_PARTITIONS, DELETE_RECORDS
 from proxy.codec.error_codes import TOPIC_AUTHORIZATION_FAILED
-from proxy.dynamic import ensure_topic
+from proxy.observers.dynamic_config import ensure_topic
 from quota.volume import Volume
 from tests.harness import Tansu, free_port, proxy_config, start_proxy
 from tests.integration.raw import connect, exchange

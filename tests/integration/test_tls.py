@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from proxy import listener
-from proxy.logs import LogLimiter
+from proxy.connection import listener
+from proxy.ops.logs import LogLimiter
 from tests.harness import Tansu, free_port, proxy_config, start_proxy
 from tests.integration import raw
 from tests.tls_certs import Authority

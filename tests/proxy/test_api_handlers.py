@@ -5,15 +5,15 @@ import pytest
 from config.loader import parse_config
 from proxy.apis.internal_topics import InternalTopicGuard
 from proxy.apis import ConnectionScope, Session, plan_request
-from proxy.quotas import ByteRateQuotas
+from proxy.enforce.managers import ByteRateQuotas
 from proxy.apis.api_versions import MAX_VERSION, intersect
-from proxy.cluster import BrokerPorts
+from proxy.cluster.broker_ports import BrokerPorts
 from proxy.codec.apis import API_VERSIONS, FETCH, METADATA, PRODUCE
 from proxy.codec.errors import ProtocolError
 from proxy.codec.frame import DROP, STREAM
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import DECODED_APIS, TopicIdMap, decode_response, encode_response, new_response
-from proxy.inflight import InFlightQueue
+from proxy.connection.inflight import InFlightQueue
 
 
 def api_versions_body(version, ranges):

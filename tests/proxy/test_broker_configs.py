@@ -17,7 +17,7 @@ from proxy.codec.error_codes import (CLUSTER_AUTHORIZATION_FAILED, INVALID_CONFI
 from proxy.codec.header import encode_request_header, frame, parse_request_prefix, response_header_length
 from proxy.codec.messages import (TopicIdMap, decode_request, decode_response, encode_request, encode_response,
                                   new_request, new_response)
-from proxy.quotas import ByteRateQuotas
+from proxy.enforce.managers import ByteRateQuotas
 
 BROKER, TOPIC = 4, 2
 SET, DELETE, APPEND = 0, 1, 2
@@ -25,7 +25,7 @@ KEY = entity_key(PROXY_KEY)
 
 
 class FakeDynamic:
-    """What the handlers read of proxy.dynamic.DynamicConfig, with the config topic replaced by a list."""
+    """What the handlers read of proxy.observers.dynamic_config.DynamicConfig, with the config topic replaced by a list."""
 
     def __init__(self, base, fail: BaseException | None = None) -> None:
         self.base, self.current, self.entries = base, base, DynamicEntries()

@@ -21,7 +21,7 @@ from proxy.codec.messages import (
     new_request,
     new_response,
 )
-from proxy.quotas import ByteRateQuotas
+from proxy.enforce.managers import ByteRateQuotas
 from quota.clock import ManualClock
 from quota.decision import Throttle
 
@@ -131,7 +131,7 @@ def test_fetch_under_quota_is_buffered_capped_and_recorded_from_the_response():
 def test_scrapes_are_bounded_whatever_the_number_of_clients():
     """2,000 client ids under a <default> quota and a cap of 10 entities: 9 busiest series plus __other__, whose
     bytes are the rest's sum (and which has no rate sample: it would cost a measurement per client)."""
-    from proxy.quotas import QuotaMetricsCollector
+    from proxy.enforce.managers import QuotaMetricsCollector
 
     clock = ManualClock(1_000_000)
     scope = scope_with([{"entity": {"client-id": "<default>"}, "producer_byte_rate": 1e9}], clock,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.command_config import CommandConfigError, client_arguments, parse_properties, read_command_config
-from proxy.configs_cli import main, parse_add
+from proxy.cli.command_config import CommandConfigError, client_arguments, parse_properties, read_command_config
+from proxy.cli.configs import main, parse_add
 
 JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="s3cr=t;\\"x";'
 

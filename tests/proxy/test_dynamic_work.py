@@ -1,5 +1,5 @@
 """The config-topic follower's work is linear in what the records change, not in what is in force: counted (the
-values checked, the states put in force), never timed. The follower (proxy.dynamic.DynamicConfig._read) runs on a
+values checked, the states put in force), never timed. The follower (proxy.observers.dynamic_config.DynamicConfig._read) runs on a
 scripted consumer and reader (lists of records; no broker: what is counted is the proxy's own work per record)."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 import quota.entity
 from config.dynamic import entity_key
 from config.loader import parse_config
-from proxy.dynamic import DynamicConfig
-from proxy.quotas import ByteRateQuotas
+from proxy.observers.dynamic_config import DynamicConfig
+from proxy.enforce.managers import ByteRateQuotas
 from quota.entity import QuotaTable
 
 Record = namedtuple("Record", "key value")
@@ -26,7 +26,7 @@ def rec(user: str, rate: int | None) -> Record:
 
 
 class ScriptedTopic:
-    """aiokafka's consumer and proxy.following.TopicReader, as far as _read uses them: polls handed out in order."""
+    """aiokafka's consumer and proxy.observers.following.TopicReader, as far as _read uses them: polls handed out in order."""
 
     def __init__(self, polls: list[list[Record]]) -> None:
         self.polls = list(polls)
@@ -195,7 +195,7 @@ def test_the_start_up_read_is_not_held_once_in_force(monkeypatch):
     the whole configuration twice (10^5 entries, start-up then every entry rewritten: 377 MiB RSS, now 242)."""
     import weakref
 
-    import proxy.dynamic
+    import proxy.observers.dynamic_config
     from config.dynamic_state import Batch
 
     made = []
@@ -205,7 +205,7 @@ def test_the_start_up_read_is_not_held_once_in_force(monkeypatch):
             super().__init__(*args, **kwargs)
             made.append(weakref.ref(self))
 
-    monkeypatch.setattr(proxy.dynamic, "Batch", Tracked)
+    monkeypatch.setattr(proxy.observers.dynamic_config, "Batch", Tracked)
     applied = []
     dynamic = DynamicConfig(BASE, applied.append, "unused:9092")
     topic = ScriptedTopic([[rec(f"user-{i}", 1000 + i) for i in range(start, start + 100)]
@@ -226,9 +226,9 @@ def test_polls_that_follow_at_once_while_behind_are_one_batch(monkeypatch):
     """A burst: five polls already in the topic when the follower gets to them. While behind, the polls that
     follow at once join the batch (up to CATCH_UP_RECORDS keys), so the maps underneath are copied once per batch,
     not once per poll (a poll of 2,000 keys over 10^5 entries copies nearly every chunk). Before: five swaps."""
-    import proxy.dynamic
+    import proxy.observers.dynamic_config
 
-    monkeypatch.setattr(proxy.dynamic, "CATCH_UP_RECORDS", 250, raising=False)
+    monkeypatch.setattr(proxy.observers.dynamic_config, "CATCH_UP_RECORDS", 250, raising=False)
     applied = []
     dynamic = DynamicConfig(BASE, applied.append, "unused:9092")
     topic = ScriptedTopic([[rec("seed", 1)]])
@@ -248,7 +248,7 @@ def test_polls_that_follow_at_once_while_behind_are_one_batch(monkeypatch):
 
 
 def test_start_up_reads_to_the_end_the_first_fetch_answered_when_the_listed_end_is_short():
-    """Tansu lists a log's end as its last batch's base offset + 1 (proxy.following.log_end): 101 for a topic of
+    """Tansu lists a log's end as its last batch's base offset + 1 (proxy.observers.following.log_end): 101 for a topic of
     103 records whose last batch holds 3. A poll handing over 101 of them was taken for the end: the configuration
     was put in force (and /readyz ready) without the last two entries, then again with them. Now start-up reads to
     the first fetch's high watermark: one swap, every entry."""

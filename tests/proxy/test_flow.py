@@ -1,1 +1,1 @@
-"""The flow object (proxy.flow): see test_flow_machine.py for the stateful property test."""
+"""The flow object (proxy.connection.flow): see test_flow_machine.py for the stateful property test."""

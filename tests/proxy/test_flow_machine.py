@@ -1,11 +1,11 @@
 """A stateful property test of one connection's flow, on bytes, with a fake clock.
 
-Hypothesis drives :class:`proxy.connection.ConnectionCore` (the flow, both splitters, the request and response
+Hypothesis drives :class:`proxy.connection.core.ConnectionCore` (the flow, both splitters, the request and response
 paths) through every way of cutting the request and response streams into reads, random throttles on any
 request (KIP-219 mutes, KIP-13 held responses for Produce v5, acks=0 mutes), requests buffered and decided on
 their body (answered locally, forwarded with a throttle, or decided only after a lookup of the proxy's own), back-pressure on both sides, the in-flight bound,
 and drain; the broker either answers acks=0 produces (Tansu) or not (Kafka); and events that cannot happen in the
-flow's state, which must raise :class:`~proxy.flow.FlowError` and change nothing. A simple model checks:
+flow's state, which must raise :class:`~proxy.connection.flow.FlowError` and change nothing. A simple model checks:
 
 - when no reason holds, the client is read and nothing is held back;
 - in the middle of a frame without back-pressure, the client is read;
@@ -29,9 +29,9 @@ from proxy.codec.frame import BUFFER
 from proxy.codec.header import encode_request_header, encode_response_header, frame
 from proxy.codec.messages import encode_response, new_response
 from proxy.codec.header import RequestHeader
-from proxy.connection import ConnectionCore
-from proxy.flow import THROTTLED_READ_BYTES, FlowError
-from proxy.inflight import InFlight
+from proxy.connection.core import ConnectionCore
+from proxy.connection.flow import THROTTLED_READ_BYTES, FlowError
+from proxy.connection.inflight import InFlight
 from quota.decision import Throttle
 from tests.fakes import NULL_API_METRICS
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from proxy.following import Offsets, log_changed, log_end
+from proxy.observers.following import Offsets, log_changed, log_end
 
 
 def test_the_same_log_growing_or_compacted_is_not_a_change():
@@ -54,7 +54,7 @@ def _changed(consumer: _Consumer) -> str | None:
 
     from aiokafka import TopicPartition
 
-    from proxy.following import TopicReader
+    from proxy.observers.following import TopicReader
 
     reader = TopicReader(consumer, "configs", {TopicPartition("configs", 0): Offsets()})
     return asyncio.run(reader.changed())

@@ -4,7 +4,7 @@ import pytest
 
 from proxy.codec.errors import ProtocolError
 from proxy.codec.header import RequestHeader
-from proxy.inflight import InFlightQueue
+from proxy.connection.inflight import InFlightQueue
 
 
 def req(corr, acks=None, api_key=3):

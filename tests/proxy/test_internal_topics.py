@@ -21,8 +21,8 @@ from proxy.codec.header import RequestHeader, parse_request_prefix
 from proxy.codec.messages import (TopicIdMap, decode_request, decode_response, encode_request, encode_response,
                                   new_request, new_response)
 from proxy.codec.header import encode_request_header, frame
-from proxy.own_clients import OwnConnections, track_aiokafka
-from proxy.quotas import ByteRateQuotas
+from proxy.cluster.own_clients import OwnConnections, track_aiokafka
+from proxy.enforce.managers import ByteRateQuotas
 
 CONFIG_TOPIC = "__kafka_quota_proxy_configs"
 VOLUME_TOPIC = "__kafka_quota_proxy_volume_usage"

@@ -1,7 +1,7 @@
 """The controller mutation quota on bytes: one connection core, this test as the broker (a scripted one).
 
 Tansu implements neither CreatePartitions nor answers the proxy's lookups on demand in a way a test can check,
-so this drives :class:`proxy.connection.ConnectionCore` directly: the requests the broker receives are parsed,
+so this drives :class:`proxy.connection.core.ConnectionCore` directly: the requests the broker receives are parsed,
 and the test answers them as a Kafka broker would. Covers the lookup of unknown partition counts before a
 decision (its Metadata request goes first, the client's request waits and keeps its place), strict splits and
 merges for CreatePartitions and DeleteTopics, and the permissive versions.
@@ -20,8 +20,8 @@ from proxy.codec.apis import (CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, M
 from proxy.codec.header import encode_request_header, encode_response_header, frame, parse_request_header
 from proxy.codec.messages import (TopicIdMap, decode_request, decode_response, encode_request, encode_response,
                                   new_request, new_response)
-from proxy.connection import ConnectionCore
-from proxy.quotas import ByteRateQuotas
+from proxy.connection.core import ConnectionCore
+from proxy.enforce.managers import ByteRateQuotas
 from quota.clock import ManualClock
 from tests.fakes import NULL_API_METRICS
 

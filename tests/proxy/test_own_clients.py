@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from proxy import own_clients
-from proxy.own_clients import SidecarRoute
+from proxy.cluster import own_clients
+from proxy.cluster.own_clients import SidecarRoute
 
 
 def test_a_sidecar_listener_on_this_machine_is_routed_to_the_upstream_and_nothing_else_is():

@@ -2,7 +2,7 @@
 
 import pytest
 
-from proxy.principals import MappingError, map_principal, parse_rules, subject_dn
+from proxy.session.principals import MappingError, map_principal, parse_rules, subject_dn
 
 SUBJECT = ((("countryName", "US"),), (("organizationName", "Example, Inc"),), (("organizationalUnitName", "ops"),),
            (("commonName", "Alice"),))

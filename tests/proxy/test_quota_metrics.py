@@ -3,7 +3,7 @@
 from prometheus_client import CollectorRegistry
 
 from config.loader import parse_config
-from proxy.quotas import OTHER, ByteRateQuotas, QuotaMetricsCollector
+from proxy.enforce.managers import OTHER, ByteRateQuotas, QuotaMetricsCollector
 from quota.clock import ManualClock
 
 

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from proxy.codec.errors import ProtocolError
-from proxy.sasl import SaslExchange, oauthbearer_subject, plain_user, scram_user
+from proxy.session.sasl import SaslExchange, oauthbearer_subject, plain_user, scram_user
 
 
 def jwt(claims: dict) -> str:

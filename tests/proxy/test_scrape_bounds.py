@@ -7,7 +7,7 @@ from collections import defaultdict
 from prometheus_client import CollectorRegistry
 
 from config.loader import parse_config
-from proxy.quotas import OTHER, ByteRateQuotas, QuotaMetricsCollector
+from proxy.enforce.managers import OTHER, ByteRateQuotas, QuotaMetricsCollector
 from quota.clock import ManualClock
 
 ENTITIES = 100_000

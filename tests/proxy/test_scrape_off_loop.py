@@ -11,7 +11,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
 
-from proxy.http import OpsServer
+from proxy.ops.http import OpsServer
 
 BOUND_S = 10.0  # a bound on every wait: only reached when the loop is blocked (the failure)
 

@@ -11,8 +11,8 @@ from prometheus_client import CollectorRegistry
 
 from config.errors import ConfigError
 from config.usage import UsageLogConfig, parse_usage_log
-from proxy.metrics import ProxyMetrics
-from proxy.usage import FIELDS, RotatingWriter, UsageLog, UsageTable, records
+from proxy.ops.metrics import ProxyMetrics
+from proxy.ops.usage_log import FIELDS, RotatingWriter, UsageLog, UsageTable, records
 
 PRODUCE, FETCH = 0, 1
 

@@ -44,7 +44,7 @@ import json  # noqa: E402
 import selectors  # noqa: E402
 
 from config.volume import VolumeUsageConfig  # noqa: E402
-from proxy.volume import VolumeThrottle  # noqa: E402
+from proxy.observers.volume_sources import VolumeThrottle  # noqa: E402
 from quota.clock import ManualClock  # noqa: E402
 from quota.entity import QuotaTable  # noqa: E402
 from quota.rate import QuotaWindow  # noqa: E402
@@ -68,7 +68,7 @@ def snapshot_value(at_ms: int, volumes: int, used=lambda i: (i % 90) * GB) -> by
 
 def scrape(t: VolumeThrottle) -> dict[str, list]:
     """The volume metrics Prometheus would scrape: family name -> samples."""
-    from proxy.quotas import QuotaMetricsCollector
+    from proxy.enforce.managers import QuotaMetricsCollector
 
     class Quotas:
         volume = t
@@ -106,7 +106,7 @@ def bad_records(t: VolumeThrottle) -> dict[str, float]:
 
 
 def test_an_over_limit_record_is_counted_by_reason_and_the_pause_stays(caplog):
-    from proxy import volume
+    from proxy.observers import volume_sources as volume
 
     volume.BAD_RECORD_LOG._peers.clear()
     t = throttle(max_record_bytes=64 * 1024, max_volumes_per_snapshot=100)
@@ -171,8 +171,8 @@ def test_the_background_timer_evaluates_once_in_ten_minutes_for_one_snapshot(mon
     """The follower's timer as it runs (before: ``evaluate()`` every second, 600 evaluations for nothing in ten
     minutes). A snapshot taken at the start goes stale once; that is the one evaluation due. Evaluations are
     counted where the throttle calls the pure ``evaluate``."""
-    from proxy import volume_throttle
-    from proxy.volume import VolumeFollower
+    from proxy.enforce import volume_throttle
+    from proxy.observers.volume_sources import VolumeFollower
 
     evaluations = [0]
     pure_evaluate = volume_throttle.evaluate

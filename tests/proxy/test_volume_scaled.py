@@ -5,7 +5,7 @@ to take (no copy) and refreshes only the sensors the changed entities reach; the
 from __future__ import annotations
 
 from config.volume import VolumeUsageConfig
-from proxy.volume_throttle import VolumeThrottle, scaled_produce_table
+from proxy.enforce.volume_throttle import VolumeThrottle, scaled_produce_table
 from quota.clock import ManualClock
 from quota.entity import (CONSUMER_BYTE_RATE, DEFAULT, PRODUCER_BYTE_RATE, QuotaEntity, QuotaEntry, QuotaTable)
 from quota.rate import QuotaWindow

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from config.volume import VolumeUsageConfig
-from proxy.volume import VolumeThrottle, scaled_produce_table
+from proxy.observers.volume_sources import VolumeThrottle, scaled_produce_table
 from quota.clock import ManualClock
 from quota.entity import QuotaTable
 from quota.rate import QuotaWindow
@@ -88,7 +88,7 @@ def test_a_tombstone_does_not_pause_everyone():
 
 
 def test_bad_records_are_logged_rate_limited_and_truncated(caplog):
-    from proxy import volume
+    from proxy.observers import volume_sources as volume
 
     volume.BAD_RECORD_LOG._peers.clear()
     t, clock = throttle()
@@ -106,7 +106,7 @@ def test_snapshots_are_judged_in_wall_time_with_the_production_clocks():
     import time
 
     from config.loader import parse_config
-    from proxy.quotas import ByteRateQuotas
+    from proxy.enforce.managers import ByteRateQuotas
     from quota.volume import Limit, Snapshot, Volume
 
     config = parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}],

@@ -1,7 +1,7 @@
 """What Produce consults for cluster volume usage: the latest snapshots (summarized), the state
 :func:`quota.volume.evaluate` derives from them, and a produce byte-rate manager whose limits are the configured
 ones scaled by the state's factor (a base rate where no per-entity ``producer_byte_rate`` applies). No I/O: the
-request path reads it, the follower or the DescribeLogDirs poller (:mod:`proxy.volume`) feeds it.
+request path reads it, the follower or the DescribeLogDirs poller (:mod:`proxy.observers.volume_sources`) feeds it.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from config.volume import VolumeUsageConfig
-from proxy.logs import LogLimiter
+from proxy.ops.logs import LogLimiter
 from quota.client_quota import ClientQuotaManager
 from quota.entity import DEFAULT, PRODUCER_BYTE_RATE, QuotaEntity, QuotaTable, ResolvedQuota
 from quota.rate import QuotaWindow

@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["configs"]:
-        from proxy.configs_cli import main as configs
+        from proxy.cli.configs import main as configs
 
         return configs(argv[1:])
     if argv[:1] == ["analyze"]:
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.config}: valid")
         return 0
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from proxy.logs import install_bounded_lines
+    from proxy.ops.logs import install_bounded_lines
 
     install_bounded_lines()  # every line bounded, every repeated one rate-limited with a count
     from proxy.app import ProxyApp  # imported late: `check-config` needs none of the runtime

@@ -3,7 +3,7 @@
 Bytes and events go in (:meth:`ConnectionCore.client_bytes`, :meth:`ConnectionCore.broker_bytes`, back-pressure,
 drain, time); bytes come out through the two write callables, and :meth:`ConnectionCore.step` says what the
 socket code must apply: read the client or not, read the broker or not, when to call back, whether the
-connection has drained. :mod:`proxy.client` is the shell that does that with real transports; tests drive this
+connection has drained. :mod:`proxy.connection.client_socket` is the shell that does that with real transports; tests drive this
 class directly on bytes with a fake clock.
 """
 
@@ -16,10 +16,10 @@ from proxy.apis import ConnectionScope, Session, plan_request
 from proxy.codec.frame import FrameSplitter
 from proxy.codec.header import (MAX_HEADER_BYTES, parse_raw_sasl_request, parse_raw_sasl_response,
                                 parse_request_prefix, parse_response_prefix)
-from proxy.flow import Flow
-from proxy.requests import RequestPath
-from proxy.responses import ResponsePath
-from proxy.usage import NO_USAGE
+from proxy.connection.flow import Flow
+from proxy.connection.request_path import RequestPath
+from proxy.connection.response_path import ResponsePath
+from proxy.ops.usage_log import NO_USAGE
 
 @dataclass(frozen=True, slots=True)
 class State:
@@ -107,7 +107,7 @@ class ConnectionCore:
         return State(flow.reading_client, flow.reading_broker, flow.next_deadline(), flow.drained)
 
     def overdue(self, now: int, response_timeout: int, idle_timeout: int) -> str | None:
-        """The bound this connection is past (:meth:`proxy.flow.Flow.overdue`), or None. The broker owes an answer
+        """The bound this connection is past (:meth:`proxy.connection.flow.Flow.overdue`), or None. The broker owes an answer
         from when the response being received was asked for, or a dropped one started, or the oldest request
         still waiting was read."""
         responses = self.responses

@@ -8,9 +8,9 @@ from typing import Callable
 
 from config.model import Address
 from proxy.apis import ConnectionScope
-from proxy.buffers import SharedReadBuffer
-from proxy.logs import LogLimiter
-from proxy.metrics import ProxyMetrics
+from proxy.connection.buffers import SharedReadBuffer
+from proxy.ops.logs import LogLimiter
+from proxy.ops.metrics import ProxyMetrics
 from quota.clock import Clock
 from quota.connection import ConnectionQuotas
 
@@ -35,7 +35,7 @@ class ListenerContext:
     connection_quotas: ConnectionQuotas  # connection creation rates and counts, shared by every listener
     clock: Clock  # the quotas' clock
     ssl_context: "ssl.SSLContext | None" = None  # TLS termination on this listener
-    principal_rules: tuple = ()  # mTLS: ssl.principal.mapping.rules (proxy.principals)
+    principal_rules: tuple = ()  # mTLS: ssl.principal.mapping.rules (proxy.session.principals)
     sasl: bool = False  # the broker behind authenticates with SASL: frames limited until a client has
     pre_auth_max_bytes: int = 524288  # sasl.server.max.receive.size
     upstream_ssl: "ssl.SSLContext | None" = None  # TLS to the brokers

@@ -1,6 +1,6 @@
 """The request path of one connection: client bytes in, the broker's requests out. No I/O.
 
-The frame splitter asks the :class:`~proxy.flow.Flow` before each request frame's first byte, so a quota pause
+The frame splitter asks the :class:`~proxy.connection.flow.Flow` before each request frame's first byte, so a quota pause
 takes effect only at a frame boundary. At each header the API's
 handler plans (:mod:`proxy.apis`): stream the request to the broker as it arrives, answer it locally, or buffer it
 and decide on the whole body. Every request that will be answered is queued in flight at its header, so a local
@@ -16,10 +16,10 @@ from proxy.apis import PASS, AnswerLocally, Await, ConnectionScope, LookUp, Outc
 from proxy.codec.errors import ProtocolError
 from proxy.codec.frame import BUFFER, STREAM, Action
 from proxy.codec.header import RequestHeader
-from proxy.flow import Flow
-from proxy.inflight import InFlight
-from proxy.responses import ResponsePath
-from proxy.usage import NO_USAGE_RECORDER
+from proxy.connection.flow import Flow
+from proxy.connection.inflight import InFlight
+from proxy.connection.response_path import ResponsePath
+from proxy.ops.usage_log import NO_USAGE_RECORDER
 from quota.decision import Throttle
 
 _INT32 = struct.Struct(">i")
@@ -35,7 +35,7 @@ class RequestPath:
                  responses: ResponsePath, api_metrics: Callable[[int], object], clock: Callable[[], int],
                  planner=plan_request, usage=NO_USAGE_RECORDER, spawn=None) -> None:
         self._spawn = spawn  # (start, done): runs start() off the request path, then done(result) (Await outcomes)
-        self._usage = usage  # what the usage log is told (proxy.usage.UsageRecorder; does nothing without a log)
+        self._usage = usage  # what the usage log is told (proxy.ops.usage_log.UsageRecorder; does nothing without a log)
         self._planner = planner  # (scope, session, header) -> Plan: the per-API handler table
         self._flow = flow
         self._scope = scope

@@ -13,8 +13,8 @@ import asyncio
 import logging
 import socket
 
-from proxy.client import ClientConnection, ListenerContext, bounded
-from proxy.logs import LogLimiter
+from proxy.connection.client_socket import ClientConnection, ListenerContext, bounded
+from proxy.ops.logs import LogLimiter
 from proxy.tasks import cancel_and_wait
 from quota.connection import IP_RATE, Admit, Close, Hold, normalize_ip
 

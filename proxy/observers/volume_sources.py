@@ -1,6 +1,6 @@
 """Cluster-wide volume-usage throttling at run time: the publisher and the sources that feed what Produce consults.
 
-- :class:`VolumeThrottle` (:mod:`proxy.volume_throttle`, re-exported here) holds the latest snapshots, the state
+- :class:`VolumeThrottle` (:mod:`proxy.enforce.volume_throttle`, re-exported here) holds the latest snapshots, the state
   and the scaled produce quota. No I/O: the request path reads it. The sources below evaluate it again only when
   a fresh snapshot goes stale (one timer, re-armed by every evaluation), and read a big record in a worker thread.
 - :class:`VolumeFollower` reads the volume-usage topic from the beginning with aiokafka and follows it (no
@@ -21,9 +21,9 @@ import time
 from collections.abc import Callable
 
 from config.volume import VolumeUsageConfig
-from proxy.following import CALL_TIMEOUT_S, CHECK_S, TopicReader
+from proxy.observers.following import CALL_TIMEOUT_S, CHECK_S, TopicReader
 from proxy.tasks import stop_client
-from proxy.volume_throttle import BAD_RECORD_LOG, VolumeThrottle, scaled_produce_table  # noqa: F401 (re-exported)
+from proxy.enforce.volume_throttle import BAD_RECORD_LOG, VolumeThrottle, scaled_produce_table  # noqa: F401 (re-exported)
 from quota.volume import Snapshot, Volume
 
 log = logging.getLogger("kafka_quota_proxy.volume")
@@ -70,7 +70,7 @@ class VolumePublisher:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def _ensure_topic(self) -> None:
-        from proxy.dynamic import ensure_topic
+        from proxy.observers.dynamic_config import ensure_topic
 
         await ensure_topic(self.bootstrap, self.config.topic, "kafka-quota-proxy-volume", self.security)
 
@@ -259,7 +259,7 @@ class LogDirsPoller(_Evaluating):
     async def poll_once(self) -> int:
         """One round; how many brokers answered."""
         from proxy.codec.messages import new_request
-        from proxy.discovery import ask, fetch_brokers
+        from proxy.cluster.discovery import ask, fetch_brokers
 
         brokers = None
         for address in self.bootstrap:

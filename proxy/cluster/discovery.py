@@ -9,7 +9,7 @@ until that has happened once.
 
 A broker missing from every answer for ``cluster.broker.removal.ms`` has its port closed and its connections closed
 (reason ``broker_removed``); a broker that comes back gets the same port (``broker_port_base + node id``).
-Responses that name a broker not seen yet still open its port at once (:class:`proxy.cluster.BrokerPorts`).
+Responses that name a broker not seen yet still open its port at once (:class:`proxy.cluster.broker_ports.BrokerPorts`).
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections import deque
 
 from proxy.codec.throttle import delays_response
-from proxy.inflight import InFlight, InFlightQueue
+from proxy.connection.inflight import InFlight, InFlightQueue
 from quota.decision import Throttle, longest
 
 # Once a connection has been paused by a quota, its reads are at most this big, so what is read past a paused

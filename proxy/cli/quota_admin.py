@@ -2,7 +2,7 @@
 
 KafkaAdminClient has no client-quota methods, and its config methods take a BROKER resource only by broker id (not
 ``""``, the cluster default), so the requests are kafka-python's own protocol classes sent on the admin client's
-connection manager. Each answer is checked: an error code from the server is :class:`~proxy.configs_cli.Failed`
+connection manager. Each answer is checked: an error code from the server is :class:`~proxy.cli.configs.Failed`
 with the server's message; a server whose ApiVersions does not list an API, or that closes the connection on it
 (as Tansu does for the client-quota APIs), is said to be one that does not serve them.
 """
@@ -10,7 +10,7 @@ with the server's message; a server whose ApiVersions does not list an API, or t
 from __future__ import annotations
 
 from proxy.codec.error_codes import error_name
-from proxy.configs_cli import (ANY, BROKER_RESOURCE, DEFAULT_MATCH, DELETE, EXACT, NOT_SERVED, SET,
+from proxy.cli.configs import (ANY, BROKER_RESOURCE, DEFAULT_MATCH, DELETE, EXACT, NOT_SERVED, SET,
                                SETTINGS_NOT_SERVED, Failed)
 from config.dynamic import DYNAMIC_SETTINGS
 from quota.entity import DEFAULT

@@ -1,9 +1,9 @@
 """The client-side connection: the only code that touches a client socket, and the shell around the flow.
 
 A client socket is wrapped only once its broker connection is open, so no byte is read before there is
-somewhere to send it. Requests go through :class:`~proxy.requests.RequestPath`, responses through
-:class:`~proxy.responses.ResponsePath`; every reason to stop reading either socket lives in one pure
-:class:`~proxy.flow.Flow`. After each socket event this shell applies the flow's state: reading on or off on each
+somewhere to send it. Requests go through :class:`~proxy.connection.request_path.RequestPath`, responses through
+:class:`~proxy.connection.response_path.ResponsePath`; every reason to stop reading either socket lives in one pure
+:class:`~proxy.connection.flow.Flow`. After each socket event this shell applies the flow's state: reading on or off on each
 side, held-back requests replayed, held responses now due written in order, one timer for the next deadline.
 """
 
@@ -16,15 +16,15 @@ import time
 
 from proxy.apis import Session
 from proxy.codec.errors import ProtocolError
-from proxy.client_context import FRAME_ERROR_LOG, ListenerContext, bounded
-from proxy.connection import CLOSED_CORE, ConnectionCore
-from proxy.metrics import ApiMetrics
-from proxy.upstream import UpstreamConnection
-from proxy.principals import MappingError, map_principal, subject_dn
+from proxy.connection.client_context import FRAME_ERROR_LOG, ListenerContext, bounded
+from proxy.connection.core import CLOSED_CORE, ConnectionCore
+from proxy.ops.metrics import ApiMetrics
+from proxy.connection.broker_socket import UpstreamConnection
+from proxy.session.principals import MappingError, map_principal, subject_dn
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ClientConnection", "ListenerContext", "bounded"]  # ListenerContext, bounded: proxy.client_context
+__all__ = ["ClientConnection", "ListenerContext", "bounded"]  # ListenerContext, bounded: proxy.connection.client_context
 
 
 class ClientConnection(asyncio.BufferedProtocol):

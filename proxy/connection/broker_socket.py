@@ -2,7 +2,7 @@
 
 A thin shell: it reports what happens on the socket (bytes arrived, write buffer full or drained, connection
 lost) to the :class:`BrokerEvents` it was made for, and does what it is told (write, read or not, close). What
-the bytes mean is decided elsewhere (:mod:`proxy.responses`).
+the bytes mean is decided elsewhere (:mod:`proxy.connection.response_path`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Protocol
 
-from proxy.buffers import SharedReadBuffer
+from proxy.connection.buffers import SharedReadBuffer
 
 
 class BrokerEvents(Protocol):

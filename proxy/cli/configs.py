@@ -12,7 +12,7 @@ Quotas (``users``, ``clients`` -- user and client combined, as kafka-configs doe
 AlterClientQuotas / DescribeClientQuotas, the proxy-wide settings (``brokers --entity-default``, or its alias
 ``proxy``) as IncrementalAlterConfigs / DescribeConfigs of the BROKER resource ``""``, exactly as kafka-configs.sh
 sends them: the proxy checks ``admin_principals`` and the values, and writes its config topic itself; this command
-never touches the topic. ``--command-config FILE`` gives Kafka client properties (:mod:`proxy.command_config`).
+never touches the topic. ``--command-config FILE`` gives Kafka client properties (:mod:`proxy.cli.command_config`).
 Exit codes: 0 done, 1 refused or not possible (the server's message is printed), 2 a bad command line.
 kafka-python is the client (the proxy's own traffic uses aiokafka).
 """
@@ -23,7 +23,7 @@ import argparse
 import sys
 
 from config.dynamic import DYNAMIC_SETTINGS, PROXY_KEY
-from proxy.command_config import CommandConfigError, read_command_config
+from proxy.cli.command_config import CommandConfigError, read_command_config
 from quota.entity import DEFAULT
 
 TYPES = {"users": "user", "clients": "client-id", "ips": "ip"}
@@ -151,7 +151,7 @@ def main(argv: list[str]) -> int:
         if both:
             raise Failed(f"{', '.join(both)}: both added and deleted", EXIT_USAGE)
         check_keys(entity, added, deleted)
-        from proxy.quota_admin import QuotaAdmin
+        from proxy.cli.quota_admin import QuotaAdmin
 
         with QuotaAdmin(args.bootstrap_server, security) as admin:
             if entity == PROXY_KEY:

@@ -1,9 +1,9 @@
 """The response path of one connection: broker bytes in, the client's responses out, in request order. No I/O.
 
-Broker responses are split into frames and matched to their requests by correlation id (:mod:`proxy.inflight`).
+Broker responses are split into frames and matched to their requests by correlation id (:mod:`proxy.connection.inflight`).
 Most stream through untouched; those whose request plan asked for it are buffered whole (bounded by
 ``upstream.response.max.bytes``), decoded and rewritten, and carry the throttle of their request: merged into
-``throttle_time_ms``, then acted on through the :class:`~proxy.flow.Flow` (mute after the response, or hold the
+``throttle_time_ms``, then acted on through the :class:`~proxy.connection.flow.Flow` (mute after the response, or hold the
 response itself for versions before KIP-219). Answers the proxy makes itself go out once every request before
 them has been answered. A response to an ``acks=0`` Produce, or to the proxy's own probe, is dropped.
 """
@@ -17,9 +17,9 @@ from proxy.codec.errors import ProtocolError
 from proxy.codec.frame import BUFFER, DROP, STREAM, Action
 from proxy.codec.header import ResponseHeader, response_header_length
 from proxy.codec.throttle import merge_throttle
-from proxy.flow import Flow
-from proxy.inflight import InFlight
-from proxy.usage import NO_USAGE_RECORDER
+from proxy.connection.flow import Flow
+from proxy.connection.inflight import InFlight
+from proxy.ops.usage_log import NO_USAGE_RECORDER
 from quota.decision import combined
 
 _INT32 = struct.Struct(">i")
@@ -33,7 +33,7 @@ class ResponsePath:
     def __init__(self, flow: Flow, write: Callable[[object], None], clock: Callable[[], int],
                  api_metrics: Callable[[int], object], usage=NO_USAGE_RECORDER, session=None) -> None:
         self._session = session  # whose SASL exchange raw token responses belong to
-        self._usage = usage  # what the usage log is told (proxy.usage.UsageRecorder; does nothing without a log)
+        self._usage = usage  # what the usage log is told (proxy.ops.usage_log.UsageRecorder; does nothing without a log)
         self._flow = flow
         self._write = write  # writes to the client socket
         self._clock = clock  # the connection's one clock (ns): latencies, mutes, held responses, timeouts

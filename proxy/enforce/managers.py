@@ -20,8 +20,8 @@ from prometheus_client.registry import Collector
 
 from config.model import ProxyConfig
 from proxy.clock import SystemClock, WallClock
-from proxy.logs import LogLimiter
-from proxy.metrics import PREFIX as METRICS_PREFIX
+from proxy.ops.logs import LogLimiter
+from proxy.ops.metrics import PREFIX as METRICS_PREFIX
 from quota.connection import ConnectionQuotas
 from quota.client_quota import ClientQuotaManager
 from quota.entity import CONSUMER_BYTE_RATE, DEFAULT, PRODUCER_BYTE_RATE, QuotaTable
@@ -82,9 +82,9 @@ class ByteRateQuotas:
             expected_pids=settings["producer.id.quota.bloom.expected.pids"],
             false_positive_rate=settings["producer.id.quota.bloom.false.positive.rate"], max_mute_ms=mute_max)
         self.max_metric_entities = settings["quota.metrics.max.entities"]
-        self.volume = None  # cluster volume usage (proxy.volume.VolumeThrottle), when configured
+        self.volume = None  # cluster volume usage (proxy.observers.volume_sources.VolumeThrottle), when configured
         if config.volume_usage is not None:
-            from proxy.volume import VolumeThrottle
+            from proxy.observers.volume_sources import VolumeThrottle
 
             # snapshots are dated in wall time (they cross hosts); a test's fake clock stands for both
             self.volume = VolumeThrottle(config.volume_usage, config.quotas, self.clock, self.window, mute_max,
@@ -158,7 +158,7 @@ SCRAPE_PAUSE_S = 0.0002
 
 
 def let_the_loop_run() -> None:
-    """Between two chunks of a scrape's work (in the scrape thread, see proxy.http): the GIL given back long enough
+    """Between two chunks of a scrape's work (in the scrape thread, see proxy.ops.http): the GIL given back long enough
     for the event loop to take it if it waits for it, so traffic waits at most a chunk (~1 ms), not the switch
     interval (5 ms) or a whole C-level loop over every entity."""
     time.sleep(SCRAPE_PAUSE_S)

@@ -14,7 +14,7 @@ force once read to its end (start-up does not wait for that: the YAML applies un
 ready, and no partial configuration is applied on the way). A missing topic is created; one that cannot be created or read is logged once
 (``dynamic_config_available`` 0) and the proxy runs on what it has (YAML plus the entries it read last), retrying
 every RETRY_S. A deleted topic takes its entries with it (YAML alone); a recreated one is read again from the
-beginning (:class:`proxy.following.TopicReader` notices). ``dynamic_config_lag_records`` and
+beginning (:class:`proxy.observers.following.TopicReader` notices). ``dynamic_config_lag_records`` and
 ``dynamic_config_last_read_age_seconds`` show how far behind it is.
 
 Writes (AlterClientQuotas served by the proxy) go through :meth:`DynamicConfig.write`, which creates the topic
@@ -34,8 +34,8 @@ from config.dynamic import DynamicEntries, RecordError
 from config.dynamic_source import DynamicConfigSource
 from config.dynamic_state import SKIP_REASONS, STEP, Batch, DynamicState, RecordSkipped
 from config.model import ProxyConfig
-from proxy.following import CALL_TIMEOUT_S, CHECK_S, TopicReader, log_end
-from proxy.logs import LogLimiter
+from proxy.observers.following import CALL_TIMEOUT_S, CHECK_S, TopicReader, log_end
+from proxy.ops.logs import LogLimiter
 from proxy.tasks import stop_client
 
 log = logging.getLogger(__name__)
@@ -275,7 +275,7 @@ class DynamicConfig:
         """Append records (key, JSON value or None for a tombstone) to the topic, creating it when missing; raises
         on failure, bounded by WRITE_TIMEOUT_S (the caller answers with an error; the next write starts afresh)."""
         # in the context the follower started in, not the requesting client's: the proxy's own clients are routed
-        # (proxy.own_clients.ROUTE) straight to the broker behind a sidecar
+        # (proxy.cluster.own_clients.ROUTE) straight to the broker behind a sidecar
         write = asyncio.get_running_loop().create_task(self._write(records), context=self._context.copy())
         try:
             await asyncio.wait_for(write, WRITE_TIMEOUT_S)
@@ -349,7 +349,7 @@ class DynamicConfigCollector:
     def collect(self):
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-        from proxy.metrics import PREFIX
+        from proxy.ops.metrics import PREFIX
 
         d = self._dynamic
         name = f"{PREFIX}_dynamic_config"

@@ -1,0 +1,1 @@
+"""Command lines: kafka-quota-proxy run, configs and analyze."""

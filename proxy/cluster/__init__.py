@@ -1,0 +1,1 @@
+"""What the proxy knows about the cluster (brokers, their ports, topics) and the proxy's own Kafka clients."""

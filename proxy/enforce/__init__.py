@@ -1,0 +1,1 @@
+"""The quota managers a running proxy holds, consulted on the request path."""

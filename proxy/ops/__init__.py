@@ -1,0 +1,1 @@
+"""Operations: metrics, the HTTP endpoint, readiness, logs and the usage log."""

@@ -1,0 +1,1 @@
+"""Who a connection is: SASL and TLS principals."""
