@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from config.errors import ConfigError, mapping_with
+from config.principal_rules import MappingError, parse_rules  # parsed here so a bad rule fails at load
 
 CLIENT_AUTH = ("none", "requested", "required")
 
@@ -94,8 +95,6 @@ def parse_listener_tls(raw: Any, path: str) -> ListenerTls | None:
     if client_auth != "none" and cafile is None:
         raise ConfigError(f"{path}.cafile", f"required to verify client certificates (client_auth: {client_auth})")
     rules = m.get("principal_mapping_rules")
-    from proxy.session.principals import MappingError, parse_rules  # pure; parsed here so a bad rule fails at load
-
     try:
         parse_rules(rules)
     except MappingError as exc:

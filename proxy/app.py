@@ -8,8 +8,8 @@ import signal
 import time
 
 from config.model import ListenerConfig, ProxyConfig
+from config.principal_rules import parse_rules
 from proxy.apis import ConnectionScope
-from proxy.apis.internal_topics import InternalTopicGuard
 from proxy.cluster import own_clients
 from proxy.cluster.broker_ports import BrokerPorts
 from proxy.cluster.discovery import BrokerDiscovery
@@ -19,12 +19,12 @@ from proxy.codec.messages import TopicIdMap
 from proxy.connection.buffers import SharedReadBuffer
 from proxy.connection.client_socket import ClientConnection, ListenerContext
 from proxy.connection.listener import Listener
+from proxy.enforce.internal_topic_guard import InternalTopicGuard
 from proxy.enforce.managers import ByteRateQuotas, ConnectionMetricsCollector, QuotaMetricsCollector
 from proxy.ops.http import OpsServer
 from proxy.ops.metrics import ProxyMetrics
 from proxy.ops.readiness import Readiness
 from proxy.ops.usage_log import UsageLog
-from proxy.session.principals import parse_rules
 from proxy.tasks import cancel_and_wait
 from quota.connection import ConnectionQuotas
 

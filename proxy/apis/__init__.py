@@ -12,7 +12,7 @@ from typing import Callable
 from proxy.apis import addresses, api_versions, broker_configs, byte_rate, client_quotas, mutations, producer_ids, sasl
 from proxy.apis.internal_topics import GUARDED, guarded
 from proxy.apis.plan import (FORWARD_AS_IS, PASS, AnswerLocally, Await, ConnectionScope, ForwardRequest, LookUp, Outcome,
-                             Plan, Session)
+                             Plan)
 from proxy.codec.apis import (ALTER_CLIENT_QUOTAS, API_VERSIONS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS,
                               DESCRIBE_CLIENT_QUOTAS, DESCRIBE_CLUSTER, FETCH, FIND_COORDINATOR, INIT_PRODUCER_ID,
                               METADATA, PRODUCE, SASL_AUTHENTICATE, SASL_HANDSHAKE)
@@ -20,6 +20,7 @@ from proxy.codec.apis import DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, api_na
 from proxy.codec.errors import ProtocolError
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import DECODED_APIS
+from proxy.session.session import Session
 
 Handler = Callable[[ConnectionScope, Session, RequestHeader], Plan]
 

@@ -8,7 +8,8 @@ lists the ApiVersions versions to retry with.
 
 from __future__ import annotations
 
-from proxy.apis.plan import ConnectionScope, Plan, Session
+from proxy.apis.plan import ConnectionScope, Plan
+from proxy.session.session import Session
 from proxy.codec.apis import ALTER_CLIENT_QUOTAS, API_VERSIONS, DESCRIBE_CLIENT_QUOTAS
 from proxy.codec.frame import DROP
 from proxy.codec.header import RequestHeader, encode_response_header, frame

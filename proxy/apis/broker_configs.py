@@ -23,8 +23,11 @@ from typing import TYPE_CHECKING, Callable
 
 from config.dynamic import DYNAMIC_SETTINGS, PROXY_KEY, RecordError, entity_key
 from config.settings import IP_OVERRIDES, QUOTA_MODE, SETTINGS, parse_settings
-from proxy.apis.plan import FORWARD_AS_IS, PASS, AnswerLocally, Await, ConnectionScope, ForwardRequest, Plan, Session
+from proxy.apis.plan import FORWARD_AS_IS, PASS, AnswerLocally, Await, ConnectionScope, ForwardRequest, Plan
+from proxy.session.session import Session
 from proxy.codec.apis import DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
+from proxy.codec.enums import (BROKER_RESOURCE, DEFAULT_CONFIG, DELETE, DYNAMIC_DEFAULT_BROKER_CONFIG, INT_TYPE, SET,
+                               STATIC_BROKER_CONFIG, STRING_TYPE)
 from proxy.codec.error_codes import (CLUSTER_AUTHORIZATION_FAILED, INVALID_CONFIG, INVALID_REQUEST, NONE,
                                      UNKNOWN_SERVER_ERROR)
 from proxy.codec.frame import BUFFER
@@ -36,12 +39,7 @@ from proxy.codec.responses import encode_local_response
 if TYPE_CHECKING:
     from proxy.observers.dynamic_config import DynamicConfig
 
-BROKER_RESOURCE = 4  # ConfigResource.Type.BROKER
 CLUSTER_DEFAULT = ""  # the BROKER resource named "": every broker's default (kafka-configs --entity-default)
-SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3  # AlterConfigOp.OpType
-# DescribeConfigsResponse ConfigSource and ConfigType
-DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 3, 4, 5
-STRING_TYPE, INT_TYPE = 2, 3
 DEFAULTS = parse_settings(None, "settings").values
 PROXY_RECORD_KEY = entity_key(PROXY_KEY)
 

@@ -29,20 +29,20 @@ Muting, not the client's goodwill, is what holds clients that ignore ``throttle_
 from __future__ import annotations
 
 from proxy.apis import addresses
-from proxy.apis.plan import FORWARD_AS_IS, AnswerLocally, ConnectionScope, ForwardRequest, Outcome, Plan, Session
-from proxy.codec.apis import FETCH, PRODUCE
+from proxy.apis.plan import FORWARD_AS_IS, AnswerLocally, ConnectionScope, ForwardRequest, Outcome, Plan
+from proxy.session.session import Session
+from proxy.codec.apis import FETCH, FETCH_MAX_BYTES_SINCE, PRODUCE
+from proxy.codec.error_codes import NOT_ENOUGH_REPLICAS
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import decode_request, decode_response, encode_request, encode_response
 from proxy.codec.records import iter_batches
 from proxy.codec.responses import encode_local_response, error_response
-from proxy.observers.volume_sources import NOT_ENOUGH_REPLICAS
 from proxy.apis.decisions import Decisions
 from quota.decision import Throttle
 from quota.entity import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
 from quota.throttle import INT32_MAX
 
-FETCH_MAX_BYTES_SINCE = 3
 
 
 def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:

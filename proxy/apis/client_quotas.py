@@ -22,8 +22,10 @@ import math
 from typing import TYPE_CHECKING
 
 from config.dynamic import DynamicEntries, RecordError, describe, entity_key, parse_key
-from proxy.apis.plan import PASS, AnswerLocally, Await, ConnectionScope, Plan, Session
+from proxy.apis.plan import PASS, AnswerLocally, Await, ConnectionScope, Plan
+from proxy.session.session import Session
 from proxy.codec.apis import ALTER_CLIENT_QUOTAS, DESCRIBE_CLIENT_QUOTAS
+from proxy.codec.enums import MATCH_TYPE_DEFAULT, MATCH_TYPE_EXACT, MATCH_TYPE_SPECIFIED
 from proxy.codec.error_codes import CLUSTER_AUTHORIZATION_FAILED, INVALID_REQUEST, NONE, UNKNOWN_SERVER_ERROR
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader
@@ -35,7 +37,6 @@ if TYPE_CHECKING:
     from proxy.observers.dynamic_config import DynamicConfig
 
 VERSIONS = (0, 1)
-EXACT, DEFAULT_MATCH, ANY = 0, 1, 2
 ENTITY_TYPES = ("user", "client-id", "ip")
 
 
@@ -65,7 +66,7 @@ def describe_response(version: int, msg, config):
         error = "an ip filter cannot be combined with user or client-id (KIP-612)"
     elif any(t not in ENTITY_TYPES for t in types):
         error = f"unknown entity type in the filter (known: {', '.join(ENTITY_TYPES)})"
-    elif any(c.match_type not in (EXACT, DEFAULT_MATCH, ANY) for c in msg.components):
+    elif any(c.match_type not in (MATCH_TYPE_EXACT, MATCH_TYPE_DEFAULT, MATCH_TYPE_SPECIFIED) for c in msg.components):
         error = "match_type must be 0 (exact), 1 (default) or 2 (any)"
     if error is not None:
         return new_response(DESCRIBE_CLIENT_QUOTAS, version, error_code=INVALID_REQUEST, error_message=error,
@@ -84,9 +85,9 @@ def matches(entity: dict, components, strict: bool) -> bool:
         name = entity.get(c.entity_type)
         if name is None:
             return False
-        if c.match_type == EXACT and (name == DEFAULT or name != c.match):
+        if c.match_type == MATCH_TYPE_EXACT and (name == DEFAULT or name != c.match):
             return False
-        if c.match_type == DEFAULT_MATCH and name != DEFAULT:
+        if c.match_type == MATCH_TYPE_DEFAULT and name != DEFAULT:
             return False
     return not strict or len(entity) == len(components)
 

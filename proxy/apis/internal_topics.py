@@ -18,15 +18,15 @@ handler's ``decide`` the request without the refused items, so the quotas still 
 
 from __future__ import annotations
 
-import logging
-import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
-from proxy.apis.plan import AnswerLocally, Await, ForwardRequest, LookUp, Outcome, Plan, Session
+from proxy.apis.plan import AnswerLocally, Await, ForwardRequest, LookUp, Outcome, Plan
+from proxy.session.session import Session
 from proxy.codec.apis import (ADD_PARTITIONS_TO_TXN, ALTER_CONFIGS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_RECORDS,
-                              DELETE_TOPICS, INCREMENTAL_ALTER_CONFIGS, METADATA, PRODUCE, api_name,
+                              DELETE_TOPICS, INCREMENTAL_ALTER_CONFIGS, METADATA, OWN_METADATA_VERSION, PRODUCE,
                               response_header_version)
+from proxy.codec.enums import TOPIC_RESOURCE
 from proxy.codec.error_codes import TOPIC_AUTHORIZATION_FAILED
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader, encode_response_header, frame
@@ -34,13 +34,8 @@ from proxy.codec.messages import Message, TopicIdMap, decode_request, decode_res
 from proxy.codec.messages import new_request
 from proxy.codec.primitives import ZERO_UUID
 from proxy.codec.responses import error_response
-from proxy.ops.logs import LogLimiter
-from proxy.cluster.own_clients import OwnConnections
+from proxy.enforce.internal_topic_guard import InternalTopicGuard
 
-log = logging.getLogger(__name__)
-
-TOPIC_RESOURCE = 2  # ConfigResource.Type.TOPIC
-LOOKUP_METADATA_VERSION = 10  # topic ids in, names out
 REFUSED_MESSAGE = ("kafka-quota-proxy: {topic} is an internal topic of the proxy; only the proxy and "
                    "admin_principals may write it")
 
@@ -58,43 +53,6 @@ _RESPONSE_ITEMS: dict[int, Callable[[int], str]] = {
     INCREMENTAL_ALTER_CONFIGS: lambda v: "responses",
 }
 GUARDED = frozenset(_REQUEST_ITEMS)
-
-
-class InternalTopicGuard:
-    """Who may write the internal topics, and the count of refusals. ``topics`` empty: nothing to guard."""
-
-    def __init__(self, topics: Iterable[str] = (), admin_principals: Iterable[str] = (),
-                 own: OwnConnections | None = None, refused_counter=None) -> None:
-        self.topics = frozenset(topics)
-        self.admins = frozenset(admin_principals)
-        self.own = own or OwnConnections()
-        self._counter = refused_counter  # prometheus Counter with labels (topic, api), or None
-        self.refused_total: dict[tuple[str, str], int] = {}
-        self._log = LogLimiter()
-
-    def allowed(self, session: Session) -> bool:
-        """An admin principal, or the proxy's own connection (checked once per connection)."""
-        if f"User:{session.user}" in self.admins:
-            return True
-        if session.own_connection is None:
-            session.own_connection = self.own.is_own(session.peer, session.local)
-        return session.own_connection
-
-    def refused(self, session: Session, api_key: int, topics: Iterable[str]) -> None:
-        api = api_name(api_key)
-        for topic in topics:
-            key = (topic, api)
-            self.refused_total[key] = self.refused_total.get(key, 0) + 1
-            if self._counter is not None:
-                self._counter.labels(topic, api).inc()
-            suppressed = self._log.allow(session.peer_ip, f"{api}:{topic}", time.monotonic())
-            if suppressed is not None:
-                log.warning("refused %s of internal topic %s from User:%s at %s (not in admin_principals)%s", api,
-                            topic, session.user, session.peer_ip,
-                            f"; {suppressed} more from this peer in the last 10 s" if suppressed else "")
-
-
-NO_GUARD = InternalTopicGuard()
 
 
 def guarded(guard: InternalTopicGuard, topic_ids: TopicIdMap, session: Session, header: RequestHeader,
@@ -258,12 +216,12 @@ class _Check:
     def _look_up(self, unknown: list, body: bytes) -> LookUp:
         """Topic ids the proxy has not seen: ask the broker their names first, then decide."""
         topics = [{"name": None, "topic_id": item.topic_id} for item in unknown]
-        request = new_request(METADATA, LOOKUP_METADATA_VERSION, topics=topics, allow_auto_topic_creation=False)
+        request = new_request(METADATA, OWN_METADATA_VERSION, topics=topics, allow_auto_topic_creation=False)
 
         def answered(response: memoryview) -> Outcome:
-            self.topic_ids.learn_from_metadata(decode_response(METADATA, LOOKUP_METADATA_VERSION, response))
+            self.topic_ids.learn_from_metadata(decode_response(METADATA, OWN_METADATA_VERSION, response))
             self.looked_up = True
             return self.decide(memoryview(body))
 
-        return LookUp(METADATA, LOOKUP_METADATA_VERSION, encode_request(METADATA, LOOKUP_METADATA_VERSION, request),
+        return LookUp(METADATA, OWN_METADATA_VERSION, encode_request(METADATA, OWN_METADATA_VERSION, request),
                       answered)

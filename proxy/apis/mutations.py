@@ -26,9 +26,10 @@ import uuid
 from collections.abc import Callable, Sequence
 
 from proxy.apis.plan import FORWARD_AS_IS, PASS, AnswerLocally, ConnectionScope, ForwardRequest, LookUp, Outcome, Plan
-from proxy.apis.plan import Session
-from proxy.codec.apis import CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, METADATA, strict_mutation_quota
-from proxy.codec.error_codes import NONE
+from proxy.session.session import Session
+from proxy.codec.apis import (CREATE_PARTITIONS, CREATE_TOPICS, CREATE_TOPICS_REPORTS_PARTITIONS_SINCE, DELETE_TOPICS,
+                              METADATA, OWN_METADATA_VERSION, strict_mutation_quota)
+from proxy.codec.error_codes import NONE, THROTTLING_QUOTA_EXCEEDED
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import Message, decode_request, decode_response, encode_request, encode_response, new_request
@@ -36,9 +37,6 @@ from proxy.codec.primitives import ZERO_UUID
 from proxy.codec.responses import encode_local_response, error_response
 from proxy.apis.decisions import Decisions
 
-THROTTLING_QUOTA_EXCEEDED = 89
-LOOKUP_METADATA_VERSION = 10  # names or topic ids in, topic ids out (Kafka 2.8+, and every 3.x and 4.x broker)
-CREATE_TOPICS_REPORTS_PARTITIONS_SINCE = 5
 
 
 def plan_create_topics(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
@@ -121,17 +119,17 @@ class _Mutation:
     def look_up(self, keys: Sequence[tuple[str | None, uuid.UUID | None]], then: Callable[[], Outcome]) -> LookUp:
         """A Metadata request for the topics whose counts are missing; the answer is learnt, then ``then`` decides."""
         topics = [{"name": name, "topic_id": topic_id or ZERO_UUID} for name, topic_id in keys]
-        request = new_request(METADATA, LOOKUP_METADATA_VERSION, topics=topics, allow_auto_topic_creation=False)
+        request = new_request(METADATA, OWN_METADATA_VERSION, topics=topics, allow_auto_topic_creation=False)
         scope = self.scope
 
         def answered(response: memoryview) -> Outcome:
-            msg = decode_response(METADATA, LOOKUP_METADATA_VERSION, response)
+            msg = decode_response(METADATA, OWN_METADATA_VERSION, response)
             scope.topic_ids.learn_from_metadata(msg)
             scope.topics.learn_from_metadata(msg, scope.quotas.clock.now_ms())
             self.looked_up = True
             return then()
 
-        return LookUp(METADATA, LOOKUP_METADATA_VERSION, encode_request(METADATA, LOOKUP_METADATA_VERSION, request),
+        return LookUp(METADATA, OWN_METADATA_VERSION, encode_request(METADATA, OWN_METADATA_VERSION, request),
                       answered)
 
     def decided(self, msg: Message, items: list) -> Outcome:

@@ -14,17 +14,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
+from proxy.cluster.topics import TopicPartitions
 from proxy.codec.frame import STREAM, Action
 from proxy.codec.messages import TopicIdMap
-from proxy.cluster.topics import TopicPartitions
+from proxy.enforce.internal_topic_guard import NO_GUARD, InternalTopicGuard
 from quota.decision import Decision, Throttle
 
 if TYPE_CHECKING:
     from proxy.cluster.broker_ports import BrokerPorts
     from proxy.enforce.managers import ByteRateQuotas
-    from proxy.apis.internal_topics import InternalTopicGuard
     from proxy.observers.dynamic_config import DynamicConfig
-    from proxy.session.sasl import SaslExchange
     from proxy.ops.usage_log import UsageTable
 
 # Rewrites a response body (the bytes after the response header); returns the new body, or None to send the
@@ -105,40 +104,11 @@ class ConnectionScope:
     topics: TopicPartitions = field(default_factory=TopicPartitions)  # partition counts, proxy-wide (KIP-599)
     usage: "UsageTable" = None  # the usage log's table (None given: proxy.ops.usage_log.NO_USAGE, which keeps nothing)
     client_quotas: "DynamicConfig | None" = None  # Describe/AlterClientQuotas served by the proxy, when configured
-    guard: "InternalTopicGuard" = None  # who may write the proxy's internal topics (set to a do-nothing guard)
+    guard: InternalTopicGuard = NO_GUARD  # who may write the proxy's internal topics (NO_GUARD: nothing guarded)
 
     def __post_init__(self) -> None:
         if self.usage is None:
             from proxy.ops.usage_log import NO_USAGE
 
             object.__setattr__(self, "usage", NO_USAGE)
-        if self.guard is None:
-            from proxy.apis.internal_topics import NO_GUARD
 
-            object.__setattr__(self, "guard", NO_GUARD)
-
-
-@dataclass(slots=True)
-class Session:
-    """Who is on the other end of one client connection: what quota lookups use."""
-
-    listener: str
-    peer_ip: str
-    peer: tuple | None = None  # (ip, port) of the client, and the address it connected to: whether the
-    local: tuple | None = None  # connection is the proxy's own (proxy.cluster.own_clients) is judged from both
-    own_connection: bool | None = None  # ... once, when it first matters
-    user: str = "ANONYMOUS"  # the principal: SASL (the user the broker accepted) or mTLS (the mapped subject)
-    producer_id: int = -1  # the last producer id checked against the producer-id quota on this connection
-    producer_id_checked_ms: int = 0  # and when
-    sasl: "SaslExchange | None" = None  # the SASL exchange seen on this connection, if any
-    request_limit: int = 2**31 - 1  # the largest request frame accepted now (smaller until SASL succeeds)
-    authenticated_limit: int = 2**31 - 1  # ... and once it has
-    awaiting_authentication: bool = False  # a SASL listener before the broker accepted an authentication
-
-    def authenticated(self, principal: str | None) -> None:
-        """The broker accepted a SASL authentication (or re-authentication) as ``principal`` (None: a mechanism
-        whose tokens the proxy cannot read, e.g. GSSAPI; the connection keeps the principal it had)."""
-        if principal is not None:
-            self.user = principal
-        self.request_limit = self.authenticated_limit
-        self.awaiting_authentication = False

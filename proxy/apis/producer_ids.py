@@ -7,7 +7,8 @@ that asked for it, for the ``producer_ids_issued_total`` metric. The response go
 
 from __future__ import annotations
 
-from proxy.apis.plan import PASS, ConnectionScope, Plan, Session
+from proxy.apis.plan import PASS, ConnectionScope, Plan
+from proxy.session.session import Session
 from proxy.codec.apis import INIT_PRODUCER_ID
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import decode_response

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from proxy.apis.plan import FORWARD_AS_IS, ConnectionScope, Plan, Session
+from proxy.apis.plan import FORWARD_AS_IS, ConnectionScope, Plan
+from proxy.session.session import Session
 from proxy.codec.apis import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader

@@ -24,26 +24,12 @@ import sys
 
 from config.dynamic import DYNAMIC_SETTINGS, PROXY_KEY
 from proxy.cli.command_config import CommandConfigError, read_command_config
+from proxy.cli.quota_admin import EXIT_USAGE, Failed, QuotaAdmin
+from proxy.codec.enums import DYNAMIC_DEFAULT_BROKER_CONFIG
 from quota.entity import DEFAULT
 
 TYPES = {"users": "user", "clients": "client-id", "ips": "ip"}
 PROXY_TYPES = ("brokers", "proxy")
-EXIT_FAILED, EXIT_USAGE = 1, 2
-EXACT, DEFAULT_MATCH, ANY = 0, 1, 2  # DescribeClientQuotas match_type
-BROKER_RESOURCE, SET, DELETE, DYNAMIC_DEFAULT_BROKER_CONFIG = 4, 0, 1, 3
-NOT_SERVED = ("this server does not serve the client-quota APIs: point --bootstrap-server at the proxy, with a "
-              "dynamic config enabled")
-SETTINGS_NOT_SERVED = ("this server does not serve the proxy's settings: point --bootstrap-server at the proxy, "
-                       "with a dynamic config enabled")
-
-
-class Failed(Exception):
-    """The command cannot be done; ``code`` is the exit code, the message is printed."""
-
-    def __init__(self, message: str, code: int = EXIT_FAILED) -> None:
-        super().__init__(message)
-        self.code = code
-
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kafka-quota-proxy configs", description="Describe or alter the proxy's "
@@ -151,8 +137,6 @@ def main(argv: list[str]) -> int:
         if both:
             raise Failed(f"{', '.join(both)}: both added and deleted", EXIT_USAGE)
         check_keys(entity, added, deleted)
-        from proxy.cli.quota_admin import QuotaAdmin
-
         with QuotaAdmin(args.bootstrap_server, security) as admin:
             if entity == PROXY_KEY:
                 return settings_command(admin, args.alter, added, deleted)

@@ -2,21 +2,33 @@
 
 KafkaAdminClient has no client-quota methods, and its config methods take a BROKER resource only by broker id (not
 ``""``, the cluster default), so the requests are kafka-python's own protocol classes sent on the admin client's
-connection manager. Each answer is checked: an error code from the server is :class:`~proxy.cli.configs.Failed`
+connection manager. Each answer is checked: an error code from the server is :class:`Failed`
 with the server's message; a server whose ApiVersions does not list an API, or that closes the connection on it
 (as Tansu does for the client-quota APIs), is said to be one that does not serve them.
 """
 
 from __future__ import annotations
 
-from proxy.codec.error_codes import error_name
-from proxy.cli.configs import (ANY, BROKER_RESOURCE, DEFAULT_MATCH, DELETE, EXACT, NOT_SERVED, SET,
-                               SETTINGS_NOT_SERVED, Failed)
 from config.dynamic import DYNAMIC_SETTINGS
+from proxy.codec.enums import BROKER_RESOURCE, DELETE, MATCH_TYPE_DEFAULT, MATCH_TYPE_EXACT, MATCH_TYPE_SPECIFIED, SET
+from proxy.codec.error_codes import error_name
 from quota.entity import DEFAULT
 
 CLIENT_ID = "kafka-quota-proxy-configs"
 TIMEOUT_MS = 15000
+EXIT_FAILED, EXIT_USAGE = 1, 2
+NOT_SERVED = ("this server does not serve the client-quota APIs: point --bootstrap-server at the proxy, with a "
+              "dynamic config enabled")
+SETTINGS_NOT_SERVED = ("this server does not serve the proxy's settings: point --bootstrap-server at the proxy, "
+                       "with a dynamic config enabled")
+
+
+class Failed(Exception):
+    """The command cannot be done; ``code`` is the exit code, the message is printed."""
+
+    def __init__(self, message: str, code: int = EXIT_FAILED) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class QuotaAdmin:
@@ -72,8 +84,8 @@ class QuotaAdmin:
         from kafka.protocol.admin.client_quotas import DescribeClientQuotasRequest as R
 
         version = self._version(R, NOT_SERVED, 1)
-        components = [R.ComponentData(entity_type=kind, match_type=ANY if name is None else DEFAULT_MATCH
-                                      if name == DEFAULT else EXACT, match=None if name in (None, DEFAULT) else name)
+        components = [R.ComponentData(entity_type=kind, match_type=MATCH_TYPE_SPECIFIED if name is None else MATCH_TYPE_DEFAULT
+                                      if name == DEFAULT else MATCH_TYPE_EXACT, match=None if name in (None, DEFAULT) else name)
                       for kind, name in entity.items()]
         response = self._send(R(version=version, strict=strict, components=components), NOT_SERVED)
         if response.error_code:

@@ -20,14 +20,13 @@ import struct
 from collections.abc import Callable
 
 from config.model import Address
-from proxy.codec.apis import METADATA
+from proxy.codec.apis import METADATA, OWN_METADATA_VERSION
 from proxy.codec.header import encode_request_header, frame, response_header_length
 from proxy.codec.messages import decode_response, encode_request, new_request
 from proxy.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
-METADATA_VERSION = 10  # every 3.x and 4.x broker (and 2.8+); the same as the controller quota's lookups
 CLIENT_ID = "kafka-quota-proxy-discovery"
 MAX_RESPONSE = 64 << 20
 BACKOFF_START_S, BACKOFF_MAX_S = 0.2, 10.0
@@ -60,8 +59,8 @@ async def ask(address: Address, api_key: int, version: int, request, timeout_s: 
 
 async def fetch_brokers(address: Address, timeout_s: float, ssl_context=None) -> dict[int, Address]:
     """The brokers (node id -> host:port) a bootstrap server names in a Metadata answer for no topics."""
-    msg = await ask(address, METADATA, METADATA_VERSION,
-                    new_request(METADATA, METADATA_VERSION, topics=[], allow_auto_topic_creation=False), timeout_s,
+    msg = await ask(address, METADATA, OWN_METADATA_VERSION,
+                    new_request(METADATA, OWN_METADATA_VERSION, topics=[], allow_auto_topic_creation=False), timeout_s,
                     ssl_context=ssl_context)
     return {b.node_id: Address(b.host, b.port) for b in msg.brokers}
 

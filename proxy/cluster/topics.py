@@ -9,9 +9,8 @@ trusted, and the request that needs it waits for a lookup instead. Nothing is gu
 
 from __future__ import annotations
 
+from proxy.codec.error_codes import UNKNOWN_TOPIC_OR_PARTITION
 from proxy.codec.messages import Message
-
-_UNKNOWN_TOPIC_OR_PARTITION = 3
 
 
 class TopicPartitions:
@@ -35,7 +34,7 @@ class TopicPartitions:
                 continue
             if topic.error_code == 0:
                 self._counts[topic.name] = (len(topic.partitions), now_ms)
-            elif topic.error_code == _UNKNOWN_TOPIC_OR_PARTITION:
+            elif topic.error_code == UNKNOWN_TOPIC_OR_PARTITION:
                 self._counts[topic.name] = (0, now_ms)
 
     def created(self, name: str, partitions: int, now_ms: int) -> None:

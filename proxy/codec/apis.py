@@ -144,6 +144,7 @@ INIT_PRODUCER_ID = 22
 ADD_PARTITIONS_TO_TXN = 24
 DESCRIBE_CONFIGS = 32
 ALTER_CONFIGS = 33
+DESCRIBE_LOG_DIRS = 35
 SASL_AUTHENTICATE = 36
 CREATE_PARTITIONS = 37
 INCREMENTAL_ALTER_CONFIGS = 44
@@ -248,3 +249,17 @@ def client_throttles(api_key: int, version: int) -> bool:
 def strict_mutation_quota(api_key: int, version: int) -> bool:
     """KIP-599: this version of a controller mutation is rejected with THROTTLING_QUOTA_EXCEEDED when over quota."""
     return _since(STRICT_MUTATION_SINCE, api_key, version)
+
+
+# -- First versions with a field the proxy reads or writes (the field's "versions" in Kafka's message JSON) --------
+FETCH_MAX_BYTES_SINCE = 3  # FetchRequest MaxBytes (KIP-74): a Fetch that can be capped
+FIND_COORDINATOR_BATCHED_SINCE = 4  # FindCoordinatorResponse Coordinators (KIP-699): one entry per key
+CREATE_TOPICS_REPORTS_PARTITIONS_SINCE = 5  # CreateTopicsResponse NumPartitions
+PRODUCE_NODE_ENDPOINTS_SINCE = 10  # ProduceResponse NodeEndpoints (KIP-951)
+FETCH_NODE_ENDPOINTS_SINCE = 16  # FetchResponse NodeEndpoints (KIP-951)
+METADATA_TOPIC_IDS_SINCE = 10  # MetadataRequest/Response TopicId (KIP-516; Kafka 2.8+, every 3.x and 4.x broker)
+DESCRIBE_LOG_DIRS_TOTAL_BYTES_SINCE = 4  # DescribeLogDirsResponse TotalBytes and UsableBytes (KIP-827, Kafka 3.3)
+
+# -- The versions the proxy's own requests to a broker are sent in --------------------------------------------------
+OWN_METADATA_VERSION = METADATA_TOPIC_IDS_SINCE  # topic ids in the answer; every broker since 2.8 (all 3.x and 4.x)
+OWN_DESCRIBE_LOG_DIRS_VERSION = DESCRIBE_LOG_DIRS_TOTAL_BYTES_SINCE  # the sizes of each log dir; Kafka 3.3+

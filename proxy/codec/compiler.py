@@ -10,7 +10,7 @@ import struct
 from typing import Any, Callable
 
 from proxy.codec import primitives as P
-from proxy.codec.schema import Message, _Segment, _StructDefault, _fresh, is_default
+from proxy.codec.schema import Message, _Segment, _StructDefault, _fresh, is_default, segment
 
 
 # --------------------------------------------------------------------------------------------
@@ -300,3 +300,23 @@ def compile_segment(seg: _Segment, version: int) -> tuple[Callable, Callable]:
     source = "\n".join(gen.src) + "\n"
     exec(compile(source, f"<kafka codec {seg.name} v{version}>", "exec"), gen.ns)  # noqa: S102
     return gen.ns[rname], gen.ns[wname]
+
+
+# --------------------------------------------------------------------------------------------
+# Compiled codecs, cached per (api_key, direction, version).
+
+_CACHE: dict[tuple[int, str, int], tuple[Callable, Callable, type[Message]]] = {}
+
+
+def codec(api_key: int, direction: str, version: int) -> tuple[Callable, Callable, type[Message]] | None:
+    """``(reader, writer, message_class)`` for one API version, compiled on first use."""
+    key = (api_key, direction, version)
+    hit = _CACHE.get(key)
+    if hit is not None:
+        return hit
+    seg = segment(api_key, direction, version)
+    if seg is None:
+        return None
+    reader, writer = compile_segment(seg, version)
+    _CACHE[key] = (reader, writer, seg.cls)
+    return _CACHE[key]

@@ -15,12 +15,8 @@ import re
 import struct
 from dataclasses import dataclass
 
-from proxy.codec.apis import request_header_version, response_header_version
+from proxy.codec.apis import PRODUCE, SASL_AUTHENTICATE, request_header_version, response_header_version
 from proxy.codec.errors import ProtocolError
-
-PRODUCE = 0
-SASL_AUTHENTICATE = 36
-API_VERSIONS = 18
 
 _REQUEST_FIXED = struct.Struct(">ihhih")  # size, api_key, api_version, correlation_id, client_id length
 _INT16 = struct.Struct(">h")

@@ -22,12 +22,14 @@ from typing import Any
 
 from proxy.codec import schema
 from proxy.codec.apis import API_VERSIONS, api_name
+from proxy.codec.compiler import codec
+from proxy.codec.error_codes import UNSUPPORTED_VERSION
 from proxy.codec.errors import ProtocolError
 from proxy.codec.primitives import ZERO_UUID
 from proxy.codec.schema import Message
 
 __all__ = [
-    "DECODED_APIS", "Message", "ProtocolError", "TopicIdMap", "UNSUPPORTED_VERSION",
+    "DECODED_APIS", "Message", "ProtocolError", "TopicIdMap",
     "api_versions_unsupported_body", "decode_api_versions_response", "decode_request",
     "decode_response", "encode_request", "encode_response", "message_class", "new_request",
     "new_response",
@@ -41,9 +43,6 @@ OWN_REQUESTS_ONLY = frozenset({35})
 DECODED_APIS: dict[int, tuple[int, int]] = {key: versions for key, versions in schema.decoded_ranges("request").items()
                                             if key not in OWN_REQUESTS_ONLY}
 
-#: Kafka's UNSUPPORTED_VERSION error code.
-UNSUPPORTED_VERSION = 35
-
 _DECODE_ERRORS = (struct.error, IndexError, UnicodeDecodeError, ValueError, OverflowError,
                   TypeError, RecursionError, MemoryError)
 
@@ -55,7 +54,7 @@ for (_key, _direction), _segs in schema._SEGMENTS.items():
 
 
 def _codec(api_key: int, version: int, direction: str) -> tuple:
-    found = schema.codec(api_key, direction, version)
+    found = codec(api_key, direction, version)
     if found is None:
         raise ProtocolError(f"cannot decode {api_name(api_key)} v{version} {direction}")
     return found

@@ -1,7 +1,8 @@
-"""Message classes and the schema compiler: one specialised reader and writer per struct and version.
+"""Message classes and schema segments; :mod:`proxy.codec.compiler` makes one specialised reader and writer per
+struct and version from them.
 
 :data:`proxy.codec.schema_table.SCHEMAS` describes each decoded API's request and response as
-Kafka does. For each ``(api_key, direction, version)`` we generate Python source for a reader
+Kafka does. For each ``(api_key, direction, version)`` the compiler generates Python source for a reader
 ``(buf, pos) -> (Message, pos)`` and a writer ``(msg, out_list) -> None`` per struct, compile it
 once (on first use) and cache it, so a decode does no schema interpretation: it is straight-line
 ``struct.unpack_from`` calls, with consecutive fixed-width fields merged into one unpack, and
@@ -15,7 +16,7 @@ tagged fields are kept in ``msg._unknown_tags`` ({tag: raw bytes}) and written b
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 from proxy.codec import primitives as P
 from proxy.codec.schema_table import SCHEMAS
@@ -167,25 +168,3 @@ def decoded_ranges(direction: str = "request") -> dict[int, tuple[int, int]]:
         if d == direction:
             out[key] = (min(s.valid[0] for s in segs), max(s.valid[1] for s in segs))
     return out
-
-
-# --------------------------------------------------------------------------------------------
-# Compiled codecs, cached per (api_key, direction, version).
-
-_CACHE: dict[tuple[int, str, int], tuple[Callable, Callable, type[Message]]] = {}
-
-
-def codec(api_key: int, direction: str, version: int) -> tuple[Callable, Callable, type[Message]] | None:
-    """``(reader, writer, message_class)`` for one API version, compiled on first use."""
-    key = (api_key, direction, version)
-    hit = _CACHE.get(key)
-    if hit is not None:
-        return hit
-    seg = segment(api_key, direction, version)
-    if seg is None:
-        return None
-    from proxy.codec.compiler import compile_segment  # the compiler builds on the classes defined here
-
-    reader, writer = compile_segment(seg, version)
-    _CACHE[key] = (reader, writer, seg.cls)
-    return _CACHE[key]

@@ -14,7 +14,7 @@ import errno
 import logging
 import time
 
-from proxy.apis import Session
+from proxy.session.session import Session
 from proxy.codec.errors import ProtocolError
 from proxy.connection.client_context import FRAME_ERROR_LOG, ListenerContext, bounded
 from proxy.connection.core import CLOSED_CORE, ConnectionCore

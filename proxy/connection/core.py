@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from proxy.apis import ConnectionScope, Session, plan_request
+from proxy.apis import ConnectionScope, plan_request
 from proxy.codec.frame import FrameSplitter
 from proxy.codec.header import (MAX_HEADER_BYTES, parse_raw_sasl_request, parse_raw_sasl_response,
                                 parse_request_prefix, parse_response_prefix)
@@ -20,6 +20,7 @@ from proxy.connection.flow import Flow
 from proxy.connection.request_path import RequestPath
 from proxy.connection.response_path import ResponsePath
 from proxy.ops.usage_log import NO_USAGE
+from proxy.session.session import Session
 
 @dataclass(frozen=True, slots=True)
 class State:

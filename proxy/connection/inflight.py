@@ -22,10 +22,10 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from proxy.codec.apis import API_VERSIONS
 from proxy.codec.errors import ProtocolError
 from proxy.codec.header import RequestHeader, encode_request_header, frame
 
-_API_VERSIONS = 18
 _INT32_MIN = -(2**31)
 
 PROBE_CLIENT_ID = "kafka-quota-proxy"
@@ -119,7 +119,7 @@ class InFlightQueue:
 
     def probe(self, received_ns: int) -> bytes:
         """The probe frame to forward now (after the acks=0 request that asked for it), queued as in flight."""
-        header, head = self._own_header(_API_VERSIONS, 0)
+        header, head = self._own_header(API_VERSIONS, 0)
         self._queue.append(InFlight(header, received_ns, True, probe=True))
         self._probe_sent = True
         self.probe_wanted = False

@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 
-from proxy.apis import PASS, AnswerLocally, Await, ConnectionScope, LookUp, Outcome, Plan, Session, plan_request
+from proxy.apis import PASS, AnswerLocally, Await, ConnectionScope, LookUp, Outcome, Plan, plan_request
 from proxy.codec.errors import ProtocolError
 from proxy.codec.frame import BUFFER, STREAM, Action
 from proxy.codec.header import RequestHeader
@@ -20,6 +20,7 @@ from proxy.connection.flow import Flow
 from proxy.connection.inflight import InFlight
 from proxy.connection.response_path import ResponsePath
 from proxy.ops.usage_log import NO_USAGE_RECORDER
+from proxy.session.session import Session
 from quota.decision import Throttle
 
 _INT32 = struct.Struct(">i")

@@ -82,9 +82,9 @@ class ByteRateQuotas:
             expected_pids=settings["producer.id.quota.bloom.expected.pids"],
             false_positive_rate=settings["producer.id.quota.bloom.false.positive.rate"], max_mute_ms=mute_max)
         self.max_metric_entities = settings["quota.metrics.max.entities"]
-        self.volume = None  # cluster volume usage (proxy.observers.volume_sources.VolumeThrottle), when configured
+        self.volume = None  # cluster volume usage (proxy.enforce.volume_throttle.VolumeThrottle), when configured
         if config.volume_usage is not None:
-            from proxy.observers.volume_sources import VolumeThrottle
+            from proxy.enforce.volume_throttle import VolumeThrottle
 
             # snapshots are dated in wall time (they cross hosts); a test's fake clock stands for both
             self.volume = VolumeThrottle(config.volume_usage, config.quotas, self.clock, self.window, mute_max,

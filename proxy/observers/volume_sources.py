@@ -1,6 +1,6 @@
 """Cluster-wide volume-usage throttling at run time: the publisher and the sources that feed what Produce consults.
 
-- :class:`VolumeThrottle` (:mod:`proxy.enforce.volume_throttle`, re-exported here) holds the latest snapshots, the state
+- :class:`~proxy.enforce.volume_throttle.VolumeThrottle` holds the latest snapshots, the state
   and the scaled produce quota. No I/O: the request path reads it. The sources below evaluate it again only when
   a fresh snapshot goes stale (one timer, re-armed by every evaluation), and read a big record in a worker thread.
 - :class:`VolumeFollower` reads the volume-usage topic from the beginning with aiokafka and follows it (no
@@ -21,17 +21,16 @@ import time
 from collections.abc import Callable
 
 from config.volume import VolumeUsageConfig
+from proxy.codec.apis import DESCRIBE_LOG_DIRS, OWN_DESCRIBE_LOG_DIRS_VERSION
+from proxy.enforce.volume_throttle import VolumeThrottle
 from proxy.observers.following import CALL_TIMEOUT_S, CHECK_S, TopicReader
 from proxy.tasks import stop_client
-from proxy.enforce.volume_throttle import BAD_RECORD_LOG, VolumeThrottle, scaled_produce_table  # noqa: F401 (re-exported)
 from quota.volume import Snapshot, Volume
 
 log = logging.getLogger("kafka_quota_proxy.volume")
 
 RECHECK_S = 10.0  # the staleness timer's longest sleep (a check, not an evaluation)
 INLINE_RECORD_BYTES = 64 * 1024  # records bigger than this are read in a worker thread
-
-NOT_ENOUGH_REPLICAS = 19  # retriable in every client; never reaches the log: the request is not forwarded
 
 
 def statvfs_volumes(log_dirs: tuple[str, ...]) -> list[Volume]:
@@ -212,13 +211,6 @@ class VolumeFollower(_Evaluating):
             self.throttle.brokers({b.nodeId for b in brokers})
 
 
-__all__ = ["NOT_ENOUGH_REPLICAS", "VolumeFollower", "VolumePublisher", "VolumeThrottle"]
-
-
-DESCRIBE_LOG_DIRS = 35
-LOG_DIRS_VERSION = 4  # the first with total and usable bytes per log dir (KIP-827, Kafka 3.3)
-
-
 def log_dirs_snapshot(broker_id: int, now_ms: int, config, response) -> Snapshot:
     """A broker's DescribeLogDirs answer as a snapshot: one volume per log dir, capacity = total bytes, consumed =
     total - usable. A log dir in error, or one whose broker does not report its size, is left out (logged)."""
@@ -272,17 +264,18 @@ class LogDirsPoller(_Evaluating):
             return 0
         self.throttle.brokers(set(brokers))
         answered = 0
-        request = new_request(DESCRIBE_LOG_DIRS, LOG_DIRS_VERSION, topics=[])
+        version = OWN_DESCRIBE_LOG_DIRS_VERSION
+        request = new_request(DESCRIBE_LOG_DIRS, version, topics=[])
         for broker_id, address in sorted(brokers.items()):
             try:
-                response = await ask(address, DESCRIBE_LOG_DIRS, LOG_DIRS_VERSION, request, self.timeout_s,
+                response = await ask(address, DESCRIBE_LOG_DIRS, version, request, self.timeout_s,
                                      client_id="kafka-quota-proxy-volume", ssl_context=self.ssl_context)
                 self.throttle.accept(log_dirs_snapshot(broker_id, self.throttle.wall.now_ms(), self.config,
                                                        response))
                 answered += 1
             except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError) as exc:
                 log.warning("volume usage: broker %d (%s) did not answer DescribeLogDirs v%d (Kafka 3.3+ needed): "
-                            "%s", broker_id, address, LOG_DIRS_VERSION, exc or type(exc).__name__)
+                            "%s", broker_id, address, version, exc or type(exc).__name__)
         return answered
 
     async def _run(self) -> None:

@@ -26,7 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, ROOT)
 
 with atheris.instrument_imports(include=["proxy", "tests.fuzz"]):
-    from proxy.codec import schema
+    from proxy.codec import compiler
     from tests.fuzz.codec_driver import TARGETS, drive
     from tests.fuzz.frames import seed_inputs
 
@@ -35,13 +35,13 @@ def _compile_all_codecs() -> None:
     """The codec compiles one reader and writer per API version on first use; compile them all now, so the
     instrumentation below covers the generated code too."""
     for api_key, direction, version in TARGETS:
-        schema.codec(api_key, direction, version)
+        compiler.codec(api_key, direction, version)
 
 
 def _instrument_generated_codecs() -> None:
     """Every generated reader and writer (one per struct) lives in its API version's namespace."""
     seen: set[int] = set()
-    for reader, _writer, _cls in schema._CACHE.values():
+    for reader, _writer, _cls in compiler._CACHE.values():
         for value in list(reader.__globals__.values()):
             if isinstance(value, types.FunctionType) and value.__code__.co_filename.startswith("<kafka codec"):
                 if id(value) not in seen:

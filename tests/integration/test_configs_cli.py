@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from proxy.cli.configs import NOT_SERVED, SETTINGS_NOT_SERVED, main as configs
+from proxy.cli.configs import main as configs
+from proxy.cli.quota_admin import NOT_SERVED, SETTINGS_NOT_SERVED
 from tests.harness import Tansu, free_port, proxy_config, start_proxy
 from tests.tls_certs import Authority
 

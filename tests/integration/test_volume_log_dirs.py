@@ -11,11 +11,10 @@ import time
 
 import pytest
 
-from proxy.codec.apis import METADATA, PRODUCE
+from proxy.codec.apis import DESCRIBE_LOG_DIRS, METADATA, PRODUCE
 from proxy.codec.error_codes import NONE
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import decode_request, encode_response, new_response
-from proxy.observers.volume_sources import DESCRIBE_LOG_DIRS
 from tests.harness import free_port, proxy_config, start_proxy
 from tests.scripted_broker import ScriptedBroker, answer_normally, produce_answer, response
 

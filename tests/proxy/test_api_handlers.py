@@ -3,7 +3,7 @@
 import pytest
 
 from config.loader import parse_config
-from proxy.apis.internal_topics import InternalTopicGuard
+from proxy.enforce.internal_topic_guard import InternalTopicGuard
 from proxy.apis import ConnectionScope, Session, plan_request
 from proxy.enforce.managers import ByteRateQuotas
 from proxy.apis.api_versions import MAX_VERSION, intersect

@@ -13,7 +13,7 @@ import pytest
 
 from config.loader import parse_config
 from proxy.apis import AnswerLocally, ConnectionScope, ForwardRequest, LookUp, Session, plan_request
-from proxy.apis.internal_topics import InternalTopicGuard
+from proxy.enforce.internal_topic_guard import InternalTopicGuard
 from proxy.codec.apis import (ADD_PARTITIONS_TO_TXN, CREATE_TOPICS, DELETE_RECORDS, DELETE_TOPICS,
                               INCREMENTAL_ALTER_CONFIGS, METADATA, PRODUCE)
 from proxy.codec.error_codes import NONE, TOPIC_AUTHORIZATION_FAILED

@@ -2,7 +2,8 @@
 
 import pytest
 
-from proxy.session.principals import MappingError, map_principal, parse_rules, subject_dn
+from config.principal_rules import MappingError, parse_rules
+from proxy.session.principals import map_principal, subject_dn
 
 SUBJECT = ((("countryName", "US"),), (("organizationName", "Example, Inc"),), (("organizationalUnitName", "ops"),),
            (("commonName", "Alice"),))

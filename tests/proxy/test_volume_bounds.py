@@ -44,7 +44,7 @@ import json  # noqa: E402
 import selectors  # noqa: E402
 
 from config.volume import VolumeUsageConfig  # noqa: E402
-from proxy.observers.volume_sources import VolumeThrottle  # noqa: E402
+from proxy.enforce.volume_throttle import VolumeThrottle  # noqa: E402
 from quota.clock import ManualClock  # noqa: E402
 from quota.entity import QuotaTable  # noqa: E402
 from quota.rate import QuotaWindow  # noqa: E402
@@ -106,9 +106,9 @@ def bad_records(t: VolumeThrottle) -> dict[str, float]:
 
 
 def test_an_over_limit_record_is_counted_by_reason_and_the_pause_stays(caplog):
-    from proxy.observers import volume_sources as volume
+    from proxy.enforce import volume_throttle
 
-    volume.BAD_RECORD_LOG._peers.clear()
+    volume_throttle.BAD_RECORD_LOG._peers.clear()
     t = throttle(max_record_bytes=64 * 1024, max_volumes_per_snapshot=100)
     t.brokers({1})
     t.record(b"1", snapshot_value(START_MS, 3, used=lambda i: 96 * GB))  # past the hard limit

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from config.volume import VolumeUsageConfig
-from proxy.observers.volume_sources import VolumeThrottle, scaled_produce_table
+from proxy.enforce.volume_throttle import VolumeThrottle, scaled_produce_table
 from quota.clock import ManualClock
 from quota.entity import QuotaTable
 from quota.rate import QuotaWindow
@@ -88,9 +88,9 @@ def test_a_tombstone_does_not_pause_everyone():
 
 
 def test_bad_records_are_logged_rate_limited_and_truncated(caplog):
-    from proxy.observers import volume_sources as volume
+    from proxy.enforce import volume_throttle
 
-    volume.BAD_RECORD_LOG._peers.clear()
+    volume_throttle.BAD_RECORD_LOG._peers.clear()
     t, clock = throttle()
     huge = b"x" * 1_000_000
     for _ in range(100):

@@ -1,0 +1,35 @@
+"""Who is on the other end of one client connection: what the quota lookups and the internal-topic guard read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from proxy.session.sasl import SaslExchange
+
+
+@dataclass(slots=True)
+class Session:
+    """Who is on the other end of one client connection: what quota lookups use."""
+
+    listener: str
+    peer_ip: str
+    peer: tuple | None = None  # (ip, port) of the client, and the address it connected to: whether the
+    local: tuple | None = None  # connection is the proxy's own (proxy.cluster.own_clients) is judged from both
+    own_connection: bool | None = None  # ... once, when it first matters
+    user: str = "ANONYMOUS"  # the principal: SASL (the user the broker accepted) or mTLS (the mapped subject)
+    producer_id: int = -1  # the last producer id checked against the producer-id quota on this connection
+    producer_id_checked_ms: int = 0  # and when
+    sasl: "SaslExchange | None" = None  # the SASL exchange seen on this connection, if any
+    request_limit: int = 2**31 - 1  # the largest request frame accepted now (smaller until SASL succeeds)
+    authenticated_limit: int = 2**31 - 1  # ... and once it has
+    awaiting_authentication: bool = False  # a SASL listener before the broker accepted an authentication
+
+    def authenticated(self, principal: str | None) -> None:
+        """The broker accepted a SASL authentication (or re-authentication) as ``principal`` (None: a mechanism
+        whose tokens the proxy cannot read, e.g. GSSAPI; the connection keeps the principal it had)."""
+        if principal is not None:
+            self.user = principal
+        self.request_limit = self.authenticated_limit
+        self.awaiting_authentication = False
