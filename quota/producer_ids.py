@@ -23,7 +23,9 @@ user may start per window W. It is enforced with KIP-599's token bucket (the KIP
 ControllerMutation quota"): tokens refill at ``producer_ids_rate / W`` per second up to a burst of
 ``producer_ids_rate * producer.id.quota.window.num``; each new PID takes one token; once that leaves the bucket
 below zero, the Produce response carries ``throttle_time_ms = -tokens / refill rate`` and the connection is muted
-(capped), as for the other client quotas. Quotas are on ``user`` entities only (and ``<default>``), as the KIP
+for as long, both capped at ``max_mute_ms`` (``quota.mute.max.ms``) as the byte-rate throttles are: a client that
+honours the reported time (KIP-219) must not be told to stop past its own timeouts (100 ids an hour, 5 short, is
+180 s uncapped, past a producer's 120 s ``delivery.timeout.ms``). Quotas are on ``user`` entities only (and ``<default>``), as the KIP
 says; a PID is counted on Produce, where the KIP counts it.
 """
 
@@ -160,7 +162,8 @@ class _UserState:
 
 
 class ProducerIdQuotaManager:
-    """``producer_ids_rate`` per user. Every method takes ``now_ms`` (the clock is the caller's)."""
+    """``producer_ids_rate`` per user. Every method takes ``now_ms`` (the clock is the caller's). ``max_mute_ms``
+    caps both the reported ``throttle_time_ms`` and the mute."""
 
     def __init__(self, quotas: QuotaTable, *, window_num: int = 11, window_size_s: int = 3600,
                  expected_pids: int = 1000, false_positive_rate: float = 0.001, max_mute_ms: int = INT32_MAX,
@@ -225,7 +228,7 @@ class ProducerIdQuotaManager:
         self.new_pids_counted += 1
         bucket = state.bucket
         bucket.take(1, now_ms)
-        throttle_ms = bucket.throttle_time_ms()
+        throttle_ms = min(bucket.throttle_time_ms(), self.max_mute_ms)  # reported and muted for: both capped
         if throttle_ms <= 0:
             return FORWARD
         shadow = self.shadow or resolved.shadow
@@ -235,7 +238,7 @@ class ProducerIdQuotaManager:
         else:
             state.throttle_ms_total += throttle_ms
             state.throttled += 1
-        return Throttle(throttle_ms, min(throttle_ms, self.max_mute_ms), shadow)
+        return Throttle(throttle_ms, throttle_ms, shadow)
 
     def cleanup(self, now_ms: int) -> int:
         """The KIP's cleanup: dispose expired filters; drop users with none left. Returns how many were dropped."""

@@ -65,12 +65,27 @@ def test_the_first_n_new_pids_pass_then_each_new_one_is_throttled_and_known_ones
     assert manager.record_and_decide("bob", 1000, 0) is FORWARD  # no quota for bob
 
 
-def test_mute_is_capped_and_the_default_user_gives_each_user_a_bucket():
+def test_the_reported_throttle_and_the_mute_are_capped_and_the_default_user_gives_each_user_a_bucket():
     table = QuotaTable.from_values([({"user": "<default>"}, {"producer_ids_rate": 1})])
     manager = ProducerIdQuotaManager(table, window_num=1, window_size_s=10, expected_pids=10, max_mute_ms=5_000)
     assert manager.record_and_decide("a", 1, 0) is FORWARD
-    assert manager.record_and_decide("a", 2, 0) == Throttle(10_000, 5_000)
+    assert manager.record_and_decide("a", 2, 0) == Throttle(5_000, 5_000)  # uncapped: 10 s
     assert manager.record_and_decide("b", 1, 0) is FORWARD
+
+
+def test_a_client_that_honours_the_reported_throttle_is_never_told_to_wait_past_its_delivery_timeout():
+    """Issue 23's probe: 100 new ids an hour (one window), 5 ids short: -5 tokens at 100 per 3600 s is 180 s, past
+    a producer's 120 s delivery timeout; ``quota.mute.max.ms`` (25 s by default) caps what is reported, as it caps
+    the byte-rate throttles, and the applied-throttle total counts what was reported."""
+    manager = quotas(limit=100, num=1, max_mute_ms=25_000)
+    decisions = [manager.record_and_decide("alice", pid, 0) for pid in range(105)]
+    assert decisions[:100] == [FORWARD] * 100
+    assert decisions[-1] == Throttle(25_000, 25_000)
+    assert all(d.throttle_time_ms <= 25_000 and d.mute_ms <= 25_000 for d in decisions[100:])
+    (stats,) = manager.stats(0)
+    assert stats.throttle_time_ms_total == 5 * 25_000 and stats.throttled_count == 5
+    shadow = quotas(limit=100, num=1, max_mute_ms=25_000, shadow=True)
+    assert [shadow.record_and_decide("alice", pid, 0) for pid in range(105)][-1] == Throttle(25_000, 25_000, True)
 
 
 def test_cleanup_drops_users_whose_filters_are_all_disposed():
