@@ -13,7 +13,9 @@ No Kafka release implements KIP-936; this follows its design, and states where i
 A PID found only in the older filter is written into the current one as well (not counted again), so a producer
 that keeps producing stays known; a PID is counted again only after it was not seen for at least half a window
 (at most a whole one). A user with no live filter is dropped by :meth:`ProducerIdQuotaManager.cleanup` (the
-KIP's cleanup scheduler, every ``producer.id.quota.cache.cleanup.scheduler.interval.ms``). Filters are sized
+KIP's cleanup scheduler, every ``producer.id.quota.cache.cleanup.scheduler.interval.ms``) once its token bucket is
+full again: the bucket outlives the filters, or a user exhausted and then idle for one window would come back to a
+full burst (``rate x num`` new ids at once) instead of what its bucket refilled. Filters are sized
 for ``producer.id.quota.bloom.expected.pids`` PIDs at ``producer.id.quota.bloom.false.positive.rate`` (our names:
 the KIP leaves them open); a false positive means a new PID goes uncounted, never that a client is throttled
 wrongly. Hashing: mmh3's 128-bit hash of the PID, split into two 64-bit halves for double hashing.
@@ -241,9 +243,12 @@ class ProducerIdQuotaManager:
         return Throttle(throttle_ms, throttle_ms, shadow)
 
     def cleanup(self, now_ms: int) -> int:
-        """The KIP's cleanup: dispose expired filters; drop users with none left. Returns how many were dropped."""
+        """The KIP's cleanup: dispose expired filters; drop users with none left whose bucket a fresh one would
+        equal (full again, or of rate 0: never refilled, and a fresh bucket throttles every new id the same).
+        Returns how many were dropped. Memory stays bounded: a user's bucket refills within ``num`` windows."""
         dropped = [tags for tags, state in self._users.items()
-                   if (state.cache.dispose_expired(now_ms) or not state.cache.live)]
+                   if (state.cache.dispose_expired(now_ms) or not state.cache.live) and _replaceable(state.bucket,
+                                                                                                    now_ms)]
         for tags in dropped:
             del self._users[tags]
         return len(dropped)
@@ -274,6 +279,11 @@ class ProducerIdQuotaManager:
 
     def __len__(self) -> int:
         return len(self._users)
+
+
+def _replaceable(bucket: TokenBucket, now_ms: int) -> bool:
+    """True when a new bucket would decide as this one does: it is full again, or it never refills."""
+    return bucket.rate <= 0 or bucket.peek(now_ms) >= bucket.burst
 
 
 def _stats(s: _UserState, now_ms: int) -> ProducerIdStats:
