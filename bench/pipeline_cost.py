@@ -45,7 +45,7 @@ def main() -> None:
     out: list = []
     metrics = _ApiMetrics()
     core = ConnectionCore(scope, Session("P", "127.0.0.1"), max_request_bytes=1 << 20, max_response_bytes=1 << 20,
-                          max_inflight=200, write_client=out.append, write_broker=out.append, now=time.monotonic,
+                          max_inflight=200, write_client=out.append, write_broker=out.append, clock=time.monotonic_ns,
                           api_metrics=lambda key: metrics)
     requests = [memoryview(frame(encode_request_header(2, 5, i, "bench") + b"\x00" * 1024)) for i in range(n)]
     responses = [memoryview(frame(encode_response_header(2, 5, i) + b"\x00" * 40)) for i in range(n)]
@@ -54,10 +54,10 @@ def main() -> None:
     for i in range(n):
         core.client_bytes(requests[i])
         if not flow.unhindered:
-            core.step(1.0)
+            core.step(time.monotonic_ns())
         core.broker_bytes(responses[i])
         if not flow.unhindered:
-            core.step(1.0)
+            core.step(time.monotonic_ns())
         if len(out) > 1000:
             out.clear()
     elapsed = time.perf_counter() - started

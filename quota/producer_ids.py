@@ -13,7 +13,9 @@ No Kafka release implements KIP-936; this follows its design, and states where i
 A PID found only in the older filter is written into the current one as well (not counted again), so a producer
 that keeps producing stays known; a PID is counted again only after it was not seen for at least half a window
 (at most a whole one). A user with no live filter is dropped by :meth:`ProducerIdQuotaManager.cleanup` (the
-KIP's cleanup scheduler, every ``producer.id.quota.cache.cleanup.scheduler.interval.ms``). Filters are sized
+KIP's cleanup scheduler, every ``producer.id.quota.cache.cleanup.scheduler.interval.ms``) once its token bucket is
+full again: the bucket outlives the filters, or a user exhausted and then idle for one window would come back to a
+full burst (``rate x num`` new ids at once) instead of what its bucket refilled. Filters are sized
 for ``producer.id.quota.bloom.expected.pids`` PIDs at ``producer.id.quota.bloom.false.positive.rate`` (our names:
 the KIP leaves them open); a false positive means a new PID goes uncounted, never that a client is throttled
 wrongly. Hashing: mmh3's 128-bit hash of the PID, split into two 64-bit halves for double hashing.
@@ -23,7 +25,9 @@ user may start per window W. It is enforced with KIP-599's token bucket (the KIP
 ControllerMutation quota"): tokens refill at ``producer_ids_rate / W`` per second up to a burst of
 ``producer_ids_rate * producer.id.quota.window.num``; each new PID takes one token; once that leaves the bucket
 below zero, the Produce response carries ``throttle_time_ms = -tokens / refill rate`` and the connection is muted
-(capped), as for the other client quotas. Quotas are on ``user`` entities only (and ``<default>``), as the KIP
+for as long, both capped at ``max_mute_ms`` (``quota.mute.max.ms``) as the byte-rate throttles are: a client that
+honours the reported time (KIP-219) must not be told to stop past its own timeouts (100 ids an hour, 5 short, is
+180 s uncapped, past a producer's 120 s ``delivery.timeout.ms``). Quotas are on ``user`` entities only (and ``<default>``), as the KIP
 says; a PID is counted on Produce, where the KIP counts it.
 """
 
@@ -160,7 +164,8 @@ class _UserState:
 
 
 class ProducerIdQuotaManager:
-    """``producer_ids_rate`` per user. Every method takes ``now_ms`` (the clock is the caller's)."""
+    """``producer_ids_rate`` per user. Every method takes ``now_ms`` (the clock is the caller's). ``max_mute_ms``
+    caps both the reported ``throttle_time_ms`` and the mute."""
 
     def __init__(self, quotas: QuotaTable, *, window_num: int = 11, window_size_s: int = 3600,
                  expected_pids: int = 1000, false_positive_rate: float = 0.001, max_mute_ms: int = INT32_MAX,
@@ -225,7 +230,7 @@ class ProducerIdQuotaManager:
         self.new_pids_counted += 1
         bucket = state.bucket
         bucket.take(1, now_ms)
-        throttle_ms = bucket.throttle_time_ms()
+        throttle_ms = min(bucket.throttle_time_ms(), self.max_mute_ms)  # reported and muted for: both capped
         if throttle_ms <= 0:
             return FORWARD
         shadow = self.shadow or resolved.shadow
@@ -235,12 +240,15 @@ class ProducerIdQuotaManager:
         else:
             state.throttle_ms_total += throttle_ms
             state.throttled += 1
-        return Throttle(throttle_ms, min(throttle_ms, self.max_mute_ms), shadow)
+        return Throttle(throttle_ms, throttle_ms, shadow)
 
     def cleanup(self, now_ms: int) -> int:
-        """The KIP's cleanup: dispose expired filters; drop users with none left. Returns how many were dropped."""
+        """The KIP's cleanup: dispose expired filters; drop users with none left whose bucket a fresh one would
+        equal (full again, or of rate 0: never refilled, and a fresh bucket throttles every new id the same).
+        Returns how many were dropped. Memory stays bounded: a user's bucket refills within ``num`` windows."""
         dropped = [tags for tags, state in self._users.items()
-                   if (state.cache.dispose_expired(now_ms) or not state.cache.live)]
+                   if (state.cache.dispose_expired(now_ms) or not state.cache.live) and _replaceable(state.bucket,
+                                                                                                    now_ms)]
         for tags in dropped:
             del self._users[tags]
         return len(dropped)
@@ -271,6 +279,11 @@ class ProducerIdQuotaManager:
 
     def __len__(self) -> int:
         return len(self._users)
+
+
+def _replaceable(bucket: TokenBucket, now_ms: int) -> bool:
+    """True when a new bucket would decide as this one does: it is full again, or it never refills."""
+    return bucket.rate <= 0 or bucket.peek(now_ms) >= bucket.burst
 
 
 def _stats(s: _UserState, now_ms: int) -> ProducerIdStats:

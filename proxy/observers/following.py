@@ -8,12 +8,15 @@ changed, from what aiokafka's metadata and ListOffsets show (aiokafka does not c
 
 - the topic is gone from the metadata: deleted;
 - its partitions are not the ones assigned;
-- a partition's log start offset went backwards, or its log end offset is below what was already seen there or
-  below the consumer's position: a new log under the same name. The log end is the higher of ListOffsets
+- a partition's log start offset went backwards, its listed log end (ListOffsets "latest") went backwards, or its
+  log end offset is below what was already seen there or below the consumer's position: a new log under the same
+  name. The log end is the higher of ListOffsets
   "latest" and the high watermark of the consumer's last fetch (:func:`log_end`): Tansu answers "latest" with
   the last batch's base offset + 1, below the position whenever that batch held several records, and taking that
   for a new log read the whole topic again for nothing (200,000 records in bench/dynamic_config.py, its state
-  built twice over); a real Kafka gives the same offset both ways;
+  built twice over); a real Kafka gives the same offset both ways. The listed end is also watched on its own: after
+  a DeleteTopics and a re-creation the fetch that errors keeps the old log's high watermark, so the higher of the
+  two stays up while the listed end of the new, shorter log falls;
 - the consumer's position went backwards without being told to (aiokafka's reset after OFFSET_OUT_OF_RANGE).
 
 The follower then drops its consumer and starts again from the beginning. Every call to the broker is bounded by
@@ -31,11 +34,13 @@ CALL_TIMEOUT_S = 5.0  # each metadata or offsets request of a follower
 
 @dataclass
 class Offsets:
-    """What was seen of one partition: the highest log start and end offsets, and the consumer's position."""
+    """What was seen of one partition: the highest log start and end offsets, the listed end on its own, and the
+    consumer's position."""
 
     start: int = 0
     end: int = 0
     position: int = 0
+    listed: int = 0
 
 
 def log_end(listed: int, fetched: int | None) -> int:
@@ -46,10 +51,14 @@ def log_end(listed: int, fetched: int | None) -> int:
     return listed if fetched is None else max(listed, fetched)
 
 
-def log_changed(seen: Offsets, start: int, end: int, position: int) -> str | None:
-    """Why a partition's log is not the one read so far (pure), or None."""
+def log_changed(seen: Offsets, start: int, listed: int, fetched: int | None, position: int) -> str | None:
+    """Why a partition's log is not the one read so far (pure), or None: ``listed`` is ListOffsets "latest",
+    ``fetched`` the last fetch's high watermark (:func:`log_end`)."""
+    end = log_end(listed, fetched)
     if start < seen.start:
         return f"its log start offset went back from {seen.start} to {start}"
+    if listed < seen.listed:
+        return f"its listed log end offset went back from {seen.listed} to {listed}"
     if end < seen.end:
         return f"its log end offset went back from {seen.end} to {end}"
     if end < position:
@@ -117,11 +126,12 @@ class TopicReader:
         ends = await self.end_offsets()
         positions = await self.positions()
         for tp, seen in self.offsets.items():
-            end = log_end(ends[tp], self.consumer.highwater(tp))
-            why = log_changed(seen, starts[tp], end, positions[tp])
+            fetched = self.consumer.highwater(tp)
+            why = log_changed(seen, starts[tp], ends[tp], fetched, positions[tp])
             if why is not None:
                 return f"partition {tp.partition}: {why}"
-            seen.start, seen.end, seen.position = starts[tp], end, positions[tp]
+            seen.start, seen.end, seen.position = starts[tp], log_end(ends[tp], fetched), positions[tp]
+            seen.listed = ends[tp]
         return None
 
 

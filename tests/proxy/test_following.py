@@ -6,17 +6,26 @@ from proxy.observers.following import Offsets, log_changed, log_end
 
 
 def test_the_same_log_growing_or_compacted_is_not_a_change():
-    seen = Offsets(start=0, end=10, position=10)
-    assert log_changed(seen, 0, 12, 11) is None
-    assert log_changed(seen, 4, 12, 12) is None  # the log start moves forward (retention, DeleteRecords)
+    seen = Offsets(start=0, end=10, position=10, listed=10)
+    assert log_changed(seen, 0, 12, None, 11) is None
+    assert log_changed(seen, 4, 12, 12, 12) is None  # the log start moves forward (retention, DeleteRecords)
+    assert log_changed(seen, 0, 10, 14, 14) is None  # Tansu: listed short of the fetched end, as before
 
 
 def test_offsets_going_backwards_mean_a_new_log_under_the_same_name():
     seen = Offsets(start=3, end=10, position=10)
-    assert "start offset" in log_changed(seen, 0, 12, 10)
-    assert "end offset went back" in log_changed(Offsets(0, 10, 8), 0, 2, 8)
-    assert "below the position" in log_changed(Offsets(0, 0, 0), 0, 2, 5)
-    assert "out of range" in log_changed(Offsets(0, 10, 10), 0, 10, 0)
+    assert "start offset" in log_changed(seen, 0, 12, None, 10)
+    assert "end offset went back" in log_changed(Offsets(0, 10, 8), 0, 2, None, 8)
+    assert "below the position" in log_changed(Offsets(0, 0, 0), 0, 2, None, 5)
+    assert "out of range" in log_changed(Offsets(0, 10, 10), 0, 10, None, 0)
+
+
+def test_a_listed_end_going_back_is_a_new_log_though_the_old_high_watermark_stays():
+    """Seen in CI against Tansu: the volume topic deleted and re-created by the publisher within a check interval;
+    the consumer's fetches at its old position fail, so its high watermark stays the old log's (40) and the higher
+    of the two ends never fell. The listed end of the new log (2) is below the one listed before (39)."""
+    seen = Offsets(start=0, end=40, position=40, listed=39)
+    assert "listed log end offset went back from 39 to 2" in log_changed(seen, 0, 2, 40, 40)
 
 
 class _Consumer:
