@@ -45,6 +45,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder  # noqa: E402
 
 from bench.common import ROOT, free_port, tansu, wait_for_port  # noqa: E402
 from proxy.codec.apis import CREATE_TOPICS, FETCH, PRODUCE  # noqa: E402
+from proxy.codec.error_codes import THROTTLING_QUOTA_EXCEEDED  # noqa: E402
 from proxy.codec.header import encode_request_header, frame, response_header_length  # noqa: E402
 from proxy.codec.messages import decode_response, encode_request, new_request  # noqa: E402
 from demo.storms import connect_once  # noqa: E402
@@ -62,7 +63,6 @@ SETTINGS = {
     "controller.quota.window.num": 2, "controller.quota.window.size.seconds": 1,
     "producer.id.quota.window.num": 1, "producer.id.quota.window.size.seconds": PID_WINDOW_S,
 }
-THROTTLING_QUOTA_EXCEEDED = 89
 IO_ERRORS = (OSError, ConnectionError, asyncio.IncompleteReadError, asyncio.TimeoutError)
 
 

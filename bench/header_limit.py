@@ -45,10 +45,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.common import ROOT, free_port, tansu, wait_for_port  # noqa: E402
 from bench.volume_snapshot import Bystander, cpu_seconds, rss_mib  # noqa: E402
+from proxy.codec.apis import API_VERSIONS, METADATA  # noqa: E402
 
 LIMIT = 65536  # request.header.max.bytes' default
 PIPELINED = 16  # 1c: at-limit requests in one write, 1 MiB
-API_VERSIONS, VERSION = 18, 3  # request header v2: client id, then tagged fields
+VERSION = 3  # ApiVersions v3: request header v2, client id, then tagged fields
 BODY = b"\x06bench\x041.0\x00"  # client_software_name, client_software_version (compact strings), no tagged fields
 FIXED = struct.pack(">hhih", API_VERSIONS, VERSION, 1, 5) + b"bench"  # api key .. client id: 15 bytes
 
@@ -212,7 +213,7 @@ def serve_broker() -> None:
                     header = RequestHeader(size, api_key, version, correlation, None, 0)
                     if api_key == API_VERSIONS:
                         conn.sendall(api_versions_answer(header))
-                    elif api_key == 3:  # Metadata
+                    elif api_key == METADATA:
                         conn.sendall(metadata_answer(header))
             except (ConnectionError, OSError):
                 return
