@@ -20,9 +20,10 @@ from proxy.connection.buffers import SharedReadBuffer
 from proxy.connection.client_socket import ClientConnection, ListenerContext
 from proxy.connection.listener import Listener
 from proxy.enforce.internal_topic_guard import InternalTopicGuard
-from proxy.enforce.managers import ByteRateQuotas, ConnectionMetricsCollector, QuotaMetricsCollector
+from proxy.enforce.managers import ByteRateQuotas
 from proxy.ops.http import OpsServer
 from proxy.ops.metrics import ProxyMetrics
+from proxy.ops.quota_metrics import ConnectionMetricsCollector, QuotaMetricsCollector
 from proxy.ops.readiness import Readiness
 from proxy.ops.usage_log import UsageLog
 from proxy.tasks import cancel_and_wait
@@ -57,7 +58,8 @@ class ProxyApp:
         self.effective_config = config  # YAML, with the dynamic configuration laid over it
         self.dynamic = None
         if config.dynamic_config is not None:
-            from proxy.observers.dynamic_config import DynamicConfig, DynamicConfigCollector
+            from proxy.observers.dynamic_config import DynamicConfig
+            from proxy.ops.dynamic_metrics import DynamicConfigCollector
 
             self.dynamic = DynamicConfig(config, self._apply_config, str(config.upstream.bootstrap_servers[0]))
             self.metrics.registry.register(DynamicConfigCollector(self.dynamic))

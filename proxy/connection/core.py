@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from proxy.apis import ConnectionScope, plan_request
 from proxy.codec.frame import FrameSplitter
-from proxy.codec.header import (MAX_HEADER_BYTES, parse_raw_sasl_request, parse_raw_sasl_response,
-                                parse_request_prefix, parse_response_prefix)
+from proxy.codec.header import MAX_HEADER_BYTES, parse_raw_sasl_request, parse_raw_sasl_response, parse_response_prefix
+from proxy.codec.produce_prefix import parse_request_prefix
 from proxy.connection.flow import Flow
 from proxy.connection.request_path import RequestPath
 from proxy.connection.response_path import ResponsePath

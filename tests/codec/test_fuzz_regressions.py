@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 
 from proxy.codec.frame import BUFFER, FrameSplitter
-from proxy.codec.header import parse_request_prefix
+from proxy.codec.produce_prefix import parse_request_prefix
 from tests.fuzz.codec_driver import drive
 
 

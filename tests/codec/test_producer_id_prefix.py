@@ -7,7 +7,8 @@ import uuid
 import pytest
 
 from proxy.codec import apis
-from proxy.codec.header import Incomplete, encode_request_header, frame, parse_request_prefix
+from proxy.codec.header import Incomplete, encode_request_header, frame
+from proxy.codec.produce_prefix import parse_request_prefix
 from proxy.codec.messages import encode_request, new_request
 from tests.codec.test_records_and_helpers import _batch
 

@@ -40,10 +40,10 @@ from proxy.codec.frame import BUFFER, DROP, STOP, STREAM, FrameSplitter
 from proxy.codec.header import (
     Incomplete,
     parse_request_header,
-    parse_request_prefix,
     parse_response_prefix,
     response_header_length,
 )
+from proxy.codec.produce_prefix import parse_request_prefix
 from proxy.codec.records import fetch_records_summary, iter_batches, produce_records_summary
 from proxy.codec.responses import encode_local_response, error_response
 

@@ -14,7 +14,8 @@ from proxy.apis import AnswerLocally, Await, ConnectionScope, ForwardRequest, Se
 from proxy.codec.apis import DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
 from proxy.codec.error_codes import (CLUSTER_AUTHORIZATION_FAILED, INVALID_CONFIG, INVALID_REQUEST, NONE,
                                      UNKNOWN_SERVER_ERROR)
-from proxy.codec.header import encode_request_header, frame, parse_request_prefix, response_header_length
+from proxy.codec.header import encode_request_header, frame, response_header_length
+from proxy.codec.produce_prefix import parse_request_prefix
 from proxy.codec.messages import (TopicIdMap, decode_request, decode_response, encode_request, encode_response,
                                   new_request, new_response)
 from proxy.enforce.managers import ByteRateQuotas

@@ -131,7 +131,7 @@ def test_fetch_under_quota_is_buffered_capped_and_recorded_from_the_response():
 def test_scrapes_are_bounded_whatever_the_number_of_clients():
     """2,000 client ids under a <default> quota and a cap of 10 entities: 9 busiest series plus __other__, whose
     bytes are the rest's sum (and which has no rate sample: it would cost a measurement per client)."""
-    from proxy.enforce.managers import QuotaMetricsCollector
+    from proxy.ops.quota_metrics import QuotaMetricsCollector
 
     clock = ManualClock(1_000_000)
     scope = scope_with([{"entity": {"client-id": "<default>"}, "producer_byte_rate": 1e9}], clock,

@@ -7,7 +7,8 @@ import pytest
 
 from proxy.codec.errors import ProtocolError
 from proxy.codec.frame import BUFFER, DROP, STOP, STREAM, FrameSplitter
-from proxy.codec.header import encode_request_header, frame, parse_request_prefix, parse_response_prefix
+from proxy.codec.header import encode_request_header, frame, parse_response_prefix
+from proxy.codec.produce_prefix import parse_request_prefix
 
 MAX = 1 << 20
 

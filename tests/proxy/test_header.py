@@ -10,10 +10,10 @@ from proxy.codec.header import (
     encode_request_header,
     encode_response_header,
     frame,
-    parse_request_prefix,
     parse_response_prefix,
     response_header_length,
 )
+from proxy.codec.produce_prefix import parse_request_prefix
 
 MAX = 104857600
 

@@ -17,7 +17,8 @@ from proxy.enforce.internal_topic_guard import InternalTopicGuard
 from proxy.codec.apis import (ADD_PARTITIONS_TO_TXN, CREATE_TOPICS, DELETE_RECORDS, DELETE_TOPICS,
                               INCREMENTAL_ALTER_CONFIGS, METADATA, PRODUCE)
 from proxy.codec.error_codes import NONE, TOPIC_AUTHORIZATION_FAILED
-from proxy.codec.header import RequestHeader, parse_request_prefix
+from proxy.codec.header import RequestHeader
+from proxy.codec.produce_prefix import parse_request_prefix
 from proxy.codec.messages import (TopicIdMap, decode_request, decode_response, encode_request, encode_response,
                                   new_request, new_response)
 from proxy.codec.header import encode_request_header, frame

@@ -3,7 +3,8 @@
 from prometheus_client import CollectorRegistry
 
 from config.loader import parse_config
-from proxy.enforce.managers import OTHER, ByteRateQuotas, QuotaMetricsCollector
+from proxy.enforce.managers import ByteRateQuotas
+from proxy.ops.quota_metrics import OTHER, QuotaMetricsCollector
 from quota.clock import ManualClock
 
 

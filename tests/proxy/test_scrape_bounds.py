@@ -7,7 +7,8 @@ from collections import defaultdict
 from prometheus_client import CollectorRegistry
 
 from config.loader import parse_config
-from proxy.enforce.managers import OTHER, ByteRateQuotas, QuotaMetricsCollector
+from proxy.enforce.managers import ByteRateQuotas
+from proxy.ops.quota_metrics import OTHER, QuotaMetricsCollector
 from quota.clock import ManualClock
 
 ENTITIES = 100_000

@@ -68,7 +68,7 @@ def snapshot_value(at_ms: int, volumes: int, used=lambda i: (i % 90) * GB) -> by
 
 def scrape(t: VolumeThrottle) -> dict[str, list]:
     """The volume metrics Prometheus would scrape: family name -> samples."""
-    from proxy.enforce.managers import QuotaMetricsCollector
+    from proxy.ops.quota_metrics import QuotaMetricsCollector
 
     class Quotas:
         volume = t
