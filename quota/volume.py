@@ -10,7 +10,13 @@ broker id). From the snapshots of the live brokers, :func:`evaluate` decides one
   its factor is ``1 - (consumed - soft) / (hard - soft)``, 1 at the soft limit and 0 at the hard one;
 - the smallest factor of all volumes of all live brokers wins (**THROTTLE** when below 1, else **OPEN**);
 - a live broker with no snapshot fresher than ``freshness_seconds``: the configured fallback, PAUSE or OPEN,
-  with ``missing_data`` set so the metric says why.
+  with ``missing_data`` set so the metric says why;
+- nothing heard yet (no broker list and no snapshot, as at start-up): the same fallback, with ``awaiting_data``
+  set. The seed's consumer "should take a configured action when it can not determine the state of all known
+  brokers ... defaulting to PAUSE as the fail-safe"; a proxy that has not read a single snapshot cannot, and
+  reporting OPEN then would let produce through while a disk may be full. Once the broker list is known, every
+  live broker without a fresh snapshot is missing as above; snapshots taken before it (never, with either source:
+  both learn the brokers first) stand for their brokers until it arrives.
 
 A record is bounded before it is read: past ``max_record_bytes`` it is not decoded at all, and a snapshot
 listing more than ``max_volumes_per_snapshot`` volumes is refused before any volume is built (:class:`Bounds`).
@@ -284,9 +290,11 @@ class VolumeState:
     hard_breaches: int
     snapshot_at_ms: dict[int, int]  # each known broker's latest snapshot date (their ages are read when scraped)
     next_evaluation_ms: int | None  # when the next fresh snapshot goes stale; None: time alone changes nothing
+    awaiting_data: bool = False  # no broker list and no snapshot yet: the missing-data action applies to the cluster
 
 
 INITIAL = VolumeState(OPEN, 1.0, (), (), 0, 0.0, 0, 0, {}, None)
+"""The state before the first evaluation (what the first one is compared with); never what a proxy enforces."""
 
 
 def volume_factor(volume: Volume, soft: Limit, hard: Limit) -> tuple[float, str | None]:
@@ -306,7 +314,9 @@ def volume_factor(volume: Volume, soft: Limit, hard: Limit) -> tuple[float, str 
 def evaluate(usages: dict[int, BrokerUsage], live_brokers: set[int] | None, now_ms: int, freshness_ms: int,
              missing_data_action: str, top: int = 10) -> VolumeState:
     """The cluster's state from each broker's summary. ``live_brokers`` None: not known yet, so the brokers are
-    those with snapshots. A snapshot dated ``at`` is fresh while ``now - at <= freshness``."""
+    those with snapshots, and with none either nothing is known: ``missing_data_action`` (``awaiting_data``). A
+    snapshot dated ``at`` is fresh while ``now - at <= freshness``."""
+    awaiting = live_brokers is None and not usages
     brokers = set(usages) if live_brokers is None else set(live_brokers)
     fresh: list[BrokerUsage] = []
     missing: list[int] = []
@@ -317,7 +327,7 @@ def evaluate(usages: dict[int, BrokerUsage], live_brokers: set[int] | None, now_
         else:
             fresh.append(usage)
     factor = min((u.factor for u in fresh), default=1.0)
-    if missing and missing_data_action == PAUSE:
+    if (missing or awaiting) and missing_data_action == PAUSE:
         factor = 0.0
     if factor <= 0.0:
         state = PAUSE
@@ -330,4 +340,4 @@ def evaluate(usages: dict[int, BrokerUsage], live_brokers: set[int] | None, now_
                        sum(u.volume_count for u in fresh), max((u.max_usage_ratio for u in fresh), default=0.0),
                        sum(u.soft_breaches for u in fresh), sum(u.hard_breaches for u in fresh),
                        {b: u.snapshot_at_ms for b, u in usages.items() if b in brokers},
-                       min((u.snapshot_at_ms + freshness_ms + 1 for u in fresh), default=None))
+                       min((u.snapshot_at_ms + freshness_ms + 1 for u in fresh), default=None), awaiting)

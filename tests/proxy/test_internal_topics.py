@@ -36,7 +36,9 @@ class NobodyIsOwn(OwnConnections):
 
 def scope_for(admins=("User:admin",)) -> ConnectionScope:
     config = parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}],
-                           "volume_usage": {}, "dynamic_config": {}, "admin_principals": list(admins)})
+                           # OPEN: without it nothing is known yet and the fail-safe PAUSE holds every produce
+                           "volume_usage": {"missing_data_action": "OPEN"}, "dynamic_config": {},
+                           "admin_principals": list(admins)})
     quotas = ByteRateQuotas(config)
     guard = InternalTopicGuard(quotas.internal_topics, config.admin_principals, own=NobodyIsOwn())
     return ConnectionScope(None, TopicIdMap(), quotas, guard=guard)

@@ -61,7 +61,23 @@ def test_stale_or_missing_snapshots_take_the_fallback():
     assert state(fresh, stale, missing=OPEN).state == OPEN
     assert state(fresh, live={1, 3}).missing_data == (3,) and state(fresh, live={1, 3}).state == PAUSE
     assert state(fresh, live={1, 3}, missing=OPEN).state == OPEN
-    assert state(live=None).state == OPEN  # nothing known at all: no broker to miss
+
+
+def test_before_any_broker_list_or_snapshot_the_missing_data_action_applies():
+    """Issue 23 item 6: at start-up nothing is known, so the state of the cluster's brokers cannot be determined:
+    the seed's fail-safe (missing_data_action, PAUSE by default), not OPEN. The broker list, or a first snapshot,
+    ends the wait; a live broker with no snapshot is then missing as any other."""
+    waiting = state(live=None)
+    assert (waiting.state, waiting.factor, waiting.awaiting_data, waiting.missing_data) == (PAUSE, 0.0, True, ())
+    assert waiting.next_evaluation_ms is None  # only data ends it, not time
+    opened = state(live=None, missing=OPEN)
+    assert (opened.state, opened.factor, opened.awaiting_data) == (OPEN, 1.0, True)
+    listed = state(live={1, 2})
+    assert (listed.state, listed.awaiting_data, listed.missing_data) == (PAUSE, False, (1, 2))
+    assert state(live={1, 2}, missing=OPEN).state == OPEN
+    fresh = state(snap(1, Volume("/a", 100 * GB, 0)), live=None)
+    assert (fresh.state, fresh.awaiting_data) == (OPEN, False)
+    assert not state(snap(1, Volume("/a", 100 * GB, 0)), live={1}).awaiting_data
 
 
 def test_snapshot_round_trip_and_errors_name_the_field():
