@@ -24,6 +24,14 @@ broker-side state moved on when the response was built. So the data is delivered
 pays for it: over time the client gets exactly its quota.
 
 Muting, not the client's goodwill, is what holds clients that ignore ``throttle_time_ms`` (librdkafka, aiokafka).
+
+A Fetch from a follower broker (replica id >= 0; Kafka's ``isFromFollower``) is replication, not consumption: as in
+Kafka it is exempt, its ``max_bytes`` not capped, its response neither trimmed nor recorded, never throttled or
+muted, in enforce and shadow mode alike; a consumer's Fetch on the same connection keeps the rules above. For
+v0-14 the replica id is read with the header and a follower's Fetch is planned as if no quota were configured; from
+v15 (KIP-903) it is a tagged field at the body's end, so the request is read whole and the exemption decided on it.
+Whether the sender may replicate is the broker's to check, as with Kafka (CLUSTER_ACTION on the cluster; without it
+every partition answers TOPIC_AUTHORIZATION_FAILED), so claiming a replica id fetches no data past an authorizer.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ from __future__ import annotations
 from proxy.apis import addresses
 from proxy.apis.plan import FORWARD_AS_IS, AnswerLocally, ConnectionScope, ForwardRequest, Outcome, Plan
 from proxy.session.session import Session
-from proxy.codec.apis import FETCH, FETCH_MAX_BYTES_SINCE, PRODUCE
+from proxy.codec.apis import FETCH, FETCH_MAX_BYTES_SINCE, FETCH_REPLICA_STATE_SINCE, PRODUCE
 from proxy.codec.error_codes import NOT_ENOUGH_REPLICAS
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader
@@ -39,7 +47,7 @@ from proxy.codec.messages import decode_request, decode_response, encode_request
 from proxy.codec.records import iter_batches
 from proxy.codec.responses import encode_local_response, error_response
 from proxy.apis.decisions import Decisions
-from quota.decision import Throttle
+from quota.decision import FORWARD, Throttle
 from quota.entity import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
 from quota.throttle import INT32_MAX
 
@@ -102,6 +110,8 @@ def paused_produce(scope: ConnectionScope, volume, header: RequestHeader, base: 
 
 def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
     base = addresses.plan_fetch(scope, session, header)
+    if header.replica_id >= 0:  # a follower broker (Fetch v0-14): no consumer quota, no max_bytes cap
+        return base
     fetch = scope.quotas.fetch
     if not fetch.enabled:
         return base
@@ -111,9 +121,21 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
         return base
     version = header.api_version
     quotas = scope.quotas
+    # From v15 the replica id is in the body's tagged fields: the body is read whole and ``follower`` set on it
+    # before the request goes upstream, so before its response comes back.
+    tagged = version >= FETCH_REPLICA_STATE_SINCE
+    follower = False
+
+    def note_follower(body: memoryview) -> ForwardRequest:
+        nonlocal follower
+        follower = decode_request(FETCH, version, body).replica_state.replica_id >= 0
+        return FORWARD_AS_IS
+
     if fetch.shadow or resolved.shadow:  # shadow: counted and reported, nothing capped, trimmed or throttled
 
         def record_only(response_size: int):
+            if follower:
+                return FORWARD
             decision = fetch.record_and_decide(user, client_id, response_size)
             decisions = Decisions(quotas, user)
             decisions.add(CONSUMER_BYTE_RATE, decision, client_id)
@@ -121,7 +143,8 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
                 scope.usage.for_request(session, header).shadow_throttle_ms += decisions.shadow_ms
             return decision
 
-        return Plan(action=base.action, rewrite=base.rewrite, observe=base.observe, record_response=record_only)
+        return Plan(action=BUFFER if tagged else base.action, rewrite=base.rewrite, observe=base.observe,
+                    decide=note_follower if tagged else None, record_response=record_only)
 
     def budget() -> int:
         """Bytes this client may receive now without going over its quota (at least 1: progress is kept)."""
@@ -129,7 +152,11 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
         return max(1, min(INT32_MAX, int(headroom)))
 
     def cap_max_bytes(body: memoryview) -> ForwardRequest:
+        nonlocal follower
         msg = decode_request(FETCH, version, body)
+        if tagged and msg.replica_state.replica_id >= 0:
+            follower = True
+            return FORWARD_AS_IS
         capped = min(msg.max_bytes, budget())
         if capped >= msg.max_bytes:
             return FORWARD_AS_IS
@@ -138,10 +165,14 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
 
     def trim(body: memoryview) -> bytes | None:
         rewritten = base.rewrite(body) if base.rewrite is not None else None
+        if follower:
+            return rewritten
         trimmed = trim_fetch_response(version, body if rewritten is None else rewritten, budget())
         return trimmed if trimmed is not None else rewritten
 
     def record(response_size: int):
+        if follower:
+            return FORWARD
         return fetch.record_and_decide(user, client_id, response_size)
 
     return Plan(

@@ -44,6 +44,8 @@ class RequestHeader:
     #                                        v13) when the request writes exactly one topic, else None
     raw: bool = False  # a raw SASL token after SaslHandshake v0: size-prefixed, no Kafka header
     topic_count: int = -1  # Produce only, when asked for: how many topics the request writes (-1: not read)
+    replica_id: int = -1  # Fetch v0-14 only: the body's first field, a follower broker's id (>= 0) or -1 for a
+    #                       consumer; -1 from v15, whose replica id is a tagged field at the body's end
 
     @property
     def expects_response(self) -> bool:

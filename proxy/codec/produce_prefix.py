@@ -1,5 +1,6 @@
 """What a request frame tells before its first byte moves: the header, and for Produce the ``acks`` field, the
-first record batch's producer id and the only topic written, read from a bounded prefix of the body.
+first record batch's producer id and the only topic written, read from a bounded prefix of the body; for Fetch
+v0-14 the replica id (:mod:`proxy.codec.fetch_prefix`).
 
 Everything here reads bytes and returns values (no I/O); a prefix that is not in yet raises
 :class:`~proxy.codec.header.Incomplete`.
@@ -9,8 +10,9 @@ from __future__ import annotations
 
 import struct
 
-from proxy.codec.apis import PRODUCE
+from proxy.codec.apis import FETCH, PRODUCE
 from proxy.codec.errors import ProtocolError
+from proxy.codec.fetch_prefix import with_fetch_replica_id
 from proxy.codec.header import (MAX_HEADER_BYTES, Incomplete, RequestHeader, parse_request_header, read_uvarint,
                                 within_frame)
 
@@ -21,10 +23,12 @@ _INT32 = struct.Struct(">i")
 def parse_request_prefix(buf, max_size: int, producer_ids=None,
                          limit_name: str = "socket.request.max.bytes",
                          max_header: int = MAX_HEADER_BYTES) -> RequestHeader:
-    """The request header, plus ``acks`` for Produce: everything needed before the frame's first byte moves.
-    ``producer_ids`` (an object with ``enabled``, read per request): when enabled, a Produce's first producer id
-    and its only topic too (:func:`produce_prefix`), from a bounded prefix of the body."""
+    """The request header, plus ``acks`` for Produce and the replica id for Fetch v0-14: everything needed before
+    the frame's first byte moves. ``producer_ids`` (an object with ``enabled``, read per request): when enabled, a
+    Produce's first producer id and its only topic too (:func:`produce_prefix`), from a bounded prefix of the body."""
     header = parse_request_header(buf, max_size, limit_name, max_header)
+    if header.api_key == FETCH:
+        return with_fetch_replica_id(buf, header)
     if header.api_key == PRODUCE:
         acks = produce_acks(buf, header)
         if producer_ids is not None and producer_ids.enabled:
