@@ -16,6 +16,7 @@ from typing import Any
 from config.errors import ConfigError, join, mapping_with, show
 from config.model import ListenerConfig, Settings
 from quota.connection import ConnectionLimits, normalize_ip
+from quota.producer_ids import DEFAULT_MAX_HOLD_MS, ENFORCEMENTS, HOLD
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +118,13 @@ SETTINGS: dict[str, Setting] = {
         "False-positive rate of each bloom filter at its expected size: the share of new producer ids mistaken "
         "for known ones (and so not counted; never a wrong throttle).",
     ),
+    "producer.id.quota.max.hold.ms": Setting(
+        DEFAULT_MAX_HOLD_MS, int, 0, 600_000,
+        "producer.id.quota.enforcement hold: the longest a Produce bringing a new producer id is held in the proxy, "
+        "before the broker sees it, waiting for its user's bucket; one that would wait longer is answered at once "
+        "with the retriable NOT_ENOUGH_REPLICAS and throttle_time_ms. Kept well below clients' 30 s request timeout "
+        "(the hold counts against it); at most quota.mute.max.ms.",
+    ),
     "cluster.metadata.refresh.ms": Setting(
         30000, int, 100, 2**31 - 1,
         "Cluster mode: how often the proxy asks the cluster for its brokers (Metadata, no topics) to open the port "
@@ -161,6 +169,9 @@ _LISTENER_SETTING = re.compile(r"^listener\.name\.([A-Za-z0-9_-]+)\.(" +
                                "|".join(re.escape(name) for name in LISTENER_SETTINGS) + r")$")
 IP_OVERRIDES = "max.connections.per.ip.overrides"  # Kafka's "<ip>:<count>,<ip>:<count>", or a mapping
 QUOTA_MODE = "quota.mode"  # enforce or shadow: every quota of the proxy computed and metered, none applied
+# hold (new producer ids over quota wait in the proxy before the broker sees them) or throttle (KIP-936's behaviour:
+# forwarded, then throttled)
+PRODUCER_ID_ENFORCEMENT = "producer.id.quota.enforcement"
 
 
 def parse_settings(raw: Any, path: str, listener_names: set[str] = frozenset()) -> Settings:
@@ -170,10 +181,11 @@ def parse_settings(raw: Any, path: str, listener_names: set[str] = frozenset()) 
     if not isinstance(raw, dict):
         raise ConfigError(path, f"expected a mapping, got {show(raw)}")
     prefixed = {key for key in raw if isinstance(key, str) and _LISTENER_SETTING.match(key)}
-    m = mapping_with(raw, path, set(SETTINGS) | {IP_OVERRIDES, QUOTA_MODE} | prefixed)
+    m = mapping_with(raw, path, set(SETTINGS) | {IP_OVERRIDES, QUOTA_MODE, PRODUCER_ID_ENFORCEMENT} | prefixed)
     values: dict[str, Any] = {name: s.default for name, s in SETTINGS.items()}
     values[IP_OVERRIDES] = {}
     values[QUOTA_MODE] = "enforce"
+    values[PRODUCER_ID_ENFORCEMENT] = HOLD
     for name, value in m.items():
         key = join(path, name)
         if name == IP_OVERRIDES:
@@ -182,6 +194,11 @@ def parse_settings(raw: Any, path: str, listener_names: set[str] = frozenset()) 
         if name == QUOTA_MODE:
             if value not in ("enforce", "shadow"):
                 raise ConfigError(key, f"expected enforce or shadow, got {show(value)}")
+            values[name] = value
+            continue
+        if name == PRODUCER_ID_ENFORCEMENT:
+            if value not in ENFORCEMENTS:
+                raise ConfigError(key, f"expected {' or '.join(ENFORCEMENTS)}, got {show(value)}")
             values[name] = value
             continue
         match = _LISTENER_SETTING.match(name)
@@ -201,6 +218,11 @@ def parse_settings(raw: Any, path: str, listener_names: set[str] = frozenset()) 
         if not spec.minimum <= value <= spec.maximum:
             raise ConfigError(key, f"must be between {_num(spec.minimum)} and {_num(spec.maximum)}, got {value!r}")
         values[name] = spec.kind(value)
+    if values["producer.id.quota.max.hold.ms"] > values["quota.mute.max.ms"]:
+        raise ConfigError(join(path, "producer.id.quota.max.hold.ms"),
+                          f"must be at most quota.mute.max.ms ({values['quota.mute.max.ms']}): a refused Produce's "
+                          f"retry is muted for quota.mute.max.ms less the hold, so mute and hold together stay under "
+                          f"clients' request timeouts; got {values['producer.id.quota.max.hold.ms']}")
     return Settings(MappingProxyType(values))
 
 

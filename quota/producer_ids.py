@@ -1,34 +1,41 @@
 """The active producer-id quota (KIP-936): per user, a time-controlled bloom filter and a token bucket. Pure.
 
-No Kafka release implements KIP-936; this follows its design, and states where its text is loose.
+No Kafka release implements KIP-936; this follows its design, states where its text is loose, and goes further
+where the proxy can protect the broker better than the KIP's after-the-fact throttle.
 
-**The cache** (:class:`TimeControlledBloomFilter`, one per user). The KIP's four steps, with W =
-``producer.id.quota.window.size.seconds``:
-
-1. the user's first PID creates filter 1, which takes every new PID;
-2. half a window after filter 1 was created, filter 2 is created and takes every new PID; both are read;
-3. filter 1 is disposed when it is one window old;
-4. steps 2 and 3 repeat with filter 2, and so on: at most two filters live, each for one window.
-
-A PID found only in the older filter is written into the current one as well (not counted again), so a producer
-that keeps producing stays known; a PID is counted again only after it was not seen for at least half a window
-(at most a whole one). A user with no live filter is dropped by :meth:`ProducerIdQuotaManager.cleanup` (the
-KIP's cleanup scheduler, every ``producer.id.quota.cache.cleanup.scheduler.interval.ms``) once its token bucket is
-full again: the bucket outlives the filters, or a user exhausted and then idle for one window would come back to a
-full burst (``rate x num`` new ids at once) instead of what its bucket refilled. Filters are sized
-for ``producer.id.quota.bloom.expected.pids`` PIDs at ``producer.id.quota.bloom.false.positive.rate`` (our names:
-the KIP leaves them open); a false positive means a new PID goes uncounted, never that a client is throttled
-wrongly. Hashing: mmh3's 128-bit hash of the PID, split into two 64-bit halves for double hashing.
+**The cache** (:mod:`quota.producer_id_cache`, one :class:`TimeControlledBloomFilter` per user): the KIP's four
+steps; a PID is counted again only after it was not seen for at least half a window (at most a whole one). A user
+with no live filter is dropped by :meth:`ProducerIdQuotaManager.cleanup` (the KIP's cleanup scheduler, every
+``producer.id.quota.cache.cleanup.scheduler.interval.ms``) once its token bucket is full again: the bucket outlives
+the filters, or a user exhausted and then idle for one window would come back to a full burst (``rate x num`` new
+ids at once) instead of what its bucket refilled.
 
 **The quota**. ``producer_ids_rate`` is, as the KIP's ``kafka-configs`` examples read, the number of new PIDs a
-user may start per window W. It is enforced with KIP-599's token bucket (the KIP says "similar to
-ControllerMutation quota"): tokens refill at ``producer_ids_rate / W`` per second up to a burst of
-``producer_ids_rate * producer.id.quota.window.num``; each new PID takes one token; once that leaves the bucket
-below zero, the Produce response carries ``throttle_time_ms = -tokens / refill rate`` and the connection is muted
-for as long, both capped at ``max_mute_ms`` (``quota.mute.max.ms``) as the byte-rate throttles are: a client that
-honours the reported time (KIP-219) must not be told to stop past its own timeouts (100 ids an hour, 5 short, is
-180 s uncapped, past a producer's 120 s ``delivery.timeout.ms``). Quotas are on ``user`` entities only (and ``<default>``), as the KIP
-says; a PID is counted on Produce, where the KIP counts it.
+user may start per window W (``producer.id.quota.window.size.seconds``). It is enforced with KIP-599's token bucket
+(the KIP says "similar to ControllerMutation quota"): tokens refill at ``producer_ids_rate / W`` per second up to
+a burst of ``producer_ids_rate * producer.id.quota.window.num``; each new PID takes one token. Quotas are on
+``user`` entities only (and ``<default>``), as the KIP says; a PID is counted on Produce, where the KIP counts it.
+What happens to a new PID the bucket has no token for depends on ``enforcement``
+(``producer.id.quota.enforcement``):
+
+- ``throttle`` (the KIP's behaviour): the Produce is forwarded (the broker takes the PID in), and its response
+  carries ``throttle_time_ms = -tokens / refill rate`` and the connection is muted for as long, both capped at
+  ``max_mute_ms`` (``quota.mute.max.ms``) as the byte-rate throttles are: a client that honours the reported time
+  (KIP-219) must not be told to stop past its own timeouts (100 ids an hour, 5 short, is 180 s uncapped, past a
+  producer's 120 s ``delivery.timeout.ms``). A client that restarts per message never feels it: the broker has the
+  PID already, and the muted connection is one the client is about to close.
+- ``hold`` (the default): the PID never reaches the broker before the bucket has a token for it. The PID takes its
+  token now (the bucket may go below zero: each PID waiting has its own place, first come first served, whatever
+  connection it came on) and the decision is :class:`Hold` until the time the bucket is back at zero, so new PIDs
+  reach the broker at the rate, plus the burst. A PID counted for a hold is known from then on; another Produce
+  bringing it while it is held (the same producer on another broker's connection) is held until the same time,
+  and not counted again. A hold longer than ``max_hold_ms`` (``producer.id.quota.max.hold.ms``, below clients'
+  request timeouts) is not made: the decision is :class:`Refuse` (answered with a retriable error), the PID is not
+  written into the cache nor charged to the bucket, so the client's retry is judged as new again. The refusal
+  reports when a retry could be held no longer than ``max_hold_ms`` (capped at ``max_mute_ms``) and mutes for that
+  time at most ``max_mute_ms - max_hold_ms``, so a retry's mute and its hold together stay within ``max_mute_ms``.
+
+Shadow (``quota.mode: shadow`` or a shadow entry) always decides as ``throttle``, marked shadow: nothing is held.
 """
 
 from __future__ import annotations
@@ -38,106 +45,39 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from operator import attrgetter
 
-import mmh3
-
 from quota.decision import FORWARD, Decision, Throttle
 from quota.entity import DEFAULT, PRODUCER_IDS_RATE, QuotaTable, QuotaTags
 from quota.mutation import TokenBucket
+from quota.producer_id_cache import MAX_FILTERS, BloomFilter, TimeControlledBloomFilter  # noqa: F401 (re-exported)
+from quota.producer_ids_issued import IssuedProducerIds
 from quota.throttle import INT32_MAX
 from quota.top import OTHER, busiest, no_pause, others, release, snapshot, totals
 
-_MASK64 = (1 << 64) - 1
+HOLD, THROTTLE = "hold", "throttle"
+ENFORCEMENTS = (HOLD, THROTTLE)
+DEFAULT_MAX_HOLD_MS = 10_000
 
 
-class BloomFilter:
-    """A fixed-size bloom filter of int64 keys: ``m`` bits, ``k`` hashes by double hashing of one mmh3 hash."""
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """A new producer id over quota (enforcement ``hold``): keep the Produce in the proxy, unread past, until
+    ``until_ms`` (the quota's clock), then forward it as it is. Its PID is counted already: do not ask again."""
 
-    __slots__ = ("bits", "num_bits", "num_hashes", "count")
-
-    def __init__(self, expected_items: int, false_positive_rate: float) -> None:
-        if expected_items < 1 or not 0 < false_positive_rate < 1:
-            raise ValueError(f"a bloom filter needs expected items >= 1 and 0 < rate < 1, got "
-                             f"{expected_items}, {false_positive_rate}")
-        self.num_bits = max(64, math.ceil(-expected_items * math.log(false_positive_rate) / math.log(2) ** 2))
-        self.num_hashes = max(1, round(self.num_bits / expected_items * math.log(2)))
-        self.bits = bytearray((self.num_bits + 7) // 8)
-        self.count = 0  # keys added
-
-    def positions(self, key: int) -> list[int]:
-        """The bits of ``key`` (the same for every filter of one sizing: compute once, test several filters)."""
-        h = mmh3.hash128((key & _MASK64).to_bytes(8, "big"), signed=False)
-        h1, h2, m = h & _MASK64, (h >> 64) | 1, self.num_bits
-        return [(h1 + i * h2) % m for i in range(self.num_hashes)]
-
-    def add(self, key: int, positions: list[int] | None = None) -> None:
-        bits = self.bits
-        for p in positions if positions is not None else self.positions(key):
-            bits[p >> 3] |= 1 << (p & 7)
-        self.count += 1
-
-    def has(self, positions: list[int]) -> bool:
-        bits = self.bits
-        for p in positions:
-            if not bits[p >> 3] >> (p & 7) & 1:
-                return False
-        return True
-
-    def __contains__(self, key: int) -> bool:
-        return self.has(self.positions(key))
-
-    @property
-    def size_bytes(self) -> int:
-        return len(self.bits)
+    until_ms: int
+    shadow: bool = False  # never: a shadow quota decides as throttle
 
 
-MAX_FILTERS = 4
-"""Filters one user may hold: two in the KIP's steps, more only while a flood fills them early (see below)."""
+@dataclass(frozen=True, slots=True)
+class Refuse:
+    """A new producer id that would be held longer than the hold bound: answer the Produce locally with a retriable
+    error carrying ``throttle.throttle_time_ms`` and mute for ``throttle.mute_ms``; it never reaches the broker,
+    and its PID is not counted (the retry is judged again)."""
+
+    throttle: Throttle
+    shadow: bool = False
 
 
-class TimeControlledBloomFilter:
-    """The KIP's per-user cache: filters written for half a window (or until full) and read for a whole one.
-
-    Beyond the KIP: a filter that has taken its expected number of PIDs stops taking writes early and a new one
-    starts, so its false-positive rate stays at the configured one under a flood (a full filter would take every
-    new PID for a known one and stop counting them); a user holds at most MAX_FILTERS, the oldest dropped first,
-    so memory stays bounded and a PID of a dropped filter is counted again (never less)."""
-
-    __slots__ = ("window_ms", "expected", "fp_rate", "filters")
-
-    def __init__(self, window_ms: int, expected: int, fp_rate: float) -> None:
-        self.window_ms, self.expected, self.fp_rate = window_ms, expected, fp_rate
-        self.filters: list[tuple[int, BloomFilter]] = []  # (created at ms, filter), oldest first
-
-    def dispose_expired(self, now_ms: int) -> None:
-        """Step 3: a filter is dropped once it is one window old."""
-        while self.filters and now_ms - self.filters[0][0] >= self.window_ms:
-            self.filters.pop(0)
-
-    def seen_or_add(self, pid: int, now_ms: int) -> bool:
-        """True if ``pid`` was seen within the filters' lifetime; else it is added (and False is returned)."""
-        self.dispose_expired(now_ms)
-        filters = self.filters
-        if not filters or now_ms - filters[-1][0] >= self.window_ms // 2 or filters[-1][1].count >= self.expected:
-            filters.append((now_ms, BloomFilter(self.expected, self.fp_rate)))  # steps 1, 2 and 4 (or full)
-            if len(filters) > MAX_FILTERS:
-                filters.pop(0)
-        current = filters[-1][1]
-        positions = current.positions(pid)
-        if current.has(positions):
-            return True
-        if any(f.has(positions) for _, f in filters[:-1]):
-            current.add(pid, positions)  # still active: keep it known in the filter that outlives the old one
-            return True
-        current.add(pid, positions)
-        return False
-
-    @property
-    def live(self) -> bool:
-        return bool(self.filters)
-
-    @property
-    def size_bytes(self) -> int:
-        return sum(f.size_bytes for _, f in self.filters)
+ProducerIdDecision = Decision | Hold | Refuse
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,25 +91,50 @@ class ProducerIdStats:
     cache_bytes: int
     shadow_throttle_time_ms_total: int = 0  # decided by a shadow quota, not applied
     shadow_throttled_count: int = 0
+    held_count: int = 0  # Produce requests held before the broker saw their new PID (enforcement hold)
+    hold_time_ms_total: int = 0  # and for how long, in all
+    refused_count: int = 0  # Produce requests refused (a hold past the bound); also in throttled_count
 
 
 class _UserState:
     __slots__ = ("tags", "cache", "bucket", "limit", "new_pids", "throttle_ms_total", "throttled",
-                 "shadow_throttle_ms_total", "shadow_throttled")
+                 "shadow_throttle_ms_total", "shadow_throttled", "held", "hold_ms_total", "refused", "holding")
 
     def __init__(self, tags: QuotaTags, cache: TimeControlledBloomFilter, bucket: TokenBucket, limit: float) -> None:
         self.tags, self.cache, self.bucket, self.limit = tags, cache, bucket, limit
         self.new_pids = self.throttle_ms_total = self.throttled = 0
         self.shadow_throttle_ms_total = self.shadow_throttled = 0
+        self.held = self.hold_ms_total = self.refused = 0
+        # PIDs held now -> until when (in the order they were held, so by time but for a quota change): at most one
+        # per token below zero, and a PID leaves once its time is past, so this stays small
+        self.holding: dict[int, int] = {}
+
+    def release_past_holds(self, now_ms: int) -> None:
+        """Forget the holds whose time has come, each PID written into the cache again as it goes: it reached the
+        broker then, so it stays known a window from there (a hold of more than half a window could outlast the
+        filter the PID was written into when it was held, and the PID be counted a second time)."""
+        holding = self.holding
+        while holding:
+            pid, until = next(iter(holding.items()))
+            if until > now_ms:
+                break
+            del holding[pid]
+            self.cache.seen_or_add(pid, now_ms)
 
 
 class ProducerIdQuotaManager:
     """``producer_ids_rate`` per user. Every method takes ``now_ms`` (the clock is the caller's). ``max_mute_ms``
-    caps both the reported ``throttle_time_ms`` and the mute."""
+    caps both the reported ``throttle_time_ms`` and the mute; ``enforcement`` is :data:`THROTTLE` (the KIP's) or
+    :data:`HOLD` (new PIDs held before the broker sees them, at most ``max_hold_ms``)."""
 
     def __init__(self, quotas: QuotaTable, *, window_num: int = 11, window_size_s: int = 3600,
                  expected_pids: int = 1000, false_positive_rate: float = 0.001, max_mute_ms: int = INT32_MAX,
-                 shadow: bool = False) -> None:
+                 shadow: bool = False, enforcement: str = THROTTLE, max_hold_ms: int = DEFAULT_MAX_HOLD_MS) -> None:
+        if enforcement not in ENFORCEMENTS:
+            raise ValueError(f"enforcement must be one of {', '.join(ENFORCEMENTS)}, got {enforcement!r}")
+        if max_hold_ms < 0:
+            raise ValueError(f"max_hold_ms must be >= 0, got {max_hold_ms}")
+        self.enforcement, self.max_hold_ms = enforcement, max_hold_ms
         self.window_num, self.window_size_s = window_num, window_size_s
         self.expected_pids, self.false_positive_rate = expected_pids, false_positive_rate
         self.max_mute_ms, self.shadow = max_mute_ms, shadow
@@ -211,8 +176,10 @@ class ProducerIdQuotaManager:
     def _bucket_shape(self, limit: float) -> tuple[float, float]:
         return limit / self.window_size_s, limit * self.window_num
 
-    def record_and_decide(self, user: str, pid: int, now_ms: int) -> Decision:
-        """A Produce from ``user`` with producer id ``pid`` (>= 0): count it if new; throttle when over quota."""
+    def record_and_decide(self, user: str, pid: int, now_ms: int) -> ProducerIdDecision:
+        """A Produce from ``user`` with producer id ``pid`` (>= 0): count it if new; throttle (``throttle``), or
+        hold or refuse (``hold``), when over quota. A :class:`Hold`'s PID is counted: do not ask again for the
+        request when it is let through; a :class:`Refuse`'s is not."""
         resolved = self._quotas.resolve(PRODUCER_IDS_RATE, user, "")  # user entities only: client-id is ignored
         if resolved.unlimited:
             return FORWARD
@@ -224,16 +191,23 @@ class ProducerIdQuotaManager:
             state = self._users[tags] = _UserState(tags, cache,
                                                     TokenBucket(*self._bucket_shape(resolved.limit), now_ms),
                                                     resolved.limit)
-        if state.cache.seen_or_add(pid, now_ms):
+        shadow = self.shadow or resolved.shadow
+        if state.holding:
+            state.release_past_holds(now_ms)
+            until = state.holding.get(pid)
+            if until is not None and until > now_ms and not shadow:
+                return Hold(until)  # held already (this producer on another connection): through at the same time
+        if state.cache.seen(pid, now_ms):
             return FORWARD
-        state.new_pids += 1
-        self.new_pids_counted += 1
         bucket = state.bucket
+        if self.enforcement == HOLD and not shadow:
+            return self._hold(state, pid, now_ms)
+        state.cache.add(pid, now_ms)
+        self._counted(state)
         bucket.take(1, now_ms)
         throttle_ms = min(bucket.throttle_time_ms(), self.max_mute_ms)  # reported and muted for: both capped
         if throttle_ms <= 0:
             return FORWARD
-        shadow = self.shadow or resolved.shadow
         if shadow:
             state.shadow_throttle_ms_total += throttle_ms
             state.shadow_throttled += 1
@@ -242,10 +216,41 @@ class ProducerIdQuotaManager:
             state.throttled += 1
         return Throttle(throttle_ms, throttle_ms, shadow)
 
+    def _hold(self, state: "_UserState", pid: int, now_ms: int) -> ProducerIdDecision:
+        """A new ``pid`` under enforcement ``hold``: let through now while the bucket has a token for it, held until
+        the bucket is back at zero, or refused when that is more than ``max_hold_ms`` away."""
+        bucket = state.bucket
+        bucket.refill(now_ms)
+        wait_ms = _wait_ms(bucket.tokens - 1, bucket.rate)
+        if wait_ms > self.max_hold_ms:  # not counted, not cached: the retry is judged as new again
+            retry_ms = min(wait_ms - self.max_hold_ms, self.max_mute_ms)  # a retry then is held at most max_hold_ms
+            mute_ms = min(retry_ms, max(0, self.max_mute_ms - self.max_hold_ms))
+            state.refused += 1
+            state.throttled += 1
+            state.throttle_ms_total += retry_ms
+            return Refuse(Throttle(retry_ms, mute_ms))
+        state.cache.add(pid, now_ms)
+        self._counted(state)
+        bucket.take(1, now_ms)
+        if wait_ms <= 0:
+            return FORWARD
+        until = now_ms + wait_ms
+        state.holding[pid] = until
+        state.held += 1
+        state.hold_ms_total += wait_ms
+        return Hold(until)
+
+    def _counted(self, state: "_UserState") -> None:
+        state.new_pids += 1
+        self.new_pids_counted += 1
+
     def cleanup(self, now_ms: int) -> int:
         """The KIP's cleanup: dispose expired filters; drop users with none left whose bucket a fresh one would
         equal (full again, or of rate 0: never refilled, and a fresh bucket throttles every new id the same).
         Returns how many were dropped. Memory stays bounded: a user's bucket refills within ``num`` windows."""
+        for state in self._users.values():
+            if state.holding:
+                state.release_past_holds(now_ms)
         dropped = [tags for tags, state in self._users.items()
                    if (state.cache.dispose_expired(now_ms) or not state.cache.live) and _replaceable(state.bucket,
                                                                                                     now_ms)]
@@ -265,7 +270,8 @@ class ProducerIdQuotaManager:
         top = busiest(users, n, attrgetter("new_pids"), pause)
         if top is None:
             return [_stats(s, now_ms) for s in users], None
-        names = ("new_pids", "throttle_ms_total", "throttled", "shadow_throttle_ms_total", "shadow_throttled")
+        names = ("new_pids", "throttle_ms_total", "throttled", "shadow_throttle_ms_total", "shadow_throttled", "held",
+                 "hold_ms_total", "refused")
         sums = dict.fromkeys(names + ("cache_bytes",), 0)
         for part in others(users, top, pause):
             for name, value in totals((part,), names).items():
@@ -274,11 +280,21 @@ class ProducerIdQuotaManager:
         release(users, pause)
         other = ProducerIdStats(QuotaTags(OTHER, ""), math.inf, math.nan, sums["new_pids"], sums["throttle_ms_total"],
                                 sums["throttled"], sums["cache_bytes"], sums["shadow_throttle_ms_total"],
-                                sums["shadow_throttled"])
+                                sums["shadow_throttled"], sums["held"], sums["hold_ms_total"], sums["refused"])
         return [_stats(s, now_ms) for s in top], other
 
     def __len__(self) -> int:
         return len(self._users)
+
+
+def _wait_ms(tokens: float, rate: float) -> int:
+    """How long until a bucket at ``tokens`` refilling ``rate`` per second is back at zero (0 when it is not below;
+    INT32_MAX when it never refills), rounded up: a PID let through then finds its token there."""
+    if tokens >= 0:
+        return 0
+    if rate <= 0:
+        return INT32_MAX
+    return min(INT32_MAX, math.ceil(-tokens / rate * 1000.0))
 
 
 def _replaceable(bucket: TokenBucket, now_ms: int) -> bool:
@@ -288,27 +304,5 @@ def _replaceable(bucket: TokenBucket, now_ms: int) -> bool:
 
 def _stats(s: _UserState, now_ms: int) -> ProducerIdStats:
     return ProducerIdStats(s.tags, s.limit, s.bucket.peek(now_ms), s.new_pids, s.throttle_ms_total, s.throttled,
-                           s.cache.size_bytes, s.shadow_throttle_ms_total, s.shadow_throttled)
-
-
-class IssuedProducerIds:
-    """Who is churning producers: producer ids the broker issued (InitProducerId answers), per (user, client-id,
-    IP). Bounded: beyond ``max_entries`` keys the least recently issued one is folded into ``other``."""
-
-    __slots__ = ("max_entries", "_counts", "other")
-
-    def __init__(self, max_entries: int = 1000) -> None:
-        self.max_entries = max_entries
-        self._counts: dict[tuple[str, str, str], int] = {}  # insertion order = least recently issued first
-        self.other = 0
-
-    def record(self, user: str, client_id: str, ip: str) -> None:
-        key = (user, client_id, ip)
-        count = self._counts.pop(key, 0) + 1
-        self._counts[key] = count  # moves to the end: most recently issued
-        if len(self._counts) > self.max_entries:
-            oldest = next(iter(self._counts))
-            self.other += self._counts.pop(oldest)
-
-    def counts(self) -> dict[tuple[str, str, str], int]:
-        return dict(self._counts)
+                           s.cache.size_bytes, s.shadow_throttle_ms_total, s.shadow_throttled, s.held, s.hold_ms_total,
+                           s.refused)
