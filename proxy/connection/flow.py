@@ -47,9 +47,9 @@ class FlowError(RuntimeError):
 
 
 class Flow:
-    __slots__ = ("inflight", "max_inflight", "_mid_frame", "_broker_full", "_client_full", "_muted_until",
+    __slots__ = ("inflight", "max_inflight", "_mid_frame", "_broker_full", "_responses_full", "_muted_until",
                  "_throttled", "_deciding", "held", "_draining", "_read_ahead", "_read_ahead_pos", "_requests",
-                 "_small_reads", "_client_full_since", "_last_read", "_broker_resumed")
+                 "_small_reads", "_responses_full_since", "_last_read", "_broker_resumed")
 
     def __init__(self, max_inflight: int) -> None:
         if max_inflight < 1:
@@ -59,7 +59,7 @@ class Flow:
         self.max_inflight = max_inflight
         self._mid_frame = False  # a request frame has started and not ended
         self._broker_full = False  # back-pressure: the broker socket's write buffer is full
-        self._client_full = False  # back-pressure: the client socket's write buffer is full (responses not taken)
+        self._responses_full = False  # back-pressure: the client socket's write buffer is full (responses not taken)
         self._muted_until = 0  # quota mute: read no new request before this time (ns; 0: not muted)
         self._throttled = 0  # requests throttled when read whose response is not out yet
         self._deciding = 0  # requests waiting for the proxy's own lookup before they are decided
@@ -70,7 +70,7 @@ class Flow:
         self._read_ahead: bytearray | None = None  # request bytes read past a paused boundary
         self._read_ahead_pos = 0
         self._small_reads = False  # bytes were held back past a paused boundary: keep reads small
-        self._client_full_since = 0  # when the client stopped taking responses (ns), 0 while it takes them
+        self._responses_full_since = 0  # when the client stopped taking responses (ns), 0 while it takes them
         self._last_read = 0  # when the client last sent bytes (ns)
         self._broker_resumed = 0  # when reading the broker last resumed (ns): the response timeout starts anew
 
@@ -78,7 +78,7 @@ class Flow:
 
     def _paused_at_boundary(self) -> bool:
         """A reason that stops reading at the next request frame boundary holds (the one pause condition)."""
-        return bool(self._muted_until or self._throttled or self._deciding or self.held or self._client_full
+        return bool(self._muted_until or self._throttled or self._deciding or self.held or self._responses_full
                     or self._draining or len(self._requests) >= self.max_inflight)
 
     paused_at_boundary = property(_paused_at_boundary)
@@ -114,12 +114,12 @@ class Flow:
 
     @property
     def reading_broker(self) -> bool:
-        return not self._client_full and not self.held
+        return not self._responses_full and not self.held
 
     @property
     def at_bound(self) -> bool:
         """Reading is stopped by the in-flight bound (requests or unsent response bytes), not by a quota."""
-        return not self._mid_frame and (self._client_full or len(self._requests) >= self.max_inflight)
+        return not self._mid_frame and (self._responses_full or len(self._requests) >= self.max_inflight)
 
     @property
     def mid_frame(self) -> bool:
@@ -208,10 +208,10 @@ class Flow:
         self._broker_full = on
 
     def client_backpressure(self, on: bool, now: int) -> None:
-        if on == self._client_full:
+        if on == self._responses_full:
             raise FlowError(f"client back-pressure {'set' if on else 'lifted'} twice")
-        self._client_full = on
-        self._client_full_since = now if on else 0
+        self._responses_full = on
+        self._responses_full_since = now if on else 0
 
     # -- timeouts --------------------------------------------------------------------------------------------------
 
@@ -227,7 +227,7 @@ class Flow:
         """The bound this connection is past, or None: ``"client_full"`` (the client took no response for
         ``idle_timeout``), ``"upstream_timeout"`` (the broker did not answer a request read at ``waiting_since``
         within ``response_timeout``, counted while the broker is read), ``"idle"`` (nothing sent nor owed)."""
-        if self._client_full_since and now - self._client_full_since > idle_timeout:
+        if self._responses_full_since and now - self._responses_full_since > idle_timeout:
             return "client_full"
         if waiting_since is not None:
             if self.reading_broker and now - max(waiting_since, self._broker_resumed) > response_timeout:
