@@ -13,6 +13,7 @@ from proxy.apis import ConnectionScope
 from proxy.cluster import own_clients
 from proxy.cluster.broker_ports import BrokerPorts
 from proxy.cluster.discovery import BrokerDiscovery
+from proxy.cluster.kafka_clients import OwnKafka
 from proxy.cluster.own_clients import track_aiokafka
 from proxy.cluster.topics import TopicPartitions
 from proxy.codec.messages import TopicIdMap
@@ -43,11 +44,11 @@ class ProxyApp:
         self.metrics.buffered_response_max_bytes.set(config.settings["connections.max.buffered.response.bytes"])
         connect_timeout_s = config.settings["upstream.connect.timeout.ms"] / 1000.0
         self.upstream_ssl = config.upstream.tls.context() if config.upstream.tls is not None else None
+        self.kafka = OwnKafka(config.upstream.bootstrap_servers, self.upstream_ssl)  # the proxy's own traffic
         self._listener_tls = {lc.name: ((lc.tls.context(), parse_rules(lc.tls.principal_mapping_rules))
                                         if lc.tls is not None else (None, ())) for lc in config.listeners}
         self._listener_sasl = {lc.name: lc.sasl for lc in config.listeners}
-        self.readiness = Readiness(config.upstream.bootstrap_servers, connect_timeout_s, self.metrics,
-                                   self.upstream_ssl)
+        self.readiness = Readiness(self.kafka, connect_timeout_s, self.metrics)
         self.connections: set[ClientConnection] = set()
         self.topic_ids = TopicIdMap()
         self.topics = TopicPartitions()
@@ -61,7 +62,7 @@ class ProxyApp:
             from proxy.observers.dynamic_config import DynamicConfig
             from proxy.ops.dynamic_metrics import DynamicConfigCollector
 
-            self.dynamic = DynamicConfig(config, self._apply_config, str(config.upstream.bootstrap_servers[0]))
+            self.dynamic = DynamicConfig(config, self._apply_config, self.kafka)
             self.metrics.registry.register(DynamicConfigCollector(self.dynamic))
         self.metrics.registry.register(ConnectionMetricsCollector(self.connection_quotas, self.quotas.clock))
         self.usage_log = UsageLog(config.usage_log, self.metrics) if config.usage_log is not None else None
@@ -85,11 +86,11 @@ class ProxyApp:
             self.listeners.append(Listener(self._context(lc.name, lambda: bootstrap, scope), lc.bind.host, lc.bind.port))
         settings = config.settings
         self.discovery = BrokerDiscovery(
-            config.upstream.bootstrap_servers, [s.cluster for s in self._scopes.values() if s.cluster is not None],
+            self.kafka, [s.cluster for s in self._scopes.values() if s.cluster is not None],
             timeout_s=settings["upstream.connect.timeout.ms"] / 1000.0,
             refresh_s=settings["cluster.metadata.refresh.ms"] / 1000.0,
             removal_s=settings["cluster.broker.removal.ms"] / 1000.0, close_broker=self._close_broker_port,
-            now=time.monotonic, ssl_context=self.upstream_ssl)
+            now=time.monotonic)
         self.draining = False  # shutting down: /readyz says not ready while in-flight requests finish
         # not ready before the config topic has been read to its end once (or found unreadable: the YAML applies)
         self.ops = OpsServer(self.metrics.registry,
@@ -141,12 +142,6 @@ class ProxyApp:
         except OSError as exc:
             log.error("listener %s: cannot open port %d for broker %d: %s", lc.name, cluster.port_for(node_id), node_id, exc)
 
-    def _own_client_security(self) -> dict:
-        """How the proxy's own aiokafka clients (config topic, volume usage) reach the brokers."""
-        if self.upstream_ssl is None:
-            return {}
-        return {"security_protocol": "SSL", "ssl_context": self.upstream_ssl}
-
     def _apply_config(self, config: ProxyConfig) -> None:
         """A new effective configuration from the dynamic config: every manager takes it in this one step."""
         self.quotas.apply(config)
@@ -189,24 +184,20 @@ class ProxyApp:
 
     async def _start_own_clients(self) -> None:
         if self.dynamic is not None:
-            self.dynamic.security = self._own_client_security()
             await self.dynamic.start()
         volume = self.config.volume_usage
         if volume is not None:
             from proxy.observers.volume_sources import LogDirsPoller, VolumeFollower, VolumePublisher
 
-            bootstrap = str(self.config.upstream.bootstrap_servers[0])
             if volume.describe_log_dirs is not None:
-                self._volume_tasks = [LogDirsPoller(self.quotas.volume, self.config.upstream.bootstrap_servers,
-                                                    self.config.settings["upstream.connect.timeout.ms"] / 1000.0,
-                                                    self.upstream_ssl)]
+                self._volume_tasks = [LogDirsPoller(self.quotas.volume, self.kafka,
+                                                    self.config.settings["upstream.connect.timeout.ms"] / 1000.0)]
             else:
-                self._volume_tasks = [VolumeFollower(self.quotas.volume, bootstrap)]
+                self._volume_tasks = [VolumeFollower(self.quotas.volume, self.kafka)]
             if volume.publisher is not None:
-                self._volume_tasks.append(VolumePublisher(volume, bootstrap, self.quotas.volume.wall, self.metrics,
+                self._volume_tasks.append(VolumePublisher(volume, self.kafka, self.quotas.volume.wall, self.metrics,
                                                           self.volume_source))
             for task in self._volume_tasks:
-                task.security = self._own_client_security()
                 await task.start()
 
     volume_source = None  # tests and the demo inject a simulated volume source for the publisher

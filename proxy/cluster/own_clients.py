@@ -9,8 +9,8 @@ a client id, a header or a record can be forged, a socket of this process cannot
 
 Every connection the proxy's aiokafka clients open is noted when it is made (:func:`track_aiokafka`: aiokafka's
 connection protocol records its socket's two addresses, and forgets them when the connection is lost), so the check
-is one set lookup. The proxy's own requests that do not use aiokafka (readiness probes, discovery, DescribeLogDirs)
-never write an internal topic. Clients of other processes, on this host or not, are never the proxy's own: in a
+is one set lookup. The proxy's own requests that do not use aiokafka (:func:`proxy.cluster.kafka_clients.ask`:
+readiness probes, discovery, the followers' Metadata looks, DescribeLogDirs) never write an internal topic. Clients of other processes, on this host or not, are never the proxy's own: in a
 cluster of sidecars each proxy's clients reach the other brokers through the other sidecars, which must know them
 by their principal (``admin_principals``; see the README's security section).
 """

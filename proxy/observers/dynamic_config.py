@@ -13,12 +13,13 @@ the event loop, so no request sees half a batch). The topic is read from the beg
 force once read to its end (start-up does not wait for that: the YAML applies until then, ``/readyz`` says not
 ready, and no partial configuration is applied on the way). A missing topic is created; one that cannot be created or read is logged once
 (``dynamic_config_available`` 0) and the proxy runs on what it has (YAML plus the entries it read last), retrying
-every RETRY_S. A deleted topic takes its entries with it (YAML alone); a recreated one is read again from the
+after 1 s, then at longer intervals up to RETRY_S. A deleted topic takes its entries with it (YAML alone); a recreated one is read again from the
 beginning (:class:`proxy.observers.following.TopicReader` notices). ``dynamic_config_lag_records`` and
 ``dynamic_config_last_read_age_seconds`` show how far behind it is.
 
 Writes (AlterClientQuotas served by the proxy) go through :meth:`DynamicConfig.write`, which creates the topic
-(``cleanup.policy=compact``) when it is missing.
+(``cleanup.policy=compact``) when it is missing. Every request to the cluster goes through
+:mod:`proxy.cluster.kafka_clients`.
 """
 
 from __future__ import annotations
@@ -34,13 +35,13 @@ from config.dynamic import DynamicEntries, RecordError
 from config.dynamic_source import DynamicConfigSource
 from config.dynamic_state import SKIP_REASONS, STEP, Batch, DynamicState, RecordSkipped
 from config.model import ProxyConfig
+from proxy.cluster.kafka_clients import Backoff, OwnKafka, stop_client
 from proxy.observers.following import CALL_TIMEOUT_S, CHECK_S, TopicReader, log_end
 from proxy.ops.logs import LogLimiter
-from proxy.tasks import stop_client
 
 log = logging.getLogger(__name__)
 
-RETRY_S = 5.0  # while the topic cannot be created or read
+RETRY_START_S, RETRY_S = 1.0, 5.0  # while the topic cannot be created or read: the first retry, the longest wait
 WRITE_TIMEOUT_S = 15.0  # AlterClientQuotas: creating the topic if needed and appending the records
 BAD_RECORD_LOG = LogLimiter()  # one line per 10 s, whatever a writer floods the topic with
 SKIPPED_LOG = LogLimiter(interval_s=3600.0)  # a record past a bound: one line per key (and reason) an hour
@@ -58,14 +59,14 @@ def _shown(key: bytes | None) -> str:
 
 
 class DynamicConfig:
-    def __init__(self, base: ProxyConfig, apply: Callable[[ProxyConfig], None], bootstrap: str,
+    def __init__(self, base: ProxyConfig, apply: Callable[[ProxyConfig], None], kafka: OwnKafka,
                  client_id: str = "kafka-quota-proxy-config") -> None:
         self.base = base
         self.topic = base.dynamic_config.topic
         self.bounds = base.dynamic_config or DynamicConfigSource()
         self.state = DynamicState.initial(base)
         self._apply = apply
-        self.bootstrap = bootstrap
+        self.kafka = kafka  # how its clients reach the cluster
         self.client_id = client_id
         self.bad_records = 0
         self.skipped = dict.fromkeys(SKIP_REASONS, 0)  # records past a bound of the section, by reason
@@ -81,7 +82,7 @@ class DynamicConfig:
         self._producer = None
         self._write_lock = asyncio.Lock()
         self._context = contextvars.copy_context()
-        self.security: dict = {}  # aiokafka's security_protocol/ssl_context when the brokers speak TLS
+        self._retry = Backoff(RETRY_START_S, RETRY_S)
 
     @property
     def entries(self) -> DynamicEntries:
@@ -169,30 +170,30 @@ class DynamicConfig:
         self.caught_up.set()  # as far as it can be: start-up and tests do not wait for a topic that cannot be read
         reason = f"{kind} ({str(exc)[:200] or type(exc).__name__})"
         if self.unavailable is None or not self.unavailable.startswith(kind):
-            log.warning("dynamic config: topic %s %s; running on the YAML%s, retrying every %.0f s", self.topic,
-                        reason, " and the entries last read" if self.entries.entries else " alone", RETRY_S)
+            log.warning("dynamic config: topic %s %s; running on the YAML%s, retrying (at most %.0f s apart)",
+                        self.topic, reason, " and the entries last read" if self.entries.entries else " alone", RETRY_S)
         self.unavailable = reason
 
     async def _follow(self) -> None:
         from aiokafka import AIOKafkaConsumer
 
         while True:
-            consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, client_id=self.client_id, group_id=None,
-                                        **self.security,
+            consumer = AIOKafkaConsumer(**self.kafka.options(self.client_id), group_id=None,
                                         enable_auto_commit=False, auto_offset_reset="earliest",
                                         metadata_max_age_ms=10_000, fetch_max_wait_ms=200)
             try:
                 await asyncio.wait_for(consumer.start(), CALL_TIMEOUT_S)
-                reader = TopicReader(consumer, self.topic)
+                reader = TopicReader(consumer, self.topic, self.kafka, client_id=self.client_id)
                 if not await reader.open():
                     await self._missing()
                     continue
+                self._retry.succeeded()
                 await self._read(consumer, reader)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # broker or topic unavailable: keep what is in force, retry
                 self._unavailable("cannot be read", exc)
-                await asyncio.sleep(RETRY_S)
+                await self._retry.wait()
             finally:
                 await stop_client(consumer)
 
@@ -204,11 +205,10 @@ class DynamicConfig:
                         self.topic, len(self.entries.entries))
             self.swap(DynamicState.initial(self.base))
         try:
-            await asyncio.wait_for(ensure_topic(self.bootstrap, self.topic, self.client_id, self.security),
-                                   CALL_TIMEOUT_S * 2)
+            await self.kafka.ensure_topic(self.topic, self.client_id)
         except Exception as exc:  # noqa: BLE001 -- no right to create it, no broker: the YAML alone
             self._unavailable("does not exist and cannot be created", exc)
-            await asyncio.sleep(RETRY_S)
+            await self._retry.wait()
 
     async def _read(self, consumer, reader: TopicReader) -> None:
         """Read the topic from the beginning into fresh entries, put them in force once read to the end (no partial
@@ -296,9 +296,8 @@ class DynamicConfig:
 
         async with self._write_lock:
             if self._producer is None:
-                await ensure_topic(self.bootstrap, self.topic, self.client_id, self.security)
-                producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, client_id=self.client_id, acks="all",
-                                            **self.security,
+                await self.kafka.ensure_topic(self.topic, self.client_id)
+                producer = AIOKafkaProducer(**self.kafka.options(self.client_id), acks="all",
                                             request_timeout_ms=10_000)
                 try:
                     await producer.start()
@@ -320,18 +319,3 @@ class DynamicConfig:
 
 STOP_WAIT_S = 5.0
 
-
-async def ensure_topic(bootstrap: str, topic: str, client_id: str, security: dict | None = None) -> None:
-    """Create one of the proxy's compacted topics (config, volume usage; one partition: one order for every key) if
-    it is missing. Operators create them with their own replication factor for production."""
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-    from aiokafka.errors import TopicAlreadyExistsError
-
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id=client_id, **(security or {}))
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, 1, 1, topic_configs={"cleanup.policy": "compact"})])
-    except TopicAlreadyExistsError:
-        pass
-    finally:
-        await admin.close()

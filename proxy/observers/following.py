@@ -4,7 +4,8 @@ The config follower and the volume-usage follower each assign an aiokafka consum
 topic (no consumer group) and read it from offset 0. A topic can be deleted (DeleteTopics) and created again under
 the same name: the consumer then sits on partitions that no longer exist, or at an offset past the new log's end,
 and reads nothing ever again. :class:`TopicReader` looks at the topic every :data:`CHECK_S` and says why it has
-changed, from what aiokafka's metadata and ListOffsets show (aiokafka does not carry topic ids):
+changed, from what a Metadata answer of the proxy's own (:meth:`proxy.cluster.kafka_clients.OwnKafka.look`) and
+the consumer's ListOffsets show:
 
 - the topic is gone from the metadata: deleted;
 - its partitions are not the ones assigned;
@@ -20,13 +21,15 @@ changed, from what aiokafka's metadata and ListOffsets show (aiokafka does not c
 - the consumer's position went backwards without being told to (aiokafka's reset after OFFSET_OUT_OF_RANGE).
 
 The follower then drops its consumer and starts again from the beginning. Every call to the broker is bounded by
-:data:`CALL_TIMEOUT_S`.
+:data:`CALL_TIMEOUT_S`. The same Metadata answer names the cluster's brokers (:attr:`TopicReader.last`).
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+
+from proxy.cluster.kafka_clients import ClusterLook, OwnKafka
 
 CHECK_S = 1.0  # how often a follower looks at its topic
 CALL_TIMEOUT_S = 5.0  # each metadata or offsets request of a follower
@@ -70,33 +73,42 @@ def log_changed(seen: Offsets, start: int, listed: int, fetched: int | None, pos
 
 @dataclass
 class TopicReader:
-    """One consumer reading every partition of ``topic`` from the beginning."""
+    """One consumer reading every partition of ``topic`` from the beginning; ``kafka`` answers what the cluster
+    holds (its Metadata, asked afresh at every look)."""
 
     consumer: object
     topic: str
+    kafka: OwnKafka
     offsets: dict = field(default_factory=dict)  # TopicPartition -> Offsets
+    client_id: str = "kafka-quota-proxy"
 
-    answered: bool = False  # whether the cluster answered the last metadata update
+    last: ClusterLook | None = None  # the cluster's answer to the last look; None when it did not answer
+
+    @property
+    def answered(self) -> bool:
+        """Whether the cluster answered the last look."""
+        return self.last is not None
 
     async def refresh(self) -> bool:
-        """A metadata update, bounded; False when the cluster did not answer."""
-        try:
-            self.answered = bool(await asyncio.wait_for(self.consumer._client.force_metadata_update(),
-                                                        CALL_TIMEOUT_S))
-        except asyncio.TimeoutError:
-            self.answered = False
-        return self.answered
+        """Look at the cluster's metadata for the topic, bounded; False when the cluster did not answer."""
+        self.last = await self.kafka.look([self.topic], CALL_TIMEOUT_S, self.client_id)
+        return self.last is not None
 
-    def partitions(self) -> set[int]:
-        return set(self.consumer.partitions_for_topic(self.topic) or ())
+    def partitions(self) -> frozenset[int] | None:
+        """The topic's partitions in the last answer (empty: it does not exist), None when nothing can be told."""
+        return None if self.last is None else self.last.partitions.get(self.topic)
 
     async def open(self) -> bool:
-        """Assign every partition and seek to the beginning; False when the topic does not exist (yet)."""
+        """Assign every partition and seek to the beginning; False when the topic does not exist (yet). Raises
+        ConnectionError when the cluster does not answer, or answers another error for the topic (it cannot be told
+        missing then)."""
         from aiokafka import TopicPartition
 
+        if not await self.refresh():
+            raise ConnectionError(f"no bootstrap server answered Metadata for {self.topic}")
         partitions = self.partitions()
-        if not partitions and await self.refresh():
-            partitions = self.partitions()
+        if partitions is None:
+            raise ConnectionError(f"Metadata for {self.topic}: {self.last.errors.get(self.topic)}")
         if not partitions:
             return False
         tps = [TopicPartition(self.topic, p) for p in sorted(partitions)]
@@ -118,6 +130,8 @@ class TopicReader:
         if not await self.refresh():
             return None
         partitions = self.partitions()
+        if partitions is None:
+            return None  # an error for this topic (not that it is missing): nothing can be told
         if not partitions:
             return "was deleted"
         if partitions != {tp.partition for tp in self.offsets}:

@@ -21,16 +21,20 @@ import time
 from collections.abc import Callable
 
 from config.volume import VolumeUsageConfig
+from proxy.cluster.kafka_clients import ASK_ERRORS, Backoff, ClusterLook, OwnKafka, ask, stop_client
 from proxy.codec.apis import DESCRIBE_LOG_DIRS, OWN_DESCRIBE_LOG_DIRS_VERSION
+from proxy.codec.error_codes import NONE
+from proxy.codec.messages import new_request
 from proxy.enforce.volume_throttle import VolumeThrottle
 from proxy.observers.following import CALL_TIMEOUT_S, CHECK_S, TopicReader
-from proxy.tasks import stop_client
 from quota.volume import Snapshot, Volume
 
 log = logging.getLogger("kafka_quota_proxy.volume")
 
 RECHECK_S = 10.0  # the staleness timer's longest sleep (a check, not an evaluation)
 INLINE_RECORD_BYTES = 64 * 1024  # records bigger than this are read in a worker thread
+CLIENT_ID = "kafka-quota-proxy-volume"
+RETRY_START_S, RETRY_MAX_S = 1.0, 10.0  # the follower, while its topic cannot be read
 
 
 def statvfs_volumes(log_dirs: tuple[str, ...]) -> list[Volume]:
@@ -46,15 +50,13 @@ def statvfs_volumes(log_dirs: tuple[str, ...]) -> list[Volume]:
 
 
 class VolumePublisher:
-    security: dict = {}  # aiokafka's security_protocol/ssl_context when the brokers speak TLS (set by the app)
-
     """Publishes this broker's snapshot every interval; errors are counted and retried at the next interval."""
 
-    def __init__(self, config: VolumeUsageConfig, bootstrap: str, clock, metrics,
+    def __init__(self, config: VolumeUsageConfig, kafka: OwnKafka, clock, metrics,
                  source: Callable[[], list[Volume]] | None = None) -> None:
         self.config = config
         self.publisher = config.publisher
-        self.bootstrap = bootstrap
+        self.kafka = kafka
         self.clock = clock
         self.metrics = metrics
         self.source = source or (lambda: statvfs_volumes(self.publisher.log_dirs))
@@ -68,22 +70,18 @@ class VolumePublisher:
     async def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
-    async def _ensure_topic(self) -> None:
-        from proxy.observers.dynamic_config import ensure_topic
-
-        await ensure_topic(self.bootstrap, self.config.topic, "kafka-quota-proxy-volume", self.security)
-
     async def _run(self) -> None:
         from aiokafka import AIOKafkaProducer
 
         key = str(self.publisher.broker_id).encode()
         while True:
             try:
+                if self._producer is not None and await self._topic_deleted():
+                    log.warning("volume usage topic %s was deleted: creating it again", self.config.topic)
+                    await self._close_producer()
                 if self._producer is None:
-                    await self._ensure_topic()
-                    producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, client_id="kafka-quota-proxy-volume",
-                                                **self.security,
-                                                acks="all", enable_idempotence=False)
+                    await self.kafka.ensure_topic(self.config.topic, CLIENT_ID)
+                    producer = AIOKafkaProducer(**self.kafka.options(CLIENT_ID), acks="all", enable_idempotence=False)
                     await producer.start()
                     self._producer = producer
                     self.metrics.volume_publisher_connected.set(1)
@@ -97,6 +95,13 @@ class VolumePublisher:
                             self.publisher.interval_seconds, exc)
                 await self._close_producer()
             await asyncio.sleep(self.publisher.interval_seconds)
+
+    async def _topic_deleted(self) -> bool:
+        """Whether the cluster says the topic no longer exists (a Metadata look that never creates it). A producer
+        is not told: a broker may append to a deleted topic (Tansu), or its metadata refresh create the topic
+        again with the broker's defaults, not compacted."""
+        look = await self.kafka.look([self.config.topic], CALL_TIMEOUT_S, CLIENT_ID)
+        return look is not None and look.partitions.get(self.config.topic) == frozenset()
 
     async def _close_producer(self) -> None:
         producer, self._producer = self._producer, None
@@ -117,7 +122,6 @@ class _Evaluating:
     """A volume-usage source: its own tasks, plus a timer that evaluates the state when a fresh snapshot goes stale
     (snapshots age even when nothing arrives), re-armed by every evaluation."""
 
-    security: dict = {}  # aiokafka's security_protocol/ssl_context when the brokers speak TLS (set by the app)
     throttle: VolumeThrottle
     _tasks: list
 
@@ -156,9 +160,9 @@ class _Evaluating:
 class VolumeFollower(_Evaluating):
     """Reads the volume-usage topic from the beginning and follows it."""
 
-    def __init__(self, throttle: VolumeThrottle, bootstrap: str) -> None:
+    def __init__(self, throttle: VolumeThrottle, kafka: OwnKafka) -> None:
         self.throttle = throttle
-        self.bootstrap = bootstrap
+        self.kafka = kafka
         self._tasks: list[asyncio.Task] = []
         self._consumer = None
 
@@ -170,28 +174,28 @@ class VolumeFollower(_Evaluating):
         from aiokafka import AIOKafkaConsumer
 
         topic = self.throttle.config.topic
+        retry = Backoff(RETRY_START_S, RETRY_MAX_S)
         while True:
-            consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, client_id="kafka-quota-proxy-volume",
-                                        **self.security,
-                                        group_id=None, enable_auto_commit=False, auto_offset_reset="earliest",
-                                        metadata_max_age_ms=10_000)
+            consumer = AIOKafkaConsumer(**self.kafka.options(CLIENT_ID), group_id=None, enable_auto_commit=False,
+                                        auto_offset_reset="earliest", metadata_max_age_ms=10_000)
             try:
                 await asyncio.wait_for(consumer.start(), CALL_TIMEOUT_S)
                 self._consumer = consumer
-                reader = TopicReader(consumer, topic)
+                reader = TopicReader(consumer, topic, self.kafka, client_id=CLIENT_ID)
                 while not await reader.open():  # not created yet (or deleted): the publisher creates it
-                    self._learn_brokers(consumer)
+                    self._learn_brokers(reader.last)
                     await asyncio.sleep(CHECK_S)
-                self._learn_brokers(consumer)
+                retry.succeeded()
+                self._learn_brokers(reader.last)
                 next_check = time.monotonic() + CHECK_S
                 while True:
                     batches = await consumer.getmany(timeout_ms=1000)
-                    self._learn_brokers(consumer)
                     for records in batches.values():
                         for record in records:
                             await self._take(record.key, record.value)
                     if time.monotonic() >= next_check:
                         why = await reader.changed()
+                        self._learn_brokers(reader.last)
                         if why is not None:  # the last snapshots stay (they go stale); the new topic is read whole
                             log.warning("volume usage topic %s %s: reading it again from the beginning", topic, why)
                             break
@@ -200,15 +204,15 @@ class VolumeFollower(_Evaluating):
                 raise
             except Exception as exc:  # broker down: keep the last snapshots (they go stale), start over
                 log.warning("volume usage topic not readable (retrying): %r", exc)
-                await asyncio.sleep(1.0)
+                await retry.wait()
             finally:
                 self._consumer = None
                 await stop_client(consumer)
 
-    def _learn_brokers(self, consumer) -> None:
-        brokers = consumer._client.cluster.brokers()
-        if brokers:
-            self.throttle.brokers({b.nodeId for b in brokers})
+    def _learn_brokers(self, look: ClusterLook | None) -> None:
+        """The live brokers, from the cluster's last Metadata answer (None: it did not answer, nothing changes)."""
+        if look is not None and look.brokers:
+            self.throttle.brokers(set(look.brokers))
 
 
 def log_dirs_snapshot(broker_id: int, now_ms: int, config, response) -> Snapshot:
@@ -216,7 +220,7 @@ def log_dirs_snapshot(broker_id: int, now_ms: int, config, response) -> Snapshot
     total - usable. A log dir in error, or one whose broker does not report its size, is left out (logged)."""
     volumes = []
     for result in response.results:
-        if result.error_code != 0:
+        if result.error_code != NONE:
             log.warning("volume usage: broker %d log dir %s: error %d, left out", broker_id, result.log_dir,
                         result.error_code)
             continue
@@ -225,7 +229,7 @@ def log_dirs_snapshot(broker_id: int, now_ms: int, config, response) -> Snapshot
                         result.log_dir)
             continue
         volumes.append(Volume(result.log_dir, result.total_bytes, result.total_bytes - result.usable_bytes))
-    if not volumes and response.error_code != 0:
+    if not volumes and response.error_code != NONE:
         raise ValueError(f"DescribeLogDirs error {response.error_code}")
     return Snapshot(broker_id, now_ms, config.soft_limit, config.hard_limit, tuple(volumes))
 
@@ -236,10 +240,9 @@ class LogDirsPoller(_Evaluating):
     goes stale, and then ``missing_data_action`` applies to it. Needs DESCRIBE on the cluster (Kafka's ACL for
     DescribeLogDirs) where the cluster has an authorizer."""
 
-    def __init__(self, throttle: VolumeThrottle, bootstrap: tuple, timeout_s: float, ssl_context=None) -> None:
-        self.ssl_context = ssl_context
+    def __init__(self, throttle: VolumeThrottle, kafka: OwnKafka, timeout_s: float) -> None:
         self.throttle = throttle
-        self.bootstrap = bootstrap
+        self.kafka = kafka
         self.timeout_s = timeout_s
         self.config = throttle.config.describe_log_dirs
         self._tasks: list[asyncio.Task] = []
@@ -250,30 +253,22 @@ class LogDirsPoller(_Evaluating):
 
     async def poll_once(self) -> int:
         """One round; how many brokers answered."""
-        from proxy.codec.messages import new_request
-        from proxy.cluster.discovery import ask, fetch_brokers
-
-        brokers = None
-        for address in self.bootstrap:
-            try:
-                brokers = await fetch_brokers(address, self.timeout_s, self.ssl_context)
-                break
-            except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError) as exc:
-                log.info("volume usage: %s did not answer Metadata: %s", address, exc or type(exc).__name__)
-        if brokers is None:
+        found = await self.kafka.look((), self.timeout_s, CLIENT_ID)
+        if found is None:
             return 0
+        brokers = found.brokers
         self.throttle.brokers(set(brokers))
         answered = 0
         version = OWN_DESCRIBE_LOG_DIRS_VERSION
         request = new_request(DESCRIBE_LOG_DIRS, version, topics=[])
         for broker_id, address in sorted(brokers.items()):
             try:
-                response = await ask(address, DESCRIBE_LOG_DIRS, version, request, self.timeout_s,
-                                     client_id="kafka-quota-proxy-volume", ssl_context=self.ssl_context)
+                response = await ask(address, DESCRIBE_LOG_DIRS, version, request, self.timeout_s, CLIENT_ID,
+                                     self.kafka.ssl_context)
                 self.throttle.accept(log_dirs_snapshot(broker_id, self.throttle.wall.now_ms(), self.config,
                                                        response))
                 answered += 1
-            except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError) as exc:
+            except ASK_ERRORS as exc:
                 log.warning("volume usage: broker %d (%s) did not answer DescribeLogDirs v%d (Kafka 3.3+ needed): "
                             "%s", broker_id, address, version, exc or type(exc).__name__)
         return answered

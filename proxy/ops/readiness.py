@@ -6,11 +6,10 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
-import struct
 
-from config.model import Address
+from proxy.cluster.kafka_clients import ASK_ERRORS, OwnKafka, ask
 from proxy.codec.apis import API_VERSIONS
-from proxy.codec.header import encode_request_header, frame
+from proxy.codec.messages import new_request
 from proxy.ops.metrics import ProxyMetrics
 from proxy.tasks import cancel_and_wait
 
@@ -18,18 +17,15 @@ log = logging.getLogger(__name__)
 
 PROBE_INTERVAL_READY_S = 5.0
 PROBE_INTERVAL_NOT_READY_S = 1.0
-PROBE_CORRELATION_ID = 1
 READINESS_CLIENT_ID = "kafka-quota-proxy-readiness"  # not the acks=0 probe's: a broker's logs tell them apart
-MAX_PROBE_RESPONSE = 1 << 20
+PROBE_VERSION = 0  # every broker answers ApiVersions v0
 
 
 class Readiness:
     """Whether the broker is reachable: set by every upstream connect, re-checked by a background probe."""
 
-    def __init__(self, upstreams: tuple[Address, ...], timeout_s: float, metrics: ProxyMetrics,
-                 ssl_context=None) -> None:
-        self._ssl = ssl_context
-        self._upstreams = upstreams
+    def __init__(self, kafka: OwnKafka, timeout_s: float, metrics: ProxyMetrics) -> None:
+        self._kafka = kafka
         self._timeout_s = timeout_s
         self._metrics = metrics
         self.ready = False
@@ -44,29 +40,19 @@ class Readiness:
     async def probe_once(self) -> bool:
         """Ready when a broker answers Kafka: an ApiVersions v0 round trip within the connect timeout (a broker
         whose port accepts TCP but which does not answer, e.g. a stopped process, is not ready)."""
-        for address in self._upstreams:
+        request = new_request(API_VERSIONS, PROBE_VERSION)
+        for address in self._kafka.bootstrap:
             try:
-                if await asyncio.wait_for(self._answers_api_versions(address, self._ssl), self._timeout_s):
-                    return True
+                await ask(address, API_VERSIONS, PROBE_VERSION, request, self._timeout_s, READINESS_CLIENT_ID,
+                          self._kafka.ssl_context)
+                return True
             except OSError as exc:
                 if exc.errno in (errno.EMFILE, errno.ENFILE):
                     return self.ready  # the proxy's own limit says nothing about the broker
                 continue
-            except (asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError):
+            except ASK_ERRORS:
                 continue
         return False
-
-    @staticmethod
-    async def _answers_api_versions(address: Address, ssl_context=None) -> bool:
-        reader, writer = await asyncio.open_connection(address.host, address.port, ssl=ssl_context,
-                                                       server_hostname=address.host if ssl_context else None)
-        try:
-            writer.write(frame(encode_request_header(API_VERSIONS, 0, PROBE_CORRELATION_ID, READINESS_CLIENT_ID)))
-            await writer.drain()
-            size, correlation_id = struct.unpack(">ii", await reader.readexactly(8))
-            return correlation_id == PROBE_CORRELATION_ID and 4 <= size <= MAX_PROBE_RESPONSE
-        finally:
-            writer.close()
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())

@@ -14,10 +14,11 @@ import time
 
 import pytest
 
+from config.model import Address
 from proxy.app import ProxyApp
+from proxy.cluster.kafka_clients import OwnKafka
 from proxy.codec.apis import ADD_PARTITIONS_TO_TXN, CREATE_PARTITIONS, DELETE_RECORDS
 from proxy.codec.error_codes import TOPIC_AUTHORIZATION_FAILED
-from proxy.observers.dynamic_config import ensure_topic
 from quota.volume import Volume
 from tests.harness import Tansu, free_port, proxy_config, start_proxy
 from tests.integration.raw import connect, exchange
@@ -49,7 +50,8 @@ def sidecar_with_internal_topics(monkeypatch):
         raise
     try:
         # the config topic, created by the proxy's own admin client (through its own listener, as in production)
-        proxy.call(ensure_topic(proxy.bootstrap, CONFIG_TOPIC, "kafka-quota-proxy-config"))
+        own = OwnKafka((Address("127.0.0.1", proxy.port),))
+        proxy.call(own.ensure_topic(CONFIG_TOPIC, "kafka-quota-proxy-config"))
         wait_for(lambda: proxy.metric("kafka_quota_proxy_volume_state", state="OPEN") == 1.0, "volume OPEN")
         yield proxy
     finally:

@@ -161,8 +161,9 @@ def test_a_producer_goes_from_full_speed_to_throttled_to_paused_and_back_losing_
 
 def test_the_follower_reads_the_volume_topic_again_after_it_is_deleted_and_recreated(cluster):
     """A DeleteTopics of the volume-usage topic (a real admin client, answered 0) while produce is paused: the
-    publisher re-creates the topic at its next interval, and the follower notices its topic was deleted and reads
-    the new one from the beginning, so the broker's next snapshot lifts the PAUSE (before: paused until restart)."""
+    publisher sees it gone at its next interval (a Metadata look: Tansu still takes its appends) and re-creates it,
+    and the follower notices its topic was deleted and reads the new one from the beginning, so the broker's next
+    snapshot lifts the PAUSE (before: paused until restart)."""
     proxy, disk, broker_port = cluster
     wait_state(proxy, "OPEN")  # the first snapshot read: a proxy starts PAUSEd (missing data), not the 95 % PAUSE
     disk.used = 95 * GB
@@ -171,3 +172,7 @@ def test_the_follower_reads_the_volume_topic_again_after_it_is_deleted_and_recre
     time.sleep(2)  # the publisher re-creates the topic, and writes the 95 % snapshot to it
     disk.used = 20 * GB
     wait_state(proxy, "OPEN", timeout=20)
+    # re-created by the publisher as the proxy creates it (one partition), not by some client's metadata request
+    # with the broker's defaults (Tansu's: four partitions, not compacted)
+    look = proxy.call(proxy.app.kafka.look([VOLUME_TOPIC], 5.0))
+    assert look.partitions[VOLUME_TOPIC] == frozenset({0})

@@ -13,6 +13,8 @@ import pytest
 import quota.entity
 from config.dynamic import entity_key
 from config.loader import parse_config
+from config.model import Address
+from proxy.cluster.kafka_clients import OwnKafka
 from proxy.observers.dynamic_config import DynamicConfig
 from proxy.enforce.managers import ByteRateQuotas
 from quota.entity import QuotaTable
@@ -115,12 +117,13 @@ BASE = parse_config({"upstream": {"bootstrap_servers": ["127.0.0.1:9092"]},
                      "listeners": [{"name": "L", "bind": "127.0.0.1:0"}], "dynamic_config": {},
                      "quotas": [{"entity": {"user": "<default>"}, "producer_byte_rate": 1}]})
 N = 600
+UNUSED = OwnKafka((Address("unused", 9092),))  # the follower runs on a scripted topic: nothing is asked of it
 
 
 @pytest.mark.timeout(60)
 def test_work_per_record_does_not_grow_with_the_entries_in_force(monkeypatch):
     applied = []
-    dynamic = DynamicConfig(BASE, applied.append, "unused:9092")
+    dynamic = DynamicConfig(BASE, applied.append, UNUSED)
     counting = Counting(monkeypatch)
     topic = ScriptedTopic([[rec(f"user-{i}", 1000 + i) for i in range(start, start + 100)]
                            for start in range(0, N, 100)])
@@ -148,7 +151,7 @@ def test_work_per_record_does_not_grow_with_the_entries_in_force(monkeypatch):
 
 def test_a_poll_is_put_in_force_in_one_swap():
     applied = []
-    dynamic = DynamicConfig(BASE, applied.append, "unused:9092")
+    dynamic = DynamicConfig(BASE, applied.append, UNUSED)
     topic = ScriptedTopic([[rec("seed", 1)]])
 
     async def run():
@@ -169,7 +172,7 @@ def test_a_swap_refreshes_only_the_sensors_the_changed_entities_reach(monkeypatc
     those, not every sensor of every manager."""
     quotas = ByteRateQuotas(BASE)
     applied = []
-    dynamic = DynamicConfig(BASE, lambda config: (applied.append(config), quotas.apply(config)), "unused:9092")
+    dynamic = DynamicConfig(BASE, lambda config: (applied.append(config), quotas.apply(config)), UNUSED)
     counting = Counting(monkeypatch)
     topic = ScriptedTopic([[rec(f"user-{i}", 1000 + i) for i in range(N)]])
 
@@ -207,7 +210,7 @@ def test_the_start_up_read_is_not_held_once_in_force(monkeypatch):
 
     monkeypatch.setattr(proxy.observers.dynamic_config, "Batch", Tracked)
     applied = []
-    dynamic = DynamicConfig(BASE, applied.append, "unused:9092")
+    dynamic = DynamicConfig(BASE, applied.append, UNUSED)
     topic = ScriptedTopic([[rec(f"user-{i}", 1000 + i) for i in range(start, start + 100)]
                            for start in range(0, N, 100)])
 
@@ -230,7 +233,7 @@ def test_polls_that_follow_at_once_while_behind_are_one_batch(monkeypatch):
 
     monkeypatch.setattr(proxy.observers.dynamic_config, "CATCH_UP_RECORDS", 250, raising=False)
     applied = []
-    dynamic = DynamicConfig(BASE, applied.append, "unused:9092")
+    dynamic = DynamicConfig(BASE, applied.append, UNUSED)
     topic = ScriptedTopic([[rec("seed", 1)]])
 
     async def run():
@@ -253,7 +256,7 @@ def test_start_up_reads_to_the_end_the_first_fetch_answered_when_the_listed_end_
     was put in force (and /readyz ready) without the last two entries, then again with them. Now start-up reads to
     the first fetch's high watermark: one swap, every entry."""
     applied = []
-    dynamic = DynamicConfig(BASE, applied.append, "unused:9092")
+    dynamic = DynamicConfig(BASE, applied.append, UNUSED)
     topic = ScriptedTopic([[rec(f"user-{i}", 1000 + i) for i in range(101)],
                            [rec(f"user-{i}", 1000 + i) for i in range(101, 103)]])
     topic.end = 101

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from config.model import Address
+from proxy.cluster.kafka_clients import ClusterLook
 from proxy.observers.following import Offsets, log_changed, log_end
 
 
@@ -28,21 +30,30 @@ def test_a_listed_end_going_back_is_a_new_log_though_the_old_high_watermark_stay
     assert "listed log end offset went back from 39 to 2" in log_changed(seen, 0, 2, 40, 40)
 
 
+class _Kafka:
+    """What TopicReader asks of the cluster (proxy.cluster.kafka_clients.OwnKafka.look): scripted Metadata
+    answers, one per look (the last one repeats); None is a cluster that does not answer."""
+
+    def __init__(self, *partitions: frozenset[int] | None) -> None:
+        self.answers = list(partitions) or [frozenset({0})]
+        self.looks = 0
+
+    async def look(self, topics, timeout_s: float, client_id: str = "") -> ClusterLook | None:
+        answer = self.answers[min(self.looks, len(self.answers) - 1)]
+        self.looks += 1
+        if answer is None:
+            return None
+        return ClusterLook({1: Address("b", 9092)}, {topic: answer for topic in topics})
+
+
 class _Consumer:
-    """What TopicReader asks of an aiokafka consumer, answering as Tansu does (a scripted stand-in: the offsets
-    Tansu gives are set by hand). ListOffsets "latest" is the last batch's base offset + 1; the fetch's high
-    watermark is the log's real end."""
+    """What TopicReader asks of an aiokafka consumer (its public API), answering as Tansu does (a scripted
+    stand-in: the offsets Tansu gives are set by hand). ListOffsets "latest" is the last batch's base offset + 1;
+    the fetch's high watermark is the log's real end."""
 
     def __init__(self, listed_end: int, fetched_end: int | None, position: int) -> None:
         self.listed_end, self.fetched_end, self._position = listed_end, fetched_end, position
-        self._client = self
         self.list_offsets_calls = 0
-
-    async def force_metadata_update(self) -> bool:
-        return True
-
-    def partitions_for_topic(self, topic: str) -> set[int]:
-        return {0}
 
     async def beginning_offsets(self, tps):
         return {tp: 0 for tp in tps}
@@ -58,14 +69,14 @@ class _Consumer:
         return self.fetched_end
 
 
-def _changed(consumer: _Consumer) -> str | None:
+def _changed(consumer: _Consumer, kafka: _Kafka | None = None) -> str | None:
     import asyncio
 
     from aiokafka import TopicPartition
 
     from proxy.observers.following import TopicReader
 
-    reader = TopicReader(consumer, "configs", {TopicPartition("configs", 0): Offsets()})
+    reader = TopicReader(consumer, "configs", kafka or _Kafka(), {TopicPartition("configs", 0): Offsets()})
     return asyncio.run(reader.changed())
 
 
@@ -84,3 +95,14 @@ def test_a_recreated_shorter_log_is_still_seen_when_the_fetch_answers_its_end():
     the new log's high watermark (3, no error), so both say the log ends below the position."""
     assert "below the position" in _changed(_Consumer(listed_end=1, fetched_end=3, position=50))
     assert "below the position" in _changed(_Consumer(listed_end=2, fetched_end=None, position=50))
+
+
+def test_a_deleted_topic_is_told_from_a_cluster_that_does_not_answer():
+    """The cluster's Metadata answer: the topic unknown (UNKNOWN_TOPIC_OR_PARTITION, no partitions) is deleted; no
+    answer at all tells nothing (the follower keeps reading what it has); other partitions are a new topic."""
+    consumer = _Consumer(listed_end=5, fetched_end=5, position=5)
+    assert _changed(consumer, _Kafka(frozenset())) == "was deleted"
+    assert _changed(consumer, _Kafka(None)) is None
+    assert "has partitions [0, 1]" in _changed(consumer, _Kafka(frozenset({0, 1})))
+    assert _changed(consumer, _Kafka(frozenset({0}))) is None
+

@@ -172,6 +172,8 @@ def test_the_background_timer_evaluates_once_in_ten_minutes_for_one_snapshot(mon
     minutes). A snapshot taken at the start goes stale once; that is the one evaluation due. Evaluations are
     counted where the throttle calls the pure ``evaluate``."""
     from proxy.enforce import volume_throttle
+    from config.model import Address
+    from proxy.cluster.kafka_clients import OwnKafka
     from proxy.observers.volume_sources import VolumeFollower
 
     evaluations = [0]
@@ -185,7 +187,7 @@ def test_the_background_timer_evaluates_once_in_ten_minutes_for_one_snapshot(mon
     clock = ManualClock(START_MS)
     t = throttle(clock)
     t.brokers({1})
-    follower = VolumeFollower(t, "unused:9092")
+    follower = VolumeFollower(t, OwnKafka((Address("unused", 9092),)))  # only its timer runs
     loop = VirtualTimeLoop(clock)
 
     async def ten_minutes() -> int:

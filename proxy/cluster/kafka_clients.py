@@ -1,0 +1,181 @@
+"""The proxy's own Kafka traffic, in one toolbox: every request the proxy makes to the cluster for itself goes
+through here, with public aiokafka APIs only and every API key and error code from :mod:`proxy.codec`.
+
+- :func:`ask`: one request on a fresh connection to one broker, its decoded answer, bounded in time (readiness,
+  broker discovery, DescribeLogDirs).
+- :class:`OwnKafka`: how the proxy's own traffic reaches the cluster (the upstream bootstrap servers and their TLS).
+  ``ask_any`` asks the bootstrap servers in turn until one answers; ``look`` reads the brokers and some topics'
+  partitions from one Metadata answer (:class:`ClusterLook`); ``options`` are what every aiokafka client of the
+  proxy's own is built with; ``ensure_topic`` creates one of the proxy's compacted topics when it is missing.
+- :func:`stop_client`: stop one of the proxy's own aiokafka clients within a bound.
+- :class:`Backoff`: the delays between retries of something that keeps failing.
+
+The proxy's aiokafka clients are created inside the tasks the app starts with
+:data:`proxy.cluster.own_clients.ROUTE` set (their connections are routed and recognised as the proxy's own); the
+admin client :meth:`OwnKafka.ensure_topic` creates is made in the caller's task, so in the same context.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from config.model import Address
+from proxy.codec.apis import METADATA, OWN_METADATA_VERSION
+from proxy.codec.error_codes import NONE, TOPIC_ALREADY_EXISTS, UNKNOWN_TOPIC_OR_PARTITION, error_name
+from proxy.codec.errors import ProtocolError
+from proxy.codec.header import encode_request_header, frame, response_header_length
+from proxy.codec.messages import Message, decode_response, encode_request, new_request
+
+log = logging.getLogger(__name__)
+
+CLIENT_ID = "kafka-quota-proxy"
+MAX_RESPONSE = 64 << 20  # the largest answer ask reads
+CORRELATION_ID = 1  # one request per connection
+STOP_TIMEOUT_S = 5.0  # stopping one of the proxy's own Kafka clients never holds shutdown longer
+CREATE_TIMEOUT_S = 10.0  # ensure_topic, start to finish
+
+# What ask raises when the broker does not answer, or not with a Kafka answer to the request
+ASK_ERRORS = (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError, ProtocolError)
+
+
+async def ask(address: Address, api_key: int, version: int, request: Message, timeout_s: float,
+              client_id: str = CLIENT_ID, ssl_context=None) -> Message:
+    """One request of the proxy's own on a fresh connection to ``address``; its decoded answer. Bounded by
+    ``timeout_s``; raises one of :data:`ASK_ERRORS`."""
+    async def exchange() -> Message:
+        reader, writer = await asyncio.open_connection(address.host, address.port, ssl=ssl_context,
+                                                       server_hostname=address.host if ssl_context else None)
+        try:
+            writer.write(frame(encode_request_header(api_key, version, CORRELATION_ID, client_id)
+                               + encode_request(api_key, version, request)))
+            await writer.drain()
+            size = struct.unpack(">i", await reader.readexactly(4))[0]
+            if not 4 <= size <= MAX_RESPONSE:
+                raise ValueError(f"a response of {size} bytes")
+            whole = struct.pack(">i", size) + await reader.readexactly(size)
+            if struct.unpack(">i", whole[4:8])[0] != CORRELATION_ID:
+                raise ValueError("a response with another correlation id")
+            return decode_response(api_key, version,
+                                   memoryview(whole)[response_header_length(api_key, version, whole):])
+        finally:
+            writer.close()
+
+    return await asyncio.wait_for(exchange(), timeout_s)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterLook:
+    """One Metadata answer: the brokers (node id -> address), and each topic asked for's partitions (empty: the
+    topic does not exist; absent: the broker answered another error for it, named in ``errors``)."""
+
+    brokers: dict[int, Address]
+    partitions: dict[str, frozenset[int]] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)  # topic -> Kafka's name of the error answered for it
+
+
+def cluster_look(msg: Message) -> ClusterLook:
+    """What a decoded Metadata answer says of the brokers and of the topics it names."""
+    partitions: dict[str, frozenset[int]] = {}
+    errors: dict[str, str] = {}
+    for topic in msg.topics:
+        if topic.error_code == NONE:
+            partitions[topic.name] = frozenset(p.partition_index for p in topic.partitions)
+        elif topic.error_code == UNKNOWN_TOPIC_OR_PARTITION:
+            partitions[topic.name] = frozenset()
+        else:
+            errors[topic.name] = error_name(topic.error_code)
+    return ClusterLook({b.node_id: Address(b.host, b.port) for b in msg.brokers}, partitions, errors)
+
+
+class TopicNotCreated(Exception):
+    """The broker answered CreateTopics for one of the proxy's topics with an error (not "already exists")."""
+
+
+@dataclass(frozen=True)
+class OwnKafka:
+    """How the proxy's own traffic reaches the cluster: the upstream bootstrap servers, tried in order, and the TLS
+    context for them (None: plaintext). The proxy's own aiokafka clients take the same (``options``)."""
+
+    bootstrap: tuple[Address, ...]
+    ssl_context: object = None
+
+    def options(self, client_id: str) -> dict:
+        """The keyword arguments every aiokafka client of the proxy's own starts from."""
+        security = {"security_protocol": "SSL", "ssl_context": self.ssl_context} if self.ssl_context else {}
+        return {"bootstrap_servers": [str(a) for a in self.bootstrap], "client_id": client_id, **security}
+
+    async def ask_any(self, api_key: int, version: int, request: Message, timeout_s: float,
+                      client_id: str = CLIENT_ID) -> Message | None:
+        """The first bootstrap server's answer to ``request`` (each bounded by ``timeout_s``), or None when none
+        answered (each failure logged)."""
+        for address in self.bootstrap:
+            try:
+                return await ask(address, api_key, version, request, timeout_s, client_id, self.ssl_context)
+            except ASK_ERRORS as exc:
+                log.info("%s: %s did not answer %s: %s", client_id, address, type(request).__name__,
+                         exc or type(exc).__name__)
+        return None
+
+    async def look(self, topics: Sequence[str], timeout_s: float, client_id: str = CLIENT_ID) -> ClusterLook | None:
+        """The brokers, and the partitions of ``topics`` (none: the brokers alone), from the first bootstrap server
+        that answers Metadata; None when none does. Never creates a topic."""
+        request = new_request(METADATA, OWN_METADATA_VERSION, topics=[{"name": t} for t in topics],
+                              allow_auto_topic_creation=False)
+        msg = await self.ask_any(METADATA, OWN_METADATA_VERSION, request, timeout_s, client_id)
+        return None if msg is None else cluster_look(msg)
+
+    async def ensure_topic(self, topic: str, client_id: str) -> None:
+        """Create one of the proxy's compacted topics (config, volume usage; one partition: one order for every
+        key) if it is missing, within CREATE_TIMEOUT_S. Operators create them with their own replication factor for
+        production. Raises :class:`TopicNotCreated` when the broker refuses (no right to create it, a policy)."""
+        from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+        admin = AIOKafkaAdminClient(**self.options(client_id))
+        try:
+            async with asyncio.timeout(CREATE_TIMEOUT_S):
+                await admin.start()
+                response = await admin.create_topics([NewTopic(topic, 1, 1,
+                                                               topic_configs={"cleanup.policy": "compact"})])
+        finally:
+            await stop_client(admin)
+        for name, code, *message in response.topic_errors:
+            if code not in (NONE, TOPIC_ALREADY_EXISTS):
+                why = f": {message[0]}" if message and message[0] else ""
+                raise TopicNotCreated(f"CreateTopics {name}: {error_name(code)}{why}")
+
+
+async def stop_client(client) -> None:
+    """Stop one of the proxy's own aiokafka clients (consumer, producer: ``stop``; admin: ``close``) within
+    STOP_TIMEOUT_S; a failure to stop is not an error (it is already failing, or the proxy is stopping)."""
+    stop = getattr(client, "stop", None) or client.close
+    try:
+        await asyncio.wait_for(stop(), STOP_TIMEOUT_S)
+    except Exception:  # noqa: BLE001
+        pass
+
+
+class Backoff:
+    """The delays between retries of something that keeps failing: ``start_s``, doubled after every failure up to
+    ``max_s``, and ``start_s`` again once it succeeds."""
+
+    __slots__ = ("start_s", "max_s", "_next_s")
+
+    def __init__(self, start_s: float, max_s: float) -> None:
+        self.start_s, self.max_s = start_s, max_s
+        self._next_s = start_s
+
+    def failed(self) -> float:
+        """The delay before the next try, after one more failure."""
+        delay, self._next_s = self._next_s, min(self._next_s * 2, self.max_s)
+        return delay
+
+    def succeeded(self) -> None:
+        self._next_s = self.start_s
+
+    async def wait(self) -> None:
+        """Sleep the delay one more failure calls for."""
+        await asyncio.sleep(self.failed())
