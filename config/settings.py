@@ -123,7 +123,8 @@ SETTINGS: dict[str, Setting] = {
         "producer.id.quota.enforcement hold: the longest a Produce bringing a new producer id is held in the proxy, "
         "before the broker sees it, waiting for its user's bucket; one that would wait longer is answered at once "
         "with the retriable NOT_ENOUGH_REPLICAS and throttle_time_ms. Kept well below clients' 30 s request timeout "
-        "(the hold counts against it); at most quota.mute.max.ms.",
+        "(the hold counts against it); at most quota.mute.max.ms (the default is 10000 or quota.mute.max.ms, the "
+        "lower).",
     ),
     "cluster.metadata.refresh.ms": Setting(
         30000, int, 100, 2**31 - 1,
@@ -218,7 +219,9 @@ def parse_settings(raw: Any, path: str, listener_names: set[str] = frozenset()) 
         if not spec.minimum <= value <= spec.maximum:
             raise ConfigError(key, f"must be between {_num(spec.minimum)} and {_num(spec.maximum)}, got {value!r}")
         values[name] = spec.kind(value)
-    if values["producer.id.quota.max.hold.ms"] > values["quota.mute.max.ms"]:
+    if "producer.id.quota.max.hold.ms" not in m:  # the default, within a lower quota.mute.max.ms
+        values["producer.id.quota.max.hold.ms"] = min(DEFAULT_MAX_HOLD_MS, values["quota.mute.max.ms"])
+    elif values["producer.id.quota.max.hold.ms"] > values["quota.mute.max.ms"]:
         raise ConfigError(join(path, "producer.id.quota.max.hold.ms"),
                           f"must be at most quota.mute.max.ms ({values['quota.mute.max.ms']}): a refused Produce's "
                           f"retry is muted for quota.mute.max.ms less the hold, so mute and hold together stay under "

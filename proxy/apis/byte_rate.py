@@ -4,7 +4,9 @@ Produce: the request is forwarded at once (its data is appended), its size is re
 ``producer_byte_rate``, and when over quota the response carries ``throttle_time_ms = max(broker's, ours)``.
 From Produce v6 (KIP-219) the response goes back at once and the connection is muted for the throttle time;
 v0-5 keep KIP-13's original behaviour and the response itself is held for the throttle time. An ``acks=0``
-produce has no response, so only the mute applies.
+produce has no response, so only the mute applies. A Produce's producer id is decided first
+(:mod:`proxy.apis.producer_ids`, KIP-936): a new one over its user's quota may hold the request before the broker
+sees it, or have it answered by the proxy.
 
 Fetch: ``max_bytes`` is capped at what the client may still receive without going over its quota (the headroom
 of its sampled rate, ``limit * windowSize - total``, never more than Kafka's ``getMaxValueInQuotaWindow``).
@@ -36,7 +38,7 @@ every partition answers TOPIC_AUTHORIZATION_FAILED), so claiming a replica id fe
 
 from __future__ import annotations
 
-from proxy.apis import addresses
+from proxy.apis import addresses, producer_ids
 from proxy.apis.plan import FORWARD_AS_IS, AnswerLocally, ConnectionScope, ForwardRequest, Outcome, Plan
 from proxy.session.session import Session
 from proxy.codec.apis import FETCH, FETCH_MAX_BYTES_SINCE, FETCH_REPLICA_STATE_SINCE, PRODUCE
@@ -48,6 +50,7 @@ from proxy.codec.records import iter_batches
 from proxy.codec.responses import encode_local_response, error_response
 from proxy.apis.decisions import Decisions
 from quota.decision import FORWARD, Throttle
+from quota.producer_ids import Refuse
 from quota.entity import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
 from quota.throttle import INT32_MAX
 
@@ -63,28 +66,21 @@ def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader
     if volume is not None and volume.paused and not quotas.shadow:
         return paused_produce(scope, volume, header, base)
     decisions = Decisions(quotas, session.user)
+    hold = producer_ids.decide_produce(scope, session, header, decisions)  # KIP-936: a new producer id is counted
+    if isinstance(hold, Refuse):  # held past the bound: answered here, nothing else recorded for it
+        return producer_ids.refused(header, hold)
     if quotas.produce.enabled:  # no producer_byte_rate anywhere: nothing recorded, as Kafka does
         decisions.add(PRODUCER_BYTE_RATE, quotas.produce.record_and_decide(
             session.user, header.client_id or "", header.size), header.client_id)
-    pid = header.producer_id
-    if pid >= 0 and quotas.producer_ids.enabled:  # KIP-936: a new producer id is counted
-        now = quotas.clock.now_ms()
-        # The connection's last producer id was checked recently: known, nothing to count (checked again every
-        # quarter window, so a PID still in use is carried into the user's newer bloom filter in time).
-        if pid != session.producer_id or now - session.producer_id_checked_ms >= quotas.producer_ids.recheck_ms:
-            session.producer_id, session.producer_id_checked_ms = pid, now
-            counted = quotas.producer_ids.new_pids_counted
-            decisions.add("producer_ids_rate", quotas.producer_ids.record_and_decide(session.user, pid, now), "")
-            scope.usage.for_request(session, header).new_producer_ids += quotas.producer_ids.new_pids_counted - counted
     if volume is not None and volume.throttling:  # cluster volume usage: the produce quota scaled by its factor
         # Recorded only while throttling: traffic sent while OPEN is not paid for when a soft limit is crossed.
         decisions.add("volume_usage", volume.produce.record_and_decide(
             session.user, header.client_id or "", header.size), header.client_id)
     if decisions.shadow_ms:
         scope.usage.for_request(session, header).shadow_throttle_ms += decisions.shadow_ms
-    if decisions.throttle is None:
-        return base
-    return Plan(rewrite=base.rewrite, observe=base.observe, throttle=decisions.throttle)
+    plan = base if decisions.throttle is None else Plan(rewrite=base.rewrite, observe=base.observe,
+                                                         throttle=decisions.throttle)
+    return plan if hold is None else producer_ids.held(scope, header, plan, hold)
 
 
 def paused_produce(scope: ConnectionScope, volume, header: RequestHeader, base: Plan) -> Plan:

@@ -68,12 +68,13 @@ class LookUp:
 
 @dataclass(frozen=True, slots=True)
 class Await:
-    """Answer after some work of the proxy's own (e.g. writing the config topic): ``start()`` is awaited off the
-    request path, reading of the client stops at the next boundary meanwhile, and ``then`` builds the answer from
-    its result (or the exception it raised); the request keeps its place in the response order."""
+    """Decide after some work of the proxy's own (writing the config topic; a timer, for a Produce held by the
+    producer-id quota): ``start()`` is awaited off the request path, reading of the client stops at the next
+    boundary meanwhile, and ``then`` decides from its result (or the exception it raised): an answer, or forwarding
+    the request after all; the request keeps its place in the response order. The work must be bounded."""
 
     start: Callable[[], object]
-    then: Callable[[object], "AnswerLocally"]
+    then: Callable[[object], "ForwardRequest | AnswerLocally"]
 
 
 Outcome = ForwardRequest | AnswerLocally | LookUp | Await

@@ -1,17 +1,113 @@
-"""InitProducerId (KIP-936 attribution): who is churning producers.
+"""The producer-id quota (KIP-936) on the request path: Produce (counted, and held or throttled) and InitProducerId
+(attribution).
 
-The producer-id quota counts on Produce, as the KIP specifies. InitProducerId answers are decoded (only while a
-``producer_ids_rate`` is configured) to attribute each producer id the broker issues to the (user, client-id, IP)
-that asked for it, for the ``producer_ids_issued_total`` metric. The response goes to the client unchanged.
+**Produce.** The first record batch's producer id is read with the header (:mod:`proxy.codec.produce_prefix`) and
+decided by :class:`quota.producer_ids.ProducerIdQuotaManager` before a byte of the request moves:
+
+- a known producer id, another user's, or one the bucket has a token for: forwarded as it comes;
+- ``producer.id.quota.enforcement: throttle`` (the KIP's behaviour): forwarded, and the response carries the
+  throttle (the broker has the new id by then);
+- ``hold`` (the default), the user's bucket empty: the request is read whole and kept in the proxy (an
+  :class:`~proxy.apis.plan.Await` on a timer: nothing more is read from the connection meanwhile, and the request
+  keeps its place in the response order), then forwarded as it is when the quota lets its id through, so the
+  broker sees new ids at no more than the configured rate, plus the burst, whatever connections they come on;
+- a hold that would last longer than ``producer.id.quota.max.hold.ms``: answered by the proxy with
+  ``NOT_ENOUGH_REPLICAS`` and ``throttle_time_ms`` (then a mute), never forwarded. NOT_ENOUGH_REPLICAS is what a
+  broker answers before it appends anything (the ISR is short): every client retries it (Java's
+  ``NotEnoughReplicasException`` is retriable; librdkafka retries it as not persisted), and an idempotent producer
+  resends the same batch with the same sequence, so nothing is lost or written twice. ``REQUEST_TIMED_OUT`` would
+  say "maybe written"; ``THROTTLING_QUOTA_EXCEEDED`` is not a Produce error: a client that does not expect it
+  there may fail the batch instead of retrying it (Java clients before 2.7 do not know the code at all).
+
+The producer id is checked once per connection per quarter window (``recheck_ms``) while it stays the same; a
+refused one is not remembered, so the connection's retry is judged again.
+
+**InitProducerId.** Answers are decoded (only while a ``producer_ids_rate`` is configured) to attribute each
+producer id the broker issues to the (user, client-id, IP) that asked for it, for the ``producer_ids_issued_total``
+metric. The response goes to the client unchanged. The quota itself counts on Produce, as the KIP specifies:
+InitProducerId is not held (the KIP's rejected alternative 4: a producer id costs the broker only once it produces).
 """
 
 from __future__ import annotations
 
-from proxy.apis.plan import PASS, ConnectionScope, Plan
-from proxy.session.session import Session
-from proxy.codec.apis import INIT_PRODUCER_ID
+import asyncio
+
+from proxy.apis.decisions import Decisions
+from proxy.apis.plan import FORWARD_AS_IS, PASS, AnswerLocally, Await, ConnectionScope, Outcome, Plan
+from proxy.codec.apis import INIT_PRODUCER_ID, PRODUCE
+from proxy.codec.error_codes import NOT_ENOUGH_REPLICAS
+from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader
-from proxy.codec.messages import decode_response
+from proxy.codec.messages import decode_request, decode_response
+from proxy.codec.responses import encode_local_response, error_response
+from proxy.session.session import Session
+from quota.entity import PRODUCER_IDS_RATE
+from quota.producer_ids import Hold, Refuse
+
+REFUSED_MESSAGE = ("kafka-quota-proxy: too many new producer ids for this user (producer_ids_rate); the producer id "
+                   "is admitted when the quota allows it (retry)")
+
+
+def decide_produce(scope: ConnectionScope, session: Session, header: RequestHeader,
+                   decisions: Decisions) -> Hold | Refuse | None:
+    """Count a Produce's producer id against its user's quota. A throttle (or a shadow one) goes into
+    ``decisions``; a hold or a refusal is returned for the caller to plan with :func:`held` or :func:`refused`."""
+    quota = scope.quotas.producer_ids
+    pid = header.producer_id
+    if pid < 0 or not quota.enabled:
+        return None
+    now = scope.quotas.clock.now_ms()
+    # The connection's last producer id was checked recently: known, nothing to count (checked again every quarter
+    # window, so a PID still in use is carried into the user's newer bloom filter in time).
+    if pid == session.producer_id and now - session.producer_id_checked_ms < quota.recheck_ms:
+        return None
+    counted = quota.new_pids_counted
+    decision = quota.record_and_decide(session.user, pid, now)
+    if quota.new_pids_counted != counted:
+        scope.usage.for_request(session, header).new_producer_ids += quota.new_pids_counted - counted
+    if isinstance(decision, Refuse):
+        return decision  # not counted, not remembered: the retry is judged again
+    session.producer_id, session.producer_id_checked_ms = pid, now
+    if isinstance(decision, Hold):
+        return decision
+    decisions.add(PRODUCER_IDS_RATE, decision, "")
+    return None
+
+
+def held(scope: ConnectionScope, header: RequestHeader, plan: Plan, hold: Hold) -> Plan:
+    """``plan`` (what the other stages decided), once the quota lets the producer id through: the request is read
+    whole, kept off the request path until ``hold.until_ms`` (reading the client stops at the boundary after it),
+    then forwarded as it is, in its place in the response order."""
+    clock = scope.quotas.clock
+
+    def wait(body: memoryview) -> Outcome:
+        delay_ms = hold.until_ms - clock.now_ms()
+        if delay_ms <= 0:
+            return FORWARD_AS_IS
+        # bounded: the quota never holds past producer.id.quota.max.hold.ms
+        return Await(start=lambda: asyncio.sleep(delay_ms / 1000.0), then=_forward)
+
+    return Plan(action=BUFFER, rewrite=plan.rewrite, observe=plan.observe, throttle=plan.throttle,
+                record_response=plan.record_response, decide=wait)
+
+
+def _forward(_slept: object) -> Outcome:
+    return FORWARD_AS_IS
+
+
+def refused(header: RequestHeader, refusal: Refuse) -> Plan:
+    """The Produce is answered by the proxy (read whole for its partitions) with the retriable NOT_ENOUGH_REPLICAS
+    and the refusal's throttle; it never reaches the broker. An ``acks=0`` one gets no answer."""
+    version, throttle = header.api_version, refusal.throttle
+
+    def answer(body: memoryview) -> Outcome:
+        msg = decode_request(PRODUCE, version, body)
+        response = error_response(PRODUCE, version, msg, NOT_ENOUGH_REPLICAS,
+                                  throttle_time_ms=throttle.throttle_time_ms, error_message=REFUSED_MESSAGE)
+        return AnswerLocally(encode_local_response(PRODUCE, version, header.correlation_id, response),
+                             throttle=throttle)
+
+    return Plan(action=BUFFER, decide=answer)
 
 
 def plan_init_producer_id(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:

@@ -57,7 +57,8 @@ class ByteRateQuotas:
             config.quotas, window_num=settings["producer.id.quota.window.num"],
             window_size_s=settings["producer.id.quota.window.size.seconds"],
             expected_pids=settings["producer.id.quota.bloom.expected.pids"],
-            false_positive_rate=settings["producer.id.quota.bloom.false.positive.rate"], max_mute_ms=mute_max)
+            false_positive_rate=settings["producer.id.quota.bloom.false.positive.rate"], max_mute_ms=mute_max,
+            enforcement=settings["producer.id.quota.enforcement"], max_hold_ms=settings["producer.id.quota.max.hold.ms"])
         self.max_metric_entities = settings["quota.metrics.max.entities"]
         self.volume = None  # cluster volume usage (proxy.enforce.volume_throttle.VolumeThrottle), when configured
         if config.volume_usage is not None:

@@ -179,6 +179,9 @@ class QuotaMetricsCollector(Collector):
         shadow_total = CounterMetricFamily(f"{name}_shadow_throttle_time_ms", "Throttle time (ms) a shadow quota decided for the user and did not apply.", labels=labels)
         shadowed = CounterMetricFamily(f"{name}_shadow_throttled_requests", "Produce requests a shadow quota would have throttled for the user (not throttled).", labels=labels)
         cache = GaugeMetricFamily(f"{name}_cache_bytes", "Bytes of bloom filters the user's producer-id cache holds.", labels=labels)
+        held = CounterMetricFamily(f"{name}_held_requests", "Produce requests held in the proxy, before the broker saw their new producer id, until the user's bucket let it through (producer.id.quota.enforcement hold).", labels=labels)
+        hold_total = CounterMetricFamily(f"{name}_hold_time_ms", "Total time (ms) Produce requests with a new producer id were held for the user.", labels=labels)
+        refused = CounterMetricFamily(f"{name}_refused_requests", "Produce requests answered by the proxy with the retriable NOT_ENOUGH_REPLICAS because their new producer id would have been held past producer.id.quota.max.hold.ms (also counted as throttled).", labels=labels)
         top, other = self._quotas.producer_ids.top_stats(self._quotas.max_metric_entities, self._quotas.clock.now_ms(),
                                                          self._pause)
         for s in top + ([other] if other is not None else []):
@@ -193,7 +196,11 @@ class QuotaMetricsCollector(Collector):
                 shadow_total.add_metric(user, s.shadow_throttle_time_ms_total)
                 shadowed.add_metric(user, s.shadow_throttled_count)
             cache.add_metric(user, s.cache_bytes)
-        yield from (new, tokens, limit, throttle_total, throttled, shadow_total, shadowed, cache)
+            held.add_metric(user, s.held_count)
+            hold_total.add_metric(user, s.hold_time_ms_total)
+            refused.add_metric(user, s.refused_count)
+        yield from (new, tokens, limit, throttle_total, throttled, shadow_total, shadowed, cache, held, hold_total,
+                    refused)
         issued = CounterMetricFamily(f"{name}_issued", "Producer ids the broker issued (InitProducerId), by who asked; "
                                      "beyond the entity cap the least recent are summed under __other__.",
                                      labels=["user", "client_id", "ip"])

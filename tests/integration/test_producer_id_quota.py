@@ -1,4 +1,5 @@
-"""The active producer-id quota (KIP-936) through the proxy, against Tansu, with idempotent producers in a loop.
+"""The active producer-id quota (KIP-936) through the proxy, against Tansu, with idempotent producers in a loop,
+under ``producer.id.quota.enforcement: throttle`` (the KIP's behaviour: forwarded, then throttled).
 
 Each new idempotent producer gets a new producer id from InitProducerId; its first Produce carries it. With
 ``producer_ids_rate`` 3 per 10 s window and one window (a burst of 3), the first three producers are not
@@ -36,6 +37,7 @@ def cluster():
     quotas = [{"entity": {"user": "<default>"}, "producer_ids_rate": RATE}]
     try:
         proxy = start_proxy(proxy_config(proxy_port, broker_port, quotas=quotas, **{
+            "producer.id.quota.enforcement": "throttle",  # the KIP's behaviour (hold: test_producer_id_hold.py)
             "producer.id.quota.window.num": 1, "producer.id.quota.window.size.seconds": WINDOW_S}))
     except BaseException:
         broker.stop()

@@ -133,6 +133,8 @@ def test_the_settings_default_to_hold_for_at_most_ten_seconds_and_are_checked():
         parse_settings({"producer.id.quota.enforcement": "delay"}, "settings")
     with pytest.raises(ConfigError, match="at most quota.mute.max.ms"):
         parse_settings({"producer.id.quota.max.hold.ms": 20_000, "quota.mute.max.ms": 15_000}, "settings")
+    lower = parse_settings({"quota.mute.max.ms": 3_000}, "settings").values  # the default fits a lower mute cap
+    assert lower["producer.id.quota.max.hold.ms"] == 3_000
 
 
 def test_a_hold_longer_than_half_a_window_does_not_make_the_id_count_twice():
