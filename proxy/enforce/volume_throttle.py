@@ -1,7 +1,7 @@
 """What Produce consults for cluster volume usage: the latest snapshots (summarized), the state
 :func:`quota.volume.evaluate` derives from them, and a produce byte-rate manager whose limits are the configured
-ones scaled by the state's factor (a base rate where no per-entity ``producer_byte_rate`` applies). No I/O: the
-request path reads it, the follower or the DescribeLogDirs poller (:mod:`proxy.observers.volume_sources`) feeds it.
+ones scaled by the state's factor (:mod:`quota.volume_scaling`: a base rate where no per-entity
+``producer_byte_rate`` applies, a shadow entry kept shadow). No I/O: the request path reads it, the follower or the DescribeLogDirs poller (:mod:`proxy.observers.volume_sources`) feeds it.
 """
 
 from __future__ import annotations
@@ -14,64 +14,16 @@ from dataclasses import dataclass
 from config.volume import VolumeUsageConfig
 from proxy.ops.logs import LogLimiter
 from quota.client_quota import ClientQuotaManager
-from quota.entity import DEFAULT, PRODUCER_BYTE_RATE, QuotaEntity, QuotaTable, ResolvedQuota
+from quota.entity import PRODUCER_BYTE_RATE, QuotaTable
 from quota.rate import QuotaWindow
 from quota.volume import (BAD, INITIAL, PAUSE, TAKE, THROTTLE, Bounds, BrokerUsage, Snapshot, SnapshotError,
                           TooManyVolumes, Verdict, VolumeState, evaluate, judge, parse_snapshot, summarize)
+from quota.volume_scaling import ScaledProduceQuotas
 
 log = logging.getLogger("kafka_quota_proxy.volume")
 BAD_RECORD_LOG = LogLimiter()  # one line per kind of bad record per 10 s, whatever a writer floods the topic with
 
 
-
-
-CLIENT_DEFAULT = QuotaEntity(client_id=DEFAULT)
-
-
-class ScaledProduceQuotas:
-    """What :func:`scaled_produce_table` gives, as a view of the configured table (nothing copied, so a new table
-    or factor costs nothing to take): each ``producer_byte_rate`` scaled by ``factor``, ``base_rate * factor`` for
-    clients no entry covers, no shadow. Resolves as the table does, for ``producer_byte_rate`` only."""
-
-    __slots__ = ("table", "factor", "base_rate")
-
-    def __init__(self, table: QuotaTable, factor: float, base_rate: float) -> None:
-        self.table, self.factor, self.base_rate = table, factor, base_rate
-
-    def resolve(self, key: str, user: str, client_id: str) -> ResolvedQuota:
-        resolved = self.table.resolve(PRODUCER_BYTE_RATE, user, client_id)
-        if resolved.unlimited:  # the base rate, as a {client-id: <default>} entry
-            return ResolvedQuota(self.base_rate * self.factor, resolved.tags, CLIENT_DEFAULT)
-        return ResolvedQuota(resolved.limit * self.factor, resolved.tags, resolved.entity)
-
-    def limit(self, key: str, user: str, client_id: str) -> float:
-        return self.resolve(key, user, client_id).limit
-
-    def keys(self) -> frozenset[str]:
-        return frozenset((PRODUCER_BYTE_RATE,))
-
-    def changes_since(self, older) -> frozenset[QuotaEntity] | None:
-        """The entities changed since ``older`` (the same factor and base rate over an older table), else None."""
-        if not isinstance(older, ScaledProduceQuotas) or (older.factor, older.base_rate) != (self.factor,
-                                                                                              self.base_rate):
-            return None
-        return frozenset() if older.table is self.table else self.table.changes_since(older.table)
-
-
-def scaled_produce_table(quotas: QuotaTable, factor: float, base_rate: float) -> QuotaTable:
-    """Every ``producer_byte_rate`` entry scaled by ``factor``, and ``base_rate * factor`` for clients no entry
-    covers (a ``{client-id: <default>}`` entry, unless one is configured)."""
-    values = []
-    has_default_client = False
-    for entry in quotas.entries:
-        if PRODUCER_BYTE_RATE not in entry.quotas:
-            continue
-        entity = {k: v for k, v in (("user", entry.entity.user), ("client-id", entry.entity.client_id)) if v is not None}
-        has_default_client |= entity == {"client-id": "<default>"}
-        values.append((entity, {PRODUCER_BYTE_RATE: entry.quotas[PRODUCER_BYTE_RATE] * factor}))
-    if not has_default_client:
-        values.append(({"client-id": "<default>"}, {PRODUCER_BYTE_RATE: base_rate * factor}))
-    return QuotaTable.from_values(values)
 
 
 @dataclass(frozen=True, slots=True)

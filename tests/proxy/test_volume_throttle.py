@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 
 from config.volume import VolumeUsageConfig
-from proxy.enforce.volume_throttle import VolumeThrottle, scaled_produce_table
+from proxy.enforce.volume_throttle import VolumeThrottle
 from quota.clock import ManualClock
 from quota.entity import QuotaTable
 from quota.rate import QuotaWindow
 from quota.volume import OPEN, PAUSE, THROTTLE, Limit, Snapshot, Volume
+from quota.volume_scaling import scaled_produce_table
 
 GB = 1_000_000_000
 
@@ -54,6 +55,20 @@ def test_per_entity_produce_quotas_are_scaled_and_the_base_rate_covers_the_rest(
     table = scaled_produce_table(quotas, 0.25, 1000)
     assert table.limit("producer_byte_rate", "alice", "x") == 1000
     assert table.limit("producer_byte_rate", "bob", "x") == 250
+
+
+def test_volume_throttle_keeps_a_shadow_entry_shadow():
+    """Issue 23 item 6a: under THROTTLE a ``mode: shadow`` producer_byte_rate is scaled and metered, not applied
+    (before: the scaled quota dropped the shadow flag and was enforced)."""
+    quotas = QuotaTable.from_values([({"user": "alice"}, {"producer_byte_rate": 4000}, True),
+                                     ({"user": "bob"}, {"producer_byte_rate": 4000})])
+    t, clock = throttle(quotas=quotas)
+    t.brokers({1})
+    record(t, 1, 70 * GB, clock.now_ms())
+    assert t.throttling and t.state.factor == pytest.approx(0.5)
+    alice = t.produce.record_and_decide("alice", "c", 100_000)
+    bob = t.produce.record_and_decide("bob", "c", 100_000)
+    assert alice.shadow and alice.throttle_time_ms > 0 and not bob.shadow and bob.throttle_time_ms > 0
 
 
 def test_records_that_cannot_be_verified_change_nothing_and_the_brokers_next_publication_does():
