@@ -148,7 +148,8 @@ class VolumeThrottle:
         if self.state.state != before.state:
             log.warning("volume usage: %s -> %s (factor %.2f%s)", before.state, self.state.state, self.state.factor,
                         f", no fresh data from brokers {list(self.state.missing_data)[:20]}"
-                        if self.state.missing_data else "")
+                        if self.state.missing_data else
+                        ", no broker list or snapshot yet" if self.state.awaiting_data else "")
         if self.state.factor != before.factor:
             self._rescale()
         self.on_evaluated()

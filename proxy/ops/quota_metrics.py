@@ -125,6 +125,9 @@ class QuotaMetricsCollector(Collector):
                                     "missing_data_action applies because of it).", labels=["broker"])
         for broker in state.missing_data:
             missing.add_metric([str(broker)], 1.0)
+        awaiting = GaugeMetricFamily(f"{name}_awaiting_data", "1 while no broker list and no snapshot has arrived yet "
+                                     "(start-up: the missing_data_action applies to the whole cluster).")
+        awaiting.add_metric([], 1.0 if state.awaiting_data else 0.0)
         age = GaugeMetricFamily(f"{name}_snapshot_age_seconds", "Age of each broker's latest snapshot.",
                                 labels=["broker"])
         now_ms = volume.wall.now_ms()
@@ -164,7 +167,8 @@ class QuotaMetricsCollector(Collector):
         evaluations = CounterMetricFamily(f"{name}_evaluations", "Times the cluster's volume state was evaluated "
                                           "(a snapshot taken, the live brokers changed, a snapshot went stale).")
         evaluations.add_metric([], volume.evaluations)
-        yield from (states, factor, missing, age, count, ratio, breached, used, free, breach, bad, evaluations)
+        yield from (states, factor, missing, awaiting, age, count, ratio, breached, used, free, breach, bad,
+                    evaluations)
 
     def _producer_id_metrics(self) -> Iterator:
         """KIP-936's ProducerIds metrics (rate, tokens, throttle-time) per user, and the cache's size."""

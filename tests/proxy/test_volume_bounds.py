@@ -207,3 +207,19 @@ def test_the_background_timer_evaluates_once_in_ten_minutes_for_one_snapshot(mon
     finally:
         loop.close()
     assert t.paused and t.state.missing_data == (1,)  # the deadline's evaluation: stale, the PAUSE fallback
+
+
+def test_before_any_data_the_fail_safe_applies_and_says_why(caplog):
+    """Issue 23 item 6: at start-up (no broker list, no snapshot) the missing-data action applies, the metric and
+    the log line say it is waiting for data; the first broker list ends the wait (each live broker then missing
+    until its snapshot), and its snapshot opens."""
+    caplog.set_level("WARNING", logger="kafka_quota_proxy.volume")
+    t = throttle()
+    assert t.paused and t.state.awaiting_data
+    assert scrape(t)["kafka_quota_proxy_volume_awaiting_data"][0].value == 1
+    assert any("no broker list or snapshot yet" in r.getMessage() for r in caplog.records)
+    t.brokers({1})
+    assert t.paused and t.state.missing_data == (1,)
+    assert scrape(t)["kafka_quota_proxy_volume_awaiting_data"][0].value == 0
+    t.record(b"1", snapshot_value(START_MS, 1, used=lambda i: 10 * GB))
+    assert t.state.state == OPEN
