@@ -7,7 +7,7 @@ the proxy's listener, as in a sidecar deployment. The proxy runs in its own proc
 ``producer_byte_rate`` / ``consumer_byte_rate`` in the config) and of ``demo-unlimited`` (no quota), judged as
 :mod:`demo.verdicts` says. Before they start, :mod:`demo.storms` shows the other quotas: a connection storm from one
 loopback IP held to its connection creation rate while another IP connects freely, a topic-creation storm rejected
-by the controller mutation quota, a producer-restart loop throttled by the producer-id quota, and a disk filling
+by the controller mutation quota, a producer-restart loop held by the producer-id quota, and a disk filling
 up; after them, :mod:`demo.planner` runs the quota planner on the usage log of the run.
 
 Before it starts anything the demo checks that every port it needs is free, and it talks only to the processes it
@@ -169,6 +169,20 @@ def scrape(metrics: Address, labels: dict[str, dict[str, str]]) -> dict[str, flo
     return found
 
 
+def held_requests(metrics: Address) -> float:
+    """Produce requests held for a new producer id of the demo's user (``producer_ids_held_requests_total``)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if (sample.name == "kafka_quota_proxy_producer_ids_held_requests_total"
+                    and sample.labels.get("user") == "ANONYMOUS"):
+                return sample.value
+    return 0.0
+
+
 def volume_state(metrics: Address) -> str:
     """The proxy's cluster volume state (``kafka_quota_proxy_volume_state``), as Prometheus reads it."""
     from prometheus_client.parser import text_string_to_metric_families
@@ -246,9 +260,9 @@ def run_scenario(config_path: str, duration_s: float, report=print, stop: Stop |
         if not storm.ok:
             raise DemoError(f"the topic storm was not held to its quota: {storm.text()}")
         phase = "the producer restarts"
-        restarts = producer_restarts(bootstrap, config, report)
+        restarts = producer_restarts(bootstrap, config, report, lambda: held_requests(metrics))
         if not restarts.ok:
-            raise DemoError(f"the producer restarts were not throttled as expected: {restarts.text()}")
+            raise DemoError(f"the producer restarts were not held as expected: {restarts.text()}")
         phase = "the disk fill"
         disk = disk_fill(bootstrap, str(upstream), config, lambda: volume_state(metrics), report)
         if not disk.ok:

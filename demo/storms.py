@@ -9,7 +9,8 @@
   controller.quota.window.num x size. The verdict: some creates were rejected with THROTTLING_QUOTA_EXCEEDED, and
   the partitions created stay within what the bucket allows, B + R x elapsed + one topic (a topic is admitted while
   tokens >= 0, so the last may overdraw).
-- The producer-restart loop (:func:`producer_restarts`): KIP-936's ``producer_ids_rate``.
+- The producer-restart loop (:func:`producer_restarts`): KIP-936's ``producer_ids_rate``, new ids held in the proxy
+  past the burst until the quota lets them through.
 - A disk filling up (:func:`disk_fill`): cluster volume usage.
 """
 
@@ -94,61 +95,55 @@ RESTART_TOPIC = "restarts"
 
 @dataclass(frozen=True)
 class RestartResult:
-    throttled: tuple[bool, ...]  # per producer, in order: did its produce come back with a throttle
+    held: tuple[bool, ...]  # per producer, in order: was its Produce held in the proxy (the held-requests counter)
+    waited: tuple[float, ...]  # and seconds from its send to its acknowledgement
     acknowledged: int
     burst: int
+    token_s: float  # seconds between two tokens of the bucket: W / producer_ids_rate
 
     @property
     def ok(self) -> bool:
-        n = min(self.burst, len(self.throttled))
-        return (self.acknowledged == len(self.throttled) and not any(self.throttled[:n])
-                and all(self.throttled[n:]) and len(self.throttled) > n)
+        n = min(self.burst, len(self.held))
+        return (self.acknowledged == len(self.held) and not any(self.held[:n]) and all(self.held[n:])
+                and len(self.held) > n)
 
     def text(self) -> str:
-        marks = "".join("T" if t else "." for t in self.throttled)
-        return (f"producer restarts ({RESTARTER}): {len(self.throttled)} idempotent producers, one after another, "
-                f"each a new producer id: [{marks}] (T: throttled); the first {self.burst} pass, every later one "
-                f"is throttled; {self.acknowledged}/{len(self.throttled)} messages acknowledged"
+        marks = "".join("H" if h else "." for h in self.held)
+        later = self.waited[self.burst:]
+        waits = f"{min(later):.1f}-{max(later):.1f} s" if later else "-"
+        return (f"producer restarts ({RESTARTER}): {len(self.held)} idempotent producers, one after another, "
+                f"each a new producer id: [{marks}] (H: held in the proxy before the broker saw its id); the first "
+                f"{self.burst} pass at once, every later one waits for its token (one each {self.token_s:g} s; "
+                f"acknowledged after {waits}); {self.acknowledged}/{len(self.held)} messages acknowledged"
                 f"  {'OK' if self.ok else 'FAIL'}")
 
 
 def producer_restarts(bootstrap: str, config: ProxyConfig, report: Callable[[str], None],
-                      restarts: int = RESTARTS) -> RestartResult:
+                      held_requests: Callable[[], float], restarts: int = RESTARTS) -> RestartResult:
     """A producer-restart loop (the KIP-936 use case): each kafka-python idempotent producer sends one message and
-    closes; its Produce carries a new producer id. Throttles are seen as kafka-python reports them (a warning on
-    its connection's logger)."""
-    import logging
-
+    closes; its Produce carries a new producer id. Past the bucket's burst each one is held in the proxy until the
+    bucket has a token for its id (``producer.id.quota.enforcement: hold``): seen in the proxy's
+    ``producer_ids_held_requests_total`` (``held_requests`` reads it) and in the time to its acknowledgement."""
     from kafka import KafkaProducer
 
     settings = config.settings
     limit = config.quotas.limit("producer_ids_rate", "ANONYMOUS", "")
     burst = int(limit * settings["producer.id.quota.window.num"])
-    seen: list[str] = []
-
-    class Throttles(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            if "ProduceResponse throttled" in record.getMessage():
-                seen.append(record.getMessage())
-
-    handler = Throttles(logging.WARNING)
-    logger = logging.getLogger("kafka")
-    logger.addHandler(handler)
-    throttled, acknowledged = [], 0
-    try:
-        for i in range(restarts):
-            before = len(seen)
-            producer = KafkaProducer(bootstrap_servers=bootstrap, client_id=RESTARTER, enable_idempotence=True,
-                                     acks="all")
-            try:
-                producer.send(RESTART_TOPIC, f"restart {i}".encode()).get(30)
-                acknowledged += 1
-            finally:
-                producer.close(5)
-            throttled.append(len(seen) > before)
-    finally:
-        logger.removeHandler(handler)
-    result = RestartResult(tuple(throttled), acknowledged, burst)
+    held, waited, acknowledged = [], [], 0
+    for i in range(restarts):
+        before = held_requests()
+        producer = KafkaProducer(bootstrap_servers=bootstrap, client_id=RESTARTER, enable_idempotence=True,
+                                 acks="all")
+        try:
+            sent = time.monotonic()
+            producer.send(RESTART_TOPIC, f"restart {i}".encode()).get(30)
+            waited.append(time.monotonic() - sent)
+            acknowledged += 1
+        finally:
+            producer.close(5)
+        held.append(held_requests() > before)
+    result = RestartResult(tuple(held), tuple(waited), acknowledged, burst,
+                           settings["producer.id.quota.window.size.seconds"] / limit)
     report(result.text())
     return result
 
