@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from config.loader import parse_config  # noqa: E402
 from proxy.apis import ConnectionScope, Session  # noqa: E402
 from proxy.codec.header import encode_request_header, encode_response_header, frame  # noqa: E402
-from proxy.codec.messages import TopicIdMap  # noqa: E402
+from proxy.cluster.topics import Topics  # noqa: E402
 from proxy.connection.core import ConnectionCore  # noqa: E402
 from proxy.enforce.managers import ByteRateQuotas  # noqa: E402
 
@@ -41,7 +41,7 @@ def main() -> None:
     config = parse_config({"upstream": {"bootstrap_servers": ["127.0.0.1:9092"]},
                            "listeners": [{"name": "P", "bind": "127.0.0.1:0"}],
                            "metrics": {"bind": "127.0.0.1:0"}})
-    scope = ConnectionScope(None, TopicIdMap(), ByteRateQuotas(config))
+    scope = ConnectionScope(None, Topics(), ByteRateQuotas(config))
     out: list = []
     metrics = _ApiMetrics()
     core = ConnectionCore(scope, Session("P", "127.0.0.1"), max_request_bytes=1 << 20, max_response_bytes=1 << 20,

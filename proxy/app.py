@@ -15,8 +15,7 @@ from proxy.cluster.broker_ports import BrokerPorts
 from proxy.cluster.discovery import BrokerDiscovery
 from proxy.cluster.kafka_clients import OwnKafka
 from proxy.cluster.own_clients import track_aiokafka
-from proxy.cluster.topics import TopicPartitions
-from proxy.codec.messages import TopicIdMap
+from proxy.cluster.topics import Topics
 from proxy.connection.buffers import SharedReadBuffer
 from proxy.connection.client_socket import ClientConnection, ListenerContext
 from proxy.connection.listener import Listener
@@ -50,8 +49,7 @@ class ProxyApp:
         self._listener_sasl = {lc.name: lc.sasl for lc in config.listeners}
         self.readiness = Readiness(self.kafka, connect_timeout_s, self.metrics)
         self.connections: set[ClientConnection] = set()
-        self.topic_ids = TopicIdMap()
-        self.topics = TopicPartitions()
+        self.topics = Topics()  # what every connection learns of the cluster's topics, proxy-wide
         self.quotas = ByteRateQuotas(config)
         self.metrics.registry.register(QuotaMetricsCollector(self.quotas))
         self.connection_quotas = ConnectionQuotas([lc.name for lc in config.listeners], self.quotas.window,
@@ -79,9 +77,8 @@ class ProxyApp:
             if lc.cluster_mode:
                 cluster = BrokerPorts(lc.name, lc.advertised_host, lc.broker_port_base,
                                       lambda node_id, lc=lc: self._open_broker_port(lc, node_id))
-            scope = self._scopes[lc.name] = ConnectionScope(cluster=cluster, topic_ids=self.topic_ids, quotas=self.quotas,
-                                                                topics=self.topics, usage=usage,
-                                                                client_quotas=self.dynamic, guard=self.guard)
+            scope = self._scopes[lc.name] = ConnectionScope(cluster=cluster, topics=self.topics, quotas=self.quotas,
+                                                            usage=usage, client_quotas=self.dynamic, guard=self.guard)
             bootstrap = config.upstream.bootstrap_servers
             self.listeners.append(Listener(self._context(lc.name, lambda: bootstrap, scope), lc.bind.host, lc.bind.port))
         settings = config.settings

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from proxy.apis import addresses, api_versions, broker_configs, byte_rate, client_quotas, mutations, producer_ids, sasl
+from proxy.apis import (addresses, api_versions, broker_configs, byte_rate, client_quotas, metadata, mutations,
+                        producer_ids, sasl)
 from proxy.apis.internal_topics import GUARDED, guarded
 from proxy.apis.plan import (FORWARD_AS_IS, PASS, AnswerLocally, Await, ConnectionScope, ForwardRequest, LookUp, Outcome,
                              Plan)
@@ -26,7 +27,7 @@ Handler = Callable[[ConnectionScope, Session, RequestHeader], Plan]
 
 HANDLERS: dict[int, Handler] = {
     API_VERSIONS: api_versions.plan,
-    METADATA: addresses.plan_metadata,
+    METADATA: metadata.plan_metadata,  # learns the topics (the one place), then cluster-mode broker addresses
     FIND_COORDINATOR: addresses.plan_find_coordinator,
     DESCRIBE_CLUSTER: addresses.plan_describe_cluster,
     PRODUCE: byte_rate.plan_produce,  # quota, then cluster-mode NodeEndpoints
@@ -61,7 +62,7 @@ def plan_request(scope: ConnectionScope, session: Session, header: RequestHeader
         raise ProtocolError(f"{api_name(header.api_key)} v{header.api_version} is not a version any Kafka broker "
                             f"speaks (v{versions[0]}-v{versions[1]})")
     plan = handler(scope, session, header) if handler is not None else PASS
-    return guarded(scope.guard, scope.topic_ids, session, header, plan)
+    return guarded(scope, session, header, plan)
 
 
 __all__ = ["BEFORE_AUTHENTICATION", "FORWARD_AS_IS", "HANDLERS", "PASS", "AnswerLocally", "Await", "ConnectionScope", "ForwardRequest", "LookUp", "Outcome",

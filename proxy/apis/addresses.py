@@ -1,10 +1,10 @@
-"""Responses that carry broker addresses, and the topic ids Metadata responses reveal.
+"""Responses that carry broker addresses.
 
 In cluster mode every host/port a broker hands out is replaced with the proxy's advertised host and the port
 that serves that broker (:class:`proxy.cluster.broker_ports.BrokerPorts`), so clients only ever see proxy addresses:
-Metadata brokers, FindCoordinator (v0-3 single coordinator, v4+ batched), DescribeCluster brokers, and the
-NodeEndpoints tagged field of Produce v10+ and Fetch v16+ responses. In sidecar mode the broker advertises the
-proxy itself and nothing is rewritten, but Metadata responses are still read to learn topic ids.
+Metadata brokers (:mod:`proxy.apis.metadata`, which also learns the topics from them), FindCoordinator (v0-3 single
+coordinator, v4+ batched), DescribeCluster brokers, and the NodeEndpoints tagged field of Produce v10+ and Fetch
+v16+ responses. In sidecar mode the broker advertises the proxy itself and nothing is rewritten.
 """
 
 from __future__ import annotations
@@ -15,28 +15,9 @@ from proxy.apis.plan import PASS, ConnectionScope, Plan
 from proxy.session.session import Session
 from proxy.cluster.broker_ports import BrokerPorts
 from proxy.codec.apis import (DESCRIBE_CLUSTER, FETCH, FETCH_NODE_ENDPOINTS_SINCE, FIND_COORDINATOR,
-                              FIND_COORDINATOR_BATCHED_SINCE, METADATA, PRODUCE, PRODUCE_NODE_ENDPOINTS_SINCE)
+                              FIND_COORDINATOR_BATCHED_SINCE, PRODUCE, PRODUCE_NODE_ENDPOINTS_SINCE)
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import Message, decode_response, encode_response
-
-
-
-def plan_metadata(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
-    version, cluster, topic_ids = header.api_version, scope.cluster, scope.topic_ids
-    learn_partitions = scope.quotas.mutations.enabled  # partition counts for the controller mutation quota
-
-    def rewrite(body: memoryview) -> bytes | None:
-        msg = decode_response(METADATA, version, body)
-        topic_ids.learn_from_metadata(msg)
-        if learn_partitions:
-            scope.topics.learn_from_metadata(msg, scope.quotas.clock.now_ms())
-        if cluster is None:
-            return None
-        for broker in msg.brokers:
-            broker.host, broker.port = cluster.advertise(broker.node_id, broker.host, broker.port)
-        return encode_response(METADATA, version, msg)
-
-    return Plan(rewrite=rewrite)
 
 
 def plan_find_coordinator(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
@@ -80,13 +61,14 @@ def _plan_node_rewrite(scope: ConnectionScope, header: RequestHeader, api_key: i
         if not found:
             return None
         for node, id_field in found:
-            _rewrite_node(cluster, node, id_field)
+            rewrite_node(cluster, node, id_field)
         return encode_response(api_key, version, msg)
 
     return Plan(rewrite=rewrite)
 
 
-def _rewrite_node(cluster: BrokerPorts, node, id_field: str) -> None:
+def rewrite_node(cluster: BrokerPorts, node, id_field: str) -> None:
+    """Cluster mode: the node's host and port become the proxy's for that broker."""
     node_id = getattr(node, id_field)
     if node_id < 0:
         return  # "no node" (e.g. a FindCoordinator error): host "" and port -1 mean nothing to rewrite

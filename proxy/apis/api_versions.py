@@ -3,14 +3,16 @@
 For an API the proxy decodes, the client is offered the intersection of the broker's range and the proxy's;
 other APIs pass through as the broker advertises them. A request for an ApiVersions version newer than the
 proxy knows is answered by the proxy itself with the v0 UNSUPPORTED_VERSION body (Kafka's own behaviour), which
-lists the ApiVersions versions to retry with.
+lists the ApiVersions versions to retry with. The broker's own Metadata range is noted on the session: the proxy's
+own lookups on the connection send a version it serves (:mod:`proxy.apis.metadata`).
 """
 
 from __future__ import annotations
 
 from proxy.apis.plan import ConnectionScope, Plan
 from proxy.session.session import Session
-from proxy.codec.apis import ALTER_CLIENT_QUOTAS, API_VERSIONS, DESCRIBE_CLIENT_QUOTAS
+from proxy.codec.apis import ALTER_CLIENT_QUOTAS, API_VERSIONS, DESCRIBE_CLIENT_QUOTAS, METADATA
+from proxy.codec.error_codes import NONE
 from proxy.codec.frame import DROP
 from proxy.codec.header import RequestHeader, encode_response_header, frame
 from proxy.codec.messages import (
@@ -31,7 +33,14 @@ def plan(scope: ConnectionScope, session: Session, header: RequestHeader) -> Pla
         return Plan(action=DROP, local_response=response)
     version = header.api_version
     served = SERVED_BY_PROXY if scope.client_quotas is not None else {}
-    return Plan(rewrite=lambda body: intersect(version, body, served))
+
+    def observe(body: memoryview) -> None:
+        msg = decode_api_versions_response(version, body)
+        if msg.error_code == NONE:
+            session.broker_metadata_versions = next(
+                ((a.min_version, a.max_version) for a in msg.api_keys if a.api_key == METADATA), None)
+
+    return Plan(observe=observe, rewrite=lambda body: intersect(version, body, served))
 
 
 # APIs the proxy answers itself when a dynamic config is configured: advertised whatever the broker says.
@@ -40,7 +49,7 @@ SERVED_BY_PROXY = {DESCRIBE_CLIENT_QUOTAS: (0, 1), ALTER_CLIENT_QUOTAS: (0, 1)}
 
 def intersect(version: int, body: memoryview, served: dict[int, tuple[int, int]] | None = None) -> bytes | None:
     msg = decode_api_versions_response(version, body)
-    if msg.error_code != 0:
+    if msg.error_code != NONE:
         return None  # an error (or the v0 fallback body) goes back as the broker sent it
     kept = []
     served = served or {}

@@ -60,7 +60,7 @@ def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader
     base = addresses.plan_produce(scope, session, header)
     quotas = scope.quotas
     if (header.only_topic is not None and quotas.internal_topics
-            and quotas.is_internal(header.only_topic, scope.topic_ids) and scope.guard.allowed(session)):
+            and quotas.is_internal(header.only_topic, scope.topics) and scope.guard.allowed(session)):
         return base  # the proxy (or an admin) writing its own topic: no quota applies, nor PAUSE
     volume = quotas.volume
     if volume is not None and volume.paused and not quotas.shadow:
@@ -92,7 +92,7 @@ def paused_produce(scope: ConnectionScope, volume, header: RequestHeader, base: 
 
     def decide(body: memoryview) -> Outcome:
         msg = decode_request(PRODUCE, version, body)
-        names = {t.name or scope.topic_ids.name_for(t.topic_id) for t in msg.topic_data}
+        names = {t.name or scope.topics.name_for(t.topic_id) for t in msg.topic_data}
         if names and names <= scope.quotas.internal_topics:
             return FORWARD_AS_IS
         response = error_response(PRODUCE, version, msg, NOT_ENOUGH_REPLICAS, throttle_time_ms=delay,

@@ -21,17 +21,17 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 
-from proxy.apis.plan import AnswerLocally, Await, ForwardRequest, LookUp, Outcome, Plan
+from proxy.apis.metadata import look_up_topics
+from proxy.apis.plan import AnswerLocally, Await, ConnectionScope, ForwardRequest, LookUp, Outcome, Plan
+from proxy.cluster.topics import Topics
 from proxy.session.session import Session
 from proxy.codec.apis import (ADD_PARTITIONS_TO_TXN, ALTER_CONFIGS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_RECORDS,
-                              DELETE_TOPICS, INCREMENTAL_ALTER_CONFIGS, METADATA, OWN_METADATA_VERSION, PRODUCE,
-                              response_header_version)
+                              DELETE_TOPICS, INCREMENTAL_ALTER_CONFIGS, PRODUCE, response_header_version)
 from proxy.codec.enums import TOPIC_RESOURCE
 from proxy.codec.error_codes import TOPIC_AUTHORIZATION_FAILED
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader, encode_response_header, frame
-from proxy.codec.messages import Message, TopicIdMap, decode_request, decode_response, encode_request, encode_response
-from proxy.codec.messages import new_request
+from proxy.codec.messages import Message, decode_request, decode_response, encode_request, encode_response
 from proxy.codec.primitives import ZERO_UUID
 from proxy.codec.responses import error_response
 from proxy.enforce.internal_topic_guard import InternalTopicGuard
@@ -55,26 +55,25 @@ _RESPONSE_ITEMS: dict[int, Callable[[int], str]] = {
 GUARDED = frozenset(_REQUEST_ITEMS)
 
 
-def guarded(guard: InternalTopicGuard, topic_ids: TopicIdMap, session: Session, header: RequestHeader,
-            plan: Plan) -> Plan:
+def guarded(scope: ConnectionScope, session: Session, header: RequestHeader, plan: Plan) -> Plan:
     """``plan`` with the internal-topic check in front of its body decision, where it can apply."""
-    api_key = header.api_key
+    api_key, guard = header.api_key, scope.guard
     if not guard.topics or api_key not in GUARDED or plan.local_response is not None or guard.allowed(session):
         return plan
-    if api_key == PRODUCE and _streams_safely(guard, topic_ids, header):
+    if api_key == PRODUCE and _streams_safely(guard, scope.topics, header):
         return plan
-    check = _Check(guard, topic_ids, session, header, plan.decide)
+    check = _Check(scope, session, header, plan.decide)
     return Plan(action=BUFFER, rewrite=plan.rewrite, observe=plan.observe, decide=check.decide,
                 throttle=plan.throttle, record_response=plan.record_response)
 
 
-def _streams_safely(guard: InternalTopicGuard, topic_ids: TopicIdMap, header: RequestHeader) -> bool:
+def _streams_safely(guard: InternalTopicGuard, topics: Topics, header: RequestHeader) -> bool:
     """A Produce whose prefix shows it writes one topic, and not an internal one: nothing to look at."""
     if header.topic_count != 1 or header.only_topic is None:
         return False
     topic = header.only_topic
     if isinstance(topic, bytes):
-        topic = topic_ids.name_for(uuid.UUID(bytes=topic))
+        topic = topics.name_for(uuid.UUID(bytes=topic))
         if topic is None:
             return False  # an id the proxy has not seen yet: the body decides (after a lookup)
     return topic not in guard.topics
@@ -83,9 +82,10 @@ def _streams_safely(guard: InternalTopicGuard, topic_ids: TopicIdMap, header: Re
 class _Check:
     """One request's check: split off the internal items, let the handler decide on the rest, merge the answers."""
 
-    def __init__(self, guard: InternalTopicGuard, topic_ids: TopicIdMap, session: Session, header: RequestHeader,
+    def __init__(self, scope: ConnectionScope, session: Session, header: RequestHeader,
                  then: Callable[[memoryview], Outcome] | None) -> None:
-        self.guard, self.topic_ids, self.session, self.header, self.then = guard, topic_ids, session, header, then
+        self.scope, self.guard, self.topics = scope, scope.guard, scope.topics
+        self.session, self.header, self.then = session, header, then
         self.looked_up = False
 
     def decide(self, body: memoryview) -> Outcome:
@@ -124,13 +124,13 @@ class _Check:
             return item
         topic_id = getattr(item, "topic_id", None)
         if not item.name and topic_id is not None and topic_id != ZERO_UUID:
-            return self.topic_ids.name_for(topic_id)
+            return self.topics.name_for(topic_id)
         return item.name
 
     def _unknown_id(self, item) -> bool:
         topic_id = getattr(item, "topic_id", None)
         return (not isinstance(item, str) and not getattr(item, "name", None) and topic_id is not None
-                and topic_id != ZERO_UUID and self.topic_ids.name_for(topic_id) is None)
+                and topic_id != ZERO_UUID and self.topics.name_for(topic_id) is None)
 
     def _split(self, msg: Message) -> list:
         """Take the internal items out of ``msg``; return them (AddPartitionsToTxn v4+: per transaction too)."""
@@ -215,13 +215,8 @@ class _Check:
 
     def _look_up(self, unknown: list, body: bytes) -> LookUp:
         """Topic ids the proxy has not seen: ask the broker their names first, then decide."""
-        topics = [{"name": None, "topic_id": item.topic_id} for item in unknown]
-        request = new_request(METADATA, OWN_METADATA_VERSION, topics=topics, allow_auto_topic_creation=False)
-
-        def answered(response: memoryview) -> Outcome:
-            self.topic_ids.learn_from_metadata(decode_response(METADATA, OWN_METADATA_VERSION, response))
+        def then() -> Outcome:
             self.looked_up = True
             return self.decide(memoryview(body))
 
-        return LookUp(METADATA, OWN_METADATA_VERSION, encode_request(METADATA, OWN_METADATA_VERSION, request),
-                      answered)
+        return look_up_topics(self.scope, self.session, [(None, item.topic_id) for item in unknown], then)

@@ -5,9 +5,11 @@ Each request is buffered and decided on its body, once, when the client's ``cont
 - what it costs, per topic: the partitions it creates (CreateTopics: the assignments' count, else
   ``num_partitions``, else for -1 the broker's default as the broker's own CreateTopics answers report it), adds
   (CreatePartitions: new count - current count) or deletes (DeleteTopics: the topic's count, by name or id).
-  Counts come from :class:`proxy.cluster.topics.TopicPartitions`; a count it does not have (or has only too old) is looked
-  up first with a Metadata request of the proxy's own on the same connection (:class:`LookUp`), so nothing is
-  guessed and the request keeps its place. ``validate_only`` requests cost nothing;
+  Counts come from :class:`proxy.cluster.topics.Topics`; a count it does not have (or has only too old) is looked
+  up first with a Metadata request of the proxy's own on the same connection
+  (:func:`proxy.apis.metadata.look_up_topics`), so nothing is guessed and the request keeps its place. The
+  brokers' answers to the mutations forwarded teach ``Topics`` the counts created and deleted (observers, on the
+  response path). ``validate_only`` requests cost nothing;
 - strict versions (CreateTopics v6+, DeleteTopics v5+, CreatePartitions v3+): topics are admitted in request order
   while the bucket is not negative; the rest get THROTTLING_QUOTA_EXCEEDED (89) and never reach the broker. A
   request with some topics admitted is forwarded holding only those, and the broker's per-topic results are merged
@@ -25,14 +27,15 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 
+from proxy.apis.metadata import look_up_topics
 from proxy.apis.plan import FORWARD_AS_IS, PASS, AnswerLocally, ConnectionScope, ForwardRequest, LookUp, Outcome, Plan
 from proxy.session.session import Session
 from proxy.codec.apis import (CREATE_PARTITIONS, CREATE_TOPICS, CREATE_TOPICS_REPORTS_PARTITIONS_SINCE, DELETE_TOPICS,
-                              METADATA, OWN_METADATA_VERSION, strict_mutation_quota)
+                              strict_mutation_quota)
 from proxy.codec.error_codes import NONE, THROTTLING_QUOTA_EXCEEDED
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader
-from proxy.codec.messages import Message, decode_request, decode_response, encode_request, encode_response, new_request
+from proxy.codec.messages import Message, decode_request, decode_response, encode_request, encode_response
 from proxy.codec.primitives import ZERO_UUID
 from proxy.codec.responses import encode_local_response, error_response
 from proxy.apis.decisions import Decisions
@@ -56,7 +59,7 @@ def _plan(scope: ConnectionScope, session: Session, header: RequestHeader, kind:
     client_id = header.client_id or ""
     if not quotas.enabled or quotas.resolve(session.user, client_id).unlimited:
         return PASS
-    mutation = kind(scope, session.user, client_id, header.api_version, header.correlation_id)
+    mutation = kind(scope, session, client_id, header.api_version, header.correlation_id)
     table = scope.usage  # the row is looked up when counted: the table may have started a new interval meanwhile
     mutation.usage = lambda: table.for_request(session, header)
     return Plan(action=BUFFER, decide=mutation.decide)
@@ -71,8 +74,10 @@ class _Mutation:
     looked_up = False  # the proxy's lookup has been answered: what is still unknown does not exist
     usage: Callable[[], object]  # () -> the usage-log row of the request's entity (set by _plan)
 
-    def __init__(self, scope: ConnectionScope, user: str, client_id: str, version: int, correlation_id: int) -> None:
-        self.scope, self.user, self.client_id, self.version = scope, user, client_id, version
+    def __init__(self, scope: ConnectionScope, session: Session, client_id: str, version: int,
+                 correlation_id: int) -> None:
+        self.scope, self.session, self.user, self.client_id = scope, session, session.user, client_id
+        self.version = version
         self.correlation_id = correlation_id
         self.quotas = scope.quotas.mutations
 
@@ -118,19 +123,11 @@ class _Mutation:
 
     def look_up(self, keys: Sequence[tuple[str | None, uuid.UUID | None]], then: Callable[[], Outcome]) -> LookUp:
         """A Metadata request for the topics whose counts are missing; the answer is learnt, then ``then`` decides."""
-        topics = [{"name": name, "topic_id": topic_id or ZERO_UUID} for name, topic_id in keys]
-        request = new_request(METADATA, OWN_METADATA_VERSION, topics=topics, allow_auto_topic_creation=False)
-        scope = self.scope
-
-        def answered(response: memoryview) -> Outcome:
-            msg = decode_response(METADATA, OWN_METADATA_VERSION, response)
-            scope.topic_ids.learn_from_metadata(msg)
-            scope.topics.learn_from_metadata(msg, scope.quotas.clock.now_ms())
+        def answered() -> Outcome:
             self.looked_up = True
             return then()
 
-        return LookUp(METADATA, OWN_METADATA_VERSION, encode_request(METADATA, OWN_METADATA_VERSION, request),
-                      answered)
+        return look_up_topics(self.scope, self.session, keys, answered)
 
     def decided(self, msg: Message, items: list) -> Outcome:
         now = self.scope.quotas.clock.now_ms()
@@ -235,9 +232,7 @@ class _CreateTopics(_Mutation):
         for result in msg.topics:
             if result.error_code != NONE or result.num_partitions < 0:
                 continue
-            topics.created(result.name, result.num_partitions, now_ms)
-            if result.name in asked_default:
-                topics.default_partitions = result.num_partitions
+            topics.created(result.name, result.num_partitions, now_ms, default=result.name in asked_default)
             if result.name in self.uncounted:  # admitted before the default was known: its count is taken now
                 self.quotas.record(self.user, self.client_id, result.num_partitions)
 
@@ -255,7 +250,7 @@ class _DeleteTopics(_Mutation):
         if self.version < 6:
             return item, None
         topic_id = None if item.topic_id == ZERO_UUID else item.topic_id
-        return item.name or (self.scope.topic_ids.name_for(topic_id) if topic_id else None), topic_id
+        return item.name or (self.scope.topics.name_for(topic_id) if topic_id else None), topic_id
 
     def result_key(self, result) -> object:
         return result.name or result.topic_id
@@ -275,7 +270,7 @@ class _DeleteTopics(_Mutation):
 
     def learn(self, msg: Message, request_items: list, now_ms: int) -> None:
         for result in msg.responses:
-            name = result.name or (self.scope.topic_ids.name_for(result.topic_id) if self.version >= 6 else None)
+            name = result.name or (self.scope.topics.name_for(result.topic_id) if self.version >= 6 else None)
             if result.error_code == NONE and name:
                 self.scope.topics.deleted(name, now_ms)
 

@@ -11,12 +11,11 @@ combine: the longest wins (:func:`quota.decision.longest`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from proxy.cluster.topics import TopicPartitions
+from proxy.cluster.topics import Topics
 from proxy.codec.frame import STREAM, Action
-from proxy.codec.messages import TopicIdMap
 from proxy.enforce.internal_topic_guard import NO_GUARD, InternalTopicGuard
 from quota.decision import Decision, Throttle
 
@@ -100,9 +99,8 @@ class ConnectionScope:
     """What handlers of one listener's connections share: read-only for the request path."""
 
     cluster: "BrokerPorts | None"  # cluster mode: broker ports to rewrite addresses to; None in sidecar mode
-    topic_ids: TopicIdMap  # learnt from Metadata responses, proxy-wide
+    topics: Topics  # ids, partition counts, the default: proxy-wide, learnt from the brokers' answers (read here)
     quotas: "ByteRateQuotas"
-    topics: TopicPartitions = field(default_factory=TopicPartitions)  # partition counts, proxy-wide (KIP-599)
     usage: "UsageTable" = None  # the usage log's table (None given: proxy.ops.usage_log.NO_USAGE, which keeps nothing)
     client_quotas: "DynamicConfig | None" = None  # Describe/AlterClientQuotas served by the proxy, when configured
     guard: InternalTopicGuard = NO_GUARD  # who may write the proxy's internal topics (NO_GUARD: nothing guarded)

@@ -260,8 +260,13 @@ CREATE_TOPICS_REPORTS_PARTITIONS_SINCE = 5  # CreateTopicsResponse NumPartitions
 PRODUCE_NODE_ENDPOINTS_SINCE = 10  # ProduceResponse NodeEndpoints (KIP-951)
 FETCH_NODE_ENDPOINTS_SINCE = 16  # FetchResponse NodeEndpoints (KIP-951)
 METADATA_TOPIC_IDS_SINCE = 10  # MetadataRequest/Response TopicId (KIP-516; Kafka 2.8+, every 3.x and 4.x broker)
+# MetadataRequest by TopicId, name null: served from v12 (KAFKA-10774, Kafka 3.1). v10 and v11 carry the field, but a
+# broker answers INVALID_REQUEST for every topic of such a request (MetadataRequest.json: "Versions 10 and 11 should
+# not use the topicId field or set topic name to null"; KafkaApis.handleTopicMetadataRequest)
+METADATA_LOOKUP_BY_ID_SINCE = 12
 DESCRIBE_LOG_DIRS_TOTAL_BYTES_SINCE = 4  # DescribeLogDirsResponse TotalBytes and UsableBytes (KIP-827, Kafka 3.3)
 
 # -- The versions the proxy's own requests to a broker are sent in --------------------------------------------------
 OWN_METADATA_VERSION = METADATA_TOPIC_IDS_SINCE  # topic ids in the answer; every broker since 2.8 (all 3.x and 4.x)
+OWN_METADATA_BY_ID_VERSION = METADATA_LOOKUP_BY_ID_SINCE  # names for topic ids, where the broker lists it (3.1+)
 OWN_DESCRIBE_LOG_DIRS_VERSION = DESCRIBE_LOG_DIRS_TOTAL_BYTES_SINCE  # the sizes of each log dir; Kafka 3.3+

@@ -29,7 +29,7 @@ from proxy.codec.primitives import ZERO_UUID
 from proxy.codec.schema import Message
 
 __all__ = [
-    "DECODED_APIS", "Message", "ProtocolError", "TopicIdMap",
+    "DECODED_APIS", "Message", "ProtocolError",
     "api_versions_unsupported_body", "decode_api_versions_response", "decode_request",
     "decode_response", "encode_request", "encode_response", "message_class", "new_request",
     "new_response",
@@ -165,55 +165,3 @@ def api_versions_unsupported_body(min_version: int = 0, max_version: int = 4) ->
     msg = new_response(API_VERSIONS, 0, error_code=UNSUPPORTED_VERSION, api_keys=[
         {"api_key": API_VERSIONS, "min_version": min_version, "max_version": max_version}])
     return encode_response(API_VERSIONS, 0, msg)
-
-
-# --------------------------------------------------------------------------------------------
-# Topic ids (KIP-516): Produce v13, Fetch v13+ and DeleteTopics v6 name topics by UUID.
-
-class TopicIdMap:
-    """Topic name <-> topic id, learnt from Metadata responses.
-
-    ``learn_from_metadata`` updates the map in place (and returns it); :meth:`copy` gives an
-    independent snapshot to publish.
-    """
-
-    __slots__ = ("_by_id", "_by_name")
-
-    def __init__(self, pairs: dict[uuid.UUID, str] | None = None) -> None:
-        self._by_id: dict[uuid.UUID, str] = dict(pairs or {})
-        self._by_name: dict[str, uuid.UUID] = {name: tid for tid, name in self._by_id.items()}
-
-    def learn_from_metadata(self, msg: Message) -> TopicIdMap:
-        """Add the (name, topic_id) pairs of a decoded Metadata response; a recreated topic's
-        new id replaces its old one."""
-        for topic in msg.topics:
-            if topic.topic_id != ZERO_UUID and topic.name:
-                old = self._by_name.get(topic.name)
-                if old is not None and old != topic.topic_id:
-                    del self._by_id[old]
-                stale = self._by_id.get(topic.topic_id)
-                if stale is not None and stale != topic.name:
-                    del self._by_name[stale]
-                self._by_id[topic.topic_id] = topic.name
-                self._by_name[topic.name] = topic.topic_id
-        return self
-
-    def copy(self) -> TopicIdMap:
-        """An independent copy."""
-        return TopicIdMap(self._by_id)
-
-    def name_for(self, topic_id: uuid.UUID) -> str | None:
-        """The topic's name, or None if this id was never seen."""
-        return self._by_id.get(topic_id)
-
-    def id_for(self, name: str) -> uuid.UUID | None:
-        """The topic's id, or None if unknown."""
-        return self._by_name.get(name)
-
-    def __len__(self) -> int:
-        return len(self._by_id)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, TopicIdMap) and self._by_id == other._by_id
-
-    __hash__ = None  # type: ignore[assignment]

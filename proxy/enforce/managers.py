@@ -109,10 +109,10 @@ class ByteRateQuotas:
                      f"; {suppressed} more for it in the last 10 s" if suppressed else "")
         return ms
 
-    def is_internal(self, only_topic, topic_ids) -> bool:
+    def is_internal(self, only_topic, topics) -> bool:
         """Whether a Produce that writes only ``only_topic`` (a name, or topic id bytes) writes an internal topic."""
         if isinstance(only_topic, bytes):
-            only_topic = topic_ids.name_for(uuid.UUID(bytes=only_topic))
+            only_topic = topics.name_for(uuid.UUID(bytes=only_topic))
         return only_topic in self.internal_topics
 
     def update(self, table: QuotaTable) -> None:

@@ -25,6 +25,8 @@ class Session:
     request_limit: int = 2**31 - 1  # the largest request frame accepted now (smaller until SASL succeeds)
     authenticated_limit: int = 2**31 - 1  # ... and once it has
     awaiting_authentication: bool = False  # a SASL listener before the broker accepted an authentication
+    broker_metadata_versions: tuple[int, int] | None = None  # Metadata versions the broker behind serves (its
+    # ApiVersions answer on this connection; None before one): what the proxy's own lookups may send
 
     def authenticated(self, principal: str | None) -> None:
         """The broker accepted a SASL authentication (or re-authentication) as ``principal`` (None: a mechanism

@@ -1,12 +1,10 @@
-"""Record batch walk, the API table, ApiVersions v0 fallback, TopicIdMap, and legacy versions.
+"""Record batch walk, the API table, ApiVersions v0 fallback, and legacy versions.
 
 Legacy versions (Produce 0-2, Fetch 0-3, CreateTopics 0-1, DeleteTopics 0; removed in Kafka 4.0,
 absent from kio) are checked against kafka-python's hand-written ``kafka.protocol.old`` structs.
 """
 
 from __future__ import annotations
-
-import uuid
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -87,16 +85,6 @@ def test_api_versions_error_falls_back_to_v0():
     assert [(k.api_key, k.min_version, k.max_version) for k in msg.api_keys] == [(18, 0, 4)]
     ok = M.new_response(18, 3, api_keys=[{"api_key": 0, "min_version": 3, "max_version": 13}])
     assert M.decode_api_versions_response(3, M.encode_response(18, 3, ok)) == ok
-
-
-def test_topic_id_map_learns_from_metadata():
-    a, b = uuid.uuid4(), uuid.uuid4()
-    meta = M.new_response(3, 12, topics=[{"name": "orders", "topic_id": a}, {"name": "audit", "topic_id": b}])
-    ids = M.TopicIdMap().learn_from_metadata(M.decode_response(3, 12, M.encode_response(3, 12, meta)))
-    assert ids.name_for(a) == "orders" and ids.id_for("audit") == b and ids.name_for(uuid.uuid4()) is None
-    c = uuid.uuid4()
-    ids.learn_from_metadata(M.new_response(3, 12, topics=[{"name": "orders", "topic_id": c}]))
-    assert ids.name_for(a) is None and ids.name_for(c) == "orders"
 
 
 def test_encoding_a_field_the_version_lacks_is_refused():

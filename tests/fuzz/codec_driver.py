@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import struct
 
+from proxy.cluster.topics import Topics
 from proxy.codec import messages as M
 from proxy.codec import schema
 from proxy.codec.apis import API_VERSIONS, FETCH, METADATA, PRODUCE
@@ -240,7 +241,7 @@ def _decode_response_body(api_key: int, version: int, body) -> None:
                 except ProtocolError:
                     pass
     elif api_key == METADATA:
-        M.TopicIdMap().learn_from_metadata(msg)
+        Topics().learn_from_metadata(msg, 0)
 
 
 def _round_trip(encode, decode, api_key: int, version: int, msg) -> None:

@@ -67,4 +67,4 @@ def test_metadata_teaches_topic_ids(sidecar):
     finally:
         sock.close()
     topic_id = meta.topics[0].topic_id
-    assert sidecar.proxy.app.topic_ids.name_for(topic_id) == "ids"
+    assert sidecar.proxy.app.topics.name_for(topic_id) == "ids"

@@ -12,7 +12,8 @@ from proxy.codec.apis import API_VERSIONS, FETCH, METADATA, PRODUCE
 from proxy.codec.errors import ProtocolError
 from proxy.codec.frame import DROP, STREAM
 from proxy.codec.header import RequestHeader
-from proxy.codec.messages import DECODED_APIS, TopicIdMap, decode_response, encode_response, new_response
+from proxy.cluster.topics import Topics
+from proxy.codec.messages import DECODED_APIS, decode_response, encode_response, new_response
 from proxy.connection.inflight import InFlightQueue
 
 
@@ -49,7 +50,7 @@ def header(api_key, version, corr, acks=None):
 def sidecar_scope(quotas=()):
     config = parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}],
                            "quotas": list(quotas)})
-    return ConnectionScope(None, TopicIdMap(), ByteRateQuotas(config))
+    return ConnectionScope(None, Topics(), ByteRateQuotas(config))
 
 
 SESSION = Session("L", "127.0.0.1")
@@ -113,7 +114,7 @@ def test_produce_to_the_proxys_own_topic_is_exempt_only_for_its_allowed_writers(
     quotas.volume.brokers({1})  # a live broker without a snapshot: the fail-safe PAUSE
     assert quotas.volume.paused and quotas.produce_prefix.enabled
     guard = InternalTopicGuard(quotas.internal_topics, config.admin_principals)
-    scope = ConnectionScope(None, TopicIdMap(), quotas, guard=guard)
+    scope = ConnectionScope(None, Topics(), quotas, guard=guard)
     internal = config.volume_usage.topic
     admin = Session("L", "10.0.0.9", user="admin")
 
@@ -139,7 +140,7 @@ def test_shadow_mode_computes_and_meters_but_never_throttles(where):
     else:
         quota["mode"] = "shadow"
     quotas = ByteRateQuotas(parse_config(raw))
-    scope = ConnectionScope(None, TopicIdMap(), quotas)
+    scope = ConnectionScope(None, Topics(), quotas)
     for _ in range(3):
         plan = plan_request(scope, SESSION, RequestHeader(100_000, PRODUCE, 9, 5, "c", 20, 1))
         assert plan.throttle is None

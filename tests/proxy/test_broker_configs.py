@@ -16,8 +16,9 @@ from proxy.codec.error_codes import (CLUSTER_AUTHORIZATION_FAILED, INVALID_CONFI
                                      UNKNOWN_SERVER_ERROR)
 from proxy.codec.header import encode_request_header, frame, response_header_length
 from proxy.codec.produce_prefix import parse_request_prefix
-from proxy.codec.messages import (TopicIdMap, decode_request, decode_response, encode_request, encode_response,
-                                  new_request, new_response)
+from proxy.cluster.topics import Topics
+from proxy.codec.messages import (decode_request, decode_response, encode_request, encode_response, new_request,
+                                  new_response)
 from proxy.enforce.managers import ByteRateQuotas
 
 BROKER, TOPIC = 4, 2
@@ -53,7 +54,7 @@ def setup(admins=("User:admin",), fail=None, settings=None):
         raw["settings"] = settings
     config = parse_config(raw)
     dynamic = FakeDynamic(config, fail)
-    return ConnectionScope(None, TopicIdMap(), ByteRateQuotas(config), client_quotas=dynamic), dynamic
+    return ConnectionScope(None, Topics(), ByteRateQuotas(config), client_quotas=dynamic), dynamic
 
 
 ADMIN, TENANT = Session("L", "10.0.0.1", user="admin"), Session("L", "10.0.0.7")
@@ -195,7 +196,7 @@ def test_broker_resources_without_proxy_settings_pass_untouched_and_without_a_dy
     outcome = decide(scope, TENANT, INCREMENTAL_ALTER_CONFIGS, 1, **alter((BROKER, "", [("log.retention.ms", SET,
                                                                                          "5")])))
     assert isinstance(outcome, ForwardRequest) and outcome.body is None and outcome.rewrite is None
-    scope = ConnectionScope(None, TopicIdMap(), scope.quotas)  # no dynamic config: the broker's API, as before
+    scope = ConnectionScope(None, Topics(), scope.quotas)  # no dynamic config: the broker's API, as before
     msg = new_request(INCREMENTAL_ALTER_CONFIGS, 1, **alter((BROKER, "", [("max.connections", SET, "5")])))
     buf = frame(encode_request_header(INCREMENTAL_ALTER_CONFIGS, 1, 7, "t")
                 + encode_request(INCREMENTAL_ALTER_CONFIGS, 1, msg))

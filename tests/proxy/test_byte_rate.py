@@ -13,7 +13,6 @@ from proxy.codec.frame import BUFFER, STREAM
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import (
     DECODED_APIS,
-    TopicIdMap,
     decode_request,
     decode_response,
     encode_request,
@@ -21,6 +20,7 @@ from proxy.codec.messages import (
     new_request,
     new_response,
 )
+from proxy.cluster.topics import Topics
 from proxy.enforce.managers import ByteRateQuotas
 from quota.clock import ManualClock
 from quota.decision import Throttle
@@ -89,7 +89,7 @@ def test_trim_keeps_a_partial_tail_out():
 def scope_with(quotas, clock, **settings):
     config = parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}],
                            "quotas": quotas, "settings": settings})
-    return ConnectionScope(None, TopicIdMap(), ByteRateQuotas(config, clock))
+    return ConnectionScope(None, Topics(), ByteRateQuotas(config, clock))
 
 
 def produce_header(size, client_id="p", version=9, corr=1):

@@ -22,8 +22,9 @@ from proxy.apis import ConnectionScope, Session
 from proxy.codec.apis import FETCH, FETCH_REPLICA_STATE_SINCE
 from proxy.codec.header import encode_request_header, encode_response_header, frame, parse_request_header, \
     response_header_length
-from proxy.codec.messages import TopicIdMap, decode_request, decode_response, encode_request, encode_response, \
-    new_request, new_response
+from proxy.cluster.topics import Topics
+from proxy.codec.messages import decode_request, decode_response, encode_request, encode_response, new_request, \
+    new_response
 from proxy.connection.core import ConnectionCore
 from proxy.enforce.managers import ByteRateQuotas
 from proxy.ops.usage_log import UsageTable
@@ -49,7 +50,7 @@ class Wire:
             "quotas": [{"entity": {"user": "<default>"}, "consumer_byte_rate": RATE}],
             "settings": {"quota.window.num": NUM, "quota.window.size.seconds": 1, "quota.mode": mode}})
         self.usage = UsageTable()
-        self.scope = ConnectionScope(None, TopicIdMap(), ByteRateQuotas(config, self.clock), usage=self.usage)
+        self.scope = ConnectionScope(None, Topics(), ByteRateQuotas(config, self.clock), usage=self.usage)
         self.to_client = bytearray()
         self.to_broker = bytearray()
         self.core = ConnectionCore(self.scope, Session("L", "127.0.0.1"), max_request_bytes=1 << 20,

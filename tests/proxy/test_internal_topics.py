@@ -19,8 +19,9 @@ from proxy.codec.apis import (ADD_PARTITIONS_TO_TXN, CREATE_TOPICS, DELETE_RECOR
 from proxy.codec.error_codes import NONE, TOPIC_AUTHORIZATION_FAILED
 from proxy.codec.header import RequestHeader
 from proxy.codec.produce_prefix import parse_request_prefix
-from proxy.codec.messages import (TopicIdMap, decode_request, decode_response, encode_request, encode_response,
-                                  new_request, new_response)
+from proxy.codec.messages import (decode_request, decode_response, encode_request, encode_response, new_request,
+                                  new_response)
+from proxy.cluster.topics import Topics
 from proxy.codec.header import encode_request_header, frame
 from proxy.cluster.own_clients import OwnConnections, track_aiokafka
 from proxy.enforce.managers import ByteRateQuotas
@@ -41,7 +42,7 @@ def scope_for(admins=("User:admin",)) -> ConnectionScope:
                            "admin_principals": list(admins)})
     quotas = ByteRateQuotas(config)
     guard = InternalTopicGuard(quotas.internal_topics, config.admin_principals, own=NobodyIsOwn())
-    return ConnectionScope(None, TopicIdMap(), quotas, guard=guard)
+    return ConnectionScope(None, Topics(), quotas, guard=guard)
 
 
 def request_frame(api_key: int, version: int, msg, correlation_id: int = 7) -> bytearray:
@@ -113,8 +114,9 @@ def test_delete_topics_by_unknown_id_is_looked_up_then_refused():
     _, plan, body = plan_and_body(scope, TENANT, DELETE_TOPICS, 6, msg)
     outcome = plan.decide(body)
     assert isinstance(outcome, LookUp) and outcome.api_key == METADATA
-    answer = new_response(METADATA, 10, topics=[{"name": VOLUME_TOPIC, "topic_id": topic_id, "partitions": []}])
-    decided = outcome.then(memoryview(encode_response(METADATA, 10, answer)))
+    version = outcome.api_version  # no ApiVersions seen: every topic, in v10 (tests/proxy/test_metadata_lookups.py)
+    answer = new_response(METADATA, version, topics=[{"name": VOLUME_TOPIC, "topic_id": topic_id, "partitions": []}])
+    decided = outcome.then(memoryview(encode_response(METADATA, version, answer)))
     assert isinstance(decided, AnswerLocally)
     response = decode_response(DELETE_TOPICS, 6, decided.frame[9:])
     assert [(r.topic_id, r.error_code) for r in response.responses] == [(topic_id, TOPIC_AUTHORIZATION_FAILED)]

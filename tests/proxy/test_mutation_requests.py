@@ -18,8 +18,9 @@ from proxy.apis import ConnectionScope
 from proxy.codec.apis import (CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, METADATA, client_throttles,
                               has_throttle_time)
 from proxy.codec.header import encode_request_header, encode_response_header, frame, parse_request_header
-from proxy.codec.messages import (TopicIdMap, decode_request, decode_response, encode_request, encode_response,
-                                  new_request, new_response)
+from proxy.cluster.topics import Topics
+from proxy.codec.messages import (decode_request, decode_response, encode_request, encode_response, new_request,
+                                  new_response)
 from proxy.connection.core import ConnectionCore
 from proxy.enforce.managers import ByteRateQuotas
 from quota.clock import ManualClock
@@ -39,7 +40,7 @@ class Wire:
             "upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}],
             "quotas": [{"entity": {"client-id": "admin"}, "controller_mutation_rate": rate}],
             "settings": {"controller.quota.window.num": num}})
-        self.scope = ConnectionScope(None, TopicIdMap(), ByteRateQuotas(config, self.clock))
+        self.scope = ConnectionScope(None, Topics(), ByteRateQuotas(config, self.clock))
         self.to_client = bytearray()
         self.to_broker = bytearray()
         self.core = ConnectionCore(self.scope, session(), max_request_bytes=1 << 20, max_response_bytes=1 << 20,

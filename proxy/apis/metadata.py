@@ -1,0 +1,82 @@
+"""Metadata: where what the proxy knows about topics is learnt, and the proxy's own Metadata lookups.
+
+Every Metadata answer that passes through the proxy is read (the plan's ``observe``, before anything is rewritten)
+and teaches the proxy-wide :class:`~proxy.cluster.topics.Topics` each topic's id and partition count (:func:`learn`);
+in cluster mode its brokers are then rewritten to the proxy's ports (:mod:`proxy.apis.addresses`). Handlers read
+``scope.topics`` and never write it.
+
+A handler that needs a fact the proxy does not have yet (the name behind a topic id, a partition count) asks with
+:func:`look_up_topics`: a Metadata request of the proxy's own on the client's connection
+(:class:`~proxy.apis.plan.LookUp`), whose answer is learnt by the same :func:`learn` before the handler decides. Its version is one the broker
+serves (:func:`lookup_request`): topics known by name are asked for by name in OWN_METADATA_VERSION (v10, every
+broker since Kafka 2.8); a topic known only by its id is asked for by id in OWN_METADATA_BY_ID_VERSION (v12, Kafka
+3.1+: a v10 or v11 broker answers INVALID_REQUEST for such a request) when the broker listed v12 in the ApiVersions
+answer seen on this connection (``Session.broker_metadata_versions``), and otherwise every topic is asked for in v10,
+whose answer names each one with its id.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+
+from proxy.apis.addresses import rewrite_node
+from proxy.apis.plan import ConnectionScope, LookUp, Outcome, Plan
+from proxy.codec.apis import METADATA, OWN_METADATA_BY_ID_VERSION, OWN_METADATA_VERSION
+from proxy.codec.header import RequestHeader
+from proxy.codec.messages import Message, decode_response, encode_request, encode_response, new_request
+from proxy.session.session import Session
+
+TopicKey = tuple["str | None", "uuid.UUID | None"]  # (name, topic id) of a topic a request names; either may be unknown
+
+
+def learn(scope: ConnectionScope, version: int, body: memoryview) -> Message:
+    """A Metadata answer's body (``version``): what it says of the topics goes into ``scope.topics``."""
+    msg = decode_response(METADATA, version, body)
+    scope.topics.learn_from_metadata(msg, scope.quotas.clock.now_ms())
+    return msg
+
+
+def plan_metadata(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
+    version, cluster = header.api_version, scope.cluster
+    read: list[Message] = []  # the answer the observer decoded, rewritten below: one decode (observe runs first)
+
+    def observe(body: memoryview) -> None:
+        read.append(learn(scope, version, body))
+
+    if cluster is None:
+        return Plan(observe=observe)
+
+    def rewrite(body: memoryview) -> bytes:
+        msg = read.pop() if read else decode_response(METADATA, version, body)
+        for broker in msg.brokers:
+            rewrite_node(cluster, broker, "node_id")
+        return encode_response(METADATA, version, msg)
+
+    return Plan(observe=observe, rewrite=rewrite)
+
+
+def lookup_request(session: Session, keys: Sequence[TopicKey]) -> tuple[int, list[dict] | None]:
+    """The version and the topics (None: every topic) of a Metadata lookup for ``keys``, in a version the broker
+    behind ``session`` serves."""
+    if all(name for name, _ in keys):
+        return OWN_METADATA_VERSION, [{"name": name} for name, _ in keys]
+    served = session.broker_metadata_versions
+    if served is not None and served[0] <= OWN_METADATA_BY_ID_VERSION <= served[1] and all(i for _, i in keys):
+        # by id alone: a broker that is given ids answers for the ids and ignores the names
+        return OWN_METADATA_BY_ID_VERSION, [{"name": None, "topic_id": topic_id} for _, topic_id in keys]
+    return OWN_METADATA_VERSION, None
+
+
+def look_up_topics(scope: ConnectionScope, session: Session, keys: Sequence[TopicKey],
+                   then: Callable[[], Outcome]) -> LookUp:
+    """Ask the broker about ``keys`` first (on the client's connection); its answer is learnt, then ``then``
+    decides."""
+    version, topics = lookup_request(session, keys)
+    request = new_request(METADATA, version, topics=topics, allow_auto_topic_creation=False)
+
+    def answered(body: memoryview) -> Outcome:
+        learn(scope, version, body)
+        return then()
+
+    return LookUp(METADATA, version, encode_request(METADATA, version, request), answered)
