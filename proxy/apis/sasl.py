@@ -5,6 +5,7 @@ from __future__ import annotations
 from proxy.apis.plan import FORWARD_AS_IS, ConnectionScope, Plan
 from proxy.session.session import Session
 from proxy.codec.apis import SASL_AUTHENTICATE, SASL_HANDSHAKE
+from proxy.codec.error_codes import NONE
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import decode_request, decode_response
@@ -43,7 +44,7 @@ def plan_authenticate(scope: ConnectionScope, session: Session, header: RequestH
 
     def answered(body: memoryview) -> None:
         msg = decode_response(SASL_AUTHENTICATE, version, body)
-        if sasl.answered(token[0], bytes(msg.auth_bytes or b""), ok=msg.error_code == 0):
+        if sasl.answered(token[0], bytes(msg.auth_bytes or b""), ok=msg.error_code == NONE):
             session.authenticated(sasl.principal)
 
     return Plan(action=BUFFER, decide=decide, observe=answered)

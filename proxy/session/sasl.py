@@ -24,6 +24,7 @@ import base64
 import json
 from collections import deque
 
+from proxy.codec.error_codes import NONE
 from proxy.codec.errors import ProtocolError
 
 PLAIN, OAUTHBEARER = "PLAIN", "OAUTHBEARER"
@@ -58,7 +59,7 @@ class SaslExchange:
         """The broker answered a SaslHandshake for ``mechanism`` (a new authentication, or a re-authentication):
         only an accepted one sets the mechanism; after an accepted v0, raw tokens follow in both directions."""
         self._first_user = None
-        if error_code != 0:
+        if error_code != NONE:
             return
         self.mechanism = mechanism
         if version > 0:
