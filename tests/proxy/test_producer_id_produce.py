@@ -1,0 +1,110 @@
+"""The Produce handler under the producer-id quota (issue 23 item 3), on bytes with a fake clock: what the plan does
+with a Produce that brings a new producer id (forward, hold as an Await on a timer, answer locally with a retriable
+error), and that a refused id is not remembered by the connection."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from proxy.apis import AnswerLocally, Await, ForwardRequest, Session, plan_request
+from proxy.codec.apis import PRODUCE
+from proxy.codec.error_codes import NOT_ENOUGH_REPLICAS
+from proxy.codec.frame import BUFFER
+from proxy.codec.header import encode_request_header, frame, response_header_length
+from proxy.codec.messages import decode_response, encode_request, new_request
+from proxy.codec.produce_prefix import parse_request_prefix
+from quota.clock import ManualClock
+from quota.decision import Throttle
+from tests.proxy.test_byte_rate import scope_with
+
+QUOTA = [{"entity": {"user": "<default>"}, "producer_ids_rate": 2}]
+SETTINGS = {"producer.id.quota.window.num": 1, "producer.id.quota.window.size.seconds": 10,
+            "producer.id.quota.max.hold.ms": 6_000, "quota.mute.max.ms": 25_000}  # burst 2, a token every 5 s
+
+
+def produce(pid: int, version: int = 9, corr: int = 1) -> bytearray:
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=pid,
+                                        producer_epoch=0, base_sequence=0, batch_size=1 << 20)
+    builder.append(0, timestamp=0, key=None, value=b"v", headers=[])
+    records = bytes(builder.build())
+    msg = new_request(PRODUCE, version, acks=-1, timeout_ms=30000, topic_data=[
+        {"name": "t", "partition_data": [{"index": 0, "records": records}]}])
+    return bytearray(frame(encode_request_header(PRODUCE, version, corr, "p") + encode_request(PRODUCE, version, msg)))
+
+
+def plan_for(scope, session, buf):
+    header = parse_request_prefix(buf, 1 << 30, scope.quotas.produce_prefix)
+    return header, plan_request(scope, session, header)
+
+
+@pytest.fixture
+def hold():
+    clock = ManualClock(1_000_000)
+    return scope_with(QUOTA, clock, **SETTINGS), clock
+
+
+def test_a_new_id_over_quota_is_read_whole_and_held_on_a_timer_then_forwarded_as_it_is(hold):
+    scope, clock = hold
+    for pid in (1, 2):  # the burst: streamed as ever
+        _, plan = plan_for(scope, Session("L", "10.0.0.1"), produce(pid))
+        assert plan.action is not BUFFER and plan.decide is None
+    buf = produce(3)
+    header, plan = plan_for(scope, Session("L", "10.0.0.1"), buf)
+    assert plan.action is BUFFER and plan.throttle is None
+    clock.advance(4_990)  # the body is complete 4.99 s later: the hold's time is the quota's, 10 ms are left
+    outcome = plan.decide(memoryview(buf)[header.header_length:])
+    assert isinstance(outcome, Await)
+    assert asyncio.run(_timed(outcome.start)) < 1.0
+    assert outcome.then(None) == ForwardRequest()  # the request as it came, nothing rewritten
+
+
+async def _timed(start) -> float:
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    await start()
+    return loop.time() - began
+
+
+def test_past_the_bound_the_produce_is_answered_with_not_enough_replicas_and_a_throttle(hold):
+    scope, clock = hold
+    session = Session("L", "10.0.0.1")
+    for pid in (1, 2, 3):  # 3 is held 5 s
+        plan_for(scope, Session("L", "10.0.0.1"), produce(pid))
+    buf = produce(4, version=9, corr=42)
+    header, plan = plan_for(scope, session, buf)  # 10 s away, past the 6 s bound
+    outcome = plan.decide(memoryview(buf)[header.header_length:])
+    assert isinstance(outcome, AnswerLocally)
+    assert outcome.throttle == Throttle(4_000, 4_000)  # a retry in 4 s is held 6 s
+    body = outcome.frame[4:]
+    response = decode_response(PRODUCE, 9, body[response_header_length(PRODUCE, 9, outcome.frame) - 4:])
+    assert [(t.name, p.index, p.error_code) for t in response.responses for p in t.partition_responses] == [
+        ("t", 0, NOT_ENOUGH_REPLICAS)]
+    assert response.throttle_time_ms == 4_000
+    assert session.producer_id != 4  # not remembered: the retry on this connection is judged again
+    _, again = plan_for(scope, session, produce(4))
+    assert again.action is BUFFER  # judged again: refused again (still 10 s away)
+    assert scope.quotas.producer_ids.stats(clock.now_ms())[0].new_pids_total == 3
+
+
+def test_a_known_id_on_its_connection_and_another_users_new_id_are_streamed(hold):
+    scope, _ = hold
+    alice = Session("L", "10.0.0.1", user="alice")
+    for pid in (1, 2):
+        plan_for(scope, alice, produce(pid))
+    _, known = plan_for(scope, alice, produce(2))
+    assert known.action is not BUFFER and known.decide is None
+    _, elsewhere = plan_for(scope, Session("L", "10.0.0.9", user="alice"), produce(1))  # known, new connection
+    assert elsewhere.action is not BUFFER
+    _, bob = plan_for(scope, Session("L", "10.0.0.2", user="bob"), produce(77))
+    assert bob.action is not BUFFER and bob.decide is None
+
+
+def test_throttle_enforcement_forwards_and_throttles_as_the_kip_does():
+    scope = scope_with(QUOTA, ManualClock(1_000_000), **{**SETTINGS, "producer.id.quota.enforcement": "throttle"})
+    for pid in (1, 2):
+        plan_for(scope, Session("L", "10.0.0.1"), produce(pid))
+    _, plan = plan_for(scope, Session("L", "10.0.0.1"), produce(3))
+    assert plan.action is not BUFFER and plan.throttle == Throttle(5_000, 5_000)
