@@ -123,8 +123,8 @@ SETTINGS: dict[str, Setting] = {
         "producer.id.quota.enforcement hold: the longest a Produce bringing a new producer id is held in the proxy, "
         "before the broker sees it, waiting for its user's bucket; one that would wait longer is answered at once "
         "with the retriable NOT_ENOUGH_REPLICAS and throttle_time_ms. Kept well below clients' 30 s request timeout "
-        "(the hold counts against it); at most quota.mute.max.ms (the default is 10000 or quota.mute.max.ms, the "
-        "lower).",
+        "(the hold counts against it); at most quota.mute.max.ms and below upstream.response.timeout.ms (the "
+        "default is the lowest of 10000, quota.mute.max.ms and half upstream.response.timeout.ms).",
     ),
     "cluster.metadata.refresh.ms": Setting(
         30000, int, 100, 2**31 - 1,
@@ -219,13 +219,19 @@ def parse_settings(raw: Any, path: str, listener_names: set[str] = frozenset()) 
         if not spec.minimum <= value <= spec.maximum:
             raise ConfigError(key, f"must be between {_num(spec.minimum)} and {_num(spec.maximum)}, got {value!r}")
         values[name] = spec.kind(value)
-    if "producer.id.quota.max.hold.ms" not in m:  # the default, within a lower quota.mute.max.ms
-        values["producer.id.quota.max.hold.ms"] = min(DEFAULT_MAX_HOLD_MS, values["quota.mute.max.ms"])
-    elif values["producer.id.quota.max.hold.ms"] > values["quota.mute.max.ms"]:
+    hold, mute_max = values["producer.id.quota.max.hold.ms"], values["quota.mute.max.ms"]
+    upstream = values["upstream.response.timeout.ms"]
+    if "producer.id.quota.max.hold.ms" not in m:  # the default, within a lower mute cap or upstream timeout
+        values["producer.id.quota.max.hold.ms"] = min(DEFAULT_MAX_HOLD_MS, mute_max, upstream // 2)
+    elif hold > mute_max:
         raise ConfigError(join(path, "producer.id.quota.max.hold.ms"),
-                          f"must be at most quota.mute.max.ms ({values['quota.mute.max.ms']}): a refused Produce's "
-                          f"retry is muted for quota.mute.max.ms less the hold, so mute and hold together stay under "
-                          f"clients' request timeouts; got {values['producer.id.quota.max.hold.ms']}")
+                          f"must be at most quota.mute.max.ms ({mute_max}): a refused Produce's retry is muted for "
+                          f"quota.mute.max.ms less the hold, so mute and hold together stay under clients' request "
+                          f"timeouts; got {hold}")
+    elif hold >= upstream:
+        raise ConfigError(join(path, "producer.id.quota.max.hold.ms"),
+                          f"must be below upstream.response.timeout.ms ({upstream}): a held Produce counts as waiting "
+                          f"for the broker's answer; got {hold}")
     return Settings(MappingProxyType(values))
 
 

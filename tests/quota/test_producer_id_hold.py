@@ -135,6 +135,10 @@ def test_the_settings_default_to_hold_for_at_most_ten_seconds_and_are_checked():
         parse_settings({"producer.id.quota.max.hold.ms": 20_000, "quota.mute.max.ms": 15_000}, "settings")
     lower = parse_settings({"quota.mute.max.ms": 3_000}, "settings").values  # the default fits a lower mute cap
     assert lower["producer.id.quota.max.hold.ms"] == 3_000
+    quick = parse_settings({"upstream.response.timeout.ms": 1_000}, "settings").values  # and a short upstream timeout
+    assert quick["producer.id.quota.max.hold.ms"] == 500
+    with pytest.raises(ConfigError, match="below upstream.response.timeout.ms"):
+        parse_settings({"producer.id.quota.max.hold.ms": 5_000, "upstream.response.timeout.ms": 5_000}, "settings")
 
 
 def test_a_hold_longer_than_half_a_window_does_not_make_the_id_count_twice():
