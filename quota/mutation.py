@@ -10,7 +10,10 @@ of each quota entity (same entities and precedence as the byte-rate quotas, key 
   is admitted iff ``K >= 0`` when its turn comes, and then ``K -= N`` (``K`` may go negative, so one topic of any
   size always fits a non-empty bucket); the rest are rejected, and the client is throttled for ``-K / R``;
 * permissive (older versions): everything is admitted and recorded, and the client is throttled for ``-K / R``
-  when that leaves ``K < 0``.
+  when that leaves ``K < 0``;
+* Kafka charges only the partitions it creates or deletes (it validates first): the proxy decides before the
+  broker has, so it gives back (:meth:`ControllerMutationQuotaManager.refund`) the tokens of every topic the
+  broker's answer reports as failed, never above the burst.
 
 KIP-599's example: ``R = 5``, ``B = 500``; 560 mutations leave ``K = -60``: throttled for 12 s. Kafka also keeps a
 sampled ``rate`` of the mutations for its metrics; so does :class:`MutationSensors`.
@@ -61,6 +64,12 @@ class TokenBucket:
     def take(self, n: float, now_ms: int) -> None:
         self.refill(now_ms)
         self.tokens -= n
+
+    def give_back(self, n: float, now_ms: int) -> None:
+        """Return ``n`` tokens taken for a mutation that did not happen: never above the burst, so the bucket is at
+        most where it would be had they never been taken."""
+        self.refill(now_ms)
+        self.tokens = min(self.burst, self.tokens + n)
 
     def reconfigure(self, rate: float, burst: float, now_ms: int) -> None:
         """A new quota: tokens accrued so far at the old rate, then capped by the new burst."""
@@ -172,6 +181,17 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
         sensors = self._sensors_for(resolved, user, client_id, now)
         sensors.bucket.take(value, now)
         sensors.record(value, now)
+
+    def refund(self, user: str, client_id: str, value: float, now_ms: int | None = None) -> None:
+        """Give back ``value`` tokens taken at admission for topics the broker did not create, delete or extend
+        (Kafka charges only what it does). The bucket never goes above its burst. The sampled ``rate`` and the
+        totals keep what was admitted (a counter never goes down)."""
+        resolved = self.resolve(user, client_id)
+        if resolved.unlimited or value <= 0:
+            return
+        sensors = self._sensors.get(resolved.tags)
+        if sensors is not None:  # else dropped since: a new bucket starts full anyway
+            sensors.bucket.give_back(value, self._now(now_ms))
 
     def tokens(self, user: str, client_id: str, now_ms: int | None = None) -> float:
         """The tokens in this client's bucket now (``math.inf`` when no quota applies; the burst before any use)."""
