@@ -18,6 +18,7 @@ handler's ``decide`` the request without the refused items, so the quotas still 
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Callable
 
@@ -196,8 +197,8 @@ class _Check:
                 rewritten = first(body) if first is not None else None
                 return self._merge_body(body if rewritten is None else memoryview(rewritten), refusal)
 
-            return ForwardRequest(body=outcome.body if outcome.body is not None else rest, rewrite=merge,
-                                  observe=outcome.observe, throttle=outcome.throttle)
+            return dataclasses.replace(outcome, body=outcome.body if outcome.body is not None else rest,
+                                       rewrite=merge)
         if isinstance(outcome, AnswerLocally):
             header_length = 4 + (5 if response_header_version(self.header.api_key, self.header.api_version) else 4)
             body = memoryview(outcome.frame)[header_length:]

@@ -16,10 +16,17 @@ Each request is buffered and decided on its body, once, when the client's ``cont
   with the proxy's rejections, in request order; with none admitted the proxy answers itself. ``throttle_time_ms``
   is set and the connection muted for the throttle;
 - older versions: forwarded whole, recorded, and the response carries the throttle (and the connection is muted,
-  or, before KIP-219, the response held), as Kafka treats old clients.
+  or, before KIP-219, the response held), as Kafka treats old clients;
+- Kafka validates first and charges only what it creates, deletes or extends; the proxy admits before the broker
+  has said anything, so it gives back the tokens of every topic the broker's answer reports with an error
+  (TOPIC_ALREADY_EXISTS, INVALID_*, POLICY_VIOLATION, unauthorised, unknown...), never above the burst, and the
+  throttle the response carries (and the mute) is what is left of it: less the time the request spent at the
+  broker (Kafka's throttle time runs from the decision) and less the tokens given back (``-K / R``).
 
-A CreateTopics of ``num_partitions: -1`` before the broker's default is known is admitted by the same rule and its
-count recorded when the broker's answer says it (v5+; older versions cannot ask for -1 at all).
+A CreateTopics of ``num_partitions: -1`` (v4+, KIP-464) is charged the broker's default learnt from earlier answers
+(:attr:`Topics.default_partitions`); before that is known it is admitted by the same rule, taking nothing, and
+charged when the answer says what was created (v5+ answers carry ``num_partitions``; the charge is set to that
+count also when it differs from the learnt default). A v4 request of -1 before any default is known is not charged.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ from proxy.codec.messages import Message, decode_request, decode_response, encod
 from proxy.codec.primitives import ZERO_UUID
 from proxy.codec.responses import encode_local_response, error_response
 from proxy.apis.decisions import Decisions
+from quota.decision import Throttle
 
 
 
@@ -73,6 +81,10 @@ class _Mutation:
 
     looked_up = False  # the proxy's lookup has been answered: what is still unknown does not exist
     usage: Callable[[], object]  # () -> the usage-log row of the request's entity (set by _plan)
+    charged: list = []  # (the topic's keys, tokens taken) per admitted topic, in request order
+    decided_ms = 0  # when the bucket was charged (the throttle runs from then)
+    refunded = 0  # tokens given back for what the broker did not do
+    row: object = None  # the usage-log row charged (refunds come off the same row)
 
     def __init__(self, scope: ConnectionScope, session: Session, client_id: str, version: int,
                  correlation_id: int) -> None:
@@ -134,22 +146,21 @@ class _Mutation:
         counts = [self.count(item, now) for item in items]
         if strict_mutation_quota(self.api_key, self.version):
             return self.strict(msg, items, counts)
-        total = sum(c for c in counts if c)
+        total = self.charge(items, counts, [True] * len(items))
         decisions = Decisions(self.scope.quotas, self.user)
         decisions.add("controller_mutation_rate", self.quotas.record_and_decide(self.user, self.client_id, total),
                       self.client_id)
-        self.usage().partition_mutations += total
-        return ForwardRequest(observe=self.learner(items), throttle=decisions.throttle)
+        return ForwardRequest(observe=self.learner(items), throttle=decisions.throttle, settle=self.settle)
 
     def strict(self, msg: Message, items: list, counts: list[int | None]) -> Outcome:
         admission = self.quotas.admit(self.user, self.client_id, counts)
-        self.usage().partition_mutations += sum(c for c, ok in zip(counts, admission.admitted) if ok and c)
+        self.charge(items, counts, admission.admitted)
         decisions = Decisions(self.scope.quotas, self.user)
         if admission.throttle is not None:
             decisions.add("controller_mutation_rate", admission.throttle, self.client_id)
         throttle = decisions.throttle
         if throttle is None or admission.all_admitted:
-            return ForwardRequest(observe=self.learner(items), throttle=throttle)
+            return ForwardRequest(observe=self.learner(items), throttle=throttle, settle=self.settle)
         admitted = [item for item, ok in zip(items, admission.admitted) if ok]
         rejected = [self.key(item) for item, ok in zip(items, admission.admitted) if not ok]
         message = (f"The throttling quota has been exceeded: controller_mutation_rate allows "
@@ -188,15 +199,57 @@ class _Mutation:
             return encode_response(api_key, version, response)
 
         return ForwardRequest(body=encode_request(self.api_key, self.version, msg), rewrite=merge,
-                              observe=self.learner(admitted), throttle=throttle)
+                              observe=self.learner(admitted), throttle=throttle, settle=self.settle)
+
+    # -- what the broker did ----------------------------------------------------------------------------------------
+
+    def charge(self, items: list, counts: list[int | None], admitted: Sequence[bool]) -> int:
+        """Note what admission took per admitted topic (given back if the broker reports it failed); the total."""
+        self.decided_ms = self.scope.quotas.clock.now_ms()
+        self.charged = [(_keys(self.key(item)), count or 0)
+                        for item, count, ok in zip(items, counts, admitted) if ok]
+        total = sum(n for _, n in self.charged)
+        self.row = self.usage()
+        self.row.partition_mutations += total
+        return total
 
     def learner(self, items: list) -> Callable[[memoryview], None]:
         scope, version, api_key = self.scope, self.version, self.api_key
 
         def learn(body: memoryview) -> None:
-            self.learn(decode_response(api_key, version, body), items, scope.quotas.clock.now_ms())
+            msg = decode_response(api_key, version, body)
+            now = scope.quotas.clock.now_ms()
+            self.learn(msg, items, now)
+            failed: set = set()
+            for result in getattr(msg, self.results_field):
+                if result.error_code != NONE:
+                    failed |= _keys((getattr(result, "name", None), getattr(result, "topic_id", None)))
+            self.give_back(sum(n for keys, n in self.charged if keys & failed), now)
 
         return learn
+
+    def give_back(self, tokens: int, now_ms: int) -> None:
+        if tokens > 0:
+            self.quotas.refund(self.user, self.client_id, tokens, now_ms)
+            self.row.partition_mutations -= tokens
+            self.refunded += tokens
+
+    def taken(self, name: str) -> int:
+        return sum(n for keys, n in self.charged if name in keys)
+
+    def settle(self, throttle: Throttle) -> Throttle:
+        """The request's throttle once the broker has answered: less the time since it was decided (Kafka's
+        ``throttleTime`` runs from the charge, and the mute starts only now) and less the tokens given back."""
+        rate = self.quotas.resolve(self.user, self.client_id).limit
+        elapsed = self.scope.quotas.clock.now_ms() - self.decided_ms
+        given = self.refunded * 1000.0 / rate if self.refunded and rate > 0 else 0.0
+        left = max(0, int(throttle.throttle_time_ms - max(0, elapsed) - given))
+        return Throttle(left, min(throttle.mute_ms, left), throttle.shadow)
+
+
+def _keys(pair) -> frozenset:
+    """A topic's name and id, whichever are known (what a request item and a result are matched on)."""
+    return frozenset(k for k in pair if k is not None and k != "" and k != ZERO_UUID)
 
 
 class _CreateTopics(_Mutation):
@@ -206,17 +259,12 @@ class _CreateTopics(_Mutation):
     def topics(self, msg: Message) -> list:
         return list(msg.topics)
 
-    uncounted: frozenset = frozenset()  # topics admitted before the broker's default was known
-
     def count(self, item, now_ms: int) -> int | None:
         if item.assignments:
             return len(item.assignments)
         if item.num_partitions >= 0:
             return item.num_partitions
-        default = self.scope.topics.default_partitions  # None until a broker's answer has shown it
-        if default is None:
-            self.uncounted |= {item.name}
-        return default
+        return self.scope.topics.default_partitions  # None until a broker's answer has shown it
 
     def unknown(self, items: list, now_ms: int) -> list:
         return []  # a count unknown here is the broker's default, taken from its answer (see learn)
@@ -233,8 +281,14 @@ class _CreateTopics(_Mutation):
             if result.error_code != NONE or result.num_partitions < 0:
                 continue
             topics.created(result.name, result.num_partitions, now_ms, default=result.name in asked_default)
-            if result.name in self.uncounted:  # admitted before the default was known: its count is taken now
-                self.quotas.record(self.user, self.client_id, result.num_partitions)
+            if result.name not in asked_default:
+                continue
+            more = result.num_partitions - self.taken(result.name)  # the default taken (or nothing) vs. what was
+            if more > 0:
+                self.quotas.record(self.user, self.client_id, more, now_ms)
+                self.row.partition_mutations += more
+            else:
+                self.give_back(-more, now_ms)
 
 
 class _DeleteTopics(_Mutation):

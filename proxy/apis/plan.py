@@ -30,18 +30,23 @@ if TYPE_CHECKING:
 Rewrite = Callable[[memoryview], "bytes | None"]
 # Reads the broker's response body (before any rewrite) to learn from it; changes nothing.
 Observe = Callable[[memoryview], None]
+# Revises the request's throttle once the broker's answer has been observed and rewritten: takes the throttle
+# decided so far, returns the one the response carries and the connection acts on (a Throttle, 0 ms at least).
+Settle = Callable[[Throttle], Throttle]
 
 
 @dataclass(frozen=True, slots=True)
 class ForwardRequest:
     """Forward the buffered request: ``body`` replaces the client's (None keeps it); ``rewrite`` is applied to the
     broker's response body after the plan's own (a partial forward merges the items it kept back); ``observe``
-    reads the broker's response body after the plan's own observer; ``throttle`` adds to the plan's."""
+    reads the broker's response body after the plan's own observer; ``throttle`` adds to the plan's; ``settle``
+    revises the throttle from what the broker answered (KIP-599 gives back what the broker did not do)."""
 
     body: bytes | None = None
     rewrite: Rewrite | None = None
     throttle: Throttle | None = None
     observe: Observe | None = None
+    settle: Settle | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,6 +50,8 @@ class InFlight:
     throttled: bool = False
     # Decides a throttle from the size of the response the client gets (consumer byte rate).
     record_response: Callable[[int], Any] | None = None
+    # Revises the throttle once the broker's answer has been observed (KIP-599 refunds); returns a Throttle.
+    settle: Callable[[Any], Any] | None = None
     # The proxy's own acks=0 probe: its response is dropped.
     probe: bool = False
     # The proxy's own lookup made before deciding a request: called with the response body, never sent on.

@@ -115,6 +115,8 @@ class RequestPath:
                 entry.rewrite = _then(entry.rewrite, outcome.rewrite)
             if outcome.observe is not None:
                 entry.observe = _also(entry.observe, outcome.observe)
+            if outcome.settle is not None:
+                entry.settle = outcome.settle
         if outcome.throttle is not None:
             self._throttle(header, entry, outcome.throttle)
         self._forward(frame)

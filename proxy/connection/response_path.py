@@ -112,6 +112,8 @@ class ResponsePath:
             if entry.record_response is not None:  # recorded as the client will receive it (after any trimming)
                 entry.throttle = combined(entry.throttle, entry.record_response(
                     len(frame) - 4 if body is None else header_length - 4 + len(body)))
+            if entry.settle is not None and entry.throttle is not None:  # from what the broker did
+                entry.throttle = entry.settle(entry.throttle)
             throttle = entry.throttle
             if throttle is not None:
                 merged = merge_throttle(request.api_key, request.api_version,

@@ -1,0 +1,173 @@
+"""KIP-599 charges what the broker did (issue 23 items 2 and 6), on bytes: one connection core, this test as a
+scripted broker (:class:`tests.proxy.test_mutation_requests.Wire`).
+
+The proxy admits against the bucket before the broker has answered; the broker's answer then says what was done:
+topics it reports with an error are given back, the throttle the response carries (and the mute) is what is left
+once the tokens given back and the time spent at the broker are taken off, and a CreateTopics of
+``num_partitions: -1`` is charged the count the broker reports (v5+) or the default learnt before.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from proxy.codec.apis import CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS
+from tests.proxy.test_mutation_requests import THROTTLED, Wire
+
+TOPIC_ALREADY_EXISTS = 36
+INVALID_PARTITIONS = 37
+UNKNOWN_TOPIC_OR_PARTITION = 3
+UNKNOWN_TOPIC_ID = 100
+
+
+def create(name, partitions):
+    return {"name": name, "num_partitions": partitions, "replication_factor": 1, "assignments": [], "configs": []}
+
+
+def tokens(wire):
+    return wire.scope.quotas.mutations.tokens("ANONYMOUS", "admin")
+
+
+def ask(wire, version, corr, *topics, validate_only=False):
+    wire.send(CREATE_TOPICS, version, corr, topics=list(topics), timeout_ms=1000, validate_only=validate_only)
+    return wire.broker_requests()
+
+
+def test_create_if_absent_repeated_costs_nothing_and_a_real_create_then_passes():
+    """The issue's scenario: rate 2/s, 10 x 1 s windows (burst 20). One 4-partition create (16 left), then twelve
+    creates of the same topic, each answered TOPIC_ALREADY_EXISTS: every one reaches the broker (the bucket never
+    goes below 16), and the next real create is forwarded. Before, the sixth was refused with 89."""
+    wire = Wire(rate=2, num=10)
+    (forwarded, _), = ask(wire, 7, 1, create("t", 4))
+    wire.answer(forwarded, topics=[{"name": "t", "error_code": 0, "num_partitions": 4}])
+    assert tokens(wire) == 16
+    for corr in range(2, 14):
+        (forwarded, _), = ask(wire, 7, corr, create("t", 4))
+        wire.answer(forwarded, topics=[{"name": "t", "error_code": TOPIC_ALREADY_EXISTS,
+                                        "error_message": "Topic 't' already exists.", "num_partitions": -1}])
+        assert tokens(wire) == 16
+    (forwarded, body), = ask(wire, 7, 14, create("u", 4))
+    assert [t.name for t in body.topics] == ["u"]
+    wire.answer(forwarded, topics=[{"name": "u", "error_code": 0, "num_partitions": 4}])
+    responses = wire.client_responses(CREATE_TOPICS, 7)
+    assert [r.topics[0].error_code for _, r in responses] == [0] + [TOPIC_ALREADY_EXISTS] * 12 + [0]
+    assert all(r.throttle_time_ms == 0 for _, r in responses)
+    assert tokens(wire) == 12
+
+
+def test_strict_partial_admission_whose_admitted_topics_all_failed_reports_no_throttle_and_does_not_mute():
+    """Burst 10: x (10) leaves 0, y (10) leaves -10, z is refused with 89 and a 10 s throttle decided. The broker
+    refuses x and y (already there): 20 tokens back (10 left), so the response says 0 ms and the next request is
+    read at once."""
+    wire = Wire(rate=1, num=10)
+    (forwarded, body), = ask(wire, 7, 1, create("x", 10), create("y", 10), create("z", 10))
+    assert [t.name for t in body.topics] == ["x", "y"]
+    wire.answer(forwarded, topics=[{"name": n, "error_code": TOPIC_ALREADY_EXISTS, "num_partitions": -1}
+                                   for n in ("x", "y")])
+    (corr, response), = wire.client_responses(CREATE_TOPICS, 7)
+    assert [(t.name, t.error_code) for t in response.topics] == [("x", 36), ("y", 36), ("z", THROTTLED)]
+    assert response.throttle_time_ms == 0
+    assert tokens(wire) == 10
+    assert len(ask(wire, 7, 2, create("w", 1))) == 1  # not muted: forwarded at once
+
+
+def test_strict_partial_admission_throttle_is_what_is_left_after_a_refund_and_the_time_at_the_broker():
+    """As above, but the broker creates x and y and answers after 3 s: nothing is given back, and the 10 s throttle
+    decided with the request is 7 s when the response goes out (3 s spent at the broker), reported and muted."""
+    wire = Wire(rate=1, num=10)
+    (forwarded, _), = ask(wire, 7, 1, create("x", 10), create("y", 10), create("z", 10))
+    wire.clock.advance(3_000)
+    wire.answer(forwarded, topics=[{"name": "x", "error_code": 0, "num_partitions": 10},
+                                   {"name": "y", "error_code": 0, "num_partitions": 10}])
+    (corr, response), = wire.client_responses(CREATE_TOPICS, 7)
+    assert response.throttle_time_ms == 7_000  # Kafka's throttleTime: from the charge, not from the response
+    assert ask(wire, 7, 2, create("w", 1)) == []  # muted for the 7 s left
+    wire.clock.advance(6_999)
+    wire.core.step(wire.clock.now_ms() * 1_000_000)
+    assert wire.broker_requests() == []
+    wire.clock.advance(1)
+    wire.core.step(wire.clock.now_ms() * 1_000_000)
+    assert len(wire.broker_requests()) == 1  # 7 s after the response went out, not 10
+
+
+def test_strict_partial_admission_with_one_refused_by_the_broker_is_throttled_for_what_is_left():
+    wire = Wire(rate=1, num=10)
+    (forwarded, _), = ask(wire, 7, 1, create("x", 10), create("y", 4), create("z", 10))  # 0, then -4: z refused
+    wire.answer(forwarded, topics=[{"name": "x", "error_code": 0, "num_partitions": 10},
+                                   {"name": "y", "error_code": 38, "num_partitions": -1}])  # INVALID_REPLICATION_FACTOR
+    (corr, response), = wire.client_responses(CREATE_TOPICS, 7)
+    assert response.throttle_time_ms == 0 and tokens(wire) == 0  # 4 s decided, 4 tokens back
+
+
+def test_permissive_create_throttle_is_recomputed_after_the_broker_refused_some():
+    """v4 (permissive): 6 x 100 on a burst of 500 leaves -100 (20 s decided); the broker refuses p5: 100 back, the
+    response carries no throttle. Before, 20 s."""
+    wire = Wire(rate=5, num=100)
+    (forwarded, _), = ask(wire, 4, 3, *[create(f"p{i}", 100) for i in range(6)])
+    wire.answer(forwarded, topics=[{"name": f"p{i}", "error_code": TOPIC_ALREADY_EXISTS if i == 5 else 0}
+                                   for i in range(6)])
+    (corr, response), = wire.client_responses(CREATE_TOPICS, 4)
+    assert response.throttle_time_ms == 0 and tokens(wire) == 0
+
+
+def test_validate_only_still_costs_nothing():
+    wire = Wire(rate=1, num=1)
+    (forwarded, _), = ask(wire, 7, 1, create("v", 1000), validate_only=True)
+    wire.answer(forwarded, topics=[{"name": "v", "error_code": 0, "num_partitions": 1000}])
+    assert tokens(wire) == 1
+
+
+def test_num_partitions_minus_one_is_charged_the_count_the_broker_reports_then_the_learnt_default():
+    """v5+: a -1 create before the default is known takes nothing at admission and the reported count after; the
+    next -1 create is charged the learnt default at admission, corrected to what the broker reports."""
+    wire = Wire(rate=1, num=100)
+    (forwarded, _), = ask(wire, 5, 1, create("a", -1))
+    assert tokens(wire) == 100  # not known yet: admitted, nothing taken
+    wire.answer(forwarded, topics=[{"name": "a", "error_code": 0, "num_partitions": 3, "replication_factor": 1}])
+    assert tokens(wire) == 97 and wire.scope.topics.default_partitions == 3
+    (forwarded, _), = ask(wire, 7, 2, create("b", -1))
+    assert tokens(wire) == 94  # the learnt default, at admission
+    wire.answer(forwarded, topics=[{"name": "b", "error_code": 0, "num_partitions": 5, "replication_factor": 1}])
+    assert tokens(wire) == 92  # the broker created 5 (its default changed): charged 5 in all
+    (forwarded, _), = ask(wire, 7, 3, create("c", -1))
+    wire.answer(forwarded, topics=[{"name": "c", "error_code": TOPIC_ALREADY_EXISTS, "num_partitions": -1}])
+    assert tokens(wire) == 92  # refused: the default taken is given back
+
+
+def test_num_partitions_minus_one_on_v4_is_charged_the_learnt_default():
+    wire = Wire(rate=1, num=100)
+    wire.scope.topics.created("seen", 6, wire.clock.now_ms(), default=True)
+    (forwarded, _), = ask(wire, 4, 1, create("a", -1))
+    wire.answer(forwarded, topics=[{"name": "a", "error_code": 0}])
+    assert tokens(wire) == 94
+
+
+def test_delete_topics_refused_by_the_broker_is_given_back_by_name_and_by_id():
+    wire = Wire(rate=1, num=100)
+    gone = uuid.uuid4()
+    for name in ("a", "b"):
+        wire.scope.topics.created(name, 10, wire.clock.now_ms())
+    wire.send(DELETE_TOPICS, 5, 1, topic_names=["a", "b"], timeout_ms=1000)
+    (forwarded, _), = wire.broker_requests()
+    wire.answer(forwarded, responses=[{"name": "a", "error_code": 0},
+                                      {"name": "b", "error_code": UNKNOWN_TOPIC_OR_PARTITION}])
+    assert tokens(wire) == 90
+    wire.scope.topics.created("c", 7, wire.clock.now_ms())
+    wire.scope.topics._learn_id("c", gone)
+    wire.send(DELETE_TOPICS, 6, 2, topics=[{"name": None, "topic_id": gone}], timeout_ms=1000)
+    (forwarded, _), = wire.broker_requests()
+    assert tokens(wire) == 83
+    wire.answer(forwarded, responses=[{"name": None, "topic_id": gone, "error_code": UNKNOWN_TOPIC_ID}])
+    assert tokens(wire) == 90
+
+
+def test_create_partitions_refused_by_the_broker_is_given_back():
+    wire = Wire(rate=1, num=100)
+    wire.scope.topics.created("a", 2, wire.clock.now_ms())
+    wire.send(CREATE_PARTITIONS, 3, 1, topics=[{"name": "a", "count": 12, "assignments": None}], timeout_ms=1000,
+              validate_only=False)
+    (forwarded, _), = wire.broker_requests()
+    assert tokens(wire) == 90
+    wire.answer(forwarded, results=[{"name": "a", "error_code": INVALID_PARTITIONS}])
+    assert tokens(wire) == 100
+    assert wire.scope.topics.partitions("a", wire.clock.now_ms(), 10**9) == 2  # not learnt from a failure
