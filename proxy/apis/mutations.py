@@ -17,11 +17,8 @@ Each request is buffered and decided on its body, once, when the client's ``cont
   is set and the connection muted for the throttle;
 - older versions: forwarded whole, recorded, and the response carries the throttle (and the connection is muted,
   or, before KIP-219, the response held), as Kafka treats old clients;
-- Kafka validates first and charges only what it creates, deletes or extends; the proxy admits before the broker
-  has said anything, so it gives back the tokens of every topic the broker's answer reports with an error
-  (TOPIC_ALREADY_EXISTS, INVALID_*, POLICY_VIOLATION, unauthorised, unknown...), never above the burst, and the
-  throttle the response carries (and the mute) is what is left of it: less the time the request spent at the
-  broker (Kafka's throttle time runs from the decision) and less the tokens given back (``-K / R``).
+- the broker's answer settles the charge (:mod:`proxy.apis.mutation_charges`): topics it reports with an error
+  are given back, and the throttle the response carries (and the mute) is what is left of the one decided.
 
 A CreateTopics of ``num_partitions: -1`` (v4+, KIP-464) is charged the broker's default learnt from earlier answers
 (:attr:`Topics.default_partitions`); before that is known it is admitted by the same rule, taking nothing, and
@@ -46,6 +43,7 @@ from proxy.codec.messages import Message, decode_request, decode_response, encod
 from proxy.codec.primitives import ZERO_UUID
 from proxy.codec.responses import encode_local_response, error_response
 from proxy.apis.decisions import Decisions
+from proxy.apis.mutation_charges import Charges, topic_keys
 from quota.decision import Throttle
 
 
@@ -81,10 +79,7 @@ class _Mutation:
 
     looked_up = False  # the proxy's lookup has been answered: what is still unknown does not exist
     usage: Callable[[], object]  # () -> the usage-log row of the request's entity (set by _plan)
-    charged: list = []  # (the topic's keys, tokens taken) per admitted topic, in request order
-    decided_ms = 0  # when the bucket was charged (the throttle runs from then)
-    refunded = 0  # tokens given back for what the broker did not do
-    row: object = None  # the usage-log row charged (refunds come off the same row)
+    charges: Charges  # what admission took, per topic (set when decided)
 
     def __init__(self, scope: ConnectionScope, session: Session, client_id: str, version: int,
                  correlation_id: int) -> None:
@@ -201,17 +196,12 @@ class _Mutation:
         return ForwardRequest(body=encode_request(self.api_key, self.version, msg), rewrite=merge,
                               observe=self.learner(admitted), throttle=throttle, settle=self.settle)
 
-    # -- what the broker did ----------------------------------------------------------------------------------------
-
     def charge(self, items: list, counts: list[int | None], admitted: Sequence[bool]) -> int:
         """Note what admission took per admitted topic (given back if the broker reports it failed); the total."""
-        self.decided_ms = self.scope.quotas.clock.now_ms()
-        self.charged = [(_keys(self.key(item)), count or 0)
-                        for item, count, ok in zip(items, counts, admitted) if ok]
-        total = sum(n for _, n in self.charged)
-        self.row = self.usage()
-        self.row.partition_mutations += total
-        return total
+        taken = [(topic_keys(*self.key(item)), count or 0) for item, count, ok in zip(items, counts, admitted) if ok]
+        self.charges = Charges(self.quotas, self.user, self.client_id, self.usage(), taken,
+                               self.scope.quotas.clock.now_ms())
+        return self.charges.total
 
     def learner(self, items: list) -> Callable[[memoryview], None]:
         scope, version, api_key = self.scope, self.version, self.api_key
@@ -220,36 +210,12 @@ class _Mutation:
             msg = decode_response(api_key, version, body)
             now = scope.quotas.clock.now_ms()
             self.learn(msg, items, now)
-            failed: set = set()
-            for result in getattr(msg, self.results_field):
-                if result.error_code != NONE:
-                    failed |= _keys((getattr(result, "name", None), getattr(result, "topic_id", None)))
-            self.give_back(sum(n for keys, n in self.charged if keys & failed), now)
+            self.charges.failed(getattr(msg, self.results_field), now)
 
         return learn
 
-    def give_back(self, tokens: int, now_ms: int) -> None:
-        if tokens > 0:
-            self.quotas.refund(self.user, self.client_id, tokens, now_ms)
-            self.row.partition_mutations -= tokens
-            self.refunded += tokens
-
-    def taken(self, name: str) -> int:
-        return sum(n for keys, n in self.charged if name in keys)
-
     def settle(self, throttle: Throttle) -> Throttle:
-        """The request's throttle once the broker has answered: less the time since it was decided (Kafka's
-        ``throttleTime`` runs from the charge, and the mute starts only now) and less the tokens given back."""
-        rate = self.quotas.resolve(self.user, self.client_id).limit
-        elapsed = self.scope.quotas.clock.now_ms() - self.decided_ms
-        given = self.refunded * 1000.0 / rate if self.refunded and rate > 0 else 0.0
-        left = max(0, int(throttle.throttle_time_ms - max(0, elapsed) - given))
-        return Throttle(left, min(throttle.mute_ms, left), throttle.shadow)
-
-
-def _keys(pair) -> frozenset:
-    """A topic's name and id, whichever are known (what a request item and a result are matched on)."""
-    return frozenset(k for k in pair if k is not None and k != "" and k != ZERO_UUID)
+        return self.charges.settle(throttle, self.scope.quotas.clock.now_ms())
 
 
 class _CreateTopics(_Mutation):
@@ -283,12 +249,9 @@ class _CreateTopics(_Mutation):
             topics.created(result.name, result.num_partitions, now_ms, default=result.name in asked_default)
             if result.name not in asked_default:
                 continue
-            more = result.num_partitions - self.taken(result.name)  # the default taken (or nothing) vs. what was
-            if more > 0:
-                self.quotas.record(self.user, self.client_id, more, now_ms)
-                self.row.partition_mutations += more
-            else:
-                self.give_back(-more, now_ms)
+            more = result.num_partitions - self.charges.taken_for(result.name)  # the default taken, or nothing
+            self.charges.more(more, now_ms)
+            self.charges.give_back(-more, now_ms)
 
 
 class _DeleteTopics(_Mutation):

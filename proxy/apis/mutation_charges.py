@@ -1,0 +1,70 @@
+"""What one controller mutation request was charged (KIP-599), and what the broker's answer gives back.
+
+Kafka validates first and charges only the partitions it creates, deletes or extends. The proxy must admit before
+the broker has said anything, so it notes what admission took per admitted topic; when the answer arrives, the
+tokens of every topic reported with an error (TOPIC_ALREADY_EXISTS, INVALID_*, POLICY_VIOLATION, unauthorised,
+unknown...) are given back (never above the burst), and the throttle the response carries is what is left of the
+one decided: less the time since the charge (Kafka's ``throttleTime`` runs from the charge, while the mute starts
+only when the response goes out) and less the tokens given back at the quota's rate.
+"""
+
+from __future__ import annotations
+
+from proxy.codec.error_codes import NONE
+from proxy.codec.primitives import ZERO_UUID
+from quota.decision import Throttle
+from quota.mutation import ControllerMutationQuotaManager
+
+
+def topic_keys(name, topic_id=None) -> frozenset:
+    """A topic's name and id, whichever are known: what a request item and a result are matched on."""
+    return frozenset(k for k in (name, topic_id) if k is not None and k != "" and k != ZERO_UUID)
+
+
+class Charges:
+    """The tokens one request took, per admitted topic, from its entity's bucket; and the usage-log row charged."""
+
+    __slots__ = ("_quotas", "_user", "_client_id", "_row", "_taken", "decided_ms", "refunded")
+
+    def __init__(self, quotas: ControllerMutationQuotaManager, user: str, client_id: str, row,
+                 taken: list[tuple[frozenset, int]], now_ms: int) -> None:
+        self._quotas, self._user, self._client_id = quotas, user, client_id
+        self._row = row  # proxy.ops.usage_log row: refunds come off the row that was charged
+        self._taken = taken  # (the topic's keys, tokens taken), in request order
+        self.decided_ms = now_ms
+        self.refunded = 0
+        row.partition_mutations += self.total
+
+    @property
+    def total(self) -> int:
+        return sum(n for _, n in self._taken)
+
+    def taken_for(self, name: str) -> int:
+        return sum(n for keys, n in self._taken if name in keys)
+
+    def more(self, tokens: int, now_ms: int) -> None:
+        """A count learnt from the answer (CreateTopics -1): take what admission could not."""
+        if tokens > 0:
+            self._quotas.record(self._user, self._client_id, tokens, now_ms)
+            self._row.partition_mutations += tokens
+
+    def give_back(self, tokens: int, now_ms: int) -> None:
+        if tokens > 0:
+            self._quotas.refund(self._user, self._client_id, tokens, now_ms)
+            self._row.partition_mutations -= tokens
+            self.refunded += tokens
+
+    def failed(self, results, now_ms: int) -> None:
+        """Give back the tokens of every admitted topic the broker's results report with an error."""
+        failed: set = set()
+        for result in results:
+            if result.error_code != NONE:
+                failed |= topic_keys(getattr(result, "name", None), getattr(result, "topic_id", None))
+        self.give_back(sum(n for keys, n in self._taken if keys & failed), now_ms)
+
+    def settle(self, throttle: Throttle, now_ms: int) -> Throttle:
+        """The request's throttle once the broker has answered; the mute is capped as the decided one was."""
+        rate = self._quotas.resolve(self._user, self._client_id).limit
+        given = self.refunded * 1000.0 / rate if self.refunded and rate > 0 else 0.0
+        left = max(0, int(throttle.throttle_time_ms - max(0, now_ms - self.decided_ms) - given))
+        return Throttle(left, min(throttle.mute_ms, left), throttle.shadow)
