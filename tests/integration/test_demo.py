@@ -3,7 +3,7 @@
 First a connection storm (20 connects/s for 4 s from 127.0.0.2, whose connection_creation_rate is 5/s, and from
 127.0.0.3, which has none): some of 127.0.0.2's closed after a hold, all of 127.0.0.3's served. Then the topic-creation storm (kafka-python admin, 6 s under a 10 partitions/s controller_mutation_rate): some
 creates rejected with THROTTLING_QUOTA_EXCEEDED, the partitions created within the bucket. Then the producer-restart
-loop (ten kafka-python idempotent producers under 5 new producer ids per 10 s): the first five pass, the rest are
+loop (ten kafka-python idempotent producers under 5 new producer ids per 5 s): the first five pass, the rest are
 held in the proxy until the quota lets their producer id through, every message acknowledged. Then a simulated disk crossing the soft and the hard limit (cluster volume
 usage): produce OPEN, THROTTLE, PAUSE (nothing acknowledged), OPEN, every acknowledged message read back. Then:
 
