@@ -100,22 +100,31 @@ class RestartResult:
     acknowledged: int
     burst: int
     token_s: float  # seconds between two tokens of the bucket: W / producer_ids_rate
+    elapsed: float  # seconds from the first producer's send to the last one's acknowledgement
+
+    @property
+    def allowed(self) -> float:
+        """New ids the bucket lets through in ``elapsed``: its burst, one per token time, and the one then due."""
+        return self.burst + self.elapsed / self.token_s + 1
 
     @property
     def ok(self) -> bool:
+        """Every message acknowledged; the burst passed unheld; some producer was held; and no more ids went
+        through than the bucket allows. How many were held depends on how fast the producers start (a slow
+        machine gives the bucket time to refill), so the pattern past the burst is reported, not judged."""
         n = min(self.burst, len(self.held))
-        return (self.acknowledged == len(self.held) and not any(self.held[:n]) and all(self.held[n:])
-                and len(self.held) > n)
+        return (self.acknowledged == len(self.held) and not any(self.held[:n]) and any(self.held)
+                and len(self.held) <= self.allowed)
 
     def text(self) -> str:
         marks = "".join("H" if h else "." for h in self.held)
-        later = self.waited[self.burst:]
-        waits = f"{min(later):.1f}-{max(later):.1f} s" if later else "-"
+        waits = [w for w, h in zip(self.waited, self.held) if h]
+        held = f"held ones acknowledged after {min(waits):.1f}-{max(waits):.1f} s" if waits else "none held"
         return (f"producer restarts ({RESTARTER}): {len(self.held)} idempotent producers, one after another, "
                 f"each a new producer id: [{marks}] (H: held in the proxy before the broker saw its id); the first "
-                f"{self.burst} pass at once, every later one waits for its token (one each {self.token_s:g} s; "
-                f"acknowledged after {waits}); {self.acknowledged}/{len(self.held)} messages acknowledged"
-                f"  {'OK' if self.ok else 'FAIL'}")
+                f"{self.burst} pass at once, later ones wait for their token (one each {self.token_s:g} s; {held}); "
+                f"{len(self.held)} ids in {self.elapsed:.1f} s, the bucket allows {self.allowed:.0f}; "
+                f"{self.acknowledged}/{len(self.held)} messages acknowledged  {'OK' if self.ok else 'FAIL'}")
 
 
 def producer_restarts(bootstrap: str, config: ProxyConfig, report: Callable[[str], None],
@@ -130,20 +139,25 @@ def producer_restarts(bootstrap: str, config: ProxyConfig, report: Callable[[str
     limit = config.quotas.limit("producer_ids_rate", "ANONYMOUS", "")
     burst = int(limit * settings["producer.id.quota.window.num"])
     held, waited, acknowledged = [], [], 0
+    began = time.monotonic()
     for i in range(restarts):
         before = held_requests()
         producer = KafkaProducer(bootstrap_servers=bootstrap, client_id=RESTARTER, enable_idempotence=True,
                                  acks="all")
         try:
             sent = time.monotonic()
+            if i == 0:
+                began = sent
             producer.send(RESTART_TOPIC, f"restart {i}".encode()).get(30)
             waited.append(time.monotonic() - sent)
             acknowledged += 1
+            last_ack = time.monotonic()
         finally:
             producer.close(5)
         held.append(held_requests() > before)
     result = RestartResult(tuple(held), tuple(waited), acknowledged, burst,
-                           settings["producer.id.quota.window.size.seconds"] / limit)
+                           settings["producer.id.quota.window.size.seconds"] / limit,
+                           (last_ack - began) if acknowledged else 0.0)
     report(result.text())
     return result
 

@@ -3,7 +3,7 @@
 First a connection storm (20 connects/s for 4 s from 127.0.0.2, whose connection_creation_rate is 5/s, and from
 127.0.0.3, which has none): some of 127.0.0.2's closed after a hold, all of 127.0.0.3's served. Then the topic-creation storm (kafka-python admin, 6 s under a 10 partitions/s controller_mutation_rate): some
 creates rejected with THROTTLING_QUOTA_EXCEEDED, the partitions created within the bucket. Then the producer-restart
-loop (ten kafka-python idempotent producers under 5 new producer ids per 5 s): the first five pass, the rest are
+loop (ten kafka-python idempotent producers under 5 new producer ids per 5 s): the first five pass, later ones are
 held in the proxy until the quota lets their producer id through, every message acknowledged. Then a simulated disk crossing the soft and the hard limit (cluster volume
 usage): produce OPEN, THROTTLE, PAUSE (nothing acknowledged), OPEN, every acknowledged message read back. Then:
 
@@ -52,7 +52,8 @@ def test_demo_scenario_verdicts_pass(tmp_path):
     storm = [line for line in lines if line.startswith("topic storm")]
     assert len(storm) == 1 and storm[0].endswith("OK") and "rejected with THROTTLING_QUOTA_EXCEEDED" in storm[0], storm
     restarts = [line for line in lines if line.startswith("producer restarts")]
-    assert len(restarts) == 1 and restarts[0].endswith("OK") and "[.....HHHHH]" in restarts[0], restarts
+    assert len(restarts) == 1 and restarts[0].endswith("OK") and "[....." in restarts[0], restarts
+    assert "H" in restarts[0].split("[")[1].split("]")[0], restarts  # held past the burst (how many: machine speed)
     disk = [line for line in lines if line.startswith("disk")]
     assert [line.split("proxy ")[1].split()[0] for line in disk[:4]] == ["OPEN", "THROTTLE", "PAUSE", "OPEN"], disk
     assert disk[-1].startswith("disk fill") and disk[-1].endswith("OK"), disk
