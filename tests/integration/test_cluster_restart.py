@@ -268,7 +268,12 @@ def test_a_restart_under_traffic_is_invisible_to_the_clients(tmp_path, names):
             p.stopping.set()
         for p in producers:
             p.join(60)
-        time.sleep(2)  # the consumer catches up
+        # The consumer catches up: every acknowledged message, or 30 s (was a fixed 2 s, short under a loaded suite;
+        # a message it never gets still fails the assertion below).
+        acked_values = {v for p in producers for _, v in p.acked}
+        catch_up = time.monotonic() + 30
+        while time.monotonic() < catch_up and not acked_values <= {v for _, v in list(consumer.received)}:
+            time.sleep(0.2)
         consumer.stopping.set()
         consumer.join(30)
         for t in threads:
