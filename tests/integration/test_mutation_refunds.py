@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from kafka.admin import KafkaAdminClient
 
-from tests.harness import Tansu, free_port, proxy_config, start_proxy
+from tests.harness import Tansu, free_port, proxy_config, proxy_in_front
 
 pytestmark = pytest.mark.integration
 
@@ -24,18 +24,9 @@ def cluster():
     proxy_port, broker_port = free_port(), free_port()
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
     quotas = [{"entity": {"user": "<default>"}, "controller_mutation_rate": 2}]
-    try:
-        proxy = start_proxy(proxy_config(proxy_port, broker_port, quotas=quotas, **{"controller.quota.window.num": 10}))
-    except BaseException:
-        broker.stop()
-        raise
-    try:
+    with proxy_in_front(broker, proxy_config(proxy_port, broker_port, quotas=quotas,
+                                             **{"controller.quota.window.num": 10})) as proxy:
         yield proxy
-    finally:
-        try:
-            proxy.stop()
-        finally:
-            broker.stop()
 
 
 def tokens(proxy) -> float:
