@@ -90,12 +90,18 @@ class ProxyApp:
             now=time.monotonic)
         self.draining = False  # shutting down: /readyz says not ready while in-flight requests finish
         # not ready before the config topic has been read to its end once (or found unreadable: the YAML applies)
-        self.ops = OpsServer(self.metrics.registry,
-                             lambda: self.readiness.ready and self.discovery.ready and not self.draining
-                             and (self.dynamic is None or self.dynamic.caught_up.is_set()))
+        self.ops = OpsServer(self.metrics.registry, self.is_ready)
+        self.metrics.ready.set_function(lambda: 1 if self.is_ready() else 0)
         self.ops_address: tuple[str, int] | None = None
         self._housekeeping: asyncio.Task | None = None
         self._volume_tasks: list = []  # the volume-usage follower and publisher, when configured
+
+    def is_ready(self) -> bool:
+        """What /readyz and the ready gauge say: the broker answers, the config topic was read to its end once (or
+        found unreadable: the YAML applies), every broker port is open (cluster mode), and not shutting down. Plain
+        reads only: scrapes call it from their own thread."""
+        return (self.readiness.ready and self.discovery.ready and not self.draining
+                and (self.dynamic is None or self.dynamic.caught_up.is_set()))
 
     def _context(self, name: str, upstreams, scope: ConnectionScope) -> ListenerContext:
         settings = self.config.settings

@@ -52,6 +52,10 @@ class ProxyMetrics:
         self.upstream_ready = Gauge(
             f"{PREFIX}_upstream_ready", "1 when the broker was reachable at the last check, else 0.", registry=r
         )
+        self.ready = Gauge(
+            f"{PREFIX}_ready", "1 while /readyz answers 200 (broker reachable, config topic read once, every broker "
+            "port open in cluster mode, not shutting down), else 0; read when scraped.", registry=r
+        )
         self.request_latency = Histogram(
             f"{PREFIX}_request_latency_seconds",
             "Time from a request being read from the client to its response being written back, by Kafka API.",

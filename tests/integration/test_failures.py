@@ -101,6 +101,7 @@ def test_broker_down_and_back():
         while http_status(proxy.metrics_port, "/readyz") != 503 and time.monotonic() < deadline:
             time.sleep(0.1)
         assert http_status(proxy.metrics_port, "/readyz") == 503
+        assert proxy.metric("kafka_quota_proxy_ready") == 0  # the gauge says what /readyz says
         assert http_status(proxy.metrics_port, "/healthz") == 200
         assert proxy.metric("kafka_quota_proxy_upstream_errors_total", listener="PLAINTEXT", kind="connect") >= 1
 
@@ -109,6 +110,7 @@ def test_broker_down_and_back():
         while http_status(proxy.metrics_port, "/readyz") != 200 and time.monotonic() < deadline:
             time.sleep(0.1)
         assert http_status(proxy.metrics_port, "/readyz") == 200
+        assert proxy.metric("kafka_quota_proxy_ready") == 1
         c.kp_create_topic(proxy.bootstrap, "back", 1)
         c.kp_produce(proxy.bootstrap, "back", 100)
         assert sum(len(v) for v in c.kp_consume(proxy.bootstrap, "back", 100).values()) == 100
