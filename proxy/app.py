@@ -90,18 +90,28 @@ class ProxyApp:
             now=time.monotonic)
         self.draining = False  # shutting down: /readyz says not ready while in-flight requests finish
         # not ready before the config topic has been read to its end once (or found unreadable: the YAML applies)
-        self.ops = OpsServer(self.metrics.registry, self.is_ready)
+        self.ops = OpsServer(self.metrics.registry, self.not_ready)
         self.metrics.ready.set_function(lambda: 1 if self.is_ready() else 0)
         self.ops_address: tuple[str, int] | None = None
         self._housekeeping: asyncio.Task | None = None
         self._volume_tasks: list = []  # the volume-usage follower and publisher, when configured
 
+    def not_ready(self) -> str | None:
+        """Why /readyz says 503 (and the ready gauge 0), or None when ready: the broker answers, the config topic was
+        read to its end once (or found unreadable: the YAML applies), every broker port is open (cluster mode), and
+        the proxy is not shutting down. Plain reads only: scrapes call it from their own thread."""
+        if self.draining:
+            return "shutting down"
+        if not self.readiness.ready:
+            return "broker unreachable"
+        if not self.discovery.ready:
+            return "the cluster's broker ports are not open yet"
+        if self.dynamic is not None and not self.dynamic.caught_up.is_set():
+            return "the config topic has not been read to its end yet"
+        return None
+
     def is_ready(self) -> bool:
-        """What /readyz and the ready gauge say: the broker answers, the config topic was read to its end once (or
-        found unreadable: the YAML applies), every broker port is open (cluster mode), and not shutting down. Plain
-        reads only: scrapes call it from their own thread."""
-        return (self.readiness.ready and self.discovery.ready and not self.draining
-                and (self.dynamic is None or self.dynamic.caught_up.is_set()))
+        return self.not_ready() is None
 
     def _context(self, name: str, upstreams, scope: ConnectionScope) -> ListenerContext:
         settings = self.config.settings

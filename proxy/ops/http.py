@@ -50,9 +50,10 @@ def build_exposition(registry: CollectorRegistry) -> bytes:
 
 
 class OpsServer:
-    def __init__(self, registry: CollectorRegistry, is_ready: Callable[[], bool]) -> None:
+    def __init__(self, registry: CollectorRegistry, not_ready: Callable[[], str | None]) -> None:
+        """``not_ready`` says why the proxy is not ready (the body of /readyz's 503), or None when it is."""
         self._registry = registry
-        self._is_ready = is_ready
+        self._not_ready = not_ready
         self._server: asyncio.AbstractServer | None = None
         self._open = 0
         self._scraper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="metrics-scrape")
@@ -109,9 +110,10 @@ class OpsServer:
         if path == b"/healthz":
             return "200 OK", "text/plain", b"ok\n"
         if path == b"/readyz":
-            if self._is_ready():
+            why = self._not_ready()
+            if why is None:
                 return "200 OK", "text/plain", b"ready\n"
-            return "503 Service Unavailable", "text/plain", b"not ready: broker unreachable\n"
+            return "503 Service Unavailable", "text/plain", f"not ready: {why}\n".encode()
         return "404 Not Found", "text/plain", b"not found\n"
 
     async def _exposition(self) -> bytes:

@@ -41,6 +41,14 @@ def http_status(port: int, path: str) -> int:
         return e.code
 
 
+def readyz_body(port: int) -> str:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as r:
+            return r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.read().decode()
+
+
 def ready_within(proxy, seconds: float) -> bool:
     """Whether /readyz answers 200 within ``seconds`` (not before the config topic has been read once)."""
     deadline = time.monotonic() + seconds
@@ -102,6 +110,7 @@ def test_broker_down_and_back():
             time.sleep(0.1)
         assert http_status(proxy.metrics_port, "/readyz") == 503
         assert proxy.metric("kafka_quota_proxy_ready") == 0  # the gauge says what /readyz says
+        assert readyz_body(proxy.metrics_port) == "not ready: broker unreachable\n"
         assert http_status(proxy.metrics_port, "/healthz") == 200
         assert proxy.metric("kafka_quota_proxy_upstream_errors_total", listener="PLAINTEXT", kind="connect") >= 1
 
@@ -293,6 +302,7 @@ def test_readyz_says_not_ready_while_the_proxy_drains_at_shutdown():
             time.sleep(0.05)
             status = http_status(proxy.metrics_port, "/readyz")
         assert status == 503
+        assert readyz_body(proxy.metrics_port) == "not ready: shutting down\n"
         stopping.join(10)
         client.close()
     finally:

@@ -50,7 +50,7 @@ def ops():
     loop = asyncio.new_event_loop()
     loop_thread = threading.Thread(target=loop.run_forever, daemon=True)
     loop_thread.start()
-    server = OpsServer(registry, lambda: True)
+    server = OpsServer(registry, lambda: None)
     address = asyncio.run_coroutine_threadsafe(server.start("127.0.0.1", 0), loop).result(BOUND_S)
     try:
         yield collector, server, address, loop, loop_thread
