@@ -23,7 +23,7 @@ import urllib.request
 import pytest
 import yaml
 
-from tests.harness import Tansu, free_port, proxy_config, start_proxy, wait_for_port
+from tests.harness import Tansu, free_port, proxy_config, proxy_in_front, wait_for_port
 from tests.integration import clients as c
 from tests.prometheus_tools import tool
 
@@ -85,18 +85,8 @@ def monitored(tmp_path_factory):
         "publisher": {"broker_id": BROKER_ID, "log_dirs": [str(data_dir)], "interval_seconds": 1,
                       "soft_limit": {"type": "MinFreeBytes", "level": 2}, "hard_limit": {"type": "MinFreeBytes", "level": 1}},
     }
-    try:
-        proxy = start_proxy(config)
-    except BaseException:
-        broker.stop()
-        raise
-    try:
+    with proxy_in_front(broker, config) as proxy:
         yield proxy
-    finally:
-        try:
-            proxy.stop()
-        finally:
-            broker.stop()
 
 
 def scrape(port: int) -> str:

@@ -20,7 +20,7 @@ from proxy.cluster.kafka_clients import OwnKafka
 from proxy.codec.apis import ADD_PARTITIONS_TO_TXN, CREATE_PARTITIONS, DELETE_RECORDS
 from proxy.codec.error_codes import TOPIC_AUTHORIZATION_FAILED
 from quota.volume import Volume
-from tests.harness import Tansu, free_port, proxy_config, start_proxy
+from tests.harness import Tansu, free_port, proxy_config, proxy_in_front
 from tests.integration.raw import connect, exchange
 
 pytestmark = pytest.mark.integration
@@ -43,22 +43,12 @@ def sidecar_with_internal_topics(monkeypatch):
                            "publisher": {"broker_id": 111, "log_dirs": ["/tmp"], "interval_seconds": 0.5,
                                          "soft_limit": {"type": "MinFreePercentage", "level": 50},
                                          "hard_limit": {"type": "MinFreePercentage", "level": 10}}}
-    try:
-        proxy = start_proxy(raw)
-    except BaseException:
-        broker.stop()
-        raise
-    try:
+    with proxy_in_front(broker, raw) as proxy:
         # the config topic, created by the proxy's own admin client (through its own listener, as in production)
         own = OwnKafka((Address("127.0.0.1", proxy.port),))
         proxy.call(own.ensure_topic(CONFIG_TOPIC, "kafka-quota-proxy-config"))
         wait_for(lambda: proxy.metric("kafka_quota_proxy_volume_state", state="OPEN") == 1.0, "volume OPEN")
         yield proxy
-    finally:
-        try:
-            proxy.stop()
-        finally:
-            broker.stop()
 
 
 def wait_for(condition, what: str, timeout: float = 15.0) -> None:
