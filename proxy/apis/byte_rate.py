@@ -47,7 +47,6 @@ from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import decode_request, decode_response, encode_request, encode_response
 from proxy.codec.records import iter_batches
-from proxy.codec.responses import encode_local_response, error_response
 from proxy.apis.decisions import Decisions
 from quota.decision import FORWARD, Throttle
 from quota.producer_ids import Refuse
@@ -95,11 +94,9 @@ def paused_produce(scope: ConnectionScope, volume, header: RequestHeader, base: 
         names = {t.name or scope.topics.name_for(t.topic_id) for t in msg.topic_data}
         if names and names <= scope.quotas.internal_topics:
             return FORWARD_AS_IS
-        response = error_response(PRODUCE, version, msg, NOT_ENOUGH_REPLICAS, throttle_time_ms=delay,
-                                  error_message="kafka-quota-proxy: a broker volume is at its hard limit; "
-                                                "produce is paused until usage drops (retry)")
-        return AnswerLocally(encode_local_response(PRODUCE, version, header.correlation_id, response),
-                             throttle=Throttle(delay, delay))
+        return AnswerLocally.failing(header, msg, NOT_ENOUGH_REPLICAS, Throttle(delay, delay),
+                                     "kafka-quota-proxy: a broker volume is at its hard limit; "
+                                     "produce is paused until usage drops (retry)")
 
     return Plan(action=BUFFER, rewrite=base.rewrite, observe=base.observe, decide=decide)
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Callable
 
 from proxy.cluster.topics import Topics
 from proxy.codec.frame import STREAM, Action
+from proxy.codec.responses import encode_local_response, error_response
 from proxy.enforce.internal_topic_guard import NO_GUARD, InternalTopicGuard
 from quota.decision import Decision, Throttle
 
@@ -56,6 +57,15 @@ class AnswerLocally:
 
     frame: bytes
     throttle: Throttle | None = None
+
+    @classmethod
+    def failing(cls, header, request, error_code: int, throttle: Throttle, message: str) -> "AnswerLocally":
+        """The request (``header``, its decoded body ``request``) answered with ``error_code`` for every item,
+        ``throttle_time_ms`` and ``message``, and the connection throttled with ``throttle``."""
+        version = header.api_version
+        response = error_response(header.api_key, version, request, error_code,
+                                  throttle_time_ms=throttle.throttle_time_ms, error_message=message)
+        return cls(encode_local_response(header.api_key, version, header.correlation_id, response), throttle=throttle)
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,11 +35,10 @@ import asyncio
 from proxy.apis.decisions import Decisions
 from proxy.apis.plan import FORWARD_AS_IS, PASS, AnswerLocally, Await, ConnectionScope, Outcome, Plan
 from proxy.codec.apis import INIT_PRODUCER_ID, PRODUCE
-from proxy.codec.error_codes import NOT_ENOUGH_REPLICAS
+from proxy.codec.error_codes import NONE, NOT_ENOUGH_REPLICAS
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import decode_request, decode_response
-from proxy.codec.responses import encode_local_response, error_response
 from proxy.session.session import Session
 from quota.entity import PRODUCER_IDS_RATE
 from quota.producer_ids import Hold, Refuse
@@ -98,14 +97,9 @@ def _forward(_slept: object) -> Outcome:
 def refused(header: RequestHeader, refusal: Refuse) -> Plan:
     """The Produce is answered by the proxy (read whole for its partitions) with the retriable NOT_ENOUGH_REPLICAS
     and the refusal's throttle; it never reaches the broker. An ``acks=0`` one gets no answer."""
-    version, throttle = header.api_version, refusal.throttle
-
     def answer(body: memoryview) -> Outcome:
-        msg = decode_request(PRODUCE, version, body)
-        response = error_response(PRODUCE, version, msg, NOT_ENOUGH_REPLICAS,
-                                  throttle_time_ms=throttle.throttle_time_ms, error_message=REFUSED_MESSAGE)
-        return AnswerLocally(encode_local_response(PRODUCE, version, header.correlation_id, response),
-                             throttle=throttle)
+        msg = decode_request(PRODUCE, header.api_version, body)
+        return AnswerLocally.failing(header, msg, NOT_ENOUGH_REPLICAS, refusal.throttle, REFUSED_MESSAGE)
 
     return Plan(action=BUFFER, decide=answer)
 
@@ -118,7 +112,7 @@ def plan_init_producer_id(scope: ConnectionScope, session: Session, header: Requ
 
     def attribute(body: memoryview) -> None:
         msg = decode_response(INIT_PRODUCER_ID, version, body)
-        if msg.error_code == 0 and msg.producer_id >= 0:
+        if msg.error_code == NONE and msg.producer_id >= 0:
             quota.issued.record(session.user, client_id, session.peer_ip)
 
     return Plan(observe=attribute)
