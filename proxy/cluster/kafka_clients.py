@@ -151,11 +151,11 @@ class OwnKafka:
 async def stop_client(client) -> None:
     """Stop one of the proxy's own aiokafka clients (consumer, producer: ``stop``; admin: ``close``) within
     STOP_TIMEOUT_S; a failure to stop is not an error (it is already failing, or the proxy is stopping)."""
-    stop = getattr(client, "stop", None) or client.close
+    stopping = (getattr(client, "stop", None) or client.close)()
     try:
-        await asyncio.wait_for(stop(), STOP_TIMEOUT_S)
+        await asyncio.wait_for(stopping, STOP_TIMEOUT_S)
     except Exception:  # noqa: BLE001
-        pass
+        stopping.close()  # never started when wait_for itself failed (its loop is closing): no "never awaited"
 
 
 class Backoff:
