@@ -25,33 +25,23 @@ from proxy.codec.messages import decode_request
 from proxy.codec.records import iter_batches
 from tests.harness import Tansu, free_port, proxy_config, start_proxy
 from tests.integration.clients import ck_create_topic
-from tests.relay import pipe
+from tests.relay import RecordingRelay, pipe
 
 pytestmark = pytest.mark.integration
 
 _SIZE = struct.Struct(">i")
 
 
-class BrokerSideRecorder:
-    """A relay in front of the broker that reads every request the proxy sends it: (monotonic time, producer id)
-    of each Produce batch's producer, and how many InitProducerId requests came."""
+class BrokerSideRecorder(RecordingRelay):
+    """A relay in front of the broker (tests.relay's, started and stopped as it is) that reads every request the
+    proxy sends it: (monotonic time, producer id) of each Produce batch's producer, and how many InitProducerId
+    requests came."""
 
     def __init__(self, target: tuple[str, int]) -> None:
-        self.target = target
+        super().__init__("127.0.0.1", target)
         self.produced: list[tuple[float, int]] = []
         self.init_producer_ids = 0
-        self.port = 0
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="recorder", daemon=True)
-        self._server = None
         self._lock = threading.Lock()
-
-    def start(self) -> "BrokerSideRecorder":
-        self._thread.start()
-        self._server = asyncio.run_coroutine_threadsafe(
-            asyncio.start_server(self._handle, "127.0.0.1", 0), self._loop).result(5)
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self
 
     async def _handle(self, reader, writer) -> None:
         try:
@@ -100,12 +90,6 @@ class BrokerSideRecorder:
         with self._lock:
             return sum(1 for _, p in self.produced if p == pid)
 
-    def stop(self) -> None:
-        async def close():
-            self._server.close()
-        asyncio.run_coroutine_threadsafe(close(), self._loop).result(5)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(5)
 
 
 class Cluster:
