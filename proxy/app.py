@@ -12,6 +12,7 @@ from config.principal_rules import parse_rules
 from proxy.apis import ConnectionScope
 from proxy.cluster import own_clients
 from proxy.cluster.broker_ports import BrokerPorts
+from proxy.cluster.created_counts import CreatedCounts
 from proxy.cluster.discovery import BrokerDiscovery
 from proxy.cluster.kafka_clients import OwnKafka
 from proxy.cluster.own_clients import track_aiokafka
@@ -50,6 +51,8 @@ class ProxyApp:
         self.readiness = Readiness(self.kafka, connect_timeout_s, self.metrics)
         self.connections: set[ClientConnection] = set()
         self.topics = Topics()  # what every connection learns of the cluster's topics, proxy-wide
+        self.created_counts = CreatedCounts(self.kafka, connect_timeout_s,  # -1 creates a v4 answer gave no count of
+                                            on_unknown=self.metrics.controller_mutation_partitions_unknown.inc)
         self.quotas = ByteRateQuotas(config)
         self.metrics.registry.register(QuotaMetricsCollector(self.quotas))
         self.connection_quotas = ConnectionQuotas([lc.name for lc in config.listeners], self.quotas.window,
@@ -78,7 +81,8 @@ class ProxyApp:
                 cluster = BrokerPorts(lc.name, lc.advertised_host, lc.broker_port_base,
                                       lambda node_id, lc=lc: self._open_broker_port(lc, node_id))
             scope = self._scopes[lc.name] = ConnectionScope(cluster=cluster, topics=self.topics, quotas=self.quotas,
-                                                            usage=usage, client_quotas=self.dynamic, guard=self.guard)
+                                                            usage=usage, client_quotas=self.dynamic, guard=self.guard,
+                                                            counts=self.created_counts)
             bootstrap = config.upstream.bootstrap_servers
             self.listeners.append(Listener(self._context(lc.name, lambda: bootstrap, scope), lc.bind.host, lc.bind.port))
         settings = config.settings
@@ -265,6 +269,7 @@ class ProxyApp:
             conn.abort()
         await self.readiness.stop()
         await self.discovery.stop()
+        await self.created_counts.stop()
         if self.usage_log is not None:
             await self.usage_log.stop()  # the current interval is written
         await cancel_and_wait(self._housekeeping)

@@ -21,15 +21,20 @@ Each request is buffered and decided on its body, once, when the client's ``cont
   are given back, and the throttle the response carries (and the mute) is what is left of the one decided.
 
 A CreateTopics of ``num_partitions: -1`` (v4+, KIP-464) is charged the broker's default learnt from earlier answers
-(:attr:`Topics.default_partitions`); before that is known it is admitted by the same rule, taking nothing, and
-charged when the answer says what was created (v5+ answers carry ``num_partitions``; the charge is set to that
-count also when it differs from the learnt default). A v4 request of -1 before any default is known is not charged.
+(:attr:`Topics.default_partitions`); before that is known it is admitted by the same rule, taking nothing. Either
+way the charge is set to what the broker created once that is known: v5+ answers carry ``num_partitions``; a v4
+answer does not, so each topic it reports created is looked up off the request path
+(:mod:`proxy.cluster.created_counts`, a Metadata request of the proxy's own) and charged when the lookup answers.
+A count that cannot be learnt leaves the learnt default taken at admission, or, when none was known, charges
+FALLBACK_PARTITIONS (1, Kafka's own ``num.partitions`` default); ``controller_mutation_partitions_unknown_total``
+counts those.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
+from functools import partial
 
 from proxy.apis.metadata import look_up_topics
 from proxy.apis.plan import FORWARD_AS_IS, PASS, AnswerLocally, ConnectionScope, ForwardRequest, LookUp, Outcome, Plan
@@ -46,6 +51,8 @@ from proxy.apis.decisions import Decisions
 from proxy.apis.mutation_charges import Charges, topic_keys
 from quota.decision import Throttle
 
+# What a -1 create is charged when its count cannot be learnt and no default was: Kafka's own num.partitions default
+FALLBACK_PARTITIONS = 1
 
 
 def plan_create_topics(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
@@ -239,9 +246,12 @@ class _CreateTopics(_Mutation):
         msg.topics = items
 
     def learn(self, msg: Message, request_items: list, now_ms: int) -> None:
-        if self.version < CREATE_TOPICS_REPORTS_PARTITIONS_SINCE:
-            return
         asked_default = {t.name for t in request_items if not t.assignments and t.num_partitions < 0}
+        if self.version < CREATE_TOPICS_REPORTS_PARTITIONS_SINCE:  # the answer says no count: looked up
+            for result in msg.topics:
+                if result.error_code == NONE and result.name in asked_default:
+                    self.scope.counts.want(result.name, partial(self.created_with_default, result.name))
+            return
         topics = self.scope.topics
         for result in msg.topics:
             if result.error_code != NONE or result.num_partitions < 0:
@@ -249,9 +259,24 @@ class _CreateTopics(_Mutation):
             topics.created(result.name, result.num_partitions, now_ms, default=result.name in asked_default)
             if result.name not in asked_default:
                 continue
-            more = result.num_partitions - self.charges.taken_for(result.name)  # the default taken, or nothing
-            self.charges.more(more, now_ms)
-            self.charges.give_back(-more, now_ms)
+            self.charge_default(result.name, result.num_partitions, now_ms)
+
+    def charge_default(self, name: str, partitions: int, now_ms: int) -> None:
+        """A -1 create made ``partitions``: charge that, whatever admission took (the learnt default, or nothing)."""
+        more = partitions - self.charges.taken_for(name)
+        self.charges.more(more, now_ms)
+        self.charges.give_back(-more, now_ms)
+
+    def created_with_default(self, name: str, partitions: int | None) -> None:
+        """The count a v4 -1 create made, looked up after its answer (:mod:`proxy.cluster.created_counts`); None:
+        not learnt, so the learnt default taken at admission stands, or, if none was known, FALLBACK_PARTITIONS."""
+        now = self.scope.quotas.clock.now_ms()
+        if partitions is None:
+            if not self.charges.taken_for(name):
+                self.charges.more(FALLBACK_PARTITIONS, now)
+            return
+        self.scope.topics.created(name, partitions, now, default=True)
+        self.charge_default(name, partitions, now)
 
 
 class _DeleteTopics(_Mutation):

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
+from proxy.cluster.created_counts import NO_LOOKUPS, CreatedCounts
 from proxy.cluster.topics import Topics
 from proxy.codec.frame import STREAM, Action
 from proxy.codec.responses import encode_local_response, error_response
@@ -119,6 +120,7 @@ class ConnectionScope:
     usage: "UsageTable" = None  # the usage log's table (None given: proxy.ops.usage_log.NO_USAGE, which keeps nothing)
     client_quotas: "DynamicConfig | None" = None  # Describe/AlterClientQuotas served by the proxy, when configured
     guard: InternalTopicGuard = NO_GUARD  # who may write the proxy's internal topics (NO_GUARD: nothing guarded)
+    counts: CreatedCounts = NO_LOOKUPS  # the counts of topics created with -1 whose answer said none (v4), looked up
 
     def __post_init__(self) -> None:
         if self.usage is None:

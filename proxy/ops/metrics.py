@@ -104,6 +104,11 @@ class ProxyMetrics:
             "(TOPIC_AUTHORIZATION_FAILED) because the principal is not in admin_principals and the connection is not "
             "the proxy's own, by topic and API.", ["topic", "api"], registry=r,
         )
+        self.controller_mutation_partitions_unknown = Counter(
+            f"{PREFIX}_controller_mutation_partitions_unknown", "Topics a CreateTopics v4 created with num_partitions "
+            "-1 whose partition count the proxy could not look up: the controller mutation quota charged its "
+            "fallback (the learnt default, else 1).", registry=r,
+        )
         self._per_api: dict[tuple[str, int], ApiMetrics] = {}
 
     def api(self, listener: str, api_key: int) -> "ApiMetrics":

@@ -171,3 +171,57 @@ def test_create_partitions_refused_by_the_broker_is_given_back():
     wire.answer(forwarded, results=[{"name": "a", "error_code": INVALID_PARTITIONS}])
     assert tokens(wire) == 100
     assert wire.scope.topics.partitions("a", wire.clock.now_ms(), 10**9) == 2  # not learnt from a failure
+
+
+class WantedCounts:
+    """Stands in for proxy.cluster.created_counts.CreatedCounts: records what is wanted; the test answers."""
+
+    def __init__(self):
+        self.wanted = []
+
+    def want(self, name, then):
+        self.wanted.append((name, then))
+
+
+def test_num_partitions_minus_one_on_v4_before_any_default_is_charged_the_count_looked_up_after_the_answer():
+    """A v4 answer carries no count: each topic it reports created with -1 is looked up (not the one it refused), and
+    charged the count the lookup finds; that count is the learnt default the next v4 -1 create is charged at
+    admission, corrected again by its own lookup. Before, the first create was never charged."""
+    counts = WantedCounts()
+    wire = Wire(rate=1, num=100, counts=counts)
+    (forwarded, _), = ask(wire, 4, 1, create("a", -1), create("gone", -1))
+    assert tokens(wire) == 100  # not known: admitted, nothing taken
+    wire.answer(forwarded, topics=[{"name": "a", "error_code": 0},
+                                   {"name": "gone", "error_code": TOPIC_ALREADY_EXISTS}])
+    assert [name for name, _ in counts.wanted] == ["a"]
+    counts.wanted.pop()[1](3)
+    assert tokens(wire) == 97 and wire.scope.topics.default_partitions == 3
+    (forwarded, _), = ask(wire, 4, 2, create("b", -1))
+    assert tokens(wire) == 94  # the learnt default, at admission
+    wire.answer(forwarded, topics=[{"name": "b", "error_code": 0}])
+    counts.wanted.pop()[1](5)  # the broker's default changed: 5 created, 5 charged in all
+    assert tokens(wire) == 92 and wire.scope.topics.default_partitions == 5
+
+
+def test_num_partitions_minus_one_on_v4_whose_count_cannot_be_learnt_is_charged_the_fallback():
+    """No count learnt: 1 partition (Kafka's num.partitions default) when no default was known, else the learnt
+    default taken at admission stands; never nothing."""
+    counts = WantedCounts()
+    wire = Wire(rate=1, num=100, counts=counts)
+    (forwarded, _), = ask(wire, 4, 1, create("a", -1))
+    wire.answer(forwarded, topics=[{"name": "a", "error_code": 0}])
+    counts.wanted.pop()[1](None)
+    assert tokens(wire) == 99
+    wire.scope.topics.created("seen", 6, wire.clock.now_ms(), default=True)
+    (forwarded, _), = ask(wire, 4, 2, create("b", -1))
+    wire.answer(forwarded, topics=[{"name": "b", "error_code": 0}])
+    counts.wanted.pop()[1](None)
+    assert tokens(wire) == 93
+
+
+def test_num_partitions_minus_one_on_v4_without_lookups_is_charged_the_fallback_at_once():
+    """A scope built without the proxy's own traffic (NO_LOOKUPS) hands None at once: the fallback, not nothing."""
+    wire = Wire(rate=1, num=100)
+    (forwarded, _), = ask(wire, 4, 1, create("a", -1))
+    wire.answer(forwarded, topics=[{"name": "a", "error_code": 0}])
+    assert tokens(wire) == 99

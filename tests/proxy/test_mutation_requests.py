@@ -34,13 +34,14 @@ THROTTLED = 89
 class Wire:
     """A connection core between a fake client and this test as the broker."""
 
-    def __init__(self, rate=5, num=100):
+    def __init__(self, rate=5, num=100, counts=None):
         self.clock = ManualClock(1_000_000)
         config = parse_config({
             "upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}],
             "quotas": [{"entity": {"client-id": "admin"}, "controller_mutation_rate": rate}],
             "settings": {"controller.quota.window.num": num}})
-        self.scope = ConnectionScope(None, Topics(), ByteRateQuotas(config, self.clock))
+        self.scope = ConnectionScope(None, Topics(), ByteRateQuotas(config, self.clock),
+                                     **({} if counts is None else {"counts": counts}))
         self.to_client = bytearray()
         self.to_broker = bytearray()
         self.core = ConnectionCore(self.scope, session(), max_request_bytes=1 << 20, max_response_bytes=1 << 20,
