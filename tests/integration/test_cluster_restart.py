@@ -185,6 +185,7 @@ class GroupConsumer(threading.Thread):
         self.bootstrap, self.topic = bootstrap, topic
         self.stopping = threading.Event()
         self.received: list[tuple[float, bytes]] = []
+        self.offsets: list[tuple[int, int]] = []  # (partition, offset) of each record received, for a failure's story
         self.error: BaseException | None = None
 
     def run(self) -> None:
@@ -199,6 +200,7 @@ class GroupConsumer(threading.Thread):
                     for records in c.poll(timeout_ms=200).values():
                         now = time.monotonic()
                         self.received.extend((now, r.value) for r in records)
+                        self.offsets.extend((r.partition, r.offset) for r in records)
             finally:
                 c.close()
         except BaseException as exc:
@@ -214,7 +216,7 @@ def longest_gap_around(times: list[float], at: float, span: float = 20.0) -> flo
     return max(b - a for a, b in zip(points, points[1:]))
 
 
-def read_everything(broker: str, topic: str) -> Counter:
+def read_everything(broker: str, topic: str, where: dict | None = None) -> Counter:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     c = Consumer({"bootstrap.servers": broker, "group.id": "restart-check", "enable.auto.commit": False})
@@ -227,6 +229,8 @@ def read_everything(broker: str, topic: str) -> Counter:
             if batch:
                 idle_since = time.monotonic()
             seen.update(m.value() for m in batch)
+            if where is not None:
+                where.update((m.value(), (m.partition(), m.offset())) for m in batch)
     finally:
         c.close()
     return seen
@@ -253,6 +257,7 @@ def test_a_restart_under_traffic_is_invisible_to_the_clients(tmp_path, names):
         producers = [Producer(name, bootstrap, "restart") for name in names]
         consumer = GroupConsumer(bootstrap, "restart")
         threads = [*producers, consumer]
+        t0 = time.monotonic()
         for t in threads:
             t.start()
         deadline = time.monotonic() + 30
@@ -282,14 +287,21 @@ def test_a_restart_under_traffic_is_invisible_to_the_clients(tmp_path, names):
         gaps["group-consumer"] = round(longest_gap_around([t for t, _ in consumer.received], restarted), 2)
         assert all(gap < 8 for gap in gaps.values()), gaps
         assert all(any(t > restarted + 8 for t, _ in p.acked) for p in producers), "a producer stopped after the restart"
-        seen = read_everything(f"127.0.0.1:{broker_port}", "restart")
+        where: dict = {}
+        seen = read_everything(f"127.0.0.1:{broker_port}", "restart", where)
         for p in producers:
             acked = [v for _, v in p.acked]
             missing = [v for v in acked if seen[v] == 0]
             twice = [v for v in acked if seen[v] > 1]
             assert not missing and not twice, (p.label, len(acked), missing[:5], twice[:5])
         received = Counter(v for _, v in consumer.received)
-        assert set(v for p in producers for _, v in p.acked) <= set(received), "the group consumer missed messages"
+        missed = sorted(where.get(v, (-1, -1)) for p in producers for _, v in p.acked if v not in received)
+        assert not missed, ("the group consumer missed messages (partition, offset)", len(missed), missed[:10],
+                            {part: (min(o for q, o in consumer.offsets if q == part),
+                                    max(o for q, o in consumer.offsets if q == part))
+                             for part in {q for q, _ in consumer.offsets}}, f"restart at +{restarted - t0:.1f} s",
+                            [(round(t - t0, 1), pos) for (t, _), pos in zip(consumer.received, consumer.offsets)
+                             if missed and pos[0] == missed[0][0] and abs(pos[1] - missed[0][1]) < 3])
     finally:
         for t in threads:
             t.stopping.set()
