@@ -13,7 +13,8 @@ of each quota entity (same entities and precedence as the byte-rate quotas, key 
   when that leaves ``K < 0``;
 * Kafka charges only the partitions it creates or deletes (it validates first): the proxy decides before the
   broker has, so it gives back (:meth:`ControllerMutationQuotaManager.refund`) the tokens of every topic the
-  broker's answer reports as failed, never above the burst.
+  broker's answer reports as failed, never above the burst; the throttle-time counters count the throttle the
+  client is told once that answer has settled it (:meth:`ControllerMutationQuotaManager.record_throttle`).
 
 KIP-599's example: ``R = 5``, ``B = 500``; 560 mutations leave ``K = -60``: throttled for 12 s. Kafka also keeps a
 sampled ``rate`` of the mutations for its metrics; so does :class:`MutationSensors`.
@@ -153,7 +154,8 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
             throttle_ms = bucket.throttle_time_ms()
         if throttle_ms <= 0:
             return Admission(tuple(admitted))
-        sensors.record_throttle(throttle_ms, shadow)
+        if shadow:  # an applied throttle is counted once settled (record_throttle), as the client is told it
+            sensors.record_throttle(throttle_ms, shadow)
         return Admission(tuple(admitted), Throttle(throttle_ms, min(throttle_ms, self.max_mute_ms), shadow))
 
     def record_and_decide(self, user: str, client_id: str, value: float, now_ms: int | None = None) -> Decision:
@@ -169,8 +171,21 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
         if throttle_ms <= 0:
             return FORWARD
         shadow = self.shadow or resolved.shadow
-        sensors.record_throttle(throttle_ms, shadow)
+        if shadow:  # an applied throttle is counted once settled (record_throttle)
+            sensors.record_throttle(throttle_ms, shadow)
         return Throttle(throttle_ms, min(throttle_ms, self.max_mute_ms), shadow)
+
+    def record_throttle(self, user: str, client_id: str, throttle_ms: int, now_ms: int | None = None) -> None:
+        """Count an applied throttle as the client was told it: the one decided at admission once the broker's
+        answer has settled the charge (refunds and the time at the broker taken off), or the decided one when the
+        proxy answered the request itself. A throttle settled to 0 is not counted. (Shadow throttles are counted
+        when decided: nothing is told or settled.)"""
+        if throttle_ms <= 0:
+            return
+        resolved = self.resolve(user, client_id)
+        if resolved.unlimited:
+            return
+        self._sensors_for(resolved, user, client_id, self._now(now_ms)).record_throttle(throttle_ms)
 
     def record(self, user: str, client_id: str, value: float, now_ms: int | None = None) -> None:
         """Take ``value`` tokens without deciding anything (a count learnt after admission)."""

@@ -5,7 +5,8 @@ the broker has said anything, so it notes what admission took per admitted topic
 tokens of every topic reported with an error (TOPIC_ALREADY_EXISTS, INVALID_*, POLICY_VIOLATION, unauthorised,
 unknown...) are given back (never above the burst), and the throttle the response carries is what is left of the
 one decided: less the time since the charge (Kafka's ``throttleTime`` runs from the charge, while the mute starts
-only when the response goes out) and less the tokens given back at the quota's rate.
+only when the response goes out) and less the tokens given back at the quota's rate. That settled throttle is what
+the entity's throttle-time counters count (``controller_mutation_throttle_time_ms_total``, ``..._throttled_requests``).
 """
 
 from __future__ import annotations
@@ -67,4 +68,6 @@ class Charges:
         rate = self._quotas.resolve(self._user, self._client_id).limit
         given = self.refunded * 1000.0 / rate if self.refunded and rate > 0 else 0.0
         left = max(0, int(throttle.throttle_time_ms - max(0, now_ms - self.decided_ms) - given))
+        if not throttle.shadow:
+            self._quotas.record_throttle(self._user, self._client_id, left, now_ms)  # the throttle-time counters
         return Throttle(left, min(throttle.mute_ms, left), throttle.shadow)

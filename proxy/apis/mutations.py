@@ -170,7 +170,8 @@ class _Mutation:
                    f"{throttle.throttle_time_ms} ms")
         rejected_errors = {key: THROTTLING_QUOTA_EXCEEDED for name, topic_id in rejected
                            for key in ((name,) if name else ()) + ((topic_id,) if topic_id else ())}
-        if not admitted:
+        if not admitted:  # answered as decided: nothing to settle, counted as told
+            self.quotas.record_throttle(self.user, self.client_id, throttle.throttle_time_ms)
             response = error_response(self.api_key, self.version, msg, NONE, item_errors=rejected_errors,
                                       throttle_time_ms=throttle.throttle_time_ms, error_message=message)
             return AnswerLocally(encode_local_response(self.api_key, self.version, self.correlation_id, response),

@@ -84,8 +84,9 @@ def test_strict_request_over_the_burst_admits_the_first_seven_and_rejects_the_la
         response = admin.create_topics(topics("split", 10, 80), raise_errors=False)
         assert [t["name"] for t in response["topics"]] == [f"split-{i}" for i in range(10)]  # request order
         assert [t["error_code"] for t in response["topics"]] == [0] * 7 + [THROTTLING_QUOTA_EXCEEDED] * 3
-        assert proxy.metric("kafka_quota_proxy_controller_mutation_throttle_time_ms_total", user="",
-                            client_id="kp-split") >= 11_900  # -60 tokens / 5 per s
+        told = proxy.metric("kafka_quota_proxy_controller_mutation_throttle_time_ms_total", user="",
+                            client_id="kp-split")
+        assert 9_000 <= told <= 12_000, told  # -60 tokens / 5 per s, less the time the 7 creates took at Tansu
         direct = kp_admin(f"127.0.0.1:{broker_port}", "direct")
         created = set(direct.list_topics())
         direct.close()

@@ -225,3 +225,44 @@ def test_num_partitions_minus_one_on_v4_without_lookups_is_charged_the_fallback_
     (forwarded, _), = ask(wire, 4, 1, create("a", -1))
     wire.answer(forwarded, topics=[{"name": "a", "error_code": 0}])
     assert tokens(wire) == 99
+
+
+def throttle_counters(wire):
+    """(controller_mutation_throttle_time_ms_total, controller_mutation_throttled_requests_total) of the entity."""
+    (stats, _), = wire.scope.quotas.mutations.buckets(wire.clock.now_ms())
+    return stats.throttle_time_ms_total, stats.throttled_count
+
+
+def test_throttle_counters_count_what_the_client_was_told_after_the_broker_settled_the_charge():
+    """Decided 10 s at admission; the broker answered after 3 s: the response says 7 s, and the counters say 7 s.
+    Then a request whose admitted topics all failed: 10 s decided, 0 told: not counted. Then one refused whole by
+    the proxy (nothing to settle): counted as told. Before, every throttle decided at admission was counted."""
+    wire = Wire(rate=1, num=10)
+    (forwarded, _), = ask(wire, 7, 1, create("x", 10), create("y", 10), create("z", 10))
+    wire.clock.advance(3_000)
+    wire.answer(forwarded, topics=[{"name": n, "error_code": 0, "num_partitions": 10} for n in ("x", "y")])
+    (_, told), = wire.client_responses(CREATE_TOPICS, 7)
+    assert told.throttle_time_ms == 7_000 and throttle_counters(wire) == (7_000, 1)
+    wire.clock.advance(100_000)  # the mute is over and the bucket full again
+    (forwarded, _), = ask(wire, 7, 2, create("a", 10), create("b", 10), create("c", 10))
+    wire.answer(forwarded, topics=[{"name": n, "error_code": TOPIC_ALREADY_EXISTS, "num_partitions": -1}
+                                   for n in ("a", "b")])
+    (_, told), = wire.client_responses(CREATE_TOPICS, 7)
+    assert told.throttle_time_ms == 0 and throttle_counters(wire) == (7_000, 1)
+    (forwarded, _), = ask(wire, 7, 3, create("d", 15))  # 10 -> -5
+    wire.answer(forwarded, topics=[{"name": "d", "error_code": 0, "num_partitions": 15}])
+    (_, told), = wire.client_responses(CREATE_TOPICS, 7)
+    assert told.throttle_time_ms == 0  # the one request that emptied the bucket is not throttled (strict)
+    assert ask(wire, 7, 4, create("e", 1)) == []  # refused whole: answered by the proxy
+    (_, told), = wire.client_responses(CREATE_TOPICS, 7)
+    assert told.throttle_time_ms == 5_000 and throttle_counters(wire) == (12_000, 2)
+
+
+def test_permissive_throttle_counters_count_the_throttle_left_after_refunds():
+    """v4: 6 x 100 on a burst of 500 decides 20 s; the broker refuses one topic (100 back): the response says 0 and
+    nothing is counted."""
+    wire = Wire(rate=5, num=100)
+    (forwarded, _), = ask(wire, 4, 3, *[create(f"p{i}", 100) for i in range(6)])
+    wire.answer(forwarded, topics=[{"name": f"p{i}", "error_code": TOPIC_ALREADY_EXISTS if i == 5 else 0}
+                                   for i in range(6)])
+    assert throttle_counters(wire) == (0, 0)

@@ -74,3 +74,24 @@ def test_token_bucket_give_back_refills_first_then_caps_at_the_burst():
     assert bucket.tokens == 30
     bucket.give_back(1_000, 2_000)
     assert bucket.tokens == 500
+
+
+def test_applied_throttles_are_counted_when_recorded_as_told_and_shadow_ones_when_decided():
+    """The throttle-time counters: an applied throttle decided at admission is not counted until the caller records
+    the one the client is told (after the broker's answer settled it; 0 is not counted); a shadow throttle, never
+    told nor settled, is counted when decided."""
+    clock = ManualClock(1_000_000)
+    quotas = manager(1, 10, clock)
+    decided = quotas.record_and_decide("u", "c", 15)  # 10 -> -5: 5 s decided
+    assert decided.throttle_time_ms == 5_000
+    (stats, _), = quotas.buckets()
+    assert (stats.throttle_time_ms_total, stats.throttled_count) == (0, 0)
+    quotas.record_throttle("u", "c", 0)
+    quotas.record_throttle("u", "c", 3_000)
+    (stats, _), = quotas.buckets()
+    assert (stats.throttle_time_ms_total, stats.throttled_count) == (3_000, 1)
+    shadow_table = QuotaTable.from_values([({"user": "<default>"}, {"controller_mutation_rate": 1}, True)])
+    shadow = ControllerMutationQuotaManager(shadow_table, clock, QuotaWindow(10, 1))
+    assert shadow.admit("u", "c", [15]).throttle.shadow
+    (stats, _), = shadow.buckets()
+    assert (stats.shadow_throttle_time_ms_total, stats.throttle_time_ms_total) == (5_000, 0)
