@@ -38,6 +38,7 @@ from quota.reach import Reach
 from quota.sensor import ClientSensors, EntityStats
 from quota.throttle import INT32_MAX, bounded_throttle_time_ms, quota_acceptable
 from quota.top import OTHER, busiest, no_pause, others, release, snapshot
+from quota.usage_share import NO_TAP
 
 INACTIVE_SENSOR_EXPIRATION_MS = 3_600_000
 """Kafka purges quota sensors after one hour without a record."""
@@ -52,6 +53,7 @@ class ClientQuotaManager:
     """
 
     sensors_class = ClientSensors  # what one tag pair's state is (a subclass may add to it)
+    tap = NO_TAP  # where local usage is also told when usage is shared with peers (quota.usage_share)
 
     def __init__(
         self,
@@ -307,7 +309,20 @@ class ClientQuotaManager:
         sensors.record_throttle(throttle, self.shadow or resolved.shadow)
         return throttle, resolved
 
+    def record_remote(self, user: str, client_id: str, value: float, now_ms: int) -> None:
+        """A peer's usage (:mod:`quota.usage_share`): counted in the rate this client's quota is checked against,
+        deciding nothing, not in this process's totals."""
+        resolved = self.resolve(user, client_id)
+        if not resolved.unlimited:
+            self._sensors_at(resolved, user, client_id, now_ms).record_remote(value, now_ms)
+
     def _record(self, resolved: ResolvedQuota, user: str, client_id: str, value: float, now: int) -> ClientSensors:
+        sensors = self._sensors_at(resolved, user, client_id, now)
+        sensors.record(value, now)
+        self.tap.add(self.quota_key, sensors.tags, user, client_id, value)
+        return sensors
+
+    def _sensors_at(self, resolved: ResolvedQuota, user: str, client_id: str, now: int) -> ClientSensors:
         self.expire_idle_sensors(now)
         sensors = self._sensors.get(resolved.tags)
         if sensors is None:
@@ -318,7 +333,6 @@ class ClientQuotaManager:
                 sensors.apply(resolved)
                 self._represent(sensors, user, client_id)  # one that resolves to these tags now
             self._sensors.move_to_end(resolved.tags)
-        sensors.record(value, now)
         return sensors
 
     def __repr__(self) -> str:

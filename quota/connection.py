@@ -32,6 +32,7 @@ from types import MappingProxyType
 from quota.entity import DEFAULT
 from quota.rate import QuotaWindow, Rate
 from quota.throttle import bounded_throttle_time_ms
+from quota.usage_share import NO_TAP
 
 CONNECTION_CREATION_RATE = "connection_creation_rate"
 IP = "ip"
@@ -117,6 +118,8 @@ class ThrottleStats:
 class ConnectionQuotas:
     """Connection creation rates and counts of one proxy, across its listeners."""
 
+    tap = NO_TAP  # where accepted connections are also told when usage is shared with peers (quota.usage_share)
+
     def __init__(self, listeners: list[str] | tuple[str, ...], window: QuotaWindow,
                  limits: ConnectionLimits = NO_LIMITS) -> None:
         self.window = window
@@ -154,6 +157,7 @@ class ConnectionQuotas:
                                         self.window.size_ms))
         if delay > 0:
             self.accept_throttles[listener].add(delay)
+        self.tap.listener(listener, 1)
         return delay
 
     def _record(self, rate: Rate, limit: float, now_ms: int, max_ms: int) -> int:
@@ -169,6 +173,7 @@ class ConnectionQuotas:
         if not self._protected(listener):
             self._proxy_rate.record(-1.0, now_ms)
         self._listener_rates[listener].record(-1.0, now_ms)
+        self.tap.listener(listener, -1)
 
     # -- per IP, after the accept ----------------------------------------------------------------------------
 
@@ -184,6 +189,7 @@ class ConnectionQuotas:
                 self._unrecord_accept(listener, now_ms)
                 self.ip_throttles[listener].add(throttle)
                 return Hold(min(throttle, IP_HOLD_MAX_MS))
+            self.tap.ip(ip, 1)
         return self._count(listener, ip)
 
     def retry(self, listener: str, ip: str, now_ms: int) -> Admit | Close:
@@ -195,10 +201,26 @@ class ConnectionQuotas:
             if self._record(rate, limit, now_ms, self.window.size_ms) > 0:
                 rate.record(-1.0, now_ms)
                 return Close(IP_RATE, f"{ip} is over its connection_creation_rate of {limit:g}/s")
+            self.tap.ip(ip, 1)
         if not self._protected(listener):
             self._proxy_rate.record(1.0, now_ms)
         self._listener_rates[listener].record(1.0, now_ms)
+        self.tap.listener(listener, 1)
         return self._count(listener, ip)
+
+    def record_remote(self, listeners, ips, now_ms: int) -> None:
+        """Connections a peer accepted, ``(listener, n)``, and counted per IP, ``(ip, n)``
+        (:mod:`quota.usage_share`): recorded in the same rates, deciding nothing; the open counts stay this
+        process's own."""
+        for listener, n in listeners:
+            rate = self._listener_rates.get(listener)
+            if rate is not None:
+                rate.record(float(n), now_ms)
+                if not self._protected(listener):
+                    self._proxy_rate.record(float(n), now_ms)
+        for ip, n in ips:
+            if self.limits.ip_rate(ip) != math.inf:
+                self._ip_rate(ip, now_ms).record(float(n), now_ms)
 
     def _ip_rate(self, ip: str, now_ms: int) -> Rate:
         rate = self._ip_rates.get(ip)

@@ -147,6 +147,7 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
                 if n:
                     bucket.take(n, now)
                     sensors.record(n, now)
+                    self.tap.add(CONTROLLER_MUTATION_RATE, sensors.tags, user, client_id, n)
             else:
                 admitted.append(False)
                 throttle_ms = max(1, bucket.throttle_time_ms())  # a hair below 0 rounds to 0 ms: still rejected
@@ -167,6 +168,7 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
         sensors = self._sensors_for(resolved, user, client_id, now)
         sensors.bucket.take(value, now)
         sensors.record(value, now)
+        self.tap.add(CONTROLLER_MUTATION_RATE, sensors.tags, user, client_id, value)
         throttle_ms = sensors.bucket.throttle_time_ms()
         if throttle_ms <= 0:
             return FORWARD
@@ -196,6 +198,7 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
         sensors = self._sensors_for(resolved, user, client_id, now)
         sensors.bucket.take(value, now)
         sensors.record(value, now)
+        self.tap.add(CONTROLLER_MUTATION_RATE, sensors.tags, user, client_id, value)
 
     def refund(self, user: str, client_id: str, value: float, now_ms: int | None = None) -> None:
         """Give back ``value`` tokens taken at admission for topics the broker did not create, delete or extend
@@ -207,6 +210,20 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
         sensors = self._sensors.get(resolved.tags)
         if sensors is not None:  # else dropped since: a new bucket starts full anyway
             sensors.bucket.give_back(value, self._now(now_ms))
+            self.tap.add(CONTROLLER_MUTATION_RATE, sensors.tags, user, client_id, -value)
+
+    def record_remote(self, user: str, client_id: str, value: float, now_ms: int) -> None:
+        """A peer's net tokens (:mod:`quota.usage_share`): taken from this client's bucket (given back when
+        negative), deciding nothing."""
+        resolved = self.resolve(user, client_id)
+        if resolved.unlimited:
+            return
+        sensors = self._sensors_at(resolved, user, client_id, now_ms)
+        if value >= 0:
+            sensors.bucket.take(value, now_ms)
+            sensors.record_remote(value, now_ms)
+        else:
+            sensors.bucket.give_back(-value, now_ms)
 
     def tokens(self, user: str, client_id: str, now_ms: int | None = None) -> float:
         """The tokens in this client's bucket now (``math.inf`` when no quota applies; the burst before any use)."""

@@ -50,6 +50,7 @@ from quota.entity import DEFAULT, PRODUCER_IDS_RATE, QuotaTable, QuotaTags
 from quota.mutation import TokenBucket
 from quota.producer_id_cache import MAX_FILTERS, BloomFilter, TimeControlledBloomFilter  # noqa: F401 (re-exported)
 from quota.producer_ids_issued import IssuedProducerIds
+from quota.usage_share import NO_TAP
 from quota.throttle import INT32_MAX
 from quota.top import OTHER, busiest, no_pause, others, release, snapshot, totals
 
@@ -127,6 +128,8 @@ class ProducerIdQuotaManager:
     caps both the reported ``throttle_time_ms`` and the mute; ``enforcement`` is :data:`THROTTLE` (the KIP's) or
     :data:`HOLD` (new PIDs held before the broker sees them, at most ``max_hold_ms``)."""
 
+    tap = NO_TAP  # where new ids are also told when usage is shared with peers (quota.usage_share)
+
     def __init__(self, quotas: QuotaTable, *, window_num: int = 11, window_size_s: int = 3600,
                  expected_pids: int = 1000, false_positive_rate: float = 0.001, max_mute_ms: int = INT32_MAX,
                  shadow: bool = False, enforcement: str = THROTTLE, max_hold_ms: int = DEFAULT_MAX_HOLD_MS) -> None:
@@ -186,11 +189,7 @@ class ProducerIdQuotaManager:
         tags = QuotaTags(resolved.tags.user, "")
         state = self._users.get(tags)
         if state is None:
-            window_ms = self.window_size_s * 1000
-            cache = TimeControlledBloomFilter(window_ms, self.expected_pids, self.false_positive_rate)
-            state = self._users[tags] = _UserState(tags, cache,
-                                                    TokenBucket(*self._bucket_shape(resolved.limit), now_ms),
-                                                    resolved.limit)
+            state = self._new_state(tags, resolved.limit, now_ms)
         shadow = self.shadow or resolved.shadow
         if state.holding:
             state.release_past_holds(now_ms)
@@ -201,9 +200,10 @@ class ProducerIdQuotaManager:
             return FORWARD
         bucket = state.bucket
         if self.enforcement == HOLD and not shadow:
-            return self._hold(state, pid, now_ms)
+            return self._hold(state, user, pid, now_ms)
         state.cache.add(pid, now_ms)
         self._counted(state)
+        self.tap.producer_id(user, pid)
         bucket.take(1, now_ms)
         throttle_ms = min(bucket.throttle_time_ms(), self.max_mute_ms)  # reported and muted for: both capped
         if throttle_ms <= 0:
@@ -216,7 +216,28 @@ class ProducerIdQuotaManager:
             state.throttled += 1
         return Throttle(throttle_ms, throttle_ms, shadow)
 
-    def _hold(self, state: "_UserState", pid: int, now_ms: int) -> ProducerIdDecision:
+    def _new_state(self, tags: QuotaTags, limit: float, now_ms: int) -> "_UserState":
+        cache = TimeControlledBloomFilter(self.window_size_s * 1000, self.expected_pids, self.false_positive_rate)
+        state = self._users[tags] = _UserState(tags, cache, TokenBucket(*self._bucket_shape(limit), now_ms), limit)
+        return state
+
+    def record_remote(self, user: str, count: int, pids: tuple[int, ...], now_ms: int) -> None:
+        """A peer counted ``count`` new producer ids of ``user`` (:mod:`quota.usage_share`): their tokens are taken
+        from the user's bucket and ``pids`` written into its cache, so they are not counted again here; nothing is
+        decided and this process's own count of new ids is unchanged."""
+        resolved = self._quotas.resolve(PRODUCER_IDS_RATE, user, "")
+        if resolved.unlimited:
+            return
+        tags = QuotaTags(resolved.tags.user, "")
+        state = self._users.get(tags)
+        if state is None:
+            state = self._new_state(tags, resolved.limit, now_ms)
+        for pid in pids:
+            if not state.cache.seen(pid, now_ms):
+                state.cache.add(pid, now_ms)
+        state.bucket.take(count, now_ms)
+
+    def _hold(self, state: "_UserState", user: str, pid: int, now_ms: int) -> ProducerIdDecision:
         """A new ``pid`` under enforcement ``hold``: let through now while the bucket has a token for it, held until
         the bucket is back at zero, or refused when that is more than ``max_hold_ms`` away."""
         bucket = state.bucket
@@ -231,6 +252,7 @@ class ProducerIdQuotaManager:
             return Refuse(Throttle(retry_ms, mute_ms))
         state.cache.add(pid, now_ms)
         self._counted(state)
+        self.tap.producer_id(user, pid)
         bucket.take(1, now_ms)
         if wait_ms <= 0:
             return FORWARD

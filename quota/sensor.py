@@ -97,6 +97,11 @@ class ClientSensors:
         self.value_total += value
         self.last_record_ms = now_ms
 
+    def record_remote(self, value: float, now_ms: int) -> None:
+        """A peer's usage: in the rate (and keeping the sensor alive), not in this process's total."""
+        self.rate.record(value, now_ms)
+        self.last_record_ms = now_ms
+
     def record_throttle(self, throttle_time_ms: int, shadow: bool = False) -> None:
         """Count a throttle decided on the last record: applied, or (``shadow``) computed and not applied."""
         if throttle_time_ms > 0 and shadow:

@@ -1,0 +1,118 @@
+"""One quota state across processes: the usage a process records for itself, gathered between syncs (a
+:class:`UsageTap`), and the usage of its peers recorded into its own managers as remote usage
+(:func:`record_remote`). Pure: no clock, no transport; see :mod:`quota.usage_delta` for what travels.
+
+Each manager has a ``tap`` (:data:`NO_TAP` unless usage is shared, so a single process pays one no-op call per
+record). Remote usage goes into the same rates and buckets as local usage, at the receiver's ``now_ms``, so the
+receiver's next decision for one of its own clients sees the total; it never decides anything by itself, and it is
+not added to the receiver's own totals (``value_total``, new producer ids counted), so per-process counters still
+add up to what clients did. A receiver's view lags the others' by at most one sync interval plus the transport.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from quota.entity import CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, QuotaTags
+from quota.usage_delta import MAX_PRODUCER_IDS_PER_USER, UsageDelta
+
+if TYPE_CHECKING:
+    from quota.client_quota import ClientQuotaManager
+    from quota.connection import ConnectionQuotas
+    from quota.mutation import ControllerMutationQuotaManager
+    from quota.producer_ids import ProducerIdQuotaManager
+
+
+class NoTap:
+    """Usage not shared: every call does nothing."""
+
+    __slots__ = ()
+
+    def add(self, quota_key: str, tags: QuotaTags, user: str, client_id: str, value: float) -> None:
+        pass
+
+    def producer_id(self, user: str, pid: int) -> None:
+        pass
+
+    def listener(self, listener: str, n: int) -> None:
+        pass
+
+    def ip(self, ip: str, n: int) -> None:
+        pass
+
+
+NO_TAP = NoTap()
+
+
+class UsageTap(NoTap):
+    """The usage recorded locally since the last :meth:`take`, per entity; memory bounded by the entities active in
+    one sync interval (and :data:`~quota.usage_delta.MAX_PRODUCER_IDS_PER_USER` ids per user)."""
+
+    __slots__ = ("_values", "_pids", "_listeners", "_ips")
+
+    def __init__(self) -> None:
+        self._values: dict[str, dict[QuotaTags, list]] = {}  # quota key -> tags -> [user, client_id, value]
+        self._pids: dict[str, list] = {}  # user -> [count, [ids]]
+        self._listeners: dict[str, int] = {}
+        self._ips: dict[str, int] = {}
+
+    def add(self, quota_key: str, tags: QuotaTags, user: str, client_id: str, value: float) -> None:
+        per_key = self._values.get(quota_key)
+        if per_key is None:
+            per_key = self._values[quota_key] = {}
+        entry = per_key.get(tags)
+        if entry is None:
+            per_key[tags] = [user, client_id, value]
+        else:
+            entry[2] += value
+
+    def producer_id(self, user: str, pid: int) -> None:
+        entry = self._pids.get(user)
+        if entry is None:
+            entry = self._pids[user] = [0, []]
+        entry[0] += 1
+        if len(entry[1]) < MAX_PRODUCER_IDS_PER_USER:
+            entry[1].append(pid)
+
+    def listener(self, listener: str, n: int) -> None:
+        self._listeners[listener] = self._listeners.get(listener, 0) + n
+
+    def ip(self, ip: str, n: int) -> None:
+        self._ips[ip] = self._ips.get(ip, 0) + n
+
+    def take(self, source: str) -> UsageDelta:
+        """Everything gathered since the last call, as one delta (entries that came to nothing left out); the tap
+        starts empty again."""
+        values, self._values = self._values, {}
+        pids, self._pids = self._pids, {}
+        listeners, self._listeners = self._listeners, {}
+        ips, self._ips = self._ips, {}
+
+        def entities(key: str) -> tuple:
+            return tuple((u, c, v) for u, c, v in values.get(key, {}).values() if v)
+
+        return UsageDelta(
+            source=source,
+            produce=entities(PRODUCER_BYTE_RATE),
+            fetch=entities(CONSUMER_BYTE_RATE),
+            mutations=entities(CONTROLLER_MUTATION_RATE),
+            producer_ids=tuple((user, count, tuple(ids)) for user, (count, ids) in pids.items() if count),
+            listeners=tuple((name, n) for name, n in listeners.items() if n),
+            ips=tuple((ip, n) for ip, n in ips.items() if n),
+        )
+
+
+def record_remote(delta: UsageDelta, now_ms: int, *, produce: "ClientQuotaManager", fetch: "ClientQuotaManager",
+                  mutations: "ControllerMutationQuotaManager", producer_ids: "ProducerIdQuotaManager",
+                  connections: "ConnectionQuotas") -> None:
+    """Record a peer's ``delta`` into this process's managers at ``now_ms`` (see the module docstring)."""
+    for user, client_id, value in delta.produce:
+        produce.record_remote(user, client_id, value, now_ms)
+    for user, client_id, value in delta.fetch:
+        fetch.record_remote(user, client_id, value, now_ms)
+    for user, client_id, value in delta.mutations:
+        mutations.record_remote(user, client_id, value, now_ms)
+    for user, count, ids in delta.producer_ids:
+        producer_ids.record_remote(user, count, ids, now_ms)
+    if delta.listeners or delta.ips:
+        connections.record_remote(delta.listeners, delta.ips, now_ms)
