@@ -157,6 +157,16 @@ SETTINGS: dict[str, Setting] = {
         2**31 - 1, int, 0, 2**31 - 1,
         "Client connections open at once from one IP address (Kafka's setting); a new one over it is closed at once.",
     ),
+    "workers": Setting(
+        1, int, 1, 256,
+        "Proxy processes serving the same listeners (SO_REUSEPORT), supervised by one parent that restarts a worker "
+        "that dies and serves /metrics and /readyz; the workers share one quota state. About one per core.",
+    ),
+    "quota.workers.sync.ms": Setting(
+        100, int, 10, 10_000,
+        "With workers > 1: how often each worker sends the others the quota usage it recorded since the last sync; "
+        "a worker's view of a tenant's usage lags the others' by about this much.",
+    ),
     "quota.metrics.max.entities": Setting(
         1000, int, 1, 1_000_000,
         "Quota entities with their own metric labels; the rest are summed under user/client_id '__other__'.",

@@ -26,6 +26,7 @@ class UsageLogConfig:
     max_file_bytes: int = 64 * 2**20
     max_file_age_seconds: int = 3600
     max_files: int = 100
+    file_tag: str = ""  # not from YAML: a worker's ``.w<index>`` (settings.workers), so workers never share a file
 
 
 LIMITS = {"interval_seconds": (0.1, 86400, float), "max_file_bytes": (4096, 2**40, int),

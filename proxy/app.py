@@ -37,8 +37,9 @@ TIMEOUT_CHECK_INTERVAL_S = 1.0
 
 
 class ProxyApp:
-    def __init__(self, config: ProxyConfig, metrics: ProxyMetrics | None = None) -> None:
+    def __init__(self, config: ProxyConfig, metrics: ProxyMetrics | None = None, reuse_port: bool = False) -> None:
         self.config = config
+        self.reuse_port = reuse_port  # one of several workers on the same ports (proxy.workers)
         self.metrics = metrics or ProxyMetrics()
         self.metrics.inflight_max_requests.set(config.settings["connections.max.inflight.requests"])
         self.metrics.buffered_response_max_bytes.set(config.settings["connections.max.buffered.response.bytes"])
@@ -84,7 +85,8 @@ class ProxyApp:
                                                             usage=usage, client_quotas=self.dynamic, guard=self.guard,
                                                             counts=self.created_counts)
             bootstrap = config.upstream.bootstrap_servers
-            self.listeners.append(Listener(self._context(lc.name, lambda: bootstrap, scope), lc.bind.host, lc.bind.port))
+            self.listeners.append(Listener(self._context(lc.name, lambda: bootstrap, scope), lc.bind.host, lc.bind.port,
+                                           reuse_port))
         settings = config.settings
         self.discovery = BrokerDiscovery(
             self.kafka, [s.cluster for s in self._scopes.values() if s.cluster is not None],
@@ -152,7 +154,7 @@ class ProxyApp:
         scope = self._scopes[lc.name]
         cluster = scope.cluster
         listener = Listener(self._context(lc.name, lambda: cluster.upstream_for(node_id), scope),
-                            lc.bind.host, cluster.port_for(node_id))
+                            lc.bind.host, cluster.port_for(node_id), self.reuse_port)
         self.broker_listeners[key] = listener
         try:
             listener.start_now()

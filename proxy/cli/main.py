@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--config", required=True, metavar="FILE", help="YAML configuration file (see README)")
     run.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    run.add_argument("--worker", help=argparse.SUPPRESS)  # set by the parent of settings.workers > 1, never by hand
 
     check = sub.add_parser(
         "check-config",
@@ -70,25 +71,34 @@ def main(argv: list[str] | None = None) -> int:
     install_bounded_lines()  # every line bounded, every repeated one rate-limited with a count
     from proxy.app import ProxyApp  # imported late: `check-config` needs none of the runtime
 
-    async def serve() -> None:
-        await ProxyApp(config).run_until_signal()
+    async def serve() -> int:
+        if args.worker:  # one of settings.workers processes, started by the parent below
+            from proxy.workers.worker import WorkerSpec, serve_worker
+
+            await serve_worker(config, WorkerSpec.from_json(args.worker))
+        elif config.settings["workers"] > 1:
+            from proxy.workers.supervisor import Supervisor
+
+            return await Supervisor(config, args.config, args.log_level).run()
+        else:
+            await ProxyApp(config).run_until_signal()
+        return 0
 
     try:
-        run_event_loop(serve())
+        return run_event_loop(serve())
     except OSError as exc:
         print(f"kafka-quota-proxy: cannot start: {exc}", file=sys.stderr)
         return 1
-    return 0
 
 
-def run_event_loop(coro) -> None:
+def run_event_loop(coro):
     """uvloop when installed (faster pass-through), the standard loop otherwise."""
     try:
         import uvloop
     except ImportError:
-        asyncio.run(coro)
+        return asyncio.run(coro)
     else:
-        uvloop.run(coro)
+        return uvloop.run(coro)
 
 
 if __name__ == "__main__":

@@ -39,8 +39,9 @@ def peer_ip(peer: tuple | None) -> str:
 
 
 class Listener:
-    def __init__(self, ctx: ListenerContext, host: str, port: int) -> None:
+    def __init__(self, ctx: ListenerContext, host: str, port: int, reuse_port: bool = False) -> None:
         self.ctx = ctx
+        self._reuse_port = reuse_port  # workers: several processes accept on this port, the kernel spreads them
         self._host = host
         self._port = port
         self._sock: socket.socket | None = None
@@ -54,7 +55,8 @@ class Listener:
     def start_now(self) -> tuple[str, int]:
         """Bind and start accepting; must be called from the running event loop."""
         family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
-        sock = socket.create_server((self._host, self._port), family=family, backlog=1024, reuse_port=False)
+        sock = socket.create_server((self._host, self._port), family=family, backlog=1024,
+                                    reuse_port=self._reuse_port)
         sock.setblocking(False)
         self._sock = sock
         self.address = sock.getsockname()[:2]

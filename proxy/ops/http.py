@@ -50,9 +50,12 @@ def build_exposition(registry: CollectorRegistry) -> bytes:
 
 
 class OpsServer:
-    def __init__(self, registry: CollectorRegistry, not_ready: Callable[[], str | None]) -> None:
-        """``not_ready`` says why the proxy is not ready (the body of /readyz's 503), or None when it is."""
+    def __init__(self, registry: CollectorRegistry, not_ready: Callable[[], str | None],
+                 exposition: Callable[[], bytes] | None = None) -> None:
+        """``not_ready`` says why the proxy is not ready (the body of /readyz's 503), or None when it is;
+        ``exposition`` builds /metrics' body in the scrape thread (default: the registry's)."""
         self._registry = registry
+        self._build = exposition or (lambda: build_exposition(registry))
         self._not_ready = not_ready
         self._server: asyncio.AbstractServer | None = None
         self._open = 0
@@ -119,8 +122,7 @@ class OpsServer:
     async def _exposition(self) -> bytes:
         """The registry's text exposition, built in the scrape thread (one build at a time, shared)."""
         if self._scrape is None:
-            scrape = self._scrape = asyncio.get_running_loop().run_in_executor(self._scraper, build_exposition,
-                                                                                self._registry)
+            scrape = self._scrape = asyncio.get_running_loop().run_in_executor(self._scraper, self._build)
             scrape.add_done_callback(self._scrape_done)
         return await asyncio.shield(self._scrape)
 

@@ -193,7 +193,7 @@ class RotatingWriter:
         self.close()
         os.makedirs(self.config.dir, exist_ok=True)
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now)) + f"{now % 1:.3f}"[1:]
-        path = os.path.join(self.config.dir, f"usage-{stamp}.jsonl")
+        path = os.path.join(self.config.dir, f"usage-{stamp}{self.config.file_tag}.jsonl")
         self._file = open(path, "ab")
         self._opened_at, self._size = now, self._file.tell()
         self._prune()

@@ -1,0 +1,43 @@
+"""The frames between the parent and its workers on their Unix socket: a 4-byte big-endian length of what follows,
+one byte of kind, the payload. Kinds: a worker's ``HELLO`` (JSON: its pid and ops port), ``READY`` (why it is not
+ready, UTF-8; empty when it is) and ``USAGE`` (an encoded :class:`quota.usage_delta.UsageDelta`, passed on by the
+parent as it is, never decoded there)."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+HELLO, READY, USAGE = b"H", b"R", b"U"
+KINDS = frozenset((HELLO, READY, USAGE))
+MAX_FRAME_BYTES = 64 * 2**20  # a delta is bounded by one sync's active entities; past this something is wrong
+_LENGTH = struct.Struct(">I")
+
+
+class FrameError(Exception):
+    """A frame the other side cannot have meant: the link is closed."""
+
+
+def pack(kind: bytes, payload: bytes) -> bytes:
+    return _LENGTH.pack(len(payload) + 1) + kind + payload
+
+
+async def read_frame(reader: asyncio.StreamReader) -> tuple[bytes, bytes] | None:
+    """The next frame's kind and payload, or None at a clean end of the stream."""
+    try:
+        head = await reader.readexactly(_LENGTH.size)
+    except asyncio.IncompleteReadError as exc:
+        if exc.partial:
+            raise FrameError("the link closed inside a frame's length") from None
+        return None
+    (length,) = _LENGTH.unpack(head)
+    if not 1 <= length <= MAX_FRAME_BYTES:
+        raise FrameError(f"frame length {length} outside 1..{MAX_FRAME_BYTES}")
+    try:
+        body = await reader.readexactly(length)
+    except asyncio.IncompleteReadError:
+        raise FrameError("the link closed inside a frame") from None
+    kind = body[:1]
+    if kind not in KINDS:
+        raise FrameError(f"unknown frame kind {kind!r}")
+    return kind, body[1:]

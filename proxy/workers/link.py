@@ -1,0 +1,106 @@
+"""A worker's side of its link to the parent: every ``quota.workers.sync.ms`` it sends the usage its managers
+recorded since the last sync (and its readiness when it changes); what the parent passes on from the other workers
+is recorded as remote usage. The link's end (the parent gone) asks the worker to stop."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import socket
+from collections.abc import Callable
+
+from prometheus_client import Counter
+
+from proxy.ops.metrics import PREFIX
+from proxy.tasks import cancel_and_wait
+from proxy.workers.frames import HELLO, READY, USAGE, FrameError, pack, read_frame
+from quota.usage_delta import UsageDeltaError, decode, encode
+from quota.usage_share import UsageTap, record_remote
+
+log = logging.getLogger(__name__)
+
+MAX_UNSENT_BYTES = 16 * 2**20  # the parent not reading: deltas past this are dropped (counted), never buffered
+
+
+class WorkerLink:
+    def __init__(self, app, index: int, sock: socket.socket, sync_ms: int, on_lost: Callable[[], None]) -> None:
+        self.app = app
+        self.source = str(index)
+        self._sock = sock
+        self._sync_s = sync_ms / 1000.0
+        self._on_lost = on_lost
+        self.tap = UsageTap()
+        quotas = app.quotas
+        for manager in (quotas.produce, quotas.fetch, quotas.mutations, quotas.producer_ids, app.connection_quotas):
+            manager.tap = self.tap
+        registry = app.metrics.registry
+        self.deltas = Counter(f"{PREFIX}_worker_sync_deltas", "Usage deltas this worker sent to its peers "
+                              "(direction=sent), recorded from them (received), or dropped because the link was "
+                              "backed up (dropped).", ["direction"], registry=registry)
+        self.entities = Counter(f"{PREFIX}_worker_sync_entities", "Entities in the usage deltas this worker sent or "
+                                "received.", ["direction"], registry=registry)
+        self._writer: asyncio.StreamWriter | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._ready_sent: str | None = None
+
+    async def start(self) -> None:
+        reader, self._writer = await asyncio.open_unix_connection(sock=self._sock)
+        ops_port = self.app.ops_address[1] if self.app.ops_address else None
+        self._writer.write(pack(HELLO, json.dumps({"pid": os.getpid(), "ops_port": ops_port}).encode()))
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._sync_loop()), loop.create_task(self._read_loop(reader))]
+
+    def sync(self) -> None:
+        """Send what was recorded since the last sync, and the readiness if it changed."""
+        writer = self._writer
+        if writer is None or writer.is_closing():
+            return
+        delta = self.tap.take(self.source)
+        if not delta.empty:
+            if writer.transport.get_write_buffer_size() > MAX_UNSENT_BYTES:
+                self.deltas.labels("dropped").inc()
+            else:
+                writer.write(pack(USAGE, encode(delta)))
+                self.deltas.labels("sent").inc()
+                self.entities.labels("sent").inc(delta.entities)
+        reason = self.app.not_ready() or ""
+        if reason != self._ready_sent:
+            writer.write(pack(READY, reason.encode()))
+            self._ready_sent = reason
+
+    async def _sync_loop(self) -> None:
+        while True:
+            self.sync()
+            await asyncio.sleep(self._sync_s)
+
+    async def _read_loop(self, reader: asyncio.StreamReader) -> None:
+        app = self.app
+        quotas = app.quotas
+        try:
+            while (frame := await read_frame(reader)) is not None:
+                kind, payload = frame
+                if kind != USAGE:
+                    continue
+                try:
+                    delta = decode(payload)
+                except UsageDeltaError as exc:
+                    log.warning("worker %s: a peer's usage delta dropped: %s", self.source, exc)
+                    continue
+                record_remote(delta, quotas.clock.now_ms(), produce=quotas.produce, fetch=quotas.fetch,
+                              mutations=quotas.mutations, producer_ids=quotas.producer_ids,
+                              connections=app.connection_quotas)
+                self.deltas.labels("received").inc()
+                self.entities.labels("received").inc(delta.entities)
+        except (FrameError, ConnectionError) as exc:
+            log.error("worker %s: link to the parent broken: %s", self.source, exc)
+        log.warning("worker %s: the parent is gone: stopping", self.source)
+        self._on_lost()
+
+    async def close(self) -> None:
+        self.sync()  # the last usage, so peers still serving see it
+        for task in self._tasks:
+            await cancel_and_wait(task)
+        if self._writer is not None:
+            self._writer.close()

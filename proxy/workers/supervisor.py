@@ -1,0 +1,231 @@
+"""The parent of ``workers: N``: it reserves the listeners' ports, starts N worker processes
+(:mod:`proxy.workers.worker`) and restarts one that dies (a log line, ``worker_restarts_total``), passes each
+worker's usage deltas on to the others, and serves the one operations endpoint: /metrics (its own metrics and every
+worker's, labelled ``worker``), /readyz (ready while every worker is) and /healthz.
+
+SIGTERM or SIGINT: every worker is sent SIGTERM and drains for ``shutdown.grace.period.ms``; one still running
+after that and a margin is killed. The parent exits 0, or non-zero only when it must: a worker that fails on its
+first start (a port it cannot bind, a configuration it rejects) stops them all, with that worker's exit code."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+import socket
+import sys
+import time
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from config.model import ProxyConfig
+from proxy.ops.http import OpsServer, build_exposition
+from proxy.ops.metrics import PREFIX
+from proxy.tasks import cancel_and_wait
+from proxy.workers.frames import HELLO, READY, USAGE, FrameError, pack, read_frame
+from proxy.workers.scrape import workers_exposition
+from proxy.workers.worker import WorkerSpec
+
+log = logging.getLogger(__name__)
+
+STOP_MARGIN_S = 5.0  # past the grace period, a worker still running is killed
+RESTART_BACKOFF_S = (0.1, 5.0)  # first and longest wait before a restart (doubling while it keeps dying young)
+STABLE_S = 10.0  # a worker that ran this long resets the back-off
+MAX_FORWARD_BUFFER = 16 * 2**20  # a worker not reading its link: deltas past this are dropped for it, counted
+
+
+@dataclass(eq=False)
+class Slot:
+    index: int
+    process: asyncio.subprocess.Process | None = None
+    writer: asyncio.StreamWriter | None = None
+    reader_task: asyncio.Task | None = None
+    ops_port: int | None = None
+    not_ready: str = "starting"
+    started_once: bool = False  # said hello at least once
+    hello: bool = False
+
+
+def reserve_ports(config: ProxyConfig) -> tuple[dict[str, int], list[socket.socket]]:
+    """Each listener's port bound (not listened on) with SO_REUSEPORT, so a port 0 resolves once for every worker
+    and a port taken by another program is found before any worker starts. Held until the parent exits."""
+    ports, held = {}, []
+    for lc in config.listeners:
+        family = socket.AF_INET6 if ":" in lc.bind.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        try:
+            sock.bind((lc.bind.host, lc.bind.port))
+        except OSError:
+            sock.close()
+            for other in held:
+                other.close()
+            raise
+        held.append(sock)
+        ports[lc.name] = sock.getsockname()[1]
+    return ports, held
+
+
+class Supervisor:
+    def __init__(self, config: ProxyConfig, config_path: str, log_level: str) -> None:
+        self.config = config
+        self.config_path = config_path
+        self.log_level = log_level
+        self.count = config.settings["workers"]
+        self.slots = [Slot(i) for i in range(self.count)]
+        self.registry = CollectorRegistry()
+        Gauge(f"{PREFIX}_workers", "Worker processes configured (settings.workers).",
+              registry=self.registry).set(self.count)
+        alive = Gauge(f"{PREFIX}_workers_alive", "Worker processes running now.", registry=self.registry)
+        alive.set_function(lambda: sum(1 for s in self.slots if s.process is not None and s.hello))
+        self.restarts = Counter(f"{PREFIX}_worker_restarts", "Workers restarted after they died, by worker.",
+                                ["worker"], registry=self.registry)
+        self.forwarded = Counter(f"{PREFIX}_worker_deltas_forwarded", "Usage deltas the parent passed from one "
+                                 "worker to another (dropped: the receiving worker's link was backed up).",
+                                 ["outcome"], registry=self.registry)
+        self.scrape_failures = Counter(f"{PREFIX}_worker_scrape_failures", "Scrapes of a worker's metrics that got "
+                                       "no answer (that worker is left out of the scrape).", ["worker"],
+                                       registry=self.registry)
+        self.ops = OpsServer(self.registry, self.not_ready, self._exposition)
+        self.ops_address: tuple[str, int] | None = None
+        self.ports: dict[str, int] = {}
+        self._held: list[socket.socket] = []
+        self.stopping = False
+        self.exit_code = 0
+        self._stop = asyncio.Event()
+
+    def not_ready(self) -> str | None:
+        if self.stopping:
+            return "shutting down"
+        for slot in self.slots:
+            if not slot.hello:
+                return f"worker {slot.index} is not running"
+            if slot.not_ready:
+                return f"worker {slot.index}: {slot.not_ready}"
+        return None
+
+    def _exposition(self) -> bytes:
+        ports = [(s.index, s.ops_port) for s in self.slots if s.hello and s.ops_port]
+        own = build_exposition(self.registry)
+        return own + workers_exposition(ports, lambda i: self.scrape_failures.labels(str(i)).inc())
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.request_stop)
+        await self.start()
+        await self._stop.wait()
+        await self.stop()
+        return self.exit_code
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    async def start(self) -> None:
+        self.ports, self._held = reserve_ports(self.config)
+        bind = self.config.metrics.bind
+        self.ops_address = await self.ops.start(bind.host, bind.port)
+        log.info("supervising %d workers on %s; metrics on http://%s:%d/metrics", self.count,
+                 ", ".join(f"{name} port {port}" for name, port in self.ports.items()), *self.ops_address)
+        loop = asyncio.get_running_loop()
+        self._supervisors = [loop.create_task(self._supervise(slot)) for slot in self.slots]
+
+    async def _supervise(self, slot: Slot) -> None:
+        failures = 0
+        while not self.stopping:
+            started = time.monotonic()
+            code = await self._run_once(slot)
+            if self.stopping:
+                return
+            if not slot.started_once:
+                log.error("worker %d exited with %s before it was serving: stopping every worker", slot.index,
+                          _describe(code))
+                self.exit_code = code if code and code > 0 else 1
+                self._stop.set()
+                return
+            failures = 0 if time.monotonic() - started >= STABLE_S else failures + 1
+            delay = min(RESTART_BACKOFF_S[1], RESTART_BACKOFF_S[0] * 2 ** max(0, failures - 1))
+            log.warning("worker %d (pid %s) exited with %s: restarting it in %.1f s", slot.index,
+                        slot.process.pid if slot.process else "?", _describe(code), delay)
+            self.restarts.labels(str(slot.index)).inc()
+            await asyncio.sleep(delay)
+
+    async def _run_once(self, slot: Slot) -> int | None:
+        ours, theirs = socket.socketpair()
+        spec = WorkerSpec(slot.index, theirs.fileno(), self.ports)
+        try:
+            slot.process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "proxy.cli", "run", "--config", self.config_path, "--log-level",
+                self.log_level, "--worker", spec.to_json(), pass_fds=(theirs.fileno(),))
+        finally:
+            theirs.close()
+        slot.hello, slot.not_ready = False, "starting"
+        reader, slot.writer = await asyncio.open_unix_connection(sock=ours)
+        slot.reader_task = asyncio.get_running_loop().create_task(self._read(slot, reader))
+        code = await slot.process.wait()
+        await cancel_and_wait(slot.reader_task)
+        slot.writer.close()
+        slot.writer, slot.hello, slot.ops_port = None, False, None
+        return code
+
+    async def _read(self, slot: Slot, reader: asyncio.StreamReader) -> None:
+        try:
+            while (frame := await read_frame(reader)) is not None:
+                kind, payload = frame
+                if kind == USAGE:
+                    self._forward(slot, pack(USAGE, payload))
+                elif kind == READY:
+                    slot.not_ready = payload.decode(errors="replace")
+                elif kind == HELLO:
+                    hello = json.loads(payload)
+                    slot.ops_port = hello.get("ops_port")
+                    slot.hello = slot.started_once = True
+                    log.info("worker %d serving (pid %s)", slot.index, hello.get("pid"))
+        except (FrameError, ConnectionError, ValueError) as exc:
+            log.error("worker %d: link broken: %s", slot.index, exc)
+
+    def _forward(self, source: Slot, frame: bytes) -> None:
+        for slot in self.slots:
+            writer = slot.writer
+            if slot is source or writer is None or writer.is_closing() or not slot.hello:
+                continue
+            if writer.transport.get_write_buffer_size() > MAX_FORWARD_BUFFER:
+                self.forwarded.labels("dropped").inc()
+            else:
+                writer.write(frame)
+                self.forwarded.labels("forwarded").inc()
+
+    async def stop(self) -> None:
+        """Every worker drains (SIGTERM) within the grace period and a margin, or is killed."""
+        self.stopping = True
+        grace_s = self.config.settings["shutdown.grace.period.ms"] / 1000.0
+        log.info("stopping %d workers (grace %g s)", self.count, grace_s)
+        running = [s.process for s in self.slots if s.process is not None and s.process.returncode is None]
+        for process in running:
+            process.send_signal(signal.SIGTERM)
+        waits = [asyncio.ensure_future(p.wait()) for p in running]
+        if waits:
+            done, pending = await asyncio.wait(waits, timeout=grace_s + STOP_MARGIN_S)
+            for process in running:
+                if process.returncode is None:
+                    log.warning("worker pid %d still running after the grace period: killed", process.pid)
+                    process.kill()
+            if pending:
+                await asyncio.wait(pending)
+        for task in getattr(self, "_supervisors", []):
+            await cancel_and_wait(task)
+        await self.ops.close()
+        for sock in self._held:
+            sock.close()
+
+
+def _describe(code: int | None) -> str:
+    if code is not None and code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"code {code}"

@@ -1,0 +1,187 @@
+"""``settings.workers: N`` against Tansu, through the real command line: one tenant's producers spread over the
+workers by SO_REUSEPORT are held to its quota in total (the workers share one quota state); a killed worker is
+restarted; SIGTERM to the parent drains every worker and exits 0."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from contextlib import contextmanager
+
+import pytest
+
+from proxy.codec.header import encode_request_header, frame
+from tests.harness import Tansu, free_port, wait_for_port
+from tests.integration import clients as c
+from tests.integration.raw import read_frame
+
+pytestmark = [pytest.mark.integration, pytest.mark.measures_rate]
+
+QUOTA = 1024 * 1024  # producer_byte_rate, bytes/s, of client-id "spread" (large against the 64 KiB batches)
+WINDOW_NUM, WINDOW_S = 3, 1  # a short window: the start-up burst is 2 s of quota, the span 3 s
+PRODUCERS = 8
+MEASURE_S = 9  # three window spans: Kafka's sampled rate runs a flat-out client stop-and-go, one burst per span
+MESSAGE = b"x" * 1000
+
+
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+        return answer.read().decode()
+
+
+def samples(text: str, name: str, **labels) -> dict[str, float]:
+    """worker -> value of ``name`` with ``labels`` (the parent's merged exposition labels each sample)."""
+    found = {}
+    for line in text.splitlines():
+        if not line.startswith(name + "{"):
+            continue
+        got = dict(re.findall(r'(\w+)="([^"]*)"', line[:line.rindex("}") + 1]))
+        if all(got.get(k) == v for k, v in labels.items()):
+            found[got.get("worker", "")] = found.get(got.get("worker", ""), 0.0) + float(line.rsplit(" ", 1)[1])
+    return found
+
+
+def ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as answer:
+            return answer.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def wait_until(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout} s: {what}")
+        time.sleep(0.1)
+
+
+@contextmanager
+def workers_proxy(tmp_path, workers: int, **settings):
+    proxy_port, broker_port, metrics_port = free_port(), free_port(), free_port()
+    broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
+    all_settings = {**({"workers": workers} if workers > 1 else {}), "shutdown.grace.period.ms": 3000, "quota.window.num": WINDOW_NUM,
+                    "quota.window.size.seconds": WINDOW_S, **settings}
+    cfg = tmp_path / "proxy.yaml"
+    cfg.write_text(
+        f"upstream: {{bootstrap_servers: ['127.0.0.1:{broker_port}']}}\n"
+        f"listeners: [{{name: PLAINTEXT, bind: '127.0.0.1:{proxy_port}'}}]\n"
+        f"metrics: {{bind: '127.0.0.1:{metrics_port}'}}\n"
+        "settings: {" + ", ".join(f"{k}: {v}" for k, v in all_settings.items()) + "}\n"
+        f"quotas: [{{entity: {{client-id: spread}}, producer_byte_rate: {QUOTA}}}]\n"
+    )
+    log = tmp_path / "proxy.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "proxy.cli", "run", "--config", str(cfg)], stdout=out,
+                                stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        wait_for_port(metrics_port, timeout=30)
+        wait_until(lambda: ready(metrics_port), 60, "the parent's /readyz says ready")
+        yield proc, f"127.0.0.1:{proxy_port}", metrics_port, log
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        broker.stop()
+
+
+def produce_at_full_speed(bootstrap: str, topic: str, stop: threading.Event, errors: list) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "client.id": "spread", "linger.ms": 5, "acks": 1,
+                         "queue.buffering.max.kbytes": 256, "batch.size": 64 * 1024})
+    while not stop.is_set():
+        try:
+            producer.produce(topic, MESSAGE, on_delivery=lambda err, msg: err and errors.append(err))
+        except BufferError:
+            producer.poll(0.01)
+        producer.poll(0)
+    producer.flush(30)
+
+
+def test_one_tenant_spread_over_two_workers_gets_its_quota_in_total(tmp_path):
+    with workers_proxy(tmp_path, 2) as (proc, bootstrap, metrics_port, _):
+        c.ck_create_topic(bootstrap, "spread", 4)
+        stop, errors = threading.Event(), []
+        threads = [threading.Thread(target=produce_at_full_speed, args=(bootstrap, "spread", stop, errors))
+                   for _ in range(PRODUCERS)]
+        for t in threads:
+            t.start()
+        try:
+            time.sleep(WINDOW_NUM * WINDOW_S + 1)  # past the start-up burst
+            before, t0 = scrape(metrics_port), time.monotonic()
+            time.sleep(MEASURE_S)
+            after, t1 = scrape(metrics_port), time.monotonic()
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(30)
+        name, labels = "kafka_quota_proxy_quota_bytes_total", {"quota": "producer_byte_rate", "client_id": "spread"}
+        b0, b1 = samples(before, name, **labels), samples(after, name, **labels)
+        per_worker = {w: (b1[w] - b0.get(w, 0.0)) / (t1 - t0) for w in b1}
+        accepted = samples(after, "kafka_quota_proxy_connections_accepted_total")
+        # SO_REUSEPORT spread the producers' connections: without sharing each worker would let its own share
+        # through at the whole quota, about 2 x in total
+        assert len([w for w, n in accepted.items() if n > 0]) == 2, accepted
+        assert len([w for w, rate in per_worker.items() if rate > 0.1 * QUOTA]) == 2, per_worker
+        total = sum(per_worker.values())
+        assert 0.7 * QUOTA <= total <= 1.4 * QUOTA, (total / QUOTA, per_worker)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+
+
+def worker_pids(log) -> dict[str, int]:
+    """worker index -> pid of its latest start, from the parent's log lines."""
+    return {index: int(pid) for index, pid in re.findall(r"worker (\d+) serving \(pid (\d+)\)", log.read_text())}
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_a_killed_worker_is_restarted_and_sigterm_drains_every_worker(tmp_path):
+    """A worker killed with SIGKILL is started again (a log line, worker_restarts_total) and the parent is ready
+    again; then a Fetch the broker holds for 1.5 s, sent before SIGTERM, is still answered, and the parent exits 0
+    with every worker gone."""
+    with workers_proxy(tmp_path, 2) as (proc, bootstrap, metrics_port, log):
+        wait_until(lambda: len(worker_pids(log)) == 2, 30, "both workers logged as serving")
+        first = worker_pids(log)
+        os.kill(first["0"], signal.SIGKILL)
+        wait_until(lambda: worker_pids(log).get("0") not in (None, first["0"]), 30, "worker 0 started again")
+        wait_until(lambda: ready(metrics_port), 30, "the parent ready again")
+        text = log.read_text()
+        assert "worker 0 (pid %d) exited with signal SIGKILL: restarting it" % first["0"] in text, text[-2000:]
+        assert samples(scrape(metrics_port), "kafka_quota_proxy_worker_restarts_total") == {"0": 1.0}
+        assert proc.poll() is None
+
+        c.ck_create_topic(bootstrap, "quiet", 1)
+        host, port = bootstrap.split(":")
+        sock = socket.create_connection((host, int(port)))
+        # Fetch v4: replica_id, max_wait_ms=1500, min_bytes=1, max_bytes, isolation, [topic [partition offset max]]
+        body = struct.pack(">iiiib", -1, 1500, 1, 1 << 20, 0) + struct.pack(">ih", 1, 5) + b"quiet"
+        body += struct.pack(">iiqi", 1, 0, 0, 1 << 20)
+        sock.sendall(frame(encode_request_header(1, 4, 77, "fetcher") + body))
+        sent_at = time.monotonic()
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGTERM)
+        sock.settimeout(10)
+        response = read_frame(sock)
+        assert struct.unpack(">i", response[:4])[0] == 77
+        assert time.monotonic() - sent_at >= 1.0, "the broker did not hold the fetch: nothing was in flight"
+        assert proc.wait(20) == 0
+        assert not any(alive(pid) for pid in worker_pids(log).values())
+        assert "stopping 2 workers" in log.read_text()
