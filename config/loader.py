@@ -20,7 +20,7 @@ from config.tls import parse_listener_tls, parse_upstream_tls
 from config.usage import parse_usage_log
 from config.volume import parse_volume_usage
 from config.model import Address, ListenerConfig, MetricsConfig, ProxyConfig, UpstreamConfig
-from config.settings import connection_limits, parse_settings
+from config.settings import check_scope, connection_limits, parse_settings
 
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -84,6 +84,7 @@ def parse_config(raw: Any) -> ProxyConfig:
                              "admin_principals"})
     listeners = _listeners(top["listeners"], "listeners")
     settings = parse_settings(top.get("settings", {}), "settings", {lc.name for lc in listeners})
+    check_scope(settings, listeners, "settings")
     quotas, ip_rates = parse_quota_section(top.get("quotas", []), "quotas")
     return ProxyConfig(
         upstream=_upstream(top["upstream"], "upstream"),

@@ -183,6 +183,10 @@ QUOTA_MODE = "quota.mode"  # enforce or shadow: every quota of the proxy compute
 # hold (new producer ids over quota wait in the proxy before the broker sees them) or throttle (KIP-936's behaviour:
 # forwarded, then throttled)
 PRODUCER_ID_ENFORCEMENT = "producer.id.quota.enforcement"
+# broker (Kafka's semantics: byte-rate and producer-id budgets per broker, one set of managers per broker port in
+# cluster mode) or cluster (one budget for the whole cluster behind this proxy; cluster mode only, until issue 26)
+QUOTA_SCOPE = "quota.scope"
+SCOPES = ("broker", "cluster")
 
 
 def parse_settings(raw: Any, path: str, listener_names: set[str] = frozenset()) -> Settings:
@@ -192,11 +196,12 @@ def parse_settings(raw: Any, path: str, listener_names: set[str] = frozenset()) 
     if not isinstance(raw, dict):
         raise ConfigError(path, f"expected a mapping, got {show(raw)}")
     prefixed = {key for key in raw if isinstance(key, str) and _LISTENER_SETTING.match(key)}
-    m = mapping_with(raw, path, set(SETTINGS) | {IP_OVERRIDES, QUOTA_MODE, PRODUCER_ID_ENFORCEMENT} | prefixed)
+    m = mapping_with(raw, path, set(SETTINGS) | {IP_OVERRIDES, QUOTA_MODE, PRODUCER_ID_ENFORCEMENT, QUOTA_SCOPE} | prefixed)
     values: dict[str, Any] = {name: s.default for name, s in SETTINGS.items()}
     values[IP_OVERRIDES] = {}
     values[QUOTA_MODE] = "enforce"
     values[PRODUCER_ID_ENFORCEMENT] = HOLD
+    values[QUOTA_SCOPE] = "broker"
     for name, value in m.items():
         key = join(path, name)
         if name == IP_OVERRIDES:
@@ -205,6 +210,11 @@ def parse_settings(raw: Any, path: str, listener_names: set[str] = frozenset()) 
         if name == QUOTA_MODE:
             if value not in ("enforce", "shadow"):
                 raise ConfigError(key, f"expected enforce or shadow, got {show(value)}")
+            values[name] = value
+            continue
+        if name == QUOTA_SCOPE:
+            if value not in SCOPES:
+                raise ConfigError(key, f"expected {' or '.join(SCOPES)}, got {show(value)}")
             values[name] = value
             continue
         if name == PRODUCER_ID_ENFORCEMENT:
@@ -243,6 +253,16 @@ def parse_settings(raw: Any, path: str, listener_names: set[str] = frozenset()) 
                           f"must be below upstream.response.timeout.ms ({upstream}): a held Produce counts as waiting "
                           f"for the broker's answer; got {hold}")
     return Settings(MappingProxyType(values))
+
+
+def check_scope(settings: Settings, listeners: tuple[ListenerConfig, ...], path: str) -> None:
+    """``quota.scope: cluster`` means one budget for every broker behind the proxy: a cluster-mode listener fronts
+    them all. A sidecar proxy fronts one broker and cannot yet add its usage to the other sidecars' (issue 26)."""
+    if settings[QUOTA_SCOPE] == "cluster" and not any(lc.cluster_mode for lc in listeners):
+        raise ConfigError(join(path, QUOTA_SCOPE),
+                          "cluster needs a listener in cluster mode (broker_port_base): a sidecar proxy sees only "
+                          "its own broker's traffic, so it cannot keep one budget for the whole cluster; use broker "
+                          "(Kafka's per-broker quotas, what a sidecar gives)")
 
 
 def _ip_overrides(raw: Any, path: str) -> dict[str, int]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import signal
 import time
@@ -151,7 +152,8 @@ class ProxyApp:
         key = (lc.name, node_id)
         if key in self.broker_listeners:
             return
-        scope = self._scopes[lc.name]
+        # quota.scope broker: the broker's own byte-rate and producer-id managers (made with its first port)
+        scope = dataclasses.replace(self._scopes[lc.name], quotas=self.quotas.for_broker(node_id))
         cluster = scope.cluster
         listener = Listener(self._context(lc.name, lambda: cluster.upstream_for(node_id), scope),
                             lc.bind.host, cluster.port_for(node_id), self.reuse_port)
@@ -174,6 +176,8 @@ class ProxyApp:
             return
         for conn in [c for c in self.connections if c.ctx is listener.ctx]:
             conn.close("broker_removed")
+        if not any(node == node_id for _, node in self.broker_listeners):
+            self.quotas.drop_broker(node_id)  # its last port: the broker's quota set goes (bounded by live brokers)
         asyncio.get_running_loop().create_task(listener.close())
 
     async def start(self) -> None:
@@ -235,7 +239,7 @@ class ProxyApp:
         while True:
             await asyncio.sleep(TIMEOUT_CHECK_INTERVAL_S)
             if loop.time() >= next_pid_cleanup:
-                self.quotas.producer_ids.cleanup(self.quotas.clock.now_ms())  # KIP-936's cache cleanup
+                self.quotas.cleanup_producer_ids(self.quotas.clock.now_ms())  # KIP-936's cache cleanup, every set
                 next_pid_cleanup = loop.time() + pid_cleanup_s
             now_ns = time.monotonic_ns()
             for conn in list(self.connections):

@@ -14,32 +14,22 @@ import uuid
 from config.model import ProxyConfig
 from proxy.clock import SystemClock, WallClock
 from proxy.ops.logs import LogLimiter
-from quota.client_quota import ClientQuotaManager
-from quota.entity import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, QuotaTable
+from proxy.enforce.quota_sets import BOOTSTRAP, BROKER, BrokerQuotas, ProducePrefixWanted, QuotaSet
+from quota.entity import QuotaTable
 from quota.mutation import ControllerMutationQuotaManager
-from quota.producer_ids import ProducerIdQuotaManager
 from quota.rate import QuotaWindow
 
 log = logging.getLogger(__name__)
 
 
-class _ProducePrefixWanted:
-    """Whether Produce requests' body prefixes are read at the header (their producer id and only topic): while a
-    producer-id quota is configured, or the proxy has internal topics to exempt."""
-
-    __slots__ = ("_quotas",)
-
-    def __init__(self, quotas: "ByteRateQuotas") -> None:
-        self._quotas = quotas
-
-    @property
-    def enabled(self) -> bool:
-        return self._quotas.producer_ids.enabled or bool(self._quotas.internal_topics)
-
-
 class ByteRateQuotas:
-    """``produce`` (producer_byte_rate, request bytes), ``fetch`` (consumer_byte_rate, response bytes) and
-    ``mutations`` (controller_mutation_rate, partitions created or deleted)."""
+    """``produce`` (producer_byte_rate, request bytes), ``fetch`` (consumer_byte_rate, response bytes),
+    ``producer_ids`` (producer_ids_rate) and ``mutations`` (controller_mutation_rate, partitions created or deleted).
+
+    ``produce``, ``fetch`` and ``producer_ids`` are the bootstrap ports' and sidecar listeners' :class:`QuotaSet`
+    (every port's, under ``quota.scope: cluster``); under ``quota.scope: broker`` in cluster mode each broker has
+    its own, reached through :meth:`for_broker`. The mutation bucket, the volume throttle and the shadow
+    bookkeeping are one per proxy."""
 
     def __init__(self, config: ProxyConfig, clock=None) -> None:
         settings = config.settings
@@ -47,18 +37,18 @@ class ByteRateQuotas:
         mute_max = settings["quota.mute.max.ms"]
         self.mute_max_ms = mute_max
         self.clock = clock or SystemClock()
-        self.produce = ClientQuotaManager(config.quotas, PRODUCER_BYTE_RATE, self.clock, self.window, mute_max)
-        self.fetch = ClientQuotaManager(config.quotas, CONSUMER_BYTE_RATE, self.clock, self.window, mute_max)
+        self._settings = settings
+        self._table = config.quotas
+        self.shadow = settings["quota.mode"] == "shadow"
+        # quota.scope broker with a cluster-mode listener: one set per broker port's broker (else one set in all)
+        self.per_broker = settings["quota.scope"] == BROKER and any(lc.cluster_mode for lc in config.listeners)
+        self.home = QuotaSet(config.quotas, settings, self.clock, self.window, self.shadow)
+        self.produce, self.fetch, self.producer_ids = self.home.produce, self.home.fetch, self.home.producer_ids
+        self._brokers: dict[int, BrokerQuotas] = {}  # swapped whole (the scrape thread reads it)
         self.mutation_window = QuotaWindow(settings["controller.quota.window.num"],
                                            settings["controller.quota.window.size.seconds"])
         self.mutations = ControllerMutationQuotaManager(config.quotas, self.clock, self.mutation_window, mute_max)
         self.metadata_max_age_ms = settings["controller.quota.metadata.max.age.ms"]
-        self.producer_ids = ProducerIdQuotaManager(
-            config.quotas, window_num=settings["producer.id.quota.window.num"],
-            window_size_s=settings["producer.id.quota.window.size.seconds"],
-            expected_pids=settings["producer.id.quota.bloom.expected.pids"],
-            false_positive_rate=settings["producer.id.quota.bloom.false.positive.rate"], max_mute_ms=mute_max,
-            enforcement=settings["producer.id.quota.enforcement"], max_hold_ms=settings["producer.id.quota.max.hold.ms"])
         self.max_metric_entities = settings["quota.metrics.max.entities"]
         self.volume = None  # cluster volume usage (proxy.enforce.volume_throttle.VolumeThrottle), when configured
         if config.volume_usage is not None:
@@ -67,13 +57,12 @@ class ByteRateQuotas:
             # snapshots are dated in wall time (they cross hosts); a test's fake clock stands for both
             self.volume = VolumeThrottle(config.volume_usage, config.quotas, self.clock, self.window, mute_max,
                                          wall=WallClock() if clock is None else self.clock)
-        self.producer_ids.issued.max_entries = self.max_metric_entities
         # The proxy's own topics (volume usage, dynamic config): produce to them alone is exempt from every quota and
         # from PAUSE, so the proxy never throttles or pauses what it publishes itself.
         self.internal_topics: frozenset[str] = frozenset(
             ([config.volume_usage.topic] if config.volume_usage is not None else [])
             + ([config.dynamic_config.topic] if config.dynamic_config is not None else []))
-        self.produce_prefix = _ProducePrefixWanted(self)
+        self.produce_prefix = ProducePrefixWanted(self)
         self.shadow_throttles: dict[str, list[int]] = {}  # quota -> [decisions, total ms]: computed, not applied
         self._shadow_log = LogLimiter()
         self.set_mode(settings["quota.mode"])
@@ -82,8 +71,9 @@ class ByteRateQuotas:
         """``shadow``: every quota of the proxy computed and metered, none applied; ``enforce``: per entry."""
         shadow = mode == "shadow"
         self.shadow = shadow
-        for manager in (self.produce, self.fetch, self.mutations, self.producer_ids):
-            manager.shadow = shadow
+        for _, quota_set in self.quota_sets():
+            quota_set.set_shadow(shadow)
+        self.mutations.shadow = shadow
         if self.volume is not None:
             self.volume.produce.shadow = shadow
 
@@ -117,16 +107,42 @@ class ByteRateQuotas:
 
     def update(self, table: QuotaTable) -> None:
         """Swap in a new quota table (dynamic config); live sensors take the new limits at once."""
-        self.produce.update_quotas(table)
-        self.fetch.update_quotas(table)
+        self._table = table
+        for _, quota_set in self.quota_sets():
+            quota_set.update(table)
         self.mutations.update_quotas(table)
-        self.producer_ids.update_quotas(table)
         if self.volume is not None:
             self.volume.update_quotas(table)
 
     def expire_idle(self) -> int:
-        return (self.produce.expire_idle_sensors() + self.fetch.expire_idle_sensors()
-                + self.mutations.expire_idle_sensors())
+        """Sensors idle for an hour dropped from every set and the mutation quota (the app's housekeeping)."""
+        return sum(quota_set.expire_idle() for _, quota_set in self.quota_sets()) + self.mutations.expire_idle_sensors()
 
-    def managers(self) -> tuple[tuple[str, ClientQuotaManager], ...]:
-        return ((PRODUCER_BYTE_RATE, self.produce), (CONSUMER_BYTE_RATE, self.fetch))
+    def cleanup_producer_ids(self, now_ms: int) -> int:
+        """KIP-936's cache cleanup, in every set."""
+        return sum(quota_set.producer_ids.cleanup(now_ms) for _, quota_set in self.quota_sets())
+
+    def for_broker(self, node_id: int) -> "ByteRateQuotas | BrokerQuotas":
+        """What the connections of broker ``node_id``'s port read as their quotas: under ``quota.scope: broker`` (in
+        cluster mode) the broker's own set, made now if it is the broker's first port; otherwise the proxy's one."""
+        if not self.per_broker:
+            return self
+        scoped = self._brokers.get(node_id)
+        if scoped is None:
+            scoped = BrokerQuotas(node_id, QuotaSet(self._table, self._settings, self.clock, self.window, self.shadow),
+                                  self)
+            self._brokers = {**self._brokers, node_id: scoped}
+        return scoped
+
+    def drop_broker(self, node_id: int) -> None:
+        """The broker's last port closed (it left the cluster): its set goes; if it comes back it starts afresh, as a
+        restarted Kafka broker does."""
+        if node_id in self._brokers:
+            self._brokers = {n: b for n, b in self._brokers.items() if n != node_id}
+
+    def quota_sets(self) -> list[tuple[str, QuotaSet]]:
+        """Every set, each once, with the metrics' ``broker`` label (``bootstrap`` for the proxy's own set; "" when it
+        is the only one)."""
+        brokers = self._brokers
+        home = BOOTSTRAP if self.per_broker else ""
+        return [(home, self.home)] + [(str(n), brokers[n].quota_set) for n in sorted(brokers)]

@@ -18,7 +18,7 @@ from prometheus_client.registry import Collector
 
 from proxy.ops.metrics import PREFIX as METRICS_PREFIX
 from quota.connection import ConnectionQuotas
-from quota.entity import DEFAULT
+from quota.entity import CONSUMER_BYTE_RATE, DEFAULT, PRODUCER_BYTE_RATE
 from quota.top import OTHER
 from quota.volume import SKIP_REASONS
 
@@ -61,7 +61,8 @@ class QuotaMetricsCollector(Collector):
         return []  # collected on demand; nothing to register up front
 
     def collect(self) -> Iterator:
-        labels = ["quota", "user", "client_id"]
+        per_broker = self._quotas.per_broker  # quota.scope broker in cluster mode: a broker label on each set's series
+        labels = ["quota", "user", "client_id"] + (["broker"] if per_broker else [])
         rate = GaugeMetricFamily(f"{PREFIX}_byte_rate", "Measured byte rate (bytes/s) of the quota entity, as the quota check measures it.", labels=labels)
         limit = GaugeMetricFamily(f"{PREFIX}_limit", "Quota (bytes/s) that applies to the entity now (no sample when none does).", labels=labels)
         throttle_total = CounterMetricFamily(f"{PREFIX}_throttle_time_ms", "Total throttle time (ms) applied to the entity (shadow throttles not included); divide by throttled_responses for the average.", labels=labels)
@@ -70,10 +71,11 @@ class QuotaMetricsCollector(Collector):
         recorded = CounterMetricFamily(f"{PREFIX}_bytes", "Bytes counted against the entity's quota.", labels=labels)
         shadow_total = CounterMetricFamily(f"{PREFIX}_entity_shadow_throttle_time_ms", "Throttle time (ms) a shadow quota decided for the entity and did not apply.", labels=labels)
         shadowed = CounterMetricFamily(f"{PREFIX}_entity_shadow_throttled_responses", "Responses a shadow quota would have throttled for the entity (not throttled).", labels=labels)
-        for key, manager in self._byte_rate_managers():
+        for key, manager, broker in self._byte_rate_managers():
             top, other = manager.top_stats(self._quotas.max_metric_entities, pause=self._pause)
             for stats in top + ([other] if other is not None else []):
                 tag_labels = [key, label(stats.tags.user), label(stats.tags.client_id)]
+                tag_labels += [broker] if per_broker else []
                 if not math.isnan(stats.rate):  # the summed __other__ has no rate
                     rate.add_metric(tag_labels, stats.rate)
                 if not math.isinf(stats.limit):
@@ -102,12 +104,15 @@ class QuotaMetricsCollector(Collector):
         if self._quotas.volume is not None:
             yield from self._volume_metrics(self._quotas.volume)
 
-    def _byte_rate_managers(self) -> Iterator[tuple[str, ClientQuotaManager]]:
-        """producer_byte_rate, consumer_byte_rate, and the volume-scaled produce quota (``volume_usage``, recorded
-        only while THROTTLE) when volume usage is configured."""
-        yield from self._quotas.managers()
+    def _byte_rate_managers(self) -> Iterator[tuple[str, ClientQuotaManager, str]]:
+        """producer_byte_rate and consumer_byte_rate of every quota set (each once, with its broker label), and the
+        volume-scaled produce quota (``volume_usage``, recorded only while THROTTLE; one per proxy, broker label "")
+        when volume usage is configured."""
+        for broker, quota_set in self._quotas.quota_sets():
+            yield PRODUCER_BYTE_RATE, quota_set.produce, broker
+            yield CONSUMER_BYTE_RATE, quota_set.fetch, broker
         if self._quotas.volume is not None:
-            yield "volume_usage", self._quotas.volume.produce
+            yield "volume_usage", self._quotas.volume.produce, ""
 
     def _volume_metrics(self, volume) -> Iterator:
         """Cluster volume usage: state, factor, snapshot ages, fallback, aggregates over every fresh volume, and
@@ -173,7 +178,8 @@ class QuotaMetricsCollector(Collector):
     def _producer_id_metrics(self) -> Iterator:
         """KIP-936's ProducerIds metrics (rate, tokens, throttle-time) per user, and the cache's size."""
         name = "kafka_quota_proxy_producer_ids"
-        labels = ["user"]
+        per_broker = self._quotas.per_broker
+        labels = ["user"] + (["broker"] if per_broker else [])
         new = CounterMetricFamily(f"{name}_new", "New producer ids counted against the user's quota (their rate is "
                                   "the rate() of this counter).", labels=labels)
         tokens = GaugeMetricFamily(f"{name}_tokens", "Tokens left in the user's bucket; below 0 it is throttled.", labels=labels)
@@ -186,10 +192,13 @@ class QuotaMetricsCollector(Collector):
         held = CounterMetricFamily(f"{name}_held_requests", "Produce requests held in the proxy, before the broker saw their new producer id, until the user's bucket let it through (producer.id.quota.enforcement hold).", labels=labels)
         hold_total = CounterMetricFamily(f"{name}_hold_time_ms", "Total time (ms) Produce requests with a new producer id were held for the user.", labels=labels)
         refused = CounterMetricFamily(f"{name}_refused_requests", "Produce requests answered by the proxy with the retriable NOT_ENOUGH_REPLICAS because their new producer id would have been held past producer.id.quota.max.hold.ms (also counted as throttled).", labels=labels)
-        top, other = self._quotas.producer_ids.top_stats(self._quotas.max_metric_entities, self._quotas.clock.now_ms(),
-                                                         self._pause)
-        for s in top + ([other] if other is not None else []):
-            user = [label(s.tags.user)]
+        now_ms = self._quotas.clock.now_ms()
+        stats = []
+        for broker, quota_set in self._quotas.quota_sets():
+            top, other = quota_set.producer_ids.top_stats(self._quotas.max_metric_entities, now_ms, self._pause)
+            stats += [(s, broker) for s in top + ([other] if other is not None else [])]
+        for s, broker in stats:
+            user = [label(s.tags.user)] + ([broker] if per_broker else [])
             new.add_metric(user, s.new_pids_total)
             if not math.isinf(s.limit):  # no quota applies to the user any more: no limit, no bucket
                 tokens.add_metric(user, s.tokens)
@@ -207,12 +216,13 @@ class QuotaMetricsCollector(Collector):
                     refused)
         issued = CounterMetricFamily(f"{name}_issued", "Producer ids the broker issued (InitProducerId), by who asked; "
                                      "beyond the entity cap the least recent are summed under __other__.",
-                                     labels=["user", "client_id", "ip"])
-        tracker = self._quotas.producer_ids.issued
-        for (user, client_id, ip), count in tracker.counts().items():
-            issued.add_metric([label(user), label(client_id), ip], count)
-        if tracker.other:
-            issued.add_metric([OTHER, OTHER, OTHER], tracker.other)
+                                     labels=["user", "client_id", "ip"] + (["broker"] if per_broker else []))
+        for broker, quota_set in self._quotas.quota_sets():
+            tracker, where = quota_set.producer_ids.issued, [broker] if per_broker else []
+            for (user, client_id, ip), count in tracker.counts().items():
+                issued.add_metric([label(user), label(client_id), ip] + where, count)
+            if tracker.other:
+                issued.add_metric([OTHER, OTHER, OTHER] + where, tracker.other)
         yield issued
 
     def _mutation_metrics(self) -> Iterator:
