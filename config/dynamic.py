@@ -38,7 +38,7 @@ ENTITY_TYPES = (USER, CLIENT_ID, IP)
 MODES = ("enforce", "shadow")
 # Proxy-wide settings a dynamic record may change (the rest need a restart, as Kafka's static configs do).
 DYNAMIC_SETTINGS = ("max.connection.creation.rate", "max.connections", "max.connections.per.ip",
-                    "max.connections.per.ip.overrides", "quota.mode")
+                    "max.connections.per.ip.overrides", "quota.mode", "quota.smoothing")
 
 
 class RecordError(ValueError):

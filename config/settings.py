@@ -187,6 +187,10 @@ PRODUCER_ID_ENFORCEMENT = "producer.id.quota.enforcement"
 # cluster mode) or cluster (one budget for the whole cluster behind this proxy; cluster mode only, until issue 26)
 QUOTA_SCOPE = "quota.scope"
 SCOPES = ("broker", "cluster")
+# off (Kafka's sampled-rate throttle, exactly) or on (a token bucket per entity spreads a throttled client's bytes into
+# short, frequent delays: quota.smoothing); YAML 1.1 reads a bare on/off as true/false, taken as the same
+QUOTA_SMOOTHING = "quota.smoothing"
+SMOOTHING_VALUES = ("off", "on")
 
 
 def parse_settings(raw: Any, path: str, listener_names: set[str] = frozenset()) -> Settings:
@@ -196,12 +200,14 @@ def parse_settings(raw: Any, path: str, listener_names: set[str] = frozenset()) 
     if not isinstance(raw, dict):
         raise ConfigError(path, f"expected a mapping, got {show(raw)}")
     prefixed = {key for key in raw if isinstance(key, str) and _LISTENER_SETTING.match(key)}
-    m = mapping_with(raw, path, set(SETTINGS) | {IP_OVERRIDES, QUOTA_MODE, PRODUCER_ID_ENFORCEMENT, QUOTA_SCOPE} | prefixed)
+    m = mapping_with(raw, path, set(SETTINGS) | {IP_OVERRIDES, QUOTA_MODE, PRODUCER_ID_ENFORCEMENT, QUOTA_SCOPE,
+                                                 QUOTA_SMOOTHING} | prefixed)
     values: dict[str, Any] = {name: s.default for name, s in SETTINGS.items()}
     values[IP_OVERRIDES] = {}
     values[QUOTA_MODE] = "enforce"
     values[PRODUCER_ID_ENFORCEMENT] = HOLD
     values[QUOTA_SCOPE] = "broker"
+    values[QUOTA_SMOOTHING] = "off"
     for name, value in m.items():
         key = join(path, name)
         if name == IP_OVERRIDES:
@@ -221,6 +227,9 @@ def parse_settings(raw: Any, path: str, listener_names: set[str] = frozenset()) 
             if value not in ENFORCEMENTS:
                 raise ConfigError(key, f"expected {' or '.join(ENFORCEMENTS)}, got {show(value)}")
             values[name] = value
+            continue
+        if name == QUOTA_SMOOTHING:
+            values[name] = _smoothing(value, key)
             continue
         match = _LISTENER_SETTING.match(name)
         if match:
@@ -263,6 +272,15 @@ def check_scope(settings: Settings, listeners: tuple[ListenerConfig, ...], path:
                           "cluster needs a listener in cluster mode (broker_port_base): a sidecar proxy sees only "
                           "its own broker's traffic, so it cannot keep one budget for the whole cluster; use broker "
                           "(Kafka's per-broker quotas, what a sidecar gives)")
+
+
+def _smoothing(raw: Any, path: str) -> str:
+    """``quota.smoothing``: ``off`` or ``on`` (a YAML boolean, as YAML reads a bare on/off, means the same)."""
+    if isinstance(raw, bool):
+        return "on" if raw else "off"
+    if isinstance(raw, str) and raw.strip().lower() in SMOOTHING_VALUES:
+        return raw.strip().lower()
+    raise ConfigError(path, f"expected off or on, got {show(raw)}")
 
 
 def _ip_overrides(raw: Any, path: str) -> dict[str, int]:

@@ -17,6 +17,10 @@ Behaviour carried over from apache/kafka (``ClientQuotaManager``, ``Sensor``, ``
 * A sensor with no record for an hour is dropped (``INACTIVE_SENSOR_EXPIRATION_TIME_SECONDS = 3600``, expired when
   ``now - lastRecord > expiration``), so memory is bounded by the clients seen in the last hour.
 
+Beyond Kafka, ``smoothing`` (``quota.smoothing: on``) has a token bucket per entity decide the throttle instead of
+the sampled rate (which is still recorded, for metrics): many short delays instead of Kafka's stop-and-go; see
+:mod:`quota.smoothing`. It may be switched either way on a live manager.
+
 Accuracy, as simulated in ``tests/quota/test_steady_state.py`` with a client that sends whenever it is not muted:
 the long-run rate is within 1% of the quota, but because samples only start when something is recorded and a
 burst sample leaves the window all at once, the rate over any one minute swings between about 0.91x and 1.10x of
@@ -30,6 +34,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from operator import attrgetter
 
+from quota import smoothing
 from quota.clock import Clock
 from quota.decision import FORWARD, Decision, Throttle
 from quota.entity import QuotaTable, QuotaTags, ResolvedQuota
@@ -64,6 +69,7 @@ class ClientQuotaManager:
         max_throttle_time_ms: int | None = None,
         *,
         shadow: bool = False,
+        smoothing: bool = False,
         inactive_sensor_expiration_ms: int = INACTIVE_SENSOR_EXPIRATION_MS,
     ) -> None:
         if max_throttle_time_ms is not None and max_throttle_time_ms < 0:
@@ -75,6 +81,8 @@ class ClientQuotaManager:
         self.window = window
         self.max_throttle_time_ms = window.span_ms if max_throttle_time_ms is None else max_throttle_time_ms
         self.shadow = shadow
+        # quota.smoothing: on: a token bucket per entity decides the throttle (quota.smoothing); may change live
+        self.smoothing = smoothing
         self.inactive_sensor_expiration_ms = inactive_sensor_expiration_ms
         # Ordered by last record (oldest first), so idle sensors are found at the front.
         self._sensors: OrderedDict[QuotaTags, ClientSensors] = OrderedDict()
@@ -213,9 +221,12 @@ class ClientQuotaManager:
             return math.inf
         ceiling = self.max_value_in_quota_window(user, client_id)
         sensors = self._sensors.get(resolved.tags)
+        now = self._now(now_ms)
+        if self.smoothing:  # the bucket's tokens (a full bucket for an entity not seen yet)
+            bucket = None if sensors is None else sensors.smooth
+            return min(smoothing.headroom(bucket, resolved.limit, self.window, now), ceiling)
         if sensors is None:
             return ceiling
-        now = self._now(now_ms)
         headroom = resolved.limit * sensors.rate.window_size_ms(now) / 1000.0 - sensors.rate.total(now)
         return max(0.0, min(headroom, ceiling))
 
@@ -301,6 +312,11 @@ class ClientQuotaManager:
         sensors = self._record(resolved, user, client_id, value, now)
         if resolved.unlimited:
             return 0, resolved
+        if sensors.smooth is not None and self.smoothing:
+            shadow = self.shadow or resolved.shadow
+            throttle = smoothing.throttle_time_ms(sensors.smooth, self.max_throttle_time_ms, shadow)
+            sensors.record_throttle(throttle, shadow)
+            return throttle, resolved
         observed = sensors.rate.measure(now)
         if quota_acceptable(observed, resolved.limit):
             return 0, resolved
@@ -314,13 +330,23 @@ class ClientQuotaManager:
         deciding nothing, not in this process's totals."""
         resolved = self.resolve(user, client_id)
         if not resolved.unlimited:
-            self._sensors_at(resolved, user, client_id, now_ms).record_remote(value, now_ms)
+            sensors = self._sensors_at(resolved, user, client_id, now_ms)
+            sensors.record_remote(value, now_ms)
+            self._smooth(sensors, resolved, value, now_ms)
 
     def _record(self, resolved: ResolvedQuota, user: str, client_id: str, value: float, now: int) -> ClientSensors:
         sensors = self._sensors_at(resolved, user, client_id, now)
         sensors.record(value, now)
         self.tap.add(self.quota_key, sensors.tags, user, client_id, value)
+        self._smooth(sensors, resolved, value, now)
         return sensors
+
+    def _smooth(self, sensors: ClientSensors, resolved: ResolvedQuota, value: float, now: int) -> None:
+        """With smoothing on, ``value`` taken from (or, negative, given back to) the entity's bucket."""
+        if self.smoothing and not math.isinf(resolved.limit):
+            if sensors.smooth is None:
+                sensors.smooth = smoothing.new_bucket(resolved.limit, self.window, now)
+            smoothing.take(sensors.smooth, value, now)
 
     def _sensors_at(self, resolved: ResolvedQuota, user: str, client_id: str, now: int) -> ClientSensors:
         self.expire_idle_sensors(now)
@@ -338,6 +364,7 @@ class ClientQuotaManager:
     def __repr__(self) -> str:
         return (
             f"ClientQuotaManager(quota_key={self.quota_key!r}, window={self.window!r}, "
-            f"max_throttle_time_ms={self.max_throttle_time_ms}, sensors={len(self._sensors)})"
+            f"max_throttle_time_ms={self.max_throttle_time_ms}, smoothing={self.smoothing}, "
+            f"sensors={len(self._sensors)})"
         )
 

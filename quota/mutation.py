@@ -32,59 +32,9 @@ from quota.decision import FORWARD, Decision, Throttle
 from quota.entity import CONTROLLER_MUTATION_RATE, QuotaTable, ResolvedQuota
 from quota.rate import QuotaWindow
 from quota.sensor import ClientSensors, EntityStats
-from quota.throttle import INT32_MAX, java_round
+from quota.throttle import INT32_MAX
+from quota.token_bucket import TokenBucket
 from quota.top import no_pause, snapshot
-
-
-class TokenBucket:
-    """Kafka's ``TokenBucket`` stat: ``tokens`` refilled at ``rate`` per second up to ``burst``, allowed below 0."""
-
-    __slots__ = ("rate", "burst", "tokens", "_last_ms")
-
-    def __init__(self, rate: float, burst: float, now_ms: int) -> None:
-        self.rate = rate
-        self.burst = burst
-        self.tokens = burst  # Kafka's bucket starts at 0 with its last update at 0 ms: full at the first refill
-        self._last_ms = now_ms
-
-    def refill(self, now_ms: int) -> float:
-        """Add what accrued since the last update (never above the burst); returns the tokens now."""
-        if now_ms > self._last_ms:
-            self.tokens = min(self.burst, self.tokens + self.rate * (now_ms - self._last_ms) / 1000.0)
-            self._last_ms = now_ms
-        return self.tokens
-
-    def peek(self, now_ms: int) -> float:
-        """The tokens :meth:`refill` would return at ``now_ms``, changing nothing (for metrics, which may read it
-        from another thread)."""
-        tokens, last_ms = self.tokens, self._last_ms
-        if now_ms > last_ms:
-            return min(self.burst, tokens + self.rate * (now_ms - last_ms) / 1000.0)
-        return tokens
-
-    def take(self, n: float, now_ms: int) -> None:
-        self.refill(now_ms)
-        self.tokens -= n
-
-    def give_back(self, n: float, now_ms: int) -> None:
-        """Return ``n`` tokens taken for a mutation that did not happen: never above the burst, so the bucket is at
-        most where it would be had they never been taken."""
-        self.refill(now_ms)
-        self.tokens = min(self.burst, self.tokens + n)
-
-    def reconfigure(self, rate: float, burst: float, now_ms: int) -> None:
-        """A new quota: tokens accrued so far at the old rate, then capped by the new burst."""
-        self.refill(now_ms)
-        self.rate, self.burst = rate, burst
-        self.tokens = min(self.tokens, burst)
-
-    def throttle_time_ms(self) -> int:
-        """``-K / R`` in ms (0 when ``K >= 0``), rounded as Java's ``Math.round``; INT32_MAX for a zero quota."""
-        if self.tokens >= 0:
-            return 0
-        if self.rate <= 0:
-            return INT32_MAX
-        return min(INT32_MAX, java_round(-self.tokens / self.rate * 1000.0))
 
 
 class MutationSensors(ClientSensors):

@@ -12,7 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from quota.entity import QuotaEntity, QuotaTags, ResolvedQuota
+from quota import smoothing
 from quota.rate import QuotaWindow, Rate
+from quota.token_bucket import TokenBucket
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +62,7 @@ class ClientSensors:
         "throttle_max_ms",
         "shadow_throttle_time_ms_total",
         "shadow_throttled_count",
+        "smooth",
     )
 
     def __init__(self, resolved: ResolvedQuota, window: QuotaWindow, user: str, client_id: str, now_ms: int) -> None:
@@ -78,12 +81,15 @@ class ClientSensors:
         self.throttle_max_ms = now_ms
         self.shadow_throttle_time_ms_total = 0
         self.shadow_throttled_count = 0
+        self.smooth: TokenBucket | None = None  # quota.smoothing's bucket, made at the first record while it is on
 
     def apply(self, resolved: ResolvedQuota) -> None:
         """Take the limit of ``resolved`` (same tags) so the next check uses it."""
         self.limit = resolved.limit
         self.entity = resolved.entity
         self.shadow = resolved.shadow
+        if self.smooth is not None:
+            self.smooth = smoothing.reshaped(self.smooth, resolved.limit, self.rate.window, self.last_record_ms)
 
     def retire(self) -> None:
         """No quota is counted in these tags any more (the table moved their clients to other tags): no limit, so
@@ -91,6 +97,7 @@ class ClientSensors:
         self.limit = float("inf")
         self.entity = None
         self.shadow = False
+        self.smooth = None
 
     def record(self, value: float, now_ms: int) -> None:
         self.rate.record(value, now_ms)

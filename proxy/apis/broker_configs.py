@@ -22,7 +22,7 @@ import json
 from typing import TYPE_CHECKING, Callable
 
 from config.dynamic import DYNAMIC_SETTINGS, PROXY_KEY, RecordError, entity_key
-from config.settings import IP_OVERRIDES, QUOTA_MODE, SETTINGS, parse_settings
+from config.settings import IP_OVERRIDES, QUOTA_MODE, QUOTA_SMOOTHING, SETTINGS, parse_settings
 from proxy.apis.plan import FORWARD_AS_IS, PASS, AnswerLocally, Await, ConnectionScope, ForwardRequest, Plan
 from proxy.session.session import Session
 from proxy.codec.apis import DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
@@ -141,7 +141,7 @@ def check(dynamic: "DynamicConfig", resources) -> tuple[list[tuple[int, str | No
 def setting_value(name: str, text: str):
     """A config value as the wire carries it (a string) into the config topic's JSON: numbers for the numeric
     settings (the check then names anything that is not one), strings for the others."""
-    if name in (IP_OVERRIDES, QUOTA_MODE):
+    if name in (IP_OVERRIDES, QUOTA_MODE, QUOTA_SMOOTHING):
         return text
     for kind in (int, float):
         try:

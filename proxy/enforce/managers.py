@@ -66,6 +66,15 @@ class ByteRateQuotas:
         self.shadow_throttles: dict[str, list[int]] = {}  # quota -> [decisions, total ms]: computed, not applied
         self._shadow_log = LogLimiter()
         self.set_mode(settings["quota.mode"])
+        self.set_smoothing(settings["quota.smoothing"])
+
+    def set_smoothing(self, smoothing: str) -> None:
+        """``on``: producer_byte_rate and consumer_byte_rate throttle from a token bucket per entity (short, frequent
+        delays; :mod:`quota.smoothing`), in every set; ``off``: Kafka's sampled-rate throttle. Takes effect at the
+        next record."""
+        self.smoothing = smoothing == "on"
+        for _, quota_set in self.quota_sets():
+            quota_set.set_smoothing(self.smoothing)
 
     def set_mode(self, mode: str) -> None:
         """``shadow``: every quota of the proxy computed and metered, none applied; ``enforce``: per entry."""
@@ -81,6 +90,7 @@ class ByteRateQuotas:
         """A new effective configuration (the dynamic config changed): the mode and every table, in one step of
         the event loop, so no request sees half of it."""
         self.set_mode(config.settings["quota.mode"])
+        self.set_smoothing(config.settings["quota.smoothing"])
         self.update(config.quotas)
 
     def note_shadow(self, quota: str, decision, user: str, client_id: str) -> int:
@@ -131,6 +141,7 @@ class ByteRateQuotas:
         if scoped is None:
             scoped = BrokerQuotas(node_id, QuotaSet(self._table, self._settings, self.clock, self.window, self.shadow),
                                   self)
+            scoped.quota_set.set_smoothing(self.smoothing)
             self._brokers = {**self._brokers, node_id: scoped}
         return scoped
 

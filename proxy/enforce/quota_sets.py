@@ -50,6 +50,10 @@ class QuotaSet:
         for manager in (self.produce, self.fetch, self.producer_ids):
             manager.shadow = shadow
 
+    def set_smoothing(self, on: bool) -> None:
+        """``quota.smoothing``: the byte-rate managers throttle from a token bucket per entity (quota.smoothing)."""
+        self.produce.smoothing = self.fetch.smoothing = on
+
     def update(self, table: QuotaTable) -> None:
         self.produce.update_quotas(table)
         self.fetch.update_quotas(table)
