@@ -185,7 +185,8 @@ class Supervisor:
                     slot.hello = slot.started_once = True
                     log.info("worker %d serving (pid %s)", slot.index, hello.get("pid"))
         except (FrameError, ConnectionError, ValueError) as exc:
-            log.error("worker %d: link broken: %s", slot.index, exc)
+            if not self.stopping:
+                log.error("worker %d: link broken: %s", slot.index, exc)
 
     def _forward(self, source: Slot, frame: bytes) -> None:
         for slot in self.slots:
@@ -194,9 +195,13 @@ class Supervisor:
                 continue
             if writer.transport.get_write_buffer_size() > MAX_FORWARD_BUFFER:
                 self.forwarded.labels("dropped").inc()
-            else:
+                continue
+            try:
                 writer.write(frame)
-                self.forwarded.labels("forwarded").inc()
+            except ConnectionError:  # that worker is exiting: its own supervision sees to it
+                self.forwarded.labels("dropped").inc()
+                continue
+            self.forwarded.labels("forwarded").inc()
 
     async def stop(self) -> None:
         """Every worker drains (SIGTERM) within the grace period and a margin, or is killed."""

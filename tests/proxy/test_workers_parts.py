@@ -24,14 +24,14 @@ def config(**settings):
 
 def test_workers_and_their_sync_interval_are_settings_checked_at_load():
     assert config().settings["workers"] == 1
-    assert config().settings["quota.workers.sync.ms"] == 100
+    assert config().settings["quota.workers.sync.ms"] == 20
     assert config(workers=4).settings["workers"] == 4
     with pytest.raises(ConfigError, match=r"settings\.workers.*between 1 and 256, got 0"):
         config(workers=0)
     with pytest.raises(ConfigError, match=r"settings\.workers.*expected an integer"):
         config(workers=1.5)
-    with pytest.raises(ConfigError, match=r"settings\.quota\.workers\.sync\.ms.*between 10 and 10000"):
-        config(**{"quota.workers.sync.ms": 5})
+    with pytest.raises(ConfigError, match=r"settings\.quota\.workers\.sync\.ms.*between 5 and 10000"):
+        config(**{"quota.workers.sync.ms": 4})
 
 
 def feed(data: bytes):
