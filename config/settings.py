@@ -172,6 +172,11 @@ SETTINGS: dict[str, Setting] = {
         1000, int, 1, 1_000_000,
         "Quota entities with their own metric labels; the rest are summed under user/client_id '__other__'.",
     ),
+    "quota.metrics.refresh.ms": Setting(
+        15_000, int, 0, 3_600_000,
+        "Above 100,000 quota entities, the per-entity quota series are built in the background this often and a "
+        "scrape serves the last build (each value at most this old); 0: every scrape builds them.",
+    ),
 }
 
 

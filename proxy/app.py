@@ -23,7 +23,8 @@ from proxy.connection.client_socket import ClientConnection, ListenerContext
 from proxy.connection.listener import Listener
 from proxy.enforce.internal_topic_guard import InternalTopicGuard
 from proxy.enforce.managers import ByteRateQuotas
-from proxy.ops.http import OpsServer
+from proxy.ops.entity_series import EntitySeries
+from proxy.ops.http import OpsServer, quiet
 from proxy.ops.metrics import ProxyMetrics
 from proxy.ops.quota_metrics import ConnectionMetricsCollector, QuotaMetricsCollector
 from proxy.ops.readiness import Readiness
@@ -56,7 +57,10 @@ class ProxyApp:
         self.created_counts = CreatedCounts(self.kafka, connect_timeout_s,  # -1 creates a v4 answer gave no count of
                                             on_unknown=self.metrics.controller_mutation_partitions_unknown.inc)
         self.quotas = ByteRateQuotas(config)
-        self.metrics.registry.register(QuotaMetricsCollector(self.quotas))
+        quota_metrics = QuotaMetricsCollector(self.quotas)
+        self.metrics.registry.register(quota_metrics)
+        quota_metrics.series = EntitySeries(quota_metrics.render, quota_metrics.entities, self.quotas.clock,
+                                            config.settings["quota.metrics.refresh.ms"], quiet=quiet)
         self.connection_quotas = ConnectionQuotas([lc.name for lc in config.listeners], self.quotas.window,
                                                   config.connections)
         self.effective_config = config  # YAML, with the dynamic configuration laid over it
@@ -97,7 +101,7 @@ class ProxyApp:
             now=time.monotonic)
         self.draining = False  # shutting down: /readyz says not ready while in-flight requests finish
         # not ready before the config topic has been read to its end once (or found unreadable: the YAML applies)
-        self.ops = OpsServer(self.metrics.registry, self.not_ready)
+        self.ops = OpsServer(self.metrics.registry, self.not_ready, series=quota_metrics.series)
         self.metrics.ready.set_function(lambda: 1 if self.is_ready() else 0)
         self.ops_address: tuple[str, int] | None = None
         self._housekeeping: asyncio.Task | None = None

@@ -12,10 +12,15 @@ import asyncio
 import gc
 import logging
 import sys
+import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from proxy.ops.entity_series import EntitySeries
 
 log = logging.getLogger(__name__)
 
@@ -27,8 +32,15 @@ MAX_CONNECTIONS = 64  # scrapers and probes are few; more at once are answered 5
 SCRAPE_SWITCH_INTERVAL_S = 0.001
 
 
-def build_exposition(registry: CollectorRegistry) -> bytes:
-    """The text exposition, built so that the event loop waits little for the GIL meanwhile:
+_quiet_lock = threading.Lock()
+_quiet_depth = 0
+_quiet_saved: tuple[bool, float] = (True, 0.005)
+
+
+@contextmanager
+def quiet() -> Iterator[None]:
+    """Around work that walks the quota tables off the loop (a scrape, a background build of the per-entity series),
+    so that the event loop waits little for the GIL meanwhile:
 
     * the interpreter's switch interval is 1 ms (not 5): the loop, when it wants the GIL back from the scrape
       thread, waits at most that long between two bytecodes; a request crossing the proxy takes the GIL several
@@ -37,25 +49,44 @@ def build_exposition(registry: CollectorRegistry) -> bytes:
       and a collection of the young generation while it is young walks every entry with the GIL held (about 25 ms
       per million).
 
-    Both are process-wide, for the scrape only (about a second and a half with 10^6 tenants), and restored after."""
-    enabled, interval = gc.isenabled(), sys.getswitchinterval()
-    gc.disable()
-    sys.setswitchinterval(min(interval, SCRAPE_SWITCH_INTERVAL_S))
+    Both are process-wide: the first of overlapping users (the scrape thread and the series builder) sets them,
+    the last restores them."""
+    global _quiet_depth, _quiet_saved
+    with _quiet_lock:
+        if _quiet_depth == 0:
+            _quiet_saved = (gc.isenabled(), sys.getswitchinterval())
+            gc.disable()
+            sys.setswitchinterval(min(_quiet_saved[1], SCRAPE_SWITCH_INTERVAL_S))
+        _quiet_depth += 1
     try:
-        return generate_latest(registry)
+        yield
     finally:
-        sys.setswitchinterval(interval)
-        if enabled:
-            gc.enable()
+        with _quiet_lock:
+            _quiet_depth -= 1
+            if _quiet_depth == 0:
+                enabled, interval = _quiet_saved
+                sys.setswitchinterval(interval)
+                if enabled:
+                    gc.enable()
+
+
+def build_exposition(registry: CollectorRegistry, series: EntitySeries | None = None) -> bytes:
+    """The text exposition (see :func:`quiet`); with ``series``, the per-entity quota series come from it (built
+    by this scrape or served from the last background build, see :mod:`proxy.ops.entity_series`)."""
+    with quiet():
+        extra = series.scrape() if series is not None else b""
+        return generate_latest(registry) + extra
 
 
 class OpsServer:
     def __init__(self, registry: CollectorRegistry, not_ready: Callable[[], str | None],
-                 exposition: Callable[[], bytes] | None = None) -> None:
+                 exposition: Callable[[], bytes] | None = None, series: EntitySeries | None = None) -> None:
         """``not_ready`` says why the proxy is not ready (the body of /readyz's 503), or None when it is;
-        ``exposition`` builds /metrics' body in the scrape thread (default: the registry's)."""
+        ``exposition`` builds /metrics' body in the scrape thread (default: the registry's, with ``series``, the
+        per-entity quota series when the registry's quota collector leaves them to it)."""
         self._registry = registry
-        self._build = exposition or (lambda: build_exposition(registry))
+        self._series = series
+        self._build = exposition or (lambda: build_exposition(registry, series))
         self._not_ready = not_ready
         self._server: asyncio.AbstractServer | None = None
         self._open = 0
@@ -70,6 +101,8 @@ class OpsServer:
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
+        if self._series is not None:
+            self._series.close()
         self._scraper.shutdown(wait=False)
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

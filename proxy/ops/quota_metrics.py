@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -48,6 +49,16 @@ def let_the_loop_run() -> None:
     time.sleep(SCRAPE_PAUSE_S)
 
 
+class _Families:
+    """Metric families as a registry to format (``generate_latest`` asks only for ``collect``)."""
+
+    def __init__(self, families: Iterator) -> None:
+        self._families = families
+
+    def collect(self) -> Iterator:
+        return self._families
+
+
 class QuotaMetricsCollector(Collector):
     """The per-entity quota metrics, read when Prometheus scrapes (in the scrape thread, never on the request path):
     each family bounded to ``quota.metrics.max.entities`` series per quota, the busiest by what they count, the
@@ -56,11 +67,29 @@ class QuotaMetricsCollector(Collector):
     def __init__(self, quotas, pause=let_the_loop_run) -> None:  # quotas: proxy.enforce.managers.ByteRateQuotas
         self._quotas = quotas
         self._pause = pause
+        self.series = None  # proxy.ops.entity_series.EntitySeries, when it serves the per-entity families at scale
 
     def describe(self) -> list:
         return []  # collected on demand; nothing to register up front
 
     def collect(self) -> Iterator:
+        if self.series is None or self.series.inline:  # else the series give them, from their last build
+            yield from self.entity_families()
+        yield from self._shadow_and_volume()
+        yield self._issued()
+
+    def entities(self) -> int:
+        """Quota entities the per-entity families walk (what a build costs)."""
+        q = self._quotas
+        return (sum(len(s.produce) + len(s.fetch) + len(s.producer_ids) for _, s in q.quota_sets())
+                + len(q.mutations) + (len(q.volume.produce) if q.volume is not None else 0))
+
+    def render(self) -> bytes:
+        """The per-entity families as text exposition (a background build of :mod:`proxy.ops.entity_series`)."""
+        return generate_latest(_Families(self.entity_families()))
+
+    def entity_families(self) -> Iterator:
+        """One series per busy entity and ``__other__``: byte rates, controller mutations, producer ids (users)."""
         per_broker = self._quotas.per_broker  # quota.scope broker in cluster mode: a broker label on each set's series
         labels = ["quota", "user", "client_id"] + (["broker"] if per_broker else [])
         rate = GaugeMetricFamily(f"{PREFIX}_byte_rate", "Measured byte rate (bytes/s) of the quota entity, as the quota check measures it.", labels=labels)
@@ -88,6 +117,10 @@ class QuotaMetricsCollector(Collector):
                     shadow_total.add_metric(tag_labels, stats.shadow_throttle_time_ms_total)
                     shadowed.add_metric(tag_labels, stats.shadow_throttled_count)
         yield from (rate, limit, throttle_total, throttle_max, throttled, recorded, shadow_total, shadowed)
+        yield from self._mutation_metrics()
+        yield from self._producer_id_metrics()
+
+    def _shadow_and_volume(self) -> Iterator:
         shadow_count = CounterMetricFamily(f"{PREFIX}_shadow_throttles", "Throttles computed in shadow mode and not "
                                            "applied, by quota.", labels=["quota"])
         shadow_ms = CounterMetricFamily(f"{PREFIX}_shadow_throttle_time_ms", "Throttle time computed in shadow mode "
@@ -99,8 +132,6 @@ class QuotaMetricsCollector(Collector):
         mode = GaugeMetricFamily(f"{PREFIX}_shadow_mode", "1 while the whole proxy is in shadow mode (quota.mode).")
         mode.add_metric([], 1.0 if self._quotas.shadow else 0.0)
         yield from (shadow_count, shadow_ms, mode)
-        yield from self._mutation_metrics()
-        yield from self._producer_id_metrics()
         if self._quotas.volume is not None:
             yield from self._volume_metrics(self._quotas.volume)
 
@@ -214,7 +245,11 @@ class QuotaMetricsCollector(Collector):
             refused.add_metric(user, s.refused_count)
         yield from (new, tokens, limit, throttle_total, throttled, shadow_total, shadowed, cache, held, hold_total,
                     refused)
-        issued = CounterMetricFamily(f"{name}_issued", "Producer ids the broker issued (InitProducerId), by who asked; "
+
+    def _issued(self):
+        """producer_ids_issued: bounded by its own cap (``quota.metrics.max.entities`` keys), so always fresh."""
+        per_broker = self._quotas.per_broker
+        issued = CounterMetricFamily("kafka_quota_proxy_producer_ids_issued", "Producer ids the broker issued (InitProducerId), by who asked; "
                                      "beyond the entity cap the least recent are summed under __other__.",
                                      labels=["user", "client_id", "ip"] + (["broker"] if per_broker else []))
         for broker, quota_set in self._quotas.quota_sets():
@@ -223,7 +258,7 @@ class QuotaMetricsCollector(Collector):
                 issued.add_metric([label(user), label(client_id), ip] + where, count)
             if tracker.other:
                 issued.add_metric([OTHER, OTHER, OTHER] + where, tracker.other)
-        yield issued
+        return issued
 
     def _mutation_metrics(self) -> Iterator:
         """KIP-599's ControllerMutation metrics (rate, tokens, throttle-time) per quota entity."""
