@@ -36,6 +36,8 @@ log = logging.getLogger(__name__)
 
 SENSOR_EXPIRY_INTERVAL_S = 60.0
 TIMEOUT_CHECK_INTERVAL_S = 1.0
+EXPIRY_BATCH = 500  # idle sensors dropped per manager between two turns of the loop (about 5 ms of work)
+PID_CLEANUP_BATCH = 2_000  # producer-id users looked at per cleanup (a pass over 10^5 users: ~50 cleanups)
 
 
 class ProxyApp:
@@ -242,14 +244,15 @@ class ProxyApp:
         next_pid_cleanup = loop.time() + pid_cleanup_s
         while True:
             await asyncio.sleep(TIMEOUT_CHECK_INTERVAL_S)
-            if loop.time() >= next_pid_cleanup:
-                self.quotas.cleanup_producer_ids(self.quotas.clock.now_ms())  # KIP-936's cache cleanup, every set
+            if loop.time() >= next_pid_cleanup:  # KIP-936's cache cleanup, every set, a slice of the users at a time
+                self.quotas.cleanup_producer_ids(self.quotas.clock.now_ms(), PID_CLEANUP_BATCH)
                 next_pid_cleanup = loop.time() + pid_cleanup_s
             now_ns = time.monotonic_ns()
             for conn in list(self.connections):
                 conn.check_timeouts(now_ns, response_timeout_ns, idle_timeout_ns)
             if loop.time() >= next_expiry:
-                self.quotas.expire_idle()
+                while self.quotas.expire_idle(EXPIRY_BATCH):  # a batch, then the loop's other work, until done
+                    await asyncio.sleep(0)
                 self.connection_quotas.expire_idle(self.quotas.clock.now_ms())
                 next_expiry = loop.time() + SENSOR_EXPIRY_INTERVAL_S
 

@@ -48,6 +48,11 @@ from quota.usage_share import NO_TAP
 INACTIVE_SENSOR_EXPIRATION_MS = 3_600_000
 """Kafka purges quota sensors after one hour without a record."""
 
+RECORD_EXPIRY_BATCH = 2
+"""Idle sensors one record drops at most (more than the one it may make, so records alone keep up): a record that
+finds a million sensors past their hour must not drop them all on the request path (about 10 us each); the
+housekeeping drops the rest in batches."""
+
 
 class ClientQuotaManager:
     """Sampled-rate quota for one key (``producer_byte_rate`` or ``consumer_byte_rate``) per (user, client-id).
@@ -282,14 +287,16 @@ class ClientQuotaManager:
         sensors = self._sensors.get(self.resolve(user, client_id).tags)
         return None if sensors is None else sensors.stats(self._now(now_ms))
 
-    def expire_idle_sensors(self, now_ms: int | None = None) -> int:
-        """Drop sensors with no record for longer than the expiration; returns how many were dropped.
+    def expire_idle_sensors(self, now_ms: int | None = None, limit: int | None = None) -> int:
+        """Drop sensors with no record for longer than the expiration (at most ``limit`` of them, the oldest first);
+        returns how many were dropped.
 
-        Also done on every record, a few at a time, so calling this is only needed to free memory when idle.
+        Also done on every record, :data:`RECORD_EXPIRY_BATCH` at a time, so calling this is only needed to free
+        memory when idle.
         """
         now = self._now(now_ms)
         expired = 0
-        while self._sensors:
+        while self._sensors and (limit is None or expired < limit):
             oldest = next(iter(self._sensors.values()))
             if now - oldest.last_record_ms <= self.inactive_sensor_expiration_ms:
                 break
@@ -349,7 +356,7 @@ class ClientQuotaManager:
             smoothing.take(sensors.smooth, value, now)
 
     def _sensors_at(self, resolved: ResolvedQuota, user: str, client_id: str, now: int) -> ClientSensors:
-        self.expire_idle_sensors(now)
+        self.expire_idle_sensors(now, RECORD_EXPIRY_BATCH)
         sensors = self._sensors.get(resolved.tags)
         if sensors is None:
             sensors = self.sensors_class(resolved, self.window, user, client_id, now)

@@ -124,13 +124,16 @@ class ByteRateQuotas:
         if self.volume is not None:
             self.volume.update_quotas(table)
 
-    def expire_idle(self) -> int:
-        """Sensors idle for an hour dropped from every set and the mutation quota (the app's housekeeping)."""
-        return sum(quota_set.expire_idle() for _, quota_set in self.quota_sets()) + self.mutations.expire_idle_sensors()
+    def expire_idle(self, limit: int | None = None) -> int:
+        """Sensors idle for an hour dropped from every set and the mutation quota (the app's housekeeping), at most
+        ``limit`` per manager (the housekeeping calls again while this drops any, between other work of the loop);
+        returns how many were dropped."""
+        return (sum(quota_set.expire_idle(limit) for _, quota_set in self.quota_sets())
+                + self.mutations.expire_idle_sensors(limit=limit))
 
-    def cleanup_producer_ids(self, now_ms: int) -> int:
-        """KIP-936's cache cleanup, in every set."""
-        return sum(quota_set.producer_ids.cleanup(now_ms) for _, quota_set in self.quota_sets())
+    def cleanup_producer_ids(self, now_ms: int, limit: int | None = None) -> int:
+        """KIP-936's cache cleanup, in every set (``limit`` users at most per set, see ``ProducerIdQuotaManager``)."""
+        return sum(quota_set.producer_ids.cleanup(now_ms, limit) for _, quota_set in self.quota_sets())
 
     def for_broker(self, node_id: int) -> "ByteRateQuotas | BrokerQuotas":
         """What the connections of broker ``node_id``'s port read as their quotas: under ``quota.scope: broker`` (in

@@ -59,8 +59,8 @@ class QuotaSet:
         self.fetch.update_quotas(table)
         self.producer_ids.update_quotas(table)
 
-    def expire_idle(self) -> int:
-        return self.produce.expire_idle_sensors() + self.fetch.expire_idle_sensors()
+    def expire_idle(self, limit: int | None = None) -> int:
+        return self.produce.expire_idle_sensors(limit=limit) + self.fetch.expire_idle_sensors(limit=limit)
 
 
 class ProducePrefixWanted:
