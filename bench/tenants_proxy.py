@@ -89,7 +89,8 @@ async def run(args) -> dict:
     broker_port = free_port()
     ports = {"10 tenants": free_port(), f"{args.tenants:,} tenants": free_port()}
     broker = tansu(broker_port, broker_port)
-    at_broker(broker_port, [(CREATE_TOPICS, 7, create_topics_body(7, TOPIC))])
+    loop = asyncio.get_running_loop()
+    await loop.run_in_executor(None, at_broker, broker_port, [(CREATE_TOPICS, 7, create_topics_body(7, TOPIC))])
     apps = []
     try:
         sizes = {}
@@ -113,7 +114,6 @@ async def run(args) -> dict:
         results = ctx.Queue()
         proc = ctx.Process(target=client, args=(ports, sizes, args.samples, results))
         proc.start()
-        loop = asyncio.get_running_loop()
         times = await loop.run_in_executor(None, results.get)
         await loop.run_in_executor(None, proc.join)
         return times
