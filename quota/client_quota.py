@@ -48,6 +48,9 @@ from quota.usage_share import NO_TAP
 INACTIVE_SENSOR_EXPIRATION_MS = 3_600_000
 """Kafka purges quota sensors after one hour without a record."""
 
+COMPACT_BELOW = 16
+"""A sensor table is compacted when it holds no more than 1/COMPACT_BELOW of the most it held."""
+
 RECORD_EXPIRY_BATCH = 2
 """Idle sensors one record drops at most (more than the one it may make, so records alone keep up): a record that
 finds a million sensors past their hour must not drop them all on the request path (about 10 us each); the
@@ -91,6 +94,7 @@ class ClientQuotaManager:
         self.inactive_sensor_expiration_ms = inactive_sensor_expiration_ms
         # Ordered by last record (oldest first), so idle sensors are found at the front.
         self._sensors: OrderedDict[QuotaTags, ClientSensors] = OrderedDict()
+        self._high = 0  # the most sensors held since the table was last compacted (see expire_idle_sensors)
         self._reach = Reach()  # the sensors by their representative: what a changed entity can reach
         self.refreshed = 0  # sensors looked at by update_quotas (tests count it)
 
@@ -157,6 +161,8 @@ class ClientQuotaManager:
     def _add(self, sensors: ClientSensors) -> None:
         self._sensors[sensors.tags] = sensors
         self._reach.add(sensors.representative, sensors.tags)
+        if len(self._sensors) > self._high:
+            self._high = len(self._sensors)
 
     def _represent(self, sensors: ClientSensors, user: str, client_id: str) -> None:
         if sensors.representative != (user, client_id):
@@ -303,7 +309,17 @@ class ClientQuotaManager:
             del self._sensors[oldest.tags]
             self._reach.remove(oldest.representative, oldest.tags)
             expired += 1
+        if expired and len(self._sensors) <= self._high // COMPACT_BELOW:
+            self._compact()
         return expired
+
+    def _compact(self) -> None:
+        """A dict never gives back the room of entries deleted from it: once a table holds a sixteenth of its
+        highest, it is copied into one of its size (a copy of at most 1/16 of the highest: the tables of a million
+        expired tenants, about 110 MiB, are returned)."""
+        self._sensors = OrderedDict(self._sensors)  # one reference swapped: a scrape's snapshot reads either
+        self._reach.compact()
+        self._high = len(self._sensors)
 
     def __len__(self) -> int:
         """The number of live sensors."""

@@ -45,6 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from operator import attrgetter
 
+from quota.client_quota import COMPACT_BELOW
 from quota.decision import FORWARD, Decision, Throttle
 from quota.entity import DEFAULT, PRODUCER_IDS_RATE, QuotaTable, QuotaTags
 from quota.mutation import TokenBucket
@@ -145,6 +146,7 @@ class ProducerIdQuotaManager:
         self.new_pids_counted = 0  # new producer ids counted so far, all users (a caller's before/after says "new")
         self._users: dict[QuotaTags, _UserState] = {}
         self._sweep: list[QuotaTags] = []  # the users a cleanup with a limit has still to look at in this pass
+        self._high = 0  # the most users held since the dict was last compacted
         self.issued = IssuedProducerIds()  # attribution of InitProducerId answers (metrics, not the quota)
         self._quotas = quotas
         self.update_quotas(quotas)
@@ -295,6 +297,10 @@ class ProducerIdQuotaManager:
             if (state.cache.dispose_expired(now_ms) or not state.cache.live) and _replaceable(state.bucket, now_ms):
                 del users[tags]
                 dropped += 1
+        self._high = max(self._high, len(users) + dropped)
+        if dropped and len(users) <= self._high // COMPACT_BELOW:  # a dict keeps the room of deleted entries
+            self._users = dict(users)
+            self._high = len(users)
         return dropped
 
     def stats(self, now_ms: int) -> list[ProducerIdStats]:

@@ -30,6 +30,11 @@ class Reach:
         _unindex(self._by_user, representative[0], tags)
         _unindex(self._by_client, representative[1], tags)
 
+    def compact(self) -> None:
+        """New dicts of their current size (a dict keeps the room of deleted entries)."""
+        self._by_user = dict(self._by_user)
+        self._by_client = dict(self._by_client)
+
     def reached_by(self, changed: Iterable[QuotaEntity]) -> set[QuotaTags] | None:
         """The tags of the sensors the entities can reach; None when one of them reaches every sensor."""
         tags: set[QuotaTags] = set()

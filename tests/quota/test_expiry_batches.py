@@ -54,3 +54,34 @@ def test_producer_id_cleanup_with_a_limit_sweeps_every_user_over_several_calls()
     assert dropped == [100, 100, 50] and len(m) == 0
     m.record_and_decide("user-x", 7, HOUR_MS)
     assert m.cleanup(2 * HOUR_MS, limit=100) == 1  # a new pass takes users made since
+
+
+def test_tables_are_compacted_once_most_of_their_tenants_expired():
+    """A dict keeps the room of the entries deleted from it: after most tenants expired, the manager's tables are
+    new ones (the room returned), holding the same tenants in the same order."""
+    m, clock = many_idle(1000)
+    for i in range(30):
+        m.record_and_decide("", f"c-{i}", 1)  # 30 active again (each record also drops 2 idle ones)
+    table = m._sensors
+    while m.expire_idle_sensors(limit=100):
+        pass
+    assert m._sensors is not table  # 30 left of 1,000: a sixteenth or less
+    assert [tags.client_id for tags in m._sensors] == [f"c-{i}" for i in range(30)]
+    m.record_and_decide("", "c-0", 1)
+    assert [tags.client_id for tags in m._sensors][-1] == "c-0"  # the order (oldest first) still kept
+    table = m._sensors
+    assert m.expire_idle_sensors(limit=100) == 0 and m._sensors is table  # nothing dropped: not copied
+
+
+def test_producer_id_users_are_compacted_once_most_were_dropped():
+    table = QuotaTable.from_values([({"user": DEFAULT}, {"producer_ids_rate": 5})])
+    m = ProducerIdQuotaManager(table, window_num=1, window_size_s=3600, expected_pids=100)
+    for i in range(320):
+        m.record_and_decide(f"user-{i}", 7, 0)
+    m.cleanup(0)  # the high mark: 320
+    for i in range(10):
+        m.record_and_decide(f"user-{i}", 8, HOUR_MS - 1)  # 10 users active again
+    users = m._users
+    assert m.cleanup(HOUR_MS) == 310 and len(m) == 10
+    assert m._users is not users and sorted(s.tags.user for s in m.stats(HOUR_MS)) == sorted(
+        f"user-{i}" for i in range(10))
