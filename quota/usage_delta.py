@@ -14,6 +14,9 @@ traffic of one sync interval, not by the number of entities known):
   when more was refunded than taken).
 * ``producer_ids``: ``(user, new ids counted, ids)``: the tokens taken for new producer ids, and the ids themselves
   (at most :data:`MAX_PRODUCER_IDS_PER_USER` of them, so that peers' caches know them and do not count them again).
+* ``scope``: the quota set the byte rates and producer ids were counted in: ``""`` for the proxy's own, a broker's
+  node id for that broker's budget under ``quota.scope: broker`` in cluster mode (mutations and connections are
+  always the proxy's own, in the ``""`` delta).
 * ``listeners`` / ``ips``: connections accepted per listener (net of those un-recorded for their IP's rate) and
   connections counted per IP (KIP-612's rates).
 
@@ -43,6 +46,7 @@ class UsageDeltaError(ValueError):
 @dataclass(frozen=True, slots=True)
 class UsageDelta:
     source: str  # who recorded it (a worker index, a sidecar id): receivers skip their own
+    scope: str = ""  # whose budget: "" the proxy's own quota set, else a broker's node id (quota.scope broker)
     produce: tuple[EntityUsage, ...] = ()
     fetch: tuple[EntityUsage, ...] = ()
     mutations: tuple[EntityUsage, ...] = ()
@@ -63,7 +67,7 @@ class UsageDelta:
 
 def encode(delta: UsageDelta) -> bytes:
     return json.dumps({
-        "v": VERSION, "source": delta.source, "produce": delta.produce, "fetch": delta.fetch,
+        "v": VERSION, "source": delta.source, "scope": delta.scope, "produce": delta.produce, "fetch": delta.fetch,
         "mutations": delta.mutations, "producer_ids": delta.producer_ids, "listeners": delta.listeners,
         "ips": delta.ips,
     }, separators=(",", ":"), allow_nan=False).encode()
@@ -81,8 +85,12 @@ def decode(data: bytes) -> UsageDelta:
     source = raw.get("source")
     if not isinstance(source, str):
         raise UsageDeltaError(f"usage delta.source: expected a string, got {source!r}")
+    scope = raw.get("scope", "")
+    if not isinstance(scope, str):
+        raise UsageDeltaError(f"usage delta.scope: expected a string, got {scope!r}")
     return UsageDelta(
         source=source,
+        scope=scope,
         produce=_entities(raw, "produce"),
         fetch=_entities(raw, "fetch"),
         mutations=_entities(raw, "mutations"),

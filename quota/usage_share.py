@@ -80,9 +80,9 @@ class UsageTap(NoTap):
     def ip(self, ip: str, n: int) -> None:
         self._ips[ip] = self._ips.get(ip, 0) + n
 
-    def take(self, source: str) -> UsageDelta:
-        """Everything gathered since the last call, as one delta (entries that came to nothing left out); the tap
-        starts empty again."""
+    def take(self, source: str, scope: str = "") -> UsageDelta:
+        """Everything gathered since the last call, as one delta for ``scope`` (entries that came to nothing left
+        out); the tap starts empty again."""
         values, self._values = self._values, {}
         pids, self._pids = self._pids, {}
         listeners, self._listeners = self._listeners, {}
@@ -93,6 +93,7 @@ class UsageTap(NoTap):
 
         return UsageDelta(
             source=source,
+            scope=scope,
             produce=entities(PRODUCER_BYTE_RATE),
             fetch=entities(CONSUMER_BYTE_RATE),
             mutations=entities(CONTROLLER_MUTATION_RATE),

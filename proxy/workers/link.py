@@ -31,10 +31,11 @@ class WorkerLink:
         self._sock = sock
         self._sync_s = sync_ms / 1000.0
         self._on_lost = on_lost
-        self.tap = UsageTap()
+        self.tap = UsageTap()  # the proxy's own quota set, its mutations and its connections
         quotas = app.quotas
         for manager in (quotas.produce, quotas.fetch, quotas.mutations, quotas.producer_ids, app.connection_quotas):
             manager.tap = self.tap
+        self._taps: dict[str, UsageTap] = {}  # quota.scope broker in cluster mode: each broker's set, by node id
         registry = app.metrics.registry
         self.deltas = Counter(f"{PREFIX}_worker_sync_deltas", "Usage deltas this worker sent to its peers "
                               "(direction=sent), recorded from them (received), or dropped because the link was "
@@ -57,8 +58,11 @@ class WorkerLink:
         writer = self._writer
         if writer is None or writer.is_closing():
             return
-        delta = self.tap.take(self.source)
-        if not delta.empty:
+        self._tap_broker_sets()
+        deltas = [self.tap.take(self.source)] + [tap.take(self.source, scope) for scope, tap in self._taps.items()]
+        for delta in deltas:
+            if delta.empty:
+                continue
             if writer.transport.get_write_buffer_size() > MAX_UNSENT_BYTES:
                 self.deltas.labels("dropped").inc()
             else:
@@ -69,6 +73,30 @@ class WorkerLink:
         if reason != self._ready_sent:
             writer.write(pack(READY, reason.encode()))
             self._ready_sent = reason
+
+    def _tap_broker_sets(self) -> None:
+        """Give every broker's quota set made since the last look its own tap (usage it counted before that, at
+        most one sync interval's at its first connection, is not shared)."""
+        for label, quota_set in self.app.quotas.quota_sets()[1:]:
+            tap = self._taps.get(label)
+            if tap is None:
+                tap = self._taps[label] = UsageTap()
+            if quota_set.produce.tap is not tap:
+                quota_set.produce.tap = quota_set.fetch.tap = quota_set.producer_ids.tap = tap
+
+    def _managers_for(self, scope: str):
+        """The quota set a peer's delta of ``scope`` goes into: the proxy's own, or that broker's (made now if this
+        worker has not served the broker yet, so its budget starts with the peers' usage)."""
+        quotas = self.app.quotas
+        if not scope:
+            return quotas
+        try:
+            node_id = int(scope)
+        except ValueError:
+            return None
+        scoped = quotas.for_broker(node_id)
+        self._tap_broker_sets()
+        return scoped
 
     async def _sync_loop(self) -> None:
         while True:
@@ -88,8 +116,13 @@ class WorkerLink:
                 except UsageDeltaError as exc:
                     log.warning("worker %s: a peer's usage delta dropped: %s", self.source, exc)
                     continue
-                record_remote(delta, quotas.clock.now_ms(), produce=quotas.produce, fetch=quotas.fetch,
-                              mutations=quotas.mutations, producer_ids=quotas.producer_ids,
+                scoped = self._managers_for(delta.scope)
+                if scoped is None:
+                    log.warning("worker %s: a peer's usage delta for unknown scope %r dropped", self.source,
+                                delta.scope)
+                    continue
+                record_remote(delta, quotas.clock.now_ms(), produce=scoped.produce, fetch=scoped.fetch,
+                              mutations=quotas.mutations, producer_ids=scoped.producer_ids,
                               connections=app.connection_quotas)
                 self.deltas.labels("received").inc()
                 self.entities.labels("received").inc(delta.entities)

@@ -33,7 +33,7 @@ def tapped(manager):
 
 
 def test_a_delta_survives_its_encoding_and_a_bad_one_names_the_field():
-    delta = UsageDelta("w1", produce=(("alice", "etl", 1234.5),), fetch=(("bob", "", 10.0),),
+    delta = UsageDelta("w1", scope="3", produce=(("alice", "etl", 1234.5),), fetch=(("bob", "", 10.0),),
                        mutations=(("alice", "admin", -2.0),), producer_ids=(("alice", 3, (7, 2**62)),),
                        listeners=(("PLAINTEXT", 4),), ips=(("10.0.0.1", 2),))
     assert decode(encode(delta)) == delta
@@ -41,6 +41,8 @@ def test_a_delta_survives_its_encoding_and_a_bad_one_names_the_field():
     bad = encode(delta).replace(b'"etl",1234.5', b'"etl","x"')
     with pytest.raises(UsageDeltaError, match=r"produce\[0\]\[2\]: expected a finite number"):
         decode(bad)
+    with pytest.raises(UsageDeltaError, match=r"\.scope: expected a string"):
+        decode(b'{"v":1,"source":"w","scope":3}')
     with pytest.raises(UsageDeltaError, match=r"\.v: expected 1"):
         decode(b'{"v":9,"source":"w"}')
     with pytest.raises(UsageDeltaError, match="not JSON"):

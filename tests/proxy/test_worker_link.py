@@ -1,0 +1,89 @@
+"""Two workers' links joined by the test standing in for the parent (it passes each USAGE frame on, as the parent
+does): usage recorded in one worker reaches the other's same quota set, the proxy's own and, under
+``quota.scope: broker`` in cluster mode, each broker's. The managers run on a fake clock; the links on a real loop
+over Unix socket pairs, with a short sync interval (the test waits for frames, never for time to pass)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+from config.loader import parse_config
+from proxy.enforce.managers import ByteRateQuotas
+from proxy.ops.metrics import ProxyMetrics
+from proxy.workers.frames import USAGE, pack, read_frame
+from proxy.workers.link import WorkerLink
+from quota.clock import ManualClock
+from quota.connection import ConnectionQuotas
+
+CONFIG = {
+    "upstream": {"bootstrap_servers": ["127.0.0.1:9092"]},
+    "listeners": [{"name": "PLAINTEXT", "bind": "127.0.0.1:0", "broker_port_base": 40000,
+                   "advertised_host": "127.0.0.1"}],
+    "settings": {"quota.scope": "broker", "workers": 2},
+    "quotas": [{"entity": {"client-id": "spread"}, "producer_byte_rate": 1000}],
+}
+
+
+class FakeApp:
+    """What a link reads of its ProxyApp."""
+
+    def __init__(self, clock) -> None:
+        config = parse_config(CONFIG)
+        self.quotas = ByteRateQuotas(config, clock)
+        self.connection_quotas = ConnectionQuotas(["PLAINTEXT"], self.quotas.window)
+        self.metrics = ProxyMetrics()
+        self.ops_address = None
+
+    def not_ready(self):
+        return None
+
+
+async def pass_on(source: socket.socket, to: socket.socket, frames: int) -> None:
+    """The parent's part: the next ``frames`` USAGE frames from one worker written to the other."""
+    reader, _ = await asyncio.open_unix_connection(sock=source)
+    _, writer = await asyncio.open_unix_connection(sock=to)
+    passed = 0
+    while passed < frames:
+        kind, payload = await read_frame(reader)
+        if kind == USAGE:
+            writer.write(pack(USAGE, payload))
+            passed += 1
+    await writer.drain()
+
+
+def test_usage_reaches_the_peers_own_and_broker_quota_sets():
+    async def run():
+        clock = ManualClock(1_000_000)
+        a_app, b_app = FakeApp(clock), FakeApp(clock)
+        a_ours, a_parent = socket.socketpair()
+        b_ours, b_parent = socket.socketpair()
+        lost = []
+        a = WorkerLink(a_app, 0, a_ours, 5, lambda: lost.append("a"))
+        b = WorkerLink(b_app, 1, b_ours, 5, lambda: lost.append("b"))
+        await a.start()
+        await b.start()
+        a_app.quotas.produce.record_no_throttle("", "spread", 800)  # the bootstrap port's (the proxy's own) set
+        broker_set = a_app.quotas.for_broker(3)  # broker 3's port: a budget of its own
+        a.sync()  # its set gets a tap at the sync after it is made
+        broker_set.produce.record_no_throttle("", "spread", 20000)  # 2 x the quota over 10 s
+        a.sync()
+        await asyncio.wait_for(pass_on(a_parent, b_parent, 2), 10)
+        for _ in range(200):  # b records as soon as its read loop has both frames
+            if b_app.quotas.for_broker(3).produce.stats_for("", "spread") is not None \
+                    and b_app.quotas.produce.stats_for("", "spread") is not None:
+                break
+            await asyncio.sleep(0.01)
+        now = clock.now_ms()
+        own = b_app.quotas.produce.stats_for("", "spread", now)
+        broker = b_app.quotas.for_broker(3).produce.stats_for("", "spread", now)
+        assert own.rate == a_app.quotas.produce.stats_for("", "spread", now).rate > 0
+        assert broker.rate == broker_set.produce.stats_for("", "spread", now).rate > own.rate
+        assert own.value_total == broker.value_total == 0  # remote usage is not b's own
+        assert b_app.quotas.for_broker(3).produce.record_and_get_throttle_time_ms("", "spread", 1, now) > 0
+        await a.close()
+        await b.close()
+        for s in (a_parent, b_parent):
+            s.close()
+
+    asyncio.run(run())
