@@ -15,8 +15,9 @@ traffic of one sync interval, not by the number of entities known):
 * ``producer_ids``: ``(user, new ids counted, ids)``: the tokens taken for new producer ids, and the ids themselves
   (at most :data:`MAX_PRODUCER_IDS_PER_USER` of them, so that peers' caches know them and do not count them again).
 * ``scope``: the quota set the byte rates and producer ids were counted in: ``""`` for the proxy's own, a broker's
-  node id for that broker's budget under ``quota.scope: broker`` in cluster mode (mutations and connections are
-  always the proxy's own, in the ``""`` delta).
+  node id for that broker's budget under ``quota.scope: broker`` in cluster mode, ``volume`` for the volume
+  throttle's scaled ``producer_byte_rate`` (mutations and connections are always the proxy's own, in the ``""``
+  delta).
 * ``listeners`` / ``ips``: connections accepted per listener (net of those un-recorded for their IP's rate) and
   connections counted per IP (KIP-612's rates).
 

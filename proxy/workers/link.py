@@ -10,6 +10,7 @@ import logging
 import os
 import socket
 from collections.abc import Callable
+from types import SimpleNamespace
 
 from prometheus_client import Counter
 
@@ -21,6 +22,7 @@ from quota.usage_share import UsageTap, record_remote
 
 log = logging.getLogger(__name__)
 
+VOLUME = "volume"  # the scope of the volume throttle's scaled producer_byte_rate (broker scopes are node ids)
 MAX_UNSENT_BYTES = 16 * 2**20  # the parent not reading: deltas past this are dropped (counted), never buffered
 
 
@@ -36,6 +38,8 @@ class WorkerLink:
         for manager in (quotas.produce, quotas.fetch, quotas.mutations, quotas.producer_ids, app.connection_quotas):
             manager.tap = self.tap
         self._taps: dict[str, UsageTap] = {}  # quota.scope broker in cluster mode: each broker's set, by node id
+        if quotas.volume is not None:  # the volume-scaled producer_byte_rate, a manager of its own
+            quotas.volume.produce.tap = self._taps[VOLUME] = UsageTap()
         registry = app.metrics.registry
         self.deltas = Counter(f"{PREFIX}_worker_sync_deltas", "Usage deltas this worker sent to its peers "
                               "(direction=sent), recorded from them (received), or dropped because the link was "
@@ -90,6 +94,10 @@ class WorkerLink:
         quotas = self.app.quotas
         if not scope:
             return quotas
+        if scope == VOLUME:
+            volume = quotas.volume
+            return None if volume is None else SimpleNamespace(produce=volume.produce, fetch=quotas.fetch,
+                                                               producer_ids=quotas.producer_ids)
         try:
             node_id = int(scope)
         except ValueError:

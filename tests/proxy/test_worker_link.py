@@ -28,8 +28,8 @@ CONFIG = {
 class FakeApp:
     """What a link reads of its ProxyApp."""
 
-    def __init__(self, clock) -> None:
-        config = parse_config(CONFIG)
+    def __init__(self, clock, raw=CONFIG) -> None:
+        config = parse_config(raw)
         self.quotas = ByteRateQuotas(config, clock)
         self.connection_quotas = ConnectionQuotas(["PLAINTEXT"], self.quotas.window)
         self.metrics = ProxyMetrics()
@@ -81,6 +81,38 @@ def test_usage_reaches_the_peers_own_and_broker_quota_sets():
         assert broker.rate == broker_set.produce.stats_for("", "spread", now).rate > own.rate
         assert own.value_total == broker.value_total == 0  # remote usage is not b's own
         assert b_app.quotas.for_broker(3).produce.record_and_get_throttle_time_ms("", "spread", 1, now) > 0
+        await a.close()
+        await b.close()
+        for s in (a_parent, b_parent):
+            s.close()
+
+    asyncio.run(run())
+
+
+def test_the_volume_throttles_scaled_quota_is_shared_as_its_own_scope():
+    raw = {**CONFIG, "settings": {"workers": 2},
+           "volume_usage": {"freshness_seconds": 60, "missing_data_action": "OPEN", "produce_base_rate": 1000}}
+
+    async def run():
+        clock = ManualClock(1_000_000)
+        a_app, b_app = FakeApp(clock, raw), FakeApp(clock, raw)
+        a_ours, a_parent = socket.socketpair()
+        b_ours, b_parent = socket.socketpair()
+        a = WorkerLink(a_app, 0, a_ours, 5, lambda: None)
+        b = WorkerLink(b_app, 1, b_ours, 5, lambda: None)
+        await a.start()
+        await b.start()
+        a_app.quotas.volume.produce.record_no_throttle("", "spread", 20000)
+        a.sync()
+        await asyncio.wait_for(pass_on(a_parent, b_parent, 1), 10)
+        for _ in range(200):
+            if b_app.quotas.volume.produce.stats_for("", "spread") is not None:
+                break
+            await asyncio.sleep(0.01)
+        now = clock.now_ms()
+        assert b_app.quotas.volume.produce.stats_for("", "spread", now).rate == \
+            a_app.quotas.volume.produce.stats_for("", "spread", now).rate > 0
+        assert b_app.quotas.produce.stats_for("", "spread", now) is None  # not the plain producer_byte_rate's
         await a.close()
         await b.close()
         for s in (a_parent, b_parent):
