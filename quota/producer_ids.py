@@ -29,7 +29,8 @@ What happens to a new PID the bucket has no token for depends on ``enforcement``
   connection it came on) and the decision is :class:`Hold` until the time the bucket is back at zero, so new PIDs
   reach the broker at the rate, plus the burst. A PID counted for a hold is known from then on; another Produce
   bringing it while it is held (the same producer on another broker's connection) is held until the same time,
-  and not counted again. A hold longer than ``max_hold_ms`` (``producer.id.quota.max.hold.ms``, below clients'
+  and not counted again. A hold whose every request is abandoned (their connections closed before it ended,
+  :meth:`ProducerIdQuotaManager.abandon`) is released: the PID is not known and its token goes back. A hold longer than ``max_hold_ms`` (``producer.id.quota.max.hold.ms``, below clients'
   request timeouts) is not made: the decision is :class:`Refuse` (answered with a retriable error), the PID is not
   written into the cache nor charged to the bucket, so the client's retry is judged as new again. The refusal
   reports when a retry could be held no longer than ``max_hold_ms`` (capped at ``max_mute_ms``) and mutes for that
@@ -42,7 +43,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import attrgetter
 
 from quota.client_quota import COMPACT_BELOW
@@ -67,6 +68,7 @@ class Hold:
 
     until_ms: int
     shadow: bool = False  # never: a shadow quota decides as throttle
+    tags: QuotaTags | None = field(default=None, compare=False)  # whose bucket holds it (for abandon)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,22 +96,25 @@ class ProducerIdStats:
     shadow_throttle_time_ms_total: int = 0  # decided by a shadow quota, not applied
     shadow_throttled_count: int = 0
     held_count: int = 0  # Produce requests held before the broker saw their new PID (enforcement hold)
-    hold_time_ms_total: int = 0  # and for how long, in all
+    hold_time_ms_total: int = 0  # and for how long, in all (as decided)
     refused_count: int = 0  # Produce requests refused (a hold past the bound); also in throttled_count
+    abandoned_count: int = 0  # held PIDs whose every request's connection closed before the hold ended
 
 
 class _UserState:
     __slots__ = ("tags", "cache", "bucket", "limit", "new_pids", "throttle_ms_total", "throttled",
-                 "shadow_throttle_ms_total", "shadow_throttled", "held", "hold_ms_total", "refused", "holding")
+                 "shadow_throttle_ms_total", "shadow_throttled", "held", "hold_ms_total", "refused", "abandoned",
+                 "holding")
 
     def __init__(self, tags: QuotaTags, cache: TimeControlledBloomFilter, bucket: TokenBucket, limit: float) -> None:
         self.tags, self.cache, self.bucket, self.limit = tags, cache, bucket, limit
         self.new_pids = self.throttle_ms_total = self.throttled = 0
         self.shadow_throttle_ms_total = self.shadow_throttled = 0
-        self.held = self.hold_ms_total = self.refused = 0
-        # PIDs held now -> until when (in the order they were held, so by time but for a quota change): at most one
-        # per token below zero, and a PID leaves once its time is past, so this stays small
-        self.holding: dict[int, int] = {}
+        self.held = self.hold_ms_total = self.refused = self.abandoned = 0
+        # PIDs held now -> [until when, requests waiting for it] (in the order they were held, so by time but for a
+        # quota change): at most one per token below zero, and a PID leaves once its time is past or its requests
+        # are abandoned, so this stays small. A held PID is not in the cache until its hold ends.
+        self.holding: dict[int, list[int]] = {}
 
     def release_past_holds(self, now_ms: int) -> None:
         """Forget the holds whose time has come, each PID written into the cache again as it goes: it reached the
@@ -117,7 +122,7 @@ class _UserState:
         filter the PID was written into when it was held, and the PID be counted a second time)."""
         holding = self.holding
         while holding:
-            pid, until = next(iter(holding.items()))
+            pid, (until, _) = next(iter(holding.items()))
             if until > now_ms:
                 break
             del holding[pid]
@@ -196,9 +201,12 @@ class ProducerIdQuotaManager:
         shadow = self.shadow or resolved.shadow
         if state.holding:
             state.release_past_holds(now_ms)
-            until = state.holding.get(pid)
-            if until is not None and until > now_ms and not shadow:
-                return Hold(until)  # held already (this producer on another connection): through at the same time
+            held = state.holding.get(pid)
+            if held is not None:  # counted already: through at the same time (this producer on another connection)
+                if shadow:
+                    return FORWARD
+                held[1] += 1
+                return Hold(held[0], tags=tags)
         if state.cache.seen(pid, now_ms):
             return FORWARD
         bucket = state.bucket
@@ -253,17 +261,36 @@ class ProducerIdQuotaManager:
             state.throttled += 1
             state.throttle_ms_total += retry_ms
             return Refuse(Throttle(retry_ms, mute_ms))
-        state.cache.add(pid, now_ms)
         self._counted(state)
         self.tap.producer_id(user, pid)
         bucket.take(1, now_ms)
         if wait_ms <= 0:
+            state.cache.add(pid, now_ms)
             return FORWARD
         until = now_ms + wait_ms
-        state.holding[pid] = until
+        state.holding[pid] = [until, 1]  # written into the cache when the hold ends, not if it is abandoned
         state.held += 1
         state.hold_ms_total += wait_ms
-        return Hold(until)
+        return Hold(until, tags=state.tags)
+
+    def abandon(self, hold: Hold, pid: int, now_ms: int) -> None:
+        """A Produce held for ``pid`` (``hold``, as :meth:`record_and_decide` decided it) will never be forwarded:
+        its connection closed. Once no request waits for the PID any more, the hold is released as if never made:
+        the PID is not known (a later Produce with it is judged as new) and its token goes back to the bucket
+        (never above the burst), so a client that gives up mid-hold does not use up the user's budget. A hold
+        already ended (the PID let through) is not undone."""
+        state = self._users.get(hold.tags) if hold.tags is not None else None
+        if state is None:
+            return
+        held = state.holding.get(pid)
+        if held is None or held[0] != hold.until_ms:
+            return
+        held[1] -= 1
+        if held[1] > 0:
+            return
+        del state.holding[pid]
+        state.bucket.give_back(1, now_ms)
+        state.abandoned += 1
 
     def _counted(self, state: "_UserState") -> None:
         state.new_pids += 1
@@ -294,7 +321,8 @@ class ProducerIdQuotaManager:
                 continue
             if state.holding:
                 state.release_past_holds(now_ms)
-            if (state.cache.dispose_expired(now_ms) or not state.cache.live) and _replaceable(state.bucket, now_ms):
+            if ((state.cache.dispose_expired(now_ms) or not state.cache.live) and not state.holding
+                    and _replaceable(state.bucket, now_ms)):
                 del users[tags]
                 dropped += 1
         self._high = max(self._high, len(users) + dropped)
@@ -316,7 +344,7 @@ class ProducerIdQuotaManager:
         if top is None:
             return [_stats(s, now_ms) for s in users], None
         names = ("new_pids", "throttle_ms_total", "throttled", "shadow_throttle_ms_total", "shadow_throttled", "held",
-                 "hold_ms_total", "refused")
+                 "hold_ms_total", "refused", "abandoned")
         sums = dict.fromkeys(names + ("cache_bytes",), 0)
         for part in others(users, top, pause):
             for name, value in totals((part,), names).items():
@@ -325,7 +353,8 @@ class ProducerIdQuotaManager:
         release(users, pause)
         other = ProducerIdStats(QuotaTags(OTHER, ""), math.inf, math.nan, sums["new_pids"], sums["throttle_ms_total"],
                                 sums["throttled"], sums["cache_bytes"], sums["shadow_throttle_ms_total"],
-                                sums["shadow_throttled"], sums["held"], sums["hold_ms_total"], sums["refused"])
+                                sums["shadow_throttled"], sums["held"], sums["hold_ms_total"], sums["refused"],
+                                sums["abandoned"])
         return [_stats(s, now_ms) for s in top], other
 
     def __len__(self) -> int:
@@ -350,4 +379,4 @@ def _replaceable(bucket: TokenBucket, now_ms: int) -> bool:
 def _stats(s: _UserState, now_ms: int) -> ProducerIdStats:
     return ProducerIdStats(s.tags, s.limit, s.bucket.peek(now_ms), s.new_pids, s.throttle_ms_total, s.throttled,
                            s.cache.size_bytes, s.shadow_throttle_ms_total, s.shadow_throttled, s.held, s.hold_ms_total,
-                           s.refused)
+                           s.refused, s.abandoned)

@@ -90,6 +90,7 @@ class Await:
 
     start: Callable[[], object]
     then: Callable[[object], "ForwardRequest | AnswerLocally"]
+    watch_client: bool = False  # the client is read once more meanwhile (bounded, held back), so its close is seen
 
 
 Outcome = ForwardRequest | AnswerLocally | LookUp | Await
@@ -105,6 +106,9 @@ class Plan:
     decide: Callable[[memoryview], Outcome] | None = None  # BUFFER: the outcome, once the body is complete
     throttle: Throttle | None = None  # decided now: merged into the response's throttle_time_ms, then acted on
     record_response: Callable[[int], Decision] | None = None  # decides a throttle from the response size
+    # BUFFER: called once if the connection closes before the request was forwarded or answered (what the plan
+    # reserved for it is released: a held producer id's token)
+    abandon: Callable[[], None] | None = None
 
 
 PASS = Plan()

@@ -10,7 +10,9 @@ decided by :class:`quota.producer_ids.ProducerIdQuotaManager` before a byte of t
 - ``hold`` (the default), the user's bucket empty: the request is read whole and kept in the proxy (an
   :class:`~proxy.apis.plan.Await` on a timer: nothing more is read from the connection meanwhile, and the request
   keeps its place in the response order), then forwarded as it is when the quota lets its id through, so the
-  broker sees new ids at no more than the configured rate, plus the burst, whatever connections they come on;
+  broker sees new ids at no more than the configured rate, plus the burst, whatever connections they come on. If
+  the connection closes before that (a restart loop giving up), the hold is abandoned
+  (:meth:`quota.producer_ids.ProducerIdQuotaManager.abandon`): the id is not known and its token goes back;
 - a hold that would last longer than ``producer.id.quota.max.hold.ms``: answered by the proxy with
   ``NOT_ENOUGH_REPLICAS`` and ``throttle_time_ms`` (then a mute), never forwarded. NOT_ENOUGH_REPLICAS is what a
   broker answers before it appends anything (the ISR is short): every client retries it (Java's
@@ -77,17 +79,21 @@ def held(scope: ConnectionScope, header: RequestHeader, plan: Plan, hold: Hold) 
     """``plan`` (what the other stages decided), once the quota lets the producer id through: the request is read
     whole, kept off the request path until ``hold.until_ms`` (reading the client stops at the boundary after it),
     then forwarded as it is, in its place in the response order."""
-    clock = scope.quotas.clock
+    clock, quota, pid = scope.quotas.clock, scope.quotas.producer_ids, header.producer_id
+
+    def abandon() -> None:  # the connection closed before the request was forwarded: the id never reached the broker
+        quota.abandon(hold, pid, clock.now_ms())
 
     def wait(body: memoryview) -> Outcome:
         delay_ms = hold.until_ms - clock.now_ms()
         if delay_ms <= 0:
             return FORWARD_AS_IS
         # bounded: the quota never holds past producer.id.quota.max.hold.ms
-        return Await(start=lambda: asyncio.sleep(delay_ms / 1000.0), then=_forward)
+        # the client is watched meanwhile: if it closes, the hold is abandoned (see abandon) and nothing forwarded
+        return Await(start=lambda: asyncio.sleep(delay_ms / 1000.0), then=_forward, watch_client=True)
 
     return Plan(action=BUFFER, rewrite=plan.rewrite, observe=plan.observe, throttle=plan.throttle,
-                record_response=plan.record_response, decide=wait)
+                record_response=plan.record_response, decide=wait, abandon=abandon)
 
 
 def _forward(_slept: object) -> Outcome:

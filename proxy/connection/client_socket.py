@@ -171,6 +171,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         Closing the broker socket at once instead would reset it while answers were on their way, and a broker
         may drop requests it had received but not yet read."""
         self.client_eof = True
+        self.core.requests.client_gone()  # a Produce held for its new producer id is never forwarded now
         upstream = self.upstream
         if upstream is None or upstream.transport is None or upstream.transport.is_closing():
             return False

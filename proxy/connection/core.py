@@ -120,7 +120,9 @@ class ConnectionCore:
         return self.flow.overdue(now, waiting_since, response_timeout, idle_timeout)
 
     def close(self) -> None:
-        """Nothing more is split; the references back to the socket code are dropped."""
+        """Nothing more is split; the references back to the socket code are dropped; what the plans of requests not
+        yet forwarded or answered reserved is released (a held producer id's token)."""
+        self.requests.client_gone()
         self._request_splitter.close()
         self._response_splitter.close()
 

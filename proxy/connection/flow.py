@@ -25,6 +25,9 @@ the state comes out as plain values the socket code applies after every event (h
   broker last resumed, and says which bound a connection is past (:meth:`Flow.overdue`).
 - **Read sizing**: once bytes were held back past a paused boundary, reads stay small
   (:data:`THROTTLED_READ_BYTES`) until the connection is unhindered again with nothing held back.
+- **Watching a held client**: while a request waits on a timer of the proxy's own (a Produce held for its new
+  producer id), the client is read once more, at most THROTTLED_READ_BYTES, held back as above, so that its close
+  is seen (a paused socket reports no end) and what the request reserved is released before its time is up.
 
 An illegal transition (a reason lifted that was never set, a counter below zero) raises :class:`FlowError`.
 """
@@ -48,7 +51,7 @@ class FlowError(RuntimeError):
 
 class Flow:
     __slots__ = ("inflight", "max_inflight", "_mid_frame", "_broker_full", "_responses_full", "_muted_until",
-                 "_throttled", "_deciding", "held", "_draining", "_read_ahead", "_read_ahead_pos", "_requests",
+                 "_throttled", "_deciding", "_watching", "held", "_draining", "_read_ahead", "_read_ahead_pos", "_requests",
                  "_small_reads", "_responses_full_since", "_last_read", "_broker_resumed")
 
     def __init__(self, max_inflight: int) -> None:
@@ -63,6 +66,7 @@ class Flow:
         self._muted_until = 0  # quota mute: read no new request before this time (ns; 0: not muted)
         self._throttled = 0  # requests throttled when read whose response is not out yet
         self._deciding = 0  # requests waiting for the proxy's own lookup before they are decided
+        self._watching = 0  # of which held on a timer, with the client watched for its close (one small read)
         # Responses held, in order: (release time, or 0 behind an earlier one; response frame; the throttled request
         # it answers, or None)
         self.held: deque[tuple[int, bytes, InFlight | None]] = deque()
@@ -93,6 +97,8 @@ class Flow:
         bytes of the current request frame still to come (0 at a boundary)."""
         if frame_remaining and self.paused_at_boundary:
             return min(available, frame_remaining)  # read to the end of this frame, not past it
+        if self._watching and not frame_remaining:
+            return min(available, THROTTLED_READ_BYTES)  # watching a held client: one small read at most
         if self._small_reads:
             if self._read_ahead is None and not self.paused_at_boundary:
                 self._small_reads = False  # the pause is over and nothing is held back: full reads again
@@ -110,7 +116,7 @@ class Flow:
             return False
         if self._mid_frame:
             return True
-        return self._read_ahead is None and not self.paused_at_boundary
+        return self._read_ahead is None and (self._watching > 0 or not self.paused_at_boundary)
 
     @property
     def reading_broker(self) -> bool:
@@ -291,15 +297,20 @@ class Flow:
         entry.throttled = False
         self._throttled -= 1
 
-    def request_deciding(self) -> None:
+    def request_deciding(self, watch_client: bool = False) -> None:
         """A request waits for the answer to the proxy's own lookup before it is decided: read nothing more until
-        it is (its outcome keeps its place in the response order)."""
+        it is (its outcome keeps its place in the response order). ``watch_client``: it waits on a timer, and the
+        client is read once more (at most THROTTLED_READ_BYTES, held back) so that its close is seen meanwhile."""
         self._deciding += 1
+        if watch_client:
+            self._watching += 1
 
-    def request_decided(self) -> None:
-        if not self._deciding:
+    def request_decided(self, watched: bool = False) -> None:
+        if not self._deciding or (watched and not self._watching):
             raise FlowError("a request was decided that was not waiting for a lookup")
         self._deciding -= 1
+        if watched:
+            self._watching -= 1
 
     # -- responses to the client ---------------------------------------------------------------------------------
 

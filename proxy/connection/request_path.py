@@ -30,7 +30,7 @@ class RequestPath:
     """The frame handler of the client-to-broker direction."""
 
     __slots__ = ("_flow", "_scope", "_session", "_forward", "_responses", "_api_metrics", "_clock", "_plan", "_entry",
-                 "_planner", "_usage", "_spawn")
+                 "_planner", "_usage", "_spawn", "_abandons", "_dropped")
 
     def __init__(self, flow: Flow, scope: ConnectionScope, session: Session, forward: Callable[[object], None],
                  responses: ResponsePath, api_metrics: Callable[[int], object], clock: Callable[[], int],
@@ -47,6 +47,10 @@ class RequestPath:
         self._clock = clock  # the connection's one clock (monotonic ns)
         self._plan: Plan = PASS  # the plan of the request being buffered
         self._entry: InFlight | None = None  # its in-flight entry
+        # what to call if the client goes first, for each request read (or being read) and not yet forwarded or
+        # answered whose plan reserved something (Plan.abandon); and those released, to drop when decided
+        self._abandons: set = set()
+        self._dropped: set = set()
 
     def on_header(self, header: RequestHeader) -> Action:
         api = self._api_metrics(header.api_key)
@@ -66,6 +70,8 @@ class RequestPath:
                 self._responses.send_ready_local()
             return plan.action
         self._entry = inflight.add(header, self._clock(), plan)
+        if plan.abandon is not None:
+            self._abandons.add(plan.abandon)
         if plan.throttle is not None:
             self._throttle(header, self._entry, plan.throttle)
         self._plan = plan
@@ -83,9 +89,11 @@ class RequestPath:
         plan, self._plan = self._plan, PASS
         entry, self._entry = self._entry, None
         if plan.decide is None:
+            self._settled(plan.abandon)
             self._forward(frame)
             return
-        self._act(header, frame, entry, self._decided(header, plan.decide, memoryview(frame)[header.header_length:]))
+        self._act(header, frame, entry, self._decided(header, plan.decide, memoryview(frame)[header.header_length:]),
+                  plan.abandon)
 
     def _decided(self, header: RequestHeader, decide, body: memoryview) -> Outcome:
         try:
@@ -93,13 +101,17 @@ class RequestPath:
         except ValueError as exc:
             raise ProtocolError(f"cannot decide request {header.api_key} v{header.api_version}: {exc}") from None
 
-    def _act(self, header: RequestHeader, frame, entry: InFlight | None, outcome: Outcome) -> None:
+    def _act(self, header: RequestHeader, frame, entry: InFlight | None, outcome: Outcome, abandon=None) -> None:
+        if abandon is not None and abandon in self._dropped:  # the client went first: never forwarded
+            self._dropped.discard(abandon)
+            return
         if isinstance(outcome, LookUp):
-            self._look_up(header, frame, entry, outcome)
+            self._look_up(header, frame, entry, outcome, abandon)
             return
         if isinstance(outcome, Await):
-            self._await(header, frame, entry, outcome)
+            self._await(header, frame, entry, outcome, abandon)
             return
+        self._settled(abandon)
         if isinstance(outcome, AnswerLocally):
             if entry is not None:
                 if outcome.throttle is not None:  # goes with the answer, which mutes once it is out
@@ -121,20 +133,20 @@ class RequestPath:
             self._throttle(header, entry, outcome.throttle)
         self._forward(frame)
 
-    def _look_up(self, header: RequestHeader, frame, entry: InFlight | None, lookup: LookUp) -> None:
+    def _look_up(self, header: RequestHeader, frame, entry: InFlight | None, lookup: LookUp, abandon) -> None:
         """Send the proxy's own request now; decide this one on its answer (reading waits until then)."""
         flow = self._flow
         frame = bytes(frame)  # the splitter's buffer is reused once this returns
 
         def answered(body: memoryview) -> None:
             flow.request_decided()
-            self._act(header, frame, entry, self._decided(header, lookup.then, body))
+            self._act(header, frame, entry, self._decided(header, lookup.then, body), abandon)
 
         flow.request_deciding()
         self._forward(flow.inflight.look_up(entry, self._clock(), lookup.api_key, lookup.api_version,
                                             lookup.body, answered))
 
-    def _await(self, header: RequestHeader, frame, entry: InFlight | None, work: Await) -> None:
+    def _await(self, header: RequestHeader, frame, entry: InFlight | None, work: Await, abandon) -> None:
         """Start the proxy's own work now; decide this request on its result (reading waits until then)."""
         if self._spawn is None:
             raise ProtocolError("this connection cannot run the proxy's own work")
@@ -142,11 +154,26 @@ class RequestPath:
         frame = bytes(frame)
 
         def done(result) -> None:
-            flow.request_decided()
-            self._act(header, frame, entry, work.then(result))
+            flow.request_decided(work.watch_client)
+            self._act(header, frame, entry, work.then(result), abandon)
 
-        flow.request_deciding()
+        flow.request_deciding(work.watch_client)
         self._spawn(work.start, done)
+
+    def _settled(self, abandon) -> None:
+        """The request is forwarded or answered: nothing of what its plan reserved is to be released any more."""
+        if abandon is not None:
+            self._abandons.discard(abandon)
+
+    def client_gone(self) -> None:
+        """The client closed (its side, or the connection): requests not yet forwarded or answered whose plans
+        reserved something (a held producer id) release it now and are dropped when decided, never forwarded: the
+        broker must not see a new producer id for a client that gave up (and after the client's end has been
+        passed on, nothing more may be written to it)."""
+        abandons, self._abandons = self._abandons, set()
+        self._dropped |= abandons
+        for abandon in abandons:
+            abandon()
 
     def on_frame_end(self, header: RequestHeader) -> None:
         flow = self._flow

@@ -223,6 +223,7 @@ class QuotaMetricsCollector(Collector):
         held = CounterMetricFamily(f"{name}_held_requests", "Produce requests held in the proxy, before the broker saw their new producer id, until the user's bucket let it through (producer.id.quota.enforcement hold).", labels=labels)
         hold_total = CounterMetricFamily(f"{name}_hold_time_ms", "Total time (ms) Produce requests with a new producer id were held for the user.", labels=labels)
         refused = CounterMetricFamily(f"{name}_refused_requests", "Produce requests answered by the proxy with the retriable NOT_ENOUGH_REPLICAS because their new producer id would have been held past producer.id.quota.max.hold.ms (also counted as throttled).", labels=labels)
+        abandoned = CounterMetricFamily(f"{name}_abandoned_holds", "Held new producer ids released because every Produce waiting for them was on a connection that closed before the hold ended: the id never reached the broker, is not remembered, and its token went back to the bucket.", labels=labels)
         now_ms = self._quotas.clock.now_ms()
         stats = []
         for broker, quota_set in self._quotas.quota_sets():
@@ -243,8 +244,9 @@ class QuotaMetricsCollector(Collector):
             held.add_metric(user, s.held_count)
             hold_total.add_metric(user, s.hold_time_ms_total)
             refused.add_metric(user, s.refused_count)
+            abandoned.add_metric(user, s.abandoned_count)
         yield from (new, tokens, limit, throttle_total, throttled, shadow_total, shadowed, cache, held, hold_total,
-                    refused)
+                    refused, abandoned)
 
     def _issued(self):
         """producer_ids_issued: bounded by its own cap (``quota.metrics.max.entities`` keys), so always fresh."""

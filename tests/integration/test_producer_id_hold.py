@@ -288,3 +288,45 @@ def test_a_known_producer_id_and_another_user_are_not_held_while_a_new_id_is(tmp
 async def _stats(proxy):
     quotas = proxy.app.quotas
     return quotas.producer_ids.stats(quotas.clock.now_ms())
+
+
+def test_a_producer_closed_while_its_new_id_is_held_gives_the_token_back():
+    """1 new id per 4 s, one window (a burst of 1, a token every 4 s). A first producer uses the burst; a second
+    (confluent-kafka, idempotent) sends one message and is closed while its Produce is held (until 4 s after the
+    first): its queue purged and the client destroyed, which closes its connection. The proxy sees the close while
+    it holds the request (it watches the held client) and releases the hold: the id never reaches the broker and
+    its token goes back, so a third producer started next gets through when the quitter would have, about 4 s after
+    the first, not 8 s (as before: the abandoned id kept its token). (kafka-python 3's ``close(timeout=0)`` raises
+    from its flush instead of closing, so librdkafka is the client here.)"""
+    import gc
+
+    from confluent_kafka import Producer
+
+    cluster, parts = start_cluster([{"entity": {"user": "<default>"}, "producer_ids_rate": 1}], **{
+        "producer.id.quota.window.num": 1, "producer.id.quota.window.size.seconds": 4})
+    try:
+        assert one_message_producer(cluster.bootstrap, cluster.topic, b"first", "first") == [None]
+        quitter = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True,
+                            "client.id": "quitter"})
+        quitter.produce(cluster.topic, b"never")
+        deadline = time.monotonic() + 10
+        while cluster.stats()[0].held_count < 1 and time.monotonic() < deadline:
+            quitter.poll(0.02)
+        assert cluster.stats()[0].held_count == 1
+        quitter.purge()
+        quitter.flush(0)
+        del quitter
+        gc.collect()
+        deadline = time.monotonic() + 3
+        while cluster.stats()[0].abandoned_count < 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert cluster.stats()[0].abandoned_count == 1
+        assert one_message_producer(cluster.bootstrap, cluster.topic, b"third", "third") == [None]
+        seen = cluster.recorder.first_seen()
+        assert len(seen) == 2  # first and third: the quitter's id never reached Tansu
+        first_at, third_at = sorted(seen.values())
+        assert 3.5 <= third_at - first_at <= 5.5, seen  # the quitter's slot (4 s), not the one after it (8 s)
+        (stats,) = cluster.stats()
+        assert stats.new_pids_total == 3 and stats.held_count == 2 and stats.refused_count == 0
+    finally:
+        stop_cluster(parts)

@@ -108,3 +108,59 @@ def test_throttle_enforcement_forwards_and_throttles_as_the_kip_does():
         plan_for(scope, Session("L", "10.0.0.1"), produce(pid))
     _, plan = plan_for(scope, Session("L", "10.0.0.1"), produce(3))
     assert plan.action is not BUFFER and plan.throttle == Throttle(5_000, 5_000)
+
+
+class HeldConnection:
+    """A connection core whose Produce is held: the Await's work is kept (not run) so the test plays the timer."""
+
+    def __init__(self, scope, clock):
+        from proxy.connection.core import ConnectionCore
+        from tests.fakes import NULL_API_METRICS
+
+        self.spawned, self.to_broker = [], bytearray()
+        self.clock = clock
+        self.core = ConnectionCore(scope, Session("L", "10.0.0.1"), max_request_bytes=1 << 20,
+                                   max_response_bytes=1 << 20, max_inflight=10, write_client=lambda data: None,
+                                   write_broker=self.to_broker.extend, clock=lambda: clock.now_ms() * 1_000_000,
+                                   api_metrics=lambda key: NULL_API_METRICS,
+                                   spawn=lambda start, done: self.spawned.append(done))
+
+    def send(self, buf):
+        self.core.client_bytes(memoryview(buf))
+        return self.core.step(self.clock.now_ms() * 1_000_000)
+
+
+def test_a_held_produce_whose_client_goes_is_never_forwarded_and_its_token_goes_back(hold):
+    """The client closes while its Produce is held: the hold is released (token back, id unknown), and when the
+    timer ends nothing is written to the broker. While held, the client is still read (once, bounded) so that its
+    close is seen at all: a paused socket reports no end."""
+    scope, clock = hold
+    quota = scope.quotas.producer_ids
+    conn = HeldConnection(scope, clock)
+    for pid in (1, 2):
+        conn.send(produce(pid, corr=pid))
+    forwarded = len(conn.to_broker)
+    state = conn.send(produce(3, corr=3))
+    (done,) = conn.spawned
+    assert state.reading_client  # watched while held
+    assert len(conn.to_broker) == forwarded and quota.stats(clock.now_ms())[0].tokens == -1
+    conn.core.requests.client_gone()  # the socket saw the end (eof_received, or connection_lost via close)
+    (stats,) = quota.stats(clock.now_ms())
+    assert stats.abandoned_count == 1 and stats.tokens == 0
+    clock.advance(5_000)
+    done(None)  # the timer ends
+    assert len(conn.to_broker) == forwarded  # dropped: the broker never sees id 3
+
+
+def test_a_held_produce_forwarded_when_its_time_comes_is_not_released_when_the_client_goes_later(hold):
+    scope, clock = hold
+    conn = HeldConnection(scope, clock)
+    for pid in (1, 2):
+        conn.send(produce(pid, corr=pid))
+    forwarded = len(conn.to_broker)
+    conn.send(produce(3, corr=3))
+    clock.advance(5_000)
+    conn.spawned.pop()(None)
+    assert len(conn.to_broker) > forwarded
+    conn.core.close()
+    assert scope.quotas.producer_ids.stats(clock.now_ms())[0].abandoned_count == 0

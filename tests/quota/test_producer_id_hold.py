@@ -153,3 +153,50 @@ def test_a_hold_longer_than_half_a_window_does_not_make_the_id_count_twice():
     assert m.cleanup(15_000) == 0  # the filter of 5 s is one window old: disposed; 5 goes through now
     assert m.record_and_decide("alice", 5, 20_000) is FORWARD  # the producer's next Produce: known
     assert m.stats(20_000)[0].new_pids_total == 5
+
+
+def test_a_hold_abandoned_by_its_client_gives_its_token_back_and_the_id_is_not_known():
+    """A restart loop that closes its producer while its id is held: the id never reached the broker, so the hold
+    is released as if never made: the token is back (the next new id is held no longer than the abandoned one
+    would have been) and the id, sent again later, is judged as new. Before, the token stayed taken and the id
+    stayed known."""
+    m = manager(rate=2, num=1)  # burst 2, a token every 5 s
+    m.record_and_decide("alice", 1, 0)
+    m.record_and_decide("alice", 2, 0)
+    hold = m.record_and_decide("alice", 3, 0)
+    assert hold == Hold(5_000) and m.stats(0)[0].tokens == -1
+    m.abandon(hold, 3, 1_000)
+    (stats,) = m.stats(1_000)
+    assert stats.tokens == pytest.approx(0.2) and stats.abandoned_count == 1  # -1 + 0.2 refilled + 1 back
+    assert m.record_and_decide("alice", 4, 1_000) == Hold(5_000)  # where 3 would have gone through, not 10 s
+    assert m.record_and_decide("alice", 3, 6_000) == Hold(10_000)  # new again: counted, and held for a token
+    assert m.stats(6_000)[0].new_pids_total == 5  # 3 counted twice: once per time it was held
+
+
+def test_a_hold_still_awaited_on_another_connection_or_already_ended_is_not_released():
+    m = manager(rate=2, num=1)
+    m.record_and_decide("alice", 1, 0)
+    m.record_and_decide("alice", 2, 0)
+    first = m.record_and_decide("alice", 3, 0)
+    second = m.record_and_decide("alice", 3, 1_000)  # the same producer on another connection
+    m.abandon(first, 3, 2_000)
+    assert m.stats(2_000)[0].abandoned_count == 0  # the other request still waits for it
+    third = m.record_and_decide("alice", 3, 2_500)
+    assert third == Hold(5_000)
+    m.abandon(second, 3, 3_000)  # the third request's connection is still open: still held
+    assert m.stats(3_000)[0].abandoned_count == 0
+    assert m.record_and_decide("alice", 3, 5_000) is FORWARD  # its time came: known, through
+    m.abandon(third, 3, 5_000)  # too late: the id was let through, nothing is undone
+    (stats,) = m.stats(5_000)
+    assert stats.abandoned_count == 0 and stats.tokens == pytest.approx(0)
+    assert m.record_and_decide("alice", 3, 5_001) is FORWARD
+
+
+def test_a_user_with_a_hold_is_not_dropped_by_cleanup():
+    m = manager(rate=2, num=1)
+    for pid in (1, 2):
+        m.record_and_decide("alice", pid, 0)
+    hold = m.record_and_decide("alice", 3, 0)
+    assert m.cleanup(1) == 0 and len(m) == 1
+    m.abandon(hold, 3, 2)
+    assert m.stats(2)[0].abandoned_count == 1
