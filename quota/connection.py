@@ -11,8 +11,10 @@ Facts carried over from KIP-612 and apache/kafka ``SocketServer.scala`` (``Conne
   counted in the proxy-wide rate, nor held by the proxy-wide ``max.connections``, when the proxy has other
   listeners (Kafka's ``protectedListener``).
 * Per IP, after the accept: the connection is recorded in its IP's rate; over the limit it is un-recorded from the
-  IP, listener and proxy-wide rates (it was not accepted) and held for ``min(delay, 1 s)``. KIP-612 then checks
-  again: if the IP is still over its quota the connection is closed, else it proceeds (and is recorded).
+  IP, listener and proxy-wide rates (it was not accepted) and held for ``min(delay, 1 s)``. KIP-612's text then
+  checks again: if the IP is still over its quota the connection is closed, else it proceeds (and is recorded).
+  (Apache Kafka's ``SocketServer`` holds it for its throttle time and then always closes it; the proxy follows the
+  KIP's text: a connection whose IP is back under its rate is served rather than made to reconnect.)
 * Counts (KIP-402): ``max.connections`` proxy-wide, ``listener.name.<name>.max.connections``,
   ``max.connections.per.ip`` and ``max.connections.per.ip.overrides``. Here a new connection over any of them is
   closed at once (Kafka blocks its acceptor for the proxy-wide and listener counts; a proxy that closes is
