@@ -197,6 +197,10 @@ SCOPES = ("broker", "cluster")
 # short, frequent delays: quota.smoothing); YAML 1.1 reads a bare on/off as true/false, taken as the same
 QUOTA_SMOOTHING = "quota.smoothing"
 SMOOTHING_VALUES = ("off", "on")
+# auto (the rest of large streamed frames moves socket to socket with splice(2) where the platform has it and neither
+# side is TLS) or off (every byte is copied through the proxy)
+SPLICE = "connections.splice"
+SPLICE_MODES = ("auto", "off")
 
 
 def parse_settings(raw: Any, path: str, listener_names: set[str] = frozenset()) -> Settings:
@@ -207,13 +211,14 @@ def parse_settings(raw: Any, path: str, listener_names: set[str] = frozenset()) 
         raise ConfigError(path, f"expected a mapping, got {show(raw)}")
     prefixed = {key for key in raw if isinstance(key, str) and _LISTENER_SETTING.match(key)}
     m = mapping_with(raw, path, set(SETTINGS) | {IP_OVERRIDES, QUOTA_MODE, PRODUCER_ID_ENFORCEMENT, QUOTA_SCOPE,
-                                                 QUOTA_SMOOTHING} | prefixed)
+                                                 QUOTA_SMOOTHING, SPLICE} | prefixed)
     values: dict[str, Any] = {name: s.default for name, s in SETTINGS.items()}
     values[IP_OVERRIDES] = {}
     values[QUOTA_MODE] = "enforce"
     values[PRODUCER_ID_ENFORCEMENT] = HOLD
     values[QUOTA_SCOPE] = "broker"
     values[QUOTA_SMOOTHING] = "off"
+    values[SPLICE] = "auto"
     for name, value in m.items():
         key = join(path, name)
         if name == IP_OVERRIDES:
@@ -227,6 +232,11 @@ def parse_settings(raw: Any, path: str, listener_names: set[str] = frozenset()) 
         if name == QUOTA_SCOPE:
             if value not in SCOPES:
                 raise ConfigError(key, f"expected {' or '.join(SCOPES)}, got {show(value)}")
+            values[name] = value
+            continue
+        if name == SPLICE:
+            if value not in SPLICE_MODES:
+                raise ConfigError(key, f"expected {' or '.join(SPLICE_MODES)}, got {show(value)}")
             values[name] = value
             continue
         if name == PRODUCER_ID_ENFORCEMENT:

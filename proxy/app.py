@@ -21,6 +21,7 @@ from proxy.cluster.topics import Topics
 from proxy.connection.buffers import SharedReadBuffer
 from proxy.connection.client_socket import ClientConnection, ListenerContext
 from proxy.connection.listener import Listener
+from proxy.connection.splice import splice_supported
 from proxy.enforce.internal_topic_guard import InternalTopicGuard
 from proxy.enforce.managers import ByteRateQuotas
 from proxy.ops.entity_series import EntitySeries
@@ -151,6 +152,8 @@ class ProxyApp:
             upstream_ssl=self.upstream_ssl,
             tls_handshake_timeout_s=settings["listener.tls.handshake.timeout.ms"] / 1000.0,
             max_header_bytes=settings["request.header.max.bytes"],
+            splice=(settings["connections.splice"] == "auto" and splice_supported()
+                    and self._listener_tls[name][0] is None and self.upstream_ssl is None),
         )
 
     def _open_broker_port(self, lc: ListenerConfig, node_id: int) -> None:

@@ -4,7 +4,8 @@ A :class:`FrameSplitter` is fed chunks as the socket delivers them. At the start
 prefix (the size and header) and asks its handler what to do with the frame:
 
 - ``STREAM``: hand every byte of the frame on as memoryview slices of the chunks it arrives in. Only a
-  prefix that straddles two chunks is copied (it is a few dozen bytes).
+  prefix that straddles two chunks is copied (it is a few dozen bytes). The caller may also move the rest of a
+  streamed frame itself and say so with :meth:`FrameSplitter.passed` (the socket code splices it in the kernel).
 - ``BUFFER``: collect the whole frame and deliver it once, for APIs the proxy decodes or rewrites.
 - ``DROP``: discard the frame (a response to an ``acks=0`` Produce that should never have been sent).
 - ``STOP``: stop splitting; the rest of the chunk and everything after is ignored.
@@ -80,6 +81,23 @@ class FrameSplitter:
     @property
     def at_frame_boundary(self) -> bool:
         return not self._remaining and not self._pending
+
+    @property
+    def streaming(self) -> int:
+        """Bytes of the current ``STREAM`` frame not yet seen (0 at a boundary, or for a frame not streamed): what
+        the caller may pass on by other means and report with :meth:`passed`."""
+        return self._remaining if self._action is STREAM and not self.stopped else 0
+
+    def passed(self, nbytes: int) -> None:
+        """``nbytes`` of the current ``STREAM`` frame went to their destination without being fed here (the caller
+        moved them between the sockets itself); the frame ends, as if fed, when its last byte has passed."""
+        if nbytes < 0 or nbytes > self.streaming:
+            raise ProtocolError(f"{nbytes} bytes passed with {self.streaming} of a streamed frame to come")
+        if not nbytes:
+            return
+        self._remaining -= nbytes
+        if not self._remaining:
+            self._finish_frame()
 
     def close(self) -> None:
         """Drop the handler (and the cycle it makes with it) and anything pending: nothing more is split."""

@@ -16,6 +16,8 @@ from proxy.connection.buffers import SharedReadBuffer
 class BrokerEvents(Protocol):
     def broker_data(self, data: memoryview) -> None: ...
 
+    def broker_read_size(self, available: int) -> int: ...
+
     def broker_backpressure(self, on: bool) -> None: ...
 
     def broker_lost(self, exc: Exception | None) -> None: ...
@@ -26,6 +28,9 @@ class _Detached:
 
     def broker_data(self, data: memoryview) -> None:
         pass
+
+    def broker_read_size(self, available: int) -> int:
+        return available
 
     def broker_backpressure(self, on: bool) -> None:
         pass
@@ -52,7 +57,9 @@ class UpstreamConnection(asyncio.BufferedProtocol):
         self.transport = transport  # type: ignore[assignment]
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        return self._buffer.view
+        view = self._buffer.view
+        size = self._events.broker_read_size(len(view))
+        return view if size == len(view) else view[:size]
 
     def buffer_updated(self, nbytes: int) -> None:
         self._events.broker_data(self._buffer.view[:nbytes])

@@ -41,6 +41,7 @@ class ListenerContext:
     upstream_ssl: "ssl.SSLContext | None" = None  # TLS to the brokers
     tls_handshake_timeout_s: float = 10.0  # listener.tls.handshake.timeout.ms
     max_header_bytes: int = 65536  # request.header.max.bytes
+    splice: bool = False  # connections.splice auto, on a platform with splice(2), neither side TLS
 
 
 FRAME_ERROR_LOG = LogLimiter()  # one frame-error line per client address and direction every 10 s

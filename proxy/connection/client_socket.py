@@ -20,6 +20,8 @@ from proxy.connection.client_context import FRAME_ERROR_LOG, ListenerContext, bo
 from proxy.connection.core import CLOSED_CORE, ConnectionCore
 from proxy.ops.metrics import ApiMetrics
 from proxy.connection.broker_socket import UpstreamConnection
+from proxy.connection.splice import BOUNDARY_READ_BYTES, SPLICE_MIN_BYTES
+from proxy.connection.splicing import Splicing
 from proxy.session.principals import MappingError, map_principal, subject_dn
 
 log = logging.getLogger(__name__)
@@ -27,7 +29,7 @@ log = logging.getLogger(__name__)
 __all__ = ["ClientConnection", "ListenerContext", "bounded"]  # ListenerContext, bounded: proxy.connection.client_context
 
 
-class ClientConnection(asyncio.BufferedProtocol):
+class ClientConnection(Splicing, asyncio.BufferedProtocol):
     def __init__(self, ctx: ListenerContext) -> None:
         self.ctx = ctx
         self.transport: asyncio.Transport | None = None
@@ -67,6 +69,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             transport.close()
             return
         self.session.peer = transport.get_extra_info("peername")
+        self._client_fd = self._splice_fd(transport)
         self.session.local = transport.get_extra_info("sockname")
         if self.upstream is None:  # a TLS client, handshake done, its broker connection not yet open: not read
             transport.pause_reading()  # type: ignore[attr-defined]
@@ -139,6 +142,7 @@ class ClientConnection(asyncio.BufferedProtocol):
                 return False
             self.upstream = upstream
             self.upstream_name = str(address)
+            self._broker_fd = self._splice_fd(upstream.transport)
             self.ctx.on_upstream_result(True)
             return True
         self.ctx.on_upstream_result(False)
@@ -148,6 +152,8 @@ class ClientConnection(asyncio.BufferedProtocol):
     def get_buffer(self, sizehint: int) -> memoryview:
         view = self.ctx.request_buffer.view
         size = self.core.read_size(len(view))
+        if self._client_fd >= 0 and size > BOUNDARY_READ_BYTES and not self.core.request_streaming:
+            size = BOUNDARY_READ_BYTES  # a large frame's rest is better spliced than read here
         return view if size == len(view) else view[:size]
 
     def buffer_updated(self, nbytes: int) -> None:
@@ -162,6 +168,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         upstream = self.upstream
         if upstream is not None and upstream.transport.get_write_buffer_size():
             buffer.hand_off(nbytes)  # the broker transport may keep a reference to what it could not send yet
+        elif self.core.request_streaming >= SPLICE_MIN_BYTES and self._broker_fd >= 0 <= self._client_fd:
+            self._splice_requests()
         self._apply()
 
     def eof_received(self) -> bool:
@@ -212,6 +220,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         transport = self.transport
         if transport is not None and transport.get_write_buffer_size():
             self.ctx.response_buffer.hand_off(len(data))
+        elif self.core.response_streaming >= SPLICE_MIN_BYTES and self._broker_fd >= 0 <= self._client_fd:
+            self._splice_responses()
         self._apply()
 
     def broker_backpressure(self, on: bool) -> None:
@@ -254,7 +264,9 @@ class ClientConnection(asyncio.BufferedProtocol):
                 self.upstream.transport.write_eof()
         if state.reading_client != self._reading_client:
             self._reading_client = state.reading_client
-            if state.reading_client:
+            if self._request_splice is not None:
+                pass  # the splice reads the client; reading resumes (or not) when it ends
+            elif state.reading_client:
                 if not self._awaiting_upstream:
                     self.transport.resume_reading()
             else:
@@ -263,7 +275,8 @@ class ClientConnection(asyncio.BufferedProtocol):
             self._reading_broker = state.reading_broker
             if state.reading_broker:
                 flow.broker_read_resumed(now)
-            self.upstream.set_reading(state.reading_broker)
+            if self._response_splice is None:  # else the splice reads the broker; set again when it ends
+                self.upstream.set_reading(state.reading_broker)
         if flow.at_bound != (self._at_bound_since is not None):
             self._bound_changed(self._loop.time())
         deadline = state.deadline
@@ -288,9 +301,6 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     # -- writes ---------------------------------------------------------------------------------------------------
 
-    def _write_client(self, data) -> None:
-        self.transport.write(data)
-
     def _spawn(self, start, done) -> None:
         """Run the proxy's own work for a request (an Await outcome) as a task; hand its result (or exception) to
         ``done`` on this connection, then apply the flow's state. Nothing happens if the connection closed meanwhile."""
@@ -309,9 +319,6 @@ class ClientConnection(asyncio.BufferedProtocol):
             self._apply()
 
         self._loop.create_task(run())
-
-    def _write_broker(self, data) -> None:
-        self.upstream.transport.write(data)
 
     def api_metrics(self, api_key: int) -> ApiMetrics:
         found = self._api_cache.get(api_key)
@@ -370,6 +377,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        self._cancel_splices()  # before the transports close: a splice's duplicate fds would keep the sockets open
         # Break every reference cycle now, so a closed connection is freed at once, not by the cycle collector.
         self.core.close()
         self.core = CLOSED_CORE

@@ -86,6 +86,28 @@ class ConnectionCore:
     def at_frame_boundary(self) -> bool:
         return self._request_splitter.at_frame_boundary
 
+    # -- the rest of a streamed frame, moved by the socket code itself (proxy.connection.splice) ------------------
+
+    @property
+    def request_streaming(self) -> int:
+        """Bytes of the request frame being streamed to the broker still to come (0 if none is): the socket code
+        may move them between the sockets itself, then reports them with :meth:`requests_passed`."""
+        return self._request_splitter.streaming
+
+    @property
+    def response_streaming(self) -> int:
+        """Bytes of the response being streamed to the client still to come (0 if none is, or if responses wait
+        behind a held one: those must pass through the flow)."""
+        return 0 if self.flow.held else self._response_splitter.streaming
+
+    def requests_passed(self, nbytes: int) -> None:
+        """``nbytes`` of the streamed request frame reached the broker without being fed here."""
+        self._request_splitter.passed(nbytes)
+
+    def responses_passed(self, nbytes: int) -> None:
+        """``nbytes`` of the streamed response reached the client without being fed here."""
+        self._response_splitter.passed(nbytes)
+
     def client_bytes(self, data: memoryview) -> None:
         """Request bytes read from the client; raises ProtocolError for bytes that cannot be requests."""
         used = self._request_splitter.feed(data)
@@ -131,6 +153,7 @@ class _ClosedCore:
     """Stands in for the core of a closed connection: late socket events find nothing to do."""
 
     at_frame_boundary = True
+    request_streaming = response_streaming = 0
 
     def read_size(self, available: int) -> int:
         return available

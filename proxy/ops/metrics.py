@@ -71,6 +71,12 @@ class ProxyMetrics:
             "The in-flight bound on response bytes a client has not taken (connections.max.buffered.response.bytes).",
             registry=r,
         )
+        self.spliced_bytes = Counter(
+            f"{PREFIX}_spliced_bytes", "Bytes of streamed frames moved from socket to socket in the kernel (splice(2), "
+            "connections.splice) instead of being copied through the proxy, by listener and direction (request: "
+            "client to broker; response: broker to client); the rest of request_bytes and response_bytes was copied.",
+            ["listener", "direction"], registry=r,
+        )
         self.fd_exhausted = Counter(
             f"{PREFIX}_fd_exhausted", "Broker connections that could not be opened because the proxy ran out of file "
             "descriptors (EMFILE/ENFILE); the client is closed, the broker is not blamed.", ["listener"], registry=r,
