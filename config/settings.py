@@ -235,6 +235,8 @@ def parse_settings(raw: Any, path: str, listener_names: set[str] = frozenset()) 
             values[name] = value
             continue
         if name == SPLICE:
+            if value is False:  # YAML 1.1 reads a bare off as false
+                value = "off"
             if value not in SPLICE_MODES:
                 raise ConfigError(key, f"expected {' or '.join(SPLICE_MODES)}, got {show(value)}")
             values[name] = value

@@ -18,6 +18,7 @@ path's read buffer bounds it. A pipe left empty goes back to a small pool for th
 from __future__ import annotations
 
 import asyncio
+import errno
 import fcntl
 import os
 import sys
@@ -33,7 +34,9 @@ _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 _F_GETPIPE_SZ = getattr(fcntl, "F_GETPIPE_SZ", 1032)
 _FLAGS = getattr(os, "SPLICE_F_MOVE", 1) | getattr(os, "SPLICE_F_NONBLOCK", 2)
 
-SOURCE, DESTINATION = "source", "destination"
+SOURCE, DESTINATION, UNSUPPORTED = "source", "destination", "unsupported"
+# splice(2) refusing these sockets at the first call: nothing has moved, the caller copies instead
+_UNSUPPORTED = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP})
 
 
 def splice_supported() -> bool:
@@ -65,8 +68,8 @@ def _give_back(pipe: tuple[int, int, int], empty: bool) -> None:
 
 class Splice:
     """Moves ``nbytes`` from socket ``src`` to socket ``dst`` (raw fds, non-blocking, owned by paused or idle
-    transports), reporting through callables: ``done(moved, failure)`` once (failure None, or (SOURCE or
-    DESTINATION, the OSError)); a source at its end stops the splice early with no failure (``moved`` says how far
+    transports), reporting through callables: ``done(moved, failure)`` once (failure None, or (SOURCE,
+    DESTINATION or UNSUPPORTED, the OSError); UNSUPPORTED: the first call was refused, nothing moved); a source at its end stops the splice early with no failure (``moved`` says how far
     it got); ``blocked(on)`` when the destination stops (True) and starts again (False) taking bytes; ``read()``
     after bytes came from the source. Use :func:`open_splice`; :meth:`cancel` frees everything at once."""
 
@@ -113,7 +116,8 @@ class Splice:
                 except BlockingIOError:  # the source has nothing now (or the pipe's slots are full)
                     n = -1
                 except OSError as exc:
-                    self._finish((SOURCE, exc))
+                    first = not self.moved and not self._in_pipe and exc.errno in _UNSUPPORTED
+                    self._finish((UNSUPPORTED if first else SOURCE, exc))
                     return
                 if n == 0:  # the source's end (its transport finds it again once resumed)
                     self._to_read = 0

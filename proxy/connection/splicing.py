@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 
-from proxy.connection.splice import BOUNDARY_READ_BYTES, SOURCE, Splice, open_splice
+from proxy.connection.splice import BOUNDARY_READ_BYTES, SOURCE, UNSUPPORTED, Splice, open_splice
 
 
 class Splicing:
@@ -101,8 +101,8 @@ class Splicing:
             self.ctx.metrics.spliced_bytes.labels(self.ctx.name, direction).inc(moved)
         if self._closed_reason is not None:
             return
-        if failure is not None:  # as its transport would have found it: the side that failed is lost
-            side, exc = failure
+        side, exc = failure or (None, None)
+        if side is not None and side != UNSUPPORTED:  # as its transport would have found it: that side is lost
             if (side == SOURCE) == (direction == "request"):
                 self.close("client_closed")
             else:
@@ -111,7 +111,10 @@ class Splicing:
         later, self._later = self._later, ()
         for to_broker, data in later:
             (self._write_broker if to_broker else self._write_client)(data)
-        passed(moved)  # the frame ends (its latency, the answers waiting behind it) as if its bytes had been fed
+        if side == UNSUPPORTED:  # these sockets cannot be spliced (nothing moved): this connection copies from now on
+            self._client_fd = self._broker_fd = -1
+        else:
+            passed(moved)  # the frame ends (its latency, the answers waiting behind it) as if its bytes had been fed
 
     def _cancel_splices(self) -> None:
         """The connection closes: stop both splices now (their duplicate fds would keep the sockets open)."""

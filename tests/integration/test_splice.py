@@ -14,7 +14,6 @@ import asyncio
 import os
 import socket
 import struct
-import threading
 import time
 from collections import defaultdict
 
@@ -25,7 +24,7 @@ from proxy.codec.header import encode_request_header, encode_response_header, fr
 from proxy.connection.splice import SPLICE_MIN_BYTES, splice_supported
 from tests.harness import Tansu, free_port, proxy_config, proxy_in_front, start_proxy
 from tests.integration.faults import reset
-from tests.integration.raw import connect
+from tests.integration.raw import connect, recv_exactly
 from tests.scripted_broker import ScriptedBroker, answer_normally
 
 pytestmark = pytest.mark.skipif(not splice_supported(), reason="splice(2) is Linux-only")
@@ -145,3 +144,135 @@ def test_splice_off_copies_everything() -> None:
         assert_every_message(ck_read_all(proxy.bootstrap, "copied"))
         assert proxy.metric(SPLICED, listener="PLAINTEXT", direction="request") == 0
         assert proxy.metric(SPLICED, listener="PLAINTEXT", direction="response") == 0
+
+
+# -- the stream cut in the middle of a splice ----------------------------------------------------------------------
+
+LIST_OFFSETS = 2  # an API the proxy does not decode: requests and responses stream through as opaque bytes
+DECLARED = 4 * 1024 * 1024  # the cut frame's declared size
+SENT = 1024 * 1024  # how much of it is sent before the cut
+
+
+def proxy_fds() -> int:
+    """Open fds of this process (the proxy runs in it), less the empty pipes splices keep for reuse."""
+    from proxy.connection import splice
+
+    return open_fds() - 2 * len(splice._pool)
+
+
+def wait_for(condition, what: str, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting until {what}"
+        time.sleep(0.02)
+
+
+def splicing(proxy, direction: str) -> bool:
+    """A connection of the proxy is in the middle of a splice in ``direction`` that has moved bytes."""
+    async def look():
+        for conn in proxy.app.connections:
+            splice = conn._request_splice if direction == "request" else conn._response_splice
+            if splice is not None and splice.moved:
+                return True
+        return False
+
+    return proxy.call(look())
+
+
+def closed(proxy, reason: str) -> float:
+    return proxy.metric("kafka_quota_proxy_connections_closed_total", listener="PLAINTEXT", reason=reason)
+
+
+@pytest.mark.parametrize("how", ["fin", "rst"])
+def test_client_closing_in_the_middle_of_a_spliced_request(how: str) -> None:
+    """A client sends 1 MiB of a request declared 4 MiB and closes (FIN: the half-close goes on to Tansu, which
+    closes; RST: the proxy closes at once). Its connection ends, nothing it held stays open, and the proxy goes on
+    serving: a produce and a read-back through it afterwards."""
+    from tests.integration.clients import assert_exactly_once_in_order, ck_consume, ck_create_topic, ck_produce
+
+    proxy_port, broker_port = free_port(), free_port()
+    broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
+    with proxy_in_front(broker, proxy_config(proxy_port, broker_port)) as proxy:
+        ck_create_topic(proxy.bootstrap, "after", 2)  # the clients' own connections come and go before the count
+        before = proxy_fds()
+        sock = connect(proxy_port)
+        head = encode_request_header(LIST_OFFSETS, 1, 9, "cut-client")
+        sock.sendall(struct.pack(">i", len(head) + DECLARED - 4) + head + os.urandom(SENT))
+        wait_for(lambda: splicing(proxy, "request"), "the request is being spliced")
+        if how == "rst":
+            reset(sock)
+        else:
+            sock.shutdown(socket.SHUT_WR)
+        wait_for(lambda: closed(proxy, "client_closed") >= 1, "the proxy closed the connection")
+        if how == "fin":
+            sock.settimeout(10)
+            assert sock.recv(1) == b""  # no answer to a request that never came whole: the end of the stream
+            sock.close()
+        spliced = proxy.metric(SPLICED, listener="PLAINTEXT", direction="request")
+        assert 0 < spliced <= SENT
+        wait_for(lambda: proxy_fds() <= before, f"the connection's fds are closed ({proxy_fds()} > {before})")
+        ck_produce(proxy.bootstrap, "after", 200)
+        assert_exactly_once_in_order(ck_consume(proxy.bootstrap, "after", 200), 200)
+
+
+def cut_response(how: str):
+    """The scripted broker's answer to ListOffsets: a response declared 4 MiB, 1 MiB of it, then the end (FIN) or
+    a reset. Everything else is answered normally."""
+    sent = {}
+
+    def answer(sock: socket.socket, header, request: bytes) -> None:
+        if header.api_key != LIST_OFFSETS:
+            answer_normally(sock, header, request)
+            return
+        head = encode_response_header(LIST_OFFSETS, header.api_version, header.correlation_id)
+        data = struct.pack(">i", len(head) + DECLARED - 4) + head + os.urandom(SENT)
+        sent["bytes"] = data
+        sock.sendall(data)
+        sent["done"] = True
+        while not sent.get("cut"):  # until the test sees the proxy splicing it
+            time.sleep(0.01)
+        if how == "rst":
+            reset(sock)
+        else:
+            sock.shutdown(socket.SHUT_WR)
+
+    return answer, sent
+
+
+@pytest.mark.parametrize("how", ["fin", "rst"])
+def test_broker_closing_in_the_middle_of_a_spliced_response(how: str) -> None:
+    """Scripted broker (Tansu cannot be made to stop half-way through a response): it sends 1 MiB of a response
+    declared 4 MiB, then closes. The client gets exactly the bytes the broker sent, in order, then the end of its
+    connection (the broker's is lost: upstream_closed), and nothing the connection held stays open."""
+    answer, sent = cut_response(how)
+    broker = ScriptedBroker(answer).start()
+    config = proxy_config(0, broker.port)
+    config["dynamic_config"] = {"enabled": False}  # the scripted broker must see only the test's requests
+    try:
+        proxy = start_proxy(config)
+    except BaseException:
+        broker.stop()
+        raise
+    try:
+        before = proxy_fds()
+        sock = connect(proxy.port)
+        sock.sendall(frame(encode_request_header(LIST_OFFSETS, 1, 5, "cut-broker") + b"\x00" * 16))
+        wait_for(lambda: sent.get("done") and splicing(proxy, "response"), "the response is being spliced")
+        received = bytearray(recv_exactly(sock, len(sent["bytes"])))  # all of it, before the broker cuts
+        sent["cut"] = True  # the splice now waits for the rest, and meets the broker's end
+        sock.settimeout(10)
+        try:
+            while chunk := sock.recv(1 << 20):
+                received += chunk
+        except ConnectionResetError:
+            pass
+        assert bytes(received) == sent["bytes"], f"{len(received)} bytes received of {len(sent['bytes'])} sent"
+        wait_for(lambda: closed(proxy, "upstream_closed") >= 1, "the proxy closed the connection")
+        sock.close()
+        assert 0 < proxy.metric(SPLICED, listener="PLAINTEXT", direction="response") < SENT
+        wait_for(lambda: proxy_fds() <= before, f"the connection's fds are closed ({proxy_fds()} > {before})")
+    finally:
+        try:
+            proxy.stop()
+        finally:
+            broker.stop()

@@ -25,6 +25,18 @@ def test_demo_config_loads():
     assert cfg.settings["socket.request.max.bytes"] == 104857600
 
 
+@pytest.mark.parametrize("text,expected", [("", "auto"), ("auto", "auto"), ("off", "off"), ('"off"', "off")])
+def test_connections_splice(text, expected):
+    extra = f"settings:\n  connections.splice: {text}\n" if text else ""
+    assert load_config_text(BASE + extra).settings["connections.splice"] == expected
+
+
+@pytest.mark.parametrize("text", ["on", "true", "yes-please", "1"])
+def test_connections_splice_refuses_anything_but_auto_or_off(text):
+    with pytest.raises(ConfigError, match="settings.connections.splice: expected auto or off, got"):
+        load_config_text(BASE + f"settings:\n  connections.splice: {text}\n")
+
+
 def test_base_config_and_defaults():
     cfg = load_config_text(BASE)
     assert str(cfg.upstream.bootstrap_servers[0]) == "127.0.0.1:9092"

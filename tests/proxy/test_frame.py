@@ -83,6 +83,47 @@ def test_random_chunking_buffer_and_drop():
     assert rec.ends == list(range(60))
 
 
+def test_bytes_passed_by_the_caller_end_a_streamed_frame_as_if_fed():
+    """The socket code splices the rest of a streamed frame itself: the splitter is told, never fed those bytes,
+    and the frames after it split as before, whatever the cut."""
+    frames = requests(40, seed=4)
+    rnd = random.Random(5)
+    rec = Recorder(lambda h: BUFFER if h.correlation_id % 4 == 3 else STREAM)
+    s = FrameSplitter(lambda b: parse_request_prefix(b, MAX), rec)
+    stream, pos, passes = b"".join(frames), 0, 0
+    while pos < len(stream):
+        n = rnd.randrange(1, 200)
+        pos += s.feed(memoryview(bytearray(stream[pos:pos + n])))
+        if s.streaming and rnd.random() < 0.5:
+            passed = rnd.randrange(1, s.streaming + 1)
+            s.passed(passed)
+            rec.streamed += stream[pos:pos + passed]  # where the socket code sent them, in the stream's order
+            pos += passed
+            passes += 1
+    assert passes > 10
+    assert rec.ends == list(range(40))
+    assert rec.frames == [f for i, f in enumerate(frames) if i % 4 == 3]
+    assert bytes(rec.streamed) == b"".join(f for i, f in enumerate(frames) if i % 4 != 3)
+    assert s.at_frame_boundary and not s.streaming
+
+
+def test_only_a_streamed_frame_s_rest_can_pass():
+    frame_ = requests(1)[0]
+    for action in (BUFFER, DROP):
+        s = FrameSplitter(lambda b: parse_request_prefix(b, MAX), Recorder(lambda h: action))
+        s.feed(memoryview(frame_[:-5]))
+        assert s.streaming == 0
+        with pytest.raises(ProtocolError):
+            s.passed(1)
+    s = FrameSplitter(lambda b: parse_request_prefix(b, MAX), Recorder())
+    s.feed(memoryview(frame_[:-5]))
+    assert s.streaming == 5
+    with pytest.raises(ProtocolError):
+        s.passed(6)
+    s.passed(5)
+    assert s.at_frame_boundary
+
+
 def test_stop_ignores_the_rest():
     frames = requests(5)
     rec = Recorder(lambda h: STOP if h.correlation_id == 2 else STREAM)
