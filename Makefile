@@ -43,6 +43,7 @@ bench: $(STAMP)
 	$(PY) bench/codec.py
 	$(PY) bench/pipeline_cost.py
 	$(PY) bench/relay_floor.py
+	$(PY) bench/splice.py
 	$(PY) bench/producer_ids.py
 	$(PY) bench/evasion.py
 	$(PY) bench/analytics.py --sizes 1000000
