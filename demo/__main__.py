@@ -17,6 +17,7 @@ from config.errors import ConfigError
 from config.loader import load_config_file
 from demo.processes import DemoError
 from demo.run import DEFAULT_SECONDS, TOPIC, USER, Interrupted, Stop, run_scenario
+from demo.smoothing import SMOOTH
 from demo.storms import (ADMIN, CALM_IP, CONNECT_PER_S, CONNECT_SECONDS, RESTARTS, STORM_IP, STORM_PARTITIONS,
                          STORM_SECONDS)
 from demo.verdicts import LIMITED, MEASURED_SPANS, UNLIMITED, UNLIMITED_OFFER, MiB, bounds_text, timing
@@ -27,6 +28,7 @@ DEMO_CONFIG = Path(__file__).with_name("demo.yaml")
 def banner(config_path: str, seconds: float) -> None:
     config = load_config_file(config_path)
     burst_s, window_s = timing(config)
+    smooth = config.quotas.limit("producer_byte_rate", USER, SMOOTH)
     limits = " / ".join(f"{config.quotas.limit(f'{role}_byte_rate', USER, LIMITED) / MiB:.2f} MiB/s {role}_byte_rate"
                         for role in ("producer", "consumer"))
     print("\n".join([
@@ -49,6 +51,9 @@ def banner(config_path: str, seconds: float) -> None:
         "(producer_ids_rate, KIP-936)",
         "  then     a disk filling up: the demo publishes a simulated broker volume crossing the soft and the hard",
         "           limit (volume_usage) while a producer writes 2 MiB/s through the proxy",
+        f"  then     smoothing: a producer flat out under {smooth / MiB:g} MiB/s producer_byte_rate with "
+        "quota.smoothing off",
+        "           (Kafka's stop-and-go), then on (set dynamically): its rate each second, side by side",
         "  last     the quota planner (PySpark) on the proxy's usage log of this run, with synthetic misbehaving",
         "           tenants beside it: recommended quotas, top offenders, an HTML report",
         "Each second, one line per client: its rate in the last second (throttled clients run in bursts, as",

@@ -7,8 +7,9 @@ the proxy's listener, as in a sidecar deployment. The proxy runs in its own proc
 ``producer_byte_rate`` / ``consumer_byte_rate`` in the config) and of ``demo-unlimited`` (no quota), judged as
 :mod:`demo.verdicts` says. Before they start, :mod:`demo.storms` shows the other quotas: a connection storm from one
 loopback IP held to its connection creation rate while another IP connects freely, a topic-creation storm rejected
-by the controller mutation quota, a producer-restart loop held by the producer-id quota, and a disk filling
-up; after them, :mod:`demo.planner` runs the quota planner on the usage log of the run.
+by the controller mutation quota, a producer-restart loop held by the producer-id quota, a disk filling
+up, and one producer with ``quota.smoothing`` off then on (:mod:`demo.smoothing`); after them,
+:mod:`demo.planner` runs the quota planner on the usage log of the run.
 
 Before it starts anything the demo checks that every port it needs is free, and it talks only to the processes it
 started (:mod:`demo.processes`). Whatever ends it (the end of the run, a failure, Ctrl-C or SIGTERM), it stops
@@ -33,12 +34,13 @@ from config.loader import load_config_file
 from config.model import Address, ProxyConfig
 from demo.planner import quota_planner
 from demo.processes import Children, DemoError, check_advertised, check_ports
+from demo.smoothing import SMOOTH, smoothing_phase
 from demo.storms import DISK_TOPIC, RESTART_TOPIC, connection_storm, disk_fill, producer_restarts, topic_storm
 from demo.verdicts import LIMITED, UNLIMITED, UNLIMITED_OFFER, Verdict, expected, judge, passes, timing
 
 TOPIC, PARTITIONS, VALUE = "demo", 3, b"x" * 1024
 USER = "ANONYMOUS"  # every connection's user until SASL support lands
-DEFAULT_SECONDS = 120  # Tansu keeps every message in memory: about 7 MiB more each second here
+DEFAULT_SECONDS = 90  # Tansu keeps every message in memory: about 7 MiB more each second here
 
 
 class Interrupted(BaseException):
@@ -200,7 +202,8 @@ def create_topic(bootstrap: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    topics = [NewTopic(TOPIC, PARTITIONS, 1), NewTopic(RESTART_TOPIC, 1, 1), NewTopic(DISK_TOPIC, 1, 1)]
+    topics = [NewTopic(TOPIC, PARTITIONS, 1), NewTopic(RESTART_TOPIC, 1, 1), NewTopic(DISK_TOPIC, 1, 1),
+              NewTopic(SMOOTH, 1, 1)]
     for future in admin.create_topics(topics).values():
         future.result(30)
 
@@ -267,6 +270,13 @@ def run_scenario(config_path: str, duration_s: float, report=print, stop: Stop |
         disk = disk_fill(bootstrap, str(upstream), config, lambda: volume_state(metrics), report)
         if not disk.ok:
             raise DemoError("the disk-fill scenario did not move produce through OPEN, THROTTLE, PAUSE, OPEN")
+        phase = "the smoothing runs"
+        smooth = config.quotas.resolve("producer_byte_rate", USER, SMOOTH).tags
+        smooth_labels = {SMOOTH: {"quota": "producer_byte_rate", "user": smooth.user, "client_id": smooth.client_id}}
+        smoothing = smoothing_phase(bootstrap, config, report, lambda: scrape(metrics, smooth_labels)[SMOOTH])
+        if not smoothing.ok:
+            raise DemoError("with quota.smoothing on, the producer's rate was not smooth: "
+                            + smoothing.text().splitlines()[-1])
         phase = "the steady traffic"
         with stop.held():
             for client in clients:

@@ -5,7 +5,10 @@ First a connection storm (20 connects/s for 4 s from 127.0.0.2, whose connection
 creates rejected with THROTTLING_QUOTA_EXCEEDED, the partitions created within the bucket. Then the producer-restart
 loop (ten kafka-python idempotent producers under 5 new producer ids per 5 s): the first five pass, later ones are
 held in the proxy until the quota lets their producer id through, every message acknowledged. Then a simulated disk crossing the soft and the hard limit (cluster volume
-usage): produce OPEN, THROTTLE, PAUSE (nothing acknowledged), OPEN, every acknowledged message read back. Then:
+usage): produce OPEN, THROTTLE, PAUSE (nothing acknowledged), OPEN, every acknowledged message read back. Then the
+smoothing runs: one confluent-kafka producer flat out for one window span and 1 s (4 s here) with quota.smoothing
+off, then on (set through the dynamic config), its per-second rates side by side; the run with smoothing on judged
+smooth. Then:
 
 The same four confluent-kafka clients (default settings, 1 KiB messages), topic and quotas as demo/demo.yaml: a
 producer and a consumer of client-id demo-limited under 1 MiB/s, an unlimited producer offering 4 MiB/s and an
@@ -28,6 +31,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.measures_rate]
 DEMO_CONFIG = Path(__file__).parents[2] / "demo" / "demo.yaml"
 
 
+@pytest.mark.timeout(150)  # about 90 s alone (the smoothing runs add 9 s); the suite's load slows the planner most
 def test_demo_scenario_verdicts_pass(tmp_path):
     raw = yaml.safe_load(DEMO_CONFIG.read_text())
     broker_port, proxy_port, metrics_port = free_port(), free_port(), free_port()
@@ -57,6 +61,9 @@ def test_demo_scenario_verdicts_pass(tmp_path):
     disk = [line for line in lines if line.startswith("disk")]
     assert [line.split("proxy ")[1].split()[0] for line in disk[:4]] == ["OPEN", "THROTTLE", "PAUSE", "OPEN"], disk
     assert disk[-1].startswith("disk fill") and disk[-1].endswith("OK"), disk
+    smooth = [line for line in lines if line.startswith("smoothing (")]
+    assert len(smooth) == 1 and smooth[0].endswith("OK"), smooth
+    assert [row.split()[0] for row in smooth[0].splitlines()[1:4]] == ["second", "off", "on"], smooth
     plan = [line for line in lines if line.startswith("quota planner")]
     assert len(plan) == 1 and plan[0].endswith("OK"), plan
     assert (tmp_path / "usage-plan" / "report.html").exists()
