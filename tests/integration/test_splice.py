@@ -45,11 +45,11 @@ def open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-def ck_produce_large(bootstrap: str, topic: str) -> None:
+def ck_produce_large(bootstrap: str, topic: str, client_id: str = "rdkafka") -> None:
     from confluent_kafka import Producer
 
     errors: list = []
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
+    producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 20, "batch.size": 1_000_000,
                          "max.in.flight.requests.per.connection": 5})
     for seq in range(COUNT):
         while True:
@@ -64,10 +64,11 @@ def ck_produce_large(bootstrap: str, topic: str) -> None:
     assert not errors, errors[:3]
 
 
-def ck_read_all(bootstrap: str, topic: str) -> dict[int, list[bytes]]:
+def ck_read_all(bootstrap: str, topic: str, client_id: str = "rdkafka") -> dict[int, list[bytes]]:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False})
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False,
+                         "client.id": client_id})
     try:
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
         out: dict[int, list[bytes]] = defaultdict(list)
@@ -130,6 +131,36 @@ def test_large_produces_and_fetches_are_spliced_and_arrive_intact(loop_kind: str
     # Most of the produced and fetched bytes went through the kernel (each frame's first read is copied)
     assert spliced_requests > 0.5 * request_bytes, (spliced_requests, request_bytes)
     assert spliced_responses > 0.5 * response_bytes, (spliced_responses, response_bytes)
+
+
+def test_quotas_charge_the_same_bytes_when_spliced() -> None:
+    """Under a producer_byte_rate (too high to throttle) the spliced Produce requests are charged their frame size,
+    read from the header as before; under a consumer_byte_rate the Fetch responses are buffered to be measured (and
+    trimmed if need be), so they are copied, not spliced, and charged their size."""
+    from tests.integration.clients import ck_create_topic
+
+    proxy_port, broker_port = free_port(), free_port()
+    broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
+    quotas = [{"entity": {"client-id": "metered"}, "producer_byte_rate": 10**9, "consumer_byte_rate": 10**9}]
+    with proxy_in_front(broker, proxy_config(proxy_port, broker_port, quotas=quotas)) as proxy:
+        ck_create_topic(proxy.bootstrap, "metered", PARTITIONS)
+        ck_produce_large(proxy.bootstrap, "metered", client_id="metered")
+        assert_every_message(ck_read_all(proxy.bootstrap, "metered", client_id="metered"))
+
+        def metric(name: str, **labels) -> float:
+            return proxy.metric(f"kafka_quota_proxy_{name}", **labels)
+
+        produces = metric("requests_total", listener="PLAINTEXT", api="Produce")
+        produced = metric("request_bytes_total", listener="PLAINTEXT", api="Produce")
+        fetched = metric("response_bytes_total", listener="PLAINTEXT", api="Fetch")
+        charged_produce = metric("quota_bytes_total", quota="producer_byte_rate", user="", client_id="metered")
+        charged_fetch = metric("quota_bytes_total", quota="consumer_byte_rate", user="", client_id="metered")
+        spliced_requests = metric("spliced_bytes_total", listener="PLAINTEXT", direction="request")
+        spliced_responses = metric("spliced_bytes_total", listener="PLAINTEXT", direction="response")
+    assert spliced_requests > 0.5 * produced
+    assert charged_produce == produced - 4 * produces  # each request's size, without its 4-byte size prefix
+    assert spliced_responses == 0
+    assert charged_fetch == pytest.approx(fetched, rel=0.01)  # the size of what went to the client
 
 
 def test_splice_off_copies_everything() -> None:
