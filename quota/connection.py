@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from quota.entity import DEFAULT
+from quota.peer_connections import IP as OPEN_IP
+from quota.peer_connections import LISTENER, TOTAL, PeerConnections
 from quota.rate import QuotaWindow, Rate
 from quota.throttle import bounded_throttle_time_ms
 from quota.usage_share import NO_TAP
@@ -136,6 +138,7 @@ class ConnectionQuotas:
         self.per_ip: dict[str, int] = {}
         self.accept_throttles = {name: ThrottleStats() for name in self._listeners}
         self.ip_throttles = {name: ThrottleStats() for name in self._listeners}
+        self.peers = PeerConnections()  # workers: what the others have open (empty for a single process)
 
     def configure(self, limits: ConnectionLimits) -> None:
         """New limits take effect at the next connection; rates and counts are kept."""
@@ -233,19 +236,31 @@ class ConnectionQuotas:
 
     def _count(self, listener: str, ip: str) -> Admit | Close:
         limits = self.limits
+        peers = self.peers
         ip_max = limits.ip_max_connections(ip)
-        if ip_max is not None and self.per_ip.get(ip, 0) >= ip_max:
+        if ip_max is not None and self.per_ip.get(ip, 0) + peers.ip(ip) >= ip_max:
             return Close(MAX_CONNECTIONS_PER_IP, f"{ip} has {ip_max} connections (max.connections.per.ip)")
         listener_max = limits.listener_max_connections.get(listener)
-        if listener_max is not None and self.per_listener[listener] >= listener_max:
+        if listener_max is not None and self.per_listener[listener] + peers.listener(listener) >= listener_max:
             return Close(LISTENER_MAX_CONNECTIONS,
                          f"listener {listener} has {listener_max} connections (listener.name.{listener}.max.connections)")
-        if limits.max_connections is not None and self.total >= limits.max_connections and not self._protected(listener):
+        if limits.max_connections is not None and self.total + peers.total() >= limits.max_connections \
+                and not self._protected(listener):
             return Close(MAX_CONNECTIONS, f"the proxy has {limits.max_connections} connections (max.connections)")
         self.total += 1
         self.per_listener[listener] += 1
         self.per_ip[ip] = self.per_ip.get(ip, 0) + 1
+        self.tap.open(self._open_counts(listener, ip))
         return ADMIT
+
+    def _open_counts(self, listener: str, ip: str):
+        return ((TOTAL, "", self.total), (LISTENER, listener, self.per_listener[listener]),
+                (OPEN_IP, ip, self.per_ip.get(ip, 0)))
+
+    def open_snapshot(self) -> list[tuple[str, str, int]]:
+        """Every open count of this process (what a peer that just started needs to hear)."""
+        return ([(TOTAL, "", self.total)] + [(LISTENER, name, n) for name, n in self.per_listener.items()]
+                + [(OPEN_IP, ip, n) for ip, n in self.per_ip.items()])
 
     def closed(self, listener: str, ip: str) -> None:
         """An admitted connection closed; raises if it was never admitted (a count would go below zero)."""
@@ -258,6 +273,7 @@ class ConnectionQuotas:
             self.per_ip[ip] = count - 1
         self.per_listener[listener] -= 1
         self.total -= 1
+        self.tap.open(self._open_counts(listener, ip))
 
     # -- reading (for metrics: changes nothing, so a scrape may read from another thread) ---------------------
 

@@ -20,6 +20,9 @@ traffic of one sync interval, not by the number of entities known):
   delta).
 * ``listeners`` / ``ips``: connections accepted per listener (net of those un-recorded for their IP's rate) and
   connections counted per IP (KIP-612's rates).
+* ``open_connections``: ``(kind, key, n)``, the sender's open connections now, in all (``total``), per
+  ``listener`` and per ``ip``, for the counts that changed since its last sync (KIP-402's limits; absolute, not
+  deltas, so a receiver that forgets a sender loses nothing else).
 
 The encoding is transport-independent: compact JSON of the fields above with a version number, so a Unix socket
 between workers and a Kafka record between sidecars carry the same bytes. A malformed encoding raises
@@ -54,23 +57,25 @@ class UsageDelta:
     producer_ids: tuple[ProducerIdUsage, ...] = ()
     listeners: tuple[tuple[str, int], ...] = ()
     ips: tuple[tuple[str, int], ...] = ()
+    open_connections: tuple[tuple[str, str, int], ...] = ()  # absolute counts that changed (quota.peer_connections)
 
     @property
     def empty(self) -> bool:
-        return not (self.produce or self.fetch or self.mutations or self.producer_ids or self.listeners or self.ips)
+        return not (self.produce or self.fetch or self.mutations or self.producer_ids or self.listeners or self.ips
+                    or self.open_connections)
 
     @property
     def entities(self) -> int:
         """How many entries it carries (what its size grows with)."""
         return (len(self.produce) + len(self.fetch) + len(self.mutations) + len(self.producer_ids)
-                + len(self.listeners) + len(self.ips))
+                + len(self.listeners) + len(self.ips) + len(self.open_connections))
 
 
 def encode(delta: UsageDelta) -> bytes:
     return json.dumps({
         "v": VERSION, "source": delta.source, "scope": delta.scope, "produce": delta.produce, "fetch": delta.fetch,
         "mutations": delta.mutations, "producer_ids": delta.producer_ids, "listeners": delta.listeners,
-        "ips": delta.ips,
+        "ips": delta.ips, "open": delta.open_connections,
     }, separators=(",", ":"), allow_nan=False).encode()
 
 
@@ -98,6 +103,8 @@ def decode(data: bytes) -> UsageDelta:
         producer_ids=_producer_ids(raw),
         listeners=_counts(raw, "listeners"),
         ips=_counts(raw, "ips"),
+        open_connections=tuple((_string(kind, f"open[{i}][0]"), _string(key, f"open[{i}][1]"),
+                                _integer(n, f"open[{i}][2]")) for i, (kind, key, n) in enumerate(_items(raw, "open", 3))),
     )
 
 

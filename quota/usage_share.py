@@ -40,6 +40,9 @@ class NoTap:
     def ip(self, ip: str, n: int) -> None:
         pass
 
+    def open(self, counts) -> None:
+        pass
+
 
 NO_TAP = NoTap()
 
@@ -48,13 +51,14 @@ class UsageTap(NoTap):
     """The usage recorded locally since the last :meth:`take`, per entity; memory bounded by the entities active in
     one sync interval (and :data:`~quota.usage_delta.MAX_PRODUCER_IDS_PER_USER` ids per user)."""
 
-    __slots__ = ("_values", "_pids", "_listeners", "_ips")
+    __slots__ = ("_values", "_pids", "_listeners", "_ips", "_open")
 
     def __init__(self) -> None:
         self._values: dict[str, dict[QuotaTags, list]] = {}  # quota key -> tags -> [user, client_id, value]
         self._pids: dict[str, list] = {}  # user -> [count, [ids]]
         self._listeners: dict[str, int] = {}
         self._ips: dict[str, int] = {}
+        self._open: dict[tuple[str, str], int] = {}  # the latest open counts that changed: (kind, key) -> n
 
     def add(self, quota_key: str, tags: QuotaTags, user: str, client_id: str, value: float) -> None:
         per_key = self._values.get(quota_key)
@@ -80,6 +84,11 @@ class UsageTap(NoTap):
     def ip(self, ip: str, n: int) -> None:
         self._ips[ip] = self._ips.get(ip, 0) + n
 
+    def open(self, counts) -> None:
+        """Open-connection counts now, ``(kind, key, n)`` (:mod:`quota.peer_connections`): the latest of each is sent."""
+        for kind, key, n in counts:
+            self._open[(kind, key)] = n
+
     def take(self, source: str, scope: str = "") -> UsageDelta:
         """Everything gathered since the last call, as one delta for ``scope`` (entries that came to nothing left
         out); the tap starts empty again."""
@@ -87,6 +96,7 @@ class UsageTap(NoTap):
         pids, self._pids = self._pids, {}
         listeners, self._listeners = self._listeners, {}
         ips, self._ips = self._ips, {}
+        opened, self._open = self._open, {}
 
         def entities(key: str) -> tuple:
             return tuple((u, c, v) for u, c, v in values.get(key, {}).values() if v)
@@ -100,6 +110,7 @@ class UsageTap(NoTap):
             producer_ids=tuple((user, count, tuple(ids)) for user, (count, ids) in pids.items() if count),
             listeners=tuple((name, n) for name, n in listeners.items() if n),
             ips=tuple((ip, n) for ip, n in ips.items() if n),
+            open_connections=tuple((kind, key, n) for (kind, key), n in opened.items()),
         )
 
 
@@ -117,3 +128,5 @@ def record_remote(delta: UsageDelta, now_ms: int, *, produce: "ClientQuotaManage
         producer_ids.record_remote(user, count, ids, now_ms)
     if delta.listeners or delta.ips:
         connections.record_remote(delta.listeners, delta.ips, now_ms)
+    if delta.open_connections:
+        connections.peers.update(delta.source, delta.open_connections)

@@ -1,15 +1,17 @@
 """The frames between the parent and its workers on their Unix socket: a 4-byte big-endian length of what follows,
 one byte of kind, the payload. Kinds: a worker's ``HELLO`` (JSON: its pid and ops port), ``READY`` (why it is not
 ready, UTF-8; empty when it is) and ``USAGE`` (an encoded :class:`quota.usage_delta.UsageDelta`, passed on by the
-parent as it is, never decoded there)."""
+parent as it is, never decoded there); the parent's ``GONE`` (a worker's index: it exited, forget its open
+connections) and ``RESEND`` (a worker started: send it every open count)."""
 
 from __future__ import annotations
 
 import asyncio
 import struct
 
-HELLO, READY, USAGE = b"H", b"R", b"U"
-KINDS = frozenset((HELLO, READY, USAGE))
+HELLO, READY, USAGE = b"H", b"R", b"U"  # from a worker (USAGE passed on to the others)
+GONE, RESEND = b"G", b"S"  # from the parent: worker <payload> is gone; a worker started, send your whole state
+KINDS = frozenset((HELLO, READY, USAGE, GONE, RESEND))
 MAX_FRAME_BYTES = 64 * 2**20  # a delta is bounded by one sync's active entities; past this something is wrong
 _LENGTH = struct.Struct(">I")
 

@@ -16,7 +16,7 @@ from prometheus_client import Counter
 
 from proxy.ops.metrics import PREFIX
 from proxy.tasks import cancel_and_wait
-from proxy.workers.frames import HELLO, READY, USAGE, FrameError, pack, read_frame
+from proxy.workers.frames import GONE, HELLO, READY, RESEND, USAGE, FrameError, pack, read_frame
 from quota.usage_delta import UsageDeltaError, decode, encode
 from quota.usage_share import UsageTap, record_remote
 
@@ -117,6 +117,12 @@ class WorkerLink:
         try:
             while (frame := await read_frame(reader)) is not None:
                 kind, payload = frame
+                if kind == GONE:
+                    app.connection_quotas.peers.forget(payload.decode(errors="replace"))
+                    continue
+                if kind == RESEND:
+                    self.tap.open(app.connection_quotas.open_snapshot())
+                    continue
                 if kind != USAGE:
                     continue
                 try:

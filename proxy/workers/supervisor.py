@@ -24,7 +24,7 @@ from config.model import ProxyConfig
 from proxy.ops.http import OpsServer, build_exposition
 from proxy.ops.metrics import PREFIX
 from proxy.tasks import cancel_and_wait
-from proxy.workers.frames import HELLO, READY, USAGE, FrameError, pack, read_frame
+from proxy.workers.frames import GONE, HELLO, READY, RESEND, USAGE, FrameError, pack, read_frame
 from proxy.workers.scrape import workers_exposition
 from proxy.workers.worker import WorkerSpec
 
@@ -169,6 +169,7 @@ class Supervisor:
         await cancel_and_wait(slot.reader_task)
         slot.writer.close()
         slot.writer, slot.hello, slot.ops_port = None, False, None
+        self._forward(slot, pack(GONE, str(slot.index).encode()), counted=False)  # its connections went with it
         return code
 
     async def _read(self, slot: Slot, reader: asyncio.StreamReader) -> None:
@@ -184,24 +185,28 @@ class Supervisor:
                     slot.ops_port = hello.get("ops_port")
                     slot.hello = slot.started_once = True
                     log.info("worker %d serving (pid %s)", slot.index, hello.get("pid"))
+                    self._forward(slot, pack(RESEND, b""), counted=False)  # the others' open counts, for the newcomer
         except (FrameError, ConnectionError, ValueError) as exc:
             if not self.stopping:
                 log.error("worker %d: link broken: %s", slot.index, exc)
 
-    def _forward(self, source: Slot, frame: bytes) -> None:
+    def _forward(self, source: Slot, frame: bytes, counted: bool = True) -> None:
+        """``frame`` to every serving worker but ``source``; ``counted``: a usage delta (the parent's own control
+        frames are not)."""
         for slot in self.slots:
             writer = slot.writer
             if slot is source or writer is None or writer.is_closing() or not slot.hello:
                 continue
+            outcome = "forwarded"
             if writer.transport.get_write_buffer_size() > MAX_FORWARD_BUFFER:
-                self.forwarded.labels("dropped").inc()
-                continue
-            try:
-                writer.write(frame)
-            except ConnectionError:  # that worker is exiting: its own supervision sees to it
-                self.forwarded.labels("dropped").inc()
-                continue
-            self.forwarded.labels("forwarded").inc()
+                outcome = "dropped"
+            else:
+                try:
+                    writer.write(frame)
+                except ConnectionError:  # that worker is exiting: its own supervision sees to it
+                    outcome = "dropped"
+            if counted:
+                self.forwarded.labels(outcome).inc()
 
     async def stop(self) -> None:
         """Every worker drains (SIGTERM) within the grace period and a margin, or is killed."""

@@ -11,7 +11,7 @@ import socket
 from config.loader import parse_config
 from proxy.enforce.managers import ByteRateQuotas
 from proxy.ops.metrics import ProxyMetrics
-from proxy.workers.frames import USAGE, pack, read_frame
+from proxy.workers.frames import GONE, USAGE, pack, read_frame
 from proxy.workers.link import WorkerLink
 from quota.clock import ManualClock
 from quota.connection import ConnectionQuotas
@@ -117,5 +117,42 @@ def test_the_volume_throttles_scaled_quota_is_shared_as_its_own_scope():
         await b.close()
         for s in (a_parent, b_parent):
             s.close()
+
+    asyncio.run(run())
+
+
+def test_open_connections_reach_the_peer_and_a_gone_worker_is_forgotten():
+    async def run():
+        clock = ManualClock(1_000_000)
+        a_app, b_app = FakeApp(clock), FakeApp(clock)
+        a_ours, a_parent = socket.socketpair()
+        b_ours, b_parent = socket.socketpair()
+        a = WorkerLink(a_app, 0, a_ours, 5, lambda: None)
+        b = WorkerLink(b_app, 1, b_ours, 5, lambda: None)
+        await a.start()
+        await b.start()
+        for _ in range(2):
+            a_app.connection_quotas.admit("PLAINTEXT", "10.0.0.1", clock.now_ms())
+        a.sync()
+        from_a, _ = await asyncio.open_unix_connection(sock=a_parent)
+        _, to_b = await asyncio.open_unix_connection(sock=b_parent)
+        while (frame := await asyncio.wait_for(read_frame(from_a), 10))[0] != USAGE:
+            pass
+        to_b.write(pack(*frame))
+        peers = b_app.connection_quotas.peers
+        for _ in range(200):
+            if peers.total():
+                break
+            await asyncio.sleep(0.01)
+        assert (peers.total(), peers.ip("10.0.0.1")) == (2, 2)
+        to_b.write(pack(GONE, b"0"))  # the parent: worker 0 exited
+        for _ in range(200):
+            if not peers.total():
+                break
+            await asyncio.sleep(0.01)
+        assert (peers.total(), peers.ip("10.0.0.1")) == (0, 0)
+        await a.close()
+        await b.close()
+        to_b.close()
 
     asyncio.run(run())
