@@ -214,8 +214,9 @@ def closed(proxy, reason: str) -> float:
     return proxy.metric("kafka_quota_proxy_connections_closed_total", listener="PLAINTEXT", reason=reason)
 
 
+@pytest.mark.parametrize("loop_kind", ["uvloop", "asyncio"])
 @pytest.mark.parametrize("how", ["fin", "rst"])
-def test_client_closing_in_the_middle_of_a_spliced_request(how: str) -> None:
+def test_client_closing_in_the_middle_of_a_spliced_request(how: str, loop_kind: str) -> None:
     """A client sends 1 MiB of a request declared 4 MiB and closes (FIN: the half-close goes on to Tansu, which
     closes; RST: the proxy closes at once). Its connection ends, nothing it held stays open, and the proxy goes on
     serving: a produce and a read-back through it afterwards."""
@@ -223,7 +224,7 @@ def test_client_closing_in_the_middle_of_a_spliced_request(how: str) -> None:
 
     proxy_port, broker_port = free_port(), free_port()
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
-    with proxy_in_front(broker, proxy_config(proxy_port, broker_port)) as proxy:
+    with proxy_in_front(broker, proxy_config(proxy_port, broker_port), loop_kind) as proxy:
         ck_create_topic(proxy.bootstrap, "after", 2)  # the clients' own connections come and go before the count
         before = proxy_fds()
         sock = connect(proxy_port)
@@ -270,8 +271,9 @@ def cut_response(how: str):
     return answer, sent
 
 
+@pytest.mark.parametrize("loop_kind", ["uvloop", "asyncio"])
 @pytest.mark.parametrize("how", ["fin", "rst"])
-def test_broker_closing_in_the_middle_of_a_spliced_response(how: str) -> None:
+def test_broker_closing_in_the_middle_of_a_spliced_response(how: str, loop_kind: str) -> None:
     """Scripted broker (Tansu cannot be made to stop half-way through a response): it sends 1 MiB of a response
     declared 4 MiB, then closes. The client gets exactly the bytes the broker sent, in order, then the end of its
     connection (the broker's is lost: upstream_closed), and nothing the connection held stays open."""
@@ -280,7 +282,7 @@ def test_broker_closing_in_the_middle_of_a_spliced_response(how: str) -> None:
     config = proxy_config(0, broker.port)
     config["dynamic_config"] = {"enabled": False}  # the scripted broker must see only the test's requests
     try:
-        proxy = start_proxy(config)
+        proxy = start_proxy(config, loop_kind)
     except BaseException:
         broker.stop()
         raise
