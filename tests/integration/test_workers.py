@@ -185,3 +185,21 @@ def test_a_killed_worker_is_restarted_and_sigterm_drains_every_worker(tmp_path):
         assert proc.wait(20) == 0
         assert not any(alive(pid) for pid in worker_pids(log).values())
         assert "stopping 2 workers" in log.read_text()
+
+
+def test_the_parent_exits_1_when_a_listener_port_is_taken(tmp_path):
+    """A port another program holds (without SO_REUSEPORT) is found before any worker starts: exit 1, saying why.
+    No broker is needed: nothing gets that far."""
+    taken = socket.create_server(("127.0.0.1", 0))
+    port = taken.getsockname()[1]
+    cfg = tmp_path / "proxy.yaml"
+    cfg.write_text("upstream: {bootstrap_servers: ['127.0.0.1:1']}\n"
+                   f"listeners: [{{name: PLAINTEXT, bind: '127.0.0.1:{port}'}}]\n"
+                   "metrics: {bind: '127.0.0.1:0'}\nsettings: {workers: 2}\n")
+    try:
+        done = subprocess.run([sys.executable, "-m", "proxy.cli", "run", "--config", str(cfg)], capture_output=True,
+                              text=True, timeout=60)
+    finally:
+        taken.close()
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "cannot start" in done.stderr and "in use" in done.stderr, done.stderr[-2000:]
