@@ -69,9 +69,10 @@ def _give_back(pipe: tuple[int, int, int], empty: bool) -> None:
 class Splice:
     """Moves ``nbytes`` from socket ``src`` to socket ``dst`` (raw fds, non-blocking, owned by paused or idle
     transports), reporting through callables: ``done(moved, failure)`` once (failure None, or (SOURCE,
-    DESTINATION or UNSUPPORTED, the OSError); UNSUPPORTED: the first call was refused, nothing moved); a source at its end stops the splice early with no failure (``moved`` says how far
-    it got); ``blocked(on)`` when the destination stops (True) and starts again (False) taking bytes; ``read()``
-    after bytes came from the source. Use :func:`open_splice`; :meth:`cancel` frees everything at once."""
+    DESTINATION or UNSUPPORTED, the OSError); UNSUPPORTED: the first call was refused and nothing moved); a
+    source at its end stops the splice early with no failure (``moved`` says how far it got); ``blocked(on)`` when
+    the destination stops (True) and starts again (False) taking bytes; ``read()`` after bytes came from the
+    source. Use :func:`open_splice`; :meth:`cancel` frees everything at once."""
 
     __slots__ = ("_loop", "_src", "_dst", "_watch_src", "_watch_dst", "_pipe", "_to_read", "_in_pipe", "moved",
                  "_done", "_blocked_cb", "_read_cb", "_blocked", "_watching", "_finished")

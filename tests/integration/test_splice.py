@@ -19,9 +19,8 @@ from collections import defaultdict
 
 import pytest
 
-from proxy.codec.apis import FETCH, PRODUCE
 from proxy.codec.header import encode_request_header, encode_response_header, frame
-from proxy.connection.splice import SPLICE_MIN_BYTES, splice_supported
+from proxy.connection.splice import splice_supported
 from tests.harness import Tansu, free_port, proxy_config, proxy_in_front, start_proxy
 from tests.integration.faults import reset
 from tests.integration.raw import connect, recv_exactly
@@ -49,8 +48,8 @@ def ck_produce_large(bootstrap: str, topic: str, client_id: str = "rdkafka") -> 
     from confluent_kafka import Producer
 
     errors: list = []
-    producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 20, "batch.size": 1_000_000,
-                         "max.in.flight.requests.per.connection": 5})
+    producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 20,
+                         "batch.size": 1_000_000, "max.in.flight.requests.per.connection": 5})
     for seq in range(COUNT):
         while True:
             try:
