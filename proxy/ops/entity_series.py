@@ -5,8 +5,9 @@ Below :data:`BACKGROUND_FROM_ENTITIES` quota entities (or with ``quota.metrics.r
 itself, as before (a few tens of milliseconds). Above it, walking 2 x 10^6 sensors and formatting the top series
 takes the scrape thread over a second, so:
 
-* a builder thread rebuilds them (selection, sums, and the text exposition) every ``quota.metrics.refresh.ms``, a
-  little ahead of time so that a build is always done before the last one is ``refresh.ms`` old;
+* a builder thread rebuilds them (selection, sums, and the text exposition) every ``quota.metrics.refresh.ms``, ahead
+  of time by twice the last build's duration (and a tenth of the interval), so that a build is done before the last
+  one is ``refresh.ms`` old unless it takes more than twice as long;
 * a scrape serves the text of the last build when that build started at most ``refresh.ms`` ago; otherwise (the
   first scrape, or the first after the builder stopped) it waits for a fresh build;
 * the builder runs only while someone scrapes: after :data:`IDLE_REFRESHES` refresh intervals without a scrape it
@@ -61,12 +62,12 @@ class RefreshSchedule:
         self.build_ms = max(0, finished_ms - started_ms)
 
     def next_build_at(self) -> int | None:
-        """When the builder should start the next build: early enough that it is done (if it takes as long as the
-        last one, plus a tenth of the interval) before the last build is ``refresh_ms`` old; None before the first
-        build."""
+        """When the builder should start the next build: early enough that it is done before the last build is
+        ``refresh_ms`` old even if it takes twice as long as the last one (plus a tenth of the interval: a loaded
+        machine makes builds slower); None before the first build."""
         if self.built_at is None:
             return None
-        return self.built_at + max(0, self.refresh_ms - self.build_ms - self.refresh_ms // 10)
+        return self.built_at + max(0, self.refresh_ms - 2 * self.build_ms - self.refresh_ms // 10)
 
     def idle(self, now_ms: int) -> bool:
         """No scrape for :data:`IDLE_REFRESHES` intervals: the builder stops building."""

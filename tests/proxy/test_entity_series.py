@@ -35,15 +35,15 @@ def test_a_build_is_served_until_it_is_refresh_ms_old():
 
 
 def test_the_next_build_is_done_before_the_last_one_is_too_old():
-    """The builder starts early by the last build's duration and a tenth of the interval: a build as long as the
-    last one is served before the previous one expires, so a scrape never waits for it."""
+    """The builder starts early by twice the last build's duration and a tenth of the interval: a build up to twice
+    as long as the last one is served before the previous one expires, so a scrape never waits for it."""
     schedule = RefreshSchedule(R)
     assert schedule.next_build_at() is None
     schedule.built(1_000, 2_400)  # took 1.4 s
     due = schedule.next_build_at()
-    assert due == 1_000 + R - 1_400 - R // 10
-    schedule.built(due, due + 1_400)
-    assert schedule.servable(due + 1_400) and due + 1_400 < 1_000 + R  # fresh before the first one expired
+    assert due == 1_000 + R - 2 * 1_400 - R // 10
+    schedule.built(due, due + 2 * 1_400)  # twice as long (a loaded machine)
+    assert schedule.servable(due + 2 * 1_400) and due + 2 * 1_400 < 1_000 + R  # fresh before the first expired
     schedule.built(50_000, 50_000 + 2 * R)  # a build longer than the interval: start again at once
     assert schedule.next_build_at() == 50_000
 
