@@ -152,8 +152,8 @@ class ClientConnection(Splicing, asyncio.BufferedProtocol):
     def get_buffer(self, sizehint: int) -> memoryview:
         view = self.ctx.request_buffer.view
         size = self.core.read_size(len(view))
-        if self._client_fd >= 0 and size > BOUNDARY_READ_BYTES and not self.core.request_streaming:
-            size = BOUNDARY_READ_BYTES  # a large frame's rest is better spliced than read here
+        if self._client_fd >= 0 and size > BOUNDARY_READ_BYTES and not self.core.request_remaining:
+            size = BOUNDARY_READ_BYTES  # at a boundary: a large frame's rest is better spliced than read here
         return view if size == len(view) else view[:size]
 
     def buffer_updated(self, nbytes: int) -> None:

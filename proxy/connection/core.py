@@ -100,6 +100,15 @@ class ConnectionCore:
         behind a held one: those must pass through the flow)."""
         return 0 if self.flow.held else self._response_splitter.streaming
 
+    @property
+    def request_remaining(self) -> int:
+        """Bytes of the request frame being read still to come, however it is handled (0 at a boundary)."""
+        return self._request_splitter.remaining
+
+    @property
+    def response_remaining(self) -> int:
+        return self._response_splitter.remaining
+
     def requests_passed(self, nbytes: int) -> None:
         """``nbytes`` of the streamed request frame reached the broker without being fed here."""
         self._request_splitter.passed(nbytes)
@@ -153,7 +162,7 @@ class _ClosedCore:
     """Stands in for the core of a closed connection: late socket events find nothing to do."""
 
     at_frame_boundary = True
-    request_streaming = response_streaming = 0
+    request_streaming = response_streaming = request_remaining = response_remaining = 0
 
     def read_size(self, available: int) -> int:
         return available

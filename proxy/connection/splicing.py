@@ -34,8 +34,8 @@ class Splicing:
 
     def broker_read_size(self, available: int) -> int:
         """How much of a read buffer of ``available`` bytes the next broker read may fill."""
-        if self._client_fd >= 0 and available > BOUNDARY_READ_BYTES and not self.core.response_streaming:
-            return BOUNDARY_READ_BYTES  # a large response's rest is better spliced than read
+        if self._client_fd >= 0 and available > BOUNDARY_READ_BYTES and not self.core.response_remaining:
+            return BOUNDARY_READ_BYTES  # at a boundary: a large response's rest is better spliced than read
         return available
 
     # -- writes: held while a splice owns the socket -------------------------------------------------------------
