@@ -246,7 +246,10 @@ class ProducerIdQuotaManager:
         for pid in pids:
             if not state.cache.seen(pid, now_ms):
                 state.cache.add(pid, now_ms)
-        state.bucket.take(count, now_ms)
+        if count >= 0:
+            state.bucket.take(count, now_ms)
+        else:  # holds the peer released (abandon): their tokens back, never above the burst
+            state.bucket.give_back(-count, now_ms)
 
     def _hold(self, state: "_UserState", user: str, pid: int, now_ms: int) -> ProducerIdDecision:
         """A new ``pid`` under enforcement ``hold``: let through now while the bucket has a token for it, held until
@@ -291,6 +294,7 @@ class ProducerIdQuotaManager:
         del state.holding[pid]
         state.bucket.give_back(1, now_ms)
         state.abandoned += 1
+        self.tap.producer_id_released(state.tags.user, pid)  # shared usage: the peers' buckets get it back too
 
     def _counted(self, state: "_UserState") -> None:
         state.new_pids += 1

@@ -34,6 +34,9 @@ class NoTap:
     def producer_id(self, user: str, pid: int) -> None:
         pass
 
+    def producer_id_released(self, user: str, pid: int) -> None:
+        pass
+
     def listener(self, listener: str, n: int) -> None:
         pass
 
@@ -77,6 +80,16 @@ class UsageTap(NoTap):
         entry[0] += 1
         if len(entry[1]) < MAX_PRODUCER_IDS_PER_USER:
             entry[1].append(pid)
+
+    def producer_id_released(self, user: str, pid: int) -> None:
+        """A held new id whose clients left (:meth:`ProducerIdQuotaManager.abandon`): its token goes back to the
+        peers' buckets too (a count of -1), and it is not sent as known if it has not been yet."""
+        entry = self._pids.get(user)
+        if entry is None:
+            entry = self._pids[user] = [0, []]
+        entry[0] -= 1
+        if pid in entry[1]:
+            entry[1].remove(pid)
 
     def listener(self, listener: str, n: int) -> None:
         self._listeners[listener] = self._listeners.get(listener, 0) + n

@@ -168,3 +168,34 @@ def test_connections_accepted_by_a_peer_count_in_the_ip_rate():
     assert b.listener_accept_rate("L", 0) == a.listener_accept_rate("L", 0) + 1  # 3 in the least elapsed 1 s, not 2
     b.accept_delay_ms("L", 0)
     assert isinstance(b.admit("L", "10.0.0.1", 0), Hold)  # with a's connections it is over
+
+
+def test_a_hold_abandoned_on_one_worker_gives_the_token_back_on_its_peers_too():
+    """Worker a holds alice's new id 13 (hold enforcement, burst 2): its peer b takes the token too. The client
+    leaves while held: a releases the hold, and the next sync gives b the token back (a count of -1)."""
+    from quota.producer_ids import HOLD, Hold
+
+    table = QuotaTable.from_values([({"user": "alice"}, {"producer_ids_rate": 2})])
+    a = tapped(ProducerIdQuotaManager(table, window_num=1, window_size_s=10, enforcement=HOLD))
+    b = tapped(ProducerIdQuotaManager(table, window_num=1, window_size_s=10, enforcement=HOLD))
+    for pid in (11, 12):
+        assert a.record_and_decide("alice", pid, 0) is FORWARD
+    hold = a.record_and_decide("alice", 13, 0)
+    assert isinstance(hold, Hold)
+    for _, count, ids in a.tap.take("a").producer_ids:
+        b.record_remote("alice", count, ids, 0)
+    assert b.stats(0)[0].tokens == -1
+    a.abandon(hold, 13, 1_000)
+    delta = a.tap.take("a")
+    assert delta.producer_ids == (("alice", -1, ()),)
+    assert decode(encode(delta)).producer_ids == delta.producer_ids
+    for _, count, ids in delta.producer_ids:
+        b.record_remote("alice", count, ids, 1_000)
+    assert b.stats(1_000)[0].tokens == pytest.approx(0.2) and a.stats(1_000)[0].tokens == pytest.approx(0.2)
+
+
+def test_a_hold_abandoned_within_one_sync_is_not_sent_at_all():
+    tap = UsageTap()
+    tap.producer_id("alice", 13)
+    tap.producer_id_released("alice", 13)
+    assert tap.take("a").producer_ids == ()
