@@ -360,7 +360,7 @@ class ClientQuotaManager:
     def _record(self, resolved: ResolvedQuota, user: str, client_id: str, value: float, now: int) -> ClientSensors:
         sensors = self._sensors_at(resolved, user, client_id, now)
         sensors.record(value, now)
-        self.tap.add(self.quota_key, sensors.tags, user, client_id, value)
+        self.tap.add(self.quota_key, sensors.tags, user, client_id, value, resolved.limit)
         self._smooth(sensors, resolved, value, now)
         return sensors
 

@@ -11,6 +11,8 @@ add up to what clients did. A receiver's view lags the others' by at most one sy
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from quota.entity import CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, QuotaTags
@@ -28,7 +30,8 @@ class NoTap:
 
     __slots__ = ()
 
-    def add(self, quota_key: str, tags: QuotaTags, user: str, client_id: str, value: float) -> None:
+    def add(self, quota_key: str, tags: QuotaTags, user: str, client_id: str, value: float,
+            limit: float = math.inf) -> None:
         pass
 
     def producer_id(self, user: str, pid: int) -> None:
@@ -49,29 +52,42 @@ class NoTap:
 
 NO_TAP = NoTap()
 
+EAGER_SHARE = 0.05
+"""An entity's unsent usage past this share of its quota per second (50 ms of it) asks for a sync now: a tenant
+flat out is then overshooting by about this much per worker, whatever its clients' speed, not by what they send
+in a whole sync interval."""
+
 
 class UsageTap(NoTap):
     """The usage recorded locally since the last :meth:`take`, per entity; memory bounded by the entities active in
     one sync interval (and :data:`~quota.usage_delta.MAX_PRODUCER_IDS_PER_USER` ids per user)."""
 
-    __slots__ = ("_values", "_pids", "_listeners", "_ips", "_open")
+    __slots__ = ("_values", "_pids", "_listeners", "_ips", "_open", "_wake", "_woken")
 
-    def __init__(self) -> None:
+    def __init__(self, wake: Callable[[], None] | None = None) -> None:
+        """``wake``: called (once until the next :meth:`take`) when one entity's unsent usage passes
+        :data:`EAGER_SHARE` of its quota per second, so the owner can sync before its interval is up."""
         self._values: dict[str, dict[QuotaTags, list]] = {}  # quota key -> tags -> [user, client_id, value]
         self._pids: dict[str, list] = {}  # user -> [count, [ids]]
         self._listeners: dict[str, int] = {}
         self._ips: dict[str, int] = {}
         self._open: dict[tuple[str, str], int] = {}  # the latest open counts that changed: (kind, key) -> n
+        self._wake = wake
+        self._woken = False
 
-    def add(self, quota_key: str, tags: QuotaTags, user: str, client_id: str, value: float) -> None:
+    def add(self, quota_key: str, tags: QuotaTags, user: str, client_id: str, value: float,
+            limit: float = math.inf) -> None:
         per_key = self._values.get(quota_key)
         if per_key is None:
             per_key = self._values[quota_key] = {}
         entry = per_key.get(tags)
         if entry is None:
-            per_key[tags] = [user, client_id, value]
+            entry = per_key[tags] = [user, client_id, value]
         else:
             entry[2] += value
+        if entry[2] > limit * EAGER_SHARE and not self._woken and self._wake is not None:
+            self._woken = True
+            self._wake()
 
     def producer_id(self, user: str, pid: int) -> None:
         entry = self._pids.get(user)
@@ -106,6 +122,7 @@ class UsageTap(NoTap):
         """Everything gathered since the last call, as one delta for ``scope`` (entries that came to nothing left
         out); the tap starts empty again."""
         values, self._values = self._values, {}
+        self._woken = False
         pids, self._pids = self._pids, {}
         listeners, self._listeners = self._listeners, {}
         ips, self._ips = self._ips, {}

@@ -33,13 +33,16 @@ class WorkerLink:
         self._sock = sock
         self._sync_s = sync_ms / 1000.0
         self._on_lost = on_lost
-        self.tap = UsageTap()  # the proxy's own quota set, its mutations and its connections
+        self.tap = UsageTap(self._wake)  # the proxy's own quota set, its mutations and its connections
+        self._min_gap_s = self._sync_s / 4  # eager syncs: at most this often
+        self._last_sync = 0.0
+        self._eager: asyncio.Handle | None = None
         quotas = app.quotas
         for manager in (quotas.produce, quotas.fetch, quotas.mutations, quotas.producer_ids, app.connection_quotas):
             manager.tap = self.tap
         self._taps: dict[str, UsageTap] = {}  # quota.scope broker in cluster mode: each broker's set, by node id
         if quotas.volume is not None:  # the volume-scaled producer_byte_rate, a manager of its own
-            quotas.volume.produce.tap = self._taps[VOLUME] = UsageTap()
+            quotas.volume.produce.tap = self._taps[VOLUME] = UsageTap(self._wake)
         registry = app.metrics.registry
         self.deltas = Counter(f"{PREFIX}_worker_sync_deltas", "Usage deltas this worker sent to its peers "
                               "(direction=sent), recorded from them (received), or dropped because the link was "
@@ -57,8 +60,20 @@ class WorkerLink:
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._sync_loop()), loop.create_task(self._read_loop(reader))]
 
+    def _wake(self) -> None:
+        """An entity's unsent usage is large (quota.usage_share.EAGER_SHARE): sync soon, not at the interval."""
+        if self._eager is not None or self._writer is None:
+            return
+        loop = asyncio.get_running_loop()
+        self._eager = loop.call_at(max(loop.time(), self._last_sync + self._min_gap_s), self._eager_sync)
+
+    def _eager_sync(self) -> None:
+        self._eager = None
+        self.sync()
+
     def sync(self) -> None:
         """Send what was recorded since the last sync, and the readiness if it changed."""
+        self._last_sync = asyncio.get_running_loop().time()
         writer = self._writer
         if writer is None or writer.is_closing():
             return
@@ -84,7 +99,7 @@ class WorkerLink:
         for label, quota_set in self.app.quotas.quota_sets()[1:]:
             tap = self._taps.get(label)
             if tap is None:
-                tap = self._taps[label] = UsageTap()
+                tap = self._taps[label] = UsageTap(self._wake)
             if quota_set.produce.tap is not tap:
                 quota_set.produce.tap = quota_set.fetch.tap = quota_set.producer_ids.tap = tap
 
@@ -146,6 +161,9 @@ class WorkerLink:
         self._on_lost()
 
     async def close(self) -> None:
+        if self._eager is not None:
+            self._eager.cancel()
+            self._eager = None
         self.sync()  # the last usage, so peers still serving see it
         for task in self._tasks:
             await cancel_and_wait(task)

@@ -199,3 +199,23 @@ def test_a_hold_abandoned_within_one_sync_is_not_sent_at_all():
     tap.producer_id("alice", 13)
     tap.producer_id_released("alice", 13)
     assert tap.take("a").producer_ids == ()
+
+
+def test_an_entity_with_much_unsent_usage_asks_for_a_sync_once_until_the_next():
+    woken = []
+    clock = ManualClock(0)
+    a = produce_manager(clock)  # 1000 B/s: past 50 B unsent (EAGER_SHARE of it) the tap wakes its owner
+    a.tap = UsageTap(lambda: woken.append(clock.now_ms()))
+    a.record_no_throttle("alice", "p", 40)
+    assert woken == []
+    a.record_no_throttle("alice", "p", 20)
+    a.record_no_throttle("alice", "p", 20)
+    assert woken == [0]  # once, however much more comes before the sync
+    a.tap.take("a")
+    a.record_no_throttle("alice", "p", 60)
+    assert woken == [0, 0]
+    unlimited = ClientQuotaManager(QuotaTable.from_values([({"user": "x"}, {PRODUCER_BYTE_RATE: 1})]),
+                                   PRODUCER_BYTE_RATE, clock, WINDOW)
+    unlimited.tap = UsageTap(lambda: woken.append("unlimited"))
+    unlimited.record_no_throttle("alice", "p", 10**9)
+    assert "unlimited" not in woken
