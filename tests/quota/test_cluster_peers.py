@@ -1,0 +1,126 @@
+"""Sidecars sharing one budget through the usage topic (quota.cluster_peers, issue 26), with fake clocks: which
+records count, when a peer goes stale, and the per-broker share a sidecar keeps while no peer is fresh. Two
+managers stand for two sidecars; the transport (one record per sync) is a function call here."""
+
+from __future__ import annotations
+
+import pytest
+
+from quota.client_quota import ClientQuotaManager
+from quota.clock import ManualClock
+from quota.entity import PRODUCER_BYTE_RATE, QuotaTable
+from quota.rate import QuotaWindow
+from quota.usage_delta import UsageDelta, decode, encode
+from quota.usage_share import UsageTap
+from quota.cluster_peers import ClusterPeers, fallback_delta
+
+QUOTA = 10_000  # bytes/s
+SYNC_MS, STALE_MS = 1000, 10_000
+
+
+def sidecar(clock):
+    table = QuotaTable.from_values([({"user": "<default>"}, {PRODUCER_BYTE_RATE: QUOTA})])
+    manager = ClientQuotaManager(table, PRODUCER_BYTE_RATE, clock, QuotaWindow(11, 1))
+    manager.tap = UsageTap()
+    return manager
+
+
+def test_own_records_and_old_records_are_not_recorded_but_make_peers_known():
+    peers = ClusterPeers("a", STALE_MS)
+    assert not peers.accept("a", 1000, 1000)  # its own
+    assert not peers.accept("b", 1000, 1000 + STALE_MS + 1)  # read at start-up, long after it was written
+    assert peers.accept("c", 5000, 11_001)
+    view = peers.view(11_001)
+    assert (view.known, view.fresh, view.fallback, view.share_divisor) == (2, 1, False, 3)
+    assert peers.stale_peers(11_001) == ["b"]
+    assert peers.view(15_001).fallback  # c's last record is now older than stale_ms too
+    peers.forget("b")
+    assert peers.view(15_001).share_divisor == 2
+
+
+def test_no_peer_ever_seen_is_no_fallback_and_an_older_record_does_not_move_a_peer_back():
+    peers = ClusterPeers("a", STALE_MS)
+    assert not peers.view(0).fallback and peers.view(0).share_divisor == 1
+    peers.accept("b", 9000, 9000)
+    peers.accept("b", 2000, 9000)  # out of order: b stays fresh as of 9000
+    assert peers.view(18_000).fresh == 1
+    with pytest.raises(ValueError, match="stale_ms"):
+        ClusterPeers("a", 0)
+
+
+def test_fallback_delta_scales_usage_and_drops_ids_and_connections():
+    own = UsageDelta("a", produce=(("alice", "p", 100.0),), fetch=(("bob", "", 7.0),), mutations=(("c", "x", 2.0),),
+                     producer_ids=(("alice", 3, (1, 2, 3)),), listeners=(("L", 1),), ips=(("10.0.0.1", 1),),
+                     open_connections=(("total", "", 4),))
+    scaled = fallback_delta(own, 2)
+    assert scaled.produce == (("alice", "p", 200.0),) and scaled.fetch == (("bob", "", 14.0),)
+    assert scaled.mutations == (("c", "x", 4.0),) and scaled.producer_ids == (("alice", 6, ()),)
+    assert not (scaled.listeners or scaled.ips or scaled.open_connections)
+    assert fallback_delta(own, 0).empty
+
+
+def flat_out(managers, clock, seconds, sync, chunk=500):
+    """One tenant's producer on each of ``managers``, sending whenever not throttled (Kafka clients wait out the
+    throttle); ``sync(now)`` runs every SYNC_MS. Returns the bytes admitted per manager over the last half."""
+    ready = [clock.now_ms()] * len(managers)
+    admitted = [0] * len(managers)
+    start = clock.now_ms()
+    end = start + seconds * 1000
+    next_sync = start + SYNC_MS
+    while clock.now_ms() < end:
+        now = clock.now_ms()
+        for i, manager in enumerate(managers):
+            if ready[i] <= now:
+                throttle = manager.record_and_get_throttle_time_ms("alice", "p", chunk)
+                if now >= start + seconds * 500:
+                    admitted[i] += chunk
+                ready[i] = now + max(throttle, 10)
+        if now >= next_sync:
+            sync(now)
+            next_sync += SYNC_MS
+        clock.advance(10)
+    return [a / (seconds / 2) for a in admitted]
+
+
+def test_two_sidecars_sharing_deltas_keep_the_tenant_at_its_quota_in_total():
+    clock = ManualClock(1_000_000)
+    a, b = sidecar(clock), sidecar(clock)
+    peers = {"a": ClusterPeers("a", STALE_MS), "b": ClusterPeers("b", STALE_MS)}
+
+    def sync(now):
+        records = [encode(m.tap.take(name)) for name, m in (("a", a), ("b", b))]  # one record per sidecar
+        for name, manager in (("a", a), ("b", b)):
+            for value in records:
+                delta = decode(value)
+                if peers[name].accept(delta.source, now, now):
+                    for user, client_id, v in delta.produce:
+                        manager.record_remote(user, client_id, v, now)
+
+    rates = flat_out([a, b], clock, 120, sync)
+    assert 0.8 * QUOTA <= sum(rates) <= 1.2 * QUOTA, rates
+    # without sharing: each sidecar gives the tenant its whole quota
+    clock2 = ManualClock(1_000_000)
+    alone = flat_out([sidecar(clock2), sidecar(clock2)], clock2, 120, lambda now: None)
+    assert sum(alone) >= 1.8 * QUOTA, alone
+
+
+def test_with_every_peer_stale_a_sidecar_keeps_to_quota_over_live_sidecars_known():
+    clock = ManualClock(1_000_000)
+    a = sidecar(clock)
+    peers = ClusterPeers("a", STALE_MS)
+    peers.accept("b", clock.now_ms(), clock.now_ms())
+    peers.accept("c", clock.now_ms(), clock.now_ms())  # then b and c fall silent (dead, or split away)
+    views = []
+
+    def sync(now):
+        own = a.tap.take("a")
+        view = peers.view(now)
+        views.append(view.fallback)
+        if view.fallback:
+            for user, client_id, v in fallback_delta(own, view.share_divisor - 1).produce:
+                a.record_remote(user, client_id, v, now)
+
+    clock.advance(STALE_MS + 1)
+    (rate,) = flat_out([a], clock, 120, sync)
+    assert all(views)
+    assert 0.8 * QUOTA / 3 <= rate <= 1.2 * QUOTA / 3, rate
