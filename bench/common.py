@@ -69,3 +69,20 @@ def direct_and_proxied(extra_yaml: str = ""):
             except subprocess.TimeoutExpired:
                 p.kill()
         os.unlink(f.name)
+
+
+def fill(bootstrap: str, topic: str, nbytes: int, value: bytes, batch_size: int) -> None:
+    """``nbytes`` of ``value`` messages in batches of ``batch_size``, through ``bootstrap`` as client id ``filler``
+    (give it no quota), so that consumers have something to fetch."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "client.id": "filler", "linger.ms": 20, "batch.size": batch_size})
+    for _ in range(nbytes // len(value) + 1):
+        while True:
+            try:
+                p.produce(topic, value)
+                break
+            except BufferError:
+                p.poll(0.05)
+    if p.flush(120):
+        print("warning: fill did not complete", file=sys.stderr)

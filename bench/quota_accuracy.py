@@ -30,6 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
+from bench import common  # noqa: E402
 from bench.common import direct_and_proxied  # noqa: E402
 
 MIB = 1024 * 1024
@@ -60,18 +61,7 @@ def create_topic(bootstrap: str, topic: str) -> None:
 
 def fill(bootstrap: str, topic: str, nbytes: int) -> None:
     """``nbytes`` of 1 KiB messages in 64 KiB batches (a consumer's rate moves in whole batches)."""
-    from confluent_kafka import Producer
-
-    p = Producer({"bootstrap.servers": bootstrap, "client.id": "filler", "linger.ms": 20, "batch.size": 65536})
-    for _ in range(nbytes // len(VALUE) + 1):
-        while True:
-            try:
-                p.produce(topic, VALUE)
-                break
-            except BufferError:
-                p.poll(0.05)
-    if p.flush(120):
-        print("warning: fill did not complete", file=sys.stderr)
+    common.fill(bootstrap, topic, nbytes, VALUE, 65536)
 
 
 def produce(kind: str, bootstrap: str, topic: str, client_id: str, stop, ready) -> None:

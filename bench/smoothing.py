@@ -29,6 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
+from bench import common  # noqa: E402
 from bench.common import direct_and_proxied  # noqa: E402
 
 KIB = 1024
@@ -67,18 +68,7 @@ def create_topics(bootstrap: str, names: list[str]) -> None:
 
 def fill(bootstrap: str, nbytes: int) -> None:
     """``nbytes`` of 1 KiB messages in 16 KiB batches, through the proxy (no quota for this client-id)."""
-    from confluent_kafka import Producer
-
-    p = Producer({"bootstrap.servers": bootstrap, "client.id": "filler", "linger.ms": 20, "batch.size": 16384})
-    for _ in range(nbytes // len(VALUE) + 1):
-        while True:
-            try:
-                p.produce(FILLED, VALUE)
-                break
-            except BufferError:
-                p.poll(0.05)
-    if p.flush(120):
-        print("warning: fill did not complete", file=sys.stderr)
+    common.fill(bootstrap, FILLED, nbytes, VALUE, 16384)
 
 
 def run_client(client_id: str, bootstrap: str, stop, ready) -> None:
