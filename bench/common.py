@@ -46,6 +46,17 @@ def tansu(port: int, advertised_port: int) -> subprocess.Popen:
     return proc
 
 
+def stop_processes(procs, wait_s: float = 10) -> None:
+    """SIGTERM every process (in the order given), then wait for each, killing one still running after ``wait_s``."""
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(wait_s)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
 @contextmanager
 def direct_and_proxied(extra_yaml: str = ""):
     """Yield (direct_bootstrap, proxied_bootstrap, metrics_url)."""
@@ -61,13 +72,7 @@ def direct_and_proxied(extra_yaml: str = ""):
         wait_for_port(proxy_port)
         yield f"127.0.0.1:{direct_port}", f"127.0.0.1:{proxy_port}", f"http://127.0.0.1:{metrics_port}/metrics"
     finally:
-        for p in reversed(procs):
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_processes(list(reversed(procs)))
         os.unlink(f.name)
 
 

@@ -35,7 +35,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import ROOT, free_port, tansu, wait_for_port  # noqa: E402
+from bench.common import ROOT, free_port, stop_processes, tansu, wait_for_port  # noqa: E402
 from bench.volume_snapshot import Bystander, cpu_seconds, rss_mib  # noqa: E402
 
 TOPIC = "__kafka_quota_proxy_configs"
@@ -225,13 +225,7 @@ def main() -> None:
         bystander.stop.set()
         control.stop.set()
     finally:
-        for proc in reversed(procs):
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_processes(list(reversed(procs)))
         os.unlink(config.name)
 
 

@@ -43,7 +43,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import ROOT, free_port, tansu, wait_for_port  # noqa: E402
+from bench.common import ROOT, free_port, stop_processes, tansu, wait_for_port  # noqa: E402
 from bench.volume_snapshot import Bystander, cpu_seconds, rss_mib  # noqa: E402
 from proxy.codec.apis import API_VERSIONS, METADATA  # noqa: E402
 
@@ -296,13 +296,7 @@ def run_part(title: str, proxy: subprocess.Popen, port: int, url: str, log_path:
 
 
 def stop(procs: list[subprocess.Popen]) -> None:
-    for p in reversed(procs):
-        p.terminate()
-    for p in procs:
-        try:
-            p.wait(10)
-        except subprocess.TimeoutExpired:
-            p.kill()
+    stop_processes(list(reversed(procs)))
 
 
 def main() -> None:

@@ -21,7 +21,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import ROOT, free_port, tansu, wait_for_port  # noqa: E402
+from bench.common import ROOT, free_port, stop_processes, tansu, wait_for_port  # noqa: E402
 from bench.passthrough import consume, create_topic, produce  # noqa: E402
 from bench.relay_floor import RELAY  # noqa: E402
 
@@ -96,13 +96,7 @@ def main() -> None:
                         cpu[name][kind] += cpu_seconds(relays[name]) - before
         moved = {name: spliced(port) for name, port in metrics_ports.items()}
     finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_processes(procs)
         for path in files:
             os.unlink(path)
     total_mb = args.messages * args.rounds * 1024 / 1e6

@@ -31,7 +31,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import ROOT, free_port, tansu, wait_for_port  # noqa: E402
+from bench.common import ROOT, free_port, stop_processes, tansu, wait_for_port  # noqa: E402
 from proxy.codec.apis import API_VERSIONS  # noqa: E402
 from proxy.codec.header import encode_request_header  # noqa: E402
 from quota.volume import Limit, Snapshot, Volume  # noqa: E402
@@ -188,13 +188,7 @@ def main() -> None:
             report(label, bystander, start, time.perf_counter(), url, proxy.pid, args.idle)
         bystander.stop.set()
     finally:
-        for p in reversed(procs):
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_processes(list(reversed(procs)))
         os.unlink(f.name)
 
 

@@ -34,7 +34,7 @@ from contextlib import contextmanager
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import ROOT, free_port, tansu, wait_for_port  # noqa: E402
+from bench.common import ROOT, free_port, stop_processes, tansu, wait_for_port  # noqa: E402
 
 QUOTA = 1024 * 1024
 SMALL, LARGE = b"s" * 100, b"x" * 1024
@@ -68,13 +68,7 @@ def broker_and_proxy(workers: int | None, extra_settings: str = "", quotas: str 
                 time.sleep(0.2)
         yield f"127.0.0.1:{proxy_port}", metrics_port
     finally:
-        for p in reversed(procs):
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(15)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_processes(list(reversed(procs)), 15)
         if path:
             os.unlink(path)
 
