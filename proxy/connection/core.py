@@ -136,7 +136,10 @@ class ConnectionCore:
             self._write_client(frame)
         while flow.read_ahead_due():
             flow.consumed_read_ahead(self._request_splitter.feed(flow.take_read_ahead()))
-        return State(flow.reading_client, flow.reading_broker, flow.next_deadline(), flow.drained)
+        # Drained only between responses: one being received (streamed or spliced to the client, its request
+        # already out of the in-flight queue) is finished first, not cut.
+        drained = flow.drained and self._response_splitter.at_frame_boundary
+        return State(flow.reading_client, flow.reading_broker, flow.next_deadline(), drained)
 
     def overdue(self, now: int, response_timeout: int, idle_timeout: int) -> str | None:
         """The bound this connection is past (:meth:`proxy.connection.flow.Flow.overdue`), or None. The broker owes an answer

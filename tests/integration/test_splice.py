@@ -14,6 +14,7 @@ import asyncio
 import os
 import socket
 import struct
+import threading
 import time
 from collections import defaultdict
 
@@ -308,3 +309,53 @@ def test_broker_closing_in_the_middle_of_a_spliced_response(how: str, loop_kind:
             proxy.stop()
         finally:
             broker.stop()
+
+
+def test_shutdown_lets_a_response_being_spliced_finish() -> None:
+    """Scripted broker (it must hold a response half-way while the proxy starts draining): SIGTERM's drain closes a
+    connection only between responses. The client gets all 4 MiB, then the end of its connection; before, the
+    response's request had left the in-flight queue at its header, so the connection counted as drained and was
+    closed in the middle of it."""
+    release = threading.Event()
+    whole = {}
+
+    def answer(sock: socket.socket, header, request: bytes) -> None:
+        if header.api_key != LIST_OFFSETS:
+            answer_normally(sock, header, request)
+            return
+        head = encode_response_header(LIST_OFFSETS, header.api_version, header.correlation_id)
+        body = head + os.urandom(DECLARED - 4 - len(head))
+        data = whole["bytes"] = struct.pack(">i", len(body)) + body
+        sock.sendall(data[:SENT])
+        release.wait(20)
+        sock.sendall(data[SENT:])
+
+    broker = ScriptedBroker(answer).start()
+    config = proxy_config(0, broker.port)
+    config["dynamic_config"] = {"enabled": False}
+    try:
+        proxy = start_proxy(config)
+    except BaseException:
+        broker.stop()
+        raise
+    stopping = threading.Thread(target=proxy.stop, kwargs={"grace_ms": 10_000})
+    try:
+        sock = connect(proxy.port)
+        sock.sendall(frame(encode_request_header(LIST_OFFSETS, 1, 5, "drained") + b"\x00" * 16))
+        wait_for(lambda: splicing(proxy, "response"), "the response is being spliced")
+        stopping.start()
+        wait_for(lambda: proxy.call(_draining(proxy)), "the proxy is draining")
+        release.set()
+        received = recv_exactly(sock, DECLARED)
+        assert received == whole["bytes"]
+        sock.settimeout(10)
+        assert sock.recv(1) == b""  # then the end: drained
+        sock.close()
+    finally:
+        release.set()
+        stopping.join(20)
+        broker.stop()
+
+
+async def _draining(proxy) -> bool:
+    return all(conn.flow.draining for conn in proxy.app.connections) and bool(proxy.app.connections)

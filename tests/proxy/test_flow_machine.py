@@ -379,6 +379,7 @@ class FlowMachine(RuleBasedStateMachine):
         if self.draining:
             assert self.state.drained, "draining never finished"
             assert ids == expected[:len(ids)]
+            assert not self.to_client, "drained in the middle of a response: the client got part of it"
         else:
             assert ids == expected, f"not every request was answered: {ids} vs {expected}"
             assert self.state.reading_client or self.pos == len(self.stream)
