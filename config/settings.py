@@ -168,6 +168,16 @@ SETTINGS: dict[str, Setting] = {
         "a worker's view of a tenant's usage lags the others' by about this much. A worker also syncs early (at most "
         "every quarter interval) when one entity's unsent usage passes 5 % of its quota per second.",
     ),
+    "quota.cluster.sync.ms": Setting(
+        1000, int, 50, 60_000,
+        "quota.scope cluster on sidecars (quota.cluster.topic): how often each sidecar publishes one record of the "
+        "usage its clients had since its last sync to the usage topic; the others' view of it lags by about this much.",
+    ),
+    "quota.cluster.stale.ms": Setting(
+        10_000, int, 100, 3_600_000,
+        "quota.scope cluster on sidecars: a peer sidecar whose last usage record is older than this stops counting; "
+        "while no peer is fresh, a sidecar keeps to its per-broker share (quota / live sidecars known).",
+    ),
     "quota.metrics.max.entities": Setting(
         1000, int, 1, 1_000_000,
         "Quota entities with their own metric labels; the rest are summed under user/client_id '__other__'.",
@@ -193,6 +203,11 @@ PRODUCER_ID_ENFORCEMENT = "producer.id.quota.enforcement"
 # cluster mode) or cluster (one budget for the whole cluster behind this proxy; cluster mode only, until issue 26)
 QUOTA_SCOPE = "quota.scope"
 SCOPES = ("broker", "cluster")
+# quota.scope cluster on sidecars (issue 26): the compacted usage topic every sidecar publishes its usage to and
+# follows, and this sidecar's key there (default: the host name and its first listener's port)
+CLUSTER_TOPIC = "quota.cluster.topic"
+CLUSTER_ID = "quota.cluster.id"
+_TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 # off (Kafka's sampled-rate throttle, exactly) or on (a token bucket per entity spreads a throttled client's bytes into
 # short, frequent delays: quota.smoothing); YAML 1.1 reads a bare on/off as true/false, taken as the same
 QUOTA_SMOOTHING = "quota.smoothing"
@@ -211,7 +226,8 @@ def parse_settings(raw: Any, path: str, listener_names: set[str] = frozenset()) 
         raise ConfigError(path, f"expected a mapping, got {show(raw)}")
     prefixed = {key for key in raw if isinstance(key, str) and _LISTENER_SETTING.match(key)}
     m = mapping_with(raw, path, set(SETTINGS) | {IP_OVERRIDES, QUOTA_MODE, PRODUCER_ID_ENFORCEMENT, QUOTA_SCOPE,
-                                                 QUOTA_SMOOTHING, SPLICE} | prefixed)
+                                                 QUOTA_SMOOTHING, SPLICE, CLUSTER_TOPIC, CLUSTER_ID}
+                   | prefixed)
     values: dict[str, Any] = {name: s.default for name, s in SETTINGS.items()}
     values[IP_OVERRIDES] = {}
     values[QUOTA_MODE] = "enforce"
@@ -219,8 +235,22 @@ def parse_settings(raw: Any, path: str, listener_names: set[str] = frozenset()) 
     values[QUOTA_SCOPE] = "broker"
     values[QUOTA_SMOOTHING] = "off"
     values[SPLICE] = "auto"
+    values[CLUSTER_TOPIC] = values[CLUSTER_ID] = None
     for name, value in m.items():
         key = join(path, name)
+        if name in (CLUSTER_TOPIC, CLUSTER_ID) and value is None:  # unset (as a re-parsed effective config has it)
+            continue
+        if name == CLUSTER_TOPIC:
+            if not isinstance(value, str) or not _TOPIC_NAME.match(value) or value in (".", ".."):
+                raise ConfigError(key, f"expected a Kafka topic name (1-249 of A-Z a-z 0-9 . _ -), got {show(value)}")
+            values[name] = value
+            continue
+        if name == CLUSTER_ID:
+            if not isinstance(value, str) or not value.strip() or len(value) > 255:
+                raise ConfigError(key, f"expected a non-empty name of at most 255 characters, unique among the "
+                                  f"sidecars, got {show(value)}")
+            values[name] = value
+            continue
         if name == IP_OVERRIDES:
             values[name] = _ip_overrides(value, key)
             continue
@@ -284,12 +314,33 @@ def parse_settings(raw: Any, path: str, listener_names: set[str] = frozenset()) 
 
 def check_scope(settings: Settings, listeners: tuple[ListenerConfig, ...], path: str) -> None:
     """``quota.scope: cluster`` means one budget for every broker behind the proxy: a cluster-mode listener fronts
-    them all. A sidecar proxy fronts one broker and cannot yet add its usage to the other sidecars' (issue 26)."""
-    if settings[QUOTA_SCOPE] == "cluster" and not any(lc.cluster_mode for lc in listeners):
+    them all; sidecars, each in front of one broker, add their usage up through ``quota.cluster.topic`` (issue 26)."""
+    cluster_mode = any(lc.cluster_mode for lc in listeners)
+    topic = settings[CLUSTER_TOPIC]
+    if settings[QUOTA_SCOPE] == "cluster" and not cluster_mode and topic is None:
         raise ConfigError(join(path, QUOTA_SCOPE),
-                          "cluster needs a listener in cluster mode (broker_port_base): a sidecar proxy sees only "
+                          "cluster needs a listener in cluster mode (broker_port_base), or, on sidecars, "
+                          f"{CLUSTER_TOPIC} (the usage topic the sidecars share): a sidecar proxy alone sees only "
                           "its own broker's traffic, so it cannot keep one budget for the whole cluster; use broker "
-                          "(Kafka's per-broker quotas, what a sidecar gives)")
+                          "(Kafka's per-broker quotas, what a sidecar gives) or set the topic")
+    if topic is None:
+        if settings[CLUSTER_ID] is not None:
+            raise ConfigError(join(path, CLUSTER_ID), f"only means something with {CLUSTER_TOPIC} set")
+        return
+    if settings[QUOTA_SCOPE] != "cluster":
+        raise ConfigError(join(path, CLUSTER_TOPIC), "sidecars share usage only under quota.scope: cluster; "
+                          "set it, or drop the topic (quota.scope broker keeps Kafka's per-broker quotas)")
+    if cluster_mode:
+        raise ConfigError(join(path, CLUSTER_TOPIC), "is for sidecars (listeners without broker_port_base): a "
+                          "cluster-mode proxy already fronts every broker and keeps one budget under quota.scope "
+                          "cluster; sharing usage between cluster-mode proxies is not built yet (issue 26)")
+    if settings["workers"] > 1:
+        raise ConfigError(join(path, CLUSTER_TOPIC), "with workers > 1 is not built yet (issue 26): run one worker "
+                          "per sidecar, or quota.scope broker")
+    sync, stale = settings["quota.cluster.sync.ms"], settings["quota.cluster.stale.ms"]
+    if stale < 2 * sync:
+        raise ConfigError(join(path, "quota.cluster.stale.ms"), f"must be at least twice quota.cluster.sync.ms "
+                          f"({sync}): a peer is stale when it missed a sync or more, got {stale}")
 
 
 def _smoothing(raw: Any, path: str) -> str:

@@ -109,6 +109,7 @@ class ProxyApp:
         self.ops_address: tuple[str, int] | None = None
         self._housekeeping: asyncio.Task | None = None
         self._volume_tasks: list = []  # the volume-usage follower and publisher, when configured
+        self.cluster_usage = None  # quota.scope cluster on sidecars: the usage topic's publisher and follower
 
     def not_ready(self) -> str | None:
         """Why /readyz says 503 (and the ready gauge 0), or None when ready: the broker answers, the config topic was
@@ -231,6 +232,11 @@ class ProxyApp:
                                                           self.volume_source))
             for task in self._volume_tasks:
                 await task.start()
+        if self.config.settings["quota.cluster.topic"] is not None:  # quota.scope cluster on sidecars (issue 26)
+            from proxy.observers.cluster_usage import ClusterUsage
+
+            self.cluster_usage = ClusterUsage(self)
+            await self.cluster_usage.start()
 
     volume_source = None  # tests and the demo inject a simulated volume source for the publisher
 
@@ -270,6 +276,8 @@ class ProxyApp:
         self.draining = True
         for task in self._volume_tasks:  # first: they reach the broker through this proxy's own listener
             await task.stop()
+        if self.cluster_usage is not None:
+            await self.cluster_usage.stop()
         if self.dynamic is not None:
             await self.dynamic.stop()
         for listener in [*self.listeners, *self.broker_listeners.values()]:

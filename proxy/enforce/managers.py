@@ -57,11 +57,12 @@ class ByteRateQuotas:
             # snapshots are dated in wall time (they cross hosts); a test's fake clock stands for both
             self.volume = VolumeThrottle(config.volume_usage, config.quotas, self.clock, self.window, mute_max,
                                          wall=WallClock() if clock is None else self.clock)
-        # The proxy's own topics (volume usage, dynamic config): produce to them alone is exempt from every quota and
-        # from PAUSE, so the proxy never throttles or pauses what it publishes itself.
+        # The proxy's own topics (volume usage, dynamic config, cluster usage): produce to them alone is exempt from
+        # every quota and from PAUSE, so the proxy never throttles or pauses what it publishes itself.
         self.internal_topics: frozenset[str] = frozenset(
             ([config.volume_usage.topic] if config.volume_usage is not None else [])
-            + ([config.dynamic_config.topic] if config.dynamic_config is not None else []))
+            + ([config.dynamic_config.topic] if config.dynamic_config is not None else [])
+            + ([settings["quota.cluster.topic"]] if settings["quota.cluster.topic"] is not None else []))
         self.produce_prefix = ProducePrefixWanted(self)
         self.shadow_throttles: dict[str, list[int]] = {}  # quota -> [decisions, total ms]: computed, not applied
         self._shadow_log = LogLimiter()

@@ -36,8 +36,8 @@ def test_broker_is_the_default_in_both_modes():
 @pytest.mark.parametrize("listeners,value,message", [
     (CLUSTER, "per-broker", "settings.quota.scope: expected broker or cluster, got 'per-broker'"),
     (CLUSTER, 1, "settings.quota.scope: expected broker or cluster, got 1"),
-    (SIDECAR, "cluster", "settings.quota.scope: cluster needs a listener in cluster mode (broker_port_base): a "
-                         "sidecar proxy sees only its own broker's traffic"),
+    (SIDECAR, "cluster", "settings.quota.scope: cluster needs a listener in cluster mode (broker_port_base), or, "
+                         "on sidecars, quota.cluster.topic (the usage topic the sidecars share)"),
 ])
 def test_a_bad_scope_names_the_key_and_the_reason(listeners, value, message):
     with pytest.raises(ConfigError) as err:

@@ -1,0 +1,217 @@
+"""``quota.scope: cluster`` on sidecars (issue 26): one budget per tenant across the sidecars sharing
+``quota.cluster.topic``.
+
+Every ``quota.cluster.sync.ms`` the sidecar publishes ONE record to the compacted usage topic, keyed by its id, whose
+value is the :class:`~quota.usage_delta.UsageDelta` of what its own clients used since its last sync (the entities
+with a quota and usage since then only; the same encoding the workers exchange), dated with the wall clock; an
+empty delta is still published, as the sidecar's sign of life. It follows the topic from the beginning with its own
+consumer (no group) and records every other sidecar's fresh delta as remote usage in its managers
+(:mod:`quota.usage_share`), so its clients' next decisions see the tenant's total. Which records count, when a peer
+goes stale and the share kept while none is fresh are :mod:`quota.cluster_peers`; while no peer is fresh, this
+sidecar records its own usage times the silent peers as theirs (quota / live sidecars known), says so in a log
+line, and ``cluster_usage_fallback`` is 1.
+
+Shared: ``producer_byte_rate``, ``consumer_byte_rate``, ``producer_ids_rate`` (tokens and ids) and
+``controller_mutation_rate``. Not shared: connection limits (per proxy, as Kafka keeps them per broker) and the
+volume throttle's scaled rate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import socket
+import time
+
+from prometheus_client import Counter, Gauge
+
+from proxy.clock import WallClock
+from proxy.cluster.kafka_clients import Backoff, stop_client
+from proxy.observers.following import CALL_TIMEOUT_S, CHECK_S, TopicReader
+from proxy.ops.metrics import PREFIX
+from quota.cluster_peers import ClusterPeers, fallback_delta
+from quota.usage_delta import UsageDeltaError, decode, encode
+from quota.usage_share import UsageTap, record_remote
+
+log = logging.getLogger("kafka_quota_proxy.cluster_usage")
+
+CLIENT_ID = "kafka-quota-proxy-cluster-usage"
+RETRY_START_S, RETRY_MAX_S = 1.0, 10.0
+
+
+def default_id(listener_addresses: dict[str, tuple[str, int]]) -> str:
+    """A sidecar's id when ``quota.cluster.id`` is not set: the host name and its first listener's port."""
+    port = next(iter(listener_addresses.values()))[1] if listener_addresses else 0
+    return f"{socket.gethostname()}:{port}"
+
+
+class ClusterUsage:
+    """The publisher and the follower of one sidecar's usage topic; ``wall`` dates records (they cross hosts)."""
+
+    def __init__(self, app, wall=None) -> None:
+        settings = app.config.settings
+        self.app = app
+        self.topic: str = settings["quota.cluster.topic"]
+        self.sync_s = settings["quota.cluster.sync.ms"] / 1000.0
+        self.wall = wall or WallClock()
+        self.own_id = settings["quota.cluster.id"] or default_id(app.listener_addresses)
+        self.peers = ClusterPeers(self.own_id, settings["quota.cluster.stale.ms"])
+        self.tap = UsageTap(self._wake)
+        self._woken = asyncio.Event()  # an entity's unsent usage is large: sync early (at most every quarter interval)
+        quotas = app.quotas
+        for manager in (quotas.produce, quotas.fetch, quotas.mutations, quotas.producer_ids):
+            manager.tap = self.tap
+        self.fallback = False
+        registry = app.metrics.registry
+        self.records = Counter(f"{PREFIX}_cluster_usage_records", "Usage records this sidecar published "
+                               "(direction=sent), recorded from its peers (received), skipped as stale or its own "
+                               "(skipped), or could not publish or read (error).", ["direction"], registry=registry)
+        self.peers_gauge = Gauge(f"{PREFIX}_cluster_usage_peers", "Other sidecars on the usage topic: known (ever "
+                                 "seen) and fresh (last record at most quota.cluster.stale.ms old).", ["state"],
+                                 registry=registry)
+        self.fallback_gauge = Gauge(f"{PREFIX}_cluster_usage_fallback", "1 while no peer sidecar is fresh and this "
+                                    "one keeps to its per-broker share (quota / live sidecars known), else 0.",
+                                    registry=registry)
+        self._producer = None
+        self._tasks: list[asyncio.Task] = []
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._publish_loop()), loop.create_task(self._follow())]
+        log.info("cluster usage: sidecar %s publishing to and following %s every %.0f ms", self.own_id, self.topic,
+                 self.sync_s * 1000)
+
+    # -- publishing ------------------------------------------------------------------------------------------------
+
+    def _wake(self) -> None:
+        """One entity's unsent usage passed quota.usage_share.EAGER_SHARE of its quota per second."""
+        self._woken.set()
+
+    def take(self):
+        """This sync's delta; in fallback its usage is also recorded as that of the silent peers."""
+        delta = self.tap.take(self.own_id)
+        view = self.peers.view(self.wall.now_ms())
+        self.peers_gauge.labels("known").set(view.known)
+        self.peers_gauge.labels("fresh").set(view.fresh)
+        if view.fallback != self.fallback:
+            self.fallback = view.fallback
+            self.fallback_gauge.set(1 if view.fallback else 0)
+            if view.fallback:
+                log.warning("cluster usage: no peer sidecar has published for %d ms (stale: %s): keeping to this "
+                            "sidecar's share, quota / %d", self.peers.stale_ms,
+                            ", ".join(self.peers.stale_peers(self.wall.now_ms())), view.share_divisor)
+            else:
+                log.warning("cluster usage: %d peer sidecar(s) fresh again: one budget across the cluster", view.fresh)
+        if view.fallback and not delta.empty:
+            self._record(fallback_delta(delta, view.share_divisor - 1))
+        return delta
+
+    async def _publish_loop(self) -> None:
+        from aiokafka import AIOKafkaProducer
+
+        key = self.own_id.encode()
+        loop = asyncio.get_running_loop()
+        last_sync = loop.time()
+        while True:
+            try:
+                await asyncio.wait_for(self._woken.wait(), max(0.0, last_sync + self.sync_s - loop.time()))
+                await asyncio.sleep(max(0.0, last_sync + self.sync_s / 4 - loop.time()))
+            except asyncio.TimeoutError:
+                pass
+            last_sync = loop.time()
+            self._woken.clear()
+            delta = self.take()
+            try:
+                if self._producer is None:
+                    await self.app.kafka.ensure_topic(self.topic, CLIENT_ID)
+                    producer = AIOKafkaProducer(**self.app.kafka.options(CLIENT_ID), acks=1, linger_ms=0)
+                    await asyncio.wait_for(producer.start(), CALL_TIMEOUT_S)
+                    self._producer = producer
+                await asyncio.wait_for(self._producer.send_and_wait(self.topic, encode(delta), key=key,
+                                                                    timestamp_ms=self.wall.now_ms()), CALL_TIMEOUT_S)
+                self.records.labels("sent").inc()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the broker is down or the topic cannot be written: this delta is lost
+                self.records.labels("error").inc()
+                log.warning("cluster usage: publishing to %s failed (retried at the next sync): %r", self.topic, exc)
+                producer, self._producer = self._producer, None
+                if producer is not None:
+                    await stop_client(producer)
+
+    # -- following -------------------------------------------------------------------------------------------------
+
+    def take_record(self, key: bytes | None, value: bytes | None, timestamp_ms: int) -> bool:
+        """One record of the topic: whether its usage was recorded."""
+        if value is None:  # a tombstone: that sidecar left for good
+            if key is not None:
+                self.peers.forget(key.decode(errors="replace"))
+            return False
+        try:
+            delta = decode(value)
+        except UsageDeltaError as exc:
+            self.records.labels("error").inc()
+            log.warning("cluster usage: a record of %s skipped: %s", self.topic, exc)
+            return False
+        if not self.peers.accept(delta.source, timestamp_ms, self.wall.now_ms()):
+            self.records.labels("skipped").inc()
+            return False
+        self._record(delta)
+        self.records.labels("received").inc()
+        return True
+
+    def _record(self, delta) -> None:
+        quotas = self.app.quotas
+        delta = dataclasses.replace(delta, listeners=(), ips=(), open_connections=())  # connections stay per sidecar
+        record_remote(delta, quotas.clock.now_ms(), produce=quotas.produce, fetch=quotas.fetch,
+                      mutations=quotas.mutations, producer_ids=quotas.producer_ids,
+                      connections=self.app.connection_quotas)
+
+    async def _follow(self) -> None:
+        from aiokafka import AIOKafkaConsumer
+
+        retry = Backoff(RETRY_START_S, RETRY_MAX_S)
+        while True:
+            consumer = AIOKafkaConsumer(**self.app.kafka.options(CLIENT_ID), group_id=None, enable_auto_commit=False,
+                                        auto_offset_reset="earliest", metadata_max_age_ms=10_000,
+                                        fetch_max_wait_ms=int(min(self.sync_s, 0.5) * 1000))
+            try:
+                await asyncio.wait_for(consumer.start(), CALL_TIMEOUT_S)
+                reader = TopicReader(consumer, self.topic, self.app.kafka, client_id=CLIENT_ID)
+                while not await reader.open():  # not created yet: the publisher creates it
+                    await asyncio.sleep(CHECK_S)
+                retry.succeeded()
+                next_check = time.monotonic() + CHECK_S
+                while True:
+                    batches = await consumer.getmany(timeout_ms=int(min(self.sync_s, 1.0) * 1000))
+                    for records in batches.values():
+                        for record in records:
+                            self.take_record(record.key, record.value, record.timestamp)
+                    if time.monotonic() >= next_check:
+                        why = await reader.changed()
+                        if why is not None:
+                            log.warning("cluster usage topic %s %s: reading it again from the beginning", self.topic,
+                                        why)
+                            break
+                        next_check = time.monotonic() + CHECK_S
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # broker down: peers go stale meanwhile, then the share applies
+                self.records.labels("error").inc()
+                log.warning("cluster usage topic %s not readable (retrying): %r", self.topic, exc)
+                await retry.wait()
+            finally:
+                await stop_client(consumer)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001
+                pass
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            await stop_client(producer)

@@ -1,0 +1,112 @@
+"""``quota.scope: cluster`` on sidecars (issue 26): two sidecar proxies in front of one Tansu share the usage topic;
+one tenant producing at full speed through both gets about its producer_byte_rate in total, against about 2 x
+under ``broker`` (Kafka's per-broker quotas).
+
+Tansu is a single broker advertising one address, ``localhost:P``. The two proxies stand for the sidecars of two
+brokers: one listens on 127.0.0.1:P, the other on 127.0.0.2:P, and each tenant producer (aiokafka, a real client)
+runs on an event loop whose name lookups send ``localhost`` to its own sidecar's address, as each broker's host
+would. The proxies' own clients (the usage topic's publisher and follower) reach Tansu directly, as a sidecar's do.
+Admitted bytes are what the producers had acknowledged, so the figures are what the proxies let through. Bounds are
+generous (rates, not timings).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from tests.harness import Tansu, free_port, start_proxy
+from tests.integration.clients import kp_create_topic
+
+pytestmark = [pytest.mark.integration, pytest.mark.measures_rate]
+
+TOPIC = "shared-tenant"
+USAGE_TOPIC = "__kafka_quota_proxy_usage"
+RATE = 200_000  # producer_byte_rate, bytes/s
+WARM_UP_S = 2.0  # past the fresh entity's burst (quota x (num - 1) x window, on each sidecar before the first sync) and
+# the throttle that follows it (up to the window span, 2 s)
+MEASURE_S = 3.0
+
+
+class SidecarLoop(asyncio.SelectorEventLoop):
+    """An event loop on "a broker's host": ``localhost`` is its own sidecar's address."""
+
+    def __init__(self, address: str) -> None:
+        super().__init__()
+        self.address = address
+
+    async def getaddrinfo(self, host, port, **kwargs):
+        return await super().getaddrinfo(self.address if host == "localhost" else host, port, **kwargs)
+
+
+def produce_flat_out(address: str, port: int, seconds: float, acked: list) -> None:
+    """One aiokafka producer bootstrapping through the sidecar at ``address``, as fast as it may; each
+    acknowledged message is appended to ``acked`` as (time, bytes)."""
+    from aiokafka import AIOKafkaProducer
+
+    value = b"v" * 4000
+
+    async def main():
+        producer = AIOKafkaProducer(bootstrap_servers=f"localhost:{port}", client_id="shared", acks=1, linger_ms=5,
+                                    max_batch_size=16384, request_timeout_ms=30_000)
+        await producer.start()
+        try:
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                future = await producer.send(TOPIC, value)
+                future.add_done_callback(lambda f: f.exception() is None and acked.append((time.monotonic(), 4000)))
+        finally:
+            await producer.stop()
+
+    loop = SidecarLoop(address)
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
+
+
+def sidecar_config(host: str, port: int, broker_port: int, scope: str, sidecar_id: str) -> dict:
+    settings = {"quota.scope": scope, "quota.window.num": 2, "quota.window.size.seconds": 1}
+    if scope == "cluster":
+        settings.update({"quota.cluster.topic": USAGE_TOPIC, "quota.cluster.id": sidecar_id,
+                         "quota.cluster.sync.ms": 200, "quota.cluster.stale.ms": 2000})
+    return {"upstream": {"bootstrap_servers": [f"127.0.0.1:{broker_port}"]},
+            "listeners": [{"name": "PLAINTEXT", "bind": f"{host}:{port}"}], "metrics": {"bind": "127.0.0.1:0"},
+            "quotas": [{"entity": {"client-id": "shared"}, "producer_byte_rate": RATE}], "settings": settings}
+
+
+@pytest.mark.parametrize("scope,low,high", [("cluster", 0.6, 1.5), ("broker", 1.6, 2.6)])
+def test_one_tenant_through_two_sidecars_gets_its_quota_once_or_per_sidecar(scope, low, high):
+    port, broker_port = free_port(), free_port()
+    broker = Tansu(broker_port, advertised=f"localhost:{port}").start()
+    proxies = []
+    try:
+        for host, name in (("127.0.0.1", "a"), ("127.0.0.2", "b")):
+            proxies.append(start_proxy(sidecar_config(host, port, broker_port, scope, name), loop_kind="asyncio"))
+        kp_create_topic(f"127.0.0.1:{port}", TOPIC, 2)
+        acked = {"127.0.0.1": [], "127.0.0.2": []}
+        start = time.monotonic()
+        clients = [threading.Thread(target=produce_flat_out, args=(address, port, WARM_UP_S + MEASURE_S + 0.3, into))
+                   for address, into in acked.items()]
+        for client in clients:
+            client.start()
+        for client in clients:
+            client.join(60)
+        if scope == "cluster":
+            received = [p.metric("kafka_quota_proxy_cluster_usage_records_total", direction="received")
+                        for p in proxies]
+    finally:
+        for proxy in proxies:
+            proxy.stop()
+        broker.stop()
+    window = (start + WARM_UP_S, start + WARM_UP_S + MEASURE_S)
+    per_sidecar = [sum(n for at, n in list(into) if window[0] <= at < window[1]) / MEASURE_S / RATE
+                   for into in acked.values()]
+    assert all(share > 0 for share in per_sidecar), f"a producer got nothing through: {per_sidecar}"
+    total = sum(per_sidecar)
+    assert low <= total <= high, f"quota.scope {scope}: {total:.2f} x producer_byte_rate in total ({per_sidecar})"
+    if scope == "cluster":
+        assert all(n > 0 for n in received), f"a sidecar recorded no peer usage: {received}"

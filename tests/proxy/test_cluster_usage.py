@@ -1,0 +1,70 @@
+"""The usage topic's records in a sidecar (proxy.observers.cluster_usage, issue 26), without a broker: what a record
+of the topic does to the sidecar's managers, and the fallback to the per-broker share with its metric and log line.
+The publisher's and follower's Kafka side is tests/integration/test_cluster_usage.py."""
+
+from __future__ import annotations
+
+import logging
+
+from config.loader import parse_config
+from proxy.app import ProxyApp
+from proxy.observers.cluster_usage import ClusterUsage
+from quota.clock import ManualClock
+from quota.usage_delta import UsageDelta, encode
+
+RATE = 1000
+
+
+def sidecar():
+    app = ProxyApp(parse_config({
+        "upstream": {"bootstrap_servers": ["127.0.0.1:1"]}, "listeners": [{"name": "L", "bind": "127.0.0.1:0"}],
+        "quotas": [{"entity": {"user": "<default>"}, "producer_byte_rate": RATE}],
+        "settings": {"quota.scope": "cluster", "quota.cluster.topic": "__usage", "quota.cluster.id": "a"}}))
+    wall = ManualClock(1_000_000)
+    return app, ClusterUsage(app, wall=wall), wall
+
+
+def produced(app, user="alice"):
+    stats = app.quotas.produce.stats_for(user, "p")
+    return 0.0 if stats is None else stats.rate
+
+
+def test_a_peers_fresh_record_counts_and_its_own_stale_or_broken_ones_do_not():
+    app, usage, wall = sidecar()
+    now = wall.now_ms()
+    record = encode(UsageDelta("b", produce=(("alice", "p", 50_000.0),)))
+    assert not usage.take_record(b"a", encode(UsageDelta("a", produce=(("alice", "p", 50_000.0),))), now)  # own
+    assert not usage.take_record(b"b", record, now - 10_001)  # older than quota.cluster.stale.ms
+    assert not usage.take_record(b"b", b"{not json", now)
+    assert produced(app) == 0
+    assert usage.take_record(b"b", record, now)
+    assert produced(app) > 0
+    assert app.quotas.produce.stats_for("alice", "p").value_total == 0  # remote usage: not this sidecar's total
+    # and its own clients are throttled by the total
+    assert app.quotas.produce.record_and_get_throttle_time_ms("alice", "p", 10) > 0
+    registry = app.metrics.registry
+    assert [registry.get_sample_value("kafka_quota_proxy_cluster_usage_records_total", {"direction": d})
+            for d in ("received", "skipped", "error")] == [1, 2, 1]
+    assert not usage.take_record(b"b", None, now)  # a tombstone: b left for good
+    assert usage.peers.view(now).known == 0
+
+
+def test_with_every_peer_stale_its_own_usage_counts_for_the_silent_peers_too(caplog):
+    app, usage, wall = sidecar()
+    usage.take_record(b"b", encode(UsageDelta("b")), wall.now_ms())
+    app.quotas.produce.record_and_get_throttle_time_ms("alice", "p", 100)
+    assert usage.take().produce == (("alice", "p", 100),)  # b fresh: published, nothing more
+    before = produced(app)
+    wall.advance(10_001)
+    app.quotas.produce.record_and_get_throttle_time_ms("alice", "p", 100)
+    with caplog.at_level(logging.WARNING, "kafka_quota_proxy.cluster_usage"):
+        assert usage.take().produce == (("alice", "p", 100),)  # what is published stays its own usage
+    assert usage.fallback
+    assert app.metrics.registry.get_sample_value("kafka_quota_proxy_cluster_usage_fallback") == 1
+    assert "keeping to this sidecar's share, quota / 2" in caplog.text and "(stale: b)" in caplog.text
+    assert app.quotas.produce.stats_for("alice", "p").value_total == 200
+    assert produced(app) > before  # 100 more of its own, and 100 for b
+    usage.take_record(b"b", encode(UsageDelta("b")), wall.now_ms())  # b is back
+    usage.take()
+    assert not usage.fallback
+    assert app.metrics.registry.get_sample_value("kafka_quota_proxy_cluster_usage_fallback") == 0
