@@ -104,7 +104,8 @@ class ProxyApp:
             now=time.monotonic)
         self.draining = False  # shutting down: /readyz says not ready while in-flight requests finish
         # not ready before the config topic has been read to its end once (or found unreadable: the YAML applies)
-        self.ops = OpsServer(self.metrics.registry, self.not_ready, series=quota_metrics.series)
+        self.ops = OpsServer(self.metrics.registry, self.not_ready, series=quota_metrics.series,
+                             ready_note=self.ready_note)
         self.metrics.ready.set_function(lambda: 1 if self.is_ready() else 0)
         self.ops_address: tuple[str, int] | None = None
         self._housekeeping: asyncio.Task | None = None
@@ -124,6 +125,11 @@ class ProxyApp:
         if self.dynamic is not None and not self.dynamic.caught_up.is_set():
             return "the config topic has not been read to its end yet"
         return None
+
+    def ready_note(self) -> str | None:
+        """A detail /readyz adds while ready: a sidecar keeping to its per-broker share (quota.scope cluster)."""
+        usage = self.cluster_usage
+        return None if usage is None else usage.note
 
     def is_ready(self) -> bool:
         return self.not_ready() is None

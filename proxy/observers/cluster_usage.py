@@ -9,7 +9,7 @@ consumer (no group) and records every other sidecar's fresh delta as remote usag
 (:mod:`quota.usage_share`), so its clients' next decisions see the tenant's total. Which records count, when a peer
 goes stale and the share kept while none is fresh are :mod:`quota.cluster_peers`; while no peer is fresh, this
 sidecar records its own usage times the silent peers as theirs (quota / live sidecars known), says so in a log
-line, and ``cluster_usage_fallback`` is 1.
+line and on /readyz (still 200: it serves), and ``cluster_usage_fallback`` is 1.
 
 Shared: ``producer_byte_rate``, ``consumer_byte_rate``, ``producer_ids_rate`` (tokens and ids) and
 ``controller_mutation_rate``. Not shared: connection limits (per proxy, as Kafka keeps them per broker) and the
@@ -63,6 +63,7 @@ class ClusterUsage:
         for manager in (quotas.produce, quotas.fetch, quotas.mutations, quotas.producer_ids):
             manager.tap = self.tap
         self.fallback = False
+        self.note: str | None = None  # what /readyz adds while in fallback (read from the scrape thread: one reference)
         registry = app.metrics.registry
         self.records = Counter(f"{PREFIX}_cluster_usage_records", "Usage records this sidecar published "
                                "(direction=sent), recorded from its peers (received), skipped as stale or its own "
@@ -97,6 +98,8 @@ class ClusterUsage:
         if view.fallback != self.fallback:
             self.fallback = view.fallback
             self.fallback_gauge.set(1 if view.fallback else 0)
+            self.note = (f"quota.scope cluster: no peer sidecar fresh, keeping to quota / {view.share_divisor}"
+                         if view.fallback else None)
             if view.fallback:
                 log.warning("cluster usage: no peer sidecar has published for %d ms (stale: %s): keeping to this "
                             "sidecar's share, quota / %d", self.peers.stale_ms,

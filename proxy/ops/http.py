@@ -80,14 +80,17 @@ def build_exposition(registry: CollectorRegistry, series: EntitySeries | None = 
 
 class OpsServer:
     def __init__(self, registry: CollectorRegistry, not_ready: Callable[[], str | None],
-                 exposition: Callable[[], bytes] | None = None, series: EntitySeries | None = None) -> None:
+                 exposition: Callable[[], bytes] | None = None, series: EntitySeries | None = None,
+                 ready_note: Callable[[], str | None] = lambda: None) -> None:
         """``not_ready`` says why the proxy is not ready (the body of /readyz's 503), or None when it is;
+        ``ready_note`` a detail worth knowing while ready (a second line of /readyz's 200 body), or None;
         ``exposition`` builds /metrics' body in the scrape thread (default: the registry's, with ``series``, the
         per-entity quota series when the registry's quota collector leaves them to it)."""
         self._registry = registry
         self._series = series
         self._build = exposition or (lambda: build_exposition(registry, series))
         self._not_ready = not_ready
+        self._ready_note = ready_note
         self._server: asyncio.AbstractServer | None = None
         self._open = 0
         self._scraper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="metrics-scrape")
@@ -148,7 +151,8 @@ class OpsServer:
         if path == b"/readyz":
             why = self._not_ready()
             if why is None:
-                return "200 OK", "text/plain", b"ready\n"
+                note = self._ready_note()
+                return "200 OK", "text/plain", b"ready\n" if note is None else f"ready\n{note}\n".encode()
             return "503 Service Unavailable", "text/plain", f"not ready: {why}\n".encode()
         return "404 Not Found", "text/plain", b"not found\n"
 

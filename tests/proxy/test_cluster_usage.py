@@ -1,5 +1,6 @@
 """The usage topic's records in a sidecar (proxy.observers.cluster_usage, issue 26), without a broker: what a record
-of the topic does to the sidecar's managers, and the fallback to the per-broker share with its metric and log line.
+of the topic does to the sidecar's managers, and the fallback to the per-broker share with its metric, log line and
+/readyz note.
 The publisher's and follower's Kafka side is tests/integration/test_cluster_usage.py."""
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ def sidecar():
         "quotas": [{"entity": {"user": "<default>"}, "producer_byte_rate": RATE}],
         "settings": {"quota.scope": "cluster", "quota.cluster.topic": "__usage", "quota.cluster.id": "a"}}))
     wall = ManualClock(1_000_000)
-    return app, ClusterUsage(app, wall=wall), wall
+    app.cluster_usage = ClusterUsage(app, wall=wall)  # as app.start() makes it, without its Kafka clients
+    return app, app.cluster_usage, wall
 
 
 def produced(app, user="alice"):
@@ -62,9 +64,30 @@ def test_with_every_peer_stale_its_own_usage_counts_for_the_silent_peers_too(cap
     assert usage.fallback
     assert app.metrics.registry.get_sample_value("kafka_quota_proxy_cluster_usage_fallback") == 1
     assert "keeping to this sidecar's share, quota / 2" in caplog.text and "(stale: b)" in caplog.text
+    assert app.ready_note() == "quota.scope cluster: no peer sidecar fresh, keeping to quota / 2"
     assert app.quotas.produce.stats_for("alice", "p").value_total == 200
     assert produced(app) > before  # 100 more of its own, and 100 for b
     usage.take_record(b"b", encode(UsageDelta("b")), wall.now_ms())  # b is back
     usage.take()
     assert not usage.fallback
+    assert app.ready_note() is None
     assert app.metrics.registry.get_sample_value("kafka_quota_proxy_cluster_usage_fallback") == 0
+
+
+def test_readyz_stays_200_and_carries_the_note():
+    import asyncio
+
+    from prometheus_client import CollectorRegistry
+
+    from proxy.ops.http import OpsServer
+
+    notes = [None, "quota.scope cluster: no peer sidecar fresh, keeping to quota / 2"]
+    server = OpsServer(CollectorRegistry(), lambda: None, ready_note=lambda: notes[0])
+
+    async def readyz():
+        return await server._route(b"GET", b"/readyz")
+
+    assert asyncio.run(readyz()) == ("200 OK", "text/plain", b"ready\n")
+    notes.pop(0)
+    assert asyncio.run(readyz()) == ("200 OK", "text/plain", f"ready\n{notes[0]}\n".encode())
+    server._scraper.shutdown(wait=False)
