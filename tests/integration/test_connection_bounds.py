@@ -220,7 +220,8 @@ def flow_state(conn) -> dict:
     c = conn()
     flow = c.flow
     return {"inflight": len(flow.inflight), "reading_client": flow.reading_client, "at_bound": flow.at_bound,
-            "read_ahead": flow.read_ahead_bytes, "write_buffer": c.transport.get_write_buffer_size()}
+            "read_ahead": flow.read_ahead_bytes, "write_buffer": c.transport.get_write_buffer_size(),
+            "closed": c.closed, "open": c in c.ctx.connections}
 
 
 def non_reading_client(proxy) -> tuple[socket.socket, weakref.ref]:
@@ -261,7 +262,7 @@ def flood_until_paused(proxy, sock: socket.socket, conn, blob: bytes, samples: l
             samples.append(on_loop(proxy, lambda: flow_state(conn)))
     while not paused_by_us(s := on_loop(proxy, lambda: flow_state(conn))):
         samples.append(s)
-        assert time.monotonic() < deadline, f"the proxy never stopped reading the client: {s}"
+        assert time.monotonic() < deadline, f"the proxy never stopped reading the client: {s}, sent {sent}, {samples[-3:]}"
         time.sleep(0.05)
     samples.append(s)
     return sent
