@@ -20,7 +20,8 @@ from config.tls import parse_listener_tls, parse_upstream_tls
 from config.usage import parse_usage_log
 from config.volume import parse_volume_usage
 from config.model import Address, ListenerConfig, MetricsConfig, ProxyConfig, UpstreamConfig
-from config.settings import check_scope, connection_limits, parse_settings
+from config.scope import check_scope
+from config.settings import connection_limits, parse_settings
 
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]+$")

@@ -43,7 +43,7 @@ from quota.reach import Reach
 from quota.sensor import ClientSensors, EntityStats
 from quota.throttle import INT32_MAX, bounded_throttle_time_ms, quota_acceptable
 from quota.top import OTHER, busiest, no_pause, others, release, snapshot
-from quota.usage_share import NO_TAP
+from quota.usage_tap import NO_TAP
 
 INACTIVE_SENSOR_EXPIRATION_MS = 3_600_000
 """Kafka purges quota sensors after one hour without a record."""

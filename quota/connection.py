@@ -36,7 +36,7 @@ from quota.peer_connections import IP as OPEN_IP
 from quota.peer_connections import LISTENER, TOTAL, PeerConnections
 from quota.rate import QuotaWindow, Rate
 from quota.throttle import bounded_throttle_time_ms
-from quota.usage_share import NO_TAP
+from quota.usage_tap import NO_TAP
 
 CONNECTION_CREATION_RATE = "connection_creation_rate"
 IP = "ip"

@@ -49,10 +49,10 @@ from operator import attrgetter
 from quota.client_quota import COMPACT_BELOW
 from quota.decision import FORWARD, Decision, Throttle
 from quota.entity import DEFAULT, PRODUCER_IDS_RATE, QuotaTable, QuotaTags
-from quota.mutation import TokenBucket
+from quota.token_bucket import TokenBucket
 from quota.producer_id_cache import MAX_FILTERS, BloomFilter, TimeControlledBloomFilter  # noqa: F401 (re-exported)
 from quota.producer_ids_issued import IssuedProducerIds
-from quota.usage_share import NO_TAP
+from quota.usage_tap import NO_TAP
 from quota.throttle import INT32_MAX
 from quota.top import OTHER, busiest, no_pause, others, release, snapshot, totals
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from quota.entity import CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, QuotaTags
 from quota.usage_delta import MAX_PRODUCER_IDS_PER_USER, UsageDelta
+from quota.usage_tap import NoTap
 
 if TYPE_CHECKING:
     from quota.client_quota import ClientQuotaManager
@@ -25,32 +26,6 @@ if TYPE_CHECKING:
     from quota.producer_ids import ProducerIdQuotaManager
 
 
-class NoTap:
-    """Usage not shared: every call does nothing."""
-
-    __slots__ = ()
-
-    def add(self, quota_key: str, tags: QuotaTags, user: str, client_id: str, value: float,
-            limit: float = math.inf) -> None:
-        pass
-
-    def producer_id(self, user: str, pid: int) -> None:
-        pass
-
-    def producer_id_released(self, user: str, pid: int) -> None:
-        pass
-
-    def listener(self, listener: str, n: int) -> None:
-        pass
-
-    def ip(self, ip: str, n: int) -> None:
-        pass
-
-    def open(self, counts) -> None:
-        pass
-
-
-NO_TAP = NoTap()
 
 EAGER_SHARE = 0.05
 """An entity's unsent usage past this share of its quota per second (50 ms of it) asks for a sync now: a tenant

@@ -14,14 +14,10 @@ so the request path reads ``scope.quotas`` the same way whichever scope is confi
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from quota.client_quota import ClientQuotaManager
 from quota.entity import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, QuotaTable
 from quota.producer_ids import ProducerIdQuotaManager
 
-if TYPE_CHECKING:
-    from proxy.enforce.managers import ByteRateQuotas
 
 BROKER, CLUSTER = "broker", "cluster"  # the values of quota.scope
 BOOTSTRAP = "bootstrap"  # the metrics' broker label of the bootstrap ports' set, under quota.scope broker
@@ -83,7 +79,7 @@ class BrokerQuotas:
 
     __slots__ = ("node_id", "quota_set", "_proxy", "produce_prefix")
 
-    def __init__(self, node_id: int, quota_set: QuotaSet, proxy: "ByteRateQuotas") -> None:
+    def __init__(self, node_id: int, quota_set: QuotaSet, proxy) -> None:  # proxy: the proxy's ByteRateQuotas
         self.node_id = node_id
         self.quota_set = quota_set
         self._proxy = proxy

@@ -1,0 +1,39 @@
+"""``quota.scope`` against the listeners: the checks that need more than the ``settings:`` section (whether a
+listener is in cluster mode, the sidecars' usage topic, the worker count), named by key and reason."""
+
+from __future__ import annotations
+
+from config.errors import ConfigError, join
+from config.model import ListenerConfig, Settings
+from config.settings import CLUSTER_ID, CLUSTER_TOPIC, QUOTA_SCOPE
+
+
+def check_scope(settings: Settings, listeners: tuple[ListenerConfig, ...], path: str) -> None:
+    """``quota.scope: cluster`` means one budget for every broker behind the proxy: a cluster-mode listener fronts
+    them all; sidecars, each in front of one broker, add their usage up through ``quota.cluster.topic`` (issue 26)."""
+    cluster_mode = any(lc.cluster_mode for lc in listeners)
+    topic = settings[CLUSTER_TOPIC]
+    if settings[QUOTA_SCOPE] == "cluster" and not cluster_mode and topic is None:
+        raise ConfigError(join(path, QUOTA_SCOPE),
+                          "cluster needs a listener in cluster mode (broker_port_base), or, on sidecars, "
+                          f"{CLUSTER_TOPIC} (the usage topic the sidecars share): a sidecar proxy alone sees only "
+                          "its own broker's traffic, so it cannot keep one budget for the whole cluster; use broker "
+                          "(Kafka's per-broker quotas, what a sidecar gives) or set the topic")
+    if topic is None:
+        if settings[CLUSTER_ID] is not None:
+            raise ConfigError(join(path, CLUSTER_ID), f"only means something with {CLUSTER_TOPIC} set")
+        return
+    if settings[QUOTA_SCOPE] != "cluster":
+        raise ConfigError(join(path, CLUSTER_TOPIC), "sidecars share usage only under quota.scope: cluster; "
+                          "set it, or drop the topic (quota.scope broker keeps Kafka's per-broker quotas)")
+    if cluster_mode:
+        raise ConfigError(join(path, CLUSTER_TOPIC), "is for sidecars (listeners without broker_port_base): a "
+                          "cluster-mode proxy already fronts every broker and keeps one budget under quota.scope "
+                          "cluster; sharing usage between cluster-mode proxies is not built yet (issue 26)")
+    if settings["workers"] > 1:
+        raise ConfigError(join(path, CLUSTER_TOPIC), "with workers > 1 is not built yet (issue 26): run one worker "
+                          "per sidecar, or quota.scope broker")
+    sync, stale = settings["quota.cluster.sync.ms"], settings["quota.cluster.stale.ms"]
+    if stale < 2 * sync:
+        raise ConfigError(join(path, "quota.cluster.stale.ms"), f"must be at least twice quota.cluster.sync.ms "
+                          f"({sync}): a peer is stale when it missed a sync or more, got {stale}")

@@ -1,0 +1,37 @@
+"""Where a quota manager also tells the usage it records, for sharing with peers (:mod:`quota.usage_share`):
+:data:`NO_TAP` while nothing is shared, so a single process pays one no-op call per record. Its own module so that
+the managers need not import the sharing code that imports them."""
+
+from __future__ import annotations
+
+import math
+
+from quota.entity import QuotaTags
+
+
+class NoTap:
+    """Usage not shared: every call does nothing."""
+
+    __slots__ = ()
+
+    def add(self, quota_key: str, tags: QuotaTags, user: str, client_id: str, value: float,
+            limit: float = math.inf) -> None:
+        pass
+
+    def producer_id(self, user: str, pid: int) -> None:
+        pass
+
+    def producer_id_released(self, user: str, pid: int) -> None:
+        pass
+
+    def listener(self, listener: str, n: int) -> None:
+        pass
+
+    def ip(self, ip: str, n: int) -> None:
+        pass
+
+    def open(self, counts) -> None:
+        pass
+
+
+NO_TAP = NoTap()
