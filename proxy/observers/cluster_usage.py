@@ -38,6 +38,7 @@ log = logging.getLogger("kafka_quota_proxy.cluster_usage")
 
 CLIENT_ID = "kafka-quota-proxy-cluster-usage"
 RETRY_START_S, RETRY_MAX_S = 1.0, 10.0
+LEAVE_TIMEOUT_S = 1.0
 
 
 def default_id(listener_addresses: dict[str, tuple[str, int]]) -> str:
@@ -207,7 +208,13 @@ class ClusterUsage:
             finally:
                 await stop_client(consumer)
 
+    leave_on_stop = True  # a sidecar stopping says it left (a test turns it off to stand for one that died)
+
     async def stop(self) -> None:
+        """Stop publishing and following; then delete this sidecar's key from the topic (a tombstone), so that the
+        others stop counting it as a live sidecar at once: a sidecar that stopped serves nothing, and a known one
+        that stays silent would shrink their fallback share (quota / live sidecars). One that dies sends nothing
+        and goes stale instead. Bounded: a broker that does not answer within a second gets no tombstone."""
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -217,4 +224,12 @@ class ClusterUsage:
                 pass
         producer, self._producer = self._producer, None
         if producer is not None:
+            if self.leave_on_stop:
+                try:
+                    await asyncio.wait_for(producer.send_and_wait(self.topic, None, key=self.own_id.encode(),
+                                                                  timestamp_ms=self.wall.now_ms()), LEAVE_TIMEOUT_S)
+                    self.records.labels("sent").inc()
+                except Exception as exc:  # noqa: BLE001 (the broker is gone: the others see this one go stale)
+                    log.warning("cluster usage: could not tell %s that sidecar %s leaves: %r", self.topic,
+                                self.own_id, exc)
             await stop_client(producer)

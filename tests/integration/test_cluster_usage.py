@@ -8,8 +8,8 @@ runs on an event loop whose name lookups send ``localhost`` to its own sidecar's
 would. The proxies' own clients (the usage topic's publisher and follower) reach Tansu directly, as a sidecar's do.
 Admitted bytes are what the producers had acknowledged, so the figures are what the proxies let through. Bounds are
 generous (rates, not timings). Measured on this machine: 0.81-0.95 x under ``cluster``, 1.88-1.91 x under
-``broker``. Then sidecar b stops: a keeps to its per-broker share once b's last record is older than
-``quota.cluster.stale.ms``.
+``broker``. Then sidecar b stops: its tombstone makes a forget it at once (no fallback); sidecar c joins and dies
+(no tombstone): a keeps to its per-broker share once c's last record is older than ``quota.cluster.stale.ms``.
 """
 
 from __future__ import annotations
@@ -100,14 +100,29 @@ def test_one_tenant_through_two_sidecars_gets_its_quota_once_or_per_sidecar(scop
         if scope == "cluster":
             received = [p.metric("kafka_quota_proxy_cluster_usage_records_total", direction="received")
                         for p in proxies]
-            proxies.pop().stop()  # sidecar b dies: a stops counting it after quota.cluster.stale.ms (2 s)
+            a = proxies[0]
+            proxies.pop().stop()  # sidecar b leaves: its tombstone makes a forget it at once, with no fallback
+            left = time.monotonic()
+            while time.monotonic() - left < 5 and a.metric("kafka_quota_proxy_cluster_usage_peers", state="known"):
+                time.sleep(0.1)
+            assert a.metric("kafka_quota_proxy_cluster_usage_peers", state="known") == 0, "a still counts b"
+            assert a.metric("kafka_quota_proxy_cluster_usage_fallback") == 0
+            # sidecar c joins, then dies (no tombstone): a stops counting it after quota.cluster.stale.ms (2 s)
+            proxies.append(start_proxy(sidecar_config("127.0.0.2", port, broker_port, scope, "c"), loop_kind="asyncio"))
+            joined = time.monotonic()
+            while time.monotonic() - joined < 10 and not a.metric("kafka_quota_proxy_cluster_usage_peers",
+                                                                  state="fresh"):
+                time.sleep(0.1)
+            assert a.metric("kafka_quota_proxy_cluster_usage_peers", state="fresh") == 1, "a never saw c"
+            proxies[-1].app.cluster_usage.leave_on_stop = False  # stands for a sidecar that died
+            proxies.pop().stop()
             stopped = time.monotonic()
-            while time.monotonic() - stopped < 8 and not proxies[0].metric("kafka_quota_proxy_cluster_usage_fallback"):
+            while time.monotonic() - stopped < 8 and not a.metric("kafka_quota_proxy_cluster_usage_fallback"):
                 time.sleep(0.1)
             fell_back_after = time.monotonic() - stopped
-            assert proxies[0].metric("kafka_quota_proxy_cluster_usage_fallback") == 1, "a never fell back"
-            assert proxies[0].metric("kafka_quota_proxy_cluster_usage_peers", state="fresh") == 0
-            assert fell_back_after > 1.0, f"a fell back {fell_back_after:.1f} s after b stopped, before b went stale"
+            assert a.metric("kafka_quota_proxy_cluster_usage_fallback") == 1, "a never fell back"
+            assert a.metric("kafka_quota_proxy_cluster_usage_peers", state="fresh") == 0
+            assert fell_back_after > 1.0, f"a fell back {fell_back_after:.1f} s after c stopped, before c went stale"
     finally:
         for proxy in proxies:
             proxy.stop()
