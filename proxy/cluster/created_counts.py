@@ -19,6 +19,7 @@ import logging
 from collections.abc import Callable
 
 from proxy.cluster.kafka_clients import OwnKafka
+from proxy.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -97,11 +98,7 @@ class CreatedCounts:
         """Stop looking; whoever still waits is handed None (the fallback is charged, as for any unknown count)."""
         task, self._task = self._task, None
         if task is not None and not task.done():
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+            await cancel_and_wait(task)
         pending, self._pending = self._pending, {}
         self._hand_all(pending, {})
 

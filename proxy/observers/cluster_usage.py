@@ -30,6 +30,7 @@ from proxy.clock import WallClock
 from proxy.cluster.kafka_clients import Backoff, stop_client
 from proxy.observers.following import CALL_TIMEOUT_S, CHECK_S, TopicReader
 from proxy.ops.metrics import PREFIX
+from proxy.tasks import cancel_all
 from quota.cluster_peers import ClusterPeers, fallback_delta
 from quota.usage_delta import UsageDeltaError, decode, encode
 from quota.usage_share import UsageTap, record_remote
@@ -215,13 +216,7 @@ class ClusterUsage:
         others stop counting it as a live sidecar at once: a sidecar that stopped serves nothing, and a known one
         that stays silent would shrink their fallback share (quota / live sidecars). One that dies sends nothing
         and goes stale instead. Bounded: a broker that does not answer within a second gets no tombstone."""
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001
-                pass
+        await cancel_all(self._tasks)
         producer, self._producer = self._producer, None
         if producer is not None:
             if self.leave_on_stop:

@@ -27,6 +27,7 @@ from proxy.codec.error_codes import NONE
 from proxy.codec.messages import new_request
 from proxy.enforce.volume_throttle import VolumeThrottle
 from proxy.observers.following import CALL_TIMEOUT_S, CHECK_S, TopicReader
+from proxy.tasks import cancel_all
 from quota.volume import Snapshot, Volume
 
 log = logging.getLogger("kafka_quota_proxy.volume")
@@ -110,11 +111,7 @@ class VolumePublisher:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001
-                pass
+            await cancel_all([self._task])
         await self._close_producer()
 
 
@@ -148,13 +145,7 @@ class _Evaluating:
         self.throttle.take(key, read)
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001
-                pass
+        await cancel_all(self._tasks)
 
 
 class VolumeFollower(_Evaluating):

@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable, Iterator
 from config.usage import UsageLogConfig
 from proxy.codec.apis import API_NAMES, api_name
+from proxy.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -279,12 +280,7 @@ class UsageLog:
 
     async def stop(self) -> None:
         """Writes the current interval, then waits (off the loop) for the writer to finish."""
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait(self._task)
         self.flush_interval()
         self._queue.put(None)
         await asyncio.get_running_loop().run_in_executor(None, self._thread.join, 10)
