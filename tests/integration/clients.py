@@ -173,12 +173,13 @@ def ck_delete_topic(bootstrap: str, topic: str) -> None:
     assert topic not in admin.list_topics(timeout=10).topics
 
 
-def ck_produce(bootstrap: str, topic: str, count: int, **config) -> None:
+def ck_produce(bootstrap: str, topic: str, count: int, records=None, **config) -> None:
+    """``count`` of :func:`messages` (or the (key, value) pairs of ``records``), every one acknowledged."""
     from confluent_kafka import Producer
 
     errors: list = []
     producer = Producer({"bootstrap.servers": bootstrap, "client.id": "ck-producer", **config})
-    for k, v in messages(count):
+    for k, v in (messages(count) if records is None else records):
         while True:
             try:
                 producer.produce(topic, key=k, value=v, on_delivery=lambda err, msg: err and errors.append(err))

@@ -23,6 +23,7 @@ import pytest
 from proxy.codec.header import encode_request_header, encode_response_header, frame
 from proxy.connection.splice import splice_supported
 from tests.harness import Tansu, free_port, proxy_config, proxy_in_front, start_proxy
+from tests.integration.clients import ck_produce
 from tests.integration.faults import reset
 from tests.integration.raw import connect, recv_exactly
 from tests.scripted_broker import ScriptedBroker, answer_normally
@@ -46,22 +47,9 @@ def open_fds() -> int:
 
 
 def ck_produce_large(bootstrap: str, topic: str, client_id: str = "rdkafka") -> None:
-    from confluent_kafka import Producer
-
-    errors: list = []
-    producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 20,
-                         "batch.size": 1_000_000, "max.in.flight.requests.per.connection": 5})
-    for seq in range(COUNT):
-        while True:
-            try:
-                producer.produce(topic, key=str(seq % 97).encode(), value=value(seq),
-                                 on_delivery=lambda err, msg: err and errors.append(err))
-                break
-            except BufferError:
-                producer.poll(0.05)
-        producer.poll(0)
-    assert producer.flush(60) == 0
-    assert not errors, errors[:3]
+    ck_produce(bootstrap, topic, COUNT, records=((str(seq % 97).encode(), value(seq)) for seq in range(COUNT)),
+               **{"client.id": client_id, "linger.ms": 20, "batch.size": 1_000_000,
+                  "max.in.flight.requests.per.connection": 5})
 
 
 def ck_read_all(bootstrap: str, topic: str, client_id: str = "rdkafka") -> dict[int, list[bytes]]:
