@@ -45,10 +45,9 @@ def banner(config_path: str, seconds: float) -> None:
         f"  then     a topic-creation storm: {ADMIN} (kafka-python admin) creates {STORM_PARTITIONS}-partition topics",
         f"           for {STORM_SECONDS} s under {config.quotas.limit('controller_mutation_rate', USER, ADMIN):g} "
         "partitions/s controller_mutation_rate (KIP-599)",
-        f"  then     a producer-restart loop: {RESTARTS} kafka-python idempotent producers, one after another, under "
-        f"{config.quotas.limit('producer_ids_rate', USER, ''):g} new producer ids a",
-        f"           {config.settings['producer.id.quota.window.size.seconds']} s window per user "
-        "(producer_ids_rate, KIP-936)",
+        f"  then     a producer-restart loop: {RESTARTS} kafka-python idempotent producers, one after another,",
+        f"           under {config.quotas.limit('producer_ids_rate', USER, ''):g} new producer ids per "
+        f"{config.settings['producer.id.quota.window.size.seconds']} s window per user (producer_ids_rate, KIP-936)",
         "  then     a disk filling up: the demo publishes a simulated broker volume crossing the soft and the hard",
         "           limit (volume_usage) while a producer writes 2 MiB/s through the proxy",
         f"  then     smoothing: a producer flat out under {smooth / MiB:g} MiB/s producer_byte_rate with "
