@@ -186,21 +186,36 @@ class GroupConsumer(threading.Thread):
         self.stopping = threading.Event()
         self.received: list[tuple[float, bytes]] = []
         self.offsets: list[tuple[int, int]] = []  # (partition, offset) of each record received, for a failure's story
+        self.assignments: list[int] = []  # of each record received: how many assignments the consumer had had by then
+        self.assigned = 0
         self.error: BaseException | None = None
 
     def run(self) -> None:
         from kafka import KafkaConsumer
 
         try:
-            c = KafkaConsumer(self.topic, bootstrap_servers=self.bootstrap, group_id="restart-group",
+            from kafka import ConsumerRebalanceListener
+
+            consumer = self
+
+            class Counting(ConsumerRebalanceListener):
+                def on_partitions_revoked(self, revoked) -> None:
+                    pass
+
+                def on_partitions_assigned(self, assigned) -> None:
+                    consumer.assigned += 1
+
+            c = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id="restart-group",
                               client_id="restart-consumer", auto_offset_reset="earliest", session_timeout_ms=6000,
                               heartbeat_interval_ms=1000)
+            c.subscribe([self.topic], listener=Counting())
             try:
                 while not self.stopping.is_set():
                     for records in c.poll(timeout_ms=200).values():
                         now = time.monotonic()
                         self.received.extend((now, r.value) for r in records)
                         self.offsets.extend((r.partition, r.offset) for r in records)
+                        self.assignments.extend(self.assigned for _ in records)
             finally:
                 c.close()
         except BaseException as exc:
@@ -296,20 +311,23 @@ def test_a_restart_under_traffic_is_invisible_to_the_clients(tmp_path, names):
             assert not missing and not twice, (p.label, len(acked), missing[:5], twice[:5])
         received = Counter(v for _, v in consumer.received)
         missed = sorted(where.get(v, (-1, -1)) for p in producers for _, v in p.acked if v not in received)
-        # A gap inside one answer of the broker is not the restart's doing: seen once in a full run, the consumer got
-        # offsets 822, 823 and 826 of a partition in one poll, 2 s before the restart, and 824-825 were in the topic
-        # when read afterwards (Tansu's in-memory log seems to serve a later batch before an earlier one is visible
-        # under concurrent producers; the proxy passes Fetch answers on unchanged here, and a changed batch would fail
-        # its CRC). Such gaps are reported, not failed; any other miss fails.
-        polls: dict[float, list[tuple[int, int]]] = {}
-        for (at, _), pos in zip(consumer.received, consumer.offsets):
-            polls.setdefault(at, []).append(pos)
-        inside_one_answer = {pos for pos in missed
-                             if any(any(q == pos[0] and o < pos[1] for q, o in got)
-                                    and any(q == pos[0] and o > pos[1] for q, o in got) for got in polls.values())}
-        if inside_one_answer:
-            print(f"broker-served gaps (not failed): {sorted(inside_one_answer)[:10]}")
-        missed = [pos for pos in missed if pos not in inside_one_answer]
+        # A gap the broker served is not the restart's doing. Seen in full runs: the consumer got offsets 822, 823 and
+        # 826 of a partition in one poll, 2 s before the restart, and 824-825 were in the topic when read afterwards;
+        # in CI it got 2980-2981 and then 2983-2984 in the next poll, 8 s after the restart, with 2982 in the topic
+        # (Tansu's in-memory log seems to serve a later batch before an earlier one is visible under concurrent
+        # producers; the proxy passes Fetch answers on unchanged here, and a changed batch would fail its CRC). Between
+        # two records of a partition received under the same assignment, the consumer's next fetch asked for the
+        # offset after the first, so whatever lies between them the broker did not return. Across an assignment the
+        # position comes from the committed offset, where a restart could make a gap: those misses fail.
+        received_under: dict[int, list[tuple[int, int]]] = {}
+        for (part, offset), assignment in zip(consumer.offsets, consumer.assignments):
+            received_under.setdefault(part, []).append((offset, assignment))
+        broker_served = {pos for pos in missed
+                         if any(a[0] < pos[1] < b[0] and a[1] == b[1]
+                                for a, b in zip(received_under.get(pos[0], []), received_under.get(pos[0], [])[1:]))}
+        if broker_served:
+            print(f"broker-served gaps (not failed): {sorted(broker_served)[:10]}")
+        missed = [pos for pos in missed if pos not in broker_served]
         assert not missed, ("the group consumer missed messages (partition, offset)", len(missed), missed[:10],
                             {part: (min(o for q, o in consumer.offsets if q == part),
                                     max(o for q, o in consumer.offsets if q == part))
