@@ -1,5 +1,5 @@
 """``quota.scope`` against the listeners: the checks that need more than the ``settings:`` section (whether a
-listener is in cluster mode, the sidecars' usage topic, the worker count), named by key and reason."""
+listener is in cluster mode, the usage topic the proxies share), named by key and reason."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from config.settings import CLUSTER_ID, CLUSTER_TOPIC, QUOTA_SCOPE
 
 def check_scope(settings: Settings, listeners: tuple[ListenerConfig, ...], path: str) -> None:
     """``quota.scope: cluster`` means one budget for every broker behind the proxy: a cluster-mode listener fronts
-    them all; sidecars, each in front of one broker, add their usage up through ``quota.cluster.topic`` (issue 26)."""
+    them all; sidecars, each in front of one broker, add their usage up through ``quota.cluster.topic`` (issue 26),
+    as do several cluster-mode proxies in front of one cluster (replicas), with any number of workers each."""
     cluster_mode = any(lc.cluster_mode for lc in listeners)
     topic = settings[CLUSTER_TOPIC]
     if settings[QUOTA_SCOPE] == "cluster" and not cluster_mode and topic is None:
@@ -24,15 +25,9 @@ def check_scope(settings: Settings, listeners: tuple[ListenerConfig, ...], path:
             raise ConfigError(join(path, CLUSTER_ID), f"only means something with {CLUSTER_TOPIC} set")
         return
     if settings[QUOTA_SCOPE] != "cluster":
-        raise ConfigError(join(path, CLUSTER_TOPIC), "sidecars share usage only under quota.scope: cluster; "
-                          "set it, or drop the topic (quota.scope broker keeps Kafka's per-broker quotas)")
-    if cluster_mode:
-        raise ConfigError(join(path, CLUSTER_TOPIC), "is for sidecars (listeners without broker_port_base): a "
-                          "cluster-mode proxy already fronts every broker and keeps one budget under quota.scope "
-                          "cluster; sharing usage between cluster-mode proxies is not built yet (issue 26)")
-    if settings["workers"] > 1:
-        raise ConfigError(join(path, CLUSTER_TOPIC), "with workers > 1 is not built yet (issue 26): run one worker "
-                          "per sidecar, or quota.scope broker")
+        raise ConfigError(join(path, CLUSTER_TOPIC), "proxies share usage only under quota.scope: cluster; set it, or "
+                          "drop the topic (quota.scope broker keeps Kafka's per-broker quotas, and a cluster-mode "
+                          "proxy's per-broker budgets are not shared between proxies)")
     sync, stale = settings["quota.cluster.sync.ms"], settings["quota.cluster.stale.ms"]
     if stale < 2 * sync:
         raise ConfigError(join(path, "quota.cluster.stale.ms"), f"must be at least twice quota.cluster.sync.ms "

@@ -42,9 +42,13 @@ PID_CLEANUP_BATCH = 1_000  # producer-id users looked at per cleanup (~7 ms; a p
 
 
 class ProxyApp:
-    def __init__(self, config: ProxyConfig, metrics: ProxyMetrics | None = None, reuse_port: bool = False) -> None:
+    def __init__(self, config: ProxyConfig, metrics: ProxyMetrics | None = None, reuse_port: bool = False,
+                 shares_usage_topic: bool = True) -> None:
+        """``reuse_port``: one of several workers on the same ports (proxy.workers); ``shares_usage_topic`` False:
+        such a worker, whose parent publishes and follows ``quota.cluster.topic`` for every worker."""
         self.config = config
-        self.reuse_port = reuse_port  # one of several workers on the same ports (proxy.workers)
+        self.reuse_port = reuse_port
+        self.shares_usage_topic = shares_usage_topic
         self.metrics = metrics or ProxyMetrics()
         self.metrics.inflight_max_requests.set(config.settings["connections.max.inflight.requests"])
         self.metrics.buffered_response_max_bytes.set(config.settings["connections.max.buffered.response.bytes"])
@@ -238,10 +242,10 @@ class ProxyApp:
                                                           self.volume_source))
             for task in self._volume_tasks:
                 await task.start()
-        if self.config.settings["quota.cluster.topic"] is not None:  # quota.scope cluster on sidecars (issue 26)
+        if self.config.settings["quota.cluster.topic"] is not None and self.shares_usage_topic:  # issue 26
             from proxy.observers.cluster_usage import ClusterUsage
 
-            self.cluster_usage = ClusterUsage(self)
+            self.cluster_usage = ClusterUsage.for_app(self)
             await self.cluster_usage.start()
 
     volume_source = None  # tests and the demo inject a simulated volume source for the publisher

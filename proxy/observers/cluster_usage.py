@@ -23,16 +23,17 @@ import dataclasses
 import logging
 import socket
 import time
+from collections.abc import Callable
 
 from prometheus_client import Counter, Gauge
 
 from proxy.clock import WallClock
-from proxy.cluster.kafka_clients import Backoff, stop_client
+from proxy.cluster.kafka_clients import Backoff, OwnKafka, stop_client
 from proxy.observers.following import CALL_TIMEOUT_S, CHECK_S, TopicReader
 from proxy.ops.metrics import PREFIX
 from proxy.tasks import cancel_all
 from quota.cluster_peers import ClusterPeers, fallback_delta
-from quota.usage_delta import UsageDeltaError, decode, encode
+from quota.usage_delta import UsageDelta, UsageDeltaError, decode, encode
 from quota.usage_share import UsageTap, record_remote
 
 log = logging.getLogger("kafka_quota_proxy.cluster_usage")
@@ -42,31 +43,31 @@ RETRY_START_S, RETRY_MAX_S = 1.0, 10.0
 LEAVE_TIMEOUT_S = 1.0
 
 
-def default_id(listener_addresses: dict[str, tuple[str, int]]) -> str:
-    """A sidecar's id when ``quota.cluster.id`` is not set: the host name and its first listener's port."""
-    port = next(iter(listener_addresses.values()))[1] if listener_addresses else 0
-    return f"{socket.gethostname()}:{port}"
+def default_id(first_port: int) -> str:
+    """A proxy's id when ``quota.cluster.id`` is not set: the host name and its first listener's port."""
+    return f"{socket.gethostname()}:{first_port}"
 
 
 class ClusterUsage:
-    """The publisher and the follower of one sidecar's usage topic; ``wall`` dates records (they cross hosts)."""
+    """The publisher and the follower of one proxy's record on the usage topic. ``own.take(own_id)`` is what this
+    proxy's clients used since the last sync (a :class:`~quota.usage_share.UsageTap` in one process; the sum of the
+    workers' deltas in the parent of ``workers: N``, :mod:`proxy.workers.cluster_relay`); ``record(delta)`` records a
+    peer's usage (its connection counts taken out) where this proxy's decisions see it; ``wall`` dates records (they
+    cross hosts). :meth:`for_app` wires it into one process."""
 
-    def __init__(self, app, wall=None) -> None:
-        settings = app.config.settings
-        self.app = app
+    def __init__(self, settings, kafka: OwnKafka, registry, own_id: str, own, record: Callable[[UsageDelta], None],
+                 wall=None) -> None:
+        self.kafka = kafka
         self.topic: str = settings["quota.cluster.topic"]
         self.sync_s = settings["quota.cluster.sync.ms"] / 1000.0
         self.wall = wall or WallClock()
-        self.own_id = settings["quota.cluster.id"] or default_id(app.listener_addresses)
+        self.own_id = own_id
         self.peers = ClusterPeers(self.own_id, settings["quota.cluster.stale.ms"])
-        self.tap = UsageTap(self._wake)
+        self.own = own
+        self._record_remote = record
         self._woken = asyncio.Event()  # an entity's unsent usage is large: sync early (at most every quarter interval)
-        quotas = app.quotas
-        for manager in (quotas.produce, quotas.fetch, quotas.mutations, quotas.producer_ids):
-            manager.tap = self.tap
         self.fallback = False
         self.note: str | None = None  # what /readyz adds while in fallback (read from the scrape thread: one reference)
-        registry = app.metrics.registry
         self.records = Counter(f"{PREFIX}_cluster_usage_records", "Usage records this sidecar published "
                                "(direction=sent), recorded from its peers (received), skipped as stale or its own "
                                "(skipped), or could not publish or read (error).", ["direction"], registry=registry)
@@ -79,6 +80,24 @@ class ClusterUsage:
         self._producer = None
         self._tasks: list[asyncio.Task] = []
 
+    @classmethod
+    def for_app(cls, app, wall=None) -> "ClusterUsage":
+        """One proxy process: its managers tell the publisher what they record, peers' usage goes into them."""
+        settings = app.config.settings
+        quotas = app.quotas
+
+        def record(delta: UsageDelta) -> None:
+            record_remote(delta, quotas.clock.now_ms(), produce=quotas.produce, fetch=quotas.fetch,
+                          mutations=quotas.mutations, producer_ids=quotas.producer_ids,
+                          connections=app.connection_quotas)
+
+        own_id = settings["quota.cluster.id"] or default_id(next(iter(app.listener_addresses.values()))[1])
+        usage = cls(settings, app.kafka, app.metrics.registry, own_id, None, record, wall)
+        usage.own = tap = UsageTap(usage.wake)
+        for manager in (quotas.produce, quotas.fetch, quotas.mutations, quotas.producer_ids):
+            manager.tap = tap
+        return usage
+
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._publish_loop()), loop.create_task(self._follow())]
@@ -87,13 +106,13 @@ class ClusterUsage:
 
     # -- publishing ------------------------------------------------------------------------------------------------
 
-    def _wake(self) -> None:
-        """One entity's unsent usage passed quota.usage_share.EAGER_SHARE of its quota per second."""
+    def wake(self) -> None:
+        """One entity's unsent usage passed quota.usage_share.EAGER_SHARE of its quota per second: sync early."""
         self._woken.set()
 
     def take(self):
         """This sync's delta; in fallback its usage is also recorded as that of the silent peers."""
-        delta = self.tap.take(self.own_id)
+        delta = self.own.take(self.own_id)
         view = self.peers.view(self.wall.now_ms())
         self.peers_gauge.labels("known").set(view.known)
         self.peers_gauge.labels("fresh").set(view.fresh)
@@ -129,8 +148,8 @@ class ClusterUsage:
             delta = self.take()
             try:
                 if self._producer is None:
-                    await self.app.kafka.ensure_topic(self.topic, CLIENT_ID)
-                    producer = AIOKafkaProducer(**self.app.kafka.options(CLIENT_ID), acks=1, linger_ms=0)
+                    await self.kafka.ensure_topic(self.topic, CLIENT_ID)
+                    producer = AIOKafkaProducer(**self.kafka.options(CLIENT_ID), acks=1, linger_ms=0)
                     await asyncio.wait_for(producer.start(), CALL_TIMEOUT_S)
                     self._producer = producer
                 await asyncio.wait_for(self._producer.send_and_wait(self.topic, encode(delta), key=key,
@@ -166,24 +185,20 @@ class ClusterUsage:
         self.records.labels("received").inc()
         return True
 
-    def _record(self, delta) -> None:
-        quotas = self.app.quotas
-        delta = dataclasses.replace(delta, listeners=(), ips=(), open_connections=())  # connections stay per sidecar
-        record_remote(delta, quotas.clock.now_ms(), produce=quotas.produce, fetch=quotas.fetch,
-                      mutations=quotas.mutations, producer_ids=quotas.producer_ids,
-                      connections=self.app.connection_quotas)
+    def _record(self, delta: UsageDelta) -> None:
+        self._record_remote(dataclasses.replace(delta, listeners=(), ips=(), open_connections=()))  # per proxy
 
     async def _follow(self) -> None:
         from aiokafka import AIOKafkaConsumer
 
         retry = Backoff(RETRY_START_S, RETRY_MAX_S)
         while True:
-            consumer = AIOKafkaConsumer(**self.app.kafka.options(CLIENT_ID), group_id=None, enable_auto_commit=False,
+            consumer = AIOKafkaConsumer(**self.kafka.options(CLIENT_ID), group_id=None, enable_auto_commit=False,
                                         auto_offset_reset="earliest", metadata_max_age_ms=10_000,
                                         fetch_max_wait_ms=int(min(self.sync_s, 0.5) * 1000))
             try:
                 await asyncio.wait_for(consumer.start(), CALL_TIMEOUT_S)
-                reader = TopicReader(consumer, self.topic, self.app.kafka, client_id=CLIENT_ID)
+                reader = TopicReader(consumer, self.topic, self.kafka, client_id=CLIENT_ID)
                 while not await reader.open():  # not created yet: the publisher creates it
                     await asyncio.sleep(CHECK_S)
                 retry.succeeded()

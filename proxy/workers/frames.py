@@ -1,17 +1,19 @@
 """The frames between the parent and its workers on their Unix socket: a 4-byte big-endian length of what follows,
 one byte of kind, the payload. Kinds: a worker's ``HELLO`` (JSON: its pid and ops port), ``READY`` (why it is not
-ready, UTF-8; empty when it is) and ``USAGE`` (an encoded :class:`quota.usage_delta.UsageDelta`, passed on by the
-parent as it is, never decoded there); the parent's ``GONE`` (a worker's index: it exited, forget its open
-connections) and ``RESEND`` (a worker started: send it every open count)."""
+ready, UTF-8; empty when it is), ``USAGE`` (an encoded :class:`quota.usage_delta.UsageDelta`, passed on by the
+parent as it is; decoded there only to sum the workers' usage for the usage topic) and ``EAGER`` (empty: one
+entity's usage is large, the usage topic's publisher syncs early); the parent's ``GONE`` (a worker's index: it exited, forget its open
+connections), ``RESEND`` (a worker started: send it every open count) and ``USAGE`` (the usage topic's peers' usage,
+and the silent peers' in fallback, :mod:`proxy.workers.cluster_relay`)."""
 
 from __future__ import annotations
 
 import asyncio
 import struct
 
-HELLO, READY, USAGE = b"H", b"R", b"U"  # from a worker (USAGE passed on to the others)
+HELLO, READY, USAGE, EAGER = b"H", b"R", b"U", b"E"  # from a worker (USAGE passed on to the others)
 GONE, RESEND = b"G", b"S"  # from the parent: worker <payload> is gone; a worker started, send your whole state
-KINDS = frozenset((HELLO, READY, USAGE, GONE, RESEND))
+KINDS = frozenset((HELLO, READY, USAGE, EAGER, GONE, RESEND))
 MAX_FRAME_BYTES = 64 * 2**20  # a delta is bounded by one sync's active entities; past this something is wrong
 _LENGTH = struct.Struct(">I")
 

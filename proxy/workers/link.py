@@ -16,7 +16,7 @@ from prometheus_client import Counter
 
 from proxy.ops.metrics import PREFIX
 from proxy.tasks import cancel_and_wait
-from proxy.workers.frames import GONE, HELLO, READY, RESEND, USAGE, FrameError, pack, read_frame
+from proxy.workers.frames import EAGER, GONE, HELLO, READY, RESEND, USAGE, FrameError, pack, read_frame
 from quota.usage_delta import UsageDeltaError, decode, encode
 from quota.usage_share import UsageTap, record_remote
 
@@ -37,6 +37,7 @@ class WorkerLink:
         self._min_gap_s = self._sync_s / 4  # eager syncs: at most this often
         self._last_sync = 0.0
         self._eager: asyncio.Handle | None = None
+        self._tell_eager = app.config.settings["quota.cluster.topic"] is not None  # the parent publishes it early too
         quotas = app.quotas
         for manager in (quotas.produce, quotas.fetch, quotas.mutations, quotas.producer_ids, app.connection_quotas):
             manager.tap = self.tap
@@ -70,6 +71,9 @@ class WorkerLink:
     def _eager_sync(self) -> None:
         self._eager = None
         self.sync()
+        writer = self._writer
+        if self._tell_eager and writer is not None and not writer.is_closing():
+            writer.write(pack(EAGER, b""))
 
     def sync(self) -> None:
         """Send what was recorded since the last sync, and the readiness if it changed."""

@@ -1,7 +1,8 @@
 """The parent of ``workers: N``: it reserves the listeners' ports, starts N worker processes
 (:mod:`proxy.workers.worker`) and restarts one that dies (a log line, ``worker_restarts_total``), passes each
 worker's usage deltas on to the others, and serves the one operations endpoint: /metrics (its own metrics and every
-worker's, labelled ``worker``), /readyz (ready while every worker is) and /healthz.
+worker's, labelled ``worker``), /readyz (ready while every worker is) and /healthz. With ``quota.cluster.topic`` it
+is also the proxy's one member of the usage topic (:mod:`proxy.workers.cluster_relay`).
 
 SIGTERM or SIGINT: every worker is sent SIGTERM and drains for ``shutdown.grace.period.ms``; one still running
 after that and a margin is killed. The parent exits 0, or non-zero only when it must: a worker that fails on its
@@ -24,7 +25,7 @@ from config.model import ProxyConfig
 from proxy.ops.http import OpsServer, build_exposition
 from proxy.ops.metrics import PREFIX
 from proxy.tasks import cancel_and_wait
-from proxy.workers.frames import GONE, HELLO, READY, RESEND, USAGE, FrameError, pack, read_frame
+from proxy.workers.frames import EAGER, GONE, HELLO, READY, RESEND, USAGE, FrameError, pack, read_frame
 from proxy.workers.scrape import workers_exposition
 from proxy.workers.worker import WorkerSpec
 
@@ -89,7 +90,8 @@ class Supervisor:
         self.scrape_failures = Counter(f"{PREFIX}_worker_scrape_failures", "Scrapes of a worker's metrics that got "
                                        "no answer (that worker is left out of the scrape).", ["worker"],
                                        registry=self.registry)
-        self.ops = OpsServer(self.registry, self.not_ready, self._exposition)
+        self.cluster = None  # quota.cluster.topic: the usage topic's publisher and follower (made at start)
+        self.ops = OpsServer(self.registry, self.not_ready, self._exposition, ready_note=self.ready_note)
         self.ops_address: tuple[str, int] | None = None
         self.ports: dict[str, int] = {}
         self._held: list[socket.socket] = []
@@ -106,6 +108,10 @@ class Supervisor:
             if slot.not_ready:
                 return f"worker {slot.index}: {slot.not_ready}"
         return None
+
+    def ready_note(self) -> str | None:
+        cluster = self.cluster
+        return None if cluster is None else cluster.note
 
     def _exposition(self) -> bytes:
         ports = [(s.index, s.ops_port) for s in self.slots if s.hello and s.ops_port]
@@ -130,6 +136,12 @@ class Supervisor:
         self.ops_address = await self.ops.start(bind.host, bind.port)
         log.info("supervising %d workers on %s; metrics on http://%s:%d/metrics", self.count,
                  ", ".join(f"{name} port {port}" for name, port in self.ports.items()), *self.ops_address)
+        if self.config.settings["quota.cluster.topic"] is not None:
+            from proxy.workers.cluster_relay import WorkersClusterUsage
+
+            self.cluster = WorkersClusterUsage(self.config, self.registry, self.ports,
+                                               lambda frame: self._forward(None, frame, counted=False))
+            await self.cluster.start()
         loop = asyncio.get_running_loop()
         self._supervisors = [loop.create_task(self._supervise(slot)) for slot in self.slots]
 
@@ -178,6 +190,11 @@ class Supervisor:
                 kind, payload = frame
                 if kind == USAGE:
                     self._forward(slot, pack(USAGE, payload))
+                    if self.cluster is not None:
+                        self.cluster.worker_usage(payload)
+                elif kind == EAGER:
+                    if self.cluster is not None:
+                        self.cluster.eager()
                 elif kind == READY:
                     slot.not_ready = payload.decode(errors="replace")
                 elif kind == HELLO:
@@ -190,8 +207,8 @@ class Supervisor:
             if not self.stopping:
                 log.error("worker %d: link broken: %s", slot.index, exc)
 
-    def _forward(self, source: Slot, frame: bytes, counted: bool = True) -> None:
-        """``frame`` to every serving worker but ``source``; ``counted``: a usage delta (the parent's own control
+    def _forward(self, source: Slot | None, frame: bytes, counted: bool = True) -> None:
+        """``frame`` to every serving worker but ``source``; ``counted``: a worker's usage delta (the parent's own
         frames are not)."""
         for slot in self.slots:
             writer = slot.writer
@@ -227,6 +244,8 @@ class Supervisor:
                 await asyncio.wait(pending)
         for task in getattr(self, "_supervisors", []):
             await cancel_and_wait(task)
+        if self.cluster is not None:  # after the workers: it published their usage while they drained; then leaves
+            await self.cluster.stop()
         await self.ops.close()
         for sock in self._held:
             sock.close()

@@ -54,7 +54,7 @@ async def serve_worker(config: ProxyConfig, spec: WorkerSpec) -> None:
     from proxy.app import ProxyApp
     from proxy.workers.link import WorkerLink
 
-    app = ProxyApp(worker_config(config, spec.index, spec.ports), reuse_port=True)
+    app = ProxyApp(worker_config(config, spec.index, spec.ports), reuse_port=True, shares_usage_topic=False)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

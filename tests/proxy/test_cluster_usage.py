@@ -22,7 +22,7 @@ def sidecar():
         "quotas": [{"entity": {"user": "<default>"}, "producer_byte_rate": RATE}],
         "settings": {"quota.scope": "cluster", "quota.cluster.topic": "__usage", "quota.cluster.id": "a"}}))
     wall = ManualClock(1_000_000)
-    app.cluster_usage = ClusterUsage(app, wall=wall)  # as app.start() makes it, without its Kafka clients
+    app.cluster_usage = ClusterUsage.for_app(app, wall=wall)  # as app.start() makes it, without its Kafka clients
     return app, app.cluster_usage, wall
 
 

@@ -33,6 +33,13 @@ def test_a_sidecar_with_a_usage_topic_accepts_cluster_scope_with_the_defaults():
     assert config().settings["quota.cluster.topic"] is None
 
 
+@pytest.mark.parametrize("listeners,workers", [(SIDECAR, 2), (CLUSTER, 1), (CLUSTER, 3)])
+def test_workers_and_cluster_mode_proxies_share_a_usage_topic_too(listeners, workers):
+    """Sidecars with workers (the parent publishes for them) and cluster-mode replicas in front of one cluster."""
+    settings = config(listeners, **{"quota.scope": "cluster", "quota.cluster.topic": TOPIC, "workers": workers}).settings
+    assert (settings["quota.cluster.topic"], settings["workers"]) == (TOPIC, workers)
+
+
 def test_the_usage_topic_is_guarded_as_one_of_the_proxys_internal_topics():
     """A tenant's Produce to the usage topic is answered TOPIC_AUTHORIZATION_FAILED by the proxy and never reaches
     the broker; an admin principal's is forwarded (tests/proxy/test_internal_topics.py has the guard's other paths)."""
@@ -57,15 +64,13 @@ def test_the_usage_topic_is_guarded_as_one_of_the_proxys_internal_topics():
      "settings.quota.cluster.topic: expected a Kafka topic name"),
     (SIDECAR, {"quota.scope": "cluster", "quota.cluster.topic": ".."},
      "settings.quota.cluster.topic: expected a Kafka topic name"),
-    (SIDECAR, {"quota.cluster.topic": TOPIC}, "settings.quota.cluster.topic: sidecars share usage only under "
+    (SIDECAR, {"quota.cluster.topic": TOPIC}, "settings.quota.cluster.topic: proxies share usage only under "
                                               "quota.scope: cluster"),
+    (CLUSTER, {"quota.scope": "broker", "quota.cluster.topic": TOPIC},
+     "settings.quota.cluster.topic: proxies share usage only under quota.scope: cluster"),
     (SIDECAR, {"quota.cluster.id": "a"}, "settings.quota.cluster.id: only means something with quota.cluster.topic"),
     (SIDECAR, {"quota.scope": "cluster", "quota.cluster.topic": TOPIC, "quota.cluster.id": ""},
      "settings.quota.cluster.id: expected a non-empty name"),
-    (CLUSTER, {"quota.scope": "cluster", "quota.cluster.topic": TOPIC}, "settings.quota.cluster.topic: is for "
-                                                                          "sidecars"),
-    (SIDECAR, {"quota.scope": "cluster", "quota.cluster.topic": TOPIC, "workers": 2},
-     "settings.quota.cluster.topic: with workers > 1 is not built yet"),
     (SIDECAR, {"quota.scope": "cluster", "quota.cluster.topic": TOPIC, "quota.cluster.stale.ms": 1500},
      "settings.quota.cluster.stale.ms: must be at least twice quota.cluster.sync.ms (1000)"),
     (SIDECAR, {"quota.scope": "cluster", "quota.cluster.topic": TOPIC, "quota.cluster.sync.ms": 10},

@@ -34,6 +34,7 @@ class FakeApp:
         self.connection_quotas = ConnectionQuotas(["PLAINTEXT"], self.quotas.window)
         self.metrics = ProxyMetrics()
         self.ops_address = None
+        self.config = config
 
     def not_ready(self):
         return None

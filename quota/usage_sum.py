@@ -1,0 +1,59 @@
+"""Several processes' usage added up into one delta: what a proxy running ``workers: N`` publishes to the usage
+topic as its own under ``quota.scope: cluster`` (issue 26). Pure.
+
+The parent receives every worker's :class:`~quota.usage_delta.UsageDelta` (each one sync of that worker's own
+clients' usage) and, once per ``quota.cluster.sync.ms``, publishes their sum as the proxy's one record. Only what
+the cluster shares is summed: the byte rates, mutation tokens and producer ids of the proxy's own quota set (scope
+``""``); the connection counts and rates stay per proxy, as Kafka's are per broker, and the volume throttle's scaled
+rate (scope ``volume``) and the per-broker sets of ``quota.scope: broker`` are not shared between proxies.
+Entities are keyed by ``(user, client_id)`` as they travel: the receivers resolve each against their own quota
+table, so two clients of one sensor stay two entries and add up there. Memory is bounded by the entities active in
+one sync interval, and :data:`~quota.usage_delta.MAX_PRODUCER_IDS_PER_USER` ids per user.
+"""
+
+from __future__ import annotations
+
+from quota.usage_delta import MAX_PRODUCER_IDS_PER_USER, UsageDelta
+
+_KINDS = ("produce", "fetch", "mutations")
+
+
+class UsageSum:
+    """The deltas :meth:`add` ed since the last :meth:`take`, summed per entity."""
+
+    __slots__ = ("_values", "_pids")
+
+    def __init__(self) -> None:
+        self._values: dict[str, dict[tuple[str, str], float]] = {kind: {} for kind in _KINDS}
+        self._pids: dict[str, list] = {}  # user -> [new ids counted, [ids]]
+
+    def add(self, delta: UsageDelta) -> None:
+        """One process's delta: its shared part (scope ``""``) counts; any other scope is ignored."""
+        if delta.scope:
+            return
+        for kind in _KINDS:
+            per_entity = self._values[kind]
+            for user, client_id, value in getattr(delta, kind):
+                key = (user, client_id)
+                per_entity[key] = per_entity.get(key, 0) + value
+        for user, count, ids in delta.producer_ids:
+            entry = self._pids.get(user)
+            if entry is None:
+                entry = self._pids[user] = [0, []]
+            entry[0] += count
+            room = MAX_PRODUCER_IDS_PER_USER - len(entry[1])
+            if room > 0:
+                entry[1].extend(ids[:room])
+
+    def take(self, source: str) -> UsageDelta:
+        """The sum since the last call as one delta of ``source`` (entries that came to nothing left out); the sum
+        starts empty again."""
+        values, self._values = self._values, {kind: {} for kind in _KINDS}
+        pids, self._pids = self._pids, {}
+
+        def entities(kind: str) -> tuple:
+            return tuple((user, client_id, v) for (user, client_id), v in values[kind].items() if v)
+
+        return UsageDelta(source=source, produce=entities("produce"), fetch=entities("fetch"),
+                          mutations=entities("mutations"),
+                          producer_ids=tuple((user, count, tuple(ids)) for user, (count, ids) in pids.items() if count))
