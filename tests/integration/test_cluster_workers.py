@@ -1,0 +1,154 @@
+"""``quota.scope: cluster`` with ``workers: 2`` on a sidecar (issue 26): sidecar a runs two workers under one parent
+(the real command line), sidecar b one process, both in front of one Tansu and sharing the usage topic, as in
+tests/integration/test_cluster_usage.py (a on 127.0.0.1:P, b on 127.0.0.2:P; Tansu advertises localhost:P and each
+sidecar's producers resolve localhost to their own sidecar). One tenant produces flat out through both, with
+aiokafka producers added on a until both of its workers serve the tenant (SO_REUSEPORT spreads connections by a
+hash). The tenant gets about its producer_byte_rate in total (same bounds as the one-worker test), a is ONE peer to
+b, its usage metrics are the parent's alone; a killed worker of a is restarted without b seeing a new peer; a's
+SIGTERM leaves its tombstone: b forgets it at once, without falling back. Measured on this machine: see the README's
+"Cluster-wide budgets" section.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from tests.harness import Tansu, free_port, start_proxy, wait_for_port
+from tests.integration.clients import kp_create_topic
+from tests.integration.test_cluster_usage import RATE, TOPIC, SidecarLoop, sidecar_config
+from tests.integration.test_workers import ready, samples, scrape, wait_until, worker_pids
+
+pytestmark = [pytest.mark.integration, pytest.mark.measures_rate]
+
+WARM_UP_S, MEASURE_S = 2.0, 3.0
+MAX_PRODUCERS = 10
+BYTES = "kafka_quota_proxy_quota_bytes_total"
+
+
+class Producers:
+    """aiokafka producers flat out through the sidecar at ``address``, on one event loop of its own host; every
+    acknowledged message is appended to ``acked`` as (time, bytes)."""
+
+    def __init__(self, address: str, port: int) -> None:
+        self.port = port
+        self.acked: list[tuple[float, int]] = []
+        self.loop = SidecarLoop(address)
+        self.running = True
+        self.tasks: list[asyncio.Future] = []
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def add(self) -> None:
+        self.tasks.append(asyncio.run_coroutine_threadsafe(self._produce(), self.loop))
+
+    async def _produce(self) -> None:
+        from aiokafka import AIOKafkaProducer
+
+        producer = AIOKafkaProducer(bootstrap_servers=f"localhost:{self.port}", client_id="shared", acks=1,
+                                    linger_ms=5, max_batch_size=16384, request_timeout_ms=30_000)
+        await producer.start()
+        try:
+            while self.running:
+                future = await producer.send(TOPIC, b"v" * 4000)
+                future.add_done_callback(
+                    lambda f: f.exception() is None and self.acked.append((time.monotonic(), 4000)))
+        finally:
+            await producer.stop()
+
+    def stop(self) -> None:
+        self.running = False
+        for task in self.tasks:
+            task.result(60)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
+
+    def rate(self, start: float, end: float) -> float:
+        return sum(n for at, n in list(self.acked) if start <= at < end) / (end - start) / RATE
+
+
+def test_a_sidecar_with_two_workers_is_one_peer_and_the_tenant_gets_its_quota_once(tmp_path):
+    port, broker_port, metrics_port = free_port(), free_port(), free_port()
+    broker = Tansu(broker_port, advertised=f"localhost:{port}").start()
+    raw = sidecar_config("127.0.0.1", port, broker_port, "cluster", "a")
+    raw["metrics"]["bind"] = f"127.0.0.1:{metrics_port}"
+    raw["settings"].update({"workers": 2, "shutdown.grace.period.ms": 2000})
+    config = tmp_path / "a.yaml"
+    config.write_text(json.dumps(raw))  # JSON is YAML
+    log = tmp_path / "a.log"
+    with open(log, "wb") as out:
+        a = subprocess.Popen([sys.executable, "-m", "proxy.cli", "run", "--config", str(config)], stdout=out,
+                             stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    b = None
+    producers: list[Producers] = []
+    try:
+        wait_for_port(metrics_port, timeout=30)
+        wait_until(lambda: ready(metrics_port), 60, "sidecar a's parent says ready")
+        b = start_proxy(sidecar_config("127.0.0.2", port, broker_port, "cluster", "b"), loop_kind="asyncio")
+        kp_create_topic(f"127.0.0.1:{port}", TOPIC, 2)
+        producers = [Producers("127.0.0.1", port), Producers("127.0.0.2", port)]
+        through_a, through_b = producers
+        through_b.add()
+        for _ in range(4):
+            through_a.add()
+        served = {}
+        for _ in range(MAX_PRODUCERS - 4):  # until both of a's workers have admitted some of the tenant's bytes
+            time.sleep(0.5)
+            served = samples(scrape(metrics_port), BYTES, quota="producer_byte_rate", client_id="shared")
+            if len([w for w, n in served.items() if n > 0]) == 2:
+                break
+            through_a.add()
+        assert len([w for w, n in served.items() if n > 0]) == 2, f"one worker served every producer: {served}"
+        start = time.monotonic()
+        time.sleep(WARM_UP_S + MEASURE_S)
+        window = (start + WARM_UP_S, start + WARM_UP_S + MEASURE_S)
+        per_sidecar = [p.rate(*window) for p in producers]
+        for p in producers:
+            p.stop()
+        producers = []
+
+        text = scrape(metrics_port)
+        # the usage topic is the parent's business: its metrics carry no worker label
+        assert samples(text, "kafka_quota_proxy_cluster_usage_records_total", direction="received").keys() == {""}
+        assert samples(text, "kafka_quota_proxy_cluster_usage_peers", state="known") == {"": 1.0}
+        assert b.metric("kafka_quota_proxy_cluster_usage_peers", state="known") == 1  # a, not one per worker
+        received = [samples(text, "kafka_quota_proxy_cluster_usage_records_total", direction="received")[""],
+                    b.metric("kafka_quota_proxy_cluster_usage_records_total", direction="received")]
+
+        first = worker_pids(log)
+        os.kill(first["0"], signal.SIGKILL)  # a worker restart is not a new sidecar
+        wait_until(lambda: worker_pids(log).get("0") not in (None, first["0"]), 30, "worker 0 started again")
+        wait_until(lambda: ready(metrics_port), 30, "a ready again")
+        sent = samples(scrape(metrics_port), "kafka_quota_proxy_cluster_usage_records_total", direction="sent")[""]
+        wait_until(lambda: samples(scrape(metrics_port), "kafka_quota_proxy_cluster_usage_records_total",
+                                   direction="sent")[""] > sent + 2, 10, "a publishing after the restart")
+        assert b.metric("kafka_quota_proxy_cluster_usage_peers", state="known") == 1
+        assert b.metric("kafka_quota_proxy_cluster_usage_peers", state="fresh") == 1
+
+        a.send_signal(signal.SIGTERM)
+        assert a.wait(30) == 0
+        wait_until(lambda: b.metric("kafka_quota_proxy_cluster_usage_peers", state="known") == 0, 5,
+                   "b forgot a (its tombstone)")
+        assert b.metric("kafka_quota_proxy_cluster_usage_fallback") == 0
+    finally:
+        for p in producers:
+            p.running = False
+        if a.poll() is None:
+            a.kill()
+            a.wait(10)
+        if b is not None:
+            b.stop()
+        broker.stop()
+    assert all(share > 0 for share in per_sidecar), f"a producer got nothing through: {per_sidecar}"
+    total = sum(per_sidecar)
+    assert 0.6 <= total <= 1.5, f"{total:.2f} x producer_byte_rate in total ({per_sidecar})"
+    assert all(n > 0 for n in received), f"a sidecar recorded no peer usage: {received}"
