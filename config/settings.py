@@ -170,7 +170,7 @@ SETTINGS: dict[str, Setting] = {
     ),
     "quota.cluster.sync.ms": Setting(
         1000, int, 50, 60_000,
-        "quota.scope cluster on sidecars (quota.cluster.topic): how often each sidecar publishes one record of the "
+        "quota.scope cluster with quota.cluster.topic: how often each sidecar (or replica) publishes one record of the "
         "usage its clients had since its last sync to the usage topic; the others' view of it lags by about this much.",
     ),
     "quota.cluster.stale.ms": Setting(
@@ -200,11 +200,11 @@ QUOTA_MODE = "quota.mode"  # enforce or shadow: every quota of the proxy compute
 # forwarded, then throttled)
 PRODUCER_ID_ENFORCEMENT = "producer.id.quota.enforcement"
 # broker (Kafka's semantics: byte-rate and producer-id budgets per broker, one set of managers per broker port in
-# cluster mode) or cluster (one budget for the whole cluster behind this proxy; cluster mode only, until issue 26)
+# cluster mode) or cluster (one budget for the whole cluster behind this proxy: cluster mode, or quota.cluster.topic)
 QUOTA_SCOPE = "quota.scope"
 SCOPES = ("broker", "cluster")
-# quota.scope cluster on sidecars (issue 26): the compacted usage topic every sidecar publishes its usage to and
-# follows, and this sidecar's key there (default: the host name and its first listener's port)
+# quota.scope cluster with a usage topic (issue 26): the compacted topic every sidecar (or cluster-mode replica)
+# publishes its usage to and follows, and this proxy's key there (default: the host name and its first listener's port)
 CLUSTER_TOPIC = "quota.cluster.topic"
 CLUSTER_ID = "quota.cluster.id"
 _TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
