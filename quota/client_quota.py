@@ -360,7 +360,8 @@ class ClientQuotaManager:
     def _record(self, resolved: ResolvedQuota, user: str, client_id: str, value: float, now: int) -> ClientSensors:
         sensors = self._sensors_at(resolved, user, client_id, now)
         sensors.record(value, now)
-        self.tap.add(self.quota_key, sensors.tags, user, client_id, value, resolved.limit)
+        if not resolved.unlimited:  # an entity with no quota is counted for its metrics only, never shared
+            self.tap.add(self.quota_key, sensors.tags, user, client_id, value, resolved.limit)
         self._smooth(sensors, resolved, value, now)
         return sensors
 

@@ -219,3 +219,16 @@ def test_an_entity_with_much_unsent_usage_asks_for_a_sync_once_until_the_next():
     unlimited.tap = UsageTap(lambda: woken.append("unlimited"))
     unlimited.record_no_throttle("alice", "p", 10**9)
     assert "unlimited" not in woken
+
+
+def test_an_entity_without_a_quota_costs_the_sync_nothing():
+    """Only entities with a quota are shared: alice has one, bob (no entry applies to him) is counted for his
+    metrics only."""
+    clock = ManualClock(0)
+    table = QuotaTable.from_values([({"user": "alice"}, {PRODUCER_BYTE_RATE: 1000})])
+    a = tapped(ClientQuotaManager(table, PRODUCER_BYTE_RATE, clock, WINDOW))
+    a.record_and_get_throttle_time_ms("alice", "p", 10)
+    a.record_and_get_throttle_time_ms("bob", "p", 10**6)
+    a.record_no_throttle("bob", "p", 10)
+    assert a.stats_for("bob", "p").value_total == 10**6 + 10
+    assert a.tap.take("a").produce == (("alice", "p", 10),)
