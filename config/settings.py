@@ -178,6 +178,12 @@ SETTINGS: dict[str, Setting] = {
         "quota.scope cluster on sidecars: a peer sidecar whose last usage record is older than this stops counting; "
         "while no peer is fresh, a sidecar keeps to its per-broker share (quota / live sidecars known).",
     ),
+    "quota.cluster.record.max.bytes": Setting(
+        786_432, int, 4096, 64 * 2**20,
+        "quota.scope cluster on sidecars: the most a usage record may take (compressed); keep it below the usage "
+        "topic's max.message.bytes (Kafka's default 1 MiB). Entities that would not fit are sent at a later sync, "
+        "those using the most of their quota first (cluster_usage_carried_entities).",
+    ),
     "quota.metrics.max.entities": Setting(
         1000, int, 1, 1_000_000,
         "Quota entities with their own metric labels; the rest are summed under user/client_id '__other__'.",

@@ -2,6 +2,12 @@
 :class:`UsageTap`), and the usage of its peers recorded into its own managers as remote usage
 (:func:`record_remote`). Pure: no clock, no transport; see :mod:`quota.usage_delta` for what travels.
 
+An entity's usage travels under its quota tags, the parts of ``(user, client_id)`` its quota entry is keyed by
+(``("alice", "")`` for every client of alice under ``/users/alice`` or ``/users/<default>``): every client counted
+in that sensor is in it, and the receiver resolves the tags to the same entry, since an entry more specific than
+the one that gave them would have matched the clients too (an entry naming the empty user or client id aside).
+Under user quotas no client id is sent at all.
+
 Each manager has a ``tap`` (:data:`NO_TAP` unless usage is shared, so a single process pays one no-op call per
 record). Remote usage goes into the same rates and buckets as local usage, at the receiver's ``now_ms``, so the
 receiver's next decision for one of its own clients sees the total; it never decides anything by itself, and it is
@@ -12,7 +18,9 @@ add up to what clients did. A receiver's view lags the others' by at most one sy
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from itertools import chain
+from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from quota.entity import CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, QuotaTags
@@ -42,7 +50,7 @@ class UsageTap(NoTap):
     def __init__(self, wake: Callable[[], None] | None = None) -> None:
         """``wake``: called (once until the next :meth:`take`) when one entity's unsent usage passes
         :data:`EAGER_SHARE` of its quota per second, so the owner can sync before its interval is up."""
-        self._values: dict[str, dict[QuotaTags, list]] = {}  # quota key -> tags -> [user, client_id, value]
+        self._values: dict[str, dict[QuotaTags, list]] = {}  # quota key -> tags -> [user, client_id, value, limit]
         self._pids: dict[str, list] = {}  # user -> [count, [ids]]
         self._listeners: dict[str, int] = {}
         self._ips: dict[str, int] = {}
@@ -56,8 +64,8 @@ class UsageTap(NoTap):
         if per_key is None:
             per_key = self._values[quota_key] = {}
         entry = per_key.get(tags)
-        if entry is None:
-            entry = per_key[tags] = [user, client_id, value]
+        if entry is None:  # named by its tags: a receiver resolves them to the entry that gave them (see below)
+            entry = per_key[tags] = [tags.user, tags.client_id, value, limit]
         else:
             entry[2] += value
         if entry[2] > limit * EAGER_SHARE and not self._woken and self._wake is not None:
@@ -96,42 +104,194 @@ class UsageTap(NoTap):
     def take(self, source: str, scope: str = "") -> UsageDelta:
         """Everything gathered since the last call, as one delta for ``scope`` (entries that came to nothing left
         out); the tap starts empty again."""
+        return self.gather(source, scope).top()
+
+    def gather(self, source: str, scope: str = "") -> "Gathered":
+        """Everything gathered since the last call, to be sent whole or in part (:meth:`Gathered.top`; what is not
+        sent is :meth:`Gathered.leftover`, added to the next one with :meth:`Gathered.absorb`); the tap starts empty
+        again."""
         values, self._values = self._values, {}
         self._woken = False
         pids, self._pids = self._pids, {}
         listeners, self._listeners = self._listeners, {}
         ips, self._ips = self._ips, {}
         opened, self._open = self._open, {}
+        return Gathered(source, scope, values, pids, listeners, ips, opened)
 
-        def entities(key: str) -> tuple:
-            return tuple((u, c, v) for u, c, v in values.get(key, {}).values() if v)
 
+class Gathered:
+    """What a tap gathered over one sync, with what ranks its entries when not all of them can be sent: new producer
+    ids and mutation tokens first (token buckets: every token counts; few entities have them), by count; then byte
+    rates by their usage as a share of their quota. An entry left out grows with every sync it waits, so it ranks
+    higher and is sent in a later one."""
+
+    __slots__ = ("source", "scope", "values", "pids", "listeners", "ips", "opened", "residuals", "_ranked")
+
+    def __init__(self, source, scope, values, pids, listeners, ips, opened) -> None:
+        self.source, self.scope = source, scope
+        self.values, self.pids = values, pids  # as the tap keeps them
+        self.listeners, self.ips, self.opened = listeners, ips, opened
+        self.residuals: list[tuple] = []  # (quota key, tags, entry, what rounding took off) of the last top()
+        self._ranked: list | None = None
+
+    @classmethod
+    def from_delta(cls, delta: UsageDelta) -> "Gathered":
+        """A delta as gathered usage, its quotas unknown (its byte rates then rank by their bytes)."""
+        values = {}
+        for quota_key, rows in ((PRODUCER_BYTE_RATE, delta.produce), (CONSUMER_BYTE_RATE, delta.fetch),
+                                (CONTROLLER_MUTATION_RATE, delta.mutations)):
+            if rows:
+                values[quota_key] = {QuotaTags(user, client_id): [user, client_id, value, None]
+                                     for user, client_id, value in rows}
+        pids = {user: [count, list(ids)] for user, count, ids in delta.producer_ids}
+        return cls(delta.source, delta.scope, values, pids, dict(delta.listeners), dict(delta.ips),
+                   {(kind, key): n for kind, key, n in delta.open_connections})
+
+    def leftover(self, sent: int) -> list[tuple]:
+        """What the next sync is to send of this one's usage (:meth:`absorb`), once its first ``sent`` ranked entries
+        were sent: the rest, and what rounding took off those sent; ``(quota key, tags, entry, value)``, with
+        ``(None, user, [count, ids], 0)`` for producer ids. Usage is delayed this way, never dropped."""
+        out = [(key, tags, entry, entry[2] if key else 0) for key, tags, entry in self.ranked()[sent:]] \
+            if sent < self.entities else []
+        return out + self.residuals
+
+    def absorb(self, leftover: list[tuple]) -> None:
+        """Add an earlier sync's :meth:`leftover` to this one (a gathered value belongs to no tap: a thread may do
+        it while the tap takes new usage)."""
+        for quota_key, tags, entry, value in leftover:
+            if quota_key is None:
+                mine = self.pids.get(tags)
+                if mine is None:
+                    self.pids[tags] = [entry[0], list(entry[1])]
+                else:
+                    mine[0] += entry[0]
+                    mine[1].extend(entry[1][:MAX_PRODUCER_IDS_PER_USER - len(mine[1])])
+            else:
+                per_key = self.values.get(quota_key)
+                if per_key is None:
+                    per_key = self.values[quota_key] = {}
+                mine = per_key.get(tags)
+                if mine is None:
+                    per_key[tags] = [entry[0], entry[1], value, entry[3]]
+                else:
+                    mine[2] += value
+        self._ranked = None
+
+    @property
+    def entities(self) -> int:
+        """The entries that :meth:`top` ranks (connection counts are always sent: few, and per process)."""
+        return sum(len(per_key) for per_key in self.values.values()) + len(self.pids)
+
+    def ranked(self) -> list[tuple]:
+        """Every entry as ``(quota key, tags, entry)`` (``(None, user, [count, ids])`` for producer ids), most
+        wanted first."""
+        if self._ranked is None:
+            tokens = [(abs(entry[0]), None, user, entry) for user, entry in self.pids.items()]
+            rates = []
+            for quota_key, per_key in self.values.items():
+                if quota_key == CONTROLLER_MUTATION_RATE:
+                    tokens += [(abs(e[2]), quota_key, tags, e) for tags, e in per_key.items()]
+                else:
+                    rates += [(_share(e), quota_key, tags, e) for tags, e in per_key.items()]
+            tokens.sort(key=itemgetter(0), reverse=True)
+            rates.sort(key=itemgetter(0), reverse=True)
+            self._ranked = [item[1:] for item in chain(tokens, rates)]
+        return self._ranked
+
+    def top(self, n: int | None = None, coarse: bool = False) -> UsageDelta:
+        """The first ``n`` ranked entries as a delta (all of them when ``n`` is None or not below
+        :attr:`entities`), with every connection count; entries that came to nothing are left out. ``coarse``: byte
+        counts rounded to two significant digits (what the rest compresses to is about half), what rounding took
+        off kept in :attr:`residuals` for :meth:`leftover` (a fraction of a byte is dropped)."""
+        if n is None or n >= self.entities:
+            chosen = {key: per_key.items() for key, per_key in self.values.items()}
+            pids = self.pids
+        else:
+            chosen, pids = {}, {}
+            for quota_key, tags, entry in self.ranked()[:n]:
+                if quota_key is None:
+                    pids[tags] = entry
+                else:
+                    chosen.setdefault(quota_key, []).append((tags, entry))
+        self.residuals = []
+        rows = {}
+        for quota_key, items in chosen.items():
+            if coarse and quota_key != CONTROLLER_MUTATION_RATE:
+                rows[quota_key] = self._coarse(quota_key, items)
+            else:
+                rows[quota_key] = [(e[0], e[1], e[2]) for _, e in items if e[2]]
+        empty = ()
         return UsageDelta(
-            source=source,
-            scope=scope,
-            produce=entities(PRODUCER_BYTE_RATE),
-            fetch=entities(CONSUMER_BYTE_RATE),
-            mutations=entities(CONTROLLER_MUTATION_RATE),
+            source=self.source,
+            scope=self.scope,
+            produce=tuple(rows.get(PRODUCER_BYTE_RATE, empty)),
+            fetch=tuple(rows.get(CONSUMER_BYTE_RATE, empty)),
+            mutations=tuple(rows.get(CONTROLLER_MUTATION_RATE, empty)),
             producer_ids=tuple((user, count, tuple(ids)) for user, (count, ids) in pids.items() if count),
-            listeners=tuple((name, n) for name, n in listeners.items() if n),
-            ips=tuple((ip, n) for ip, n in ips.items() if n),
-            open_connections=tuple((kind, key, n) for (kind, key), n in opened.items()),
+            listeners=tuple((name, n) for name, n in self.listeners.items() if n),
+            ips=tuple((ip, n) for ip, n in self.ips.items() if n),
+            open_connections=tuple((kind, key, n) for (kind, key), n in self.opened.items()),
         )
+
+
+    def _coarse(self, quota_key: str, items) -> list:
+        out = []
+        residuals = self.residuals
+        for tags, e in items:
+            value = e[2]
+            sent = value if -100 < value < 100 else round(value, 2 - len(str(int(abs(value)))))
+            if sent != value and abs(value - sent) >= 1:
+                residuals.append((quota_key, tags, e, value - sent))
+            if sent:
+                out.append((e[0], e[1], sent))
+        return out
+
+
+def _share(entry: list) -> float:
+    """What ranks a byte-rate entry: its usage as a share of its quota (by its bytes when the quota is unknown)."""
+    limit = entry[3]
+    if limit is None:
+        return abs(entry[2])
+    return abs(entry[2]) / limit if limit else math.inf
+
+
+RECORD_STEP = 2000
+"""Remote entries recorded between two yields of :func:`record_remote_steps` (a few milliseconds of work)."""
 
 
 def record_remote(delta: UsageDelta, now_ms: int, *, produce: "ClientQuotaManager", fetch: "ClientQuotaManager",
                   mutations: "ControllerMutationQuotaManager", producer_ids: "ProducerIdQuotaManager",
                   connections: "ConnectionQuotas") -> None:
     """Record a peer's ``delta`` into this process's managers at ``now_ms`` (see the module docstring)."""
-    for user, client_id, value in delta.produce:
-        produce.record_remote(user, client_id, value, now_ms)
-    for user, client_id, value in delta.fetch:
-        fetch.record_remote(user, client_id, value, now_ms)
-    for user, client_id, value in delta.mutations:
-        mutations.record_remote(user, client_id, value, now_ms)
+    for _ in record_remote_steps(delta, lambda: now_ms, produce=produce, fetch=fetch, mutations=mutations,
+                                 producer_ids=producer_ids, connections=connections, step=None):
+        pass
+
+
+def record_remote_steps(delta: UsageDelta, now_ms: Callable[[], int], *, produce: "ClientQuotaManager",
+                        fetch: "ClientQuotaManager", mutations: "ControllerMutationQuotaManager",
+                        producer_ids: "ProducerIdQuotaManager", connections: "ConnectionQuotas",
+                        step: int | None = RECORD_STEP) -> Iterator[int]:
+    """:func:`record_remote` in steps of ``step`` entries, yielding the entries recorded so far after each, so the
+    caller can let other work run in between (10^5 entities take about a second); ``now_ms`` is read at every step.
+    ``step`` None: all at once."""
+    done = 0
+    now = now_ms()
+    for manager, rows in ((produce, delta.produce), (fetch, delta.fetch), (mutations, delta.mutations)):
+        for user, client_id, value in rows:
+            manager.record_remote(user, client_id, value, now)
+            done += 1
+            if step is not None and done % step == 0:
+                yield done
+                now = now_ms()
     for user, count, ids in delta.producer_ids:
-        producer_ids.record_remote(user, count, ids, now_ms)
+        producer_ids.record_remote(user, count, ids, now)
+        done += 1
+        if step is not None and done % step == 0:
+            yield done
+            now = now_ms()
     if delta.listeners or delta.ips:
-        connections.record_remote(delta.listeners, delta.ips, now_ms)
+        connections.record_remote(delta.listeners, delta.ips, now)
     if delta.open_connections:
         connections.peers.update(delta.source, delta.open_connections)
+    yield done

@@ -14,6 +14,7 @@ one sync interval, and :data:`~quota.usage_delta.MAX_PRODUCER_IDS_PER_USER` ids 
 from __future__ import annotations
 
 from quota.usage_delta import MAX_PRODUCER_IDS_PER_USER, UsageDelta
+from quota.usage_share import Gathered
 
 _KINDS = ("produce", "fetch", "mutations")
 
@@ -44,6 +45,11 @@ class UsageSum:
             room = MAX_PRODUCER_IDS_PER_USER - len(entry[1])
             if room > 0:
                 entry[1].extend(ids[:room])
+
+    def gather(self, source: str) -> Gathered:
+        """:meth:`take` as what :func:`quota.usage_record.fit` sends whole or in part (the workers' deltas carry no
+        quotas: entities that do not all fit rank by their usage alone)."""
+        return Gathered.from_delta(self.take(source))
 
     def take(self, source: str) -> UsageDelta:
         """The sum since the last call as one delta of ``source`` (entries that came to nothing left out); the sum

@@ -23,24 +23,27 @@ import dataclasses
 import logging
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from prometheus_client import Counter, Gauge
 
 from proxy.clock import WallClock
 from proxy.cluster.kafka_clients import Backoff, OwnKafka, stop_client
 from proxy.observers.following import CALL_TIMEOUT_S, CHECK_S, TopicReader
+from proxy.ops.http import quiet
 from proxy.ops.metrics import PREFIX
 from proxy.tasks import cancel_all
 from quota.cluster_peers import ClusterPeers, fallback_delta
-from quota.usage_delta import UsageDelta, UsageDeltaError, decode, encode
-from quota.usage_share import UsageTap, record_remote
+from quota.usage_delta import UsageDelta, UsageDeltaError, decode
+from quota.usage_record import Fitted, fit
+from quota.usage_share import UsageTap, record_remote_steps
 
 log = logging.getLogger("kafka_quota_proxy.cluster_usage")
 
 CLIENT_ID = "kafka-quota-proxy-cluster-usage"
 RETRY_START_S, RETRY_MAX_S = 1.0, 10.0
 LEAVE_TIMEOUT_S = 1.0
+REQUEST_OVERHEAD_BYTES = 4096  # aiokafka's max_request_size counts the record's key and headers too
 
 
 def default_id(first_port: int) -> str:
@@ -48,18 +51,28 @@ def default_id(first_port: int) -> str:
     return f"{socket.gethostname()}:{first_port}"
 
 
+def quiet_decode(value: bytes) -> UsageDelta:
+    with quiet():
+        return decode(value)
+
+
 class ClusterUsage:
-    """The publisher and the follower of one proxy's record on the usage topic. ``own.take(own_id)`` is what this
+    """The publisher and the follower of one proxy's record on the usage topic. ``own.gather(own_id)`` is what this
     proxy's clients used since the last sync (a :class:`~quota.usage_share.UsageTap` in one process; the sum of the
     workers' deltas in the parent of ``workers: N``, :mod:`proxy.workers.cluster_relay`); ``record(delta)`` records a
-    peer's usage (its connection counts taken out) where this proxy's decisions see it; ``wall`` dates records (they
-    cross hosts). :meth:`for_app` wires it into one process."""
+    peer's usage (its connection counts taken out) where this proxy's decisions see it, all at once or, when it
+    returns an iterator, a step at a time (:func:`quota.usage_share.record_remote_steps`); ``wall`` dates records
+    (they cross hosts). :meth:`for_app` wires it into one process."""
 
-    def __init__(self, settings, kafka: OwnKafka, registry, own_id: str, own, record: Callable[[UsageDelta], None],
-                 wall=None) -> None:
+    def __init__(self, settings, kafka: OwnKafka, registry, own_id: str, own,
+                 record: Callable[[UsageDelta], Iterator | None], wall=None) -> None:
         self.kafka = kafka
         self.topic: str = settings["quota.cluster.topic"]
         self.sync_s = settings["quota.cluster.sync.ms"] / 1000.0
+        self.max_bytes: int = settings["quota.cluster.record.max.bytes"]
+        self._per_entry: float | None = None  # the last record's compressed bytes per entity: the next one's guess
+        self._leftover: list = []  # what the last record did not send: the next one adds it (quota.usage_record)
+        self.carrying = False  # the last record left entities out (they wait for the next)
         self.wall = wall or WallClock()
         self.own_id = own_id
         self.peers = ClusterPeers(self.own_id, settings["quota.cluster.stale.ms"])
@@ -74,6 +87,11 @@ class ClusterUsage:
         self.peers_gauge = Gauge(f"{PREFIX}_cluster_usage_peers", "Other sidecars on the usage topic: known (ever "
                                  "seen) and fresh (last record at most quota.cluster.stale.ms old).", ["state"],
                                  registry=registry)
+        self.carried = Counter(f"{PREFIX}_cluster_usage_carried_entities", "Entities left out of a usage record "
+                               "because it would have been longer than quota.cluster.record.max.bytes: their usage "
+                               "waits for the next sync (counted once per sync they wait).", registry=registry)
+        self.record_bytes = Gauge(f"{PREFIX}_cluster_usage_record_bytes", "The size of this proxy's last usage "
+                                  "record (compressed), and the entities in it.", ["what"], registry=registry)
         self.fallback_gauge = Gauge(f"{PREFIX}_cluster_usage_fallback", "1 while no peer sidecar is fresh and this "
                                     "one keeps to its per-broker share (quota / live sidecars known), else 0.",
                                     registry=registry)
@@ -86,10 +104,10 @@ class ClusterUsage:
         settings = app.config.settings
         quotas = app.quotas
 
-        def record(delta: UsageDelta) -> None:
-            record_remote(delta, quotas.clock.now_ms(), produce=quotas.produce, fetch=quotas.fetch,
-                          mutations=quotas.mutations, producer_ids=quotas.producer_ids,
-                          connections=app.connection_quotas)
+        def record(delta: UsageDelta) -> Iterator:
+            return record_remote_steps(delta, quotas.clock.now_ms, produce=quotas.produce, fetch=quotas.fetch,
+                                       mutations=quotas.mutations, producer_ids=quotas.producer_ids,
+                                       connections=app.connection_quotas)
 
         own_id = settings["quota.cluster.id"] or default_id(next(iter(app.listener_addresses.values()))[1])
         usage = cls(settings, app.kafka, app.metrics.registry, own_id, None, record, wall)
@@ -110,9 +128,41 @@ class ClusterUsage:
         """One entity's unsent usage passed quota.usage_share.EAGER_SHARE of its quota per second: sync early."""
         self._woken.set()
 
-    def take(self):
-        """This sync's delta; in fallback its usage is also recorded as that of the silent peers."""
-        delta = self.own.take(self.own_id)
+    def take(self) -> Fitted:
+        """This sync's record (what :meth:`_sync` does, on the loop: tests call it)."""
+        gathered = self.own.gather(self.own_id)
+        return self.settle(fit(gathered, self.max_bytes, self._per_entry, self._leftover))
+
+    async def _sync(self) -> Fitted:
+        """This sync's record, encoded and compressed in a thread (10^5 entities take a few hundred ms), quietly (the
+        garbage collector paused: its collections, set off by the encoding's objects, walked every object with the
+        GIL held, stalling the loop for a second at 10^5 entities)."""
+        gathered = self.own.gather(self.own_id)
+
+        def fitted() -> Fitted:
+            with quiet():
+                return fit(gathered, self.max_bytes, self._per_entry, self._leftover)
+
+        return self.settle(await asyncio.to_thread(fitted))
+
+    def settle(self, fitted: Fitted) -> Fitted:
+        """What did not fit kept for the next sync (counted, logged when it starts and stops), and the look at the
+        peers: in fallback the record's usage is also recorded as that of the silent peers."""
+        self._leftover = fitted.leftover
+        self._per_entry = fitted.bytes_per_entry or self._per_entry
+        self.record_bytes.labels("bytes").set(len(fitted.data))
+        self.record_bytes.labels("entities").set(fitted.sent)
+        if fitted.carried:
+            self.carried.inc(fitted.carried)
+        if bool(fitted.carried) != self.carrying:
+            self.carrying = bool(fitted.carried)
+            if self.carrying:
+                log.warning("cluster usage: %d of %d entities do not fit in one usage record of at most %d bytes "
+                            "(quota.cluster.record.max.bytes): sending those using the most of their quota first, "
+                            "the others at the next syncs", fitted.carried, fitted.entities, self.max_bytes)
+            else:
+                log.warning("cluster usage: every entity fits in one usage record again (%d bytes)", len(fitted.data))
+        delta = fitted.delta
         view = self.peers.view(self.wall.now_ms())
         self.peers_gauge.labels("known").set(view.known)
         self.peers_gauge.labels("fresh").set(view.fresh)
@@ -128,8 +178,9 @@ class ClusterUsage:
             else:
                 log.warning("cluster usage: %d peer sidecar(s) fresh again: one budget across the cluster", view.fresh)
         if view.fallback and not delta.empty:
-            self._record(fallback_delta(delta, view.share_divisor - 1))
-        return delta
+            for _ in self._record(fallback_delta(delta, view.share_divisor - 1)):
+                pass
+        return fitted
 
     async def _publish_loop(self) -> None:
         from aiokafka import AIOKafkaProducer
@@ -145,14 +196,15 @@ class ClusterUsage:
                 pass
             last_sync = loop.time()
             self._woken.clear()
-            delta = self.take()
             try:
+                data = (await self._sync()).data
                 if self._producer is None:
                     await self.kafka.ensure_topic(self.topic, CLIENT_ID)
-                    producer = AIOKafkaProducer(**self.kafka.options(CLIENT_ID), acks=1, linger_ms=0)
+                    producer = AIOKafkaProducer(**self.kafka.options(CLIENT_ID), acks=1, linger_ms=0,
+                                                max_request_size=self.max_bytes + REQUEST_OVERHEAD_BYTES)
                     await asyncio.wait_for(producer.start(), CALL_TIMEOUT_S)
                     self._producer = producer
-                await asyncio.wait_for(self._producer.send_and_wait(self.topic, encode(delta), key=key,
+                await asyncio.wait_for(self._producer.send_and_wait(self.topic, data, key=key,
                                                                     timestamp_ms=self.wall.now_ms()), CALL_TIMEOUT_S)
                 self.records.labels("sent").inc()
             except asyncio.CancelledError:
@@ -167,26 +219,62 @@ class ClusterUsage:
     # -- following -------------------------------------------------------------------------------------------------
 
     def take_record(self, key: bytes | None, value: bytes | None, timestamp_ms: int) -> bool:
-        """One record of the topic: whether its usage was recorded."""
-        if value is None:  # a tombstone: that sidecar left for good
-            if key is not None:
-                self.peers.forget(key.decode(errors="replace"))
+        """One record of the topic: whether its usage was recorded (all at once: tests call it)."""
+        if not self._wanted(key, value, timestamp_ms):
             return False
         try:
             delta = decode(value)
         except UsageDeltaError as exc:
-            self.records.labels("error").inc()
-            log.warning("cluster usage: a record of %s skipped: %s", self.topic, exc)
+            return self._broken(exc)
+        if not self._fresh(key, delta, timestamp_ms):
             return False
-        if not self.peers.accept(delta.source, timestamp_ms, self.wall.now_ms()):
+        for _ in self._record(delta):
+            pass
+        return True
+
+    async def _take_record(self, key: bytes | None, value: bytes | None, timestamp_ms: int) -> None:
+        """:meth:`take_record` as the follower does it: decoded in a thread, recorded a step at a time between
+        the proxy's other work (10^5 entities take about a second to record)."""
+        if not self._wanted(key, value, timestamp_ms):
+            return
+        try:
+            delta = await asyncio.to_thread(quiet_decode, value)
+        except UsageDeltaError as exc:
+            self._broken(exc)
+            return
+        if self._fresh(key, delta, timestamp_ms):
+            for _ in self._record(delta):
+                await asyncio.sleep(0)
+
+    def _wanted(self, key: bytes | None, value: bytes | None, timestamp_ms: int) -> bool:
+        """Whether a record is to be decoded: not a tombstone, and (by its key, the sidecar's id, before any
+        decoding) not this sidecar's own nor stale."""
+        if value is None:  # a tombstone: that sidecar left for good
+            if key is not None:
+                self.peers.forget(key.decode(errors="replace"))
+            return False
+        if key is not None and not self.peers.accept(key.decode(errors="replace"), timestamp_ms, self.wall.now_ms()):
             self.records.labels("skipped").inc()
             return False
-        self._record(delta)
+        return True
+
+    def _fresh(self, key: bytes | None, delta, timestamp_ms: int) -> bool:
+        """A decoded record without a key is judged by the source it names; counted as received or skipped."""
+        if key is None and not self.peers.accept(delta.source, timestamp_ms, self.wall.now_ms()):
+            self.records.labels("skipped").inc()
+            return False
         self.records.labels("received").inc()
         return True
 
-    def _record(self, delta: UsageDelta) -> None:
-        self._record_remote(dataclasses.replace(delta, listeners=(), ips=(), open_connections=()))  # per proxy
+    def _broken(self, exc: UsageDeltaError) -> bool:
+        self.records.labels("error").inc()
+        log.warning("cluster usage: a record of %s skipped: %s", self.topic, exc)
+        return False
+
+    def _record(self, delta: UsageDelta) -> Iterator:
+        """Record a peer's usage (its connection counts are per proxy), in steps when ``record`` takes them."""
+        steps = self._record_remote(dataclasses.replace(delta, listeners=(), ips=(), open_connections=()))
+        return () if steps is None else steps
 
     async def _follow(self) -> None:
         from aiokafka import AIOKafkaConsumer
@@ -195,7 +283,8 @@ class ClusterUsage:
         while True:
             consumer = AIOKafkaConsumer(**self.kafka.options(CLIENT_ID), group_id=None, enable_auto_commit=False,
                                         auto_offset_reset="earliest", metadata_max_age_ms=10_000,
-                                        fetch_max_wait_ms=int(min(self.sync_s, 0.5) * 1000))
+                                        fetch_max_wait_ms=int(min(self.sync_s, 0.5) * 1000),
+                                        max_partition_fetch_bytes=max(2**20, self.max_bytes + REQUEST_OVERHEAD_BYTES))
             try:
                 await asyncio.wait_for(consumer.start(), CALL_TIMEOUT_S)
                 reader = TopicReader(consumer, self.topic, self.kafka, client_id=CLIENT_ID)
@@ -207,7 +296,7 @@ class ClusterUsage:
                     batches = await consumer.getmany(timeout_ms=int(min(self.sync_s, 1.0) * 1000))
                     for records in batches.values():
                         for record in records:
-                            self.take_record(record.key, record.value, record.timestamp)
+                            await self._take_record(record.key, record.value, record.timestamp)
                     if time.monotonic() >= next_check:
                         why = await reader.changed()
                         if why is not None:

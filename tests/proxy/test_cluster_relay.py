@@ -54,10 +54,10 @@ def test_the_parent_publishes_its_workers_sum_under_the_proxys_one_id():
     relay.worker_usage(encode(UsageDelta("0", produce=(("", "spread", 300.0),), ips=(("10.0.0.1", 1),))))
     relay.worker_usage(encode(UsageDelta("1", produce=(("", "spread", 200.0),))))
     relay.worker_usage(b"{broken")  # logged, left out
-    published = relay.usage.take()
+    published = relay.usage.take().delta
     assert (published.source, published.produce, published.ips) == (relay.usage.own_id, (("", "spread", 500.0),), ())
     assert sent == []  # nothing to record while no peer is known
-    assert relay.usage.take().empty  # the next sync starts afresh
+    assert relay.usage.take().delta.empty  # the next sync starts afresh
 
 
 def test_a_peers_record_goes_to_every_worker_and_its_own_does_not():
@@ -78,7 +78,7 @@ def test_fallback_is_decided_once_in_the_parent_and_every_worker_gets_the_silent
     relay.worker_usage(encode(UsageDelta("0", produce=(("", "spread", 300.0),))))
     relay.worker_usage(encode(UsageDelta("1", produce=(("", "spread", 100.0),))))
     with caplog.at_level(logging.WARNING, "kafka_quota_proxy.cluster_usage"):
-        assert relay.usage.take().produce == (("", "spread", 400.0),)  # what is published stays its own
+        assert relay.usage.take().delta.produce == (("", "spread", 400.0),)  # what is published stays its own
     # each worker records the proxy's whole usage once more for each of the 2 silent peers: quota / 3 in total
     assert sent == [UsageDelta("a", produce=(("", "spread", 800.0),))]  # (b's and c's empty records: not sent)
     assert "keeping to this sidecar's share, quota / 3" in caplog.text

@@ -16,11 +16,12 @@ from quota.usage_delta import UsageDelta, encode
 RATE = 1000
 
 
-def sidecar():
+def sidecar(**settings):
     app = ProxyApp(parse_config({
         "upstream": {"bootstrap_servers": ["127.0.0.1:1"]}, "listeners": [{"name": "L", "bind": "127.0.0.1:0"}],
         "quotas": [{"entity": {"user": "<default>"}, "producer_byte_rate": RATE}],
-        "settings": {"quota.scope": "cluster", "quota.cluster.topic": "__usage", "quota.cluster.id": "a"}}))
+        "settings": {"quota.scope": "cluster", "quota.cluster.topic": "__usage", "quota.cluster.id": "a",
+                     **settings}}))
     wall = ManualClock(1_000_000)
     app.cluster_usage = ClusterUsage.for_app(app, wall=wall)  # as app.start() makes it, without its Kafka clients
     return app, app.cluster_usage, wall
@@ -55,12 +56,12 @@ def test_with_every_peer_stale_its_own_usage_counts_for_the_silent_peers_too(cap
     app, usage, wall = sidecar()
     usage.take_record(b"b", encode(UsageDelta("b")), wall.now_ms())
     app.quotas.produce.record_and_get_throttle_time_ms("alice", "p", 100)
-    assert usage.take().produce == (("alice", "p", 100),)  # b fresh: published, nothing more
+    assert usage.take().delta.produce == (("alice", "", 100),)  # b fresh: published, nothing more
     before = produced(app)
     wall.advance(10_001)
     app.quotas.produce.record_and_get_throttle_time_ms("alice", "p", 100)
     with caplog.at_level(logging.WARNING, "kafka_quota_proxy.cluster_usage"):
-        assert usage.take().produce == (("alice", "p", 100),)  # what is published stays its own usage
+        assert usage.take().delta.produce == (("alice", "", 100),)  # what is published stays its own usage
     assert usage.fallback
     assert app.metrics.registry.get_sample_value("kafka_quota_proxy_cluster_usage_fallback") == 1
     assert "keeping to this sidecar's share, quota / 2" in caplog.text and "(stale: b)" in caplog.text
@@ -91,3 +92,25 @@ def test_readyz_stays_200_and_carries_the_note():
     notes.pop(0)
     assert asyncio.run(readyz()) == ("200 OK", "text/plain", f"ready\n{notes[0]}\n".encode())
     server._scraper.shutdown(wait=False)
+
+
+def test_usage_that_does_not_fit_in_one_record_waits_for_the_next_counted_and_logged(caplog):
+    app, usage, wall = sidecar(**{"quota.cluster.record.max.bytes": 4096})
+    for i in range(2000):
+        app.quotas.produce.record_and_get_throttle_time_ms(f"tenant-{i:04d}", "p", 100 + i)
+    with caplog.at_level(logging.WARNING, "kafka_quota_proxy.cluster_usage"):
+        first = usage.take()
+    assert len(first.data) <= 4096 and 0 < first.sent < 2000 and first.carried == 2000 - first.sent
+    assert f"{first.carried} of 2000 entities do not fit in one usage record of at most 4096 bytes" in caplog.text
+    registry = app.metrics.registry
+    assert registry.get_sample_value("kafka_quota_proxy_cluster_usage_carried_entities_total") == first.carried
+    assert registry.get_sample_value("kafka_quota_proxy_cluster_usage_record_bytes", {"what": "bytes"}) == len(
+        first.data)
+    sent = sum(value for _, _, value in first.delta.produce)
+    for _ in range(10):  # what did not fit, then what rounding took off: every byte sent once
+        delta = usage.take().delta
+        if delta.empty:
+            break
+        sent += sum(value for _, _, value in delta.produce)
+    assert sent == sum(100 + i for i in range(2000)) and not usage.carrying
+    assert "every entity fits in one usage record again" in caplog.text

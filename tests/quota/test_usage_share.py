@@ -38,12 +38,13 @@ def test_a_delta_survives_its_encoding_and_a_bad_one_names_the_field():
                        listeners=(("PLAINTEXT", 4),), ips=(("10.0.0.1", 2),))
     assert decode(encode(delta)) == delta
     assert decode(encode(UsageDelta("w2"))).empty
-    bad = encode(delta).replace(b'"etl",1234.5', b'"etl","x"')
-    with pytest.raises(UsageDeltaError, match=r"produce\[0\]\[2\]: expected a finite number"):
+    assert decode(encode(delta, compress=True)) == delta
+    bad = encode(delta).replace(b'[1234.5]', b'["x"]')
+    with pytest.raises(UsageDeltaError, match=r"produce\[2\]\[0\]: expected a finite number"):
         decode(bad)
     with pytest.raises(UsageDeltaError, match=r"\.scope: expected a string"):
-        decode(b'{"v":1,"source":"w","scope":3}')
-    with pytest.raises(UsageDeltaError, match=r"\.v: expected 1"):
+        decode(b'{"v":2,"source":"w","scope":3}')
+    with pytest.raises(UsageDeltaError, match=r"\.v: expected 2"):
         decode(b'{"v":9,"source":"w"}')
     with pytest.raises(UsageDeltaError, match="not JSON"):
         decode(b"\xff")
@@ -109,7 +110,7 @@ def test_the_tap_sends_only_what_came_of_something_once():
     a.unrecord("alice", "p", 100)  # a throttled fetch taken back: nothing net
     a.record_no_throttle("bob", "p", 5)
     delta = a.tap.take("a")
-    assert delta.produce == (("bob", "p", 5),)
+    assert delta.produce == (("bob", "", 5),)
     assert a.tap.take("a").empty
 
 
@@ -121,7 +122,7 @@ def test_mutation_tokens_and_refunds_reach_the_peers_bucket():
     assert a.admit("alice", "admin", [8]).all_admitted
     a.refund("alice", "admin", 3)
     delta = a.tap.take("a")
-    assert delta.mutations == (("alice", "admin", 5),)
+    assert delta.mutations == (("alice", "", 5),)  # by its tags: alice's every client
     record_remote(delta, 0, produce=produce_manager(clock), fetch=produce_manager(clock), mutations=b,
                   producer_ids=ProducerIdQuotaManager(table), connections=ConnectionQuotas([], WINDOW))
     assert b.tokens("alice", "admin", 0) == a.tokens("alice", "admin", 0) == 5
@@ -231,4 +232,25 @@ def test_an_entity_without_a_quota_costs_the_sync_nothing():
     a.record_and_get_throttle_time_ms("bob", "p", 10**6)
     a.record_no_throttle("bob", "p", 10)
     assert a.stats_for("bob", "p").value_total == 10**6 + 10
-    assert a.tap.take("a").produce == (("alice", "p", 10),)
+    assert a.tap.take("a").produce == (("alice", "", 10),)
+
+
+def test_usage_travels_under_its_tags_and_lands_in_the_receivers_sensor_of_the_same_entry():
+    """alice's etl client has an entry of its own; her other clients share /users/<default>'s sensor (tags
+    ("alice", "")). Whichever client a sender saw, the receiver counts it where its own clients of that entry are."""
+    clock = ManualClock(0)
+    table = QuotaTable.from_values([({"user": "<default>"}, {PRODUCER_BYTE_RATE: 1000}),
+                                    ({"user": "alice", "client-id": "etl"}, {PRODUCER_BYTE_RATE: 5000})])
+    a = tapped(ClientQuotaManager(table, PRODUCER_BYTE_RATE, clock, WINDOW))
+    b = ClientQuotaManager(table, PRODUCER_BYTE_RATE, clock, WINDOW)
+    a.record_no_throttle("alice", "web", 300)
+    a.record_no_throttle("alice", "cli", 200)
+    a.record_no_throttle("alice", "etl", 4000)
+    delta = a.tap.take("a")
+    assert sorted(delta.produce) == [("alice", "", 500), ("alice", "etl", 4000)]
+    for row in decode(encode(delta, compress=True)).produce:
+        b.record_remote(*row, 0)
+    clock.advance(1000)
+    assert b.stats_for("alice", "mobile").rate == a.stats_for("alice", "web").rate
+    assert b.stats_for("alice", "etl").rate == a.stats_for("alice", "etl").rate
+    assert len(b) == 2
