@@ -24,6 +24,7 @@ from proxy.connection.listener import Listener
 from proxy.connection.splice import splice_supported
 from proxy.enforce.internal_topic_guard import InternalTopicGuard
 from proxy.enforce.managers import ByteRateQuotas
+from proxy.identity import proxy_id
 from proxy.ops.entity_series import EntitySeries
 from proxy.ops.http import OpsServer, quiet
 from proxy.ops.metrics import ProxyMetrics
@@ -79,7 +80,8 @@ class ProxyApp:
             self.dynamic = DynamicConfig(config, self._apply_config, self.kafka)
             self.metrics.registry.register(DynamicConfigCollector(self.dynamic))
         self.metrics.registry.register(ConnectionMetricsCollector(self.connection_quotas, self.quotas.clock))
-        self.usage_log = UsageLog(config.usage_log, self.metrics) if config.usage_log is not None else None
+        self.usage_log = (UsageLog(config.usage_log, self.metrics, scope=config.settings["quota.scope"])
+                          if config.usage_log is not None else None)
         usage = self.usage_log.table if self.usage_log is not None else None
         self._buffers = (SharedReadBuffer(), SharedReadBuffer())
         self.listeners: list[Listener] = []
@@ -173,7 +175,8 @@ class ProxyApp:
         if key in self.broker_listeners:
             return
         # quota.scope broker: the broker's own byte-rate and producer-id managers (made with its first port)
-        scope = dataclasses.replace(self._scopes[lc.name], quotas=self.quotas.for_broker(node_id))
+        own = self._scopes[lc.name]  # its usage log rows name the broker
+        scope = dataclasses.replace(own, quotas=self.quotas.for_broker(node_id), usage=own.usage.for_broker(node_id))
         cluster = scope.cluster
         listener = Listener(self._context(lc.name, lambda: cluster.upstream_for(node_id), scope),
                             lc.bind.host, cluster.port_for(node_id), self.reuse_port)
@@ -217,6 +220,7 @@ class ProxyApp:
         log.info("metrics on http://%s:%d/metrics", *self.ops_address)
         self.readiness.start()
         if self.usage_log is not None:
+            self.usage_log.proxy_id = proxy_id(self.config.settings, (a[1] for a in self.listener_addresses.values()))
             self.usage_log.start()
         self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep())
 

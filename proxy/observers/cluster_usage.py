@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import socket
 import time
 from collections.abc import Callable, Iterator
 
@@ -29,6 +28,7 @@ from prometheus_client import Counter, Gauge
 
 from proxy.clock import WallClock
 from proxy.cluster.kafka_clients import Backoff, OwnKafka, stop_client
+from proxy.identity import proxy_id
 from proxy.observers.following import CALL_TIMEOUT_S, CHECK_S, TopicReader
 from proxy.ops.http import quiet
 from proxy.ops.metrics import PREFIX
@@ -44,11 +44,6 @@ CLIENT_ID = "kafka-quota-proxy-cluster-usage"
 RETRY_START_S, RETRY_MAX_S = 1.0, 10.0
 LEAVE_TIMEOUT_S = 1.0
 REQUEST_OVERHEAD_BYTES = 4096  # aiokafka's max_request_size counts the record's key and headers too
-
-
-def default_id(first_port: int) -> str:
-    """A proxy's id when ``quota.cluster.id`` is not set: the host name and its first listener's port."""
-    return f"{socket.gethostname()}:{first_port}"
 
 
 def quiet_decode(value: bytes) -> UsageDelta:
@@ -109,7 +104,7 @@ class ClusterUsage:
                                        mutations=quotas.mutations, producer_ids=quotas.producer_ids,
                                        connections=app.connection_quotas)
 
-        own_id = settings["quota.cluster.id"] or default_id(next(iter(app.listener_addresses.values()))[1])
+        own_id = proxy_id(settings, (address[1] for address in app.listener_addresses.values()))
         usage = cls(settings, app.kafka, app.metrics.registry, own_id, None, record, wall)
         usage.own = tap = UsageTap(usage.wake)
         for manager in (quotas.produce, quotas.fetch, quotas.mutations, quotas.producer_ids):

@@ -1,15 +1,20 @@
 """The usage log: what each entity did, one JSON line per entity per interval, never per request.
 
-An entity is (listener, IP, user, client id, API); connections opened are counted under (listener, IP) with no
-user, client id or API (they are counted before the connection has said who it is). Every record has every field
-(``null`` where not known)::
+An entity is (listener, broker, IP, user, client id, API); connections opened are counted under (listener, broker,
+IP) with no user, client id or API (they are counted before the connection has said who it is). Every record has
+every field (``null`` where not known), and says where it came from and under which quota scope::
 
     {"time": 1795455600.0, "interval_s": 10.0, "listener": "PLAINTEXT", "ip": "10.0.0.7", "user": "ANONYMOUS",
      "client_id": "etl", "api": "Produce", "requests": 120, "request_bytes": 1966080, "response_bytes": 7200,
      "throttle_ms": 350, "shadow_throttle_ms": 0, "partition_mutations": 0, "new_producer_ids": 1,
-     "connections_opened": 0}
+     "connections_opened": 0, "proxy": "broker-1.internal:9092", "broker": null, "scope": "broker"}
 
-``time`` is the end of the interval (epoch seconds). The request path adds to a :class:`UsageTable` (dict lookups
+``time`` is the end of the interval (epoch seconds). ``proxy`` is the proxy's id (:mod:`proxy.identity`; the
+workers of one proxy share it), ``broker`` the node id of the broker whose port the connection came in on in
+cluster mode (``null`` on the bootstrap port and on a sidecar, which fronts one broker), ``scope`` the
+``quota.scope`` in force: what the planner needs to recommend per broker or per cluster (analytics/README.md).
+
+The request path adds to a :class:`UsageTable` (dict lookups
 and integer additions); every ``interval_seconds`` the table is swapped for a fresh one and the old one goes to a
 writer thread through a bounded queue; the thread turns it into lines and writes them, so the event loop neither
 serialises nor waits for the disk. When the writer
@@ -51,20 +56,26 @@ class UsageCounters:
 
 
 class UsageTable:
-    """The counts of the current interval, by entity. Pure: no clock, no I/O."""
+    """The counts of the current interval, by entity. Pure: no clock, no I/O. Rows added through this table have no
+    broker (a sidecar's, or a cluster-mode bootstrap port's); :meth:`for_broker` gives one broker port's view."""
 
-    __slots__ = ("_rows",)
+    __slots__ = ("_rows", "broker")
 
     def __init__(self) -> None:
         self._rows: dict[tuple, UsageCounters] = {}
+        self.broker: int | None = None
 
     def row(self, listener: str, ip: str | None, user: str | None, client_id: str | None,
             api_key: int | None) -> UsageCounters:
-        key = (listener, ip, user, client_id, api_key)
+        key = (listener, ip, user, client_id, api_key, self.broker)
         found = self._rows.get(key)
         if found is None:
             found = self._rows[key] = UsageCounters()
         return found
+
+    def for_broker(self, node_id: int) -> "UsageTable":
+        """Cluster mode: the same table, its rows keyed by broker ``node_id`` too (a broker port's connections)."""
+        return BrokerUsage(self, node_id)
 
     def for_request(self, session, header) -> UsageCounters:
         """The row of the entity a request comes from: its connection's listener, IP and user, its client id and
@@ -87,6 +98,31 @@ class UsageTable:
         """The interval's rows; the table starts empty."""
         rows, self._rows = self._rows, {}
         return rows
+
+
+class BrokerUsage(UsageTable):
+    """One broker port's view of a :class:`UsageTable` (cluster mode): its rows carry the broker's node id."""
+
+    __slots__ = ("_table",)
+
+    def __init__(self, table: UsageTable, node_id: int) -> None:  # noqa: super().__init__ not called: no rows here
+        self._table = table
+        self.broker = node_id
+
+    def row(self, listener: str, ip: str | None, user: str | None, client_id: str | None,
+            api_key: int | None) -> UsageCounters:
+        rows = self._table._rows  # the table's current interval (take() swaps it)
+        key = (listener, ip, user, client_id, api_key, self.broker)
+        found = rows.get(key)
+        if found is None:
+            found = rows[key] = UsageCounters()
+        return found
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def take(self) -> dict[tuple, UsageCounters]:
+        return self._table.take()
 
 
 class DiscardedUsage(UsageTable):
@@ -112,6 +148,9 @@ class DiscardedUsage(UsageTable):
 
     def recorder(self, session) -> "UsageRecorder":
         return NO_USAGE_RECORDER
+
+    def for_broker(self, node_id: int) -> UsageTable:
+        return self
 
     def take(self) -> dict[tuple, UsageCounters]:
         return {}
@@ -159,13 +198,15 @@ NO_USAGE = DiscardedUsage()
 NO_USAGE_RECORDER = _NoUsageRecorder()
 
 
-def records(rows: dict[tuple, UsageCounters], end_s: float, interval_s: float) -> Iterator[dict]:
-    for (listener, ip, user, client_id, api_key), counts in rows.items():
+def records(rows: dict[tuple, UsageCounters], end_s: float, interval_s: float, proxy: str | None = None,
+            scope: str = "broker") -> Iterator[dict]:
+    for (listener, ip, user, client_id, api_key, broker), counts in rows.items():
         record = {"time": round(end_s, 3), "interval_s": interval_s, "listener": listener, "ip": ip, "user": user,
                   "client_id": client_id,
                   "api": None if api_key is None else (api_name(api_key) if api_key in API_NAMES else "Unknown")}
         for name in FIELDS:
             record[name] = getattr(counts, name)
+        record["proxy"], record["broker"], record["scope"] = proxy, broker, scope
         yield record
 
 
@@ -219,8 +260,11 @@ class RotatingWriter:
 class UsageLog:
     """Swaps the table every interval and hands its lines to the writer thread."""
 
-    def __init__(self, config: UsageLogConfig, metrics, wall: Callable[[], float] = time.time) -> None:
+    def __init__(self, config: UsageLogConfig, metrics, wall: Callable[[], float] = time.time,
+                 scope: str = "broker") -> None:
         self.config = config
+        self.scope = scope  # quota.scope, written on every record
+        self.proxy_id: str | None = None  # this proxy's id, written on every record: set once its listeners are bound
         self.table = UsageTable()
         self._metrics = metrics
         self._wall = wall
@@ -265,7 +309,8 @@ class UsageLog:
             interval = self._queue.get()
             if interval is None:
                 break
-            lines = [json.dumps(r, separators=(",", ":")) + "\n" for r in records(*interval)]
+            lines = [json.dumps(r, separators=(",", ":")) + "\n"
+                     for r in records(*interval, proxy=self.proxy_id, scope=self.scope)]
             try:
                 self._writer.write(lines)
             except OSError as exc:

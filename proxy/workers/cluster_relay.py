@@ -20,7 +20,8 @@ from collections.abc import Callable
 from config.model import ProxyConfig
 from proxy.cluster import own_clients
 from proxy.cluster.kafka_clients import OwnKafka
-from proxy.observers.cluster_usage import ClusterUsage, default_id
+from proxy.identity import proxy_id
+from proxy.observers.cluster_usage import ClusterUsage
 from proxy.workers.frames import USAGE, pack
 from quota.usage_delta import UsageDelta, UsageDeltaError, decode, encode
 from quota.usage_sum import UsageSum
@@ -36,7 +37,7 @@ class WorkersClusterUsage:
         settings = config.settings
         upstream = config.upstream
         kafka = OwnKafka(upstream.bootstrap_servers, upstream.tls.context() if upstream.tls is not None else None)
-        own_id = settings["quota.cluster.id"] or default_id(next(iter(ports.values()), 0))
+        own_id = proxy_id(settings, ports.values())
         self.sum = UsageSum()
         self.usage = ClusterUsage(settings, kafka, registry, own_id, self.sum, self._to_workers, wall)
         self._send = to_workers

@@ -12,6 +12,8 @@ each broker) and 1.1 x under ``cluster``; the bounds are generous (1.5-2.5 x, 0.
 
 from __future__ import annotations
 
+import json
+import socket
 import threading
 import time
 import uuid
@@ -97,7 +99,9 @@ def produce_at_full_speed(bootstrap: str, seconds: float) -> None:
 
 
 @pytest.mark.parametrize("scope,low,high", [("broker", 1.5, 2.5), ("cluster", 0.6, 1.3)])
-def test_a_client_on_two_brokers_gets_its_quota_per_broker_or_once(scope, low, high):
+def test_a_client_on_two_brokers_gets_its_quota_per_broker_or_once(scope, low, high, tmp_path):
+    """Also: the usage log says which broker port each record's traffic came through, which proxy wrote it and
+    under which scope (what the planner recommends by)."""
     cluster = TwoBrokers().start()
     bootstrap, base = cluster_ports(4)
     try:
@@ -107,6 +111,7 @@ def test_a_client_on_two_brokers_gets_its_quota_per_broker_or_once(scope, low, h
             "metrics": {"bind": "127.0.0.1:0"},
             "quotas": [{"entity": {"client-id": "spread"}, "producer_byte_rate": RATE}],
             "settings": {"quota.scope": scope, "quota.window.num": 3, "quota.window.size.seconds": 1},
+            "usage_log": {"dir": str(tmp_path / "usage"), "interval_seconds": 1},
         })
     except BaseException:
         cluster.stop()
@@ -127,3 +132,7 @@ def test_a_client_on_two_brokers_gets_its_quota_per_broker_or_once(scope, low, h
     assert low <= total <= high, f"quota.scope {scope}: {total:.2f} x producer_byte_rate in total ({per_broker})"
     if scope == "broker":  # each broker's own budget: about 1 x on each
         assert all(0.7 <= share <= 1.3 for share in per_broker), per_broker
+    usage = [json.loads(line) for f in (tmp_path / "usage").iterdir() for line in f.read_text().splitlines()]
+    produced = {r["broker"] for r in usage if r["api"] == "Produce" and r["client_id"] == "spread"}
+    assert produced == {1, 2}, produced  # node ids of the broker ports; the bootstrap port (null) saw no Produce
+    assert {(r["proxy"], r["scope"]) for r in usage} == {(f"{socket.gethostname()}:{bootstrap}", scope)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import time
 
 import pytest
@@ -55,6 +56,9 @@ def test_usage_log_records_what_clients_did(tmp_path):
     assert total("response_bytes", "Fetch") == counters["response_bytes"]
     assert total("connections_opened", None) == accepted
     assert all(r["ip"] == "127.0.0.1" and r["listener"] == "PLAINTEXT" for r in found)
+    # a sidecar: its own id (host name and listener port), no broker node id, Kafka's per-broker scope
+    assert {(r["proxy"], r["broker"], r["scope"]) for r in found} == {(f"{socket.gethostname()}:{proxy_port}", None,
+                                                                      "broker")}
     assert total("partition_mutations", "CreateTopics") == 3
     assert total("new_producer_ids", "Produce") == 1  # one idempotent producer, one producer id
     assert {r["user"] for r in found if r["api"] is not None} == {"ANONYMOUS"}

@@ -34,7 +34,27 @@ def test_one_record_per_entity_per_interval_with_every_field():
     assert produce["time"] == 1000.0 and produce["interval_s"] == 10.0
     assert produce["user"] == "alice" and produce["client_id"] == "etl" and produce["listener"] == "L"
     assert out[2]["connections_opened"] == 2 and out[2]["user"] is None
-    assert all(set(r) == {"time", "interval_s", "listener", "ip", "user", "client_id", "api", *FIELDS} for r in out)
+    assert all(set(r) == {"time", "interval_s", "listener", "ip", "user", "client_id", "api", *FIELDS, "proxy",
+                          "broker", "scope"} for r in out)
+    assert all((r["proxy"], r["broker"], r["scope"]) == (None, None, "broker") for r in out)
+
+
+def test_records_say_which_proxy_broker_and_scope_they_come_from():
+    """A cluster-mode broker port's rows carry its node id, the bootstrap port's (and a sidecar's) none; every record
+    names the proxy and the quota.scope in force (what the planner recommends by)."""
+    table = UsageTable()
+    broker_3 = table.for_broker(3)
+    broker_3.row("L", "10.0.0.1", "alice", "etl", PRODUCE).request_bytes += 100
+    broker_3.recorder(type("S", (), {"listener": "L", "peer_ip": "10.0.0.1", "user": "alice"})()).response(
+        type("H", (), {"client_id": "etl", "api_key": FETCH})(), 70)
+    table.row("L", "10.0.0.1", "alice", "etl", PRODUCE).request_bytes += 5
+    assert len(broker_3) == len(table) == 3
+    out = sorted(records(broker_3.take(), 1000.0, 10.0, proxy="host-a:9092", scope="cluster"),
+                 key=lambda r: (str(r["broker"]), r["api"]))
+    assert len(table) == 0  # one table: the view took the table's interval
+    assert [(r["api"], r["broker"], r["request_bytes"], r["response_bytes"]) for r in out] == [
+        ("Fetch", 3, 0, 70), ("Produce", 3, 100, 0), ("Produce", None, 5, 0)]
+    assert {(r["proxy"], r["scope"]) for r in out} == {("host-a:9092", "cluster")}
 
 
 class Wall:
