@@ -1,6 +1,7 @@
 """``kafka-quota-proxy analyze``: run the quota planner on a usage log.
 
     kafka-quota-proxy analyze --input /var/log/kafka-quota-proxy/usage --output ./plan [--master URL] [--headroom X]
+                              [--scope broker|cluster]
 
 Also ``python -m analytics.cli analyze ...``, or on a cluster ``spark-submit analytics/cli.py analyze ...`` (then
 spark-submit's ``--master`` applies). pyspark is imported only when the job runs.
@@ -31,6 +32,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="producer.id.quota.window.num (default %(default)s)")
     p.add_argument("--producer-id-window-s", type=float, default=Rules.producer_id_window_s,
                    help="producer.id.quota.window.size.seconds: producer_ids_rate is per this (default %(default)s)")
+    p.add_argument("--scope", choices=("broker", "cluster"),
+                   help="the proxies' quota.scope the recommendations are for: broker (per broker, the busiest "
+                        "broker's rate) or cluster (the total over every broker); default: the scope the log records, "
+                        "broker if it records none")
     p.add_argument("--local-output", metavar="DIR",
                    help="where the driver writes the small files when --output is not a local path")
     p.add_argument("--no-charts", action="store_true", help="skip the PNG charts")
@@ -65,11 +70,16 @@ def analyze(args: argparse.Namespace) -> int:
         return 1
     from pyspark.errors import AnalysisException
 
+    from analytics.scope import ScopeError
+
     try:
         result = job.run(args.input, args.output, args.master, rules=rules, local_dir=args.local_output,
-                         charts=not args.no_charts)
+                         charts=not args.no_charts, scope=args.scope)
     except AnalysisException as exc:  # e.g. no such input path: one line, not a JVM stack trace
         print(f"kafka-quota-proxy analyze: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 1
+    except ScopeError as exc:  # e.g. a log mixing quota.scope broker and cluster
+        print(f"kafka-quota-proxy analyze: {exc}", file=sys.stderr)
         return 1
     for line in job.summary_lines(result):
         print(line)

@@ -5,7 +5,7 @@ The log is a directory of JSON-lines files, one record per entity per interval (
     {"time": 1700000010.0, "interval_s": 10.0, "listener": "PLAINTEXT", "ip": "192.0.2.7", "user": "user-7",
      "client_id": "app-7", "api": "Produce", "requests": 42, "request_bytes": 1234567, "response_bytes": 2100,
      "throttle_ms": 0, "shadow_throttle_ms": 0, "partition_mutations": 0, "new_producer_ids": 0,
-     "connections_opened": 0}
+     "connections_opened": 0, "proxy": "proxy-1", "broker": null, "scope": "broker"}
 
 Connection records have ``api``, ``user`` and ``client_id`` null, ``ip`` set and ``connections_opened > 0``.
 Older files are rotated and gzipped (``usage-00000.jsonl.gz``), the newest is plain (``usage.jsonl``), as a
@@ -33,7 +33,8 @@ from dataclasses import dataclass
 
 FIELDS = ("time", "interval_s", "listener", "ip", "user", "client_id", "api", "requests", "request_bytes",
           "response_bytes", "throttle_ms", "shadow_throttle_ms", "partition_mutations", "new_producer_ids",
-          "connections_opened")
+          "connections_opened", "proxy", "broker", "scope")
+COUNT_FIELDS = FIELDS[7:-3]
 
 START_TIME = 1_767_225_600.0  # 2026-01-01T00:00:00Z: a fixed epoch, so a seed gives the same log byte for byte
 
@@ -52,24 +53,29 @@ class Options:
     interval_s: float = 10.0
     start_time: float = START_TIME
     listener: str = "PLAINTEXT"
+    proxy: str | None = "proxy-1"  # the proxy id written on every record (one sidecar)
+    scope: str | None = "broker"  # the quota.scope written on every record
     misbehaving: bool = True
     intervals_per_file: int = 0  # rotate after this many intervals (0: about four files in all)
 
 
 def record(time: float, interval_s: float, listener: str, ip: str | None, user: str | None,
-           client_id: str | None, api: str | None, **counts: int) -> dict:
-    """One usage record with every key present; counts not given are 0."""
+           client_id: str | None, api: str | None, *, proxy: str | None = "proxy-1", broker: int | None = None,
+           scope: str | None = "broker", **counts: int) -> dict:
+    """One usage record with every key present; counts not given are 0; ``proxy``, ``broker`` and ``scope`` say
+    where it came from, as the proxy writes them."""
     rec = {"time": time, "interval_s": interval_s, "listener": listener, "ip": ip, "user": user,
            "client_id": client_id, "api": api}
-    for name in FIELDS[7:]:
+    for name in COUNT_FIELDS:
         rec[name] = int(counts.pop(name, 0))
     if counts:
         raise TypeError(f"unknown usage fields: {sorted(counts)}")
+    rec["proxy"], rec["broker"], rec["scope"] = proxy, broker, scope
     return rec
 
 
-def connection_record(time: float, interval_s: float, listener: str, ip: str, opened: int) -> dict:
-    return record(time, interval_s, listener, ip, None, None, None, connections_opened=opened)
+def connection_record(time: float, interval_s: float, listener: str, ip: str, opened: int, **source) -> dict:
+    return record(time, interval_s, listener, ip, None, None, None, connections_opened=opened, **source)
 
 
 class _Tenant:
@@ -143,6 +149,8 @@ def generate_records(o: Options) -> Iterator[list[dict]]:
                 batch.append(connection_record(now, o.interval_s, o.listener, ip, rng.randint(1, 3)))
         if o.misbehaving:
             batch.extend(_misbehaving_records(now, k, o, rng))
+        for rec in batch:
+            rec["proxy"], rec["scope"] = o.proxy, o.scope
         yield batch
 
 

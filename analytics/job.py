@@ -18,6 +18,10 @@ Hadoop-compatible file system) with ``spark.read.json`` and writes to ``output_d
   one-interval burst (KIP-599: ``rate >= max_burst / (samples x window)``, 11 x 1 s).
 - ``report.html`` with SVG charts of the top entities' rates over the log's span.
 
+Every output says which ``quota.scope`` its figures are for (:mod:`analytics.scope`): ``scope`` (``--scope``) when
+given, else the one the log records (broker for logs that record none); under ``broker`` a rate is the busiest
+broker's, under ``cluster`` the sum over the cluster. A log recording both scopes is refused unless one is given.
+
 Percentiles are exact (Spark SQL ``percentile``, linear interpolation between closest ranks), see
 :mod:`analytics.stats`. With no master given the job runs on ``local[*]``, unless it was started by spark-submit,
 whose ``--master`` then applies. The Parquet tables go wherever ``output_dir`` points (any Hadoop path); the small
@@ -35,6 +39,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from analytics import recommend, report, stats, timeaxis
+from analytics.scope import BROKER, CLUSTER, Scope, choose
 
 TOP_N = 10
 CHART_N = 5
@@ -59,6 +64,9 @@ DIMENSIONS = {
 SERIES = {"producer_byte_rate": ("entity", "request_rate"), "consumer_byte_rate": ("entity", "response_rate"),
           "throttle_share": None, "partition_mutations": ("entity", "mutation_rate"),
           "new_producer_ids": ("user", "new_pid_rate"), "connection_rate": ("ip", "connection_rate")}
+# What each dimension's figures are under each scope (analytics.scope): said in its title
+PER_SCOPE = {"producer_byte_rate": "broker", "consumer_byte_rate": "broker", "new_producer_ids": "broker",
+             "partition_mutations": "proxy", "connection_rate": "proxy"}
 JOB_TIME = "planner run time"  # the job's own wall-clock time, not the log's
 KEYS = {"entity": ["user", "client_id"], "user": ["user"], "ip": ["ip"]}
 
@@ -105,10 +113,21 @@ def _series(frame: DataFrame, keys: list[str], api: str | None, rate: str, top: 
     return out
 
 
+def _title(name: str, title: str, scope: Scope) -> str:
+    unit = PER_SCOPE.get(name)
+    if unit is None:
+        return title
+    if unit == "proxy" and (scope.scope == BROKER or name == "connection_rate"):
+        return f"{title}, busiest proxy" if scope.proxies > 1 else title
+    return f"{title}, cluster total" if scope.scope == CLUSTER else f"{title}, busiest broker"
+
+
 def run(input_path: str, output_dir: str, master: str | None = None, *, rules: recommend.Rules | None = None,
         headroom: float | None = None, spark: SparkSession | None = None, local_dir: str | None = None,
-        top_n: int = TOP_N, charts: bool = True) -> dict:
-    """Run the planner; returns a summary (records read, entities, quota items, seconds, output paths)."""
+        top_n: int = TOP_N, charts: bool = True, scope: str | None = None) -> dict:
+    """Run the planner; returns a summary (records read, entities, quota items, seconds, output paths). ``scope``:
+    broker or cluster, default the one the log records (:func:`analytics.scope.choose`; raises
+    :class:`analytics.scope.ScopeError` for a log recording both when none is given)."""
     rules = rules or recommend.Rules()
     if headroom is not None:
         rules = recommend.Rules(**{**rules.__dict__, "headroom": headroom})
@@ -121,10 +140,13 @@ def run(input_path: str, output_dir: str, master: str | None = None, *, rules: r
     try:
         usage = stats.read_usage(spark, input_path).cache()
         cached.append(usage)
+        chosen = choose(stats.sources(usage), scope)  # first: a log mixing scopes is refused before any work
         log = _log_extent(usage)
         axis = timeaxis.TimeAxis.for_span(log["start"], log["end"]) if log["start"] is not None else None
-        frames = {"entity": stats.entity_intervals(usage), "user": stats.user_intervals(usage),
-                  "ip": stats.ip_intervals(usage)}
+        grid = stats.on_grid(usage)
+        combine = chosen.scope if chosen.budgets > 1 else CLUSTER  # one budget: busiest = sum, one aggregation
+        frames = {"entity": stats.entity_intervals(grid, combine), "user": stats.user_intervals(grid, combine),
+                  "ip": stats.ip_intervals(grid, by_proxy=chosen.proxies > 1)}
         for name, frame in frames.items():  # read again for the charts: computed once
             frames[name] = frame.cache()
             cached.append(frames[name])
@@ -140,6 +162,7 @@ def run(input_path: str, output_dir: str, master: str | None = None, *, rules: r
 
         offenders, chart_paths = {}, {}
         for name, (title, table, api, metric, unit, cols) in DIMENSIONS.items():
+            title = _title(name, title, chosen)
             top = _top(tables[table], api, metric, top_n)
             offenders[name] = {"title": title, "metric": metric, "unit": unit, "columns": cols,
                                "top": [{**{k: r[k] for k in KEYS[table]}, "value": r[metric],
@@ -154,18 +177,22 @@ def run(input_path: str, output_dir: str, master: str | None = None, *, rules: r
                                                              series, axis) else None
 
         items = recommend.build_quotas(entity_rows, user_rows, ip_rows, rules)
-        _write(local_dir, "recommended-quotas.yaml", recommend.to_yaml(items, rules, source=input_path))
-        _write(local_dir, "recommended-commands.txt", recommend.to_commands(items))
+        scope_lines = [chosen.figures(), *chosen.notes()]
+        _write(local_dir, "recommended-quotas.yaml", recommend.to_yaml(items, rules, source=input_path,
+                                                                       scope_lines=scope_lines))
+        _write(local_dir, "recommended-commands.txt", recommend.to_commands(items, scope_lines))
         _write(local_dir, "top_offenders.json", json.dumps(offenders, indent=2) + "\n")
         summary = {"input": input_path, "records": log["records"],
                    "entities (user, client-id)": len({(r["user"], r["client_id"]) for r in entity_rows}),
-                   "users": len(user_rows), "ips": len(ip_rows), **_log_rows(log), "headroom": rules.headroom,
-                   "quota items": len(items)}
+                   "users": len(user_rows), "ips": len(ip_rows), **_log_rows(log), **chosen.summary(),
+                   "headroom": rules.headroom, "quota items": len(items)}
         seconds = round(time.monotonic() - started, 1)
         summary[JOB_TIME] = timeaxis.duration(seconds)
-        report.write_report(os.path.join(local_dir, "report.html"), summary, offenders, chart_paths, items)
+        report.write_report(os.path.join(local_dir, "report.html"), summary, offenders, chart_paths, items,
+                            scope_lines)
         return {**summary, "records": log["records"], "log": log, "seconds": seconds, "output_dir": output_dir,
-                "local_dir": local_dir, "offenders": offenders, "quotas": items}
+                "local_dir": local_dir, "offenders": offenders, "quotas": items, "scope": chosen.scope,
+                "scope_lines": scope_lines}
     finally:
         for df in cached:
             df.unpersist()
@@ -205,5 +232,6 @@ def _write(directory: str, name: str, text: str) -> None:
 
 def summary_lines(result: Mapping) -> list[str]:
     return [f"read {result['records']:,} records; {result['quota items']} quota recommendations in "
-            f"{result['seconds']} s", f"wrote {result['local_dir']}/report.html, recommended-quotas.yaml, "
+            f"{result['seconds']} s", *result["scope_lines"],
+            f"wrote {result['local_dir']}/report.html, recommended-quotas.yaml, "
             f"recommended-commands.txt, top_offenders.json; tables under {result['output_dir']}"]

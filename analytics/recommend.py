@@ -25,6 +25,7 @@ connection) are left out, so they stay unlimited rather than being set to zero.
 from __future__ import annotations
 
 import shlex
+import textwrap
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal
@@ -142,13 +143,21 @@ def build_quotas(entity_rows: Iterable[Mapping], user_rows: Iterable[Mapping], i
     return items
 
 
-def to_yaml(items: list[dict], rules: Rules, source: str = "") -> str:
+def _comments(lines: Iterable[str]) -> str:
+    """``# `` lines, wrapped at 116 characters."""
+    return "".join(f"# {part}\n" for line in lines for part in textwrap.wrap(line, 114))
+
+
+def to_yaml(items: list[dict], rules: Rules, source: str = "", scope_lines: Iterable[str] = ()) -> str:
+    """The ``quotas:`` block, its header saying the rule, the source and (``scope_lines``) which quota.scope the
+    figures are for."""
     header = (f"# Recommended quotas: p99 rate x headroom {rules.headroom:g}, rounded up to two significant digits;\n"
               f"# controller_mutation_rate and producer_ids_rate also hold the {rules.burst} one-interval burst\n"
               f"# (controller window {rules.controller_window_num} x {rules.controller_window_s:g} s; producer ids per "
               f"{rules.producer_id_window_s:g} s, {rules.producer_id_window_num} windows).\n")
     if source:
         header += f"# From: {source}\n"
+    header += _comments(scope_lines)
     return header + yaml.safe_dump({"quotas": items}, sort_keys=False, default_flow_style=None, width=120)
 
 
@@ -169,5 +178,6 @@ def to_command(item: Mapping, bootstrap: str = BOOTSTRAP) -> str:
     return " ".join(parts + ["--add-config", configs])
 
 
-def to_commands(items: Iterable[Mapping]) -> str:
-    return "".join(to_command(it) + "\n" for it in items)
+def to_commands(items: Iterable[Mapping], scope_lines: Iterable[str] = ()) -> str:
+    """One command per line, after ``# `` lines saying which quota.scope the figures are for."""
+    return _comments(scope_lines) + "".join(to_command(it) + "\n" for it in items)

@@ -86,8 +86,9 @@ img{max-width:100%;border:1px solid #ddd} code{background:#f4f4f4}"""
 
 
 def write_report(path: str, summary: Mapping, offenders: Mapping[str, Mapping], charts: Mapping[str, str | None],
-                 quota_items: Sequence[Mapping]) -> None:
-    """``report.html``: what was read, the top offenders per dimension with their chart, the recommendations."""
+                 quota_items: Sequence[Mapping], scope_lines: Sequence[str] = ()) -> None:
+    """``report.html``: what was read, which quota.scope the figures are for (``scope_lines``: the first says what a
+    rate is, the rest are notes), the top offenders per dimension with their chart, the recommendations."""
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Usage report</title><style>{STYLE}</style>"
              "</head><body><h1>kafka-quota-proxy usage report</h1>"]
     parts.append(_table(["", ""], [[k, v if isinstance(v, int) else str(v)] for k, v in summary.items()]))
@@ -100,6 +101,8 @@ def write_report(path: str, summary: Mapping, offenders: Mapping[str, Mapping], 
                  "<a href='recommended-commands.txt'>recommended-commands.txt</a>, "
                  "<a href='top_offenders.json'>top_offenders.json</a>, Parquet tables <code>entity_stats/</code>, "
                  "<code>user_stats/</code>, <code>ip_stats/</code>.</p>")
+    parts += [f"<p class='scope'><strong>{html.escape(line)}</strong></p>" if i == 0 else
+              f"<p class='scope'>{html.escape(line)}</p>" for i, line in enumerate(scope_lines)]
     for name, dim in offenders.items():
         parts.append(f"<h2>{html.escape(dim['title'])}</h2>")
         parts.append(f"<p>Ranked by <code>{html.escape(dim['metric'])}</code> ({html.escape(dim['unit'])}).</p>")
@@ -115,7 +118,9 @@ def write_report(path: str, summary: Mapping, offenders: Mapping[str, Mapping], 
         elif name in charts:
             parts.append("<p><em>No chart: matplotlib is not installed (pip install 'kafka-quota-proxy[analytics]')."
                          "</em></p>")
-    parts.append(f"<h2>Recommended quotas ({len(quota_items)} entities)</h2>")
+    scope = summary.get("quota scope")
+    parts.append(f"<h2>Recommended quotas ({len(quota_items)} entities"
+                 f"{f', for quota.scope {html.escape(str(scope))}' if scope else ''})</h2>")
     keys = sorted({k for it in quota_items for k in it if k != "entity"})
     rows = [[" ".join(f"{k}={v}" for k, v in it["entity"].items())] + [it.get(k) for k in keys] for it in quota_items]
     parts.append(_table(["entity"] + keys, rows))

@@ -2,11 +2,15 @@
 
 Percentiles are exact with linear interpolation: over 101 values 0..100 (one per interval) p99 is the value at rank
 0.99 x 100 = 99, so an entity producing k x 1000 bytes/s in interval k has p99 = 99,000 bytes/s exactly.
+
+One tenant (:data:`SPLIT`) produces through two sidecars (two brokers) whose intervals do not line up: under
+quota.scope broker its figure is the busiest broker's, under cluster the sum (see :func:`split_records`).
 """
 
 import json
 import os
 import random
+from html import escape
 
 import pytest
 import yaml
@@ -18,6 +22,22 @@ from analytics.generate import HOG, PID_CHURNER, START_TIME, STORM_IP, TOPIC_STO
 DT = 10.0
 KNOWN = ("known", "exact")
 KNOWN_IP = "198.51.100.7"
+SPLIT = ("split", "two-brokers")
+
+
+def split_records(scope="broker"):
+    """20 intervals: sidecar-1 takes k x 1000 bytes/s of SPLIT's produce in interval k (1..20), sidecar-2 (its
+    intervals ending 3.7 s later and 4 ms longer, as a proxy started at another time writes them) the rest of 21,000
+    bytes/s. The busiest broker's rate is max(k, 21 - k) x 1000: 11..20 thousand twice each, p99 (rank 18.81 of 19)
+    20,000; the cluster's is 21,000 in every interval."""
+    out = []
+    for k in range(1, 21):
+        t = START_TIME + k * DT
+        out.append(record(t, DT, "PLAINTEXT", "192.0.2.41", *SPLIT, "Produce", requests=1,
+                          request_bytes=k * 1000 * int(DT), proxy="sidecar-1", scope=scope))
+        out.append(record(t + 3.7, DT + 0.004, "PLAINTEXT", "192.0.2.41", *SPLIT, "Produce", requests=1,
+                          request_bytes=(21 - k) * 10_004, proxy="sidecar-2", scope=scope))
+    return out
 
 
 def known_records():
@@ -53,6 +73,7 @@ def result(spark, tmp_path_factory):
     log = tmp_path_factory.mktemp("usage")
     generated = write_log(str(log), Options(entities=12, intervals=60, seed=7))
     known = write_jsonl(str(log / "known.jsonl.gz"), known_records())
+    known += write_jsonl(str(log / "split.jsonl"), split_records())
     (log / "ignored.txt").write_text("not a usage file\n")
     out = tmp_path_factory.mktemp("plan")
     res = job.run(str(log), str(out), spark=spark)
@@ -105,13 +126,45 @@ def test_recommended_quotas(result):
     assert item_for(items, client_id="no-auth") == {"producer_byte_rate": 150}
     assert all(isinstance(it.get("producer_byte_rate", 0), int) for it in items)
     assert not any("producer_ids_rate" in it and "client-id" in it["entity"] for it in items)
-    commands = (result["out"] / "recommended-commands.txt").read_text().splitlines()
+    commands = [line for line in (result["out"] / "recommended-commands.txt").read_text().splitlines()
+                if not line.startswith("#")]
     assert len(commands) == len(items)
     assert ("kafka-quota-proxy configs --bootstrap-server HOST:PORT --alter --entity-type users --entity-name known --entity-type clients "
             "--entity-name exact --add-config producer_byte_rate=150000,consumer_byte_rate=300000,"
             "controller_mutation_rate=5.0") in commands
     assert (f"kafka-quota-proxy configs --bootstrap-server HOST:PORT --alter --entity-type ips --entity-name {KNOWN_IP} "
             "--add-config connection_creation_rate=15.0") in commands
+
+
+def test_under_broker_scope_a_tenant_on_two_brokers_is_recommended_its_busiest_broker_rate(result):
+    """The log records quota.scope broker: SPLIT's figure is the busiest broker's p99 (20,000 B/s x 1.5), not the
+    cluster's 21,000; every output says so."""
+    items = quota_items(result["out"])
+    assert item_for(items, user=SPLIT[0], client_id=SPLIT[1]) == {"producer_byte_rate": 30_000}
+    assert result["scope"] == "broker" and result["proxies"] == 3 and result["broker budgets"] == 3
+    per_broker = "quota.scope broker: each rate is per broker, the busiest broker's in each interval"
+    assert per_broker in " ".join(line.lstrip("# ") for line in
+                                  (result["out"] / "recommended-quotas.yaml").read_text().splitlines())
+    assert (result["out"] / "recommended-commands.txt").read_text().startswith(f"# {per_broker}")
+    html = (result["out"] / "report.html").read_text()
+    assert f"<strong>{escape(per_broker)}" in html and "for quota.scope broker)</h2>" in html
+    assert "<td>quota scope</td><td>broker</td>" in html
+    assert "Produce bytes per second, busiest broker: top 5" in (result["out"] / "chart-producer_byte_rate.svg"
+                                                                 ).read_text()
+    assert per_broker in "\n".join(job.summary_lines(result))
+
+
+def test_the_split_tenant_summed_per_interval_under_cluster_scope(spark):
+    """The frames the job builds, on SPLIT's records alone: the two sidecars' misaligned intervals land on one grid
+    (10 s, the records' midpoints), so the cluster's rate is 21,000 B/s in each of 20 intervals."""
+    from analytics import stats
+
+    usage = spark.createDataFrame(split_records("cluster"), stats.SCHEMA)
+    grid = stats.on_grid(usage)
+    for scope, p99 in (("cluster", 21_000), ("broker", 20_000)):
+        [row] = stats.entity_stats(stats.entity_intervals(grid, scope)).where("api = 'Produce'").collect()
+        assert row["intervals"] == 20 and row["request_rate_p99"] == pytest.approx(p99), scope
+        assert row["request_bytes"] == sum(r["request_bytes"] for r in split_records())
 
 
 def test_misbehaving_tenants_top_their_dimension(result):
@@ -140,10 +193,28 @@ def test_kafka_quota_proxy_analyze(spark, result, tmp_path):
     log = tmp_path / "usage"
     write_log(str(log), Options(entities=3, intervals=10, seed=1))
     assert main(["analyze", "--input", str(log), "--output", str(tmp_path / "out"), "--headroom", "2",
-                 "--no-charts"]) == 0
+                 "--no-charts", "--scope", "cluster"]) == 0
     text = (tmp_path / "out" / "recommended-quotas.yaml").read_text()
     assert "headroom 2" in text and yaml.safe_load(text)["quotas"]
+    # asked for cluster, on a log written under broker: said in the outputs
+    assert "# quota.scope cluster: each rate is the tenant's total over the whole cluster" in text
+    assert "the log was written under quota.scope broker: these figures are for running under cluster" in \
+        " ".join(line.lstrip("# ") for line in text.splitlines())
+    assert "for quota.scope cluster)</h2>" in (tmp_path / "out" / "report.html").read_text()
     assert spark.range(1).count() == 1
+
+
+def test_a_log_mixing_scopes_is_refused_naming_them(spark, tmp_path, capsys):
+    from analytics.cli import main
+
+    (tmp_path / "usage").mkdir()
+    write_jsonl(str(tmp_path / "usage" / "a.jsonl"), [
+        record(START_TIME + DT, DT, "PLAINTEXT", "192.0.2.1", "u", "c", "Produce", request_bytes=1, proxy="a:1"),
+        record(START_TIME + DT, DT, "PLAINTEXT", "192.0.2.1", "u", "c", "Produce", request_bytes=1, proxy="b:1",
+               scope="cluster")])
+    assert main(["analyze", "--input", str(tmp_path / "usage"), "--output", str(tmp_path / "out")]) == 1
+    assert ("kafka-quota-proxy analyze: the log mixes quota.scope broker (1 records from a:1) and cluster (1 records "
+            "from b:1)") in capsys.readouterr().err
 
 
 def test_analyze_a_missing_input_says_so(spark, tmp_path, capsys):
