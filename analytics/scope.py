@@ -9,7 +9,8 @@ are taken as ``broker`` (Kafka's semantics, the proxy's default), from one proxy
   broker port; the bootstrap port is a budget of its own), then the percentiles over the intervals.
   ``controller_mutation_rate``: the busiest proxy's (one KIP-599 bucket per proxy).
 - ``cluster``: one budget for the whole cluster, so a figure is the tenant's total, summed over every proxy and
-  broker in each interval (the sidecars sharing a usage topic; give the planner all their logs).
+  broker in each interval (the proxies sharing a usage topic, sidecars or cluster-mode replicas: give the planner
+  all their logs).
 
 ``connection_creation_rate`` is per proxy under both (connection limits are never shared): the busiest proxy's.
 
@@ -64,8 +65,8 @@ class Scope:
             out.append(f"the log was written under quota.scope {' and '.join(sorted(logged))}: these figures are "
                        f"for running under {self.scope}, as --scope asked")
         if self.scope == CLUSTER and self.proxies == 1:
-            out.append("one proxy's log: under quota.scope cluster on sidecars, give the planner every sidecar's log "
-                       "(the budget is their sum)")
+            out.append("one proxy's log: where proxies share a usage topic (quota.scope cluster), give the planner "
+                       "every one's log (the budget is their sum)")
         return out
 
     def summary(self) -> dict:
