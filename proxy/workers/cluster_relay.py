@@ -10,10 +10,13 @@ fallback are decided here, once for the proxy: while no peer is fresh, the proxy
 peers goes to every worker, so the workers together keep to quota / live proxies known. The id, the peers and the
 tombstone on a clean stop are the parent's: a worker that restarts changes nothing the peers see. The metrics
 (``cluster_usage_*``) are the parent's own, unlabelled in its /metrics; its /readyz carries the fallback note.
+A peer's record of thousands of entities is encoded for the workers in a thread (seconds at 10^5), and each worker
+decodes it off its loop and records it a step at a time (:mod:`proxy.workers.link`), so neither stalls.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 
@@ -22,11 +25,19 @@ from proxy.cluster import own_clients
 from proxy.cluster.kafka_clients import OwnKafka
 from proxy.identity import proxy_id
 from proxy.observers.cluster_usage import ClusterUsage
+from proxy.ops.http import quiet
+from proxy.tasks import cancel_all
 from proxy.workers.frames import USAGE, pack
 from quota.usage_delta import UsageDelta, UsageDeltaError, decode, encode
+from quota.usage_share import RECORD_STEP
 from quota.usage_sum import UsageSum
 
 log = logging.getLogger(__name__)
+
+
+def quiet_encode(delta: UsageDelta) -> bytes:
+    with quiet():
+        return encode(delta)
 
 
 class WorkersClusterUsage:
@@ -41,6 +52,7 @@ class WorkersClusterUsage:
         self.sum = UsageSum()
         self.usage = ClusterUsage(settings, kafka, registry, own_id, self.sum, self._to_workers, wall)
         self._send = to_workers
+        self._encoding: set[asyncio.Task] = set()  # large deltas being encoded off the loop
         # a sidecar's own clients go straight to the broker behind, not through a worker's listener (as one process's)
         sidecar_ports = {ports[lc.name] for lc in config.listeners if not lc.cluster_mode and lc.name in ports}
         first = upstream.bootstrap_servers[0]
@@ -61,8 +73,19 @@ class WorkersClusterUsage:
         self.usage.wake()
 
     def _to_workers(self, delta: UsageDelta) -> None:
-        if not delta.empty:  # a peer's sign of life (an empty record) is the parent's business only
+        if delta.empty:  # a peer's sign of life (an empty record) is the parent's business only
+            return
+        if delta.entities < RECORD_STEP:
             self._send(pack(USAGE, encode(delta)))
+            return
+        # thousands of entities take a second or more to encode: off the loop, which keeps relaying the workers'
+        # deltas meanwhile (the order of remote usage does not matter: it adds up)
+        task = asyncio.get_running_loop().create_task(self._encode_and_send(delta))
+        self._encoding.add(task)
+        task.add_done_callback(self._encoding.discard)
+
+    async def _encode_and_send(self, delta: UsageDelta) -> None:
+        self._send(pack(USAGE, await asyncio.to_thread(quiet_encode, delta)))
 
     async def start(self) -> None:
         own_clients.track_aiokafka()  # installs the route below into aiokafka
@@ -74,3 +97,4 @@ class WorkersClusterUsage:
 
     async def stop(self) -> None:
         await self.usage.stop()
+        await cancel_all(list(self._encoding))

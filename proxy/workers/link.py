@@ -14,16 +14,23 @@ from types import SimpleNamespace
 
 from prometheus_client import Counter
 
+from proxy.ops.http import quiet
 from proxy.ops.metrics import PREFIX
 from proxy.tasks import cancel_and_wait
 from proxy.workers.frames import EAGER, GONE, HELLO, READY, RESEND, USAGE, FrameError, pack, read_frame
 from quota.usage_delta import UsageDeltaError, decode, encode
-from quota.usage_share import UsageTap, record_remote
+from quota.usage_share import RECORD_STEP, UsageTap, record_remote_steps
 
 log = logging.getLogger(__name__)
 
 VOLUME = "volume"  # the scope of the volume throttle's scaled producer_byte_rate (broker scopes are node ids)
 MAX_UNSENT_BYTES = 16 * 2**20  # the parent not reading: deltas past this are dropped (counted), never buffered
+DECODE_IN_THREAD_BYTES = 64 * 2**10  # a delta this long (a peer proxy's, thousands of entities) is decoded off the loop
+
+
+def quiet_decode(payload: bytes):
+    with quiet():
+        return decode(payload)
 
 
 class WorkerLink:
@@ -145,7 +152,10 @@ class WorkerLink:
                 if kind != USAGE:
                     continue
                 try:
-                    delta = decode(payload)
+                    if len(payload) < DECODE_IN_THREAD_BYTES:
+                        delta = decode(payload)
+                    else:
+                        delta = await asyncio.to_thread(quiet_decode, payload)
                 except UsageDeltaError as exc:
                     log.warning("worker %s: a peer's usage delta dropped: %s", self.source, exc)
                     continue
@@ -154,9 +164,14 @@ class WorkerLink:
                     log.warning("worker %s: a peer's usage delta for unknown scope %r dropped", self.source,
                                 delta.scope)
                     continue
-                record_remote(delta, quotas.clock.now_ms(), produce=scoped.produce, fetch=scoped.fetch,
-                              mutations=quotas.mutations, producer_ids=scoped.producer_ids,
-                              connections=app.connection_quotas)
+                # a large delta (a peer proxy's record: 10^5 entities take seconds) a step at a time, the worker's
+                # clients served in between
+                large = delta.entities > RECORD_STEP
+                for _ in record_remote_steps(delta, quotas.clock.now_ms, produce=scoped.produce, fetch=scoped.fetch,
+                                             mutations=quotas.mutations, producer_ids=scoped.producer_ids,
+                                             connections=app.connection_quotas, step=RECORD_STEP if large else None):
+                    if large:
+                        await asyncio.sleep(0)
                 self.deltas.labels("received").inc()
                 self.entities.labels("received").inc(delta.entities)
         except (FrameError, ConnectionError) as exc:

@@ -1,8 +1,9 @@
 """``workers: N`` with ``quota.cluster.topic`` (issue 26), without a broker or processes: the parent
 (proxy.workers.cluster_relay) publishes the sum of its workers' usage as the proxy's one record, passes peers' usage
 and, in fallback, the silent peers' share to every worker as USAGE frames, and keeps the cluster_usage_* metrics and
-the /readyz note itself; a worker's link tells the parent when it synced early. Wall time is a fake clock; the
-Kafka side is tests/integration/test_cluster_workers.py."""
+the /readyz note itself; a worker's link tells the parent when it synced early; a peer's delta of thousands of
+entities neither stalls the parent (encoded in a thread) nor a worker (recorded a step at a time). Wall time is a
+fake clock; the Kafka side is tests/integration/test_cluster_workers.py."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import socket
 
 from config.loader import parse_config
 from proxy.workers.cluster_relay import WorkersClusterUsage
-from proxy.workers.frames import EAGER, USAGE, read_frame
+from proxy.workers.frames import EAGER, USAGE, pack, read_frame
 from proxy.workers.link import WorkerLink
 from proxy.workers.supervisor import Supervisor
 from quota.clock import ManualClock
@@ -117,3 +118,58 @@ def link_frames(config: dict) -> list[bytes]:
 def test_a_worker_that_syncs_early_tells_the_parent_only_with_a_usage_topic():
     assert link_frames(raw()) == [USAGE, EAGER, USAGE]
     assert link_frames({**raw(), "settings": {"workers": 2}}) == [USAGE, USAGE]
+
+
+LARGE = 5000  # entities: more than one recording step (quota.usage_share.RECORD_STEP), a frame past 64 KiB
+
+
+def large_delta(source: str) -> UsageDelta:
+    return UsageDelta(source, produce=tuple((f"user{i:05}", "spread", 10.0) for i in range(LARGE)))
+
+
+def test_a_large_peer_delta_is_encoded_off_the_parents_loop():
+    """A peer proxy's record of thousands of entities takes the parent a second or more to encode: meanwhile its
+    loop keeps running (relaying the workers' own deltas); the frame arrives whole afterwards."""
+
+    async def run():
+        supervisor, relay, sent, wall = parent(**{"quota.cluster.id": "a"})
+        ticks_when_sent = []
+        ticks = 0
+
+        def to_workers(frame: bytes) -> None:
+            ticks_when_sent.append(ticks)
+            sent.append(decode(frame[5:]))
+
+        relay._send = to_workers
+        assert relay.usage.take_record(b"b", encode(large_delta("b")), wall.now_ms())
+        while not sent:
+            ticks += 1
+            await asyncio.sleep(0)
+        assert sent == [large_delta("b")]
+        assert ticks_when_sent[0] > 0, "the loop did nothing while the delta was encoded"
+        await relay.stop()
+
+    asyncio.run(run())
+
+
+def test_a_worker_records_a_large_delta_a_step_at_a_time_serving_its_clients_in_between():
+    async def run():
+        app = FakeApp(ManualClock(1_000_000), {**raw(), "quotas": [{"entity": {"user": "<default>"},
+                                                                    "producer_byte_rate": RATE}]})
+        ours, theirs = socket.socketpair()
+        link = WorkerLink(app, 0, ours, 10_000, lambda: None)
+        await link.start()
+        _, to_worker = await asyncio.open_unix_connection(sock=theirs)
+        to_worker.write(pack(USAGE, encode(large_delta("b"))))
+        produce = app.quotas.produce
+        halfway = 0  # loop turns seen with the first entity recorded and the last not yet
+        while produce.stats_for(f"user{LARGE - 1:05}", "spread") is None:
+            if produce.stats_for("user00000", "spread") is not None:
+                halfway += 1
+            await asyncio.sleep(0)
+        assert halfway > 0, "the whole delta was recorded in one turn of the loop"
+        assert produce.stats_for(f"user{LARGE // 2:05}", "spread").rate > 0
+        await link.close()
+        to_worker.close()
+
+    asyncio.run(run())
