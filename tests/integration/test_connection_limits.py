@@ -17,7 +17,7 @@ from proxy.codec.header import encode_request_header, frame
 from demo.storms import connect_once as demo_connect_once
 from tests.harness import Tansu, free_port, proxy_config, start_proxy
 
-pytestmark = [pytest.mark.integration, pytest.mark.measures_rate]
+pytestmark = pytest.mark.integration
 
 API_VERSIONS_V0 = frame(encode_request_header(18, 0, 7, "conn-test"))
 
@@ -56,6 +56,7 @@ def start(broker_port: int, quotas=None, listeners=None, **settings):
     return start_proxy(config)
 
 
+@pytest.mark.measures_rate
 def test_an_ip_over_its_connection_rate_is_throttled_while_another_ip_connects_at_full_speed(broker):
     """connection_creation_rate 5 for 127.0.0.2; 20 connects/s from it and from 127.0.0.3 for 12 s. 127.0.0.2 gets
     its start-up allowance (5 x 10 windows = 50, as Kafka's sampled rate allows) and then about 5 a second once its
@@ -83,6 +84,7 @@ def test_an_ip_over_its_connection_rate_is_throttled_while_another_ip_connects_a
         proxy.stop()
 
 
+@pytest.mark.measures_rate
 def test_the_listener_rate_holds_under_a_burst_from_many_ips_and_the_internal_listener_is_exempt(broker):
     """max.connection.creation.rate 10: a burst of 200 connections from 20 IPs gets the allowance (about 100) at
     once, about 10 more in its first second, then about one a second (each accept waits at most one window), the rest waiting in the kernel's backlog
@@ -113,6 +115,7 @@ def test_the_listener_rate_holds_under_a_burst_from_many_ips_and_the_internal_li
         proxy.stop()
 
 
+# counts, not rates: no measures_rate mark, so it runs beside the rate groups
 def test_connections_over_the_count_limits_are_closed_at_once(broker):
     """max.connections.per.ip 2 with an override of 3 for 127.0.0.5, max.connections 6."""
     proxy = start(broker, **{"max.connections.per.ip": 2, "max.connections.per.ip.overrides": "127.0.0.5:3",

@@ -24,7 +24,7 @@ from tests.harness import Tansu, free_port, wait_for_port
 from tests.integration import clients as c
 from tests.integration.raw import read_frame
 
-pytestmark = [pytest.mark.integration, pytest.mark.measures_rate]
+pytestmark = pytest.mark.integration
 
 QUOTA = 1024 * 1024  # producer_byte_rate, bytes/s, of client-id "spread" (large against the 64 KiB batches)
 WINDOW_NUM, WINDOW_S = 3, 1  # a short window: the start-up burst is 2 s of quota, the span 3 s
@@ -109,6 +109,7 @@ def produce_at_full_speed(bootstrap: str, topic: str, stop: threading.Event, err
     producer.flush(30)
 
 
+@pytest.mark.measures_rate  # the other two tests here measure no rate: they run beside the rate groups
 def test_one_tenant_spread_over_two_workers_gets_its_quota_in_total(tmp_path):
     with workers_proxy(tmp_path, 2) as (proc, bootstrap, metrics_port, _):
         c.ck_create_topic(bootstrap, "spread", 4)
