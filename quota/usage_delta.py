@@ -37,6 +37,7 @@ the field.
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
 import zlib
@@ -98,7 +99,7 @@ def encode(delta: UsageDelta, *, compress: bool = False) -> bytes:
         for part in _parts(rows):
             names.update(map(first, part))
             client_names.update(map(second, part))
-    user_list, client_list = sorted(names), sorted(client_names)  # neighbours share most of their name: compresses
+    user_list, client_list = _sorted(names), _sorted(client_names)  # neighbours share most of their name: compresses
     users: dict[str, int] = {}
     for at, part in enumerate(_parts(user_list)):
         users.update(zip(part, range(at * LINE_ITEMS, at * LINE_ITEMS + len(part))))
@@ -119,6 +120,14 @@ def encode(delta: UsageDelta, *, compress: bool = False) -> bytes:
     _lines(lines, "producer_ids", [(users[user], count, ids) for user, count, ids in delta.producer_ids])
     data = "\n".join(lines).encode()
     return zlib.compress(data, ZLIB_LEVEL) if compress else data
+
+
+def _sorted(names: set[str]) -> list[str]:
+    """``sorted(names)`` in short calls: a part at a time, then merged (one sort of 10^5 names held the GIL 50 ms)."""
+    if len(names) <= LINE_ITEMS:
+        return sorted(names)
+    names = list(names)
+    return list(heapq.merge(*(sorted(part) for part in _parts(names))))
 
 
 def _parts(items):

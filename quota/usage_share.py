@@ -158,6 +158,7 @@ class Gathered:
     def absorb(self, leftover: list[tuple]) -> None:
         """Add an earlier sync's :meth:`leftover` to this one (a gathered value belongs to no tap: a thread may do
         it while the tap takes new usage)."""
+        last_key = per_key = None
         for quota_key, tags, entry, value in leftover:
             if quota_key is None:
                 mine = self.pids.get(tags)
@@ -166,15 +167,14 @@ class Gathered:
                 else:
                     mine[0] += entry[0]
                     mine[1].extend(entry[1][:MAX_PRODUCER_IDS_PER_USER - len(mine[1])])
+                continue
+            if quota_key != last_key:
+                last_key, per_key = quota_key, self.values.setdefault(quota_key, {})
+            mine = per_key.get(tags)
+            if mine is None:
+                per_key[tags] = [entry[0], entry[1], value, entry[3]]
             else:
-                per_key = self.values.get(quota_key)
-                if per_key is None:
-                    per_key = self.values[quota_key] = {}
-                mine = per_key.get(tags)
-                if mine is None:
-                    per_key[tags] = [entry[0], entry[1], value, entry[3]]
-                else:
-                    mine[2] += value
+                mine[2] += value
         self._ranked = None
 
     @property
@@ -201,8 +201,8 @@ class Gathered:
     def top(self, n: int | None = None, coarse: bool = False) -> UsageDelta:
         """The first ``n`` ranked entries as a delta (all of them when ``n`` is None or not below
         :attr:`entities`), with every connection count; entries that came to nothing are left out. ``coarse``: byte
-        counts rounded to two significant digits (what the rest compresses to is about half), what rounding took
-        off kept in :attr:`residuals` for :meth:`leftover` (a fraction of a byte is dropped)."""
+        counts cut to their two or three leading digits (what the rest compresses to is about half), what was cut
+        kept in :attr:`residuals` for :meth:`leftover` (a fraction of a byte is dropped)."""
         if n is None or n >= self.entities:
             chosen = {key: per_key.items() for key, per_key in self.values.items()}
             pids = self.pids
@@ -235,16 +235,31 @@ class Gathered:
 
 
     def _coarse(self, quota_key: str, items) -> list:
+        """Byte counts cut to their two or three leading digits (an integer; others rounded to two significant
+        digits): sent up to a tenth low, what was cut kept in :attr:`residuals` for the next sync."""
         out = []
-        residuals = self.residuals
+        append, residual = out.append, self.residuals.append
         for tags, e in items:
             value = e[2]
-            sent = value if -100 < value < 100 else round(value, 2 - len(str(int(abs(value)))))
-            if sent != value and abs(value - sent) >= 1:
-                residuals.append((quota_key, tags, e, value - sent))
-            if sent:
-                out.append((e[0], e[1], sent))
+            if type(value) is int:
+                cut = value % _STEPS[value.bit_length()] if value > 0 else 0
+            elif -100 < value < 100:
+                cut = 0
+            else:
+                cut = value - round(value, 2 - len(str(int(abs(value)))))
+                if abs(cut) < 1:  # a fraction of a byte
+                    cut, value = 0, value - cut
+            if cut:
+                residual((quota_key, tags, e, cut))
+                value -= cut
+            if value:
+                append((e[0], e[1], value))
         return out
+
+
+_STEPS = [10 ** max(0, int((bits - 1) * math.log10(2)) - 1) for bits in range(65)] + [1] * 1000
+"""For a positive integer of n bits, the power of ten that leaves it its two or three leading digits (10 to 199)
+once the rest is cut; above 64 bits nothing is cut."""
 
 
 def _share(entry: list) -> float:
