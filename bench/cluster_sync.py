@@ -3,7 +3,8 @@
 In one process, with the proxy's real managers and its :class:`~proxy.observers.cluster_usage.ClusterUsage`
 (without Kafka: the record's bytes are handed from one sidecar to the other): sidecar A's clients use N entities
 (each a tenant under a ``<default>`` user quota, with one client id of its own, producing and, unless
-``--produce-only``, consuming: 2 N rows), then A makes its sync's record and sidecar B records it. Printed per N:
+``--produce-only``, consuming: 2 N rows; user names ``tenant-000042``, or with ``--names uuid`` random UUIDs, which
+do not compress), then A makes its sync's record and sidecar B records it. Printed per N:
 
 * publish: A's gather + round + encode + compress (``fit``), CPU time, at the first sync (no guess yet of the bytes
   per entity: encoded until it fits) and the next (the entities used again, and what the first carried); the
@@ -59,11 +60,11 @@ def sidecar(own_id: str, max_bytes: int) -> tuple[ProxyApp, ClusterUsage]:
 
 
 def use(app: ProxyApp, n: int, produce_only: bool, names: str, seed: int) -> None:
-    rnd = random.Random(seed)
+    rnd, named = random.Random(seed), random.Random(0)  # the same tenants each time, other byte counts
     produce, fetch = app.quotas.produce, app.quotas.fetch
     for i in range(n):
-        user = f"tenant-{i:06d}"
-        client_id = f"{user}-app" if names == "tenant" else str(uuid.UUID(int=rnd.getrandbits(128)))
+        user = f"tenant-{i:06d}" if names == "tenant" else str(uuid.UUID(int=named.getrandbits(128)))
+        client_id = f"{user}-app"
         produce.record_no_throttle(user, client_id, rnd.randrange(1, 2_000_000))
         if not produce_only:
             fetch.record_no_throttle(user, client_id, rnd.randrange(1, 2_000_000))
