@@ -6,15 +6,15 @@ In one process, with the proxy's real managers and its :class:`~proxy.observers.
 ``--produce-only``, consuming: 2 N rows; user names ``tenant-000042``, or with ``--names uuid`` random UUIDs, which
 do not compress), then A makes its sync's record and sidecar B records it. Printed per N:
 
-* publish: A's gather + round + encode + compress (``fit``), CPU time, at the first sync (no guess yet of the bytes
+* publish: A's gather + round + encode + compress (``fit``, in a thread as the publisher does it), the process's CPU
+  time, at the first sync (no guess yet of the bytes
   per entity: encoded until it fits) and the next (the entities used again, and what the first carried); the
   next record's size raw (uncompressed) and compressed, the entities sent and carried to the sync after
   (past ``quota.cluster.record.max.bytes``), and the usage topic's bytes/s per sidecar (one record per
   ``sync.ms``);
 * follow: B's decode, and its recording of the delta into its managers the first time (sensors made) and again
   (sensors there), CPU time; the longest the event loop did not run a 1 ms ticker while B took the record as the
-  follower does (decode in a thread, recording in steps), and while A made its record as the publisher does (in
-  a thread); and, for scale, the longest while the loop did nothing else for as long as the follower took (what
+  follower does (decode in a thread, recording in steps), and while A made its next record; and, for scale, the longest while the loop did nothing else for as long as the follower took (what
   the machine's other load costs a 1 ms ticker).
 
 The set-up's objects (10^5 tenants' sensors: about a million) are frozen out of the garbage collector first
@@ -103,6 +103,19 @@ def timed(work):
     return result, time.perf_counter() - wall, time.process_time() - cpu
 
 
+async def published(usage: ClusterUsage):
+    """One sync as the publisher makes it (in a thread): the record, the process's CPU seconds, the longest stall."""
+    out = {}
+
+    async def sync():
+        cpu = time.process_time()
+        out["fitted"] = await usage._sync()
+        out["cpu"] = time.process_time() - cpu
+
+    stall = await longest_stall(sync())
+    return out["fitted"], out["cpu"], stall
+
+
 async def one(n: int, args) -> dict:
     a_app, a = sidecar("a", args.max_bytes)
     b_app, b = sidecar("b", args.max_bytes)
@@ -110,9 +123,9 @@ async def one(n: int, args) -> dict:
     rows = sum(len(v) for v in a.own._values.values())
     gc.collect()
     gc.freeze()  # the set-up's objects: a full collection walking them is the proxy's cost, not the sync's
-    first, first_wall, first_cpu = timed(a.take)  # no guess yet of the bytes per entity
+    first, first_cpu, _ = await published(a)  # no guess yet of the bytes per entity
     use(a_app, n, args.produce_only, args.names, n + 1)
-    fitted, publish_wall, publish_cpu = timed(a.take)  # the next sync: what carried over, and as much again
+    fitted, publish_cpu, publish_stall = await published(a)  # the next: what the first left over, and as much again
     raw = len(encode(fitted.delta))
     delta, decode_wall, decode_cpu = timed(lambda: decode(fitted.data))
     quotas = b_app.quotas
@@ -128,11 +141,9 @@ async def one(n: int, args) -> dict:
     started = time.perf_counter()
     follow_stall = await longest_stall(b._take_record(b"a", fitted.data, b.wall.now_ms()))
     idle_stall = await longest_stall(asyncio.sleep(time.perf_counter() - started))  # the machine's own share
-    use(a_app, n, args.produce_only, args.names, n + 2)
-    publish_stall = await longest_stall(a._sync())
     gc.unfreeze()
     return {"n": n, "rows": rows, "first": first_cpu, "first_enc": first.encodings, "publish": publish_cpu,
-            "publish_wall": publish_wall, "raw": raw, "bytes": len(fitted.data), "sent": fitted.sent,
+            "raw": raw, "bytes": len(fitted.data), "sent": fitted.sent,
             "carried": fitted.carried, "encodings": fitted.encodings, "decode": decode_cpu,
             "record_first": first_record_cpu, "record_again": again_cpu, "follow_stall": follow_stall,
             "publish_stall": publish_stall, "idle_stall": idle_stall}
