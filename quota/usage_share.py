@@ -270,7 +270,7 @@ def _share(entry: list) -> float:
     return abs(entry[2]) / limit if limit else math.inf
 
 
-RECORD_STEP = 2000
+RECORD_STEP = 500
 """Remote entries recorded between two yields of :func:`record_remote_steps` (a few milliseconds of work)."""
 
 

@@ -280,8 +280,9 @@ class ClusterUsage:
             self._broken(exc)
             return
         if self._fresh(key, delta, timestamp_ms):
-            for _ in self._record(delta):
-                await asyncio.sleep(0)
+            with young_collections_only():  # a second of recording at 10^5 entities: no full collection in it
+                for _ in self._record(delta):
+                    await asyncio.sleep(0)
 
     def _wanted(self, key: bytes | None, value: bytes | None, timestamp_ms: int) -> bool:
         """Whether a record is to be decoded: not a tombstone, and (by its key, the sidecar's id, before any
