@@ -157,7 +157,7 @@ async def main() -> None:
     parser.add_argument("--max-bytes", type=int, default=786_432)
     args = parser.parse_args()
     load = os.getloadavg()[0]
-    print(f"cluster sync cost: {'produce only' if args.produce_only else 'produce + fetch'} per entity, client ids "
+    print(f"cluster sync cost: {'produce only' if args.produce_only else 'produce + fetch'} per entity, user names "
           f"{args.names}, record at most {args.max_bytes:,} bytes, sync every {SYNC_MS} ms; load {load:.1f}")
     header = ("entities", "rows", "1st sync (enc)", "publish", "raw", "record", "sent", "carried", "enc",
               "topic B/s", "decode", "record new", "record again", "stall follow", "stall publish", "stall idle")
