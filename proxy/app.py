@@ -253,6 +253,8 @@ class ProxyApp:
             await self.cluster_usage.start()
 
     volume_source = None  # tests and the demo inject a simulated volume source for the publisher
+    usage_kafka = None  # where the usage topic is (quota.cluster.topic), when not on this sidecar's broker's cluster:
+    # bench/cluster_budget.py's one-broker Tansu clusters share the first one's (an OwnKafka)
 
     async def _housekeep(self) -> None:
         """Off the request path: close connections past their bounds, drop quota sensors idle for an hour (as Kafka

@@ -145,7 +145,7 @@ class ClusterUsage:
                                        connections=app.connection_quotas)
 
         own_id = proxy_id(settings, (address[1] for address in app.listener_addresses.values()))
-        usage = cls(settings, app.kafka, app.metrics.registry, own_id, None, record, wall)
+        usage = cls(settings, app.usage_kafka or app.kafka, app.metrics.registry, own_id, None, record, wall)
         usage.own = tap = UsageTap(usage.wake)
         for manager in (quotas.produce, quotas.fetch, quotas.mutations, quotas.producer_ids):
             manager.tap = tap
