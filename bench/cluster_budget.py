@@ -164,12 +164,8 @@ class Producer(threading.Thread):
                 p.poll(0.05)
                 continue
             p.poll(0)
-        p.purge(in_queue=True, in_flight=False)  # what was not sent is not produced: the tenant stops here
-        p.flush(5)
-
-    def stop(self) -> None:
-        self.halt.set()
-        self.join(15)
+        p.purge(in_queue=True, in_flight=True)  # the tenant stops here: nothing queued is sent any more
+        p.flush(1)
 
 
 def create_topic(bootstrap: str) -> None:
@@ -209,8 +205,7 @@ class Run:
 
     def __exit__(self, *exc) -> None:
         self._watching.set()
-        for i in range(3):
-            self.stop_producer(i)
+        self.stop_producers(0, 1, 2)
         for s in self.sidecars:
             s.stop()
         stop_processes([s.broker for s in self.sidecars])
@@ -228,10 +223,14 @@ class Run:
         self.producers[i] = Producer(self.sidecars[i].bootstrap, self.t0, self.acked[i])
         self.producers[i].start()
 
-    def stop_producer(self, i: int) -> None:
-        producer, self.producers[i] = self.producers[i], None
-        if producer is not None:
-            producer.stop()
+    def stop_producers(self, *indices: int) -> None:
+        stopping = [p for p in (self.producers[i] for i in indices) if p is not None]
+        for i in indices:
+            self.producers[i] = None
+        for producer in stopping:
+            producer.halt.set()
+        for producer in stopping:
+            producer.join(15)
 
     def per_second(self, which, start: float, end: float) -> list[float]:
         """Acknowledged bytes of the sidecars ``which`` in each whole second of [start, end), as x quota."""
@@ -272,7 +271,7 @@ def stopped_phase(run: Run, sig: int, name: str, settle: float, observe: float) 
     before = run.mean((0, 1, 2), run.now() - 10, run.now() - 1)
     at = run.now()
     run.sidecars[2].stop(sig)
-    run.stop_producer(2)
+    run.stop_producers(2)
     run.sleep_until(at + observe + 1)
     took, after = converge(run, (0, 1), int(at) + 1, at + observe)
     stale_at = next((t - at for t, v in run.fresh_seen if t >= at and v is not None and v < 2), None)
@@ -289,11 +288,11 @@ def cluster_run(rate: int, warm: float, measure: float, smoothing: str) -> None:
         for i in range(3):
             run.start_producer(i)
         total, shares = steady(run, warm, measure)
+        print(f"  start: all three, per second: {' '.join(f'{x:.2f}' for x in run.per_second((0, 1, 2), 0, 12))}")
         print(f"  steady, quota.scope cluster: {total:.2f} x producer_byte_rate in total over {measure:.0f} s "
               f"(target 0.9-1.1): {verdict(0.9 <= total <= 1.1)}; per sidecar {shares}")
         shift = run.now()
-        run.stop_producer(1)
-        run.stop_producer(2)
+        run.stop_producers(1, 2)
         run.sleep_until(shift + 16)
         seconds = run.per_second((0,), int(shift) + 1, shift + 15)
         took = next((k + 1 for k, x in enumerate(seconds) if x >= 0.9), None)

@@ -302,6 +302,8 @@ def parse_settings(raw: Any, path: str, listener_names: set[str] = frozenset()) 
         if not spec.minimum <= value <= spec.maximum:
             raise ConfigError(key, f"must be between {_num(spec.minimum)} and {_num(spec.maximum)}, got {value!r}")
         values[name] = spec.kind(value)
+    if QUOTA_SMOOTHING not in m and values[CLUSTER_TOPIC] is not None:  # sidecars sharing usage: the bucket keeps
+        values[QUOTA_SMOOTHING] = "on"  # their total at the quota (README "Cluster-wide budgets", bench/cluster_budget.py)
     hold, mute_max = values["producer.id.quota.max.hold.ms"], values["quota.mute.max.ms"]
     upstream = values["upstream.response.timeout.ms"]
     if "producer.id.quota.max.hold.ms" not in m:  # the default, within a lower mute cap or upstream timeout

@@ -206,10 +206,13 @@ def new_loop(kind: str = "uvloop") -> asyncio.AbstractEventLoop:
 START_TIMEOUT_S = 30  # generous: four test workers share two cores in CI
 
 
-def start_proxy(raw_config: dict, loop_kind: str = "uvloop") -> RunningProxy:
+def start_proxy(raw_config: dict, loop_kind: str = "uvloop", prepare=None) -> RunningProxy:
+    """``prepare``: called with the app before it starts (to inject what a test stands in for)."""
     config = parse_config(raw_config)
     loop = new_loop(loop_kind)
     app = ProxyApp(config)
+    if prepare is not None:
+        prepare(app)
     started = threading.Event()
 
     def run() -> None:

@@ -40,6 +40,15 @@ def test_workers_and_cluster_mode_proxies_share_a_usage_topic_too(listeners, wor
     assert (settings["quota.cluster.topic"], settings["workers"]) == (TOPIC, workers)
 
 
+def test_sidecars_sharing_usage_smooth_by_default_and_keep_an_explicit_off():
+    """With a usage topic, quota.smoothing defaults to on: the token bucket keeps the proxies' total at the quota where
+    Kafka's sampled rate let three sidecars admit up to 1.3 x (bench/cluster_budget.py); off stays possible."""
+    shared = {"quota.scope": "cluster", "quota.cluster.topic": TOPIC}
+    assert config(**shared).settings["quota.smoothing"] == "on"
+    assert config(**shared, **{"quota.smoothing": "off"}).settings["quota.smoothing"] == "off"
+    assert config().settings["quota.smoothing"] == "off"
+
+
 def test_the_usage_topic_is_guarded_as_one_of_the_proxys_internal_topics():
     """A tenant's Produce to the usage topic is answered TOPIC_AUTHORIZATION_FAILED by the proxy and never reaches
     the broker; an admin principal's is forwarded (tests/proxy/test_internal_topics.py has the guard's other paths)."""
