@@ -16,8 +16,9 @@ through all three at once. Admitted = what the producers had acknowledged, per s
 
 1. steady: all three flat out, ``--warm`` s, then ``--measure`` s: total / quota (target 0.9-1.1 under ``cluster``,
    about 3 under ``broker``, which runs the same phase on a fresh set);
-2. shift: the tenant stops producing to sidecars 2 and 3 (their queues purged) and goes on through sidecar 1: the
-   first second sidecar 1 acknowledges 0.9 x the quota, counted from the shift (target: within 5 s);
+2. shift: the tenant stops producing to sidecars 2 and 3 (their queues purged) and goes on through sidecar 1: when
+   sidecar 1 is at the quota (a 3 s average within 0.9-1.1: one second of a stop-and-go burst is not it), and its
+   mean from then to 15 s after the shift (target: within 5 s); also the first second of 0.9 x or more;
 3. SIGKILL: all three flat out again, then sidecar 3 is killed (no tombstone) and its producer stops: when sidecars
    1 and 2 reach the quota in total (a 3 s average within 0.9-1.1), and their total from then to the end (target:
    within ``quota.cluster.stale.ms``); when sidecar 1 saw sidecar 3 go stale;
@@ -295,10 +296,13 @@ def cluster_run(rate: int, warm: float, measure: float, smoothing: str) -> None:
         run.stop_producers(1, 2)
         run.sleep_until(shift + 16)
         seconds = run.per_second((0,), int(shift) + 1, shift + 15)
-        took = next((k + 1 for k, x in enumerate(seconds) if x >= 0.9), None)
+        first = next((k + 1 for k, x in enumerate(seconds) if x >= 0.9), None)
+        took, after = converge(run, (0,), int(shift) + 1, shift + 15)
         print(f"  shift to sidecar 1: per second after the shift {' '.join(f'{x:.2f}' for x in seconds)}")
-        print(f"  shift to sidecar 1: 0.9 x reached in second {took} after the shift (target within 5 s): "
-              f"{verdict(took is not None and took <= 5)}; then {run.mean((0,), shift + 5, shift + 15):.2f} x")
+        print(f"  shift to sidecar 1: within 0.9-1.1 x (3 s average) {took if took is None else f'{took:.0f} s'} "
+              f"after the shift, then {after:.2f} x on average (target: 0.9 x within 5 s): "
+              f"{verdict(took is not None and took <= 5 and 0.9 <= after <= 1.1)}; a second of 0.9 x or more first "
+              f"in second {first}")
         for i in (1, 2):
             run.start_producer(i)
         stopped_phase(run, signal.SIGKILL, "sidecar 3 SIGKILLed", 20, 25)
