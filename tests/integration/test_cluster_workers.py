@@ -29,7 +29,8 @@ from tests.integration.test_workers import ready, samples, scrape, wait_until, w
 
 pytestmark = [pytest.mark.integration, pytest.mark.measures_rate]
 
-WARM_UP_S, MEASURE_S = 2.0, 3.0
+WARM_UP_S, MEASURE_S = 3.0, 3.0  # warm-up: past the start, when each proxy's full bucket (quota.smoothing is on with a
+# usage topic) and what it admits before it sees the other's usage are paid back
 MAX_PRODUCERS = 10
 BYTES = "kafka_quota_proxy_quota_bytes_total"
 
