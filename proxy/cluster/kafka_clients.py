@@ -29,6 +29,7 @@ from proxy.codec.error_codes import NONE, TOPIC_ALREADY_EXISTS, UNKNOWN_TOPIC_OR
 from proxy.codec.errors import ProtocolError
 from proxy.codec.header import encode_request_header, frame, response_header_length
 from proxy.codec.messages import Message, decode_response, encode_request, new_request
+from proxy.tasks import wait_for
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ async def ask(address: Address, api_key: int, version: int, request: Message, ti
         finally:
             writer.close()
 
-    return await asyncio.wait_for(exchange(), timeout_s)
+    return await wait_for(exchange(), timeout_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +154,7 @@ async def stop_client(client) -> None:
     STOP_TIMEOUT_S; a failure to stop is not an error (it is already failing, or the proxy is stopping)."""
     stopping = (getattr(client, "stop", None) or client.close)()
     try:
-        await asyncio.wait_for(stopping, STOP_TIMEOUT_S)
+        await wait_for(stopping, STOP_TIMEOUT_S)
     except Exception:  # noqa: BLE001
         stopping.close()  # never started when wait_for itself failed (its loop is closing): no "never awaited"
 

@@ -23,6 +23,7 @@ from proxy.connection.broker_socket import UpstreamConnection
 from proxy.connection.splice import BOUNDARY_READ_BYTES, SPLICE_MIN_BYTES
 from proxy.connection.splicing import Splicing
 from proxy.session.principals import MappingError, map_principal, subject_dn
+from proxy.tasks import wait_for
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +117,7 @@ class ClientConnection(Splicing, asyncio.BufferedProtocol):
         """Open the broker connection, trying each bootstrap server in turn; False closes the client."""
         for address in self.ctx.upstreams():
             try:
-                _, upstream = await asyncio.wait_for(
+                _, upstream = await wait_for(
                     self._loop.create_connection(
                         lambda: UpstreamConnection(self, self.ctx.response_buffer), address.host, address.port,
                         ssl=self.ctx.upstream_ssl, server_hostname=address.host if self.ctx.upstream_ssl else None,

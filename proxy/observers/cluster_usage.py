@@ -34,7 +34,7 @@ from proxy.cluster.kafka_clients import Backoff, OwnKafka, stop_client
 from proxy.identity import proxy_id
 from proxy.observers.following import CALL_TIMEOUT_S, CHECK_S, TopicReader
 from proxy.ops.metrics import PREFIX
-from proxy.tasks import cancel_all
+from proxy.tasks import cancel_all, wait_for
 from quota.cluster_peers import ClusterPeers, fallback_delta
 from quota.usage_delta import UsageDelta, UsageDeltaError, decode
 from quota.usage_record import Fitted, fit
@@ -227,7 +227,7 @@ class ClusterUsage:
         last_sync = loop.time()
         while True:
             try:
-                await asyncio.wait_for(self._woken.wait(), max(0.0, last_sync + self.sync_s - loop.time()))
+                await wait_for(self._woken.wait(), max(0.0, last_sync + self.sync_s - loop.time()))
                 await asyncio.sleep(max(0.0, last_sync + self.sync_s / 4 - loop.time()))
             except asyncio.TimeoutError:
                 pass
@@ -239,9 +239,9 @@ class ClusterUsage:
                     await self.kafka.ensure_topic(self.topic, CLIENT_ID)
                     producer = AIOKafkaProducer(**self.kafka.options(CLIENT_ID), acks=1, linger_ms=0,
                                                 max_request_size=self.max_bytes + REQUEST_OVERHEAD_BYTES)
-                    await asyncio.wait_for(producer.start(), CALL_TIMEOUT_S)
+                    await wait_for(producer.start(), CALL_TIMEOUT_S)
                     self._producer = producer
-                await asyncio.wait_for(self._producer.send_and_wait(self.topic, data, key=key,
+                await wait_for(self._producer.send_and_wait(self.topic, data, key=key,
                                                                     timestamp_ms=self.wall.now_ms()), CALL_TIMEOUT_S)
                 self.records.labels("sent").inc()
             except asyncio.CancelledError:
@@ -324,7 +324,7 @@ class ClusterUsage:
                                         fetch_max_wait_ms=int(min(self.sync_s, 0.5) * 1000),
                                         max_partition_fetch_bytes=max(2**20, self.max_bytes + REQUEST_OVERHEAD_BYTES))
             try:
-                await asyncio.wait_for(consumer.start(), CALL_TIMEOUT_S)
+                await wait_for(consumer.start(), CALL_TIMEOUT_S)
                 reader = TopicReader(consumer, self.topic, self.kafka, client_id=CLIENT_ID)
                 while not await reader.open():  # not created yet: the publisher creates it
                     await asyncio.sleep(CHECK_S)
@@ -363,7 +363,7 @@ class ClusterUsage:
         if producer is not None:
             if self.leave_on_stop:
                 try:
-                    await asyncio.wait_for(producer.send_and_wait(self.topic, None, key=self.own_id.encode(),
+                    await wait_for(producer.send_and_wait(self.topic, None, key=self.own_id.encode(),
                                                                   timestamp_ms=self.wall.now_ms()), LEAVE_TIMEOUT_S)
                     self.records.labels("sent").inc()
                 except Exception as exc:  # noqa: BLE001 (the broker is gone: the others see this one go stale)

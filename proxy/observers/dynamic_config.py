@@ -38,6 +38,7 @@ from config.model import ProxyConfig
 from proxy.cluster.kafka_clients import Backoff, OwnKafka, stop_client
 from proxy.observers.following import CALL_TIMEOUT_S, CHECK_S, TopicReader, log_end
 from proxy.ops.logs import LogLimiter
+from proxy.tasks import wait_for
 
 log = logging.getLogger(__name__)
 
@@ -182,7 +183,7 @@ class DynamicConfig:
                                         enable_auto_commit=False, auto_offset_reset="earliest",
                                         metadata_max_age_ms=10_000, fetch_max_wait_ms=200)
             try:
-                await asyncio.wait_for(consumer.start(), CALL_TIMEOUT_S)
+                await wait_for(consumer.start(), CALL_TIMEOUT_S)
                 reader = TopicReader(consumer, self.topic, self.kafka, client_id=self.client_id)
                 if not await reader.open():
                     await self._missing()
@@ -278,7 +279,7 @@ class DynamicConfig:
         # (proxy.cluster.own_clients.ROUTE) straight to the broker behind a sidecar
         write = asyncio.get_running_loop().create_task(self._write(records), context=self._context.copy())
         try:
-            await asyncio.wait_for(write, WRITE_TIMEOUT_S)
+            await wait_for(write, WRITE_TIMEOUT_S)
         except Exception:
             producer, self._producer = self._producer, None
             if producer is not None:

@@ -30,6 +30,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from proxy.cluster.kafka_clients import ClusterLook, OwnKafka
+from proxy.tasks import wait_for
 
 CHECK_S = 1.0  # how often a follower looks at its topic
 CALL_TIMEOUT_S = 5.0  # each metadata or offsets request of a follower
@@ -113,16 +114,16 @@ class TopicReader:
             return False
         tps = [TopicPartition(self.topic, p) for p in sorted(partitions)]
         self.consumer.assign(tps)
-        await asyncio.wait_for(self.consumer.seek_to_beginning(*tps), CALL_TIMEOUT_S)
+        await wait_for(self.consumer.seek_to_beginning(*tps), CALL_TIMEOUT_S)
         self.offsets = {tp: Offsets() for tp in tps}
         await self.changed()  # the first look: what "backwards" is measured against
         return True
 
     async def end_offsets(self) -> dict:
-        return await asyncio.wait_for(self.consumer.end_offsets(list(self.offsets)), CALL_TIMEOUT_S)
+        return await wait_for(self.consumer.end_offsets(list(self.offsets)), CALL_TIMEOUT_S)
 
     async def positions(self) -> dict:
-        return {tp: await asyncio.wait_for(self.consumer.position(tp), CALL_TIMEOUT_S) for tp in self.offsets}
+        return {tp: await wait_for(self.consumer.position(tp), CALL_TIMEOUT_S) for tp in self.offsets}
 
     async def changed(self) -> str | None:
         """Why the topic is no longer the one being read (deleted, recreated, repartitioned), or None (also when the
@@ -136,7 +137,7 @@ class TopicReader:
             return "was deleted"
         if partitions != {tp.partition for tp in self.offsets}:
             return f"has partitions {sorted(partitions)} where {sorted(tp.partition for tp in self.offsets)} were read"
-        starts = await asyncio.wait_for(self.consumer.beginning_offsets(list(self.offsets)), CALL_TIMEOUT_S)
+        starts = await wait_for(self.consumer.beginning_offsets(list(self.offsets)), CALL_TIMEOUT_S)
         ends = await self.end_offsets()
         positions = await self.positions()
         for tp, seen in self.offsets.items():

@@ -27,7 +27,7 @@ from proxy.codec.error_codes import NONE
 from proxy.codec.messages import new_request
 from proxy.enforce.volume_throttle import VolumeThrottle
 from proxy.observers.following import CALL_TIMEOUT_S, CHECK_S, TopicReader
-from proxy.tasks import cancel_all
+from proxy.tasks import cancel_all, wait_for
 from quota.volume import Snapshot, Volume
 
 log = logging.getLogger("kafka_quota_proxy.volume")
@@ -131,7 +131,7 @@ class _Evaluating:
             # re-checked at least every RECHECK_S (cheap: no evaluation unless due), should the wall clock jump
             timeout = RECHECK_S if due_ms is None else min(RECHECK_S, due_ms / 1000.0)
             try:
-                await asyncio.wait_for(rearm.wait(), timeout)
+                await wait_for(rearm.wait(), timeout)
             except asyncio.TimeoutError:
                 self.throttle.evaluate_if_due()
 
@@ -170,7 +170,7 @@ class VolumeFollower(_Evaluating):
             consumer = AIOKafkaConsumer(**self.kafka.options(CLIENT_ID), group_id=None, enable_auto_commit=False,
                                         auto_offset_reset="earliest", metadata_max_age_ms=10_000)
             try:
-                await asyncio.wait_for(consumer.start(), CALL_TIMEOUT_S)
+                await wait_for(consumer.start(), CALL_TIMEOUT_S)
                 self._consumer = consumer
                 reader = TopicReader(consumer, topic, self.kafka, client_id=CLIENT_ID)
                 while not await reader.open():  # not created yet (or deleted): the publisher creates it

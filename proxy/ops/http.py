@@ -21,6 +21,7 @@ from typing import Callable
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from proxy.ops.entity_series import EntitySeries
+from proxy.tasks import wait_for
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +116,7 @@ class OpsServer:
                 await self._reply(writer, "503 Service Unavailable", "text/plain", b"too many connections\n")
                 return
             try:
-                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT_S)
+                head = await wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT_S)
             except (asyncio.LimitOverrunError, ValueError):
                 await self._reply(writer, "431 Request Header Fields Too Large", "text/plain",
                                   b"request header too large\n")
