@@ -4,8 +4,10 @@ tests/integration/test_cluster_usage.py (a on 127.0.0.1:P, b on 127.0.0.2:P; Tan
 sidecar's producers resolve localhost to their own sidecar). One tenant produces flat out through both, with
 aiokafka producers added on a until both of its workers serve the tenant (SO_REUSEPORT spreads connections by a
 hash). The tenant gets about its producer_byte_rate in total (same bounds as the one-worker test), a is ONE peer to
-b, its usage metrics are the parent's alone; a killed worker of a is restarted without b seeing a new peer; a's
-SIGTERM leaves its tombstone: b forgets it at once, without falling back. Measured on this machine: see the README's
+b, its usage metrics are the parent's alone; a killed worker of a is restarted without b seeing a new peer. b dies
+(no tombstone): a's parent falls back (metric, /readyz line) and a's two workers together keep the tenant to about
+half its quota (quota / 2 sidecars known). b comes back; a's SIGTERM leaves its tombstone: b forgets it at once,
+without falling back. Measured on this machine: see the README's
 "Cluster-wide budgets" section.
 """
 
@@ -19,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 
 import pytest
 
@@ -31,6 +34,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.measures_rate]
 
 WARM_UP_S, MEASURE_S = 3.0, 3.0  # warm-up: past the start, when each proxy's full bucket (quota.smoothing is on with a
 # usage topic) and what it admits before it sees the other's usage are paid back
+FALLBACK_WARM_UP_S = 2.0
 MAX_PRODUCERS = 10
 BYTES = "kafka_quota_proxy_quota_bytes_total"
 
@@ -135,6 +139,24 @@ def test_a_sidecar_with_two_workers_is_one_peer_and_the_tenant_gets_its_quota_on
         assert b.metric("kafka_quota_proxy_cluster_usage_peers", state="known") == 1
         assert b.metric("kafka_quota_proxy_cluster_usage_peers", state="fresh") == 1
 
+        b.app.cluster_usage.leave_on_stop = False  # b dies: a's parent falls back once b is stale (2 s), and its
+        b.stop()  # two workers together keep the tenant to quota / 2 (a and b known)
+        b = None
+        wait_until(lambda: "kafka_quota_proxy_cluster_usage_fallback 1.0" in scrape(metrics_port), 10, "a fell back")
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/readyz", timeout=5) as answer:
+            assert answer.read() == b"ready\nquota.scope cluster: no peer sidecar fresh, keeping to quota / 2\n"
+        alone = Producers("127.0.0.1", port)
+        producers = [alone]
+        for _ in range(6):
+            alone.add()
+        start = time.monotonic()
+        time.sleep(FALLBACK_WARM_UP_S + MEASURE_S)
+        fallback_share = alone.rate(start + FALLBACK_WARM_UP_S, start + FALLBACK_WARM_UP_S + MEASURE_S)
+        alone.stop()
+        producers = []
+
+        b = start_proxy(sidecar_config("127.0.0.2", port, broker_port, "cluster", "b"), loop_kind="asyncio")
+        wait_until(lambda: b.metric("kafka_quota_proxy_cluster_usage_peers", state="fresh") == 1, 10, "b back")
         a.send_signal(signal.SIGTERM)
         assert a.wait(30) == 0
         wait_until(lambda: b.metric("kafka_quota_proxy_cluster_usage_peers", state="known") == 0, 5,
@@ -153,3 +175,4 @@ def test_a_sidecar_with_two_workers_is_one_peer_and_the_tenant_gets_its_quota_on
     total = sum(per_sidecar)
     assert 0.6 <= total <= 1.5, f"{total:.2f} x producer_byte_rate in total ({per_sidecar})"
     assert all(n > 0 for n in received), f"a sidecar recorded no peer usage: {received}"
+    assert 0.3 <= fallback_share <= 0.8, f"in fallback a let {fallback_share:.2f} x through, not about 1/2"
