@@ -111,7 +111,11 @@ def ip_intervals(usage: DataFrame, by_proxy: bool = True) -> DataFrame:
     ``connections`` and ``connection_rate`` (connection limits are per proxy under either scope; ``by_proxy`` False
     when the log is one proxy's: one aggregation)."""
     conns = usage.where(F.col("ip").isNotNull() & (F.col("connections_opened") > 0))
-    per_proxy = conns.groupBy("ip", "time", *(["proxy"] if by_proxy else [])).agg(
+    if not by_proxy:
+        return conns.groupBy("ip", "time").agg(
+            *_sum("connections_opened", "connection_rate"), F.sum("connections_opened").alias("connections"),
+            F.max("interval_s").alias("interval_s"))
+    per_proxy = conns.groupBy("ip", "time", "proxy").agg(
         *_sum("connections_opened", "connection_rate"), F.max("interval_s").alias("interval_s"))
     return per_proxy.groupBy("ip", "time").agg(
         F.sum("connections_opened").alias("connections_opened"), F.max("connections_opened").alias("connections"),
@@ -122,13 +126,16 @@ def user_intervals(usage: DataFrame, scope: str = BROKER) -> DataFrame:
     """One row per (user, time) in which the user appears (with or without new producer ids), over all the user's
     client ids: producer_ids_rate is per user (KIP-936). ``new_producer_ids`` in all; the budget's ``new_pids`` and
     ``new_pid_rate`` (per (proxy, broker), combined by ``scope``)."""
-    pick = F.max if scope == BROKER else F.sum
     pids = usage.where(F.col("user").isNotNull())
-    per_broker = pids.groupBy("user", "time", *(["proxy", "broker"] if scope == BROKER else [])).agg(
+    if scope == CLUSTER:  # everything summed: one aggregation
+        return pids.groupBy("user", "time").agg(
+            *_sum("new_producer_ids", "new_pid_rate"), F.sum("new_producer_ids").alias("new_pids"),
+            F.max("interval_s").alias("interval_s"))
+    per_broker = pids.groupBy("user", "time", "proxy", "broker").agg(
         *_sum("new_producer_ids", "new_pid_rate"), F.max("interval_s").alias("interval_s"))
     return per_broker.groupBy("user", "time").agg(
-        F.sum("new_producer_ids").alias("new_producer_ids"), pick("new_producer_ids").alias("new_pids"),
-        pick("new_pid_rate").alias("new_pid_rate"), F.max("interval_s").alias("interval_s"))
+        F.sum("new_producer_ids").alias("new_producer_ids"), F.max("new_producer_ids").alias("new_pids"),
+        F.max("new_pid_rate").alias("new_pid_rate"), F.max("interval_s").alias("interval_s"))
 
 
 def _percentiles(col: str, name: str, with_max: bool = True) -> list[Column]:

@@ -73,7 +73,6 @@ def result(spark, tmp_path_factory):
     log = tmp_path_factory.mktemp("usage")
     generated = write_log(str(log), Options(entities=12, intervals=60, seed=7))
     known = write_jsonl(str(log / "known.jsonl.gz"), known_records())
-    known += write_jsonl(str(log / "split.jsonl"), split_records())
     (log / "ignored.txt").write_text("not a usage file\n")
     out = tmp_path_factory.mktemp("plan")
     res = job.run(str(log), str(out), spark=spark)
@@ -136,15 +135,15 @@ def test_recommended_quotas(result):
             "--add-config connection_creation_rate=15.0") in commands
 
 
-def test_under_broker_scope_a_tenant_on_two_brokers_is_recommended_its_busiest_broker_rate(result):
-    """The log records quota.scope broker: SPLIT's figure is the busiest broker's p99 (20,000 B/s x 1.5), not the
-    cluster's 21,000; every output says so."""
-    items = quota_items(result["out"])
-    assert item_for(items, user=SPLIT[0], client_id=SPLIT[1]) == {"producer_byte_rate": 30_000}
-    assert result["scope"] == "broker" and result["proxies"] == 3 and result["broker budgets"] == 3
+def test_every_output_says_the_scope_its_figures_are_for(result):
+    """The log records quota.scope broker (one proxy, no broker ids): every output says its figures are per broker,
+    and that Kafka applies them on each broker."""
+    assert result["scope"] == "broker" and result["proxies"] == 1 and result["broker budgets"] == 1
     per_broker = "quota.scope broker: each rate is per broker, the busiest broker's in each interval"
-    assert per_broker in " ".join(line.lstrip("# ") for line in
-                                  (result["out"] / "recommended-quotas.yaml").read_text().splitlines())
+    each = "Kafka applies producer_byte_rate, consumer_byte_rate and producer_ids_rate on each broker"
+    yaml_text = " ".join(line.lstrip("# ") for line in
+                         (result["out"] / "recommended-quotas.yaml").read_text().splitlines())
+    assert per_broker in yaml_text and each in yaml_text
     assert (result["out"] / "recommended-commands.txt").read_text().startswith(f"# {per_broker}")
     html = (result["out"] / "report.html").read_text()
     assert f"<strong>{escape(per_broker)}" in html and "for quota.scope broker)</h2>" in html
@@ -156,15 +155,20 @@ def test_under_broker_scope_a_tenant_on_two_brokers_is_recommended_its_busiest_b
 
 def test_the_split_tenant_summed_per_interval_under_cluster_scope(spark):
     """The frames the job builds, on SPLIT's records alone: the two sidecars' misaligned intervals land on one grid
-    (10 s, the records' midpoints), so the cluster's rate is 21,000 B/s in each of 20 intervals."""
-    from analytics import stats
+    (10 s, the records' midpoints), so the cluster's rate is 21,000 B/s in each of 20 intervals, and the busiest
+    broker's 11,000..20,000 twice each. (The job on a log of several proxies: test_kafka_quota_proxy_analyze.)"""
+
+    from analytics import recommend, stats
 
     usage = spark.createDataFrame(split_records("cluster"), stats.SCHEMA)
     grid = stats.on_grid(usage)
-    for scope, p99 in (("cluster", 21_000), ("broker", 20_000)):
+    # 20,000 x 1.5 = 30,000 per broker; 21,000 x 1.5 = 31,500 -> 32,000 for the cluster
+    for scope, p99, recommended in (("cluster", 21_000, 32_000), ("broker", 20_000, 30_000)):
         [row] = stats.entity_stats(stats.entity_intervals(grid, scope)).where("api = 'Produce'").collect()
         assert row["intervals"] == 20 and row["request_rate_p99"] == pytest.approx(p99), scope
         assert row["request_bytes"] == sum(r["request_bytes"] for r in split_records())
+        [item] = recommend.build_quotas([row.asDict()], [], [])
+        assert item == {"entity": {"user": SPLIT[0], "client-id": SPLIT[1]}, "producer_byte_rate": recommended}
 
 
 def test_misbehaving_tenants_top_their_dimension(result):
@@ -186,21 +190,23 @@ def test_report_links_its_charts(result):
     assert "203.0.113.66" in html and "recommended-quotas.yaml" in html
 
 
-def test_kafka_quota_proxy_analyze(spark, result, tmp_path):
+def test_kafka_quota_proxy_analyze(spark, result, tmp_path, capsys):
     """The proxy's CLI runs the same job (here on the tests' session, which it leaves running)."""
     from proxy.cli.main import main
 
     log = tmp_path / "usage"
-    write_log(str(log), Options(entities=3, intervals=10, seed=1))
+    write_log(str(log), Options(entities=3, intervals=10, seed=1, scope="cluster"))
+    write_jsonl(str(log / "split.jsonl"), split_records("cluster"))  # three proxies' logs, quota.scope cluster
     assert main(["analyze", "--input", str(log), "--output", str(tmp_path / "out"), "--headroom", "2",
-                 "--no-charts", "--scope", "cluster"]) == 0
+                 "--no-charts"]) == 0
     text = (tmp_path / "out" / "recommended-quotas.yaml").read_text()
     assert "headroom 2" in text and yaml.safe_load(text)["quotas"]
-    # asked for cluster, on a log written under broker: said in the outputs
-    assert "# quota.scope cluster: each rate is the tenant's total over the whole cluster" in text
-    assert "the log was written under quota.scope broker: these figures are for running under cluster" in \
-        " ".join(line.lstrip("# ") for line in text.splitlines())
+    # SPLIT's two sidecars summed: 21,000 B/s x 2 = 42,000; the outputs say the figures are the cluster's
+    assert item_for(yaml.safe_load(text)["quotas"], user=SPLIT[0], client_id=SPLIT[1]) == {"producer_byte_rate": 42_000}
+    cluster = "quota.scope cluster: each rate is the tenant's total over the whole cluster, summed per interval over 3"
+    assert cluster in " ".join(line.lstrip("# ") for line in text.splitlines())
     assert "for quota.scope cluster)</h2>" in (tmp_path / "out" / "report.html").read_text()
+    assert cluster in capsys.readouterr().out
     assert spark.range(1).count() == 1
 
 
