@@ -20,7 +20,9 @@ Kafka's ``getMaxValueInQuotaWindow`` is exactly this amount.
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
+from functools import lru_cache
 
 DEFAULT_QUOTA_WINDOW_NUM = 11
 """Kafka ``quota.window.num`` default (``QuotaConfig.NUM_QUOTA_SAMPLES_DEFAULT``)."""
@@ -62,22 +64,8 @@ class QuotaWindow:
         return (self.num - 1) * self.size_ms
 
 
-class _Sample:
-    """One window's running total (``SampledStat.Sample``)."""
-
-    __slots__ = ("start_ms", "last_event_ms", "value", "event_count")
-
-    def __init__(self, now_ms: int) -> None:
-        self.reset(now_ms)
-
-    def reset(self, now_ms: int) -> None:
-        self.start_ms = now_ms
-        self.last_event_ms = now_ms
-        self.value = 0.0
-        self.event_count = 0
-
-    def __repr__(self) -> str:
-        return f"_Sample(start_ms={self.start_ms}, last_event_ms={self.last_event_ms}, value={self.value})"
+_START, _LAST, _VALUE = 0, 1, 2
+"""Where each of a sample's three numbers is in its slot of a rate's array (``SampledStat.Sample``'s fields)."""
 
 
 class Rate:
@@ -85,94 +73,123 @@ class Rate:
 
     Values are recorded and measured at caller-supplied ``now_ms``; time must not go backwards. ``measure`` is in
     units per second (bytes/s for byte-rate quotas). See the module docstring for the start-up burst rule.
+
+    The samples are three numbers each (start, last event, value: :data:`_START`, :data:`_LAST`, :data:`_VALUE`)
+    in one ``array('d')``, slot after slot, rather than an object per sample: a rate is one object and one buffer
+    however many samples it has, so a decision on one of a million tenants touches two places in memory for it, not
+    one per sample and per number (and a tenant's rate takes 24 bytes a sample). Times are held as doubles, exact
+    for any millisecond count below 2**53, and handed back as ints.
     """
 
-    __slots__ = ("window", "_samples", "_current")
+    __slots__ = ("window", "_s", "_current", "_shape")
 
     def __init__(self, window: QuotaWindow = QuotaWindow()) -> None:
         self.window = window
-        self._samples: list[_Sample] = []
-        self._current = 0
+        self._s = array("d")
+        self._current = 0  # the slot of the current sample
+        self._shape = _shape(window)
+
+    @property
+    def sample_count(self) -> int:
+        """Samples held so far (at most ``num + 1``: recycled, never grown past it)."""
+        return len(self._s) // 3
 
     # -- recording -------------------------------------------------------------------------------------------
 
     def record(self, value: float, now_ms: int) -> None:
         """Add ``value`` at ``now_ms`` (``SampledStat.record``). A negative value "unrecords"."""
-        sample = self._current_sample(now_ms)
-        if now_ms - sample.start_ms >= self.window.size_ms:
-            sample = self._advance(now_ms)
-        sample.value += value
-        sample.event_count += 1
-        sample.last_event_ms = now_ms
+        s = self._s
+        if not s:
+            s.extend((now_ms, now_ms, 0.0))
+        i = self._current * 3
+        if now_ms - s[i] >= self._shape[0]:  # the current sample is complete: the next one starts now
+            i = self._advance(now_ms)
+        s[i + _VALUE] += value
+        s[i + _LAST] = now_ms
 
-    def _current_sample(self, now_ms: int) -> _Sample:
-        if not self._samples:
-            self._samples.append(_Sample(now_ms))
-        return self._samples[self._current]
-
-    def _advance(self, now_ms: int) -> _Sample:
+    def _advance(self, now_ms: int) -> int:
         # One slot more than `num`: the oldest sample may still overlap the monitored window.
-        self._current = (self._current + 1) % (self.window.num + 1)
-        if self._current >= len(self._samples):
-            sample = _Sample(now_ms)
-            self._samples.append(sample)
-            return sample
-        sample = self._samples[self._current]
-        sample.reset(now_ms)
-        return sample
+        self._current = current = (self._current + 1) % (self.window.num + 1)
+        s = self._s
+        i = current * 3
+        if i >= len(s):
+            s.extend((now_ms, now_ms, 0.0))
+        else:
+            s[i] = s[i + _LAST] = now_ms
+            s[i + _VALUE] = 0.0
+        return i
 
     # -- measuring -------------------------------------------------------------------------------------------
 
     def _purge_obsolete_samples(self, now_ms: int) -> None:
-        expire_age = self.window.span_ms
-        for sample in self._samples:
-            if now_ms - sample.last_event_ms >= expire_age:
-                sample.reset(now_ms)
+        s, expire_age = self._s, self._shape[1]
+        for i in range(0, len(s), 3):
+            if now_ms - s[i + _LAST] >= expire_age:
+                s[i] = s[i + _LAST] = now_ms
+                s[i + _VALUE] = 0.0
 
     def total(self, now_ms: int) -> float:
         """The windowed sum at ``now_ms`` after purging obsolete samples (``WindowedSum.measure``)."""
         self._purge_obsolete_samples(now_ms)
-        return sum(sample.value for sample in self._samples)
+        return sum(self._s[_VALUE::3])
 
     def window_size_ms(self, now_ms: int) -> int:
         """The elapsed time the sum is divided by (``Rate.windowSize``); at least ``(num - 1)`` windows, >= 1 ms."""
         self._purge_obsolete_samples(now_ms)
-        if not self._samples:
-            self._samples.append(_Sample(now_ms))  # as SampledStat.oldest() does
-        oldest_start_ms = min(sample.start_ms for sample in self._samples)
-        elapsed_ms = now_ms - oldest_start_ms
-        size_ms = self.window.size_ms
-        full_windows = elapsed_ms // size_ms
-        min_full_windows = self.window.num - 1
-        if full_windows < min_full_windows:
-            elapsed_ms += (min_full_windows - full_windows) * size_ms
-        return max(elapsed_ms, 1)
+        if not self._s:
+            self._s.extend((now_ms, now_ms, 0.0))  # as SampledStat.oldest() does
+        return _elapsed_ms(now_ms - int(min(self._s[_START::3])), self._shape)
 
     def measure(self, now_ms: int) -> float:
-        """The rate per second at ``now_ms`` (``Rate.measure`` with ``TimeUnit.SECONDS``)."""
-        total = self.total(now_ms)
-        return total / (self.window_size_ms(now_ms) / 1000.0)
+        """The rate per second at ``now_ms`` (``Rate.measure`` with ``TimeUnit.SECONDS``): :meth:`total` divided
+        by :meth:`window_size_ms`, in one pass over the samples."""
+        s = self._s
+        if not s:
+            s.extend((now_ms, now_ms, 0.0))  # as SampledStat.oldest() does
+        expire_age = self._shape[1]
+        total = 0
+        oldest_start_ms = now_ms
+        for i in range(0, len(s), 3):
+            if now_ms - s[i + _LAST] >= expire_age:  # obsolete: reset, as _purge_obsolete_samples does
+                s[i] = s[i + _LAST] = now_ms
+                s[i + _VALUE] = 0.0
+            total += s[i + _VALUE]
+            start = s[i]
+            if start < oldest_start_ms:
+                oldest_start_ms = start
+        return total / (_elapsed_ms(now_ms - int(oldest_start_ms), self._shape) / 1000.0)
 
     def peek(self, now_ms: int) -> float:
         """What :meth:`measure` would return at ``now_ms``, changing nothing: obsolete samples count as the reset
         ones measure would make of them (empty, starting now). For metrics: a scrape never changes what a later
-        quota check measures, and may read a rate from another thread while its owner records (each sample's
-        fields are read once; a sample reset meanwhile counts in either state)."""
-        expire_age = self.window.span_ms
+        quota check measures, and may read a rate from another thread while its owner records (the samples are
+        copied in one step first)."""
+        s = self._s.tolist()
+        expire_age = self._shape[1]
         total = 0.0
         oldest_start_ms = now_ms
-        for sample in tuple(self._samples):
-            last_event_ms, start_ms, value = sample.last_event_ms, sample.start_ms, sample.value
-            if now_ms - last_event_ms < expire_age:
-                total += value
-                oldest_start_ms = min(oldest_start_ms, start_ms)
-        elapsed_ms = now_ms - oldest_start_ms
-        size_ms = self.window.size_ms
-        full_windows = elapsed_ms // size_ms
-        min_full_windows = self.window.num - 1
-        if full_windows < min_full_windows:
-            elapsed_ms += (min_full_windows - full_windows) * size_ms
-        return total / (max(elapsed_ms, 1) / 1000.0)
+        for i in range(0, len(s), 3):
+            if now_ms - s[i + _LAST] < expire_age:
+                total += s[i + _VALUE]
+                oldest_start_ms = min(oldest_start_ms, s[i])
+        return total / (_elapsed_ms(now_ms - int(oldest_start_ms), self._shape) / 1000.0)
 
     def __repr__(self) -> str:
-        return f"Rate(window={self.window!r}, samples={self._samples!r})"
+        s = self._s
+        samples = [(int(s[i]), int(s[i + _LAST]), s[i + _VALUE]) for i in range(0, len(s), 3)]
+        return f"Rate(window={self.window!r}, samples(start_ms, last_event_ms, value)={samples!r})"
+
+
+def _elapsed_ms(elapsed_ms: int, shape: tuple[int, int, int]) -> int:
+    """``Rate.windowSize``: the elapsed time padded to ``num - 1`` full windows, at least 1 ms."""
+    size_ms, _, min_full_windows = shape
+    full_windows = elapsed_ms // size_ms
+    if full_windows < min_full_windows:
+        elapsed_ms += (min_full_windows - full_windows) * size_ms
+    return max(elapsed_ms, 1)
+
+
+@lru_cache(maxsize=64)
+def _shape(window: QuotaWindow) -> tuple[int, int, int]:
+    """``(size_ms, span_ms, num - 1)`` of a window: one tuple shared by every rate of that window."""
+    return window.size_ms, window.span_ms, window.num - 1

@@ -74,5 +74,5 @@ def test_samples_are_recycled_not_grown():
     rate = Rate(window)
     for t in range(0, 600_000, 37):
         rate.record(1, t)
-    assert len(rate._samples) == window.num + 1
+    assert rate.sample_count == window.num + 1
     assert rate.measure(600_000) == pytest.approx(1000 / 37, rel=0.02)
