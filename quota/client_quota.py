@@ -30,26 +30,22 @@ the quota for aggressive clients (tiny gaps between large batches). This is Kafk
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from operator import attrgetter
 
 from quota import smoothing
 from quota.clock import Clock
 from quota.decision import FORWARD, Decision, Throttle
-from quota.entity import QuotaTable, QuotaTags, ResolvedQuota
+from quota.entity import QuotaTable, ResolvedQuota
 from quota.rate import QuotaWindow
-from quota.reach import Reach
-from quota.sensor import ClientSensors, EntityStats
+from quota.sensor import ClientSensors, EntityStats, summed_stats
+from quota.sensor_table import COMPACT_BELOW, SensorTable  # noqa: F401 (COMPACT_BELOW: producer_ids reads it here)
 from quota.throttle import INT32_MAX, bounded_throttle_time_ms, quota_acceptable
-from quota.top import OTHER, busiest, no_pause, others, release, snapshot
+from quota.top import busiest, no_pause, others, release, snapshot
 from quota.usage_tap import NO_TAP
 
 INACTIVE_SENSOR_EXPIRATION_MS = 3_600_000
 """Kafka purges quota sensors after one hour without a record."""
-
-COMPACT_BELOW = 16
-"""A sensor table is compacted when it holds no more than 1/COMPACT_BELOW of the most it held."""
 
 RECORD_EXPIRY_BATCH = 2
 """Idle sensors one record drops at most (more than the one it may make, so records alone keep up): a record that
@@ -92,10 +88,11 @@ class ClientQuotaManager:
         # quota.smoothing: on: a token bucket per entity decides the throttle (quota.smoothing); may change live
         self.smoothing = smoothing
         self.inactive_sensor_expiration_ms = inactive_sensor_expiration_ms
-        # Ordered by last record (oldest first), so idle sensors are found at the front.
-        self._sensors: OrderedDict[QuotaTags, ClientSensors] = OrderedDict()
-        self._high = 0  # the most sensors held since the table was last compacted (see expire_idle_sensors)
-        self._reach = Reach()  # the sensors by their representative: what a changed entity can reach
+        # The live sensors by tags, idle ones first (quota.sensor_table: Kafka's expiry).
+        self._table = SensorTable(inactive_sensor_expiration_ms)
+        # Some level configured for this key counts a client under its own (user, client-id) tags, so the request
+        # path looks its sensor up by its names first (_known).
+        self._names_both = quotas.names_both(quota_key)
         self.refreshed = 0  # sensors looked at by update_quotas (tests count it)
 
     # -- quota table ---------------------------------------------------------------------------------------------
@@ -128,6 +125,7 @@ class ClientQuotaManager:
         changed = quotas.changes_since(self._quotas)
         self._quotas = quotas
         self.enabled = self.quota_key in quotas.keys()
+        self._names_both = quotas.names_both(self.quota_key)
         if changed is None or len(changed) >= len(self._sensors):  # looking at every sensor costs less then
             reached = list(self._sensors.values())
         else:
@@ -140,35 +138,28 @@ class ClientQuotaManager:
                 moved.append((resolved, sensors.representative))
                 resolved = quotas.resolve(self.quota_key, *sensors.tags)  # a client named as the tags are
             if resolved.tags == sensors.tags:
-                sensors.apply(resolved)
+                sensors.apply(resolved)  # and no longer fast: a record re-resolves it once
             else:
                 sensors.retire()
         if moved:
             now = self._clock.now_ms()
             for resolved, (user, client_id) in moved:
                 if not resolved.unlimited and resolved.tags not in self._sensors:  # at most one per old sensor
-                    self._add(self.sensors_class(resolved, self.window, user, client_id, now))
-        # Checks never trust a sensor's stored limit: every record resolves against the current table first.
+                    self._table.add(self.sensors_class(resolved, self.window, user, client_id, now), now)
+        # A record trusts a stored limit only while fast: what a change reaches was refreshed (made slow) above.
 
     def _reached_by(self, changed) -> list[ClientSensors]:
         """The sensors whose representative (or tags) an entity of ``changed`` can match."""
-        tags = self._reach.reached_by(changed)
+        tags = self._table.reach.reached_by(changed)
         if tags is None:
             return list(self._sensors.values())
         found = (self._sensors.get(t) for t in tags)
         return [sensors for sensors in found if sensors is not None]
 
-    def _add(self, sensors: ClientSensors) -> None:
-        self._sensors[sensors.tags] = sensors
-        self._reach.add(sensors.representative, sensors.tags)
-        if len(self._sensors) > self._high:
-            self._high = len(self._sensors)
-
-    def _represent(self, sensors: ClientSensors, user: str, client_id: str) -> None:
-        if sensors.representative != (user, client_id):
-            self._reach.remove(sensors.representative, sensors.tags)
-            sensors.representative = (user, client_id)
-            self._reach.add(sensors.representative, sensors.tags)
+    @property
+    def _sensors(self):
+        """tags -> sensors, idle ones first (the table's own dict: a scrape snapshots it)."""
+        return self._table.sensors
 
     # -- recording -----------------------------------------------------------------------------------------------
 
@@ -181,7 +172,10 @@ class ClientQuotaManager:
         the entity's stats (with the shadow ones when a shadow quota decided it). This returns the throttle even
         for shadow quotas; use :meth:`record_and_decide` to get a decision that carries the shadow flag.
         """
-        return self._record_and_throttle(user, client_id, value, self._now(now_ms))[0]
+        now = self._now(now_ms)
+        sensors = self._sensors_to_record(user, client_id, now)
+        self._count(sensors, user, client_id, value, now)
+        return self._throttle(sensors, now)
 
     def record_and_decide(self, user: str, client_id: str, value: float, now_ms: int | None = None) -> Decision:
         """As :meth:`record_and_get_throttle_time_ms`, as a decision: :data:`FORWARD` or :class:`Throttle`.
@@ -189,15 +183,18 @@ class ClientQuotaManager:
         The throttle is reported to the client and the connection muted for the same time, as Kafka does; the
         decision is marked ``shadow`` if this manager or the matched quota entry is in shadow mode.
         """
-        throttle, resolved = self._record_and_throttle(user, client_id, value, self._now(now_ms))
+        now = self._now(now_ms)
+        sensors = self._sensors_to_record(user, client_id, now)
+        self._count(sensors, user, client_id, value, now)
+        throttle = self._throttle(sensors, now)
         if throttle <= 0:
             return FORWARD
-        return Throttle(throttle_time_ms=throttle, mute_ms=throttle, shadow=self.shadow or resolved.shadow)
+        return Throttle(throttle_time_ms=throttle, mute_ms=throttle, shadow=self.shadow or sensors.shadow)
 
     def record_no_throttle(self, user: str, client_id: str, value: float, now_ms: int | None = None) -> None:
         """Record without checking (``recordNoThrottle``): the next checked record pays for it."""
         now = self._now(now_ms)
-        self._record(self.resolve(user, client_id), user, client_id, value, now)
+        self._count(self._sensors_to_record(user, client_id, now), user, client_id, value, now)
 
     def unrecord(self, user: str, client_id: str, value: float, now_ms: int | None = None) -> None:
         """Take back a recorded value by recording ``-value`` (``unrecordQuotaSensor``), e.g. for a fetch answered
@@ -211,7 +208,10 @@ class ClientQuotaManager:
 
         Kafka's ``getMaxValueInQuotaWindow``; ``math.inf`` when no quota applies.
         """
-        limit = self.resolve(user, client_id).limit
+        known = self._known(user, client_id)
+        return self._ceiling(self.resolve(user, client_id).limit if known is None else known.limit)
+
+    def _ceiling(self, limit: float) -> float:
         if math.isinf(limit):
             return math.inf
         return limit * (self.window.num - 1) * self.window.size_seconds
@@ -227,18 +227,25 @@ class ClientQuotaManager:
         Never negative and never above :meth:`max_value_in_quota_window`. An estimate: recording may start a new
         sample and change the window. ``math.inf`` when no quota applies. Reads, never creates, a sensor.
         """
-        resolved = self.resolve(user, client_id)
-        if resolved.unlimited:
+        sensors = self._known(user, client_id)
+        if sensors is None:
+            resolved = self.resolve(user, client_id)
+            if resolved.unlimited:
+                return math.inf
+            limit = resolved.limit
+            sensors = self._sensors.get(resolved.tags)
+        elif sensors.entity is None:
             return math.inf
-        ceiling = self.max_value_in_quota_window(user, client_id)
-        sensors = self._sensors.get(resolved.tags)
+        else:
+            limit = sensors.limit
+        ceiling = self._ceiling(limit)
         now = self._now(now_ms)
         if self.smoothing:  # the bucket's tokens (a full bucket for an entity not seen yet)
             bucket = None if sensors is None else sensors.smooth
-            return min(smoothing.headroom(bucket, resolved.limit, self.window, now), ceiling)
+            return min(smoothing.headroom(bucket, limit, self.window, now), ceiling)
         if sensors is None:
             return ceiling
-        headroom = resolved.limit * sensors.rate.window_size_ms(now) / 1000.0 - sensors.rate.total(now)
+        headroom = limit * sensors.rate.window_size_ms(now) / 1000.0 - sensors.rate.total(now)
         return max(0.0, min(headroom, ceiling))
 
     # -- stats and expiry ----------------------------------------------------------------------------------------
@@ -267,26 +274,9 @@ class ClientQuotaManager:
         top = busiest(sensors, n, attrgetter("value_total"), pause)
         if top is None:
             return sensors, None
-        other = self._summed(others(sensors, top, pause), now)
+        other = summed_stats(others(sensors, top, pause), now, self.window.span_ms)
         release(sensors, pause)
         return top, other
-
-    def _summed(self, parts: Iterator[list[ClientSensors]], now: int) -> EntityStats:
-        names = ("value_total", "throttle_time_ms_total", "throttled_count", "shadow_throttle_time_ms_total",
-                 "shadow_throttled_count")
-        getters = [(name, attrgetter(name)) for name in names]
-        sums = dict.fromkeys(names, 0)
-        span_ms = self.window.span_ms
-        throttle_max = last_record_ms = 0
-        for part in parts:
-            for name, get in getters:
-                sums[name] += sum(map(get, part))
-            for s in part:
-                if now - s.throttle_max_ms < span_ms and s.throttle_max > throttle_max:
-                    throttle_max = s.throttle_max
-            last_record_ms = max(last_record_ms, max(map(attrgetter("last_record_ms"), part), default=0))
-        return EntityStats(tags=QuotaTags(OTHER, OTHER), entity=None, limit=math.inf, rate=math.nan,
-                           throttle_time_ms_max=throttle_max, last_record_ms=last_record_ms, shadow=False, **sums)
 
     def stats_for(self, user: str, client_id: str, now_ms: int | None = None) -> EntityStats | None:
         """The stats of the sensor this client is counted in, or ``None`` if it has none yet."""
@@ -300,53 +290,55 @@ class ClientQuotaManager:
         Also done on every record, :data:`RECORD_EXPIRY_BATCH` at a time, so calling this is only needed to free
         memory when idle.
         """
-        now = self._now(now_ms)
-        expired = 0
-        while self._sensors and (limit is None or expired < limit):
-            oldest = next(iter(self._sensors.values()))
-            if now - oldest.last_record_ms <= self.inactive_sensor_expiration_ms:
-                break
-            del self._sensors[oldest.tags]
-            self._reach.remove(oldest.representative, oldest.tags)
-            expired += 1
-        if expired and len(self._sensors) <= self._high // COMPACT_BELOW:
-            self._compact()
-        return expired
-
-    def _compact(self) -> None:
-        """A dict never gives back the room of entries deleted from it: once a table holds a sixteenth of its
-        highest, it is copied into one of its size (a copy of at most 1/16 of the highest: the tables of a million
-        expired tenants, about 110 MiB, are returned)."""
-        self._sensors = OrderedDict(self._sensors)  # one reference swapped: a scrape's snapshot reads either
-        self._reach.compact()
-        self._high = len(self._sensors)
+        return self._table.expire(self._now(now_ms), limit)
 
     def __len__(self) -> int:
         """The number of live sensors."""
-        return len(self._sensors)
+        return len(self._table)
 
     # -- internals -----------------------------------------------------------------------------------------------
 
     def _now(self, now_ms: int | None) -> int:
         return self._clock.now_ms() if now_ms is None else now_ms
 
-    def _record_and_throttle(self, user: str, client_id: str, value: float, now: int) -> tuple[int, ResolvedQuota]:
-        resolved = self.resolve(user, client_id)
-        sensors = self._record(resolved, user, client_id, value, now)
-        if resolved.unlimited:
-            return 0, resolved
+    def _known(self, user: str, client_id: str) -> ClientSensors | None:
+        """The sensor of this client when it holds what the current table resolves for it (``fast``: the client is
+        the one its tags name), else None: the request path's one lookup for a known tenant, instead of resolving
+        (several lookups and two new objects) and then looking the sensor up."""
+        if self._names_both:
+            sensors = self._table.sensors.get((user, client_id))
+            if sensors is not None and sensors.fast:
+                return sensors
+        return None
+
+    def _sensors_to_record(self, user: str, client_id: str, now: int) -> ClientSensors:
+        """The sensor a record of this client goes to (made if none), with a few idle ones dropped first."""
+        table = self._table
+        if now > table.due_ms:
+            table.expire(now, RECORD_EXPIRY_BATCH)
+        sensors = self._known(user, client_id)
+        if sensors is None:
+            return self._sensors_of(self.resolve(user, client_id), user, client_id, now)
+        table.touch(sensors, now)
+        return sensors
+
+    def _throttle(self, sensors: ClientSensors, now: int) -> int:
+        """The throttle for what was just recorded in ``sensors`` (0 within quota), counted in its stats."""
+        if sensors.entity is None:  # no quota applies
+            return 0
         if sensors.smooth is not None and self.smoothing:
-            shadow = self.shadow or resolved.shadow
+            shadow = self.shadow or sensors.shadow
             throttle = smoothing.throttle_time_ms(sensors.smooth, self.max_throttle_time_ms, shadow)
             sensors.record_throttle(throttle, shadow)
-            return throttle, resolved
+            return throttle
+        limit = sensors.limit
         observed = sensors.rate.measure(now)
-        if quota_acceptable(observed, resolved.limit):
-            return 0, resolved
+        if quota_acceptable(observed, limit):
+            return 0
         window_ms = sensors.rate.window_size_ms(now)
-        throttle = max(0, bounded_throttle_time_ms(observed, resolved.limit, window_ms, self.max_throttle_time_ms))
-        sensors.record_throttle(throttle, self.shadow or resolved.shadow)
-        return throttle, resolved
+        throttle = max(0, bounded_throttle_time_ms(observed, limit, window_ms, self.max_throttle_time_ms))
+        sensors.record_throttle(throttle, self.shadow or sensors.shadow)
+        return throttle
 
     def record_remote(self, user: str, client_id: str, value: float, now_ms: int) -> None:
         """A peer's usage (:mod:`quota.usage_share`): counted in the rate this client's quota is checked against,
@@ -355,34 +347,47 @@ class ClientQuotaManager:
         if not resolved.unlimited:
             sensors = self._sensors_at(resolved, user, client_id, now_ms)
             sensors.record_remote(value, now_ms)
-            self._smooth(sensors, resolved, value, now_ms)
+            self._smooth(sensors, resolved.limit, value, now_ms)
 
     def _record(self, resolved: ResolvedQuota, user: str, client_id: str, value: float, now: int) -> ClientSensors:
         sensors = self._sensors_at(resolved, user, client_id, now)
-        sensors.record(value, now)
-        if not resolved.unlimited:  # an entity with no quota is counted for its metrics only, never shared
-            self.tap.add(self.quota_key, sensors.tags, user, client_id, value, resolved.limit)
-        self._smooth(sensors, resolved, value, now)
+        self._count(sensors, user, client_id, value, now)
         return sensors
 
-    def _smooth(self, sensors: ClientSensors, resolved: ResolvedQuota, value: float, now: int) -> None:
+    def _count(self, sensors: ClientSensors, user: str, client_id: str, value: float, now: int) -> None:
+        sensors.record(value, now)
+        if sensors.entity is not None:  # an entity with no quota is counted for its metrics only, never shared
+            self.tap.add(self.quota_key, sensors.tags, user, client_id, value, sensors.limit)
+        if self.smoothing:
+            self._smooth(sensors, sensors.limit, value, now)
+
+    def _smooth(self, sensors: ClientSensors, limit: float, value: float, now: int) -> None:
         """With smoothing on, ``value`` taken from (or, negative, given back to) the entity's bucket."""
-        if self.smoothing and not math.isinf(resolved.limit):
+        if self.smoothing and not math.isinf(limit):
             if sensors.smooth is None:
-                sensors.smooth = smoothing.new_bucket(resolved.limit, self.window, now)
+                sensors.smooth = smoothing.new_bucket(limit, self.window, now)
             smoothing.take(sensors.smooth, value, now)
 
     def _sensors_at(self, resolved: ResolvedQuota, user: str, client_id: str, now: int) -> ClientSensors:
-        self.expire_idle_sensors(now, RECORD_EXPIRY_BATCH)
-        sensors = self._sensors.get(resolved.tags)
+        """The sensor of ``resolved``'s tags (made if none) holding its limit, after a few idle ones dropped."""
+        if now > self._table.due_ms:
+            self._table.expire(now, RECORD_EXPIRY_BATCH)
+        return self._sensors_of(resolved, user, client_id, now)
+
+    def _sensors_of(self, resolved: ResolvedQuota, user: str, client_id: str, now: int) -> ClientSensors:
+        table = self._table
+        sensors = table.sensors.get(resolved.tags)
         if sensors is None:
             sensors = self.sensors_class(resolved, self.window, user, client_id, now)
-            self._add(sensors)
+            table.add(sensors, now)
         else:
             if sensors.limit != resolved.limit or sensors.entity is not resolved.entity:
                 sensors.apply(resolved)
-                self._represent(sensors, user, client_id)  # one that resolves to these tags now
-            self._sensors.move_to_end(resolved.tags)
+                table.represent(sensors, (user, client_id))  # one that resolves to these tags now
+            table.touch(sensors, now)
+        if (not sensors.fast and sensors.shadow == resolved.shadow and resolved.tags == (user, client_id)
+                and sensors.representative == resolved.tags):
+            sensors.fast = True  # this client's next record may skip resolving (see _known)
         return sensors
 
     def __repr__(self) -> str:

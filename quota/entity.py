@@ -284,6 +284,11 @@ class QuotaTable:
         """Just the limit (``math.inf`` when unconfigured)."""
         return self.resolve(key, user, client_id).limit
 
+    def names_both(self, key: str) -> bool:
+        """Whether some configured level of ``key`` counts a client under tags of its own user and client-id (an
+        entity with a user and a client-id part): only then can a client's sensor be found by its names alone."""
+        return any(_LEVELS[level][2] and _LEVELS[level][3] for level in self._levels_by_key.get(key, ()))
+
     def __len__(self) -> int:
         return len(self._entries)
 

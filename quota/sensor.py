@@ -9,12 +9,16 @@ quota was never applied: it is counted apart (``shadow_*``), so the applied coun
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from dataclasses import dataclass
+from operator import attrgetter
 
 from quota.entity import QuotaEntity, QuotaTags, ResolvedQuota
 from quota import smoothing
 from quota.rate import QuotaWindow, Rate
 from quota.token_bucket import TokenBucket
+from quota.top import OTHER
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +67,8 @@ class ClientSensors:
         "shadow_throttle_time_ms_total",
         "shadow_throttled_count",
         "smooth",
+        "moved_ms",
+        "fast",
     )
 
     def __init__(self, resolved: ResolvedQuota, window: QuotaWindow, user: str, client_id: str, now_ms: int) -> None:
@@ -71,8 +77,9 @@ class ClientSensors:
         self.limit: float = resolved.limit
         self.entity: QuotaEntity | None = resolved.entity
         self.shadow: bool = resolved.shadow
-        # One (user, client_id) that maps to these tags: re-resolved when the quota table is swapped.
-        self.representative: tuple[str, str] = (user, client_id)
+        # One (user, client_id) that maps to these tags: re-resolved when the quota table is swapped (the tags
+        # themselves when they are that client's names, as under <default> quotas: no second tuple per tenant).
+        self.representative: tuple[str, str] = self.tags if self.tags == (user, client_id) else (user, client_id)
         self.last_record_ms = now_ms
         self.value_total = 0.0
         self.throttle_time_ms_total = 0
@@ -82,9 +89,14 @@ class ClientSensors:
         self.shadow_throttle_time_ms_total = 0
         self.shadow_throttled_count = 0
         self.smooth: TokenBucket | None = None  # quota.smoothing's bucket, made at the first record while it is on
+        self.moved_ms = now_ms  # when it last went to the back of its manager's table (quota.sensor_table)
+        # True while limit, entity and shadow are what the current table resolves for the client named by the tags,
+        # who is also the representative: a record of that client may skip resolving (ClientQuotaManager._known).
+        self.fast = False
 
     def apply(self, resolved: ResolvedQuota) -> None:
         """Take the limit of ``resolved`` (same tags) so the next check uses it."""
+        self.fast = False  # the manager says whether it holds for the tags' own client
         self.limit = resolved.limit
         self.entity = resolved.entity
         self.shadow = resolved.shadow
@@ -98,6 +110,7 @@ class ClientSensors:
         self.entity = None
         self.shadow = False
         self.smooth = None
+        self.fast = False
 
     def record(self, value: float, now_ms: int) -> None:
         self.rate.record(value, now_ms)
@@ -142,3 +155,22 @@ class ClientSensors:
 
     def __repr__(self) -> str:
         return f"ClientSensors(tags={self.tags!r}, limit={self.limit!r}, last_record_ms={self.last_record_ms})"
+
+
+def summed_stats(parts: Iterable[list[ClientSensors]], now_ms: int, span_ms: int) -> EntityStats:
+    """The sensors of ``parts`` summed as one (tags :data:`quota.top.OTHER`): their counters added up, the longest
+    throttle of the last ``span_ms``, the latest record; no limit and no rate (it would cost a measurement each)."""
+    names = ("value_total", "throttle_time_ms_total", "throttled_count", "shadow_throttle_time_ms_total",
+             "shadow_throttled_count")
+    getters = [(name, attrgetter(name)) for name in names]
+    sums = dict.fromkeys(names, 0)
+    throttle_max = last_record_ms = 0
+    for part in parts:
+        for name, get in getters:
+            sums[name] += sum(map(get, part))
+        for s in part:
+            if now_ms - s.throttle_max_ms < span_ms and s.throttle_max > throttle_max:
+                throttle_max = s.throttle_max
+        last_record_ms = max(last_record_ms, max(map(attrgetter("last_record_ms"), part), default=0))
+    return EntityStats(tags=QuotaTags(OTHER, OTHER), entity=None, limit=math.inf, rate=math.nan,
+                       throttle_time_ms_max=throttle_max, last_record_ms=last_record_ms, shadow=False, **sums)

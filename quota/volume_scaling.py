@@ -39,6 +39,9 @@ class ScaledProduceQuotas:
     def keys(self) -> frozenset[str]:
         return frozenset((PRODUCER_BYTE_RATE,))
 
+    def names_both(self, key: str) -> bool:
+        return self.table.names_both(PRODUCER_BYTE_RATE)  # the base rate is a {client-id: <default>} entry
+
     def changes_since(self, older) -> frozenset[QuotaEntity] | None:
         """The entities changed since ``older`` (the same factor and base rate over an older table), else None."""
         if not isinstance(older, ScaledProduceQuotas) or (older.factor, older.base_rate) != (self.factor,
