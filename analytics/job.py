@@ -145,7 +145,8 @@ def run(input_path: str, output_dir: str, master: str | None = None, *, rules: r
         axis = timeaxis.TimeAxis.for_span(log["start"], log["end"]) if log["start"] is not None else None
         grid = stats.on_grid(usage)
         combine = chosen.scope if chosen.budgets > 1 else CLUSTER  # one budget: busiest = sum, one aggregation
-        frames = {"entity": stats.entity_intervals(grid, combine), "user": stats.user_intervals(grid, combine),
+        ports = chosen.budgets > chosen.proxies  # a proxy with several broker ports (cluster mode)
+        frames = {"entity": stats.entity_intervals(grid, combine, ports), "user": stats.user_intervals(grid, combine),
                   "ip": stats.ip_intervals(grid, by_proxy=chosen.proxies > 1)}
         for name, frame in frames.items():  # read again for the charts: computed once
             frames[name] = frame.cache()

@@ -72,33 +72,40 @@ def _sum(*cols: str) -> list[Column]:
     return [F.sum(c).alias(c) for c in cols]
 
 
-def entity_intervals(usage: DataFrame, scope: str = BROKER) -> DataFrame:
+def entity_intervals(usage: DataFrame, scope: str = BROKER, ports: bool = True) -> DataFrame:
     """One row per (user, client_id, api, time), and per (user, client_id, time) with api ``*``: the totals of
     that interval (:data:`TOTALS`) and the budget's rates per second (``request_rate``, ``response_rate``,
     ``new_pid_rate`` per (proxy, broker); ``mutation_rate`` per proxy, as the KIP-599 bucket is one per proxy) and
     counts (``mutations``, ``new_pids``): the busiest budget's under ``broker``, the sum under ``cluster`` (also
-    right, and one aggregation instead of three, for a log of one budget). ``usage`` is on the grid
+    right, and one aggregation instead of three, for a log of one budget). ``ports`` False when no proxy in the log
+    has several broker ports (sidecars): a proxy is then one broker, one aggregation fewer. ``usage`` is on the grid
     (:func:`on_grid`)."""
     requests = usage.where(F.col("api").isNotNull())
-    per_api = _entity_budgets(requests, ["user", "client_id", "api", "time"], scope)
-    all_apis = (_entity_budgets(requests, ["user", "client_id", "time"], scope)
+    per_api = _entity_budgets(requests, ["user", "client_id", "api", "time"], scope, ports)
+    all_apis = (_entity_budgets(requests, ["user", "client_id", "time"], scope, ports)
                 .withColumn("api", F.lit(ALL_APIS)).select(per_api.columns))
     return per_api.unionByName(all_apis)
 
 
-def _entity_budgets(frame: DataFrame, keys: list[str], scope: str) -> DataFrame:
+def _entity_budgets(frame: DataFrame, keys: list[str], scope: str, ports: bool) -> DataFrame:
     if scope == CLUSTER:  # everything summed: one aggregation
         return frame.groupBy(*keys).agg(
             *_sum(*TOTALS, "request_rate", "response_rate", "new_pid_rate", "mutation_rate"),
             F.sum("partition_mutations").alias("mutations"), F.sum("new_producer_ids").alias("new_pids"),
             F.max("interval_s").alias("interval_s"))
-    per_broker = frame.groupBy(*keys, "proxy", "broker").agg(
-        *_sum(*TOTALS, "request_rate", "response_rate", "mutation_rate", "new_pid_rate"),
-        F.max("interval_s").alias("interval_s"))
-    per_proxy = per_broker.groupBy(*keys, "proxy").agg(
-        *_sum(*TOTALS, "mutation_rate"), F.sum("partition_mutations").alias("mutations"),
-        *[F.max(c).alias(c) for c in ("request_rate", "response_rate", "new_pid_rate")],
-        F.max("new_producer_ids").alias("new_pids"), F.max("interval_s").alias("interval_s"))
+    if ports:  # a cluster-mode proxy's broker ports: each its own byte-rate budget, one mutation bucket between them
+        per_broker = frame.groupBy(*keys, "proxy", "broker").agg(
+            *_sum(*TOTALS, "request_rate", "response_rate", "mutation_rate", "new_pid_rate"),
+            F.max("interval_s").alias("interval_s"))
+        per_proxy = per_broker.groupBy(*keys, "proxy").agg(
+            *_sum(*TOTALS, "mutation_rate"), F.sum("partition_mutations").alias("mutations"),
+            *[F.max(c).alias(c) for c in ("request_rate", "response_rate", "new_pid_rate")],
+            F.max("new_producer_ids").alias("new_pids"), F.max("interval_s").alias("interval_s"))
+    else:  # one broker per proxy
+        per_proxy = frame.groupBy(*keys, "proxy").agg(
+            *_sum(*TOTALS, "request_rate", "response_rate", "mutation_rate", "new_pid_rate"),
+            F.sum("partition_mutations").alias("mutations"), F.sum("new_producer_ids").alias("new_pids"),
+            F.max("interval_s").alias("interval_s"))
     return per_proxy.groupBy(*keys).agg(
         *_sum(*TOTALS),
         *[F.max(c).alias(c) for c in ("request_rate", "response_rate", "new_pid_rate", "mutation_rate", "mutations",

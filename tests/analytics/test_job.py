@@ -169,6 +169,12 @@ def test_the_split_tenant_summed_per_interval_under_cluster_scope(spark):
         assert row["request_bytes"] == sum(r["request_bytes"] for r in split_records())
         [item] = recommend.build_quotas([row.asDict()], [], [])
         assert item == {"entity": {"user": SPLIT[0], "client-id": SPLIT[1]}, "producer_byte_rate": recommended}
+    # the same traffic through one cluster-mode proxy's broker ports 1 and 2: per broker, the same figure
+    ports = spark.createDataFrame([{**r, "proxy": "cm:9092", "broker": int(r["proxy"][-1])} for r in
+                                   split_records()], stats.SCHEMA)
+    [row] = stats.entity_stats(stats.entity_intervals(stats.on_grid(ports), "broker", ports=True)
+                               ).where("api = 'Produce'").collect()
+    assert row["request_rate_p99"] == pytest.approx(20_000)
 
 
 def test_misbehaving_tenants_top_their_dimension(result):
