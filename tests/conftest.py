@@ -13,12 +13,14 @@ from tests.harness import RunningProxy, Tansu, free_port, proxy_config, start_pr
 
 
 def pytest_itemcollected(item):
-    """For `make test`'s parallel run (pytest-xdist, ``--dist loadgroup``): tests marked ``measures_rate`` form two
-    groups (the mark's ``group``, default "rate"), each run by one worker one test after another, so at most two rate
+    """For `make test`'s parallel run (pytest-xdist, ``--dist loadgroup``): tests marked ``measures_rate`` form groups
+    (the mark's ``group``, default "rate"), each run by one worker one test after another, so at most three rate
     measurements share the 2 cores (all of them at once would measure each other; one group alone takes longer than
-    the whole suite may); tests using the ``spark`` fixture form another (one SparkSession start-up, not one per
-    worker). Marked here, as each test is collected: xdist turns the groups into node ids in its own
-    ``pytest_collection_modifyitems``, which runs before this conftest's. Without xdist the marks do nothing."""
+    the whole suite may); tests using the ``spark`` fixture form the "spark" group (one SparkSession start-up, not one
+    per worker), which the demo's test joins (rates, and a Spark job of its own), so the three chains are about as long
+    (about 3.5 minutes each, summed from the tests' durations alone). Marked here, as each test is collected: xdist
+    turns the groups into node ids in its own ``pytest_collection_modifyitems``, which runs before this conftest's.
+    Without xdist the marks do nothing."""
     rate = item.get_closest_marker("measures_rate")
     if rate is not None:
         item.add_marker(pytest.mark.xdist_group(rate.kwargs.get("group", "rate")))

@@ -26,7 +26,8 @@ from config.loader import load_config_file
 from demo.run import LIMITED, UNLIMITED, run_scenario, timing
 from tests.harness import free_port
 
-pytestmark = [pytest.mark.integration, pytest.mark.measures_rate]
+# the "spark" group: beside the other two rate groups, and one Spark job at a time (tests/conftest.py)
+pytestmark = [pytest.mark.integration, pytest.mark.measures_rate(group="spark")]
 
 DEMO_CONFIG = Path(__file__).parents[2] / "demo" / "demo.yaml"
 
