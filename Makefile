@@ -17,8 +17,9 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) -m demo
 
-# On 4 workers (pytest-xdist): the tests mostly wait on real clocks. Tests marked measures_rate share one worker,
-# one at a time, and so do the Spark ones (tests/conftest.py); ports never collide (tests/harness.py).
+# On 4 workers (pytest-xdist): the tests mostly wait on real clocks. Tests marked measures_rate run in three groups,
+# each on one worker one test at a time, the Spark ones in the third (tests/conftest.py); ports never collide
+# (tests/harness.py).
 test: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider -n 4 --dist loadgroup
 
