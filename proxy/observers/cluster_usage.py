@@ -20,12 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import gc
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 
 from prometheus_client import Counter, Gauge
 
@@ -33,6 +30,7 @@ from proxy.clock import WallClock
 from proxy.cluster.kafka_clients import Backoff, OwnKafka, stop_client
 from proxy.identity import proxy_id
 from proxy.observers.following import CALL_TIMEOUT_S, CHECK_S, TopicReader
+from proxy.ops.http import quiet
 from proxy.ops.metrics import PREFIX
 from proxy.tasks import cancel_all, wait_for
 from quota.cluster_peers import ClusterPeers, fallback_delta
@@ -48,34 +46,6 @@ LEAVE_TIMEOUT_S = 1.0
 REQUEST_OVERHEAD_BYTES = 4096  # aiokafka's max_request_size counts the record's key and headers too
 
 
-_young_lock = threading.Lock()
-_young_depth = 0
-_young_saved: tuple[int, int, int] = (700, 10, 10)
-
-
-@contextmanager
-def young_collections_only() -> Iterator[None]:
-    """Around a sync's encoding or decoding in a thread: the cyclic garbage collector keeps collecting the young
-    objects (a few thousand at a time) but makes no full collection meanwhile, which walks every object the proxy
-    holds with the GIL held (0.2-0.4 s at 10^5 tenants, set off again and again by the encoding's objects: a second's
-    stall of the event loop). Pausing the collector instead (``proxy.ops.http.quiet``) left the sync's objects to one
-    collection when it resumed, a stall of 0.2-0.4 s itself. Process-wide: the first of overlapping users sets it,
-    the last restores it."""
-    global _young_depth, _young_saved
-    with _young_lock:
-        if _young_depth == 0:
-            _young_saved = gc.get_threshold()
-            gc.set_threshold(_young_saved[0], _young_saved[1], 2**31 - 1)
-        _young_depth += 1
-    try:
-        yield
-    finally:
-        with _young_lock:
-            _young_depth -= 1
-            if _young_depth == 0:
-                gc.set_threshold(*_young_saved)
-
-
 def dispose(tables: dict, rows: list) -> None:
     """Free a sync's gathered tables and last leftover a part at a time: freeing 10^5 entries at once is one call
     that holds the GIL for tens of milliseconds (in whichever thread drops the last reference)."""
@@ -87,7 +57,7 @@ def dispose(tables: dict, rows: list) -> None:
 
 
 def quiet_decode(value: bytes) -> UsageDelta:
-    with young_collections_only():
+    with quiet():
         return decode(value)
 
 
@@ -169,13 +139,14 @@ class ClusterUsage:
         return self.settle(fit(gathered, self.max_bytes, self._per_entry, self._leftover))
 
     async def _sync(self) -> Fitted:
-        """This sync's record, encoded and compressed in a thread (10^5 entities take a few hundred ms), with no full
-        garbage collection meanwhile (:func:`young_collections_only`)."""
+        """This sync's record, encoded and compressed in a thread (10^5 entities take a few hundred ms), quietly (the
+        garbage collector paused: a full collection set off by the encoding's objects walks every object with the GIL
+        held, 0.2-0.4 s at 10^5 tenants; resuming it costs one collection of what the sync left, measured smaller)."""
         gathered = [self.own.gather(self.own_id)]
         leftover, self._leftover = self._leftover, []
 
         def fitted() -> Fitted:
-            with young_collections_only():
+            with quiet():
                 done = fit(gathered[0], self.max_bytes, self._per_entry, leftover)
                 dispose(gathered.pop().values, leftover)  # here, not on the loop
                 return done
@@ -280,9 +251,8 @@ class ClusterUsage:
             self._broken(exc)
             return
         if self._fresh(key, delta, timestamp_ms):
-            with young_collections_only():  # a second of recording at 10^5 entities: no full collection in it
-                for _ in self._record(delta):
-                    await asyncio.sleep(0)
+            for _ in self._record(delta):
+                await asyncio.sleep(0)
 
     def _wanted(self, key: bytes | None, value: bytes | None, timestamp_ms: int) -> bool:
         """Whether a record is to be decoded: not a tombstone, and (by its key, the sidecar's id, before any

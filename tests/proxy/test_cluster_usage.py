@@ -115,15 +115,3 @@ def test_usage_that_does_not_fit_in_one_record_waits_for_the_next_counted_and_lo
     assert sent == sum(100 + i for i in range(2000)) and not usage.carrying
     assert "every entity fits in one usage record again" in caplog.text
 
-
-def test_no_full_collection_while_a_sync_encodes_and_the_thresholds_come_back_after_overlapping_uses():
-    import gc
-
-    from proxy.observers.cluster_usage import young_collections_only
-
-    before = gc.get_threshold()
-    with young_collections_only():
-        with young_collections_only():  # the follower's decoding while the publisher encodes
-            assert gc.get_threshold()[:2] == before[:2] and gc.get_threshold()[2] > 10**9
-        assert gc.get_threshold()[2] > 10**9
-    assert gc.get_threshold() == before and gc.isenabled()
