@@ -52,6 +52,7 @@ from collections import Counter
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.common import ROOT, free_port, stop_processes, tansu, wait_for_port  # noqa: E402
+from tests.integration.clients import ck_flat_out  # noqa: E402
 
 CLIENT_ID = "shared"
 TOPIC = "tenant"
@@ -163,15 +164,7 @@ class Producer(threading.Thread):
                 self.acked[int(time.monotonic() - self.t0)] += len(msg)
 
         p = CkProducer({"bootstrap.servers": self.bootstrap, "client.id": CLIENT_ID})
-        while not self.halt.is_set():
-            try:
-                p.produce(TOPIC, VALUE, on_delivery=done)
-            except BufferError:
-                p.poll(0.05)
-                continue
-            p.poll(0)
-        p.purge(in_queue=True, in_flight=True)  # the tenant stops here: nothing queued is sent any more
-        p.flush(1)
+        ck_flat_out(p, TOPIC, VALUE, self.halt, done)  # at the halt nothing queued is sent any more
 
 
 def create_topic(bootstrap: str) -> None:

@@ -191,6 +191,20 @@ def ck_produce(bootstrap: str, topic: str, count: int, records=None, **config) -
     assert not errors, errors[:3]
 
 
+def ck_flat_out(producer, topic: str, value: bytes, halt, on_delivery) -> None:
+    """Keep a confluent-kafka ``producer``'s local queue full of ``value`` for ``topic`` until ``halt`` is set (a
+    tenant flat out); then drop what is still queued or in flight (the tenant stops at once)."""
+    while not halt.is_set():
+        try:
+            producer.produce(topic, value, on_delivery=on_delivery)
+        except BufferError:
+            producer.poll(0.05)
+            continue
+        producer.poll(0)
+    producer.purge(in_queue=True, in_flight=True)
+    producer.flush(1)
+
+
 def ck_consume(bootstrap: str, topic: str, count: int, timeout: float = 60.0) -> dict[int, list[bytes]]:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 

@@ -25,6 +25,7 @@ import pytest
 from config.model import Address
 from proxy.cluster.kafka_clients import OwnKafka
 from tests.harness import Tansu, free_port, start_proxy
+from tests.integration.clients import ck_flat_out
 
 pytestmark = [pytest.mark.integration, pytest.mark.measures_rate]
 
@@ -45,16 +46,7 @@ def produce_flat_out(bootstrap: str, t0: float, acked: Counter, halt: threading.
             acked[int((time.monotonic() - t0) * 10)] += len(msg)  # per tenth of a second
 
     producer = Producer({"bootstrap.servers": bootstrap, "client.id": "shared", "batch.size": 65536})
-    value = b"v" * 1000
-    while not halt.is_set():
-        try:
-            producer.produce(TOPIC, value, on_delivery=done)
-        except BufferError:
-            producer.poll(0.05)
-            continue
-        producer.poll(0)
-    producer.purge(in_queue=True, in_flight=True)
-    producer.flush(1)
+    ck_flat_out(producer, TOPIC, b"v" * 1000, halt, done)
 
 
 def sidecar_config(port: int, broker_port: int, index: int) -> dict:
