@@ -220,6 +220,7 @@ def flow_state(conn) -> dict:
     c = conn()
     flow = c.flow
     return {"inflight": len(flow.inflight), "reading_client": flow.reading_client, "at_bound": flow.at_bound,
+            "reading_broker": flow.reading_broker,
             "read_ahead": flow.read_ahead_bytes, "write_buffer": c.transport.get_write_buffer_size(),
             "closed": c.closed, "open": c in c.ctx.connections}
 
@@ -238,12 +239,13 @@ def flood_until_paused(proxy, sock: socket.socket, conn, blob: bytes, samples: l
     """Send ``blob`` without reading, until all of it is sent or the proxy stops reading us for good; then wait
     until it has. ``blob`` must hold requests whose answers overflow the kernel's socket buffers and the proxy's
     high-water mark. Returns how many bytes were sent; appends the proxy's state as it goes to ``samples``."""
-    high_water = proxy.app.config.settings["connections.max.buffered.response.bytes"]
-
     def paused_by_us(s) -> bool:
         # reading stopped because the client does not take its answers: a lasting state, unlike the request
-        # bound, which the broker's answers lift
-        return not s["reading_client"] and s["at_bound"] and s["write_buffer"] > high_water
+        # bound, which the broker's answers lift. The client socket's back-pressure (its write buffer went over
+        # connections.max.buffered.response.bytes) is what stops reading the broker here (nothing is held for a
+        # quota), and it lasts until the buffer drains below the transport's low-water mark (a quarter of it): by
+        # then the buffer may be anywhere between the two, the kernel's send buffer having grown and taken some.
+        return not s["reading_client"] and s["at_bound"] and not s["reading_broker"] and s["write_buffer"] > 0
 
     view = memoryview(blob)
     sent = 0
