@@ -7,9 +7,9 @@ brokers: one listens on 127.0.0.1:P, the other on 127.0.0.2:P, and each tenant p
 runs on an event loop whose name lookups send ``localhost`` to its own sidecar's address, as each broker's host
 would. The proxies' own clients (the usage topic's publisher and follower) reach Tansu directly, as a sidecar's do.
 Admitted bytes are what the producers had acknowledged, so the figures are what the proxies let through. Bounds are
-generous (rates, not timings). Measured on this machine: 0.81-0.95 x under ``cluster``, 1.88-1.91 x under
-``broker``. Then sidecar b stops: its tombstone makes a forget it at once (no fallback); sidecar c joins and dies
-(no tombstone): a keeps to its per-broker share once c's last record is older than ``quota.cluster.stale.ms``.
+generous (rates, not timings). Measured on this machine: 0.93-0.99 x under ``cluster`` (``quota.smoothing`` on, its
+default with a usage topic; 0.81-0.95 x with it off), 1.87-1.91 x under ``broker``. Then sidecar b stops: its
+tombstone makes a forget it at once (no fallback); sidecar c joins and dies (no tombstone): a keeps to its per-broker share once c's last record is older than ``quota.cluster.stale.ms``.
 """
 
 from __future__ import annotations
@@ -28,8 +28,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.measures_rate]
 TOPIC = "shared-tenant"
 USAGE_TOPIC = "__kafka_quota_proxy_usage"
 RATE = 200_000  # producer_byte_rate, bytes/s
-WARM_UP_S = 2.0  # past the fresh entity's burst (quota x (num - 1) x window, on each sidecar before the first sync) and
-# the throttle that follows it (up to the window span, 2 s)
+WARM_UP_S = {"broker": 2.0,  # past the fresh entity's burst (quota x (num - 1) x window) and the throttle after it
+             # (up to the window span, 2 s)
+             "cluster": 4.0}  # quota.smoothing on, as by default with a usage topic: each sidecar admits a full
+# bucket and more before it sees the other's usage, and both then pay that debt back (0.59 x measured over 2-5 s in a
+# quiet make test with 2.0)
 MEASURE_S = 3.0
 
 
@@ -91,7 +94,8 @@ def test_one_tenant_through_two_sidecars_gets_its_quota_once_or_per_sidecar(scop
         kp_create_topic(f"127.0.0.1:{port}", TOPIC, 2)
         acked = {"127.0.0.1": [], "127.0.0.2": []}
         start = time.monotonic()
-        clients = [threading.Thread(target=produce_flat_out, args=(address, port, WARM_UP_S + MEASURE_S + 0.3, into))
+        seconds = WARM_UP_S[scope] + MEASURE_S + 0.3
+        clients = [threading.Thread(target=produce_flat_out, args=(address, port, seconds, into))
                    for address, into in acked.items()]
         for client in clients:
             client.start()
@@ -127,11 +131,12 @@ def test_one_tenant_through_two_sidecars_gets_its_quota_once_or_per_sidecar(scop
         for proxy in proxies:
             proxy.stop()
         broker.stop()
-    window = (start + WARM_UP_S, start + WARM_UP_S + MEASURE_S)
+    window = (start + WARM_UP_S[scope], start + WARM_UP_S[scope] + MEASURE_S)
     per_sidecar = [sum(n for at, n in list(into) if window[0] <= at < window[1]) / MEASURE_S / RATE
                    for into in acked.values()]
     assert all(share > 0 for share in per_sidecar), f"a producer got nothing through: {per_sidecar}"
     total = sum(per_sidecar)
+    print(f"quota.scope {scope}: {total:.2f} x producer_byte_rate in total ({per_sidecar})")
     assert low <= total <= high, f"quota.scope {scope}: {total:.2f} x producer_byte_rate in total ({per_sidecar})"
     if scope == "cluster":
         assert all(n > 0 for n in received), f"a sidecar recorded no peer usage: {received}"
