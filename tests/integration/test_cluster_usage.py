@@ -9,7 +9,8 @@ would. The proxies' own clients (the usage topic's publisher and follower) reach
 Admitted bytes are what the producers had acknowledged, so the figures are what the proxies let through. Bounds are
 generous (rates, not timings). Measured on this machine: 0.93-0.99 x under ``cluster`` (``quota.smoothing`` on, its
 default with a usage topic; 0.81-0.95 x with it off), 1.87-1.91 x under ``broker``. Then sidecar b stops: its
-tombstone makes a forget it at once (no fallback); sidecar c joins and dies (no tombstone): a keeps to its per-broker share once c's last record is older than ``quota.cluster.stale.ms``.
+tombstone makes a forget it at once (no fallback); sidecar c joins and dies (no tombstone): a keeps to its
+per-broker share once c's last record is older than ``quota.cluster.stale.ms``.
 """
 
 from __future__ import annotations
