@@ -33,7 +33,6 @@ async def cancel_and_wait(task: asyncio.Task | None) -> None:
         pass
 
 
-
 async def cancel_all(tasks) -> None:
     """Cancel every task of ``tasks``, then wait until each has finished; what they end with (cancelled, or an error
     they stopped on) is not the stopper's business."""

@@ -39,7 +39,7 @@ from quota.decision import FORWARD, Decision, Throttle
 from quota.entity import QuotaTable, ResolvedQuota
 from quota.rate import QuotaWindow
 from quota.sensor import ClientSensors, EntityStats, summed_stats
-from quota.sensor_table import COMPACT_BELOW, SensorTable  # noqa: F401 (COMPACT_BELOW: producer_ids reads it here)
+from quota.sensor_table import SensorTable
 from quota.throttle import INT32_MAX, bounded_throttle_time_ms, quota_acceptable
 from quota.top import busiest, no_pause, others, release, snapshot
 from quota.usage_tap import NO_TAP

@@ -46,12 +46,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import attrgetter
 
-from quota.client_quota import COMPACT_BELOW
 from quota.decision import FORWARD, Decision, Throttle
 from quota.entity import DEFAULT, PRODUCER_IDS_RATE, QuotaTable, QuotaTags
 from quota.token_bucket import TokenBucket
 from quota.producer_id_cache import MAX_FILTERS, BloomFilter, TimeControlledBloomFilter  # noqa: F401 (re-exported)
 from quota.producer_ids_issued import IssuedProducerIds
+from quota.sensor_table import COMPACT_BELOW
 from quota.usage_tap import NO_TAP
 from quota.throttle import INT32_MAX
 from quota.top import OTHER, busiest, no_pause, others, release, snapshot, totals

@@ -52,7 +52,7 @@ def dispose(tables: dict, rows: list) -> None:
     while rows:
         del rows[-10_000:]
     for table in tables.values():
-        for tags in list(table)[:]:
+        for tags in list(table):
             del table[tags]
 
 
