@@ -269,12 +269,7 @@ def test_broker_closing_in_the_middle_of_a_spliced_response(how: str, loop_kind:
     broker = ScriptedBroker(answer).start()
     config = proxy_config(0, broker.port)
     config["dynamic_config"] = {"enabled": False}  # the scripted broker must see only the test's requests
-    try:
-        proxy = start_proxy(config, loop_kind)
-    except BaseException:
-        broker.stop()
-        raise
-    try:
+    with proxy_in_front(broker, config, loop_kind) as proxy:
         before = proxy_fds()
         sock = connect(proxy.port)
         sock.sendall(frame(encode_request_header(LIST_OFFSETS, 1, 5, "cut-broker") + b"\x00" * 16))
@@ -292,11 +287,6 @@ def test_broker_closing_in_the_middle_of_a_spliced_response(how: str, loop_kind:
         sock.close()
         assert 0 < proxy.metric(SPLICED, listener="PLAINTEXT", direction="response") < SENT
         wait_for(lambda: proxy_fds() <= before, f"the connection's fds are closed ({proxy_fds()} > {before})")
-    finally:
-        try:
-            proxy.stop()
-        finally:
-            broker.stop()
 
 
 def test_shutdown_lets_a_response_being_spliced_finish() -> None:
