@@ -113,13 +113,20 @@ def produce_at_full_speed(bootstrap: str, topic: str, stop: threading.Event, err
 def test_one_tenant_spread_over_two_workers_gets_its_quota_in_total(tmp_path):
     with workers_proxy(tmp_path, 2) as (proc, bootstrap, metrics_port, _):
         c.ck_create_topic(bootstrap, "spread", 4)
-        stop, errors = threading.Event(), []
-        threads = [threading.Thread(target=produce_at_full_speed, args=(bootstrap, "spread", stop, errors))
-                   for _ in range(PRODUCERS)]
-        for t in threads:
-            t.start()
+        stop, errors, threads = threading.Event(), [], []
+        name, labels = "kafka_quota_proxy_quota_bytes_total", {"quota": "producer_byte_rate", "client_id": "spread"}
         try:
-            time.sleep(WINDOW_NUM * WINDOW_S + 1)  # past the start-up burst
+            # SO_REUSEPORT hashes each connection to a worker: all 8 producers' connections land on one worker once
+            # in 128 runs, and then nothing here is shared. More producers join until both workers carry traffic.
+            for _ in range(4):
+                for _ in range(PRODUCERS if not threads else PRODUCERS // 2):
+                    threads.append(threading.Thread(target=produce_at_full_speed,
+                                                    args=(bootstrap, "spread", stop, errors)))
+                    threads[-1].start()
+                time.sleep(1.5)
+                if len([w for w, n in samples(scrape(metrics_port), name, **labels).items() if n > 0]) == 2:
+                    break
+            time.sleep(WINDOW_NUM * WINDOW_S + 1 - 1.5)  # past the start-up burst
             before, t0 = scrape(metrics_port), time.monotonic()
             time.sleep(MEASURE_S)
             after, t1 = scrape(metrics_port), time.monotonic()
@@ -127,7 +134,6 @@ def test_one_tenant_spread_over_two_workers_gets_its_quota_in_total(tmp_path):
             stop.set()
             for t in threads:
                 t.join(30)
-        name, labels = "kafka_quota_proxy_quota_bytes_total", {"quota": "producer_byte_rate", "client_id": "spread"}
         b0, b1 = samples(before, name, **labels), samples(after, name, **labels)
         per_worker = {w: (b1[w] - b0.get(w, 0.0)) / (t1 - t0) for w in b1}
         accepted = samples(after, "kafka_quota_proxy_connections_accepted_total")
