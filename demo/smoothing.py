@@ -96,18 +96,33 @@ def produce_for(bootstrap: str, seconds: int, admitted: Callable[[], float], quo
             failed.append(exc)
 
     thread = threading.Thread(target=produce, name=f"{SMOOTH} producer", daemon=True)
-    counts, started = [admitted()], time.monotonic()
+    counts = [read_count(admitted)]
+    started = counts[0][0]
     thread.start()
     try:
         for i in range(1, seconds + 1):
             time.sleep(max(0.0, started + i - time.monotonic()))
-            counts.append(admitted())
+            counts.append(read_count(admitted))
     finally:
         stop.set()
         thread.join(10)
     if failed:
         raise failed[0]
-    return tuple((b - a) / quota for a, b in zip(counts, counts[1:]))
+    return per_second(counts, quota)
+
+
+def read_count(admitted: Callable[[], float]) -> tuple[float, float]:
+    """(when, count): the time is the middle of the read, which is a scrape of the proxy's /metrics."""
+    before = time.monotonic()
+    count = admitted()
+    return (before + time.monotonic()) / 2, count
+
+
+def per_second(counts: list[tuple[float, float]], quota: float) -> tuple[float, ...]:
+    """Each interval's rate / ``quota``, over the time the interval really lasted: on a busy machine a read comes
+    late, and a late read divided by one second would show the next second's bytes in this one (a 1.9 x followed
+    by a 0 x where the producer ran at its quota)."""
+    return tuple((b - a) / max(tb - ta, 1e-3) / quota for (ta, a), (tb, b) in zip(counts, counts[1:]))
 
 
 def switch(admin, value: str | None, expected: str) -> None:
