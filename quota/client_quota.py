@@ -30,7 +30,7 @@ the quota for aggressive clients (tiny gaps between large batches). This is Kafk
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from operator import attrgetter
 
 from quota import smoothing
@@ -94,6 +94,7 @@ class ClientQuotaManager:
         # path looks its sensor up by its names first (_known).
         self._names_both = quotas.names_both(quota_key)
         self.refreshed = 0  # sensors looked at by update_quotas (tests count it)
+        self._version = 0  # of the quota table: a sensor's resolved_version is valid while it is this one
 
     # -- quota table ---------------------------------------------------------------------------------------------
 
@@ -124,6 +125,7 @@ class ClientQuotaManager:
         """
         changed = quotas.changes_since(self._quotas)
         self._quotas = quotas
+        self._version += 1  # every sensor's tags resolve again before a peer's row skips resolving
         self.enabled = self.quota_key in quotas.keys()
         self._names_both = quotas.names_both(self.quota_key)
         if changed is None or len(changed) >= len(self._sensors):  # looking at every sensor costs less then
@@ -348,6 +350,37 @@ class ClientQuotaManager:
             sensors = self._sensors_at(resolved, user, client_id, now_ms)
             sensors.record_remote(value, now_ms)
             self._smooth(sensors, resolved.limit, value, now_ms)
+            if resolved.tags == (user, client_id):  # the row named its tags, as a peer's do: the next may skip this
+                sensors.resolved_version = self._version
+
+    def record_remote_rows(self, users: Sequence[str], client_ids: Sequence[str], values: Sequence[float],
+                           now_ms: int) -> None:
+        """:meth:`record_remote` for each row of three columns (a peer's record: 10^5 rows and more), with the same
+        effect, at less cost for a row whose sensor is known: a peer names each row by its quota tags, so once the
+        client the tags name has resolved to them (under this quota table, and the sensor's limit not changed since)
+        the row goes to that sensor without resolving again, as :meth:`_known` lets a local client's record."""
+        table = self._table
+        version = self._version
+        expiration = self.inactive_sensor_expiration_ms
+        step_ms = table.step_ms
+        smoothing_on = self.smoothing
+        for user, client_id, value in zip(users, client_ids, values):
+            sensors = table.sensors.get((user, client_id))
+            if (sensors is None or sensors.resolved_version != version
+                    or now_ms - sensors.last_record_ms > expiration):  # one that expiry may drop: made again there
+                self.record_remote(user, client_id, value, now_ms)
+                continue
+            if now_ms > table.due_ms:  # as _sensors_at does (it cannot drop this sensor: recorded within the hour)
+                table.expire(now_ms, RECORD_EXPIRY_BATCH)
+            if now_ms - sensors.moved_ms >= step_ms:  # table.touch
+                table.sensors.move_to_end(sensors.tags)
+                sensors.moved_ms = now_ms
+            sensors.rate.record(value, now_ms)  # sensors.record_remote
+            sensors.last_record_ms = now_ms
+            if smoothing_on:  # self._smooth, the limit finite (it resolved to an entity)
+                if sensors.smooth is None:
+                    sensors.smooth = smoothing.new_bucket(sensors.limit, self.window, now_ms)
+                smoothing.take(sensors.smooth, value, now_ms)
 
     def _record(self, resolved: ResolvedQuota, user: str, client_id: str, value: float, now: int) -> ClientSensors:
         sensors = self._sensors_at(resolved, user, client_id, now)

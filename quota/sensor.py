@@ -69,6 +69,7 @@ class ClientSensors:
         "smooth",
         "moved_ms",
         "fast",
+        "resolved_version",
     )
 
     def __init__(self, resolved: ResolvedQuota, window: QuotaWindow, user: str, client_id: str, now_ms: int) -> None:
@@ -93,10 +94,15 @@ class ClientSensors:
         # True while limit, entity and shadow are what the current table resolves for the client named by the tags,
         # who is also the representative: a record of that client may skip resolving (ClientQuotaManager._known).
         self.fast = False
+        # The version of its manager's quota table under which the client named by the tags last resolved to these
+        # tags and this limit (-1: not since the last change of limit): a peer's usage comes named by its tags, so a
+        # row of it may skip resolving (ClientQuotaManager.record_remote_rows).
+        self.resolved_version = -1
 
     def apply(self, resolved: ResolvedQuota) -> None:
         """Take the limit of ``resolved`` (same tags) so the next check uses it."""
         self.fast = False  # the manager says whether it holds for the tags' own client
+        self.resolved_version = -1
         self.limit = resolved.limit
         self.entity = resolved.entity
         self.shadow = resolved.shadow
@@ -111,6 +117,7 @@ class ClientSensors:
         self.shadow = False
         self.smooth = None
         self.fast = False
+        self.resolved_version = -1
 
     def record(self, value: float, now_ms: int) -> None:
         self.rate.record(value, now_ms)

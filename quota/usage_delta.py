@@ -41,6 +41,7 @@ import heapq
 import json
 import math
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate, chain
 from operator import itemgetter
@@ -65,13 +66,60 @@ class UsageDeltaError(ValueError):
     """A usage delta that cannot be decoded; the message names the field."""
 
 
+class Rows(Sequence):
+    """``(user, client_id, value)`` rows kept as three columns (lists, or any sequences): what :func:`decode` gives
+    for a byte-rate or mutation list. A peer's record of 10^5 rows is then three lists of names and numbers, which the
+    cyclic garbage collector does not look into, rather than 10^5 tuples it walks at every collection until they
+    go (tens of milliseconds each, the GIL held); a receiver reads the columns (:func:`columns`). It reads as the
+    tuple of its rows, and equals it."""
+
+    __slots__ = ("users", "client_ids", "values")
+
+    def __init__(self, users: Sequence[str], client_ids: Sequence[str], values: Sequence[float]) -> None:
+        if not len(users) == len(client_ids) == len(values):
+            raise ValueError(f"columns of {len(users)}, {len(client_ids)} and {len(values)} items")
+        self.users, self.client_ids, self.values = users, client_ids, values
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return tuple(zip(self.users[i], self.client_ids[i], self.values[i]))
+        return self.users[i], self.client_ids[i], self.values[i]
+
+    def __iter__(self):
+        return zip(self.users, self.client_ids, self.values)
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, Rows):
+            return (len(self) == len(other) and list(self.values) == list(other.values)
+                    and list(self.users) == list(other.users) and list(self.client_ids) == list(other.client_ids))
+        if isinstance(other, tuple):
+            return tuple(self) == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"Rows({tuple(self)!r})"
+
+
+def columns(rows: Sequence[EntityUsage]) -> tuple[Sequence[str], Sequence[str], Sequence[float]]:
+    """The users, client ids and values of ``rows`` (a :class:`Rows`' own columns, without a copy)."""
+    if isinstance(rows, Rows):
+        return rows.users, rows.client_ids, rows.values
+    return [row[0] for row in rows], [row[1] for row in rows], [row[2] for row in rows]
+
+
 @dataclass(frozen=True, slots=True)
 class UsageDelta:
     source: str  # who recorded it (a worker index, a sidecar id): receivers skip their own
     scope: str = ""  # whose budget: "" the proxy's own quota set, else a broker's node id (quota.scope broker)
-    produce: tuple[EntityUsage, ...] = ()
-    fetch: tuple[EntityUsage, ...] = ()
-    mutations: tuple[EntityUsage, ...] = ()
+    produce: Sequence[EntityUsage] = ()  # a tuple of rows, or Rows (decoded)
+    fetch: Sequence[EntityUsage] = ()
+    mutations: Sequence[EntityUsage] = ()
     producer_ids: tuple[ProducerIdUsage, ...] = ()
     listeners: tuple[tuple[str, int], ...] = ()
     ips: tuple[tuple[str, int], ...] = ()
@@ -91,14 +139,14 @@ class UsageDelta:
 
 def encode(delta: UsageDelta, *, compress: bool = False) -> bytes:
     """The delta's bytes; ``compress``: zlib-compressed (what a sidecar publishes: a record has a size limit)."""
-    entity_kinds = [getattr(delta, kind) for kind in _ENTITY_KINDS]
-    first, second = itemgetter(0), itemgetter(1)
-    names: set[str] = set(map(first, delta.producer_ids))
+    entity_kinds = [columns(getattr(delta, kind)) for kind in _ENTITY_KINDS]
+    names: set[str] = set(map(itemgetter(0), delta.producer_ids))
     client_names: set[str] = set()
-    for rows in entity_kinds:
-        for part in _parts(rows):
-            names.update(map(first, part))
-            client_names.update(map(second, part))
+    for row_users, row_clients, _ in entity_kinds:
+        for part in _parts(row_users):
+            names.update(part)
+        for part in _parts(row_clients):
+            client_names.update(part)
     user_list, client_list = _sorted(names), _sorted(client_names)  # neighbours share most of their name: compresses
     users: dict[str, int] = {}
     for at, part in enumerate(_parts(user_list)):
@@ -109,14 +157,14 @@ def encode(delta: UsageDelta, *, compress: bool = False) -> bytes:
     _lines(lines, "users", user_list)
     _lines(lines, "clients", client_list)
     width = len(clients)
-    for kind, rows in zip(_ENTITY_KINDS, entity_kinds):
-        if rows:
-            keys = [users[user] * width + clients[client_id] for user, client_id, _ in rows]
+    for kind, (row_users, row_clients, values) in zip(_ENTITY_KINDS, entity_kinds):
+        if values:
+            keys = [users[user] * width + clients[client_id] for user, client_id in zip(row_users, row_clients)]
             order = sorted(range(len(keys)), key=keys.__getitem__)  # rows by index: small steps from one to the next
             us, cs = [keys[i] // width for i in order], [keys[i] % width for i in order]
             _lines(lines, f"{kind}.0", [b - a for a, b in zip(chain((0,), us), us)])
             _lines(lines, f"{kind}.1", [b - a for a, b in zip(chain((0,), cs), cs)])
-            _lines(lines, f"{kind}.2", [rows[i][2] for i in order])
+            _lines(lines, f"{kind}.2", [values[i] for i in order])
     _lines(lines, "producer_ids", [(users[user], count, ids) for user, count, ids in delta.producer_ids])
     data = "\n".join(lines).encode()
     return zlib.compress(data, ZLIB_LEVEL) if compress else data
@@ -243,9 +291,10 @@ def _strings(raw: dict, name: str) -> list[str]:
     return items
 
 
-def _entities(raw: dict, name: str, users: list[str], clients: list[str]) -> tuple[EntityUsage, ...]:
-    """``[user index steps, client index steps, values]`` back into ``(user, client_id, value)`` rows. Checked a
-    column at a time (10^5 rows in milliseconds); a bad item is then looked for one by one, to name it."""
+def _entities(raw: dict, name: str, users: list[str], clients: list[str]) -> Rows | tuple:
+    """``[user index steps, client index steps, values]`` back into ``(user, client_id, value)`` rows, as columns
+    (:class:`Rows`). Checked a column at a time (10^5 rows in milliseconds); a bad item is then looked for one by one,
+    to name it."""
     columns = raw.get(name)
     if columns is None:
         return ()
@@ -263,7 +312,7 @@ def _entities(raw: dict, name: str, users: list[str], clients: list[str]) -> tup
         if at and (min(at) < 0 or max(at) >= len(table)):
             i = next(i for i, index in enumerate(at) if not 0 <= index < len(table))
             raise UsageDeltaError(f"usage delta.{name}[{col}][{i}]: index {at[i]} outside the {len(table)} {what}")
-        indices.append(map(table.__getitem__, at))
+        indices.append(list(map(table.__getitem__, at)))
     try:
         finite = all(type(v) in (int, float) and math.isfinite(v) for v in values)
     except OverflowError:  # an integer too large for a float
@@ -275,7 +324,7 @@ def _entities(raw: dict, name: str, users: list[str], clients: list[str]) -> tup
             except OverflowError:
                 raise UsageDeltaError(f"usage delta.{name}[2][{i}]: expected a finite number, got {value!r:.40}") \
                     from None
-    return tuple(zip(indices[0], indices[1], values))
+    return Rows(indices[0], indices[1], values)
 
 
 def _counts(raw: dict, name: str) -> tuple[tuple[str, int], ...]:

@@ -16,10 +16,11 @@ shrunk in proportion and encoded again, so a sync usually encodes once.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from quota.usage_delta import UsageDelta, encode
-from quota.usage_share import Gathered
+from quota.usage_share import Gathered, Leftover
 
 FILL = 0.9
 """A guessed number of entries aims at this share of ``max_bytes`` (the compressed size per entry varies)."""
@@ -32,7 +33,7 @@ class Fitted:
     sent: int  # the ranked entries in it
     entities: int  # the ranked entries gathered
     encodings: int  # how many times it was encoded to fit
-    leftover: list  # for the next sync's fit: what did not fit, and what rounding took off what did
+    leftover: Leftover  # for the next sync's fit: what did not fit, and what rounding took off what did
 
     @property
     def carried(self) -> int:
@@ -44,7 +45,8 @@ class Fitted:
         return len(self.data) / self.sent if self.sent else None
 
 
-def fit(gathered: Gathered, max_bytes: int, bytes_per_entry: float | None = None, leftover: list = ()) -> Fitted:
+def fit(gathered: Gathered, max_bytes: int, bytes_per_entry: float | None = None,
+        leftover: Iterable[tuple] = ()) -> Fitted:
     """The longest ranked prefix of ``gathered`` (with the last sync's ``leftover`` added) whose compressed
     encoding is at most ``max_bytes``, found from ``bytes_per_entry`` (the last record's; None: try everything
     first)."""

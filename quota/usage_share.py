@@ -18,13 +18,13 @@ add up to what clients did. A receiver's view lags the others' by at most one sy
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
 from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from quota.entity import CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, QuotaTags
-from quota.usage_delta import MAX_PRODUCER_IDS_PER_USER, UsageDelta
+from quota.usage_delta import MAX_PRODUCER_IDS_PER_USER, Rows, UsageDelta, columns
 from quota.usage_tap import NoTap
 
 if TYPE_CHECKING:
@@ -131,7 +131,7 @@ class Gathered:
         self.source, self.scope = source, scope
         self.values, self.pids = values, pids  # as the tap keeps them
         self.listeners, self.ips, self.opened = listeners, ips, opened
-        self.residuals: list[tuple] = []  # (quota key, tags, entry, what rounding took off) of the last top()
+        self.residuals = Leftover()  # (quota key, tags, entry, what rounding took off) of the last top()
         self._ranked: list | None = None
 
     @classmethod
@@ -147,15 +147,18 @@ class Gathered:
         return cls(delta.source, delta.scope, values, pids, dict(delta.listeners), dict(delta.ips),
                    {(kind, key): n for kind, key, n in delta.open_connections})
 
-    def leftover(self, sent: int) -> list[tuple]:
+    def leftover(self, sent: int) -> "Leftover":
         """What the next sync is to send of this one's usage (:meth:`absorb`), once its first ``sent`` ranked entries
         were sent: the rest, and what rounding took off those sent; ``(quota key, tags, entry, value)``, with
         ``(None, user, [count, ids], 0)`` for producer ids. Usage is delayed this way, never dropped."""
-        out = [(key, tags, entry, entry[2] if key else 0) for key, tags, entry in self.ranked()[sent:]] \
-            if sent < self.entities else []
-        return out + self.residuals
+        out = Leftover()
+        if sent < self.entities:
+            for key, tags, entry in self.ranked()[sent:]:
+                out.add(key, tags, entry, entry[2] if key else 0)
+        out.extend(self.residuals)
+        return out
 
-    def absorb(self, leftover: list[tuple]) -> None:
+    def absorb(self, leftover: "Iterable[tuple]") -> None:
         """Add an earlier sync's :meth:`leftover` to this one (a gathered value belongs to no tap: a thread may do
         it while the tap takes new usage)."""
         last_key = per_key = None
@@ -213,20 +216,21 @@ class Gathered:
                     pids[tags] = entry
                 else:
                     chosen.setdefault(quota_key, []).append((tags, entry))
-        self.residuals = []
+        self.residuals = Leftover()
         rows = {}
         for quota_key, items in chosen.items():
             if coarse and quota_key != CONTROLLER_MUTATION_RATE:
                 rows[quota_key] = self._coarse(quota_key, items)
             else:
-                rows[quota_key] = [(e[0], e[1], e[2]) for _, e in items if e[2]]
+                entries = [e for _, e in items if e[2]]
+                rows[quota_key] = Rows([e[0] for e in entries], [e[1] for e in entries], [e[2] for e in entries])
         empty = ()
         return UsageDelta(
             source=self.source,
             scope=self.scope,
-            produce=tuple(rows.get(PRODUCER_BYTE_RATE, empty)),
-            fetch=tuple(rows.get(CONSUMER_BYTE_RATE, empty)),
-            mutations=tuple(rows.get(CONTROLLER_MUTATION_RATE, empty)),
+            produce=rows.get(PRODUCER_BYTE_RATE, empty),
+            fetch=rows.get(CONSUMER_BYTE_RATE, empty),
+            mutations=rows.get(CONTROLLER_MUTATION_RATE, empty),
             producer_ids=tuple((user, count, tuple(ids)) for user, (count, ids) in pids.items() if count),
             listeners=tuple((name, n) for name, n in self.listeners.items() if n),
             ips=tuple((ip, n) for ip, n in self.ips.items() if n),
@@ -234,11 +238,12 @@ class Gathered:
         )
 
 
-    def _coarse(self, quota_key: str, items) -> list:
+    def _coarse(self, quota_key: str, items) -> "Rows":
         """Byte counts cut to their two or three leading digits (an integer; others rounded to two significant
-        digits): sent up to a tenth low, what was cut kept in :attr:`residuals` for the next sync."""
-        out = []
-        append, residual = out.append, self.residuals.append
+        digits): sent up to a tenth low, what was cut kept in :attr:`residuals` for the next sync. As columns, as
+        the residuals are: no object per row (the garbage collector would walk 10^5 of them)."""
+        users, client_ids, values = [], [], []
+        residual = self.residuals.add
         for tags, e in items:
             value = e[2]
             if type(value) is int:
@@ -250,11 +255,49 @@ class Gathered:
                 if abs(cut) < 1:  # a fraction of a byte
                     cut, value = 0, value - cut
             if cut:
-                residual((quota_key, tags, e, cut))
+                residual(quota_key, tags, e, cut)
                 value -= cut
             if value:
-                append((e[0], e[1], value))
-        return out
+                users.append(e[0])
+                client_ids.append(e[1])
+                values.append(value)
+        return Rows(users, client_ids, values)
+
+
+class Leftover:
+    """Usage a sync did not send, for the next one (:meth:`Gathered.leftover`, :meth:`Gathered.absorb`): rows of
+    ``(quota key, tags, entry, value)`` kept as four columns, so that 10^5 of them (what rounding took off each
+    byte count sent) are four lists, not 10^5 tuples for the garbage collector to walk. Iterates as its rows."""
+
+    __slots__ = ("keys", "tags", "entries", "values")
+
+    def __init__(self) -> None:
+        self.keys: list = []
+        self.tags: list = []
+        self.entries: list = []
+        self.values: list = []
+
+    def add(self, quota_key: str | None, tags, entry: list, value: float) -> None:
+        self.keys.append(quota_key)
+        self.tags.append(tags)
+        self.entries.append(entry)
+        self.values.append(value)
+
+    def extend(self, other: "Leftover") -> None:
+        self.keys += other.keys
+        self.tags += other.tags
+        self.entries += other.entries
+        self.values += other.values
+
+    @property
+    def columns(self) -> tuple[list, list, list, list]:
+        return self.keys, self.tags, self.entries, self.values
+
+    def __iter__(self) -> Iterator[tuple]:
+        return zip(self.keys, self.tags, self.entries, self.values)
+
+    def __len__(self) -> int:
+        return len(self.keys)
 
 
 _STEPS = [10 ** max(0, int((bits - 1) * math.log10(2)) - 1) for bits in range(65)] + [1] * 1000
@@ -292,13 +335,28 @@ def record_remote_steps(delta: UsageDelta, now_ms: Callable[[], int], *, produce
     ``step`` None: all at once."""
     done = 0
     now = now_ms()
-    for manager, rows in ((produce, delta.produce), (fetch, delta.fetch), (mutations, delta.mutations)):
-        for user, client_id, value in rows:
-            manager.record_remote(user, client_id, value, now)
-            done += 1
+    for manager, rows in ((produce, delta.produce), (fetch, delta.fetch)):
+        if not rows:
+            continue
+        users, client_ids, values = columns(rows)  # a decoded record's own columns
+        at, n = 0, len(values)
+        while at < n:
+            end = n if step is None else min(n, at + step - done % step)
+            if at == 0 and end == n:
+                manager.record_remote_rows(users, client_ids, values, now)
+            else:
+                manager.record_remote_rows(users[at:end], client_ids[at:end], values[at:end], now)
+            done += end - at
+            at = end
             if step is not None and done % step == 0:
                 yield done
                 now = now_ms()
+    for user, client_id, value in delta.mutations:
+        mutations.record_remote(user, client_id, value, now)
+        done += 1
+        if step is not None and done % step == 0:
+            yield done
+            now = now_ms()
     for user, count, ids in delta.producer_ids:
         producer_ids.record_remote(user, count, ids, now)
         done += 1

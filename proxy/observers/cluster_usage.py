@@ -36,7 +36,7 @@ from proxy.tasks import cancel_all, wait_for
 from quota.cluster_peers import ClusterPeers, fallback_delta
 from quota.usage_delta import UsageDelta, UsageDeltaError, decode
 from quota.usage_record import Fitted, fit
-from quota.usage_share import UsageTap, record_remote_steps
+from quota.usage_share import Leftover, UsageTap, record_remote_steps
 
 log = logging.getLogger("kafka_quota_proxy.cluster_usage")
 
@@ -46,11 +46,12 @@ LEAVE_TIMEOUT_S = 1.0
 REQUEST_OVERHEAD_BYTES = 4096  # aiokafka's max_request_size counts the record's key and headers too
 
 
-def dispose(tables: dict, rows: list) -> None:
+def dispose(tables: dict, rows: Leftover) -> None:
     """Free a sync's gathered tables and last leftover a part at a time: freeing 10^5 entries at once is one call
     that holds the GIL for tens of milliseconds (in whichever thread drops the last reference)."""
-    while rows:
-        del rows[-10_000:]
+    for column in rows.columns:
+        while column:
+            del column[-10_000:]
     for table in tables.values():
         for tags in list(table):
             del table[tags]
@@ -76,7 +77,7 @@ class ClusterUsage:
         self.sync_s = settings["quota.cluster.sync.ms"] / 1000.0
         self.max_bytes: int = settings["quota.cluster.record.max.bytes"]
         self._per_entry: float | None = None  # the last record's compressed bytes per entity: the next one's guess
-        self._leftover: list = []  # what the last record did not send: the next one adds it (quota.usage_record)
+        self._leftover = Leftover()  # what the last record did not send: the next one adds it (quota.usage_record)
         self.carrying = False  # the last record left entities out (they wait for the next)
         self.wall = wall or WallClock()
         self.own_id = own_id
@@ -143,7 +144,7 @@ class ClusterUsage:
         garbage collector paused: a full collection set off by the encoding's objects walks every object with the GIL
         held, 0.2-0.4 s at 10^5 tenants; resuming it costs one collection of what the sync left, measured smaller)."""
         gathered = [self.own.gather(self.own_id)]
-        leftover, self._leftover = self._leftover, []
+        leftover, self._leftover = self._leftover, Leftover()
 
         def fitted() -> Fitted:
             with quiet():
