@@ -17,7 +17,8 @@ do not compress), then A makes its sync's record and sidecar B records it. Print
   follower does (decode in a thread, recording in steps), and while A made its next record; and, for scale, the
   longest while the loop did nothing else for as long as the follower took (what the machine's other load costs a
   1 ms ticker); and the longest single collection of the garbage collector while B followed and while A published
-  (it holds the GIL: a stall whatever the machine's load).
+  (it holds the GIL: a stall whatever the machine's load); and, for sidecar C, which takes A's record the first time
+  (its tenants' sensors made), as the follower does, its CPU, the longest stall and the longest collection.
 
 The set-up's objects (10^5 tenants' sensors: about a million) are frozen out of the garbage collector first
 (``gc.freeze``): a full collection walks them all (about 0.2 s), whoever's allocation sets it off.
@@ -145,6 +146,7 @@ async def published(usage: ClusterUsage):
 async def one(n: int, args) -> dict:
     a_app, a = sidecar("a", args.max_bytes)
     b_app, b = sidecar("b", args.max_bytes)
+    _, c = sidecar("c", args.max_bytes)  # takes A's record the first time, as the follower does
     use(a_app, n, args.produce_only, args.names, n)
     rows = sum(len(v) for v in a.own._values.values())
     gc.collect()
@@ -168,13 +170,17 @@ async def one(n: int, args) -> dict:
     with LongestCollection() as collection:
         follow_stall = await longest_stall(b._take_record(b"a", fitted.data, b.wall.now_ms()))
     idle_stall = await longest_stall(asyncio.sleep(time.perf_counter() - started))  # the machine's own share
+    cpu = time.process_time()
+    with LongestCollection() as new_collection:
+        new_stall = await longest_stall(c._take_record(b"a", fitted.data, c.wall.now_ms()))
+    new_cpu = time.process_time() - cpu
     gc.unfreeze()
     return {"n": n, "rows": rows, "first": first_cpu, "first_enc": first.encodings, "publish": publish_cpu,
             "raw": raw, "bytes": len(fitted.data), "sent": fitted.sent,
             "carried": fitted.carried, "encodings": fitted.encodings, "decode": decode_cpu,
             "record_first": first_record_cpu, "record_again": again_cpu, "follow_stall": follow_stall,
             "publish_stall": publish_stall, "idle_stall": idle_stall, "follow_gc": collection.worst,
-            "publish_gc": publish_gc}
+            "publish_gc": publish_gc, "new_cpu": new_cpu, "new_stall": new_stall, "new_gc": new_collection.worst}
 
 
 async def main() -> None:
@@ -189,7 +195,7 @@ async def main() -> None:
           f"{args.names}, record at most {args.max_bytes:,} bytes, sync every {SYNC_MS} ms; load {load:.1f}")
     header = ("entities", "rows", "1st sync (enc)", "publish", "raw", "record", "sent", "carried", "enc",
               "topic B/s", "decode", "record new", "record again", "stall follow", "stall publish", "stall idle",
-              "gc follow", "gc publish")
+              "gc follow", "gc publish", "follow new", "stall new", "gc new")
     print(" | ".join(header))
     results = []
     for n in (int(x) for x in args.entities.split(",")):
@@ -200,7 +206,8 @@ async def main() -> None:
                           str(r["encodings"]), f"{r['bytes'] * 1000 / SYNC_MS:,.0f}", ms(r["decode"]),
                           ms(r["record_first"]), ms(r["record_again"]), ms(r["follow_stall"] / 1000),
                           ms(r["publish_stall"] / 1000), ms(r["idle_stall"] / 1000), ms(r["follow_gc"] / 1000),
-                          ms(r["publish_gc"] / 1000))), flush=True)
+                          ms(r["publish_gc"] / 1000), ms(r["new_cpu"]), ms(r["new_stall"] / 1000),
+                          ms(r["new_gc"] / 1000))), flush=True)
     print(f"load after: {os.getloadavg()[0]:.1f}")
     big = results[-1]
     checks = [

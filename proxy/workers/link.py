@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 from prometheus_client import Counter
 
+from proxy.observers.cluster_usage import frozen_as_made
 from proxy.ops.http import quiet
 from proxy.ops.metrics import PREFIX
 from proxy.tasks import cancel_and_wait
@@ -167,9 +168,12 @@ class WorkerLink:
                 # a large delta (a peer proxy's record: 10^5 entities take seconds) a step at a time, the worker's
                 # clients served in between
                 large = delta.entities > RECORD_STEP
-                for _ in record_remote_steps(delta, quotas.clock.now_ms, produce=scoped.produce, fetch=scoped.fetch,
-                                             mutations=quotas.mutations, producer_ids=scoped.producer_ids,
-                                             connections=app.connection_quotas, step=RECORD_STEP if large else None):
+                steps = record_remote_steps(delta, quotas.clock.now_ms, produce=scoped.produce, fetch=scoped.fetch,
+                                            mutations=quotas.mutations, producer_ids=scoped.producer_ids,
+                                            connections=app.connection_quotas, step=RECORD_STEP if large else None)
+                if large:  # the sensors it makes (tenants new to this worker) out of the collector's sight
+                    steps = frozen_as_made(steps, lambda: len(scoped.produce) + len(scoped.fetch))
+                for _ in steps:
                     if large:
                         await asyncio.sleep(0)
                 self.deltas.labels("received").inc()

@@ -5,6 +5,7 @@ The publisher's and follower's Kafka side is tests/integration/test_cluster_usag
 
 from __future__ import annotations
 
+import gc
 import logging
 
 from config.loader import parse_config
@@ -115,3 +116,26 @@ def test_usage_that_does_not_fit_in_one_record_waits_for_the_next_counted_and_lo
     assert sent == sum(100 + i for i in range(2000)) and not usage.carrying
     assert "every entity fits in one usage record again" in caplog.text
 
+
+
+def test_a_peers_record_of_tenants_new_here_leaves_their_sensors_out_of_the_garbage_collectors_sight():
+    """A record of 3000 new tenants makes 3000 sensors, long-lived: they are frozen (gc.freeze) as they are made, a
+    thousand at a time, so the full collections the recording sets off do not walk them; the same record again
+    makes none, and freezes nothing."""
+    app, usage, wall = sidecar()
+    rows = tuple((f"tenant-{i:05d}", "", 1000.0) for i in range(3000))
+    record = encode(UsageDelta("b", produce=rows), compress=True)
+    gc.collect()
+    gc.unfreeze()
+    try:
+        assert usage.take_record(b"b", record, wall.now_ms())
+        assert len(app.quotas.produce) == 3000
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        watched = {id(o) for o in gc.get_objects()}  # what the collector walks (the frozen not among them)
+        assert not any(id(app.quotas.produce._table.sensors[(f"tenant-{i:05d}", "")]) in watched for i in (0, 1500))
+        wall.advance(1000)
+        assert usage.take_record(b"b", record, wall.now_ms())
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
