@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import gc
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -31,6 +30,7 @@ from proxy.clock import WallClock
 from proxy.cluster.kafka_clients import Backoff, OwnKafka, stop_client
 from proxy.identity import proxy_id
 from proxy.observers.following import CALL_TIMEOUT_S, CHECK_S, TopicReader
+from proxy.observers.freezing import freeze_long_lived
 from proxy.ops.http import quiet
 from proxy.ops.metrics import PREFIX
 from proxy.tasks import cancel_all, wait_for
@@ -64,7 +64,7 @@ FREEZE_AFTER = 1000
 
 def frozen_as_made(steps: Iterator, sensors: Callable[[], int]) -> Iterator:
     """``steps`` (a peer's record recorded a step at a time), the objects alive moved out of the cyclic garbage
-    collector's sight (``gc.freeze``, as :mod:`proxy.observers.dynamic_config` does for quota entries) each time the
+    collector's sight (:func:`~proxy.observers.freezing.freeze_long_lived`, as :mod:`proxy.observers.dynamic_config` does for quota entries) each time the
     managers hold FREEZE_AFTER more ``sensors`` than when it last looked: a record of tenants new to this proxy (a
     peer that appears, this proxy starting) makes up to 2 x 10^5 sensors at once, long-lived by design (an hour past
     their tenant's last record), and every full collection the recording set off walked all of them with the GIL
@@ -73,7 +73,7 @@ def frozen_as_made(steps: Iterator, sensors: Callable[[], int]) -> Iterator:
     for done in steps:
         now_held = sensors()
         if now_held - held >= FREEZE_AFTER:
-            gc.freeze()
+            freeze_long_lived()
             held = now_held
         held = min(held, now_held)
         yield done

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import gc
 import logging
 import time
 from collections.abc import Callable
@@ -37,6 +36,7 @@ from config.dynamic_state import SKIP_REASONS, STEP, Batch, DynamicState, Record
 from config.model import ProxyConfig
 from proxy.cluster.kafka_clients import Backoff, OwnKafka, stop_client
 from proxy.observers.following import CALL_TIMEOUT_S, CHECK_S, TopicReader, log_end
+from proxy.observers.freezing import freeze_long_lived
 from proxy.ops.logs import LogLimiter
 from proxy.tasks import wait_for
 
@@ -141,7 +141,7 @@ class DynamicConfig:
     def swap(self, state: DynamicState, changed: int = 0) -> None:
         """Put a state in force (one step of the event loop: every manager takes it). Once FREEZE_AFTER entries
         have changed since it last did, the objects alive are moved out of the cyclic garbage collector's sight
-        (``gc.freeze``): a full collection walks every object it tracks with the GIL held (at 10^5 entries, 0.2-0.4
+        (:func:`~proxy.observers.freezing.freeze_long_lived`: collected, then ``gc.freeze``): a full collection walks every object it tracks with the GIL held (at 10^5 entries, 0.2-0.4
         s each, several during a start-up read or a burst), and the entries in force are long-lived by design. They
         are still freed, by reference counting, once replaced (the state holds no reference cycles)."""
         self.state = state
@@ -153,7 +153,7 @@ class DynamicConfig:
         """``changed`` more entries made (taken into a batch, or put in force): gc.freeze once FREEZE_AFTER have."""
         self._unfrozen += changed
         if self._unfrozen >= FREEZE_AFTER:
-            gc.freeze()
+            freeze_long_lived()
             self._unfrozen = 0
 
     # -- following ----------------------------------------------------------------------------------------------
