@@ -3,8 +3,11 @@
 No Kafka release implements KIP-936; this follows its design, states where its text is loose, and goes further
 where the proxy can protect the broker better than the KIP's after-the-fact throttle.
 
-**The cache** (:mod:`quota.producer_id_cache`, one :class:`TimeControlledBloomFilter` per user): the KIP's four
-steps; a PID is counted again only after it was not seen for at least half a window (at most a whole one). A user
+**The cache** (:mod:`quota.producer_id_cache`, one :class:`TimeControlledBloomFilter` per user, its filters exact
+while they hold few PIDs, bloom filters past that): the KIP's four steps; a PID is counted again only after it was
+not seen for at least half a window (at most a whole one). A user's cache, bucket and counters are one object, keyed
+by the user's name, which also keeps the quota resolved for it until the table changes, so a Produce of a known user
+is one dictionary lookup before its filter is read. A user
 with no live filter is dropped by :meth:`ProducerIdQuotaManager.cleanup` (the KIP's cleanup scheduler, every
 ``producer.id.quota.cache.cleanup.scheduler.interval.ms``) once its token bucket is full again: the bucket outlives
 the filters, or a user exhausted and then idle for one window would come back to a full burst (``rate x num`` new
@@ -47,9 +50,10 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 
 from quota.decision import FORWARD, Decision, Throttle
-from quota.entity import DEFAULT, PRODUCER_IDS_RATE, QuotaTable, QuotaTags
+from quota.entity import DEFAULT, PRODUCER_IDS_RATE, QuotaTable, QuotaTags, ResolvedQuota
 from quota.token_bucket import TokenBucket
-from quota.producer_id_cache import MAX_FILTERS, BloomFilter, TimeControlledBloomFilter  # noqa: F401 (re-exported)
+from quota.producer_id_cache import (MAX_FILTERS, BloomFilter, CacheShape,  # noqa: F401 (re-exported)
+                                     TimeControlledBloomFilter)
 from quota.producer_ids_issued import IssuedProducerIds
 from quota.sensor_table import COMPACT_BELOW
 from quota.usage_tap import NO_TAP
@@ -101,20 +105,32 @@ class ProducerIdStats:
     abandoned_count: int = 0  # held PIDs whose every request's connection closed before the hold ended
 
 
-class _UserState:
-    __slots__ = ("tags", "cache", "bucket", "limit", "new_pids", "throttle_ms_total", "throttled",
+class _UserState(TimeControlledBloomFilter):
+    """One user's producer-id state: its cache (inherited, inline: no object of its own), its bucket, its counters.
+    ``fast``: ``limit`` and ``shadow`` are what the quota table resolves for the user this state is keyed by, so a
+    request of that user is decided without resolving (cleared, or set again, by every table change reaching it)."""
+
+    __slots__ = ("user", "bucket", "limit", "shadow", "fast", "new_pids", "throttle_ms_total", "throttled",
                  "shadow_throttle_ms_total", "shadow_throttled", "held", "hold_ms_total", "refused", "abandoned",
                  "holding")
 
-    def __init__(self, tags: QuotaTags, cache: TimeControlledBloomFilter, bucket: TokenBucket, limit: float) -> None:
-        self.tags, self.cache, self.bucket, self.limit = tags, cache, bucket, limit
+    def __init__(self, user: str, shape: CacheShape, bucket: TokenBucket, resolved: ResolvedQuota,
+                 fast: bool) -> None:
+        super().__init__(shape.window_ms, shape=shape)
+        self.user, self.bucket, self.limit = user, bucket, resolved.limit
+        self.shadow, self.fast = resolved.shadow, fast
         self.new_pids = self.throttle_ms_total = self.throttled = 0
         self.shadow_throttle_ms_total = self.shadow_throttled = 0
         self.held = self.hold_ms_total = self.refused = self.abandoned = 0
         # PIDs held now -> [until when, requests waiting for it] (in the order they were held, so by time but for a
         # quota change): at most one per token below zero, and a PID leaves once its time is past or its requests
-        # are abandoned, so this stays small. A held PID is not in the cache until its hold ends.
-        self.holding: dict[int, list[int]] = {}
+        # are abandoned, so this stays small. A held PID is not in the cache until its hold ends. None until the
+        # user's first hold.
+        self.holding: dict[int, list[int]] | None = None
+
+    @property
+    def tags(self) -> QuotaTags:
+        return QuotaTags(self.user, "")
 
     def release_past_holds(self, now_ms: int) -> None:
         """Forget the holds whose time has come, each PID written into the cache again as it goes: it reached the
@@ -126,7 +142,7 @@ class _UserState:
             if until > now_ms:
                 break
             del holding[pid]
-            self.cache.seen_or_add(pid, now_ms)
+            self.seen_or_add(pid, now_ms)
 
 
 class ProducerIdQuotaManager:
@@ -149,8 +165,9 @@ class ProducerIdQuotaManager:
         self.max_mute_ms, self.shadow = max_mute_ms, shadow
         self.recheck_ms = window_size_s * 1000 // 4  # a caller may skip a PID it checked less than this ago
         self.new_pids_counted = 0  # new producer ids counted so far, all users (a caller's before/after says "new")
-        self._users: dict[QuotaTags, _UserState] = {}
-        self._sweep: list[QuotaTags] = []  # the users a cleanup with a limit has still to look at in this pass
+        self._shape = CacheShape(window_size_s * 1000, expected_pids, false_positive_rate)
+        self._users: dict[str, _UserState] = {}  # by the user of the tags resolved (client-id is always "")
+        self._sweep: list[str] = []  # the users a cleanup with a limit has still to look at in this pass
         self._high = 0  # the most users held since the dict was last compacted
         self.issued = IssuedProducerIds()  # attribution of InitProducerId answers (metrics, not the quota)
         self._quotas = quotas
@@ -164,23 +181,25 @@ class ProducerIdQuotaManager:
         self.enabled = PRODUCER_IDS_RATE in quotas.keys()
         reached = self._users.items() if changed is None or len(changed) >= len(self._users) \
             else self._reached_by(changed)
-        for tags, state in reached:
-            limit = quotas.limit(PRODUCER_IDS_RATE, tags.user, "")
+        for user, state in reached:
+            resolved = quotas.resolve(PRODUCER_IDS_RATE, user, "")
+            limit = resolved.limit
+            state.shadow, state.fast = resolved.shadow, _fast(resolved, user)
             if limit != state.limit:
                 state.limit = limit
                 if not math.isinf(limit):
                     state.bucket.reconfigure(*self._bucket_shape(limit), state.bucket._last_ms)
 
-    def _reached_by(self, changed) -> list[tuple[QuotaTags, "_UserState"]]:
-        """The users whose limit a changed entity can change: a named user's own; every user for a default (an
-        entity with a named client-id never matches, users are resolved with client-id "")."""
+    def _reached_by(self, changed) -> list[tuple[str, "_UserState"]]:
+        """The users whose resolution a changed entity can change: a named user's own; every user for a default (an
+        entity with a named client-id other than "" never matches, users are resolved with client-id "")."""
         reached = []
         for entity in changed:
             if entity.user is not None and entity.user != DEFAULT:
-                tags = QuotaTags(entity.user, "")
-                if tags in self._users:
-                    reached.append((tags, self._users[tags]))
-            elif entity.client_id is None or entity.client_id == DEFAULT:
+                state = self._users.get(entity.user)
+                if state is not None:
+                    reached.append((entity.user, state))
+            elif entity.client_id is None or entity.client_id == DEFAULT or entity.client_id == "":
                 return list(self._users.items())
         return reached
 
@@ -191,14 +210,12 @@ class ProducerIdQuotaManager:
         """A Produce from ``user`` with producer id ``pid`` (>= 0): count it if new; throttle (``throttle``), or
         hold or refuse (``hold``), when over quota. A :class:`Hold`'s PID is counted: do not ask again for the
         request when it is let through; a :class:`Refuse`'s is not."""
-        resolved = self._quotas.resolve(PRODUCER_IDS_RATE, user, "")  # user entities only: client-id is ignored
-        if resolved.unlimited:
-            return FORWARD
-        tags = QuotaTags(resolved.tags.user, "")
-        state = self._users.get(tags)
-        if state is None:
-            state = self._new_state(tags, resolved.limit, now_ms)
-        shadow = self.shadow or resolved.shadow
+        state = self._users.get(user)
+        if state is None or not state.fast:  # resolve: user entities only, client-id is ignored
+            state = self._state(user, now_ms)
+            if state is None:
+                return FORWARD
+        shadow = self.shadow or state.shadow
         if state.holding:
             state.release_past_holds(now_ms)
             held = state.holding.get(pid)
@@ -206,13 +223,13 @@ class ProducerIdQuotaManager:
                 if shadow:
                     return FORWARD
                 held[1] += 1
-                return Hold(held[0], tags=tags)
-        if state.cache.seen(pid, now_ms):
+                return Hold(held[0], tags=state.tags)
+        if state.seen(pid, now_ms):
             return FORWARD
         bucket = state.bucket
         if self.enforcement == HOLD and not shadow:
             return self._hold(state, user, pid, now_ms)
-        state.cache.add(pid, now_ms)
+        state.add(pid, now_ms)
         self._counted(state)
         self.tap.producer_id(user, pid)
         bucket.take(1, now_ms)
@@ -227,25 +244,28 @@ class ProducerIdQuotaManager:
             state.throttled += 1
         return Throttle(throttle_ms, throttle_ms, shadow)
 
-    def _new_state(self, tags: QuotaTags, limit: float, now_ms: int) -> "_UserState":
-        cache = TimeControlledBloomFilter(self.window_size_s * 1000, self.expected_pids, self.false_positive_rate)
-        state = self._users[tags] = _UserState(tags, cache, TokenBucket(*self._bucket_shape(limit), now_ms), limit)
+    def _state(self, user: str, now_ms: int) -> "_UserState | None":
+        """The state ``user``'s producer ids are counted in (made if none), or None when no quota applies."""
+        resolved = self._quotas.resolve(PRODUCER_IDS_RATE, user, "")
+        if resolved.unlimited:
+            return None
+        key = resolved.tags.user
+        state = self._users.get(key)
+        if state is None:
+            bucket = TokenBucket(*self._bucket_shape(resolved.limit), now_ms)
+            state = self._users[key] = _UserState(key, self._shape, bucket, resolved, _fast(resolved, key))
         return state
 
     def record_remote(self, user: str, count: int, pids: tuple[int, ...], now_ms: int) -> None:
         """A peer counted ``count`` new producer ids of ``user`` (:mod:`quota.usage_share`): their tokens are taken
         from the user's bucket and ``pids`` written into its cache, so they are not counted again here; nothing is
         decided and this process's own count of new ids is unchanged."""
-        resolved = self._quotas.resolve(PRODUCER_IDS_RATE, user, "")
-        if resolved.unlimited:
-            return
-        tags = QuotaTags(resolved.tags.user, "")
-        state = self._users.get(tags)
+        state = self._state(user, now_ms)
         if state is None:
-            state = self._new_state(tags, resolved.limit, now_ms)
+            return
         for pid in pids:
-            if not state.cache.seen(pid, now_ms):
-                state.cache.add(pid, now_ms)
+            if not state.seen(pid, now_ms):
+                state.add(pid, now_ms)
         if count >= 0:
             state.bucket.take(count, now_ms)
         else:  # holds the peer released (abandon): their tokens back, never above the burst
@@ -268,9 +288,11 @@ class ProducerIdQuotaManager:
         self.tap.producer_id(user, pid)
         bucket.take(1, now_ms)
         if wait_ms <= 0:
-            state.cache.add(pid, now_ms)
+            state.add(pid, now_ms)
             return FORWARD
         until = now_ms + wait_ms
+        if state.holding is None:
+            state.holding = {}
         state.holding[pid] = [until, 1]  # written into the cache when the hold ends, not if it is abandoned
         state.held += 1
         state.hold_ms_total += wait_ms
@@ -282,8 +304,8 @@ class ProducerIdQuotaManager:
         the PID is not known (a later Produce with it is judged as new) and its token goes back to the bucket
         (never above the burst), so a client that gives up mid-hold does not use up the user's budget. A hold
         already ended (the PID let through) is not undone."""
-        state = self._users.get(hold.tags) if hold.tags is not None else None
-        if state is None:
+        state = self._users.get(hold.tags.user) if hold.tags is not None else None
+        if state is None or not state.holding:
             return
         held = state.holding.get(pid)
         if held is None or held[0] != hold.until_ms:
@@ -294,7 +316,7 @@ class ProducerIdQuotaManager:
         del state.holding[pid]
         state.bucket.give_back(1, now_ms)
         state.abandoned += 1
-        self.tap.producer_id_released(state.tags.user, pid)  # shared usage: the peers' buckets get it back too
+        self.tap.producer_id_released(state.user, pid)  # shared usage: the peers' buckets get it back too
 
     def _counted(self, state: "_UserState") -> None:
         state.new_pids += 1
@@ -319,15 +341,15 @@ class ProducerIdQuotaManager:
             self._sweep = []
         dropped = 0
         users = self._users
-        for tags in batch:
-            state = users.get(tags)
+        for user in batch:
+            state = users.get(user)
             if state is None:
                 continue
             if state.holding:
                 state.release_past_holds(now_ms)
-            if ((state.cache.dispose_expired(now_ms) or not state.cache.live) and not state.holding
-                    and _replaceable(state.bucket, now_ms)):
-                del users[tags]
+            state.dispose_expired(now_ms)
+            if not state.live and not state.holding and _replaceable(state.bucket, now_ms):
+                del users[user]
                 dropped += 1
         self._high = max(self._high, len(users) + dropped)
         if dropped and len(users) <= self._high // COMPACT_BELOW:  # a dict keeps the room of deleted entries
@@ -353,7 +375,7 @@ class ProducerIdQuotaManager:
         for part in others(users, top, pause):
             for name, value in totals((part,), names).items():
                 sums[name] += value
-            sums["cache_bytes"] += sum(s.cache.size_bytes for s in part)
+            sums["cache_bytes"] += sum(s.size_bytes for s in part)
         release(users, pause)
         other = ProducerIdStats(QuotaTags(OTHER, ""), math.inf, math.nan, sums["new_pids"], sums["throttle_ms_total"],
                                 sums["throttled"], sums["cache_bytes"], sums["shadow_throttle_ms_total"],
@@ -375,6 +397,12 @@ def _wait_ms(tokens: float, rate: float) -> int:
     return min(INT32_MAX, math.ceil(-tokens / rate * 1000.0))
 
 
+def _fast(resolved: ResolvedQuota, user: str) -> bool:
+    """Whether a request of ``user`` may be decided on its state's own limit and shadow, unresolved: a quota applies
+    and counts it in the state keyed by its own name."""
+    return not resolved.unlimited and resolved.tags.user == user
+
+
 def _replaceable(bucket: TokenBucket, now_ms: int) -> bool:
     """True when a new bucket would decide as this one does: it is full again, or it never refills."""
     return bucket.rate <= 0 or bucket.peek(now_ms) >= bucket.burst
@@ -382,5 +410,5 @@ def _replaceable(bucket: TokenBucket, now_ms: int) -> bool:
 
 def _stats(s: _UserState, now_ms: int) -> ProducerIdStats:
     return ProducerIdStats(s.tags, s.limit, s.bucket.peek(now_ms), s.new_pids, s.throttle_ms_total, s.throttled,
-                           s.cache.size_bytes, s.shadow_throttle_ms_total, s.shadow_throttled, s.held, s.hold_ms_total,
+                           s.size_bytes, s.shadow_throttle_ms_total, s.shadow_throttled, s.held, s.hold_ms_total,
                            s.refused, s.abandoned)
