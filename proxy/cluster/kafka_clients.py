@@ -151,12 +151,21 @@ class OwnKafka:
 
 async def stop_client(client) -> None:
     """Stop one of the proxy's own aiokafka clients (consumer, producer: ``stop``; admin: ``close``) within
-    STOP_TIMEOUT_S; a failure to stop is not an error (it is already failing, or the proxy is stopping)."""
+    STOP_TIMEOUT_S; a failure to stop is not an error (it is already failing, or the proxy is stopping).
+
+    A cancellation of the calling task that arrives meanwhile is raised once the client has stopped: aiokafka's
+    ``stop()`` cancels its own tasks and awaits them, and they end normally, so a cancellation handed on to one of
+    them would otherwise be lost (a background task cancelled by ``ProxyApp.stop`` then ran on, and the stop waited
+    for its bound, tests/integration/test_own_client_stop.py)."""
+    task = asyncio.current_task()
+    requested = task.cancelling() if task is not None else 0
     stopping = (getattr(client, "stop", None) or client.close)()
     try:
         await wait_for(stopping, STOP_TIMEOUT_S)
     except Exception:  # noqa: BLE001
         stopping.close()  # never started when wait_for itself failed (its loop is closing): no "never awaited"
+    if task is not None and task.cancelling() > requested:
+        raise asyncio.CancelledError
 
 
 class Backoff:
