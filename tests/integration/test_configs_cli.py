@@ -8,13 +8,12 @@ takes them. SASL end to end is not run here: Tansu has no SASL with memory stora
 
 from __future__ import annotations
 
-import time
 
 import pytest
 
 from proxy.cli.configs import main as configs
 from proxy.cli.quota_admin import NOT_SERVED, SETTINGS_NOT_SERVED
-from tests.harness import Tansu, free_port, proxy_config, start_proxy
+from tests.harness import Tansu, free_port, proxy_config, start_proxy, wait_until
 from tests.tls_certs import Authority
 
 pytestmark = pytest.mark.integration
@@ -41,13 +40,6 @@ def read(proxy, what):
     async def value():
         return what(proxy.app)
     return proxy.call(value())
-
-
-def wait_for(predicate, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "not within the timeout"
-        time.sleep(0.05)
 
 
 def limit(app, client_id: str) -> float:
@@ -80,7 +72,8 @@ def test_an_admin_changes_quotas_and_settings_and_a_tenant_is_refused_with_the_s
         assert "producer_byte_rate: (unset) -> 2048" in capsys.readouterr().out
         assert configs([*as_admin, "--alter", "--entity-type", "proxy", "--add-config", "max.connections=100"]) == 0
         assert "max.connections: 2147483647 -> 100" in capsys.readouterr().out
-        wait_for(lambda: read(proxy, lambda app: app.effective_config.connections.max_connections) == 100)
+        wait_until(lambda: read(proxy, lambda app: app.effective_config.connections.max_connections) == 100, 10,
+                   "max.connections 100 in force")
         # the config topic is read in order: the tenant's attempts, made first, would be in force by now
         assert read(proxy, lambda app: limit(app, "etl")) == 2048
         assert read(proxy, lambda app: limit(app, "tenant")) == float("inf")
@@ -104,7 +97,8 @@ def test_describe_lists_every_entity_of_a_type_and_deleting_an_unset_key_says_so
                                    ("clients", "etl", "producer_byte_rate=2048")]:
             named = ["--entity-name", name] if name else ["--entity-default"]
             assert configs([*cli, "--alter", "--entity-type", kind, *named, "--add-config", config]) == 0
-        wait_for(lambda: read(proxy, lambda app: limit(app, "etl")) == 2048)
+        wait_until(lambda: read(proxy, lambda app: limit(app, "etl")) == 2048, 10,
+                   "etl's producer_byte_rate 2048 in force")
         capsys.readouterr()
         assert configs([*cli, "--describe", "--entity-type", "ips"]) == 0
         shown = capsys.readouterr().out.splitlines()

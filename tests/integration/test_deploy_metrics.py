@@ -16,14 +16,13 @@ import os
 import re
 import subprocess
 import threading
-import time
 import urllib.parse
 import urllib.request
 
 import pytest
 import yaml
 
-from tests.harness import Tansu, free_port, proxy_config, proxy_in_front, wait_for_port
+from tests.harness import Tansu, free_port, proxy_config, proxy_in_front, wait_for_port, wait_until
 from tests.integration import clients as c
 from tests.prometheus_tools import tool
 
@@ -188,16 +187,6 @@ class Prometheus:
             self.proc.kill()
             self.proc.wait(10)
         self.log.close()
-
-
-def wait_until(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        got = predicate()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
-        time.sleep(0.25)
 
 
 def test_prometheus_scrapes_a_throttled_producer_and_the_throttling_alert_fires(monitored, tmp_path):

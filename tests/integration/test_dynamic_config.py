@@ -10,7 +10,7 @@ import pytest
 
 from config.dynamic import entity_key
 from proxy.cli.configs import main as configs
-from tests.harness import Tansu, free_port, proxy_config, start_proxy
+from tests.harness import Tansu, free_port, proxy_config, start_proxy, wait_until
 from tests.integration.clients import kp_delete_topic
 
 pytestmark = pytest.mark.integration
@@ -46,16 +46,6 @@ def limit(proxy, key: str, user: str, client_id: str) -> float:
     return proxy.call(read())
 
 
-def wait_for(predicate, timeout: float = 5.0) -> float:
-    """Seconds until ``predicate()`` held (bounded), or raises."""
-    start = time.monotonic()
-    while time.monotonic() - start < timeout:
-        if predicate():
-            return time.monotonic() - start
-        time.sleep(0.02)
-    raise AssertionError("not within the timeout")
-
-
 def test_configs_cli_alters_describes_and_deletes_and_the_proxy_follows(cluster, capsys):
     proxy, _ = cluster
     bootstrap = proxy.bootstrap
@@ -63,8 +53,9 @@ def test_configs_cli_alters_describes_and_deletes_and_the_proxy_follows(cluster,
                     "--add-config", "producer_byte_rate=2048,controller_mutation_rate=5"]) == 0
     written = time.monotonic()
     assert "producer_byte_rate: (unset) -> 2048" in capsys.readouterr().out
-    took = wait_for(lambda: limit(proxy, "producer_byte_rate", "ANONYMOUS", "dyn") == 2048)
-    assert time.monotonic() - written < 1.5, took  # within about a second of being written
+    wait_until(lambda: limit(proxy, "producer_byte_rate", "ANONYMOUS", "dyn") == 2048, 5, "dyn's 2048 in force")
+    took = time.monotonic() - written
+    assert took < 1.5, took  # within about a second of being written
     assert limit(proxy, "consumer_byte_rate", "ANONYMOUS", "dyn") == 123456  # the YAML stays under it
     assert configs(["--bootstrap-server", bootstrap, "--describe", "--entity-type", "clients",
                     "--entity-name", "dyn"]) == 0
@@ -72,7 +63,7 @@ def test_configs_cli_alters_describes_and_deletes_and_the_proxy_follows(cluster,
         capsys.readouterr().out
     assert configs(["--bootstrap-server", bootstrap, "--alter", "--entity-type", "clients", "--entity-name", "dyn",
                     "--delete-config", "producer_byte_rate"]) == 0
-    wait_for(lambda: limit(proxy, "producer_byte_rate", "ANONYMOUS", "dyn") == float("inf"))
+    wait_until(lambda: limit(proxy, "producer_byte_rate", "ANONYMOUS", "dyn") == float("inf"), 5, "dyn unlimited again")
     assert limit(proxy, "controller_mutation_rate", "ANONYMOUS", "dyn") == 5
     # a bad value is refused by the proxy (AlterClientQuotas INVALID_REQUEST), nothing written
     assert configs(["--bootstrap-server", bootstrap, "--alter", "--entity-type", "users", "--entity-default",
@@ -86,14 +77,15 @@ def test_a_bad_record_is_counted_and_the_last_good_configuration_stays(cluster):
     proxy, _ = cluster
     assert configs(["--bootstrap-server", proxy.bootstrap, "--alter", "--entity-type", "users", "--entity-name",
                     "alice", "--add-config", "producer_byte_rate=4096"]) == 0
-    wait_for(lambda: limit(proxy, "producer_byte_rate", "alice", "x") == 4096)
+    wait_until(lambda: limit(proxy, "producer_byte_rate", "alice", "x") == 4096, 5, "alice's 4096 in force")
     producer = KafkaProducer(bootstrap_servers=proxy.bootstrap)
     try:
         producer.send(TOPIC, key=entity_key({"user": "alice"}), value=b'{"producer_byte_rate": "lots"}').get(10)
         producer.send(TOPIC, key=b"garbage", value=b"{}").get(10)
     finally:
         producer.close(5)
-    wait_for(lambda: proxy.metric("kafka_quota_proxy_dynamic_config_bad_records_total") == 2)
+    wait_until(lambda: proxy.metric("kafka_quota_proxy_dynamic_config_bad_records_total") == 2, 5,
+               "2 bad records counted")
     assert limit(proxy, "producer_byte_rate", "alice", "x") == 4096
 
 
@@ -105,7 +97,7 @@ def test_a_broker_outage_keeps_the_dynamic_configuration_in_force(cluster):
     async def ip_rate():
         return proxy.app.connection_quotas.limits.ip_rate("10.9.9.9")
 
-    wait_for(lambda: proxy.call(ip_rate()) == 7)
+    wait_until(lambda: proxy.call(ip_rate()) == 7, 5, "10.9.9.9's rate 7 in force")
     broker.stop()
     time.sleep(3)
     assert proxy.call(ip_rate()) == 7
@@ -128,7 +120,7 @@ def test_changes_reach_live_traffic(cluster):
         assert throttled() == 0
         assert configs(["--bootstrap-server", proxy.bootstrap, "--alter", "--entity-type", "clients",
                         "--entity-name", "live", "--add-config", "producer_byte_rate=20000"]) == 0
-        wait_for(lambda: limit(proxy, "producer_byte_rate", "ANONYMOUS", "live") == 20000)
+        wait_until(lambda: limit(proxy, "producer_byte_rate", "ANONYMOUS", "live") == 20000, 5, "live's 20000 in force")
         deadline = time.monotonic() + 20
         while throttled() == 0 and time.monotonic() < deadline:
             for _ in range(100):
@@ -157,7 +149,8 @@ def test_topic_unreachable_at_start_then_the_proxy_catches_up():
         broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
         assert configs(["--bootstrap-server", proxy.bootstrap, "--alter", "--entity-type", "users",
                         "--entity-default", "--add-config", "producer_byte_rate=777"]) == 0
-        wait_for(lambda: limit(proxy, "producer_byte_rate", "anyone", "x") == 777, timeout=15)
+        wait_until(lambda: limit(proxy, "producer_byte_rate", "anyone", "x") == 777, 15,
+                   "the users' default 777 in force")
     finally:
         proxy.stop()
         if broker is not None:
@@ -183,7 +176,7 @@ def test_without_a_dynamic_config_section_the_default_topic_is_followed(cluster)
     proxy, _ = cluster
     assert "dynamic_config" not in proxy_config(0, 0)
     write_entry(proxy.bootstrap, {"user": "carol"}, {"producer_byte_rate": 3000})
-    wait_for(lambda: limit(proxy, "producer_byte_rate", "carol", "x") == 3000)
+    wait_until(lambda: limit(proxy, "producer_byte_rate", "carol", "x") == 3000, 5, "carol's 3000 in force")
     assert proxy.metric("kafka_quota_proxy_dynamic_config_available") == 1
 
 
@@ -192,11 +185,12 @@ def test_the_follower_reads_the_config_topic_again_after_it_is_deleted_and_recre
     YAML alone does), and an entry written to the recreated topic applies (before: never read again)."""
     proxy, _ = cluster
     write_entry(proxy.bootstrap, {"user": "alice"}, {"producer_byte_rate": 4096})
-    wait_for(lambda: limit(proxy, "producer_byte_rate", "alice", "x") == 4096)
+    wait_until(lambda: limit(proxy, "producer_byte_rate", "alice", "x") == 4096, 5, "alice's 4096 in force")
     kp_delete_topic(proxy.bootstrap, TOPIC)
-    wait_for(lambda: limit(proxy, "producer_byte_rate", "alice", "x") == float("inf"), timeout=10)
+    wait_until(lambda: limit(proxy, "producer_byte_rate", "alice", "x") == float("inf"), 10,
+               "alice unlimited once the topic is deleted")
     write_entry(proxy.bootstrap, {"user": "bob"}, {"producer_byte_rate": 2048})
-    wait_for(lambda: limit(proxy, "producer_byte_rate", "bob", "x") == 2048, timeout=10)
+    wait_until(lambda: limit(proxy, "producer_byte_rate", "bob", "x") == 2048, 10, "bob's 2048 in force")
     assert limit(proxy, "producer_byte_rate", "alice", "x") == float("inf")
     assert proxy.metric("kafka_quota_proxy_dynamic_config_entries") == 1
 

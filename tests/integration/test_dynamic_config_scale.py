@@ -14,7 +14,7 @@ import pytest
 
 from config.dynamic import entity_key
 from proxy.codec.apis import API_VERSIONS
-from tests.harness import Tansu, free_port, proxy_config, start_proxy
+from tests.harness import Tansu, free_port, proxy_config, start_proxy, wait_until
 from tests.integration import raw
 
 pytestmark = pytest.mark.integration
@@ -52,13 +52,6 @@ class Bystander(threading.Thread):
         return sum(1 for t in list(self.answered) if start <= t <= end)
 
 
-def wait_for(check, what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
-
-
 @pytest.fixture
 def cluster():
     proxy_port, broker_port = free_port(), free_port()
@@ -90,7 +83,7 @@ def test_thousands_of_entries_apply_while_a_bystander_is_answered_and_an_oversiz
     from kafka import KafkaProducer
 
     proxy, broker = cluster
-    wait_for(lambda: proxy.app.dynamic.caught_up.is_set(), "the first read of the config topic (created empty)")
+    wait_until(lambda: proxy.app.dynamic.caught_up.is_set(), 30, "the first read of the config topic (created empty)")
     bystander = Bystander(proxy.port)
     bystander.start()
     producer = KafkaProducer(bootstrap_servers=broker, acks="all", linger_ms=5)
@@ -106,7 +99,7 @@ def test_thousands_of_entries_apply_while_a_bystander_is_answered_and_an_oversiz
         producer.flush(60)
     finally:
         producer.close(5)
-    wait_for(lambda: limit(proxy, "tenant-1") == 7, "the good record after the oversized one")
+    wait_until(lambda: limit(proxy, "tenant-1") == 7, 30, "the good record after the oversized one")
     applied = time.monotonic()
     bystander.stop.set()
     bystander.join(10)

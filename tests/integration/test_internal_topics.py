@@ -20,7 +20,7 @@ from proxy.cluster.kafka_clients import OwnKafka
 from proxy.codec.apis import ADD_PARTITIONS_TO_TXN, CREATE_PARTITIONS, DELETE_RECORDS
 from proxy.codec.error_codes import TOPIC_AUTHORIZATION_FAILED
 from quota.volume import Volume
-from tests.harness import Tansu, free_port, proxy_config, proxy_in_front
+from tests.harness import Tansu, free_port, proxy_config, proxy_in_front, wait_until
 from tests.integration.raw import connect, exchange
 
 pytestmark = pytest.mark.integration
@@ -47,17 +47,8 @@ def sidecar_with_internal_topics(monkeypatch):
         # the config topic, created by the proxy's own admin client (through its own listener, as in production)
         own = OwnKafka((Address("127.0.0.1", proxy.port),))
         proxy.call(own.ensure_topic(CONFIG_TOPIC, "kafka-quota-proxy-config"))
-        wait_for(lambda: proxy.metric("kafka_quota_proxy_volume_state", state="OPEN") == 1.0, "volume OPEN")
+        wait_until(lambda: proxy.metric("kafka_quota_proxy_volume_state", state="OPEN") == 1.0, 15, "volume OPEN")
         yield proxy
-
-
-def wait_for(condition, what: str, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"never: {what}")
 
 
 def refused(proxy, topic: str, api: str) -> float:

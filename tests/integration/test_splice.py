@@ -22,7 +22,7 @@ import pytest
 
 from proxy.codec.header import encode_request_header, encode_response_header, frame
 from proxy.connection.splice import splice_supported
-from tests.harness import Tansu, free_port, proxy_config, proxy_in_front, start_proxy
+from tests.harness import Tansu, free_port, proxy_config, proxy_in_front, start_proxy, wait_until
 from tests.integration.clients import ck_produce
 from tests.integration.faults import reset
 from tests.integration.raw import connect, recv_exactly
@@ -179,13 +179,6 @@ def proxy_fds() -> int:
     return open_fds() - 2 * len(splice._pool)
 
 
-def wait_for(condition, what: str, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting until {what}"
-        time.sleep(0.02)
-
-
 def splicing(proxy, direction: str) -> bool:
     """A connection of the proxy is in the middle of a splice in ``direction`` that has moved bytes."""
     async def look():
@@ -218,19 +211,19 @@ def test_client_closing_in_the_middle_of_a_spliced_request(how: str, loop_kind: 
         sock = connect(proxy_port)
         head = encode_request_header(LIST_OFFSETS, 1, 9, "cut-client")
         sock.sendall(struct.pack(">i", len(head) + DECLARED - 4) + head + os.urandom(SENT))
-        wait_for(lambda: splicing(proxy, "request"), "the request is being spliced")
+        wait_until(lambda: splicing(proxy, "request"), 15, "the request is being spliced")
         if how == "rst":
             reset(sock)
         else:
             sock.shutdown(socket.SHUT_WR)
-        wait_for(lambda: closed(proxy, "client_closed") >= 1, "the proxy closed the connection")
+        wait_until(lambda: closed(proxy, "client_closed") >= 1, 15, "the proxy closed the connection")
         if how == "fin":
             sock.settimeout(10)
             assert sock.recv(1) == b""  # no answer to a request that never came whole: the end of the stream
             sock.close()
         spliced = proxy.metric(SPLICED, listener="PLAINTEXT", direction="request")
         assert 0 < spliced <= SENT
-        wait_for(lambda: proxy_fds() <= before, f"the connection's fds are closed ({proxy_fds()} > {before})")
+        wait_until(lambda: proxy_fds() <= before, 15, f"the connection's fds are closed ({proxy_fds()} > {before})")
         ck_produce(proxy.bootstrap, "after", 200)
         assert_exactly_once_in_order(ck_consume(proxy.bootstrap, "after", 200), 200)
 
@@ -273,7 +266,7 @@ def test_broker_closing_in_the_middle_of_a_spliced_response(how: str, loop_kind:
         before = proxy_fds()
         sock = connect(proxy.port)
         sock.sendall(frame(encode_request_header(LIST_OFFSETS, 1, 5, "cut-broker") + b"\x00" * 16))
-        wait_for(lambda: sent.get("done") and splicing(proxy, "response"), "the response is being spliced")
+        wait_until(lambda: sent.get("done") and splicing(proxy, "response"), 15, "the response is being spliced")
         received = bytearray(recv_exactly(sock, len(sent["bytes"])))  # all of it, before the broker cuts
         sent["cut"] = True  # the splice now waits for the rest, and meets the broker's end
         sock.settimeout(10)
@@ -283,10 +276,10 @@ def test_broker_closing_in_the_middle_of_a_spliced_response(how: str, loop_kind:
         except ConnectionResetError:
             pass
         assert bytes(received) == sent["bytes"], f"{len(received)} bytes received of {len(sent['bytes'])} sent"
-        wait_for(lambda: closed(proxy, "upstream_closed") >= 1, "the proxy closed the connection")
+        wait_until(lambda: closed(proxy, "upstream_closed") >= 1, 15, "the proxy closed the connection")
         sock.close()
         assert 0 < proxy.metric(SPLICED, listener="PLAINTEXT", direction="response") < SENT
-        wait_for(lambda: proxy_fds() <= before, f"the connection's fds are closed ({proxy_fds()} > {before})")
+        wait_until(lambda: proxy_fds() <= before, 15, f"the connection's fds are closed ({proxy_fds()} > {before})")
 
 
 def test_shutdown_lets_a_response_being_spliced_finish() -> None:
@@ -320,9 +313,9 @@ def test_shutdown_lets_a_response_being_spliced_finish() -> None:
     try:
         sock = connect(proxy.port)
         sock.sendall(frame(encode_request_header(LIST_OFFSETS, 1, 5, "drained") + b"\x00" * 16))
-        wait_for(lambda: splicing(proxy, "response"), "the response is being spliced")
+        wait_until(lambda: splicing(proxy, "response"), 15, "the response is being spliced")
         stopping.start()
-        wait_for(lambda: proxy.call(_draining(proxy)), "the proxy is draining")
+        wait_until(lambda: proxy.call(_draining(proxy)), 15, "the proxy is draining")
         release.set()
         received = recv_exactly(sock, DECLARED)
         assert received == whole["bytes"]

@@ -14,7 +14,7 @@ import pytest
 
 from proxy.codec.apis import METADATA
 from quota.volume import Limit, Snapshot, Volume
-from tests.harness import Tansu, free_port, proxy_config, start_proxy
+from tests.harness import Tansu, free_port, proxy_config, start_proxy, wait_until
 from tests.integration import raw
 from tests.integration.clients import ck_create_topic
 
@@ -39,13 +39,6 @@ def publish(bootstrap: str, value: bytes) -> None:
     producer.produce(VOLUME_TOPIC, key=str(BROKER_ID).encode(), value=value,
                      on_delivery=lambda err, msg: err and errors.append(err))
     assert producer.flush(30) == 0 and not errors, errors
-
-
-def wait_for(check, what: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def scrape(proxy) -> bytes:
@@ -77,15 +70,16 @@ def proxy():
 def test_an_over_limit_record_is_refused_and_a_record_at_the_limit_is_taken(proxy):
     ck_create_topic(proxy.bootstrap, VOLUME_TOPIC, 1)
     publish(proxy.bootstrap, snapshot(2, 95))  # past the hard limit (10 % free)
-    wait_for(lambda: proxy.metric("kafka_quota_proxy_volume_state", state="PAUSE") == 1.0,
-             "PAUSE from the first snapshot")
+    wait_until(lambda: proxy.metric("kafka_quota_proxy_volume_state", state="PAUSE") == 1.0, 20,
+               "PAUSE from the first snapshot")
     size_before = len(scrape(proxy))
 
     huge = snapshot(100_000, 1)  # every disk nearly empty: would lift the PAUSE if taken
     assert len(huge) > 6_000_000
     publish(proxy.bootstrap, huge)
-    wait_for(lambda: proxy.metric("kafka_quota_proxy_volume_bad_records_total", reason="too_large") == 1
-             or proxy.metric("kafka_quota_proxy_volume_state", state="OPEN") == 1.0, "the 100,000-volume record read")
+    wait_until(lambda: proxy.metric("kafka_quota_proxy_volume_bad_records_total", reason="too_large") == 1
+               or proxy.metric("kafka_quota_proxy_volume_state", state="OPEN") == 1.0, 20,
+               "the 100,000-volume record read")
     assert proxy.metric("kafka_quota_proxy_volume_state", state="PAUSE") == 1.0, "the huge record was taken"
     assert proxy.metric("kafka_quota_proxy_volume_bad_records_total", reason="too_large") == 1
     assert proxy.metric("kafka_quota_proxy_volume_volumes") == 2
@@ -98,7 +92,7 @@ def test_an_over_limit_record_is_refused_and_a_record_at_the_limit_is_taken(prox
         publish(proxy.bootstrap, at_limit)
         for _ in range(20):  # served while the record is read
             assert raw.exchange(bystander, METADATA, 12, topics=[]).brokers
-        wait_for(lambda: proxy.metric("kafka_quota_proxy_volume_state", state="OPEN") == 1.0, "OPEN")
+        wait_until(lambda: proxy.metric("kafka_quota_proxy_volume_state", state="OPEN") == 1.0, 20, "OPEN")
     finally:
         bystander.close()
     assert proxy.metric("kafka_quota_proxy_volume_volumes") == 10_000

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 import pytest
 
 from proxy.codec.header import encode_request_header, frame
-from tests.harness import Tansu, free_port, wait_for_port
+from tests.harness import Tansu, free_port, wait_for_port, wait_until
 from tests.integration import clients as c
 from tests.integration.raw import read_frame
 
@@ -56,14 +56,6 @@ def ready(port: int) -> bool:
             return answer.status == 200
     except (urllib.error.URLError, OSError):
         return False
-
-
-def wait_until(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout} s: {what}")
-        time.sleep(0.1)
 
 
 @contextmanager
