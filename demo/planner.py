@@ -21,6 +21,13 @@ from demo.processes import Children, DemoError
 
 PLANNER_TIMEOUT_S = 300  # about 30 s on a 2-core laptop
 
+# The planner's JVM for a job of a few thousand records: no web UI, and the client compiler alone with the serial
+# collector (the optimising compiler's and the parallel collector's threads cost more CPU than such a short job saves).
+# The same recommendations and report; about half the CPU time (bench/RESULTS.md, "The demo's planner step"). An
+# operator's own PYSPARK_SUBMIT_ARGS wins.
+PLANNER_SUBMIT_ARGS = ("--conf spark.ui.enabled=false "
+                       "--driver-java-options '-XX:TieredStopAtLevel=1 -XX:+UseSerialGC' pyspark-shell")
+
 
 @dataclass(frozen=True)
 class PlanResult:
@@ -61,7 +68,7 @@ def quota_planner(usage_dir: str, out_dir: str, children: Children, report: Call
     proc = children.start("the quota planner", [
         sys.executable, "-m", "analytics.cli", "analyze", "--input", usage_dir, "--output", out_dir,
         "--master", "local[2]"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={"SPARK_LOCAL_IP": "127.0.0.1", **os.environ})
+        env={"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_SUBMIT_ARGS": PLANNER_SUBMIT_ARGS, **os.environ})
     try:
         out, err = proc.communicate(timeout=PLANNER_TIMEOUT_S)
     except subprocess.TimeoutExpired as exc:
