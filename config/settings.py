@@ -48,6 +48,16 @@ SETTINGS: dict[str, Setting] = {
         "Response bytes waiting for one client to read them; above this the proxy stops reading that client's "
         "broker connection and, at the next request boundary, the client itself.",
     ),
+    "socket.send.buffer.bytes": Setting(
+        -1, int, -1, 2**31 - 1,
+        "SO_SNDBUF of each client connection (Kafka's broker setting; its default there is 102400); -1 leaves the "
+        "kernel's own, which grows with the traffic up to net.ipv4.tcp_wmem's maximum.",
+    ),
+    "socket.receive.buffer.bytes": Setting(
+        -1, int, -1, 2**31 - 1,
+        "SO_RCVBUF of each client connection (Kafka's broker setting; its default there is 102400); -1 leaves the "
+        "kernel's own, which grows with the traffic up to net.ipv4.tcp_rmem's maximum.",
+    ),
     "shutdown.grace.period.ms": Setting(
         10000, int, 0, 3_600_000, "On SIGTERM/SIGINT, how long in-flight requests may take to finish."
     ),

@@ -167,6 +167,8 @@ class ProxyApp:
             max_header_bytes=settings["request.header.max.bytes"],
             splice=(settings["connections.splice"] == "auto" and splice_supported()
                     and self._listener_tls[name][0] is None and self.upstream_ssl is None),
+            send_buffer_bytes=settings["socket.send.buffer.bytes"],
+            receive_buffer_bytes=settings["socket.receive.buffer.bytes"],
         )
 
     def _open_broker_port(self, lc: ListenerConfig, node_id: int) -> None:

@@ -42,6 +42,8 @@ class ListenerContext:
     tls_handshake_timeout_s: float = 10.0  # listener.tls.handshake.timeout.ms
     max_header_bytes: int = 65536  # request.header.max.bytes
     splice: bool = False  # connections.splice auto, on a platform with splice(2), neither side TLS
+    send_buffer_bytes: int = -1  # socket.send.buffer.bytes: SO_SNDBUF of client connections (-1: the kernel's)
+    receive_buffer_bytes: int = -1  # socket.receive.buffer.bytes: SO_RCVBUF of client connections (-1: the kernel's)
 
 
 FRAME_ERROR_LOG = LogLimiter()  # one frame-error line per client address and direction every 10 s

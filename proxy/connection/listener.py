@@ -79,7 +79,7 @@ class Listener:
                 continue
             accepted.inc()
             try:
-                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                tune(conn, ctx)
                 delay_ms = quotas.accept_delay_ms(ctx.name, clock.now_ms())
                 if delay_ms > 0:  # over the proxy-wide or listener rate: the next connections wait in the backlog
                     await asyncio.sleep(delay_ms / 1000.0)
@@ -181,3 +181,15 @@ class Listener:
             await cancel_and_wait(task)
         if self._sock is not None:
             self._sock.close()
+
+
+def tune(conn: socket.socket, ctx: ListenerContext) -> None:
+    """An accepted client socket: no Nagle delay, and the buffer sizes ``socket.send.buffer.bytes`` and
+    ``socket.receive.buffer.bytes`` set (-1: the kernel's, which it grows with the traffic, the send buffer up to
+    ``net.ipv4.tcp_wmem``'s maximum: 4 MiB per client that reads slowly, beside what the proxy holds itself under
+    ``connections.max.buffered.response.bytes``)."""
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if ctx.send_buffer_bytes != -1:
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, ctx.send_buffer_bytes)
+    if ctx.receive_buffer_bytes != -1:
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, ctx.receive_buffer_bytes)
