@@ -28,9 +28,18 @@ def pytest_itemcollected(item):
         item.add_marker(pytest.mark.xdist_group("spark"))
 
 
+# Unit-test modules with tests of 5-20 s each (the demo's exit paths, the wheel build, 200,000-entity tables,
+# stateful property tests): first among the unit tests, so no worker is left with one of them at the very end.
+SLOW_UNIT_MODULES = ("test_exits.py", "test_deploy.py", "test_table_changes.py", "test_flow_machine.py",
+                     "test_chunked.py", "test_volume_scaled.py", "test_usage_delta.py", "test_scrape_bounds.py")
+
+
 def pytest_collection_modifyitems(config, items):
-    """The integration tests first, so the long ones start early and short unit tests fill the end."""
-    items.sort(key=lambda item: 0 if "integration" in item.path.parts else 1)
+    """The integration tests first, so the long ones start early and short unit tests fill the end; among the unit
+    tests the slow modules first. CPU-bound unit tests so run while the rate groups end or after, not beside
+    their whole measurements."""
+    items.sort(key=lambda item: 0 if "integration" in item.path.parts else 1 if item.path.name in SLOW_UNIT_MODULES
+               else 2)
 
 
 @pytest.fixture(params=["uvloop", "asyncio"])
