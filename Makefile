@@ -17,11 +17,12 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) -m demo
 
-# On 4 workers (pytest-xdist): the tests mostly wait on real clocks. Tests marked measures_rate run in three groups,
-# each on one worker one test at a time, the Spark ones in the third (tests/conftest.py); ports never collide
-# (tests/harness.py).
+# On 5 workers (pytest-xdist): the tests mostly wait on real clocks. Tests marked measures_rate run in three groups,
+# each on one worker one test at a time, the Spark ones in the third (tests/conftest.py); the other two workers run
+# everything else, most of it integration tests waiting on real time (about 10 % of a core each); ports never
+# collide (tests/harness.py).
 test: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider -n 4 --dist loadgroup
+	$(PY) -m pytest -q -p no:cacheprovider -n 5 --dist loadgroup
 
 # Coverage-guided fuzzing of the codec (atheris): FUZZ_SECONDS of it; crashing inputs land in .fuzz/crashes/.
 $(FUZZ_STAMP): pyproject.toml $(STAMP)

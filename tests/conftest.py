@@ -18,9 +18,11 @@ def pytest_itemcollected(item):
     measurements share the 2 cores (all of them at once would measure each other; one group alone takes longer than
     the whole suite may); tests using the ``spark`` fixture form the "spark" group (one SparkSession start-up, not one
     per worker), which the demo's test joins (rates, and a Spark job of its own), so the three chains are about as long
-    (about 3.5 minutes each, summed from the tests' durations alone). Marked here, as each test is collected: xdist
-    turns the groups into node ids in its own ``pytest_collection_modifyitems``, which runs before this conftest's.
-    Without xdist the marks do nothing."""
+    (about 3.5 minutes each, summed from the tests' durations alone). The other two of ``make test``'s five workers
+    run everything else: its integration tests alone wait about as long as two chains together (each using about a
+    tenth of a core), more than one worker beside the chains can get through before they end. Marked here, as
+    each test is collected: xdist turns the groups into node ids in its own ``pytest_collection_modifyitems``, which
+    runs before this conftest's. Without xdist the marks do nothing."""
     rate = item.get_closest_marker("measures_rate")
     if rate is not None:
         item.add_marker(pytest.mark.xdist_group(rate.kwargs.get("group", "rate")))
