@@ -1,0 +1,123 @@
+"""Proxy CPU per small Produce request + response (issue 25), one proxy process, old tree against new in one run.
+
+Each round starts a fresh Tansu and one proxy process (``workers: 1``) run from a source tree, drives it with
+``--clients`` confluent-kafka producer processes flat out (100-byte messages, one per Produce, acks=1, one
+partition: ``bench/workers.py``'s requests/s ceiling) for ``--seconds`` after a warm-up, and reads the proxy
+process's CPU time (utime + stime from ``/proc/<pid>/stat``) at the start and the end of the measured interval.
+Prints acknowledged requests/s and proxy CPU microseconds per request + response for each tree; the trees
+alternate round by round (``--trees old,new`` with ``--tree-old DIR``), so both see the same machine load.
+
+``--quota`` (default ``byte-rate``) gives the producers' client id a ``producer_byte_rate`` far above what they
+send, so every Produce is decoded and recorded as with a quota in force; ``none`` runs without quotas.
+``--profile DIR`` runs each proxy under cProfile and writes ``DIR/<tree>-<round>.prof`` (slower: compare only
+profiles with each other). Usage:
+``python bench/small_produce_cost.py [--tree-old /tmp/base] [--rounds 3] [--clients 8] [--seconds 8]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench.common import ROOT, free_port, stop_processes, tansu, wait_for_port  # noqa: E402
+from bench.workers import create_topic, run_clients  # noqa: E402
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of process ``pid`` so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) / TICKS, int(fields[12]) / TICKS  # utime, stime (fields 14 and 15 of stat)
+
+
+def one_round(tree: str, args, profile: str | None) -> tuple[float, float, float]:
+    """(acknowledged requests/s, proxy CPU us per request, of which system) for the proxy run from ``tree``."""
+    broker_port, proxy_port, metrics_port = free_port(), free_port(), free_port()
+    quotas = ("quotas: [{entity: {client-id: bench}, producer_byte_rate: 1000000000}]\n"
+              if args.quota == "byte-rate" else "")
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write(f"upstream: {{bootstrap_servers: ['127.0.0.1:{broker_port}']}}\n"
+                f"listeners: [{{name: PLAINTEXT, bind: '127.0.0.1:{proxy_port}'}}]\n"
+                f"metrics: {{bind: '127.0.0.1:{metrics_port}'}}\n"
+                f"settings: {{workers: 1, shutdown.grace.period.ms: 1000}}\n{quotas}")
+    procs = [tansu(broker_port, proxy_port)]
+    command = [sys.executable] + (["-m", "cProfile", "-o", profile] if profile else []) + [
+        "-m", "proxy.cli", "run", "--config", f.name, "--log-level", "WARNING"]
+    proxy = subprocess.Popen(command, cwd=tree, env={**os.environ, "PYTHONPATH": tree})
+    procs.append(proxy)
+    try:
+        wait_for_port(metrics_port, 30)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/readyz", timeout=2):
+                    break
+            except OSError:
+                time.sleep(0.2)
+        bootstrap = f"127.0.0.1:{proxy_port}"
+        create_topic(bootstrap, "small", 1)
+        import threading
+
+        result = {}
+        warm = 4.0
+        clients = threading.Thread(target=lambda: result.update(rate=run_clients(
+            bootstrap, "small", "requests", args.clients, warm, args.seconds)[0]))
+        started = time.time()
+        clients.start()
+        time.sleep(max(0.0, started + warm - time.time()))
+        cpu0 = cpu_seconds(proxy.pid)
+        time.sleep(args.seconds)
+        cpu1 = cpu_seconds(proxy.pid)
+        clients.join()
+    finally:
+        stop_processes([proxy], 20)
+        stop_processes(procs[:1])
+        os.unlink(f.name)
+    rate = result["rate"]
+    requests = rate * args.seconds
+    return rate, (sum(cpu1) - sum(cpu0)) / requests * 1e6, (cpu1[1] - cpu0[1]) / requests * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tree-old", help="source tree of the baseline (e.g. git archive of main to /tmp)")
+    parser.add_argument("--tree-new", default=ROOT)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--quota", choices=("byte-rate", "none"), default="byte-rate")
+    parser.add_argument("--profile", help="directory for cProfile output of every proxy run")
+    args = parser.parse_args()
+    trees = [("new", args.tree_new)] + ([("old", args.tree_old)] if args.tree_old else [])
+    print(f"{args.clients} producers, 100 B per Produce, acks=1, quota {args.quota}, {args.seconds:g} s per run, "
+          f"{os.cpu_count()} cores; load {os.getloadavg()[0]:.1f}", flush=True)
+    figures: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in trees}
+    for r in range(args.rounds):
+        order = trees if r % 2 == 0 else list(reversed(trees))
+        for name, tree in order:
+            profile = os.path.join(args.profile, f"{name}-{r}.prof") if args.profile else None
+            rate, us, system = one_round(tree, args, profile)
+            figures[name].append((rate, us))
+            print(f"  round {r} {name}: {rate:7.0f} requests/s, proxy CPU {us:6.1f} us per request + response "
+                  f"({system:.1f} of it in the kernel); load {os.getloadavg()[0]:.1f}", flush=True)
+    for name, _ in trees:
+        rates, costs = [f[0] for f in figures[name]], [f[1] for f in figures[name]]
+        print(f"{name}: median {statistics.median(rates):.0f} requests/s, {statistics.median(costs):.1f} us CPU "
+              f"per request + response")
+    if args.tree_old:
+        new, old = (statistics.median(f[1] for f in figures[n]) for n in ("new", "old"))
+        print(f"new / old CPU per request: {new / old:.2f} x; load {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
