@@ -22,16 +22,15 @@ from proxy.connection.core import ConnectionCore  # noqa: E402
 from proxy.enforce.managers import ByteRateQuotas  # noqa: E402
 
 
-class _Metric:
-    def inc(self, n=1):
-        pass
-
-    def observe(self, value):
-        pass
-
-
 class _ApiMetrics:
-    requests = request_bytes = response_bytes = latency = _Metric()
+    def request(self, nbytes):
+        pass
+
+    def response(self, nbytes):
+        pass
+
+    def latency(self, seconds):
+        pass
 
 
 def main() -> None:

@@ -10,7 +10,8 @@ alternate round by round (``--trees old,new`` with ``--tree-old DIR``), so both 
 ``--quota`` (default ``byte-rate``) gives the producers' client id a ``producer_byte_rate`` far above what they
 send, so every Produce is decoded and recorded as with a quota in force; ``none`` runs without quotas.
 ``--profile DIR`` runs each proxy under cProfile and writes ``DIR/<tree>-<round>.prof`` (slower: compare only
-profiles with each other). Usage:
+profiles with each other); ``--strace`` counts the proxy's system calls per request (``strace -c``; slows it too).
+Usage:
 ``python bench/small_produce_cost.py [--tree-old /tmp/base] [--rounds 3] [--clients 8] [--seconds 8]``
 """
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -75,9 +77,17 @@ def one_round(tree: str, args, profile: str | None) -> tuple[float, float, float
         started = time.time()
         clients.start()
         time.sleep(max(0.0, started + warm - time.time()))
+        tracer = None
+        if args.strace:  # counts the proxy's system calls (slowing it: CPU figures of such runs mean nothing)
+            trace_file = tempfile.NamedTemporaryFile(suffix=".strace", delete=False).name
+            tracer = subprocess.Popen(["strace", "-c", "-f", "-o", trace_file, "-p", str(proxy.pid)],
+                                      stderr=subprocess.DEVNULL)
         cpu0 = cpu_seconds(proxy.pid)
         time.sleep(args.seconds)
         cpu1 = cpu_seconds(proxy.pid)
+        if tracer is not None:
+            tracer.send_signal(signal.SIGINT)
+            tracer.wait(30)
         clients.join()
     finally:
         stop_processes([proxy], 20)
@@ -85,6 +95,14 @@ def one_round(tree: str, args, profile: str | None) -> tuple[float, float, float
         os.unlink(f.name)
     rate = result["rate"]
     requests = rate * args.seconds
+    if tracer is not None:
+        with open(trace_file) as f:
+            rows = [line.split() for line in f if line[:1] == " " and line.split()[-1].isidentifier()]
+        os.unlink(trace_file)
+        calls = {row[-1]: int(row[3]) for row in rows if len(row) >= 5 and row[3].isdigit()}
+        top = sorted(calls.items(), key=lambda kv: -kv[1])[:6]
+        print(f"    system calls per request + response: {sum(calls.values()) / requests:.2f} ("
+              + ", ".join(f"{name} {n / requests:.2f}" for name, n in top) + ")", flush=True)
     return rate, (sum(cpu1) - sum(cpu0)) / requests * 1e6, (cpu1[1] - cpu0[1]) / requests * 1e6
 
 
@@ -97,6 +115,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--quota", choices=("byte-rate", "none"), default="byte-rate")
     parser.add_argument("--profile", help="directory for cProfile output of every proxy run")
+    parser.add_argument("--strace", action="store_true", help="count the proxy's system calls per request (strace -c)")
     args = parser.parse_args()
     trees = [("new", args.tree_new)] + ([("old", args.tree_old)] if args.tree_old else [])
     print(f"{args.clients} producers, 100 B per Produce, acks=1, quota {args.quota}, {args.seconds:g} s per run, "

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 
-class NullMetric:
-    """A counter or histogram child that records nothing."""
-
-    def inc(self, n=1):
-        pass
-
-    def observe(self, v):
-        pass
-
-
 class NullApiMetrics:
-    requests = request_bytes = response_bytes = latency = NullMetric()
+    """A :class:`proxy.ops.metrics.ApiMetrics` that records nothing."""
+
+    def request(self, nbytes):
+        pass
+
+    def response(self, nbytes):
+        pass
+
+    def latency(self, seconds):
+        pass
 
 
 NULL_API_METRICS = NullApiMetrics()

@@ -148,6 +148,13 @@ def parse_request_header(buf, max_size: int, limit_name: str = "socket.request.m
     """Parse the size and request header at the start of ``buf`` (which may hold more than one frame). A header
     (api key through tagged fields; the 4-byte size before it does not count) longer than ``max_header`` bytes is a
     :class:`ProtocolError`, found before more than ``max_header`` bytes of it are read."""
+    return RequestHeader(*request_header_fields(buf, max_size, limit_name, max_header))
+
+
+def request_header_fields(buf, max_size: int, limit_name: str = "socket.request.max.bytes",
+                          max_header: int = MAX_HEADER_BYTES) -> tuple[int, int, int, int, str | None, int]:
+    """:func:`parse_request_header`'s fields (size, api_key, api_version, correlation_id, client_id, header_length),
+    for a caller that adds more before making the header (a Produce's acks and prefix: one object, not two)."""
     size = frame_size(buf, max_size, limit_name)
     if size < 10:
         raise ProtocolError(f"request frame of {size} bytes is shorter than a request header")
@@ -175,14 +182,17 @@ def parse_request_header(buf, max_size: int, limit_name: str = "socket.request.m
     if api_version < 0:
         raise ProtocolError(f"negative api_version {api_version}")
     if request_header_version(api_key, api_version) >= 2:
-        try:
-            pos = skip_tagged_fields(within_frame(buf, size), pos, max_header + 4)
-        except HeaderTooLarge as exc:
-            raise ProtocolError(f"request header over request.header.max.bytes {max_header}: its tagged fields "
-                                f"make it {exc.at_least - 4} bytes at least") from None
+        if pos < size + 4 and pos < len(buf) and not buf[pos] and pos < max_header + 4:
+            pos += 1  # no tagged fields (the usual case): what skip_tagged_fields finds, without its work
+        else:
+            try:
+                pos = skip_tagged_fields(within_frame(buf, size), pos, max_header + 4)
+            except HeaderTooLarge as exc:
+                raise ProtocolError(f"request header over request.header.max.bytes {max_header}: its tagged "
+                                    f"fields make it {exc.at_least - 4} bytes at least") from None
     if pos > size + 4:
         raise ProtocolError("request header runs past the end of its frame")
-    return RequestHeader(size, api_key, api_version, correlation_id, client_id, pos)
+    return size, api_key, api_version, correlation_id, client_id, pos
 
 
 @dataclass(slots=True, frozen=True)

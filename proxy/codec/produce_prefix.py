@@ -13,7 +13,7 @@ import struct
 from proxy.codec.apis import FETCH, PRODUCE
 from proxy.codec.errors import ProtocolError
 from proxy.codec.fetch_prefix import with_fetch_replica_id
-from proxy.codec.header import (MAX_HEADER_BYTES, Incomplete, RequestHeader, parse_request_header, read_uvarint,
+from proxy.codec.header import (MAX_HEADER_BYTES, Incomplete, RequestHeader, read_uvarint, request_header_fields,
                                 within_frame)
 
 _INT16 = struct.Struct(">h")
@@ -26,19 +26,18 @@ def parse_request_prefix(buf, max_size: int, producer_ids=None,
     """The request header, plus ``acks`` for Produce and the replica id for Fetch v0-14: everything needed before
     the frame's first byte moves. ``producer_ids`` (an object with ``enabled``, read per request): when enabled, a
     Produce's first producer id and its only topic too (:func:`produce_prefix`), from a bounded prefix of the body."""
-    header = parse_request_header(buf, max_size, limit_name, max_header)
-    if header.api_key == FETCH:
-        return with_fetch_replica_id(buf, header)
-    if header.api_key == PRODUCE:
-        acks = produce_acks(buf, header)
+    fields = request_header_fields(buf, max_size, limit_name, max_header)
+    api_key = fields[1]
+    if api_key == PRODUCE:
+        size, _, version, _, _, header_length = fields
+        acks = _acks(buf, size, header_length, version)
         if producer_ids is not None and producer_ids.enabled:
-            parser = _ProducePrefix(buf, header)
-            pid = parser.read()
-            return RequestHeader(header.size, header.api_key, header.api_version, header.correlation_id,
-                                 header.client_id, header.header_length, acks, pid, parser.only_topic,
-                                 topic_count=parser.topic_count)
-        return RequestHeader(header.size, header.api_key, header.api_version, header.correlation_id,
-                             header.client_id, header.header_length, acks)
+            pid, only_topic, topic_count = _read_prefix(within_frame(buf, size), size + 4, header_length, version)
+            return RequestHeader(*fields, acks, pid, only_topic, topic_count=topic_count)
+        return RequestHeader(*fields, acks)
+    header = RequestHeader(*fields)
+    if api_key == FETCH:
+        return with_fetch_replica_id(buf, header)
     return header
 
 
@@ -59,90 +58,113 @@ def produce_producer_id(buf, header: RequestHeader) -> int:
 def produce_prefix(buf, header: RequestHeader) -> tuple[int, str | bytes | None]:
     """(:func:`produce_producer_id`, the only topic the request writes: its name, or its topic id's 16 bytes from
     v13; None when it writes several or none, or the prefix is not well formed)."""
-    parser = _ProducePrefix(buf, header)
-    return parser.read(), parser.only_topic
+    pid, only_topic, _ = _read_prefix(within_frame(buf, header.size), header.size + 4, header.header_length,
+                                      header.api_version)
+    return pid, only_topic
 
 
 class _FrameEnds(Exception):
     """The frame ends before the field: there is no producer id to read."""
 
 
-class _ProducePrefix:
-    __slots__ = ("body", "end", "pos", "version", "flexible", "only_topic", "topic_count")
-
-    def __init__(self, buf, header: RequestHeader) -> None:
-        self.body = within_frame(buf, header.size)
-        self.end = header.size + 4
-        self.pos = header.header_length
-        self.version = header.api_version
-        self.flexible = header.api_version >= 9
-        self.only_topic: str | bytes | None = None
-        self.topic_count = -1  # -1 until read (a prefix that is not well formed leaves it so)
-
-    def read(self) -> int:
-        """The producer id (-1 for none), reading ``only_topic`` and ``topic_count`` on the way."""
-        try:
-            return self.producer_id()
-        except _FrameEnds:
-            return -1
-
-    def need(self, n: int) -> int:
-        """Skip ``n`` bytes; return where they start."""
-        pos = self.pos
-        if pos + n > self.end:
-            raise _FrameEnds
-        if pos + n > len(self.body):
-            raise Incomplete
-        self.pos = pos + n
-        return pos
-
-    def uvarint(self) -> int:
-        if self.pos >= self.end:
-            raise _FrameEnds
-        value, self.pos = read_uvarint(self.body, self.pos)
-        return value
-
-    def length(self, nullable_bytes: bool = False) -> int:
-        """A string, array or bytes length (compact in flexible versions)."""
-        if self.flexible:
-            return self.uvarint() - 1
-        struct_ = _INT32 if nullable_bytes else _INT16
-        return struct_.unpack_from(self.body, self.need(struct_.size))[0]
-
-    def array_length(self) -> int:
-        if self.flexible:
-            return self.uvarint() - 1
-        return _INT32.unpack_from(self.body, self.need(4))[0]
-
-    def producer_id(self) -> int:
-        if self.version >= 3:
-            self.need(max(self.length(), 0))  # transactional_id
-        self.need(6)  # acks, timeout_ms
-        topics = self.array_length()  # topic_data
-        self.topic_count = max(topics, 0)
+def _read_prefix(body, end: int, pos: int, version: int) -> tuple[int, str | bytes | None, int]:
+    """(producer id or -1, only topic, topic count or -1 when not read) of the Produce body starting at ``pos`` in
+    ``body`` (cut at the frame's ``end``). One pass with local variables: this runs for every Produce while a
+    producer-id quota or an internal topic is configured. Each field is skipped as a ``need`` of its size: past the
+    frame's end there is no producer id (-1, with what was read so far); past ``body``'s end, :class:`Incomplete`."""
+    only_topic = None
+    topic_count = -1
+    flexible = version >= 9
+    available = len(body)
+    try:
+        if version >= 3:  # transactional_id
+            if flexible:
+                if pos >= end:
+                    raise _FrameEnds
+                length, pos = read_uvarint(body, pos)
+                length -= 1
+            else:
+                if pos + 2 > end:
+                    raise _FrameEnds
+                if pos + 2 > available:
+                    raise Incomplete
+                length = _INT16.unpack_from(body, pos)[0]
+                pos += 2
+            pos += _need(max(length, 0), pos, end, available)
+        pos += _need(6, pos, end, available)  # acks, timeout_ms
+        topics, pos = _array_length(body, pos, end, available, flexible)  # topic_data
+        topic_count = max(topics, 0)
         if topics < 1:
-            return -1
-        if self.version >= 13:
-            start = self.need(16)  # topic_id (KIP-516) instead of the name
-            topic = bytes(self.body[start:start + 16])
+            return -1, None, topic_count
+        if version >= 13:
+            start = pos
+            pos += _need(16, pos, end, available)  # topic_id (KIP-516) instead of the name
+            topic = bytes(body[start:start + 16])
         else:
-            length = max(self.length(), 0)
-            start = self.need(length)
+            if flexible:
+                if pos >= end:
+                    raise _FrameEnds
+                length, pos = read_uvarint(body, pos)
+                length -= 1
+            else:
+                if pos + 2 > end:
+                    raise _FrameEnds
+                if pos + 2 > available:
+                    raise Incomplete
+                length = _INT16.unpack_from(body, pos)[0]
+                pos += 2
+            length = max(length, 0)
+            start = pos
+            pos += _need(length, pos, end, available)
             try:
-                topic = bytes(self.body[start:start + length]).decode()
+                topic = bytes(body[start:start + length]).decode()
             except UnicodeDecodeError:
                 topic = None
         if topics == 1:
-            self.only_topic = topic
-        if self.array_length() < 1:  # partition_data
-            return -1
-        self.need(4)  # index
-        if self.length(nullable_bytes=True) < _PRODUCER_ID_AT + 8:  # records
-            return -1
-        start = self.need(_PRODUCER_ID_AT + 8)
-        if self.body[start + _MAGIC_AT] != 2:
-            return -1
-        return max(-1, _INT64.unpack_from(self.body, start + _PRODUCER_ID_AT)[0])
+            only_topic = topic
+        partitions, pos = _array_length(body, pos, end, available, flexible)  # partition_data
+        if partitions < 1:
+            return -1, only_topic, topic_count
+        pos += _need(4, pos, end, available)  # index
+        if flexible:  # records: compact nullable bytes
+            if pos >= end:
+                raise _FrameEnds
+            length, pos = read_uvarint(body, pos)
+            length -= 1
+        else:
+            if pos + 4 > end:
+                raise _FrameEnds
+            if pos + 4 > available:
+                raise Incomplete
+            length = _INT32.unpack_from(body, pos)[0]
+            pos += 4
+        if length < _PRODUCER_ID_AT + 8:
+            return -1, only_topic, topic_count
+        _need(_PRODUCER_ID_AT + 8, pos, end, available)
+        if body[pos + _MAGIC_AT] != 2:
+            return -1, only_topic, topic_count
+        return max(-1, _INT64.unpack_from(body, pos + _PRODUCER_ID_AT)[0]), only_topic, topic_count
+    except _FrameEnds:
+        return -1, only_topic, topic_count
+
+
+def _need(n: int, pos: int, end: int, available: int) -> int:
+    """``n`` bytes at ``pos``: past the frame's ``end``, :class:`_FrameEnds`; past what is in, :class:`Incomplete`."""
+    if pos + n > end:
+        raise _FrameEnds
+    if pos + n > available:
+        raise Incomplete
+    return n
+
+
+def _array_length(body, pos: int, end: int, available: int, flexible: bool) -> tuple[int, int]:
+    if flexible:
+        if pos >= end:
+            raise _FrameEnds
+        value, pos = read_uvarint(body, pos)
+        return value - 1, pos
+    _need(4, pos, end, available)
+    return _INT32.unpack_from(body, pos)[0], pos + 4
 
 
 def produce_acks(buf, header: RequestHeader) -> int:
@@ -150,9 +172,11 @@ def produce_acks(buf, header: RequestHeader) -> int:
 
     v0-2 have no transactional_id; v3-8 carry it as a nullable string, v9+ as a compact nullable string.
     """
-    pos = header.header_length
-    version = header.api_version
-    body = within_frame(buf, header.size)
+    return _acks(buf, header.size, header.header_length, header.api_version)
+
+
+def _acks(buf, size: int, pos: int, version: int) -> int:
+    body = within_frame(buf, size)
     if version >= 9:
         length, pos = read_uvarint(body, pos)
         pos += max(length - 1, 0)
@@ -163,7 +187,7 @@ def produce_acks(buf, header: RequestHeader) -> int:
         if length < -1:
             raise ProtocolError(f"invalid transactional_id length {length}")
         pos += 2 + max(length, 0)
-    if pos + 2 > header.size + 4:
+    if pos + 2 > size + 4:
         raise ProtocolError("Produce request ends before its acks field")
     if len(body) < pos + 2:
         raise Incomplete

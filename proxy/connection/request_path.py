@@ -53,9 +53,7 @@ class RequestPath:
         self._dropped: set = set()
 
     def on_header(self, header: RequestHeader) -> Action:
-        api = self._api_metrics(header.api_key)
-        api.requests.inc()
-        api.request_bytes.inc(header.frame_length)
+        self._api_metrics(header.api_key).request(header.frame_length)
         if header.raw:  # a raw SASL token: read whole (it is small), then forwarded as it is
             return BUFFER
         self._usage.request(header)

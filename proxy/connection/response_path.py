@@ -63,9 +63,9 @@ class ResponsePath:
         while (entry := inflight.pop_ready_local()) is not None:
             self.send(entry.local_response)
             api = self._api_metrics(entry.header.api_key)
-            api.response_bytes.inc(len(entry.local_response))
+            api.response(len(entry.local_response))
             self._usage.response(entry.header, len(entry.local_response))
-            api.latency.observe((self._clock() - entry.received_ns) / 1e9)
+            api.latency((self._clock() - entry.received_ns) / 1e9)
             if entry.throttle is not None:
                 self._act(entry, None)
 
@@ -83,7 +83,7 @@ class ResponsePath:
         if entry.rewrite is not None or entry.observe is not None or entry.throttle is not None \
                 or entry.record_response is not None or entry.lookup is not None:
             return BUFFER
-        self._api_metrics(entry.header.api_key).response_bytes.inc(header.frame_length)
+        self._api_metrics(entry.header.api_key).response(header.frame_length)
         self._usage.response(entry.header, header.frame_length)
         return STREAM
 
@@ -123,7 +123,7 @@ class ResponsePath:
             raise ProtocolError(f"cannot rewrite {request.api_key} v{request.api_version} response: {exc}") from None
         if body is not None:
             frame = _INT32.pack(header_length - 4 + len(body)) + bytes(frame[4:header_length]) + body
-        self._api_metrics(request.api_key).response_bytes.inc(len(frame))
+        self._api_metrics(request.api_key).response(len(frame))
         self._usage.response(request, len(frame))
         if throttle is None:
             self.send(frame)
@@ -145,5 +145,5 @@ class ResponsePath:
             if entry.lookup is not None:
                 self.send_ready_local()  # the request decided on it may have been answered locally
                 return
-            self._api_metrics(entry.header.api_key).latency.observe((self._clock() - entry.received_ns) / 1e9)
+            self._api_metrics(entry.header.api_key).latency((self._clock() - entry.received_ns) / 1e9)
         self.send_ready_local()  # a dropped response (acks=0, the probe) may have been all a local answer waited for

@@ -6,6 +6,8 @@ are resolved once and cached, so recording a request costs a dict lookup and an 
 
 from __future__ import annotations
 
+from bisect import bisect_left
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from proxy.codec.apis import API_NAMES, api_name
@@ -122,22 +124,82 @@ class ProxyMetrics:
         found = self._per_api.get(key)
         if found is None:
             name = api_name(api_key) if api_key in API_NAMES else "Unknown"  # bounded label set
-            found = self._per_api[key] = ApiMetrics(
-                self.requests.labels(listener, name),
-                self.request_bytes.labels(listener, name),
-                self.response_bytes.labels(listener, name),
-                self.request_latency.labels(listener, name),
-            )
+            found = self._per_api.get((listener, name))  # unknown API keys share one set of children
+            if found is None:
+                found = self._per_api[(listener, name)] = ApiMetrics(
+                    self.requests.labels(listener, name),
+                    self.request_bytes.labels(listener, name),
+                    self.response_bytes.labels(listener, name),
+                    self.request_latency.labels(listener, name),
+                )
+            self._per_api[key] = found
         return found
 
 
-class ApiMetrics:
-    """The label children for one (listener, API): what the hot path touches."""
+class _Value:
+    """The value of a metric child, written without a lock by one thread (the event loop's, the only one recording
+    requests) and read whole by a scrape from any thread: what prometheus-client's own value does, less the lock."""
 
-    __slots__ = ("requests", "request_bytes", "response_bytes", "latency")
+    __slots__ = ("value",)
+
+    def __init__(self, value: float = 0.0) -> None:
+        self.value = value
+
+    def inc(self, amount: float) -> None:
+        self.value += amount
+
+    def set(self, value: float, timestamp=None) -> None:
+        self.value = value
+
+    def get(self) -> float:
+        return self.value
+
+    def set_exemplar(self, exemplar) -> None:
+        pass
+
+    def get_exemplar(self):
+        return None
+
+
+def _unlocked(child, attribute: str = "_value") -> _Value:
+    """Give ``child`` (a Counter child, or a Histogram child's ``_sum``) a :class:`_Value` in place of its own,
+    carrying over what it counted; return it. The child still exposes it, so a scrape reads the exact count."""
+    value = _Value(getattr(child, attribute).get())
+    setattr(child, attribute, value)
+    return value
+
+
+class ApiMetrics:
+    """The label children for one (listener, API): what the hot path touches, once per request and per response.
+
+    Recording adds to the children's values directly (``value += n``, no lock, no call into prometheus-client per
+    request): a request, its bytes, its response's bytes and its latency cost a few attribute updates, and /metrics
+    shows them exactly, at once. prometheus-client's internals used here (a child's ``_value``, a histogram's
+    ``_sum``, ``_buckets`` and ``_upper_bounds``) are checked by tests/proxy/test_api_metrics.py."""
+
+    __slots__ = ("_requests", "_request_bytes", "_response_bytes", "_latency_sum", "_latency_buckets", "_bounds")
 
     def __init__(self, requests, request_bytes, response_bytes, latency) -> None:
-        self.requests = requests
-        self.request_bytes = request_bytes
-        self.response_bytes = response_bytes
-        self.latency = latency
+        self._requests = _unlocked(requests)
+        self._request_bytes = _unlocked(request_bytes)
+        self._response_bytes = _unlocked(response_bytes)
+        self._latency_sum = _unlocked(latency, "_sum")
+        buckets = latency._buckets
+        buckets[:] = [_Value(bucket.get()) for bucket in buckets]
+        self._latency_buckets = tuple(buckets)
+        self._bounds = tuple(latency._upper_bounds)  # ascending, +Inf last
+
+    def request(self, nbytes: int) -> None:
+        """A request frame of ``nbytes`` (size prefix included) was read from the client."""
+        self._requests.value += 1
+        self._request_bytes.value += nbytes
+
+    def response(self, nbytes: int) -> None:
+        """A response frame of ``nbytes`` goes to the client."""
+        self._response_bytes.value += nbytes
+
+    def latency(self, seconds: float) -> None:
+        """A request was answered ``seconds`` after it was read: as ``Histogram.observe`` (the first bucket whose
+        bound is at least ``seconds``)."""
+        self._latency_sum.value += seconds
+        self._latency_buckets[bisect_left(self._bounds, seconds)].value += 1
