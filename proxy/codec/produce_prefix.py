@@ -81,8 +81,12 @@ def _read_prefix(body, end: int, pos: int, version: int) -> tuple[int, str | byt
             if flexible:
                 if pos >= end:
                     raise _FrameEnds
-                length, pos = read_uvarint(body, pos)
-                length -= 1
+                if pos < available and body[pos] < 0x80:  # a one-byte varint, read here
+                    length = body[pos] - 1
+                    pos += 1
+                else:
+                    length, pos = read_uvarint(body, pos)
+                    length -= 1
             else:
                 if pos + 2 > end:
                     raise _FrameEnds
@@ -104,8 +108,12 @@ def _read_prefix(body, end: int, pos: int, version: int) -> tuple[int, str | byt
             if flexible:
                 if pos >= end:
                     raise _FrameEnds
-                length, pos = read_uvarint(body, pos)
-                length -= 1
+                if pos < available and body[pos] < 0x80:  # a one-byte varint, read here
+                    length = body[pos] - 1
+                    pos += 1
+                else:
+                    length, pos = read_uvarint(body, pos)
+                    length -= 1
             else:
                 if pos + 2 > end:
                     raise _FrameEnds
@@ -129,8 +137,12 @@ def _read_prefix(body, end: int, pos: int, version: int) -> tuple[int, str | byt
         if flexible:  # records: compact nullable bytes
             if pos >= end:
                 raise _FrameEnds
-            length, pos = read_uvarint(body, pos)
-            length -= 1
+            if pos < available and body[pos] < 0x80:
+                length = body[pos] - 1
+                pos += 1
+            else:
+                length, pos = read_uvarint(body, pos)
+                length -= 1
         else:
             if pos + 4 > end:
                 raise _FrameEnds
@@ -161,6 +173,8 @@ def _array_length(body, pos: int, end: int, available: int, flexible: bool) -> t
     if flexible:
         if pos >= end:
             raise _FrameEnds
+        if pos < available and body[pos] < 0x80:
+            return body[pos] - 1, pos + 1
         value, pos = read_uvarint(body, pos)
         return value - 1, pos
     _need(4, pos, end, available)
