@@ -42,6 +42,82 @@ def cpu_seconds(pid: int) -> tuple[float, float]:
     return int(fields[11]) / TICKS, int(fields[12]) / TICKS  # utime, stime (fields 14 and 15 of stat)
 
 
+RAW_CLIENT = """
+import asyncio, struct, sys, time
+from kafka.record.default_records import DefaultRecordBatchBuilder
+from proxy.codec.header import encode_request_header, frame
+from proxy.codec.messages import encode_request, new_request
+
+host, port, connections, window, chunk, start, stop = sys.argv[1:8]
+port, connections, window, chunk, start, stop = int(port), int(connections), int(window), int(chunk), float(start), float(stop)
+batch = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+batch.append(0, timestamp=None, key=None, value=b"s" * 100, headers=[])
+body = encode_request(0, 9, new_request(0, 9, transactional_id=None, acks=1, timeout_ms=30000, topic_data=[
+    {"name": "small", "partition_data": [{"index": 0, "records": bytes(batch.build())}]}]))
+chunks = [b"".join(frame(encode_request_header(0, 9, c * chunk + i, "bench") + body) for i in range(chunk))
+          for c in range(window // chunk)]
+counted = [0]
+
+class Client(asyncio.Protocol):
+    def __init__(self, done):
+        self.done, self.buf, self.answered, self.next = done, bytearray(), 0, 0
+
+    def connection_made(self, transport):
+        self.transport = transport
+        for _ in chunks:
+            self.send()
+
+    def send(self):
+        self.transport.write(chunks[self.next])
+        self.next = (self.next + 1) % len(chunks)
+
+    def data_received(self, data):
+        buf = self.buf
+        buf += data
+        pos, n = 0, 0
+        while len(buf) - pos >= 4:
+            size = struct.unpack_from(">i", buf, pos)[0]
+            if len(buf) - pos < size + 4:
+                break
+            pos += size + 4
+            n += 1
+        del buf[:pos]
+        now = time.time()
+        if start <= now < stop:
+            counted[0] += n
+        self.answered += n
+        while self.answered >= chunk:
+            self.answered -= chunk
+            if now < stop:
+                self.send()
+        if now >= stop and not self.done.done():
+            self.done.set_result(None)
+
+async def main():
+    loop = asyncio.get_running_loop()
+    done = [loop.create_future() for _ in range(connections)]
+    for d in done:
+        await loop.create_connection(lambda d=d: Client(d), host, port)
+    await asyncio.wait_for(asyncio.gather(*done), stop - time.time() + 30)
+
+asyncio.run(main())
+print(counted[0])
+"""
+
+
+def raw_clients(bootstrap: str, args, warm: float) -> float:
+    """Acknowledged requests/s of one process holding ``--raw`` connections, each keeping ``--window`` requests
+    in flight (sent ``--chunk`` at a time, pre-encoded): the proxy at its own ceiling, clients costing little."""
+    host, port = bootstrap.split(":")
+    start = time.time() + warm
+    stop = start + args.seconds
+    answer = subprocess.run([sys.executable, "-c", RAW_CLIENT, host, port, str(args.raw), str(args.window),
+                             str(args.chunk), str(start), str(stop)], cwd=ROOT, capture_output=True, text=True,
+                            check=True, env={**os.environ, "PYTHONPATH": ROOT})
+    return int(answer.stdout.split()[-1]) / args.seconds
+
+
 def one_round(tree: str, args, profile: str | None) -> tuple[float, float, float]:
     """(acknowledged requests/s, proxy CPU us per request, of which system) for the proxy run from ``tree``."""
     broker_port, proxy_port, metrics_port = free_port(), free_port(), free_port()
@@ -72,8 +148,11 @@ def one_round(tree: str, args, profile: str | None) -> tuple[float, float, float
 
         result = {}
         warm = 4.0
-        clients = threading.Thread(target=lambda: result.update(rate=run_clients(
-            bootstrap, "small", "requests", args.clients, warm, args.seconds)[0]))
+        if args.raw:
+            clients = threading.Thread(target=lambda: result.update(rate=raw_clients(bootstrap, args, warm)))
+        else:
+            clients = threading.Thread(target=lambda: result.update(rate=run_clients(
+                bootstrap, "small", "requests", args.clients, warm, args.seconds)[0]))
         started = time.time()
         clients.start()
         time.sleep(max(0.0, started + warm - time.time()))
@@ -113,12 +192,18 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--raw", type=int, default=0, metavar="N",
+                        help="instead of confluent-kafka producers: N connections of one light pipelining client")
+    parser.add_argument("--window", type=int, default=200, help="--raw: requests in flight per connection")
+    parser.add_argument("--chunk", type=int, default=20, help="--raw: requests sent per write")
     parser.add_argument("--quota", choices=("byte-rate", "none"), default="byte-rate")
     parser.add_argument("--profile", help="directory for cProfile output of every proxy run")
     parser.add_argument("--strace", action="store_true", help="count the proxy's system calls per request (strace -c)")
     args = parser.parse_args()
     trees = [("new", args.tree_new)] + ([("old", args.tree_old)] if args.tree_old else [])
-    print(f"{args.clients} producers, 100 B per Produce, acks=1, quota {args.quota}, {args.seconds:g} s per run, "
+    clients = (f"{args.raw} raw connections of {args.window} in flight (sent {args.chunk} at a time)" if args.raw
+               else f"{args.clients} confluent-kafka producers")
+    print(f"{clients}, 100 B per Produce, acks=1, quota {args.quota}, {args.seconds:g} s per run, "
           f"{os.cpu_count()} cores; load {os.getloadavg()[0]:.1f}", flush=True)
     figures: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in trees}
     for r in range(args.rounds):
