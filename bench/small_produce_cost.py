@@ -174,6 +174,8 @@ def one_round(tree: str, args, profile: str | None) -> tuple[float, float, float
         os.unlink(f.name)
     rate = result["rate"]
     requests = rate * args.seconds
+    if not requests:
+        return 0.0, 0.0, 0.0
     if tracer is not None:
         with open(trace_file) as f:
             rows = [line.split() for line in f if line[:1] == " " and line.split()[-1].isidentifier()]
@@ -211,6 +213,9 @@ def main() -> None:
         for name, tree in order:
             profile = os.path.join(args.profile, f"{name}-{r}.prof") if args.profile else None
             rate, us, system = one_round(tree, args, profile)
+            if not rate:
+                print(f"  round {r} {name}: no request acknowledged in the interval (not counted)", flush=True)
+                continue
             figures[name].append((rate, us))
             print(f"  round {r} {name}: {rate:7.0f} requests/s, proxy CPU {us:6.1f} us per request + response "
                   f"({system:.1f} of it in the kernel); load {os.getloadavg()[0]:.1f}", flush=True)
