@@ -49,7 +49,8 @@ from proxy.codec.header import encode_request_header, frame
 from proxy.codec.messages import encode_request, new_request
 
 host, port, connections, window, chunk, start, stop = sys.argv[1:8]
-port, connections, window, chunk, start, stop = int(port), int(connections), int(window), int(chunk), float(start), float(stop)
+port, connections, window, chunk = int(port), int(connections), int(window), int(chunk)
+start, stop = float(start), float(stop)
 batch = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
                                   producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
 batch.append(0, timestamp=None, key=None, value=b"s" * 100, headers=[])

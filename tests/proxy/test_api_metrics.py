@@ -1,5 +1,5 @@
-"""The per-API request metrics the hot path records (proxy.ops.metrics.ApiMetrics): exact when scraped, and the same
-exposition as prometheus-client's own inc() and observe() would give (this also checks the client internals they use)."""
+"""The per-API request metrics the hot path records (proxy.ops.metrics.ApiMetrics): exact when scraped, and the
+same exposition as prometheus-client's own inc() and observe() would give (this checks the internals they use)."""
 
 from __future__ import annotations
 
