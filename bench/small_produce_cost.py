@@ -25,11 +25,10 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import ROOT, free_port, stop_processes, tansu, wait_for_port  # noqa: E402
+from bench.common import ROOT, free_port, stop_processes, tansu, wait_for_port, wait_ready  # noqa: E402
 from bench.workers import create_topic, run_clients  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -136,13 +135,7 @@ def one_round(tree: str, args, profile: str | None) -> tuple[float, float, float
     procs.append(proxy)
     try:
         wait_for_port(metrics_port, 30)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/readyz", timeout=2):
-                    break
-            except OSError:
-                time.sleep(0.2)
+        wait_ready(metrics_port)
         bootstrap = f"127.0.0.1:{proxy_port}"
         create_topic(bootstrap, "small", 1)
         import threading

@@ -34,7 +34,7 @@ from contextlib import contextmanager
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import ROOT, free_port, stop_processes, tansu, wait_for_port  # noqa: E402
+from bench.common import ROOT, free_port, stop_processes, tansu, wait_for_port, wait_ready  # noqa: E402
 
 QUOTA = 1024 * 1024
 SMALL, LARGE = b"s" * 100, b"x" * 1024
@@ -59,13 +59,7 @@ def broker_and_proxy(workers: int | None, extra_settings: str = "", quotas: str 
         procs.append(subprocess.Popen([sys.executable, "-m", "proxy.cli", "run", "--config", path, "--log-level",
                                        "WARNING"], cwd=ROOT))
         wait_for_port(metrics_port, 30)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/readyz", timeout=2):
-                    break
-            except OSError:
-                time.sleep(0.2)
+        wait_ready(metrics_port)
         yield f"127.0.0.1:{proxy_port}", metrics_port
     finally:
         stop_processes(list(reversed(procs)), 15)

@@ -78,25 +78,10 @@ def _read_prefix(body, end: int, pos: int, version: int) -> tuple[int, str | byt
     available = len(body)
     try:
         if version >= 3:  # transactional_id
-            if flexible:
-                if pos >= end:
-                    raise _FrameEnds
-                if pos < available and body[pos] < 0x80:  # a one-byte varint, read here
-                    length = body[pos] - 1
-                    pos += 1
-                else:
-                    length, pos = read_uvarint(body, pos)
-                    length -= 1
-            else:
-                if pos + 2 > end:
-                    raise _FrameEnds
-                if pos + 2 > available:
-                    raise Incomplete
-                length = _INT16.unpack_from(body, pos)[0]
-                pos += 2
+            length, pos = _length(body, pos, end, available, flexible, _INT16)
             pos += _need(max(length, 0), pos, end, available)
         pos += _need(6, pos, end, available)  # acks, timeout_ms
-        topics, pos = _array_length(body, pos, end, available, flexible)  # topic_data
+        topics, pos = _length(body, pos, end, available, flexible, _INT32)  # topic_data
         topic_count = max(topics, 0)
         if topics < 1:
             return -1, None, topic_count
@@ -105,22 +90,7 @@ def _read_prefix(body, end: int, pos: int, version: int) -> tuple[int, str | byt
             pos += _need(16, pos, end, available)  # topic_id (KIP-516) instead of the name
             topic = bytes(body[start:start + 16])
         else:
-            if flexible:
-                if pos >= end:
-                    raise _FrameEnds
-                if pos < available and body[pos] < 0x80:  # a one-byte varint, read here
-                    length = body[pos] - 1
-                    pos += 1
-                else:
-                    length, pos = read_uvarint(body, pos)
-                    length -= 1
-            else:
-                if pos + 2 > end:
-                    raise _FrameEnds
-                if pos + 2 > available:
-                    raise Incomplete
-                length = _INT16.unpack_from(body, pos)[0]
-                pos += 2
+            length, pos = _length(body, pos, end, available, flexible, _INT16)
             length = max(length, 0)
             start = pos
             pos += _need(length, pos, end, available)
@@ -130,26 +100,11 @@ def _read_prefix(body, end: int, pos: int, version: int) -> tuple[int, str | byt
                 topic = None
         if topics == 1:
             only_topic = topic
-        partitions, pos = _array_length(body, pos, end, available, flexible)  # partition_data
+        partitions, pos = _length(body, pos, end, available, flexible, _INT32)  # partition_data
         if partitions < 1:
             return -1, only_topic, topic_count
         pos += _need(4, pos, end, available)  # index
-        if flexible:  # records: compact nullable bytes
-            if pos >= end:
-                raise _FrameEnds
-            if pos < available and body[pos] < 0x80:
-                length = body[pos] - 1
-                pos += 1
-            else:
-                length, pos = read_uvarint(body, pos)
-                length -= 1
-        else:
-            if pos + 4 > end:
-                raise _FrameEnds
-            if pos + 4 > available:
-                raise Incomplete
-            length = _INT32.unpack_from(body, pos)[0]
-            pos += 4
+        length, pos = _length(body, pos, end, available, flexible, _INT32)  # records: (compact) nullable bytes
         if length < _PRODUCER_ID_AT + 8:
             return -1, only_topic, topic_count
         _need(_PRODUCER_ID_AT + 8, pos, end, available)
@@ -169,7 +124,10 @@ def _need(n: int, pos: int, end: int, available: int) -> int:
     return n
 
 
-def _array_length(body, pos: int, end: int, available: int, flexible: bool) -> tuple[int, int]:
+def _length(body, pos: int, end: int, available: int, flexible: bool, fixed: struct.Struct) -> tuple[int, int]:
+    """(the length field at ``pos``, where it ends): compact (an unsigned varint, one more than the length; a
+    one-byte one read here) in flexible versions, else ``fixed`` (int16 before a string, int32 before an array or
+    bytes); -1 for null."""
     if flexible:
         if pos >= end:
             raise _FrameEnds
@@ -177,8 +135,8 @@ def _array_length(body, pos: int, end: int, available: int, flexible: bool) -> t
             return body[pos] - 1, pos + 1
         value, pos = read_uvarint(body, pos)
         return value - 1, pos
-    _need(4, pos, end, available)
-    return _INT32.unpack_from(body, pos)[0], pos + 4
+    _need(fixed.size, pos, end, available)
+    return fixed.unpack_from(body, pos)[0], pos + fixed.size
 
 
 def produce_acks(buf, header: RequestHeader) -> int:
