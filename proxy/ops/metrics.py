@@ -49,7 +49,7 @@ class ProxyMetrics:
             ["listener", "direction"], registry=r,
         )
         self.upstream_errors = Counter(
-            f"{PREFIX}_upstream_errors", "Failures talking to the broker, by kind (connect, lost).",
+            f"{PREFIX}_upstream_errors", "Failures talking to the broker, by kind (connect, lost, timeout).",
             ["listener", "kind"], registry=r,
         )
         self.upstream_ready = Gauge(
