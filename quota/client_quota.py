@@ -47,6 +47,23 @@ from quota.usage_tap import NO_TAP
 INACTIVE_SENSOR_EXPIRATION_MS = 3_600_000
 """Kafka purges quota sensors after one hour without a record."""
 
+BY_NAMES, BY_CLIENT_ID, BY_USER, BY_NOTHING = range(4)
+"""How a manager finds a known client's sensor from its names alone (:meth:`ClientQuotaManager._known`): by
+``(user, client_id)`` when some level of the key names both, by ``("", client_id)`` when every level names a
+client-id alone, by ``(user, "")`` when every level names a user alone, not at all when the levels mix the last two."""
+
+
+def known_by(tag_parts: frozenset[tuple[bool, bool]]) -> int:
+    """:data:`BY_NAMES` ... :data:`BY_NOTHING` for a quota table's ``tag_parts(key)``."""
+    if (True, True) in tag_parts:
+        return BY_NAMES
+    if tag_parts == {(False, True)}:
+        return BY_CLIENT_ID
+    if tag_parts == {(True, False)}:
+        return BY_USER
+    return BY_NOTHING
+
+
 RECORD_EXPIRY_BATCH = 2
 """Idle sensors one record drops at most (more than the one it may make, so records alone keep up): a record that
 finds a million sensors past their hour must not drop them all on the request path (about 10 us each); the
@@ -90,9 +107,8 @@ class ClientQuotaManager:
         self.inactive_sensor_expiration_ms = inactive_sensor_expiration_ms
         # The live sensors by tags, idle ones first (quota.sensor_table: Kafka's expiry).
         self._table = SensorTable(inactive_sensor_expiration_ms)
-        # Some level configured for this key counts a client under its own (user, client-id) tags, so the request
-        # path looks its sensor up by its names first (_known).
-        self._names_both = quotas.names_both(quota_key)
+        # How the request path looks a known client's sensor up by its names first (_known).
+        self._known_by = known_by(quotas.tag_parts(quota_key))
         self.refreshed = 0  # sensors looked at by update_quotas (tests count it)
         self._version = 0  # of the quota table: a sensor's resolved_version is valid while it is this one
 
@@ -127,7 +143,7 @@ class ClientQuotaManager:
         self._quotas = quotas
         self._version += 1  # every sensor's tags resolve again before a peer's row skips resolving
         self.enabled = self.quota_key in quotas.keys()
-        self._names_both = quotas.names_both(self.quota_key)
+        self._known_by = known_by(quotas.tag_parts(self.quota_key))
         if changed is None or len(changed) >= len(self._sensors):  # looking at every sensor costs less then
             reached = list(self._sensors.values())
         else:
@@ -304,12 +320,28 @@ class ClientQuotaManager:
         return self._clock.now_ms() if now_ms is None else now_ms
 
     def _known(self, user: str, client_id: str) -> ClientSensors | None:
-        """The sensor of this client when it holds what the current table resolves for it (``fast``: the client is
-        the one its tags name), else None: the request path's one lookup for a known tenant, instead of resolving
-        (several lookups and two new objects) and then looking the sensor up."""
-        if self._names_both:
+        """The sensor of this client when it holds what the current table resolves for it, else None: the request
+        path's one lookup for a known tenant, instead of resolving (several lookups and two new objects) and then
+        looking the sensor up.
+
+        A ``fast`` sensor holds what the table resolves for its representative (:class:`ClientSensors`). That is
+        what it resolves for this client too when the client is the representative and the one its tags name
+        (``BY_NAMES``: tags of both names identify one client); or when every level of the table counts a client
+        under its client-id alone (``BY_CLIENT_ID``: the user takes no part in resolving, and a client no entry
+        covers is counted under ``("", client_id)`` as well) or under its user alone (``BY_USER``: as long as the
+        sensor was matched by an entry; a client no entry covers is counted under its client-id instead)."""
+        by = self._known_by
+        if by == BY_NAMES:
             sensors = self._table.sensors.get((user, client_id))
+            if sensors is not None and sensors.fast and sensors.representative is sensors.tags:
+                return sensors
+        elif by == BY_CLIENT_ID:
+            sensors = self._table.sensors.get(("", client_id))
             if sensors is not None and sensors.fast:
+                return sensors
+        elif by == BY_USER:
+            sensors = self._table.sensors.get((user, ""))
+            if sensors is not None and sensors.fast and sensors.entity is not None:
                 return sensors
         return None
 
@@ -418,9 +450,8 @@ class ClientQuotaManager:
                 sensors.apply(resolved)
                 table.represent(sensors, (user, client_id))  # one that resolves to these tags now
             table.touch(sensors, now)
-        if (not sensors.fast and sensors.shadow == resolved.shadow and resolved.tags == (user, client_id)
-                and sensors.representative == resolved.tags):
-            sensors.fast = True  # this client's next record may skip resolving (see _known)
+        if not sensors.fast and sensors.shadow == resolved.shadow and sensors.representative == (user, client_id):
+            sensors.fast = True  # it holds what the representative resolves to: a record may skip resolving (_known)
         return sensors
 
     def __repr__(self) -> str:

@@ -284,10 +284,12 @@ class QuotaTable:
         """Just the limit (``math.inf`` when unconfigured)."""
         return self.resolve(key, user, client_id).limit
 
-    def names_both(self, key: str) -> bool:
-        """Whether some configured level of ``key`` counts a client under tags of its own user and client-id (an
-        entity with a user and a client-id part): only then can a client's sensor be found by its names alone."""
-        return any(_LEVELS[level][2] and _LEVELS[level][3] for level in self._levels_by_key.get(key, ()))
+    def tag_parts(self, key: str) -> frozenset[tuple[bool, bool]]:
+        """Which of a client's names the tags of each configured level of ``key`` carry, as (user, client-id)
+        pairs: ``(True, True)`` for an entity with a user and a client-id part, ``(True, False)`` for a user alone,
+        ``(False, True)`` for a client-id alone (also the tags of a client no entry covers). What a manager needs to
+        know whether a client's sensor can be found from its names alone (``ClientQuotaManager._known``)."""
+        return frozenset(_LEVELS[level][2:] for level in self._levels_by_key.get(key, ()))
 
     def __len__(self) -> int:
         return len(self._entries)

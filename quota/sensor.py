@@ -91,8 +91,9 @@ class ClientSensors:
         self.shadow_throttled_count = 0
         self.smooth: TokenBucket | None = None  # quota.smoothing's bucket, made at the first record while it is on
         self.moved_ms = now_ms  # when it last went to the back of its manager's table (quota.sensor_table)
-        # True while limit, entity and shadow are what the current table resolves for the client named by the tags,
-        # who is also the representative: a record of that client may skip resolving (ClientQuotaManager._known).
+        # True while limit, entity and shadow are what the current table resolves for the representative (set by a
+        # record of the representative; dropped by apply and retire, so for every sensor a quota change can reach,
+        # which is found through the representative): a record may skip resolving (ClientQuotaManager._known).
         self.fast = False
         # The version of its manager's quota table under which the client named by the tags last resolved to these
         # tags and this limit (-1: not since the last change of limit): a peer's usage comes named by its tags, so a
@@ -101,7 +102,7 @@ class ClientSensors:
 
     def apply(self, resolved: ResolvedQuota) -> None:
         """Take the limit of ``resolved`` (same tags) so the next check uses it."""
-        self.fast = False  # the manager says whether it holds for the tags' own client
+        self.fast = False  # the manager says whether it holds for the representative
         self.resolved_version = -1
         self.limit = resolved.limit
         self.entity = resolved.entity

@@ -39,8 +39,8 @@ class ScaledProduceQuotas:
     def keys(self) -> frozenset[str]:
         return frozenset((PRODUCER_BYTE_RATE,))
 
-    def names_both(self, key: str) -> bool:
-        return self.table.names_both(PRODUCER_BYTE_RATE)  # the base rate is a {client-id: <default>} entry
+    def tag_parts(self, key: str) -> frozenset[tuple[bool, bool]]:
+        return self.table.tag_parts(PRODUCER_BYTE_RATE) | {(False, True)}  # the base rate: {client-id: <default>}
 
     def changes_since(self, older) -> frozenset[QuotaEntity] | None:
         """The entities changed since ``older`` (the same factor and base rate over an older table), else None."""
