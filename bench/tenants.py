@@ -24,7 +24,11 @@ produce, one fetch and one new producer id, as their first requests would. Print
   resident set after (does memory return?). Also the cost of one producer-id cleanup pass at full size (it runs
   every second on the loop).
 
-Usage: ``python bench/tenants.py [--tenants 1000000] [--users 100000] [--samples 200000] [--pace-us 20]``.
+``--byte-rate-entity client-id``: the byte-rate quotas under ``/clients/<default>`` instead (no authentication's
+usual configuration: each client id its own quota).
+
+Usage: ``python bench/tenants.py [--tenants 1000000] [--users 100000] [--samples 200000] [--pace-us 20]
+[--byte-rate-entity pair|client-id]``.
 """
 
 from __future__ import annotations
@@ -51,12 +55,15 @@ def rss_bytes() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def build(clock: ManualClock) -> ByteRateQuotas:
+BYTE_RATE_ENTITIES = {"pair": {"user": "<default>", "client-id": "<default>"}, "client-id": {"client-id": "<default>"}}
+
+
+def build(clock: ManualClock, byte_rate_entity: str = "pair") -> ByteRateQuotas:
     config = parse_config({
         "upstream": {"bootstrap_servers": ["127.0.0.1:9092"]},
         "listeners": [{"name": "PLAINTEXT", "bind": "127.0.0.1:0"}],
         "metrics": {"bind": "127.0.0.1:0"},
-        "quotas": [{"entity": {"user": "<default>", "client-id": "<default>"}, "producer_byte_rate": 10**12,
+        "quotas": [{"entity": BYTE_RATE_ENTITIES[byte_rate_entity], "producer_byte_rate": 10**12,
                     "consumer_byte_rate": 10**12},
                    {"entity": {"user": "<default>"}, "producer_ids_rate": 10**9}],
         "dynamic_config": {"enabled": False}})
@@ -99,7 +106,7 @@ def decision_costs(quotas: ByteRateQuotas, clock: ManualClock, tenants: int, use
     pace = Pace(clock, pace_us)
     rng = random.Random(seed)
     picks = [tenant(rng.randrange(tenants), users) for _ in range(samples)]
-    others = [tenant(rng.randrange(tenants), users)[:2] for _ in range(samples)]
+    others = [tuple(produce.resolve(*tenant(rng.randrange(tenants), users)[:2]).tags) for _ in range(samples)]
     table = produce._sensors
     costs: dict[str, list[int]] = {"produce": [], "fetch": [], "floor": []}
     timer = time.perf_counter_ns
@@ -184,6 +191,8 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=200_000)
     parser.add_argument("--pace-us", type=float, default=20.0,
                         help="simulated microseconds per tenant visited (a Produce and a Fetch)")
+    parser.add_argument("--byte-rate-entity", choices=sorted(BYTE_RATE_ENTITIES), default="pair",
+                        help="the byte-rate quotas' entity: /users/<default>/clients/<default> or /clients/<default>")
     args = parser.parse_args()
     print(f"clock: {args.pace_us:g} us per tenant visited ({2e6 / args.pace_us:,.0f} requests/s)")
 
@@ -191,7 +200,7 @@ def main() -> None:
     built = {}
     for label, (tenants, users) in sizes.items():
         clock = ManualClock(1_000_000)
-        quotas = build(clock)
+        quotas = build(clock, args.byte_rate_entity)
         gc.collect()
         rss0 = rss_bytes()
         began = time.perf_counter()
