@@ -52,23 +52,44 @@ class Interrupted(BaseException):
         self.signal_name, self.during = signal_name, during
 
 
+RESEND_S = 1.0  # while an Interrupted raised by the handler has not reached the demo, the signal comes again this often
+
+
 class Stop:
     """The demo's SIGINT and SIGTERM handler. While ``raising`` (start-up, the storms, the planner) the first signal
     raises :class:`Interrupted` at once; otherwise (the steady traffic, which checks ``is_set`` every second, and
-    the clean-up) it only marks the stop. Further signals change nothing: the clean-up runs to its end."""
+    the clean-up) it only marks the stop. Further signals change nothing once the demo has caught the Interrupted
+    (``delivered``): the clean-up runs to its end.
+
+    An exception raised from a signal handler lands in whatever the main thread runs at that moment, and when that is
+    a weakref callback or a ``__del__`` (a garbage collection inside a client library) Python prints "Exception
+    ignored" and goes on: the demo ran its storms on for 20 s after a SIGINT (tests/demo/test_exits.py). So until it
+    is delivered, the signal is sent again every RESEND_S and raised again."""
 
     def __init__(self) -> None:
         self.event = threading.Event()
         self.signal_name: str | None = None
         self.raising = False
+        self.delivered = False
 
     def __call__(self, signum: int, frame=None) -> None:
-        if self.event.is_set():
+        if self.event.is_set() and (self.delivered or not self.raising):
             return
-        self.signal_name = signal.Signals(signum).name
-        self.event.set()
+        if not self.event.is_set():
+            self.signal_name = signal.Signals(signum).name
+            self.event.set()
         if self.raising:
+            self._again(signum)
             raise Interrupted(self.signal_name)
+
+    def _again(self, signum: int) -> None:
+        def resend() -> None:
+            if not self.delivered:
+                os.kill(os.getpid(), signum)
+
+        timer = threading.Timer(RESEND_S, resend)
+        timer.daemon = True
+        timer.start()
 
     def is_set(self) -> bool:
         return self.event.is_set()
@@ -310,6 +331,7 @@ def run_scenario(config_path: str, duration_s: float, report=print, stop: Stop |
             if not plan.ok:
                 raise DemoError(f"the quota planner did not recommend as expected: {plan.text()}")
     except Interrupted as exc:
+        stop.delivered = True
         exc.during = phase
         traceback.clear_frames(exc.__traceback__)  # the clients a scenario made go now, before the proxy stops
         raise
