@@ -7,6 +7,8 @@ through here, with public aiokafka APIs only and every API key and error code fr
   ``ask_any`` asks the bootstrap servers in turn until one answers; ``look`` reads the brokers and some topics'
   partitions from one Metadata answer (:class:`ClusterLook`); ``options`` are what every aiokafka client of the
   proxy's own is built with; ``ensure_topic`` creates one of the proxy's compacted topics when it is missing.
+- :func:`start_client`: start one of the proxy's own aiokafka clients within a bound; one whose start fails, times
+  out or is cancelled is stopped before the error goes on (what it opened is closed).
 - :func:`stop_client`: stop one of the proxy's own aiokafka clients within a bound.
 - :class:`Backoff`: the delays between retries of something that keeps failing.
 
@@ -37,6 +39,7 @@ CLIENT_ID = "kafka-quota-proxy"
 MAX_RESPONSE = 64 << 20  # the largest answer ask reads
 CORRELATION_ID = 1  # one request per connection
 STOP_TIMEOUT_S = 5.0  # stopping one of the proxy's own Kafka clients never holds shutdown longer
+START_SETTLE_S = 1.0  # a start given up (cancelled, timed out) may end this long before its client is stopped
 CREATE_TIMEOUT_S = 10.0  # ensure_topic, start to finish
 
 # What ask raises when the broker does not answer, or not with a Kafka answer to the request
@@ -149,6 +152,30 @@ class OwnKafka:
                 raise TopicNotCreated(f"CreateTopics {name}: {error_name(code)}{why}")
 
 
+async def start_client(client, timeout_s: float | None) -> None:
+    """Start one of the proxy's own aiokafka clients within ``timeout_s``; one whose start fails, times out or is
+    cancelled is stopped (:func:`stop_client`) before the error or cancellation goes on.
+
+    The start is never cancelled midway unless it outlasts START_SETTLE_S more: aiokafka's ``bootstrap`` cancelled
+    while its Metadata request is out leaves that connection open, held by nothing that ``stop()`` closes (its reader
+    task was "destroyed but pending" when the loop closed, its transport unclosed; aiokafka 0.14). So the start
+    runs on in a task of its own (shielded), is awaited for up to START_SETTLE_S once the caller gives up, and the
+    client is then stopped, closing what the start opened."""
+    starting = asyncio.ensure_future(client.start())
+    starting.add_done_callback(lambda t: t.cancelled() or t.exception())  # its error is the caller's, or none's
+    try:
+        await wait_for(asyncio.shield(starting), timeout_s)
+    except BaseException:
+        if not starting.done():
+            try:
+                await asyncio.wait({starting}, timeout=START_SETTLE_S)
+            except asyncio.CancelledError:
+                pass  # cancelled again: stopping it is all that is left to do
+            starting.cancel()  # a no-op once it has ended
+        await stop_client(client)
+        raise
+
+
 async def stop_client(client) -> None:
     """Stop one of the proxy's own aiokafka clients (consumer, producer: ``stop``; admin: ``close``) within
     STOP_TIMEOUT_S; a failure to stop is not an error (it is already failing, or the proxy is stopping).
@@ -156,9 +183,18 @@ async def stop_client(client) -> None:
     A cancellation of the calling task that arrives meanwhile is raised once the client has stopped: aiokafka's
     ``stop()`` cancels its own tasks and awaits them, and they end normally, so a cancellation handed on to one of
     them would otherwise be lost (a background task cancelled by ``ProxyApp.stop`` then ran on, and the stop waited
-    for its bound, tests/integration/test_own_client_stop.py)."""
+    for its bound, tests/integration/test_own_client_stop.py).
+
+    The loop runs once before ``stop()``: a task the client made that has not run yet, when cancelled, ends with
+    ``CancelledError`` without running at all, and a consumer's ``stop()`` awaiting such a task (the offsets task of
+    its coordinator, made at the end of ``start()``) raised there, before it closed its fetcher and its connections:
+    they stayed on the loop until it closed."""
     task = asyncio.current_task()
     requested = task.cancelling() if task is not None else 0
+    try:
+        await asyncio.sleep(0)  # the tasks the client made run once (their first step is already scheduled)
+    except asyncio.CancelledError:
+        pass  # counted in task.cancelling(): raised once the client has stopped
     stopping = (getattr(client, "stop", None) or client.close)()
     try:
         await wait_for(stopping, STOP_TIMEOUT_S)

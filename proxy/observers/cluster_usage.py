@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from prometheus_client import Counter, Gauge
 
 from proxy.clock import WallClock
-from proxy.cluster.kafka_clients import Backoff, OwnKafka, stop_client
+from proxy.cluster.kafka_clients import Backoff, OwnKafka, start_client, stop_client
 from proxy.identity import proxy_id
 from proxy.observers.following import CALL_TIMEOUT_S, CHECK_S, TopicReader
 from proxy.observers.freezing import freeze_long_lived
@@ -235,7 +235,7 @@ class ClusterUsage:
                     await self.kafka.ensure_topic(self.topic, CLIENT_ID)
                     producer = AIOKafkaProducer(**self.kafka.options(CLIENT_ID), acks=1, linger_ms=0,
                                                 max_request_size=self.max_bytes + REQUEST_OVERHEAD_BYTES)
-                    await wait_for(producer.start(), CALL_TIMEOUT_S)
+                    await start_client(producer, CALL_TIMEOUT_S)  # stopped when its start fails or is cancelled
                     self._producer = producer
                 await wait_for(self._producer.send_and_wait(self.topic, data, key=key,
                                                                     timestamp_ms=self.wall.now_ms()), CALL_TIMEOUT_S)
@@ -319,7 +319,7 @@ class ClusterUsage:
                                         fetch_max_wait_ms=int(min(self.sync_s, 0.5) * 1000),
                                         max_partition_fetch_bytes=max(2**20, self.max_bytes + REQUEST_OVERHEAD_BYTES))
             try:
-                await wait_for(consumer.start(), CALL_TIMEOUT_S)
+                await start_client(consumer, CALL_TIMEOUT_S)
                 reader = TopicReader(consumer, self.topic, self.kafka, client_id=CLIENT_ID)
                 while not await reader.open():  # not created yet: the publisher creates it
                     await asyncio.sleep(CHECK_S)

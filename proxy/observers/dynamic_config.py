@@ -34,7 +34,7 @@ from config.dynamic import DynamicEntries, RecordError
 from config.dynamic_source import DynamicConfigSource
 from config.dynamic_state import SKIP_REASONS, STEP, Batch, DynamicState, RecordSkipped
 from config.model import ProxyConfig
-from proxy.cluster.kafka_clients import Backoff, OwnKafka, stop_client
+from proxy.cluster.kafka_clients import Backoff, OwnKafka, start_client, stop_client
 from proxy.observers.following import CALL_TIMEOUT_S, CHECK_S, TopicReader, log_end
 from proxy.observers.freezing import freeze_long_lived
 from proxy.ops.logs import LogLimiter
@@ -183,7 +183,7 @@ class DynamicConfig:
                                         enable_auto_commit=False, auto_offset_reset="earliest",
                                         metadata_max_age_ms=10_000, fetch_max_wait_ms=200)
             try:
-                await wait_for(consumer.start(), CALL_TIMEOUT_S)
+                await start_client(consumer, CALL_TIMEOUT_S)
                 reader = TopicReader(consumer, self.topic, self.kafka, client_id=self.client_id)
                 if not await reader.open():
                     await self._missing()
@@ -300,11 +300,7 @@ class DynamicConfig:
                 await self.kafka.ensure_topic(self.topic, self.client_id)
                 producer = AIOKafkaProducer(**self.kafka.options(self.client_id), acks="all",
                                             request_timeout_ms=10_000)
-                try:
-                    await producer.start()
-                except BaseException:
-                    await stop_client(producer)
-                    raise
+                await start_client(producer, None)  # stopped when its start fails or is cancelled
                 self._producer = producer
             futures = [await self._producer.send(self.topic, key=key, value=value) for key, value in records]
             await asyncio.gather(*futures)

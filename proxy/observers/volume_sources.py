@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 
 from config.volume import VolumeUsageConfig
-from proxy.cluster.kafka_clients import ASK_ERRORS, Backoff, ClusterLook, OwnKafka, ask, stop_client
+from proxy.cluster.kafka_clients import ASK_ERRORS, Backoff, ClusterLook, OwnKafka, ask, start_client, stop_client
 from proxy.codec.apis import DESCRIBE_LOG_DIRS, OWN_DESCRIBE_LOG_DIRS_VERSION
 from proxy.codec.error_codes import NONE
 from proxy.codec.messages import new_request
@@ -83,7 +83,7 @@ class VolumePublisher:
                 if self._producer is None:
                     await self.kafka.ensure_topic(self.config.topic, CLIENT_ID)
                     producer = AIOKafkaProducer(**self.kafka.options(CLIENT_ID), acks="all", enable_idempotence=False)
-                    await producer.start()
+                    await start_client(producer, None)  # stopped when its start fails or is cancelled
                     self._producer = producer
                     self.metrics.volume_publisher_connected.set(1)
                 await self._producer.send_and_wait(self.config.topic, self.snapshot().to_json(), key=key)
@@ -170,7 +170,7 @@ class VolumeFollower(_Evaluating):
             consumer = AIOKafkaConsumer(**self.kafka.options(CLIENT_ID), group_id=None, enable_auto_commit=False,
                                         auto_offset_reset="earliest", metadata_max_age_ms=10_000)
             try:
-                await wait_for(consumer.start(), CALL_TIMEOUT_S)
+                await start_client(consumer, CALL_TIMEOUT_S)
                 self._consumer = consumer
                 reader = TopicReader(consumer, topic, self.kafka, client_id=CLIENT_ID)
                 while not await reader.open():  # not created yet (or deleted): the publisher creates it

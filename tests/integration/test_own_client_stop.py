@@ -11,11 +11,13 @@ left running on the loop. :func:`proxy.cluster.kafka_clients.stop_client` re-rai
 from __future__ import annotations
 
 import asyncio
+import gc
 
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.conn import AIOKafkaConnection
 
-from proxy.cluster.kafka_clients import stop_client
+from proxy.cluster.kafka_clients import start_client, stop_client
 from tests.harness import Tansu, free_port
 
 pytestmark = pytest.mark.integration
@@ -60,3 +62,80 @@ def test_aiokafka_alone_swallows_it(tansu):
         await consumer.stop()
 
     assert asyncio.run(cancelled_while_stopping(plain_stop, tansu)) == (False, ["ran on after its cancellation"])
+
+
+def left_running(scenario, bootstrap: str) -> list[str]:
+    """Run ``scenario(bootstrap)`` on a loop of its own; the tasks still pending once it has ended, then what the
+    loop's exception handler was told up to its close (what pytest -s showed as "Task was destroyed but it is
+    pending!")."""
+    told: list[str] = []
+
+    async def main() -> list[str]:
+        asyncio.get_running_loop().set_exception_handler(lambda loop, context: told.append(context["message"]))
+        try:
+            await scenario(bootstrap)
+        except asyncio.CancelledError:
+            pass
+        await asyncio.sleep(0.1)  # what the stop cancelled has ended by now
+        return [repr(t.get_coro())[:80] for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+
+    loop = asyncio.new_event_loop()
+    try:
+        pending = loop.run_until_complete(main())
+    finally:
+        loop.close()
+    gc.collect()
+    return pending + told
+
+
+async def started_then_stopped_at_once(bootstrap: str) -> None:
+    """A consumer stopped as soon as its start returns (a follower whose first call after the start fails at once):
+    its coordinator's offsets task has not run yet, and aiokafka's ``stop()`` raised CancelledError awaiting it,
+    before it closed its fetcher and its connections."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, client_id="stop-test")
+    await consumer.start()
+    await stop_client(consumer)
+
+
+def test_a_consumer_stopped_right_after_its_start_leaves_nothing_running(tansu):
+    assert left_running(started_then_stopped_at_once, tansu) == []
+
+
+def metadata_asked() -> bool:
+    """Whether a connection of aiokafka's waits for the answer to a Metadata request (its bootstrap's)."""
+    return any(type(request).__name__.startswith("MetadataRequest")
+               for conn in gc.get_objects() if isinstance(conn, AIOKafkaConnection)
+               for _, request, _ in conn._requests)
+
+
+async def cancelled_in_bootstrap(start, bootstrap: str) -> None:
+    """A producer's start cancelled while its bootstrap connection is open (its Metadata request out), as
+    ``ProxyApp.stop`` cancels a follower or publisher meanwhile; then stopped, as the proxy does."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, client_id="stop-test")
+    starting = asyncio.create_task(start(producer))
+    for _ in range(10_000):
+        if starting.done() or metadata_asked():
+            break
+        await asyncio.sleep(0)
+    assert not starting.done(), "the start ended before its bootstrap connection was seen"
+    starting.cancel()
+    await asyncio.wait({starting})
+    await stop_client(producer)
+    assert starting.cancelled()
+
+
+def test_a_start_cancelled_midway_closes_what_it_opened(tansu):
+    async def scenario(bootstrap):
+        await cancelled_in_bootstrap(lambda p: start_client(p, 10.0), bootstrap)
+
+    assert left_running(scenario, tansu) == []
+
+
+def test_aiokafka_alone_leaves_its_bootstrap_connection_open(tansu):
+    """What the test above guards against: aiokafka's own start cancelled in its bootstrap leaves that connection's
+    reader task on the loop (or, collected, "Unclosed AIOKafkaConnection"), whatever stops the client afterwards."""
+    async def scenario(bootstrap):
+        await cancelled_in_bootstrap(lambda p: p.start(), bootstrap)
+
+    left = left_running(scenario, tansu)
+    assert any("AIOKafkaConnection" in line for line in left), left  # its reader task, or the connection collected
