@@ -351,17 +351,9 @@ class ClientConnection(Splicing, asyncio.BufferedProtocol):
         to_client, self._to_client = self._to_client, None
         to_broker, self._to_broker = self._to_broker, None
         if to_broker:
-            if len(to_broker) == 1 or self._request_splice is not None:
-                for data in to_broker:
-                    self._write_broker(data)
-            else:
-                self.upstream.transport.writelines(to_broker)
+            _send(to_broker, self._request_splice, self._write_broker, self.upstream.transport)
         if to_client:
-            if len(to_client) == 1 or self._response_splice is not None:
-                for data in to_client:
-                    self._write_client(data)
-            else:
-                self.transport.writelines(to_client)
+            _send(to_client, self._response_splice, self._write_client, self.transport)
 
 
     def _spawn(self, start, done) -> None:
@@ -456,3 +448,13 @@ class ClientConnection(Splicing, asyncio.BufferedProtocol):
         self.close("shutdown_timeout")
         if self.transport is not None:
             self.transport.abort()
+
+
+def _send(frames: list, splice, write, transport) -> None:
+    """``frames`` queued for one side: one ``writelines``; frame by frame (``write``) when there is one, or while a
+    splice to that side runs (its ``write`` keeps them until the splice ends)."""
+    if len(frames) == 1 or splice is not None:
+        for data in frames:
+            write(data)
+    else:
+        transport.writelines(frames)
