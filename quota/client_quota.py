@@ -394,8 +394,6 @@ class ClientQuotaManager:
         table = self._table
         version = self._version
         expiration = self.inactive_sensor_expiration_ms
-        step_ms = table.step_ms
-        smoothing_on = self.smoothing
         for user, client_id, value in zip(users, client_ids, values):
             sensors = table.sensors.get((user, client_id))
             if (sensors is None or sensors.resolved_version != version
@@ -404,15 +402,9 @@ class ClientQuotaManager:
                 continue
             if now_ms > table.due_ms:  # as _sensors_at does (it cannot drop this sensor: recorded within the hour)
                 table.expire(now_ms, RECORD_EXPIRY_BATCH)
-            if now_ms - sensors.moved_ms >= step_ms:  # table.touch
-                table.sensors.move_to_end(sensors.tags)
-                sensors.moved_ms = now_ms
-            sensors.rate.record(value, now_ms)  # sensors.record_remote
-            sensors.last_record_ms = now_ms
-            if smoothing_on:  # self._smooth, the limit finite (it resolved to an entity)
-                if sensors.smooth is None:
-                    sensors.smooth = smoothing.new_bucket(sensors.limit, self.window, now_ms)
-                smoothing.take(sensors.smooth, value, now_ms)
+            table.touch(sensors, now_ms)
+            sensors.record_remote(value, now_ms)
+            self._smooth(sensors, sensors.limit, value, now_ms)
 
     def _record(self, resolved: ResolvedQuota, user: str, client_id: str, value: float, now: int) -> ClientSensors:
         sensors = self._sensors_at(resolved, user, client_id, now)
