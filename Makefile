@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 FUZZ_STAMP := $(VENV)/.installed-fuzz
 FUZZ_SECONDS ?= 60
 
-.PHONY: demo test bench fuzz soak check-compose clean
+.PHONY: demo test kafka bench fuzz soak check-compose clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,7 +21,12 @@ demo: $(STAMP)
 # each on one worker one test at a time, the Spark ones in the third (tests/conftest.py); the other two workers run
 # everything else, most of it integration tests waiting on real time (about 10 % of a core each); ports never
 # collide (tests/harness.py).
-test: $(STAMP)
+# Apache Kafka's jars (broker and tools, the version pinned in tools/fetch_kafka.py), fetched by Maven into
+# ~/.cache/kafka-quota-proxy once; a second run finds them and does nothing. Needs Java 17+ and Maven.
+kafka:
+	$(PYTHON) tools/fetch_kafka.py
+
+test: $(STAMP) kafka
 	$(PY) -m pytest -q -p no:cacheprovider -n 5 --dist loadgroup
 
 # Coverage-guided fuzzing of the codec (atheris): FUZZ_SECONDS of it; crashing inputs land in .fuzz/crashes/.

@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Fetch a pinned Apache Kafka (broker and tools) from Maven Central into a cache, once.
+
+    python tools/fetch_kafka.py            # prints the folder holding the jars (libs/*.jar)
+
+The jars land in $KQP_KAFKA_CACHE (default ~/.cache/kafka-quota-proxy/kafka-<version>/libs), outside the work
+tree, with a `.complete` marker written last: a run cut short is redone, a finished one is never fetched again.
+Missing Java or Maven is one line naming what to install, and exit status 2: never a silent skip.
+
+Apache Kafka 4.4.0: the newest 4.x release, KRaft only (as every Kafka 4 is), and the one Maven Central resolves
+with all its dependencies for both artifacts (the broker `kafka_2.13` and `kafka-tools`).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+KAFKA_VERSION = "4.4.0"
+# (group, artifact, version): the broker, the tools, and the slf4j 1.x binding to log4j 2 that Kafka's own
+# distribution ships (Maven's dependency tree leaves it out: without it the broker logs nothing at all).
+ARTIFACTS = (
+    ("org.apache.kafka", "kafka_2.13", KAFKA_VERSION),
+    ("org.apache.kafka", "kafka-tools", KAFKA_VERSION),
+    ("org.apache.logging.log4j", "log4j-slf4j-impl", "2.25.5"),
+)
+DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
+
+POM = """<?xml version="1.0" encoding="UTF-8"?>
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>kafka-quota-proxy</groupId>
+  <artifactId>kafka-jars</artifactId>
+  <version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+{deps}
+  </dependencies>
+</project>
+"""
+
+DEP = """    <dependency>
+      <groupId>{group}</groupId>
+      <artifactId>{artifact}</artifactId>
+      <version>{version}</version>
+    </dependency>"""
+
+
+def cache_root() -> Path:
+    configured = os.environ.get("KQP_KAFKA_CACHE")
+    if configured:
+        return Path(configured)
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "kafka-quota-proxy"
+
+
+def kafka_home(version: str = KAFKA_VERSION) -> Path:
+    """The folder whose libs/ holds the jars of `version` (fetched or not)."""
+    return cache_root() / f"kafka-{version}"
+
+
+def is_fetched(version: str = KAFKA_VERSION) -> bool:
+    return (kafka_home(version) / ".complete").exists()
+
+
+class SetupError(Exception):
+    """What is missing, in one line."""
+
+
+def require(program: str, what: str) -> str:
+    path = shutil.which(program)
+    if path is None:
+        raise SetupError(f"{program} not found: install {what} (Apache Kafka {KAFKA_VERSION} is fetched with Maven "
+                         f"and runs on Java 17+)")
+    return path
+
+
+def fetch(version: str = KAFKA_VERSION, quiet: bool = True) -> Path:
+    """Fetch Kafka's jars once; return the folder holding libs/."""
+    home = kafka_home(version)
+    if (home / ".complete").exists():
+        return home
+    require("java", "a Java 17+ runtime (Debian: apt install openjdk-17-jre-headless)")
+    mvn = require("mvn", "Apache Maven 3.8+ (Debian: apt install maven)")
+    home.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=home.parent, prefix=f".fetch-{version}-") as work:
+        work_dir = Path(work)
+        deps = "\n".join(DEP.format(group=g, artifact=a, version=version if g == "org.apache.kafka" else v)
+                         for g, a, v in ARTIFACTS)
+        (work_dir / "pom.xml").write_text(POM.format(deps=deps))
+        libs = work_dir / "libs"
+        command = [mvn, "-B", "-f", str(work_dir / "pom.xml"), f"{DEPENDENCY_PLUGIN}:copy-dependencies",
+                   f"-DoutputDirectory={libs}", "-DincludeScope=runtime"]
+        if quiet:
+            command.insert(2, "-q")
+        result = subprocess.run(command, capture_output=quiet, text=True)
+        if result.returncode != 0:
+            tail = (result.stdout or "")[-2000:] + (result.stderr or "")[-2000:]
+            raise SetupError(f"mvn could not fetch Apache Kafka {version} from Maven Central "
+                             f"(exit {result.returncode}):\n{tail}")
+        jars = sorted(p.name for p in libs.glob("*.jar"))
+        if not any(j.startswith(f"kafka_2.13-{version}") for j in jars):
+            raise SetupError(f"mvn finished but kafka_2.13-{version}.jar is not among the {len(jars)} jars fetched")
+        if home.exists():
+            shutil.rmtree(home)
+        home.mkdir()
+        shutil.move(str(libs), home / "libs")
+        (home / ".complete").write_text("\n".join(jars) + "\n")
+    return home
+
+
+def main() -> int:
+    try:
+        home = fetch(quiet="-v" not in sys.argv[1:])
+    except SetupError as error:
+        print(f"fetch_kafka: {error}", file=sys.stderr)
+        return 2
+    print(home / "libs")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
