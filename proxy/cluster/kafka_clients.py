@@ -6,15 +6,15 @@ through here, with public aiokafka APIs only and every API key and error code fr
 - :class:`OwnKafka`: how the proxy's own traffic reaches the cluster (the upstream bootstrap servers and their TLS).
   ``ask_any`` asks the bootstrap servers in turn until one answers; ``look`` reads the brokers and some topics'
   partitions from one Metadata answer (:class:`ClusterLook`); ``options`` are what every aiokafka client of the
-  proxy's own is built with; ``ensure_topic`` creates one of the proxy's compacted topics when it is missing.
+  proxy's own is built with; ``ensure_topic`` creates one of the proxy's compacted topics when it is missing (one
+  CreateTopics of its own, with the broker's default replication factor).
 - :func:`start_client`: start one of the proxy's own aiokafka clients within a bound; one whose start fails, times
   out or is cancelled is stopped before the error goes on (what it opened is closed).
 - :func:`stop_client`: stop one of the proxy's own aiokafka clients within a bound.
 - :class:`Backoff`: the delays between retries of something that keeps failing.
 
 The proxy's aiokafka clients are created inside the tasks the app starts with
-:data:`proxy.cluster.own_clients.ROUTE` set (their connections are routed and recognised as the proxy's own); the
-admin client :meth:`OwnKafka.ensure_topic` creates is made in the caller's task, so in the same context.
+:data:`proxy.cluster.own_clients.ROUTE` set (their connections are routed and recognised as the proxy's own).
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from config.model import Address
-from proxy.codec.apis import METADATA, OWN_METADATA_VERSION
-from proxy.codec.error_codes import NONE, TOPIC_ALREADY_EXISTS, UNKNOWN_TOPIC_OR_PARTITION, error_name
+from proxy.codec.apis import CREATE_TOPICS, METADATA, OWN_METADATA_VERSION
+from proxy.codec.error_codes import (NONE, NOT_CONTROLLER, TOPIC_ALREADY_EXISTS, UNKNOWN_TOPIC_OR_PARTITION,
+                                     error_name)
 from proxy.codec.errors import ProtocolError
 from proxy.codec.header import encode_request_header, frame, response_header_length
 from proxy.codec.messages import Message, decode_response, encode_request, new_request
@@ -41,6 +42,9 @@ CORRELATION_ID = 1  # one request per connection
 STOP_TIMEOUT_S = 5.0  # stopping one of the proxy's own Kafka clients never holds shutdown longer
 START_SETTLE_S = 1.0  # a start given up (cancelled, timed out) may end this long before its client is stopped
 CREATE_TIMEOUT_S = 10.0  # ensure_topic, start to finish
+# ensure_topic's CreateTopics: v4 is the first whose replication factor may be -1 (KIP-464, the broker's
+# default.replication.factor); every broker since Kafka 2.4 serves v5.
+OWN_CREATE_TOPICS_VERSION = 5
 
 # What ask raises when the broker does not answer, or not with a Kafka answer to the request
 ASK_ERRORS = (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError, ProtocolError)
@@ -79,6 +83,7 @@ class ClusterLook:
     brokers: dict[int, Address]
     partitions: dict[str, frozenset[int]] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)  # topic -> Kafka's name of the error answered for it
+    controller_id: int = -1  # the node the answer names as controller (-1: none named)
 
 
 def cluster_look(msg: Message) -> ClusterLook:
@@ -92,7 +97,8 @@ def cluster_look(msg: Message) -> ClusterLook:
             partitions[topic.name] = frozenset()
         else:
             errors[topic.name] = error_name(topic.error_code)
-    return ClusterLook({b.node_id: Address(b.host, b.port) for b in msg.brokers}, partitions, errors)
+    return ClusterLook({b.node_id: Address(b.host, b.port) for b in msg.brokers}, partitions, errors,
+                       msg.controller_id)
 
 
 class TopicNotCreated(Exception):
@@ -133,23 +139,32 @@ class OwnKafka:
         return None if msg is None else cluster_look(msg)
 
     async def ensure_topic(self, topic: str, client_id: str) -> None:
-        """Create one of the proxy's compacted topics (config, volume usage; one partition: one order for every
-        key) if it is missing, within CREATE_TIMEOUT_S. Operators create them with their own replication factor for
-        production. Raises :class:`TopicNotCreated` when the broker refuses (no right to create it, a policy)."""
-        from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-
-        admin = AIOKafkaAdminClient(**self.options(client_id))
-        try:
-            async with asyncio.timeout(CREATE_TIMEOUT_S):
-                await admin.start()
-                response = await admin.create_topics([NewTopic(topic, 1, 1,
-                                                               topic_configs={"cleanup.policy": "compact"})])
-        finally:
-            await stop_client(admin)
-        for name, code, *message in response.topic_errors:
-            if code not in (NONE, TOPIC_ALREADY_EXISTS):
-                why = f": {message[0]}" if message and message[0] else ""
-                raise TopicNotCreated(f"CreateTopics {name}: {error_name(code)}{why}")
+        """Create one of the proxy's compacted topics (config, volume usage, cluster usage; one partition: one order
+        for every key) if it is missing, within CREATE_TIMEOUT_S, with the broker's own
+        ``default.replication.factor`` (replication factor -1, KIP-464). A fixed factor of 1 (aiokafka's admin client
+        cannot send -1: it speaks CreateTopics v0-3) left the proxy's topics on one broker: lost with it, and on a
+        cluster with ``min.insync.replicas`` 2 every ``acks=all`` write to them refused (NOT_ENOUGH_REPLICAS).
+        Operators who want another factor create the topics themselves. A broker that answers NOT_CONTROLLER (an
+        old ZooKeeper-mode broker that does not forward) is asked again through the controller its metadata names.
+        Raises :class:`TopicNotCreated` when the broker refuses (no right to create it, a policy) or none answers."""
+        request = new_request(CREATE_TOPICS, OWN_CREATE_TOPICS_VERSION, timeout_ms=int(CREATE_TIMEOUT_S * 1000) // 2,
+                              topics=[{"name": topic, "num_partitions": 1, "replication_factor": -1,
+                                       "configs": [{"name": "cleanup.policy", "value": "compact"}]}])
+        async with asyncio.timeout(CREATE_TIMEOUT_S):
+            response = await self.ask_any(CREATE_TOPICS, OWN_CREATE_TOPICS_VERSION, request, CREATE_TIMEOUT_S / 2,
+                                          client_id)
+            if response is not None and any(t.error_code == NOT_CONTROLLER for t in response.topics):
+                look = await self.look([], CREATE_TIMEOUT_S / 4, client_id)
+                controller = None if look is None else look.brokers.get(look.controller_id)
+                response = None if controller is None else await ask(
+                    controller, CREATE_TOPICS, OWN_CREATE_TOPICS_VERSION, request, CREATE_TIMEOUT_S / 4, client_id,
+                    self.ssl_context)
+        if response is None:
+            raise TopicNotCreated(f"CreateTopics {topic}: no broker answered")
+        for result in response.topics:
+            if result.error_code not in (NONE, TOPIC_ALREADY_EXISTS):
+                why = f": {result.error_message}" if result.error_message else ""
+                raise TopicNotCreated(f"CreateTopics {result.name}: {error_name(result.error_code)}{why}")
 
 
 async def start_client(client, timeout_s: float | None) -> None:

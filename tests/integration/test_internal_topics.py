@@ -44,8 +44,8 @@ def sidecar_with_internal_topics(monkeypatch):
                                          "soft_limit": {"type": "MinFreePercentage", "level": 50},
                                          "hard_limit": {"type": "MinFreePercentage", "level": 10}}}
     with proxy_in_front(broker, raw) as proxy:
-        # the config topic, created by the proxy's own admin client (through its own listener, as in production)
-        own = OwnKafka((Address("127.0.0.1", proxy.port),))
+        # the config topic, created as the proxy creates it: one CreateTopics of its own to the upstream broker
+        own = OwnKafka((Address("127.0.0.1", broker_port),))
         proxy.call(own.ensure_topic(CONFIG_TOPIC, "kafka-quota-proxy-config"))
         wait_until(lambda: proxy.metric("kafka_quota_proxy_volume_state", state="OPEN") == 1.0, 15, "volume OPEN")
         yield proxy
