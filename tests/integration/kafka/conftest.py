@@ -70,3 +70,17 @@ def kafka3():
     cluster = KafkaCluster(3, "kafka3").start()
     yield cluster
     cluster.stop()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failing test against Apache Kafka carries the tail of its cluster's logs in its report (the whole logs stay
+    in the cluster's folder under build/kafka-tests/, named in the section)."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        for name in ("kafka1", "kafka3"):
+            cluster = getattr(item, "funcargs", {}).get(name)
+            if isinstance(cluster, KafkaCluster):
+                report.sections.append((f"Apache Kafka ({name}, logs in {cluster.directory})",
+                                        cluster.log_tail(20)))
