@@ -11,20 +11,17 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import subprocess
 import threading
-import urllib.parse
 import urllib.request
 
 import pytest
 import yaml
 
-from tests.harness import Tansu, free_port, proxy_config, proxy_in_front, wait_for_port, wait_until
+from tests.harness import Tansu, free_port, proxy_config, proxy_in_front, wait_until
 from tests.integration import clients as c
-from tests.prometheus_tools import tool
+from tests.prometheus_tools import Prometheus, tool
 
 pytestmark = pytest.mark.integration
 
@@ -134,59 +131,26 @@ class ThrottledProducer(threading.Thread):
             producer.close(10)
 
 
-class Prometheus:
-    def __init__(self, workdir, metrics_port: int) -> None:
-        self.port = free_port()
-        rules = workdir / "alerts.yml"
-        with open(RULES) as f:
-            text = f.read()
-        # the real expressions and thresholds; only durations are cut so the alert fires within the test's seconds:
-        # `for:` to 1 s, range windows from minutes to as many seconds (a [5m] rate over 10 s of samples is 1/30 of
-        # the rate, so the window must shrink with the test)
-        text, cut = re.subn(r"(?m)^(\s+for: )\S+$", r"\g<1>1s", text)
-        text, windows = re.subn(r"\[(\d+)m\]", r"[\1s]", text)
-        assert cut and windows
-        rules.write_text(text)
-        config = workdir / "prometheus.yml"
-        config.write_text(yaml.safe_dump({
-            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-            "rule_files": [str(rules)],
-            "scrape_configs": [{"job_name": "kafka-quota-proxy", "static_configs": [
-                {"targets": [f"127.0.0.1:{metrics_port}"]}]}],
-        }))
-        self.log = open(workdir / "prometheus.log", "w")
-        self.proc = subprocess.Popen(
-            [tool("prometheus"), f"--config.file={config}", f"--storage.tsdb.path={workdir / 'data'}",
-             f"--web.listen-address=127.0.0.1:{self.port}"], stdout=self.log, stderr=subprocess.STDOUT)
-        wait_for_port(self.port, timeout=30)
-        wait_until(self.ready, 30, "Prometheus answers /-/ready")
-
-    def ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/-/ready", timeout=5) as r:
-                return r.status == 200
-        except OSError:  # 503 (HTTPError) until its storage is open, or not listening yet
-            return False
-
-    def api(self, path: str, **params) -> dict:
-        url = f"http://127.0.0.1:{self.port}/api/v1/{path}?{urllib.parse.urlencode(params)}"
-        with urllib.request.urlopen(url, timeout=10) as r:
-            body = json.load(r)
-        assert body["status"] == "success", body
-        return body["data"]
-
-    def value(self, query: str) -> float:
-        result = self.api("query", query=query)["result"]
-        return sum(float(sample["value"][1]) for sample in result)
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
-        self.log.close()
+def start_prometheus(workdir, metrics_port: int) -> Prometheus:
+    """Prometheus scraping the proxy every second, with a copy of alerts.yml whose durations are cut."""
+    rules = workdir / "alerts.yml"
+    with open(RULES) as f:
+        text = f.read()
+    # the real expressions and thresholds; only durations are cut so the alert fires within the test's seconds:
+    # `for:` to 1 s, range windows from minutes to as many seconds (a [5m] rate over 10 s of samples is 1/30 of
+    # the rate, so the window must shrink with the test)
+    text, cut = re.subn(r"(?m)^(\s+for: )\S+$", r"\g<1>1s", text)
+    text, windows = re.subn(r"\[(\d+)m\]", r"[\1s]", text)
+    assert cut and windows
+    rules.write_text(text)
+    config = workdir / "prometheus.yml"
+    config.write_text(yaml.safe_dump({
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": [str(rules)],
+        "scrape_configs": [{"job_name": "kafka-quota-proxy", "static_configs": [
+            {"targets": [f"127.0.0.1:{metrics_port}"]}]}],
+    }))
+    return Prometheus(workdir, config, free_port())
 
 
 def test_prometheus_scrapes_a_throttled_producer_and_the_throttling_alert_fires(monitored, tmp_path):
@@ -195,7 +159,7 @@ def test_prometheus_scrapes_a_throttled_producer_and_the_throttling_alert_fires(
     prometheus_binary = tool("prometheus")
     assert prometheus_binary
     c.kp_create_topic(monitored.bootstrap, TOPIC, 1)
-    prometheus = Prometheus(tmp_path, monitored.metrics_port)
+    prometheus = start_prometheus(tmp_path, monitored.metrics_port)
     producer = ThrottledProducer(monitored.bootstrap)
     try:
         wait_until(lambda: prometheus.value('up{job="kafka-quota-proxy"}') == 1, 30, "Prometheus scrapes the proxy")
