@@ -25,7 +25,10 @@ from tests.harness import start_proxy, wait_until
 from tests.integration import raw
 from tests.kafka_cluster import CONFIGS, CONSUMER_GROUPS, CONSUMER_PERF, PRODUCER_PERF, TOPICS, unique_topic
 
-pytestmark = pytest.mark.integration
+# Every test here uses kafka1: one xdist worker runs them all, so one kafka1 is started (each worker that uses it
+# starts its own). Marked per module, at collection: the marks tests/integration/kafka/conftest.py adds in
+# pytest_collection_modifyitems come after xdist has made its groups (seen with -n 2: split over two workers).
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("kafka1")]
 
 NONE = 0
 MIB = 1024 * 1024
