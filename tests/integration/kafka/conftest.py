@@ -23,13 +23,14 @@ PLAIN_USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-sec
 SCRAM_USERS = {"carol": "carol-secret", "dave": "dave-secret"}
 
 
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        names = getattr(item, "fixturenames", ())
-        for cluster in ("kafka3", "kafka1"):
-            if cluster in names:
-                item.add_marker(pytest.mark.xdist_group(cluster))
-                break
+def pytest_itemcollected(item):
+    """Marked as each test is collected: xdist turns the groups into node ids in its own
+    ``pytest_collection_modifyitems``, before any conftest's (as tests/conftest.py explains)."""
+    names = getattr(item, "fixturenames", ())
+    for cluster in ("kafka3", "kafka1"):
+        if cluster in names:
+            item.add_marker(pytest.mark.xdist_group(cluster))
+            break
 
 
 @pytest.fixture(scope="session")
