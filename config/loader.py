@@ -19,7 +19,8 @@ from config.dynamic_source import parse_dynamic_config
 from config.tls import parse_listener_tls, parse_upstream_tls
 from config.usage import parse_usage_log
 from config.volume import parse_volume_usage
-from config.model import Address, ListenerConfig, MetricsConfig, ProxyConfig, UpstreamConfig
+from config.model import (SASL_MECHANISMS, Address, ListenerConfig, MetricsConfig, ProxyConfig, UpstreamConfig,
+                          UpstreamSasl)
 from config.scope import check_scope
 from config.settings import connection_limits, parse_settings
 
@@ -117,9 +118,41 @@ def _mapping(raw: Any, path: str, required: set[str], optional: set[str] = froze
 
 
 def _upstream(raw: Any, path: str) -> UpstreamConfig:
-    m = _mapping(raw, path, required={"bootstrap_servers"}, optional={"tls"})
+    m = _mapping(raw, path, required={"bootstrap_servers"}, optional={"tls", "sasl"})
     servers = _list(m["bootstrap_servers"], f"{path}.bootstrap_servers", _address)
-    return UpstreamConfig(bootstrap_servers=tuple(servers), tls=parse_upstream_tls(m.get("tls"), f"{path}.tls"))
+    return UpstreamConfig(bootstrap_servers=tuple(servers), tls=parse_upstream_tls(m.get("tls"), f"{path}.tls"),
+                          sasl=_upstream_sasl(m.get("sasl"), f"{path}.sasl"))
+
+
+def _upstream_sasl(raw: Any, path: str) -> UpstreamSasl | None:
+    """``upstream.sasl``: {mechanism, username, password | password_file}; the password is read once, here."""
+    if raw is None:
+        return None
+    m = _mapping(raw, path, required={"mechanism", "username"}, optional={"password", "password_file"})
+    mechanism = m["mechanism"]
+    if mechanism not in SASL_MECHANISMS:
+        raise ConfigError(f"{path}.mechanism", f"expected one of {', '.join(SASL_MECHANISMS)}, got {show(mechanism)}")
+    username = m["username"]
+    if not isinstance(username, str) or not username:
+        raise ConfigError(f"{path}.username", f"expected a non-empty string, got {show(username)}")
+    if ("password" in m) == ("password_file" in m):
+        raise ConfigError(path, "expected exactly one of password and password_file")
+    if "password" in m:
+        password = m["password"]
+        if not isinstance(password, str) or not password:
+            raise ConfigError(f"{path}.password", "expected a non-empty string")
+    else:
+        source = m["password_file"]
+        if not isinstance(source, str) or not source:
+            raise ConfigError(f"{path}.password_file", f"expected a file name, got {show(source)}")
+        try:
+            with open(source, encoding="utf-8") as f:
+                password = f.read().rstrip("\r\n")
+        except OSError as exc:
+            raise ConfigError(f"{path}.password_file", f"cannot read {source}: {exc.strerror}") from None
+        if not password:
+            raise ConfigError(f"{path}.password_file", f"{source} is empty")
+    return UpstreamSasl(mechanism, username, password)
 
 
 def _listeners(raw: Any, path: str) -> tuple[ListenerConfig, ...]:

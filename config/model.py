@@ -36,6 +36,20 @@ class Address:
 class UpstreamConfig:
     bootstrap_servers: tuple[Address, ...]
     tls: "UpstreamTls | None" = None  # TLS to the brokers, when configured
+    sasl: "UpstreamSasl | None" = None  # the proxy's own clients' SASL login to the brokers, when configured
+
+
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")  # what the proxy's own clients can log in with
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamSasl:
+    """How the proxy's own Kafka traffic (config, volume and usage topics, metadata, DescribeLogDirs) logs in to
+    brokers whose listener requires SASL. Client connections are never logged in by the proxy: they pass through."""
+
+    mechanism: str  # one of SASL_MECHANISMS
+    username: str
+    password: str = field(repr=False)  # never in a log line or an error message
 
 
 @dataclass(frozen=True, slots=True)

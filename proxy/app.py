@@ -55,7 +55,8 @@ class ProxyApp:
         self.metrics.buffered_response_max_bytes.set(config.settings["connections.max.buffered.response.bytes"])
         connect_timeout_s = config.settings["upstream.connect.timeout.ms"] / 1000.0
         self.upstream_ssl = config.upstream.tls.context() if config.upstream.tls is not None else None
-        self.kafka = OwnKafka(config.upstream.bootstrap_servers, self.upstream_ssl)  # the proxy's own traffic
+        self.kafka = OwnKafka(config.upstream.bootstrap_servers, self.upstream_ssl,  # the proxy's own traffic
+                              config.upstream.sasl)
         self._listener_tls = {lc.name: ((lc.tls.context(), parse_rules(lc.tls.principal_mapping_rules))
                                         if lc.tls is not None else (None, ())) for lc in config.listeners}
         self._listener_sasl = {lc.name: lc.sasl for lc in config.listeners}

@@ -26,7 +26,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from config.model import Address
-from proxy.codec.apis import CREATE_TOPICS, METADATA, OWN_METADATA_VERSION
+from config.model import UpstreamSasl
+from proxy.cluster.sasl_login import SaslLoginError, exchanges
+from proxy.codec.apis import CREATE_TOPICS, METADATA, OWN_METADATA_VERSION, SASL_AUTHENTICATE, SASL_HANDSHAKE
 from proxy.codec.error_codes import (NONE, NOT_CONTROLLER, TOPIC_ALREADY_EXISTS, UNKNOWN_TOPIC_OR_PARTITION,
                                      error_name)
 from proxy.codec.errors import ProtocolError
@@ -47,32 +49,64 @@ CREATE_TIMEOUT_S = 10.0  # ensure_topic, start to finish
 OWN_CREATE_TOPICS_VERSION = 5
 
 # What ask raises when the broker does not answer, or not with a Kafka answer to the request
-ASK_ERRORS = (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError, ProtocolError)
+ASK_ERRORS = (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError, ProtocolError, SaslLoginError)
 
 
 async def ask(address: Address, api_key: int, version: int, request: Message, timeout_s: float,
-              client_id: str = CLIENT_ID, ssl_context=None) -> Message:
-    """One request of the proxy's own on a fresh connection to ``address``; its decoded answer. Bounded by
-    ``timeout_s``; raises one of :data:`ASK_ERRORS`."""
+              client_id: str = CLIENT_ID, ssl_context=None, sasl: UpstreamSasl | None = None) -> Message:
+    """One request of the proxy's own on a fresh connection to ``address``; its decoded answer. With ``sasl`` the
+    connection logs in first (SaslHandshake v1, SaslAuthenticate v2). Bounded by ``timeout_s`` in all; raises one of
+    :data:`ASK_ERRORS`, or :class:`SaslLoginError` when the broker refuses the login."""
     async def exchange() -> Message:
         reader, writer = await asyncio.open_connection(address.host, address.port, ssl=ssl_context,
                                                        server_hostname=address.host if ssl_context else None)
         try:
-            writer.write(frame(encode_request_header(api_key, version, CORRELATION_ID, client_id)
-                               + encode_request(api_key, version, request)))
-            await writer.drain()
-            size = struct.unpack(">i", await reader.readexactly(4))[0]
-            if not 4 <= size <= MAX_RESPONSE:
-                raise ValueError(f"a response of {size} bytes")
-            whole = struct.pack(">i", size) + await reader.readexactly(size)
-            if struct.unpack(">i", whole[4:8])[0] != CORRELATION_ID:
-                raise ValueError("a response with another correlation id")
-            return decode_response(api_key, version,
-                                   memoryview(whole)[response_header_length(api_key, version, whole):])
+            correlation = CORRELATION_ID
+            if sasl is not None:
+                correlation = await _login(reader, writer, sasl, client_id)
+            return await _round_trip(reader, writer, api_key, version, request, correlation, client_id)
         finally:
             writer.close()
 
     return await wait_for(exchange(), timeout_s)
+
+
+async def _round_trip(reader, writer, api_key: int, version: int, request: Message, correlation: int,
+                      client_id: str) -> Message:
+    writer.write(frame(encode_request_header(api_key, version, correlation, client_id)
+                       + encode_request(api_key, version, request)))
+    await writer.drain()
+    size = struct.unpack(">i", await reader.readexactly(4))[0]
+    if not 4 <= size <= MAX_RESPONSE:
+        raise ValueError(f"a response of {size} bytes")
+    whole = struct.pack(">i", size) + await reader.readexactly(size)
+    if struct.unpack(">i", whole[4:8])[0] != correlation:
+        raise ValueError("a response with another correlation id")
+    return decode_response(api_key, version, memoryview(whole)[response_header_length(api_key, version, whole):])
+
+
+async def _login(reader, writer, sasl: UpstreamSasl, client_id: str) -> int:
+    """Log the connection in; returns the next correlation id."""
+    correlation = CORRELATION_ID
+    answer = await _round_trip(reader, writer, SASL_HANDSHAKE, 1, new_request(SASL_HANDSHAKE, 1,
+                                                                              mechanism=sasl.mechanism),
+                               correlation, client_id)
+    if answer.error_code != NONE:
+        raise SaslLoginError(f"the broker does not take {sasl.mechanism} ({error_name(answer.error_code)}; it "
+                             f"offers {', '.join(answer.mechanisms) or 'none'})")
+    steps = exchanges(sasl)
+    payload = next(steps)
+    while True:
+        correlation += 1
+        answer = await _round_trip(reader, writer, SASL_AUTHENTICATE, 2,
+                                   new_request(SASL_AUTHENTICATE, 2, auth_bytes=payload), correlation, client_id)
+        if answer.error_code != NONE:
+            raise SaslLoginError(f"{sasl.mechanism} login of {sasl.username!r} refused: "
+                                 f"{error_name(answer.error_code)} {answer.error_message or ''}".rstrip())
+        try:
+            payload = steps.send(bytes(answer.auth_bytes))
+        except StopIteration:
+            return correlation + 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,10 +146,15 @@ class OwnKafka:
 
     bootstrap: tuple[Address, ...]
     ssl_context: object = None
+    sasl: UpstreamSasl | None = None  # the login of every connection of the proxy's own (``upstream.sasl``)
 
     def options(self, client_id: str) -> dict:
         """The keyword arguments every aiokafka client of the proxy's own starts from."""
-        security = {"security_protocol": "SSL", "ssl_context": self.ssl_context} if self.ssl_context else {}
+        security: dict = {"security_protocol": "SSL", "ssl_context": self.ssl_context} if self.ssl_context else {}
+        if self.sasl is not None:
+            security.update(security_protocol="SASL_SSL" if self.ssl_context else "SASL_PLAINTEXT",
+                            sasl_mechanism=self.sasl.mechanism, sasl_plain_username=self.sasl.username,
+                            sasl_plain_password=self.sasl.password)
         return {"bootstrap_servers": [str(a) for a in self.bootstrap], "client_id": client_id, **security}
 
     async def ask_any(self, api_key: int, version: int, request: Message, timeout_s: float,
@@ -124,7 +163,8 @@ class OwnKafka:
         answered (each failure logged)."""
         for address in self.bootstrap:
             try:
-                return await ask(address, api_key, version, request, timeout_s, client_id, self.ssl_context)
+                return await ask(address, api_key, version, request, timeout_s, client_id, self.ssl_context,
+                                 self.sasl)
             except ASK_ERRORS as exc:
                 log.info("%s: %s did not answer %s: %s", client_id, address, type(request).__name__,
                          exc or type(exc).__name__)
@@ -158,7 +198,7 @@ class OwnKafka:
                 controller = None if look is None else look.brokers.get(look.controller_id)
                 response = None if controller is None else await ask(
                     controller, CREATE_TOPICS, OWN_CREATE_TOPICS_VERSION, request, CREATE_TIMEOUT_S / 4, client_id,
-                    self.ssl_context)
+                    self.ssl_context, self.sasl)
         if response is None:
             raise TopicNotCreated(f"CreateTopics {topic}: no broker answered")
         for result in response.topics:

@@ -255,7 +255,7 @@ class LogDirsPoller(_Evaluating):
         for broker_id, address in sorted(brokers.items()):
             try:
                 response = await ask(address, DESCRIBE_LOG_DIRS, version, request, self.timeout_s, CLIENT_ID,
-                                     self.kafka.ssl_context)
+                                     self.kafka.ssl_context, self.kafka.sasl)
                 self.throttle.accept(log_dirs_snapshot(broker_id, self.throttle.wall.now_ms(), self.config,
                                                        response))
                 answered += 1

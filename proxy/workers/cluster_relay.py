@@ -47,7 +47,8 @@ class WorkersClusterUsage:
                  wall=None) -> None:
         settings = config.settings
         upstream = config.upstream
-        kafka = OwnKafka(upstream.bootstrap_servers, upstream.tls.context() if upstream.tls is not None else None)
+        kafka = OwnKafka(upstream.bootstrap_servers, upstream.tls.context() if upstream.tls is not None else None,
+                         upstream.sasl)
         own_id = proxy_id(settings, ports.values())
         self.sum = UsageSum()
         self.usage = ClusterUsage(settings, kafka, registry, own_id, self.sum, self._to_workers, wall)

@@ -10,8 +10,8 @@ Tansu.
   proxy, the proxy TLS to Kafka; with a CA that did not sign Kafka's certificate the proxy refuses the broker,
   saying why.
 
-The SASL proxy has no dynamic config (``dynamic_config.enabled: false``): its own clients would connect to the SASL
-listener, and the proxy has no credentials of its own to log in with (README: upstream has TLS settings, no SASL).
+The SASL proxy here has no dynamic config (``dynamic_config.enabled: false``): what is tested is the clients' own
+logins passing through. The proxy's own clients logging in (``upstream.sasl``) are tested in test_own_clients_sasl.py.
 """
 
 from __future__ import annotations
