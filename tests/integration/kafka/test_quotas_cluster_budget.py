@@ -1,0 +1,128 @@
+"""A cluster-wide budget across the three sidecars of ``kafka3`` (``settings.quota.scope: cluster`` with
+``settings.quota.cluster.topic``): the twin of tests/integration/test_cluster_budget.py (Tansu).
+
+The twin needs three one-broker Tansu clusters and a usage topic reached on broker 1 from every sidecar; here the
+three sidecars front one real three-broker cluster, as docker-compose.yml runs them: the usage topic is a topic of
+that cluster (created by the first sidecar with the brokers' default replication factor, 3, and
+``min.insync.replicas`` 2), each sidecar's own clients reach its leader through the leader's sidecar, and the
+tenant's partitions are led by all three brokers, so each of its producers writes through every sidecar. The usage
+topic has a name of its own (the cluster is shared with other tests) and is deleted afterwards.
+
+The tenant: three confluent-kafka producers (client id ``shared``), each bootstrapped through another sidecar, with
+their local queues kept full over 6 partitions (acks=all), 64 KiB batches. Admitted = what they had acknowledged
+over 4 s, measured once the start's debt is paid (each sidecar starts with a full bucket and admits what is queued
+before it sees the others; see README, "Cluster-wide budgets"): from a second after the first admission that follows
+half a second with none (at 9 s at the latest). With no sharing each sidecar would let the tenant through at its
+quota, about 3 x in total, and there would be no debt to wait for.
+
+The test creates the usage topic itself (compacted, one partition, as the proxy would), led by broker 3, whose
+sidecar ``cluster.sidecars`` stops last: when its leader sits behind a sidecar already stopped, the tombstone each
+later sidecar sends on the way out cannot be delivered, and although the proxy gives it up after a second (README,
+"Cluster-wide budgets"), its aiokafka producer's stop still waits to flush it until the 5 s bound of
+``stop_client`` (6 s more per sidecar, and the producer's tasks left on the loop: "Task was destroyed but it is
+pending" at exit).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+import pytest
+from kafka.admin import NewTopic
+
+from tests.harness import wait_until
+from tests.integration.clients import ck_flat_out
+from tests.integration.kafka.quotas_common import configs, delete_topics, direct_admin, topics
+from tests.kafka_cluster import unique_topic
+
+pytestmark = pytest.mark.integration
+
+RATE = 2_000_000  # producer_byte_rate, bytes/s
+MEASURE_S = 4.0
+STALL_TENTHS = 5  # the start's debt being paid: at least half a second with nothing admitted
+LATEST_START_S = 9.0  # measured from here if no stall came (no sharing: there is no debt to pay)
+
+
+def debt_paid(acked: list[Counter], now_tenth: int) -> int | None:
+    """The first tenth of a second with bytes admitted after the first stall (STALL_TENTHS empty tenths after some
+    admitted), or None while there is none yet."""
+    empty, seen = 0, False
+    for tenth in range(now_tenth):
+        got = sum(into[tenth] for into in acked)
+        if got and seen and empty >= STALL_TENTHS:
+            return tenth
+        seen = seen or bool(got)
+        empty = 0 if got else empty + 1
+    return None
+
+
+def produce_flat_out(bootstrap: str, topic: str, t0: float, acked: Counter, halt: threading.Event) -> None:
+    from confluent_kafka import Producer
+
+    def done(err, msg) -> None:
+        if err is None:
+            acked[int((time.monotonic() - t0) * 10)] += len(msg)  # per tenth of a second
+
+    producer = Producer({"bootstrap.servers": bootstrap, "client.id": "shared", "batch.size": 65536})
+    ck_flat_out(producer, topic, b"v" * 1000, halt, done)
+
+
+def test_one_tenant_through_three_sidecars_gets_its_quota_once(kafka3):
+    cluster = kafka3
+    usage_topic = unique_topic("__kafka_quota_proxy_usage")
+    sidecar_configs = configs(cluster, [{"entity": {"client-id": "shared"}, "producer_byte_rate": RATE}], **{
+        "quota.scope": "cluster", "quota.smoothing": "on", "quota.cluster.topic": usage_topic,
+        "quota.cluster.sync.ms": 250, "quota.cluster.stale.ms": 2000, "shutdown.grace.period.ms": 500})
+    for index, config in enumerate(sidecar_configs, 1):
+        config["settings"]["quota.cluster.id"] = f"sidecar-{index}"
+        config["admin_principals"] = ["User:ANONYMOUS"]  # a sidecar's own clients write the usage topic through
+        # the leader's sidecar, which takes them for any client (PLAINTEXT: ANONYMOUS)
+    admin = direct_admin(cluster)
+    try:
+        admin.create_topics([NewTopic(usage_topic, replica_assignments={0: [3, 1, 2]},
+                                      topic_configs={"cleanup.policy": "compact"})])
+    finally:
+        admin.close()
+    halt = threading.Event()
+    clients: list[threading.Thread] = []
+    try:
+        with topics(cluster, "tenant", partitions=6) as (topic,), \
+                cluster.sidecars(configs=sidecar_configs) as proxies:
+            t0 = time.monotonic()
+            acked = [Counter() for _ in proxies]
+            clients = [threading.Thread(target=produce_flat_out, args=(proxy.bootstrap, topic, t0, into, halt),
+                                        daemon=True) for proxy, into in zip(proxies, acked)]
+            for client in clients:
+                client.start()
+            # each sidecar starts with a full bucket and admits what its clients have queued before it sees the
+            # others' usage (about 6-7 x the quota in the first 3-4 s, measured), which all of them then pay back,
+            # admitting nothing meanwhile; measured from a second after admissions resume (the sidecars' buckets
+            # come back to 0 a sync or two apart)
+            resumed = wait_until(lambda: debt_paid(acked, int((time.monotonic() - t0) * 10))
+                                 or (time.monotonic() - t0 > LATEST_START_S and int(LATEST_START_S * 10)),
+                                 LATEST_START_S + 1, "the start's debt paid") / 10
+            started = resumed + 1
+            time.sleep(max(0.0, t0 + started + MEASURE_S + 0.5 - time.monotonic()))
+            received = [p.metric("kafka_quota_proxy_cluster_usage_records_total", direction="received")
+                        for p in proxies]
+            admitted = [p.metric("kafka_quota_proxy_quota_bytes_total", quota="producer_byte_rate", user="",
+                                 client_id="shared") for p in proxies]
+            halt.set()
+            for client in clients:
+                client.join(15)
+    finally:
+        halt.set()
+        delete_topics(cluster, [usage_topic])
+    start, end = int(started * 10), int((started + MEASURE_S) * 10)
+    shares = [sum(into[tenth] for tenth in range(start, end)) / MEASURE_S / RATE for into in acked]
+    total = sum(shares)
+    seconds = [round(sum(into[t] for into in acked for t in range(10 * k, 10 * k + 10)) / RATE, 2)
+               for k in range(int(started + MEASURE_S))]
+    print(f"from {started:.1f} s: total {total:.2f} x ({[round(s, 2) for s in shares]}); each second: {seconds}")
+    assert all(n > 0 for n in received), f"a sidecar recorded no peer's usage: {received}"
+    assert all(n > 0 for n in admitted), f"a sidecar admitted nothing of the tenant's: {admitted}"
+    assert all(sum(into.values()) for into in acked), "a producer got nothing through"
+    assert 0.8 <= total <= 1.2, (f"{total:.2f} x producer_byte_rate in total through three sidecars ({shares}); "
+                                 f"each second: {seconds}")

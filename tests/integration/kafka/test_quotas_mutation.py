@@ -1,0 +1,223 @@
+"""The controller mutation quota (KIP-599) on Apache Kafka's own CreateTopics, CreatePartitions and DeleteTopics
+(``kafka1``): the twin of tests/integration/test_mutation_quota.py and test_mutation_refunds.py (Tansu).
+
+kafka-python 3 speaks the strict versions with Kafka 4.4 (CreateTopics v7, CreatePartitions v3, DeleteTopics v6):
+topics over the quota get THROTTLING_QUOTA_EXCEEDED (89) from the proxy and never reach the broker. confluent-kafka
+(librdkafka 2.16) speaks permissive ones (CreateTopics v4, CreatePartitions v2, DeleteTopics v4): its requests go
+through whole and the client is throttled afterwards (``throttle_time_ms`` and the connection muted). Tansu has no
+CreatePartitions and refuses nothing a create-if-absent loop would not: the partition additions and deletions
+charged here, and the refusals refunded (INVALID_REPLICATION_FACTOR of a one-node cluster), need Kafka.
+
+Quotas are small (a burst of 20) and topics have 10 partitions, so each throttle is a few seconds at most, not
+KIP-599's example of 12 s.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from kafka.admin import KafkaAdminClient
+
+from tests.harness import wait_until
+from tests.integration.kafka.quotas_common import configs, delete_topics, direct_admin
+from tests.kafka_cluster import unique_topic
+
+pytestmark = pytest.mark.integration
+
+THROTTLING_QUOTA_EXCEEDED = 89
+TOPIC_ALREADY_EXISTS = 36
+INVALID_REPLICATION_FACTOR = 38
+RATE, WINDOW_NUM = 4, 5  # burst 20 (the permissive test)
+
+
+def kp_admin(bootstrap: str, client_id: str) -> KafkaAdminClient:
+    return KafkaAdminClient(bootstrap_servers=bootstrap, client_id=client_id, request_timeout_ms=30000)
+
+
+def new(names, partitions: int, replication: int = 1) -> dict:
+    return {name: {"num_partitions": partitions, "replication_factor": replication} for name in names}
+
+
+def codes(response) -> dict[str, int]:
+    """Error code per topic of a kafka-python admin answer (CreateTopics/DeleteTopics dicts, CreatePartitions
+    response objects)."""
+    if isinstance(response, dict):
+        return {t["name"]: t["error_code"] for t in response["topics"]}
+    return {r.name: r.error_code for r in response.results}
+
+
+def once_unpaused(call, timeout: float = 15.0):
+    """``call()``'s answer once kafka-python sends it: after a response carrying ``throttle_time_ms`` it pauses the
+    node for that long and fails requests to it at once (NodeNotReadyError "Node paused: {'throttle'}")."""
+    from kafka.errors import NodeNotReadyError
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return call()
+        except NodeNotReadyError:
+            assert time.monotonic() < deadline, f"still paused after {timeout} s"
+            time.sleep(0.1)
+
+
+def partition_counts(cluster, names) -> dict[str, int]:
+    admin = direct_admin(cluster)
+    try:
+        return {t["name"]: len(t["partitions"]) for t in admin.describe_topics(list(names)) if t["error_code"] == 0}
+    finally:
+        admin.close()
+
+
+def listed(cluster) -> set[str]:
+    admin = direct_admin(cluster)
+    try:
+        return set(admin.list_topics())
+    finally:
+        admin.close()
+
+
+def tokens(proxy, user: str, client_id: str) -> float:
+    return proxy.metric("kafka_quota_proxy_controller_mutation_tokens", user=user, client_id=client_id)
+
+
+def test_strict_creates_partition_additions_and_deletes_over_the_quota_get_89_and_pass_once_tokens_are_back(kafka1):
+    """10 mutations/s, 2 x 1 s windows (a burst of 20). 3 x 10 partitions on a full bucket: admitted whole (each
+    topic is admitted while the bucket is not negative: 20, 10, 0 -> -10). Then, each on a new connection of the
+    same client id (one bucket; kafka-python pauses a node that answered with a throttle), CreatePartitions 10 -> 12,
+    DeleteTopics and CreateTopics are each refused with 89 and a throttle of up to 1 s (-10 / 10 per s), and none
+    reaches Kafka. Once the bucket has refilled to 13, the same three are admitted and Kafka does them."""
+    cluster = kafka1
+    quotas = [{"entity": {"client-id": "<default>"}, "controller_mutation_rate": 10}]
+    names = [unique_topic(f"mut-s{i}") for i in range(3)]
+    late = unique_topic("mut-late")
+    admins: list[KafkaAdminClient] = []
+    try:
+        with cluster.sidecars(configs=configs(cluster, quotas, **{"controller.quota.window.num": 2})) as (proxy,):
+            def admin():
+                admins.append(kp_admin(proxy.bootstrap, "kp-strict"))
+                return admins[-1]
+
+            adder, deleter, creator = admin(), admin(), admin()
+            first = admin().create_topics(new(names, 10), raise_errors=False)
+            assert codes(first) == dict.fromkeys(names, 0), first
+            assert tokens(proxy, "", "kp-strict") < -8
+            assert codes(adder.create_partitions({names[0]: 12}, raise_errors=False)) == {
+                names[0]: THROTTLING_QUOTA_EXCEEDED}
+            assert codes(deleter.delete_topics([names[1]], raise_errors=False)) == {
+                names[1]: THROTTLING_QUOTA_EXCEEDED}
+            assert codes(creator.create_topics(new([late], 1), raise_errors=False)) == {
+                late: THROTTLING_QUOTA_EXCEEDED}
+            told = proxy.metric("kafka_quota_proxy_controller_mutation_throttle_time_ms_total", user="",
+                                client_id="kp-strict")
+            assert 1_200 <= told <= 3_000, told  # three of -tokens / 10 per s: up to 1 s each, less the time since
+            # none of them reached Kafka
+            assert partition_counts(cluster, names) == dict.fromkeys(names, 10)
+            assert late not in listed(cluster)
+
+            wait_until(lambda: tokens(proxy, "", "kp-strict") >= 13, 10, "13 tokens back")
+            assert codes(once_unpaused(lambda: adder.create_partitions({names[0]: 12}, raise_errors=False))) == {
+                names[0]: 0}
+            assert codes(once_unpaused(lambda: deleter.delete_topics([names[1]], raise_errors=False))) == {
+                names[1]: 0}
+            assert codes(once_unpaused(lambda: creator.create_topics(new([late], 1), raise_errors=False))) == {
+                late: 0}
+            wait_until(lambda: partition_counts(cluster, [names[0], late]) == {names[0]: 12, late: 1}, 10,
+                       "Kafka's metadata showing the new partitions and topic")
+            wait_until(lambda: names[1] not in listed(cluster), 10, "the deleted topic gone")
+            # charged: 30 created, 2 added, 10 deleted, 1 created; the refused requests nothing
+            assert proxy.metric("kafka_quota_proxy_controller_mutations_total", user="",
+                                client_id="kp-strict") == 43
+    finally:
+        for a in admins:
+            a.close()
+        delete_topics(cluster, [*names, late])
+
+
+def test_permissive_confluent_kafka_requests_go_through_whole_and_the_client_is_throttled_and_muted(kafka1):
+    """librdkafka's permissive versions: 3 x 10 partitions on a bucket of 20 go through whole and the answer carries
+    a throttle of about 2.5 s (librdkafka's ``throttle_cb`` reports it); the next request (CreatePartitions 10 ->
+    12) is sent on the muted connection after it. DeleteTopics of all three (32 partitions, counted from what the
+    proxy learnt of them) goes through whole too, and is throttled about 8 s."""
+    from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+    cluster = kafka1
+    quotas = [{"entity": {"client-id": "<default>"}, "controller_mutation_rate": RATE}]
+    names = [unique_topic(f"mut-p{i}") for i in range(3)]
+    throttles: list[int] = []
+    try:
+        with cluster.sidecars(configs=configs(cluster, quotas, **{"controller.quota.window.num": WINDOW_NUM})) \
+                as (proxy,):
+            admin = AdminClient({"bootstrap.servers": proxy.bootstrap, "client.id": "ck-admin",
+                                 "throttle_cb": lambda event: throttles.append(event.throttle_time)})
+            for future in admin.create_topics([NewTopic(n, 10, 1) for n in names], request_timeout=30).values():
+                future.result(30)
+            assert tokens(proxy, "", "ck-admin") < -8
+            wait_until(lambda: partition_counts(cluster, names) == dict.fromkeys(names, 10), 10, "topics created")
+            started = time.monotonic()
+            admin.create_partitions([NewPartitions(names[0], 12)], request_timeout=30)[names[0]].result(30)
+            assert time.monotonic() - started >= 1.5  # sent after the mute (2.5 s, less the time since)
+            admin.poll(0.1)  # serve the throttle callbacks
+            assert throttles and 1.5 <= throttles[0] <= 2.5, throttles  # librdkafka reports seconds
+            wait_until(lambda: partition_counts(cluster, [names[0]]) == {names[0]: 12}, 10, "partitions added")
+            for future in admin.delete_topics(names, request_timeout=30).values():
+                future.result(30)
+            wait_until(lambda: not set(names) & listed(cluster), 10, "the deleted topics gone")
+            # 30 created, 2 added, 32 deleted: all admitted, nothing refused
+            assert proxy.metric("kafka_quota_proxy_controller_mutations_total", user="", client_id="ck-admin") == 64
+            assert tokens(proxy, "", "ck-admin") < -25
+            assert proxy.metric("kafka_quota_proxy_controller_mutation_throttled_requests_total", user="",
+                                client_id="ck-admin") >= 2
+    finally:
+        delete_topics(cluster, names)
+
+
+def test_topics_kafka_refuses_give_their_tokens_back_and_the_next_request_is_not_throttled(kafka1):
+    """test_mutation_refunds' scenario against Kafka: ``controller_mutation_rate`` 2/s per user, burst 20. One
+    4-partition create (16 left); twelve "create if absent" of it, each TOPIC_ALREADY_EXISTS from Kafka, cost
+    nothing; a 30-partition create with replication factor 3 on the one-node cluster (INVALID_REPLICATION_FACTOR
+    from Kafka) is admitted (16 >= 0), leaves the bucket at -14 until Kafka's answer, then is refunded: so a good
+    topic after it in the same request is refused with 89 (the proxy decides before Kafka answers; see README,
+    "What the broker did"), but the answer carries no throttle and the next request is admitted at once, with
+    another client id of the same user; confluent-kafka's permissive create-if-absent loop is never throttled."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    cluster = kafka1
+    quotas = [{"entity": {"user": "<default>"}, "controller_mutation_rate": 2}]
+    t, bad, good, other_t, ck_t = (unique_topic(p) for p in ("ref-t", "ref-bad", "ref-good", "ref-o", "ref-ck"))
+    try:
+        with cluster.sidecars(configs=configs(cluster, quotas, **{"controller.quota.window.num": 10})) as (proxy,):
+            first = kp_admin(proxy.bootstrap, "kp-first")
+            other = kp_admin(proxy.bootstrap, "kp-other")
+            try:
+                assert codes(first.create_topics(new([t], 4), raise_errors=False)) == {t: 0}
+                for _ in range(12):
+                    again = first.create_topics(new([t], 4), raise_errors=False)
+                    assert codes(again) == {t: TOPIC_ALREADY_EXISTS}, again  # Kafka's answer, passed on
+                assert tokens(proxy, "ANONYMOUS", "") >= 16
+                mixed = first.create_topics({**new([bad], 30, replication=3), **new([good], 1)}, raise_errors=False)
+                assert codes(mixed) == {bad: INVALID_REPLICATION_FACTOR, good: THROTTLING_QUOTA_EXCEEDED}, mixed
+                assert tokens(proxy, "ANONYMOUS", "") >= 16  # the 30 given back
+                assert proxy.metric("kafka_quota_proxy_controller_mutation_throttled_requests_total",
+                                    user="ANONYMOUS", client_id="") == 0  # settled to no throttle
+                started = time.monotonic()
+                assert codes(first.create_topics(new([good], 1), raise_errors=False)) == {good: 0}  # not muted
+                assert time.monotonic() - started < 1.0
+                assert codes(other.create_topics(new([other_t], 4), raise_errors=False)) == {other_t: 0}
+                assert 10 <= tokens(proxy, "ANONYMOUS", "") <= 20
+            finally:
+                first.close()
+                other.close()
+            admin = AdminClient({"bootstrap.servers": proxy.bootstrap, "client.id": "ck-admin"})
+            admin.create_topics([NewTopic(ck_t, 4, 1)], request_timeout=30)[ck_t].result(30)
+            for _ in range(12):
+                with pytest.raises(KafkaException) as refused:
+                    admin.create_topics([NewTopic(ck_t, 4, 1)], request_timeout=30)[ck_t].result(30)
+                assert refused.value.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS
+            assert tokens(proxy, "ANONYMOUS", "") >= 4
+            assert proxy.metric("kafka_quota_proxy_controller_mutation_throttled_requests_total",
+                                user="ANONYMOUS", client_id="") == 0
+        assert {t, good, other_t, ck_t} <= listed(cluster) and bad not in listed(cluster)
+    finally:
+        delete_topics(cluster, [t, bad, good, other_t, ck_t])
