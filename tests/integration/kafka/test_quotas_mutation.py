@@ -8,8 +8,9 @@ through whole and the client is throttled afterwards (``throttle_time_ms`` and t
 CreatePartitions and refuses nothing a create-if-absent loop would not: the partition additions and deletions
 charged here, and the refusals refunded (INVALID_REPLICATION_FACTOR of a one-node cluster), need Kafka.
 
-Quotas are small (a burst of 20) and topics have 10 partitions, so each throttle is a few seconds at most, not
-KIP-599's example of 12 s.
+Quotas are small (a burst of 20) and topics have 10 or 20 partitions, so each throttle is a few seconds at most,
+not KIP-599's example of 12 s; the deficits are deep enough that Kafka taking a second to create the topics that
+made them still leaves them negative.
 """
 
 from __future__ import annotations
@@ -82,14 +83,15 @@ def tokens(proxy, user: str, client_id: str) -> float:
 
 
 def test_strict_creates_partition_additions_and_deletes_over_the_quota_get_89_and_pass_once_tokens_are_back(kafka1):
-    """10 mutations/s, 2 x 1 s windows (a burst of 20). 3 x 10 partitions on a full bucket: admitted whole (each
-    topic is admitted while the bucket is not negative: 20, 10, 0 -> -10). Then, each on a new connection of the
-    same client id (one bucket; kafka-python pauses a node that answered with a throttle), CreatePartitions 10 -> 12,
-    DeleteTopics and CreateTopics are each refused with 89 and a throttle of up to 1 s (-10 / 10 per s), and none
-    reaches Kafka. Once the bucket has refilled to 13, the same three are admitted and Kafka does them."""
+    """10 mutations/s, 2 x 1 s windows (a burst of 20). 2 x 20 partitions on a full bucket: admitted whole (each
+    topic is admitted while the bucket is not negative: 20, 0 -> -20). Then, each on a new connection of the same
+    client id (one bucket; kafka-python pauses a node that answered with a throttle), CreatePartitions 20 -> 22,
+    CreateTopics and DeleteTopics are each refused with 89 and a throttle of up to 2 s (-20 / 10 per s, less the
+    time since), and none reaches Kafka. Once the bucket is back to 3, the same three are admitted in that order
+    (2, 1, then 20 while the bucket is not negative) and Kafka does them."""
     cluster = kafka1
     quotas = [{"entity": {"client-id": "<default>"}, "controller_mutation_rate": 10}]
-    names = [unique_topic(f"mut-s{i}") for i in range(3)]
+    names = [unique_topic(f"mut-s{i}") for i in range(2)]
     late = unique_topic("mut-late")
     admins: list[KafkaAdminClient] = []
     try:
@@ -98,39 +100,39 @@ def test_strict_creates_partition_additions_and_deletes_over_the_quota_get_89_an
                 admins.append(kp_admin(proxy.bootstrap, "kp-strict"))
                 return admins[-1]
 
-            adder, deleter, creator = admin(), admin(), admin()
+            adder, creator, deleter = admin(), admin(), admin()
             creating = time.monotonic()
-            first = admin().create_topics(new(names, 10), raise_errors=False)
+            first = admin().create_topics(new(names, 20), raise_errors=False)
             assert codes(first) == dict.fromkeys(names, 0), first
-            assert tokens(proxy, "", "kp-strict") < -8
-            assert codes(adder.create_partitions({names[0]: 12}, raise_errors=False)) == {
+            assert tokens(proxy, "", "kp-strict") < -10  # -20, refilled while Kafka created them
+            assert codes(adder.create_partitions({names[0]: 22}, raise_errors=False)) == {
                 names[0]: THROTTLING_QUOTA_EXCEEDED}
-            assert codes(deleter.delete_topics([names[1]], raise_errors=False)) == {
-                names[1]: THROTTLING_QUOTA_EXCEEDED}
             assert codes(creator.create_topics(new([late], 1), raise_errors=False)) == {
                 late: THROTTLING_QUOTA_EXCEEDED}
+            assert codes(deleter.delete_topics([names[1]], raise_errors=False)) == {
+                names[1]: THROTTLING_QUOTA_EXCEEDED}
             since_ms = (time.monotonic() - creating) * 1000
             told = proxy.metric("kafka_quota_proxy_controller_mutation_throttle_time_ms_total", user="",
                                 client_id="kp-strict")
-            # three of -tokens / 10 per s: 1 s each, less the time since the tokens were taken
-            assert 3 * (1_000 - since_ms) <= told <= 3_000, (told, since_ms)
+            # three of -tokens / 10 per s: 2 s each, less the time since the tokens were taken
+            assert 3 * (2_000 - since_ms) <= told <= 6_000, (told, since_ms)
             # none of them reached Kafka
-            assert partition_counts(cluster, names) == dict.fromkeys(names, 10)
+            assert partition_counts(cluster, names) == dict.fromkeys(names, 20)
             assert late not in listed(cluster)
 
-            wait_until(lambda: tokens(proxy, "", "kp-strict") >= 13, 10, "13 tokens back")
-            assert codes(once_unpaused(lambda: adder.create_partitions({names[0]: 12}, raise_errors=False))) == {
+            wait_until(lambda: tokens(proxy, "", "kp-strict") >= 3, 10, "3 tokens back")
+            assert codes(once_unpaused(lambda: adder.create_partitions({names[0]: 22}, raise_errors=False))) == {
                 names[0]: 0}
-            assert codes(once_unpaused(lambda: deleter.delete_topics([names[1]], raise_errors=False))) == {
-                names[1]: 0}
             assert codes(once_unpaused(lambda: creator.create_topics(new([late], 1), raise_errors=False))) == {
                 late: 0}
-            wait_until(lambda: partition_counts(cluster, [names[0], late]) == {names[0]: 12, late: 1}, 10,
+            assert codes(once_unpaused(lambda: deleter.delete_topics([names[1]], raise_errors=False))) == {
+                names[1]: 0}
+            wait_until(lambda: partition_counts(cluster, [names[0], late]) == {names[0]: 22, late: 1}, 10,
                        "Kafka's metadata showing the new partitions and topic")
             wait_until(lambda: names[1] not in listed(cluster), 10, "the deleted topic gone")
-            # charged: 30 created, 2 added, 10 deleted, 1 created; the refused requests nothing
+            # charged: 40 created, 2 added, 1 created, 20 deleted; the refused requests nothing
             assert proxy.metric("kafka_quota_proxy_controller_mutations_total", user="",
-                                client_id="kp-strict") == 43
+                                client_id="kp-strict") == 63
     finally:
         for a in admins:
             a.close()
@@ -155,22 +157,22 @@ def test_permissive_confluent_kafka_requests_go_through_whole_and_the_client_is_
                                  "throttle_cb": lambda event: throttles.append(event.throttle_time)})
             for future in admin.create_topics([NewTopic(n, 10, 1) for n in names], request_timeout=30).values():
                 future.result(30)
-            assert tokens(proxy, "", "ck-admin") < -8
+            assert tokens(proxy, "", "ck-admin") < -5  # -10, refilled while Kafka created them
             wait_until(lambda: partition_counts(cluster, names) == dict.fromkeys(names, 10), 10, "topics created")
             started = time.monotonic()
             admin.create_partitions([NewPartitions(names[0], 12)], request_timeout=30)[names[0]].result(30)
             waited = time.monotonic() - started
             admin.poll(0.1)  # serve the throttle callbacks
             # -10 tokens / 4 per s, less the time the creates took at Kafka (librdkafka reports seconds)
-            assert throttles and 1.0 <= throttles[0] <= 2.5, throttles
-            assert waited >= throttles[0] - 0.5, (waited, throttles)  # sent once the mute had passed
+            assert throttles and 0.5 <= throttles[0] <= 2.5, throttles
+            assert waited >= throttles[0] - 0.3, (waited, throttles)  # sent once the mute had passed
             wait_until(lambda: partition_counts(cluster, [names[0]]) == {names[0]: 12}, 10, "partitions added")
             for future in admin.delete_topics(names, request_timeout=30).values():
                 future.result(30)
+            assert tokens(proxy, "", "ck-admin") < -20  # about -32
             wait_until(lambda: not set(names) & listed(cluster), 10, "the deleted topics gone")
             # 30 created, 2 added, 32 deleted: all admitted, nothing refused
             assert proxy.metric("kafka_quota_proxy_controller_mutations_total", user="", client_id="ck-admin") == 64
-            assert tokens(proxy, "", "ck-admin") < -25
             assert proxy.metric("kafka_quota_proxy_controller_mutation_throttled_requests_total", user="",
                                 client_id="ck-admin") >= 2
     finally:
@@ -208,7 +210,7 @@ def test_topics_kafka_refuses_give_their_tokens_back_and_the_next_request_is_not
                                     user="ANONYMOUS", client_id="") == 0  # settled to no throttle
                 started = time.monotonic()
                 assert codes(first.create_topics(new([good], 1), raise_errors=False)) == {good: 0}  # not muted
-                assert time.monotonic() - started < 1.0
+                assert time.monotonic() - started < 3.0  # a mute for -14 tokens at 2/s would be 7 s
                 assert codes(other.create_topics(new([other_t], 4), raise_errors=False)) == {other_t: 0}
                 assert 10 <= tokens(proxy, "ANONYMOUS", "") <= 20
             finally:
