@@ -4,21 +4,34 @@ kafka-python, aiokafka and confluent-kafka at their default settings, through th
 Every workflow runs against five targets, one after another (a module-scoped fixture, so each set of proxies is
 started once): ``direct`` (the DIRECT listeners, no proxy), three sidecars (one per node, where the node advertises
 its CLIENT listener) and one cluster-mode proxy in front of the DIRECT listeners, each under GENEROUS quotas
-(nothing may be throttled) and under BITING ones (small enough that each workflow's quota is throttled: asserted
-from the proxies' metrics). Every quota is on in both: ``producer_byte_rate``, ``consumer_byte_rate``,
-``controller_mutation_rate``, ``producer_ids_rate`` (per user: every client here is ``ANONYMOUS``) and
-``connection_creation_rate`` (per IP). Each workflow returns what it saw with topic names taken out, and the result
-through a proxy must equal the direct one exactly (records per partition in offset order, offsets, configs, group
-state), besides the workflow's own assertions (exactly once, in order, real ListOffsets values).
+(nothing may be throttled: every throttle counter of every proxy unchanged by the workflow) and under BITING ones
+(each workflow's own quota throttles: its counter grows). Every quota is on in both: ``producer_byte_rate``,
+``consumer_byte_rate``, ``controller_mutation_rate``, ``producer_ids_rate`` (per user: every client here is
+``ANONYMOUS``) and ``connection_creation_rate`` (per IP, 127.0.0.1). Each workflow returns what it saw with topic
+names taken out, and the result through a proxy must equal the direct one exactly (records per partition in offset
+order, offsets, configs, group state), besides the workflow's own assertions:
+
+- codecs: every record exactly once, each producer's records of a key in order in one partition, each client reads
+  the same records per partition, ListOffsets earliest 0 and latest the count read (kafka-python and librdkafka
+  agree); biting: producer, consumer and connection-rate throttles;
+- consumer group: rebalance with no record twice or lost, describe (Stable, 2 members; Empty once left), committed
+  offsets = ends, reset to earliest (0) and a new member reads all 400 again; biting: consumer throttles;
+- idempotent and transactional producers: read_committed sees every committed record once and no aborted one,
+  read_uncommitted sees the aborted ones too; biting: a new producer id held in the proxy;
+- admin: create (three clients), CreatePartitions, AlterConfigs and IncrementalAlterConfigs (DescribeConfigs shows
+  the values, DELETE restores the default), DeleteRecords moves ListOffsets earliest to the cut, latest unchanged,
+  DescribeLogDirs lists every replica with equal sizes, delete; biting: mutation throttles.
 
 Codecs: confluent-kafka produces and consumes all five; kafka-python and aiokafka only have gzip here (snappy, lz4
 and zstd need python-snappy/cramjam, lz4, zstandard, which the project's test extras do not install), so they
-produce gzip and consume the whole topic (every batch of every codec is read whole by librdkafka; the two Python
-clients read the none and gzip batches, which is what they can decompress).
+produce none and gzip into a topic of their own that all three clients read, and confluent-kafka alone writes and
+reads snappy, lz4 and zstd.
 
-Admin clients do not retry THROTTLING_QUOTA_EXCEEDED (89) by themselves (the Java admin client does; kafka-python,
-aiokafka and librdkafka hand it to the application), so the admin workflow retries a rejected mutation until it
-passes, as an application would; every other step runs unchanged.
+What an application must retry is retried, as an application would (:func:`retry`): THROTTLING_QUOTA_EXCEEDED (89),
+which kafka-python, aiokafka and librdkafka hand to the application (the Java admin client retries it itself), and
+the errors the client library marks retriable: kafka-python raises NodeNotReadyError while it waits out a
+throttle_time_ms and KafkaConnectionError when a connection the connection_creation_rate held is closed (KIP-612,
+as Kafka closes it); neither request reached the broker. Producers and consumers run unchanged.
 """
 
 from __future__ import annotations
@@ -49,17 +62,16 @@ GENEROUS = [
      "controller_mutation_rate": 10**6, "producer_ids_rate": 10**6},
     {"entity": {"ip": "<default>"}, "connection_creation_rate": 10**6},
 ]
-# Per broker (sidecar, or a cluster-mode proxy's broker port): 8 KB/s produced and 16 KB/s fetched after a
+# Per broker (sidecar, or a cluster-mode proxy's broker port): 4 KB/s produced and 16 KB/s fetched after a
 # burst of one window; a new producer id a second, burst 2 (three producers starting at once: one is held). Per
-# proxy: 2 partitions created or deleted per second with a burst of 2 (one create of 3 partitions empties the
-# bucket).
+# proxy: 5 partitions created or deleted per second with a burst of 5 (the admin workflow mutates 18).
 BITING = [
-    {"entity": {"user": "<default>"}, "producer_byte_rate": 8192, "consumer_byte_rate": 16384,
-     "controller_mutation_rate": 2, "producer_ids_rate": 2},
+    {"entity": {"user": "<default>"}, "producer_byte_rate": 4096, "consumer_byte_rate": 16384,
+     "controller_mutation_rate": 5, "producer_ids_rate": 2},
 ]
 # connections from 127.0.0.1 a second: a sidecar sees the connections to its one broker, a cluster-mode proxy
 # every connection (bootstrap and the three broker ports), about three times as many
-BITING_CONNECTIONS = {"sidecars": 3, "cluster": 10}
+BITING_CONNECTIONS = {"sidecars": 4, "cluster": 12}
 THROTTLES = {  # what shows that a quota bit: metric name, labels
     "producer_byte_rate": ("kafka_quota_proxy_quota_throttled_responses_total", {"quota": "producer_byte_rate"}),
     "consumer_byte_rate": ("kafka_quota_proxy_quota_throttled_responses_total", {"quota": "consumer_byte_rate"}),
@@ -76,6 +88,7 @@ class Target:
     name: str
     bootstrap: str
     proxies: list = field(default_factory=list)
+    brokers: dict[int, int] = field(default_factory=dict)  # node id -> the port clients must be given for it
 
     @property
     def biting(self) -> bool:
@@ -104,10 +117,11 @@ def target(request, kafka3):
     quotas = GENEROUS if variant != "biting" else BITING + [
         {"entity": {"ip": "<default>"}, "connection_creation_rate": BITING_CONNECTIONS[mode]}]
     if mode == "direct":
-        yield Target("direct", kafka3.direct_bootstrap)
+        yield direct(kafka3)
     elif mode == "sidecars":
         with kafka3.sidecars(quotas=quotas, **WINDOWS) as proxies:
-            yield Target(request.param, kafka3.proxy_bootstrap, proxies)
+            yield Target(request.param, kafka3.proxy_bootstrap, proxies,
+                         {node.node_id: node.proxy_port for node in kafka3.nodes})
     else:
         bootstrap_port, base = cluster_ports()
         proxy = start_proxy({
@@ -119,9 +133,14 @@ def target(request, kafka3):
             "quotas": quotas,
         })
         try:
-            yield Target(request.param, proxy.bootstrap, [proxy])
+            yield Target(request.param, proxy.bootstrap, [proxy], {node.node_id: base + node.node_id
+                                                                   for node in kafka3.nodes})
         finally:
             proxy.stop()
+
+
+def direct(kafka3) -> Target:
+    return Target("direct", kafka3.direct_bootstrap, [], {node.node_id: node.direct_port for node in kafka3.nodes})
 
 
 DIRECT: dict[str, object] = {}
@@ -133,7 +152,7 @@ def same_as_direct(key: str, target: Target, result, workflow, kafka3):
         DIRECT[key] = result
         return
     if key not in DIRECT:
-        DIRECT[key] = workflow(Target("direct", kafka3.direct_bootstrap))
+        DIRECT[key] = workflow(direct(kafka3))
     assert result == DIRECT[key], f"{key} through {target.name} differs from a direct connection"
 
 
@@ -299,7 +318,7 @@ def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[str, list[i
     for name, spec in (("earliest", CkSpec.earliest()), ("latest", CkSpec.latest())):
         futures = ck.list_offsets({CkPartition(topic, p): spec for p in range(partitions)})
         got = {tp.partition: f.result(30).offset for tp, f in futures.items()}
-        assert [got[p] for p in range(partitions)] == out[name], f"ListOffsets {name}: kafka-python and librdkafka differ"
+        assert [got[p] for p in range(partitions)] == out[name], f"ListOffsets {name}: the two clients differ"
     return out
 
 
@@ -404,8 +423,9 @@ def group_workflow(target: Target):
     admin = kp_admin(target.bootstrap)
 
     def member(name):
+        # heartbeats every 0.3 s (default 3 s): member A learns of the rebalance B's join starts sooner
         return AIOKafkaConsumer(topic, bootstrap_servers=target.bootstrap, group_id=group, client_id=f"wf-{name}",
-                                enable_auto_commit=False, auto_offset_reset="earliest")
+                                enable_auto_commit=False, auto_offset_reset="earliest", heartbeat_interval_ms=300)
 
     async def run():
         a, b = member("member-a"), member("member-b")
@@ -457,18 +477,34 @@ def group_workflow(target: Target):
             return [got[tp].offset for tp in partitions]
 
         assert committed() == ends
-        wait_until(lambda: admin.describe_groups([group])[group]["group_state"] == "Empty", 30, "the group empty once left")
+        wait_until(lambda: admin.describe_groups([group])[group]["group_state"] == "Empty", 30,
+                   "the group empty once left")
         reset = admin.reset_group_offsets(group, {tp: OffsetSpec.EARLIEST for tp in partitions})
         assert all(r["error"] is None or r["error"].errno == 0 for r in reset.values()), reset
         assert committed() == [0] * GROUP_PARTITIONS
         again = _ck_group_read(target.bootstrap, topic, group, 2 * GROUP_COUNT)
         assert sorted(again) == sorted([v for _, v in first] + second), "the reset group did not read all again"
         assert committed() == ends
+        addresses(target, group)
     finally:
         admin.close()
     delete_topics(target.bootstrap, topic)
     return {"ends": ends, "state": described["group_state"], "members": len(described["members"]),
             "records": sorted(v for _, v in first) + sorted(second)}
+
+
+def addresses(target: Target, group: str) -> None:
+    """Clients are given only the target's addresses: every broker in Metadata, and the group's coordinator
+    (FindCoordinator), are the proxy ports (sidecar, or broker_port_base + node id in cluster mode), so no client
+    reaches a broker directly (the Tansu twin, test_cluster_mode.py, checks the same)."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": target.bootstrap, "client.id": "wf-ck-admin"})
+    brokers = admin.list_topics(timeout=30).brokers
+    assert {b.id: (b.host, b.port) for b in brokers.values()} == {
+        n: ("127.0.0.1", port) for n, port in target.brokers.items()}
+    coordinator = admin.describe_consumer_groups([group])[group].result(30).coordinator
+    assert (coordinator.host, coordinator.port) == ("127.0.0.1", target.brokers[coordinator.id])
 
 
 def _ck_group_read(bootstrap: str, topic: str, group: str, count: int) -> list[bytes]:
@@ -503,9 +539,9 @@ TXN_COUNT = 50
 
 def exactly_once_workflow(target: Target):
     """Idempotent producers of all three clients (kafka-python, aiokafka with enable_idempotence, confluent-kafka)
-    at once, then a confluent-kafka transactional producer: commit, abort, commit. A read_committed consumer (confluent-kafka
-    and kafka-python) sees every idempotent record and both committed transactions, exactly once, never the aborted
-    one; a read_uncommitted consumer sees the aborted records too."""
+    at once, then a confluent-kafka transactional producer: commit, abort, commit. A read_committed consumer
+    (confluent-kafka and kafka-python) sees every idempotent record and both committed transactions, exactly once,
+    never the aborted one; a read_uncommitted consumer sees the aborted records too."""
     from confluent_kafka import Producer
 
     topic = unique_topic("wf-eos")
