@@ -391,18 +391,32 @@ CONSUMER_PERF = "org.apache.kafka.tools.ConsumerPerformance"
 
 
 def _logs_root() -> str:
-    """Kafka's logs and data for this test run: build/kafka-tests/ in the work tree (ignored by git), one folder
-    per cluster, kept after the run for a failure's post-mortem; older runs' folders are removed (one per worker
-    kept at most 10)."""
+    """Kafka's logs and data for this test process: build/kafka-tests/<time>-<pid>-<worker>/ in the work tree
+    (ignored by git), one folder per cluster inside, kept after the run for a failure's post-mortem. Folders of
+    processes that have ended are removed once more than 20 are there, oldest first; a running process's never (its
+    clusters may still be up)."""
     root = ROOT / "build" / "kafka-tests"
     root.mkdir(parents=True, exist_ok=True)
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    mine = sorted(root.glob(f"*-{worker}"), key=lambda p: p.stat().st_mtime)
-    for old in mine[:-10]:
+    ended = sorted((p for p in root.iterdir() if p.is_dir() and not _running(p.name)),
+                   key=lambda p: p.stat().st_mtime)
+    for old in ended[:-20]:
         shutil.rmtree(old, ignore_errors=True)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     folder = root / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{worker}"
     folder.mkdir(exist_ok=True)
     return str(folder)
+
+
+def _running(name: str) -> bool:
+    """Whether the process whose pid a logs folder's name holds is alive."""
+    try:
+        pid = int(name.split("-")[2])
+        os.kill(pid, 0)
+    except (IndexError, ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 _LOG4J = """\

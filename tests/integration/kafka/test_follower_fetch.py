@@ -27,7 +27,9 @@ from tests.harness import cluster_ports, start_proxy, wait_until
 from tests.integration import clients as c
 from tests.kafka_cluster import KafkaCluster, unique_topic
 
-pytestmark = pytest.mark.integration
+# Its own three nodes (replication advertised through the proxy): in the kafka1 group, so one worker runs it after
+# the other single-node tests rather than beside kafka3's three JVMs (the kafka1 chain is the shorter one).
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("kafka1")]
 
 QUOTA = 1024
 PARTITIONS = 6
