@@ -191,6 +191,32 @@ def ck_produce(bootstrap: str, topic: str, count: int, records=None, **config) -
     assert not errors, errors[:3]
 
 
+STALL_TENTHS = 5  # a cluster budget's start-up debt being paid: at least half a second with nothing admitted
+
+
+def steady_after_debt(acked: list, now_tenth: int, rate: float) -> int | None:
+    """Where a tenant's steady rate under a shared budget can be measured from, in tenths of a second since its
+    producers started (``acked``: one Counter of admitted bytes per tenth for each producer), or None while it
+    cannot be told yet. Each sidecar starts with a full bucket and admits what is queued before it sees the others'
+    usage; all then pay that debt back, admitting nothing for seconds but for trickles as each bucket comes back
+    to 0 a sync or two apart, the longer the busier the machine. The answer is the first whole second, after the
+    first stall (STALL_TENTHS empty tenths following admissions), that admitted at least half of ``rate``: the
+    debt is paid by then. A budget that is not shared has no stall, and never gives an answer."""
+    empty, stalled = 0, False
+    seen = False
+    for tenth in range(now_tenth):
+        got = sum(into[tenth] for into in acked)
+        if got and seen and empty >= STALL_TENTHS:
+            stalled = True
+        seen = seen or bool(got)
+        empty = 0 if got else empty + 1
+        if stalled and tenth + 10 <= now_tenth and got:
+            second = sum(into[t] for into in acked for t in range(tenth, tenth + 10))
+            if second >= 0.5 * rate:
+                return tenth
+    return None
+
+
 def ck_flat_out(producer, topic: str, value: bytes, halt, on_delivery) -> None:
     """Keep a confluent-kafka ``producer``'s local queue full of ``value`` for ``topic`` until ``halt`` is set (a
     tenant flat out); then drop what is still queued or in flight (the tenant stops at once)."""

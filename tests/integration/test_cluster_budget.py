@@ -24,17 +24,19 @@ import pytest
 
 from config.model import Address
 from proxy.cluster.kafka_clients import OwnKafka
-from tests.harness import Tansu, free_port, start_proxy
-from tests.integration.clients import ck_flat_out
+from tests.harness import Tansu, free_port, start_proxy, wait_until
+from tests.integration.clients import ck_flat_out, steady_after_debt
 
 pytestmark = [pytest.mark.integration, pytest.mark.measures_rate]
 
 RATE = 2_000_000  # producer_byte_rate, bytes/s
 TOPIC = "tenant"
 USAGE_TOPIC = "__kafka_quota_proxy_usage"
-WARM_UP_S = 6.0  # past the start: each sidecar lets a full bucket (one second of the quota) and more through before
-# it sees the others (about 5.7 x the quota in the first second, measured), then all three pay that debt back (about
-# 4 s with nothing admitted)
+# Past the start: each sidecar lets a full bucket (one second of the quota) and more through before it sees the others
+# (about 5.7 x the quota in the first second, measured quiet; 6.3 x in a full make test beside the Kafka tests), then
+# all three pay that debt back (about 4 s with nothing admitted, more on a busy machine): measured from the first
+# steady second after that (clients.steady_after_debt), at LATEST_START_S at the latest
+LATEST_START_S = 14.0
 MEASURE_S = 4.0
 
 
@@ -84,7 +86,10 @@ def test_one_tenant_through_three_sidecars_gets_its_quota_once():
                    for (port, _), into in zip(ports, acked)]
         for client in clients:
             client.start()
-        time.sleep(WARM_UP_S + MEASURE_S + 0.5)
+        started = wait_until(lambda: steady_after_debt(acked, int((time.monotonic() - t0) * 10), RATE)
+                             or (time.monotonic() - t0 > LATEST_START_S and int(LATEST_START_S * 10)),
+                             LATEST_START_S + 1, "the start's debt paid") / 10
+        time.sleep(max(0.0, t0 + started + MEASURE_S + 0.5 - time.monotonic()))
         received = [p.metric("kafka_quota_proxy_cluster_usage_records_total", direction="received") for p in proxies]
     finally:
         halt.set()
@@ -94,12 +99,13 @@ def test_one_tenant_through_three_sidecars_gets_its_quota_once():
             proxy.stop()
         for broker in brokers:
             broker.stop()
-    start, end = int(WARM_UP_S * 10), int((WARM_UP_S + MEASURE_S) * 10)
+    start, end = int(started * 10), int((started + MEASURE_S) * 10)
     shares = [sum(into[tenth] for tenth in range(start, end)) / MEASURE_S / RATE for into in acked]
     total = sum(shares)
     assert all(n > 0 for n in received), f"a sidecar recorded no peer's usage: {received}"
     assert all(sum(into.values()) for into in acked), "a sidecar's clients got nothing through"
     seconds = [round(sum(into[t] for into in acked for t in range(10 * k, 10 * k + 10)) / RATE, 2)
-               for k in range(int(WARM_UP_S + MEASURE_S))]
-    assert 0.8 <= total <= 1.2, (f"{total:.2f} x producer_byte_rate in total through three sidecars ({shares}); "
+               for k in range(int(started + MEASURE_S))]
+    assert 0.8 <= total <= 1.2, (f"{total:.2f} x producer_byte_rate in total through three sidecars ({shares}) "
+                                 f"from {started:.1f} s; "
                                  f"each second: {seconds}")

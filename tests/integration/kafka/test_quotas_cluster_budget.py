@@ -11,8 +11,8 @@ topic has a name of its own (the cluster is shared with other tests) and is dele
 The tenant: three confluent-kafka producers (client id ``shared``), each bootstrapped through another sidecar, with
 their local queues kept full over 6 partitions (acks=all), 64 KiB batches. Admitted = what they had acknowledged
 over 4 s, measured once the start's debt is paid (each sidecar starts with a full bucket and admits what is queued
-before it sees the others; see README, "Cluster-wide budgets"): from a second after the first admission that follows
-half a second with none (at 9 s at the latest). With no sharing each sidecar would let the tenant through at its
+before it sees the others; see README, "Cluster-wide budgets"): from the first second after a stall that admitted at
+least half the quota (tests/integration/clients.steady_after_debt; at 14 s at the latest). With no sharing each sidecar would let the tenant through at its
 quota, about 3 x in total, and there would be no debt to wait for.
 
 The test creates the usage topic itself (compacted, one partition, as the proxy would), led by broker 3, whose
@@ -33,7 +33,7 @@ import pytest
 from kafka.admin import NewTopic
 
 from tests.harness import wait_until
-from tests.integration.clients import ck_flat_out
+from tests.integration.clients import ck_flat_out, steady_after_debt
 from tests.integration.kafka.quotas_common import configs, delete_topics, direct_admin, topics
 from tests.kafka_cluster import unique_topic
 
@@ -41,21 +41,7 @@ pytestmark = pytest.mark.integration
 
 RATE = 2_000_000  # producer_byte_rate, bytes/s
 MEASURE_S = 4.0
-STALL_TENTHS = 5  # the start's debt being paid: at least half a second with nothing admitted
-LATEST_START_S = 9.0  # measured from here if no stall came (no sharing: there is no debt to pay)
-
-
-def debt_paid(acked: list[Counter], now_tenth: int) -> int | None:
-    """The first tenth of a second with bytes admitted after the first stall (STALL_TENTHS empty tenths after some
-    admitted), or None while there is none yet."""
-    empty, seen = 0, False
-    for tenth in range(now_tenth):
-        got = sum(into[tenth] for into in acked)
-        if got and seen and empty >= STALL_TENTHS:
-            return tenth
-        seen = seen or bool(got)
-        empty = 0 if got else empty + 1
-    return None
+LATEST_START_S = 14.0  # measured from here if no steady second followed a stall (no sharing: no debt to pay)
 
 
 def produce_flat_out(bootstrap: str, topic: str, t0: float, acked: Counter, halt: threading.Event) -> None:
@@ -97,13 +83,11 @@ def test_one_tenant_through_three_sidecars_gets_its_quota_once(kafka3):
             for client in clients:
                 client.start()
             # each sidecar starts with a full bucket and admits what its clients have queued before it sees the
-            # others' usage (about 6-7 x the quota in the first 3-4 s, measured), which all of them then pay back,
-            # admitting nothing meanwhile; measured from a second after admissions resume (the sidecars' buckets
-            # come back to 0 a sync or two apart)
-            resumed = wait_until(lambda: debt_paid(acked, int((time.monotonic() - t0) * 10))
+            # others' usage (about 6-7 x the quota in the first 3-4 s, measured), which all of them then pay back
+            # (clients.steady_after_debt): measured from the first steady second after that
+            started = wait_until(lambda: steady_after_debt(acked, int((time.monotonic() - t0) * 10), RATE)
                                  or (time.monotonic() - t0 > LATEST_START_S and int(LATEST_START_S * 10)),
                                  LATEST_START_S + 1, "the start's debt paid") / 10
-            started = resumed + 1
             time.sleep(max(0.0, t0 + started + MEASURE_S + 0.5 - time.monotonic()))
             received = [p.metric("kafka_quota_proxy_cluster_usage_records_total", direction="received")
                         for p in proxies]

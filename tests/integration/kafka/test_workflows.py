@@ -286,8 +286,20 @@ def kp_produce_records(bootstrap: str, topic: str, records, spread: int = 0, **c
 async def aio_produce_records(bootstrap: str, topic: str, records, **config) -> None:
     from aiokafka import AIOKafkaProducer
 
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, client_id="wf-aio-producer", **config)
-    await producer.start()
+    # aiokafka gives up at once when its bootstrap connection is refused (the biting per-IP connection rate
+    # closes it, as Kafka does): started again, as an application would, before anything is sent
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 60
+    while True:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, client_id="wf-aio-producer", **config)
+        try:
+            await producer.start()
+            break
+        except Exception as error:  # noqa: BLE001
+            await producer.stop()
+            if not retriable(error) or loop.time() > deadline:
+                raise
+            await asyncio.sleep(0.2)
     try:
         futures = [await producer.send(topic, key=k, value=v) for k, v in records]
         await producer.flush()
