@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import struct
 
@@ -40,3 +41,36 @@ def connect(port: int) -> socket.socket:
 
 
 __all__ = ["connect", "exchange", "read_frame", "recv_exactly"]
+
+
+async def hold_open(port: int, source_ip: str, n: int):
+    """Opens ``n`` connections to ``port`` from ``source_ip`` one after another, each sending ApiVersions v0 and kept
+    open once answered: (each outcome, "served" or "closed"; the writers of those kept open)."""
+    request = frame(encode_request_header(18, 0, 7, "conn-test"))
+    outcomes, writers = [], []
+    for _ in range(n):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(source_ip, 0))
+        writer.write(request)
+        try:
+            await asyncio.wait_for(reader.readexactly(8), 5)
+            outcomes.append("served")
+            writers.append(writer)
+        except (asyncio.IncompleteReadError, ConnectionResetError):
+            outcomes.append("closed")
+            writer.close()
+    return outcomes, writers
+
+
+def count_limit_outcomes(port: int) -> tuple[list[str], list[str], list[str]]:
+    """KIP-402's counts as a proxy with ``max.connections.per.ip`` 2, an override of 3 for 127.0.0.5 and
+    ``max.connections`` 6 should hold them: 3 connections from 127.0.0.4, 4 from 127.0.0.5, then 2 from 127.0.0.6
+    (2 + 3 open: one more fits under 6), all held open until the end; each source's outcomes."""
+    async def scenario():
+        a, wa = await hold_open(port, "127.0.0.4", 3)
+        b, wb = await hold_open(port, "127.0.0.5", 4)
+        c, wc = await hold_open(port, "127.0.0.6", 2)
+        for w in wa + wb + wc:
+            w.close()
+        return a, b, c
+
+    return asyncio.run(scenario())

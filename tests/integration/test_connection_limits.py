@@ -8,18 +8,16 @@ the proxy closes it first. Every loop is bounded in count and time.
 from __future__ import annotations
 
 import asyncio
-import struct
 import time
 
 import pytest
 
-from proxy.codec.header import encode_request_header, frame
 from demo.storms import connect_once as demo_connect_once
+from tests.integration import raw
 from tests.harness import Tansu, free_port, proxy_config, start_proxy
 
 pytestmark = pytest.mark.integration
 
-API_VERSIONS_V0 = frame(encode_request_header(18, 0, 7, "conn-test"))
 
 
 async def connect_once(port: int, source_ip: str, answer_timeout_s: float = 5.0) -> str:
@@ -131,30 +129,7 @@ def test_connections_over_the_count_limits_are_closed_at_once(broker):
     proxy = start(broker, **{"max.connections.per.ip": 2, "max.connections.per.ip.overrides": "127.0.0.5:3",
                              "max.connections": 6})
     try:
-        async def hold_open(source_ip: str, n: int) -> list[str]:
-            """Opens ``n`` connections from ``source_ip`` one after another, keeping them open; each outcome."""
-            outcomes, writers = [], []
-            for _ in range(n):
-                reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port, local_addr=(source_ip, 0))
-                writer.write(API_VERSIONS_V0)
-                try:
-                    await asyncio.wait_for(reader.readexactly(8), 5)
-                    outcomes.append("served")
-                    writers.append(writer)
-                except (asyncio.IncompleteReadError, ConnectionResetError):
-                    outcomes.append("closed")
-                    writer.close()
-            return outcomes, writers
-
-        async def scenario():
-            a, wa = await hold_open("127.0.0.4", 3)
-            b, wb = await hold_open("127.0.0.5", 4)
-            c, wc = await hold_open("127.0.0.6", 2)  # 2 + 3 open: one more fits under max.connections 6
-            for w in wa + wb + wc:
-                w.close()
-            return a, b, c
-
-        a, b, c = asyncio.run(scenario())
+        a, b, c = raw.count_limit_outcomes(proxy.port)
         assert a == ["served", "served", "closed"]
         assert b == ["served", "served", "served", "closed"]
         assert c == ["served", "closed"]

@@ -23,14 +23,13 @@ import time
 import pytest
 
 from demo.storms import connect_once
-from proxy.codec.header import encode_request_header, frame
+from tests.integration import raw
 from tests.harness import wait_until
 from tests.integration.kafka.quotas_common import configs
 
 pytestmark = pytest.mark.integration
 
 RATE, PER_S, SECONDS = 5, 20, 6
-API_VERSIONS_V0 = frame(encode_request_header(18, 0, 7, "conn-test"))
 
 
 async def storm(port: int, source_ip: str) -> list[tuple[float, str]]:
@@ -77,30 +76,7 @@ def test_connections_over_the_count_limits_are_closed_at_once(kafka1):
     settings = {"max.connections.per.ip": 2, "max.connections.per.ip.overrides": "127.0.0.5:3",
                 "max.connections": 6}
     with cluster.sidecars(configs=configs(cluster, **settings)) as (proxy,):
-        async def hold_open(source_ip: str, n: int):
-            """Opens ``n`` connections from ``source_ip`` one after another, keeping them open; each outcome."""
-            outcomes, writers = [], []
-            for _ in range(n):
-                reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port, local_addr=(source_ip, 0))
-                writer.write(API_VERSIONS_V0)
-                try:
-                    await asyncio.wait_for(reader.readexactly(8), 5)
-                    outcomes.append("served")
-                    writers.append(writer)
-                except (asyncio.IncompleteReadError, ConnectionResetError):
-                    outcomes.append("closed")
-                    writer.close()
-            return outcomes, writers
-
-        async def scenario():
-            a, wa = await hold_open("127.0.0.4", 3)
-            b, wb = await hold_open("127.0.0.5", 4)
-            c, wc = await hold_open("127.0.0.6", 2)  # 2 + 3 open: one more fits under max.connections 6
-            for w in wa + wb + wc:
-                w.close()
-            return a, b, c
-
-        a, b, c = asyncio.run(scenario())
+        a, b, c = raw.count_limit_outcomes(proxy.port)
         assert a == ["served", "served", "closed"]
         assert b == ["served", "served", "served", "closed"]
         assert c == ["served", "closed"]
