@@ -37,6 +37,7 @@ from pathlib import Path
 import yaml
 
 from tests.harness import _LIVE, free_port, proxy_config, start_proxy, wait_for_port
+from tests.kafka_settings import listener_map
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
@@ -85,16 +86,6 @@ def compose_broker_properties(node_id: int) -> dict[str, str]:
         elif key.startswith("KAFKA_"):
             props[key[len("KAFKA_"):].lower().replace("_", ".")] = str(value)
     return props
-
-
-def _listener_map(value: str) -> dict[str, tuple[str, int]]:
-    """'CLIENT://h:1,REPLICATION://h:2' -> {"CLIENT": ("h", 1), ...}"""
-    out = {}
-    for item in value.split(","):
-        name, address = item.split("://")
-        host, port = address.rsplit(":", 1)
-        out[name] = (host, int(port))
-    return out
 
 
 def _listeners(listeners: dict[str, tuple[str, int]]) -> str:
@@ -183,8 +174,8 @@ class KafkaCluster:
     def server_properties(self, node: KafkaNode) -> dict[str, str]:
         props = compose_broker_properties(node.node_id)
         props.pop("cluster.id")
-        compose_listeners = _listener_map(props["listeners"])
-        compose_advertised = _listener_map(props["advertised.listeners"])
+        compose_listeners = listener_map(props["listeners"])
+        compose_advertised = listener_map(props["advertised.listeners"])
         own = {"CLIENT": node.client_port, "REPLICATION": node.replication_port, "CONTROLLER": node.controller_port}
         listeners = {name: ("127.0.0.1", own[name]) for name in compose_listeners}
         advertised = {name: ("127.0.0.1", {"CLIENT": node.proxy_port, "REPLICATION": node.replication_port}[name])
