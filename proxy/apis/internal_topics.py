@@ -12,6 +12,12 @@ internal topics never reaches the broker. An ``acks=0`` Produce has no response 
 for an acks=0 produce that fails, the connection is closed. Each refusal is counted
 (``internal_topic_writes_refused_total{topic,api}``) and logged, rate-limited per peer.
 
+An item is judged by its name and by its topic id (DeleteTopics v6+ and Produce v13+ name topics by id; Fetch,
+Metadata, OffsetCommit/OffsetFetch v10+ do too, but they write no topic): an id that is an internal topic's is
+refused whatever name comes with it, since a broker may act on the id alone. An id the proxy has not seen is looked
+up first (:func:`proxy.apis.metadata.look_up_topics`); one the broker cannot name either is never forwarded: it is
+answered UNKNOWN_TOPIC_ID, what the broker answers for it, so no id reaches the broker unjudged.
+
 The guard wraps every API's own handler (:func:`guarded`): it decides first, on the whole body, and hands the
 handler's ``decide`` the request without the refused items, so the quotas still apply to what is forwarded.
 """
@@ -29,7 +35,7 @@ from proxy.session.session import Session
 from proxy.codec.apis import (ADD_PARTITIONS_TO_TXN, ALTER_CONFIGS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_RECORDS,
                               DELETE_TOPICS, INCREMENTAL_ALTER_CONFIGS, PRODUCE, response_header_version)
 from proxy.codec.enums import TOPIC_RESOURCE
-from proxy.codec.error_codes import TOPIC_AUTHORIZATION_FAILED
+from proxy.codec.error_codes import TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_ID
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader, encode_response_header, frame
 from proxy.codec.messages import Message, decode_request, decode_response, encode_request, encode_response
@@ -39,6 +45,7 @@ from proxy.enforce.internal_topic_guard import InternalTopicGuard
 
 REFUSED_MESSAGE = ("kafka-quota-proxy: {topic} is an internal topic of the proxy; only the proxy and "
                    "admin_principals may write it")
+UNKNOWN_ID_MESSAGE = "kafka-quota-proxy: the broker does not know this topic id"
 
 # api -> version -> the request's list of items, and the response's
 _REQUEST_ITEMS: dict[int, Callable[[int], str]] = {
@@ -95,14 +102,16 @@ class _Check:
         unknown = [i for i in self._items(msg) if self._unknown_id(i)]
         if unknown and not self.looked_up:
             return self._look_up(unknown, bytes(body))
-        refused = self._split(msg)
-        if not refused:
+        refused, unresolved = self._split(msg)
+        if not refused and not unresolved:
             return self.then(body) if self.then is not None else ForwardRequest()
-        self.guard.refused(self.session, api_key, sorted({self._name(i) for i in refused}))
+        if refused:
+            self.guard.refused(self.session, api_key, sorted({self._internal_name(i) for i in refused}))
         if not self.header.expects_response:
-            raise ValueError("an acks=0 produce to an internal topic of the proxy (refused; the connection is "
-                             "closed, as Kafka closes it for a failed acks=0 produce)")
-        refusal = self._refusal(msg, refused)
+            raise ValueError("an acks=0 produce to an internal topic of the proxy, or to a topic id the broker does "
+                             "not know (refused; the connection is closed, as Kafka closes it for a failed acks=0 "
+                             "produce)")
+        refusal = self._refusal(msg, refused, unresolved)
         if not self._items(msg):  # nothing left for the broker
             return AnswerLocally(self._frame(encode_response(api_key, version, refusal)))
         rest = encode_request(api_key, version, msg)
@@ -117,32 +126,46 @@ class _Check:
             return [t for txn in msg.transactions for t in txn.topics]
         return list(getattr(msg, _REQUEST_ITEMS[api_key](version)))
 
-    def _name(self, item) -> str | None:
-        api_key = self.header.api_key
+    def _internal_name(self, item) -> str | None:
+        """The internal topic ``item`` names, by its name or by its topic id (whatever name comes with the id: a
+        broker may act on the id alone, as Tansu deletes by it), or None."""
+        api_key, internal = self.header.api_key, self.guard.topics
         if api_key in (ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS):
-            return item.resource_name if item.resource_type == TOPIC_RESOURCE else None
+            name = item.resource_name if item.resource_type == TOPIC_RESOURCE else None
+            return name if name in internal else None
         if isinstance(item, str):
-            return item
+            return item if item in internal else None
+        if item.name in internal:
+            return item.name
         topic_id = getattr(item, "topic_id", None)
-        if not item.name and topic_id is not None and topic_id != ZERO_UUID:
-            return self.topics.name_for(topic_id)
-        return item.name
+        if topic_id is not None and topic_id != ZERO_UUID:
+            by_id = self.topics.name_for(topic_id)
+            if by_id in internal:
+                return by_id
+        return None
 
     def _unknown_id(self, item) -> bool:
+        """An item with a topic id the proxy cannot name (with or without a name beside it)."""
         topic_id = getattr(item, "topic_id", None)
-        return (not isinstance(item, str) and not getattr(item, "name", None) and topic_id is not None
-                and topic_id != ZERO_UUID and self.topics.name_for(topic_id) is None)
+        return (not isinstance(item, str) and topic_id is not None and topic_id != ZERO_UUID
+                and self.topics.name_for(topic_id) is None)
 
-    def _split(self, msg: Message) -> list:
-        """Take the internal items out of ``msg``; return them (AddPartitionsToTxn v4+: per transaction too)."""
-        internal = self.guard.topics
+    def _split(self, msg: Message) -> tuple[list, list]:
+        """Take out of ``msg`` the items naming an internal topic (AddPartitionsToTxn v4+: per transaction too) and,
+        once the broker was asked, those whose topic id it could not name either; return both."""
         refused: list = []
+        unresolved: list = []
         self.refused_by_txn: dict[str, list] = {}
 
         def keep(items: list, into: list) -> list:
             kept = []
             for item in items:
-                (into if self._name(item) in internal else kept).append(item)
+                if self._internal_name(item) is not None:
+                    into.append(item)
+                elif self._unknown_id(item):
+                    unresolved.append(item)
+                else:
+                    kept.append(item)
             return kept
 
         api_key, version = self.header.api_key, self.header.api_version
@@ -154,21 +177,35 @@ class _Check:
         else:
             field = _REQUEST_ITEMS[api_key](version)
             setattr(msg, field, keep(list(getattr(msg, field)), refused))
-        return refused
+        return refused, unresolved
 
-    def _refusal(self, msg: Message, refused: list) -> Message:
-        """The error response for the refused items alone (a copy of the request holding only them)."""
+    def _refusal(self, msg: Message, refused: list, unresolved: list) -> Message:
+        """The error response for the items taken out alone: TOPIC_AUTHORIZATION_FAILED for the internal ones,
+        UNKNOWN_TOPIC_ID (what the broker answers for an id it does not know) for the ids nobody could name."""
         api_key, version = self.header.api_key, self.header.api_version
         only = decode_request(api_key, version, encode_request(api_key, version, msg))  # a copy
         if api_key == ADD_PARTITIONS_TO_TXN and version >= 4:
             only.transactions = [txn for txn in only.transactions if self.refused_by_txn.get(txn.transactional_id)]
             for txn in only.transactions:
                 txn.topics = self.refused_by_txn[txn.transactional_id]
-        else:
-            setattr(only, _REQUEST_ITEMS[api_key](version), refused)
-        topic = ", ".join(sorted({n for n in (self._name(i) for i in refused) if n}))
-        return error_response(api_key, version, only, TOPIC_AUTHORIZATION_FAILED,
-                              error_message=REFUSED_MESSAGE.format(topic=topic))
+            return self._error(only, TOPIC_AUTHORIZATION_FAILED, REFUSED_MESSAGE.format(topic=self._topics(refused)))
+        field = _RESPONSE_ITEMS[api_key](version)
+        answers: list = []
+        for items, code, message in ((refused, TOPIC_AUTHORIZATION_FAILED,
+                                      REFUSED_MESSAGE.format(topic=self._topics(refused))),
+                                     (unresolved, UNKNOWN_TOPIC_ID, UNKNOWN_ID_MESSAGE)):
+            if items:
+                setattr(only, _REQUEST_ITEMS[api_key](version), items)
+                refusal = self._error(only, code, message)
+                answers += list(getattr(refusal, field))
+        setattr(refusal, field, answers)
+        return refusal
+
+    def _error(self, only: Message, code: int, message: str) -> Message:
+        return error_response(self.header.api_key, self.header.api_version, only, code, error_message=message)
+
+    def _topics(self, refused: list) -> str:
+        return ", ".join(sorted({n for n in (self._internal_name(i) for i in refused) if n}))
 
     # -- answers --------------------------------------------------------------------------------------------------
 

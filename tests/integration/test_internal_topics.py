@@ -17,8 +17,9 @@ import pytest
 from config.model import Address
 from proxy.app import ProxyApp
 from proxy.cluster.kafka_clients import OwnKafka
-from proxy.codec.apis import ADD_PARTITIONS_TO_TXN, CREATE_PARTITIONS, DELETE_RECORDS
+from proxy.codec.apis import ADD_PARTITIONS_TO_TXN, CREATE_PARTITIONS, DELETE_RECORDS, DELETE_TOPICS, METADATA
 from proxy.codec.error_codes import TOPIC_AUTHORIZATION_FAILED
+from proxy.codec.primitives import ZERO_UUID
 from quota.volume import Volume
 from tests.harness import Tansu, free_port, proxy_config, proxy_in_front, wait_until
 from tests.integration.raw import connect, exchange
@@ -143,3 +144,23 @@ def test_deleting_truncating_or_extending_an_internal_topic_is_refused_per_topic
     assert refused(proxy, CONFIG_TOPIC, "AddPartitionsToTxn") == 1
     age = proxy.metric("kafka_quota_proxy_volume_snapshot_age_seconds", broker="111")
     assert age < 3  # the proxy's own publisher, through the same listener, still writes its snapshots
+
+
+def test_delete_topics_v6_by_the_config_topics_id_under_an_innocent_name_is_refused(sidecar_with_internal_topics):
+    """Issue 35: Tansu deletes by the id whatever the name; the guard judges the id, and the topic stays."""
+    proxy = sidecar_with_internal_topics
+    sock = connect(proxy.port)
+    try:
+        looked = exchange(sock, METADATA, 12, topics=[{"name": CONFIG_TOPIC}], allow_auto_topic_creation=False,
+                          include_topic_authorized_operations=False)
+        config_id = looked.topics[0].topic_id
+        assert config_id != ZERO_UUID
+        deleted = exchange(sock, DELETE_TOPICS, 6, correlation_id=2, timeout_ms=5000,
+                           topics=[{"name": "made-up", "topic_id": config_id}])
+        assert [(r.topic_id, r.error_code) for r in deleted.responses] == [(config_id, TOPIC_AUTHORIZATION_FAILED)]
+        again = exchange(sock, METADATA, 12, correlation_id=3, topics=[{"name": CONFIG_TOPIC}],
+                         allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+        assert [(t.error_code, t.topic_id) for t in again.topics] == [(0, config_id)]  # not deleted, not recreated
+    finally:
+        sock.close()
+    assert refused(proxy, CONFIG_TOPIC, "DeleteTopics") == 1

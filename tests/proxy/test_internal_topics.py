@@ -16,7 +16,7 @@ from proxy.apis import AnswerLocally, ConnectionScope, ForwardRequest, LookUp, S
 from proxy.enforce.internal_topic_guard import InternalTopicGuard
 from proxy.codec.apis import (ADD_PARTITIONS_TO_TXN, CREATE_TOPICS, DELETE_RECORDS, DELETE_TOPICS,
                               INCREMENTAL_ALTER_CONFIGS, METADATA, PRODUCE)
-from proxy.codec.error_codes import NONE, TOPIC_AUTHORIZATION_FAILED
+from proxy.codec.error_codes import NONE, TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_ID
 from proxy.codec.header import RequestHeader
 from proxy.codec.produce_prefix import parse_request_prefix
 from proxy.codec.messages import (decode_request, decode_response, encode_request, encode_response, new_request,
@@ -207,3 +207,108 @@ def test_own_connections_are_the_proxys_aiokafka_connections_not_anything_a_clie
 
     verdicts = asyncio.run(scenario())
     assert len(verdicts) == 2 and verdicts[1] is False
+
+
+# -- topic ids (issue 35): an id is the topic, whatever name comes with it -------------------------------------------
+
+def knowing(scope, **ids):
+    """``scope`` whose Topics learnt ``name -> id`` from a Metadata answer, as the proxy learns them."""
+    answer = new_response(METADATA, 12, topics=[{"name": name, "topic_id": i,
+                                                 "partitions": []} for name, i in ids.items()])
+    scope.topics.learn_from_metadata(answer, 0)
+    return scope
+
+
+def test_delete_topics_v6_with_an_innocent_name_and_an_internal_topics_id_is_refused():
+    """Tansu deletes by the id whatever the name: the guard judges the id too, and nothing reaches the broker."""
+    config_id, orders_id = uuid.uuid4(), uuid.uuid4()
+    scope = knowing(scope_for(), **{CONFIG_TOPIC: config_id, "orders": orders_id})
+    msg = new_request(DELETE_TOPICS, 6, timeout_ms=1000, topics=[{"name": "made-up", "topic_id": config_id}])
+    _, plan, body = plan_and_body(scope, TENANT, DELETE_TOPICS, 6, msg)
+    outcome = plan.decide(body)
+    assert isinstance(outcome, AnswerLocally)
+    response = decode_response(DELETE_TOPICS, 6, outcome.frame[9:])
+    assert [(r.topic_id, r.error_code) for r in response.responses] == [(config_id, TOPIC_AUTHORIZATION_FAILED)]
+    assert scope.guard.refused_total == {(CONFIG_TOPIC, "DeleteTopics"): 1}
+    # beside another topic: that one goes to the broker, the internal id does not
+    msg = new_request(DELETE_TOPICS, 6, timeout_ms=1000, topics=[{"name": None, "topic_id": orders_id},
+                                                                 {"name": "innocent", "topic_id": config_id}])
+    _, plan, body = plan_and_body(scope, TENANT, DELETE_TOPICS, 6, msg)
+    outcome = plan.decide(body)
+    assert isinstance(outcome, ForwardRequest)
+    assert [t.topic_id for t in decode_request(DELETE_TOPICS, 6, outcome.body).topics] == [orders_id]
+
+
+def test_delete_topics_v6_with_a_name_and_an_unknown_id_looks_the_id_up_first():
+    scope = scope_for()
+    volume_id = uuid.uuid4()
+    msg = new_request(DELETE_TOPICS, 6, timeout_ms=1000, topics=[{"name": "made-up", "topic_id": volume_id}])
+    _, plan, body = plan_and_body(scope, TENANT, DELETE_TOPICS, 6, msg)
+    outcome = plan.decide(body)
+    assert isinstance(outcome, LookUp) and outcome.api_key == METADATA
+    version = outcome.api_version
+    answer = new_response(METADATA, version, topics=[{"name": VOLUME_TOPIC, "topic_id": volume_id, "partitions": []}])
+    decided = outcome.then(memoryview(encode_response(METADATA, version, answer)))
+    assert isinstance(decided, AnswerLocally)
+    response = decode_response(DELETE_TOPICS, 6, decided.frame[9:])
+    assert [r.error_code for r in response.responses] == [TOPIC_AUTHORIZATION_FAILED]
+
+
+def test_an_id_the_broker_cannot_name_either_is_answered_unknown_topic_id_never_forwarded():
+    """The proxy never forwards an id it cannot name: it answers what the broker answered the lookup."""
+    scope = scope_for()
+    orders_id, ghost_id = uuid.uuid4(), uuid.uuid4()
+    knowing(scope, orders=orders_id)
+    msg = new_request(DELETE_TOPICS, 6, timeout_ms=1000, topics=[{"name": None, "topic_id": orders_id},
+                                                                 {"name": "x", "topic_id": ghost_id}])
+    _, plan, body = plan_and_body(scope, TENANT, DELETE_TOPICS, 6, msg)
+    outcome = plan.decide(body)
+    assert isinstance(outcome, LookUp)
+    version = outcome.api_version
+    empty = encode_response(METADATA, version, new_response(METADATA, version, topics=[]))
+    decided = outcome.then(memoryview(empty))
+    assert isinstance(decided, ForwardRequest)
+    assert [t.topic_id for t in decode_request(DELETE_TOPICS, 6, decided.body).topics] == [orders_id]
+    broker = new_response(DELETE_TOPICS, 6, responses=[{"name": "orders", "topic_id": orders_id, "error_code": NONE}])
+    merged = decode_response(DELETE_TOPICS, 6, decided.rewrite(memoryview(encode_response(DELETE_TOPICS, 6, broker))))
+    assert [(r.topic_id, r.error_code) for r in merged.responses] == [(orders_id, NONE), (ghost_id, UNKNOWN_TOPIC_ID)]
+    assert scope.guard.refused_total == {}  # not an internal topic: no refusal counted
+
+
+def produce_by_id(*ids, acks=1):
+    return new_request(PRODUCE, 13, acks=acks, timeout_ms=1000, topic_data=[
+        {"topic_id": i, "partition_data": [{"index": 0, "records": b""}]} for i in ids])
+
+
+def test_produce_v13_to_an_internal_topics_id_is_refused_and_the_other_ids_forwarded():
+    config_id, orders_id = uuid.uuid4(), uuid.uuid4()
+    scope = knowing(scope_for(), **{CONFIG_TOPIC: config_id, "orders": orders_id})
+    _, plan, body = plan_and_body(scope, TENANT, PRODUCE, 13, produce_by_id(config_id))
+    assert plan.decide is not None  # not streamed: the prefix's one id is an internal topic's
+    outcome = plan.decide(body)
+    assert isinstance(outcome, AnswerLocally)
+    response = decode_response(PRODUCE, 13, outcome.frame[9:])
+    assert [(t.topic_id, t.partition_responses[0].error_code) for t in response.responses] == [
+        (config_id, TOPIC_AUTHORIZATION_FAILED)]
+    _, plan, body = plan_and_body(scope, TENANT, PRODUCE, 13, produce_by_id(orders_id, config_id))
+    outcome = plan.decide(body)
+    assert isinstance(outcome, ForwardRequest)
+    assert [t.topic_id for t in decode_request(PRODUCE, 13, outcome.body).topic_data] == [orders_id]
+    _, plan, body = plan_and_body(scope, TENANT, PRODUCE, 13, produce_by_id(config_id, acks=0))
+    with pytest.raises(ValueError, match="acks=0"):
+        plan.decide(body)
+
+
+def test_produce_v13_to_an_unknown_id_is_looked_up_then_refused_or_answered_unknown():
+    scope = scope_for()
+    volume_id, ghost_id = uuid.uuid4(), uuid.uuid4()
+    _, plan, body = plan_and_body(scope, TENANT, PRODUCE, 13, produce_by_id(volume_id, ghost_id))
+    outcome = plan.decide(body)
+    assert isinstance(outcome, LookUp)
+    version = outcome.api_version
+    answer = new_response(METADATA, version, topics=[{"name": VOLUME_TOPIC, "topic_id": volume_id, "partitions": []}])
+    decided = outcome.then(memoryview(encode_response(METADATA, version, answer)))
+    assert isinstance(decided, AnswerLocally)
+    response = decode_response(PRODUCE, 13, decided.frame[9:])
+    assert {(t.topic_id, t.partition_responses[0].error_code) for t in response.responses} == {
+        (volume_id, TOPIC_AUTHORIZATION_FAILED), (ghost_id, UNKNOWN_TOPIC_ID)}
