@@ -107,6 +107,7 @@ class ClusterUsage:
         self.own = own
         self._record_remote = record
         self._woken = asyncio.Event()  # an entity's unsent usage is large: sync early (at most every quarter interval)
+        self._topic_missing = False  # the follower found no topic: the publisher creates it at its next sync
         self.fallback = False
         self.note: str | None = None  # what /readyz adds while in fallback (read from the scrape thread: one reference)
         self.records = Counter(f"{PREFIX}_cluster_usage_records", "Usage records this sidecar published "
@@ -231,8 +232,10 @@ class ClusterUsage:
             self._woken.clear()
             try:
                 data = (await self._sync()).data
+                if self._producer is None or self._topic_missing:  # also deleted under a live producer, which a
+                    await self.kafka.ensure_topic(self.topic, CLIENT_ID)  # broker may answer NONE all the same
+                    self._topic_missing = False
                 if self._producer is None:
-                    await self.kafka.ensure_topic(self.topic, CLIENT_ID)
                     producer = AIOKafkaProducer(**self.kafka.options(CLIENT_ID), acks=1, linger_ms=0,
                                                 max_request_size=self.max_bytes + REQUEST_OVERHEAD_BYTES)
                     await start_client(producer, CALL_TIMEOUT_S)  # stopped when its start fails or is cancelled
@@ -321,7 +324,8 @@ class ClusterUsage:
             try:
                 await start_client(consumer, CALL_TIMEOUT_S)
                 reader = TopicReader(consumer, self.topic, self.kafka, client_id=CLIENT_ID)
-                while not await reader.open():  # not created yet: the publisher creates it
+                while not await reader.open():  # not created yet, or deleted: the publisher creates it
+                    self._missing()
                     await asyncio.sleep(CHECK_S)
                 retry.succeeded()
                 next_check = time.monotonic() + CHECK_S
@@ -345,6 +349,15 @@ class ClusterUsage:
                 await retry.wait()
             finally:
                 await stop_client(consumer)
+
+    def _missing(self) -> None:
+        """The topic does not exist: the publisher creates it (again) at once. A deleted topic is not otherwise
+        noticed by the publisher (Tansu appends to a deleted topic's name and answers NONE), and the followers read
+        nothing until it is back: every sidecar stayed in fallback for good (issue 35)."""
+        if not self._topic_missing:
+            log.warning("cluster usage topic %s does not exist: creating it (again)", self.topic)
+        self._topic_missing = True
+        self._woken.set()
 
     leave_on_stop = True  # a sidecar stopping says it left (a test turns it off to stand for one that died)
 

@@ -141,3 +141,55 @@ def test_one_tenant_through_two_sidecars_gets_its_quota_once_or_per_sidecar(scop
     assert low <= total <= high, f"quota.scope {scope}: {total:.2f} x producer_byte_rate in total ({per_sidecar})"
     if scope == "cluster":
         assert all(n > 0 for n in received), f"a sidecar recorded no peer usage: {received}"
+
+
+def usage_topic_exists(broker_port: int) -> bool:
+    from proxy.codec.apis import METADATA
+    from tests.integration.raw import connect, exchange
+
+    sock = connect(broker_port)
+    try:
+        answer = exchange(sock, METADATA, 9, topics=[{"name": USAGE_TOPIC}], allow_auto_topic_creation=False,
+                          include_topic_authorized_operations=False)
+    finally:
+        sock.close()
+    return [t.error_code for t in answer.topics] == [0]
+
+
+def test_a_deleted_usage_topic_is_created_again_and_both_sidecars_share_again():
+    """Issue 35: the usage topic deleted (straight at the broker, as an admin may) left both sidecars reading
+    nothing, in fallback for good: Tansu takes the publishers' records under the deleted name and answers NONE. The
+    followers see it gone, the publishers create it again, each sidecar reads the other's records again."""
+    from proxy.codec.apis import DELETE_TOPICS
+    from tests.harness import wait_until
+    from tests.integration.raw import connect, exchange
+
+    port, broker_port = free_port(), free_port()
+    broker = Tansu(broker_port, advertised=f"localhost:{port}").start()
+    proxies = []
+    try:
+        for host, name in (("127.0.0.1", "a"), ("127.0.0.2", "b")):
+            proxies.append(start_proxy(sidecar_config(host, port, broker_port, "cluster", name), loop_kind="asyncio"))
+
+        def received() -> list[float]:
+            return [p.metric("kafka_quota_proxy_cluster_usage_records_total", direction="received") for p in proxies]
+
+        wait_until(lambda: all(p.metric("kafka_quota_proxy_cluster_usage_peers", state="fresh") == 1
+                               for p in proxies), 20, "both sidecars see each other")
+        sock = connect(broker_port)
+        try:
+            deleted = exchange(sock, DELETE_TOPICS, 4, timeout_ms=5000, topic_names=[USAGE_TOPIC])
+        finally:
+            sock.close()
+        assert [r.error_code for r in deleted.responses] == [0]
+        wait_until(lambda: usage_topic_exists(broker_port), 20, f"{USAGE_TOPIC} created again")
+        before = received()
+        # each sidecar syncs every 200 ms: 10 more records of its peer are 2 s of following the new topic
+        wait_until(lambda: all(now >= then + 10 for now, then in zip(received(), before)), 20,
+                   "both sidecars reading each other's records again")
+        assert [p.metric("kafka_quota_proxy_cluster_usage_fallback") for p in proxies] == [0, 0]
+        assert [p.metric("kafka_quota_proxy_cluster_usage_peers", state="fresh") for p in proxies] == [1, 1]
+    finally:
+        for proxy in proxies:
+            proxy.stop()
+        broker.stop()
