@@ -73,6 +73,8 @@ class Hold:
     until_ms: int
     shadow: bool = False  # never: a shadow quota decides as throttle
     tags: QuotaTags | None = field(default=None, compare=False)  # whose bucket holds it (for abandon)
+    waits: tuple[tuple[int, int], ...] = field(default=(), compare=False)  # (PID, its hold's end) the request waits
+    #                                                                        for (record_and_decide_all; abandon_all)
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,6 +246,94 @@ class ProducerIdQuotaManager:
             state.throttled += 1
         return Throttle(throttle_ms, throttle_ms, shadow)
 
+    def record_and_decide_all(self, user: str, pids: tuple[int, ...], now_ms: int) -> ProducerIdDecision:
+        """A Produce from ``user`` whose batches carry the distinct producer ids ``pids`` (each >= 0; more than one
+        only from a crafted request: a producer has one): :meth:`record_and_decide` for all of them at once. Every
+        new PID takes a token; under ``hold`` the request waits until the bucket has them all (and for any PID held
+        already), or is refused, none of them counted, when that is past ``max_hold_ms``. The work is one cache
+        lookup per PID; under ``hold`` it stops at the first PID past what a hold could admit."""
+        if len(pids) == 1:
+            return self.record_and_decide(user, pids[0], now_ms)
+        state = self._users.get(user)
+        if state is None or not state.fast:
+            state = self._state(user, now_ms)
+            if state is None:
+                return FORWARD
+        shadow = self.shadow or state.shadow
+        hold = self.enforcement == HOLD and not shadow
+        holding = state.holding
+        if holding:
+            state.release_past_holds(now_ms)
+        bucket = state.bucket
+        bucket.refill(now_ms)
+        admissible = bucket.tokens + bucket.rate * self.max_hold_ms / 1000.0  # new PIDs a hold could take
+        new: list[int] = []
+        waits: list[tuple[int, int]] = []
+        for pid in pids:
+            held = holding.get(pid) if holding else None
+            if held is not None:
+                if not shadow:
+                    waits.append((pid, held[0]))
+            elif not state.seen(pid, now_ms):
+                new.append(pid)
+                if hold and len(new) > admissible:
+                    break
+        if not new and not waits:
+            return FORWARD
+        if hold:
+            return self._hold_all(state, user, new, waits, now_ms)
+        for pid in new:
+            state.add(pid, now_ms)
+            self._counted(state)
+            self.tap.producer_id(user, pid)
+        bucket.take(len(new), now_ms)
+        throttle_ms = min(bucket.throttle_time_ms(), self.max_mute_ms) if new else 0
+        if throttle_ms <= 0:
+            return FORWARD
+        if shadow:
+            state.shadow_throttle_ms_total += throttle_ms
+            state.shadow_throttled += 1
+        else:
+            state.throttle_ms_total += throttle_ms
+            state.throttled += 1
+        return Throttle(throttle_ms, throttle_ms, shadow)
+
+    def _hold_all(self, state: "_UserState", user: str, new: list[int], waits: list[tuple[int, int]],
+                  now_ms: int) -> ProducerIdDecision:
+        """:meth:`_hold` for a request bringing the ``new`` PIDs and waiting for the held ones in ``waits``: all or
+        nothing, so a refused request leaves no PID counted and a held one waits for its last token."""
+        bucket = state.bucket
+        wait_ms = _wait_ms(bucket.tokens - len(new), bucket.rate) if new else 0
+        if wait_ms > self.max_hold_ms:
+            retry_ms = min(wait_ms - self.max_hold_ms, self.max_mute_ms)
+            mute_ms = min(retry_ms, max(0, self.max_mute_ms - self.max_hold_ms))
+            state.refused += 1
+            state.throttled += 1
+            state.throttle_ms_total += retry_ms
+            return Refuse(Throttle(retry_ms, mute_ms))
+        for pid in new:
+            self._counted(state)
+            self.tap.producer_id(user, pid)
+        bucket.take(len(new), now_ms)
+        holding = state.holding
+        for pid, _ in waits:
+            holding[pid][1] += 1
+        if wait_ms <= 0:
+            for pid in new:
+                state.add(pid, now_ms)
+            if not waits:
+                return FORWARD
+        else:
+            until = now_ms + wait_ms
+            if holding is None:
+                holding = state.holding = {}
+            for pid in new:
+                holding[pid] = [until, 1]
+                waits.append((pid, until))
+            state.held += 1
+            state.hold_ms_total += wait_ms
+        return Hold(max(until for _, until in waits), tags=state.tags, waits=tuple(waits))
+
     def _state(self, user: str, now_ms: int) -> "_UserState | None":
         """The state ``user``'s producer ids are counted in (made if none), or None when no quota applies."""
         resolved = self._quotas.resolve(PRODUCER_IDS_RATE, user, "")
@@ -305,10 +395,26 @@ class ProducerIdQuotaManager:
         (never above the burst), so a client that gives up mid-hold does not use up the user's budget. A hold
         already ended (the PID let through) is not undone."""
         state = self._users.get(hold.tags.user) if hold.tags is not None else None
-        if state is None or not state.holding:
+        if state is not None:
+            self._release(state, pid, hold.until_ms, now_ms)
+
+    def abandon_all(self, hold: Hold, pids: tuple[int, ...], now_ms: int) -> None:
+        """:meth:`abandon` for every PID a request waits for: ``hold.waits`` when it was decided by
+        :meth:`record_and_decide_all` for several, else its one PID in ``pids``."""
+        if not hold.waits:
+            for pid in pids[:1]:
+                self.abandon(hold, pid, now_ms)
+            return
+        state = self._users.get(hold.tags.user) if hold.tags is not None else None
+        if state is not None:
+            for pid, until in hold.waits:
+                self._release(state, pid, until, now_ms)
+
+    def _release(self, state: "_UserState", pid: int, until_ms: int, now_ms: int) -> None:
+        if not state.holding:
             return
         held = state.holding.get(pid)
-        if held is None or held[0] != hold.until_ms:
+        if held is None or held[0] != until_ms:
             return
         held[1] -= 1
         if held[1] > 0:

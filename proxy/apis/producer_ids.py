@@ -1,8 +1,10 @@
 """The producer-id quota (KIP-936) on the request path: Produce (counted, and held or throttled) and InitProducerId
 (attribution).
 
-**Produce.** The first record batch's producer id is read with the header (:mod:`proxy.codec.produce_prefix`) and
-decided by :class:`quota.producer_ids.ProducerIdQuotaManager` before a byte of the request moves:
+**Produce.** The producer ids of every record batch of every partition are read with the header
+(:mod:`proxy.codec.produce_prefix`: a request of one batch from a bounded prefix, any other read whole first) and
+decided by :class:`quota.producer_ids.ProducerIdQuotaManager` before a byte of the request moves (a request from a
+real producer carries one; a crafted one carrying several has each new one counted and held, all or nothing):
 
 - a known producer id, another user's, or one the bucket has a token for: forwarded as it comes;
 - ``producer.id.quota.enforcement: throttle`` (the KIP's behaviour): forwarded, and the response carries the
@@ -54,21 +56,24 @@ def decide_produce(scope: ConnectionScope, session: Session, header: RequestHead
     """Count a Produce's producer id against its user's quota. A throttle (or a shadow one) goes into
     ``decisions``; a hold or a refusal is returned for the caller to plan with :func:`held` or :func:`refused`."""
     quota = scope.quotas.producer_ids
-    pid = header.producer_id
-    if pid < 0 or not quota.enabled:
+    pids = header.producer_ids
+    if not pids or not quota.enabled:
         return None
     now = scope.quotas.clock.now_ms()
+    one = len(pids) == 1
     # The connection's last producer id was checked recently: known, nothing to count (checked again every quarter
     # window, so a PID still in use is carried into the user's newer bloom filter in time).
-    if pid == session.producer_id and now - session.producer_id_checked_ms < quota.recheck_ms:
+    if one and pids[0] == session.producer_id and now - session.producer_id_checked_ms < quota.recheck_ms:
         return None
     counted = quota.new_pids_counted
-    decision = quota.record_and_decide(session.user, pid, now)
+    decision = (quota.record_and_decide(session.user, pids[0], now) if one
+                else quota.record_and_decide_all(session.user, pids, now))
     if quota.new_pids_counted != counted:
         scope.usage.for_request(session, header).new_producer_ids += quota.new_pids_counted - counted
     if isinstance(decision, Refuse):
         return decision  # not counted, not remembered: the retry is judged again
-    session.producer_id, session.producer_id_checked_ms = pid, now
+    if one:
+        session.producer_id, session.producer_id_checked_ms = pids[0], now
     if isinstance(decision, Hold):
         return decision
     decisions.add(PRODUCER_IDS_RATE, decision, "")
@@ -79,10 +84,10 @@ def held(scope: ConnectionScope, header: RequestHeader, plan: Plan, hold: Hold) 
     """``plan`` (what the other stages decided), once the quota lets the producer id through: the request is read
     whole, kept off the request path until ``hold.until_ms`` (reading the client stops at the boundary after it),
     then forwarded as it is, in its place in the response order."""
-    clock, quota, pid = scope.quotas.clock, scope.quotas.producer_ids, header.producer_id
+    clock, quota, pids = scope.quotas.clock, scope.quotas.producer_ids, header.producer_ids
 
-    def abandon() -> None:  # the connection closed before the request was forwarded: the id never reached the broker
-        quota.abandon(hold, pid, clock.now_ms())
+    def abandon() -> None:  # the connection closed before the request was forwarded: the ids never reached the broker
+        quota.abandon_all(hold, pids, clock.now_ms())
 
     def wait(body: memoryview) -> Outcome:
         delay_ms = hold.until_ms - clock.now_ms()

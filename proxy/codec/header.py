@@ -39,7 +39,8 @@ class RequestHeader:
     client_id: str | None
     header_length: int  # bytes from the start of the frame (size included) to the body
     acks: int | None = None  # Produce only: 0 means the client expects no response
-    producer_id: int = -1  # Produce only, when asked for: the first record batch's producer id (-1: none)
+    producer_ids: tuple[int, ...] = ()  # Produce only, when asked for: the distinct producer ids of its record
+    #                                      batches, every batch of every partition (produce_prefix)
     only_topic: str | bytes | None = None  # Produce only, when asked for: the topic's name (topic id bytes from
     #                                        v13) when the request writes exactly one topic, else None
     raw: bool = False  # a raw SASL token after SaslHandshake v0: size-prefixed, no Kafka header

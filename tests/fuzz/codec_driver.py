@@ -50,6 +50,7 @@ from proxy.codec.responses import encode_local_response, error_response
 
 MAX_FRAME = 1 << 20
 _UNKNOWN_SERVER_ERROR = -1
+_INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
 
 #: every (api_key, direction, version) in the codec's tables.
@@ -184,18 +185,26 @@ def _check_request(header, frame: bytearray) -> None:
         return
     if header.api_key == PRODUCE:
         assert header.acks == msg.acks, (header.acks, msg.acks)
-        assert header.producer_id == _first_producer_id(msg), (header.producer_id, _first_producer_id(msg))
+        assert header.producer_ids == _producer_ids(msg), (header.producer_ids, _producer_ids(msg))
     _check_request_message(header.api_key, header.api_version, msg, header.correlation_id)
 
 
-def _first_producer_id(msg) -> int:
-    """What the prefix parser should read: the first partition's first batch's producer id, or -1."""
-    if not msg.topic_data or not msg.topic_data[0].partition_data:
-        return -1
-    records = msg.topic_data[0].partition_data[0].records
-    if records is None or len(records) < 51 or records[16] != 2:
-        return -1
-    return max(-1, _INT64.unpack_from(records, 43)[0])
+def _producer_ids(msg) -> tuple[int, ...]:
+    """What the prefix parser should read: the distinct producer ids of every well-formed batch of every partition
+    (a partition's walk ends at a batch cut short or shorter than any batch)."""
+    found: dict[int, None] = {}
+    for topic in msg.topic_data:
+        for partition in topic.partition_data:
+            records, pos = partition.records or b"", 0
+            while pos + 51 <= len(records):
+                size = _INT32.unpack_from(records, pos + 8)[0]
+                magic = records[pos + 16]
+                if size < 14 or (magic == 2 and (size < 49 or pos + 12 + size > len(records))):
+                    break
+                if magic == 2 and _INT64.unpack_from(records, pos + 43)[0] >= 0:
+                    found[_INT64.unpack_from(records, pos + 43)[0]] = None
+                pos += 12 + size
+    return tuple(found)
 
 
 def _check_request_message(api_key: int, version: int, msg, correlation_id: int) -> None:

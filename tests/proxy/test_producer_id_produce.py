@@ -164,3 +164,57 @@ def test_a_held_produce_forwarded_when_its_time_comes_is_not_released_when_the_c
     assert len(conn.to_broker) > forwarded
     conn.core.close()
     assert scope.quotas.producer_ids.stats(clock.now_ms())[0].abandoned_count == 0
+
+
+def produce_batches(*partitions: tuple[int, ...], version: int = 9, corr: int = 1) -> bytearray:
+    """A Produce of one partition per tuple, each holding a batch per producer id of its tuple (-1: none)."""
+    def batch(pid: int) -> bytes:
+        builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=pid,
+                                            producer_epoch=0 if pid >= 0 else -1, base_sequence=0 if pid >= 0 else -1,
+                                            batch_size=1 << 20)
+        builder.append(0, timestamp=0, key=None, value=b"v", headers=[])
+        return bytes(builder.build())
+    msg = new_request(PRODUCE, version, acks=-1, timeout_ms=30000, topic_data=[
+        {"name": "t", "partition_data": [{"index": i, "records": b"".join(batch(pid) for pid in pids)}
+                                         for i, pids in enumerate(partitions)]}])
+    return bytearray(frame(encode_request_header(PRODUCE, version, corr, "p") + encode_request(PRODUCE, version, msg)))
+
+
+def test_a_new_id_in_the_second_batch_is_counted_and_held(hold):
+    """Issue 35: the first batch has no producer id, the second brings a new one; past the burst it is held."""
+    scope, clock = hold
+    for pid in (1, 2):  # the burst, each new id in a second batch
+        _, plan = plan_for(scope, Session("L", "10.0.0.1"), produce_batches((-1, pid)))
+        assert plan.action is not BUFFER
+    assert scope.quotas.producer_ids.stats(clock.now_ms())[0].new_pids_total == 2
+    buf = produce_batches((-1, 3))
+    header, plan = plan_for(scope, Session("L", "10.0.0.1"), buf)
+    assert header.producer_ids == (3,) and plan.action is BUFFER
+    assert isinstance(plan.decide(memoryview(buf)[header.header_length:]), Await)
+    assert scope.quotas.producer_ids.stats(clock.now_ms())[0].new_pids_total == 3
+
+
+def test_new_ids_in_several_partitions_are_all_counted_and_past_the_bound_refused_none_kept(hold):
+    scope, clock = hold
+    quota = scope.quotas.producer_ids
+    _, plan = plan_for(scope, Session("L", "10.0.0.1"), produce_batches((-1, 1), (2, 2), (-1,)))
+    assert plan.action is not BUFFER and quota.stats(clock.now_ms())[0].new_pids_total == 2
+    buf = produce_batches(*((-1, pid) for pid in range(100, 500)), corr=7)  # issue 35's 400 new ids at once
+    header, plan = plan_for(scope, Session("L", "10.0.0.1"), buf)
+    outcome = plan.decide(memoryview(buf)[header.header_length:])
+    assert isinstance(outcome, AnswerLocally)  # refused: never forwarded
+    assert quota.stats(clock.now_ms())[0].new_pids_total == 2  # and none of the 400 counted or remembered
+
+
+def test_a_held_request_with_several_new_ids_whose_client_goes_gives_every_token_back(hold):
+    scope, clock = hold
+    quota = scope.quotas.producer_ids
+    conn = HeldConnection(scope, clock)
+    conn.send(produce_batches((-1,), (-1, 1), corr=1))  # one of the burst's two tokens
+    forwarded = len(conn.to_broker)
+    conn.send(produce_batches((-1, 3), (4, 3), corr=2))  # 3 and 4 take the other and the next: held 5 s
+    assert len(conn.spawned) == 1 and len(conn.to_broker) == forwarded
+    assert quota.stats(clock.now_ms())[0].tokens == -1
+    conn.core.requests.client_gone()
+    (stats,) = quota.stats(clock.now_ms())
+    assert stats.abandoned_count == 2 and stats.tokens == 1
