@@ -11,7 +11,8 @@ The keys an admin needs to reach the proxy over TLS and SASL::
 ``sasl.username``/``sasl.password`` may stand in for ``sasl.jaas.config``; ``ssl.certificate.location``,
 ``ssl.key.location`` and ``ssl.key.password`` give a client certificate (mTLS); ``ssl.endpoint.identification.algorithm``
 empty turns the host-name check off, as in Kafka; ``client.id`` names the client. Any other key is an error naming it:
-a key silently ignored is a setting the admin thinks applies and does not.
+a key silently ignored is a setting the admin thinks applies and does not. No error quotes a value back: the file
+holds a password, and a typo in it (an unterminated quote) must not print the secret to a terminal or a CI log.
 """
 
 from __future__ import annotations
@@ -56,8 +57,9 @@ def parse_properties(text: str) -> dict[str, str]:
     """java.util.Properties' format: ``key=value``, ``key: value`` or ``key value``; ``#`` and ``!`` comments; a
     line ending in an odd number of backslashes continues on the next (its leading blanks dropped)."""
     out: dict[str, str] = {}
-    logical = ""
-    for raw in text.splitlines():
+    logical, number = "", 0
+    for line_number, raw in enumerate(text.splitlines(), 1):
+        number = number or line_number
         line = raw.lstrip() if logical else raw.strip()
         if not logical and (not line or line[0] in "#!"):
             continue
@@ -66,21 +68,21 @@ def parse_properties(text: str) -> dict[str, str]:
             logical += line[:-1]
             continue
         logical += line
-        key, value = _split(logical)
-        logical = ""
+        key, value = _split(logical, number)
+        logical, number = "", 0
         if key in out:
             raise CommandConfigError(f"{key}: given twice")
         out[key] = value
     if logical:
-        key, value = _split(logical)
+        key, value = _split(logical, number)
         out[key] = value
     return out
 
 
-def _split(line: str) -> tuple[str, str]:
+def _split(line: str, number: int) -> tuple[str, str]:
     match = re.match(r"((?:[^\\=:\s]|\\.)+)\s*[=:\s]?\s*(.*)$", line, re.S)
-    if match is None:
-        raise CommandConfigError(f"cannot read {line[:80]!r}")
+    if match is None:  # the line is not quoted: it may be the value of a password
+        raise CommandConfigError(f"line {number}: no key before its '{line[0]}'")
     return _unescape(match.group(1)), _unescape(match.group(2))
 
 
@@ -135,6 +137,8 @@ def client_arguments(props: dict[str, str]) -> dict:
 
 
 _OPTION = re.compile(r'\s*([A-Za-z_][\w.-]*)\s*=\s*("(?:[^"\\]|\\.)*"|[^\s";]+)')
+_OPEN_QUOTE = re.compile(r'\s*([A-Za-z_][\w.-]*)\s*=\s*"')
+NAMED_OPTIONS = ("username", "password", "tokenauth")  # option names that are safe to print; others may be text
 
 
 def jaas_credentials(text: str) -> tuple[str, str]:
@@ -155,7 +159,7 @@ def jaas_credentials(text: str) -> tuple[str, str]:
     while rest[position:].strip():
         option = _OPTION.match(rest, position)
         if option is None:
-            raise CommandConfigError(f"sasl.jaas.config: cannot read the options from {rest[position:][:40]!r}")
+            raise CommandConfigError(f"sasl.jaas.config: {_unreadable(rest, position, list(options))}")
         value = option.group(2)
         if value.startswith('"'):
             value = re.sub(r"\\(.)", r"\1", value[1:-1])
@@ -164,3 +168,15 @@ def jaas_credentials(text: str) -> tuple[str, str]:
     if "username" not in options or "password" not in options:
         raise CommandConfigError("sasl.jaas.config: needs username=\"...\" and password=\"...\"")
     return options["username"], options["password"]
+
+
+def _unreadable(rest: str, position: int, read: list[str]) -> str:
+    """Why the options cannot be read from ``position``, naming options but never quoting a value."""
+    opening = _OPEN_QUOTE.match(rest, position)
+    if opening is not None:
+        name = opening.group(1)
+        option = name if name in NAMED_OPTIONS else f"option {len(read) + 1}"
+        return f"the value of {option} has no closing '\"' (an unterminated quote)"
+    after = f"after {read[-1]}=" if read and read[-1] in NAMED_OPTIONS else f"at option {len(read) + 1}"
+    return (f"cannot read the options {after}: expected name=value or name=\"value\" (an unterminated or stray "
+            "quote?)")

@@ -102,3 +102,20 @@ def test_list_values_in_square_brackets_as_kafka_configs_takes_them():
 def test_a_bad_command_line_exits_2_before_anything_is_sent(argv, reason, capsys):
     assert main(["--bootstrap-server", "127.0.0.1:1", *argv]) == 2  # port 1: nothing would answer
     assert reason in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("line,reason", [
+    ('sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+     'password="s3cr3t-Pw;', "sasl.jaas.config: the value of password has no closing '\"' (an unterminated quote)"),
+    ('sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="admin '
+     'password="s3cr3t-Pw";', "sasl.jaas.config: cannot read the options after username="),
+    ('sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+     'password=s3cr3t"-Pw;', "sasl.jaas.config: cannot read the options after password="),
+    ("=s3cr3t-Pw", "line 3: no key before its '='"),
+])
+def test_a_bad_value_is_named_by_its_key_and_reason_and_the_secret_is_never_printed(tmp_path, capsys, line, reason):
+    path = write(tmp_path, f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n{line}\n")
+    assert main(["--bootstrap-server", "127.0.0.1:1", "--describe", "--command-config", path]) == 2
+    err = capsys.readouterr().err
+    assert reason in err
+    assert "s3cr3t" not in err
