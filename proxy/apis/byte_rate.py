@@ -63,7 +63,7 @@ def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader
         return base  # the proxy (or an admin) writing its own topic: no quota applies, nor PAUSE
     volume = quotas.volume
     if volume is not None and volume.paused and not quotas.shadow:
-        return paused_produce(scope, volume, header, base)
+        return paused_produce(scope, session, volume, header, base)
     decisions = Decisions(quotas, session.user)
     hold = producer_ids.decide_produce(scope, session, header, decisions)  # KIP-936: a new producer id is counted
     if isinstance(hold, Refuse):  # held past the bound: answered here, nothing else recorded for it
@@ -82,19 +82,34 @@ def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader
     return plan if hold is None else producer_ids.held(scope, header, plan, hold)
 
 
-def paused_produce(scope: ConnectionScope, volume, header: RequestHeader, base: Plan) -> Plan:
+def paused_produce(scope: ConnectionScope, session: Session, volume, header: RequestHeader, base: Plan) -> Plan:
     """A volume is at its hard limit: the request is read whole and answered by the proxy with the retriable
     NOT_ENOUGH_REPLICAS after ``pause_delay_ms`` (throttle_time_ms and a mute), so it never reaches the broker and
     the client retries; a request that writes only the proxy's internal topics (volume-usage snapshots, the dynamic
-    config) goes through, so the publisher is never paused by what it reports."""
+    config) goes through, so the publisher is never paused by what it reports.
+
+    A refusal is charged as an answered request is: its bytes are recorded against the client's
+    ``producer_byte_rate`` (where none applies, the volume's ``produce_base_rate``, unscaled) and the throttle that
+    gives, when longer than ``pause_delay_ms``, is the one reported and muted. Without it a client retrying large
+    requests was read and refused at one request per ``pause_delay_ms``, whatever its quota (issue 35: 2,836 times
+    the user's quota in request bytes, one core busy)."""
     version, delay = header.api_version, volume.config.pause_delay_ms
+    quotas, user, client_id = scope.quotas, session.user, header.client_id or ""
 
     def decide(body: memoryview) -> Outcome:
         msg = decode_request(PRODUCE, version, body)
         names = {t.name or scope.topics.name_for(t.topic_id) for t in msg.topic_data}
         if names and names <= scope.quotas.internal_topics:
             return FORWARD_AS_IS
-        return AnswerLocally.failing(header, msg, NOT_ENOUGH_REPLICAS, Throttle(delay, delay),
+        decisions = Decisions(quotas, user)
+        decisions.add("volume_usage", Throttle(delay, delay), header.client_id)  # the pause itself
+        if quotas.produce.enabled and not quotas.produce.resolve(user, client_id).unlimited:
+            decisions.add(PRODUCER_BYTE_RATE, quotas.produce.record_and_decide(user, client_id, header.size),
+                          header.client_id)
+        else:
+            decisions.add("volume_usage", volume.refused.record_and_decide(user, client_id, header.size),
+                          header.client_id)
+        return AnswerLocally.failing(header, msg, NOT_ENOUGH_REPLICAS, decisions.throttle,
                                      "kafka-quota-proxy: a broker volume is at its hard limit; "
                                      "produce is paused until usage drops (retry)")
 

@@ -111,7 +111,10 @@ class RequestPath:
             return
         self._settled(abandon)
         if isinstance(outcome, AnswerLocally):
-            if entry is not None:
+            if entry is None:  # acks=0 to a broker known not to answer: no answer, but its throttle mutes now
+                if outcome.throttle is not None:
+                    self._throttle(header, None, outcome.throttle)
+            else:
                 if outcome.throttle is not None:  # goes with the answer, which mutes once it is out
                     self._flow.throttle_request(entry, outcome.throttle, self._clock(), pause=False)
                 self._flow.inflight.answer_locally(entry, outcome.frame)

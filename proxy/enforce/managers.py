@@ -85,7 +85,7 @@ class ByteRateQuotas:
             quota_set.set_shadow(shadow)
         self.mutations.shadow = shadow
         if self.volume is not None:
-            self.volume.produce.shadow = shadow
+            self.volume.produce.shadow = self.volume.refused.shadow = shadow
 
     def apply(self, config: ProxyConfig) -> None:
         """A new effective configuration (the dynamic config changed): the mode and every table, in one step of

@@ -66,6 +66,10 @@ class VolumeThrottle:
         self._scaled_factor = 1.0  # what the produce manager's table is scaled by
         self.produce = ClientQuotaManager(ScaledProduceQuotas(quotas, 1.0, config.produce_base_rate),
                                           PRODUCER_BYTE_RATE, clock, window, mute_max_ms)
+        # What a produce refused during PAUSE is charged where no producer_byte_rate applies: the base rate, unscaled
+        # (proxy.apis.byte_rate.paused_produce), so a refused client is slowed as an answered one is.
+        self.refused = ClientQuotaManager(ScaledProduceQuotas(quotas, 1.0, config.produce_base_rate),
+                                          PRODUCER_BYTE_RATE, clock, window, mute_max_ms)
         self.skipped: dict[str, int] = {}  # records not taken, by reason (quota.volume's fixed set)
         self.evaluations = 0
         self.on_evaluated: Callable[[], None] = lambda: None  # the timer re-arms on it
@@ -88,6 +92,7 @@ class VolumeThrottle:
         reach)."""
         self._quotas = quotas
         self.produce.update_quotas(ScaledProduceQuotas(quotas, self._scaled_factor, self.config.produce_base_rate))
+        self.refused.update_quotas(ScaledProduceQuotas(quotas, 1.0, self.config.produce_base_rate))
 
     def read(self, key: bytes | None, value: bytes | None) -> ReadRecord:
         return read_record(key, value, self.bounds, self.config.metrics_top_volumes)
