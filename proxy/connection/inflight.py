@@ -119,6 +119,11 @@ class InFlightQueue:
         else:
             self._queue.remove(entry)
 
+    def abandon(self, entry: InFlight) -> None:
+        """A queued request that will never be forwarded nor answered (its client went while it was held): out of
+        the queue, so the answers before it still go and nothing waits for it."""
+        self._queue.remove(entry)
+
     def probe(self, received_ns: int) -> bytes:
         """The probe frame to forward now (after the acks=0 request that asked for it), queued as in flight."""
         header, head = self._own_header(API_VERSIONS, 0)

@@ -102,6 +102,9 @@ class RequestPath:
     def _act(self, header: RequestHeader, frame, entry: InFlight | None, outcome: Outcome, abandon=None) -> None:
         if abandon is not None and abandon in self._dropped:  # the client went first: never forwarded
             self._dropped.discard(abandon)
+            if entry is not None:  # nor answered: after a half-close the answers before it go, then the close
+                self._flow.inflight.abandon(entry)
+                self._flow.drain()
             return
         if isinstance(outcome, LookUp):
             self._look_up(header, frame, entry, outcome, abandon)

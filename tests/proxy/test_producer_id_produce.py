@@ -14,7 +14,8 @@ from proxy.codec.apis import PRODUCE
 from proxy.codec.error_codes import NOT_ENOUGH_REPLICAS
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import encode_request_header, frame, response_header_length
-from proxy.codec.messages import decode_response, encode_request, new_request
+from proxy.codec.messages import decode_response, encode_request, new_request, new_response
+from proxy.codec.responses import encode_local_response
 from proxy.codec.produce_prefix import parse_request_prefix
 from quota.clock import ManualClock
 from quota.decision import Throttle
@@ -218,3 +219,24 @@ def test_a_held_request_with_several_new_ids_whose_client_goes_gives_every_token
     conn.core.requests.client_gone()
     (stats,) = quota.stats(clock.now_ms())
     assert stats.abandoned_count == 2 and stats.tokens == 1
+def test_a_held_produce_whose_client_half_closes_ends_the_connection_once_the_answers_before_it_are_out(hold):
+    """Issue 35: the client half-closes (shutdown(SHUT_WR)) while its Produce is held. The Produce is never forwarded
+    (the broker has seen the end), so it can never be answered: once the answers to what went before are out, the
+    connection closes (drained) rather than leaving the client waiting for an answer that will not come. Before,
+    the request stayed in flight for ever."""
+    scope, clock = hold
+    conn = HeldConnection(scope, clock)
+    for pid in (1, 2):
+        conn.send(produce(pid, corr=pid))
+    conn.send(produce(3, corr=3))
+    (done,) = conn.spawned
+    conn.core.requests.client_gone()  # eof_received
+    clock.advance(5_000)
+    done(None)  # the hold ends
+    state = conn.core.step(clock.now_ms() * 1_000_000)
+    assert not state.drained  # the answers to ids 1 and 2 are still due
+    assert conn.core.flow.inflight.awaiting_response()
+    for corr in (1, 2):  # the broker answers them; they go to the client, then the connection may close
+        answer = new_response(PRODUCE, 9, responses=[{"name": "t", "partition_responses": [{"index": 0}]}])
+        conn.core.broker_bytes(memoryview(encode_local_response(PRODUCE, 9, corr, answer)))
+    assert conn.core.step(clock.now_ms() * 1_000_000).drained
