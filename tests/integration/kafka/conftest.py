@@ -3,7 +3,8 @@
 ``kafka1`` (one node) and ``kafka3`` (three nodes, replication factor 3, ``min.insync.replicas`` 2) are laid out as
 docker-compose.yml lays them out (tests/kafka_cluster.py) and started once, on first use, by the worker that runs
 the tests needing them: every test using one is put in that cluster's xdist group ("kafka1" / "kafka3"), so one
-worker starts each and runs its tests one after another (a sidecar proxy binds the port its node advertises, so two
+worker starts each and runs its tests one after another (but for tests marked ``measures_rate``, which join their
+rate group, whose worker then starts a cluster of its own) (a sidecar proxy binds the port its node advertises, so two
 tests cannot front one cluster at once). Tests leave the cluster as they found it for the next one: their own
 topics (``unique_topic``), their own client ids and users, their own quotas removed.
 
@@ -26,6 +27,9 @@ SCRAM_USERS = {"carol": "carol-secret", "dave": "dave-secret"}
 def pytest_itemcollected(item):
     """Marked as each test is collected: xdist turns the groups into node ids in its own
     ``pytest_collection_modifyitems``, before any conftest's (as tests/conftest.py explains)."""
+    if item.get_closest_marker("measures_rate") is not None:
+        return  # in its rate group (tests/conftest.py): that worker starts the cluster too, and no more than the
+        # rate groups' measurements share the cores
     names = getattr(item, "fixturenames", ())
     for cluster in ("kafka3", "kafka1"):
         if cluster in names:

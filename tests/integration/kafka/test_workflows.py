@@ -398,6 +398,11 @@ def test_every_codec_round_trips(target, kafka3):
 
 GROUP_PARTITIONS = 4
 GROUP_COUNT = 200
+# The first 200 records' values are 1000 bytes: member A's read brings each broker about 67 KB, four seconds of the
+# biting 16 KB/s, so the consumer quota bites however slowly a busy machine reads (100-byte values brought 7 KB a
+# broker, which bit only when read within the first second: a full run at load 14 saw no throttle); the next 200
+# stay at 100 bytes (all 1000 bytes: each biting variant took 62 s instead of about 15)
+GROUP_VALUE = 1000
 
 
 async def _drain(consumer, into: list, until) -> None:
@@ -422,7 +427,7 @@ def group_workflow(target: Target):
 
     topic, group = unique_topic("wf-group"), unique_topic("wf-group-id")
     create_topic(target.bootstrap, topic, GROUP_PARTITIONS)
-    kp_produce_records(target.bootstrap, topic, values("grp-a", GROUP_COUNT), spread=GROUP_PARTITIONS)
+    kp_produce_records(target.bootstrap, topic, values("grp-a", GROUP_COUNT, GROUP_VALUE), spread=GROUP_PARTITIONS)
     admin = kp_admin(target.bootstrap)
 
     def member(name):
@@ -466,7 +471,7 @@ def group_workflow(target: Target):
 
     try:
         first, second_a, second_b, owned, described = asyncio.run(run())
-        assert sorted(v for _, v in first) == sorted(v for _, v in values("grp-a", GROUP_COUNT))
+        assert sorted(v for _, v in first) == sorted(v for _, v in values("grp-a", GROUP_COUNT, GROUP_VALUE))
         second = [v for _, v in second_a + second_b]
         assert sorted(second) == sorted(v for _, v in values("grp-b", GROUP_COUNT)), "not exactly once"
         assert {p for p, _ in second_a} == owned["a"] and {p for p, _ in second_b} == owned["b"], "rebalanced"
