@@ -48,6 +48,19 @@ SETTINGS: dict[str, Setting] = {
         "Response bytes waiting for one client to read them; above this the proxy stops reading that client's "
         "broker connection and, at the next request boundary, the client itself.",
     ),
+    "connections.max.held.request.bytes": Setting(
+        2097152, int, 0, 2**31 - 1,
+        "producer.id.quota.enforcement hold: bytes of Produce requests one client connection may have held in the "
+        "proxy for their new producer ids; a Produce whose hold would pass it is refused with the retriable "
+        "NOT_ENOUGH_REPLICAS instead (default 2 MiB: above a producer's largest request at its defaults, Java's "
+        "max.request.size 1 MiB and librdkafka's message.max.bytes 1 MB).",
+    ),
+    "max.held.request.bytes": Setting(
+        67108864, int, 0, 2**63 - 1,
+        "producer.id.quota.enforcement hold: bytes of Produce requests held for their new producer ids across the "
+        "proxy process (each worker its own); a Produce whose hold would pass it is refused with the retriable "
+        "NOT_ENOUGH_REPLICAS instead (default 64 MiB).",
+    ),
     "socket.send.buffer.bytes": Setting(
         -1, int, -1, 2**31 - 1,
         "SO_SNDBUF of each client connection (Kafka's broker setting; its default there is 102400); -1 leaves the "

@@ -66,6 +66,9 @@ class ProxyApp:
         self.created_counts = CreatedCounts(self.kafka, connect_timeout_s,  # -1 creates a v4 answer gave no count of
                                             on_unknown=self.metrics.controller_mutation_partitions_unknown.inc)
         self.quotas = ByteRateQuotas(config)
+        held = self.quotas.held_bytes
+        self.metrics.producer_ids_held_bytes.set_function(lambda: held.total)
+        self.metrics.producer_ids_held_max_bytes.set(held.max_total)
         quota_metrics = QuotaMetricsCollector(self.quotas)
         self.metrics.registry.register(quota_metrics)
         quota_metrics.series = EntitySeries(quota_metrics.render, quota_metrics.entities, self.quotas.clock,

@@ -85,6 +85,7 @@ class Refuse:
 
     throttle: Throttle
     shadow: bool = False
+    no_room: bool = False  # the hold would have fit in time but not in the held-byte bounds (may_hold False)
 
 
 ProducerIdDecision = Decision | Hold | Refuse
@@ -208,10 +209,12 @@ class ProducerIdQuotaManager:
     def _bucket_shape(self, limit: float) -> tuple[float, float]:
         return limit / self.window_size_s, limit * self.window_num
 
-    def record_and_decide(self, user: str, pid: int, now_ms: int) -> ProducerIdDecision:
+    def record_and_decide(self, user: str, pid: int, now_ms: int, may_hold: bool = True) -> ProducerIdDecision:
         """A Produce from ``user`` with producer id ``pid`` (>= 0): count it if new; throttle (``throttle``), or
         hold or refuse (``hold``), when over quota. A :class:`Hold`'s PID is counted: do not ask again for the
-        request when it is let through; a :class:`Refuse`'s is not."""
+        request when it is let through; a :class:`Refuse`'s is not. ``may_hold`` False (the request would not fit
+        in the held-byte bounds): what would be a hold is a :class:`Refuse` instead (``no_room``), nothing counted,
+        reporting the time the hold would have lasted."""
         state = self._users.get(user)
         if state is None or not state.fast:  # resolve: user entities only, client-id is ignored
             state = self._state(user, now_ms)
@@ -224,13 +227,15 @@ class ProducerIdQuotaManager:
             if held is not None:  # counted already: through at the same time (this producer on another connection)
                 if shadow:
                     return FORWARD
+                if not may_hold:
+                    return self._no_room(state, held[0] - now_ms)
                 held[1] += 1
                 return Hold(held[0], tags=state.tags)
         if state.seen(pid, now_ms):
             return FORWARD
         bucket = state.bucket
         if self.enforcement == HOLD and not shadow:
-            return self._hold(state, user, pid, now_ms)
+            return self._hold(state, user, pid, now_ms, may_hold)
         state.add(pid, now_ms)
         self._counted(state)
         self.tap.producer_id(user, pid)
@@ -246,14 +251,15 @@ class ProducerIdQuotaManager:
             state.throttled += 1
         return Throttle(throttle_ms, throttle_ms, shadow)
 
-    def record_and_decide_all(self, user: str, pids: tuple[int, ...], now_ms: int) -> ProducerIdDecision:
+    def record_and_decide_all(self, user: str, pids: tuple[int, ...], now_ms: int,
+                              may_hold: bool = True) -> ProducerIdDecision:
         """A Produce from ``user`` whose batches carry the distinct producer ids ``pids`` (each >= 0; more than one
         only from a crafted request: a producer has one): :meth:`record_and_decide` for all of them at once. Every
         new PID takes a token; under ``hold`` the request waits until the bucket has them all (and for any PID held
         already), or is refused, none of them counted, when that is past ``max_hold_ms``. The work is one cache
         lookup per PID; under ``hold`` it stops at the first PID past what a hold could admit."""
         if len(pids) == 1:
-            return self.record_and_decide(user, pids[0], now_ms)
+            return self.record_and_decide(user, pids[0], now_ms, may_hold)
         state = self._users.get(user)
         if state is None or not state.fast:
             state = self._state(user, now_ms)
@@ -281,7 +287,7 @@ class ProducerIdQuotaManager:
         if not new and not waits:
             return FORWARD
         if hold:
-            return self._hold_all(state, user, new, waits, now_ms)
+            return self._hold_all(state, user, new, waits, now_ms, may_hold)
         for pid in new:
             state.add(pid, now_ms)
             self._counted(state)
@@ -299,7 +305,7 @@ class ProducerIdQuotaManager:
         return Throttle(throttle_ms, throttle_ms, shadow)
 
     def _hold_all(self, state: "_UserState", user: str, new: list[int], waits: list[tuple[int, int]],
-                  now_ms: int) -> ProducerIdDecision:
+                  now_ms: int, may_hold: bool = True) -> ProducerIdDecision:
         """:meth:`_hold` for a request bringing the ``new`` PIDs and waiting for the held ones in ``waits``: all or
         nothing, so a refused request leaves no PID counted and a held one waits for its last token."""
         bucket = state.bucket
@@ -311,6 +317,8 @@ class ProducerIdQuotaManager:
             state.throttled += 1
             state.throttle_ms_total += retry_ms
             return Refuse(Throttle(retry_ms, mute_ms))
+        if not may_hold and (wait_ms > 0 or waits):
+            return self._no_room(state, max([wait_ms] + [until - now_ms for _, until in waits]))
         for pid in new:
             self._counted(state)
             self.tap.producer_id(user, pid)
@@ -361,7 +369,19 @@ class ProducerIdQuotaManager:
         else:  # holds the peer released (abandon): their tokens back, never above the burst
             state.bucket.give_back(-count, now_ms)
 
-    def _hold(self, state: "_UserState", user: str, pid: int, now_ms: int) -> ProducerIdDecision:
+    def _no_room(self, state: "_UserState", wait_ms: int) -> Refuse:
+        """A hold of ``wait_ms`` that fits the time bound but not the held-byte bounds: refused, nothing counted.
+        The retry is reported (and muted) for when the hold would have ended, when the bucket has the token (capped
+        as any refusal's), so it goes through then rather than coming back to be refused at once."""
+        retry_ms = min(max(wait_ms, 0), self.max_mute_ms)
+        mute_ms = min(retry_ms, max(0, self.max_mute_ms - self.max_hold_ms))
+        state.refused += 1
+        state.throttled += 1
+        state.throttle_ms_total += retry_ms
+        return Refuse(Throttle(retry_ms, mute_ms), no_room=True)
+
+    def _hold(self, state: "_UserState", user: str, pid: int, now_ms: int,
+              may_hold: bool = True) -> ProducerIdDecision:
         """A new ``pid`` under enforcement ``hold``: let through now while the bucket has a token for it, held until
         the bucket is back at zero, or refused when that is more than ``max_hold_ms`` away."""
         bucket = state.bucket
@@ -374,6 +394,8 @@ class ProducerIdQuotaManager:
             state.throttled += 1
             state.throttle_ms_total += retry_ms
             return Refuse(Throttle(retry_ms, mute_ms))
+        if wait_ms > 0 and not may_hold:
+            return self._no_room(state, wait_ms)
         self._counted(state)
         self.tap.producer_id(user, pid)
         bucket.take(1, now_ms)

@@ -79,7 +79,7 @@ def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader
         scope.usage.for_request(session, header).shadow_throttle_ms += decisions.shadow_ms
     plan = base if decisions.throttle is None else Plan(rewrite=base.rewrite, observe=base.observe,
                                                          throttle=decisions.throttle)
-    return plan if hold is None else producer_ids.held(scope, header, plan, hold)
+    return plan if hold is None else producer_ids.held(scope, session, header, plan, hold)
 
 
 def paused_produce(scope: ConnectionScope, session: Session, volume, header: RequestHeader, base: Plan) -> Plan:

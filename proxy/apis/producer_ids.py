@@ -15,7 +15,9 @@ real producer carries one; a crafted one carrying several has each new one count
   broker sees new ids at no more than the configured rate, plus the burst, whatever connections they come on. If
   the connection closes before that (a restart loop giving up), the hold is abandoned
   (:meth:`quota.producer_ids.ProducerIdQuotaManager.abandon`): the id is not known and its token goes back;
-- a hold that would last longer than ``producer.id.quota.max.hold.ms``: answered by the proxy with
+- a hold that would last longer than ``producer.id.quota.max.hold.ms``, or whose bytes would pass
+  ``connections.max.held.request.bytes`` on its connection or ``max.held.request.bytes`` in the process
+  (:mod:`quota.held_bytes`; reserved at the header, released when the request is forwarded or dropped): answered by the proxy with
   ``NOT_ENOUGH_REPLICAS`` and ``throttle_time_ms`` (then a mute), never forwarded. NOT_ENOUGH_REPLICAS is what a
   broker answers before it appends anything (the ISR is short): every client retries it (Java's
   ``NotEnoughReplicasException`` is retriable; librdkafka retries it as not persisted), and an idempotent producer
@@ -49,6 +51,8 @@ from quota.producer_ids import Hold, Refuse
 
 REFUSED_MESSAGE = ("kafka-quota-proxy: too many new producer ids for this user (producer_ids_rate); the producer id "
                    "is admitted when the quota allows it (retry)")
+NO_ROOM_MESSAGE = ("kafka-quota-proxy: too many new producer ids for this user (producer_ids_rate) and no room to hold "
+                   "this request (max.held.request.bytes); the producer id is admitted when the quota allows it (retry)")
 
 
 def decide_produce(scope: ConnectionScope, session: Session, header: RequestHeader,
@@ -66,36 +70,55 @@ def decide_produce(scope: ConnectionScope, session: Session, header: RequestHead
     if one and pids[0] == session.producer_id and now - session.producer_id_checked_ms < quota.recheck_ms:
         return None
     counted = quota.new_pids_counted
-    decision = (quota.record_and_decide(session.user, pids[0], now) if one
-                else quota.record_and_decide_all(session.user, pids, now))
+    held_bytes, nbytes = scope.quotas.held_bytes, header.frame_length
+    full = held_bytes.full(session.held_bytes, nbytes)  # a hold would not fit: refused instead, nothing counted
+    decision = (quota.record_and_decide(session.user, pids[0], now, full is None) if one
+                else quota.record_and_decide_all(session.user, pids, now, full is None))
     if quota.new_pids_counted != counted:
         scope.usage.for_request(session, header).new_producer_ids += quota.new_pids_counted - counted
     if isinstance(decision, Refuse):
+        if decision.no_room:
+            held_bytes.refuse(full)
         return decision  # not counted, not remembered: the retry is judged again
     if one:
         session.producer_id, session.producer_id_checked_ms = pids[0], now
     if isinstance(decision, Hold):
+        held_bytes.hold(nbytes)  # reserved now, before the body is read; released by held()'s plan
+        session.held_bytes += nbytes
         return decision
     decisions.add(PRODUCER_IDS_RATE, decision, "")
     return None
 
 
-def held(scope: ConnectionScope, header: RequestHeader, plan: Plan, hold: Hold) -> Plan:
+def held(scope: ConnectionScope, session: Session, header: RequestHeader, plan: Plan, hold: Hold) -> Plan:
     """``plan`` (what the other stages decided), once the quota lets the producer id through: the request is read
     whole, kept off the request path until ``hold.until_ms`` (reading the client stops at the boundary after it),
-    then forwarded as it is, in its place in the response order."""
+    then forwarded as it is, in its place in the response order. Its bytes, reserved by :func:`decide_produce`,
+    are released when it is forwarded, or, its client gone, once nothing keeps them any more."""
     clock, quota, pids = scope.quotas.clock, scope.quotas.producer_ids, header.producer_ids
+    reserved = _Reserved(scope.quotas.held_bytes, session, header.frame_length)
 
     def abandon() -> None:  # the connection closed before the request was forwarded: the ids never reached the broker
         quota.abandon_all(hold, pids, clock.now_ms())
+        if not reserved.waiting:  # still being read: the splitter drops it with the connection
+            reserved.release()
 
     def wait(body: memoryview) -> Outcome:
         delay_ms = hold.until_ms - clock.now_ms()
         if delay_ms <= 0:
+            reserved.release()
             return FORWARD_AS_IS
+        reserved.waiting = True
+
+        async def sleep() -> None:  # the request's bytes are kept until the timer ends, whatever the client does
+            try:
+                await asyncio.sleep(delay_ms / 1000.0)
+            finally:
+                reserved.release()
+
         # bounded: the quota never holds past producer.id.quota.max.hold.ms
         # the client is watched meanwhile: if it closes, the hold is abandoned (see abandon) and nothing forwarded
-        return Await(start=lambda: asyncio.sleep(delay_ms / 1000.0), then=_forward, watch_client=True)
+        return Await(start=sleep, then=_forward, watch_client=True)
 
     return Plan(action=BUFFER, rewrite=plan.rewrite, observe=plan.observe, throttle=plan.throttle,
                 record_response=plan.record_response, decide=wait, abandon=abandon)
@@ -105,12 +128,29 @@ def _forward(_slept: object) -> Outcome:
     return FORWARD_AS_IS
 
 
+class _Reserved:
+    """A held request's bytes in the held-byte bounds (:class:`quota.held_bytes.HeldBytes`), released once."""
+
+    __slots__ = ("_held", "_session", "_nbytes", "waiting")
+
+    def __init__(self, held_bytes, session: Session, nbytes: int) -> None:
+        self._held, self._session, self._nbytes = held_bytes, session, nbytes
+        self.waiting = False  # on the hold's timer: released when it ends
+
+    def release(self) -> None:
+        if self._nbytes:
+            self._held.release(self._nbytes)
+            self._session.held_bytes -= self._nbytes
+            self._nbytes = 0
+
+
 def refused(header: RequestHeader, refusal: Refuse) -> Plan:
     """The Produce is answered by the proxy (read whole for its partitions) with the retriable NOT_ENOUGH_REPLICAS
     and the refusal's throttle; it never reaches the broker. An ``acks=0`` one gets no answer."""
     def answer(body: memoryview) -> Outcome:
         msg = decode_request(PRODUCE, header.api_version, body)
-        return AnswerLocally.failing(header, msg, NOT_ENOUGH_REPLICAS, refusal.throttle, REFUSED_MESSAGE)
+        return AnswerLocally.failing(header, msg, NOT_ENOUGH_REPLICAS, refusal.throttle,
+                                     NO_ROOM_MESSAGE if refusal.no_room else REFUSED_MESSAGE)
 
     return Plan(action=BUFFER, decide=answer)
 

@@ -16,6 +16,7 @@ from proxy.clock import SystemClock, WallClock
 from proxy.ops.logs import LogLimiter
 from proxy.enforce.quota_sets import BOOTSTRAP, BROKER, BrokerQuotas, ProducePrefixWanted, QuotaSet
 from quota.entity import QuotaTable
+from quota.held_bytes import HeldBytes
 from quota.mutation import ControllerMutationQuotaManager
 from quota.rate import QuotaWindow
 
@@ -49,6 +50,8 @@ class ByteRateQuotas:
                                            settings["controller.quota.window.size.seconds"])
         self.mutations = ControllerMutationQuotaManager(config.quotas, self.clock, self.mutation_window, mute_max)
         self.metadata_max_age_ms = settings["controller.quota.metadata.max.age.ms"]
+        # bytes of Produce requests held for their new producer ids (KIP-936 hold): per connection and in this process
+        self.held_bytes = HeldBytes(settings["connections.max.held.request.bytes"], settings["max.held.request.bytes"])
         self.max_metric_entities = settings["quota.metrics.max.entities"]
         self.volume = None  # cluster volume usage (proxy.enforce.volume_throttle.VolumeThrottle), when configured
         if config.volume_usage is not None:

@@ -116,6 +116,10 @@ class BrokerQuotas:
         return self._proxy.volume
 
     @property
+    def held_bytes(self):
+        return self._proxy.held_bytes  # the process's memory: one bound for every port
+
+    @property
     def shadow(self) -> bool:
         return self._proxy.shadow
 

@@ -74,6 +74,15 @@ class ProxyMetrics:
             "The in-flight bound on response bytes a client has not taken (connections.max.buffered.response.bytes).",
             registry=r,
         )
+        self.producer_ids_held_bytes = Gauge(
+            f"{PREFIX}_producer_ids_held_bytes",
+            "Bytes of Produce requests held in this proxy process for their new producer ids (KIP-936 hold), "
+            "at most max.held.request.bytes; read when scraped.", registry=r,
+        )
+        self.producer_ids_held_max_bytes = Gauge(
+            f"{PREFIX}_producer_ids_held_max_bytes",
+            "The bound on held Produce bytes in this process (max.held.request.bytes).", registry=r,
+        )
         self.spliced_bytes = Counter(
             f"{PREFIX}_spliced_bytes", "Bytes of streamed frames moved from socket to socket in the kernel (splice(2), "
             "connections.splice) instead of being copied through the proxy, by listener and direction (request: "
