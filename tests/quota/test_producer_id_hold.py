@@ -200,3 +200,19 @@ def test_a_user_with_a_hold_is_not_dropped_by_cleanup():
     assert m.cleanup(1) == 0 and len(m) == 1
     m.abandon(hold, 3, 2)
     assert m.stats(2)[0].abandoned_count == 1
+
+
+def test_with_no_room_to_hold_a_would_be_hold_is_refused_for_its_wait_and_nothing_is_counted():
+    """Issue 35: the held-byte bounds are full (``may_hold`` False): a new id that would be held is refused, reporting
+    when its hold would have ended, and neither counted nor charged; a known or held id asks no room."""
+    m = manager(rate=2, num=1)
+    for pid in (1, 2):
+        assert m.record_and_decide("alice", pid, 0, may_hold=False) == FORWARD  # the burst: no hold, no room needed
+    refused = m.record_and_decide("alice", 3, 0, may_hold=False)
+    assert isinstance(refused, Refuse) and refused.no_room
+    assert refused.throttle.throttle_time_ms == WINDOW_S * 1000 // 2  # a token every W/2
+    (stats,) = m.stats(0)
+    assert stats.new_pids_total == 2 and stats.tokens == 0 and stats.refused_count == 1
+    assert isinstance(m.record_and_decide("alice", 3, 0), Hold)  # room again: held as ever
+    again = m.record_and_decide("alice", 3, 0, may_hold=False)  # the same id from another connection, no room there
+    assert isinstance(again, Refuse) and again.no_room and m.stats(0)[0].new_pids_total == 3
