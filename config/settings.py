@@ -16,6 +16,7 @@ from typing import Any
 from config.errors import ConfigError, join, mapping_with, show
 from config.model import ListenerConfig, Settings
 from quota.connection import ConnectionLimits, normalize_ip
+from quota.overflow import DEFAULT_MAX_TRACKED_ENTITIES
 from quota.producer_ids import DEFAULT_MAX_HOLD_MS, ENFORCEMENTS, HOLD
 
 
@@ -206,6 +207,11 @@ SETTINGS: dict[str, Setting] = {
         "quota.scope cluster on sidecars: the most a usage record may take (compressed); keep it below the usage "
         "topic's max.message.bytes (Kafka's default 1 MiB). Entities that would not fit are sent at a later sync, "
         "those using the most of their quota first (cluster_usage_carried_entities).",
+    ),
+    "quota.max.tracked.entities": Setting(
+        DEFAULT_MAX_TRACKED_ENTITIES, int, 100, 100_000_000,
+        "Sensors one byte-rate quota (producer_byte_rate, consumer_byte_rate; per broker under quota.scope broker) "
+        "keeps; past it a new client is counted in one <overflow> sensor per quota, local and peers' usage alike.",
     ),
     "quota.metrics.max.entities": Setting(
         1000, int, 1, 1_000_000,

@@ -281,6 +281,7 @@ class ProxyApp:
             now_ns = time.monotonic_ns()
             for conn in list(self.connections):
                 conn.check_timeouts(now_ns, response_timeout_ns, idle_timeout_ns)
+            self.quotas.note_overflow()  # a warning a minute at most while full sensor tables overflow
             if loop.time() >= next_expiry:
                 while self.quotas.expire_idle(EXPIRY_BATCH):  # a batch, then the loop's other work, until done
                     await asyncio.sleep(0)

@@ -17,6 +17,9 @@ Behaviour carried over from apache/kafka (``ClientQuotaManager``, ``Sensor``, ``
 * A sensor with no record for an hour is dropped (``INACTIVE_SENSOR_EXPIRATION_TIME_SECONDS = 3600``, expired when
   ``now - lastRecord > expiration``), so memory is bounded by the clients seen in the last hour.
 
+Beyond Kafka, the sensors are bounded (``max_tracked_entities``, ``quota.max.tracked.entities``): past the cap a new
+entity is counted in its quota's one overflow sensor (:mod:`quota.overflow`), local and peers' usage alike.
+
 Beyond Kafka, ``smoothing`` (``quota.smoothing: on``) has a token bucket per entity decide the throttle instead of
 the sampled rate (which is still recorded, for metrics): many short delays instead of Kafka's stop-and-go; see
 :mod:`quota.smoothing`. It may be switched either way on a live manager.
@@ -31,12 +34,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from operator import attrgetter
 
 from quota import smoothing
 from quota.clock import Clock
 from quota.decision import FORWARD, Decision, Throttle
 from quota.entity import QuotaTable, ResolvedQuota
+from quota.overflow import DEFAULT_MAX_TRACKED_ENTITIES, overflow_tags
 from quota.rate import QuotaWindow
 from quota.sensor import ClientSensors, EntityStats, summed_stats
 from quota.sensor_table import SensorTable
@@ -92,6 +97,7 @@ class ClientQuotaManager:
         shadow: bool = False,
         smoothing: bool = False,
         inactive_sensor_expiration_ms: int = INACTIVE_SENSOR_EXPIRATION_MS,
+        max_tracked_entities: int = DEFAULT_MAX_TRACKED_ENTITIES,
     ) -> None:
         if max_throttle_time_ms is not None and max_throttle_time_ms < 0:
             raise ValueError(f"max_throttle_time_ms must be >= 0, got {max_throttle_time_ms}")
@@ -110,6 +116,10 @@ class ClientQuotaManager:
         # How the request path looks a known client's sensor up by its names first (_known).
         self._known_by = known_by(quotas.tag_parts(quota_key))
         self.refreshed = 0  # sensors looked at by update_quotas (tests count it)
+        # Past this many sensors a new entity is counted in its quota's overflow sensor (quota.overflow); may change
+        # live (a lower cap makes no sensor go: new entities overflow until expiry brings the table below it).
+        self.max_tracked_entities = max_tracked_entities
+        self.overflowed = 0  # records (local and peers') of entities counted in an overflow sensor for want of room
         self._version = 0  # of the quota table: a sensor's resolved_version is valid while it is this one
 
     # -- quota table ---------------------------------------------------------------------------------------------
@@ -382,7 +392,7 @@ class ClientQuotaManager:
             sensors = self._sensors_at(resolved, user, client_id, now_ms)
             sensors.record_remote(value, now_ms)
             self._smooth(sensors, resolved.limit, value, now_ms)
-            if resolved.tags == (user, client_id):  # the row named its tags, as a peer's do: the next may skip this
+            if sensors.tags == (user, client_id):  # the row named its tags, as a peer's do: the next may skip this
                 sensors.resolved_version = self._version
 
     def record_remote_rows(self, users: Sequence[str], client_ids: Sequence[str], values: Sequence[float],
@@ -434,6 +444,12 @@ class ClientQuotaManager:
     def _sensors_of(self, resolved: ResolvedQuota, user: str, client_id: str, now: int) -> ClientSensors:
         table = self._table
         sensors = table.sensors.get(resolved.tags)
+        if sensors is None and len(table.sensors) >= self.max_tracked_entities:
+            tags = overflow_tags(resolved)
+            if tags is not None:  # else an entity the quota names in full: always tracked
+                self.overflowed += 1  # counted in the overflow sensor, made (at the back) if none
+                resolved, user, client_id = replace(resolved, tags=tags), tags.user, tags.client_id
+                sensors = table.sensors.get(tags)
         if sensors is None:
             sensors = self.sensors_class(resolved, self.window, user, client_id, now)
             table.add(sensors, now)

@@ -22,6 +22,9 @@ from quota.rate import QuotaWindow
 
 log = logging.getLogger(__name__)
 
+OVERFLOW_LOG_INTERVAL_MS = 60_000
+"""At most one warning a minute while new entities overflow full sensor tables (``note_overflow``)."""
+
 
 class ByteRateQuotas:
     """``produce`` (producer_byte_rate, request bytes), ``fetch`` (consumer_byte_rate, response bytes),
@@ -69,6 +72,8 @@ class ByteRateQuotas:
         self.produce_prefix = ProducePrefixWanted(self)
         self.shadow_throttles: dict[str, list[int]] = {}  # quota -> [decisions, total ms]: computed, not applied
         self._shadow_log = LogLimiter()
+        self._overflow_seen: dict[tuple[str, str], int] = {}  # (quota, broker) -> overflowed at the last look
+        self._overflow_logged_ms = -OVERFLOW_LOG_INTERVAL_MS
         self.set_mode(settings["quota.mode"])
         self.set_smoothing(settings["quota.smoothing"])
 
@@ -134,6 +139,31 @@ class ByteRateQuotas:
         returns how many were dropped."""
         return (sum(quota_set.expire_idle(limit) for _, quota_set in self.quota_sets())
                 + self.mutations.expire_idle_sensors(limit=limit))
+
+    def note_overflow(self, interval_ms: int = OVERFLOW_LOG_INTERVAL_MS) -> str | None:
+        """A warning, at most once per ``interval_ms``, while new entities overflow full sensor tables
+        (``quota.max.tracked.entities``): how many records went to the ``<overflow>`` sensors since the last one.
+        Returns the line logged (None when none was). Called by the housekeeping."""
+        now = self.clock.now_ms()
+        if now - self._overflow_logged_ms < interval_ms:
+            return None
+        counts = {}
+        for broker, quota_set in self.quota_sets():
+            for manager in (quota_set.produce, quota_set.fetch):
+                counts[(manager.quota_key, broker)] = manager.overflowed
+        grown = {key: n - self._overflow_seen.get(key, 0) for key, n in counts.items()}
+        self._overflow_seen = counts
+        grown = {key: n for key, n in grown.items() if n > 0}
+        if not grown:
+            return None
+        self._overflow_logged_ms = now
+        where = ", ".join(f"{key}{' broker ' + broker if broker else ''}: {n}"
+                          for (key, broker), n in sorted(grown.items()))
+        line = (f"quota.max.tracked.entities ({self._settings['quota.max.tracked.entities']}) reached: records of "
+                f"new entities counted together in their quota's <overflow> sensor ({where}); tracked tenants keep "
+                f"their own; room comes back as idle sensors expire")
+        log.warning("%s", line)
+        return line
 
     def cleanup_producer_ids(self, now_ms: int, limit: int | None = None) -> int:
         """KIP-936's cache cleanup, in every set (``limit`` users at most per set, see ``ProducerIdQuotaManager``)."""

@@ -31,8 +31,9 @@ class QuotaSet:
 
     def __init__(self, table: QuotaTable, settings, clock, window, shadow: bool) -> None:
         mute_max = settings["quota.mute.max.ms"]
-        self.produce = ClientQuotaManager(table, PRODUCER_BYTE_RATE, clock, window, mute_max)
-        self.fetch = ClientQuotaManager(table, CONSUMER_BYTE_RATE, clock, window, mute_max)
+        cap = settings["quota.max.tracked.entities"]
+        self.produce = ClientQuotaManager(table, PRODUCER_BYTE_RATE, clock, window, mute_max, max_tracked_entities=cap)
+        self.fetch = ClientQuotaManager(table, CONSUMER_BYTE_RATE, clock, window, mute_max, max_tracked_entities=cap)
         self.producer_ids = ProducerIdQuotaManager(
             table, window_num=settings["producer.id.quota.window.num"],
             window_size_s=settings["producer.id.quota.window.size.seconds"],

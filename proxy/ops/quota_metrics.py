@@ -76,6 +76,7 @@ class QuotaMetricsCollector(Collector):
         if self.series is None or self.series.inline:  # else the series give them, from their last build
             yield from self.entity_families()
         yield from self._shadow_and_volume()
+        yield self._overflowed()
         yield self._issued()
 
     def entities(self) -> int:
@@ -134,6 +135,17 @@ class QuotaMetricsCollector(Collector):
         yield from (shadow_count, shadow_ms, mode)
         if self._quotas.volume is not None:
             yield from self._volume_metrics(self._quotas.volume)
+
+    def _overflowed(self) -> CounterMetricFamily:
+        """Records of entities a full sensor table counted in their quota's ``<overflow>`` sensor (issue 35)."""
+        per_broker = self._quotas.per_broker
+        overflowed = CounterMetricFamily(
+            f"{PREFIX}_overflowed_records", "Records (local and peers') of entities counted in their quota's "
+            "<overflow> sensor because quota.max.tracked.entities sensors were held; above 0 the cap bites.",
+            labels=["quota"] + (["broker"] if per_broker else []))
+        for key, manager, broker in self._byte_rate_managers():
+            overflowed.add_metric([key] + ([broker] if per_broker else []), manager.overflowed)
+        return overflowed
 
     def _byte_rate_managers(self) -> Iterator[tuple[str, ClientQuotaManager, str]]:
         """producer_byte_rate and consumer_byte_rate of every quota set (each once, with its broker label), and the

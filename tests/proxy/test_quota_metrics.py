@@ -113,3 +113,25 @@ def test_quota_limits_follow_a_deleted_dynamic_entry_back():
         is None
     assert get("kafka_quota_proxy_controller_mutation_limit", {"user": "", "client_id": "etl"}) is None
     assert get("kafka_quota_proxy_producer_ids_limit", {"user": "alice"}) is None
+
+
+def test_a_full_sensor_table_is_counted_and_logged_once_a_minute(caplog):
+    """quota.max.tracked.entities: rotating client ids past the cap are counted in quota_overflowed_records_total and
+    said in one warning a minute, not one per record (issue 35)."""
+    _, quotas, registry = proxy_registry([{"entity": {"client-id": "<default>"}, "producer_byte_rate": 1000}],
+                                         **{"quota.max.tracked.entities": 100})
+    labels = {"quota": "producer_byte_rate"}
+    assert registry.get_sample_value("kafka_quota_proxy_quota_overflowed_records_total", labels) == 0
+    with caplog.at_level("WARNING", logger="proxy.enforce.managers"):
+        assert quotas.note_overflow() is None  # nothing overflowed yet
+        for i in range(300):
+            quotas.produce.record_and_decide("", f"rotating-{i}", 10)
+        assert "quota.max.tracked.entities (100) reached" in quotas.note_overflow()
+        for i in range(300, 400):
+            quotas.produce.record_and_decide("", f"rotating-{i}", 10)
+        assert quotas.note_overflow() is None  # within the minute
+        quotas.clock.advance(60_000)
+        assert "producer_byte_rate: 100" in quotas.note_overflow()  # the records since the last line
+    assert len([r for r in caplog.records if "max.tracked.entities" in r.getMessage()]) == 2
+    assert registry.get_sample_value("kafka_quota_proxy_quota_overflowed_records_total", labels) == 300
+    assert len(quotas.produce) == 101
