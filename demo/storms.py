@@ -109,18 +109,26 @@ class RestartResult:
         return self.burst + self.elapsed / self.token_s + 1
 
     @property
+    def outpaced(self) -> bool:
+        """Whether the restarts came faster than the bucket refills: more ids than its burst and the tokens of the
+        time they took, so that some must have waited. A machine busy enough to start each producer in about a
+        token's time (0.6-0.8 s seen in a loaded make test) gives the bucket time to refill, and none need wait."""
+        return len(self.held) > self.burst + self.elapsed / self.token_s
+
+    @property
     def ok(self) -> bool:
-        """Every message acknowledged; the burst passed unheld; some producer was held; and no more ids went
-        through than the bucket allows. How many were held depends on how fast the producers start (a slow
-        machine gives the bucket time to refill), so the pattern past the burst is reported, not judged."""
+        """Every message acknowledged; the burst passed unheld; some producer was held whenever the restarts
+        outpaced the bucket; and no more ids went through than the bucket allows. How many were held depends on
+        how fast the producers start, so the pattern past the burst is reported, not judged."""
         n = min(self.burst, len(self.held))
-        return (self.acknowledged == len(self.held) and not any(self.held[:n]) and any(self.held)
-                and len(self.held) <= self.allowed)
+        return (self.acknowledged == len(self.held) and not any(self.held[:n])
+                and (any(self.held) or not self.outpaced) and len(self.held) <= self.allowed)
 
     def text(self) -> str:
         marks = "".join("H" if h else "." for h in self.held)
         waits = [w for w, h in zip(self.waited, self.held) if h]
-        held = f"held ones acknowledged after {min(waits):.1f}-{max(waits):.1f} s" if waits else "none held"
+        held = (f"held ones acknowledged after {min(waits):.1f}-{max(waits):.1f} s" if waits else
+                "none held" if self.outpaced else "none held: they came no faster than the tokens")
         return (f"producer restarts ({RESTARTER}): {len(self.held)} idempotent producers, one after another, "
                 f"each a new producer id: [{marks}] (H: held in the proxy before the broker saw its id); the first "
                 f"{self.burst} pass at once, later ones wait for their token (one each {self.token_s:g} s; {held}); "
