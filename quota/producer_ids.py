@@ -240,16 +240,7 @@ class ProducerIdQuotaManager:
         self._counted(state)
         self.tap.producer_id(user, pid)
         bucket.take(1, now_ms)
-        throttle_ms = min(bucket.throttle_time_ms(), self.max_mute_ms)  # reported and muted for: both capped
-        if throttle_ms <= 0:
-            return FORWARD
-        if shadow:
-            state.shadow_throttle_ms_total += throttle_ms
-            state.shadow_throttled += 1
-        else:
-            state.throttle_ms_total += throttle_ms
-            state.throttled += 1
-        return Throttle(throttle_ms, throttle_ms, shadow)
+        return self._throttled(state, bucket, shadow)
 
     def record_and_decide_all(self, user: str, pids: tuple[int, ...], now_ms: int,
                               may_hold: bool = True) -> ProducerIdDecision:
@@ -292,8 +283,15 @@ class ProducerIdQuotaManager:
             state.add(pid, now_ms)
             self._counted(state)
             self.tap.producer_id(user, pid)
+        if not new:
+            return FORWARD
         bucket.take(len(new), now_ms)
-        throttle_ms = min(bucket.throttle_time_ms(), self.max_mute_ms) if new else 0
+        return self._throttled(state, bucket, shadow)
+
+    def _throttled(self, state: "_UserState", bucket, shadow: bool) -> ProducerIdDecision:
+        """The throttle mode's answer once the new ids' tokens are taken: the bucket's debt as throttle (reported
+        and muted for: both capped at max_mute_ms), counted as applied or shadow."""
+        throttle_ms = min(bucket.throttle_time_ms(), self.max_mute_ms)
         if throttle_ms <= 0:
             return FORWARD
         if shadow:
