@@ -70,10 +70,12 @@ def kp_produce(bootstrap: str, topic: str, count: int, **config) -> None:
         producer.close(10)
 
 
-def kp_consume(bootstrap: str, topic: str, count: int, timeout: float = 60.0) -> dict[int, list[bytes]]:
+def kp_consume(bootstrap: str, topic: str, count: int, timeout: float = 60.0, **config) -> dict[int, list[bytes]]:
+    """``count`` records of every partition of ``topic`` from the start, without a group; ``config``: more
+    KafkaConsumer settings (e.g. ``isolation_level``)."""
     from kafka import KafkaConsumer, TopicPartition
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id="kp-consumer", enable_auto_commit=False)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id="kp-consumer", enable_auto_commit=False, **config)
     try:
         partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
         consumer.assign(partitions)

@@ -591,7 +591,8 @@ def exactly_once_workflow(target: Target):
     read_uncommitted = ck_consume_all(target.bootstrap, topic, len(expected) + len(aborted),
                                       **{"isolation.level": "read_uncommitted"})
     assert sorted(v for vs in read_uncommitted.values() for v in vs) == sorted(expected + aborted)
-    assert _kp_read_committed(target.bootstrap, topic, len(expected)) == read_committed, "kafka-python"
+    assert retry(lambda: c.kp_consume(target.bootstrap, topic, len(expected),
+                                      isolation_level="read_committed")) == read_committed, "kafka-python"
     offsets = end_offsets(target.bootstrap, topic, TXN_PARTITIONS)
     # every record plus a commit or abort marker per partition a transaction wrote
     assert sum(offsets["latest"]) > len(expected) + len(aborted)
@@ -600,27 +601,6 @@ def exactly_once_workflow(target: Target):
     # run: each partition's records compared as a set (each producer's own order is checked above)
     return {"read_committed": {p: sorted(vs) for p, vs in read_committed.items()},
             "read_uncommitted": {p: sorted(vs) for p, vs in read_uncommitted.items()}, "offsets": offsets}
-
-
-def _kp_read_committed(bootstrap: str, topic: str, count: int) -> dict[int, list[bytes]]:
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = retry(lambda: KafkaConsumer(bootstrap_servers=bootstrap, client_id="wf-kp-consumer",
-                                           enable_auto_commit=False, isolation_level="read_committed"))
-    try:
-        partitions = [TopicPartition(topic, p) for p in range(TXN_PARTITIONS)]
-        consumer.assign(partitions)
-        consumer.seek_to_beginning(*partitions)
-        out: dict[int, list[bytes]] = defaultdict(list)
-        got = 0
-        deadline = time.monotonic() + 60
-        while got < count and time.monotonic() < deadline:
-            for tp, records in consumer.poll(500).items():
-                out[tp.partition].extend(r.value for r in records)
-                got += len(records)
-        return dict(out)
-    finally:
-        consumer.close()
 
 
 def test_idempotent_and_transactional_producers(target, kafka3, monkeypatch):
