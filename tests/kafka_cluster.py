@@ -194,8 +194,8 @@ class KafkaCluster:
         props["listeners"] = _listeners(listeners)
         props["advertised.listeners"] = _listeners(advertised)
         props["listener.security.protocol.map"] = ",".join(f"{k}:{v}" for k, v in protocols.items())
-        voters = [n for n in self.nodes]
-        props["controller.quorum.voters"] = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in voters)
+        props["controller.quorum.voters"] = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}"
+                                                     for n in self.nodes)
         props["log.dirs"] = str(node.data_dir)
         props.update(TEST_ONLY)
         if len(self.nodes) == 1:
