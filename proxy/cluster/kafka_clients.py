@@ -1,5 +1,6 @@
 """The proxy's own Kafka traffic, in one toolbox: every request the proxy makes to the cluster for itself goes
-through here, with public aiokafka APIs only and every API key and error code from :mod:`proxy.codec`.
+through here, with public aiokafka APIs and every API key and error code from :mod:`proxy.codec` (the two aiokafka
+internals :mod:`proxy.cluster.own_clients` relies on are pinned and checked by a test of their own).
 
 - :func:`ask`: one request on a fresh connection to one broker, its decoded answer, bounded in time (readiness,
   broker discovery, DescribeLogDirs).

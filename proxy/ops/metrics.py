@@ -1,15 +1,20 @@
 """Prometheus metrics of one proxy instance, names prefixed ``kafka_quota_proxy_``.
 
-Each proxy owns its registry (tests run several proxies in one process). Label children used on the hot path
-are resolved once and cached, and a request is recorded by adding to their values directly (:class:`ApiMetrics`):
-a dict lookup and a few attribute updates, no lock and no call into prometheus-client per request.
+Each proxy owns its registry (tests run several proxies in one process). The per-API counts of the hot path are
+plain attributes (:class:`ApiMetrics`: a dict lookup and a few attribute updates per request, no lock and no call
+into prometheus-client), exposed by a collector through prometheus-client's public API.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+import time
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from proxy.codec.apis import API_NAMES, api_name
 
@@ -23,17 +28,6 @@ class ProxyMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
-        self.requests = Counter(
-            f"{PREFIX}_requests", "Requests received from clients, by listener and Kafka API.", ["listener", "api"], registry=r
-        )
-        self.request_bytes = Counter(
-            f"{PREFIX}_request_bytes", "Bytes of request frames received from clients (size prefix included).",
-            ["listener", "api"], registry=r,
-        )
-        self.response_bytes = Counter(
-            f"{PREFIX}_response_bytes", "Bytes of response frames sent to clients (size prefix included).",
-            ["listener", "api"], registry=r,
-        )
         self.active_connections = Gauge(
             f"{PREFIX}_active_connections", "Client connections currently open.", ["listener"], registry=r
         )
@@ -58,11 +52,6 @@ class ProxyMetrics:
         self.ready = Gauge(
             f"{PREFIX}_ready", "1 while /readyz answers 200 (broker reachable, config topic read once, every broker "
             "port open in cluster mode, not shutting down), else 0; read when scraped.", registry=r
-        )
-        self.request_latency = Histogram(
-            f"{PREFIX}_request_latency_seconds",
-            "Time from a request being read from the client to its response being written back, by Kafka API.",
-            ["listener", "api"], buckets=LATENCY_BUCKETS, registry=r,
         )
         self.inflight_max_requests = Gauge(
             f"{PREFIX}_connection_inflight_max_requests",
@@ -128,6 +117,8 @@ class ProxyMetrics:
             "fallback (the learnt default, else 1).", registry=r,
         )
         self._per_api: dict[tuple[str, int], ApiMetrics] = {}
+        self._per_api_collector = PerApiCollector()
+        r.register(self._per_api_collector)
 
     def api(self, listener: str, api_key: int) -> "ApiMetrics":
         key = (listener, api_key)
@@ -136,80 +127,83 @@ class ProxyMetrics:
             name = api_name(api_key) if api_key in API_NAMES else "Unknown"  # bounded label set
             found = self._per_api.get((listener, name))  # unknown API keys share one set of children
             if found is None:
-                found = self._per_api[(listener, name)] = ApiMetrics(
-                    self.requests.labels(listener, name),
-                    self.request_bytes.labels(listener, name),
-                    self.response_bytes.labels(listener, name),
-                    self.request_latency.labels(listener, name),
-                )
+                found = self._per_api[(listener, name)] = ApiMetrics()
+                self._per_api_collector.add((listener, name), found)
             self._per_api[key] = found
         return found
 
 
-class _Value:
-    """The value of a metric child, written without a lock by one thread (the event loop's, the only one recording
-    requests) and read whole by a scrape from any thread: what prometheus-client's own value does, less the lock."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: float = 0.0) -> None:
-        self.value = value
-
-    def inc(self, amount: float) -> None:
-        self.value += amount
-
-    def set(self, value: float, timestamp=None) -> None:
-        self.value = value
-
-    def get(self) -> float:
-        return self.value
-
-    def set_exemplar(self, exemplar) -> None:
-        pass
-
-    def get_exemplar(self):
-        return None
-
-
-def _unlocked(child, attribute: str = "_value") -> _Value:
-    """Give ``child`` (a Counter child, or a Histogram child's ``_sum``) a :class:`_Value` in place of its own,
-    carrying over what it counted; return it. The child still exposes it, so a scrape reads the exact count."""
-    value = _Value(getattr(child, attribute).get())
-    setattr(child, attribute, value)
-    return value
-
-
 class ApiMetrics:
-    """The label children for one (listener, API): what the hot path touches, once per request and per response.
+    """What one (listener, API) counted: the hot path adds to plain attributes, once per request and per response
+    (no lock, no call into prometheus-client), and :class:`PerApiCollector` reads them when /metrics is scraped.
+    One thread (the event loop's) writes; a scrape from another thread reads a float at a time, as
+    prometheus-client's own values are read."""
 
-    Recording adds to the children's values directly (``value += n``, no lock, no call into prometheus-client per
-    request): a request, its bytes, its response's bytes and its latency cost a few attribute updates, and /metrics
-    shows them exactly, at once. prometheus-client's internals used here (a child's ``_value``, a histogram's
-    ``_sum``, ``_buckets`` and ``_upper_bounds``) are checked by tests/proxy/test_api_metrics.py."""
+    __slots__ = ("requests", "request_bytes", "response_bytes", "latency_sum", "latency_counts")
 
-    __slots__ = ("_requests", "_request_bytes", "_response_bytes", "_latency_sum", "_latency_buckets", "_bounds")
-
-    def __init__(self, requests, request_bytes, response_bytes, latency) -> None:
-        self._requests = _unlocked(requests)
-        self._request_bytes = _unlocked(request_bytes)
-        self._response_bytes = _unlocked(response_bytes)
-        self._latency_sum = _unlocked(latency, "_sum")
-        buckets = latency._buckets
-        buckets[:] = [_Value(bucket.get()) for bucket in buckets]
-        self._latency_buckets = tuple(buckets)
-        self._bounds = tuple(latency._upper_bounds)  # ascending, +Inf last
+    def __init__(self) -> None:
+        self.requests = 0
+        self.request_bytes = 0
+        self.response_bytes = 0
+        self.latency_sum = 0.0
+        self.latency_counts = [0] * (len(LATENCY_BUCKETS) + 1)  # per bucket (not cumulative), +Inf last
 
     def request(self, nbytes: int) -> None:
         """A request frame of ``nbytes`` (size prefix included) was read from the client."""
-        self._requests.value += 1
-        self._request_bytes.value += nbytes
+        self.requests += 1
+        self.request_bytes += nbytes
 
     def response(self, nbytes: int) -> None:
         """A response frame of ``nbytes`` goes to the client."""
-        self._response_bytes.value += nbytes
+        self.response_bytes += nbytes
 
     def latency(self, seconds: float) -> None:
         """A request was answered ``seconds`` after it was read: as ``Histogram.observe`` (the first bucket whose
         bound is at least ``seconds``)."""
-        self._latency_sum.value += seconds
-        self._latency_buckets[bisect_left(self._bounds, seconds)].value += 1
+        self.latency_sum += seconds
+        self.latency_counts[bisect_left(LATENCY_BUCKETS, seconds)] += 1
+
+
+_BUCKET_LABELS = tuple(floatToGoString(bound) for bound in LATENCY_BUCKETS) + ("+Inf",)
+
+
+class PerApiCollector(Collector):
+    """Exposes every :class:`ApiMetrics` as the four per-API families, through prometheus-client's public collector
+    API: ``requests``, ``request_bytes`` and ``response_bytes`` counters and the ``request_latency_seconds``
+    histogram, by listener and API, exactly as Counter and Histogram children would show them."""
+
+    def __init__(self) -> None:
+        self._children: dict[tuple[str, str], ApiMetrics] = {}
+        self._created: dict[tuple[str, str], float] = {}
+
+    def add(self, labels: tuple[str, str], child: ApiMetrics) -> None:
+        self._created[labels] = time.time()
+        self._children[labels] = child
+
+    def describe(self):
+        return self._families(())
+
+    def collect(self):
+        return self._families(list(self._children.items()))
+
+    def _families(self, children):
+        labels = ["listener", "api"]
+        requests = CounterMetricFamily(f"{PREFIX}_requests", "Requests received from clients, by listener and Kafka "
+                                       "API.", labels=labels)
+        request_bytes = CounterMetricFamily(f"{PREFIX}_request_bytes", "Bytes of request frames received from "
+                                            "clients (size prefix included).", labels=labels)
+        response_bytes = CounterMetricFamily(f"{PREFIX}_response_bytes", "Bytes of response frames sent to clients "
+                                             "(size prefix included).", labels=labels)
+        latency = HistogramMetricFamily(f"{PREFIX}_request_latency_seconds", "Time from a request being read from "
+                                        "the client to its response being written back, by Kafka API.", labels=labels)
+        for key, child in children:
+            created = self._created.get(key)
+            requests.add_metric(key, child.requests, created=created)
+            request_bytes.add_metric(key, child.request_bytes, created=created)
+            response_bytes.add_metric(key, child.response_bytes, created=created)
+            cumulative, buckets = 0, []
+            for label, count in zip(_BUCKET_LABELS, list(child.latency_counts)):
+                cumulative += count
+                buckets.append((label, cumulative))
+            latency.add_metric(key, buckets, child.latency_sum)
+        return [requests, request_bytes, response_bytes, latency]
