@@ -40,9 +40,10 @@ SETTINGS: dict[str, Setting] = {
         "(default as socket.request.max.bytes). Only responses the proxy decodes are buffered, up to this size.",
     ),
     "connections.max.inflight.requests": Setting(
-        200, int, 1, 1_000_000,
+        5, int, 1, 1_000_000,
         "Requests one client connection may have awaiting an answer; at the bound the proxy stops reading that "
-        "client until answers go out (a Kafka broker reads one request per connection at a time).",
+        "client until answers go out (a Kafka broker reads one request per connection at a time). Default 5, the Java "
+        "producer's max.in.flight.requests.per.connection: a churned connection costs a few requests, not all it sent.",
     ),
     "connections.max.buffered.response.bytes": Setting(
         1048576, int, 1024, 2**31 - 1,
