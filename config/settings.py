@@ -187,6 +187,12 @@ SETTINGS: dict[str, Setting] = {
         "Proxy processes serving the same listeners (SO_REUSEPORT), supervised by one parent that restarts a worker "
         "that dies and serves /metrics and /readyz; the workers share one quota state. About one per core.",
     ),
+    "workers.heartbeat.timeout.ms": Setting(
+        5000, int, 1000, 600_000,
+        "With workers > 1: a worker that sends its parent nothing (it sends a heartbeat every 500 ms) for this long "
+        "is killed and restarted, as one that died is; /readyz answers 503 from half of it until the new one serves. "
+        "A stopped or stuck worker would otherwise keep its share of new connections waiting.",
+    ),
     "quota.workers.sync.ms": Setting(
         20, int, 5, 10_000,
         "With workers > 1: how often each worker sends the others the quota usage it recorded since the last sync; "

@@ -18,7 +18,8 @@ from proxy.observers.cluster_usage import frozen_as_made
 from proxy.ops.http import quiet
 from proxy.ops.metrics import PREFIX
 from proxy.tasks import cancel_and_wait
-from proxy.workers.frames import EAGER, GONE, HELLO, READY, RESEND, USAGE, FrameError, pack, read_frame
+from proxy.workers.frames import BEAT, BEAT_INTERVAL_S, EAGER, GONE, HELLO, READY, RESEND, USAGE, FrameError, pack, \
+    read_frame
 from quota.usage_delta import UsageDeltaError, decode, encode
 from quota.usage_share import RECORD_STEP, UsageTap, record_remote_steps
 
@@ -67,7 +68,8 @@ class WorkerLink:
         ops_port = self.app.ops_address[1] if self.app.ops_address else None
         self._writer.write(pack(HELLO, json.dumps({"pid": os.getpid(), "ops_port": ops_port}).encode()))
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._sync_loop()), loop.create_task(self._read_loop(reader))]
+        self._tasks = [loop.create_task(self._sync_loop()), loop.create_task(self._read_loop(reader)),
+                       loop.create_task(self._beat_loop())]
 
     def _wake(self) -> None:
         """An entity's unsent usage is large (quota.usage_share.EAGER_SHARE): sync soon, not at the interval."""
@@ -137,6 +139,15 @@ class WorkerLink:
         while True:
             self.sync()
             await asyncio.sleep(self._sync_s)
+
+    async def _beat_loop(self) -> None:
+        """The parent's proof that this worker's loop runs: one frame every BEAT_INTERVAL_S (a stopped or stuck
+        worker sends none, and is restarted)."""
+        while True:
+            writer = self._writer
+            if writer is not None and not writer.is_closing():
+                writer.write(pack(BEAT, b""))
+            await asyncio.sleep(BEAT_INTERVAL_S)
 
     async def _read_loop(self, reader: asyncio.StreamReader) -> None:
         app = self.app

@@ -1,6 +1,7 @@
 """The parent of ``workers: N``: it reserves the listeners' ports, starts N worker processes
 (:mod:`proxy.workers.worker`) and restarts one that dies (a log line, ``worker_restarts_total``), passes each
-worker's usage deltas on to the others, and serves the one operations endpoint: /metrics (its own metrics and every
+worker's usage deltas on to the others, restarts one that stops answering (no frame on its link, not even its
+heartbeat, for ``workers.heartbeat.timeout.ms``: SIGSTOP, a stuck loop; /readyz says so from half that), and serves the one operations endpoint: /metrics (its own metrics and every
 worker's, labelled ``worker``), /readyz (ready while every worker is) and /healthz. With ``quota.cluster.topic`` it
 is also the proxy's one member of the usage topic (:mod:`proxy.workers.cluster_relay`).
 
@@ -25,7 +26,8 @@ from config.model import ProxyConfig
 from proxy.ops.http import OpsServer, build_exposition
 from proxy.ops.metrics import PREFIX
 from proxy.tasks import cancel_and_wait
-from proxy.workers.frames import EAGER, GONE, HELLO, READY, RESEND, USAGE, FrameError, pack, read_frame
+from proxy.workers.frames import BEAT_INTERVAL_S, EAGER, GONE, HELLO, READY, RESEND, USAGE, FrameError, pack, \
+    read_frame
 from proxy.workers.scrape import workers_exposition
 from proxy.workers.worker import WorkerSpec
 
@@ -47,6 +49,8 @@ class Slot:
     not_ready: str = "starting"
     started_once: bool = False  # said hello at least once
     hello: bool = False
+    last_heard: float = 0.0  # time.monotonic() of the last frame on its link
+    silenced: bool = False  # killed for not answering (its exit is reported so)
 
 
 def reserve_ports(config: ProxyConfig) -> tuple[dict[str, int], list[socket.socket]]:
@@ -87,6 +91,10 @@ class Supervisor:
         self.forwarded = Counter(f"{PREFIX}_worker_deltas_forwarded", "Usage deltas the parent passed from one "
                                  "worker to another (dropped: the receiving worker's link was backed up).",
                                  ["outcome"], registry=self.registry)
+        self.unresponsive = Counter(f"{PREFIX}_worker_unresponsive", "Workers killed (and restarted) because they "
+                                    "sent nothing on their link, not even a heartbeat, for workers.heartbeat.timeout.ms.",
+                                    ["worker"], registry=self.registry)
+        self.heartbeat_timeout_s = config.settings["workers.heartbeat.timeout.ms"] / 1000.0
         self.scrape_failures = Counter(f"{PREFIX}_worker_scrape_failures", "Scrapes of a worker's metrics that got "
                                        "no answer (that worker is left out of the scrape).", ["worker"],
                                        registry=self.registry)
@@ -105,6 +113,9 @@ class Supervisor:
         for slot in self.slots:
             if not slot.hello:
                 return f"worker {slot.index} is not running"
+            silent = time.monotonic() - slot.last_heard
+            if silent > self.heartbeat_timeout_s / 2:
+                return f"worker {slot.index} has not answered for {silent:.1f} s"
             if slot.not_ready:
                 return f"worker {slot.index}: {slot.not_ready}"
         return None
@@ -144,6 +155,29 @@ class Supervisor:
             await self.cluster.start()
         loop = asyncio.get_running_loop()
         self._supervisors = [loop.create_task(self._supervise(slot)) for slot in self.slots]
+        self._supervisors.append(loop.create_task(self._watch()))
+
+    async def _watch(self) -> None:
+        """Kill a serving worker that has sent nothing for the heartbeat timeout (it is restarted as after any
+        exit): a stopped or stuck process still holds its share of the listeners' SO_REUSEPORT connections."""
+        last = time.monotonic()
+        while not self.stopping:
+            await asyncio.sleep(BEAT_INTERVAL_S / 2)
+            now, late = time.monotonic(), time.monotonic() - last > BEAT_INTERVAL_S * 2
+            last = now
+            if late:  # this loop was stalled itself: the links' frames are read before anyone is judged silent
+                continue
+            for slot in self.slots:
+                process = slot.process
+                if not slot.hello or slot.silenced or process is None or process.returncode is not None:
+                    continue
+                silent = now - slot.last_heard
+                if silent > self.heartbeat_timeout_s:
+                    log.error("worker %d (pid %d) has sent nothing for %.1f s (workers.heartbeat.timeout.ms %d): "
+                              "killing it", slot.index, process.pid, silent, self.heartbeat_timeout_s * 1000)
+                    slot.silenced = True
+                    self.unresponsive.labels(str(slot.index)).inc()
+                    process.kill()
 
     async def _supervise(self, slot: Slot) -> None:
         failures = 0
@@ -174,7 +208,7 @@ class Supervisor:
                 self.log_level, "--worker", spec.to_json(), pass_fds=(theirs.fileno(),))
         finally:
             theirs.close()
-        slot.hello, slot.not_ready = False, "starting"
+        slot.hello, slot.not_ready, slot.silenced = False, "starting", False
         reader, slot.writer = await asyncio.open_unix_connection(sock=ours)
         slot.reader_task = asyncio.get_running_loop().create_task(self._read(slot, reader))
         code = await slot.process.wait()
@@ -188,6 +222,7 @@ class Supervisor:
         try:
             while (frame := await read_frame(reader)) is not None:
                 kind, payload = frame
+                slot.last_heard = time.monotonic()
                 if kind == USAGE:
                     self._forward(slot, pack(USAGE, payload))
                     if self.cluster is not None:

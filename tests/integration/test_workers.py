@@ -207,3 +207,47 @@ def test_the_parent_exits_1_when_a_listener_port_is_taken(tmp_path):
         taken.close()
     assert done.returncode == 1, done.stderr[-2000:]
     assert "cannot start" in done.stderr and "in use" in done.stderr, done.stderr[-2000:]
+
+
+def new_connections_served(bootstrap: str, count: int, timeout_s: float) -> int:
+    """``count`` new connections, each an ApiVersions v0 round trip: how many were answered within ``timeout_s``."""
+    host, port = bootstrap.split(":")
+    served = 0
+    for corr in range(count):
+        try:
+            with socket.create_connection((host, int(port)), timeout=timeout_s) as sock:
+                sock.settimeout(timeout_s)
+                sock.sendall(struct.pack(">ihhih", 10, 18, 0, corr, -1))
+                if struct.unpack(">i", read_frame(sock)[:4])[0] == corr:
+                    served += 1
+        except OSError:
+            pass
+    return served
+
+
+def test_a_stopped_worker_makes_the_proxy_not_ready_and_is_restarted(tmp_path):
+    """A worker stopped with SIGSTOP answers nothing, yet the kernel still hands it its share of new connections
+    (SO_REUSEPORT). Before the fix /readyz said ready and about half the new connections timed out for as long as
+    it stayed stopped. Now its parent misses its heartbeats: /readyz answers 503 saying which worker, the worker is
+    killed and restarted, and then every new connection is served."""
+    with workers_proxy(tmp_path, 2, **{"workers.heartbeat.timeout.ms": 3000}) as (proc, bootstrap, metrics_port, log):
+        wait_until(lambda: len(worker_pids(log)) == 2, 30, "both workers logged as serving")
+        first = worker_pids(log)
+        os.kill(first["1"], signal.SIGSTOP)
+        try:
+            wait_until(lambda: not ready(metrics_port), 20, "/readyz answers 503 while worker 1 is stopped")
+            with pytest.raises(urllib.error.HTTPError) as answer:
+                urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/readyz", timeout=5)
+            reason = answer.value.read().decode()
+            assert "worker 1" in reason, reason
+            wait_until(lambda: worker_pids(log).get("1") not in (None, first["1"]), 30, "worker 1 started again")
+        finally:
+            if alive(first["1"]):
+                os.kill(first["1"], signal.SIGCONT)
+        wait_until(lambda: ready(metrics_port), 30, "the parent ready again")
+        assert not alive(first["1"]), "the stopped worker was killed"
+        text = log.read_text()
+        assert f"worker 1 (pid {first['1']}) has sent nothing for" in text, text[-2000:]
+        assert samples(scrape(metrics_port), "kafka_quota_proxy_worker_unresponsive_total") == {"1": 1.0}
+        assert worker_pids(log)["0"] == first["0"], "the worker that kept answering was left alone"
+        assert new_connections_served(bootstrap, 10, 10) == 10

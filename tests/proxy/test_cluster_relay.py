@@ -13,7 +13,7 @@ import socket
 
 from config.loader import parse_config
 from proxy.workers.cluster_relay import WorkersClusterUsage
-from proxy.workers.frames import EAGER, USAGE, pack, read_frame
+from proxy.workers.frames import BEAT, EAGER, USAGE, pack, read_frame
 from proxy.workers.link import WorkerLink
 from proxy.workers.supervisor import Supervisor
 from quota.clock import ManualClock
@@ -102,12 +102,18 @@ def link_frames(config: dict) -> list[bytes]:
         link._min_gap_s = 0.0  # the early sync at once, not a quarter interval after the first
         await link.start()
         reader, _ = await asyncio.open_unix_connection(sock=theirs)
-        kinds = [(await asyncio.wait_for(read_frame(reader), 10))[0] for _ in range(2)]  # its hello, its first sync
+
+        async def next_frame():  # the heartbeats (every BEAT_INTERVAL_S, whatever else is sent) left out
+            while (frame := await asyncio.wait_for(read_frame(reader), 10)) is not None and frame[0] == BEAT:
+                pass
+            return frame
+
+        kinds = [(await next_frame())[0] for _ in range(2)]  # its hello, its first sync
         app.quotas.produce.record_and_get_throttle_time_ms("", "spread", RATE)  # all of a second's quota at once
-        kinds = [(await asyncio.wait_for(read_frame(reader), 10))[0]]  # the early sync's delta
+        kinds = [(await next_frame())[0]]  # the early sync's delta
         app.quotas.produce.record_no_throttle("", "spread", 1)
         await link.close()  # an ordinary last sync: never followed by EAGER
-        while (frame := await asyncio.wait_for(read_frame(reader), 10)) is not None:
+        while (frame := await next_frame()) is not None:
             kinds.append(frame[0])
         theirs.close()
         return kinds
