@@ -21,6 +21,7 @@ from proxy.cluster.topics import Topics
 from proxy.connection.buffers import SharedReadBuffer
 from proxy.connection.client_socket import ClientConnection, ListenerContext
 from proxy.connection.listener import Listener
+from proxy.connection.open_gate import OpenGate
 from proxy.connection.splice import splice_supported
 from proxy.enforce.internal_topic_guard import InternalTopicGuard
 from proxy.enforce.managers import ByteRateQuotas
@@ -73,6 +74,7 @@ class ProxyApp:
         self.metrics.registry.register(quota_metrics)
         quota_metrics.series = EntitySeries(quota_metrics.render, quota_metrics.entities, self.quotas.clock,
                                             config.settings["quota.metrics.refresh.ms"], quiet=quiet)
+        self.open_gate = OpenGate()  # workers: the link attaches it to the parent
         self.connection_quotas = ConnectionQuotas([lc.name for lc in config.listeners], self.quotas.window,
                                                   config.connections)
         self.effective_config = config  # YAML, with the dynamic configuration laid over it
@@ -173,6 +175,7 @@ class ProxyApp:
                     and self._listener_tls[name][0] is None and self.upstream_ssl is None),
             send_buffer_bytes=settings["socket.send.buffer.bytes"],
             receive_buffer_bytes=settings["socket.receive.buffer.bytes"],
+            open_gate=self.open_gate,
         )
 
     def _open_broker_port(self, lc: ListenerConfig, node_id: int) -> None:

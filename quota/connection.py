@@ -253,6 +253,28 @@ class ConnectionQuotas:
         self.tap.open(self._open_counts(listener, ip))
         return ADMIT
 
+    def count_limits(self, listener: str, ip: str) -> tuple[int | None, int | None, int | None] | None:
+        """The open-count limits a connection from ``ip`` on ``listener`` is held to (per IP, listener,
+        proxy-wide; None: not limited), or None when no count limit applies at all."""
+        limits = self.limits
+        total = None if self._protected(listener) else limits.max_connections
+        found = (limits.ip_max_connections(ip), limits.listener_max_connections.get(listener), total)
+        return None if found == (None, None, None) else found
+
+    def refused_elsewhere(self, listener: str, ip: str, kind: str) -> Close:
+        """A connection this process admitted that the proxy-wide count (every worker's) refuses: un-counted here,
+        and the Close saying which limit (``kind``: quota.peer_connections' IP, LISTENER or TOTAL)."""
+        self.closed(listener, ip)
+        limits = self.limits
+        if kind == OPEN_IP:
+            return Close(MAX_CONNECTIONS_PER_IP,
+                         f"{ip} has {limits.ip_max_connections(ip)} connections (max.connections.per.ip)")
+        if kind == LISTENER:
+            return Close(LISTENER_MAX_CONNECTIONS, f"listener {listener} has "
+                         f"{limits.listener_max_connections.get(listener)} connections "
+                         f"(listener.name.{listener}.max.connections)")
+        return Close(MAX_CONNECTIONS, f"the proxy has {limits.max_connections} connections (max.connections)")
+
     def _open_counts(self, listener: str, ip: str):
         return ((TOTAL, "", self.total), (LISTENER, listener, self.per_listener[listener]),
                 (OPEN_IP, ip, self.per_ip.get(ip, 0)))

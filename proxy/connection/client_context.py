@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import ssl
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from config.model import Address
 from proxy.apis import ConnectionScope
 from proxy.connection.buffers import SharedReadBuffer
+from proxy.connection.open_gate import OpenGate
 from proxy.ops.logs import LogLimiter
 from proxy.ops.metrics import ProxyMetrics
 from quota.clock import Clock
@@ -44,6 +45,7 @@ class ListenerContext:
     splice: bool = False  # connections.splice auto, on a platform with splice(2), neither side TLS
     send_buffer_bytes: int = -1  # socket.send.buffer.bytes: SO_SNDBUF of client connections (-1: the kernel's)
     receive_buffer_bytes: int = -1  # socket.receive.buffer.bytes: SO_RCVBUF of client connections (-1: the kernel's)
+    open_gate: OpenGate = field(default_factory=OpenGate)  # workers: the open counts kept by the parent
 
 
 FRAME_ERROR_LOG = LogLimiter()  # one frame-error line per client address and direction every 10 s

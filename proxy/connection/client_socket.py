@@ -103,12 +103,13 @@ class ClientConnection(Splicing, asyncio.BufferedProtocol):
             log.warning("listener %s: client %s refused: %s", self.ctx.name, self.peer, bounded(exc))
             self.close("tls_principal_unmapped")
 
-    def accepted(self, peer: tuple | None, counted_ip: str | None = None) -> None:
+    def accepted(self, peer: tuple | None, counted_ip: str | None = None, claimed: bool = False) -> None:
         """Count the connection as open; called once, when it is admitted (before it has an upstream).
         ``counted_ip``: the IP the connection quotas counted it under, released when it closes."""
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.session.peer_ip = peer[0] if peer else "?"
         self._counted_ip = counted_ip
+        self._claimed = claimed and counted_ip is not None
         metrics = self.ctx.metrics
         metrics.active_connections.labels(self.ctx.name).inc()
         self.ctx.connections.add(self)
@@ -425,6 +426,8 @@ class ClientConnection(Splicing, asyncio.BufferedProtocol):
         ctx.connections.discard(self)
         if self._counted_ip is not None:
             ctx.connection_quotas.closed(ctx.name, self._counted_ip)
+            if self._claimed:
+                ctx.open_gate.release(ctx.name, self._counted_ip)
             self._counted_ip = None
         ctx.metrics.active_connections.labels(ctx.name).dec()
         ctx.metrics.connections_closed.labels(ctx.name, reason).inc()

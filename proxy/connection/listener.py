@@ -14,6 +14,7 @@ import logging
 import socket
 
 from proxy.connection.client_socket import ClientConnection, ListenerContext, bounded
+from proxy.connection.open_gate import CLAIMED, UNCLAIMED
 from proxy.ops.logs import LogLimiter
 from proxy.tasks import cancel_and_wait
 from quota.connection import IP_RATE, Admit, Close, Hold, normalize_ip
@@ -136,8 +137,11 @@ class Listener:
         handshake comes first, within ``listener.tls.handshake.timeout.ms``: a client that never completes it
         costs no broker connection."""
         loop = asyncio.get_running_loop()
+        claimed = await self._claim(conn, ip)
+        if claimed is None:
+            return
         client = ClientConnection(self.ctx)
-        client.accepted(peer, counted_ip=ip)
+        client.accepted(peer, counted_ip=ip, claimed=claimed)
         ssl_context = self.ctx.ssl_context
         if ssl_context is None:
             if not await client.connect_upstream():
@@ -173,6 +177,26 @@ class Listener:
             return
         if await client.connect_upstream():
             client.start_reading()
+
+    async def _claim(self, conn: socket.socket, ip: str) -> bool | None:
+        """Workers: a connection this worker's counts admitted, claimed from the parent's count of every worker's,
+        so a count limit holds across workers exactly. True: claimed (released at its close); False: admitted
+        unclaimed (no count limit, a single process, the parent slow to answer); None: refused there, closed."""
+        ctx = self.ctx
+        gate, quotas = ctx.open_gate, ctx.connection_quotas
+        limits = quotas.count_limits(ctx.name, ip) if gate.shared else None
+        if limits is None:
+            return False
+        try:
+            outcome = await gate.claim(ctx.name, ip, limits)
+        except asyncio.CancelledError:
+            quotas.closed(ctx.name, ip)
+            conn.close()
+            raise
+        if outcome in (CLAIMED, UNCLAIMED):
+            return outcome == CLAIMED
+        self._reject(conn, ip, quotas.refused_elsewhere(ctx.name, ip, outcome))
+        return None
 
     async def close(self) -> None:
         """Stop accepting and close held connections; connections already served are left to the caller to drain."""

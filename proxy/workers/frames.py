@@ -1,10 +1,14 @@
 """The frames between the parent and its workers on their Unix socket: a 4-byte big-endian length of what follows,
-one byte of kind, the payload. Kinds: a worker's ``HELLO`` (JSON: its pid and ops port), ``READY`` (why it is not
-ready, UTF-8; empty when it is), ``USAGE`` (an encoded :class:`quota.usage_delta.UsageDelta`, passed on by the
-parent as it is; decoded there only to sum the workers' usage for the usage topic) and ``EAGER`` (empty: one
-entity's usage is large, the usage topic's publisher syncs early) and ``BEAT`` (empty, every
-:data:`BEAT_INTERVAL_S`: the worker's loop is running; a worker silent past ``workers.heartbeat.timeout.ms`` is
-killed and restarted); the parent's ``GONE`` (a worker's index: it exited, forget its open
+one byte of kind, the payload.
+
+A worker's: ``HELLO`` (JSON: its pid and ops port), ``READY`` (why it is not ready, UTF-8; empty when it is),
+``USAGE`` (an encoded :class:`quota.usage_delta.UsageDelta`, passed on by the parent as it is; decoded there only to
+sum the workers' usage for the usage topic), ``EAGER`` (empty: one entity's usage is large, the usage topic's
+publisher syncs early), ``BEAT`` (empty, every :data:`BEAT_INTERVAL_S`: its loop runs; a worker silent past
+``workers.heartbeat.timeout.ms`` is killed and restarted), ``CLAIM`` and ``RELEASE`` (JSON: a connection to count
+under the count limits, one that closed; :mod:`proxy.workers.open_gate`).
+
+The parent's: ``CLAIMED`` (JSON: a claim's answer), ``GONE`` (a worker's index: it exited, forget its open
 connections), ``RESEND`` (a worker started: send it every open count) and ``USAGE`` (the usage topic's peers' usage,
 and the silent peers' in fallback, :mod:`proxy.workers.cluster_relay`)."""
 
@@ -14,8 +18,9 @@ import asyncio
 import struct
 
 HELLO, READY, USAGE, EAGER, BEAT = b"H", b"R", b"U", b"E", b"B"  # from a worker (USAGE passed on to the others)
+CLAIM, RELEASE, CLAIMED = b"C", b"L", b"A"  # open-connection counts (proxy.workers.open_gate): worker, worker, parent
 GONE, RESEND = b"G", b"S"  # from the parent: worker <payload> is gone; a worker started, send your whole state
-KINDS = frozenset((HELLO, READY, USAGE, EAGER, BEAT, GONE, RESEND))
+KINDS = frozenset((HELLO, READY, USAGE, EAGER, BEAT, GONE, RESEND, CLAIM, RELEASE, CLAIMED))
 BEAT_INTERVAL_S = 0.5  # a worker's heartbeat: at most this long between two frames to the parent
 MAX_FRAME_BYTES = 64 * 2**20  # a delta is bounded by one sync's active entities; past this something is wrong
 _LENGTH = struct.Struct(">I")

@@ -18,8 +18,8 @@ from proxy.observers.cluster_usage import frozen_as_made
 from proxy.ops.http import quiet
 from proxy.ops.metrics import PREFIX
 from proxy.tasks import cancel_and_wait
-from proxy.workers.frames import BEAT, BEAT_INTERVAL_S, EAGER, GONE, HELLO, READY, RESEND, USAGE, FrameError, pack, \
-    read_frame
+from proxy.workers.frames import BEAT, BEAT_INTERVAL_S, CLAIM, CLAIMED, EAGER, GONE, HELLO, READY, RELEASE, RESEND, \
+    USAGE, FrameError, pack, read_frame
 from quota.usage_delta import UsageDeltaError, decode, encode
 from quota.usage_share import RECORD_STEP, UsageTap, record_remote_steps
 
@@ -67,6 +67,7 @@ class WorkerLink:
         reader, self._writer = await asyncio.open_unix_connection(sock=self._sock)
         ops_port = self.app.ops_address[1] if self.app.ops_address else None
         self._writer.write(pack(HELLO, json.dumps({"pid": os.getpid(), "ops_port": ops_port}).encode()))
+        self.app.open_gate.attach(self._to_parent)
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._sync_loop()), loop.create_task(self._read_loop(reader)),
                        loop.create_task(self._beat_loop())]
@@ -140,6 +141,12 @@ class WorkerLink:
             self.sync()
             await asyncio.sleep(self._sync_s)
 
+    def _to_parent(self, what: bytes, payload: bytes) -> None:
+        """The open gate's claims and releases (proxy.connection.open_gate), framed."""
+        writer = self._writer
+        if writer is not None and not writer.is_closing():
+            writer.write(pack(CLAIM if what == b"claim" else RELEASE, payload))
+
     async def _beat_loop(self) -> None:
         """The parent's proof that this worker's loop runs: one frame every BEAT_INTERVAL_S (a stopped or stuck
         worker sends none, and is restarted)."""
@@ -157,6 +164,9 @@ class WorkerLink:
                 kind, payload = frame
                 if kind == GONE:
                     app.connection_quotas.peers.forget(payload.decode(errors="replace"))
+                    continue
+                if kind == CLAIMED:
+                    app.open_gate.answered(payload)
                     continue
                 if kind == RESEND:
                     self.tap.open(app.connection_quotas.open_snapshot())
@@ -192,6 +202,7 @@ class WorkerLink:
         except (FrameError, ConnectionError) as exc:
             log.error("worker %s: link to the parent broken: %s", self.source, exc)
         log.warning("worker %s: the parent is gone: stopping", self.source)
+        app.open_gate.lost()
         self._on_lost()
 
     async def close(self) -> None:

@@ -26,10 +26,11 @@ from config.model import ProxyConfig
 from proxy.ops.http import OpsServer, build_exposition
 from proxy.ops.metrics import PREFIX
 from proxy.tasks import cancel_and_wait
-from proxy.workers.frames import BEAT_INTERVAL_S, EAGER, GONE, HELLO, READY, RESEND, USAGE, FrameError, pack, \
-    read_frame
+from proxy.workers.frames import BEAT_INTERVAL_S, CLAIM, CLAIMED, EAGER, GONE, HELLO, READY, RELEASE, RESEND, USAGE, \
+    FrameError, pack, read_frame
 from proxy.workers.scrape import workers_exposition
 from proxy.workers.worker import WorkerSpec
+from quota.peer_connections import OpenLedger
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +99,7 @@ class Supervisor:
         self.scrape_failures = Counter(f"{PREFIX}_worker_scrape_failures", "Scrapes of a worker's metrics that got "
                                        "no answer (that worker is left out of the scrape).", ["worker"],
                                        registry=self.registry)
+        self.ledger = OpenLedger()  # every worker's open connections under a count limit, claimed one by one
         self.cluster = None  # quota.cluster.topic: the usage topic's publisher and follower (made at start)
         self.ops = OpsServer(self.registry, self.not_ready, self._exposition, ready_note=self.ready_note)
         self.ops_address: tuple[str, int] | None = None
@@ -215,6 +217,7 @@ class Supervisor:
         await cancel_and_wait(slot.reader_task)
         slot.writer.close()
         slot.writer, slot.hello, slot.ops_port = None, False, None
+        self.ledger.forget(str(slot.index))
         self._forward(slot, pack(GONE, str(slot.index).encode()), counted=False)  # its connections went with it
         return code
 
@@ -227,6 +230,13 @@ class Supervisor:
                     self._forward(slot, pack(USAGE, payload))
                     if self.cluster is not None:
                         self.cluster.worker_usage(payload)
+                elif kind == CLAIM:
+                    claim_id, listener, ip, ip_max, listener_max, total_max = json.loads(payload)
+                    refused = self.ledger.claim(str(slot.index), listener, ip, ip_max, listener_max, total_max)
+                    slot.writer.write(pack(CLAIMED, json.dumps([claim_id, refused]).encode()))
+                elif kind == RELEASE:
+                    listener, ip = json.loads(payload)
+                    self.ledger.release(str(slot.index), listener, ip)
                 elif kind == EAGER:
                     if self.cluster is not None:
                         self.cluster.eager()

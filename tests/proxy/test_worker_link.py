@@ -10,6 +10,7 @@ import socket
 
 from config.loader import parse_config
 from proxy.enforce.managers import ByteRateQuotas
+from proxy.connection.open_gate import OpenGate
 from proxy.ops.metrics import ProxyMetrics
 from proxy.workers.frames import GONE, USAGE, pack, read_frame
 from proxy.workers.link import WorkerLink
@@ -32,6 +33,7 @@ class FakeApp:
         config = parse_config(raw)
         self.quotas = ByteRateQuotas(config, clock)
         self.connection_quotas = ConnectionQuotas(["PLAINTEXT"], self.quotas.window)
+        self.open_gate = OpenGate()
         self.metrics = ProxyMetrics()
         self.ops_address = None
         self.config = config

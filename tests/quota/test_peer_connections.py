@@ -6,7 +6,7 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from quota.connection import MAX_CONNECTIONS, MAX_CONNECTIONS_PER_IP, Admit, ConnectionLimits, ConnectionQuotas
-from quota.peer_connections import PeerConnections
+from quota.peer_connections import IP, LISTENER, TOTAL, OpenLedger, PeerConnections
 from quota.rate import QuotaWindow
 from quota.usage_delta import decode, encode
 from quota.usage_share import UsageTap, record_remote
@@ -63,3 +63,39 @@ def test_a_single_process_has_no_peers():
     q = quotas(max_connections_per_ip=1, max_connections_per_ip_overrides=MappingProxyType({}))
     assert isinstance(q.admit("L", "10.0.0.1", 0), Admit)
     assert q.admit("L", "10.0.0.1", 0).reason == MAX_CONNECTIONS_PER_IP
+
+
+def test_the_parents_ledger_holds_a_count_limit_across_workers_exactly():
+    """Claims from two workers racing for one IP's last slots: the ledger is the one count, so exactly the limit
+    is admitted whichever worker asks; a release frees a slot for any worker, a forgotten worker frees all its own."""
+    ledger = OpenLedger()
+    outcomes = [ledger.claim(str(n % 2), "L", "10.0.0.1", 3, None, None) for n in range(6)]
+    assert outcomes == [None, None, None, IP, IP, IP]
+    assert ledger.claim("0", "L", "10.0.0.2", 3, None, None) is None  # another IP is not limited by the first
+    ledger.release("1", "L", "10.0.0.1")
+    assert ledger.claim("0", "L", "10.0.0.1", 3, None, None) is None
+    assert ledger.claim("1", "L", "10.0.0.1", 3, None, None) == IP
+    ledger.release("1", "L", "never-claimed")  # ignored, never below zero
+    assert (ledger.open(IP, "10.0.0.1"), ledger.open(LISTENER, "L"), ledger.open(TOTAL)) == (3, 4, 4)
+    ledger.forget("0")
+    assert (ledger.open(IP, "10.0.0.1"), ledger.open(TOTAL)) == (0, 0)  # worker 1's one was released above
+
+
+def test_the_ledger_checks_the_listener_and_proxy_wide_limits_too():
+    ledger = OpenLedger()
+    assert ledger.claim("0", "L", "a", None, 2, None) is None
+    assert ledger.claim("1", "L", "b", None, 2, None) is None
+    assert ledger.claim("0", "L", "c", None, 2, None) == LISTENER
+    assert ledger.claim("0", "M", "c", None, None, 2) == TOTAL
+    assert ledger.claim("0", "M", "c", None, None, None) is None  # an internal listener: exempt, yet counted
+    assert ledger.open(TOTAL) == 3
+
+
+def test_a_refusal_elsewhere_uncounts_the_connection_here_and_names_the_limit():
+    q = quotas(max_connections_per_ip=2, max_connections_per_ip_overrides=MappingProxyType({}))
+    assert q.count_limits("L", "10.0.0.1") == (2, None, None)
+    assert isinstance(q.admit("L", "10.0.0.1", 0), Admit)
+    close = q.refused_elsewhere("L", "10.0.0.1", IP)
+    assert close.reason == MAX_CONNECTIONS_PER_IP and "max.connections.per.ip" in close.detail
+    assert (q.total, q.per_ip) == (0, {})
+    assert quotas().count_limits("L", "10.0.0.1") is None  # no count limit: nothing to claim
