@@ -33,7 +33,7 @@ the quota for aggressive clients (tiny gaps between large batches). This is Kafk
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from operator import attrgetter
 
@@ -415,6 +415,26 @@ class ClientQuotaManager:
             table.touch(sensors, now_ms)
             sensors.record_remote(value, now_ms)
             self._smooth(sensors, sensors.limit, value, now_ms)
+
+    def seed_rows(self, now_ms: int, max_rows: int) -> list[tuple[str, str, list]]:
+        """What a restarted peer needs to start where this one is: ``(user, client_id, samples)`` by quota tags for
+        the ``max_rows`` quota'd sensors with the most in their window (:meth:`quota.rate.Rate.samples`)."""
+        rows = [(s.tags.user, s.tags.client_id, s.rate.samples(now_ms)) for s in list(self._sensors.values())
+                if s.entity is not None]
+        rows = [row for row in rows if row[2]]
+        if len(rows) > max_rows:
+            rows = sorted(rows, key=lambda row: -sum(v for _, _, v in row[2]))[:max_rows]
+        return rows
+
+    def seed(self, rows: Iterable[tuple[str, str, list]], now_ms: int) -> None:
+        """A peer's :meth:`seed_rows`: each entity's rate starts from the peer's samples (deciding nothing, not in
+        this process's totals, as :meth:`record_remote`)."""
+        for user, client_id, samples in rows:
+            resolved = self.resolve(user, client_id)
+            if not resolved.unlimited:
+                sensors = self._sensors_at(resolved, user, client_id, now_ms)
+                sensors.rate.seed(samples, now_ms)
+                sensors.last_record_ms = now_ms
 
     def _record(self, resolved: ResolvedQuota, user: str, client_id: str, value: float, now: int) -> ClientSensors:
         sensors = self._sensors_at(resolved, user, client_id, now)

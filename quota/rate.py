@@ -174,6 +174,31 @@ class Rate:
                 oldest_start_ms = min(oldest_start_ms, s[i])
         return total / (_elapsed_ms(now_ms - int(oldest_start_ms), self._shape) / 1000.0)
 
+    # -- copying (a restarted worker seeded from a peer's, quota.usage_seed) ----------------------------------------
+
+    def samples(self, now_ms: int) -> list[tuple[int, int, float]]:
+        """The samples not obsolete at ``now_ms`` with something in them, ``(start, last event, value)``, oldest
+        first; changes nothing."""
+        s, expire_age = self._s.tolist(), self._shape[1]
+        found = [(int(s[i]), int(s[i + _LAST]), s[i + _VALUE]) for i in range(0, len(s), 3)
+                 if now_ms - s[i + _LAST] < expire_age and s[i + _VALUE]]
+        return sorted(found)
+
+    def seed(self, samples: list[tuple[int, int, float]], now_ms: int) -> None:
+        """Take another rate's :meth:`samples` (same clock, same window), so this one measures what it measures.
+        Only into a rate that has recorded nothing yet; one that has gets their sum at ``now_ms`` instead (counted
+        for a whole window from now: never less than the other's)."""
+        usable = sorted((int(start), int(last), float(value)) for start, last, value in samples
+                        if start <= last <= now_ms)[-(self.window.num + 1):]
+        if not usable:
+            return
+        if self._s:
+            self.record(sum(value for _, _, value in usable), now_ms)
+            return
+        for sample in usable:
+            self._s.extend(sample)
+        self._current = len(usable) - 1
+
     def __repr__(self) -> str:
         s = self._s
         samples = [(int(s[i]), int(s[i + _LAST]), s[i + _VALUE]) for i in range(0, len(s), 3)]

@@ -19,7 +19,7 @@ from proxy.ops.http import quiet
 from proxy.ops.metrics import PREFIX
 from proxy.tasks import cancel_and_wait
 from proxy.workers.frames import BEAT, BEAT_INTERVAL_S, CLAIM, CLAIMED, EAGER, GONE, HELLO, READY, RELEASE, RESEND, \
-    USAGE, FrameError, pack, read_frame
+    SEED, SEED_ASK, USAGE, FrameError, pack, read_frame
 from quota.usage_delta import UsageDeltaError, decode, encode
 from quota.usage_share import RECORD_STEP, UsageTap, record_remote_steps
 
@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 VOLUME = "volume"  # the scope of the volume throttle's scaled producer_byte_rate (broker scopes are node ids)
 MAX_UNSENT_BYTES = 16 * 2**20  # the parent not reading: deltas past this are dropped (counted), never buffered
+MAX_SEED_ENTITIES = 20_000  # per byte-rate quota: the busiest entities' rates handed to a restarted worker
 DECODE_IN_THREAD_BYTES = 64 * 2**10  # a delta this long (a peer proxy's, thousands of entities) is decoded off the loop
 
 
@@ -147,6 +148,26 @@ class WorkerLink:
         if writer is not None and not writer.is_closing():
             writer.write(pack(CLAIM if what == b"claim" else RELEASE, payload))
 
+    def _send_seed(self, to: bytes) -> None:
+        """A worker (re)started: its byte-rate sensors start from this one's, which hold every worker's usage (the
+        one that exited included), so it does not admit a tenant afresh for a window span."""
+        quotas, writer = self.app.quotas, self._writer
+        if writer is None or writer.is_closing():
+            return
+        now = quotas.clock.now_ms()
+        seed = {"produce": quotas.produce.seed_rows(now, MAX_SEED_ENTITIES),
+                "fetch": quotas.fetch.seed_rows(now, MAX_SEED_ENTITIES)}
+        writer.write(pack(SEED, to + b"\n" + json.dumps(seed).encode()))  # to whom: read by the parent alone
+
+    def _take_seed(self, payload: bytes) -> None:
+        quotas = self.app.quotas
+        seed = json.loads(payload.split(b"\n", 1)[1])
+        now = quotas.clock.now_ms()
+        quotas.produce.seed(seed.get("produce", ()), now)
+        quotas.fetch.seed(seed.get("fetch", ()), now)
+        log.info("worker %s: quota rates of %d entities taken from a peer", self.source,
+                 len(seed.get("produce", ())) + len(seed.get("fetch", ())))
+
     async def _beat_loop(self) -> None:
         """The parent's proof that this worker's loop runs: one frame every BEAT_INTERVAL_S (a stopped or stuck
         worker sends none, and is restarted)."""
@@ -167,6 +188,12 @@ class WorkerLink:
                     continue
                 if kind == CLAIMED:
                     app.open_gate.answered(payload)
+                    continue
+                if kind == SEED_ASK:
+                    self._send_seed(payload)
+                    continue
+                if kind == SEED:
+                    self._take_seed(payload)
                     continue
                 if kind == RESEND:
                     self.tap.open(app.connection_quotas.open_snapshot())

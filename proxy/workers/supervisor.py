@@ -26,8 +26,8 @@ from config.model import ProxyConfig
 from proxy.ops.http import OpsServer, build_exposition
 from proxy.ops.metrics import PREFIX
 from proxy.tasks import cancel_and_wait
-from proxy.workers.frames import BEAT_INTERVAL_S, CLAIM, CLAIMED, EAGER, GONE, HELLO, READY, RELEASE, RESEND, USAGE, \
-    FrameError, pack, read_frame
+from proxy.workers.frames import BEAT_INTERVAL_S, CLAIM, CLAIMED, EAGER, GONE, HELLO, READY, RELEASE, RESEND, SEED, \
+    SEED_ASK, USAGE, FrameError, pack, read_frame
 from proxy.workers.scrape import workers_exposition
 from proxy.workers.worker import WorkerSpec
 from quota.peer_connections import OpenLedger
@@ -248,9 +248,29 @@ class Supervisor:
                     slot.hello = slot.started_once = True
                     log.info("worker %d serving (pid %s)", slot.index, hello.get("pid"))
                     self._forward(slot, pack(RESEND, b""), counted=False)  # the others' open counts, for the newcomer
+                    self._ask_seed(slot)
+                elif kind == SEED:
+                    self._pass_seed(payload)
         except (FrameError, ConnectionError, ValueError) as exc:
             if not self.stopping:
                 log.error("worker %d: link broken: %s", slot.index, exc)
+
+    def _ask_seed(self, newcomer: Slot) -> None:
+        """One serving worker (each holds every worker's usage) is asked to send the newcomer its rates."""
+        for slot in self.slots:
+            if slot is not newcomer and slot.hello and slot.writer is not None and not slot.writer.is_closing():
+                slot.writer.write(pack(SEED_ASK, str(newcomer.index).encode()))
+                return
+
+    def _pass_seed(self, payload: bytes) -> None:
+        try:
+            to = int(payload.split(b"\n", 1)[0])
+        except ValueError:
+            log.warning("a worker's seed without a valid destination dropped")
+            return
+        slot = self.slots[to] if 0 <= to < len(self.slots) else None
+        if slot is not None and slot.hello and slot.writer is not None and not slot.writer.is_closing():
+            slot.writer.write(pack(SEED, payload))
 
     def _forward(self, source: Slot | None, frame: bytes, counted: bool = True) -> None:
         """``frame`` to every serving worker but ``source``; ``counted``: a worker's usage delta (the parent's own

@@ -1,0 +1,90 @@
+"""A restarted worker starts from a peer's quota rates (issue 35): a new worker's sensors were empty, so it gave a
+tenant already at its quota a fresh sensor's allowance (quota x (window.num - 1) windows) and the tenant got
+1.27-1.30 x its quota for about a window span after a worker restart. Now the parent asks a serving worker for its
+byte-rate sensors' samples (they hold every worker's usage) and passes them to the newcomer alone, which then decides
+as the others do. Two links on socket pairs, the test standing in for the parent; managers on a fake clock."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+
+from proxy.workers.frames import SEED, SEED_ASK, pack, read_frame
+from proxy.workers.link import WorkerLink
+from quota.clock import ManualClock
+from quota.rate import QuotaWindow, Rate
+from tests.proxy.test_worker_link import FakeApp
+
+RAW = {
+    "upstream": {"bootstrap_servers": ["127.0.0.1:9092"]},
+    "listeners": [{"name": "PLAINTEXT", "bind": "127.0.0.1:0"}],
+    "settings": {"workers": 2},
+    "quotas": [{"entity": {"client-id": "spread"}, "producer_byte_rate": 1000, "consumer_byte_rate": 1000}],
+}
+
+
+def test_a_seeded_rate_measures_what_the_original_measures_from_then_on():
+    window = QuotaWindow(11, 1)
+    original, copy = Rate(window), Rate(window)
+    for t in range(0, 15_000, 250):
+        original.record(250.0, 1_000_000 + t)
+    now = 1_015_000
+    copy.seed(original.samples(now), now)
+    for t in range(now, now + 15_000, 500):
+        assert copy.measure(t) == original.measure(t)
+        original.record(100.0, t)
+        copy.record(100.0, t)
+
+
+def test_a_rate_that_recorded_already_takes_the_seeds_sum_at_once():
+    window = QuotaWindow(11, 1)
+    original, busy = Rate(window), Rate(window)
+    original.record(5000.0, 1_000_000)
+    busy.record(1000.0, 1_002_000)
+    busy.seed(original.samples(1_002_000), 1_002_000)
+    assert busy.total(1_002_000) == 6000.0
+
+
+def test_a_restarted_worker_decides_as_the_serving_one_from_its_first_request():
+    async def run():
+        clock = ManualClock(1_000_000)
+        survivor, newcomer = FakeApp(clock, RAW), FakeApp(clock, RAW)
+        for _ in range(10):  # a tenant at its quota for 10 s, spread over the workers (here all recorded by one)
+            survivor.quotas.produce.record_no_throttle("", "spread", 1000)
+            survivor.quotas.fetch.record_no_throttle("", "spread", 1000)
+            clock.advance(1000)
+        s_ours, s_parent = socket.socketpair()
+        n_ours, n_parent = socket.socketpair()
+        s = WorkerLink(survivor, 0, s_ours, 10_000, lambda: None)
+        n = WorkerLink(newcomer, 1, n_ours, 10_000, lambda: None)
+        await s.start()
+        await n.start()
+        reader, writer = await asyncio.open_unix_connection(sock=s_parent)
+        _, to_newcomer = await asyncio.open_unix_connection(sock=n_parent)
+        writer.write(pack(SEED_ASK, b"1"))
+        while (frame := await asyncio.wait_for(read_frame(reader), 10))[0] != SEED:
+            pass
+        assert frame[1].startswith(b"1\n")
+        seeded = json.loads(frame[1].split(b"\n", 1)[1])
+        assert [row[:2] for row in seeded["produce"]] == [["", "spread"]]
+        to_newcomer.write(pack(SEED, frame[1]))
+        for _ in range(500):
+            if newcomer.quotas.produce.stats_for("", "spread") is not None:
+                break
+            await asyncio.sleep(0.01)
+        now = clock.now_ms()
+        for manager in ("produce", "fetch"):
+            mine = getattr(newcomer.quotas, manager)
+            theirs = getattr(survivor.quotas, manager)
+            assert mine.stats_for("", "spread", now).rate == theirs.stats_for("", "spread", now).rate > 900
+            assert mine.stats_for("", "spread", now).value_total == 0  # the peer's usage, not this worker's own
+            expected = theirs.record_and_get_throttle_time_ms("", "spread", 2000, now)
+            assert expected > 0  # before the fix the newcomer gave 0: a fresh sensor's 10 s allowance
+            assert mine.record_and_get_throttle_time_ms("", "spread", 2000, now) == expected
+        await s.close()
+        await n.close()
+        for sock in (s_parent, n_parent):
+            sock.close()
+
+    asyncio.run(run())
