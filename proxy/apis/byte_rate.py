@@ -2,9 +2,9 @@
 
 Produce: the request is forwarded at once (its data is appended), its size is recorded against the client's
 ``producer_byte_rate``, and when over quota the response carries ``throttle_time_ms = max(broker's, ours)``.
-From Produce v6 (KIP-219) the response goes back at once and the connection is muted for the throttle time;
-v0-5 keep KIP-13's original behaviour and the response itself is held for the throttle time. An ``acks=0``
-produce has no response, so only the mute applies. A Produce's producer id is decided first
+The response goes back at once and the connection is muted for the throttle time, in every version, as Kafka's
+broker does since 2.0 (a client before KIP-219, Produce v0-5, does not back off by itself: the mute holds its next
+request). An ``acks=0`` produce has no response, so only the mute applies. A Produce's producer id is decided first
 (:mod:`proxy.apis.producer_ids`, KIP-936): a new one over its user's quota may hold the request before the broker
 sees it, or have it answered by the proxy.
 

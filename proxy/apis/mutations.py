@@ -15,8 +15,8 @@ Each request is buffered and decided on its body, once, when the client's ``cont
   request with some topics admitted is forwarded holding only those, and the broker's per-topic results are merged
   with the proxy's rejections, in request order; with none admitted the proxy answers itself. ``throttle_time_ms``
   is set and the connection muted for the throttle;
-- older versions: forwarded whole, recorded, and the response carries the throttle (and the connection is muted,
-  or, before KIP-219, the response held), as Kafka treats old clients;
+- older versions: forwarded whole, recorded, and the response carries the throttle and goes at once, and the
+  connection is muted after it (before KIP-219 too), as Kafka >= 2.0 treats old clients;
 - the broker's answer settles the charge (:mod:`proxy.apis.mutation_charges`): topics it reports with an error
   are given back, and the throttle the response carries (and the mute) is what is left of the one decided.
 

@@ -187,8 +187,8 @@ def response_header_version(key: int, version: int) -> int:
 # -- Per-API facts for the APIs the proxy decodes ---------------------------------------------------------------
 # throttle_time_ms: the first response version with the field (the "ThrottleTimeMs" versions of *Response.json).
 # KIP-219: the first version whose client waits throttle_time_ms itself (Kafka's
-#   AbstractResponse.shouldClientThrottle, overridden per *Response.java; the default is false), so a throttled
-#   answer goes out at once and the connection is muted; before it, the response itself is held (KIP-13).
+#   AbstractResponse.shouldClientThrottle, overridden per *Response.java; the default is false). Only the client's
+#   own back-off depends on it: the broker (and the proxy) answer every version at once and mute the connection.
 # KIP-599: the first version that is rejected with THROTTLING_QUOTA_EXCEEDED when over the controller mutation
 #   quota (strict; ControllerApis' newQuotaFor(request, strictSinceVersion)); before it, the mutation is accepted
 #   and the client throttled afterwards (permissive).
@@ -242,7 +242,7 @@ def has_throttle_time(api_key: int, version: int) -> bool:
 
 
 def client_throttles(api_key: int, version: int) -> bool:
-    """KIP-219: the client of this version honours ``throttle_time_ms`` itself (answer at once, then mute)."""
+    """KIP-219: the client of this version honours ``throttle_time_ms`` itself (it backs off before sending more)."""
     return _since(CLIENT_THROTTLES_SINCE, api_key, version)
 
 

@@ -4,7 +4,7 @@ A client socket is wrapped only once its broker connection is open, so no byte i
 somewhere to send it. Requests go through :class:`~proxy.connection.request_path.RequestPath`, responses through
 :class:`~proxy.connection.response_path.ResponsePath`; every reason to stop reading either socket lives in one pure
 :class:`~proxy.connection.flow.Flow`. After each socket event this shell applies the flow's state: reading on or off on each
-side, held-back requests replayed, held responses now due written in order, one timer for the next deadline.
+side, held-back requests replayed, one timer for the next deadline (a mute's end).
 """
 
 from __future__ import annotations
@@ -251,15 +251,15 @@ class ClientConnection(Splicing, asyncio.BufferedProtocol):
     # -- applying the flow --------------------------------------------------------------------------------------
 
     def _apply(self) -> None:
-        """After every event: replay held-back requests, write due responses, set reading, arm the timer."""
+        """After every event: replay held-back requests, set reading, arm the timer."""
         flow = self.flow
         if flow.unhindered and self._reading_client and self._reading_broker and self._at_bound_since is None:
             return  # the common case: nothing to replay, release, pause or time
         if self._closed_reason is not None or self.transport is None:
             return
         now = time.monotonic_ns()
-        # Requests replayed from the read-ahead go out together; responses due go out one by one, as before, so a
-        # client that stops taking them stops the replay at the next boundary (its back-pressure comes at once).
+        # Requests replayed from the read-ahead go out together; answers the proxy makes to them go out one by one,
+        # so a client that stops taking them stops the replay at the next boundary (its back-pressure comes at once).
         batch = self._batch(False)
         try:
             state = self.core.step(now)

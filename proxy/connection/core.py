@@ -41,7 +41,7 @@ def usage_recorder(scope: ConnectionScope | None, session: Session):
 
 
 class ConnectionCore:
-    __slots__ = ("flow", "requests", "responses", "_request_splitter", "_response_splitter", "_write_client")
+    __slots__ = ("flow", "requests", "responses", "_request_splitter", "_response_splitter")
 
     def __init__(self, scope: ConnectionScope, session: Session, *, max_request_bytes: int, max_response_bytes: int,
                  max_inflight: int, write_client: Callable[[object], None], write_broker: Callable[[object], None],
@@ -49,7 +49,6 @@ class ConnectionCore:
                  spawn=None, max_header_bytes: int = MAX_HEADER_BYTES) -> None:
         self.flow = Flow(max_inflight)
         self.flow.client_read(clock())  # the idle timeout runs from the connection's start
-        self._write_client = write_client
         usage = usage_recorder(scope, session)
         self.responses = ResponsePath(self.flow, write_client, clock, api_metrics, usage, session)
         self.requests = RequestPath(self.flow, scope, session, write_broker, self.responses, api_metrics, clock,
@@ -96,9 +95,8 @@ class ConnectionCore:
 
     @property
     def response_streaming(self) -> int:
-        """Bytes of the response being streamed to the client still to come (0 if none is, or if responses wait
-        behind a held one: those must pass through the flow)."""
-        return 0 if self.flow.held else self._response_splitter.streaming
+        """Bytes of the response being streamed to the client still to come (0 if none is)."""
+        return self._response_splitter.streaming
 
     @property
     def request_remaining(self) -> int:
@@ -128,12 +126,11 @@ class ConnectionCore:
         self._response_splitter.feed(data)
 
     def step(self, now: int) -> State:
-        """After every event: write the held responses now due, replay held-back requests, report the state."""
+        """After every event: end an expired mute, replay held-back requests, report the state."""
         flow = self.flow
         if flow.unhindered:
             return OPEN
-        for frame in flow.tick(now):
-            self._write_client(frame)
+        flow.tick(now)
         while flow.read_ahead_due():
             flow.consumed_read_ahead(self._request_splitter.feed(flow.take_read_ahead()))
         # Drained only between responses: one being received (streamed or spliced to the client, its request

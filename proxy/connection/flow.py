@@ -9,18 +9,18 @@ the state comes out as plain values the socket code applies after every event (h
   (stop reading the client), or the client socket's is (stop reading the broker).
 - **Quota and bound reasons take effect only at a request frame boundary** (Kafka mutes a channel only after a
   complete request): a mute until a time, a throttled request whose response is not out yet, a request waiting
-  for the proxy's own lookup before it is decided (KIP-599 partition counts), responses held
-  for a KIP-13 delay, the in-flight bound reached (requests awaiting answers, or response bytes the client has
-  not taken), and draining at shutdown. In the middle of a frame without back-pressure the client is always
+  for the proxy's own lookup before it is decided (KIP-599 partition counts), the in-flight bound reached
+  (requests awaiting answers, or response bytes the client has not taken), and draining at shutdown. In the middle of a frame without back-pressure the client is always
   read, so a throttled request always reaches the broker whole and every reason has an exit.
 - Bytes read past a boundary where a quota reason holds are **held back** here (the read-ahead) and replayed,
   frame by frame, once the reasons are gone; the socket code keeps reads small meanwhile, so this stays small.
-- A response held for a throttle (Produce v0-5, KIP-13's original delay) keeps every later response behind it,
-  in request order, and the broker is not read while anything is held.
 - **One throttle lifecycle**: a throttle decided with a request (:meth:`Flow.throttle_request`) marks that
   in-flight entry throttled (reading stops at the next boundary until its response is out) or, for a request
-  with no response (``acks=0``), mutes at once; when the response goes out (:meth:`Flow.throttled_response`)
-  the flow holds it (before KIP-219) or mutes after it (KIP-219), and the entry stops counting.
+  with no response (``acks=0``), mutes at once; its response goes out at once, carrying ``throttle_time_ms``, and
+  the connection is muted after it (:meth:`Flow.throttled_response`), and the entry stops counting. Every version
+  alike, as Kafka's broker does since 2.0 (``KafkaApis`` sends the response at once and mutes the channel; only
+  a client's own back-off depends on its version, KIP-219): a response is never held, so a client whose request
+  timeout is shorter than the throttle is not made to resend a request that was already appended.
 - **Timeouts**: the flow keeps when the client last sent, since when it has taken no response, and when reading the
   broker last resumed, and says which bound a connection is past (:meth:`Flow.overdue`).
 - **Read sizing**: once bytes were held back past a paused boundary, reads stay small
@@ -34,9 +34,6 @@ An illegal transition (a reason lifted that was never set, a counter below zero)
 
 from __future__ import annotations
 
-from collections import deque
-
-from proxy.codec.throttle import delays_response
 from proxy.connection.inflight import InFlight, InFlightQueue
 from quota.decision import Throttle, longest
 
@@ -51,7 +48,7 @@ class FlowError(RuntimeError):
 
 class Flow:
     __slots__ = ("inflight", "max_inflight", "_mid_frame", "_broker_full", "_responses_full", "_muted_until",
-                 "_throttled", "_deciding", "_watching", "held", "_draining", "_read_ahead", "_read_ahead_pos", "_requests",
+                 "_throttled", "_deciding", "_watching", "_draining", "_read_ahead", "_read_ahead_pos", "_requests",
                  "_small_reads", "_responses_full_since", "_last_read", "_broker_resumed")
 
     def __init__(self, max_inflight: int) -> None:
@@ -67,9 +64,6 @@ class Flow:
         self._throttled = 0  # requests throttled when read whose response is not out yet
         self._deciding = 0  # requests waiting for the proxy's own lookup before they are decided
         self._watching = 0  # of which held on a timer, with the client watched for its close (one small read)
-        # Responses held, in order: (release time, or 0 behind an earlier one; response frame; the throttled request
-        # it answers, or None)
-        self.held: deque[tuple[int, bytes, InFlight | None]] = deque()
         self._draining = False
         self._read_ahead: bytearray | None = None  # request bytes read past a paused boundary
         self._read_ahead_pos = 0
@@ -82,7 +76,7 @@ class Flow:
 
     def _paused_at_boundary(self) -> bool:
         """A reason that stops reading at the next request frame boundary holds (the one pause condition)."""
-        return bool(self._muted_until or self._throttled or self._deciding or self.held or self._responses_full
+        return bool(self._muted_until or self._throttled or self._deciding or self._responses_full
                     or self._draining or len(self._requests) >= self.max_inflight)
 
     paused_at_boundary = property(_paused_at_boundary)
@@ -120,7 +114,7 @@ class Flow:
 
     @property
     def reading_broker(self) -> bool:
-        return not self._responses_full and not self.held
+        return not self._responses_full
 
     @property
     def at_bound(self) -> bool:
@@ -132,27 +126,17 @@ class Flow:
         return self._mid_frame
 
     @property
-    def holding(self) -> bool:
-        return bool(self.held)
-
-    @property
     def draining(self) -> bool:
         return self._draining
 
     @property
     def drained(self) -> bool:
         """Draining, at a boundary, and every request answered and sent: the connection may close."""
-        return (self._draining and not self._mid_frame and not self.held
-                and not self.inflight.awaiting_response())
+        return self._draining and not self._mid_frame and not self.inflight.awaiting_response()
 
     def next_deadline(self) -> int | None:
-        """The earliest time something changes by itself (a mute ends, a held response is due), or None."""
-        deadline = self._muted_until or None
-        if self.held:
-            first = self.held[0][0]
-            if first and (deadline is None or first < deadline):
-                deadline = first
-        return deadline
+        """The earliest time something changes by itself (a mute ends), or None."""
+        return self._muted_until or None
 
     # -- request frames ------------------------------------------------------------------------------------------
 
@@ -239,7 +223,7 @@ class Flow:
             if self.reading_broker and now - max(waiting_since, self._broker_resumed) > response_timeout:
                 return "upstream_timeout"
             return None
-        if now - self._last_read > idle_timeout and not self.held:
+        if now - self._last_read > idle_timeout:
             return "idle"
         return None
 
@@ -274,20 +258,16 @@ class Flow:
             entry.throttle = longest(entry.throttle, throttle)
         return 0
 
-    def throttled_response(self, entry: InFlight, frame, now: int) -> bool:
-        """The response to a throttled request is ready (``frame``; None when already sent, an answer of the
-        proxy's own): before KIP-219 it is held for the throttle (False: the flow keeps it and hands it out from
-        :meth:`tick`, in order); from KIP-219 on it goes now (True: write it) and the connection is muted."""
+    def throttled_response(self, entry: InFlight, now: int) -> None:
+        """The response to a throttled request goes out now (written by the caller, or already sent: an answer of
+        the proxy's own) and the connection is muted for the throttle, whatever the request's version: Kafka's
+        broker sends the response at once and mutes the channel until the throttle ends (a client before KIP-219
+        does not back off by itself; the mute holds its next request)."""
         throttle = entry.throttle
         if throttle is None:
             raise FlowError(f"a throttled response for request {entry.header.correlation_id} with no throttle")
-        request = entry.header
-        if frame is not None and delays_response(request.api_key, request.api_version):
-            self.held.append((now + throttle.mute_ms * 1_000_000, bytes(frame), entry))
-            return False
         self.mute(now, throttle.mute_ms)
         self._response_out(entry)
-        return True
 
     def _response_out(self, entry: InFlight | None) -> None:
         if entry is None or not entry.throttled:
@@ -312,29 +292,12 @@ class Flow:
         if watched:
             self._watching -= 1
 
-    # -- responses to the client ---------------------------------------------------------------------------------
+    # -- time ----------------------------------------------------------------------------------------------------
 
-    def response(self, frame) -> bool:
-        """A response (or part of one) to the client: True to write it now, False when it waits behind a held one
-        (then the flow keeps a copy and hands it out from :meth:`tick` in order)."""
-        if not self.held:
-            return True
-        self.held.append((0, bytes(frame), None))
-        return False
-
-    def tick(self, now: int) -> list[bytes]:
-        """Time has passed: end an expired mute; return the held responses now due, in order."""
+    def tick(self, now: int) -> None:
+        """Time has passed: end an expired mute."""
         if self._muted_until and self._muted_until <= now:
             self._muted_until = 0
-        if not self.held:
-            return []
-        due = []
-        held = self.held
-        while held and held[0][0] <= now:
-            _, frame, entry = held.popleft()
-            due.append(frame)
-            self._response_out(entry)
-        return due
 
     def drain(self) -> None:
         """Shutdown: read no new request; the connection closes once :attr:`drained`."""

@@ -3,8 +3,8 @@
 Broker responses are split into frames and matched to their requests by correlation id (:mod:`proxy.connection.inflight`).
 Most stream through untouched; those whose request plan asked for it are buffered whole (bounded by
 ``upstream.response.max.bytes``), decoded and rewritten, and carry the throttle of their request: merged into
-``throttle_time_ms``, then acted on through the :class:`~proxy.connection.flow.Flow` (mute after the response, or hold the
-response itself for versions before KIP-219). Answers the proxy makes itself go out once every request before
+``throttle_time_ms``, then acted on through the :class:`~proxy.connection.flow.Flow`: the response goes at once and the
+connection is muted after it, in every version, as Kafka's broker does. Answers the proxy makes itself go out once every request before
 them has been answered. A response to an ``acks=0`` Produce, or to the proxy's own probe, is dropped.
 """
 
@@ -47,12 +47,8 @@ class ResponsePath:
         return self._current
 
     def send(self, data) -> None:
-        """Every byte to the client goes through here, so a held response keeps later ones behind it."""
-        flow = self._flow
-        if flow.held:
-            flow.response(data)  # waits behind a held response; the flow hands it out in order
-        else:
-            self._write(data)
+        """Every byte to the client goes through here."""
+        self._write(data)
 
     def send_ready_local(self) -> None:
         """Answers the proxy made itself go out once every request before them has been answered, and never in the
@@ -131,10 +127,12 @@ class ResponsePath:
             self._act(entry, frame)
 
     def _act(self, entry: InFlight, frame: bytes | None) -> None:
-        """Act on a response's throttle: before KIP-219 the response itself is held (KIP-13's delay); from it on,
-        the response goes at once and the connection is muted. ``frame`` None: already sent (a local answer)."""
+        """Act on a response's throttle: the response goes at once and the connection is muted after it, in every
+        version (Kafka >= 2.0; before KIP-219 only the client's own back-off differs). ``frame`` None: already sent
+        (a local answer)."""
         self._usage.throttled(entry.header, entry.throttle.mute_ms)
-        if self._flow.throttled_response(entry, frame, self._clock()) and frame is not None:
+        self._flow.throttled_response(entry, self._clock())
+        if frame is not None:
             self.send(frame)
 
     def on_frame_end(self, header: ResponseHeader) -> None:

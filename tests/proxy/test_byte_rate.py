@@ -7,7 +7,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from config.loader import parse_config
 from proxy.apis import ConnectionScope, Session, plan_request
 from proxy.apis.byte_rate import trim_fetch_response
-from proxy.codec.throttle import delays_response, merge_throttle
+from proxy.codec.throttle import merge_throttle
 from proxy.codec.apis import FETCH, PRODUCE
 from proxy.codec.frame import BUFFER, STREAM
 from proxy.codec.header import RequestHeader
@@ -55,11 +55,6 @@ def test_merge_throttle_every_fetch_version(version):
     out = decode_response(FETCH, version, merged)
     assert out.throttle_time_ms == 1234
     assert bytes(out.responses[0].partitions[0].records) == records
-
-
-def test_kip219_versions():
-    assert delays_response(PRODUCE, 5) and not delays_response(PRODUCE, 6)
-    assert not delays_response(FETCH, 7)  # a throttled fetch holds the next request (the mute) instead
 
 
 def fetch_body(version, partitions):

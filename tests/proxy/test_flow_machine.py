@@ -2,14 +2,14 @@
 
 Hypothesis drives :class:`proxy.connection.core.ConnectionCore` (the flow, both splitters, the request and response
 paths) through every way of cutting the request and response streams into reads, random throttles on any
-request (KIP-219 mutes, KIP-13 held responses for Produce v5, acks=0 mutes), requests buffered and decided on
+request (a mute after the response in every version, Produce v5 as v7; acks=0 mutes), requests buffered and decided on
 their body (answered locally, forwarded with a throttle, or decided only after a lookup of the proxy's own), back-pressure on both sides, the in-flight bound,
 and drain; the broker either answers acks=0 produces (Tansu) or not (Kafka); and events that cannot happen in the
 flow's state, which must raise :class:`~proxy.connection.flow.FlowError` and change nothing. A simple model checks:
 
 - when no reason holds, the client is read and nothing is held back;
 - in the middle of a frame without back-pressure, the client is read;
-- responses reach the client in request order, a held one never before its release time;
+- responses reach the client in request order, a throttled one at once (never held: Kafka >= 2.0 holds none);
 - every reason has an exit: once back-pressure lifts and time passes the last deadline, every request is
   answered and reading is on (or the connection has drained);
 - the throttle lifecycle is the flow's: no in-flight entry stays marked throttled once its response is out, and
@@ -94,7 +94,7 @@ class FlowMachine(RuleBasedStateMachine):
         self.from_broker = bytearray()  # response bytes not yet read by the proxy
         self.to_client = bytearray()
         self.delivered: list[tuple[int, float]] = []  # (correlation id, time) as the client received them
-        self.release_after: dict[int, float] = {}  # corr -> earliest time its held response may reach the client
+        self.response_read: dict[int, float] = {}  # corr -> when the proxy read the end of its response
         self.response_end: dict[int, int] = {}  # corr -> offset in the broker's stream where its response ends
         self.broker_sent = 0
         self.client_full = self.broker_full = self.draining = False
@@ -205,9 +205,7 @@ class FlowMachine(RuleBasedStateMachine):
         self.broker_sent += len(chunk)
         for corr, end in self.response_end.items():
             if before < end <= self.broker_sent and corr >= 0:
-                spec = self.specs[corr]
-                if spec[0] == 0 and spec[1] == 5 and spec[3] is not None:  # Produce v5: KIP-13 holds the response
-                    self.release_after[corr] = self.now + spec[3] / 1000
+                self.response_read[corr] = self.now
         self.core.broker_bytes(memoryview(chunk))
         self._apply()
 
@@ -243,7 +241,7 @@ class FlowMachine(RuleBasedStateMachine):
     def illegal_event(self, event):
         """An event the flow's state does not allow raises FlowError and leaves the state as it was."""
         flow = self.core.flow
-        before = (flow.mid_frame, flow.read_ahead_bytes, len(flow.held), flow.next_deadline(), flow.paused_at_boundary)
+        before = (flow.mid_frame, flow.read_ahead_bytes, flow.next_deadline(), flow.paused_at_boundary)
         if event == "frame_ended":
             if flow.mid_frame:
                 return
@@ -254,7 +252,7 @@ class FlowMachine(RuleBasedStateMachine):
             call = flow.start_frame
         elif event == "response_without_throttle":
             entry = InFlight(RequestHeader(10, 0, 7, 99, "c", 14), 0, True)
-            call = lambda: flow.throttled_response(entry, b"\0\0\0\0", self._ns())  # noqa: E731
+            call = lambda: flow.throttled_response(entry, self._ns())  # noqa: E731
         elif event == "consumed_read_ahead":
             call = lambda: flow.consumed_read_ahead(flow.read_ahead_bytes + 1)  # noqa: E731
         elif event == "decided":
@@ -273,7 +271,7 @@ class FlowMachine(RuleBasedStateMachine):
             pass
         else:
             raise AssertionError(f"illegal event {event} did not raise")
-        after = (flow.mid_frame, flow.read_ahead_bytes, len(flow.held), flow.next_deadline(), flow.paused_at_boundary)
+        after = (flow.mid_frame, flow.read_ahead_bytes, flow.next_deadline(), flow.paused_at_boundary)
         assert after == before, f"illegal event {event} changed the flow: {before} -> {after}"
 
     @rule(idle_s=st.sampled_from([0.01, 0.5, 2.0, 10.0]))
@@ -288,8 +286,8 @@ class FlowMachine(RuleBasedStateMachine):
         elif self.client_full and self.now - self.client_full_since < idle_s - 1e-6:
             assert past != "client_full"
         if past == "idle":
-            assert not waiting and not core.flow.holding and self.now - self.last_read > idle_s - 1e-6
-        elif past is None and not self.client_full and not waiting and not core.flow.holding:
+            assert not waiting and self.now - self.last_read > idle_s - 1e-6
+        elif past is None and not self.client_full and not waiting:
             assert self.now - self.last_read <= idle_s + 1e-6, "an idle connection is not reported idle"
         assert past != "upstream_timeout"  # the broker is given 10**18 ns
 
@@ -324,15 +322,16 @@ class FlowMachine(RuleBasedStateMachine):
         expected = [c for c in range(len(self.specs)) if self._expects(c)]
         assert ids == expected[:len(ids)], f"responses out of order: {ids} vs {expected}"
         for corr, at in self.delivered:
-            if corr in self.release_after:
-                assert at >= self.release_after[corr] - 1e-9, f"held response {corr} released early"
+            if corr in self.response_read and self.specs[corr][3] is not None:
+                # a throttled response is never held for its throttle (Kafka >= 2.0, every version): the mute after
+                # it is what holds the client
+                assert at == self.response_read[corr], f"throttled response {corr} held until {at}"
 
     @invariant()
     def throttle_lifecycle_and_read_sizing(self):
         flow = self.core.flow
         receiving = self.core.responses.receiving  # matched, its response not yet complete
-        marked = sum(1 for e in flow.inflight.entries if e.throttled) + sum(
-            1 for _, _, e in flow.held if e is not None and e.throttled) + bool(receiving and receiving.throttled)
+        marked = sum(1 for e in flow.inflight.entries if e.throttled) + bool(receiving and receiving.throttled)
         assert marked == flow._throttled, f"{marked} entries marked throttled, the flow counts {flow._throttled}"
         if flow.unhindered:
             size = self.core.read_size(THROTTLED_READ_BYTES * 4)
