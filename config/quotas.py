@@ -19,11 +19,14 @@ from typing import Any
 from config.errors import ConfigError
 from quota.connection import CONNECTION_CREATION_RATE, IP, normalize_ip
 from quota.entity import (DEFAULT, CLIENT_ID, CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, PRODUCER_IDS_RATE,
-                          USER, QuotaEntity, QuotaEntry, QuotaTable)
+                          REQUEST_PERCENTAGE, USER, QuotaEntity, QuotaEntry, QuotaTable)
 
-# Keys this version enforces. Kafka's other client-quota key (request_percentage) is rejected rather than accepted
-# and silently ignored.
+# Keys the proxy enforces on user/client-id entities (and connection_creation_rate on ip entities).
 ENFORCED_KEYS = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_IDS_RATE)
+# Kafka's client-quota keys the brokers enforce and the proxy does not (KIP-124: a proxy cannot measure a broker's
+# request-handler time): AlterClientQuotas through the proxy passes them on to the broker, DescribeClientQuotas
+# shows the broker's values; they have no place in the proxy's own configuration.
+BROKER_KEYS = (REQUEST_PERCENTAGE,)
 MIN_RATE = 0.001  # below this a quota means "nothing at all" with throttles of days: say so instead
 UNITS = {PRODUCER_BYTE_RATE: "bytes per second", CONSUMER_BYTE_RATE: "bytes per second",
          CONTROLLER_MUTATION_RATE: "partition mutations per second",
@@ -86,8 +89,12 @@ def parse_quota_item(item: Any, where: str) -> QuotaEntry | tuple[str, float]:
             continue
         if key == CONNECTION_CREATION_RATE:
             raise ConfigError(f"{where}.{key}", f"only for ip entities (KIP-612): use entity {{{IP}: ...}}")
+        if key in BROKER_KEYS:
+            raise ConfigError(f"{where}.{key}", "enforced by the brokers, not the proxy: set it with kafka-configs "
+                              "(AlterClientQuotas) through the proxy, which passes it on, or at the brokers")
         if key not in ENFORCED_KEYS:
-            raise ConfigError(f"{where}.{key}", f"unknown or not yet enforced quota key (known: {', '.join(ENFORCED_KEYS)})")
+            raise ConfigError(f"{where}.{key}", f"unknown quota key (known: {', '.join(ENFORCED_KEYS)}; "
+                              f"{', '.join(BROKER_KEYS)} is passed on to the brokers)")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not MIN_RATE <= value < math.inf:
             raise ConfigError(f"{where}.{key}", f"expected a rate in {UNITS[key]} > 0 (finite, at least "
                               f"{MIN_RATE:g}), got {value!r}")

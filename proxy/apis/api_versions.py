@@ -35,12 +35,19 @@ def plan(scope: ConnectionScope, session: Session, header: RequestHeader) -> Pla
     served = SERVED_BY_PROXY if scope.client_quotas is not None else {}
 
     def observe(body: memoryview) -> None:
-        msg = decode_api_versions_response(version, body)
-        if msg.error_code == NONE:
-            session.broker_metadata_versions = next(
-                ((a.min_version, a.max_version) for a in msg.api_keys if a.api_key == METADATA), None)
+        note_broker_versions(session, decode_api_versions_response(version, body))
 
     return Plan(observe=observe, rewrite=lambda body: intersect(version, body, served))
+
+
+def note_broker_versions(session: Session, msg) -> None:
+    """What the proxy's own requests on this connection may send, from the broker's ApiVersions answer ``msg``."""
+    if msg.error_code != NONE:
+        return
+    session.broker_metadata_versions = next(
+        ((a.min_version, a.max_version) for a in msg.api_keys if a.api_key == METADATA), None)
+    session.broker_client_quota_versions = {a.api_key: (a.min_version, a.max_version) for a in msg.api_keys
+                                            if a.api_key in (DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS)}
 
 
 # APIs the proxy answers itself when a dynamic config is configured: advertised whatever the broker says.

@@ -7,12 +7,18 @@ when the broker does not list them.
 - Describe answers from the effective configuration (YAML with the dynamic entries over it), with Kafka's filter
   rules: each component matches an entity type exactly (``match_type`` 0, a name), its default (1) or any name
   (2); ``strict`` also requires the entity to have no other type. A filter mixing ``ip`` with ``user`` or
-  ``client-id`` is INVALID_REQUEST (KIP-612).
+  ``client-id`` is INVALID_REQUEST (KIP-612). When the broker serves the API the request also goes to it, and the
+  keys the brokers enforce (``request_percentage``, KIP-124; any key the proxy does not enforce) are merged in from
+  its answer; the proxy's own keys always come from the proxy.
 - Alter is allowed only to principals in ``admin_principals`` (``User:<name>``; empty by default): anyone else
-  gets CLUSTER_AUTHORIZATION_FAILED on every entry. Each entry is checked as the config topic's reader will check it
-  (unknown keys, bad values, an ip combined with a user: INVALID_REQUEST with a message); ``validate_only`` stops
-  there. The valid entries are then written to the config topic, and the answer goes back once the write is
-  acknowledged; every proxy following the topic applies them.
+  gets CLUSTER_AUTHORIZATION_FAILED on every entry, and nothing reaches the broker. Each entry is checked as the
+  config topic's reader will check it (unknown keys, bad values, an ip combined with a user: INVALID_REQUEST with a
+  message); ``validate_only`` stops there. The keys the brokers enforce (:data:`config.quotas.BROKER_KEYS`) are
+  sent first to the broker behind the connection, in an AlterClientQuotas of the proxy's holding only those
+  (the broker, or its controller, applies them cluster-wide, and its own authorizer decides too); an entry the
+  broker refuses keeps its error and none of its keys is written. The valid entries' other keys are then written
+  to the config topic, and the answer goes back once the write is acknowledged; every proxy following the topic
+  applies them. A broker without the API (Tansu) gets nothing: those entries are answered UNSUPPORTED_VERSION.
 """
 
 from __future__ import annotations
@@ -21,16 +27,23 @@ import json
 import math
 from typing import TYPE_CHECKING
 
+from collections.abc import Callable
+
 from config.dynamic import DynamicEntries, RecordError, describe, entity_key, parse_key
-from proxy.apis.plan import PASS, AnswerLocally, Await, ConnectionScope, Plan
+from config.quotas import BROKER_KEYS, ENFORCED_KEYS
+from proxy.apis.api_versions import note_broker_versions
+from proxy.apis.plan import PASS, AnswerLocally, Await, ConnectionScope, ForwardRequest, LookUp, Outcome, Plan
 from proxy.session.session import Session
-from proxy.codec.apis import ALTER_CLIENT_QUOTAS, DESCRIBE_CLIENT_QUOTAS
+from proxy.codec.apis import ALTER_CLIENT_QUOTAS, API_VERSIONS, DESCRIBE_CLIENT_QUOTAS
 from proxy.codec.enums import MATCH_TYPE_DEFAULT, MATCH_TYPE_EXACT, MATCH_TYPE_SPECIFIED
-from proxy.codec.error_codes import CLUSTER_AUTHORIZATION_FAILED, INVALID_REQUEST, NONE, UNKNOWN_SERVER_ERROR
+from proxy.codec.error_codes import (CLUSTER_AUTHORIZATION_FAILED, INVALID_REQUEST, NONE, UNKNOWN_SERVER_ERROR,
+                                     UNSUPPORTED_VERSION)
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader
-from proxy.codec.messages import decode_request, new_response
+from proxy.codec.messages import (decode_api_versions_response, decode_request, decode_response, encode_request,
+                                  encode_response, new_request, new_response)
 from proxy.codec.responses import encode_local_response
+from quota.connection import CONNECTION_CREATION_RATE
 from quota.entity import DEFAULT
 
 if TYPE_CHECKING:
@@ -38,6 +51,7 @@ if TYPE_CHECKING:
 
 VERSIONS = (0, 1)
 ENTITY_TYPES = ("user", "client-id", "ip")
+PROXY_KEYS = frozenset(ENFORCED_KEYS) | {CONNECTION_CREATION_RATE}  # described from the proxy, never the broker
 
 
 def served(scope: ConnectionScope) -> bool:
@@ -49,35 +63,74 @@ def plan_describe(scope: ConnectionScope, session: Session, header: RequestHeade
         return PASS
     version, correlation_id = header.api_version, header.correlation_id
 
-    def decide(body: memoryview) -> AnswerLocally:
+    def decide(body: memoryview) -> Outcome:
         msg = decode_request(DESCRIBE_CLIENT_QUOTAS, version, body)
-        response = describe_response(version, msg, scope.client_quotas.current)
-        return AnswerLocally(encode_local_response(DESCRIBE_CLIENT_QUOTAS, version, correlation_id, response))
+
+        def local() -> AnswerLocally:
+            response = describe_response(version, msg, scope.client_quotas.current)
+            return AnswerLocally(encode_local_response(DESCRIBE_CLIENT_QUOTAS, version, correlation_id, response))
+
+        if filter_error(msg) is not None:
+            return local()
+
+        def to_broker() -> Outcome:
+            supported = (session.broker_client_quota_versions or {}).get(DESCRIBE_CLIENT_QUOTAS)
+            if supported is None or not supported[0] <= version <= supported[1]:
+                return local()  # a broker without client quotas (Tansu): the proxy's alone
+
+            def merge(reply: memoryview) -> bytes:
+                theirs = decode_response(DESCRIBE_CLIENT_QUOTAS, version, reply)
+                return encode_response(DESCRIBE_CLIENT_QUOTAS, version, describe_response(
+                    version, msg, scope.client_quotas.current, theirs))
+
+            return ForwardRequest(rewrite=merge)
+
+        return knowing_broker_versions(session, to_broker)
 
     return Plan(action=BUFFER, decide=decide)
 
 
-def describe_response(version: int, msg, config):
+def filter_error(msg) -> str | None:
+    """Why a DescribeClientQuotas filter is invalid (KIP-546, KIP-612), or None."""
     types = [c.entity_type for c in msg.components]
-    error = None
     if len(set(types)) != len(types):
-        error = "a filter names an entity type twice"
-    elif "ip" in types and len(types) > 1:
-        error = "an ip filter cannot be combined with user or client-id (KIP-612)"
-    elif any(t not in ENTITY_TYPES for t in types):
-        error = f"unknown entity type in the filter (known: {', '.join(ENTITY_TYPES)})"
-    elif any(c.match_type not in (MATCH_TYPE_EXACT, MATCH_TYPE_DEFAULT, MATCH_TYPE_SPECIFIED) for c in msg.components):
-        error = "match_type must be 0 (exact), 1 (default) or 2 (any)"
+        return "a filter names an entity type twice"
+    if "ip" in types and len(types) > 1:
+        return "an ip filter cannot be combined with user or client-id (KIP-612)"
+    if any(t not in ENTITY_TYPES for t in types):
+        return f"unknown entity type in the filter (known: {', '.join(ENTITY_TYPES)})"
+    if any(c.match_type not in (MATCH_TYPE_EXACT, MATCH_TYPE_DEFAULT, MATCH_TYPE_SPECIFIED) for c in msg.components):
+        return "match_type must be 0 (exact), 1 (default) or 2 (any)"
+    return None
+
+
+def describe_response(version: int, msg, config, broker=None):
+    """The answer to ``msg``: the proxy's entries from ``config`` and, from the broker's answer ``broker`` (None:
+    not asked), the values of the keys the proxy does not enforce, and its throttle. A broker's error (its
+    authorizer refusing this principal) leaves its entries out."""
+    error = filter_error(msg)
     if error is not None:
         return new_response(DESCRIBE_CLIENT_QUOTAS, version, error_code=INVALID_REQUEST, error_message=error,
                             entries=None)
-    entries = []
+    entries: dict[frozenset, tuple[list, dict]] = {}
     for entity, values in describe(config):
         if matches(entity, msg.components, msg.strict) and values:
-            entries.append({"entity": [{"entity_type": t, "entity_name": None if n == DEFAULT else n}
-                                       for t, n in sorted(entity.items())],
-                            "values": [{"key": k, "value": float(v)} for k, v in sorted(values.items())]})
-    return new_response(DESCRIBE_CLIENT_QUOTAS, version, error_code=NONE, error_message=None, entries=entries)
+            parts = [(t, None if n == DEFAULT else n) for t, n in sorted(entity.items())]
+            entries[frozenset(parts)] = (parts, {k: float(v) for k, v in values.items()})
+    throttle_time_ms = 0
+    if broker is not None and broker.error_code == NONE:
+        throttle_time_ms = broker.throttle_time_ms
+        for entry in broker.entries or ():
+            theirs = {v.key: v.value for v in entry.values if v.key not in PROXY_KEYS}
+            if not theirs:
+                continue
+            parts = sorted((e.entity_type, e.entity_name) for e in entry.entity)
+            entries.setdefault(frozenset(parts), (parts, {}))[1].update(theirs)
+    return new_response(DESCRIBE_CLIENT_QUOTAS, version, error_code=NONE, error_message=None,
+                        throttle_time_ms=throttle_time_ms, entries=[
+                            {"entity": [{"entity_type": t, "entity_name": n} for t, n in parts],
+                             "values": [{"key": k, "value": v} for k, v in sorted(values.items())]}
+                            for parts, values in entries.values()])
 
 
 def matches(entity: dict, components, strict: bool) -> bool:
@@ -98,9 +151,10 @@ def plan_alter(scope: ConnectionScope, session: Session, header: RequestHeader) 
     version, correlation_id = header.api_version, header.correlation_id
     dynamic: DynamicConfig = scope.client_quotas
 
-    def answer(results: list[tuple[list, int, str | None]]) -> AnswerLocally:
-        response = new_response(ALTER_CLIENT_QUOTAS, version, entries=[
-            {"error_code": code, "error_message": message, "entity": entity} for entity, code, message in results])
+    def answer(wire: list, results: list[tuple[int, str | None]], throttle_time_ms: int = 0) -> AnswerLocally:
+        response = new_response(ALTER_CLIENT_QUOTAS, version, throttle_time_ms=throttle_time_ms, entries=[
+            {"error_code": code, "error_message": message, "entity": entity}
+            for entity, (code, message) in zip(wire, results)])
         return AnswerLocally(encode_local_response(ALTER_CLIENT_QUOTAS, version, correlation_id, response))
 
     def decide(body: memoryview):
@@ -111,33 +165,103 @@ def plan_alter(scope: ConnectionScope, session: Session, header: RequestHeader) 
         if principal not in dynamic.base.admin_principals:
             reason = (f"{principal} may not alter quotas through the proxy (admin_principals in the proxy's "
                       "configuration)")
-            return answer([(entity, CLUSTER_AUTHORIZATION_FAILED, reason) for entity in wire])
-        results, records = check(dynamic, msg.entries)
-        if msg.validate_only or not records:
-            return answer([(entity, code, message) for entity, (code, message) in zip(wire, results)])
+            return answer(wire, [(CLUSTER_AUTHORIZATION_FAILED, reason)] * len(wire))
+        ours = [[op for op in entry.ops if op.key not in BROKER_KEYS] for entry in msg.entries]
+        theirs = [[op for op in entry.ops if op.key in BROKER_KEYS] for entry in msg.entries]
+        failed: list[tuple[int, str | None] | None] = [None] * len(wire)
 
-        def written(result) -> AnswerLocally:
-            if isinstance(result, BaseException):
-                failure = dynamic.write_failure(result)
-                return answer([(entity, UNKNOWN_SERVER_ERROR if code == NONE else code,
-                                failure if code == NONE else message)
-                               for entity, (code, message) in zip(wire, results)])
-            return answer([(entity, code, message) for entity, (code, message) in zip(wire, results)])
+        def write(throttle_time_ms: int = 0):
+            """The proxy's part of every entry not failed yet: checked, then written (unless validate_only)."""
+            results, records = check(dynamic, [(entry.entity, ops) for entry, ops in zip(msg.entries, ours)], failed)
+            if msg.validate_only or not records:
+                return answer(wire, results, throttle_time_ms)
 
-        return Await(start=lambda: dynamic.write(records), then=written)
+            def written(result) -> AnswerLocally:
+                if isinstance(result, BaseException):
+                    failure = dynamic.write_failure(result)
+                    return answer(wire, [(UNKNOWN_SERVER_ERROR, failure) if code == NONE else (code, message)
+                                         for code, message in results], throttle_time_ms)
+                return answer(wire, results, throttle_time_ms)
+
+            return Await(start=lambda: dynamic.write(records), then=written)
+
+        if not any(theirs):
+            return write()
+
+        def to_broker():
+            supported = (session.broker_client_quota_versions or {}).get(ALTER_CLIENT_QUOTAS)
+            if supported is None or not supported[0] <= version <= supported[1]:
+                for i, ops in enumerate(theirs):
+                    if ops:
+                        failed[i] = (UNSUPPORTED_VERSION, _unsupported(ops, "AlterClientQuotas", version))
+                return write()
+            # an entry whose own keys are invalid is refused whole: its brokers' keys are not sent
+            first, _ = check(dynamic, [(entry.entity, ops) for entry, ops in zip(msg.entries, ours)], failed)
+            sent = [i for i, ops in enumerate(theirs) if ops and first[i][0] == NONE]
+            if not sent:
+                return write()
+            request = new_request(ALTER_CLIENT_QUOTAS, version, validate_only=msg.validate_only, entries=[
+                {"entity": wire[i], "ops": [{"key": op.key, "value": op.value, "remove": op.remove}
+                                            for op in theirs[i]]} for i in sent])
+
+            def answered(reply: memoryview):
+                response = decode_response(ALTER_CLIENT_QUOTAS, version, reply)
+                outcome = {_entity_key(e.entity): (e.error_code, e.error_message) for e in response.entries}
+                for i in sent:
+                    code, message = outcome.get(_entity_key(msg.entries[i].entity),
+                                                (UNKNOWN_SERVER_ERROR, "the broker did not answer this entry"))
+                    if code != NONE:
+                        failed[i] = (code, message)
+                return write(response.throttle_time_ms)
+
+            return LookUp(ALTER_CLIENT_QUOTAS, version, encode_request(ALTER_CLIENT_QUOTAS, version, request),
+                          answered, client_id=header.client_id)
+
+        return knowing_broker_versions(session, to_broker)
 
     return Plan(action=BUFFER, decide=decide)
 
 
-def check(dynamic: "DynamicConfig", entries) -> tuple[list[tuple[int, str | None]], list[tuple[bytes, bytes | None]]]:
+def knowing_broker_versions(session: Session, then: Callable[[], Outcome]) -> Outcome:
+    """``then()`` once the broker's client-quota versions are known on this connection: at once when its
+    ApiVersions answer was seen (every Kafka client asks first), else after an ApiVersions v0 of the proxy's own."""
+    if session.broker_client_quota_versions is not None:
+        return then()
+
+    def answered(reply: memoryview) -> Outcome:
+        note_broker_versions(session, decode_api_versions_response(0, reply))
+        if session.broker_client_quota_versions is None:
+            session.broker_client_quota_versions = {}  # an error: taken as having neither API
+        return then()
+
+    return LookUp(API_VERSIONS, 0, b"", answered)
+
+
+def _unsupported(ops, api: str, version: int) -> str:
+    keys = ", ".join(sorted({op.key for op in ops}))
+    return (f"{keys}: enforced by the brokers, and the broker behind the proxy does not serve {api} v{version}; "
+            "set it where the brokers support client quotas")
+
+
+def _entity_key(parts) -> frozenset:
+    return frozenset((p.entity_type, p.entity_name) for p in parts)
+
+
+def check(dynamic: "DynamicConfig", entries, failed=None) -> tuple[list[tuple[int, str | None]],
+                                                                  list[tuple[bytes, bytes | None]]]:
     """Each entry's (error code, message), and the records for the valid ones (applied one after another, as the
-    topic's reader will)."""
+    topic's reader will). ``entries``: (entity parts, the ops the proxy applies); ``failed``: per entry, an error
+    decided already (the entry is skipped and keeps it), or None. An entry with no op of the proxy's is checked for
+    its entity only and writes nothing."""
     state: DynamicEntries = dynamic.entries
     results, records = [], []
-    for entry in entries:
+    for i, (parts, ops) in enumerate(entries):
+        if failed is not None and failed[i] is not None:
+            results.append(failed[i])
+            continue
         try:
             entity = {}
-            for part in entry.entity:
+            for part in parts:
                 if part.entity_type not in ENTITY_TYPES:
                     raise RecordError(f"unknown entity type {part.entity_type!r} (known: {', '.join(ENTITY_TYPES)})")
                 if part.entity_type in entity:
@@ -146,8 +270,11 @@ def check(dynamic: "DynamicConfig", entries) -> tuple[list[tuple[int, str | None
             if not entity:
                 raise RecordError("an entry without an entity")
             key = entity_key(parse_key(entity_key(entity)))  # canonical (an IPv4-mapped address as IPv4)
+            if not ops:
+                results.append((NONE, None))
+                continue
             current = dict(state.entries[key][1]) if key in state.entries else {}
-            for op in entry.ops:
+            for op in ops:
                 if op.remove:
                     current.pop(op.key, None)
                 else:

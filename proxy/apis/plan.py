@@ -78,7 +78,9 @@ class LookUp:
     api_key: int
     api_version: int
     body: bytes
-    then: Callable[[memoryview], "ForwardRequest | AnswerLocally"]
+    then: Callable[[memoryview], "Outcome"]
+    client_id: str | None = None  # the header's client id (None: the proxy's own), e.g. the client's when the
+    # request is the client's, passed on in part (the broker's request quota then counts it for that client)
 
 
 @dataclass(frozen=True, slots=True)

@@ -133,28 +133,30 @@ class InFlightQueue:
         return frame(head)
 
     def look_up(self, waiting: InFlight | None, received_ns: int, api_key: int, api_version: int, body: bytes,
-                answered: Callable[[memoryview], None]) -> bytes:
+                answered: Callable[[memoryview], None], client_id: str | None = None) -> bytes:
         """A request of the proxy's own (``body`` of ``api_key`` v``api_version``) to forward now, ahead of the
         request ``waiting`` to be decided on its answer (the last one queued; None if it expects no response):
-        the lookup is queued before it, so the answers still come in order. Returns the frame to send."""
+        the lookup is queued before it, so the answers still come in order; ``client_id`` None: the proxy's own.
+        Returns the frame to send."""
         if waiting is not None and (not self._queue or self._queue[-1] is not waiting):
             raise ProtocolError("a lookup was made for a request that is not the last one read")
         if waiting is not None:
             self._queue.pop()
-        header, head = self._own_header(api_key, api_version)
+        header, head = self._own_header(api_key, api_version, PROBE_CLIENT_ID if client_id is None else client_id)
         self._queue.append(InFlight(header, received_ns, True, lookup=answered))
         if waiting is not None:
             self._queue.append(waiting)
         return frame(head + body)
 
-    def _own_header(self, api_key: int, api_version: int) -> tuple[RequestHeader, bytes]:
+    def _own_header(self, api_key: int, api_version: int,
+                    client_id: str = PROBE_CLIENT_ID) -> tuple[RequestHeader, bytes]:
         """A request header of the proxy's own, with a correlation id no queued request has."""
         taken = {e.header.correlation_id for e in self._queue}
         correlation_id = _INT32_MIN
         while correlation_id in taken:
             correlation_id += 1
-        head = encode_request_header(api_key, api_version, correlation_id, PROBE_CLIENT_ID)
-        return RequestHeader(len(head), api_key, api_version, correlation_id, PROBE_CLIENT_ID, len(head) + 4), head
+        head = encode_request_header(api_key, api_version, correlation_id, client_id)
+        return RequestHeader(len(head), api_key, api_version, correlation_id, client_id, len(head) + 4), head
 
     def match(self, correlation_id: int) -> InFlight | None:
         """The request a response answers, or None when the response must be dropped (acks=0)."""

@@ -148,7 +148,7 @@ class RequestPath:
 
         flow.request_deciding()
         self._forward(flow.inflight.look_up(entry, self._clock(), lookup.api_key, lookup.api_version,
-                                            lookup.body, answered))
+                                            lookup.body, answered, lookup.client_id))
 
     def _await(self, header: RequestHeader, frame, entry: InFlight | None, work: Await, abandon) -> None:
         """Start the proxy's own work now; decide this request on its result (reading waits until then)."""

@@ -28,6 +28,9 @@ class Session:
     awaiting_authentication: bool = False  # a SASL listener before the broker accepted an authentication
     broker_metadata_versions: tuple[int, int] | None = None  # Metadata versions the broker behind serves (its
     # ApiVersions answer on this connection; None before one): what the proxy's own lookups may send
+    broker_client_quota_versions: dict[int, tuple[int, int]] | None = None  # DescribeClientQuotas and
+    # AlterClientQuotas versions the broker serves ({api key: (min, max)}, empty when it has neither; None before an
+    # ApiVersions answer): whether the keys the brokers enforce (request_percentage) can be passed on
 
     def authenticated(self, principal: str | None) -> None:
         """The broker accepted a SASL authentication (or re-authentication) as ``principal`` (None: a mechanism

@@ -14,7 +14,7 @@ from tests.harness import Tansu, free_port, proxy_config, start_proxy
 
 pytestmark = pytest.mark.integration
 
-NONE, CLUSTER_AUTHORIZATION_FAILED, INVALID_REQUEST = 0, 31, 42
+NONE, CLUSTER_AUTHORIZATION_FAILED, UNSUPPORTED_VERSION, INVALID_REQUEST = 0, 31, 35, 42
 
 
 def start(admins: list[str]):
@@ -144,6 +144,38 @@ def test_both_apis_are_advertised_although_the_broker_has_neither():
         with raw.connect(broker.port) as sock:  # Tansu itself lists neither
             direct = raw.exchange(sock, 18, 3, client_software_name="t", client_software_version="1")
         assert not {48, 49} & {api.api_key for api in direct.api_keys}
+    finally:
+        proxy.stop()
+        broker.stop()
+
+
+def test_request_percentage_is_refused_with_a_reason_when_the_broker_has_no_client_quota_apis():
+    """request_percentage is the brokers' to enforce (KIP-124); Tansu has no AlterClientQuotas, so the proxy sends it
+    nothing (Tansu would close the connection) and answers that entry UNSUPPORTED_VERSION naming the key, while the
+    proxy's own entry of the same request is applied; the connection stays open: a raw client that never sent
+    ApiVersions gets the same answer (the proxy asks the broker's versions itself), then a describe on it."""
+    from tests.integration import raw
+
+    proxy, broker = start(["User:ANONYMOUS"])
+    try:
+        response = send(proxy.bootstrap, alter([
+            {"entity": entity(client_id="etl"), "ops": [op("request_percentage", 50)]},
+            {"entity": entity(client_id="batch"), "ops": [op("producer_byte_rate", 4096)]}]))
+        assert [e.error_code for e in response.entries] == [UNSUPPORTED_VERSION, NONE], response
+        assert "request_percentage: enforced by the brokers" in response.entries[0].error_message
+        deadline = time.monotonic() + 5
+        while proxy.app.effective_config.quotas.limit("producer_byte_rate", "ANONYMOUS", "batch") != 4096:
+            assert time.monotonic() < deadline, "the proxy's own entry was not applied"
+            time.sleep(0.02)
+        with raw.connect(proxy.port) as sock:
+            answered = raw.exchange(sock, 49, 0, validate_only=False, entries=[
+                {"entity": [{"entity_type": "client-id", "entity_name": "etl"}],
+                 "ops": [{"key": "request_percentage", "value": 50.0, "remove": False}]}])
+            assert [e.error_code for e in answered.entries] == [UNSUPPORTED_VERSION], answered
+            described = raw.exchange(sock, 48, 0, components=[], strict=False, correlation_id=2)
+        assert {tuple((e.entity_type, e.entity_name) for e in x.entity) for x in described.entries} >= {
+            (("client-id", "batch"),)}
+        assert "request_percentage" not in str(entries_of(send(proxy.bootstrap, describe([]))))
     finally:
         proxy.stop()
         broker.stop()

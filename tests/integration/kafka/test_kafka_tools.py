@@ -157,9 +157,9 @@ def test_kafka_configs_alters_and_describes_user_client_and_ip_quotas_through_th
     """kafka-configs (ConfigCommand, the Java AdminClient's AlterClientQuotas/DescribeClientQuotas) against the
     proxy: user, client-id and ip entities (user + client-id: the perf tools' test) are written to the proxy's
     config topic and described back as kafka-configs prints them (a users describe also prints the broker's SCRAM
-    credentials, that API passing through to Kafka); a key the proxy does not enforce (request_percentage) is
-    refused with the proxy's message, kafka-configs exits 1 and the entry it came with is not applied (README:
-    "rejected with a clear error until it is enforced"); the broker's own store is not touched. Then the quotas act
+    credentials, that API passing through to Kafka); a value the proxy refuses (a rate of 0) gets the proxy's
+    message, kafka-configs exits 1 and the entry it came with is not applied; the broker's own store is not
+    touched. Then the quotas act
     on traffic: the user quota (every PLAINTEXT client is User:ANONYMOUS) throttles a producer, the ip quota closes
     connections from 127.0.0.2 over its rate while 127.0.0.1 is served; --delete-config lifts the user quota."""
     from kafka import KafkaProducer
@@ -180,7 +180,7 @@ def test_kafka_configs_alters_and_describes_user_client_and_ip_quotas_through_th
                            kafka_configs(via, "--alter", "--entity-type", "ips", "--entity-name", ip,
                                          "--add-config", "connection_creation_rate=2"),
                            kafka_configs(via, "--alter", "--entity-type", "clients", "--entity-name", refused_client,
-                                         "--add-config", "producer_byte_rate=1000,request_percentage=50"),
+                                         "--add-config", "consumer_byte_rate=1000,producer_byte_rate=0"),
                            check=False)
             for done, what in zip(alters[:3], ["user ANONYMOUS", f"client {client}", f"ip {ip}"]):
                 assert done.returncode == 0, done.stdout + done.stderr
@@ -188,13 +188,13 @@ def test_kafka_configs_alters_and_describes_user_client_and_ip_quotas_through_th
             refused = alters[3]
             assert refused.returncode == 1, refused.stdout
             assert "InvalidRequestException" in refused.stdout + refused.stderr
-            assert "request_percentage: unknown or not yet enforced quota key" in refused.stdout + refused.stderr
+            assert "producer_byte_rate: expected a rate in bytes per second > 0" in refused.stdout + refused.stderr
 
             wait_until(lambda: limit(proxy, "producer_byte_rate", "ANONYMOUS", "anyone") == 40960
                        and ip_rate(proxy, ip) == 2, 10, "the user and ip quotas in force")
             assert limit(proxy, "consumer_byte_rate", "ANONYMOUS", client) == 1048576  # per key: client-id's
             assert limit(proxy, "controller_mutation_rate", "ANONYMOUS", client) == 10
-            assert limit(proxy, "producer_byte_rate", "ANONYMOUS", refused_client) == 40960  # the user's, not 1000
+            assert limit(proxy, "consumer_byte_rate", "ANONYMOUS", refused_client) == float("inf")  # not 1000
 
             described = tools(kafka1,
                               kafka_configs(via, "--describe", "--entity-type", "users"),
@@ -212,7 +212,6 @@ def test_kafka_configs_alters_and_describes_user_client_and_ip_quotas_through_th
                              r"controller_mutation_rate=10.0, consumer_byte_rate=1048576.0)\n", clients), clients
             assert refused_client not in clients  # nothing of the refused entry was written
             assert f"Quota configs for ip '{ip}' are connection_creation_rate=2.0" in ips, ips
-            assert "request_percentage" not in users + clients + ips
             # the proxy's store, not the broker's
             assert quota_entries(kafka1.nodes[0].direct) == direct_before
 
@@ -265,6 +264,87 @@ def test_kafka_configs_from_a_principal_not_in_admin_principals_is_refused_with_
             refused.stdout + refused.stderr, refused.stdout + refused.stderr
         assert limit(proxy, "producer_byte_rate", "ANONYMOUS", client) == float("inf")
         assert (("client-id", client),) not in quota_entries(proxy.bootstrap)  # describe answered, without it
+
+
+def metadata_throttles(port: int, client_id: str, count: int, stop_at_first: bool = False) -> list[int]:
+    """throttle_time_ms of ``count`` Metadata v4 requests (no topics) sent one after another on one connection with
+    ``client_id`` (stopping at the first throttled one if asked)."""
+    from proxy.codec.apis import METADATA
+    from proxy.codec.header import encode_request_header, frame, response_header_length
+    from proxy.codec.messages import decode_response, encode_request, new_request
+
+    body = encode_request(METADATA, 4, new_request(METADATA, 4, topics=[], allow_auto_topic_creation=False))
+    sock = raw.connect(port)
+    sock.settimeout(30)
+    throttles = []
+    try:
+        for corr in range(count):
+            sock.sendall(frame(encode_request_header(METADATA, 4, corr, client_id) + body))
+            whole = frame(raw.read_frame(sock))
+            answer = decode_response(METADATA, 4, whole[response_header_length(METADATA, 4, whole):])
+            throttles.append(answer.throttle_time_ms)
+            if stop_at_first and answer.throttle_time_ms:
+                break
+    finally:
+        sock.close()
+    return throttles
+
+
+def test_request_percentage_through_the_proxy_is_set_at_the_broker_described_beside_the_proxys_and_throttles(kafka1):
+    """KIP-124's request quota, which only a broker can measure, through the proxy. One kafka-configs against the
+    proxy sets request_percentage and producer_byte_rate on a client id: the first lands in Kafka's own store
+    (described at the broker's listener, without the proxy's key), the second in the proxy's config topic; a
+    describe through the proxy shows both. A client of that id sending Metadata requests through the proxy then gets
+    the broker's throttle_time_ms (request_percentage 0.01: a ten-thousandth of a thread), another client id none.
+    Deleting both keys through the proxy removes each from its store. From a principal not in admin_principals the
+    same alter is refused by the proxy and nothing reaches the broker."""
+    client, other = unique_topic("kt-reqpct"), unique_topic("kt-reqpct-free")
+    direct = kafka1.nodes[0].direct
+    key = (("client-id", client),)
+    try:
+        with sidecar(kafka1, admins=()) as proxy:
+            refused = kafka1.tool(*kafka_configs(proxy.bootstrap, "--alter", "--entity-type", "clients",
+                                                 "--entity-name", client, "--add-config", "request_percentage=1"),
+                                  check=False)
+            assert refused.returncode == 1, refused.stdout
+            assert "ClusterAuthorizationException: User:ANONYMOUS may not alter quotas through the proxy" in \
+                refused.stdout + refused.stderr
+            assert key not in quota_entries(direct)
+        with sidecar(kafka1) as proxy:
+            via = proxy.bootstrap
+            try:
+                done = kafka1.tool(*kafka_configs(via, "--alter", "--entity-type", "clients", "--entity-name", client,
+                                                  "--add-config", "request_percentage=0.01,producer_byte_rate=1048576"))
+                assert f"Completed updating config for client {client}" in done.stdout, done.stdout
+                wait_until(lambda: limit(proxy, "producer_byte_rate", "ANONYMOUS", client) == 1048576, 10,
+                           "the proxy's key in force")
+                assert quota_entries(direct)[key] == {"request_percentage": 0.01}  # the broker's store: its key only
+                shown = kafka1.tool(*kafka_configs(via, "--describe", "--entity-type", "clients", "--entity-name",
+                                                   client)).stdout
+                assert re.search(rf"Quota configs for client-id '{client}' are "
+                                 r"(producer_byte_rate=1048576.0, request_percentage=0.01|"
+                                 r"request_percentage=0.01, producer_byte_rate=1048576.0)\n", shown), shown
+
+                seen: list[int] = []
+                wait_until(lambda: any(seen.extend(metadata_throttles(proxy.port, client, 50, True)) or seen), 60,
+                           "a throttle from the broker's request quota")
+                assert max(seen) <= 25_000, seen  # Kafka bounds a request-quota throttle by one window (1 s here)
+                assert metadata_throttles(proxy.port, other, 30) == [0] * 30
+                assert proxy.metric("kafka_quota_proxy_quota_throttled_responses_total", quota="producer_byte_rate",
+                                    user="", client_id=client) == 0  # the throttle was the broker's
+
+                removed = kafka1.tool(*kafka_configs(via, "--alter", "--entity-type", "clients", "--entity-name",
+                                                     client, "--delete-config",
+                                                     "request_percentage,producer_byte_rate"))
+                assert f"Completed updating config for client {client}" in removed.stdout, removed.stdout
+                wait_until(lambda: limit(proxy, "producer_byte_rate", "ANONYMOUS", client) == float("inf"), 10,
+                           "the proxy's key removed")
+                assert key not in quota_entries(direct)
+            finally:
+                remove_quotas(via, [{"client-id": client}])
+    finally:
+        remove_quotas(direct, [{"client-id": client}])
+    assert key not in quota_entries(direct)
 
 
 def perf_rate(result, fields: str) -> float:

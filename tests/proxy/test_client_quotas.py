@@ -1,0 +1,207 @@
+"""DescribeClientQuotas and AlterClientQuotas with the keys the brokers enforce (request_percentage, KIP-124), decided
+on bytes: what goes to the broker, what is written to the config topic, and how the answers merge."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from config.dynamic import DynamicEntries, effective
+from config.loader import parse_config
+from proxy.apis import AnswerLocally, Await, ConnectionScope, ForwardRequest, LookUp, Session, plan_request
+from proxy.codec.apis import ALTER_CLIENT_QUOTAS, API_VERSIONS, DESCRIBE_CLIENT_QUOTAS
+from proxy.codec.error_codes import CLUSTER_AUTHORIZATION_FAILED, INVALID_REQUEST, NONE, UNSUPPORTED_VERSION
+from proxy.codec.header import encode_request_header, frame, response_header_length
+from proxy.codec.produce_prefix import parse_request_prefix
+from proxy.cluster.topics import Topics
+from proxy.codec.messages import (decode_request, decode_response, encode_request, encode_response, new_request,
+                                  new_response)
+from proxy.enforce.managers import ByteRateQuotas
+
+BOTH = {DESCRIBE_CLIENT_QUOTAS: (0, 1), ALTER_CLIENT_QUOTAS: (0, 1)}
+
+
+class FakeDynamic:
+    """What the handlers read of proxy.observers.dynamic_config.DynamicConfig, the config topic a list."""
+
+    def __init__(self, base) -> None:
+        self.base, self.current, self.entries = base, base, DynamicEntries()
+        self.written: list = []
+
+    async def write(self, records) -> None:
+        self.written += records
+        for key, value in records:
+            self.entries = self.entries.with_record(self.base, key, value)
+        self.current = effective(self.base, self.entries)
+
+    def write_failure(self, exc: BaseException) -> str:
+        return f"the config topic could not be written: {exc}"
+
+
+def setup(quotas=()):
+    config = parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}],
+                           "dynamic_config": {}, "admin_principals": ["User:admin"], "quotas": list(quotas)})
+    dynamic = FakeDynamic(config)
+    return ConnectionScope(None, Topics(), ByteRateQuotas(config), client_quotas=dynamic), dynamic
+
+
+def admin(versions=BOTH) -> Session:
+    session = Session("L", "10.0.0.1", user="admin")
+    session.broker_client_quota_versions = versions
+    return session
+
+
+def decide(scope, session, api_key, version, **fields):
+    msg = new_request(api_key, version, **fields)
+    buf = bytearray(frame(encode_request_header(api_key, version, 7, "ops-tool")
+                          + encode_request(api_key, version, msg)))
+    header = parse_request_prefix(buf, 1 << 30, scope.quotas.produce_prefix)
+    return plan_request(scope, session, header).decide(memoryview(buf)[header.header_length:])
+
+
+def run(outcome):
+    """An Await outcome's work, run to its end, then its answer (as the connection does)."""
+    if not isinstance(outcome, Await):
+        return outcome
+    asyncio.run(outcome.start())
+    return outcome.then(None)
+
+
+def local(api_key: int, version: int, outcome: AnswerLocally):
+    body = outcome.frame[4:]
+    return decode_response(api_key, version, body[response_header_length(api_key, version, outcome.frame) - 4:])
+
+
+def entry(ops, **parts) -> dict:
+    return {"entity": [{"entity_type": k.replace("_", "-"), "entity_name": v} for k, v in parts.items()],
+            "ops": [{"key": k, "value": float(v or 0), "remove": v is None} for k, v in ops.items()]}
+
+
+def broker_answer(lookup: LookUp, entries, throttle_time_ms=0, version=1):
+    """The broker's AlterClientQuotas answer to the proxy's request ``lookup``: ``entries`` [(entity, error)]."""
+    response = new_response(ALTER_CLIENT_QUOTAS, version, throttle_time_ms=throttle_time_ms, entries=[
+        {"error_code": code, "error_message": message, "entity": entity} for entity, (code, message) in entries])
+    return lookup.then(memoryview(encode_response(ALTER_CLIENT_QUOTAS, version, response)))
+
+
+def test_request_percentage_goes_to_the_broker_first_and_the_proxys_keys_are_written_once_it_accepted():
+    """One entry with both kinds of key: the broker gets an AlterClientQuotas holding only request_percentage (with
+    the client's client id, so its own request quota counts it as the client's), and the proxy writes only
+    producer_byte_rate, once the broker accepted; the broker's throttle goes back in the answer."""
+    scope, dynamic = setup()
+    outcome = decide(scope, admin(), ALTER_CLIENT_QUOTAS, 1, validate_only=False, entries=[
+        entry({"producer_byte_rate": 1000, "request_percentage": 50}, client_id="etl"),
+        entry({"consumer_byte_rate": 2000}, user="bob")])
+    assert isinstance(outcome, LookUp) and outcome.api_key == ALTER_CLIENT_QUOTAS and outcome.client_id == "ops-tool"
+    sent = decode_request(ALTER_CLIENT_QUOTAS, 1, outcome.body)
+    assert [[(e.entity_type, e.entity_name) for e in x.entity] for x in sent.entries] == [[("client-id", "etl")]]
+    assert [(o.key, o.value, o.remove) for o in sent.entries[0].ops] == [("request_percentage", 50.0, False)]
+    assert dynamic.written == []  # nothing before the broker answered
+    answer = run(broker_answer(outcome, [([{"entity_type": "client-id", "entity_name": "etl"}], (NONE, None))],
+                               throttle_time_ms=120))
+    response = local(ALTER_CLIENT_QUOTAS, 1, answer)
+    assert [e.error_code for e in response.entries] == [NONE, NONE]
+    assert response.throttle_time_ms == 120
+    written = {key: json.loads(value) for key, value in dynamic.written}
+    assert list(written.values()) == [{"producer_byte_rate": 1000}, {"consumer_byte_rate": 2000}]
+
+
+def test_an_entry_the_broker_refuses_keeps_its_error_and_none_of_its_keys_is_written():
+    scope, dynamic = setup()
+    outcome = decide(scope, admin(), ALTER_CLIENT_QUOTAS, 1, validate_only=False, entries=[
+        entry({"producer_byte_rate": 1000, "request_percentage": 50}, user="alice"),
+        entry({"producer_byte_rate": 3000}, client_id="etl")])
+    alice = [{"entity_type": "user", "entity_name": "alice"}]
+    answer = run(broker_answer(outcome, [(alice, (CLUSTER_AUTHORIZATION_FAILED, "denied by the broker"))]))
+    response = local(ALTER_CLIENT_QUOTAS, 1, answer)
+    assert [(e.error_code, e.error_message) for e in response.entries] == [
+        (CLUSTER_AUTHORIZATION_FAILED, "denied by the broker"), (NONE, None)]
+    assert [json.loads(v) for _, v in dynamic.written] == [{"producer_byte_rate": 3000}]
+
+
+def test_a_tenant_is_refused_before_anything_reaches_the_broker():
+    scope, dynamic = setup()
+    tenant = Session("L", "10.0.0.7")
+    tenant.broker_client_quota_versions = BOTH
+    outcome = decide(scope, tenant, ALTER_CLIENT_QUOTAS, 1, validate_only=False,
+                     entries=[entry({"request_percentage": 200}, client_id="me")])
+    assert isinstance(outcome, AnswerLocally)
+    assert [e.error_code for e in local(ALTER_CLIENT_QUOTAS, 1, outcome).entries] == [CLUSTER_AUTHORIZATION_FAILED]
+    assert dynamic.written == []
+
+
+def test_an_entry_with_an_invalid_proxy_key_is_refused_whole_and_its_brokers_keys_are_not_sent():
+    scope, dynamic = setup()
+    outcome = decide(scope, admin(), ALTER_CLIENT_QUOTAS, 1, validate_only=False,
+                     entries=[entry({"colour": 1, "request_percentage": 50}, client_id="etl")])
+    assert isinstance(outcome, AnswerLocally)
+    (refused,) = local(ALTER_CLIENT_QUOTAS, 1, outcome).entries
+    assert refused.error_code == INVALID_REQUEST and "colour" in refused.error_message
+    assert dynamic.written == []
+
+
+def test_validate_only_is_passed_on_and_nothing_is_written():
+    scope, dynamic = setup()
+    outcome = decide(scope, admin(), ALTER_CLIENT_QUOTAS, 0, validate_only=True,
+                     entries=[entry({"producer_byte_rate": 10, "request_percentage": 50}, client_id="etl")])
+    assert decode_request(ALTER_CLIENT_QUOTAS, 0, outcome.body).validate_only
+    answer = run(broker_answer(outcome, [([{"entity_type": "client-id", "entity_name": "etl"}], (NONE, None))],
+                               version=0))
+    assert [e.error_code for e in local(ALTER_CLIENT_QUOTAS, 0, answer).entries] == [NONE]
+    assert dynamic.written == []
+
+
+def test_a_broker_without_client_quotas_gets_nothing_and_the_entry_says_why():
+    """Tansu lists neither API: request_percentage is refused UNSUPPORTED_VERSION naming the key; the proxy's
+    own entries of the same request are written."""
+    scope, dynamic = setup()
+    outcome = run(decide(scope, admin(versions={}), ALTER_CLIENT_QUOTAS, 1, validate_only=False, entries=[
+        entry({"request_percentage": 50}, client_id="etl"), entry({"producer_byte_rate": 5}, client_id="b")]))
+    response = local(ALTER_CLIENT_QUOTAS, 1, outcome)
+    assert [e.error_code for e in response.entries] == [UNSUPPORTED_VERSION, NONE]
+    assert "request_percentage: enforced by the brokers" in response.entries[0].error_message
+    assert [json.loads(v) for _, v in dynamic.written] == [{"producer_byte_rate": 5}]
+
+
+def test_without_an_api_versions_answer_seen_the_proxy_asks_the_broker_itself_first():
+    scope, _ = setup()
+    session = admin(versions=None)
+    outcome = decide(scope, session, ALTER_CLIENT_QUOTAS, 1, validate_only=False,
+                     entries=[entry({"request_percentage": 50}, client_id="etl")])
+    assert isinstance(outcome, LookUp) and (outcome.api_key, outcome.api_version, outcome.body) == (API_VERSIONS, 0, b"")
+    versions = new_response(API_VERSIONS, 0, api_keys=[{"api_key": ALTER_CLIENT_QUOTAS, "min_version": 0,
+                                                        "max_version": 1}])
+    then = outcome.then(memoryview(encode_response(API_VERSIONS, 0, versions)))
+    assert isinstance(then, LookUp) and then.api_key == ALTER_CLIENT_QUOTAS
+    assert session.broker_client_quota_versions == {ALTER_CLIENT_QUOTAS: (0, 1)}
+
+
+def test_describe_merges_the_brokers_keys_into_the_proxys_entries():
+    """The broker's request_percentage values join the proxy's entries (the same entity, or one of their own); a
+    byte rate the broker holds for an entity is not shown (the proxy's keys come from the proxy alone)."""
+    scope, _ = setup([{"entity": {"client-id": "etl"}, "producer_byte_rate": 1000}])
+    outcome = decide(scope, admin(), DESCRIBE_CLIENT_QUOTAS, 1, strict=False, components=[])
+    assert isinstance(outcome, ForwardRequest) and outcome.body is None  # the client's request as it is
+    broker = new_response(DESCRIBE_CLIENT_QUOTAS, 1, throttle_time_ms=40, error_code=NONE, entries=[
+        {"entity": [{"entity_type": "client-id", "entity_name": "etl"}],
+         "values": [{"key": "request_percentage", "value": 50.0}, {"key": "producer_byte_rate", "value": 9.0}]},
+        {"entity": [{"entity_type": "user", "entity_name": None}],
+         "values": [{"key": "request_percentage", "value": 10.0}]}])
+    merged = decode_response(DESCRIBE_CLIENT_QUOTAS, 1, outcome.rewrite(
+        memoryview(encode_response(DESCRIBE_CLIENT_QUOTAS, 1, broker))))
+    assert merged.throttle_time_ms == 40 and merged.error_code == NONE
+    assert {tuple((e.entity_type, e.entity_name) for e in x.entity): {v.key: v.value for v in x.values}
+            for x in merged.entries} == {
+        (("client-id", "etl"),): {"producer_byte_rate": 1000.0, "request_percentage": 50.0},
+        (("user", None),): {"request_percentage": 10.0}}
+    refused = new_response(DESCRIBE_CLIENT_QUOTAS, 1, error_code=CLUSTER_AUTHORIZATION_FAILED, entries=None)
+    alone = decode_response(DESCRIBE_CLIENT_QUOTAS, 1, outcome.rewrite(
+        memoryview(encode_response(DESCRIBE_CLIENT_QUOTAS, 1, refused))))
+    assert alone.error_code == NONE and len(alone.entries) == 1  # the proxy's own still answered
+
+
+def test_describe_with_a_broker_without_client_quotas_answers_the_proxys_alone():
+    scope, _ = setup([{"entity": {"client-id": "etl"}, "producer_byte_rate": 1000}])
+    outcome = decide(scope, admin(versions={}), DESCRIBE_CLIENT_QUOTAS, 0, strict=False, components=[])
+    assert isinstance(outcome, AnswerLocally)
+    assert len(local(DESCRIBE_CLIENT_QUOTAS, 0, outcome).entries) == 1
