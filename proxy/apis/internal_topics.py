@@ -71,8 +71,7 @@ def guarded(scope: ConnectionScope, session: Session, header: RequestHeader, pla
     if api_key == PRODUCE and _streams_safely(guard, scope.topics, header):
         return plan
     check = _Check(scope, session, header, plan.decide)
-    return Plan(action=BUFFER, rewrite=plan.rewrite, observe=plan.observe, decide=check.decide,
-                throttle=plan.throttle, record_response=plan.record_response)
+    return dataclasses.replace(plan, action=BUFFER, decide=check.decide)  # the rest kept: abandon, throttle, ...
 
 
 def _streams_safely(guard: InternalTopicGuard, topics: Topics, header: RequestHeader) -> bool:
@@ -239,12 +238,10 @@ class _Check:
         if isinstance(outcome, AnswerLocally):
             header_length = 4 + (5 if response_header_version(self.header.api_key, self.header.api_version) else 4)
             body = memoryview(outcome.frame)[header_length:]
-            return AnswerLocally(self._frame(self._merge_body(body, refusal)), throttle=outcome.throttle)
-        if isinstance(outcome, LookUp):
-            return LookUp(outcome.api_key, outcome.api_version, outcome.body,
-                          lambda answer: self._merged(outcome.then(answer), rest, refusal))
-        if isinstance(outcome, Await):
-            return Await(outcome.start, lambda result: self._merged(outcome.then(result), rest, refusal))
+            return dataclasses.replace(outcome, frame=self._frame(self._merge_body(body, refusal)))
+        if isinstance(outcome, (LookUp, Await)):  # composed, so a field added to either is kept (watch_client)
+            then = outcome.then
+            return dataclasses.replace(outcome, then=lambda answer: self._merged(then(answer), rest, refusal))
         return outcome
 
     def _frame(self, body: bytes) -> bytes:

@@ -37,6 +37,7 @@ InitProducerId is not held (the KIP's rejected alternative 4: a producer id cost
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 from proxy.apis.decisions import Decisions
 from proxy.apis.plan import FORWARD_AS_IS, PASS, AnswerLocally, Await, ConnectionScope, Outcome, Plan
@@ -120,8 +121,7 @@ def held(scope: ConnectionScope, session: Session, header: RequestHeader, plan: 
         # the client is watched meanwhile: if it closes, the hold is abandoned (see abandon) and nothing forwarded
         return Await(start=sleep, then=_forward, watch_client=True)
 
-    return Plan(action=BUFFER, rewrite=plan.rewrite, observe=plan.observe, throttle=plan.throttle,
-                record_response=plan.record_response, decide=wait, abandon=abandon)
+    return dataclasses.replace(plan, action=BUFFER, decide=wait, abandon=abandon)
 
 
 def _forward(_slept: object) -> Outcome:
