@@ -30,10 +30,12 @@ What happens to a new PID the bucket has no token for depends on ``enforcement``
 - ``hold`` (the default): the PID never reaches the broker before the bucket has a token for it. The PID takes its
   token now (the bucket may go below zero: each PID waiting has its own place, first come first served, whatever
   connection it came on) and the decision is :class:`Hold` until the time the bucket is back at zero, so new PIDs
-  reach the broker at the rate, plus the burst. A PID counted for a hold is known from then on; another Produce
-  bringing it while it is held (the same producer on another broker's connection) is held until the same time,
-  and not counted again. A hold whose every request is abandoned (their connections closed before it ended,
-  :meth:`ProducerIdQuotaManager.abandon`) is released: the PID is not known and its token goes back. A hold longer than ``max_hold_ms`` (``producer.id.quota.max.hold.ms``, below clients'
+  reach the broker at the rate, plus the burst. Another Produce bringing a PID while it is held in this process
+  (the same producer on another broker's connection) is held until the same time, and not counted again. A held PID
+  is known once its hold ends and the request is forwarded, not before (:mod:`quota.producer_id_holds`): a hold
+  whose every request is abandoned (their connections closed before it ended,
+  :meth:`ProducerIdQuotaManager.abandon`) is released, the PID is not known and its token goes back, here and at
+  the peers that share usage. A hold longer than ``max_hold_ms`` (``producer.id.quota.max.hold.ms``, below clients'
   request timeouts) is not made: the decision is :class:`Refuse` (answered with a retriable error), the PID is not
   written into the cache nor charged to the bucket, so the client's retry is judged as new again. The refusal
   reports when a retry could be held no longer than ``max_hold_ms`` (capped at ``max_mute_ms``) and mutes for that
@@ -46,14 +48,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from operator import attrgetter
 
-from quota.decision import FORWARD, Decision, Throttle
+from quota.decision import FORWARD, Throttle
 from quota.entity import DEFAULT, PRODUCER_IDS_RATE, QuotaTable, QuotaTags, ResolvedQuota
 from quota.token_bucket import TokenBucket
 from quota.producer_id_cache import (MAX_FILTERS, BloomFilter, CacheShape,  # noqa: F401 (re-exported)
                                      TimeControlledBloomFilter)
+from quota.producer_id_holds import (Hold, HoldEnforcement, ProducerIdDecision,  # noqa: F401 (re-exported)
+                                      Refuse)
 from quota.producer_ids_issued import IssuedProducerIds
 from quota.sensor_table import COMPACT_BELOW
 from quota.usage_tap import NO_TAP
@@ -63,32 +67,6 @@ from quota.top import OTHER, busiest, no_pause, others, release, snapshot, total
 HOLD, THROTTLE = "hold", "throttle"
 ENFORCEMENTS = (HOLD, THROTTLE)
 DEFAULT_MAX_HOLD_MS = 10_000
-
-
-@dataclass(frozen=True, slots=True)
-class Hold:
-    """A new producer id over quota (enforcement ``hold``): keep the Produce in the proxy, unread past, until
-    ``until_ms`` (the quota's clock), then forward it as it is. Its PID is counted already: do not ask again."""
-
-    until_ms: int
-    shadow: bool = False  # never: a shadow quota decides as throttle
-    tags: QuotaTags | None = field(default=None, compare=False)  # whose bucket holds it (for abandon)
-    waits: tuple[tuple[int, int], ...] = field(default=(), compare=False)  # (PID, its hold's end) the request waits
-    #                                                                        for (record_and_decide_all; abandon_all)
-
-
-@dataclass(frozen=True, slots=True)
-class Refuse:
-    """A new producer id that would be held longer than the hold bound: answer the Produce locally with a retriable
-    error carrying ``throttle.throttle_time_ms`` and mute for ``throttle.mute_ms``; it never reaches the broker,
-    and its PID is not counted (the retry is judged again)."""
-
-    throttle: Throttle
-    shadow: bool = False
-    no_room: bool = False  # the hold would have fit in time but not in the held-byte bounds (may_hold False)
-
-
-ProducerIdDecision = Decision | Hold | Refuse
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,20 +113,9 @@ class _UserState(TimeControlledBloomFilter):
     def tags(self) -> QuotaTags:
         return QuotaTags(self.user, "")
 
-    def release_past_holds(self, now_ms: int) -> None:
-        """Forget the holds whose time has come, each PID written into the cache again as it goes: it reached the
-        broker then, so it stays known a window from there (a hold of more than half a window could outlast the
-        filter the PID was written into when it was held, and the PID be counted a second time)."""
-        holding = self.holding
-        while holding:
-            pid, (until, _) = next(iter(holding.items()))
-            if until > now_ms:
-                break
-            del holding[pid]
-            self.seen_or_add(pid, now_ms)
 
 
-class ProducerIdQuotaManager:
+class ProducerIdQuotaManager(HoldEnforcement):
     """``producer_ids_rate`` per user. Every method takes ``now_ms`` (the clock is the caller's). ``max_mute_ms``
     caps both the reported ``throttle_time_ms`` and the mute; ``enforcement`` is :data:`THROTTLE` (the KIP's) or
     :data:`HOLD` (new PIDs held before the broker sees them, at most ``max_hold_ms``)."""
@@ -222,7 +189,7 @@ class ProducerIdQuotaManager:
                 return FORWARD
         shadow = self.shadow or state.shadow
         if state.holding:
-            state.release_past_holds(now_ms)
+            self._release_past_holds(state, now_ms)
             held = state.holding.get(pid)
             if held is not None:  # counted already: through at the same time (this producer on another connection)
                 if shadow:
@@ -260,7 +227,7 @@ class ProducerIdQuotaManager:
         hold = self.enforcement == HOLD and not shadow
         holding = state.holding
         if holding:
-            state.release_past_holds(now_ms)
+            self._release_past_holds(state, now_ms)
         bucket = state.bucket
         bucket.refill(now_ms)
         admissible = bucket.tokens + bucket.rate * self.max_hold_ms / 1000.0  # new PIDs a hold could take
@@ -302,44 +269,6 @@ class ProducerIdQuotaManager:
             state.throttled += 1
         return Throttle(throttle_ms, throttle_ms, shadow)
 
-    def _hold_all(self, state: "_UserState", user: str, new: list[int], waits: list[tuple[int, int]],
-                  now_ms: int, may_hold: bool = True) -> ProducerIdDecision:
-        """:meth:`_hold` for a request bringing the ``new`` PIDs and waiting for the held ones in ``waits``: all or
-        nothing, so a refused request leaves no PID counted and a held one waits for its last token."""
-        bucket = state.bucket
-        wait_ms = _wait_ms(bucket.tokens - len(new), bucket.rate) if new else 0
-        if wait_ms > self.max_hold_ms:
-            retry_ms = min(wait_ms - self.max_hold_ms, self.max_mute_ms)
-            mute_ms = min(retry_ms, max(0, self.max_mute_ms - self.max_hold_ms))
-            state.refused += 1
-            state.throttled += 1
-            state.throttle_ms_total += retry_ms
-            return Refuse(Throttle(retry_ms, mute_ms))
-        if not may_hold and (wait_ms > 0 or waits):
-            return self._no_room(state, max([wait_ms] + [until - now_ms for _, until in waits]))
-        for pid in new:
-            self._counted(state)
-            self.tap.producer_id(user, pid)
-        bucket.take(len(new), now_ms)
-        holding = state.holding
-        for pid, _ in waits:
-            holding[pid][1] += 1
-        if wait_ms <= 0:
-            for pid in new:
-                state.add(pid, now_ms)
-            if not waits:
-                return FORWARD
-        else:
-            until = now_ms + wait_ms
-            if holding is None:
-                holding = state.holding = {}
-            for pid in new:
-                holding[pid] = [until, 1]
-                waits.append((pid, until))
-            state.held += 1
-            state.hold_ms_total += wait_ms
-        return Hold(max(until for _, until in waits), tags=state.tags, waits=tuple(waits))
-
     def _state(self, user: str, now_ms: int) -> "_UserState | None":
         """The state ``user``'s producer ids are counted in (made if none), or None when no quota applies."""
         resolved = self._quotas.resolve(PRODUCER_IDS_RATE, user, "")
@@ -366,83 +295,6 @@ class ProducerIdQuotaManager:
             state.bucket.take(count, now_ms)
         else:  # holds the peer released (abandon): their tokens back, never above the burst
             state.bucket.give_back(-count, now_ms)
-
-    def _no_room(self, state: "_UserState", wait_ms: int) -> Refuse:
-        """A hold of ``wait_ms`` that fits the time bound but not the held-byte bounds: refused, nothing counted.
-        The retry is reported (and muted) for when the hold would have ended, when the bucket has the token (capped
-        as any refusal's), so it goes through then rather than coming back to be refused at once."""
-        retry_ms = min(max(wait_ms, 0), self.max_mute_ms)
-        mute_ms = min(retry_ms, max(0, self.max_mute_ms - self.max_hold_ms))
-        state.refused += 1
-        state.throttled += 1
-        state.throttle_ms_total += retry_ms
-        return Refuse(Throttle(retry_ms, mute_ms), no_room=True)
-
-    def _hold(self, state: "_UserState", user: str, pid: int, now_ms: int,
-              may_hold: bool = True) -> ProducerIdDecision:
-        """A new ``pid`` under enforcement ``hold``: let through now while the bucket has a token for it, held until
-        the bucket is back at zero, or refused when that is more than ``max_hold_ms`` away."""
-        bucket = state.bucket
-        bucket.refill(now_ms)
-        wait_ms = _wait_ms(bucket.tokens - 1, bucket.rate)
-        if wait_ms > self.max_hold_ms:  # not counted, not cached: the retry is judged as new again
-            retry_ms = min(wait_ms - self.max_hold_ms, self.max_mute_ms)  # a retry then is held at most max_hold_ms
-            mute_ms = min(retry_ms, max(0, self.max_mute_ms - self.max_hold_ms))
-            state.refused += 1
-            state.throttled += 1
-            state.throttle_ms_total += retry_ms
-            return Refuse(Throttle(retry_ms, mute_ms))
-        if wait_ms > 0 and not may_hold:
-            return self._no_room(state, wait_ms)
-        self._counted(state)
-        self.tap.producer_id(user, pid)
-        bucket.take(1, now_ms)
-        if wait_ms <= 0:
-            state.add(pid, now_ms)
-            return FORWARD
-        until = now_ms + wait_ms
-        if state.holding is None:
-            state.holding = {}
-        state.holding[pid] = [until, 1]  # written into the cache when the hold ends, not if it is abandoned
-        state.held += 1
-        state.hold_ms_total += wait_ms
-        return Hold(until, tags=state.tags)
-
-    def abandon(self, hold: Hold, pid: int, now_ms: int) -> None:
-        """A Produce held for ``pid`` (``hold``, as :meth:`record_and_decide` decided it) will never be forwarded:
-        its connection closed. Once no request waits for the PID any more, the hold is released as if never made:
-        the PID is not known (a later Produce with it is judged as new) and its token goes back to the bucket
-        (never above the burst), so a client that gives up mid-hold does not use up the user's budget. A hold
-        already ended (the PID let through) is not undone."""
-        state = self._users.get(hold.tags.user) if hold.tags is not None else None
-        if state is not None:
-            self._release(state, pid, hold.until_ms, now_ms)
-
-    def abandon_all(self, hold: Hold, pids: tuple[int, ...], now_ms: int) -> None:
-        """:meth:`abandon` for every PID a request waits for: ``hold.waits`` when it was decided by
-        :meth:`record_and_decide_all` for several, else its one PID in ``pids``."""
-        if not hold.waits:
-            for pid in pids[:1]:
-                self.abandon(hold, pid, now_ms)
-            return
-        state = self._users.get(hold.tags.user) if hold.tags is not None else None
-        if state is not None:
-            for pid, until in hold.waits:
-                self._release(state, pid, until, now_ms)
-
-    def _release(self, state: "_UserState", pid: int, until_ms: int, now_ms: int) -> None:
-        if not state.holding:
-            return
-        held = state.holding.get(pid)
-        if held is None or held[0] != until_ms:
-            return
-        held[1] -= 1
-        if held[1] > 0:
-            return
-        del state.holding[pid]
-        state.bucket.give_back(1, now_ms)
-        state.abandoned += 1
-        self.tap.producer_id_released(state.user, pid)  # shared usage: the peers' buckets get it back too
 
     def _counted(self, state: "_UserState") -> None:
         state.new_pids += 1
@@ -472,7 +324,7 @@ class ProducerIdQuotaManager:
             if state is None:
                 continue
             if state.holding:
-                state.release_past_holds(now_ms)
+                self._release_past_holds(state, now_ms)
             state.dispose_expired(now_ms)
             if not state.live and not state.holding and _replaceable(state.bucket, now_ms):
                 del users[user]
@@ -511,16 +363,6 @@ class ProducerIdQuotaManager:
 
     def __len__(self) -> int:
         return len(self._users)
-
-
-def _wait_ms(tokens: float, rate: float) -> int:
-    """How long until a bucket at ``tokens`` refilling ``rate`` per second is back at zero (0 when it is not below;
-    INT32_MAX when it never refills), rounded up: a PID let through then finds its token there."""
-    if tokens >= 0:
-        return 0
-    if rate <= 0:
-        return INT32_MAX
-    return min(INT32_MAX, math.ceil(-tokens / rate * 1000.0))
 
 
 def _fast(resolved: ResolvedQuota, user: str) -> bool:

@@ -80,15 +80,29 @@ class UsageTap(NoTap):
         if len(entry[1]) < MAX_PRODUCER_IDS_PER_USER:
             entry[1].append(pid)
 
+    def producer_id_held(self, user: str) -> None:
+        """A new id held: its token is taken from the peers' buckets too, but it is not sent as known (issue 35: a
+        peer told a held id is known would let it through once the client abandons the hold here)."""
+        entry = self._pids.get(user)
+        if entry is None:
+            entry = self._pids[user] = [0, []]
+        entry[0] += 1
+
+    def producer_id_admitted(self, user: str, pid: int) -> None:
+        """A held id reached the broker: sent as known now, its token already counted."""
+        entry = self._pids.get(user)
+        if entry is None:
+            entry = self._pids[user] = [0, []]
+        if len(entry[1]) < MAX_PRODUCER_IDS_PER_USER:
+            entry[1].append(pid)
+
     def producer_id_released(self, user: str, pid: int) -> None:
         """A held new id whose clients left (:meth:`ProducerIdQuotaManager.abandon`): its token goes back to the
-        peers' buckets too (a count of -1), and it is not sent as known if it has not been yet."""
+        peers' buckets too (a count of -1); it was never sent as known."""
         entry = self._pids.get(user)
         if entry is None:
             entry = self._pids[user] = [0, []]
         entry[0] -= 1
-        if pid in entry[1]:
-            entry[1].remove(pid)
 
     def listener(self, listener: str, n: int) -> None:
         self._listeners[listener] = self._listeners.get(listener, 0) + n
@@ -189,7 +203,7 @@ class Gathered:
         """Every entry as ``(quota key, tags, entry)`` (``(None, user, [count, ids])`` for producer ids), most
         wanted first."""
         if self._ranked is None:
-            tokens = [(abs(entry[0]), None, user, entry) for user, entry in self.pids.items()]
+            tokens = [(max(abs(entry[0]), len(entry[1])), None, user, entry) for user, entry in self.pids.items()]
             rates = []
             for quota_key, per_key in self.values.items():
                 if quota_key == CONTROLLER_MUTATION_RATE:
@@ -231,7 +245,7 @@ class Gathered:
             produce=rows.get(PRODUCER_BYTE_RATE, empty),
             fetch=rows.get(CONSUMER_BYTE_RATE, empty),
             mutations=rows.get(CONTROLLER_MUTATION_RATE, empty),
-            producer_ids=tuple((user, count, tuple(ids)) for user, (count, ids) in pids.items() if count),
+            producer_ids=tuple((user, count, tuple(ids)) for user, (count, ids) in pids.items() if count or ids),
             listeners=tuple((name, n) for name, n in self.listeners.items() if n),
             ips=tuple((ip, n) for ip, n in self.ips.items() if n),
             open_connections=tuple((kind, key, n) for (kind, key), n in self.opened.items()),

@@ -19,7 +19,13 @@ class NoTap:
         pass
 
     def producer_id(self, user: str, pid: int) -> None:
-        pass
+        """A new ``pid`` counted (its token taken) and let through: known."""
+
+    def producer_id_held(self, user: str) -> None:
+        """A new id counted (its token taken) and held: not known until :meth:`producer_id_admitted`."""
+
+    def producer_id_admitted(self, user: str, pid: int) -> None:
+        """A held ``pid`` reached the broker: known from now (its token was told when it was held)."""
 
     def producer_id_released(self, user: str, pid: int) -> None:
         pass

@@ -14,7 +14,9 @@ real producer carries one; a crafted one carrying several has each new one count
   keeps its place in the response order), then forwarded as it is when the quota lets its id through, so the
   broker sees new ids at no more than the configured rate, plus the burst, whatever connections they come on. If
   the connection closes before that (a restart loop giving up), the hold is abandoned
-  (:meth:`quota.producer_ids.ProducerIdQuotaManager.abandon`): the id is not known and its token goes back;
+  (:meth:`quota.producer_ids.ProducerIdQuotaManager.abandon`): the id is not known and its token goes back. The id
+  is known (here, and to the workers and proxies sharing usage) only once the request is forwarded
+  (:meth:`~quota.producer_id_holds.HoldEnforcement.admitted`), never while it is held;
 - a hold that would last longer than ``producer.id.quota.max.hold.ms``, or whose bytes would pass
   ``connections.max.held.request.bytes`` on its connection or ``max.held.request.bytes`` in the process
   (:mod:`quota.held_bytes`; reserved at the header, released when the request is forwarded or dropped): answered by the proxy with
@@ -99,16 +101,24 @@ def held(scope: ConnectionScope, session: Session, header: RequestHeader, plan: 
     clock, quota, pids = scope.quotas.clock, scope.quotas.producer_ids, header.producer_ids
     reserved = _Reserved(scope.quotas.held_bytes, session, header.frame_length)
 
+    gone = []  # the client left before the request was forwarded
+
     def abandon() -> None:  # the connection closed before the request was forwarded: the ids never reached the broker
+        gone.append(True)
         quota.abandon_all(hold, pids, clock.now_ms())
         if not reserved.waiting:  # still being read: the splitter drops it with the connection
             reserved.release()
+
+    def admitted(_slept: object = None) -> Outcome:  # forwarded now: the ids are known, here and at the peers
+        if not gone:
+            quota.admitted(hold, pids, clock.now_ms())
+        return FORWARD_AS_IS
 
     def wait(body: memoryview) -> Outcome:
         delay_ms = hold.until_ms - clock.now_ms()
         if delay_ms <= 0:
             reserved.release()
-            return FORWARD_AS_IS
+            return admitted()
         reserved.waiting = True
 
         async def sleep() -> None:  # the request's bytes are kept until the timer ends, whatever the client does
@@ -119,13 +129,9 @@ def held(scope: ConnectionScope, session: Session, header: RequestHeader, plan: 
 
         # bounded: the quota never holds past producer.id.quota.max.hold.ms
         # the client is watched meanwhile: if it closes, the hold is abandoned (see abandon) and nothing forwarded
-        return Await(start=sleep, then=_forward, watch_client=True)
+        return Await(start=sleep, then=admitted, watch_client=True)
 
     return dataclasses.replace(plan, action=BUFFER, decide=wait, abandon=abandon)
-
-
-def _forward(_slept: object) -> Outcome:
-    return FORWARD_AS_IS
 
 
 class _Reserved:

@@ -197,7 +197,7 @@ def test_a_hold_abandoned_on_one_worker_gives_the_token_back_on_its_peers_too():
 
 def test_a_hold_abandoned_within_one_sync_is_not_sent_at_all():
     tap = UsageTap()
-    tap.producer_id("alice", 13)
+    tap.producer_id_held("alice")
     tap.producer_id_released("alice", 13)
     assert tap.take("a").producer_ids == ()
 
