@@ -11,85 +11,17 @@ tests wait real seconds: a hold is time the client spends waiting, which is what
 
 from __future__ import annotations
 
-import asyncio
-import struct
 import threading
 import time
 import uuid
 
 import pytest
 
-from proxy.codec.apis import INIT_PRODUCER_ID, PRODUCE
-from proxy.codec.header import parse_request_header
-from proxy.codec.messages import decode_request
-from proxy.codec.records import iter_batches
 from tests.harness import Tansu, free_port, proxy_config, start_proxy
 from tests.integration.clients import ck_create_topic
-from tests.relay import RecordingRelay, pipe
+from tests.relay import BrokerSideRecorder
 
 pytestmark = pytest.mark.integration
-
-_SIZE = struct.Struct(">i")
-
-
-class BrokerSideRecorder(RecordingRelay):
-    """A relay in front of the broker (tests.relay's, started and stopped as it is) that reads every request the
-    proxy sends it: (monotonic time, producer id) of each Produce batch's producer, and how many InitProducerId
-    requests came."""
-
-    def __init__(self, target: tuple[str, int]) -> None:
-        super().__init__("127.0.0.1", target)
-        self.produced: list[tuple[float, int]] = []
-        self.init_producer_ids = 0
-        self._lock = threading.Lock()
-
-    async def _handle(self, reader, writer) -> None:
-        try:
-            up_reader, up_writer = await asyncio.open_connection(*self.target)
-        except OSError:
-            writer.close()
-            return
-        await asyncio.gather(self._requests(reader, up_writer), pipe(up_reader, writer))
-
-    async def _requests(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                size = _SIZE.unpack(await reader.readexactly(4))[0]
-                frame = _SIZE.pack(size) + await reader.readexactly(size)
-                self._note(frame)
-                writer.write(frame)
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError, OSError):
-            pass
-        finally:
-            writer.close()
-
-    def _note(self, frame: bytes) -> None:
-        header = parse_request_header(frame, len(frame))
-        now = time.monotonic()
-        if header.api_key == INIT_PRODUCER_ID:
-            with self._lock:
-                self.init_producer_ids += 1
-        if header.api_key != PRODUCE:
-            return
-        msg = decode_request(PRODUCE, header.api_version, memoryview(frame)[header.header_length:])
-        pids = {batch.producer_id for topic in msg.topic_data for part in topic.partition_data if part.records
-                for batch in iter_batches(part.records)}
-        with self._lock:
-            self.produced.extend((now, pid) for pid in pids if pid >= 0)
-
-    def first_seen(self) -> dict[int, float]:
-        """When the broker first saw each producer id."""
-        seen: dict[int, float] = {}
-        with self._lock:
-            for at, pid in self.produced:
-                seen.setdefault(pid, at)
-        return seen
-
-    def produces_of(self, pid: int) -> int:
-        with self._lock:
-            return sum(1 for _, p in self.produced if p == pid)
-
 
 
 class Cluster:
