@@ -33,7 +33,7 @@ from proxy.ops.quota_metrics import ConnectionMetricsCollector, QuotaMetricsColl
 from proxy.ops.readiness import Readiness
 from proxy.ops.usage_log import UsageLog
 from proxy.tasks import cancel_and_wait
-from quota.connection import ConnectionQuotas
+from quota.connection import CONNECTION_CREATION_RATE, ConnectionQuotas
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +77,8 @@ class ProxyApp:
         self.open_gate = OpenGate()  # workers: the link attaches it to the parent
         self.connection_quotas = ConnectionQuotas([lc.name for lc in config.listeners], self.quotas.window,
                                                   config.connections)
+        self.connection_quotas.max_tracked_entities = config.settings["quota.max.tracked.entities"]  # per-IP rates
+        self.quotas.overflow_sources.append((CONNECTION_CREATION_RATE, self.connection_quotas))
         self.effective_config = config  # YAML, with the dynamic configuration laid over it
         self.dynamic = None
         if config.dynamic_config is not None:

@@ -15,6 +15,10 @@ Facts carried over from KIP-612 and apache/kafka ``SocketServer.scala`` (``Conne
   checks again: if the IP is still over its quota the connection is closed, else it proceeds (and is recorded).
   (Apache Kafka's ``SocketServer`` holds it for its throttle time and then always closes it; the proxy follows the
   KIP's text: a connection whose IP is back under its rate is served rather than made to reconnect.)
+* Beyond Kafka, the per-IP rates are bounded (``quota.max.tracked.entities``, issue 35): past that many IPs with a
+  rate, a new IP the quota names only as ``<default>`` is counted in one ``<overflow>`` rate (:mod:`quota.overflow`),
+  so a flood from rotating addresses (an IPv6 prefix holds 2^64) shares one ``<default>`` rate, and the IPs already
+  tracked keep theirs; an IP named in the quotas is always tracked. Room comes back as idle rates expire (an hour).
 * Counts (KIP-402): ``max.connections`` proxy-wide, ``listener.name.<name>.max.connections``,
   ``max.connections.per.ip`` and ``max.connections.per.ip.overrides``. Here a new connection over any of them is
   closed at once (Kafka blocks its acceptor for the proxy-wide and listener counts; a proxy that closes is
@@ -32,6 +36,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from quota.entity import DEFAULT
+from quota.overflow import DEFAULT_MAX_TRACKED_ENTITIES, OVERFLOW
 from quota.peer_connections import IP as OPEN_IP
 from quota.peer_connections import LISTENER, TOTAL, PeerConnections
 from quota.rate import QuotaWindow, Rate
@@ -139,6 +144,8 @@ class ConnectionQuotas:
         self.accept_throttles = {name: ThrottleStats() for name in self._listeners}
         self.ip_throttles = {name: ThrottleStats() for name in self._listeners}
         self.peers = PeerConnections()  # workers: what the others have open (empty for a single process)
+        self.max_tracked_entities = DEFAULT_MAX_TRACKED_ENTITIES  # IP rates kept before new IPs share <overflow>
+        self.overflowed = 0  # connections (local and peers') of IPs counted in the <overflow> rate for want of room
 
     def configure(self, limits: ConnectionLimits) -> None:
         """New limits take effect at the next connection; rates and counts are kept."""
@@ -187,14 +194,14 @@ class ConnectionQuotas:
         counted, held for its IP's rate, or closed for a count limit."""
         limit = self.limits.ip_rate(ip)
         if limit != math.inf:
-            rate = self._ip_rate(ip, now_ms)
+            key, rate = self._ip_rate(ip, now_ms)
             throttle = self._record(rate, limit, now_ms, self.window.size_ms)
             if throttle > 0:
                 rate.record(-1.0, now_ms)  # not accepted: not counted
                 self._unrecord_accept(listener, now_ms)
                 self.ip_throttles[listener].add(throttle)
                 return Hold(min(throttle, IP_HOLD_MAX_MS))
-            self.tap.ip(ip, 1)
+            self.tap.ip(key, 1)
         return self._count(listener, ip)
 
     def retry(self, listener: str, ip: str, now_ms: int) -> Admit | Close:
@@ -202,11 +209,11 @@ class ConnectionQuotas:
         now counted in every rate)."""
         limit = self.limits.ip_rate(ip)
         if limit != math.inf:
-            rate = self._ip_rate(ip, now_ms)
+            key, rate = self._ip_rate(ip, now_ms)
             if self._record(rate, limit, now_ms, self.window.size_ms) > 0:
                 rate.record(-1.0, now_ms)
                 return Close(IP_RATE, f"{ip} is over its connection_creation_rate of {limit:g}/s")
-            self.tap.ip(ip, 1)
+            self.tap.ip(key, 1)
         if not self._protected(listener):
             self._proxy_rate.record(1.0, now_ms)
         self._listener_rates[listener].record(1.0, now_ms)
@@ -225,14 +232,20 @@ class ConnectionQuotas:
                     self._proxy_rate.record(float(n), now_ms)
         for ip, n in ips:
             if self.limits.ip_rate(ip) != math.inf:
-                self._ip_rate(ip, now_ms).record(float(n), now_ms)
+                self._ip_rate(ip, now_ms)[1].record(float(n), now_ms)
 
-    def _ip_rate(self, ip: str, now_ms: int) -> Rate:
+    def _ip_rate(self, ip: str, now_ms: int) -> tuple[str, Rate]:
+        """The rate ``ip``'s connections are counted in (made if none), and its key: ``ip``, or ``<overflow>`` past
+        ``max_tracked_entities`` IPs for one the quota names only as ``<default>``."""
         rate = self._ip_rates.get(ip)
+        if rate is None and len(self._ip_rates) >= self.max_tracked_entities and ip not in self.limits.ip_rates:
+            self.overflowed += 1
+            ip = OVERFLOW
+            rate = self._ip_rates.get(ip)
         if rate is None:
             rate = self._ip_rates[ip] = Rate(self.window)
         self._ip_last_ms[ip] = now_ms
-        return rate
+        return ip, rate
 
     def _count(self, listener: str, ip: str) -> Admit | Close:
         limits = self.limits

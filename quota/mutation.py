@@ -16,6 +16,10 @@ of each quota entity (same entities and precedence as the byte-rate quotas, key 
   broker's answer reports as failed, never above the burst; the throttle-time counters count the throttle the
   client is told once that answer has settled it (:meth:`ControllerMutationQuotaManager.record_throttle`).
 
+Beyond Kafka, the buckets are bounded as the byte-rate sensors are (``quota.max.tracked.entities``,
+:mod:`quota.overflow`): past the cap, a new (user, client-id) a quota names only as ``<default>`` takes its tokens
+from its quota's one ``<overflow>`` bucket, so rotating client ids share one burst instead of a fresh one each.
+
 KIP-599's example: ``R = 5``, ``B = 500``; 560 mutations leave ``K = -60``: throttled for 12 s. Kafka also keeps a
 sampled ``rate`` of the mutations for its metrics; so does :class:`MutationSensors`.
 """
@@ -30,6 +34,7 @@ from quota.client_quota import ClientQuotaManager
 from quota.clock import Clock
 from quota.decision import FORWARD, Decision, Throttle
 from quota.entity import CONTROLLER_MUTATION_RATE, QuotaTable, ResolvedQuota
+from quota.overflow import DEFAULT_MAX_TRACKED_ENTITIES, overflow_tags
 from quota.rate import QuotaWindow
 from quota.sensor import ClientSensors, EntityStats
 from quota.throttle import INT32_MAX
@@ -74,8 +79,10 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
     sensors_class = MutationSensors
 
     def __init__(self, quotas: QuotaTable, clock: Clock, window: QuotaWindow = QuotaWindow(),
-                 max_mute_ms: int | None = None, *, shadow: bool = False) -> None:
-        super().__init__(quotas, CONTROLLER_MUTATION_RATE, clock, window, None, shadow=shadow)
+                 max_mute_ms: int | None = None, *, shadow: bool = False,
+                 max_tracked_entities: int = DEFAULT_MAX_TRACKED_ENTITIES) -> None:
+        super().__init__(quotas, CONTROLLER_MUTATION_RATE, clock, window, None, shadow=shadow,
+                         max_tracked_entities=max_tracked_entities)
         self.max_mute_ms = INT32_MAX if max_mute_ms is None else max_mute_ms
 
     def admit(self, user: str, client_id: str, mutations: Sequence[int | None], now_ms: int | None = None) -> Admission:
@@ -157,7 +164,7 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
         resolved = self.resolve(user, client_id)
         if resolved.unlimited or value <= 0:
             return
-        sensors = self._sensors.get(resolved.tags)
+        sensors = self._bucket_of(resolved)
         if sensors is not None:  # else dropped since: a new bucket starts full anyway
             sensors.bucket.give_back(value, self._now(now_ms))
             self.tap.add(CONTROLLER_MUTATION_RATE, sensors.tags, user, client_id, -value)
@@ -180,7 +187,7 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
         resolved = self.resolve(user, client_id)
         if resolved.unlimited:
             return math.inf
-        sensors = self._sensors.get(resolved.tags)
+        sensors = self._bucket_of(resolved)
         if sensors is None:
             return _burst(resolved.limit, self.window)
         return sensors.bucket.refill(self._now(now_ms))
@@ -197,6 +204,15 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
         now = self._now(now_ms)
         top, other = self.top_sensors(n, now, pause)
         return [(s.stats(now), s.bucket.peek(now)) for s in top], other
+
+    def _bucket_of(self, resolved: ResolvedQuota) -> MutationSensors | None:
+        """The live bucket ``resolved``'s entity is counted in: its own, else (past ``max_tracked_entities``) its
+        quota's ``<overflow>`` one; None when neither lives."""
+        sensors = self._sensors.get(resolved.tags)
+        if sensors is None:
+            tags = overflow_tags(resolved)
+            sensors = self._sensors.get(tags) if tags is not None else None
+        return sensors  # type: ignore[return-value]
 
     def _sensors_for(self, resolved: ResolvedQuota, user: str, client_id: str, now: int) -> MutationSensors:
         return self._record(resolved, user, client_id, 0.0, now)  # type: ignore[return-value]

@@ -86,9 +86,9 @@ class HoldEnforcement:
         bucket.take(1, now_ms)
         if wait <= 0:
             state.add(pid, now_ms)
-            self.tap.producer_id(user, pid)
+            self.tap.producer_id(state.user, pid)
             return FORWARD
-        self.tap.producer_id_held(user)  # the token now; the PID once admitted
+        self.tap.producer_id_held(state.user)  # the token now; the PID once admitted
         until = now_ms + wait
         if state.holding is None:
             state.holding = {}
@@ -116,7 +116,7 @@ class HoldEnforcement:
         if wait <= 0:
             for pid in new:  # their tokens were there: known now (paid for, whatever happens to the request)
                 state.add(pid, now_ms)
-                self.tap.producer_id(user, pid)
+                self.tap.producer_id(state.user, pid)
             if not waits:
                 return FORWARD
         else:
@@ -124,7 +124,7 @@ class HoldEnforcement:
             if holding is None:
                 holding = state.holding = {}
             for pid in new:
-                self.tap.producer_id_held(user)
+                self.tap.producer_id_held(state.user)
                 holding[pid] = [until, 1]
                 waits.append((pid, until))
             state.held += 1

@@ -48,12 +48,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from operator import attrgetter
 
 from quota.decision import FORWARD, Throttle
 from quota.entity import DEFAULT, PRODUCER_IDS_RATE, QuotaTable, QuotaTags, ResolvedQuota
 from quota.token_bucket import TokenBucket
+from quota.overflow import DEFAULT_MAX_TRACKED_ENTITIES, overflow_tags
 from quota.producer_id_cache import (MAX_FILTERS, BloomFilter, CacheShape,  # noqa: F401 (re-exported)
                                      TimeControlledBloomFilter)
 from quota.producer_id_holds import (Hold, HoldEnforcement, ProducerIdDecision,  # noqa: F401 (re-exported)
@@ -124,7 +125,8 @@ class ProducerIdQuotaManager(HoldEnforcement):
 
     def __init__(self, quotas: QuotaTable, *, window_num: int = 11, window_size_s: int = 3600,
                  expected_pids: int = 1000, false_positive_rate: float = 0.001, max_mute_ms: int = INT32_MAX,
-                 shadow: bool = False, enforcement: str = THROTTLE, max_hold_ms: int = DEFAULT_MAX_HOLD_MS) -> None:
+                 shadow: bool = False, enforcement: str = THROTTLE, max_hold_ms: int = DEFAULT_MAX_HOLD_MS,
+                 max_tracked_entities: int = DEFAULT_MAX_TRACKED_ENTITIES) -> None:
         if enforcement not in ENFORCEMENTS:
             raise ValueError(f"enforcement must be one of {', '.join(ENFORCEMENTS)}, got {enforcement!r}")
         if max_hold_ms < 0:
@@ -139,6 +141,10 @@ class ProducerIdQuotaManager(HoldEnforcement):
         self._users: dict[str, _UserState] = {}  # by the user of the tags resolved (client-id is always "")
         self._sweep: list[str] = []  # the users a cleanup with a limit has still to look at in this pass
         self._high = 0  # the most users held since the dict was last compacted
+        # Past this many users a new one under a <default> quota is counted in the one <overflow> state
+        # (quota.overflow, as the byte-rate quotas' sensors; quota.max.tracked.entities); may change live.
+        self.max_tracked_entities = max_tracked_entities
+        self.overflowed = 0  # decisions and peers' records of users counted in the <overflow> state for want of room
         self.issued = IssuedProducerIds()  # attribution of InitProducerId answers (metrics, not the quota)
         self._quotas = quotas
         self.update_quotas(quotas)
@@ -205,7 +211,7 @@ class ProducerIdQuotaManager(HoldEnforcement):
             return self._hold(state, user, pid, now_ms, may_hold)
         state.add(pid, now_ms)
         self._counted(state)
-        self.tap.producer_id(user, pid)
+        self.tap.producer_id(state.user, pid)  # its state's name: an overflowed user travels as <overflow>
         bucket.take(1, now_ms)
         return self._throttled(state, bucket, shadow)
 
@@ -249,7 +255,7 @@ class ProducerIdQuotaManager(HoldEnforcement):
         for pid in new:
             state.add(pid, now_ms)
             self._counted(state)
-            self.tap.producer_id(user, pid)
+            self.tap.producer_id(state.user, pid)
         if not new:
             return FORWARD
         bucket.take(len(new), now_ms)
@@ -270,12 +276,20 @@ class ProducerIdQuotaManager(HoldEnforcement):
         return Throttle(throttle_ms, throttle_ms, shadow)
 
     def _state(self, user: str, now_ms: int) -> "_UserState | None":
-        """The state ``user``'s producer ids are counted in (made if none), or None when no quota applies."""
+        """The state ``user``'s producer ids are counted in (made if none), or None when no quota applies. Past
+        ``max_tracked_entities`` users, a new one the quota names only as ``<default>`` is counted in the one
+        ``<overflow>`` state: the users of a flood share one bucket and one cache, the users tracked keep theirs."""
         resolved = self._quotas.resolve(PRODUCER_IDS_RATE, user, "")
         if resolved.unlimited:
             return None
         key = resolved.tags.user
         state = self._users.get(key)
+        if state is None and len(self._users) >= self.max_tracked_entities:
+            tags = overflow_tags(resolved)
+            if tags is not None:  # else a user the quota names: always tracked
+                self.overflowed += 1
+                resolved, key = replace(resolved, tags=tags), tags.user
+                state = self._users.get(key)
         if state is None:
             bucket = TokenBucket(*self._bucket_shape(resolved.limit), now_ms)
             state = self._users[key] = _UserState(key, self._shape, bucket, resolved, _fast(resolved, key))

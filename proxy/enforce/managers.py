@@ -15,7 +15,8 @@ from config.model import ProxyConfig
 from proxy.clock import SystemClock, WallClock
 from proxy.ops.logs import LogLimiter
 from proxy.enforce.quota_sets import BOOTSTRAP, BROKER, BrokerQuotas, ProducePrefixWanted, QuotaSet
-from quota.entity import QuotaTable
+from quota.entity import (CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, PRODUCER_IDS_RATE,
+                          QuotaTable)
 from quota.held_bytes import HeldBytes
 from quota.mutation import ControllerMutationQuotaManager
 from quota.rate import QuotaWindow
@@ -51,7 +52,10 @@ class ByteRateQuotas:
         self._brokers: dict[int, BrokerQuotas] = {}  # swapped whole (the scrape thread reads it)
         self.mutation_window = QuotaWindow(settings["controller.quota.window.num"],
                                            settings["controller.quota.window.size.seconds"])
-        self.mutations = ControllerMutationQuotaManager(config.quotas, self.clock, self.mutation_window, mute_max)
+        self.mutations = ControllerMutationQuotaManager(config.quotas, self.clock, self.mutation_window, mute_max,
+                                                        max_tracked_entities=settings["quota.max.tracked.entities"])
+        # other tables bounded by quota.max.tracked.entities: (quota key, what has .overflowed): the app's per-IP rates
+        self.overflow_sources: list[tuple[str, object]] = []
         self.metadata_max_age_ms = settings["controller.quota.metadata.max.age.ms"]
         # bytes of Produce requests held for their new producer ids (KIP-936 hold): per connection and in this process
         self.held_bytes = HeldBytes(settings["connections.max.held.request.bytes"], settings["max.held.request.bytes"])
@@ -147,10 +151,7 @@ class ByteRateQuotas:
         now = self.clock.now_ms()
         if now - self._overflow_logged_ms < interval_ms:
             return None
-        counts = {}
-        for broker, quota_set in self.quota_sets():
-            for manager in (quota_set.produce, quota_set.fetch):
-                counts[(manager.quota_key, broker)] = manager.overflowed
+        counts = self.overflow_counts()
         grown = {key: n - self._overflow_seen.get(key, 0) for key, n in counts.items()}
         self._overflow_seen = counts
         grown = {key: n for key, n in grown.items() if n > 0}
@@ -160,10 +161,26 @@ class ByteRateQuotas:
         where = ", ".join(f"{key}{' broker ' + broker if broker else ''}: {n}"
                           for (key, broker), n in sorted(grown.items()))
         line = (f"quota.max.tracked.entities ({self._settings['quota.max.tracked.entities']}) reached: records of "
-                f"new entities counted together in their quota's <overflow> sensor ({where}); tracked tenants keep "
-                f"their own; room comes back as idle sensors expire")
+                f"new entities counted together in their quota's <overflow> entity ({where}); tracked tenants keep "
+                f"their own; room comes back as idle entities expire")
         log.warning("%s", line)
         return line
+
+    def overflow_counts(self) -> dict[tuple[str, str], int]:
+        """(quota key, broker label) -> records counted in that quota's ``<overflow>`` entity so far, for every table
+        ``quota.max.tracked.entities`` bounds: byte rates and producer ids per set, the volume-scaled produce quota,
+        the mutation buckets, and :attr:`overflow_sources` (the per-IP connection rates)."""
+        counts = {}
+        for broker, quota_set in self.quota_sets():
+            for key, manager in ((PRODUCER_BYTE_RATE, quota_set.produce), (CONSUMER_BYTE_RATE, quota_set.fetch),
+                                 (PRODUCER_IDS_RATE, quota_set.producer_ids)):
+                counts[(key, broker)] = manager.overflowed
+        if self.volume is not None:
+            counts[("volume_usage", "")] = self.volume.produce.overflowed
+        counts[(CONTROLLER_MUTATION_RATE, "")] = self.mutations.overflowed
+        for key, source in self.overflow_sources:
+            counts[(key, "")] = source.overflowed
+        return counts
 
     def cleanup_producer_ids(self, now_ms: int, limit: int | None = None) -> int:
         """KIP-936's cache cleanup, in every set (``limit`` users at most per set, see ``ProducerIdQuotaManager``)."""

@@ -39,7 +39,8 @@ class QuotaSet:
             window_size_s=settings["producer.id.quota.window.size.seconds"],
             expected_pids=settings["producer.id.quota.bloom.expected.pids"],
             false_positive_rate=settings["producer.id.quota.bloom.false.positive.rate"], max_mute_ms=mute_max,
-            enforcement=settings["producer.id.quota.enforcement"], max_hold_ms=settings["producer.id.quota.max.hold.ms"])
+            enforcement=settings["producer.id.quota.enforcement"], max_hold_ms=settings["producer.id.quota.max.hold.ms"],
+            max_tracked_entities=cap)
         self.producer_ids.issued.max_entries = settings["quota.metrics.max.entities"]
         self.set_shadow(shadow)
 

@@ -137,14 +137,15 @@ class QuotaMetricsCollector(Collector):
             yield from self._volume_metrics(self._quotas.volume)
 
     def _overflowed(self) -> CounterMetricFamily:
-        """Records of entities a full sensor table counted in their quota's ``<overflow>`` sensor (issue 35)."""
+        """Records of entities a full table counted in their quota's ``<overflow>`` entity (issue 35): byte-rate
+        sensors, producer-id users, mutation buckets, per-IP connection rates."""
         per_broker = self._quotas.per_broker
         overflowed = CounterMetricFamily(
             f"{PREFIX}_overflowed_records", "Records (local and peers') of entities counted in their quota's "
-            "<overflow> sensor because quota.max.tracked.entities sensors were held; above 0 the cap bites.",
+            "<overflow> entity because quota.max.tracked.entities entities were held; above 0 the cap bites.",
             labels=["quota"] + (["broker"] if per_broker else []))
-        for key, manager, broker in self._byte_rate_managers():
-            overflowed.add_metric([key] + ([broker] if per_broker else []), manager.overflowed)
+        for (key, broker), n in self._quotas.overflow_counts().items():
+            overflowed.add_metric([key] + ([broker] if per_broker else []), n)
         return overflowed
 
     def _byte_rate_managers(self) -> Iterator[tuple[str, ClientQuotaManager, str]]:

@@ -135,3 +135,23 @@ def test_a_full_sensor_table_is_counted_and_logged_once_a_minute(caplog):
     assert len([r for r in caplog.records if "max.tracked.entities" in r.getMessage()]) == 2
     assert registry.get_sample_value("kafka_quota_proxy_quota_overflowed_records_total", labels) == 300
     assert len(quotas.produce) == 101
+
+
+def test_the_cap_bounds_producer_id_users_and_mutation_buckets_and_says_so(caplog):
+    """quota.max.tracked.entities reaches the producer-id quota's users and the mutation quota's buckets too: past
+    it they overflow, counted per quota in quota_overflowed_records_total and named in the warning (issue 35)."""
+    _, quotas, registry = proxy_registry(
+        [{"entity": {"user": "<default>"}, "producer_ids_rate": 10},
+         {"entity": {"client-id": "<default>"}, "controller_mutation_rate": 10}],
+        **{"quota.max.tracked.entities": 100})
+    now = quotas.clock.now_ms()
+    for i in range(150):
+        quotas.producer_ids.record_and_decide(f"user-{i}", i, now)
+        quotas.mutations.record("", f"client-{i}", 1)
+    assert len(quotas.producer_ids) == 101 and len(quotas.mutations) == 101
+    get = registry.get_sample_value
+    assert get("kafka_quota_proxy_quota_overflowed_records_total", {"quota": "producer_ids_rate"}) == 50
+    assert get("kafka_quota_proxy_quota_overflowed_records_total", {"quota": "controller_mutation_rate"}) == 50
+    with caplog.at_level("WARNING", logger="proxy.enforce.managers"):
+        line = quotas.note_overflow()
+    assert "producer_ids_rate: 50" in line and "controller_mutation_rate: 50" in line
