@@ -217,8 +217,10 @@ SETTINGS: dict[str, Setting] = {
     ),
     "quota.max.tracked.entities": Setting(
         DEFAULT_MAX_TRACKED_ENTITIES, int, 100, 100_000_000,
-        "Sensors one byte-rate quota (producer_byte_rate, consumer_byte_rate; per broker under quota.scope broker) "
-        "keeps; past it a new client is counted in one <overflow> sensor per quota, local and peers' usage alike.",
+        "Entities one quota tracks on its own: byte-rate sensors (producer_byte_rate, consumer_byte_rate; per broker "
+        "under quota.scope broker), producer_ids_rate users, controller_mutation_rate buckets, per-IP "
+        "connection_creation_rate rates; past it a new entity is counted in one <overflow> entity per quota, local "
+        "and peers' usage alike.",
     ),
     "quota.metrics.max.entities": Setting(
         1000, int, 1, 1_000_000,
