@@ -200,6 +200,14 @@ class HoldEnforcement:
         state.abandoned += 1
         self.tap.producer_id_released(state.user, pid)  # shared usage: the peers' buckets get it back too
 
+    def _settled_elsewhere(self, state: "_UserState", pid: int, now_ms: int) -> None:
+        """A peer admitted ``pid`` while it is held here too: one id, paid for once, there. This hold's token goes
+        back (here and, through the tap, at the peers) and the PID leaves ``holding``, so neither its requests'
+        end nor their abandon counts it again; they still wait for their time."""
+        del state.holding[pid]
+        state.bucket.give_back(1, now_ms)
+        self.tap.producer_id_released(state.user, pid)
+
     def _release_past_holds(self, state: "_UserState", now_ms: int) -> None:
         """Forget the holds whose time has come, each PID written into the cache again as it goes: it reached the
         broker then, so it stays known a window from there (a hold of more than half a window could outlast the

@@ -297,12 +297,16 @@ class ProducerIdQuotaManager(HoldEnforcement):
 
     def record_remote(self, user: str, count: int, pids: tuple[int, ...], now_ms: int) -> None:
         """A peer counted ``count`` new producer ids of ``user`` (:mod:`quota.usage_share`): their tokens are taken
-        from the user's bucket and ``pids`` written into its cache, so they are not counted again here; nothing is
-        decided and this process's own count of new ids is unchanged."""
+        from the user's bucket, and ``pids``, admitted there, written into its cache, so they are not counted again
+        here; nothing is decided and this process's own count of new ids is unchanged. An admitted id this process
+        holds as well (the same new producer on two workers' connections) was paid for there: its hold here is
+        settled, its token given back here and to the peers (``_settled_elsewhere``)."""
         state = self._state(user, now_ms)
         if state is None:
             return
         for pid in pids:
+            if state.holding and pid in state.holding:
+                self._settled_elsewhere(state, pid, now_ms)
             if not state.seen(pid, now_ms):
                 state.add(pid, now_ms)
         if count >= 0:

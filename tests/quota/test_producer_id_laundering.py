@@ -4,6 +4,8 @@ usage topic); a sync hands one's tap to the other, as quota.usage_share does; fa
 
 from __future__ import annotations
 
+import pytest
+
 from quota.decision import FORWARD
 from quota.entity import QuotaTable
 from quota.producer_ids import HOLD, Hold, ProducerIdQuotaManager
@@ -120,3 +122,27 @@ def test_several_ids_held_in_one_request_are_known_only_once_admitted():
     a.abandon_all(hold, (3, 4), 200)
     sync((a, b), 300)
     assert isinstance(b.record_and_decide_all("mallory", (3, 4), 400), Hold)
+
+
+def test_an_id_held_on_two_workers_is_paid_once_by_the_one_that_admits_it():
+    """A new producer writes to two brokers through two workers: both hold its id, each taking a token. Once a
+    admits it, b is told and gives its token back (and so do the peers): one id, one token, everywhere."""
+    a, b = worker(), worker()
+    for pid in (1, 2):
+        a.record_and_decide("alice", pid, 0)
+    sync((a, b), 0)
+    on_a = a.record_and_decide("alice", 3, 0)
+    on_b = b.record_and_decide("alice", 3, 0)  # not told of a's hold: new here too
+    assert isinstance(on_a, Hold) and isinstance(on_b, Hold)
+    sync((a, b), 100)
+    assert a.stats(100)[0].tokens == b.stats(100)[0].tokens == pytest.approx(-2 + 0.02)
+    a.admitted(on_a, (3,), on_a.until_ms)
+    sync((a, b), on_a.until_ms)  # b learns 3 was admitted: its own hold of it settled, its token back
+    sync((a, b), on_a.until_ms)  # and a learns b gave it back
+    now = on_a.until_ms
+    assert a.stats(now)[0].tokens == pytest.approx(b.stats(now)[0].tokens)
+    assert a.stats(now)[0].tokens == pytest.approx(-1 + 0.2 * now / 1000)
+    b.abandon(on_b, 3, now + 1)  # b's request then goes (or its timer ends): nothing more given back
+    b.admitted(on_b, (3,), now + 1)
+    assert b.stats(now + 1)[0].abandoned_count == 0
+    assert b.record_and_decide("alice", 3, now + 2) is FORWARD
