@@ -115,3 +115,14 @@ def test_rotating_ips_keep_the_ip_rates_at_the_cap_and_are_limited_together():
     assert isinstance(quotas.admit("L", "10.9.9.9", 0), Admit)  # named: always tracked
     assert quotas.tracked_ips == CAP + 2
     assert not math.isinf(quotas.ip_accept_rate(OVERFLOW, 0))
+
+
+def test_peers_usage_past_the_cap_goes_to_the_overflow_bucket_and_rate():
+    """A proxy that serves none of the flood still records its peers' usage: the same caps hold for it."""
+    m = mutations()
+    for i in range(3 * CAP):
+        m.record_remote("", f"remote-{i}", 1.0, 0)
+    assert len(m) == CAP + 1
+    quotas = ip_quotas()
+    quotas.record_remote((), [(f"2001:db8::{i:x}", 1) for i in range(3 * CAP)], 0)
+    assert quotas.tracked_ips == CAP + 1
