@@ -41,6 +41,15 @@ def load_old(revision: str) -> types.ModuleType:
     sys.modules["old_producer_id_cache"] = cache
     text = source("quota/producer_ids.py").replace("from quota.producer_id_cache import",
                                                    "from old_producer_id_cache import")
+    try:  # the hold bookkeeping has its own module since the one that split it out
+        holds_text = source("quota/producer_id_holds.py")
+    except subprocess.CalledProcessError:
+        holds_text = None
+    if holds_text is not None:
+        holds = types.ModuleType("old_producer_id_holds")
+        sys.modules["old_producer_id_holds"] = holds
+        exec(compile(holds_text, "old_producer_id_holds", "exec"), holds.__dict__)
+        text = text.replace("from quota.producer_id_holds import", "from old_producer_id_holds import")
     module = types.ModuleType("old_producer_ids")
     sys.modules["old_producer_ids"] = module
     exec(compile(text, "old_producer_ids", "exec"), module.__dict__)
