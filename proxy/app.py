@@ -88,7 +88,8 @@ class ProxyApp:
             self.dynamic = DynamicConfig(config, self._apply_config, self.kafka)
             self.metrics.registry.register(DynamicConfigCollector(self.dynamic))
         self.metrics.registry.register(ConnectionMetricsCollector(self.connection_quotas, self.quotas.clock))
-        self.usage_log = (UsageLog(config.usage_log, self.metrics, scope=config.settings["quota.scope"])
+        self.usage_log = (UsageLog(config.usage_log, self.metrics, scope=config.settings["quota.scope"],
+                                   max_rows=config.settings["quota.max.tracked.entities"])
                           if config.usage_log is not None else None)
         usage = self.usage_log.table if self.usage_log is not None else None
         self._buffers = (SharedReadBuffer(), SharedReadBuffer())

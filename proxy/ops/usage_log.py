@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterator
 from config.usage import UsageLogConfig
 from proxy.codec.apis import API_NAMES, api_name
 from proxy.tasks import cancel_and_wait
+from quota.overflow import DEFAULT_MAX_TRACKED_ENTITIES, OVERFLOW
 
 log = logging.getLogger(__name__)
 
@@ -55,23 +56,36 @@ class UsageCounters:
             setattr(self, name, 0)
 
 
+def _row(rows: dict, key: tuple, max_rows: int) -> UsageCounters:
+    """``key``'s row in ``rows`` (made if none). Past ``max_rows`` rows in an interval (``quota.max.tracked.entities``),
+    a new entity's counts go to its listener's, API's and broker's one ``<overflow>`` row (ip, user and client id
+    ``<overflow>``), so a flood of rotating client ids or addresses keeps the interval's table, and its lines,
+    bounded; what it did is still counted, together."""
+    found = rows.get(key)
+    if found is None:
+        if len(rows) >= max_rows:
+            key = (key[0], OVERFLOW, OVERFLOW, OVERFLOW, key[4], key[5])
+            found = rows.get(key)
+        if found is None:
+            found = rows[key] = UsageCounters()
+    return found
+
+
 class UsageTable:
     """The counts of the current interval, by entity. Pure: no clock, no I/O. Rows added through this table have no
-    broker (a sidecar's, or a cluster-mode bootstrap port's); :meth:`for_broker` gives one broker port's view."""
+    broker (a sidecar's, or a cluster-mode bootstrap port's); :meth:`for_broker` gives one broker port's view.
+    ``max_rows``: entities with rows of their own per interval (the rest share ``<overflow>`` rows, :func:`_row`)."""
 
-    __slots__ = ("_rows", "broker")
+    __slots__ = ("_rows", "broker", "max_rows")
 
-    def __init__(self) -> None:
+    def __init__(self, max_rows: int = DEFAULT_MAX_TRACKED_ENTITIES) -> None:
         self._rows: dict[tuple, UsageCounters] = {}
         self.broker: int | None = None
+        self.max_rows = max_rows
 
     def row(self, listener: str, ip: str | None, user: str | None, client_id: str | None,
             api_key: int | None) -> UsageCounters:
-        key = (listener, ip, user, client_id, api_key, self.broker)
-        found = self._rows.get(key)
-        if found is None:
-            found = self._rows[key] = UsageCounters()
-        return found
+        return _row(self._rows, (listener, ip, user, client_id, api_key, self.broker), self.max_rows)
 
     def for_broker(self, node_id: int) -> "UsageTable":
         """Cluster mode: the same table, its rows keyed by broker ``node_id`` too (a broker port's connections)."""
@@ -111,12 +125,8 @@ class BrokerUsage(UsageTable):
 
     def row(self, listener: str, ip: str | None, user: str | None, client_id: str | None,
             api_key: int | None) -> UsageCounters:
-        rows = self._table._rows  # the table's current interval (take() swaps it)
-        key = (listener, ip, user, client_id, api_key, self.broker)
-        found = rows.get(key)
-        if found is None:
-            found = rows[key] = UsageCounters()
-        return found
+        table = self._table  # its current interval's rows (take() swaps them)
+        return _row(table._rows, (listener, ip, user, client_id, api_key, self.broker), table.max_rows)
 
     def __len__(self) -> int:
         return len(self._table)
@@ -261,11 +271,11 @@ class UsageLog:
     """Swaps the table every interval and hands its lines to the writer thread."""
 
     def __init__(self, config: UsageLogConfig, metrics, wall: Callable[[], float] = time.time,
-                 scope: str = "broker") -> None:
+                 scope: str = "broker", max_rows: int = DEFAULT_MAX_TRACKED_ENTITIES) -> None:
         self.config = config
         self.scope = scope  # quota.scope, written on every record
         self.proxy_id: str | None = None  # this proxy's id, written on every record: set once its listeners are bound
-        self.table = UsageTable()
+        self.table = UsageTable(max_rows)
         self._metrics = metrics
         self._wall = wall
         self._queue: queue.Queue = queue.Queue(QUEUE_BATCHES)

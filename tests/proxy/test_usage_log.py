@@ -39,6 +39,26 @@ def test_one_record_per_entity_per_interval_with_every_field():
     assert all((r["proxy"], r["broker"], r["scope"]) == (None, None, "broker") for r in out)
 
 
+def test_an_interval_keeps_max_rows_entities_and_the_rest_together_in_overflow_rows():
+    """Issue 35: one row per (listener, IP, user, client id, API) per interval, so a flood of rotating client ids
+    grew the interval's table (and its lines) without end. Past ``max_rows`` the new entities share their
+    listener's and API's ``<overflow>`` row; nothing they did is lost, and the entities already there keep theirs."""
+    table = UsageTable(max_rows=100)
+    for i in range(1000):
+        table.row("L", "10.0.0.1", "alice", f"rotating-{i}", PRODUCE).requests += 1
+    table.row("L", "10.0.0.1", "alice", "rotating-7", PRODUCE).requests += 1  # has its own row: kept
+    broker = table.for_broker(3)
+    for i in range(50):
+        broker.row("L", f"10.1.0.{i}", "bob", "c", FETCH).requests += 1
+    assert len(table) == 100 + 2  # the first 100, one <overflow> row for Produce and one for broker 3's Fetch
+    out = list(records(table.take(), 1000.0, 10.0))
+    assert sum(r["requests"] for r in out) == 1051
+    overflow = [r for r in out if r["client_id"] == "<overflow>"]
+    assert sorted((r["api"], r["broker"], r["requests"], r["ip"], r["user"]) for r in overflow) == [
+        ("Fetch", 3, 50, "<overflow>", "<overflow>"), ("Produce", None, 900, "<overflow>", "<overflow>")]
+    assert next(r for r in out if r["client_id"] == "rotating-7")["requests"] == 2
+
+
 def test_records_say_which_proxy_broker_and_scope_they_come_from():
     """A cluster-mode broker port's rows carry its node id, the bootstrap port's (and a sidecar's) none; every record
     names the proxy and the quota.scope in force (what the planner recommends by)."""
