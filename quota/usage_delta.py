@@ -12,8 +12,11 @@ traffic of one sync interval, not by the number of entities known):
   sensor's tags stands for it; the receiver resolves it against its own table). Net of what was unrecorded.
 * ``mutations``: ``(user, client_id, tokens)``, the controller-mutation tokens taken less those refunded (negative
   when more was refunded than taken).
-* ``producer_ids``: ``(user, new ids counted, ids)``: the tokens taken for new producer ids, and the ids themselves
-  (at most :data:`MAX_PRODUCER_IDS_PER_USER` of them, so that peers' caches know them and do not count them again).
+* ``producer_ids``: ``(user, new ids counted, ids)``: the tokens taken for new producer ids (less those of holds
+  released: negative when more were released), and the ids admitted, let through to the broker (at most
+  :data:`MAX_PRODUCER_IDS_PER_USER` of them, so that peers' caches know them and do not count them again). A held id
+  is counted when held and sent as admitted when its hold ends, never before (:mod:`quota.producer_id_holds`), so
+  an entry may carry ids and a count of 0.
 * ``scope``: the quota set the byte rates and producer ids were counted in: ``""`` for the proxy's own, a broker's
   node id for that broker's budget under ``quota.scope: broker`` in cluster mode, ``volume`` for the volume
   throttle's scaled ``producer_byte_rate`` (mutations and connections are always the proxy's own, in the ``""``
