@@ -1,20 +1,31 @@
-"""Which other sidecars count under ``quota.scope: cluster`` in sidecar mode (issue 26), and the share a sidecar
-keeps while none of them does. Pure: times are passed in (wall milliseconds: records cross hosts).
+"""Which other sidecars count under ``quota.scope: cluster`` in sidecar mode (issue 26), which of their records are
+applied (each exactly once), and the share a sidecar keeps while none of them counts. Pure: times are passed in
+(wall milliseconds: records cross hosts).
 
 Every sidecar publishes, each ``quota.cluster.sync.ms``, one record keyed by its id whose value is a
-:class:`~quota.usage_delta.UsageDelta` of what its own clients used since its last sync, and follows the usage
-topic. :class:`ClusterPeers` decides what to do with what it reads:
+:class:`~quota.usage_delta.UsageDelta` of what its own clients used since its previous record, numbered
+``(incarnation, seq)`` (a random id per start of the sender, then 1, 2, ...), and follows the usage topic.
+:class:`ClusterPeers` decides what to do with what it reads (:meth:`ClusterPeers.judge`, then
+:meth:`ClusterPeers.first_time`):
 
-* its own records are skipped; a peer's record older than ``stale_ms`` (by the record's timestamp) is not
-  recorded (the compacted topic's old records, read again at start-up, are history, not usage now);
-* a peer is *fresh* while its last record is at most ``stale_ms`` old; a peer that stops publishing (dead, or on
-  the far side of a network split) stops counting once its last record is older than that;
-* while no peer is fresh, the sidecar cannot see the others' usage and keeps to its per-broker share,
-  quota / live sidecars known (the peers ever seen on the topic, plus itself; at least 1). It does so without a
-  second quota table: :func:`fallback_delta` turns its own usage since the last sync into the usage of its
-  ``known - 1`` unseen peers, assumed to use as much as it does, which the sidecar records as remote usage: its
-  own clients then get ``quota / known``. A split can therefore neither give a tenant more than N x its quota
-  (each side keeps at most its share, or the quota with a fresh peer's usage counted) nor throttle it to zero.
+* its own records are skipped; a peer's record older than ``stale_ms`` (by the record's timestamp) is not recorded
+  (the compacted topic's old records, read again at start-up, are history, not usage now); one dated more than
+  :data:`CLOCK_SKEW_MS` ahead of this host's clock is not taken at all (as the volume follower refuses such a
+  snapshot): a peer whose clock runs ahead would otherwise stay fresh for as long as it runs ahead;
+* a record whose number was applied already (a replay of the topic after a reconnect, a send retried after a
+  timeout that had gone through) is not applied again: per sender's incarnation, the highest ``seq`` applied, kept
+  while its records could still be fresh (``stale_ms``); the sender sends its records in order, each until it is
+  acknowledged or older than ``stale_ms``, so a record it could not send reaches the peers late, not never;
+* a peer is *fresh* while its last record is at most ``stale_ms`` old; *known* while its last record is at most
+  ``stale_ms`` older than the newest record this sidecar has read from the topic (its own included; never later
+  than now): a peer that stopped publishing while others go on (a pod killed, a sidecar restarted under a new id)
+  is forgotten, while one this sidecar cannot hear because it is cut off from the topic itself stays known;
+* while no peer is fresh, though some are known, the sidecar keeps to its per-broker share, quota / live
+  sidecars (the peers known, plus itself). It does so without a second quota table: :func:`fallback_delta` turns
+  its own usage since the last sync into the usage of its ``known`` silent peers, assumed to use as much as it
+  does, which the sidecar records as remote usage: its own clients then get ``quota / (known + 1)``. A split can
+  therefore neither give a tenant more than N x its quota (each side keeps at most its share, or the quota with a
+  fresh peer's usage counted) nor throttle it to zero.
 """
 
 from __future__ import annotations
@@ -22,6 +33,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from quota.usage_delta import UsageDelta
+from quota.volume import CLOCK_SKEW_MS
+
+OWN, STALE, FUTURE, TAKE = "own", "stale", "future", "take"
+"""What :meth:`ClusterPeers.judge` says of a record."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +44,7 @@ class PeerView:
     """What one look at the peers says (:meth:`ClusterPeers.view`)."""
 
     fresh: int  # peers whose last record is at most stale_ms old
-    known: int  # peers ever seen on the topic
+    known: int  # peers heard from within stale_ms of the newest record read (the live sidecars)
     fallback: bool  # no fresh peer, though peers are known: keep to the per-broker share
 
     @property
@@ -39,9 +54,10 @@ class PeerView:
 
 
 class ClusterPeers:
-    """The other sidecars publishing to the usage topic, by id, with their last record's time."""
+    """The other sidecars publishing to the usage topic, by id, with their last record's time, and the records
+    of theirs applied."""
 
-    __slots__ = ("own_id", "stale_ms", "_last")
+    __slots__ = ("own_id", "stale_ms", "_last", "_newest", "_applied", "_prune_at")
 
     def __init__(self, own_id: str, stale_ms: int) -> None:
         if stale_ms <= 0:
@@ -49,21 +65,63 @@ class ClusterPeers:
         self.own_id = own_id
         self.stale_ms = stale_ms
         self._last: dict[str, int] = {}  # peer id -> its newest record's timestamp (ms)
+        self._newest = -1  # the newest timestamp read on the topic, this sidecar's own records included
+        self._applied: dict[tuple[str, str], list[int]] = {}  # (peer, incarnation) -> [highest seq applied, its date]
+        self._prune_at = 0
 
-    def accept(self, source: str, stamp_ms: int, now_ms: int) -> bool:
-        """A record of ``source`` dated ``stamp_ms`` read at ``now_ms``: whether its usage is to be recorded as
-        remote usage (not this sidecar's own, not stale). Every peer's record makes it known."""
+    def judge(self, source: str, stamp_ms: int, now_ms: int) -> str:
+        """A record of ``source`` dated ``stamp_ms`` read at ``now_ms``: :data:`TAKE` (its usage is to be recorded,
+        unless :meth:`first_time` finds it applied already), :data:`OWN`, :data:`STALE` or :data:`FUTURE` (dated
+        more than :data:`CLOCK_SKEW_MS` ahead: not taken, and it makes its sender neither fresh nor known). Any
+        other record makes its sender known as of ``stamp_ms``."""
+        if stamp_ms > now_ms + CLOCK_SKEW_MS:
+            return FUTURE
+        if stamp_ms > self._newest:
+            self._newest = stamp_ms
         if source == self.own_id:
-            return False
+            return OWN
         if stamp_ms > self._last.get(source, -1):
             self._last[source] = stamp_ms
-        return now_ms - stamp_ms <= self.stale_ms
+        return TAKE if now_ms - stamp_ms <= self.stale_ms else STALE
+
+    def accept(self, source: str, stamp_ms: int, now_ms: int) -> bool:
+        """Whether :meth:`judge` takes the record."""
+        return self.judge(source, stamp_ms, now_ms) == TAKE
+
+    def first_time(self, source: str, incarnation: str, seq: int, stamp_ms: int, now_ms: int) -> bool:
+        """Whether a taken record numbered ``(incarnation, seq)`` is applied now: False when that incarnation's
+        ``seq`` or a later one was applied already. A record not numbered (``seq`` 0) always is. What is
+        remembered goes once no record of it could be fresh any more (``stale_ms`` after its date)."""
+        if seq <= 0:
+            return True
+        if now_ms >= self._prune_at:
+            self._prune(now_ms)
+        applied = self._applied.get((source, incarnation))
+        if applied is None:
+            self._applied[(source, incarnation)] = [seq, stamp_ms]
+            return True
+        if seq <= applied[0]:
+            return False
+        applied[0], applied[1] = seq, max(applied[1], stamp_ms)
+        return True
+
+    def _prune(self, now_ms: int) -> None:
+        """Forget the numbers of incarnations whose last applied record is stale: any record of theirs read again
+        is at least as old, so :meth:`judge` skips it (bounded memory: the incarnations heard in ``stale_ms``)."""
+        self._applied = {run: applied for run, applied in self._applied.items()
+                         if now_ms - applied[1] <= self.stale_ms}
+        self._prune_at = now_ms + self.stale_ms
 
     def forget(self, source: str) -> None:
         """A peer that left for good (its key deleted from the topic): no longer known."""
         self._last.pop(source, None)
 
     def view(self, now_ms: int) -> PeerView:
+        """Fresh and known peers at ``now_ms``; peers no longer known are dropped."""
+        topic_ms = min(self._newest, now_ms)
+        gone = [peer for peer, stamp in self._last.items() if topic_ms - stamp > self.stale_ms]
+        for peer in gone:
+            del self._last[peer]
         fresh = sum(1 for stamp in self._last.values() if now_ms - stamp <= self.stale_ms)
         known = len(self._last)
         return PeerView(fresh=fresh, known=known, fallback=known > 0 and fresh == 0)
@@ -74,8 +132,8 @@ class ClusterPeers:
 
 def fallback_delta(own: UsageDelta, unseen: int) -> UsageDelta:
     """The usage ``unseen`` silent peers are assumed to have had while this sidecar recorded ``own``: each byte
-    rate, mutation token and new producer id count times ``unseen`` (no ids: they are not the peers' own), and no
-    connection counts. Empty when ``unseen`` is 0."""
+    rate, mutation token and new producer id count times ``unseen`` (no ids: they are not the peers' own), no
+    connection counts and no number (it is never published). Empty when ``unseen`` is 0."""
     if unseen <= 0:
         return UsageDelta(source=own.source, scope=own.scope)
 
@@ -84,4 +142,4 @@ def fallback_delta(own: UsageDelta, unseen: int) -> UsageDelta:
 
     return replace(own, produce=scaled(own.produce), fetch=scaled(own.fetch), mutations=scaled(own.mutations),
                    producer_ids=tuple((user, count * unseen, ()) for user, count, _ in own.producer_ids),
-                   listeners=(), ips=(), open_connections=())
+                   listeners=(), ips=(), open_connections=(), incarnation="", seq=0)

@@ -26,6 +26,10 @@ traffic of one sync interval, not by the number of entities known):
 * ``open_connections``: ``(kind, key, n)``, the sender's open connections now, in all (``total``), per
   ``listener`` and per ``ip``, for the counts that changed since its last sync (KIP-402's limits; absolute, not
   deltas, so a receiver that forgets a sender loses nothing else).
+* ``incarnation`` / ``seq``: on the usage topic, which run of the sender made it (a random id per start) and its
+  number in that run (1, 2, ...), so that a follower applies each record once however often it reads it (a replay
+  of the topic, a send retried after a timeout that had in fact gone through: :mod:`quota.cluster_peers`). ``seq``
+  0: not numbered (the workers' deltas; a record from a sidecar without them), applied as read.
 
 The encoding is transport-independent, so a Unix socket between workers and a Kafka record between sidecars carry
 the same bytes: lines of compact JSON, a first with a version number and the small fields, then lines of
@@ -127,6 +131,8 @@ class UsageDelta:
     listeners: tuple[tuple[str, int], ...] = ()
     ips: tuple[tuple[str, int], ...] = ()
     open_connections: tuple[tuple[str, str, int], ...] = ()  # absolute counts that changed (quota.peer_connections)
+    incarnation: str = ""  # the sender's run (usage topic records): with seq, what makes a record applied once
+    seq: int = 0  # its number in that run, from 1; 0: not numbered
 
     @property
     def empty(self) -> bool:
@@ -155,8 +161,11 @@ def encode(delta: UsageDelta, *, compress: bool = False) -> bytes:
     for at, part in enumerate(_parts(user_list)):
         users.update(zip(part, range(at * LINE_ITEMS, at * LINE_ITEMS + len(part))))
     clients = dict(zip(client_list, range(len(client_list))))
-    lines = [json.dumps({"v": VERSION, "source": delta.source, "scope": delta.scope, "listeners": delta.listeners,
-                         "ips": delta.ips, "open": delta.open_connections}, separators=(",", ":"), allow_nan=False)]
+    head = {"v": VERSION, "source": delta.source, "scope": delta.scope, "listeners": delta.listeners,
+            "ips": delta.ips, "open": delta.open_connections}
+    if delta.seq:
+        head.update(inc=delta.incarnation, seq=delta.seq)
+    lines = [json.dumps(head, separators=(",", ":"), allow_nan=False)]
     _lines(lines, "users", user_list)
     _lines(lines, "clients", client_list)
     width = len(clients)
@@ -228,6 +237,10 @@ def decode(data: bytes) -> UsageDelta:
     scope = raw.get("scope", "")
     if not isinstance(scope, str):
         raise UsageDeltaError(f"usage delta.scope: expected a string, got {scope!r}")
+    incarnation = _string(raw.get("inc", ""), "inc")
+    seq = _integer(raw.get("seq", 0), "seq")
+    if seq < 0:
+        raise UsageDeltaError(f"usage delta.seq: expected a number from 0, got {seq}")
     users, clients = _strings(raw, "users"), _strings(raw, "clients")
     return UsageDelta(
         source=source,
@@ -240,6 +253,8 @@ def decode(data: bytes) -> UsageDelta:
         ips=_counts(raw, "ips"),
         open_connections=tuple((_string(kind, f"open[{i}][0]"), _string(key, f"open[{i}][1]"),
                                 _integer(n, f"open[{i}][2]")) for i, (kind, key, n) in enumerate(_items(raw, "open", 3))),
+        incarnation=incarnation,
+        seq=seq,
     )
 
 

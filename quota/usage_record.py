@@ -17,7 +17,7 @@ shrunk in proportion and encoded again, so a sync usually encodes once.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from quota.usage_delta import UsageDelta, encode
 from quota.usage_share import Gathered, Leftover
@@ -46,10 +46,10 @@ class Fitted:
 
 
 def fit(gathered: Gathered, max_bytes: int, bytes_per_entry: float | None = None,
-        leftover: Iterable[tuple] = ()) -> Fitted:
+        leftover: Iterable[tuple] = (), numbered: tuple[str, int] = ("", 0)) -> Fitted:
     """The longest ranked prefix of ``gathered`` (with the last sync's ``leftover`` added) whose compressed
     encoding is at most ``max_bytes``, found from ``bytes_per_entry`` (the last record's; None: try everything
-    first)."""
+    first); ``numbered``: the record's ``(incarnation, seq)`` (:mod:`quota.usage_delta`)."""
     gathered.absorb(leftover)
     total = gathered.entities
     n = total
@@ -58,6 +58,8 @@ def fit(gathered: Gathered, max_bytes: int, bytes_per_entry: float | None = None
     encodings = 0
     while True:
         delta = gathered.top(n, coarse=True)
+        if numbered[1]:
+            delta = replace(delta, incarnation=numbered[0], seq=numbered[1])
         data = encode(delta, compress=True)
         encodings += 1
         if len(data) <= max_bytes or n == 0:

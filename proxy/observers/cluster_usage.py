@@ -1,13 +1,15 @@
 """``quota.scope: cluster`` on sidecars (issue 26): one budget per tenant across the sidecars sharing
 ``quota.cluster.topic``.
 
-Every ``quota.cluster.sync.ms`` the sidecar publishes ONE record to the compacted usage topic, keyed by its id, whose
+Every ``quota.cluster.sync.ms`` the sidecar makes ONE record for the compacted usage topic, keyed by its id, whose
 value is the :class:`~quota.usage_delta.UsageDelta` of what its own clients used since its last sync (the entities
-with a quota and usage since then only; the same encoding the workers exchange), dated with the wall clock; an
-empty delta is still published, as the sidecar's sign of life. It follows the topic from the beginning with its own
-consumer (no group) and records every other sidecar's fresh delta as remote usage in its managers
-(:mod:`quota.usage_share`), so its clients' next decisions see the tenant's total. Which records count, when a peer
-goes stale and the share kept while none is fresh are :mod:`quota.cluster_peers`; while no peer is fresh, this
+with a quota and usage since then only; the same encoding the workers exchange), numbered (a random incarnation per
+start, then 1, 2, ...) and dated with the wall clock when made; an empty delta is still published, as the sidecar's
+sign of life. Records are sent in order, each until acknowledged (:mod:`quota.usage_outbox`: a failed send is sent
+again at the next sync, not lost). It follows the topic from the beginning with its own consumer (no group) and
+records every other sidecar's fresh delta as remote usage in its managers, once per record however often it is
+read (:mod:`quota.usage_share`), so its clients' next decisions see the tenant's total. Which records count, when a
+peer goes stale or is forgotten and the share kept while none is fresh are :mod:`quota.cluster_peers`; while no peer is fresh, this
 sidecar records its own usage times the silent peers as theirs (quota / live sidecars known), says so in a log
 line and on /readyz (still 200: it serves), and ``cluster_usage_fallback`` is 1.
 
@@ -21,8 +23,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import secrets
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 
 from prometheus_client import Counter, Gauge
 
@@ -34,7 +37,8 @@ from proxy.observers.freezing import freeze_long_lived
 from proxy.ops.http import quiet
 from proxy.ops.metrics import PREFIX
 from proxy.tasks import cancel_all, wait_for
-from quota.cluster_peers import ClusterPeers, fallback_delta
+from quota.cluster_peers import FUTURE, TAKE, ClusterPeers, fallback_delta
+from quota.usage_outbox import Outgoing, UsageOutbox
 from quota.usage_delta import UsageDelta, UsageDeltaError, decode
 from quota.usage_record import Fitted, fit
 from quota.usage_share import Leftover, UsageTap, record_remote_steps
@@ -104,6 +108,10 @@ class ClusterUsage:
         self.wall = wall or WallClock()
         self.own_id = own_id
         self.peers = ClusterPeers(self.own_id, settings["quota.cluster.stale.ms"])
+        self.incarnation = secrets.token_hex(8)  # this run's records: followers apply each (incarnation, seq) once
+        self.outbox = UsageOutbox(settings["quota.cluster.stale.ms"], self.max_bytes)
+        self._expired = 0  # outbox.expired already counted
+        self._future: set[str] = set()  # peers whose records are dated too far ahead (logged when it starts, ends)
         self.own = own
         self._record_remote = record
         self._woken = asyncio.Event()  # an entity's unsent usage is large: sync early (at most every quarter interval)
@@ -111,8 +119,10 @@ class ClusterUsage:
         self.fallback = False
         self.note: str | None = None  # what /readyz adds while in fallback (read from the scrape thread: one reference)
         self.records = Counter(f"{PREFIX}_cluster_usage_records", "Usage records this sidecar published "
-                               "(direction=sent), recorded from its peers (received), skipped as stale or its own "
-                               "(skipped), or could not publish or read (error).", ["direction"], registry=registry)
+                               "(direction=sent), dropped unsent after quota.cluster.stale.ms (expired), recorded "
+                               "from its peers (received), skipped as stale or its own (skipped), as applied already "
+                               "(duplicate) or as dated more than 30 s ahead (future), or could not publish or read "
+                               "(error).", ["direction"], registry=registry)
         self.peers_gauge = Gauge(f"{PREFIX}_cluster_usage_peers", "Other sidecars on the usage topic: known (ever "
                                  "seen) and fresh (last record at most quota.cluster.stale.ms old).", ["state"],
                                  registry=registry)
@@ -162,7 +172,8 @@ class ClusterUsage:
     def take(self) -> Fitted:
         """This sync's record (what :meth:`_sync` does, on the loop: tests call it)."""
         gathered = self.own.gather(self.own_id)
-        return self.settle(fit(gathered, self.max_bytes, self._per_entry, self._leftover))
+        numbered = (self.incarnation, self.outbox.next_seq())
+        return self.settle(fit(gathered, self.max_bytes, self._per_entry, self._leftover, numbered))
 
     async def _sync(self) -> Fitted:
         """This sync's record, encoded and compressed in a thread (10^5 entities take a few hundred ms), quietly (the
@@ -170,18 +181,21 @@ class ClusterUsage:
         held, 0.2-0.4 s at 10^5 tenants; resuming it costs one collection of what the sync left, measured smaller)."""
         gathered = [self.own.gather(self.own_id)]
         leftover, self._leftover = self._leftover, Leftover()
+        numbered = (self.incarnation, self.outbox.next_seq())
 
         def fitted() -> Fitted:
             with quiet():
-                done = fit(gathered[0], self.max_bytes, self._per_entry, leftover)
+                done = fit(gathered[0], self.max_bytes, self._per_entry, leftover, numbered)
                 dispose(gathered.pop().values, leftover)  # here, not on the loop
                 return done
 
         return self.settle(await asyncio.to_thread(fitted))
 
     def settle(self, fitted: Fitted) -> Fitted:
-        """What did not fit kept for the next sync (counted, logged when it starts and stops), and the look at the
-        peers: in fallback the record's usage is also recorded as that of the silent peers."""
+        """The record waits to be sent (:attr:`outbox`); what did not fit kept for the next sync (counted, logged
+        when it starts and stops), and the look at the peers: in fallback the record's usage is also recorded as that
+        of the silent peers."""
+        self.outbox.add(fitted.delta.seq, fitted.data, self.wall.now_ms())
         self._leftover = fitted.leftover
         self._per_entry = fitted.bytes_per_entry or self._per_entry
         self.record_bytes.labels("bytes").set(len(fitted.data))
@@ -231,7 +245,7 @@ class ClusterUsage:
             last_sync = loop.time()
             self._woken.clear()
             try:
-                data = (await self._sync()).data
+                await self._sync()
                 if self._producer is None or self._topic_missing:  # also deleted under a live producer, which a
                     await self.kafka.ensure_topic(self.topic, CLIENT_ID)  # broker may answer NONE all the same
                     self._topic_missing = False
@@ -240,17 +254,38 @@ class ClusterUsage:
                                                 max_request_size=self.max_bytes + REQUEST_OVERHEAD_BYTES)
                     await start_client(producer, CALL_TIMEOUT_S)  # stopped when its start fails or is cancelled
                     self._producer = producer
-                await wait_for(self._producer.send_and_wait(self.topic, data, key=key,
-                                                                    timestamp_ms=self.wall.now_ms()), CALL_TIMEOUT_S)
-                self.records.labels("sent").inc()
+                producer = self._producer
+                await self.send_due(lambda record: wait_for(producer.send_and_wait(
+                    self.topic, record.data, key=key, timestamp_ms=record.stamp_ms), CALL_TIMEOUT_S))
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # the broker is down or the topic cannot be written: this delta is lost
+            except Exception as exc:  # the broker is down or the topic cannot be written: sent again next sync
                 self.records.labels("error").inc()
-                log.warning("cluster usage: publishing to %s failed (retried at the next sync): %r", self.topic, exc)
+                log.warning("cluster usage: publishing to %s failed (%d record(s) waiting, sent again at the next "
+                            "sync): %r", self.topic, len(self.outbox), exc)
                 producer, self._producer = self._producer, None
                 if producer is not None:
                     await stop_client(producer)
+
+    async def send_due(self, send: Callable[[Outgoing], Awaitable]) -> None:
+        """Send the waiting records in order with ``send``, each taken off the outbox once it returns; one that
+        raises stops the sync, and it and the rest are sent again at the next (tests call it)."""
+        for record in self._due():
+            await send(record)
+            self.outbox.sent(record)
+            self.records.labels("sent").inc()
+
+    def _due(self) -> list[Outgoing]:
+        """The records to send now, oldest first; those dropped unsent (older than quota.cluster.stale.ms, or past
+        the outbox's bound) counted and logged."""
+        due = self.outbox.due(self.wall.now_ms())
+        expired, self._expired = self.outbox.expired - self._expired, self.outbox.expired
+        if expired:
+            self.records.labels("expired").inc(expired)
+            log.warning("cluster usage: %d usage record(s) could not be sent to %s within quota.cluster.stale.ms "
+                        "(%d ms) and were dropped: the peers would skip them as stale", expired, self.topic,
+                        self.peers.stale_ms)
+        return due
 
     # -- following -------------------------------------------------------------------------------------------------
 
@@ -289,15 +324,36 @@ class ClusterUsage:
             if key is not None:
                 self.peers.forget(key.decode(errors="replace"))
             return False
-        if key is not None and not self.peers.accept(key.decode(errors="replace"), timestamp_ms, self.wall.now_ms()):
+        return key is None or self._judged(key.decode(errors="replace"), timestamp_ms)
+
+    def _judged(self, source: str, timestamp_ms: int) -> bool:
+        """Whether ``source``'s record is taken (quota.cluster_peers.ClusterPeers.judge); counted and, for records
+        dated too far ahead, logged when a peer starts and stops sending them."""
+        now = self.wall.now_ms()
+        verdict = self.peers.judge(source, timestamp_ms, now)
+        if verdict == FUTURE:
+            self.records.labels("future").inc()
+            if source not in self._future:
+                self._future.add(source)
+                log.warning("cluster usage: sidecar %s dates its records %d s ahead of this host's clock (more than "
+                            "30 s): they are not taken until its clock is fixed (NTP)", source,
+                            (timestamp_ms - now) // 1000)
+            return False
+        if source in self._future:
+            self._future.discard(source)
+            log.warning("cluster usage: sidecar %s dates its records within 30 s of this host's clock again", source)
+        if verdict != TAKE:
             self.records.labels("skipped").inc()
             return False
         return True
 
     def _fresh(self, key: bytes | None, delta, timestamp_ms: int) -> bool:
-        """A decoded record without a key is judged by the source it names; counted as received or skipped."""
-        if key is None and not self.peers.accept(delta.source, timestamp_ms, self.wall.now_ms()):
-            self.records.labels("skipped").inc()
+        """A decoded record without a key is judged by the source it names; one applied already (by its number) is
+        not applied again; counted as received, skipped or duplicate."""
+        if key is None and not self._judged(delta.source, timestamp_ms):
+            return False
+        if not self.peers.first_time(delta.source, delta.incarnation, delta.seq, timestamp_ms, self.wall.now_ms()):
+            self.records.labels("duplicate").inc()
             return False
         self.records.labels("received").inc()
         return True

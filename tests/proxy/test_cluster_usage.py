@@ -146,3 +146,102 @@ def test_a_peers_record_of_tenants_new_here_leaves_their_sensors_out_of_the_garb
         assert gc.get_freeze_count() <= frozen  # and nothing else froze anything meanwhile
     finally:
         gc.unfreeze()
+
+
+# -- issue 34: every sidecar's usage applied exactly once ------------------------------------------------------------
+
+
+def pair_usage(name, recorded=None, wall=None):
+    """A ClusterUsage alone (no app): its own usage in a tap, a peer's recorded into ``recorded`` (user -> bytes)."""
+    from prometheus_client import CollectorRegistry
+
+    from quota.usage_share import UsageTap
+
+    config = parse_config({
+        "upstream": {"bootstrap_servers": ["127.0.0.1:1"]}, "listeners": [{"name": "L", "bind": "127.0.0.1:0"}],
+        "quotas": [{"entity": {"user": "<default>"}, "producer_byte_rate": RATE}],
+        "settings": {"quota.scope": "cluster", "quota.cluster.topic": "__usage", "quota.cluster.id": name}})
+
+    def record(delta):
+        for user, _, value in delta.produce:
+            recorded[user] = recorded.get(user, 0) + value
+
+    registry = CollectorRegistry()
+    usage = ClusterUsage(config.settings, None, registry, name, UsageTap(), record, wall or ManualClock(1_000_000))
+    return usage, registry
+
+
+def test_failed_and_retried_publishes_and_replays_apply_each_sidecars_usage_exactly_once():
+    """a publishes every sync; some sends fail before reaching the topic (broker down), one times out after the
+    broker appended it (so the topic holds it twice); b follows as it goes, then reads the whole topic again (a
+    reconnect), and a follower started afresh (b restarted) reads it once: each sees a's usage exactly once."""
+    import asyncio
+
+    from quota.entity import PRODUCER_BYTE_RATE, QuotaTags
+
+    wall = ManualClock(1_000_000)
+    a, _ = pair_usage("a", wall=wall)
+    seen: dict = {}
+    b, registry = pair_usage("b", seen, wall)
+    topic: list[tuple[bytes, bytes, int]] = []
+    outcomes = {2: "down", 3: "appended, then timed out", 5: "down", 6: "down"}
+    used = 0
+
+    async def run():
+        nonlocal used
+        for sync in range(12):  # the last two with no usage: what rounding took off goes in them
+            if sync < 10:
+                a.own.add(PRODUCER_BYTE_RATE, QuotaTags("alice", ""), "alice", "p", 1000 + sync)
+                used += 1000 + sync
+            a.take()
+            outcome = outcomes.get(sync)
+
+            async def send(record):
+                if outcome == "down":
+                    raise ConnectionError("broker down")
+                topic.append((b"a", record.data, record.stamp_ms))
+                if outcome == "appended, then timed out":
+                    raise TimeoutError()
+
+            try:
+                await a.send_due(send)
+            except (ConnectionError, TimeoutError):
+                pass
+            for key, value, stamp in topic[follow.at:]:
+                b.take_record(key, value, stamp)
+            follow.at = len(topic)
+            wall.advance(500)
+
+    class follow:
+        at = 0
+
+    asyncio.run(run())
+    assert len(a.outbox) == 0 and len(topic) == 13  # every record sent; the one that timed out twice
+    assert seen == {"alice": used}
+    for key, value, stamp in topic:  # b's follower reconnects and reads the topic from the beginning
+        b.take_record(key, value, stamp)
+    assert seen == {"alice": used}
+    assert registry.get_sample_value("kafka_quota_proxy_cluster_usage_records_total",
+                                     {"direction": "duplicate"}) == 14  # the retried one, then the whole topic again
+    fresh: dict = {}
+    restarted, _ = pair_usage("b", fresh, wall)
+    for key, value, stamp in topic:
+        restarted.take_record(key, value, stamp)
+    assert fresh == {"alice": used}
+
+
+def test_records_dated_more_than_30_s_ahead_are_counted_logged_and_not_taken(caplog):
+    app, usage, wall = sidecar()
+    now = wall.now_ms()
+    record = encode(UsageDelta("b", produce=(("alice", "p", 50_000.0),), incarnation="x", seq=1))
+    with caplog.at_level(logging.WARNING, "kafka_quota_proxy.cluster_usage"):
+        assert not usage.take_record(b"b", record, now + 3_600_000)  # b's clock runs an hour fast
+        assert not usage.take_record(b"b", record, now + 3_600_000)
+    assert produced(app) == 0 and usage.peers.view(now).known == 0
+    assert caplog.text.count("sidecar b dates its records 3600 s ahead") == 1
+    registry = app.metrics.registry
+    assert registry.get_sample_value("kafka_quota_proxy_cluster_usage_records_total", {"direction": "future"}) == 2
+    with caplog.at_level(logging.WARNING, "kafka_quota_proxy.cluster_usage"):
+        assert usage.take_record(b"b", record, now + 30_000)  # within 30 s: taken
+    assert "sidecar b dates its records within 30 s of this host's clock again" in caplog.text
+    assert produced(app) > 0

@@ -4,6 +4,8 @@ managers stand for two sidecars; the transport (one record per sync) is a functi
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from quota.client_quota import ClientQuotaManager
@@ -124,3 +126,53 @@ def test_with_every_peer_stale_a_sidecar_keeps_to_quota_over_live_sidecars_known
     (rate,) = flat_out([a], clock, 120, sync)
     assert all(views)
     assert 0.8 * QUOTA / 3 <= rate <= 1.2 * QUOTA / 3, rate
+
+
+# -- issue 34: each record applied once, future dates bounded, peers that stopped forgotten --------------------------
+
+
+def test_a_numbered_record_is_applied_once_per_incarnation_however_often_it_is_read():
+    peers = ClusterPeers("a", STALE_MS)
+    now = 100_000
+    assert peers.first_time("b", "run1", 1, now, now) and peers.first_time("b", "run1", 2, now, now)
+    assert not peers.first_time("b", "run1", 1, now, now)  # a replay of the topic
+    assert not peers.first_time("b", "run1", 2, now, now)  # a send retried after it had gone through
+    assert peers.first_time("b", "run2", 1, now, now)  # b restarted: its new run counts from 1
+    assert peers.first_time("c", "run1", 1, now, now)  # another sidecar's numbers are its own
+    assert peers.first_time("b", "", 0, now, now) and peers.first_time("b", "", 0, now, now)  # not numbered
+    # once a run's last record is stale nothing of it is remembered: any record of it read again is stale too
+    later = now + STALE_MS + 1
+    assert not peers.accept("b", now, later)
+    assert peers.first_time("b", "run1", 1, now, later + STALE_MS)  # (judge skips it first in practice)
+
+
+def test_records_dated_more_than_30_s_ahead_are_not_taken_and_make_no_peer_fresh():
+    from quota.cluster_peers import FUTURE, OWN, STALE, TAKE
+    from quota.volume import CLOCK_SKEW_MS
+
+    peers = ClusterPeers("a", STALE_MS)
+    now = 1_000_000
+    assert peers.judge("b", now + CLOCK_SKEW_MS, now) == TAKE
+    assert peers.judge("c", now + 3_600_000, now) == FUTURE  # a clock an hour fast
+    assert peers.view(now).known == 1
+    assert peers.judge("a", now, now) == OWN and peers.judge("b", now - STALE_MS - 1, now) == STALE
+    # cut off from the topic: b goes stale in time and the sidecar falls back, whatever c dates its records
+    view = peers.view(now + CLOCK_SKEW_MS + STALE_MS + 1)
+    assert view.fallback and view.share_divisor == 2
+
+
+def test_peers_silent_while_the_topic_goes_on_are_forgotten_but_not_while_cut_off_from_it():
+    """2 live peers and 20 killed pods (each restart a new id, none sent a tombstone): once the topic has gone on
+    for stale_ms without them, a sidecar cut off from it keeps to quota / 3, not quota / 23."""
+    peers = ClusterPeers("a", STALE_MS)
+    t = 1_000_000
+    for pod in range(20):
+        peers.judge(f"killed-{pod}", t + pod * 100, t + pod * 100)
+    for step in range(0, STALE_MS + 2000, 1000):  # the live ones go on publishing, and so does a itself
+        for source in ("a", "live-1", "live-2"):
+            peers.judge(source, t + 2000 + step, t + 2000 + step)
+    cut_at = t + 2000 + STALE_MS + 1000  # a reads nothing more from here on
+    assert peers.view(cut_at).known == 2
+    much_later = cut_at + 10 * STALE_MS
+    view = peers.view(much_later)  # nobody heard from since: nobody forgotten, no peer fresh
+    assert (view.known, view.fresh, view.fallback, view.share_divisor) == (2, 0, True, 3)
