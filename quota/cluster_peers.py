@@ -8,8 +8,11 @@ Every sidecar publishes, each ``quota.cluster.sync.ms``, one record keyed by its
 :class:`ClusterPeers` decides what to do with what it reads (:meth:`ClusterPeers.judge`, then
 :meth:`ClusterPeers.first_time`):
 
-* its own records are skipped; a peer's record older than ``stale_ms`` (by the record's timestamp) is not recorded
-  (the compacted topic's old records, read again at start-up, are history, not usage now); one dated more than
+* its own records are skipped; a peer's record older than ``stale_ms`` (by the record's timestamp), or dated before
+  this sidecar started following (``since_ms``: its start less one sync interval), is not recorded: the topic's
+  history is usage its peers have already paid for or are paying back, and recorded at once into a new sidecar's
+  full buckets it would leave that sidecar's clients nothing for as long as the others keep the tenant at its quota
+  (a sidecar starts with full buckets instead, as a new one does: at most one burst more); one dated more than
   :data:`CLOCK_SKEW_MS` ahead of this host's clock is not taken at all (as the volume follower refuses such a
   snapshot): a peer whose clock runs ahead would otherwise stay fresh for as long as it runs ahead;
 * a record whose number was applied already (a replay of the topic after a reconnect, a send retried after a
@@ -57,13 +60,15 @@ class ClusterPeers:
     """The other sidecars publishing to the usage topic, by id, with their last record's time, and the records
     of theirs applied."""
 
-    __slots__ = ("own_id", "stale_ms", "_last", "_newest", "_applied", "_prune_at")
+    __slots__ = ("own_id", "stale_ms", "since_ms", "_last", "_newest", "_applied", "_prune_at")
 
-    def __init__(self, own_id: str, stale_ms: int) -> None:
+    def __init__(self, own_id: str, stale_ms: int, since_ms: int | None = None) -> None:
+        """``since_ms``: records dated before it are history, not recorded (None: any fresh record is)."""
         if stale_ms <= 0:
             raise ValueError(f"stale_ms must be positive, got {stale_ms}")
         self.own_id = own_id
         self.stale_ms = stale_ms
+        self.since_ms = -1 if since_ms is None else since_ms
         self._last: dict[str, int] = {}  # peer id -> its newest record's timestamp (ms)
         self._newest = -1  # the newest timestamp read on the topic, this sidecar's own records included
         self._applied: dict[tuple[str, str], list[int]] = {}  # (peer, incarnation) -> [highest seq applied, its date]
@@ -82,7 +87,7 @@ class ClusterPeers:
             return OWN
         if stamp_ms > self._last.get(source, -1):
             self._last[source] = stamp_ms
-        return TAKE if now_ms - stamp_ms <= self.stale_ms else STALE
+        return TAKE if now_ms - stamp_ms <= self.stale_ms and stamp_ms >= self.since_ms else STALE
 
     def accept(self, source: str, stamp_ms: int, now_ms: int) -> bool:
         """Whether :meth:`judge` takes the record."""

@@ -107,7 +107,8 @@ class ClusterUsage:
         self.carrying = False  # the last record left entities out (they wait for the next)
         self.wall = wall or WallClock()
         self.own_id = own_id
-        self.peers = ClusterPeers(self.own_id, settings["quota.cluster.stale.ms"])
+        self.peers = ClusterPeers(self.own_id, settings["quota.cluster.stale.ms"],  # history before its start:
+                                  since_ms=self.wall.now_ms() - settings["quota.cluster.sync.ms"])  # not recorded
         self.incarnation = secrets.token_hex(8)  # this run's records: followers apply each (incarnation, seq) once
         self.outbox = UsageOutbox(settings["quota.cluster.stale.ms"], self.max_bytes)
         self._expired = 0  # outbox.expired already counted

@@ -174,7 +174,7 @@ def pair_usage(name, recorded=None, wall=None):
 def test_failed_and_retried_publishes_and_replays_apply_each_sidecars_usage_exactly_once():
     """a publishes every sync; some sends fail before reaching the topic (broker down), one times out after the
     broker appended it (so the topic holds it twice); b follows as it goes, then reads the whole topic again (a
-    reconnect), and a follower started afresh (b restarted) reads it once: each sees a's usage exactly once."""
+    reconnect): b sees a's usage exactly once. b restarted records a's usage from its start on."""
     import asyncio
 
     from quota.entity import PRODUCER_BYTE_RATE, QuotaTags
@@ -223,11 +223,18 @@ def test_failed_and_retried_publishes_and_replays_apply_each_sidecars_usage_exac
     assert seen == {"alice": used}
     assert registry.get_sample_value("kafka_quota_proxy_cluster_usage_records_total",
                                      {"direction": "duplicate"}) == 14  # the retried one, then the whole topic again
+    # b restarted: its follower reads the topic's history (still fresh) to learn its peers, but records none of it
+    # (it starts with full buckets): only what a sends from b's start, less one sync interval, on
+    wall.advance(2000)
     fresh: dict = {}
     restarted, _ = pair_usage("b", fresh, wall)
     for key, value, stamp in topic:
-        restarted.take_record(key, value, stamp)
-    assert fresh == {"alice": used}
+        assert not restarted.take_record(key, value, stamp)
+    assert fresh == {} and restarted.peers.view(wall.now_ms()).fresh == 1
+    a.own.add(PRODUCER_BYTE_RATE, QuotaTags("alice", ""), "alice", "p", 700)
+    a.take()
+    asyncio.run(a.send_due(lambda record: asyncio.sleep(0, topic.append((b"a", record.data, record.stamp_ms)))))
+    assert restarted.take_record(*topic[-1]) and fresh == {"alice": 700}
 
 
 def test_records_dated_more_than_30_s_ahead_are_counted_logged_and_not_taken(caplog):

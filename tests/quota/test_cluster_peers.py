@@ -176,3 +176,10 @@ def test_peers_silent_while_the_topic_goes_on_are_forgotten_but_not_while_cut_of
     much_later = cut_at + 10 * STALE_MS
     view = peers.view(much_later)  # nobody heard from since: nobody forgotten, no peer fresh
     assert (view.known, view.fresh, view.fallback, view.share_divisor) == (2, 0, True, 3)
+
+
+def test_records_dated_before_the_follower_started_are_history_not_recorded_but_make_peers_known():
+    peers = ClusterPeers("a", STALE_MS, since_ms=50_000)
+    assert not peers.accept("b", 49_999, 51_000)  # fresh, but from before this sidecar followed the topic
+    assert peers.view(51_000).fresh == 1
+    assert peers.accept("b", 50_000, 51_000)
