@@ -9,9 +9,9 @@ sign of life. Records are sent in order, each until acknowledged (:mod:`quota.us
 again at the next sync, not lost). It follows the topic from the beginning with its own consumer (no group) and
 records every other sidecar's fresh delta as remote usage in its managers, once per record however often it is
 read (:mod:`quota.usage_share`), so its clients' next decisions see the tenant's total. Which records count, when a
-peer goes stale or is forgotten and the share kept while none is fresh are :mod:`quota.cluster_peers`; while no peer is fresh, this
-sidecar records its own usage times the silent peers as theirs (quota / live sidecars known), says so in a log
-line and on /readyz (still 200: it serves), and ``cluster_usage_fallback`` is 1.
+peer goes stale or is forgotten and the share kept while none is fresh are :mod:`quota.cluster_peers`; while no
+peer is fresh, this sidecar records its own usage times the silent peers as theirs (quota / live sidecars), says so
+in a log line and on /readyz (still 200: it serves), and ``cluster_usage_fallback`` is 1.
 
 Shared: ``producer_byte_rate``, ``consumer_byte_rate``, ``producer_ids_rate`` (tokens and ids) and
 ``controller_mutation_rate``. Not shared: connection limits (per proxy, as Kafka keeps them per broker) and the
@@ -33,13 +33,13 @@ from proxy.clock import WallClock
 from proxy.cluster.kafka_clients import Backoff, OwnKafka, start_client, stop_client
 from proxy.identity import proxy_id
 from proxy.observers.following import CALL_TIMEOUT_S, CHECK_S, TopicReader
-from proxy.observers.freezing import freeze_long_lived
+from proxy.observers.freezing import dispose, frozen_as_made
 from proxy.ops.http import quiet
 from proxy.ops.metrics import PREFIX
 from proxy.tasks import cancel_all, wait_for
 from quota.cluster_peers import FUTURE, TAKE, ClusterPeers, fallback_delta
-from quota.usage_outbox import Outgoing, UsageOutbox
 from quota.usage_delta import UsageDelta, UsageDeltaError, decode
+from quota.usage_outbox import Outgoing, UsageOutbox
 from quota.usage_record import Fitted, fit
 from quota.usage_share import Leftover, UsageTap, record_remote_steps
 
@@ -49,38 +49,6 @@ CLIENT_ID = "kafka-quota-proxy-cluster-usage"
 RETRY_START_S, RETRY_MAX_S = 1.0, 10.0
 LEAVE_TIMEOUT_S = 1.0
 REQUEST_OVERHEAD_BYTES = 4096  # aiokafka's max_request_size counts the record's key and headers too
-
-
-def dispose(tables: dict, rows: Leftover) -> None:
-    """Free a sync's gathered tables and last leftover a part at a time: freeing 10^5 entries at once is one call
-    that holds the GIL for tens of milliseconds (in whichever thread drops the last reference)."""
-    for column in rows.columns:
-        while column:
-            del column[-10_000:]
-    for table in tables.values():
-        for tags in list(table):
-            del table[tags]
-
-
-FREEZE_AFTER = 1000
-"""Sensors a peer's record makes between two ``gc.freeze`` calls (see :func:`frozen_as_made`)."""
-
-
-def frozen_as_made(steps: Iterator, sensors: Callable[[], int]) -> Iterator:
-    """``steps`` (a peer's record recorded a step at a time), the objects alive moved out of the cyclic garbage
-    collector's sight (:func:`~proxy.observers.freezing.freeze_long_lived`, as :mod:`proxy.observers.dynamic_config` does for quota entries) each time the
-    managers hold FREEZE_AFTER more ``sensors`` than when it last looked: a record of tenants new to this proxy (a
-    peer that appears, this proxy starting) makes up to 2 x 10^5 sensors at once, long-lived by design (an hour past
-    their tenant's last record), and every full collection the recording set off walked all of them with the GIL
-    held (a longest one of 2.4 s at 10^5 tenants). They are still freed, by reference counting, when they expire."""
-    held = sensors()
-    for done in steps:
-        now_held = sensors()
-        if now_held - held >= FREEZE_AFTER:
-            freeze_long_lived()
-            held = now_held
-        held = min(held, now_held)
-        yield done
 
 
 def quiet_decode(value: bytes) -> UsageDelta:

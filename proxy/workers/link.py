@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 from prometheus_client import Counter
 
-from proxy.observers.cluster_usage import frozen_as_made
+from proxy.observers.freezing import frozen_as_made
 from proxy.ops.http import quiet
 from proxy.ops.metrics import PREFIX
 from proxy.tasks import cancel_and_wait

@@ -10,7 +10,7 @@ import logging
 
 from config.loader import parse_config
 from proxy.app import ProxyApp
-from proxy.observers import cluster_usage
+from proxy.observers import freezing
 from proxy.observers.cluster_usage import ClusterUsage
 from quota.clock import ManualClock
 from quota.usage_delta import UsageDelta, encode
@@ -125,8 +125,8 @@ def test_a_peers_record_of_tenants_new_here_leaves_their_sensors_out_of_the_garb
     makes none, and freezes nothing (no freeze is made: the frozen count itself may fall meanwhile, as a frozen
     object that was only passing through, a piece of the first record's decoding, is freed)."""
     freezes = []
-    freeze = cluster_usage.freeze_long_lived
-    monkeypatch.setattr(cluster_usage, "freeze_long_lived", lambda: (freezes.append(1), freeze()))
+    freeze = freezing.freeze_long_lived
+    monkeypatch.setattr(freezing, "freeze_long_lived", lambda: (freezes.append(1), freeze()))
     app, usage, wall = sidecar()
     rows = tuple((f"tenant-{i:05d}", "", 1000.0) for i in range(3000))
     record = encode(UsageDelta("b", produce=rows), compress=True)
