@@ -32,3 +32,7 @@ def check_scope(settings: Settings, listeners: tuple[ListenerConfig, ...], path:
     if stale < 2 * sync:
         raise ConfigError(join(path, "quota.cluster.stale.ms"), f"must be at least twice quota.cluster.sync.ms "
                           f"({sync}): a peer is stale when it missed a sync or more, got {stale}")
+    forget = settings["quota.cluster.forget.ms"]
+    if forget < stale:
+        raise ConfigError(join(path, "quota.cluster.forget.ms"), f"must be at least quota.cluster.stale.ms ({stale}): "
+                          f"a peer is forgotten only once it is stale, got {forget}")

@@ -207,7 +207,13 @@ SETTINGS: dict[str, Setting] = {
     "quota.cluster.stale.ms": Setting(
         10_000, int, 100, 3_600_000,
         "quota.scope cluster on sidecars: a peer sidecar whose last usage record is older than this stops counting; "
-        "while no peer is fresh, a sidecar keeps to its per-broker share (quota / live sidecars known).",
+        "while no peer is fresh, a sidecar keeps to its per-broker share (quota / live sidecars).",
+    ),
+    "quota.cluster.forget.ms": Setting(
+        60_000, int, 100, 86_400_000,
+        "quota.scope cluster on sidecars: a peer sidecar not heard from for this long while the usage topic goes on "
+        "(other sidecars' records, or this one's own) is forgotten: no longer one of the live sidecars the fallback "
+        "share divides the quota by. At least quota.cluster.stale.ms.",
     ),
     "quota.cluster.record.max.bytes": Setting(
         786_432, int, 4096, 64 * 2**20,

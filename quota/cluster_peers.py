@@ -20,7 +20,7 @@ Every sidecar publishes, each ``quota.cluster.sync.ms``, one record keyed by its
   while its records could still be fresh (``stale_ms``); the sender sends its records in order, each until it is
   acknowledged or older than ``stale_ms``, so a record it could not send reaches the peers late, not never;
 * a peer is *fresh* while its last record is at most ``stale_ms`` old; *known* while its last record is at most
-  ``stale_ms`` older than the newest record this sidecar has read from the topic (its own included; never later
+  ``forget_ms`` older than the newest record this sidecar has read from the topic (its own included; never later
   than now): a peer that stopped publishing while others go on (a pod killed, a sidecar restarted under a new id)
   is forgotten, while one this sidecar cannot hear because it is cut off from the topic itself stays known;
 * while no peer is fresh, though some are known, the sidecar keeps to its per-broker share, quota / live
@@ -47,7 +47,7 @@ class PeerView:
     """What one look at the peers says (:meth:`ClusterPeers.view`)."""
 
     fresh: int  # peers whose last record is at most stale_ms old
-    known: int  # peers heard from within stale_ms of the newest record read (the live sidecars)
+    known: int  # peers heard from within forget_ms of the newest record read (the live sidecars)
     fallback: bool  # no fresh peer, though peers are known: keep to the per-broker share
 
     @property
@@ -60,14 +60,17 @@ class ClusterPeers:
     """The other sidecars publishing to the usage topic, by id, with their last record's time, and the records
     of theirs applied."""
 
-    __slots__ = ("own_id", "stale_ms", "since_ms", "_last", "_newest", "_applied", "_prune_at")
+    __slots__ = ("own_id", "stale_ms", "forget_ms", "since_ms", "_last", "_newest", "_applied", "_prune_at")
 
-    def __init__(self, own_id: str, stale_ms: int, since_ms: int | None = None) -> None:
-        """``since_ms``: records dated before it are history, not recorded (None: any fresh record is)."""
+    def __init__(self, own_id: str, stale_ms: int, since_ms: int | None = None, forget_ms: int | None = None) -> None:
+        """``since_ms``: records dated before it are history, not recorded (None: any fresh record is);
+        ``forget_ms``: how long a peer may be silent while the topic goes on before it is forgotten (None:
+        ``stale_ms``)."""
         if stale_ms <= 0:
             raise ValueError(f"stale_ms must be positive, got {stale_ms}")
         self.own_id = own_id
         self.stale_ms = stale_ms
+        self.forget_ms = stale_ms if forget_ms is None else forget_ms
         self.since_ms = -1 if since_ms is None else since_ms
         self._last: dict[str, int] = {}  # peer id -> its newest record's timestamp (ms)
         self._newest = -1  # the newest timestamp read on the topic, this sidecar's own records included
@@ -121,12 +124,18 @@ class ClusterPeers:
         """A peer that left for good (its key deleted from the topic): no longer known."""
         self._last.pop(source, None)
 
-    def view(self, now_ms: int) -> PeerView:
-        """Fresh and known peers at ``now_ms``; peers no longer known are dropped."""
+    def forget_silent(self, now_ms: int) -> list[str]:
+        """Forget the peers silent for ``forget_ms`` while the topic went on (its newest record read, never later
+        than ``now_ms``); returns them, sorted."""
         topic_ms = min(self._newest, now_ms)
-        gone = [peer for peer, stamp in self._last.items() if topic_ms - stamp > self.stale_ms]
+        gone = sorted(peer for peer, stamp in self._last.items() if topic_ms - stamp > self.forget_ms)
         for peer in gone:
             del self._last[peer]
+        return gone
+
+    def view(self, now_ms: int) -> PeerView:
+        """Fresh and known peers at ``now_ms`` (those silent for ``forget_ms`` forgotten first)."""
+        self.forget_silent(now_ms)
         fresh = sum(1 for stamp in self._last.values() if now_ms - stamp <= self.stale_ms)
         known = len(self._last)
         return PeerView(fresh=fresh, known=known, fallback=known > 0 and fresh == 0)

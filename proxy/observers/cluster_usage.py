@@ -76,7 +76,8 @@ class ClusterUsage:
         self.wall = wall or WallClock()
         self.own_id = own_id
         self.peers = ClusterPeers(self.own_id, settings["quota.cluster.stale.ms"],  # history before its start:
-                                  since_ms=self.wall.now_ms() - settings["quota.cluster.sync.ms"])  # not recorded
+                                  since_ms=self.wall.now_ms() - settings["quota.cluster.sync.ms"],  # not recorded
+                                  forget_ms=settings["quota.cluster.forget.ms"])
         self.incarnation = secrets.token_hex(8)  # this run's records: followers apply each (incarnation, seq) once
         self.outbox = UsageOutbox(settings["quota.cluster.stale.ms"], self.max_bytes)
         self._expired = 0  # outbox.expired already counted
@@ -92,9 +93,9 @@ class ClusterUsage:
                                "from its peers (received), skipped as stale or its own (skipped), as applied already "
                                "(duplicate) or as dated more than 30 s ahead (future), or could not publish or read "
                                "(error).", ["direction"], registry=registry)
-        self.peers_gauge = Gauge(f"{PREFIX}_cluster_usage_peers", "Other sidecars on the usage topic: known (ever "
-                                 "seen) and fresh (last record at most quota.cluster.stale.ms old).", ["state"],
-                                 registry=registry)
+        self.peers_gauge = Gauge(f"{PREFIX}_cluster_usage_peers", "Other sidecars on the usage topic: known "
+                                 "(heard from within quota.cluster.forget.ms of the topic's newest record) and fresh "
+                                 "(last record at most quota.cluster.stale.ms old).", ["state"], registry=registry)
         self.carried = Counter(f"{PREFIX}_cluster_usage_carried_entities", "Entities left out of a usage record "
                                "because it would have been longer than quota.cluster.record.max.bytes: their usage "
                                "waits for the next sync (counted once per sync they wait).", registry=registry)
@@ -180,6 +181,10 @@ class ClusterUsage:
             else:
                 log.warning("cluster usage: every entity fits in one usage record again (%d bytes)", len(fitted.data))
         delta = fitted.delta
+        gone = self.peers.forget_silent(self.wall.now_ms())
+        if gone:
+            log.warning("cluster usage: forgetting %d sidecar(s) silent for %d ms while the topic went on (no longer "
+                        "among the live sidecars): %s", len(gone), self.peers.forget_ms, ", ".join(gone[:20]))
         view = self.peers.view(self.wall.now_ms())
         self.peers_gauge.labels("known").set(view.known)
         self.peers_gauge.labels("fresh").set(view.fresh)

@@ -252,3 +252,18 @@ def test_records_dated_more_than_30_s_ahead_are_counted_logged_and_not_taken(cap
         assert usage.take_record(b"b", record, now + 30_000)  # within 30 s: taken
     assert "sidecar b dates its records within 30 s of this host's clock again" in caplog.text
     assert produced(app) > 0
+
+
+def test_a_peer_silent_while_the_topic_goes_on_is_forgotten_and_logged(caplog):
+    app, usage, wall = sidecar(**{"quota.cluster.forget.ms": 30_000})
+    usage.take_record(b"dead", encode(UsageDelta("dead")), wall.now_ms())
+    usage.take()
+    assert app.metrics.registry.get_sample_value("kafka_quota_proxy_cluster_usage_peers", {"state": "known"}) == 1
+    for _ in range(31):  # this sidecar's own records go on appearing on the topic
+        wall.advance(1000)
+        usage.take_record(b"a", encode(UsageDelta("a")), wall.now_ms())
+    with caplog.at_level(logging.WARNING, "kafka_quota_proxy.cluster_usage"):
+        usage.take()
+    assert "forgetting 1 sidecar(s) silent for 30000 ms while the topic went on" in caplog.text
+    assert app.metrics.registry.get_sample_value("kafka_quota_proxy_cluster_usage_peers", {"state": "known"}) == 0
+    assert not usage.fallback

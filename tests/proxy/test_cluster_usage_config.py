@@ -82,6 +82,8 @@ def test_the_usage_topic_is_guarded_as_one_of_the_proxys_internal_topics():
      "settings.quota.cluster.id: expected a non-empty name"),
     (SIDECAR, {"quota.scope": "cluster", "quota.cluster.topic": TOPIC, "quota.cluster.stale.ms": 1500},
      "settings.quota.cluster.stale.ms: must be at least twice quota.cluster.sync.ms (1000)"),
+    (SIDECAR, {"quota.scope": "cluster", "quota.cluster.topic": TOPIC, "quota.cluster.forget.ms": 9999},
+     "settings.quota.cluster.forget.ms: must be at least quota.cluster.stale.ms (10000)"),
     (SIDECAR, {"quota.scope": "cluster", "quota.cluster.topic": TOPIC, "quota.cluster.sync.ms": 10},
      "settings.quota.cluster.sync.ms: must be between 50 and 60000"),
 ])

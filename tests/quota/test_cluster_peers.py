@@ -163,18 +163,27 @@ def test_records_dated_more_than_30_s_ahead_are_not_taken_and_make_no_peer_fresh
 
 def test_peers_silent_while_the_topic_goes_on_are_forgotten_but_not_while_cut_off_from_it():
     """2 live peers and 20 killed pods (each restart a new id, none sent a tombstone): once the topic has gone on
-    for stale_ms without them, a sidecar cut off from it keeps to quota / 3, not quota / 23."""
-    peers = ClusterPeers("a", STALE_MS)
+    for forget_ms without them, a sidecar cut off from it keeps to quota / 3, not quota / 23. Before that they
+    still count (a peer silent while the topic goes on may be cut off from it and keeping to its own share)."""
+    forget_ms = 6 * STALE_MS
+    peers = ClusterPeers("a", STALE_MS, forget_ms=forget_ms)
     t = 1_000_000
     for pod in range(20):
         peers.judge(f"killed-{pod}", t + pod * 100, t + pod * 100)
-    for step in range(0, STALE_MS + 2000, 1000):  # the live ones go on publishing, and so does a itself
-        for source in ("a", "live-1", "live-2"):
-            peers.judge(source, t + 2000 + step, t + 2000 + step)
-    cut_at = t + 2000 + STALE_MS + 1000  # a reads nothing more from here on
+
+    def live(until):
+        for at in range(live.at, until, 1000):  # the live ones go on publishing, and so does a itself
+            for source in ("a", "live-1", "live-2"):
+                peers.judge(source, at, at)
+        live.at = until
+
+    live.at = t + 2000
+    live(t + 2000 + STALE_MS)
+    assert peers.view(live.at).known == 22  # stale, not yet forgotten
+    live(t + 2000 + forget_ms + 1000)
+    cut_at = live.at  # a reads nothing more from here on
     assert peers.view(cut_at).known == 2
-    much_later = cut_at + 10 * STALE_MS
-    view = peers.view(much_later)  # nobody heard from since: nobody forgotten, no peer fresh
+    view = peers.view(cut_at + 10 * forget_ms)  # nobody heard from since: nobody forgotten, no peer fresh
     assert (view.known, view.fresh, view.fallback, view.share_divisor) == (2, 0, True, 3)
 
 
