@@ -102,7 +102,7 @@ class ClusterUsage:
         self.record_bytes = Gauge(f"{PREFIX}_cluster_usage_record_bytes", "The size of this proxy's last usage "
                                   "record (compressed), and the entities in it.", ["what"], registry=registry)
         self.fallback_gauge = Gauge(f"{PREFIX}_cluster_usage_fallback", "1 while no peer sidecar is fresh and this "
-                                    "one keeps to its per-broker share (quota / live sidecars known), else 0.",
+                                    "one keeps to its per-broker share (quota / live sidecars), else 0.",
                                     registry=registry)
         self._producer = None
         self._tasks: list[asyncio.Task] = []
