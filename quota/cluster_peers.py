@@ -16,8 +16,8 @@ Every sidecar publishes, each ``quota.cluster.sync.ms``, one record keyed by its
   :data:`CLOCK_SKEW_MS` ahead of this host's clock is not taken at all (as the volume follower refuses such a
   snapshot): a peer whose clock runs ahead would otherwise stay fresh for as long as it runs ahead;
 * a record whose number was applied already (a replay of the topic after a reconnect, a send retried after a
-  timeout that had gone through) is not applied again: per sender's incarnation, the highest ``seq`` applied, kept
-  while its records could still be fresh (``stale_ms``); the sender sends its records in order, each until it is
+  timeout that had gone through) is not applied again: per sender's incarnation, the numbers applied, each kept
+  while its record could still be fresh (``stale_ms``); the sender sends its records in order, each until it is
   acknowledged or older than ``stale_ms``, so a record it could not send reaches the peers late, not never;
 * a peer is *fresh* while its last record is at most ``stale_ms`` old; *known* while its last record is at most
   ``forget_ms`` older than the newest record this sidecar has read from the topic (its own included; never later
@@ -74,7 +74,7 @@ class ClusterPeers:
         self.since_ms = -1 if since_ms is None else since_ms
         self._last: dict[str, int] = {}  # peer id -> its newest record's timestamp (ms)
         self._newest = -1  # the newest timestamp read on the topic, this sidecar's own records included
-        self._applied: dict[tuple[str, str], list[int]] = {}  # (peer, incarnation) -> [highest seq applied, its date]
+        self._applied: dict[tuple[str, str], dict[int, int]] = {}  # (peer, incarnation) -> {seq applied: its date}
         self._prune_at = 0
 
     def judge(self, source: str, stamp_ms: int, now_ms: int) -> str:
@@ -97,27 +97,31 @@ class ClusterPeers:
         return self.judge(source, stamp_ms, now_ms) == TAKE
 
     def first_time(self, source: str, incarnation: str, seq: int, stamp_ms: int, now_ms: int) -> bool:
-        """Whether a taken record numbered ``(incarnation, seq)`` is applied now: False when that incarnation's
-        ``seq`` or a later one was applied already. A record not numbered (``seq`` 0) always is. What is
-        remembered goes once no record of it could be fresh any more (``stale_ms`` after its date)."""
+        """Whether a taken record numbered ``(incarnation, seq)`` is applied now: False when that number was
+        applied already (in whatever order the numbers came: a topic given more partitions may hand a sender's
+        records over out of order). A record not numbered (``seq`` 0) always is. A number is remembered while a
+        record of it could still be fresh (``stale_ms`` after its date): read again later, :meth:`judge` skips it."""
         if seq <= 0:
             return True
         if now_ms >= self._prune_at:
             self._prune(now_ms)
         applied = self._applied.get((source, incarnation))
         if applied is None:
-            self._applied[(source, incarnation)] = [seq, stamp_ms]
-            return True
-        if seq <= applied[0]:
+            applied = self._applied[(source, incarnation)] = {}
+        elif seq in applied:
             return False
-        applied[0], applied[1] = seq, max(applied[1], stamp_ms)
+        applied[seq] = stamp_ms
         return True
 
     def _prune(self, now_ms: int) -> None:
-        """Forget the numbers of incarnations whose last applied record is stale: any record of theirs read again
-        is at least as old, so :meth:`judge` skips it (bounded memory: the incarnations heard in ``stale_ms``)."""
-        self._applied = {run: applied for run, applied in self._applied.items()
-                         if now_ms - applied[1] <= self.stale_ms}
+        """Forget the numbers of stale records (bounded memory: the records of ``stale_ms``, about ``stale_ms /
+        sync.ms`` per peer)."""
+        kept = {}
+        for run, applied in self._applied.items():
+            fresh = {seq: stamp for seq, stamp in applied.items() if now_ms - stamp <= self.stale_ms}
+            if fresh:
+                kept[run] = fresh
+        self._applied = kept
         self._prune_at = now_ms + self.stale_ms
 
     def forget(self, source: str) -> None:

@@ -192,3 +192,12 @@ def test_records_dated_before_the_follower_started_are_history_not_recorded_but_
     assert not peers.accept("b", 49_999, 51_000)  # fresh, but from before this sidecar followed the topic
     assert peers.view(51_000).fresh == 1
     assert peers.accept("b", 50_000, 51_000)
+
+
+def test_numbers_that_arrive_out_of_order_are_each_applied_once():
+    """A usage topic given a second partition: a sender's key moves to it, and a follower may read its next record
+    there before the last one of the first partition."""
+    peers = ClusterPeers("a", STALE_MS)
+    now = 100_000
+    assert [peers.first_time("b", "run", seq, now, now) for seq in (1, 3, 2, 3, 2, 4)] == [
+        True, True, True, False, False, True]
