@@ -392,19 +392,26 @@ class ClusterUsage:
     leave_on_stop = True  # a sidecar stopping says it left (a test turns it off to stand for one that died)
 
     async def stop(self) -> None:
-        """Stop publishing and following; then delete this sidecar's key from the topic (a tombstone), so that the
-        others stop counting it as a live sidecar at once: a sidecar that stopped serves nothing, and a known one
-        that stays silent would shrink their fallback share (quota / live sidecars). One that dies sends nothing
-        and goes stale instead. Bounded: a broker that does not answer within a second gets no tombstone."""
+        """Stop publishing and following; send the records still waiting and one of the usage since the last sync;
+        then delete this sidecar's key from the topic (a tombstone), so that the others stop counting it as a live
+        sidecar at once: a sidecar that stopped serves nothing, and a known one that stays silent would shrink their
+        fallback share (quota / live sidecars). One that dies sends nothing and goes stale instead. Bounded: what a
+        broker does not take within a second is not sent (no tombstone then)."""
         await cancel_all(self._tasks)
         producer, self._producer = self._producer, None
         if producer is not None:
             if self.leave_on_stop:
                 try:
-                    await wait_for(producer.send_and_wait(self.topic, None, key=self.own_id.encode(),
-                                                                  timestamp_ms=self.wall.now_ms()), LEAVE_TIMEOUT_S)
-                    self.records.labels("sent").inc()
+                    await wait_for(self._leave(producer), LEAVE_TIMEOUT_S)
                 except Exception as exc:  # noqa: BLE001 (the broker is gone: the others see this one go stale)
                     log.warning("cluster usage: could not tell %s that sidecar %s leaves: %r", self.topic,
                                 self.own_id, exc)
             await stop_client(producer)
+
+    async def _leave(self, producer) -> None:
+        key = self.own_id.encode()
+        await self._sync()
+        await self.send_due(lambda record: producer.send_and_wait(self.topic, record.data, key=key,
+                                                                  timestamp_ms=record.stamp_ms))
+        await producer.send_and_wait(self.topic, None, key=key, timestamp_ms=self.wall.now_ms())
+        self.records.labels("sent").inc()

@@ -13,7 +13,7 @@ from proxy.app import ProxyApp
 from proxy.observers import freezing
 from proxy.observers.cluster_usage import ClusterUsage
 from quota.clock import ManualClock
-from quota.usage_delta import UsageDelta, encode
+from quota.usage_delta import UsageDelta, decode, encode
 
 RATE = 1000
 
@@ -267,3 +267,30 @@ def test_a_peer_silent_while_the_topic_goes_on_is_forgotten_and_logged(caplog):
     assert "forgetting 1 sidecar(s) silent for 30000 ms while the topic went on" in caplog.text
     assert app.metrics.registry.get_sample_value("kafka_quota_proxy_cluster_usage_peers", {"state": "known"}) == 0
     assert not usage.fallback
+
+
+def test_a_sidecar_that_stops_sends_what_is_waiting_and_its_last_usage_before_its_tombstone():
+    import asyncio
+
+    from quota.entity import PRODUCER_BYTE_RATE, QuotaTags
+
+    class Producer:
+        def __init__(self):
+            self.sent = []
+
+        async def send_and_wait(self, topic, value, key, timestamp_ms):
+            self.sent.append((key, value))
+
+        async def stop(self):
+            pass
+
+    usage, registry = pair_usage("a")
+    usage.own.add(PRODUCER_BYTE_RATE, QuotaTags("alice", ""), "alice", "p", 100)
+    usage.take()  # its send failed: waiting
+    usage.own.add(PRODUCER_BYTE_RATE, QuotaTags("alice", ""), "alice", "p", 200)  # since the last sync
+    usage._producer = producer = Producer()
+    asyncio.run(usage.stop())
+    values = [value for _, value in producer.sent]
+    assert values[-1] is None and all(key == b"a" for key, _ in producer.sent)
+    assert [(decode(v).seq, decode(v).produce) for v in values[:-1]] == [(1, (("alice", "", 100),)),
+                                                                        (2, (("alice", "", 200),))]
