@@ -111,6 +111,36 @@ def fetch(version: str = KAFKA_VERSION, quiet: bool = True) -> Path:
     return home
 
 
+def fetch_jar(group: str, artifact: str, version: str, quiet: bool = True) -> Path:
+    """One artifact's own jar, without its dependencies (a broker plugin whose dependencies Kafka's libs already
+    hold), into the same cache: ``<cache>/<artifact>-<version>/libs``, fetched once (``.complete`` written last)."""
+    home = cache_root() / f"{artifact}-{version}"
+    if (home / ".complete").exists():
+        return home / "libs"
+    mvn = require("mvn", "Apache Maven 3.8+ (Debian: apt install maven)")
+    home.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=home.parent, prefix=f".fetch-{artifact}-") as work:
+        work_dir = Path(work)
+        (work_dir / "pom.xml").write_text(POM.format(deps=DEP.format(group=group, artifact=artifact, version=version)))
+        libs = work_dir / "libs"
+        command = [mvn, "-B", "-f", str(work_dir / "pom.xml"), f"{DEPENDENCY_PLUGIN}:copy-dependencies",
+                   f"-DoutputDirectory={libs}", "-DexcludeTransitive=true"]
+        if quiet:
+            command.insert(2, "-q")
+        result = subprocess.run(command, capture_output=quiet, text=True)
+        jar = libs / f"{artifact}-{version}.jar"
+        if result.returncode != 0 or not jar.exists():
+            tail = (result.stdout or "")[-2000:] + (result.stderr or "")[-2000:]
+            raise SetupError(f"mvn could not fetch {group}:{artifact}:{version} from Maven Central "
+                             f"(exit {result.returncode}):\n{tail}")
+        if home.exists():
+            shutil.rmtree(home)
+        home.mkdir()
+        shutil.move(str(libs), home / "libs")
+        (home / ".complete").write_text(jar.name + "\n")
+    return home / "libs"
+
+
 def main() -> int:
     try:
         home = fetch(quiet="-v" not in sys.argv[1:])
