@@ -145,7 +145,11 @@ def main() -> int:
             crossed_hard = next((t for t, used, _ in samples if used >= hard_at), None)
             peak = max(used for _, used, _ in samples)
             past = max(0, peak - hard_at)
-            print(f"\n{name}: disk {capacity / 2**20:.0f} MiB, soft {soft_at / 2**20:.0f} MiB used, hard "
+            node = clusters[name].nodes[0]
+            failed = "Error while appending records" in node.log_file.read_text(errors="replace")
+            state = ("its log dir FAILED (disk full), the broker stopped serving it" if failed else
+                     "the broker served to the end" if node.proc.poll() is None else "the broker EXITED")
+            print(f"\n{name} ({state}): disk {capacity / 2**20:.0f} MiB, soft {soft_at / 2**20:.0f} MiB used, hard "
                   f"{hard_at / 2**20:.0f} MiB used; crossed soft at {fmt(crossed_soft)}, hard at {fmt(crossed_hard)}; "
                   f"peak {peak / 2**20:.0f} MiB = {past / 2**20:.1f} MiB written past the hard limit; load {loads}")
             for kind in PRODUCERS:
@@ -167,7 +171,7 @@ def main() -> int:
                       + (f"; client failed: {s.error!r}" if s.error else ""))
                 print(f"    MiB/s each second: {[round(x / 2**20, 1) for x in seconds]}")
                 if name == "proxy":
-                    verdicts.check(f"proxy: {kind} paused", paused is not None and crossed_hard is not None,
+                    verdicts.check(f"proxy: {kind} paused", not failed and paused is not None and crossed_hard is not None,
                                    f"paused from {fmt(paused)}, hard limit at {fmt(crossed_hard)}")
             disk[name] = past
         verdicts.check("proxy writes no more past the hard limit than Strimzi's plugin",
