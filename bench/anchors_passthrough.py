@@ -140,7 +140,8 @@ def main() -> int:
     verdicts.check("proxy CPU per GB within 1.5 x the relay's", per_gb["proxy"] <= GB_TARGET * per_gb["relay"],
                    f"{per_gb['proxy'] / per_gb['relay']:.2f} x")
     verdicts.check("proxy CPU per 10^5 requests within 3 x the relay's",
-                   per_req["proxy"] <= REQUEST_TARGET * per_req["relay"], f"{per_req['proxy'] / per_req['relay']:.2f} x")
+                   per_req["proxy"] <= REQUEST_TARGET * per_req["relay"],
+                   f"{per_req['proxy'] / per_req['relay']:.2f} x")
     return verdicts.exit_code()
 
 

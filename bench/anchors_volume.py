@@ -171,8 +171,8 @@ def main() -> int:
                       + (f"; client failed: {s.error!r}" if s.error else ""))
                 print(f"    MiB/s each second: {[round(x / 2**20, 1) for x in seconds]}")
                 if name == "proxy":
-                    verdicts.check(f"proxy: {kind} paused", not failed and paused is not None and crossed_hard is not None,
-                                   f"paused from {fmt(paused)}, hard limit at {fmt(crossed_hard)}")
+                    stopped = not failed and paused is not None and crossed_hard is not None
+                    verdicts.check(f"proxy: {kind} paused", stopped, f"paused from {fmt(paused)}, hard limit at {fmt(crossed_hard)}")
             disk[name] = past
         verdicts.check("proxy writes no more past the hard limit than Strimzi's plugin",
                        disk["proxy"] <= disk["strimzi"],
