@@ -30,6 +30,7 @@ DECODED = {
     36: "SaslAuthenticate", 37: "CreatePartitions", 48: "DescribeClientQuotas",
     49: "AlterClientQuotas", 60: "DescribeCluster",
     35: "DescribeLogDirs",  # the proxy's own requests only (volume usage from DescribeLogDirs)
+    41: "DescribeDelegationToken",  # the proxy's own requests only (a delegation token's owner)
     # Writes that can name the proxy's internal topics (refused for non-admins), and the broker-config APIs that
     # carry the proxy-wide dynamic settings.
     21: "DeleteRecords", 24: "AddPartitionsToTxn", 32: "DescribeConfigs", 33: "AlterConfigs",

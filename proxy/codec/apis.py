@@ -147,6 +147,7 @@ ALTER_CONFIGS = 33
 DESCRIBE_LOG_DIRS = 35
 SASL_AUTHENTICATE = 36
 CREATE_PARTITIONS = 37
+DESCRIBE_DELEGATION_TOKEN = 41
 INCREMENTAL_ALTER_CONFIGS = 44
 DESCRIBE_CLIENT_QUOTAS = 48
 ALTER_CLIENT_QUOTAS = 49
@@ -265,8 +266,11 @@ METADATA_TOPIC_IDS_SINCE = 10  # MetadataRequest/Response TopicId (KIP-516; Kafk
 # not use the topicId field or set topic name to null"; KafkaApis.handleTopicMetadataRequest)
 METADATA_LOOKUP_BY_ID_SINCE = 12
 DESCRIBE_LOG_DIRS_TOTAL_BYTES_SINCE = 4  # DescribeLogDirsResponse TotalBytes and UsableBytes (KIP-827, Kafka 3.3)
+DESCRIBE_DELEGATION_TOKEN_REQUESTER_SINCE = 3  # DescribeDelegationTokenResponse TokenRequester* (KIP-373, Kafka 3.3)
 
 # -- The versions the proxy's own requests to a broker are sent in --------------------------------------------------
 OWN_METADATA_VERSION = METADATA_TOPIC_IDS_SINCE  # topic ids in the answer; every broker since 2.8 (all 3.x and 4.x)
 OWN_METADATA_BY_ID_VERSION = METADATA_LOOKUP_BY_ID_SINCE  # names for topic ids, where the broker lists it (3.1+)
 OWN_DESCRIBE_LOG_DIRS_VERSION = DESCRIBE_LOG_DIRS_TOTAL_BYTES_SINCE  # the sizes of each log dir; Kafka 3.3+
+# A token's owner (PrincipalName, every version) and who asked for it; Kafka 3.3+ (4.x serves v1-v3)
+OWN_DESCRIBE_DELEGATION_TOKEN_VERSION = DESCRIBE_DELEGATION_TOKEN_REQUESTER_SINCE

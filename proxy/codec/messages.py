@@ -35,9 +35,10 @@ __all__ = [
     "new_response",
 ]
 
-#: APIs the codec has only for the proxy's own requests (volume usage from DescribeLogDirs): clients' requests of
-#: these APIs pass through as opaque bytes, in every version the broker speaks.
-OWN_REQUESTS_ONLY = frozenset({35})
+#: APIs the codec has only for the proxy's own requests (volume usage from DescribeLogDirs, a delegation token's owner
+#: from DescribeDelegationToken): clients' requests of these APIs pass through as opaque bytes, in every version the
+#: broker speaks.
+OWN_REQUESTS_ONLY = frozenset({35, 41})
 
 #: api_key -> (min_version, max_version) that we decode and encode on the client path, requests and responses alike.
 DECODED_APIS: dict[int, tuple[int, int]] = {key: versions for key, versions in schema.decoded_ranges("request").items()

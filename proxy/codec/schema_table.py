@@ -517,6 +517,35 @@ SCHEMAS = {
             ), 'CreatePartitionsTopicResult'),
         )},
     ),
+    (41, 'request'): (
+        {"name": 'DescribeDelegationTokenRequest', "valid": (1, 3), "flexible": 2, "fields": (
+            ('owners', '[]struct', (0, 32767), (0, 32767), None, None, (), False, (
+                ('principal_type', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('principal_name', 'string', (0, 32767), None, None, None, '', False, None, None),
+            ), 'DescribeDelegationTokenOwner'),
+        )},
+    ),
+    (41, 'response'): (
+        {"name": 'DescribeDelegationTokenResponse', "valid": (1, 3), "flexible": 2, "fields": (
+            ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+            ('tokens', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('principal_type', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('principal_name', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('token_requester_principal_type', 'string', (3, 32767), None, None, None, '', False, None, None),
+                ('token_requester_principal_name', 'string', (3, 32767), None, None, None, '', False, None, None),
+                ('issue_timestamp', 'int64', (0, 32767), None, None, None, 0, False, None, None),
+                ('expiry_timestamp', 'int64', (0, 32767), None, None, None, 0, False, None, None),
+                ('max_timestamp', 'int64', (0, 32767), None, None, None, 0, False, None, None),
+                ('token_id', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('hmac', 'bytes', (0, 32767), None, None, None, b'', False, None, None),
+                ('renewers', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('principal_type', 'string', (0, 32767), None, None, None, '', False, None, None),
+                    ('principal_name', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ), 'DescribedDelegationTokenRenewer'),
+            ), 'DescribedDelegationToken'),
+            ('throttle_time_ms', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+        )},
+    ),
     (44, 'request'): (
         {"name": 'IncrementalAlterConfigsRequest', "valid": (0, 1), "flexible": 1, "fields": (
             ('resources', '[]struct', (0, 32767), None, None, None, (), False, (
