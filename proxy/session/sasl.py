@@ -7,7 +7,12 @@ only when the broker's answer to that token says the authentication succeeded:
 - PLAIN: ``authzid \\0 user \\0 password`` gives ``user`` (Kafka accepts an authzid only when it equals the user);
   the password is never kept, logged or counted.
 - SCRAM-SHA-256/512: ``n=`` of the client-first message (``=2C`` and ``=3D`` unescaped); success is the server-final
-  message ``v=...`` (``e=...`` is a failure).
+  message ``v=...`` (``e=...`` is a failure). A client-first message with the ``tokenauth=true`` extension is a
+  delegation-token login: ``n=`` is the token id, and Kafka authenticates the connection as the token's OWNER
+  (``ScramSaslServer``: ``authorizationId = tokenOwner``), so the principal is the owner, which the broker's answers
+  do not carry: the proxy learns it before the client-final message goes on (:attr:`SaslExchange.token_id`,
+  :meth:`SaslExchange.owner_learnt`, by :mod:`proxy.apis.sasl`); a token login whose owner was not learnt names
+  nobody, whatever the broker answers.
 - OAUTHBEARER: the ``sub`` claim of the bearer token (a JWT), read WITHOUT verifying its signature: the broker has
   verified the token when it answers success, and the proxy only names the quota entity after that.
 
@@ -22,7 +27,9 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections import deque
+from typing import NamedTuple
 
 from proxy.codec.error_codes import NONE
 from proxy.codec.errors import ProtocolError
@@ -42,7 +49,8 @@ class SaslExchange:
     a success (pipelined, or refused by the broker as ILLEGAL_SASL_STATE) changes nothing. The mechanism is the one
     of the last SaslHandshake the broker accepted."""
 
-    __slots__ = ("mechanism", "raw_requests", "raw_responses", "_raw_tokens", "_first_user", "principal", "complete")
+    __slots__ = ("mechanism", "raw_requests", "raw_responses", "_raw_tokens", "_first_user", "_first_token",
+                 "_token_owner", "principal", "complete")
 
     def __init__(self) -> None:
         self.mechanism: str | None = None  # of the last SaslHandshake the broker accepted
@@ -50,6 +58,8 @@ class SaslExchange:
         self.raw_responses = 0  # raw token frames still to come from the broker
         self._raw_tokens: deque[bytes] = deque()  # raw client tokens not yet answered, oldest first
         self._first_user: str | None = None  # SCRAM: the user of a client-first message the broker went on with
+        self._first_token = False  # ... a delegation token's id (tokenauth=true), not a user
+        self._token_owner: str | None = None  # the owner of that token, once learnt: the principal its success names
         self.principal: str | None = None  # the last principal the broker accepted
         self.complete = False  # the broker has accepted an authentication on this connection
 
@@ -58,7 +68,7 @@ class SaslExchange:
     def handshake_answered(self, mechanism: str, version: int, error_code: int) -> None:
         """The broker answered a SaslHandshake for ``mechanism`` (a new authentication, or a re-authentication):
         only an accepted one sets the mechanism; after an accepted v0, raw tokens follow in both directions."""
-        self._first_user = None
+        self._forget_first()
         if error_code != NONE:
             return
         self.mechanism = mechanism
@@ -78,7 +88,7 @@ class SaslExchange:
         principal it names (None when the mechanism is one the proxy cannot read, e.g. GSSAPI) is then
         :attr:`principal`."""
         if not ok:
-            self._first_user = None
+            self._forget_first()
             return False
         mechanism = self.mechanism
         user: str | None = None
@@ -90,17 +100,44 @@ class SaslExchange:
             user = oauthbearer_subject(client)
         elif mechanism in SCRAM:
             if server.startswith(b"r="):  # the server-first message: the client-first one named the user
-                self._first_user = scram_user(client)
+                first = scram_first(client)
+                self._forget_first()
+                if first is not None:
+                    self._first_user, self._first_token = first.name, first.token
                 return False
             if not server.startswith(b"v=") or self._first_user is None:  # "e=...", or a final with no first
-                self._first_user = None
+                self._forget_first()
                 return False
-            user, self._first_user = self._first_user, None
+            # a delegation token authenticates its owner, as Kafka does; an owner not learnt names nobody
+            user = self._token_owner if self._first_token else self._first_user
+            self._forget_first()
+            if user is None:
+                return False
         elif mechanism is None:
             return False  # no accepted handshake: nothing was authenticated
         self.principal = user
         self.complete = True
         return True
+
+    @property
+    def token_id(self) -> str | None:
+        """The delegation token a SCRAM login in progress authenticates with (its client-first message carried
+        ``tokenauth=true`` and the broker went on with it), whose owner must be learnt before its client-final
+        message is answered; None for any other exchange."""
+        return self._first_user if self._first_token else None
+
+    def owner_learnt(self, token_id: str, owner: str) -> None:
+        """``owner`` owns delegation token ``token_id``: the principal a success of this login names (nothing
+        changes unless ``token_id`` is the token of the login in progress)."""
+        if token_id == self.token_id:
+            self._token_owner = _name(owner)
+
+    def refused(self) -> None:
+        """The proxy refused the login in progress itself (its answer never came from the broker)."""
+        self._forget_first()
+
+    def _forget_first(self) -> None:
+        self._first_user, self._first_token, self._token_owner = None, False, None
 
     def raw_request(self, token: bytes) -> None:
         """A raw client token (after SaslHandshake v0), answered later by the next raw response."""
@@ -139,14 +176,38 @@ def _gs2_body(message: str) -> str | None:
     return parts[2]
 
 
-def scram_user(token: bytes) -> str | None:
-    body = _gs2_body(token.decode("utf-8", "replace"))
-    if body is None:
+# Kafka's ScramMessages.ClientFirstMessage, character class for character class: a message it would not parse is
+# refused by the broker, so only what Kafka reads is read here (and an extension read the same way it reads it).
+_SASLNAME = r"(?:[\x01-\x2b\x2d-\x3c\x3e-\x7f]|=2C|=3D)+"  # no "," nor "=" but as =2C, =3D
+_VALUE = r"[\x01-\x2b\x2d-\x7f]+"  # no ","
+_PRINTABLE = r"[\x21-\x2b\x2d-\x7e]+"
+_CLIENT_FIRST = re.compile(f"n,(?:a={_SASLNAME})?,(?:m={_VALUE},)?n=(?P<name>{_SASLNAME}),r={_PRINTABLE}"
+                           f"(?P<extensions>(?:,[A-Za-z]+={_VALUE})*)")
+TOKEN_AUTH = "tokenauth"  # ScramLoginModule.TOKEN_AUTH_CONFIG: the extension of a delegation-token login
+
+
+class ScramFirst(NamedTuple):
+    name: str  # the user, or the delegation token's id
+    token: bool  # tokenauth=true: a delegation-token login, authenticating the token's owner
+
+
+def scram_first(token: bytes) -> ScramFirst | None:
+    """What a SCRAM client-first message names, as Kafka reads it: ``n=`` (``=2C``/``=3D`` unescaped), and whether
+    its extensions make it a delegation-token login (``tokenauth``, the last one given, ``true`` in any case:
+    ``Utils.parseMap`` then ``Boolean.parseBoolean``). None when Kafka would refuse the message."""
+    match = _CLIENT_FIRST.fullmatch(token.decode("utf-8", "replace"))
+    if match is None:
         return None
-    for attribute in body.split(","):
-        if attribute.startswith("n="):
-            return _name(attribute[2:].replace("=2C", ",").replace("=3D", "="))
-    return None
+    name = _name(match["name"].replace("=2C", ",").replace("=3D", "="))
+    if name is None:
+        return None
+    extensions = dict(item.split("=", 1) for item in match["extensions"].split(",")[1:])
+    return ScramFirst(name, extensions.get(TOKEN_AUTH, "").lower() == "true")
+
+
+def scram_user(token: bytes) -> str | None:
+    first = scram_first(token)
+    return None if first is None else first.name
 
 
 def oauthbearer_subject(token: bytes, claim: str = "sub") -> str | None:

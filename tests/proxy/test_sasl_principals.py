@@ -6,7 +6,7 @@ import json
 import pytest
 
 from proxy.codec.errors import ProtocolError
-from proxy.session.sasl import SaslExchange, oauthbearer_subject, plain_user, scram_user
+from proxy.session.sasl import ScramFirst, SaslExchange, oauthbearer_subject, plain_user, scram_first, scram_user
 
 
 def jwt(claims: dict) -> str:
@@ -100,3 +100,73 @@ def test_saslhandshake_v0_opens_raw_exchanges_per_mechanism_and_refuses_gssapi()
     assert (sasl.raw_requests, sasl.raw_responses) == (2, 2)
     with pytest.raises(ProtocolError, match="SaslHandshake v1"):
         sasl.handshake_answered("GSSAPI", 0, 0)
+
+
+# -- delegation tokens (SCRAM with tokenauth=true): Kafka authenticates the token's OWNER --------------------------
+
+SERVER_FIRST = b"r=abcdef,s=c2FsdA==,i=4096"
+CLIENT_FINAL = b"c=biws,r=abcdef,p=cHJvb2Y="
+SERVER_FINAL = b"v=c2lnbmF0dXJl"
+
+
+def test_scram_first_reads_the_name_and_tokenauth_as_kafka_does():
+    """Kafka's ClientFirstMessage pattern and ScramExtensions: extensions follow the nonce, the last tokenauth given
+    wins (Utils.parseMap into a HashMap), and Boolean.parseBoolean takes "true" in any case."""
+    assert scram_first(b"n,,n=tok1,r=abc,tokenauth=true") == ScramFirst("tok1", True)
+    assert scram_first(b"n,,n=tok1,r=abc,tokenauth=TRUE") == ScramFirst("tok1", True)
+    assert scram_first(b"n,,n=tok1,r=abc,tokenauth=yes") == ScramFirst("tok1", False)
+    assert scram_first(b"n,,n=tok1,r=abc,tokenauth=true,tokenauth=false") == ScramFirst("tok1", False)
+    assert scram_first(b"n,,n=tok1,r=abc,tokenauth=false,x=1,tokenauth=True") == ScramFirst("tok1", True)
+    assert scram_first(b"n,,n=tok1,r=abc,TokenAuth=true") == ScramFirst("tok1", False)  # keys are exact
+    assert scram_first(b"n,,n=carol,r=abc") == ScramFirst("carol", False)
+    assert scram_first(b"n,,m=x,n=carol,r=abc") == ScramFirst("carol", False)  # the reserved m= attribute
+    # what Kafka refuses to parse names nobody (the broker fails the login)
+    assert scram_first(b"n,,n=tok1,r=abc,tokenauth") is None
+    assert scram_first(b"y,,n=tok1,r=abc,tokenauth=true") is None  # Kafka supports gs2 header "n" only
+    assert scram_first(b"n,,r=abc,n=tok1,tokenauth=true") is None
+    assert scram_first("n,,n=t\u00e9,r=abc".encode()) is None  # ASCII only
+
+
+def test_a_delegation_token_login_names_its_owner_never_its_id():
+    """The SCRAM name of a token login is the token id; Kafka authenticates the token's owner. A success whose
+    owner the proxy has not learnt names nobody (never the token id); once learnt, the owner is the principal."""
+    sasl = SaslExchange()
+    sasl.handshake_answered("SCRAM-SHA-512", 1, 0)
+    assert not sasl.answered(b"n,,n=tok1,r=abc,tokenauth=true", SERVER_FIRST, ok=True)
+    assert sasl.token_id == "tok1"
+    assert not sasl.answered(CLIENT_FINAL, SERVER_FINAL, ok=True)  # the broker said yes: still nobody
+    assert sasl.principal is None and not sasl.complete
+    sasl.handshake_answered("SCRAM-SHA-512", 1, 0)
+    assert not sasl.answered(b"n,,n=tok1,r=abc,tokenauth=true", SERVER_FIRST, ok=True)
+    sasl.owner_learnt("tok1", "carol")
+    assert sasl.answered(CLIENT_FINAL, SERVER_FINAL, ok=True)
+    assert sasl.principal == "carol" and sasl.complete and sasl.token_id is None
+
+
+def test_an_owner_learnt_for_another_token_or_login_is_not_taken():
+    sasl = SaslExchange()
+    sasl.handshake_answered("SCRAM-SHA-512", 1, 0)
+    assert not sasl.answered(b"n,,n=tok1,r=abc,tokenauth=true", SERVER_FIRST, ok=True)
+    sasl.owner_learnt("tok2", "dave")  # not the token of this login
+    assert not sasl.answered(CLIENT_FINAL, SERVER_FINAL, ok=True) and sasl.principal is None
+    # an owner learnt for a login that then failed does not carry over to the next login with another token
+    assert not sasl.answered(b"n,,n=tok1,r=abc,tokenauth=true", SERVER_FIRST, ok=True)
+    sasl.owner_learnt("tok1", "carol")
+    assert not sasl.answered(CLIENT_FINAL, b"e=invalid-proof", ok=True)
+    assert not sasl.answered(b"n,,n=tok3,r=abc,tokenauth=true", SERVER_FIRST, ok=True)
+    assert not sasl.answered(CLIENT_FINAL, SERVER_FINAL, ok=True) and sasl.principal is None
+    # a user login (no tokenauth) is its user, as before
+    assert not sasl.answered(b"n,,n=carol,r=abc,tokenauth=false", SERVER_FIRST, ok=True)
+    assert sasl.token_id is None
+    assert sasl.answered(CLIENT_FINAL, SERVER_FINAL, ok=True) and sasl.principal == "carol"
+
+
+def test_a_login_the_proxy_refused_names_nobody_whatever_follows():
+    """The proxy answered the client-final itself (owner unknown); a client-final sent again and accepted by the
+    broker names nobody."""
+    sasl = SaslExchange()
+    sasl.handshake_answered("SCRAM-SHA-512", 1, 0)
+    assert not sasl.answered(b"n,,n=tok1,r=abc,tokenauth=true", SERVER_FIRST, ok=True)
+    sasl.refused()
+    assert sasl.token_id is None
+    assert not sasl.answered(CLIENT_FINAL, SERVER_FINAL, ok=True) and sasl.principal is None
