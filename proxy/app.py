@@ -17,6 +17,7 @@ from proxy.cluster.created_counts import CreatedCounts
 from proxy.cluster.discovery import BrokerDiscovery
 from proxy.cluster.kafka_clients import OwnKafka
 from proxy.cluster.own_clients import track_aiokafka
+from proxy.cluster.token_owners import TokenOwners
 from proxy.cluster.topics import Topics
 from proxy.connection.buffers import SharedReadBuffer
 from proxy.connection.client_socket import ClientConnection, ListenerContext
@@ -66,6 +67,9 @@ class ProxyApp:
         self.topics = Topics()  # what every connection learns of the cluster's topics, proxy-wide
         self.created_counts = CreatedCounts(self.kafka, connect_timeout_s,  # -1 creates a v4 answer gave no count of
                                             on_unknown=self.metrics.controller_mutation_partitions_unknown.inc)
+        self.token_owners = TokenOwners(self.kafka, connect_timeout_s,  # who a delegation-token login authenticates
+                                        on_refused=self.metrics.delegation_token_logins_refused.inc,
+                                        on_lookup=lambda r: self.metrics.delegation_token_lookups.labels(r).inc())
         self.quotas = ByteRateQuotas(config)
         held = self.quotas.held_bytes
         self.metrics.producer_ids_held_bytes.set_function(lambda: held.total)
@@ -106,7 +110,7 @@ class ProxyApp:
                                       lambda node_id, lc=lc: self._open_broker_port(lc, node_id))
             scope = self._scopes[lc.name] = ConnectionScope(cluster=cluster, topics=self.topics, quotas=self.quotas,
                                                             usage=usage, client_quotas=self.dynamic, guard=self.guard,
-                                                            counts=self.created_counts)
+                                                            counts=self.created_counts, tokens=self.token_owners)
             bootstrap = config.upstream.bootstrap_servers
             self.listeners.append(Listener(self._context(lc.name, lambda: bootstrap, scope), lc.bind.host, lc.bind.port,
                                            reuse_port))
@@ -323,6 +327,7 @@ class ProxyApp:
         await self.readiness.stop()
         await self.discovery.stop()
         await self.created_counts.stop()
+        await self.token_owners.stop()
         if self.usage_log is not None:
             await self.usage_log.stop()  # the current interval is written
         await cancel_and_wait(self._housekeeping)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from proxy.cluster.created_counts import NO_LOOKUPS, CreatedCounts
+from proxy.cluster.token_owners import NO_TOKEN_OWNERS, TokenOwners
 from proxy.cluster.topics import Topics
 from proxy.codec.frame import STREAM, Action
 from proxy.codec.responses import encode_local_response, error_response
@@ -127,6 +128,7 @@ class ConnectionScope:
     client_quotas: "DynamicConfig | None" = None  # Describe/AlterClientQuotas served by the proxy, when configured
     guard: InternalTopicGuard = NO_GUARD  # who may write the proxy's internal topics (NO_GUARD: nothing guarded)
     counts: CreatedCounts = NO_LOOKUPS  # the counts of topics created with -1 whose answer said none (v4), looked up
+    tokens: TokenOwners = NO_TOKEN_OWNERS  # delegation tokens' owners, looked up (NO_TOKEN_OWNERS: none, refused)
 
     def __post_init__(self) -> None:
         if self.usage is None:

@@ -116,6 +116,16 @@ class ProxyMetrics:
             "-1 whose partition count the proxy could not look up: the controller mutation quota charged its "
             "fallback (the learnt default, else 1).", registry=r,
         )
+        self.delegation_token_logins_refused = Counter(
+            f"{PREFIX}_delegation_token_logins_refused", "SCRAM logins with a delegation token (tokenauth=true) the "
+            "proxy refused with SASL_AUTHENTICATION_FAILED because it could not learn the token's owner (the "
+            "principal Kafka authenticates and its quotas charge).", registry=r,
+        )
+        self.delegation_token_lookups = Counter(
+            f"{PREFIX}_delegation_token_lookups", "DescribeDelegationToken requests the proxy sent to learn delegation "
+            "tokens' owners, by result: answered, or failed (no broker answered, or an error).", ["result"],
+            registry=r,
+        )
         self._per_api: dict[tuple[str, int], ApiMetrics] = {}
         self._per_api_collector = PerApiCollector()
         r.register(self._per_api_collector)

@@ -9,8 +9,8 @@ tests cannot front one cluster at once). Tests leave the cluster as they found i
 topics (``unique_topic``), their own client ids and users, their own quotas removed.
 
 kafka1 also has the listeners the security tests need, each advertised as a proxy port of its own:
-SASL (SASL_PLAINTEXT; PLAIN users admin, alice, bob; SCRAM-SHA-512 users carol, dave) and SSL (a test CA's server
-certificate for 127.0.0.1).
+SASL (SASL_PLAINTEXT; PLAIN users admin, alice, bob; SCRAM-SHA-512 users carol, dave; delegation tokens enabled,
+``delegation.token.secret.key``) and SSL (a test CA's server certificate for 127.0.0.1).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from tests.tls_certs import Authority
 
 PLAIN_USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
 SCRAM_USERS = {"carol": "carol-secret", "dave": "dave-secret"}
+DELEGATION_TOKEN_SECRET = "kt-delegation-token-secret"  # kafka1 issues delegation tokens (they log in with SCRAM)
 
 
 def pytest_itemcollected(item):
@@ -65,7 +66,8 @@ def kafka1(kafka_tls):
     }
     scram = [arg for name, secret in SCRAM_USERS.items()
              for arg in ("--add-scram", f"SCRAM-SHA-512=[name={name},password={secret}]")]
-    cluster = KafkaCluster(1, "kafka1", extra_listeners=listeners, format_args=scram).start()
+    cluster = KafkaCluster(1, "kafka1", extra_listeners=listeners, format_args=scram,
+                           properties={"delegation.token.secret.key": DELEGATION_TOKEN_SECRET}).start()
     yield cluster
     cluster.stop()
 
