@@ -30,33 +30,25 @@ def pytest_itemcollected(item):
         item.add_marker(pytest.mark.xdist_group("spark"))
 
 
-# Unit-test modules with tests of 5-20 s each (the demo's exit paths, the wheel build, 200,000-entity tables,
-# stateful property tests): first among the unit tests, so no worker is left with one of them at the very end.
-SLOW_UNIT_MODULES = ("test_exits.py", "test_deploy.py", "test_table_changes.py", "test_flow_machine.py",
-                     "test_chunked.py", "test_volume_scaled.py", "test_usage_delta.py", "test_scrape_bounds.py")
-
-
-# The longest tests of the serial groups (40-150 s each), first in their group: what runs at a group's end then is
-# its short tests, beside the unit tests that start on the other workers once the integration tests are handed out.
-LONGEST_IN_GROUP = (
-    "test_demo_scenario_verdicts_pass",
-    "test_default_eleven_windows_clients_throttled_never_stalled_at_their_quota",
-    "test_producers_held_to_their_quota",
-    "test_requests_large_compared_with_quota_times_window_not_worse_than_kafka",
-    "test_a_sidecar_with_two_workers_is_one_peer_and_the_tenant_gets_its_quota_once",
-    "test_one_tenant_spread_over_two_workers_gets_its_quota_in_total",
-    "test_consumers_held_to_their_quota",
-)
-
-
 def pytest_collection_modifyitems(config, items):
-    """The integration tests first, so the long ones start early and short unit tests fill the end; among the unit
-    tests the slow modules first. CPU-bound unit tests so run while the rate groups end or after, not beside
-    their whole measurements. Within each serial group (xdist runs a group's tests in this order) the longest first."""
+    """The order of `make test`'s parallel run, from marks the test modules set (declared in pyproject.toml):
+    first the tests marked ``long_running`` that run in a serial group (``measures_rate`` or a Kafka cluster's
+    ``xdist_group``; xdist runs a group's tests in this order), so what runs at a group's end is its short tests,
+    beside the unit tests that start on the other workers once the integration tests are handed out; then the
+    other integration tests, so the long ones start early and short unit tests fill the end; then the other tests marked
+    ``long_running`` (5-20 s each: the demo's exit paths, the wheel build, 200,000-entity tables, stateful property
+    tests), so no worker is left with one of them at the very end and CPU-bound unit tests run while the rate groups
+    end or after, not beside their whole measurements; then the rest. Within each rank the longest first."""
     def key(item):
-        if item.originalname in LONGEST_IN_GROUP:
-            return -len(LONGEST_IN_GROUP) + LONGEST_IN_GROUP.index(item.originalname)
-        return 0 if "integration" in item.path.parts else 1 if item.path.name in SLOW_UNIT_MODULES else 2
+        long_running = item.get_closest_marker("long_running")
+        seconds = long_running.kwargs.get("seconds", 0) if long_running is not None else 0
+        integration = item.get_closest_marker("integration") is not None
+        serial = any(item.get_closest_marker(name) is not None for name in ("measures_rate", "xdist_group"))
+        if long_running is not None:
+            rank = 0 if serial else 2
+        else:
+            rank = 1 if integration else 3
+        return rank, -seconds
     items.sort(key=key)
 
 

@@ -9,9 +9,12 @@ import subprocess
 import sys
 import zipfile
 
+import pytest
 import yaml
 
 from config.loader import load_config_file
+
+pytestmark = pytest.mark.long_running(seconds=20)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCKERFILE = os.path.join(ROOT, "deploy", "Dockerfile")

@@ -25,7 +25,7 @@ import yaml
 
 from tests.harness import free_port
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long_running(seconds=20)]
 
 REPO = Path(__file__).parents[2]
 

@@ -155,6 +155,7 @@ def aio_flat(bootstrap, topic, client_id):
     return run
 
 
+@pytest.mark.long_running(seconds=120)
 def test_producers_held_to_their_quota(quota_proxy):
     """kafka-python, confluent-kafka and aiokafka producers, each under its own 1 MiB/s quota, all at once, with an
     unlimited confluent-kafka producer beside them."""
@@ -241,6 +242,7 @@ def consume_flat(kind, bootstrap, topic, client_id, stop, counted):
         asyncio.run(main())
 
 
+@pytest.mark.long_running(seconds=60)
 def test_consumers_held_to_their_quota(quota_proxy):
     """kafka-python, confluent-kafka and aiokafka consumers, each under its own 1 MiB/s quota, all at once, reading
     the same topic, with an unlimited confluent-kafka consumer beside them that must read everything."""

@@ -81,6 +81,7 @@ class Producers:
         return sum(n for at, n in list(self.acked) if start <= at < end) / (end - start) / RATE
 
 
+@pytest.mark.long_running(seconds=100)
 def test_a_sidecar_with_two_workers_is_one_peer_and_the_tenant_gets_its_quota_once(tmp_path):
     port, broker_port, metrics_port = free_port(), free_port(), free_port()
     broker = Tansu(broker_port, advertised=f"localhost:{port}").start()

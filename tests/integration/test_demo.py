@@ -32,6 +32,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.measures_rate(group="spark")]
 DEMO_CONFIG = Path(__file__).parents[2] / "demo" / "demo.yaml"
 
 
+@pytest.mark.long_running(seconds=150)
 @pytest.mark.timeout(150)  # about 90 s alone (the smoothing runs add 9 s); the suite's load slows the planner most
 def test_demo_scenario_verdicts_pass(tmp_path):
     raw = yaml.safe_load(DEMO_CONFIG.read_text())

@@ -520,6 +520,7 @@ def test_three_windows_every_client_throttled_never_stalled_at_its_quota(group):
     check(report, window_num * 1000, RATE_BOUNDS)
 
 
+@pytest.mark.long_running(seconds=140)
 @pytest.mark.timeout(180)
 def test_default_eleven_windows_clients_throttled_never_stalled_at_their_quota():
     """Kafka's default 11 x 1 s windows, for the confluent-kafka producer (default and pipelining) and the
@@ -533,6 +534,7 @@ def test_default_eleven_windows_clients_throttled_never_stalled_at_their_quota()
     check(report, window_num * 1000, RATE_BOUNDS)
 
 
+@pytest.mark.long_running(seconds=110)
 @pytest.mark.timeout(150)
 @pytest.mark.measures_rate  # the other rate group: the two take about as long
 def test_requests_large_compared_with_quota_times_window_not_worse_than_kafka():

@@ -28,7 +28,8 @@ from tests.integration.faults import reset
 from tests.integration.raw import connect, recv_exactly
 from tests.scripted_broker import ScriptedBroker, answer_normally
 
-pytestmark = pytest.mark.skipif(not splice_supported(), reason="splice(2) is Linux-only")
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(not splice_supported(), reason="splice(2) is Linux-only")]
 
 SPLICED = "kafka_quota_proxy_spliced_bytes_total"
 PARTITIONS = 12

@@ -101,6 +101,7 @@ def produce_at_full_speed(bootstrap: str, topic: str, stop: threading.Event, err
     producer.flush(30)
 
 
+@pytest.mark.long_running(seconds=80)
 @pytest.mark.measures_rate  # the other two tests here measure no rate: they run beside the rate groups
 def test_one_tenant_spread_over_two_workers_gets_its_quota_in_total(tmp_path):
     with workers_proxy(tmp_path, 2) as (proc, bootstrap, metrics_port, _):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import struct
 
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -34,6 +35,8 @@ from proxy.connection.flow import THROTTLED_READ_BYTES, FlowError
 from proxy.connection.inflight import InFlight
 from quota.decision import Throttle
 from tests.fakes import NULL_API_METRICS
+
+pytestmark = pytest.mark.long_running(seconds=10)
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")

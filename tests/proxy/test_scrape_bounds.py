@@ -4,6 +4,7 @@ the entities it stands for, so ``sum()`` over a family stays the proxy's total."
 
 from collections import defaultdict
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from config.loader import parse_config
@@ -11,6 +12,8 @@ from proxy.enforce.managers import ByteRateQuotas
 from proxy.ops.quota_metrics import OTHER, QuotaMetricsCollector
 from quota.clock import ManualClock
 from quota.top import CHUNK
+
+pytestmark = pytest.mark.long_running(seconds=10)
 
 # Far more entities than series (N), spread over four of the scrape's chunks, so the busiest are picked across chunks
 # and __other__ is summed over all of them: what 100,000 entities proved, in 1 s instead of 10-50 s of CPU.

@@ -4,12 +4,16 @@ to take (no copy) and refreshes only the sensors the changed entities reach; the
 
 from __future__ import annotations
 
+import pytest
+
 from config.volume import VolumeUsageConfig
 from proxy.enforce.volume_throttle import VolumeThrottle
 from quota.clock import ManualClock
 from quota.entity import (CONSUMER_BYTE_RATE, DEFAULT, PRODUCER_BYTE_RATE, QuotaEntity, QuotaEntry, QuotaTable)
 from quota.rate import QuotaWindow
 from quota.volume_scaling import scaled_produce_table
+
+pytestmark = pytest.mark.long_running(seconds=10)
 
 P = PRODUCER_BYTE_RATE
 

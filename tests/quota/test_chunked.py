@@ -3,10 +3,13 @@ timed)."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from quota.chunked import MAX_CHUNKS, REMOVED, TARGET_CHUNK, ChunkedMap
+
+pytestmark = pytest.mark.long_running(seconds=10)
 
 
 @settings(max_examples=200, deadline=None)

@@ -9,6 +9,8 @@ from hypothesis import strategies as st
 
 from quota.entity import (CONSUMER_BYTE_RATE, DEFAULT, PRODUCER_BYTE_RATE, QuotaEntity, QuotaEntry, QuotaTable)
 
+pytestmark = pytest.mark.long_running(seconds=10)
+
 P, C = PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE
 NAMES = ["alice", "bob", DEFAULT]
 ENTITIES = [QuotaEntity(u, c) for u in NAMES + [None] for c in NAMES + [None] if (u, c) != (None, None)]

@@ -10,6 +10,8 @@ import pytest
 
 from quota.usage_delta import MAX_DECODED_BYTES, UsageDelta, UsageDeltaError, decode, encode
 
+pytestmark = pytest.mark.long_running(seconds=10)
+
 
 def raw_of(data: bytes) -> dict:
     """The encoding's lines as one object (what decode also takes: every list on the first line)."""
