@@ -122,3 +122,9 @@ class BrokerSideRecorder(RecordingRelay):
     def produces_of(self, pid: int) -> int:
         with self._lock:
             return sum(1 for _, p in self.produced if p == pid)
+
+
+def most_in_a_window(times: list[float], window_s: float) -> int:
+    """The most of ``times`` (a recorder's, in seconds) inside any window of ``window_s`` starting at one of them."""
+    times = sorted(times)
+    return max(sum(1 for t in times if start <= t < start + window_s) for start in times)

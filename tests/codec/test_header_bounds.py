@@ -9,17 +9,9 @@ import pytest
 
 from proxy.codec.errors import ProtocolError
 from proxy.codec.header import Incomplete, parse_request_header
+from tests.codec.builders import uvarint
 
 METADATA_V12 = (3, 12)  # request header v2: tagged fields after the client id
-
-
-def uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def frame(api: tuple[int, int], client_id: bytes, tagged: bytes, body: bytes = b"\x00", size: int | None = None):

@@ -15,20 +15,11 @@ from proxy.codec import messages as M
 from proxy.codec.errors import ProtocolError
 from proxy.codec.records import fetch_records_summary, iter_batches, produce_records_summary
 from tests.codec.strategies import message_st
-
-
-def _batch(producer_id=7, epoch=2, transactional=False, n=3):
-    from kafka.record.default_records import DefaultRecordBatchBuilder
-    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=transactional,
-                                  producer_id=producer_id, producer_epoch=epoch, base_sequence=0,
-                                  batch_size=1 << 20)
-    for i in range(n):
-        b.append(i, timestamp=None, key=b"k", value=b"v" * 20, headers=[])
-    return bytes(b.build())
+from tests.codec.builders import record_batch
 
 
 def test_batches_report_producer_and_flags():
-    one, two = _batch(7, 2, True, 3), _batch(9, 0, False, 5)
+    one, two = record_batch(7, 2, True, 3), record_batch(9, 0, False, 5)
     s = produce_records_summary(one + two)
     assert (s.size_bytes, s.batch_count, s.record_count) == (len(one) + len(two), 2, 8)
     assert s.producers == ((7, 2, True), (9, 0, False))
@@ -38,7 +29,7 @@ def test_batches_report_producer_and_flags():
 
 
 def test_truncated_final_batch_is_legal_in_fetch_only():
-    one = _batch()
+    one = record_batch()
     for cut in (5, 20, len(one) - 1):
         s = fetch_records_summary(one + one[:cut])
         assert (s.batch_count, s.truncated_bytes) == (1, cut)
@@ -47,7 +38,7 @@ def test_truncated_final_batch_is_legal_in_fetch_only():
 
 
 def test_records_walk_inside_a_decoded_produce_request():
-    rec = _batch()
+    rec = record_batch()
     msg = M.new_request(0, 9, acks=-1, timeout_ms=1000, topic_data=[
         {"name": "t", "partition_data": [{"index": 0, "records": rec}]}])
     body = M.encode_request(0, 9, msg)

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.integration.test_client_quota_apis import send, start
+from tests.integration.quota_apis import send, start
 
 pytestmark = pytest.mark.integration
 

@@ -13,8 +13,7 @@ import pytest
 
 from tests.harness import Tansu, cluster_ports, free_port, start_proxy
 from tests.integration.clients import kp_create_topic
-from tests.integration.test_cluster_usage import RATE, TOPIC, USAGE_TOPIC
-from tests.integration.test_cluster_workers import MEASURE_S, WARM_UP_S, Producers
+from tests.integration.cluster_sidecars import MEASURE_S, RATE, TOPIC, USAGE_TOPIC, WARM_UP_S, Producers
 
 pytestmark = [pytest.mark.integration, pytest.mark.measures_rate]
 

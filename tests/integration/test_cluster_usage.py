@@ -23,29 +23,16 @@ import pytest
 
 from tests.harness import Tansu, free_port, start_proxy
 from tests.integration.clients import kp_create_topic
+from tests.integration.cluster_sidecars import RATE, TOPIC, USAGE_TOPIC, SidecarLoop, sidecar_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.measures_rate]
 
-TOPIC = "shared-tenant"
-USAGE_TOPIC = "__kafka_quota_proxy_usage"
-RATE = 200_000  # producer_byte_rate, bytes/s
 WARM_UP_S = {"broker": 2.0,  # past the fresh entity's burst (quota x (num - 1) x window) and the throttle after it
              # (up to the window span, 2 s)
              "cluster": 4.0}  # quota.smoothing on, as by default with a usage topic: each sidecar admits a full
 # bucket and more before it sees the other's usage, and both then pay that debt back (0.59 x measured over 2-5 s in a
 # quiet make test with 2.0)
 MEASURE_S = 3.0
-
-
-class SidecarLoop(asyncio.SelectorEventLoop):
-    """An event loop on "a broker's host": ``localhost`` is its own sidecar's address."""
-
-    def __init__(self, address: str) -> None:
-        super().__init__()
-        self.address = address
-
-    async def getaddrinfo(self, host, port, **kwargs):
-        return await super().getaddrinfo(self.address if host == "localhost" else host, port, **kwargs)
 
 
 def produce_flat_out(address: str, port: int, seconds: float, acked: list) -> None:
@@ -72,16 +59,6 @@ def produce_flat_out(address: str, port: int, seconds: float, acked: list) -> No
         loop.run_until_complete(main())
     finally:
         loop.close()
-
-
-def sidecar_config(host: str, port: int, broker_port: int, scope: str, sidecar_id: str) -> dict:
-    settings = {"quota.scope": scope, "quota.window.num": 2, "quota.window.size.seconds": 1}
-    if scope == "cluster":
-        settings.update({"quota.cluster.topic": USAGE_TOPIC, "quota.cluster.id": sidecar_id,
-                         "quota.cluster.sync.ms": 200, "quota.cluster.stale.ms": 2000})
-    return {"upstream": {"bootstrap_servers": [f"127.0.0.1:{broker_port}"]},
-            "listeners": [{"name": "PLAINTEXT", "bind": f"{host}:{port}"}], "metrics": {"bind": "127.0.0.1:0"},
-            "quotas": [{"entity": {"client-id": "shared"}, "producer_byte_rate": RATE}], "settings": settings}
 
 
 @pytest.mark.parametrize("scope,low,high", [("cluster", 0.6, 1.5), ("broker", 1.6, 2.6)])

@@ -19,7 +19,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 
@@ -27,58 +26,15 @@ import pytest
 
 from tests.harness import Tansu, free_port, start_proxy, wait_for_port
 from tests.integration.clients import kp_create_topic
-from tests.integration.test_cluster_usage import RATE, TOPIC, SidecarLoop, sidecar_config
-from tests.integration.test_workers import ready, samples, scrape, wait_until, worker_pids
+from tests.harness import wait_until
+from tests.integration.cluster_sidecars import MEASURE_S, TOPIC, WARM_UP_S, Producers, sidecar_config
+from tests.integration.workers import ready, samples, scrape, worker_pids
 
 pytestmark = [pytest.mark.integration, pytest.mark.measures_rate]
 
-WARM_UP_S, MEASURE_S = 3.0, 3.0  # warm-up: past the start, when each proxy's full bucket (quota.smoothing is on with a
-# usage topic) and what it admits before it sees the other's usage are paid back
 FALLBACK_WARM_UP_S = 2.0
 MAX_PRODUCERS = 10
 BYTES = "kafka_quota_proxy_quota_bytes_total"
-
-
-class Producers:
-    """aiokafka producers flat out through the sidecar at ``address``, on one event loop of its own host; every
-    acknowledged message is appended to ``acked`` as (time, bytes)."""
-
-    def __init__(self, address: str, port: int) -> None:
-        self.port = port
-        self.acked: list[tuple[float, int]] = []
-        self.loop = SidecarLoop(address)
-        self.running = True
-        self.tasks: list[asyncio.Future] = []
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-
-    def add(self) -> None:
-        self.tasks.append(asyncio.run_coroutine_threadsafe(self._produce(), self.loop))
-
-    async def _produce(self) -> None:
-        from aiokafka import AIOKafkaProducer
-
-        producer = AIOKafkaProducer(bootstrap_servers=f"localhost:{self.port}", client_id="shared", acks=1,
-                                    linger_ms=5, max_batch_size=16384, request_timeout_ms=30_000)
-        await producer.start()
-        try:
-            while self.running:
-                future = await producer.send(TOPIC, b"v" * 4000)
-                future.add_done_callback(
-                    lambda f: f.exception() is None and self.acked.append((time.monotonic(), 4000)))
-        finally:
-            await producer.stop()
-
-    def stop(self) -> None:
-        self.running = False
-        for task in self.tasks:
-            task.result(60)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-        self.loop.close()
-
-    def rate(self, start: float, end: float) -> float:
-        return sum(n for at, n in list(self.acked) if start <= at < end) / (end - start) / RATE
 
 
 @pytest.mark.long_running(seconds=100)

@@ -19,7 +19,7 @@ import pytest
 
 from tests.harness import Tansu, free_port, proxy_config, start_proxy
 from tests.integration.clients import ck_create_topic
-from tests.relay import BrokerSideRecorder
+from tests.relay import BrokerSideRecorder, most_in_a_window
 
 pytestmark = pytest.mark.integration
 
@@ -109,11 +109,6 @@ def read_back(bootstrap: str, topic: str, expected: int) -> list[bytes]:
             values.append(msg.value())
     consumer.close()
     return values
-
-
-def most_in_a_window(times: list[float], window_s: float) -> int:
-    times = sorted(times)
-    return max(sum(1 for t in times if start <= t < start + window_s) for start in times)
 
 
 def test_a_restart_loop_reaches_the_broker_at_the_rate_and_every_message_is_acknowledged_once(restart_loop_cluster):

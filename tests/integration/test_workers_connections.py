@@ -12,7 +12,8 @@ import pytest
 
 from proxy.codec.apis import API_VERSIONS
 from proxy.codec.header import encode_request_header, frame
-from tests.integration.test_workers import samples, scrape, wait_until, workers_proxy
+from tests.harness import wait_until
+from tests.integration.workers import samples, scrape, workers_proxy
 
 pytestmark = pytest.mark.integration
 

@@ -2,10 +2,8 @@
 handlers' decisions with a fake clock."""
 
 import pytest
-from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from config.loader import parse_config
-from proxy.apis import ConnectionScope, Session, plan_request
+from proxy.apis import Session, plan_request
 from proxy.apis.byte_rate import trim_fetch_response
 from proxy.codec.throttle import merge_throttle
 from proxy.codec.apis import FETCH, PRODUCE
@@ -20,20 +18,9 @@ from proxy.codec.messages import (
     new_request,
     new_response,
 )
-from proxy.cluster.topics import Topics
-from proxy.enforce.managers import ByteRateQuotas
 from quota.clock import ManualClock
 from quota.decision import Throttle
-
-
-def batch(n_records: int, value_size: int = 100, base_offset: int = 0) -> bytes:
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
-                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
-    for i in range(n_records):
-        builder.append(i, timestamp=None, key=None, value=b"x" * value_size, headers=[])
-    raw = bytearray(builder.build())
-    raw[0:8] = base_offset.to_bytes(8, "big")
-    return bytes(raw)
+from tests.proxy.byte_rate_scopes import batch, scope_with
 
 
 @pytest.mark.parametrize("version", range(DECODED_APIS[PRODUCE][0], DECODED_APIS[PRODUCE][1] + 1))
@@ -79,12 +66,6 @@ def test_trim_keeps_a_partial_tail_out():
     body = fetch_body(12, [b1 + b2[:30]])  # the broker cut the last batch at max_bytes: legal
     out = decode_response(FETCH, 12, trim_fetch_response(12, memoryview(body), len(b1)))
     assert bytes(out.responses[0].partitions[0].records) == b1
-
-
-def scope_with(quotas, clock, **settings):
-    config = parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}],
-                           "quotas": quotas, "settings": settings})
-    return ConnectionScope(None, Topics(), ByteRateQuotas(config, clock))
 
 
 def produce_header(size, client_id="p", version=9, corr=1):

@@ -18,7 +18,7 @@ from proxy.workers.link import WorkerLink
 from proxy.workers.supervisor import Supervisor
 from quota.clock import ManualClock
 from quota.usage_delta import UsageDelta, decode, encode
-from tests.proxy.test_worker_link import FakeApp
+from tests.proxy.fake_app import FakeApp
 
 RATE = 1000
 

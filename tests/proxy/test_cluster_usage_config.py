@@ -10,7 +10,7 @@ from proxy.codec.apis import PRODUCE
 from proxy.codec.error_codes import TOPIC_AUTHORIZATION_FAILED
 from proxy.codec.messages import decode_response
 from proxy.enforce.internal_topic_guard import InternalTopicGuard
-from tests.proxy.test_internal_topics import TENANT, NobodyIsOwn, plan_and_body, produce
+from tests.proxy.internal_topic_plans import TENANT, NobodyIsOwn, plan_and_body, produce
 from config.loader import parse_config
 from proxy.enforce.managers import ByteRateQuotas
 from quota.clock import ManualClock

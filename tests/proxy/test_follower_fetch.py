@@ -30,7 +30,7 @@ from proxy.enforce.managers import ByteRateQuotas
 from proxy.ops.usage_log import UsageTable
 from quota.clock import ManualClock
 from tests.fakes import NULL_API_METRICS
-from tests.proxy.test_byte_rate import batch
+from tests.proxy.byte_rate_scopes import batch
 
 RATE = 100  # bytes/s for every user (<default>)
 NUM = 2  # quota.window.num: a fresh sensor's headroom is RATE * (NUM - 1) * 1 s = 100 bytes

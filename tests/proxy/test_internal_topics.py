@@ -12,27 +12,19 @@ import uuid
 import pytest
 
 from config.loader import parse_config
-from proxy.apis import AnswerLocally, ConnectionScope, ForwardRequest, LookUp, Session, plan_request
+from proxy.apis import AnswerLocally, ConnectionScope, ForwardRequest, LookUp, Session
 from proxy.enforce.internal_topic_guard import InternalTopicGuard
 from proxy.codec.apis import (ADD_PARTITIONS_TO_TXN, CREATE_TOPICS, DELETE_RECORDS, DELETE_TOPICS,
                               INCREMENTAL_ALTER_CONFIGS, METADATA, PRODUCE)
 from proxy.codec.error_codes import NONE, TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_ID
-from proxy.codec.header import RequestHeader
-from proxy.codec.produce_prefix import parse_request_prefix
-from proxy.codec.messages import (decode_request, decode_response, encode_request, encode_response, new_request,
-                                  new_response)
+from proxy.codec.messages import decode_request, decode_response, encode_response, new_request, new_response
 from proxy.cluster.topics import Topics
-from proxy.codec.header import encode_request_header, frame
 from proxy.cluster.own_clients import OwnConnections, track_aiokafka
 from proxy.enforce.managers import ByteRateQuotas
+from tests.proxy.internal_topic_plans import TENANT, NobodyIsOwn, plan_and_body, produce
 
 CONFIG_TOPIC = "__kafka_quota_proxy_configs"
 VOLUME_TOPIC = "__kafka_quota_proxy_volume_usage"
-
-
-class NobodyIsOwn(OwnConnections):
-    def is_own(self, peer, local) -> bool:
-        return False
 
 
 def scope_for(admins=("User:admin",)) -> ConnectionScope:
@@ -43,25 +35,6 @@ def scope_for(admins=("User:admin",)) -> ConnectionScope:
     quotas = ByteRateQuotas(config)
     guard = InternalTopicGuard(quotas.internal_topics, config.admin_principals, own=NobodyIsOwn())
     return ConnectionScope(None, Topics(), quotas, guard=guard)
-
-
-def request_frame(api_key: int, version: int, msg, correlation_id: int = 7) -> bytearray:
-    return bytearray(frame(encode_request_header(api_key, version, correlation_id, "tenant")
-                           + encode_request(api_key, version, msg)))
-
-
-def plan_and_body(scope, session, api_key, version, msg):
-    buf = request_frame(api_key, version, msg)
-    header = parse_request_prefix(buf, 1 << 30, scope.quotas.produce_prefix)
-    return header, plan_request(scope, session, header), memoryview(buf)[header.header_length:]
-
-
-def produce(*topics, acks=1):
-    return new_request(PRODUCE, 9, acks=acks, timeout_ms=1000, topic_data=[
-        {"name": t, "partition_data": [{"index": 0, "records": b""}, {"index": 1, "records": b""}]} for t in topics])
-
-
-TENANT = Session("L", "10.0.0.7")
 
 
 def test_a_mixed_produce_forwards_the_normal_topic_and_refuses_the_internal_one():

@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 
 from proxy.codec.apis import CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS
-from tests.proxy.test_mutation_requests import THROTTLED, Wire
+from tests.proxy.mutation_wire import THROTTLED, Wire
 
 TOPIC_ALREADY_EXISTS = 36
 INVALID_PARTITIONS = 37

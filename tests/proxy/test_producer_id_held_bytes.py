@@ -19,7 +19,7 @@ from proxy.codec.header import encode_request_header, frame, response_header_len
 from proxy.codec.messages import decode_response, encode_request, new_request
 from quota.clock import ManualClock
 from quota.held_bytes import CONNECTION, PROXY
-from tests.proxy.test_byte_rate import scope_with
+from tests.proxy.byte_rate_scopes import scope_with
 
 QUOTA = [{"entity": {"user": "<default>"}, "producer_ids_rate": 2}]
 # burst 2, a token every 5 s, holds of up to 20 s

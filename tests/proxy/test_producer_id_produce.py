@@ -19,7 +19,7 @@ from proxy.codec.responses import encode_local_response
 from proxy.codec.produce_prefix import parse_request_prefix
 from quota.clock import ManualClock
 from quota.decision import Throttle
-from tests.proxy.test_byte_rate import scope_with
+from tests.proxy.byte_rate_scopes import scope_with
 
 QUOTA = [{"entity": {"user": "<default>"}, "producer_ids_rate": 2}]
 SETTINGS = {"producer.id.quota.window.num": 1, "producer.id.quota.window.size.seconds": 10,

@@ -8,38 +8,10 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from config.loader import parse_config
-from proxy.enforce.managers import ByteRateQuotas
-from proxy.connection.open_gate import OpenGate
-from proxy.ops.metrics import ProxyMetrics
 from proxy.workers.frames import GONE, USAGE, pack, read_frame
 from proxy.workers.link import WorkerLink
 from quota.clock import ManualClock
-from quota.connection import ConnectionQuotas
-
-CONFIG = {
-    "upstream": {"bootstrap_servers": ["127.0.0.1:9092"]},
-    "listeners": [{"name": "PLAINTEXT", "bind": "127.0.0.1:0", "broker_port_base": 40000,
-                   "advertised_host": "127.0.0.1"}],
-    "settings": {"quota.scope": "broker", "workers": 2},
-    "quotas": [{"entity": {"client-id": "spread"}, "producer_byte_rate": 1000}],
-}
-
-
-class FakeApp:
-    """What a link reads of its ProxyApp."""
-
-    def __init__(self, clock, raw=CONFIG) -> None:
-        config = parse_config(raw)
-        self.quotas = ByteRateQuotas(config, clock)
-        self.connection_quotas = ConnectionQuotas(["PLAINTEXT"], self.quotas.window)
-        self.open_gate = OpenGate()
-        self.metrics = ProxyMetrics()
-        self.ops_address = None
-        self.config = config
-
-    def not_ready(self):
-        return None
+from tests.proxy.fake_app import CONFIG, FakeApp
 
 
 async def pass_on(source: socket.socket, to: socket.socket, frames: int) -> None:

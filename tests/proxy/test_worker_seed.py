@@ -14,7 +14,7 @@ from proxy.workers.frames import SEED, SEED_ASK, pack, read_frame
 from proxy.workers.link import WorkerLink
 from quota.clock import ManualClock
 from quota.rate import QuotaWindow, Rate
-from tests.proxy.test_worker_link import FakeApp
+from tests.proxy.fake_app import FakeApp
 
 RAW = {
     "upstream": {"bootstrap_servers": ["127.0.0.1:9092"]},

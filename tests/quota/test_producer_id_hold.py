@@ -11,15 +11,7 @@ from config.settings import parse_settings
 from quota.decision import FORWARD, Throttle
 from quota.entity import QuotaTable
 from quota.producer_ids import HOLD, THROTTLE, Hold, ProducerIdQuotaManager, Refuse
-
-WINDOW_S = 10
-
-
-def manager(rate=2, num=2, max_hold_ms=10_000, max_mute_ms=25_000, enforcement=HOLD, **kw):
-    """``rate`` new ids per 10 s window for alice: a token every 10 / rate s, a burst of rate x num."""
-    table = QuotaTable.from_values([({"user": "alice"}, {"producer_ids_rate": rate})])
-    return ProducerIdQuotaManager(table, window_num=num, window_size_s=WINDOW_S, expected_pids=100,
-                                  max_mute_ms=max_mute_ms, enforcement=enforcement, max_hold_ms=max_hold_ms, **kw)
+from tests.quota.producer_id_managers import WINDOW_S, manager
 
 
 def test_past_the_burst_each_new_id_is_held_until_its_token_is_there_first_come_first_served():

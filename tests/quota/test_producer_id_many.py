@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from quota.decision import FORWARD, Throttle
 from quota.producer_ids import THROTTLE, Hold, Refuse
-from tests.quota.test_producer_id_hold import manager
+from tests.quota.producer_id_managers import manager
 
 
 def test_every_new_id_of_a_request_takes_a_token_and_the_request_waits_for_the_last():

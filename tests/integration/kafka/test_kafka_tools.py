@@ -81,7 +81,7 @@ def kafka_configs(bootstrap: str, *args: str):
 
 def quota_entries(bootstrap: str) -> dict:
     """Every client-quota entity the server at ``bootstrap`` describes: {((type, name), ...): {key: value}}."""
-    from tests.integration.test_client_quota_apis import describe, entries_of, send
+    from tests.integration.quota_apis import describe, entries_of, send
 
     return entries_of(send(bootstrap, describe([])))
 
@@ -89,7 +89,7 @@ def quota_entries(bootstrap: str) -> dict:
 def remove_quotas(bootstrap: str, entities: list[dict]) -> None:
     """Delete every key of each entity ({"user": ..., "client-id": ...} or {"ip": ...}) at ``bootstrap`` (the
     proxy's config topic or the broker's store) in one AlterClientQuotas; entities not set are skipped."""
-    from tests.integration.test_client_quota_apis import alter, op, send
+    from tests.integration.quota_apis import alter, op, send
 
     held = quota_entries(bootstrap)
     entries = []

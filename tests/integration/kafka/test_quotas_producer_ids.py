@@ -16,7 +16,7 @@ import time
 import pytest
 
 from tests.integration.kafka.quotas_common import configs, end_offsets, java_producer, perf_summary, topics
-from tests.integration.test_producer_id_hold import BrokerSideRecorder, most_in_a_window
+from tests.relay import BrokerSideRecorder, most_in_a_window
 
 pytestmark = pytest.mark.integration
 
