@@ -15,7 +15,9 @@ from html import escape
 import pytest
 import yaml
 
-from analytics import job
+pytest.importorskip("pyspark", reason="the analytics extra (pip install kafka-quota-proxy[analytics]) is not installed")
+
+from analytics import job  # noqa: E402
 from analytics.generate import HOG, PID_CHURNER, START_TIME, STORM_IP, TOPIC_STORM, Options, record, write_jsonl, \
     write_log
 

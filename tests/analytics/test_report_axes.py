@@ -11,7 +11,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from analytics import job
+pytest.importorskip("pyspark", reason="the analytics extra (pip install kafka-quota-proxy[analytics]) is not installed")
+
+from analytics import job  # noqa: E402
 from analytics.generate import START_TIME, Options, write_log
 from analytics.timeaxis import TimeAxis
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import importlib.util
 import typing
 import uuid
 
+import pytest
 from hypothesis import strategies as st
 
 from proxy.codec import messages as M
@@ -18,6 +20,9 @@ _INT_RANGES = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
 #: every (api_key, direction, version) we decode.
 ALL_VERSIONS = [(k, d, v) for k, (lo, hi) in sorted(M.DECODED_APIS.items())
                 for v in range(lo, hi + 1) for d in ("request", "response")]
+
+# kio is a test dependency (`make test` installs it); a reader running one module without it gets a skip, not an error
+needs_kio = pytest.mark.skipif(importlib.util.find_spec("kio") is None, reason="kio (the test extra) is not installed")
 
 
 def _present(f: tuple, v: int, flex: bool) -> bool:

@@ -23,7 +23,7 @@ from proxy.codec import schema
 from proxy.codec.apis import (CLIENT_THROTTLES_SINCE, STRICT_MUTATION_SINCE, THROTTLE_TIME_SINCE, client_throttles,
                               has_throttle_time, response_header_version, strict_mutation_quota)
 from proxy.codec.responses import encode_local_response, error_response
-from tests.codec.strategies import kio_class, kio_plain, message_st, ours_plain
+from tests.codec.strategies import kio_class, kio_plain, message_st, needs_kio, ours_plain
 
 VERSIONS = [(key, v) for key, (lo, hi) in sorted(M.DECODED_APIS.items()) for v in range(lo, hi + 1)]
 _SETTINGS = settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck))
@@ -109,6 +109,7 @@ def error_fields(api_key: int, version: int, msg) -> tuple[list[int], list]:
     return codes, messages
 
 
+@needs_kio
 @pytest.mark.parametrize("api_key,version", VERSIONS)
 @_SETTINGS
 @given(data=st.data())
@@ -245,6 +246,7 @@ def test_error_table():
     assert sorted(E.ERROR_NAMES) == list(range(-1, max(E.ERROR_NAMES) + 1))  # no gaps
 
 
+@needs_kio
 def test_error_table_matches_kio():
     from kio.schema.errors import ErrorCode
 

@@ -29,6 +29,9 @@ from tests.harness import free_port
 # the "spark" group: beside the other two rate groups, and one Spark job at a time (tests/conftest.py)
 pytestmark = [pytest.mark.integration, pytest.mark.measures_rate(group="spark")]
 
+# the demo ends with the quota planner (a Spark job): the analytics extra, which `make test` installs
+pytest.importorskip("pyspark", reason="the analytics extra (pip install kafka-quota-proxy[analytics]) is not installed")
+
 DEMO_CONFIG = Path(__file__).parents[2] / "demo" / "demo.yaml"
 
 
