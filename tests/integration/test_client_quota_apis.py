@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.harness import Tansu
+from tests.harness import Tansu, wait_until
 from tests.integration.quota_apis import alter, describe, entries_of, op, send, start
 
 pytestmark = pytest.mark.integration
@@ -22,7 +22,7 @@ def entity(**parts) -> list:
     return [{"entity_type": kind.replace("_", "-"), "entity_name": name} for kind, name in parts.items()]
 
 
-def test_alter_and_describe_through_the_proxy_take_effect_within_a_second():
+def test_alter_and_describe_through_the_proxy_take_effect():
     proxy, broker = start(["User:ANONYMOUS"])
     try:
         response = send(proxy.bootstrap, alter([
@@ -31,15 +31,12 @@ def test_alter_and_describe_through_the_proxy_take_effect_within_a_second():
             {"entity": entity(user="bob"), "ops": [op("colour", 1)]},  # unknown key
             {"entity": entity(ip="10.0.0.1", user="bob"), "ops": [op("producer_byte_rate", 1)]},
         ]))
-        written = time.monotonic()
         codes = [e.error_code for e in response.entries]
         assert codes == [NONE, NONE, INVALID_REQUEST, INVALID_REQUEST], response
         assert "colour" in response.entries[2].error_message
-        while time.monotonic() - written < 5:
-            if proxy.app.effective_config.quotas.limit("producer_byte_rate", "ANONYMOUS", "etl") == 1048576:
-                break
-            time.sleep(0.02)
-        assert time.monotonic() - written < 1.5
+        # in force through the config topic (how soon: test_dynamic_config.py's rate-group test)
+        wait_until(lambda: proxy.app.effective_config.quotas.limit("producer_byte_rate", "ANONYMOUS", "etl") == 1048576,
+                   15, "etl's producer_byte_rate in force")
         assert proxy.app.connection_quotas.limits.ip_rate("10.0.0.9") == 3
         everything = entries_of(send(proxy.bootstrap, describe([])))
         assert everything[(("client-id", "etl"),)] == {"producer_byte_rate": 1048576.0}
@@ -55,15 +52,18 @@ def test_alter_and_describe_through_the_proxy_take_effect_within_a_second():
         check = send(proxy.bootstrap, alter([{"entity": entity(client_id="etl"),
                                               "ops": [op("producer_byte_rate", 1)]}], validate_only=True))
         assert [e.error_code for e in check.entries] == [NONE]
-        time.sleep(1)
+        # a later write in force means everything written before it was read (one partition, in order)
+        later = send(proxy.bootstrap, alter([{"entity": entity(client_id="later"),
+                                              "ops": [op("producer_byte_rate", 2048)]}]))
+        assert [e.error_code for e in later.entries] == [NONE]
+        wait_until(lambda: proxy.app.effective_config.quotas.limit("producer_byte_rate", "ANONYMOUS", "later") == 2048,
+                   15, "the later write in force")
         assert proxy.app.effective_config.quotas.limit("producer_byte_rate", "ANONYMOUS", "etl") == 1048576
         removed = send(proxy.bootstrap, alter([{"entity": entity(client_id="etl"),
                                                 "ops": [op("producer_byte_rate", None)]}]))
         assert [e.error_code for e in removed.entries] == [NONE]
-        deadline = time.monotonic() + 5
-        while proxy.app.effective_config.quotas.limit("producer_byte_rate", "ANONYMOUS", "etl") != float("inf"):
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+        wait_until(lambda: proxy.app.effective_config.quotas.limit("producer_byte_rate", "ANONYMOUS", "etl")
+                   == float("inf"), 15, "etl's producer_byte_rate removed")
     finally:
         proxy.stop()
         broker.stop()
@@ -76,7 +76,7 @@ def test_alter_is_refused_to_principals_not_in_admin_principals():
                                                  "ops": [op("producer_byte_rate", 1)]}]))
         assert [e.error_code for e in response.entries] == [CLUSTER_AUTHORIZATION_FAILED]
         assert "admin_principals" in response.entries[0].error_message
-        time.sleep(0.5)
+        time.sleep(0.5)  # deliberate: time a write would take to be in force; nothing was written, nothing must be
         assert proxy.app.effective_config.quotas.limit("producer_byte_rate", "ANONYMOUS", "etl") == float("inf")
         assert entries_of(send(proxy.bootstrap, describe([])))  # describe is open to everyone
     finally:
@@ -115,10 +115,8 @@ def test_request_percentage_is_refused_with_a_reason_when_the_broker_has_no_clie
             {"entity": entity(client_id="batch"), "ops": [op("producer_byte_rate", 4096)]}]))
         assert [e.error_code for e in response.entries] == [UNSUPPORTED_VERSION, NONE], response
         assert "request_percentage: enforced by the brokers" in response.entries[0].error_message
-        deadline = time.monotonic() + 5
-        while proxy.app.effective_config.quotas.limit("producer_byte_rate", "ANONYMOUS", "batch") != 4096:
-            assert time.monotonic() < deadline, "the proxy's own entry was not applied"
-            time.sleep(0.02)
+        wait_until(lambda: proxy.app.effective_config.quotas.limit("producer_byte_rate", "ANONYMOUS", "batch") == 4096,
+                   15, "the proxy's own entry applied")
         with raw.connect(proxy.port) as sock:
             answered = raw.exchange(sock, 49, 0, validate_only=False, entries=[
                 {"entity": [{"entity_type": "client-id", "entity_name": "etl"}],

@@ -51,11 +51,9 @@ def test_configs_cli_alters_describes_and_deletes_and_the_proxy_follows(cluster,
     bootstrap = proxy.bootstrap
     assert configs(["--bootstrap-server", bootstrap, "--alter", "--entity-type", "clients", "--entity-name", "dyn",
                     "--add-config", "producer_byte_rate=2048,controller_mutation_rate=5"]) == 0
-    written = time.monotonic()
     assert "producer_byte_rate: (unset) -> 2048" in capsys.readouterr().out
-    wait_until(lambda: limit(proxy, "producer_byte_rate", "ANONYMOUS", "dyn") == 2048, 5, "dyn's 2048 in force")
-    took = time.monotonic() - written
-    assert took < 1.5, took  # within about a second of being written
+    # how soon: test_a_change_is_in_force_within_about_a_second, in a rate group
+    wait_until(lambda: limit(proxy, "producer_byte_rate", "ANONYMOUS", "dyn") == 2048, 15, "dyn's 2048 in force")
     assert limit(proxy, "consumer_byte_rate", "ANONYMOUS", "dyn") == 123456  # the YAML stays under it
     assert configs(["--bootstrap-server", bootstrap, "--describe", "--entity-type", "clients",
                     "--entity-name", "dyn"]) == 0
@@ -99,9 +97,9 @@ def test_a_broker_outage_keeps_the_dynamic_configuration_in_force(cluster):
 
     wait_until(lambda: proxy.call(ip_rate()) == 7, 5, "10.9.9.9's rate 7 in force")
     broker.stop()
-    time.sleep(3)
+    wait_until(lambda: proxy.metric("kafka_quota_proxy_dynamic_config_last_read_age_seconds") > 1.5, 15,
+               "the config topic unread for 1.5 s")
     assert proxy.call(ip_rate()) == 7
-    assert proxy.metric("kafka_quota_proxy_dynamic_config_last_read_age_seconds") > 1.5
 
 
 def test_changes_reach_live_traffic(cluster):
@@ -139,11 +137,9 @@ def test_topic_unreachable_at_start_then_the_proxy_catches_up():
     proxy_port, broker_port = free_port(), free_port()
     config = proxy_config(proxy_port, broker_port)
     config["admin_principals"] = ["User:ANONYMOUS"]  # the CLI below writes the config topic
-    started = time.monotonic()
-    proxy = start_proxy(config)
+    proxy = start_proxy(config)  # how soon: test_start_up_does_not_wait_for_an_unreachable_config_topic
     broker = None
     try:
-        assert time.monotonic() - started < 2  # the follower starts in the background: start-up does not wait
         assert proxy.metric("kafka_quota_proxy_dynamic_config_available") == 0
         assert proxy.app.effective_config is proxy.app.config  # YAML alone
         broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
@@ -155,6 +151,36 @@ def test_topic_unreachable_at_start_then_the_proxy_catches_up():
         proxy.stop()
         if broker is not None:
             broker.stop()
+
+
+@pytest.mark.measures_rate  # real time: how soon a written change is in force; beside no more than the rate groups
+def test_a_change_is_in_force_within_about_a_second(cluster):
+    """Five changes written with `configs`, one after another: each is in force within about a second of being
+    written. The median is asserted, so one slow moment of a busy machine is not a failure."""
+    proxy, _ = cluster
+    took = []
+    for rate in (1001, 1002, 1003, 1004, 1005):
+        assert configs(["--bootstrap-server", proxy.bootstrap, "--alter", "--entity-type", "clients",
+                        "--entity-name", "soon", "--add-config", f"producer_byte_rate={rate}"]) == 0
+        written = time.monotonic()
+        wait_until(lambda: limit(proxy, "producer_byte_rate", "ANONYMOUS", "soon") == rate, 15, f"{rate} in force")
+        took.append(time.monotonic() - written)
+    assert sorted(took)[len(took) // 2] < 1.5, took
+
+
+@pytest.mark.measures_rate  # real time: start-up's duration; beside no more than the rate groups
+def test_start_up_does_not_wait_for_an_unreachable_config_topic():
+    """The broker is down: the proxy starts on its YAML at once, the follower trying in the background (before, start-up
+    waited 5 s for the topic)."""
+    proxy_port, broker_port = free_port(), free_port()
+    started = time.monotonic()
+    proxy = start_proxy(proxy_config(proxy_port, broker_port))
+    try:
+        took = time.monotonic() - started
+        assert proxy.metric("kafka_quota_proxy_dynamic_config_available") == 0
+    finally:
+        proxy.stop()
+    assert took < 3, took
 
 
 def write_entry(bootstrap: str, entity: dict, values: dict | None) -> None:
