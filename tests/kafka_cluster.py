@@ -280,7 +280,7 @@ class KafkaCluster:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{self.name}: not every broker registered within {timeout} s; "
                                    f"logs in {self.directory}\n{self.log_tail()}")
-            time.sleep(0.3)
+            time.sleep(0.3)  # a bounded condition wait (ask the cluster again)
 
     def _check_alive(self, node: KafkaNode) -> None:
         if node.proc is None or node.proc.poll() is not None:

@@ -63,7 +63,7 @@ class Demo:
             self.seen |= descendants(self.proc.pid)
             assert self.proc.poll() is None, f"the demo exited before {prefix!r}:\n{self.output}"
             assert time.monotonic() < deadline, f"no {prefix!r} line in {timeout_s} s:\n{self.output}"
-            time.sleep(0.1)
+            time.sleep(0.1)  # a bounded condition wait that also watches the demo's processes
         self.seen |= descendants(self.proc.pid)
 
     def wait(self, timeout_s: float) -> int:

@@ -33,7 +33,7 @@ def test_an_interrupted_swallowed_by_a_weakref_callback_comes_again():
         del thing
         assert ref() is None and swallowed == [Interrupted]  # the first raise was lost where it landed
         with pytest.raises(Interrupted) as raised:
-            time.sleep(RESEND_S * 3)
+            time.sleep(RESEND_S * 3)  # deliberate: interrupted by the signal, re-sent every RESEND_S
         stop.delivered = True
         assert raised.value.signal_name == "SIGUSR1"
         time.sleep(RESEND_S * 1.5)  # delivered: nothing is sent again

@@ -177,7 +177,7 @@ class PacedProducer(threading.Thread):
                 self.sent += 1
                 delay = start + self.sent / self.pace - time.monotonic()
                 if delay > 0:
-                    time.sleep(delay)
+                    time.sleep(delay)  # deliberate: paced at ``pace`` messages a second
             producer.flush(30)
         except BaseException as exc:  # noqa: BLE001
             self.error = exc

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from tests.harness import wait_until
 from tests.integration.quota_apis import send, start
 
 pytestmark = pytest.mark.integration
@@ -50,10 +51,7 @@ def test_an_admin_sets_max_connections_and_a_mixed_request_is_answered_per_resou
         response = send(proxy.bootstrap, alter((TOPIC, "orders", {"retention.ms": "60000"}),
                                                (BROKER, "", {"max.connections": "100"})))
         assert results(response) == [(TOPIC, "orders", NONE), (BROKER, "", NONE)]
-        deadline = time.monotonic() + 5
-        while max_connections(proxy) != 100:
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+        wait_until(lambda: max_connections(proxy) == 100, 10, "max.connections 100 in force")
         [result] = send(proxy.bootstrap, describe_proxy("max.connections")).results
         assert [(c.name, c.value, c.config_source) for c in result.configs] == [("max.connections", "100", 3)]
     finally:

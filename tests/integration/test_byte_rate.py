@@ -51,9 +51,9 @@ def entity_bytes(proxy, quota: str, client_id: str) -> float:
 
 def measure_rates(proxy, quota: str, client_ids, started: float) -> dict[str, float]:
     """Bytes/s counted for each entity over MEASURE_S, starting one full quota window after ``started``."""
-    time.sleep(max(0.0, started + SPAN_S - time.monotonic()))
+    time.sleep(max(0.0, started + SPAN_S - time.monotonic()))  # deliberate: past the start-up burst
     b0, t0 = {c: entity_bytes(proxy, quota, c) for c in client_ids}, time.monotonic()
-    time.sleep(MEASURE_S)
+    time.sleep(MEASURE_S)  # deliberate: the measurement window (a rate group)
     b1, t1 = {c: entity_bytes(proxy, quota, c) for c in client_ids}, time.monotonic()
     return {c: (b1[c] - b0[c]) / (t1 - t0) for c in client_ids}
 

@@ -175,7 +175,7 @@ def test_acks0_producer_is_muted_to_its_quota(proxy):
     producer.flush(60)
     sent = 0.0
     while sent < 100 * 10_000 and time.monotonic() - started < 30:  # muted: the proxy reads as the quota allows
-        time.sleep(0.1)
+        time.sleep(0.1)  # a bounded condition wait: its duration is measured (a rate group)
         sent = proxy.metric("kafka_quota_proxy_quota_bytes_total", quota="producer_byte_rate", user="",
                             client_id="fire-and-forget")
     elapsed = time.monotonic() - started

@@ -64,14 +64,14 @@ def test_a_sidecar_with_two_workers_is_one_peer_and_the_tenant_gets_its_quota_on
             through_a.add()
         served = {}
         for _ in range(MAX_PRODUCERS - 4):  # until both of a's workers have admitted some of the tenant's bytes
-            time.sleep(0.5)
+            time.sleep(0.5)  # deliberate: the producers run before the workers' bytes are compared
             served = samples(scrape(metrics_port), BYTES, quota="producer_byte_rate", client_id="shared")
             if len([w for w, n in served.items() if n > 0]) == 2:
                 break
             through_a.add()
         assert len([w for w, n in served.items() if n > 0]) == 2, f"one worker served every producer: {served}"
         start = time.monotonic()
-        time.sleep(WARM_UP_S + MEASURE_S)
+        time.sleep(WARM_UP_S + MEASURE_S)  # deliberate: warm-up and measurement window (a rate group)
         window = (start + WARM_UP_S, start + WARM_UP_S + MEASURE_S)
         per_sidecar = [p.rate(*window) for p in producers]
         for p in producers:
@@ -107,7 +107,7 @@ def test_a_sidecar_with_two_workers_is_one_peer_and_the_tenant_gets_its_quota_on
         for _ in range(6):
             alone.add()
         start = time.monotonic()
-        time.sleep(FALLBACK_WARM_UP_S + MEASURE_S)
+        time.sleep(FALLBACK_WARM_UP_S + MEASURE_S)  # deliberate: warm-up and measurement window (a rate group)
         fallback_share = alone.rate(start + FALLBACK_WARM_UP_S, start + FALLBACK_WARM_UP_S + MEASURE_S)
         alone.stop()
         producers = []

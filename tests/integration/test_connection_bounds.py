@@ -34,7 +34,7 @@ from proxy.codec.apis import API_VERSIONS, METADATA, PRODUCE
 from proxy.codec.header import encode_request_header, frame, response_header_length
 from proxy.codec.messages import DECODED_APIS, decode_response, encode_request, new_request
 from proxy.connection.inflight import PROBE_CLIENT_ID
-from tests.harness import Tansu, free_port, proxy_config, start_proxy
+from tests.harness import Tansu, free_port, proxy_config, start_proxy, wait_until
 from tests.integration import clients as c
 from tests.integration.raw import read_frame, recv_exactly
 from tests.scripted_broker import ScriptedBroker, answer_normally, api_versions_answer, produce_answer, response
@@ -114,21 +114,15 @@ def on_loop(proxy, fn):
 def connection_of(proxy, sock: socket.socket):
     """A weak reference to the proxy's ClientConnection for our socket ``sock`` (a strong one would keep it alive)."""
     peer = "%s:%d" % sock.getsockname()[:2]
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        found = on_loop(proxy, lambda: [weakref.ref(conn) for conn in proxy.app.connections
-                                        if conn.peer == peer and conn.transport is not None])
-        if found:
-            return found[0]
-        time.sleep(0.01)
-    raise AssertionError(f"the proxy has no open connection from {peer}")
+    found = wait_until(lambda: on_loop(proxy, lambda: [weakref.ref(conn) for conn in proxy.app.connections
+                                                       if conn.peer == peer and conn.transport is not None]),
+                       10, f"the proxy has an open connection from {peer}", interval=0.01)
+    return found[0]
 
 
 def wait_until_no_connections(proxy) -> None:
-    deadline = time.monotonic() + 5
-    while on_loop(proxy, lambda: len(proxy.app.connections)):
-        assert time.monotonic() < deadline, "connections still open 5 s after their clients closed"
-        time.sleep(0.01)
+    wait_until(lambda: on_loop(proxy, lambda: not proxy.app.connections), 10,
+               "no connection open once their clients closed", interval=0.01)
 
 
 def metric(proxy, name: str, **labels) -> float:
@@ -185,7 +179,7 @@ def test_huge_request_header_in_small_pieces_is_parsed_once_and_stalls_nobody():
         def upload() -> None:
             for i in range(0, len(request), 2048):
                 uploader.sendall(request[i:i + 2048])
-                time.sleep(0.004)
+                time.sleep(0.004)  # deliberate: a slow upload, so the other connection's exchanges overlap it
             uploaded.set()
 
         threading.Thread(target=upload, daemon=True).start()
@@ -193,7 +187,7 @@ def test_huge_request_header_in_small_pieces_is_parsed_once_and_stalls_nobody():
         while not uploaded.is_set():  # each answer within the 5 s socket timeout, or the test fails
             exchange_api_versions(other, corr)
             corr += 1
-            time.sleep(0.02)
+            time.sleep(0.02)  # deliberate: the pace of the other connection's exchanges during the upload
         answered_during_upload = corr - 1
 
         uploader.settimeout(10)
@@ -292,7 +286,7 @@ def flood_until_paused(proxy, sock: socket.socket, conn, blob: bytes, samples: l
             samples.append(s := on_loop(proxy, lambda: flow_state(conn)))
             if paused_by_us(s):
                 break
-            time.sleep(0.01)
+            time.sleep(0.01)  # polls the flow's state while the send buffer is full (bounded by the caller)
             continue
         if len(samples) < 200:
             samples.append(on_loop(proxy, lambda: flow_state(conn)))
@@ -301,7 +295,7 @@ def flood_until_paused(proxy, sock: socket.socket, conn, blob: bytes, samples: l
             break
         samples.append(s)
         bounded("the proxy never stopped reading the client")
-        time.sleep(0.05)
+        time.sleep(0.05)  # polls for the pause, bounded by ``bounded``
     samples.append(s)
     return sent
 
@@ -371,9 +365,8 @@ def test_client_that_stops_reading_is_closed_after_connections_max_idle_ms():
         # connection before the pause is seen (seen in make test: every byte sent, the connection closed)
         flood_until_paused(proxy, flooder, conn, b"".join(api_versions_v0(n) for n in range(60_000)), [],
                            closed_ends=True)
-        deadline = time.monotonic() + 5  # without reading: a read would be progress
-        while on_loop(proxy, lambda: conn() in proxy.app.connections) and time.monotonic() < deadline:
-            time.sleep(0.1)
+        # without reading: a read would be progress
+        wait_until(lambda: metric(proxy, "connections_closed_total", reason="idle") == 1, 10, "closed as idle")
         assert metric(proxy, "connections_closed_total", reason="idle") == 1, \
             "a client that has not read for 5 s is still connected (connections.max.idle.ms is 1 s)"
         flooder.close()
@@ -484,9 +477,7 @@ def test_response_declaring_2_gib_closes_only_that_connection(api_key, version):
             baseline = tracemalloc.get_traced_memory()[0]
             client.sendall(frame(encode_request_header(api_key, version, 1, "huge") + b"\x00" * 16))
             got, closed = read_until_closed(client, 10)
-            deadline = time.monotonic() + 10
-            while "sent" not in outcome and time.monotonic() < deadline:
-                time.sleep(0.05)
+            wait_until(lambda: "sent" in outcome, 10, "the sender done")
             grown = tracemalloc.get_traced_memory()[0] - baseline
         finally:
             tracemalloc.stop()
@@ -523,9 +514,7 @@ def test_huge_response_the_proxy_does_not_decode_is_streamed_not_buffered():
                 peak_growth = max(peak_growth, tracemalloc.get_traced_memory()[0] - baseline)
         finally:
             tracemalloc.stop()
-        deadline = time.monotonic() + 5
-        while "sent" not in outcome and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: "sent" in outcome, 10, "the sender done", interval=0.01)
         assert outcome.get("sent") == body_bytes
         assert peak_growth < 16 * MiB, f"the proxy's memory grew by {peak_growth / MiB:.1f} MiB while streaming"
         assert metric(proxy, "frame_errors_total", direction="response") == 0

@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 
 from proxy.codec.header import encode_request_header, frame
-from tests.harness import Tansu, free_port, proxy_config, start_proxy, wait_for_port
+from tests.harness import Tansu, free_port, proxy_config, start_proxy, wait_for_port, wait_until
 from tests.integration import clients as c
 from tests.integration.raw import read_frame
 
@@ -51,11 +51,10 @@ def readyz_body(port: int) -> str:
 
 def ready_within(proxy, seconds: float) -> bool:
     """Whether /readyz answers 200 within ``seconds`` (not before the config topic has been read once)."""
-    deadline = time.monotonic() + seconds
-    while http_status(proxy.metrics_port, "/readyz") != 200:
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
+    try:
+        wait_until(lambda: http_status(proxy.metrics_port, "/readyz") == 200, seconds, "/readyz 200")
+    except AssertionError:
+        return False
     return True
 
 
@@ -105,20 +104,14 @@ def test_broker_down_and_back():
         assert closed_within(open_conn, 5), "client connection not closed when the broker went away"
         fresh = socket.create_connection(("127.0.0.1", proxy.port))
         assert closed_within(fresh, 5), "new client connection not closed while the broker is down"
-        deadline = time.monotonic() + 10
-        while http_status(proxy.metrics_port, "/readyz") != 503 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert http_status(proxy.metrics_port, "/readyz") == 503
+        wait_until(lambda: http_status(proxy.metrics_port, "/readyz") == 503, 10, "/readyz 503")
         assert proxy.metric("kafka_quota_proxy_ready") == 0  # the gauge says what /readyz says
         assert readyz_body(proxy.metrics_port) == "not ready: broker unreachable\n"
         assert http_status(proxy.metrics_port, "/healthz") == 200
         assert proxy.metric("kafka_quota_proxy_upstream_errors_total", listener="PLAINTEXT", kind="connect") >= 1
 
         broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
-        deadline = time.monotonic() + 10
-        while http_status(proxy.metrics_port, "/readyz") != 200 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert http_status(proxy.metrics_port, "/readyz") == 200
+        wait_until(lambda: http_status(proxy.metrics_port, "/readyz") == 200, 10, "/readyz 200")
         assert proxy.metric("kafka_quota_proxy_ready") == 1
         c.kp_create_topic(proxy.bootstrap, "back", 1)
         c.kp_produce(proxy.bootstrap, "back", 100)
@@ -151,7 +144,7 @@ def test_slow_broker_stops_reading_from_client():
                 stalled_at = stalled_at or time.monotonic()
                 if time.monotonic() - stalled_at > 1.0:
                     break
-                time.sleep(0.01)
+                time.sleep(0.01)  # deliberate: blocked for a whole second means the proxy stopped reading
         assert stalled_at is not None, "client never blocked: the proxy kept reading"
         conn = next(iter(proxy.app.connections))
         buffered = proxy.call(_write_buffer_size(conn))
@@ -189,7 +182,7 @@ def test_sigterm_lets_in_flight_requests_finish_and_exits_0(tmp_path):
         body += struct.pack(">iiqi", 1, 0, 0, 1 << 20)
         sock.sendall(frame(encode_request_header(1, 4, 77, "fetcher") + body))
         sent_at = time.monotonic()
-        time.sleep(0.3)
+        time.sleep(0.3)  # deliberate: the fetch reaches the broker (which holds it 1.5 s) before the signal
         proc.send_signal(15)
         sock.settimeout(10)
         response = read_frame(sock)
@@ -242,7 +235,7 @@ def test_idle_and_half_sent_connections_are_closed():
         for corr in range(10):  # 3 s of a request every 0.3 s: in use, never idle for 1 s
             busy.sendall(api_versions_request(corr))
             assert struct.unpack(">i", read_frame(busy)[:4])[0] == corr
-            time.sleep(0.3)
+            time.sleep(0.3)  # deliberate: the pace that keeps this connection in use, never idle for 1 s
         assert closed_within(idle, 5) and closed_within(half, 5)
         assert proxy.metric("kafka_quota_proxy_connections_closed_total", listener="PLAINTEXT", reason="idle") == 2
         busy.close()
@@ -293,15 +286,10 @@ def test_readyz_says_not_ready_while_the_proxy_drains_at_shutdown():
         assert ready_within(proxy, 10)  # once the config topic has been read
         client = socket.create_connection(("127.0.0.1", proxy_port))
         client.sendall(api_versions_request(1)[:6])  # the middle of a frame: not drained until the grace ends
-        time.sleep(0.2)
+        time.sleep(0.2)  # deliberate: the half frame reaches the proxy before it is told to stop
         stopping = threading.Thread(target=proxy.stop, kwargs={"grace_ms": 3000})
         stopping.start()
-        deadline = time.monotonic() + 2
-        status = 200
-        while status == 200 and time.monotonic() < deadline:
-            time.sleep(0.05)
-            status = http_status(proxy.metrics_port, "/readyz")
-        assert status == 503
+        wait_until(lambda: http_status(proxy.metrics_port, "/readyz") == 503, 2, "/readyz 503 while shutting down")
         assert readyz_body(proxy.metrics_port) == "not ready: shutting down\n"
         stopping.join(10)
         client.close()

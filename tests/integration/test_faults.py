@@ -60,7 +60,7 @@ def _wait_for_acks(producer: PacedProducer, after_sent: int, timeout: float) -> 
         for t, value in list(producer.acked):
             if int(value.rsplit("-", 1)[1]) >= after_sent:
                 return t
-        time.sleep(0.05)
+        time.sleep(0.05)  # a bounded condition wait returning the acknowledgement's time (or None)
     return None
 
 
@@ -215,7 +215,7 @@ def test_slow_readers_half_sent_frames_and_disconnects_leave_memory_bounded_and_
         producer.start()
         assert _wait_for_acks(producer, 0, 30) is not None, "traffic did not start"
         sampler.start()
-        time.sleep(2.0)
+        time.sleep(2.0)  # deliberate: a baseline of the producer's pauses before any fault
         baseline = sampler.peak(time.monotonic() - 1.5)
 
         started = time.monotonic()
@@ -247,7 +247,7 @@ def test_slow_readers_half_sent_frames_and_disconnects_leave_memory_bounded_and_
             s.sendall(_produce(n))
             s.close()
             faults["mid_request_disconnect"] += 3
-            time.sleep(0.05)
+            time.sleep(0.05)  # deliberate: the pace of the faults, beside the running producer
         finished = time.monotonic()
         pause = producer.longest_pause(started, finished)
         peak = sampler.peak(started, finished)
@@ -339,7 +339,7 @@ def test_a_connection_flood_from_one_address_leaves_a_producer_unaffected(tmp_pa
         started = time.monotonic()
         opened = asyncio.run(flood())
         finished = time.monotonic()
-        time.sleep(1)
+        time.sleep(1)  # deliberate: a second after the flood in which the producer's pause would show
         pause = producer.longest_pause(started, finished + 1)
         producer.stopping.set()
         producer.join(60)

@@ -426,7 +426,7 @@ def run_scenario(window_num: int, limits: dict[str, int], measure_s: float, mute
         started = time.monotonic()
         steady_from = started + span_s + 1
         end = steady_from + measure_s
-        time.sleep(end - time.monotonic())
+        time.sleep(end - time.monotonic())  # deliberate: the measurement window (a rate group)
         counted = proxy.quota_samples(COUNTER)
         throttled = proxy.quota_samples("kafka_quota_proxy_quota_throttled_responses_total")
         throttle_ms = proxy.quota_samples("kafka_quota_proxy_quota_throttle_time_ms_total")

@@ -1,11 +1,11 @@
 """What Prometheus scrapes from /metrics after real traffic."""
 
-import time
 import urllib.request
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.harness import wait_until
 from tests.integration import clients as c
 
 pytestmark = pytest.mark.integration
@@ -68,10 +68,7 @@ def test_shadow_throttles_apart_and_a_deleted_entry_limit_follows_back():
         return proxy.call(read())
 
     def wait_for(predicate, timeout: float = 10.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not predicate():
-            assert time.monotonic() < deadline, "not within the timeout"
-            time.sleep(0.05)
+        wait_until(predicate, timeout, "the metric's value")
 
     pair = entity_key({"user": "<default>", "client-id": "kp-producer"})
     writer = KafkaProducer(bootstrap_servers=proxy.bootstrap, client_id="config-writer")

@@ -7,14 +7,13 @@ from __future__ import annotations
 import logging
 import socket
 import struct
-import time
 
 import pytest
 
 from proxy.codec.apis import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE
 from proxy.codec.header import encode_request_header, frame
 from proxy.codec.messages import encode_request, new_request
-from tests.harness import free_port, proxy_config, start_proxy
+from tests.harness import free_port, proxy_config, start_proxy, wait_until
 from tests.integration import raw
 from tests.sasl_broker import SaslBroker
 
@@ -108,10 +107,8 @@ def test_frames_over_the_pre_authentication_limit_close_the_connection(cluster):
             assert sock.recv(100) == b""
         except ConnectionResetError:
             pass
-    deadline = time.monotonic() + 5
-    while proxy.metric("kafka_quota_proxy_frame_errors_total", listener="PLAINTEXT", direction="request") < 1:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_until(lambda: proxy.metric("kafka_quota_proxy_frame_errors_total", listener="PLAINTEXT",
+                                    direction="request") >= 1, 10, "the frame error counted")
 
 
 def test_a_refused_authentication_teaches_nothing(cluster):
@@ -167,10 +164,9 @@ def test_requests_before_authentication_close_the_connection(cluster, api):
         except ConnectionResetError:
             pass
     assert set(broker.seen) == {API_VERSIONS, SASL_HANDSHAKE}
-    deadline = time.monotonic() + 5  # counted as the client's protocol error (logged once per address per 10 s)
-    while proxy.metric("kafka_quota_proxy_frame_errors_total", listener="PLAINTEXT", direction="request") < 1:
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    # counted as the client's protocol error (logged once per address per 10 s)
+    wait_until(lambda: proxy.metric("kafka_quota_proxy_frame_errors_total", listener="PLAINTEXT",
+                                    direction="request") >= 1, 10, "the frame error counted")
 
 
 def test_requests_after_authentication_are_served(cluster):

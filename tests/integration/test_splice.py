@@ -265,8 +265,7 @@ def cut_response(how: str):
         sent["bytes"] = data
         sock.sendall(data)
         sent["done"] = True
-        while not sent.get("cut"):  # until the test sees the proxy splicing it
-            time.sleep(0.01)
+        wait_until(lambda: sent.get("cut"), 30, "the test sees the proxy splicing it", interval=0.01)
         if how == "rst":
             reset(sock)
         else:

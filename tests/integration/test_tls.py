@@ -12,7 +12,7 @@ import pytest
 
 from proxy.connection import client_socket, listener
 from proxy.ops.logs import LogLimiter
-from tests.harness import Tansu, free_port, proxy_config, start_proxy
+from tests.harness import Tansu, free_port, proxy_config, start_proxy, wait_until
 from tests.integration import raw
 from tests.tls_certs import Authority
 
@@ -137,12 +137,8 @@ def test_a_plaintext_client_on_a_tls_listener_and_a_tls_client_on_a_plaintext_on
         with socket.create_connection(("127.0.0.1", plain.port), timeout=5) as sock:  # TLS to the plaintext one
             with pytest.raises((ssl.SSLError, ConnectionResetError, OSError)):
                 context.wrap_socket(sock, server_hostname="127.0.0.1")
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            text = caplog.text
-            if "TLS handshake with" in text and "a TLS handshake arrived on a plaintext listener" in text:
-                break
-            time.sleep(0.05)
+        wait_until(lambda: "TLS handshake with" in caplog.text
+                   and "a TLS handshake arrived on a plaintext listener" in caplog.text, 10, "both handshakes logged")
         assert "TLS handshake with" in caplog.text and "plaintext client on a TLS listener?" in caplog.text
         assert "a TLS handshake arrived on a plaintext listener" in caplog.text
         assert tls.metric("kafka_quota_proxy_connections_closed_total", listener="PLAINTEXT",
@@ -163,11 +159,8 @@ def test_a_tls_only_sidecar_follows_its_dynamic_configuration(pki, caplog):
     caplog.set_level(logging.INFO)
     proxy = tls_proxy(broker_port, proxy_port, ca, server, client_auth="required")
     try:
-        deadline = time.monotonic() + 15
-        while proxy.metric("kafka_quota_proxy_dynamic_config_available") != 1 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert proxy.metric("kafka_quota_proxy_dynamic_config_available") == 1
-        time.sleep(1)  # a few more of the follower's fetches
+        wait_until(lambda: proxy.metric("kafka_quota_proxy_dynamic_config_available") == 1, 15, "the config topic read")
+        time.sleep(1)  # deliberate: a few more of the follower's fetches, none of which may fail a handshake
         assert "TLS handshake with" not in caplog.text
         assert not proxy.metric("kafka_quota_proxy_connections_closed_total", listener="PLAINTEXT",
                                 reason="tls_handshake_failed")
@@ -230,16 +223,13 @@ def test_a_tls_listener_opens_no_broker_connection_before_the_handshake_and_time
     config["dynamic_config"] = {"enabled": False}  # the proxy's own clients would connect through the relay too
     proxy = start_proxy(config)
     try:
-        time.sleep(0.2)
+        time.sleep(0.2)  # deliberate: the readiness probe's connection through the relay is made
         before = len(relay.peers)  # the readiness probe's
         idle = [socket.create_connection(("127.0.0.1", proxy_port)) for _ in range(50)]  # never say hello
-        time.sleep(0.3)
+        time.sleep(0.3)  # deliberate: time in which a broker connection would be dialled; none may be
         assert len(relay.peers) == before
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and (proxy.metric("kafka_quota_proxy_connections_closed_total",
-                                                            listener="PLAINTEXT", reason="tls_handshake_failed")
-                                               or 0) < 50:
-            time.sleep(0.05)
+        wait_until(lambda: proxy.metric("kafka_quota_proxy_connections_closed_total", listener="PLAINTEXT",
+                                        reason="tls_handshake_failed") >= 50, 10, "50 handshakes timed out")
         assert proxy.metric("kafka_quota_proxy_connections_closed_total", listener="PLAINTEXT",
                             reason="tls_handshake_failed") == 50
         for sock in idle:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import socket
 import struct
-import time
 
 import pytest
 
@@ -15,7 +14,7 @@ from proxy.codec.apis import DESCRIBE_LOG_DIRS, METADATA, PRODUCE
 from proxy.codec.error_codes import NONE
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import decode_request, encode_response, new_response
-from tests.harness import free_port, proxy_config, start_proxy
+from tests.harness import free_port, proxy_config, start_proxy, wait_until
 from tests.scripted_broker import ScriptedBroker, answer_normally, produce_answer, response
 
 pytestmark = pytest.mark.integration
@@ -51,15 +50,11 @@ class LogDirsBroker:
             answer_normally(sock, header, request)
 
 
-def wait_for_state(proxy, expected: str, timeout: float = 8.0) -> str:
-    deadline = time.monotonic() + timeout
-    state = None
-    while time.monotonic() < deadline:
-        state = proxy.app.quotas.volume.state.state
-        if state == expected:
-            return state
-        time.sleep(0.1)
-    return state
+def wait_for_state(proxy, expected: str, timeout: float = 15.0) -> str:
+    """The volume state as /metrics shows it, once it is ``expected``."""
+    wait_until(lambda: proxy.metric("kafka_quota_proxy_volume_state", state=expected) == 1.0, timeout,
+               f"volume state {expected}")
+    return expected
 
 
 def test_describe_log_dirs_moves_produce_through_open_throttle_pause_and_back():
@@ -74,9 +69,7 @@ def test_describe_log_dirs_moves_produce_through_open_throttle_pause_and_back():
     proxy = start_proxy(config)
     try:
         volume = proxy.app.quotas.volume
-        deadline = time.monotonic() + 8
-        while NODE not in volume.snapshots and time.monotonic() < deadline:  # the first poll
-            time.sleep(0.05)
+        wait_until(lambda: NODE in volume.snapshots, 15, "the first poll")
         assert wait_for_state(proxy, "OPEN") == "OPEN"
         assert volume.live_brokers == {NODE}
         assert {v.name for v in volume.snapshots[NODE].nearest} == {"/data/a", "/data/b"}

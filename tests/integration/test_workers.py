@@ -61,7 +61,7 @@ def test_one_tenant_spread_over_two_workers_gets_its_quota_in_total(tmp_path):
                     threads.append(threading.Thread(target=produce_at_full_speed,
                                                     args=(bootstrap, "spread", stop, errors)))
                     threads[-1].start()
-                time.sleep(1.5)
+                time.sleep(1.5)  # deliberate: the new producers connect and run before the workers are compared
                 text = scrape(metrics_port)
                 active = samples(text, "kafka_quota_proxy_active_connections")
                 if (len([w for w, n in samples(text, name, **labels).items() if n > 0]) == 2
@@ -69,7 +69,7 @@ def test_one_tenant_spread_over_two_workers_gets_its_quota_in_total(tmp_path):
                     break
             time.sleep(WINDOW_NUM * WINDOW_S + 1 - 1.5)  # past the start-up burst
             before, t0 = scrape(metrics_port), time.monotonic()
-            time.sleep(MEASURE_S)
+            time.sleep(MEASURE_S)  # deliberate: the measurement window (a rate group)
             after, t1 = scrape(metrics_port), time.monotonic()
         finally:
             stop.set()
@@ -119,7 +119,7 @@ def test_a_killed_worker_is_restarted_and_sigterm_drains_every_worker(tmp_path):
         body += struct.pack(">iiqi", 1, 0, 0, 1 << 20)
         sock.sendall(frame(encode_request_header(1, 4, 77, "fetcher") + body))
         sent_at = time.monotonic()
-        time.sleep(0.3)
+        time.sleep(0.3)  # deliberate: the fetch reaches the broker (which holds it 1.5 s) before the signal
         proc.send_signal(signal.SIGTERM)
         sock.settimeout(10)
         response = read_frame(sock)

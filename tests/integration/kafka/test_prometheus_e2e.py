@@ -145,7 +145,7 @@ class Churn(threading.Thread):
                     pass
             delay = start + self.opened / CHURN_RATE - time.monotonic()
             if delay > 0:
-                time.sleep(delay)
+                time.sleep(delay)  # deliberate: paced at CHURN_RATE connections a second
 
 
 class FlatOut(threading.Thread):

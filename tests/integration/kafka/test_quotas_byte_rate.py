@@ -65,9 +65,9 @@ def settings(windows: int) -> dict:
 
 def measure(proxy, quota: str, client_ids, since: float, span_s: float) -> dict[str, float]:
     """Bytes/s counted for each entity over SPANS window spans, from one window span (``span_s``) after ``since``."""
-    time.sleep(max(0.0, since + span_s - time.monotonic()))
+    time.sleep(max(0.0, since + span_s - time.monotonic()))  # deliberate: past the start-up burst
     b0, t0 = {i: entity_bytes(proxy, quota, i) for i in client_ids}, time.monotonic()
-    time.sleep(SPANS * span_s)
+    time.sleep(SPANS * span_s)  # deliberate: the measurement window (a rate group)
     b1, t1 = {i: entity_bytes(proxy, quota, i) for i in client_ids}, time.monotonic()
     return {i: (b1[i] - b0[i]) / (t1 - t0) for i in client_ids}
 

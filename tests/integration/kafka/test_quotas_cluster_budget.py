@@ -88,7 +88,7 @@ def test_one_tenant_through_three_sidecars_gets_its_quota_once(kafka3):
             started = wait_until(lambda: steady_after_debt(acked, int((time.monotonic() - t0) * 10), RATE)
                                  or (time.monotonic() - t0 > LATEST_START_S and int(LATEST_START_S * 10)),
                                  LATEST_START_S + 1, "the start's debt paid") / 10
-            time.sleep(max(0.0, t0 + started + MEASURE_S + 0.5 - time.monotonic()))
+            time.sleep(max(0.0, t0 + started + MEASURE_S + 0.5 - time.monotonic()))  # deliberate: the measurement window
             received = [p.metric("kafka_quota_proxy_cluster_usage_records_total", direction="received")
                         for p in proxies]
             admitted = [p.metric("kafka_quota_proxy_quota_bytes_total", quota="producer_byte_rate", user="",

@@ -59,7 +59,7 @@ def once_unpaused(call, timeout: float = 15.0):
             return call()
         except NodeNotReadyError:
             assert time.monotonic() < deadline, f"still paused after {timeout} s"
-            time.sleep(0.1)
+            time.sleep(0.1)  # a bounded retry of a call that raises until the broker is ready
 
 
 def partition_counts(cluster, names) -> dict[str, int]:
