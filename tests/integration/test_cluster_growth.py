@@ -83,14 +83,13 @@ def test_a_broker_that_appears_later_gets_its_port():
     try:
         first = metadata(bootstrap)
         assert [(b.node_id, b.host, b.port) for b in first.brokers] == [(1, "127.0.0.1", base + 1)]
-        assert sorted(node for _, node in proxy.app.broker_listeners) == [1]
+        socket.create_connection(("127.0.0.1", base + 1), timeout=5).close()  # broker 1's port open, 2's not:
         with pytest.raises(OSError):
             socket.create_connection(("127.0.0.1", base + 2), timeout=1).close()
 
         cluster.known = [1, 2]
         second = metadata(base + 1)  # through broker 1's own proxy port
         assert [(b.node_id, b.port) for b in second.brokers] == [(1, base + 1), (2, base + 2)]
-        assert sorted(node for _, node in proxy.app.broker_listeners) == [1, 2]
         metadata(base + 2)  # broker 2's port now exists and leads to broker 2
         assert cluster.served_by == [1, 1, 2]
     finally:

@@ -23,7 +23,7 @@ from collections import Counter
 import pytest
 import yaml
 
-from tests.harness import Tansu, cluster_ports, free_port, start_proxy, wait_for_port
+from tests.harness import Tansu, cluster_ports, free_port, start_proxy, wait_for_port, wait_until
 from tests.integration.clients import ck_create_topic
 
 pytestmark = pytest.mark.integration
@@ -52,13 +52,10 @@ def test_every_broker_port_is_open_from_start_up_and_ready_waits_for_it():
     bootstrap_port, base = cluster_ports()
     proxy = start_proxy(cluster_config(broker_port, bootstrap_port, base))
     try:
-        for _ in range(200):  # bounded: the discovery's first round is one Metadata round trip, the config topic's
-            if proxy.app.discovery.ready and proxy.app.dynamic.caught_up.is_set():  # first read a few more
-                break
-            time.sleep(0.05)
-        assert proxy.app.discovery.ready
-        assert ("PLAINTEXT", TANSU_NODE) in proxy.app.broker_listeners  # no client has sent Metadata
-        assert port_open(base + TANSU_NODE)
+        # ready: the discovery's first round (one Metadata round trip) done, every broker port open, the config
+        # topic read once (a few more)
+        wait_until(lambda: proxy.metric("kafka_quota_proxy_ready") == 1, 15, "the proxy ready")
+        assert port_open(base + TANSU_NODE)  # no client has sent Metadata: learnt by the discovery
         with urllib.request.urlopen(f"http://127.0.0.1:{proxy.metrics_port}/readyz", timeout=5) as r:
             assert r.status == 200
     finally:
@@ -70,8 +67,9 @@ def test_not_ready_while_the_cluster_cannot_be_asked_for_its_brokers():
     bootstrap_port, base = cluster_ports()
     proxy = start_proxy(cluster_config(free_port(), bootstrap_port, base))  # nothing listens there
     try:
-        time.sleep(0.5)
-        assert not proxy.app.discovery.ready and not proxy.app.broker_listeners
+        time.sleep(0.5)  # deliberate: time for a discovery round, which cannot succeed
+        assert proxy.metric("kafka_quota_proxy_ready") == 0
+        assert not port_open(base + TANSU_NODE)  # no broker learnt, no broker port
         with pytest.raises(urllib.error.HTTPError) as info:
             urllib.request.urlopen(f"http://127.0.0.1:{proxy.metrics_port}/readyz", timeout=5)
         assert info.value.code == 503
@@ -127,7 +125,7 @@ class Producer(threading.Thread):
         start, i = time.monotonic(), 0
         while not self.stopping.is_set():
             if i > (time.monotonic() - start) * self.PACE:
-                time.sleep(0.002)
+                time.sleep(0.002)  # deliberate: paced at PACE messages a second
                 continue
             yield f"{self.label}-{i}".encode()
             i += 1
@@ -275,15 +273,12 @@ def test_a_restart_under_traffic_is_invisible_to_the_clients(tmp_path, names):
         t0 = time.monotonic()
         for t in threads:
             t.start()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not (all(p.acked for p in producers) and consumer.received):
-            time.sleep(0.1)
-        assert all(p.acked for p in producers) and consumer.received, "traffic did not start"
-        time.sleep(3)
+        wait_until(lambda: all(p.acked for p in producers) and consumer.received, 30, "traffic started")
+        time.sleep(3)  # deliberate: 3 s of traffic before the restart
         proxy.stop()  # SIGTERM: in-flight requests finish, then the process exits
         restarted = time.monotonic()
         proxy.start(bootstrap_port)
-        time.sleep(12)
+        time.sleep(12)  # deliberate: the clients reconnect and run on after the restart
         for p in producers:
             p.stopping.set()
         for p in producers:
@@ -293,7 +288,7 @@ def test_a_restart_under_traffic_is_invisible_to_the_clients(tmp_path, names):
         acked_values = {v for p in producers for _, v in p.acked}
         catch_up = time.monotonic() + 30
         while time.monotonic() < catch_up and not acked_values <= {v for _, v in list(consumer.received)}:
-            time.sleep(0.2)
+            time.sleep(0.2)  # a bounded condition wait; the assertion below says which messages are missing
         consumer.stopping.set()
         consumer.join(30)
         for t in threads:
@@ -352,12 +347,9 @@ def test_a_broker_absent_past_the_removal_time_loses_its_port_and_gets_it_back_o
     config["settings"]["cluster.broker.removal.ms"] = 1000
     proxy = start_proxy(config)
     try:
-        for _ in range(100):
-            if proxy.app.discovery.ready:
-                break
-            time.sleep(0.05)
+        wait_until(lambda: port_open(base + TANSU_NODE), 15, "the broker's port open (learnt)")
         client = socket.create_connection(("127.0.0.1", base + TANSU_NODE), timeout=5)
-        time.sleep(0.2)
+        time.sleep(0.2)  # deliberate: the connection accepted before the broker goes missing
         app = proxy.app
         tansu = app.config.upstream.bootstrap_servers[0]
 
@@ -367,7 +359,7 @@ def test_a_broker_absent_past_the_removal_time_loses_its_port_and_gets_it_back_o
 
         proxy.call(answer({}))  # absent, but not for long yet
         assert port_open(base + TANSU_NODE)
-        time.sleep(1.1)
+        time.sleep(1.1)  # deliberate: past cluster.broker.removal.ms (1 s)
         proxy.call(answer({}))
         assert not port_open(base + TANSU_NODE)
         assert proxy.metric("kafka_quota_proxy_connections_closed_total", listener="PLAINTEXT",

@@ -5,6 +5,7 @@ the configuration in force."""
 from __future__ import annotations
 
 import time
+import urllib.request
 
 import pytest
 
@@ -231,7 +232,8 @@ def test_enabled_false_turns_the_dynamic_configuration_off():
     try:
         proxy = start_proxy(config)
         try:
-            assert proxy.app.dynamic is None
+            with urllib.request.urlopen(f"http://127.0.0.1:{proxy.metrics_port}/metrics", timeout=10) as answer:
+                assert "kafka_quota_proxy_dynamic_config_" not in answer.read().decode()  # no follower
             write_entry(proxy.bootstrap, {"user": "dave"}, {"producer_byte_rate": 1000})
             time.sleep(1.5)  # what a follower would need to apply it: nothing must
             assert limit(proxy, "producer_byte_rate", "dave", "x") == float("inf")

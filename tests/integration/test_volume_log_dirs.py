@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import socket
 import struct
+import urllib.request
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.codec.apis import DESCRIBE_LOG_DIRS, METADATA, PRODUCE
 from proxy.codec.error_codes import NONE
@@ -50,6 +52,14 @@ class LogDirsBroker:
             answer_normally(sock, header, request)
 
 
+def exported(proxy, name: str) -> dict[tuple, float]:
+    """The samples of ``name`` on the proxy's /metrics, by their labels (sorted (name, value) pairs)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{proxy.metrics_port}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    return {tuple(sorted(s.labels.items())): s.value for family in text_string_to_metric_families(text)
+            for s in family.samples if s.name == name}
+
+
 def wait_for_state(proxy, expected: str, timeout: float = 15.0) -> str:
     """The volume state as /metrics shows it, once it is ``expected``."""
     wait_until(lambda: proxy.metric("kafka_quota_proxy_volume_state", state=expected) == 1.0, timeout,
@@ -68,21 +78,21 @@ def test_describe_log_dirs_moves_produce_through_open_throttle_pause_and_back():
                               "hard_limit": {"type": "MinFreePercentage", "level": 10}}}
     proxy = start_proxy(config)
     try:
-        volume = proxy.app.quotas.volume
-        wait_until(lambda: NODE in volume.snapshots, 15, "the first poll")
+        wait_until(lambda: exported(proxy, "kafka_quota_proxy_volume_snapshot_age_seconds"), 15, "the first poll")
         assert wait_for_state(proxy, "OPEN") == "OPEN"
-        assert volume.live_brokers == {NODE}
-        assert {v.name for v in volume.snapshots[NODE].nearest} == {"/data/a", "/data/b"}
+        assert list(exported(proxy, "kafka_quota_proxy_volume_snapshot_age_seconds")) == [(("broker", str(NODE)),)]
+        assert {dict(labels)["volume"] for labels in exported(proxy, "kafka_quota_proxy_volume_used_bytes")} == {
+            "/data/a", "/data/b"}
         scripted.used_percent["/data/a"] = 70  # halfway from the soft (50 % used) to the hard limit (90 % used)
         assert wait_for_state(proxy, "THROTTLE") == "THROTTLE"
-        assert volume.state.factor == pytest.approx(0.5, abs=0.01)
+        assert proxy.metric("kafka_quota_proxy_volume_factor") == pytest.approx(0.5, abs=0.01)
         scripted.used_percent["/data/b"] = 95  # the worst volume wins
         assert wait_for_state(proxy, "PAUSE") == "PAUSE"
         scripted.used_percent.update({"/data/a": 20, "/data/b": 20})
         assert wait_for_state(proxy, "OPEN") == "OPEN"
         scripted.answering = False  # the broker stops answering DescribeLogDirs: its snapshot goes stale
         assert wait_for_state(proxy, "PAUSE", timeout=10) == "PAUSE"
-        assert NODE in volume.state.missing_data
+        assert proxy.metric("kafka_quota_proxy_volume_missing_data", broker=str(NODE)) == 1
         described = [h for h, _ in scripted.broker.requests if h.api_key == DESCRIBE_LOG_DIRS]
         assert described and all(h.api_version == 4 for h in described)
     finally:

@@ -100,8 +100,10 @@ def volume_configs(cluster, soft_free: float, hard_free: float) -> list[dict]:
     return out
 
 
-def states(proxies) -> list[str]:
-    return [p.app.quotas.volume.state.state for p in proxies]
+def states(proxies) -> list[str | None]:
+    """Each proxy's volume state, as its /metrics shows it (``volume_state{state}`` 1)."""
+    return [next((s for s in ("OPEN", "THROTTLE", "PAUSE") if p.metric("kafka_quota_proxy_volume_state", state=s) == 1),
+                 None) for p in proxies]
 
 
 def test_real_log_dirs_move_a_producer_through_throttle_and_pause_and_raised_limits_release_it(kafka3):
@@ -146,7 +148,7 @@ def test_real_log_dirs_move_a_producer_through_throttle_and_pause_and_raised_lim
                            "the Java producer's producer id")
                 time.sleep(1.5)  # answers already on their way may still be acknowledged
                 paused_at = len(producer.acked)
-                time.sleep(2.5)
+                time.sleep(2.5)  # deliberate: time paused, in which nothing may be acknowledged
                 assert len(producer.acked) == paused_at, "acknowledgements while paused"
                 assert not producer.errors, producer.errors[:3]  # retriable: the client retries, reports nothing
                 assert java.poll() is None and end_offsets(cluster, java_topic) == 0  # Java's retries wait too
@@ -159,7 +161,7 @@ def test_real_log_dirs_move_a_producer_through_throttle_and_pause_and_raised_lim
                 resumed = len(producer.acked)
                 wait_until(lambda: len(producer.acked) > resumed + 2 * OFFERED // 1024, 20,
                            "two seconds' worth acknowledged after the PAUSE")
-                time.sleep(2.5)
+                time.sleep(2.5)  # deliberate: the Java producer runs on open before its summary is read
                 sent, output = perf_summary(java, 60)  # every record acknowledged once open
                 assert sent == JAVA_RECORDS, output[-2000:]
                 full = producer.rate(2)
