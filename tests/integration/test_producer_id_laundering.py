@@ -73,7 +73,7 @@ def launder(first: int, second: int, topic: str, base: int) -> None:
     while time.monotonic() < end:
         if not answered(first, topic, pid):
             for _ in range(3):
-                time.sleep(SYNC_S)
+                time.sleep(SYNC_S)  # deliberate: the hostile client waits as long as the sync before retrying
                 if answered(second, topic, pid):
                     break
         pid += 1
