@@ -1,7 +1,7 @@
 """Differential run of the byte-rate quota manager against an older revision of it: the same random operations on
 both, every decision and every stat compared.
 
-The old ``quota/client_quota.py`` and ``quota/sensor.py`` are read from git (``--old``, default the revision before
+The old ``quota/managers/client_quota.py`` and ``quota/primitives/sensor.py`` are read from git (``--old``, default the revision before
 the known-client lookup served every quota shape) and loaded beside the current ones; everything else they import is
 the current tree's (the old manager asks its table ``names_both``, answered from ``tag_parts``). Each run draws the
 shape of its quota table (client-id entries only, user entries only, user and client-id pairs, or any mix; named
@@ -28,11 +28,11 @@ import types
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from quota import client_quota as new_module  # noqa: E402
-from quota.clock import ManualClock  # noqa: E402
-from quota.entity import PRODUCER_BYTE_RATE, QuotaEntity, QuotaEntry, QuotaTable  # noqa: E402
-from quota.rate import QuotaWindow  # noqa: E402
-from quota.volume_scaling import ScaledProduceQuotas  # noqa: E402
+from quota.managers import client_quota as new_module  # noqa: E402
+from quota.primitives.clock import ManualClock  # noqa: E402
+from quota.primitives.entity import PRODUCER_BYTE_RATE, QuotaEntity, QuotaEntry, QuotaTable  # noqa: E402
+from quota.primitives.rate import QuotaWindow  # noqa: E402
+from quota.managers.volume_scaling import ScaledProduceQuotas  # noqa: E402
 
 P = PRODUCER_BYTE_RATE
 USERS = ["alice", "bob", "carol", "", "ANONYMOUS"]
@@ -52,8 +52,8 @@ def load_old(revision: str) -> types.ModuleType:
 
     sensor = types.ModuleType("old_sensor")
     sys.modules["old_sensor"] = sensor
-    exec(compile(source("quota/sensor.py"), "old_sensor", "exec"), sensor.__dict__)
-    text = source("quota/client_quota.py").replace("from quota.sensor import", "from old_sensor import")
+    exec(compile(source("quota/primitives/sensor.py"), "old_sensor", "exec"), sensor.__dict__)
+    text = source("quota/managers/client_quota.py").replace("from quota.primitives.sensor import", "from old_sensor import")
     module = types.ModuleType("old_client_quota")
     sys.modules["old_client_quota"] = module
     exec(compile(text, "old_client_quota", "exec"), module.__dict__)

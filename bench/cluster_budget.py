@@ -71,7 +71,7 @@ def run_sidecar(config_path: str, usage_bootstrap: str) -> int:
     from proxy.app import ProxyApp
     from proxy.cli.main import run_event_loop
     from proxy.cluster.kafka_clients import OwnKafka
-    from proxy.ops.logs import install_bounded_lines
+    from proxy.ground.logs import install_bounded_lines
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     install_bounded_lines()

@@ -38,7 +38,7 @@ from bench.evasion_tenants import (BYTE_QUOTA, CONNECTION_RATE, KIB, MIB, MUTATI
                                    connection_storm, consumer, create_topics_body, produce_body, producer, proxied,
                                    restart_loop, rotating, same, topic_creator)
 from proxy.codec.apis import CREATE_TOPICS, PRODUCE  # noqa: E402
-from quota.volume import Limit, Snapshot, Volume  # noqa: E402
+from quota.managers.volume import Limit, Snapshot, Volume  # noqa: E402
 
 VOLUME_TOPIC = "__kafka_quota_proxy_volume_usage"
 VOLUME_YAML = f"volume_usage: {{source: topic, produce_base_rate: {2 * BYTE_QUOTA}, pause_delay_ms: 200}}"

@@ -19,7 +19,7 @@ from proxy.apis import ConnectionScope, Session  # noqa: E402
 from proxy.codec.header import encode_request_header, encode_response_header, frame  # noqa: E402
 from proxy.cluster.topics import Topics  # noqa: E402
 from proxy.connection.core import ConnectionCore  # noqa: E402
-from proxy.enforce.managers import ByteRateQuotas  # noqa: E402
+from proxy.quotas.managers import ByteRateQuotas  # noqa: E402
 
 
 class _ApiMetrics:

@@ -1,7 +1,7 @@
 """Differential run of the producer-id quota against an older revision of it: the same random operations on both,
 every decision and every stat compared.
 
-The old ``quota/producer_ids.py`` and ``quota/producer_id_cache.py`` are read from git (``--old``, default the
+The old ``quota/managers/producer_ids.py`` and ``quota/managers/producer_id_cache.py`` are read from git (``--old``, default the
 revision before the exact-then-bits cache) and loaded beside the current ones; everything else they import is the
 current tree's. Operations: Produce decisions (known, new and repeated PIDs of named users, default-quota users and
 users without a quota, ``hold`` and ``throttle``, shadow entries), peers' counts (``record_remote``), abandoned holds,
@@ -26,8 +26,8 @@ from dataclasses import replace
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from quota.entity import QuotaEntity, QuotaEntry, QuotaTable, QuotaTags  # noqa: E402
-from quota import producer_ids as new_module  # noqa: E402
+from quota.primitives.entity import QuotaEntity, QuotaEntry, QuotaTable, QuotaTags  # noqa: E402
+from quota.managers import producer_ids as new_module  # noqa: E402
 
 
 def load_old(revision: str) -> types.ModuleType:
@@ -36,20 +36,20 @@ def load_old(revision: str) -> types.ModuleType:
                               text=True).stdout
 
     cache = types.ModuleType("old_producer_id_cache")
-    exec(compile(source("quota/producer_id_cache.py"), "old_producer_id_cache", "exec"), cache.__dict__)
+    exec(compile(source("quota/managers/producer_id_cache.py"), "old_producer_id_cache", "exec"), cache.__dict__)
     cache.BloomFilter = type("BloomFilter", (_Keys, cache.BloomFilter), {})  # with a __dict__ for its keys
     sys.modules["old_producer_id_cache"] = cache
-    text = source("quota/producer_ids.py").replace("from quota.producer_id_cache import",
+    text = source("quota/managers/producer_ids.py").replace("from quota.managers.producer_id_cache import",
                                                    "from old_producer_id_cache import")
     try:  # the hold bookkeeping has its own module since the one that split it out
-        holds_text = source("quota/producer_id_holds.py")
+        holds_text = source("quota/managers/producer_id_holds.py")
     except subprocess.CalledProcessError:
         holds_text = None
     if holds_text is not None:
         holds = types.ModuleType("old_producer_id_holds")
         sys.modules["old_producer_id_holds"] = holds
         exec(compile(holds_text, "old_producer_id_holds", "exec"), holds.__dict__)
-        text = text.replace("from quota.producer_id_holds import", "from old_producer_id_holds import")
+        text = text.replace("from quota.managers.producer_id_holds import", "from old_producer_id_holds import")
     module = types.ModuleType("old_producer_ids")
     sys.modules["old_producer_ids"] = module
     exec(compile(text, "old_producer_ids", "exec"), module.__dict__)

@@ -1,7 +1,7 @@
 """The producer-id quota's cache (KIP-936): memory per user, cost per PID, and the measured false-positive rate.
 
 Two loads, as the issue asks: 1,000,000 distinct PIDs for one user, and 10,000 users x 100 PIDs, fed through
-:class:`quota.producer_ids.ProducerIdQuotaManager` with the default settings (bloom filters sized for 1,000 PIDs
+:class:`quota.managers.producer_ids.ProducerIdQuotaManager` with the default settings (bloom filters sized for 1,000 PIDs
 per half window at 0.001) and a second sizing where one user's filter is sized for its load. The false-positive
 rate is measured on PIDs never added, right after a filter was filled to its expected size. Then the Python cost
 of planning a Produce request (header already parsed) with and without a ``producer_ids_rate`` configured.
@@ -17,8 +17,8 @@ import tracemalloc
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from quota.entity import QuotaTable  # noqa: E402
-from quota.producer_ids import BloomFilter, ProducerIdQuotaManager  # noqa: E402
+from quota.primitives.entity import QuotaTable  # noqa: E402
+from quota.managers.producer_ids import BloomFilter, ProducerIdQuotaManager  # noqa: E402
 
 TABLE = QuotaTable.from_values([({"user": "<default>"}, {"producer_ids_rate": 1e12})])  # counted, never throttled
 
@@ -59,7 +59,7 @@ def plan_cost(with_quota: bool, n: int = 200_000) -> float:
     from proxy.apis import ConnectionScope, Session, plan_request
     from proxy.codec.header import RequestHeader
     from proxy.cluster.topics import Topics
-    from proxy.enforce.managers import ByteRateQuotas
+    from proxy.quotas.managers import ByteRateQuotas
 
     quotas = [{"entity": {"user": "<default>"}, "producer_ids_rate": 1e12}] if with_quota else []
     config = parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}],

@@ -1,6 +1,6 @@
 """A million tenants: memory per tenant, decision cost, and idle expiry, on the quota managers a proxy holds.
 
-Pure (no sockets; a manual clock): a :class:`proxy.enforce.managers.ByteRateQuotas` built from one configuration
+Pure (no sockets; a manual clock): a :class:`proxy.quotas.managers.ByteRateQuotas` built from one configuration
 with ``<default>`` quotas (``/users/<default>/clients/<default>`` producer_byte_rate and consumer_byte_rate,
 ``/users/<default>`` producer_ids_rate), then ``--tenants`` client ids spread over ``--users`` users each make one
 produce, one fetch and one new producer id, as their first requests would. Printed, each against its target:
@@ -44,8 +44,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from config.loader import parse_config  # noqa: E402
 from proxy.app import EXPIRY_BATCH, PID_CLEANUP_BATCH  # noqa: E402
-from proxy.enforce.managers import ByteRateQuotas  # noqa: E402
-from quota.clock import ManualClock  # noqa: E402
+from proxy.quotas.managers import ByteRateQuotas  # noqa: E402
+from quota.primitives.clock import ManualClock  # noqa: E402
 
 HOUR_MS = 3_600_000
 

@@ -22,7 +22,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.tenants import Pace, build, percentile, populate, tenant  # noqa: E402
-from quota.clock import ManualClock  # noqa: E402
+from quota.primitives.clock import ManualClock  # noqa: E402
 
 
 def costs(quotas, clock, tenants: int, users: int, samples: int, seed: int,

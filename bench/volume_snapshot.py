@@ -34,7 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.common import ROOT, free_port, stop_processes, tansu, wait_for_port  # noqa: E402
 from proxy.codec.apis import API_VERSIONS  # noqa: E402
 from proxy.codec.header import encode_request_header  # noqa: E402
-from quota.volume import Limit, Snapshot, Volume  # noqa: E402
+from quota.managers.volume import Limit, Snapshot, Volume  # noqa: E402
 
 GB = 1_000_000_000
 BROKER_ID = 111  # Tansu's node id

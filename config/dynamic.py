@@ -28,9 +28,9 @@ from typing import Any, Mapping
 from config.errors import ConfigError
 from config.model import ProxyConfig, Settings
 from config.quotas import parse_quota_item, parse_quota_section
-from quota.chunked import REMOVED, ChunkedMap
-from quota.connection import IP, normalize_ip
-from quota.entity import CLIENT_ID, DEFAULT, USER, QuotaEntity, QuotaEntry
+from quota.primitives.chunked import REMOVED, ChunkedMap
+from quota.managers.connection import IP, normalize_ip
+from quota.primitives.entity import CLIENT_ID, DEFAULT, USER, QuotaEntity, QuotaEntry
 
 DEFAULT_TOPIC = "__kafka_quota_proxy_configs"
 PROXY_KEY = {"proxy": "settings"}

@@ -5,7 +5,7 @@ per-IP rates behind it. A :class:`Batch` takes the records of one poll (or, at s
 checked on its own (:func:`config.dynamic.check_record`, work independent of the number of entries) and bounded
 by the ``dynamic_config`` section (key and value sizes, entries in force): a later record for a key replaces an
 earlier one. :meth:`Batch.build` then makes the next state from the one in force in work linear in the keys the
-batch changed (the quota table, the entries and the IP rates are :class:`quota.chunked.ChunkedMap`: the new state
+batch changed (the quota table, the entries and the IP rates are :class:`quota.primitives.chunked.ChunkedMap`: the new state
 shares every part the batch did not touch), in parts the caller may interleave with other work. The state in force
 is not changed: the caller swaps the new one in with one reference, so nobody ever sees half a batch.
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from config.dynamic import Checked, DynamicEntries, RecordError, check_record
 from config.dynamic_source import DynamicConfigSource
 from config.model import ProxyConfig
-from quota.chunked import REMOVED, ChunkedMap
+from quota.primitives.chunked import REMOVED, ChunkedMap
 
 SKIP_REASONS = ("key_too_large", "value_too_large", "too_many_entries")
 STEP = 200

@@ -12,9 +12,9 @@ from typing import Mapping
 
 from typing import TYPE_CHECKING
 
-from quota.entity import EMPTY_QUOTA_TABLE, QuotaTable
+from quota.primitives.entity import EMPTY_QUOTA_TABLE, QuotaTable
 
-from quota.connection import NO_LIMITS, ConnectionLimits
+from quota.managers.connection import NO_LIMITS, ConnectionLimits
 
 if TYPE_CHECKING:
     from config.tls import ListenerTls, UpstreamTls

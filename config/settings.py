@@ -15,9 +15,9 @@ from typing import Any
 
 from config.errors import ConfigError, join, mapping_with, show
 from config.model import ListenerConfig, Settings
-from quota.connection import ConnectionLimits, normalize_ip
-from quota.overflow import DEFAULT_MAX_TRACKED_ENTITIES
-from quota.producer_ids import DEFAULT_MAX_HOLD_MS, ENFORCEMENTS, HOLD
+from quota.managers.connection import ConnectionLimits, normalize_ip
+from quota.primitives.overflow import DEFAULT_MAX_TRACKED_ENTITIES
+from quota.managers.producer_ids import DEFAULT_MAX_HOLD_MS, ENFORCEMENTS, HOLD
 
 
 @dataclass(frozen=True, slots=True)

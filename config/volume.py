@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from config.errors import ConfigError, mapping_with
-from quota.volume import LIMIT_TYPES, OPEN, PAUSE, Limit, SnapshotError
+from quota.managers.volume import LIMIT_TYPES, OPEN, PAUSE, Limit, SnapshotError
 
 DEFAULT_TOPIC = "__kafka_quota_proxy_volume_usage"
 SOURCES = ("topic", "describe_log_dirs")

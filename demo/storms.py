@@ -212,7 +212,7 @@ def disk_fill(bootstrap: str, broker: str, config: ProxyConfig, scrape_state: Ca
 
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    from quota.volume import Snapshot, Volume
+    from quota.managers.volume import Snapshot, Volume
 
     volume = config.volume_usage
     publisher = Producer({"bootstrap.servers": broker})
@@ -246,7 +246,7 @@ def disk_fill(bootstrap: str, broker: str, config: ProxyConfig, scrape_state: Ca
         publisher.produce(volume.topic, snapshot.to_json(), key=str(DISK_BROKER).encode())
         publisher.flush(10)
 
-    from quota.volume import Limit
+    from quota.managers.volume import Limit
 
     thread = threading.Thread(target=produce, daemon=True)
     phases = []
@@ -341,7 +341,7 @@ def connection_storm(host: str, port: int, config: ProxyConfig, report: Callable
     import asyncio
     import errno
 
-    from quota.connection import NO_LIMITS
+    from quota.managers.connection import NO_LIMITS
 
     limit = config.connections.ip_rate(STORM_IP) if config.connections is not NO_LIMITS else float("inf")
     window = config.settings

@@ -24,17 +24,18 @@ from proxy.connection.client_socket import ClientConnection, ListenerContext
 from proxy.connection.listener import Listener
 from proxy.connection.open_gate import OpenGate
 from proxy.connection.splice import splice_supported
-from proxy.enforce.internal_topic_guard import InternalTopicGuard
-from proxy.enforce.managers import ByteRateQuotas
+from proxy.quotas.internal_topic_guard import InternalTopicGuard
+from proxy.quotas.managers import ByteRateQuotas
 from proxy.identity import proxy_id
 from proxy.ops.entity_series import EntitySeries
-from proxy.ops.http import OpsServer, quiet
+from proxy.ground.quiet import quiet
+from proxy.ops.http import OpsServer
 from proxy.ops.metrics import ProxyMetrics
 from proxy.ops.quota_metrics import ConnectionMetricsCollector, QuotaMetricsCollector
 from proxy.ops.readiness import Readiness
 from proxy.ops.usage_log import UsageLog
-from proxy.tasks import cancel_and_wait
-from quota.connection import CONNECTION_CREATION_RATE, ConnectionQuotas
+from proxy.ground.tasks import cancel_and_wait
+from quota.managers.connection import CONNECTION_CREATION_RATE, ConnectionQuotas
 
 log = logging.getLogger(__name__)
 

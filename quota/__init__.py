@@ -4,10 +4,10 @@ No I/O, no event loop, no metrics library and no system clock here: time is inje
 and only ``proxy/`` acts on what the managers decide.
 """
 
-from quota.client_quota import INACTIVE_SENSOR_EXPIRATION_MS, ClientQuotaManager
-from quota.clock import Clock, ManualClock
-from quota.decision import FORWARD, Decision, Forward, Throttle, combined, is_applied, shadowed
-from quota.entity import (
+from quota.managers.client_quota import INACTIVE_SENSOR_EXPIRATION_MS, ClientQuotaManager
+from quota.primitives.clock import Clock, ManualClock
+from quota.primitives.decision import FORWARD, Decision, Forward, Throttle, combined, is_applied, shadowed
+from quota.primitives.entity import (
     CLIENT_ID,
     CONSUMER_BYTE_RATE,
     CONTROLLER_MUTATION_RATE,
@@ -24,9 +24,9 @@ from quota.entity import (
     QuotaTags,
     ResolvedQuota,
 )
-from quota.rate import DEFAULT_QUOTA_WINDOW_NUM, DEFAULT_QUOTA_WINDOW_SIZE_SECONDS, QuotaWindow, Rate
-from quota.sensor import ClientSensors, EntityStats
-from quota.throttle import INT32_MAX, bounded_throttle_time_ms, quota_acceptable, throttle_time_ms
+from quota.primitives.rate import DEFAULT_QUOTA_WINDOW_NUM, DEFAULT_QUOTA_WINDOW_SIZE_SECONDS, QuotaWindow, Rate
+from quota.primitives.sensor import ClientSensors, EntityStats
+from quota.primitives.throttle import INT32_MAX, bounded_throttle_time_ms, quota_acceptable, throttle_time_ms
 
 __all__ = [
     "CLIENT_ID",

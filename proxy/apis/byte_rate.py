@@ -48,10 +48,10 @@ from proxy.codec.header import RequestHeader
 from proxy.codec.messages import decode_request, decode_response, encode_request, encode_response
 from proxy.codec.records import iter_batches
 from proxy.apis.decisions import Decisions
-from quota.decision import FORWARD, Throttle
-from quota.producer_ids import Refuse
-from quota.entity import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
-from quota.throttle import INT32_MAX
+from quota.primitives.decision import FORWARD, Throttle
+from quota.managers.producer_ids import Refuse
+from quota.primitives.entity import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
+from quota.primitives.throttle import INT32_MAX
 
 
 

@@ -43,8 +43,8 @@ from proxy.codec.header import RequestHeader
 from proxy.codec.messages import (decode_api_versions_response, decode_request, decode_response, encode_request,
                                   encode_response, new_request, new_response)
 from proxy.codec.responses import encode_local_response
-from quota.connection import CONNECTION_CREATION_RATE
-from quota.entity import DEFAULT
+from quota.managers.connection import CONNECTION_CREATION_RATE
+from quota.primitives.entity import DEFAULT
 
 if TYPE_CHECKING:
     from proxy.observers.dynamic_config import DynamicConfig

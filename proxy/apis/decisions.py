@@ -2,21 +2,21 @@
 
 A request may meet several quotas (a Produce: ``producer_byte_rate``, ``producer_ids_rate``, the volume-scaled
 produce quota). Each stage adds its decision here: an applied throttle combines with the others (the longest wins,
-:func:`quota.decision.combined`); a decision that is not applied is noted as a shadow throttle (metered and logged
-by :meth:`proxy.enforce.managers.ByteRateQuotas.note_shadow`) and the longest is kept for the usage log's
+:func:`quota.primitives.decision.combined`); a decision that is not applied is noted as a shadow throttle (metered and logged
+by :meth:`proxy.quotas.managers.ByteRateQuotas.note_shadow`) and the longest is kept for the usage log's
 ``shadow_throttle_ms``. Handlers then act on :attr:`Decisions.throttle` alone.
 """
 
 from __future__ import annotations
 
-from quota.decision import Decision, Throttle, combined, is_applied
+from quota.primitives.decision import Decision, Throttle, combined, is_applied
 
 
 class Decisions:
     __slots__ = ("_quotas", "_user", "throttle", "shadow_ms")
 
     def __init__(self, quotas, user: str) -> None:
-        self._quotas = quotas  # what notes shadow decisions (proxy.enforce.managers.ByteRateQuotas)
+        self._quotas = quotas  # what notes shadow decisions (proxy.quotas.managers.ByteRateQuotas)
         self._user = user
         self.throttle: Throttle | None = None  # the applied throttles, combined
         self.shadow_ms = 0  # the longest throttle a shadow decision would have applied

@@ -41,7 +41,7 @@ from proxy.codec.header import RequestHeader, encode_response_header, frame
 from proxy.codec.messages import Message, decode_request, decode_response, encode_request, encode_response
 from proxy.codec.primitives import ZERO_UUID
 from proxy.codec.responses import error_response
-from proxy.enforce.internal_topic_guard import InternalTopicGuard
+from proxy.quotas.internal_topic_guard import InternalTopicGuard
 
 REFUSED_MESSAGE = ("kafka-quota-proxy: {topic} is an internal topic of the proxy; only the proxy and "
                    "admin_principals may write it")

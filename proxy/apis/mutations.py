@@ -49,7 +49,7 @@ from proxy.codec.primitives import ZERO_UUID
 from proxy.codec.responses import encode_local_response, error_response
 from proxy.apis.decisions import Decisions
 from proxy.apis.mutation_charges import Charges, topic_keys
-from quota.decision import Throttle
+from quota.primitives.decision import Throttle
 
 # What a -1 create is charged when its count cannot be learnt and no default was: Kafka's own num.partitions default
 FALLBACK_PARTITIONS = 1

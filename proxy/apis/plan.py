@@ -6,7 +6,7 @@ outcome: :class:`ForwardRequest` (as is, rewritten, or only part of it, with a `
 answer with the proxy's own per-item errors) or :class:`AnswerLocally` (a response built by the codec, which keeps
 the request's place in the response order); a decision that needs a fact the proxy does not have yet
 (:class:`LookUp`) asks the broker first on the same connection and decides on its answer. Throttles decided in either phase, by any number of quota stages,
-combine: the longest wins (:func:`quota.decision.longest`).
+combine: the longest wins (:func:`quota.primitives.decision.longest`).
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from proxy.cluster.token_owners import NO_TOKEN_OWNERS, TokenOwners
 from proxy.cluster.topics import Topics
 from proxy.codec.frame import STREAM, Action
 from proxy.codec.responses import encode_local_response, error_response
-from proxy.enforce.internal_topic_guard import NO_GUARD, InternalTopicGuard
-from quota.decision import Decision, Throttle
+from proxy.quotas.internal_topic_guard import NO_GUARD, InternalTopicGuard
+from quota.primitives.decision import Decision, Throttle
 
 if TYPE_CHECKING:
     from proxy.cluster.broker_ports import BrokerPorts
-    from proxy.enforce.managers import ByteRateQuotas
+    from proxy.quotas.managers import ByteRateQuotas
     from proxy.observers.dynamic_config import DynamicConfig
     from proxy.ops.usage_log import UsageTable
 

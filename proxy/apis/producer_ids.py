@@ -3,7 +3,7 @@
 
 **Produce.** The producer ids of every record batch of every partition are read with the header
 (:mod:`proxy.codec.produce_prefix`: a request of one batch from a bounded prefix, any other read whole first) and
-decided by :class:`quota.producer_ids.ProducerIdQuotaManager` before a byte of the request moves (a request from a
+decided by :class:`quota.managers.producer_ids.ProducerIdQuotaManager` before a byte of the request moves (a request from a
 real producer carries one; a crafted one carrying several has each new one counted and held, all or nothing):
 
 - a known producer id, another user's, or one the bucket has a token for: forwarded as it comes;
@@ -14,12 +14,12 @@ real producer carries one; a crafted one carrying several has each new one count
   keeps its place in the response order), then forwarded as it is when the quota lets its id through, so the
   broker sees new ids at no more than the configured rate, plus the burst, whatever connections they come on. If
   the connection closes before that (a restart loop giving up), the hold is abandoned
-  (:meth:`quota.producer_ids.ProducerIdQuotaManager.abandon`): the id is not known and its token goes back. The id
+  (:meth:`quota.managers.producer_ids.ProducerIdQuotaManager.abandon`): the id is not known and its token goes back. The id
   is known (here, and to the workers and proxies sharing usage) only once the request is forwarded
-  (:meth:`~quota.producer_id_holds.HoldEnforcement.admitted`), never while it is held;
+  (:meth:`~quota.managers.producer_id_holds.HoldEnforcement.admitted`), never while it is held;
 - a hold that would last longer than ``producer.id.quota.max.hold.ms``, or whose bytes would pass
   ``connections.max.held.request.bytes`` on its connection or ``max.held.request.bytes`` in the process
-  (:mod:`quota.held_bytes`; reserved at the header, released when the request is forwarded or dropped): answered by the proxy with
+  (:mod:`quota.primitives.held_bytes`; reserved at the header, released when the request is forwarded or dropped): answered by the proxy with
   ``NOT_ENOUGH_REPLICAS`` and ``throttle_time_ms`` (then a mute), never forwarded. NOT_ENOUGH_REPLICAS is what a
   broker answers before it appends anything (the ISR is short): every client retries it (Java's
   ``NotEnoughReplicasException`` is retriable; librdkafka retries it as not persisted), and an idempotent producer
@@ -49,8 +49,8 @@ from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import decode_request, decode_response
 from proxy.session.session import Session
-from quota.entity import PRODUCER_IDS_RATE
-from quota.producer_ids import Hold, Refuse
+from quota.primitives.entity import PRODUCER_IDS_RATE
+from quota.managers.producer_ids import Hold, Refuse
 
 REFUSED_MESSAGE = ("kafka-quota-proxy: too many new producer ids for this user (producer_ids_rate); the producer id "
                    "is admitted when the quota allows it (retry)")
@@ -135,7 +135,7 @@ def held(scope: ConnectionScope, session: Session, header: RequestHeader, plan: 
 
 
 class _Reserved:
-    """A held request's bytes in the held-byte bounds (:class:`quota.held_bytes.HeldBytes`), released once."""
+    """A held request's bytes in the held-byte bounds (:class:`quota.primitives.held_bytes.HeldBytes`), released once."""
 
     __slots__ = ("_held", "_session", "_nbytes", "waiting")
 

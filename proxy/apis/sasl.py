@@ -19,7 +19,7 @@ from proxy.codec.header import RequestHeader
 from proxy.codec.messages import decode_request, decode_response
 from proxy.session.sasl import SaslExchange
 from proxy.session.session import Session
-from quota.decision import Throttle
+from quota.primitives.decision import Throttle
 
 NO_THROTTLE = Throttle(0, 0)
 

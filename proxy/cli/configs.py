@@ -26,7 +26,7 @@ from config.dynamic import DYNAMIC_SETTINGS, PROXY_KEY
 from proxy.cli.command_config import CommandConfigError, read_command_config
 from proxy.cli.quota_admin import EXIT_USAGE, Failed, QuotaAdmin
 from proxy.codec.enums import DYNAMIC_DEFAULT_BROKER_CONFIG
-from quota.entity import DEFAULT
+from quota.primitives.entity import DEFAULT
 
 TYPES = {"users": "user", "clients": "client-id", "ips": "ip"}
 PROXY_TYPES = ("brokers", "proxy")

@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.config}: valid")
         return 0
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from proxy.ops.logs import install_bounded_lines
+    from proxy.ground.logs import install_bounded_lines
 
     install_bounded_lines()  # every line bounded, every repeated one rate-limited with a count
     from proxy.app import ProxyApp  # imported late: `check-config` needs none of the runtime

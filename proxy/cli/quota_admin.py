@@ -12,7 +12,7 @@ from __future__ import annotations
 from config.dynamic import DYNAMIC_SETTINGS
 from proxy.codec.enums import BROKER_RESOURCE, DELETE, MATCH_TYPE_DEFAULT, MATCH_TYPE_EXACT, MATCH_TYPE_SPECIFIED, SET
 from proxy.codec.error_codes import error_name
-from quota.entity import DEFAULT
+from quota.primitives.entity import DEFAULT
 
 CLIENT_ID = "kafka-quota-proxy-configs"
 TIMEOUT_MS = 15000

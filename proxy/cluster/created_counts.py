@@ -19,7 +19,7 @@ import logging
 from collections.abc import Callable
 
 from proxy.cluster.kafka_clients import OwnKafka
-from proxy.tasks import cancel_and_wait
+from proxy.ground.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 

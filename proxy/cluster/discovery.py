@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from config.model import Address
 from proxy.cluster.kafka_clients import Backoff, OwnKafka
-from proxy.tasks import cancel_and_wait
+from proxy.ground.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ from proxy.codec.error_codes import (NONE, NOT_CONTROLLER, TOPIC_ALREADY_EXISTS,
 from proxy.codec.errors import ProtocolError
 from proxy.codec.header import encode_request_header, frame, response_header_length
 from proxy.codec.messages import Message, decode_response, encode_request, new_request
-from proxy.tasks import wait_for
+from proxy.ground.tasks import wait_for
 
 log = logging.getLogger(__name__)
 

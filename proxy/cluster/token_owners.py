@@ -33,8 +33,8 @@ from proxy.cluster.kafka_clients import OwnKafka
 from proxy.codec.apis import DESCRIBE_DELEGATION_TOKEN, OWN_DESCRIBE_DELEGATION_TOKEN_VERSION
 from proxy.codec.error_codes import NONE, error_name
 from proxy.codec.messages import new_request
-from proxy.ops.logs import LogLimiter
-from proxy.tasks import cancel_and_wait
+from proxy.ground.logs import LogLimiter
+from proxy.ground.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 

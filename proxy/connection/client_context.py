@@ -10,10 +10,10 @@ from config.model import Address
 from proxy.apis import ConnectionScope
 from proxy.connection.buffers import SharedReadBuffer
 from proxy.connection.open_gate import OpenGate
-from proxy.ops.logs import LogLimiter
+from proxy.ground.logs import LogLimiter
 from proxy.ops.metrics import ProxyMetrics
-from quota.clock import Clock
-from quota.connection import ConnectionQuotas
+from quota.primitives.clock import Clock
+from quota.managers.connection import ConnectionQuotas
 
 
 @dataclass(frozen=True, slots=True)

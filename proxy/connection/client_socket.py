@@ -23,7 +23,7 @@ from proxy.connection.broker_socket import UpstreamConnection
 from proxy.connection.splice import BOUNDARY_READ_BYTES, SPLICE_MIN_BYTES
 from proxy.connection.splicing import Splicing
 from proxy.session.principals import MappingError, map_principal, subject_dn
-from proxy.tasks import wait_for
+from proxy.ground.tasks import wait_for
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ An illegal transition (a reason lifted that was never set, a counter below zero)
 from __future__ import annotations
 
 from proxy.connection.inflight import InFlight, InFlightQueue
-from quota.decision import Throttle, longest
+from quota.primitives.decision import Throttle, longest
 
 # Once a connection has been paused by a quota, its reads are at most this big, so what is read past a paused
 # boundary (and held back until the pause ends) stays small; Kafka holds at most the request being received.

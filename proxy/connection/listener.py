@@ -4,7 +4,7 @@ Accepting is our own loop (``sock_accept``) rather than ``loop.create_server``, 
 really stops accepting: while the loop waits, new connections stay in the kernel's backlog, as behind Kafka's
 acceptor. After the accept, a connection from an IP over its ``connection_creation_rate`` is held (no broker
 connection, nothing read) for up to a second and then admitted or closed; one over a count limit is closed at once.
-The decisions are :class:`quota.connection.ConnectionQuotas`'; this module only acts on them.
+The decisions are :class:`quota.managers.connection.ConnectionQuotas`'; this module only acts on them.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import socket
 
 from proxy.connection.client_socket import ClientConnection, ListenerContext, bounded
 from proxy.connection.open_gate import CLAIMED, UNCLAIMED
-from proxy.ops.logs import LogLimiter
-from proxy.tasks import cancel_and_wait
-from quota.connection import IP_RATE, Admit, Close, Hold, normalize_ip
+from proxy.ground.logs import LogLimiter
+from proxy.ground.tasks import cancel_and_wait
+from quota.managers.connection import IP_RATE, Admit, Close, Hold, normalize_ip
 
 log = logging.getLogger(__name__)
 

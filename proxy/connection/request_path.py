@@ -21,7 +21,7 @@ from proxy.connection.inflight import InFlight
 from proxy.connection.response_path import ResponsePath
 from proxy.ops.usage_log import NO_USAGE_RECORDER
 from proxy.session.session import Session
-from quota.decision import Throttle
+from quota.primitives.decision import Throttle
 
 _INT32 = struct.Struct(">i")
 

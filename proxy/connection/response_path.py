@@ -20,7 +20,7 @@ from proxy.codec.throttle import merge_throttle
 from proxy.connection.flow import Flow
 from proxy.connection.inflight import InFlight
 from proxy.ops.usage_log import NO_USAGE_RECORDER
-from quota.decision import combined
+from quota.primitives.decision import combined
 
 _INT32 = struct.Struct(">i")
 

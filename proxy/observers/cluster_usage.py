@@ -2,14 +2,14 @@
 ``quota.cluster.topic``.
 
 Every ``quota.cluster.sync.ms`` the sidecar makes ONE record for the compacted usage topic, keyed by its id, whose
-value is the :class:`~quota.usage_delta.UsageDelta` of what its own clients used since its last sync (the entities
+value is the :class:`~quota.sharing.usage_delta.UsageDelta` of what its own clients used since its last sync (the entities
 with a quota and usage since then only; the same encoding the workers exchange), numbered (a random incarnation per
 start, then 1, 2, ...) and dated with the wall clock when made; an empty delta is still published, as the sidecar's
-sign of life. Records are sent in order, each until acknowledged (:mod:`quota.usage_outbox`: a failed send is sent
+sign of life. Records are sent in order, each until acknowledged (:mod:`quota.sharing.usage_outbox`: a failed send is sent
 again at the next sync, not lost). It follows the topic from the beginning with its own consumer (no group) and
 records every other sidecar's fresh delta as remote usage in its managers, once per record however often it is
-read (:mod:`quota.usage_share`), so its clients' next decisions see the tenant's total. Which records count, when a
-peer goes stale or is forgotten and the share kept while none is fresh are :mod:`quota.cluster_peers`; while no
+read (:mod:`quota.sharing.usage_share`), so its clients' next decisions see the tenant's total. Which records count, when a
+peer goes stale or is forgotten and the share kept while none is fresh are :mod:`quota.sharing.cluster_peers`; while no
 peer is fresh, this sidecar records its own usage times the silent peers as theirs (quota / live sidecars), says so
 in a log line and on /readyz (still 200: it serves), and ``cluster_usage_fallback`` is 1.
 
@@ -29,19 +29,19 @@ from collections.abc import Awaitable, Callable, Iterator
 
 from prometheus_client import Counter, Gauge
 
-from proxy.clock import WallClock
+from proxy.ground.clock import WallClock
 from proxy.cluster.kafka_clients import Backoff, OwnKafka, start_client, stop_client
 from proxy.identity import proxy_id
 from proxy.observers.following import CALL_TIMEOUT_S, CHECK_S, TopicReader
 from proxy.observers.freezing import dispose, frozen_as_made
-from proxy.ops.http import quiet
+from proxy.ground.quiet import quiet
 from proxy.ops.metrics import PREFIX
-from proxy.tasks import cancel_all, wait_for
-from quota.cluster_peers import FUTURE, TAKE, ClusterPeers, fallback_delta
-from quota.usage_delta import UsageDelta, UsageDeltaError, decode
-from quota.usage_outbox import Outgoing, UsageOutbox
-from quota.usage_record import Fitted, fit
-from quota.usage_share import Leftover, UsageTap, record_remote_steps
+from proxy.ground.tasks import cancel_all, wait_for
+from quota.sharing.cluster_peers import FUTURE, TAKE, ClusterPeers, fallback_delta
+from quota.sharing.usage_delta import UsageDelta, UsageDeltaError, decode
+from quota.sharing.usage_outbox import Outgoing, UsageOutbox
+from quota.sharing.usage_record import Fitted, fit
+from quota.sharing.usage_share import Leftover, UsageTap, record_remote_steps
 
 log = logging.getLogger("kafka_quota_proxy.cluster_usage")
 
@@ -58,10 +58,10 @@ def quiet_decode(value: bytes) -> UsageDelta:
 
 class ClusterUsage:
     """The publisher and the follower of one proxy's record on the usage topic. ``own.gather(own_id)`` is what this
-    proxy's clients used since the last sync (a :class:`~quota.usage_share.UsageTap` in one process; the sum of the
+    proxy's clients used since the last sync (a :class:`~quota.sharing.usage_share.UsageTap` in one process; the sum of the
     workers' deltas in the parent of ``workers: N``, :mod:`proxy.workers.cluster_relay`); ``record(delta)`` records a
     peer's usage (its connection counts taken out) where this proxy's decisions see it, all at once or, when it
-    returns an iterator, a step at a time (:func:`quota.usage_share.record_remote_steps`); ``wall`` dates records
+    returns an iterator, a step at a time (:func:`quota.sharing.usage_share.record_remote_steps`); ``wall`` dates records
     (they cross hosts). :meth:`for_app` wires it into one process."""
 
     def __init__(self, settings, kafka: OwnKafka, registry, own_id: str, own,
@@ -71,7 +71,7 @@ class ClusterUsage:
         self.sync_s = settings["quota.cluster.sync.ms"] / 1000.0
         self.max_bytes: int = settings["quota.cluster.record.max.bytes"]
         self._per_entry: float | None = None  # the last record's compressed bytes per entity: the next one's guess
-        self._leftover = Leftover()  # what the last record did not send: the next one adds it (quota.usage_record)
+        self._leftover = Leftover()  # what the last record did not send: the next one adds it (quota.sharing.usage_record)
         self.carrying = False  # the last record left entities out (they wait for the next)
         self.wall = wall or WallClock()
         self.own_id = own_id
@@ -136,7 +136,7 @@ class ClusterUsage:
     # -- publishing ------------------------------------------------------------------------------------------------
 
     def wake(self) -> None:
-        """One entity's unsent usage passed quota.usage_share.EAGER_SHARE of its quota per second: sync early."""
+        """One entity's unsent usage passed quota.sharing.usage_share.EAGER_SHARE of its quota per second: sync early."""
         self._woken.set()
 
     def take(self) -> Fitted:
@@ -301,7 +301,7 @@ class ClusterUsage:
         return key is None or self._judged(key.decode(errors="replace"), timestamp_ms)
 
     def _judged(self, source: str, timestamp_ms: int) -> bool:
-        """Whether ``source``'s record is taken (quota.cluster_peers.ClusterPeers.judge); counted and, for records
+        """Whether ``source``'s record is taken (quota.sharing.cluster_peers.ClusterPeers.judge); counted and, for records
         dated too far ahead, logged when a peer starts and stops sending them."""
         now = self.wall.now_ms()
         verdict = self.peers.judge(source, timestamp_ms, now)

@@ -37,8 +37,8 @@ from config.model import ProxyConfig
 from proxy.cluster.kafka_clients import Backoff, OwnKafka, start_client, stop_client
 from proxy.observers.following import CALL_TIMEOUT_S, CHECK_S, TopicReader, log_end
 from proxy.observers.freezing import freeze_long_lived
-from proxy.ops.logs import LogLimiter
-from proxy.tasks import wait_for
+from proxy.ground.logs import LogLimiter
+from proxy.ground.tasks import wait_for
 
 log = logging.getLogger(__name__)
 
@@ -216,7 +216,7 @@ class DynamicConfig:
         configuration on the way), then follow it until it changes under the reader (deleted or recreated): each
         poll's records are one batch, put in force in one swap. While the follower is behind (a burst of writes),
         the polls that follow at once join the batch, up to CATCH_UP_RECORDS keys: a batch of 2,000 keys spread
-        over 10^5 entries copies nearly every chunk of every map (quota.chunked), so a burst rewriting every entry
+        over 10^5 entries copies nearly every chunk of every map (quota.primitives.chunked), so a burst rewriting every entry
         copied the whole configuration 50 times, and the garbage collector walked each copy while young."""
         end = await reader.end_offsets()
         initial = Batch(DynamicState.initial(self.base), self.bounds)  # the topic rebuilt whole

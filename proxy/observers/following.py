@@ -30,7 +30,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from proxy.cluster.kafka_clients import ClusterLook, OwnKafka
-from proxy.tasks import wait_for
+from proxy.ground.tasks import wait_for
 
 CHECK_S = 1.0  # how often a follower looks at its topic
 CALL_TIMEOUT_S = 5.0  # each metadata or offsets request of a follower

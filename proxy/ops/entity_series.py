@@ -87,7 +87,7 @@ class EntitySeries:
         self._entities = entities
         self._clock = clock  # anything with now_ms()
         self.schedule = RefreshSchedule(refresh_ms, background_from)
-        self._quiet = quiet  # a context manager for a build (proxy.ops.http.quiet: GC paused, short switch interval)
+        self._quiet = quiet  # a context manager for a build (proxy.ground.quiet.quiet: GC paused, short switch interval)
         self._text = b""
         self._build_lock = threading.Lock()
         self._wake = threading.Condition()

@@ -2,7 +2,7 @@
 broker is reachable). A small asyncio HTTP/1.0-style server so it lives in the proxy's own event loop.
 
 A scrape never runs on the event loop: the exposition is built in one scrape thread, where the collectors read the
-proxy's state without changing it (``quota.top``, ``Rate.peek``), and scrapes that arrive while one is being built
+proxy's state without changing it (``quota.primitives.top``, ``Rate.peek``), and scrapes that arrive while one is being built
 share its result, so Prometheus servers scraping at once cost one build. The loop only reads requests and writes
 the bytes.
 
@@ -18,19 +18,16 @@ newer connections did."""
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
-import sys
 import threading
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from typing import Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from proxy.ground.quiet import quiet
+from proxy.ground.tasks import wait_for
 from proxy.ops.entity_series import EntitySeries
-from proxy.tasks import wait_for
 
 log = logging.getLogger(__name__)
 
@@ -46,47 +43,6 @@ EVICTION_LOG_INTERVAL_S = 60.0
 # What an open connection is doing: only those waiting on their client (HEAD, ANSWER, SCRAPE) are ever closed for a
 # newcomer; a scrape waiting on the build (BUILD) costs nothing but its socket, and there are at most MAX_SCRAPES.
 HEAD, BUILD, SCRAPE, ANSWER = "head", "build", "scrape", "answer"
-
-
-SCRAPE_SWITCH_INTERVAL_S = 0.001
-
-
-_quiet_lock = threading.Lock()
-_quiet_depth = 0
-_quiet_saved: tuple[bool, float] = (True, 0.005)
-
-
-@contextmanager
-def quiet() -> Iterator[None]:
-    """Around work that walks the quota tables off the loop (a scrape, a background build of the per-entity series),
-    so that the event loop waits little for the GIL meanwhile:
-
-    * the interpreter's switch interval is 1 ms (not 5): the loop, when it wants the GIL back from the scrape
-      thread, waits at most that long between two bytecodes; a request crossing the proxy takes the GIL several
-      times (worst bystander wait at 10^6 tenants 39-56 ms with 5 ms, 25 ms with 1 ms);
-    * the cyclic garbage collector is paused: the quota collectors hold a snapshot of up to millions of sensors,
-      and a collection of the young generation while it is young walks every entry with the GIL held (about 25 ms
-      per million).
-
-    Both are process-wide: the first of overlapping users (the scrape thread and the series builder) sets them,
-    the last restores them."""
-    global _quiet_depth, _quiet_saved
-    with _quiet_lock:
-        if _quiet_depth == 0:
-            _quiet_saved = (gc.isenabled(), sys.getswitchinterval())
-            gc.disable()
-            sys.setswitchinterval(min(_quiet_saved[1], SCRAPE_SWITCH_INTERVAL_S))
-        _quiet_depth += 1
-    try:
-        yield
-    finally:
-        with _quiet_lock:
-            _quiet_depth -= 1
-            if _quiet_depth == 0:
-                enabled, interval = _quiet_saved
-                sys.setswitchinterval(interval)
-                if enabled:
-                    gc.enable()
 
 
 def build_exposition(registry: CollectorRegistry, series: EntitySeries | None = None) -> bytes:

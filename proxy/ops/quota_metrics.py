@@ -18,13 +18,13 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from proxy.ops.metrics import PREFIX as METRICS_PREFIX
-from quota.connection import ConnectionQuotas
-from quota.entity import CONSUMER_BYTE_RATE, DEFAULT, PRODUCER_BYTE_RATE
-from quota.top import OTHER
-from quota.volume import SKIP_REASONS
+from quota.managers.connection import ConnectionQuotas
+from quota.primitives.entity import CONSUMER_BYTE_RATE, DEFAULT, PRODUCER_BYTE_RATE
+from quota.primitives.top import OTHER
+from quota.managers.volume import SKIP_REASONS
 
 if TYPE_CHECKING:
-    from quota.client_quota import ClientQuotaManager
+    from quota.managers.client_quota import ClientQuotaManager
 
 
 PREFIX = "kafka_quota_proxy_quota"
@@ -64,7 +64,7 @@ class QuotaMetricsCollector(Collector):
     each family bounded to ``quota.metrics.max.entities`` series per quota, the busiest by what they count, the
     rest summed under ``__other__``."""
 
-    def __init__(self, quotas, pause=let_the_loop_run) -> None:  # quotas: proxy.enforce.managers.ByteRateQuotas
+    def __init__(self, quotas, pause=let_the_loop_run) -> None:  # quotas: proxy.quotas.managers.ByteRateQuotas
         self._quotas = quotas
         self._pause = pause
         self.series = None  # proxy.ops.entity_series.EntitySeries, when it serves the per-entity families at scale

@@ -11,7 +11,7 @@ from proxy.cluster.kafka_clients import ASK_ERRORS, OwnKafka, ask
 from proxy.codec.apis import API_VERSIONS
 from proxy.codec.messages import new_request
 from proxy.ops.metrics import ProxyMetrics
-from proxy.tasks import cancel_and_wait
+from proxy.ground.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 

@@ -36,8 +36,8 @@ import time
 from collections.abc import Callable, Iterator
 from config.usage import UsageLogConfig
 from proxy.codec.apis import API_NAMES, api_name
-from proxy.tasks import cancel_and_wait
-from quota.overflow import DEFAULT_MAX_TRACKED_ENTITIES, OVERFLOW
+from proxy.ground.tasks import cancel_and_wait
+from quota.primitives.overflow import DEFAULT_MAX_TRACKED_ENTITIES, OVERFLOW
 
 log = logging.getLogger(__name__)
 

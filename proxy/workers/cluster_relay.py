@@ -1,7 +1,7 @@
 """``workers: N`` with ``quota.cluster.topic`` (issue 26): the parent is the proxy's one member of the usage topic.
 
 The workers keep sharing one quota state through the parent as without the topic. The parent also adds up every
-worker's usage delta (:class:`~quota.usage_sum.UsageSum`) and publishes the sum as the proxy's ONE record per
+worker's usage delta (:class:`~quota.sharing.usage_sum.UsageSum`) and publishes the sum as the proxy's ONE record per
 ``quota.cluster.sync.ms`` under the proxy's id (:class:`~proxy.observers.cluster_usage.ClusterUsage`, the same
 publisher and follower one process runs), and early when a worker says one entity's usage is large (``EAGER``). It
 follows the topic and passes each fresh peer's delta to every worker as remote usage, as it passes the workers'
@@ -25,12 +25,12 @@ from proxy.cluster import own_clients
 from proxy.cluster.kafka_clients import OwnKafka
 from proxy.identity import proxy_id
 from proxy.observers.cluster_usage import ClusterUsage
-from proxy.ops.http import quiet
-from proxy.tasks import cancel_all
+from proxy.ground.quiet import quiet
+from proxy.ground.tasks import cancel_all
 from proxy.workers.frames import USAGE, pack
-from quota.usage_delta import UsageDelta, UsageDeltaError, decode, encode
-from quota.usage_share import RECORD_STEP
-from quota.usage_sum import UsageSum
+from quota.sharing.usage_delta import UsageDelta, UsageDeltaError, decode, encode
+from quota.sharing.usage_share import RECORD_STEP
+from quota.sharing.usage_sum import UsageSum
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 one byte of kind, the payload.
 
 A worker's: ``HELLO`` (JSON: its pid and ops port), ``READY`` (why it is not ready, UTF-8; empty when it is),
-``USAGE`` (an encoded :class:`quota.usage_delta.UsageDelta`, passed on by the parent as it is; decoded there only to
+``USAGE`` (an encoded :class:`quota.sharing.usage_delta.UsageDelta`, passed on by the parent as it is; decoded there only to
 sum the workers' usage for the usage topic), ``EAGER`` (empty: one entity's usage is large, the usage topic's
 publisher syncs early), ``BEAT`` (empty, every :data:`BEAT_INTERVAL_S`: its loop runs; a worker silent past
 ``workers.heartbeat.timeout.ms`` is killed and restarted), ``CLAIM`` and ``RELEASE`` (JSON: a connection to count

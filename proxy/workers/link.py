@@ -15,13 +15,13 @@ from types import SimpleNamespace
 from prometheus_client import Counter
 
 from proxy.observers.freezing import frozen_as_made
-from proxy.ops.http import quiet
+from proxy.ground.quiet import quiet
 from proxy.ops.metrics import PREFIX
-from proxy.tasks import cancel_and_wait
+from proxy.ground.tasks import cancel_and_wait
 from proxy.workers.frames import BEAT, BEAT_INTERVAL_S, CLAIM, CLAIMED, EAGER, GONE, HELLO, READY, RELEASE, RESEND, \
     SEED, SEED_ASK, USAGE, FrameError, pack, read_frame
-from quota.usage_delta import UsageDeltaError, decode, encode
-from quota.usage_share import RECORD_STEP, UsageTap, record_remote_steps
+from quota.sharing.usage_delta import UsageDeltaError, decode, encode
+from quota.sharing.usage_share import RECORD_STEP, UsageTap, record_remote_steps
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ class WorkerLink:
                        loop.create_task(self._beat_loop())]
 
     def _wake(self) -> None:
-        """An entity's unsent usage is large (quota.usage_share.EAGER_SHARE): sync soon, not at the interval."""
+        """An entity's unsent usage is large (quota.sharing.usage_share.EAGER_SHARE): sync soon, not at the interval."""
         if self._eager is not None or self._writer is None:
             return
         loop = asyncio.get_running_loop()

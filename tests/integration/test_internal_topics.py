@@ -20,7 +20,7 @@ from proxy.cluster.kafka_clients import OwnKafka
 from proxy.codec.apis import ADD_PARTITIONS_TO_TXN, CREATE_PARTITIONS, DELETE_RECORDS, DELETE_TOPICS, METADATA
 from proxy.codec.error_codes import TOPIC_AUTHORIZATION_FAILED
 from proxy.codec.primitives import ZERO_UUID
-from quota.volume import Volume
+from quota.managers.volume import Volume
 from tests.harness import Tansu, free_port, proxy_config, proxy_in_front, wait_until
 from tests.integration.raw import connect, exchange
 

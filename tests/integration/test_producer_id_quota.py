@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from quota.clock import ManualClock
+from quota.primitives.clock import ManualClock
 from tests.harness import Tansu, free_port, proxy_config, start_proxy
 from tests.integration.clients import ck_create_topic
 

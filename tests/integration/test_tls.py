@@ -11,7 +11,7 @@ import time
 import pytest
 
 from proxy.connection import client_socket, listener
-from proxy.ops.logs import LogLimiter
+from proxy.ground.logs import LogLimiter
 from tests.harness import Tansu, free_port, proxy_config, start_proxy, wait_until
 from tests.integration import raw
 from tests.tls_certs import Authority

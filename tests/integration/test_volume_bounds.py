@@ -13,7 +13,7 @@ import urllib.request
 import pytest
 
 from proxy.codec.apis import METADATA
-from quota.volume import Limit, Snapshot, Volume
+from quota.managers.volume import Limit, Snapshot, Volume
 from tests.harness import Tansu, free_port, proxy_config, start_proxy, wait_until
 from tests.integration import raw
 from tests.integration.clients import ck_create_topic

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from proxy.app import ProxyApp
-from quota.volume import Volume
+from quota.managers.volume import Volume
 from tests.harness import Tansu, free_port, proxy_config, start_proxy, wait_until
 from tests.integration.clients import ck_create_topic, kp_delete_topic
 

@@ -7,7 +7,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from config.loader import parse_config
 from proxy.apis import ConnectionScope
 from proxy.cluster.topics import Topics
-from proxy.enforce.managers import ByteRateQuotas
+from proxy.quotas.managers import ByteRateQuotas
 
 
 def batch(n_records: int, value_size: int = 100, base_offset: int = 0) -> bytes:

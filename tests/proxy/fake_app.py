@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from config.loader import parse_config
 from proxy.connection.open_gate import OpenGate
-from proxy.enforce.managers import ByteRateQuotas
+from proxy.quotas.managers import ByteRateQuotas
 from proxy.ops.metrics import ProxyMetrics
-from quota.connection import ConnectionQuotas
+from quota.managers.connection import ConnectionQuotas
 
 CONFIG = {
     "upstream": {"bootstrap_servers": ["127.0.0.1:9092"]},

@@ -13,8 +13,8 @@ from proxy.codec.header import encode_request_header, encode_response_header, fr
 from proxy.codec.messages import (decode_request, decode_response, encode_request, encode_response, new_request,
                                   new_response)
 from proxy.connection.core import ConnectionCore
-from proxy.enforce.managers import ByteRateQuotas
-from quota.clock import ManualClock
+from proxy.quotas.managers import ByteRateQuotas
+from quota.primitives.clock import ManualClock
 from tests.fakes import NULL_API_METRICS
 
 THROTTLED = 89

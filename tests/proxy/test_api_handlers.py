@@ -3,9 +3,9 @@
 import pytest
 
 from config.loader import parse_config
-from proxy.enforce.internal_topic_guard import InternalTopicGuard
+from proxy.quotas.internal_topic_guard import InternalTopicGuard
 from proxy.apis import ConnectionScope, Session, plan_request
-from proxy.enforce.managers import ByteRateQuotas
+from proxy.quotas.managers import ByteRateQuotas
 from proxy.apis.api_versions import MAX_VERSION, intersect
 from proxy.cluster.broker_ports import BrokerPorts
 from proxy.codec.apis import API_VERSIONS, FETCH, METADATA, PRODUCE

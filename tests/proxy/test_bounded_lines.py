@@ -1,11 +1,11 @@
 """Every log line bounded in length; every repeated message template rate-limited with a count of what was
-suppressed (proxy.ops.logs.BoundedLines, on the handlers the CLI configures)."""
+suppressed (proxy.ground.logs.BoundedLines, on the handlers the CLI configures)."""
 
 from __future__ import annotations
 
 import logging
 
-from proxy.ops.logs import BoundedLines
+from proxy.ground.logs import BoundedLines
 
 
 class Clock:
@@ -59,7 +59,7 @@ def test_a_traceback_is_bounded_too():
 
 
 def test_the_cli_puts_the_filter_on_every_root_handler():
-    from proxy.ops.logs import install_bounded_lines
+    from proxy.ground.logs import install_bounded_lines
 
     root = logging.Logger("root-for-test")
     handlers = [logging.StreamHandler(), logging.StreamHandler()]

@@ -19,7 +19,7 @@ from proxy.codec.produce_prefix import parse_request_prefix
 from proxy.cluster.topics import Topics
 from proxy.codec.messages import (decode_request, decode_response, encode_request, encode_response, new_request,
                                   new_response)
-from proxy.enforce.managers import ByteRateQuotas
+from proxy.quotas.managers import ByteRateQuotas
 
 BROKER, TOPIC = 4, 2
 SET, DELETE, APPEND = 0, 1, 2

@@ -18,8 +18,8 @@ from proxy.codec.messages import (
     new_request,
     new_response,
 )
-from quota.clock import ManualClock
-from quota.decision import Throttle
+from quota.primitives.clock import ManualClock
+from quota.primitives.decision import Throttle
 from tests.proxy.byte_rate_scopes import batch, scope_with
 
 

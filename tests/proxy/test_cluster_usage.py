@@ -12,8 +12,8 @@ from config.loader import parse_config
 from proxy.app import ProxyApp
 from proxy.observers import freezing
 from proxy.observers.cluster_usage import ClusterUsage
-from quota.clock import ManualClock
-from quota.usage_delta import UsageDelta, decode, encode
+from quota.primitives.clock import ManualClock
+from quota.sharing.usage_delta import UsageDelta, decode, encode
 
 RATE = 1000
 
@@ -155,7 +155,7 @@ def pair_usage(name, recorded=None, wall=None):
     """A ClusterUsage alone (no app): its own usage in a tap, a peer's recorded into ``recorded`` (user -> bytes)."""
     from prometheus_client import CollectorRegistry
 
-    from quota.usage_share import UsageTap
+    from quota.sharing.usage_share import UsageTap
 
     config = parse_config({
         "upstream": {"bootstrap_servers": ["127.0.0.1:1"]}, "listeners": [{"name": "L", "bind": "127.0.0.1:0"}],
@@ -177,7 +177,7 @@ def test_failed_and_retried_publishes_and_replays_apply_each_sidecars_usage_exac
     reconnect): b sees a's usage exactly once. b restarted records a's usage from its start on."""
     import asyncio
 
-    from quota.entity import PRODUCER_BYTE_RATE, QuotaTags
+    from quota.primitives.entity import PRODUCER_BYTE_RATE, QuotaTags
 
     wall = ManualClock(1_000_000)
     a, _ = pair_usage("a", wall=wall)
@@ -272,7 +272,7 @@ def test_a_peer_silent_while_the_topic_goes_on_is_forgotten_and_logged(caplog):
 def test_a_sidecar_that_stops_sends_what_is_waiting_and_its_last_usage_before_its_tombstone():
     import asyncio
 
-    from quota.entity import PRODUCER_BYTE_RATE, QuotaTags
+    from quota.primitives.entity import PRODUCER_BYTE_RATE, QuotaTags
 
     class Producer:
         def __init__(self):

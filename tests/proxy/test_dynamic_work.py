@@ -10,14 +10,14 @@ from collections import namedtuple
 
 import pytest
 
-import quota.entity
+import quota.primitives.entity
 from config.dynamic import entity_key
 from config.loader import parse_config
 from config.model import Address
 from proxy.cluster.kafka_clients import OwnKafka
 from proxy.observers.dynamic_config import DynamicConfig
-from proxy.enforce.managers import ByteRateQuotas
-from quota.entity import QuotaTable
+from proxy.quotas.managers import ByteRateQuotas
+from quota.primitives.entity import QuotaTable
 
 Record = namedtuple("Record", "key value")
 TP = ("__kafka_quota_proxy_configs", 0)
@@ -66,17 +66,17 @@ class ScriptedTopic:
 
 
 class Counting:
-    """Counts the quota values checked (quota.entity._check_value: once per key of each entry a table takes)."""
+    """Counts the quota values checked (quota.primitives.entity._check_value: once per key of each entry a table takes)."""
 
     def __init__(self, monkeypatch) -> None:
         self.checks = 0
-        original = quota.entity._check_value
+        original = quota.primitives.entity._check_value
 
         def counted(*args):
             self.checks += 1
             return original(*args)
 
-        monkeypatch.setattr(quota.entity, "_check_value", counted)
+        monkeypatch.setattr(quota.primitives.entity, "_check_value", counted)
         self.resolves = 0
         resolve, limit = QuotaTable.resolve, QuotaTable.limit
 

@@ -11,11 +11,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from config.errors import ConfigError
 from config.loader import parse_config
-from proxy.enforce.managers import ByteRateQuotas
+from proxy.quotas.managers import ByteRateQuotas
 from proxy.ops.entity_series import IDLE_REFRESHES, EntitySeries, RefreshSchedule
 from proxy.ops.http import build_exposition
 from proxy.ops.quota_metrics import QuotaMetricsCollector
-from quota.clock import ManualClock
+from quota.primitives.clock import ManualClock
 
 R = 15_000
 

@@ -34,8 +34,8 @@ def test_a_throttled_produce_v5_is_answered_at_once_and_the_next_request_waits_f
     from proxy.codec.header import encode_request_header, encode_response_header, frame
     from proxy.codec.messages import decode_response, encode_request, encode_response, new_request, new_response
     from proxy.connection.core import ConnectionCore
-    from proxy.enforce.managers import ByteRateQuotas
-    from quota.clock import ManualClock
+    from proxy.quotas.managers import ByteRateQuotas
+    from quota.primitives.clock import ManualClock
     from tests.fakes import NULL_API_METRICS
 
     clock = ManualClock(1_000_000)

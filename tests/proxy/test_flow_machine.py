@@ -33,7 +33,7 @@ from proxy.codec.header import RequestHeader
 from proxy.connection.core import ConnectionCore
 from proxy.connection.flow import THROTTLED_READ_BYTES, FlowError
 from proxy.connection.inflight import InFlight
-from quota.decision import Throttle
+from quota.primitives.decision import Throttle
 from tests.fakes import NULL_API_METRICS
 
 pytestmark = pytest.mark.long_running(seconds=10)

@@ -26,9 +26,9 @@ from proxy.cluster.topics import Topics
 from proxy.codec.messages import decode_request, decode_response, encode_request, encode_response, new_request, \
     new_response
 from proxy.connection.core import ConnectionCore
-from proxy.enforce.managers import ByteRateQuotas
+from proxy.quotas.managers import ByteRateQuotas
 from proxy.ops.usage_log import UsageTable
-from quota.clock import ManualClock
+from quota.primitives.clock import ManualClock
 from tests.fakes import NULL_API_METRICS
 from tests.proxy.byte_rate_scopes import batch
 

@@ -21,9 +21,9 @@ from proxy.codec.header import encode_request_header, frame
 from proxy.codec.messages import encode_request, new_request
 from proxy.codec.produce_prefix import parse_request_prefix
 from proxy.connection.core import ConnectionCore
-from proxy.enforce.internal_topic_guard import InternalTopicGuard
-from proxy.enforce.managers import ByteRateQuotas
-from quota.clock import ManualClock
+from proxy.quotas.internal_topic_guard import InternalTopicGuard
+from proxy.quotas.managers import ByteRateQuotas
+from quota.primitives.clock import ManualClock
 from tests.fakes import NULL_API_METRICS
 
 CONFIG_TOPIC = "__kafka_quota_proxy_configs"

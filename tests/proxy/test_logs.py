@@ -1,6 +1,6 @@
 """Repeated errors from one peer are logged once per interval, with a count of those suppressed."""
 
-from proxy.ops.logs import LogLimiter
+from proxy.ground.logs import LogLimiter
 
 
 def test_one_line_per_peer_and_kind_per_interval_then_the_count_of_suppressed_ones():

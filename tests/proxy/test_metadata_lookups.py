@@ -25,9 +25,9 @@ from proxy.codec.messages import decode_request, decode_response, encode_request
     new_response
 from proxy.codec.primitives import ZERO_UUID
 from proxy.connection.core import ConnectionCore
-from proxy.enforce.internal_topic_guard import InternalTopicGuard
-from proxy.enforce.managers import ByteRateQuotas
-from quota.clock import ManualClock
+from proxy.quotas.internal_topic_guard import InternalTopicGuard
+from proxy.quotas.managers import ByteRateQuotas
+from quota.primitives.clock import ManualClock
 from tests.fakes import NULL_API_METRICS
 
 CONFIG_TOPIC = "__kafka_quota_proxy_configs"

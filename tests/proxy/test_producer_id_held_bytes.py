@@ -17,8 +17,8 @@ from proxy.codec.apis import PRODUCE
 from proxy.codec.error_codes import NOT_ENOUGH_REPLICAS
 from proxy.codec.header import encode_request_header, frame, response_header_length
 from proxy.codec.messages import decode_response, encode_request, new_request
-from quota.clock import ManualClock
-from quota.held_bytes import CONNECTION, PROXY
+from quota.primitives.clock import ManualClock
+from quota.primitives.held_bytes import CONNECTION, PROXY
 from tests.proxy.byte_rate_scopes import scope_with
 
 QUOTA = [{"entity": {"user": "<default>"}, "producer_ids_rate": 2}]

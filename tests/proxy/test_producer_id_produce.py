@@ -17,8 +17,8 @@ from proxy.codec.header import encode_request_header, frame, response_header_len
 from proxy.codec.messages import decode_response, encode_request, new_request, new_response
 from proxy.codec.responses import encode_local_response
 from proxy.codec.produce_prefix import parse_request_prefix
-from quota.clock import ManualClock
-from quota.decision import Throttle
+from quota.primitives.clock import ManualClock
+from quota.primitives.decision import Throttle
 from tests.proxy.byte_rate_scopes import scope_with
 
 QUOTA = [{"entity": {"user": "<default>"}, "producer_ids_rate": 2}]

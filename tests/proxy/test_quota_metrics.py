@@ -3,9 +3,9 @@
 from prometheus_client import CollectorRegistry
 
 from config.loader import parse_config
-from proxy.enforce.managers import ByteRateQuotas
+from proxy.quotas.managers import ByteRateQuotas
 from proxy.ops.quota_metrics import OTHER, QuotaMetricsCollector
-from quota.clock import ManualClock
+from quota.primitives.clock import ManualClock
 
 
 def registry_for(max_entities):
@@ -122,7 +122,7 @@ def test_a_full_sensor_table_is_counted_and_logged_once_a_minute(caplog):
                                          **{"quota.max.tracked.entities": 100})
     labels = {"quota": "producer_byte_rate"}
     assert registry.get_sample_value("kafka_quota_proxy_quota_overflowed_records_total", labels) == 0
-    with caplog.at_level("WARNING", logger="proxy.enforce.managers"):
+    with caplog.at_level("WARNING", logger="proxy.quotas.managers"):
         assert quotas.note_overflow() is None  # nothing overflowed yet
         for i in range(300):
             quotas.produce.record_and_decide("", f"rotating-{i}", 10)
@@ -152,6 +152,6 @@ def test_the_cap_bounds_producer_id_users_and_mutation_buckets_and_says_so(caplo
     get = registry.get_sample_value
     assert get("kafka_quota_proxy_quota_overflowed_records_total", {"quota": "producer_ids_rate"}) == 50
     assert get("kafka_quota_proxy_quota_overflowed_records_total", {"quota": "controller_mutation_rate"}) == 50
-    with caplog.at_level("WARNING", logger="proxy.enforce.managers"):
+    with caplog.at_level("WARNING", logger="proxy.quotas.managers"):
         line = quotas.note_overflow()
     assert "producer_ids_rate: 50" in line and "controller_mutation_rate: 50" in line

@@ -11,10 +11,10 @@ from prometheus_client import CollectorRegistry
 from config.dynamic import RecordError, check_record
 from config.errors import ConfigError
 from config.loader import parse_config
-from proxy.enforce.managers import ByteRateQuotas
+from proxy.quotas.managers import ByteRateQuotas
 from proxy.ops.quota_metrics import QuotaMetricsCollector
-from quota.clock import ManualClock
-from quota.decision import FORWARD, Throttle
+from quota.primitives.clock import ManualClock
+from quota.primitives.decision import FORWARD, Throttle
 
 SIDECAR = [{"name": "L", "bind": "127.0.0.1:9000"}]
 CLUSTER = [{"name": "L", "bind": "127.0.0.1:9000", "broker_port_base": 9100}]

@@ -8,10 +8,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from config.loader import parse_config
-from proxy.enforce.managers import ByteRateQuotas
+from proxy.quotas.managers import ByteRateQuotas
 from proxy.ops.quota_metrics import OTHER, QuotaMetricsCollector
-from quota.clock import ManualClock
-from quota.top import CHUNK
+from quota.primitives.clock import ManualClock
+from quota.primitives.top import CHUNK
 
 pytestmark = pytest.mark.long_running(seconds=10)
 

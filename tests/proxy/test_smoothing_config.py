@@ -10,7 +10,7 @@ import pytest
 from config.dynamic import PROXY_KEY, DynamicEntries, RecordError, effective, entity_key
 from config.errors import ConfigError
 from config.loader import load_config_text
-from proxy.enforce.managers import ByteRateQuotas
+from proxy.quotas.managers import ByteRateQuotas
 from quota import ManualClock
 
 YAML = """

@@ -1,4 +1,4 @@
-"""proxy.tasks.wait_for: a cancellation that arrives as the awaited call finishes is not lost (Python 3.11's
+"""proxy.ground.tasks.wait_for: a cancellation that arrives as the awaited call finishes is not lost (Python 3.11's
 ``asyncio.wait_for`` returns the call's result then, and the cancelled task runs on), and the bound still holds."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from proxy.tasks import cancel_and_wait, wait_for
+from proxy.ground.tasks import cancel_and_wait, wait_for
 
 
 async def cancelled_as_it_finishes(bounded) -> tuple[bool, list[str]]:

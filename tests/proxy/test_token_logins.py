@@ -15,7 +15,7 @@ from proxy.codec.apis import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from proxy.codec.error_codes import SASL_AUTHENTICATION_FAILED
 from proxy.codec.header import RequestHeader, response_header_length
 from proxy.codec.messages import decode_response, encode_request, encode_response, new_request, new_response
-from proxy.enforce.managers import ByteRateQuotas
+from proxy.quotas.managers import ByteRateQuotas
 from tests.fakes import TokenKafka as FakeKafka
 from tests.fakes import token_answer as answer
 

@@ -44,11 +44,11 @@ import json  # noqa: E402
 import selectors  # noqa: E402
 
 from config.volume import VolumeUsageConfig  # noqa: E402
-from proxy.enforce.volume_throttle import VolumeThrottle  # noqa: E402
-from quota.clock import ManualClock  # noqa: E402
-from quota.entity import QuotaTable  # noqa: E402
-from quota.rate import QuotaWindow  # noqa: E402
-from quota.volume import OPEN, PAUSE, Limit, Snapshot, Volume  # noqa: E402
+from proxy.quotas.volume_throttle import VolumeThrottle  # noqa: E402
+from quota.primitives.clock import ManualClock  # noqa: E402
+from quota.primitives.entity import QuotaTable  # noqa: E402
+from quota.primitives.rate import QuotaWindow  # noqa: E402
+from quota.managers.volume import OPEN, PAUSE, Limit, Snapshot, Volume  # noqa: E402
 
 GB = 1_000_000_000
 START_MS = 1_800_000_000_000
@@ -106,7 +106,7 @@ def bad_records(t: VolumeThrottle) -> dict[str, float]:
 
 
 def test_an_over_limit_record_is_counted_by_reason_and_the_pause_stays(caplog):
-    from proxy.enforce import volume_throttle
+    from proxy.quotas import volume_throttle
 
     volume_throttle.BAD_RECORD_LOG._peers.clear()
     t = throttle(max_record_bytes=64 * 1024, max_volumes_per_snapshot=100)
@@ -171,7 +171,7 @@ def test_the_background_timer_evaluates_once_in_ten_minutes_for_one_snapshot(mon
     """The follower's timer as it runs (before: ``evaluate()`` every second, 600 evaluations for nothing in ten
     minutes). A snapshot taken at the start goes stale once; that is the one evaluation due. Evaluations are
     counted where the throttle calls the pure ``evaluate``."""
-    from proxy.enforce import volume_throttle
+    from proxy.quotas import volume_throttle
     from config.model import Address
     from proxy.cluster.kafka_clients import OwnKafka
     from proxy.observers.volume_sources import VolumeFollower

@@ -12,8 +12,8 @@ from proxy.codec.apis import PRODUCE
 from proxy.codec.header import encode_request_header, frame
 from proxy.codec.messages import encode_request, new_request
 from proxy.codec.produce_prefix import parse_request_prefix
-from proxy.enforce.managers import ByteRateQuotas
-from quota.clock import ManualClock
+from proxy.quotas.managers import ByteRateQuotas
+from quota.primitives.clock import ManualClock
 
 RATE = 1000  # bytes/s: the client's producer_byte_rate, and the volume's produce_base_rate for everyone else
 SECONDS = 120

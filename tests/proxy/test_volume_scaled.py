@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 
 from config.volume import VolumeUsageConfig
-from proxy.enforce.volume_throttle import VolumeThrottle
-from quota.clock import ManualClock
-from quota.entity import (CONSUMER_BYTE_RATE, DEFAULT, PRODUCER_BYTE_RATE, QuotaEntity, QuotaEntry, QuotaTable)
-from quota.rate import QuotaWindow
-from quota.volume_scaling import scaled_produce_table
+from proxy.quotas.volume_throttle import VolumeThrottle
+from quota.primitives.clock import ManualClock
+from quota.primitives.entity import (CONSUMER_BYTE_RATE, DEFAULT, PRODUCER_BYTE_RATE, QuotaEntity, QuotaEntry, QuotaTable)
+from quota.primitives.rate import QuotaWindow
+from quota.managers.volume_scaling import scaled_produce_table
 
 pytestmark = pytest.mark.long_running(seconds=10)
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from config.volume import VolumeUsageConfig
-from proxy.enforce.volume_throttle import VolumeThrottle
-from quota.clock import ManualClock
-from quota.entity import QuotaTable
-from quota.rate import QuotaWindow
-from quota.volume import OPEN, PAUSE, THROTTLE, Limit, Snapshot, Volume
-from quota.volume_scaling import scaled_produce_table
+from proxy.quotas.volume_throttle import VolumeThrottle
+from quota.primitives.clock import ManualClock
+from quota.primitives.entity import QuotaTable
+from quota.primitives.rate import QuotaWindow
+from quota.managers.volume import OPEN, PAUSE, THROTTLE, Limit, Snapshot, Volume
+from quota.managers.volume_scaling import scaled_produce_table
 
 GB = 1_000_000_000
 
@@ -103,7 +103,7 @@ def test_a_tombstone_does_not_pause_everyone():
 
 
 def test_bad_records_are_logged_rate_limited_and_truncated(caplog):
-    from proxy.enforce import volume_throttle
+    from proxy.quotas import volume_throttle
 
     volume_throttle.BAD_RECORD_LOG._peers.clear()
     t, clock = throttle()
@@ -121,8 +121,8 @@ def test_snapshots_are_judged_in_wall_time_with_the_production_clocks():
     import time
 
     from config.loader import parse_config
-    from proxy.enforce.managers import ByteRateQuotas
-    from quota.volume import Limit, Snapshot, Volume
+    from proxy.quotas.managers import ByteRateQuotas
+    from quota.managers.volume import Limit, Snapshot, Volume
 
     config = parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}],
                            "volume_usage": {"freshness_seconds": 60, "missing_data_action": "PAUSE"}})

@@ -10,7 +10,7 @@ import socket
 
 from proxy.workers.frames import GONE, USAGE, pack, read_frame
 from proxy.workers.link import WorkerLink
-from quota.clock import ManualClock
+from quota.primitives.clock import ManualClock
 from tests.proxy.fake_app import CONFIG, FakeApp
 
 

@@ -12,8 +12,8 @@ import socket
 
 from proxy.workers.frames import SEED, SEED_ASK, pack, read_frame
 from proxy.workers.link import WorkerLink
-from quota.clock import ManualClock
-from quota.rate import QuotaWindow, Rate
+from quota.primitives.clock import ManualClock
+from quota.primitives.rate import QuotaWindow, Rate
 from tests.proxy.fake_app import FakeApp
 
 RAW = {

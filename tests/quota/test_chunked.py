@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from quota.chunked import MAX_CHUNKS, REMOVED, TARGET_CHUNK, ChunkedMap
+from quota.primitives.chunked import MAX_CHUNKS, REMOVED, TARGET_CHUNK, ChunkedMap
 
 pytestmark = pytest.mark.long_running(seconds=10)
 

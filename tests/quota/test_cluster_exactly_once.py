@@ -1,7 +1,7 @@
 """Issue 34: three sidecars sharing one budget through numbered usage records stay within it when a publisher's
 sends fail (and one that timed out had in fact been appended), when a follower reads the topic again, and when a
 sidecar restarts. Pure and on a fake clock: each sidecar is its managers (``quota.smoothing`` on, as by default with
-a usage topic), a tap, a :class:`~quota.usage_outbox.UsageOutbox` and a :class:`~quota.cluster_peers.ClusterPeers`;
+a usage topic), a tap, a :class:`~quota.sharing.usage_outbox.UsageOutbox` and a :class:`~quota.sharing.cluster_peers.ClusterPeers`;
 the topic is a list; one tenant's client on each sidecar sends whenever it is not throttled. While the topic is down
 no sidecar sees the others' usage (within ``stale_ms``: no fallback), so each lets the tenant through at its quota;
 the usage then reaches the others late and they pay it back. A restarted sidecar
@@ -18,14 +18,14 @@ from dataclasses import replace
 
 import pytest
 
-from quota.client_quota import ClientQuotaManager
-from quota.clock import ManualClock
-from quota.cluster_peers import ClusterPeers
-from quota.entity import PRODUCER_BYTE_RATE, QuotaTable
-from quota.rate import QuotaWindow
-from quota.usage_delta import decode, encode
-from quota.usage_outbox import UsageOutbox
-from quota.usage_share import UsageTap
+from quota.managers.client_quota import ClientQuotaManager
+from quota.primitives.clock import ManualClock
+from quota.sharing.cluster_peers import ClusterPeers
+from quota.primitives.entity import PRODUCER_BYTE_RATE, QuotaTable
+from quota.primitives.rate import QuotaWindow
+from quota.sharing.usage_delta import decode, encode
+from quota.sharing.usage_outbox import UsageOutbox
+from quota.sharing.usage_share import UsageTap
 
 QUOTA = 10_000  # bytes/s
 SYNC_MS, STALE_MS = 1000, 10_000

@@ -1,4 +1,4 @@
-"""Sidecars sharing one budget through the usage topic (quota.cluster_peers, issue 26), with fake clocks: which
+"""Sidecars sharing one budget through the usage topic (quota.sharing.cluster_peers, issue 26), with fake clocks: which
 records count, when a peer goes stale, and the per-broker share a sidecar keeps while no peer is fresh. Two
 managers stand for two sidecars; the transport (one record per sync) is a function call here."""
 
@@ -8,13 +8,13 @@ from dataclasses import replace
 
 import pytest
 
-from quota.client_quota import ClientQuotaManager
-from quota.clock import ManualClock
-from quota.entity import PRODUCER_BYTE_RATE, QuotaTable
-from quota.rate import QuotaWindow
-from quota.usage_delta import UsageDelta, decode, encode
-from quota.usage_share import UsageTap
-from quota.cluster_peers import ClusterPeers, fallback_delta
+from quota.managers.client_quota import ClientQuotaManager
+from quota.primitives.clock import ManualClock
+from quota.primitives.entity import PRODUCER_BYTE_RATE, QuotaTable
+from quota.primitives.rate import QuotaWindow
+from quota.sharing.usage_delta import UsageDelta, decode, encode
+from quota.sharing.usage_share import UsageTap
+from quota.sharing.cluster_peers import ClusterPeers, fallback_delta
 
 QUOTA = 10_000  # bytes/s
 SYNC_MS, STALE_MS = 1000, 10_000
@@ -147,8 +147,8 @@ def test_a_numbered_record_is_applied_once_per_incarnation_however_often_it_is_r
 
 
 def test_records_dated_more_than_30_s_ahead_are_not_taken_and_make_no_peer_fresh():
-    from quota.cluster_peers import FUTURE, OWN, STALE, TAKE
-    from quota.volume import CLOCK_SKEW_MS
+    from quota.sharing.cluster_peers import FUTURE, OWN, STALE, TAKE
+    from quota.managers.volume import CLOCK_SKEW_MS
 
     peers = ClusterPeers("a", STALE_MS)
     now = 1_000_000

@@ -1,5 +1,5 @@
 """Three sidecars sharing one ``producer_byte_rate`` (issue 26), on a fake clock: each a manager whose usage goes to
-the others through a :class:`~quota.usage_share.UsageTap` every 250 ms (the early sync of a flat-out tenant),
+the others through a :class:`~quota.sharing.usage_share.UsageTap` every 250 ms (the early sync of a flat-out tenant),
 recorded there 300 ms later; one client per sidecar sending 1 MB requests whenever it is not muted (a producer
 with its queue full), muted for each throttle. What ``bench/cluster_budget.py`` measures with real processes, as
 plain values: with the token bucket (``quota.smoothing: on``, the default with a usage topic) the total stays at the
@@ -12,8 +12,8 @@ rate whose window emptied grants a new client's burst (quota x 10 s) again."""
 from __future__ import annotations
 
 from quota import PRODUCER_BYTE_RATE, ClientQuotaManager, ManualClock, QuotaTable, QuotaWindow
-from quota.decision import Throttle
-from quota.usage_share import UsageTap
+from quota.primitives.decision import Throttle
+from quota.sharing.usage_share import UsageTap
 
 RATE = 2_000_000
 REQUEST = 1_000_000

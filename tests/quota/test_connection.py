@@ -8,10 +8,10 @@ from types import MappingProxyType
 
 import pytest
 
-from quota.connection import (IP_RATE, LISTENER_MAX_CONNECTIONS, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_IP, Admit,
+from quota.managers.connection import (IP_RATE, LISTENER_MAX_CONNECTIONS, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_IP, Admit,
                               Close, ConnectionLimits, ConnectionQuotas, Hold, normalize_ip)
-from quota.entity import DEFAULT
-from quota.rate import QuotaWindow
+from quota.primitives.entity import DEFAULT
+from quota.primitives.rate import QuotaWindow
 
 WINDOW = QuotaWindow(11, 1)
 

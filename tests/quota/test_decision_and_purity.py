@@ -27,7 +27,7 @@ def test_decisions_are_small_frozen_values():
 FORBIDDEN_MODULES = {"asyncio", "socket", "selectors", "prometheus_client", "proxy", "config", "time", "threading"}
 
 
-@pytest.mark.parametrize("path", sorted(QUOTA_DIR.glob("*.py")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted(QUOTA_DIR.rglob("*.py")), ids=lambda p: p.name)
 def test_quota_is_pure(path):
     source = path.read_text()
     for needle in ("time.time(", "time.monotonic(", "time.sleep("):

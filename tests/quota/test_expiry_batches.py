@@ -2,10 +2,10 @@
 held while a million of them expire), the housekeeping drops them a batch at a time until none is left, and the
 producer-id cleanup looks at a slice of the users per call, going on where it stopped. Manual clock, no sleeping."""
 
-from quota.client_quota import RECORD_EXPIRY_BATCH, ClientQuotaManager
-from quota.clock import ManualClock
-from quota.entity import DEFAULT, PRODUCER_BYTE_RATE, QuotaTable
-from quota.producer_ids import ProducerIdQuotaManager
+from quota.managers.client_quota import RECORD_EXPIRY_BATCH, ClientQuotaManager
+from quota.primitives.clock import ManualClock
+from quota.primitives.entity import DEFAULT, PRODUCER_BYTE_RATE, QuotaTable
+from quota.managers.producer_ids import ProducerIdQuotaManager
 
 HOUR_MS = 3_600_000
 
@@ -67,7 +67,7 @@ def test_tables_are_compacted_once_most_of_their_tenants_expired():
         pass
     assert m._sensors is not table  # 30 left of 1,000: a sixteenth or less
     assert [tags.client_id for tags in m._sensors] == [f"c-{i}" for i in range(30)]
-    clock.advance(HOUR_MS // 120)  # a record moves its sensor back at most once per step (quota.sensor_table)
+    clock.advance(HOUR_MS // 120)  # a record moves its sensor back at most once per step (quota.primitives.sensor_table)
     m.record_and_decide("", "c-0", 1)
     assert [tags.client_id for tags in m._sensors][-1] == "c-0"  # the order (oldest first) still kept
     table = m._sensors

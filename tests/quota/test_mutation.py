@@ -6,11 +6,11 @@ import math
 
 import pytest
 
-from quota.clock import ManualClock
-from quota.decision import FORWARD, Throttle
-from quota.entity import QuotaTable
-from quota.mutation import ControllerMutationQuotaManager, TokenBucket
-from quota.rate import QuotaWindow
+from quota.primitives.clock import ManualClock
+from quota.primitives.decision import FORWARD, Throttle
+from quota.primitives.entity import QuotaTable
+from quota.managers.mutation import ControllerMutationQuotaManager, TokenBucket
+from quota.primitives.rate import QuotaWindow
 
 
 def manager(rate: float = 5, num: int = 100, size: int = 1, entity=None, shadow=False, clock=None):

@@ -7,10 +7,10 @@ broker's answer reports as failed, never above the burst.
 
 from __future__ import annotations
 
-from quota.clock import ManualClock
-from quota.entity import QuotaTable
-from quota.mutation import ControllerMutationQuotaManager, TokenBucket
-from quota.rate import QuotaWindow
+from quota.primitives.clock import ManualClock
+from quota.primitives.entity import QuotaTable
+from quota.managers.mutation import ControllerMutationQuotaManager, TokenBucket
+from quota.primitives.rate import QuotaWindow
 
 
 def manager(rate: float, num: int, clock: ManualClock) -> ControllerMutationQuotaManager:

@@ -3,8 +3,8 @@ entity is counted in its quota's one ``<overflow>`` sensor, local records and pe
 already tracked keep their own. Pure, with a fake clock."""
 
 from quota import DEFAULT, FORWARD, PRODUCER_BYTE_RATE, ClientQuotaManager, ManualClock, QuotaTable, QuotaTags, Throttle
-from quota.overflow import OVERFLOW
-from quota.usage_share import UsageTap
+from quota.primitives.overflow import OVERFLOW
+from quota.sharing.usage_share import UsageTap
 
 P = PRODUCER_BYTE_RATE
 CAP = 100

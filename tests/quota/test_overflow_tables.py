@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import math
 
-from quota.clock import ManualClock
-from quota.connection import ADMIT, Admit, ConnectionLimits, ConnectionQuotas
-from quota.decision import FORWARD
-from quota.entity import QuotaTable, QuotaTags
-from quota.mutation import ControllerMutationQuotaManager
-from quota.overflow import OVERFLOW
-from quota.producer_ids import HOLD, Hold, ProducerIdQuotaManager, Refuse
-from quota.rate import QuotaWindow
-from quota.usage_share import UsageTap
+from quota.primitives.clock import ManualClock
+from quota.managers.connection import ADMIT, Admit, ConnectionLimits, ConnectionQuotas
+from quota.primitives.decision import FORWARD
+from quota.primitives.entity import QuotaTable, QuotaTags
+from quota.managers.mutation import ControllerMutationQuotaManager
+from quota.primitives.overflow import OVERFLOW
+from quota.managers.producer_ids import HOLD, Hold, ProducerIdQuotaManager, Refuse
+from quota.primitives.rate import QuotaWindow
+from quota.sharing.usage_share import UsageTap
 
 CAP = 100
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from quota.connection import MAX_CONNECTIONS, MAX_CONNECTIONS_PER_IP, Admit, ConnectionLimits, ConnectionQuotas
-from quota.peer_connections import IP, LISTENER, TOTAL, OpenLedger, PeerConnections
-from quota.rate import QuotaWindow
-from quota.usage_delta import decode, encode
-from quota.usage_share import UsageTap, record_remote
+from quota.managers.connection import MAX_CONNECTIONS, MAX_CONNECTIONS_PER_IP, Admit, ConnectionLimits, ConnectionQuotas
+from quota.sharing.peer_connections import IP, LISTENER, TOTAL, OpenLedger, PeerConnections
+from quota.primitives.rate import QuotaWindow
+from quota.sharing.usage_delta import decode, encode
+from quota.sharing.usage_share import UsageTap, record_remote
 
 
 def quotas(**limits):

@@ -1,6 +1,6 @@
 """The producer-id cache holds a filter's PIDs exactly while they take less room than its bits: no false positive
 then, the same decisions as the bloom filters otherwise. A differential run against the bloom-only cache as it was
-before (``_BloomOnly`` below, a copy of 6a7cb16's ``quota/producer_id_cache.py``, which also remembers what each of
+before (``_BloomOnly`` below, a copy of 6a7cb16's ``quota/managers/producer_id_cache.py``, which also remembers what each of
 its filters really holds so that its false positives can be told apart)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from quota.producer_id_cache import BloomFilter, CacheShape, TimeControlledBloomFilter
+from quota.managers.producer_id_cache import BloomFilter, CacheShape, TimeControlledBloomFilter
 
 HOUR_MS = 3_600_000
 

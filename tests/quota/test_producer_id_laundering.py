@@ -1,17 +1,17 @@
 """New producer ids laundered across workers and peers (issue 35): an id is known only once it was admitted
 somewhere, never because it was held. Two managers with taps stand for two workers (or two proxies sharing the
-usage topic); a sync hands one's tap to the other, as quota.usage_share does; fake clock throughout."""
+usage topic); a sync hands one's tap to the other, as quota.sharing.usage_share does; fake clock throughout."""
 
 from __future__ import annotations
 
 import pytest
 
-from quota.decision import FORWARD
-from quota.entity import QuotaTable
-from quota.producer_ids import HOLD, Hold, ProducerIdQuotaManager
-from quota.usage_delta import decode, encode
-from quota.usage_share import UsageTap
-from quota.usage_sum import UsageSum
+from quota.primitives.decision import FORWARD
+from quota.primitives.entity import QuotaTable
+from quota.managers.producer_ids import HOLD, Hold, ProducerIdQuotaManager
+from quota.sharing.usage_delta import decode, encode
+from quota.sharing.usage_share import UsageTap
+from quota.sharing.usage_sum import UsageSum
 
 TABLE = QuotaTable.from_values([({"user": "<default>"}, {"producer_ids_rate": 2})])  # burst 2, a token every 5 s
 
@@ -105,7 +105,7 @@ def test_a_hold_found_past_its_time_is_told_to_the_peers_as_admitted():
 
 
 def test_the_parent_sum_carries_an_admission_with_no_new_token():
-    """Workers' deltas summed by the parent (quota.usage_sum) keep an admitted id whose token went earlier."""
+    """Workers' deltas summed by the parent (quota.sharing.usage_sum) keep an admitted id whose token went earlier."""
     tap = UsageTap()
     tap.producer_id_admitted("alice", 3)
     total = UsageSum()

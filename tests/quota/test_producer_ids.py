@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from quota.decision import FORWARD, Throttle
-from quota.entity import QuotaTable
-from quota.producer_ids import BloomFilter, ProducerIdQuotaManager, TimeControlledBloomFilter
+from quota.primitives.decision import FORWARD, Throttle
+from quota.primitives.entity import QuotaTable
+from quota.managers.producer_ids import BloomFilter, ProducerIdQuotaManager, TimeControlledBloomFilter
 
 HOUR_MS = 3_600_000
 
@@ -142,7 +142,7 @@ def test_a_flood_keeps_being_counted_and_memory_stays_bounded():
 
 
 def test_issued_producer_ids_are_attributed_and_bounded():
-    from quota.producer_ids import IssuedProducerIds
+    from quota.managers.producer_ids import IssuedProducerIds
 
     issued = IssuedProducerIds(max_entries=2)
     for key in [("u", "a", "1.1.1.1")] * 3 + [("u", "b", "1.1.1.2"), ("v", "c", "1.1.1.3")]:

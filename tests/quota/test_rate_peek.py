@@ -5,9 +5,9 @@ import copy
 import random
 
 from quota import QuotaWindow, Rate
-from quota.mutation import TokenBucket
-from quota.sensor import ClientSensors
-from quota.entity import QuotaTags, ResolvedQuota
+from quota.managers.mutation import TokenBucket
+from quota.primitives.sensor import ClientSensors
+from quota.primitives.entity import QuotaTags, ResolvedQuota
 
 
 def random_rate(rng: random.Random) -> tuple[Rate, int]:

@@ -1,4 +1,4 @@
-"""A quota table made by with_changes refreshes only the sensors its changed entities can reach (quota.reach),
+"""A quota table made by with_changes refreshes only the sensors its changed entities can reach (quota.primitives.reach),
 and ends exactly where a full refresh (a table made from scratch) ends: same sensors, same limits."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from quota.client_quota import ClientQuotaManager
-from quota.clock import ManualClock
-from quota.entity import DEFAULT, PRODUCER_BYTE_RATE, PRODUCER_IDS_RATE, QuotaEntity, QuotaEntry, QuotaTable
-from quota.producer_ids import ProducerIdQuotaManager
+from quota.managers.client_quota import ClientQuotaManager
+from quota.primitives.clock import ManualClock
+from quota.primitives.entity import DEFAULT, PRODUCER_BYTE_RATE, PRODUCER_IDS_RATE, QuotaEntity, QuotaEntry, QuotaTable
+from quota.managers.producer_ids import ProducerIdQuotaManager
 
 P = PRODUCER_BYTE_RATE
 NAMES = ["alice", "bob", DEFAULT]

@@ -1,11 +1,11 @@
-"""The sensor table's order (quota.sensor_table): a record moves its sensor to the back at most once a step, and
+"""The sensor table's order (quota.primitives.sensor_table): a record moves its sensor to the back at most once a step, and
 expiry still drops exactly the sensors idle past the expiration (at most a step late when many recorded since their
 move are ahead of an idle one and the call has a limit). Manual times, no sleeping."""
 
 import random
 
-from quota.entity import QuotaTags
-from quota.sensor_table import MOVE_STEPS, SKIP_MAX, SensorTable
+from quota.primitives.entity import QuotaTags
+from quota.primitives.sensor_table import MOVE_STEPS, SKIP_MAX, SensorTable
 
 HOUR_MS = 3_600_000
 STEP_MS = HOUR_MS // MOVE_STEPS

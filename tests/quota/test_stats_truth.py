@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import math
 
-from quota.client_quota import ClientQuotaManager
-from quota.clock import ManualClock
-from quota.entity import CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, PRODUCER_IDS_RATE, QuotaTable, QuotaTags
-from quota.mutation import ControllerMutationQuotaManager
-from quota.producer_ids import ProducerIdQuotaManager
-from quota.rate import QuotaWindow
+from quota.managers.client_quota import ClientQuotaManager
+from quota.primitives.clock import ManualClock
+from quota.primitives.entity import CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, PRODUCER_IDS_RATE, QuotaTable, QuotaTags
+from quota.managers.mutation import ControllerMutationQuotaManager
+from quota.managers.producer_ids import ProducerIdQuotaManager
+from quota.primitives.rate import QuotaWindow
 
 P = PRODUCER_BYTE_RATE
 ETL = QuotaTags("", "etl")

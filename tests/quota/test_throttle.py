@@ -1,7 +1,7 @@
 import pytest
 
 from quota import INT32_MAX, QuotaWindow, Rate, bounded_throttle_time_ms, quota_acceptable, throttle_time_ms
-from quota.throttle import java_round
+from quota.primitives.throttle import java_round
 
 MB = 1_000_000
 

@@ -1,12 +1,12 @@
-"""The bounded views metrics take of many entities (quota/top.py): the busiest n - 1 and the rest, read a chunk at a
+"""The bounded views metrics take of many entities (quota/primitives/top.py): the busiest n - 1 and the rest, read a chunk at a
 time with a pause between chunks (where the scrape thread lets the event loop run)."""
 
 from collections import OrderedDict
 
-from quota.client_quota import ClientQuotaManager
-from quota.clock import ManualClock
-from quota.entity import PRODUCER_BYTE_RATE, QuotaTable
-from quota.top import CHUNK, busiest, others, release, snapshot
+from quota.managers.client_quota import ClientQuotaManager
+from quota.primitives.clock import ManualClock
+from quota.primitives.entity import PRODUCER_BYTE_RATE, QuotaTable
+from quota.primitives.top import CHUNK, busiest, others, release, snapshot
 
 
 class Item:

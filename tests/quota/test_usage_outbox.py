@@ -1,11 +1,11 @@
-"""The records a proxy has made for the usage topic and not yet had acknowledged (quota.usage_outbox, issue 34): a
+"""The records a proxy has made for the usage topic and not yet had acknowledged (quota.sharing.usage_outbox, issue 34): a
 failed send is sent again, the same record, until acknowledged or stale; bounded by age and bytes."""
 
 from __future__ import annotations
 
 import pytest
 
-from quota.usage_outbox import MAX_PENDING_RECORDS, UsageOutbox
+from quota.sharing.usage_outbox import MAX_PENDING_RECORDS, UsageOutbox
 
 STALE_MS = 10_000
 

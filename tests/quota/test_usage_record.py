@@ -1,17 +1,17 @@
-"""A sidecar's usage record of bounded size (quota.usage_record, quota.usage_share.Gathered): what does not fit in
+"""A sidecar's usage record of bounded size (quota.sharing.usage_record, quota.sharing.usage_share.Gathered): what does not fit in
 one record waits for the next, ranked by the share of its quota it used; nothing is dropped."""
 
 from __future__ import annotations
 
 import pytest
 
-from quota.client_quota import ClientQuotaManager
-from quota.clock import ManualClock
-from quota.entity import CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, QuotaTags, QuotaTable
-from quota.rate import QuotaWindow
-from quota.usage_delta import decode
-from quota.usage_record import fit
-from quota.usage_share import UsageTap, record_remote_steps
+from quota.managers.client_quota import ClientQuotaManager
+from quota.primitives.clock import ManualClock
+from quota.primitives.entity import CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, QuotaTags, QuotaTable
+from quota.primitives.rate import QuotaWindow
+from quota.sharing.usage_delta import decode
+from quota.sharing.usage_record import fit
+from quota.sharing.usage_share import UsageTap, record_remote_steps
 
 
 def test_a_record_too_long_sends_the_largest_shares_and_carries_the_rest_until_all_is_sent():

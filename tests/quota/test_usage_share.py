@@ -1,4 +1,4 @@
-"""One quota state across processes (quota.usage_delta, quota.usage_share): what a process gathers between syncs,
+"""One quota state across processes (quota.sharing.usage_delta, quota.sharing.usage_share): what a process gathers between syncs,
 its encoding, and a peer's usage recorded as remote usage, with fake clocks. Two managers stand for two workers;
 one manager that saw everything stands for the single process whose decisions they must reproduce."""
 
@@ -8,16 +8,16 @@ from types import MappingProxyType
 
 import pytest
 
-from quota.client_quota import ClientQuotaManager
-from quota.clock import ManualClock
-from quota.connection import Admit, ConnectionLimits, ConnectionQuotas, Hold
-from quota.decision import FORWARD
-from quota.entity import PRODUCER_BYTE_RATE, QuotaTable
-from quota.mutation import ControllerMutationQuotaManager
-from quota.producer_ids import ProducerIdQuotaManager
-from quota.rate import QuotaWindow
-from quota.usage_delta import MAX_PRODUCER_IDS_PER_USER, UsageDelta, UsageDeltaError, decode, encode
-from quota.usage_share import UsageTap, record_remote
+from quota.managers.client_quota import ClientQuotaManager
+from quota.primitives.clock import ManualClock
+from quota.managers.connection import Admit, ConnectionLimits, ConnectionQuotas, Hold
+from quota.primitives.decision import FORWARD
+from quota.primitives.entity import PRODUCER_BYTE_RATE, QuotaTable
+from quota.managers.mutation import ControllerMutationQuotaManager
+from quota.managers.producer_ids import ProducerIdQuotaManager
+from quota.primitives.rate import QuotaWindow
+from quota.sharing.usage_delta import MAX_PRODUCER_IDS_PER_USER, UsageDelta, UsageDeltaError, decode, encode
+from quota.sharing.usage_share import UsageTap, record_remote
 
 WINDOW = QuotaWindow(11, 1)
 
@@ -174,7 +174,7 @@ def test_connections_accepted_by_a_peer_count_in_the_ip_rate():
 def test_a_hold_abandoned_on_one_worker_gives_the_token_back_on_its_peers_too():
     """Worker a holds alice's new id 13 (hold enforcement, burst 2): its peer b takes the token too. The client
     leaves while held: a releases the hold, and the next sync gives b the token back (a count of -1)."""
-    from quota.producer_ids import HOLD, Hold
+    from quota.managers.producer_ids import HOLD, Hold
 
     table = QuotaTable.from_values([({"user": "alice"}, {"producer_ids_rate": 2})])
     a = tapped(ProducerIdQuotaManager(table, window_num=1, window_size_s=10, enforcement=HOLD))

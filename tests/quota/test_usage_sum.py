@@ -1,10 +1,10 @@
-"""The parent of ``workers: N`` adds its workers' usage up into the proxy's one usage-topic record (quota.usage_sum,
+"""The parent of ``workers: N`` adds its workers' usage up into the proxy's one usage-topic record (quota.sharing.usage_sum,
 issue 26): what is summed, what is left out, and that a take starts afresh."""
 
 from __future__ import annotations
 
-from quota.usage_delta import MAX_PRODUCER_IDS_PER_USER, UsageDelta
-from quota.usage_sum import UsageSum
+from quota.sharing.usage_delta import MAX_PRODUCER_IDS_PER_USER, UsageDelta
+from quota.sharing.usage_sum import UsageSum
 
 
 def test_two_workers_deltas_add_up_per_entity_and_a_take_starts_afresh():

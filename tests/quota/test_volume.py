@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from quota.volume import (BAD, CLOCK_SKEW_MS, IGNORED, OPEN, PAUSE, TAKE, THROTTLE, Limit, Snapshot, SnapshotError,
+from quota.managers.volume import (BAD, CLOCK_SKEW_MS, IGNORED, OPEN, PAUSE, TAKE, THROTTLE, Limit, Snapshot, SnapshotError,
                           Volume, evaluate, judge, parse_snapshot, summarize)
 
 GB = 1_000_000_000
@@ -123,7 +123,7 @@ def test_a_tombstone_is_not_taken():
 
 
 def test_a_record_past_max_record_bytes_is_refused_before_it_is_decoded():
-    from quota.volume import TOO_LARGE, Bounds, RecordTooLarge
+    from quota.managers.volume import TOO_LARGE, Bounds, RecordTooLarge
 
     bounds = Bounds(max_record_bytes=1024, max_volumes_per_snapshot=10)
     with pytest.raises(RecordTooLarge, match="max_record_bytes") as info:
@@ -136,7 +136,7 @@ def test_a_record_past_max_record_bytes_is_refused_before_it_is_decoded():
 
 
 def test_a_snapshot_with_too_many_volumes_is_refused_before_any_volume_is_read():
-    from quota.volume import TOO_MANY_VOLUMES, Bounds, TooManyVolumes
+    from quota.managers.volume import TOO_MANY_VOLUMES, Bounds, TooManyVolumes
 
     value = json.loads(snap(1, Volume("/a", 100 * GB, 0)).to_json())
     value["Volumes"] = [{"broken": i} for i in range(11)]  # each would fail on its own; their number fails first

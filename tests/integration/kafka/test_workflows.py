@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from quota.producer_ids import Hold, ProducerIdQuotaManager
+from quota.managers.producer_ids import Hold, ProducerIdQuotaManager
 from tests.harness import cluster_ports, start_proxy, wait_until
 from tests.integration import clients as c
 from tests.kafka_cluster import unique_topic

@@ -1,6 +1,6 @@
 """One quota state across processes: the usage a process records for itself, gathered between syncs (a
 :class:`UsageTap`), and the usage of its peers recorded into its own managers as remote usage
-(:func:`record_remote`). Pure: no clock, no transport; see :mod:`quota.usage_delta` for what travels.
+(:func:`record_remote`). Pure: no clock, no transport; see :mod:`quota.sharing.usage_delta` for what travels.
 
 An entity's usage travels under its quota tags, the parts of ``(user, client_id)`` its quota entry is keyed by
 (``("alice", "")`` for every client of alice under ``/users/alice`` or ``/users/<default>``): every client counted
@@ -23,15 +23,15 @@ from itertools import chain
 from operator import itemgetter
 from typing import TYPE_CHECKING
 
-from quota.entity import CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, QuotaTags
-from quota.usage_delta import MAX_PRODUCER_IDS_PER_USER, Rows, UsageDelta, columns
-from quota.usage_tap import NoTap
+from quota.primitives.entity import CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, QuotaTags
+from quota.sharing.usage_delta import MAX_PRODUCER_IDS_PER_USER, Rows, UsageDelta, columns
+from quota.sharing.usage_tap import NoTap
 
 if TYPE_CHECKING:
-    from quota.client_quota import ClientQuotaManager
-    from quota.connection import ConnectionQuotas
-    from quota.mutation import ControllerMutationQuotaManager
-    from quota.producer_ids import ProducerIdQuotaManager
+    from quota.managers.client_quota import ClientQuotaManager
+    from quota.managers.connection import ConnectionQuotas
+    from quota.managers.mutation import ControllerMutationQuotaManager
+    from quota.managers.producer_ids import ProducerIdQuotaManager
 
 
 
@@ -43,7 +43,7 @@ in a whole sync interval."""
 
 class UsageTap(NoTap):
     """The usage recorded locally since the last :meth:`take`, per entity; memory bounded by the entities active in
-    one sync interval (and :data:`~quota.usage_delta.MAX_PRODUCER_IDS_PER_USER` ids per user)."""
+    one sync interval (and :data:`~quota.sharing.usage_delta.MAX_PRODUCER_IDS_PER_USER` ids per user)."""
 
     __slots__ = ("_values", "_pids", "_listeners", "_ips", "_open", "_wake", "_woken")
 
@@ -111,7 +111,7 @@ class UsageTap(NoTap):
         self._ips[ip] = self._ips.get(ip, 0) + n
 
     def open(self, counts) -> None:
-        """Open-connection counts now, ``(kind, key, n)`` (:mod:`quota.peer_connections`): the latest of each is sent."""
+        """Open-connection counts now, ``(kind, key, n)`` (:mod:`quota.sharing.peer_connections`): the latest of each is sent."""
         for kind, key, n in counts:
             self._open[(kind, key)] = n
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from quota.entity import DEFAULT, QuotaEntity, QuotaTags
+from quota.primitives.entity import DEFAULT, QuotaEntity, QuotaTags
 
 
 class Reach:

@@ -2,7 +2,7 @@
 
 Several processes enforcing one quota state (``workers: N`` today; sidecars sharing a usage topic in issue 26) each
 keep their own quota managers and send the others, every sync, the usage they recorded themselves since the last
-one. A receiver records it as *remote usage* (:mod:`quota.usage_share`): counted in its sensors and buckets, so its
+one. A receiver records it as *remote usage* (:mod:`quota.sharing.usage_share`): counted in its sensors and buckets, so its
 own clients' next decisions see the total, but never throttling anyone by itself.
 
 A :class:`UsageDelta` holds, for the entities with usage since the last sync only (so its size is bounded by the
@@ -15,7 +15,7 @@ traffic of one sync interval, not by the number of entities known):
 * ``producer_ids``: ``(user, new ids counted, ids)``: the tokens taken for new producer ids (less those of holds
   released: negative when more were released), and the ids admitted, let through to the broker (at most
   :data:`MAX_PRODUCER_IDS_PER_USER` of them, so that peers' caches know them and do not count them again). A held id
-  is counted when held and sent as admitted when its hold ends, never before (:mod:`quota.producer_id_holds`), so
+  is counted when held and sent as admitted when its hold ends, never before (:mod:`quota.managers.producer_id_holds`), so
   an entry may carry ids and a count of 0.
 * ``scope``: the quota set the byte rates and producer ids were counted in: ``""`` for the proxy's own, a broker's
   node id for that broker's budget under ``quota.scope: broker`` in cluster mode, ``volume`` for the volume
@@ -28,7 +28,7 @@ traffic of one sync interval, not by the number of entities known):
   deltas, so a receiver that forgets a sender loses nothing else).
 * ``incarnation`` / ``seq``: on the usage topic, which run of the sender made it (a random id per start) and its
   number in that run (1, 2, ...), so that a follower applies each record once however often it reads it (a replay
-  of the topic, a send retried after a timeout that had in fact gone through: :mod:`quota.cluster_peers`). ``seq``
+  of the topic, a send retried after a timeout that had in fact gone through: :mod:`quota.sharing.cluster_peers`). ``seq``
   0: not numbered (the workers' deltas; a record from a sidecar without them), applied as read.
 
 The encoding is transport-independent, so a Unix socket between workers and a Kafka record between sidecars carry
@@ -130,7 +130,7 @@ class UsageDelta:
     producer_ids: tuple[ProducerIdUsage, ...] = ()
     listeners: tuple[tuple[str, int], ...] = ()
     ips: tuple[tuple[str, int], ...] = ()
-    open_connections: tuple[tuple[str, str, int], ...] = ()  # absolute counts that changed (quota.peer_connections)
+    open_connections: tuple[tuple[str, str, int], ...] = ()  # absolute counts that changed (quota.sharing.peer_connections)
     incarnation: str = ""  # the sender's run (usage topic records): with seq, what makes a record applied once
     seq: int = 0  # its number in that run, from 1; 0: not numbered
 

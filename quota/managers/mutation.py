@@ -17,7 +17,7 @@ of each quota entity (same entities and precedence as the byte-rate quotas, key 
   client is told once that answer has settled it (:meth:`ControllerMutationQuotaManager.record_throttle`).
 
 Beyond Kafka, the buckets are bounded as the byte-rate sensors are (``quota.max.tracked.entities``,
-:mod:`quota.overflow`): past the cap, a new (user, client-id) a quota names only as ``<default>`` takes its tokens
+:mod:`quota.primitives.overflow`): past the cap, a new (user, client-id) a quota names only as ``<default>`` takes its tokens
 from its quota's one ``<overflow>`` bucket, so rotating client ids share one burst instead of a fresh one each.
 
 KIP-599's example: ``R = 5``, ``B = 500``; 560 mutations leave ``K = -60``: throttled for 12 s. Kafka also keeps a
@@ -30,16 +30,16 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from quota.client_quota import ClientQuotaManager
-from quota.clock import Clock
-from quota.decision import FORWARD, Decision, Throttle
-from quota.entity import CONTROLLER_MUTATION_RATE, QuotaTable, ResolvedQuota
-from quota.overflow import DEFAULT_MAX_TRACKED_ENTITIES, overflow_tags
-from quota.rate import QuotaWindow
-from quota.sensor import ClientSensors, EntityStats
-from quota.throttle import INT32_MAX
-from quota.token_bucket import TokenBucket
-from quota.top import no_pause, snapshot
+from quota.managers.client_quota import ClientQuotaManager
+from quota.primitives.clock import Clock
+from quota.primitives.decision import FORWARD, Decision, Throttle
+from quota.primitives.entity import CONTROLLER_MUTATION_RATE, QuotaTable, ResolvedQuota
+from quota.primitives.overflow import DEFAULT_MAX_TRACKED_ENTITIES, overflow_tags
+from quota.primitives.rate import QuotaWindow
+from quota.primitives.sensor import ClientSensors, EntityStats
+from quota.primitives.throttle import INT32_MAX
+from quota.primitives.token_bucket import TokenBucket
+from quota.primitives.top import no_pause, snapshot
 
 
 class MutationSensors(ClientSensors):
@@ -170,7 +170,7 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
             self.tap.add(CONTROLLER_MUTATION_RATE, sensors.tags, user, client_id, -value)
 
     def record_remote(self, user: str, client_id: str, value: float, now_ms: int) -> None:
-        """A peer's net tokens (:mod:`quota.usage_share`): taken from this client's bucket (given back when
+        """A peer's net tokens (:mod:`quota.sharing.usage_share`): taken from this client's bucket (given back when
         negative), deciding nothing."""
         resolved = self.resolve(user, client_id)
         if resolved.unlimited:

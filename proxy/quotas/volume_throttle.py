@@ -1,6 +1,6 @@
 """What Produce consults for cluster volume usage: the latest snapshots (summarized), the state
-:func:`quota.volume.evaluate` derives from them, and a produce byte-rate manager whose limits are the configured
-ones scaled by the state's factor (:mod:`quota.volume_scaling`: a base rate where no per-entity
+:func:`quota.managers.volume.evaluate` derives from them, and a produce byte-rate manager whose limits are the configured
+ones scaled by the state's factor (:mod:`quota.managers.volume_scaling`: a base rate where no per-entity
 ``producer_byte_rate`` applies, a shadow entry kept shadow). No I/O: the request path reads it, the follower or the DescribeLogDirs poller (:mod:`proxy.observers.volume_sources`) feeds it.
 """
 
@@ -12,13 +12,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from config.volume import VolumeUsageConfig
-from proxy.ops.logs import LogLimiter
-from quota.client_quota import ClientQuotaManager
-from quota.entity import PRODUCER_BYTE_RATE, QuotaTable
-from quota.rate import QuotaWindow
-from quota.volume import (BAD, INITIAL, PAUSE, TAKE, THROTTLE, Bounds, BrokerUsage, Snapshot, SnapshotError,
+from proxy.ground.logs import LogLimiter
+from quota.managers.client_quota import ClientQuotaManager
+from quota.primitives.entity import PRODUCER_BYTE_RATE, QuotaTable
+from quota.primitives.rate import QuotaWindow
+from quota.managers.volume import (BAD, INITIAL, PAUSE, TAKE, THROTTLE, Bounds, BrokerUsage, Snapshot, SnapshotError,
                           TooManyVolumes, Verdict, VolumeState, evaluate, judge, parse_snapshot, summarize)
-from quota.volume_scaling import ScaledProduceQuotas
+from quota.managers.volume_scaling import ScaledProduceQuotas
 
 log = logging.getLogger("kafka_quota_proxy.volume")
 BAD_RECORD_LOG = LogLimiter()  # one line per kind of bad record per 10 s, whatever a writer floods the topic with
@@ -70,7 +70,7 @@ class VolumeThrottle:
         # (proxy.apis.byte_rate.paused_produce), so a refused client is slowed as an answered one is.
         self.refused = ClientQuotaManager(ScaledProduceQuotas(quotas, 1.0, config.produce_base_rate),
                                           PRODUCER_BYTE_RATE, clock, window, mute_max_ms)
-        self.skipped: dict[str, int] = {}  # records not taken, by reason (quota.volume's fixed set)
+        self.skipped: dict[str, int] = {}  # records not taken, by reason (quota.managers.volume's fixed set)
         self.evaluations = 0
         self.on_evaluated: Callable[[], None] = lambda: None  # the timer re-arms on it
         self.evaluate()
@@ -102,7 +102,7 @@ class VolumeThrottle:
         self.take(key, self.read(key, value))
 
     def take(self, key: bytes | None, read: ReadRecord) -> None:
-        """A record read (:meth:`read`), judged (:func:`quota.volume.judge`) before it is taken: one that cannot
+        """A record read (:meth:`read`), judged (:func:`quota.managers.volume.judge`) before it is taken: one that cannot
         be used or cannot be verified is counted by reason and logged (rate-limited per reason, one bounded line),
         and the broker's last good snapshot stays."""
         if read.error is not None:

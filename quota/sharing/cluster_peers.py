@@ -3,7 +3,7 @@ applied (each exactly once), and the share a sidecar keeps while none of them co
 (wall milliseconds: records cross hosts).
 
 Every sidecar publishes, each ``quota.cluster.sync.ms``, one record keyed by its id whose value is a
-:class:`~quota.usage_delta.UsageDelta` of what its own clients used since its previous record, numbered
+:class:`~quota.sharing.usage_delta.UsageDelta` of what its own clients used since its previous record, numbered
 ``(incarnation, seq)`` (a random id per start of the sender, then 1, 2, ...), and follows the usage topic.
 :class:`ClusterPeers` decides what to do with what it reads (:meth:`ClusterPeers.judge`, then
 :meth:`ClusterPeers.first_time`):
@@ -35,8 +35,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from quota.usage_delta import UsageDelta
-from quota.volume import CLOCK_SKEW_MS
+from quota.sharing.usage_delta import UsageDelta
+from quota.managers.volume import CLOCK_SKEW_MS
 
 OWN, STALE, FUTURE, TAKE = "own", "stale", "future", "take"
 """What :meth:`ClusterPeers.judge` says of a record."""

@@ -1,11 +1,11 @@
 """The usage records one proxy has made and not yet had acknowledged by the usage topic (issue 34). Pure.
 
-Each sync makes one record, numbered ``(incarnation, seq)`` (:mod:`quota.usage_delta`) and dated when made. The
+Each sync makes one record, numbered ``(incarnation, seq)`` (:mod:`quota.sharing.usage_delta`) and dated when made. The
 publisher sends the records waiting here in order, each until the topic acknowledges it: a send that fails (the
 broker down, a timeout) leaves it here, and the next sync sends it again, the same bytes with the same number and
 date, before its own. The usage of a failed send therefore reaches the peers late rather than never, and a send
 that timed out although the broker had appended it counts once all the same: followers apply each number once
-(:meth:`quota.cluster_peers.ClusterPeers.first_time`).
+(:meth:`quota.sharing.cluster_peers.ClusterPeers.first_time`).
 
 Bounded: a record older than ``stale_ms`` is dropped unsent (followers would skip it as stale anyway), and past
 :data:`MAX_PENDING_RECORDS` records' worth of ``max_bytes`` the oldest waiting records are dropped too; both are

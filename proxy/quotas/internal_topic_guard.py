@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 from proxy.cluster.own_clients import OwnConnections
 from proxy.codec.apis import api_name
-from proxy.ops.logs import LogLimiter
+from proxy.ground.logs import LogLimiter
 from proxy.session.session import Session
 
 log = logging.getLogger(__name__)

@@ -1,12 +1,12 @@
 """One sidecar's usage record of bounded size (issue 26): what a sync publishes when the entities active since the
 last one would not all fit in a Kafka record. Pure.
 
-A record is the :mod:`quota.usage_delta` encoding of byte counts rounded to two significant digits (what rounding
+A record is the :mod:`quota.sharing.usage_delta` encoding of byte counts rounded to two significant digits (what rounding
 takes off is sent at the next sync), zlib-compressed, at most ``max_bytes`` long
 (``quota.cluster.record.max.bytes``, below Kafka's default ``max.message.bytes`` of 1 MiB). When the whole delta
-would be longer, the entries :class:`~quota.usage_share.Gathered` ranks first are sent (new producer ids and
+would be longer, the entries :class:`~quota.sharing.usage_share.Gathered` ranks first are sent (new producer ids and
 mutation tokens, then byte rates by their usage as a share of their quota) and the rest go back into the tap for the
-next sync (:meth:`~quota.usage_share.Gathered.leftover`): their usage reaches the peers late, never not at all, and as
+next sync (:meth:`~quota.sharing.usage_share.Gathered.leftover`): their usage reaches the peers late, never not at all, and as
 a carried entry's usage grows with each sync it waits, it ranks higher in the next. The publisher counts and logs
 the entries carried.
 
@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from quota.usage_delta import UsageDelta, encode
-from quota.usage_share import Gathered, Leftover
+from quota.sharing.usage_delta import UsageDelta, encode
+from quota.sharing.usage_share import Gathered, Leftover
 
 FILL = 0.9
 """A guessed number of entries aims at this share of ``max_bytes`` (the compressed size per entry varies)."""
@@ -49,7 +49,7 @@ def fit(gathered: Gathered, max_bytes: int, bytes_per_entry: float | None = None
         leftover: Iterable[tuple] = (), numbered: tuple[str, int] = ("", 0)) -> Fitted:
     """The longest ranked prefix of ``gathered`` (with the last sync's ``leftover`` added) whose compressed
     encoding is at most ``max_bytes``, found from ``bytes_per_entry`` (the last record's; None: try everything
-    first); ``numbered``: the record's ``(incarnation, seq)`` (:mod:`quota.usage_delta`)."""
+    first); ``numbered``: the record's ``(incarnation, seq)`` (:mod:`quota.sharing.usage_delta`)."""
     gathered.absorb(leftover)
     total = gathered.entities
     n = total

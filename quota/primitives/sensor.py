@@ -1,6 +1,6 @@
 """Per-entity quota sensors and the plain-value stats read from them (Kafka's ``ClientSensors``).
 
-One :class:`ClientSensors` exists per quota tag pair (see :mod:`quota.entity`): the sampled :class:`~quota.rate.Rate`
+One :class:`ClientSensors` exists per quota tag pair (see :mod:`quota.primitives.entity`): the sampled :class:`~quota.primitives.rate.Rate`
 the quota is checked against, plus cumulative counters for metrics and the usage log. Kafka keeps a
 ``byte-rate`` Rate and a ``throttle-time`` Avg per tag pair; here the throttle time is kept as a cumulative total and
 count, which is what a Prometheus counter wants (the average is ``total / count``). A throttle decided by a shadow
@@ -14,11 +14,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from operator import attrgetter
 
-from quota.entity import QuotaEntity, QuotaTags, ResolvedQuota
-from quota import smoothing
-from quota.rate import QuotaWindow, Rate
-from quota.token_bucket import TokenBucket
-from quota.top import OTHER
+from quota.primitives.entity import QuotaEntity, QuotaTags, ResolvedQuota
+from quota.primitives import smoothing
+from quota.primitives.rate import QuotaWindow, Rate
+from quota.primitives.token_bucket import TokenBucket
+from quota.primitives.top import OTHER
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +90,7 @@ class ClientSensors:
         self.shadow_throttle_time_ms_total = 0
         self.shadow_throttled_count = 0
         self.smooth: TokenBucket | None = None  # quota.smoothing's bucket, made at the first record while it is on
-        self.moved_ms = now_ms  # when it last went to the back of its manager's table (quota.sensor_table)
+        self.moved_ms = now_ms  # when it last went to the back of its manager's table (quota.primitives.sensor_table)
         # True while limit, entity and shadow are what the current table resolves for the representative (set by a
         # record of the representative; dropped by apply and retire, so for every sensor a quota change can reach,
         # which is found through the representative): a record may skip resolving (ClientQuotaManager._known).
@@ -166,7 +166,7 @@ class ClientSensors:
 
 
 def summed_stats(parts: Iterable[list[ClientSensors]], now_ms: int, span_ms: int) -> EntityStats:
-    """The sensors of ``parts`` summed as one (tags :data:`quota.top.OTHER`): their counters added up, the longest
+    """The sensors of ``parts`` summed as one (tags :data:`quota.primitives.top.OTHER`): their counters added up, the longest
     throttle of the last ``span_ms``, the latest record; no limit and no rate (it would cost a measurement each)."""
     names = ("value_total", "throttle_time_ms_total", "throttled_count", "shadow_throttle_time_ms_total",
              "shadow_throttled_count")

@@ -23,12 +23,12 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from quota.decision import FORWARD, Decision, Throttle
-from quota.entity import QuotaTags
-from quota.throttle import INT32_MAX
+from quota.primitives.decision import FORWARD, Decision, Throttle
+from quota.primitives.entity import QuotaTags
+from quota.primitives.throttle import INT32_MAX
 
 if TYPE_CHECKING:
-    from quota.producer_ids import _UserState
+    from quota.managers.producer_ids import _UserState
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +68,7 @@ def wait_ms(tokens: float, rate: float) -> int:
 
 
 class HoldEnforcement:
-    """The hold half of :class:`quota.producer_ids.ProducerIdQuotaManager` (which gives ``max_hold_ms``,
+    """The hold half of :class:`quota.managers.producer_ids.ProducerIdQuotaManager` (which gives ``max_hold_ms``,
     ``max_mute_ms``, ``tap``, ``_users`` and ``_counted``)."""
 
     def _hold(self, state: "_UserState", user: str, pid: int, now_ms: int,

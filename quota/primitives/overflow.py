@@ -23,7 +23,7 @@ the configuration bounds those. A client whose id is literally ``<overflow>`` co
 
 from __future__ import annotations
 
-from quota.entity import DEFAULT, QuotaTags, ResolvedQuota
+from quota.primitives.entity import DEFAULT, QuotaTags, ResolvedQuota
 
 OVERFLOW = "<overflow>"
 """The tag part of an overflow sensor that stands for every untracked name (``<default>``'s sibling)."""

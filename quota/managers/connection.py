@@ -2,7 +2,7 @@
 
 Facts carried over from KIP-612 and apache/kafka ``SocketServer.scala`` (``ConnectionQuotas``):
 
-* Three sampled rates (:class:`~quota.rate.Rate`, the byte-rate quotas' ``quota.window.*``): proxy-wide (Kafka's
+* Three sampled rates (:class:`~quota.primitives.rate.Rate`, the byte-rate quotas' ``quota.window.*``): proxy-wide (Kafka's
   "broker-wide", ``max.connection.creation.rate``), per listener (``listener.name.<name>.max.connection.creation.rate``)
   and per IP (the ``connection_creation_rate`` of client-quota entity ``{ip: ...}`` or ``{ip: <default>}``).
 * The acceptor records each new connection in the proxy-wide and its listener's rate, then, when either is over its
@@ -16,7 +16,7 @@ Facts carried over from KIP-612 and apache/kafka ``SocketServer.scala`` (``Conne
   (Apache Kafka's ``SocketServer`` holds it for its throttle time and then always closes it; the proxy follows the
   KIP's text: a connection whose IP is back under its rate is served rather than made to reconnect.)
 * Beyond Kafka, the per-IP rates are bounded (``quota.max.tracked.entities``, issue 35): past that many IPs with a
-  rate, a new IP the quota names only as ``<default>`` is counted in one ``<overflow>`` rate (:mod:`quota.overflow`),
+  rate, a new IP the quota names only as ``<default>`` is counted in one ``<overflow>`` rate (:mod:`quota.primitives.overflow`),
   so a flood from rotating addresses (an IPv6 prefix holds 2^64) shares one ``<default>`` rate, and the IPs already
   tracked keep theirs; an IP named in the quotas is always tracked. Room comes back as idle rates expire (an hour).
 * Counts (KIP-402): ``max.connections`` proxy-wide, ``listener.name.<name>.max.connections``,
@@ -35,13 +35,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from quota.entity import DEFAULT
-from quota.overflow import DEFAULT_MAX_TRACKED_ENTITIES, OVERFLOW
-from quota.peer_connections import IP as OPEN_IP
-from quota.peer_connections import LISTENER, TOTAL, PeerConnections
-from quota.rate import QuotaWindow, Rate
-from quota.throttle import bounded_throttle_time_ms
-from quota.usage_tap import NO_TAP
+from quota.primitives.entity import DEFAULT
+from quota.primitives.overflow import DEFAULT_MAX_TRACKED_ENTITIES, OVERFLOW
+from quota.sharing.peer_connections import IP as OPEN_IP
+from quota.sharing.peer_connections import LISTENER, TOTAL, PeerConnections
+from quota.primitives.rate import QuotaWindow, Rate
+from quota.primitives.throttle import bounded_throttle_time_ms
+from quota.sharing.usage_tap import NO_TAP
 
 CONNECTION_CREATION_RATE = "connection_creation_rate"
 IP = "ip"
@@ -127,7 +127,7 @@ class ThrottleStats:
 class ConnectionQuotas:
     """Connection creation rates and counts of one proxy, across its listeners."""
 
-    tap = NO_TAP  # where accepted connections are also told when usage is shared with peers (quota.usage_share)
+    tap = NO_TAP  # where accepted connections are also told when usage is shared with peers (quota.sharing.usage_share)
 
     def __init__(self, listeners: list[str] | tuple[str, ...], window: QuotaWindow,
                  limits: ConnectionLimits = NO_LIMITS) -> None:
@@ -222,7 +222,7 @@ class ConnectionQuotas:
 
     def record_remote(self, listeners, ips, now_ms: int) -> None:
         """Connections a peer accepted, ``(listener, n)``, and counted per IP, ``(ip, n)``
-        (:mod:`quota.usage_share`): recorded in the same rates, deciding nothing; the open counts stay this
+        (:mod:`quota.sharing.usage_share`): recorded in the same rates, deciding nothing; the open counts stay this
         process's own."""
         for listener, n in listeners:
             rate = self._listener_rates.get(listener)
@@ -276,7 +276,7 @@ class ConnectionQuotas:
 
     def refused_elsewhere(self, listener: str, ip: str, kind: str) -> Close:
         """A connection this process admitted that the proxy-wide count (every worker's) refuses: un-counted here,
-        and the Close saying which limit (``kind``: quota.peer_connections' IP, LISTENER or TOTAL)."""
+        and the Close saying which limit (``kind``: quota.sharing.peer_connections' IP, LISTENER or TOTAL)."""
         self.closed(listener, ip)
         limits = self.limits
         if kind == OPEN_IP:

@@ -7,7 +7,7 @@ Behaviour carried over from apache/kafka (``ClientQuotaManager``, ``Sensor``, ``
 
 * Record first, then check: ``Sensor.record(value, now, checkQuotas=true)`` adds the value to the rate and only
   then measures it; within quota while ``rate <= limit``.
-* Over quota, the throttle time is ``(rate - limit) / limit * windowSize(now)`` (:mod:`quota.throttle`). Kafka does
+* Over quota, the throttle time is ``(rate - limit) / limit * windowSize(now)`` (:mod:`quota.primitives.throttle`). Kafka does
   not cap it for byte-rate quotas; this manager caps it at ``max_throttle_time_ms`` (default the whole sampled
   window, ``quota.window.num * quota.window.size.seconds``) so a muted client is never held past its request
   timeout.
@@ -18,11 +18,11 @@ Behaviour carried over from apache/kafka (``ClientQuotaManager``, ``Sensor``, ``
   ``now - lastRecord > expiration``), so memory is bounded by the clients seen in the last hour.
 
 Beyond Kafka, the sensors are bounded (``max_tracked_entities``, ``quota.max.tracked.entities``): past the cap a new
-entity is counted in its quota's one overflow sensor (:mod:`quota.overflow`), local and peers' usage alike.
+entity is counted in its quota's one overflow sensor (:mod:`quota.primitives.overflow`), local and peers' usage alike.
 
 Beyond Kafka, ``smoothing`` (``quota.smoothing: on``) has a token bucket per entity decide the throttle instead of
 the sampled rate (which is still recorded, for metrics): many short delays instead of Kafka's stop-and-go; see
-:mod:`quota.smoothing`. It may be switched either way on a live manager.
+:mod:`quota.primitives.smoothing`. It may be switched either way on a live manager.
 
 Accuracy, as simulated in ``tests/quota/test_steady_state.py`` with a client that sends whenever it is not muted:
 the long-run rate is within 1% of the quota, but because samples only start when something is recorded and a
@@ -37,17 +37,17 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from operator import attrgetter
 
-from quota import smoothing
-from quota.clock import Clock
-from quota.decision import FORWARD, Decision, Throttle
-from quota.entity import QuotaTable, ResolvedQuota
-from quota.overflow import DEFAULT_MAX_TRACKED_ENTITIES, overflow_tags
-from quota.rate import QuotaWindow
-from quota.sensor import ClientSensors, EntityStats, summed_stats
-from quota.sensor_table import SensorTable
-from quota.throttle import INT32_MAX, bounded_throttle_time_ms, quota_acceptable
-from quota.top import busiest, no_pause, others, release, snapshot
-from quota.usage_tap import NO_TAP
+from quota.primitives import smoothing
+from quota.primitives.clock import Clock
+from quota.primitives.decision import FORWARD, Decision, Throttle
+from quota.primitives.entity import QuotaTable, ResolvedQuota
+from quota.primitives.overflow import DEFAULT_MAX_TRACKED_ENTITIES, overflow_tags
+from quota.primitives.rate import QuotaWindow
+from quota.primitives.sensor import ClientSensors, EntityStats, summed_stats
+from quota.primitives.sensor_table import SensorTable
+from quota.primitives.throttle import INT32_MAX, bounded_throttle_time_ms, quota_acceptable
+from quota.primitives.top import busiest, no_pause, others, release, snapshot
+from quota.sharing.usage_tap import NO_TAP
 
 INACTIVE_SENSOR_EXPIRATION_MS = 3_600_000
 """Kafka purges quota sensors after one hour without a record."""
@@ -84,7 +84,7 @@ class ClientQuotaManager:
     """
 
     sensors_class = ClientSensors  # what one tag pair's state is (a subclass may add to it)
-    tap = NO_TAP  # where local usage is also told when usage is shared with peers (quota.usage_share)
+    tap = NO_TAP  # where local usage is also told when usage is shared with peers (quota.sharing.usage_share)
 
     def __init__(
         self,
@@ -111,12 +111,12 @@ class ClientQuotaManager:
         # quota.smoothing: on: a token bucket per entity decides the throttle (quota.smoothing); may change live
         self.smoothing = smoothing
         self.inactive_sensor_expiration_ms = inactive_sensor_expiration_ms
-        # The live sensors by tags, idle ones first (quota.sensor_table: Kafka's expiry).
+        # The live sensors by tags, idle ones first (quota.primitives.sensor_table: Kafka's expiry).
         self._table = SensorTable(inactive_sensor_expiration_ms)
         # How the request path looks a known client's sensor up by its names first (_known).
         self._known_by = known_by(quotas.tag_parts(quota_key))
         self.refreshed = 0  # sensors looked at by update_quotas (tests count it)
-        # Past this many sensors a new entity is counted in its quota's overflow sensor (quota.overflow); may change
+        # Past this many sensors a new entity is counted in its quota's overflow sensor (quota.primitives.overflow); may change
         # live (a lower cap makes no sensor go: new entities overflow until expiry brings the table below it).
         self.max_tracked_entities = max_tracked_entities
         self.overflowed = 0  # records (local and peers') of entities counted in an overflow sensor for want of room
@@ -289,7 +289,7 @@ class ClientQuotaManager:
         nothing is left over; every sensor's own stats when there are ``n`` or fewer). Cost: a selection over the
         sensors plus ``n`` measurements; the summed rest has no rate (it would cost a measurement each). Changes
         nothing, so a scrape may call it from a thread other than the one that records, with a ``pause`` that lets
-        the recording thread run between chunks of the work (see :mod:`quota.top`)."""
+        the recording thread run between chunks of the work (see :mod:`quota.primitives.top`)."""
         now = self._now(now_ms)
         top, other = self.top_sensors(n, now, pause)
         return [s.stats(now) for s in top], other
@@ -385,7 +385,7 @@ class ClientQuotaManager:
         return throttle
 
     def record_remote(self, user: str, client_id: str, value: float, now_ms: int) -> None:
-        """A peer's usage (:mod:`quota.usage_share`): counted in the rate this client's quota is checked against,
+        """A peer's usage (:mod:`quota.sharing.usage_share`): counted in the rate this client's quota is checked against,
         deciding nothing, not in this process's totals."""
         resolved = self.resolve(user, client_id)
         if not resolved.unlimited:
@@ -418,7 +418,7 @@ class ClientQuotaManager:
 
     def seed_rows(self, now_ms: int, max_rows: int) -> list[tuple[str, str, list]]:
         """What a restarted peer needs to start where this one is: ``(user, client_id, samples)`` by quota tags for
-        the ``max_rows`` quota'd sensors with the most in their window (:meth:`quota.rate.Rate.samples`)."""
+        the ``max_rows`` quota'd sensors with the most in their window (:meth:`quota.primitives.rate.Rate.samples`)."""
         rows = [(s.tags.user, s.tags.client_id, s.rate.samples(now_ms)) for s in list(self._sensors.values())
                 if s.entity is not None]
         rows = [row for row in rows if row[2]]

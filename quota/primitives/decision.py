@@ -3,7 +3,7 @@
 A request quota decides one of two outcomes: pass the request on (:class:`Forward`), or pass it on but tell the
 client to back off and stop reading from it for a while (:class:`Throttle`, KIP-13/KIP-219 byte rates, KIP-599,
 KIP-936). Per-item rejections (KIP-599 ``THROTTLING_QUOTA_EXCEEDED``) are built by the handlers from a throttle,
-and connection limits (KIP-612) have their own outcome in :mod:`quota.connection`. Every decision carries
+and connection limits (KIP-612) have their own outcome in :mod:`quota.managers.connection`. Every decision carries
 ``shadow``: in shadow mode the decision is computed, metered and logged, but the proxy forwards as if it were
 :class:`Forward`. Several quota stages on one request combine with :func:`combined` (the longest throttle wins).
 """

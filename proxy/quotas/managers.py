@@ -12,14 +12,14 @@ import logging
 import uuid
 
 from config.model import ProxyConfig
-from proxy.clock import SystemClock, WallClock
-from proxy.ops.logs import LogLimiter
-from proxy.enforce.quota_sets import BOOTSTRAP, BROKER, BrokerQuotas, ProducePrefixWanted, QuotaSet
-from quota.entity import (CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, PRODUCER_IDS_RATE,
+from proxy.ground.clock import SystemClock, WallClock
+from proxy.ground.logs import LogLimiter
+from proxy.quotas.quota_sets import BOOTSTRAP, BROKER, BrokerQuotas, ProducePrefixWanted, QuotaSet
+from quota.primitives.entity import (CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, PRODUCER_IDS_RATE,
                           QuotaTable)
-from quota.held_bytes import HeldBytes
-from quota.mutation import ControllerMutationQuotaManager
-from quota.rate import QuotaWindow
+from quota.primitives.held_bytes import HeldBytes
+from quota.managers.mutation import ControllerMutationQuotaManager
+from quota.primitives.rate import QuotaWindow
 
 log = logging.getLogger(__name__)
 
@@ -60,9 +60,9 @@ class ByteRateQuotas:
         # bytes of Produce requests held for their new producer ids (KIP-936 hold): per connection and in this process
         self.held_bytes = HeldBytes(settings["connections.max.held.request.bytes"], settings["max.held.request.bytes"])
         self.max_metric_entities = settings["quota.metrics.max.entities"]
-        self.volume = None  # cluster volume usage (proxy.enforce.volume_throttle.VolumeThrottle), when configured
+        self.volume = None  # cluster volume usage (proxy.quotas.volume_throttle.VolumeThrottle), when configured
         if config.volume_usage is not None:
-            from proxy.enforce.volume_throttle import VolumeThrottle
+            from proxy.quotas.volume_throttle import VolumeThrottle
 
             # snapshots are dated in wall time (they cross hosts); a test's fake clock stands for both
             self.volume = VolumeThrottle(config.volume_usage, config.quotas, self.clock, self.window, mute_max,
@@ -83,7 +83,7 @@ class ByteRateQuotas:
 
     def set_smoothing(self, smoothing: str) -> None:
         """``on``: producer_byte_rate and consumer_byte_rate throttle from a token bucket per entity (short, frequent
-        delays; :mod:`quota.smoothing`), in every set; ``off``: Kafka's sampled-rate throttle. Takes effect at the
+        delays; :mod:`quota.primitives.smoothing`), in every set; ``off``: Kafka's sampled-rate throttle. Takes effect at the
         next record."""
         self.smoothing = smoothing == "on"
         for _, quota_set in self.quota_sets():

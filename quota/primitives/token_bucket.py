@@ -1,12 +1,12 @@
 """Kafka's ``TokenBucket`` stat, as a pure object: tokens refilled at a rate up to a burst, allowed below 0.
 
-Used by the controller mutation quota (KIP-599, :mod:`quota.mutation`), the producer-id quota (KIP-936,
-:mod:`quota.producer_ids`) and smoothed byte-rate throttling (``quota.smoothing: on``, :mod:`quota.smoothing`).
+Used by the controller mutation quota (KIP-599, :mod:`quota.managers.mutation`), the producer-id quota (KIP-936,
+:mod:`quota.managers.producer_ids`) and smoothed byte-rate throttling (``quota.smoothing: on``, :mod:`quota.primitives.smoothing`).
 """
 
 from __future__ import annotations
 
-from quota.throttle import INT32_MAX, java_round
+from quota.primitives.throttle import INT32_MAX, java_round
 
 
 class TokenBucket:

@@ -27,8 +27,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from quota.chunked import EMPTY as EMPTY_MAP
-from quota.chunked import REMOVED, Changing, ChunkedMap
+from quota.primitives.chunked import EMPTY as EMPTY_MAP
+from quota.primitives.chunked import REMOVED, Changing, ChunkedMap
 
 DEFAULT = "<default>"
 """The default-entity marker, as Kafka writes it (``ClientQuotaManager.DEFAULT_NAME``)."""
@@ -179,7 +179,7 @@ class QuotaTable:
     """An immutable snapshot of configured quotas; swap a whole new table to change anything.
 
     :meth:`with_changes` makes the next table from this one in time linear in the entities changed (the maps
-    underneath are :class:`quota.chunked.ChunkedMap`: the new table shares every part the change does not touch),
+    underneath are :class:`quota.primitives.chunked.ChunkedMap`: the new table shares every part the change does not touch),
     and remembers what changed, so a manager given it can refresh only the sensors those entities reach
     (:meth:`changes_since`).
     """

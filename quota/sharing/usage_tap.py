@@ -1,4 +1,4 @@
-"""Where a quota manager also tells the usage it records, for sharing with peers (:mod:`quota.usage_share`):
+"""Where a quota manager also tells the usage it records, for sharing with peers (:mod:`quota.sharing.usage_share`):
 :data:`NO_TAP` while nothing is shared, so a single process pays one no-op call per record. Its own module so that
 the managers need not import the sharing code that imports them."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from quota.entity import QuotaTags
+from quota.primitives.entity import QuotaTags
 
 
 class NoTap:

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import math
 
-from quota.rate import QuotaWindow
-from quota.token_bucket import TokenBucket
+from quota.primitives.rate import QuotaWindow
+from quota.primitives.token_bucket import TokenBucket
 
 
 def burst(limit: float, window: QuotaWindow) -> float:

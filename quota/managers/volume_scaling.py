@@ -1,7 +1,7 @@
 """The produce quotas volume usage scales (THROTTLE): every ``producer_byte_rate`` times the cluster's factor, and a
 base rate times the factor for clients no entry covers. Pure.
 
-:class:`ScaledProduceQuotas` is what a produce :class:`~quota.client_quota.ClientQuotaManager` resolves through
+:class:`ScaledProduceQuotas` is what a produce :class:`~quota.managers.client_quota.ClientQuotaManager` resolves through
 while volume usage throttles: a view of the configured table (nothing copied, so a new table or factor costs
 nothing to take). :func:`scaled_produce_table` is the same as a whole table, the reference the view must equal.
 
@@ -11,7 +11,7 @@ are never applied, and volume scaling does not change that). Clients no entry co
 
 from __future__ import annotations
 
-from quota.entity import DEFAULT, PRODUCER_BYTE_RATE, QuotaEntity, QuotaTable, ResolvedQuota
+from quota.primitives.entity import DEFAULT, PRODUCER_BYTE_RATE, QuotaEntity, QuotaTable, ResolvedQuota
 
 CLIENT_DEFAULT = QuotaEntity(client_id=DEFAULT)
 """The entity the base rate stands for: ``{client-id: <default>}``, the last level of Kafka's precedence."""

@@ -14,9 +14,9 @@ so the request path reads ``scope.quotas`` the same way whichever scope is confi
 
 from __future__ import annotations
 
-from quota.client_quota import ClientQuotaManager
-from quota.entity import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, QuotaTable
-from quota.producer_ids import ProducerIdQuotaManager
+from quota.managers.client_quota import ClientQuotaManager
+from quota.primitives.entity import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, QuotaTable
+from quota.managers.producer_ids import ProducerIdQuotaManager
 
 
 BROKER, CLUSTER = "broker", "cluster"  # the values of quota.scope

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from quota.entity import QuotaTags
-from quota.reach import Reach
+from quota.primitives.entity import QuotaTags
+from quota.primitives.reach import Reach
 
 COMPACT_BELOW = 16
 """A sensor table is compacted when it holds no more than 1/COMPACT_BELOW of the most it held."""
@@ -39,7 +39,7 @@ NEVER = float("inf")
 
 class SensorTable:
     """``sensors``: tags -> sensor (anything with ``tags``, ``representative``, ``last_record_ms`` and ``moved_ms``),
-    in the order above; ``reach``: what a changed quota entity can reach (:mod:`quota.reach`)."""
+    in the order above; ``reach``: what a changed quota entity can reach (:mod:`quota.primitives.reach`)."""
 
     __slots__ = ("sensors", "reach", "expiration_ms", "step_ms", "due_ms", "_high")
 

@@ -1,28 +1,28 @@
 """Several processes' usage added up into one delta: what a proxy running ``workers: N`` publishes to the usage
 topic as its own under ``quota.scope: cluster`` (issue 26). Pure.
 
-The parent receives every worker's :class:`~quota.usage_delta.UsageDelta` (each one sync of that worker's own
+The parent receives every worker's :class:`~quota.sharing.usage_delta.UsageDelta` (each one sync of that worker's own
 clients' usage) and, once per ``quota.cluster.sync.ms``, publishes their sum as the proxy's one record. Only what
 the cluster shares is summed: the byte rates, mutation tokens and producer ids of the proxy's own quota set (scope
 ``""``); the connection counts and rates stay per proxy, as Kafka's are per broker, and the volume throttle's scaled
 rate (scope ``volume``) and the per-broker sets of ``quota.scope: broker`` are not shared between proxies.
 Entities are keyed by ``(user, client_id)`` as they travel: the receivers resolve each against their own quota
 table, so two clients of one sensor stay two entries and add up there. Memory is bounded by the entities active in
-one sync interval, and :data:`~quota.usage_delta.MAX_PRODUCER_IDS_PER_USER` ids per user.
+one sync interval, and :data:`~quota.sharing.usage_delta.MAX_PRODUCER_IDS_PER_USER` ids per user.
 """
 
 from __future__ import annotations
 
-from quota.entity import CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, QuotaTags
-from quota.usage_delta import MAX_PRODUCER_IDS_PER_USER, UsageDelta
-from quota.usage_share import Gathered
+from quota.primitives.entity import CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, QuotaTags
+from quota.sharing.usage_delta import MAX_PRODUCER_IDS_PER_USER, UsageDelta
+from quota.sharing.usage_share import Gathered
 
 _KINDS = (("produce", PRODUCER_BYTE_RATE), ("fetch", CONSUMER_BYTE_RATE), ("mutations", CONTROLLER_MUTATION_RATE))
 
 
 class UsageSum:
     """The deltas :meth:`add` ed since the last :meth:`gather`, summed per entity, kept as a
-    :class:`~quota.usage_share.Gathered` keeps them (so a sync takes them as they are, not as a delta rebuilt into
+    :class:`~quota.sharing.usage_share.Gathered` keeps them (so a sync takes them as they are, not as a delta rebuilt into
     tables: at 10^5 entities a second pass over every entity on the parent's loop)."""
 
     __slots__ = ("_values", "_pids")
@@ -59,7 +59,7 @@ class UsageSum:
                 entry[1].extend(ids[:room])
 
     def gather(self, source: str) -> Gathered:
-        """The sum since the last call, as what :func:`quota.usage_record.fit` sends whole or in part (the workers'
+        """The sum since the last call, as what :func:`quota.sharing.usage_record.fit` sends whole or in part (the workers'
         deltas carry no quotas: entities that do not all fit rank by their usage alone); the sum starts empty
         again."""
         values, self._values = self._values, {}

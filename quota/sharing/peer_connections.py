@@ -1,6 +1,6 @@
 """The connections its peers (the other workers of ``workers: N``) have open, as they last said, so that the
 open-connection counts (KIP-402's ``max.connections``, per listener, ``max.connections.per.ip``) hold across them.
-Pure. A peer sends the absolute counts that changed since its last sync (:mod:`quota.usage_share`); a peer that is
+Pure. A peer sends the absolute counts that changed since its last sync (:mod:`quota.sharing.usage_share`); a peer that is
 gone is forgotten at once (its connections went with it)."""
 
 from __future__ import annotations

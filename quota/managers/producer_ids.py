@@ -3,7 +3,7 @@
 No Kafka release implements KIP-936; this follows its design, states where its text is loose, and goes further
 where the proxy can protect the broker better than the KIP's after-the-fact throttle.
 
-**The cache** (:mod:`quota.producer_id_cache`, one :class:`TimeControlledBloomFilter` per user, its filters exact
+**The cache** (:mod:`quota.managers.producer_id_cache`, one :class:`TimeControlledBloomFilter` per user, its filters exact
 while they hold few PIDs, bloom filters past that): the KIP's four steps; a PID is counted again only after it was
 not seen for at least half a window (at most a whole one). A user's cache, bucket and counters are one object, keyed
 by the user's name, which also keeps the quota resolved for it until the table changes, so a Produce of a known user
@@ -32,7 +32,7 @@ What happens to a new PID the bucket has no token for depends on ``enforcement``
   connection it came on) and the decision is :class:`Hold` until the time the bucket is back at zero, so new PIDs
   reach the broker at the rate, plus the burst. Another Produce bringing a PID while it is held in this process
   (the same producer on another broker's connection) is held until the same time, and not counted again. A held PID
-  is known once its hold ends and the request is forwarded, not before (:mod:`quota.producer_id_holds`): a hold
+  is known once its hold ends and the request is forwarded, not before (:mod:`quota.managers.producer_id_holds`): a hold
   whose every request is abandoned (their connections closed before it ended,
   :meth:`ProducerIdQuotaManager.abandon`) is released, the PID is not known and its token goes back, here and at
   the peers that share usage. A hold longer than ``max_hold_ms`` (``producer.id.quota.max.hold.ms``, below clients'
@@ -51,19 +51,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from operator import attrgetter
 
-from quota.decision import FORWARD, Throttle
-from quota.entity import DEFAULT, PRODUCER_IDS_RATE, QuotaTable, QuotaTags, ResolvedQuota
-from quota.token_bucket import TokenBucket
-from quota.overflow import DEFAULT_MAX_TRACKED_ENTITIES, overflow_tags
-from quota.producer_id_cache import (MAX_FILTERS, BloomFilter, CacheShape,  # noqa: F401 (re-exported)
+from quota.primitives.decision import FORWARD, Throttle
+from quota.primitives.entity import DEFAULT, PRODUCER_IDS_RATE, QuotaTable, QuotaTags, ResolvedQuota
+from quota.primitives.token_bucket import TokenBucket
+from quota.primitives.overflow import DEFAULT_MAX_TRACKED_ENTITIES, overflow_tags
+from quota.managers.producer_id_cache import (MAX_FILTERS, BloomFilter, CacheShape,  # noqa: F401 (re-exported)
                                      TimeControlledBloomFilter)
-from quota.producer_id_holds import (Hold, HoldEnforcement, ProducerIdDecision,  # noqa: F401 (re-exported)
+from quota.managers.producer_id_holds import (Hold, HoldEnforcement, ProducerIdDecision,  # noqa: F401 (re-exported)
                                       Refuse)
-from quota.producer_ids_issued import IssuedProducerIds
-from quota.sensor_table import COMPACT_BELOW
-from quota.usage_tap import NO_TAP
-from quota.throttle import INT32_MAX
-from quota.top import OTHER, busiest, no_pause, others, release, snapshot, totals
+from quota.managers.producer_ids_issued import IssuedProducerIds
+from quota.primitives.sensor_table import COMPACT_BELOW
+from quota.sharing.usage_tap import NO_TAP
+from quota.primitives.throttle import INT32_MAX
+from quota.primitives.top import OTHER, busiest, no_pause, others, release, snapshot, totals
 
 HOLD, THROTTLE = "hold", "throttle"
 ENFORCEMENTS = (HOLD, THROTTLE)
@@ -121,7 +121,7 @@ class ProducerIdQuotaManager(HoldEnforcement):
     caps both the reported ``throttle_time_ms`` and the mute; ``enforcement`` is :data:`THROTTLE` (the KIP's) or
     :data:`HOLD` (new PIDs held before the broker sees them, at most ``max_hold_ms``)."""
 
-    tap = NO_TAP  # where new ids are also told when usage is shared with peers (quota.usage_share)
+    tap = NO_TAP  # where new ids are also told when usage is shared with peers (quota.sharing.usage_share)
 
     def __init__(self, quotas: QuotaTable, *, window_num: int = 11, window_size_s: int = 3600,
                  expected_pids: int = 1000, false_positive_rate: float = 0.001, max_mute_ms: int = INT32_MAX,
@@ -142,7 +142,7 @@ class ProducerIdQuotaManager(HoldEnforcement):
         self._sweep: list[str] = []  # the users a cleanup with a limit has still to look at in this pass
         self._high = 0  # the most users held since the dict was last compacted
         # Past this many users a new one under a <default> quota is counted in the one <overflow> state
-        # (quota.overflow, as the byte-rate quotas' sensors; quota.max.tracked.entities); may change live.
+        # (quota.primitives.overflow, as the byte-rate quotas' sensors; quota.max.tracked.entities); may change live.
         self.max_tracked_entities = max_tracked_entities
         self.overflowed = 0  # decisions and peers' records of users counted in the <overflow> state for want of room
         self.issued = IssuedProducerIds()  # attribution of InitProducerId answers (metrics, not the quota)
@@ -296,7 +296,7 @@ class ProducerIdQuotaManager(HoldEnforcement):
         return state
 
     def record_remote(self, user: str, count: int, pids: tuple[int, ...], now_ms: int) -> None:
-        """A peer counted ``count`` new producer ids of ``user`` (:mod:`quota.usage_share`): their tokens are taken
+        """A peer counted ``count`` new producer ids of ``user`` (:mod:`quota.sharing.usage_share`): their tokens are taken
         from the user's bucket, and ``pids``, admitted there, written into its cache, so they are not counted again
         here; nothing is decided and this process's own count of new ids is unchanged. An admitted id this process
         holds as well (the same new producer on two workers' connections) was paid for there: its hold here is

@@ -1,0 +1,1 @@
+"""The quota managers: each keeps its entities' state and returns decisions."""
