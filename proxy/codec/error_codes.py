@@ -67,7 +67,7 @@ ERROR_NAMES: dict[int, str] = {code: name for code, name, _ in _ERRORS}
 ERROR_CODES: dict[str, int] = {name: code for code, name, _ in _ERRORS}
 _RETRIABLE = frozenset(code for code, _, retriable in _ERRORS if retriable)
 
-# The codes the proxy uses by name (each checked against the table in tests/codec/test_error_responses.py).
+# The codes the proxy uses by name (each checked against the table in tests/proxy/codec/test_error_responses.py).
 UNKNOWN_SERVER_ERROR = -1
 NONE = 0
 CORRUPT_MESSAGE = 2

@@ -24,7 +24,7 @@ Beyond Kafka, ``smoothing`` (``quota.smoothing: on``) has a token bucket per ent
 the sampled rate (which is still recorded, for metrics): many short delays instead of Kafka's stop-and-go; see
 :mod:`quota.primitives.smoothing`. It may be switched either way on a live manager.
 
-Accuracy, as simulated in ``tests/quota/test_steady_state.py`` with a client that sends whenever it is not muted:
+Accuracy, as simulated in ``tests/quota/managers/test_steady_state.py`` with a client that sends whenever it is not muted:
 the long-run rate is within 1% of the quota, but because samples only start when something is recorded and a
 burst sample leaves the window all at once, the rate over any one minute swings between about 0.91x and 1.10x of
 the quota for aggressive clients (tiny gaps between large batches). This is Kafka's algorithm, reproduced as is.

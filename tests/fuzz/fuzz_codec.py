@@ -8,7 +8,7 @@ Each input goes through :func:`tests.fuzz.codec_driver.drive`: the request and r
 header parsers, and the decoder of one (API key, direction, version) of the codec's tables chosen by the input's
 first two bytes. Only :class:`ProtocolError` (and :class:`Incomplete` from a header parser called directly) is
 expected; any other exception or a broken invariant is a crash, and libFuzzer writes the input to
-``.fuzz/crashes/crash-<sha1>``. Keep such an input as a test in ``tests/codec/test_fuzz_regressions.py``.
+``.fuzz/crashes/crash-<sha1>``. Keep such an input as a test in ``tests/proxy/codec/test_fuzz_regressions.py``.
 
 An empty corpus directory given on the command line is first filled with the seeds of :mod:`tests.fuzz.frames`
 (real frames from kafka-python, and a filled frame of every API version).

@@ -4,7 +4,7 @@ refused with the server's message and nothing applies, while an admin's change d
 by mTLS on one listener (client_auth: requested), the credentials given with --command-config as kafka-configs.sh
 takes them. SASL end to end is not run here: Tansu has no SASL with memory storage, and the scripted SASL broker
 (tests/sasl_broker.py) serves no config topic to write; the SASL properties are unit-tested
-(tests/proxy/test_command_config.py)."""
+(tests/proxy/cli/test_command_config.py)."""
 
 from __future__ import annotations
 

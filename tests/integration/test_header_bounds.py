@@ -12,7 +12,7 @@ import time
 import pytest
 
 from proxy.codec.apis import METADATA
-from tests.codec.builders import uvarint
+from tests.proxy.codec.builders import uvarint
 from tests.harness import Tansu, free_port, proxy_config, start_proxy
 from tests.integration import raw
 

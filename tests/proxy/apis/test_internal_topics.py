@@ -87,7 +87,7 @@ def test_delete_topics_by_unknown_id_is_looked_up_then_refused():
     _, plan, body = plan_and_body(scope, TENANT, DELETE_TOPICS, 6, msg)
     outcome = plan.decide(body)
     assert isinstance(outcome, LookUp) and outcome.api_key == METADATA
-    version = outcome.api_version  # no ApiVersions seen: every topic, in v10 (tests/proxy/test_metadata_lookups.py)
+    version = outcome.api_version  # no ApiVersions seen: every topic, in v10 (tests/proxy/apis/test_metadata_lookups.py)
     answer = new_response(METADATA, version, topics=[{"name": VOLUME_TOPIC, "topic_id": topic_id, "partitions": []}])
     decided = outcome.then(memoryview(encode_response(METADATA, version, answer)))
     assert isinstance(decided, AnswerLocally)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from proxy.codec import messages as M
 from proxy.codec.errors import ProtocolError
-from tests.codec.strategies import ALL_VERSIONS, message_st
+from tests.proxy.codec.strategies import ALL_VERSIONS, message_st
 
 _SETTINGS = settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
 

@@ -5,7 +5,7 @@ import pytest
 
 from quota import FORWARD, Forward, Throttle, combined, is_applied, shadowed
 
-QUOTA_DIR = pathlib.Path(__file__).resolve().parents[2] / "quota"
+QUOTA_DIR = pathlib.Path(__file__).resolve().parents[3] / "quota"
 
 
 def test_decisions_are_small_frozen_values():

@@ -23,7 +23,7 @@ from proxy.codec import schema
 from proxy.codec.apis import (CLIENT_THROTTLES_SINCE, STRICT_MUTATION_SINCE, THROTTLE_TIME_SINCE, client_throttles,
                               has_throttle_time, response_header_version, strict_mutation_quota)
 from proxy.codec.responses import encode_local_response, error_response
-from tests.codec.strategies import kio_class, kio_plain, message_st, needs_kio, ours_plain
+from tests.proxy.codec.strategies import kio_class, kio_plain, message_st, needs_kio, ours_plain
 
 VERSIONS = [(key, v) for key, (lo, hi) in sorted(M.DECODED_APIS.items()) for v in range(lo, hi + 1)]
 _SETTINGS = settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck))

@@ -128,7 +128,7 @@ def test_produce_to_the_proxys_own_topic_is_exempt_only_for_its_allowed_writers(
         assert plan_request(scope, admin, produce(other)).decide is not None
     tenant = Session("L", "10.0.0.7")
     plan = plan_request(scope, tenant, produce(internal))
-    assert plan.decide is not None  # decided on the body: refused (tests/proxy/test_internal_topics.py)
+    assert plan.decide is not None  # decided on the body: refused (tests/proxy/apis/test_internal_topics.py)
 
 
 @pytest.mark.parametrize("where", ["proxy", "entry"])

@@ -51,7 +51,7 @@ def test_sidecars_sharing_usage_smooth_by_default_and_keep_an_explicit_off():
 
 def test_the_usage_topic_is_guarded_as_one_of_the_proxys_internal_topics():
     """A tenant's Produce to the usage topic is answered TOPIC_AUTHORIZATION_FAILED by the proxy and never reaches
-    the broker; an admin principal's is forwarded (tests/proxy/test_internal_topics.py has the guard's other paths)."""
+    the broker; an admin principal's is forwarded (tests/proxy/apis/test_internal_topics.py has the guard's other paths)."""
     cfg = parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": SIDECAR, "admin_principals":
                         ["User:admin"], "settings": {"quota.scope": "cluster", "quota.cluster.topic": TOPIC}})
     quotas = ByteRateQuotas(cfg, ManualClock(0))

@@ -14,8 +14,8 @@ from proxy.codec import apis
 from proxy.codec import messages as M
 from proxy.codec.errors import ProtocolError
 from proxy.codec.records import fetch_records_summary, iter_batches, produce_records_summary
-from tests.codec.strategies import message_st
-from tests.codec.builders import record_batch
+from tests.proxy.codec.strategies import message_st
+from tests.proxy.codec.builders import record_batch
 
 
 def test_batches_report_producer_and_flags():

@@ -1,5 +1,5 @@
 """KIP-599 charges what the broker did (issue 23 items 2 and 6), on bytes: one connection core, this test as a
-scripted broker (:class:`tests.proxy.test_mutation_requests.Wire`).
+scripted broker (:class:`tests.proxy.connection.test_mutation_requests.Wire`).
 
 The proxy admits against the bucket before the broker has answered; the broker's answer then says what was done:
 topics it reports with an error are given back, the throttle the response carries (and the mute) is what is left

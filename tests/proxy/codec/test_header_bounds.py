@@ -9,7 +9,7 @@ import pytest
 
 from proxy.codec.errors import ProtocolError
 from proxy.codec.header import Incomplete, parse_request_header
-from tests.codec.builders import uvarint
+from tests.proxy.codec.builders import uvarint
 
 METADATA_V12 = (3, 12)  # request header v2: tagged fields after the client id
 
