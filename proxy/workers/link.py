@@ -20,6 +20,7 @@ from proxy.ops.metrics import PREFIX
 from proxy.ground.tasks import cancel_and_wait
 from proxy.workers.frames import BEAT, BEAT_INTERVAL_S, CLAIM, CLAIMED, EAGER, GONE, HELLO, READY, RELEASE, RESEND, \
     SEED, SEED_ASK, USAGE, FrameError, pack, read_frame
+from quota.sharing import worker_seed
 from quota.sharing.usage_delta import UsageDeltaError, decode, encode
 from quota.sharing.usage_share import RECORD_STEP, UsageTap, record_remote_steps
 
@@ -27,7 +28,6 @@ log = logging.getLogger(__name__)
 
 VOLUME = "volume"  # the scope of the volume throttle's scaled producer_byte_rate (broker scopes are node ids)
 MAX_UNSENT_BYTES = 16 * 2**20  # the parent not reading: deltas past this are dropped (counted), never buffered
-MAX_SEED_ENTITIES = 20_000  # per byte-rate quota: the busiest entities' rates handed to a restarted worker
 DECODE_IN_THREAD_BYTES = 64 * 2**10  # a delta this long (a peer proxy's, thousands of entities) is decoded off the loop
 
 
@@ -149,24 +149,28 @@ class WorkerLink:
             writer.write(pack(CLAIM if what == b"claim" else RELEASE, payload))
 
     def _send_seed(self, to: bytes) -> None:
-        """A worker (re)started: its byte-rate sensors start from this one's, which hold every worker's usage (the
-        one that exited included), so it does not admit a tenant afresh for a window span."""
-        quotas, writer = self.app.quotas, self._writer
+        """A worker (re)started: its quota state starts from this one's, which holds every worker's usage (the one
+        that exited included), so it does not admit a tenant afresh (:mod:`quota.sharing.worker_seed`)."""
+        app, writer = self.app, self._writer
         if writer is None or writer.is_closing():
             return
-        now = quotas.clock.now_ms()
-        seed = {"produce": quotas.produce.seed_rows(now, MAX_SEED_ENTITIES),
-                "fetch": quotas.fetch.seed_rows(now, MAX_SEED_ENTITIES)}
+        quotas = app.quotas
+        seed = worker_seed.collect(quotas.produce, quotas.fetch, quotas.mutations, quotas.producer_ids,
+                                   app.connection_quotas, quotas.clock.now_ms())
         writer.write(pack(SEED, to + b"\n" + json.dumps(seed).encode()))  # to whom: read by the parent alone
 
     def _take_seed(self, payload: bytes) -> None:
-        quotas = self.app.quotas
-        seed = json.loads(payload.split(b"\n", 1)[1])
-        now = quotas.clock.now_ms()
-        quotas.produce.seed(seed.get("produce", ()), now)
-        quotas.fetch.seed(seed.get("fetch", ()), now)
-        log.info("worker %s: quota rates of %d entities taken from a peer", self.source,
-                 len(seed.get("produce", ())) + len(seed.get("fetch", ())))
+        app = self.app
+        quotas = app.quotas
+        try:
+            seed = json.loads(payload.split(b"\n", 1)[1])
+            taken = worker_seed.install(seed, quotas.produce, quotas.fetch, quotas.mutations, quotas.producer_ids,
+                                        app.connection_quotas, quotas.clock.now_ms())
+        except (ValueError, TypeError, KeyError, IndexError) as exc:  # a peer's bug: start afresh, keep serving
+            log.warning("worker %s: a peer's quota state not taken: %s", self.source, exc)
+            return
+        log.info("worker %s: quota state taken from a peer: %s", self.source,
+                 ", ".join(f"{n} {kind}" for kind, n in taken.items()))
 
     async def _beat_loop(self) -> None:
         """The parent's proof that this worker's loop runs: one frame every BEAT_INTERVAL_S (a stopped or stuck

@@ -416,25 +416,47 @@ class ClientQuotaManager:
             sensors.record_remote(value, now_ms)
             self._smooth(sensors, sensors.limit, value, now_ms)
 
-    def seed_rows(self, now_ms: int, max_rows: int) -> list[tuple[str, str, list]]:
-        """What a restarted peer needs to start where this one is: ``(user, client_id, samples)`` by quota tags for
-        the ``max_rows`` quota'd sensors with the most in their window (:meth:`quota.primitives.rate.Rate.samples`)."""
-        rows = [(s.tags.user, s.tags.client_id, s.rate.samples(now_ms)) for s in list(self._sensors.values())
-                if s.entity is not None]
-        rows = [row for row in rows if row[2]]
+    def seed_rows(self, now_ms: int, max_rows: int) -> list[tuple[str, str, list, float | None]]:
+        """What a restarted peer needs to start where this one is: ``(user, client_id, samples, tokens)`` by quota
+        tags for the ``max_rows`` quota'd sensors with the most in their window (:meth:`quota.primitives.rate.Rate.samples`)
+        plus what their bucket lacks (``tokens``: the smoothing or mutation bucket's now, None without one)."""
+        rows, weights = [], []
+        for s in list(self._sensors.values()):
+            if s.entity is None:
+                continue
+            samples, bucket = s.rate.samples(now_ms), self._seed_bucket(s)
+            tokens = None if bucket is None else bucket.peek(now_ms)
+            deficit = 0.0 if bucket is None else bucket.burst - tokens
+            if samples or deficit > 0:
+                rows.append((s.tags.user, s.tags.client_id, samples, tokens))
+                weights.append(sum(v for _, _, v in samples) + deficit)
         if len(rows) > max_rows:
-            rows = sorted(rows, key=lambda row: -sum(v for _, _, v in row[2]))[:max_rows]
+            order = sorted(range(len(rows)), key=weights.__getitem__, reverse=True)[:max_rows]
+            rows = [rows[i] for i in order]
         return rows
 
-    def seed(self, rows: Iterable[tuple[str, str, list]], now_ms: int) -> None:
-        """A peer's :meth:`seed_rows`: each entity's rate starts from the peer's samples (deciding nothing, not in
-        this process's totals, as :meth:`record_remote`)."""
-        for user, client_id, samples in rows:
+    def seed(self, rows: Iterable[Sequence], now_ms: int) -> None:
+        """A peer's :meth:`seed_rows`: each entity's rate starts from the peer's samples and its bucket holds no
+        more than the peer's (deciding nothing, not in this process's totals, as :meth:`record_remote`)."""
+        for row in rows:
+            user, client_id, samples = row[0], row[1], row[2]
             resolved = self.resolve(user, client_id)
             if not resolved.unlimited:
                 sensors = self._sensors_at(resolved, user, client_id, now_ms)
                 sensors.rate.seed(samples, now_ms)
                 sensors.last_record_ms = now_ms
+                if len(row) > 3 and row[3] is not None:
+                    self._seed_tokens(sensors, float(row[3]), now_ms)
+
+    def _seed_bucket(self, sensors: ClientSensors):
+        """The token bucket a seed carries for ``sensors``: smoothing's while it is on."""
+        return sensors.smooth if self.smoothing else None
+
+    def _seed_tokens(self, sensors: ClientSensors, tokens: float, now: int) -> None:
+        if self.smoothing and not math.isinf(sensors.limit):
+            if sensors.smooth is None:
+                sensors.smooth = smoothing.new_bucket(sensors.limit, self.window, now)
+            sensors.smooth.at_most(tokens, now)
 
     def _record(self, resolved: ResolvedQuota, user: str, client_id: str, value: float, now: int) -> ClientSensors:
         sensors = self._sensors_at(resolved, user, client_id, now)

@@ -234,6 +234,28 @@ class ConnectionQuotas:
             if self.limits.ip_rate(ip) != math.inf:
                 self._ip_rate(ip, now_ms)[1].record(float(n), now_ms)
 
+    def seed_rows(self, now_ms: int, max_ips: int) -> dict:
+        """What a restarted peer needs to start where this one is: the samples of the proxy-wide and listener
+        creation rates, and of the ``max_ips`` busiest IP rates (:meth:`quota.rate.Rate.samples`)."""
+        ips = [(ip, rate.samples(now_ms)) for ip, rate in list(self._ip_rates.items())]
+        ips = [row for row in ips if row[1]]
+        if len(ips) > max_ips:
+            ips = sorted(ips, key=lambda row: sum(v for _, _, v in row[1]), reverse=True)[:max_ips]
+        return {"proxy": self._proxy_rate.samples(now_ms),
+                "listeners": {name: rate.samples(now_ms) for name, rate in self._listener_rates.items()},
+                "ips": ips}
+
+    def seed(self, rows: dict, now_ms: int) -> None:
+        """A peer's :meth:`seed_rows`: each rate starts from the peer's samples (deciding nothing, as
+        :meth:`record_remote`; a listener or IP without a limit here is skipped)."""
+        self._proxy_rate.seed(rows.get("proxy", ()), now_ms)
+        for name, samples in rows.get("listeners", {}).items():
+            if name in self._listener_rates:
+                self._listener_rates[name].seed(samples, now_ms)
+        for ip, samples in rows.get("ips", ()):
+            if self.limits.ip_rate(ip) != math.inf:
+                self._ip_rate(ip, now_ms)[1].seed(samples, now_ms)
+
     def _ip_rate(self, ip: str, now_ms: int) -> tuple[str, Rate]:
         """The rate ``ip``'s connections are counted in (made if none), and its key: ``ip``, or ``<overflow>`` past
         ``max_tracked_entities`` IPs for one the quota names only as ``<default>``."""

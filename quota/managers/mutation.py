@@ -205,6 +205,12 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
         top, other = self.top_sensors(n, now, pause)
         return [(s.stats(now), s.bucket.peek(now)) for s in top], other
 
+    def _seed_bucket(self, sensors: MutationSensors) -> TokenBucket:  # a restarted worker's seed carries it
+        return sensors.bucket
+
+    def _seed_tokens(self, sensors: MutationSensors, tokens: float, now: int) -> None:
+        sensors.bucket.at_most(tokens, now)
+
     def _bucket_of(self, resolved: ResolvedQuota) -> MutationSensors | None:
         """The live bucket ``resolved``'s entity is counted in: its own, else (past ``max_tracked_entities``) its
         quota's ``<overflow>`` one; None when neither lives."""

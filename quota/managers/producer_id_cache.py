@@ -282,6 +282,45 @@ class TimeControlledBloomFilter:
         self.add(pid, now_ms)
         return False
 
+    def export(self) -> list:
+        """The live filters, oldest first, as ``[created at, PIDs or bits, PIDs written]``: the newest's count is
+        its own, an older one's its expected (it takes no more writes). What :meth:`take` reads (a restarted
+        worker's seed, :mod:`quota.sharing.producer_id_seed`)."""
+        older, expected = self.older, self.shape.expected
+        found = [[older[i], older[i + 1], expected] for i in range(0, len(older), 2)]
+        if self.current is not None:
+            found.append([self.current_ms, self.current, self.count])
+        return found
+
+    def take(self, filters: list, now_ms: int) -> None:
+        """A peer's :meth:`export` for the same user: its PIDs are known here too. Into a cache with no live filter
+        they are installed as they are (the same ages, so they expire when the peer's do); else an exact filter's
+        PIDs are written into the current one and bits join the older filters (at most MAX_FILTERS kept)."""
+        window = self.shape.window_ms
+        live = [f for f in filters if now_ms - f[0] < window
+                and (f[1].__class__ is array or len(f[1]) == self.shape.num_bytes)]  # bits of another sizing: not ours
+        if not live:
+            return
+        self.dispose_expired(now_ms)
+        if self.current is None:
+            *older, (self.current_ms, self.current, self.count) = live
+            self.older = tuple(x for created, data, _ in older for x in (created, data))[-2 * (MAX_FILTERS - 1):]
+            self._set_due()
+            return
+        bits = []
+        for created, data, _ in live:
+            if data.__class__ is array:
+                for pid in data:
+                    if not self.seen(pid, now_ms):
+                        self.add(pid, now_ms)
+            else:
+                bits.append((created, data))
+        if bits:
+            older = self.older
+            merged = sorted([(older[i], older[i + 1]) for i in range(0, len(older), 2)] + bits, key=lambda f: f[0])
+            self.older = tuple(x for pair in merged[-(MAX_FILTERS - 1):] for x in pair)
+            self._set_due()
+
     @property
     def filters(self) -> list[tuple[int, _FilterView]]:
         """The live filters, oldest first, as (created at ms, filter): for reading."""

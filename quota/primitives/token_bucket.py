@@ -45,6 +45,12 @@ class TokenBucket:
         self.refill(now_ms)
         self.tokens = min(self.burst, self.tokens + n)
 
+    def at_most(self, tokens: float, now_ms: int) -> None:
+        """A peer's bucket for the same entity holds ``tokens`` now (a restarted worker's seed): this one keeps the
+        fewer, so neither lets through what the other would not."""
+        self.refill(now_ms)
+        self.tokens = min(self.tokens, tokens)
+
     def reconfigure(self, rate: float, burst: float, now_ms: int) -> None:
         """A new quota: tokens accrued so far at the old rate, then capped by the new burst."""
         self.refill(now_ms)

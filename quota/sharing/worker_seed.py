@@ -1,0 +1,38 @@
+"""What a restarted worker takes from a serving peer so that it decides as the peer does from its first request
+(issue 35). Pure: plain values in and out; the transport is :mod:`proxy.workers.link`'s.
+
+A worker's quota state starts empty: byte-rate sensors and their smoothing buckets, the KIP-599 mutation buckets, the
+KIP-936 producer-id buckets and known ids, the KIP-612 connection-creation rates. Empty is generous: a tenant at its
+limit on the others gets a fresh allowance (a window span of bytes, a burst of topics or of new producer ids, a
+window of connections) from each restart. A serving peer's state holds every worker's usage (shared through the
+parent), the dead one's included, so the newcomer starts from it: each seed is bounded to the busiest entities.
+"""
+
+from __future__ import annotations
+
+from quota.sharing import producer_id_seed
+
+MAX_SEED_ENTITIES = 20_000  # per byte-rate and mutation quota, and IPs: the busiest entities' state
+MAX_SEED_PID_USERS = 2_000  # producer-id users (filters of up to ~7 KiB each at the default sizing)
+
+
+def collect(produce, fetch, mutations, producer_ids, connections, now_ms: int) -> dict:
+    """This worker's state for a newcomer, as JSON values (each manager's ``seed_rows``)."""
+    return {"produce": produce.seed_rows(now_ms, MAX_SEED_ENTITIES),
+            "fetch": fetch.seed_rows(now_ms, MAX_SEED_ENTITIES),
+            "mutation": mutations.seed_rows(now_ms, MAX_SEED_ENTITIES),
+            "producer_ids": producer_id_seed.seed_rows(producer_ids, now_ms, MAX_SEED_PID_USERS),
+            "connections": connections.seed_rows(now_ms, MAX_SEED_ENTITIES)}
+
+
+def install(seed: dict, produce, fetch, mutations, producer_ids, connections, now_ms: int) -> dict[str, int]:
+    """A peer's :func:`collect` taken in; returns the entities of each kind it carried (for the log line)."""
+    produce.seed(seed.get("produce", ()), now_ms)
+    fetch.seed(seed.get("fetch", ()), now_ms)
+    mutations.seed(seed.get("mutation", ()), now_ms)
+    producer_id_seed.seed(producer_ids, seed.get("producer_ids", ()), now_ms)
+    conns = seed.get("connections", {})
+    connections.seed(conns, now_ms)
+    return {"byte-rate": len(seed.get("produce", ())) + len(seed.get("fetch", ())),
+            "mutation": len(seed.get("mutation", ())), "producer-id": len(seed.get("producer_ids", ())),
+            "ip": len(conns.get("ips", ()))}
