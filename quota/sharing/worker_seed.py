@@ -25,8 +25,20 @@ def collect(produce, fetch, mutations, producer_ids, connections, now_ms: int) -
             "connections": connections.seed_rows(now_ms, MAX_SEED_ENTITIES)}
 
 
-def install(seed: dict, produce, fetch, mutations, producer_ids, connections, now_ms: int) -> dict[str, int]:
-    """A peer's :func:`collect` taken in; returns the entities of each kind it carried (for the log line)."""
+class SeedError(ValueError):
+    """A peer's state not of :func:`collect`'s shape (what was taken before the fault stays: a peer's own)."""
+
+
+def install(seed, produce, fetch, mutations, producer_ids, connections, now_ms: int) -> dict[str, int]:
+    """A peer's :func:`collect` taken in; returns the entities of each kind it carried (for the log line). Raises
+    :class:`SeedError` for anything else."""
+    try:
+        return _install(seed, produce, fetch, mutations, producer_ids, connections, now_ms)
+    except (AttributeError, TypeError, ValueError, KeyError, IndexError) as exc:
+        raise SeedError(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _install(seed: dict, produce, fetch, mutations, producer_ids, connections, now_ms: int) -> dict[str, int]:
     produce.seed(seed.get("produce", ()), now_ms)
     fetch.seed(seed.get("fetch", ()), now_ms)
     mutations.seed(seed.get("mutation", ()), now_ms)

@@ -13,6 +13,7 @@ import socket
 from proxy.workers.frames import SEED, SEED_ASK, pack, read_frame
 from proxy.workers.link import WorkerLink
 from quota.primitives.clock import ManualClock
+from quota.primitives.decision import FORWARD
 from quota.primitives.rate import QuotaWindow, Rate
 from tests.proxy.fake_app import FakeApp
 
@@ -20,7 +21,9 @@ RAW = {
     "upstream": {"bootstrap_servers": ["127.0.0.1:9092"]},
     "listeners": [{"name": "PLAINTEXT", "bind": "127.0.0.1:0"}],
     "settings": {"workers": 2},
-    "quotas": [{"entity": {"client-id": "spread"}, "producer_byte_rate": 1000, "consumer_byte_rate": 1000}],
+    "quotas": [{"entity": {"client-id": "spread"}, "producer_byte_rate": 1000, "consumer_byte_rate": 1000,
+                "controller_mutation_rate": 1},
+               {"entity": {"user": "<default>"}, "producer_ids_rate": 2}],
 }
 
 
@@ -54,6 +57,9 @@ def test_a_restarted_worker_decides_as_the_serving_one_from_its_first_request():
             survivor.quotas.produce.record_no_throttle("", "spread", 1000)
             survivor.quotas.fetch.record_no_throttle("", "spread", 1000)
             clock.advance(1000)
+        survivor.quotas.mutations.admit("", "spread", [15])  # past its burst of 11: tokens below 0
+        for pid in range(30):  # the user's burst of new producer ids (2 x 11 windows) and more
+            survivor.quotas.producer_ids.record_and_decide("tenant", pid, clock.now_ms())
         s_ours, s_parent = socket.socketpair()
         n_ours, n_parent = socket.socketpair()
         s = WorkerLink(survivor, 0, s_ours, 10_000, lambda: None)
@@ -82,9 +88,42 @@ def test_a_restarted_worker_decides_as_the_serving_one_from_its_first_request():
             expected = theirs.record_and_get_throttle_time_ms("", "spread", 2000, now)
             assert expected > 0  # before the fix the newcomer gave 0: a fresh sensor's 10 s allowance
             assert mine.record_and_get_throttle_time_ms("", "spread", 2000, now) == expected
+        mutations = [w.quotas.mutations.admit("", "spread", [1], now) for w in (survivor, newcomer)]
+        assert mutations[0].throttle is not None and mutations[1] == mutations[0]  # before: a full bucket of 11
+        pids = [w.quotas.producer_ids.record_and_decide("tenant", 99, now) for w in (survivor, newcomer)]
+        assert pids[0] != FORWARD and pids[1] == pids[0]  # before: FORWARD, a full bucket of 22
+        assert newcomer.quotas.producer_ids.record_and_decide("tenant", 3, now) == FORWARD  # known: not charged
         await s.close()
         await n.close()
         for sock in (s_parent, n_parent):
             sock.close()
+
+    asyncio.run(run())
+
+
+def test_a_seed_that_cannot_be_read_is_dropped_and_the_link_keeps_working():
+    """A peer's state that does not parse is logged and the newcomer starts afresh; the link still reads the next
+    frames (before, the read loop died on it and the worker heard nothing from the parent any more)."""
+    async def run():
+        clock = ManualClock(1_000_000)
+        survivor, newcomer = FakeApp(clock, RAW), FakeApp(clock, RAW)
+        survivor.quotas.produce.record_no_throttle("", "spread", 5000)
+        n_ours, n_parent = socket.socketpair()
+        n = WorkerLink(newcomer, 1, n_ours, 10_000, lambda: None)
+        await n.start()
+        _, to_newcomer = await asyncio.open_unix_connection(sock=n_parent)
+        for bad in (b"1\n{not json", b"1\n[1, 2]", b"1\n" + json.dumps({"mutation": [["", "spread"]]}).encode(),
+                    b"no destination"):
+            to_newcomer.write(pack(SEED, bad))
+        good = {"produce": survivor.quotas.produce.seed_rows(clock.now_ms(), 10)}
+        to_newcomer.write(pack(SEED, b"1\n" + json.dumps(good).encode()))
+        for _ in range(500):
+            if newcomer.quotas.produce.stats_for("", "spread") is not None:
+                break
+            await asyncio.sleep(0.01)
+        assert newcomer.quotas.produce.stats_for("", "spread", clock.now_ms()).rate == \
+            survivor.quotas.produce.stats_for("", "spread", clock.now_ms()).rate > 0
+        await n.close()
+        n_parent.close()
 
     asyncio.run(run())
