@@ -63,6 +63,7 @@ class WorkerLink:
         self._writer: asyncio.StreamWriter | None = None
         self._tasks: list[asyncio.Task] = []
         self._ready_sent: str | None = None
+        self._seeded: dict[str, int] = {}  # entities of each kind taken from a peer's state so far (for the log)
 
     async def start(self) -> None:
         reader, self._writer = await asyncio.open_unix_connection(sock=self._sock)
@@ -150,16 +151,24 @@ class WorkerLink:
 
     def _send_seed(self, to: bytes) -> None:
         """A worker (re)started: its quota state starts from this one's, which holds every worker's usage (the one
-        that exited included), so it does not admit a tenant afresh (:mod:`quota.sharing.worker_seed`)."""
-        app, writer = self.app, self._writer
-        if writer is None or writer.is_closing():
-            return
+        that exited included), so it does not admit a tenant afresh (:mod:`quota.sharing.worker_seed`). Sent in parts by a
+        task, the loop serving this worker's clients between two (the whole may take a second at 10^5 entities)."""
+        self._tasks = [t for t in self._tasks if not t.done()]
+        self._tasks.append(asyncio.get_running_loop().create_task(self._send_seed_parts(to)))
+
+    async def _send_seed_parts(self, to: bytes) -> None:
+        app = self.app
         quotas = app.quotas
-        seed = worker_seed.collect(quotas.produce, quotas.fetch, quotas.mutations, quotas.producer_ids,
-                                   app.connection_quotas, quotas.clock.now_ms())
-        writer.write(pack(SEED, to + b"\n" + json.dumps(seed).encode()))  # to whom: read by the parent alone
+        for part in worker_seed.parts(quotas.produce, quotas.fetch, quotas.mutations, quotas.producer_ids,
+                                      app.connection_quotas, quotas.clock.now_ms):
+            writer = self._writer
+            if writer is None or writer.is_closing():
+                return
+            writer.write(pack(SEED, to + b"\n" + json.dumps(part).encode()))  # to whom: read by the parent alone
+            await asyncio.sleep(0)
 
     def _take_seed(self, payload: bytes) -> None:
+        """One part of a peer's state: taken in at once (a part is small); logged once the last is in."""
         app = self.app
         quotas = app.quotas
         try:
@@ -169,8 +178,11 @@ class WorkerLink:
         except (ValueError, IndexError) as exc:  # JSON, SeedError, no destination: a peer's bug; keep serving
             log.warning("worker %s: a peer's quota state not taken: %s", self.source, exc)
             return
-        log.info("worker %s: quota state taken from a peer: %s", self.source,
-                 ", ".join(f"{n} {kind}" for kind, n in taken.items()))
+        for kind, n in taken.items():
+            self._seeded[kind] = self._seeded.get(kind, 0) + n
+        if seed.get("last"):
+            log.info("worker %s: quota state taken from a peer: %s", self.source,
+                     ", ".join(f"{n} {kind}" for kind, n in self._seeded.items()))
 
     async def _beat_loop(self) -> None:
         """The parent's proof that this worker's loop runs: one frame every BEAT_INTERVAL_S (a stopped or stuck

@@ -10,14 +10,37 @@ parent), the dead one's included, so the newcomer starts from it: each seed is b
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 from quota.sharing import producer_id_seed
 
 MAX_SEED_ENTITIES = 20_000  # per byte-rate and mutation quota, and IPs: the busiest entities' state
 MAX_SEED_PID_USERS = 2_000  # producer-id users (filters of up to ~7 KiB each at the default sizing)
+PART_ROWS = 2_000  # rows of one kind per part: a part is sent, and taken in, with the loop free in between
+PID_PART_ROWS = 200  # producer-id users per part (their filters are larger)
+
+
+def parts(produce, fetch, mutations, producer_ids, connections, now_ms: Callable[[], int]) -> Iterator[dict]:
+    """:func:`collect` a kind at a time (each read at its own ``now_ms()``), cut into parts of at most PART_ROWS
+    rows (PID_PART_ROWS users): the caller may let other work run between two. The last part says ``last``."""
+    kinds = (("produce", lambda now: produce.seed_rows(now, MAX_SEED_ENTITIES), PART_ROWS),
+             ("fetch", lambda now: fetch.seed_rows(now, MAX_SEED_ENTITIES), PART_ROWS),
+             ("mutation", lambda now: mutations.seed_rows(now, MAX_SEED_ENTITIES), PART_ROWS),
+             ("producer_ids", lambda now: producer_id_seed.seed_rows(producer_ids, now, MAX_SEED_PID_USERS),
+              PID_PART_ROWS))
+    for kind, rows_at, size in kinds:
+        rows = rows_at(now_ms())
+        for start in range(0, len(rows), size):
+            yield {kind: rows[start:start + size]}
+    conns = connections.seed_rows(now_ms(), MAX_SEED_ENTITIES)
+    ips = conns.pop("ips")
+    for start in range(PART_ROWS, len(ips), PART_ROWS):
+        yield {"connections": {"ips": ips[start:start + PART_ROWS]}}
+    yield {"connections": {**conns, "ips": ips[:PART_ROWS]}, "last": True}
 
 
 def collect(produce, fetch, mutations, producer_ids, connections, now_ms: int) -> dict:
-    """This worker's state for a newcomer, as JSON values (each manager's ``seed_rows``)."""
+    """This worker's state for a newcomer, as JSON values (each manager's ``seed_rows``), in one piece."""
     return {"produce": produce.seed_rows(now_ms, MAX_SEED_ENTITIES),
             "fetch": fetch.seed_rows(now_ms, MAX_SEED_ENTITIES),
             "mutation": mutations.seed_rows(now_ms, MAX_SEED_ENTITIES),

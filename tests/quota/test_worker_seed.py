@@ -167,3 +167,33 @@ def test_the_seed_is_bounded_to_the_busiest_entities(monkeypatch):
     rows = worker_seed.collect(*survivor.managers(), clock.now_ms())["mutation"]
     assert sorted(row[1] for row in rows) == [f"c{i}" for i in range(25, 30)]
     assert all(math.isfinite(row[3]) for row in rows)
+
+
+def test_the_seed_in_parts_installs_as_the_whole(monkeypatch):
+    """The link sends the state in small parts (the loop free between two); taken in one by one they leave the
+    newcomer where the whole seed does."""
+    monkeypatch.setattr(worker_seed, "PART_ROWS", 2)
+    monkeypatch.setattr(worker_seed, "PID_PART_ROWS", 1)
+    clock = ManualClock(START)
+    survivor = Worker(clock)
+    for i in range(5):
+        survivor.produce.record_no_throttle("", "storm", 900)
+        survivor.mutations.admit("", "storm", [3])
+        survivor.producer_ids.record_and_decide(f"user-{i}", i, clock.now_ms())
+        survivor.connections.admit("PLAINTEXT", f"10.0.0.{i}", clock.now_ms())
+        clock.advance(300)
+    whole, in_parts = Worker(clock), Worker(clock)
+    whole.seed_from(survivor)
+    parts = [json.loads(json.dumps(p)) for p in worker_seed.parts(*survivor.managers(), clock.now_ms)]
+    assert len(parts) > 5 and parts[-1]["last"] and not any(p.get("last") for p in parts[:-1])
+    for part in parts:
+        worker_seed.install(part, *in_parts.managers(), clock.now_ms())
+    now = clock.now_ms()
+    assert in_parts.produce.stats_for("", "storm", now).rate == whole.produce.stats_for("", "storm", now).rate > 0
+    assert in_parts.mutations.tokens("", "storm") == whole.mutations.tokens("", "storm") < 22
+    assert [s.tokens for s in in_parts.producer_ids.stats(now)] == [s.tokens for s in whole.producer_ids.stats(now)]
+    assert len(in_parts.producer_ids) == 5
+    for i in range(5):
+        ip = f"10.0.0.{i}"
+        assert in_parts.connections.ip_accept_rate(ip, now) == whole.connections.ip_accept_rate(ip, now) > 0
+    assert in_parts.connections.proxy_accept_rate(now) == whole.connections.proxy_accept_rate(now)

@@ -69,14 +69,17 @@ def test_a_restarted_worker_decides_as_the_serving_one_from_its_first_request():
         reader, writer = await asyncio.open_unix_connection(sock=s_parent)
         _, to_newcomer = await asyncio.open_unix_connection(sock=n_parent)
         writer.write(pack(SEED_ASK, b"1"))
-        while (frame := await asyncio.wait_for(read_frame(reader), 10))[0] != SEED:
-            pass
-        assert frame[1].startswith(b"1\n")
-        seeded = json.loads(frame[1].split(b"\n", 1)[1])
-        assert [row[:2] for row in seeded["produce"]] == [["", "spread"]]
-        to_newcomer.write(pack(SEED, frame[1]))
+        parts = []
+        while not parts or not parts[-1].get("last"):  # the parent's part: each SEED passed on to the newcomer
+            kind, payload = await asyncio.wait_for(read_frame(reader), 10)
+            if kind == SEED:
+                assert payload.startswith(b"1\n")
+                parts.append(json.loads(payload.split(b"\n", 1)[1]))
+                to_newcomer.write(pack(SEED, payload))
+        assert [row[:2] for part in parts for row in part.get("produce", ())] == [["", "spread"]]
+        assert [row[0] for part in parts for row in part.get("producer_ids", ())] == ["tenant"]
         for _ in range(500):
-            if newcomer.quotas.produce.stats_for("", "spread") is not None:
+            if newcomer.quotas.producer_ids.stats(clock.now_ms()):  # the last part's kind but one: all taken by then
                 break
             await asyncio.sleep(0.01)
         now = clock.now_ms()
