@@ -151,8 +151,8 @@ class WorkerLink:
 
     def _send_seed(self, to: bytes) -> None:
         """A worker (re)started: its quota state starts from this one's, which holds every worker's usage (the one
-        that exited included), so it does not admit a tenant afresh (:mod:`quota.sharing.worker_seed`). Sent in parts by a
-        task, the loop serving this worker's clients between two (the whole may take a second at 10^5 entities)."""
+        that exited included), so it does not admit a tenant afresh (:mod:`quota.sharing.worker_seed`). Sent in parts
+        by a task, the loop serving this worker's clients between two (the whole may take a second at 10^5 entities)."""
         self._tasks = [t for t in self._tasks if not t.done()]
         self._tasks.append(asyncio.get_running_loop().create_task(self._send_seed_parts(to)))
 

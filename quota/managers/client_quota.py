@@ -418,8 +418,8 @@ class ClientQuotaManager:
 
     def seed_rows(self, now_ms: int, max_rows: int) -> list[tuple[str, str, list, float | None]]:
         """What a restarted peer needs to start where this one is: ``(user, client_id, samples, tokens)`` by quota
-        tags for the ``max_rows`` quota'd sensors with the most in their window (:meth:`quota.primitives.rate.Rate.samples`)
-        plus what their bucket lacks (``tokens``: the smoothing or mutation bucket's now, None without one)."""
+        tags for the ``max_rows`` quota'd sensors with the most in their window
+        (:meth:`quota.primitives.rate.Rate.samples`) plus what their bucket lacks (``tokens``: the smoothing or mutation bucket's now, None without one)."""
         rows, weights = [], []
         for s in list(self._sensors.values()):
             if s.entity is None:
