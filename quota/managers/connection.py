@@ -236,7 +236,7 @@ class ConnectionQuotas:
 
     def seed_rows(self, now_ms: int, max_ips: int) -> dict:
         """What a restarted peer needs to start where this one is: the samples of the proxy-wide and listener
-        creation rates, and of the ``max_ips`` busiest IP rates (:meth:`quota.rate.Rate.samples`)."""
+        creation rates, and of the ``max_ips`` busiest IP rates (:meth:`quota.primitives.rate.Rate.samples`)."""
         ips = [(ip, rate.samples(now_ms)) for ip, rate in list(self._ip_rates.items())]
         ips = [row for row in ips if row[1]]
         if len(ips) > max_ips:
