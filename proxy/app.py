@@ -40,7 +40,7 @@ from quota.managers.connection import CONNECTION_CREATION_RATE, ConnectionQuotas
 log = logging.getLogger(__name__)
 
 SENSOR_EXPIRY_INTERVAL_S = 60.0
-TIMEOUT_CHECK_INTERVAL_S = 1.0
+HOUSEKEEPING_INTERVAL_S = 1.0
 EXPIRY_BATCH = 500  # idle sensors dropped per manager between two turns of the loop (about 5 ms of work)
 PID_CLEANUP_BATCH = 1_000  # producer-id users looked at per cleanup (~7 ms; a pass over 10^5 users: 100 cleanups)
 
@@ -184,6 +184,8 @@ class ProxyApp:
             send_buffer_bytes=settings["socket.send.buffer.bytes"],
             receive_buffer_bytes=settings["socket.receive.buffer.bytes"],
             open_gate=self.open_gate,
+            response_timeout_ns=settings["upstream.response.timeout.ms"] * 1_000_000,
+            idle_timeout_ns=settings["connections.max.idle.ms"] * 1_000_000,
         )
 
     def _open_broker_port(self, lc: ListenerConfig, node_id: int) -> None:
@@ -274,24 +276,19 @@ class ProxyApp:
     # bench/cluster_budget.py's one-broker Tansu clusters share the first one's (an OwnKafka)
 
     async def _housekeep(self) -> None:
-        """Off the request path: close connections past their bounds, drop quota sensors idle for an hour (as Kafka
-        does), so memory is bounded by active clients."""
+        """Off the request path: drop quota sensors idle for an hour (as Kafka does), so memory is bounded by active
+        clients; KIP-936's producer-id cache cleanup. (Each connection ends its own timeouts on its one timer.)"""
         settings = self.config.settings
-        response_timeout_ns = settings["upstream.response.timeout.ms"] * 1_000_000
-        idle_timeout_ns = settings["connections.max.idle.ms"] * 1_000_000
         loop = asyncio.get_running_loop()
         next_expiry = loop.time() + SENSOR_EXPIRY_INTERVAL_S
         pid_cleanup_s = max(settings["producer.id.quota.cache.cleanup.scheduler.interval.ms"] / 1000.0,
-                            TIMEOUT_CHECK_INTERVAL_S)
+                            HOUSEKEEPING_INTERVAL_S)
         next_pid_cleanup = loop.time() + pid_cleanup_s
         while True:
-            await asyncio.sleep(TIMEOUT_CHECK_INTERVAL_S)
+            await asyncio.sleep(HOUSEKEEPING_INTERVAL_S)
             if loop.time() >= next_pid_cleanup:  # KIP-936's cache cleanup, every set, a slice of the users at a time
                 self.quotas.cleanup_producer_ids(self.quotas.clock.now_ms(), PID_CLEANUP_BATCH)
                 next_pid_cleanup = loop.time() + pid_cleanup_s
-            now_ns = time.monotonic_ns()
-            for conn in list(self.connections):
-                conn.check_timeouts(now_ns, response_timeout_ns, idle_timeout_ns)
             self.quotas.note_overflow()  # a warning a minute at most while full sensor tables overflow
             if loop.time() >= next_expiry:
                 while self.quotas.expire_idle(EXPIRY_BATCH):  # a batch, then the loop's other work, until done

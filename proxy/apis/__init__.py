@@ -12,8 +12,8 @@ from typing import Callable
 from proxy.apis import (addresses, api_versions, broker_configs, byte_rate, client_quotas, metadata, mutations,
                         producer_ids, sasl)
 from proxy.apis.internal_topics import GUARDED, guarded
-from proxy.apis.plan import (FORWARD_AS_IS, PASS, AnswerLocally, Await, ConnectionScope, ForwardRequest, LookUp, Outcome,
-                             Plan)
+from proxy.apis.plan import (FORWARD_AS_IS, PASS, AnswerLocally, Await, ConnectionScope, ForwardRequest, HoldFor, LookUp,
+                             Outcome, Plan)
 from proxy.codec.apis import (ALTER_CLIENT_QUOTAS, API_VERSIONS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS,
                               DESCRIBE_CLIENT_QUOTAS, DESCRIBE_CLUSTER, FETCH, FIND_COORDINATOR, INIT_PRODUCER_ID,
                               METADATA, PRODUCE, SASL_AUTHENTICATE, SASL_HANDSHAKE)
@@ -65,5 +65,5 @@ def plan_request(scope: ConnectionScope, session: Session, header: RequestHeader
     return guarded(scope, session, header, plan)
 
 
-__all__ = ["BEFORE_AUTHENTICATION", "FORWARD_AS_IS", "HANDLERS", "PASS", "AnswerLocally", "Await", "ConnectionScope", "ForwardRequest", "LookUp", "Outcome",
+__all__ = ["BEFORE_AUTHENTICATION", "FORWARD_AS_IS", "HANDLERS", "PASS", "AnswerLocally", "Await", "ConnectionScope", "ForwardRequest", "HoldFor", "LookUp", "Outcome",
            "Plan", "Session", "plan_request"]

@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Callable
 
 from proxy.apis.metadata import look_up_topics
-from proxy.apis.plan import AnswerLocally, Await, ConnectionScope, ForwardRequest, LookUp, Outcome, Plan
+from proxy.apis.plan import AnswerLocally, Await, ConnectionScope, ForwardRequest, HoldFor, LookUp, Outcome, Plan
 from proxy.cluster.topics import Topics
 from proxy.session.session import Session
 from proxy.codec.apis import (ADD_PARTITIONS_TO_TXN, ALTER_CONFIGS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_RECORDS,
@@ -239,9 +239,12 @@ class _Check:
             header_length = 4 + (5 if response_header_version(self.header.api_key, self.header.api_version) else 4)
             body = memoryview(outcome.frame)[header_length:]
             return dataclasses.replace(outcome, frame=self._frame(self._merge_body(body, refusal)))
-        if isinstance(outcome, (LookUp, Await)):  # composed, so a field added to either is kept (watch_client)
+        if isinstance(outcome, (LookUp, Await)):  # composed, so a field added to either is kept
             then = outcome.then
             return dataclasses.replace(outcome, then=lambda answer: self._merged(then(answer), rest, refusal))
+        if isinstance(outcome, HoldFor):  # the hold's delay kept, its decision merged
+            then = outcome.then
+            return dataclasses.replace(outcome, then=lambda: self._merged(then(), rest, refusal))
         return outcome
 
     def _frame(self, body: bytes) -> bytes:

@@ -5,7 +5,8 @@ arrives, answer it locally, or ``BUFFER`` it and ``decide`` once the body is com
 outcome: :class:`ForwardRequest` (as is, rewritten, or only part of it, with a ``rewrite`` that merges the broker's
 answer with the proxy's own per-item errors) or :class:`AnswerLocally` (a response built by the codec, which keeps
 the request's place in the response order); a decision that needs a fact the proxy does not have yet
-(:class:`LookUp`) asks the broker first on the same connection and decides on its answer. Throttles decided in either phase, by any number of quota stages,
+(:class:`LookUp`) asks the broker first on the same connection and decides on its answer; one that must wait
+(:class:`HoldFor`) is held by the connection until its time. Throttles decided in either phase, by any number of quota stages,
 combine: the longest wins (:func:`quota.primitives.decision.longest`).
 """
 
@@ -86,17 +87,28 @@ class LookUp:
 
 @dataclass(frozen=True, slots=True)
 class Await:
-    """Decide after some work of the proxy's own (writing the config topic; a timer, for a Produce held by the
-    producer-id quota): ``start()`` is awaited off the request path, reading of the client stops at the next
-    boundary meanwhile, and ``then`` decides from its result (or the exception it raised): an answer, or forwarding
-    the request after all; the request keeps its place in the response order. The work must be bounded."""
+    """Decide after some work of the proxy's own (writing the config topic): ``start()`` is awaited off the request
+    path, reading of the client stops at the next boundary meanwhile, and ``then`` decides from its result (or the
+    exception it raised): an answer, or forwarding the request after all; the request keeps its place in the
+    response order. The work must be bounded."""
 
     start: Callable[[], object]
     then: Callable[[object], "ForwardRequest | AnswerLocally"]
-    watch_client: bool = False  # the client is read once more meanwhile (bounded, held back), so its close is seen
 
 
-Outcome = ForwardRequest | AnswerLocally | LookUp | Await
+@dataclass(frozen=True, slots=True)
+class HoldFor:
+    """Keep the request in the proxy for ``delay_ms`` (a Produce held by the producer-id quota), then let ``then()``
+    decide: forward it, or answer. The hold is the connection's own state with its own deadline, ended by the
+    connection's one timer (no task sleeps): reading of the client stops at the next boundary meanwhile, but for one
+    small read so that its close is seen, and the request keeps its place in the response order. If the client
+    leaves first, the plan's ``abandon`` is called and the request is dropped, never forwarded."""
+
+    delay_ms: int
+    then: Callable[[], "ForwardRequest | AnswerLocally"]
+
+
+Outcome = ForwardRequest | AnswerLocally | LookUp | Await | HoldFor
 FORWARD_AS_IS = ForwardRequest()
 
 

@@ -9,9 +9,9 @@ real producer carries one; a crafted one carrying several has each new one count
 - a known producer id, another user's, or one the bucket has a token for: forwarded as it comes;
 - ``producer.id.quota.enforcement: throttle`` (the KIP's behaviour): forwarded, and the response carries the
   throttle (the broker has the new id by then);
-- ``hold`` (the default), the user's bucket empty: the request is read whole and kept in the proxy (an
-  :class:`~proxy.apis.plan.Await` on a timer: nothing more is read from the connection meanwhile, and the request
-  keeps its place in the response order), then forwarded as it is when the quota lets its id through, so the
+- ``hold`` (the default), the user's bucket empty: the request is read whole and kept in the proxy (a
+  :class:`~proxy.apis.plan.HoldFor`, a deadline of the connection's own: nothing more is read from the connection
+  meanwhile, and the request keeps its place in the response order), then forwarded as it is when the quota lets its id through, so the
   broker sees new ids at no more than the configured rate, plus the burst, whatever connections they come on. If
   the connection closes before that (a restart loop giving up), the hold is abandoned
   (:meth:`quota.managers.producer_ids.ProducerIdQuotaManager.abandon`): the id is not known and its token goes back. The id
@@ -38,11 +38,10 @@ InitProducerId is not held (the KIP's rejected alternative 4: a producer id cost
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 
 from proxy.apis.decisions import Decisions
-from proxy.apis.plan import FORWARD_AS_IS, PASS, AnswerLocally, Await, ConnectionScope, Outcome, Plan
+from proxy.apis.plan import FORWARD_AS_IS, PASS, AnswerLocally, ConnectionScope, HoldFor, Outcome, Plan
 from proxy.codec.apis import INIT_PRODUCER_ID, PRODUCE
 from proxy.codec.error_codes import NONE, NOT_ENOUGH_REPLICAS
 from proxy.codec.frame import BUFFER
@@ -95,41 +94,28 @@ def decide_produce(scope: ConnectionScope, session: Session, header: RequestHead
 
 def held(scope: ConnectionScope, session: Session, header: RequestHeader, plan: Plan, hold: Hold) -> Plan:
     """``plan`` (what the other stages decided), once the quota lets the producer id through: the request is read
-    whole, kept off the request path until ``hold.until_ms`` (reading the client stops at the boundary after it),
-    then forwarded as it is, in its place in the response order. Its bytes, reserved by :func:`decide_produce`,
-    are released when it is forwarded, or, its client gone, once nothing keeps them any more."""
+    whole, held by the connection until ``hold.until_ms`` (a :class:`~proxy.apis.plan.HoldFor`: reading the client
+    stops at the boundary after it), then forwarded as it is, in its place in the response order. Its bytes,
+    reserved by :func:`decide_produce`, are released when it is forwarded, or when its client goes (the connection
+    drops the request then)."""
     clock, quota, pids = scope.quotas.clock, scope.quotas.producer_ids, header.producer_ids
     reserved = _Reserved(scope.quotas.held_bytes, session, header.frame_length)
 
-    gone = []  # the client left before the request was forwarded
-
-    def abandon() -> None:  # the connection closed before the request was forwarded: the ids never reached the broker
-        gone.append(True)
+    def abandon() -> None:  # the client left before the request was forwarded: the ids never reached the broker
         quota.abandon_all(hold, pids, clock.now_ms())
-        if not reserved.waiting:  # still being read: the splitter drops it with the connection
-            reserved.release()
+        reserved.release()
 
-    def admitted(_slept: object = None) -> Outcome:  # forwarded now: the ids are known, here and at the peers
-        if not gone:
-            quota.admitted(hold, pids, clock.now_ms())
+    def admitted() -> Outcome:  # forwarded now: the ids are known, here and at the peers
+        reserved.release()
+        quota.admitted(hold, pids, clock.now_ms())
         return FORWARD_AS_IS
 
     def wait(body: memoryview) -> Outcome:
         delay_ms = hold.until_ms - clock.now_ms()
         if delay_ms <= 0:
-            reserved.release()
             return admitted()
-        reserved.waiting = True
-
-        async def sleep() -> None:  # the request's bytes are kept until the timer ends, whatever the client does
-            try:
-                await asyncio.sleep(delay_ms / 1000.0)
-            finally:
-                reserved.release()
-
         # bounded: the quota never holds past producer.id.quota.max.hold.ms
-        # the client is watched meanwhile: if it closes, the hold is abandoned (see abandon) and nothing forwarded
-        return Await(start=sleep, then=admitted, watch_client=True)
+        return HoldFor(delay_ms, admitted)
 
     return dataclasses.replace(plan, action=BUFFER, decide=wait, abandon=abandon)
 
@@ -137,11 +123,10 @@ def held(scope: ConnectionScope, session: Session, header: RequestHeader, plan: 
 class _Reserved:
     """A held request's bytes in the held-byte bounds (:class:`quota.primitives.held_bytes.HeldBytes`), released once."""
 
-    __slots__ = ("_held", "_session", "_nbytes", "waiting")
+    __slots__ = ("_held", "_session", "_nbytes")
 
     def __init__(self, held_bytes, session: Session, nbytes: int) -> None:
         self._held, self._session, self._nbytes = held_bytes, session, nbytes
-        self.waiting = False  # on the hold's timer: released when it ends
 
     def release(self) -> None:
         if self._nbytes:

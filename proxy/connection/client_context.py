@@ -46,6 +46,8 @@ class ListenerContext:
     send_buffer_bytes: int = -1  # socket.send.buffer.bytes: SO_SNDBUF of client connections (-1: the kernel's)
     receive_buffer_bytes: int = -1  # socket.receive.buffer.bytes: SO_RCVBUF of client connections (-1: the kernel's)
     open_gate: OpenGate = field(default_factory=OpenGate)  # workers: the open counts kept by the parent
+    response_timeout_ns: int = 300_000 * 1_000_000  # upstream.response.timeout.ms
+    idle_timeout_ns: int = 600_000 * 1_000_000  # connections.max.idle.ms
 
 
 FRAME_ERROR_LOG = LogLimiter()  # one frame-error line per client address and direction every 10 s

@@ -51,6 +51,7 @@ class ClientConnection(Splicing, asyncio.BufferedProtocol):
             max_response_bytes=ctx.max_response_bytes, max_inflight=ctx.max_inflight_requests,
             write_client=self._queue_client, write_broker=self._queue_broker, clock=time.monotonic_ns,
             api_metrics=self.api_metrics, spawn=self._spawn, max_header_bytes=ctx.max_header_bytes,
+            response_timeout_ns=ctx.response_timeout_ns, idle_timeout_ns=ctx.idle_timeout_ns,
         )
         self.flow = self.core.flow
         self._reading_client = True
@@ -77,6 +78,8 @@ class ClientConnection(Splicing, asyncio.BufferedProtocol):
             self._awaiting_upstream = True
         if self.ctx.ssl_context is not None:
             self._tls_principal(transport.get_extra_info("peercert"))
+        if self._closed_reason is None:
+            self._arm(self.flow.next_deadline(), time.monotonic_ns())  # the one timer: the timeouts' first check
 
     _awaiting_upstream = False
 
@@ -251,10 +254,14 @@ class ClientConnection(Splicing, asyncio.BufferedProtocol):
     # -- applying the flow --------------------------------------------------------------------------------------
 
     def _apply(self) -> None:
-        """After every event: replay held-back requests, set reading, arm the timer."""
+        """After every event: replay held-back requests, decide holds, set reading, arm the timer."""
         flow = self.flow
         if flow.unhindered and self._reading_client and self._reading_broker and self._at_bound_since is None:
-            return  # the common case: nothing to replay, release, pause or time
+            return  # the common case: nothing to replay, release, pause or time (the timer is armed already)
+        self._apply_state()
+
+    def _apply_state(self) -> None:
+        flow = self.flow
         if self._closed_reason is not None or self.transport is None:
             return
         now = time.monotonic_ns()
@@ -270,6 +277,9 @@ class ClientConnection(Splicing, asyncio.BufferedProtocol):
             if batch:
                 self._send_queued()
         if self._closed_reason is not None:
+            return
+        if state.overdue is not None:
+            self._close_overdue(state.overdue)
             return
         if state.drained:
             self.close("shutdown")
@@ -295,16 +305,20 @@ class ClientConnection(Splicing, asyncio.BufferedProtocol):
                 self.upstream.set_reading(state.reading_broker)
         if flow.at_bound != (self._at_bound_since is not None):
             self._bound_changed(self._loop.time())
-        deadline = state.deadline
+        self._arm(state.deadline, now)
+
+    def _arm(self, deadline: int | None, now: int) -> None:
+        """The connection's one timer: at the flow's next deadline (a mute's or a hold's end, the timeouts' next
+        check), or earlier if already armed earlier (it then looks again)."""
         if deadline is not None and (self._timer is None or deadline < self._timer_at):
             if self._timer is not None:
                 self._timer.cancel()
             self._timer_at = deadline
-            self._timer = self._loop.call_later((deadline - now) / 1e9, self._on_timer)
+            self._timer = self._loop.call_later(max(deadline - now, 0) / 1e9, self._on_timer)
 
     def _on_timer(self) -> None:
         self._timer = None
-        self._apply()
+        self._apply_state()  # whatever the flow's state: the deadline may be a timeout check on an open connection
 
     def _bound_changed(self, now: float) -> None:
         metrics = self.ctx.metrics
@@ -392,22 +406,22 @@ class ClientConnection(Splicing, asyncio.BufferedProtocol):
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
 
-    def check_timeouts(self, now_ns: int, response_timeout_ns: int, idle_timeout_ns: int) -> None:
-        """Close a connection whose broker stopped answering (until a response's last byte), or that has been
-        idle too long. Time the proxy itself kept the broker unread does not count against the broker."""
-        if self._closed_reason is not None:
-            return
-        overdue = self.core.overdue(now_ns, response_timeout_ns, idle_timeout_ns)
+    def _close_overdue(self, overdue: str) -> None:
+        """Close a connection whose broker stopped answering (until a response's last byte), or that has been idle
+        too long (the flow's deadline found it past the bound). Time the proxy itself kept the broker unread does
+        not count against the broker."""
+        ctx, state = self.ctx, self.flow.mute_state
         if overdue == "client_full":
-            log.info("closing client %s: took no response for %d ms", self.peer, idle_timeout_ns // 1_000_000)
+            log.info("closing client %s: took no response for %d ms (%s)", self.peer, ctx.idle_timeout_ns // 1_000_000,
+                     state)
             self.close("idle")
         elif overdue == "upstream_timeout":
-            log.warning("closing client %s: broker %s did not answer within %d ms", self.peer, self.upstream_name,
-                        response_timeout_ns // 1_000_000)
-            self.ctx.metrics.upstream_errors.labels(self.ctx.name, "timeout").inc()
+            log.warning("closing client %s: broker %s did not answer within %d ms (%s)", self.peer, self.upstream_name,
+                        ctx.response_timeout_ns // 1_000_000, state)
+            ctx.metrics.upstream_errors.labels(ctx.name, "timeout").inc()
             self.close("upstream_timeout")
-        elif overdue == "idle":
-            log.info("closing client %s: idle for %d ms", self.peer, idle_timeout_ns // 1_000_000)
+        else:
+            log.info("closing client %s: idle for %d ms (%s)", self.peer, ctx.idle_timeout_ns // 1_000_000, state)
             self.close("idle")
 
     def drain(self) -> None:

@@ -30,9 +30,7 @@ class State:
     reading_broker: bool
     deadline: int | None  # call step() again at this time (the connection's clock, ns), or None
     drained: bool  # draining and everything answered: close
-
-
-OPEN = State(reading_client=True, reading_broker=True, deadline=None, drained=False)
+    overdue: str | None = None  # past a timeout (Flow.overdue's names): close
 
 
 def usage_recorder(scope: ConnectionScope | None, session: Session):
@@ -46,9 +44,10 @@ class ConnectionCore:
     def __init__(self, scope: ConnectionScope, session: Session, *, max_request_bytes: int, max_response_bytes: int,
                  max_inflight: int, write_client: Callable[[object], None], write_broker: Callable[[object], None],
                  clock: Callable[[], int], api_metrics: Callable[[int], object], planner=plan_request,
-                 spawn=None, max_header_bytes: int = MAX_HEADER_BYTES) -> None:
-        self.flow = Flow(max_inflight)
-        self.flow.client_read(clock())  # the idle timeout runs from the connection's start
+                 spawn=None, max_header_bytes: int = MAX_HEADER_BYTES, response_timeout_ns: int = 0,
+                 idle_timeout_ns: int = 0) -> None:
+        self.flow = Flow(max_inflight, response_timeout_ns, idle_timeout_ns)
+        self.flow.start_timeouts(clock())  # the idle timeout runs from the connection's start
         usage = usage_recorder(scope, session)
         self.responses = ResponsePath(self.flow, write_client, clock, api_metrics, usage, session)
         self.requests = RequestPath(self.flow, scope, session, write_broker, self.responses, api_metrics, clock,
@@ -126,29 +125,42 @@ class ConnectionCore:
         self._response_splitter.feed(data)
 
     def step(self, now: int) -> State:
-        """After every event: end an expired mute, replay held-back requests, report the state."""
+        """After every event, and when the deadline comes: end an expired mute, decide the holds whose time has
+        come, replay held-back requests, check the timeouts when due, report the state."""
         flow = self.flow
         if flow.unhindered:
-            return OPEN
+            if flow.timeouts_due(now):
+                overdue = self._check_timeouts(now)
+                if overdue is not None:
+                    return State(True, True, None, False, overdue)
+            return State(True, True, flow.next_deadline(), False)
         flow.tick(now)
+        for hold in flow.holds_due(now):
+            hold.due()
         while flow.read_ahead_due():
             flow.consumed_read_ahead(self._request_splitter.feed(flow.take_read_ahead()))
+        overdue = self._check_timeouts(now) if flow.timeouts_due(now) else None
         # Drained only between responses: one being received (streamed or spliced to the client, its request
         # already out of the in-flight queue) is finished first, not cut.
         drained = flow.drained and self._response_splitter.at_frame_boundary
-        return State(flow.reading_client, flow.reading_broker, flow.next_deadline(), drained)
+        return State(flow.reading_client, flow.reading_broker, flow.next_deadline(), drained, overdue)
 
-    def overdue(self, now: int, response_timeout: int, idle_timeout: int) -> str | None:
-        """The bound this connection is past (:meth:`proxy.connection.flow.Flow.overdue`), or None. The broker owes an answer
-        from when the response being received was asked for, or a dropped one started, or the oldest request
-        still waiting was read."""
+    def _waiting_since(self) -> int | None:
+        """Since when the broker owes an answer: from when the response being received was asked for, or a dropped
+        one started, or the oldest request still waiting was read; None if it owes none."""
         responses = self.responses
         receiving = responses.receiving
         if receiving is not None:
-            waiting_since = receiving.received_ns
-        else:
-            waiting_since = responses.dropping_since_ns or self.flow.inflight.oldest_waiting_ns()
-        return self.flow.overdue(now, waiting_since, response_timeout, idle_timeout)
+            return receiving.received_ns
+        return responses.dropping_since_ns or self.flow.inflight.oldest_waiting_ns()
+
+    def _check_timeouts(self, now: int) -> str | None:
+        return self.flow.check_timeouts(now, self._waiting_since())
+
+    def overdue(self, now: int, response_timeout: int, idle_timeout: int) -> str | None:
+        """The bound this connection is past (:meth:`proxy.connection.flow.Flow.overdue`) for these timeouts, or
+        None."""
+        return self.flow.overdue(now, self._waiting_since(), response_timeout, idle_timeout)
 
     def close(self) -> None:
         """Nothing more is split; the references back to the socket code are dropped; what the plans of requests not

@@ -22,19 +22,27 @@ the state comes out as plain values the socket code applies after every event (h
   a client's own back-off depends on its version, KIP-219): a response is never held, so a client whose request
   timeout is shorter than the throttle is not made to resend a request that was already appended.
 - **Timeouts**: the flow keeps when the client last sent, since when it has taken no response, and when reading the
-  broker last resumed, and says which bound a connection is past (:meth:`Flow.overdue`).
+  broker last resumed (:mod:`proxy.connection.timeouts`), and says which bound a connection is past.
 - **Read sizing**: once bytes were held back past a paused boundary, reads stay small
   (:data:`THROTTLED_READ_BYTES`) until the connection is unhindered again with nothing held back.
-- **Watching a held client**: while a request waits on a timer of the proxy's own (a Produce held for its new
-  producer id), the client is read once more, at most THROTTLED_READ_BYTES, held back as above, so that its close
-  is seen (a paused socket reports no end) and what the request reserved is released before its time is up.
+- **Held requests**: a request kept in the proxy until a time (a Produce held for its new producer id) is flow
+  state with its own deadline (:meth:`Flow.hold`): reading stops at the next boundary until it is decided
+  (:meth:`Flow.holds_due`), and the client is read once more meanwhile, at most THROTTLED_READ_BYTES, held back as
+  above, so that its close is seen (a paused socket reports no end) and the hold abandoned
+  (:meth:`Flow.abandon_holds`) before its time is up.
+- **One deadline**: :meth:`Flow.next_deadline` is the earliest of a mute's end, a hold's end and the next timeout
+  check; the socket code keeps one timer for it. Timeouts are checked there, not swept.
+- **The mute state has a name** (:attr:`Flow.mute_state`, as Kafka's ``KafkaChannel.ChannelMuteState``), for logs.
 
 An illegal transition (a reason lifted that was never set, a counter below zero) raises :class:`FlowError`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from proxy.connection.inflight import InFlight, InFlightQueue
+from proxy.connection.timeouts import Timeouts
 from quota.primitives.decision import Throttle, longest
 
 # Once a connection has been paused by a quota, its reads are at most this big, so what is read past a paused
@@ -46,12 +54,22 @@ class FlowError(RuntimeError):
     """An event that cannot happen in the flow's current state: a bug in the caller, never a client's doing."""
 
 
+class HeldRequest:
+    """A request kept in the proxy until ``until`` (ns): ``due()`` decides it then; ``abandon()`` instead if the
+    client leaves first."""
+
+    __slots__ = ("until", "due", "abandon")
+
+    def __init__(self, until: int, due: Callable[[], None], abandon: Callable[[], None]) -> None:
+        self.until, self.due, self.abandon = until, due, abandon
+
+
 class Flow:
     __slots__ = ("inflight", "max_inflight", "_mid_frame", "_broker_full", "_responses_full", "_muted_until",
-                 "_throttled", "_deciding", "_watching", "_draining", "_read_ahead", "_read_ahead_pos", "_requests",
-                 "_small_reads", "_responses_full_since", "_last_read", "_broker_resumed")
+                 "_throttled", "_deciding", "_holds", "_draining", "_read_ahead", "_read_ahead_pos", "_requests",
+                 "_small_reads", "timeouts")
 
-    def __init__(self, max_inflight: int) -> None:
+    def __init__(self, max_inflight: int, response_timeout: int = 0, idle_timeout: int = 0) -> None:
         if max_inflight < 1:
             raise ValueError(f"max_inflight must be at least 1, got {max_inflight}")
         self.inflight = InFlightQueue()  # requests read and not yet answered, in order
@@ -62,15 +80,13 @@ class Flow:
         self._responses_full = False  # back-pressure: the client socket's write buffer is full (responses not taken)
         self._muted_until = 0  # quota mute: read no new request before this time (ns; 0: not muted)
         self._throttled = 0  # requests throttled when read whose response is not out yet
-        self._deciding = 0  # requests waiting for the proxy's own lookup before they are decided
-        self._watching = 0  # of which held on a timer, with the client watched for its close (one small read)
+        self._deciding = 0  # requests waiting for the proxy's own lookup or work, or held, before they are decided
+        self._holds: list[HeldRequest] = []  # of which held until a time, the client watched for its close
         self._draining = False
         self._read_ahead: bytearray | None = None  # request bytes read past a paused boundary
         self._read_ahead_pos = 0
         self._small_reads = False  # bytes were held back past a paused boundary: keep reads small
-        self._responses_full_since = 0  # when the client stopped taking responses (ns), 0 while it takes them
-        self._last_read = 0  # when the client last sent bytes (ns)
-        self._broker_resumed = 0  # when reading the broker last resumed (ns): the response timeout starts anew
+        self.timeouts = Timeouts(response_timeout, idle_timeout)  # the idle and response timeouts' state
 
     # -- what the socket code applies ---------------------------------------------------------------------------
 
@@ -91,7 +107,7 @@ class Flow:
         bytes of the current request frame still to come (0 at a boundary)."""
         if frame_remaining and self.paused_at_boundary:
             return min(available, frame_remaining)  # read to the end of this frame, not past it
-        if self._watching and not frame_remaining:
+        if self._holds and not frame_remaining:
             return min(available, THROTTLED_READ_BYTES)  # watching a held client: one small read at most
         if self._small_reads:
             if self._read_ahead is None and not self.paused_at_boundary:
@@ -110,7 +126,7 @@ class Flow:
             return False
         if self._mid_frame:
             return True
-        return self._read_ahead is None and (self._watching > 0 or not self.paused_at_boundary)
+        return self._read_ahead is None and (bool(self._holds) or not self.paused_at_boundary)
 
     @property
     def reading_broker(self) -> bool:
@@ -135,8 +151,30 @@ class Flow:
         return self._draining and not self._mid_frame and not self.inflight.awaiting_response()
 
     def next_deadline(self) -> int | None:
-        """The earliest time something changes by itself (a mute ends), or None."""
-        return self._muted_until or None
+        """The earliest time something changes by itself (a mute ends, a hold ends, the timeouts are checked), or
+        None: the one deadline the socket code keeps a timer for."""
+        deadline = self._muted_until
+        timeouts = self.timeouts.check_at
+        if timeouts and (not deadline or timeouts < deadline):
+            deadline = timeouts
+        for hold in self._holds:
+            if not deadline or hold.until < deadline:
+                deadline = hold.until
+        return deadline or None
+
+    @property
+    def mute_state(self) -> str:
+        """Why reading stops, by name (Kafka's ``ChannelMuteState``): ``NOT_MUTED``, or ``MUTED_AND_`` the reasons
+        that hold, joined by ``_AND_``: ``THROTTLED`` (a quota mute), ``RESPONSE_PENDING`` (a throttled request's
+        response is not out), ``HELD`` (a request held until a time), ``DECIDING`` (waiting for the proxy's own
+        lookup or work), ``INFLIGHT_BOUND``, ``CLIENT_FULL`` (the client takes no responses), ``BROKER_FULL``,
+        ``DRAINING``."""
+        reasons = [name for name, on in (
+            ("THROTTLED", self._muted_until), ("RESPONSE_PENDING", self._throttled), ("HELD", self._holds),
+            ("DECIDING", self._deciding > len(self._holds)),
+            ("INFLIGHT_BOUND", len(self._requests) >= self.max_inflight), ("CLIENT_FULL", self._responses_full),
+            ("BROKER_FULL", self._broker_full), ("DRAINING", self._draining)) if on]
+        return "MUTED_AND_" + "_AND_".join(reasons) if reasons else "NOT_MUTED"
 
     # -- request frames ------------------------------------------------------------------------------------------
 
@@ -201,31 +239,33 @@ class Flow:
         if on == self._responses_full:
             raise FlowError(f"client back-pressure {'set' if on else 'lifted'} twice")
         self._responses_full = on
-        self._responses_full_since = now if on else 0
+        self.timeouts.full_since = now if on else 0
 
-    # -- timeouts --------------------------------------------------------------------------------------------------
+    # -- timeouts (proxy.connection.timeouts) ------------------------------------------------------------------------
 
     def client_read(self, now: int) -> None:
         """The client sent bytes (the idle timeout starts anew)."""
-        self._last_read = now
+        self.timeouts.last_read = now
 
     def broker_read_resumed(self, now: int) -> None:
         """The socket code resumed reading the broker: time the proxy kept it unread does not count against it."""
-        self._broker_resumed = now
+        self.timeouts.broker_resumed = now
+
+    def start_timeouts(self, now: int) -> None:
+        self.timeouts.start(now)
+
+    def timeouts_due(self, now: int) -> bool:
+        return self.timeouts.due(now)
+
+    def check_timeouts(self, now: int, waiting_since: int | None) -> str | None:
+        """The check time has come: the bound past, or None and the next check set (:meth:`Timeouts.check`)."""
+        if not self.timeouts.response_timeout:
+            raise FlowError("timeouts checked on a flow without timeouts")
+        return self.timeouts.check(now, waiting_since, self.reading_broker)
 
     def overdue(self, now: int, waiting_since: int | None, response_timeout: int, idle_timeout: int) -> str | None:
-        """The bound this connection is past, or None: ``"client_full"`` (the client took no response for
-        ``idle_timeout``), ``"upstream_timeout"`` (the broker did not answer a request read at ``waiting_since``
-        within ``response_timeout``, counted while the broker is read), ``"idle"`` (nothing sent nor owed)."""
-        if self._responses_full_since and now - self._responses_full_since > idle_timeout:
-            return "client_full"
-        if waiting_since is not None:
-            if self.reading_broker and now - max(waiting_since, self._broker_resumed) > response_timeout:
-                return "upstream_timeout"
-            return None
-        if now - self._last_read > idle_timeout:
-            return "idle"
-        return None
+        """The bound this connection is past for these timeouts, or None (:meth:`Timeouts.overdue`)."""
+        return self.timeouts.overdue(now, waiting_since, self.reading_broker, response_timeout, idle_timeout)
 
     # -- quota outcomes ----------------------------------------------------------------------------------------
 
@@ -277,20 +317,44 @@ class Flow:
         entry.throttled = False
         self._throttled -= 1
 
-    def request_deciding(self, watch_client: bool = False) -> None:
-        """A request waits for the answer to the proxy's own lookup before it is decided: read nothing more until
-        it is (its outcome keeps its place in the response order). ``watch_client``: it waits on a timer, and the
-        client is read once more (at most THROTTLED_READ_BYTES, held back) so that its close is seen meanwhile."""
+    def request_deciding(self) -> None:
+        """A request waits for the answer to the proxy's own lookup (or work) before it is decided: read nothing
+        more until it is (its outcome keeps its place in the response order)."""
         self._deciding += 1
-        if watch_client:
-            self._watching += 1
 
-    def request_decided(self, watched: bool = False) -> None:
-        if not self._deciding or (watched and not self._watching):
+    def request_decided(self) -> None:
+        if self._deciding <= len(self._holds):
             raise FlowError("a request was decided that was not waiting for a lookup")
         self._deciding -= 1
-        if watched:
-            self._watching -= 1
+
+    def hold(self, now: int, delay_ms: int, due: Callable[[], None], abandon: Callable[[], None]) -> None:
+        """A request is kept in the proxy for ``delay_ms`` from ``now``: read nothing more (but one small read, to see
+        the client's close) until :meth:`holds_due` hands back its ``due`` to decide it, or
+        :meth:`abandon_holds` its ``abandon``."""
+        if delay_ms <= 0:
+            raise FlowError(f"a request held for {delay_ms} ms")
+        self._holds.append(HeldRequest(now + delay_ms * 1_000_000, due, abandon))
+        self._deciding += 1
+
+    def holds_due(self, now: int) -> list[HeldRequest]:
+        """The holds whose time has come, in the order they were made; they leave the flow."""
+        if not self._holds or min(h.until for h in self._holds) > now:
+            return []
+        due = [h for h in self._holds if h.until <= now]
+        self._holds = [h for h in self._holds if h.until > now]
+        self._deciding -= len(due)
+        return due
+
+    @property
+    def held(self) -> int:
+        """Requests held until a time (:meth:`hold`)."""
+        return len(self._holds)
+
+    def abandon_holds(self) -> list[HeldRequest]:
+        """The client left: every hold leaves the flow, never decided (the caller abandons them)."""
+        holds, self._holds = self._holds, []
+        self._deciding -= len(holds)
+        return holds
 
     # -- time ----------------------------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 
-from proxy.apis import PASS, AnswerLocally, Await, ConnectionScope, LookUp, Outcome, Plan, plan_request
+from proxy.apis import PASS, AnswerLocally, Await, ConnectionScope, HoldFor, LookUp, Outcome, Plan, plan_request
 from proxy.codec.errors import ProtocolError
 from proxy.codec.frame import BUFFER, STREAM, Action
 from proxy.codec.header import RequestHeader
@@ -30,7 +30,7 @@ class RequestPath:
     """The frame handler of the client-to-broker direction."""
 
     __slots__ = ("_flow", "_scope", "_session", "_forward", "_responses", "_api_metrics", "_clock", "_plan", "_entry",
-                 "_planner", "_usage", "_spawn", "_abandons", "_dropped")
+                 "_planner", "_usage", "_spawn", "_abandons", "_dropped", "_gone")
 
     def __init__(self, flow: Flow, scope: ConnectionScope, session: Session, forward: Callable[[object], None],
                  responses: ResponsePath, api_metrics: Callable[[int], object], clock: Callable[[], int],
@@ -51,6 +51,7 @@ class RequestPath:
         # answered whose plan reserved something (Plan.abandon); and those released, to drop when decided
         self._abandons: set = set()
         self._dropped: set = set()
+        self._gone = False  # the client closed: a request replayed from the read-ahead is not held any more
 
     def on_header(self, header: RequestHeader) -> Action:
         self._api_metrics(header.api_key).request(header.frame_length)
@@ -113,6 +114,9 @@ class RequestPath:
             self._await(header, frame, entry, outcome, abandon)
             return
         self._settled(abandon)
+        if isinstance(outcome, HoldFor):
+            self._hold(header, frame, entry, outcome, abandon)
+            return
         if isinstance(outcome, AnswerLocally):
             if entry is None:  # acks=0 to a broker known not to answer: no answer, but its throttle mutes now
                 if outcome.throttle is not None:
@@ -158,11 +162,32 @@ class RequestPath:
         frame = bytes(frame)
 
         def done(result) -> None:
-            flow.request_decided(work.watch_client)
+            flow.request_decided()
             self._act(header, frame, entry, work.then(result), abandon)
 
-        flow.request_deciding(work.watch_client)
+        flow.request_deciding()
         self._spawn(work.start, done)
+
+    def _hold(self, header: RequestHeader, frame, entry: InFlight | None, hold: HoldFor, abandon) -> None:
+        """Hold the request in the flow until its time (the flow's deadline, ended by the connection's one timer),
+        then decide it; if the client goes first, the flow hands it back to be abandoned: never forwarded."""
+        flow = self._flow
+        frame = bytes(frame)
+
+        def due() -> None:
+            self._act(header, frame, entry, hold.then(), abandon)
+
+        def abandoned() -> None:
+            if abandon is not None:
+                abandon()
+            if entry is not None:  # nor answered: after a half-close the answers before it go, then the close
+                flow.inflight.abandon(entry)
+                flow.drain()
+
+        if self._gone:  # replayed from the read-ahead after the client's end: held for nobody
+            abandoned()
+            return
+        flow.hold(self._clock(), hold.delay_ms, due, abandoned)
 
     def _settled(self, abandon) -> None:
         """The request is forwarded or answered: nothing of what its plan reserved is to be released any more."""
@@ -171,13 +196,16 @@ class RequestPath:
 
     def client_gone(self) -> None:
         """The client closed (its side, or the connection): requests not yet forwarded or answered whose plans
-        reserved something (a held producer id) release it now and are dropped when decided, never forwarded: the
-        broker must not see a new producer id for a client that gave up (and after the client's end has been
-        passed on, nothing more may be written to it)."""
+        reserved something (a held producer id) release it now, never forwarded: the broker must not see a new
+        producer id for a client that gave up (and after the client's end has been passed on, nothing more may be
+        written to it). Held ones leave the flow now; ones still being read or looked up are dropped when decided."""
+        self._gone = True
         abandons, self._abandons = self._abandons, set()
         self._dropped |= abandons
         for abandon in abandons:
             abandon()
+        for hold in self._flow.abandon_holds():
+            hold.abandon()
 
     def on_frame_end(self, header: RequestHeader) -> None:
         flow = self._flow

@@ -1,9 +1,9 @@
 """A Produce held for its new producer id, on a proxy with internal topics, from a tenant (issue 36).
 
 A Produce naming two topics cannot stream past the internal-topic guard: the guard wraps the producer-id stage's
-plan and its ``Await``. Both must keep what that stage put there: the plan's ``abandon`` (the token goes back when the
-client leaves mid-hold) and the ``Await``'s ``watch_client`` (the client is read once more, so its close is seen at
-all). Before, the guard rebuilt both by hand and dropped those fields.
+plan and its ``HoldFor``. Both must keep what that stage put there: the plan's ``abandon`` (the token goes back when
+the client leaves mid-hold) and the hold's delay (the connection keeps it on its own deadline, and the client is read
+once more meanwhile, so its close is seen at all). Before, the guard rebuilt both by hand and dropped fields.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from config.loader import parse_config
-from proxy.apis import Await, ConnectionScope, Session, plan_request
+from proxy.apis import ConnectionScope, HoldFor, Session, plan_request
 from proxy.cluster.own_clients import OwnConnections
 from proxy.cluster.topics import Topics
 from proxy.codec.apis import PRODUCE
@@ -60,22 +60,21 @@ def produce(pid: int, topics=("orders", "audit"), corr: int = 1) -> bytearray:
 
 
 class Connection:
-    """A connection core whose held Produce's timer is kept (not run): the test plays it."""
+    """A connection core on the fake clock: a held Produce is the flow's, ended by its deadline."""
 
     def __init__(self, scope, clock):
-        self.spawned, self.to_broker, self.clock = [], bytearray(), clock
+        self.to_broker, self.clock = bytearray(), clock
         self.core = ConnectionCore(scope, Session("L", "10.0.0.1"), max_request_bytes=1 << 20,
                                    max_response_bytes=1 << 20, max_inflight=10, write_client=lambda data: None,
                                    write_broker=self.to_broker.extend, clock=lambda: clock.now_ms() * 1_000_000,
-                                   api_metrics=lambda key: NULL_API_METRICS,
-                                   spawn=lambda start, done: self.spawned.append(done))
+                                   api_metrics=lambda key: NULL_API_METRICS)
 
     def send(self, buf):
         self.core.client_bytes(memoryview(buf))
         return self.core.step(self.clock.now_ms() * 1_000_000)
 
 
-def test_the_guard_keeps_the_held_plans_abandon_and_the_awaits_watch_client(guarded_scope):
+def test_the_guard_keeps_the_held_plans_abandon_and_the_holds_delay(guarded_scope):
     scope, clock = guarded_scope
     for pid in (1, 2):  # the burst
         plan_request(scope, Session("L", "10.0.0.1"), parse_request_prefix(produce(pid), 1 << 30,
@@ -85,7 +84,7 @@ def test_the_guard_keeps_the_held_plans_abandon_and_the_awaits_watch_client(guar
     plan = plan_request(scope, Session("L", "10.0.0.1"), header)
     assert plan.action is BUFFER and plan.abandon is not None
     outcome = plan.decide(memoryview(buf)[header.header_length:])
-    assert isinstance(outcome, Await) and outcome.watch_client
+    assert isinstance(outcome, HoldFor) and outcome.delay_ms == 5_000
 
 
 def test_a_guarded_held_produce_whose_client_goes_gives_its_token_back_and_is_never_forwarded(guarded_scope):
@@ -96,12 +95,12 @@ def test_a_guarded_held_produce_whose_client_goes_gives_its_token_back_and_is_ne
         conn.send(produce(pid, corr=pid))
     forwarded = len(conn.to_broker)
     state = conn.send(produce(3, corr=3))  # two topics: the guard looks at the body, the hold waits 5 s
-    (done,) = conn.spawned
+    assert conn.core.flow.held == 1
     assert state.reading_client  # watched while held, so the close below is seen
     assert quota.stats(clock.now_ms())[0].tokens == -1
     conn.core.requests.client_gone()
     (stats,) = quota.stats(clock.now_ms())
     assert stats.abandoned_count == 1 and stats.tokens == 0  # the hold released: id 3 unknown, its token back
     clock.advance(5_000)
-    done(None)
+    conn.core.step(clock.now_ms() * 1_000_000)
     assert len(conn.to_broker) == forwarded

@@ -2,13 +2,10 @@
 (``connections.max.held.request.bytes``) and in the process (``max.held.request.bytes``). On a connection core with a
 fake clock: the held bytes never pass either bound, a Produce that would pass one is answered with the retriable
 NOT_ENOUGH_REPLICAS (its id not counted, its token left in the bucket) and goes through at once when retried after
-the reported throttle, and a hold's bytes come back when it is forwarded or when its timer ends after its client left.
+the reported throttle, and a hold's bytes come back when it is forwarded or as soon as its client leaves.
 Before the bounds, every such Produce was held whole, whatever its size and however many there were."""
 
 from __future__ import annotations
-
-import asyncio
-import contextlib
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
@@ -41,37 +38,30 @@ SIZE = len(produce(1, 1))
 
 
 class Connection:
-    """A connection core; the Await's work (the hold's timer) is kept as (start, done) for the test to play."""
+    """A connection core on the fake clock; a hold is the flow's, ended by its deadline."""
 
     def __init__(self, scope, clock, ip="10.0.0.1"):
         from proxy.connection.core import ConnectionCore
         from tests.fakes import NULL_API_METRICS
 
-        self.spawned, self.to_broker, self.to_client = [], bytearray(), bytearray()
+        self.to_broker, self.to_client = bytearray(), bytearray()
         self.clock, self.session = clock, Session("L", ip)
         self.core = ConnectionCore(scope, self.session, max_request_bytes=1 << 22, max_response_bytes=1 << 20,
                                    max_inflight=10, write_client=self.to_client.extend,
                                    write_broker=self.to_broker.extend, clock=lambda: clock.now_ms() * 1_000_000,
-                                   api_metrics=lambda key: NULL_API_METRICS,
-                                   spawn=lambda start, done: self.spawned.append((start, done)))
+                                   api_metrics=lambda key: NULL_API_METRICS)
 
     def send(self, buf):
         self.core.client_bytes(memoryview(buf))
         return self.core.step(self.clock.now_ms() * 1_000_000)
 
+    @property
+    def held(self) -> int:
+        return self.core.flow.held
+
     def end_hold(self):
-        """The hold's timer runs out (the clock is past its end; the real sleep is cut short) and it is decided."""
-        start, done = self.spawned.pop(0)
-
-        async def timer() -> None:
-            task = asyncio.ensure_future(start())
-            await asyncio.sleep(0)
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-        asyncio.run(timer())
-        done(None)
+        """The clock is past the hold's end: the flow's deadline decides it."""
+        self.core.step(self.clock.now_ms() * 1_000_000)
 
     def answer(self):
         """The proxy's own answer to the last request: (partition error codes, throttle_time_ms)."""
@@ -94,7 +84,7 @@ def test_a_produce_larger_than_the_connection_bound_is_refused_not_held_and_admi
     burst(scope, clock)
     conn = Connection(scope, clock)
     conn.send(produce(3, corr=7))
-    assert not conn.spawned and held.total == 0 and conn.session.held_bytes == 0  # nothing held
+    assert not conn.held and held.total == 0 and conn.session.held_bytes == 0  # nothing held
     assert conn.answer() == ([NOT_ENOUGH_REPLICAS], 5_000)  # retriable, back when the hold would have ended
     assert not conn.to_broker  # never reached the broker
     assert held.refused == {CONNECTION: 1, PROXY: 0}
@@ -103,7 +93,7 @@ def test_a_produce_larger_than_the_connection_bound_is_refused_not_held_and_admi
     clock.advance(5_000)  # the client retries after throttle_time_ms (the mute ends too): its token is there
     retry = Connection(scope, clock, "10.0.0.9")
     retry.send(produce(3, corr=8))
-    assert not retry.spawned and len(retry.to_broker) == SIZE  # streamed to the broker, never held
+    assert not retry.held and len(retry.to_broker) == SIZE  # streamed to the broker, never held
 
 
 def test_held_bytes_never_pass_the_process_bound_and_come_back_when_a_hold_is_forwarded():
@@ -118,7 +108,7 @@ def test_held_bytes_never_pass_the_process_bound_and_come_back_when_a_hold_is_fo
         conn.send(produce(10 + i, corr=1))
         peak = max(peak, held.total)
     assert peak == held.total == 2 * SIZE <= bound
-    assert [len(c.spawned) for c in conns[:3]] == [1, 1, 0]
+    assert [c.held for c in conns[:3]] == [1, 1, 0]
     assert [c.session.held_bytes for c in conns[:3]] == [SIZE, SIZE, 0]
     assert conns[2].answer() == ([NOT_ENOUGH_REPLICAS], 15_000)  # when its hold would have ended
     assert held.refused == {CONNECTION: 0, PROXY: 1}
@@ -126,24 +116,25 @@ def test_held_bytes_never_pass_the_process_bound_and_come_back_when_a_hold_is_fo
     conns[0].end_hold()  # the first hold ends: forwarded, its bytes no longer held
     assert len(conns[0].to_broker) == SIZE and held.total == SIZE and conns[0].session.held_bytes == 0
     conns[3].send(produce(20, corr=1))  # room again: the next new id is held (until 10 s after the one before)
-    assert len(conns[3].spawned) == 1 and held.total == 2 * SIZE
+    assert conns[3].held == 1 and held.total == 2 * SIZE
 
 
-def test_a_held_produce_whose_client_goes_keeps_its_bytes_counted_until_its_timer_ends():
-    """The client closes during the hold: its token goes back at once, but the request's bytes are still in memory
-    (the timer's task keeps them) until the timer ends, and are counted until then."""
+def test_a_held_produce_whose_client_goes_gives_its_token_and_bytes_back_at_once():
+    """The client closes during the hold: the hold leaves the connection's flow with it, so its token goes back and
+    the request's bytes are freed, and uncounted, at once (they were counted until the timer ended while a task
+    slept on them), and nothing reaches the broker when its time would have come."""
     clock = ManualClock(1_000_000)
     scope = scope_with(QUOTA, clock, **SETTINGS)
     held = scope.quotas.held_bytes
     burst(scope, clock)
     conn = Connection(scope, clock)
     conn.send(produce(3, corr=1))
-    assert held.total == SIZE
+    assert held.total == SIZE and conn.held == 1
     conn.core.requests.client_gone()
-    assert held.total == SIZE
+    assert held.total == 0 and held.requests == 0 and conn.session.held_bytes == 0 and not conn.held
     clock.advance(5_000)
     conn.end_hold()
-    assert held.total == 0 and held.requests == 0 and not conn.to_broker
+    assert held.total == 0 and not conn.to_broker
 
 
 def test_a_client_that_goes_in_the_middle_of_a_held_request_gives_its_bytes_back_at_once():
@@ -153,7 +144,7 @@ def test_a_client_that_goes_in_the_middle_of_a_held_request_gives_its_bytes_back
     burst(scope, clock)
     conn = Connection(scope, clock)
     conn.send(produce(3, corr=1)[:SIZE // 2])  # the header is read: the hold is decided, its bytes reserved
-    assert held.total == SIZE and not conn.spawned
+    assert held.total == SIZE and not conn.held
     conn.core.close()
     assert held.total == 0 and conn.session.held_bytes == 0
 
@@ -164,4 +155,4 @@ def test_a_zero_connection_bound_holds_nothing_and_every_would_be_hold_is_refuse
     burst(scope, clock)
     conn = Connection(scope, clock)
     conn.send(produce(3, corr=1, value=1))
-    assert not conn.spawned and conn.answer()[0] == [NOT_ENOUGH_REPLICAS]
+    assert not conn.held and conn.answer()[0] == [NOT_ENOUGH_REPLICAS]

@@ -1,15 +1,13 @@
 """The Produce handler under the producer-id quota (issue 23 item 3), on bytes with a fake clock: what the plan does
-with a Produce that brings a new producer id (forward, hold as an Await on a timer, answer locally with a retriable
-error), and that a refused id is not remembered by the connection."""
+with a Produce that brings a new producer id (forward, hold it on the connection's own deadline, answer locally with
+a retriable error), and that a refused id is not remembered by the connection."""
 
 from __future__ import annotations
-
-import asyncio
 
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from proxy.apis import AnswerLocally, Await, ForwardRequest, Session, plan_request
+from proxy.apis import AnswerLocally, ForwardRequest, HoldFor, Session, plan_request
 from proxy.codec.apis import PRODUCE
 from proxy.codec.error_codes import NOT_ENOUGH_REPLICAS
 from proxy.codec.frame import BUFFER
@@ -57,16 +55,8 @@ def test_a_new_id_over_quota_is_read_whole_and_held_on_a_timer_then_forwarded_as
     assert plan.action is BUFFER and plan.throttle is None
     clock.advance(4_990)  # the body is complete 4.99 s later: the hold's time is the quota's, 10 ms are left
     outcome = plan.decide(memoryview(buf)[header.header_length:])
-    assert isinstance(outcome, Await)
-    assert asyncio.run(_timed(outcome.start)) < 1.0
-    assert outcome.then(None) == ForwardRequest()  # the request as it came, nothing rewritten
-
-
-async def _timed(start) -> float:
-    loop = asyncio.get_running_loop()
-    began = loop.time()
-    await start()
-    return loop.time() - began
+    assert isinstance(outcome, HoldFor) and outcome.delay_ms == 10
+    assert outcome.then() == ForwardRequest()  # the request as it came, nothing rewritten
 
 
 def test_past_the_bound_the_produce_is_answered_with_not_enough_replicas_and_a_throttle(hold):
@@ -112,22 +102,24 @@ def test_throttle_enforcement_forwards_and_throttles_as_the_kip_does():
 
 
 class HeldConnection:
-    """A connection core whose Produce is held: the Await's work is kept (not run) so the test plays the timer."""
+    """A connection core on the fake clock: a held Produce is the flow's, ended by its deadline (:meth:`step`)."""
 
     def __init__(self, scope, clock):
         from proxy.connection.core import ConnectionCore
         from tests.fakes import NULL_API_METRICS
 
-        self.spawned, self.to_broker = [], bytearray()
+        self.to_broker = bytearray()
         self.clock = clock
         self.core = ConnectionCore(scope, Session("L", "10.0.0.1"), max_request_bytes=1 << 20,
                                    max_response_bytes=1 << 20, max_inflight=10, write_client=lambda data: None,
                                    write_broker=self.to_broker.extend, clock=lambda: clock.now_ms() * 1_000_000,
-                                   api_metrics=lambda key: NULL_API_METRICS,
-                                   spawn=lambda start, done: self.spawned.append(done))
+                                   api_metrics=lambda key: NULL_API_METRICS)
 
     def send(self, buf):
         self.core.client_bytes(memoryview(buf))
+        return self.step()
+
+    def step(self):
         return self.core.step(self.clock.now_ms() * 1_000_000)
 
 
@@ -142,14 +134,15 @@ def test_a_held_produce_whose_client_goes_is_never_forwarded_and_its_token_goes_
         conn.send(produce(pid, corr=pid))
     forwarded = len(conn.to_broker)
     state = conn.send(produce(3, corr=3))
-    (done,) = conn.spawned
+    assert conn.core.flow.held == 1 and state.deadline == (clock.now_ms() + 5_000) * 1_000_000
     assert state.reading_client  # watched while held
     assert len(conn.to_broker) == forwarded and quota.stats(clock.now_ms())[0].tokens == -1
     conn.core.requests.client_gone()  # the socket saw the end (eof_received, or connection_lost via close)
     (stats,) = quota.stats(clock.now_ms())
     assert stats.abandoned_count == 1 and stats.tokens == 0
+    assert conn.core.flow.held == 0  # the hold left the flow with its client
     clock.advance(5_000)
-    done(None)  # the timer ends
+    conn.step()  # its time would have come
     assert len(conn.to_broker) == forwarded  # dropped: the broker never sees id 3
 
 
@@ -160,9 +153,12 @@ def test_a_held_produce_forwarded_when_its_time_comes_is_not_released_when_the_c
         conn.send(produce(pid, corr=pid))
     forwarded = len(conn.to_broker)
     conn.send(produce(3, corr=3))
-    clock.advance(5_000)
-    conn.spawned.pop()(None)
-    assert len(conn.to_broker) > forwarded
+    clock.advance(4_999)
+    conn.step()
+    assert len(conn.to_broker) == forwarded and conn.core.flow.held == 1  # not yet
+    clock.advance(1)
+    conn.step()  # the flow's deadline: the hold ends
+    assert len(conn.to_broker) > forwarded and conn.core.flow.held == 0
     conn.core.close()
     assert scope.quotas.producer_ids.stats(clock.now_ms())[0].abandoned_count == 0
 
@@ -191,7 +187,7 @@ def test_a_new_id_in_the_second_batch_is_counted_and_held(hold):
     buf = produce_batches((-1, 3))
     header, plan = plan_for(scope, Session("L", "10.0.0.1"), buf)
     assert header.producer_ids == (3,) and plan.action is BUFFER
-    assert isinstance(plan.decide(memoryview(buf)[header.header_length:]), Await)
+    assert isinstance(plan.decide(memoryview(buf)[header.header_length:]), HoldFor)
     assert scope.quotas.producer_ids.stats(clock.now_ms())[0].new_pids_total == 3
 
 
@@ -214,11 +210,13 @@ def test_a_held_request_with_several_new_ids_whose_client_goes_gives_every_token
     conn.send(produce_batches((-1,), (-1, 1), corr=1))  # one of the burst's two tokens
     forwarded = len(conn.to_broker)
     conn.send(produce_batches((-1, 3), (4, 3), corr=2))  # 3 and 4 take the other and the next: held 5 s
-    assert len(conn.spawned) == 1 and len(conn.to_broker) == forwarded
+    assert conn.core.flow.held == 1 and len(conn.to_broker) == forwarded
     assert quota.stats(clock.now_ms())[0].tokens == -1
     conn.core.requests.client_gone()
     (stats,) = quota.stats(clock.now_ms())
     assert stats.abandoned_count == 2 and stats.tokens == 1
+
+
 def test_a_held_produce_whose_client_half_closes_ends_the_connection_once_the_answers_before_it_are_out(hold):
     """Issue 35: the client half-closes (shutdown(SHUT_WR)) while its Produce is held. The Produce is never forwarded
     (the broker has seen the end), so it can never be answered: once the answers to what went before are out, the
@@ -229,11 +227,8 @@ def test_a_held_produce_whose_client_half_closes_ends_the_connection_once_the_an
     for pid in (1, 2):
         conn.send(produce(pid, corr=pid))
     conn.send(produce(3, corr=3))
-    (done,) = conn.spawned
-    conn.core.requests.client_gone()  # eof_received
-    clock.advance(5_000)
-    done(None)  # the hold ends
-    state = conn.core.step(clock.now_ms() * 1_000_000)
+    conn.core.requests.client_gone()  # eof_received: the hold is abandoned at once
+    state = conn.step()
     assert not state.drained  # the answers to ids 1 and 2 are still due
     assert conn.core.flow.inflight.awaiting_response()
     for corr in (1, 2):  # the broker answers them; they go to the client, then the connection may close

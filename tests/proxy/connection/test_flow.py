@@ -1,21 +1,77 @@
 """The flow object (proxy.connection.flow): see test_flow_machine.py for the stateful property test."""
 
-from proxy.connection.flow import THROTTLED_READ_BYTES, Flow
+import pytest
+
+from proxy.connection.flow import THROTTLED_READ_BYTES, Flow, FlowError
 
 
 def test_a_client_held_on_a_timer_is_read_once_more_small_so_its_close_is_seen():
-    """While a request waits on a lookup the client is not read; while it waits on a timer with the client watched
-    (a held producer id), one small read is allowed, held back, and then reading stops until it is decided."""
+    """While a request waits on a lookup the client is not read; while it is held until a time (a held producer id),
+    one small read is allowed, held back, and then reading stops until the hold's deadline decides it."""
     flow = Flow(10)
     flow.request_deciding()
     assert not flow.reading_client
     flow.request_decided()
-    flow.request_deciding(watch_client=True)
+    decided = []
+    flow.hold(0, 5, lambda: decided.append("due"), lambda: decided.append("abandoned"))
+    assert flow.next_deadline() == 5_000_000 and flow.mute_state == "MUTED_AND_HELD"
     assert flow.reading_client and flow.read_size(1 << 20, 0) == THROTTLED_READ_BYTES
     flow.hold_back(b"next request bytes")
     assert not flow.reading_client  # one read, held back: no more until the hold ends
-    flow.request_decided(watched=True)
+    assert flow.holds_due(4_999_999) == []
+    (hold,) = flow.holds_due(5_000_000)
+    hold.due()
+    assert decided == ["due"] and flow.held == 0 and flow.next_deadline() is None
     assert flow.read_ahead_due()
+
+
+def test_holds_end_in_deadline_order_and_leave_the_flow_when_the_client_goes():
+    flow = Flow(10)
+    flow.hold(0, 30, lambda: None, lambda: None)
+    flow.hold(0, 10, lambda: None, lambda: None)
+    flow.mute(0, 20)
+    assert flow.next_deadline() == 10_000_000  # the earliest of every deadline: one timer
+    assert [h.until for h in flow.holds_due(10_000_000)] == [10_000_000]
+    assert flow.next_deadline() == 20_000_000 and flow.mute_state == "MUTED_AND_THROTTLED_AND_HELD"
+    abandoned = flow.abandon_holds()
+    assert [h.until for h in abandoned] == [30_000_000] and flow.held == 0
+    with pytest.raises(FlowError):
+        flow.request_decided()  # no lookup was waiting: the holds are not lookups
+    with pytest.raises(FlowError):
+        flow.hold(0, 0, lambda: None, lambda: None)
+
+
+def test_timeouts_are_checked_at_the_flows_deadline_not_swept():
+    """The timeouts' next check is part of the one deadline: the earliest time a bound could be past."""
+    second = 1_000_000_000
+    flow = Flow(10, response_timeout=30 * second, idle_timeout=60 * second)
+    flow.start_timeouts(0)
+    assert flow.next_deadline() == 30 * second  # a request read from now on is owed an answer 30 s later at most
+    assert not flow.timeouts_due(30 * second - 1)
+    flow.client_read(10 * second)
+    assert flow.check_timeouts(30 * second, None) is None
+    assert flow.next_deadline() == 60 * second  # now + 30 s; idle past 70 s
+    assert flow.check_timeouts(60 * second, None) is None and flow.next_deadline() == 70 * second + 1
+    assert flow.check_timeouts(70 * second + 1, None) == "idle"
+    assert flow.next_deadline() is None  # past a bound: closed, nothing more to check
+    waiting = Flow(10, response_timeout=30 * second, idle_timeout=60 * second)
+    waiting.start_timeouts(0)
+    assert waiting.check_timeouts(30 * second, 5 * second) is None  # a request read at 5 s: owed by 35 s
+    assert waiting.next_deadline() == 35 * second + 1
+    assert waiting.check_timeouts(35 * second + 1, 5 * second) == "upstream_timeout"
+    with pytest.raises(FlowError):
+        Flow(10).check_timeouts(0, None)
+
+
+def test_the_mute_state_names_every_reason_as_kafkas_channel_mute_state_does():
+    flow = Flow(1)
+    assert flow.mute_state == "NOT_MUTED"
+    flow.client_backpressure(True, 0)
+    flow.broker_backpressure(True)
+    flow.drain()
+    assert flow.mute_state == "MUTED_AND_CLIENT_FULL_AND_BROKER_FULL_AND_DRAINING"
+    flow.request_deciding()
+    assert flow.mute_state.startswith("MUTED_AND_DECIDING_AND_")
 
 
 def test_a_throttled_produce_v5_is_answered_at_once_and_the_next_request_waits_for_the_mute():
