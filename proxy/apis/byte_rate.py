@@ -38,6 +38,8 @@ every partition answers TOPIC_AUTHORIZATION_FAILED), so claiming a replica id fe
 
 from __future__ import annotations
 
+import dataclasses
+
 from proxy.apis import addresses, producer_ids
 from proxy.apis.plan import FORWARD_AS_IS, AnswerLocally, ConnectionScope, ForwardRequest, Outcome, Plan
 from proxy.session.session import Session
@@ -77,8 +79,7 @@ def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader
             session.user, header.client_id or "", header.size), header.client_id)
     if decisions.shadow_ms:
         scope.usage.for_request(session, header).shadow_throttle_ms += decisions.shadow_ms
-    plan = base if decisions.throttle is None else Plan(rewrite=base.rewrite, observe=base.observe,
-                                                         throttle=decisions.throttle)
+    plan = base if decisions.throttle is None else dataclasses.replace(base, throttle=decisions.throttle)
     return plan if hold is None else producer_ids.held(scope, session, header, plan, hold)
 
 
@@ -113,7 +114,7 @@ def paused_produce(scope: ConnectionScope, session: Session, volume, header: Req
                                      "kafka-quota-proxy: a broker volume is at its hard limit; "
                                      "produce is paused until usage drops (retry)")
 
-    return Plan(action=BUFFER, rewrite=base.rewrite, observe=base.observe, decide=decide)
+    return dataclasses.replace(base, action=BUFFER, decide=decide)
 
 
 def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
@@ -151,8 +152,8 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
                 scope.usage.for_request(session, header).shadow_throttle_ms += decisions.shadow_ms
             return decision
 
-        return Plan(action=BUFFER if tagged else base.action, rewrite=base.rewrite, observe=base.observe,
-                    decide=note_follower if tagged else None, record_response=record_only)
+        return dataclasses.replace(base, action=BUFFER if tagged else base.action,
+                                   decide=note_follower if tagged else base.decide, record_response=record_only)
 
     def budget() -> int:
         """Bytes this client may receive now without going over its quota (at least 1: progress is kept)."""
@@ -183,13 +184,9 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
             return FORWARD
         return fetch.record_and_decide(user, client_id, response_size)
 
-    return Plan(
-        action=BUFFER if version >= FETCH_MAX_BYTES_SINCE else base.action,
-        rewrite=trim,
-        observe=base.observe,
-        decide=cap_max_bytes if version >= FETCH_MAX_BYTES_SINCE else None,
-        record_response=record,
-    )
+    capped = version >= FETCH_MAX_BYTES_SINCE
+    return dataclasses.replace(base, action=BUFFER if capped else base.action, rewrite=trim,
+                               decide=cap_max_bytes if capped else base.decide, record_response=record)
 
 
 def trim_fetch_response(version: int, body: bytes | memoryview, budget: int) -> bytes | None:

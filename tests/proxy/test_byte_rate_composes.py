@@ -1,0 +1,79 @@
+"""The byte-rate stage adds to the plan the address stage made, never rebuilds it field by field (issue 36).
+
+``proxy.apis.byte_rate`` builds on ``proxy.apis.addresses``' plan for Produce and Fetch. It used to copy that plan's
+``rewrite`` and ``observe`` into a new ``Plan`` by hand, so any other field the earlier stage set (``abandon`` here,
+the field a hold adds; whatever is added next) was silently dropped. Each of the four ways the stage plans (a
+throttled Produce, a Produce refused during PAUSE, a Fetch under a consumer quota, the same in shadow mode) must
+keep what the earlier stage put there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from config.loader import parse_config
+from proxy.apis import ConnectionScope, Session, addresses, byte_rate
+from proxy.apis.plan import Plan
+from proxy.cluster.topics import Topics
+from proxy.codec.apis import FETCH, PRODUCE
+from proxy.codec.header import RequestHeader
+from proxy.enforce.managers import ByteRateQuotas
+from quota.clock import ManualClock
+
+
+def _released() -> None:
+    """Stands for whatever an earlier stage reserved and asked to be released if the client goes."""
+
+
+def _observed(body) -> None:
+    """Stands for an earlier stage reading the broker's answer."""
+
+
+EARLIER = Plan(observe=_observed, abandon=_released)
+
+
+@pytest.fixture
+def earlier_stage(monkeypatch):
+    monkeypatch.setattr(addresses, "plan_produce", lambda scope, session, header: EARLIER)
+    monkeypatch.setattr(addresses, "plan_fetch", lambda scope, session, header: EARLIER)
+
+
+def _scope(quotas, **sections) -> ConnectionScope:
+    config = parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}],
+                           "quotas": quotas, **sections})
+    return ConnectionScope(None, Topics(), ByteRateQuotas(config, ManualClock(1_000_000)))
+
+
+def _kept(plan: Plan) -> None:
+    assert plan is not EARLIER  # the stage added something
+    assert plan.abandon is _released and plan.observe is _observed, "the earlier stage's fields were dropped"
+
+
+def test_a_throttled_produce_keeps_the_earlier_plan(earlier_stage):
+    scope = _scope([{"entity": {"client-id": "p"}, "producer_byte_rate": 1000}])
+    session = Session("L", "10.0.0.1")
+    byte_rate.plan_produce(scope, session, RequestHeader(10_000, PRODUCE, 9, 1, "p", 20, 1))  # the burst
+    plan = byte_rate.plan_produce(scope, session, RequestHeader(10_000, PRODUCE, 9, 2, "p", 20, 1))
+    assert plan.throttle is not None
+    _kept(plan)
+    assert dataclasses.replace(plan, throttle=None) == EARLIER  # the throttle is all it added
+
+
+def test_a_produce_refused_during_pause_keeps_the_earlier_plan(earlier_stage):
+    scope = _scope([], volume_usage={"missing_data_action": "PAUSE", "produce_base_rate": 1000})
+    scope.quotas.volume.brokers({1})  # a live broker without a snapshot: the fail-safe PAUSE
+    plan = byte_rate.plan_produce(scope, Session("L", "10.0.0.1"), RequestHeader(100, PRODUCE, 9, 1, "p", 20, 1))
+    assert plan.decide is not None
+    _kept(plan)
+
+
+@pytest.mark.parametrize("mode", ["enforce", "shadow"])
+@pytest.mark.parametrize("version", [12, 15])  # before and after the replica id moved into the body (KIP-903)
+def test_a_fetch_under_a_consumer_quota_keeps_the_earlier_plan(earlier_stage, mode, version):
+    scope = _scope([{"entity": {"client-id": "c"}, "consumer_byte_rate": 1000}])
+    scope.quotas.set_mode(mode)
+    plan = byte_rate.plan_fetch(scope, Session("L", "10.0.0.1"), RequestHeader(100, FETCH, version, 1, "c", 20))
+    assert plan.record_response is not None
+    _kept(plan)
