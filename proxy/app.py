@@ -320,7 +320,8 @@ class ProxyApp:
         while self.connections and loop.time() < deadline:
             await asyncio.sleep(0.02)
         for conn in list(self.connections):
-            log.warning("closing client %s: shutdown grace period over with requests in flight", conn.peer)
+            log.warning("closing client %s: shutdown grace period over with requests in flight (%s)", conn.peer,
+                        conn.flow.mute_state)
             conn.abort()
         await self.readiness.stop()
         await self.discovery.stop()
