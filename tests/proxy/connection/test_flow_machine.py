@@ -119,6 +119,7 @@ class FlowMachine(RuleBasedStateMachine):
         self.paddings = paddings
         self.decided_at: dict[int, float] = {}  # corr -> when a held request's body was complete (model time)
         self.abandoned: list[int] = []  # held requests whose plan's abandon was called
+        self.hold_ended: list[int] = []  # held requests decided when their time came
         self.client_gone = False
         self.closed: str | None = None  # the timeout the connection closed for
         self.steps = 0
@@ -129,7 +130,10 @@ class FlowMachine(RuleBasedStateMachine):
             _, _, _, throttle_ms, on_body = spec
             if on_body in ("hold", "hold-local"):
                 local = frame(encode_response_header(3, 1, corr) + b"held")
-                then = (lambda: AnswerLocally(local)) if on_body == "hold-local" else ForwardRequest
+
+                def then():  # the hold's time has come: forwarded, or answered (in its turn)
+                    self.hold_ended.append(corr)
+                    return AnswerLocally(local) if on_body == "hold-local" else ForwardRequest()
 
                 def hold(body):
                     self.decided_at[corr] = self.now
@@ -292,20 +296,17 @@ class FlowMachine(RuleBasedStateMachine):
         self.now += dt
         self._apply()
 
-    @precondition(lambda self: self.steps > 8 and not self.client_gone and not self.closed)
+    @precondition(lambda self: (self.steps > 8 or self.core.flow.held) and not self.client_gone and not self.closed)
     @rule()
     def client_closes(self):
         """The client half-closes (the socket code calls client_gone; the connection stays open for the answers):
         every held request is abandoned at once, never forwarded."""
-        held_before = [c for c in range(len(self.specs)) if c in self.decided_at and not self._forwarded_or_answered(c)]
+        held_before = [c for c in self.decided_at if c not in self.hold_ended]
         self.client_gone = True
         self.core.requests.client_gone()
         assert self.core.flow.held == 0
         assert set(held_before) <= set(self.abandoned), "a held request was not abandoned when its client went"
         self._apply()
-
-    def _forwarded_or_answered(self, corr: int) -> bool:
-        return any(c == corr for _, _, c, _ in self.broker_requests) or any(c == corr for c, _ in self.delivered)
 
     @precondition(lambda self: self.steps > 12 and not self.closed)
     @rule()
@@ -451,8 +452,9 @@ class FlowMachine(RuleBasedStateMachine):
         """Closed for a timeout: every hold not yet decided was abandoned, once, and none forwarded after."""
         if not self.closed:
             return False
-        undecided = [c for c in self.decided_at if not self._forwarded_or_answered(c)]
+        undecided = [c for c in self.decided_at if c not in self.hold_ended]
         assert len(self.abandoned) == len(set(self.abandoned)) and set(undecided) <= set(self.abandoned)
+        assert not set(self.abandoned) & set(self.hold_ended), "a hold both ended and abandoned"
         return True
 
     def teardown(self):
@@ -490,6 +492,7 @@ class FlowMachine(RuleBasedStateMachine):
         self._apply()
         ids = [c for c, _ in self.delivered]
         assert len(self.abandoned) == len(set(self.abandoned)), "a hold abandoned twice"
+        assert not set(self.abandoned) & set(self.hold_ended), "a hold both ended and abandoned"
         assert all(self.specs[c][4] in ("hold", "hold-local") for c in self.abandoned)
         processed = self.pos - self.core.flow.read_ahead_bytes
         if self.client_gone:
