@@ -13,11 +13,15 @@ import logging
 import socket
 import struct
 
+import pytest
+
 from proxy.codec.apis import API_VERSIONS
 from proxy.codec.header import encode_request_header, frame
 from tests.harness import proxy_config, start_proxy
 from tests.integration.raw import read_frame
 from tests.scripted_broker import ScriptedBroker, answer_normally
+
+pytestmark = pytest.mark.integration
 
 CLOSE_WITHIN_S = 20  # the bound is 1 s; the rest is headroom for a machine whose cores are all busy
 

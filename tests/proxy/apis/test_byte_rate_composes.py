@@ -19,8 +19,8 @@ from proxy.apis.plan import Plan
 from proxy.cluster.topics import Topics
 from proxy.codec.apis import FETCH, PRODUCE
 from proxy.codec.header import RequestHeader
-from proxy.enforce.managers import ByteRateQuotas
-from quota.clock import ManualClock
+from proxy.quotas.managers import ByteRateQuotas
+from quota.primitives.clock import ManualClock
 
 
 def _released() -> None:
