@@ -216,9 +216,10 @@ class RequestPath:
     def _throttle(self, header: RequestHeader, entry: InFlight | None, throttle: Throttle) -> None:
         """The flow takes the throttle: it goes with the response (counted in the usage log there), or, with no
         response to carry it (acks=0), mutes now."""
-        muted_ms = self._flow.throttle_request(entry, throttle, self._clock())
+        now = self._clock()
+        muted_ms = self._flow.throttle_request(entry, throttle, now)
         if muted_ms:
-            self._usage.throttled(header, muted_ms)
+            self._usage.throttled(header, throttle, muted_ms, now)
 
 
 def _then(first, second):

@@ -130,8 +130,9 @@ class ResponsePath:
         """Act on a response's throttle: the response goes at once and the connection is muted after it, in every
         version (Kafka >= 2.0; before KIP-219 only the client's own back-off differs). ``frame`` None: already sent
         (a local answer)."""
-        self._usage.throttled(entry.header, entry.throttle.mute_ms)
-        self._flow.throttled_response(entry, self._clock())
+        now = self._clock()
+        self._usage.throttled(entry.header, entry.throttle, entry.throttle.mute_ms, now)
+        self._flow.throttled_response(entry, now)
         if frame is not None:
             self.send(frame)
 

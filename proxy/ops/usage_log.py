@@ -7,12 +7,20 @@ every field (``null`` where not known), and says where it came from and under wh
     {"time": 1795455600.0, "interval_s": 10.0, "listener": "PLAINTEXT", "ip": "10.0.0.7", "user": "ANONYMOUS",
      "client_id": "etl", "api": "Produce", "requests": 120, "request_bytes": 1966080, "response_bytes": 7200,
      "throttle_ms": 350, "shadow_throttle_ms": 0, "partition_mutations": 0, "new_producer_ids": 1,
-     "connections_opened": 0, "proxy": "broker-1.internal:9092", "broker": null, "scope": "broker"}
+     "connections_opened": 0, "held_ms": 350, "throttles": 2, "quota_rate": 1048576.0, "observed_rate_sum": 2150000.0,
+     "proxy": "broker-1.internal:9092", "broker": null, "scope": "broker"}
 
 ``time`` is the end of the interval (epoch seconds). ``proxy`` is the proxy's id (:mod:`proxy.identity`; the
 workers of one proxy share it), ``broker`` the node id of the broker whose port the connection came in on in
 cluster mode (``null`` on the bootstrap port and on a sidecar, which fronts one broker), ``scope`` the
 ``quota.scope`` in force: what the planner needs to recommend per broker or per cluster (analytics/README.md).
+
+What a throttle hid, for the planner's demand estimate: ``held_ms`` is the wall time the entity's connections were
+held by a throttle (the union of the held spans, so never more than the time itself, however many connections and
+requests were throttled; a span is counted in the interval its throttle was decided in), ``throttles`` how many
+byte-rate throttles were decided, ``observed_rate_sum`` the sum of the rates (bytes/s over Kafka's sampled window)
+each was decided on, and ``quota_rate`` the byte-rate quota in force at the last of them (``null`` when no
+byte-rate throttle was decided). Logs written before these fields have none: read as 0 and ``null``.
 
 The request path adds to a :class:`UsageTable` (dict lookups
 and integer additions); every ``interval_seconds`` the table is swapped for a fresh one and the old one goes to a
@@ -46,14 +54,34 @@ FIELDS = ("requests", "request_bytes", "response_bytes", "throttle_ms", "shadow_
 QUEUE_BATCHES = 8  # intervals waiting for the writer; beyond, an interval's lines are dropped
 
 
+THROTTLE_FIELDS = ("held_ms", "throttles", "quota_rate", "observed_rate_sum")
+
+
 class UsageCounters:
     """One entity's counts in the current interval."""
 
-    __slots__ = FIELDS
+    __slots__ = FIELDS + THROTTLE_FIELDS + ("held_until_ns",)
 
     def __init__(self) -> None:
         for name in FIELDS:
             setattr(self, name, 0)
+        self.held_ms = 0.0
+        self.throttles = 0
+        self.quota_rate = None
+        self.observed_rate_sum = 0.0
+        self.held_until_ns = 0  # the end of the latest held span: later spans add only what they do not overlap
+
+    def held(self, throttle, mute_ms: int, now_ns: int) -> None:
+        """A connection of this entity held for ``mute_ms`` from ``now_ns`` by ``throttle`` (quota.decision)."""
+        self.throttle_ms += mute_ms
+        end = now_ns + mute_ms * 1_000_000
+        if end > self.held_until_ns:
+            self.held_ms += (end - max(now_ns, self.held_until_ns)) / 1e6
+            self.held_until_ns = end
+        if throttle.bound:
+            self.throttles += 1
+            self.quota_rate = throttle.bound
+            self.observed_rate_sum += throttle.observed_rate
 
 
 def _row(rows: dict, key: tuple, max_rows: int) -> UsageCounters:
@@ -182,8 +210,9 @@ class UsageRecorder:
     def response(self, header, nbytes: int) -> None:
         self._rows(header).response_bytes += nbytes
 
-    def throttled(self, header, mute_ms: int) -> None:
-        self._rows(header).throttle_ms += mute_ms
+    def throttled(self, header, throttle, mute_ms: int, now_ns: int) -> None:
+        """The request's connection held for ``mute_ms`` from ``now_ns`` (monotonic) by ``throttle``."""
+        self._rows(header).held(throttle, mute_ms, now_ns)
 
 
 class _NoUsageRecorder(UsageRecorder):
@@ -200,7 +229,7 @@ class _NoUsageRecorder(UsageRecorder):
     def response(self, header, nbytes: int) -> None:
         pass
 
-    def throttled(self, header, mute_ms: int) -> None:
+    def throttled(self, header, throttle, mute_ms: int, now_ns: int) -> None:
         pass
 
 
@@ -216,6 +245,10 @@ def records(rows: dict[tuple, UsageCounters], end_s: float, interval_s: float, p
                   "api": None if api_key is None else (api_name(api_key) if api_key in API_NAMES else "Unknown")}
         for name in FIELDS:
             record[name] = getattr(counts, name)
+        record["held_ms"] = round(counts.held_ms)
+        record["throttles"] = counts.throttles
+        record["quota_rate"] = counts.quota_rate
+        record["observed_rate_sum"] = round(counts.observed_rate_sum, 1)
         record["proxy"], record["broker"], record["scope"] = proxy, broker, scope
         yield record
 

@@ -214,10 +214,11 @@ class ClientQuotaManager:
         now = self._now(now_ms)
         sensors = self._sensors_to_record(user, client_id, now)
         self._count(sensors, user, client_id, value, now)
-        throttle = self._throttle(sensors, now)
+        throttle, observed = self._decide(sensors, now)
         if throttle <= 0:
             return FORWARD
-        return Throttle(throttle_time_ms=throttle, mute_ms=throttle, shadow=self.shadow or sensors.shadow)
+        return Throttle(throttle_time_ms=throttle, mute_ms=throttle, shadow=self.shadow or sensors.shadow,
+                        bound=sensors.limit, observed_rate=observed)
 
     def record_no_throttle(self, user: str, client_id: str, value: float, now_ms: int | None = None) -> None:
         """Record without checking (``recordNoThrottle``): the next checked record pays for it."""
@@ -368,21 +369,25 @@ class ClientQuotaManager:
 
     def _throttle(self, sensors: ClientSensors, now: int) -> int:
         """The throttle for what was just recorded in ``sensors`` (0 within quota), counted in its stats."""
+        return self._decide(sensors, now)[0]
+
+    def _decide(self, sensors: ClientSensors, now: int) -> tuple[int, float]:
+        """:meth:`_throttle` and the rate it was decided on (0.0 when the sampled rate did not decide it)."""
         if sensors.entity is None:  # no quota applies
-            return 0
+            return 0, 0.0
         if sensors.smooth is not None and self.smoothing:
             shadow = self.shadow or sensors.shadow
             throttle = smoothing.throttle_time_ms(sensors.smooth, self.max_throttle_time_ms, shadow)
             sensors.record_throttle(throttle, shadow)
-            return throttle
+            return throttle, 0.0
         limit = sensors.limit
         observed = sensors.rate.measure(now)
         if quota_acceptable(observed, limit):
-            return 0
+            return 0, observed
         window_ms = sensors.rate.window_size_ms(now)
         throttle = max(0, bounded_throttle_time_ms(observed, limit, window_ms, self.max_throttle_time_ms))
         sensors.record_throttle(throttle, self.shadow or sensors.shadow)
-        return throttle
+        return throttle, observed
 
     def record_remote(self, user: str, client_id: str, value: float, now_ms: int) -> None:
         """A peer's usage (:mod:`quota.sharing.usage_share`): counted in the rate this client's quota is checked against,

@@ -11,7 +11,7 @@ and connection limits (KIP-612) have their own outcome in :mod:`quota.managers.c
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeAlias
 
 
@@ -33,6 +33,11 @@ class Throttle:
     throttle_time_ms: int
     mute_ms: int
     shadow: bool = False
+    # A byte-rate quota's throttle (KIP-13) also says what decided it, for the usage log: the quota in force and the
+    # rate measured over the sampled window when it was decided (0 when not a byte rate, or smoothing decided it).
+    # Kafka's formula X = (O - Q) / Q x W gives O back only while X is not capped; these are O and Q themselves.
+    bound: float = field(default=0.0, compare=False)
+    observed_rate: float = field(default=0.0, compare=False)
 
     def __post_init__(self) -> None:
         if self.throttle_time_ms < 0 or self.mute_ms < 0:
@@ -57,8 +62,11 @@ def is_applied(decision: Decision) -> bool:
 
 def longest(a: Throttle, b: Throttle) -> Throttle:
     """Two throttles on one request (several quota stages) combine: the longest report and the longest mute win;
-    the result is shadow only when both are."""
-    return Throttle(max(a.throttle_time_ms, b.throttle_time_ms), max(a.mute_ms, b.mute_ms), a.shadow and b.shadow)
+    the result is shadow only when both are. The byte-rate figures (``bound``, ``observed_rate``) are the longer
+    mute's, or the other's when it has none."""
+    figures = a if (a.mute_ms >= b.mute_ms and a.bound) or not b.bound else b
+    return Throttle(max(a.throttle_time_ms, b.throttle_time_ms), max(a.mute_ms, b.mute_ms), a.shadow and b.shadow,
+                    figures.bound, figures.observed_rate)
 
 
 def combined(throttle: Throttle | None, decision: Decision) -> Throttle | None:

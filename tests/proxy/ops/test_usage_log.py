@@ -12,7 +12,12 @@ from prometheus_client import CollectorRegistry
 from config.errors import ConfigError
 from config.usage import UsageLogConfig, parse_usage_log
 from proxy.ops.metrics import ProxyMetrics
-from proxy.ops.usage_log import FIELDS, RotatingWriter, UsageLog, UsageTable, records
+from proxy.ops.usage_log import FIELDS, THROTTLE_FIELDS, RotatingWriter, UsageLog, UsageTable, records
+from quota.client_quota import ClientQuotaManager
+from quota.clock import ManualClock
+from quota.decision import Throttle
+from quota.entity import QuotaTable
+from quota.rate import QuotaWindow
 
 PRODUCE, FETCH = 0, 1
 
@@ -34,8 +39,36 @@ def test_one_record_per_entity_per_interval_with_every_field():
     assert produce["time"] == 1000.0 and produce["interval_s"] == 10.0
     assert produce["user"] == "alice" and produce["client_id"] == "etl" and produce["listener"] == "L"
     assert out[2]["connections_opened"] == 2 and out[2]["user"] is None
-    assert all(set(r) == {"time", "interval_s", "listener", "ip", "user", "client_id", "api", *FIELDS, "proxy",
-                          "broker", "scope"} for r in out)
+    assert all(set(r) == {"time", "interval_s", "listener", "ip", "user", "client_id", "api", *FIELDS,
+                          *THROTTLE_FIELDS, "proxy", "broker", "scope"} for r in out)
+    assert (produce["held_ms"], produce["throttles"], produce["quota_rate"]) == (0, 0, None)
+
+
+def test_held_time_is_the_union_of_the_spans_and_a_byte_rate_throttle_says_q_and_o():
+    """Two connections of one entity throttled for overlapping spans: throttle_ms sums them (1,500 ms), held_ms is
+    their union (1,200 ms): the share of time the entity was held can never pass 1. A byte-rate throttle carries
+    the quota in force and the rate measured when it was decided, which the planner's demand estimate needs."""
+    table = UsageTable()
+    row = table.row("L", "10.0.0.1", "alice", "etl", PRODUCE)
+    ms = 1_000_000
+    row.held(Throttle(1000, 1000, bound=1e6, observed_rate=2e6), 1000, 10_000 * ms)
+    row.held(Throttle(500, 500, bound=1e6, observed_rate=1.5e6), 500, 10_700 * ms)  # overlaps 300 ms
+    row.held(Throttle(300, 300), 0, 12_000 * ms)  # a throttle whose mute was capped to nothing: no time held
+    (out,) = records(table.take(), 1000.0, 10.0)
+    assert out["throttle_ms"] == 1500 and out["held_ms"] == 1200
+    assert out["throttles"] == 2 and out["quota_rate"] == 1e6 and out["observed_rate_sum"] == 3.5e6
+
+
+def test_a_byte_rate_manager_throttle_carries_the_quota_and_the_observed_rate():
+    """Kafka's formula X = (O - Q) / Q x W: the decision carries O and Q themselves (X is capped at the window)."""
+    clock = ManualClock(0)
+    quotas = QuotaTable.from_values([({"client-id": "etl"}, {"producer_byte_rate": 1000})])
+    manager = ClientQuotaManager(quotas, "producer_byte_rate", clock, QuotaWindow(11, 1))
+    decision = manager.record_and_decide("alice", "etl", 30_000, now_ms=0)  # 30,000 B over 10 s: 3,000 B/s
+    assert isinstance(decision, Throttle)
+    assert decision.bound == 1000 and decision.observed_rate == pytest.approx(3000)
+    # (3000 - 1000) / 1000 x 10 s = 20 s, capped at the window (11 s): O could no longer be read back from X
+    assert decision.throttle_time_ms == 11_000
     assert all((r["proxy"], r["broker"], r["scope"]) == (None, None, "broker") for r in out)
 
 
