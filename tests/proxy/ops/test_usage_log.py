@@ -42,6 +42,7 @@ def test_one_record_per_entity_per_interval_with_every_field():
     assert all(set(r) == {"time", "interval_s", "listener", "ip", "user", "client_id", "api", *FIELDS,
                           *THROTTLE_FIELDS, "proxy", "broker", "scope"} for r in out)
     assert (produce["held_ms"], produce["throttles"], produce["quota_rate"]) == (0, 0, None)
+    assert all((r["proxy"], r["broker"], r["scope"]) == (None, None, "broker") for r in out)
 
 
 def test_held_time_is_the_union_of_the_spans_and_a_byte_rate_throttle_says_q_and_o():
@@ -69,7 +70,6 @@ def test_a_byte_rate_manager_throttle_carries_the_quota_and_the_observed_rate():
     assert decision.bound == 1000 and decision.observed_rate == pytest.approx(3000)
     # (3000 - 1000) / 1000 x 10 s = 20 s, capped at the window (11 s): O could no longer be read back from X
     assert decision.throttle_time_ms == 11_000
-    assert all((r["proxy"], r["broker"], r["scope"]) == (None, None, "broker") for r in out)
 
 
 def test_an_interval_keeps_max_rows_entities_and_the_rest_together_in_overflow_rows():
