@@ -17,7 +17,8 @@ cluster mode (``null`` on the bootstrap port and on a sidecar, which fronts one 
 
 What a throttle hid, for the planner's demand estimate: ``held_ms`` is the wall time the entity's connections were
 held by a throttle (the union of the held spans, so never more than the time itself, however many connections and
-requests were throttled; a span is counted in the interval its throttle was decided in), ``throttles`` how many
+requests were throttled; a span running past the interval's end is carried into the next interval, so a tenant held
+through an interval in which it sent nothing has a record for it, with 0 bytes), ``throttles`` how many
 byte-rate throttles were decided, ``observed_rate_sum`` the sum of the rates (bytes/s over Kafka's sampled window)
 each was decided on, and ``quota_rate`` the byte-rate quota in force at the last of them (``null`` when no
 byte-rate throttle was decided). Logs written before these fields have none: read as 0 and ``null``.
@@ -136,9 +137,17 @@ class UsageTable:
     def __len__(self) -> int:
         return len(self._rows)
 
-    def take(self) -> dict[tuple, UsageCounters]:
-        """The interval's rows; the table starts empty."""
+    def take(self, now_ns: int | None = None) -> dict[tuple, UsageCounters]:
+        """The interval's rows; the table starts empty, but for the held time past ``now_ns`` (the connections'
+        monotonic clock): what is still held is taken off the interval's row and carried into the next one."""
         rows, self._rows = self._rows, {}
+        if now_ns is not None:
+            for key, row in rows.items():
+                if row.held_until_ns > now_ns:
+                    carried = (row.held_until_ns - now_ns) / 1e6
+                    row.held_ms -= carried
+                    nxt = self._rows[key] = UsageCounters()
+                    nxt.held_ms, nxt.held_until_ns = carried, row.held_until_ns
         return rows
 
 
@@ -159,8 +168,8 @@ class BrokerUsage(UsageTable):
     def __len__(self) -> int:
         return len(self._table)
 
-    def take(self) -> dict[tuple, UsageCounters]:
-        return self._table.take()
+    def take(self, now_ns: int | None = None) -> dict[tuple, UsageCounters]:
+        return self._table.take(now_ns)
 
 
 class DiscardedUsage(UsageTable):
@@ -190,7 +199,7 @@ class DiscardedUsage(UsageTable):
     def for_broker(self, node_id: int) -> UsageTable:
         return self
 
-    def take(self) -> dict[tuple, UsageCounters]:
+    def take(self, now_ns: int | None = None) -> dict[tuple, UsageCounters]:
         return {}
 
 
@@ -330,7 +339,7 @@ class UsageLog:
     def flush_interval(self) -> None:
         """The current interval's records go to the writer (or are dropped, counted, if it is behind)."""
         now = self._wall()
-        rows = self.table.take()
+        rows = self.table.take(time.monotonic_ns())  # the connections' clock: held time past now is carried over
         interval = round(now - self._interval_start, 3)
         self._interval_start = now
         if not rows:

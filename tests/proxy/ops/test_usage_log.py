@@ -55,9 +55,24 @@ def test_held_time_is_the_union_of_the_spans_and_a_byte_rate_throttle_says_q_and
     row.held(Throttle(1000, 1000, bound=1e6, observed_rate=2e6), 1000, 10_000 * ms)
     row.held(Throttle(500, 500, bound=1e6, observed_rate=1.5e6), 500, 10_700 * ms)  # overlaps 300 ms
     row.held(Throttle(300, 300), 0, 12_000 * ms)  # a throttle whose mute was capped to nothing: no time held
-    (out,) = records(table.take(), 1000.0, 10.0)
+    (out,) = records(table.take(20_000 * ms), 1000.0, 10.0)
     assert out["throttle_ms"] == 1500 and out["held_ms"] == 1200
     assert out["throttles"] == 2 and out["quota_rate"] == 1e6 and out["observed_rate_sum"] == 3.5e6
+
+
+def test_held_time_past_the_interval_end_goes_to_the_next_interval():
+    """A tenant muted for 8 s from 6 s before the interval ends: 6 s held in this interval, 2 s in the next, which
+    has a record even though the tenant sent nothing in it (what the planner's demand estimate needs: an interval
+    held with nothing sent is not an interval the tenant was idle)."""
+    table = UsageTable()
+    ms = 1_000_000
+    table.row("L", "10.0.0.1", "alice", "etl", PRODUCE).held(Throttle(8000, 8000, bound=1e6, observed_rate=2e6),
+                                                              8000, 4_000 * ms)
+    (first,) = records(table.take(10_000 * ms), 1000.0, 10.0)
+    (second,) = records(table.take(20_000 * ms), 1010.0, 10.0)
+    assert first["held_ms"] == 6000 and first["throttle_ms"] == 8000
+    assert second["held_ms"] == 2000 and second["throttle_ms"] == 0 and second["request_bytes"] == 0
+    assert len(table.take(30_000 * ms)) == 0
 
 
 def test_a_byte_rate_manager_throttle_carries_the_quota_and_the_observed_rate():
