@@ -24,6 +24,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="recommended = p99 rate x this (default %(default)s)")
     p.add_argument("--burst", choices=("max", "p99"), default=Rules.burst,
                    help="one-interval burst the token buckets must hold (default %(default)s)")
+    p.add_argument("--quota-window-num", type=int, default=Rules.quota_window_num,
+                   help="quota.window.num of the proxy: byte rates are measured over its sampled window "
+                        "(default %(default)s)")
+    p.add_argument("--quota-window-s", type=int, default=Rules.quota_window_s,
+                   help="quota.window.size.seconds (default %(default)s)")
+    p.add_argument("--replay", nargs="?", const="recommended", metavar="QUOTAS.yaml",
+                   help="replay the logged demand through the proxy's byte-rate quota under today's quotas and this "
+                        "table (a proxy configuration or a quotas: block); without a file, the recommended table")
     p.add_argument("--controller-window-num", type=int, default=Rules.controller_window_num,
                    help="controller.quota.window.num of the proxy (default %(default)s)")
     p.add_argument("--controller-window-s", type=float, default=Rules.controller_window_s,
@@ -56,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def analyze(args: argparse.Namespace) -> int:
     try:
-        rules = Rules(headroom=args.headroom, burst=args.burst, controller_window_num=args.controller_window_num,
+        rules = Rules(headroom=args.headroom, burst=args.burst, quota_window_num=args.quota_window_num,
+                      quota_window_s=args.quota_window_s, controller_window_num=args.controller_window_num,
                       controller_window_s=args.controller_window_s, producer_id_window_num=args.producer_id_window_num,
                       producer_id_window_s=args.producer_id_window_s)
     except ValueError as exc:
@@ -70,15 +79,16 @@ def analyze(args: argparse.Namespace) -> int:
         return 1
     from pyspark.errors import AnalysisException
 
+    from analytics.replay import ReplayError
     from analytics.scope import ScopeError
 
     try:
         result = job.run(args.input, args.output, args.master, rules=rules, local_dir=args.local_output,
-                         charts=not args.no_charts, scope=args.scope)
+                         charts=not args.no_charts, scope=args.scope, replay=args.replay)
     except AnalysisException as exc:  # e.g. no such input path: one line, not a JVM stack trace
         print(f"kafka-quota-proxy analyze: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 1
-    except ScopeError as exc:  # e.g. a log mixing quota.scope broker and cluster
+    except (ScopeError, ReplayError) as exc:  # a log mixing quota.scope broker and cluster; a bad --replay table
         print(f"kafka-quota-proxy analyze: {exc}", file=sys.stderr)
         return 1
     for line in job.summary_lines(result):

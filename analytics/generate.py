@@ -33,8 +33,9 @@ from dataclasses import dataclass
 
 FIELDS = ("time", "interval_s", "listener", "ip", "user", "client_id", "api", "requests", "request_bytes",
           "response_bytes", "throttle_ms", "shadow_throttle_ms", "partition_mutations", "new_producer_ids",
-          "connections_opened", "proxy", "broker", "scope")
-COUNT_FIELDS = FIELDS[7:-3]
+          "connections_opened", "held_ms", "throttles", "quota_rate", "observed_rate_sum", "proxy", "broker", "scope")
+COUNT_FIELDS = FIELDS[7:17]
+HELD_FIELDS = FIELDS[15:19]
 
 START_TIME = 1_767_225_600.0  # 2026-01-01T00:00:00Z: a fixed epoch, so a seed gives the same log byte for byte
 
@@ -43,6 +44,13 @@ HOG = ("hog", "bulk-loader")
 PID_CHURNER = ("churner", "restart-loop")
 TOPIC_STORM = ("ops", "topic-creator")
 STORM_IP = "203.0.113.66"
+# Tenants whose demand exceeds their producer_byte_rate, throttled by the proxy's own quota (analytics.demand.replay):
+# (user, client_id) -> (quota, demand when quiet, demand at its peak, peak intervals, every so many intervals). The
+# true demand (what a recommendation should cover) is the peak: a steady tenant 3x over its quota all the time, and a
+# batch window 2x over it for one minute in five.
+THROTTLED = {("steady", "over-quota"): (1_000_000, 3_000_000, 3_000_000, 1, 1),
+             ("batch", "nightly-window"): (2_000_000, 500_000, 4_000_000, 6, 30)}
+THROTTLED_STEP_S = 0.1  # how often a throttled tenant sends (each request is demand x this)
 
 
 @dataclass(frozen=True)
@@ -56,18 +64,22 @@ class Options:
     proxy: str | None = "proxy-1"  # the proxy id written on every record (one sidecar)
     scope: str | None = "broker"  # the quota.scope written on every record
     misbehaving: bool = True
+    throttled: bool = True  # the tenants of THROTTLED
     intervals_per_file: int = 0  # rotate after this many intervals (0: about four files in all)
 
 
 def record(time: float, interval_s: float, listener: str, ip: str | None, user: str | None,
            client_id: str | None, api: str | None, *, proxy: str | None = "proxy-1", broker: int | None = None,
-           scope: str | None = "broker", **counts: int) -> dict:
-    """One usage record with every key present; counts not given are 0; ``proxy``, ``broker`` and ``scope`` say
-    where it came from, as the proxy writes them."""
+           scope: str | None = "broker", quota_rate: float | None = None, observed_rate_sum: float = 0.0,
+           **counts: int) -> dict:
+    """One usage record with every key present; counts not given are 0 (``held_ms``: the ``throttle_ms`` given, one
+    connection's); ``proxy``, ``broker`` and ``scope`` say where it came from, as the proxy writes them."""
     rec = {"time": time, "interval_s": interval_s, "listener": listener, "ip": ip, "user": user,
            "client_id": client_id, "api": api}
+    counts.setdefault("held_ms", counts.get("throttle_ms", 0))
     for name in COUNT_FIELDS:
         rec[name] = int(counts.pop(name, 0))
+    rec["quota_rate"], rec["observed_rate_sum"] = quota_rate, observed_rate_sum
     if counts:
         raise TypeError(f"unknown usage fields: {sorted(counts)}")
     rec["proxy"], rec["broker"], rec["scope"] = proxy, broker, scope
@@ -134,9 +146,37 @@ def _misbehaving_records(now: float, k: int, o: Options, rng: random.Random) -> 
                      request_bytes=20 * 60, response_bytes=20 * 30, partition_mutations=200)
 
 
+def throttled_demand(o: Options, peak_rate: float, quiet_rate: float, peak: int, every: int) -> list[tuple]:
+    """A :data:`THROTTLED` tenant's demand: ``(end_s, interval_s, rate)`` per interval of the log."""
+    return [(o.start_time + (k + 1) * o.interval_s, o.interval_s, peak_rate if k % every < peak else quiet_rate)
+            for k in range(o.intervals)]
+
+
+def _throttled_runs(o: Options) -> dict:
+    """Each :data:`THROTTLED` tenant through the proxy's quota: its outcome per interval."""
+    from analytics import demand  # the quota/ core: only when the log has these tenants
+
+    rng = random.Random(o.seed)  # request sizes vary, as a real client's batches do
+    return {name: (quota, demand.replay(throttled_demand(o, peak_rate, quiet, peak, every), quota,
+                                        step_s=THROTTLED_STEP_S, rng=rng))
+            for name, (quota, quiet, peak_rate, peak, every) in THROTTLED.items()}
+
+
+def _throttled_records(runs: dict, now: float, k: int, o: Options) -> Iterator[dict]:
+    for i, ((user, client_id), (quota, outcomes)) in enumerate(runs.items()):
+        out = outcomes[k]
+        if out.requests or out.held_ms:
+            yield record(now, o.interval_s, o.listener, f"192.0.2.{210 + i}", user, client_id, "Produce",
+                         requests=out.requests, request_bytes=int(out.sent), response_bytes=60 * out.requests,
+                         throttle_ms=int(out.held_ms), held_ms=round(out.held_ms), throttles=out.throttles,
+                         quota_rate=float(quota) if out.throttles else None,
+                         observed_rate_sum=round(out.observed_rate_sum, 1))
+
+
 def generate_records(o: Options) -> Iterator[list[dict]]:
     """The log, one list of records per interval, in time order."""
     rng = random.Random(o.seed)
+    runs = _throttled_runs(o) if o.throttled else {}
     tenants = [_Tenant(i, rng) for i in range(o.entities)]
     ips = sorted({t.ip for t in tenants})
     for k in range(o.intervals):
@@ -149,6 +189,7 @@ def generate_records(o: Options) -> Iterator[list[dict]]:
                 batch.append(connection_record(now, o.interval_s, o.listener, ip, rng.randint(1, 3)))
         if o.misbehaving:
             batch.extend(_misbehaving_records(now, k, o, rng))
+        batch.extend(_throttled_records(runs, now, k, o))
         for rec in batch:
             rec["proxy"], rec["scope"] = o.proxy, o.scope
         yield batch

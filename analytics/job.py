@@ -39,19 +39,23 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from analytics import recommend, report, stats, timeaxis
+from analytics import replay as replay_mod
 from analytics.scope import BROKER, CLUSTER, Scope, choose
 
 TOP_N = 10
+RECOMMENDED = "recommended"  # run(replay=...): replay under the recommended table
 CHART_N = 5
 
 # name: (title, table, filter on api or None, metric to rank by, unit, columns shown)
 DIMENSIONS = {
     "producer_byte_rate": ("Produce bytes per second", "entity", "Produce", "request_rate_p99", "bytes/s",
-                           ["request_rate_p50", "request_rate_p99", "request_rate_max", "throttle_share"]),
+                           ["request_rate_p50", "request_rate_p99", "request_burst_max", "held_share",
+                            "request_demand"]),
     "consumer_byte_rate": ("Fetch response bytes per second", "entity", "Fetch", "response_rate_p99", "bytes/s",
-                           ["response_rate_p50", "response_rate_p99", "response_rate_max", "throttle_share"]),
-    "throttle_share": ("Share of time throttled", "entity", stats.ALL_APIS, "throttle_share", "throttle ms per ms",
-                       ["throttle_share", "shadow_throttle_share", "requests"]),
+                           ["response_rate_p50", "response_rate_p99", "response_burst_max", "held_share",
+                            "response_demand"]),
+    "held_share": ("Share of wall time held by a throttle", "entity", stats.ALL_APIS, "held_share",
+                   "share of time, 0-1", ["held_share", "throttle_seconds", "shadow_throttle_seconds", "requests"]),
     "partition_mutations": ("Partition mutations (peak per second)", "entity", stats.ALL_APIS, "mutation_rate_max",
                             "mutations/s", ["mutation_rate_p99", "mutation_rate_max", "mutations_max_interval",
                                             "partition_mutations"]),
@@ -62,7 +66,7 @@ DIMENSIONS = {
 }
 # For each dimension's chart: the per-interval frame and the rate column to draw.
 SERIES = {"producer_byte_rate": ("entity", "request_rate"), "consumer_byte_rate": ("entity", "response_rate"),
-          "throttle_share": None, "partition_mutations": ("entity", "mutation_rate"),
+          "held_share": None, "partition_mutations": ("entity", "mutation_rate"),
           "new_producer_ids": ("user", "new_pid_rate"), "connection_rate": ("ip", "connection_rate")}
 # What each dimension's figures are under each scope (analytics.scope): said in its title
 PER_SCOPE = {"producer_byte_rate": "broker", "consumer_byte_rate": "broker", "new_producer_ids": "broker",
@@ -124,10 +128,14 @@ def _title(name: str, title: str, scope: Scope) -> str:
 
 def run(input_path: str, output_dir: str, master: str | None = None, *, rules: recommend.Rules | None = None,
         headroom: float | None = None, spark: SparkSession | None = None, local_dir: str | None = None,
-        top_n: int = TOP_N, charts: bool = True, scope: str | None = None) -> dict:
+        top_n: int = TOP_N, charts: bool = True, scope: str | None = None,
+        replay: str | None = None) -> dict:
     """Run the planner; returns a summary (records read, entities, quota items, seconds, output paths). ``scope``:
     broker or cluster, default the one the log records (:func:`analytics.scope.choose`; raises
-    :class:`analytics.scope.ScopeError` for a log recording both when none is given)."""
+    :class:`analytics.scope.ScopeError` for a log recording both when none is given). ``replay``: a quotas YAML to
+    replay the logged demand under (:mod:`analytics.replay`), or ``"recommended"`` for the recommended table; None: no
+    replay (raises :class:`analytics.replay.ReplayError` for a file that cannot be used, before any Spark work)."""
+    candidate = None if replay in (None, RECOMMENDED) else replay_mod.load_table(replay)
     rules = rules or recommend.Rules()
     if headroom is not None:
         rules = recommend.Rules(**{**rules.__dict__, "headroom": headroom})
@@ -151,7 +159,9 @@ def run(input_path: str, output_dir: str, master: str | None = None, *, rules: r
         for name, frame in frames.items():  # read again for the charts: computed once
             frames[name] = frame.cache()
             cached.append(frames[name])
-        tables = {"entity": stats.entity_stats(frames["entity"]), "user": stats.user_stats(frames["user"]),
+        grid_s = _grid_s(log)
+        k = stats.window_intervals(rules.quota_window_num * rules.quota_window_s, grid_s)
+        tables = {"entity": stats.entity_stats(frames["entity"], k, grid_s), "user": stats.user_stats(frames["user"]),
                   "ip": stats.ip_stats(frames["ip"])}
         for name, table in tables.items():
             table = table.cache()
@@ -178,9 +188,18 @@ def run(input_path: str, output_dir: str, master: str | None = None, *, rules: r
                                                              series, axis) else None
 
         items = recommend.build_quotas(entity_rows, user_rows, ip_rows, rules)
+        basis = recommend.bases(entity_rows, rules)
         scope_lines = [chosen.figures(), *chosen.notes()]
         _write(local_dir, "recommended-quotas.yaml", recommend.to_yaml(items, rules, source=input_path,
-                                                                       scope_lines=scope_lines))
+                                                                       scope_lines=scope_lines, basis=basis))
+        replayed = None
+        if replay is not None:
+            table = replay_mod.run(spark, frames["entity"], items if candidate is None else candidate,
+                                   rules.quota_window_num, rules.quota_window_s,
+                                   replay_mod.step_for(grid_s, rules.quota_window_s))
+            table.write.mode("overwrite").parquet(_join(output_dir, "replay"))
+            replayed = {"candidate": "the recommended table" if candidate is None else replay,
+                        "rows": replay_mod.changed(_rows(spark.read.parquet(_join(output_dir, "replay"))))}
         _write(local_dir, "recommended-commands.txt", recommend.to_commands(items, scope_lines))
         _write(local_dir, "top_offenders.json", json.dumps(offenders, indent=2) + "\n")
         summary = {"input": input_path, "records": log["records"],
@@ -190,8 +209,8 @@ def run(input_path: str, output_dir: str, master: str | None = None, *, rules: r
         seconds = round(time.monotonic() - started, 1)
         summary[JOB_TIME] = timeaxis.duration(seconds)
         report.write_report(os.path.join(local_dir, "report.html"), summary, offenders, chart_paths, items,
-                            scope_lines)
-        return {**summary, "records": log["records"], "log": log, "seconds": seconds, "output_dir": output_dir,
+                            scope_lines, basis, replayed)
+        return {**summary, "basis": basis, "replay": replayed, "records": log["records"], "log": log, "seconds": seconds, "output_dir": output_dir,
                 "local_dir": local_dir, "offenders": offenders, "quotas": items, "scope": chosen.scope,
                 "scope_lines": scope_lines}
     finally:
@@ -208,6 +227,12 @@ def _log_extent(usage: DataFrame) -> dict:
                     F.max("time").alias("end"), F.countDistinct("time").alias("intervals"),
                     F.min("interval_s").alias("shortest"), F.max("interval_s").alias("longest")).first()
     return row.asDict()
+
+
+def _grid_s(log: Mapping) -> float:
+    """The log's interval on the time grid (its longest, rounded to two significant digits as the grid rounds)."""
+    longest = log.get("longest") or 0.0
+    return float(f"{longest:.2g}") if longest > 0 else 0.0
 
 
 def _log_rows(log: Mapping) -> dict:
@@ -232,7 +257,23 @@ def _write(directory: str, name: str, text: str) -> None:
 
 
 def summary_lines(result: Mapping) -> list[str]:
-    return [f"read {result['records']:,} records; {result['quota items']} quota recommendations in "
-            f"{result['seconds']} s", *result["scope_lines"],
+    lines = [f"read {result['records']:,} records; {result['quota items']} quota recommendations in "
+             f"{result['seconds']} s", *result["scope_lines"]]
+    held = [(entity, key, text) for entity, said in result.get("basis", {}).items() for key, text in said.items()
+            if text.startswith("constrained")]
+    for (user, client_id), key, text in sorted(held, key=str)[:CHART_N]:
+        item = next((it for it in result["quotas"] if it["entity"] == recommend.entity_key(user, client_id)), {})
+        lines.append(f"{report.entity_label({'user': user, 'client_id': client_id})} {key} {item.get(key)}: {text}")
+    if len(held) > CHART_N:
+        lines.append(f"... {len(held) - CHART_N} more recommendations constrained by the current quota (report.html)")
+    replayed = result.get("replay")
+    if replayed is not None:
+        rows = replayed["rows"]
+        today = [r for r in rows if r["today_held_s"]]
+        candidate = [r for r in rows if r["candidate_held_s"]]
+        lines.append(f"replay under {replayed['candidate']}: {len(today)} tenant APIs held under today's quotas "
+                     f"({sum(r['today_held_s'] for r in today):,.0f} s), {len(candidate)} under the candidate "
+                     f"({sum(r['candidate_held_s'] for r in candidate):,.0f} s); per tenant in report.html")
+    return lines + [
             f"wrote {result['local_dir']}/report.html, recommended-quotas.yaml, "
             f"recommended-commands.txt, top_offenders.json; tables under {result['output_dir']}"]

@@ -18,6 +18,16 @@ so::
 only on user entities (KIP-936; the proxy rejects it next to a client-id), so it is recommended per user, from that
 user's new producer ids over all its client ids: ``max(p99 rate/s x W x headroom, max_burst / window.num)``.
 
+**A tenant the throttle held** (``held_intervals > 0`` with the quota in force known, ``quota_rate``) is
+*constrained by the current quota*: its rates are what the quota let through, not what it needed, so the
+recommendation rests on its estimated demand (:mod:`analytics.demand`, ``request_demand``/``response_demand``)::
+
+    recommended = round_up(max(estimated demand, p99 rate) x headroom)
+
+and when the demand cannot be measured (held through nearly every throttled interval) on the quota in force:
+``round_up(max(quota, p99 rate) x headroom)``, said as such. A per-interval burst is never the basis: byte rates are
+on the quota's own clock (Kafka's sampled window), see :mod:`analytics.stats`.
+
 Keys an entity never used (no Produce bytes, no Fetch bytes, no partition mutation, no new producer id, no
 connection) are left out, so they stay unlimited rather than being set to zero.
 """
@@ -44,6 +54,8 @@ MIN_RATE = 0.001  # the smallest rate the proxy's config accepts
 class Rules:
     headroom: float = 1.5
     burst: str = "max"                         # "max" or "p99": which one-interval burst the bucket must hold
+    quota_window_num: int = 11                 # quota.window.num: the byte rates' sampled window ...
+    quota_window_s: int = 1                    # ... of quota.window.size.seconds each
     controller_window_num: int = 11            # controller.quota.window.num
     controller_window_s: float = 1.0           # controller.quota.window.size.seconds
     producer_id_window_num: int = 11           # producer.id.quota.window.num
@@ -54,6 +66,10 @@ class Rules:
             raise ValueError(f"headroom must be > 0, got {self.headroom}")
         if self.burst not in ("max", "p99"):
             raise ValueError(f"burst must be 'max' or 'p99', got {self.burst!r}")
+        for name in ("quota_window_num", "quota_window_s"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name.replace('_', '-')} must be an integer >= 1, got {value!r}")
 
 
 def round_up(x: float, digits: int = 2) -> float:
@@ -82,12 +98,35 @@ def _burst(row: Mapping, prefix: str, rules: Rules) -> float:
     return row.get(f"{prefix}_{rules.burst}_interval") or 0
 
 
+def constrained(row: Mapping) -> bool:
+    """The entity was held by a byte-rate quota in force (its rates are censored by it)."""
+    return bool(row.get("held_intervals")) and bool(row.get("quota_rate"))
+
+
+def byte_rate_basis(row: Mapping, side: str, rules: Rules) -> tuple[int | None, str]:
+    """The byte rate recommended from one ``entity_stats`` row (``side``: ``request`` for Produce, ``response`` for
+    Fetch) and what it rests on, in words."""
+    p99 = row[f"{side}_rate_p99"] or 0.0
+    windows = row.get("intervals") or 0
+    if not constrained(row):
+        return byte_rate(p99, rules), f"p99 {p99:,.0f} B/s over {windows} intervals on the quota's window"
+    quota, share = row["quota_rate"], row.get("held_share") or 0.0
+    demand = row.get(f"{side}_demand")
+    held = (f"constrained by the current quota {quota:,.0f} B/s (held {share:.0%} of the time, in "
+            f"{row['held_intervals']} of {windows} intervals)")
+    if demand:
+        return byte_rate(max(demand, p99), rules), f"{held}; estimated demand {demand:,.0f} B/s"
+    return (byte_rate(max(quota, p99), rules),
+            f"{held}; demand not measurable (held through every throttled interval): on the quota in force, "
+            f"raise it and watch the held share")
+
+
 def entity_quotas(produce: Mapping | None, fetch: Mapping | None, total: Mapping | None, rules: Rules) -> dict:
     """Quota keys for one (user, client-id) from its ``entity_stats`` rows for Produce, Fetch and all APIs (``*``)."""
     out: dict = {}
-    if produce and (v := byte_rate(produce["request_rate_p99"], rules)):
+    if produce and (v := byte_rate_basis(produce, "request", rules)[0]):
         out[PRODUCER_BYTE_RATE] = v
-    if fetch and (v := byte_rate(fetch["response_rate_p99"], rules)):
+    if fetch and (v := byte_rate_basis(fetch, "response", rules)[0]):
         out[CONSUMER_BYTE_RATE] = v
     if total:
         window = rules.controller_window_num * rules.controller_window_s
@@ -143,14 +182,27 @@ def build_quotas(entity_rows: Iterable[Mapping], user_rows: Iterable[Mapping], i
     return items
 
 
+def bases(entity_rows: Iterable[Mapping], rules: Rules = Rules()) -> dict[tuple, dict[str, str]]:
+    """What each byte-rate recommendation rests on: ``{(user, client_id): {key: text}}``."""
+    out: dict[tuple, dict[str, str]] = {}
+    for row in entity_rows:
+        for api, key, side in (("Produce", PRODUCER_BYTE_RATE, "request"), ("Fetch", CONSUMER_BYTE_RATE, "response")):
+            if row["api"] == api:
+                value, text = byte_rate_basis(row, side, rules)
+                if value:
+                    out.setdefault((row["user"], row["client_id"]), {})[key] = text
+    return out
+
+
 def _comments(lines: Iterable[str]) -> str:
     """``# `` lines, wrapped at 116 characters."""
     return "".join(f"# {part}\n" for line in lines for part in textwrap.wrap(line, 114))
 
 
-def to_yaml(items: list[dict], rules: Rules, source: str = "", scope_lines: Iterable[str] = ()) -> str:
+def to_yaml(items: list[dict], rules: Rules, source: str = "", scope_lines: Iterable[str] = (),
+            basis: Mapping[tuple, Mapping[str, str]] | None = None) -> str:
     """The ``quotas:`` block, its header saying the rule, the source and (``scope_lines``) which quota.scope the
-    figures are for."""
+    figures are for; with ``basis`` (:func:`bases`), a comment above each item saying what its figures rest on."""
     header = (f"# Recommended quotas: p99 rate x headroom {rules.headroom:g}, rounded up to two significant digits;\n"
               f"# controller_mutation_rate and producer_ids_rate also hold the {rules.burst} one-interval burst\n"
               f"# (controller window {rules.controller_window_num} x {rules.controller_window_s:g} s; producer ids per "
@@ -158,7 +210,15 @@ def to_yaml(items: list[dict], rules: Rules, source: str = "", scope_lines: Iter
     if source:
         header += f"# From: {source}\n"
     header += _comments(scope_lines)
-    return header + yaml.safe_dump({"quotas": items}, sort_keys=False, default_flow_style=None, width=120)
+    if not basis or not items:
+        return header + yaml.safe_dump({"quotas": items}, sort_keys=False, default_flow_style=None, width=120)
+    body = "quotas:\n"
+    for item in items:
+        said = basis.get((item["entity"].get("user"), item["entity"].get("client-id")), {})
+        body += "".join(f"  # {part}\n" for k, text in said.items() if k in item
+                        for part in textwrap.wrap(f"{k}: {text}", 112))
+        body += yaml.safe_dump([item], sort_keys=False, default_flow_style=None, width=120, indent=2)
+    return header + body
 
 
 _ENTITY_TYPES = (("user", "users"), ("client-id", "clients"), ("ip", "ips"))

@@ -8,6 +8,15 @@ at most one value per interval (8,640 a day at 10 s).
 A rate is measured per interval: the interval's total (summed over the entity's records of that interval, from
 every listener, connection and worker) divided by its ``interval_s``. Percentiles are over the intervals in which the
 entity appears in the log; intervals where it did nothing are not in the log and do not pull its percentiles down.
+The byte rates a recommendation rests on are on the quota's own clock: over the last ``k`` intervals, ``k`` the
+quota's sampled window (``quota.window.num x quota.window.size.seconds``, 11 s by default) in intervals, rounded
+(at least 1), the missing intervals counted as nothing sent, as Kafka's rate counts empty samples; so a
+stop-and-go tenant's rate is what it was let through, and its one-interval bursts are kept as ``*_burst_*``.
+
+What a throttle held back: ``held_share`` is the share of wall time the entity was held (the usage log's
+``held_ms``, a union of held spans, 0 to 1; records of several IPs or proxies in one interval are added and capped
+at the interval), ``throttle_seconds`` the summed throttle time over every connection and request (it may pass the
+wall time), and for a tenant held by a byte-rate quota its demand estimate (:mod:`analytics.demand`).
 
 Records from several proxies (sidecars, workers) are put on one time grid before they are added up: each record goes
 to the interval of the grid (its own ``interval_s`` rounded to two significant digits, aligned to the epoch) that
@@ -20,14 +29,18 @@ shared). Totals (requests, bytes, throttle time, mutations, new producer ids, co
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
+from analytics import demand
 from analytics.scope import BROKER, CLUSTER
 
 COUNTS = ("requests", "request_bytes", "response_bytes", "throttle_ms", "shadow_throttle_ms", "partition_mutations",
           "new_producer_ids", "connections_opened")
+# What a throttle held back (absent from logs written before the proxy recorded them: held_ms is then read as
+# min(throttle_ms, the interval), the rest as none)
+HELD = ("held_ms", "throttles", "observed_rate_sum")
 # Where a record came from, and under which quota.scope (absent from logs written before the proxy recorded them:
 # null, read as one proxy, no broker, scope broker)
 SOURCE = ("proxy", "broker", "scope")
@@ -35,12 +48,14 @@ SCHEMA = StructType(
     [StructField("time", DoubleType()), StructField("interval_s", DoubleType())]
     + [StructField(name, StringType()) for name in ("listener", "ip", "user", "client_id", "api")]
     + [StructField(name, LongType()) for name in COUNTS]
+    + [StructField("held_ms", LongType()), StructField("throttles", LongType())]
+    + [StructField("observed_rate_sum", DoubleType()), StructField("quota_rate", DoubleType())]
     + [StructField("proxy", StringType()), StructField("broker", LongType()), StructField("scope", StringType())]
 )
 # per-record rates (count / the record's length on the grid), added up per interval of the grid
 RATES = {"request_rate": "request_bytes", "response_rate": "response_bytes", "mutation_rate": "partition_mutations",
          "new_pid_rate": "new_producer_ids", "connection_rate": "connections_opened"}
-TOTALS = COUNTS[:-1]  # an entity's totals per interval (connections are the IPs')
+TOTALS = COUNTS[:-1] + HELD  # an entity's totals per interval (connections are the IPs')
 ALL_APIS = "*"  # the api of entity_stats rows that combine all of an entity's APIs
 PERCENTILES = (0.5, 0.95, 0.99)
 FILES = "*.jsonl{,.gz}"  # in a directory: the current file and rotated, gzipped ones
@@ -59,7 +74,9 @@ def on_grid(usage: DataFrame) -> DataFrame:
     own = F.col("interval_s")
     grid_ms = F.expr("round(interval_s * 1000 / pow(10, floor(log10(interval_s * 1000)) - 1)) "
                      "* pow(10, floor(log10(interval_s * 1000)) - 1)")
-    usage = usage.where(own > 0).withColumn("_grid_ms", grid_ms)
+    usage = (usage.where(own > 0).withColumn("_grid_ms", grid_ms)
+             .withColumn("held_ms", F.coalesce("held_ms", F.least(F.col("throttle_ms").cast("double"), own * 1000)))
+             .fillna(0, subset=["throttles", "observed_rate_sum"]))
     per_s = F.greatest(F.col("_grid_ms") / 1000, own)
     for rate, count in RATES.items():
         usage = usage.withColumn(rate, F.col(count) / per_s)
@@ -87,27 +104,31 @@ def entity_intervals(usage: DataFrame, scope: str = BROKER, ports: bool = True) 
     return per_api.unionByName(all_apis)
 
 
+def _quota() -> Column:
+    return F.max("quota_rate").alias("quota_rate")  # the byte-rate quota in force when a throttle was decided
+
+
 def _entity_budgets(frame: DataFrame, keys: list[str], scope: str, ports: bool) -> DataFrame:
     if scope == CLUSTER:  # everything summed: one aggregation
-        return frame.groupBy(*keys).agg(
+        return frame.groupBy(*keys).agg(_quota(),
             *_sum(*TOTALS, "request_rate", "response_rate", "new_pid_rate", "mutation_rate"),
             F.sum("partition_mutations").alias("mutations"), F.sum("new_producer_ids").alias("new_pids"),
             F.max("interval_s").alias("interval_s"))
     if ports:  # a cluster-mode proxy's broker ports: each its own byte-rate budget, one mutation bucket between them
         per_broker = frame.groupBy(*keys, "proxy", "broker").agg(
-            *_sum(*TOTALS, "request_rate", "response_rate", "mutation_rate", "new_pid_rate"),
+            _quota(), *_sum(*TOTALS, "request_rate", "response_rate", "mutation_rate", "new_pid_rate"),
             F.max("interval_s").alias("interval_s"))
         per_proxy = per_broker.groupBy(*keys, "proxy").agg(
-            *_sum(*TOTALS, "mutation_rate"), F.sum("partition_mutations").alias("mutations"),
+            _quota(), *_sum(*TOTALS, "mutation_rate"), F.sum("partition_mutations").alias("mutations"),
             *[F.max(c).alias(c) for c in ("request_rate", "response_rate", "new_pid_rate")],
             F.max("new_producer_ids").alias("new_pids"), F.max("interval_s").alias("interval_s"))
     else:  # one broker per proxy
         per_proxy = frame.groupBy(*keys, "proxy").agg(
-            *_sum(*TOTALS, "request_rate", "response_rate", "mutation_rate", "new_pid_rate"),
+            _quota(), *_sum(*TOTALS, "request_rate", "response_rate", "mutation_rate", "new_pid_rate"),
             F.sum("partition_mutations").alias("mutations"), F.sum("new_producer_ids").alias("new_pids"),
             F.max("interval_s").alias("interval_s"))
     return per_proxy.groupBy(*keys).agg(
-        *_sum(*TOTALS),
+        _quota(), *_sum(*TOTALS),
         *[F.max(c).alias(c) for c in ("request_rate", "response_rate", "new_pid_rate", "mutation_rate", "mutations",
                                       "new_pids")],
         F.max("interval_s").alias("interval_s"))
@@ -157,19 +178,73 @@ def _interval_bursts(col: str, name: str) -> list[Column]:
             F.expr(f"percentile({col}, 0.99)").alias(f"{name}_p99_interval")]
 
 
-def entity_stats(intervals: DataFrame) -> DataFrame:
-    """Per (user, client_id, api): byte-rate percentiles, throttle shares, partition-mutation and new-PID rates."""
+def window_intervals(quota_window_s: float, interval_s: float) -> int:
+    """How many log intervals make the quota's sampled window (rounded, at least 1)."""
+    return max(1, round(quota_window_s / interval_s)) if interval_s > 0 else 1
+
+
+def on_quota_window(intervals: DataFrame, k: int, interval_s: float) -> DataFrame:
+    """``request_rate_w``/``response_rate_w``: the byte rates over the last ``k`` intervals of ``interval_s`` (the
+    quota's window on the log's grid), intervals without a record counted as nothing sent."""
+    if k <= 1:
+        return intervals.withColumn("request_rate_w", F.col("request_rate")).withColumn(
+            "response_rate_w", F.col("response_rate"))
+    span_ms = round((k - 1) * interval_s * 1000)
+    w = (Window.partitionBy("user", "client_id", "api").orderBy(F.round(F.col("time") * 1000).cast("long"))
+         .rangeBetween(-span_ms, 0))
+    per_s = k * interval_s
+    return (intervals.withColumn("request_rate_w", F.sum(F.col("request_rate") * F.col("interval_s")).over(w) / per_s)
+            .withColumn("response_rate_w", F.sum(F.col("response_rate") * F.col("interval_s")).over(w) / per_s))
+
+
+def _interval_demand(side: str) -> Column:
+    """``d`` of :func:`analytics.demand.interval_demand` per interval (null where it does not tell)."""
+    held_s = F.least(F.col("held_ms"), F.col("interval_s") * 1000) / 1000
+    free_s = F.col("interval_s") - held_s
+    tells = (held_s > 0) & (free_s >= F.col("interval_s") * demand.MIN_FREE) & (F.col("requests") > F.col("throttles"))
+    sent = F.col(f"{side}_rate") * F.col("interval_s")
+    return F.when(tells, sent * (F.col("requests") - F.col("throttles")) / F.col("requests") / free_s)
+
+
+def _demand(side: str) -> list[Column]:
+    """The estimated demand of :func:`analytics.demand.demand_rate`: ``d`` pooled over the intervals that tell it
+    and in which it was above the quota in force (over all that tell when none was)."""
+    d, free = F.col(f"_d_{side}"), F.col("interval_s") - F.least(F.col("held_ms"), F.col("interval_s") * 1000) / 1000
+    above = d > F.col("_quota")
+    pooled_above = F.sum(F.when(above, d * free)) / F.sum(F.when(above, free))
+    pooled = F.sum(F.when(d.isNotNull(), d * free)) / F.sum(F.when(d.isNotNull(), free))
+    return [F.coalesce(pooled_above, pooled).alias(f"{side}_demand")]
+
+
+def entity_stats(intervals: DataFrame, k: int = 1, interval_s: float = 0.0) -> DataFrame:
+    """Per (user, client_id, api): byte-rate percentiles on the quota's window (``k`` intervals of ``interval_s``,
+    :func:`on_quota_window`) and per interval (``*_burst_*``), what throttles held back (held share, throttle
+    seconds, demand estimates), partition-mutation and new-PID rates."""
     interval_ms = F.sum(F.col("interval_s") * 1000)
+    held_ms = F.least(F.col("held_ms"), F.col("interval_s") * 1000)
+    tenant = Window.partitionBy("user", "client_id", "api")
+    intervals = (on_quota_window(intervals, k, interval_s).withColumn("_quota", F.max("quota_rate").over(tenant))
+                 .withColumn("_d_request", _interval_demand("request"))
+                 .withColumn("_d_response", _interval_demand("response")))
     return intervals.groupBy("user", "client_id", "api").agg(
         F.count(F.lit(1)).alias("intervals"),
         F.sum("requests").alias("requests"),
         F.sum("request_bytes").alias("request_bytes"),
         F.sum("response_bytes").alias("response_bytes"),
-        *_percentiles("request_rate", "request_rate"),
-        *_percentiles("response_rate", "response_rate"),
-        # Throttle time per unit of log time, summed over the entity's connections (so it may pass 1).
-        (F.sum("throttle_ms") / interval_ms).alias("throttle_share"),
-        (F.sum("shadow_throttle_ms") / interval_ms).alias("shadow_throttle_share"),
+        *_percentiles("request_rate_w", "request_rate"),
+        *_percentiles("response_rate_w", "response_rate"),
+        F.expr("percentile(request_rate, 0.99)").alias("request_burst_p99"), F.max("request_rate").alias(
+            "request_burst_max"),
+        F.expr("percentile(response_rate, 0.99)").alias("response_burst_p99"), F.max("response_rate").alias(
+            "response_burst_max"),
+        # The share of wall time the entity was held (0-1), beside the throttle time summed over its connections.
+        (F.sum(held_ms) / interval_ms).alias("held_share"),
+        F.count(F.when(F.col("held_ms") > 0, 1)).alias("held_intervals"),
+        (F.sum("throttle_ms") / 1000).alias("throttle_seconds"),
+        (F.sum("shadow_throttle_ms") / 1000).alias("shadow_throttle_seconds"),
+        F.max("quota_rate").alias("quota_rate"),
+        F.try_divide(F.sum("observed_rate_sum"), F.sum("throttles")).alias("observed_rate_mean"),
+        *_demand("request"), *_demand("response"),
         F.sum("partition_mutations").alias("partition_mutations"),
         F.expr("percentile(mutation_rate, 0.99)").alias("mutation_rate_p99"),
         F.max("mutation_rate").alias("mutation_rate_max"),

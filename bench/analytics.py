@@ -4,7 +4,8 @@ For each size, a log of about that many records is generated (1,000 well-behaved
 ones, 10 s intervals, three rotated ``.jsonl.gz`` files and one plain ``.jsonl``, as the proxy leaves them), then
 ``analytics.job.run`` reads it and writes every output (Parquet tables, offenders, YAML, commands, report with
 charts) on one Spark session (started once, before the first size, and not counted). Generation is timed apart.
-Usage: ``python bench/analytics.py [--sizes 1000000 10000000] [--master local[2]]``.
+With ``--replay`` each size is also run with ``analyze --replay`` (the recommended table), on the same log.
+Usage: ``python bench/analytics.py [--sizes 1000000 10000000] [--master local[2]] [--replay]``.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 10_000_000])
     p.add_argument("--master", default="local[2]")
+    p.add_argument("--replay", action="store_true", help="also time each size with the replay")
     p.add_argument("--work", default=os.path.join(ROOT, "bench", "out", "analytics"))
     args = p.parse_args(argv)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -50,13 +52,19 @@ def main(argv: list[str] | None = None) -> int:
             n = write_log(log, options_for(size))
             gen_s = time.monotonic() - t0
             mib = sum(os.path.getsize(os.path.join(log, f)) for f in os.listdir(log)) / 2**20
-            t0 = time.monotonic()
-            res = job.run(log, out, spark=spark)
-            run_s = time.monotonic() - t0
-            assert res["records"] == n, (res["records"], n)
-            results.append((n, run_s))
-            print(f"{n:>11,} records ({mib:,.0f} MiB on disk, generated in {gen_s:,.0f} s): job {run_s:,.1f} s, "
-                  f"{n / run_s:,.0f} records/s, {res['quota items']} quota items", flush=True)
+            for replay in ([None, "recommended"] if args.replay else [None]):
+                load = os.getloadavg()[0]
+                t0 = time.monotonic()
+                res = job.run(log, out, spark=spark, replay=replay)
+                run_s = time.monotonic() - t0
+                assert res["records"] == n, (res["records"], n)
+                if replay is None:
+                    results.append((n, run_s))
+                said = "" if replay is None else f", replay of {len(res['replay']['rows'])} tenant APIs shown"
+                print(f"{n:>11,} records ({mib:,.0f} MiB on disk, generated in {gen_s:,.0f} s): job "
+                      f"{'with' if replay else 'without'} replay {run_s:,.1f} s, {n / run_s:,.0f} records/s, "
+                      f"{res['quota items']} quota items{said}; load {load:.1f} before, {os.getloadavg()[0]:.1f} "
+                      f"after", flush=True)
             shutil.rmtree(log, ignore_errors=True)
     finally:
         spark.stop()

@@ -18,8 +18,8 @@ import yaml
 pytest.importorskip("pyspark", reason="the analytics extra (pip install kafka-quota-proxy[analytics]) is not installed")
 
 from analytics import job  # noqa: E402
-from analytics.generate import HOG, PID_CHURNER, START_TIME, STORM_IP, TOPIC_STORM, Options, record, write_jsonl, \
-    write_log
+from analytics.generate import HOG, PID_CHURNER, START_TIME, STORM_IP, THROTTLED, TOPIC_STORM, Options, record, \
+    write_jsonl, write_log  # noqa: E402
 
 DT = 10.0
 KNOWN = ("known", "exact")
@@ -77,7 +77,7 @@ def result(spark, tmp_path_factory):
     known = write_jsonl(str(log / "known.jsonl.gz"), known_records())
     (log / "ignored.txt").write_text("not a usage file\n")
     out = tmp_path_factory.mktemp("plan")
-    res = job.run(str(log), str(out), spark=spark)
+    res = job.run(str(log), str(out), spark=spark, replay="recommended")
     res["expected_records"] = generated + known
     res["out"] = out
     return res
@@ -106,7 +106,8 @@ def test_known_entity_statistics_are_exact(spark, result):
     assert produce["intervals"] == 101
     assert (produce["request_rate_p50"], produce["request_rate_p95"], produce["request_rate_p99"],
             produce["request_rate_max"]) == (50_000, 95_000, 99_000, 100_000)
-    assert produce["throttle_share"] == pytest.approx(0.1)
+    # held 2 x 500 ms of each 10 s (a log without held_ms: each record's throttle_ms, capped at the interval)
+    assert produce["held_share"] == pytest.approx(0.1) and produce["throttle_seconds"] == pytest.approx(101)
     assert by_api["Fetch"]["response_rate_p99"] == 198_000
     total = by_api["*"]
     assert total["mutations_max_interval"] == 55 and total["mutation_rate_max"] == 5.5
@@ -185,7 +186,7 @@ def test_misbehaving_tenants_top_their_dimension(result):
     assert top["new_producer_ids"]["user"] == PID_CHURNER[0]
     assert top["connection_rate"]["ip"] == STORM_IP
     assert (top["producer_byte_rate"]["user"], top["producer_byte_rate"]["client_id"]) == HOG
-    assert (top["throttle_share"]["user"], top["throttle_share"]["client_id"]) == HOG
+    assert (top["held_share"]["user"], top["held_share"]["client_id"]) == ("steady", "over-quota")  # held ~98 %
     assert (top["partition_mutations"]["user"], top["partition_mutations"]["client_id"]) == TOPIC_STORM
 
 
@@ -256,3 +257,78 @@ def test_the_recommended_quotas_are_a_block_the_proxy_accepts_as_it_is(result):
     config = load_config_text(base + (result["out"] / "recommended-quotas.yaml").read_text())
     assert config.quotas.limit("producer_byte_rate", "known", "exact") == 150_000
     assert config.connections.ip_rate(KNOWN_IP) == 15.0
+
+
+def test_throttled_tenants_demand_is_estimated_and_their_advice_marked(spark, result):
+    """The job's estimate is the plain-Python one (tests/analytics/test_demand.py) on the same records; the
+    recommendation rests on it, says so, and stays within 1.5 x the true demand; held shares stay within 0-1."""
+    rows = {(r["user"], r["client_id"]): r for r in spark.read.parquet(str(result["out"] / "entity_stats"))
+            .where("api = 'Produce'").collect()}
+    items = quota_items(result["out"])
+    text = (result["out"] / "recommended-quotas.yaml").read_text()
+    for name, (quota, _, true_demand, _, _) in THROTTLED.items():
+        row = rows[name]
+        assert row["quota_rate"] == quota and 0 < row["held_share"] <= 1
+        assert row["request_demand"] == pytest.approx(true_demand, rel=0.10), name
+        value = item_for(items, user=name[0], client_id=name[1])["producer_byte_rate"]
+        assert value <= 1.5 * true_demand, (name, value)
+        assert f"constrained by the current quota {quota:,} B/s" in text
+    assert all(0 <= r["held_share"] <= 1 for r in rows.values())
+    said = "\n".join(job.summary_lines(result))
+    assert "user=steady client-id=over-quota producer_byte_rate" in said and "estimated demand" in said
+    assert "rests on" in (result["out"] / "report.html").read_text()
+
+
+def test_the_replay_shows_today_and_the_candidate_per_tenant(result):
+    """--replay (the recommended table): the steady tenant held under today's 1 MB/s quota, not under the
+    recommended one that covers its demand; the report has the table."""
+    replayed = result["replay"]
+    rows = {(r["user"], r["client_id"], r["api"]): r for r in replayed["rows"]}
+    steady = rows[("steady", "over-quota", "Produce")]
+    assert steady["quota_today"] == 1_000_000 and steady["today_held_s"] > 0.5 * 600
+    assert steady["candidate_held_s"] < 0.05 * steady["today_held_s"]
+    html_text = (result["out"] / "report.html").read_text()
+    assert "Replay under the recommended table" in html_text and "replay under the recommended table" in \
+        "\n".join(job.summary_lines(result))
+
+
+def test_rates_are_on_the_quotas_window_and_the_burst_is_kept_as_a_burst(spark):
+    """A stop-and-go tenant on 2 s log intervals (the demo's): 6 MB in one interval, then held through the next
+    five (carried held time, nothing sent). Over the quota's 11 s window (6 intervals) its rate is 0.5 MB/s; its
+    one-interval burst 3 MB/s is reported as the burst, not recommended (the per-interval p99 would give 4.5 MB/s)."""
+    from analytics import recommend, stats
+
+    recs = []
+    for k in range(60):
+        burst = k % 6 == 0
+        recs.append(record(START_TIME + 2 * (k + 1), 2.0, "PLAINTEXT", "192.0.2.9", "sg", "stop-and-go", "Produce",
+                           requests=6 if burst else 0, request_bytes=6_000_000 if burst else 0,
+                           throttle_ms=10_000 if burst else 0, held_ms=0 if burst else 2000,
+                           throttles=1 if burst else 0, quota_rate=500_000.0 if burst else None))
+    frame = stats.entity_intervals(stats.on_grid(spark.createDataFrame(recs, stats.SCHEMA)), "cluster")
+    [row] = stats.entity_stats(frame, stats.window_intervals(11, 2.0), 2.0).where("api = 'Produce'").collect()
+    assert row["request_rate_p99"] == pytest.approx(500_000) and row["request_burst_max"] == pytest.approx(3_000_000)
+    assert row["held_share"] == pytest.approx(50 / 60) and row["throttle_seconds"] == pytest.approx(100)
+    value, basis = recommend.byte_rate_basis(row.asDict(), "request", recommend.Rules())
+    assert value == 750_000 and "demand not measurable" in basis
+
+
+def test_held_share_is_a_share_of_wall_time_beside_the_summed_throttle(spark, tmp_path):
+    """Two connections from two IPs, each held 8 s of every 10 s (an older log without held_ms: its throttle_ms is
+    read as held time): throttle time summed is 1.6 x the wall time, the held share at most 1."""
+    from analytics import stats
+
+    old = tmp_path / "old.jsonl"
+    lines = []
+    for k in range(10):
+        for ip in ("192.0.2.1", "192.0.2.2"):
+            rec = record(START_TIME + DT * (k + 1), DT, "PLAINTEXT", ip, "u", "two-conns", "Produce", requests=5,
+                         request_bytes=1_000_000, throttle_ms=8_000)
+            for key in ("held_ms", "throttles", "quota_rate", "observed_rate_sum", "proxy", "broker", "scope"):
+                del rec[key]
+            lines.append(json.dumps(rec))
+    old.write_text("\n".join(lines) + "\n")
+    frame = stats.entity_intervals(stats.on_grid(stats.read_usage(spark, str(old))), "cluster")
+    [row] = stats.entity_stats(frame).where("api = 'Produce'").collect()
+    assert row["throttle_seconds"] == pytest.approx(160) and row["held_share"] == pytest.approx(1.0)
+    assert row["request_demand"] is None  # no quota in the log: held, but not by a byte rate it names

@@ -13,11 +13,11 @@ from config.errors import ConfigError
 from config.usage import UsageLogConfig, parse_usage_log
 from proxy.ops.metrics import ProxyMetrics
 from proxy.ops.usage_log import FIELDS, THROTTLE_FIELDS, RotatingWriter, UsageLog, UsageTable, records
-from quota.client_quota import ClientQuotaManager
-from quota.clock import ManualClock
-from quota.decision import Throttle
-from quota.entity import QuotaTable
-from quota.rate import QuotaWindow
+from quota.managers.client_quota import ClientQuotaManager
+from quota.primitives.clock import ManualClock
+from quota.primitives.decision import Throttle
+from quota.primitives.entity import QuotaTable
+from quota.primitives.rate import QuotaWindow
 
 PRODUCE, FETCH = 0, 1
 

@@ -1,0 +1,166 @@
+"""``analyze --replay``: the logged demand run through the proxy's own byte-rate quota, under today's quotas and a
+candidate table, in Spark tasks.
+
+Per (user, client-id) and API (Produce: ``producer_byte_rate``, Fetch: ``consumer_byte_rate``) the tenant's demand
+in each interval is what it sent when it was not held, and what the throttle hid when it was
+(:func:`interval_demands`); a task replays it (:func:`analytics.demand.replay`: the pure ``quota/`` core, Kafka's
+sampled window, on a manual clock) under the quota in force in the log (``quota_rate``, none when no byte-rate
+throttle was logged) and under the candidate's quota for the tenant (resolved as the proxy resolves it, Kafka's
+eight levels), and says how often (intervals held, throttles) and how long (seconds held) it would have been
+throttled. The executors get the ``quota`` package and :mod:`analytics.demand` from the driver (``addPyFile``), so
+the replay runs unchanged on ``local[*]`` and on a cluster.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+import zipfile
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+
+from analytics import demand
+from quota.primitives.rate import QuotaWindow
+
+KEYS = {"Produce": ("producer_byte_rate", "request"), "Fetch": ("consumer_byte_rate", "response")}
+SERIES = ("time", "interval_s", "bytes", "requests", "throttles", "held_ms")
+RESULT = ("user", "client_id", "api", "quota_today", "quota_candidate", "logged_held_s", "today_held_intervals",
+          "today_throttles", "today_held_s", "candidate_held_intervals", "candidate_throttles", "candidate_held_s",
+          "intervals")
+
+
+class ReplayError(ValueError):
+    """A candidate table that cannot be used: the message names the file and the reason."""
+
+
+def load_table(path: str) -> list[dict]:
+    """The ``quotas:`` list of a YAML file (a proxy configuration or a ``quotas:`` block, as the planner writes)."""
+    import yaml  # the driver's: executors import this module without it
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = yaml.safe_load(f)
+    except OSError as exc:
+        raise ReplayError(f"--replay {path}: cannot read it: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise ReplayError(f"--replay {path}: not YAML: {exc}") from None
+    items = doc.get("quotas") if isinstance(doc, dict) else None
+    if not isinstance(items, list):
+        raise ReplayError(f"--replay {path}: no 'quotas:' list (a proxy configuration or the planner's "
+                          f"recommended-quotas.yaml)")
+    try:
+        _table(items)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise ReplayError(f"--replay {path}: {exc}") from None
+    return items
+
+
+def _table(items: Sequence[Mapping]):
+    """The byte-rate quotas of ``items`` as the proxy's :class:`quota.entity.QuotaTable` (IP entities and other keys
+    play no part in a byte-rate replay)."""
+    from quota.primitives.entity import QuotaTable
+
+    values = []
+    for item in items:
+        entity = item["entity"]
+        if "ip" in entity:
+            continue
+        quotas = {k: v for k, v in item.items() if k in ("producer_byte_rate", "consumer_byte_rate")}
+        if quotas:
+            values.append((entity, quotas))
+    return QuotaTable.from_values(values)
+
+
+def interval_demands(series: Sequence[Mapping], estimate: float | None, quota: float | None) -> list[tuple]:
+    """``(end_s, interval_s, rate)`` per interval: the rate sent where the tenant was not held; where it was, the
+    interval's own estimate (:func:`analytics.demand.interval_demand`), else the tenant's estimate, else the quota it
+    was held to (its demand was at least that)."""
+    out = []
+    for r in series:
+        rate = r["bytes"] / r["interval_s"]
+        if r["held_ms"] > 0:
+            d = demand.interval_demand(r["interval_s"], r["bytes"], r["requests"], r["throttles"], r["held_ms"])
+            rate = max(rate, d if d is not None else (estimate or quota or rate))
+        out.append((r["time"], r["interval_s"], rate))
+    return out
+
+
+def replay_tenants(rows: Iterable, items: Sequence[Mapping], window_num: int, window_s: int,
+                   step_s: float) -> Iterator[tuple]:
+    """A Spark task: each row one tenant's API with its interval ``series``; yields :data:`RESULT` tuples."""
+    table = _table(items)
+    window = QuotaWindow(window_num, window_s)
+    for row in rows:
+        key, side = KEYS[row["api"]]
+        series = sorted((s.asDict() if hasattr(s, "asDict") else s for s in row["series"]), key=lambda s: s["time"])
+        quota_today = row["quota_rate"]
+        estimate = demand.demand_rate(((s["interval_s"], s["bytes"], s["requests"], s["throttles"], s["held_ms"])
+                                       for s in series), quota_today)
+        wanted = interval_demands(series, estimate, quota_today)
+        resolved = table.resolve(key, row["user"] or "", row["client_id"] or "")
+        quota_candidate = None if resolved.unlimited else resolved.limit
+        today = demand.summary(demand.replay(wanted, quota_today, window, step_s))
+        candidate = demand.summary(demand.replay(wanted, quota_candidate, window, step_s))
+        logged = sum(min(s["held_ms"], s["interval_s"] * 1000) for s in series) / 1000
+        yield (row["user"], row["client_id"], row["api"], quota_today, quota_candidate, round(logged, 1),
+               today["held_intervals"], today["throttles"], today["held_s"], candidate["held_intervals"],
+               candidate["throttles"], candidate["held_s"], len(series))
+
+
+def ship_code(spark) -> None:
+    """Give the executors this project's ``quota`` package and :mod:`analytics.demand` (one zip, added once)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.path.join(tempfile.mkdtemp(prefix="kqp-replay-"), "kafka_quota_proxy_replay.zip")
+    with zipfile.ZipFile(path, "w") as z:
+        for folder, _, names in sorted(os.walk(os.path.join(root, "quota"))):  # the package and its subpackages
+            for name in sorted(names):
+                if name.endswith(".py"):
+                    path = os.path.join(folder, name)
+                    z.write(path, os.path.relpath(path, root))
+        z.writestr("analytics/__init__.py", "")
+        z.write(os.path.join(root, "analytics", "demand.py"), "analytics/demand.py")
+        z.write(os.path.join(root, "analytics", "replay.py"), "analytics/replay.py")
+    spark.sparkContext.addPyFile(path)
+
+
+def step_for(interval_s: float, window_s: int) -> float:
+    """How often the replay's tenant sends: twice an interval of the log, never more often than once a sample of
+    the quota's window (each send is the demand of that time)."""
+    return max(float(window_s), interval_s / 2) if interval_s > 0 else float(window_s)
+
+
+def run(spark, intervals, items: Sequence[Mapping], window_num: int = 11, window_s: int = 1, step_s: float = 1.0):
+    """The replay as a DataFrame (:data:`RESULT` columns), one row per tenant and API with a byte rate, from the
+    per-interval frame of :func:`analytics.stats.entity_intervals`; the tenant sends every ``step_s``
+    (:func:`step_for`)."""
+    from pyspark.sql import functions as F
+
+    ship_code(spark)
+    frame = intervals.where(F.col("api").isin(*KEYS)).withColumn(
+        "bytes", F.when(F.col("api") == "Produce", F.col("request_rate")).otherwise(F.col("response_rate"))
+        * F.col("interval_s"))
+    grouped = frame.groupBy("user", "client_id", "api").agg(
+        F.max("quota_rate").alias("quota_rate"), F.collect_list(F.struct(*SERIES)).alias("series"))
+    items = [dict(it) for it in items]
+    rdd = grouped.rdd.mapPartitions(lambda rows: replay_tenants(rows, items, window_num, window_s, step_s))
+    return spark.createDataFrame(rdd, schema=_schema())
+
+
+def _schema():
+    from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
+
+    kinds = {"user": StringType(), "client_id": StringType(), "api": StringType()}
+    return StructType([StructField(c, kinds.get(c, LongType() if c.endswith(("intervals", "throttles"))
+                                                 else DoubleType())) for c in RESULT])
+
+
+def changed(rows: Iterable[Mapping]) -> list[dict]:
+    """The tenants a candidate changes or that are held under either table, most held under the candidate first."""
+    out = [dict(r) for r in rows if r["today_held_s"] or r["candidate_held_s"]
+           or not _same(r["quota_today"], r["quota_candidate"])]
+    out.sort(key=lambda r: (-r["candidate_held_s"], -r["today_held_s"], str(r["user"]), str(r["client_id"])))
+    return out
+
+
+def _same(a: float | None, b: float | None) -> bool:
+    return (a is None and b is None) or (a is not None and b is not None and math.isclose(a, b))

@@ -1,0 +1,115 @@
+"""The demand a throttle hid, and the replay, as plain Python: the estimator on synthetic tenants whose true demand
+is known (analytics.generate's THROTTLED, throttled by the proxy's own quota), the recommendation that rests on it,
+and the replay's client through the quota/ core. No Spark: tests/analytics/test_job.py runs the same in the job."""
+
+import pytest
+
+from analytics import demand, recommend, replay
+from analytics.generate import THROTTLED, Options, generate_records
+from quota.primitives.rate import QuotaWindow
+
+
+def tenant_rows(seed: int, intervals: int = 360) -> dict:
+    """The THROTTLED tenants' records of a generated log, by (user, client_id)."""
+    out: dict = {}
+    for batch in generate_records(Options(entities=2, intervals=intervals, seed=seed, misbehaving=False)):
+        for r in batch:
+            if (r["user"], r["client_id"]) in THROTTLED:
+                out.setdefault((r["user"], r["client_id"]), []).append(r)
+    return out
+
+
+def p99(values: list[float]) -> float:
+    """Linear interpolation between closest ranks, as Spark SQL's percentile."""
+    ordered, rank = sorted(values), 0.99 * (len(values) - 1)
+    low = int(rank)
+    return ordered[low] + (ordered[min(low + 1, len(ordered) - 1)] - ordered[low]) * (rank - low)
+
+
+def stats_row(records: list[dict], quota: float) -> dict:
+    """What entity_stats says of a Produce tenant, computed in plain Python (one record per interval, k = 1)."""
+    rates = [r["request_bytes"] / r["interval_s"] for r in records]
+    held = [min(r["held_ms"], r["interval_s"] * 1000) for r in records]
+    return {"user": records[0]["user"], "client_id": records[0]["client_id"], "api": "Produce",
+            "intervals": len(records), "request_rate_p99": p99(rates),
+            "held_intervals": sum(h > 0 for h in held), "quota_rate": quota,
+            "held_share": sum(held) / sum(r["interval_s"] * 1000 for r in records),
+            "request_demand": demand.demand_rate(((r["interval_s"], r["request_bytes"], r["requests"],
+                                                   r["throttles"], r["held_ms"]) for r in records), quota)}
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_estimate_is_within_10_percent_and_the_advice_at_most_1_5x_the_true_demand(seed):
+    """A tenant 3x over its quota all the time (held ~98 % of it) and one 2x over for a minute in five: their rates
+    are what the quota let through (and the per-interval p99 is a catch-up burst); the estimate recovers the demand
+    the throttle hid, and the recommendation, marked constrained, is never above 1.5 x the true demand."""
+    for name, records in tenant_rows(seed).items():
+        quota, _, true_demand, _, _ = THROTTLED[name]
+        row = stats_row(records, quota)
+        assert row["request_demand"] == pytest.approx(true_demand, rel=0.10), name
+        value, basis = recommend.byte_rate_basis(row, "request", recommend.Rules())
+        assert basis.startswith("constrained by the current quota") and "estimated demand" in basis, basis
+        assert true_demand < value <= 1.5 * true_demand, (name, value)
+
+
+def test_a_tenant_held_through_every_interval_has_no_estimate_and_no_burst_advice():
+    """Held through each interval (free less than a tenth of it): its demand is not measurable, and the advice is
+    the quota in force with headroom, said as such, not its catch-up bursts."""
+    intervals = [(10.0, 6_000_000, 5, 1, 9_500.0), (10.0, 0, 0, 0, 10_000.0)] * 30
+    assert demand.demand_rate(intervals, 1_000_000) is None
+    row = {"intervals": 60, "request_rate_p99": 600_000.0, "held_intervals": 60, "quota_rate": 1_048_576.0,
+           "held_share": 0.97, "request_demand": None}
+    value, basis = recommend.byte_rate_basis(row, "request", recommend.Rules())
+    assert value == 1_600_000 and "demand not measurable" in basis
+
+
+def test_interval_demand_is_the_pace_of_the_requests_not_throttled_over_the_time_free():
+    # 10 requests of 100 kB, 4 throttled, held 4 s of 10: 600 kB in 6 s free
+    assert demand.interval_demand(10.0, 1_000_000, 10, 4, 4_000) == pytest.approx(100_000)
+    assert demand.interval_demand(10.0, 1_000_000, 10, 0, 0) is None  # not held: its rate is its demand
+    assert demand.interval_demand(10.0, 1_000_000, 10, 10, 4_000) is None  # every request throttled
+    assert demand.interval_demand(10.0, 1_000_000, 10, 4, 9_500) is None  # held through it
+
+
+def test_the_replay_client_is_held_to_the_quota_by_the_proxys_own_algorithm():
+    """3 MB/s of demand under a 1 MB/s quota: over an hour it gets its quota (Kafka's sampled window lets the first
+    window's allowance through) and is held most of the time; unlimited, it sends all of it and is never held."""
+    wanted = [(10.0 * (k + 1), 10.0, 3_000_000.0) for k in range(360)]
+    held = demand.replay(wanted, 1_000_000, QuotaWindow(11, 1), step_s=0.1)
+    sent = sum(o.sent for o in held)
+    assert 1_000_000 * 3600 <= sent <= 1_000_000 * 3600 + 3_000_000 * 11
+    assert demand.summary(held)["held_s"] > 0.6 * 3600 and demand.summary(held)["throttles"] > 360
+    free = demand.replay(wanted, None)
+    assert sum(o.sent for o in free) == 3_000_000 * 3600 and demand.summary(free)["held_s"] == 0
+
+
+def test_a_replay_task_shows_today_held_and_a_candidate_that_covers_the_demand_not():
+    """One Spark task's work on plain rows: the steady tenant held under today's 1 MB/s, not under a candidate
+    giving it 4.4 MB/s (its demand is 3 MB/s); a tenant the candidate does not name is unlimited there."""
+    (records,) = [r for name, r in tenant_rows(1, intervals=60).items() if name == ("steady", "over-quota")]
+    series = [{"time": r["time"], "interval_s": r["interval_s"], "bytes": r["request_bytes"],
+               "requests": r["requests"], "throttles": r["throttles"], "held_ms": r["held_ms"]} for r in records]
+    rows = [{"user": "steady", "client_id": "over-quota", "api": "Produce", "quota_rate": 1_000_000.0,
+             "series": series},
+            {"user": "other", "client_id": "x", "api": "Produce", "quota_rate": 1_000_000.0, "series": series}]
+    candidate = [{"entity": {"user": "steady", "client-id": "over-quota"}, "producer_byte_rate": 4_400_000},
+                 {"entity": {"ip": "192.0.2.1"}, "connection_creation_rate": 5.0}]
+    out = {r[0]: dict(zip(replay.RESULT, r)) for r in replay.replay_tenants(rows, candidate, 11, 1, 1.0)}
+    steady = out["steady"]
+    assert steady["quota_today"] == 1_000_000 and steady["quota_candidate"] == 4_400_000
+    assert steady["today_held_s"] > 0.5 * 600 and steady["today_held_intervals"] >= 50
+    assert steady["candidate_held_s"] == 0 and steady["candidate_throttles"] == 0
+    assert out["other"]["quota_candidate"] is None and out["other"]["candidate_held_s"] == 0
+
+
+@pytest.mark.parametrize("text, reason", [
+    (None, "cannot read it"), ("quotas: [", "not YAML"), ("upstream: {}\n", "no 'quotas:' list"),
+    ("quotas:\n- entity: {user: a}\n  producer_byte_rate: -5\n", "producer_byte_rate"),
+])
+def test_a_replay_table_that_cannot_be_used_is_refused_naming_the_file_and_why(tmp_path, text, reason):
+    path = tmp_path / "candidate.yaml"
+    if text is not None:
+        path.write_text(text)
+    with pytest.raises(replay.ReplayError) as err:
+        replay.load_table(str(path))
+    assert str(err.value).startswith(f"--replay {path}: ") and reason in str(err.value)
