@@ -13,7 +13,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import yaml
 
@@ -38,19 +38,26 @@ class PlanResult:
     error: str | None = None
 
     synthetic: int = 0  # records of the synthetic tenants among them
+    basis: dict = field(default_factory=dict)  # client id -> {key: what its recommendation rests on}
 
     @property
     def ok(self) -> bool:
+        """Both clients recommended for; the limited producer (unpaced, held by its quota all run) marked
+        constrained by the current quota, never its catch-up burst taken for its need."""
         return (self.error is None and "demo-limited" in self.recommended and "demo-unlimited" in self.recommended
-                and self.records > self.synthetic > 0)
+                and self.records > self.synthetic > 0
+                and self.basis.get("demo-limited", {}).get("producer_byte_rate", "").startswith("constrained"))
 
     def text(self) -> str:
         if self.error is not None:
             return f"quota planner: failed: {self.error}  FAIL"
         limited, unlimited = self.recommended.get("demo-limited", {}), self.recommended.get("demo-unlimited", {})
+        said = self.basis.get("demo-limited", {})
+        why = "; ".join(f"{k} {limited.get(k)}: {said[k]}" for k in ("producer_byte_rate", "consumer_byte_rate")
+                        if k in said)
         return (f"quota planner (PySpark): {self.records - self.synthetic} records of this run's usage log and "
                 f"{self.synthetic} of synthetic tenants; "
-                f"recommends demo-limited {limited}, demo-unlimited {unlimited}; top new producer ids "
+                f"recommends demo-limited {limited} ({why}), demo-unlimited {unlimited}; top new producer ids "
                 f"{self.top.get('new_producer_ids')}, top connection rate {self.top.get('connection_rate')}; "
                 f"report {self.report}  {'OK' if self.ok else 'FAIL'}")
 
@@ -78,7 +85,8 @@ def quota_planner(usage_dir: str, out_dir: str, children: Children, report: Call
         tail = " | ".join((err or out).strip().splitlines()[-3:])
         return _failed(f"python -m analytics.cli analyze exited with code {proc.returncode}: {tail[-300:]}", report)
     with open(os.path.join(out_dir, "recommended-quotas.yaml"), encoding="utf-8") as f:
-        items = yaml.safe_load(f)["quotas"]
+        text = f.read()
+    items = yaml.safe_load(text)["quotas"]
     with open(os.path.join(out_dir, "top_offenders.json"), encoding="utf-8") as f:
         offenders = json.load(f)
     recommended = {item["entity"]["client-id"]: {k: v for k, v in item.items() if k != "entity"} for item in items
@@ -89,9 +97,28 @@ def quota_planner(usage_dir: str, out_dir: str, children: Children, report: Call
             first = dim["top"][0]
             top[name] = first.get("user") or first.get("ip") or first.get("client_id")
     result = PlanResult(int(read.group(1).replace(",", "")), recommended, top, os.path.join(out_dir, "report.html"),
-                        None, synthetic)
+                        None, synthetic, basis_of(text, ("demo-limited", "demo-unlimited")))
     report(result.text())
     return result
+
+
+def basis_of(text: str, client_ids) -> dict:
+    """What each recommendation of ``client_ids`` rests on, from the comments above its item in
+    recommended-quotas.yaml (``# producer_byte_rate: constrained by ...``, wrapped over several lines)."""
+    out: dict = {}
+    comment: list[str] = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if line.startswith("  #"):
+            comment.append(stripped[1:].strip())
+        elif stripped.startswith("- entity:"):
+            entity = yaml.safe_load(stripped[2:])["entity"]
+            if entity.get("client-id") in client_ids and "user" in entity:
+                joined = " ".join(comment)
+                said = re.split(r"(?:^| )(producer_byte_rate|consumer_byte_rate): ", joined)[1:]
+                out[entity["client-id"]] = dict(zip(said[::2], said[1::2]))
+            comment = []
+    return out
 
 
 def _failed(error: str, report: Callable[[str], None]) -> PlanResult:

@@ -71,6 +71,7 @@ def test_demo_scenario_verdicts_pass(tmp_path):
     assert [row.split()[0] for row in smooth[0].splitlines()[1:4]] == ["second", "off", "on"], smooth
     plan = [line for line in lines if line.startswith("quota planner")]
     assert len(plan) == 1 and plan[0].endswith("OK"), plan
+    assert "demo-limited" in plan[0] and "constrained by the current quota 1,048,576 B/s" in plan[0], plan
     assert (tmp_path / "usage-plan" / "report.html").exists()
     assert [v.client for v in verdicts] == [f"{LIMITED} producer", f"{UNLIMITED} producer",
                                             f"{LIMITED} consumer", f"{UNLIMITED} consumer"]
