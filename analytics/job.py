@@ -6,11 +6,12 @@ reads the usage log (a directory of ``*.jsonl`` and rotated ``*.jsonl.gz`` files
 Hadoop-compatible file system) with ``spark.read.json`` and writes to ``output_dir``:
 
 - ``entity_stats/`` (Parquet): per (user, client_id, api), and per (user, client_id) over all APIs (api ``*``):
-  p50/p95/p99/max of request and response bytes per second, throttle and shadow-throttle share, partition
+  p50/p95/p99/max of request and response bytes per second (on the quota's window) and per-interval bursts,
+  held share, throttle seconds and the demand a throttle hid (analytics.demand), partition
   mutations per second (p99, max) and per interval, new producer ids per second (p99, max) and per interval.
 - ``user_stats/`` (Parquet): per user, new producer ids per second (p50/p95/p99/max) and per interval.
 - ``ip_stats/`` (Parquet): per IP, connections opened per second (p50/p95/p99/max) and per interval.
-- ``top_offenders.json``: the top entities per dimension (byte rates, throttle share, partition mutations, new
+- ``top_offenders.json``: the top entities per dimension (byte rates, share of time held, partition mutations, new
   producer ids, connection rate).
 - ``recommended-quotas.yaml`` (a ``quotas:`` block in the proxy's config format) and ``recommended-commands.txt``
   (the same as ``kafka-quota-proxy configs --alter`` commands), by the rule in :mod:`analytics.recommend`:
