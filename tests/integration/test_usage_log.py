@@ -62,3 +62,40 @@ def test_usage_log_records_what_clients_did(tmp_path):
     assert total("partition_mutations", "CreateTopics") == 3
     assert total("new_producer_ids", "Produce") == 1  # one idempotent producer, one producer id
     assert {r["user"] for r in found if r["api"] is not None} == {"ANONYMOUS"}
+
+
+def test_a_throttled_producer_is_logged_with_its_quota_the_rate_seen_and_the_time_held(tmp_path):
+    """A producer held by a 200,000 B/s producer_byte_rate (3 x 1 s windows): its records carry the quota in force,
+    the rate each throttle was decided on (above the quota), and the time it was held, never more than an interval
+    in one record, however many requests were throttled: what the planner's demand estimate reads."""
+    from kafka import KafkaProducer
+
+    proxy_port, broker_port = free_port(), free_port()
+    broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
+    config = proxy_config(proxy_port, broker_port, quotas=[{"entity": {"client-id": "held"},
+                                                            "producer_byte_rate": 200_000}], **{"quota.window.num": 3})
+    config["usage_log"] = {"dir": str(tmp_path / "usage"), "interval_seconds": 1}
+    config["dynamic_config"] = {"enabled": False}
+    proxy = start_proxy(config)
+    try:
+        c.kp_create_topic(proxy.bootstrap, "held", 1)
+        producer = KafkaProducer(bootstrap_servers=proxy.bootstrap, client_id="held", linger_ms=5)
+        try:  # 1.6 MB at 200,000 B/s: about 6 s past the first windows' allowance
+            futures = [producer.send("held", value=bytes(10_000)) for _ in range(160)]
+            producer.flush(60)
+            for f in futures:
+                f.get(30)
+        finally:
+            producer.close(10)
+    finally:
+        proxy.stop()
+        broker.stop()
+    found = [json.loads(line) for name in sorted(os.listdir(tmp_path / "usage"))
+             for line in (tmp_path / "usage" / name).read_text().splitlines()]
+    held = [r for r in found if r["client_id"] == "held" and r["api"] == "Produce"]
+    throttled = [r for r in held if r["throttles"]]
+    assert throttled, held
+    assert all(r["quota_rate"] == 200_000 and r["observed_rate_sum"] / r["throttles"] > 200_000 for r in throttled)
+    assert all(r["held_ms"] <= round(r["interval_s"] * 1000) + 5 for r in held), held  # wall vs monotonic: a ms or two
+    assert sum(r["held_ms"] for r in held) > 0
+    assert all(r["quota_rate"] is None for r in held if not r["throttles"])
