@@ -107,8 +107,13 @@ def replay_tenants(rows: Iterable, items: Sequence[Mapping], window_num: int, wi
                candidate["throttles"], candidate["held_s"], len(series))
 
 
+_SHIPPED: set[str] = set()  # the Spark applications given the code (a file name is added once per application)
+
+
 def ship_code(spark) -> None:
     """Give the executors this project's ``quota`` package and :mod:`analytics.demand` (one zip, added once)."""
+    if spark.sparkContext.applicationId in _SHIPPED:
+        return
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     path = os.path.join(tempfile.mkdtemp(prefix="kqp-replay-"), "kafka_quota_proxy_replay.zip")
     with zipfile.ZipFile(path, "w") as z:
@@ -121,6 +126,7 @@ def ship_code(spark) -> None:
         z.write(os.path.join(root, "analytics", "demand.py"), "analytics/demand.py")
         z.write(os.path.join(root, "analytics", "replay.py"), "analytics/replay.py")
     spark.sparkContext.addPyFile(path)
+    _SHIPPED.add(spark.sparkContext.applicationId)
 
 
 def step_for(interval_s: float, window_s: int) -> float:
