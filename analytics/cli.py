@@ -24,6 +24,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="recommended = p99 rate x this (default %(default)s)")
     p.add_argument("--burst", choices=("max", "p99"), default=Rules.burst,
                    help="one-interval burst the token buckets must hold (default %(default)s)")
+    p.add_argument("--max-raise", type=float, default=Rules.max_raise,
+                   help="a tenant held by its quota is recommended at most this x the quota in force "
+                        "(default %(default)s)")
     p.add_argument("--quota-window-num", type=int, default=Rules.quota_window_num,
                    help="quota.window.num of the proxy: byte rates are measured over its sampled window "
                         "(default %(default)s)")
@@ -64,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def analyze(args: argparse.Namespace) -> int:
     try:
-        rules = Rules(headroom=args.headroom, burst=args.burst, quota_window_num=args.quota_window_num,
+        rules = Rules(headroom=args.headroom, burst=args.burst, max_raise=args.max_raise,
+                      quota_window_num=args.quota_window_num,
                       quota_window_s=args.quota_window_s, controller_window_num=args.controller_window_num,
                       controller_window_s=args.controller_window_s, producer_id_window_num=args.producer_id_window_num,
                       producer_id_window_s=args.producer_id_window_s)

@@ -22,7 +22,7 @@ user's new producer ids over all its client ids: ``max(p99 rate/s x W x headroom
 *constrained by the current quota*: its rates are what the quota let through, not what it needed, so the
 recommendation rests on its estimated demand (:mod:`analytics.demand`, ``request_demand``/``response_demand``)::
 
-    recommended = round_up(max(estimated demand, p99 rate) x headroom)
+    recommended = min(round_up(max(estimated demand, p99 rate) x headroom), round_up(max_raise x quota))
 
 and when the demand cannot be measured (held through nearly every throttled interval) on the quota in force:
 ``round_up(max(quota, p99 rate) x headroom)``, said as such. A per-interval burst is never the basis: byte rates are
@@ -54,6 +54,7 @@ MIN_RATE = 0.001  # the smallest rate the proxy's config accepts
 class Rules:
     headroom: float = 1.5
     burst: str = "max"                         # "max" or "p99": which one-interval burst the bucket must hold
+    max_raise: float = 4.0                     # a constrained tenant's advice: at most this x the quota in force
     quota_window_num: int = 11                 # quota.window.num: the byte rates' sampled window ...
     quota_window_s: int = 1                    # ... of quota.window.size.seconds each
     controller_window_num: int = 11            # controller.quota.window.num
@@ -66,6 +67,8 @@ class Rules:
             raise ValueError(f"headroom must be > 0, got {self.headroom}")
         if self.burst not in ("max", "p99"):
             raise ValueError(f"burst must be 'max' or 'p99', got {self.burst!r}")
+        if not self.max_raise >= 1:
+            raise ValueError(f"max-raise must be >= 1, got {self.max_raise}")
         for name in ("quota_window_num", "quota_window_s"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
@@ -115,7 +118,13 @@ def byte_rate_basis(row: Mapping, side: str, rules: Rules) -> tuple[int | None, 
     held = (f"constrained by the current quota {quota:,.0f} B/s (held {share:.0%} of the time, in "
             f"{row['held_intervals']} of {windows} intervals)")
     if demand:
-        return byte_rate(max(demand, p99), rules), f"{held}; estimated demand {demand:,.0f} B/s"
+        value = byte_rate(max(demand, p99), rules)
+        cap = max(1, int(round_up(quota * rules.max_raise)))
+        if value > cap:
+            return cap, (f"{held}; estimated demand {demand:,.0f} B/s (its pace while free: a client that catches up "
+                         f"a backlog after each hold shows its catch-up rate); capped at {rules.max_raise:g} x the "
+                         f"current quota: raise in steps and watch the held share")
+        return value, f"{held}; estimated demand {demand:,.0f} B/s"
     return (byte_rate(max(quota, p99), rules),
             f"{held}; demand not measurable (held through every throttled interval): on the quota in force, "
             f"raise it and watch the held share")

@@ -113,3 +113,15 @@ def test_a_replay_table_that_cannot_be_used_is_refused_naming_the_file_and_why(t
     with pytest.raises(replay.ReplayError) as err:
         replay.load_table(str(path))
     assert str(err.value).startswith(f"--replay {path}: ") and reason in str(err.value)
+
+
+def test_an_unpaced_client_is_advised_a_step_not_its_catch_up_pace():
+    """The demo's unpaced demo-limited producer: held 94 % by 1 MiB/s, and free it sends its backlog at 15 MB/s.
+    The advice is capped at --max-raise (4) x the quota in force and says why, not 24 MB/s."""
+    row = {"intervals": 32, "request_rate_p99": 1_300_000.0, "held_intervals": 31, "quota_rate": 1_048_576.0,
+           "held_share": 0.94, "request_demand": 15_361_218.0}
+    value, basis = recommend.byte_rate_basis(row, "request", recommend.Rules())
+    assert value == 4_200_000 and "capped at 4 x the current quota" in basis and "15,361,218" in basis
+    assert recommend.byte_rate_basis(row, "request", recommend.Rules(max_raise=100))[0] == 24_000_000
+    with pytest.raises(ValueError, match="max-raise"):
+        recommend.Rules(max_raise=0.5)
