@@ -280,13 +280,14 @@ def test_throttled_tenants_demand_is_estimated_and_their_advice_marked(spark, re
 
 
 def test_the_replay_shows_today_and_the_candidate_per_tenant(result):
-    """--replay (the recommended table): the steady tenant held under today's 1 MB/s quota, not under the
-    recommended one that covers its demand; the report has the table."""
+    """--replay (the recommended table): the steady tenant held most of the time under today's 1 MB/s quota, and a
+    small fraction of that under the recommended 4 MB/s (capped at 4 x; its 3 MB/s demand varies per request, so
+    its noisiest intervals still meet the quota); the report has the table."""
     replayed = result["replay"]
     rows = {(r["user"], r["client_id"], r["api"]): r for r in replayed["rows"]}
     steady = rows[("steady", "over-quota", "Produce")]
     assert steady["quota_today"] == 1_000_000 and steady["today_held_s"] > 0.5 * 600
-    assert steady["candidate_held_s"] < 0.05 * steady["today_held_s"]
+    assert steady["candidate_held_s"] < 0.2 * steady["today_held_s"]
     html_text = (result["out"] / "report.html").read_text()
     assert "Replay under the recommended table" in html_text and "replay under the recommended table" in \
         "\n".join(job.summary_lines(result))
