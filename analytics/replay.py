@@ -56,7 +56,7 @@ def load_table(path: str) -> list[dict]:
 
 
 def _table(items: Sequence[Mapping]):
-    """The byte-rate quotas of ``items`` as the proxy's :class:`quota.entity.QuotaTable` (IP entities and other keys
+    """The byte-rate quotas of ``items`` as the proxy's :class:`quota.primitives.entity.QuotaTable` (IP entities and other keys
     play no part in a byte-rate replay)."""
     from quota.primitives.entity import QuotaTable
 

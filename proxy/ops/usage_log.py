@@ -73,7 +73,7 @@ class UsageCounters:
         self.held_until_ns = 0  # the end of the latest held span: later spans add only what they do not overlap
 
     def held(self, throttle, mute_ms: int, now_ns: int) -> None:
-        """A connection of this entity held for ``mute_ms`` from ``now_ns`` by ``throttle`` (quota.decision)."""
+        """A connection of this entity held for ``mute_ms`` from ``now_ns`` by ``throttle`` (quota.primitives.decision)."""
         self.throttle_ms += mute_ms
         end = now_ns + mute_ms * 1_000_000
         if end > self.held_until_ns:
