@@ -21,6 +21,10 @@ from analytics import job  # noqa: E402
 from analytics.generate import HOG, PID_CHURNER, START_TIME, STORM_IP, THROTTLED, TOPIC_STORM, Options, record, \
     write_jsonl, write_log  # noqa: E402
 
+# The module's one Spark job (the fixture below) runs the planner with its replay on 12 entities x 60 intervals:
+# about 40 s on an idle 2-core machine, 130 s at load 20; the suite's 120 s per test would cut it on a busy one.
+pytestmark = [pytest.mark.timeout(600), pytest.mark.long_running(seconds=60)]
+
 DT = 10.0
 KNOWN = ("known", "exact")
 KNOWN_IP = "198.51.100.7"
