@@ -2,7 +2,7 @@
 
 Strict: unknown keys are rejected, every value is checked at load, and every error names the key path
 (``listeners[0].bind``) and the reason. The result is a frozen :class:`~config.model.ProxyConfig`. The
-``settings:`` section and the connection limits are :mod:`config.settings`; the other sections have their own
+``settings:`` section and the connection limits are :mod:`config.settings` (its table: :mod:`config.settings_table`); the other sections have their own
 modules too.
 """
 

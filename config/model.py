@@ -74,7 +74,7 @@ class MetricsConfig:
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """Broker-style settings, by Kafka property name where Kafka has one (see SETTINGS in config.settings)."""
+    """Broker-style settings, by Kafka property name where Kafka has one (see SETTINGS in config.settings_table)."""
 
     values: Mapping[str, int | float | str] = field(default_factory=lambda: MappingProxyType({}))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from config.errors import ConfigError, join
 from config.model import ListenerConfig, Settings
-from config.settings import CLUSTER_ID, CLUSTER_TOPIC, QUOTA_SCOPE
+from config.settings_table import CLUSTER_ID, CLUSTER_TOPIC, QUOTA_SCOPE
 
 
 def check_scope(settings: Settings, listeners: tuple[ListenerConfig, ...], path: str) -> None:

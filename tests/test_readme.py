@@ -1,6 +1,6 @@
 """The README's reference tables against the code, both ways, so they cannot drift apart.
 
-- Configuration: every key the loader accepts (``settings:`` from config/settings.py's tables; every other section's
+- Configuration: every key the loader accepts (``settings:`` from config/settings_table.py; every other section's
   keys as the loader itself lists them in its "unknown key (known keys: ...)" error) has a row in the README's
   ``| key | meaning |`` table, every row names a key the loader accepts, and a row's stated default is the code's.
 - Metrics: every Prometheus family registered under proxy/ (prometheus_client Counter/Gauge/Histogram and the
@@ -22,7 +22,7 @@ import pytest
 from config import dynamic_source, settings as settings_module
 from config.errors import ConfigError
 from config.loader import parse_config
-from config.settings import LISTENER_SETTINGS, SETTINGS
+from config.settings_table import LISTENER_SETTINGS, SETTINGS
 from config.tls import parse_listener_tls, parse_upstream_tls
 from config.usage import UsageLogConfig, parse_usage_log
 from config.volume import VolumeUsageConfig, parse_volume_usage

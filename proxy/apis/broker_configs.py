@@ -22,7 +22,8 @@ import json
 from typing import TYPE_CHECKING, Callable
 
 from config.dynamic import DYNAMIC_SETTINGS, PROXY_KEY, RecordError, entity_key
-from config.settings import IP_OVERRIDES, QUOTA_MODE, QUOTA_SMOOTHING, SETTINGS, parse_settings
+from config.settings import parse_settings
+from config.settings_table import IP_OVERRIDES, QUOTA_MODE, QUOTA_SMOOTHING, SETTINGS
 from proxy.apis.plan import FORWARD_AS_IS, PASS, AnswerLocally, Await, ConnectionScope, ForwardRequest, Plan
 from proxy.session.session import Session
 from proxy.codec.apis import DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
