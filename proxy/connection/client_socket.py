@@ -4,13 +4,15 @@ A client socket is wrapped only once its broker connection is open, so no byte i
 somewhere to send it. Requests go through :class:`~proxy.connection.request_path.RequestPath`, responses through
 :class:`~proxy.connection.response_path.ResponsePath`; every reason to stop reading either socket lives in one pure
 :class:`~proxy.connection.flow.Flow`. After each socket event this shell applies the flow's state: reading on or off on each
-side, held-back requests replayed, one timer for the next deadline (a mute's end).
+side, held-back requests replayed, one timer for the next deadline (a mute's end). Around it, each its own module:
+opening the broker connection (:mod:`~proxy.connection.broker_dial`), the writes queued while a read is split
+(:mod:`~proxy.connection.write_batch`), what the connection is counted in (:mod:`~proxy.connection.counted`), and
+splicing a large frame's rest (:mod:`~proxy.connection.splicing`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import errno
 import logging
 import time
 
@@ -18,12 +20,14 @@ from proxy.session.session import Session
 from proxy.codec.errors import ProtocolError
 from proxy.connection.client_context import FRAME_ERROR_LOG, ListenerContext, bounded
 from proxy.connection.core import CLOSED_CORE, ConnectionCore
+from proxy.connection.counted import Counted
 from proxy.ops.metrics import ApiMetrics
+from proxy.connection.broker_dial import dial_broker
 from proxy.connection.broker_socket import UpstreamConnection
 from proxy.connection.splice import BOUNDARY_READ_BYTES, SPLICE_MIN_BYTES
 from proxy.connection.splicing import Splicing
-from proxy.session.principals import MappingError, map_principal, subject_dn
-from proxy.ground.tasks import wait_for
+from proxy.connection.write_batch import WriteBatch, send
+from proxy.session.principals import MappingError, certificate_principal
 
 log = logging.getLogger(__name__)
 
@@ -46,10 +50,11 @@ class ClientConnection(Splicing, asyncio.BufferedProtocol):
             self.session.awaiting_authentication = True
         self._loop = asyncio.get_running_loop()
         self._api_cache: dict[int, ApiMetrics] = {}
+        self._writes = WriteBatch(self._write_client, self._write_broker)
         self.core = ConnectionCore(
             ctx.scope, self.session, max_request_bytes=ctx.max_request_bytes,
             max_response_bytes=ctx.max_response_bytes, max_inflight=ctx.max_inflight_requests,
-            write_client=self._queue_client, write_broker=self._queue_broker, clock=time.monotonic_ns,
+            write_client=self._writes.client, write_broker=self._writes.broker, clock=time.monotonic_ns,
             api_metrics=self.api_metrics, spawn=self._spawn, max_header_bytes=ctx.max_header_bytes,
             response_timeout_ns=ctx.response_timeout_ns, idle_timeout_ns=ctx.idle_timeout_ns,
         )
@@ -58,9 +63,8 @@ class ClientConnection(Splicing, asyncio.BufferedProtocol):
         self._reading_broker = True
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0  # the timer's deadline on the connection's clock (ns)
-        self._at_bound_since: float | None = None
+        self._counted = Counted(ctx)
         self._closed_reason: str | None = None
-        self._counted_ip: str | None = None  # the IP this connection is counted under in the connection quotas
 
     # -- client socket events ------------------------------------------------------------------------------------
 
@@ -97,62 +101,37 @@ class ClientConnection(Splicing, asyncio.BufferedProtocol):
 
     def _tls_principal(self, cert: dict | None) -> None:
         """mTLS: the client certificate's subject, mapped by the listener's rules, is the principal."""
-        if not cert or not cert.get("subject"):
-            return  # no client certificate (client_auth none or requested): ANONYMOUS, as Kafka
-        dn = subject_dn(cert["subject"])
         try:
-            self.session.user = map_principal(dn, self.ctx.principal_rules)
+            user = certificate_principal(cert, self.ctx.principal_rules)
         except MappingError as exc:
             log.warning("listener %s: client %s refused: %s", self.ctx.name, self.peer, bounded(exc))
             self.close("tls_principal_unmapped")
+            return
+        if user is not None:  # else no client certificate (client_auth none or requested): ANONYMOUS, as Kafka
+            self.session.user = user
 
     def accepted(self, peer: tuple | None, counted_ip: str | None = None, claimed: bool = False) -> None:
         """Count the connection as open; called once, when it is admitted (before it has an upstream).
         ``counted_ip``: the IP the connection quotas counted it under, released when it closes."""
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.session.peer_ip = peer[0] if peer else "?"
-        self._counted_ip = counted_ip
-        self._claimed = claimed and counted_ip is not None
-        metrics = self.ctx.metrics
-        metrics.active_connections.labels(self.ctx.name).inc()
-        self.ctx.connections.add(self)
+        self._counted.opened(self, counted_ip, claimed)
 
     async def connect_upstream(self) -> bool:
         """Open the broker connection, trying each bootstrap server in turn; False closes the client."""
-        for address in self.ctx.upstreams():
-            try:
-                _, upstream = await wait_for(
-                    self._loop.create_connection(
-                        lambda: UpstreamConnection(self, self.ctx.response_buffer), address.host, address.port,
-                        ssl=self.ctx.upstream_ssl, server_hostname=address.host if self.ctx.upstream_ssl else None,
-                    ),
-                    self.ctx.connect_timeout_s,
-                )
-            except OSError as exc:
-                if exc.errno in (errno.EMFILE, errno.ENFILE):  # the proxy's own limit, not the broker's fault
-                    log.error("out of file descriptors: cannot open a broker connection for client %s (raise the "
-                              "open-files limit, or bound connections)", self.peer)
-                    self.ctx.metrics.fd_exhausted.labels(self.ctx.name).inc()
-                    self.close("fd_exhausted")
-                    return False
-                log.warning("cannot reach broker %s for client %s: %s", address, self.peer, exc)
-                self.ctx.metrics.upstream_errors.labels(self.ctx.name, "connect").inc()
-                continue
-            except asyncio.TimeoutError:
-                log.warning("cannot reach broker %s for client %s: timed out", address, self.peer)
-                self.ctx.metrics.upstream_errors.labels(self.ctx.name, "connect").inc()
-                continue
-            if self._closed_reason is not None:
-                upstream.close()
-                return False
-            self.upstream = upstream
-            self.upstream_name = str(address)
-            self._broker_fd = self._splice_fd(upstream.transport)
-            self.ctx.on_upstream_result(True)
-            return True
-        self.ctx.on_upstream_result(False)
-        self.close("upstream_unreachable")
-        return False
+        dialed = await dial_broker(self.ctx, self, self.peer)
+        if isinstance(dialed, str):  # why the client is closed
+            self.close(dialed)
+            return False
+        upstream, address = dialed
+        if self._closed_reason is not None:
+            upstream.close()
+            return False
+        self.upstream = upstream
+        self.upstream_name = str(address)
+        self._broker_fd = self._splice_fd(upstream.transport)
+        self.ctx.on_upstream_result(True)
+        return True
 
     def get_buffer(self, sizehint: int) -> memoryview:
         view = self.ctx.request_buffer.view
@@ -165,7 +144,7 @@ class ClientConnection(Splicing, asyncio.BufferedProtocol):
         self.flow.client_read(time.monotonic_ns())  # the idle timeout starts anew
         buffer = self.ctx.request_buffer
         data = buffer.view[:nbytes]
-        batch = self._batch(True)
+        batch = self._writes.start(True)
         try:
             self.core.client_bytes(data)
         except ProtocolError as exc:
@@ -218,7 +197,7 @@ class ClientConnection(Splicing, asyncio.BufferedProtocol):
     # -- broker socket events (reported by UpstreamConnection) ----------------------------------------------------
 
     def broker_data(self, data: memoryview) -> None:
-        batch = self._batch(True)
+        batch = self._writes.start(True)
         try:
             self.core.broker_bytes(data)
         except ProtocolError as exc:
@@ -256,7 +235,7 @@ class ClientConnection(Splicing, asyncio.BufferedProtocol):
     def _apply(self) -> None:
         """After every event: replay held-back requests, decide holds, set reading, arm the timer."""
         flow = self.flow
-        if flow.unhindered and self._reading_client and self._reading_broker and self._at_bound_since is None:
+        if flow.unhindered and self._reading_client and self._reading_broker and self._counted.at_bound_since is None:
             return  # the common case: nothing to replay, release, pause or time (the timer is armed already)
         self._apply_state()
 
@@ -267,7 +246,7 @@ class ClientConnection(Splicing, asyncio.BufferedProtocol):
         now = time.monotonic_ns()
         # Requests replayed from the read-ahead go out together; answers the proxy makes to them go out one by one,
         # so a client that stops taking them stops the replay at the next boundary (its back-pressure comes at once).
-        batch = self._batch(False)
+        batch = self._writes.start(False)
         try:
             state = self.core.step(now)
         except ProtocolError as exc:  # held-back requests replayed
@@ -303,8 +282,8 @@ class ClientConnection(Splicing, asyncio.BufferedProtocol):
                 flow.broker_read_resumed(now)
             if self._response_splice is None:  # else the splice reads the broker; set again when it ends
                 self.upstream.set_reading(state.reading_broker)
-        if flow.at_bound != (self._at_bound_since is not None):
-            self._bound_changed(self._loop.time())
+        if flow.at_bound != (self._counted.at_bound_since is not None):
+            self._counted.bound_changed(self._loop.time())
         self._arm(state.deadline, now)
 
     def _arm(self, deadline: int | None, now: int) -> None:
@@ -320,56 +299,14 @@ class ClientConnection(Splicing, asyncio.BufferedProtocol):
         self._timer = None
         self._apply_state()  # whatever the flow's state: the deadline may be a timeout check on an open connection
 
-    def _bound_changed(self, now: float) -> None:
-        metrics = self.ctx.metrics
-        if self._at_bound_since is None:
-            self._at_bound_since = now
-            metrics.inflight_bound_reached.labels(self.ctx.name).inc()
-        else:
-            metrics.inflight_bound_seconds.labels(self.ctx.name).inc(now - self._at_bound_since)
-            self._at_bound_since = None
-
-    # -- writes ---------------------------------------------------------------------------------------------------
-    # While one read is split, the frames (and pieces of frames) it yields for each side are queued and then sent
-    # with one writelines each, one system call instead of one per frame: a read of many small requests (a
-    # pipelining producer) costs the kernel one send, not dozens. Sent before the read buffer may be reused or a
-    # splice may start, and before the connection closes; the bytes and their order on each socket are unchanged.
-
-    _to_client: list | None = None  # frames queued for the client while a read is split (None: write at once)
-    _to_broker: list | None = None
-
-    def _batch(self, client: bool) -> bool:
-        """Start queueing the writes to the broker (and to the client if ``client``); False if already queueing
-        (an event inside another: the outer one sends)."""
-        if self._to_broker is not None:
-            return False
-        self._to_broker = []
-        if client:
-            self._to_client = []
-        return True
-
-    def _queue_client(self, data) -> None:
-        queued = self._to_client
-        if queued is None:
-            self._write_client(data)
-        else:
-            queued.append(data)
-
-    def _queue_broker(self, data) -> None:
-        queued = self._to_broker
-        if queued is None:
-            self._write_broker(data)
-        else:
-            queued.append(data)
+    # -- writes: queued while a read is split (proxy.connection.write_batch) -------------------------------------
 
     def _send_queued(self) -> None:
-        to_client, self._to_client = self._to_client, None
-        to_broker, self._to_broker = self._to_broker, None
+        to_client, to_broker = self._writes.take()
         if to_broker:
-            _send(to_broker, self._request_splice, self._write_broker, self.upstream.transport)
+            send(to_broker, self._request_splice, self._write_broker, self.upstream.transport)
         if to_client:
-            _send(to_client, self._response_splice, self._write_client, self.transport)
-
+            send(to_client, self._response_splice, self._write_client, self.transport)
 
     def _spawn(self, start, done) -> None:
         """Run the proxy's own work for a request (an Await outcome) as a task; hand its result (or exception) to
@@ -436,17 +373,7 @@ class ClientConnection(Splicing, asyncio.BufferedProtocol):
             return
         self._send_queued()  # what was split before the end goes out first, as if written at once
         self._closed_reason = reason
-        ctx = self.ctx
-        ctx.connections.discard(self)
-        if self._counted_ip is not None:
-            ctx.connection_quotas.closed(ctx.name, self._counted_ip)
-            if self._claimed:
-                ctx.open_gate.release(ctx.name, self._counted_ip)
-            self._counted_ip = None
-        ctx.metrics.active_connections.labels(ctx.name).dec()
-        ctx.metrics.connections_closed.labels(ctx.name, reason).inc()
-        if self._at_bound_since is not None:
-            self._bound_changed(self._loop.time())
+        self._counted.closed(self, reason, self._loop.time())
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -454,6 +381,7 @@ class ClientConnection(Splicing, asyncio.BufferedProtocol):
         # Break every reference cycle now, so a closed connection is freed at once, not by the cycle collector.
         self.core.close()
         self.core = CLOSED_CORE
+        self._writes.close()
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
         if self.upstream is not None:
@@ -466,12 +394,3 @@ class ClientConnection(Splicing, asyncio.BufferedProtocol):
         if self.transport is not None:
             self.transport.abort()
 
-
-def _send(frames: list, splice, write, transport) -> None:
-    """``frames`` queued for one side: one ``writelines``; frame by frame (``write``) when there is one, or while a
-    splice to that side runs (its ``write`` keeps them until the splice ends)."""
-    if len(frames) == 1 or splice is not None:
-        for data in frames:
-            write(data)
-    else:
-        transport.writelines(frames)

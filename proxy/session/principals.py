@@ -41,3 +41,12 @@ def map_principal(dn: str, rules: tuple[Rule, ...]) -> str:
         if mapped is not None:
             return mapped
     raise MappingError(f"no ssl.principal.mapping.rules rule matches {dn!r}")
+
+
+def certificate_principal(cert: dict | None, rules: tuple[Rule, ...]) -> str | None:
+    """mTLS: the principal of a client certificate (as ``ssl.SSLSocket.getpeercert()`` gives it), its subject mapped
+    by the listener's rules; None without a certificate (client_auth none or requested: ANONYMOUS, as Kafka).
+    Raises :class:`MappingError` when no rule matches: the connection is refused."""
+    if not cert or not cert.get("subject"):
+        return None
+    return map_principal(subject_dn(cert["subject"]), rules)

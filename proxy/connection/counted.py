@@ -1,0 +1,52 @@
+"""What a client connection is counted in, each count undone once when it closes: the listener's open connections
+(the set drained at shutdown, ``active_connections``), the connection quotas' count for its IP (``max.connections``
+and the per-IP limits), under ``workers: N`` its claim on the parent's count (:mod:`proxy.connection.open_gate`), why
+it closed (``connections_closed``) and the time it spent at the in-flight bound (``inflight_bound_reached``,
+``inflight_bound_seconds``).
+"""
+
+from __future__ import annotations
+
+from proxy.connection.client_context import ListenerContext
+
+
+class Counted:
+    __slots__ = ("_ctx", "_ip", "_claimed", "at_bound_since")
+
+    def __init__(self, ctx: ListenerContext) -> None:
+        self._ctx = ctx
+        self._ip: str | None = None  # the IP the connection is counted under in the connection quotas
+        self._claimed = False  # claimed from the parent's count (workers): released at the close
+        self.at_bound_since: float | None = None  # since when (loop time) it is at the in-flight bound
+
+    def opened(self, conn, counted_ip: str | None, claimed: bool) -> None:
+        """Admitted: counted as open (once, before it has a broker connection)."""
+        ctx = self._ctx
+        self._ip = counted_ip
+        self._claimed = claimed and counted_ip is not None
+        ctx.metrics.active_connections.labels(ctx.name).inc()
+        ctx.connections.add(conn)
+
+    def bound_changed(self, now: float) -> None:
+        """The connection reached the in-flight bound, or left it (``now``: the loop's time)."""
+        metrics = self._ctx.metrics
+        if self.at_bound_since is None:
+            self.at_bound_since = now
+            metrics.inflight_bound_reached.labels(self._ctx.name).inc()
+        else:
+            metrics.inflight_bound_seconds.labels(self._ctx.name).inc(now - self.at_bound_since)
+            self.at_bound_since = None
+
+    def closed(self, conn, reason: str, now: float) -> None:
+        """Closed for ``reason``: every count undone (``now``: the loop's time)."""
+        ctx = self._ctx
+        ctx.connections.discard(conn)
+        if self._ip is not None:
+            ctx.connection_quotas.closed(ctx.name, self._ip)
+            if self._claimed:
+                ctx.open_gate.release(ctx.name, self._ip)
+            self._ip = None
+        ctx.metrics.active_connections.labels(ctx.name).dec()
+        ctx.metrics.connections_closed.labels(ctx.name, reason).inc()
+        if self.at_bound_since is not None:
+            self.bound_changed(now)

@@ -1,0 +1,74 @@
+"""Writes gathered while one read is split, sent with one ``writelines`` per side.
+
+While one read is split, the frames (and pieces of frames) it yields for each side are queued and then sent with one
+writelines each, one system call instead of one per frame: a read of many small requests (a pipelining producer)
+costs the kernel one send, not dozens. The connection sends them before the read buffer may be reused or a splice
+may start, and before it closes; the bytes and their order on each socket are unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+
+class WriteBatch:
+    """The writes to each side of one connection: written at once (``write_client``, ``write_broker``) unless a
+    batch is open (:meth:`start`), then queued until :meth:`take`."""
+
+    __slots__ = ("_to_client", "_to_broker", "_write_client", "_write_broker")
+
+    def __init__(self, write_client: Callable, write_broker: Callable) -> None:
+        self._to_client: list | None = None  # frames queued for the client while a read is split (None: write at once)
+        self._to_broker: list | None = None
+        self._write_client = write_client
+        self._write_broker = write_broker
+
+    def start(self, client: bool) -> bool:
+        """Start queueing the writes to the broker (and to the client if ``client``); False if already queueing
+        (an event inside another: the outer one sends)."""
+        if self._to_broker is not None:
+            return False
+        self._to_broker = []
+        if client:
+            self._to_client = []
+        return True
+
+    def client(self, data) -> None:
+        queued = self._to_client
+        if queued is None:
+            self._write_client(data)
+        else:
+            queued.append(data)
+
+    def broker(self, data) -> None:
+        queued = self._to_broker
+        if queued is None:
+            self._write_broker(data)
+        else:
+            queued.append(data)
+
+    def close(self) -> None:
+        """The connection closed, what was queued sent: the references back to it dropped (no cycle keeps it), and
+        any later write with them."""
+        self._to_client = self._to_broker = None
+        self._write_client = self._write_broker = _dropped
+
+    def take(self) -> tuple[list | None, list | None]:
+        """What was queued for the client and for the broker; writes go out at once again until the next start."""
+        to_client, self._to_client = self._to_client, None
+        to_broker, self._to_broker = self._to_broker, None
+        return to_client, to_broker
+
+
+def send(frames: list, splice, write, transport) -> None:
+    """``frames`` queued for one side: one ``writelines``; frame by frame (``write``) when there is one, or while a
+    splice to that side runs (its ``write`` keeps them until the splice ends)."""
+    if len(frames) == 1 or splice is not None:
+        for data in frames:
+            write(data)
+    else:
+        transport.writelines(frames)
+
+
+def _dropped(data) -> None:
+    pass
