@@ -233,6 +233,29 @@ def ck_flat_out(producer, topic: str, value: bytes, halt, on_delivery) -> None:
     producer.flush(1)
 
 
+def acked_flat_out(bootstrap: str, topic: str, seconds: float, client_id: str = "shared") -> "Counter":
+    """A confluent-kafka producer flat out to ``topic`` through ``bootstrap`` for ``seconds``: the bytes acknowledged
+    per tenth of a second since its start."""
+    import threading
+    import time
+    from collections import Counter
+
+    from confluent_kafka import Producer
+
+    acked: Counter = Counter()
+    t0 = time.monotonic()
+
+    def done(err, msg) -> None:
+        if err is None:
+            acked[int((time.monotonic() - t0) * 10)] += len(msg)
+
+    halt = threading.Event()
+    threading.Timer(seconds, halt.set).start()
+    producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "batch.size": 65536})
+    ck_flat_out(producer, topic, b"v" * 1000, halt, done)
+    return acked
+
+
 def ck_consume(bootstrap: str, topic: str, count: int, timeout: float = 60.0) -> dict[int, list[bytes]]:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 

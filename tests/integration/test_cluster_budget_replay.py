@@ -18,7 +18,6 @@ topic again from outside.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import Counter
 
@@ -27,7 +26,7 @@ import pytest
 from config.model import Address
 from proxy.cluster.kafka_clients import OwnKafka
 from tests.harness import Tansu, free_port, start_proxy, wait_until
-from tests.integration.clients import ck_flat_out
+from tests.integration.clients import acked_flat_out
 
 pytestmark = [pytest.mark.integration, pytest.mark.measures_rate]
 
@@ -51,20 +50,7 @@ def sidecar_config(port: int, broker_port: int, index: int) -> dict:
 
 def flat_out(bootstrap: str, seconds: float) -> Counter:
     """The tenant flat out through ``bootstrap`` for ``seconds``: bytes acknowledged per tenth of a second."""
-    from confluent_kafka import Producer
-
-    acked: Counter = Counter()
-    t0 = time.monotonic()
-
-    def done(err, msg) -> None:
-        if err is None:
-            acked[int((time.monotonic() - t0) * 10)] += len(msg)
-
-    halt = threading.Event()
-    threading.Timer(seconds, halt.set).start()
-    producer = Producer({"bootstrap.servers": bootstrap, "client.id": "shared", "batch.size": 65536})
-    ck_flat_out(producer, TOPIC, b"v" * 1000, halt, done)
-    return acked
+    return acked_flat_out(bootstrap, TOPIC, seconds)
 
 
 def test_a_follower_reading_the_topic_again_leaves_the_tenant_its_budget():

@@ -17,8 +17,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 import uuid
 from contextlib import contextmanager
 
@@ -31,6 +29,7 @@ from proxy.codec.messages import encode_request, new_request
 from tests.harness import Tansu, free_port, proxy_config, start_proxy, wait_for_port, wait_until
 from tests.integration.clients import ck_create_topic
 from tests.integration.raw import read_frame
+from tests.integration.workers import ready
 from tests.relay import BrokerSideRecorder
 
 pytestmark = pytest.mark.integration
@@ -85,14 +84,6 @@ def ids_through(recorder: BrokerSideRecorder, base: int) -> int:
 
 def bound() -> float:
     return RATE + RATE * LOOP_S / WINDOW_S + 2
-
-
-def ready(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as answer:
-            return answer.status == 200
-    except (urllib.error.URLError, OSError):
-        return False
 
 
 @contextmanager

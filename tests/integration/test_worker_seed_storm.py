@@ -19,8 +19,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 from contextlib import contextmanager
 
@@ -32,6 +30,7 @@ from proxy.codec.header import encode_request_header, frame, response_header_len
 from proxy.codec.messages import decode_response, encode_request, new_request
 from tests.harness import Tansu, free_port, wait_for_port, wait_until
 from tests.integration.raw import read_frame
+from tests.integration.workers import ready
 
 pytestmark = pytest.mark.integration
 
@@ -69,14 +68,6 @@ def topics_named(port: int, prefix: str) -> int:
 
 def worker_pids(log) -> dict[str, int]:
     return {index: int(pid) for index, pid in re.findall(r"worker (\d+) serving \(pid (\d+)\)", log.read_text())}
-
-
-def ready(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as answer:
-            return answer.status == 200
-    except (urllib.error.URLError, OSError):
-        return False
 
 
 @contextmanager

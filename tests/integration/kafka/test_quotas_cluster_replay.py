@@ -15,15 +15,13 @@ Bounds: at least half the quota, at most its burst plus 1.5 x.
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import Counter
 
 import pytest
 from kafka.admin import NewPartitions, NewTopic
 
 from tests.harness import wait_until
-from tests.integration.clients import ck_flat_out
+from tests.integration.clients import acked_flat_out as flat_out
 from tests.integration.kafka.quotas_common import configs, delete_topics, direct_admin
 from tests.kafka_cluster import unique_topic
 
@@ -33,24 +31,6 @@ RATE = 1_000_000  # producer_byte_rate, bytes/s
 FIRST_S = 4.0
 MEASURE_S = 3.0
 RECORDS = "kafka_quota_proxy_cluster_usage_records_total"
-
-
-def flat_out(bootstrap: str, topic: str, seconds: float) -> Counter:
-    """The tenant flat out to ``topic`` for ``seconds``: bytes acknowledged per tenth of a second."""
-    from confluent_kafka import Producer
-
-    acked: Counter = Counter()
-    t0 = time.monotonic()
-
-    def done(err, msg) -> None:
-        if err is None:
-            acked[int((time.monotonic() - t0) * 10)] += len(msg)
-
-    halt = threading.Event()
-    threading.Timer(seconds, halt.set).start()
-    producer = Producer({"bootstrap.servers": bootstrap, "client.id": "shared", "batch.size": 65536})
-    ck_flat_out(producer, topic, b"v" * 1000, halt, done)
-    return acked
 
 
 def test_followers_reading_the_usage_topic_again_leave_the_tenant_its_budget(kafka3):
