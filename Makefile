@@ -47,6 +47,7 @@ soak: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/passthrough.py
 	$(PY) bench/quota_accuracy.py
+	$(PY) bench/inflight_bound.py
 	$(PY) bench/codec.py
 	$(PY) bench/pipeline_cost.py
 	$(PY) bench/relay_floor.py
