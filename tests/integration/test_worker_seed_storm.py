@@ -12,11 +12,8 @@ and 76 in 3.6 and 4.2 s.
 from __future__ import annotations
 
 import os
-import re
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -28,9 +25,9 @@ from proxy.codec.apis import CREATE_TOPICS, METADATA
 from proxy.codec.error_codes import NONE, THROTTLING_QUOTA_EXCEEDED
 from proxy.codec.header import encode_request_header, frame, response_header_length
 from proxy.codec.messages import decode_response, encode_request, new_request
-from tests.harness import Tansu, free_port, wait_for_port, wait_until
+from tests.harness import wait_until
 from tests.integration.raw import read_frame
-from tests.integration.workers import ready
+from tests.integration.workers import worker_pids, workers_proxy
 
 pytestmark = pytest.mark.integration
 
@@ -66,36 +63,14 @@ def topics_named(port: int, prefix: str) -> int:
     return sum(1 for t in answer.topics if t.name.startswith(prefix))
 
 
-def worker_pids(log) -> dict[str, int]:
-    return {index: int(pid) for index, pid in re.findall(r"worker (\d+) serving \(pid (\d+)\)", log.read_text())}
-
-
 @contextmanager
 def two_workers(tmp_path):
-    proxy_port, broker_port, metrics_port = free_port(), free_port(), free_port()
-    broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
-    cfg = tmp_path / "proxy.yaml"
-    cfg.write_text(
-        f"upstream: {{bootstrap_servers: ['127.0.0.1:{broker_port}']}}\n"
-        f"listeners: [{{name: PLAINTEXT, bind: '127.0.0.1:{proxy_port}'}}]\n"
-        f"metrics: {{bind: '127.0.0.1:{metrics_port}'}}\n"
-        f"settings: {{workers: 2, shutdown.grace.period.ms: 1000, controller.quota.window.num: {WINDOW_NUM}, "
-        "controller.quota.window.size.seconds: 1}\n"
-        f"quotas: [{{entity: {{client-id: storm}}, controller_mutation_rate: {RATE}}}]\n")
-    log = tmp_path / "proxy.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "proxy.cli", "run", "--config", str(cfg)], stdout=out,
-                                stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    try:
-        wait_for_port(metrics_port, timeout=30)
-        wait_until(lambda: ready(metrics_port), 60, "the parent's /readyz says ready")
+    quotas = f"[{{entity: {{client-id: storm}}, controller_mutation_rate: {RATE}}}]"
+    settings = {"shutdown.grace.period.ms": 1000, "controller.quota.window.num": WINDOW_NUM,
+                "controller.quota.window.size.seconds": 1}
+    with workers_proxy(tmp_path, 2, quotas, **settings) as (_, bootstrap, metrics_port, log):
         wait_until(lambda: len(worker_pids(log)) == 2, 30, "both workers logged as serving")
-        yield proxy_port, metrics_port, log
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-        broker.stop()
+        yield int(bootstrap.rsplit(":", 1)[1]), metrics_port, log
 
 
 def test_a_tenant_storming_topic_creation_gains_nothing_from_worker_restarts(tmp_path):

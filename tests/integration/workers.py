@@ -43,7 +43,9 @@ def ready(port: int) -> bool:
 
 
 @contextmanager
-def workers_proxy(tmp_path, workers: int, **settings):
+def workers_proxy(tmp_path, workers: int, quotas: str | None = None, **settings):
+    """The proxy's command line with ``workers`` workers in front of a Tansu of its own; ``quotas`` (YAML flow) in
+    place of the ``spread`` client's producer_byte_rate. Yields (process, bootstrap, metrics port, log file)."""
     proxy_port, broker_port, metrics_port = free_port(), free_port(), free_port()
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
     all_settings = {**({"workers": workers} if workers > 1 else {}), "shutdown.grace.period.ms": 3000, "quota.window.num": WINDOW_NUM,
@@ -54,7 +56,7 @@ def workers_proxy(tmp_path, workers: int, **settings):
         f"listeners: [{{name: PLAINTEXT, bind: '127.0.0.1:{proxy_port}'}}]\n"
         f"metrics: {{bind: '127.0.0.1:{metrics_port}'}}\n"
         "settings: {" + ", ".join(f"{k}: {v}" for k, v in all_settings.items()) + "}\n"
-        f"quotas: [{{entity: {{client-id: spread}}, producer_byte_rate: {QUOTA}}}]\n"
+        f"quotas: {quotas or f'[{{entity: {{client-id: spread}}, producer_byte_rate: {QUOTA}}}]'}\n"
     )
     log = tmp_path / "proxy.log"
     with open(log, "wb") as out:
