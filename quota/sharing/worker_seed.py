@@ -20,15 +20,19 @@ PART_ROWS = 2_000  # rows of one kind per part: a part is sent, and taken in, wi
 PID_PART_ROWS = 200  # producer-id users per part (their filters are larger)
 
 
+def _kinds(produce, fetch, mutations, producer_ids) -> tuple:
+    """(kind, rows at ``now``, rows per part) of every per-entity kind a seed carries (connections aside)."""
+    return (("produce", lambda now: produce.seed_rows(now, MAX_SEED_ENTITIES), PART_ROWS),
+            ("fetch", lambda now: fetch.seed_rows(now, MAX_SEED_ENTITIES), PART_ROWS),
+            ("mutation", lambda now: mutations.seed_rows(now, MAX_SEED_ENTITIES), PART_ROWS),
+            ("producer_ids", lambda now: producer_id_seed.seed_rows(producer_ids, now, MAX_SEED_PID_USERS),
+             PID_PART_ROWS))
+
+
 def parts(produce, fetch, mutations, producer_ids, connections, now_ms: Callable[[], int]) -> Iterator[dict]:
     """:func:`collect` a kind at a time (each read at its own ``now_ms()``), cut into parts of at most PART_ROWS
     rows (PID_PART_ROWS users): the caller may let other work run between two. The last part says ``last``."""
-    kinds = (("produce", lambda now: produce.seed_rows(now, MAX_SEED_ENTITIES), PART_ROWS),
-             ("fetch", lambda now: fetch.seed_rows(now, MAX_SEED_ENTITIES), PART_ROWS),
-             ("mutation", lambda now: mutations.seed_rows(now, MAX_SEED_ENTITIES), PART_ROWS),
-             ("producer_ids", lambda now: producer_id_seed.seed_rows(producer_ids, now, MAX_SEED_PID_USERS),
-              PID_PART_ROWS))
-    for kind, rows_at, size in kinds:
+    for kind, rows_at, size in _kinds(produce, fetch, mutations, producer_ids):
         rows = rows_at(now_ms())
         for start in range(0, len(rows), size):
             yield {kind: rows[start:start + size]}
@@ -41,11 +45,9 @@ def parts(produce, fetch, mutations, producer_ids, connections, now_ms: Callable
 
 def collect(produce, fetch, mutations, producer_ids, connections, now_ms: int) -> dict:
     """This worker's state for a newcomer, as JSON values (each manager's ``seed_rows``), in one piece."""
-    return {"produce": produce.seed_rows(now_ms, MAX_SEED_ENTITIES),
-            "fetch": fetch.seed_rows(now_ms, MAX_SEED_ENTITIES),
-            "mutation": mutations.seed_rows(now_ms, MAX_SEED_ENTITIES),
-            "producer_ids": producer_id_seed.seed_rows(producer_ids, now_ms, MAX_SEED_PID_USERS),
-            "connections": connections.seed_rows(now_ms, MAX_SEED_ENTITIES)}
+    seed = {kind: rows_at(now_ms) for kind, rows_at, _ in _kinds(produce, fetch, mutations, producer_ids)}
+    seed["connections"] = connections.seed_rows(now_ms, MAX_SEED_ENTITIES)
+    return seed
 
 
 class SeedError(ValueError):
