@@ -7,8 +7,9 @@ beginning by partition assignment (no consumer group), returning ``{partition: [
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 KEYS = 16
 
@@ -233,13 +234,9 @@ def ck_flat_out(producer, topic: str, value: bytes, halt, on_delivery) -> None:
     producer.flush(1)
 
 
-def acked_flat_out(bootstrap: str, topic: str, seconds: float, client_id: str = "shared") -> "Counter":
+def acked_flat_out(bootstrap: str, topic: str, seconds: float, client_id: str = "shared") -> Counter:
     """A confluent-kafka producer flat out to ``topic`` through ``bootstrap`` for ``seconds``: the bytes acknowledged
     per tenth of a second since its start."""
-    import threading
-    import time
-    from collections import Counter
-
     from confluent_kafka import Producer
 
     acked: Counter = Counter()
