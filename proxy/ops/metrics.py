@@ -149,9 +149,10 @@ class ApiMetrics:
     One thread (the event loop's) writes; a scrape from another thread reads a float at a time, as
     prometheus-client's own values are read."""
 
-    __slots__ = ("requests", "request_bytes", "response_bytes", "latency_sum", "latency_counts")
+    __slots__ = ("requests", "request_bytes", "response_bytes", "latency_sum", "latency_counts", "created")
 
     def __init__(self) -> None:
+        self.created = time.time()  # the series' _created samples, as prometheus-client's children give them
         self.requests = 0
         self.request_bytes = 0
         self.response_bytes = 0
@@ -184,10 +185,8 @@ class PerApiCollector(Collector):
 
     def __init__(self) -> None:
         self._children: dict[tuple[str, str], ApiMetrics] = {}
-        self._created: dict[tuple[str, str], float] = {}
 
     def add(self, labels: tuple[str, str], child: ApiMetrics) -> None:
-        self._created[labels] = time.time()
         self._children[labels] = child
 
     def describe(self):
@@ -207,10 +206,9 @@ class PerApiCollector(Collector):
         latency = HistogramMetricFamily(f"{PREFIX}_request_latency_seconds", "Time from a request being read from "
                                         "the client to its response being written back, by Kafka API.", labels=labels)
         for key, child in children:
-            created = self._created.get(key)
-            requests.add_metric(key, child.requests, created=created)
-            request_bytes.add_metric(key, child.request_bytes, created=created)
-            response_bytes.add_metric(key, child.response_bytes, created=created)
+            requests.add_metric(key, child.requests, created=child.created)
+            request_bytes.add_metric(key, child.request_bytes, created=child.created)
+            response_bytes.add_metric(key, child.response_bytes, created=child.created)
             cumulative, buckets = 0, []
             for label, count in zip(_BUCKET_LABELS, list(child.latency_counts)):
                 cumulative += count
