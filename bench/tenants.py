@@ -107,7 +107,7 @@ def decision_costs(quotas: ByteRateQuotas, clock: ManualClock, tenants: int, use
     rng = random.Random(seed)
     picks = [tenant(rng.randrange(tenants), users) for _ in range(samples)]
     others = [tuple(produce.resolve(*tenant(rng.randrange(tenants), users)[:2]).tags) for _ in range(samples)]
-    table = produce._sensors
+    table = produce.keeper.by_tags
     costs: dict[str, list[int]] = {"produce": [], "fetch": [], "floor": []}
     timer = time.perf_counter_ns
     gc.disable()  # a collection inside one timed call is the collector's cost, not the decision's

@@ -17,8 +17,10 @@ Behaviour carried over from apache/kafka (``ClientQuotaManager``, ``Sensor``, ``
 * A sensor with no record for an hour is dropped (``INACTIVE_SENSOR_EXPIRATION_TIME_SECONDS = 3600``, expired when
   ``now - lastRecord > expiration``), so memory is bounded by the clients seen in the last hour.
 
-Beyond Kafka, the sensors are bounded (``max_tracked_entities``, ``quota.max.tracked.entities``): past the cap a new
-entity is counted in its quota's one overflow sensor (:mod:`quota.primitives.overflow`), local and peers' usage alike.
+The sensors themselves (one per quota tag pair: lookup, making, expiry, and their limits kept true to the table) are
+the manager's :class:`~quota.primitives.sensor_keeper.SensorKeeper`, ``keeper``. Beyond Kafka, they are bounded
+(``max_tracked_entities``, ``quota.max.tracked.entities``): past the cap a new entity is counted in its quota's one
+overflow sensor (:mod:`quota.primitives.overflow`), local and peers' usage alike.
 
 Beyond Kafka, ``smoothing`` (``quota.smoothing: on``) has a token bucket per entity decide the throttle instead of
 the sampled rate (which is still recorded, for metrics): many short delays instead of Kafka's stop-and-go; see
@@ -30,49 +32,26 @@ burst sample leaves the window all at once, the rate over any one minute swings 
 the quota for aggressive clients (tiny gaps between large batches). This is Kafka's algorithm, reproduced as is.
 """
 
+
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
-from operator import attrgetter
 
 from quota.primitives import smoothing
 from quota.primitives.clock import Clock
 from quota.primitives.decision import FORWARD, Decision, Throttle
 from quota.primitives.entity import QuotaTable, ResolvedQuota
-from quota.primitives.overflow import DEFAULT_MAX_TRACKED_ENTITIES, overflow_tags
+from quota.primitives.overflow import DEFAULT_MAX_TRACKED_ENTITIES
 from quota.primitives.rate import QuotaWindow
-from quota.primitives.sensor import ClientSensors, EntityStats, summed_stats
-from quota.primitives.sensor_table import SensorTable
+from quota.primitives.sensor import ClientSensors, EntityStats
+from quota.primitives.sensor_keeper import RECORD_EXPIRY_BATCH, SensorKeeper
 from quota.primitives.throttle import INT32_MAX, bounded_throttle_time_ms, quota_acceptable
-from quota.primitives.top import busiest, no_pause, others, release, snapshot
+from quota.primitives.top import no_pause
 from quota.sharing.usage_tap import NO_TAP
 
 INACTIVE_SENSOR_EXPIRATION_MS = 3_600_000
 """Kafka purges quota sensors after one hour without a record."""
-
-BY_NAMES, BY_CLIENT_ID, BY_USER, BY_NOTHING = range(4)
-"""How a manager finds a known client's sensor from its names alone (:meth:`ClientQuotaManager._known`): by
-``(user, client_id)`` when some level of the key names both, by ``("", client_id)`` when every level names a
-client-id alone, by ``(user, "")`` when every level names a user alone, not at all when the levels mix the last two."""
-
-
-def known_by(tag_parts: frozenset[tuple[bool, bool]]) -> int:
-    """:data:`BY_NAMES` ... :data:`BY_NOTHING` for a quota table's ``tag_parts(key)``."""
-    if (True, True) in tag_parts:
-        return BY_NAMES
-    if tag_parts == {(False, True)}:
-        return BY_CLIENT_ID
-    if tag_parts == {(True, False)}:
-        return BY_USER
-    return BY_NOTHING
-
-
-RECORD_EXPIRY_BATCH = 2
-"""Idle sensors one record drops at most (more than the one it may make, so records alone keep up): a record that
-finds a million sensors past their hour must not drop them all on the request path (about 10 us each); the
-housekeeping drops the rest in batches."""
 
 
 class ClientQuotaManager:
@@ -101,7 +80,6 @@ class ClientQuotaManager:
     ) -> None:
         if max_throttle_time_ms is not None and max_throttle_time_ms < 0:
             raise ValueError(f"max_throttle_time_ms must be >= 0, got {max_throttle_time_ms}")
-        self._quotas = quotas
         self.quota_key = quota_key
         self.enabled = quota_key in quotas.keys()
         self._clock = clock
@@ -110,17 +88,9 @@ class ClientQuotaManager:
         self.shadow = shadow
         # quota.smoothing: on: a token bucket per entity decides the throttle (quota.smoothing); may change live
         self.smoothing = smoothing
-        self.inactive_sensor_expiration_ms = inactive_sensor_expiration_ms
-        # The live sensors by tags, idle ones first (quota.primitives.sensor_table: Kafka's expiry).
-        self._table = SensorTable(inactive_sensor_expiration_ms)
-        # How the request path looks a known client's sensor up by its names first (_known).
-        self._known_by = known_by(quotas.tag_parts(quota_key))
-        self.refreshed = 0  # sensors looked at by update_quotas (tests count it)
-        # Past this many sensors a new entity is counted in its quota's overflow sensor (quota.primitives.overflow); may change
-        # live (a lower cap makes no sensor go: new entities overflow until expiry brings the table below it).
-        self.max_tracked_entities = max_tracked_entities
-        self.overflowed = 0  # records (local and peers') of entities counted in an overflow sensor for want of room
-        self._version = 0  # of the quota table: a sensor's resolved_version is valid while it is this one
+        # The sensors by tags: lookup, overflow past max_tracked_entities, expiry, the table's version.
+        self.keeper = SensorKeeper(quotas, quota_key, window, self.sensors_class, inactive_sensor_expiration_ms,
+                                   max_tracked_entities)
 
     # -- quota table ---------------------------------------------------------------------------------------------
 
@@ -129,65 +99,22 @@ class ClientQuotaManager:
 
     @property
     def quotas(self) -> QuotaTable:
-        return self._quotas
+        return self.keeper.quotas
 
     def resolve(self, user: str, client_id: str) -> ResolvedQuota:
         """The quota that applies to this user and client-id, and the tags of the sensor it is counted in."""
-        return self._quotas.resolve(self.quota_key, user, client_id)
+        return self.keeper.resolve(user, client_id)
 
     def update_quotas(self, quotas: QuotaTable) -> None:
-        """Swap in a new quota table. Existing sensors take their new limit now (``updateQuotaMetricConfigs``).
-
-        A client whose tags change under the new table (a new ``/users/alice/clients/etl`` entry, or a deleted one
-        whose clients fall back to ``/users/alice``) moves to a sensor of its new tags, made now if it has none,
-        so the limit reported is the one that applies. The old sensor keeps the quota its tags still carry (other
-        clients may count in it: Kafka's ``quotaLimit(metricTags)``), or has none (none is reported) and is left
-        to expire with its counters.
-
-        Only the sensors the changed entities can reach are looked at when the table says what changed
-        (:meth:`QuotaTable.changes_since`): a named user's entry reaches the sensors of that user, a named
-        client-id's (alone or under ``<default>`` users) those of that client-id; a default for every user or every
-        client-id reaches every sensor, as does a table made from scratch. Cost: O(min(changed, sensors)).
-        """
-        changed = quotas.changes_since(self._quotas)
-        self._quotas = quotas
-        self._version += 1  # every sensor's tags resolve again before a peer's row skips resolving
+        """Swap in a new quota table: existing sensors take their new limit now (``updateQuotaMetricConfigs``), a
+        client whose tags change moves to a sensor of its new tags (:meth:`SensorKeeper.update_quotas`)."""
         self.enabled = self.quota_key in quotas.keys()
-        self._known_by = known_by(quotas.tag_parts(self.quota_key))
-        if changed is None or len(changed) >= len(self._sensors):  # looking at every sensor costs less then
-            reached = list(self._sensors.values())
-        else:
-            reached = self._reached_by(changed)
-        self.refreshed += len(reached)
-        moved: list[tuple[ResolvedQuota, tuple[str, str]]] = []
-        for sensors in reached:
-            resolved = quotas.resolve(self.quota_key, *sensors.representative)
-            if resolved.tags != sensors.tags:
-                moved.append((resolved, sensors.representative))
-                resolved = quotas.resolve(self.quota_key, *sensors.tags)  # a client named as the tags are
-            if resolved.tags == sensors.tags:
-                sensors.apply(resolved)  # and no longer fast: a record re-resolves it once
-            else:
-                sensors.retire()
-        if moved:
-            now = self._clock.now_ms()
-            for resolved, (user, client_id) in moved:
-                if not resolved.unlimited and resolved.tags not in self._sensors:  # at most one per old sensor
-                    self._table.add(self.sensors_class(resolved, self.window, user, client_id, now), now)
-        # A record trusts a stored limit only while fast: what a change reaches was refreshed (made slow) above.
-
-    def _reached_by(self, changed) -> list[ClientSensors]:
-        """The sensors whose representative (or tags) an entity of ``changed`` can match."""
-        tags = self._table.reach.reached_by(changed)
-        if tags is None:
-            return list(self._sensors.values())
-        found = (self._sensors.get(t) for t in tags)
-        return [sensors for sensors in found if sensors is not None]
+        self.keeper.update_quotas(quotas, self._clock.now_ms)
 
     @property
-    def _sensors(self):
-        """tags -> sensors, idle ones first (the table's own dict: a scrape snapshots it)."""
-        return self._table.sensors
+    def overflowed(self) -> int:
+        """Records (local and peers') of entities counted in an overflow sensor for want of room."""
+        return self.keeper.overflowed
 
     # -- recording -----------------------------------------------------------------------------------------------
 
@@ -201,7 +128,7 @@ class ClientQuotaManager:
         for shadow quotas; use :meth:`record_and_decide` to get a decision that carries the shadow flag.
         """
         now = self._now(now_ms)
-        sensors = self._sensors_to_record(user, client_id, now)
+        sensors = self.keeper.for_record(user, client_id, now)
         self._count(sensors, user, client_id, value, now)
         return self._throttle(sensors, now)
 
@@ -212,7 +139,7 @@ class ClientQuotaManager:
         decision is marked ``shadow`` if this manager or the matched quota entry is in shadow mode.
         """
         now = self._now(now_ms)
-        sensors = self._sensors_to_record(user, client_id, now)
+        sensors = self.keeper.for_record(user, client_id, now)
         self._count(sensors, user, client_id, value, now)
         throttle, observed = self._decide(sensors, now)
         if throttle <= 0:
@@ -223,7 +150,7 @@ class ClientQuotaManager:
     def record_no_throttle(self, user: str, client_id: str, value: float, now_ms: int | None = None) -> None:
         """Record without checking (``recordNoThrottle``): the next checked record pays for it."""
         now = self._now(now_ms)
-        self._count(self._sensors_to_record(user, client_id, now), user, client_id, value, now)
+        self._count(self.keeper.for_record(user, client_id, now), user, client_id, value, now)
 
     def unrecord(self, user: str, client_id: str, value: float, now_ms: int | None = None) -> None:
         """Take back a recorded value by recording ``-value`` (``unrecordQuotaSensor``), e.g. for a fetch answered
@@ -237,7 +164,7 @@ class ClientQuotaManager:
 
         Kafka's ``getMaxValueInQuotaWindow``; ``math.inf`` when no quota applies.
         """
-        known = self._known(user, client_id)
+        known = self.keeper.known(user, client_id)
         return self._ceiling(self.resolve(user, client_id).limit if known is None else known.limit)
 
     def _ceiling(self, limit: float) -> float:
@@ -256,13 +183,13 @@ class ClientQuotaManager:
         Never negative and never above :meth:`max_value_in_quota_window`. An estimate: recording may start a new
         sample and change the window. ``math.inf`` when no quota applies. Reads, never creates, a sensor.
         """
-        sensors = self._known(user, client_id)
+        sensors = self.keeper.known(user, client_id)
         if sensors is None:
             resolved = self.resolve(user, client_id)
             if resolved.unlimited:
                 return math.inf
             limit = resolved.limit
-            sensors = self._sensors.get(resolved.tags)
+            sensors = self.keeper.get(resolved.tags)
         elif sensors.entity is None:
             return math.inf
         else:
@@ -282,7 +209,7 @@ class ClientQuotaManager:
     def stats(self, now_ms: int | None = None) -> list[EntityStats]:
         """A snapshot of every live sensor (off the hot path: cost grows with the number of active clients)."""
         now = self._now(now_ms)
-        return [sensors.stats(now) for sensors in snapshot(self._sensors)]
+        return [sensors.stats(now) for sensors in self.keeper.snapshot()]
 
     def top_stats(self, n: int, now_ms: int | None = None,
                   pause: Callable[[], None] = no_pause) -> tuple[list[EntityStats], EntityStats | None]:
@@ -298,18 +225,11 @@ class ClientQuotaManager:
     def top_sensors(self, n: int, now_ms: int | None = None,
                     pause: Callable[[], None] = no_pause) -> tuple[list[ClientSensors], EntityStats | None]:
         """As :meth:`top_stats`, the busiest sensors themselves (a subclass reads more of them)."""
-        now = self._now(now_ms)
-        sensors = snapshot(self._sensors)
-        top = busiest(sensors, n, attrgetter("value_total"), pause)
-        if top is None:
-            return sensors, None
-        other = summed_stats(others(sensors, top, pause), now, self.window.span_ms)
-        release(sensors, pause)
-        return top, other
+        return self.keeper.top(n, self._now(now_ms), pause)
 
     def stats_for(self, user: str, client_id: str, now_ms: int | None = None) -> EntityStats | None:
         """The stats of the sensor this client is counted in, or ``None`` if it has none yet."""
-        sensors = self._sensors.get(self.resolve(user, client_id).tags)
+        sensors = self.keeper.get(self.resolve(user, client_id).tags)
         return None if sensors is None else sensors.stats(self._now(now_ms))
 
     def expire_idle_sensors(self, now_ms: int | None = None, limit: int | None = None) -> int:
@@ -319,53 +239,16 @@ class ClientQuotaManager:
         Also done on every record, :data:`RECORD_EXPIRY_BATCH` at a time, so calling this is only needed to free
         memory when idle.
         """
-        return self._table.expire(self._now(now_ms), limit)
+        return self.keeper.expire(self._now(now_ms), limit)
 
     def __len__(self) -> int:
         """The number of live sensors."""
-        return len(self._table)
+        return len(self.keeper)
 
     # -- internals -----------------------------------------------------------------------------------------------
 
     def _now(self, now_ms: int | None) -> int:
         return self._clock.now_ms() if now_ms is None else now_ms
-
-    def _known(self, user: str, client_id: str) -> ClientSensors | None:
-        """The sensor of this client when it holds what the current table resolves for it, else None: the request
-        path's one lookup for a known tenant, instead of resolving (several lookups and two new objects) and then
-        looking the sensor up.
-
-        A ``fast`` sensor holds what the table resolves for its representative (:class:`ClientSensors`). That is
-        what it resolves for this client too when the client is the representative and the one its tags name
-        (``BY_NAMES``: tags of both names identify one client); or when every level of the table counts a client
-        under its client-id alone (``BY_CLIENT_ID``: the user takes no part in resolving, and a client no entry
-        covers is counted under ``("", client_id)`` as well) or under its user alone (``BY_USER``: as long as the
-        sensor was matched by an entry; a client no entry covers is counted under its client-id instead)."""
-        by = self._known_by
-        if by == BY_NAMES:
-            sensors = self._table.sensors.get((user, client_id))
-            if sensors is not None and sensors.fast and sensors.representative is sensors.tags:
-                return sensors
-        elif by == BY_CLIENT_ID:
-            sensors = self._table.sensors.get(("", client_id))
-            if sensors is not None and sensors.fast:
-                return sensors
-        elif by == BY_USER:
-            sensors = self._table.sensors.get((user, ""))
-            if sensors is not None and sensors.fast and sensors.entity is not None:
-                return sensors
-        return None
-
-    def _sensors_to_record(self, user: str, client_id: str, now: int) -> ClientSensors:
-        """The sensor a record of this client goes to (made if none), with a few idle ones dropped first."""
-        table = self._table
-        if now > table.due_ms:
-            table.expire(now, RECORD_EXPIRY_BATCH)
-        sensors = self._known(user, client_id)
-        if sensors is None:
-            return self._sensors_of(self.resolve(user, client_id), user, client_id, now)
-        table.touch(sensors, now)
-        return sensors
 
     def _throttle(self, sensors: ClientSensors, now: int) -> int:
         """The throttle for what was just recorded in ``sensors`` (0 within quota), counted in its stats."""
@@ -392,30 +275,27 @@ class ClientQuotaManager:
     def record_remote(self, user: str, client_id: str, value: float, now_ms: int) -> None:
         """A peer's usage (:mod:`quota.sharing.usage_share`): counted in the rate this client's quota is checked against,
         deciding nothing, not in this process's totals."""
-        resolved = self.resolve(user, client_id)
-        if not resolved.unlimited:
-            sensors = self._sensors_at(resolved, user, client_id, now_ms)
+        sensors = self.keeper.for_remote(user, client_id, now_ms)
+        if sensors is not None:
             sensors.record_remote(value, now_ms)
-            self._smooth(sensors, resolved.limit, value, now_ms)
-            if sensors.tags == (user, client_id):  # the row named its tags, as a peer's do: the next may skip this
-                sensors.resolved_version = self._version
+            self._smooth(sensors, sensors.limit, value, now_ms)
 
     def record_remote_rows(self, users: Sequence[str], client_ids: Sequence[str], values: Sequence[float],
                            now_ms: int) -> None:
         """:meth:`record_remote` for each row of three columns (a peer's record: 10^5 rows and more), with the same
         effect, at less cost for a row whose sensor is known: a peer names each row by its quota tags, so once the
         client the tags name has resolved to them (under this quota table, and the sensor's limit not changed since)
-        the row goes to that sensor without resolving again, as :meth:`_known` lets a local client's record."""
-        table = self._table
-        version = self._version
-        expiration = self.inactive_sensor_expiration_ms
+        the row goes to that sensor without resolving again, as :meth:`SensorKeeper.known` lets a local client's
+        record."""
+        keeper = self.keeper
+        table, version, expiration = keeper.table, keeper.version, keeper.expiration_ms
         for user, client_id, value in zip(users, client_ids, values):
             sensors = table.sensors.get((user, client_id))
             if (sensors is None or sensors.resolved_version != version
                     or now_ms - sensors.last_record_ms > expiration):  # one that expiry may drop: made again there
                 self.record_remote(user, client_id, value, now_ms)
                 continue
-            if now_ms > table.due_ms:  # as _sensors_at does (it cannot drop this sensor: recorded within the hour)
+            if now_ms > table.due_ms:  # as keeper.at does (it cannot drop this sensor: recorded within the hour)
                 table.expire(now_ms, RECORD_EXPIRY_BATCH)
             table.touch(sensors, now_ms)
             sensors.record_remote(value, now_ms)
@@ -426,7 +306,7 @@ class ClientQuotaManager:
         tags for the ``max_rows`` quota'd sensors with the most in their window
         (:meth:`quota.primitives.rate.Rate.samples`) plus what their bucket lacks (``tokens``: the smoothing or mutation bucket's now, None without one)."""
         rows, weights = [], []
-        for s in list(self._sensors.values()):
+        for s in list(self.keeper.by_tags.values()):
             if s.entity is None:
                 continue
             samples, bucket = s.rate.samples(now_ms), self._seed_bucket(s)
@@ -447,7 +327,7 @@ class ClientQuotaManager:
             user, client_id, samples = row[0], row[1], row[2]
             resolved = self.resolve(user, client_id)
             if not resolved.unlimited:
-                sensors = self._sensors_at(resolved, user, client_id, now_ms)
+                sensors = self.keeper.at(resolved, user, client_id, now_ms)
                 sensors.rate.seed(samples, now_ms)
                 sensors.last_record_ms = now_ms
                 if len(row) > 3 and row[3] is not None:
@@ -464,7 +344,7 @@ class ClientQuotaManager:
             sensors.smooth.at_most(tokens, now)
 
     def _record(self, resolved: ResolvedQuota, user: str, client_id: str, value: float, now: int) -> ClientSensors:
-        sensors = self._sensors_at(resolved, user, client_id, now)
+        sensors = self.keeper.at(resolved, user, client_id, now)
         self._count(sensors, user, client_id, value, now)
         return sensors
 
@@ -482,37 +362,10 @@ class ClientQuotaManager:
                 sensors.smooth = smoothing.new_bucket(limit, self.window, now)
             smoothing.take(sensors.smooth, value, now)
 
-    def _sensors_at(self, resolved: ResolvedQuota, user: str, client_id: str, now: int) -> ClientSensors:
-        """The sensor of ``resolved``'s tags (made if none) holding its limit, after a few idle ones dropped."""
-        if now > self._table.due_ms:
-            self._table.expire(now, RECORD_EXPIRY_BATCH)
-        return self._sensors_of(resolved, user, client_id, now)
-
-    def _sensors_of(self, resolved: ResolvedQuota, user: str, client_id: str, now: int) -> ClientSensors:
-        table = self._table
-        sensors = table.sensors.get(resolved.tags)
-        if sensors is None and len(table.sensors) >= self.max_tracked_entities:
-            tags = overflow_tags(resolved)
-            if tags is not None:  # else an entity the quota names in full: always tracked
-                self.overflowed += 1  # counted in the overflow sensor, made (at the back) if none
-                resolved, user, client_id = replace(resolved, tags=tags), tags.user, tags.client_id
-                sensors = table.sensors.get(tags)
-        if sensors is None:
-            sensors = self.sensors_class(resolved, self.window, user, client_id, now)
-            table.add(sensors, now)
-        else:
-            if sensors.limit != resolved.limit or sensors.entity is not resolved.entity:
-                sensors.apply(resolved)
-                table.represent(sensors, (user, client_id))  # one that resolves to these tags now
-            table.touch(sensors, now)
-        if not sensors.fast and sensors.shadow == resolved.shadow and sensors.representative == (user, client_id):
-            sensors.fast = True  # it holds what the representative resolves to: a record may skip resolving (_known)
-        return sensors
-
     def __repr__(self) -> str:
         return (
             f"ClientQuotaManager(quota_key={self.quota_key!r}, window={self.window!r}, "
             f"max_throttle_time_ms={self.max_throttle_time_ms}, smoothing={self.smoothing}, "
-            f"sensors={len(self._sensors)})"
+            f"sensors={len(self.keeper)})"
         )
 

@@ -34,12 +34,12 @@ from quota.managers.client_quota import ClientQuotaManager
 from quota.primitives.clock import Clock
 from quota.primitives.decision import FORWARD, Decision, Throttle
 from quota.primitives.entity import CONTROLLER_MUTATION_RATE, QuotaTable, ResolvedQuota
-from quota.primitives.overflow import DEFAULT_MAX_TRACKED_ENTITIES, overflow_tags
+from quota.primitives.overflow import DEFAULT_MAX_TRACKED_ENTITIES
 from quota.primitives.rate import QuotaWindow
 from quota.primitives.sensor import ClientSensors, EntityStats
 from quota.primitives.throttle import INT32_MAX
 from quota.primitives.token_bucket import TokenBucket
-from quota.primitives.top import no_pause, snapshot
+from quota.primitives.top import no_pause
 
 
 class MutationSensors(ClientSensors):
@@ -175,7 +175,7 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
         resolved = self.resolve(user, client_id)
         if resolved.unlimited:
             return
-        sensors = self._sensors_at(resolved, user, client_id, now_ms)
+        sensors = self.keeper.at(resolved, user, client_id, now_ms)
         if value >= 0:
             sensors.bucket.take(value, now_ms)
             sensors.record_remote(value, now_ms)
@@ -195,7 +195,7 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
     def buckets(self, now_ms: int | None = None) -> list[tuple[EntityStats, float]]:
         """Each live sensor's stats with its tokens now (for metrics, off the hot path)."""
         now = self._now(now_ms)
-        return [(s.stats(now), s.bucket.peek(now)) for s in snapshot(self._sensors)]
+        return [(s.stats(now), s.bucket.peek(now)) for s in self.keeper.snapshot()]
 
     def top_buckets(self, n: int, now_ms: int | None = None, pause: Callable[[], None] = no_pause
                     ) -> tuple[list[tuple[EntityStats, float]], EntityStats | None]:
@@ -214,11 +214,7 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
     def _bucket_of(self, resolved: ResolvedQuota) -> MutationSensors | None:
         """The live bucket ``resolved``'s entity is counted in: its own, else (past ``max_tracked_entities``) its
         quota's ``<overflow>`` one; None when neither lives."""
-        sensors = self._sensors.get(resolved.tags)
-        if sensors is None:
-            tags = overflow_tags(resolved)
-            sensors = self._sensors.get(tags) if tags is not None else None
-        return sensors  # type: ignore[return-value]
+        return self.keeper.counted_in(resolved)  # type: ignore[return-value]
 
     def _sensors_for(self, resolved: ResolvedQuota, user: str, client_id: str, now: int) -> MutationSensors:
         return self._record(resolved, user, client_id, 0.0, now)  # type: ignore[return-value]

@@ -288,7 +288,7 @@ class QuotaTable:
         """Which of a client's names the tags of each configured level of ``key`` carry, as (user, client-id)
         pairs: ``(True, True)`` for an entity with a user and a client-id part, ``(True, False)`` for a user alone,
         ``(False, True)`` for a client-id alone (also the tags of a client no entry covers). What a manager needs to
-        know whether a client's sensor can be found from its names alone (``ClientQuotaManager._known``)."""
+        know whether a client's sensor can be found from its names alone (``SensorKeeper.known``)."""
         return frozenset(_LEVELS[level][2:] for level in self._levels_by_key.get(key, ()))
 
     def __len__(self) -> int:

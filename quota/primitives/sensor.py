@@ -93,11 +93,11 @@ class ClientSensors:
         self.moved_ms = now_ms  # when it last went to the back of its manager's table (quota.primitives.sensor_table)
         # True while limit, entity and shadow are what the current table resolves for the representative (set by a
         # record of the representative; dropped by apply and retire, so for every sensor a quota change can reach,
-        # which is found through the representative): a record may skip resolving (ClientQuotaManager._known).
+        # which is found through the representative): a record may skip resolving (SensorKeeper.known).
         self.fast = False
-        # The version of its manager's quota table under which the client named by the tags last resolved to these
+        # The version of its keeper's quota table under which the client named by the tags last resolved to these
         # tags and this limit (-1: not since the last change of limit): a peer's usage comes named by its tags, so a
-        # row of it may skip resolving (ClientQuotaManager.record_remote_rows).
+        # row of it may skip resolving (ClientQuotaManager.record_remote_rows, SensorKeeper.for_remote).
         self.resolved_version = -1
 
     def apply(self, resolved: ResolvedQuota) -> None:

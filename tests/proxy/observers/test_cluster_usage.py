@@ -138,7 +138,7 @@ def test_a_peers_record_of_tenants_new_here_leaves_their_sensors_out_of_the_garb
         frozen = gc.get_freeze_count()
         assert frozen > 0
         watched = {id(o) for o in gc.get_objects()}  # what the collector walks (the frozen not among them)
-        assert not any(id(app.quotas.produce._table.sensors[(f"tenant-{i:05d}", "")]) in watched for i in (0, 1500))
+        assert not any(id(app.quotas.produce.keeper.by_tags[(f"tenant-{i:05d}", "")]) in watched for i in (0, 1500))
         assert len(freezes) == 3  # a thousand sensors each
         wall.advance(1000)
         assert usage.take_record(b"b", record, wall.now_ms())

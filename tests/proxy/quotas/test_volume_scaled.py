@@ -30,10 +30,10 @@ def test_the_scaled_quotas_follow_what_changed():
                     {QuotaEntity("user-50"): QuotaEntry(QuotaEntity("user-50"), {CONSUMER_BYTE_RATE: 9})},
                     {client_default: None}):
         table = table.with_changes(changes)
-        volume.produce.refreshed, sensors = 0, len(volume.produce)
+        volume.produce.keeper.refreshed, sensors = 0, len(volume.produce)
         volume.update_quotas(table)
         reaches_all = client_default in changes  # a default for every client-id: every sensor (~2,000)
-        assert volume.produce.refreshed == (sensors if reaches_all else sum(e.user is not None for e in changes))
+        assert volume.produce.keeper.refreshed == (sensors if reaches_all else sum(e.user is not None for e in changes))
         whole = scaled_produce_table(table, 1.0, 1000)
         for user in ("user-30", "user-40", "user-50", "user-60", "nobody"):
             assert volume.produce.resolve(user, "c") == whole.resolve(P, user, "c")

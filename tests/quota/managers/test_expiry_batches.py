@@ -2,7 +2,8 @@
 held while a million of them expire), the housekeeping drops them a batch at a time until none is left, and the
 producer-id cleanup looks at a slice of the users per call, going on where it stopped. Manual clock, no sleeping."""
 
-from quota.managers.client_quota import RECORD_EXPIRY_BATCH, ClientQuotaManager
+from quota.managers.client_quota import ClientQuotaManager
+from quota.primitives.sensor_keeper import RECORD_EXPIRY_BATCH
 from quota.primitives.clock import ManualClock
 from quota.primitives.entity import DEFAULT, PRODUCER_BYTE_RATE, QuotaTable
 from quota.managers.producer_ids import ProducerIdQuotaManager
@@ -62,16 +63,16 @@ def test_tables_are_compacted_once_most_of_their_tenants_expired():
     m, clock = many_idle(1000)
     for i in range(30):
         m.record_and_decide("", f"c-{i}", 1)  # 30 active again (each record also drops 2 idle ones)
-    table = m._sensors
+    table = m.keeper.by_tags
     while m.expire_idle_sensors(limit=100):
         pass
-    assert m._sensors is not table  # 30 left of 1,000: a sixteenth or less
-    assert [tags.client_id for tags in m._sensors] == [f"c-{i}" for i in range(30)]
+    assert m.keeper.by_tags is not table  # 30 left of 1,000: a sixteenth or less
+    assert [tags.client_id for tags in m.keeper.by_tags] == [f"c-{i}" for i in range(30)]
     clock.advance(HOUR_MS // 120)  # a record moves its sensor back at most once per step (quota.primitives.sensor_table)
     m.record_and_decide("", "c-0", 1)
-    assert [tags.client_id for tags in m._sensors][-1] == "c-0"  # the order (oldest first) still kept
-    table = m._sensors
-    assert m.expire_idle_sensors(limit=100) == 0 and m._sensors is table  # nothing dropped: not copied
+    assert [tags.client_id for tags in m.keeper.by_tags][-1] == "c-0"  # the order (oldest first) still kept
+    table = m.keeper.by_tags
+    assert m.expire_idle_sensors(limit=100) == 0 and m.keeper.by_tags is table  # nothing dropped: not copied
 
 
 def test_producer_id_users_are_compacted_once_most_were_dropped():

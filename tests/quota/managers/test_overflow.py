@@ -27,7 +27,7 @@ def test_rotating_client_ids_keep_the_table_at_the_cap():
         clock.advance(1)
     assert len(m) == CAP + 1  # the first CAP ids, and the one overflow sensor
     assert m.overflowed == 19 * CAP
-    overflow = m._sensors[QuotaTags("", OVERFLOW)]
+    overflow = m.keeper.by_tags[QuotaTags("", OVERFLOW)]
     assert overflow.value_total == 19 * CAP * 10
 
 
@@ -91,7 +91,7 @@ def test_overflow_keeps_the_named_part_of_the_quota():
     for i in range(30):
         m.record_and_decide("alice", f"a-{i}", 10)
         m.record_and_decide("bob", f"b-{i}", 10)
-    tags = set(m._sensors)
+    tags = set(m.keeper.by_tags)
     assert QuotaTags("alice", OVERFLOW) in tags and QuotaTags("bob", OVERFLOW) in tags
     assert len(m) == 12
 

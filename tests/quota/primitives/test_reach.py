@@ -57,9 +57,9 @@ def test_a_named_change_looks_at_that_tenants_sensors_only():
     m = ClientQuotaManager(table, P, ManualClock(5))
     for i in range(5_000):
         m.record_and_decide(f"user-{i}", "c", 10)
-    m.refreshed = 0
+    m.keeper.refreshed = 0
     m.update_quotas(table.with_changes({QuotaEntity("user-7"): None}))
-    assert m.refreshed == 1
+    assert m.keeper.refreshed == 1
     m.update_quotas(m.quotas.with_changes({QuotaEntity(DEFAULT): QuotaEntry(QuotaEntity(DEFAULT), {P: 2})}))
-    assert m.refreshed == 1 + 5_000  # a default for every user reaches every sensor
+    assert m.keeper.refreshed == 1 + 5_000  # a default for every user reaches every sensor
     assert m.stats_for("user-7", "c").limit == 2

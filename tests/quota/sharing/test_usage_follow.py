@@ -41,13 +41,13 @@ class Counted:
 
     def __init__(self, target: ClientQuotaManager) -> None:
         self.n = 0
-        resolve = target.resolve
+        resolve = target.keeper.resolve  # every resolve, the manager's own and its keeper's, goes through it
 
         def counting(user, client_id):
             self.n += 1
             return resolve(user, client_id)
 
-        target.resolve = counting
+        target.keeper.resolve = counting
 
 
 def in_steps(receiver: ClientQuotaManager, clock: ManualClock, delta: UsageDelta, step: int) -> int:

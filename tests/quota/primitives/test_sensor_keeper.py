@@ -1,0 +1,70 @@
+"""The sensors one quota keeps (quota.primitives.sensor_keeper), on their own, without a manager: which sensor a client
+is counted in, the known-client lookup, overflow past the cap, expiry on the record path, the table's version.
+Manual times, no sleeping."""
+
+from quota.primitives.entity import DEFAULT, PRODUCER_BYTE_RATE, QuotaTable, QuotaTags
+from quota.primitives.overflow import OVERFLOW
+from quota.primitives.rate import QuotaWindow
+from quota.primitives.sensor import ClientSensors
+from quota.primitives.sensor_keeper import RECORD_EXPIRY_BATCH, SensorKeeper
+
+P = PRODUCER_BYTE_RATE
+HOUR_MS = 3_600_000
+
+
+def keeper(values, cap: int = 1000) -> SensorKeeper:
+    return SensorKeeper(QuotaTable.from_values(values), P, QuotaWindow(), ClientSensors, HOUR_MS, cap)
+
+
+def test_a_client_is_known_by_its_names_once_recorded_and_resolved_again_after_a_change():
+    k = keeper([({"user": DEFAULT, "client-id": DEFAULT}, {P: 1000})])
+    assert k.known("alice", "etl") is None  # never seen
+    made = k.for_record("alice", "etl", 0)
+    assert made.tags == QuotaTags("alice", "etl") and made.limit == 1000 and len(k) == 1
+    assert k.known("alice", "etl") is made and k.for_record("alice", "etl", 1) is made
+    k.update_quotas(QuotaTable.from_values([({"user": DEFAULT, "client-id": DEFAULT}, {P: 500})]), lambda: 2)
+    assert k.known("alice", "etl") is None  # its limit changed: resolved once more before it is trusted
+    assert made.limit == 500  # applied at once
+    assert k.for_record("alice", "etl", 3) is made and k.known("alice", "etl") is made
+
+
+def test_past_the_cap_new_default_entities_share_one_overflow_sensor_and_named_ones_are_tracked():
+    k = keeper([({"client-id": DEFAULT}, {P: 1000}), ({"client-id": "etl"}, {P: 50})], cap=3)
+    for i in range(3):
+        k.for_record("", f"c-{i}", i)
+    spill = [k.for_record("", f"new-{i}", 10 + i) for i in range(5)]
+    assert {s.tags for s in spill} == {QuotaTags("", OVERFLOW)} and k.overflowed == 5
+    named = k.for_record("", "etl", 20)  # a quota naming it in full: always its own
+    assert named.tags == QuotaTags("", "etl") and named.limit == 50
+    resolved = k.resolve("", "new-9")
+    assert k.counted_in(resolved) is spill[0]  # its quota's overflow sensor, found without making one
+    assert len(k) == 5  # three, the overflow sensor, etl
+
+
+def test_a_peers_row_marks_its_sensor_under_the_current_version_and_an_unlimited_client_is_not_kept():
+    k = keeper([({"user": DEFAULT}, {P: 1000})])
+    sensors = k.for_remote("alice", "", 0)  # named by its tags, as a peer's row is
+    assert sensors is not None and sensors.resolved_version == k.version == 0
+    other = k.for_remote("bob", "etl", 0)  # named otherwise: not marked
+    assert other.tags == QuotaTags("bob", "") and other.resolved_version == -1
+    k.update_quotas(QuotaTable.from_values([({"user": DEFAULT}, {P: 2000})]), lambda: 1)
+    assert k.version == 1 and sensors.resolved_version == -1  # the change reached it
+    assert keeper([({"user": "alice"}, {P: 1000})]).for_remote("bob", "", 0) is None
+
+
+def test_a_record_drops_a_few_idle_sensors_first_and_expire_the_rest():
+    k = keeper([({"client-id": DEFAULT}, {P: 1000})])
+    for i in range(10):
+        k.for_record("", f"c-{i}", i)
+    k.for_record("", "late", HOUR_MS + 100)
+    assert len(k) == 10 + 1 - RECORD_EXPIRY_BATCH
+    assert k.expire(HOUR_MS + 100) == 10 - RECORD_EXPIRY_BATCH and list(k.by_tags) == [QuotaTags("", "late")]
+
+
+def test_top_sums_the_rest_and_snapshot_lists_every_sensor():
+    k = keeper([({"client-id": DEFAULT}, {P: 10**9})])
+    for i in range(5):
+        k.for_record("", f"c-{i}", 0).record(100 * (i + 1), 0)
+    top, other = k.top(3, 0)
+    assert [s.tags.client_id for s in top] == ["c-4", "c-3"] and other.value_total == 100 + 200 + 300
+    assert len(k.snapshot()) == 5
