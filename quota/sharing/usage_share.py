@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from itertools import chain
 from operator import itemgetter
 from typing import TYPE_CHECKING
@@ -349,31 +350,9 @@ def record_remote_steps(delta: UsageDelta, now_ms: Callable[[], int], *, produce
     ``step`` None: all at once."""
     done = 0
     now = now_ms()
-    for manager, rows in ((produce, delta.produce), (fetch, delta.fetch)):
-        if not rows:
-            continue
-        users, client_ids, values = columns(rows)  # a decoded record's own columns
-        at, n = 0, len(values)
-        while at < n:
-            end = n if step is None else min(n, at + step - done % step)
-            if at == 0 and end == n:
-                manager.record_remote_rows(users, client_ids, values, now)
-            else:
-                manager.record_remote_rows(users[at:end], client_ids[at:end], values[at:end], now)
-            done += end - at
-            at = end
-            if step is not None and done % step == 0:
-                yield done
-                now = now_ms()
-    for user, client_id, value in delta.mutations:
-        mutations.record_remote(user, client_id, value, now)
-        done += 1
-        if step is not None and done % step == 0:
-            yield done
-            now = now_ms()
-    for user, count, ids in delta.producer_ids:
-        producer_ids.record_remote(user, count, ids, now)
-        done += 1
+    for entries, record in _pieces(delta, step, produce, fetch, mutations, producer_ids):
+        record(now)
+        done += entries
         if step is not None and done % step == 0:
             yield done
             now = now_ms()
@@ -382,3 +361,28 @@ def record_remote_steps(delta: UsageDelta, now_ms: Callable[[], int], *, produce
     if delta.open_connections:
         connections.peers.update(delta.source, delta.open_connections)
     yield done
+
+
+def _pieces(delta: UsageDelta, step: int | None, produce, fetch, mutations, producer_ids
+            ) -> Iterator[tuple[int, Callable[[int], None]]]:
+    """The per-entity part of ``delta`` as ``(entries, record(now_ms))`` in order, none across a multiple of ``step``
+    entries: byte-rate rows in runs of a peer's columns (sliced only at a step), each mutation row and producer-id user
+    alone. Made as taken, so a slice is made only when its step comes."""
+    done = 0
+    for manager, rows in ((produce, delta.produce), (fetch, delta.fetch)):
+        if not rows:
+            continue
+        users, client_ids, values = columns(rows)  # a decoded record's own columns
+        at, n = 0, len(values)
+        while at < n:
+            end = n if step is None else min(n, at + step - done % step)
+            if at == 0 and end == n:
+                yield n, partial(manager.record_remote_rows, users, client_ids, values)
+            else:
+                yield end - at, partial(manager.record_remote_rows, users[at:end], client_ids[at:end], values[at:end])
+            done += end - at
+            at = end
+    for user, client_id, value in delta.mutations:
+        yield 1, partial(mutations.record_remote, user, client_id, value)
+    for user, count, ids in delta.producer_ids:
+        yield 1, partial(producer_ids.record_remote, user, count, ids)

@@ -92,3 +92,56 @@ def test_a_record_rounds_byte_counts_to_two_digits_and_sends_the_rest_next_time(
     later = tap.gather("s")
     later.absorb(gathered.leftover(gathered.entities))
     assert later.top().produce == (("a", "", 34_567),)
+
+
+class Recorded:
+    """What a peer's record was taken into, and at which time: ``(kind, rows or entry, now_ms)`` in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def sink(self, kind: str):
+        calls = self.calls
+
+        class Sink:
+            def record_remote_rows(self, users, client_ids, values, now_ms):
+                calls.append((kind, list(zip(users, client_ids, values)), now_ms))
+
+            def record_remote(self, *entry_and_now):
+                calls.append((kind, entry_and_now[:-1], entry_and_now[-1]))
+
+        return Sink()
+
+
+def test_every_kind_of_a_peers_record_counts_toward_the_steps_and_is_recorded_at_its_steps_time():
+    from quota.sharing.usage_delta import UsageDelta
+
+    delta = UsageDelta("peer", produce=(("a", "", 1), ("b", "", 2), ("c", "", 3)), fetch=(("d", "", 4), ("e", "", 5)),
+                       mutations=(("f", "x", 6), ("g", "y", 7), ("h", "z", 8)),
+                       producer_ids=(("i", 1, (10,)), ("j", 2, (11, 12))))
+    clock = ManualClock(0)
+    recorded = Recorded()
+    steps = record_remote_steps(delta, clock.now_ms, produce=recorded.sink("produce"), fetch=recorded.sink("fetch"),
+                                mutations=recorded.sink("mutations"), producer_ids=recorded.sink("producer_ids"),
+                                connections=None, step=2)
+    done = []
+    for n in steps:  # the clock moves while the caller has the step
+        done.append(n)
+        clock.advance(10)
+    assert done == [2, 4, 6, 8, 10, 10]  # a yield at each step across kinds, then the end
+    assert recorded.calls == [
+        ("produce", [("a", "", 1), ("b", "", 2)], 0),
+        ("produce", [("c", "", 3)], 10),  # a step ends across two kinds: one row of each
+        ("fetch", [("d", "", 4)], 10),
+        ("fetch", [("e", "", 5)], 20),
+        ("mutations", ("f", "x", 6), 20),
+        ("mutations", ("g", "y", 7), 30),
+        ("mutations", ("h", "z", 8), 30),
+        ("producer_ids", ("i", 1, (10,)), 40),
+        ("producer_ids", ("j", 2, (11, 12)), 40),
+    ]
+    recorded.calls.clear()
+    assert list(record_remote_steps(delta, clock.now_ms, produce=recorded.sink("produce"),
+                                    fetch=recorded.sink("fetch"), mutations=recorded.sink("mutations"),
+                                    producer_ids=recorded.sink("producer_ids"), connections=None, step=None)) == [10]
+    assert [c[0] for c in recorded.calls] == ["produce", "fetch"] + ["mutations"] * 3 + ["producer_ids"] * 2
