@@ -168,11 +168,11 @@ async def one(n: int, args) -> dict:
     gc.freeze()  # and B's new sensors
     started = time.perf_counter()
     with LongestCollection() as collection:
-        follow_stall = await longest_stall(b._take_record(b"a", fitted.data, b.wall.now_ms()))
+        follow_stall = await longest_stall(b.follower.take_record_stepwise(b"a", fitted.data, b.wall.now_ms()))
     idle_stall = await longest_stall(asyncio.sleep(time.perf_counter() - started))  # the machine's own share
     cpu = time.process_time()
     with LongestCollection() as new_collection:
-        new_stall = await longest_stall(c._take_record(b"a", fitted.data, c.wall.now_ms()))
+        new_stall = await longest_stall(c.follower.take_record_stepwise(b"a", fitted.data, c.wall.now_ms()))
     new_cpu = time.process_time() - cpu
     gc.unfreeze()
     return {"n": n, "rows": rows, "first": first_cpu, "first_enc": first.encodings, "publish": publish_cpu,

@@ -63,7 +63,7 @@ class UsageFollower:
             pass
         return True
 
-    async def _take_record(self, key: bytes | None, value: bytes | None, timestamp_ms: int) -> None:
+    async def take_record_stepwise(self, key: bytes | None, value: bytes | None, timestamp_ms: int) -> None:
         """:meth:`take_record` as the follower does it: decoded in a thread, recorded a step at a time between
         the proxy's other work (10^5 entities take about a second to record)."""
         if not self._wanted(key, value, timestamp_ms):
@@ -149,7 +149,7 @@ class UsageFollower:
                     batches = await consumer.getmany(timeout_ms=int(min(self.sync_s, 1.0) * 1000))
                     for records in batches.values():
                         for record in records:
-                            await self._take_record(record.key, record.value, record.timestamp)
+                            await self.take_record_stepwise(record.key, record.value, record.timestamp)
                     if time.monotonic() >= next_check:
                         why = await reader.changed()
                         if why is not None:

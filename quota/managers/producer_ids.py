@@ -7,11 +7,10 @@ where the proxy can protect the broker better than the KIP's after-the-fact thro
 while they hold few PIDs, bloom filters past that): the KIP's four steps; a PID is counted again only after it was
 not seen for at least half a window (at most a whole one). A user's cache, bucket and counters are one object, keyed
 by the user's name, which also keeps the quota resolved for it until the table changes, so a Produce of a known user
-is one dictionary lookup before its filter is read. A user
-with no live filter is dropped by :meth:`ProducerIdQuotaManager.cleanup` (the KIP's cleanup scheduler, every
-``producer.id.quota.cache.cleanup.scheduler.interval.ms``) once its token bucket is full again: the bucket outlives
-the filters, or a user exhausted and then idle for one window would come back to a full burst (``rate x num`` new
-ids at once) instead of what its bucket refilled.
+is one dictionary lookup before its filter is read. A user with no live filter is dropped by
+:meth:`ProducerIdQuotaManager.cleanup` (the KIP's cleanup scheduler, every ``producer.id.quota.cache.cleanup.
+scheduler.interval.ms``) once its token bucket is full again: the bucket outlives the filters, or a user exhausted
+and then idle for one window would come back to a full burst (``rate x num`` new ids at once), not what refilled.
 
 **The quota**. ``producer_ids_rate`` is, as the KIP's ``kafka-configs`` examples read, the number of new PIDs a
 user may start per window W (``producer.id.quota.window.size.seconds``). It is enforced with KIP-599's token bucket
@@ -55,10 +54,8 @@ from quota.primitives.decision import FORWARD, Throttle
 from quota.primitives.entity import DEFAULT, PRODUCER_IDS_RATE, QuotaTable, QuotaTags, ResolvedQuota
 from quota.primitives.token_bucket import TokenBucket
 from quota.primitives.overflow import DEFAULT_MAX_TRACKED_ENTITIES, overflow_tags
-from quota.managers.producer_id_cache import (MAX_FILTERS, BloomFilter, CacheShape,  # noqa: F401 (re-exported)
-                                     TimeControlledBloomFilter)
-from quota.managers.producer_id_holds import (Hold, HoldEnforcement, ProducerIdDecision,  # noqa: F401 (re-exported)
-                                      Refuse)
+from quota.managers.producer_id_cache import MAX_FILTERS, BloomFilter, CacheShape, TimeControlledBloomFilter  # noqa: F401
+from quota.managers.producer_id_holds import Hold, HoldEnforcement, ProducerIdDecision, Refuse  # noqa: F401
 from quota.managers.producer_ids_issued import IssuedProducerIds
 from quota.primitives.sensor_table import COMPACT_BELOW
 from quota.sharing.usage_tap import NO_TAP
@@ -190,7 +187,7 @@ class ProducerIdQuotaManager(HoldEnforcement):
         reporting the time the hold would have lasted."""
         state = self._users.get(user)
         if state is None or not state.fast:  # resolve: user entities only, client-id is ignored
-            state = self._state(user, now_ms)
+            state = self.state_for(user, now_ms)
             if state is None:
                 return FORWARD
         shadow = self.shadow or state.shadow
@@ -226,7 +223,7 @@ class ProducerIdQuotaManager(HoldEnforcement):
             return self.record_and_decide(user, pids[0], now_ms, may_hold)
         state = self._users.get(user)
         if state is None or not state.fast:
-            state = self._state(user, now_ms)
+            state = self.state_for(user, now_ms)
             if state is None:
                 return FORWARD
         shadow = self.shadow or state.shadow
@@ -275,7 +272,7 @@ class ProducerIdQuotaManager(HoldEnforcement):
             state.throttled += 1
         return Throttle(throttle_ms, throttle_ms, shadow)
 
-    def _state(self, user: str, now_ms: int) -> "_UserState | None":
+    def state_for(self, user: str, now_ms: int) -> "_UserState | None":
         """The state ``user``'s producer ids are counted in (made if none), or None when no quota applies. Past
         ``max_tracked_entities`` users, a new one the quota names only as ``<default>`` is counted in the one
         ``<overflow>`` state: the users of a flood share one bucket and one cache, the users tracked keep theirs."""
@@ -301,7 +298,7 @@ class ProducerIdQuotaManager(HoldEnforcement):
         here; nothing is decided and this process's own count of new ids is unchanged. An admitted id this process
         holds as well (the same new producer on two workers' connections) was paid for there: its hold here is
         settled, its token given back here and to the peers (``_settled_elsewhere``)."""
-        state = self._state(user, now_ms)
+        state = self.state_for(user, now_ms)
         if state is None:
             return
         for pid in pids:
@@ -352,6 +349,9 @@ class ProducerIdQuotaManager(HoldEnforcement):
             self._users = dict(users)
             self._high = len(users)
         return dropped
+
+    def states(self) -> list["_UserState"]:  # every user's state, a copy (quota.sharing.producer_id_seed reads it)
+        return snapshot(self._users)
 
     def stats(self, now_ms: int) -> list[ProducerIdStats]:
         return [_stats(s, now_ms) for s in snapshot(self._users)]

@@ -19,7 +19,7 @@ from quota.managers.producer_ids import ProducerIdQuotaManager
 def seed_rows(manager: ProducerIdQuotaManager, now_ms: int, max_rows: int) -> list[list]:
     """``[user, tokens, filters]`` for the ``max_rows`` users whose bucket lacks the most (then the most ids
     known), as plain JSON values: an exact filter's PIDs a list of ints, a bloom filter's bits in base64."""
-    states = [s for s in list(manager._users.values()) if s.live or s.bucket.peek(now_ms) < s.bucket.burst]
+    states = [s for s in manager.states() if s.live or s.bucket.peek(now_ms) < s.bucket.burst]
     if len(states) > max_rows:
         states = sorted(states, key=lambda s: (s.bucket.burst - s.bucket.peek(now_ms), s.count),
                         reverse=True)[:max_rows]
@@ -32,7 +32,7 @@ def seed(manager: ProducerIdQuotaManager, rows, now_ms: int) -> int:
     skipped)."""
     taken = 0
     for user, tokens, filters in rows:
-        state = manager._state(user, now_ms)
+        state = manager.state_for(user, now_ms)
         if state is None:
             continue
         state.bucket.at_most(float(tokens), now_ms)
