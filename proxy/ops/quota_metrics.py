@@ -353,8 +353,14 @@ class ConnectionMetricsCollector(Collector):
             if ip != DEFAULT:
                 ip_rate.add_metric([ip], quotas.ip_accept_rate(ip, now_ms))
                 ip_limit.add_metric([ip], limit)
+        counted = GaugeMetricFamily(f"{METRICS_PREFIX}_connections_counted",
+                                    "Connections counted open by the connection limits (max.connections, "
+                                    "listener.name.<listener>.max.connections, max.connections.per.ip).",
+                                    labels=["listener"])
+        for name, n in list(quotas.per_listener.items()):
+            counted.add_metric([name], n)
         tracked = GaugeMetricFamily(f"{METRICS_PREFIX}_ip_connection_rates_tracked",
                                     "IPs whose connection creation rate is being measured (dropped after an hour idle).")
         tracked.add_metric([], quotas.tracked_ips)
         yield from (proxy_rate, listener_rate, throttle, throttles, ip_throttle, ip_throttles, ip_rate, ip_limit,
-                    tracked)
+                    counted, tracked)
