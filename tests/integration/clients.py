@@ -234,22 +234,26 @@ def ck_flat_out(producer, topic: str, value: bytes, halt, on_delivery) -> None:
     producer.flush(1)
 
 
-def acked_flat_out(bootstrap: str, topic: str, seconds: float, client_id: str = "shared") -> Counter:
-    """A confluent-kafka producer flat out to ``topic`` through ``bootstrap`` for ``seconds``: the bytes acknowledged
-    per tenth of a second since its start."""
+def flat_out_into(bootstrap: str, topic: str, t0: float, acked: Counter, halt: threading.Event,
+                  client_id: str = "shared") -> None:
+    """A confluent-kafka producer (64 KiB batches) flat out to ``topic`` through ``bootstrap`` until ``halt`` is set:
+    the bytes acknowledged added to ``acked`` per tenth of a second since ``t0`` (several producers may share both)."""
     from confluent_kafka import Producer
-
-    acked: Counter = Counter()
-    t0 = time.monotonic()
 
     def done(err, msg) -> None:
         if err is None:
             acked[int((time.monotonic() - t0) * 10)] += len(msg)
 
-    halt = threading.Event()
-    threading.Timer(seconds, halt.set).start()
     producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "batch.size": 65536})
     ck_flat_out(producer, topic, b"v" * 1000, halt, done)
+
+
+def acked_flat_out(bootstrap: str, topic: str, seconds: float, client_id: str = "shared") -> Counter:
+    """:func:`flat_out_into` for ``seconds``: the bytes acknowledged per tenth of a second since its start."""
+    acked: Counter = Counter()
+    halt = threading.Event()
+    threading.Timer(seconds, halt.set).start()
+    flat_out_into(bootstrap, topic, time.monotonic(), acked, halt, client_id)
     return acked
 
 

@@ -21,15 +21,33 @@ def start(admins: list[str]):
 
 
 def send(bootstrap: str, request):
-    from kafka.admin import KafkaAdminClient
+    """``request`` (a kafka-python protocol message, its version set) sent on a connection of its own to
+    ``bootstrap``, and the answer decoded: framed, headed, encoded and decoded by kafka-python's public message API
+    (``with_header``, ``encode``, ``decode``), so the proxy's codec is checked against another. kafka-python 3's
+    admin client has no public call for these APIs, nor a public way to send a request it built."""
+    import socket
+    import struct
 
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="quota-admin")
-    try:
-        async def call():
-            return await admin._manager.send(request)
-        return admin._manager.run(call)
-    finally:
-        admin.close()
+    from tests.integration.raw import recv_exactly
+
+    host, port = bootstrap.rsplit(":", 1)
+    request.with_header(correlation_id=1, client_id="quota-admin")
+    answer_class = response_class(request)
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(request.encode(header=True, framed=True))
+        size = struct.unpack(">i", recv_exactly(sock, 4))[0]
+        answer = answer_class.decode(recv_exactly(sock, size), version=request.API_VERSION, header=True)
+    assert answer.header.correlation_id == 1, answer.header
+    return answer
+
+
+def response_class(request):
+    """The kafka-python response message of ``request``'s API (``FooRequest`` answered by ``FooResponse``, in the same
+    module)."""
+    import importlib
+
+    module = importlib.import_module(type(request).__module__)
+    return getattr(module, type(request).__name__.removesuffix("Request") + "Response")
 
 
 def alter(entries: list, validate_only: bool = False):

@@ -25,7 +25,7 @@ import pytest
 from config.model import Address
 from proxy.cluster.kafka_clients import OwnKafka
 from tests.harness import Tansu, free_port, start_proxy, wait_until
-from tests.integration.clients import ck_flat_out, steady_after_debt
+from tests.integration.clients import flat_out_into, steady_after_debt
 
 pytestmark = [pytest.mark.integration, pytest.mark.measures_rate]
 
@@ -38,17 +38,6 @@ USAGE_TOPIC = "__kafka_quota_proxy_usage"
 # steady second after that (clients.steady_after_debt), at LATEST_START_S at the latest
 LATEST_START_S = 14.0
 MEASURE_S = 4.0
-
-
-def produce_flat_out(bootstrap: str, t0: float, acked: Counter, halt: threading.Event) -> None:
-    from confluent_kafka import Producer
-
-    def done(err, msg) -> None:
-        if err is None:
-            acked[int((time.monotonic() - t0) * 10)] += len(msg)  # per tenth of a second
-
-    producer = Producer({"bootstrap.servers": bootstrap, "client.id": "shared", "batch.size": 65536})
-    ck_flat_out(producer, TOPIC, b"v" * 1000, halt, done)
 
 
 def sidecar_config(port: int, broker_port: int, index: int) -> dict:
@@ -82,8 +71,8 @@ def test_one_tenant_through_three_sidecars_gets_its_quota_once():
             admin.create_topics([NewTopic(TOPIC, 6, 1)])[TOPIC].result(30)
         t0 = time.monotonic()
         acked = [Counter() for _ in ports]
-        clients = [threading.Thread(target=produce_flat_out, args=(f"127.0.0.1:{port}", t0, into, halt), daemon=True)
-                   for (port, _), into in zip(ports, acked)]
+        clients = [threading.Thread(target=flat_out_into, args=(f"127.0.0.1:{port}", TOPIC, t0, into, halt),
+                                    daemon=True) for (port, _), into in zip(ports, acked)]
         for client in clients:
             client.start()
         started = wait_until(lambda: steady_after_debt(acked, int((time.monotonic() - t0) * 10), RATE)

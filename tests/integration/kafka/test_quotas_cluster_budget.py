@@ -33,7 +33,7 @@ import pytest
 from kafka.admin import NewTopic
 
 from tests.harness import wait_until
-from tests.integration.clients import ck_flat_out, steady_after_debt
+from tests.integration.clients import flat_out_into, steady_after_debt
 from tests.integration.kafka.quotas_common import configs, delete_topics, direct_admin, topics
 from tests.kafka_cluster import unique_topic
 
@@ -42,17 +42,6 @@ pytestmark = pytest.mark.integration
 RATE = 2_000_000  # producer_byte_rate, bytes/s
 MEASURE_S = 4.0
 LATEST_START_S = 14.0  # measured from here if no steady second followed a stall (no sharing: no debt to pay)
-
-
-def produce_flat_out(bootstrap: str, topic: str, t0: float, acked: Counter, halt: threading.Event) -> None:
-    from confluent_kafka import Producer
-
-    def done(err, msg) -> None:
-        if err is None:
-            acked[int((time.monotonic() - t0) * 10)] += len(msg)  # per tenth of a second
-
-    producer = Producer({"bootstrap.servers": bootstrap, "client.id": "shared", "batch.size": 65536})
-    ck_flat_out(producer, topic, b"v" * 1000, halt, done)
 
 
 def test_one_tenant_through_three_sidecars_gets_its_quota_once(kafka3):
@@ -78,7 +67,7 @@ def test_one_tenant_through_three_sidecars_gets_its_quota_once(kafka3):
                 cluster.sidecars(configs=sidecar_configs) as proxies:
             t0 = time.monotonic()
             acked = [Counter() for _ in proxies]
-            clients = [threading.Thread(target=produce_flat_out, args=(proxy.bootstrap, topic, t0, into, halt),
+            clients = [threading.Thread(target=flat_out_into, args=(proxy.bootstrap, topic, t0, into, halt),
                                         daemon=True) for proxy, into in zip(proxies, acked)]
             for client in clients:
                 client.start()
