@@ -211,6 +211,36 @@ class RunningProxy:
         self.thread.join(10)
 
 
+def connected_users(proxy: RunningProxy) -> set[str]:
+    """The principals with a client connection open on the proxy now, from /metrics (``user_connections``)."""
+    return {dict(labels)["user"] for labels, n in proxy.scraped("kafka_quota_proxy_user_connections").items() if n}
+
+
+def connections_counted(proxy: RunningProxy) -> float:
+    """Connections the connection limits count open now, over every listener, from /metrics."""
+    return sum(proxy.scraped("kafka_quota_proxy_connections_counted").values())
+
+
+@dataclass(frozen=True)
+class ProducerIdCounts:
+    """One user's KIP-936 counts as /metrics shows them."""
+
+    user: str
+    new_pids_total: float  # producer_ids_new_total
+    held_count: float  # producer_ids_held_requests_total
+    refused_count: float  # producer_ids_refused_requests_total
+    abandoned_count: float  # producer_ids_abandoned_holds_total
+
+
+def producer_id_counts(proxy: RunningProxy) -> list[ProducerIdCounts]:
+    """Every user's producer-id counts, scraped from the proxy's /metrics."""
+    family = "kafka_quota_proxy_producer_ids_"
+    columns = [proxy.scraped(family + name) for name in ("new_total", "held_requests_total", "refused_requests_total",
+                                                          "abandoned_holds_total")]
+    return [ProducerIdCounts(dict(labels)["user"], *(column.get(labels, 0.0) for column in columns))
+            for labels in columns[0]]
+
+
 def new_loop(kind: str = "uvloop") -> asyncio.AbstractEventLoop:
     """The proxy's production loop is uvloop (when installed); "asyncio" gives the standard library's."""
     if kind == "uvloop":

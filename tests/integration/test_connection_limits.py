@@ -14,7 +14,7 @@ import pytest
 
 from demo.storms import connect_once as demo_connect_once
 from tests.integration import raw
-from tests.harness import Tansu, free_port, proxy_config, start_proxy, wait_until
+from tests.harness import Tansu, connections_counted, free_port, proxy_config, start_proxy, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -57,7 +57,7 @@ def start(broker_port: int, quotas=None, listeners=None, **settings):
 def assert_all_released(proxy) -> None:
     """Every served connection is released from the open counts once its client has closed it: the proxy sees the
     last closes a moment after the clients make them (5 s at most)."""
-    wait_until(lambda: proxy.app.connection_quotas.total == 0, 10, "every connection released")
+    wait_until(lambda: connections_counted(proxy) == 0, 10, "every connection released")
 
 
 @pytest.mark.measures_rate

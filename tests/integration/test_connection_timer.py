@@ -1,10 +1,10 @@
 """Each connection ends its own timeouts on its one timer (issue 36), over real loopback sockets.
 
 Before, ``connections.max.idle.ms`` and ``upstream.response.timeout.ms`` were enforced only by the app's sweep,
-once a second over every connection. Here the sweep is gone: the proxy's housekeeping task is replaced by one that
-does nothing, and the connections still close at their bounds, through the flow's deadline, each close logged with
-the connection's mute state by name (as Kafka's ``ChannelMuteState``). A client silent for a while, and a client
-whose broker never answers, against a scripted broker; bounds with headroom for a loaded machine.
+once a second over every connection; the sweep is gone (the proxy's housekeeping only expires idle quota sensors),
+and the connections close at their bounds through the flow's deadline, each close counted by reason and logged
+with the connection's mute state by name (as Kafka's ``ChannelMuteState``). A client silent for a while, and a
+client whose broker never answers, against a scripted broker; bounds with headroom for a loaded machine.
 """
 
 from __future__ import annotations
@@ -26,14 +26,6 @@ pytestmark = pytest.mark.integration
 CLOSE_WITHIN_S = 20  # the bound is 1 s; the rest is headroom for a machine whose cores are all busy
 
 
-async def _no_sweep() -> None:
-    """What the housekeeping task does in these tests: nothing, so no sweep can close a connection."""
-
-
-def _without_sweep(app) -> None:
-    app._housekeep = _no_sweep
-
-
 def _closed_within(sock: socket.socket, seconds: float) -> bool:
     sock.settimeout(seconds)
     try:
@@ -50,7 +42,7 @@ def _proxy(answer, **settings):
     broker = ScriptedBroker(answer).start()
     config = proxy_config(0, broker.port, **settings)
     config["dynamic_config"] = {"enabled": False}  # the scripted broker sees only the test's requests
-    return broker, start_proxy(config, prepare=_without_sweep)
+    return broker, start_proxy(config)
 
 
 def _closed(proxy, reason: str) -> float:

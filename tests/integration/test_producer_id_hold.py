@@ -17,7 +17,7 @@ import uuid
 
 import pytest
 
-from tests.harness import Tansu, free_port, proxy_config, start_proxy, wait_until
+from tests.harness import Tansu, free_port, producer_id_counts, proxy_config, start_proxy, wait_until
 from tests.integration.clients import ck_create_topic
 from tests.relay import BrokerSideRecorder, most_in_a_window
 
@@ -33,10 +33,7 @@ class Cluster:
         return self.proxy.bootstrap
 
     def stats(self):
-        async def read():
-            quotas = self.proxy.app.quotas
-            return quotas.producer_ids.stats(quotas.clock.now_ms())
-        return self.proxy.call(read())
+        return producer_id_counts(self.proxy)
 
 
 def start_cluster(quotas: list, **settings):
@@ -207,15 +204,10 @@ def test_a_known_producer_id_and_another_user_are_not_held_while_a_new_id_is(tmp
         assert second.is_alive() and not held_for, "alice-2 was let through before the others were acknowledged"
         second.join(30)
         assert held_for and held_for[0] >= 8.0, held_for  # alice's new id waited for its token
-        stats = {s.tags.user: s for s in proxy.call(_stats(proxy))}
+        stats = {s.user: s for s in producer_id_counts(proxy)}
         assert stats["alice"].held_count == 1 and stats["bob"].held_count == 0
     finally:
         stop_cluster(parts)
-
-
-async def _stats(proxy):
-    quotas = proxy.app.quotas
-    return quotas.producer_ids.stats(quotas.clock.now_ms())
 
 
 def test_a_producer_closed_while_its_new_id_is_held_gives_the_token_back():

@@ -13,7 +13,7 @@ import pytest
 from proxy.codec.apis import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE
 from proxy.codec.header import encode_request_header, frame
 from proxy.codec.messages import encode_request, new_request
-from tests.harness import free_port, proxy_config, start_proxy, wait_until
+from tests.harness import connected_users, free_port, proxy_config, start_proxy, wait_until
 from tests.integration import raw
 from tests.sasl_broker import SaslBroker
 
@@ -41,12 +41,6 @@ def cluster():
         broker.stop()
 
 
-def users_of(proxy) -> set[str]:
-    async def read():
-        return {c.session.user for c in proxy.app.connections}
-    return proxy.call(read())
-
-
 @pytest.mark.parametrize("mechanism,user", [("PLAIN", "alice"), ("SCRAM-SHA-256", "bob")])
 def test_kafka_python_authenticates_through_the_proxy_and_its_user_is_throttled(cluster, mechanism, user, caplog):
     from kafka import KafkaProducer
@@ -63,7 +57,7 @@ def test_kafka_python_authenticates_through_the_proxy_and_its_user_is_throttled(
             producer.send("sasl-topic", b"x" * 1000)
         producer.flush(60)
         assert user in broker.authenticated
-        assert user in users_of(proxy)
+        assert user in connected_users(proxy)
         assert proxy.metric("kafka_quota_proxy_quota_bytes_total", quota="producer_byte_rate", user=user,
                             client_id="") > 200_000
         assert proxy.metric("kafka_quota_proxy_quota_throttled_responses_total", quota="producer_byte_rate",
@@ -94,7 +88,7 @@ def test_saslhandshake_v0_raw_tokens_then_kafka_requests_stay_in_step(cluster):
         token = b"\x00alice\x00" + USERS["alice"].encode()
         sock.sendall(struct.pack(">i", len(token)) + token)  # a raw token: no Kafka header
         assert read_frame(sock) == b""  # PLAIN's (empty) raw answer: authenticated
-        assert users_of(proxy) == {"alice"}
+        assert connected_users(proxy) == {"alice"}
         versions = raw.exchange(sock, API_VERSIONS, 0, correlation_id=2)  # back to Kafka requests
         assert versions.error_code == 0
     assert "alice" in broker.authenticated
@@ -119,7 +113,7 @@ def test_a_refused_authentication_teaches_nothing(cluster):
         assert raw.exchange(sock, SASL_HANDSHAKE, 1, correlation_id=1, mechanism="PLAIN").error_code == 0
         refused = raw.exchange(sock, SASL_AUTHENTICATE, 1, correlation_id=2, auth_bytes=b"\x00alice\x00wrong")
         assert refused.error_code == 58  # SASL_AUTHENTICATION_FAILED, then the broker closes
-        assert users_of(proxy) <= {"ANONYMOUS"}
+        assert connected_users(proxy) <= {"ANONYMOUS"}
     assert "alice" not in broker.authenticated
 
 
@@ -141,7 +135,7 @@ def test_a_token_pipelined_after_a_success_never_changes_the_principal(cluster):
         assert [struct.unpack_from(">i", a)[0] for a in answers] == [1, 2, 3]
         codes = [struct.unpack_from(">h", a, 5)[0] for a in answers[1:]]  # header v1: id, empty tagged fields
         assert codes == [0, 34]
-        assert users_of(proxy) == {"alice"}
+        assert connected_users(proxy) == {"alice"}
         assert raw.exchange(sock, API_VERSIONS, 0, correlation_id=4).error_code == 0  # still open
     assert broker.authenticated == ["alice"]
 

@@ -19,7 +19,7 @@ import pytest
 from proxy.cluster.sasl_login import Scram
 from proxy.codec.apis import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from proxy.codec.error_codes import SASL_AUTHENTICATION_FAILED
-from tests.harness import proxy_config, start_proxy, wait_until
+from tests.harness import connected_users, proxy_config, start_proxy, wait_until
 from tests.integration import raw
 from tests.integration.kafka.conftest import PLAIN_USERS, SCRAM_USERS
 from tests.kafka_cluster import PRODUCER_PERF, unique_topic
@@ -98,12 +98,6 @@ def token_login(port: int, token_id: str, hmac: str):
     return final, sock
 
 
-def users_of(proxy) -> set[str]:
-    async def read():
-        return {c.session.user for c in proxy.app.connections}
-    return proxy.call(read())
-
-
 def charged(proxy, user: str) -> float:
     return proxy.metric("kafka_quota_proxy_quota_bytes_total", quota="producer_byte_rate", user=user, client_id="")
 
@@ -121,7 +115,7 @@ def test_a_token_login_is_charged_to_the_tokens_owner_not_its_id_nor_its_request
         final, sock = token_login(proxy.port, token_id, hmac)
         with sock:
             assert final.error_code == 0, final
-            users = users_of(proxy)
+            users = connected_users(proxy)
             assert "dave" in users and token_id not in users, users
         producer = scram_properties(tmp_path, "token", token_id, hmac, token=True, acks=1,
                                     **{"client.id": "kt-token"})
@@ -153,7 +147,7 @@ def test_a_token_whose_owner_the_proxy_cannot_learn_is_refused_never_charged_to_
         with sock:
             assert final.error_code == SASL_AUTHENTICATION_FAILED, final
             assert token_id in final.error_message and "no broker answered" in final.error_message, final
-            assert users_of(proxy) <= {"ANONYMOUS"}
+            assert connected_users(proxy) <= {"ANONYMOUS"}
         producer = scram_properties(tmp_path, "token", token_id, hmac, token=True, acks=1,
                                     **{"client.id": "kt-token", "max.block.ms": 10000})
         result = kafka1.tool(PRODUCER_PERF, "--bootstrap-server", proxy.bootstrap, "--topic", unique_topic("kt-token"),

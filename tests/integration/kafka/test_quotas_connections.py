@@ -24,7 +24,7 @@ import pytest
 
 from demo.storms import connect_once
 from tests.integration import raw
-from tests.harness import wait_until
+from tests.harness import connections_counted, wait_until
 from tests.integration.kafka.quotas_common import configs
 
 pytestmark = pytest.mark.integration
@@ -65,7 +65,7 @@ def test_an_ip_over_its_connection_rate_is_throttled_while_another_ip_connects_a
         assert proxy.metric("kafka_quota_proxy_ip_connection_accept_throttles_total",
                             listener="PLAINTEXT") >= len(closed)
         # every served connection released from the open counts once its client closed it
-        wait_until(lambda: proxy.app.connection_quotas.total == 0, 5, "every connection released")
+        wait_until(lambda: connections_counted(proxy) == 0, 5, "every connection released")
 
 
 def test_connections_over_the_count_limits_are_closed_at_once(kafka1):
@@ -83,4 +83,4 @@ def test_connections_over_the_count_limits_are_closed_at_once(kafka1):
         metric = "kafka_quota_proxy_connections_closed_total"
         assert proxy.metric(metric, listener="PLAINTEXT", reason="max_connections_per_ip") == 2
         assert proxy.metric(metric, listener="PLAINTEXT", reason="max_connections") == 1
-        wait_until(lambda: proxy.app.connection_quotas.total == 0, 5, "every connection released")
+        wait_until(lambda: connections_counted(proxy) == 0, 5, "every connection released")

@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from tests.harness import producer_id_counts
 from tests.integration.kafka.quotas_common import configs, end_offsets, java_producer, perf_summary, topics
 from tests.relay import BrokerSideRecorder, most_in_a_window
 
@@ -48,10 +49,7 @@ class Recorded:
             self.recorder.stop()
 
     def stats(self):
-        async def read():
-            quotas = self.proxy.app.quotas
-            return quotas.producer_ids.stats(quotas.clock.now_ms())
-        return self.proxy.call(read())
+        return producer_id_counts(self.proxy)
 
 
 def test_java_idempotent_producers_restarted_together_have_their_new_ids_held_and_lose_nothing(kafka1):

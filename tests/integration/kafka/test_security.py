@@ -25,7 +25,7 @@ from contextlib import contextmanager
 import pytest
 
 from proxy.codec.apis import SASL_AUTHENTICATE, SASL_HANDSHAKE
-from tests.harness import proxy_config, start_proxy, wait_until
+from tests.harness import connected_users, proxy_config, start_proxy, wait_until
 from tests.integration import raw
 from tests.integration.kafka.conftest import PLAIN_USERS, SCRAM_USERS
 from tests.kafka_cluster import unique_topic
@@ -53,12 +53,6 @@ def sasl_proxy(cluster, quotas=None, **settings):
         yield proxy
     finally:
         proxy.stop()
-
-
-def users_of(proxy) -> set[str]:
-    async def read():
-        return {c.session.user for c in proxy.app.connections}
-    return proxy.call(read())
 
 
 def created_topic(bootstrap: str, name: str, **security) -> None:
@@ -167,7 +161,7 @@ def test_the_user_kafka_accepted_is_the_one_charged_for_plain_and_scram_sha_512(
                 thread.join(90)
             try:
                 assert not errors, errors
-                assert {"alice", "bob", "carol", "dave"} <= users_of(proxy)  # every producer still connected
+                assert {"alice", "bob", "carol", "dave"} <= connected_users(proxy)  # every producer still connected
             finally:
                 for user in makers:
                     if user in results and hasattr(results[user][1], "close"):
@@ -218,7 +212,7 @@ def test_a_login_kafka_refuses_is_answered_and_closed_and_nothing_is_charged(kaf
         for token in (b"\x00alice\x00wrong-password", b"bob\x00alice\x00" + PLAIN_USERS["alice"].encode()):
             with raw.connect(proxy.port) as sock:
                 answer = sasl_handshake_then(sock, "PLAIN", token)
-                learnt |= users_of(proxy)
+                learnt |= connected_users(proxy)
                 assert answer.error_code == SASL_AUTHENTICATION_FAILED, answer
                 assert "Authentication failed" in answer.error_message, answer
                 assert closed(sock)
@@ -234,7 +228,7 @@ def test_a_login_kafka_refuses_is_answered_and_closed_and_nothing_is_charged(kaf
 
             wait_until(refused, 20, "confluent-kafka's login refused")
         finally:
-            learnt |= users_of(proxy)
+            learnt |= connected_users(proxy)
             producer.purge()
             del producer
         assert "Authentication failed" in str(reported), reported
