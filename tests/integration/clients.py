@@ -132,6 +132,20 @@ async def aio_produce(bootstrap: str, topic: str, count: int, **config) -> None:
         await producer.stop()
 
 
+async def aio_partitions(bootstrap: str, topic: str) -> list[int]:
+    """The topic's partitions, asked of the cluster now (aiokafka's admin client: its consumer has no public call to
+    refresh its metadata)."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="aio-admin")
+    await admin.start()
+    try:
+        (described,) = await admin.describe_topics([topic])
+        return sorted(p["partition"] for p in described["partitions"])
+    finally:
+        await admin.close()
+
+
 async def aio_consume(bootstrap: str, topic: str, count: int, timeout: float = 60.0) -> dict[int, list[bytes]]:
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
@@ -139,9 +153,8 @@ async def aio_consume(bootstrap: str, topic: str, count: int, timeout: float = 6
     await consumer.start()
     try:
         partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
-        if not partitions:
-            await consumer._client.force_metadata_update()
-            partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+        if not partitions:  # created a moment ago: not in the consumer's first metadata
+            partitions = [TopicPartition(topic, p) for p in await aio_partitions(bootstrap, topic)]
         consumer.assign(partitions)
         await consumer.seek_to_beginning(*partitions)
         out: dict[int, list[bytes]] = defaultdict(list)
