@@ -67,13 +67,14 @@ _SIZE = struct.Struct(">i")
 
 class BrokerSideRecorder(RecordingRelay):
     """A relay in front of the broker (tests.relay's, started and stopped as it is) that reads every request the
-    proxy sends it: (monotonic time, producer id) of each Produce batch's producer, and how many InitProducerId
-    requests came."""
+    proxy sends it: (monotonic time, producer id) of each Produce batch's producer, how many InitProducerId
+    requests came, and how many of each API."""
 
     def __init__(self, target: tuple[str, int]) -> None:
         super().__init__("127.0.0.1", target)
         self.produced: list[tuple[float, int]] = []
         self.init_producer_ids = 0
+        self.requests: dict[int, int] = {}  # API key -> requests of it the broker received
         self._lock = threading.Lock()
 
     async def _handle(self, reader, writer) -> None:
@@ -100,6 +101,8 @@ class BrokerSideRecorder(RecordingRelay):
     def _note(self, frame: bytes) -> None:
         header = parse_request_header(frame, len(frame))
         now = time.monotonic()
+        with self._lock:
+            self.requests[header.api_key] = self.requests.get(header.api_key, 0) + 1
         if header.api_key == INIT_PRODUCER_ID:
             with self._lock:
                 self.init_producer_ids += 1

@@ -5,7 +5,7 @@ import struct
 import pytest
 
 from proxy.apis.api_versions import SERVED_BY_PROXY
-from proxy.codec.apis import API_VERSIONS, METADATA
+from proxy.codec.apis import API_VERSIONS, DELETE_TOPICS, METADATA
 from proxy.codec.header import encode_request_header, frame
 from proxy.codec.messages import DECODED_APIS, decode_api_versions_response
 from tests.integration import raw
@@ -57,14 +57,45 @@ def test_too_new_api_versions_gets_v0_unsupported_version(sidecar):
     assert [(a.api_key, a.min_version, a.max_version) for a in msg.api_keys] == [(API_VERSIONS, *DECODED_APIS[API_VERSIONS])]
 
 
-def test_metadata_teaches_topic_ids(sidecar):
+def test_metadata_teaches_topic_ids():
+    """A client's Metadata v12 answer teaches the proxy the topic's id: a DeleteTopics v6 naming the topic by its id
+    alone is then charged its 3 partitions under the controller mutation quota at once, with no lookup of the
+    proxy's own (the broker, behind a relay that counts its requests, sees no Metadata besides the client's)."""
+    from tests.harness import Tansu, free_port, proxy_config, start_proxy
     from tests.integration import clients as c
+    from tests.relay import BrokerSideRecorder
 
-    c.kp_create_topic(sidecar.bootstrap, "ids", 1)
-    sock = raw.connect(sidecar.proxy.port)
+    proxy_port, broker_port = free_port(), free_port()
+    broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
+    recorder = BrokerSideRecorder(("127.0.0.1", broker_port)).start()
+    config = proxy_config(proxy_port, recorder.port,
+                          quotas=[{"entity": {"client-id": "<default>"}, "controller_mutation_rate": 1000}])
+    config["dynamic_config"] = {"enabled": False}  # no follower of the proxy's own asking for metadata
     try:
-        meta = raw.exchange(sock, METADATA, 12, topics=[{"name": "ids"}])
+        proxy = start_proxy(config)
+        try:
+            c.kp_create_topic(proxy.bootstrap, "ids", 3)
+            sock = raw.connect(proxy.port)
+            try:
+                meta = raw.exchange(sock, METADATA, 12, topics=[{"name": "ids"}], allow_auto_topic_creation=False,
+                                    include_topic_authorized_operations=False)
+                topic_id = meta.topics[0].topic_id
+                charged = mutations(proxy)
+                looked_up = recorder.requests.get(METADATA, 0)
+                deleted = raw.exchange(sock, DELETE_TOPICS, 6, correlation_id=2, timeout_ms=5000,
+                                       topics=[{"name": None, "topic_id": topic_id}])
+            finally:
+                sock.close()
+            assert [(r.topic_id, r.error_code) for r in deleted.responses] == [(topic_id, 0)]
+            assert recorder.requests.get(METADATA, 0) == looked_up  # decided on what the client's answer taught
+            assert mutations(proxy) - charged == 3
+        finally:
+            proxy.stop()
     finally:
-        sock.close()
-    topic_id = meta.topics[0].topic_id
-    assert sidecar.proxy.app.topics.name_for(topic_id) == "ids"
+        recorder.stop()
+        broker.stop()
+
+
+def mutations(proxy) -> float:
+    """Partition mutations counted against every entity, from /metrics."""
+    return sum(proxy.scraped("kafka_quota_proxy_controller_mutations_total").values())
