@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
@@ -43,7 +44,6 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from quota.managers.producer_ids import Hold, ProducerIdQuotaManager
 from tests.harness import cluster_ports, start_proxy, wait_until
 from tests.integration import clients as c
 from tests.kafka_cluster import unique_topic
@@ -339,27 +339,14 @@ def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[str, list[i
 
 
 def delete_topics(bootstrap: str, *topics: str) -> None:
+    """Each topic deleted once (retried only while the mutation quota rejects it), then gone from the listing.
+    Every client of the workflow is closed or destroyed before: one still alive could ask for a deleted topic's
+    metadata and Kafka (auto.create.topics.enable, its default) would create it again."""
     admin = kp_admin(bootstrap)
     try:
         for topic in topics:  # one a request: a request the quota cut in two would be retried for both
             retry(lambda: admin.delete_topics([topic]))
-        # A client of the workflow that is not yet destroyed (librdkafka's producers refresh metadata in the
-        # background) can ask for a just-deleted topic's metadata, and Kafka (auto.create.topics.enable, its
-        # default) creates it again at once: what is still listed after a while is deleted again.
-        last_delete = [time.monotonic()]
-
-        def deleted():
-            left = set(topics) & set(admin.list_topics())
-            if left and time.monotonic() - last_delete[0] > 5:
-                for topic in left:
-                    try:
-                        admin.delete_topics([topic])
-                    except Exception:  # noqa: BLE001 - gone meanwhile, or throttled: the next look tells
-                        pass
-                last_delete[0] = time.monotonic()
-            return not left
-
-        wait_until(deleted, 30, f"{topics} deleted")
+        wait_until(lambda: not set(topics) & set(admin.list_topics()), 30, f"{topics} deleted")
     finally:
         admin.close()
 
@@ -598,6 +585,7 @@ def exactly_once_workflow(target: Target):
         else:
             producer.flush(60)
             producer.abort_transaction(60)
+    del producer  # its last reference: librdkafka's handle is destroyed now, not after the topic is deleted
     committed_tags = ("kp-idem", "aio-idem", "ck-idem", "txn-c1", "txn-c2")
     expected = sorted(v for tag in committed_tags for _, v in values(tag, TXN_COUNT))
     aborted = sorted(v for _, v in values("txn-abort", TXN_COUNT))
@@ -619,27 +607,42 @@ def exactly_once_workflow(target: Target):
             "read_uncommitted": {p: sorted(vs) for p, vs in read_uncommitted.items()}, "offsets": offsets}
 
 
-def test_idempotent_and_transactional_producers(target, kafka3, monkeypatch):
-    """Holds are counted where the producer-id quota decides them: its per-user counters go when the user's state
-    does (one window after its last new id, with the bucket full again: 2 s here), before the workflow ends."""
-    holds = []
-    decide = ProducerIdQuotaManager._hold
+class HeldWatch:
+    """Scrapes the target's proxies every 0.1 s while a workflow runs, as Prometheus would, and keeps every
+    ``producer_ids_held_requests_total`` sample above 0: a user's producer-id counters go with its state (one window
+    after its last new id, with its bucket full again: 2 s here), so they are read while they are there."""
 
-    def counting(self, *args, **kwargs):
-        decision = decide(self, *args, **kwargs)
-        if isinstance(decision, Hold):
-            holds.append(decision)
-        return decision
+    def __init__(self, target: Target) -> None:
+        self.target, self.holds = target, []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
 
-    monkeypatch.setattr(ProducerIdQuotaManager, "_hold", counting)
+    def _watch(self) -> None:
+        while not self._stop.wait(0.1):
+            for proxy in self.target.proxies:
+                held = proxy.scraped("kafka_quota_proxy_producer_ids_held_requests_total")
+                self.holds += [(labels, n) for labels, n in held.items() if n]
+
+    def __enter__(self) -> "HeldWatch":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+
+def test_idempotent_and_transactional_producers(target, kafka3):
+    """Holds are seen where an operator sees them, on /metrics, while the workflow runs (see HeldWatch)."""
     before = target.throttles()
-    result = exactly_once_workflow(target)
+    with HeldWatch(target) as watch:
+        result = exactly_once_workflow(target)
     same_as_direct("exactly-once", target, result, exactly_once_workflow, kafka3)
     check_quotas(target, before, ())
     if target.biting:
-        assert holds, f"no new producer id was held through {target.name}"
+        assert watch.holds, f"no new producer id was held through {target.name}"
     else:
-        assert not holds, f"new producer ids held under generous quotas through {target.name}"
+        assert not watch.holds, f"new producer ids held under generous quotas through {target.name}"
 
 
 def admin_workflow(target: Target):
@@ -730,6 +733,7 @@ def admin_workflow(target: Target):
         assert counts == sizes
     finally:
         kp.close()
+        del ck  # librdkafka's admin handle destroyed before the topics are deleted
     delete_topics(target.bootstrap, kp_topic, aio_topic, ck_topic)
     return {"configs": list(described.values()), "before": before, "after": after, "counts": list(counts.values())}
 
