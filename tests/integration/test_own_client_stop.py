@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import threading
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.conn import AIOKafkaConnection
 
 from proxy.cluster.kafka_clients import start_client, stop_client
+from proxy.codec.apis import METADATA
 from tests.harness import Tansu, free_port
+from tests.scripted_broker import ScriptedBroker, answer_normally
 
 pytestmark = pytest.mark.integration
 
@@ -101,41 +103,62 @@ def test_a_consumer_stopped_right_after_its_start_leaves_nothing_running(tansu):
     assert left_running(started_then_stopped_at_once, tansu) == []
 
 
-def metadata_asked() -> bool:
-    """Whether a connection of aiokafka's waits for the answer to a Metadata request (its bootstrap's)."""
-    return any(type(request).__name__.startswith("MetadataRequest")
-               for conn in gc.get_objects() if isinstance(conn, AIOKafkaConnection)
-               for _, request, _ in conn._requests)
+class SilentOnMetadata(ScriptedBroker):
+    """A broker that answers a Metadata request only once ``release`` is set: a client's bootstrap waits on it,
+    and the test sees on the wire when the request is out (with Tansu the test watched aiokafka's private
+    in-flight requests for it)."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        super().__init__(self._answer)
+
+    def _answer(self, sock, header, request) -> None:
+        if header.api_key == METADATA:
+            self.release.wait(10)
+        answer_normally(sock, header, request)
+
+    @property
+    def metadata_asked(self) -> bool:
+        return any(header.api_key == METADATA for header, _ in list(self.requests))
 
 
-async def cancelled_in_bootstrap(start, bootstrap: str) -> None:
-    """A producer's start cancelled while its bootstrap connection is open (its Metadata request out), as
-    ``ProxyApp.stop`` cancels a follower or publisher meanwhile; then stopped, as the proxy does."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, client_id="stop-test")
+async def cancelled_in_bootstrap(start, broker: SilentOnMetadata) -> None:
+    """A producer's start cancelled while its bootstrap connection is open (its Metadata request out, never
+    answered), as ``ProxyApp.stop`` cancels a follower or publisher meanwhile; then stopped, as the proxy does."""
+    producer = AIOKafkaProducer(bootstrap_servers=f"127.0.0.1:{broker.port}", client_id="stop-test")
     starting = asyncio.create_task(start(producer))
-    for _ in range(10_000):
-        if starting.done() or metadata_asked():
+    for _ in range(1_000):
+        if starting.done() or broker.metadata_asked:
             break
-        await asyncio.sleep(0)
-    assert not starting.done(), "the start ended before its bootstrap connection was seen"
+        await asyncio.sleep(0.01)
+    assert not starting.done(), "the start ended before its bootstrap's Metadata request was seen"
+    assert broker.metadata_asked, "no Metadata request reached the broker within 10 s"
     starting.cancel()
+    broker.release.set()  # the answer comes as Tansu's would, after the cancellation
     await asyncio.wait({starting})
     await stop_client(producer)
     assert starting.cancelled()
 
 
-def test_a_start_cancelled_midway_closes_what_it_opened(tansu):
-    async def scenario(bootstrap):
-        await cancelled_in_bootstrap(lambda p: start_client(p, 10.0), bootstrap)
+@pytest.fixture
+def silent():
+    broker = SilentOnMetadata().start()
+    yield broker
+    broker.stop()
 
-    assert left_running(scenario, tansu) == []
+
+def test_a_start_cancelled_midway_closes_what_it_opened(silent):
+    async def scenario(_):
+        await cancelled_in_bootstrap(lambda p: start_client(p, 10.0), silent)
+
+    assert left_running(scenario, None) == []
 
 
-def test_aiokafka_alone_leaves_its_bootstrap_connection_open(tansu):
+def test_aiokafka_alone_leaves_its_bootstrap_connection_open(silent):
     """What the test above guards against: aiokafka's own start cancelled in its bootstrap leaves that connection's
     reader task on the loop (or, collected, "Unclosed AIOKafkaConnection"), whatever stops the client afterwards."""
-    async def scenario(bootstrap):
-        await cancelled_in_bootstrap(lambda p: p.start(), bootstrap)
+    async def scenario(_):
+        await cancelled_in_bootstrap(lambda p: p.start(), silent)
 
-    left = left_running(scenario, tansu)
+    left = left_running(scenario, None)
     assert any("AIOKafkaConnection" in line for line in left), left  # its reader task, or the connection collected
