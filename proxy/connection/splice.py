@@ -47,6 +47,11 @@ def splice_supported() -> bool:
 _pool: list[tuple[int, int, int]] = []  # empty pipes: (read end, write end, capacity)
 
 
+def pooled_pipes() -> int:
+    """Empty pipes this process keeps for the next splices (two file descriptors each), at most POOL_PIPES."""
+    return len(_pool)
+
+
 def _take_pipe() -> tuple[int, int, int]:
     if _pool:
         return _pool.pop()
