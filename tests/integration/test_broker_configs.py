@@ -6,12 +6,14 @@ CLUSTER_AUTHORIZATION_FAILED, and a request mixing a proxy setting with a TOPIC 
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
 
 from tests.harness import wait_until
 from tests.integration.quota_apis import send, start
+from tests.integration.raw import hold_open
 
 pytestmark = pytest.mark.integration
 
@@ -39,21 +41,31 @@ def results(response) -> list:
     return [(r.resource_type, r.resource_name, r.error_code) for r in response.responses]
 
 
-def max_connections(proxy) -> int | None:
-    async def read():
-        return proxy.app.effective_config.connections.max_connections
-    return proxy.call(read())
+def outcomes(proxy, n: int) -> list[str]:
+    """What ``n`` client connections opened one after another and held open get ("served", or "closed" by the
+    connection limits); all are closed afterwards, and the proxy has seen them close before this returns."""
+    async def scenario():
+        got, writers = await hold_open(proxy.port, "127.0.0.1", n)
+        for writer in writers:
+            writer.close()
+        return got
+
+    got = asyncio.run(scenario())
+    wait_until(lambda: proxy.metric("kafka_quota_proxy_active_connections", listener="PLAINTEXT") == 0, 10,
+               "the test's connections closed")
+    return got
 
 
 def test_an_admin_sets_max_connections_and_a_mixed_request_is_answered_per_resource():
     proxy, broker = start(["User:ANONYMOUS"])
     try:
+        assert outcomes(proxy, 3) == ["served"] * 3
         response = send(proxy.bootstrap, alter((TOPIC, "orders", {"retention.ms": "60000"}),
-                                               (BROKER, "", {"max.connections": "100"})))
+                                               (BROKER, "", {"max.connections": "2"})))
         assert results(response) == [(TOPIC, "orders", NONE), (BROKER, "", NONE)]
-        wait_until(lambda: max_connections(proxy) == 100, 10, "max.connections 100 in force")
+        wait_until(lambda: outcomes(proxy, 3) == ["served", "served", "closed"], 10, "max.connections 2 in force")
         [result] = send(proxy.bootstrap, describe_proxy("max.connections")).results
-        assert [(c.name, c.value, c.config_source) for c in result.configs] == [("max.connections", "100", 3)]
+        assert [(c.name, c.value, c.config_source) for c in result.configs] == [("max.connections", "2", 3)]
     finally:
         proxy.stop()
         broker.stop()
@@ -67,7 +79,7 @@ def test_a_principal_not_in_admin_principals_is_refused_its_proxy_resource_only(
         assert results(response) == [(BROKER, "", CLUSTER_AUTHORIZATION_FAILED), (TOPIC, "orders", NONE)]
         assert "admin_principals" in response.responses[0].error_message
         time.sleep(1)  # what a follower needs to apply a written record (about a second): nothing must apply
-        assert max_connections(proxy) is None
+        assert outcomes(proxy, 2) == ["served", "served"]
     finally:
         proxy.stop()
         broker.stop()
