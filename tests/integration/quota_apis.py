@@ -71,3 +71,16 @@ def op(key: str, value: float | None) -> dict:
 def entries_of(response) -> dict:
     return {tuple((e.entity_type, e.entity_name) for e in entry.entity): {v.key: v.value for v in entry.values}
             for entry in response.entries}
+
+
+def described(bootstrap: str, entity: dict) -> dict:
+    """The quota keys the proxy at ``bootstrap`` describes for exactly ``entity`` ({"user": "alice"}, {"client-id":
+    "etl"}, {"ip": "10.0.0.9"}, several parts for a combined entity; a name of None or "<default>" for the default),
+    {} when it has none: what ``kafka-configs --describe`` shows for it, one DescribeClientQuotas (strict) on a
+    connection of its own. The proxy answers from the configuration its quota managers hold: a dynamic change is
+    put in force in both in one step of its event loop, so a value described is a value in force."""
+    components = [{"entity_type": kind, "match_type": 0, "match": name} if name not in (None, "<default>")
+                  else {"entity_type": kind, "match_type": 1, "match": None} for kind, name in entity.items()]
+    found = entries_of(send(bootstrap, describe(components, strict=True)))
+    assert len(found) <= 1, found
+    return next(iter(found.values()), {})
