@@ -16,6 +16,7 @@ from config.dynamic import entity_key
 from proxy.codec.apis import API_VERSIONS
 from tests.harness import Tansu, free_port, proxy_config, start_proxy, wait_until
 from tests.integration import raw
+from tests.integration.quota_apis import described
 
 pytestmark = pytest.mark.integration
 
@@ -73,12 +74,6 @@ def cluster():
             broker.stop()
 
 
-def limit(proxy, user: str) -> float:
-    async def read():
-        return proxy.app.effective_config.quotas.limit("producer_byte_rate", user, "any")
-    return proxy.call(read())
-
-
 def test_thousands_of_entries_apply_while_a_bystander_is_answered_and_an_oversized_record_is_skipped(cluster):
     from kafka import KafkaProducer
 
@@ -100,7 +95,8 @@ def test_thousands_of_entries_apply_while_a_bystander_is_answered_and_an_oversiz
         producer.flush(60)
     finally:
         producer.close(5)
-    wait_until(lambda: limit(proxy, "tenant-1") == 7, 30, "the good record after the oversized one")
+    wait_until(lambda: described(proxy.bootstrap, {"user": "tenant-1"}) == {"producer_byte_rate": 7}, 30,
+               "the good record after the oversized one")
     applied = time.monotonic()
     bystander.stop.set()
     bystander.join(10)
@@ -108,9 +104,10 @@ def test_thousands_of_entries_apply_while_a_bystander_is_answered_and_an_oversiz
     assert bystander.failure is None, bystander.failure
     assert bystander.between(started, applied) >= 5  # answered while the entries were written and applied
     assert proxy.metric("kafka_quota_proxy_dynamic_config_entries") == ENTRIES
-    assert limit(proxy, "tenant-0") == 1000  # the oversized record skipped: tenant-0's entry stays
-    assert limit(proxy, f"tenant-{ENTRIES - 1}") == 1000 + ENTRIES - 1
-    assert limit(proxy, "nobody") == 1  # the YAML's default under the dynamic entries
+    # the oversized record skipped: tenant-0's entry stays
+    assert described(proxy.bootstrap, {"user": "tenant-0"}) == {"producer_byte_rate": 1000}
+    assert described(proxy.bootstrap, {"user": f"tenant-{ENTRIES - 1}"}) == {"producer_byte_rate": 1000 + ENTRIES - 1}
+    assert described(proxy.bootstrap, {"user": None}) == {"producer_byte_rate": 1}  # the YAML's default under them
     assert proxy.metric("kafka_quota_proxy_dynamic_config_records_skipped_total", reason="value_too_large") == 1
     assert proxy.metric("kafka_quota_proxy_dynamic_config_bad_records_total") == 0
     assert proxy.metric("kafka_quota_proxy_dynamic_config_applied_total") == ENTRIES + 1

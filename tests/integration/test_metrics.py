@@ -62,10 +62,10 @@ def test_shadow_throttles_apart_and_a_deleted_entry_limit_follows_back():
         broker.stop()
         raise
 
-    def limit_now() -> float:
-        async def read():
-            return proxy.app.effective_config.quotas.limit("producer_byte_rate", "ANONYMOUS", "kp-producer")
-        return proxy.call(read())
+    def described_now() -> dict:
+        from tests.integration.quota_apis import described
+
+        return described(proxy.bootstrap, {"user": None, "client-id": "kp-producer"})
 
     def wait_for(predicate, timeout: float = 10.0) -> None:
         wait_until(predicate, timeout, "the metric's value")
@@ -74,7 +74,7 @@ def test_shadow_throttles_apart_and_a_deleted_entry_limit_follows_back():
     writer = KafkaProducer(bootstrap_servers=proxy.bootstrap, client_id="config-writer")
     try:
         writer.send(topic_name, key=pair, value=b'{"producer_byte_rate": 1000, "mode": "shadow"}').get(10)
-        wait_for(lambda: limit_now() == 1000)
+        wait_for(lambda: described_now() == {"producer_byte_rate": 1000})
         c.kp_create_topic(proxy.bootstrap, "shadowed", 1)
         c.kp_produce(proxy.bootstrap, "shadowed", 3000)  # ~30 kB in well under a second: 1000 B/s is far exceeded
         m = scrape(proxy.metrics_port)
@@ -87,7 +87,7 @@ def test_shadow_throttles_apart_and_a_deleted_entry_limit_follows_back():
         assert m[("kafka_quota_proxy_quota_shadow_throttles_total", (("quota", "producer_byte_rate"),))] > 0
 
         writer.send(topic_name, key=pair, value=None).get(10)  # the entry deleted
-        wait_for(lambda: limit_now() == 10_000_000)
+        wait_for(lambda: described_now() == {})
         m = scrape(proxy.metrics_port)
         assert ("kafka_quota_proxy_quota_limit", entity) not in m  # these tags carry no quota any more
         user = (("client_id", ""), ("quota", "producer_byte_rate"), ("user", "ANONYMOUS"))
