@@ -74,7 +74,7 @@ def test_a_churned_connection_costs_the_proxy_a_bounded_number_of_requests(tansu
     the Java producer's max.in.flight.requests.per.connection) it reads 5 ahead of its answers; the answers meet a
     closed socket and the rest are dropped with it, as a Kafka broker drops them."""
     proxy = tansu_proxy
-    bound = proxy.app.config.settings["connections.max.inflight.requests"]
+    bound = proxy.metric("kafka_quota_proxy_connection_inflight_max_requests")
     assert bound == 5  # the default
     connected = asyncio.run(churn(proxy.port, "127.0.0.9", CHURNED, PIPELINED))
     assert connected == CHURNED

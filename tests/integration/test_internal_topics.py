@@ -75,8 +75,8 @@ def test_a_tenant_producing_to_the_config_topic_is_refused_and_nothing_changes(s
     assert refused(proxy, CONFIG_TOPIC, "Produce") == 2
     assert refused(proxy, VOLUME_TOPIC, "Produce") >= 1
     time.sleep(1.5)  # what a record would need to be read and applied
-    assert proxy.metric("kafka_quota_proxy_quota_shadow_mode") == 0.0  # still enforcing
-    assert proxy.app.effective_config.settings["quota.mode"] == "enforce"
+    assert proxy.metric("kafka_quota_proxy_quota_shadow_mode") == 0.0  # still enforcing (quota.mode in force)
+    assert proxy.metric("kafka_quota_proxy_dynamic_config_entries") == 0  # neither record reached the config topic
     assert proxy.metric("kafka_quota_proxy_volume_state", state="OPEN") == 1.0  # the real snapshots still rule
 
 
