@@ -40,5 +40,16 @@ def test_v4_minus_one_create_before_any_default_is_charged_what_tansu_created():
         assert [(t.name, t.error_code) for t in answer.topics] == [("dflt", 0)]
         wait_until(lambda: tokens() <= 9, 10, "the partitions charged")  # the lookup runs after the answer
         assert 7 <= tokens() < 7.5  # 3 partitions charged (Tansu's default)
-        assert proxy.app.topics.default_partitions == 3
+        # the default learnt (3): a second v4 create of -1 is charged it at admission, before any lookup, so three
+        # topics (9 partitions) take the bucket below zero and the answer carries the throttle; with the default
+        # unknown it would be admitted taking nothing, its answer unthrottled
+        sock = connect(proxy.port)
+        try:
+            second = exchange(sock, CREATE_TOPICS, 4, topics=[
+                {"name": f"dflt-{i}", "num_partitions": -1, "replication_factor": -1, "assignments": [],
+                 "configs": []} for i in range(3)], timeout_ms=5000, validate_only=False)
+        finally:
+            sock.close()
+        assert [(t.name, t.error_code) for t in second.topics] == [(f"dflt-{i}", 0) for i in range(3)]
+        assert second.throttle_time_ms > 0
         assert proxy.metric("kafka_quota_proxy_controller_mutation_partitions_unknown_total") == 0
