@@ -82,9 +82,13 @@ def test_clients_stay_on_the_proxy(cluster):
 
     assert sum(len(v) for v in asyncio.run(aio()).values()) == 5000
     assert_no_direct_connections(relay, socknames)
-    assert proxy.app.broker_listeners, "no per-broker port was opened"
-    for (_, node_id), listener in proxy.app.broker_listeners.items():
-        assert listener.address[1] == base + node_id
+    with raw.connect(proxy.port) as sock:  # every broker the proxy advertises has its port open on the proxy
+        brokers = raw.exchange(sock, METADATA, 12, topics=[]).brokers
+    assert brokers, "no broker advertised"
+    for b in brokers:
+        assert (b.host, b.port) == ("127.0.0.1", base + b.node_id)
+        with raw.connect(b.port) as sock:
+            assert [x.node_id for x in raw.exchange(sock, METADATA, 12, topics=[]).brokers] == [b.node_id]
 
 
 def test_metadata_and_coordinator_show_only_proxy_addresses(cluster):
