@@ -23,6 +23,7 @@ import pytest
 
 from tests.harness import start_proxy, wait_until
 from tests.integration import raw
+from tests.integration.quota_apis import described
 from tests.kafka_cluster import CONFIGS, CONSUMER_GROUPS, CONSUMER_PERF, PRODUCER_PERF, TOPICS, unique_topic
 
 # Every test here uses kafka1: one xdist worker runs them all, so one kafka1 is started (each worker that uses it
@@ -51,18 +52,9 @@ def sidecar(cluster, quotas=None, dynamic: bool = True, admins=("User:ANONYMOUS"
         proxy.stop()
 
 
-def on_loop(proxy, what):
-    async def value():
-        return what(proxy.app)
-    return proxy.call(value())
-
-
-def limit(proxy, key: str, user: str, client_id: str) -> float:
-    return on_loop(proxy, lambda app: app.effective_config.quotas.limit(key, user, client_id))
-
-
 def ip_rate(proxy, ip: str) -> float:
-    return on_loop(proxy, lambda app: app.connection_quotas.limits.ip_rate(ip))
+    """The connection_creation_rate the connection quotas hold for ``ip`` (an IP of its own), from /metrics."""
+    return proxy.metric("kafka_quota_proxy_ip_connection_creation_rate_limit", ip=ip)
 
 
 # -- Kafka's tools ----------------------------------------------------------------------------------------------------
@@ -190,17 +182,18 @@ def test_kafka_configs_alters_and_describes_user_client_and_ip_quotas_through_th
             assert "InvalidRequestException" in refused.stdout + refused.stderr
             assert "producer_byte_rate: expected a rate in bytes per second > 0" in refused.stdout + refused.stderr
 
-            wait_until(lambda: limit(proxy, "producer_byte_rate", "ANONYMOUS", "anyone") == 40960
+            # in force: what the proxy describes is what its managers hold (one step of its loop puts in both)
+            wait_until(lambda: described(via, {"user": "ANONYMOUS"}) == {"producer_byte_rate": 40960}
                        and ip_rate(proxy, ip) == 2, 10, "the user and ip quotas in force")
-            assert limit(proxy, "consumer_byte_rate", "ANONYMOUS", client) == 1048576  # per key: client-id's
-            assert limit(proxy, "controller_mutation_rate", "ANONYMOUS", client) == 10
-            assert limit(proxy, "consumer_byte_rate", "ANONYMOUS", refused_client) == float("inf")  # not 1000
+            assert described(via, {"client-id": client}) == {"consumer_byte_rate": 1048576,
+                                                             "controller_mutation_rate": 10}
+            assert described(via, {"client-id": refused_client}) == {}  # not its consumer_byte_rate 1000
 
-            described = tools(kafka1,
+            printed = tools(kafka1,
                               kafka_configs(via, "--describe", "--entity-type", "users"),
                               kafka_configs(via, "--describe", "--entity-type", "clients"),
                               kafka_configs(via, "--describe", "--entity-type", "ips"))
-            users, clients, ips = (d.stdout for d in described)
+            users, clients, ips = (d.stdout for d in printed)
             assert "Quota configs for user-principal 'ANONYMOUS' are producer_byte_rate=40960.0\n" in users, users
             # the users' SCRAM credentials are the broker's (DescribeUserScramCredentials passes through), printed
             # beside the proxy's quotas
@@ -243,8 +236,7 @@ def test_kafka_configs_alters_and_describes_user_client_and_ip_quotas_through_th
             deleted = kafka1.tool(*kafka_configs(via, "--alter", "--entity-type", "users", "--entity-name",
                                                  "ANONYMOUS", "--delete-config", "producer_byte_rate"))
             assert "Completed updating config for user ANONYMOUS" in deleted.stdout
-            wait_until(lambda: limit(proxy, "producer_byte_rate", "ANONYMOUS", "anyone") == float("inf"), 10,
-                       "the user quota lifted")
+            wait_until(lambda: described(via, {"user": "ANONYMOUS"}) == {}, 10, "the user quota lifted")
         finally:
             remove_quotas(proxy.bootstrap, mine)
             delete_topics(proxy.bootstrap, topic)
@@ -262,8 +254,7 @@ def test_kafka_configs_from_a_principal_not_in_admin_principals_is_refused_with_
         assert refused.returncode == 1, refused.stdout
         assert "ClusterAuthorizationException: User:ANONYMOUS may not alter quotas through the proxy" in \
             refused.stdout + refused.stderr, refused.stdout + refused.stderr
-        assert limit(proxy, "producer_byte_rate", "ANONYMOUS", client) == float("inf")
-        assert (("client-id", client),) not in quota_entries(proxy.bootstrap)  # describe answered, without it
+        assert described(proxy.bootstrap, {"client-id": client}) == {}  # describe answered, without it
 
 
 def metadata_throttles(port: int, client_id: str, count: int, stop_at_first: bool = False) -> list[int]:
@@ -316,7 +307,7 @@ def test_request_percentage_through_the_proxy_is_set_at_the_broker_described_bes
                 done = kafka1.tool(*kafka_configs(via, "--alter", "--entity-type", "clients", "--entity-name", client,
                                                   "--add-config", "request_percentage=0.01,producer_byte_rate=1048576"))
                 assert f"Completed updating config for client {client}" in done.stdout, done.stdout
-                wait_until(lambda: limit(proxy, "producer_byte_rate", "ANONYMOUS", client) == 1048576, 10,
+                wait_until(lambda: described(via, {"client-id": client}).get("producer_byte_rate") == 1048576, 10,
                            "the proxy's key in force")
                 assert quota_entries(direct)[key] == {"request_percentage": 0.01}  # the broker's store: its key only
                 shown = kafka1.tool(*kafka_configs(via, "--describe", "--entity-type", "clients", "--entity-name",
@@ -337,7 +328,7 @@ def test_request_percentage_through_the_proxy_is_set_at_the_broker_described_bes
                                                      client, "--delete-config",
                                                      "request_percentage,producer_byte_rate"))
                 assert f"Completed updating config for client {client}" in removed.stdout, removed.stdout
-                wait_until(lambda: limit(proxy, "producer_byte_rate", "ANONYMOUS", client) == float("inf"), 10,
+                wait_until(lambda: "producer_byte_rate" not in described(via, {"client-id": client}), 10,
                            "the proxy's key removed")
                 assert key not in quota_entries(direct)
             finally:
@@ -396,8 +387,9 @@ def test_perf_tools_run_at_about_the_byte_rate_quotas_kafka_configs_set(kafka1):
                                 "--add-config", f"producer_byte_rate={quota}"),
                   kafka_configs(via, "--alter", "--entity-type", "clients", "--entity-name", consumer_id,
                                 "--add-config", f"consumer_byte_rate={quota}"))
-            wait_until(lambda: limit(proxy, "producer_byte_rate", "ANONYMOUS", producer_id) == quota
-                       and limit(proxy, "consumer_byte_rate", "ANONYMOUS", consumer_id) == quota, 10,
+            wait_until(lambda: described(via, {"user": "ANONYMOUS", "client-id": producer_id})
+                       == {"producer_byte_rate": quota}
+                       and described(via, {"client-id": consumer_id}) == {"consumer_byte_rate": quota}, 10,
                        "both quotas in force")
             produced, consumed = tools(
                 kafka1,
@@ -551,7 +543,7 @@ def test_the_broker_and_the_proxy_keep_separate_quota_stores_and_both_apply(kafk
                                     "--add-config", "producer_byte_rate=10240"),
                       kafka_configs(via, "--alter", "--entity-type", "clients", "--entity-name", proxy_client,
                                     "--add-config", "producer_byte_rate=10240"))
-                wait_until(lambda: limit(proxy, "producer_byte_rate", "ANONYMOUS", proxy_client) == 10240, 10,
+                wait_until(lambda: described(via, {"client-id": proxy_client}) == {"producer_byte_rate": 10240}, 10,
                            "the proxy's quota in force")
                 at_broker, at_proxy = (d.stdout for d in tools(
                     kafka1, kafka_configs(direct, "--describe", "--entity-type", "clients"),
@@ -560,7 +552,7 @@ def test_the_broker_and_the_proxy_keep_separate_quota_stores_and_both_apply(kafk
                 assert proxy_client not in at_broker
                 assert f"Quota configs for client-id '{proxy_client}' are producer_byte_rate=10240.0" in at_proxy
                 assert broker_client not in at_proxy
-                assert limit(proxy, "producer_byte_rate", "ANONYMOUS", broker_client) == float("inf")
+                assert described(via, {"client-id": broker_client}) == {}  # the broker's key is not the proxy's
 
                 created_topic(via, topic)
                 # 250 KB each in one request: 2.5 times what 10 KB/s allows a fresh entity at once over Kafka's

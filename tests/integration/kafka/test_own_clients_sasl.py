@@ -6,10 +6,13 @@ reach a SASL-only broker (Tansu has no SASL, and the scripted SASL broker of the
 
 from __future__ import annotations
 
+import io
 import logging
+from contextlib import redirect_stdout
 
 import pytest
 
+from proxy.cli.configs import main as configs
 from tests.harness import proxy_config, start_proxy, wait_until
 from tests.integration.kafka.conftest import PLAIN_USERS, SCRAM_USERS
 from tests.kafka_cluster import CONFIGS, unique_topic
@@ -56,11 +59,17 @@ def test_own_clients_log_in_to_read_and_write_the_config_topic_and_describe_log_
                     client_properties(tmp_path, "admin"), "--alter", "--entity-type", "clients", "--entity-name",
                     client, "--add-config", "producer_byte_rate=4096")
 
-        def limit():
-            async def read():
-                return proxy.app.effective_config.quotas.limit("producer_byte_rate", "admin", client)
-            return proxy.call(read())
-        wait_until(lambda: limit() == 4096, 15, "the quota written over SASL and followed back")
+        def shown() -> str:
+            """What the proxy describes for the client id (from the configuration its managers hold), asked over
+            the SASL listener by the proxy's own configs command (a JVM per poll would be slow)."""
+            out = io.StringIO()
+            with redirect_stdout(out):
+                assert configs(["--bootstrap-server", proxy.bootstrap, "--command-config",
+                                client_properties(tmp_path, "admin"), "--describe", "--entity-type", "clients",
+                                "--entity-name", client]) == 0
+            return out.getvalue()
+        wait_until(lambda: f"Quota configs for client-id {client} are producer_byte_rate=4096\n" in shown(), 15,
+                   "the quota written over SASL and followed back", interval=0.5)
     finally:
         proxy.stop()
 

@@ -16,6 +16,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType
 
 from tests.harness import wait_until
+from tests.integration.quota_apis import described
 from tests.kafka_cluster import CONFIGS, unique_topic
 
 pytestmark = pytest.mark.integration
@@ -52,11 +53,9 @@ def test_the_proxys_config_topic_takes_the_clusters_replication_and_acks_all_wri
         kafka3.tool(CONFIGS, "--bootstrap-server", proxies[0].bootstrap, "--alter", "--entity-type", "clients",
                     "--entity-name", client, "--add-config", "producer_byte_rate=4096")
 
-        def limits():
-            async def read(proxy):
-                return proxy.app.effective_config.quotas.limit("producer_byte_rate", "ANONYMOUS", client)
-            return [p.call(read(p)) for p in proxies]
-        wait_until(lambda: limits() == [4096] * 3, 15, "the new quota in force on every sidecar")
+        def limits():  # what each sidecar describes, from the configuration its managers hold
+            return [described(p.bootstrap, {"client-id": client}) for p in proxies]
+        wait_until(lambda: limits() == [{"producer_byte_rate": 4096}] * 3, 15, "the new quota in force on every sidecar")
         kafka3.tool(CONFIGS, "--bootstrap-server", proxies[0].bootstrap, "--alter", "--entity-type", "clients",
                     "--entity-name", client, "--delete-config", "producer_byte_rate")
 
