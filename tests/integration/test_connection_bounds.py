@@ -215,7 +215,8 @@ def test_huge_request_header_in_small_pieces_is_parsed_once_and_stalls_nobody():
 # -- 2. pipelining without reading ----------------------------------------------------------------------------------
 
 def flow_state(conn) -> dict:
-    """What the proxy holds for one connection (``conn`` a weak reference), read on its loop."""
+    """What the proxy holds for one connection (``conn`` a weak reference), read on its loop: part of the white-box
+    look connection_of explains (no metric carries one connection's in-flight count, write buffer or read-ahead)."""
     c = conn()
     flow = c.flow
     return {"inflight": len(flow.inflight), "reading_client": flow.reading_client, "at_bound": flow.at_bound,

@@ -59,11 +59,9 @@ def replicated():
 
 
 def _sum(proxy, name: str, **labels) -> float:
-    async def read():
-        return sum(s.value for family in proxy.app.metrics.registry.collect() for s in family.samples
-                   if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()))
-
-    return proxy.call(read())
+    """The sum of the samples of ``name`` on the proxy's /metrics whose labels include ``labels``."""
+    return sum(value for tags, value in proxy.scraped(name).items()
+               if all(dict(tags).get(k) == v for k, v in labels.items()))
 
 
 def _partitions(admin, topic):

@@ -119,16 +119,19 @@ def test_real_log_dirs_move_a_producer_through_throttle_and_pause_and_raised_lim
             # THROTTLE: free space halfway between the soft (free + d) and the hard (free - d) limits
             with cluster.sidecars(configs=volume_configs(cluster, usable + d, usable - d)) as proxies:
                 wait_until(lambda: states(proxies) == ["THROTTLE"] * 3, 15, "THROTTLE on every sidecar")
-                for proxy in proxies:
-                    volume = proxy.app.quotas.volume
-                    assert volume.live_brokers == node_ids
-                    assert set(volume.snapshots) == node_ids  # every broker answered DescribeLogDirs
-                    for broker_id, usage in volume.snapshots.items():
-                        (reading,) = usage.nearest  # one log dir per broker
-                        assert reading.name == str(cluster.nodes[broker_id - 1].data_dir)
-                        assert reading.capacity == total
-                        assert abs((reading.capacity - reading.consumed) - usable) < 0.01 * total
-                    assert volume.state.factor == pytest.approx(0.5, abs=0.1)
+                for proxy in proxies:  # as /metrics shows each sidecar's view of the cluster
+                    assert proxy.scraped("kafka_quota_proxy_volume_missing_data") == {}  # no live broker without data
+                    ages = proxy.scraped("kafka_quota_proxy_volume_snapshot_age_seconds")
+                    assert {int(dict(labels)["broker"]) for labels in ages} == node_ids  # every one answered
+                    assert proxy.metric("kafka_quota_proxy_volume_volumes") == len(node_ids)  # one log dir each
+                    used = proxy.scraped("kafka_quota_proxy_volume_used_bytes")
+                    free = proxy.scraped("kafka_quota_proxy_volume_free_bytes")
+                    assert {(int(dict(labels)["broker"]), dict(labels)["volume"]) for labels in free} == {
+                        (node.node_id, str(node.data_dir)) for node in cluster.nodes}
+                    for labels, free_bytes in free.items():
+                        assert used[labels] + free_bytes == total
+                        assert abs(free_bytes - usable) < 0.01 * total
+                    assert proxy.metric("kafka_quota_proxy_volume_factor") == pytest.approx(0.5, abs=0.1)
                 producer.start()
                 wait_until(lambda: producer.acked, 30, "the first acknowledgement")
                 time.sleep(5)  # measured: the acknowledgements of these 5 s

@@ -94,19 +94,16 @@ class Target:
 
     def total(self, quota: str) -> float:
         name, labels = THROTTLES[quota]
-        return sum(p.call(_sum_samples(p.app, name, labels)) for p in self.proxies)
+        return sum(_sum_samples(p, name, labels) for p in self.proxies)
 
     def throttles(self) -> dict[str, float]:
         return {quota: self.total(quota) for quota in THROTTLES}
 
 
-async def _sum_samples(app, name: str, labels: dict) -> float:
-    total = 0.0
-    for family in app.metrics.registry.collect():
-        for sample in family.samples:
-            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                total += sample.value
-    return total
+def _sum_samples(proxy, name: str, labels: dict) -> float:
+    """The sum of the samples of ``name`` on the proxy's /metrics whose labels include ``labels``."""
+    return sum(value for tags, value in proxy.scraped(name).items()
+               if all(dict(tags).get(k) == v for k, v in labels.items()))
 
 
 @pytest.fixture(scope="module", params=TARGETS)
