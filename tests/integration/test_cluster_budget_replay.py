@@ -80,7 +80,7 @@ def test_a_follower_reading_the_topic_again_leaves_the_tenant_its_budget():
         read = one.metric(RECORDS, direction="received") + one.metric(RECORDS, direction="duplicate")
         own = one.metric(RECORDS, direction="skipped")
         sent = one.metric(RECORDS, direction="sent")
-        follower = one.app.cluster_usage
+        follower = one.app.cluster_usage  # driven, not read: the follower restarts as after a crash, the sidecar on
         follower.leave_on_stop = False  # no tombstone: the same sidecar goes on
         one.call(follower.stop())
         one.call(follower.start())
