@@ -1,22 +1,33 @@
-"""Splitting a byte stream into Kafka frames, without I/O and without copying frame bodies.
+"""Splitting a byte stream into Kafka frames, without I/O and without copying frame bodies: a pull parser.
 
-A :class:`FrameSplitter` is fed chunks as the socket delivers them. At the start of each frame it parses a
-prefix (the size and header) and asks its handler what to do with the frame:
+A :class:`FrameSplitter` is given the bytes a read brought (:meth:`FrameSplitter.receive`) and hands out what they
+hold one event at a time (:meth:`FrameSplitter.next_event`, as h11's ``next_event()``); the caller acts on each
+event before it pulls the next, so nothing is called back from inside the parser. The events are constants (no
+object is made per event); what goes with one is on the splitter: :attr:`~FrameSplitter.header` (the current
+frame's, from ``HEADER`` to ``END``) and :attr:`~FrameSplitter.value` (a segment's bytes, a whole frame).
 
-- ``STREAM``: hand every byte of the frame on as memoryview slices of the chunks it arrives in. Only a
-  prefix that straddles two chunks is copied (it is a few dozen bytes). The caller may also move the rest of a
-  streamed frame itself and say so with :meth:`FrameSplitter.passed` (the socket code splices it in the kernel).
-- ``BUFFER``: collect the whole frame and deliver it once, for APIs the proxy decodes or rewrites.
-- ``DROP``: discard the frame (a response to an ``acks=0`` Produce that should never have been sent).
-- ``STOP``: stop splitting; the rest of the chunk and everything after is ignored.
+- ``BOUNDARY`` (a splitter made with ``gated=True`` only): the next frame's first byte is here. The caller decides
+  whether it starts: pull again to start it, or take the bytes back with :meth:`FrameSplitter.take_rest` (the
+  connection pauses at this boundary and holds them back until it reads on).
+- ``HEADER``: the frame's prefix (its size and header) is parsed. The caller must say what to do with the frame,
+  :meth:`FrameSplitter.act`, before pulling again:
 
-An optional gate is asked ``start_frame()`` before each frame's first byte is taken: False stops the splitter at
-that boundary (and :meth:`FrameSplitter.feed` returns how much it consumed), True means the frame has started. Handlers implement ``on_header(header) -> Action``,
-``on_segment(view)``, ``on_frame(header, frame)`` and ``on_frame_end(header)``. The splitter raises
-:class:`ProtocolError` for bytes that cannot be a frame.
+  - ``STREAM``: every byte of the frame comes out as ``SEGMENT`` events, memoryview slices of the chunks it arrives
+    in, the last as ``LAST_SEGMENT`` (the frame ends with it). Only a prefix that straddles two chunks is copied
+    (it is a few dozen bytes). The caller may also move the rest of a streamed frame itself and say so with
+    :meth:`FrameSplitter.passed` (the socket code splices it in the kernel); ``END`` follows its last byte.
+  - ``BUFFER``: the whole frame is collected and comes out once, as a ``FRAME`` event (a bytearray the caller may
+    keep; the frame ends with it), for APIs the proxy decodes or rewrites.
+  - ``DROP``: the frame is discarded (a response to an ``acks=0`` Produce that should never have been sent); ``END``
+    follows its last byte.
+  - ``STOP``: stop splitting; everything received and to come is ignored.
+- ``NEED_DATA``: everything received is used; :meth:`FrameSplitter.receive` the next chunk.
 
-A header that straddles chunks is gathered in steps that double, so parsing it costs time linear in its size
-however it is cut.
+So every frame ends with exactly one of ``LAST_SEGMENT``, ``FRAME`` or ``END`` (one event, not two, on the hot
+path).
+
+Bytes that cannot be a frame raise :class:`ProtocolError`. A header that straddles chunks is gathered in steps
+that double, so parsing it costs time linear in its size however it is cut.
 """
 
 from __future__ import annotations
@@ -24,7 +35,7 @@ from __future__ import annotations
 import enum
 import struct
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from proxy.codec.errors import ProtocolError
 from proxy.codec.header import Incomplete
@@ -43,35 +54,60 @@ class Action(enum.Enum):
 STREAM, BUFFER, DROP, STOP = Action.STREAM, Action.BUFFER, Action.DROP, Action.STOP
 
 
-class FrameGate(Protocol):
-    def start_frame(self) -> bool: ...
+class Event(enum.Enum):
+    NEED_DATA = "need data"
+    BOUNDARY = "boundary"
+    HEADER = "header"
+    SEGMENT = "segment"
+    LAST_SEGMENT = "last segment"
+    FRAME = "frame"
+    END = "end"
 
 
-class FrameHandler(Protocol):
-    def on_header(self, header: Any) -> Action: ...
+NEED_DATA, BOUNDARY, HEADER, SEGMENT, LAST_SEGMENT, FRAME, END = (
+    Event.NEED_DATA, Event.BOUNDARY, Event.HEADER, Event.SEGMENT, Event.LAST_SEGMENT, Event.FRAME, Event.END)
 
-    def on_segment(self, view: memoryview | bytearray) -> None: ...
 
-    def on_frame(self, header: Any, frame: bytearray) -> None: ...
+class SplitterError(RuntimeError):
+    """The caller broke the splitter's protocol (pulled before acting on a header, received before the last chunk
+    was used): a bug in the caller, never a peer's doing."""
 
-    def on_frame_end(self, header: Any) -> None: ...
+
+# Where the splitter is (plain ints: compared on every pull).
+_IDLE = 0  # at a frame boundary (the next frame not started)
+_PREFIX = 1  # a frame started whose prefix straddles chunks: gathering it
+_ACTING = 2  # HEADER handed out: waiting for act()
+_HEAD = 3  # STREAM of a straddling prefix: the prefix is the next SEGMENT
+_BODY = 4  # in the frame, bytes of it to come
+_WHOLE = 5  # a BUFFER frame complete: FRAME is next
+_END = 6  # the frame's last byte has passed (passed()): END is next
+_STOPPED = 7
 
 
 class FrameSplitter:
     """Incremental frame splitter for one direction of one connection."""
 
-    __slots__ = ("_parse", "_handler", "_gate", "_pending", "_remaining", "_action", "_header", "stopped", "_parse_at")
+    __slots__ = ("_parse", "_gated", "_data", "_pos", "_n", "_pending", "_remaining", "_action", "header", "value",
+                 "_state", "_allowed", "_parse_at")
 
-    def __init__(self, parse_prefix: Callable[[Any], Any], handler: FrameHandler, gate: FrameGate | None = None) -> None:
+    def __init__(self, parse_prefix: Callable[[Any], Any], *, gated: bool = False) -> None:
         self._parse = parse_prefix
-        self._handler = handler
-        self._gate = gate
+        self._gated = gated  # hand out BOUNDARY before each frame: the caller decides whether it starts
+        self._data: memoryview = memoryview(b"")  # the chunk received last
+        self._pos = 0  # how far into it the splitter is
+        self._n = 0  # its length
         self._pending = bytearray()  # prefix straddling chunks, or a whole BUFFER frame
         self._remaining = 0  # bytes of the current frame not yet seen
         self._action = STREAM
-        self._header: Any = None
-        self.stopped = False
+        self.header: Any = None  # the current frame's header (from HEADER to END)
+        self.value: Any = None  # what the last SEGMENT or FRAME event handed out
+        self._state = _IDLE
+        self._allowed = False  # BOUNDARY was handed out and the caller pulled again: the frame starts
         self._parse_at = 0  # a straddling prefix is parsed again only once it has this many bytes
+
+    @property
+    def stopped(self) -> bool:
+        return self._state == _STOPPED
 
     @property
     def remaining(self) -> int:
@@ -80,109 +116,181 @@ class FrameSplitter:
 
     @property
     def at_frame_boundary(self) -> bool:
-        return not self._remaining and not self._pending
+        return self._state == _IDLE
 
     @property
     def streaming(self) -> int:
-        """Bytes of the current ``STREAM`` frame not yet seen (0 at a boundary, or for a frame not streamed): what
-        the caller may pass on by other means and report with :meth:`passed`."""
-        return self._remaining if self._action is STREAM and not self.stopped else 0
+        """Bytes of the current ``STREAM`` frame not yet seen, once every byte received has been handed out (0
+        otherwise, at a boundary, or for a frame not streamed): what the caller may pass on by other means and
+        report with :meth:`passed`."""
+        if self._state == _BODY and self._action is STREAM and self._pos == self._n:
+            return self._remaining
+        return 0
 
     def passed(self, nbytes: int) -> None:
-        """``nbytes`` of the current ``STREAM`` frame went to their destination without being fed here (the caller
-        moved them between the sockets itself); the frame ends, as if fed, when its last byte has passed."""
+        """``nbytes`` of the current ``STREAM`` frame went to their destination without being received here (the
+        caller moved them between the sockets itself); once its last byte has passed, ``END`` is next."""
         if nbytes < 0 or nbytes > self.streaming:
             raise ProtocolError(f"{nbytes} bytes passed with {self.streaming} of a streamed frame to come")
         if not nbytes:
             return
         self._remaining -= nbytes
         if not self._remaining:
-            self._finish_frame()
+            self._state = _END
 
     def close(self) -> None:
-        """Drop the handler (and the cycle it makes with it) and anything pending: nothing more is split."""
-        self.stopped = True
-        self._handler = self._gate = None
+        """Nothing more is split; anything pending is dropped."""
+        self._state = _STOPPED
         self._pending = bytearray()
+        self._data = memoryview(b"")
+        self._pos = self._n = 0
+        self.header = self.value = None
 
-    def feed(self, data: memoryview) -> int:
-        """Split ``data``; return how many bytes were consumed. Fewer than ``len(data)`` only when the handler
-        gate paused at a boundary or the splitter stopped; the caller keeps the rest."""
-        if self.stopped:
-            return len(data)
-        pos = 0
-        n = len(data)
-        handler = self._handler
-        gate = self._gate
-        while pos < n:
-            remaining = self._remaining
-            if remaining:
-                end = pos + remaining if remaining < n - pos else n
-                action = self._action
-                if action is STREAM:
-                    handler.on_segment(data[pos:end])
-                elif action is BUFFER:
-                    self._pending += data[pos:end]
-                self._remaining = remaining - (end - pos)
-                pos = end
-                if not self._remaining:
-                    self._finish_frame()
-                    if self.stopped:
-                        return n
-                continue
-            if gate is not None and not self._pending and not gate.start_frame():
-                return pos
-            pos = self._start_frame(data, pos, n)
-            if self.stopped:
-                return n
-        return pos
+    def receive(self, data: memoryview) -> None:
+        """The next chunk: pull its events with :meth:`next_event` until ``NEED_DATA``."""
+        if self._pos < self._n:
+            raise SplitterError("bytes received before the last chunk was used")
+        if self._state == _STOPPED:
+            return
+        self._data = data
+        self._pos = 0
+        self._n = len(data)
 
-    def _start_frame(self, data: memoryview, pos: int, n: int) -> int:
-        """Parse the prefix of the frame starting at ``pos``; return the position to continue from."""
-        pending = self._pending
-        if pending:
-            take = self._prefix_room(pending, n - pos)
-            pending += data[pos : pos + take]
-            pos += take
-            if len(pending) < self._parse_at and not self._whole_frame(pending):
-                return pos  # not parsed again until it has doubled: linear in the header's size
-            buf = pending
-        else:
-            buf = data[pos:]
-        try:
-            header = self._parse(buf)
-        except Incomplete:
-            if buf is not pending:
-                # Everything available was tried: keep it all (up to the frame's end) and wait for more.
-                take = n - pos
-                if take >= 4:
-                    take = min(take, _INT32.unpack_from(data, pos)[0] + 4)
-                pending += data[pos : pos + take]
-                pos += take
-            if self._whole_frame(pending):
-                raise ProtocolError("frame ends inside its header") from None
-            self._parse_at = 2 * len(pending)
-            return pos
-        self._parse_at = 0
-        action = self._handler.on_header(header)
+    def take_rest(self) -> memoryview:
+        """At a ``BOUNDARY``: the bytes received and not split, given back (the caller holds them); ``NEED_DATA``
+        is next."""
+        if self._state != _IDLE:
+            raise SplitterError("bytes taken back in the middle of a frame")
+        rest = self._data[self._pos:]
+        self._pos = self._n
+        self._allowed = False
+        return rest
+
+    def act(self, action: Action) -> None:
+        """What to do with the frame whose ``HEADER`` was just handed out."""
+        if self._state != _ACTING:
+            raise SplitterError("an action given with no header waiting for one")
         if action is STOP:
-            self.stopped = True
-            return n
-        self._header = header
+            self.close()
+            return
         self._action = action
-        length = header.frame_length
-        if buf is pending:
-            self._remaining = length - len(pending)
+        length = self.header.frame_length
+        pending = self._pending
+        if pending:  # the prefix straddled chunks: those bytes are here, not in the chunk
+            self._remaining = remaining = length - len(pending)
             if action is STREAM:
                 self._pending = bytearray()
-                self._handler.on_segment(pending)
-            elif action is DROP:
+                self.value = pending
+                self._state = _HEAD
+                return
+            if action is DROP:
                 pending.clear()
         else:
-            self._remaining = length
-        if not self._remaining:
-            self._finish_frame()
-        return pos
+            self._remaining = remaining = length
+        self._state = _BODY if remaining else _WHOLE if action is BUFFER else _END
+
+    def next_event(self) -> Event:
+        """The next event of what was received (module doc)."""
+        state = self._state
+        if state == _BODY:
+            pos = self._pos
+            n = self._n
+            if pos == n:
+                return NEED_DATA
+            remaining = self._remaining
+            end = pos + remaining if remaining < n - pos else n
+            self._pos = end
+            self._remaining = remaining = remaining - (end - pos)
+            action = self._action
+            if action is STREAM:
+                self.value = self._data[pos:end]
+                if remaining:
+                    return SEGMENT
+                self._state = _IDLE
+                return LAST_SEGMENT
+            if remaining:
+                if action is BUFFER:
+                    self._pending += self._data[pos:end]
+                return NEED_DATA  # the whole chunk was this frame's
+            self._state = _IDLE
+            if action is BUFFER:
+                self._pending += self._data[pos:end]
+                return self._whole()
+            return END
+        if state == _IDLE:
+            if self._pos == self._n:
+                return NEED_DATA
+            if self._gated and not self._allowed:
+                self._allowed = True
+                return BOUNDARY
+            self._allowed = False
+            try:  # the common case, the whole prefix in this chunk, inline; a straddling one in _straddled
+                header = self._parse(self._data[self._pos:])
+            except Incomplete:
+                self.header = None
+                return self._straddled()
+            self.header = header
+            self._state = _ACTING
+            return HEADER
+        if state == _END:
+            self._state = _IDLE
+            return END
+        if state == _HEAD:
+            if self._remaining:
+                self._state = _BODY
+                return SEGMENT
+            self._state = _IDLE
+            return LAST_SEGMENT
+        if state == _WHOLE:
+            self._state = _IDLE
+            return self._whole()
+        if state == _PREFIX:
+            return self._straddled()
+        if state == _ACTING:
+            raise SplitterError("pulled again before the header was acted on")
+        return NEED_DATA  # stopped
+
+    def _whole(self) -> Event:
+        self.value = self._pending
+        self._pending = bytearray()
+        return FRAME
+
+    def _straddled(self) -> Event:
+        """The prefix of the frame starting here did not parse from what this chunk holds: gather it across chunks
+        (parsed again only each time it has doubled: linear in the header's size); HEADER once it parses."""
+        data, pos, n = self._data, self._pos, self._n
+        pending = self._pending
+        if not pending:  # everything available was tried: keep it all (up to the frame's end) and wait for more
+            take = n - pos
+            if take >= 4:
+                take = min(take, _INT32.unpack_from(data, pos)[0] + 4)
+            pending += data[pos:pos + take]
+            pos += take
+            if self._whole_frame(pending):
+                raise ProtocolError("frame ends inside its header")
+            self._parse_at = 2 * len(pending)
+        while True:
+            if pos == n:
+                self._pos = pos
+                self._state = _PREFIX
+                return NEED_DATA
+            take = self._prefix_room(pending, n - pos)
+            pending += data[pos:pos + take]
+            pos += take
+            if len(pending) < self._parse_at and not self._whole_frame(pending):
+                continue
+            try:
+                header = self._parse(pending)
+            except Incomplete:
+                if self._whole_frame(pending):
+                    raise ProtocolError("frame ends inside its header") from None
+                self._parse_at = 2 * len(pending)
+                continue
+            self._parse_at = 0
+            self._pos = pos
+            self.header = header
+            self._state = _ACTING
+            return HEADER
 
     @staticmethod
     def _whole_frame(pending: bytearray) -> bool:
@@ -197,15 +305,3 @@ class FrameSplitter:
         size = _INT32.unpack_from(pending, 0)[0]
         # Doubling steps: a header of n bytes is parsed O(log n) times over at most 2n bytes, linear in total.
         return max(0, min(size + 4 - have, available, max(_PREFIX_STEP, have)))
-
-    def _finish_frame(self) -> None:
-        header = self._header
-        action = self._action
-        self._header = None
-        if action is BUFFER:
-            frame = self._pending
-            self._pending = bytearray()
-            self._handler.on_frame(header, frame)
-        elif action is DROP:
-            self._pending.clear()
-        self._handler.on_frame_end(header)

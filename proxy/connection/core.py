@@ -1,10 +1,19 @@
-"""One proxied connection without its sockets: the flow, both frame splitters and both paths, wired together.
+"""One proxied connection without its sockets: the flow, both frame splitters and both paths, driven by one loop.
 
 Bytes and events go in (:meth:`ConnectionCore.client_bytes`, :meth:`ConnectionCore.broker_bytes`, back-pressure,
 drain, time); bytes come out through the two write callables, and :meth:`ConnectionCore.step` says what the
 socket code must apply: read the client or not, read the broker or not, when to call back, whether the
-connection has drained. :mod:`proxy.connection.client_socket` is the shell that does that with real transports; tests drive this
-class directly on bytes with a fake clock.
+connection has drained. :mod:`proxy.connection.client_socket` is the shell that does that with real transports;
+tests drive this class directly on bytes with a fake clock.
+
+The core pulls (h11's ``next_event()``): it hands each side's bytes to that side's
+:class:`~proxy.codec.frame.FrameSplitter` and takes the events out one by one, acting on each before the next.
+At a request frame boundary it asks the :class:`~proxy.connection.flow.Flow` whether the frame may start; if not,
+the rest of the read is held back in the flow and replayed by :meth:`ConnectionCore.step`. A header goes to the
+side's path (:class:`~proxy.connection.request_path.RequestPath`,
+:class:`~proxy.connection.response_path.ResponsePath`), whose answer (stream, buffer, drop) the core gives the
+splitter; a streamed segment the core writes on itself; a buffered frame and a frame's end go to the path. The
+splitter never calls anything, so nothing is planned, recorded or written from inside the parser.
 """
 
 from __future__ import annotations
@@ -13,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from proxy.apis import ConnectionScope, plan_request
-from proxy.codec.frame import FrameSplitter
+from proxy.codec.frame import BOUNDARY, FRAME, HEADER, LAST_SEGMENT, NEED_DATA, SEGMENT, FrameSplitter
 from proxy.codec.header import MAX_HEADER_BYTES, parse_raw_sasl_request, parse_raw_sasl_response, parse_response_prefix
 from proxy.codec.produce_prefix import parse_request_prefix
 from proxy.connection.flow import Flow
@@ -39,13 +48,16 @@ def usage_recorder(scope: ConnectionScope | None, session: Session):
 
 
 class ConnectionCore:
-    __slots__ = ("flow", "requests", "responses", "_request_splitter", "_response_splitter")
+    __slots__ = ("flow", "requests", "responses", "_request_splitter", "_response_splitter", "_write_client",
+                 "_write_broker")
 
     def __init__(self, scope: ConnectionScope, session: Session, *, max_request_bytes: int, max_response_bytes: int,
                  max_inflight: int, write_client: Callable[[object], None], write_broker: Callable[[object], None],
                  clock: Callable[[], int], api_metrics: Callable[[int], object], planner=plan_request,
                  spawn=None, max_header_bytes: int = MAX_HEADER_BYTES, response_timeout_ns: int = 0,
                  idle_timeout_ns: int = 0) -> None:
+        self._write_client = write_client
+        self._write_broker = write_broker
         self.flow = Flow(max_inflight, response_timeout_ns, idle_timeout_ns)
         self.flow.start_timeouts(clock())  # the idle timeout runs from the connection's start
         usage = usage_recorder(scope, session)
@@ -73,8 +85,8 @@ class ConnectionCore:
                 return parse_raw_sasl_response(buf, max_response_bytes)
             return parse_response_prefix(buf, max_response_bytes)
 
-        self._request_splitter = FrameSplitter(parse_request, self.requests, gate=self.flow)
-        self._response_splitter = FrameSplitter(parse_response, self.responses)
+        self._request_splitter = FrameSplitter(parse_request, gated=True)
+        self._response_splitter = FrameSplitter(parse_response)
 
     def read_size(self, available: int) -> int:
         """How much of a read buffer of ``available`` bytes the next client read may fill."""
@@ -107,22 +119,72 @@ class ConnectionCore:
         return self._response_splitter.remaining
 
     def requests_passed(self, nbytes: int) -> None:
-        """``nbytes`` of the streamed request frame reached the broker without being fed here."""
+        """``nbytes`` of the streamed request frame reached the broker without being read here."""
         self._request_splitter.passed(nbytes)
+        self._pull_requests()
 
     def responses_passed(self, nbytes: int) -> None:
-        """``nbytes`` of the streamed response reached the client without being fed here."""
+        """``nbytes`` of the streamed response reached the client without being read here."""
         self._response_splitter.passed(nbytes)
+        self._pull_responses()
 
     def client_bytes(self, data: memoryview) -> None:
         """Request bytes read from the client; raises ProtocolError for bytes that cannot be requests."""
-        used = self._request_splitter.feed(data)
-        if used < len(data):
-            self.flow.hold_back(data[used:])
+        self._request_splitter.receive(data)
+        rest = self._pull_requests()
+        if rest is not None:
+            self.flow.hold_back(rest)
 
     def broker_bytes(self, data: memoryview) -> None:
         """Response bytes read from the broker; raises ProtocolError for bytes that cannot be responses."""
-        self._response_splitter.feed(data)
+        self._response_splitter.receive(data)
+        self._pull_responses()
+
+    def _pull_requests(self) -> memoryview | None:
+        """Act on the request splitter's events until it needs data; return the bytes left at a boundary where the
+        flow paused (None if none)."""
+        splitter = self._request_splitter
+        requests = self.requests
+        while True:
+            event = splitter.next_event()
+            if event is LAST_SEGMENT:
+                self._write_broker(splitter.value)
+                requests.ended()
+            elif event is HEADER:
+                splitter.act(requests.header(splitter.header))
+            elif event is BOUNDARY:
+                if not self.flow.start_frame():
+                    return splitter.take_rest()
+            elif event is NEED_DATA:
+                return None
+            elif event is SEGMENT:
+                self._write_broker(splitter.value)
+            elif event is FRAME:
+                requests.frame(splitter.header, splitter.value)
+                requests.ended()
+            else:  # END
+                requests.ended()
+
+    def _pull_responses(self) -> None:
+        """Act on the response splitter's events until it needs data."""
+        splitter = self._response_splitter
+        responses = self.responses
+        while True:
+            event = splitter.next_event()
+            if event is LAST_SEGMENT:
+                self._write_client(splitter.value)
+                responses.ended()
+            elif event is HEADER:
+                splitter.act(responses.header(splitter.header))
+            elif event is NEED_DATA:
+                return
+            elif event is SEGMENT:
+                self._write_client(splitter.value)
+            elif event is FRAME:
+                responses.frame(splitter.header, splitter.value)
+                responses.ended()
+            else:  # END
+                responses.ended()
 
     def step(self, now: int) -> State:
         """After every event, and when the deadline comes: end an expired mute, decide the holds whose time has
@@ -138,7 +200,10 @@ class ConnectionCore:
         for hold in flow.holds_due(now):
             hold.due()
         while flow.read_ahead_due():
-            flow.consumed_read_ahead(self._request_splitter.feed(flow.take_read_ahead()))
+            held = flow.take_read_ahead()
+            self._request_splitter.receive(held)
+            rest = self._pull_requests()
+            flow.consumed_read_ahead(len(held) if rest is None else len(held) - len(rest))
         overdue = self._check_timeouts(now) if flow.timeouts_due(now) else None
         # Drained only between responses: one being received (streamed or spliced to the client, its request
         # already out of the in-flight queue) is finished first, not cut.
@@ -163,8 +228,8 @@ class ConnectionCore:
         return self.flow.overdue(now, self._waiting_since(), response_timeout, idle_timeout)
 
     def close(self) -> None:
-        """Nothing more is split; the references back to the socket code are dropped; what the plans of requests not
-        yet forwarded or answered reserved is released (a held producer id's token)."""
+        """Nothing more is split; what the plans of requests not yet forwarded or answered reserved is released (a
+        held producer id's token)."""
         self.requests.client_gone()
         self._request_splitter.close()
         self._response_splitter.close()

@@ -1,10 +1,12 @@
-"""The request path of one connection: client bytes in, the broker's requests out. No I/O.
+"""The request path of one connection: client requests in, the broker's requests out. No I/O.
 
-The frame splitter asks the :class:`~proxy.connection.flow.Flow` before each request frame's first byte, so a quota pause
-takes effect only at a frame boundary. At each header the API's
-handler plans (:mod:`proxy.apis`): stream the request to the broker as it arrives, answer it locally, or buffer it
-and decide on the whole body. Every request that will be answered is queued in flight at its header, so a local
-answer decided later keeps its place in the response order.
+The connection core (:mod:`proxy.connection.core`) pulls the client's bytes through a frame splitter; it asks the
+:class:`~proxy.connection.flow.Flow` before each request frame's first byte, so a quota pause takes effect only at
+a frame boundary, and calls this path's plain methods: :meth:`RequestPath.header` at each header, where the API's
+handler plans (:mod:`proxy.apis`): stream the request to the broker as it arrives (the core writes its segments),
+answer it locally, or buffer it and decide on the whole body (:meth:`RequestPath.frame`); then
+:meth:`RequestPath.ended`. Every request that will be answered is queued in flight at its header, so a local answer
+decided later keeps its place in the response order.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ _INT32 = struct.Struct(">i")
 
 
 class RequestPath:
-    """The frame handler of the client-to-broker direction."""
+    """The client-to-broker direction, called by the core for each request's header, whole frame and end."""
 
     __slots__ = ("_flow", "_scope", "_session", "_forward", "_responses", "_api_metrics", "_clock", "_plan", "_entry",
                  "_planner", "_usage", "_spawn", "_abandons", "_dropped", "_gone")
@@ -53,7 +55,8 @@ class RequestPath:
         self._dropped: set = set()
         self._gone = False  # the client closed: a request replayed from the read-ahead is not held any more
 
-    def on_header(self, header: RequestHeader) -> Action:
+    def header(self, header: RequestHeader) -> Action:
+        """A request's header: its plan says whether the frame streams, is buffered or dropped."""
         self._api_metrics(header.api_key).request(header.frame_length)
         if header.raw:  # a raw SASL token: read whole (it is small), then forwarded as it is
             return BUFFER
@@ -76,10 +79,7 @@ class RequestPath:
         self._plan = plan
         return plan.action
 
-    def on_segment(self, view) -> None:
-        self._forward(view)
-
-    def on_frame(self, header: RequestHeader, frame: bytearray) -> None:
+    def frame(self, header: RequestHeader, frame: bytearray) -> None:
         """A buffered request is complete: its plan decides the outcome."""
         if header.raw:
             self._session.sasl.raw_request(bytes(frame[4:]))
@@ -207,7 +207,8 @@ class RequestPath:
         for hold in self._flow.abandon_holds():
             hold.abandon()
 
-    def on_frame_end(self, header: RequestHeader) -> None:
+    def ended(self) -> None:
+        """The request frame's last byte is read (and forwarded, when streamed)."""
         flow = self._flow
         flow.frame_ended()
         if flow.inflight.probe_wanted:

@@ -1,6 +1,9 @@
-"""The response path of one connection: broker bytes in, the client's responses out, in request order. No I/O.
+"""The response path of one connection: the broker's responses, in request order, to the client. No I/O.
 
-Broker responses are split into frames and matched to their requests by correlation id (:mod:`proxy.connection.inflight`).
+The connection core (:mod:`proxy.connection.core`) pulls the broker's bytes through a frame splitter and calls
+this path's plain methods: :meth:`ResponsePath.header` at each response's header, :meth:`ResponsePath.frame` with
+a buffered response, :meth:`ResponsePath.ended` at its end; it writes a streamed response's segments to the client
+itself. Broker responses are matched to their requests by correlation id (:mod:`proxy.connection.inflight`).
 Most stream through untouched; those whose request plan asked for it are buffered whole (bounded by
 ``upstream.response.max.bytes``), decoded and rewritten, and carry the throttle of their request: merged into
 ``throttle_time_ms``, then acted on through the :class:`~proxy.connection.flow.Flow`: the response goes at once and the
@@ -26,7 +29,7 @@ _INT32 = struct.Struct(">i")
 
 
 class ResponsePath:
-    """The frame handler of the broker-to-client direction."""
+    """The broker-to-client direction, called by the core for each response's header, whole frame and end."""
 
     __slots__ = ("_flow", "_write", "_clock", "_api_metrics", "_current", "dropping_since_ns", "_usage", "_session")
 
@@ -47,14 +50,14 @@ class ResponsePath:
         return self._current
 
     def send(self, data) -> None:
-        """Every byte to the client goes through here."""
+        """Every whole frame to the client goes through here (the core writes streamed segments itself)."""
         self._write(data)
 
     def send_ready_local(self) -> None:
         """Answers the proxy made itself go out once every request before them has been answered, and never in the
         middle of a broker response being streamed to the client (its entry has left the queue at its header)."""
         if self._current is not None:
-            return  # on_frame_end sends them
+            return  # ended() sends them
         inflight = self._flow.inflight
         while (entry := inflight.pop_ready_local()) is not None:
             self.send(entry.local_response)
@@ -65,9 +68,9 @@ class ResponsePath:
             if entry.throttle is not None:
                 self._act(entry, None)
 
-    # -- frame handler ---------------------------------------------------------------------------------------
+    # -- called by the core as the broker's bytes are split ------------------------------------------------------
 
-    def on_header(self, header: ResponseHeader) -> Action:
+    def header(self, header: ResponseHeader) -> Action:
         if header.raw:  # a raw SASL token from the broker: it answers the client's raw token, no correlation id
             self._current = None
             return BUFFER
@@ -83,10 +86,7 @@ class ResponsePath:
         self._usage.response(entry.header, header.frame_length)
         return STREAM
 
-    def on_segment(self, view) -> None:
-        self.send(view)
-
-    def on_frame(self, header: ResponseHeader, frame: bytearray) -> None:
+    def frame(self, header: ResponseHeader, frame: bytearray) -> None:
         """A response the proxy decodes: rewritten, its throttle merged and acted on."""
         if header.raw:
             session = self._session
@@ -136,7 +136,7 @@ class ResponsePath:
         if frame is not None:
             self.send(frame)
 
-    def on_frame_end(self, header: ResponseHeader) -> None:
+    def ended(self) -> None:
         entry = self._current
         self.dropping_since_ns = 0
         if entry is not None:

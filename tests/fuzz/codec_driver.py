@@ -5,9 +5,10 @@ An input is ``selector (2 bytes) | chunk (1 byte) | payload``. The selector pick
 version) of the codec's tables; chunk 0 feeds the payload to the splitters whole, n > 0 in n-byte pieces. Each
 input goes through:
 
-1. the request splitter (``FrameSplitter`` + ``parse_request_prefix`` with producer ids asked for), with a gate
-   that refuses some boundaries (the caller resumes, as the proxy replays held bytes) and each frame streamed,
-   buffered, dropped or stopping the splitter depending on its correlation id; every buffered frame of a decoded
+1. the request splitter (``FrameSplitter`` + ``parse_request_prefix`` with producer ids asked for), its events
+   pulled by :func:`feed` as the connection core pulls them, with a gate that refuses some boundaries (the caller
+   resumes, as the proxy replays held bytes) and each frame streamed, buffered, dropped or stopping the splitter
+   depending on its correlation id; every buffered frame of a decoded
    API is decoded as the proxy would (``decode_request`` at the header's own version), then the decisions made on
    it checked;
 2. the response splitter (``parse_response_prefix``), each frame decoded as a response of the selected API version
@@ -37,7 +38,8 @@ from proxy.codec import messages as M
 from proxy.codec import schema
 from proxy.codec.apis import API_VERSIONS, FETCH, METADATA, PRODUCE
 from proxy.codec.errors import ProtocolError
-from proxy.codec.frame import BUFFER, DROP, STOP, STREAM, FrameSplitter
+from proxy.codec.frame import (BOUNDARY, BUFFER, DROP, END, FRAME, HEADER, LAST_SEGMENT, NEED_DATA, SEGMENT, STOP,
+                               STREAM, FrameSplitter)
 from proxy.codec.header import (
     Incomplete,
     parse_request_header,
@@ -128,13 +130,41 @@ class _Recorder:
         self.events.append(("end", header.correlation_id))
 
 
-def _feed(splitter: FrameSplitter, payload: bytes, chunk: int) -> None:
+def feed(splitter: FrameSplitter, data, handler, gate=None) -> int:
+    """Give ``data`` to ``splitter`` and pull its events as the connection core does, handing them to ``handler``
+    (``on_header(header) -> Action``, ``on_segment(view)``, ``on_frame(header, frame)``, ``on_frame_end(header)``);
+    at a boundary ``gate.start_frame()`` decides (no gate: every frame starts). Returns the bytes used: fewer than
+    ``len(data)`` when the gate refused a boundary."""
+    splitter.receive(data)
+    while True:
+        event = splitter.next_event()
+        if event is NEED_DATA:
+            return len(data)
+        if event is BOUNDARY:
+            if gate is not None and not gate.start_frame():
+                return len(data) - len(splitter.take_rest())
+        elif event is HEADER:
+            splitter.act(handler.on_header(splitter.header))
+        elif event is SEGMENT:
+            handler.on_segment(splitter.value)
+        elif event is LAST_SEGMENT:
+            handler.on_segment(splitter.value)
+            handler.on_frame_end(splitter.header)
+        elif event is FRAME:
+            handler.on_frame(splitter.header, splitter.value)
+            handler.on_frame_end(splitter.header)
+        else:
+            assert event is END, event
+            handler.on_frame_end(splitter.header)
+
+
+def _feed(splitter: FrameSplitter, payload: bytes, chunk: int, recorder) -> None:
     view = memoryview(payload)
     step = chunk or len(payload) or 1
     for start in range(0, len(payload), step):
         piece = view[start : start + step]
         while piece and not splitter.stopped:
-            used = splitter.feed(piece)
+            used = feed(splitter, piece, recorder, recorder)
             assert 0 <= used <= len(piece)
             piece = piece[used:]  # a refused boundary: the proxy replays the rest later, so do we
 
@@ -154,9 +184,9 @@ def _compare_chunkings(split, payload: bytes, chunk: int) -> None:
 
 def _split_requests(payload: bytes, chunk: int) -> tuple:
     recorder = _Recorder(_check_request)
-    splitter = FrameSplitter(lambda buf: parse_request_prefix(buf, MAX_FRAME, _ProducerIds), recorder, recorder)
+    splitter = FrameSplitter(lambda buf: parse_request_prefix(buf, MAX_FRAME, _ProducerIds), gated=True)
     try:
-        _feed(splitter, payload, chunk)
+        _feed(splitter, payload, chunk, recorder)
     except ProtocolError:
         return recorder.events, "error"
     return recorder.events, splitter.at_frame_boundary
@@ -164,9 +194,9 @@ def _split_requests(payload: bytes, chunk: int) -> tuple:
 
 def _split_responses(payload: bytes, chunk: int, api_key: int, version: int) -> tuple:
     recorder = _Recorder(lambda header, frame: _check_response_frame(api_key, version, frame))
-    splitter = FrameSplitter(lambda buf: parse_response_prefix(buf, MAX_FRAME), recorder, recorder)
+    splitter = FrameSplitter(lambda buf: parse_response_prefix(buf, MAX_FRAME), gated=True)
     try:
-        _feed(splitter, payload, chunk)
+        _feed(splitter, payload, chunk, recorder)
     except ProtocolError:
         return recorder.events, "error"
     return recorder.events, splitter.at_frame_boundary

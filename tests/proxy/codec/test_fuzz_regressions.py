@@ -10,7 +10,7 @@ import base64
 
 from proxy.codec.frame import BUFFER, FrameSplitter
 from proxy.codec.produce_prefix import parse_request_prefix
-from tests.fuzz.codec_driver import drive
+from tests.fuzz.codec_driver import drive, feed
 
 
 class _Frames:
@@ -43,8 +43,8 @@ def test_a_header_straddling_chunks_is_parsed_late_but_never_lost():
     payload = data[3:]
     complete = payload + bytes(4 + 31 - len(payload))  # the rest of the 31-byte frame
     frames = _Frames()
-    splitter = FrameSplitter(lambda buf: parse_request_prefix(buf, 1 << 20), frames)
+    splitter = FrameSplitter(lambda buf: parse_request_prefix(buf, 1 << 20))
     for start in range(0, len(complete), 7):
-        splitter.feed(memoryview(complete[start : start + 7]))
+        feed(splitter, memoryview(complete[start : start + 7]), frames)
     assert [(h.api_key, h.api_version, h.header_length) for h in frames.headers] == [(3, 1008, 18)]
     assert splitter.at_frame_boundary
