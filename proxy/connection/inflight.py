@@ -25,6 +25,7 @@ from typing import Any, Callable
 from proxy.codec.apis import API_VERSIONS
 from proxy.codec.errors import ProtocolError
 from proxy.codec.header import RequestHeader, encode_request_header, frame
+from proxy.connection.response_leg import NO_LEG, ResponseLeg
 
 _INT32_MIN = -(2**31)
 
@@ -36,26 +37,17 @@ class InFlight:
     header: RequestHeader
     received_ns: int  # when the request's header was read, for the latency histogram
     expects_response: bool
-    # Set for responses the proxy must decode and rewrite: called with the response body (after the header),
-    # returns the new body or None to keep the broker's.
-    rewrite: Callable[[memoryview], bytes | None] | None = None
-    # Set for responses the proxy reads to learn from (SASL outcomes, counts, producer ids): called with the broker's
-    # response body before any rewrite; changes nothing.
-    observe: Callable[[memoryview], None] | None = None
+    # What the response needs besides its bytes (decoded, observed, rewritten, charged, settled; or the proxy's
+    # own lookup's answer): NO_LEG streams it through untouched unless a throttle goes with it.
+    leg: ResponseLeg = NO_LEG
     # Set when the proxy answers the request itself: the whole response frame, sent in request order.
     local_response: bytes | None = None
-    # A quota throttle to merge into the response and act on (mute, or hold the response).
+    # A quota throttle to merge into the response and act on (mute after it): the flow's, decided with the request.
     throttle: Any = None
     # Set by the flow: the throttle was decided with the request (reading stays paused until the response is out).
     throttled: bool = False
-    # Decides a throttle from the size of the response the client gets (consumer byte rate).
-    record_response: Callable[[int], Any] | None = None
-    # Revises the throttle once the broker's answer has been observed (KIP-599 refunds); returns a Throttle.
-    settle: Callable[[Any], Any] | None = None
     # The proxy's own acks=0 probe: its response is dropped.
     probe: bool = False
-    # The proxy's own lookup made before deciding a request: called with the response body, never sent on.
-    lookup: Callable[[memoryview], None] | None = None
 
 
 class InFlightQueue:
@@ -94,20 +86,16 @@ class InFlightQueue:
                 return None
         return None
 
-    def add(self, header: RequestHeader, received_ns: int, plan: Any = None) -> InFlight | None:
-        """Queue a forwarded request; ``plan`` (a :class:`proxy.apis.Plan`) says what its response needs. Returns
-        the entry (None for an acks=0 request to a broker known not to answer it)."""
+    def add(self, header: RequestHeader, received_ns: int, leg: ResponseLeg = NO_LEG) -> InFlight | None:
+        """Queue a forwarded request; ``leg`` says what its response needs. Returns the entry (None for an acks=0
+        request to a broker known not to answer it)."""
         expects = header.expects_response
         if not expects:
             if self.broker_answers_acks0 is False:
                 return None
             if self.broker_answers_acks0 is None and not self._probe_sent:
                 self.probe_wanted = True
-        if plan is None:
-            entry = InFlight(header, received_ns, expects)
-        else:
-            entry = InFlight(header, received_ns, expects, plan.rewrite, plan.observe,
-                             record_response=plan.record_response)
+        entry = InFlight(header, received_ns, expects, leg)
         self._queue.append(entry)
         return entry
 
@@ -143,7 +131,7 @@ class InFlightQueue:
         if waiting is not None:
             self._queue.pop()
         header, head = self._own_header(api_key, api_version, PROBE_CLIENT_ID if client_id is None else client_id)
-        self._queue.append(InFlight(header, received_ns, True, lookup=answered))
+        self._queue.append(InFlight(header, received_ns, True, ResponseLeg(lookup=answered)))
         if waiting is not None:
             self._queue.append(waiting)
         return frame(head + body)

@@ -5,8 +5,9 @@ The connection core (:mod:`proxy.connection.core`) pulls the client's bytes thro
 a frame boundary, and calls this path's plain methods: :meth:`RequestPath.header` at each header, where the API's
 handler plans (:mod:`proxy.apis`): stream the request to the broker as it arrives (the core writes its segments),
 answer it locally, or buffer it and decide on the whole body (:meth:`RequestPath.frame`); then
-:meth:`RequestPath.ended`. Every request that will be answered is queued in flight at its header, so a local answer
-decided later keeps its place in the response order.
+:meth:`RequestPath.ended`. Every request that will be answered is queued in flight at its header with its response
+leg (:class:`~proxy.connection.response_leg.ResponseLeg`, from the plan; a forwarded outcome adds to it), so a
+local answer decided later keeps its place in the response order.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from proxy.codec.frame import BUFFER, STREAM, Action
 from proxy.codec.header import RequestHeader
 from proxy.connection.flow import Flow
 from proxy.connection.inflight import InFlight
+from proxy.connection.response_leg import ResponseLeg
 from proxy.connection.response_path import ResponsePath
 from proxy.ops.usage_log import NO_USAGE_RECORDER
 from proxy.session.session import Session
@@ -71,7 +73,7 @@ class RequestPath:
                 inflight.add_local(header, self._clock(), plan.local_response)
                 self._responses.send_ready_local()
             return plan.action
-        self._entry = inflight.add(header, self._clock(), plan)
+        self._entry = inflight.add(header, self._clock(), ResponseLeg.planned(plan))
         if plan.abandon is not None:
             self._abandons.add(plan.abandon)
         if plan.throttle is not None:
@@ -131,12 +133,7 @@ class RequestPath:
             frame = (_INT32.pack(header.header_length - 4 + len(outcome.body)) + bytes(frame[4:header.header_length])
                      + outcome.body)
         if entry is not None:
-            if outcome.rewrite is not None:
-                entry.rewrite = _then(entry.rewrite, outcome.rewrite)
-            if outcome.observe is not None:
-                entry.observe = _also(entry.observe, outcome.observe)
-            if outcome.settle is not None:
-                entry.settle = outcome.settle
+            entry.leg = entry.leg.then(ResponseLeg.forwarded(outcome))
         if outcome.throttle is not None:
             self._throttle(header, entry, outcome.throttle)
         self._forward(frame)
@@ -222,27 +219,3 @@ class RequestPath:
         if muted_ms:
             self._usage.throttled(header, throttle, muted_ms, now)
 
-
-def _then(first, second):
-    """Apply ``second`` to the body ``first`` produced (or to the broker's, when ``first`` keeps it)."""
-    if first is None:
-        return second
-
-    def both(body: memoryview) -> bytes | None:
-        rewritten = first(body)
-        again = second(body if rewritten is None else memoryview(rewritten))
-        return again if again is not None else rewritten
-
-    return both
-
-
-def _also(first, second):
-    """Both observers, in order, on the broker's body."""
-    if first is None:
-        return second
-
-    def both(body: memoryview) -> None:
-        first(body)
-        second(body)
-
-    return both

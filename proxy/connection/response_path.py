@@ -4,9 +4,10 @@ The connection core (:mod:`proxy.connection.core`) pulls the broker's bytes thro
 this path's plain methods: :meth:`ResponsePath.header` at each response's header, :meth:`ResponsePath.frame` with
 a buffered response, :meth:`ResponsePath.ended` at its end; it writes a streamed response's segments to the client
 itself. Broker responses are matched to their requests by correlation id (:mod:`proxy.connection.inflight`).
-Most stream through untouched; those whose request plan asked for it are buffered whole (bounded by
-``upstream.response.max.bytes``), decoded and rewritten, and carry the throttle of their request: merged into
-``throttle_time_ms``, then acted on through the :class:`~proxy.connection.flow.Flow`: the response goes at once and the
+Most stream through untouched; one whose request has a response leg
+(:class:`~proxy.connection.response_leg.ResponseLeg`) or a throttle is buffered whole (bounded by
+``upstream.response.max.bytes``) and its leg run (observed, rewritten, charged, its throttle settled), and carries
+the throttle of its request: merged into ``throttle_time_ms``, then acted on through the :class:`~proxy.connection.flow.Flow`: the response goes at once and the
 connection is muted after it, in every version, as Kafka's broker does. Answers the proxy makes itself go out once every request before
 them has been answered. A response to an ``acks=0`` Produce, or to the proxy's own probe, is dropped.
 """
@@ -22,8 +23,8 @@ from proxy.codec.header import ResponseHeader, response_header_length
 from proxy.codec.throttle import merge_throttle
 from proxy.connection.flow import Flow
 from proxy.connection.inflight import InFlight
+from proxy.connection.response_leg import NO_LEG
 from proxy.ops.usage_log import NO_USAGE_RECORDER
-from quota.primitives.decision import combined
 
 _INT32 = struct.Struct(">i")
 
@@ -79,15 +80,14 @@ class ResponsePath:
             self.dropping_since_ns = self._clock()  # the response timeout covers it to its last byte too
             return DROP
         self._current = entry
-        if entry.rewrite is not None or entry.observe is not None or entry.throttle is not None \
-                or entry.record_response is not None or entry.lookup is not None:
+        if entry.leg is not NO_LEG or entry.throttle is not None:
             return BUFFER
         self._api_metrics(entry.header.api_key).response(header.frame_length)
         self._usage.response(entry.header, header.frame_length)
         return STREAM
 
     def frame(self, header: ResponseHeader, frame: bytearray) -> None:
-        """A response the proxy decodes: rewritten, its throttle merged and acted on."""
+        """A buffered response: its request's leg run, its throttle merged and acted on."""
         if header.raw:
             session = self._session
             if session.sasl.raw_response(bytes(frame[4:])):
@@ -98,19 +98,14 @@ class ResponsePath:
         request = entry.header
         header_length = response_header_length(request.api_key, request.api_version, frame)
         original = memoryview(frame)[header_length:]
-        if entry.lookup is not None:  # the proxy's own question: the request waiting on it is decided now
-            entry.lookup(original)
+        leg = entry.leg
+        if leg.lookup is not None:  # the proxy's own question: the request waiting on it is decided now
+            leg.lookup(original)
             return
         try:
-            if entry.observe is not None:
-                entry.observe(original)
-            body = entry.rewrite(original) if entry.rewrite is not None else None
-            if entry.record_response is not None:  # recorded as the client will receive it (after any trimming)
-                entry.throttle = combined(entry.throttle, entry.record_response(
-                    len(frame) - 4 if body is None else header_length - 4 + len(body)))
-            if entry.settle is not None and entry.throttle is not None:  # from what the broker did
-                entry.throttle = entry.settle(entry.throttle)
-            throttle = entry.throttle
+            body, throttle = leg.run(original, lambda rewritten: len(frame) - 4 if rewritten is None
+                                     else header_length - 4 + len(rewritten), entry.throttle)
+            entry.throttle = throttle
             if throttle is not None:
                 merged = merge_throttle(request.api_key, request.api_version,
                                         original if body is None else body, throttle.throttle_time_ms)
@@ -141,7 +136,7 @@ class ResponsePath:
         self.dropping_since_ns = 0
         if entry is not None:
             self._current = None
-            if entry.lookup is not None:
+            if entry.leg.lookup is not None:
                 self.send_ready_local()  # the request decided on it may have been answered locally
                 return
             self._api_metrics(entry.header.api_key).latency((self._clock() - entry.received_ns) / 1e9)

@@ -1,0 +1,129 @@
+"""What the response to one forwarded request needs besides its bytes: its response leg, one named value.
+
+A request's plan (:class:`proxy.apis.Plan`, at its header) and its outcome (:class:`proxy.apis.ForwardRequest`,
+on its body) each say what the broker's answer must go through on its way back: observers that learn from it
+(SASL outcomes, partition counts, producer ids), rewrites (broker addresses, the items the proxy kept back), the
+consumer byte rate charged on the size the client gets, a settlement of the throttle from what the broker did
+(KIP-599 refunds). :class:`ResponseLeg` holds them; :meth:`ResponseLeg.then` is the one way two legs combine,
+so a stage added next month cannot be dropped by a copy. The response path runs a leg once, on the whole
+response (:meth:`ResponseLeg.run`); a response whose request has :data:`NO_LEG` and no throttle streams through.
+
+The proxy's own lookups (a Metadata request of its own, before a request is decided) have a leg too: ``lookup``
+takes the answer's body, which never goes to the client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from quota.primitives.decision import Decision, Throttle, combined, is_applied, longest
+
+Rewrite = Callable[[memoryview], "bytes | None"]
+Observe = Callable[[memoryview], None]
+Settle = Callable[[Throttle], Throttle]
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseLeg:
+    # reads the broker's response body (before any rewrite) to learn from it; changes nothing
+    observe: Observe | None = None
+    # returns the new response body, or None to keep the broker's
+    rewrite: Rewrite | None = None
+    # decides a throttle from the size of the response the client gets (consumer byte rate)
+    record_response: Callable[[int], Decision | None] | None = None
+    # revises the request's throttle once the broker's answer was observed and rewritten (KIP-599 refunds)
+    settle: Settle | None = None
+    # the proxy's own lookup: takes the answer's body; the answer never goes to the client
+    lookup: Callable[[memoryview], None] | None = None
+
+    @classmethod
+    def planned(cls, plan) -> "ResponseLeg":
+        """The leg a request's plan (:class:`proxy.apis.Plan`) asks for at its header."""
+        if plan.rewrite is None and plan.observe is None and plan.record_response is None:
+            return NO_LEG
+        return cls(observe=plan.observe, rewrite=plan.rewrite, record_response=plan.record_response)
+
+    @classmethod
+    def forwarded(cls, outcome) -> "ResponseLeg":
+        """The leg a forwarded outcome (:class:`proxy.apis.ForwardRequest`) adds once the body was decided."""
+        if outcome.rewrite is None and outcome.observe is None and outcome.settle is None:
+            return NO_LEG
+        return cls(observe=outcome.observe, rewrite=outcome.rewrite, settle=outcome.settle)
+
+    def then(self, more: "ResponseLeg") -> "ResponseLeg":
+        """This leg, then ``more``: observers both, in order, on the broker's body; ``more``'s rewrite applied to
+        what this one produced; both response records charged (the longest throttle wins); settlements in turn."""
+        if more is NO_LEG:
+            return self
+        if self is NO_LEG:
+            return more
+        if self.lookup is not None or more.lookup is not None:
+            raise ValueError("a lookup's leg does not combine")
+        return ResponseLeg(observe=_both(self.observe, more.observe), rewrite=_chained(self.rewrite, more.rewrite),
+                           record_response=_charged(self.record_response, more.record_response),
+                           settle=_settled(self.settle, more.settle))
+
+    def run(self, body: memoryview, size: Callable[[bytes | None], int],
+            throttle: Throttle | None) -> tuple[bytes | None, Throttle | None]:
+        """Run the leg on the broker's response ``body``: the new body (None: the broker's stays) and the throttle
+        the response carries, from the request's ``throttle`` so far; ``size(body)`` is the frame the client
+        gets. Raises ValueError when a rewritten message cannot be encoded."""
+        if self.observe is not None:
+            self.observe(body)
+        rewritten = self.rewrite(body) if self.rewrite is not None else None
+        if self.record_response is not None:  # charged as the client will receive it (after any trimming)
+            throttle = combined(throttle, self.record_response(size(rewritten)))
+        if self.settle is not None and throttle is not None:  # from what the broker did
+            throttle = self.settle(throttle)
+        return rewritten, throttle
+
+
+NO_LEG = ResponseLeg()
+
+
+def _both(first: Observe | None, second: Observe | None) -> Observe | None:
+    if first is None or second is None:
+        return first or second
+
+    def both(body: memoryview) -> None:
+        first(body)
+        second(body)
+
+    return both
+
+
+def _chained(first: Rewrite | None, second: Rewrite | None) -> Rewrite | None:
+    """``second`` applied to the body ``first`` produced (or to the broker's, when ``first`` keeps it)."""
+    if first is None or second is None:
+        return first or second
+
+    def chained(body: memoryview) -> bytes | None:
+        rewritten = first(body)
+        again = second(body if rewritten is None else memoryview(rewritten))
+        return again if again is not None else rewritten
+
+    return chained
+
+
+def _charged(first, second):
+    if first is None or second is None:
+        return first or second
+
+    def charged(nbytes: int) -> Decision:
+        a, b = first(nbytes), second(nbytes)
+        if not is_applied(a):
+            return b
+        return a if not is_applied(b) else longest(a, b)
+
+    return charged
+
+
+def _settled(first: Settle | None, second: Settle | None) -> Settle | None:
+    if first is None or second is None:
+        return first or second
+
+    def settled(throttle: Throttle) -> Throttle:
+        return second(first(throttle))
+
+    return settled

@@ -1,0 +1,49 @@
+"""The response leg (proxy.connection.response_leg): what a forwarded request's response goes through, combined
+in one place so that no stage is dropped."""
+
+import dataclasses
+
+import pytest
+
+from proxy.apis import PASS, ForwardRequest, Plan
+from proxy.connection.response_leg import NO_LEG, ResponseLeg
+from quota.primitives.decision import FORWARD, Throttle
+
+
+def test_a_plan_and_its_outcome_combine_with_every_stage_kept():
+    calls = []
+    plan = Plan(observe=lambda body: calls.append(("plan observes", bytes(body))),
+                rewrite=lambda body: bytes(body) + b"+plan",
+                record_response=lambda n: calls.append(("charged", n)) or Throttle(30, 30))
+    outcome = ForwardRequest(observe=lambda body: calls.append(("outcome observes", bytes(body))),
+                             rewrite=lambda body: bytes(body) + b"+outcome",
+                             settle=lambda t: calls.append(("settled", t.throttle_time_ms)) or Throttle(10, 10))
+    leg = ResponseLeg.planned(plan).then(ResponseLeg.forwarded(outcome))
+    assert all(getattr(leg, f.name) is not None for f in dataclasses.fields(leg) if f.name != "lookup"), leg
+    body, throttle = leg.run(memoryview(b"broker"), lambda rewritten: len(rewritten), Throttle(20, 20))
+    assert body == b"broker+plan+outcome"  # the outcome's rewrite applies to what the plan's produced
+    assert calls == [("plan observes", b"broker"), ("outcome observes", b"broker"),  # both see the broker's body
+                     ("charged", len(b"broker+plan+outcome")),  # as the client gets it
+                     ("settled", 30)]  # the longest of the request's and the charge's, then settled
+    assert throttle == Throttle(10, 10)
+
+
+def test_no_leg_is_the_identity_and_what_nothing_needs():
+    assert ResponseLeg.planned(PASS) is NO_LEG and ResponseLeg.forwarded(ForwardRequest()) is NO_LEG
+    leg = ResponseLeg(observe=lambda body: None)
+    assert leg.then(NO_LEG) is leg and NO_LEG.then(leg) is leg
+    assert NO_LEG.run(memoryview(b"x"), len, None) == (None, None)
+
+
+def test_two_response_charges_both_count_and_the_longest_throttle_wins():
+    first = ResponseLeg(record_response=lambda n: Throttle(5, 5))
+    second = ResponseLeg(record_response=lambda n: FORWARD)
+    third = ResponseLeg(record_response=lambda n: Throttle(7, 3))
+    assert first.then(second).record_response(1) == Throttle(5, 5)
+    assert second.then(first).record_response(1) == Throttle(5, 5)
+    assert first.then(third).record_response(1) == Throttle(7, 5)
+
+
+def test_a_lookup_leg_does_not_combine():
+    with pytest.raises(ValueError):
+        ResponseLeg(lookup=lambda body: None).then(ResponseLeg(observe=lambda body: None))
