@@ -132,6 +132,7 @@ FLEXIBLE_SINCE: dict[int, int | None] = {a.key: a.flexible_since for a in _APIS}
 
 PRODUCE = 0
 FETCH = 1
+LIST_OFFSETS = 2
 METADATA = 3
 CONTROLLED_SHUTDOWN = 7
 FIND_COORDINATOR = 10

@@ -1,15 +1,22 @@
 """The response path of one connection: the broker's responses, in request order, to the client. No I/O.
 
 The connection core (:mod:`proxy.connection.core`) pulls the broker's bytes through a frame splitter and calls
-this path's plain methods: :meth:`ResponsePath.header` at each response's header, :meth:`ResponsePath.frame` with
-a buffered response, :meth:`ResponsePath.ended` at its end; it writes a streamed response's segments to the client
-itself. Broker responses are matched to their requests by correlation id (:mod:`proxy.connection.inflight`).
-Most stream through untouched; one whose request has a response leg
+this path's plain methods: :meth:`ResponsePath.header` at each response's header (matched to its request by
+correlation id, :mod:`proxy.connection.inflight`; the answer says whether to stream, buffer or drop it),
+:meth:`ResponsePath.frame` with a buffered response, :meth:`ResponsePath.ended` at its end. The core writes a
+streamed response's segments to the client itself.
+
+Most responses stream through untouched. One whose request has a response leg
 (:class:`~proxy.connection.response_leg.ResponseLeg`) or a throttle is buffered whole (bounded by
-``upstream.response.max.bytes``) and its leg run (observed, rewritten, charged, its throttle settled), and carries
-the throttle of its request: merged into ``throttle_time_ms``, then acted on through the :class:`~proxy.connection.flow.Flow`: the response goes at once and the
-connection is muted after it, in every version, as Kafka's broker does. Answers the proxy makes itself go out once every request before
-them has been answered. A response to an ``acks=0`` Produce, or to the proxy's own probe, is dropped.
+``upstream.response.max.bytes``) and its leg run: observed, rewritten, charged to the consumer byte rate, its
+throttle settled; the throttle is merged into ``throttle_time_ms`` and acted on through the
+:class:`~proxy.connection.flow.Flow`: the response goes at once and the connection is muted after it, in every
+version, as Kafka's broker does. Answers the proxy makes itself go out once every request before them has been
+answered. A response to an ``acks=0`` Produce, to the proxy's own probe or to its own lookup reaches no client.
+
+Every response the client gets is accounted once, by :meth:`ResponsePath._answered` (its bytes to the API's
+metrics and the usage log, its latency), when its last byte has been handed over: streamed, buffered or the
+proxy's own. A dropped response, or the answer to a lookup, is not a response to a client and is not counted.
 """
 
 from __future__ import annotations
@@ -32,7 +39,8 @@ _INT32 = struct.Struct(">i")
 class ResponsePath:
     """The broker-to-client direction, called by the core for each response's header, whole frame and end."""
 
-    __slots__ = ("_flow", "_write", "_clock", "_api_metrics", "_current", "dropping_since_ns", "_usage", "_session")
+    __slots__ = ("_flow", "_write", "_clock", "_api_metrics", "_current", "_sent", "dropping_since_ns", "_usage",
+                 "_session")
 
     def __init__(self, flow: Flow, write: Callable[[object], None], clock: Callable[[], int],
                  api_metrics: Callable[[int], object], usage=NO_USAGE_RECORDER, session=None) -> None:
@@ -43,6 +51,7 @@ class ResponsePath:
         self._clock = clock  # the connection's one clock (ns): latencies, mutes, held responses, timeouts
         self._api_metrics = api_metrics
         self._current: InFlight | None = None  # the request whose response is being received
+        self._sent = 0  # the size of the response frame being received, as the client gets it
         self.dropping_since_ns = 0  # a dropped response (acks=0, the probe) is arriving: since when (ns)
 
     @property
@@ -62,16 +71,22 @@ class ResponsePath:
         inflight = self._flow.inflight
         while (entry := inflight.pop_ready_local()) is not None:
             self.send(entry.local_response)
-            api = self._api_metrics(entry.header.api_key)
-            api.response(len(entry.local_response))
-            self._usage.response(entry.header, len(entry.local_response))
-            api.latency((self._clock() - entry.received_ns) / 1e9)
+            self._answered(entry, len(entry.local_response))
             if entry.throttle is not None:
                 self._act(entry, None)
+
+    def _answered(self, entry: InFlight, nbytes: int) -> None:
+        """The one place a response is accounted, once its ``nbytes`` are handed to the client: bytes to the API's
+        metrics and the usage log, latency from the request's header."""
+        api = self._api_metrics(entry.header.api_key)
+        api.response(nbytes)
+        self._usage.response(entry.header, nbytes)
+        api.latency((self._clock() - entry.received_ns) / 1e9)
 
     # -- called by the core as the broker's bytes are split ------------------------------------------------------
 
     def header(self, header: ResponseHeader) -> Action:
+        """A response's header: stream it, buffer it (its request's leg or throttle needs the whole), or drop it."""
         if header.raw:  # a raw SASL token from the broker: it answers the client's raw token, no correlation id
             self._current = None
             return BUFFER
@@ -82,8 +97,7 @@ class ResponsePath:
         self._current = entry
         if entry.leg is not NO_LEG or entry.throttle is not None:
             return BUFFER
-        self._api_metrics(entry.header.api_key).response(header.frame_length)
-        self._usage.response(entry.header, header.frame_length)
+        self._sent = header.frame_length
         return STREAM
 
     def frame(self, header: ResponseHeader, frame: bytearray) -> None:
@@ -114,8 +128,7 @@ class ResponsePath:
             raise ProtocolError(f"cannot rewrite {request.api_key} v{request.api_version} response: {exc}") from None
         if body is not None:
             frame = _INT32.pack(header_length - 4 + len(body)) + bytes(frame[4:header_length]) + body
-        self._api_metrics(request.api_key).response(len(frame))
-        self._usage.response(request, len(frame))
+        self._sent = len(frame)
         if throttle is None:
             self.send(frame)
         else:
@@ -132,12 +145,11 @@ class ResponsePath:
             self.send(frame)
 
     def ended(self) -> None:
+        """The response's last byte is out (or dropped): accounted, and the answers waiting behind it go."""
         entry = self._current
         self.dropping_since_ns = 0
         if entry is not None:
             self._current = None
-            if entry.leg.lookup is not None:
-                self.send_ready_local()  # the request decided on it may have been answered locally
-                return
-            self._api_metrics(entry.header.api_key).latency((self._clock() - entry.received_ns) / 1e9)
+            if entry.leg.lookup is None:
+                self._answered(entry, self._sent)
         self.send_ready_local()  # a dropped response (acks=0, the probe) may have been all a local answer waited for
