@@ -116,7 +116,8 @@ class FrameSplitter:
 
     @property
     def at_frame_boundary(self) -> bool:
-        return self._state == _IDLE
+        """Between frames (or stopped): no frame started and not ended."""
+        return self._state == _IDLE or self._state == _STOPPED
 
     @property
     def streaming(self) -> int:
@@ -143,7 +144,7 @@ class FrameSplitter:
         self._state = _STOPPED
         self._pending = bytearray()
         self._data = memoryview(b"")
-        self._pos = self._n = 0
+        self._pos = self._n = self._remaining = 0
         self.header = self.value = None
 
     def receive(self, data: memoryview) -> None:
