@@ -151,8 +151,6 @@ class FrameSplitter:
         """The next chunk: pull its events with :meth:`next_event` until ``NEED_DATA``."""
         if self._pos < self._n:
             raise SplitterError("bytes received before the last chunk was used")
-        if self._state == _STOPPED:
-            return
         self._data = data
         self._pos = 0
         self._n = len(data)
@@ -249,7 +247,8 @@ class FrameSplitter:
             return self._straddled()
         if state == _ACTING:
             raise SplitterError("pulled again before the header was acted on")
-        return NEED_DATA  # stopped
+        self._pos = self._n  # stopped: what was received is ignored
+        return NEED_DATA
 
     def _whole(self) -> Event:
         self.value = self._pending

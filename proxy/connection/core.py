@@ -31,6 +31,8 @@ from proxy.connection.response_path import ResponsePath
 from proxy.ops.usage_log import NO_USAGE
 from proxy.session.session import Session
 
+_NOTHING = memoryview(b"")
+
 @dataclass(frozen=True, slots=True)
 class State:
     """What the socket code applies after an event."""
@@ -126,7 +128,7 @@ class ConnectionCore:
     def responses_passed(self, nbytes: int) -> None:
         """``nbytes`` of the streamed response reached the client without being read here."""
         self._response_splitter.passed(nbytes)
-        self._pull_responses()
+        self.broker_bytes(_NOTHING)  # the response's end, if that was its last byte
 
     def client_bytes(self, data: memoryview) -> None:
         """Request bytes read from the client; raises ProtocolError for bytes that cannot be requests."""
@@ -136,9 +138,27 @@ class ConnectionCore:
             self.flow.hold_back(rest)
 
     def broker_bytes(self, data: memoryview) -> None:
-        """Response bytes read from the broker; raises ProtocolError for bytes that cannot be responses."""
-        self._response_splitter.receive(data)
-        self._pull_responses()
+        """Response bytes read from the broker; raises ProtocolError for bytes that cannot be responses. Their
+        events are pulled and acted on here (the request side's loop is :meth:`_pull_requests`)."""
+        splitter = self._response_splitter
+        splitter.receive(data)
+        responses = self.responses
+        while True:
+            event = splitter.next_event()
+            if event is LAST_SEGMENT:
+                self._write_client(splitter.value)
+                responses.ended()
+            elif event is HEADER:
+                splitter.act(responses.header(splitter.header))
+            elif event is NEED_DATA:
+                return
+            elif event is SEGMENT:
+                self._write_client(splitter.value)
+            elif event is FRAME:
+                responses.frame(splitter.header, splitter.value)
+                responses.ended()
+            else:  # END
+                responses.ended()
 
     def _pull_requests(self) -> memoryview | None:
         """Act on the request splitter's events until it needs data; return the bytes left at a boundary where the
@@ -164,27 +184,6 @@ class ConnectionCore:
                 requests.ended()
             else:  # END
                 requests.ended()
-
-    def _pull_responses(self) -> None:
-        """Act on the response splitter's events until it needs data."""
-        splitter = self._response_splitter
-        responses = self.responses
-        while True:
-            event = splitter.next_event()
-            if event is LAST_SEGMENT:
-                self._write_client(splitter.value)
-                responses.ended()
-            elif event is HEADER:
-                splitter.act(responses.header(splitter.header))
-            elif event is NEED_DATA:
-                return
-            elif event is SEGMENT:
-                self._write_client(splitter.value)
-            elif event is FRAME:
-                responses.frame(splitter.header, splitter.value)
-                responses.ended()
-            else:  # END
-                responses.ended()
 
     def step(self, now: int) -> State:
         """After every event, and when the deadline comes: end an expired mute, decide the holds whose time has
