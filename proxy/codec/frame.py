@@ -42,6 +42,7 @@ from proxy.codec.header import Incomplete
 
 _INT32 = struct.Struct(">i")
 _PREFIX_STEP = 512  # bytes copied at a time while a straddling prefix is incomplete
+_NOTHING = memoryview(b"")
 
 
 class Action(enum.Enum):
@@ -93,7 +94,7 @@ class FrameSplitter:
     def __init__(self, parse_prefix: Callable[[Any], Any], *, gated: bool = False) -> None:
         self._parse = parse_prefix
         self._gated = gated  # hand out BOUNDARY before each frame: the caller decides whether it starts
-        self._data: memoryview = memoryview(b"")  # the chunk received last
+        self._data: memoryview = _NOTHING  # the chunk received last, until it is used up
         self._pos = 0  # how far into it the splitter is
         self._n = 0  # its length
         self._pending = bytearray()  # prefix straddling chunks, or a whole BUFFER frame
@@ -143,7 +144,7 @@ class FrameSplitter:
         """Nothing more is split; anything pending is dropped."""
         self._state = _STOPPED
         self._pending = bytearray()
-        self._data = memoryview(b"")
+        self._data = _NOTHING
         self._pos = self._n = self._remaining = 0
         self.header = self.value = None
 
@@ -163,6 +164,7 @@ class FrameSplitter:
         rest = self._data[self._pos:]
         self._pos = self._n
         self._allowed = False
+        self._used_up()
         return rest
 
     def act(self, action: Action) -> None:
@@ -195,7 +197,7 @@ class FrameSplitter:
             pos = self._pos
             n = self._n
             if pos == n:
-                return NEED_DATA
+                return self._used_up()
             remaining = self._remaining
             end = pos + remaining if remaining < n - pos else n
             self._pos = end
@@ -210,7 +212,7 @@ class FrameSplitter:
             if remaining:
                 if action is BUFFER:
                     self._pending += self._data[pos:end]
-                return NEED_DATA  # the whole chunk was this frame's
+                return self._used_up()  # the whole chunk was this frame's
             self._state = _IDLE
             if action is BUFFER:
                 self._pending += self._data[pos:end]
@@ -218,7 +220,7 @@ class FrameSplitter:
             return END
         if state == _IDLE:
             if self._pos == self._n:
-                return NEED_DATA
+                return self._used_up()
             if self._gated and not self._allowed:
                 self._allowed = True
                 return BOUNDARY
@@ -248,6 +250,13 @@ class FrameSplitter:
         if state == _ACTING:
             raise SplitterError("pulled again before the header was acted on")
         self._pos = self._n  # stopped: what was received is ignored
+        return self._used_up()
+
+    def _used_up(self) -> Event:
+        """Everything received is used: hold on to none of it (a read buffer shared by every connection, a buffered
+        frame of up to the bound), so an idle connection keeps no memory."""
+        self._data = _NOTHING
+        self.value = None
         return NEED_DATA
 
     def _whole(self) -> Event:
@@ -273,7 +282,7 @@ class FrameSplitter:
             if pos == n:
                 self._pos = pos
                 self._state = _PREFIX
-                return NEED_DATA
+                return self._used_up()
             take = self._prefix_room(pending, n - pos)
             pending += data[pos:pos + take]
             pos += take

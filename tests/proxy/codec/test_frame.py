@@ -312,3 +312,27 @@ def _pull_until(s, stop, count):
             count -= 1
             if not count:
                 return out
+
+
+def test_a_splitter_that_needs_data_holds_none_of_what_it_was_given():
+    """The read buffer is shared by every connection and a buffered frame may be 100 MB: once everything received
+    is used, the splitter keeps neither (an idle connection holds no memory), whatever the last frame was."""
+    import weakref
+
+    class Chunk(bytearray):  # a bytearray that can be watched
+        pass
+
+    for action in (STREAM, BUFFER, DROP):
+        a, b = requests(2, seed=11)
+        s = FrameSplitter(lambda buf: parse_request_prefix(buf, MAX), gated=True)
+        chunk = Chunk(a + b[:len(b) // 2])  # ends inside a frame
+        watched = weakref.ref(chunk)
+        feed(s, memoryview(chunk), Recorder(lambda h: action))
+        del chunk
+        assert watched() is None, action
+        assert s.value is None
+        rest = Chunk(b[len(b) // 2:])
+        watched = weakref.ref(rest)
+        feed(s, memoryview(rest), Recorder(lambda h: action))
+        del rest
+        assert watched() is None and s.value is None, action
