@@ -193,11 +193,30 @@ class FrameSplitter:
     def next_event(self) -> Event:
         """The next event of what was received (module doc)."""
         state = self._state
+        if state == _IDLE:
+            if self._pos == self._n:  # as _used_up, inline
+                self._data = _NOTHING
+                self.value = None
+                return NEED_DATA
+            if self._gated and not self._allowed:
+                self._allowed = True
+                return BOUNDARY
+            self._allowed = False
+            try:  # the common case, the whole prefix in this chunk, inline; a straddling one in _straddled
+                header = self._parse(self._data[self._pos:])
+            except Incomplete:
+                self.header = None
+                return self._straddled()
+            self.header = header
+            self._state = _ACTING
+            return HEADER
         if state == _BODY:
             pos = self._pos
             n = self._n
-            if pos == n:
-                return self._used_up()
+            if pos == n:  # everything received is used: hold on to none of it (_used_up, inline: the hot path)
+                self._data = _NOTHING
+                self.value = None
+                return NEED_DATA
             remaining = self._remaining
             end = pos + remaining if remaining < n - pos else n
             self._pos = end
@@ -218,21 +237,6 @@ class FrameSplitter:
                 self._pending += self._data[pos:end]
                 return self._whole()
             return END
-        if state == _IDLE:
-            if self._pos == self._n:
-                return self._used_up()
-            if self._gated and not self._allowed:
-                self._allowed = True
-                return BOUNDARY
-            self._allowed = False
-            try:  # the common case, the whole prefix in this chunk, inline; a straddling one in _straddled
-                header = self._parse(self._data[self._pos:])
-            except Incomplete:
-                self.header = None
-                return self._straddled()
-            self.header = header
-            self._state = _ACTING
-            return HEADER
         if state == _END:
             self._state = _IDLE
             return END
