@@ -64,8 +64,8 @@ class ConnectionCore:
         self.flow.start_timeouts(clock())  # the idle timeout runs from the connection's start
         usage = usage_recorder(scope, session)
         self.responses = ResponsePath(self.flow, write_client, clock, api_metrics, usage, session)
-        self.requests = RequestPath(self.flow, scope, session, write_broker, self.responses, api_metrics, clock,
-                                    planner, usage, spawn)
+        self.requests = RequestPath(self.flow, scope, session, write_broker, api_metrics, clock, planner, usage,
+                                    None if spawn is None else self._spawning(spawn))
         produce_prefix = None if scope is None else scope.quotas.produce_prefix
 
         def parse_request(buf):
@@ -172,6 +172,8 @@ class ConnectionCore:
                 requests.ended()
             elif event is HEADER:
                 splitter.act(requests.header(splitter.header))
+                if requests.answered_locally:
+                    self._send_local_answers()
             elif event is BOUNDARY:
                 if not self.flow.start_frame():
                     return splitter.take_rest()
@@ -181,9 +183,27 @@ class ConnectionCore:
                 self._write_broker(splitter.value)
             elif event is FRAME:
                 requests.frame(splitter.header, splitter.value)
+                if requests.answered_locally:
+                    self._send_local_answers()
                 requests.ended()
             else:  # END
                 requests.ended()
+
+    def _send_local_answers(self) -> None:
+        """The request path answered a request itself: the answers whose turn has come go to the client now."""
+        self.requests.answered_locally = False
+        self.responses.send_ready_local()
+
+    def _spawning(self, spawn):
+        """``spawn`` (the socket code's: run ``start`` as a task, then ``done(result)``), with the answer that a
+        request decided on the result may have become sent at once."""
+        def spawned(start, done) -> None:
+            def decided(result) -> None:
+                done(result)
+                if self.requests.answered_locally:
+                    self._send_local_answers()
+            spawn(start, decided)
+        return spawned
 
     def step(self, now: int) -> State:
         """After every event, and when the deadline comes: end an expired mute, decide the holds whose time has
@@ -198,6 +218,8 @@ class ConnectionCore:
         flow.tick(now)
         for hold in flow.holds_due(now):
             hold.due()
+        if self.requests.answered_locally:
+            self._send_local_answers()
         while flow.read_ahead_due():
             held = flow.take_read_ahead()
             self._request_splitter.receive(held)

@@ -7,7 +7,9 @@ handler plans (:mod:`proxy.apis`): stream the request to the broker as it arrive
 answer it locally, or buffer it and decide on the whole body (:meth:`RequestPath.frame`); then
 :meth:`RequestPath.ended`. Every request that will be answered is queued in flight at its header with its response
 leg (:class:`~proxy.connection.response_leg.ResponseLeg`, from the plan; a forwarded outcome adds to it), so a
-local answer decided later keeps its place in the response order.
+local answer decided later keeps its place in the response order. This path writes only to the broker: a request
+it answers itself is queued with its answer and flagged (:attr:`RequestPath.answered_locally`), and the core sends
+the answers whose turn has come.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from proxy.codec.header import RequestHeader
 from proxy.connection.flow import Flow
 from proxy.connection.inflight import InFlight
 from proxy.connection.response_leg import ResponseLeg
-from proxy.connection.response_path import ResponsePath
 from proxy.ops.usage_log import NO_USAGE_RECORDER
 from proxy.session.session import Session
 from quota.primitives.decision import Throttle
@@ -33,11 +34,11 @@ _INT32 = struct.Struct(">i")
 class RequestPath:
     """The client-to-broker direction, called by the core for each request's header, whole frame and end."""
 
-    __slots__ = ("_flow", "_scope", "_session", "_forward", "_responses", "_api_metrics", "_clock", "_plan", "_entry",
-                 "_planner", "_usage", "_spawn", "_abandons", "_dropped", "_gone")
+    __slots__ = ("_flow", "_scope", "_session", "_forward", "_api_metrics", "_clock", "_plan", "_entry",
+                 "_planner", "_usage", "_spawn", "_abandons", "_dropped", "_gone", "answered_locally")
 
     def __init__(self, flow: Flow, scope: ConnectionScope, session: Session, forward: Callable[[object], None],
-                 responses: ResponsePath, api_metrics: Callable[[int], object], clock: Callable[[], int],
+                 api_metrics: Callable[[int], object], clock: Callable[[], int],
                  planner=plan_request, usage=NO_USAGE_RECORDER, spawn=None) -> None:
         self._spawn = spawn  # (start, done): runs start() off the request path, then done(result) (Await outcomes)
         self._usage = usage  # what the usage log is told (proxy.ops.usage_log.UsageRecorder; does nothing without a log)
@@ -46,7 +47,9 @@ class RequestPath:
         self._scope = scope
         self._session = session
         self._forward = forward  # writes to the broker socket
-        self._responses = responses
+        # a request was answered by the proxy (queued in flight with its answer): the core sends what is ready (the
+        # request path writes only to the broker)
+        self.answered_locally = False
         self._api_metrics = api_metrics
         self._clock = clock  # the connection's one clock (monotonic ns)
         self._plan: Plan = PASS  # the plan of the request being buffered
@@ -71,7 +74,7 @@ class RequestPath:
         if plan.local_response is not None:
             if header.expects_response:
                 inflight.add_local(header, self._clock(), plan.local_response)
-                self._responses.send_ready_local()
+                self.answered_locally = True
             return plan.action
         self._entry = inflight.add(header, self._clock(), ResponseLeg.planned(plan))
         if plan.abandon is not None:
@@ -127,7 +130,7 @@ class RequestPath:
                 if outcome.throttle is not None:  # goes with the answer, which mutes once it is out
                     self._flow.throttle_request(entry, outcome.throttle, self._clock(), pause=False)
                 self._flow.inflight.answer_locally(entry, outcome.frame)
-                self._responses.send_ready_local()
+                self.answered_locally = True
             return
         if outcome.body is not None:
             frame = (_INT32.pack(header.header_length - 4 + len(outcome.body)) + bytes(frame[4:header.header_length])
