@@ -7,7 +7,8 @@ somewhere to send it. Requests go through :class:`~proxy.connection.request_path
 side, held-back requests replayed, one timer for the next deadline (a mute's end). Around it, each its own module:
 opening the broker connection (:mod:`~proxy.connection.broker_dial`), the writes queued while a read is split
 (:mod:`~proxy.connection.write_batch`), what the connection is counted in (:mod:`~proxy.connection.counted`), and
-splicing a large frame's rest (:mod:`~proxy.connection.splicing`).
+splicing a large frame's rest (a :class:`~proxy.connection.splicing.Splicer` it holds, handed the core and the
+transports and told nothing else).
 """
 
 from __future__ import annotations
@@ -24,8 +25,7 @@ from proxy.connection.counted import Counted
 from proxy.ops.metrics import ApiMetrics
 from proxy.connection.broker_dial import dial_broker
 from proxy.connection.broker_socket import UpstreamConnection
-from proxy.connection.splice import BOUNDARY_READ_BYTES, SPLICE_MIN_BYTES
-from proxy.connection.splicing import Splicing
+from proxy.connection.splicing import Splicer
 from proxy.connection.write_batch import WriteBatch, send
 from proxy.session.principals import MappingError, certificate_principal
 
@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 __all__ = ["ClientConnection", "ListenerContext", "bounded"]  # ListenerContext, bounded: proxy.connection.client_context
 
 
-class ClientConnection(Splicing, asyncio.BufferedProtocol):
+class ClientConnection(asyncio.BufferedProtocol):
     def __init__(self, ctx: ListenerContext) -> None:
         self.ctx = ctx
         self.transport: asyncio.Transport | None = None
@@ -50,7 +50,9 @@ class ClientConnection(Splicing, asyncio.BufferedProtocol):
             self.session.awaiting_authentication = True
         self._loop = asyncio.get_running_loop()
         self._api_cache: dict[int, ApiMetrics] = {}
-        self._writes = WriteBatch(self._write_client, self._write_broker)
+        self.splices = Splicer(self._loop, self, enabled=ctx.splice, spliced_bytes=ctx.metrics.spliced_bytes,
+                               listener=ctx.name)
+        self._writes = WriteBatch(self.splices.write_client, self.splices.write_broker)
         self.core = ConnectionCore(
             ctx.scope, self.session, max_request_bytes=ctx.max_request_bytes,
             max_response_bytes=ctx.max_response_bytes, max_inflight=ctx.max_inflight_requests,
@@ -59,6 +61,7 @@ class ClientConnection(Splicing, asyncio.BufferedProtocol):
             response_timeout_ns=ctx.response_timeout_ns, idle_timeout_ns=ctx.idle_timeout_ns,
         )
         self.flow = self.core.flow
+        self.splices.attach_core(self.core)
         self._reading_client = True
         self._reading_broker = True
         self._timer: asyncio.TimerHandle | None = None
@@ -75,7 +78,7 @@ class ClientConnection(Splicing, asyncio.BufferedProtocol):
             transport.close()
             return
         self.session.peer = transport.get_extra_info("peername")
-        self._client_fd = self._splice_fd(transport)
+        self.splices.attach_client(transport)  # type: ignore[arg-type]
         self.session.local = transport.get_extra_info("sockname")
         if self.upstream is None:  # a TLS client, handshake done, its broker connection not yet open: not read
             transport.pause_reading()  # type: ignore[attr-defined]
@@ -129,15 +132,15 @@ class ClientConnection(Splicing, asyncio.BufferedProtocol):
             return False
         self.upstream = upstream
         self.upstream_name = str(address)
-        self._broker_fd = self._splice_fd(upstream.transport)
+        self.splices.attach_broker(upstream)
         self.ctx.on_upstream_result(True)
         return True
 
     def get_buffer(self, sizehint: int) -> memoryview:
         view = self.ctx.request_buffer.view
         size = self.core.read_size(len(view))
-        if self._client_fd >= 0 and size > BOUNDARY_READ_BYTES and not self.core.request_remaining:
-            size = BOUNDARY_READ_BYTES  # at a boundary: a large frame's rest is better spliced than read here
+        if self.splices.possible:
+            size = self.splices.client_read_size(size)  # at a frame boundary a large frame's rest is spliced, not read
         return view if size == len(view) else view[:size]
 
     def buffer_updated(self, nbytes: int) -> None:
@@ -156,8 +159,8 @@ class ClientConnection(Splicing, asyncio.BufferedProtocol):
         upstream = self.upstream
         if upstream is not None and upstream.transport.get_write_buffer_size():
             buffer.hand_off(nbytes)  # the broker transport may keep a reference to what it could not send yet
-        elif self.core.request_streaming >= SPLICE_MIN_BYTES and self._broker_fd >= 0 <= self._client_fd:
-            self._splice_requests()
+        elif self.splices.possible:
+            self.splices.after_client_read()
         self._apply()
 
     def eof_received(self) -> bool:
@@ -185,13 +188,16 @@ class ClientConnection(Splicing, asyncio.BufferedProtocol):
         self.close("client_closed")
 
     def pause_writing(self) -> None:
-        if self._closed_reason is None:
-            self.flow.client_backpressure(True, time.monotonic_ns())
-            self._apply()
+        self.client_backpressure(True)
 
     def resume_writing(self) -> None:
+        self.client_backpressure(False)
+
+    def client_backpressure(self, on: bool) -> None:
+        """The client takes no more response bytes (its transport's write buffer is full, or a response splice waits
+        on its socket), or takes them again."""
         if self._closed_reason is None:
-            self.flow.client_backpressure(False, time.monotonic_ns())
+            self.flow.client_backpressure(on, time.monotonic_ns())
             self._apply()
 
     # -- broker socket events (reported by UpstreamConnection) ----------------------------------------------------
@@ -212,9 +218,13 @@ class ClientConnection(Splicing, asyncio.BufferedProtocol):
         transport = self.transport
         if transport is not None and transport.get_write_buffer_size():
             self.ctx.response_buffer.hand_off(len(data))
-        elif self.core.response_streaming >= SPLICE_MIN_BYTES and self._broker_fd >= 0 <= self._client_fd:
-            self._splice_responses()
+        elif self.splices.possible:
+            self.splices.after_broker_read()
         self._apply()
+
+    def broker_read_size(self, available: int) -> int:
+        """How much of a read buffer of ``available`` bytes the next broker read may fill."""
+        return self.splices.broker_read_size(available)
 
     def broker_backpressure(self, on: bool) -> None:
         if self._closed_reason is None:
@@ -229,6 +239,26 @@ class ClientConnection(Splicing, asyncio.BufferedProtocol):
                      f": {exc}" if exc else "")
             self.ctx.metrics.upstream_errors.labels(self.ctx.name, "lost").inc()
             self.close("upstream_closed")
+
+    # -- what the splicer reports (proxy.connection.splicing.SpliceEvents) ---------------------------------------
+
+    def spliced_client_read(self) -> None:
+        self.flow.client_read(time.monotonic_ns())  # the idle timeout starts anew, as for a read
+
+    def splice_ended(self, direction: str) -> None:
+        if self._closed_reason is None:  # the source's end, if the splice met it, is met again by its transport
+            if direction == "request":
+                if self._reading_client and not self._awaiting_upstream:
+                    self.transport.resume_reading()
+            else:
+                self.upstream.set_reading(self._reading_broker)
+        self._apply()
+
+    def splice_lost(self, client: bool, exc: OSError) -> None:
+        if client:
+            self.close("client_closed")
+        else:
+            self.broker_lost(exc)
 
     # -- applying the flow --------------------------------------------------------------------------------------
 
@@ -269,7 +299,7 @@ class ClientConnection(Splicing, asyncio.BufferedProtocol):
                 self.upstream.transport.write_eof()
         if state.reading_client != self._reading_client:
             self._reading_client = state.reading_client
-            if self._request_splice is not None:
+            if self.splices.request is not None:
                 pass  # the splice reads the client; reading resumes (or not) when it ends
             elif state.reading_client:
                 if not self._awaiting_upstream:
@@ -280,7 +310,7 @@ class ClientConnection(Splicing, asyncio.BufferedProtocol):
             self._reading_broker = state.reading_broker
             if state.reading_broker:
                 flow.broker_read_resumed(now)
-            if self._response_splice is None:  # else the splice reads the broker; set again when it ends
+            if self.splices.response is None:  # else the splice reads the broker; set again when it ends
                 self.upstream.set_reading(state.reading_broker)
         if flow.at_bound != (self._counted.at_bound_since is not None):
             self._counted.bound_changed(self._loop.time())
@@ -304,9 +334,9 @@ class ClientConnection(Splicing, asyncio.BufferedProtocol):
     def _send_queued(self) -> None:
         to_client, to_broker = self._writes.take()
         if to_broker:
-            send(to_broker, self._request_splice, self._write_broker, self.upstream.transport)
+            send(to_broker, self.splices.request, self.splices.write_broker, self.upstream.transport)
         if to_client:
-            send(to_client, self._response_splice, self._write_client, self.transport)
+            send(to_client, self.splices.response, self.splices.write_client, self.transport)
 
     def _spawn(self, start, done) -> None:
         """Run the proxy's own work for a request (an Await outcome) as a task; hand its result (or exception) to
@@ -377,7 +407,7 @@ class ClientConnection(Splicing, asyncio.BufferedProtocol):
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        self._cancel_splices()  # before the transports close: a splice's duplicate fds would keep the sockets open
+        self.splices.close()  # before the transports close: a splice's duplicate fds would keep the sockets open
         # Break every reference cycle now, so a closed connection is freed at once, not by the cycle collector.
         self.core.close()
         self.core = CLOSED_CORE

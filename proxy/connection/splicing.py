@@ -1,129 +1,218 @@
-"""The client connection's splicing half: when the rest of a streamed frame moves in the kernel, and what follows.
+"""One client connection's splices: when the rest of a streamed frame moves in the kernel, and what follows.
 
-Part of the socket shell (:class:`proxy.connection.client_socket.ClientConnection` inherits it). After a read, if
-the frame being streamed has at least :data:`~proxy.connection.splice.SPLICE_MIN_BYTES` still to come and the
-destination's transport has nothing waiting to be written, the source transport is paused and a
+A :class:`Splicer` is part of the socket shell (:class:`proxy.connection.client_socket.ClientConnection` holds one)
+and owns everything about splicing its two sockets: their file descriptors, the splice running in each direction,
+and the writes held while one runs. It is handed what it needs and nothing more: the connection as
+:class:`SpliceEvents` (what a splice tells it) and the counter of bytes spliced when made; then, as each comes to
+exist, the connection's core as :class:`StreamingCore` (how much of the frame being streamed is still to come, and
+where to report the bytes a splice moved; the core writes through the splicer, so it comes second) and the two
+transports.
+
+After a read, if the frame being streamed has at least :data:`~proxy.connection.splice.SPLICE_MIN_BYTES` still to
+come and the destination's transport has nothing waiting to be written, the source transport is paused and a
 :class:`~proxy.connection.splice.Splice` moves the rest. Meanwhile every write meant for the destination waits (none
 is expected: requests are forwarded one frame at a time and local answers wait for the response being streamed);
 a client that takes no response bytes is back-pressure, as its transport's full write buffer is. When the splice
-ends the frame splitter is told how many bytes passed, the frame ends as if they had been fed, and reading the
-source resumes as the flow says: an end of stream or an error met by the splice is met again by its transport, so
-half-closes and lost connections take their ordinary paths. A connection that closes cancels its splices first.
+ends the core is told how many bytes passed, the frame ends as if they had been fed, and the connection resumes
+reading the source as its flow says: an end of stream or an error met by the splice is met again by its transport,
+so half-closes and lost connections take their ordinary paths. A connection that closes closes its splicer first.
 """
 
 from __future__ import annotations
 
-import time
+import asyncio
+from typing import Protocol
 
-from proxy.connection.splice import BOUNDARY_READ_BYTES, SOURCE, UNSUPPORTED, Splice, open_splice
+from proxy.connection.splice import BOUNDARY_READ_BYTES, SOURCE, SPLICE_MIN_BYTES, UNSUPPORTED, Splice, open_splice
+
+REQUEST, RESPONSE = "request", "response"  # the directions, as the spliced-bytes metric labels them
 
 
-class Splicing:
-    """Mixed into the client connection; uses its core, flow, transports, ``_apply``, ``close`` and ``broker_lost``."""
+class StreamingCore(Protocol):
+    """What a splicer reads of the connection's core, and tells it."""
 
-    _client_fd = -1  # the client socket's fd when this connection may splice (-1: copy only)
-    _broker_fd = -1
-    _request_splice: Splice | None = None  # moving the rest of a request, client to broker
-    _response_splice: Splice | None = None  # moving the rest of a response, broker to client
-    _later: tuple = ()  # writes asked for while a splice owns their socket: sent after it, in order
+    @property
+    def request_streaming(self) -> int: ...  # bytes of the request being streamed still to come (0: none is)
 
-    def _splice_fd(self, transport) -> int:
+    @property
+    def response_streaming(self) -> int: ...
+
+    @property
+    def request_remaining(self) -> int: ...  # bytes of the request being read still to come (0: at a boundary)
+
+    @property
+    def response_remaining(self) -> int: ...
+
+    def requests_passed(self, nbytes: int) -> None: ...  # the streamed request's bytes reached the broker unread
+
+    def responses_passed(self, nbytes: int) -> None: ...
+
+
+class SpliceEvents(Protocol):
+    """What a splicer tells its connection."""
+
+    def spliced_client_read(self) -> None:
+        """Bytes came from the client (the idle timeout starts anew, as for a read)."""
+
+    def client_backpressure(self, on: bool) -> None:
+        """The client takes no more response bytes (True), or takes them again (False), as a full write buffer."""
+
+    def splice_ended(self, direction: str) -> None:
+        """A splice ended and the frame with it: read its source again if the flow says so."""
+
+    def splice_lost(self, client: bool, exc: OSError) -> None:
+        """A splice found the client's socket (``client``) or the broker's gone, as its transport would have."""
+
+
+class Splicer:
+    """The splices of one connection, client to broker (``request``) and broker to client (``response``)."""
+
+    __slots__ = ("_loop", "_core", "_events", "_spliced_bytes", "_listener", "_enabled", "_client", "_broker",
+                 "_client_fd", "_broker_fd", "possible", "request", "response", "_later")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, events: SpliceEvents, *, enabled: bool, spliced_bytes,
+                 listener: str) -> None:
+        """``enabled``: this listener splices (``connections.splice``, the platform, no TLS); ``spliced_bytes``: the
+        counter labelled (listener, direction)."""
+        self._loop = loop
+        self._core: StreamingCore | None = None
+        self._events = events
+        self._spliced_bytes = spliced_bytes
+        self._listener = listener
+        self._enabled = enabled
+        self._client: asyncio.Transport | None = None
+        self._broker = None  # the broker's UpstreamConnection (its transport, and set_reading)
+        self._client_fd = self._broker_fd = -1
+        self.possible = False  # both sockets' fds are known and splice(2) may move between them
+        self.request: Splice | None = None  # moving the rest of a request, client to broker
+        self.response: Splice | None = None  # moving the rest of a response, broker to client
+        self._later: tuple = ()  # writes asked for while a splice owns their socket: sent after it, in order
+
+    # -- the sockets -----------------------------------------------------------------------------------------------
+
+    def attach_core(self, core: StreamingCore) -> None:
+        self._core = core
+
+    def attach_client(self, transport: asyncio.Transport) -> None:
+        self._client = transport
+        self._client_fd = self._fd(transport)
+        self.possible = self._client_fd >= 0 <= self._broker_fd
+
+    def attach_broker(self, upstream) -> None:
+        """``upstream``: the :class:`~proxy.connection.broker_socket.UpstreamConnection`, connected."""
+        self._broker = upstream
+        self._broker_fd = self._fd(upstream.transport)
+        self.possible = self._client_fd >= 0 <= self._broker_fd
+
+    def _fd(self, transport) -> int:
         """The fd of a plain socket transport, if this listener splices; -1 otherwise."""
-        sock = transport.get_extra_info("socket") if self.ctx.splice else None
+        sock = transport.get_extra_info("socket") if self._enabled else None
         return -1 if sock is None else sock.fileno()
 
+    @property
+    def moving(self) -> bool:
+        """A splice runs in either direction."""
+        return self.request is not None or self.response is not None
+
+    # -- reads: small at a frame boundary, so that a large frame's rest is spliced, not read ----------------------
+
+    def client_read_size(self, size: int) -> int:
+        if self.possible and size > BOUNDARY_READ_BYTES and not self._core.request_remaining:
+            return BOUNDARY_READ_BYTES
+        return size
+
     def broker_read_size(self, available: int) -> int:
-        """How much of a read buffer of ``available`` bytes the next broker read may fill."""
-        if self._client_fd >= 0 and available > BOUNDARY_READ_BYTES and not self.core.response_remaining:
-            return BOUNDARY_READ_BYTES  # at a boundary: a large response's rest is better spliced than read
+        if self.possible and available > BOUNDARY_READ_BYTES and not self._core.response_remaining:
+            return BOUNDARY_READ_BYTES
         return available
 
-    # -- writes: held while a splice owns the socket -------------------------------------------------------------
+    # -- writes: held while a splice owns the socket -----------------------------------------------------------
 
-    def _write_client(self, data) -> None:
-        if self._response_splice is not None:
+    def write_client(self, data) -> None:
+        if self.response is not None:
             self._later += ((False, bytes(data)),)
         else:
-            self.transport.write(data)
+            self._client.write(data)
 
-    def _write_broker(self, data) -> None:
-        if self._request_splice is not None:
+    def write_broker(self, data) -> None:
+        if self.request is not None:
             self._later += ((True, bytes(data)),)
         else:
-            self.upstream.transport.write(data)
+            self._broker.transport.write(data)
 
     # -- starting ------------------------------------------------------------------------------------------------
 
-    def _splice_requests(self) -> None:
-        splice = open_splice(self._loop, self._client_fd, self._broker_fd, self.core.request_streaming,
-                             done=self._requests_spliced, blocked=_ignore, read=self._client_sent)
-        if splice is not None:  # None: out of fds for the pipe; this frame is copied
-            self._request_splice = splice
-            self.transport.pause_reading()
-            splice.start()
+    def after_client_read(self) -> None:
+        """The client's bytes were fed and the broker's transport has nothing waiting: splice the rest of a request
+        being streamed if enough of it is still to come."""
+        if self.possible and self._core.request_streaming >= SPLICE_MIN_BYTES:
+            splice = open_splice(self._loop, self._client_fd, self._broker_fd, self._core.request_streaming,
+                                 done=self._requests_spliced, blocked=_ignore, read=self._client_sent)
+            if splice is not None:  # None: out of fds for the pipe; this frame is copied
+                self.request = splice
+                self._client.pause_reading()
+                splice.start()
 
-    def _splice_responses(self) -> None:
-        splice = open_splice(self._loop, self._broker_fd, self._client_fd, self.core.response_streaming,
-                             done=self._responses_spliced, blocked=self._client_blocked, read=_ignore)
-        if splice is not None:
-            self._response_splice = splice
-            self.upstream.transport.pause_reading()
-            splice.start()
+    def after_broker_read(self) -> None:
+        """Likewise for a response being streamed, once the client's transport has nothing waiting."""
+        if self.possible and self._core.response_streaming >= SPLICE_MIN_BYTES:
+            splice = open_splice(self._loop, self._broker_fd, self._client_fd, self._core.response_streaming,
+                                 done=self._responses_spliced, blocked=self._client_blocked, read=_ignore)
+            if splice is not None:
+                self.response = splice
+                self._broker.transport.pause_reading()
+                splice.start()
 
     # -- while it runs -------------------------------------------------------------------------------------------
 
     def _client_sent(self) -> None:
-        self.flow.client_read(time.monotonic_ns())  # the idle timeout starts anew, as for a read
+        self._events.spliced_client_read()
 
     def _client_blocked(self, on: bool) -> None:
-        """The client takes no more response bytes (or takes them again): as its transport's write buffer filling."""
-        self.flow.client_backpressure(on, time.monotonic_ns())
-        self._apply()
+        self._events.client_backpressure(on)
 
     # -- ending --------------------------------------------------------------------------------------------------
 
     def _requests_spliced(self, moved: int, failure) -> None:
-        self._request_splice = None
-        self._splice_ended("request", moved, failure, self.core.requests_passed)
-        if self._closed_reason is None and self._reading_client and not self._awaiting_upstream:
-            self.transport.resume_reading()  # the client's end, if the splice met it, is met again here
-        self._apply()
+        self.request = None
+        self._ended(REQUEST, moved, failure)
 
     def _responses_spliced(self, moved: int, failure) -> None:
-        self._response_splice = None
-        self._splice_ended("response", moved, failure, self.core.responses_passed)
-        if self._closed_reason is None:
-            self.upstream.set_reading(self._reading_broker)  # the broker's end, if the splice met it, likewise
-        self._apply()
+        self.response = None
+        self._ended(RESPONSE, moved, failure)
 
-    def _splice_ended(self, direction: str, moved: int, failure, passed) -> None:
+    def _ended(self, direction: str, moved: int, failure) -> None:
         if moved:
-            self.ctx.metrics.spliced_bytes.labels(self.ctx.name, direction).inc(moved)
-        if self._closed_reason is not None:
-            return
+            self._spliced_bytes.labels(self._listener, direction).inc(moved)
         side, exc = failure or (None, None)
         if side is not None and side != UNSUPPORTED:  # as its transport would have found it: that side is lost
-            if (side == SOURCE) == (direction == "request"):
-                self.close("client_closed")
-            else:
-                self.broker_lost(exc)
+            self._events.splice_lost((side == SOURCE) == (direction == REQUEST), exc)
             return
         later, self._later = self._later, ()
         for to_broker, data in later:
-            (self._write_broker if to_broker else self._write_client)(data)
+            (self.write_broker if to_broker else self.write_client)(data)
         if side == UNSUPPORTED:  # these sockets cannot be spliced (nothing moved): this connection copies from now on
             self._client_fd = self._broker_fd = -1
+            self.possible = False
+        elif direction == REQUEST:
+            self._core.requests_passed(moved)  # the frame ends (its latency, the answers behind it) as if fed
         else:
-            passed(moved)  # the frame ends (its latency, the answers waiting behind it) as if its bytes had been fed
+            self._core.responses_passed(moved)
+        self._events.splice_ended(direction)
 
-    def _cancel_splices(self) -> None:
-        """The connection closes: stop both splices now (their duplicate fds would keep the sockets open)."""
-        for direction, splice in (("request", self._request_splice), ("response", self._response_splice)):
+    def close(self) -> None:
+        """The connection closes: stop both splices now (their duplicate fds would keep the sockets open), splice no
+        more, and drop every reference back to the connection."""
+        for direction, splice in ((REQUEST, self.request), (RESPONSE, self.response)):
             if splice is not None:
                 splice.cancel()
                 if splice.moved:
-                    self.ctx.metrics.spliced_bytes.labels(self.ctx.name, direction).inc(splice.moved)
-        self._request_splice = self._response_splice = None
+                    self._spliced_bytes.labels(self._listener, direction).inc(splice.moved)
+        self.request = self.response = None
+        self.possible = False
+        self._client_fd = self._broker_fd = -1
+        self._later = ()
+        self._core = self._events = None  # the references back to the connection (its transports stay, closing)
 
 
 def _ignore(*_args) -> None:
