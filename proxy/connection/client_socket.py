@@ -7,8 +7,7 @@ somewhere to send it. Requests go through :class:`~proxy.connection.request_path
 side, held-back requests replayed, one timer for the next deadline (a mute's end). Around it, each its own module:
 opening the broker connection (:mod:`~proxy.connection.broker_dial`), the writes queued while a read is split
 (:mod:`~proxy.connection.write_batch`), what the connection is counted in (:mod:`~proxy.connection.counted`), and
-splicing a large frame's rest (a :class:`~proxy.connection.splicing.Splicer` it holds, handed the core and the
-transports and told nothing else).
+splicing a large frame's rest (a :class:`~proxy.connection.splicing.Splicer`, handed the core and the transports).
 """
 
 from __future__ import annotations
@@ -194,8 +193,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.client_backpressure(False)
 
     def client_backpressure(self, on: bool) -> None:
-        """The client takes no more response bytes (its transport's write buffer is full, or a response splice waits
-        on its socket), or takes them again."""
+        """The client takes no more response bytes (a full write buffer, a response splice waiting), or again."""
         if self._closed_reason is None:
             self.flow.client_backpressure(on, time.monotonic_ns())
             self._apply()
@@ -255,10 +253,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._apply()
 
     def splice_lost(self, client: bool, exc: OSError) -> None:
-        if client:
-            self.close("client_closed")
-        else:
-            self.broker_lost(exc)
+        self.close("client_closed") if client else self.broker_lost(exc)
 
     # -- applying the flow --------------------------------------------------------------------------------------
 
