@@ -1,8 +1,10 @@
-"""What every client connection of one listener shares, and how a client's error reaches a log line."""
+"""What every client connection of one listener shares, and how a client's error or a timeout reaches a log line."""
 
 from __future__ import annotations
 
+import logging
 import ssl
+import time
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -59,3 +61,29 @@ def bounded(error: object, limit: int = MAX_LOGGED_ERROR) -> str:
     client sent."""
     text = str(error)
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
+def said_frame_error(log: logging.Logger, ctx: ListenerContext, peer: str, peer_ip: str, direction: str,
+                     error: object) -> None:
+    """A client's frame error (``direction``: request or response) in the log, at most one line per address and
+    direction every 10 s, and in the frame-errors metric; the caller closes the connection."""
+    suppressed = FRAME_ERROR_LOG.allow(peer_ip, direction, time.monotonic())
+    if suppressed is not None:
+        log.warning("closing client %s on listener %s: %s%s", peer, ctx.name, bounded(error),
+                    f" ({suppressed} more like it from this address not logged)" if suppressed else "")
+    ctx.metrics.frame_errors.labels(ctx.name, direction).inc()
+
+
+def said_overdue(log: logging.Logger, ctx: ListenerContext, peer: str, upstream: str, mute_state: str,
+                 overdue: str) -> str:
+    """A connection past a bound (``overdue``: client_full, upstream_timeout or idle) in the log and metrics; the
+    reason to close it with. The broker's bound runs until a response's last byte; time the proxy itself kept the
+    broker unread does not count against it."""
+    if overdue == "upstream_timeout":
+        log.warning("closing client %s: broker %s did not answer within %d ms (%s)", peer, upstream,
+                    ctx.response_timeout_ns // 1_000_000, mute_state)
+        ctx.metrics.upstream_errors.labels(ctx.name, "timeout").inc()
+        return "upstream_timeout"
+    what = "took no response for" if overdue == "client_full" else "idle for"
+    log.info("closing client %s: %s %d ms (%s)", peer, what, ctx.idle_timeout_ns // 1_000_000, mute_state)
+    return "idle"

@@ -18,7 +18,7 @@ import time
 
 from proxy.session.session import Session
 from proxy.codec.errors import ProtocolError
-from proxy.connection.client_context import FRAME_ERROR_LOG, ListenerContext, bounded
+from proxy.connection.client_context import ListenerContext, bounded, said_frame_error, said_overdue
 from proxy.connection.core import CLOSED_CORE, ConnectionCore
 from proxy.connection.counted import Counted
 from proxy.ops.metrics import ApiMetrics
@@ -186,16 +186,14 @@ class ClientConnection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.close("client_closed")
 
-    def pause_writing(self) -> None:
-        self.client_backpressure(True)
+    def pause_writing(self) -> None:  # the client takes no more response bytes (or a response splice waits on it)
+        if self._closed_reason is None:
+            self.flow.client_backpressure(True, time.monotonic_ns())
+            self._apply()
 
     def resume_writing(self) -> None:
-        self.client_backpressure(False)
-
-    def client_backpressure(self, on: bool) -> None:
-        """The client takes no more response bytes (a full write buffer, a response splice waiting), or again."""
         if self._closed_reason is None:
-            self.flow.client_backpressure(on, time.monotonic_ns())
+            self.flow.client_backpressure(False, time.monotonic_ns())
             self._apply()
 
     # -- broker socket events (reported by UpstreamConnection) ----------------------------------------------------
@@ -220,8 +218,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             self.splices.after_broker_read()
         self._apply()
 
-    def broker_read_size(self, available: int) -> int:
-        """How much of a read buffer of ``available`` bytes the next broker read may fill."""
+    def broker_read_size(self, available: int) -> int:  # of a read buffer of ``available`` bytes, the next read's
         return self.splices.broker_read_size(available)
 
     def broker_backpressure(self, on: bool) -> None:
@@ -244,12 +241,11 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.flow.client_read(time.monotonic_ns())  # the idle timeout starts anew, as for a read
 
     def splice_ended(self, direction: str) -> None:
-        if self._closed_reason is None:  # the source's end, if the splice met it, is met again by its transport
-            if direction == "request":
-                if self._reading_client and not self._awaiting_upstream:
-                    self.transport.resume_reading()
-            else:
-                self.upstream.set_reading(self._reading_broker)
+        if self._closed_reason is None and direction == "request":  # the source's end, if the splice met it, is
+            if self._reading_client and not self._awaiting_upstream:  # met again by its transport
+                self.transport.resume_reading()
+        elif self._closed_reason is None:
+            self.upstream.set_reading(self._reading_broker)
         self._apply()
 
     def splice_lost(self, client: bool, exc: OSError) -> None:
@@ -359,32 +355,15 @@ class ClientConnection(asyncio.BufferedProtocol):
         return found
 
     def _frame_error(self, direction: str, exc: ProtocolError) -> None:
-        suppressed = FRAME_ERROR_LOG.allow(self.session.peer_ip, direction, time.monotonic())
-        if suppressed is not None:
-            log.warning("closing client %s on listener %s: %s%s", self.peer, self.ctx.name, bounded(exc),
-                        f" ({suppressed} more like it from this address not logged)" if suppressed else "")
-        self.ctx.metrics.frame_errors.labels(self.ctx.name, direction).inc()
+        said_frame_error(log, self.ctx, self.peer, self.session.peer_ip, direction, exc)
         self.close("frame_error")
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
 
     def _close_overdue(self, overdue: str) -> None:
-        """Close a connection whose broker stopped answering (until a response's last byte), or that has been idle
-        too long (the flow's deadline found it past the bound). Time the proxy itself kept the broker unread does
-        not count against the broker."""
-        ctx, state = self.ctx, self.flow.mute_state
-        if overdue == "client_full":
-            log.info("closing client %s: took no response for %d ms (%s)", self.peer, ctx.idle_timeout_ns // 1_000_000,
-                     state)
-            self.close("idle")
-        elif overdue == "upstream_timeout":
-            log.warning("closing client %s: broker %s did not answer within %d ms (%s)", self.peer, self.upstream_name,
-                        ctx.response_timeout_ns // 1_000_000, state)
-            ctx.metrics.upstream_errors.labels(ctx.name, "timeout").inc()
-            self.close("upstream_timeout")
-        else:
-            log.info("closing client %s: idle for %d ms (%s)", self.peer, ctx.idle_timeout_ns // 1_000_000, state)
-            self.close("idle")
+        """Close a connection whose broker stopped answering, or that has been idle too long (the flow's deadline
+        found it past the bound), saying so (:func:`~proxy.connection.client_context.said_overdue`)."""
+        self.close(said_overdue(log, self.ctx, self.peer, self.upstream_name, self.flow.mute_state, overdue))
 
     def drain(self) -> None:
         """Shutdown: finish the requests in flight, read no new ones, then close."""

@@ -49,13 +49,16 @@ class StreamingCore(Protocol):
 
 
 class SpliceEvents(Protocol):
-    """What a splicer tells its connection."""
+    """What a splicer tells its connection (back-pressure in asyncio's protocol words)."""
 
     def spliced_client_read(self) -> None:
         """Bytes came from the client (the idle timeout starts anew, as for a read)."""
 
-    def client_backpressure(self, on: bool) -> None:
-        """The client takes no more response bytes (True), or takes them again (False), as a full write buffer."""
+    def pause_writing(self) -> None:
+        """The client takes no more response bytes, as when its transport's write buffer is full."""
+
+    def resume_writing(self) -> None:
+        """The client takes response bytes again."""
 
     def splice_ended(self, direction: str) -> None:
         """A splice ended and the frame with it: read its source again if the flow says so."""
@@ -169,7 +172,10 @@ class Splicer:
         self._events.spliced_client_read()
 
     def _client_blocked(self, on: bool) -> None:
-        self._events.client_backpressure(on)
+        if on:
+            self._events.pause_writing()
+        else:
+            self._events.resume_writing()
 
     # -- ending --------------------------------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
 """proxy.connection.splicing.Splicer on its own, over real loopback sockets: handed only a core with the six members
-of ``StreamingCore``, transports and the four ``SpliceEvents``, it splices a large frame's rest, holds the writes to
+of ``StreamingCore``, transports and the five ``SpliceEvents``, it splices a large frame's rest, holds the writes to
 the socket a splice owns and sends them after, tells the core how many bytes passed, counts them, reports a lost side
 as the connection's, and on close stops everything and lets go of the connection."""
 
@@ -83,8 +83,11 @@ class Events:
         if not self.log or self.log[-1] != ("read",):
             self.log.append(("read",))
 
-    def client_backpressure(self, on: bool) -> None:
-        self.log.append(("backpressure", on))
+    def pause_writing(self) -> None:
+        self.log.append(("backpressure", True))
+
+    def resume_writing(self) -> None:
+        self.log.append(("backpressure", False))
 
     def splice_ended(self, direction: str) -> None:
         self.log.append(("ended", direction))
