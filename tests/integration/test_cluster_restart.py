@@ -281,7 +281,11 @@ def test_a_restart_under_traffic_is_invisible_to_the_clients(tmp_path, names):
         proxy.stop()  # SIGTERM: in-flight requests finish, then the process exits
         restarted = time.monotonic()
         proxy.start(bootstrap_port)
-        time.sleep(12)  # deliberate: the clients reconnect and run on after the restart
+        # The clients reconnect and run on after the restart: until every one of them has gone on past the 8 s the
+        # assertions below look at (was a fixed 12 s; a client that never comes back still fails them, after 60 s)
+        wait_until(lambda: all(p.acked and p.acked[-1][0] > restarted + 8 for p in producers)
+                   and consumer.received and consumer.received[-1][0] > restarted + 8, 60,
+                   "every client running on 8 s after the restart")
         for p in producers:
             p.stopping.set()
         for p in producers:
