@@ -35,7 +35,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.anchors_byte_rate import Series, java_produce, librdkafka_produce, threaded  # noqa: E402
+from bench.anchors_byte_rate_clients import Series, java_produce, librdkafka_produce, threaded  # noqa: E402
 from bench.anchors_common import PluginCluster, ProxyProcess, Verdicts, load  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))

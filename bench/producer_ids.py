@@ -17,8 +17,9 @@ import tracemalloc
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from quota.managers.producer_id_cache import BloomFilter  # noqa: E402
+from quota.managers.producer_ids import ProducerIdQuotaManager  # noqa: E402
 from quota.primitives.entity import QuotaTable  # noqa: E402
-from quota.managers.producer_ids import BloomFilter, ProducerIdQuotaManager  # noqa: E402
 
 TABLE = QuotaTable.from_values([({"user": "<default>"}, {"producer_ids_rate": 1e12})])  # counted, never throttled
 
@@ -57,8 +58,8 @@ def false_positive_rate(expected: int, rate: float, probes: int = 200_000) -> fl
 def plan_cost(with_quota: bool, n: int = 200_000) -> float:
     from config.loader import parse_config
     from proxy.apis import ConnectionScope, Session, plan_request
-    from proxy.codec.header import RequestHeader
     from proxy.cluster.topics import Topics
+    from proxy.codec.header import RequestHeader
     from proxy.quotas.managers import ByteRateQuotas
 
     quotas = [{"entity": {"user": "<default>"}, "producer_ids_rate": 1e12}] if with_quota else []
@@ -66,7 +67,7 @@ def plan_cost(with_quota: bool, n: int = 200_000) -> float:
                            "quotas": quotas})
     scope = ConnectionScope(None, Topics(), ByteRateQuotas(config))
     session = Session("L", "127.0.0.1")
-    header = RequestHeader(16384, 0, 9, 1, "p", 20, 1, 4242)
+    header = RequestHeader(16384, 0, 9, 1, "p", 20, 1, (4242,))
     start = time.perf_counter()
     for _ in range(n):
         plan_request(scope, session, header)

@@ -50,17 +50,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from operator import attrgetter
 
-from quota.primitives.decision import FORWARD, Throttle
-from quota.primitives.entity import DEFAULT, PRODUCER_IDS_RATE, QuotaTable, QuotaTags, ResolvedQuota
-from quota.primitives.token_bucket import TokenBucket
-from quota.primitives.overflow import DEFAULT_MAX_TRACKED_ENTITIES, overflow_tags
-from quota.managers.producer_id_cache import MAX_FILTERS, BloomFilter, CacheShape, TimeControlledBloomFilter  # noqa: F401
+from quota.managers.producer_id_cache import CacheShape, TimeControlledBloomFilter
 from quota.managers.producer_id_holds import Hold, HoldEnforcement, ProducerIdDecision, Refuse  # noqa: F401
 from quota.managers.producer_ids_issued import IssuedProducerIds
+from quota.primitives.decision import FORWARD, Throttle
+from quota.primitives.entity import DEFAULT, PRODUCER_IDS_RATE, QuotaTable, QuotaTags, ResolvedQuota
+from quota.primitives.overflow import DEFAULT_MAX_TRACKED_ENTITIES, overflow_tags
 from quota.primitives.sensor_table import COMPACT_BELOW
-from quota.sharing.usage_tap import NO_TAP
 from quota.primitives.throttle import INT32_MAX
+from quota.primitives.token_bucket import TokenBucket
 from quota.primitives.top import OTHER, busiest, no_pause, others, release, snapshot, totals
+from quota.sharing.usage_tap import NO_TAP
 
 HOLD, THROTTLE = "hold", "throttle"
 ENFORCEMENTS = (HOLD, THROTTLE)

@@ -6,9 +6,10 @@ import math
 
 import pytest
 
+from quota.managers.producer_id_cache import BloomFilter, TimeControlledBloomFilter
+from quota.managers.producer_ids import ProducerIdQuotaManager
 from quota.primitives.decision import FORWARD, Throttle
 from quota.primitives.entity import QuotaTable
-from quota.managers.producer_ids import BloomFilter, ProducerIdQuotaManager, TimeControlledBloomFilter
 
 HOUR_MS = 3_600_000
 
