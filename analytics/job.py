@@ -36,11 +36,9 @@ import os
 import time
 from collections.abc import Mapping
 
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, SparkSession, functions as F
 
-from analytics import recommend, report, stats, timeaxis
-from analytics import replay as replay_mod
+from analytics import recommend, replay as replay_mod, report, stats, timeaxis
 from analytics.scope import BROKER, CLUSTER, Scope, choose
 
 TOP_N = 10

@@ -29,8 +29,7 @@ shared). Totals (requests, bytes, throttle time, mutations, new producer ids, co
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window
-from pyspark.sql import functions as F
+from pyspark.sql import Column, DataFrame, SparkSession, Window, functions as F
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
 from analytics import demand

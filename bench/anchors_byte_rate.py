@@ -50,8 +50,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.anchors_byte_rate_clients import (CLIENTS, FETCH_RESPONSE, PARTITIONS, PRODUCE_REQUEST,  # noqa: E402
-                                             VALUE, Series, driver, probe, threaded)
+from bench.anchors_byte_rate_clients import (CLIENTS, FETCH_RESPONSE, PARTITIONS, PRODUCE_REQUEST, VALUE,  # noqa: E402
+                                             Series, driver, probe, threaded)
 from bench.anchors_common import ProxyProcess, Verdicts, kafka_client_quota, load, percentile  # noqa: E402
 from bench.common import fill  # noqa: E402
 from tests.kafka_cluster import ExtraListener, KafkaCluster  # noqa: E402

@@ -25,10 +25,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from kafka.record.default_records import DefaultRecordBatchBuilder  # noqa: E402
 
 from bench.common import ROOT, free_port, tansu, wait_for_port  # noqa: E402
+from demo.storms import connect_once  # noqa: E402
 from proxy.codec.apis import CREATE_TOPICS, FETCH, PRODUCE  # noqa: E402
 from proxy.codec.header import encode_request_header, frame, response_header_length  # noqa: E402
 from proxy.codec.messages import decode_response, encode_request, new_request  # noqa: E402
-from demo.storms import connect_once  # noqa: E402
 
 KIB, MIB = 1024, 1024 * 1024
 TOPIC, FILLED_BATCHES = "evasion", 64

@@ -16,8 +16,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from config.loader import parse_config  # noqa: E402
 from proxy.apis import ConnectionScope, Session  # noqa: E402
-from proxy.codec.header import encode_request_header, encode_response_header, frame  # noqa: E402
 from proxy.cluster.topics import Topics  # noqa: E402
+from proxy.codec.header import encode_request_header, encode_response_header, frame  # noqa: E402
 from proxy.connection.core import ConnectionCore  # noqa: E402
 from proxy.quotas.managers import ByteRateQuotas  # noqa: E402
 

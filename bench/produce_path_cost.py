@@ -34,8 +34,8 @@ def one_run(pairs: int, burst: int) -> float:
     from proxy.codec.header import encode_request_header, encode_response_header, frame
     from proxy.codec.messages import encode_request, encode_response, new_request, new_response
     from proxy.connection.core import ConnectionCore
-    from proxy.quotas.managers import ByteRateQuotas
     from proxy.ops.metrics import ProxyMetrics
+    from proxy.quotas.managers import ByteRateQuotas
 
     config = parse_config({"upstream": {"bootstrap_servers": ["127.0.0.1:9092"]},
                            "listeners": [{"name": "P", "bind": "127.0.0.1:0"}],

@@ -26,8 +26,8 @@ from dataclasses import replace
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from quota.primitives.entity import QuotaEntity, QuotaEntry, QuotaTable, QuotaTags  # noqa: E402
 from quota.managers import producer_ids as new_module  # noqa: E402
+from quota.primitives.entity import QuotaEntity, QuotaEntry, QuotaTable, QuotaTags  # noqa: E402
 
 
 def load_old(revision: str) -> types.ModuleType:

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
 import os
 import sys
-import multiprocessing
 import threading
 import time
 import urllib.request

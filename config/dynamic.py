@@ -28,8 +28,8 @@ from typing import Any, Mapping
 from config.errors import ConfigError
 from config.model import ProxyConfig, Settings
 from config.quotas import parse_quota_item, parse_quota_section
-from quota.primitives.chunked import REMOVED, ChunkedMap
 from quota.managers.connection import IP, normalize_ip
+from quota.primitives.chunked import REMOVED, ChunkedMap
 from quota.primitives.entity import CLIENT_ID, DEFAULT, USER, QuotaEntity, QuotaEntry
 
 DEFAULT_TOPIC = "__kafka_quota_proxy_configs"

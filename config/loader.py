@@ -13,17 +13,16 @@ from typing import Any, Callable
 
 import yaml
 
-from config.errors import ConfigError, join, mapping_with, show
-from config.quotas import parse_quota_section
 from config.dynamic_source import parse_dynamic_config
+from config.errors import ConfigError, join, mapping_with, show
+from config.model import (SASL_MECHANISMS, Address, ListenerConfig, MetricsConfig, ProxyConfig, UpstreamConfig,
+                          UpstreamSasl)
+from config.quotas import parse_quota_section
+from config.scope import check_scope
+from config.settings import connection_limits, parse_settings
 from config.tls import parse_listener_tls, parse_upstream_tls
 from config.usage import parse_usage_log
 from config.volume import parse_volume_usage
-from config.model import (SASL_MECHANISMS, Address, ListenerConfig, MetricsConfig, ProxyConfig, UpstreamConfig,
-                          UpstreamSasl)
-from config.scope import check_scope
-from config.settings import connection_limits, parse_settings
-
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 

@@ -8,18 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
-
-from typing import TYPE_CHECKING
-
-from quota.primitives.entity import EMPTY_QUOTA_TABLE, QuotaTable
+from typing import TYPE_CHECKING, Mapping
 
 from quota.managers.connection import NO_LIMITS, ConnectionLimits
+from quota.primitives.entity import EMPTY_QUOTA_TABLE, QuotaTable
 
 if TYPE_CHECKING:
+    from config.dynamic_source import DynamicConfigSource
     from config.tls import ListenerTls, UpstreamTls
     from config.usage import UsageLogConfig
-    from config.dynamic_source import DynamicConfigSource
     from config.volume import VolumeUsageConfig
 
 

@@ -18,8 +18,9 @@ from typing import Any
 
 from config.errors import ConfigError
 from quota.managers.connection import CONNECTION_CREATION_RATE, IP, normalize_ip
-from quota.primitives.entity import (DEFAULT, CLIENT_ID, CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, PRODUCER_IDS_RATE,
-                          REQUEST_PERCENTAGE, USER, QuotaEntity, QuotaEntry, QuotaTable)
+from quota.primitives.entity import (CLIENT_ID, CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, DEFAULT,
+                                     PRODUCER_BYTE_RATE, PRODUCER_IDS_RATE, REQUEST_PERCENTAGE, USER, QuotaEntity,
+                                     QuotaEntry, QuotaTable)
 
 # Keys the proxy enforces on user/client-id entities (and connection_creation_rate on ip entities).
 ENFORCED_KEYS = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_IDS_RATE)

@@ -14,10 +14,9 @@ from typing import Any
 
 from config.errors import ConfigError, join, mapping_with, show
 from config.model import ListenerConfig, Settings
-from config.settings_table import (
-    CLUSTER_ID, CLUSTER_TOPIC, IP_OVERRIDES, LISTENER_SETTINGS, PRODUCER_ID_ENFORCEMENT,
-    QUOTA_MODE, QUOTA_SCOPE, QUOTA_SMOOTHING, SCOPES, SETTINGS, SMOOTHING_VALUES, SPLICE, SPLICE_MODES,
-)
+from config.settings_table import (CLUSTER_ID, CLUSTER_TOPIC, IP_OVERRIDES, LISTENER_SETTINGS, PRODUCER_ID_ENFORCEMENT,
+                                   QUOTA_MODE, QUOTA_SCOPE, QUOTA_SMOOTHING, SCOPES, SETTINGS, SMOOTHING_VALUES, SPLICE,
+                                   SPLICE_MODES)
 from quota.managers.connection import ConnectionLimits, normalize_ip
 from quota.managers.producer_ids import DEFAULT_MAX_HOLD_MS, ENFORCEMENTS, HOLD
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from quota.primitives.overflow import DEFAULT_MAX_TRACKED_ENTITIES
 from quota.managers.producer_ids import DEFAULT_MAX_HOLD_MS
+from quota.primitives.overflow import DEFAULT_MAX_TRACKED_ENTITIES
+
 
 @dataclass(frozen=True, slots=True)
 class Setting:

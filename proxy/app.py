@@ -24,18 +24,18 @@ from proxy.connection.client_socket import ClientConnection, ListenerContext
 from proxy.connection.listener import Listener
 from proxy.connection.open_gate import OpenGate
 from proxy.connection.splice import splice_supported
-from proxy.quotas.internal_topic_guard import InternalTopicGuard
-from proxy.quotas.managers import ByteRateQuotas
+from proxy.ground.quiet import quiet
+from proxy.ground.tasks import cancel_and_wait
 from proxy.identity import proxy_id
 from proxy.ops.connection_state import ConnectionStateCollector
 from proxy.ops.entity_series import EntitySeries
-from proxy.ground.quiet import quiet
 from proxy.ops.http import OpsServer
 from proxy.ops.metrics import ProxyMetrics
 from proxy.ops.quota_metrics import ConnectionMetricsCollector, QuotaMetricsCollector
 from proxy.ops.readiness import Readiness
 from proxy.ops.usage_log import UsageLog
-from proxy.ground.tasks import cancel_and_wait
+from proxy.quotas.internal_topic_guard import InternalTopicGuard
+from proxy.quotas.managers import ByteRateQuotas
 from quota.managers.connection import CONNECTION_CREATION_RATE, ConnectionQuotas
 
 log = logging.getLogger(__name__)

@@ -26,7 +26,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from config.loader import parse_config
 from proxy.app import ProxyApp
 
-
 # Ports for tests come from blocks below the kernel's ephemeral range (32768-60999 by default), so no client
 # connection or bind(0) can take one between its choice and its bind, and each block is held under an exclusive
 # file lock by one process: xdist workers, and other pytest runs on the same machine, never hand out the same

@@ -17,8 +17,8 @@ import struct
 
 from proxy.codec.apis import API_VERSIONS, METADATA, PRODUCE, SASL_AUTHENTICATE, SASL_HANDSHAKE
 from proxy.codec.header import RequestHeader, encode_response_header, frame
-from proxy.codec.produce_prefix import parse_request_prefix
 from proxy.codec.messages import decode_request, encode_response, new_response
+from proxy.codec.produce_prefix import parse_request_prefix
 from tests.scripted_broker import ScriptedBroker, produce_answer, recv_exactly, response
 
 MECHANISMS = ["PLAIN", "SCRAM-SHA-256"]

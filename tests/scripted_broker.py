@@ -17,8 +17,8 @@ from collections.abc import Callable
 
 from proxy.codec.apis import API_VERSIONS, METADATA, PRODUCE
 from proxy.codec.header import RequestHeader, encode_response_header, frame
-from proxy.codec.produce_prefix import parse_request_prefix
 from proxy.codec.messages import decode_request, encode_response, new_response
+from proxy.codec.produce_prefix import parse_request_prefix
 
 Answer = Callable[[socket.socket, RequestHeader, bytes], None]
 

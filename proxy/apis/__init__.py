@@ -12,12 +12,12 @@ from typing import Callable
 from proxy.apis import (addresses, api_versions, broker_configs, byte_rate, client_quotas, metadata, mutations,
                         producer_ids, sasl)
 from proxy.apis.internal_topics import GUARDED, guarded
-from proxy.apis.plan import (FORWARD_AS_IS, PASS, AnswerLocally, Await, ConnectionScope, ForwardRequest, HoldFor, LookUp,
-                             Outcome, Plan)
+from proxy.apis.plan import (FORWARD_AS_IS, PASS, AnswerLocally, Await, ConnectionScope, ForwardRequest, HoldFor,
+                             LookUp, Outcome, Plan)
 from proxy.codec.apis import (ALTER_CLIENT_QUOTAS, API_VERSIONS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS,
-                              DESCRIBE_CLIENT_QUOTAS, DESCRIBE_CLUSTER, FETCH, FIND_COORDINATOR, INIT_PRODUCER_ID,
-                              METADATA, PRODUCE, SASL_AUTHENTICATE, SASL_HANDSHAKE)
-from proxy.codec.apis import DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, api_name
+                              DESCRIBE_CLIENT_QUOTAS, DESCRIBE_CLUSTER, DESCRIBE_CONFIGS, FETCH, FIND_COORDINATOR,
+                              INCREMENTAL_ALTER_CONFIGS, INIT_PRODUCER_ID, METADATA, PRODUCE, SASL_AUTHENTICATE,
+                              SASL_HANDSHAKE, api_name)
 from proxy.codec.errors import ProtocolError
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import DECODED_APIS

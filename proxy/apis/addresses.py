@@ -12,12 +12,12 @@ from __future__ import annotations
 from typing import Callable
 
 from proxy.apis.plan import PASS, ConnectionScope, Plan
-from proxy.session.session import Session
 from proxy.cluster.broker_ports import BrokerPorts
 from proxy.codec.apis import (DESCRIBE_CLUSTER, FETCH, FETCH_NODE_ENDPOINTS_SINCE, FIND_COORDINATOR,
                               FIND_COORDINATOR_BATCHED_SINCE, PRODUCE, PRODUCE_NODE_ENDPOINTS_SINCE)
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import Message, decode_response, encode_response
+from proxy.session.session import Session
 
 
 def plan_find_coordinator(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:

@@ -10,18 +10,13 @@ own lookups on the connection send a version it serves (:mod:`proxy.apis.metadat
 from __future__ import annotations
 
 from proxy.apis.plan import ConnectionScope, Plan
-from proxy.session.session import Session
 from proxy.codec.apis import ALTER_CLIENT_QUOTAS, API_VERSIONS, DESCRIBE_CLIENT_QUOTAS, METADATA
 from proxy.codec.error_codes import NONE
 from proxy.codec.frame import DROP
 from proxy.codec.header import RequestHeader, encode_response_header, frame
-from proxy.codec.messages import (
-    DECODED_APIS,
-    api_versions_unsupported_body,
-    decode_api_versions_response,
-    encode_response,
-    new_response,
-)
+from proxy.codec.messages import (DECODED_APIS, api_versions_unsupported_body, decode_api_versions_response,
+                                  encode_response, new_response)
+from proxy.session.session import Session
 
 MIN_VERSION, MAX_VERSION = DECODED_APIS[API_VERSIONS]
 

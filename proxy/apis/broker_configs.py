@@ -25,7 +25,6 @@ from config.dynamic import DYNAMIC_SETTINGS, PROXY_KEY, RecordError, entity_key
 from config.settings import parse_settings
 from config.settings_table import IP_OVERRIDES, QUOTA_MODE, QUOTA_SMOOTHING, SETTINGS
 from proxy.apis.plan import FORWARD_AS_IS, PASS, AnswerLocally, Await, ConnectionScope, ForwardRequest, Plan
-from proxy.session.session import Session
 from proxy.codec.apis import DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
 from proxy.codec.enums import (BROKER_RESOURCE, DEFAULT_CONFIG, DELETE, DYNAMIC_DEFAULT_BROKER_CONFIG, INT_TYPE, SET,
                                STATIC_BROKER_CONFIG, STRING_TYPE)
@@ -33,9 +32,9 @@ from proxy.codec.error_codes import (CLUSTER_AUTHORIZATION_FAILED, INVALID_CONFI
                                      UNKNOWN_SERVER_ERROR)
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader
-from proxy.codec.messages import Message, decode_request, decode_response, encode_request, encode_response
-from proxy.codec.messages import new_response
+from proxy.codec.messages import Message, decode_request, decode_response, encode_request, encode_response, new_response
 from proxy.codec.responses import encode_local_response
+from proxy.session.session import Session
 
 if TYPE_CHECKING:
     from proxy.observers.dynamic_config import DynamicConfig

@@ -41,20 +41,19 @@ from __future__ import annotations
 import dataclasses
 
 from proxy.apis import addresses, producer_ids
+from proxy.apis.decisions import Decisions
 from proxy.apis.plan import FORWARD_AS_IS, AnswerLocally, ConnectionScope, ForwardRequest, Outcome, Plan
-from proxy.session.session import Session
 from proxy.codec.apis import FETCH, FETCH_MAX_BYTES_SINCE, FETCH_REPLICA_STATE_SINCE, PRODUCE
 from proxy.codec.error_codes import NOT_ENOUGH_REPLICAS
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import decode_request, decode_response, encode_request, encode_response
 from proxy.codec.records import iter_batches
-from proxy.apis.decisions import Decisions
-from quota.primitives.decision import FORWARD, Throttle
+from proxy.session.session import Session
 from quota.managers.producer_ids import Refuse
+from quota.primitives.decision import FORWARD, Throttle
 from quota.primitives.entity import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
 from quota.primitives.throttle import INT32_MAX
-
 
 
 def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:

@@ -25,15 +25,13 @@ from __future__ import annotations
 
 import json
 import math
-from typing import TYPE_CHECKING
-
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from config.dynamic import DynamicEntries, RecordError, describe, entity_key, parse_key
 from config.quotas import BROKER_KEYS, ENFORCED_KEYS
 from proxy.apis.api_versions import note_broker_versions
 from proxy.apis.plan import PASS, AnswerLocally, Await, ConnectionScope, ForwardRequest, LookUp, Outcome, Plan
-from proxy.session.session import Session
 from proxy.codec.apis import ALTER_CLIENT_QUOTAS, API_VERSIONS, DESCRIBE_CLIENT_QUOTAS
 from proxy.codec.enums import MATCH_TYPE_DEFAULT, MATCH_TYPE_EXACT, MATCH_TYPE_SPECIFIED
 from proxy.codec.error_codes import (CLUSTER_AUTHORIZATION_FAILED, INVALID_REQUEST, NONE, UNKNOWN_SERVER_ERROR,
@@ -43,6 +41,7 @@ from proxy.codec.header import RequestHeader
 from proxy.codec.messages import (decode_api_versions_response, decode_request, decode_response, encode_request,
                                   encode_response, new_request, new_response)
 from proxy.codec.responses import encode_local_response
+from proxy.session.session import Session
 from quota.managers.connection import CONNECTION_CREATION_RATE
 from quota.primitives.entity import DEFAULT
 

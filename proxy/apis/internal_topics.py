@@ -31,7 +31,6 @@ from collections.abc import Callable
 from proxy.apis.metadata import look_up_topics
 from proxy.apis.plan import AnswerLocally, Await, ConnectionScope, ForwardRequest, HoldFor, LookUp, Outcome, Plan
 from proxy.cluster.topics import Topics
-from proxy.session.session import Session
 from proxy.codec.apis import (ADD_PARTITIONS_TO_TXN, ALTER_CONFIGS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_RECORDS,
                               DELETE_TOPICS, INCREMENTAL_ALTER_CONFIGS, PRODUCE, response_header_version)
 from proxy.codec.enums import TOPIC_RESOURCE
@@ -42,6 +41,7 @@ from proxy.codec.messages import Message, decode_request, decode_response, encod
 from proxy.codec.primitives import ZERO_UUID
 from proxy.codec.responses import error_response
 from proxy.quotas.internal_topic_guard import InternalTopicGuard
+from proxy.session.session import Session
 
 REFUSED_MESSAGE = ("kafka-quota-proxy: {topic} is an internal topic of the proxy; only the proxy and "
                    "admin_principals may write it")

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from proxy.codec.error_codes import NONE
 from proxy.codec.primitives import ZERO_UUID
-from quota.primitives.decision import Throttle
 from quota.managers.mutation import ControllerMutationQuotaManager
+from quota.primitives.decision import Throttle
 
 
 def topic_keys(name, topic_id=None) -> frozenset:

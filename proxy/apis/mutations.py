@@ -36,9 +36,10 @@ import uuid
 from collections.abc import Callable, Sequence
 from functools import partial
 
+from proxy.apis.decisions import Decisions
 from proxy.apis.metadata import look_up_topics
+from proxy.apis.mutation_charges import Charges, topic_keys
 from proxy.apis.plan import FORWARD_AS_IS, PASS, AnswerLocally, ConnectionScope, ForwardRequest, LookUp, Outcome, Plan
-from proxy.session.session import Session
 from proxy.codec.apis import (CREATE_PARTITIONS, CREATE_TOPICS, CREATE_TOPICS_REPORTS_PARTITIONS_SINCE, DELETE_TOPICS,
                               strict_mutation_quota)
 from proxy.codec.error_codes import NONE, THROTTLING_QUOTA_EXCEEDED
@@ -47,8 +48,7 @@ from proxy.codec.header import RequestHeader
 from proxy.codec.messages import Message, decode_request, decode_response, encode_request, encode_response
 from proxy.codec.primitives import ZERO_UUID
 from proxy.codec.responses import encode_local_response, error_response
-from proxy.apis.decisions import Decisions
-from proxy.apis.mutation_charges import Charges, topic_keys
+from proxy.session.session import Session
 from quota.primitives.decision import Throttle
 
 # What a -1 create is charged when its count cannot be learnt and no default was: Kafka's own num.partitions default

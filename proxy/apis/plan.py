@@ -25,9 +25,9 @@ from quota.primitives.decision import Decision, Throttle
 
 if TYPE_CHECKING:
     from proxy.cluster.broker_ports import BrokerPorts
-    from proxy.quotas.managers import ByteRateQuotas
     from proxy.observers.dynamic_config import DynamicConfig
     from proxy.ops.usage_log import UsageTable
+    from proxy.quotas.managers import ByteRateQuotas
 
 # Rewrites a response body (the bytes after the response header); returns the new body, or None to send the
 # broker's frame unchanged.

@@ -48,8 +48,8 @@ from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import decode_request, decode_response
 from proxy.session.session import Session
-from quota.primitives.entity import PRODUCER_IDS_RATE
 from quota.managers.producer_ids import Hold, Refuse
+from quota.primitives.entity import PRODUCER_IDS_RATE
 
 REFUSED_MESSAGE = ("kafka-quota-proxy: too many new producer ids for this user (producer_ids_rate); the producer id "
                    "is admitted when the quota allows it (retry)")

@@ -26,12 +26,10 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from config.model import Address
-from config.model import UpstreamSasl
+from config.model import Address, UpstreamSasl
 from proxy.cluster.sasl_login import SaslLoginError, exchanges
 from proxy.codec.apis import CREATE_TOPICS, METADATA, OWN_METADATA_VERSION, SASL_AUTHENTICATE, SASL_HANDSHAKE
-from proxy.codec.error_codes import (NONE, NOT_CONTROLLER, TOPIC_ALREADY_EXISTS, UNKNOWN_TOPIC_OR_PARTITION,
-                                     error_name)
+from proxy.codec.error_codes import NONE, NOT_CONTROLLER, TOPIC_ALREADY_EXISTS, UNKNOWN_TOPIC_OR_PARTITION, error_name
 from proxy.codec.errors import ProtocolError
 from proxy.codec.header import encode_request_header, frame, response_header_length
 from proxy.codec.messages import Message, decode_response, encode_request, new_request

@@ -10,8 +10,7 @@ import struct
 from typing import Any, Callable
 
 from proxy.codec import primitives as P
-from proxy.codec.schema import Message, _Segment, _StructDefault, _fresh, is_default, segment
-
+from proxy.codec.schema import Message, _fresh, _Segment, _StructDefault, is_default, segment
 
 # --------------------------------------------------------------------------------------------
 # Variable-length values: small closures chosen per (kind, flexible, nullable).

@@ -14,8 +14,8 @@ from proxy.connection.buffers import SharedReadBuffer
 from proxy.connection.open_gate import OpenGate
 from proxy.ground.logs import LogLimiter
 from proxy.ops.metrics import ProxyMetrics
-from quota.primitives.clock import Clock
 from quota.managers.connection import ConnectionQuotas
+from quota.primitives.clock import Clock
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,17 +16,17 @@ import asyncio
 import logging
 import time
 
-from proxy.session.session import Session
 from proxy.codec.errors import ProtocolError
+from proxy.connection.broker_dial import dial_broker
+from proxy.connection.broker_socket import UpstreamConnection
 from proxy.connection.client_context import ListenerContext, bounded, said_frame_error, said_overdue
 from proxy.connection.core import CLOSED_CORE, ConnectionCore
 from proxy.connection.counted import Counted
-from proxy.ops.metrics import ApiMetrics
-from proxy.connection.broker_dial import dial_broker
-from proxy.connection.broker_socket import UpstreamConnection
 from proxy.connection.splicing import Splicer
 from proxy.connection.write_batch import WriteBatch, send
+from proxy.ops.metrics import ApiMetrics
 from proxy.session.principals import MappingError, certificate_principal
+from proxy.session.session import Session
 
 log = logging.getLogger(__name__)
 

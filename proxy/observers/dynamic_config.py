@@ -35,10 +35,10 @@ from config.dynamic_source import DynamicConfigSource
 from config.dynamic_state import SKIP_REASONS, STEP, Batch, DynamicState, RecordSkipped
 from config.model import ProxyConfig
 from proxy.cluster.kafka_clients import Backoff, OwnKafka, start_client, stop_client
-from proxy.observers.following import CALL_TIMEOUT_S, CHECK_S, TopicReader, log_end
-from proxy.observers.freezing import freeze_long_lived
 from proxy.ground.logs import LogLimiter
 from proxy.ground.tasks import wait_for
+from proxy.observers.following import CALL_TIMEOUT_S, CHECK_S, TopicReader, log_end
+from proxy.observers.freezing import freeze_long_lived
 
 log = logging.getLogger(__name__)
 

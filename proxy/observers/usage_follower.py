@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable, Iterator
 
 from proxy.cluster.kafka_clients import Backoff, OwnKafka, start_client, stop_client
-from proxy.observers.following import CALL_TIMEOUT_S, CHECK_S, TopicReader
 from proxy.ground.quiet import quiet
+from proxy.observers.following import CALL_TIMEOUT_S, CHECK_S, TopicReader
 from quota.sharing.cluster_peers import FUTURE, TAKE, ClusterPeers
 from quota.sharing.usage_delta import UsageDelta, UsageDeltaError, decode
 

@@ -25,9 +25,9 @@ from proxy.cluster.kafka_clients import ASK_ERRORS, Backoff, ClusterLook, OwnKaf
 from proxy.codec.apis import DESCRIBE_LOG_DIRS, OWN_DESCRIBE_LOG_DIRS_VERSION
 from proxy.codec.error_codes import NONE
 from proxy.codec.messages import new_request
-from proxy.quotas.volume_throttle import VolumeThrottle
-from proxy.observers.following import CALL_TIMEOUT_S, CHECK_S, TopicReader
 from proxy.ground.tasks import cancel_all, wait_for
+from proxy.observers.following import CALL_TIMEOUT_S, CHECK_S, TopicReader
+from proxy.quotas.volume_throttle import VolumeThrottle
 from quota.managers.volume import Snapshot, Volume
 
 log = logging.getLogger("kafka_quota_proxy.volume")

@@ -7,9 +7,8 @@ into prometheus-client), exposed by a collector through prometheus-client's publ
 
 from __future__ import annotations
 
-from bisect import bisect_left
-
 import time
+from bisect import bisect_left
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily

@@ -19,9 +19,9 @@ from prometheus_client.registry import Collector
 
 from proxy.ops.metrics import PREFIX as METRICS_PREFIX
 from quota.managers.connection import ConnectionQuotas
+from quota.managers.volume import SKIP_REASONS
 from quota.primitives.entity import CONSUMER_BYTE_RATE, DEFAULT, PRODUCER_BYTE_RATE
 from quota.primitives.top import OTHER
-from quota.managers.volume import SKIP_REASONS
 
 if TYPE_CHECKING:
     from quota.managers.client_quota import ClientQuotaManager

@@ -10,8 +10,8 @@ import logging
 from proxy.cluster.kafka_clients import ASK_ERRORS, OwnKafka, ask
 from proxy.codec.apis import API_VERSIONS
 from proxy.codec.messages import new_request
-from proxy.ops.metrics import ProxyMetrics
 from proxy.ground.tasks import cancel_and_wait
+from proxy.ops.metrics import ProxyMetrics
 
 log = logging.getLogger(__name__)
 

@@ -43,6 +43,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
+
 from config.usage import UsageLogConfig
 from proxy.codec.apis import API_NAMES, api_name
 from proxy.ground.tasks import cancel_and_wait

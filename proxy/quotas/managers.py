@@ -15,10 +15,10 @@ from config.model import ProxyConfig
 from proxy.ground.clock import SystemClock, WallClock
 from proxy.ground.logs import LogLimiter
 from proxy.quotas.quota_sets import BOOTSTRAP, BROKER, BrokerQuotas, ProducePrefixWanted, QuotaSet
-from quota.primitives.entity import (CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, PRODUCER_IDS_RATE,
-                          QuotaTable)
-from quota.primitives.held_bytes import HeldBytes
 from quota.managers.mutation import ControllerMutationQuotaManager
+from quota.primitives.entity import (CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE,
+                                     PRODUCER_IDS_RATE, QuotaTable)
+from quota.primitives.held_bytes import HeldBytes
 from quota.primitives.rate import QuotaWindow
 
 log = logging.getLogger(__name__)

@@ -15,9 +15,8 @@ so the request path reads ``scope.quotas`` the same way whichever scope is confi
 from __future__ import annotations
 
 from quota.managers.client_quota import ClientQuotaManager
-from quota.primitives.entity import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, QuotaTable
 from quota.managers.producer_ids import ProducerIdQuotaManager
-
+from quota.primitives.entity import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, QuotaTable
 
 BROKER, CLUSTER = "broker", "cluster"  # the values of quota.scope
 BOOTSTRAP = "bootstrap"  # the metrics' broker label of the bootstrap ports' set, under quota.scope broker

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from config.volume import VolumeUsageConfig
 from proxy.ground.logs import LogLimiter
 from quota.managers.client_quota import ClientQuotaManager
+from quota.managers.volume import (BAD, INITIAL, PAUSE, TAKE, THROTTLE, Bounds, BrokerUsage, Snapshot, SnapshotError,
+                                   TooManyVolumes, Verdict, VolumeState, evaluate, judge, parse_snapshot, summarize)
+from quota.managers.volume_scaling import ScaledProduceQuotas
 from quota.primitives.entity import PRODUCER_BYTE_RATE, QuotaTable
 from quota.primitives.rate import QuotaWindow
-from quota.managers.volume import (BAD, INITIAL, PAUSE, TAKE, THROTTLE, Bounds, BrokerUsage, Snapshot, SnapshotError,
-                          TooManyVolumes, Verdict, VolumeState, evaluate, judge, parse_snapshot, summarize)
-from quota.managers.volume_scaling import ScaledProduceQuotas
 
 log = logging.getLogger("kafka_quota_proxy.volume")
 BAD_RECORD_LOG = LogLimiter()  # one line per kind of bad record per 10 s, whatever a writer floods the topic with

@@ -14,12 +14,12 @@ from types import SimpleNamespace
 
 from prometheus_client import Counter
 
-from proxy.observers.freezing import frozen_as_made
 from proxy.ground.quiet import quiet
-from proxy.ops.metrics import PREFIX
 from proxy.ground.tasks import cancel_and_wait
-from proxy.workers.frames import BEAT, BEAT_INTERVAL_S, CLAIM, CLAIMED, EAGER, GONE, HELLO, READY, RELEASE, RESEND, \
-    SEED, SEED_ASK, USAGE, FrameError, pack, read_frame
+from proxy.observers.freezing import frozen_as_made
+from proxy.ops.metrics import PREFIX
+from proxy.workers.frames import (BEAT, BEAT_INTERVAL_S, CLAIM, CLAIMED, EAGER, GONE, HELLO, READY, RELEASE, RESEND,
+                                  SEED, SEED_ASK, USAGE, FrameError, pack, read_frame)
 from quota.sharing import worker_seed
 from quota.sharing.usage_delta import UsageDeltaError, decode, encode
 from quota.sharing.usage_share import RECORD_STEP, UsageTap, record_remote_steps

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from config.model import ProxyConfig
+from proxy.ground.tasks import cancel_and_wait
 from proxy.ops.http import OpsServer, build_exposition
 from proxy.ops.metrics import PREFIX
-from proxy.ground.tasks import cancel_and_wait
-from proxy.workers.frames import BEAT_INTERVAL_S, CLAIM, CLAIMED, EAGER, GONE, HELLO, READY, RELEASE, RESEND, SEED, \
-    SEED_ASK, USAGE, FrameError, pack, read_frame
+from proxy.workers.frames import (BEAT_INTERVAL_S, CLAIM, CLAIMED, EAGER, GONE, HELLO, READY, RELEASE, RESEND, SEED,
+                                  SEED_ASK, USAGE, FrameError, pack, read_frame)
 from proxy.workers.scrape import workers_exposition
 from proxy.workers.worker import WorkerSpec
 from quota.sharing.peer_connections import OpenLedger

@@ -37,10 +37,9 @@ from types import MappingProxyType
 
 from quota.primitives.entity import DEFAULT
 from quota.primitives.overflow import DEFAULT_MAX_TRACKED_ENTITIES, OVERFLOW
-from quota.sharing.peer_connections import IP as OPEN_IP
-from quota.sharing.peer_connections import LISTENER, TOTAL, PeerConnections
 from quota.primitives.rate import QuotaWindow, Rate
 from quota.primitives.throttle import bounded_throttle_time_ms
+from quota.sharing.peer_connections import IP as OPEN_IP, LISTENER, TOTAL, PeerConnections
 from quota.sharing.usage_tap import NO_TAP
 
 CONNECTION_CREATION_RATE = "connection_creation_rate"

@@ -27,8 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from quota.primitives.chunked import EMPTY as EMPTY_MAP
-from quota.primitives.chunked import REMOVED, Changing, ChunkedMap
+from quota.primitives.chunked import EMPTY as EMPTY_MAP, REMOVED, Changing, ChunkedMap
 
 DEFAULT = "<default>"
 """The default-entity marker, as Kafka writes it (``ClientQuotaManager.DEFAULT_NAME``)."""

@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from operator import attrgetter
 
-from quota.primitives.entity import QuotaEntity, QuotaTags, ResolvedQuota
 from quota.primitives import smoothing
+from quota.primitives.entity import QuotaEntity, QuotaTags, ResolvedQuota
 from quota.primitives.rate import QuotaWindow, Rate
 from quota.primitives.token_bucket import TokenBucket
 from quota.primitives.top import OTHER

@@ -35,8 +35,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from quota.sharing.usage_delta import UsageDelta
 from quota.managers.volume import CLOCK_SKEW_MS
+from quota.sharing.usage_delta import UsageDelta
 
 OWN, STALE, FUTURE, TAKE = "own", "stale", "future", "take"
 """What :meth:`ClusterPeers.judge` says of a record."""

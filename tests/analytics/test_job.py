@@ -18,8 +18,8 @@ import yaml
 pytest.importorskip("pyspark", reason="the analytics extra (pip install kafka-quota-proxy[analytics]) is not installed")
 
 from analytics import job  # noqa: E402
-from analytics.generate import HOG, PID_CHURNER, START_TIME, STORM_IP, THROTTLED, TOPIC_STORM, Options, record, \
-    write_jsonl, write_log  # noqa: E402
+from analytics.generate import (HOG, PID_CHURNER, START_TIME, STORM_IP, THROTTLED, TOPIC_STORM, Options,  # noqa: E402
+                                record, write_jsonl, write_log)
 
 # The module's one Spark job (the fixture below) runs the planner with its replay on 12 entities x 60 intervals:
 # about 40 s on an idle 2-core machine, 130 s at load 20; the suite's 120 s per test would cut it on a busy one.

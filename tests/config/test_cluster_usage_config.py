@@ -4,16 +4,16 @@ topic, and every inconsistent combination is refused naming the key and the reas
 import pytest
 
 from config.errors import ConfigError
+from config.loader import parse_config
 from proxy.apis import AnswerLocally, ConnectionScope, Session
 from proxy.cluster.topics import Topics
 from proxy.codec.apis import PRODUCE
 from proxy.codec.error_codes import TOPIC_AUTHORIZATION_FAILED
 from proxy.codec.messages import decode_response
 from proxy.quotas.internal_topic_guard import InternalTopicGuard
-from tests.proxy.internal_topic_plans import TENANT, NobodyIsOwn, plan_and_body, produce
-from config.loader import parse_config
 from proxy.quotas.managers import ByteRateQuotas
 from quota.primitives.clock import ManualClock
+from tests.proxy.internal_topic_plans import TENANT, NobodyIsOwn, plan_and_body, produce
 
 SIDECAR = [{"name": "L", "bind": "127.0.0.1:9000"}]
 CLUSTER = [{"name": "L", "bind": "127.0.0.1:9000", "broker_port_base": 9100}]

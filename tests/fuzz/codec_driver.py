@@ -34,18 +34,12 @@ from __future__ import annotations
 import struct
 
 from proxy.cluster.topics import Topics
-from proxy.codec import messages as M
-from proxy.codec import schema
+from proxy.codec import messages as M, schema
 from proxy.codec.apis import API_VERSIONS, FETCH, METADATA, PRODUCE
 from proxy.codec.errors import ProtocolError
 from proxy.codec.frame import (BOUNDARY, BUFFER, DROP, END, FRAME, HEADER, LAST_SEGMENT, NEED_DATA, SEGMENT, STOP,
                                STREAM, FrameSplitter)
-from proxy.codec.header import (
-    Incomplete,
-    parse_request_header,
-    parse_response_prefix,
-    response_header_length,
-)
+from proxy.codec.header import Incomplete, parse_request_header, parse_response_prefix, response_header_length
 from proxy.codec.produce_prefix import parse_request_prefix
 from proxy.codec.records import fetch_records_summary, iter_batches, produce_records_summary
 from proxy.codec.responses import encode_local_response, error_response

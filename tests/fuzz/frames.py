@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import uuid
 
-from proxy.codec import messages as M
-from proxy.codec import schema
+from proxy.codec import messages as M, schema
 from proxy.codec.header import encode_request_header, encode_response_header, frame
 from tests.fuzz.codec_driver import TARGETS, encode_input
 

@@ -17,8 +17,7 @@ from proxy.codec.apis import METADATA, PRODUCE
 from proxy.codec.header import encode_request_header, frame, response_header_length
 from proxy.codec.messages import decode_response, encode_request, new_request
 from tests.harness import Tansu, free_port, proxy_config, start_proxy
-from tests.integration import clients as c
-from tests.integration import raw
+from tests.integration import clients as c, raw
 
 pytestmark = [pytest.mark.integration, pytest.mark.measures_rate]
 

@@ -11,11 +11,10 @@ import pytest
 
 from proxy import app as proxy_app
 from proxy.cluster import own_clients
+from proxy.codec.apis import DESCRIBE_CLUSTER, FIND_COORDINATOR, METADATA
 from proxy.connection.broker_socket import UpstreamConnection
 from tests.harness import Tansu, cluster_ports, free_port, start_proxy
-from proxy.codec.apis import DESCRIBE_CLUSTER, FIND_COORDINATOR, METADATA
-from tests.integration import clients as c
-from tests.integration import raw
+from tests.integration import clients as c, raw
 from tests.relay import RecordingRelay
 
 pytestmark = pytest.mark.integration

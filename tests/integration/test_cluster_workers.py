@@ -24,9 +24,8 @@ import urllib.request
 
 import pytest
 
-from tests.harness import Tansu, free_port, start_proxy, wait_for_port
+from tests.harness import Tansu, free_port, start_proxy, wait_for_port, wait_until
 from tests.integration.clients import kp_create_topic
-from tests.harness import wait_until
 from tests.integration.cluster_sidecars import MEASURE_S, TOPIC, WARM_UP_S, Producers, sidecar_config
 from tests.integration.workers import ready, samples, scrape, worker_pids
 

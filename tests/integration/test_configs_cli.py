@@ -8,7 +8,6 @@ takes them. SASL end to end is not run here: Tansu has no SASL with memory stora
 
 from __future__ import annotations
 
-
 import pytest
 
 from proxy.cli.configs import main as configs

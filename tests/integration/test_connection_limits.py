@@ -13,8 +13,8 @@ import time
 import pytest
 
 from demo.storms import connect_once as demo_connect_once
-from tests.integration import raw
 from tests.harness import Tansu, connections_counted, free_port, proxy_config, start_proxy, wait_until
+from tests.integration import raw
 
 pytestmark = pytest.mark.integration
 

@@ -27,18 +27,8 @@ from proxy.codec.header import encode_request_header, frame
 from tests.fuzz.frames import record_batch
 from tests.harness import Tansu, free_port, proxy_config
 from tests.integration import clients as c
-from tests.integration.faults import (
-    SOAK_SECONDS,
-    CutRelay,
-    PacedProducer,
-    ProxyProcess,
-    RssSampler,
-    nonblocking_send,
-    phase_seconds,
-    read_back,
-    report,
-    reset,
-)
+from tests.integration.faults import (SOAK_SECONDS, CutRelay, PacedProducer, ProxyProcess, RssSampler, nonblocking_send,
+                                      phase_seconds, read_back, report, reset)
 from tests.integration.raw import read_frame
 
 pytestmark = pytest.mark.integration

@@ -12,9 +12,9 @@ import time
 import pytest
 
 from proxy.codec.apis import METADATA
-from tests.proxy.codec.builders import uvarint
 from tests.harness import Tansu, free_port, proxy_config, start_proxy
 from tests.integration import raw
+from tests.proxy.codec.builders import uvarint
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,6 @@ the bucket barely refills while the test reads it.
 
 from __future__ import annotations
 
-
 import pytest
 
 from proxy.codec.apis import CREATE_TOPICS

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from config.loader import parse_config
 from proxy.connection.open_gate import OpenGate
-from proxy.quotas.managers import ByteRateQuotas
 from proxy.ops.metrics import ProxyMetrics
+from proxy.quotas.managers import ByteRateQuotas
 from quota.managers.connection import ConnectionQuotas
 
 CONFIG = {

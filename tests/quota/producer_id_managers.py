@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from quota.primitives.entity import QuotaTable
 from quota.managers.producer_ids import HOLD, ProducerIdQuotaManager
+from quota.primitives.entity import QuotaTable
 
 WINDOW_S = 10
 

@@ -41,8 +41,8 @@ from tests.harness import free_port, wait_until
 from tests.integration import clients as c
 from tests.kafka_cluster import unique_topic
 from tests.kafka_settings import compose_env, listener_map
-from tests.prometheus_tools import PROMETHEUS_DIR, RULES, ROOT, Prometheus, alert_rules, dashboard_queries, \
-    grafana_expr, tool
+from tests.prometheus_tools import (PROMETHEUS_DIR, ROOT, RULES, Prometheus, alert_rules, dashboard_queries,
+                                    grafana_expr, tool)
 
 pytestmark = pytest.mark.integration
 

@@ -24,8 +24,8 @@ import pytest
 
 from tests.harness import wait_until
 from tests.integration import clients as c
-from tests.integration.kafka.quotas_common import configs, end_offsets, java_producer, perf_summary, topics
 from tests.integration.flat_clients import Flat, aio_flat, ck_flat, consume_flat, kp_flat
+from tests.integration.kafka.quotas_common import configs, end_offsets, java_producer, perf_summary, topics
 
 # In the "rate" group (tests/conftest.py), as the Tansu twins: at most three rate measurements share the cores. In
 # the kafka1 group beside them, a full run on a loaded machine (load 14) measured aiokafka's consumer at 1.083 x.

@@ -23,8 +23,8 @@ import time
 import pytest
 
 from demo.storms import connect_once
-from tests.integration import raw
 from tests.harness import connections_counted, wait_until
+from tests.integration import raw
 from tests.integration.kafka.quotas_common import configs
 
 pytestmark = pytest.mark.integration

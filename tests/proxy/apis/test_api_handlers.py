@@ -3,18 +3,18 @@
 import pytest
 
 from config.loader import parse_config
-from proxy.quotas.internal_topic_guard import InternalTopicGuard
 from proxy.apis import ConnectionScope, Session, plan_request
-from proxy.quotas.managers import ByteRateQuotas
 from proxy.apis.api_versions import MAX_VERSION, intersect
 from proxy.cluster.broker_ports import BrokerPorts
+from proxy.cluster.topics import Topics
 from proxy.codec.apis import API_VERSIONS, FETCH, METADATA, PRODUCE
 from proxy.codec.errors import ProtocolError
 from proxy.codec.frame import DROP, STREAM
 from proxy.codec.header import RequestHeader
-from proxy.cluster.topics import Topics
 from proxy.codec.messages import DECODED_APIS, decode_response, encode_response, new_response
 from proxy.connection.inflight import InFlightQueue
+from proxy.quotas.internal_topic_guard import InternalTopicGuard
+from proxy.quotas.managers import ByteRateQuotas
 
 
 def api_versions_body(version, ranges):

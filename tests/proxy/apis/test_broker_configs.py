@@ -11,14 +11,14 @@ import pytest
 from config.dynamic import PROXY_KEY, DynamicEntries, effective, entity_key
 from config.loader import parse_config
 from proxy.apis import AnswerLocally, Await, ConnectionScope, ForwardRequest, Session, plan_request
+from proxy.cluster.topics import Topics
 from proxy.codec.apis import DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
 from proxy.codec.error_codes import (CLUSTER_AUTHORIZATION_FAILED, INVALID_CONFIG, INVALID_REQUEST, NONE,
                                      UNKNOWN_SERVER_ERROR)
 from proxy.codec.header import encode_request_header, frame, response_header_length
-from proxy.codec.produce_prefix import parse_request_prefix
-from proxy.cluster.topics import Topics
 from proxy.codec.messages import (decode_request, decode_response, encode_request, encode_response, new_request,
                                   new_response)
+from proxy.codec.produce_prefix import parse_request_prefix
 from proxy.quotas.managers import ByteRateQuotas
 
 BROKER, TOPIC = 4, 2

@@ -5,19 +5,12 @@ import pytest
 
 from proxy.apis import Session, plan_request
 from proxy.apis.byte_rate import trim_fetch_response
-from proxy.codec.throttle import merge_throttle
 from proxy.codec.apis import FETCH, PRODUCE
 from proxy.codec.frame import BUFFER, STREAM
 from proxy.codec.header import RequestHeader
-from proxy.codec.messages import (
-    DECODED_APIS,
-    decode_request,
-    decode_response,
-    encode_request,
-    encode_response,
-    new_request,
-    new_response,
-)
+from proxy.codec.messages import (DECODED_APIS, decode_request, decode_response, encode_request, encode_response,
+                                  new_request, new_response)
+from proxy.codec.throttle import merge_throttle
 from quota.primitives.clock import ManualClock
 from quota.primitives.decision import Throttle
 from tests.proxy.byte_rate_scopes import batch, scope_with

@@ -9,13 +9,13 @@ import json
 from config.dynamic import DynamicEntries, effective
 from config.loader import parse_config
 from proxy.apis import AnswerLocally, Await, ConnectionScope, ForwardRequest, LookUp, Session, plan_request
+from proxy.cluster.topics import Topics
 from proxy.codec.apis import ALTER_CLIENT_QUOTAS, API_VERSIONS, DESCRIBE_CLIENT_QUOTAS
 from proxy.codec.error_codes import CLUSTER_AUTHORIZATION_FAILED, INVALID_REQUEST, NONE, UNSUPPORTED_VERSION
 from proxy.codec.header import encode_request_header, frame, response_header_length
-from proxy.codec.produce_prefix import parse_request_prefix
-from proxy.cluster.topics import Topics
 from proxy.codec.messages import (decode_request, decode_response, encode_request, encode_response, new_request,
                                   new_response)
+from proxy.codec.produce_prefix import parse_request_prefix
 from proxy.quotas.managers import ByteRateQuotas
 
 BOTH = {DESCRIBE_CLIENT_QUOTAS: (0, 1), ALTER_CLIENT_QUOTAS: (0, 1)}

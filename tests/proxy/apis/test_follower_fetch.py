@@ -19,15 +19,15 @@ import pytest
 
 from config.loader import parse_config
 from proxy.apis import ConnectionScope, Session
-from proxy.codec.apis import FETCH, FETCH_REPLICA_STATE_SINCE
-from proxy.codec.header import encode_request_header, encode_response_header, frame, parse_request_header, \
-    response_header_length
 from proxy.cluster.topics import Topics
-from proxy.codec.messages import decode_request, decode_response, encode_request, encode_response, new_request, \
-    new_response
+from proxy.codec.apis import FETCH, FETCH_REPLICA_STATE_SINCE
+from proxy.codec.header import (encode_request_header, encode_response_header, frame, parse_request_header,
+                                response_header_length)
+from proxy.codec.messages import (decode_request, decode_response, encode_request, encode_response, new_request,
+                                  new_response)
 from proxy.connection.core import ConnectionCore
-from proxy.quotas.managers import ByteRateQuotas
 from proxy.ops.usage_log import UsageTable
+from proxy.quotas.managers import ByteRateQuotas
 from quota.primitives.clock import ManualClock
 from tests.fakes import NULL_API_METRICS
 from tests.proxy.byte_rate_scopes import batch

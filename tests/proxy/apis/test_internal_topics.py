@@ -13,13 +13,13 @@ import pytest
 
 from config.loader import parse_config
 from proxy.apis import AnswerLocally, ConnectionScope, ForwardRequest, LookUp, Session
-from proxy.quotas.internal_topic_guard import InternalTopicGuard
+from proxy.cluster.own_clients import OwnConnections, track_aiokafka
+from proxy.cluster.topics import Topics
 from proxy.codec.apis import (ADD_PARTITIONS_TO_TXN, CREATE_TOPICS, DELETE_RECORDS, DELETE_TOPICS,
                               INCREMENTAL_ALTER_CONFIGS, METADATA, PRODUCE)
 from proxy.codec.error_codes import NONE, TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_ID
 from proxy.codec.messages import decode_request, decode_response, encode_response, new_request, new_response
-from proxy.cluster.topics import Topics
-from proxy.cluster.own_clients import OwnConnections, track_aiokafka
+from proxy.quotas.internal_topic_guard import InternalTopicGuard
 from proxy.quotas.managers import ByteRateQuotas
 from tests.proxy.internal_topic_plans import TENANT, NobodyIsOwn, plan_and_body, produce
 

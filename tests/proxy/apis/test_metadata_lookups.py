@@ -21,8 +21,8 @@ from proxy.cluster.topics import Topics
 from proxy.codec.apis import API_VERSIONS, DELETE_TOPICS, METADATA
 from proxy.codec.error_codes import INVALID_REQUEST, NONE, TOPIC_AUTHORIZATION_FAILED
 from proxy.codec.header import encode_request_header, encode_response_header, frame, parse_request_header
-from proxy.codec.messages import decode_request, decode_response, encode_request, encode_response, new_request, \
-    new_response
+from proxy.codec.messages import (decode_request, decode_response, encode_request, encode_response, new_request,
+                                  new_response)
 from proxy.codec.primitives import ZERO_UUID
 from proxy.connection.core import ConnectionCore
 from proxy.quotas.internal_topic_guard import InternalTopicGuard

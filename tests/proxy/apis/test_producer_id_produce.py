@@ -13,8 +13,8 @@ from proxy.codec.error_codes import NOT_ENOUGH_REPLICAS
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import encode_request_header, frame, response_header_length
 from proxy.codec.messages import decode_response, encode_request, new_request, new_response
-from proxy.codec.responses import encode_local_response
 from proxy.codec.produce_prefix import parse_request_prefix
+from proxy.codec.responses import encode_local_response
 from quota.primitives.clock import ManualClock
 from quota.primitives.decision import Throttle
 from tests.proxy.byte_rate_scopes import scope_with

@@ -16,8 +16,7 @@ from proxy.codec.error_codes import SASL_AUTHENTICATION_FAILED
 from proxy.codec.header import RequestHeader, response_header_length
 from proxy.codec.messages import decode_response, encode_request, encode_response, new_request, new_response
 from proxy.quotas.managers import ByteRateQuotas
-from tests.fakes import TokenKafka as FakeKafka
-from tests.fakes import token_answer as answer
+from tests.fakes import TokenKafka as FakeKafka, token_answer as answer
 
 V = 2  # SaslAuthenticate v2, as every Java client since 2.2 sends it
 CLIENT_FIRST = b"n,,n=tok-c,r=nonce,tokenauth=true"

@@ -9,8 +9,7 @@ import asyncio
 from proxy.cluster.token_owners import OwnerUnknown, TokenOwners
 from proxy.codec.apis import DESCRIBE_DELEGATION_TOKEN, OWN_DESCRIBE_DELEGATION_TOKEN_VERSION
 from proxy.codec.error_codes import DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
-from tests.fakes import TokenKafka as FakeKafka
-from tests.fakes import token_answer as answer
+from tests.fakes import TokenKafka as FakeKafka, token_answer as answer
 
 
 def test_logins_waiting_together_are_served_by_one_lookup_of_every_token():

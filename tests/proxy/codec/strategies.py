@@ -11,8 +11,7 @@ import uuid
 import pytest
 from hypothesis import strategies as st
 
-from proxy.codec import messages as M
-from proxy.codec import schema
+from proxy.codec import messages as M, schema
 from proxy.codec.primitives import ZERO_UUID
 
 _INT_RANGES = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}

@@ -14,12 +14,9 @@ import struct
 import uuid
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
-from proxy.codec import error_codes as E
-from proxy.codec import messages as M
-from proxy.codec import schema
+from proxy.codec import error_codes as E, messages as M, schema
 from proxy.codec.apis import (CLIENT_THROTTLES_SINCE, STRICT_MUTATION_SINCE, THROTTLE_TIME_SINCE, client_throttles,
                               has_throttle_time, response_header_version, strict_mutation_quota)
 from proxy.codec.responses import encode_local_response, error_response

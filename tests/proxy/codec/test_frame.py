@@ -213,8 +213,7 @@ def test_a_huge_straddling_header_is_parsed_in_linear_time():
     assert sum(calls) < 4 * len(raw), (len(calls), sum(calls))
 
 
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import given, settings, strategies as st  # noqa: E402
 
 
 @settings(max_examples=300, deadline=None)

@@ -14,8 +14,7 @@ from __future__ import annotations
 import struct
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tests.fuzz.codec_driver import TARGETS, drive, encode_input
 from tests.fuzz.frames import client_frames, schema_frames, seed_inputs

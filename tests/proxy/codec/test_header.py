@@ -5,14 +5,8 @@ import struct
 import pytest
 
 from proxy.codec.errors import ProtocolError
-from proxy.codec.header import (
-    Incomplete,
-    encode_request_header,
-    encode_response_header,
-    frame,
-    parse_response_prefix,
-    response_header_length,
-)
+from proxy.codec.header import (Incomplete, encode_request_header, encode_response_header, frame, parse_response_prefix,
+                                response_header_length)
 from proxy.codec.produce_prefix import parse_request_prefix
 
 MAX = 104857600

@@ -9,8 +9,8 @@ import pytest
 
 from proxy.codec import apis
 from proxy.codec.header import Incomplete, encode_request_header, frame
-from proxy.codec.produce_prefix import parse_request_prefix
 from proxy.codec.messages import encode_request, new_request
+from proxy.codec.produce_prefix import parse_request_prefix
 from tests.proxy.codec.builders import record_batch
 
 

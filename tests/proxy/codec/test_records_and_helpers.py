@@ -7,15 +7,13 @@ absent from kio) are checked against kafka-python's hand-written ``kafka.protoco
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
-from proxy.codec import apis
-from proxy.codec import messages as M
+from proxy.codec import apis, messages as M
 from proxy.codec.errors import ProtocolError
 from proxy.codec.records import fetch_records_summary, iter_batches, produce_records_summary
-from tests.proxy.codec.strategies import message_st
 from tests.proxy.codec.builders import record_batch
+from tests.proxy.codec.strategies import message_st
 
 
 def test_batches_report_producer_and_flags():

@@ -7,8 +7,7 @@ bit-flipped, extended or random bodies raise ProtocolError and nothing else.
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from proxy.codec import messages as M
 from proxy.codec.errors import ProtocolError

@@ -28,15 +28,13 @@ from __future__ import annotations
 import struct
 
 import pytest
-from hypothesis import settings
-from hypothesis import strategies as st
+from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from proxy.apis import PASS, AnswerLocally, ForwardRequest, HoldFor, LookUp, Plan
 from proxy.codec.frame import BUFFER
-from proxy.codec.header import encode_request_header, encode_response_header, frame
+from proxy.codec.header import RequestHeader, encode_request_header, encode_response_header, frame
 from proxy.codec.messages import encode_response, new_response
-from proxy.codec.header import RequestHeader
 from proxy.connection.core import ConnectionCore
 from proxy.connection.flow import THROTTLED_READ_BYTES, FlowError
 from proxy.connection.inflight import InFlight

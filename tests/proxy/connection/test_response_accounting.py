@@ -11,6 +11,7 @@ from __future__ import annotations
 import struct
 from collections import Counter
 
+from config.loader import parse_config
 from proxy.apis import PASS, ConnectionScope, Plan
 from proxy.cluster.topics import Topics
 from proxy.codec.apis import API_VERSIONS, LIST_OFFSETS, METADATA, PRODUCE
@@ -20,7 +21,6 @@ from proxy.codec.messages import encode_request, encode_response, new_request, n
 from proxy.connection.core import ConnectionCore
 from proxy.quotas.managers import ByteRateQuotas
 from proxy.session.session import Session
-from config.loader import parse_config
 from quota.primitives.decision import Throttle
 
 _LOCAL = {}  # correlation id -> the proxy's own answer

@@ -11,10 +11,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from config.errors import ConfigError
 from config.loader import parse_config
-from proxy.quotas.managers import ByteRateQuotas
 from proxy.ops.entity_series import IDLE_REFRESHES, EntitySeries, RefreshSchedule
 from proxy.ops.http import build_exposition
 from proxy.ops.quota_metrics import QuotaMetricsCollector
+from proxy.quotas.managers import ByteRateQuotas
 from quota.primitives.clock import ManualClock
 
 R = 15_000

@@ -3,8 +3,8 @@
 from prometheus_client import CollectorRegistry
 
 from config.loader import parse_config
-from proxy.quotas.managers import ByteRateQuotas
 from proxy.ops.quota_metrics import OTHER, QuotaMetricsCollector
+from proxy.quotas.managers import ByteRateQuotas
 from quota.primitives.clock import ManualClock
 
 

@@ -8,8 +8,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from config.loader import parse_config
-from proxy.quotas.managers import ByteRateQuotas
 from proxy.ops.quota_metrics import OTHER, QuotaMetricsCollector
+from proxy.quotas.managers import ByteRateQuotas
 from quota.primitives.clock import ManualClock
 from quota.primitives.top import CHUNK
 

@@ -11,8 +11,8 @@ from prometheus_client import CollectorRegistry
 from config.dynamic import RecordError, check_record
 from config.errors import ConfigError
 from config.loader import parse_config
-from proxy.quotas.managers import ByteRateQuotas
 from proxy.ops.quota_metrics import QuotaMetricsCollector
+from proxy.quotas.managers import ByteRateQuotas
 from quota.primitives.clock import ManualClock
 from quota.primitives.decision import FORWARD, Throttle
 

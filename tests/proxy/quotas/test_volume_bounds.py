@@ -45,10 +45,10 @@ import selectors  # noqa: E402
 
 from config.volume import VolumeUsageConfig  # noqa: E402
 from proxy.quotas.volume_throttle import VolumeThrottle  # noqa: E402
+from quota.managers.volume import OPEN, PAUSE, Limit, Snapshot, Volume  # noqa: E402
 from quota.primitives.clock import ManualClock  # noqa: E402
 from quota.primitives.entity import QuotaTable  # noqa: E402
 from quota.primitives.rate import QuotaWindow  # noqa: E402
-from quota.managers.volume import OPEN, PAUSE, Limit, Snapshot, Volume  # noqa: E402
 
 GB = 1_000_000_000
 START_MS = 1_800_000_000_000
@@ -171,10 +171,10 @@ def test_the_background_timer_evaluates_once_in_ten_minutes_for_one_snapshot(mon
     """The follower's timer as it runs (before: ``evaluate()`` every second, 600 evaluations for nothing in ten
     minutes). A snapshot taken at the start goes stale once; that is the one evaluation due. Evaluations are
     counted where the throttle calls the pure ``evaluate``."""
-    from proxy.quotas import volume_throttle
     from config.model import Address
     from proxy.cluster.kafka_clients import OwnKafka
     from proxy.observers.volume_sources import VolumeFollower
+    from proxy.quotas import volume_throttle
 
     evaluations = [0]
     pure_evaluate = volume_throttle.evaluate

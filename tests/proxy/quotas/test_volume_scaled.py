@@ -8,10 +8,10 @@ import pytest
 
 from config.volume import VolumeUsageConfig
 from proxy.quotas.volume_throttle import VolumeThrottle
-from quota.primitives.clock import ManualClock
-from quota.primitives.entity import (CONSUMER_BYTE_RATE, DEFAULT, PRODUCER_BYTE_RATE, QuotaEntity, QuotaEntry, QuotaTable)
-from quota.primitives.rate import QuotaWindow
 from quota.managers.volume_scaling import scaled_produce_table
+from quota.primitives.clock import ManualClock
+from quota.primitives.entity import CONSUMER_BYTE_RATE, DEFAULT, PRODUCER_BYTE_RATE, QuotaEntity, QuotaEntry, QuotaTable
+from quota.primitives.rate import QuotaWindow
 
 pytestmark = pytest.mark.long_running(seconds=10)
 

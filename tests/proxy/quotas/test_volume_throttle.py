@@ -6,11 +6,11 @@ import pytest
 
 from config.volume import VolumeUsageConfig
 from proxy.quotas.volume_throttle import VolumeThrottle
+from quota.managers.volume import OPEN, PAUSE, THROTTLE, Limit, Snapshot, Volume
+from quota.managers.volume_scaling import scaled_produce_table
 from quota.primitives.clock import ManualClock
 from quota.primitives.entity import QuotaTable
 from quota.primitives.rate import QuotaWindow
-from quota.managers.volume import OPEN, PAUSE, THROTTLE, Limit, Snapshot, Volume
-from quota.managers.volume_scaling import scaled_produce_table
 
 GB = 1_000_000_000
 

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from proxy.codec.errors import ProtocolError
-from proxy.session.sasl import ScramFirst, SaslExchange, oauthbearer_subject, plain_user, scram_first, scram_user
+from proxy.session.sasl import SaslExchange, ScramFirst, oauthbearer_subject, plain_user, scram_first, scram_user
 
 
 def jwt(claims: dict) -> str:

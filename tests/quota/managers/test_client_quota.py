@@ -2,19 +2,8 @@ import math
 
 import pytest
 
-from quota import (
-    DEFAULT,
-    FORWARD,
-    INT32_MAX,
-    PRODUCER_BYTE_RATE,
-    ClientQuotaManager,
-    ManualClock,
-    QuotaTable,
-    QuotaTags,
-    QuotaWindow,
-    Throttle,
-    is_applied,
-)
+from quota import (DEFAULT, FORWARD, INT32_MAX, PRODUCER_BYTE_RATE, ClientQuotaManager, ManualClock, QuotaTable,
+                   QuotaTags, QuotaWindow, Throttle, is_applied)
 
 P = PRODUCER_BYTE_RATE
 

@@ -8,8 +8,8 @@ from types import MappingProxyType
 
 import pytest
 
-from quota.managers.connection import (IP_RATE, LISTENER_MAX_CONNECTIONS, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_IP, Admit,
-                              Close, ConnectionLimits, ConnectionQuotas, Hold, normalize_ip)
+from quota.managers.connection import (IP_RATE, LISTENER_MAX_CONNECTIONS, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_IP,
+                                       Admit, Close, ConnectionLimits, ConnectionQuotas, Hold, normalize_ip)
 from quota.primitives.entity import DEFAULT
 from quota.primitives.rate import QuotaWindow
 

@@ -3,10 +3,10 @@ held while a million of them expire), the housekeeping drops them a batch at a t
 producer-id cleanup looks at a slice of the users per call, going on where it stopped. Manual clock, no sleeping."""
 
 from quota.managers.client_quota import ClientQuotaManager
-from quota.primitives.sensor_keeper import RECORD_EXPIRY_BATCH
+from quota.managers.producer_ids import ProducerIdQuotaManager
 from quota.primitives.clock import ManualClock
 from quota.primitives.entity import DEFAULT, PRODUCER_BYTE_RATE, QuotaTable
-from quota.managers.producer_ids import ProducerIdQuotaManager
+from quota.primitives.sensor_keeper import RECORD_EXPIRY_BATCH
 
 HOUR_MS = 3_600_000
 

@@ -4,8 +4,8 @@ quota change still applies to its very next request."""
 import pytest
 
 from quota import DEFAULT, PRODUCER_BYTE_RATE, ClientQuotaManager, ManualClock, QuotaTable, Throttle
-from quota.primitives.entity import QuotaEntity, QuotaEntry
 from quota.managers.volume_scaling import ScaledProduceQuotas
+from quota.primitives.entity import QuotaEntity, QuotaEntry
 
 P = PRODUCER_BYTE_RATE
 

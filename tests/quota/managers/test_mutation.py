@@ -6,10 +6,10 @@ import math
 
 import pytest
 
+from quota.managers.mutation import ControllerMutationQuotaManager, TokenBucket
 from quota.primitives.clock import ManualClock
 from quota.primitives.decision import FORWARD, Throttle
 from quota.primitives.entity import QuotaTable
-from quota.managers.mutation import ControllerMutationQuotaManager, TokenBucket
 from quota.primitives.rate import QuotaWindow
 
 

@@ -7,9 +7,9 @@ broker's answer reports as failed, never above the burst.
 
 from __future__ import annotations
 
+from quota.managers.mutation import ControllerMutationQuotaManager, TokenBucket
 from quota.primitives.clock import ManualClock
 from quota.primitives.entity import QuotaTable
-from quota.managers.mutation import ControllerMutationQuotaManager, TokenBucket
 from quota.primitives.rate import QuotaWindow
 
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import math
 
-from quota.primitives.clock import ManualClock
 from quota.managers.connection import ADMIT, Admit, ConnectionLimits, ConnectionQuotas
+from quota.managers.mutation import ControllerMutationQuotaManager
+from quota.managers.producer_ids import HOLD, Hold, ProducerIdQuotaManager, Refuse
+from quota.primitives.clock import ManualClock
 from quota.primitives.decision import FORWARD
 from quota.primitives.entity import QuotaTable, QuotaTags
-from quota.managers.mutation import ControllerMutationQuotaManager
 from quota.primitives.overflow import OVERFLOW
-from quota.managers.producer_ids import HOLD, Hold, ProducerIdQuotaManager, Refuse
 from quota.primitives.rate import QuotaWindow
 from quota.sharing.usage_share import UsageTap
 

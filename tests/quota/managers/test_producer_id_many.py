@@ -3,8 +3,8 @@ new one is counted and held as one would be, all or nothing, with a fake clock."
 
 from __future__ import annotations
 
-from quota.primitives.decision import FORWARD, Throttle
 from quota.managers.producer_ids import THROTTLE, Hold, Refuse
+from quota.primitives.decision import FORWARD, Throttle
 from tests.quota.producer_id_managers import manager
 
 

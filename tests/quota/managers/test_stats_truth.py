@@ -6,10 +6,11 @@ from __future__ import annotations
 import math
 
 from quota.managers.client_quota import ClientQuotaManager
-from quota.primitives.clock import ManualClock
-from quota.primitives.entity import CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, PRODUCER_IDS_RATE, QuotaTable, QuotaTags
 from quota.managers.mutation import ControllerMutationQuotaManager
 from quota.managers.producer_ids import ProducerIdQuotaManager
+from quota.primitives.clock import ManualClock
+from quota.primitives.entity import (CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, PRODUCER_IDS_RATE, QuotaTable,
+                                     QuotaTags)
 from quota.primitives.rate import QuotaWindow
 
 P = PRODUCER_BYTE_RATE

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from quota.managers.volume import (BAD, CLOCK_SKEW_MS, IGNORED, OPEN, PAUSE, TAKE, THROTTLE, Limit, Snapshot, SnapshotError,
-                          Volume, evaluate, judge, parse_snapshot, summarize)
+from quota.managers.volume import (BAD, CLOCK_SKEW_MS, IGNORED, OPEN, PAUSE, TAKE, THROTTLE, Limit, Snapshot,
+                                   SnapshotError, Volume, evaluate, judge, parse_snapshot, summarize)
 
 GB = 1_000_000_000
 NOW = 1_800_000_000_000

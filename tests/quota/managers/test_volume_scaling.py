@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from quota.managers.client_quota import ClientQuotaManager
+from quota.managers.volume_scaling import ScaledProduceQuotas, scaled_produce_table
 from quota.primitives.clock import ManualClock
 from quota.primitives.decision import FORWARD, Throttle, is_applied
 from quota.primitives.entity import PRODUCER_BYTE_RATE, QuotaTable
 from quota.primitives.rate import QuotaWindow
-from quota.managers.volume_scaling import ScaledProduceQuotas, scaled_produce_table
 
 P = PRODUCER_BYTE_RATE
 TABLE = QuotaTable.from_values([({"user": "alice"}, {P: 4000}, True),  # mode: shadow

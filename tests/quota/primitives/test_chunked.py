@@ -4,8 +4,7 @@ timed)."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from quota.primitives.chunked import MAX_CHUNKS, REMOVED, TARGET_CHUNK, ChunkedMap
 

@@ -2,14 +2,7 @@ import math
 
 import pytest
 
-from quota import (
-    CONSUMER_BYTE_RATE,
-    DEFAULT,
-    PRODUCER_BYTE_RATE,
-    QuotaEntity,
-    QuotaTable,
-    QuotaTags,
-)
+from quota import CONSUMER_BYTE_RATE, DEFAULT, PRODUCER_BYTE_RATE, QuotaEntity, QuotaTable, QuotaTags
 
 P = PRODUCER_BYTE_RATE
 

@@ -6,8 +6,8 @@ import random
 
 from quota import QuotaWindow, Rate
 from quota.managers.mutation import TokenBucket
-from quota.primitives.sensor import ClientSensors
 from quota.primitives.entity import QuotaTags, ResolvedQuota
+from quota.primitives.sensor import ClientSensors
 
 
 def random_rate(rng: random.Random) -> tuple[Rate, int]:

@@ -3,13 +3,12 @@ and ends exactly where a full refresh (a table made from scratch) ends: same sen
 
 from __future__ import annotations
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from quota.managers.client_quota import ClientQuotaManager
+from quota.managers.producer_ids import ProducerIdQuotaManager
 from quota.primitives.clock import ManualClock
 from quota.primitives.entity import DEFAULT, PRODUCER_BYTE_RATE, PRODUCER_IDS_RATE, QuotaEntity, QuotaEntry, QuotaTable
-from quota.managers.producer_ids import ProducerIdQuotaManager
 
 P = PRODUCER_BYTE_RATE
 NAMES = ["alice", "bob", DEFAULT]

@@ -12,9 +12,9 @@ from quota.managers.client_quota import ClientQuotaManager
 from quota.primitives.clock import ManualClock
 from quota.primitives.entity import PRODUCER_BYTE_RATE, QuotaTable
 from quota.primitives.rate import QuotaWindow
+from quota.sharing.cluster_peers import ClusterPeers, fallback_delta
 from quota.sharing.usage_delta import UsageDelta, decode, encode
 from quota.sharing.usage_share import UsageTap
-from quota.sharing.cluster_peers import ClusterPeers, fallback_delta
 
 QUOTA = 10_000  # bytes/s
 SYNC_MS, STALE_MS = 1000, 10_000
@@ -147,8 +147,8 @@ def test_a_numbered_record_is_applied_once_per_incarnation_however_often_it_is_r
 
 
 def test_records_dated_more_than_30_s_ahead_are_not_taken_and_make_no_peer_fresh():
-    from quota.sharing.cluster_peers import FUTURE, OWN, STALE, TAKE
     from quota.managers.volume import CLOCK_SKEW_MS
+    from quota.sharing.cluster_peers import FUTURE, OWN, STALE, TAKE
 
     peers = ClusterPeers("a", STALE_MS)
     now = 1_000_000

@@ -7,7 +7,8 @@ import pytest
 
 from quota.managers.client_quota import ClientQuotaManager
 from quota.primitives.clock import ManualClock
-from quota.primitives.entity import CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, QuotaTags, QuotaTable
+from quota.primitives.entity import (CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, QuotaTable,
+                                     QuotaTags)
 from quota.primitives.rate import QuotaWindow
 from quota.sharing.usage_delta import decode
 from quota.sharing.usage_record import fit

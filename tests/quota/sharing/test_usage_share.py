@@ -9,12 +9,12 @@ from types import MappingProxyType
 import pytest
 
 from quota.managers.client_quota import ClientQuotaManager
-from quota.primitives.clock import ManualClock
 from quota.managers.connection import Admit, ConnectionLimits, ConnectionQuotas, Hold
-from quota.primitives.decision import FORWARD
-from quota.primitives.entity import PRODUCER_BYTE_RATE, QuotaTable
 from quota.managers.mutation import ControllerMutationQuotaManager
 from quota.managers.producer_ids import ProducerIdQuotaManager
+from quota.primitives.clock import ManualClock
+from quota.primitives.decision import FORWARD
+from quota.primitives.entity import PRODUCER_BYTE_RATE, QuotaTable
 from quota.primitives.rate import QuotaWindow
 from quota.sharing.usage_delta import MAX_PRODUCER_IDS_PER_USER, UsageDelta, UsageDeltaError, decode, encode
 from quota.sharing.usage_share import UsageTap, record_remote

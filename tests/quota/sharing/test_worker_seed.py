@@ -10,16 +10,16 @@ import json
 import math
 from types import MappingProxyType
 
-from quota.sharing import worker_seed
-from quota.primitives.clock import ManualClock
 from quota.managers.client_quota import ClientQuotaManager
 from quota.managers.connection import Admit, ConnectionLimits, ConnectionQuotas, Hold
-from quota.primitives.decision import FORWARD
-from quota.primitives.entity import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, QuotaTable
 from quota.managers.mutation import ControllerMutationQuotaManager
 from quota.managers.producer_id_holds import Hold as PidHold
 from quota.managers.producer_ids import HOLD, THROTTLE, ProducerIdQuotaManager
+from quota.primitives.clock import ManualClock
+from quota.primitives.decision import FORWARD
+from quota.primitives.entity import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, QuotaTable
 from quota.primitives.rate import QuotaWindow
+from quota.sharing import worker_seed
 
 WINDOW = QuotaWindow(11, 1)
 START = 1_000_000
