@@ -195,13 +195,16 @@ class ConnectionCore:
         self.responses.send_ready_local()
 
     def _spawning(self, spawn):
-        """``spawn`` (the socket code's: run ``start`` as a task, then ``done(result)``), with the answer that a
-        request decided on the result may have become sent at once."""
+        """``spawn`` (the socket code's: run ``start`` as a task, then ``done(result)``), with the answers whose turn
+        has come sent after ``done`` (the request decided on the result may have been answered by the proxy). It
+        holds the response path only: a reference back to the core or the request path would be a cycle, and a
+        closed connection must be freed without the cycle collector."""
+        responses = self.responses
+
         def spawned(start, done) -> None:
             def decided(result) -> None:
                 done(result)
-                if self.requests.answered_locally:
-                    self._send_local_answers()
+                responses.send_ready_local()
             spawn(start, decided)
         return spawned
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from proxy.connection import client_socket, listener
+from proxy.connection import client_context, listener
 from proxy.ground.logs import LogLimiter
 from tests.harness import Tansu, free_port, proxy_config, start_proxy, wait_until
 from tests.integration import raw
@@ -110,7 +110,7 @@ def test_a_plaintext_client_on_a_tls_listener_and_a_tls_client_on_a_plaintext_on
                                                                                                    monkeypatch):
     ca, server = pki
     monkeypatch.setattr(listener, "HANDSHAKE_LOG", LogLimiter())  # one line per IP per 10 s: other tests' are not ours
-    monkeypatch.setattr(client_socket, "FRAME_ERROR_LOG", LogLimiter())  # the same for the frame-error line
+    monkeypatch.setattr(client_context, "FRAME_ERROR_LOG", LogLimiter())  # the same for the frame-error line
     proxy_port, broker_port = free_port(), free_port()
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
     tls = tls_proxy(broker_port, proxy_port, ca, server)
