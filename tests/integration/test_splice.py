@@ -204,8 +204,12 @@ def proxy_fds(*ports: int) -> int:
 
 def taken_by_proxy(proxy, sock: socket.socket) -> bool:
     """Every byte ``sock`` sent has left the kernel's queues on the way into the proxy (the client's send queue, the
-    receive queue of the socket the proxy accepted): the proxy read or spliced all of it."""
-    accepted = tcp_socket(sock.getsockname()[:2], ("127.0.0.1", proxy.port))
+    receive queue of the socket the proxy accepted): the proxy read or spliced all of it. False while the proxy has
+    not accepted the connection yet (the kernel completes it first; on a busy machine the accept comes later)."""
+    try:
+        accepted = tcp_socket(sock.getsockname()[:2], ("127.0.0.1", proxy.port))
+    except LookupError:
+        return False
     with accepted:
         return queued(sock, SIOCOUTQ) == 0 and queued(accepted, SIOCINQ) == 0
 
