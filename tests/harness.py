@@ -85,6 +85,17 @@ class _PortBlocks:
 _PORT_BLOCKS = _PortBlocks()
 
 
+def tcp_pair() -> tuple[socket.socket, socket.socket]:
+    """Two connected non-blocking loopback TCP sockets."""
+    server = socket.create_server(("127.0.0.1", 0))
+    a = socket.create_connection(server.getsockname())
+    b, _ = server.accept()
+    server.close()
+    for s in (a, b):
+        s.setblocking(False)
+    return a, b
+
+
 def free_port() -> int:
     """A loopback port no other test, worker or concurrent test run is handed, bindable now."""
     return _PORT_BLOCKS.take(1)

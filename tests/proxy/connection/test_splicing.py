@@ -13,19 +13,9 @@ import pytest
 
 from proxy.connection.splice import BOUNDARY_READ_BYTES, SPLICE_MIN_BYTES, splice_supported
 from proxy.connection.splicing import Splicer
-from tests.harness import new_loop
+from tests.harness import new_loop, tcp_pair
 
 pytestmark = pytest.mark.skipif(not splice_supported(), reason="splice(2) is Linux-only")
-
-
-def tcp_pair() -> tuple[socket.socket, socket.socket]:
-    server = socket.create_server(("127.0.0.1", 0))
-    a = socket.create_connection(server.getsockname())
-    b, _ = server.accept()
-    server.close()
-    for s in (a, b):
-        s.setblocking(False)
-    return a, b
 
 
 class Core:
