@@ -46,21 +46,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.common import ROOT, free_port, stop_processes, tansu, wait_for_port  # noqa: E402
 from bench.volume_snapshot import Bystander, cpu_seconds, rss_mib  # noqa: E402
 from proxy.codec.apis import API_VERSIONS, METADATA  # noqa: E402
+from proxy.codec.primitives import write_uvarint as uvarint  # noqa: E402
 
 LIMIT = 65536  # request.header.max.bytes' default
 PIPELINED = 16  # 1c: at-limit requests in one write, 1 MiB
 VERSION = 3  # ApiVersions v3: request header v2, client id, then tagged fields
 BODY = b"\x06bench\x041.0\x00"  # client_software_name, client_software_version (compact strings), no tagged fields
 FIXED = struct.pack(">hhih", API_VERSIONS, VERSION, 1, 5) + b"bench"  # api key .. client id: 15 bytes
-
-
-def uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def one_field(length: int) -> bytes:
