@@ -1,4 +1,4 @@
-"""The README's reference tables against the code, both ways, so they cannot drift apart.
+"""The reference tables of the README and docs/ against the code, both ways, so they cannot drift apart.
 
 - Configuration: every key the loader accepts (``settings:`` from config/settings_table.py; every other section's
   keys as the loader itself lists them in its "unknown key (known keys: ...)" error) has a row in the README's
@@ -28,8 +28,17 @@ from config.usage import UsageLogConfig, parse_usage_log
 from config.volume import VolumeUsageConfig, parse_volume_usage
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as _f:
-    README = _f.read()
+
+def _pages() -> list[str]:
+    """README.md, then every reference page under docs/ (the reference the README leads to)."""
+    paths = [os.path.join(ROOT, "README.md")]
+    for folder, _, files in sorted(os.walk(os.path.join(ROOT, "docs"))):
+        paths += [os.path.join(folder, name) for name in sorted(files) if name.endswith(".md")]
+    return paths
+
+
+PAGES = _pages()
+README = "\n".join(open(path, encoding="utf-8").read() for path in PAGES)  # the guide and its reference, as one text
 
 UNLIMITED = 2**31 - 1
 TICKED = re.compile(r"`([^`]+)`")
@@ -324,7 +333,8 @@ def test_every_readme_metric_exists():
 def readme_commands() -> list[str]:
     """Every ``kafka-quota-proxy ...`` line of the README's code blocks (continuations joined)."""
     commands = []
-    for block in re.findall(r"```(?:sh|bash|console)?\n(.*?)```", README, re.DOTALL):
+    blocks = re.findall(r"^```([a-z]*)\n(.*?)^```", README, re.DOTALL | re.MULTILINE)  # each fence with its language
+    for block in (text for language, text in blocks if language in ("", "sh", "bash", "console")):
         block = block.replace("\\\n", " ")
         for line in block.splitlines():
             line = line.split(" #", 1)[0].strip()
