@@ -152,6 +152,7 @@ class PacedProducer(threading.Thread):
         self.bootstrap, self.topic, self.label, self.pace = bootstrap, topic, label, pace
         self.sent = 0
         self.acked: list[tuple[float, str]] = []
+        self.placed: dict[str, tuple[int, int]] = {}  # acknowledged value -> (partition, offset) the broker gave it
         self.failed = 0
         self.error: BaseException | None = None
         self.stopping = threading.Event()
@@ -184,9 +185,31 @@ class PacedProducer(threading.Thread):
         finally:
             producer.close(10)
 
-    def _acked(self, value: str, _metadata) -> None:
+    def _acked(self, value: str, metadata) -> None:
         with self._lock:
             self.acked.append((time.monotonic(), value))
+            self.placed[value] = (metadata.partition, metadata.offset)
+
+    def acked_ends(self) -> dict[int, int]:
+        """Per partition, one past the highest offset acknowledged: the topic's true end is at least there."""
+        with self._lock:
+            ends: dict[int, int] = {}
+            for partition, offset in self.placed.values():
+                ends[partition] = max(ends.get(partition, 0), offset + 1)
+            return ends
+
+    def unaccounted(self, records: dict[tuple[int, int], str]) -> list[str]:
+        """Each acknowledged value not at the offset it was acknowledged at, with what the topic holds there:
+        another value (an answer handed to the wrong request) or nothing (lost)."""
+        with self._lock:
+            placed = dict(self.placed)
+        wrong = []
+        for value, (partition, offset) in sorted(placed.items(), key=lambda item: item[1]):
+            found = records.get((partition, offset))
+            if found != value:
+                held = f"holds {found!r}" if found is not None else "holds nothing"
+                wrong.append(f"{value} acknowledged at partition {partition} offset {offset}, which {held}")
+        return wrong
 
     def _failed(self, _exc) -> None:
         with self._lock:
@@ -202,26 +225,107 @@ class PacedProducer(threading.Thread):
         return max(b - a for a, b in zip(times, times[1:]))
 
 
-def read_back(bootstrap: str, topic: str, expect_at_least: int, timeout: float = 30.0) -> Counter:
-    """Every value in the topic, counted, read from the beginning of every partition through ``bootstrap``."""
+def wait_for_acks(producer: PacedProducer, after_sent: int, timeout: float) -> float | None:
+    """When the first value sent after ``after_sent`` values was acknowledged (None: not within ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if producer.error is not None:
+            raise producer.error
+        for t, value in list(producer.acked):
+            if int(value.rsplit("-", 1)[1]) >= after_sent:
+                return t
+        time.sleep(0.05)  # a bounded condition wait returning the acknowledgement's time (or None)
+    return None
+
+
+def inject_faults(proxy: "ProxyProcess", relay: "CutRelay", producer: PacedProducer,
+                  seconds: float) -> tuple[Counter, list[float]]:
+    """In turn, for ``seconds`` and each at least once: the proxy stopped with SIGTERM and started again (graceful),
+    its broker connections all reset at once (``relay``), the proxy killed with SIGKILL and started again (a crash).
+    After each fault a value sent after it must be acknowledged within 15 s. Returns the faults counted and the
+    seconds each took to recover."""
+    faults: Counter = Counter()
+    recoveries: list[float] = []
+    end = time.monotonic() + seconds
+    kinds = ("sigterm", "cut", "sigkill")
+    while sum(faults.values()) < len(kinds) or time.monotonic() < end:
+        kind = kinds[sum(faults.values()) % len(kinds)]
+        at = time.monotonic()
+        if kind == "cut":
+            assert relay.cut() >= 1, "the proxy had no broker connection to cut"
+        else:
+            exit_code = proxy.stop(signal.SIGTERM if kind == "sigterm" else signal.SIGKILL)
+            if kind == "sigterm":
+                assert exit_code == 0, f"SIGTERM: exit code {exit_code}"
+            proxy.start()
+        faults[kind] += 1
+        acked_at = wait_for_acks(producer, producer.sent, 15)
+        assert acked_at is not None, f"no value acknowledged within 15 s of fault {kind}"
+        recoveries.append(acked_at - at)
+        time.sleep(1.0)  # deliberate: traffic between faults
+    return faults, recoveries
+
+
+def read_topic(bootstrap: str, topic: str, ends_at_least: dict[int, int] | None = None,
+               timeout: float = 30.0) -> dict[tuple[int, int], str]:
+    """Every record of the topic, (partition, offset) -> value, read from the beginning of every partition to its end:
+    the end the broker reports or, where the producer was acknowledged further (``ends_at_least``), there. Never a
+    count of records: Tansu's ListOffsets "latest" answers below the true end (1033/974/934 for acknowledged ends
+    1036/974/990), and a read that stopped once it had seen as many values as were acknowledged stopped short when
+    unacknowledged values the broker did write made up the count. Fails, naming the partitions, if the ends cannot
+    be reached within ``timeout``."""
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id="fault-reader", enable_auto_commit=False)
-    seen: Counter = Counter()
+    records: dict[tuple[int, int], str] = {}
     try:
         partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
         consumer.assign(partitions)
         consumer.seek_to_beginning(*partitions)
-        ends = consumer.end_offsets(partitions)
+        reported = consumer.end_offsets(partitions)
+        ends = {tp: max(reported[tp], (ends_at_least or {}).get(tp.partition, 0)) for tp in partitions}
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for records in consumer.poll(500).values():
-                seen.update(r.value.decode() for r in records)
-            if sum(seen.values()) >= expect_at_least and all(consumer.position(tp) >= ends[tp] for tp in partitions):
-                break
+        while any(consumer.position(tp) < ends[tp] for tp in partitions):
+            if time.monotonic() > deadline:
+                short = {tp.partition: (consumer.position(tp), ends[tp]) for tp in partitions
+                         if consumer.position(tp) < ends[tp]}
+                raise AssertionError(f"{topic}: (position, end) of partitions not read to their end: {short}")
+            for batch in consumer.poll(500).values():
+                records.update(((r.partition, r.offset), r.value.decode()) for r in batch)
     finally:
         consumer.close()
-    return seen
+    return records
+
+
+def read_back(bootstrap: str, topic: str, ends_at_least: dict[int, int] | None = None,
+              timeout: float = 30.0) -> Counter:
+    """Every value in the topic, counted (:func:`read_topic`)."""
+    return Counter(read_topic(bootstrap, topic, ends_at_least, timeout).values())
+
+
+def judge_restarts(producer: PacedProducer, bootstrap: str, topic: str, started: float, faults: Counter,
+                   recoveries: list[float], label: str) -> None:
+    """Stop the producer and read the topic back to its true end: every acknowledged value is at the offset it was
+    acknowledged at (or the message says what is there instead), no value is there twice (the client sent none
+    twice, so a duplicate could only be the proxy's), and nothing else is there."""
+    finished = time.monotonic()
+    producer.stopping.set()
+    producer.join(60)
+    assert producer.error is None, repr(producer.error)
+    acked = [v for _, v in producer.acked]
+    records = read_topic(bootstrap, topic, producer.acked_ends())
+    seen = Counter(records.values())
+    missing = producer.unaccounted(records)
+    twice = [v for v, n in seen.items() if n > 1]
+    strangers = [v for v in seen if not v.startswith(producer.label + "-")]
+    report(label, seconds=round(finished - started, 1), faults=dict(faults), sent=producer.sent,
+           acked=len(acked), failed=producer.failed, read_back=sum(seen.values()),
+           unacked_but_written=len(set(seen) - set(acked)), missing=len(missing), duplicated=len(twice),
+           longest_recovery_s=round(max(recoveries), 2),
+           longest_pause_s=round(producer.longest_pause(started, finished), 2))
+    assert not missing, f"{len(missing)} acknowledged values not where they were acknowledged: {missing[:5]}"
+    assert not twice, f"{len(twice)} values written twice, e.g. {twice[:5]}"
+    assert not strangers, strangers[:5]
 
 
 def nonblocking_send(sock: socket.socket, data: bytes) -> int:

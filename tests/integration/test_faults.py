@@ -28,7 +28,8 @@ from tests.fuzz.frames import record_batch
 from tests.harness import Tansu, free_port, proxy_config
 from tests.integration import clients as c
 from tests.integration.faults import (SOAK_SECONDS, CutRelay, PacedProducer, ProxyProcess, RssSampler, nonblocking_send,
-                                      phase_seconds, read_back, report, reset)
+                                      phase_seconds, read_back, report, reset, wait_for_acks, inject_faults,
+                                      judge_restarts)
 from tests.integration.raw import read_frame
 
 pytestmark = pytest.mark.integration
@@ -39,19 +40,6 @@ def _config(proxy_port: int, upstream_port: int, ops_port: int, **settings) -> d
     config = proxy_config(proxy_port, upstream_port, **settings)
     config["metrics"] = {"bind": f"127.0.0.1:{ops_port}"}  # the same port across restarts
     return config
-
-
-def _wait_for_acks(producer: PacedProducer, after_sent: int, timeout: float) -> float | None:
-    """When the first value sent after ``after_sent`` values was acknowledged (None: not within ``timeout``)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if producer.error is not None:
-            raise producer.error
-        for t, value in list(producer.acked):
-            if int(value.rsplit("-", 1)[1]) >= after_sent:
-                return t
-        time.sleep(0.05)  # a bounded condition wait returning the acknowledgement's time (or None)
-    return None
 
 
 @pytest.mark.timeout(90 + 2 * SOAK_SECONDS)
@@ -72,48 +60,14 @@ def test_nothing_acknowledged_is_lost_or_duplicated_across_proxy_restarts_and_cu
                          str(tmp_path / "proxy.yaml"), proxy_port)
     bootstrap = f"127.0.0.1:{proxy_port}"
     producer = PacedProducer(bootstrap, "faults", "fault-producer")
-    faults: Counter = Counter()
-    recoveries: list[float] = []
     try:
         proxy.start()
         c.kp_create_topic(bootstrap, "faults", 3)
         producer.start()
-        assert _wait_for_acks(producer, 0, 30) is not None, "traffic did not start"
+        assert wait_for_acks(producer, 0, 30) is not None, "traffic did not start"
         started = time.monotonic()
-        end = started + phase_seconds(12)
-        kinds = ("sigterm", "cut", "sigkill")
-        while sum(faults.values()) < len(kinds) or time.monotonic() < end:
-            kind = kinds[sum(faults.values()) % len(kinds)]
-            at = time.monotonic()
-            if kind == "cut":
-                assert relay.cut() >= 1, "the proxy had no broker connection to cut"
-            else:
-                exit_code = proxy.stop(signal.SIGTERM if kind == "sigterm" else signal.SIGKILL)
-                if kind == "sigterm":
-                    assert exit_code == 0, f"SIGTERM: exit code {exit_code}"
-                proxy.start()
-            faults[kind] += 1
-            acked_at = _wait_for_acks(producer, producer.sent, 15)
-            assert acked_at is not None, f"no value acknowledged within 15 s of fault {kind}"
-            recoveries.append(acked_at - at)
-            time.sleep(1.0)  # traffic between faults
-        finished = time.monotonic()
-        producer.stopping.set()
-        producer.join(60)
-        assert producer.error is None, repr(producer.error)
-        acked = [v for _, v in producer.acked]
-        seen = read_back(bootstrap, "faults", len(acked))
-        missing = [v for v in acked if seen[v] == 0]
-        twice = [v for v, n in seen.items() if n > 1]
-        strangers = [v for v in seen if not v.startswith("fault-producer-")]
-        report("restarts", seconds=round(finished - started, 1), faults=dict(faults), sent=producer.sent,
-               acked=len(acked), failed=producer.failed, read_back=sum(seen.values()),
-               unacked_but_written=len(set(seen) - set(acked)), missing=len(missing), duplicated=len(twice),
-               longest_recovery_s=round(max(recoveries), 2),
-               longest_pause_s=round(producer.longest_pause(started, finished), 2))
-        assert not missing, f"{len(missing)} acknowledged values lost, e.g. {missing[:5]}"
-        assert not twice, f"{len(twice)} values written twice, e.g. {twice[:5]}"
-        assert not strangers, strangers[:5]
+        faults, recoveries = inject_faults(proxy, relay, producer, phase_seconds(12))
+        judge_restarts(producer, bootstrap, "faults", started, faults, recoveries, "restarts")
     finally:
         producer.stopping.set()
         proxy.stop(signal.SIGKILL)
@@ -203,7 +157,7 @@ def test_slow_readers_half_sent_frames_and_disconnects_leave_memory_bounded_and_
             c.kp_create_topic(bootstrap, topic, 1)
         _preload(bootstrap, "big", 4000, 1024)
         producer.start()
-        assert _wait_for_acks(producer, 0, 30) is not None, "traffic did not start"
+        assert wait_for_acks(producer, 0, 30) is not None, "traffic did not start"
         sampler.start()
         time.sleep(2.0)  # deliberate: a baseline of the producer's pauses before any fault
         baseline = sampler.peak(time.monotonic() - 1.5)
@@ -253,7 +207,7 @@ def test_slow_readers_half_sent_frames_and_disconnects_leave_memory_bounded_and_
         producer.join(60)
         assert producer.error is None, repr(producer.error)
         acked = [v for _, v in producer.acked]
-        seen = read_back(bootstrap, "good", len(acked))
+        seen = read_back(bootstrap, "good", producer.acked_ends())
         third = (finished - started) / 3
         first, last = sampler.peak(started, started + third), sampler.peak(finished - third, finished)
         report("misbehaving", seconds=round(finished - started, 1), faults=dict(faults),
@@ -302,7 +256,7 @@ def test_a_connection_flood_from_one_address_leaves_a_producer_unaffected(tmp_pa
         proxy.start()
         c.kp_create_topic(bootstrap, "flood-good", 1)
         producer.start()
-        assert _wait_for_acks(producer, 0, 30) is not None, "traffic did not start"
+        assert wait_for_acks(producer, 0, 30) is not None, "traffic did not start"
         baseline = proxy.rss_bytes()
         sampler.start()
         total = int(FLOOD_CONNECTIONS * max(1.0, SOAK_SECONDS / 5))
@@ -336,7 +290,7 @@ def test_a_connection_flood_from_one_address_leaves_a_producer_unaffected(tmp_pa
         sampler.stopping.set()
         assert producer.error is None, repr(producer.error)
         acked = [v for _, v in producer.acked]
-        seen = read_back(bootstrap, "flood-good", len(acked))
+        seen = read_back(bootstrap, "flood-good", producer.acked_ends())
         peak = sampler.peak()
         metrics = urllib.request.urlopen(f"http://127.0.0.1:{ops_port}/metrics", timeout=5).read().decode()
         accepted = sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
