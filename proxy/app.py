@@ -226,7 +226,7 @@ class ProxyApp:
         asyncio.get_running_loop().create_task(listener.close())
 
     async def start(self) -> None:
-        self.readiness.report(await self.readiness.probe_once())
+        await self.readiness.check()
         for listener in self.listeners:
             address = await listener.start()
             log.info("listener %s on %s:%d", listener.ctx.name, *address)
