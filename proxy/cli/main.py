@@ -9,6 +9,8 @@ import sys
 
 from config.errors import ConfigError
 from config.loader import load_config_file
+from proxy.ground.log_format import LOG_FORMATS, configure_logging
+from proxy.ops.about import config_summary, version_text
 
 EXIT_CONFIG_ERROR = 2
 
@@ -18,6 +20,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="kafka-quota-proxy",
         description="A Kafka-protocol proxy that enforces broker-side quotas in front of Kafka brokers.",
     )
+    parser.add_argument("--version", action="version", version=version_text(),
+                        help="print the version (and Python's) and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     run = sub.add_parser(
@@ -29,6 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--config", required=True, metavar="FILE", help="YAML configuration file (see README)")
     run.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    run.add_argument("--log-format", default="text", choices=LOG_FORMATS,
+                     help="text (default) or json: one JSON object a line with time, level, logger, message and the "
+                     "line's context fields (listener, client, broker...)")
     run.add_argument("--worker", help=argparse.SUPPRESS)  # set by the parent of settings.workers > 1, never by hand
 
     check = sub.add_parser(
@@ -65,10 +72,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "check-config":
         print(f"{args.config}: valid")
         return 0
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(args.log_level, args.log_format)
     from proxy.ground.logs import install_bounded_lines
 
     install_bounded_lines()  # every line bounded, every repeated one rate-limited with a count
+    if not args.worker:  # once per proxy, not once per worker process
+        logging.getLogger("proxy").info("%s starting: %s", version_text(), config_summary(config))
     from proxy.app import ProxyApp  # imported late: `check-config` needs none of the runtime
 
     async def serve() -> int:
@@ -79,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         elif config.settings["workers"] > 1:
             from proxy.workers.supervisor import Supervisor
 
-            return await Supervisor(config, args.config, args.log_level).run()
+            return await Supervisor(config, args.config, args.log_level, args.log_format).run()
         else:
             await ProxyApp(config).run_until_signal()
         return 0

@@ -14,7 +14,7 @@ import logging
 
 from config.model import Address
 from proxy.connection.broker_socket import BrokerEvents, UpstreamConnection
-from proxy.connection.client_context import ListenerContext
+from proxy.connection.client_context import ListenerContext, log_fields
 from proxy.ground.tasks import wait_for
 
 log = logging.getLogger(__name__)
@@ -43,11 +43,13 @@ async def dial_broker(ctx: ListenerContext, events: BrokerEvents,
                           "open-files limit, or bound connections)", peer)
                 ctx.metrics.fd_exhausted.labels(ctx.name).inc()
                 return FD_EXHAUSTED
-            log.warning("cannot reach broker %s for client %s: %s", address, peer, exc)
+            log.warning("cannot reach broker %s for client %s: %s", address, peer, exc,
+                        extra=log_fields(ctx, peer, address))
             ctx.metrics.upstream_errors.labels(ctx.name, "connect").inc()
             continue
         except asyncio.TimeoutError:
-            log.warning("cannot reach broker %s for client %s: timed out", address, peer)
+            log.warning("cannot reach broker %s for client %s: timed out", address, peer,
+                        extra=log_fields(ctx, peer, address))
             ctx.metrics.upstream_errors.labels(ctx.name, "connect").inc()
             continue
         return upstream, address

@@ -63,6 +63,14 @@ def bounded(error: object, limit: int = MAX_LOGGED_ERROR) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
 
 
+def log_fields(ctx: ListenerContext, peer: str, broker: object = None) -> dict:
+    """A connection's context fields for a log line's ``extra=`` (``--log-format json`` writes them as keys)."""
+    fields = {"listener": ctx.name, "client": peer}
+    if broker is not None:
+        fields["broker"] = str(broker)
+    return fields
+
+
 def said_frame_error(log: logging.Logger, ctx: ListenerContext, peer: str, peer_ip: str, direction: str,
                      error: object) -> None:
     """A client's frame error (``direction``: request or response) in the log, at most one line per address and
@@ -70,7 +78,8 @@ def said_frame_error(log: logging.Logger, ctx: ListenerContext, peer: str, peer_
     suppressed = FRAME_ERROR_LOG.allow(peer_ip, direction, time.monotonic())
     if suppressed is not None:
         log.warning("closing client %s on listener %s: %s%s", peer, ctx.name, bounded(error),
-                    f" ({suppressed} more like it from this address not logged)" if suppressed else "")
+                    f" ({suppressed} more like it from this address not logged)" if suppressed else "",
+                    extra=log_fields(ctx, peer))
     ctx.metrics.frame_errors.labels(ctx.name, direction).inc()
 
 
@@ -81,9 +90,11 @@ def said_overdue(log: logging.Logger, ctx: ListenerContext, peer: str, upstream:
     broker unread does not count against it."""
     if overdue == "upstream_timeout":
         log.warning("closing client %s: broker %s did not answer within %d ms (%s)", peer, upstream,
-                    ctx.response_timeout_ns // 1_000_000, mute_state)
+                    ctx.response_timeout_ns // 1_000_000, mute_state,
+                    extra=log_fields(ctx, peer, upstream))
         ctx.metrics.upstream_errors.labels(ctx.name, "timeout").inc()
         return "upstream_timeout"
     what = "took no response for" if overdue == "client_full" else "idle for"
-    log.info("closing client %s: %s %d ms (%s)", peer, what, ctx.idle_timeout_ns // 1_000_000, mute_state)
+    log.info("closing client %s: %s %d ms (%s)", peer, what, ctx.idle_timeout_ns // 1_000_000, mute_state,
+             extra=log_fields(ctx, peer))
     return "idle"

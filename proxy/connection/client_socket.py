@@ -19,7 +19,7 @@ import time
 from proxy.codec.errors import ProtocolError
 from proxy.connection.broker_dial import dial_broker
 from proxy.connection.broker_socket import UpstreamConnection
-from proxy.connection.client_context import ListenerContext, bounded, said_frame_error, said_overdue
+from proxy.connection.client_context import ListenerContext, bounded, log_fields, said_frame_error, said_overdue
 from proxy.connection.core import CLOSED_CORE, ConnectionCore
 from proxy.connection.counted import Counted
 from proxy.connection.splicing import Splicer
@@ -204,7 +204,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             self.core.broker_bytes(data)
         except ProtocolError as exc:
             log.warning("closing %s: protocol error in response from broker %s: %s", self.peer, self.upstream_name,
-                        bounded(exc))
+                        bounded(exc), extra=log_fields(self.ctx, self.peer, self.upstream_name))
             self.ctx.metrics.frame_errors.labels(self.ctx.name, "response").inc()
             self.close("broker_protocol_error")
             return
@@ -231,7 +231,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             self.close("client_closed")  # the broker closed after the client's half-close: the normal end
         elif self._closed_reason is None:
             log.info("broker %s closed the connection of client %s%s", self.upstream_name, self.peer,
-                     f": {exc}" if exc else "")
+                     f": {exc}" if exc else "", extra=log_fields(self.ctx, self.peer, self.upstream_name))
             self.ctx.metrics.upstream_errors.labels(self.ctx.name, "lost").inc()
             self.close("upstream_closed")
 

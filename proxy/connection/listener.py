@@ -13,6 +13,7 @@ import asyncio
 import logging
 import socket
 
+from proxy.connection.client_context import log_fields
 from proxy.connection.client_socket import ClientConnection, ListenerContext, bounded
 from proxy.connection.open_gate import CLAIMED, UNCLAIMED
 from proxy.ground.logs import LogLimiter
@@ -130,7 +131,8 @@ class Listener:
         suppressed = REJECT_LOG.allow(ip, decision.reason, asyncio.get_running_loop().time())
         if suppressed is not None:
             log.info("listener %s: closed a new connection: %s%s", ctx.name, decision.detail,
-                     f" ({suppressed} more like it in the last 10 s)" if suppressed else "")
+                     f" ({suppressed} more like it in the last 10 s)" if suppressed else "",
+                     extra=log_fields(ctx, ip))
 
     async def _serve(self, conn: socket.socket, peer, ip: str) -> None:
         """Give an admitted socket its broker connection, then start reading from it. On a TLS listener the
@@ -169,7 +171,7 @@ class Listener:
             if suppressed is not None:
                 log.warning("listener %s: TLS handshake with %s failed: %s%s%s", self.ctx.name, client.peer,
                             bounded(text), hint, f" ({suppressed} more from this IP in the last 10 s)"
-                            if suppressed else "")
+                            if suppressed else "", extra=log_fields(self.ctx, client.peer))
             client.close("tls_handshake_failed")
             conn.close()
             return

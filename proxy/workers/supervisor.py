@@ -76,10 +76,11 @@ def reserve_ports(config: ProxyConfig) -> tuple[dict[str, int], list[socket.sock
 
 
 class Supervisor:
-    def __init__(self, config: ProxyConfig, config_path: str, log_level: str) -> None:
+    def __init__(self, config: ProxyConfig, config_path: str, log_level: str, log_format: str = "text") -> None:
         self.config = config
         self.config_path = config_path
         self.log_level = log_level
+        self.log_format = log_format
         self.count = config.settings["workers"]
         self.slots = [Slot(i) for i in range(self.count)]
         self.registry = CollectorRegistry()
@@ -207,7 +208,7 @@ class Supervisor:
         try:
             slot.process = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "proxy.cli", "run", "--config", self.config_path, "--log-level",
-                self.log_level, "--worker", spec.to_json(), pass_fds=(theirs.fileno(),))
+                self.log_level, "--log-format", self.log_format, "--worker", spec.to_json(), pass_fds=(theirs.fileno(),))
         finally:
             theirs.close()
         slot.hello, slot.not_ready, slot.silenced = False, "starting", False
