@@ -14,7 +14,7 @@ from typing import Any, Callable
 import yaml
 
 from config.dynamic_source import parse_dynamic_config
-from config.errors import ConfigError, join, mapping_with, show
+from config.errors import ConfigError, collecting, join, mapping_with, raise_all, show, unknown_keys
 from config.model import (SASL_MECHANISMS, Address, ListenerConfig, MetricsConfig, ProxyConfig, UpstreamConfig,
                           UpstreamSasl)
 from config.quotas import parse_quota_section
@@ -79,27 +79,51 @@ def load_config_text(text: str) -> ProxyConfig:
     return parse_config(raw)
 
 
+# The keys of each mapping the loader reads (required ones first); config.schema builds the JSON Schema from these.
+TOP_REQUIRED = ("upstream", "listeners")
+TOP_KEYS = (*TOP_REQUIRED, "metrics", "settings", "quotas", "volume_usage", "usage_log", "dynamic_config",
+            "admin_principals")
+UPSTREAM_KEYS = ("bootstrap_servers", "tls", "sasl")
+UPSTREAM_SASL_KEYS = ("mechanism", "username", "password", "password_file")
+LISTENER_KEYS = ("name", "bind", "advertised_host", "broker_port_base", "internal", "tls", "sasl")
+METRICS_KEYS = ("bind",)
+DEFAULT_METRICS = {"bind": "127.0.0.1:9464"}
+
+
 def parse_config(raw: Any) -> ProxyConfig:
-    top = _mapping(raw, "", required={"upstream", "listeners"},
-                   optional={"metrics", "settings", "quotas", "volume_usage", "usage_log", "dynamic_config",
-                             "admin_principals"})
-    listeners = _listeners(top["listeners"], "listeners")
-    settings = parse_settings(top.get("settings", {}), "settings", {lc.name for lc in listeners})
-    check_scope(settings, listeners, "settings")
-    quotas, ip_rates = parse_quota_section(top.get("quotas", []), "quotas")
+    """The whole file checked: every section is parsed even when another has errors, and every error found is
+    raised together (:class:`~config.errors.ConfigErrors`), each with its key path."""
+    if not isinstance(raw, dict):
+        raise ConfigError("", f"expected a mapping, got {show(raw)}")
+    errors = unknown_keys(raw, "", TOP_KEYS)
+    errors += [ConfigError(key, "required key is missing") for key in TOP_REQUIRED if key not in raw]
+    upstream = collecting(errors, _upstream, raw["upstream"], "upstream") if "upstream" in raw else None
+    listeners = collecting(errors, _listeners, raw["listeners"], "listeners") if "listeners" in raw else None
+    settings = collecting(errors, parse_settings, raw.get("settings", {}), "settings",
+                          _listener_names(raw.get("listeners")))
+    if settings is not None and listeners is not None:
+        collecting(errors, check_scope, settings, listeners, "settings")
+    quota_section = collecting(errors, parse_quota_section, raw.get("quotas", []), "quotas")
+    parts = {
+        "metrics": collecting(errors, _metrics, raw.get("metrics", DEFAULT_METRICS), "metrics"),
+        "volume_usage": collecting(errors, parse_volume_usage, raw.get("volume_usage"), "volume_usage"),
+        "usage_log": collecting(errors, parse_usage_log, raw.get("usage_log"), "usage_log"),
+        "dynamic_config": collecting(errors, parse_dynamic_config, raw.get("dynamic_config"), "dynamic_config"),
+        "admin_principals": collecting(errors, _principals, raw.get("admin_principals", []), "admin_principals"),
+    }
+    raise_all(errors)
+    quotas, ip_rates = quota_section
     return ProxyConfig(
-        upstream=_upstream(top["upstream"], "upstream"),
-        listeners=listeners,
-        metrics=_metrics(top.get("metrics", {"bind": "127.0.0.1:9464"}), "metrics"),
-        settings=settings,
-        quotas=quotas,
-        volume_usage=parse_volume_usage(top.get("volume_usage"), "volume_usage"),
+        upstream=upstream, listeners=listeners, settings=settings, quotas=quotas,
         connections=connection_limits(settings, listeners, ip_rates),
-        usage_log=parse_usage_log(top.get("usage_log"), "usage_log"),
-        dynamic_config=parse_dynamic_config(top.get("dynamic_config"), "dynamic_config"),
-        raw_quotas=tuple(dict(item) for item in (top.get("quotas") or [])),
-        admin_principals=_principals(top.get("admin_principals", []), "admin_principals"),
-    )
+        raw_quotas=tuple(dict(item) for item in (raw.get("quotas") or [])), **parts)
+
+
+def _listener_names(raw: Any) -> set[str]:
+    """The listener names the file gives (also when a listener has errors: its per-listener settings are still
+    checked against its name)."""
+    items = raw if isinstance(raw, list) else []
+    return {item["name"] for item in items if isinstance(item, dict) and isinstance(item.get("name"), str)}
 
 
 def _principals(raw: Any, path: str) -> frozenset[str]:
@@ -112,22 +136,21 @@ def _principals(raw: Any, path: str) -> frozenset[str]:
     return frozenset(raw)
 
 
-def _mapping(raw: Any, path: str, required: set[str], optional: set[str] = frozenset()) -> dict:
-    return mapping_with(raw, path, set(required) | set(optional), required)
-
-
 def _upstream(raw: Any, path: str) -> UpstreamConfig:
-    m = _mapping(raw, path, required={"bootstrap_servers"}, optional={"tls", "sasl"})
-    servers = _list(m["bootstrap_servers"], f"{path}.bootstrap_servers", _address)
-    return UpstreamConfig(bootstrap_servers=tuple(servers), tls=parse_upstream_tls(m.get("tls"), f"{path}.tls"),
-                          sasl=_upstream_sasl(m.get("sasl"), f"{path}.sasl"))
+    m = mapping_with(raw, path, UPSTREAM_KEYS, {"bootstrap_servers"})
+    errors: list[ConfigError] = []
+    servers = collecting(errors, _list, m["bootstrap_servers"], f"{path}.bootstrap_servers", _address)
+    tls = collecting(errors, parse_upstream_tls, m.get("tls"), f"{path}.tls")
+    sasl = collecting(errors, _upstream_sasl, m.get("sasl"), f"{path}.sasl")
+    raise_all(errors)
+    return UpstreamConfig(bootstrap_servers=tuple(servers), tls=tls, sasl=sasl)
 
 
 def _upstream_sasl(raw: Any, path: str) -> UpstreamSasl | None:
     """``upstream.sasl``: {mechanism, username, password | password_file}; the password is read once, here."""
     if raw is None:
         return None
-    m = _mapping(raw, path, required={"mechanism", "username"}, optional={"password", "password_file"})
+    m = mapping_with(raw, path, UPSTREAM_SASL_KEYS, {"mechanism", "username"})
     mechanism = m["mechanism"]
     if mechanism not in SASL_MECHANISMS:
         raise ConfigError(f"{path}.mechanism", f"expected one of {', '.join(SASL_MECHANISMS)}, got {show(mechanism)}")
@@ -173,8 +196,7 @@ def _listeners(raw: Any, path: str) -> tuple[ListenerConfig, ...]:
 
 
 def _listener(raw: Any, path: str) -> ListenerConfig:
-    m = _mapping(raw, path, required={"name", "bind"},
-                 optional={"advertised_host", "broker_port_base", "internal", "tls", "sasl"})
+    m = mapping_with(raw, path, LISTENER_KEYS, {"name", "bind"})
     internal = m.get("internal", False)
     if not isinstance(internal, bool):
         raise ConfigError(f"{path}.internal", f"expected true or false, got {show(internal)}")
@@ -208,7 +230,7 @@ def _listener(raw: Any, path: str) -> ListenerConfig:
 
 
 def _metrics(raw: Any, path: str) -> MetricsConfig:
-    m = _mapping(raw, path, required={"bind"})
+    m = mapping_with(raw, path, METRICS_KEYS, {"bind"})
     return MetricsConfig(bind=_address(m["bind"], f"{path}.bind"))
 
 
@@ -228,4 +250,7 @@ def _address(raw: Any, path: str) -> Address:
 def _list(raw: Any, path: str, item: Callable[[Any, str], Any]) -> list:
     if not isinstance(raw, list) or not raw:
         raise ConfigError(path, f"expected a non-empty list, got {show(raw)}")
-    return [item(v, f"{path}[{i}]") for i, v in enumerate(raw)]
+    errors: list[ConfigError] = []
+    items = [collecting(errors, item, v, f"{path}[{i}]") for i, v in enumerate(raw)]
+    raise_all(errors)  # every item's errors, not only the first item's
+    return items

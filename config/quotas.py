@@ -14,9 +14,10 @@ quotas:
 from __future__ import annotations
 
 import math
+from difflib import get_close_matches
 from typing import Any
 
-from config.errors import ConfigError
+from config.errors import ConfigError, collecting, raise_all
 from quota.managers.connection import CONNECTION_CREATION_RATE, IP, normalize_ip
 from quota.primitives.entity import (CLIENT_ID, CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, DEFAULT,
                                      PRODUCER_BYTE_RATE, PRODUCER_IDS_RATE, REQUEST_PERCENTAGE, USER, QuotaEntity,
@@ -47,16 +48,20 @@ def parse_quota_section(raw: Any, path: str) -> tuple[QuotaTable, dict[str, floa
         raise ConfigError(path, f"expected a list of quota entries, got {type(raw).__name__}")
     entries = []
     ip_rates: dict[str, float] = {}
+    errors: list[ConfigError] = []
     for i, item in enumerate(raw):
         where = f"{path}[{i}]"
-        parsed = parse_quota_item(item, where)
+        parsed = collecting(errors, parse_quota_item, item, where)
+        if parsed is None:
+            continue  # its errors are reported with every other item's
         if isinstance(parsed, QuotaEntry):
             entries.append(parsed)
             continue
         ip, rate = parsed
         if ip in ip_rates:
-            raise ConfigError(f"{where}.entity.{IP}", f"{ip} is configured more than once")
+            errors.append(ConfigError(f"{where}.entity.{IP}", f"{ip} is configured more than once"))
         ip_rates[ip] = rate
+    raise_all(errors)
     try:
         return QuotaTable(entries), ip_rates
     except ValueError as exc:
@@ -94,7 +99,9 @@ def parse_quota_item(item: Any, where: str) -> QuotaEntry | tuple[str, float]:
             raise ConfigError(f"{where}.{key}", "enforced by the brokers, not the proxy: set it with kafka-configs "
                               "(AlterClientQuotas) through the proxy, which passes it on, or at the brokers")
         if key not in ENFORCED_KEYS:
-            raise ConfigError(f"{where}.{key}", f"unknown quota key (known: {', '.join(ENFORCED_KEYS)}; "
+            close = get_close_matches(str(key), [*ENFORCED_KEYS, CONNECTION_CREATION_RATE], n=1, cutoff=0.75)
+            raise ConfigError(f"{where}.{key}", f"unknown quota key; did you mean {close[0]}?" if close else
+                              f"unknown quota key (known: {', '.join(ENFORCED_KEYS)}; "
                               f"{', '.join(BROKER_KEYS)} is passed on to the brokers)")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not MIN_RATE <= value < math.inf:
             raise ConfigError(f"{where}.{key}", f"expected a rate in {UNITS[key]} > 0 (finite, at least "

@@ -12,7 +12,7 @@ import re
 from types import MappingProxyType
 from typing import Any
 
-from config.errors import ConfigError, join, mapping_with, show
+from config.errors import ConfigError, collecting, join, raise_all, show, unknown_key
 from config.model import ListenerConfig, Settings
 from config.settings_table import (CLUSTER_ID, CLUSTER_TOPIC, IP_OVERRIDES, LISTENER_SETTINGS, PRODUCER_ID_ENFORCEMENT,
                                    QUOTA_MODE, QUOTA_SCOPE, QUOTA_SMOOTHING, SCOPES, SETTINGS, SMOOTHING_VALUES, SPLICE,
@@ -23,6 +23,14 @@ from quota.managers.producer_ids import DEFAULT_MAX_HOLD_MS, ENFORCEMENTS, HOLD
 _LISTENER_SETTING = re.compile(r"^listener\.name\.([A-Za-z0-9_-]+)\.(" +
                                "|".join(re.escape(name) for name in LISTENER_SETTINGS) + r")$")
 _TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+# every key of the section besides the per-listener ones: the numbers of SETTINGS, then the ones taking words
+SETTING_KEYS = (*SETTINGS, IP_OVERRIDES, QUOTA_MODE, PRODUCER_ID_ENFORCEMENT, QUOTA_SCOPE, QUOTA_SMOOTHING, SPLICE,
+                CLUSTER_TOPIC, CLUSTER_ID)
+
+
+def listener_setting_names(listener_names) -> list[str]:
+    """The per-listener keys these listeners can take (``listener.name.<name>.<setting>``)."""
+    return [f"listener.name.{listener}.{name}" for listener in sorted(listener_names) for name in LISTENER_SETTINGS]
 
 
 def parse_settings(raw: Any, path: str, listener_names: set[str] = frozenset()) -> Settings:
@@ -32,9 +40,9 @@ def parse_settings(raw: Any, path: str, listener_names: set[str] = frozenset()) 
     if not isinstance(raw, dict):
         raise ConfigError(path, f"expected a mapping, got {show(raw)}")
     prefixed = {key for key in raw if isinstance(key, str) and _LISTENER_SETTING.match(key)}
-    m = mapping_with(raw, path, set(SETTINGS) | {IP_OVERRIDES, QUOTA_MODE, PRODUCER_ID_ENFORCEMENT, QUOTA_SCOPE,
-                                                 QUOTA_SMOOTHING, SPLICE, CLUSTER_TOPIC, CLUSTER_ID}
-                   | prefixed)
+    hints = [*SETTING_KEYS, *listener_setting_names(listener_names)]  # what a misspelt key may have meant
+    errors = [unknown_key(path, key, hints) for key in raw if key not in SETTING_KEYS and key not in prefixed]
+    m = {name: value for name, value in raw.items() if name in SETTING_KEYS or name in prefixed}
     values: dict[str, Any] = {name: s.default for name, s in SETTINGS.items()}
     values[IP_OVERRIDES] = {}
     values[QUOTA_MODE] = "enforce"
@@ -44,65 +52,8 @@ def parse_settings(raw: Any, path: str, listener_names: set[str] = frozenset()) 
     values[SPLICE] = "auto"
     values[CLUSTER_TOPIC] = values[CLUSTER_ID] = None
     for name, value in m.items():
-        key = join(path, name)
-        if name in (CLUSTER_TOPIC, CLUSTER_ID) and value is None:  # unset (as a re-parsed effective config has it)
-            continue
-        if name == CLUSTER_TOPIC:
-            if not isinstance(value, str) or not _TOPIC_NAME.match(value) or value in (".", ".."):
-                raise ConfigError(key, f"expected a Kafka topic name (1-249 of A-Z a-z 0-9 . _ -), got {show(value)}")
-            values[name] = value
-            continue
-        if name == CLUSTER_ID:
-            if not isinstance(value, str) or not value.strip() or len(value) > 255:
-                raise ConfigError(key, f"expected a non-empty name of at most 255 characters, unique among the "
-                                  f"sidecars, got {show(value)}")
-            values[name] = value
-            continue
-        if name == IP_OVERRIDES:
-            values[name] = _ip_overrides(value, key)
-            continue
-        if name == QUOTA_MODE:
-            if value not in ("enforce", "shadow"):
-                raise ConfigError(key, f"expected enforce or shadow, got {show(value)}")
-            values[name] = value
-            continue
-        if name == QUOTA_SCOPE:
-            if value not in SCOPES:
-                raise ConfigError(key, f"expected {' or '.join(SCOPES)}, got {show(value)}")
-            values[name] = value
-            continue
-        if name == SPLICE:
-            if value is False:  # YAML 1.1 reads a bare off as false
-                value = "off"
-            if value not in SPLICE_MODES:
-                raise ConfigError(key, f"expected {' or '.join(SPLICE_MODES)}, got {show(value)}")
-            values[name] = value
-            continue
-        if name == PRODUCER_ID_ENFORCEMENT:
-            if value not in ENFORCEMENTS:
-                raise ConfigError(key, f"expected {' or '.join(ENFORCEMENTS)}, got {show(value)}")
-            values[name] = value
-            continue
-        if name == QUOTA_SMOOTHING:
-            values[name] = _smoothing(value, key)
-            continue
-        match = _LISTENER_SETTING.match(name)
-        if match:
-            if match.group(1) not in listener_names:
-                raise ConfigError(key, f"no listener named {match.group(1)!r} (listeners: "
-                                  f"{', '.join(sorted(listener_names))})")
-            spec = SETTINGS[match.group(2)]
-        else:
-            spec = SETTINGS[name]
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(key, f"expected a number, got {show(value)}")
-        if not math.isfinite(value):
-            raise ConfigError(key, f"expected a finite number, got {value!r}")
-        if spec.kind is int and value != int(value):
-            raise ConfigError(key, f"expected an integer, got {value!r}")
-        if not spec.minimum <= value <= spec.maximum:
-            raise ConfigError(key, f"must be between {_num(spec.minimum)} and {_num(spec.maximum)}, got {value!r}")
-        values[name] = spec.kind(value)
+        collecting(errors, _setting, values, name, value, join(path, name), listener_names)
+    raise_all(errors)  # every key's error at once; the checks across settings below need good values
     if QUOTA_SMOOTHING not in m and values[CLUSTER_TOPIC] is not None:  # sidecars sharing usage: the bucket keeps
         values[QUOTA_SMOOTHING] = "on"  # their total at the quota (README "Cluster-wide budgets", bench/cluster_budget.py)
     hold, mute_max = values["producer.id.quota.max.hold.ms"], values["quota.mute.max.ms"]
@@ -119,6 +70,68 @@ def parse_settings(raw: Any, path: str, listener_names: set[str] = frozenset()) 
                           f"must be below upstream.response.timeout.ms ({upstream}): a held Produce counts as waiting "
                           f"for the broker's answer; got {hold}")
     return Settings(MappingProxyType(values))
+
+
+def _setting(values: dict, name: str, value: Any, key: str, listener_names: set[str]) -> None:
+    """One ``settings:`` key checked into ``values``; a ConfigError naming it otherwise."""
+    if name in (CLUSTER_TOPIC, CLUSTER_ID) and value is None:  # unset (as a re-parsed effective config has it)
+        return
+    if name == CLUSTER_TOPIC:
+        if not isinstance(value, str) or not _TOPIC_NAME.match(value) or value in (".", ".."):
+            raise ConfigError(key, f"expected a Kafka topic name (1-249 of A-Z a-z 0-9 . _ -), got {show(value)}")
+        values[name] = value
+        return
+    if name == CLUSTER_ID:
+        if not isinstance(value, str) or not value.strip() or len(value) > 255:
+            raise ConfigError(key, f"expected a non-empty name of at most 255 characters, unique among the "
+                              f"sidecars, got {show(value)}")
+        values[name] = value
+        return
+    if name == IP_OVERRIDES:
+        values[name] = _ip_overrides(value, key)
+        return
+    if name == QUOTA_MODE:
+        if value not in ("enforce", "shadow"):
+            raise ConfigError(key, f"expected enforce or shadow, got {show(value)}")
+        values[name] = value
+        return
+    if name == QUOTA_SCOPE:
+        if value not in SCOPES:
+            raise ConfigError(key, f"expected {' or '.join(SCOPES)}, got {show(value)}")
+        values[name] = value
+        return
+    if name == SPLICE:
+        if value is False:  # YAML 1.1 reads a bare off as false
+            value = "off"
+        if value not in SPLICE_MODES:
+            raise ConfigError(key, f"expected {' or '.join(SPLICE_MODES)}, got {show(value)}")
+        values[name] = value
+        return
+    if name == PRODUCER_ID_ENFORCEMENT:
+        if value not in ENFORCEMENTS:
+            raise ConfigError(key, f"expected {' or '.join(ENFORCEMENTS)}, got {show(value)}")
+        values[name] = value
+        return
+    if name == QUOTA_SMOOTHING:
+        values[name] = _smoothing(value, key)
+        return
+    match = _LISTENER_SETTING.match(name)
+    if match:
+        if match.group(1) not in listener_names:
+            raise ConfigError(key, f"no listener named {match.group(1)!r} (listeners: "
+                              f"{', '.join(sorted(listener_names))})")
+        spec = SETTINGS[match.group(2)]
+    else:
+        spec = SETTINGS[name]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(key, f"expected a number, got {show(value)}")
+    if not math.isfinite(value):
+        raise ConfigError(key, f"expected a finite number, got {value!r}")
+    if spec.kind is int and value != int(value):
+        raise ConfigError(key, f"expected an integer, got {value!r}")
+    if not spec.minimum <= value <= spec.maximum:
+        raise ConfigError(key, f"must be between {_num(spec.minimum)} and {_num(spec.maximum)}, got {value!r}")
+    values[name] = spec.kind(value)
 
 
 def _smoothing(raw: Any, path: str) -> str:
