@@ -26,6 +26,8 @@ from config.errors import ConfigError, mapping_with
 from config.principal_rules import MappingError, parse_rules  # parsed here so a bad rule fails at load
 
 CLIENT_AUTH = ("none", "requested", "required")
+LISTENER_TLS_KEYS = ("certfile", "keyfile", "cafile", "client_auth", "principal_mapping_rules")
+UPSTREAM_TLS_KEYS = ("cafile", "certfile", "keyfile", "verify", "check_hostname")
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,8 +88,7 @@ def _try(path: str, build) -> None:
 def parse_listener_tls(raw: Any, path: str) -> ListenerTls | None:
     if raw is None:
         return None
-    m = mapping_with(raw, path, {"certfile", "keyfile", "cafile", "client_auth", "principal_mapping_rules"},
-                     {"certfile"})
+    m = mapping_with(raw, path, LISTENER_TLS_KEYS, {"certfile"})
     client_auth = m.get("client_auth", "none")
     if client_auth not in CLIENT_AUTH:
         raise ConfigError(f"{path}.client_auth", f"expected one of {', '.join(CLIENT_AUTH)}, got {client_auth!r}")
@@ -108,7 +109,7 @@ def parse_listener_tls(raw: Any, path: str) -> ListenerTls | None:
 def parse_upstream_tls(raw: Any, path: str) -> UpstreamTls | None:
     if raw is None:
         return None
-    m = mapping_with(raw, path, {"cafile", "certfile", "keyfile", "verify", "check_hostname"})
+    m = mapping_with(raw, path, UPSTREAM_TLS_KEYS)
     for flag in ("verify", "check_hostname"):
         if flag in m and not isinstance(m[flag], bool):
             raise ConfigError(f"{path}.{flag}", f"expected true or false, got {m[flag]!r}")

@@ -30,6 +30,11 @@ from quota.managers.volume import LIMIT_TYPES, OPEN, PAUSE, Limit, SnapshotError
 
 DEFAULT_TOPIC = "__kafka_quota_proxy_volume_usage"
 SOURCES = ("topic", "describe_log_dirs")
+VOLUME_KEYS = ("source", "topic", "freshness_seconds", "missing_data_action", "produce_base_rate", "pause_delay_ms",
+               "max_record_bytes", "max_volumes_per_snapshot", "metrics_top_volumes", "publisher", "describe_log_dirs")
+PUBLISHER_KEYS = ("broker_id", "log_dirs", "interval_seconds", "soft_limit", "hard_limit")
+LOG_DIRS_KEYS = ("interval_seconds", "soft_limit", "hard_limit")
+LIMIT_KEYS = ("type", "level")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +84,7 @@ def _integer(m: dict, key: str, path: str, defaults: VolumeUsageConfig, minimum:
 
 
 def _limit(raw: Any, path: str) -> Limit:
-    m = mapping_with(raw, path, {"type", "level"}, {"type", "level"})
+    m = mapping_with(raw, path, LIMIT_KEYS, LIMIT_KEYS)
     if m["type"] not in LIMIT_TYPES:
         raise ConfigError(f"{path}.type", f"expected one of {', '.join(LIMIT_TYPES)}, got {m['type']!r}")
     try:
@@ -91,9 +96,7 @@ def _limit(raw: Any, path: str) -> Limit:
 def parse_volume_usage(raw: Any, path: str) -> VolumeUsageConfig | None:
     if raw is None:
         return None
-    m = mapping_with(raw, path, {"source", "topic", "freshness_seconds", "missing_data_action", "produce_base_rate",
-                          "pause_delay_ms", "max_record_bytes", "max_volumes_per_snapshot", "metrics_top_volumes",
-                          "publisher", "describe_log_dirs"})
+    m = mapping_with(raw, path, VOLUME_KEYS)
     defaults = VolumeUsageConfig()
     source = m.get("source", defaults.source)
     if source not in SOURCES:
@@ -105,8 +108,7 @@ def parse_volume_usage(raw: Any, path: str) -> VolumeUsageConfig | None:
         if "describe_log_dirs" not in m:
             raise ConfigError(f"{path}.describe_log_dirs", "required with source: describe_log_dirs (the limits)")
         lp = f"{path}.describe_log_dirs"
-        d = mapping_with(m["describe_log_dirs"], lp, {"interval_seconds", "soft_limit", "hard_limit"},
-                  {"soft_limit", "hard_limit"})
+        d = mapping_with(m["describe_log_dirs"], lp, LOG_DIRS_KEYS, {"soft_limit", "hard_limit"})
         log_dirs = LogDirsConfig(_number(d.get("interval_seconds", 30), f"{lp}.interval_seconds", 1),
                                  _limit(d["soft_limit"], f"{lp}.soft_limit"), _limit(d["hard_limit"], f"{lp}.hard_limit"))
     elif "describe_log_dirs" in m:
@@ -120,8 +122,7 @@ def parse_volume_usage(raw: Any, path: str) -> VolumeUsageConfig | None:
     publisher = None
     if "publisher" in m:
         pp = f"{path}.publisher"
-        p = mapping_with(m["publisher"], pp, {"broker_id", "log_dirs", "interval_seconds", "soft_limit", "hard_limit"},
-                  {"broker_id", "log_dirs", "soft_limit", "hard_limit"})
+        p = mapping_with(m["publisher"], pp, PUBLISHER_KEYS, {"broker_id", "log_dirs", "soft_limit", "hard_limit"})
         dirs = p["log_dirs"]
         if not isinstance(dirs, list) or not dirs or not all(isinstance(d, str) and d for d in dirs):
             raise ConfigError(f"{pp}.log_dirs", f"expected a non-empty list of paths, got {dirs!r}")

@@ -45,6 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--config", required=True, metavar="FILE")
 
+    sub.add_parser("schema", help="print the configuration's JSON Schema (for editors: completion and checks)",
+                   description="Print the JSON Schema (draft 2020-12) of the configuration file, built from the "
+                   "loader's own tables; the same document ships in the package as "
+                   "config/kafka-quota-proxy.schema.json. check-config remains the judge (files, cross-checks).")
+
     # Listed here for --help; main() hands `configs ...` and `analyze ...` on before parsing (they need no config).
     sub.add_parser("configs", add_help=False, help="describe or alter dynamic quotas and proxy settings through "
                    "the proxy's admin-checked APIs, as kafka-configs.sh does (see `configs --help`)")
@@ -64,6 +69,11 @@ def main(argv: list[str] | None = None) -> int:
 
         return analyze(argv)
     args = build_parser().parse_args(argv)
+    if args.command == "schema":
+        from config.schema import schema_text
+
+        print(schema_text(), end="")
+        return 0
     try:
         config = load_config_file(args.config)
     except ConfigError as exc:
