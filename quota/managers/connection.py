@@ -343,6 +343,15 @@ class ConnectionQuotas:
         rate = self._ip_rates.get(ip)
         return 0.0 if rate is None else rate.peek(now_ms)
 
+    def counted_rates(self, listener: str, ip: str) -> tuple[Rate | None, Rate | None, str, Rate | None]:
+        """For reading (``quota.explain``), never made: the proxy-wide rate a connection from ``ip`` on ``listener``
+        is counted in (None on the protected internal listener), its listener's (None: not a listener here), and its
+        IP's key and rate: its own, else the ``<overflow>`` one when it lives and the quotas do not name the IP."""
+        own = self._ip_rates.get(ip)
+        key = ip if own is not None or ip in self.limits.ip_rates else OVERFLOW
+        proxy = None if self._protected(listener) else self._proxy_rate
+        return proxy, self._listener_rates.get(listener), key, self._ip_rates.get(key)
+
     def expire_idle(self, now_ms: int) -> None:
         """Drop the rates of IPs with nothing recorded for an hour (Kafka expires IP sensors the same way)."""
         for ip in [ip for ip, last in self._ip_last_ms.items() if now_ms - last >= IDLE_IP_SENSOR_MS]:

@@ -47,11 +47,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from operator import attrgetter
 
 from quota.managers.producer_id_cache import CacheShape, TimeControlledBloomFilter
 from quota.managers.producer_id_holds import Hold, HoldEnforcement, ProducerIdDecision, Refuse  # noqa: F401
+from quota.managers.producer_id_stats import ProducerIdStats
 from quota.managers.producer_ids_issued import IssuedProducerIds
 from quota.primitives.decision import FORWARD, Throttle
 from quota.primitives.entity import DEFAULT, PRODUCER_IDS_RATE, QuotaTable, QuotaTags, ResolvedQuota
@@ -65,23 +66,6 @@ from quota.sharing.usage_tap import NO_TAP
 HOLD, THROTTLE = "hold", "throttle"
 ENFORCEMENTS = (HOLD, THROTTLE)
 DEFAULT_MAX_HOLD_MS = 10_000
-
-
-@dataclass(frozen=True, slots=True)
-class ProducerIdStats:
-    tags: QuotaTags
-    limit: float  # new PIDs per window; inf when unlimited
-    tokens: float
-    new_pids_total: int
-    throttle_time_ms_total: int  # applied (reported and muted for); shadow throttles are counted apart
-    throttled_count: int
-    cache_bytes: int
-    shadow_throttle_time_ms_total: int = 0  # decided by a shadow quota, not applied
-    shadow_throttled_count: int = 0
-    held_count: int = 0  # Produce requests held before the broker saw their new PID (enforcement hold)
-    hold_time_ms_total: int = 0  # and for how long, in all (as decided)
-    refused_count: int = 0  # Produce requests refused (a hold past the bound); also in throttled_count
-    abandoned_count: int = 0  # held PIDs whose every request's connection closed before the hold ended
 
 
 class _UserState(TimeControlledBloomFilter):
@@ -110,7 +94,6 @@ class _UserState(TimeControlledBloomFilter):
     @property
     def tags(self) -> QuotaTags:
         return QuotaTags(self.user, "")
-
 
 
 class ProducerIdQuotaManager(HoldEnforcement):
@@ -292,6 +275,14 @@ class ProducerIdQuotaManager(HoldEnforcement):
             state = self._users[key] = _UserState(key, self._shape, bucket, resolved, _fast(resolved, key))
         return state
 
+    def counted_in(self, user: str) -> "_UserState | None":
+        """The state ``user``'s new ids are counted in now: its own, else its quota's ``<overflow>`` one (untracked);
+        None when neither lives or no quota applies. Never made, nothing counted (``quota.explain`` reads it)."""
+        resolved = self._quotas.resolve(PRODUCER_IDS_RATE, user, "")
+        tags = None if resolved.unlimited else overflow_tags(resolved)
+        state = None if resolved.unlimited else self._users.get(resolved.tags.user)
+        return self._users.get(tags.user) if state is None and tags is not None else state
+
     def record_remote(self, user: str, count: int, pids: tuple[int, ...], now_ms: int) -> None:
         """A peer counted ``count`` new producer ids of ``user`` (:mod:`quota.sharing.usage_share`): their tokens are taken
         from the user's bucket, and ``pids``, admitted there, written into its cache, so they are not counted again
@@ -384,8 +375,7 @@ class ProducerIdQuotaManager(HoldEnforcement):
 
 
 def _fast(resolved: ResolvedQuota, user: str) -> bool:
-    """Whether a request of ``user`` may be decided on its state's own limit and shadow, unresolved: a quota applies
-    and counts it in the state keyed by its own name."""
+    """Whether a request of ``user`` may be decided on its state's limit and shadow, unresolved (keyed by its name)."""
     return not resolved.unlimited and resolved.tags.user == user
 
 

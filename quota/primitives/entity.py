@@ -151,6 +151,17 @@ _LEVELS: tuple[tuple[str | None, str | None, bool, bool], ...] = (
 
 _LEVEL_OF_SHAPE = {(user_kind, client_kind): index for index, (user_kind, client_kind, _, _) in enumerate(_LEVELS)}
 
+LEVEL_PATHS = tuple(QuotaEntity(None if u is None else ("<user>" if u == "name" else DEFAULT),
+                                None if c is None else ("<client-id>" if c == "name" else DEFAULT)).path
+                    for u, c, _, _ in _LEVELS)
+"""Each precedence level as Kafka's docs write it, most specific first (``/users/<user>/clients/<client-id>``)."""
+
+
+def precedence(entity: QuotaEntity) -> int:
+    """The precedence level of a configured entity, 1 (``/users/<user>/clients/<client-id>``) to 8
+    (``/clients/<default>``): what :meth:`QuotaTable.resolve` tries first comes first."""
+    return _level_of(entity) + 1
+
 
 def _level_of(entity: QuotaEntity) -> int:
     def kind(part: str | None) -> str | None:
@@ -278,6 +289,22 @@ class QuotaTable:
                     tags = QuotaTags(user if tag_user else "", client_id if tag_client else "")
                     return ResolvedQuota(limit, tags, entry.entity, entry.shadow)
         return ResolvedQuota(math.inf, QuotaTags("", client_id))
+
+    def matches(self, key: str, user: str, client_id: str) -> list[ResolvedQuota]:
+        """Every entry configured for ``key`` that matches ``(user, client_id)``, in precedence order: the first is
+        what :meth:`resolve` returns, the others are what it shadows (for explaining, not the request path)."""
+        found = []
+        configured = self._by_key.get(key)
+        for level in self._levels_by_key.get(key, ()):
+            user_kind, client_kind, tag_user, tag_client = _LEVELS[level]
+            user_part = None if user_kind is None else (user if user_kind == "name" else _D)
+            client_part = None if client_kind is None else (client_id if client_kind == "name" else _D)
+            hit = configured.get((user_part, client_part))
+            if hit is not None:
+                limit, entry = hit
+                tags = QuotaTags(user if tag_user else "", client_id if tag_client else "")
+                found.append(ResolvedQuota(limit, tags, entry.entity, entry.shadow))
+        return found
 
     def limit(self, key: str, user: str, client_id: str) -> float:
         """Just the limit (``math.inf`` when unconfigured)."""

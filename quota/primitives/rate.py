@@ -164,6 +164,12 @@ class Rate:
         ones measure would make of them (empty, starting now). For metrics: a scrape never changes what a later
         quota check measures, and may read a rate from another thread while its owner records (the samples are
         copied in one step first)."""
+        rate, _ = self.peek_with_window(now_ms)
+        return rate
+
+    def peek_with_window(self, now_ms: int) -> tuple[float, int]:
+        """:meth:`peek` and the elapsed time (ms) it divided by, what :meth:`window_size_ms` would return: a
+        throttle computed from both is the one a record now would be given (``quota.explain``). Changes nothing."""
         s = self._s.tolist()
         expire_age = self._shape[1]
         total = 0.0
@@ -172,7 +178,8 @@ class Rate:
             if now_ms - s[i + _LAST] < expire_age:
                 total += s[i + _VALUE]
                 oldest_start_ms = min(oldest_start_ms, s[i])
-        return total / (_elapsed_ms(now_ms - int(oldest_start_ms), self._shape) / 1000.0)
+        elapsed = _elapsed_ms(now_ms - int(oldest_start_ms), self._shape)
+        return total / (elapsed / 1000.0), elapsed
 
     # -- copying (a restarted worker seeded from a peer's, quota.usage_seed) ----------------------------------------
 

@@ -57,6 +57,13 @@ class TokenBucket:
         self.rate, self.burst = rate, burst
         self.tokens = min(self.tokens, burst)
 
+    def throttle_time_ms_at(self, now_ms: int) -> int:
+        """What :meth:`throttle_time_ms` would say after a refill at ``now_ms``, changing nothing (for reading)."""
+        tokens = self.peek(now_ms)
+        if tokens >= 0:
+            return 0
+        return INT32_MAX if self.rate <= 0 else min(INT32_MAX, java_round(-tokens / self.rate * 1000.0))
+
     def throttle_time_ms(self) -> int:
         """``-K / R`` in ms (0 when ``K >= 0``), rounded as Java's ``Math.round``; INT32_MAX for a zero quota."""
         if self.tokens >= 0:

@@ -140,9 +140,14 @@ class ClusterPeers:
     def view(self, now_ms: int) -> PeerView:
         """Fresh and known peers at ``now_ms`` (those silent for ``forget_ms`` forgotten first)."""
         self.forget_silent(now_ms)
-        fresh = sum(1 for stamp in self._last.values() if now_ms - stamp <= self.stale_ms)
-        known = len(self._last)
-        return PeerView(fresh=fresh, known=known, fallback=known > 0 and fresh == 0)
+        return self.peek(now_ms)
+
+    def peek(self, now_ms: int) -> PeerView:
+        """What :meth:`view` would say at ``now_ms``, changing nothing (``quota.explain`` reads it)."""
+        topic_ms = min(self._newest, now_ms)
+        stamps = [stamp for stamp in list(self._last.values()) if topic_ms - stamp <= self.forget_ms]
+        fresh = sum(1 for stamp in stamps if now_ms - stamp <= self.stale_ms)
+        return PeerView(fresh=fresh, known=len(stamps), fallback=bool(stamps) and fresh == 0)
 
     def stale_peers(self, now_ms: int) -> list[str]:
         return sorted(peer for peer, stamp in self._last.items() if now_ms - stamp > self.stale_ms)

@@ -136,3 +136,25 @@ def test_lookup_cost_is_flat_in_the_number_of_entities():
     large = _lookups_for(_big_table(20_000), queries)
     assert small == large
     assert large <= 8 * len(queries)
+
+
+def test_matches_lists_what_resolve_tries_in_its_order_and_precedence_numbers_the_levels():
+    from itertools import product
+
+    from quota.primitives.entity import LEVEL_PATHS, precedence
+
+    shapes = [{"user": "alice", "client-id": "etl"}, {"user": "alice", "client-id": DEFAULT}, {"user": "alice"},
+              {"user": DEFAULT, "client-id": "etl"}, {"user": DEFAULT, "client-id": DEFAULT}, {"user": DEFAULT},
+              {"client-id": "etl"}, {"client-id": DEFAULT}]
+    for level, shape in enumerate(shapes, 1):
+        assert precedence(QuotaEntity.from_dict(shape)) == level
+        assert LEVEL_PATHS[level - 1] == QuotaEntity.from_dict(shape).path.replace("alice", "<user>").replace(
+            "etl", "<client-id>")
+    for chosen in product((False, True), repeat=len(shapes)):
+        table = QuotaTable.from_values([(s, {"producer_byte_rate": i + 1}) for i, s in enumerate(shapes) if chosen[i]])
+        for user, client_id in (("alice", "etl"), ("alice", "other"), ("bob", "etl"), ("bob", "other")):
+            found = table.matches("producer_byte_rate", user, client_id)
+            assert [precedence(r.entity) for r in found] == sorted(precedence(r.entity) for r in found)
+            assert (found[0] if found else None) == (None if table.resolve("producer_byte_rate", user, client_id)
+                                                     .unlimited else table.resolve("producer_byte_rate", user,
+                                                                                   client_id))

@@ -1,0 +1,151 @@
+"""The user/client-id quotas' findings of an explanation: byte rates, controller mutations, producer ids. Pure.
+
+The matching entry comes from the quota table's own resolution (:meth:`QuotaTable.matches`, the entries
+:meth:`QuotaTable.resolve` tries, in its order), its level from :func:`quota.primitives.entity.precedence`; the
+sensor from the manager's keeper, looked up and never made (:meth:`SensorKeeper.counted_in`: the entity's own, or
+its quota's ``<overflow>`` one past ``quota.max.tracked.entities``). The throttle in force is the one a request
+recorded now would be given: Kafka's ``(rate - limit) / limit * window`` on the rate measured now, or a token
+bucket's debt, each capped as the manager caps it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from quota.explain.values import BROKER, SHADOW, THROTTLED, UNLIMITED, WITHIN, Finding
+from quota.primitives.entity import (CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, LEVEL_PATHS, PRODUCER_BYTE_RATE,
+                                     PRODUCER_IDS_RATE, REQUEST_PERCENTAGE, QuotaTags, ResolvedQuota, precedence)
+from quota.primitives.throttle import bounded_throttle_time_ms
+
+if TYPE_CHECKING:
+    from quota.managers.client_quota import ClientQuotaManager
+    from quota.managers.mutation import ControllerMutationQuotaManager
+    from quota.managers.producer_ids import ProducerIdQuotaManager
+
+UNITS = {PRODUCER_BYTE_RATE: "bytes/s", CONSUMER_BYTE_RATE: "bytes/s",
+         CONTROLLER_MUTATION_RATE: "partition mutations/s", PRODUCER_IDS_RATE: "new producer ids per window",
+         REQUEST_PERCENTAGE: "% of a request handler thread"}
+NOTHING_RECORDED = "nothing recorded for it within the last hour (no sensor)"
+
+
+def tags_text(tags: QuotaTags) -> str:
+    """A sensor's tags as the metrics label them, each name quoted and escaped (client-chosen names)."""
+    return f"user={json.dumps(tags.user)} client-id={json.dumps(tags.client_id)}"
+
+
+def entry_fields(candidates: list[ResolvedQuota]) -> dict:
+    """The matching entry (the first of ``candidates``, in precedence order), its level, and those it overrides."""
+    first = candidates[0]
+    level = precedence(first.entity)
+    return {"entity": first.entity.path, "level": level, "level_path": LEVEL_PATHS[level - 1], "limit": first.limit,
+            "overridden": tuple(f"{c.entity.path} = {c.limit:g}" for c in candidates[1:])}
+
+
+def _full_note(manager) -> tuple[str, ...]:
+    keeper = manager.keeper
+    if len(keeper) >= keeper.max_tracked_entities:
+        return (f"its table is full (quota.max.tracked.entities = {keeper.max_tracked_entities}): a new entity is "
+                "counted in its quota's <overflow> entity",)
+    return ()
+
+
+def _sensor_fields(sensors, resolved: ResolvedQuota) -> dict:
+    overflow = sensors.tags != resolved.tags
+    notes = (("not tracked on its own (quota.max.tracked.entities reached when it came): counted with every other "
+              "untracked entity of its quota in the <overflow> entity, which shares one budget",) if overflow else ())
+    return {"counted_in": tags_text(sensors.tags), "overflow": overflow, "notes": notes}
+
+
+def byte_rate(manager: ClientQuotaManager, scope: str, candidates: list[ResolvedQuota], shadow_mode: bool,
+              now_ms: int) -> Finding:
+    """``producer_byte_rate`` or ``consumer_byte_rate`` for the client ``candidates`` were resolved for."""
+    key = manager.quota_key
+    base = {"quota": key, "scope": scope, "unit": UNITS[key]}
+    if not candidates:
+        return Finding(verdict=UNLIMITED, notes=("no entry matches: nothing limits it",), **base)
+    resolved = candidates[0]
+    shadow = shadow_mode or manager.shadow or resolved.shadow
+    sensors = manager.keeper.counted_in(resolved)
+    if sensors is None:
+        return Finding(verdict=WITHIN, measured=0.0, shadow=shadow, notes=(NOTHING_RECORDED,) + _full_note(manager),
+                       **entry_fields(candidates), **base)
+    rate, window_ms = sensors.rate.peek_with_window(now_ms)
+    found = _sensor_fields(sensors, resolved)
+    if manager.smoothing and sensors.smooth is not None:
+        throttle = min(sensors.smooth.throttle_time_ms_at(now_ms), manager.max_throttle_time_ms)
+        found["notes"] += ("quota.smoothing on: the throttle is the debt of its token bucket",)
+    elif rate > resolved.limit:
+        throttle = max(0, bounded_throttle_time_ms(rate, resolved.limit, window_ms, manager.max_throttle_time_ms))
+    else:
+        throttle = 0
+    verdict = (SHADOW if shadow else THROTTLED) if throttle > 0 else WITHIN
+    return Finding(verdict=verdict, measured=rate, throttle_ms=throttle, shadow=shadow,
+                   recent_throttle_ms=sensors.stats(now_ms).throttle_time_ms_max, **entry_fields(candidates),
+                   **found, **base)
+
+
+def mutations(manager: ControllerMutationQuotaManager, candidates: list[ResolvedQuota], shadow_mode: bool,
+              now_ms: int) -> Finding:
+    """``controller_mutation_rate`` (KIP-599): a token bucket; a throttle is its debt, ``-tokens / rate``."""
+    base = {"quota": CONTROLLER_MUTATION_RATE, "scope": "user/client-id", "unit": UNITS[CONTROLLER_MUTATION_RATE]}
+    if not candidates:
+        return Finding(verdict=UNLIMITED, notes=("no entry matches: nothing limits it",), **base)
+    resolved = candidates[0]
+    shadow = shadow_mode or manager.shadow or resolved.shadow
+    sensors = manager.keeper.counted_in(resolved)
+    if sensors is None:
+        return Finding(verdict=WITHIN, measured=0.0, shadow=shadow,
+                       notes=(NOTHING_RECORDED + ": its bucket starts full",) + _full_note(manager),
+                       **entry_fields(candidates), **base)
+    bucket = sensors.bucket
+    throttle = bucket.throttle_time_ms_at(now_ms)
+    verdict = (SHADOW if shadow else THROTTLED) if throttle > 0 else WITHIN
+    found = _sensor_fields(sensors, resolved)
+    if throttle > 0:
+        found["notes"] += ("CreateTopics, CreatePartitions and DeleteTopics are refused with THROTTLING_QUOTA_EXCEEDED "
+                           "(or throttled, for old versions) until the bucket is back at 0",)
+    return Finding(verdict=verdict, measured=sensors.rate.peek(now_ms), throttle_ms=throttle, shadow=shadow,
+                   tokens=bucket.peek(now_ms), burst=bucket.burst,
+                   recent_throttle_ms=sensors.stats(now_ms).throttle_time_ms_max, **entry_fields(candidates),
+                   **found, **base)
+
+
+def producer_ids(manager: ProducerIdQuotaManager, scope: str, candidates: list[ResolvedQuota], shadow_mode: bool,
+                 now_ms: int) -> Finding:
+    """``producer_ids_rate`` (KIP-936): per user, a token bucket of new producer ids; under enforcement ``hold`` a
+    new id past it is held in the proxy, under ``throttle`` its response throttled."""
+    base = {"quota": PRODUCER_IDS_RATE, "scope": scope, "unit": UNITS[PRODUCER_IDS_RATE]}
+    if not candidates:
+        return Finding(verdict=UNLIMITED, notes=("no user entry matches: nothing limits it",), **base)
+    resolved = candidates[0]
+    shadow = shadow_mode or manager.shadow or resolved.shadow
+    user = resolved.tags.user
+    state = manager.counted_in(user)
+    if state is None:
+        return Finding(verdict=WITHIN, shadow=shadow, notes=("no new producer id counted within its window: its "
+                       "bucket starts full",), **entry_fields(candidates), **base)
+    bucket = state.bucket
+    debt = bucket.throttle_time_ms_at(now_ms)
+    holding = state.holding or {}
+    held_ms = max((until - now_ms for until, _ in holding.values()), default=0)
+    notes = [f"enforcement {manager.enforcement} (producer.id.quota.enforcement); only new producer ids are "
+             "counted: producers already known go through"]
+    if holding:
+        notes.append(f"{len(holding)} new producer id(s) held in the proxy now, the last until {max(held_ms, 0)} ms "
+                     "from now")
+    if state.user != user:
+        notes.append("not tracked on its own (quota.max.tracked.entities reached when it came): counted in the "
+                     "<overflow> user")
+    throttle = max(min(debt, manager.max_mute_ms), held_ms)
+    verdict = (SHADOW if shadow else THROTTLED) if throttle > 0 else WITHIN
+    return Finding(verdict=verdict, throttle_ms=throttle, shadow=shadow, tokens=bucket.peek(now_ms),
+                   burst=bucket.burst, counted_in=tags_text(state.tags), overflow=state.user != user,
+                   notes=tuple(notes), **entry_fields(candidates), **base)
+
+
+def request_percentage() -> Finding:
+    return Finding(quota=REQUEST_PERCENTAGE, scope="user/client-id", verdict=BROKER, unit=UNITS[REQUEST_PERCENTAGE],
+                   notes=("enforced by the brokers, not the proxy (a proxy cannot measure a broker's request-handler "
+                          "time): kafka-configs through the proxy describes and alters it at the brokers; a broker's "
+                          "throttle reaches the client in the response's throttle_time_ms",))

@@ -1,0 +1,157 @@
+"""``explain`` on a fake clock: the matching entry and its precedence level, the rate measured against it, the
+throttle in force (the one the manager gives a record made now), the proxy-wide states; and that asking changes
+nothing (no sensor, bucket or IP rate is made)."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+import pytest
+
+from quota import DEFAULT, ManualClock, QuotaTable, QuotaWindow
+from quota.explain.explain import explain
+from quota.explain.state import ByteRateSet, QuotaState, VolumeView
+from quota.explain.values import (BROKER, FULL, NOT_THROTTLED, PAUSED, SHADOW, THROTTLED, UNLIMITED, WITHIN,
+                                  OpenConnection, Who, as_json)
+from quota.managers.client_quota import ClientQuotaManager
+from quota.managers.connection import ConnectionLimits, ConnectionQuotas
+from quota.managers.mutation import ControllerMutationQuotaManager
+from quota.managers.producer_ids import HOLD, ProducerIdQuotaManager
+from quota.managers.volume import INITIAL, PAUSE
+from quota.primitives.entity import (CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE,
+                                     PRODUCER_IDS_RATE, REQUEST_PERCENTAGE)
+
+WINDOW = QuotaWindow(11, 1)
+ALICE = Who("alice", "etl", "10.0.0.1")
+
+
+class Proxy:
+    """The managers of one proxy on a fake clock, and the state explain reads from them."""
+
+    def __init__(self, values, limits: ConnectionLimits = ConnectionLimits(), max_tracked: int = 100,
+                 enforcement: str = "throttle") -> None:
+        self.clock = ManualClock(1_000_000)
+        self.table = QuotaTable.from_values(values)
+        self.produce = ClientQuotaManager(self.table, PRODUCER_BYTE_RATE, self.clock, WINDOW,
+                                          max_tracked_entities=max_tracked)
+        self.fetch = ClientQuotaManager(self.table, CONSUMER_BYTE_RATE, self.clock, WINDOW)
+        self.pids = ProducerIdQuotaManager(self.table, window_num=2, window_size_s=10, enforcement=enforcement)
+        self.mutations = ControllerMutationQuotaManager(self.table, self.clock, WINDOW)
+        self.connections = ConnectionQuotas(["PLAINTEXT"], WINDOW, limits)
+
+    def state(self, **kw) -> QuotaState:
+        return QuotaState(self.table, (ByteRateSet("", self.produce, self.fetch, self.pids),), self.mutations,
+                          self.connections, ("PLAINTEXT",), self.clock.now_ms(), **kw)
+
+    def finding(self, explanation, quota, scope=None):
+        found = [f for f in explanation.findings if f.quota == quota and (scope is None or f.scope == scope)]
+        assert len(found) == 1, found
+        return found[0]
+
+
+def test_the_most_specific_entry_matches_at_its_level_and_the_others_are_named_as_overridden():
+    p = Proxy([({"user": "alice", "client-id": "etl"}, {PRODUCER_BYTE_RATE: 1000}),
+               ({"user": DEFAULT}, {PRODUCER_BYTE_RATE: 5000}), ({"client-id": DEFAULT}, {PRODUCER_BYTE_RATE: 9000})])
+    f = p.finding(explain(p.state(), ALICE), PRODUCER_BYTE_RATE)
+    assert (f.entity, f.level, f.level_path, f.limit) == ("/users/alice/clients/etl", 1,
+                                                         "/users/<user>/clients/<client-id>", 1000)
+    assert f.overridden == ("/users/<default> = 5000", "/clients/<default> = 9000")
+    bob = p.finding(explain(p.state(), Who("bob", "etl", "10.0.0.1")), PRODUCER_BYTE_RATE)
+    assert (bob.entity, bob.level, bob.level_path, bob.limit) == ("/users/<default>", 6, "/users/<default>", 5000)
+    # A client no entry matches is limited by nothing.
+    q = Proxy([({"user": "carol"}, {PRODUCER_BYTE_RATE: 1000})])
+    assert q.finding(explain(q.state(), ALICE), PRODUCER_BYTE_RATE).verdict == UNLIMITED
+
+
+def test_a_client_over_its_rate_is_throttled_for_what_a_record_now_is_given():
+    p = Proxy([({"client-id": "etl"}, {PRODUCER_BYTE_RATE: 1000})])
+    p.produce.record_and_get_throttle_time_ms("alice", "etl", 10_000)
+    p.clock.advance(200)
+    p.produce.record_and_get_throttle_time_ms("alice", "etl", 5_000)  # 15,000 B over 10.5 s (Kafka pads)
+    p.clock.advance(300)
+    explanation = explain(p.state(), ALICE)
+    f = p.finding(explanation, PRODUCER_BYTE_RATE)
+    assert (f.verdict, f.entity, f.level, f.counted_in) == (THROTTLED, "/clients/etl", 7, 'user="" client-id="etl"')
+    assert f.measured == pytest.approx(15_000 / 10.5)
+    assert f.recent_throttle_ms > 0
+    assert explanation.verdict == THROTTLED and any(r.startswith("producer_byte_rate") for r in explanation.reasons)
+    # The manager gives a record made now exactly the throttle the explanation says is in force.
+    assert f.throttle_ms == p.produce.record_and_get_throttle_time_ms("alice", "etl", 0) > 0
+
+
+def test_asking_about_a_client_makes_no_sensor_and_says_it_is_not_throttled():
+    p = Proxy([({"user": DEFAULT}, {PRODUCER_BYTE_RATE: 1000, CONTROLLER_MUTATION_RATE: 5, PRODUCER_IDS_RATE: 10}),
+               ({"ip": DEFAULT}, {})][:1], ConnectionLimits(ip_rates=MappingProxyType({DEFAULT: 5.0})))
+    explanation = explain(p.state(), ALICE)
+    assert explanation.verdict == NOT_THROTTLED and explanation.reasons == ()
+    assert {f.verdict for f in explanation.findings} <= {WITHIN, UNLIMITED, BROKER}
+    assert p.finding(explanation, REQUEST_PERCENTAGE).verdict == BROKER
+    assert (len(p.produce), len(p.fetch), len(p.mutations), len(p.pids), p.connections.tracked_ips) == (0, 0, 0, 0, 0)
+    assert as_json(explanation)["who"] == {"user": "alice", "client_id": "etl", "ip": "10.0.0.1", "listener": None}
+
+
+def test_an_entity_past_the_tracked_cap_is_said_to_share_the_overflow_budget():
+    p = Proxy([({"client-id": DEFAULT}, {PRODUCER_BYTE_RATE: 1000})], max_tracked=1)
+    p.produce.record_and_get_throttle_time_ms("alice", "first", 100)
+    p.produce.record_and_get_throttle_time_ms("alice", "etl", 100)  # the table is full: counted in <overflow>
+    f = p.finding(explain(p.state(), ALICE), PRODUCER_BYTE_RATE)
+    assert f.overflow and f.counted_in == 'user="" client-id="<overflow>"'
+    fresh = p.finding(explain(p.state(), Who("alice", "never-seen", "10.0.0.1")), PRODUCER_BYTE_RATE)
+    assert fresh.overflow  # counted where its first record would go
+    assert explain(p.state(), ALICE).proxy.tracked[PRODUCER_BYTE_RATE] == [2, 1]
+
+
+def test_a_shadow_entry_over_its_rate_would_throttle_and_does_not():
+    p = Proxy([({"client-id": "etl"}, {PRODUCER_BYTE_RATE: 100}, True)])
+    p.produce.record_and_get_throttle_time_ms("alice", "etl", 10_000)
+    explanation = explain(p.state(), ALICE)
+    f = p.finding(explanation, PRODUCER_BYTE_RATE)
+    assert (f.verdict, f.shadow) == (SHADOW, True) and f.throttle_ms > 0
+    assert explanation.verdict == NOT_THROTTLED and "shadow" in explanation.reasons[0]
+    assert explain(p.state(shadow_mode=True), ALICE).proxy.shadow_mode
+
+
+def test_bucket_quotas_say_their_debt_and_the_ids_held():
+    p = Proxy([({"user": "alice"}, {CONTROLLER_MUTATION_RATE: 5, PRODUCER_IDS_RATE: 2})], enforcement=HOLD)
+    p.mutations.record_and_decide("alice", "etl", 5 * 11 + 10)  # 10 past the burst: 2 s of debt
+    for pid in range(6):  # burst 2 x 2 = 4, then held
+        p.pids.record_and_decide("alice", pid, p.clock.now_ms())
+    explanation = explain(p.state(), ALICE)
+    m = p.finding(explanation, CONTROLLER_MUTATION_RATE)
+    assert (m.verdict, m.tokens, m.burst, m.throttle_ms) == (THROTTLED, -10, 55, 2000)
+    ids = p.finding(explanation, PRODUCER_IDS_RATE)
+    assert (ids.verdict, ids.level, ids.tokens) == (THROTTLED, 3, -2)
+    assert ids.throttle_ms == 10_000 and any("2 new producer id(s) held" in n for n in ids.notes)
+
+
+def test_connection_quotas_by_ip_listener_and_proxy():
+    p = Proxy([], ConnectionLimits(ip_rates=MappingProxyType({"10.0.0.1": 2.0}), max_connections_per_ip=1,
+                                   listener_creation_rates=MappingProxyType({"PLAINTEXT": 100.0})))
+    now = p.clock.now_ms()
+    for _ in range(20):  # 20 connections in one go: 2/s over the 10 s minimum window
+        p.connections.accept_delay_ms("PLAINTEXT", now)
+        p.connections.admit("PLAINTEXT", "10.0.0.1", now)
+    explanation = explain(p.state(), ALICE)
+    rate = p.finding(explanation, "connection_creation_rate", "ip")
+    assert (rate.verdict, rate.entity, rate.limit, rate.measured) == (THROTTLED, "/ips/10.0.0.1", 2.0, 2.0)
+    assert rate.throttle_ms > 0
+    count = p.finding(explanation, "max_connections", "ip")
+    assert (count.verdict, count.limit, count.measured) == (FULL, 1, 1)
+    assert p.finding(explanation, "connection_creation_rate", "listener PLAINTEXT").verdict == WITHIN
+    assert p.finding(explanation, "max_connections", "proxy-wide").verdict == UNLIMITED
+    other = explain(p.state(), Who("alice", "etl", "10.0.0.2"))
+    assert p.finding(other, "connection_creation_rate", "ip").verdict == UNLIMITED
+
+
+def test_proxy_wide_states_take_part():
+    p = Proxy([({"client-id": "etl"}, {PRODUCER_BYTE_RATE: 1000})])
+    paused = VolumeView(INITIAL.__class__(PAUSE, 0.0, (2,), (), 0, 0.0, 0, 0, {1: 900_000}, None), p.produce,
+                        60_000, PAUSE)
+    explanation = explain(p.state(volume=paused, wall_ms=1_000_000), ALICE)
+    assert explanation.verdict == PAUSED and explanation.reasons[0].startswith("volume usage PAUSE")
+    assert explanation.proxy.volume.snapshot_age_ms == {"1": 100_000}
+    assert explanation.proxy.volume.missing_data == (2,)
+    muted = OpenConnection("PLAINTEXT", "10.0.0.1:5000", "alice", "MUTED_AND_THROTTLED", 700, 0)
+    explanation = explain(p.state(open_connections=(muted,), connections_open=1), ALICE)
+    assert explanation.verdict == THROTTLED and "muted 700 ms more" in explanation.reasons[0]
+    assert "2 workers" in explain(p.state(workers=2), ALICE).proxy.cluster
