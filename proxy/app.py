@@ -29,6 +29,7 @@ from proxy.ground.tasks import cancel_and_wait
 from proxy.identity import proxy_id
 from proxy.ops.connection_state import ConnectionStateCollector
 from proxy.ops.entity_series import EntitySeries
+from proxy.ops.explain import Explainer
 from proxy.ops.http import OpsServer
 from proxy.ops.metrics import ProxyMetrics
 from proxy.ops.quota_metrics import ConnectionMetricsCollector, QuotaMetricsCollector
@@ -127,8 +128,13 @@ class ProxyApp:
             now=time.monotonic)
         self.draining = False  # shutting down: /readyz says not ready while in-flight requests finish
         # not ready before the config topic has been read to its end once (or found unreadable: the YAML applies)
+        self.explainer = Explainer(self)
+
+        async def explain(query: bytes) -> tuple[str, str, bytes]:
+            return self.explainer.answer(query)
+
         self.ops = OpsServer(self.metrics.registry, self.not_ready, series=quota_metrics.series,
-                             ready_note=self.ready_note)
+                             ready_note=self.ready_note, explain=explain)
         self.metrics.ready.set_function(lambda: 1 if self.is_ready() else 0)
         self.ops_address: tuple[str, int] | None = None
         self._housekeeping: asyncio.Task | None = None

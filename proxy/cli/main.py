@@ -50,9 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "loader's own tables; the same document ships in the package as "
                    "config/kafka-quota-proxy.schema.json. check-config remains the judge (files, cross-checks).")
 
-    # Listed here for --help; main() hands `configs ...` and `analyze ...` on before parsing (they need no config).
+    # Listed here for --help; main() hands `configs`, `explain` and `analyze` on before parsing (they need no config).
     sub.add_parser("configs", add_help=False, help="describe or alter dynamic quotas and proxy settings through "
                    "the proxy's admin-checked APIs, as kafka-configs.sh does (see `configs --help`)")
+    sub.add_parser("explain", add_help=False, help="say why a client is (or is not) throttled, asking a running "
+                   "proxy's ops port (see `explain --help`)")
     sub.add_parser("analyze", add_help=False, help="recommend quotas from the proxy's usage log (PySpark; "
                    "kafka-quota-proxy[analytics]; see `analyze --help`)")
     return parser
@@ -64,6 +66,10 @@ def main(argv: list[str] | None = None) -> int:
         from proxy.cli.configs import main as configs
 
         return configs(argv[1:])
+    if argv[:1] == ["explain"]:
+        from proxy.cli.explain import main as explain
+
+        return explain(argv[1:])
     if argv[:1] == ["analyze"]:
         from analytics.cli import main as analyze  # imported late: the proxy itself never loads the analytics
 

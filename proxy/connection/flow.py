@@ -350,6 +350,11 @@ class Flow:
         """Requests held until a time (:meth:`hold`)."""
         return len(self._holds)
 
+    def waits_ms(self, now: int) -> tuple[int, int]:
+        """How long the quota mute and the longest held request still last from ``now`` (ms, 0: none). Reads only."""
+        held = max((hold.until for hold in self._holds), default=0)
+        return max(0, (self._muted_until - now) // 1_000_000), max(0, (held - now) // 1_000_000)
+
     def abandon_holds(self) -> list[HeldRequest]:
         """The client left: every hold leaves the flow, never decided (the caller abandons them)."""
         holds, self._holds = self._holds, []

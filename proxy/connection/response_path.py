@@ -141,6 +141,7 @@ class ResponsePath:
         now = self._clock()
         self._usage.throttled(entry.header, entry.throttle, entry.throttle.mute_ms, now)
         self._flow.throttled_response(entry, now)
+        self._session.muted_for = entry.header.client_id
         if frame is not None:
             self.send(frame)
 

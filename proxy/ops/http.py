@@ -1,5 +1,6 @@
-"""The operations endpoint: Prometheus ``/metrics``, ``/healthz`` (the process is serving) and ``/readyz`` (the
-broker is reachable). A small asyncio HTTP/1.0-style server so it lives in the proxy's own event loop.
+"""The operations endpoint: Prometheus ``/metrics``, ``/healthz`` (the process is serving), ``/readyz`` (the
+broker is reachable) and ``/explain`` (why a client is throttled, :mod:`proxy.ops.explain`). A small asyncio
+HTTP/1.0-style server so it lives in the proxy's own event loop.
 
 A scrape never runs on the event loop: the exposition is built in one scrape thread, where the collectors read the
 proxy's state without changing it (``quota.primitives.top``, ``Rate.peek``), and scrapes that arrive while one is being built
@@ -21,7 +22,7 @@ import asyncio
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
+from typing import Awaitable, Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
@@ -56,7 +57,9 @@ def build_exposition(registry: CollectorRegistry, series: EntitySeries | None = 
 class OpsServer:
     def __init__(self, registry: CollectorRegistry, not_ready: Callable[[], str | None],
                  exposition: Callable[[], bytes] | None = None, series: EntitySeries | None = None,
-                 ready_note: Callable[[], str | None] = lambda: None, *, max_connections: int = MAX_CONNECTIONS,
+                 ready_note: Callable[[], str | None] = lambda: None,
+                 explain: Callable[[bytes], Awaitable[tuple[str, str, bytes]]] | None = None, *,
+                 max_connections: int = MAX_CONNECTIONS,
                  max_scrapes: int = MAX_SCRAPES, write_timeout_s: float = WRITE_TIMEOUT_S) -> None:
         """``not_ready`` says why the proxy is not ready (the body of /readyz's 503), or None when it is;
         ``ready_note`` a detail worth knowing while ready (a second line of /readyz's 200 body), or None;
@@ -67,6 +70,7 @@ class OpsServer:
         self._build = exposition or (lambda: build_exposition(registry, series))
         self._not_ready = not_ready
         self._ready_note = ready_note
+        self._explain = explain  # /explain?...: why a client is throttled (proxy.ops.explain), given the query
         self._server: asyncio.AbstractServer | None = None
         self._max_connections = max_connections
         self._max_scrapes = max_scrapes
@@ -114,7 +118,8 @@ class OpsServer:
             if transport.is_closing():
                 return  # closed for a newcomer as its head came in
             parts = head.split(b"\r\n", 1)[0].split()
-            method, path = (parts[0], parts[1].split(b"?")[0]) if len(parts) >= 2 else (b"", b"")
+            method, target = (parts[0], parts[1]) if len(parts) >= 2 else (b"", b"")
+            path, _, query = target.partition(b"?")
             if path == b"/metrics" and method in (b"GET", b"HEAD"):
                 if sum(state in (BUILD, SCRAPE) for state in self._open.values()) >= self._max_scrapes \
                         and not self._evict(SCRAPE):
@@ -123,10 +128,10 @@ class OpsServer:
                     answered = True
                     return
                 self._open[transport] = BUILD
-                answer = await self._route(method, path)
+                answer = await self._route(method, path, query)
                 self._open[transport] = SCRAPE
             else:
-                answer = await self._route(method, path)
+                answer = await self._route(method, path, query)
                 self._open[transport] = ANSWER
             await self._reply(writer, *answer)
             answered = True
@@ -176,7 +181,7 @@ class OpsServer:
                 writer.write(view[offset:offset + WRITE_CHUNK])
                 await writer.drain()
 
-    async def _route(self, method: bytes, path: bytes) -> tuple[str, str, bytes]:
+    async def _route(self, method: bytes, path: bytes, query: bytes = b"") -> tuple[str, str, bytes]:
         if method not in (b"GET", b"HEAD"):
             return "405 Method Not Allowed", "text/plain", b"method not allowed\n"
         if path == b"/metrics":
@@ -189,6 +194,8 @@ class OpsServer:
                 return "500 Internal Server Error", "text/plain", b"scrape failed (see the proxy's log)\n"
         if path == b"/healthz":
             return "200 OK", "text/plain", b"ok\n"
+        if path == b"/explain" and self._explain is not None:
+            return await self._explain(query)
         if path == b"/readyz":
             why = self._not_ready()
             if why is None:

@@ -28,8 +28,10 @@ from proxy.ops.http import OpsServer, build_exposition
 from proxy.ops.metrics import PREFIX
 from proxy.workers.frames import (BEAT_INTERVAL_S, CLAIM, CLAIMED, EAGER, GONE, HELLO, READY, RELEASE, RESEND, SEED,
                                   SEED_ASK, USAGE, FrameError, pack, read_frame)
+from proxy.workers.explain import WorkersExplainer
 from proxy.workers.scrape import workers_exposition
 from proxy.workers.worker import WorkerSpec
+from quota.explain.explain import cluster_budget
 from quota.sharing.peer_connections import OpenLedger
 
 log = logging.getLogger(__name__)
@@ -102,7 +104,10 @@ class Supervisor:
                                        registry=self.registry)
         self.ledger = OpenLedger()  # every worker's open connections under a count limit, claimed one by one
         self.cluster = None  # quota.cluster.topic: the usage topic's publisher and follower (made at start)
-        self.ops = OpsServer(self.registry, self.not_ready, self._exposition, ready_note=self.ready_note)
+        self.explainer = WorkersExplainer(tuple(lc.name for lc in config.listeners), self._worker_ports,
+                                          self._cluster_budget)
+        self.ops = OpsServer(self.registry, self.not_ready, self._exposition, ready_note=self.ready_note,
+                             explain=self.explainer.answer)
         self.ops_address: tuple[str, int] | None = None
         self.ports: dict[str, int] = {}
         self._held: list[socket.socket] = []
@@ -127,10 +132,18 @@ class Supervisor:
         cluster = self.cluster
         return None if cluster is None else cluster.note
 
+    def _cluster_budget(self) -> str | None:
+        """/explain's note: the budget the parent keeps on the usage topic for every worker (quota.cluster.topic)."""
+        usage = None if self.cluster is None else self.cluster.usage
+        return None if usage is None else cluster_budget("cluster", peers=usage.peers.peek(usage.wall.now_ms()))
+
+    def _worker_ports(self) -> list[tuple[int, int]]:
+        """(index, loopback ops port) of every live worker: what /metrics and /explain gather from."""
+        return [(s.index, s.ops_port) for s in self.slots if s.hello and s.ops_port]
+
     def _exposition(self) -> bytes:
-        ports = [(s.index, s.ops_port) for s in self.slots if s.hello and s.ops_port]
         own = build_exposition(self.registry)
-        return own + workers_exposition(ports, lambda i: self.scrape_failures.labels(str(i)).inc())
+        return own + workers_exposition(self._worker_ports(), lambda i: self.scrape_failures.labels(str(i)).inc())
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()

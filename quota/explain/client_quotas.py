@@ -39,7 +39,7 @@ def entry_fields(candidates: list[ResolvedQuota]) -> dict:
     first = candidates[0]
     level = precedence(first.entity)
     return {"entity": first.entity.path, "level": level, "level_path": LEVEL_PATHS[level - 1], "limit": first.limit,
-            "overridden": tuple(f"{c.entity.path} = {c.limit:g}" for c in candidates[1:])}
+            "overridden": tuple(f"{c.entity.path} = {c.limit:.15g}" for c in candidates[1:])}
 
 
 def _full_note(manager) -> tuple[str, ...]:
@@ -57,19 +57,28 @@ def _sensor_fields(sensors, resolved: ResolvedQuota) -> dict:
     return {"counted_in": tags_text(sensors.tags), "overflow": overflow, "notes": notes}
 
 
-def byte_rate(manager: ClientQuotaManager, scope: str, candidates: list[ResolvedQuota], shadow_mode: bool,
-              now_ms: int) -> Finding:
-    """``producer_byte_rate`` or ``consumer_byte_rate`` for the client ``candidates`` were resolved for."""
-    key = manager.quota_key
-    base = {"quota": key, "scope": scope, "unit": UNITS[key]}
+def _sensor_of(manager, candidates: list[ResolvedQuota], shadow_mode: bool, base: dict, nothing: str):
+    """``(resolved, shadow, sensors)`` for the matching entry, or the finding already: no entry matches (nothing
+    limits it) or no sensor lives (nothing recorded: within)."""
     if not candidates:
         return Finding(verdict=UNLIMITED, notes=("no entry matches: nothing limits it",), **base)
     resolved = candidates[0]
     shadow = shadow_mode or manager.shadow or resolved.shadow
     sensors = manager.keeper.counted_in(resolved)
     if sensors is None:
-        return Finding(verdict=WITHIN, measured=0.0, shadow=shadow, notes=(NOTHING_RECORDED,) + _full_note(manager),
+        return Finding(verdict=WITHIN, measured=0.0, shadow=shadow, notes=(nothing,) + _full_note(manager),
                        **entry_fields(candidates), **base)
+    return resolved, shadow, sensors
+
+
+def byte_rate(manager: ClientQuotaManager, scope: str, candidates: list[ResolvedQuota], shadow_mode: bool,
+              now_ms: int) -> Finding:
+    """``producer_byte_rate`` or ``consumer_byte_rate`` for the client ``candidates`` were resolved for."""
+    base = {"quota": manager.quota_key, "scope": scope, "unit": UNITS[manager.quota_key]}
+    started = _sensor_of(manager, candidates, shadow_mode, base, NOTHING_RECORDED)
+    if isinstance(started, Finding):
+        return started
+    resolved, shadow, sensors = started
     rate, window_ms = sensors.rate.peek_with_window(now_ms)
     found = _sensor_fields(sensors, resolved)
     if manager.smoothing and sensors.smooth is not None:
@@ -89,15 +98,10 @@ def mutations(manager: ControllerMutationQuotaManager, candidates: list[Resolved
               now_ms: int) -> Finding:
     """``controller_mutation_rate`` (KIP-599): a token bucket; a throttle is its debt, ``-tokens / rate``."""
     base = {"quota": CONTROLLER_MUTATION_RATE, "scope": "user/client-id", "unit": UNITS[CONTROLLER_MUTATION_RATE]}
-    if not candidates:
-        return Finding(verdict=UNLIMITED, notes=("no entry matches: nothing limits it",), **base)
-    resolved = candidates[0]
-    shadow = shadow_mode or manager.shadow or resolved.shadow
-    sensors = manager.keeper.counted_in(resolved)
-    if sensors is None:
-        return Finding(verdict=WITHIN, measured=0.0, shadow=shadow,
-                       notes=(NOTHING_RECORDED + ": its bucket starts full",) + _full_note(manager),
-                       **entry_fields(candidates), **base)
+    started = _sensor_of(manager, candidates, shadow_mode, base, NOTHING_RECORDED + ": its bucket starts full")
+    if isinstance(started, Finding):
+        return started
+    resolved, shadow, sensors = started
     bucket = sensors.bucket
     throttle = bucket.throttle_time_ms_at(now_ms)
     verdict = (SHADOW if shadow else THROTTLED) if throttle > 0 else WITHIN

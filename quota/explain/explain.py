@@ -40,7 +40,7 @@ def explain(state: QuotaState, who: Who) -> Explanation:
     proxy = _proxy_wide(state)
     reasons = [_reason(f) for f in findings if f.verdict in (THROTTLED, FULL, SHADOW)]
     for conn in state.open_connections:
-        if conn.muted_ms > 0 or conn.held_ms > 0:
+        if conn.holds_back(who):
             waits = ", ".join(part for part in (f"muted {conn.muted_ms} ms more" if conn.muted_ms else "",
                                                 f"a request held {conn.held_ms} ms more" if conn.held_ms else "")
                               if part)
@@ -52,7 +52,7 @@ def explain(state: QuotaState, who: Who) -> Explanation:
     elif volume is not None and volume.state.state == THROTTLE:
         reasons.append(f"volume usage THROTTLE: producer_byte_rate scaled by {volume.state.factor:.3f}")
     held_back = any(f.verdict in (THROTTLED, FULL) for f in findings) or any(
-        c.muted_ms > 0 or c.held_ms > 0 for c in state.open_connections)
+        c.holds_back(who) for c in state.open_connections)
     verdict = PAUSED if paused else THROTTLED if held_back else NOT_THROTTLED
     return Explanation(who, verdict, tuple(reasons), tuple(findings), state.open_connections, state.connections_open,
                        proxy)
@@ -66,7 +66,7 @@ def _reason(f: Finding) -> str:
     if f.tokens is not None:
         measured = f"bucket at {f.tokens:.1f} of {f.burst:.1f} tokens"
     else:
-        measured = f"{f.measured:.1f} {f.unit} measured against {f.limit:g}"
+        measured = f"{f.measured:.1f} {f.unit} measured against {f.limit:.15g}"
     verb = "would be throttled (shadow: not applied)" if f.verdict == SHADOW else "throttled"
     return f"{what}: {measured}{where}: {verb} {f.throttle_ms} ms"
 

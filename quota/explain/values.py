@@ -83,6 +83,12 @@ class OpenConnection:
     mute_state: str  # Kafka's ChannelMuteState name: NOT_MUTED, MUTED_AND_THROTTLED, ...
     muted_ms: int  # how long its quota mute still lasts (0: none)
     held_ms: int  # how long its longest held request still waits (0: none)
+    muted_for: str | None = None  # the client id whose throttle muted it last (a connection's requests name theirs)
+
+    def holds_back(self, who: Who) -> bool:
+        """Whether it holds ``who`` back now: muted for a throttle of ``who``'s client id, or holding a request (a
+        new producer id of the user: producer_ids_rate is the user's)."""
+        return (self.muted_ms > 0 and (self.muted_for or "") == who.client_id) or self.held_ms > 0
 
 
 @dataclass(frozen=True, slots=True)

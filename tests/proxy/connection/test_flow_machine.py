@@ -39,6 +39,7 @@ from proxy.connection.core import ConnectionCore
 from proxy.connection.flow import THROTTLED_READ_BYTES, FlowError
 from proxy.connection.inflight import InFlight
 from proxy.connection.timeouts import TIMEOUT_RECHECK_NS
+from proxy.session.session import Session
 from quota.primitives.decision import Throttle
 from tests.fakes import NULL_API_METRICS
 
@@ -152,7 +153,7 @@ class FlowMachine(RuleBasedStateMachine):
                 return Plan(throttle=Throttle(throttle_ms, throttle_ms))
             return PASS
 
-        self.core = ConnectionCore(None, None, max_request_bytes=1 << 20, max_response_bytes=1 << 20,
+        self.core = ConnectionCore(None, Session("L", "127.0.0.1"), max_request_bytes=1 << 20, max_response_bytes=1 << 20,
                                    max_inflight=max_inflight, write_client=self._to_client,
                                    write_broker=self.to_broker.extend, clock=self._ns,
                                    api_metrics=lambda key: _METRICS, planner=planner,

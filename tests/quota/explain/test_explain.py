@@ -151,7 +151,9 @@ def test_proxy_wide_states_take_part():
     assert explanation.verdict == PAUSED and explanation.reasons[0].startswith("volume usage PAUSE")
     assert explanation.proxy.volume.snapshot_age_ms == {"1": 100_000}
     assert explanation.proxy.volume.missing_data == (2,)
-    muted = OpenConnection("PLAINTEXT", "10.0.0.1:5000", "alice", "MUTED_AND_THROTTLED", 700, 0)
+    muted = OpenConnection("PLAINTEXT", "10.0.0.1:5000", "alice", "MUTED_AND_THROTTLED", 700, 0, "etl")
+    other = OpenConnection("PLAINTEXT", "10.0.0.1:5001", "alice", "MUTED_AND_THROTTLED", 900, 0, "other")
+    assert explain(p.state(open_connections=(other,), connections_open=1), ALICE).verdict == NOT_THROTTLED
     explanation = explain(p.state(open_connections=(muted,), connections_open=1), ALICE)
     assert explanation.verdict == THROTTLED and "muted 700 ms more" in explanation.reasons[0]
     assert "2 workers" in explain(p.state(workers=2), ALICE).proxy.cluster
