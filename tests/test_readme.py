@@ -347,6 +347,7 @@ def readme_commands() -> list[str]:
 def test_readme_command_lines_parse():
     from analytics.cli import build_parser as analyze_parser
     from proxy.cli.configs import build_parser as configs_parser
+    from proxy.cli.explain import build_parser as explain_parser
     from proxy.cli.main import build_parser
 
     commands = readme_commands()
@@ -358,6 +359,8 @@ def test_readme_command_lines_parse():
         try:
             if argv[0] == "configs":  # main() hands these on to their own parsers
                 configs_parser().parse_args(argv[1:])
+            elif argv[0] == "explain":
+                explain_parser().parse_args(argv[1:])
             elif argv[0] == "analyze":
                 analyze_parser().parse_args(argv)
             else:
