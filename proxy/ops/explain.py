@@ -129,7 +129,8 @@ class Explainer:
         volume = None
         if quotas.volume is not None:
             v = quotas.volume
-            volume = VolumeView(v.state, v.produce, int(v.config.freshness_seconds * 1000), v.config.missing_data_action)
+            volume = VolumeView(v.state, v.produce, int(v.config.freshness_seconds * 1000),
+                                v.config.missing_data_action)
         usage = app.cluster_usage
         opened, listed = _open_connections(app.connections, who)
         return QuotaState(

@@ -65,12 +65,14 @@ def connection_findings(quotas: ConnectionQuotas, listeners: tuple[str, ...], wh
     ip_notes = (f"over its rate a new connection is held up to {IP_HOLD_MAX_MS} ms, then closed if still over "
                 "(KIP-612)",)
     if ip_key == OVERFLOW:
-        ip_notes += ("not tracked on its own: counted in the <overflow> IP rate (quota.max.tracked.entities reached)",)
+        ip_notes += ("not tracked on its own (quota.max.tracked.entities IPs have rates): counted in the <overflow> "
+                     "IP rate, which every untracked IP shares",)
     findings = [_rate_finding("ip", entity, limits.ip_rate(ip), ip_rate, quotas, now_ms, ip_notes)]
     peers = quotas.peers
     ip_max = limits.ip_max_connections(ip)
-    findings.append(_count_finding("ip", "max.connections.per.ip.overrides" if ip in limits.max_connections_per_ip_overrides
-                                   else "max.connections.per.ip", ip_max, quotas.per_ip.get(ip, 0) + peers.ip(ip)))
+    setting = ("max.connections.per.ip.overrides" if ip in limits.max_connections_per_ip_overrides
+               else "max.connections.per.ip")
+    findings.append(_count_finding("ip", setting, ip_max, quotas.per_ip.get(ip, 0) + peers.ip(ip)))
     accept_note = ("the accept loop waits this long before it takes the next connection, whoever opens it",)
     for name in named:
         proxy_rate, listener_rate = rates[name][:2]
@@ -80,11 +82,11 @@ def connection_findings(quotas: ConnectionQuotas, listeners: tuple[str, ...], wh
         findings.append(_count_finding(f"listener {name}", f"listener.name.{name}.max.connections",
                                        limits.listener_max_connections.get(name),
                                        quotas.per_listener.get(name, 0) + peers.listener(name)))
-    protected = named and all(rates[name][0] is None for name in named)  # the internal listener alone
-    if not protected:
+    proxy_rates = [rates[name][0] for name in named if rates[name][0] is not None]
+    if proxy_rates or not named:  # else asked about the internal listener alone: not held by proxy-wide limits
+        proxy_rate = proxy_rates[0] if proxy_rates else quotas.counted_rates("", ip)[0]
         findings.append(_rate_finding("proxy-wide", "max.connection.creation.rate", limits.max_connection_creation_rate,
-                                      quotas.counted_rates(named[0] if named else "", ip)[0], quotas, now_ms,
-                                      accept_note))
+                                      proxy_rate, quotas, now_ms, accept_note))
         findings.append(_count_finding("proxy-wide", "max.connections", limits.max_connections,
                                        quotas.total + peers.total()))
     return findings

@@ -346,9 +346,9 @@ class ConnectionQuotas:
     def counted_rates(self, listener: str, ip: str) -> tuple[Rate | None, Rate | None, str, Rate | None]:
         """For reading (``quota.explain``), never made: the proxy-wide rate a connection from ``ip`` on ``listener``
         is counted in (None on the protected internal listener), its listener's (None: not a listener here), and its
-        IP's key and rate: its own, else the ``<overflow>`` one when it lives and the quotas do not name the IP."""
-        own = self._ip_rates.get(ip)
-        key = ip if own is not None or ip in self.limits.ip_rates else OVERFLOW
+        IP's key and rate (None: none yet): its own, or ``<overflow>``'s when the next connection would go there."""
+        tracked = ip in self._ip_rates or ip in self.limits.ip_rates or len(self._ip_rates) < self.max_tracked_entities
+        key = ip if tracked else OVERFLOW  # as _ip_rate decides where its next connection goes
         proxy = None if self._protected(listener) else self._proxy_rate
         return proxy, self._listener_rates.get(listener), key, self._ip_rates.get(key)
 

@@ -17,7 +17,7 @@ from quota.managers.client_quota import ClientQuotaManager
 from quota.managers.connection import ConnectionLimits, ConnectionQuotas
 from quota.managers.mutation import ControllerMutationQuotaManager
 from quota.managers.producer_ids import HOLD, ProducerIdQuotaManager
-from quota.managers.volume import INITIAL, PAUSE
+from quota.managers.volume import PAUSE, VolumeState
 from quota.primitives.entity import (CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE,
                                      PRODUCER_IDS_RATE, REQUEST_PERCENTAGE)
 
@@ -145,7 +145,7 @@ def test_connection_quotas_by_ip_listener_and_proxy():
 
 def test_proxy_wide_states_take_part():
     p = Proxy([({"client-id": "etl"}, {PRODUCER_BYTE_RATE: 1000})])
-    paused = VolumeView(INITIAL.__class__(PAUSE, 0.0, (2,), (), 0, 0.0, 0, 0, {1: 900_000}, None), p.produce,
+    paused = VolumeView(VolumeState(PAUSE, 0.0, (2,), (), 0, 0.0, 0, 0, {1: 900_000}, None), p.produce,
                         60_000, PAUSE)
     explanation = explain(p.state(volume=paused, wall_ms=1_000_000), ALICE)
     assert explanation.verdict == PAUSED and explanation.reasons[0].startswith("volume usage PAUSE")
@@ -157,3 +157,21 @@ def test_proxy_wide_states_take_part():
     explanation = explain(p.state(open_connections=(muted,), connections_open=1), ALICE)
     assert explanation.verdict == THROTTLED and "muted 700 ms more" in explanation.reasons[0]
     assert "2 workers" in explain(p.state(workers=2), ALICE).proxy.cluster
+
+
+def test_an_ip_past_the_tracked_cap_is_said_to_share_the_overflow_rate_and_the_internal_listener_is_exempt():
+    p = Proxy([], ConnectionLimits(ip_rates=MappingProxyType({DEFAULT: 100.0}), max_connection_creation_rate=100.0,
+                                   internal_listener="PLAINTEXT"))
+    p.connections.max_tracked_entities = 1
+    assert "<overflow>" not in " ".join(p.finding(explain(p.state(), ALICE), "connection_creation_rate", "ip").notes)
+    p.connections.admit("PLAINTEXT", "10.0.0.9", p.clock.now_ms())  # the one IP tracked
+    ip = p.finding(explain(p.state(), ALICE), "connection_creation_rate", "ip")
+    assert any("<overflow>" in note for note in ip.notes)
+    # Asked about the internal listener alone (of two), the proxy-wide limits do not hold it; about any, they do.
+    p.connections = ConnectionQuotas(["PLAINTEXT", "OTHER"], WINDOW, p.connections.limits)
+    state = QuotaState(p.table, (ByteRateSet("", p.produce, p.fetch, p.pids),), p.mutations, p.connections,
+                       ("PLAINTEXT", "OTHER"), p.clock.now_ms())
+    internal = explain(state, Who("alice", "etl", "10.0.0.1", "PLAINTEXT"))
+    assert not [f for f in internal.findings if f.scope == "proxy-wide"]
+    anywhere = explain(state, ALICE)
+    assert p.finding(anywhere, "connection_creation_rate", "proxy-wide").limit == 100.0
