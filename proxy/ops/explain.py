@@ -34,6 +34,7 @@ MAX_NAME = 1024  # characters of a user or client id asked about (the request he
 ANSWERS_PER_S = 10.0
 JSON = "application/json"
 VERDICTS = (PAUSED, THROTTLED, NOT_THROTTLED)  # the whole answer's verdict: the first any process gives
+UNKNOWN = "UNKNOWN"  # the whole answer's verdict when no process answered
 
 
 class QueryError(ValueError):
@@ -72,7 +73,7 @@ def parse_query(query: bytes, listeners: tuple[str, ...]) -> Who:
 def whole_answer(who: dict, answers: list[dict], unanswered: list[str], note: str | None = None) -> bytes:
     """The answers of every process asked, under the verdict of the one most held back; ``note``: the parent's
     own part, with ``workers: N`` (the cluster budget it keeps for them all)."""
-    verdict = next((v for v in VERDICTS if any(a.get("verdict") == v for a in answers)), NOT_THROTTLED)
+    verdict = next((v for v in VERDICTS if any(a.get("verdict") == v for a in answers)), UNKNOWN)
     return json.dumps({"who": who, "verdict": verdict, "answers": answers, "unanswered": unanswered, "note": note},
                       allow_nan=False).encode()
 

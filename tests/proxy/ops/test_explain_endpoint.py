@@ -80,3 +80,6 @@ def test_the_parent_gathers_every_workers_answer_and_names_those_that_did_not_an
     assert [(a["worker"], a["port"]) for a in whole["answers"]] == [("0", 9000), ("1", 9001)]
     assert whole["unanswered"] == ["2"]
     assert asyncio.run(parent.answer(b"client_id=etl"))[0] == "400 Bad Request"
+    silent = WorkersExplainer(LISTENERS, lambda: [(2, 9002)], lambda: None, fetch)
+    whole = json.loads(asyncio.run(silent.answer(b"client_id=etl&ip=10.0.0.1"))[2])
+    assert (whole["verdict"], whole["answers"], whole["unanswered"]) == ("UNKNOWN", [], ["2"])
