@@ -29,8 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 "throttled: for each quota, the entry that matches and its precedence level, the rate "
                                 "measured now against its limit, the throttle, mute or hold in force, and the "
                                 "proxy-wide states that take part.")
-    p.add_argument("--ops", default=DEFAULT_OPS, metavar="URL", help=f"the proxy's ops port (its metrics.bind; "
-                   f"default {DEFAULT_OPS})")
+    p.add_argument("--ops", default=DEFAULT_OPS, metavar="URL", help=f"the proxy's ops port (its metrics.bind, as "
+                   f"a URL or host:port; default {DEFAULT_OPS})")
     p.add_argument("--user", default="ANONYMOUS", help="the principal (SASL user or mapped mTLS subject; default "
                    "ANONYMOUS: a client that does not authenticate)")
     p.add_argument("--client-id", required=True, help="the client.id (may be empty: --client-id '')")
@@ -43,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
 def ask(ops: str, user: str, client_id: str, ip: str, listener: str | None) -> dict:
     """The ops port's answer; raises urllib.error.HTTPError (its body says why) or OSError."""
     query = {"user": user, "client_id": client_id, "ip": ip, **({"listener": listener} if listener else {})}
-    url = f"{ops.rstrip('/')}/explain?{urllib.parse.urlencode(query)}"
+    base = ops if "://" in ops else f"http://{ops}"  # host:port, as metrics.bind is written
+    url = f"{base.rstrip('/')}/explain?{urllib.parse.urlencode(query)}"
     with urllib.request.urlopen(url, timeout=TIMEOUT_S) as answer:
         return json.loads(answer.read())
 

@@ -67,7 +67,7 @@ def test_explain_names_the_entry_the_rate_and_the_throttle_of_a_throttled_client
         assert 'client-id "flood", from 127.0.0.1:' in text.stdout and "worker 0:" in text.stdout
         assert "worker 1:" in text.stdout and "entry /clients/flood: level 7 of 8 (/clients/<client-id>)" in text.stdout
 
-        calm = explain(ops_port, "calm", "--json")
+        calm = explain(ops_port, "calm", "--json", "--ops", f"127.0.0.1:{ops_port}")  # host:port, as metrics.bind
         assert calm.returncode == 0, calm.stderr
         whole = json.loads(calm.stdout)
         assert whole["verdict"] == "NOT_THROTTLED" and len(whole["answers"]) == 2
