@@ -175,3 +175,40 @@ def test_an_ip_past_the_tracked_cap_is_said_to_share_the_overflow_rate_and_the_i
     assert not [f for f in internal.findings if f.scope == "proxy-wide"]
     anywhere = explain(state, ALICE)
     assert p.finding(anywhere, "connection_creation_rate", "proxy-wide").limit == 100.0
+
+
+def test_with_smoothing_the_throttle_said_is_the_one_the_bucket_gives_a_record_now():
+    p = Proxy([({"client-id": "etl"}, {PRODUCER_BYTE_RATE: 1000})])
+    p.produce.smoothing = True
+    p.produce.record_and_get_throttle_time_ms("alice", "etl", 20_000)  # past the burst of 11 s: a debt
+    p.clock.advance(250)
+    f = p.finding(explain(p.state(), ALICE), PRODUCER_BYTE_RATE)
+    assert f.verdict == THROTTLED and any("smoothing" in n for n in f.notes)
+    assert f.throttle_ms == p.produce.record_and_get_throttle_time_ms("alice", "etl", 0) > 0
+
+
+def test_a_mutation_debt_said_is_the_throttle_the_next_request_gets():
+    p = Proxy([({"client-id": "etl"}, {CONTROLLER_MUTATION_RATE: 2})])
+    p.mutations.record_and_decide("alice", "etl", 2 * 11 + 7)
+    p.clock.advance(1500)  # 3 tokens back: a debt of 4, 2 s
+    f = p.finding(explain(p.state(), ALICE), CONTROLLER_MUTATION_RATE)
+    assert (f.verdict, f.tokens, f.throttle_ms) == (THROTTLED, -4, 2000)
+    assert p.mutations.admit("alice", "etl", [1]).throttle.throttle_time_ms == f.throttle_ms
+
+
+def test_each_brokers_budget_is_explained_and_the_cluster_budget_is_said():
+    from quota.sharing.cluster_peers import PeerView
+
+    p = Proxy([({"client-id": "etl"}, {PRODUCER_BYTE_RATE: 1000})])
+    broker = ClientQuotaManager(p.table, PRODUCER_BYTE_RATE, p.clock, WINDOW)
+    broker.record_and_get_throttle_time_ms("alice", "etl", 50_000)
+    sets = (ByteRateSet("bootstrap", p.produce, p.fetch, p.pids), ByteRateSet("7", broker, p.fetch, p.pids))
+    state = QuotaState(p.table, sets, p.mutations, p.connections, ("PLAINTEXT",), p.clock.now_ms(), cluster_mode=True)
+    explanation = explain(state, ALICE)
+    assert p.finding(explanation, PRODUCER_BYTE_RATE, "user/client-id broker bootstrap").verdict == WITHIN
+    assert p.finding(explanation, PRODUCER_BYTE_RATE, "user/client-id broker 7").verdict == THROTTLED
+    assert "each broker's port keeps its own budget" in explanation.proxy.cluster
+    fallback = explain(p.state(scope="cluster", cluster_peers=PeerView(0, 2, True)), ALICE).proxy.cluster
+    assert "no peer sidecar fresh (2 known): keeping to quota / 3" in fallback
+    shared = explain(p.state(scope="cluster", cluster_peers=PeerView(2, 2, False)), ALICE).proxy.cluster
+    assert "one budget with 2 fresh peer sidecar(s) of 2 known" in shared
