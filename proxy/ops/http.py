@@ -195,7 +195,11 @@ class OpsServer:
         if path == b"/healthz":
             return "200 OK", "text/plain", b"ok\n"
         if path == b"/explain" and self._explain is not None:
-            return await self._explain(query)
+            try:
+                return await self._explain(query)
+            except Exception:  # a bug, never the query's doing (a bad one is a 400): said once in the log
+                log.exception("explain: the answer failed")
+                return "500 Internal Server Error", "text/plain", b"explain failed (see the proxy's log)\n"
         if path == b"/readyz":
             why = self._not_ready()
             if why is None:

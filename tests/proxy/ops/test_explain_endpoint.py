@@ -83,3 +83,28 @@ def test_the_parent_gathers_every_workers_answer_and_names_those_that_did_not_an
     silent = WorkersExplainer(LISTENERS, lambda: [(2, 9002)], lambda: None, fetch)
     whole = json.loads(asyncio.run(silent.answer(b"client_id=etl&ip=10.0.0.1"))[2])
     assert (whole["verdict"], whole["answers"], whole["unanswered"]) == ("UNKNOWN", [], ["2"])
+
+
+def test_an_answer_that_fails_is_a_500_and_the_endpoint_goes_on(caplog):
+    from prometheus_client import CollectorRegistry
+
+    from proxy.ops.http import OpsServer
+
+    async def failing(query: bytes):
+        raise RuntimeError("a bug")
+
+    async def run() -> list[bytes]:
+        server = OpsServer(CollectorRegistry(), lambda: None, explain=failing)
+        host, port = await server.start("127.0.0.1", 0)
+        answers = []
+        for target in (b"/explain?client_id=etl&ip=10.0.0.1", b"/healthz"):
+            reader, writer = await asyncio.open_connection(host, port)
+            writer.write(b"GET " + target + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+            answers.append(await reader.read())
+            writer.close()
+        await server.close()
+        return answers
+
+    failed, healthy = asyncio.run(run())
+    assert failed.startswith(b"HTTP/1.1 500") and healthy.startswith(b"HTTP/1.1 200")
+    assert "explain: the answer failed" in caplog.text
