@@ -6,7 +6,9 @@ The keys an admin needs to reach the proxy over TLS and SASL::
     sasl.mechanism=SCRAM-SHA-512                    # PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
     sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\
         username="admin" password="secret";
-    ssl.ca.location=/etc/kafka/ca.pem               # PEM files (librdkafka's names); Java key stores are not read
+    ssl.ca.location=/etc/kafka/ca.pem               # PEM files (librdkafka's names), or the Java client's stores:
+    ssl.truststore.type=PKCS12                      # PEM or PKCS12 trust and key stores (proxy.cli.key_stores);
+    ssl.truststore.location=/etc/kafka/trust.p12    # a JKS store is an error saying how to convert it
 
 ``sasl.username``/``sasl.password`` may stand in for ``sasl.jaas.config``; ``ssl.certificate.location``,
 ``ssl.key.location`` and ``ssl.key.password`` give a client certificate (mTLS); ``ssl.endpoint.identification.algorithm``
@@ -18,6 +20,9 @@ holds a password, and a typo in it (an unterminated quote) must not print the se
 from __future__ import annotations
 
 import re
+from difflib import get_close_matches
+
+from proxy.cli.key_stores import STORE_KEYS, StoreError, read_bounded, store_context
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -26,7 +31,7 @@ LOGIN_MODULES = ("org.apache.kafka.common.security.plain.PlainLoginModule",
 FILES = {"ssl.ca.location": "ssl_cafile", "ssl.certificate.location": "ssl_certfile",
          "ssl.key.location": "ssl_keyfile"}
 KEYS = ("security.protocol", "sasl.mechanism", "sasl.jaas.config", "sasl.username", "sasl.password", *FILES,
-        "ssl.key.password", "ssl.endpoint.identification.algorithm", "client.id")
+        "ssl.key.password", "ssl.endpoint.identification.algorithm", "client.id", *STORE_KEYS)
 MAX_BYTES = 1 << 20
 
 
@@ -36,21 +41,27 @@ class CommandConfigError(ValueError):
 
 def read_command_config(path: str) -> dict:
     """The kafka-python arguments a properties file gives (see the module's docstring)."""
+    props = read_properties(path, "--command-config")
     try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_BYTES + 1)
-    except OSError as exc:
-        raise CommandConfigError(f"--command-config {path}: {exc.strerror or exc}") from None
-    if len(data) > MAX_BYTES:
-        raise CommandConfigError(f"--command-config {path}: larger than {MAX_BYTES} bytes")
+        return client_arguments(props)
+    except CommandConfigError as exc:
+        raise CommandConfigError(f"--command-config {path}: {exc}") from None
+
+
+def read_properties(path: str, option: str) -> dict[str, str]:
+    """A java.util.Properties file named by ``option`` (at most MAX_BYTES), as a dict."""
+    try:
+        data = read_bounded(path, option, MAX_BYTES)
+    except StoreError as exc:
+        raise CommandConfigError(str(exc)) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         text = data.decode("latin-1")  # what java.util.Properties reads
     try:
-        return client_arguments(parse_properties(text))
+        return parse_properties(text)
     except CommandConfigError as exc:
-        raise CommandConfigError(f"--command-config {path}: {exc}") from None
+        raise CommandConfigError(f"{option} {path}: {exc}") from None
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -93,9 +104,9 @@ def _unescape(text: str) -> str:
 def client_arguments(props: dict[str, str]) -> dict:
     unknown = [k for k in props if k not in KEYS]
     if unknown:
-        hint = (" (Java key stores are not read: give PEM files with ssl.ca.location, ssl.certificate.location and "
-                "ssl.key.location)" if any(k.startswith(("ssl.truststore", "ssl.keystore")) for k in unknown) else "")
-        raise CommandConfigError(f"{unknown[0]}: not a supported key (supported: {', '.join(KEYS)}){hint}")
+        close = get_close_matches(unknown[0], KEYS, n=1, cutoff=0.8)
+        hint = f"; did you mean {close[0]}?" if close else f" (supported: {', '.join(KEYS)})"
+        raise CommandConfigError(f"{unknown[0]}: not a supported key{hint}")
     args: dict = {}
     protocol = props.get("security.protocol", "PLAINTEXT").strip().upper()
     if protocol not in PROTOCOLS:
@@ -114,6 +125,17 @@ def client_arguments(props: dict[str, str]) -> dict:
             raise CommandConfigError(f"ssl.endpoint.identification.algorithm: expected https or empty, got "
                                      f"{algorithm!r}")
         args["ssl_check_hostname"] = algorithm == "https"
+    stores = [k for k in props if k in STORE_KEYS]
+    if stores:  # the Java client's trust and key stores: one SSLContext, which kafka-python then uses as it is
+        both = [k for k in FILES if k in props]
+        if both:
+            raise CommandConfigError(f"{both[0]}: give PEM files (ssl.*.location) or Java stores ({stores[0]}), "
+                                     "not both")
+        try:
+            args["ssl_context"] = store_context(props, args.pop("ssl_check_hostname", True))
+        except StoreError as exc:
+            raise CommandConfigError(str(exc)) from None
+        args.pop("ssl_password", None)
     sasl_keys = [k for k in props if k.startswith("sasl.")]
     if not protocol.startswith("SASL_"):
         if sasl_keys:

@@ -7,6 +7,12 @@
         --delete-config connection_creation_rate
     kafka-quota-proxy configs --bootstrap-server PROXY --alter --entity-type brokers --entity-default \\
         --add-config 'max.connections=1000,max.connections.per.ip.overrides=[10.0.0.7:5,10.0.0.8:5]'
+    kafka-quota-proxy configs --bootstrap-server PROXY --alter --user alice --client etl \\
+        --add-config-file quotas.properties --command-config admin.properties
+
+kafka-configs' shorthands stand for the --entity-type forms: ``--user NAME``, ``--client NAME``, ``--ip NAME``,
+``--user-defaults``, ``--client-defaults``, ``--ip-defaults`` and ``--broker-defaults`` (the proxy's settings);
+``--add-config-file`` takes the keys to add from a properties file.
 
 Quotas (``users``, ``clients`` -- user and client combined, as kafka-configs does -- and ``ips``) go as
 AlterClientQuotas / DescribeClientQuotas, the proxy-wide settings (``brokers --entity-default``, or its alias
@@ -23,29 +29,64 @@ import argparse
 import sys
 
 from config.dynamic import DYNAMIC_SETTINGS, PROXY_KEY
-from proxy.cli.command_config import CommandConfigError, read_command_config
+from proxy.cli.command_config import CommandConfigError, read_command_config, read_properties
 from proxy.cli.quota_admin import EXIT_USAGE, Failed, QuotaAdmin
 from proxy.codec.enums import DYNAMIC_DEFAULT_BROKER_CONFIG
 from quota.primitives.entity import DEFAULT
 
 TYPES = {"users": "user", "clients": "client-id", "ips": "ip"}
 PROXY_TYPES = ("brokers", "proxy")
+ENTITY_FLAGS = {"--user": "users", "--client": "clients", "--ip": "ips"}  # kafka-configs' shorthands
+DEFAULT_FLAGS = {"--user-defaults": "users", "--client-defaults": "clients", "--ip-defaults": "ips",
+                 "--broker-defaults": "brokers"}
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kafka-quota-proxy configs", description="Describe or alter the proxy's "
                                 "dynamic quotas and settings, through the proxy, as kafka-configs.sh does.")
     p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="the proxy")
-    p.add_argument("--command-config", metavar="FILE", help="Kafka client properties: security.protocol, "
-                   "sasl.mechanism, sasl.jaas.config, ssl.ca.location, ...")
+    p.add_argument("--command-config", metavar="FILE", help="Kafka client properties, as kafka-configs takes them: "
+                   "security.protocol, sasl.*, ssl.truststore.*, ssl.keystore.*, ssl.ca.location, ...")
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--describe", action="store_true")
     action.add_argument("--alter", action="store_true")
     p.add_argument("--entity-type", action="append", default=[], choices=[*TYPES, *PROXY_TYPES])
     p.add_argument("--entity-name", action="append", default=[], metavar="NAME")
     p.add_argument("--entity-default", action="append_const", const=DEFAULT, dest="entity_name")
-    p.add_argument("--add-config", default="", metavar="K=V,K=[V,V]")
+    for flag, kind in ENTITY_FLAGS.items():
+        p.add_argument(flag, metavar="NAME", help=f"--entity-type {kind} --entity-name NAME")
+    for flag, kind in DEFAULT_FLAGS.items():
+        p.add_argument(flag, action="store_true", help=f"--entity-type {kind} --entity-default")
+    add = p.add_mutually_exclusive_group()
+    add.add_argument("--add-config", default="", metavar="K=V,K=[V,V]")
+    add.add_argument("--add-config-file", metavar="FILE", help="a properties file of the keys to add (key=value "
+                     "lines, as --add-config's)")
     p.add_argument("--delete-config", default="", metavar="K,K")
     return p
+
+
+def entity_args(args) -> tuple[list[str], list[str]]:
+    """The entity types and names the command line gives: kafka-configs' --user/--client/--ip NAME and --*-defaults
+    shorthands, or --entity-type with --entity-name/--entity-default (not both kinds, as kafka-configs says)."""
+    flags = [(kind, getattr(args, flag[2:].replace("-", "_"))) for flag, kind in ENTITY_FLAGS.items()]
+    flags = [(kind, name) for kind, name in flags if name is not None]
+    flags += [(kind, DEFAULT) for flag, kind in DEFAULT_FLAGS.items() if getattr(args, flag[2:].replace("-", "_"))]
+    if not flags:
+        return args.entity_type, args.entity_name or []
+    if args.entity_type or args.entity_name:
+        raise ValueError("--entity-type, --entity-name and --entity-default do not go with --user, --client, --ip "
+                         "or their --*-defaults (as in kafka-configs)")
+    return [kind for kind, _ in flags], [name for _, name in flags]
+
+
+def added_config(args) -> dict:
+    """What --add-config or --add-config-file adds (a value as --add-config reads it, square brackets kept off)."""
+    if args.add_config_file is None:
+        return parse_add(args.add_config)
+    added = {}
+    for key, value in read_properties(args.add_config_file, "--add-config-file").items():
+        value = value.strip()
+        added[key] = parse_value(value[1:-1] if value.startswith("[") and value.endswith("]") else value)
+    return added
 
 
 def entity_from_args(types: list[str], names: list[str], describing: bool = False) -> dict:
@@ -65,7 +106,7 @@ def entity_from_args(types: list[str], names: list[str], describing: bool = Fals
     entity: dict = {}
     for kind, name in zip(types, names + [None] * (len(types) - len(names))):
         if TYPES[kind] in entity:
-            raise ValueError(f"--entity-type {kind} given twice")
+            raise ValueError(f"{kind} given twice")
         entity[TYPES[kind]] = name
     if "ip" in entity and len(entity) > 1:
         raise ValueError("ips cannot be combined with users or clients (KIP-612)")
@@ -122,17 +163,17 @@ def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     try:
         try:
-            entity = entity_from_args(args.entity_type, args.entity_name or [], describing=args.describe) \
-                if args.entity_type or args.alter else None
-            added = parse_add(args.add_config)
+            types, names = entity_args(args)
+            entity = entity_from_args(types, names, describing=args.describe) if types or args.alter else None
+            added = added_config(args)
             deleted = [k.strip() for k in args.delete_config.split(",") if k.strip()]
             security = read_command_config(args.command_config) if args.command_config else {}
         except (ValueError, CommandConfigError) as exc:
             raise Failed(str(exc), EXIT_USAGE) from None
         if args.alter and not added and not deleted:
-            raise Failed("--alter needs --add-config or --delete-config", EXIT_USAGE)
+            raise Failed("--alter needs --add-config, --add-config-file or --delete-config", EXIT_USAGE)
         if args.describe and (added or deleted):
-            raise Failed("--add-config and --delete-config go with --alter", EXIT_USAGE)
+            raise Failed("--add-config, --add-config-file and --delete-config go with --alter", EXIT_USAGE)
         both = sorted(set(added) & set(deleted))
         if both:
             raise Failed(f"{', '.join(both)}: both added and deleted", EXIT_USAGE)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from proxy.cli.command_config import CommandConfigError, client_arguments, parse_properties, read_command_config
-from proxy.cli.configs import main, parse_add
+from config.dynamic import PROXY_KEY
+from proxy.cli.configs import added_config, build_parser, entity_args, entity_from_args, main, parse_add
 
 JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="s3cr=t;\\"x";'
 
@@ -52,7 +53,7 @@ def test_librdkafka_names_for_credentials_and_pem_files():
 
 @pytest.mark.parametrize("props,reason", [
     ({"bootstrap.servers": "x"}, "bootstrap.servers: not a supported key"),
-    ({"ssl.truststore.location": "t.jks"}, "Java key stores are not read"),
+    ({"ssl.truststore.location": "/nonexistent/t.jks"}, "ssl.truststore.location: cannot read /nonexistent/t.jks"),
     ({"security.protocol": "TLS"}, "security.protocol: expected one of"),
     ({"security.protocol": "SASL_SSL", "sasl.username": "u", "sasl.password": "p"}, "sasl.mechanism"),
     ({"security.protocol": "SASL_SSL", "sasl.mechanism": "GSSAPI", "sasl.jaas.config": JAAS}, "sasl.mechanism"),
@@ -89,7 +90,7 @@ def test_list_values_in_square_brackets_as_kafka_configs_takes_them():
 
 
 @pytest.mark.parametrize("argv,reason", [
-    (["--alter", "--entity-type", "users", "--entity-name", "a"], "--add-config or --delete-config"),
+    (["--alter", "--entity-type", "users", "--entity-name", "a"], "--add-config, --add-config-file or --delete-config"),
     (["--alter", "--entity-type", "users", "--add-config", "producer_byte_rate=1"], "its --entity-name"),
     (["--alter", "--entity-type", "brokers", "--entity-name", "1", "--add-config", "max.connections=1"],
      "--entity-default"),
@@ -98,6 +99,12 @@ def test_list_values_in_square_brackets_as_kafka_configs_takes_them():
     (["--alter", "--entity-type", "proxy", "--add-config", "log.retention.ms=1"], "not a proxy setting"),
     (["--alter", "--entity-type", "users", "--entity-name", "a", "--add-config", "mode=shadow"], "a number"),
     (["--describe", "--command-config", "/nonexistent/client.properties"], "--command-config"),
+    (["--alter", "--user", "a", "--entity-type", "clients", "--entity-name", "c", "--add-config",
+      "producer_byte_rate=1"], "do not go with --user, --client, --ip"),
+    (["--alter", "--user", "a", "--user-defaults", "--add-config", "producer_byte_rate=1"], "users given twice"),
+    (["--alter", "--ip", "10.0.0.1", "--user", "a", "--add-config", "connection_creation_rate=1"], "KIP-612"),
+    (["--alter", "--user", "a", "--add-config-file", "/nonexistent/q.properties"],
+     "--add-config-file: cannot read /nonexistent/q.properties"),
 ])
 def test_a_bad_command_line_exits_2_before_anything_is_sent(argv, reason, capsys):
     assert main(["--bootstrap-server", "127.0.0.1:1", *argv]) == 2  # port 1: nothing would answer
@@ -119,3 +126,36 @@ def test_a_bad_value_is_named_by_its_key_and_reason_and_the_secret_is_never_prin
     err = capsys.readouterr().err
     assert reason in err
     assert "s3cr3t" not in err
+
+
+@pytest.mark.parametrize("argv,entity", [
+    (["--user", "alice", "--client", "etl"], {"user": "alice", "client-id": "etl"}),
+    (["--client", "etl", "--user", "alice"], {"user": "alice", "client-id": "etl"}),
+    (["--user-defaults", "--client", "etl"], {"user": "<default>", "client-id": "etl"}),
+    (["--client-defaults"], {"client-id": "<default>"}),
+    (["--ip", "10.0.0.7"], {"ip": "10.0.0.7"}),
+    (["--ip-defaults"], {"ip": "<default>"}),
+    (["--broker-defaults"], PROXY_KEY),
+    (["--entity-type", "users", "--entity-name", "alice", "--entity-type", "clients", "--entity-default"],
+     {"user": "alice", "client-id": "<default>"}),
+])
+def test_kafka_configs_shorthands_name_the_entity_the_entity_type_form_does(argv, entity):
+    args = build_parser().parse_args(["--bootstrap-server", "b:1", "--alter", *argv, "--add-config", "k=1"])
+    assert entity_from_args(*entity_args(args)) == entity
+
+
+def test_add_config_file_takes_properties_as_add_config_takes_them(tmp_path):
+    path = write(tmp_path, "# the quotas of etl\nproducer_byte_rate=1048576\nconsumer_byte_rate : 2.5e6\n"
+                           "max.connections.per.ip.overrides=[10.0.0.1:3,10.0.0.2:4]\n")
+    args = build_parser().parse_args(["--bootstrap-server", "b:1", "--alter", "--client", "etl",
+                                      "--add-config-file", path])
+    assert added_config(args) == {"producer_byte_rate": 1048576, "consumer_byte_rate": 2500000.0,
+                                  "max.connections.per.ip.overrides": "10.0.0.1:3,10.0.0.2:4"}
+
+
+def test_add_config_and_add_config_file_are_one_or_the_other_as_in_kafka_configs(capsys):
+    with pytest.raises(SystemExit) as exited:  # argparse's usage error
+        main(["--bootstrap-server", "127.0.0.1:1", "--alter", "--user", "a", "--add-config", "producer_byte_rate=1",
+              "--add-config-file", "q.properties"])
+    assert exited.value.code == 2
+    assert "--add-config-file: not allowed with argument --add-config" in capsys.readouterr().err
