@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return run_event_loop(serve())
     except OSError as exc:
-        print(f"kafka-quota-proxy: cannot start: {exc}", file=sys.stderr)
+        logging.getLogger("proxy").error("cannot start: %s", exc)  # a log line: a JSON one with --log-format json
         return 1
 
 
