@@ -5,6 +5,7 @@ loader does."""
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -20,21 +21,28 @@ SHIPPED = os.path.join(ROOT, "config", "kafka-quota-proxy.schema.json")
 
 
 def shipped_configs() -> dict[str, dict]:
-    """Every configuration the repository ships: the demo's, compose's, the Kubernetes ConfigMaps' proxy.yaml texts,
-    and any under examples/ and config/."""
+    """Every configuration the repository ships: the demo's, compose's, the Kubernetes ones (a ConfigMap's
+    proxy.yaml text, or a proxy.yaml file a kustomization makes the ConfigMap of), and any under examples/ and
+    config/ (a YAML file there with an upstream or listeners key)."""
     found = {}
-    paths = ["demo/demo.yaml", *sorted(glob.glob("deploy/compose/*.yaml", root_dir=ROOT)),
-             *sorted(glob.glob("examples/**/*.yaml", root_dir=ROOT, recursive=True)),
-             *sorted(glob.glob("config/*.yaml", root_dir=ROOT))]
-    for path in paths:
-        with open(os.path.join(ROOT, path), encoding="utf-8") as f:
-            found[path] = yaml.safe_load(f)
-    for path in sorted(glob.glob("deploy/k8s/*/configmap.yaml", root_dir=ROOT)):
-        with open(os.path.join(ROOT, path), encoding="utf-8") as f:
-            for doc in yaml.safe_load_all(f):
-                if doc and doc.get("kind") == "ConfigMap" and "proxy.yaml" in doc.get("data", {}):
-                    text = doc["data"]["proxy.yaml"].replace("__BROKER_ID__", "0")
-                    found[f"{path} proxy.yaml"] = yaml.safe_load(text)
+
+    def add(name: str, text: str, only_proxy_configs: bool = False) -> None:
+        # a Kubernetes file's placeholder for the pod's broker id (__BROKER_ID__, ${env:KAFKA_NODE_ID}): broker 0
+        text = re.sub(r"\$\{env:[A-Za-z_][A-Za-z0-9_]*\}", "0", text.replace("__BROKER_ID__", "0"))
+        for i, doc in enumerate(yaml.safe_load_all(text)):
+            if not isinstance(doc, dict):
+                continue
+            if doc.get("kind") == "ConfigMap" and "proxy.yaml" in doc.get("data", {}):
+                add(f"{name} proxy.yaml", doc["data"]["proxy.yaml"])
+            elif not only_proxy_configs or "upstream" in doc or "listeners" in doc:
+                found[f"{name}[{i}]"] = doc
+
+    for path in ["demo/demo.yaml", *sorted(glob.glob("deploy/compose/*.yaml", root_dir=ROOT))]:
+        add(path, open(os.path.join(ROOT, path), encoding="utf-8").read())
+    for pattern in ("deploy/k8s/**/*.yaml", "examples/**/*.yaml", "config/*.yaml"):
+        for path in sorted(glob.glob(pattern, root_dir=ROOT, recursive=True)):
+            text = open(os.path.join(ROOT, path), encoding="utf-8").read()
+            add(path, text, only_proxy_configs=os.path.basename(path) != "proxy.yaml")
     return found
 
 
