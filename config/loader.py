@@ -197,23 +197,15 @@ def _listeners(raw: Any, path: str) -> tuple[ListenerConfig, ...]:
 
 def _listener(raw: Any, path: str) -> ListenerConfig:
     m = mapping_with(raw, path, LISTENER_KEYS, {"name", "bind"})
-    internal = m.get("internal", False)
-    if not isinstance(internal, bool):
-        raise ConfigError(f"{path}.internal", f"expected true or false, got {show(internal)}")
-    sasl = m.get("sasl", False)
-    if not isinstance(sasl, bool):
-        raise ConfigError(f"{path}.sasl", f"expected true or false, got {show(sasl)}")
-    tls = parse_listener_tls(m.get("tls"), f"{path}.tls")
-    name = m["name"]
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise ConfigError(f"{path}.name", f"expected a listener name of letters, digits, '_' or '-', got {show(name)}")
-    bind = _address(m["bind"], f"{path}.bind")
-    base = m.get("broker_port_base")
-    if base is not None and (isinstance(base, bool) or not isinstance(base, int) or not 1 <= base <= 65535):
-        raise ConfigError(f"{path}.broker_port_base", f"expected a port number between 1 and 65535, got {show(base)}")
-    advertised = m.get("advertised_host")
-    if advertised is not None and (not isinstance(advertised, str) or not advertised or " " in advertised):
-        raise ConfigError(f"{path}.advertised_host", f"expected a host name or address, got {show(advertised)}")
+    errors: list[ConfigError] = []  # each key's own error, all of them; then what one key says of another
+    internal = collecting(errors, _flag, m.get("internal", False), f"{path}.internal")
+    sasl = collecting(errors, _flag, m.get("sasl", False), f"{path}.sasl")
+    tls = collecting(errors, parse_listener_tls, m.get("tls"), f"{path}.tls")
+    name = collecting(errors, _listener_name, m["name"], f"{path}.name")
+    bind = collecting(errors, _address, m["bind"], f"{path}.bind")
+    base = collecting(errors, _port_base, m.get("broker_port_base"), f"{path}.broker_port_base")
+    advertised = collecting(errors, _host, m.get("advertised_host"), f"{path}.advertised_host")
+    raise_all(errors)
     if advertised is not None and base is None:
         raise ConfigError(f"{path}.advertised_host", "only used in cluster mode: set broker_port_base too")
     if base is not None:
@@ -227,6 +219,30 @@ def _listener(raw: Any, path: str) -> ListenerConfig:
             advertised = bind.host
     return ListenerConfig(name=name, bind=bind, advertised_host=advertised, broker_port_base=base, internal=internal,
                           tls=tls, sasl=sasl)
+
+
+def _flag(raw: Any, path: str) -> bool:
+    if not isinstance(raw, bool):
+        raise ConfigError(path, f"expected true or false, got {show(raw)}")
+    return raw
+
+
+def _listener_name(raw: Any, path: str) -> str:
+    if not isinstance(raw, str) or not _NAME.match(raw):
+        raise ConfigError(path, f"expected a listener name of letters, digits, '_' or '-', got {show(raw)}")
+    return raw
+
+
+def _port_base(raw: Any, path: str) -> int | None:
+    if raw is not None and (isinstance(raw, bool) or not isinstance(raw, int) or not 1 <= raw <= 65535):
+        raise ConfigError(path, f"expected a port number between 1 and 65535, got {show(raw)}")
+    return raw
+
+
+def _host(raw: Any, path: str) -> str | None:
+    if raw is not None and (not isinstance(raw, str) or not raw or " " in raw):
+        raise ConfigError(path, f"expected a host name or address, got {show(raw)}")
+    return raw
 
 
 def _metrics(raw: Any, path: str) -> MetricsConfig:

@@ -18,7 +18,7 @@ listeners:
     bind: "127.0.0.1:19092"
 """
 
-# one mistake in each section an operator edits, and two in one list: every one must be reported
+# one mistake in each section an operator edits, two in one list, three in one listener: every one must be reported
 MANY = """
 upstream:
   bootstrap_server: ["127.0.0.1:9092"]
@@ -26,8 +26,9 @@ listeners:
   - name: PLAIN
     bind: "127.0.0.1:19092"
     colour: red
-  - name: TLS
+  - name: "T L S"
     bind: "nowhere"
+    internal: "yes"
 settings:
   quota.window.nums: 3
   max.connections: -5
@@ -49,6 +50,8 @@ EXPECTED = [
     "upstream.bootstrap_server: unknown key; did you mean bootstrap_servers?",
     "upstream.bootstrap_servers: required key is missing",
     "listeners[0].colour: unknown key (known keys: advertised_host, bind, broker_port_base, internal, name, sasl, tls)",
+    "listeners[1].internal: expected true or false, got 'yes'",
+    "listeners[1].name: expected a listener name of letters, digits, '_' or '-', got 'T L S'",
     "listeners[1].bind: expected host:port, got 'nowhere'",
     "settings.quota.window.nums: unknown key; did you mean quota.window.num?",
     "settings.listener.name.PLAIN.max.connection: unknown key; did you mean listener.name.PLAIN.max.connections?",
