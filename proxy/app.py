@@ -34,6 +34,7 @@ from proxy.ops.http import OpsServer
 from proxy.ops.metrics import ProxyMetrics
 from proxy.ops.quota_metrics import ConnectionMetricsCollector, QuotaMetricsCollector
 from proxy.ops.readiness import Readiness
+from proxy.ops.runtime import register_runtime
 from proxy.ops.usage_log import UsageLog
 from proxy.quotas.internal_topic_guard import InternalTopicGuard
 from proxy.quotas.managers import ByteRateQuotas
@@ -56,6 +57,7 @@ class ProxyApp:
         self.reuse_port = reuse_port
         self.shares_usage_topic = shares_usage_topic
         self.metrics = metrics or ProxyMetrics()
+        register_runtime(self.metrics.registry)  # process_*, python_*, build_info, memory_limit_bytes
         self.metrics.inflight_max_requests.set(config.settings["connections.max.inflight.requests"])
         self.metrics.buffered_response_max_bytes.set(config.settings["connections.max.buffered.response.bytes"])
         connect_timeout_s = config.settings["upstream.connect.timeout.ms"] / 1000.0

@@ -83,6 +83,8 @@ class ClusterUsage:
                                "from its peers (received), skipped as stale or its own (skipped), as applied already "
                                "(duplicate) or as dated more than 30 s ahead (future), or could not publish or read "
                                "(error).", ["direction"], registry=registry)
+        for direction in ("sent", "expired", "received", "skipped", "duplicate", "future", "error"):
+            self.records.labels(direction)  # at 0 from the start: increase() sees the first of each
         self.peers_gauge = Gauge(f"{PREFIX}_cluster_usage_peers", "Other sidecars on the usage topic: known "
                                  "(heard from within quota.cluster.forget.ms of the topic's newest record) and fresh "
                                  "(last record at most quota.cluster.stale.ms old).", ["state"], registry=registry)

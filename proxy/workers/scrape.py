@@ -1,5 +1,6 @@
-"""The parent's /metrics: its own registry, then every live worker's exposition with a ``worker`` label added to
-each sample, one HELP/TYPE per family. Read from each worker's loopback ops port in the scrape thread, so a slow
+"""The parent's /metrics: its own registry and every live worker's exposition with a ``worker`` label added to
+each of the worker's samples, one HELP/TYPE per family and each family's samples together (the parent's and the
+workers' ``process_*`` and ``python_*`` families are the same families: the parent's samples have no ``worker``). Read from each worker's loopback ops port in the scrape thread, so a slow
 worker delays the scrape (at most :data:`FETCH_TIMEOUT_S` each), never the parent's loop; a worker that does not
 answer is left out of that scrape and counted."""
 
@@ -25,9 +26,9 @@ def labelled(line: str, worker: str) -> str:
     return f'{line[:space]}{{worker="{worker}"}}{line[space:]}'
 
 
-def merge(expositions: Iterable[tuple[str, str]]) -> str:
+def merge(expositions: Iterable[tuple[str | None, str]]) -> str:
     """``(worker, text)`` pairs merged into one exposition: families in the order first seen, each family's HELP
-    and TYPE once, its samples from every worker labelled with it."""
+    and TYPE once, its samples from every worker labelled with it (a worker None: the parent's, not labelled)."""
     heads: dict[str, list[str]] = {}
     samples: dict[str, list[str]] = {}
     for worker, text in expositions:
@@ -44,7 +45,7 @@ def merge(expositions: Iterable[tuple[str, str]]) -> str:
             elif line.startswith("#"):
                 continue
             elif family is not None:
-                samples[family].append(labelled(line, worker))
+                samples[family].append(line if worker is None else labelled(line, worker))
     out = []
     for family, head in heads.items():
         out.extend(head)
@@ -52,11 +53,11 @@ def merge(expositions: Iterable[tuple[str, str]]) -> str:
     return "\n".join(out) + ("\n" if out else "")
 
 
-def workers_exposition(ports: Iterable[tuple[int, int]], failed: Callable[[int], None],
+def workers_exposition(own: str, ports: Iterable[tuple[int, int]], failed: Callable[[int], None],
                        fetch: Callable[[int], str] = fetch_worker_metrics) -> bytes:
-    """Every worker's metrics, merged; ``ports`` are ``(worker index, ops port)``, ``failed(index)`` is called for
-    each worker that did not answer."""
-    texts = []
+    """The parent's exposition ``own`` and every worker's, merged; ``ports`` are ``(worker index, ops port)``,
+    ``failed(index)`` is called for each worker that did not answer."""
+    texts: list[tuple[str | None, str]] = [(None, own)]
     for index, port in ports:
         try:
             texts.append((str(index), fetch(port)))

@@ -26,6 +26,7 @@ from config.model import ProxyConfig
 from proxy.ground.tasks import cancel_and_wait
 from proxy.ops.http import OpsServer, build_exposition
 from proxy.ops.metrics import PREFIX
+from proxy.ops.runtime import register_runtime
 from proxy.workers.frames import (BEAT_INTERVAL_S, CLAIM, CLAIMED, EAGER, GONE, HELLO, READY, RELEASE, RESEND, SEED,
                                   SEED_ASK, USAGE, FrameError, pack, read_frame)
 from proxy.workers.explain import WorkersExplainer
@@ -86,6 +87,7 @@ class Supervisor:
         self.count = config.settings["workers"]
         self.slots = [Slot(i) for i in range(self.count)]
         self.registry = CollectorRegistry()
+        register_runtime(self.registry)  # the parent's own process; each worker's come labelled with it
         Gauge(f"{PREFIX}_workers", "Worker processes configured (settings.workers).",
               registry=self.registry).set(self.count)
         alive = Gauge(f"{PREFIX}_workers_alive", "Worker processes running now.", registry=self.registry)
@@ -102,6 +104,11 @@ class Supervisor:
         self.scrape_failures = Counter(f"{PREFIX}_worker_scrape_failures", "Scrapes of a worker's metrics that got "
                                        "no answer (that worker is left out of the scrape).", ["worker"],
                                        registry=self.registry)
+        for slot in self.slots:  # every series at 0 from the start, so increase() sees a first restart
+            self.restarts.labels(str(slot.index))
+            self.unresponsive.labels(str(slot.index))
+        for outcome in ("forwarded", "dropped"):
+            self.forwarded.labels(outcome)
         self.ledger = OpenLedger()  # every worker's open connections under a count limit, claimed one by one
         self.cluster = None  # quota.cluster.topic: the usage topic's publisher and follower (made at start)
         self.explainer = WorkersExplainer(tuple(lc.name for lc in config.listeners), self._worker_ports,
@@ -142,8 +149,8 @@ class Supervisor:
         return [(s.index, s.ops_port) for s in self.slots if s.hello and s.ops_port]
 
     def _exposition(self) -> bytes:
-        own = build_exposition(self.registry)
-        return own + workers_exposition(self._worker_ports(), lambda i: self.scrape_failures.labels(str(i)).inc())
+        own = build_exposition(self.registry).decode()
+        return workers_exposition(own, self._worker_ports(), lambda i: self.scrape_failures.labels(str(i)).inc())
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()

@@ -108,7 +108,13 @@ def test_a_killed_worker_is_restarted_and_sigterm_drains_every_worker(tmp_path):
         wait_until(lambda: ready(metrics_port), 30, "the parent ready again")
         text = log.read_text()
         assert "worker 0 (pid %d) exited with signal SIGKILL: restarting it" % first["0"] in text, text[-2000:]
-        assert samples(scrape(metrics_port), "kafka_quota_proxy_worker_restarts_total") == {"0": 1.0}
+        text = scrape(metrics_port)
+        assert samples(text, "kafka_quota_proxy_worker_restarts_total") == {"0": 1.0, "1": 0.0}  # 1 at 0 from start
+        # each process' own process_* series: the parent's (no worker label) and each worker's
+        fds = samples(text, "process_open_fds") | {"": sum(float(line.split()[1]) for line in text.splitlines()
+                                                          if line.startswith("process_open_fds "))}
+        assert fds.keys() == {"", "0", "1"} and all(n > 0 for n in fds.values()), fds
+        assert text.count("# TYPE process_open_fds gauge") == 1
         assert proc.poll() is None
 
         c.ck_create_topic(bootstrap, "quiet", 1)
@@ -187,6 +193,6 @@ def test_a_stopped_worker_makes_the_proxy_not_ready_and_is_restarted(tmp_path):
         assert not alive(first["1"]), "the stopped worker was killed"
         text = log.read_text()
         assert f"worker 1 (pid {first['1']}) has sent nothing for" in text, text[-2000:]
-        assert samples(scrape(metrics_port), "kafka_quota_proxy_worker_unresponsive_total") == {"1": 1.0}
+        assert samples(scrape(metrics_port), "kafka_quota_proxy_worker_unresponsive_total") == {"0": 0.0, "1": 1.0}
         assert worker_pids(log)["0"] == first["0"], "the worker that kept answering was left alone"
         assert new_connections_served(bootstrap, 10, 10) == 10

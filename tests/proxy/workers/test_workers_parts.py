@@ -67,6 +67,16 @@ def test_each_sample_gets_its_worker_label_and_each_family_one_head():
         'm_total{worker="1",l="x"} 2.0', "# HELP g G.", "# TYPE g gauge", 'g{worker="0"} 5.0']
 
 
+def test_the_parents_own_samples_are_not_labelled_and_join_the_workers_families():
+    """process_* and python_* come from the parent and from every worker: one family each, the samples together (a
+    family split in two places is an error to OpenMetrics parsers), only the workers' labelled."""
+    parent = '# HELP process_open_fds Fds.\n# TYPE process_open_fds gauge\nprocess_open_fds 9.0\n'
+    worker = '# HELP process_open_fds Fds.\n# TYPE process_open_fds gauge\nprocess_open_fds 12.0\n'
+    assert workers_exposition(parent, [(0, 1), (1, 2)], [].append, lambda port: worker).decode().splitlines() == [
+        "# HELP process_open_fds Fds.", "# TYPE process_open_fds gauge", "process_open_fds 9.0",
+        'process_open_fds{worker="0"} 12.0', 'process_open_fds{worker="1"} 12.0']
+
+
 def test_a_worker_that_does_not_answer_is_left_out_and_counted():
     failed = []
 
@@ -75,7 +85,7 @@ def test_a_worker_that_does_not_answer_is_left_out_and_counted():
             raise OSError("refused")
         return "# HELP g G.\n# TYPE g gauge\ng 1.0\n"
 
-    assert workers_exposition([(0, 1), (1, 2)], failed.append, fetch) == b'# HELP g G.\n# TYPE g gauge\ng{worker="0"} 1.0\n'
+    assert workers_exposition("", [(0, 1), (1, 2)], failed.append, fetch) == b'# HELP g G.\n# TYPE g gauge\ng{worker="0"} 1.0\n'
     assert failed == [1]
 
 
