@@ -40,8 +40,8 @@ def test_promtool_unit_tests_catch_a_changed_rule(tmp_path):
     changed = tmp_path / "alerts.yml"
     with open(RULES) as f:
         text = f.read()
-    assert "/ 1000 > 0.25" in text
-    changed.write_text(text.replace("/ 1000 > 0.25", "/ 1000 > 0.75"))
+    assert "_seconds_total[5m])) > 0.25" in text
+    changed.write_text(text.replace("_seconds_total[5m])) > 0.25", "_seconds_total[5m])) > 0.75"))
     tests = tmp_path / "tests"
     tests.mkdir()
     with open(UNIT_TESTS) as f:

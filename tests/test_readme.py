@@ -230,7 +230,7 @@ class Unknown(Exception):
 
 def evaluate(node: ast.AST, env: dict, module) -> object:
     """A constant expression of metric names and label lists; ``[... if per_broker else []]`` is an optional
-    label, written ``[broker]`` as the README writes it."""
+    label, written ``[node_id]`` as the reference writes it."""
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, ast.JoinedStr):
@@ -311,7 +311,7 @@ def test_registered_metrics_found():
     """The source scan finds the families it should (so the comparison below cannot pass by finding none)."""
     found = registered_metrics()
     assert found["requests_total"] == ("counter", ("listener", "api"))
-    assert found["quota_byte_rate"] == ("gauge", ("quota", "user", "client_id", "[broker]"))
+    assert found["quota_byte_rate"] == ("gauge", ("quota", "user", "client_id", "[node_id]"))
     assert found["request_latency_seconds"][0] == "histogram"
     assert len(found) > 80
 

@@ -6,7 +6,7 @@ tokens of every topic reported with an error (TOPIC_ALREADY_EXISTS, INVALID_*, P
 unknown...) are given back (never above the burst), and the throttle the response carries is what is left of the
 one decided: less the time since the charge (Kafka's ``throttleTime`` runs from the charge, while the mute starts
 only when the response goes out) and less the tokens given back at the quota's rate. That settled throttle is what
-the entity's throttle-time counters count (``controller_mutation_throttle_time_ms_total``, ``..._throttled_requests``).
+the entity's throttle-time counters count (``controller_mutation_throttle_time_seconds_total``, ``..._throttled_requests``).
 """
 
 from __future__ import annotations

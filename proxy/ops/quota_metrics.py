@@ -92,14 +92,14 @@ class QuotaMetricsCollector(Collector):
     def entity_families(self) -> Iterator:
         """One series per busy entity and ``__other__``: byte rates, controller mutations, producer ids (users)."""
         per_broker = self._quotas.per_broker  # quota.scope broker in cluster mode: a broker label on each set's series
-        labels = ["quota", "user", "client_id"] + (["broker"] if per_broker else [])
+        labels = ["quota", "user", "client_id"] + (["node_id"] if per_broker else [])
         rate = GaugeMetricFamily(f"{PREFIX}_byte_rate", "Measured byte rate (bytes/s) of the quota entity, as the quota check measures it.", labels=labels)
         limit = GaugeMetricFamily(f"{PREFIX}_limit", "Quota (bytes/s) that applies to the entity now (no sample when none does).", labels=labels)
-        throttle_total = CounterMetricFamily(f"{PREFIX}_throttle_time_ms", "Total throttle time (ms) applied to the entity (shadow throttles not included); divide by throttled_responses for the average.", labels=labels)
-        throttle_max = GaugeMetricFamily(f"{PREFIX}_throttle_time_max_ms", "Longest throttle (ms) applied to the entity within the last quota window span.", labels=labels)
+        throttle_total = CounterMetricFamily(f"{PREFIX}_throttle_time_seconds", "Total throttle time (seconds) applied to the entity (shadow throttles not included); divide by throttled_responses for the average.", labels=labels)
+        throttle_max = GaugeMetricFamily(f"{PREFIX}_throttle_time_max_seconds", "Longest throttle (seconds) applied to the entity within the last quota window span.", labels=labels)
         throttled = CounterMetricFamily(f"{PREFIX}_throttled_responses", "Responses that carried a throttle applied for the entity (shadow throttles not included).", labels=labels)
         recorded = CounterMetricFamily(f"{PREFIX}_bytes", "Bytes counted against the entity's quota.", labels=labels)
-        shadow_total = CounterMetricFamily(f"{PREFIX}_entity_shadow_throttle_time_ms", "Throttle time (ms) a shadow quota decided for the entity and did not apply.", labels=labels)
+        shadow_total = CounterMetricFamily(f"{PREFIX}_entity_shadow_throttle_time_seconds", "Throttle time (seconds) a shadow quota decided for the entity and did not apply.", labels=labels)
         shadowed = CounterMetricFamily(f"{PREFIX}_entity_shadow_throttled_responses", "Responses a shadow quota would have throttled for the entity (not throttled).", labels=labels)
         for key, manager, broker in self._byte_rate_managers():
             top, other = manager.top_stats(self._quotas.max_metric_entities, pause=self._pause)
@@ -110,12 +110,12 @@ class QuotaMetricsCollector(Collector):
                     rate.add_metric(tag_labels, stats.rate)
                 if not math.isinf(stats.limit):
                     limit.add_metric(tag_labels, stats.limit)
-                throttle_total.add_metric(tag_labels, stats.throttle_time_ms_total)
-                throttle_max.add_metric(tag_labels, stats.throttle_time_ms_max)
+                throttle_total.add_metric(tag_labels, stats.throttle_time_ms_total / 1000.0)
+                throttle_max.add_metric(tag_labels, stats.throttle_time_ms_max / 1000.0)
                 throttled.add_metric(tag_labels, stats.throttled_count)
                 recorded.add_metric(tag_labels, stats.value_total)
                 if stats.shadow_throttled_count or stats.shadow:  # series only where a shadow quota is or was
-                    shadow_total.add_metric(tag_labels, stats.shadow_throttle_time_ms_total)
+                    shadow_total.add_metric(tag_labels, stats.shadow_throttle_time_ms_total / 1000.0)
                     shadowed.add_metric(tag_labels, stats.shadow_throttled_count)
         yield from (rate, limit, throttle_total, throttle_max, throttled, recorded, shadow_total, shadowed)
         yield from self._mutation_metrics()
@@ -124,15 +124,15 @@ class QuotaMetricsCollector(Collector):
     def _shadow_and_volume(self) -> Iterator:
         shadow_count = CounterMetricFamily(f"{PREFIX}_shadow_throttles", "Throttles computed in shadow mode and not "
                                            "applied, by quota.", labels=["quota"])
-        shadow_ms = CounterMetricFamily(f"{PREFIX}_shadow_throttle_time_ms", "Throttle time computed in shadow mode "
-                                        "and not applied (ms), by quota.", labels=["quota"])
+        shadow_seconds = CounterMetricFamily(f"{PREFIX}_shadow_throttle_time_seconds", "Throttle time computed in shadow "
+                                        "mode and not applied (seconds), by quota.", labels=["quota"])
         for quota in list(self._quotas.shadow_throttles):  # a few keys, added by the loop while this may run
             count, ms = self._quotas.shadow_throttles[quota]
             shadow_count.add_metric([quota], count)
-            shadow_ms.add_metric([quota], ms)
+            shadow_seconds.add_metric([quota], ms / 1000.0)
         mode = GaugeMetricFamily(f"{PREFIX}_shadow_mode", "1 while the whole proxy is in shadow mode (quota.mode).")
         mode.add_metric([], 1.0 if self._quotas.shadow else 0.0)
-        yield from (shadow_count, shadow_ms, mode)
+        yield from (shadow_count, shadow_seconds, mode)
         if self._quotas.volume is not None:
             yield from self._volume_metrics(self._quotas.volume)
 
@@ -143,7 +143,7 @@ class QuotaMetricsCollector(Collector):
         overflowed = CounterMetricFamily(
             f"{PREFIX}_overflowed_records", "Records (local and peers') of entities counted in their quota's "
             "<overflow> entity because quota.max.tracked.entities entities were held; above 0 the cap bites.",
-            labels=["quota"] + (["broker"] if per_broker else []))
+            labels=["quota"] + (["node_id"] if per_broker else []))
         for (key, broker), n in self._quotas.overflow_counts().items():
             overflowed.add_metric([key] + ([broker] if per_broker else []), n)
         return overflowed
@@ -171,14 +171,14 @@ class QuotaMetricsCollector(Collector):
         factor = GaugeMetricFamily(f"{name}_factor", "What produce byte quotas are scaled by (1 OPEN, 0 PAUSE).")
         factor.add_metric([], state.factor)
         missing = GaugeMetricFamily(f"{name}_missing_data", "1 for a live broker with no fresh snapshot (the "
-                                    "missing_data_action applies because of it).", labels=["broker"])
+                                    "missing_data_action applies because of it).", labels=["node_id"])
         for broker in state.missing_data:
             missing.add_metric([str(broker)], 1.0)
         awaiting = GaugeMetricFamily(f"{name}_awaiting_data", "1 while no broker list and no snapshot has arrived yet "
                                      "(start-up: the missing_data_action applies to the whole cluster).")
         awaiting.add_metric([], 1.0 if state.awaiting_data else 0.0)
         age = GaugeMetricFamily(f"{name}_snapshot_age_seconds", "Age of each broker's latest snapshot.",
-                                labels=["broker"])
+                                labels=["node_id"])
         now_ms = volume.wall.now_ms()
         for broker, at_ms in state.snapshot_at_ms.items():
             age.add_metric([str(broker)], (now_ms - at_ms) / 1000.0)
@@ -192,7 +192,7 @@ class QuotaMetricsCollector(Collector):
                                      labels=["limit"])
         breached.add_metric(["soft"], state.soft_breaches)
         breached.add_metric(["hard"], state.hard_breaches)
-        labels = ["broker", "volume"]
+        labels = ["node_id", "volume"]
         nearest = "; only the volumes nearest their hard limit (volume_usage.metrics_top_volumes)."
         used = GaugeMetricFamily(f"{name}_used_bytes", "Bytes used on the volume (latest fresh snapshot)" + nearest,
                                  labels=labels)
@@ -223,18 +223,18 @@ class QuotaMetricsCollector(Collector):
         """KIP-936's ProducerIds metrics (rate, tokens, throttle-time) per user, and the cache's size."""
         name = "kafka_quota_proxy_producer_ids"
         per_broker = self._quotas.per_broker
-        labels = ["user"] + (["broker"] if per_broker else [])
+        labels = ["user"] + (["node_id"] if per_broker else [])
         new = CounterMetricFamily(f"{name}_new", "New producer ids counted against the user's quota (their rate is "
                                   "the rate() of this counter).", labels=labels)
         tokens = GaugeMetricFamily(f"{name}_tokens", "Tokens left in the user's bucket; below 0 it is throttled.", labels=labels)
         limit = GaugeMetricFamily(f"{name}_limit", "The producer_ids_rate that applies to the user now (new producer ids per window; no sample when none does).", labels=labels)
-        throttle_total = CounterMetricFamily(f"{name}_throttle_time_ms", "Total throttle time (ms) applied to the user (shadow throttles not included).", labels=labels)
+        throttle_total = CounterMetricFamily(f"{name}_throttle_time_seconds", "Total throttle time (seconds) applied to the user (shadow throttles not included).", labels=labels)
         throttled = CounterMetricFamily(f"{name}_throttled_requests", "Produce requests throttled for the user's producer ids (applied; shadow not included).", labels=labels)
-        shadow_total = CounterMetricFamily(f"{name}_shadow_throttle_time_ms", "Throttle time (ms) a shadow quota decided for the user and did not apply.", labels=labels)
+        shadow_total = CounterMetricFamily(f"{name}_shadow_throttle_time_seconds", "Throttle time (seconds) a shadow quota decided for the user and did not apply.", labels=labels)
         shadowed = CounterMetricFamily(f"{name}_shadow_throttled_requests", "Produce requests a shadow quota would have throttled for the user (not throttled).", labels=labels)
         cache = GaugeMetricFamily(f"{name}_cache_bytes", "Bytes of bloom filters the user's producer-id cache holds.", labels=labels)
         held = CounterMetricFamily(f"{name}_held_requests", "Produce requests held in the proxy, before the broker saw their new producer id, until the user's bucket let it through (producer.id.quota.enforcement hold).", labels=labels)
-        hold_total = CounterMetricFamily(f"{name}_hold_time_ms", "Total time (ms) Produce requests with a new producer id were held for the user.", labels=labels)
+        hold_total = CounterMetricFamily(f"{name}_hold_time_seconds", "Total time (seconds) Produce requests with a new producer id were held for the user.", labels=labels)
         refused = CounterMetricFamily(f"{name}_refused_requests", "Produce requests answered by the proxy with the retriable NOT_ENOUGH_REPLICAS because their new producer id would have been held past producer.id.quota.max.hold.ms (also counted as throttled).", labels=labels)
         abandoned = CounterMetricFamily(f"{name}_abandoned_holds", "Held new producer ids released because every Produce waiting for them was on a connection that closed before the hold ended: the id never reached the broker, is not remembered, and its token went back to the bucket.", labels=labels)
         now_ms = self._quotas.clock.now_ms()
@@ -248,14 +248,14 @@ class QuotaMetricsCollector(Collector):
             if not math.isinf(s.limit):  # no quota applies to the user any more: no limit, no bucket
                 tokens.add_metric(user, s.tokens)
                 limit.add_metric(user, s.limit)
-            throttle_total.add_metric(user, s.throttle_time_ms_total)
+            throttle_total.add_metric(user, s.throttle_time_ms_total / 1000.0)
             throttled.add_metric(user, s.throttled_count)
             if s.shadow_throttled_count:
-                shadow_total.add_metric(user, s.shadow_throttle_time_ms_total)
+                shadow_total.add_metric(user, s.shadow_throttle_time_ms_total / 1000.0)
                 shadowed.add_metric(user, s.shadow_throttled_count)
             cache.add_metric(user, s.cache_bytes)
             held.add_metric(user, s.held_count)
-            hold_total.add_metric(user, s.hold_time_ms_total)
+            hold_total.add_metric(user, s.hold_time_ms_total / 1000.0)
             refused.add_metric(user, s.refused_count)
             abandoned.add_metric(user, s.abandoned_count)
         yield from (new, tokens, limit, throttle_total, throttled, shadow_total, shadowed, cache, held, hold_total,
@@ -266,7 +266,7 @@ class QuotaMetricsCollector(Collector):
         per_broker = self._quotas.per_broker
         issued = CounterMetricFamily("kafka_quota_proxy_producer_ids_issued", "Producer ids the broker issued (InitProducerId), by who asked; "
                                      "beyond the entity cap the least recent are summed under __other__.",
-                                     labels=["user", "client_id", "ip"] + (["broker"] if per_broker else []))
+                                     labels=["user", "client_id", "ip"] + (["node_id"] if per_broker else []))
         for broker, quota_set in self._quotas.quota_sets():
             tracker, where = quota_set.producer_ids.issued, [broker] if per_broker else []
             for (user, client_id, ip), count in tracker.counts().items():
@@ -282,9 +282,9 @@ class QuotaMetricsCollector(Collector):
         rate = GaugeMetricFamily(f"{name}_rate", "Partition mutations per second of the entity (sampled rate).", labels=labels)
         tokens = GaugeMetricFamily(f"{name}_tokens", "Tokens left in the entity's bucket; below 0 the entity is throttled.", labels=labels)
         limit = GaugeMetricFamily(f"{name}_limit", "The controller_mutation_rate (mutations/s) that applies to the entity now (no sample when none does).", labels=labels)
-        throttle_total = CounterMetricFamily(f"{name}_throttle_time_ms", "Total throttle time (ms) the entity's responses carried, after the broker's answer settled the charge (shadow throttles not included).", labels=labels)
+        throttle_total = CounterMetricFamily(f"{name}_throttle_time_seconds", "Total throttle time (seconds) the entity's responses carried, after the broker's answer settled the charge (shadow throttles not included).", labels=labels)
         throttled = CounterMetricFamily(f"{name}_throttled_requests", "Requests whose response carried a throttle for the entity, as settled (applied; shadow not included).", labels=labels)
-        shadow_total = CounterMetricFamily(f"{name}_shadow_throttle_time_ms", "Throttle time (ms) a shadow quota decided for the entity and did not apply.", labels=labels)
+        shadow_total = CounterMetricFamily(f"{name}_shadow_throttle_time_seconds", "Throttle time (seconds) a shadow quota decided for the entity and did not apply.", labels=labels)
         shadowed = CounterMetricFamily(f"{name}_shadow_throttled_requests", "Requests a shadow quota would have throttled for the entity (nothing throttled or rejected).", labels=labels)
         recorded = CounterMetricFamily(f"{name}s", "Partition mutations counted against the entity's quota.", labels=labels)
         buckets, other = self._quotas.mutations.top_buckets(self._quotas.max_metric_entities, pause=self._pause)
@@ -295,10 +295,10 @@ class QuotaMetricsCollector(Collector):
             if not math.isinf(stats.limit):  # no quota applies to these tags any more: no limit, no bucket
                 tokens.add_metric(tag_labels, left)
                 limit.add_metric(tag_labels, stats.limit)
-            throttle_total.add_metric(tag_labels, stats.throttle_time_ms_total)
+            throttle_total.add_metric(tag_labels, stats.throttle_time_ms_total / 1000.0)
             throttled.add_metric(tag_labels, stats.throttled_count)
             if stats.shadow_throttled_count or stats.shadow:
-                shadow_total.add_metric(tag_labels, stats.shadow_throttle_time_ms_total)
+                shadow_total.add_metric(tag_labels, stats.shadow_throttle_time_ms_total / 1000.0)
                 shadowed.add_metric(tag_labels, stats.shadow_throttled_count)
             recorded.add_metric(tag_labels, stats.value_total)
         yield from (rate, tokens, limit, throttle_total, throttled, shadow_total, shadowed, recorded)
@@ -325,24 +325,24 @@ class ConnectionMetricsCollector(Collector):
         listener_rate = GaugeMetricFamily(f"{METRICS_PREFIX}_connection_accept_rate",
                                           "Connections accepted per second on the listener (KIP-612).",
                                           labels=["listener"])
-        throttle = CounterMetricFamily(f"{METRICS_PREFIX}_connection_accept_throttle_time_ms",
-                                       "Time accepting waited for the proxy-wide or listener rate (ms); divide by "
+        throttle = CounterMetricFamily(f"{METRICS_PREFIX}_connection_accept_throttle_time_seconds",
+                                       "Time accepting waited for the proxy-wide or listener rate (seconds); divide by "
                                        "connection_accept_throttles for KIP-612's average.", labels=["listener"])
         throttles = CounterMetricFamily(f"{METRICS_PREFIX}_connection_accept_throttles",
                                         "Accepts that waited for the proxy-wide or listener rate.", labels=["listener"])
-        ip_throttle = CounterMetricFamily(f"{METRICS_PREFIX}_ip_connection_accept_throttle_time_ms",
+        ip_throttle = CounterMetricFamily(f"{METRICS_PREFIX}_ip_connection_accept_throttle_time_seconds",
                                           "Throttle time decided for connections from IPs over their "
-                                          "connection_creation_rate (ms, before the 1 s cap on the hold).",
+                                          "connection_creation_rate (seconds, before the 1 s cap on the hold).",
                                           labels=["listener"])
         ip_throttles = CounterMetricFamily(f"{METRICS_PREFIX}_ip_connection_accept_throttles",
                                            "Connections held because their IP was over its connection_creation_rate.",
                                            labels=["listener"])
         for name, stats in quotas.accept_throttles.items():
             listener_rate.add_metric([name], quotas.listener_accept_rate(name, now_ms))
-            throttle.add_metric([name], stats.total_ms)
+            throttle.add_metric([name], stats.total_ms / 1000.0)
             throttles.add_metric([name], stats.count)
             ip_stats = quotas.ip_throttles[name]
-            ip_throttle.add_metric([name], ip_stats.total_ms)
+            ip_throttle.add_metric([name], ip_stats.total_ms / 1000.0)
             ip_throttles.add_metric([name], ip_stats.count)
         ip_rate = GaugeMetricFamily(f"{METRICS_PREFIX}_ip_connection_accept_rate",
                                     "Connections accepted per second from an IP that has its own "

@@ -84,7 +84,7 @@ def test_produce_v5_with_a_request_timeout_below_the_throttle_is_answered_at_onc
         producer.close(5)
     labels = {"quota": "producer_byte_rate", "user": "", "client_id": "old-short-timeout"}
     throttled = proxy.metric("kafka_quota_proxy_quota_throttled_responses_total", **labels)
-    throttle_ms = proxy.metric("kafka_quota_proxy_quota_throttle_time_ms_total", **labels)
+    throttle_ms = proxy.metric("kafka_quota_proxy_quota_throttle_time_seconds_total", **labels) * 1000
     assert throttled == 1 and throttle_ms > 2000, (throttled, throttle_ms)  # one request, throttled past its timeout
     assert offsets == sorted(list(range(count // 3)) * 3)
     by_partition = c.kp_consume(proxy.bootstrap, "old-timeout", 2 * count, timeout=10)

@@ -103,9 +103,12 @@ def test_every_metric_in_the_dashboard_and_the_rules_is_exported(monitored):
 
 def test_the_name_check_finds_a_name_the_proxy_does_not_export(monitored):
     exposed = exposed_names(scrape(monitored.metrics_port))
-    assert "kafka_quota_proxy_quota_throttle_time_ms_total" in exposed
+    assert "kafka_quota_proxy_quota_throttle_time_seconds_total" in exposed
     assert "kafka_quota_proxy_request_latency_seconds_bucket" in exposed
     assert "kafka_quota_proxy_quota_throttle_time_total" not in exposed  # a typo the check would report
+    assert {"process_open_fds", "process_max_fds", "process_resident_memory_bytes", "python_info",
+            "kafka_quota_proxy_memory_limit_bytes"} <= exposed
+    assert 'kafka_quota_proxy_build_info{version="' in scrape(monitored.metrics_port)
 
 
 class ThrottledProducer(threading.Thread):
@@ -164,7 +167,7 @@ def test_prometheus_scrapes_a_throttled_producer_and_the_throttling_alert_fires(
     try:
         wait_until(lambda: prometheus.value('up{job="kafka-quota-proxy"}') == 1, 30, "Prometheus scrapes the proxy")
         producer.start()
-        counter = 'sum(kafka_quota_proxy_quota_throttle_time_ms_total{quota="producer_byte_rate"})'
+        counter = 'sum(kafka_quota_proxy_quota_throttle_time_seconds_total{quota="producer_byte_rate"})'
         first = wait_until(lambda: prometheus.value(counter), 30, "the throttle counter is above 0 in Prometheus")
         wait_until(lambda: prometheus.value(counter) > first, 30, "the throttle counter rises")
         states = set()

@@ -429,7 +429,7 @@ def run_scenario(window_num: int, limits: dict[str, int], measure_s: float, mute
         time.sleep(end - time.monotonic())  # deliberate: the measurement window (a rate group)
         counted = proxy.quota_samples(COUNTER)
         throttled = proxy.quota_samples("kafka_quota_proxy_quota_throttled_responses_total")
-        throttle_ms = proxy.quota_samples("kafka_quota_proxy_quota_throttle_time_ms_total")
+        throttle_s = proxy.quota_samples("kafka_quota_proxy_quota_throttle_time_seconds_total")
         for client in clients:
             client.stop.set()
         for client in clients:
@@ -452,7 +452,7 @@ def run_scenario(window_num: int, limits: dict[str, int], measure_s: float, mute
                 "max_gap_s": round(max_gap(client.times, steady_from, end), 2),
                 "events": len(client.times),
                 "throttled": int(throttled.get(key, 0)),
-                "throttle_avg_ms": round(throttle_ms.get(key, 0) / max(1, throttled.get(key, 0))),
+                "throttle_avg_ms": round(1000 * throttle_s.get(key, 0) / max(1, throttled.get(key, 0))),
                 "counted_mb": round(counted.get(key, 0) / 1e6, 1),
                 "error": client.error,
             }

@@ -142,7 +142,7 @@ def test_deleting_truncating_or_extending_an_internal_topic_is_refused_per_topic
     assert refused(proxy, VOLUME_TOPIC, "DeleteTopics") == 1 and refused(proxy, CONFIG_TOPIC, "DeleteTopics") == 1
     assert refused(proxy, CONFIG_TOPIC, "CreatePartitions") == 1 and refused(proxy, VOLUME_TOPIC, "DeleteRecords") == 1
     assert refused(proxy, CONFIG_TOPIC, "AddPartitionsToTxn") == 1
-    age = proxy.metric("kafka_quota_proxy_volume_snapshot_age_seconds", broker="111")
+    age = proxy.metric("kafka_quota_proxy_volume_snapshot_age_seconds", node_id="111")
     assert age < 3  # the proxy's own publisher, through the same listener, still writes its snapshots
 
 

@@ -81,8 +81,8 @@ def test_shadow_throttles_apart_and_a_deleted_entry_limit_follows_back():
         entity = (("client_id", "kp-producer"), ("quota", "producer_byte_rate"), ("user", "ANONYMOUS"))
         assert m[("kafka_quota_proxy_quota_limit", entity)] == 1000
         assert m[("kafka_quota_proxy_quota_throttled_responses_total", entity)] == 0
-        assert m[("kafka_quota_proxy_quota_throttle_time_ms_total", entity)] == 0
-        assert m[("kafka_quota_proxy_quota_throttle_time_max_ms", entity)] == 0
+        assert m[("kafka_quota_proxy_quota_throttle_time_seconds_total", entity)] == 0
+        assert m[("kafka_quota_proxy_quota_throttle_time_max_seconds", entity)] == 0
         assert m[("kafka_quota_proxy_quota_entity_shadow_throttled_responses_total", entity)] > 0
         assert m[("kafka_quota_proxy_quota_shadow_throttles_total", (("quota", "producer_byte_rate"),))] > 0
 

@@ -80,7 +80,7 @@ def test_describe_log_dirs_moves_produce_through_open_throttle_pause_and_back():
     try:
         wait_until(lambda: exported(proxy, "kafka_quota_proxy_volume_snapshot_age_seconds"), 15, "the first poll")
         assert wait_for_state(proxy, "OPEN") == "OPEN"
-        assert list(exported(proxy, "kafka_quota_proxy_volume_snapshot_age_seconds")) == [(("broker", str(NODE)),)]
+        assert list(exported(proxy, "kafka_quota_proxy_volume_snapshot_age_seconds")) == [(("node_id", str(NODE)),)]
         assert {dict(labels)["volume"] for labels in exported(proxy, "kafka_quota_proxy_volume_used_bytes")} == {
             "/data/a", "/data/b"}
         scripted.used_percent["/data/a"] = 70  # halfway from the soft (50 % used) to the hard limit (90 % used)
@@ -92,7 +92,7 @@ def test_describe_log_dirs_moves_produce_through_open_throttle_pause_and_back():
         assert wait_for_state(proxy, "OPEN") == "OPEN"
         scripted.answering = False  # the broker stops answering DescribeLogDirs: its snapshot goes stale
         assert wait_for_state(proxy, "PAUSE", timeout=10) == "PAUSE"
-        assert proxy.metric("kafka_quota_proxy_volume_missing_data", broker=str(NODE)) == 1
+        assert proxy.metric("kafka_quota_proxy_volume_missing_data", node_id=str(NODE)) == 1
         described = [h for h, _ in scripted.broker.requests if h.api_key == DESCRIBE_LOG_DIRS]
         assert described and all(h.api_version == 4 for h in described)
     finally:

@@ -55,9 +55,9 @@ CHURN_S = 5                     # once the held ones are not counted)
 # no fresh snapshot, a broker lost or timing out, a client at its in-flight bound. Each panel has another query.
 NOT_IN_A_HEALTHY_RUN = {
     'sum by (quota) (rate(kafka_quota_proxy_quota_shadow_throttles_total{instance=~"$instance"}[$__rate_interval]))',
-    'sum(rate(kafka_quota_proxy_quota_throttle_time_ms_total{instance=~"$instance", quota="volume_usage"}'
-    '[$__rate_interval])) / 1000',
-    'max by (broker) (kafka_quota_proxy_volume_missing_data{instance=~"$instance"})',
+    'sum(rate(kafka_quota_proxy_quota_throttle_time_seconds_total{instance=~"$instance", quota="volume_usage"}'
+    '[$__rate_interval]))',
+    'max by (node_id) (kafka_quota_proxy_volume_missing_data{instance=~"$instance"})',
     'sum by (kind) (rate(kafka_quota_proxy_upstream_errors_total{instance=~"$instance"}[$__rate_interval]))',
     'sum(rate(kafka_quota_proxy_connection_inflight_bound_reached_total{instance=~"$instance"}[$__rate_interval]))',
 }
@@ -238,7 +238,7 @@ def test_prometheus_evaluates_the_deployed_rules_and_dashboards_on_kafka(kafka3,
             frame_error(kafka3.nodes[1].proxy_port)
             consumed = consume_for(bootstrap, topic, 3)
             phase("consumed")
-            throttled = 'sum(kafka_quota_proxy_quota_throttle_time_ms_total{quota="producer_byte_rate"})'
+            throttled = 'sum(kafka_quota_proxy_quota_throttle_time_seconds_total{quota="producer_byte_rate"})'
             wait_until(lambda: prometheus.value(throttled) > 0, 20, "producer_byte_rate throttles the producer")
             phase("throttled")
 

@@ -112,8 +112,8 @@ def test_strict_creates_partition_additions_and_deletes_over_the_quota_get_89_an
             assert codes(deleter.delete_topics([names[1]], raise_errors=False)) == {
                 names[1]: THROTTLING_QUOTA_EXCEEDED}
             since_ms = (time.monotonic() - creating) * 1000
-            told = proxy.metric("kafka_quota_proxy_controller_mutation_throttle_time_ms_total", user="",
-                                client_id="kp-strict")
+            told = proxy.metric("kafka_quota_proxy_controller_mutation_throttle_time_seconds_total", user="",
+                                client_id="kp-strict") * 1000
             # three of -tokens / 10 per s: 2 s each, less the time since the tokens were taken
             assert 3 * (2_000 - since_ms) <= told <= 6_000, (told, since_ms)
             # none of them reached Kafka

@@ -122,11 +122,11 @@ def test_real_log_dirs_move_a_producer_through_throttle_and_pause_and_raised_lim
                 for proxy in proxies:  # as /metrics shows each sidecar's view of the cluster
                     assert proxy.scraped("kafka_quota_proxy_volume_missing_data") == {}  # no live broker without data
                     ages = proxy.scraped("kafka_quota_proxy_volume_snapshot_age_seconds")
-                    assert {int(dict(labels)["broker"]) for labels in ages} == node_ids  # every one answered
+                    assert {int(dict(labels)["node_id"]) for labels in ages} == node_ids  # every one answered
                     assert proxy.metric("kafka_quota_proxy_volume_volumes") == len(node_ids)  # one log dir each
                     used = proxy.scraped("kafka_quota_proxy_volume_used_bytes")
                     free = proxy.scraped("kafka_quota_proxy_volume_free_bytes")
-                    assert {(int(dict(labels)["broker"]), dict(labels)["volume"]) for labels in free} == {
+                    assert {(int(dict(labels)["node_id"]), dict(labels)["volume"]) for labels in free} == {
                         (node.node_id, str(node.data_dir)) for node in cluster.nodes}
                     for labels, free_bytes in free.items():
                         assert used[labels] + free_bytes == total

@@ -74,7 +74,7 @@ THROTTLES = {  # what shows that a quota bit: metric name, labels
     "producer_byte_rate": ("kafka_quota_proxy_quota_throttled_responses_total", {"quota": "producer_byte_rate"}),
     "consumer_byte_rate": ("kafka_quota_proxy_quota_throttled_responses_total", {"quota": "consumer_byte_rate"}),
     "controller_mutation_rate": ("kafka_quota_proxy_controller_mutation_throttled_requests_total", {}),
-    "producer_ids_rate": ("kafka_quota_proxy_producer_ids_throttle_time_ms_total", {}),
+    "producer_ids_rate": ("kafka_quota_proxy_producer_ids_throttle_time_seconds_total", {}),
     "connection_creation_rate": ("kafka_quota_proxy_ip_connection_accept_throttles_total", {}),
 }
 TARGETS = ["direct", "sidecars-generous", "sidecars-biting", "cluster-generous", "cluster-biting"]

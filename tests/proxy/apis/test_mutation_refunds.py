@@ -228,7 +228,8 @@ def test_num_partitions_minus_one_on_v4_without_lookups_is_charged_the_fallback_
 
 
 def throttle_counters(wire):
-    """(controller_mutation_throttle_time_ms_total, controller_mutation_throttled_requests_total) of the entity."""
+    """(throttle time in ms, throttled requests) of the entity: what controller_mutation_throttle_time_seconds_total
+    (in seconds) and controller_mutation_throttled_requests_total export."""
     (stats, _), = wire.scope.quotas.mutations.buckets(wire.clock.now_ms())
     return stats.throttle_time_ms_total, stats.throttled_count
 

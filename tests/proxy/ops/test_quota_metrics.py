@@ -27,7 +27,7 @@ def test_entity_metrics_follow_kafka_tags():
     assert registry.get_sample_value("kafka_quota_proxy_quota_limit", labels) == 100
     assert registry.get_sample_value("kafka_quota_proxy_quota_byte_rate", labels) == 180  # 1800 B over 10 s
     assert registry.get_sample_value("kafka_quota_proxy_quota_throttled_responses_total", labels) == 2
-    assert registry.get_sample_value("kafka_quota_proxy_quota_throttle_time_max_ms", labels) > 0
+    assert registry.get_sample_value("kafka_quota_proxy_quota_throttle_time_max_seconds", labels) > 0
 
 
 def test_label_cardinality_is_bounded():
@@ -67,18 +67,20 @@ def test_shadow_throttles_are_scraped_apart_from_applied_ones():
     entity = {"quota": "producer_byte_rate", "user": "", "client_id": "etl"}
     get = registry.get_sample_value
     assert get("kafka_quota_proxy_quota_throttled_responses_total", entity) == 0
-    assert get("kafka_quota_proxy_quota_throttle_time_ms_total", entity) == 0
-    assert get("kafka_quota_proxy_quota_throttle_time_max_ms", entity) == 0
+    assert get("kafka_quota_proxy_quota_throttle_time_seconds_total", entity) == 0
+    assert get("kafka_quota_proxy_quota_throttle_time_max_seconds", entity) == 0
     assert get("kafka_quota_proxy_quota_entity_shadow_throttled_responses_total", entity) == 3
-    shadow_ms = get("kafka_quota_proxy_quota_entity_shadow_throttle_time_ms_total", entity)
-    assert shadow_ms > 0
-    assert get("kafka_quota_proxy_quota_shadow_throttle_time_ms_total", {"quota": "producer_byte_rate"}) == shadow_ms
+    shadow_s = get("kafka_quota_proxy_quota_entity_shadow_throttle_time_seconds_total", entity)
+    stats = {s.tags: s for s in quotas.produce.stats(quotas.clock.now_ms())}
+    (decided,) = [s.shadow_throttle_time_ms_total for tags, s in stats.items() if tags.client_id == "etl"]
+    assert shadow_s == decided / 1000 > 0  # seconds, as Prometheus' base unit; the managers count milliseconds
+    assert get("kafka_quota_proxy_quota_shadow_throttle_time_seconds_total", {"quota": "producer_byte_rate"}) == shadow_s
     mutation = {"user": "", "client_id": "etl"}
     assert get("kafka_quota_proxy_controller_mutation_throttled_requests_total", mutation) == 0
-    assert get("kafka_quota_proxy_controller_mutation_throttle_time_ms_total", mutation) == 0
+    assert get("kafka_quota_proxy_controller_mutation_throttle_time_seconds_total", mutation) == 0
     assert get("kafka_quota_proxy_controller_mutation_shadow_throttled_requests_total", mutation) == 1
     assert get("kafka_quota_proxy_producer_ids_throttled_requests_total", {"user": "alice"}) == 0
-    assert get("kafka_quota_proxy_producer_ids_throttle_time_ms_total", {"user": "alice"}) == 0
+    assert get("kafka_quota_proxy_producer_ids_throttle_time_seconds_total", {"user": "alice"}) == 0
     assert get("kafka_quota_proxy_producer_ids_shadow_throttled_requests_total", {"user": "alice"}) == 2
 
 

@@ -106,7 +106,7 @@ def test_mode_table_housekeeping_and_removal_reach_every_set():
     assert quotas.for_broker(2) is not later, "a broker that comes back starts afresh"
 
 
-def test_metrics_carry_a_broker_label_and_count_each_set_once():
+def test_metrics_carry_a_node_id_label_and_count_each_set_once():
     quotas, clock = quotas_for(CLUSTER)
     registry = CollectorRegistry()
     registry.register(QuotaMetricsCollector(quotas, pause=lambda: None))
@@ -117,7 +117,7 @@ def test_metrics_carry_a_broker_label_and_count_each_set_once():
     quotas.for_broker(1).mutations.record_and_decide("alice", "c", 1)
 
     def value(name, broker, **labels):
-        return registry.get_sample_value(name, {**labels, "broker": broker})
+        return registry.get_sample_value(name, {**labels, "node_id": broker})
 
     produced = {"quota": "producer_byte_rate", "user": "alice", "client_id": ""}
     assert [value("kafka_quota_proxy_quota_bytes_total", b, **produced) for b in ("1", "2", "bootstrap")] == \
@@ -128,7 +128,7 @@ def test_metrics_carry_a_broker_label_and_count_each_set_once():
     samples = [s for m in registry.collect() for s in m.samples if s.name == "kafka_quota_proxy_quota_bytes_total"]
     assert sum(s.value for s in samples) == 600 and len(samples) == 3  # nothing counted twice, nothing dropped
     mutation = [s for m in registry.collect() for s in m.samples if s.name.startswith("kafka_quota_proxy_controller")]
-    assert mutation and all("broker" not in s.labels for s in mutation)  # one bucket per proxy: no broker label
+    assert mutation and all("node_id" not in s.labels for s in mutation)  # one bucket per proxy: no node_id label
 
 
 def test_metrics_keep_todays_labels_with_one_set():
