@@ -18,8 +18,17 @@ does not cause (``NOT_IN_A_HEALTHY_RUN``; every panel still has one query that m
 cannot go pending here: seconds of throttling over its deployed [5m] window are far below its 0.25 threshold
 (tests/integration/test_deploy_metrics.py shows it firing with the windows cut).
 
+First, before the rest: one broker's volume data is missing, and KafkaQuotaProxyVolumeDataMissing fires naming
+that broker (its ``node_id``), not the sidecars that report it (their scrape's ``broker`` target label), and no
+series of any proxy carries an ``exported_*`` label (no label the proxy exports collides with one the scrape config
+adds). The missing broker's sidecar (and so its volume publisher) is started only after the alert has fired: one that
+leads neither the volume-usage nor the config topic, which the other sidecars' own clients reach through the leader's
+sidecar. Stopping a running publisher instead would wait out the shipped ``freshness_seconds`` (60 s) before the data
+counts as missing; a publisher that never ran makes it missing at once, through the same metric and rule.
+
 Only addresses, ports and paths of the deployment files are rewritten (``REWRITTEN``, checked: nothing else
-differs); Prometheus scrapes and evaluates every second instead of every 15 s.
+differs); Prometheus scrapes and evaluates every second instead of every 15 s, and its rules are a copy of alerts.yml
+whose only change is KafkaQuotaProxyVolumeDataMissing's ``for: 2m`` cut to 1 s (checked).
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
+import re
 import socket
 import struct
 import threading
@@ -37,9 +47,9 @@ import pytest
 import yaml
 
 from proxy.cli import configs
-from tests.harness import free_port, wait_until
+from tests.harness import free_port, start_proxy, wait_until
 from tests.integration import clients as c
-from tests.kafka_cluster import unique_topic
+from tests.kafka_cluster import stop_all, unique_topic
 from tests.kafka_settings import compose_env, listener_map
 from tests.prometheus_tools import (PROMETHEUS_DIR, ROOT, RULES, Prometheus, alert_rules, dashboard_queries,
                                     grafana_expr, tool)
@@ -61,6 +71,8 @@ NOT_IN_A_HEALTHY_RUN = {
     'sum by (kind) (rate(kafka_quota_proxy_upstream_errors_total{instance=~"$instance"}[$__rate_interval]))',
     'sum(rate(kafka_quota_proxy_connection_inflight_bound_reached_total{instance=~"$instance"}[$__rate_interval]))',
 }
+MISSING_ALERT = "KafkaQuotaProxyVolumeDataMissing"
+VOLUME_TOPIC, CONFIG_TOPIC = "__kafka_quota_proxy_volume_usage", "__kafka_quota_proxy_configs"  # the shipped defaults
 # Paths (in the YAML) of the values of deploy/compose/proxy-N.yaml the test rewrites: addresses, ports and paths.
 REWRITTEN = {("upstream", "bootstrap_servers"), ("listeners", 0, "bind"), ("metrics", "bind"),
              ("volume_usage", "publisher", "log_dirs")}
@@ -96,14 +108,30 @@ def sidecar_config(node, metrics_port: int) -> tuple[dict, int]:
     return config, int(deployed["metrics"]["bind"].rsplit(":", 1)[1])
 
 
+def rules_copy(workdir) -> Path:
+    """alerts.yml with KafkaQuotaProxyVolumeDataMissing's ``for:`` cut to 1 s, and nothing else changed."""
+    text = RULES.read_text()
+    head, rule = text.split(f"- alert: {MISSING_ALERT}\n", 1)
+    rule, n = re.subn(r"^(\s+for: )2m$", r"\g<1>1s", rule, count=1, flags=re.MULTILINE)
+    path = workdir / "alerts.yml"
+    path.write_text(f"{head}- alert: {MISSING_ALERT}\n{rule}")
+    shipped, copied = alert_rules(RULES), alert_rules(path)
+    assert n == 1 and [r for r in shipped if r["alert"] != MISSING_ALERT] == [
+        r for r in copied if r["alert"] != MISSING_ALERT]
+    assert [{**r, "for": "1s"} for r in shipped if r["alert"] == MISSING_ALERT] == [
+        r for r in copied if r["alert"] == MISSING_ALERT]
+    return path
+
+
 def prometheus_config(workdir, targets: dict[str, str]) -> Path:
     """deploy/prometheus/prometheus.yml with each target replaced (``targets``: deployed -> test address), the
-    rules file as an absolute path to the real alerts.yml, and 1 s scrape and evaluation intervals."""
+    rules file as an absolute path to the copy of alerts.yml (:func:`rules_copy`), and 1 s scrape and evaluation
+    intervals."""
     deployed = yaml.safe_load((PROMETHEUS_DIR / "prometheus.yml").read_text())
     assert deployed["rule_files"] == ["alerts.yml"]
     config = copy.deepcopy(deployed)
     config["global"].update(scrape_interval=f"{SCRAPE_S}s", evaluation_interval=f"{SCRAPE_S}s")
-    config["rule_files"] = [str(RULES)]
+    config["rule_files"] = [str(rules_copy(workdir))]
     (job,) = config["scrape_configs"]
     replaced = set()
     for static in job["static_configs"]:
@@ -113,6 +141,60 @@ def prometheus_config(workdir, targets: dict[str, str]) -> Path:
     path = workdir / "prometheus.yml"
     path.write_text(yaml.safe_dump(config))
     return path
+
+
+def ensure_internal_topics(kafka3) -> dict[str, int]:
+    """The volume-usage and config topics created if missing (as the proxy creates them: one partition, compacted,
+    the broker's replication factor), and the node id leading each."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.errors import TopicAlreadyExistsError
+
+    admin = KafkaAdminClient(bootstrap_servers=kafka3.direct_bootstrap, client_id="e2e-topics")
+    try:
+        for topic in (VOLUME_TOPIC, CONFIG_TOPIC):
+            with contextlib.suppress(TopicAlreadyExistsError):
+                admin.create_topics([NewTopic(topic, 1, -1, topic_configs={"cleanup.policy": "compact"})])
+
+        def leaders():
+            found = {t["name"]: t["partitions"][0]["leader_id"] for t in admin.describe_topics([VOLUME_TOPIC, CONFIG_TOPIC])
+                     if t["partitions"] and t["partitions"][0]["leader_id"] >= 0}
+            return found if len(found) == 2 else None
+
+        return wait_until(leaders, 30, "the internal topics have leaders", interval=0.5)
+    finally:
+        admin.close()
+
+
+def missing_data_alert_names_the_missing_broker(prometheus, missing: int, reporters: set[str]) -> dict:
+    """KafkaQuotaProxyVolumeDataMissing fires for ``missing`` alone, naming it; the sidecars that report it carry
+    their own ``broker`` target label on the metric, and nothing is renamed ``exported_*``."""
+    def firing():
+        alerts = [a for a in prometheus.api("alerts")["alerts"] if a["labels"]["alertname"] == MISSING_ALERT]
+        return alerts if any(a["state"] == "firing" for a in alerts) else None
+
+    alerts = wait_until(firing, 30, f"{MISSING_ALERT} fires", interval=0.5)
+    assert [(a["labels"].get("node_id"), a["state"]) for a in alerts] == [(str(missing), "firing")], alerts
+    (alert,) = alerts
+    assert "broker" not in alert["labels"] and "instance" not in alert["labels"], alert["labels"]
+    assert alert["annotations"]["summary"] == f"No fresh volume-usage snapshot for broker {missing}"
+    series = prometheus.series("kafka_quota_proxy_volume_missing_data")
+    assert {(s["metric"]["broker"], s["metric"]["node_id"]) for s in series} == {(b, str(missing)) for b in reporters}
+    renamed = [name for name in prometheus.api("labels") if name.startswith("exported_")]
+    assert not renamed, f"labels the proxy exports collide with the scrape's target labels: {renamed}"
+    return alert
+
+
+@contextlib.contextmanager
+def sidecars_but_one(configs: list[dict], late: int):
+    """A sidecar per config but ``configs[late]``, whose slot in the list stays None until the test starts it;
+    every one started is stopped at the end."""
+    proxies = []
+    try:
+        for i, config in enumerate(configs):
+            proxies.append(start_proxy(config) if i != late else None)
+        yield proxies
+    finally:
+        stop_all([proxy for proxy in proxies if proxy is not None])
 
 
 def configs_cli(*args: str) -> str:
@@ -210,11 +292,24 @@ def test_prometheus_evaluates_the_deployed_rules_and_dashboards_on_kafka(kafka3,
     def phase(name):
         phases[name] = round(time.monotonic() - started, 1)
 
-    with kafka3.sidecars(configs=[config for config, _ in built]) as proxies:
-        phase("sidecars")
+    leaders = ensure_internal_topics(kafka3)
+    # the sidecar started late: one whose broker leads neither internal topic (the others' own clients reach them)
+    late = next(i for i, node in enumerate(kafka3.nodes) if node.node_id not in leaders.values())
+    scrape_labels = {static["targets"][0]: static["labels"]["broker"] for static in yaml.safe_load(
+        (PROMETHEUS_DIR / "prometheus.yml").read_text())["scrape_configs"][0]["static_configs"]}
+    reporters = {scrape_labels[f"net:{deployed_port}"] for i, (_, deployed_port) in enumerate(built) if i != late}
+
+    with sidecars_but_one([config for config, _ in built], late) as proxies:
+        phase("sidecars but one")
         prometheus = Prometheus(tmp_path, prometheus_config(tmp_path, targets), free_port())
         producer, churn, entity_set = FlatOut(bootstrap, topic), Churn(kafka3.nodes[0].proxy_port), False
         try:
+            alert = missing_data_alert_names_the_missing_broker(prometheus, kafka3.nodes[late].node_id, reporters)
+            phase("missing data alert")
+            proxies[late] = start_proxy(built[late][0])
+            wait_until(lambda: not any(a["labels"]["alertname"] == MISSING_ALERT
+                                       for a in prometheus.api("alerts")["alerts"]), 30,
+                       f"{MISSING_ALERT} resolved once the broker's publisher runs", interval=0.5)
             wait_until(lambda: prometheus.value('sum(up{job="kafka-quota-proxy"})') == 3, 30,
                        "Prometheus scrapes the three sidecars")
             wait_until(lambda: prometheus.value("sum(kafka_quota_proxy_ready)") == 3, 30, "every sidecar ready")
@@ -294,7 +389,7 @@ def test_prometheus_evaluates_the_deployed_rules_and_dashboards_on_kafka(kafka3,
                 raise AssertionError(f"dashboard queries without series: {missing}") from None
             phase("queries")
             active = sorted({(a["labels"]["alertname"], a["state"]) for a in prometheus.api("alerts")["alerts"]})
-            print(f"e2e: {len(rules)} rules ok, {len(queries)} dashboard queries, {churn.opened} connections "
+            print(f"e2e: {MISSING_ALERT} fired for broker {alert['labels']['node_id']}; {len(rules)} rules ok, {len(queries)} dashboard queries, {churn.opened} connections "
                   f"churned, {producer.delivered} records delivered, {consumed} consumed; alerts {active}; "
                   f"seconds since start: {phases}")
         finally:
