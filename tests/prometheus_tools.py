@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -66,6 +67,30 @@ def alert_rules(path: Path = RULES) -> list[dict]:
     return [rule for group in yaml.safe_load(path.read_text())["groups"] for rule in group["rules"]]
 
 
+METRIC_NAME = r"\b(?:kafka_quota_proxy|process|python)_[a-z_]+"
+"""A metric name the deployment files use: the proxy's own, or the runtime's (proxy.ops.runtime)."""
+
+PARENT_ONLY = r"kafka_quota_proxy_(worker_(restarts|unresponsive|deltas_forwarded|scrape_failures)|cluster_usage_)"
+"""Families only a proxy with ``workers`` > 1 (the parent's) or ``quota.cluster.topic`` exports: checked live in
+tests/integration/test_cluster_workers.py, which runs both."""
+
+
+def rules_with_for(path: Path, alert: str, shipped: str, cut: str) -> Path:
+    """A copy of alerts.yml at ``path`` whose one change (checked) is ``alert``'s ``for: <shipped>`` cut to ``cut``,
+    so a test sees that rule fire within seconds with its expression and every other rule as shipped."""
+    head, rule = RULES.read_text().split(f"- alert: {alert}\n", 1)
+    rule, n = re.subn(rf"^(\s+for: ){shipped}$", rf"\g<1>{cut}", rule, count=1, flags=re.MULTILINE)
+    path.write_text(f"{head}- alert: {alert}\n{rule}")
+    before, after = alert_rules(RULES), alert_rules(path)
+    assert n == 1 and [{**r, "for": cut} if r["alert"] == alert else r for r in before] == after
+    return path
+
+
+def alert_metric_names(path: Path = RULES) -> set[str]:
+    """Every metric name the alert rules' expressions use."""
+    return {name for rule in alert_rules(path) for name in re.findall(METRIC_NAME, rule["expr"])}
+
+
 def _panels(panels: list[dict]):
     for panel in panels:
         yield panel
@@ -83,13 +108,18 @@ def dashboard_queries() -> list[tuple[str, str, str]]:
     return out
 
 
-def grafana_expr(expr: str, scrape_interval_s: float, instance: str = ".*") -> str:
-    """A dashboard query as Grafana sends it: ``$instance`` as the variable's "All" value (``.*``, its allValue)
-    or ``instance``; ``$__rate_interval`` as Grafana computes it at its smallest, 4 x the scrape interval (for a
-    range of a few minutes, where $__interval is below that)."""
+VARIABLES = ("instance", "broker", "tenant")
+"""The dashboards' template variables (besides the data source): each has "All" (``.*``, its allValue)."""
+
+
+def grafana_expr(expr: str, scrape_interval_s: float, **values: str) -> str:
+    """A dashboard query as Grafana sends it: each variable (:data:`VARIABLES`) as its "All" value (``.*``) or as
+    given (``instance="127.0.0.1:9464"``); ``$__rate_interval`` as Grafana computes it at its smallest, 4 x the
+    scrape interval (for a range of a few minutes, where $__interval is below that)."""
     rate_interval = f"{round(4 * scrape_interval_s * 1000)}ms"
-    out = expr.replace("$__rate_interval", rate_interval).replace("${instance}", instance)
-    out = out.replace("$instance", instance)
+    out = expr.replace("$__rate_interval", rate_interval)
+    for name in VARIABLES:
+        out = out.replace(f"${{{name}}}", values.get(name, ".*")).replace(f"${name}", values.get(name, ".*"))
     assert "$" not in out, f"a dashboard variable not substituted: {out}"
     return out
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -28,6 +29,7 @@ from tests.harness import Tansu, free_port, start_proxy, wait_for_port, wait_unt
 from tests.integration.clients import kp_create_topic
 from tests.integration.cluster_sidecars import MEASURE_S, TOPIC, WARM_UP_S, Producers, sidecar_config
 from tests.integration.workers import ready, samples, scrape, worker_pids
+from tests.prometheus_tools import PARENT_ONLY, alert_metric_names
 
 pytestmark = [pytest.mark.integration, pytest.mark.measures_rate]
 
@@ -78,6 +80,9 @@ def test_a_sidecar_with_two_workers_is_one_peer_and_the_tenant_gets_its_quota_on
         producers = []
 
         text = scrape(metrics_port)
+        # the alert rules' families only a workers' parent with a usage topic exports: all in its /metrics
+        parents = {name for name in alert_metric_names() if re.match(PARENT_ONLY, name)}
+        assert parents and not {name for name in parents if not re.search(rf"(?m)^{name}[{{ ]", text)}, parents
         # the usage topic is the parent's business: its metrics carry no worker label
         assert samples(text, "kafka_quota_proxy_cluster_usage_records_total", direction="received").keys() == {""}
         assert samples(text, "kafka_quota_proxy_cluster_usage_peers", state="known") == {"": 1.0}

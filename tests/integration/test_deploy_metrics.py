@@ -1,8 +1,9 @@
 """The deployment's monitoring against a live proxy in front of Tansu.
 
 - Every metric name the Grafana dashboard (deploy/grafana/dashboards/) and the alert rules (deploy/prometheus/
-  alerts.yml) use is in the proxy's /metrics, with every quota kind, volume usage and the config topic configured,
-  so the dashboard, the rules and the proxy cannot drift apart.
+  alerts.yml) use is in the proxy's /metrics, with every quota kind, volume usage, the usage log and the config topic
+  configured, so the dashboard, the rules and the proxy cannot drift apart (the families of a workers' parent and of
+  the usage topic, ``PARENT_ONLY``, are checked so in tests/integration/test_cluster_workers.py).
 - A real Prometheus (Debian package `prometheus`; skipped, saying so, where it cannot be installed) scrapes the proxy
   every second while a kafka-python producer is throttled, and its HTTP API shows the throttle counter rising and
   KafkaQuotaProxyEntityThrottled going pending/firing: the real rule expressions, from a copy of alerts.yml whose
@@ -21,7 +22,7 @@ import yaml
 
 from tests.harness import Tansu, free_port, proxy_config, proxy_in_front, wait_until
 from tests.integration import clients as c
-from tests.prometheus_tools import Prometheus, tool
+from tests.prometheus_tools import METRIC_NAME, PARENT_ONLY, Prometheus, alert_metric_names, tool
 
 pytestmark = pytest.mark.integration
 
@@ -33,15 +34,12 @@ BROKER_ID = 111  # Tansu's node id
 
 
 def names_used() -> dict[str, set[str]]:
-    """Metric names (kafka_quota_proxy_*) in each dashboard and in the alert rules."""
+    """Metric names (kafka_quota_proxy_*, process_*, python_*) in each dashboard and in the alert rules."""
     found = {}
     for name in sorted(os.listdir(DASHBOARDS)):
         with open(os.path.join(DASHBOARDS, name)) as f:
-            found[name] = set(re.findall(r"kafka_quota_proxy_[a-z_]+", f.read()))
-    with open(RULES) as f:
-        rules = yaml.safe_load(f)
-    exprs = " ".join(rule["expr"] for group in rules["groups"] for rule in group["rules"])
-    found["alerts.yml"] = set(re.findall(r"kafka_quota_proxy_[a-z_]+", exprs))
+            found[name] = set(re.findall(METRIC_NAME, f.read()))
+    found["alerts.yml"] = {name for name in alert_metric_names() if not re.match(PARENT_ONLY, name)}
     return found
 
 
@@ -81,6 +79,7 @@ def monitored(tmp_path_factory):
         "publisher": {"broker_id": BROKER_ID, "log_dirs": [str(data_dir)], "interval_seconds": 1,
                       "soft_limit": {"type": "MinFreeBytes", "level": 2}, "hard_limit": {"type": "MinFreeBytes", "level": 1}},
     }
+    config["usage_log"] = {"dir": str(tmp_path_factory.mktemp("usage")), "interval_seconds": 1}
     with proxy_in_front(broker, config) as proxy:
         yield proxy
 

@@ -36,7 +36,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
-import re
 import socket
 import struct
 import threading
@@ -51,8 +50,8 @@ from tests.harness import free_port, start_proxy, wait_until
 from tests.integration import clients as c
 from tests.kafka_cluster import stop_all, unique_topic
 from tests.kafka_settings import compose_env, listener_map
-from tests.prometheus_tools import (PROMETHEUS_DIR, ROOT, RULES, Prometheus, alert_rules, dashboard_queries,
-                                    grafana_expr, tool)
+from tests.prometheus_tools import (PROMETHEUS_DIR, ROOT, Prometheus, alert_rules, dashboard_queries, grafana_expr,
+                                    rules_with_for, tool)
 
 pytestmark = pytest.mark.integration
 
@@ -64,12 +63,15 @@ CHURN_S = 5                     # once the held ones are not counted)
 # mode (quota.mode shadow), a volume past its soft limit (produce scaled: the volume_usage throttle) or a broker with
 # no fresh snapshot, a broker lost or timing out, a client at its in-flight bound. Each panel has another query.
 NOT_IN_A_HEALTHY_RUN = {
-    'sum by (quota) (rate(kafka_quota_proxy_quota_shadow_throttles_total{instance=~"$instance"}[$__rate_interval]))',
-    'sum(rate(kafka_quota_proxy_quota_throttle_time_seconds_total{instance=~"$instance", quota="volume_usage"}'
+    'sum by (quota) (rate(kafka_quota_proxy_quota_shadow_throttles_total{instance=~"$instance", broker=~"$broker"}'
     '[$__rate_interval]))',
-    'max by (node_id) (kafka_quota_proxy_volume_missing_data{instance=~"$instance"})',
-    'sum by (kind) (rate(kafka_quota_proxy_upstream_errors_total{instance=~"$instance"}[$__rate_interval]))',
-    'sum(rate(kafka_quota_proxy_connection_inflight_bound_reached_total{instance=~"$instance"}[$__rate_interval]))',
+    'sum(rate(kafka_quota_proxy_quota_throttle_time_seconds_total{instance=~"$instance", broker=~"$broker", '
+    'user=~"$tenant", quota="volume_usage"}[$__rate_interval]))',
+    'max by (node_id) (kafka_quota_proxy_volume_missing_data{instance=~"$instance", node_id=~"$broker"})',
+    'sum by (kind) (rate(kafka_quota_proxy_upstream_errors_total{instance=~"$instance", broker=~"$broker"}'
+    '[$__rate_interval]))',
+    'sum(rate(kafka_quota_proxy_connection_inflight_bound_reached_total{instance=~"$instance", broker=~"$broker"}'
+    '[$__rate_interval]))',
 }
 MISSING_ALERT = "KafkaQuotaProxyVolumeDataMissing"
 VOLUME_TOPIC, CONFIG_TOPIC = "__kafka_quota_proxy_volume_usage", "__kafka_quota_proxy_configs"  # the shipped defaults
@@ -108,30 +110,15 @@ def sidecar_config(node, metrics_port: int) -> tuple[dict, int]:
     return config, int(deployed["metrics"]["bind"].rsplit(":", 1)[1])
 
 
-def rules_copy(workdir) -> Path:
-    """alerts.yml with KafkaQuotaProxyVolumeDataMissing's ``for:`` cut to 1 s, and nothing else changed."""
-    text = RULES.read_text()
-    head, rule = text.split(f"- alert: {MISSING_ALERT}\n", 1)
-    rule, n = re.subn(r"^(\s+for: )2m$", r"\g<1>1s", rule, count=1, flags=re.MULTILINE)
-    path = workdir / "alerts.yml"
-    path.write_text(f"{head}- alert: {MISSING_ALERT}\n{rule}")
-    shipped, copied = alert_rules(RULES), alert_rules(path)
-    assert n == 1 and [r for r in shipped if r["alert"] != MISSING_ALERT] == [
-        r for r in copied if r["alert"] != MISSING_ALERT]
-    assert [{**r, "for": "1s"} for r in shipped if r["alert"] == MISSING_ALERT] == [
-        r for r in copied if r["alert"] == MISSING_ALERT]
-    return path
-
-
 def prometheus_config(workdir, targets: dict[str, str]) -> Path:
     """deploy/prometheus/prometheus.yml with each target replaced (``targets``: deployed -> test address), the
-    rules file as an absolute path to the copy of alerts.yml (:func:`rules_copy`), and 1 s scrape and evaluation
-    intervals."""
+    rules file as an absolute path to a copy of alerts.yml with only KafkaQuotaProxyVolumeDataMissing's ``for:``
+    cut to 1 s, and 1 s scrape and evaluation intervals."""
     deployed = yaml.safe_load((PROMETHEUS_DIR / "prometheus.yml").read_text())
     assert deployed["rule_files"] == ["alerts.yml"]
     config = copy.deepcopy(deployed)
     config["global"].update(scrape_interval=f"{SCRAPE_S}s", evaluation_interval=f"{SCRAPE_S}s")
-    config["rule_files"] = [str(rules_copy(workdir))]
+    config["rule_files"] = [str(rules_with_for(workdir / "alerts.yml", MISSING_ALERT, "2m", "1s"))]
     (job,) = config["scrape_configs"]
     replaced = set()
     for static in job["static_configs"]:
