@@ -8,15 +8,18 @@ modules too.
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Mapping
 from typing import Any, Callable
 
 import yaml
 
 from config.dynamic_source import parse_dynamic_config
+from config.env_refs import ENV_TAG, WHOLE, construct_env_ref, expand
 from config.errors import ConfigError, collecting, join, mapping_with, raise_all, show, unknown_keys
-from config.model import (SASL_MECHANISMS, Address, ListenerConfig, MetricsConfig, ProxyConfig, UpstreamConfig,
-                          UpstreamSasl)
+from config.model import (SASL_MECHANISMS, Address, ListenerConfig, MetricsConfig, OwnClientsConfig, ProxyConfig,
+                          UpstreamConfig, UpstreamSasl)
 from config.quotas import parse_quota_section
 from config.scope import check_scope
 from config.settings import connection_limits, parse_settings
@@ -71,19 +74,25 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
-def load_config_text(text: str) -> ProxyConfig:
+_StrictLoader.add_implicit_resolver(ENV_TAG, WHOLE, list("$"))  # plain scalars only: a quoted one stays text
+_StrictLoader.add_constructor(ENV_TAG, construct_env_ref)
+
+
+def load_config_text(text: str, environ: Mapping[str, str] | None = None) -> ProxyConfig:
+    """``text`` parsed, its ``${env:NAME}`` references taken from ``environ`` (the process's environment)."""
     try:
         raw = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         raise ConfigError("", f"not valid YAML: {exc}") from None
-    return parse_config(raw)
+    return parse_config(expand(raw, os.environ if environ is None else environ))
 
 
 # The keys of each mapping the loader reads (required ones first); config.schema builds the JSON Schema from these.
 TOP_REQUIRED = ("upstream", "listeners")
 TOP_KEYS = (*TOP_REQUIRED, "metrics", "settings", "quotas", "volume_usage", "usage_log", "dynamic_config",
             "admin_principals")
-UPSTREAM_KEYS = ("bootstrap_servers", "tls", "sasl")
+UPSTREAM_KEYS = ("bootstrap_servers", "tls", "sasl", "own_clients")
+OWN_CLIENTS_KEYS = ("bootstrap_servers", "tls", "sasl")
 UPSTREAM_SASL_KEYS = ("mechanism", "username", "password", "password_file")
 LISTENER_KEYS = ("name", "bind", "advertised_host", "broker_port_base", "internal", "tls", "sasl")
 METRICS_KEYS = ("bind",)
@@ -142,8 +151,28 @@ def _upstream(raw: Any, path: str) -> UpstreamConfig:
     servers = collecting(errors, _list, m["bootstrap_servers"], f"{path}.bootstrap_servers", _address)
     tls = collecting(errors, parse_upstream_tls, m.get("tls"), f"{path}.tls")
     sasl = collecting(errors, _upstream_sasl, m.get("sasl"), f"{path}.sasl")
+    own = collecting(errors, _own_clients, m["own_clients"], f"{path}.own_clients", tls, sasl) \
+        if "own_clients" in m else None
     raise_all(errors)
-    return UpstreamConfig(bootstrap_servers=tuple(servers), tls=tls, sasl=sasl)
+    return UpstreamConfig(bootstrap_servers=tuple(servers), tls=tls, sasl=sasl, own_clients=own)
+
+
+def _own_clients(raw: Any, path: str, tls, sasl) -> OwnClientsConfig:
+    """``upstream.own_clients``: {bootstrap_servers, tls, sasl}; ``tls``/``sasl`` absent take the upstream's, ``false``
+    turns them off (a PLAINTEXT listener for the proxies where the brokers' client listener has TLS), a mapping is
+    read as ``upstream.tls``/``upstream.sasl`` are."""
+    m = mapping_with(raw, path, OWN_CLIENTS_KEYS, {"bootstrap_servers"})
+    errors: list[ConfigError] = []
+    servers = collecting(errors, _list, m["bootstrap_servers"], f"{path}.bootstrap_servers", _address)
+    for key, parse in (("tls", parse_upstream_tls), ("sasl", _upstream_sasl)):
+        if key in m and not isinstance(m[key], dict) and m[key] is not False:
+            errors.append(ConfigError(f"{path}.{key}", f"expected a mapping (as upstream.{key}) or false, "
+                                      f"got {show(m[key])}"))
+        elif key in m:
+            own = collecting(errors, parse, m[key], f"{path}.{key}") if m[key] is not False else None
+            tls, sasl = (own, sasl) if key == "tls" else (tls, own)
+    raise_all(errors)
+    return OwnClientsConfig(tuple(servers), tls, sasl)
 
 
 def _upstream_sasl(raw: Any, path: str) -> UpstreamSasl | None:

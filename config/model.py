@@ -30,10 +30,27 @@ class Address:
 
 
 @dataclass(frozen=True, slots=True)
+class OwnClientsConfig:
+    """Where and how the proxy's own clients (its topics' followers and writers, the topics' creation, its metadata
+    looks, DescribeLogDirs) reach the cluster: ``upstream.own_clients`` (a broker listener no proxy is in front of),
+    or the upstream itself. ``tls``/``sasl`` are resolved at load: the upstream's unless the section says otherwise."""
+
+    bootstrap_servers: tuple[Address, ...]
+    tls: "UpstreamTls | None" = None
+    sasl: "UpstreamSasl | None" = None
+
+
+@dataclass(frozen=True, slots=True)
 class UpstreamConfig:
     bootstrap_servers: tuple[Address, ...]
     tls: "UpstreamTls | None" = None  # TLS to the brokers, when configured
     sasl: "UpstreamSasl | None" = None  # the proxy's own clients' SASL login to the brokers, when configured
+    own_clients: OwnClientsConfig | None = None  # upstream.own_clients, when configured
+
+    @property
+    def own_traffic(self) -> OwnClientsConfig:
+        """Where the proxy's own clients go: ``own_clients``, or (not set) the upstream bootstrap servers."""
+        return self.own_clients or OwnClientsConfig(self.bootstrap_servers, self.tls, self.sasl)
 
 
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")  # what the proxy's own clients can log in with

@@ -132,8 +132,14 @@ def config_schema() -> dict:
                                                "username": {"type": "string", "minLength": 1},
                                                "password": {"type": "string", "minLength": 1}, "password_file": FILE},
                    ("mechanism", "username"))
+    servers = {"type": "array", "minItems": 1, "items": ADDRESS}
+    own_clients = section(loader.OWN_CLIENTS_KEYS, {
+        "bootstrap_servers": servers, "tls": {"anyOf": [{"const": False}, upstream_tls]},
+        "sasl": {"anyOf": [{"const": False}, sasl]}}, ("bootstrap_servers",),
+        "Where the proxy's own clients go: a broker listener no proxy is in front of (tls, sasl: the upstream's "
+        "unless given; false: none)")
     upstream = section(loader.UPSTREAM_KEYS, {
-        "bootstrap_servers": {"type": "array", "minItems": 1, "items": ADDRESS}, "tls": upstream_tls, "sasl": sasl},
+        "bootstrap_servers": servers, "tls": upstream_tls, "sasl": sasl, "own_clients": own_clients},
         ("bootstrap_servers",), "The Kafka brokers behind the proxy")
     listener = section(loader.LISTENER_KEYS, {
         "name": {"type": "string", "pattern": "^[A-Za-z0-9_-]+$"}, "bind": ADDRESS,

@@ -9,6 +9,7 @@ import signal
 import time
 
 from config.model import ListenerConfig, ProxyConfig
+from config.own_clients import own_client_warnings
 from config.principal_rules import parse_rules
 from proxy.apis import ConnectionScope
 from proxy.cluster import own_clients
@@ -62,12 +63,15 @@ class ProxyApp:
         self.metrics.buffered_response_max_bytes.set(config.settings["connections.max.buffered.response.bytes"])
         connect_timeout_s = config.settings["upstream.connect.timeout.ms"] / 1000.0
         self.upstream_ssl = config.upstream.tls.context() if config.upstream.tls is not None else None
-        self.kafka = OwnKafka(config.upstream.bootstrap_servers, self.upstream_ssl,  # the proxy's own traffic
-                              config.upstream.sasl)
+        # the broker the listeners forward to (readiness, cluster-mode discovery), and the proxy's own traffic (its
+        # topics, their creation, metadata looks, DescribeLogDirs): upstream.own_clients when set, else the same
+        self.upstream_kafka = OwnKafka(config.upstream.bootstrap_servers, self.upstream_ssl, config.upstream.sasl)
+        self.kafka = (OwnKafka.of(config.upstream.own_clients) if config.upstream.own_clients is not None
+                      else self.upstream_kafka)
         self._listener_tls = {lc.name: ((lc.tls.context(), parse_rules(lc.tls.principal_mapping_rules))
                                         if lc.tls is not None else (None, ())) for lc in config.listeners}
         self._listener_sasl = {lc.name: lc.sasl for lc in config.listeners}
-        self.readiness = Readiness(self.kafka, connect_timeout_s, self.metrics)
+        self.readiness = Readiness(self.upstream_kafka, connect_timeout_s, self.metrics)
         self.connections: set[ClientConnection] = set()
         self.topics = Topics()  # what every connection learns of the cluster's topics, proxy-wide
         self.created_counts = CreatedCounts(self.kafka, connect_timeout_s,  # -1 creates a v4 answer gave no count of
@@ -123,7 +127,7 @@ class ProxyApp:
                                            reuse_port))
         settings = config.settings
         self.discovery = BrokerDiscovery(
-            self.kafka, [s.cluster for s in self._scopes.values() if s.cluster is not None],
+            self.upstream_kafka, [s.cluster for s in self._scopes.values() if s.cluster is not None],
             timeout_s=settings["upstream.connect.timeout.ms"] / 1000.0,
             refresh_s=settings["cluster.metadata.refresh.ms"] / 1000.0,
             removal_s=settings["cluster.broker.removal.ms"] / 1000.0, close_broker=self._close_broker_port,
@@ -239,6 +243,7 @@ class ProxyApp:
             address = await listener.start()
             log.info("listener %s on %s:%d", listener.ctx.name, *address)
         self.discovery.start()  # cluster mode: every broker's port opened at once, /readyz ready after
+        await self._warn_own_clients()
         # the proxy's own clients (started below, and only they) reach the broker behind a sidecar listener directly
         route = own_clients.ROUTE.set(self._own_client_route())
         try:
@@ -255,9 +260,17 @@ class ProxyApp:
         self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep())
 
     def _own_client_route(self):
-        ports = {lc.bind.port for lc in self.config.listeners if not lc.cluster_mode}
-        upstream = self.config.upstream.bootstrap_servers[0]
-        return own_clients.SidecarRoute(ports, (upstream.host, upstream.port)) if ports else None
+        return own_clients.sidecar_route(self.config, {lc.bind.port for lc in self.config.listeners
+                                                       if not lc.cluster_mode})
+
+    async def _warn_own_clients(self) -> None:
+        """A layout whose own clients other sidecars will refuse, said at start-up (check-config says it too), with
+        the cluster's broker count when the broker answers (one broker: nothing to warn of)."""
+        if not own_client_warnings(self.config):
+            return
+        look = await self.upstream_kafka.look((), self.config.settings["upstream.connect.timeout.ms"] / 1000.0)
+        for warning in own_client_warnings(self.config, None if look is None else len(look.brokers)):
+            log.warning("%s", warning)
 
     async def _start_own_clients(self) -> None:
         if self.dynamic is not None:

@@ -41,7 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser(
         "check-config",
         help="validate a configuration file and exit",
-        description="Load and validate a configuration: exit 0 if it is valid, 2 with the key path and reason if not.",
+        description="Load and validate a configuration: exit 0 if it is valid (with warnings on standard error for a "
+        "layout that cannot work as meant, such as sidecars whose own clients other sidecars will refuse), 2 with the "
+        "key path and reason if not.",
     )
     check.add_argument("--config", required=True, metavar="FILE")
 
@@ -86,7 +88,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kafka-quota-proxy: configuration error in {args.config}: {exc}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
     if args.command == "check-config":
+        from config.own_clients import own_client_warnings
+
         print(f"{args.config}: valid")
+        for warning in own_client_warnings(config):
+            print(f"kafka-quota-proxy: warning: {args.config}: {warning}", file=sys.stderr)
         return 0
     configure_logging(args.log_level, args.log_format)
     from proxy.ground.logs import install_bounded_lines

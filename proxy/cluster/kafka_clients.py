@@ -4,7 +4,8 @@ internals :mod:`proxy.cluster.own_clients` relies on are pinned and checked by a
 
 - :func:`ask`: one request on a fresh connection to one broker, its decoded answer, bounded in time (readiness,
   broker discovery, DescribeLogDirs).
-- :class:`OwnKafka`: how the proxy's own traffic reaches the cluster (the upstream bootstrap servers and their TLS).
+- :class:`OwnKafka`: how the proxy's own traffic reaches the cluster (``upstream.own_clients``, else the upstream
+  bootstrap servers, with their TLS and SASL).
   ``ask_any`` asks the bootstrap servers in turn until one answers; ``look`` reads the brokers and some topics'
   partitions from one Metadata answer (:class:`ClusterLook`); ``options`` are what every aiokafka client of the
   proxy's own is built with; ``ensure_topic`` creates one of the proxy's compacted topics when it is missing (one
@@ -26,7 +27,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from config.model import Address, UpstreamSasl
+from config.model import Address, OwnClientsConfig, UpstreamSasl
 from proxy.cluster.sasl_login import SaslLoginError, exchanges
 from proxy.codec.apis import CREATE_TOPICS, METADATA, OWN_METADATA_VERSION, SASL_AUTHENTICATE, SASL_HANDSHAKE
 from proxy.codec.error_codes import NONE, NOT_CONTROLLER, TOPIC_ALREADY_EXISTS, UNKNOWN_TOPIC_OR_PARTITION, error_name
@@ -146,6 +147,11 @@ class OwnKafka:
     bootstrap: tuple[Address, ...]
     ssl_context: object = None
     sasl: UpstreamSasl | None = None  # the login of every connection of the proxy's own (``upstream.sasl``)
+
+    @classmethod
+    def of(cls, target: OwnClientsConfig) -> "OwnKafka":
+        """The proxy's own traffic to ``target`` (``config.upstream.own_traffic``)."""
+        return cls(target.bootstrap_servers, target.tls.context() if target.tls is not None else None, target.sasl)
 
     def options(self, client_id: str) -> dict:
         """The keyword arguments every aiokafka client of the proxy's own starts from."""

@@ -1,18 +1,22 @@
 """Which client connections are the proxy's own: recognised by the kernel's socket table, never by what a client sends.
 
 The proxy's own Kafka clients (the dynamic-config follower and writer, the volume-usage publisher and follower, the
-admin client that creates their topics) reach the broker through the proxy's own listener in sidecar mode (the
-broker advertises the proxy). A connection accepted from ``peer`` on ``local`` is the proxy's own when this very
-process holds the other end: a TCP socket whose local address is ``peer`` and whose remote address is ``local``.
-The kernel keeps that 4-tuple unique, so a client elsewhere (another process on the host included) cannot claim it;
-a client id, a header or a record can be forged, a socket of this process cannot.
+admin client that creates their topics) go where ``upstream.own_clients`` says when it is set: a broker listener no
+proxy is in front of, advertising the brokers themselves, so no sidecar ever sees them (nothing here is needed then).
+Without it they bootstrap on ``upstream.bootstrap_servers``, whose broker advertises the proxies, and reach the
+broker behind this sidecar straight (:class:`SidecarRoute`), and the other brokers through the other sidecars.
 
-Every connection the proxy's aiokafka clients open is noted when it is made (:func:`track_aiokafka`: aiokafka's
-connection protocol records its socket's two addresses, and forgets them when the connection is lost), so the check
-is one set lookup. The proxy's own requests that do not use aiokafka (:func:`proxy.cluster.kafka_clients.ask`:
-readiness probes, discovery, the followers' Metadata looks, DescribeLogDirs) never write an internal topic. Clients of other processes, on this host or not, are never the proxy's own: in a
-cluster of sidecars each proxy's clients reach the other brokers through the other sidecars, which must know them
-by their principal (``admin_principals``; see the README's security section).
+A connection accepted from ``peer`` on ``local`` is the proxy's own when this very process holds the other end: a
+TCP socket whose local address is ``peer`` and whose remote address is ``local``. The kernel keeps that 4-tuple
+unique, so a client elsewhere (another process on the host included) cannot claim it; a client id, a header or a
+record can be forged, a socket of this process cannot. Every connection the proxy's aiokafka clients open is noted
+when it is made (:func:`track_aiokafka`: aiokafka's connection protocol records its socket's two addresses, and
+forgets them when the connection is lost), so the check is one set lookup. The proxy's own requests that do not use
+aiokafka (:func:`proxy.cluster.kafka_clients.ask`: readiness probes, discovery, the followers' Metadata looks,
+DescribeLogDirs) never write an internal topic. Clients of other processes, on this host or not, are never the
+proxy's own: without ``upstream.own_clients``, in a cluster of sidecars each proxy's clients reach the other brokers
+through the other sidecars, which must know them by their principal (``admin_principals``; see the security
+documentation), and on PLAINTEXT they have none (:mod:`config.own_clients` warns of it).
 """
 
 from __future__ import annotations
@@ -130,6 +134,16 @@ class SidecarRoute:
                 return None  # aiokafka reports the failure as it would have
             self._known[key] = any(_is_local(info[4][0]) for info in infos)
         return self.upstream if self._known[key] else None
+
+
+def sidecar_route(config, listener_ports: set[int]) -> SidecarRoute | None:
+    """The route of a sidecar's own clients: to ``upstream.bootstrap_servers[0]`` past this proxy's own
+    ``listener_ports``; None (no route needed) without such ports, or with ``upstream.own_clients``, whose listener
+    advertises the brokers themselves."""
+    if not listener_ports or config.upstream.own_clients is not None:
+        return None
+    first = config.upstream.bootstrap_servers[0]
+    return SidecarRoute(listener_ports, (first.host, first.port))
 
 
 def _is_local(ip: str) -> bool:

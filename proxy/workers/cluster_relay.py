@@ -46,18 +46,15 @@ class WorkersClusterUsage:
     def __init__(self, config: ProxyConfig, registry, ports: dict[str, int], to_workers: Callable[[bytes], None],
                  wall=None) -> None:
         settings = config.settings
-        upstream = config.upstream
-        kafka = OwnKafka(upstream.bootstrap_servers, upstream.tls.context() if upstream.tls is not None else None,
-                         upstream.sasl)
+        kafka = OwnKafka.of(config.upstream.own_traffic)
         own_id = proxy_id(settings, ports.values())
         self.sum = UsageSum()
         self.usage = ClusterUsage(settings, kafka, registry, own_id, self.sum, self._to_workers, wall)
         self._send = to_workers
         self._encoding: set[asyncio.Task] = set()  # large deltas being encoded off the loop
         # a sidecar's own clients go straight to the broker behind, not through a worker's listener (as one process's)
-        sidecar_ports = {ports[lc.name] for lc in config.listeners if not lc.cluster_mode and lc.name in ports}
-        first = upstream.bootstrap_servers[0]
-        self._route = own_clients.SidecarRoute(sidecar_ports, (first.host, first.port)) if sidecar_ports else None
+        self._route = own_clients.sidecar_route(config, {ports[lc.name] for lc in config.listeners
+                                                         if not lc.cluster_mode and lc.name in ports})
 
     @property
     def note(self) -> str | None:

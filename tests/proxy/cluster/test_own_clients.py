@@ -47,3 +47,19 @@ def test_only_the_context_the_route_was_set_in_is_routed():
     finally:
         client.create_conn = original
     assert seen == [("10.1.2.3", 9093), ("127.0.0.1", 9092)]
+
+
+def test_with_own_clients_set_nothing_is_routed_and_they_bootstrap_on_their_listener():
+    from config.loader import load_config_text
+    from proxy.cluster.kafka_clients import OwnKafka
+
+    base = ("upstream:\n  bootstrap_servers: ['127.0.0.1:9092']\n{own}"
+            "listeners: [{{name: CLIENT, bind: '0.0.0.0:19092'}}]\n")
+    today = load_config_text(base.format(own=""))
+    route = own_clients.sidecar_route(today, {19092})
+    assert route is not None and route.upstream == ("127.0.0.1", 9092)
+    assert OwnKafka.of(today.upstream.own_traffic).options("c")["bootstrap_servers"] == ["127.0.0.1:9092"]
+    own = load_config_text(base.format(own="  own_clients: {bootstrap_servers: ['127.0.0.1:9095']}\n"))
+    assert own_clients.sidecar_route(own, {19092}) is None  # the PROXIES listener advertises no sidecar
+    assert OwnKafka.of(own.upstream.own_traffic).options("c")["bootstrap_servers"] == ["127.0.0.1:9095"]
+    assert own_clients.sidecar_route(today, set()) is None  # cluster mode only: no sidecar listener
