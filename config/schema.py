@@ -24,9 +24,13 @@ from quota.managers.connection import CONNECTION_CREATION_RATE
 from quota.managers.producer_ids import ENFORCEMENTS
 from quota.managers.volume import LIMIT_TYPES, OPEN, PAUSE
 
-ADDRESS = {"type": "string", "pattern": r"^\S+:[0-9]{1,5}$", "description": "host:port"}
+# ${env:NAME} (config.env_refs): a value the loader takes from the environment, accepted where a number, a boolean
+# or an address is (strings take it as they are)
+ENV_REF = {"type": "string", "pattern": r"^\$\{env:[A-Za-z_][A-Za-z0-9_]*\}$",
+           "description": "${env:NAME}: the environment variable's value, read when the file is loaded"}
+ADDRESS = {"anyOf": [{"type": "string", "pattern": r"^\S+:[0-9]{1,5}$"}, ENV_REF], "description": "host:port"}
 FILE = {"type": "string", "minLength": 1}
-BOOLEAN = {"type": "boolean"}
+BOOLEAN = {"anyOf": [{"type": "boolean"}, ENV_REF]}
 TOPIC = {"type": "string", "pattern": r"^[A-Za-z0-9._-]{1,249}$"}
 
 
@@ -43,9 +47,10 @@ def section(keys, described: dict[str, dict], required=(), text: str = "") -> di
 
 
 def number(low: float, high: float | None = None, integer: bool = False, text: str = "", default=None) -> dict:
-    out: dict[str, Any] = {"type": "integer" if integer else "number", "minimum": low}
+    value: dict[str, Any] = {"type": "integer" if integer else "number", "minimum": low}
     if high is not None:
-        out["maximum"] = high
+        value["maximum"] = high
+    out: dict[str, Any] = {"anyOf": [value, ENV_REF]}
     if text:
         out["description"] = text
     if default is not None:

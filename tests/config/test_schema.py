@@ -94,3 +94,13 @@ def test_an_unknown_key_is_refused_by_the_schema_as_by_the_loader(where, key):
     assert errors and any(key in e.message for e in errors), [e.message for e in errors]
     with pytest.raises(Exception, match=key.replace(".", r"\.")):
         parse_config(raw)
+
+
+def test_env_references_are_valid_where_the_loader_takes_them():
+    """${env:NAME} (the loader expands it) stands for a number, a boolean or an address; a malformed one does not."""
+    raw = {"upstream": {"bootstrap_servers": ["${env:BROKER}"], "own_clients": {"bootstrap_servers": ["h:9094"]}},
+           "listeners": [{"name": "PLAIN", "bind": "127.0.0.1:19092", "internal": "${env:INTERNAL}"}],
+           "settings": {"quota.window.num": "${env:WINDOWS}"}}
+    assert not list(VALIDATOR.iter_errors(raw))
+    raw["settings"]["quota.window.num"] = "${env:1WINDOWS}"
+    assert list(VALIDATOR.iter_errors(raw))
