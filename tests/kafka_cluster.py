@@ -6,6 +6,8 @@ Each node is a KRaft broker and controller in one JVM with the compose file's li
   client that bootstraps through a proxy keeps going through the proxies;
 - REPLICATION: the inter-broker listener, which no proxy is in front of (unless ``replication_advertised`` says
   otherwise: a test that puts a cluster-mode proxy in front of replication);
+- PROXIES: the proxies' own clients' listener (``upstream.own_clients``), which no proxy is in front of either,
+  advertised as itself;
 - CONTROLLER: the KRaft quorum.
 
 The broker settings are read from docker-compose.yml's `kafka-N` services (their ``KAFKA_*`` environment, as the
@@ -15,7 +17,9 @@ the layout the tests prove is the one the compose file ships. What the tests add
 cluster-mode proxies (which learn the brokers' own addresses from it).
 
 One node uses kafka-1's settings with the replication factors one node can hold; three nodes use kafka-1..3
-unchanged (replication factor 3, ``min.insync.replicas`` 2). Every process is stopped by its PID; logs stay in
+unchanged (replication factor 3, ``min.insync.replicas`` 2). Node ids are the compose file's (1..3) unless
+``node_ids`` gives others (as Strimzi's node pools assign them: 3, 4, 5, or ranges from ``strimzi.io/next-node-ids``):
+the node with the i-th id then runs compose's kafka-i settings with that id. Every process is stopped by its PID; logs stay in
 the cluster's folder and their tail is added to the report of a test that fails (tests/conftest.py).
 """
 
@@ -101,6 +105,8 @@ class KafkaNode:
     controller_port: int
     direct_port: int        # DIRECT: advertised as itself (direct clients, cluster-mode proxies)
     directory: Path
+    compose_id: int = 0     # the compose service whose settings it runs (kafka-<compose_id>); 0: its node id
+    proxies_port: int = 0   # PROXIES: the proxies' own clients (upstream.own_clients), advertised as itself
     extra_ports: dict[str, int] = field(default_factory=dict)   # extra listener name -> its port
     extra_advertised: dict[str, int] = field(default_factory=dict)  # extra listener name -> advertised port
     proc: subprocess.Popen | None = None
@@ -108,6 +114,10 @@ class KafkaNode:
     @property
     def direct(self) -> str:
         return f"127.0.0.1:{self.direct_port}"
+
+    @property
+    def proxies(self) -> str:
+        return f"127.0.0.1:{self.proxies_port}"
 
     @property
     def log_file(self) -> Path:
@@ -131,13 +141,17 @@ class KafkaCluster:
     """``nodes`` KRaft nodes (1 or 3) started from Kafka's jars; ``start()`` formats storage and waits until every
     broker is in the cluster's metadata. ``extra_listeners``: name -> ExtraListener; ``properties``: more broker
     settings (a test's own, e.g. SASL); ``replication_advertised``: node id -> port where REPLICATION is advertised
-    (a proxy in front of replication); ``format_args``: more StorageTool arguments (e.g. SCRAM credentials)."""
+    (a proxy in front of replication); ``format_args``: more StorageTool arguments (e.g. SCRAM credentials);
+    ``node_ids``: the nodes' ids, when not the compose file's 1..N."""
 
     def __init__(self, nodes: int = 1, name: str | None = None, *, extra_listeners: dict | None = None,
                  properties: dict | None = None, replication_advertised: dict[int, int] | None = None,
-                 format_args: list[str] | None = None) -> None:
+                 format_args: list[str] | None = None, node_ids: tuple[int, ...] | None = None) -> None:
         if nodes not in (1, 3):
             raise ValueError("the compose layout has 1 or 3 nodes")
+        node_ids = tuple(node_ids or range(1, nodes + 1))
+        if len(node_ids) != nodes or len(set(node_ids)) != nodes or min(node_ids) < 0:
+            raise ValueError(f"{nodes} distinct node ids, not {node_ids}")
         self.libs = kafka_libs()
         self.name = name or f"kafka{nodes}"
         self.directory = Path(tempfile.mkdtemp(prefix=f"kqp-{self.name}-", dir=_logs_root()))
@@ -145,13 +159,13 @@ class KafkaCluster:
         self.properties = properties or {}
         self.replication_advertised = replication_advertised or {}
         self.format_args = format_args or []
-        self.nodes = [self._node(i) for i in range(1, nodes + 1)]
+        self.nodes = [self._node(i, node_id) for i, node_id in enumerate(node_ids, 1)]
         self.cluster_id = compose_broker_properties(1)["cluster.id"]
 
-    def _node(self, node_id: int) -> KafkaNode:
+    def _node(self, compose_id: int, node_id: int) -> KafkaNode:
         node = KafkaNode(node_id, client_port=free_port(), proxy_port=free_port(), replication_port=free_port(),
                          controller_port=free_port(), direct_port=free_port(),
-                         directory=self.directory / f"node-{node_id}")
+                         directory=self.directory / f"node-{node_id}", compose_id=compose_id, proxies_port=free_port())
         for name, listener in self.extra_listeners.items():
             node.extra_ports[name] = free_port()
             node.extra_advertised[name] = free_port() if listener.advertise_proxy else node.extra_ports[name]
@@ -172,14 +186,15 @@ class KafkaCluster:
     # -- settings -------------------------------------------------------------------------------------------------
 
     def server_properties(self, node: KafkaNode) -> dict[str, str]:
-        props = compose_broker_properties(node.node_id)
+        props = compose_broker_properties(node.compose_id or node.node_id)
         props.pop("cluster.id")
+        props["node.id"] = str(node.node_id)
         compose_listeners = listener_map(props["listeners"])
         compose_advertised = listener_map(props["advertised.listeners"])
-        own = {"CLIENT": node.client_port, "REPLICATION": node.replication_port, "CONTROLLER": node.controller_port}
+        own = {"CLIENT": node.client_port, "REPLICATION": node.replication_port, "CONTROLLER": node.controller_port,
+               "PROXIES": node.proxies_port}
         listeners = {name: ("127.0.0.1", own[name]) for name in compose_listeners}
-        advertised = {name: ("127.0.0.1", {"CLIENT": node.proxy_port, "REPLICATION": node.replication_port}[name])
-                      for name in compose_advertised}
+        advertised = {name: ("127.0.0.1", {**own, "CLIENT": node.proxy_port}[name]) for name in compose_advertised}
         if node.node_id in self.replication_advertised:
             advertised["REPLICATION"] = ("127.0.0.1", self.replication_advertised[node.node_id])
         listeners["DIRECT"] = advertised["DIRECT"] = ("127.0.0.1", node.direct_port)

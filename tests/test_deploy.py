@@ -76,6 +76,10 @@ def test_three_kraft_brokers_each_with_its_proxy_as_sidecar():
         client = [n for n, address in bound.items() if address == str(cfg.upstream.bootstrap_servers[0])]
         assert client and advertised[client[0]] == f"localhost:{proxy_port}", name
         assert env["KAFKA_INTER_BROKER_LISTENER_NAME"] != client[0]
+        # the proxy's own clients use the broker's PROXIES listener: advertised as the broker itself, not published
+        (own,) = cfg.upstream.own_clients.bootstrap_servers
+        assert bound["PROXIES"] == advertised["PROXIES"] == str(own) and own.host == "127.0.0.1"
+        assert str(own.port) not in published and "User:ANONYMOUS" not in cfg.admin_principals
         assert str(proxy_port) in published and str(cfg.metrics.bind.port) in published
         assert proxy["environment"]["KQP_HEALTHCHECK_URL"] == f"http://127.0.0.1:{cfg.metrics.bind.port}/healthz"
         # the volume publisher reads this broker's data volume

@@ -5,28 +5,17 @@ Deployment + Service (a port per broker). Both: probes on /readyz and /healthz, 
 PodDisruptionBudget, a ServiceMonitor on the metrics port, and termination grace longer than the proxy's
 shutdown.grace.period.ms."""
 
-import glob
-import os
-
 import pytest
-import yaml
 
 kubernetes_validate = pytest.importorskip(
     "kubernetes_validate", reason="kubernetes-validate (the dev extra: pip install kafka-quota-proxy[dev]) is not installed")
 
-from config.loader import parse_config
+from tests.shipped_configs import k8s_manifests, rendered
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-K8S = os.path.join(ROOT, "deploy", "k8s")
 VERSIONS = ["1.30.0", kubernetes_validate.latest_version()]  # the pod-index label needs 1.28+
 
 
-def manifests(mode: str) -> list[dict]:
-    docs = []
-    for path in sorted(glob.glob(os.path.join(K8S, mode, "*.yaml"))):
-        with open(path) as f:
-            docs += [doc for doc in yaml.safe_load_all(f) if doc]
-    return docs
+manifests = k8s_manifests
 
 
 def one(docs: list[dict], kind: str) -> dict:
@@ -34,9 +23,10 @@ def one(docs: list[dict], kind: str) -> dict:
     return doc
 
 
-def proxy_config(docs: list[dict], broker_id: int = 0):
-    text = one(docs, "ConfigMap")["data"]["proxy.yaml"].replace("__BROKER_ID__", str(broker_id))
-    return parse_config(yaml.safe_load(text))
+def proxy_config(docs: list[dict], pod_index: int = 0):
+    """The configuration the proxy of pod ``pod_index`` loads (``docs``: the mode's manifests)."""
+    mode = "sidecar" if any(d["kind"] == "StatefulSet" for d in docs) else "cluster"
+    return rendered(mode, pod_index)
 
 
 @pytest.mark.parametrize("mode", ["sidecar", "cluster"])
@@ -155,3 +145,32 @@ def test_cluster_mode_service_has_a_port_per_broker():
         port = listener.broker_port_base + broker_id
         assert ports[port] == port, f"broker {broker_id}: clients are sent to {listener.advertised_host}:{port}"
     assert listener.advertised_host.split(".")[0] == service["metadata"]["name"]
+
+
+def test_sidecar_own_clients_use_the_proxies_listener_that_only_the_brokers_reach():
+    """upstream.own_clients is the pod's PROXIES listener, which advertises the broker itself (no sidecar in the
+    way) and which the NetworkPolicy opens to the brokers' pods only; every pod runs the one ConfigMap, its broker id
+    from the same downward-API field as the kafka container's node id (no init container renders it)."""
+    docs = manifests("sidecar")
+    pod = workload(docs)["spec"]["template"]["spec"]
+    assert not pod.get("initContainers")
+    (kafka,) = [c for c in pod["containers"] if c["name"] == "kafka"]
+    node_id = {e["name"]: e for e in kafka["env"]}["KAFKA_NODE_ID"]
+    assert {e["name"]: e for e in proxy_container(docs)["env"]}["KAFKA_NODE_ID"] == node_id
+    e = env(kafka)
+    listeners = dict(item.split("://") for item in e["KAFKA_LISTENERS"].split(","))
+    advertised = dict(item.split("://") for item in e["KAFKA_ADVERTISED_LISTENERS"].split(","))
+    cfg = proxy_config(docs)
+    (own,) = cfg.upstream.own_clients.bootstrap_servers
+    assert own.host == "127.0.0.1" and listeners["PROXIES"] == f"0.0.0.0:{own.port}"
+    assert advertised["PROXIES"] == f"$(POD_NAME).kafka.$(POD_NAMESPACE).svc:{own.port}"  # the broker, not a proxy
+    assert own.port != cfg.listeners[0].bind.port
+    assert cfg.admin_principals == {"User:admin"}  # on PLAINTEXT (User:ANONYMOUS) no tenant is an admin
+    policy = one(docs, "NetworkPolicy")
+    assert policy["spec"]["podSelector"] == {"matchLabels": workload(docs)["spec"]["selector"]["matchLabels"]}
+    opened_to_all = {p["port"] for rule in policy["spec"]["ingress"] if "from" not in rule for p in rule["ports"]}
+    assert opened_to_all == {cfg.listeners[0].bind.port, cfg.metrics.bind.port}
+    (brokers_only,) = [rule for rule in policy["spec"]["ingress"] if "from" in rule]
+    assert brokers_only["from"] == [{"podSelector": policy["spec"]["podSelector"]}]
+    broker_ports = {int(address.rsplit(":", 1)[1]) for name, address in listeners.items() if name != "CLIENT"}
+    assert {p["port"] for p in brokers_only["ports"]} == broker_ports

@@ -48,12 +48,14 @@ def test_compose_only_settings_are_in_compose_only():
 
 
 def test_the_client_listener_only_the_sidecar_reaches_is_loopback_in_both():
+    """CLIENT: loopback, the sidecar's upstream; REPLICATION and PROXIES (the proxies' own clients): no proxy in front."""
     for env in [ks.compose_env(n) for n in ks.compose_brokers()] + [ks.k8s_env(i) for i in range(3)]:
         listeners = ks.listener_map(env["KAFKA_LISTENERS"])
         assert listeners["CLIENT"][0] == "127.0.0.1"
         assert env["KAFKA_INTER_BROKER_LISTENER_NAME"] == "REPLICATION"
         advertised = ks.listener_map(env["KAFKA_ADVERTISED_LISTENERS"])
         assert advertised["REPLICATION"][1] == listeners["REPLICATION"][1]
+        assert advertised["PROXIES"][1] == listeners["PROXIES"][1], "PROXIES: the broker itself, no proxy"
 
 
 def test_replication_factor_3_and_min_insync_replicas_2():

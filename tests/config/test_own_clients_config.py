@@ -117,3 +117,12 @@ def test_check_config_prints_the_warning_and_still_exits_0(tmp_path, capsys):
     path.write_text(SIDECAR.format(own=OWN.rstrip("\n")))
     assert main(["check-config", "--config", str(path)]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_no_shipped_configuration_is_warned_of():
+    """Every proxy configuration the repository ships passes check-config without a warning."""
+    from tests.shipped_configs import COMPOSE_PROXIES, rendered
+
+    shipped = [load_config_text(path.read_text(), {}) for path in COMPOSE_PROXIES]
+    shipped += [rendered("sidecar", pod) for pod in range(3)] + [rendered("cluster")]
+    assert [own_client_warnings(cfg) for cfg in shipped] == [[]] * len(shipped)

@@ -84,3 +84,21 @@ def described(bootstrap: str, entity: dict) -> dict:
     found = entries_of(send(bootstrap, describe(components, strict=True)))
     assert len(found) <= 1, found
     return next(iter(found.values()), {})
+
+
+def write_config_entry(bootstrap: str, entity: dict, values: dict | None,
+                       topic: str = "__kafka_quota_proxy_configs") -> None:
+    """One record to the config topic (``values`` None: a tombstone), as any Kafka client writes it: the entity as
+    canonical JSON for the key, the quotas as JSON for the value (docs/configuration.md)."""
+    import json
+
+    from kafka import KafkaProducer
+
+    from config.dynamic import entity_key
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    try:
+        producer.send(topic, key=entity_key(entity), value=None if values is None else json.dumps(values).encode()
+                      ).get(30)
+    finally:
+        producer.close(10)

@@ -13,7 +13,7 @@ from config.dynamic import entity_key
 from proxy.cli.configs import main as configs
 from tests.harness import Tansu, free_port, proxy_config, start_proxy, wait_until
 from tests.integration.clients import kp_delete_topic
-from tests.integration.quota_apis import described
+from tests.integration.quota_apis import described, write_config_entry
 
 pytestmark = pytest.mark.integration
 
@@ -187,17 +187,7 @@ def test_start_up_does_not_wait_for_an_unreachable_config_topic():
 
 
 def write_entry(bootstrap: str, entity: dict, values: dict | None) -> None:
-    """One record to the config topic, as any Kafka client writes it."""
-    import json
-
-    from kafka import KafkaProducer
-
-    producer = KafkaProducer(bootstrap_servers=bootstrap)
-    try:
-        producer.send(TOPIC, key=entity_key(entity), value=None if values is None else json.dumps(values).encode()
-                      ).get(10)
-    finally:
-        producer.close(5)
+    write_config_entry(bootstrap, entity, values, TOPIC)
 
 
 def test_without_a_dynamic_config_section_the_default_topic_is_followed(cluster):

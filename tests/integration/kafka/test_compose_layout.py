@@ -46,6 +46,7 @@ def test_the_brokers_run_with_the_compose_settings(kafka3):
         env["KAFKA_ADVERTISED_LISTENERS"] = ",".join(f"{n}://{h}:{p}" for n, (h, p) in advertised.items())
         env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"] = ",".join(protocols)
         assert advertised["CLIENT"] == ("127.0.0.1", node.proxy_port), "CLIENT advertises the node's sidecar"
+        assert advertised["PROXIES"] == listeners["PROXIES"] == ("127.0.0.1", node.proxies_port), "PROXIES: itself"
         assert list(voters(env["KAFKA_CONTROLLER_QUORUM_VOTERS"])) == ids
         for key, value in added.items():
             assert env.pop(key) == value, key

@@ -5,8 +5,9 @@ deployed quotas:
 
 - a confluent-kafka producer (idempotent: producer ids) flat out over the 1 MiB/s per-client-id producer_byte_rate,
   and a consumer reading it back (consumer_byte_rate);
-- a topic created through the proxies (controller mutations), an ip entity set live with ``kafka-quota-proxy
-  configs`` (the config topic), one malformed frame (a frame error);
+- a topic created through the proxies (controller mutations), an ip entity's quota written live to the config topic
+  (through the brokers' PROXIES listener: on the compose files' PLAINTEXT no client is an admin of the proxies),
+  one malformed frame (a frame error);
 - new connections from 127.0.0.2 at ~300/s, over the deployed connection_creation_rate of 50/s per IP.
 
 Asserted: every rule of alerts.yml is evaluated by Prometheus without error (health ok); the throttle counter of
@@ -22,8 +23,8 @@ First, before the rest: one broker's volume data is missing, and KafkaQuotaProxy
 that broker (its ``node_id``), not the sidecars that report it (their scrape's ``broker`` target label), and no
 series of any proxy carries an ``exported_*`` label (no label the proxy exports collides with one the scrape config
 adds). The missing broker's sidecar (and so its volume publisher) is started only after the alert has fired: one that
-leads neither the volume-usage nor the config topic, which the other sidecars' own clients reach through the leader's
-sidecar. Stopping a running publisher instead would wait out the shipped ``freshness_seconds`` (60 s) before the data
+leads neither the volume-usage nor the config topic (the others' own clients write them through PROXIES, on
+their leader). Stopping a running publisher instead would wait out the shipped ``freshness_seconds`` (60 s) before the data
 counts as missing; a publisher that never ran makes it missing at once, through the same metric and rule.
 
 Only addresses, ports and paths of the deployment files are rewritten (``REWRITTEN``, checked: nothing else
@@ -35,7 +36,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import io
 import socket
 import struct
 import threading
@@ -45,9 +45,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from proxy.cli import configs
 from tests.harness import free_port, start_proxy, wait_until
 from tests.integration import clients as c
+from tests.integration.quota_apis import described, write_config_entry
 from tests.kafka_cluster import stop_all, unique_topic
 from tests.kafka_settings import compose_env, listener_map
 from tests.prometheus_tools import (PROMETHEUS_DIR, ROOT, Prometheus, alert_rules, dashboard_queries, grafana_expr,
@@ -76,7 +76,8 @@ NOT_IN_A_HEALTHY_RUN = {
 MISSING_ALERT = "KafkaQuotaProxyVolumeDataMissing"
 VOLUME_TOPIC, CONFIG_TOPIC = "__kafka_quota_proxy_volume_usage", "__kafka_quota_proxy_configs"  # the shipped defaults
 # Paths (in the YAML) of the values of deploy/compose/proxy-N.yaml the test rewrites: addresses, ports and paths.
-REWRITTEN = {("upstream", "bootstrap_servers"), ("listeners", 0, "bind"), ("metrics", "bind"),
+REWRITTEN = {("upstream", "bootstrap_servers"), ("upstream", "own_clients", "bootstrap_servers"),
+             ("listeners", 0, "bind"), ("metrics", "bind"),
              ("volume_usage", "publisher", "log_dirs")}
 
 
@@ -95,12 +96,15 @@ def sidecar_config(node, metrics_port: int) -> tuple[dict, int]:
     env = compose_env(node.node_id)
     client_host, client_port = listener_map(env["KAFKA_LISTENERS"])["CLIENT"]
     assert deployed["upstream"]["bootstrap_servers"] == [f"{client_host}:{client_port}"]
+    proxies_host, proxies_port = listener_map(env["KAFKA_LISTENERS"])["PROXIES"]
+    assert deployed["upstream"]["own_clients"]["bootstrap_servers"] == [f"{proxies_host}:{proxies_port}"]
     (listener,) = deployed["listeners"]
     assert int(listener["bind"].rsplit(":", 1)[1]) == listener_map(env["KAFKA_ADVERTISED_LISTENERS"])["CLIENT"][1]
     assert deployed["volume_usage"]["publisher"]["broker_id"] == node.node_id
     assert deployed["volume_usage"]["publisher"]["log_dirs"] == [env["KAFKA_LOG_DIRS"]]
     config = copy.deepcopy(deployed)
     config["upstream"]["bootstrap_servers"] = [f"127.0.0.1:{node.client_port}"]
+    config["upstream"]["own_clients"]["bootstrap_servers"] = [node.proxies]
     config["listeners"][0]["bind"] = f"127.0.0.1:{node.proxy_port}"
     config["metrics"]["bind"] = f"127.0.0.1:{metrics_port}"
     config["volume_usage"]["publisher"]["log_dirs"] = [str(node.data_dir)]
@@ -184,14 +188,6 @@ def sidecars_but_one(configs: list[dict], late: int):
         stop_all([proxy for proxy in proxies if proxy is not None])
 
 
-def configs_cli(*args: str) -> str:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        code = configs.main(list(args))
-    assert code == 0, f"kafka-quota-proxy configs {' '.join(args)} exited {code}: {out.getvalue()}"
-    return out.getvalue()
-
-
 class Churn(threading.Thread):
     """New connections from CHURN_IP to ``port`` at CHURN_RATE / s for CHURN_S s, each closed at once."""
 
@@ -273,7 +269,7 @@ def test_prometheus_evaluates_the_deployed_rules_and_dashboards_on_kafka(kafka3,
     targets = {f"net:{deployed_port}": f"127.0.0.1:{port}" for (_, deployed_port), port in zip(built, metrics_ports)}
     topic = unique_topic("e2e-prometheus")
     bootstrap = kafka3.proxy_bootstrap
-    entity = ["--entity-type", "ips", "--entity-name", CHURN_IP]
+    entity = {"ip": CHURN_IP}
     phases = {}
 
     def phase(name):
@@ -304,9 +300,12 @@ def test_prometheus_evaluates_the_deployed_rules_and_dashboards_on_kafka(kafka3,
             wait_until(lambda: prometheus.value('sum(kafka_quota_proxy_volume_state{state="OPEN"})') == 3, 30,
                        "every sidecar's volume state OPEN")
             phase("ready")
-            configs_cli("--bootstrap-server", proxies[0].bootstrap, "--alter", *entity,
-                        "--add-config", "connection_creation_rate=50")
+            # no admin on the compose files' PLAINTEXT: the quota goes to the config topic through PROXIES
+            write_config_entry(kafka3.nodes[0].proxies, entity, {"connection_creation_rate": 50})
             entity_set = True
+            for proxy in proxies:
+                wait_until(lambda: described(proxy.bootstrap, entity) == {"connection_creation_rate": 50.0}, 30,
+                           "the churn IP's connection_creation_rate in force on every sidecar")
             from kafka.admin import KafkaAdminClient, NewTopic
 
             admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="e2e-admin")
@@ -387,7 +386,6 @@ def test_prometheus_evaluates_the_deployed_rules_and_dashboards_on_kafka(kafka3,
                     thread.join(30)
             prometheus.stop()
             if entity_set:
-                configs_cli("--bootstrap-server", proxies[0].bootstrap, "--alter", *entity,
-                            "--delete-config", "connection_creation_rate")
+                write_config_entry(kafka3.nodes[0].proxies, entity, None)
             with contextlib.suppress(Exception):
                 c.kp_delete_topic(kafka3.direct_bootstrap, topic)
