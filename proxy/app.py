@@ -203,22 +203,25 @@ class ProxyApp:
             idle_timeout_ns=settings["connections.max.idle.ms"] * 1_000_000,
         )
 
-    def _open_broker_port(self, lc: ListenerConfig, node_id: int) -> None:
-        """Cluster mode: start serving broker ``node_id`` on its own port (first time it is seen)."""
+    def _open_broker_port(self, lc: ListenerConfig, node_id: int) -> bool:
+        """Cluster mode: start serving broker ``node_id`` on its own port (first time it is seen); False when the
+        port cannot be opened (the next answer naming the broker tries again)."""
         key = (lc.name, node_id)
         if key in self.broker_listeners:
-            return
+            return True
         # quota.scope broker: the broker's own byte-rate and producer-id managers (made with its first port)
         own = self._scopes[lc.name]  # its usage log rows name the broker
         scope = dataclasses.replace(own, quotas=self.quotas.for_broker(node_id), usage=own.usage.for_broker(node_id))
         cluster = scope.cluster
         listener = Listener(self._context(lc.name, lambda: cluster.upstream_for(node_id), scope),
                             lc.bind.host, cluster.port_for(node_id), self.reuse_port)
-        self.broker_listeners[key] = listener
         try:
             listener.start_now()
         except OSError as exc:
             log.error("listener %s: cannot open port %d for broker %d: %s", lc.name, cluster.port_for(node_id), node_id, exc)
+            return False
+        self.broker_listeners[key] = listener
+        return True
 
     def _apply_config(self, config: ProxyConfig) -> None:
         """A new effective configuration from the dynamic config: every manager takes it in this one step."""

@@ -2,7 +2,8 @@
 
 The broker with node id N is served on ``broker_port_base + N``, so ports are stable across restarts. Broker
 addresses are learnt from the responses that carry them; the first time a node id is seen its port is opened
-(a broker that appears later gets its port without a restart). The request path reads the published mapping;
+(a broker that appears later gets its port without a restart). A port that cannot be opened (taken by another
+process) leaves its broker unknown, so the next answer naming it tries again, and discovery is not ready meanwhile. The request path reads the published mapping;
 only :meth:`BrokerPorts.advertise` changes it, swapping in a new dict.
 """
 
@@ -20,11 +21,11 @@ MAX_PORT = 65535
 
 
 class BrokerPorts:
-    def __init__(self, listener: str, advertised_host: str, port_base: int, open_port: Callable[[int], None]) -> None:
+    def __init__(self, listener: str, advertised_host: str, port_base: int, open_port: Callable[[int], bool]) -> None:
         self.listener = listener
         self.advertised_host = advertised_host
         self.port_base = port_base
-        self._open_port = open_port  # opens the proxy port for a node id (idempotent)
+        self._open_port = open_port  # opens the proxy port for a node id (idempotent); False: it could not
         self.brokers: dict[int, Address] = {}
 
     def port_for(self, node_id: int) -> int:
@@ -42,12 +43,13 @@ class BrokerPorts:
         address = Address(host, port)
         known = self.brokers.get(node_id)
         if known != address:
-            self.brokers = {**self.brokers, node_id: address}
             if known is None:
+                if not self._open_port(node_id):
+                    return self.advertised_host, proxy_port  # not served yet: unknown, tried again next time
                 log.info("listener %s: broker %d at %s is served on port %d", self.listener, node_id, address, proxy_port)
-                self._open_port(node_id)
             else:
                 log.info("listener %s: broker %d moved from %s to %s", self.listener, node_id, known, address)
+            self.brokers = {**self.brokers, node_id: address}
         return self.advertised_host, proxy_port
 
     def forget(self, node_id: int) -> bool:

@@ -5,7 +5,8 @@ port of every broker open as soon as the proxy is back, not once some client hap
 bootstrap port. So, at start-up and then every ``cluster.metadata.refresh.ms``, the proxy asks the bootstrap
 servers for Metadata itself (no topics: just the brokers), bounded by ``upstream.connect.timeout.ms``, retrying with
 backoff while the cluster is unreachable, and opens the port of every broker it names. ``/readyz`` is not ready
-until that has happened once.
+until every broker of the last answer is served on its port: a port that cannot be opened (another process holds
+it) keeps the proxy not ready, and discovery tries again with backoff, not after a whole refresh interval.
 
 A broker missing from every answer for ``cluster.broker.removal.ms`` has its port closed and its connections closed
 (reason ``broker_removed``); a broker that comes back gets the same port (``broker_port_base + node id``).
@@ -51,10 +52,10 @@ class BrokerDiscovery:
         found = await self._kafka.look((), self._timeout_s, CLIENT_ID)
         if found is None:
             return False
-        self.learn(found.brokers)
-        return True
+        return self.learn(found.brokers)
 
-    def learn(self, brokers: dict[int, Address]) -> None:
+    def learn(self, brokers: dict[int, Address]) -> bool:
+        """Take the cluster's brokers; whether every one of them is served on its port now."""
         now = self._now()
         for node_id, address in brokers.items():
             self.last_seen[node_id] = now
@@ -68,9 +69,14 @@ class BrokerDiscovery:
                         log.warning("listener %s: broker %d absent from the cluster for %.0f s: port %d closed",
                                     cluster.listener, node_id, now - seen, cluster.port_for(node_id))
                         self._close_broker(cluster.listener, node_id)
-        if not self.ready:
+        unserved = sorted({node_id for node_id in brokers for cluster in self._clusters
+                           if node_id not in cluster.brokers})
+        if unserved:
+            log.warning("cluster discovery: brokers %s have no port open yet (retried): not ready", unserved)
+        elif not self.ready:
             log.info("cluster discovery: brokers %s, every port open", sorted(brokers))
-        self.ready = True
+        self.ready = not unserved
+        return self.ready
 
     def start(self) -> None:
         if self._clusters:

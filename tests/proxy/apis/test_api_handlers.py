@@ -88,7 +88,7 @@ def test_local_answer_may_pass_silent_acks0_produces():
 
 def test_broker_ports_open_once_and_follow_moves():
     opened = []
-    ports = BrokerPorts("L", "proxy.example", 19100, opened.append)
+    ports = BrokerPorts("L", "proxy.example", 19100, lambda n: opened.append(n) or True)
     assert ports.advertise(3, "b3", 9092) == ("proxy.example", 19103)
     assert ports.advertise(3, "b3", 9092) == ("proxy.example", 19103)
     assert ports.advertise(3, "b3-new", 9092) == ("proxy.example", 19103)
@@ -98,7 +98,7 @@ def test_broker_ports_open_once_and_follow_moves():
 
 
 def test_broker_port_past_65535_is_an_error():
-    ports = BrokerPorts("L", "h", 65000, lambda n: None)
+    ports = BrokerPorts("L", "h", 65000, lambda n: True)
     with pytest.raises(ProtocolError):
         ports.advertise(1000, "b", 9092)
 
