@@ -170,6 +170,14 @@ SETTINGS: dict[str, Setting] = {
         "Client connections open at once across the proxy (KIP-402; the internal listener is exempt when there are "
         "others); a new connection over it is closed at once. Per listener: listener.name.<name>.max.connections.",
     ),
+    "connections.reserved.file.descriptors": Setting(
+        -1, int, -1, 2**31 - 1,
+        "File descriptors of the proxy's open-files limit (RLIMIT_NOFILE, per process) kept for itself: its listeners, "
+        "operations port, own Kafka clients and splice pipes. A client connection takes two (its socket and its broker "
+        "connection's); one that would leave fewer than this many free is closed at once (connections_closed reason "
+        "fd_reserve), so a connection flood never makes the proxy run out. -1: a tenth of the limit, at least 256 "
+        "and at most half. Read at start-up.",
+    ),
     "max.connections.per.ip": Setting(
         2**31 - 1, int, 0, 2**31 - 1,
         "Client connections open at once from one IP address (Kafka's setting); a new one over it is closed at once.",

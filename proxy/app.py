@@ -22,6 +22,7 @@ from proxy.cluster.token_owners import TokenOwners
 from proxy.cluster.topics import Topics
 from proxy.connection.buffers import SharedReadBuffer
 from proxy.connection.client_socket import ClientConnection, ListenerContext
+from proxy.connection.descriptors import DescriptorBudget, open_files_limit, reserved
 from proxy.connection.listener import Listener
 from proxy.connection.open_gate import OpenGate
 from proxy.connection.splice import splice_supported
@@ -73,6 +74,9 @@ class ProxyApp:
         self._listener_sasl = {lc.name: lc.sasl for lc in config.listeners}
         self.readiness = Readiness(self.upstream_kafka, connect_timeout_s, self.metrics)
         self.connections: set[ClientConnection] = set()
+        limit = open_files_limit()
+        self.descriptors = DescriptorBudget(self.connections, limit,
+                                            reserved(limit, config.settings["connections.reserved.file.descriptors"]))
         self.topics = Topics()  # what every connection learns of the cluster's topics, proxy-wide
         self.created_counts = CreatedCounts(self.kafka, connect_timeout_s,  # -1 creates a v4 answer gave no count of
                                             on_unknown=self.metrics.controller_mutation_partitions_unknown.inc)
@@ -199,6 +203,7 @@ class ProxyApp:
             send_buffer_bytes=settings["socket.send.buffer.bytes"],
             receive_buffer_bytes=settings["socket.receive.buffer.bytes"],
             open_gate=self.open_gate,
+            descriptors=self.descriptors,
             response_timeout_ns=settings["upstream.response.timeout.ms"] * 1_000_000,
             idle_timeout_ns=settings["connections.max.idle.ms"] * 1_000_000,
         )
@@ -245,6 +250,9 @@ class ProxyApp:
         for listener in self.listeners:
             address = await listener.start()
             log.info("listener %s on %s:%d", listener.ctx.name, *address)
+        budget = self.descriptors
+        log.info("open-files limit %d: at most %d client connections, %d descriptors kept for the proxy itself "
+                 "(connections.reserved.file.descriptors)", budget.limit, budget.max_connections, budget.reserved)
         self.discovery.start()  # cluster mode: every broker's port opened at once, /readyz ready after
         await self._warn_own_clients()
         # the proxy's own clients (started below, and only they) reach the broker behind a sidecar listener directly

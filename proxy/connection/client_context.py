@@ -11,6 +11,7 @@ from typing import Callable
 from config.model import Address
 from proxy.apis import ConnectionScope
 from proxy.connection.buffers import SharedReadBuffer
+from proxy.connection.descriptors import DescriptorBudget
 from proxy.connection.open_gate import OpenGate
 from proxy.ground.logs import LogLimiter
 from proxy.ops.metrics import ProxyMetrics
@@ -48,6 +49,7 @@ class ListenerContext:
     send_buffer_bytes: int = -1  # socket.send.buffer.bytes: SO_SNDBUF of client connections (-1: the kernel's)
     receive_buffer_bytes: int = -1  # socket.receive.buffer.bytes: SO_RCVBUF of client connections (-1: the kernel's)
     open_gate: OpenGate = field(default_factory=OpenGate)  # workers: the open counts kept by the parent
+    descriptors: DescriptorBudget = field(default_factory=lambda: DescriptorBudget(set()))  # RLIMIT_NOFILE headroom
     response_timeout_ns: int = 300_000 * 1_000_000  # upstream.response.timeout.ms
     idle_timeout_ns: int = 600_000 * 1_000_000  # connections.max.idle.ms
 

@@ -22,6 +22,7 @@ from proxy.connection.broker_socket import UpstreamConnection
 from proxy.connection.client_context import ListenerContext, bounded, log_fields, said_frame_error, said_overdue
 from proxy.connection.core import CLOSED_CORE, ConnectionCore
 from proxy.connection.counted import Counted
+from proxy.connection.presence import client_state
 from proxy.connection.splicing import Splicer
 from proxy.connection.write_batch import WriteBatch, send
 from proxy.ops.metrics import ApiMetrics
@@ -58,7 +59,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             write_client=self._writes.client, write_broker=self._writes.broker, clock=time.monotonic_ns,
             api_metrics=self.api_metrics, spawn=self._spawn, max_header_bytes=ctx.max_header_bytes,
             response_timeout_ns=ctx.response_timeout_ns, idle_timeout_ns=ctx.idle_timeout_ns,
-        )
+            client_state=lambda: client_state(self.transport))
         self.flow = self.core.flow
         self.splices.attach_core(self.core)
         self._reading_client = True
@@ -164,10 +165,9 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def eof_received(self) -> bool:
         """The client is done sending: pass the half-close on, so the broker still processes (and answers)
-        everything already forwarded before it sees the end, then closes its side, which closes ours.
-
-        Closing the broker socket at once instead would reset it while answers were on their way, and a broker
-        may drop requests it had received but not yet read."""
+        everything already forwarded before it sees the end, then closes its side, which closes ours. (Closing the
+        broker socket at once would reset it while answers were on their way: a broker may drop what it had received
+        but not yet read.)"""
         self.client_eof = True
         self.core.requests.client_gone()  # a Produce held for its new producer id is never forwarded now
         upstream = self.upstream
@@ -281,8 +281,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         if state.overdue is not None:
             self._close_overdue(state.overdue)
             return
-        if state.drained:
-            self.close("shutdown")
+        if state.drained:  # shutting down, or the client left (flow.client_left) and nothing more is owed
+            self.close("client_closed" if self.flow.left else "shutdown")
             return
         if self._eof_pending and not flow.read_ahead_bytes and self.upstream is not None:
             self._eof_pending = False

@@ -26,6 +26,7 @@ from proxy.codec.frame import BOUNDARY, FRAME, HEADER, LAST_SEGMENT, NEED_DATA, 
 from proxy.codec.header import MAX_HEADER_BYTES, parse_raw_sasl_request, parse_raw_sasl_response, parse_response_prefix
 from proxy.codec.produce_prefix import parse_request_prefix
 from proxy.connection.flow import Flow
+from proxy.connection.presence import PRESENT
 from proxy.connection.request_path import RequestPath
 from proxy.connection.response_path import ResponsePath
 from proxy.ops.usage_log import NO_USAGE
@@ -51,14 +52,15 @@ def usage_recorder(scope: ConnectionScope | None, session: Session):
 
 class ConnectionCore:
     __slots__ = ("flow", "requests", "responses", "_request_splitter", "_response_splitter", "_write_client",
-                 "_write_broker")
+                 "_write_broker", "_client_state")
 
     def __init__(self, scope: ConnectionScope, session: Session, *, max_request_bytes: int, max_response_bytes: int,
                  max_inflight: int, write_client: Callable[[object], None], write_broker: Callable[[object], None],
                  clock: Callable[[], int], api_metrics: Callable[[int], object], planner=plan_request,
                  spawn=None, max_header_bytes: int = MAX_HEADER_BYTES, response_timeout_ns: int = 0,
-                 idle_timeout_ns: int = 0) -> None:
+                 idle_timeout_ns: int = 0, client_state: Callable[[], str] = lambda: PRESENT) -> None:
         self._write_client = write_client
+        self._client_state = client_state  # asks the kernel whether the client is still connected (presence)
         self._write_broker = write_broker
         self.flow = Flow(max_inflight, response_timeout_ns, idle_timeout_ns)
         self.flow.start_timeouts(clock())  # the idle timeout runs from the connection's start
@@ -175,8 +177,15 @@ class ConnectionCore:
                 if requests.answered_locally:
                     self._send_local_answers()
             elif event is BOUNDARY:
-                if not self.flow.start_frame():
-                    return splitter.take_rest()
+                # Many requests unheard from the client, or reading stops here with one more read: is it still
+                # there? A gone client's requests not forwarded yet never are.
+                flow = self.flow
+                if flow.presence_due and not self._still_there():
+                    splitter.take_rest()
+                    return None
+                if not flow.start_frame():
+                    rest = splitter.take_rest()
+                    return None if flow.unheard and not self._still_there() else rest
             elif event is NEED_DATA:
                 return None
             elif event is SEGMENT:
@@ -188,6 +197,17 @@ class ConnectionCore:
                 requests.ended()
             else:  # END
                 requests.ended()
+
+    def _still_there(self) -> bool:
+        """Whether the client is still connected; if not, the flow and the request path are told it left. A client
+        owed answers counts as there without asking (half-closed, it may be reading them; gone, the answers draw its
+        reset); one owed none is asked, and half-closed is gone."""
+        if self.flow.inflight.awaiting_response() or self._client_state() == PRESENT:
+            self.flow.client_present()
+            return True
+        self.requests.client_gone()
+        self.flow.client_left()
+        return False
 
     def _send_local_answers(self) -> None:
         """The request path answered a request itself: the answers whose turn has come go to the client now."""
@@ -227,6 +247,8 @@ class ConnectionCore:
             held = flow.take_read_ahead()
             self._request_splitter.receive(held)
             rest = self._pull_requests()
+            if flow.left:  # the client was found gone: what was held back is dropped
+                break
             flow.consumed_read_ahead(len(held) if rest is None else len(held) - len(rest))
         overdue = self._check_timeouts(now) if flow.timeouts_due(now) else None
         # Drained only between responses: one being received (streamed or spliced to the client, its request

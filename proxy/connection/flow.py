@@ -30,6 +30,8 @@ the state comes out as plain values the socket code applies after every event (h
   (:meth:`Flow.holds_due`), and the client is read once more meanwhile, at most THROTTLED_READ_BYTES, held back as
   above, so that its close is seen (a paused socket reports no end) and the hold abandoned
   (:meth:`Flow.abandon_holds`) before its time is up.
+- **A gone client**: after ``max_inflight`` frames unheard from the client, or at a pause with frames unheard, the
+  core asks whether it is still there (:attr:`Flow.presence_due`); gone, none of the rest is forwarded: it drains.
 - **One deadline**: :meth:`Flow.next_deadline` is the earliest of a mute's end, a hold's end and the next timeout
   check; the socket code keeps one timer for it. Timeouts are checked there, not swept.
 - **The mute state has a name** (:attr:`Flow.mute_state`, as Kafka's ``KafkaChannel.ChannelMuteState``), for logs.
@@ -67,7 +69,7 @@ class HeldRequest:
 class Flow:
     __slots__ = ("inflight", "max_inflight", "_mid_frame", "_broker_full", "_responses_full", "_muted_until",
                  "_throttled", "_deciding", "_holds", "_draining", "_read_ahead", "_read_ahead_pos", "_requests",
-                 "_small_reads", "timeouts")
+                 "_small_reads", "timeouts", "unheard", "left")
 
     def __init__(self, max_inflight: int, response_timeout: int = 0, idle_timeout: int = 0) -> None:
         if max_inflight < 1:
@@ -87,6 +89,8 @@ class Flow:
         self._read_ahead_pos = 0
         self._small_reads = False  # bytes were held back past a paused boundary: keep reads small
         self.timeouts = Timeouts(response_timeout, idle_timeout)  # the idle and response timeouts' state
+        self.unheard = 0  # request frames started since the client was last heard from (a read) or found there
+        self.left = False  # the client was found gone before its requests were all forwarded: none more are
 
     # -- what the socket code applies ---------------------------------------------------------------------------
 
@@ -186,7 +190,29 @@ class Flow:
         if self._paused_at_boundary():
             return False
         self._mid_frame = True
+        self.unheard += 1
         return True
+
+    @property
+    def presence_due(self) -> bool:
+        """As many request frames as may be in flight have started since the client was last heard from: before the
+        next, the core asks whether it is still connected, so a client gone with thousands of pipelined requests in
+        its socket costs the broker at most ``max_inflight`` of them (:meth:`client_present`, :meth:`client_left`)."""
+        return self.unheard >= self.max_inflight
+
+    def client_present(self) -> None:
+        """The client is still connected: ``max_inflight`` more frames before the next look."""
+        self.unheard = 0
+
+    def client_left(self) -> None:
+        """The client is gone: no request not yet started is forwarded (held-back bytes are dropped), nothing more
+        is read, and the connection closes once what is in flight is answered (:attr:`drained`)."""
+        if self._mid_frame:
+            raise FlowError("the client was found gone in the middle of a request frame")
+        self.left = True
+        self._read_ahead = None
+        self._read_ahead_pos = 0
+        self._draining = True
 
     def frame_ended(self) -> None:
         if not self._mid_frame:
@@ -244,8 +270,9 @@ class Flow:
     # -- timeouts (proxy.connection.timeouts) ------------------------------------------------------------------------
 
     def client_read(self, now: int) -> None:
-        """The client sent bytes (the idle timeout starts anew)."""
+        """The client sent bytes (the idle timeout starts anew; it was heard from)."""
         self.timeouts.last_read = now
+        self.unheard = 0
 
     def broker_read_resumed(self, now: int) -> None:
         """The socket code resumed reading the broker: time the proxy kept it unread does not count against it."""

@@ -190,5 +190,6 @@ class InFlightQueue:
         return None
 
     def awaiting_response(self) -> bool:
-        """True while some forwarded request still expects a response."""
-        return any(e.expects_response for e in self._queue)
+        """True while some forwarded request still expects a response (the proxy's own probe aside: its answer is
+        dropped, so a connection may close before it comes)."""
+        return any(e.expects_response and not e.probe for e in self._queue)

@@ -15,6 +15,7 @@ import socket
 
 from proxy.connection.client_context import log_fields
 from proxy.connection.client_socket import ClientConnection, ListenerContext, bounded
+from proxy.connection.descriptors import FD_RESERVE
 from proxy.connection.open_gate import CLAIMED, UNCLAIMED
 from proxy.ground.logs import LogLimiter
 from proxy.ground.tasks import cancel_and_wait
@@ -80,6 +81,9 @@ class Listener:
                 await asyncio.sleep(ACCEPT_ERROR_BACKOFF_S)
                 continue
             accepted.inc()
+            if not ctx.descriptors.room():  # its broker connection would eat into the proxy's own descriptors
+                self._reject(conn, "*", Close(FD_RESERVE, ctx.descriptors.detail()))
+                continue
             try:
                 tune(conn, ctx)
                 delay_ms = quotas.accept_delay_ms(ctx.name, clock.now_ms())
@@ -97,13 +101,14 @@ class Listener:
     def _act(self, decision: Admit | Hold | Close, conn: socket.socket, peer, ip: str) -> None:
         loop = asyncio.get_running_loop()
         if isinstance(decision, Admit):
-            loop.create_task(self._serve(conn, peer, ip))
+            self.ctx.descriptors.track(loop.create_task(self._serve(conn, peer, ip)))
         elif isinstance(decision, Hold):
             if len(self._held) >= MAX_HELD:
                 self._reject(conn, ip, Close(IP_RATE, f"{ip} is over its connection_creation_rate and "
                                                       f"{MAX_HELD} connections are already held"))
                 return
             task = loop.create_task(self._hold(conn, peer, ip, decision.delay_ms))
+            self.ctx.descriptors.track(task)
             self._held.add(task)
             task.add_done_callback(self._held.discard)
         else:

@@ -135,3 +135,31 @@ def test_connections_over_the_count_limits_are_closed_at_once(broker):
         assert_all_released(proxy)
     finally:
         proxy.stop()
+
+
+def test_a_connection_that_would_eat_into_the_proxys_own_descriptors_is_closed_at_once(broker):
+    """connections.reserved.file.descriptors keeps all but 4 of the open-files limit for the proxy itself: room for
+    two client connections (two descriptors each). The third is closed at once, counted
+    (connections_closed reason fd_reserve); once one closes, the next is served."""
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    proxy = start(broker, **{"connections.reserved.file.descriptors": soft - 4})
+    try:
+        async def three():
+            outcomes, (first, second) = await raw.hold_open(proxy.port, "127.0.0.3", 2)
+            third = await connect_once(proxy.port, "127.0.0.2")
+            first.close()
+            await first.wait_closed()
+            wait_until(lambda: proxy.metric("kafka_quota_proxy_active_connections", listener="PLAINTEXT") == 1, 10,
+                       "the first connection released")
+            fourth = await connect_once(proxy.port, "127.0.0.2")
+            second.close()
+            await second.wait_closed()
+            return outcomes, third, fourth
+
+        assert asyncio.run(three()) == (["served", "served"], "closed", "served")
+        assert proxy.metric("kafka_quota_proxy_connections_closed_total", listener="PLAINTEXT",
+                            reason="fd_reserve") == 1
+    finally:
+        proxy.stop()

@@ -1,0 +1,275 @@
+"""Connection churn (issue 44, T2): gone clients must cost little, and a newcomer from elsewhere is served within 2 s.
+
+Tansu, a frame-counting relay in front of it (its own process: how many Produce frames reach the broker) and the
+proxy (its own process, default settings, its open-files limit lowered to ``--nofile`` so that descriptor exhaustion
+comes within seconds). ``--attackers`` processes, flat out for ``--seconds``: connect (from 127.0.0.1, or with
+``--sources N`` from N loopback addresses 127.0.1.x), send 1,000 pipelined 30-byte Produce v3 ``acks=0`` frames, close
+(FIN; ``--rst``: reset). Meanwhile and for ``--after`` seconds after, a newcomer from 127.0.0.250 connects every
+0.5 s and sends ApiVersions: the time to its answer is measured (a failed connect or no answer within 10 s counts as
+10 s).
+
+Prints the newcomer's worst wait during and after the flood, the connections the attackers made, the Produce frames
+that reached the broker (and per connection), the proxy's largest descriptor count, and its log's counts of
+"Too many open files". Exits 1 when a newcomer waited over 2 s (``--max-wait``), or more than
+``connections.max.inflight.requests`` (5) frames per gone connection reached the broker.
+
+Usage: ``python bench/churn.py [--seconds 10] [--after 5] [--attackers 2] [--sources 1] [--nofile 1024] [--rst]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import resource
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench.common import ROOT, free_port, tansu, wait_for_port  # noqa: E402
+from proxy.codec.apis import API_VERSIONS, PRODUCE  # noqa: E402
+from proxy.codec.header import encode_request_header, frame  # noqa: E402
+from proxy.codec.messages import encode_request, new_request  # noqa: E402
+
+FRAMES = 1000
+NEWCOMER = "127.0.0.250"
+GIVE_UP_S = 10.0
+CONNECTED: list[float] = []  # seconds each newcomer took to connect
+MAX_PER_GONE = 5  # connections.max.inflight.requests' default
+
+
+def attack_frames() -> bytes:
+    body = encode_request(PRODUCE, 3, new_request(PRODUCE, 3, acks=0, timeout_ms=1000, topic_data=[]))
+    one = frame(encode_request_header(PRODUCE, 3, 1, "evil") + body)
+    assert len(one) == 30, len(one)
+    return one * FRAMES
+
+
+def attacker(port: int, sources: list[str], until: float, rst: bool, made) -> None:
+    payload = attack_frames()
+    n = 0
+    while time.time() < until:
+        source = sources[n % len(sources)]
+        n += 1
+        s = socket.socket()
+        try:
+            s.bind((source, 0))
+            s.settimeout(2)
+            s.connect(("127.0.0.1", port))
+            s.sendall(payload)
+            if rst:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except OSError:
+            pass
+        finally:
+            s.close()
+            with made.get_lock():
+                made.value += 1
+
+
+def newcomer(port: int) -> float:
+    """Seconds from connect to the ApiVersions answer (GIVE_UP_S when none)."""
+    start = time.monotonic()
+    try:
+        with socket.socket() as s:
+            s.bind((NEWCOMER, 0))
+            s.settimeout(GIVE_UP_S)
+            s.connect(("127.0.0.1", port))
+            CONNECTED.append(time.monotonic() - start)
+            s.sendall(frame(encode_request_header(API_VERSIONS, 0, 7, "newcomer")))
+            size = struct.unpack(">i", recv_exactly(s, 4))[0]
+            recv_exactly(s, size)
+        return time.monotonic() - start
+    except OSError:
+        return GIVE_UP_S
+
+
+def recv_exactly(s: socket.socket, n: int) -> bytes:
+    out = b""
+    while len(out) < n:
+        chunk = s.recv(n - len(out))
+        if not chunk:
+            raise ConnectionError("closed")
+        out += chunk
+    return out
+
+
+RELAY = r"""
+import asyncio, struct, sys
+listen, target, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+produces = 0
+async def upstream(reader, writer):
+    global produces
+    buf = bytearray()
+    try:
+        while data := await reader.read(1 << 16):
+            writer.write(data)
+            buf += data
+            while len(buf) >= 8:
+                size, api_key = struct.unpack_from(">ih", buf)
+                if len(buf) < size + 4:
+                    break
+                produces += api_key == 0
+                del buf[:size + 4]
+    except OSError:
+        pass
+    writer.close()
+async def downstream(reader, writer):
+    try:
+        while data := await reader.read(1 << 16):
+            writer.write(data)
+    except OSError:
+        pass
+    writer.close()
+async def handle(reader, writer):
+    try:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", target)
+    except OSError:
+        writer.close()
+        return
+    await asyncio.gather(upstream(reader, up_writer), downstream(up_reader, writer))
+async def report():
+    while True:
+        with open(out, "w") as f:
+            f.write(str(produces))
+        await asyncio.sleep(0.2)
+async def main():
+    server = await asyncio.start_server(handle, "127.0.0.1", listen, backlog=4096)
+    await report()
+asyncio.run(main())
+"""
+
+
+def fds(pid: int) -> int:
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return 0
+
+
+@dataclass
+class Churned:
+    seconds: float
+    made: int  # connections the attackers made
+    reached: int  # Produce frames that reached the broker
+    waits: list[tuple[float, float]]  # (seconds into the flood, the newcomer's wait)
+    most_fds: int
+    fd_errors: int  # "Too many open files" and "out of file descriptors" lines in the proxy's log
+    log_lines: list[str]
+
+    @property
+    def per_connection(self) -> float:
+        return self.reached / max(self.made, 1)
+
+    def worst(self, during: bool) -> float:
+        return max((w for at, w in self.waits if (at < self.seconds) == during), default=0.0)
+
+
+def churn(seconds: float, after: float, attackers: int, sources: int, nofile: int, rst: bool) -> Churned:
+    """Start Tansu, the counting relay and the proxy (RLIMIT_NOFILE ``nofile``), run the flood and the newcomer."""
+    broker_port, relay_port, proxy_port, metrics_port = free_port(), free_port(), free_port(), free_port()
+    broker = tansu(broker_port, proxy_port)
+    count_file = tempfile.NamedTemporaryFile("w", suffix=".count", delete=False).name
+    relay = subprocess.Popen([sys.executable, "-c", RELAY, str(relay_port), str(broker_port), count_file])
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write(f"upstream: {{bootstrap_servers: ['127.0.0.1:{relay_port}']}}\n"
+                f"listeners: [{{name: PLAINTEXT, bind: '127.0.0.1:{proxy_port}'}}]\n"
+                f"metrics: {{bind: '127.0.0.1:{metrics_port}'}}\ndynamic_config: {{enabled: false}}\n")
+    log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
+
+    def lowered() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
+    proxy = None
+    try:
+        wait_for_port(relay_port)
+        proxy = subprocess.Popen([sys.executable, "-m", "proxy.cli", "run", "--config", f.name, "--log-level",
+                                  "WARNING"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, preexec_fn=lowered)
+        wait_for_port(proxy_port)
+        assert newcomer(proxy_port) < GIVE_UP_S, "the proxy does not answer"
+        base = int(open(count_file).read() or 0)
+        addresses = [f"127.0.1.{i + 1}" for i in range(sources)] if sources > 1 else ["127.0.0.1"]
+        made = multiprocessing.Value("l", 0)
+        start = time.time()
+        until = start + seconds
+        procs = [multiprocessing.Process(target=attacker, args=(proxy_port, addresses[i::attackers] or addresses,
+                                                                 until, rst, made))
+                 for i in range(attackers)]
+        for p in procs:
+            p.start()
+        waits: list[tuple[float, float]] = []
+        most_fds = [0]
+        stop = threading.Event()
+
+        def watch_fds() -> None:
+            while not stop.is_set():
+                most_fds[0] = max(most_fds[0], fds(proxy.pid))
+                time.sleep(0.2)
+
+        threading.Thread(target=watch_fds, daemon=True).start()
+        while time.time() < until + after:
+            waits.append((time.time() - start, newcomer(proxy_port)))
+            time.sleep(max(0.0, 0.5 - waits[-1][1]))
+        for p in procs:
+            p.join()
+        stop.set()
+        time.sleep(0.5)
+        reached = int(open(count_file).read() or 0) - base
+        log.seek(0)
+        text = log.read()
+        lines = [line.split(" ", 3)[-1][:100] for line in text.splitlines() if line.strip()]
+        return Churned(seconds, made.value, reached, waits, most_fds[0],
+                       text.count("Too many open files") + text.count("out of file descriptors"), lines)
+    finally:
+        if proxy is not None:
+            proxy.terminate()
+            try:
+                proxy.wait(15)
+            except subprocess.TimeoutExpired:
+                proxy.kill()
+        relay.kill()
+        broker.kill()
+        relay.wait(10)
+        broker.wait(10)
+        log.close()
+        for path in (f.name, log.name, count_file):
+            os.unlink(path)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--after", type=float, default=5.0)
+    parser.add_argument("--attackers", type=int, default=2)
+    parser.add_argument("--sources", type=int, default=1, help="loopback source addresses of the attackers")
+    parser.add_argument("--nofile", type=int, default=1024, help="the proxy's RLIMIT_NOFILE")
+    parser.add_argument("--rst", action="store_true", help="attackers reset their connections instead of closing")
+    parser.add_argument("--max-wait", type=float, default=2.0)
+    args = parser.parse_args()
+    r = churn(args.seconds, args.after, args.attackers, args.sources, args.nofile, args.rst)
+    print(f"churn: {args.attackers} attackers from {args.sources} address(es), {'RST' if args.rst else 'FIN'}, "
+          f"{args.seconds:g} s, proxy RLIMIT_NOFILE {args.nofile}")
+    print(f"  connections made by the attackers: {r.made:,} ({r.made / args.seconds:,.0f}/s)")
+    print(f"  Produce frames that reached the broker: {r.reached:,} ({r.per_connection:.2f} per connection of "
+          f"{FRAMES:,} sent)")
+    print(f"  newcomer's wait for its first answer: worst {r.worst(True):.2f} s during the flood, "
+          f"{r.worst(False):.2f} s in the {args.after:g} s after ({len(r.waits)} tries, "
+          f"{sum(w >= GIVE_UP_S for _, w in r.waits)} unanswered)")
+    print(f"  proxy: most descriptors open {r.most_fds}, 'Too many open files' in its log {r.fd_errors} times")
+    print(f"  of which connecting: worst {max(CONNECTED[1:]):.2f} s")
+    for line in sorted(set(r.log_lines), key=r.log_lines.count, reverse=True)[:3]:
+        print(f"  log x{r.log_lines.count(line)}: {line}")
+    ok = max(r.worst(True), r.worst(False)) <= args.max_wait and r.per_connection <= MAX_PER_GONE
+    print("  OK" if ok else "  FAIL")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
