@@ -137,12 +137,13 @@ class QuotaMetricsCollector(Collector):
             yield from self._volume_metrics(self._quotas.volume)
 
     def _overflowed(self) -> CounterMetricFamily:
-        """Records of entities a full table counted in their quota's ``<overflow>`` entity (issue 35): byte-rate
-        sensors, producer-id users, mutation buckets, per-IP connection rates."""
+        """Entities a full table evicted to make room for new ones (issue 44: byte-rate sensors, mutation buckets,
+        per-IP connection rates), and records of producer-id users counted in the ``<overflow>`` user (issue 35)."""
         per_broker = self._quotas.per_broker
         overflowed = CounterMetricFamily(
-            f"{PREFIX}_overflowed_records", "Records (local and peers') of entities counted in their quota's "
-            "<overflow> entity because quota.max.tracked.entities entities were held; above 0 the cap bites.",
+            f"{PREFIX}_overflowed_records", "Entities evicted to make room for new ones (producer-id users: records "
+            "counted in the <overflow> user) because quota.max.tracked.entities entities were held; above 0 the cap "
+            "bites.",
             labels=["quota"] + (["node_id"] if per_broker else []))
         for (key, broker), n in self._quotas.overflow_counts().items():
             overflowed.add_metric([key] + ([broker] if per_broker else []), n)

@@ -145,8 +145,8 @@ class ByteRateQuotas:
                 + self.mutations.expire_idle_sensors(limit=limit))
 
     def note_overflow(self, interval_ms: int = OVERFLOW_LOG_INTERVAL_MS) -> str | None:
-        """A warning, at most once per ``interval_ms``, while new entities overflow full sensor tables
-        (``quota.max.tracked.entities``): how many records went to the ``<overflow>`` sensors since the last one.
+        """A warning, at most once per ``interval_ms``, while new entities find their tables full
+        (``quota.max.tracked.entities``): how many were evicted (or, producer-id users, overflowed) since the last one.
         Returns the line logged (None when none was). Called by the housekeeping."""
         now = self.clock.now_ms()
         if now - self._overflow_logged_ms < interval_ms:
@@ -160,9 +160,9 @@ class ByteRateQuotas:
         self._overflow_logged_ms = now
         where = ", ".join(f"{key}{' broker ' + broker if broker else ''}: {n}"
                           for (key, broker), n in sorted(grown.items()))
-        line = (f"quota.max.tracked.entities ({self._settings['quota.max.tracked.entities']}) reached: records of "
-                f"new entities counted together in their quota's <overflow> entity ({where}); tracked tenants keep "
-                f"their own; room comes back as idle entities expire")
+        line = (f"quota.max.tracked.entities ({self._settings['quota.max.tracked.entities']}) reached ({where}): "
+                f"room made for new entities by evicting unused and idle ones, what they used carried over "
+                f"(producer ids: new users counted together in the <overflow> user); tenants in use keep their own")
         log.warning("%s", line)
         return line
 

@@ -2,8 +2,8 @@
 
 The matching entry comes from the quota table's own resolution (:meth:`QuotaTable.matches`, the entries
 :meth:`QuotaTable.resolve` tries, in its order), its level from :func:`quota.primitives.entity.precedence`; the
-sensor from the manager's keeper, looked up and never made (:meth:`SensorKeeper.counted_in`: the entity's own, or
-its quota's ``<overflow>`` one past ``quota.max.tracked.entities``). The throttle in force is the one a request
+sensor from the manager's keeper, looked up and never made (:meth:`SensorKeeper.counted_in`: the entity's own, none
+for one never seen or evicted from a full table). The throttle in force is the one a request
 recorded now would be given: Kafka's ``(rate - limit) / limit * window`` on the rate measured now, or a token
 bucket's debt, each capped as the manager caps it.
 """
@@ -45,8 +45,9 @@ def entry_fields(candidates: list[ResolvedQuota]) -> dict:
 def _full_note(manager) -> tuple[str, ...]:
     keeper = manager.keeper
     if len(keeper) >= keeper.max_tracked_entities:
-        return (f"its table is full (quota.max.tracked.entities = {keeper.max_tracked_entities}): a new entity is "
-                "counted in its quota's <overflow> entity",)
+        return (f"its table is full (quota.max.tracked.entities = {keeper.max_tracked_entities}): a new entity "
+                "evicts one unused since it was last moved (its debt carried) and starts at its limit, without a "
+                "fresh burst",)
     return ()
 
 

@@ -13,7 +13,6 @@ import math
 from quota.explain.values import FULL, THROTTLED, UNLIMITED, WITHIN, Finding, Who
 from quota.managers.connection import IP_HOLD_MAX_MS, ConnectionQuotas
 from quota.primitives.entity import DEFAULT
-from quota.primitives.overflow import OVERFLOW
 from quota.primitives.rate import Rate
 from quota.primitives.throttle import bounded_throttle_time_ms
 
@@ -64,9 +63,9 @@ def connection_findings(quotas: ConnectionQuotas, listeners: tuple[str, ...], wh
     entity = f"/ips/{ip}" if ip in limits.ip_rates else (f"/ips/{DEFAULT}" if DEFAULT in limits.ip_rates else None)
     ip_notes = (f"over its rate a new connection is held up to {IP_HOLD_MAX_MS} ms, then closed if still over "
                 "(KIP-612)",)
-    if ip_key == OVERFLOW:
-        ip_notes += ("not tracked on its own (quota.max.tracked.entities IPs have rates): counted in the <overflow> "
-                     "IP rate, which every untracked IP shares",)
+    if ip_rate is None and quotas.ip_table_full and ip not in limits.ip_rates:
+        ip_notes += ("the IP table is full (quota.max.tracked.entities): its next connection evicts an unused IP's "
+                     "rate and starts at its limit, without a fresh allowance",)
     findings = [_rate_finding("ip", entity, limits.ip_rate(ip), ip_rate, quotas, now_ms, ip_notes)]
     peers = quotas.peers
     ip_max = limits.ip_max_connections(ip)

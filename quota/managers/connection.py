@@ -15,10 +15,11 @@ Facts carried over from KIP-612 and apache/kafka ``SocketServer.scala`` (``Conne
   checks again: if the IP is still over its quota the connection is closed, else it proceeds (and is recorded).
   (Apache Kafka's ``SocketServer`` holds it for its throttle time and then always closes it; the proxy follows the
   KIP's text: a connection whose IP is back under its rate is served rather than made to reconnect.)
-* Beyond Kafka, the per-IP rates are bounded (``quota.max.tracked.entities``, issue 35): past that many IPs with a
-  rate, a new IP the quota names only as ``<default>`` is counted in one ``<overflow>`` rate (:mod:`quota.primitives.overflow`),
-  so a flood from rotating addresses (an IPv6 prefix holds 2^64) shares one ``<default>`` rate, and the IPs already
-  tracked keep theirs; an IP named in the quotas is always tracked. Room comes back as idle rates expire (an hour).
+* Beyond Kafka, the per-IP rates are bounded (``quota.max.tracked.entities``, issues 35 and 44): past that many IPs
+  with a rate, room for a new one is made by evicting one not recorded since it was made (a flood's one-off
+  addresses: an IPv6 prefix holds 2^64), its connections carried in a debt sketch
+  (:mod:`quota.primitives.debt_sketch`); the new one starts at its limit, without a fresh allowance. So a new
+  address is served at its rate however full the table, and rotating addresses gains nothing per address.
 * Counts (KIP-402): ``max.connections`` proxy-wide, ``listener.name.<name>.max.connections``,
   ``max.connections.per.ip`` and ``max.connections.per.ip.overrides``. Here a new connection over any of them is
   closed at once (Kafka blocks its acceptor for the proxy-wide and listener counts; a proxy that closes is
@@ -36,8 +37,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from quota.primitives.entity import DEFAULT
-from quota.primitives.overflow import DEFAULT_MAX_TRACKED_ENTITIES, OVERFLOW
-from quota.primitives.rate import QuotaWindow, Rate
+from quota.primitives.debt_sketch import DebtSketch
+from quota.primitives.overflow import DEFAULT_MAX_TRACKED_ENTITIES
+from quota.primitives.rate import QuotaWindow, Rate, at_limit
 from quota.primitives.throttle import bounded_throttle_time_ms
 from quota.sharing.peer_connections import IP as OPEN_IP, LISTENER, TOTAL, PeerConnections
 from quota.sharing.usage_tap import NO_TAP
@@ -45,6 +47,7 @@ from quota.sharing.usage_tap import NO_TAP
 CONNECTION_CREATION_RATE = "connection_creation_rate"
 IP = "ip"
 IP_HOLD_MAX_MS = 1000  # KIP-612: a throttled IP's connection is held for min(delay, 1 s)
+EVICTION_SCAN = 1024  # IP rates an eviction looks at for one not recorded since it was made (a second chance)
 IDLE_IP_SENSOR_MS = 3_600_000  # as Kafka's InactiveSensorExpirationTimeSeconds: an IP's rate is dropped after 1 h idle
 
 # Why a connection is closed before it is served (the proxy's ``connections_closed`` reasons).
@@ -137,6 +140,8 @@ class ConnectionQuotas:
         self._listener_rates = {name: Rate(window) for name in self._listeners}
         self._ip_rates: dict[str, Rate] = {}
         self._ip_last_ms: dict[str, int] = {}  # when each IP's rate was last recorded in
+        self._ip_moved: dict[str, int] = {}  # when each was made or last given a second chance (_evict)
+        self._debts = DebtSketch(window.span_ms)  # evicted IPs' connections in the window (issue 44)
         self.total = 0
         self.per_listener = {name: 0 for name in self._listeners}
         self.per_ip: dict[str, int] = {}
@@ -144,7 +149,7 @@ class ConnectionQuotas:
         self.ip_throttles = {name: ThrottleStats() for name in self._listeners}
         self.peers = PeerConnections()  # workers: what the others have open (empty for a single process)
         self.max_tracked_entities = DEFAULT_MAX_TRACKED_ENTITIES  # IP rates kept before new IPs share <overflow>
-        self.overflowed = 0  # connections (local and peers') of IPs counted in the <overflow> rate for want of room
+        self.overflowed = 0  # IP rates evicted to make room for new ones (local connections and peers')
 
     def configure(self, limits: ConnectionLimits) -> None:
         """New limits take effect at the next connection; rates and counts are kept."""
@@ -256,17 +261,41 @@ class ConnectionQuotas:
                 self._ip_rate(ip, now_ms)[1].seed(samples, now_ms)
 
     def _ip_rate(self, ip: str, now_ms: int) -> tuple[str, Rate]:
-        """The rate ``ip``'s connections are counted in (made if none), and its key: ``ip``, or ``<overflow>`` past
-        ``max_tracked_entities`` IPs for one the quota names only as ``<default>``."""
+        """The rate ``ip``'s connections are counted in (made if none), and its key. Past ``max_tracked_entities``
+        IPs, room is made for a new one by evicting one (:meth:`_evict`), and the new one starts without a fresh
+        allowance: its rate as if it had connected at its limit for the whole window, less one connection, so it is
+        served at its rate from its first connection on and rotating addresses gains nothing per address."""
         rate = self._ip_rates.get(ip)
-        if rate is None and len(self._ip_rates) >= self.max_tracked_entities and ip not in self.limits.ip_rates:
-            self.overflowed += 1
-            ip = OVERFLOW
-            rate = self._ip_rates.get(ip)
         if rate is None:
+            full = len(self._ip_rates) >= self.max_tracked_entities and ip not in self.limits.ip_rates
+            if full:
+                self._evict(now_ms)
             rate = self._ip_rates[ip] = Rate(self.window)
+            self._ip_moved[ip] = now_ms
+            owed, limit, window = self._debts.estimate(ip, now_ms), self.limits.ip_rate(ip), self.window
+            if full and limit != math.inf and owed < limit * window.min_elapsed_ms / 1000.0:
+                rate.seed(at_limit(limit, window, now_ms, less=1.0), now_ms)
+            elif owed > 0:
+                rate.record(owed, now_ms)
         self._ip_last_ms[ip] = now_ms
         return ip, rate
+
+    def _evict(self, now_ms: int) -> None:
+        """Room for one more IP: from the front, the first not recorded since it was made or last moved goes (a
+        flood's one-off addresses first), its connections in the window carried in the debt sketch; those
+        recorded since go to the back (a second chance); past EVICTION_SCAN of them, the front one goes."""
+        rates, last, moved = self._ip_rates, self._ip_last_ms, self._ip_moved
+        for _ in range(min(EVICTION_SCAN, len(rates))):
+            ip = next(iter(rates))
+            if last[ip] <= moved[ip]:
+                break
+            rates[ip] = rates.pop(ip)
+            moved[ip] = now_ms
+        else:
+            ip = next(iter(rates))
+        self.overflowed += 1
+        self._debts.add(ip, rates.pop(ip).total(now_ms), now_ms)
+        del last[ip], moved[ip]
 
     def _count(self, listener: str, ip: str) -> Admit | Close:
         limits = self.limits
@@ -346,16 +375,19 @@ class ConnectionQuotas:
     def counted_rates(self, listener: str, ip: str) -> tuple[Rate | None, Rate | None, str, Rate | None]:
         """For reading (``quota.explain``), never made: the proxy-wide rate a connection from ``ip`` on ``listener``
         is counted in (None on the protected internal listener), its listener's (None: not a listener here), and its
-        IP's key and rate (None: none yet): its own, or ``<overflow>``'s when the next connection would go there."""
-        tracked = ip in self._ip_rates or ip in self.limits.ip_rates or len(self._ip_rates) < self.max_tracked_entities
-        key = ip if tracked else OVERFLOW  # as _ip_rate decides where its next connection goes
+        IP's key and rate (None: none yet, or evicted)."""
         proxy = None if self._protected(listener) else self._proxy_rate
-        return proxy, self._listener_rates.get(listener), key, self._ip_rates.get(key)
+        return proxy, self._listener_rates.get(listener), ip, self._ip_rates.get(ip)
+
+    @property
+    def ip_table_full(self) -> bool:
+        """A new IP's rate would evict another's (quota.max.tracked.entities)."""
+        return len(self._ip_rates) >= self.max_tracked_entities
 
     def expire_idle(self, now_ms: int) -> None:
         """Drop the rates of IPs with nothing recorded for an hour (Kafka expires IP sensors the same way)."""
         for ip in [ip for ip, last in self._ip_last_ms.items() if now_ms - last >= IDLE_IP_SENSOR_MS]:
-            del self._ip_rates[ip], self._ip_last_ms[ip]
+            del self._ip_rates[ip], self._ip_last_ms[ip], self._ip_moved[ip]
 
     @property
     def tracked_ips(self) -> int:

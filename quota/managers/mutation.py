@@ -55,6 +55,20 @@ class MutationSensors(ClientSensors):
         super().apply(resolved)
         self.bucket.reconfigure(resolved.limit, _burst(resolved.limit, self.rate.window), self.last_record_ms)
 
+    def debt(self, now_ms: int) -> float:
+        """The tokens spent and not refilled yet (a bucket in debt owes more than its burst)."""
+        bucket = self.bucket
+        return bucket.burst - bucket.refill(now_ms) if not math.isinf(bucket.burst) else 0.0
+
+    def carry(self, owed: float, now_ms: int, full: bool) -> None:
+        """Owing ``owed`` tokens carried from its eviction; made while its table is full, at least its whole burst
+        (it starts empty: its creates are admitted as its rate refills it, none from a fresh burst)."""
+        bucket = self.bucket
+        if full and not math.isinf(bucket.burst):
+            owed = max(owed, bucket.burst)
+        if owed > 0:
+            bucket.take(owed, now_ms)
+
 
 def _burst(limit: float, window: QuotaWindow) -> float:
     return limit * window.num * window.size_seconds

@@ -212,6 +212,19 @@ class Rate:
         return f"Rate(window={self.window!r}, samples(start_ms, last_event_ms, value)={samples!r})"
 
 
+def at_limit(limit: float, window: QuotaWindow, now_ms: int, less: float = 0.0) -> list[tuple[int, int, float]]:
+    """Samples for :meth:`Rate.seed` as if ``limit`` a second had been recorded for the whole window up to
+    ``now_ms`` (``less`` taken off the newest): a rate seeded with them measures ``limit``, less, and one sample
+    leaves it a window, so what it lets through from then on is ``limit`` a second, with no start-up burst."""
+    per_sample = limit * window.size_seconds
+    samples = [(now_ms - i * window.size_ms, now_ms - i * window.size_ms, per_sample)
+               for i in range(window.num - 1, 0, -1)]
+    if samples:
+        start, last, value = samples[-1]
+        samples[-1] = (start, last, max(0.0, value - less))
+    return samples
+
+
 def _elapsed_ms(elapsed_ms: int, shape: tuple[int, int, int]) -> int:
     """``Rate.windowSize``: the elapsed time padded to ``num - 1`` full windows, at least 1 ms."""
     size_ms, _, min_full_windows = shape

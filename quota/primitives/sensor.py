@@ -16,7 +16,7 @@ from operator import attrgetter
 
 from quota.primitives import smoothing
 from quota.primitives.entity import QuotaEntity, QuotaTags, ResolvedQuota
-from quota.primitives.rate import QuotaWindow, Rate
+from quota.primitives.rate import QuotaWindow, Rate, at_limit
 from quota.primitives.token_bucket import TokenBucket
 from quota.primitives.top import OTHER
 
@@ -129,6 +129,23 @@ class ClientSensors:
         """A peer's usage: in the rate (and keeping the sensor alive), not in this process's total."""
         self.rate.record(value, now_ms)
         self.last_record_ms = now_ms
+
+    # -- eviction from a full table (quota.primitives.sensor_keeper, quota.primitives.debt_sketch) ----------------
+
+    def debt(self, now_ms: int) -> float:
+        """What the entity has used of its quota and would still be held to: its rate's sum over the window."""
+        return self.rate.total(now_ms)
+
+    def carry(self, owed: float, now_ms: int, full: bool) -> None:
+        """A sensor just made starts owing ``owed`` (a debt carried from its eviction); made while its table is
+        ``full``, it gets no fresh burst besides: unless it owes more, its rate starts as if it had been at its limit
+        for the whole window, samples that leave one a window, so it sends at its limit from the start and a flood
+        of new names gains nothing per name."""
+        limit, window = self.limit, self.rate.window
+        if full and not math.isinf(limit) and owed < limit * window.min_elapsed_ms / 1000.0:
+            self.rate.seed(at_limit(limit, window, now_ms), now_ms)
+        elif owed > 0:
+            self.rate.record(owed, now_ms)
 
     def record_throttle(self, throttle_time_ms: int, shadow: bool = False) -> None:
         """Count a throttle decided on the last record: applied, or (``shadow``) computed and not applied."""

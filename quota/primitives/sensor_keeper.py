@@ -8,9 +8,15 @@ views all reach them through it. It decides nothing: throttles, smoothing and sh
 * **Lookup.** :meth:`SensorKeeper.known` finds a known client's sensor from its names alone, without resolving the
   client against the table (several lookups and two new objects): the request path's one lookup for a tenant it has
   seen. How depends on the table's shape (:func:`known_by`).
-* **Overflow** (:mod:`quota.primitives.overflow`): once :attr:`SensorKeeper.max_tracked_entities` sensors are held, a
-  new entity a quota names only as ``<default>`` is counted in its quota's one overflow sensor (:attr:`overflowed`
-  counts those records, local and peers').
+* **Eviction** (issue 44): once :attr:`SensorKeeper.max_tracked_entities` sensors are held, a new entity a quota
+  names only as ``<default>`` gets a sensor of its own all the same: room is made by evicting one not recorded since
+  it was last moved (made and never used again first, as a flood's one-off names are; idle ones next; a sensor in
+  use gets a second chance), its debt (what it used of its quota in the window) carried in a decaying count-min
+  sketch (:mod:`quota.primitives.debt_sketch`). A sensor made starts owing the sketch's estimate for its tags; one
+  made while the table is full starts without the fresh-entity burst besides (owing at least what the burst would
+  let through), so a flood of new names gains no burst per name, and an entity gains nothing by being evicted and
+  coming back. A well-behaved newcomer thus has its own quota at once, however full the table (the shared
+  ``<overflow>`` sensor it used to land in was the flood's). :attr:`overflowed` counts the evictions.
 * **Expiry** (:mod:`quota.primitives.sensor_table`): a record drops at most :data:`RECORD_EXPIRY_BATCH` idle sensors
   first; :meth:`SensorKeeper.expire` drops the rest off the request path.
 * **Version** of the quota table: bumped by every :meth:`SensorKeeper.update_quotas`; a sensor whose
@@ -21,15 +27,20 @@ views all reach them through it. It decides nothing: throttles, smoothing and sh
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from operator import attrgetter
 
+from quota.primitives.debt_sketch import DebtSketch
 from quota.primitives.entity import QuotaTable, QuotaTags, ResolvedQuota
 from quota.primitives.overflow import overflow_tags
 from quota.primitives.rate import QuotaWindow
 from quota.primitives.sensor import ClientSensors, EntityStats, summed_stats
 from quota.primitives.sensor_table import SensorTable
 from quota.primitives.top import busiest, no_pause, others, release, snapshot
+
+EVICTION_SCAN = 1024
+"""Sensors an eviction looks at from the front of a full table for one not recorded since it was last moved; those
+recorded since go to the back (a second chance, which a record pays for: the scans cost O(1) a record amortized),
+and past this many the front one goes all the same, so one eviction never costs more than about a millisecond."""
 
 RECORD_EXPIRY_BATCH = 2
 """Idle sensors one record drops at most (more than the one it may make, so records alone keep up): a record that
@@ -68,7 +79,8 @@ class SensorKeeper:
         # Past this many sensors a new entity is counted in its quota's overflow sensor; may change live (a lower
         # cap makes no sensor go: new entities overflow until expiry brings the table below it).
         self.max_tracked_entities = max_tracked_entities
-        self.overflowed = 0  # records (local and peers') of entities counted in an overflow sensor for want of room
+        self.overflowed = 0  # entities evicted to make room for new ones (local records and peers')
+        self.debts = DebtSketch(window.span_ms)  # what evicted entities still owe (quota.primitives.debt_sketch)
         self.version = 0  # of the quota table: a sensor's resolved_version is valid while it is this one
         self.refreshed = 0  # sensors looked at by update_quotas (tests count it)
         self._known_by = known_by(quotas.tag_parts(quota_key))
@@ -91,13 +103,9 @@ class SensorKeeper:
         return self.table.sensors.get(tags)
 
     def counted_in(self, resolved: ResolvedQuota) -> ClientSensors | None:
-        """The live sensor ``resolved``'s entity is counted in: its own, else (past :attr:`max_tracked_entities`)
-        its quota's overflow one; None when neither lives. Never made."""
-        sensors = self.table.sensors.get(resolved.tags)
-        if sensors is None:
-            tags = overflow_tags(resolved)
-            sensors = self.table.sensors.get(tags) if tags is not None else None
-        return sensors
+        """The live sensor ``resolved``'s entity is counted in (its own: past :attr:`max_tracked_entities` room is
+        made for it); None when none lives (never made, or evicted). Never made here."""
+        return self.table.sensors.get(resolved.tags)
 
     def __len__(self) -> int:
         """The number of live sensors."""
@@ -159,18 +167,16 @@ class SensorKeeper:
         return sensors
 
     def of(self, resolved: ResolvedQuota, user: str, client_id: str, now_ms: int) -> ClientSensors:
-        """The sensor of ``resolved``'s tags, made if none (in the overflow sensor when the table is full), holding
-        ``resolved``'s limit."""
+        """The sensor of ``resolved``'s tags, made if none (room made by an eviction when the table is full),
+        holding ``resolved``'s limit."""
         table = self.table
         sensors = table.sensors.get(resolved.tags)
-        if sensors is None and len(table.sensors) >= self.max_tracked_entities:
-            tags = overflow_tags(resolved)
-            if tags is not None:  # else an entity the quota names in full: always tracked
-                self.overflowed += 1  # counted in the overflow sensor, made (at the back) if none
-                resolved, user, client_id = replace(resolved, tags=tags), tags.user, tags.client_id
-                sensors = table.sensors.get(tags)
         if sensors is None:
+            full = len(table.sensors) >= self.max_tracked_entities and overflow_tags(resolved) is not None
+            if full:  # else the table has room, or the quota names the entity in full: always tracked
+                self._evict(now_ms)
             sensors = self.sensors_class(resolved, self.window, user, client_id, now_ms)
+            sensors.carry(self.debts.estimate(resolved.tags, now_ms), now_ms, full)
             table.add(sensors, now_ms)
         else:
             if sensors.limit != resolved.limit or sensors.entity is not resolved.entity:
@@ -180,6 +186,14 @@ class SensorKeeper:
         if not sensors.fast and sensors.shadow == resolved.shadow and sensors.representative == (user, client_id):
             sensors.fast = True  # it holds what the representative resolves to: a record may skip resolving (known)
         return sensors
+
+    def _evict(self, now_ms: int) -> None:
+        """Room for a new entity in the full table: one not recorded since it was last moved goes (made and never
+        used again first: a flood's one-off names), its debt carried in the sketch."""
+        victim = self.table.evict(now_ms, EVICTION_SCAN)
+        if victim is not None:
+            self.overflowed += 1
+            self.debts.add(victim.tags, victim.debt(now_ms), now_ms)
 
     # -- the quota table -----------------------------------------------------------------------------------------
 

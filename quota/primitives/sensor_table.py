@@ -100,6 +100,25 @@ class SensorTable:
         self.due_ms = due + self.expiration_ms
         return len(idle)
 
+    def evict(self, now_ms: int, scan: int):
+        """Room for one more in a full table: the first of the front ``scan`` sensors with no record since it was
+        last moved (made and never used again, or idle) is dropped, and returned; those before it, recorded since,
+        go to the back (a second chance, as the CLOCK algorithm gives). None of them: the front one goes."""
+        sensors = self.sensors
+        if not sensors:
+            return None
+        for _ in range(min(scan, len(sensors))):
+            tags, front = next(iter(sensors.items()))
+            if front.last_record_ms <= front.moved_ms:
+                break
+            sensors.move_to_end(tags)
+            front.moved_ms = now_ms
+        else:
+            tags, front = next(iter(sensors.items()))
+        del sensors[tags]
+        self.reach.remove(front.representative, tags)
+        return front
+
     def _compact(self) -> None:
         """A copy of at most 1/16 of the highest: the tables of a million expired tenants, about 110 MiB, are
         returned."""

@@ -25,6 +25,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from quota.primitives.entity import CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, QuotaTags
+from quota.primitives.overflow import DEFAULT_MAX_TRACKED_ENTITIES, OVERFLOW
 from quota.sharing.usage_delta import MAX_PRODUCER_IDS_PER_USER, Rows, UsageDelta, columns
 from quota.sharing.usage_tap import NoTap
 
@@ -46,9 +47,9 @@ class UsageTap(NoTap):
     """The usage recorded locally since the last :meth:`take`, per entity; memory bounded by the entities active in
     one sync interval (and :data:`~quota.sharing.usage_delta.MAX_PRODUCER_IDS_PER_USER` ids per user)."""
 
-    __slots__ = ("_values", "_pids", "_listeners", "_ips", "_open", "_wake", "_woken")
+    __slots__ = ("_values", "_pids", "_listeners", "_ips", "_open", "_wake", "_woken", "max_entities")
 
-    def __init__(self, wake: Callable[[], None] | None = None) -> None:
+    def __init__(self, wake: Callable[[], None] | None = None, max_entities: int = DEFAULT_MAX_TRACKED_ENTITIES) -> None:
         """``wake``: called (once until the next :meth:`take`) when one entity's unsent usage passes
         :data:`EAGER_SHARE` of its quota per second, so the owner can sync before its interval is up."""
         self._values: dict[str, dict[QuotaTags, list]] = {}  # quota key -> tags -> [user, client_id, value, limit]
@@ -58,6 +59,8 @@ class UsageTap(NoTap):
         self._open: dict[tuple[str, str], int] = {}  # the latest open counts that changed: (kind, key) -> n
         self._wake = wake
         self._woken = False
+        # Entities told per quota and interval; past it, new names are told as one <overflow> entity (issue 44)
+        self.max_entities = max_entities
 
     def add(self, quota_key: str, tags: QuotaTags, user: str, client_id: str, value: float,
             limit: float = math.inf) -> None:
@@ -65,6 +68,9 @@ class UsageTap(NoTap):
         if per_key is None:
             per_key = self._values[quota_key] = {}
         entry = per_key.get(tags)
+        if entry is None and len(per_key) >= self.max_entities:  # a flood of names: told as one, bounded
+            tags = QuotaTags(OVERFLOW if tags.user else "", OVERFLOW if tags.client_id else "")
+            entry = per_key.get(tags)
         if entry is None:  # named by its tags: a receiver resolves them to the entry that gave them (see below)
             entry = per_key[tags] = [tags.user, tags.client_id, value, limit]
         else:

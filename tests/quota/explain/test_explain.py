@@ -90,15 +90,15 @@ def test_asking_about_a_client_makes_no_sensor_and_says_it_is_not_throttled():
     assert as_json(explanation)["who"] == {"user": "alice", "client_id": "etl", "ip": "10.0.0.1", "listener": None}
 
 
-def test_an_entity_past_the_tracked_cap_is_said_to_share_the_overflow_budget():
+def test_an_entity_past_the_tracked_cap_has_its_own_sensor_and_a_new_one_is_told_how_it_starts():
     p = Proxy([({"client-id": DEFAULT}, {PRODUCER_BYTE_RATE: 1000})], max_tracked=1)
     p.produce.record_and_get_throttle_time_ms("alice", "first", 100)
-    p.produce.record_and_get_throttle_time_ms("alice", "etl", 100)  # the table is full: counted in <overflow>
+    p.produce.record_and_get_throttle_time_ms("alice", "etl", 100)  # the table is full: "first" evicted for it
     f = p.finding(explain(p.state(), ALICE), PRODUCER_BYTE_RATE)
-    assert f.overflow and f.counted_in == 'user="" client-id="<overflow>"'
+    assert not f.overflow and f.counted_in == 'user="" client-id="etl"'
     fresh = p.finding(explain(p.state(), Who("alice", "never-seen", "10.0.0.1")), PRODUCER_BYTE_RATE)
-    assert fresh.overflow  # counted where its first record would go
-    assert explain(p.state(), ALICE).proxy.tracked[PRODUCER_BYTE_RATE] == [2, 1]
+    assert any("without a fresh burst" in note for note in fresh.notes)
+    assert explain(p.state(), ALICE).proxy.tracked[PRODUCER_BYTE_RATE] == [1, 1]
 
 
 def test_a_shadow_entry_over_its_rate_would_throttle_and_does_not():
@@ -159,14 +159,14 @@ def test_proxy_wide_states_take_part():
     assert "2 workers" in explain(p.state(workers=2), ALICE).proxy.cluster
 
 
-def test_an_ip_past_the_tracked_cap_is_said_to_share_the_overflow_rate_and_the_internal_listener_is_exempt():
+def test_an_ip_past_the_tracked_cap_is_told_how_it_starts_and_the_internal_listener_is_exempt():
     p = Proxy([], ConnectionLimits(ip_rates=MappingProxyType({DEFAULT: 100.0}), max_connection_creation_rate=100.0,
                                    internal_listener="PLAINTEXT"))
     p.connections.max_tracked_entities = 1
-    assert "<overflow>" not in " ".join(p.finding(explain(p.state(), ALICE), "connection_creation_rate", "ip").notes)
+    assert "is full" not in " ".join(p.finding(explain(p.state(), ALICE), "connection_creation_rate", "ip").notes)
     p.connections.admit("PLAINTEXT", "10.0.0.9", p.clock.now_ms())  # the one IP tracked
     ip = p.finding(explain(p.state(), ALICE), "connection_creation_rate", "ip")
-    assert any("<overflow>" in note for note in ip.notes)
+    assert any("without a fresh allowance" in note for note in ip.notes)
     # Asked about the internal listener alone (of two), the proxy-wide limits do not hold it; about any, they do.
     p.connections = ConnectionQuotas(["PLAINTEXT", "OTHER"], WINDOW, p.connections.limits)
     state = QuotaState(p.table, (ByteRateSet("", p.produce, p.fetch, p.pids),), p.mutations, p.connections,

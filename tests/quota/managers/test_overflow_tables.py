@@ -1,14 +1,13 @@
 """The cap on tracked entities (``quota.max.tracked.entities``, issue 35) beyond the byte-rate sensors: the producer-id
-quota's users, the mutation quota's buckets and the per-IP connection rates. Past the cap a new entity a quota names
-only as ``<default>`` is counted in its quota's one ``<overflow>`` entity: the table stays at the cap, the flood is
-limited together at the quota, the entities already tracked keep their own, and a named entity is always tracked.
-Pure, with fake clocks."""
+quota's users, the mutation quota's buckets and the per-IP connection rates. Producer-id users past the cap share one
+``<overflow>`` entity; mutation buckets (issue 44, T4) evict as the byte-rate sensors do, a bucket made in a full
+table starting empty. The tables stay at the cap, and a named entity is always tracked. Pure, with fake clocks."""
 
 from __future__ import annotations
 
 import math
 
-from quota.managers.connection import ADMIT, Admit, ConnectionLimits, ConnectionQuotas
+from quota.managers.connection import ADMIT, Admit, ConnectionLimits, ConnectionQuotas, Hold
 from quota.managers.mutation import ControllerMutationQuotaManager
 from quota.managers.producer_ids import HOLD, Hold, ProducerIdQuotaManager, Refuse
 from quota.primitives.clock import ManualClock
@@ -75,26 +74,49 @@ def mutations(cap=CAP):
     return ControllerMutationQuotaManager(table, ManualClock(0), QuotaWindow(2, 1), max_tracked_entities=cap)
 
 
-def test_rotating_client_ids_keep_the_mutation_buckets_at_the_cap_and_share_one_burst():
-    """1 mutation/s, a burst of 2. Before, every new client id had a full bucket of its own: creating topics under
-    a fresh client id each time was never throttled."""
+def test_rotating_client_ids_keep_the_mutation_buckets_at_the_cap_and_get_no_burst():
+    """1 mutation/s, a burst of 2. Before the cap, every new client id had a full bucket of its own: creating topics
+    under a fresh client id each time was never throttled. Past it, a new id's bucket starts empty: its first topic
+    is admitted (a bucket at 0 admits one), which leaves it in debt, and rotating ids gains nothing more."""
     m = mutations()
     for i in range(CAP):
         assert m.admit("", f"tenant-{i}", [1]).all_admitted
-    admitted = sum(m.admit("", f"flood-{i}", [1]).all_admitted for i in range(50))
-    assert admitted <= 3  # the one <overflow> bucket's burst (and one more: a non-empty bucket admits a topic)
-    assert len(m) == CAP + 1 and m.overflowed == 50
-    assert m.admit("", "tenant-3", [1]).all_admitted  # tracked: its own bucket
+    floods = [m.admit("", f"flood-{i}", [1, 1]) for i in range(50)]
+    assert all(f.admitted == (True, False) for f in floods)  # one each, from an empty bucket, never two
+    assert len(m) == CAP and m.overflowed == 50
 
 
-def test_a_refund_of_an_overflowed_client_goes_back_to_the_overflow_bucket():
+def test_a_newcomers_creates_are_admitted_as_its_own_bucket_allows_while_empty_creates_fill_the_table():
+    """T4 at scale: under {client-id: <default>} controller_mutation_rate 10/s (burst 50 with 5 x 1 s windows),
+    CreateTopics with no topics under a new client id each fill a 10,000-bucket table; one 300-partition create
+    under one more new id puts that bucket 300 in debt. A newcomer then creating a 1-partition topic every 50 ms
+    for 15 s has them admitted as its own bucket allows: its rate, 10/s, about 150 (it got none: the shared
+    <overflow> bucket was 139 s in debt)."""
+    clock = ManualClock(0)
+    table = QuotaTable.from_values([({"client-id": "<default>"}, {"controller_mutation_rate": 10})])
+    m = ControllerMutationQuotaManager(table, clock, QuotaWindow(5, 1), max_tracked_entities=10_000)
+    for i in range(12_000):
+        assert m.admit("", f"empty-{i}", []).all_admitted
+        clock.advance(1) if i % 10 == 0 else None
+    assert not m.admit("", "big", [300, 1]).all_admitted  # the 300 are admitted, the next topic is not
+    created = 0
+    for _ in range(300):
+        for i in range(5):  # the flood goes on meanwhile
+            m.admit("", f"more-empty-{clock.now_ms()}-{i}", [])
+        created += m.admit("", "newcomer", [1]).all_admitted
+        clock.advance(50)
+    assert 140 <= created <= 160, created
+    assert len(m) == 10_000
+
+
+def test_a_refund_goes_back_to_the_clients_own_bucket():
     m = mutations()
     for i in range(CAP):
         m.admit("", f"tenant-{i}", [1])
     m.admit("", "flood-0", [2])
-    before = m.tokens("", "flood-1")
+    before = m.tokens("", "flood-0")
     m.refund("", "flood-0", 2)
-    assert m.tokens("", "flood-1") == before + 2
+    assert m.tokens("", "flood-0") == before + 2
 
 
 def ip_quotas(cap=CAP):
@@ -104,25 +126,57 @@ def ip_quotas(cap=CAP):
     return quotas
 
 
-def test_rotating_ips_keep_the_ip_rates_at_the_cap_and_are_limited_together():
-    """IPv6 gives a tenant 2^64 addresses per prefix: each new one had a rate (and a fresh allowance) for an hour."""
+def test_rotating_ips_keep_the_ip_rates_at_the_cap_and_gain_no_allowance():
+    """IPv6 gives a tenant 2^64 addresses per prefix: each new one had a rate (and a fresh allowance) for an hour.
+    Past the cap a new address starts at its limit: one connection now, then its rate (1/s here)."""
     quotas = ip_quotas()
     for i in range(CAP):
         assert isinstance(quotas.admit("L", f"2001:db8::{i:x}", 0), Admit)
-    outcomes = [quotas.admit("L", f"2001:db8::1:{i:x}", 0) for i in range(50)]
-    assert sum(o is ADMIT for o in outcomes) <= 3  # the one <overflow> rate at 1/s
-    assert quotas.tracked_ips == CAP + 1 and quotas.overflowed == 50
-    assert isinstance(quotas.admit("L", "10.9.9.9", 0), Admit)  # named: always tracked
-    assert quotas.tracked_ips == CAP + 2
-    assert not math.isinf(quotas.ip_accept_rate(OVERFLOW, 0))
+    firsts = [quotas.admit("L", f"2001:db8::1:{i:x}", 0) for i in range(50)]
+    seconds = [quotas.admit("L", f"2001:db8::1:{i:x}", 0) for i in range(40, 50)]
+    assert all(o is ADMIT for o in firsts) and not any(o is ADMIT for o in seconds)
+    assert quotas.tracked_ips == CAP and quotas.overflowed == 50
+    assert isinstance(quotas.admit("L", "10.9.9.9", 0), Admit)  # named: always tracked, beyond the cap
+    assert quotas.tracked_ips == CAP + 1
 
 
-def test_peers_usage_past_the_cap_goes_to_the_overflow_bucket_and_rate():
+def test_a_new_address_is_served_at_its_rate_while_a_flood_of_addresses_keeps_the_table_full():
+    """T6 at scale: {ip: <default>} connection_creation_rate 5/s (11 x 1 s windows); 2,000 addresses a second, each
+    connecting once, keep a 5,000-rate table full and turning over; a new address connecting 4 times a second for
+    15 s is served every time (it got 4 of 15 served sharing the flood's <overflow> rate)."""
+    clock = ManualClock(0)
+    quotas = ConnectionQuotas(["L"], QuotaWindow(11, 1), ConnectionLimits(ip_rates={"<default>": 5.0}))
+    quotas.max_tracked_entities = 5_000
+    flood = 0
+    for _ in range(5_000):
+        quotas.admit("L", f"10.1.{flood // 250}.{flood % 250}", clock.now_ms())
+        flood += 1
+    served = []
+    for tick in range(15 * 1000):
+        if tick % 2 == 0:  # 2 a millisecond: 2,000/s
+            for _ in range(2):
+                ip = f"2001:db8::{flood:x}"
+                quotas.admit("L", ip, clock.now_ms())
+                quotas.closed("L", ip) if ip in quotas.per_ip else None
+                flood += 1
+        if tick % 250 == 0:
+            outcome = quotas.admit("L", "192.0.2.7", clock.now_ms())
+            if isinstance(outcome, Hold):
+                clock.advance(outcome.delay_ms)
+                outcome = quotas.retry("L", "192.0.2.7", clock.now_ms())
+            served.append(outcome is ADMIT)
+            quotas.closed("L", "192.0.2.7") if outcome is ADMIT else None
+        clock.advance(1)
+    assert all(served) and len(served) == 60, served
+    assert quotas.tracked_ips == 5_000
+
+
+def test_peers_usage_past_the_cap_keeps_the_tables_at_the_cap():
     """A proxy that serves none of the flood still records its peers' usage: the same caps hold for it."""
     m = mutations()
     for i in range(3 * CAP):
         m.record_remote("", f"remote-{i}", 1.0, 0)
-    assert len(m) == CAP + 1
+    assert len(m) == CAP
     quotas = ip_quotas()
     quotas.record_remote((), [(f"2001:db8::{i:x}", 1) for i in range(3 * CAP)], 0)
-    assert quotas.tracked_ips == CAP + 1
+    assert quotas.tracked_ips == CAP
