@@ -272,7 +272,8 @@ class ConnectionQuotas:
                 self._evict(now_ms)
             rate = self._ip_rates[ip] = Rate(self.window)
             self._ip_moved[ip] = now_ms
-            owed, limit, window = self._debts.estimate(ip, now_ms), self.limits.ip_rate(ip), self.window
+            limit, window = self.limits.ip_rate(ip), self.window
+            owed = limit * self._debts.remaining_ms(ip, now_ms) / 1000.0 if limit != math.inf else 0.0
             if full and limit != math.inf and owed < limit * window.min_elapsed_ms / 1000.0:
                 rate.seed(at_limit(limit, window, now_ms, less=1.0), now_ms)
             elif owed > 0:
@@ -294,7 +295,10 @@ class ConnectionQuotas:
         else:
             ip = next(iter(rates))
         self.overflowed += 1
-        self._debts.add(ip, rates.pop(ip).total(now_ms), now_ms)
+        limit = self.limits.ip_rate(ip)
+        used = rates.pop(ip).total(now_ms)
+        if 0 < limit < math.inf:  # paid off at its limit
+            self._debts.add(ip, now_ms + used / limit * 1000.0, now_ms)
         del last[ip], moved[ip]
 
     def _count(self, listener: str, ip: str) -> Admit | Close:

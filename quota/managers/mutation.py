@@ -55,16 +55,22 @@ class MutationSensors(ClientSensors):
         super().apply(resolved)
         self.bucket.reconfigure(resolved.limit, _burst(resolved.limit, self.rate.window), self.last_record_ms)
 
-    def debt(self, now_ms: int) -> float:
-        """The tokens spent and not refilled yet (a bucket in debt owes more than its burst)."""
+    def paid_off_ms(self, now_ms: int) -> float:
+        """When the bucket is full again: its spent tokens refilled at its rate."""
         bucket = self.bucket
-        return bucket.burst - bucket.refill(now_ms) if not math.isinf(bucket.burst) else 0.0
+        if math.isinf(bucket.burst) or bucket.rate <= 0:
+            return now_ms
+        return now_ms + (bucket.burst - bucket.refill(now_ms)) / bucket.rate * 1000.0
 
-    def carry(self, owed: float, now_ms: int, full: bool) -> None:
-        """Owing ``owed`` tokens carried from its eviction; made while its table is full, at least its whole burst
-        (it starts empty: its creates are admitted as its rate refills it, none from a fresh burst)."""
+    def carry(self, remaining_ms: float, now_ms: int, full: bool) -> None:
+        """Owing the tokens its rate refills in ``remaining_ms`` (carried from its eviction); made while its table is
+        full, at least its whole burst (it starts empty: its creates are admitted as its rate refills it, none from
+        a fresh burst)."""
         bucket = self.bucket
-        if full and not math.isinf(bucket.burst):
+        if math.isinf(bucket.burst):
+            return
+        owed = bucket.rate * remaining_ms / 1000.0
+        if full:
             owed = max(owed, bucket.burst)
         if owed > 0:
             bucket.take(owed, now_ms)
@@ -124,6 +130,7 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
                 throttle_ms = max(1, bucket.throttle_time_ms())  # a hair below 0 rounds to 0 ms: still rejected
         if shadow:
             throttle_ms = bucket.throttle_time_ms()
+        sensors.last_record_ms = now  # asking is using: a client refused while in debt is not evicted for idling
         if throttle_ms <= 0:
             return Admission(tuple(admitted))
         if shadow:  # an applied throttle is counted once settled (record_throttle), as the client is told it

@@ -132,17 +132,21 @@ class ClientSensors:
 
     # -- eviction from a full table (quota.primitives.sensor_keeper, quota.primitives.debt_sketch) ----------------
 
-    def debt(self, now_ms: int) -> float:
-        """What the entity has used of its quota and would still be held to: its rate's sum over the window."""
-        return self.rate.total(now_ms)
+    def paid_off_ms(self, now_ms: int) -> float:
+        """When what the entity used of its quota (its rate's sum over the window) is paid off at its limit."""
+        limit = self.limit
+        return now_ms if math.isinf(limit) or limit <= 0 else now_ms + self.rate.total(now_ms) / limit * 1000.0
 
-    def carry(self, owed: float, now_ms: int, full: bool) -> None:
-        """A sensor just made starts owing ``owed`` (a debt carried from its eviction); made while its table is
-        ``full``, it gets no fresh burst besides: unless it owes more, its rate starts as if it had been at its limit
-        for the whole window, samples that leave one a window, so it sends at its limit from the start and a flood
-        of new names gains nothing per name."""
+    def carry(self, remaining_ms: float, now_ms: int, full: bool) -> None:
+        """A sensor just made starts owing what its limit pays off in ``remaining_ms`` (a debt carried from its
+        eviction); made while its table is ``full``, it gets no fresh burst besides: unless it owes more, its rate
+        starts as if it had been at its limit for the whole window, samples that leave one a window, so it sends at
+        its limit from the start and a flood of new names gains nothing per name."""
         limit, window = self.limit, self.rate.window
-        if full and not math.isinf(limit) and owed < limit * window.min_elapsed_ms / 1000.0:
+        if math.isinf(limit):
+            return
+        owed = limit * remaining_ms / 1000.0
+        if full and owed < limit * window.min_elapsed_ms / 1000.0:
             self.rate.seed(at_limit(limit, window, now_ms), now_ms)
         elif owed > 0:
             self.rate.record(owed, now_ms)

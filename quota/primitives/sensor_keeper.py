@@ -11,8 +11,8 @@ views all reach them through it. It decides nothing: throttles, smoothing and sh
 * **Eviction** (issue 44): once :attr:`SensorKeeper.max_tracked_entities` sensors are held, a new entity a quota
   names only as ``<default>`` gets a sensor of its own all the same: room is made by evicting one not recorded since
   it was last moved (made and never used again first, as a flood's one-off names are; idle ones next; a sensor in
-  use gets a second chance), its debt (what it used of its quota in the window) carried in a decaying count-min
-  sketch (:mod:`quota.primitives.debt_sketch`). A sensor made starts owing the sketch's estimate for its tags; one
+  use gets a second chance), its debt (what it used of its quota, as the time its limit pays it off) carried in a
+  decaying count-min sketch (:mod:`quota.primitives.debt_sketch`). A sensor made starts owing what is left; one
   made while the table is full starts without the fresh-entity burst besides (owing at least what the burst would
   let through), so a flood of new names gains no burst per name, and an entity gains nothing by being evicted and
   coming back. A well-behaved newcomer thus has its own quota at once, however full the table (the shared
@@ -176,7 +176,7 @@ class SensorKeeper:
             if full:  # else the table has room, or the quota names the entity in full: always tracked
                 self._evict(now_ms)
             sensors = self.sensors_class(resolved, self.window, user, client_id, now_ms)
-            sensors.carry(self.debts.estimate(resolved.tags, now_ms), now_ms, full)
+            sensors.carry(self.debts.remaining_ms(resolved.tags, now_ms), now_ms, full)
             table.add(sensors, now_ms)
         else:
             if sensors.limit != resolved.limit or sensors.entity is not resolved.entity:
@@ -193,7 +193,7 @@ class SensorKeeper:
         victim = self.table.evict(now_ms, EVICTION_SCAN)
         if victim is not None:
             self.overflowed += 1
-            self.debts.add(victim.tags, victim.debt(now_ms), now_ms)
+            self.debts.add(victim.tags, victim.paid_off_ms(now_ms), now_ms)
 
     # -- the quota table -----------------------------------------------------------------------------------------
 

@@ -39,7 +39,7 @@ def test_past_the_cap_a_new_default_entity_evicts_an_unused_one_and_named_ones_a
     first = k.for_record("", "new-0", 10)
     assert first.tags == QuotaTags("", "new-0") and k.overflowed == 1
     assert QuotaTags("", "c-0") in k.by_tags and QuotaTags("", "c-1") not in k.by_tags
-    assert k.debts.estimate(QuotaTags("", "c-1"), 10) == 100  # c-1's debt, carried
+    assert k.debts.remaining_ms(QuotaTags("", "c-1"), 10) == 100  # its 100 B at 1,000 B/s: paid off in 100 ms
     again = k.for_record("", "c-1", 11)  # back: owing it (more than the burst-less start would)
     assert again.rate.total(11) >= 100
     named = k.for_record("", "etl", 20)  # a quota naming it in full: always its own, beyond the cap

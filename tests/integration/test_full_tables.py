@@ -1,0 +1,197 @@
+"""A full entity table never takes a well-behaved newcomer's service away (issue 44, T4, T5, T6), through a real proxy
+in front of Tansu: an attacker keeps a small table (``quota.max.tracked.entities`` 300) full and turning over with
+new client ids or new source addresses, and a newcomer arriving meanwhile is measured against its own quota. At
+62922c2 every newcomer past the cap shared the one ``<overflow>`` sensor, bucket or rate the flood drained."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+import threading
+import time
+
+import pytest
+
+from bench.evasion_tenants import at_broker, create_topics_body, produce_body
+from demo.storms import connect_once
+from proxy.codec.apis import CREATE_TOPICS, PRODUCE
+from proxy.codec.header import encode_request_header, frame
+from proxy.codec.messages import decode_response, encode_request, new_request
+from tests.harness import Tansu, free_port, proxy_config, start_proxy, wait_until
+
+pytestmark = pytest.mark.integration
+
+CAP = 300
+
+
+@pytest.fixture(scope="module")
+def broker():
+    port = free_port()
+    tansu = Tansu(port, advertised=f"127.0.0.1:{port}").start()
+    try:
+        yield port
+    finally:
+        tansu.stop()
+
+
+def request(sock: socket.socket, api_key: int, version: int, corr: int, client_id: str, body: bytes):
+    sock.sendall(frame(encode_request_header(api_key, version, corr, client_id) + body))
+    size = struct.unpack(">i", recv_exactly(sock, 4))[0]
+    answer = recv_exactly(sock, size)
+    assert struct.unpack_from(">i", answer)[0] == corr
+    header = 4 if (api_key, version) != (CREATE_TOPICS, 7) else 5  # CreateTopics v5+ has a flexible header
+    return decode_response(api_key, version, answer[header:])
+
+
+def recv_exactly(sock: socket.socket, n: int) -> bytes:
+    out = b""
+    while len(out) < n:
+        chunk = sock.recv(n - len(out))
+        if not chunk:
+            raise ConnectionError("closed")
+        out += chunk
+    return out
+
+
+def flood(port: int, stop: threading.Event, frames) -> threading.Thread:
+    """A thread sending ``frames(n)`` (a new entity each) on one connection until ``stop``, reconnecting as needed."""
+    def run() -> None:
+        n = 0
+        while not stop.is_set():
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+                    while not stop.is_set():
+                        s.sendall(frames(n))
+                        n += 1
+            except OSError:
+                pass
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.measures_rate
+@pytest.mark.long_running(seconds=14)
+def test_a_newcomer_gets_its_produce_quota_while_client_id_churn_keeps_the_sensor_table_full(broker):
+    """T5: {client-id: <default>} producer_byte_rate 40 kB/s; three connections send acks=0 Produce frames under a
+    new client id each; a newcomer then produces 2 kB at a time, acks=1, for 6 s: it gets at least 0.8 x its quota
+    (counted in the request bytes the quota counts)."""
+    quota = 40_000
+    at_broker(broker, [(CREATE_TOPICS, 7, create_topics_body(7, "full-tables"))])
+    proxy = start_proxy(proxy_config(free_port(), broker, [{"entity": {"client-id": "<default>"},
+                                                            "producer_byte_rate": quota}],
+                                     **{"quota.max.tracked.entities": CAP}))
+    stop = threading.Event()
+    acks0 = encode_request(PRODUCE, 7, new_request(PRODUCE, 7, acks=0, timeout_ms=1000, topic_data=[
+        {"name": "full-tables", "partition_data": [{"index": 0, "records": produce_records()}]}]))
+    floods = [flood(proxy.port, stop, lambda n, k=k: frame(encode_request_header(PRODUCE, 7, n, f"flood-{k}-{n}")
+                                                            + acks0)) for k in range(3)]
+    try:
+        wait_until(lambda: proxy.metric("kafka_quota_proxy_quota_overflowed_records_total",
+                                        quota="producer_byte_rate") > 3 * CAP, 30, "the table full and turning over")
+        body = produce_body("full-tables", b"v" * 2000)
+        sent = 0
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=30) as s:
+            start = time.monotonic()
+            corr = 0
+            while time.monotonic() - start < 6:
+                corr += 1
+                request(s, PRODUCE, 7, corr, "newcomer", body)
+                sent += len(body) + len(encode_request_header(PRODUCE, 7, corr, "newcomer"))
+            elapsed = time.monotonic() - start
+        evicted = proxy.metric("kafka_quota_proxy_quota_overflowed_records_total", quota="producer_byte_rate")
+    finally:
+        stop.set()
+        for thread in floods:
+            thread.join(5)
+        proxy.stop()
+    share = sent / (quota * elapsed)
+    print(f"FULL_TABLES produce: newcomer {share:.2f} x its quota over {elapsed:.1f} s, {evicted:.0f} evictions")
+    assert share >= 0.8, share
+    assert evicted > 3 * CAP
+
+
+def produce_records() -> bytes:
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=1024)
+    builder.append(0, timestamp=None, key=None, value=b"x" * 40, headers=[])
+    return bytes(builder.build())
+
+
+@pytest.mark.long_running(seconds=12)
+def test_a_newcomers_creates_are_admitted_as_its_bucket_allows_while_empty_creates_fill_the_table(broker):
+    """T4: {client-id: <default>} controller_mutation_rate 10/s; CreateTopics with no topics under a new client id
+    each keep the bucket table full and turning over, and one 300-partition create under one more new id; a
+    newcomer creating a 1-partition topic every 125 ms (8/s, within its rate) for 5 s has them admitted: its bucket
+    starts empty in a full table and refills at its rate (at 62922c2 none was: the shared <overflow> bucket was
+    19 s in debt)."""
+    proxy = start_proxy(proxy_config(free_port(), broker, [{"entity": {"client-id": "<default>"},
+                                                            "controller_mutation_rate": 10}],
+                                     **{"quota.max.tracked.entities": CAP}))
+    empty = encode_request(CREATE_TOPICS, 7, new_request(CREATE_TOPICS, 7, timeout_ms=5000, topics=[]))
+    stop = threading.Event()
+
+    def frames(n: int) -> bytes:
+        return frame(encode_request_header(CREATE_TOPICS, 7, n, f"empty-{n}") + empty)
+
+    floods = [flood(proxy.port, stop, frames) for _ in range(2)]
+    try:
+        wait_until(lambda: proxy.metric("kafka_quota_proxy_quota_overflowed_records_total",
+                                        quota="controller_mutation_rate") > CAP, 30, "the bucket table full")
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=30) as big:  # its own connection: muted
+            request(big, CREATE_TOPICS, 7, 1, "big-new", create_topics_body(7, "full-tables-big", 300))
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=30) as s:
+            codes = []
+            start = time.monotonic()
+            for i in range(40):
+                answer = request(s, CREATE_TOPICS, 7, 2 + i, "newcomer", create_topics_body(7, f"new-{i}-{start}"))
+                codes.append(answer.topics[0].error_code)
+                time.sleep(max(0.0, start + (i + 1) * 0.125 - time.monotonic()))
+        evicted = proxy.metric("kafka_quota_proxy_quota_overflowed_records_total", quota="controller_mutation_rate")
+    finally:
+        stop.set()
+        for thread in floods:
+            thread.join(5)
+        proxy.stop()
+    print(f"FULL_TABLES mutations: newcomer {codes.count(0)} of {len(codes)} created, {evicted:.0f} evictions")
+    assert codes.count(0) >= 36, codes
+
+
+@pytest.mark.long_running(seconds=10)
+def test_a_new_address_is_served_at_its_rate_while_rotating_addresses_fill_the_ip_table(broker):
+    """T6: {ip: <default>} connection_creation_rate 5/s; connections from 1,500 loopback addresses, one each, keep
+    the IP table full and turning over; a newcomer from another address connecting twice a second for 5 s is served
+    every time."""
+    proxy = start_proxy(proxy_config(free_port(), broker, [{"entity": {"ip": "<default>"},
+                                                            "connection_creation_rate": 5}],
+                                     **{"quota.max.tracked.entities": CAP}))
+
+    async def storm() -> list[str]:
+        async def attacker():
+            for i in range(1500):
+                await connect_once("127.0.0.1", proxy.port, f"127.3.{i // 250}.{1 + i % 250}")
+
+        async def newcomer():
+            await asyncio.sleep(1.0)  # the table is full by then
+            outcomes = []
+            for _ in range(10):
+                outcomes.append(await connect_once("127.0.0.1", proxy.port, "127.0.0.99"))
+                await asyncio.sleep(0.5)
+            return outcomes
+
+        _, outcomes = await asyncio.gather(attacker(), newcomer())
+        return outcomes
+
+    try:
+        outcomes = asyncio.run(storm())
+        evicted = proxy.metric("kafka_quota_proxy_quota_overflowed_records_total", quota="connection_creation_rate")
+    finally:
+        proxy.stop()
+    print(f"FULL_TABLES connections: newcomer {outcomes.count('served')} of {len(outcomes)} served, "
+          f"{evicted:.0f} evictions")
+    assert outcomes == ["served"] * 10, outcomes
+    assert evicted > 0
