@@ -157,6 +157,8 @@ class ProxyApp:
         the proxy is not shutting down. Plain reads only: scrapes call it from their own thread."""
         if self.draining:
             return "shutting down"
+        if not self.accepting:
+            return "not accepting yet: waiting for a peer's quota state"
         if not self.readiness.ready:
             return "broker unreachable"
         if not self.discovery.ready:
@@ -245,15 +247,12 @@ class ProxyApp:
             self.quotas.drop_broker(node_id)  # its last port: the broker's quota set goes (bounded by live brokers)
         asyncio.get_running_loop().create_task(listener.close())
 
-    async def start(self) -> None:
+    async def start(self, accept: bool = True) -> None:
+        """Start serving; ``accept`` False: everything but the listeners (a restarted worker opens them with
+        :meth:`start_accepting` once it holds its peers' quota state)."""
         await self.readiness.check()
-        for listener in self.listeners:
-            address = await listener.start()
-            log.info("listener %s on %s:%d", listener.ctx.name, *address)
-        budget = self.descriptors
-        log.info("open-files limit %d: at most %d client connections, %d descriptors kept for the proxy itself "
-                 "(connections.reserved.file.descriptors)", budget.limit, budget.max_connections, budget.reserved)
-        self.discovery.start()  # cluster mode: every broker's port opened at once, /readyz ready after
+        if accept:
+            await self.start_accepting()
         await self._warn_own_clients()
         # the proxy's own clients (started below, and only they) reach the broker behind a sidecar listener directly
         route = own_clients.ROUTE.set(self._own_client_route())
@@ -265,10 +264,23 @@ class ProxyApp:
         self.ops_address = await self.ops.start(bind.host, bind.port)
         log.info("metrics on http://%s:%d/metrics", *self.ops_address)
         self.readiness.start()
+        self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep())
+
+    accepting = False
+
+    async def start_accepting(self) -> None:
+        """Open the listeners (in cluster mode the brokers' ports too) and the usage log named after them."""
+        for listener in self.listeners:
+            address = await listener.start()
+            log.info("listener %s on %s:%d", listener.ctx.name, *address)
+        budget = self.descriptors
+        log.info("open-files limit %d: at most %d client connections, %d descriptors kept for the proxy itself "
+                 "(connections.reserved.file.descriptors)", budget.limit, budget.max_connections, budget.reserved)
+        self.discovery.start()  # cluster mode: every broker's port opened at once, /readyz ready after
+        self.accepting = True
         if self.usage_log is not None:
             self.usage_log.proxy_id = proxy_id(self.config.settings, (a[1] for a in self.listener_addresses.values()))
             self.usage_log.start()
-        self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep())
 
     def _own_client_route(self):
         return own_clients.sidecar_route(self.config, {lc.bind.port for lc in self.config.listeners

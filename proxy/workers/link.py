@@ -64,6 +64,7 @@ class WorkerLink:
         self._tasks: list[asyncio.Task] = []
         self._ready_sent: str | None = None
         self._seeded: dict[str, int] = {}  # entities of each kind taken from a peer's state so far (for the log)
+        self._seed_in = asyncio.Event()  # a peer's state is in (or the parent said none serves)
 
     async def start(self) -> None:
         reader, self._writer = await asyncio.open_unix_connection(sock=self._sock)
@@ -181,8 +182,18 @@ class WorkerLink:
         for kind, n in taken.items():
             self._seeded[kind] = self._seeded.get(kind, 0) + n
         if seed.get("last"):
-            log.info("worker %s: quota state taken from a peer: %s", self.source,
-                     ", ".join(f"{n} {kind}" for kind, n in self._seeded.items()))
+            self._seed_in.set()
+            if any(self._seeded.values()):
+                log.info("worker %s: quota state taken from a peer: %s", self.source,
+                         ", ".join(f"{n} {kind}" for kind, n in self._seeded.items()))
+
+    async def seeded(self, timeout_s: float) -> bool:
+        """Wait for a peer's quota state (its last part), at most ``timeout_s``; False if it did not come."""
+        try:
+            await asyncio.wait_for(self._seed_in.wait(), timeout_s)
+        except asyncio.TimeoutError:
+            return False
+        return True
 
     async def _beat_loop(self) -> None:
         """The parent's proof that this worker's loop runs: one frame every BEAT_INTERVAL_S (a stopped or stuck

@@ -277,11 +277,14 @@ class Supervisor:
                 log.error("worker %d: link broken: %s", slot.index, exc)
 
     def _ask_seed(self, newcomer: Slot) -> None:
-        """One serving worker (each holds every worker's usage) is asked to send the newcomer its rates."""
+        """One serving worker (each holds every worker's usage) is asked to send the newcomer its rates; with none
+        serving, the newcomer is told so (an empty last part), and accepts at once."""
         for slot in self.slots:
             if slot is not newcomer and slot.hello and slot.writer is not None and not slot.writer.is_closing():
                 slot.writer.write(pack(SEED_ASK, str(newcomer.index).encode()))
                 return
+        if newcomer.writer is not None and not newcomer.writer.is_closing():
+            newcomer.writer.write(pack(SEED, f"{newcomer.index}\n".encode() + b'{"last": true}'))
 
     def _pass_seed(self, payload: bytes) -> None:
         try:

@@ -17,6 +17,8 @@ from config.model import Address, ListenerConfig, MetricsConfig, ProxyConfig
 
 log = logging.getLogger(__name__)
 
+SEED_WAIT_S = 5.0  # the longest a (re)started worker waits for a peer's quota state before accepting (10^5 entities: ~1 s)
+
 
 @dataclass(frozen=True, slots=True)
 class WorkerSpec:
@@ -61,8 +63,13 @@ async def serve_worker(config: ProxyConfig, spec: WorkerSpec) -> None:
         loop.add_signal_handler(sig, stop.set)
     sock = socket.socket(fileno=spec.fd)
     link = WorkerLink(app, spec.index, sock, config.settings["quota.workers.sync.ms"], stop.set)
-    await app.start()
+    # A restarted worker takes a serving peer's quota state before it accepts a connection (issue 44, N17): until its
+    # listeners open the kernel gives every new connection to the others, which know the tenants' usage.
+    await app.start(accept=False)
     await link.start()
+    if not await link.seeded(SEED_WAIT_S):
+        log.warning("worker %d: no peer's quota state within %g s: serving from its own", spec.index, SEED_WAIT_S)
+    await app.start_accepting()
     log.info("worker %d serving", spec.index)
     await stop.wait()
     log.info("worker %d stopping (grace %d ms)", spec.index, config.settings["shutdown.grace.period.ms"])

@@ -108,6 +108,9 @@ def test_a_killed_worker_is_restarted_and_sigterm_drains_every_worker(tmp_path):
         wait_until(lambda: ready(metrics_port), 30, "the parent ready again")
         text = log.read_text()
         assert "worker 0 (pid %d) exited with signal SIGKILL: restarting it" % first["0"] in text, text[-2000:]
+        # it opened its listener only once it had asked for (and taken) a peer's quota state (issue 44, N17)
+        hello = text.index("worker 0 serving (pid %d)" % worker_pids(log)["0"])
+        assert "listener PLAINTEXT on" in text[hello:], text[-2000:]
         text = scrape(metrics_port)
         assert samples(text, "kafka_quota_proxy_worker_restarts_total") == {"0": 1.0, "1": 0.0}  # 1 at 0 from start
         # each process' own process_* series: the parent's (no worker label) and each worker's
