@@ -1,5 +1,6 @@
 """The Kafka brokers' settings as the deployment files give them, normalized so docker-compose.yml's three brokers,
-deploy/k8s/sidecar/statefulset.yaml's three pods and the brokers the tests run can be compared setting by setting.
+the three pods of deploy/k8s/sidecar's StatefulSet (as `kubectl kustomize` renders it) and the brokers the tests run
+can be compared setting by setting.
 
 What legitimately differs between them is the addresses (one shared network namespace with a port block per broker
 in the compose file, a pod per broker behind a headless Service in Kubernetes, loopback test ports in the tests),
@@ -7,7 +8,8 @@ the node ids (1-3 in the compose file, the pod index 0-2 in Kubernetes) and the 
 only those, are normalized here, each by a named rule that also checks the wiring it hides:
 
 - ``KAFKA_NODE_ID`` -> ``<node>`` (after checking it is the node's id);
-- ``KAFKA_LISTENERS`` / ``KAFKA_ADVERTISED_LISTENERS`` -> ``NAME://<address>`` in the same order (names kept);
+- ``KAFKA_LISTENERS`` / ``KAFKA_ADVERTISED_LISTENERS`` -> ``NAME://<address>`` in the order of the names (names
+  kept; Kafka gives the order no meaning), and ``KAFKA_LISTENER_SECURITY_PROTOCOL_MAP`` in the order of the names;
 - ``KAFKA_CONTROLLER_QUORUM_VOTERS`` -> ``<node k>@<address>`` (k: the voter's position among the layout's node ids,
   after checking the ids are the layout's and each address is that node's CONTROLLER listener);
 - ``KAFKA_LOG_DIRS`` -> ``<data volume>`` (after checking it is where the data volume is mounted).
@@ -22,10 +24,10 @@ from pathlib import Path
 
 import yaml
 
+from tests import k8s_render
+
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = ROOT / "docker-compose.yml"
-STATEFULSET = ROOT / "deploy" / "k8s" / "sidecar" / "statefulset.yaml"
-K8S_NAMESPACE = "ns"  # any namespace: $(POD_NAMESPACE) is normalized with the rest of the addresses
 
 # Settings only the compose file has, each with the reason; anything else that differs fails the comparison.
 COMPOSE_ONLY = {
@@ -60,7 +62,8 @@ def compose_data_mount(node_id: int) -> str:
 
 
 def statefulset() -> dict:
-    return yaml.safe_load(STATEFULSET.read_text())
+    """The sidecar StatefulSet as deploy/k8s/sidecar renders."""
+    return k8s_render.workload(k8s_render.render("sidecar"))
 
 
 def k8s_kafka_container() -> dict:
@@ -70,17 +73,8 @@ def k8s_kafka_container() -> dict:
 
 def k8s_env(pod_index: int) -> dict[str, str]:
     """The kafka container's broker settings (CLUSTER_ID and KAFKA_*) in pod kafka-<pod_index>, as Kubernetes
-    resolves them: the pod-index label for fieldRefs, $(VAR) references to earlier variables expanded."""
-    sts = statefulset()
-    resolved: dict[str, str] = {}
-    fields = {"metadata.name": f"{sts['metadata']['name']}-{pod_index}", "metadata.namespace": K8S_NAMESPACE,
-              "metadata.labels['apps.kubernetes.io/pod-index']": str(pod_index)}
-    for item in k8s_kafka_container()["env"]:
-        if "valueFrom" in item:
-            value = fields[item["valueFrom"]["fieldRef"]["fieldPath"]]
-        else:
-            value = re.sub(r"\$\((\w+)\)", lambda m: resolved[m.group(1)], str(item["value"]))
-        resolved[item["name"]] = value
+    resolves them (tests/k8s_render.py)."""
+    resolved = k8s_render.pod_env([statefulset()], pod_index, "kafka")
     return {key: value for key, value in resolved.items() if key == "CLUSTER_ID" or key.startswith("KAFKA_")}
 
 
@@ -92,7 +86,7 @@ def k8s_data_mount() -> str:
 def k8s_pod_host(pod_index: int) -> str:
     """The pod's stable DNS name (the headless Service of the StatefulSet)."""
     sts = statefulset()
-    return f"{sts['metadata']['name']}-{pod_index}.{sts['spec']['serviceName']}.{K8S_NAMESPACE}.svc"
+    return f"{sts['metadata']['name']}-{pod_index}.{sts['spec']['serviceName']}.{sts['metadata']['namespace']}.svc"
 
 
 def listener_map(value: str) -> dict[str, tuple[str, int]]:
@@ -125,7 +119,9 @@ def normalized(env: dict[str, str], node_id: int, node_ids: list[int], controlle
     assert out["KAFKA_NODE_ID"] == str(node_id), f"node {node_id}: KAFKA_NODE_ID is {out['KAFKA_NODE_ID']}"
     out["KAFKA_NODE_ID"] = "<node>"
     for key in ("KAFKA_LISTENERS", "KAFKA_ADVERTISED_LISTENERS"):
-        out[key] = ",".join(f"{name}://<address>" for name in listener_map(out[key]))
+        out[key] = ",".join(f"{name}://<address>" for name in sorted(listener_map(out[key])))
+    protocols = "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"
+    out[protocols] = ",".join(sorted(out[protocols].split(",")))
     quorum = voters(out["KAFKA_CONTROLLER_QUORUM_VOTERS"])
     assert list(quorum) == node_ids, f"node {node_id}: the voters {list(quorum)} are not the nodes {node_ids}"
     for voter, address in quorum.items():

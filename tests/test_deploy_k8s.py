@@ -1,60 +1,84 @@
-"""deploy/k8s/: every manifest is valid against the Kubernetes schemas (kubernetes-validate, strict: unknown fields
-rejected), and the two ways of running proxies are wired as documented: the sidecar StatefulSet (proxy beside Kafka,
-the broker advertising the proxy, the volume publisher reading the broker's data volume) and the cluster-mode
-Deployment + Service (a port per broker). Both: probes on /readyz and /healthz, resource requests, a
-PodDisruptionBudget, a ServiceMonitor on the metrics port, and termination grace longer than the proxy's
-shutdown.grace.period.ms."""
+"""deploy/k8s/ as `kubectl apply -k` installs it: every Kustomize folder (tests/k8s_render.py) renders, and each
+rendered manifest is valid against the Kubernetes schemas (kubernetes-validate, strict: unknown fields rejected).
+Every workload that runs the proxy has probes on /readyz and /healthz at the configuration's metrics port, resource
+requests, a PodDisruptionBudget, a ServiceMonitor on the metrics port, termination grace longer than the proxy's
+shutdown.grace.period.ms, and a proxy configuration that loads in each of its pods. The knobs the kustomizations
+offer (images, the proxy configuration file) do what docs/deployment.md says."""
+
+import os
+import re
+import shutil
+import subprocess
 
 import pytest
+import yaml
+
+from config.loader import load_config_text
+from tests import k8s_render as k8s
+from tests.tls_certs import Authority
 
 kubernetes_validate = pytest.importorskip(
     "kubernetes_validate", reason="kubernetes-validate (the dev extra: pip install kafka-quota-proxy[dev]) is not installed")
 
-from tests.shipped_configs import k8s_manifests, rendered
-
 VERSIONS = ["1.30.0", kubernetes_validate.latest_version()]  # the pod-index label needs 1.28+
+CRD_GROUPS = ("monitoring.coreos.com/",)  # no schema in kubernetes-validate: checked below
+OVERLAYS = k8s.overlays()
+PROXY_OVERLAYS = k8s.proxy_overlays()  # k8s.workload() finds the proxy's StatefulSet or Deployment in each
 
 
-manifests = k8s_manifests
+def test_the_overlays_are_the_documented_ones():
+    assert PROXY_OVERLAYS == ["cluster", "examples/cluster-tls", "sidecar"]
 
 
-def one(docs: list[dict], kind: str) -> dict:
-    (doc,) = [d for d in docs if d["kind"] == kind]
-    return doc
-
-
-def proxy_config(docs: list[dict], pod_index: int = 0):
-    """The configuration the proxy of pod ``pod_index`` loads (``docs``: the mode's manifests)."""
-    mode = "sidecar" if any(d["kind"] == "StatefulSet" for d in docs) else "cluster"
-    return rendered(mode, pod_index)
-
-
-@pytest.mark.parametrize("mode", ["sidecar", "cluster"])
+@pytest.mark.parametrize("overlay", OVERLAYS)
 @pytest.mark.parametrize("version", VERSIONS)
-def test_manifests_are_valid_kubernetes(mode, version):
-    docs = manifests(mode)
-    assert {"ConfigMap", "Service", "PodDisruptionBudget", "ServiceMonitor"} <= {d["kind"] for d in docs}
+def test_rendered_manifests_are_valid_kubernetes(overlay, version):
+    docs = k8s.render(overlay)
     for doc in docs:
-        if doc["apiVersion"].startswith("monitoring.coreos.com/"):
-            continue  # a CRD: no schema in kubernetes-validate; checked by test_servicemonitor_scrapes_the_metrics_port
+        if doc["apiVersion"].startswith(CRD_GROUPS):
+            continue
         kubernetes_validate.validate(doc, version, strict=True)
+        if overlay in PROXY_OVERLAYS:
+            assert doc["metadata"]["namespace"] == k8s.NAMESPACE, f"{doc['kind']} {doc['metadata']['name']}"
 
 
 def test_strict_validation_rejects_an_unknown_field():
-    pdb = one(manifests("sidecar"), "PodDisruptionBudget")
+    pdb = k8s.one(k8s.render("sidecar"), "PodDisruptionBudget")
     broken = {**pdb, "spec": {**pdb["spec"], "maxUnavailabel": 1}}
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(broken, VERSIONS[-1], strict=True)
 
 
-def workload(docs: list[dict]) -> dict:
-    (doc,) = [d for d in docs if d["kind"] in ("StatefulSet", "Deployment")]
-    return doc
+def secret_mounts(docs: list[dict]) -> dict[str, str]:
+    """mountPath -> Secret name of the proxy container's Secret volumes."""
+    volumes = {v["name"]: v["secret"]["secretName"] for v in k8s.workload(docs)["spec"]["template"]["spec"]["volumes"]
+               if "secret" in v}
+    return {m["mountPath"]: volumes[m["name"]] for m in k8s.container(docs)["volumeMounts"] if m["name"] in volumes}
 
 
-def proxy_container(docs: list[dict]) -> dict:
-    (container,) = [c for c in workload(docs)["spec"]["template"]["spec"]["containers"] if c["name"] == "kafka-quota-proxy"]
-    return container
+def load_in_pod(overlay: str, pod_index: int, tmp_path):
+    """The overlay's proxy configuration loaded as pod ``pod_index`` reads it; a mounted TLS Secret (kubernetes.io/tls:
+    tls.crt, tls.key) stands in as a certificate made for the test, in a folder of ``tmp_path``."""
+    text = k8s.pod_proxy_config(overlay, pod_index).text
+    for mount in secret_mounts(k8s.render(overlay)):
+        folder = tmp_path / "secret"
+        folder.mkdir(parents=True)
+        server = Authority(tmp_path).server()
+        shutil.copy(server.cert, folder / "tls.crt")
+        shutil.copy(server.key, folder / "tls.key")
+        text = text.replace(mount + "/", f"{folder}/")
+    return load_config_text(text)
+
+
+def pod_indexes(overlay: str) -> list[int]:
+    docs = k8s.render(overlay)
+    return list(range(k8s.replicas(docs))) if k8s.workload(docs)["kind"] == "StatefulSet" else [0]
+
+
+@pytest.mark.parametrize("overlay", PROXY_OVERLAYS)
+def test_the_proxy_configuration_loads_in_every_pod(overlay, tmp_path):
+    for pod_index in pod_indexes(overlay):
+        load_in_pod(overlay, pod_index, tmp_path / str(pod_index))
 
 
 def port_number(container: dict, name_or_number) -> int:
@@ -64,113 +88,73 @@ def port_number(container: dict, name_or_number) -> int:
     return port
 
 
-@pytest.mark.parametrize("mode", ["sidecar", "cluster"])
-def test_probes_resources_grace_and_disruption_budget(mode):
-    docs = manifests(mode)
-    cfg = proxy_config(docs)
-    pod = workload(docs)["spec"]["template"]["spec"]
-    proxy = proxy_container(docs)
+@pytest.mark.parametrize("overlay", PROXY_OVERLAYS)
+def test_probes_resources_grace_and_disruption_budget(overlay, tmp_path):
+    docs = k8s.render(overlay)
+    cfg = load_in_pod(overlay, 0, tmp_path)
+    pod = k8s.workload(docs)["spec"]["template"]["spec"]
+    proxy = k8s.container(docs)
     assert proxy["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert proxy["livenessProbe"]["httpGet"]["path"] == "/healthz"
     for probe in ("readinessProbe", "livenessProbe"):
         assert port_number(proxy, proxy[probe]["httpGet"]["port"]) == cfg.metrics.bind.port
     assert proxy["args"] == ["run", "--config", "/etc/kafka-quota-proxy/proxy.yaml"]
-    for container in pod["containers"] + pod.get("initContainers", []):
-        assert container["resources"]["requests"]["cpu"] and container["resources"]["requests"]["memory"], container["name"]
+    assert "initContainers" not in pod, "nothing to prepare: proxy.yaml reads the broker id from the environment"
+    for container in pod["containers"]:
+        requests = container["resources"]["requests"]
+        assert requests["cpu"] and requests["memory"], container["name"]
     assert pod["terminationGracePeriodSeconds"] * 1000 > cfg.settings["shutdown.grace.period.ms"]
     assert pod["securityContext"]["runAsNonRoot"]
-    for container in pod["containers"] + pod.get("initContainers", []):
+    for container in pod["containers"]:
         if container["image"].startswith("kafka-quota-proxy:"):
             continue  # the image's USER is numeric (10001)
         run_as = container.get("securityContext", {}).get("runAsUser", pod["securityContext"].get("runAsUser"))
         assert run_as, f"{container['name']}: runAsNonRoot needs a numeric user where the image names one"
-    pdb = one(docs, "PodDisruptionBudget")
-    assert pdb["spec"]["selector"]["matchLabels"].items() <= workload(docs)["spec"]["template"]["metadata"]["labels"].items()
+    pdb = k8s.one(docs, "PodDisruptionBudget")
+    pod_labels = k8s.workload(docs)["spec"]["template"]["metadata"]["labels"]
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
 
 
-@pytest.mark.parametrize("mode", ["sidecar", "cluster"])
-def test_servicemonitor_scrapes_the_metrics_port(mode):
-    docs = manifests(mode)
-    monitor = one(docs, "ServiceMonitor")
+@pytest.mark.parametrize("overlay", PROXY_OVERLAYS)
+def test_servicemonitor_scrapes_the_metrics_port(overlay, tmp_path):
+    docs = k8s.render(overlay)
+    monitor = k8s.one(docs, "ServiceMonitor")
     assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
     wanted = monitor["spec"]["selector"]["matchLabels"].items()
     services = [d for d in docs if d["kind"] == "Service" and wanted <= d["metadata"]["labels"].items()]
     assert len(services) == 1, "the ServiceMonitor selects one Service"
     (endpoint,) = monitor["spec"]["endpoints"]
     (port,) = [p for p in services[0]["spec"]["ports"] if p["name"] == endpoint["port"]]
-    assert port_number(proxy_container(docs), port["targetPort"]) == proxy_config(docs).metrics.bind.port
+    assert port_number(k8s.container(docs), port["targetPort"]) == load_in_pod(overlay, 0, tmp_path).metrics.bind.port
     assert endpoint["path"] == "/metrics"
     assert {"targetLabel": "job", "replacement": "kafka-quota-proxy"} in endpoint["relabelings"]
 
 
-def env(container: dict) -> dict:
-    return {e["name"]: e.get("value") for e in container["env"]}
+# the folder whose proxy.yaml each overlay's pods read: its own, or its base's
+CONFIG_SOURCE = {"cluster": "cluster", "examples/cluster-tls": "examples/cluster-tls", "sidecar": "sidecar"}
 
 
-def test_sidecar_broker_advertises_its_proxy_and_the_publisher_reads_its_volume():
-    docs = manifests("sidecar")
-    pod = workload(docs)["spec"]["template"]["spec"]
-    (kafka,) = [c for c in pod["containers"] if c["name"] == "kafka"]
-    e = env(kafka)
-    listeners = dict(item.split("://") for item in e["KAFKA_LISTENERS"].split(","))
-    advertised = dict(item.split("://") for item in e["KAFKA_ADVERTISED_LISTENERS"].split(","))
-    proxy = proxy_container(docs)
-    for broker_id in range(workload(docs)["spec"]["replicas"]):
-        cfg = proxy_config(docs, broker_id)
-        assert cfg.volume_usage.publisher.broker_id == broker_id
-    client = [name for name, address in listeners.items() if address == str(cfg.upstream.bootstrap_servers[0])]
-    assert client and client[0] != e["KAFKA_INTER_BROKER_LISTENER_NAME"]
-    assert listeners[client[0]].startswith("127.0.0.1:"), "only the proxy reaches the broker's client listener"
-    assert advertised[client[0]].endswith(f":{cfg.listeners[0].bind.port}")
-    assert port_number(proxy, "client") == cfg.listeners[0].bind.port
-    (log_dir,) = cfg.volume_usage.publisher.log_dirs
-    assert e["KAFKA_LOG_DIRS"] == log_dir
-    proxy_mounts = {m["mountPath"]: m for m in proxy["volumeMounts"]}
-    kafka_mounts = {m["mountPath"]: m for m in kafka["volumeMounts"]}
-    assert proxy_mounts[log_dir]["name"] == kafka_mounts[log_dir]["name"] and proxy_mounts[log_dir]["readOnly"]
-    services = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Service"}
-    assert advertised[client[0]].split(".")[1] == workload(docs)["spec"]["serviceName"]
-    assert services[workload(docs)["spec"]["serviceName"]]["spec"]["clusterIP"] == "None"
+@pytest.mark.parametrize("overlay", PROXY_OVERLAYS)
+def test_the_pods_mount_the_configmap_generated_from_proxy_yaml(overlay):
+    """The configMapGenerator makes the ConfigMap from the plain file (the one the tests load), and the name it gives
+    it, with the hash of the content, is the one the pods mount: a changed proxy.yaml rolls them."""
+    assert k8s.pod_proxy_config(overlay).template == (k8s.K8S / CONFIG_SOURCE[overlay] / "proxy.yaml").read_text()
+    (config_map,) = [d for d in k8s.render(overlay) if d["kind"] == "ConfigMap"]
+    assert re.fullmatch(r"kafka-quota-proxy(-sidecar)?-[a-z0-9]{10}", config_map["metadata"]["name"])
 
 
-def test_cluster_mode_service_has_a_port_per_broker():
-    docs = manifests("cluster")
-    cfg = proxy_config(docs)
-    listener = cfg.listeners[0]
-    service = one(docs, "Service")
-    proxy = proxy_container(docs)
-    ports = {port_number(proxy, p["targetPort"]): p["port"] for p in service["spec"]["ports"]}
-    assert ports[listener.bind.port] == listener.bind.port
-    for broker_id in range(3):
-        port = listener.broker_port_base + broker_id
-        assert ports[port] == port, f"broker {broker_id}: clients are sent to {listener.advertised_host}:{port}"
-    assert listener.advertised_host.split(".")[0] == service["metadata"]["name"]
+def render_overlay_of(tmp_path, base: str, kustomization: dict) -> list[dict]:
+    """An operator's own overlay of deploy/k8s/<base>, in ``tmp_path``, rendered."""
+    base_path = os.path.relpath(k8s.K8S / base, tmp_path)
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump({"resources": [base_path], **kustomization}))
+    done = subprocess.run([k8s.kubectl(), "kustomize", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
 
 
-def test_sidecar_own_clients_use_the_proxies_listener_that_only_the_brokers_reach():
-    """upstream.own_clients is the pod's PROXIES listener, which advertises the broker itself (no sidecar in the
-    way) and which the NetworkPolicy opens to the brokers' pods only; every pod runs the one ConfigMap, its broker id
-    from the same downward-API field as the kafka container's node id (no init container renders it)."""
-    docs = manifests("sidecar")
-    pod = workload(docs)["spec"]["template"]["spec"]
-    assert not pod.get("initContainers")
-    (kafka,) = [c for c in pod["containers"] if c["name"] == "kafka"]
-    node_id = {e["name"]: e for e in kafka["env"]}["KAFKA_NODE_ID"]
-    assert {e["name"]: e for e in proxy_container(docs)["env"]}["KAFKA_NODE_ID"] == node_id
-    e = env(kafka)
-    listeners = dict(item.split("://") for item in e["KAFKA_LISTENERS"].split(","))
-    advertised = dict(item.split("://") for item in e["KAFKA_ADVERTISED_LISTENERS"].split(","))
-    cfg = proxy_config(docs)
-    (own,) = cfg.upstream.own_clients.bootstrap_servers
-    assert own.host == "127.0.0.1" and listeners["PROXIES"] == f"0.0.0.0:{own.port}"
-    assert advertised["PROXIES"] == f"$(POD_NAME).kafka.$(POD_NAMESPACE).svc:{own.port}"  # the broker, not a proxy
-    assert own.port != cfg.listeners[0].bind.port
-    assert cfg.admin_principals == {"User:admin"}  # on PLAINTEXT (User:ANONYMOUS) no tenant is an admin
-    policy = one(docs, "NetworkPolicy")
-    assert policy["spec"]["podSelector"] == {"matchLabels": workload(docs)["spec"]["selector"]["matchLabels"]}
-    opened_to_all = {p["port"] for rule in policy["spec"]["ingress"] if "from" not in rule for p in rule["ports"]}
-    assert opened_to_all == {cfg.listeners[0].bind.port, cfg.metrics.bind.port}
-    (brokers_only,) = [rule for rule in policy["spec"]["ingress"] if "from" in rule]
-    assert brokers_only["from"] == [{"podSelector": policy["spec"]["podSelector"]}]
-    broker_ports = {int(address.rsplit(":", 1)[1]) for name, address in listeners.items() if name != "CLIENT"}
-    assert {p["port"] for p in brokers_only["ports"]} == broker_ports
+@pytest.mark.parametrize("overlay", ["sidecar", "cluster"])
+def test_an_overlay_sets_the_image_with_the_images_transformer(overlay, tmp_path):
+    docs = render_overlay_of(tmp_path, overlay, {"images": [
+        {"name": "kafka-quota-proxy", "newName": "registry.example.com/kafka-quota-proxy", "newTag": "9.9.9"}]})
+    assert k8s.container(docs)["image"] == "registry.example.com/kafka-quota-proxy:9.9.9"
+    assert k8s.container(k8s.render(overlay))["image"] == "kafka-quota-proxy:0.1.0"
