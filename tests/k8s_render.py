@@ -5,6 +5,7 @@ configuration file as the proxy reads it there.
 
     render("sidecar")                 -> the manifests `kubectl apply -k deploy/k8s/sidecar` would apply
     pod_proxy_config("sidecar", 2)    -> proxy.yaml as the proxy of pod kafka-2 reads it, ${env:...} resolved
+    node_pool_ids(render("strimzi"))  -> {"controller": [0, 1, 2], "broker": [3, 4, 5]}: Strimzi's node ids
 
 The ``${env:NAME}`` references are replaced by the values the pod's environment gives them. That is the proxy's own
 reading of them (``config/env_refs.py``) as long as each value is a plain word (digits, letters, ``.``, ``-``,
@@ -160,3 +161,26 @@ def pod_proxy_config(overlay: str, pod_index: int = 0) -> PodProxyConfig:
 
 def replicas(docs: list[dict]) -> int:
     return workload(docs)["spec"]["replicas"]
+
+
+def node_id_range(annotation: str) -> list[int]:
+    """Strimzi's ``strimzi.io/next-node-ids``: "[0, 1, 10-12]" -> every id it names, in the order written."""
+    ids: list[int] = []
+    for item in annotation.strip().removeprefix("[").removesuffix("]").split(","):
+        low, _, high = item.strip().partition("-")
+        step = 1 if not high or int(high) >= int(low) else -1
+        ids += list(range(int(low), int(high or low) + step, step))
+    return ids
+
+
+def node_pool_ids(docs: list[dict]) -> dict[str, list[int]]:
+    """The node ids of each KafkaNodePool among ``docs`` when Strimzi creates them in that order: scaling up, each
+    new node takes the lowest free id of its pool's ``strimzi.io/next-node-ids`` range (Strimzi's node pool docs).
+    The proxy's broker ports follow these ids."""
+    taken: set[int] = set()
+    out = {}
+    for pool in [d for d in docs if d["kind"] == "KafkaNodePool"]:
+        free = [i for i in node_id_range(pool["metadata"]["annotations"]["strimzi.io/next-node-ids"]) if i not in taken]
+        out[pool["metadata"]["name"]] = sorted(free)[:pool["spec"]["replicas"]]
+        taken |= set(out[pool["metadata"]["name"]])
+    return out

@@ -21,13 +21,14 @@ kubernetes_validate = pytest.importorskip(
     "kubernetes_validate", reason="kubernetes-validate (the dev extra: pip install kafka-quota-proxy[dev]) is not installed")
 
 VERSIONS = ["1.30.0", kubernetes_validate.latest_version()]  # the pod-index label needs 1.28+
-CRD_GROUPS = ("monitoring.coreos.com/",)  # no schema in kubernetes-validate: checked below
+CRD_GROUPS = ("monitoring.coreos.com/", "kafka.strimzi.io/")  # no schema in kubernetes-validate: checked below and
+# in tests/test_deploy_strimzi.py
 OVERLAYS = k8s.overlays()
 PROXY_OVERLAYS = k8s.proxy_overlays()  # k8s.workload() finds the proxy's StatefulSet or Deployment in each
 
 
 def test_the_overlays_are_the_documented_ones():
-    assert PROXY_OVERLAYS == ["cluster", "examples/cluster-tls", "sidecar"]
+    assert PROXY_OVERLAYS == ["cluster", "examples/cluster-tls", "sidecar", "strimzi"]
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -131,7 +132,8 @@ def test_servicemonitor_scrapes_the_metrics_port(overlay, tmp_path):
 
 
 # the folder whose proxy.yaml each overlay's pods read: its own, or its base's
-CONFIG_SOURCE = {"cluster": "cluster", "examples/cluster-tls": "examples/cluster-tls", "sidecar": "sidecar"}
+CONFIG_SOURCE = {"cluster": "cluster", "examples/cluster-tls": "examples/cluster-tls", "sidecar": "sidecar",
+                 "strimzi": "cluster"}
 
 
 @pytest.mark.parametrize("overlay", PROXY_OVERLAYS)

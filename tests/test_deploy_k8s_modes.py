@@ -12,7 +12,7 @@ from tests import k8s_render as k8s
 from tests.kafka_settings import listener_map
 
 # the overlays in cluster mode and the node ids of the brokers they are in front of
-CLUSTER_NODE_IDS = {"cluster": [0, 1, 2], "examples/cluster-tls": [0, 1, 2]}
+CLUSTER_NODE_IDS = {"cluster": [0, 1, 2], "examples/cluster-tls": [0, 1, 2], "strimzi": [3, 4, 5]}
 
 
 def kafka_env(docs: list[dict], pod_index: int) -> dict[str, str]:
