@@ -23,6 +23,7 @@ import yaml
 from tests import k8s_render as k8s
 
 OVERLAY = "strimzi"
+DOCS_PAGE = k8s.ROOT / "docs" / "deployment-strimzi.md"
 
 
 def kafka() -> dict:
@@ -119,6 +120,16 @@ def test_the_proxies_own_clients_reach_only_listeners_no_proxy_is_in_front_of():
     for server in own["bootstrap_servers"]:
         lc = listeners[server]
         assert only_the_proxies(lc) and "brokers" not in lc.get("configuration", {}), lc["name"]
+
+
+def test_the_deployment_page_names_each_listener_and_port():
+    """docs/deployment-strimzi.md's tables: each listener by its Strimzi and its Kafka name, each broker's port."""
+    text = DOCS_PAGE.read_text()
+    for lc in kafka()["spec"]["kafka"]["listeners"]:
+        assert f"`{lc['name']}`" in text and f"`{kafka_listener_name(lc)}`" in text, lc["name"]
+    for node_id in broker_node_ids():
+        assert f"| {node_id} | {proxy_config()['listeners'][0]['broker_port_base'] + node_id} |" in text
+
 
 
 def strict(schema: dict) -> dict:
