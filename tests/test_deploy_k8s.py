@@ -30,7 +30,7 @@ PROXY_OVERLAYS = k8s.proxy_overlays()  # k8s.workload() finds the proxy's Statef
 def test_the_overlays_are_the_documented_ones():
     assert PROXY_OVERLAYS == ["cluster", "examples/cluster-tls", "sidecar", "strimzi"]
     page = (k8s.ROOT / "docs" / "deployment.md").read_text()
-    for overlay in PROXY_OVERLAYS:
+    for overlay in OVERLAYS:
         assert f"| `{overlay}/` |" in page, f"docs/deployment.md's table of deploy/k8s/ lacks {overlay}"
 
 
