@@ -143,6 +143,12 @@ SETTINGS: dict[str, Setting] = {
         "(the hold counts against it); at most quota.mute.max.ms and below upstream.response.timeout.ms (the "
         "default is the lowest of 10000, quota.mute.max.ms and half upstream.response.timeout.ms).",
     ),
+    "metadata.max.tracked.topics": Setting(
+        50000, int, 1, 2**31 - 1,
+        "Topics the proxy keeps facts of (topic ids, partition counts), learnt from the brokers' answers, per "
+        "process; past it the least recently used is dropped and looked up again when needed. Only topics a broker "
+        "says exist are kept: names a client makes up take no room.",
+    ),
     "cluster.metadata.refresh.ms": Setting(
         30000, int, 100, 2**31 - 1,
         "Cluster mode: how often the proxy asks the cluster for its brokers (Metadata, no topics) to open the port "

@@ -77,7 +77,7 @@ class ProxyApp:
         limit = open_files_limit()
         self.descriptors = DescriptorBudget(self.connections, limit,
                                             reserved(limit, config.settings["connections.reserved.file.descriptors"]))
-        self.topics = Topics()  # what every connection learns of the cluster's topics, proxy-wide
+        self.topics = Topics(config.settings["metadata.max.tracked.topics"])  # the cluster's topics, proxy-wide
         self.created_counts = CreatedCounts(self.kafka, connect_timeout_s,  # -1 creates a v4 answer gave no count of
                                             on_unknown=self.metrics.controller_mutation_partitions_unknown.inc)
         self.token_owners = TokenOwners(self.kafka, connect_timeout_s,  # who a delegation-token login authenticates

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import uuid
 
-from proxy.codec.apis import CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS
+from proxy.codec.apis import CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, METADATA
+from proxy.codec.messages import new_response
 from tests.proxy.mutation_wire import THROTTLED, Wire
 
 TOPIC_ALREADY_EXISTS = 36
@@ -152,8 +153,9 @@ def test_delete_topics_refused_by_the_broker_is_given_back_by_name_and_by_id():
     wire.answer(forwarded, responses=[{"name": "a", "error_code": 0},
                                       {"name": "b", "error_code": UNKNOWN_TOPIC_OR_PARTITION}])
     assert tokens(wire) == 90
-    wire.scope.topics.created("c", 7, wire.clock.now_ms())
-    wire.scope.topics._learn_id("c", gone)
+    wire.scope.topics.learn_from_metadata(new_response(METADATA, 12, topics=[
+        {"name": "c", "topic_id": gone, "partitions": [{"partition_index": i} for i in range(7)]}]),
+        wire.clock.now_ms())
     wire.send(DELETE_TOPICS, 6, 2, topics=[{"name": None, "topic_id": gone}], timeout_ms=1000)
     (forwarded, _), = wire.broker_requests()
     assert tokens(wire) == 83

@@ -77,11 +77,16 @@ def test_strict_delete_splits_then_a_request_with_every_topic_rejected_is_answer
 
     wire.clock.advance(5_000)
     wire.send(DELETE_TOPICS, 5, 3, topic_names=["c"], timeout_ms=1000)  # 0 tokens: admitted, costs 0
+    (lookup, asked), = wire.broker_requests()  # a name the broker did not know is not kept: asked again
+    assert [t.name for t in asked.topics] == ["c"]
+    wire.answer(lookup, topics=[metadata_topic("c", 0, error_code=3)])
     (forwarded, body), = wire.broker_requests()
     wire.answer(forwarded, responses=[{"name": "c", "error_code": 3}])
     wire.clock.advance(0)
     wire.scope.quotas.mutations.record("ANONYMOUS", "admin", 1)  # -1: the next is rejected outright
     wire.send(DELETE_TOPICS, 5, 4, topic_names=["a"], timeout_ms=1000)
+    (lookup, _), = wire.broker_requests()  # deleted through the proxy: not kept, asked again
+    wire.answer(lookup, topics=[metadata_topic("a", 0, error_code=3)])
     assert wire.broker_requests() == []  # answered by the proxy, never forwarded
     (_, first), (corr, response) = wire.client_responses(DELETE_TOPICS, 5)
     assert corr == 4 and [(r.name, r.error_code) for r in response.responses] == [("a", THROTTLED)]
