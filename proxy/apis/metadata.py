@@ -1,9 +1,10 @@
 """Metadata: where what the proxy knows about topics is learnt, and the proxy's own Metadata lookups.
 
-Every Metadata answer that passes through the proxy is read (the plan's ``observe``, before anything is rewritten)
-and teaches the proxy-wide :class:`~proxy.cluster.topics.Topics` each topic's id and partition count (:func:`learn`);
-in cluster mode its brokers are then rewritten to the proxy's ports (:mod:`proxy.apis.addresses`). Handlers read
-``scope.topics`` and never write it.
+A client's Metadata answer passes as the broker wrote it; in cluster mode only its head (the brokers) is decoded and
+rewritten to the proxy's ports (:mod:`proxy.apis.addresses`), and its topics go on as the broker's bytes. The
+proxy-wide :class:`~proxy.cluster.topics.Topics` learns each topic's id and partition count from the answers to the
+proxy's own lookups (:func:`learn`), the only answers a decision waits for. Handlers read ``scope.topics`` and never
+write it.
 
 A handler that needs a fact the proxy does not have yet (the name behind a topic id, a partition count) asks with
 :func:`look_up_topics`: a Metadata request of the proxy's own on the client's connection
@@ -21,39 +22,51 @@ import uuid
 from collections.abc import Callable, Sequence
 
 from proxy.apis.addresses import rewrite_node
-from proxy.apis.plan import ConnectionScope, LookUp, Outcome, Plan
+from proxy.apis.plan import PASS, ConnectionScope, LookUp, Outcome, Plan
+from proxy.cluster.broker_ports import BrokerPorts
 from proxy.codec.apis import METADATA, OWN_METADATA_BY_ID_VERSION, OWN_METADATA_VERSION
 from proxy.codec.header import RequestHeader
-from proxy.codec.messages import Message, decode_response, encode_request, encode_response, new_request
+from proxy.codec.messages import Message, decode_response, encode_request, new_request
+from proxy.codec.metadata_prefix import decode_head, encode_head, topics_offset
 from proxy.session.session import Session
 
 TopicKey = tuple["str | None", "uuid.UUID | None"]  # (name, topic id) of a topic a request names; either may be unknown
 
 
 def learn(scope: ConnectionScope, version: int, body: memoryview) -> Message:
-    """A Metadata answer's body (``version``): what it says of the topics goes into ``scope.topics``."""
+    """A Metadata answer's body (``version``) to one of the proxy's own lookups: what it says of the topics goes into
+    ``scope.topics``."""
     msg = decode_response(METADATA, version, body)
     scope.topics.learn_from_metadata(msg, scope.quotas.clock.now_ms())
     return msg
 
 
 def plan_metadata(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
-    version, cluster = header.api_version, scope.cluster
-    read: list[Message] = []  # the answer the observer decoded, rewritten below: one decode (observe runs first)
-
-    def observe(body: memoryview) -> None:
-        read.append(learn(scope, version, body))
-
+    """A client's Metadata: its answer passes as the broker wrote it (sidecar mode), or with its brokers rewritten and
+    its topics untouched (cluster mode, :func:`rewrite_head`). Nothing is learnt from it (issue 44, T7): decoding
+    every answer to learn of every topic took a core under a storm of Metadata for every topic, and the facts a
+    decision needs are looked up when it needs them."""
+    cluster, version = scope.cluster, header.api_version
     if cluster is None:
-        return Plan(observe=observe)
+        return PASS
+    return Plan(rewrite=lambda body: rewrite_head(cluster, version, body))
 
-    def rewrite(body: memoryview) -> bytes:
-        msg = read.pop() if read else decode_response(METADATA, version, body)
-        for broker in msg.brokers:
-            rewrite_node(cluster, broker, "node_id")
-        return encode_response(METADATA, version, msg)
 
-    return Plan(observe=observe, rewrite=rewrite)
+def rewrite_head(cluster: BrokerPorts, version: int, body: memoryview) -> bytes:
+    """``body`` with the brokers of its head rewritten to the proxy's ports; the topics are the broker's own bytes.
+    A head seen before with the same brokers is rewritten from the cache: no decode at all."""
+    end = topics_offset(version, body)
+    cached = cluster.metadata_heads.get(version)
+    if cached is not None and cached[2] is cluster.brokers and body[:end] == cached[0]:
+        return cached[1] + body[end:]
+    raw = bytes(body[:end])
+    msg = decode_head(version, raw)
+    for broker in msg.brokers:
+        rewrite_node(cluster, broker, "node_id")
+    head = encode_head(version, msg)
+    if all(b.node_id < 0 or b.node_id in cluster.brokers for b in msg.brokers):  # else a port to open: not cached,
+        cluster.metadata_heads[version] = (raw, head, cluster.brokers)  # so the next answer tries again
+    return head + body[end:]
 
 
 def lookup_request(session: Session, keys: Sequence[TopicKey]) -> tuple[int, list[dict] | None]:

@@ -27,6 +27,9 @@ class BrokerPorts:
         self.port_base = port_base
         self._open_port = open_port  # opens the proxy port for a node id (idempotent); False: it could not
         self.brokers: dict[int, Address] = {}
+        # version -> (a Metadata answer's head, as the broker wrote it, rewritten, the brokers it was rewritten with):
+        # the same head with the same brokers is rewritten the same way (proxy.apis.metadata)
+        self.metadata_heads: dict[int, tuple[bytes, bytes, dict[int, Address]]] = {}
 
     def port_for(self, node_id: int) -> int:
         port = self.port_base + node_id
