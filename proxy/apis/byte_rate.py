@@ -85,35 +85,50 @@ def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader
 def paused_produce(scope: ConnectionScope, session: Session, volume, header: RequestHeader, base: Plan) -> Plan:
     """A volume is at its hard limit: the request is read whole and answered by the proxy with the retriable
     NOT_ENOUGH_REPLICAS after ``pause_delay_ms`` (throttle_time_ms and a mute), so it never reaches the broker and
-    the client retries; a request that writes only the proxy's internal topics (volume-usage snapshots, the dynamic
-    config) goes through, so the publisher is never paused by what it reports.
+    the client retries; a request of the proxy's own (or an admin's) that writes only the proxy's internal topics
+    (volume-usage snapshots, the dynamic config) goes through, so the publisher is never paused by what it reports.
 
     A refusal is charged as an answered request is: its bytes are recorded against the client's
     ``producer_byte_rate`` (where none applies, the volume's ``produce_base_rate``, unscaled) and the throttle that
     gives, when longer than ``pause_delay_ms``, is the one reported and muted. Without it a client retrying large
     requests was read and refused at one request per ``pause_delay_ms``, whatever its quota (issue 35: 2,836 times
-    the user's quota in request bytes, one core busy)."""
-    version, delay = header.api_version, volume.config.pause_delay_ms
-    quotas, user, client_id = scope.quotas, session.user, header.client_id or ""
+    the user's quota in request bytes, one core busy). A tenant's request is charged at its header, whatever its body
+    names: one naming only internal topics is refused by the internal-topic guard before this decides, and went
+    uncharged (issue 44, N10: 13,352 refusals a second, 2,718 times the user's quota)."""
+    version, quotas = header.api_version, scope.quotas
+
+    def refuse(body: memoryview, throttle: Throttle) -> Outcome:
+        return AnswerLocally.failing(header, decode_request(PRODUCE, version, body), NOT_ENOUGH_REPLICAS, throttle,
+                                     "kafka-quota-proxy: a broker volume is at its hard limit; "
+                                     "produce is paused until usage drops (retry)")
+
+    if not scope.guard.allowed(session):
+        throttle = _paused_charge(quotas, session, volume, header)
+        return dataclasses.replace(base, action=BUFFER, throttle=throttle, decide=lambda body: refuse(body, throttle))
 
     def decide(body: memoryview) -> Outcome:
         msg = decode_request(PRODUCE, version, body)
         names = {t.name or scope.topics.name_for(t.topic_id) for t in msg.topic_data}
-        if names and names <= scope.quotas.internal_topics:
+        if names and names <= quotas.internal_topics:
             return FORWARD_AS_IS
-        decisions = Decisions(quotas, user)
-        decisions.add("volume_usage", Throttle(delay, delay), header.client_id)  # the pause itself
-        if quotas.produce.enabled and not quotas.produce.resolve(user, client_id).unlimited:
-            decisions.add(PRODUCER_BYTE_RATE, quotas.produce.record_and_decide(user, client_id, header.size),
-                          header.client_id)
-        else:
-            decisions.add("volume_usage", volume.refused.record_and_decide(user, client_id, header.size),
-                          header.client_id)
-        return AnswerLocally.failing(header, msg, NOT_ENOUGH_REPLICAS, decisions.throttle,
-                                     "kafka-quota-proxy: a broker volume is at its hard limit; "
-                                     "produce is paused until usage drops (retry)")
+        return refuse(body, _paused_charge(quotas, session, volume, header))
 
     return dataclasses.replace(base, action=BUFFER, decide=decide)
+
+
+def _paused_charge(quotas, session: Session, volume, header: RequestHeader) -> Throttle:
+    """A produce refused at PAUSE recorded (the client's producer_byte_rate, else the volume's base rate) with the
+    pause itself: the longest throttle of the two."""
+    delay, user, client_id = volume.config.pause_delay_ms, session.user, header.client_id or ""
+    decisions = Decisions(quotas, user)
+    decisions.add("volume_usage", Throttle(delay, delay), header.client_id)  # the pause itself
+    if quotas.produce.enabled and not quotas.produce.resolve(user, client_id).unlimited:
+        decisions.add(PRODUCER_BYTE_RATE, quotas.produce.record_and_decide(user, client_id, header.size),
+                      header.client_id)
+    else:
+        decisions.add("volume_usage", volume.refused.record_and_decide(user, client_id, header.size),
+                      header.client_id)
+    return decisions.throttle
 
 
 def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
