@@ -143,6 +143,12 @@ SETTINGS: dict[str, Setting] = {
         "(the hold counts against it); at most quota.mute.max.ms and below upstream.response.timeout.ms (the "
         "default is the lowest of 10000, quota.mute.max.ms and half upstream.response.timeout.ms).",
     ),
+    "offset.metadata.max.bytes": Setting(
+        4096, int, 0, 2**31 - 1,
+        "Longest metadata (characters) an OffsetCommit or TxnOffsetCommit may carry per partition (Kafka's broker "
+        "setting, same default): a longer one is answered OFFSET_METADATA_TOO_LARGE by the proxy and never reaches "
+        "the broker. While a volume is at PAUSE the bound is 0: commits go on without metadata.",
+    ),
     "metadata.max.tracked.topics": Setting(
         50000, int, 1, 2**31 - 1,
         "Topics the proxy keeps facts of (topic ids, partition counts), learnt from the brokers' answers, per "

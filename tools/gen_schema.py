@@ -35,6 +35,8 @@ DECODED = {
     # carry the proxy-wide dynamic settings.
     21: "DeleteRecords", 24: "AddPartitionsToTxn", 32: "DescribeConfigs", 33: "AlterConfigs",
     44: "IncrementalAlterConfigs",
+    # Writes to __consumer_offsets a tenant can fill with metadata: capped and charged (issue 44, T3).
+    8: "OffsetCommit", 28: "TxnOffsetCommit",
 }
 MAX = 0x7FFF
 INT_TYPES = {"int8", "int16", "uint16", "int32", "int64"}

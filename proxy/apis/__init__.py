@@ -10,14 +10,14 @@ from __future__ import annotations
 from typing import Callable
 
 from proxy.apis import (addresses, api_versions, broker_configs, byte_rate, client_quotas, metadata, mutations,
-                        producer_ids, sasl)
+                        offset_commits, producer_ids, sasl)
 from proxy.apis.internal_topics import GUARDED, guarded
 from proxy.apis.plan import (FORWARD_AS_IS, PASS, AnswerLocally, Await, ConnectionScope, ForwardRequest, HoldFor,
                              LookUp, Outcome, Plan)
 from proxy.codec.apis import (ALTER_CLIENT_QUOTAS, API_VERSIONS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS,
                               DESCRIBE_CLIENT_QUOTAS, DESCRIBE_CLUSTER, DESCRIBE_CONFIGS, FETCH, FIND_COORDINATOR,
-                              INCREMENTAL_ALTER_CONFIGS, INIT_PRODUCER_ID, METADATA, PRODUCE, SASL_AUTHENTICATE,
-                              SASL_HANDSHAKE, api_name)
+                              INCREMENTAL_ALTER_CONFIGS, INIT_PRODUCER_ID, METADATA, OFFSET_COMMIT, PRODUCE,
+                              SASL_AUTHENTICATE, SASL_HANDSHAKE, TXN_OFFSET_COMMIT, api_name)
 from proxy.codec.errors import ProtocolError
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import DECODED_APIS
@@ -27,7 +27,7 @@ Handler = Callable[[ConnectionScope, Session, RequestHeader], Plan]
 
 HANDLERS: dict[int, Handler] = {
     API_VERSIONS: api_versions.plan,
-    METADATA: metadata.plan_metadata,  # learns the topics (the one place), then cluster-mode broker addresses
+    METADATA: metadata.plan_metadata,  # cluster mode: broker addresses (the topics pass as the broker's bytes)
     FIND_COORDINATOR: addresses.plan_find_coordinator,
     DESCRIBE_CLUSTER: addresses.plan_describe_cluster,
     PRODUCE: byte_rate.plan_produce,  # quota, then cluster-mode NodeEndpoints
@@ -36,6 +36,8 @@ HANDLERS: dict[int, Handler] = {
     DELETE_TOPICS: mutations.plan_delete_topics,
     CREATE_PARTITIONS: mutations.plan_create_partitions,
     INIT_PRODUCER_ID: producer_ids.plan_init_producer_id,  # KIP-936 attribution
+    OFFSET_COMMIT: offset_commits.plan_offset_commit,  # writes to __consumer_offsets: capped, charged
+    TXN_OFFSET_COMMIT: offset_commits.plan_offset_commit,
     DESCRIBE_CLIENT_QUOTAS: client_quotas.plan_describe,  # served by the proxy with a dynamic config
     ALTER_CLIENT_QUOTAS: client_quotas.plan_alter,
     INCREMENTAL_ALTER_CONFIGS: broker_configs.plan_incremental_alter,  # BROKER "": the proxy-wide settings

@@ -135,6 +135,7 @@ FETCH = 1
 LIST_OFFSETS = 2
 METADATA = 3
 CONTROLLED_SHUTDOWN = 7
+OFFSET_COMMIT = 8
 FIND_COORDINATOR = 10
 SASL_HANDSHAKE = 17
 API_VERSIONS = 18
@@ -143,6 +144,7 @@ DELETE_TOPICS = 20
 DELETE_RECORDS = 21
 INIT_PRODUCER_ID = 22
 ADD_PARTITIONS_TO_TXN = 24
+TXN_OFFSET_COMMIT = 28
 DESCRIBE_CONFIGS = 32
 ALTER_CONFIGS = 33
 DESCRIBE_LOG_DIRS = 35
@@ -210,6 +212,7 @@ _DECODED: tuple[_DecodedApi, ...] = (
     _DecodedApi(PRODUCE,                1,                6,       None),
     _DecodedApi(FETCH,                  1,                8,       None),
     _DecodedApi(METADATA,               3,                6,       None),
+    _DecodedApi(OFFSET_COMMIT,          3,                4,       None),
     _DecodedApi(FIND_COORDINATOR,       1,                2,       None),
     _DecodedApi(SASL_HANDSHAKE,         None,             None,    None),
     _DecodedApi(API_VERSIONS,           1,                2,       None),
@@ -218,6 +221,7 @@ _DECODED: tuple[_DecodedApi, ...] = (
     _DecodedApi(DELETE_RECORDS,         0,                1,       None),
     _DecodedApi(INIT_PRODUCER_ID,       0,                1,       None),
     _DecodedApi(ADD_PARTITIONS_TO_TXN,  0,                1,       None),
+    _DecodedApi(TXN_OFFSET_COMMIT,      0,                1,       None),
     _DecodedApi(DESCRIBE_CONFIGS,       0,                2,       None),
     _DecodedApi(ALTER_CONFIGS,          0,                1,       None),
     _DecodedApi(SASL_AUTHENTICATE,      None,             None,    None),

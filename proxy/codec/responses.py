@@ -3,7 +3,7 @@
 :func:`error_response` knows where each decoded API carries its errors, as Kafka's ``getErrorResponse`` does:
 
 - per partition: Produce, Fetch (Fetch also has a top-level ``error_code`` from v7);
-- per partition: DeleteRecords, AddPartitionsToTxn (v4+ per transaction too, plus a top-level ``error_code``);
+- per partition: DeleteRecords, OffsetCommit, TxnOffsetCommit, AddPartitionsToTxn (v4+ per transaction too, plus a top-level ``error_code``);
 - per topic: Metadata (plus the top-level ``error_code`` of v13), CreateTopics, DeleteTopics, CreatePartitions;
 - per resource: DescribeConfigs, AlterConfigs, IncrementalAlterConfigs (named ``(resource_type, resource_name)``);
 - per entry: FindCoordinator v4+ (per coordinator key), AlterClientQuotas (per entity);
@@ -148,6 +148,17 @@ def _delete_records(version: int, request: Message, codes: _Codes, message: str 
         for t in request.topics]}
 
 
+def _offset_commit(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
+    """OffsetCommit and TxnOffsetCommit: per partition, each topic by its name (or its id, OffsetCommit v10+)."""
+    topics = []
+    for t in request.topics:
+        topic_id = getattr(t, "topic_id", None)
+        topics.append({"name": t.name, **({} if topic_id is None else {"topic_id": topic_id}), "partitions": [
+            {"partition_index": p.partition_index, "error_code": codes.partition(t.name, topic_id, p.partition_index)}
+            for p in t.partitions]})
+    return {"topics": topics}
+
+
 def _txn_topics(topics, codes: _Codes) -> list:
     return [{"name": t.name, "results_by_partition": [
         {"partition_index": p, "partition_error_code": codes.partition(t.name, None, p)} for p in t.partitions]}
@@ -198,7 +209,7 @@ def _error_code_and_message(version: int, request: Message, codes: _Codes, messa
 
 
 _BUILDERS: dict[int, Callable[[int, Message, _Codes, str | None], dict]] = {
-    0: _produce, 1: _fetch, 3: _metadata, 10: _find_coordinator, 17: _error_code_only, 18: _error_code_only,
+    0: _produce, 1: _fetch, 3: _metadata, 8: _offset_commit, 28: _offset_commit, 10: _find_coordinator, 17: _error_code_only, 18: _error_code_only,
     19: _create_topics, 20: _delete_topics, 21: _delete_records, 22: _init_producer_id, 24: _add_partitions_to_txn,
     32: _config_resources("results", {"configs": []}), 33: _config_resources("responses", {}),
     36: _error_code_and_message, 37: _create_partitions, 44: _config_resources("responses", {}),

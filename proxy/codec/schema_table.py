@@ -175,6 +175,56 @@ SCHEMAS = {
             ('error_code', 'int16', (13, 32767), None, None, None, 0, True, None, None),
         )},
     ),
+    (8, 'request'): (
+        {"name": 'OffsetCommitRequest', "valid": (0, 10), "flexible": 8, "fields": (
+            ('group_id', 'string', (0, 32767), None, None, None, '', False, None, None),
+            ('generation_id_or_member_epoch', 'int32', (1, 32767), None, None, None, -1, True, None, None),
+            ('member_id', 'string', (1, 32767), None, None, None, '', True, None, None),
+            ('group_instance_id', 'string', (7, 32767), (7, 32767), None, None, None, False, None, None),
+            ('retention_time_ms', 'int64', (2, 4), None, None, None, -1, True, None, None),
+            ('topics', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('name', 'string', (0, 9), None, None, None, '', True, None, None),
+                ('topic_id', 'uuid', (10, 32767), None, None, None, None, True, None, None),
+                ('partitions', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('partition_index', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                    ('committed_offset', 'int64', (0, 32767), None, None, None, 0, False, None, None),
+                    ('committed_leader_epoch', 'int32', (6, 32767), None, None, None, -1, True, None, None),
+                    ('committed_metadata', 'string', (0, 32767), (0, 32767), None, None, '', False, None, None),
+                ), 'OffsetCommitRequestPartition'),
+            ), 'OffsetCommitRequestTopic'),
+        )},
+        {"name": 'OffsetCommitRequest', "valid": (1, 1), "flexible": 8, "fields": (
+            ('group_id', 'string', (0, 32767), None, None, None, '', False, None, None),
+            ('generation_id', 'int32', (1, 32767), None, None, None, -1, True, None, None),
+            ('member_id', 'string', (1, 32767), None, None, None, '', True, None, None),
+            ('group_instance_id', 'string', (7, 32767), (7, 32767), None, None, None, False, None, None),
+            ('retention_time_ms', 'int64', (2, 4), None, None, None, -1, True, None, None),
+            ('topics', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('name', 'string', (0, 32767), (9, 32767), None, None, '', False, None, None),
+                ('topic_id', 'uuid', (9, 32767), None, None, None, None, False, None, None),
+                ('partitions', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('partition_index', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                    ('committed_offset', 'int64', (0, 32767), None, None, None, 0, False, None, None),
+                    ('committed_leader_epoch', 'int32', (6, 32767), None, None, None, -1, True, None, None),
+                    ('commit_timestamp', 'int64', (1, 1), None, None, None, -1, False, None, None),
+                    ('committed_metadata', 'string', (0, 32767), (0, 32767), None, None, '', False, None, None),
+                ), 'OffsetCommitRequestPartition'),
+            ), 'OffsetCommitRequestTopic'),
+        )},
+    ),
+    (8, 'response'): (
+        {"name": 'OffsetCommitResponse', "valid": (0, 10), "flexible": 8, "fields": (
+            ('throttle_time_ms', 'int32', (3, 32767), None, None, None, 0, True, None, None),
+            ('topics', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('name', 'string', (0, 9), None, None, None, '', True, None, None),
+                ('topic_id', 'uuid', (10, 32767), None, None, None, None, True, None, None),
+                ('partitions', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('partition_index', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                    ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+                ), 'OffsetCommitResponsePartition'),
+            ), 'OffsetCommitResponseTopic'),
+        )},
+    ),
     (10, 'request'): (
         {"name": 'FindCoordinatorRequest', "valid": (0, 6), "flexible": 3, "fields": (
             ('key', 'string', (0, 3), None, None, None, '', False, None, None),
@@ -388,6 +438,38 @@ SCHEMAS = {
                     ('partition_error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
                 ), 'AddPartitionsToTxnPartitionResult'),
             ), 'AddPartitionsToTxnTopicResult'),
+        )},
+    ),
+    (28, 'request'): (
+        {"name": 'TxnOffsetCommitRequest', "valid": (0, 5), "flexible": 3, "fields": (
+            ('transactional_id', 'string', (0, 32767), None, None, None, '', False, None, None),
+            ('group_id', 'string', (0, 32767), None, None, None, '', False, None, None),
+            ('producer_id', 'int64', (0, 32767), None, None, None, 0, False, None, None),
+            ('producer_epoch', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+            ('generation_id', 'int32', (3, 32767), None, None, None, -1, False, None, None),
+            ('member_id', 'string', (3, 32767), None, None, None, '', False, None, None),
+            ('group_instance_id', 'string', (3, 32767), (3, 32767), None, None, None, False, None, None),
+            ('topics', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('name', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('partitions', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('partition_index', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                    ('committed_offset', 'int64', (0, 32767), None, None, None, 0, False, None, None),
+                    ('committed_leader_epoch', 'int32', (2, 32767), None, None, None, -1, True, None, None),
+                    ('committed_metadata', 'string', (0, 32767), (0, 32767), None, None, '', False, None, None),
+                ), 'TxnOffsetCommitRequestPartition'),
+            ), 'TxnOffsetCommitRequestTopic'),
+        )},
+    ),
+    (28, 'response'): (
+        {"name": 'TxnOffsetCommitResponse', "valid": (0, 5), "flexible": 3, "fields": (
+            ('throttle_time_ms', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('topics', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('name', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('partitions', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('partition_index', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                    ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+                ), 'TxnOffsetCommitResponsePartition'),
+            ), 'TxnOffsetCommitResponseTopic'),
         )},
     ),
     (32, 'request'): (

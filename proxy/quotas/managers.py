@@ -57,6 +57,7 @@ class ByteRateQuotas:
         # other tables bounded by quota.max.tracked.entities: (quota key, what has .overflowed): the app's per-IP rates
         self.overflow_sources: list[tuple[str, object]] = []
         self.metadata_max_age_ms = settings["controller.quota.metadata.max.age.ms"]
+        self.offset_metadata_max_bytes = settings["offset.metadata.max.bytes"]  # OffsetCommit metadata, per partition
         # bytes of Produce requests held for their new producer ids (KIP-936 hold): per connection and in this process
         self.held_bytes = HeldBytes(settings["connections.max.held.request.bytes"], settings["max.held.request.bytes"])
         self.max_metric_entities = settings["quota.metrics.max.entities"]

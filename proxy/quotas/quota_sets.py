@@ -113,6 +113,10 @@ class BrokerQuotas:
         return self._proxy.metadata_max_age_ms
 
     @property
+    def offset_metadata_max_bytes(self) -> int:
+        return self._proxy.offset_metadata_max_bytes
+
+    @property
     def volume(self):
         return self._proxy.volume
 

@@ -152,12 +152,12 @@ def _kio_parses(cls, wire: bytes, correlation_id: int, header_length: int, ours)
 
 
 def _kafka_python_parses(api_key: int, version: int, body: bytes) -> None:
-    """Produce v0-2, Fetch v0-3, CreateTopics v0-1, DeleteTopics v0 and DescribeConfigs v0: kafka-python's own classes
-    for them."""
-    from kafka.protocol.old import admin, fetch, produce
+    """Produce v0-2, Fetch v0-3, OffsetCommit v0-1, CreateTopics v0-1, DeleteTopics v0 and DescribeConfigs v0:
+    kafka-python's own classes for them."""
+    from kafka.protocol.old import admin, commit, fetch, produce
 
-    classes = {0: produce.ProduceResponse, 1: fetch.FetchResponse, 19: admin.CreateTopicsResponse,
-               20: admin.DeleteTopicsResponse, 32: admin.DescribeConfigsResponse}
+    classes = {0: produce.ProduceResponse, 1: fetch.FetchResponse, 8: commit.OffsetCommitResponse,
+               19: admin.CreateTopicsResponse, 20: admin.DeleteTopicsResponse, 32: admin.DescribeConfigsResponse}
     buf = io.BytesIO(body)
     parsed = classes[api_key][version].decode(buf).to_object()
     assert buf.tell() == len(body)
