@@ -45,6 +45,7 @@ from quota.sharing.usage_share import Leftover, UsageTap, record_remote_steps
 log = logging.getLogger("kafka_quota_proxy.cluster_usage")
 
 LEAVE_TIMEOUT_S = 1.0
+CLUSTER_LOOK_S = 60.0  # how often the brokers are counted: peers known are bounded by them (ClusterPeers.cluster_has)
 
 
 class ClusterUsage:
@@ -204,6 +205,7 @@ class ClusterUsage:
         key = self.own_id.encode()
         loop = asyncio.get_running_loop()
         last_sync = loop.time()
+        looked = -CLUSTER_LOOK_S
         while True:
             try:
                 await wait_for(self._woken.wait(), max(0.0, last_sync + self.sync_s - loop.time()))
@@ -214,6 +216,11 @@ class ClusterUsage:
             self._woken.clear()
             try:
                 await self._sync()
+                if loop.time() - looked >= CLUSTER_LOOK_S:
+                    look = await self.kafka.look([], CALL_TIMEOUT_S, CLIENT_ID)
+                    if look is not None and look.brokers:
+                        looked = loop.time()
+                        self.peers.cluster_has(len(look.brokers))
                 if self._producer is None or self._topic_missing:  # also deleted under a live producer, which a
                     await self.kafka.ensure_topic(self.topic, CLIENT_ID)  # broker may answer NONE all the same
                     self._topic_missing = False

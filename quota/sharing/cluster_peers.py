@@ -39,6 +39,8 @@ from quota.managers.volume import CLOCK_SKEW_MS
 from quota.sharing.usage_delta import UsageDelta
 
 OWN, STALE, FUTURE, TAKE = "own", "stale", "future", "take"
+PEERS_PER_BROKER = 2  # sidecars one broker may have had on the topic lately: itself, and itself restarted
+MIN_PEERS = 4
 """What :meth:`ClusterPeers.judge` says of a record."""
 
 
@@ -60,7 +62,8 @@ class ClusterPeers:
     """The other sidecars publishing to the usage topic, by id, with their last record's time, and the records
     of theirs applied."""
 
-    __slots__ = ("own_id", "stale_ms", "forget_ms", "since_ms", "_last", "_newest", "_applied", "_prune_at")
+    __slots__ = ("own_id", "stale_ms", "forget_ms", "since_ms", "max_peers", "_last", "_newest", "_applied",
+                 "_prune_at")
 
     def __init__(self, own_id: str, stale_ms: int, since_ms: int | None = None, forget_ms: int | None = None) -> None:
         """``since_ms``: records dated before it are history, not recorded (None: any fresh record is);
@@ -72,6 +75,7 @@ class ClusterPeers:
         self.stale_ms = stale_ms
         self.forget_ms = stale_ms if forget_ms is None else forget_ms
         self.since_ms = -1 if since_ms is None else since_ms
+        self.max_peers: int | None = None  # peers known at most (:meth:`cluster_has`); None: not bounded yet
         self._last: dict[str, int] = {}  # peer id -> its newest record's timestamp (ms)
         self._newest = -1  # the newest timestamp read on the topic, this sidecar's own records included
         self._applied: dict[tuple[str, str], dict[int, int]] = {}  # (peer, incarnation) -> {seq applied: its date}
@@ -88,9 +92,31 @@ class ClusterPeers:
             self._newest = stamp_ms
         if source == self.own_id:
             return OWN
+        if source not in self._last and not self._room_for(stamp_ms):
+            return STALE
         if stamp_ms > self._last.get(source, -1):
             self._last[source] = stamp_ms
         return TAKE if now_ms - stamp_ms <= self.stale_ms and stamp_ms >= self.since_ms else STALE
+
+    def cluster_has(self, brokers: int) -> None:
+        """The cluster has ``brokers`` brokers: in sidecar mode one sidecar each, so at most :data:`PEERS_PER_BROKER`
+        per broker are known (at least :data:`MIN_PEERS`). Peers beyond that are made up (records written straight
+        to the topic, issue 44, T8: 500 of them cut a tenant to quota / 502): the stalest is dropped for a newer
+        one, and a record of an unknown peer older than every known one's is skipped."""
+        self.max_peers = max(MIN_PEERS, PEERS_PER_BROKER * brokers)
+        while len(self._last) > self.max_peers:
+            del self._last[min(self._last, key=self._last.__getitem__)]
+
+    def _room_for(self, stamp_ms: int) -> bool:
+        """Whether a new peer whose record is dated ``stamp_ms`` may be known: there is room, or the stalest known
+        peer is older and is dropped for it."""
+        if self.max_peers is None or len(self._last) < self.max_peers:
+            return True
+        stalest = min(self._last, key=self._last.__getitem__)
+        if self._last[stalest] >= stamp_ms:
+            return False
+        del self._last[stalest]
+        return True
 
     def accept(self, source: str, stamp_ms: int, now_ms: int) -> bool:
         """Whether :meth:`judge` takes the record."""

@@ -245,14 +245,14 @@ def decode(data: bytes) -> UsageDelta:
     return UsageDelta(
         source=source,
         scope=scope,
-        produce=_entities(raw, "produce", users, clients),
-        fetch=_entities(raw, "fetch", users, clients),
-        mutations=_entities(raw, "mutations", users, clients),
+        produce=_entities(raw, "produce", users, clients, signed=False),
+        fetch=_entities(raw, "fetch", users, clients, signed=False),
+        mutations=_entities(raw, "mutations", users, clients, signed=True),  # net of KIP-599 refunds: may be < 0
         producer_ids=_producer_ids(raw, users),
         listeners=_counts(raw, "listeners"),
         ips=_counts(raw, "ips"),
         open_connections=tuple((_string(kind, f"open[{i}][0]"), _string(key, f"open[{i}][1]"),
-                                _integer(n, f"open[{i}][2]")) for i, (kind, key, n) in enumerate(_items(raw, "open", 3))),
+                                _count(n, f"open[{i}][2]")) for i, (kind, key, n) in enumerate(_items(raw, "open", 3))),
         incarnation=incarnation,
         seq=seq,
     )
@@ -309,10 +309,11 @@ def _strings(raw: dict, name: str) -> list[str]:
     return items
 
 
-def _entities(raw: dict, name: str, users: list[str], clients: list[str]) -> Rows | tuple:
+def _entities(raw: dict, name: str, users: list[str], clients: list[str], signed: bool) -> Rows | tuple:
     """``[user index steps, client index steps, values]`` back into ``(user, client_id, value)`` rows, as columns
     (:class:`Rows`). Checked a column at a time (10^5 rows in milliseconds); a bad item is then looked for one by one,
-    to name it."""
+    to name it. Unless ``signed``, a value below 0 is malformed: bytes are never given back (issue 44, T8: a
+    record written straight to the topic with a negative usage let a tenant reach 5 x its quota)."""
     columns = raw.get(name)
     if columns is None:
         return ()
@@ -342,11 +343,22 @@ def _entities(raw: dict, name: str, users: list[str], clients: list[str]) -> Row
             except OverflowError:
                 raise UsageDeltaError(f"usage delta.{name}[2][{i}]: expected a finite number, got {value!r:.40}") \
                     from None
+    if not signed and values and min(values) < 0:
+        i = next(i for i, value in enumerate(values) if value < 0)
+        raise UsageDeltaError(f"usage delta.{name}[2][{i}]: expected a usage from 0, got {values[i]!r}")
     return Rows(indices[0], indices[1], values)
 
 
+def _count(value, where: str) -> int:
+    """An integer from 0: a count (connections, new producer ids) is never negative."""
+    n = _integer(value, where)
+    if n < 0:
+        raise UsageDeltaError(f"usage delta.{where}: expected a count from 0, got {n}")
+    return n
+
+
 def _counts(raw: dict, name: str) -> tuple[tuple[str, int], ...]:
-    return tuple((_string(k, f"{name}[{i}][0]"), _integer(n, f"{name}[{i}][1]"))
+    return tuple((_string(k, f"{name}[{i}][0]"), _count(n, f"{name}[{i}][1]"))
                  for i, (k, n) in enumerate(_items(raw, name, 2)))
 
 
@@ -361,5 +373,5 @@ def _producer_ids(raw: dict, users: list[str]) -> tuple[ProducerIdUsage, ...]:
         u = _integer(user, f"{where}[0]")
         if not 0 <= u < len(users):
             raise UsageDeltaError(f"usage delta.{where}[0]: index {u} outside the {len(users)} users")
-        out.append((users[u], _integer(count, f"{where}[1]"), ids))
+        out.append((users[u], _integer(count, f"{where}[1]"), ids))  # < 0: a held id given back on every peer
     return tuple(out)

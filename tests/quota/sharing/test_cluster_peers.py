@@ -201,3 +201,30 @@ def test_numbers_that_arrive_out_of_order_are_each_applied_once():
     now = 100_000
     assert [peers.first_time("b", "run", seq, now, now) for seq in (1, 3, 2, 3, 2, 4)] == [
         True, True, True, False, False, True]
+
+
+def test_made_up_peers_are_bounded_by_the_cluster_and_the_real_ones_stay_known():
+    """Issue 44, T8: 500 peers written straight to the usage topic made a sidecar keep to quota / 502 once every
+    peer was stale (and 0 x for 8 s after the real peer was back). In sidecar mode a cluster of N brokers has N
+    sidecars: at most 2 N are known, the stalest dropped for a newer one."""
+    peers = ClusterPeers("me", STALE_MS)
+    peers.cluster_has(3)
+    now = 1_000_000
+    assert peers.judge("real", now, now) == "take"
+    for i in range(500):
+        peers.judge(f"made-up-{i}", now - 5_000, now)  # dated earlier than the real peer's newest record
+    view = peers.view(now)
+    assert view.known == 6 and peers.max_peers == 6
+    assert peers.judge("real", now + 1000, now + 1000) == "take"
+    assert "real" not in peers.stale_peers(now + 1000)  # still known, never pushed out by what was made up
+    late = now + STALE_MS + 5_000  # every peer stale: the fallback share
+    assert peers.view(late).fallback and peers.view(late).share_divisor <= 7
+    assert peers.judge("ancient", now - 9_000, now) == "stale"  # older than every known peer: not known
+
+
+def test_a_smaller_cluster_drops_the_stalest_peers_at_once():
+    peers = ClusterPeers("me", STALE_MS)
+    for i in range(10):
+        peers.judge(f"p{i}", 1000 + i, 2000)
+    peers.cluster_has(1)
+    assert peers.view(2000).known == 4 and sorted(peers.stale_peers(10**9)) == ["p6", "p7", "p8", "p9"]

@@ -32,7 +32,7 @@ def many(n: int, kind: str = "produce") -> UsageDelta:
 
 
 def test_each_name_is_written_once_and_rows_come_back_whatever_their_order():
-    rows = (("bob", "p", 3), ("alice", "q", -2.5), ("alice", "p", 7))
+    rows = (("bob", "p", 3), ("alice", "q", 2.5), ("alice", "p", 7))
     delta = UsageDelta("a", produce=rows, fetch=rows[::-1], mutations=rows[1:])
     raw = raw_of(encode(delta))
     assert raw["users"] == ["alice", "bob"] and raw["clients"] == ["p", "q"]
@@ -88,3 +88,19 @@ def test_broken_or_oversized_compression_is_refused():
     bomb = zlib.compress(b" " * (MAX_DECODED_BYTES + 1))  # 64 MiB of blanks: 65 KB compressed
     with pytest.raises(UsageDeltaError, match="more than"):
         decode(bomb)
+
+
+def test_a_negative_byte_rate_or_count_is_malformed_a_mutation_refund_is_not():
+    """Issue 44, T8: a record written straight to the usage topic with a negative produce usage gave its tenant
+    5 x its quota on every sidecar. Bytes and connection counts are never given back; mutation tokens are (KIP-599
+    refunds of what the broker did not do)."""
+    for kind in ("produce", "fetch"):
+        with pytest.raises(UsageDeltaError, match=rf"{kind}\[2\]\[\d\]: expected a usage from 0, got -2.5"):
+            decode(encode(UsageDelta("a", **{kind: (("bob", "p", 3), ("alice", "q", -2.5))})))
+    for field in ("listeners", "ips"):
+        with pytest.raises(UsageDeltaError, match="expected a count from 0"):
+            decode(encode(UsageDelta("a", **{field: (("x", -4),)})))
+    with pytest.raises(UsageDeltaError, match="expected a count from 0"):
+        decode(encode(UsageDelta("a", open_connections=(("ip", "10.0.0.1", -1),))))
+    refund = decode(encode(UsageDelta("a", mutations=(("bob", "p", -3.0),))))
+    assert list(refund.mutations) == [("bob", "p", -3.0)]
