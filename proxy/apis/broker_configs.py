@@ -34,6 +34,7 @@ from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import Message, decode_request, decode_response, encode_request, encode_response, new_response
 from proxy.codec.responses import encode_local_response
+from proxy.ops.audit import audited
 from proxy.session.session import Session
 
 if TYPE_CHECKING:
@@ -94,7 +95,8 @@ def plan_incremental_alter(scope: ConnectionScope, session: Session, header: Req
         if msg.validate_only:
             records = []
         return answer_and_forward(INCREMENTAL_ALTER_CONFIGS, version, correlation_id, msg, ours, "responses",
-                                  records, dynamic)
+                                  audited(dynamic.entries.entries, records, principal, session.peer_ip,
+                                          "IncrementalAlterConfigs"), dynamic)
 
     return Plan(action=BUFFER, decide=decide)
 

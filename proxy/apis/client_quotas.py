@@ -41,6 +41,7 @@ from proxy.codec.header import RequestHeader
 from proxy.codec.messages import (decode_api_versions_response, decode_request, decode_response, encode_request,
                                   encode_response, new_request, new_response)
 from proxy.codec.responses import encode_local_response
+from proxy.ops.audit import audited
 from proxy.session.session import Session
 from quota.managers.connection import CONNECTION_CREATION_RATE
 from quota.primitives.entity import DEFAULT
@@ -182,6 +183,7 @@ def plan_alter(scope: ConnectionScope, session: Session, header: RequestHeader) 
                                          for code, message in results], throttle_time_ms)
                 return answer(wire, results, throttle_time_ms)
 
+            records = audited(dynamic.entries.entries, records, principal, session.peer_ip, "AlterClientQuotas")
             return Await(start=lambda: dynamic.write(records), then=written)
 
         if not any(theirs):

@@ -37,6 +37,9 @@ class LogLimiter:
 MAX_LINE = 2000  # characters of a log message; the rest is cut, saying how much
 
 
+AUDIT_LOGGER = "kafka_quota_proxy.audit"
+
+
 class BoundedLines:
     """A logging filter for the proxy's handlers: every message at most ``max_chars`` long, and every message
     template (a logger's format string, whatever its arguments) at most ``burst`` lines per ``interval_s``; the
@@ -69,7 +72,8 @@ class BoundedLines:
                 self._templates.popitem(last=False)
         else:
             suppressed = 0
-        if state[1] >= self.burst:
+        if state[1] >= self.burst and record.name != AUDIT_LOGGER:  # who changed the configuration: every line
+            # (only admins make them: proxy.ops.audit)
             state[2] += 1
             return False
         state[1] += 1

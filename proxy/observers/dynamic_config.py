@@ -39,6 +39,8 @@ from proxy.ground.logs import LogLimiter
 from proxy.ground.tasks import wait_for
 from proxy.observers.following import CALL_TIMEOUT_S, CHECK_S, TopicReader, log_end
 from proxy.observers.freezing import freeze_long_lived
+from proxy.ops import audit
+from proxy.ops.audit import AuditedRecord, values_of
 
 log = logging.getLogger(__name__)
 
@@ -97,15 +99,22 @@ class DynamicConfig:
 
     # -- records in ---------------------------------------------------------------------------------------------
 
-    async def take(self, records, batch: Batch) -> int:
+    async def take(self, records, batch: Batch, live: bool = False) -> int:
         """Records of the config topic, in order, into ``batch`` (each checked with those before it); a record
-        that cannot be used, or is past a bound, is counted, logged (bounded) and left out. The event loop runs
-        between slices of SLICE_S. Returns how many were good."""
+        that cannot be used, or is past a bound, is counted, logged (bounded) and left out. ``live``: read while
+        following, not at start-up: each change is logged with the writer its audit header names
+        (:func:`proxy.ops.audit.read`). The event loop runs between slices of SLICE_S. Returns how many were good."""
         good = 0
         started = time.perf_counter()
+        newer: dict[bytes, dict | None] = {}  # live: what this call changed, the values before the next record
         for record in records:
             try:
-                batch.add(record.key, record.value)
+                checked = batch.add(record.key, record.value)
+                if live:
+                    key = checked.canonical
+                    old = newer[key] if key in newer else values_of(self.entries.entries, key)
+                    newer[key] = None if checked.values is None else dict(checked.values)
+                    audit.read(self.topic, record.key, old, newer[key], getattr(record, "headers", None))
             except RecordSkipped as exc:
                 self.skipped[exc.reason] += 1
                 key = record.key or b""
@@ -230,7 +239,7 @@ class DynamicConfig:
                 good = 0
                 while True:
                     for records in polled.values():
-                        good += await self.take(records, batch)
+                        good += await self.take(records, batch, live=caught_up)
                     if not caught_up or len(batch) >= CATCH_UP_RECORDS or not await self._behind(consumer, reader):
                         break
                     polled = await consumer.getmany(timeout_ms=0, max_records=POLL_RECORDS)
@@ -272,8 +281,9 @@ class DynamicConfig:
 
     # -- writing ------------------------------------------------------------------------------------------------
 
-    async def write(self, records: list[tuple[bytes, bytes | None]]) -> None:
-        """Append records (key, JSON value or None for a tombstone) to the topic, creating it when missing; raises
+    async def write(self, records: list[AuditedRecord]) -> None:
+        """Append records (key, JSON value or None for a tombstone, the audit header: :func:`proxy.ops.audit.audited`)
+        to the topic, creating it when missing; raises
         on failure, bounded by WRITE_TIMEOUT_S (the caller answers with an error; the next write starts afresh)."""
         # in the context the follower started in, not the requesting client's: the proxy's own clients are routed
         # (proxy.cluster.own_clients.ROUTE) straight to the broker behind a sidecar
@@ -292,7 +302,7 @@ class DynamicConfig:
         known = f"; the proxy cannot follow it either: it {self.unavailable}" if self.unavailable else ""
         return f"the config topic {self.topic} could not be written: {why}{known}"[:500]
 
-    async def _write(self, records: list[tuple[bytes, bytes | None]]) -> None:
+    async def _write(self, records: list[AuditedRecord]) -> None:
         from aiokafka import AIOKafkaProducer
 
         async with self._write_lock:
@@ -302,7 +312,8 @@ class DynamicConfig:
                                             request_timeout_ms=10_000)
                 await start_client(producer, None)  # stopped when its start fails or is cancelled
                 self._producer = producer
-            futures = [await self._producer.send(self.topic, key=key, value=value) for key, value in records]
+            futures = [await self._producer.send(self.topic, key=key, value=value, headers=headers)
+                       for key, value, headers in records]
             await asyncio.gather(*futures)
 
     async def stop(self) -> None:

@@ -40,7 +40,28 @@ def connect(port: int) -> socket.socket:
     return sock
 
 
-__all__ = ["connect", "exchange", "read_frame", "recv_exactly"]
+def produce_at_broker(broker_port: int, topic: str, records: list[tuple[str, bytes]]) -> None:
+    """``(key, value)`` records produced to partition 0 of ``topic`` at the broker itself (no proxy in the way: as
+    whoever the broker's ACLs let write it would), dated now; the broker must take them."""
+    import time
+
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    now = int(time.time() * 1000)
+    for offset, (key, value) in enumerate(records):
+        builder.append(offset, timestamp=now, key=key.encode(), value=value, headers=[])
+    sock = connect(broker_port)
+    try:
+        answer = exchange(sock, 0, 9, acks=1, timeout_ms=10_000, topic_data=[
+            {"name": topic, "partition_data": [{"index": 0, "records": bytes(builder.build())}]}])
+    finally:
+        sock.close()
+    assert [p.error_code for t in answer.responses for p in t.partition_responses] == [0]
+
+
+__all__ = ["connect", "exchange", "produce_at_broker", "read_frame", "recv_exactly"]
 
 
 async def hold_open(port: int, source_ip: str, n: int):

@@ -9,31 +9,14 @@ peers known stay within what one broker's cluster can have (``cluster_usage_peer
 
 from __future__ import annotations
 
-import time
-
-from kafka.record.default_records import DefaultRecordBatchBuilder
-
-from proxy.codec.apis import PRODUCE
 from quota.sharing.usage_delta import UsageDelta, encode
 from tests.harness import Tansu, free_port, start_proxy, wait_until
 from tests.integration.cluster_sidecars import USAGE_TOPIC, sidecar_config
-from tests.integration.raw import connect, exchange
+from tests.integration.raw import produce_at_broker
 
 
 def write(broker_port: int, records: list[tuple[str, bytes]]) -> None:
-    """``(key, value)`` records produced to the usage topic at the broker itself (no proxy in the way), dated now."""
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
-                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
-    now = int(time.time() * 1000)
-    for offset, (key, value) in enumerate(records):
-        builder.append(offset, timestamp=now, key=key.encode(), value=value, headers=[])
-    sock = connect(broker_port)
-    try:
-        answer = exchange(sock, PRODUCE, 9, acks=1, timeout_ms=10_000, topic_data=[
-            {"name": USAGE_TOPIC, "partition_data": [{"index": 0, "records": bytes(builder.build())}]}])
-    finally:
-        sock.close()
-    assert [p.error_code for t in answer.responses for p in t.partition_responses] == [0]
+    produce_at_broker(broker_port, USAGE_TOPIC, records)
 
 
 def test_negative_usage_is_malformed_and_made_up_peers_stay_within_the_cluster():

@@ -41,7 +41,7 @@ class FakeDynamic:
     async def write(self, records) -> None:
         if self.fail is not None:
             raise self.fail
-        self.written += records
+        self.written += [(key, value) for key, value, _ in records]
 
     def write_failure(self, exc: BaseException) -> str:
         return f"the config topic could not be written: {exc}"

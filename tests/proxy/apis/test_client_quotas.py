@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 
 from config.dynamic import DynamicEntries, effective
 from config.loader import parse_config
@@ -27,10 +28,12 @@ class FakeDynamic:
     def __init__(self, base) -> None:
         self.base, self.current, self.entries = base, base, DynamicEntries()
         self.written: list = []
+        self.headers: list = []  # each record's audit header (proxy.ops.audit)
 
     async def write(self, records) -> None:
-        self.written += records
-        for key, value in records:
+        self.written += [(key, value) for key, value, _ in records]
+        self.headers += [dict(headers) for _, _, headers in records]
+        for key, value, _ in records:
             self.entries = self.entries.with_record(self.base, key, value)
         self.current = effective(self.base, self.entries)
 
@@ -205,3 +208,22 @@ def test_describe_with_a_broker_without_client_quotas_answers_the_proxys_alone()
     outcome = decide(scope, admin(versions={}), DESCRIBE_CLIENT_QUOTAS, 0, strict=False, components=[])
     assert isinstance(outcome, AnswerLocally)
     assert len(local(DESCRIBE_CLIENT_QUOTAS, 0, outcome).entries) == 1
+
+
+def test_every_change_is_audited_in_the_log_and_in_a_header_on_its_record(caplog):
+    """Issue 44: who changed a quota, from where, from what to what: a log line on kafka_quota_proxy.audit and the
+    same as a JSON header on the config record."""
+    scope, dynamic = setup()
+    caplog.set_level(logging.INFO, logger="kafka_quota_proxy.audit")
+    for rate in (1000, 2500, None):
+        run(decide(scope, admin(), ALTER_CLIENT_QUOTAS, 1, validate_only=False,
+                   entries=[entry({"producer_byte_rate": rate}, user="alice")]))
+    audits = [json.loads(h["kafka-quota-proxy-audit"]) for h in dynamic.headers]
+    assert [(a["old"], a["new"]) for a in audits] == [
+        (None, {"producer_byte_rate": 1000}), ({"producer_byte_rate": 1000}, {"producer_byte_rate": 2500}),
+        ({"producer_byte_rate": 2500}, None)]
+    assert {(a["principal"], a["address"], a["via"]) for a in audits} == {
+        ("User:admin", "10.0.0.1", "AlterClientQuotas")}
+    lines = [r.getMessage() for r in caplog.records if r.name == "kafka_quota_proxy.audit"]
+    assert lines[1] == ('AlterClientQuotas by User:admin from 10.0.0.1: {"user":"alice"}: {"producer_byte_rate": '
+                        '1000} -> {"producer_byte_rate": 2500}')
