@@ -33,20 +33,10 @@ def run(tree: str, topic_counts: list[int], pairs: int) -> None:
     from proxy.codec.messages import encode_request, encode_response, new_request, new_response
     from proxy.connection.core import ConnectionCore
     from proxy.quotas.managers import ByteRateQuotas
-
-    class Metrics:
-        def request(self, nbytes):
-            pass
-
-        def response(self, nbytes):
-            pass
-
-        def latency(self, seconds):
-            pass
+    from tests.fakes import NULL_API_METRICS as metrics
 
     config = parse_config({"upstream": {"bootstrap_servers": ["127.0.0.1:9092"]},
                            "listeners": [{"name": "P", "bind": "127.0.0.1:0"}]})
-    metrics = Metrics()
 
     def core(cluster: bool) -> tuple:
         ports = BrokerPorts("P", "proxy.example", 30000, lambda node_id: True) if cluster else None
