@@ -16,6 +16,7 @@ from __future__ import annotations
 import socket
 import threading
 
+import pytest
 from kafka.errors import CoordinatorLoadInProgressError, CoordinatorNotAvailableError, NotCoordinatorError
 from kafka.structs import TopicPartition
 
@@ -90,6 +91,7 @@ def committed(admin, group: str) -> dict:
     return found[-1]
 
 
+@pytest.mark.long_running(seconds=15)
 def test_commits_with_metadata_reach_no_disk_at_pause_and_plain_commits_go_on(kafka1):
     config = {"upstream": {"bootstrap_servers": [kafka1.direct_bootstrap]},
               "listeners": [{"name": "PLAINTEXT", "bind": "127.0.0.1:0"}], "metrics": {"bind": "127.0.0.1:0"},
