@@ -94,7 +94,7 @@ TOP_KEYS = (*TOP_REQUIRED, "metrics", "settings", "quotas", "volume_usage", "usa
 UPSTREAM_KEYS = ("bootstrap_servers", "tls", "sasl", "own_clients")
 OWN_CLIENTS_KEYS = ("bootstrap_servers", "tls", "sasl")
 UPSTREAM_SASL_KEYS = ("mechanism", "username", "password", "password_file")
-LISTENER_KEYS = ("name", "bind", "advertised_host", "broker_port_base", "internal", "tls", "sasl")
+LISTENER_KEYS = ("name", "bind", "advertised_host", "broker_port_base", "internal", "tls", "sasl", "admin")
 METRICS_KEYS = ("bind",)
 DEFAULT_METRICS = {"bind": "127.0.0.1:9464"}
 
@@ -217,10 +217,13 @@ def _listeners(raw: Any, path: str) -> tuple[ListenerConfig, ...]:
             raise ConfigError(f"{path}[{i}].bind", f"{listener.bind} is already bound by {path}[{binds[listener.bind]}]")
         seen[listener.name] = i
         binds[listener.bind] = i
-    internal = [i for i, listener in enumerate(listeners) if listener.internal]
-    if len(internal) > 1:
-        raise ConfigError(f"{path}[{internal[1]}].internal", f"only one listener can be internal; "
-                          f"{path}[{internal[0]}] already is")
+    for flag in ("internal", "admin"):
+        flagged = [i for i, listener in enumerate(listeners) if getattr(listener, flag)]
+        if len(flagged) > 1:
+            raise ConfigError(f"{path}[{flagged[1]}].{flag}", f"only one listener can be {flag}; "
+                              f"{path}[{flagged[0]}] already is")
+    if listeners and all(listener.admin for listener in listeners):
+        raise ConfigError(f"{path}[0].admin", "the admin listener cannot be the only one: add the tenants' listener")
     return tuple(listeners)
 
 
@@ -228,6 +231,7 @@ def _listener(raw: Any, path: str) -> ListenerConfig:
     m = mapping_with(raw, path, LISTENER_KEYS, {"name", "bind"})
     errors: list[ConfigError] = []  # each key's own error, all of them; then what one key says of another
     internal = collecting(errors, _flag, m.get("internal", False), f"{path}.internal")
+    admin = collecting(errors, _flag, m.get("admin", False), f"{path}.admin")
     sasl = collecting(errors, _flag, m.get("sasl", False), f"{path}.sasl")
     tls = collecting(errors, parse_listener_tls, m.get("tls"), f"{path}.tls")
     name = collecting(errors, _listener_name, m["name"], f"{path}.name")
@@ -235,8 +239,11 @@ def _listener(raw: Any, path: str) -> ListenerConfig:
     base = collecting(errors, _port_base, m.get("broker_port_base"), f"{path}.broker_port_base")
     advertised = collecting(errors, _host, m.get("advertised_host"), f"{path}.advertised_host")
     raise_all(errors)
-    if advertised is not None and base is None:
-        raise ConfigError(f"{path}.advertised_host", "only used in cluster mode: set broker_port_base too")
+    if admin:
+        advertised = _admin_listener(path, internal, base, bind, advertised)
+    elif advertised is not None and base is None:
+        raise ConfigError(f"{path}.advertised_host", "only used in cluster mode (or on the admin listener): set "
+                          "broker_port_base too")
     if base is not None:
         if bind.port >= base:
             raise ConfigError(f"{path}.broker_port_base",
@@ -247,7 +254,22 @@ def _listener(raw: Any, path: str) -> ListenerConfig:
                 raise ConfigError(f"{path}.advertised_host", f"required in cluster mode when binding {bind.host}")
             advertised = bind.host
     return ListenerConfig(name=name, bind=bind, advertised_host=advertised, broker_port_base=base, internal=internal,
-                          tls=tls, sasl=sasl)
+                          tls=tls, sasl=sasl, admin=admin)
+
+
+def _admin_listener(path: str, internal: bool, base: int | None, bind: Address, advertised: str | None) -> str:
+    """What an admin listener cannot also be, and the host it gives its clients for every broker (they stay on it)."""
+    if internal:
+        raise ConfigError(f"{path}.admin", "the admin listener cannot also be the internal (inter-broker) listener")
+    if base is not None:
+        raise ConfigError(f"{path}.broker_port_base", "not on the admin listener: it hands its clients its own "
+                          "address for every broker, so they stay on it")
+    if advertised is not None:
+        return advertised
+    if bind.host in ("0.0.0.0", "::", ""):
+        raise ConfigError(f"{path}.advertised_host", f"required on an admin listener binding {bind.host}: the "
+                          "host its clients are given for every broker")
+    return bind.host
 
 
 def _flag(raw: Any, path: str) -> bool:

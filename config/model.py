@@ -75,10 +75,17 @@ class ListenerConfig:
     internal: bool = False  # the inter-broker listener: exempt from the proxy-wide connection limits (KIP-612)
     tls: "ListenerTls | None" = None  # TLS termination (and mTLS principals), when configured
     sasl: bool = False  # the broker behind authenticates with SASL: frames are limited until a client has
+    admin: bool = False  # the admin listener: its connections are admins whatever their principal, and every broker
+    # address it hands out is its own (proxy.apis.addresses); trusted by where it is reachable from (loopback)
 
     @property
     def cluster_mode(self) -> bool:
         return self.broker_port_base is not None
+
+    @property
+    def sidecar(self) -> bool:
+        """A listener in front of one broker (not cluster mode's, not the admin listener)."""
+        return not self.cluster_mode and not self.admin
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ def own_client_warnings(config: ProxyConfig, brokers: int | None = None) -> list
     if ANONYMOUS in config.admin_principals:
         warnings.append(f"admin_principals lists {ANONYMOUS}: every client without a login or certificate may "
                         "alter quotas through the proxy and write its topics")
-    sidecar = any(not lc.cluster_mode for lc in config.listeners)
+    sidecar = any(lc.sidecar for lc in config.listeners)
     if not sidecar or config.upstream.own_clients is not None or brokers == 1:
         return warnings
     writes = _topics_written(config)

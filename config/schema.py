@@ -149,7 +149,7 @@ def config_schema() -> dict:
     listener = section(loader.LISTENER_KEYS, {
         "name": {"type": "string", "pattern": "^[A-Za-z0-9_-]+$"}, "bind": ADDRESS,
         "advertised_host": {"type": "string", "minLength": 1}, "broker_port_base": number(1, 65535, True),
-        "internal": BOOLEAN, "tls": listener_tls, "sasl": BOOLEAN}, ("name", "bind"))
+        "internal": BOOLEAN, "tls": listener_tls, "sasl": BOOLEAN, "admin": BOOLEAN}, ("name", "bind"))
     top = section(loader.TOP_KEYS, {
         "upstream": upstream,
         "listeners": {"type": "array", "minItems": 1, "items": listener},

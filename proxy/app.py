@@ -9,10 +9,12 @@ import signal
 import time
 
 from config.model import ListenerConfig, ProxyConfig
+from config.admin_listener import admin_listener_warnings
 from config.own_clients import own_client_warnings
 from config.principal_rules import parse_rules
 from proxy.apis import ConnectionScope
 from proxy.cluster import own_clients
+from proxy.cluster.admin_address import AdminAddress
 from proxy.cluster.broker_ports import BrokerPorts
 from proxy.cluster.created_counts import CreatedCounts
 from proxy.cluster.discovery import BrokerDiscovery
@@ -123,9 +125,11 @@ class ProxyApp:
             if lc.cluster_mode:
                 cluster = BrokerPorts(lc.name, lc.advertised_host, lc.broker_port_base,
                                       lambda node_id, lc=lc: self._open_broker_port(lc, node_id))
+            admin = AdminAddress(lc.advertised_host, lc.bind.port) if lc.admin else None
             scope = self._scopes[lc.name] = ConnectionScope(cluster=cluster, topics=self.topics, quotas=self.quotas,
                                                             usage=usage, client_quotas=self.dynamic, guard=self.guard,
-                                                            counts=self.created_counts, tokens=self.token_owners)
+                                                            counts=self.created_counts, tokens=self.token_owners,
+                                                            admin_address=admin)
             bootstrap = config.upstream.bootstrap_servers
             self.listeners.append(Listener(self._context(lc.name, lambda: bootstrap, scope), lc.bind.host, lc.bind.port,
                                            reuse_port))
@@ -273,6 +277,10 @@ class ProxyApp:
         for listener in self.listeners:
             address = await listener.start()
             log.info("listener %s on %s:%d", listener.ctx.name, *address)
+            if listener.ctx.scope.admin_address is not None:
+                listener.ctx.scope.admin_address.port = address[1]  # what its clients are given (a configured 0)
+        for warning in admin_listener_warnings(self.config):
+            log.warning("%s", warning)
         budget = self.descriptors
         log.info("open-files limit %d: at most %d client connections, %d descriptors kept for the proxy itself "
                  "(connections.reserved.file.descriptors)", budget.limit, budget.max_connections, budget.reserved)
@@ -283,8 +291,7 @@ class ProxyApp:
             self.usage_log.start()
 
     def _own_client_route(self):
-        return own_clients.sidecar_route(self.config, {lc.bind.port for lc in self.config.listeners
-                                                       if not lc.cluster_mode})
+        return own_clients.sidecar_route(self.config, {lc.bind.port for lc in self.config.listeners if lc.sidecar})
 
     async def _warn_own_clients(self) -> None:
         """A layout whose own clients other sidecars will refuse, said at start-up (check-config says it too), with

@@ -4,20 +4,33 @@ In cluster mode every host/port a broker hands out is replaced with the proxy's 
 that serves that broker (:class:`proxy.cluster.broker_ports.BrokerPorts`), so clients only ever see proxy addresses:
 Metadata brokers (:mod:`proxy.apis.metadata`, which also learns the topics from them), FindCoordinator (v0-3 single
 coordinator, v4+ batched), DescribeCluster brokers, and the NodeEndpoints tagged field of Produce v10+ and Fetch
-v16+ responses. In sidecar mode the broker advertises the proxy itself and nothing is rewritten.
+v16+ responses. On the admin listener the same responses name that listener for every broker
+(:mod:`proxy.cluster.admin_address`), so its clients never leave it. On a sidecar's other listeners the broker
+advertises the proxy itself and nothing is rewritten.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Protocol
 
 from proxy.apis.plan import PASS, ConnectionScope, Plan
-from proxy.cluster.broker_ports import BrokerPorts
 from proxy.codec.apis import (DESCRIBE_CLUSTER, FETCH, FETCH_NODE_ENDPOINTS_SINCE, FIND_COORDINATOR,
                               FIND_COORDINATOR_BATCHED_SINCE, PRODUCE, PRODUCE_NODE_ENDPOINTS_SINCE)
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import Message, decode_response, encode_response
 from proxy.session.session import Session
+
+
+class Advertiser(Protocol):
+    """Where a broker's address is rewritten to: :class:`~proxy.cluster.broker_ports.BrokerPorts` in cluster mode,
+    :class:`~proxy.cluster.admin_address.AdminAddress` on the admin listener."""
+
+    def advertise(self, node_id: int, host: str, port: int) -> tuple[str, int]: ...
+
+
+def advertiser(scope: ConnectionScope) -> Advertiser | None:
+    """What this listener's broker addresses become; None: they pass as the broker gave them."""
+    return scope.cluster if scope.cluster is not None else scope.admin_address
 
 
 def plan_find_coordinator(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
@@ -42,7 +55,7 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
 
 
 def _plan_node_endpoints(scope: ConnectionScope, header: RequestHeader, api_key: int, since: int) -> Plan:
-    if scope.cluster is None or header.api_version < since:
+    if advertiser(scope) is None or header.api_version < since:
         return PASS
     # present only when leadership moved; otherwise the broker's bytes go back as they are
     return _plan_node_rewrite(scope, header, api_key, lambda msg, _v: [(n, "node_id") for n in msg.node_endpoints])
@@ -50,8 +63,9 @@ def _plan_node_endpoints(scope: ConnectionScope, header: RequestHeader, api_key:
 
 def _plan_node_rewrite(scope: ConnectionScope, header: RequestHeader, api_key: int,
                        nodes: Callable[[Message, int], list[tuple[Message, str]]]) -> Plan:
-    """Cluster mode: rewrite the (node, id field) pairs ``nodes`` finds in the response; sidecar mode: pass."""
-    cluster, version = scope.cluster, header.api_version
+    """Rewrite the (node, id field) pairs ``nodes`` finds in the response (cluster mode, the admin listener);
+    elsewhere pass."""
+    cluster, version = advertiser(scope), header.api_version
     if cluster is None:
         return PASS
 
@@ -67,8 +81,8 @@ def _plan_node_rewrite(scope: ConnectionScope, header: RequestHeader, api_key: i
     return Plan(rewrite=rewrite)
 
 
-def rewrite_node(cluster: BrokerPorts, node, id_field: str) -> None:
-    """Cluster mode: the node's host and port become the proxy's for that broker."""
+def rewrite_node(cluster: Advertiser, node, id_field: str) -> None:
+    """The node's host and port become the proxy's for that broker."""
     node_id = getattr(node, id_field)
     if node_id < 0:
         return  # "no node" (e.g. a FindCoordinator error): host "" and port -1 mean nothing to rewrite

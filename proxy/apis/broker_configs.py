@@ -5,10 +5,11 @@ Served by the proxy when a dynamic config is configured, for the BROKER resource
 whose config names are all proxy settings (:data:`config.dynamic.DYNAMIC_SETTINGS`); every other resource goes to the
 broker, and the broker's per-resource answers are merged with the proxy's, in request order (forward part and merge).
 
-- IncrementalAlterConfigs: only principals in ``admin_principals`` (anyone else: CLUSTER_AUTHORIZATION_FAILED with a
-  message). ``SET`` (0) and ``DELETE`` (1); ``APPEND``/``SUBTRACT`` and a name given twice are INVALID_REQUEST; a
-  BROKER ``""`` resource mixing proxy settings with other names is INVALID_REQUEST naming the others. The result is
-  checked as the config topic's reader checks it (INVALID_CONFIG with the reason); ``validate_only`` stops there.
+- IncrementalAlterConfigs: only principals in ``admin_principals`` and the admin listener's connections (anyone
+  else: CLUSTER_AUTHORIZATION_FAILED with a message). ``SET`` (0) and ``DELETE`` (1); ``APPEND``/``SUBTRACT`` and a
+  name given twice are INVALID_REQUEST; a BROKER ``""`` resource mixing proxy settings with other names is
+  INVALID_REQUEST naming the others. The result is checked as the config topic's reader checks it (INVALID_CONFIG
+  with the reason); ``validate_only`` stops there.
   The proxy-wide record is then written to the config topic (merged: the names not altered keep their dynamic
   values), and the answer goes back once the write is acknowledged, as for AlterClientQuotas.
 - DescribeConfigs: open to everyone, as DescribeClientQuotas is. A BROKER ``""`` resource naming only proxy settings
@@ -83,11 +84,10 @@ def plan_incremental_alter(scope: ConnectionScope, session: Session, header: Req
                 wanted.append((i, resource))
         if not ours and not wanted:
             return FORWARD_AS_IS
-        principal = f"User:{session.user}"
         records: list[tuple[bytes, bytes | None]] = []
-        if wanted and principal not in dynamic.base.admin_principals:
-            reason = (f"{principal} may not alter the proxy's settings (admin_principals in the proxy's "
-                      "configuration)")
+        if wanted and not session.is_admin(dynamic.base.admin_principals):
+            reason = (f"User:{session.user} may not alter the proxy's settings (admin_principals in the proxy's "
+                      "configuration, or its admin listener)")
             ours.update({i: (CLUSTER_AUTHORIZATION_FAILED, reason) for i, _ in wanted})
         elif wanted:
             results, records = check(dynamic, [r for _, r in wanted])
@@ -95,8 +95,8 @@ def plan_incremental_alter(scope: ConnectionScope, session: Session, header: Req
         if msg.validate_only:
             records = []
         return answer_and_forward(INCREMENTAL_ALTER_CONFIGS, version, correlation_id, msg, ours, "responses",
-                                  audited(dynamic.entries.entries, records, principal, session.peer_ip,
-                                          "IncrementalAlterConfigs"), dynamic)
+                                  audited(dynamic.entries.entries, records, f"User:{session.user}", session.peer_ip,
+                                          session.through("IncrementalAlterConfigs")), dynamic)
 
     return Plan(action=BUFFER, decide=decide)
 

@@ -10,8 +10,9 @@ when the broker does not list them.
   ``client-id`` is INVALID_REQUEST (KIP-612). When the broker serves the API the request also goes to it, and the
   keys the brokers enforce (``request_percentage``, KIP-124; any key the proxy does not enforce) are merged in from
   its answer; the proxy's own keys always come from the proxy.
-- Alter is allowed only to principals in ``admin_principals`` (``User:<name>``; empty by default): anyone else
-  gets CLUSTER_AUTHORIZATION_FAILED on every entry, and nothing reaches the broker. Each entry is checked as the
+- Alter is allowed only to principals in ``admin_principals`` (``User:<name>``; empty by default) and to
+  connections of the admin listener (``listeners[].admin``): anyone else gets CLUSTER_AUTHORIZATION_FAILED on
+  every entry, and nothing reaches the broker. Each entry is checked as the
   config topic's reader will check it (unknown keys, bad values, an ip combined with a user: INVALID_REQUEST with a
   message); ``validate_only`` stops there. The keys the brokers enforce (:data:`config.quotas.BROKER_KEYS`) are
   sent first to the broker behind the connection, in an AlterClientQuotas of the proxy's holding only those
@@ -161,10 +162,9 @@ def plan_alter(scope: ConnectionScope, session: Session, header: RequestHeader) 
         msg = decode_request(ALTER_CLIENT_QUOTAS, version, body)
         wire = [[{"entity_type": e.entity_type, "entity_name": e.entity_name} for e in entry.entity]
                 for entry in msg.entries]
-        principal = f"User:{session.user}"
-        if principal not in dynamic.base.admin_principals:
-            reason = (f"{principal} may not alter quotas through the proxy (admin_principals in the proxy's "
-                      "configuration)")
+        if not session.is_admin(dynamic.base.admin_principals):
+            reason = (f"User:{session.user} may not alter quotas through the proxy (admin_principals in the proxy's "
+                      "configuration, or its admin listener)")
             return answer(wire, [(CLUSTER_AUTHORIZATION_FAILED, reason)] * len(wire))
         ours = [[op for op in entry.ops if op.key not in BROKER_KEYS] for entry in msg.entries]
         theirs = [[op for op in entry.ops if op.key in BROKER_KEYS] for entry in msg.entries]
@@ -183,7 +183,8 @@ def plan_alter(scope: ConnectionScope, session: Session, header: RequestHeader) 
                                          for code, message in results], throttle_time_ms)
                 return answer(wire, results, throttle_time_ms)
 
-            records = audited(dynamic.entries.entries, records, principal, session.peer_ip, "AlterClientQuotas")
+            records = audited(dynamic.entries.entries, records, f"User:{session.user}", session.peer_ip,
+                              session.through("AlterClientQuotas"))
             return Await(start=lambda: dynamic.write(records), then=written)
 
         if not any(theirs):

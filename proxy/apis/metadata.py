@@ -1,10 +1,10 @@
 """Metadata: where what the proxy knows about topics is learnt, and the proxy's own Metadata lookups.
 
-A client's Metadata answer passes as the broker wrote it; in cluster mode only its head (the brokers) is decoded and
-rewritten to the proxy's ports (:mod:`proxy.apis.addresses`), and its topics go on as the broker's bytes. The
-proxy-wide :class:`~proxy.cluster.topics.Topics` learns each topic's id and partition count from the answers to the
-proxy's own lookups (:func:`learn`), the only answers a decision waits for. Handlers read ``scope.topics`` and never
-write it.
+A client's Metadata answer passes as the broker wrote it; in cluster mode (and on the admin listener, where every
+broker is that listener) only its head (the brokers) is decoded and rewritten (:mod:`proxy.apis.addresses`), and its
+topics go on as the broker's bytes. The proxy-wide :class:`~proxy.cluster.topics.Topics` learns each topic's id and
+partition count from the answers to the proxy's own lookups (:func:`learn`), the only answers a decision waits for.
+Handlers read ``scope.topics`` and never write it.
 
 A handler that needs a fact the proxy does not have yet (the name behind a topic id, a partition count) asks with
 :func:`look_up_topics`: a Metadata request of the proxy's own on the client's connection
@@ -21,7 +21,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 
-from proxy.apis.addresses import rewrite_node
+from proxy.apis.addresses import Advertiser, rewrite_node
 from proxy.apis.plan import PASS, ConnectionScope, LookUp, Outcome, Plan
 from proxy.cluster.broker_ports import BrokerPorts
 from proxy.codec.apis import METADATA, OWN_METADATA_BY_ID_VERSION, OWN_METADATA_VERSION
@@ -43,13 +43,17 @@ def learn(scope: ConnectionScope, version: int, body: memoryview) -> Message:
 
 def plan_metadata(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
     """A client's Metadata: its answer passes as the broker wrote it (sidecar mode), or with its brokers rewritten and
-    its topics untouched (cluster mode, :func:`rewrite_head`). Nothing is learnt from it (issue 44, T7): decoding
+    its topics untouched (cluster mode, :func:`rewrite_head`; the admin listener, uncached: its few requests).
+    Nothing is learnt from it (issue 44, T7): decoding
     every answer to learn of every topic took a core under a storm of Metadata for every topic, and the facts a
     decision needs are looked up when it needs them."""
     cluster, version = scope.cluster, header.api_version
-    if cluster is None:
-        return PASS
-    return Plan(rewrite=lambda body: rewrite_head(cluster, version, body))
+    if cluster is not None:
+        return Plan(rewrite=lambda body: rewrite_head(cluster, version, body))
+    admin = scope.admin_address
+    if admin is not None:
+        return Plan(rewrite=lambda body: _rewritten(admin, version, body, topics_offset(version, body))[0])
+    return PASS
 
 
 def rewrite_head(cluster: BrokerPorts, version: int, body: memoryview) -> bytes:
@@ -59,14 +63,20 @@ def rewrite_head(cluster: BrokerPorts, version: int, body: memoryview) -> bytes:
     cached = cluster.metadata_heads.get(version)
     if cached is not None and cached[2] is cluster.brokers and body[:end] == cached[0]:
         return cached[1] + body[end:]
-    raw = bytes(body[:end])
-    msg = decode_head(version, raw)
+    rewritten, head, node_ids = _rewritten(cluster, version, body, end)
+    if all(n < 0 or n in cluster.brokers for n in node_ids):  # else a port to open: not cached,
+        cluster.metadata_heads[version] = (bytes(body[:end]), head, cluster.brokers)  # so the next answer tries again
+    return rewritten
+
+
+def _rewritten(advertiser: Advertiser, version: int, body: memoryview, end: int) -> tuple[bytes, bytes, list[int]]:
+    """``body`` with every broker of its head (the ``end`` bytes before its topics) at the advertiser's address; the
+    new head alone; the brokers' node ids."""
+    msg = decode_head(version, bytes(body[:end]))
     for broker in msg.brokers:
-        rewrite_node(cluster, broker, "node_id")
+        rewrite_node(advertiser, broker, "node_id")
     head = encode_head(version, msg)
-    if all(b.node_id < 0 or b.node_id in cluster.brokers for b in msg.brokers):  # else a port to open: not cached,
-        cluster.metadata_heads[version] = (raw, head, cluster.brokers)  # so the next answer tries again
-    return head + body[end:]
+    return head + body[end:], head, [b.node_id for b in msg.brokers]
 
 
 def lookup_request(session: Session, keys: Sequence[TopicKey]) -> tuple[int, list[dict] | None]:

@@ -24,6 +24,7 @@ from proxy.quotas.internal_topic_guard import NO_GUARD, InternalTopicGuard
 from quota.primitives.decision import Decision, Throttle
 
 if TYPE_CHECKING:
+    from proxy.cluster.admin_address import AdminAddress
     from proxy.cluster.broker_ports import BrokerPorts
     from proxy.observers.dynamic_config import DynamicConfig
     from proxy.ops.usage_log import UsageTable
@@ -141,6 +142,8 @@ class ConnectionScope:
     guard: InternalTopicGuard = NO_GUARD  # who may write the proxy's internal topics (NO_GUARD: nothing guarded)
     counts: CreatedCounts = NO_LOOKUPS  # the counts of topics created with -1 whose answer said none (v4), looked up
     tokens: TokenOwners = NO_TOKEN_OWNERS  # delegation tokens' owners, looked up (NO_TOKEN_OWNERS: none, refused)
+    admin_address: "AdminAddress | None" = None  # the admin listener: its address for every broker; its connections
+    # are admins (Session.admin_listener)
 
     def __post_init__(self) -> None:
         if self.usage is None:

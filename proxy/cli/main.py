@@ -88,10 +88,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kafka-quota-proxy: configuration error in {args.config}: {exc}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
     if args.command == "check-config":
+        from config.admin_listener import admin_listener_warnings
         from config.own_clients import own_client_warnings
 
         print(f"{args.config}: valid")
-        for warning in own_client_warnings(config):
+        for warning in admin_listener_warnings(config) + own_client_warnings(config):
             print(f"kafka-quota-proxy: warning: {args.config}: {warning}", file=sys.stderr)
         return 0
     configure_logging(args.log_level, args.log_format)

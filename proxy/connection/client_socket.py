@@ -43,7 +43,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.upstream: UpstreamConnection | None = None
         self.client_eof = False
         self._eof_pending = False  # the client half-closed while requests were held back
-        self.session = Session(ctx.name, "?")
+        self.session = Session(ctx.name, "?", admin_listener=ctx.scope.admin_address is not None)
         if ctx.sasl:  # until the broker accepts an authentication, frames are bounded as Kafka bounds them
             self.session.request_limit = min(ctx.pre_auth_max_bytes, ctx.max_request_bytes)
             self.session.authenticated_limit = ctx.max_request_bytes

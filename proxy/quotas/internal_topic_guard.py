@@ -29,8 +29,8 @@ class InternalTopicGuard:
         self._log = LogLimiter()
 
     def allowed(self, session: Session) -> bool:
-        """An admin principal, or the proxy's own connection (checked once per connection)."""
-        if f"User:{session.user}" in self.admins:
+        """An admin (principal or admin listener), or the proxy's own connection (checked once per connection)."""
+        if session.is_admin(self.admins):
             return True
         if session.own_connection is None:
             session.own_connection = self.own.is_own(session.peer, session.local)

@@ -19,6 +19,7 @@ class Session:
     local: tuple | None = None  # connection is the proxy's own (proxy.cluster.own_clients) is judged from both
     own_connection: bool | None = None  # ... once, when it first matters
     user: str = "ANONYMOUS"  # the principal: SASL (the user the broker accepted) or mTLS (the mapped subject)
+    admin_listener: bool = False  # accepted on the admin listener (listeners[].admin): an admin whatever its principal
     producer_id: int = -1  # the last producer id checked against the producer-id quota on this connection
     producer_id_checked_ms: int = 0  # and when
     muted_for: str | None = None  # the client id of the request whose throttle last muted it (for explain)
@@ -32,6 +33,15 @@ class Session:
     broker_client_quota_versions: dict[int, tuple[int, int]] | None = None  # DescribeClientQuotas and
     # AlterClientQuotas versions the broker serves ({api key: (min, max)}, empty when it has neither; None before an
     # ApiVersions answer): whether the keys the brokers enforce (request_percentage) can be passed on
+
+    def is_admin(self, admin_principals) -> bool:
+        """May alter quotas and the proxy's settings and write its topics: on the admin listener, or a principal
+        ``admin_principals`` lists."""
+        return self.admin_listener or f"User:{self.user}" in admin_principals
+
+    def through(self, api: str) -> str:
+        """``api`` as the audit of a config change names it: with the admin listener, when the change came that way."""
+        return f"{api} on admin listener {self.listener}" if self.admin_listener else api
 
     def authenticated(self, principal: str | None) -> None:
         """The broker accepted a SASL authentication (or re-authentication) as ``principal`` (None: a mechanism

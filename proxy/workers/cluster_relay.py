@@ -54,7 +54,7 @@ class WorkersClusterUsage:
         self._encoding: set[asyncio.Task] = set()  # large deltas being encoded off the loop
         # a sidecar's own clients go straight to the broker behind, not through a worker's listener (as one process's)
         self._route = own_clients.sidecar_route(config, {ports[lc.name] for lc in config.listeners
-                                                         if not lc.cluster_mode and lc.name in ports})
+                                                         if lc.sidecar and lc.name in ports})
 
     @property
     def note(self) -> str | None:

@@ -49,7 +49,7 @@ EXPECTED = [
     "metric: unknown key; did you mean metrics?",
     "upstream.bootstrap_server: unknown key; did you mean bootstrap_servers?",
     "upstream.bootstrap_servers: required key is missing",
-    "listeners[0].colour: unknown key (known keys: advertised_host, bind, broker_port_base, internal, name, sasl, tls)",
+    "listeners[0].colour: unknown key (known keys: admin, advertised_host, bind, broker_port_base, internal, name, sasl, tls)",
     "listeners[1].internal: expected true or false, got 'yes'",
     "listeners[1].name: expected a listener name of letters, digits, '_' or '-', got 'T L S'",
     "listeners[1].bind: expected host:port, got 'nowhere'",
