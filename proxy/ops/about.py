@@ -30,6 +30,8 @@ def version_text() -> str:
 def _listener(lc) -> str:
     if lc.cluster_mode:
         mode = f"cluster mode, brokers from port {lc.broker_port_base} as {lc.advertised_host}"
+    elif lc.admin:
+        mode = f"admin: its connections are admins, every broker as {lc.advertised_host}"
     else:
         mode = "sidecar"
     extras = [mode]

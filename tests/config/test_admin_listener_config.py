@@ -88,3 +88,9 @@ listeners:
     assert own_client_warnings(load_config_text(text)) == []
     (warning,) = own_client_warnings(load_config_text(text.replace(", admin: true", "")))  # a sidecar listener
     assert "upstream.own_clients is not set" in warning
+
+
+def test_the_start_up_line_names_the_admin_listener():
+    from proxy.ops.about import config_summary
+
+    assert "ADMIN 127.0.0.1:19190 (admin: its connections are admins, every broker as 127.0.0.1)" in config_summary(load())
