@@ -81,6 +81,9 @@ def test_three_kraft_brokers_each_with_its_proxy_as_sidecar():
         assert bound["PROXIES"] == advertised["PROXIES"] == str(own) and own.host == "127.0.0.1"
         assert str(own.port) not in published and "User:ANONYMOUS" not in cfg.admin_principals
         assert str(proxy_port) in published and str(cfg.metrics.bind.port) in published
+        # the operators' admin listener: the namespace's loopback, not published (its connections are admins)
+        (admin,) = [lc for lc in cfg.listeners if lc.admin]
+        assert admin.bind.host == "127.0.0.1" and str(admin.bind.port) not in published
         assert proxy["environment"]["KQP_HEALTHCHECK_URL"] == f"http://127.0.0.1:{cfg.metrics.bind.port}/healthz"
         # the volume publisher reads this broker's data volume
         publisher = cfg.volume_usage.publisher

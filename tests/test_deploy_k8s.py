@@ -163,3 +163,16 @@ def test_an_overlay_sets_the_image_with_the_images_transformer(overlay, tmp_path
         {"name": "kafka-quota-proxy", "newName": "registry.example.com/kafka-quota-proxy", "newTag": "9.9.9"}]})
     assert k8s.container(docs)["image"] == "registry.example.com/kafka-quota-proxy:9.9.9"
     assert k8s.container(k8s.render(overlay))["image"] == "kafka-quota-proxy:0.1.0"
+
+
+@pytest.mark.parametrize("overlay", PROXY_OVERLAYS)
+def test_the_admin_listener_is_reachable_from_inside_the_pod_only(overlay, tmp_path):
+    """Its connections are admins whatever their principal (PLAINTEXT), so it is bound to the pod's loopback: no
+    container port, Service or NetworkPolicy of the rendered overlay names its port, and check-config has nothing to
+    warn of."""
+    from config.admin_listener import admin_listener_warnings
+
+    cfg = load_in_pod(overlay, 0, tmp_path)
+    (admin,) = [lc for lc in cfg.listeners if lc.admin]
+    assert admin.bind.host == "127.0.0.1" and admin_listener_warnings(cfg) == []
+    assert str(admin.bind.port) not in yaml.safe_dump([d for d in k8s.render(overlay) if d["kind"] != "ConfigMap"])

@@ -77,8 +77,9 @@ def test_sidecar_own_clients_use_the_proxies_listener_that_only_the_brokers_reac
     assert policy["spec"]["podSelector"] == {"matchLabels": k8s.workload(docs)["spec"]["selector"]["matchLabels"]}
     assert policy["spec"]["policyTypes"] == ["Ingress"]
     opened_to_all = {p["port"] for rule in policy["spec"]["ingress"] if "from" not in rule for p in rule["ports"]}
-    ports_of = {name: int(address.rsplit(":", 1)[1]) for name, address in
-                [(lc["name"], lc["bind"]) for lc in cfg["listeners"]] + [("metrics", cfg["metrics"]["bind"])]}
+    ports_of = {name: int(address.rsplit(":", 1)[1]) for name, address in  # the admin listener: loopback only
+                [(lc["name"], lc["bind"]) for lc in cfg["listeners"] if not lc.get("admin")]
+                + [("metrics", cfg["metrics"]["bind"])]}
     assert opened_to_all == set(ports_of.values())
     (brokers_only,) = [rule for rule in policy["spec"]["ingress"] if "from" in rule]
     assert brokers_only["from"] == [{"podSelector": policy["spec"]["podSelector"]}]
@@ -94,7 +95,7 @@ def named_ports(ports: list[dict], field: str) -> dict[str, int]:
 @pytest.mark.parametrize("overlay", sorted(CLUSTER_NODE_IDS))
 def test_cluster_mode_has_a_port_per_broker_node_id(overlay):
     docs = k8s.render(overlay)
-    (listener,) = proxy_config(overlay)["listeners"]
+    (listener,) = [lc for lc in proxy_config(overlay)["listeners"] if not lc.get("admin")]  # admin: loopback only
     base, bootstrap = listener["broker_port_base"], int(listener["bind"].rpartition(":")[2])
     container = named_ports(k8s.container(docs)["ports"], "containerPort")
     service = k8s.one(docs, "Service")
@@ -121,7 +122,8 @@ def test_the_tls_example_differs_from_its_base_only_by_tls():
     (mount,) = [m for m in k8s.container(docs)["volumeMounts"] if m["name"] == "tls"]
     (volume,) = [v for v in k8s.workload(docs)["spec"]["template"]["spec"]["volumes"] if v["name"] == "tls"]
     assert mount["readOnly"] and volume["secret"]["secretName"] == "kafka-quota-proxy-tls"
-    (listener,) = tls["listeners"]
+    listener, admin = tls["listeners"]  # the admin listener: the pod's loopback, no TLS (as in the base)
+    assert admin["admin"] and "tls" not in admin
     assert listener["tls"] == {"certfile": f"{mount['mountPath']}/tls.crt", "keyfile": f"{mount['mountPath']}/tls.key"}
     assert not any(mount["mountPath"].startswith(m["mountPath"] + "/") for m in k8s.container(docs)["volumeMounts"]), \
         "not inside another mount (the ConfigMap's folder is read-only)"

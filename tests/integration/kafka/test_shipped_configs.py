@@ -20,23 +20,28 @@ advertises the brokers themselves.
 
 On every proxy: ready (the config topic read to its end), the volume usage of all three brokers fresh and the state
 OPEN (from /metrics), produce through every sidecar acknowledged (kafka-python at its defaults, one producer per
-sidecar, a topic with a partition led by each broker), never paused; a quota altered through a proxy is refused
-(PLAINTEXT: everyone is User:ANONYMOUS, which no shipped file lists as an admin; Kafka's own kafka-configs through a
-Kubernetes sidecar, the proxy's ``configs`` elsewhere, one JVM a module), and a quota written to the
-config topic (the record format of docs/configuration.md, through PROXIES, which only the brokers' pods and the
-compose namespace reach) is described by every proxy.
+sidecar, a topic with a partition led by each broker), never paused. Quotas as an operator changes them: a quota
+altered through a proxy's public listener is refused (PLAINTEXT: everyone is User:ANONYMOUS, which no shipped file
+lists as an admin); the same command through that proxy's admin listener (127.0.0.1, what an operator reaches with
+``exec`` into the pod or the compose namespace) is accepted and then in force on every proxy, each its own process
+(described by each through its public listener); the admin listener cannot be reached from the machine's
+non-loopback address. Kafka's own kafka-configs through the sidecars of both layouts, the proxy's ``configs``
+(sparing a JVM) through the cluster-mode proxy; the test's entry is removed again through the admin listener.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import ipaddress
 import os
 import signal
+import socket
 import subprocess
 import sys
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -45,7 +50,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from config.loader import load_config_text
 from proxy.cli import configs
 from tests.harness import _LIVE, cluster_ports, free_port, wait_until
-from tests.integration.quota_apis import described, write_config_entry
+from tests.integration.quota_apis import described
 from tests.kafka_cluster import CONFIGS, KafkaCluster, stop_all, unique_topic
 from tests.shipped_configs import COMPOSE_PROXIES, proxy_environment, shipped_proxy_configs
 
@@ -80,6 +85,12 @@ class ProxyProcess:
     @property
     def bootstrap(self) -> str:
         return str(self.config.listeners[0].bind)
+
+    @property
+    def admin(self) -> str:
+        """The admin listener's address (its connections are admins: what operators alter quotas through)."""
+        (admin,) = [lc for lc in self.config.listeners if lc.admin]
+        return str(admin.bind)
 
     def url(self, path: str) -> str:
         return f"http://{self.config.metrics.bind}{path}"
@@ -131,11 +142,19 @@ def sidecar_rewrites(text: str, env: dict[str, str], node) -> dict[str, str]:
     (upstream,), (log_dir,) = cfg.upstream.bootstrap_servers, cfg.volume_usage.publisher.log_dirs
     rewrites = {f'"{upstream}"': f'"127.0.0.1:{node.client_port}"',
                 f'"{cfg.listeners[0].bind}"': f'"127.0.0.1:{node.proxy_port}"',
-                f'"{cfg.metrics.bind}"': f'"127.0.0.1:{free_port()}"', f"[{log_dir}]": f"[{node.data_dir}]"}
+                f'"{cfg.metrics.bind}"': f'"127.0.0.1:{free_port()}"', f"[{log_dir}]": f"[{node.data_dir}]",
+                **admin_rewrite(cfg)}
     if cfg.upstream.own_clients is not None:  # (a file without it runs without it: the failure it shows is real)
         (own,) = cfg.upstream.own_clients.bootstrap_servers
         rewrites[f'"{own}"'] = f'"{node.proxies}"'
     return rewrites
+
+
+def admin_rewrite(cfg) -> dict[str, str]:
+    """The admin listener's port made a free one (its host kept: the shipped loopback bind is what is tested)."""
+    (admin,) = [lc for lc in cfg.listeners if lc.admin]
+    assert admin.bind.host == "127.0.0.1", admin
+    return {f'"{admin.bind}"': f'"127.0.0.1:{free_port()}"'}
 
 
 def start(proxies_args, folder: Path) -> list[ProxyProcess]:
@@ -186,30 +205,50 @@ def produce_through_each(proxies: list[ProxyProcess], cluster: KafkaCluster, vol
             assert proxy.volume()[0] == "OPEN", f"{proxy.name}: {proxy.volume()}"
 
 
-def check_quotas(proxies: list[ProxyProcess], cluster: KafkaCluster, proxies_listener: str, topic: str,
-                 java: bool = True) -> None:
-    """kafka-configs --alter through the first proxy is refused (no tenant is an admin; ``java`` False: the
-    proxy's own ``configs`` command, sparing a JVM); a quota written to the config topic through PROXIES is
-    described by every proxy; the test's entry is removed again (a tombstone)."""
-    client = unique_topic("shipped-client")
-    alter = ["--bootstrap-server", proxies[0].bootstrap, "--alter", "--entity-type", "clients", "--entity-name",
-             client, "--add-config", "producer_byte_rate=4096"]
+def configs_command(cluster: KafkaCluster, java: bool, bootstrap: str, *args: str) -> tuple[int, str]:
+    """kafka-configs (Kafka's own, ``java``; else the proxy's ``configs``) through ``bootstrap``: (exit code, output)."""
     if java:
-        refused = cluster.tool(CONFIGS, *alter, check=False)
-        said, code = refused.stdout + refused.stderr, refused.returncode
-    else:
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-            code = configs.main(alter)
-        said = out.getvalue()
-    assert code != 0 and "User:ANONYMOUS may not alter quotas" in said, said
-    write_config_entry(proxies_listener, {"client-id": client}, {"producer_byte_rate": 4096}, topic)
+        done = cluster.tool(CONFIGS, "--bootstrap-server", bootstrap, *args, check=False)
+        return done.returncode, done.stdout + done.stderr
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        code = configs.main(["--bootstrap-server", bootstrap, *args])
+    return code, out.getvalue()
+
+
+def check_quotas(proxies: list[ProxyProcess], cluster: KafkaCluster, java: bool = True) -> None:
+    """The module docstring's quota checks, through the first proxy (Kafka's two alters side by side: a JVM each;
+    the proxy's own one after the other: it prints to this process's stdout)."""
+    client = unique_topic("shipped-client")
+    entity = ["--entity-type", "clients", "--entity-name", client]
+    alter = ["--alter", *entity, "--add-config", "producer_byte_rate=4096"]
+    with ThreadPoolExecutor(2 if java else 1) as pool:
+        refused, accepted = pool.map(lambda at: configs_command(cluster, java, at, *alter),
+                                     [proxies[0].bootstrap, proxies[0].admin])
+    assert refused[0] != 0 and "User:ANONYMOUS may not alter quotas" in refused[1], refused[1]
     try:
+        assert accepted[0] == 0, accepted[1]
         for proxy in proxies:
             wait_until(lambda: described(proxy.bootstrap, {"client-id": client}) == {"producer_byte_rate": 4096.0},
-                       30, f"{proxy.name}: the quota written to the config topic in force")
+                       30, f"{proxy.name}: the quota altered through {proxies[0].name}'s admin listener in force")
+        check_unreachable_from_outside(proxies[0].admin)
     finally:
-        write_config_entry(proxies_listener, {"client-id": client}, None, topic)
+        code, said = configs_command(cluster, False, proxies[0].admin, "--alter", *entity,
+                                     "--delete-config", "producer_byte_rate")
+        assert code == 0, said
+
+
+def check_unreachable_from_outside(admin: str) -> None:
+    """A connection to the admin listener's port at this machine's non-loopback address is refused, while a socket
+    bound to every address on this machine accepts one there (so the address is reachable: the bind decides)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect(("198.51.100.1", 9))  # no packet sent: the kernel picks the source address of that route
+        outside = probe.getsockname()[0]
+    assert not ipaddress.ip_address(outside).is_loopback, outside
+    with socket.create_server(("0.0.0.0", 0)) as control:
+        socket.create_connection((outside, control.getsockname()[1]), timeout=10).close()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection((outside, int(admin.rsplit(":", 1)[1])), timeout=10)
 
 
 def proxies_folder(cluster: KafkaCluster, name: str) -> Path:
@@ -234,8 +273,7 @@ def test_compose_proxies_as_shipped(kafka3):
     try:
         check_volume_open(proxies, set(nodes))
         produce_through_each(proxies, kafka3, volume=True)
-        check_quotas(proxies, kafka3, kafka3.nodes[0].proxies, proxies[0].config.dynamic_config.topic,
-                     java=False)  # Kafka's own kafka-configs is refused in the Kubernetes test (one JVM a module)
+        check_quotas(proxies, kafka3)
     finally:
         stop_all(proxies)
     for proxy in proxies:
@@ -262,8 +300,7 @@ def test_k8s_sidecars_and_cluster_mode_as_shipped(strimzi_ids_cluster):
     try:
         check_volume_open(sidecars, set(STRIMZI_NODE_IDS))
         produce_through_each(sidecars, cluster, volume=True)
-        topic = sidecars[0].config.dynamic_config.topic
-        check_quotas(sidecars, cluster, cluster.nodes[0].proxies, topic)
+        check_quotas(sidecars, cluster)
         # cluster mode: the cluster ConfigMap's proxy in front of the same brokers (their ids 3, 4, 10 each on a port)
         text = shipped_proxy_configs("cluster")
         env = proxy_environment("cluster", 0)
@@ -275,12 +312,12 @@ def test_k8s_sidecars_and_cluster_mode_as_shipped(strimzi_ids_cluster):
                     f'"{listener.bind}"': f'"127.0.0.1:{bootstrap_port}"',
                     f"broker_port_base: {listener.broker_port_base}": f"broker_port_base: {base}",
                     f"advertised_host: {listener.advertised_host}": "advertised_host: 127.0.0.1",
-                    f'"{cfg.metrics.bind}"': f'"127.0.0.1:{metrics_port}"'}
+                    f'"{cfg.metrics.bind}"': f'"127.0.0.1:{metrics_port}"', **admin_rewrite(cfg)}
         (clustered,) = start([("cluster-mode", localized(text, rewrites), env)], folder)
         proxies.append(clustered)
         check_volume_open([clustered], set(STRIMZI_NODE_IDS))  # DescribeLogDirs of every broker
         produce_through_each([clustered], cluster, volume=True)
-        check_quotas([clustered, *sidecars], cluster, cluster.nodes[1].proxies, topic, java=False)
+        check_quotas([clustered, *sidecars], cluster, java=False)
     finally:
         stop_all(proxies)
     for proxy in proxies:
