@@ -10,7 +10,12 @@ spark-submit's ``--master`` applies). pyspark is imported only when the job runs
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from analytics.recommend import Rules
 
@@ -87,8 +92,9 @@ def analyze(args: argparse.Namespace) -> int:
     from analytics.scope import ScopeError
 
     try:
-        result = job.run(args.input, args.output, args.master, rules=rules, local_dir=args.local_output,
-                         charts=not args.no_charts, scope=args.scope, replay=args.replay)
+        with sigterm_cleans_up():
+            result = job.run(args.input, args.output, args.master, rules=rules, local_dir=args.local_output,
+                             charts=not args.no_charts, scope=args.scope, replay=args.replay)
     except AnalysisException as exc:  # e.g. no such input path: one line, not a JVM stack trace
         print(f"kafka-quota-proxy analyze: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 1
@@ -98,6 +104,31 @@ def analyze(args: argparse.Namespace) -> int:
     for line in job.summary_lines(result):
         print(line)
     return 0
+
+
+@contextmanager
+def sigterm_cleans_up() -> Iterator[None]:
+    """SIGTERM (``kill``, a scheduler stopping the job) removes the code zip given to the executors
+    (:func:`analytics.shipping.remove_all`), then ends the process as SIGTERM does; Spark's JVM, whose standard input
+    closes with us, stops and removes its own files. (Raised as an exception instead, it would land inside a py4j
+    call, leave the gateway out of step, and stopping the session would then fail.) Only in the main thread, where
+    Python runs signal handlers; the previous handler is back afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+
+def _terminate(signum: int, frame) -> None:
+    from analytics import shipping
+
+    shipping.remove_all()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ from collections.abc import Mapping
 
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
-from analytics import recommend, replay as replay_mod, report, stats, timeaxis
+from analytics import recommend, replay as replay_mod, report, shipping, stats, timeaxis
 from analytics.scope import BROKER, CLUSTER, Scope, choose
 
 TOP_N = 10
@@ -193,10 +193,11 @@ def run(input_path: str, output_dir: str, master: str | None = None, *, rules: r
                                                                        scope_lines=scope_lines, basis=basis))
         replayed = None
         if replay is not None:
-            table = replay_mod.run(spark, frames["entity"], items if candidate is None else candidate,
-                                   rules.quota_window_num, rules.quota_window_s,
-                                   replay_mod.step_for(grid_s, rules.quota_window_s))
-            table.write.mode("overwrite").parquet(_join(output_dir, "replay"))
+            with shipping.code_shipped(spark, session_ends_with_job=own_session):
+                table = replay_mod.run(spark, frames["entity"], items if candidate is None else candidate,
+                                       rules.quota_window_num, rules.quota_window_s,
+                                       replay_mod.step_for(grid_s, rules.quota_window_s))
+                table.write.mode("overwrite").parquet(_join(output_dir, "replay"))
             replayed = {"candidate": "the recommended table" if candidate is None else replay,
                         "rows": replay_mod.changed(_rows(spark.read.parquet(_join(output_dir, "replay"))))}
         _write(local_dir, "recommended-commands.txt", recommend.to_commands(items, scope_lines))

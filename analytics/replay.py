@@ -7,16 +7,13 @@ in each interval is what it sent when it was not held, and what the throttle hid
 sampled window, on a manual clock) under the quota in force in the log (``quota_rate``, none when no byte-rate
 throttle was logged) and under the candidate's quota for the tenant (resolved as the proxy resolves it, Kafka's
 eight levels), and says how often (intervals held, throttles) and how long (seconds held) it would have been
-throttled. The executors get the ``quota`` package and :mod:`analytics.demand` from the driver (``addPyFile``), so
-the replay runs unchanged on ``local[*]`` and on a cluster.
+throttled. The executors are given the ``quota`` and ``analytics`` packages by the driver (:mod:`analytics.shipping`,
+around :func:`run`'s job), so the replay runs unchanged on ``local[*]`` and on a cluster whose Python has neither.
 """
 
 from __future__ import annotations
 
 import math
-import os
-import tempfile
-import zipfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from analytics import demand
@@ -107,28 +104,6 @@ def replay_tenants(rows: Iterable, items: Sequence[Mapping], window_num: int, wi
                candidate["throttles"], candidate["held_s"], len(series))
 
 
-_SHIPPED: set[str] = set()  # the Spark applications given the code (a file name is added once per application)
-
-
-def ship_code(spark) -> None:
-    """Give the executors this project's ``quota`` package and :mod:`analytics.demand` (one zip, added once)."""
-    if spark.sparkContext.applicationId in _SHIPPED:
-        return
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    path = os.path.join(tempfile.mkdtemp(prefix="kqp-replay-"), "kafka_quota_proxy_replay.zip")
-    with zipfile.ZipFile(path, "w") as z:
-        for folder, _, names in sorted(os.walk(os.path.join(root, "quota"))):  # the package and its subpackages
-            for name in sorted(names):
-                if name.endswith(".py"):
-                    path = os.path.join(folder, name)
-                    z.write(path, os.path.relpath(path, root))
-        z.writestr("analytics/__init__.py", "")
-        z.write(os.path.join(root, "analytics", "demand.py"), "analytics/demand.py")
-        z.write(os.path.join(root, "analytics", "replay.py"), "analytics/replay.py")
-    spark.sparkContext.addPyFile(path)
-    _SHIPPED.add(spark.sparkContext.applicationId)
-
-
 def step_for(interval_s: float, window_s: int) -> float:
     """How often the replay's tenant sends: twice an interval of the log, never more often than once a sample of
     the quota's window (each send is the demand of that time)."""
@@ -138,10 +113,9 @@ def step_for(interval_s: float, window_s: int) -> float:
 def run(spark, intervals, items: Sequence[Mapping], window_num: int = 11, window_s: int = 1, step_s: float = 1.0):
     """The replay as a DataFrame (:data:`RESULT` columns), one row per tenant and API with a byte rate, from the
     per-interval frame of :func:`analytics.stats.entity_intervals`; the tenant sends every ``step_s``
-    (:func:`step_for`)."""
+    (:func:`step_for`). Its tasks need the project's code: compute it inside :func:`analytics.shipping.code_shipped`."""
     from pyspark.sql import functions as F
 
-    ship_code(spark)
     frame = intervals.where(F.col("api").isin(*KEYS)).withColumn(
         "bytes", F.when(F.col("api") == "Produce", F.col("request_rate")).otherwise(F.col("response_rate"))
         * F.col("interval_s"))
