@@ -18,6 +18,7 @@ upstream:
 
 from __future__ import annotations
 
+import os
 import ssl
 from dataclasses import dataclass
 from typing import Any
@@ -75,8 +76,12 @@ def _path(raw: Any, path: str) -> str:
     return raw
 
 
-def _try(path: str, build) -> None:
-    """Build the context now, so a missing file or a bad key fails at load, naming the key."""
+def _try(path: str, build, files: dict[str, str | None]) -> None:
+    """Build the context now, so a missing file or a bad key fails at load, naming the key (``files``: key -> the
+    file it names; the ssl module's errors do not say which file is missing)."""
+    for key, name in files.items():
+        if name is not None and not os.path.isfile(name):
+            raise ConfigError(f"{path}.{key}", f"file not found: {name}")
     try:
         build()
     except FileNotFoundError as exc:
@@ -102,7 +107,7 @@ def parse_listener_tls(raw: Any, path: str) -> ListenerTls | None:
         raise ConfigError(f"{path}.principal_mapping_rules", str(exc)) from None
     tls = ListenerTls(_path(m["certfile"], f"{path}.certfile"),
                       _path(m["keyfile"], f"{path}.keyfile") if "keyfile" in m else None, cafile, client_auth, rules)
-    _try(path, tls.context)
+    _try(path, tls.context, {"certfile": tls.certfile, "keyfile": tls.keyfile, "cafile": tls.cafile})
     return tls
 
 
@@ -115,5 +120,5 @@ def parse_upstream_tls(raw: Any, path: str) -> UpstreamTls | None:
             raise ConfigError(f"{path}.{flag}", f"expected true or false, got {m[flag]!r}")
     tls = UpstreamTls(*(_path(m[k], f"{path}.{k}") if k in m else None for k in ("cafile", "certfile", "keyfile")),
                       verify=m.get("verify", True), check_hostname=m.get("check_hostname", True))
-    _try(path, tls.context)
+    _try(path, tls.context, {"cafile": tls.cafile, "certfile": tls.certfile, "keyfile": tls.keyfile})
     return tls

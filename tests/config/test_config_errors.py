@@ -102,3 +102,11 @@ def test_check_config_prints_every_error_and_exits_2(tmp_path):
     assert done.stderr.startswith(f"kafka-quota-proxy: configuration error in {path}: {len(EXPECTED)} errors:\n")
     for expected in EXPECTED:
         assert f"\n  {expected}" in done.stderr, done.stderr
+
+
+def test_a_missing_tls_file_is_named_with_its_key(tmp_path):
+    """The ssl module's FileNotFoundError names no file: each file is looked for first, so the operator reads which."""
+    missing = tmp_path / "ca.pem"
+    with pytest.raises(ConfigError) as caught:
+        load_config_text(GOOD.replace("upstream:\n", f"upstream:\n  tls: {{cafile: '{missing}'}}\n", 1))
+    assert str(caught.value) == f"upstream.tls.cafile: file not found: {missing}"

@@ -65,7 +65,7 @@ def test_set_the_own_clients_take_the_upstream_security_unless_told_otherwise(tm
                                      r"sasl, tls\)"),
     (OWN + "    tls: true\n", r"upstream.own_clients.tls: expected a mapping \(as upstream.tls\) or false, got True"),
     (OWN + "    sasl: {mechanism: GSSAPI, username: a, password: b}\n", r"upstream.own_clients.sasl.mechanism: "),
-    (OWN + "    tls: {cafile: /no/such/ca.pem}\n", r"upstream.own_clients.tls: file not found"),
+    (OWN + "    tls: {cafile: /no/such/ca.pem}\n", r"upstream.own_clients.tls.cafile: file not found: /no/such/ca.pem"),
 ])
 def test_a_bad_section_names_its_key(own, message):
     with pytest.raises(ConfigError, match=message):
