@@ -83,8 +83,8 @@ def analyze(args: argparse.Namespace) -> int:
     try:
         from analytics import job
     except ImportError as exc:
-        print(f"kafka-quota-proxy analyze: needs pyspark ({exc}); pip install 'kafka-quota-proxy[analytics]'",
-              file=sys.stderr)
+        print(f"kafka-quota-proxy analyze: needs pyspark ({exc}); install the analytics extra: pip install "
+              "'.[analytics]' in a checkout, or the wheel with [analytics]", file=sys.stderr)
         return 1
     from pyspark.errors import AnalysisException
 

@@ -123,8 +123,8 @@ def write_report(path: str, summary: Mapping, offenders: Mapping[str, Mapping], 
             parts.append(f"<p><a href='{html.escape(chart)}'><img src='{html.escape(chart)}' "
                          f"alt='{html.escape(dim['title'])} over time'></a></p>")
         elif name in charts:
-            parts.append("<p><em>No chart: matplotlib is not installed (pip install 'kafka-quota-proxy[analytics]')."
-                         "</em></p>")
+            parts.append("<p><em>No chart: matplotlib is not installed (the analytics extra: pip install "
+                         "'.[analytics]' in a checkout, or the wheel with [analytics]).</em></p>")
     scope = summary.get("quota scope")
     parts.append(f"<h2>Recommended quotas ({len(quota_items)} entities"
                  f"{f', for quota.scope {html.escape(str(scope))}' if scope else ''})</h2>")
