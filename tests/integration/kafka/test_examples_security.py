@@ -23,6 +23,20 @@ class Running:
         pass
 
 
+def users_producing(proxy, topic: str, **security) -> set[str]:
+    """kafka-python produces 50 records through the proxy (each acknowledged); the users the proxy sees meanwhile."""
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=proxy.bootstrap, acks="all", client_id="example", **security)
+    topic = unique_topic(topic)
+    try:
+        for f in [producer.send(topic, b"x" * 100) for _ in range(50)]:
+            f.get(30)
+        return connected_users(proxy)
+    finally:
+        producer.close(10)
+
+
 def test_the_sasl_example_in_front_of_kafkas_sasl_listener(kafka1, tmp_path):
     """The proxy's own clients log in with SCRAM-SHA-512 (the example's mechanism) from its password file; alice
     logs in with PLAIN through it and is the user the proxy sees."""
@@ -36,17 +50,9 @@ def test_the_sasl_example_in_front_of_kafkas_sasl_listener(kafka1, tmp_path):
     with proxy_in_front(Running(), raw) as proxy:
         wait_until(lambda: proxy.metric("kafka_quota_proxy_dynamic_config_available") == 1, 30,
                    "the config topic read, logged in with SCRAM-SHA-512")
-        from kafka import KafkaProducer
-
-        producer = KafkaProducer(bootstrap_servers=proxy.bootstrap, security_protocol="SASL_PLAINTEXT",
-                                 sasl_mechanism="PLAIN", sasl_plain_username="alice",
-                                 sasl_plain_password=PLAIN_USERS["alice"], acks="all", client_id="example")
-        try:
-            for f in [producer.send(unique_topic("example-sasl"), b"x" * 100) for _ in range(50)]:
-                f.get(30)
-            assert "alice" in connected_users(proxy)
-        finally:
-            producer.close(10)
+        assert "alice" in users_producing(proxy, "example-sasl", security_protocol="SASL_PLAINTEXT",
+                                          sasl_mechanism="PLAIN", sasl_plain_username="alice",
+                                          sasl_plain_password=PLAIN_USERS["alice"])
 
 
 def test_the_tls_example_with_a_client_certificate_in_front_of_kafkas_ssl_listener(kafka1, kafka_tls, tmp_path):
@@ -61,14 +67,6 @@ def test_the_tls_example_with_a_client_certificate_in_front_of_kafkas_ssl_listen
         "upstream.tls.cafile": authority.pem.cert, "listeners[0].tls.certfile": server.cert,
         "listeners[0].tls.keyfile": server.key, "listeners[0].tls.cafile": authority.pem.cert})
     with proxy_in_front(Running(), raw) as proxy:
-        from kafka import KafkaProducer
-
-        producer = KafkaProducer(bootstrap_servers=proxy.bootstrap, security_protocol="SSL",
-                                 ssl_cafile=authority.pem.cert, ssl_certfile=client.cert, ssl_keyfile=client.key,
-                                 acks="all", client_id="example")
-        try:
-            for f in [producer.send(unique_topic("example-tls"), b"x" * 100) for _ in range(50)]:
-                f.get(30)
-            assert "alice" in connected_users(proxy)
-        finally:
-            producer.close(10)
+        assert "alice" in users_producing(proxy, "example-tls", security_protocol="SSL",
+                                          ssl_cafile=authority.pem.cert, ssl_certfile=client.cert,
+                                          ssl_keyfile=client.key)
