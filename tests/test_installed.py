@@ -4,7 +4,7 @@ The module's one fixture builds the wheel from a clean copy of the source tree (
 it with the analytics extra into a fresh venv in a temporary directory (``pip install '<wheel>[analytics]'``,
 resolved from pip's cache), and every command below runs the venv's console script with the working directory a
 temporary one and PYTHONPATH unset, so nothing of the repository can be imported: `--version`, `check-config` on
-the shipped examples, `run` in front of Tansu with kafka-python producing and consuming through it, `configs`
+the shipped sidecar example, `run` in front of Tansu with kafka-python producing and consuming through it, `configs`
 altering and describing a quota through it, and `analyze --replay` on ``local[*]`` and on a standalone Spark cluster
 (a master and one worker started from the installed pyspark). Spark's executors run a second, bare venv's Python
 (nothing installed in it): the replay's code reaches them only in the zip the driver gives them.
