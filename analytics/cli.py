@@ -101,6 +101,9 @@ def analyze(args: argparse.Namespace) -> int:
     except (ScopeError, ReplayError) as exc:  # a log mixing quota.scope broker and cluster; a bad --replay table
         print(f"kafka-quota-proxy analyze: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C: PySpark cancels the jobs; the session is stopped and the code zip removed
+        print("kafka-quota-proxy analyze: interrupted", file=sys.stderr)
+        return 130
     for line in job.summary_lines(result):
         print(line)
     return 0

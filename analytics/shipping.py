@@ -69,7 +69,7 @@ def code_shipped(spark, session_ends_with_job: bool) -> Iterator[None]:
     _FOLDERS.add(folder)
     kept = False
     try:
-        path = os.path.join(folder, "kafka_quota_proxy_code.zip")
+        path = os.path.join(folder, os.path.basename(folder) + ".zip")  # a name no other zip of the application has
         write_zip(path)
         spark.sparkContext.addPyFile(path)
         kept = not session_ends_with_job
