@@ -38,8 +38,8 @@ from tests.integration import clients as c
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {"proxy", "quota", "config", "analytics"}
 # One worker runs the module's tests one after another (its own xdist group), the fixture built once: the wheel and
-# the venv (23 s at load 6, 42 s at load 16), the two planner runs (local[*] 60-145 s, the standalone cluster
-# 80-180 s, at load 6-16 on 2 cores; Spark's start-up and its many small stages), the rest 7 s.
+# the venv (23 s at load 6, 42 s at load 16), the two planner runs at once (each 60-175 s alone at load 6-16 on 2
+# cores: Spark's start-up and its many small stages), the rest 7 s.
 pytestmark = [pytest.mark.integration, pytest.mark.long_running(seconds=150), pytest.mark.timeout(900),
               pytest.mark.xdist_group("installed")]
 
@@ -68,6 +68,19 @@ class Installed:
     def run(self, *argv: str, tmp: Path, timeout: float = 120, **env: str) -> subprocess.CompletedProcess:
         return subprocess.run([self.script, *argv], cwd=self.work, env=self.env(tmp, **env), capture_output=True,
                               text=True, timeout=timeout)
+
+    def start(self, *argv: str, tmp: Path) -> subprocess.Popen:
+        """The command started, ``tmp`` made here, its output to ``tmp``.out and .err beside it (:func:`finished`),
+        never a pipe nobody reads while waiting for another command."""
+        tmp.mkdir()
+        with open(f"{tmp}.out", "w") as out, open(f"{tmp}.err", "w") as err:
+            return subprocess.Popen([self.script, *argv], cwd=self.work, env=self.env(tmp), stdout=out, stderr=err)
+
+
+def finished(run: subprocess.Popen, tmp: Path, timeout: float) -> tuple[str, str, int]:
+    """(stdout, stderr, exit code) of a command :meth:`Installed.start` started with ``tmp``."""
+    code = run.wait(timeout)
+    return Path(f"{tmp}.out").read_text(), Path(f"{tmp}.err").read_text(), code
 
 
 def copy_source(dest: Path) -> None:
@@ -208,23 +221,14 @@ def usage_log(tmp_path) -> Path:
     return log
 
 
-def planned(result: subprocess.CompletedProcess, out: Path) -> None:
+def planned(stdout: str, stderr: str, returncode: int, out: Path) -> None:
     """The planner ran, replayed, and wrote what it says it wrote."""
-    assert result.returncode == 0, result.stderr[-4000:]
-    assert "No module named" not in result.stderr
-    replay_line = next(line for line in result.stdout.splitlines() if line.startswith("replay under"))
+    assert returncode == 0, stderr[-4000:]
+    assert "No module named" not in stderr
+    replay_line = next(line for line in stdout.splitlines() if line.startswith("replay under"))
     assert "tenant APIs held under today's quotas" in replay_line
     assert (out / "recommended-quotas.yaml").is_file() and (out / "report.html").is_file()
     assert any(name.endswith(".parquet") for name in os.listdir(out / "replay"))
-
-
-def test_analyze_replays_on_local_spark(installed, tmp, usage_log, tmp_path):
-    out = tmp_path / "plan"
-    result = installed.run("analyze", "--input", str(usage_log), "--output", str(out), "--replay", tmp=tmp,
-                           timeout=600)
-    planned(result, out)
-    charts = [name for name in os.listdir(out) if name.startswith("chart-") and name.endswith(".svg")]
-    assert charts and all(name in (out / "report.html").read_text() for name in charts)  # matplotlib, the extra's
 
 
 class SparkCluster:
@@ -251,14 +255,16 @@ class SparkCluster:
             self.procs.append(subprocess.Popen([str(self.home / "bin" / "spark-class"), *argv], env=self.env,
                                                cwd=self.folder, stdout=log, stderr=subprocess.STDOUT))
 
-    def start(self) -> "SparkCluster":
+    def launch(self) -> None:
         self._start("org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(self.port),
                     "--webui-port", str(self.ui))
-        wait_for_port(self.port, timeout=120)
+
+    def wait_ready(self) -> None:
+        """The worker started once the master listens (it would otherwise retry every 5-15 s), and registered."""
+        wait_for_port(self.port, timeout=180)
         self._start("org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--webui-port",
                     str(free_port()), "--cores", "2", "--memory", "1g", self.master)
-        wait_until(self._worker_alive, 120, "the Spark worker registered with the master", interval=0.5)
-        return self
+        wait_until(self._worker_alive, 180, "the Spark worker registered with the master", interval=0.5)
 
     def _worker_alive(self) -> bool:
         assert all(p.poll() is None for p in self.procs), self.log.read_text()[-4000:]
@@ -280,13 +286,30 @@ class SparkCluster:
                 proc.wait(10)
 
 
-def test_analyze_replays_on_a_standalone_spark_cluster(installed, tmp, usage_log, tmp_path):
+def test_analyze_replays_on_local_spark_and_on_a_standalone_cluster(installed, usage_log, tmp_path):
+    """Both runs at once (on 2 cores about 0.65 x the time of one after the other: much of a Spark job's time is
+    waiting), each with its own temporary folder; the cluster's daemons start while the local run does."""
+    runs = {}
     cluster = SparkCluster(installed, tmp_path / "cluster")
     try:
-        cluster.start()
-        out = tmp_path / "plan"
-        result = installed.run("analyze", "--input", str(usage_log), "--output", str(out), "--replay",
-                               "--master", cluster.master, "--no-charts", tmp=tmp, timeout=600)
-        planned(result, out)
+        cluster.launch()
+        runs["local"] = installed.start("analyze", "--input", str(usage_log), "--output", str(tmp_path / "local"),
+                                        "--replay", tmp=tmp_path / "tmp-local")
+        cluster.wait_ready()
+        runs["cluster"] = installed.start("analyze", "--input", str(usage_log), "--output",
+                                          str(tmp_path / "cluster-plan"), "--replay", "--master", cluster.master,
+                                          "--no-charts", tmp=tmp_path / "tmp-cluster")
+        results = {name: finished(run, tmp_path / f"tmp-{name}", 600) for name, run in runs.items()}
     finally:
+        for run in runs.values():
+            if run.poll() is None:
+                run.kill()
+                run.wait(10)
         cluster.stop()
+    for name, out in (("local", tmp_path / "local"), ("cluster", tmp_path / "cluster-plan")):
+        planned(*results[name], out)
+    out = tmp_path / "local"
+    charts = [name for name in os.listdir(out) if name.startswith("chart-") and name.endswith(".svg")]
+    assert charts and all(name in (out / "report.html").read_text() for name in charts)  # matplotlib, the extra's
+    for folder in ("tmp-local", "tmp-cluster"):
+        assert os.listdir(tmp_path / folder) == [], f"left in the temporary folder of the {folder[4:]} run"
