@@ -72,6 +72,11 @@ def parse_settings(raw: Any, path: str, listener_names: set[str] = frozenset()) 
     return Settings(MappingProxyType(values))
 
 
+# settings whose value is one of a few words: the words, in the order an error lists them
+_CHOICES = {QUOTA_MODE: ("enforce", "shadow"), QUOTA_SCOPE: SCOPES, SPLICE: SPLICE_MODES,
+            PRODUCER_ID_ENFORCEMENT: ENFORCEMENTS}
+
+
 def _setting(values: dict, name: str, value: Any, key: str, listener_names: set[str]) -> None:
     """One ``settings:`` key checked into ``values``; a ConfigError naming it otherwise."""
     if name in (CLUSTER_TOPIC, CLUSTER_ID) and value is None:  # unset (as a re-parsed effective config has it)
@@ -90,26 +95,12 @@ def _setting(values: dict, name: str, value: Any, key: str, listener_names: set[
     if name == IP_OVERRIDES:
         values[name] = _ip_overrides(value, key)
         return
-    if name == QUOTA_MODE:
-        if value not in ("enforce", "shadow"):
-            raise ConfigError(key, f"expected enforce or shadow, got {show(value)}")
-        values[name] = value
-        return
-    if name == QUOTA_SCOPE:
-        if value not in SCOPES:
-            raise ConfigError(key, f"expected {' or '.join(SCOPES)}, got {show(value)}")
-        values[name] = value
-        return
-    if name == SPLICE:
-        if value is False:  # YAML 1.1 reads a bare off as false
+    choices = _CHOICES.get(name)
+    if choices is not None:
+        if name == SPLICE and value is False:  # YAML 1.1 reads a bare off as false
             value = "off"
-        if value not in SPLICE_MODES:
-            raise ConfigError(key, f"expected {' or '.join(SPLICE_MODES)}, got {show(value)}")
-        values[name] = value
-        return
-    if name == PRODUCER_ID_ENFORCEMENT:
-        if value not in ENFORCEMENTS:
-            raise ConfigError(key, f"expected {' or '.join(ENFORCEMENTS)}, got {show(value)}")
+        if value not in choices:
+            raise ConfigError(key, f"expected {' or '.join(choices)}, got {show(value)}")
         values[name] = value
         return
     if name == QUOTA_SMOOTHING:

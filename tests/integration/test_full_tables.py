@@ -19,6 +19,7 @@ from proxy.codec.apis import CREATE_TOPICS, PRODUCE
 from proxy.codec.header import encode_request_header, frame
 from proxy.codec.messages import decode_response, encode_request, new_request
 from tests.harness import Tansu, free_port, proxy_config, start_proxy, wait_until
+from tests.integration.raw import recv_exactly
 
 pytestmark = pytest.mark.integration
 
@@ -42,16 +43,6 @@ def request(sock: socket.socket, api_key: int, version: int, corr: int, client_i
     assert struct.unpack_from(">i", answer)[0] == corr
     header = 4 if (api_key, version) != (CREATE_TOPICS, 7) else 5  # CreateTopics v5+ has a flexible header
     return decode_response(api_key, version, answer[header:])
-
-
-def recv_exactly(sock: socket.socket, n: int) -> bytes:
-    out = b""
-    while len(out) < n:
-        chunk = sock.recv(n - len(out))
-        if not chunk:
-            raise ConnectionError("closed")
-        out += chunk
-    return out
 
 
 def flood(port: int, stop: threading.Event, frames) -> threading.Thread:

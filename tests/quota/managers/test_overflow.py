@@ -134,16 +134,6 @@ def test_an_entity_the_quota_names_is_always_tracked():
     assert m.stats_for("", "etl").limit == 5000
 
 
-def test_an_entity_the_quota_names_is_always_tracked():
-    clock = ManualClock()
-    m = manager(clients_default() + [({"client-id": "etl"}, {P: 5000})], clock)
-    for i in range(CAP):
-        m.record_and_decide("", f"tenant-{i}", 10)
-    m.record_and_decide("", "etl", 10)
-    assert m.stats_for("", "etl").tags == QuotaTags("", "etl")
-    assert m.stats_for("", "etl").limit == 5000
-
-
 def test_eviction_keeps_each_named_part_of_the_quota_to_its_own():
     # /users/alice/clients/<default>: alice's and bob's rotating ids take turns in a table of 10, each its own
     clock = ManualClock()
