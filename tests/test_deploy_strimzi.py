@@ -81,7 +81,7 @@ def test_the_proxy_serves_a_port_for_each_broker_node_id_strimzi_assigns():
     ids = broker_node_ids()
     assert ids == [3, 4, 5]
     docs = k8s.render(OVERLAY)
-    (lc,) = proxy_config()["listeners"]
+    (lc,) = [lc for lc in proxy_config()["listeners"] if not lc.get("admin")]  # the admin listener: loopback only
     service_ports = {p["name"]: p["port"] for p in k8s.one(docs, "Service")["spec"]["ports"]}
     container_ports = {p["name"]: p["containerPort"] for p in k8s.container(docs)["ports"]}
     for ports in (service_ports, container_ports):

@@ -28,7 +28,9 @@ their leader). Stopping a running publisher instead would wait out the shipped `
 counts as missing; a publisher that never ran makes it missing at once, through the same metric and rule.
 
 Only addresses, ports and paths of the deployment files are rewritten (``REWRITTEN``, checked: nothing else
-differs); Prometheus scrapes and evaluates every second instead of every 15 s, and its rules are a copy of alerts.yml
+differs), and one key is added: ``volume_usage.topic``, a volume-usage topic of this test's own, because kafka3 is
+shared and another test's sidecars may have left snapshots on the shipped default topic that stay fresh for a minute
+(a broker would then not be missing); Prometheus scrapes and evaluates every second instead of every 15 s, and its rules are a copy of alerts.yml
 whose only change is KafkaQuotaProxyVolumeDataMissing's ``for: 2m`` cut to 1 s (checked).
 """
 
@@ -74,10 +76,11 @@ NOT_IN_A_HEALTHY_RUN = {
     '[$__rate_interval]))',
 }
 MISSING_ALERT = "KafkaQuotaProxyVolumeDataMissing"
-VOLUME_TOPIC, CONFIG_TOPIC = "__kafka_quota_proxy_volume_usage", "__kafka_quota_proxy_configs"  # the shipped defaults
+VOLUME_TOPIC = unique_topic("__kafka_quota_proxy_volume_usage-e2e")  # this test's own (the module docstring says why)
+CONFIG_TOPIC = "__kafka_quota_proxy_configs"  # the shipped default
 # Paths (in the YAML) of the values of deploy/compose/proxy-N.yaml the test rewrites: addresses, ports and paths.
 REWRITTEN = {("upstream", "bootstrap_servers"), ("upstream", "own_clients", "bootstrap_servers"),
-             ("listeners", 0, "bind"), ("metrics", "bind"),
+             ("listeners", 0, "bind"), ("listeners", 1, "bind"), ("metrics", "bind"),
              ("volume_usage", "publisher", "log_dirs")}
 
 
@@ -98,19 +101,23 @@ def sidecar_config(node, metrics_port: int) -> tuple[dict, int]:
     assert deployed["upstream"]["bootstrap_servers"] == [f"{client_host}:{client_port}"]
     proxies_host, proxies_port = listener_map(env["KAFKA_LISTENERS"])["PROXIES"]
     assert deployed["upstream"]["own_clients"]["bootstrap_servers"] == [f"{proxies_host}:{proxies_port}"]
-    (listener,) = deployed["listeners"]
+    listener, admin = deployed["listeners"]
     assert int(listener["bind"].rsplit(":", 1)[1]) == listener_map(env["KAFKA_ADVERTISED_LISTENERS"])["CLIENT"][1]
+    assert admin["admin"] is True and admin["bind"].startswith("127.0.0.1:")
     assert deployed["volume_usage"]["publisher"]["broker_id"] == node.node_id
     assert deployed["volume_usage"]["publisher"]["log_dirs"] == [env["KAFKA_LOG_DIRS"]]
     config = copy.deepcopy(deployed)
     config["upstream"]["bootstrap_servers"] = [f"127.0.0.1:{node.client_port}"]
     config["upstream"]["own_clients"]["bootstrap_servers"] = [node.proxies]
     config["listeners"][0]["bind"] = f"127.0.0.1:{node.proxy_port}"
+    config["listeners"][1]["bind"] = f"127.0.0.1:{free_port()}"
     config["metrics"]["bind"] = f"127.0.0.1:{metrics_port}"
     config["volume_usage"]["publisher"]["log_dirs"] = [str(node.data_dir)]
     before, after = flatten(deployed), flatten(config)
     assert before.keys() == after.keys()
     assert {p for p in before if before[p] != after[p]} == REWRITTEN
+    assert "topic" not in config["volume_usage"]
+    config["volume_usage"]["topic"] = VOLUME_TOPIC  # added, not rewritten: the module docstring says why
     return config, int(deployed["metrics"]["bind"].rsplit(":", 1)[1])
 
 
@@ -389,3 +396,5 @@ def test_prometheus_evaluates_the_deployed_rules_and_dashboards_on_kafka(kafka3,
                 write_config_entry(kafka3.nodes[0].proxies, entity, None)
             with contextlib.suppress(Exception):
                 c.kp_delete_topic(kafka3.direct_bootstrap, topic)
+            with contextlib.suppress(Exception):
+                c.kp_delete_topic(kafka3.direct_bootstrap, VOLUME_TOPIC)  # this test's own

@@ -258,9 +258,9 @@ def proxies_folder(cluster: KafkaCluster, name: str) -> Path:
     return folder
 
 
-# Not long_running: in the kafka3 group it then runs after test_prometheus_e2e.py (same rank, collected first), which
-# needs a broker with no fresh snapshot in the shared volume-usage topic; this test's publishers leave fresh ones
-# there for freshness_seconds (60 s), and a tombstone cannot remove them (the follower ignores tombstones).
+# Its publishers leave fresh snapshots on kafka3's shipped volume-usage topic for freshness_seconds (60 s);
+# test_prometheus_e2e.py, which needs a broker with none, has a volume-usage topic of its own, so the order of the
+# two in the kafka3 group does not matter.
 def test_compose_proxies_as_shipped(kafka3):
     folder = proxies_folder(kafka3, "compose-proxies")
     nodes = {node.node_id: node for node in kafka3.nodes}
