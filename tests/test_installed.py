@@ -70,12 +70,13 @@ class Installed:
         return subprocess.run([self.script, *argv], cwd=self.work, env=self.env(tmp, **env), capture_output=True,
                               text=True, timeout=timeout)
 
-    def start(self, *argv: str, tmp: Path) -> subprocess.Popen:
+    def start(self, *argv: str, tmp: Path, **env: str) -> subprocess.Popen:
         """The command started, ``tmp`` made here, its output to ``tmp``.out and .err beside it (:func:`finished`),
         never a pipe nobody reads while waiting for another command."""
         tmp.mkdir()
         with open(f"{tmp}.out", "w") as out, open(f"{tmp}.err", "w") as err:
-            return subprocess.Popen([self.script, *argv], cwd=self.work, env=self.env(tmp), stdout=out, stderr=err)
+            return subprocess.Popen([self.script, *argv], cwd=self.work, env=self.env(tmp, **env), stdout=out,
+                                    stderr=err)
 
 
 def finished(run: subprocess.Popen, tmp: Path, timeout: float) -> tuple[str, str, int]:
@@ -287,6 +288,11 @@ class SparkCluster:
                 proc.wait(10)
 
 
+# A few rows of usage log: Spark's default of 200 shuffle partitions per stage on a standalone cluster (the planner
+# sets fewer only for local masters) is 200 tasks of nothing each; an operator sets the same with spark-submit.
+SMALL_JOB = "--conf spark.sql.shuffle.partitions=4 --conf spark.default.parallelism=2 pyspark-shell"
+
+
 def test_analyze_replays_on_a_standalone_cluster(installed, usage_log, tmp_path):
     """The planner with --replay on a standalone Spark cluster (a master and a worker started from the installed
     pyspark), whose executors run a Python that has nothing installed: the replay's code reaches them only in the zip
@@ -299,7 +305,8 @@ def test_analyze_replays_on_a_standalone_cluster(installed, usage_log, tmp_path)
         cluster.launch()
         cluster.wait_ready()
         run = installed.start("analyze", "--input", str(usage_log), "--output", str(tmp_path / "cluster-plan"),
-                              "--replay", "--master", cluster.master, tmp=tmp_path / "tmp-cluster")
+                              "--replay", "--master", cluster.master, tmp=tmp_path / "tmp-cluster",
+                              PYSPARK_SUBMIT_ARGS=SMALL_JOB)
         result = finished(run, tmp_path / "tmp-cluster", 600)
     finally:
         if run is not None and run.poll() is None:
