@@ -67,11 +67,14 @@ def flood(port: int, stop: threading.Event, frames) -> threading.Thread:
 
 
 def scraped_value(ops_port: int, name: str, **labels) -> float:
-    """The sum of ``name``'s samples with these labels on a proxy's /metrics, read over HTTP."""
+    """The sum of ``name``'s samples with these labels on a proxy's /metrics, read over HTTP (0 before it answers)."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    with urllib.request.urlopen(f"http://127.0.0.1:{ops_port}/metrics", timeout=10) as answer:
-        text = answer.read().decode()
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{ops_port}/metrics", timeout=10) as answer:
+            text = answer.read().decode()
+    except OSError:
+        return 0.0  # the ops port opens after the listeners (the proxy's own clients start between): not yet
     return sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
                if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()))
 
