@@ -34,6 +34,7 @@ from dataclasses import dataclass
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.common import ROOT, free_port, tansu, wait_for_port  # noqa: E402
+from tests.integration.raw import recv_exactly  # noqa: E402
 from proxy.codec.apis import API_VERSIONS, PRODUCE  # noqa: E402
 from proxy.codec.header import encode_request_header, frame  # noqa: E402
 from proxy.codec.messages import encode_request, new_request  # noqa: E402
@@ -89,16 +90,6 @@ def newcomer(port: int) -> float:
         return time.monotonic() - start
     except OSError:
         return GIVE_UP_S
-
-
-def recv_exactly(s: socket.socket, n: int) -> bytes:
-    out = b""
-    while len(out) < n:
-        chunk = s.recv(n - len(out))
-        if not chunk:
-            raise ConnectionError("closed")
-        out += chunk
-    return out
 
 
 RELAY = r"""
