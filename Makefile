@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 FUZZ_STAMP := $(VENV)/.installed-fuzz
 FUZZ_SECONDS ?= 60
 
-.PHONY: demo test kafka bench fuzz soak check-compose clean
+.PHONY: demo test check kafka bench fuzz soak check-compose clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +26,13 @@ demo: $(STAMP)
 kafka:
 	$(PYTHON) tools/fetch_kafka.py
 
-test: $(STAMP) kafka
+# The linter and the formatter (ruff, configured in pyproject.toml), run before the tests: `make test` stops here on a
+# finding. `ruff check --fix . && ruff format .` in the venv fixes most of what they find.
+check: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+test: $(STAMP) check kafka
 	$(PY) -m pytest -q -p no:cacheprovider -n 5 --dist loadgroup
 
 # Coverage-guided fuzzing of the codec (atheris): FUZZ_SECONDS of it; crashing inputs land in .fuzz/crashes/.

@@ -85,9 +85,15 @@ class Outcome:
     observed_rate_sum: float = 0.0
 
 
-def replay(demand: Sequence[tuple[float, float, float]], quota: float | None, window: QuotaWindow = QuotaWindow(),
-           step_s: float = 1.0, max_throttle_ms: int | None = None, rng: random.Random | None = None,
-           sigma: float = 0.5) -> list[Outcome]:
+def replay(
+    demand: Sequence[tuple[float, float, float]],
+    quota: float | None,
+    window: QuotaWindow = QuotaWindow(),
+    step_s: float = 1.0,
+    max_throttle_ms: int | None = None,
+    rng: random.Random | None = None,
+    sigma: float = 0.5,
+) -> list[Outcome]:
     """A closed-loop tenant through the proxy's byte-rate quota: ``demand`` is ``(end_s, interval_s, rate)`` per
     interval in time order (bytes/s it would send); ``quota`` bytes/s (None: unlimited). Returns per interval what it
     sent, how long it was held (a hold past an interval's end counts in the next, as the usage log counts it) and
@@ -135,8 +141,9 @@ def replay(demand: Sequence[tuple[float, float, float]], quota: float | None, wi
     return out
 
 
-def never_throttled(demand: Sequence[tuple[float, float, float]], quota: float, window: QuotaWindow, step_s: float,
-                    varied: bool) -> bool:
+def never_throttled(
+    demand: Sequence[tuple[float, float, float]], quota: float, window: QuotaWindow, step_s: float, varied: bool
+) -> bool:
     """True when no replay of ``demand`` can be throttled, so it need not be run: the sampled rate is at most what
     the sends within ``window.num + 1`` samples carry (at the highest rate) over ``window.num - 1`` samples."""
     if varied or not demand:

@@ -31,9 +31,30 @@ import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-FIELDS = ("time", "interval_s", "listener", "ip", "user", "client_id", "api", "requests", "request_bytes",
-          "response_bytes", "throttle_ms", "shadow_throttle_ms", "partition_mutations", "new_producer_ids",
-          "connections_opened", "held_ms", "throttles", "quota_rate", "observed_rate_sum", "proxy", "broker", "scope")
+FIELDS = (
+    "time",
+    "interval_s",
+    "listener",
+    "ip",
+    "user",
+    "client_id",
+    "api",
+    "requests",
+    "request_bytes",
+    "response_bytes",
+    "throttle_ms",
+    "shadow_throttle_ms",
+    "partition_mutations",
+    "new_producer_ids",
+    "connections_opened",
+    "held_ms",
+    "throttles",
+    "quota_rate",
+    "observed_rate_sum",
+    "proxy",
+    "broker",
+    "scope",
+)
 COUNT_FIELDS = FIELDS[7:17]
 HELD_FIELDS = FIELDS[15:19]
 
@@ -48,8 +69,10 @@ STORM_IP = "203.0.113.66"
 # (user, client_id) -> (quota, demand when quiet, demand at its peak, peak intervals, every so many intervals). The
 # true demand (what a recommendation should cover) is the peak: a steady tenant 3x over its quota all the time, and a
 # batch window 2x over it for one minute in five.
-THROTTLED = {("steady", "over-quota"): (1_000_000, 3_000_000, 3_000_000, 1, 1),
-             ("batch", "nightly-window"): (2_000_000, 500_000, 4_000_000, 6, 30)}
+THROTTLED = {
+    ("steady", "over-quota"): (1_000_000, 3_000_000, 3_000_000, 1, 1),
+    ("batch", "nightly-window"): (2_000_000, 500_000, 4_000_000, 6, 30),
+}
 THROTTLED_STEP_S = 0.1  # how often a throttled tenant sends (each request is demand x this)
 
 
@@ -68,14 +91,33 @@ class Options:
     intervals_per_file: int = 0  # rotate after this many intervals (0: about four files in all)
 
 
-def record(time: float, interval_s: float, listener: str, ip: str | None, user: str | None,
-           client_id: str | None, api: str | None, *, proxy: str | None = "proxy-1", broker: int | None = None,
-           scope: str | None = "broker", quota_rate: float | None = None, observed_rate_sum: float = 0.0,
-           **counts: int) -> dict:
+def record(
+    time: float,
+    interval_s: float,
+    listener: str,
+    ip: str | None,
+    user: str | None,
+    client_id: str | None,
+    api: str | None,
+    *,
+    proxy: str | None = "proxy-1",
+    broker: int | None = None,
+    scope: str | None = "broker",
+    quota_rate: float | None = None,
+    observed_rate_sum: float = 0.0,
+    **counts: int,
+) -> dict:
     """One usage record with every key present; counts not given are 0 (``held_ms``: the ``throttle_ms`` given, one
     connection's); ``proxy``, ``broker`` and ``scope`` say where it came from, as the proxy writes them."""
-    rec = {"time": time, "interval_s": interval_s, "listener": listener, "ip": ip, "user": user,
-           "client_id": client_id, "api": api}
+    rec = {
+        "time": time,
+        "interval_s": interval_s,
+        "listener": listener,
+        "ip": ip,
+        "user": user,
+        "client_id": client_id,
+        "api": api,
+    }
     counts.setdefault("held_ms", counts.get("throttle_ms", 0))
     for name in COUNT_FIELDS:
         rec[name] = int(counts.pop(name, 0))
@@ -97,7 +139,7 @@ class _Tenant:
         self.user = "ANONYMOUS" if i % 7 == 6 else f"user-{i % 13}"
         self.client_id = f"app-{i}"
         self.ip = f"192.0.2.{i % 250 + 1}" if i < 250 else f"198.51.100.{i % 250 + 1}"
-        self.produce_rate = rng.lognormvariate(math.log(200_000), 1.0)   # bytes/s
+        self.produce_rate = rng.lognormvariate(math.log(200_000), 1.0)  # bytes/s
         self.fetch_rate = rng.lognormvariate(math.log(400_000), 1.0)
         self.producer = rng.random() < 0.7
         self.consumer = rng.random() < 0.8 or not self.producer
@@ -107,49 +149,132 @@ def _tenant_records(t: _Tenant, now: float, o: Options, rng: random.Random) -> I
     dt = o.interval_s
     if t.producer:
         nbytes = int(t.produce_rate * dt * rng.lognormvariate(0, 0.3))
-        yield record(now, dt, o.listener, t.ip, t.user, t.client_id, "Produce", requests=max(1, nbytes // 16384),
-                     request_bytes=nbytes, response_bytes=60 * max(1, nbytes // 16384))
+        yield record(
+            now,
+            dt,
+            o.listener,
+            t.ip,
+            t.user,
+            t.client_id,
+            "Produce",
+            requests=max(1, nbytes // 16384),
+            request_bytes=nbytes,
+            response_bytes=60 * max(1, nbytes // 16384),
+        )
     if t.consumer:
         nbytes = int(t.fetch_rate * dt * rng.lognormvariate(0, 0.3))
         reqs = int(dt * 2)
-        yield record(now, dt, o.listener, t.ip, t.user, t.client_id, "Fetch", requests=reqs,
-                     request_bytes=reqs * 120, response_bytes=nbytes)
+        yield record(
+            now,
+            dt,
+            o.listener,
+            t.ip,
+            t.user,
+            t.client_id,
+            "Fetch",
+            requests=reqs,
+            request_bytes=reqs * 120,
+            response_bytes=nbytes,
+        )
     if rng.random() < 0.05:
-        yield record(now, dt, o.listener, t.ip, t.user, t.client_id, "Metadata", requests=1, request_bytes=40,
-                     response_bytes=900)
+        yield record(
+            now, dt, o.listener, t.ip, t.user, t.client_id, "Metadata", requests=1, request_bytes=40, response_bytes=900
+        )
     if t.producer and rng.random() < 0.002:  # a producer restart now and then
-        yield record(now, dt, o.listener, t.ip, t.user, t.client_id, "InitProducerId", requests=1,
-                     request_bytes=50, response_bytes=30, new_producer_ids=1)
+        yield record(
+            now,
+            dt,
+            o.listener,
+            t.ip,
+            t.user,
+            t.client_id,
+            "InitProducerId",
+            requests=1,
+            request_bytes=50,
+            response_bytes=30,
+            new_producer_ids=1,
+        )
 
 
 def _misbehaving_records(now: float, k: int, o: Options, rng: random.Random) -> Iterator[dict]:
     dt = o.interval_s
     # The hog: 50 MB/s of produce, throttled for most of each interval.
     nbytes = int(50_000_000 * dt * rng.uniform(0.9, 1.1))
-    yield record(now, dt, o.listener, "192.0.2.200", *HOG, "Produce", requests=nbytes // 1_000_000,
-                 request_bytes=nbytes, response_bytes=2000, throttle_ms=int(dt * 1000 * 0.8),
-                 shadow_throttle_ms=int(dt * 1000 * 0.8))
+    yield record(
+        now,
+        dt,
+        o.listener,
+        "192.0.2.200",
+        *HOG,
+        "Produce",
+        requests=nbytes // 1_000_000,
+        request_bytes=nbytes,
+        response_bytes=2000,
+        throttle_ms=int(dt * 1000 * 0.8),
+        shadow_throttle_ms=int(dt * 1000 * 0.8),
+    )
     # The churner: a new idempotent producer every second or so, each one's InitProducerId a new PID.
     pids = rng.randint(int(dt * 0.8), int(dt * 1.5))
-    yield record(now, dt, o.listener, "192.0.2.201", *PID_CHURNER, "InitProducerId", requests=pids,
-                 request_bytes=pids * 50, response_bytes=pids * 30, new_producer_ids=pids)
-    yield record(now, dt, o.listener, "192.0.2.201", *PID_CHURNER, "Produce", requests=pids,
-                 request_bytes=pids * 300, response_bytes=pids * 60)
+    yield record(
+        now,
+        dt,
+        o.listener,
+        "192.0.2.201",
+        *PID_CHURNER,
+        "InitProducerId",
+        requests=pids,
+        request_bytes=pids * 50,
+        response_bytes=pids * 30,
+        new_producer_ids=pids,
+    )
+    yield record(
+        now,
+        dt,
+        o.listener,
+        "192.0.2.201",
+        *PID_CHURNER,
+        "Produce",
+        requests=pids,
+        request_bytes=pids * 300,
+        response_bytes=pids * 60,
+    )
     # The connection storm: 50 to 100 connections a second from one address.
     yield connection_record(now, dt, o.listener, STORM_IP, int(dt * rng.uniform(50, 100)))
     # The topic-creation storm: bursts of 20 topics x 10 partitions in one interval of every 6.
     if k % 6 == 0:
-        yield record(now, dt, o.listener, "192.0.2.202", *TOPIC_STORM, "CreateTopics", requests=20,
-                     request_bytes=20 * 120, response_bytes=20 * 40, partition_mutations=200)
+        yield record(
+            now,
+            dt,
+            o.listener,
+            "192.0.2.202",
+            *TOPIC_STORM,
+            "CreateTopics",
+            requests=20,
+            request_bytes=20 * 120,
+            response_bytes=20 * 40,
+            partition_mutations=200,
+        )
     elif k % 6 == 3:
-        yield record(now, dt, o.listener, "192.0.2.202", *TOPIC_STORM, "DeleteTopics", requests=20,
-                     request_bytes=20 * 60, response_bytes=20 * 30, partition_mutations=200)
+        yield record(
+            now,
+            dt,
+            o.listener,
+            "192.0.2.202",
+            *TOPIC_STORM,
+            "DeleteTopics",
+            requests=20,
+            request_bytes=20 * 60,
+            response_bytes=20 * 30,
+            partition_mutations=200,
+        )
 
 
 def throttled_demand(o: Options, peak_rate: float, quiet_rate: float, peak: int, every: int) -> list[tuple]:
     """A :data:`THROTTLED` tenant's demand: ``(end_s, interval_s, rate)`` per interval of the log."""
-    return [(o.start_time + (k + 1) * o.interval_s, o.interval_s, peak_rate if k % every < peak else quiet_rate)
-            for k in range(o.intervals)]
+    return [
+        (o.start_time + (k + 1) * o.interval_s, o.interval_s, peak_rate if k % every < peak else quiet_rate)
+        for k in range(o.intervals)
+    ]
 
 
 def _throttled_runs(o: Options) -> dict:
@@ -157,20 +282,36 @@ def _throttled_runs(o: Options) -> dict:
     from analytics import demand  # the quota/ core: only when the log has these tenants
 
     rng = random.Random(o.seed)  # request sizes vary, as a real client's batches do
-    return {name: (quota, demand.replay(throttled_demand(o, peak_rate, quiet, peak, every), quota,
-                                        step_s=THROTTLED_STEP_S, rng=rng))
-            for name, (quota, quiet, peak_rate, peak, every) in THROTTLED.items()}
+    return {
+        name: (
+            quota,
+            demand.replay(throttled_demand(o, peak_rate, quiet, peak, every), quota, step_s=THROTTLED_STEP_S, rng=rng),
+        )
+        for name, (quota, quiet, peak_rate, peak, every) in THROTTLED.items()
+    }
 
 
 def _throttled_records(runs: dict, now: float, k: int, o: Options) -> Iterator[dict]:
     for i, ((user, client_id), (quota, outcomes)) in enumerate(runs.items()):
         out = outcomes[k]
         if out.requests or out.held_ms:
-            yield record(now, o.interval_s, o.listener, f"192.0.2.{210 + i}", user, client_id, "Produce",
-                         requests=out.requests, request_bytes=int(out.sent), response_bytes=60 * out.requests,
-                         throttle_ms=int(out.held_ms), held_ms=round(out.held_ms), throttles=out.throttles,
-                         quota_rate=float(quota) if out.throttles else None,
-                         observed_rate_sum=round(out.observed_rate_sum, 1))
+            yield record(
+                now,
+                o.interval_s,
+                o.listener,
+                f"192.0.2.{210 + i}",
+                user,
+                client_id,
+                "Produce",
+                requests=out.requests,
+                request_bytes=int(out.sent),
+                response_bytes=60 * out.requests,
+                throttle_ms=int(out.held_ms),
+                held_ms=round(out.held_ms),
+                throttles=out.throttles,
+                quota_rate=float(quota) if out.throttles else None,
+                observed_rate_sum=round(out.observed_rate_sum, 1),
+            )
 
 
 def generate_records(o: Options) -> Iterator[list[dict]]:
@@ -199,7 +340,7 @@ def write_jsonl(path: str, records: Iterable[dict]) -> int:
     """Write records to one file (gzipped when the name ends in .gz); returns how many."""
     n = 0
     gz = path.endswith(".gz")
-    with (gzip.open(path, "wt", encoding="utf-8", compresslevel=6) if gz else open(path, "w", encoding="utf-8")) as f:
+    with gzip.open(path, "wt", encoding="utf-8", compresslevel=6) if gz else open(path, "w", encoding="utf-8") as f:
         for rec in records:
             f.write(json.dumps(rec, separators=(",", ":")))
             f.write("\n")
@@ -230,8 +371,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--interval-s", type=float, default=Options.interval_s, help="length of one interval, seconds")
     p.add_argument("--no-misbehaving", action="store_true", help="leave out the four misbehaving tenants")
     args = p.parse_args(argv)
-    n = write_log(args.out, Options(entities=args.entities, intervals=args.intervals, seed=args.seed,
-                                    interval_s=args.interval_s, misbehaving=not args.no_misbehaving))
+    n = write_log(
+        args.out,
+        Options(
+            entities=args.entities,
+            intervals=args.intervals,
+            seed=args.seed,
+            interval_s=args.interval_s,
+            misbehaving=not args.no_misbehaving,
+        ),
+    )
     print(f"wrote {n} records to {args.out}")
     return 0
 

@@ -36,9 +36,11 @@ import os
 import time
 from collections.abc import Mapping
 
-from pyspark.sql import DataFrame, SparkSession, functions as F
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
-from analytics import recommend, replay as replay_mod, report, shipping, stats, timeaxis
+from analytics import recommend, report, shipping, stats, timeaxis
+from analytics import replay as replay_mod
 from analytics.scope import BROKER, CLUSTER, Scope, choose
 
 TOP_N = 10
@@ -47,29 +49,72 @@ CHART_N = 5
 
 # name: (title, table, filter on api or None, metric to rank by, unit, columns shown)
 DIMENSIONS = {
-    "producer_byte_rate": ("Produce bytes per second", "entity", "Produce", "request_rate_p99", "bytes/s",
-                           ["request_rate_p50", "request_rate_p99", "request_burst_max", "held_share",
-                            "request_demand"]),
-    "consumer_byte_rate": ("Fetch response bytes per second", "entity", "Fetch", "response_rate_p99", "bytes/s",
-                           ["response_rate_p50", "response_rate_p99", "response_burst_max", "held_share",
-                            "response_demand"]),
-    "held_share": ("Share of wall time held by a throttle", "entity", stats.ALL_APIS, "held_share",
-                   "share of time, 0-1", ["held_share", "throttle_seconds", "shadow_throttle_seconds", "requests"]),
-    "partition_mutations": ("Partition mutations (peak per second)", "entity", stats.ALL_APIS, "mutation_rate_max",
-                            "mutations/s", ["mutation_rate_p99", "mutation_rate_max", "mutations_max_interval",
-                                            "partition_mutations"]),
-    "new_producer_ids": ("New producer ids per second, per user", "user", None, "new_pid_rate_p99", "PIDs/s",
-                         ["new_pid_rate_p50", "new_pid_rate_p99", "new_pid_rate_max", "new_producer_ids"]),
-    "connection_rate": ("Connections opened per second, per IP", "ip", None, "connection_rate_p99", "connections/s",
-                        ["connection_rate_p50", "connection_rate_p99", "connection_rate_max", "connections"]),
+    "producer_byte_rate": (
+        "Produce bytes per second",
+        "entity",
+        "Produce",
+        "request_rate_p99",
+        "bytes/s",
+        ["request_rate_p50", "request_rate_p99", "request_burst_max", "held_share", "request_demand"],
+    ),
+    "consumer_byte_rate": (
+        "Fetch response bytes per second",
+        "entity",
+        "Fetch",
+        "response_rate_p99",
+        "bytes/s",
+        ["response_rate_p50", "response_rate_p99", "response_burst_max", "held_share", "response_demand"],
+    ),
+    "held_share": (
+        "Share of wall time held by a throttle",
+        "entity",
+        stats.ALL_APIS,
+        "held_share",
+        "share of time, 0-1",
+        ["held_share", "throttle_seconds", "shadow_throttle_seconds", "requests"],
+    ),
+    "partition_mutations": (
+        "Partition mutations (peak per second)",
+        "entity",
+        stats.ALL_APIS,
+        "mutation_rate_max",
+        "mutations/s",
+        ["mutation_rate_p99", "mutation_rate_max", "mutations_max_interval", "partition_mutations"],
+    ),
+    "new_producer_ids": (
+        "New producer ids per second, per user",
+        "user",
+        None,
+        "new_pid_rate_p99",
+        "PIDs/s",
+        ["new_pid_rate_p50", "new_pid_rate_p99", "new_pid_rate_max", "new_producer_ids"],
+    ),
+    "connection_rate": (
+        "Connections opened per second, per IP",
+        "ip",
+        None,
+        "connection_rate_p99",
+        "connections/s",
+        ["connection_rate_p50", "connection_rate_p99", "connection_rate_max", "connections"],
+    ),
 }
 # For each dimension's chart: the per-interval frame and the rate column to draw.
-SERIES = {"producer_byte_rate": ("entity", "request_rate"), "consumer_byte_rate": ("entity", "response_rate"),
-          "held_share": None, "partition_mutations": ("entity", "mutation_rate"),
-          "new_producer_ids": ("user", "new_pid_rate"), "connection_rate": ("ip", "connection_rate")}
+SERIES = {
+    "producer_byte_rate": ("entity", "request_rate"),
+    "consumer_byte_rate": ("entity", "response_rate"),
+    "held_share": None,
+    "partition_mutations": ("entity", "mutation_rate"),
+    "new_producer_ids": ("user", "new_pid_rate"),
+    "connection_rate": ("ip", "connection_rate"),
+}
 # What each dimension's figures are under each scope (analytics.scope): said in its title
-PER_SCOPE = {"producer_byte_rate": "broker", "consumer_byte_rate": "broker", "new_producer_ids": "broker",
-             "partition_mutations": "proxy", "connection_rate": "proxy"}
+PER_SCOPE = {
+    "producer_byte_rate": "broker",
+    "consumer_byte_rate": "broker",
+    "new_producer_ids": "broker",
+    "partition_mutations": "proxy",
+    "connection_rate": "proxy",
+}
 JOB_TIME = "planner run time"  # the job's own wall-clock time, not the log's
 KEYS = {"entity": ["user", "client_id"], "user": ["user"], "ip": ["ip"]}
 
@@ -125,10 +170,20 @@ def _title(name: str, title: str, scope: Scope) -> str:
     return f"{title}, cluster total" if scope.scope == CLUSTER else f"{title}, busiest broker"
 
 
-def run(input_path: str, output_dir: str, master: str | None = None, *, rules: recommend.Rules | None = None,
-        headroom: float | None = None, spark: SparkSession | None = None, local_dir: str | None = None,
-        top_n: int = TOP_N, charts: bool = True, scope: str | None = None,
-        replay: str | None = None) -> dict:
+def run(
+    input_path: str,
+    output_dir: str,
+    master: str | None = None,
+    *,
+    rules: recommend.Rules | None = None,
+    headroom: float | None = None,
+    spark: SparkSession | None = None,
+    local_dir: str | None = None,
+    top_n: int = TOP_N,
+    charts: bool = True,
+    scope: str | None = None,
+    replay: str | None = None,
+) -> dict:
     """Run the planner; returns a summary (records read, entities, quota items, seconds, output paths). ``scope``:
     broker or cluster, default the one the log records (:func:`analytics.scope.choose`; raises
     :class:`analytics.scope.ScopeError` for a log recording both when none is given). ``replay``: a quotas YAML to
@@ -153,15 +208,21 @@ def run(input_path: str, output_dir: str, master: str | None = None, *, rules: r
         grid = stats.on_grid(usage)
         combine = chosen.scope if chosen.budgets > 1 else CLUSTER  # one budget: busiest = sum, one aggregation
         ports = chosen.budgets > chosen.proxies  # a proxy with several broker ports (cluster mode)
-        frames = {"entity": stats.entity_intervals(grid, combine, ports), "user": stats.user_intervals(grid, combine),
-                  "ip": stats.ip_intervals(grid, by_proxy=chosen.proxies > 1)}
+        frames = {
+            "entity": stats.entity_intervals(grid, combine, ports),
+            "user": stats.user_intervals(grid, combine),
+            "ip": stats.ip_intervals(grid, by_proxy=chosen.proxies > 1),
+        }
         for name, frame in frames.items():  # read again for the charts: computed once
             frames[name] = frame.cache()
             cached.append(frames[name])
         grid_s = _grid_s(log)
         k = stats.window_intervals(rules.quota_window_num * rules.quota_window_s, grid_s)
-        tables = {"entity": stats.entity_stats(frames["entity"], k, grid_s), "user": stats.user_stats(frames["user"]),
-                  "ip": stats.ip_stats(frames["ip"])}
+        tables = {
+            "entity": stats.entity_stats(frames["entity"], k, grid_s),
+            "user": stats.user_stats(frames["user"]),
+            "ip": stats.ip_stats(frames["ip"]),
+        }
         for name, table in tables.items():
             table = table.cache()
             cached.append(table)
@@ -174,45 +235,79 @@ def run(input_path: str, output_dir: str, master: str | None = None, *, rules: r
         for name, (title, table, api, metric, unit, cols) in DIMENSIONS.items():
             title = _title(name, title, chosen)
             top = _top(tables[table], api, metric, top_n)
-            offenders[name] = {"title": title, "metric": metric, "unit": unit, "columns": cols,
-                               "top": [{**{k: r[k] for k in KEYS[table]}, "value": r[metric],
-                                        **{c: r[c] for c in cols}} for r in top]}
+            offenders[name] = {
+                "title": title,
+                "metric": metric,
+                "unit": unit,
+                "columns": cols,
+                "top": [{**{k: r[k] for k in KEYS[table]}, "value": r[metric], **{c: r[c] for c in cols}} for r in top],
+            }
             if charts and SERIES[name]:
                 frame, rate = SERIES[name]
                 series = _series(frames[frame], KEYS[frame], api, rate, top[:CHART_N])
                 if not series or axis is None:
                     continue
                 rel, path = report.chart_file(local_dir, name)
-                chart_paths[name] = rel if report.draw_chart(path, f"{title}: top {len(series)}", unit,
-                                                             series, axis) else None
+                chart_paths[name] = (
+                    rel if report.draw_chart(path, f"{title}: top {len(series)}", unit, series, axis) else None
+                )
 
         items = recommend.build_quotas(entity_rows, user_rows, ip_rows, rules)
         basis = recommend.bases(entity_rows, rules)
         scope_lines = [chosen.figures(), *chosen.notes()]
-        _write(local_dir, "recommended-quotas.yaml", recommend.to_yaml(items, rules, source=input_path,
-                                                                       scope_lines=scope_lines, basis=basis))
+        _write(
+            local_dir,
+            "recommended-quotas.yaml",
+            recommend.to_yaml(items, rules, source=input_path, scope_lines=scope_lines, basis=basis),
+        )
         replayed = None
         if replay is not None:
             with shipping.code_shipped(spark, session_ends_with_job=own_session):
-                table = replay_mod.run(spark, frames["entity"], items if candidate is None else candidate,
-                                       rules.quota_window_num, rules.quota_window_s,
-                                       replay_mod.step_for(grid_s, rules.quota_window_s))
+                table = replay_mod.run(
+                    spark,
+                    frames["entity"],
+                    items if candidate is None else candidate,
+                    rules.quota_window_num,
+                    rules.quota_window_s,
+                    replay_mod.step_for(grid_s, rules.quota_window_s),
+                )
                 table.write.mode("overwrite").parquet(_join(output_dir, "replay"))
-            replayed = {"candidate": "the recommended table" if candidate is None else replay,
-                        "rows": replay_mod.changed(_rows(spark.read.parquet(_join(output_dir, "replay"))))}
+            replayed = {
+                "candidate": "the recommended table" if candidate is None else replay,
+                "rows": replay_mod.changed(_rows(spark.read.parquet(_join(output_dir, "replay")))),
+            }
         _write(local_dir, "recommended-commands.txt", recommend.to_commands(items, scope_lines))
         _write(local_dir, "top_offenders.json", json.dumps(offenders, indent=2) + "\n")
-        summary = {"input": input_path, "records": log["records"],
-                   "entities (user, client-id)": len({(r["user"], r["client_id"]) for r in entity_rows}),
-                   "users": len(user_rows), "ips": len(ip_rows), **_log_rows(log), **chosen.summary(),
-                   "headroom": rules.headroom, "quota items": len(items)}
+        summary = {
+            "input": input_path,
+            "records": log["records"],
+            "entities (user, client-id)": len({(r["user"], r["client_id"]) for r in entity_rows}),
+            "users": len(user_rows),
+            "ips": len(ip_rows),
+            **_log_rows(log),
+            **chosen.summary(),
+            "headroom": rules.headroom,
+            "quota items": len(items),
+        }
         seconds = round(time.monotonic() - started, 1)
         summary[JOB_TIME] = timeaxis.duration(seconds)
-        report.write_report(os.path.join(local_dir, "report.html"), summary, offenders, chart_paths, items,
-                            scope_lines, basis, replayed)
-        return {**summary, "basis": basis, "replay": replayed, "records": log["records"], "log": log, "seconds": seconds, "output_dir": output_dir,
-                "local_dir": local_dir, "offenders": offenders, "quotas": items, "scope": chosen.scope,
-                "scope_lines": scope_lines}
+        report.write_report(
+            os.path.join(local_dir, "report.html"), summary, offenders, chart_paths, items, scope_lines, basis, replayed
+        )
+        return {
+            **summary,
+            "basis": basis,
+            "replay": replayed,
+            "records": log["records"],
+            "log": log,
+            "seconds": seconds,
+            "output_dir": output_dir,
+            "local_dir": local_dir,
+            "offenders": offenders,
+            "quotas": items,
+            "scope": chosen.scope,
+            "scope_lines": scope_lines,
+        }
     finally:
         for df in cached:
             df.unpersist()
@@ -223,9 +318,14 @@ def run(input_path: str, output_dir: str, master: str | None = None, *, rules: r
 def _log_extent(usage: DataFrame) -> dict:
     """Records; the log's start (its earliest interval's start) and end (its latest interval's end), epoch s;
     its intervals (distinct end times) and their shortest and longest length."""
-    row = usage.agg(F.count(F.lit(1)).alias("records"), F.min(F.col("time") - F.col("interval_s")).alias("start"),
-                    F.max("time").alias("end"), F.countDistinct("time").alias("intervals"),
-                    F.min("interval_s").alias("shortest"), F.max("interval_s").alias("longest")).first()
+    row = usage.agg(
+        F.count(F.lit(1)).alias("records"),
+        F.min(F.col("time") - F.col("interval_s")).alias("start"),
+        F.max("time").alias("end"),
+        F.countDistinct("time").alias("intervals"),
+        F.min("interval_s").alias("shortest"),
+        F.max("interval_s").alias("longest"),
+    ).first()
     return row.asDict()
 
 
@@ -241,10 +341,13 @@ def _log_rows(log: Mapping) -> dict:
     if log["start"] is None:
         return {"log": "empty"}
     shortest, longest = timeaxis.duration(log["shortest"]), timeaxis.duration(log["longest"])
-    return {"log start (UTC)": timeaxis.utc(log["start"]), "log end (UTC)": timeaxis.utc(log["end"]),
-            "log span": timeaxis.duration(log["end"] - log["start"]),
-            "intervals": log["intervals"],
-            "interval length": shortest if shortest == longest else f"{shortest} to {longest}"}
+    return {
+        "log start (UTC)": timeaxis.utc(log["start"]),
+        "log end (UTC)": timeaxis.utc(log["end"]),
+        "log span": timeaxis.duration(log["end"] - log["start"]),
+        "intervals": log["intervals"],
+        "interval length": shortest if shortest == longest else f"{shortest} to {longest}",
+    }
 
 
 def _join(base: str, name: str) -> str:
@@ -257,10 +360,16 @@ def _write(directory: str, name: str, text: str) -> None:
 
 
 def summary_lines(result: Mapping) -> list[str]:
-    lines = [f"read {result['records']:,} records; {result['quota items']} quota recommendations in "
-             f"{result['seconds']} s", *result["scope_lines"]]
-    held = [(entity, key, text) for entity, said in result.get("basis", {}).items() for key, text in said.items()
-            if text.startswith("constrained")]
+    lines = [
+        f"read {result['records']:,} records; {result['quota items']} quota recommendations in {result['seconds']} s",
+        *result["scope_lines"],
+    ]
+    held = [
+        (entity, key, text)
+        for entity, said in result.get("basis", {}).items()
+        for key, text in said.items()
+        if text.startswith("constrained")
+    ]
     for (user, client_id), key, text in sorted(held, key=str)[:CHART_N]:
         item = next((it for it in result["quotas"] if it["entity"] == recommend.entity_key(user, client_id)), {})
         lines.append(f"{report.entity_label({'user': user, 'client_id': client_id})} {key} {item.get(key)}: {text}")
@@ -271,9 +380,12 @@ def summary_lines(result: Mapping) -> list[str]:
         rows = replayed["rows"]
         today = [r for r in rows if r["today_held_s"]]
         candidate = [r for r in rows if r["candidate_held_s"]]
-        lines.append(f"replay under {replayed['candidate']}: {len(today)} tenant APIs held under today's quotas "
-                     f"({sum(r['today_held_s'] for r in today):,.0f} s), {len(candidate)} under the candidate "
-                     f"({sum(r['candidate_held_s'] for r in candidate):,.0f} s); per tenant in report.html")
+        lines.append(
+            f"replay under {replayed['candidate']}: {len(today)} tenant APIs held under today's quotas "
+            f"({sum(r['today_held_s'] for r in today):,.0f} s), {len(candidate)} under the candidate "
+            f"({sum(r['candidate_held_s'] for r in candidate):,.0f} s); per tenant in report.html"
+        )
     return lines + [
-            f"wrote {result['local_dir']}/report.html, recommended-quotas.yaml, "
-            f"recommended-commands.txt, top_offenders.json; tables under {result['output_dir']}"]
+        f"wrote {result['local_dir']}/report.html, recommended-quotas.yaml, "
+        f"recommended-commands.txt, top_offenders.json; tables under {result['output_dir']}"
+    ]

@@ -53,14 +53,14 @@ MIN_RATE = 0.001  # the smallest rate the proxy's config accepts
 @dataclass(frozen=True)
 class Rules:
     headroom: float = 1.5
-    burst: str = "max"                         # "max" or "p99": which one-interval burst the bucket must hold
-    max_raise: float = 4.0                     # a constrained tenant's advice: at most this x the quota in force
-    quota_window_num: int = 11                 # quota.window.num: the byte rates' sampled window ...
-    quota_window_s: int = 1                    # ... of quota.window.size.seconds each
-    controller_window_num: int = 11            # controller.quota.window.num
-    controller_window_s: float = 1.0           # controller.quota.window.size.seconds
-    producer_id_window_num: int = 11           # producer.id.quota.window.num
-    producer_id_window_s: float = 3600.0       # producer.id.quota.window.size.seconds
+    burst: str = "max"  # "max" or "p99": which one-interval burst the bucket must hold
+    max_raise: float = 4.0  # a constrained tenant's advice: at most this x the quota in force
+    quota_window_num: int = 11  # quota.window.num: the byte rates' sampled window ...
+    quota_window_s: int = 1  # ... of quota.window.size.seconds each
+    controller_window_num: int = 11  # controller.quota.window.num
+    controller_window_s: float = 1.0  # controller.quota.window.size.seconds
+    producer_id_window_num: int = 11  # producer.id.quota.window.num
+    producer_id_window_s: float = 3600.0  # producer.id.quota.window.size.seconds
 
     def __post_init__(self) -> None:
         if not self.headroom > 0:
@@ -115,19 +115,25 @@ def byte_rate_basis(row: Mapping, side: str, rules: Rules) -> tuple[int | None, 
         return byte_rate(p99, rules), f"p99 {p99:,.0f} B/s over {windows} intervals on the quota's window"
     quota, share = row["quota_rate"], row.get("held_share") or 0.0
     demand = row.get(f"{side}_demand")
-    held = (f"constrained by the current quota {quota:,.0f} B/s (held {share:.0%} of the time, in "
-            f"{row['held_intervals']} of {windows} intervals)")
+    held = (
+        f"constrained by the current quota {quota:,.0f} B/s (held {share:.0%} of the time, in "
+        f"{row['held_intervals']} of {windows} intervals)"
+    )
     if demand:
         value = byte_rate(max(demand, p99), rules)
         cap = max(1, int(round_up(quota * rules.max_raise)))
         if value > cap:
-            return cap, (f"{held}; estimated demand {demand:,.0f} B/s (its pace while free: a client that catches up "
-                         f"a backlog after each hold shows its catch-up rate); capped at {rules.max_raise:g} x the "
-                         f"current quota: raise in steps and watch the held share")
+            return cap, (
+                f"{held}; estimated demand {demand:,.0f} B/s (its pace while free: a client that catches up "
+                f"a backlog after each hold shows its catch-up rate); capped at {rules.max_raise:g} x the "
+                f"current quota: raise in steps and watch the held share"
+            )
         return value, f"{held}; estimated demand {demand:,.0f} B/s"
-    return (byte_rate(max(quota, p99), rules),
-            f"{held}; demand not measurable (held through every throttled interval): on the quota in force, "
-            f"raise it and watch the held share")
+    return (
+        byte_rate(max(quota, p99), rules),
+        f"{held}; demand not measurable (held through every throttled interval): on the quota in force, "
+        f"raise it and watch the held share",
+    )
 
 
 def entity_quotas(produce: Mapping | None, fetch: Mapping | None, total: Mapping | None, rules: Rules) -> dict:
@@ -146,8 +152,13 @@ def entity_quotas(produce: Mapping | None, fetch: Mapping | None, total: Mapping
 
 
 def user_quotas(user: Mapping, rules: Rules) -> dict:
-    v = bucket_rate(user["new_pid_rate_p99"] or 0, _burst(user, "new_pids", rules), rules.producer_id_window_num,
-                    rules.producer_id_window_s, rules)
+    v = bucket_rate(
+        user["new_pid_rate_p99"] or 0,
+        _burst(user, "new_pids", rules),
+        rules.producer_id_window_num,
+        rules.producer_id_window_s,
+        rules,
+    )
     return {PRODUCER_IDS_RATE: v} if v else {}
 
 
@@ -167,8 +178,9 @@ def entity_key(user: str | None, client_id: str | None) -> dict:
     return entity
 
 
-def build_quotas(entity_rows: Iterable[Mapping], user_rows: Iterable[Mapping], ip_rows: Iterable[Mapping],
-                 rules: Rules = Rules()) -> list[dict]:
+def build_quotas(
+    entity_rows: Iterable[Mapping], user_rows: Iterable[Mapping], ip_rows: Iterable[Mapping], rules: Rules = Rules()
+) -> list[dict]:
     """The ``quotas:`` list: one item per (user, client-id), per user (producer ids) and per IP, sorted by entity."""
     by_entity: dict[tuple, dict] = {}
     for row in entity_rows:
@@ -208,14 +220,21 @@ def _comments(lines: Iterable[str]) -> str:
     return "".join(f"# {part}\n" for line in lines for part in textwrap.wrap(line, 114))
 
 
-def to_yaml(items: list[dict], rules: Rules, source: str = "", scope_lines: Iterable[str] = (),
-            basis: Mapping[tuple, Mapping[str, str]] | None = None) -> str:
+def to_yaml(
+    items: list[dict],
+    rules: Rules,
+    source: str = "",
+    scope_lines: Iterable[str] = (),
+    basis: Mapping[tuple, Mapping[str, str]] | None = None,
+) -> str:
     """The ``quotas:`` block, its header saying the rule, the source and (``scope_lines``) which quota.scope the
     figures are for; with ``basis`` (:func:`bases`), a comment above each item saying what its figures rest on."""
-    header = (f"# Recommended quotas: p99 rate x headroom {rules.headroom:g}, rounded up to two significant digits;\n"
-              f"# controller_mutation_rate and producer_ids_rate also hold the {rules.burst} one-interval burst\n"
-              f"# (controller window {rules.controller_window_num} x {rules.controller_window_s:g} s; producer ids per "
-              f"{rules.producer_id_window_s:g} s, {rules.producer_id_window_num} windows).\n")
+    header = (
+        f"# Recommended quotas: p99 rate x headroom {rules.headroom:g}, rounded up to two significant digits;\n"
+        f"# controller_mutation_rate and producer_ids_rate also hold the {rules.burst} one-interval burst\n"
+        f"# (controller window {rules.controller_window_num} x {rules.controller_window_s:g} s; producer ids per "
+        f"{rules.producer_id_window_s:g} s, {rules.producer_id_window_num} windows).\n"
+    )
     if source:
         header += f"# From: {source}\n"
     header += _comments(scope_lines)
@@ -224,8 +243,9 @@ def to_yaml(items: list[dict], rules: Rules, source: str = "", scope_lines: Iter
     body = "quotas:\n"
     for item in items:
         said = basis.get((item["entity"].get("user"), item["entity"].get("client-id")), {})
-        body += "".join(f"  # {part}\n" for k, text in said.items() if k in item
-                        for part in textwrap.wrap(f"{k}: {text}", 112))
+        body += "".join(
+            f"  # {part}\n" for k, text in said.items() if k in item for part in textwrap.wrap(f"{k}: {text}", 112)
+        )
         body += yaml.safe_dump([item], sort_keys=False, default_flow_style=None, width=120, indent=2)
     return header + body
 

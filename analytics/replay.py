@@ -21,9 +21,21 @@ from quota.primitives.rate import QuotaWindow
 
 KEYS = {"Produce": ("producer_byte_rate", "request"), "Fetch": ("consumer_byte_rate", "response")}
 SERIES = ("time", "interval_s", "bytes", "requests", "throttles", "held_ms")
-RESULT = ("user", "client_id", "api", "quota_today", "quota_candidate", "logged_held_s", "today_held_intervals",
-          "today_throttles", "today_held_s", "candidate_held_intervals", "candidate_throttles", "candidate_held_s",
-          "intervals")
+RESULT = (
+    "user",
+    "client_id",
+    "api",
+    "quota_today",
+    "quota_candidate",
+    "logged_held_s",
+    "today_held_intervals",
+    "today_throttles",
+    "today_held_s",
+    "candidate_held_intervals",
+    "candidate_throttles",
+    "candidate_held_s",
+    "intervals",
+)
 
 
 class ReplayError(ValueError):
@@ -43,8 +55,9 @@ def load_table(path: str) -> list[dict]:
         raise ReplayError(f"--replay {path}: not YAML: {exc}") from None
     items = doc.get("quotas") if isinstance(doc, dict) else None
     if not isinstance(items, list):
-        raise ReplayError(f"--replay {path}: no 'quotas:' list (a proxy configuration or the planner's "
-                          f"recommended-quotas.yaml)")
+        raise ReplayError(
+            f"--replay {path}: no 'quotas:' list (a proxy configuration or the planner's recommended-quotas.yaml)"
+        )
     try:
         _table(items)
     except (ValueError, TypeError, KeyError) as exc:
@@ -82,8 +95,9 @@ def interval_demands(series: Sequence[Mapping], estimate: float | None, quota: f
     return out
 
 
-def replay_tenants(rows: Iterable, items: Sequence[Mapping], window_num: int, window_s: int,
-                   step_s: float) -> Iterator[tuple]:
+def replay_tenants(
+    rows: Iterable, items: Sequence[Mapping], window_num: int, window_s: int, step_s: float
+) -> Iterator[tuple]:
     """A Spark task: each row one tenant's API with its interval ``series``; yields :data:`RESULT` tuples."""
     table = _table(items)
     window = QuotaWindow(window_num, window_s)
@@ -91,17 +105,30 @@ def replay_tenants(rows: Iterable, items: Sequence[Mapping], window_num: int, wi
         key, side = KEYS[row["api"]]
         series = sorted((s.asDict() if hasattr(s, "asDict") else s for s in row["series"]), key=lambda s: s["time"])
         quota_today = row["quota_rate"]
-        estimate = demand.demand_rate(((s["interval_s"], s["bytes"], s["requests"], s["throttles"], s["held_ms"])
-                                       for s in series), quota_today)
+        estimate = demand.demand_rate(
+            ((s["interval_s"], s["bytes"], s["requests"], s["throttles"], s["held_ms"]) for s in series), quota_today
+        )
         wanted = interval_demands(series, estimate, quota_today)
         resolved = table.resolve(key, row["user"] or "", row["client_id"] or "")
         quota_candidate = None if resolved.unlimited else resolved.limit
         today = demand.summary(demand.replay(wanted, quota_today, window, step_s))
         candidate = demand.summary(demand.replay(wanted, quota_candidate, window, step_s))
         logged = sum(min(s["held_ms"], s["interval_s"] * 1000) for s in series) / 1000
-        yield (row["user"], row["client_id"], row["api"], quota_today, quota_candidate, round(logged, 1),
-               today["held_intervals"], today["throttles"], today["held_s"], candidate["held_intervals"],
-               candidate["throttles"], candidate["held_s"], len(series))
+        yield (
+            row["user"],
+            row["client_id"],
+            row["api"],
+            quota_today,
+            quota_candidate,
+            round(logged, 1),
+            today["held_intervals"],
+            today["throttles"],
+            today["held_s"],
+            candidate["held_intervals"],
+            candidate["throttles"],
+            candidate["held_s"],
+            len(series),
+        )
 
 
 def step_for(interval_s: float, window_s: int) -> float:
@@ -117,10 +144,13 @@ def run(spark, intervals, items: Sequence[Mapping], window_num: int = 11, window
     from pyspark.sql import functions as F
 
     frame = intervals.where(F.col("api").isin(*KEYS)).withColumn(
-        "bytes", F.when(F.col("api") == "Produce", F.col("request_rate")).otherwise(F.col("response_rate"))
-        * F.col("interval_s"))
+        "bytes",
+        F.when(F.col("api") == "Produce", F.col("request_rate")).otherwise(F.col("response_rate"))
+        * F.col("interval_s"),
+    )
     grouped = frame.groupBy("user", "client_id", "api").agg(
-        F.max("quota_rate").alias("quota_rate"), F.collect_list(F.struct(*SERIES)).alias("series"))
+        F.max("quota_rate").alias("quota_rate"), F.collect_list(F.struct(*SERIES)).alias("series")
+    )
     items = [dict(it) for it in items]
     rdd = grouped.rdd.mapPartitions(lambda rows: replay_tenants(rows, items, window_num, window_s, step_s))
     return spark.createDataFrame(rdd, schema=_schema())
@@ -130,14 +160,21 @@ def _schema():
     from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
     kinds = {"user": StringType(), "client_id": StringType(), "api": StringType()}
-    return StructType([StructField(c, kinds.get(c, LongType() if c.endswith(("intervals", "throttles"))
-                                                 else DoubleType())) for c in RESULT])
+    return StructType(
+        [
+            StructField(c, kinds.get(c, LongType() if c.endswith(("intervals", "throttles")) else DoubleType()))
+            for c in RESULT
+        ]
+    )
 
 
 def changed(rows: Iterable[Mapping]) -> list[dict]:
     """The tenants a candidate changes or that are held under either table, most held under the candidate first."""
-    out = [dict(r) for r in rows if r["today_held_s"] or r["candidate_held_s"]
-           or not _same(r["quota_today"], r["quota_candidate"])]
+    out = [
+        dict(r)
+        for r in rows
+        if r["today_held_s"] or r["candidate_held_s"] or not _same(r["quota_today"], r["quota_candidate"])
+    ]
     out.sort(key=lambda r: (-r["candidate_held_s"], -r["today_held_s"], str(r["user"]), str(r["client_id"])))
     return out
 

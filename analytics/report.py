@@ -25,12 +25,14 @@ def entity_label(row: Mapping) -> str:
     return f"user={user} client-id={client}" if user is not None else f"client-id={client}"
 
 
-def draw_chart(path: str, title: str, unit: str, series: Mapping[str, Sequence[tuple[float, float]]],
-               axis: TimeAxis) -> bool:
+def draw_chart(
+    path: str, title: str, unit: str, series: Mapping[str, Sequence[tuple[float, float]]], axis: TimeAxis
+) -> bool:
     """An SVG line chart of ``{label: [(epoch_s, value), ...]}`` over the log's span (``axis``); False if
     matplotlib is not installed. Text stays text (``svg.fonttype: none``): selectable, and readable by tests."""
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
@@ -43,8 +45,15 @@ def draw_chart(path: str, title: str, unit: str, series: Mapping[str, Sequence[t
             # Markers: an entity is in the log only in intervals where it did something, so a line alone would
             # bridge the gaps between sparse bursts; a lone point (no line) is drawn larger. Not clipped: the last
             # interval's point is on the axis's end.
-            line, = ax.plot([axis.x(t) for t, _ in points], [v for _, v in points], label=label, linewidth=1.0,
-                            marker=".", markersize=3 if len(points) > 1 else 8, clip_on=False)
+            (line,) = ax.plot(
+                [axis.x(t) for t, _ in points],
+                [v for _, v in points],
+                label=label,
+                linewidth=1.0,
+                marker=".",
+                markersize=3 if len(points) > 1 else 8,
+                clip_on=False,
+            )
             line.set_gid(f"series-{i}")
         positive = [v for points in series.values() for _, v in points if v > 0]
         if positive and max(positive) > 100 * min(positive):  # one tenant far above the rest: a log scale shows both
@@ -85,31 +94,48 @@ td,th{border:1px solid #ccc;padding:.2em .6em;text-align:right} th{background:#e
 img{max-width:100%;border:1px solid #ddd} code{background:#f4f4f4}"""
 
 
-def write_report(path: str, summary: Mapping, offenders: Mapping[str, Mapping], charts: Mapping[str, str | None],
-                 quota_items: Sequence[Mapping], scope_lines: Sequence[str] = (),
-                 basis: Mapping[tuple, Mapping[str, str]] | None = None, replayed: Mapping | None = None) -> None:
+def write_report(
+    path: str,
+    summary: Mapping,
+    offenders: Mapping[str, Mapping],
+    charts: Mapping[str, str | None],
+    quota_items: Sequence[Mapping],
+    scope_lines: Sequence[str] = (),
+    basis: Mapping[tuple, Mapping[str, str]] | None = None,
+    replayed: Mapping | None = None,
+) -> None:
     """``report.html``: what was read, which quota.scope the figures are for (``scope_lines``: the first says what a
     rate is, the rest are notes), the top offenders per dimension with their chart, the recommendations with what
     each rests on (``basis``, :func:`analytics.recommend.bases`), and the replay (``replayed``), if one was run."""
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Usage report</title><style>{STYLE}</style>"
-             "</head><body><h1>kafka-quota-proxy usage report</h1>"]
+    parts = [
+        f"<!doctype html><html><head><meta charset='utf-8'><title>Usage report</title><style>{STYLE}</style>"
+        "</head><body><h1>kafka-quota-proxy usage report</h1>"
+    ]
     parts.append(_table(["", ""], [[k, v if isinstance(v, int) else str(v)] for k, v in summary.items()]))
-    parts.append("<p>The log spans from the start of its earliest interval to the end of its latest; every chart's "
-                 "time axis is that span, and each point is one interval, drawn at its end. The planner run time "
-                 "is how long this job took, not the log.</p>")
-    parts.append("<p>Byte rates are on the quota's own clock (over Kafka's sampled window, quota.window.num x "
-                 "quota.window.size.seconds, in whole log intervals), so a stop-and-go tenant's rate is what it was "
-                 "let through; its one-interval bursts are the <code>*_burst_*</code> columns. Other rates are per "
-                 "interval of the log. Percentiles are exact, over the intervals in which the entity appears. "
-                 "<code>held_share</code> is the share of wall time the entity was held by a throttle (0-1), "
-                 "<code>throttle_seconds</code> the throttle time summed over its connections and requests; "
-                 "<code>*_demand</code> is the demand a throttle hid, estimated (analytics/README.md). Files: "
-                 "<a href='recommended-quotas.yaml'>recommended-quotas.yaml</a>, "
-                 "<a href='recommended-commands.txt'>recommended-commands.txt</a>, "
-                 "<a href='top_offenders.json'>top_offenders.json</a>, Parquet tables <code>entity_stats/</code>, "
-                 "<code>user_stats/</code>, <code>ip_stats/</code>.</p>")
-    parts += [f"<p class='scope'><strong>{html.escape(line)}</strong></p>" if i == 0 else
-              f"<p class='scope'>{html.escape(line)}</p>" for i, line in enumerate(scope_lines)]
+    parts.append(
+        "<p>The log spans from the start of its earliest interval to the end of its latest; every chart's "
+        "time axis is that span, and each point is one interval, drawn at its end. The planner run time "
+        "is how long this job took, not the log.</p>"
+    )
+    parts.append(
+        "<p>Byte rates are on the quota's own clock (over Kafka's sampled window, quota.window.num x "
+        "quota.window.size.seconds, in whole log intervals), so a stop-and-go tenant's rate is what it was "
+        "let through; its one-interval bursts are the <code>*_burst_*</code> columns. Other rates are per "
+        "interval of the log. Percentiles are exact, over the intervals in which the entity appears. "
+        "<code>held_share</code> is the share of wall time the entity was held by a throttle (0-1), "
+        "<code>throttle_seconds</code> the throttle time summed over its connections and requests; "
+        "<code>*_demand</code> is the demand a throttle hid, estimated (analytics/README.md). Files: "
+        "<a href='recommended-quotas.yaml'>recommended-quotas.yaml</a>, "
+        "<a href='recommended-commands.txt'>recommended-commands.txt</a>, "
+        "<a href='top_offenders.json'>top_offenders.json</a>, Parquet tables <code>entity_stats/</code>, "
+        "<code>user_stats/</code>, <code>ip_stats/</code>.</p>"
+    )
+    parts += [
+        f"<p class='scope'><strong>{html.escape(line)}</strong></p>"
+        if i == 0
+        else f"<p class='scope'>{html.escape(line)}</p>"
+        for i, line in enumerate(scope_lines)
+    ]
     for name, dim in offenders.items():
         parts.append(f"<h2>{html.escape(dim['title'])}</h2>")
         parts.append(f"<p>Ranked by <code>{html.escape(dim['metric'])}</code> ({html.escape(dim['unit'])}).</p>")
@@ -120,14 +146,20 @@ def write_report(path: str, summary: Mapping, offenders: Mapping[str, Mapping], 
         parts.append(_table(["entity"] + cols, [[entity_label(r)] + [r.get(c) for c in cols] for r in dim["top"]]))
         chart = charts.get(name)
         if chart:
-            parts.append(f"<p><a href='{html.escape(chart)}'><img src='{html.escape(chart)}' "
-                         f"alt='{html.escape(dim['title'])} over time'></a></p>")
+            parts.append(
+                f"<p><a href='{html.escape(chart)}'><img src='{html.escape(chart)}' "
+                f"alt='{html.escape(dim['title'])} over time'></a></p>"
+            )
         elif name in charts:
-            parts.append("<p><em>No chart: matplotlib is not installed (the analytics extra: pip install "
-                         "'.[analytics]' in a checkout, or the wheel with [analytics]).</em></p>")
+            parts.append(
+                "<p><em>No chart: matplotlib is not installed (the analytics extra: pip install "
+                "'.[analytics]' in a checkout, or the wheel with [analytics]).</em></p>"
+            )
     scope = summary.get("quota scope")
-    parts.append(f"<h2>Recommended quotas ({len(quota_items)} entities"
-                 f"{f', for quota.scope {html.escape(str(scope))}' if scope else ''})</h2>")
+    parts.append(
+        f"<h2>Recommended quotas ({len(quota_items)} entities"
+        f"{f', for quota.scope {html.escape(str(scope))}' if scope else ''})</h2>"
+    )
     keys = sorted({k for it in quota_items for k in it if k != "entity"})
     said = basis or {}
 
@@ -135,8 +167,10 @@ def write_report(path: str, summary: Mapping, offenders: Mapping[str, Mapping], 
         found = said.get((it["entity"].get("user"), it["entity"].get("client-id")), {})
         return "; ".join(f"{k}: {text}" for k, text in found.items() if k in it)
 
-    rows = [[" ".join(f"{k}={v}" for k, v in it["entity"].items())] + [it.get(k) for k in keys] + [rests_on(it)]
-            for it in quota_items]
+    rows = [
+        [" ".join(f"{k}={v}" for k, v in it["entity"].items())] + [it.get(k) for k in keys] + [rests_on(it)]
+        for it in quota_items
+    ]
     parts.append(_table(["entity"] + keys + ["rests on"], rows))
     if replayed is not None:
         parts.append(_replay_section(replayed))
@@ -145,19 +179,32 @@ def write_report(path: str, summary: Mapping, offenders: Mapping[str, Mapping], 
         f.write("".join(parts))
 
 
-REPLAY_COLUMNS = ("quota_today", "quota_candidate", "logged_held_s", "today_held_intervals", "today_throttles",
-                  "today_held_s", "candidate_held_intervals", "candidate_throttles", "candidate_held_s", "intervals")
+REPLAY_COLUMNS = (
+    "quota_today",
+    "quota_candidate",
+    "logged_held_s",
+    "today_held_intervals",
+    "today_throttles",
+    "today_held_s",
+    "candidate_held_intervals",
+    "candidate_throttles",
+    "candidate_held_s",
+    "intervals",
+)
 
 
 def _replay_section(replayed: Mapping) -> str:
     rows = replayed["rows"]
-    head = (f"<h2>Replay under {html.escape(str(replayed['candidate']))}</h2><p>The logged demand (what each tenant "
-            "sent, and where it was held, the demand the throttle hid) run through the proxy's own byte-rate quota "
-            "under the quota in force in the log (today) and under the candidate: how many intervals each tenant "
-            f"would have been held in, how many throttles, how many seconds held. {len(rows)} tenants held under "
-            "either table or whose quota changes.</p>")
-    return head + _table(["entity", "api", *REPLAY_COLUMNS],
-                         [[entity_label(r), r["api"], *(r[c] for c in REPLAY_COLUMNS)] for r in rows])
+    head = (
+        f"<h2>Replay under {html.escape(str(replayed['candidate']))}</h2><p>The logged demand (what each tenant "
+        "sent, and where it was held, the demand the throttle hid) run through the proxy's own byte-rate quota "
+        "under the quota in force in the log (today) and under the candidate: how many intervals each tenant "
+        f"would have been held in, how many throttles, how many seconds held. {len(rows)} tenants held under "
+        "either table or whose quota changes.</p>"
+    )
+    return head + _table(
+        ["entity", "api", *REPLAY_COLUMNS], [[entity_label(r), r["api"], *(r[c] for c in REPLAY_COLUMNS)] for r in rows]
+    )
 
 
 def chart_file(out_dir: str, name: str) -> tuple[str, str]:

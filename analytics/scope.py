@@ -44,29 +44,39 @@ class Scope:
     def figures(self) -> str:
         """One line: what a recommended rate is, under this scope."""
         if self.scope == CLUSTER:
-            return (f"quota.scope cluster: each rate is the tenant's total over the whole cluster, summed per "
-                    f"interval over {_n(self.proxies, 'proxy', 'proxies')} in this log "
-                    f"(connection_creation_rate: per proxy, the busiest)")
-        return (f"quota.scope broker: each rate is per broker, the busiest broker's in each interval "
-                f"({_n(self.budgets, 'broker budget', 'broker budgets')} in this log); Kafka applies "
-                f"producer_byte_rate, consumer_byte_rate and producer_ids_rate on each broker, so a tenant on N "
-                f"brokers may use up to N x these in total (controller_mutation_rate and connection_creation_rate: "
-                f"per proxy, the busiest)")
+            return (
+                f"quota.scope cluster: each rate is the tenant's total over the whole cluster, summed per "
+                f"interval over {_n(self.proxies, 'proxy', 'proxies')} in this log "
+                f"(connection_creation_rate: per proxy, the busiest)"
+            )
+        return (
+            f"quota.scope broker: each rate is per broker, the busiest broker's in each interval "
+            f"({_n(self.budgets, 'broker budget', 'broker budgets')} in this log); Kafka applies "
+            f"producer_byte_rate, consumer_byte_rate and producer_ids_rate on each broker, so a tenant on N "
+            f"brokers may use up to N x these in total (controller_mutation_rate and connection_creation_rate: "
+            f"per proxy, the busiest)"
+        )
 
     def notes(self) -> list[str]:
         """What else the reader should know: a scope taken by default, or one that differs from the log's."""
         out = []
         unknown = self.recorded.get(None, 0)
         if unknown:
-            out.append(f"{unknown:,} records do not say their scope (written before the proxy recorded it): "
-                       f"read as broker, one proxy, no broker id")
+            out.append(
+                f"{unknown:,} records do not say their scope (written before the proxy recorded it): "
+                f"read as broker, one proxy, no broker id"
+            )
         logged = {s for s in self.recorded if s is not None}
         if self.asked and logged - {self.scope}:
-            out.append(f"the log was written under quota.scope {' and '.join(sorted(logged))}: these figures are "
-                       f"for running under {self.scope}, as --scope asked")
+            out.append(
+                f"the log was written under quota.scope {' and '.join(sorted(logged))}: these figures are "
+                f"for running under {self.scope}, as --scope asked"
+            )
         if self.scope == CLUSTER and self.proxies == 1:
-            out.append("one proxy's log: where proxies share a usage topic (quota.scope cluster), give the planner "
-                       "every one's log (the budget is their sum)")
+            out.append(
+                "one proxy's log: where proxies share a usage topic (quota.scope cluster), give the planner "
+                "every one's log (the budget is their sum)"
+            )
         return out
 
     def summary(self) -> dict:
@@ -92,13 +102,18 @@ def choose(sources: Iterable[Mapping], asked: str | None = None) -> Scope:
     as_read = {s or BROKER for s in recorded}
     if asked is None and len(as_read) > 1:
         raise ScopeError(
-            "the log mixes quota.scope broker (" + _who(recorded, proxies, BROKER) + ") and cluster ("
-            + _who(recorded, proxies, CLUSTER) + "): a figure cannot be per broker and per cluster at once; analyse "
+            "the log mixes quota.scope broker ("
+            + _who(recorded, proxies, BROKER)
+            + ") and cluster ("
+            + _who(recorded, proxies, CLUSTER)
+            + "): a figure cannot be per broker and per cluster at once; analyse "
             "each scope's logs separately (--input per directory), or pass --scope broker|cluster to read them all "
-            "as one")
+            "as one"
+        )
     scope = asked or (as_read.pop() if as_read else BROKER)
-    return Scope(scope, recorded, len({p for ps in proxies.values() for p in ps}) or 1, len(budgets) or 1,
-                 asked is not None)
+    return Scope(
+        scope, recorded, len({p for ps in proxies.values() for p in ps}) or 1, len(budgets) or 1, asked is not None
+    )
 
 
 def _who(recorded: Mapping, proxies: Mapping, scope: str) -> str:

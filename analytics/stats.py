@@ -29,14 +29,23 @@ shared). Totals (requests, bytes, throttle time, mutations, new producer ids, co
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window, functions as F
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
 from analytics import demand
 from analytics.scope import BROKER, CLUSTER
 
-COUNTS = ("requests", "request_bytes", "response_bytes", "throttle_ms", "shadow_throttle_ms", "partition_mutations",
-          "new_producer_ids", "connections_opened")
+COUNTS = (
+    "requests",
+    "request_bytes",
+    "response_bytes",
+    "throttle_ms",
+    "shadow_throttle_ms",
+    "partition_mutations",
+    "new_producer_ids",
+    "connections_opened",
+)
 # What a throttle held back (absent from logs written before the proxy recorded them: held_ms is then read as
 # min(throttle_ms, the interval), the rest as none)
 HELD = ("held_ms", "throttles", "observed_rate_sum")
@@ -52,8 +61,13 @@ SCHEMA = StructType(
     + [StructField("proxy", StringType()), StructField("broker", LongType()), StructField("scope", StringType())]
 )
 # per-record rates (count / the record's length on the grid), added up per interval of the grid
-RATES = {"request_rate": "request_bytes", "response_rate": "response_bytes", "mutation_rate": "partition_mutations",
-         "new_pid_rate": "new_producer_ids", "connection_rate": "connections_opened"}
+RATES = {
+    "request_rate": "request_bytes",
+    "response_rate": "response_bytes",
+    "mutation_rate": "partition_mutations",
+    "new_pid_rate": "new_producer_ids",
+    "connection_rate": "connections_opened",
+}
 TOTALS = COUNTS[:-1] + HELD  # an entity's totals per interval (connections are the IPs')
 ALL_APIS = "*"  # the api of entity_stats rows that combine all of an entity's APIs
 PERCENTILES = (0.5, 0.95, 0.99)
@@ -71,17 +85,25 @@ def on_grid(usage: DataFrame) -> DataFrame:
     ``interval_s`` that interval's length (the record's own, rounded to two significant digits), and each record
     gets its rates (:data:`RATES`): count / max(grid length, its own ``interval_s``)."""
     own = F.col("interval_s")
-    grid_ms = F.expr("round(interval_s * 1000 / pow(10, floor(log10(interval_s * 1000)) - 1)) "
-                     "* pow(10, floor(log10(interval_s * 1000)) - 1)")
-    usage = (usage.where(own > 0).withColumn("_grid_ms", grid_ms)
-             .withColumn("held_ms", F.coalesce("held_ms", F.least(F.col("throttle_ms").cast("double"), own * 1000)))
-             .fillna(0, subset=["throttles", "observed_rate_sum"]))
+    grid_ms = F.expr(
+        "round(interval_s * 1000 / pow(10, floor(log10(interval_s * 1000)) - 1)) "
+        "* pow(10, floor(log10(interval_s * 1000)) - 1)"
+    )
+    usage = (
+        usage.where(own > 0)
+        .withColumn("_grid_ms", grid_ms)
+        .withColumn("held_ms", F.coalesce("held_ms", F.least(F.col("throttle_ms").cast("double"), own * 1000)))
+        .fillna(0, subset=["throttles", "observed_rate_sum"])
+    )
     per_s = F.greatest(F.col("_grid_ms") / 1000, own)
     for rate, count in RATES.items():
         usage = usage.withColumn(rate, F.col(count) / per_s)
     index = F.floor((F.col("time") - own / 2) * 1000 / F.col("_grid_ms"))
-    return (usage.withColumn("time", F.round((index + 1) * F.col("_grid_ms") / 1000, 3))
-            .withColumn("interval_s", F.col("_grid_ms") / 1000).drop("_grid_ms"))
+    return (
+        usage.withColumn("time", F.round((index + 1) * F.col("_grid_ms") / 1000, 3))
+        .withColumn("interval_s", F.col("_grid_ms") / 1000)
+        .drop("_grid_ms")
+    )
 
 
 def _sum(*cols: str) -> list[Column]:
@@ -98,8 +120,11 @@ def entity_intervals(usage: DataFrame, scope: str = BROKER, ports: bool = True) 
     (:func:`on_grid`)."""
     requests = usage.where(F.col("api").isNotNull())
     per_api = _entity_budgets(requests, ["user", "client_id", "api", "time"], scope, ports)
-    all_apis = (_entity_budgets(requests, ["user", "client_id", "time"], scope, ports)
-                .withColumn("api", F.lit(ALL_APIS)).select(per_api.columns))
+    all_apis = (
+        _entity_budgets(requests, ["user", "client_id", "time"], scope, ports)
+        .withColumn("api", F.lit(ALL_APIS))
+        .select(per_api.columns)
+    )
     return per_api.unionByName(all_apis)
 
 
@@ -109,28 +134,44 @@ def _quota() -> Column:
 
 def _entity_budgets(frame: DataFrame, keys: list[str], scope: str, ports: bool) -> DataFrame:
     if scope == CLUSTER:  # everything summed: one aggregation
-        return frame.groupBy(*keys).agg(_quota(),
+        return frame.groupBy(*keys).agg(
+            _quota(),
             *_sum(*TOTALS, "request_rate", "response_rate", "new_pid_rate", "mutation_rate"),
-            F.sum("partition_mutations").alias("mutations"), F.sum("new_producer_ids").alias("new_pids"),
-            F.max("interval_s").alias("interval_s"))
+            F.sum("partition_mutations").alias("mutations"),
+            F.sum("new_producer_ids").alias("new_pids"),
+            F.max("interval_s").alias("interval_s"),
+        )
     if ports:  # a cluster-mode proxy's broker ports: each its own byte-rate budget, one mutation bucket between them
         per_broker = frame.groupBy(*keys, "proxy", "broker").agg(
-            _quota(), *_sum(*TOTALS, "request_rate", "response_rate", "mutation_rate", "new_pid_rate"),
-            F.max("interval_s").alias("interval_s"))
+            _quota(),
+            *_sum(*TOTALS, "request_rate", "response_rate", "mutation_rate", "new_pid_rate"),
+            F.max("interval_s").alias("interval_s"),
+        )
         per_proxy = per_broker.groupBy(*keys, "proxy").agg(
-            _quota(), *_sum(*TOTALS, "mutation_rate"), F.sum("partition_mutations").alias("mutations"),
+            _quota(),
+            *_sum(*TOTALS, "mutation_rate"),
+            F.sum("partition_mutations").alias("mutations"),
             *[F.max(c).alias(c) for c in ("request_rate", "response_rate", "new_pid_rate")],
-            F.max("new_producer_ids").alias("new_pids"), F.max("interval_s").alias("interval_s"))
+            F.max("new_producer_ids").alias("new_pids"),
+            F.max("interval_s").alias("interval_s"),
+        )
     else:  # one broker per proxy
         per_proxy = frame.groupBy(*keys, "proxy").agg(
-            _quota(), *_sum(*TOTALS, "request_rate", "response_rate", "mutation_rate", "new_pid_rate"),
-            F.sum("partition_mutations").alias("mutations"), F.sum("new_producer_ids").alias("new_pids"),
-            F.max("interval_s").alias("interval_s"))
+            _quota(),
+            *_sum(*TOTALS, "request_rate", "response_rate", "mutation_rate", "new_pid_rate"),
+            F.sum("partition_mutations").alias("mutations"),
+            F.sum("new_producer_ids").alias("new_pids"),
+            F.max("interval_s").alias("interval_s"),
+        )
     return per_proxy.groupBy(*keys).agg(
-        _quota(), *_sum(*TOTALS),
-        *[F.max(c).alias(c) for c in ("request_rate", "response_rate", "new_pid_rate", "mutation_rate", "mutations",
-                                      "new_pids")],
-        F.max("interval_s").alias("interval_s"))
+        _quota(),
+        *_sum(*TOTALS),
+        *[
+            F.max(c).alias(c)
+            for c in ("request_rate", "response_rate", "new_pid_rate", "mutation_rate", "mutations", "new_pids")
+        ],
+        F.max("interval_s").alias("interval_s"),
+    )
 
 
 def ip_intervals(usage: DataFrame, by_proxy: bool = True) -> DataFrame:
@@ -140,13 +181,19 @@ def ip_intervals(usage: DataFrame, by_proxy: bool = True) -> DataFrame:
     conns = usage.where(F.col("ip").isNotNull() & (F.col("connections_opened") > 0))
     if not by_proxy:
         return conns.groupBy("ip", "time").agg(
-            *_sum("connections_opened", "connection_rate"), F.sum("connections_opened").alias("connections"),
-            F.max("interval_s").alias("interval_s"))
+            *_sum("connections_opened", "connection_rate"),
+            F.sum("connections_opened").alias("connections"),
+            F.max("interval_s").alias("interval_s"),
+        )
     per_proxy = conns.groupBy("ip", "time", "proxy").agg(
-        *_sum("connections_opened", "connection_rate"), F.max("interval_s").alias("interval_s"))
+        *_sum("connections_opened", "connection_rate"), F.max("interval_s").alias("interval_s")
+    )
     return per_proxy.groupBy("ip", "time").agg(
-        F.sum("connections_opened").alias("connections_opened"), F.max("connections_opened").alias("connections"),
-        F.max("connection_rate").alias("connection_rate"), F.max("interval_s").alias("interval_s"))
+        F.sum("connections_opened").alias("connections_opened"),
+        F.max("connections_opened").alias("connections"),
+        F.max("connection_rate").alias("connection_rate"),
+        F.max("interval_s").alias("interval_s"),
+    )
 
 
 def user_intervals(usage: DataFrame, scope: str = BROKER) -> DataFrame:
@@ -156,13 +203,19 @@ def user_intervals(usage: DataFrame, scope: str = BROKER) -> DataFrame:
     pids = usage.where(F.col("user").isNotNull())
     if scope == CLUSTER:  # everything summed: one aggregation
         return pids.groupBy("user", "time").agg(
-            *_sum("new_producer_ids", "new_pid_rate"), F.sum("new_producer_ids").alias("new_pids"),
-            F.max("interval_s").alias("interval_s"))
+            *_sum("new_producer_ids", "new_pid_rate"),
+            F.sum("new_producer_ids").alias("new_pids"),
+            F.max("interval_s").alias("interval_s"),
+        )
     per_broker = pids.groupBy("user", "time", "proxy", "broker").agg(
-        *_sum("new_producer_ids", "new_pid_rate"), F.max("interval_s").alias("interval_s"))
+        *_sum("new_producer_ids", "new_pid_rate"), F.max("interval_s").alias("interval_s")
+    )
     return per_broker.groupBy("user", "time").agg(
-        F.sum("new_producer_ids").alias("new_producer_ids"), F.max("new_producer_ids").alias("new_pids"),
-        F.max("new_pid_rate").alias("new_pid_rate"), F.max("interval_s").alias("interval_s"))
+        F.sum("new_producer_ids").alias("new_producer_ids"),
+        F.max("new_producer_ids").alias("new_pids"),
+        F.max("new_pid_rate").alias("new_pid_rate"),
+        F.max("interval_s").alias("interval_s"),
+    )
 
 
 def _percentiles(col: str, name: str, with_max: bool = True) -> list[Column]:
@@ -173,8 +226,7 @@ def _percentiles(col: str, name: str, with_max: bool = True) -> list[Column]:
 
 
 def _interval_bursts(col: str, name: str) -> list[Column]:
-    return [F.max(col).alias(f"{name}_max_interval"),
-            F.expr(f"percentile({col}, 0.99)").alias(f"{name}_p99_interval")]
+    return [F.max(col).alias(f"{name}_max_interval"), F.expr(f"percentile({col}, 0.99)").alias(f"{name}_p99_interval")]
 
 
 def window_intervals(quota_window_s: float, interval_s: float) -> int:
@@ -187,13 +239,18 @@ def on_quota_window(intervals: DataFrame, k: int, interval_s: float) -> DataFram
     quota's window on the log's grid), intervals without a record counted as nothing sent."""
     if k <= 1:
         return intervals.withColumn("request_rate_w", F.col("request_rate")).withColumn(
-            "response_rate_w", F.col("response_rate"))
+            "response_rate_w", F.col("response_rate")
+        )
     span_ms = round((k - 1) * interval_s * 1000)
-    w = (Window.partitionBy("user", "client_id", "api").orderBy(F.round(F.col("time") * 1000).cast("long"))
-         .rangeBetween(-span_ms, 0))
+    w = (
+        Window.partitionBy("user", "client_id", "api")
+        .orderBy(F.round(F.col("time") * 1000).cast("long"))
+        .rangeBetween(-span_ms, 0)
+    )
     per_s = k * interval_s
-    return (intervals.withColumn("request_rate_w", F.sum(F.col("request_rate") * F.col("interval_s")).over(w) / per_s)
-            .withColumn("response_rate_w", F.sum(F.col("response_rate") * F.col("interval_s")).over(w) / per_s))
+    return intervals.withColumn(
+        "request_rate_w", F.sum(F.col("request_rate") * F.col("interval_s")).over(w) / per_s
+    ).withColumn("response_rate_w", F.sum(F.col("response_rate") * F.col("interval_s")).over(w) / per_s)
 
 
 def _interval_demand(side: str) -> Column:
@@ -222,9 +279,12 @@ def entity_stats(intervals: DataFrame, k: int = 1, interval_s: float = 0.0) -> D
     interval_ms = F.sum(F.col("interval_s") * 1000)
     held_ms = F.least(F.col("held_ms"), F.col("interval_s") * 1000)
     tenant = Window.partitionBy("user", "client_id", "api")
-    intervals = (on_quota_window(intervals, k, interval_s).withColumn("_quota", F.max("quota_rate").over(tenant))
-                 .withColumn("_d_request", _interval_demand("request"))
-                 .withColumn("_d_response", _interval_demand("response")))
+    intervals = (
+        on_quota_window(intervals, k, interval_s)
+        .withColumn("_quota", F.max("quota_rate").over(tenant))
+        .withColumn("_d_request", _interval_demand("request"))
+        .withColumn("_d_response", _interval_demand("response"))
+    )
     return intervals.groupBy("user", "client_id", "api").agg(
         F.count(F.lit(1)).alias("intervals"),
         F.sum("requests").alias("requests"),
@@ -232,10 +292,10 @@ def entity_stats(intervals: DataFrame, k: int = 1, interval_s: float = 0.0) -> D
         F.sum("response_bytes").alias("response_bytes"),
         *_percentiles("request_rate_w", "request_rate"),
         *_percentiles("response_rate_w", "response_rate"),
-        F.expr("percentile(request_rate, 0.99)").alias("request_burst_p99"), F.max("request_rate").alias(
-            "request_burst_max"),
-        F.expr("percentile(response_rate, 0.99)").alias("response_burst_p99"), F.max("response_rate").alias(
-            "response_burst_max"),
+        F.expr("percentile(request_rate, 0.99)").alias("request_burst_p99"),
+        F.max("request_rate").alias("request_burst_max"),
+        F.expr("percentile(response_rate, 0.99)").alias("response_burst_p99"),
+        F.max("response_rate").alias("response_burst_max"),
         # The share of wall time the entity was held (0-1), beside the throttle time summed over its connections.
         (F.sum(held_ms) / interval_ms).alias("held_share"),
         F.count(F.when(F.col("held_ms") > 0, 1)).alias("held_intervals"),
@@ -243,7 +303,8 @@ def entity_stats(intervals: DataFrame, k: int = 1, interval_s: float = 0.0) -> D
         (F.sum("shadow_throttle_ms") / 1000).alias("shadow_throttle_seconds"),
         F.max("quota_rate").alias("quota_rate"),
         F.try_divide(F.sum("observed_rate_sum"), F.sum("throttles")).alias("observed_rate_mean"),
-        *_demand("request"), *_demand("response"),
+        *_demand("request"),
+        *_demand("response"),
         F.sum("partition_mutations").alias("partition_mutations"),
         F.expr("percentile(mutation_rate, 0.99)").alias("mutation_rate_p99"),
         F.max("mutation_rate").alias("mutation_rate_max"),
@@ -258,15 +319,21 @@ def entity_stats(intervals: DataFrame, k: int = 1, interval_s: float = 0.0) -> D
 def user_stats(users: DataFrame) -> DataFrame:
     """Per user: new producer ids per second (p50/p95/p99/max) and per interval (max, p99)."""
     return users.groupBy("user").agg(
-        F.count(F.lit(1)).alias("intervals"), F.sum("new_producer_ids").alias("new_producer_ids"),
-        *_percentiles("new_pid_rate", "new_pid_rate"), *_interval_bursts("new_pids", "new_pids"))
+        F.count(F.lit(1)).alias("intervals"),
+        F.sum("new_producer_ids").alias("new_producer_ids"),
+        *_percentiles("new_pid_rate", "new_pid_rate"),
+        *_interval_bursts("new_pids", "new_pids"),
+    )
 
 
 def ip_stats(ips: DataFrame) -> DataFrame:
     """Per IP: connections opened per second (p50/p95/p99/max) and per interval (max, p99)."""
     return ips.groupBy("ip").agg(
-        F.count(F.lit(1)).alias("intervals"), F.sum("connections_opened").alias("connections"),
-        *_percentiles("connection_rate", "connection_rate"), *_interval_bursts("connections", "connections"))
+        F.count(F.lit(1)).alias("intervals"),
+        F.sum("connections_opened").alias("connections"),
+        *_percentiles("connection_rate", "connection_rate"),
+        *_interval_bursts("connections", "connections"),
+    )
 
 
 def sources(usage: DataFrame) -> list[dict]:

@@ -25,7 +25,7 @@ MIN_SPAN_S = 1.0  # a log of zero length (or none) still gets a one-second axis
 
 
 def utc(t: float) -> str:
-    return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def duration(seconds: float) -> str:
@@ -54,7 +54,7 @@ class TimeAxis:
     def for_span(cls, start: float, end: float) -> TimeAxis:
         end = max(end, start + MIN_SPAN_S)
         length = end - start
-        for unit, unit_s, up_to, steps in UNITS:
+        for unit, unit_s, up_to, steps in UNITS:  # noqa: B007 (the match is read after the loop)
             if length <= up_to:
                 break
         span = length / unit_s

@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
             n = write_log(log, options_for(size))
             gen_s = time.monotonic() - t0
             mib = sum(os.path.getsize(os.path.join(log, f)) for f in os.listdir(log)) / 2**20
-            for replay in ([None, "recommended"] if args.replay else [None]):
+            for replay in [None, "recommended"] if args.replay else [None]:
                 load = os.getloadavg()[0]
                 t0 = time.monotonic()
                 res = job.run(log, out, spark=spark, replay=replay)
@@ -61,10 +61,13 @@ def main(argv: list[str] | None = None) -> int:
                 if replay is None:
                     results.append((n, run_s))
                 said = "" if replay is None else f", replay of {len(res['replay']['rows'])} tenant APIs shown"
-                print(f"{n:>11,} records ({mib:,.0f} MiB on disk, generated in {gen_s:,.0f} s): job "
-                      f"{'with' if replay else 'without'} replay {run_s:,.1f} s, {n / run_s:,.0f} records/s, "
-                      f"{res['quota items']} quota items{said}; load {load:.1f} before, {os.getloadavg()[0]:.1f} "
-                      f"after", flush=True)
+                print(
+                    f"{n:>11,} records ({mib:,.0f} MiB on disk, generated in {gen_s:,.0f} s): job "
+                    f"{'with' if replay else 'without'} replay {run_s:,.1f} s, {n / run_s:,.0f} records/s, "
+                    f"{res['quota items']} quota items{said}; load {load:.1f} before, {os.getloadavg()[0]:.1f} "
+                    f"after",
+                    flush=True,
+                )
             shutil.rmtree(log, ignore_errors=True)
     finally:
         spark.stop()

@@ -50,8 +50,17 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.anchors_byte_rate_clients import (CLIENTS, FETCH_RESPONSE, PARTITIONS, PRODUCE_REQUEST, VALUE,  # noqa: E402
-                                             Series, driver, probe, threaded)
+from bench.anchors_byte_rate_clients import (  # noqa: E402
+    CLIENTS,
+    FETCH_RESPONSE,
+    PARTITIONS,
+    PRODUCE_REQUEST,
+    VALUE,
+    Series,
+    driver,
+    probe,
+    threaded,
+)
 from bench.anchors_common import ProxyProcess, Verdicts, kafka_client_quota, load, percentile  # noqa: E402
 from bench.common import fill  # noqa: E402
 from tests.kafka_cluster import ExtraListener, KafkaCluster  # noqa: E402
@@ -64,8 +73,8 @@ def client_id(path: str, kind: str) -> str:
     return f"anchor-{path}-{kind}"
 
 
-
 # -- figures ------------------------------------------------------------------------------------------------------
+
 
 def slope(ys: list[float]) -> float:
     """The least-squares slope of ``ys`` against 0, 1, 2, ...: a staircase's rate, whatever its phase (the mean of
@@ -94,11 +103,15 @@ def figures(series: Series, t0: float, duration: int, quota: float) -> dict:
     for x in steady:
         total += x
         cumulative.append(total)
-    return {"mean": sum(steady) / len(steady) / quota, "achieved": slope(cumulative) / quota,
-            "in_band": sum(0.5 <= s / quota <= 1.5 for s in steady) / len(steady),
-            "pause_s": max(gaps, default=float("nan")),
-            "seconds": [round(s / quota, 2) for s in seconds],
-            "bytes": sum(seconds), "error": series.error}
+    return {
+        "mean": sum(steady) / len(steady) / quota,
+        "achieved": slope(cumulative) / quota,
+        "in_band": sum(0.5 <= s / quota <= 1.5 for s in steady) / len(steady),
+        "pause_s": max(gaps, default=float("nan")),
+        "seconds": [round(s / quota, 2) for s in seconds],
+        "bytes": sum(seconds),
+        "error": series.error,
+    }
 
 
 def run_phase(direction, kind, cluster, bootstraps, proxies, topics, args):
@@ -110,8 +123,10 @@ def run_phase(direction, kind, cluster, bootstraps, proxies, topics, args):
     load_before = load()
     t0 = time.monotonic()
     threads = [threaded(probe, bootstraps[path], topics[path]["probe"], stop, latencies[path]) for path in PATHS]
-    threads += [threaded(run, bootstraps[path], topics[path][direction], client_id(path, kind), stop, series[path])
-                for path in PATHS]
+    threads += [
+        threaded(run, bootstraps[path], topics[path][direction], client_id(path, kind), stop, series[path])
+        for path in PATHS
+    ]
     time.sleep(max(0.0, t0 + args.duration - time.monotonic()))
     stop.set()
     cpu1 = {name: (p.cpu(), p.metric("requests_total")) for name, p in proxies.items()}
@@ -133,15 +148,21 @@ def run_phase(direction, kind, cluster, bootstraps, proxies, topics, args):
 def report(direction, kind, out, loads, args, verdicts):
     request = (PRODUCE_REQUEST if direction == "produce" else FETCH_RESPONSE)[kind]
     quota = args.quotas[kind]
-    print(f"\n{kind} {direction}, quota {quota} B/s, {args.duration} s, load {loads} "
-          f"(largest request {request} B = {request / quota:.2f} x quota)")
-    print(f"  {'path':10} {'mean':>6} {'achieved/quota':>14} {'in 0.5-1.5x':>11} {'longest pause':>13} "
-          f"{'unthrottled p50/p99 ms':>22} {'proxy CPU s/GB':>14} {'s/1e5 req':>9}")
+    print(
+        f"\n{kind} {direction}, quota {quota} B/s, {args.duration} s, load {loads} "
+        f"(largest request {request} B = {request / quota:.2f} x quota)"
+    )
+    print(
+        f"  {'path':10} {'mean':>6} {'achieved/quota':>14} {'in 0.5-1.5x':>11} {'longest pause':>13} "
+        f"{'unthrottled p50/p99 ms':>22} {'proxy CPU s/GB':>14} {'s/1e5 req':>9}"
+    )
     for path in PATHS:
         f = out[path]
-        print(f"  {path:10} {f['mean']:6.3f} {f['achieved']:14.3f} {f['in_band']:11.2f} {f['pause_s']:12.2f}s "
-              f"{f['p50']:10.1f} / {f['p99']:9.1f} {f.get('cpu_per_gb', float('nan')):14.1f} "
-              f"{f.get('cpu_per_1e5_req', float('nan')):9.1f}")
+        print(
+            f"  {path:10} {f['mean']:6.3f} {f['achieved']:14.3f} {f['in_band']:11.2f} {f['pause_s']:12.2f}s "
+            f"{f['p50']:10.1f} / {f['p99']:9.1f} {f.get('cpu_per_gb', float('nan')):14.1f} "
+            f"{f.get('cpu_per_1e5_req', float('nan')):9.1f}"
+        )
         if f["error"] is not None:
             print(f"    {path} client failed: {f['error']!r}")
     if args.verbose:
@@ -150,25 +171,37 @@ def report(direction, kind, out, loads, args, verdicts):
     kafka, off, on = out["kafka"], out["proxy-off"], out["proxy-on"]
     name = f"{kind} {direction}"
     # Accuracy is the distance from the quota: the proxy's may exceed Kafka's by at most 0.03 (closer is better).
-    verdicts.check(f"{name}: smoothing off, accuracy within 0.03 of Kafka's",
-                   abs(off["achieved"] - 1) <= abs(kafka["achieved"] - 1) + 0.03,
-                   f"proxy {off['achieved']:.3f} vs Kafka {kafka['achieved']:.3f} (same rate within 0.03: "
-                   f"{'yes' if abs(off['achieved'] - kafka['achieved']) <= 0.03 else 'no'})")
+    verdicts.check(
+        f"{name}: smoothing off, accuracy within 0.03 of Kafka's",
+        abs(off["achieved"] - 1) <= abs(kafka["achieved"] - 1) + 0.03,
+        f"proxy {off['achieved']:.3f} vs Kafka {kafka['achieved']:.3f} (same rate within 0.03: "
+        f"{'yes' if abs(off['achieved'] - kafka['achieved']) <= 0.03 else 'no'})",
+    )
     if request <= quota / 4:
-        verdicts.check(f"{name}: smoothing on, more seconds in band than Kafka", on["in_band"] > kafka["in_band"],
-                       f"proxy {on['in_band']:.2f} vs Kafka {kafka['in_band']:.2f}")
+        verdicts.check(
+            f"{name}: smoothing on, more seconds in band than Kafka",
+            on["in_band"] > kafka["in_band"],
+            f"proxy {on['in_band']:.2f} vs Kafka {kafka['in_band']:.2f}",
+        )
     else:
-        print(f"  (not claimed: {request} B requests are more than a quarter of the quota, a second holds at most "
-              f"a few; smoothing on {on['in_band']:.2f} vs Kafka {kafka['in_band']:.2f})")
+        print(
+            f"  (not claimed: {request} B requests are more than a quarter of the quota, a second holds at most "
+            f"a few; smoothing on {on['in_band']:.2f} vs Kafka {kafka['in_band']:.2f})"
+        )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--duration", type=int, default=60, help="seconds per phase (default 60)")
     parser.add_argument("--quota", type=int, default=4 * 1024 * 1024, help="bytes/s, produce and fetch")
-    parser.add_argument("--quota-of", action="append", default=[], metavar="CLIENT=BYTES",
-                        help="another quota for one client (default: kafka-python=1048576, which cannot produce "
-                             "4 MiB/s flat out beside two others on two shared cores)")
+    parser.add_argument(
+        "--quota-of",
+        action="append",
+        default=[],
+        metavar="CLIENT=BYTES",
+        help="another quota for one client (default: kafka-python=1048576, which cannot produce "
+        "4 MiB/s flat out beside two others on two shared cores)",
+    )
     parser.add_argument("--clients", default=",".join(CLIENTS))
     parser.add_argument("--directions", default="produce,consume")
     parser.add_argument("--verbose", action="store_true", help="print every second's rate")
@@ -185,32 +218,55 @@ def main() -> int:
     verdicts = Verdicts()
     cluster = KafkaCluster(1, "anchors", extra_listeners={"SMOOTH": ExtraListener("PLAINTEXT")}).start()
     node = cluster.nodes[0]
-    quotas = [{"entity": {"client-id": client_id(path, kind)}, "producer_byte_rate": args.quotas[kind],
-               "consumer_byte_rate": args.quotas[kind]} for path in ("proxy-off", "proxy-on") for kind in CLIENTS]
+    quotas = [
+        {
+            "entity": {"client-id": client_id(path, kind)},
+            "producer_byte_rate": args.quotas[kind],
+            "consumer_byte_rate": args.quotas[kind],
+        }
+        for path in ("proxy-off", "proxy-on")
+        for kind in CLIENTS
+    ]
     proxies = {}
     try:
-        proxies["proxy-off"] = ProxyProcess(node.proxy_port, f"127.0.0.1:{node.client_port}", quotas,
-                                            {"quota.smoothing": "off"}).start()
-        proxies["proxy-on"] = ProxyProcess(node.extra_advertised["SMOOTH"], f"127.0.0.1:{node.extra_ports['SMOOTH']}",
-                                           quotas, {"quota.smoothing": "on"}).start()
+        proxies["proxy-off"] = ProxyProcess(
+            node.proxy_port, f"127.0.0.1:{node.client_port}", quotas, {"quota.smoothing": "off"}
+        ).start()
+        proxies["proxy-on"] = ProxyProcess(
+            node.extra_advertised["SMOOTH"],
+            f"127.0.0.1:{node.extra_ports['SMOOTH']}",
+            quotas,
+            {"quota.smoothing": "on"},
+        ).start()
         for kind in CLIENTS:
-            kafka_client_quota(cluster, client_id("kafka", kind), producer_byte_rate=args.quotas[kind],
-                               consumer_byte_rate=args.quotas[kind])
-        bootstraps = {"kafka": node.direct, "proxy-off": f"127.0.0.1:{node.proxy_port}",
-                      "proxy-on": f"127.0.0.1:{node.extra_advertised['SMOOTH']}"}
+            kafka_client_quota(
+                cluster,
+                client_id("kafka", kind),
+                producer_byte_rate=args.quotas[kind],
+                consumer_byte_rate=args.quotas[kind],
+            )
+        bootstraps = {
+            "kafka": node.direct,
+            "proxy-off": f"127.0.0.1:{node.proxy_port}",
+            "proxy-on": f"127.0.0.1:{node.extra_advertised['SMOOTH']}",
+        }
         from confluent_kafka.admin import AdminClient, NewTopic
 
         admin = AdminClient({"bootstrap.servers": node.direct})
         topics, new = {}, []
         for path in PATHS:
-            topics[path] = {"produce": f"anchor-{path}-produce", "probe": f"anchor-{path}-probe",
-                            "consume": "anchor-consume"}
+            topics[path] = {
+                "produce": f"anchor-{path}-produce",
+                "probe": f"anchor-{path}-probe",
+                "consume": "anchor-consume",
+            }
             new += [NewTopic(f"anchor-{path}-produce", PARTITIONS, 1), NewTopic(f"anchor-{path}-probe", 1, 1)]
         new.append(NewTopic("anchor-consume", 1, 1))
         for done in admin.create_topics(new).values():
             done.result(60)
-        print(f"Apache Kafka 4.4.0, one node; quotas per client id (B/s, produce and fetch): {args.quotas}; "
-              f"load {load()}")
+        print(
+            f"Apache Kafka 4.4.0, one node; quotas per client id (B/s, produce and fetch): {args.quotas}; load {load()}"
+        )
         if "consume" in args.directions:
             need = int(max(args.quotas[kind] for kind in kinds) * (args.duration + SPAN_S) * 1.2)
             print(f"filling anchor-consume with {need / 1e6:.0f} MB for the consumers ...", flush=True)

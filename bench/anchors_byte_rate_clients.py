@@ -21,8 +21,12 @@ CLIENTS = ("librdkafka", "kafka-python", "aiokafka", "java")
 PARTITIONS = 3  # of each path's produce topic
 # The largest request each client sends flat out at its defaults: produce (batch size x partitions), fetch (one
 # partition's max fetch size; the consume topic has one partition).
-PRODUCE_REQUEST = {"librdkafka": 1_000_000, "kafka-python": 16384 * PARTITIONS, "aiokafka": 16384 * PARTITIONS,
-                   "java": 16384 * PARTITIONS}
+PRODUCE_REQUEST = {
+    "librdkafka": 1_000_000,
+    "kafka-python": 16384 * PARTITIONS,
+    "aiokafka": 16384 * PARTITIONS,
+    "java": 16384 * PARTITIONS,
+}
 FETCH_RESPONSE = {"librdkafka": 1_048_576, "kafka-python": 1_048_576, "aiokafka": 1_048_576, "java": 1_048_576}
 
 
@@ -34,8 +38,8 @@ class Series:
         self.error: BaseException | None = None
 
 
-
 # -- producers, each at its library's default settings ------------------------------------------------------------
+
 
 def librdkafka_produce(bootstrap, topic, cid, stop, series):
     from confluent_kafka import Producer
@@ -85,6 +89,7 @@ def aiokafka_produce(bootstrap, topic, cid, stop, series):
         def acked(fut):
             if not fut.cancelled() and fut.exception() is None:
                 events.append((time.monotonic(), len(VALUE)))
+
         try:
             while not stop.is_set():
                 (await p.send(topic, VALUE)).add_done_callback(acked)  # send() waits while its batches are full
@@ -95,12 +100,19 @@ def aiokafka_produce(bootstrap, topic, cid, stop, series):
 
 
 def java_lines(command, stop, on_line):
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
 
     def stopper():
         stop.wait()
         proc.terminate()
+
     threading.Thread(target=stopper, daemon=True).start()
     for line in proc.stdout:
         on_line(time.monotonic(), line)
@@ -111,19 +123,35 @@ def java_produce(cluster):
     sent = re.compile(r"^(\d+) records sent, ")
 
     def run(bootstrap, topic, cid, stop, series):
-        command = cluster.java(PRODUCER_PERF, "--topic", topic, "--num-records", str(10**9), "--record-size",
-                               str(len(VALUE)), "--throughput", "-1", "--reporting-interval", "1000",
-                               "--command-property", f"bootstrap.servers={bootstrap}", f"client.id={cid}")
+        command = cluster.java(
+            PRODUCER_PERF,
+            "--topic",
+            topic,
+            "--num-records",
+            str(10**9),
+            "--record-size",
+            str(len(VALUE)),
+            "--throughput",
+            "-1",
+            "--reporting-interval",
+            "1000",
+            "--command-property",
+            f"bootstrap.servers={bootstrap}",
+            f"client.id={cid}",
+        )
 
         def on_line(t, line):
             found = sent.match(line)
             if found:  # one line per reporting interval: the records acknowledged in it
                 series.events.append((t, int(found.group(1)) * len(VALUE)))
+
         java_lines(command, stop, on_line)
+
     return run
 
 
 # -- consumers, each at its library's default settings ------------------------------------------------------------
+
 
 def librdkafka_consume(bootstrap, topic, cid, stop, series):
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
@@ -173,10 +201,25 @@ def aiokafka_consume(bootstrap, topic, cid, stop, series):
 
 def java_consume(cluster):
     def run(bootstrap, topic, cid, stop, series):
-        command = cluster.java(CONSUMER_PERF, "--bootstrap-server", bootstrap, "--topic", topic, "--num-records",
-                               str(10**9), "--timeout", "600000", "--reporting-interval", "1000",
-                               "--show-detailed-stats", "--hide-header", "--group", cid,
-                               "--command-property", f"client.id={cid}")
+        command = cluster.java(
+            CONSUMER_PERF,
+            "--bootstrap-server",
+            bootstrap,
+            "--topic",
+            topic,
+            "--num-records",
+            str(10**9),
+            "--timeout",
+            "600000",
+            "--reporting-interval",
+            "1000",
+            "--show-detailed-stats",
+            "--hide-header",
+            "--group",
+            cid,
+            "--command-property",
+            f"client.id={cid}",
+        )
         last = [0]
 
         def on_line(t, line):
@@ -185,7 +228,9 @@ def java_consume(cluster):
                 total = int(fields[4])
                 series.events.append((t, (total - last[0]) * len(VALUE)))
                 last[0] = total
+
         java_lines(command, stop, on_line)
+
     return run
 
 
@@ -217,6 +262,7 @@ def threaded(target, *args) -> threading.Thread:
         except BaseException as error:  # reported with the figures
             if isinstance(series, Series):
                 series.error = error
+
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     return thread
@@ -226,9 +272,17 @@ def driver(direction: str, kind: str, cluster):
     """The ``run(bootstrap, topic, client_id, stop, series)`` of client ``kind`` (one of :data:`CLIENTS`) for
     ``direction`` (``produce`` or ``consume``); the Java tools run on ``cluster``'s JVM."""
     if direction == "produce":
-        drivers = {"librdkafka": librdkafka_produce, "kafka-python": kafka_python_produce,
-                   "aiokafka": aiokafka_produce, "java": java_produce}
+        drivers = {
+            "librdkafka": librdkafka_produce,
+            "kafka-python": kafka_python_produce,
+            "aiokafka": aiokafka_produce,
+            "java": java_produce,
+        }
     else:
-        drivers = {"librdkafka": librdkafka_consume, "kafka-python": kafka_python_consume,
-                   "aiokafka": aiokafka_consume, "java": java_consume}
+        drivers = {
+            "librdkafka": librdkafka_consume,
+            "kafka-python": kafka_python_consume,
+            "aiokafka": aiokafka_consume,
+            "java": java_consume,
+        }
     return drivers[kind](cluster) if kind == "java" else drivers[kind]

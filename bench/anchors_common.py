@@ -64,14 +64,25 @@ class PluginCluster(KafkaCluster):
 def kafka_client_quota(cluster: KafkaCluster, client_id: str, **config) -> None:
     """A client-id quota set in Kafka itself: kafka-configs.sh --bootstrap-server <broker> --alter."""
     values = ",".join(f"{k}={v}" for k, v in config.items())
-    cluster.tool(CONFIGS, "--bootstrap-server", cluster.nodes[0].direct, "--alter", "--entity-type", "clients",
-                 "--entity-name", client_id, "--add-config", values)
+    cluster.tool(
+        CONFIGS,
+        "--bootstrap-server",
+        cluster.nodes[0].direct,
+        "--alter",
+        "--entity-type",
+        "clients",
+        "--entity-name",
+        client_id,
+        "--add-config",
+        values,
+    )
 
 
 @dataclass
 class ProxyProcess:
     """``python -m proxy.cli run`` in front of ``upstream``, listening on ``port``; dynamic config off unless the
     config says otherwise (a benchmark's quotas are its YAML's)."""
+
     port: int
     upstream: str
     quotas: list = field(default_factory=list)
@@ -80,12 +91,15 @@ class ProxyProcess:
     proc: subprocess.Popen | None = None
     metrics_port: int = 0
 
-    def start(self) -> "ProxyProcess":
+    def start(self) -> ProxyProcess:
         self.metrics_port = free_port()
-        config = {"upstream": {"bootstrap_servers": [self.upstream]},
-                  "listeners": [{"name": "PLAINTEXT", "bind": f"127.0.0.1:{self.port}"}],
-                  "metrics": {"bind": f"127.0.0.1:{self.metrics_port}"},
-                  "dynamic_config": {"enabled": False}, **self.extra}
+        config = {
+            "upstream": {"bootstrap_servers": [self.upstream]},
+            "listeners": [{"name": "PLAINTEXT", "bind": f"127.0.0.1:{self.port}"}],
+            "metrics": {"bind": f"127.0.0.1:{self.metrics_port}"},
+            "dynamic_config": {"enabled": False},
+            **self.extra,
+        }
         if self.settings:
             config["settings"] = self.settings
         if self.quotas:
@@ -93,8 +107,11 @@ class ProxyProcess:
         fd, path = tempfile.mkstemp(suffix=".yaml", prefix="anchor-proxy-")
         with os.fdopen(fd, "w") as f:
             json.dump(config, f)  # JSON is YAML
-        self.proc = subprocess.Popen([sys.executable, "-m", "proxy.cli", "run", "--config", path, "--log-level",
-                                      "WARNING"], cwd=ROOT, stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "proxy.cli", "run", "--config", path, "--log-level", "WARNING"],
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+        )
         wait_for_port(self.port, 60)
         wait_ready(self.metrics_port)
         return self

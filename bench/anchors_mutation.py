@@ -51,8 +51,9 @@ def strict_storm(bootstrap: str, client_id: str, prefix: str, duration: float) -
         while time.monotonic() - start < duration:
             name = f"{prefix}-{i}"
             try:
-                answer = admin.create_topics({name: {"num_partitions": PARTITIONS, "replication_factor": 1}},
-                                             raise_errors=False)
+                answer = admin.create_topics(
+                    {name: {"num_partitions": PARTITIONS, "replication_factor": 1}}, raise_errors=False
+                )
             except NodeNotReadyError:  # paused for the throttle it was told
                 paused_since = paused_since or time.monotonic()
                 time.sleep(0.01)
@@ -77,8 +78,13 @@ def old_storm(bootstrap: str, client_id: str, prefix: str, duration: float) -> d
     from confluent_kafka.admin import AdminClient, NewTopic
 
     out = {"sent": 0, "refused": 0, "throttles": [], "names": []}
-    admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": client_id,
-                         "throttle_cb": lambda event: out["throttles"].append(event.throttle_time * 1000)})
+    admin = AdminClient(
+        {
+            "bootstrap.servers": bootstrap,
+            "client.id": client_id,
+            "throttle_cb": lambda event: out["throttles"].append(event.throttle_time * 1000),
+        }
+    )
     start = time.monotonic()
     i = 0
     while time.monotonic() - start < duration:
@@ -115,14 +121,20 @@ def main() -> int:
     verdicts = Verdicts()
     cluster = KafkaCluster(1, "anchors-mutation").start()
     node = cluster.nodes[0]
-    storms = {"strict (kafka-python, CreateTopics v7)": ("kp", strict_storm),
-              "old (confluent-kafka, CreateTopics v4)": ("ck", old_storm)}
-    quotas = [{"entity": {"client-id": f"anchor-proxy-{tag}"}, "controller_mutation_rate": args.rate}
-              for tag, _ in storms.values()]
+    storms = {
+        "strict (kafka-python, CreateTopics v7)": ("kp", strict_storm),
+        "old (confluent-kafka, CreateTopics v4)": ("ck", old_storm),
+    }
+    quotas = [
+        {"entity": {"client-id": f"anchor-proxy-{tag}"}, "controller_mutation_rate": args.rate}
+        for tag, _ in storms.values()
+    ]
     proxy = ProxyProcess(node.proxy_port, f"127.0.0.1:{node.client_port}", quotas).start()
     burst = args.rate * WINDOW_NUM
-    print(f"Apache Kafka 4.4.0, one node; controller_mutation_rate {args.rate:g}/s, windows {WINDOW_NUM} x 1 s "
-          f"(burst {burst:g}); {PARTITIONS}-partition topics, {args.duration:g} s per storm")
+    print(
+        f"Apache Kafka 4.4.0, one node; controller_mutation_rate {args.rate:g}/s, windows {WINDOW_NUM} x 1 s "
+        f"(burst {burst:g}); {PARTITIONS}-partition topics, {args.duration:g} s per storm"
+    )
     try:
         for tag, _ in storms.values():
             kafka_client_quota(cluster, f"anchor-kafka-{tag}", controller_mutation_rate=args.rate)
@@ -136,24 +148,39 @@ def main() -> int:
                 out["load"] = f"{before}-{load()}"
                 results[path] = out
             print(f"\n{label}")
-            print(f"  {'path':6} {'requests':>8} {'created':>7} {'topics/s':>8} {'partitions':>10} "
-                  f"{'bucket allows':>13} {'refused 89':>10} {'throttles':>9} {'sum ms':>8} {'max ms':>7}  load")
+            print(
+                f"  {'path':6} {'requests':>8} {'created':>7} {'topics/s':>8} {'partitions':>10} "
+                f"{'bucket allows':>13} {'refused 89':>10} {'throttles':>9} {'sum ms':>8} {'max ms':>7}  load"
+            )
             for path, out in results.items():
                 allows = burst + args.rate * out["elapsed"] + PARTITIONS
                 out["allows"] = allows
                 throttles = out["throttles"]
-                print(f"  {path:6} {out['sent']:8} {out['created']:7} {out['created'] / out['elapsed']:8.2f} "
-                      f"{out['created'] * PARTITIONS:10} {allows:13.0f} {out['refused']:10} {len(throttles):9} "
-                      f"{sum(throttles):8.0f} {max(throttles, default=0):7.0f}  {out['load']}")
+                print(
+                    f"  {path:6} {out['sent']:8} {out['created']:7} {out['created'] / out['elapsed']:8.2f} "
+                    f"{out['created'] * PARTITIONS:10} {allows:13.0f} {out['refused']:10} {len(throttles):9} "
+                    f"{sum(throttles):8.0f} {max(throttles, default=0):7.0f}  {out['load']}"
+                )
             for path, out in results.items():
-                verdicts.check(f"{label} {path}: within the bucket", out["created"] * PARTITIONS <= out["allows"],
-                               f"{out['created'] * PARTITIONS} partitions, bucket allows {out['allows']:.0f}")
-                verdicts.check(f"{label} {path}: client throttled", bool(out["throttles"]),
-                               f"{len(out['throttles'])} throttles told")
-            k, p = results["kafka"]["created"] / results["kafka"]["elapsed"], \
-                results["proxy"]["created"] / results["proxy"]["elapsed"]
-            verdicts.check(f"{label}: proxy admits as Kafka does", abs(p - k) <= 0.1 * k + 1 / args.duration,
-                           f"proxy {p:.2f} topics/s vs Kafka {k:.2f}")
+                verdicts.check(
+                    f"{label} {path}: within the bucket",
+                    out["created"] * PARTITIONS <= out["allows"],
+                    f"{out['created'] * PARTITIONS} partitions, bucket allows {out['allows']:.0f}",
+                )
+                verdicts.check(
+                    f"{label} {path}: client throttled",
+                    bool(out["throttles"]),
+                    f"{len(out['throttles'])} throttles told",
+                )
+            k, p = (
+                results["kafka"]["created"] / results["kafka"]["elapsed"],
+                results["proxy"]["created"] / results["proxy"]["elapsed"],
+            )
+            verdicts.check(
+                f"{label}: proxy admits as Kafka does",
+                abs(p - k) <= 0.1 * k + 1 / args.duration,
+                f"proxy {p:.2f} topics/s vs Kafka {k:.2f}",
+            )
     finally:
         proxy.stop()
         cluster.stop()

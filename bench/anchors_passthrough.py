@@ -45,8 +45,9 @@ def small_requests(bootstrap: str, topic: str, count: int) -> float:
     """``count`` 100-byte messages, each its own Produce request (acks=1); returns messages/s."""
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "batch.num.messages": 1, "acks": 1,
-                  "max.in.flight": 5})
+    p = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 0, "batch.num.messages": 1, "acks": 1, "max.in.flight": 5}
+    )
     p.produce(topic, b"s" * 100)
     p.flush(30)
     start = time.perf_counter()
@@ -87,7 +88,7 @@ def main() -> int:
         loads = [load()]
         names = list(paths)
         for r in range(args.rounds):
-            for name in names[r % 3:] + names[:r % 3]:  # rotate who goes first
+            for name in names[r % 3 :] + names[: r % 3]:  # rotate who goes first
                 bootstrap = paths[name]
                 topic, small = f"pass-{name}-{r}", f"pass-small-{name}-{r}"
                 create_topic(node.direct, topic)
@@ -117,8 +118,10 @@ def main() -> int:
         relay.wait(10)
         cluster.stop()
     gb = args.rounds * args.messages * len(PAYLOAD) * 2 / 1e9
-    print(f"Apache Kafka 4.4.0, confluent-kafka, {args.rounds} rounds of {args.messages} x 1 KiB (produce + consume) "
-          f"and {args.small} single-message requests; load {' '.join(loads)}")
+    print(
+        f"Apache Kafka 4.4.0, confluent-kafka, {args.rounds} rounds of {args.messages} x 1 KiB (produce + consume) "
+        f"and {args.small} single-message requests; load {' '.join(loads)}"
+    )
     for kind in ("produce", "consume", "small"):
         d = median(rates["direct"][kind])
         line = f"  {kind:8} direct {d:9.0f} msg/s"
@@ -128,20 +131,28 @@ def main() -> int:
         print(line)
     for q, label in ((0.5, "p50"), (0.99, "p99")):
         d = percentile(lat["direct"], q)
-        print(f"  single-produce {label}: direct {d:.2f} ms, added: proxy {percentile(lat['proxy'], q) - d:+.2f} ms, "
-              f"relay {percentile(lat['relay'], q) - d:+.2f} ms")
+        print(
+            f"  single-produce {label}: direct {d:.2f} ms, added: proxy {percentile(lat['proxy'], q) - d:+.2f} ms, "
+            f"relay {percentile(lat['relay'], q) - d:+.2f} ms"
+        )
     per_gb = {name: cpu[name]["bulk"] / gb for name in pids}
-    per_req = {name: cpu[name]["small"] / requests * 1e5 if requests else float("nan")
-               for name in pids}
+    per_req = {name: cpu[name]["small"] / requests * 1e5 if requests else float("nan") for name in pids}
     for name in pids:
-        print(f"  {name:6} CPU {per_gb[name]:6.2f} s/GB, {per_req[name]:6.2f} s per 10^5 requests "
-              f"({cpu[name]['bulk']:.1f} s bulk, {cpu[name]['small']:.1f} s small)")
+        print(
+            f"  {name:6} CPU {per_gb[name]:6.2f} s/GB, {per_req[name]:6.2f} s per 10^5 requests "
+            f"({cpu[name]['bulk']:.1f} s bulk, {cpu[name]['small']:.1f} s small)"
+        )
     print(f"  (requests in the small phases, as the proxy counted them: {requests:.0f})")
-    verdicts.check("proxy CPU per GB within 1.5 x the relay's", per_gb["proxy"] <= GB_TARGET * per_gb["relay"],
-                   f"{per_gb['proxy'] / per_gb['relay']:.2f} x")
-    verdicts.check("proxy CPU per 10^5 requests within 3 x the relay's",
-                   per_req["proxy"] <= REQUEST_TARGET * per_req["relay"],
-                   f"{per_req['proxy'] / per_req['relay']:.2f} x")
+    verdicts.check(
+        "proxy CPU per GB within 1.5 x the relay's",
+        per_gb["proxy"] <= GB_TARGET * per_gb["relay"],
+        f"{per_gb['proxy'] / per_gb['relay']:.2f} x",
+    )
+    verdicts.check(
+        "proxy CPU per 10^5 requests within 3 x the relay's",
+        per_req["proxy"] <= REQUEST_TARGET * per_req["relay"],
+        f"{per_req['proxy'] / per_req['relay']:.2f} x",
+    )
     return verdicts.exit_code()
 
 

@@ -53,9 +53,12 @@ def bounded_disk(mib: int):
 
     def wrap(command):
         data = command[command.index("kafka.Kafka") + 1].rsplit("/", 1)[0] + "/data"
-        script = ('d="$0"; t=$(mktemp -d); cp -a "$d"/. "$t"/ && mount -t tmpfs -o size=%dm tmpfs "$d" && '
-                  'cp -a "$t"/. "$d"/ && rm -rf "$t" && exec "$@"' % mib)
+        script = (
+            'd="$0"; t=$(mktemp -d); cp -a "$d"/. "$t"/ && mount -t tmpfs -o size=%dm tmpfs "$d" && '
+            'cp -a "$t"/. "$d"/ && rm -rf "$t" && exec "$@"' % mib
+        )
         return ["unshare", "-Urm", "sh", "-c", script, data, *command]
+
     return wrap
 
 
@@ -83,12 +86,14 @@ def main() -> int:
     plugin = fetch_kafka.fetch_jar(*STRIMZI) / f"{STRIMZI[1]}-{STRIMZI[2]}.jar"
     wrap = bounded_disk(args.disk_mib)
     strimzi = PluginCluster(1, "anchors-strimzi", classpath=[plugin], wrapper=wrap)
-    strimzi.properties.update({
-        "client.quota.callback.class": "io.strimzi.kafka.quotas.StaticQuotaCallback",
-        "client.quota.callback.static.kafka.admin.bootstrap.servers": strimzi.nodes[0].direct,
-        "client.quota.callback.static.storage.per.volume.limit.min.available.ratio": str(args.hard_free / 100),
-        "client.quota.callback.static.storage.check-interval": str(args.interval),
-    })
+    strimzi.properties.update(
+        {
+            "client.quota.callback.class": "io.strimzi.kafka.quotas.StaticQuotaCallback",
+            "client.quota.callback.static.kafka.admin.bootstrap.servers": strimzi.nodes[0].direct,
+            "client.quota.callback.static.storage.per.volume.limit.min.available.ratio": str(args.hard_free / 100),
+            "client.quota.callback.static.storage.check-interval": str(args.interval),
+        }
+    )
     plain = PluginCluster(1, "anchors-volume", wrapper=wrap)
     clusters = {"strimzi": strimzi, "proxy": plain}
     proxy = None
@@ -96,22 +101,35 @@ def main() -> int:
         for cluster in clusters.values():
             cluster.start()
         node = plain.nodes[0]
-        proxy = ProxyProcess(node.proxy_port, f"127.0.0.1:{node.client_port}", extra={"volume_usage": {
-            "source": "describe_log_dirs", "freshness_seconds": 4 * args.interval,
-            "produce_base_rate": args.base_rate,
-            "describe_log_dirs": {"interval_seconds": args.interval,
-                                  "soft_limit": {"type": "MinFreePercentage", "level": args.soft_free},
-                                  "hard_limit": {"type": "MinFreePercentage", "level": args.hard_free}}}}).start()
+        proxy = ProxyProcess(
+            node.proxy_port,
+            f"127.0.0.1:{node.client_port}",
+            extra={
+                "volume_usage": {
+                    "source": "describe_log_dirs",
+                    "freshness_seconds": 4 * args.interval,
+                    "produce_base_rate": args.base_rate,
+                    "describe_log_dirs": {
+                        "interval_seconds": args.interval,
+                        "soft_limit": {"type": "MinFreePercentage", "level": args.soft_free},
+                        "hard_limit": {"type": "MinFreePercentage", "level": args.hard_free},
+                    },
+                }
+            },
+        ).start()
         bootstraps = {"strimzi": strimzi.nodes[0].direct, "proxy": f"127.0.0.1:{node.proxy_port}"}
         from confluent_kafka.admin import AdminClient, NewTopic
 
-        for name, cluster in clusters.items():
+        for cluster in clusters.values():
             admin = AdminClient({"bootstrap.servers": cluster.nodes[0].direct})
             for done in admin.create_topics([NewTopic(f"fill-{kind}", 1, 1) for kind in PRODUCERS]).values():
                 done.result(60)
-        print(f"Apache Kafka 4.4.0, two one-node clusters, each log dir a {args.disk_mib} MiB tmpfs; hard limit "
-              f"{args.hard_free:g} % free (both), soft {args.soft_free:g} % free (proxy; Strimzi 0.3.1 has none); "
-              f"checks every {args.interval} s; load {load()}", flush=True)
+        print(
+            f"Apache Kafka 4.4.0, two one-node clusters, each log dir a {args.disk_mib} MiB tmpfs; hard limit "
+            f"{args.hard_free:g} % free (both), soft {args.soft_free:g} % free (proxy; Strimzi 0.3.1 has none); "
+            f"checks every {args.interval} s; load {load()}",
+            flush=True,
+        )
         stop = threading.Event()
         series = {(name, kind): Series() for name in clusters for kind in PRODUCERS}
         disk = {name: [] for name in clusters}
@@ -125,12 +143,12 @@ def main() -> int:
                     except (OSError, AttributeError):
                         pass
                 stop.wait(0.5)
+
         threads = [threading.Thread(target=sample, daemon=True)]
         threads[0].start()
         producers = {"librdkafka": librdkafka_produce, "java": java_produce(plain)}
         for (name, kind), s in series.items():
-            threads.append(threaded(producers[kind], bootstraps[name], f"fill-{kind}", f"fill-{name}-{kind}",
-                                    stop, s))
+            threads.append(threaded(producers[kind], bootstraps[name], f"fill-{kind}", f"fill-{name}-{kind}", stop, s))
         time.sleep(args.duration)
         stop.set()
         for thread in threads:
@@ -147,11 +165,18 @@ def main() -> int:
             past = max(0, peak - hard_at)
             node = clusters[name].nodes[0]
             failed = "Error while appending records" in node.log_file.read_text(errors="replace")
-            state = ("its log dir FAILED (disk full), the broker stopped serving it" if failed else
-                     "the broker served to the end" if node.proc.poll() is None else "the broker EXITED")
-            print(f"\n{name} ({state}): disk {capacity / 2**20:.0f} MiB, soft {soft_at / 2**20:.0f} MiB used, hard "
-                  f"{hard_at / 2**20:.0f} MiB used; crossed soft at {fmt(crossed_soft)}, hard at {fmt(crossed_hard)}; "
-                  f"peak {peak / 2**20:.0f} MiB = {past / 2**20:.1f} MiB written past the hard limit; load {loads}")
+            state = (
+                "its log dir FAILED (disk full), the broker stopped serving it"
+                if failed
+                else "the broker served to the end"
+                if node.proc.poll() is None
+                else "the broker EXITED"
+            )
+            print(
+                f"\n{name} ({state}): disk {capacity / 2**20:.0f} MiB, soft {soft_at / 2**20:.0f} MiB used, hard "
+                f"{hard_at / 2**20:.0f} MiB used; crossed soft at {fmt(crossed_soft)}, hard at {fmt(crossed_hard)}; "
+                f"peak {peak / 2**20:.0f} MiB = {past / 2**20:.1f} MiB written past the hard limit; load {loads}"
+            )
             for kind in PRODUCERS:
                 s = series[(name, kind)]
                 seconds = [0] * args.duration
@@ -160,27 +185,34 @@ def main() -> int:
                         seconds[int(t - t0)] += n
                 began = first(seconds, lambda i: seconds[i] > 0) or 0  # a JVM takes seconds to start
                 soft_s = int(crossed_soft) if crossed_soft is not None else len(seconds)
-                before = [x for x in seconds[began + 1:soft_s]] or seconds[began:began + 1]
+                before = [x for x in seconds[began + 1 : soft_s]] or seconds[began : began + 1]
                 open_rate = sum(before) / len(before)
-                throttled = first(seconds, lambda i: i + 3 <= len(seconds) and max(seconds[i:i + 3]) < open_rate / 2,
-                                  began + 1)
-                paused = first(seconds, lambda i: sum(seconds[i:i + 3]) == 0 and i + 3 <= len(seconds), began + 1)
+                throttled = first(
+                    seconds, lambda i: i + 3 <= len(seconds) and max(seconds[i : i + 3]) < open_rate / 2, began + 1
+                )
+                paused = first(seconds, lambda i: sum(seconds[i : i + 3]) == 0 and i + 3 <= len(seconds), began + 1)
                 after_hard = sum(n for t, n in s.events if crossed_hard is not None and t - t0 >= crossed_hard)
                 after_soft = sum(n for t, n in s.events if crossed_soft is not None and t - t0 >= crossed_soft)
-                print(f"  {kind:10} open {open_rate / 2**20:5.1f} MiB/s; below half of it (3 s running) from "
-                      f"{fmt(throttled)}, 3 s without an ack from {fmt(paused)}; acknowledged after the soft limit "
-                      f"{after_soft / 2**20:.1f} MiB, after the hard limit {after_hard / 2**20:.1f} MiB; "
-                      f"{sum(seconds) / 2**20:.0f} MiB in all"
-                      + (f"; client failed: {s.error!r}" if s.error else ""))
+                print(
+                    f"  {kind:10} open {open_rate / 2**20:5.1f} MiB/s; below half of it (3 s running) from "
+                    f"{fmt(throttled)}, 3 s without an ack from {fmt(paused)}; acknowledged after the soft limit "
+                    f"{after_soft / 2**20:.1f} MiB, after the hard limit {after_hard / 2**20:.1f} MiB; "
+                    f"{sum(seconds) / 2**20:.0f} MiB in all" + (f"; client failed: {s.error!r}" if s.error else "")
+                )
                 print(f"    MiB/s each second: {[round(x / 2**20, 1) for x in seconds]}")
                 if name == "proxy":
                     slowed = not failed and None not in (throttled, crossed_soft) and throttled >= crossed_soft - 1
-                    verdicts.check(f"proxy: {kind} slowed from the soft limit", slowed,
-                                   f"below half from {fmt(throttled)}, soft limit crossed at {fmt(crossed_soft)}")
+                    verdicts.check(
+                        f"proxy: {kind} slowed from the soft limit",
+                        slowed,
+                        f"below half from {fmt(throttled)}, soft limit crossed at {fmt(crossed_soft)}",
+                    )
             disk[name] = past
-        verdicts.check("proxy writes no more past the hard limit than Strimzi's plugin",
-                       disk["proxy"] <= disk["strimzi"],
-                       f"proxy {disk['proxy'] / 2**20:.1f} MiB, Strimzi {disk['strimzi'] / 2**20:.1f} MiB")
+        verdicts.check(
+            "proxy writes no more past the hard limit than Strimzi's plugin",
+            disk["proxy"] <= disk["strimzi"],
+            f"proxy {disk['proxy'] / 2**20:.1f} MiB, Strimzi {disk['strimzi'] / 2**20:.1f} MiB",
+        )
     finally:
         if proxy is not None:
             proxy.stop()

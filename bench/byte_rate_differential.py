@@ -47,13 +47,16 @@ SHAPES["any"] = SHAPES["client-id"] + SHAPES["user"] + SHAPES["pair"] + [("<defa
 
 def load_old(revision: str) -> types.ModuleType:
     def source(path: str) -> str:
-        return subprocess.run(["git", "-C", ROOT, "show", f"{revision}:{path}"], check=True, capture_output=True,
-                              text=True).stdout
+        return subprocess.run(
+            ["git", "-C", ROOT, "show", f"{revision}:{path}"], check=True, capture_output=True, text=True
+        ).stdout
 
     sensor = types.ModuleType("old_sensor")
     sys.modules["old_sensor"] = sensor
     exec(compile(source("quota/primitives/sensor.py"), "old_sensor", "exec"), sensor.__dict__)
-    text = source("quota/managers/client_quota.py").replace("from quota.primitives.sensor import", "from old_sensor import")
+    text = source("quota/managers/client_quota.py").replace(
+        "from quota.primitives.sensor import", "from old_sensor import"
+    )
     module = types.ModuleType("old_client_quota")
     sys.modules["old_client_quota"] = module
     exec(compile(text, "old_client_quota", "exec"), module.__dict__)
@@ -101,9 +104,23 @@ def change(rng: random.Random, table: QuotaTable, shape: str) -> QuotaTable:
 
 
 def stats(manager, now: int) -> list:
-    return sorted((tuple(s.tags), s.entity, s.limit, round(s.rate, 6), s.value_total, s.throttle_time_ms_total,
-                   s.throttle_time_ms_max, s.throttled_count, s.last_record_ms, s.shadow,
-                   s.shadow_throttle_time_ms_total, s.shadow_throttled_count) for s in manager.stats(now))
+    return sorted(
+        (
+            tuple(s.tags),
+            s.entity,
+            s.limit,
+            round(s.rate, 6),
+            s.value_total,
+            s.throttle_time_ms_total,
+            s.throttle_time_ms_max,
+            s.throttled_count,
+            s.last_record_ms,
+            s.shadow,
+            s.shadow_throttle_time_ms_total,
+            s.shadow_throttled_count,
+        )
+        for s in manager.stats(now)
+    )
 
 
 def plain(answer):
@@ -112,8 +129,10 @@ def plain(answer):
     if isinstance(answer, tuple) and not hasattr(answer, "_fields"):
         return tuple(plain(item) for item in answer)
     if type(answer).__name__ == "EntityStats":
-        return tuple("nan" if isinstance(v, float) and math.isnan(v) else v
-                     for v in (getattr(answer, name) for name in answer.__dataclass_fields__))
+        return tuple(
+            "nan" if isinstance(v, float) and math.isnan(v) else v
+            for v in (getattr(answer, name) for name in answer.__dataclass_fields__)
+        )
     return answer
 
 
@@ -129,7 +148,9 @@ def one_run(old_module, seed: int, steps: int) -> tuple[str, int]:
     view = (1.0, rng.choice([100, 1000])) if rng.random() < 0.2 else None
     quotas = table if view is None else ScaledProduceQuotas(table, *view)
     clocks = ManualClock(), ManualClock()
-    old = old_module.ClientQuotaManager(OldTable(quotas), P, clocks[0], window, inactive_sensor_expiration_ms=expiration)
+    old = old_module.ClientQuotaManager(
+        OldTable(quotas), P, clocks[0], window, inactive_sensor_expiration_ms=expiration
+    )
     new = new_module.ClientQuotaManager(quotas, P, clocks[1], window, inactive_sensor_expiration_ms=expiration)
     smoothing = False
     clients = [(u, c) for u in USERS for c in CLIENTS]
@@ -153,10 +174,16 @@ def one_run(old_module, seed: int, steps: int) -> tuple[str, int]:
             a = old.unrecord(user, client_id, value, now)
             b = new.unrecord(user, client_id, value, now)
         elif op < 0.63:
-            a = (old.max_value_in_quota_window(user, client_id), old.cap_to_quota_window(user, client_id, 10**9),
-                 old.remaining_in_quota_window(user, client_id))
-            b = (new.max_value_in_quota_window(user, client_id), new.cap_to_quota_window(user, client_id, 10**9),
-                 new.remaining_in_quota_window(user, client_id))
+            a = (
+                old.max_value_in_quota_window(user, client_id),
+                old.cap_to_quota_window(user, client_id, 10**9),
+                old.remaining_in_quota_window(user, client_id),
+            )
+            b = (
+                new.max_value_in_quota_window(user, client_id),
+                new.cap_to_quota_window(user, client_id, 10**9),
+                new.remaining_in_quota_window(user, client_id),
+            )
         elif op < 0.66:
             a = old.record_remote(user, client_id, value, now)
             b = new.record_remote(user, client_id, value, now)
@@ -194,8 +221,9 @@ def one_run(old_module, seed: int, steps: int) -> tuple[str, int]:
         if step % 50 == 0 or step == steps - 1:
             assert stats(old, now) == stats(new, now), f"seed {seed} step {step} ({shape}): stats differ"
         compared += 1
-        dt = rng.choice([0, 0, 1, 10, 100, 500, 1000, 5000, expiration // 2 + 1] if rng.random() < 0.98 else
-                        [expiration + 1])
+        dt = rng.choice(
+            [0, 0, 1, 10, 100, 500, 1000, 5000, expiration // 2 + 1] if rng.random() < 0.98 else [expiration + 1]
+        )
         clocks[0].advance(dt)
         clocks[1].advance(dt)
     return shape, compared
@@ -214,8 +242,10 @@ def main() -> None:
         shape, compared = one_run(old_module, args.seed + run, args.steps)
         by_shape.setdefault(shape, []).append(compared)
     total = sum(sum(v) for v in by_shape.values())
-    print(f"{args.runs} runs, {total:,} operations against {args.old}: identical "
-          f"({', '.join(f'{shape}: {len(v)} runs' for shape, v in sorted(by_shape.items()))})")
+    print(
+        f"{args.runs} runs, {total:,} operations against {args.old}: identical "
+        f"({', '.join(f'{shape}: {len(v)} runs' for shape, v in sorted(by_shape.items()))})"
+    )
 
 
 if __name__ == "__main__":

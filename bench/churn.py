@@ -34,10 +34,10 @@ from dataclasses import dataclass
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.common import ROOT, free_port, tansu, wait_for_port  # noqa: E402
-from tests.integration.raw import recv_exactly  # noqa: E402
 from proxy.codec.apis import API_VERSIONS, PRODUCE  # noqa: E402
 from proxy.codec.header import encode_request_header, frame  # noqa: E402
 from proxy.codec.messages import encode_request, new_request  # noqa: E402
+from tests.integration.raw import recv_exactly  # noqa: E402
 
 FRAMES = 1000
 NEWCOMER = "127.0.0.250"
@@ -170,9 +170,11 @@ def churn(seconds: float, after: float, attackers: int, sources: int, nofile: in
     count_file = tempfile.NamedTemporaryFile("w", suffix=".count", delete=False).name
     relay = subprocess.Popen([sys.executable, "-c", RELAY, str(relay_port), str(broker_port), count_file])
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        f.write(f"upstream: {{bootstrap_servers: ['127.0.0.1:{relay_port}']}}\n"
-                f"listeners: [{{name: PLAINTEXT, bind: '127.0.0.1:{proxy_port}'}}]\n"
-                f"metrics: {{bind: '127.0.0.1:{metrics_port}'}}\ndynamic_config: {{enabled: false}}\n")
+        f.write(
+            f"upstream: {{bootstrap_servers: ['127.0.0.1:{relay_port}']}}\n"
+            f"listeners: [{{name: PLAINTEXT, bind: '127.0.0.1:{proxy_port}'}}]\n"
+            f"metrics: {{bind: '127.0.0.1:{metrics_port}'}}\ndynamic_config: {{enabled: false}}\n"
+        )
     log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
 
     def lowered() -> None:
@@ -181,8 +183,13 @@ def churn(seconds: float, after: float, attackers: int, sources: int, nofile: in
     proxy = None
     try:
         wait_for_port(relay_port)
-        proxy = subprocess.Popen([sys.executable, "-m", "proxy.cli", "run", "--config", f.name, "--log-level",
-                                  "WARNING"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, preexec_fn=lowered)
+        proxy = subprocess.Popen(
+            [sys.executable, "-m", "proxy.cli", "run", "--config", f.name, "--log-level", "WARNING"],
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=lowered,
+        )
         wait_for_port(proxy_port)
         assert newcomer(proxy_port) < GIVE_UP_S, "the proxy does not answer"
         base = int(open(count_file).read() or 0)
@@ -190,9 +197,12 @@ def churn(seconds: float, after: float, attackers: int, sources: int, nofile: in
         made = multiprocessing.Value("l", 0)
         start = time.time()
         until = start + seconds
-        procs = [multiprocessing.Process(target=attacker, args=(proxy_port, addresses[i::attackers] or addresses,
-                                                                 until, rst, made))
-                 for i in range(attackers)]
+        procs = [
+            multiprocessing.Process(
+                target=attacker, args=(proxy_port, addresses[i::attackers] or addresses, until, rst, made)
+            )
+            for i in range(attackers)
+        ]
         for p in procs:
             p.start()
         waits: list[tuple[float, float]] = []
@@ -216,8 +226,15 @@ def churn(seconds: float, after: float, attackers: int, sources: int, nofile: in
         log.seek(0)
         text = log.read()
         lines = [line.split(" ", 3)[-1][:100] for line in text.splitlines() if line.strip()]
-        return Churned(seconds, made.value, reached, waits, most_fds[0],
-                       text.count("Too many open files") + text.count("out of file descriptors"), lines)
+        return Churned(
+            seconds,
+            made.value,
+            reached,
+            waits,
+            most_fds[0],
+            text.count("Too many open files") + text.count("out of file descriptors"),
+            lines,
+        )
     finally:
         if proxy is not None:
             proxy.terminate()
@@ -245,14 +262,20 @@ def main() -> int:
     parser.add_argument("--max-wait", type=float, default=2.0)
     args = parser.parse_args()
     r = churn(args.seconds, args.after, args.attackers, args.sources, args.nofile, args.rst)
-    print(f"churn: {args.attackers} attackers from {args.sources} address(es), {'RST' if args.rst else 'FIN'}, "
-          f"{args.seconds:g} s, proxy RLIMIT_NOFILE {args.nofile}")
+    print(
+        f"churn: {args.attackers} attackers from {args.sources} address(es), {'RST' if args.rst else 'FIN'}, "
+        f"{args.seconds:g} s, proxy RLIMIT_NOFILE {args.nofile}"
+    )
     print(f"  connections made by the attackers: {r.made:,} ({r.made / args.seconds:,.0f}/s)")
-    print(f"  Produce frames that reached the broker: {r.reached:,} ({r.per_connection:.2f} per connection of "
-          f"{FRAMES:,} sent)")
-    print(f"  newcomer's wait for its first answer: worst {r.worst(True):.2f} s during the flood, "
-          f"{r.worst(False):.2f} s in the {args.after:g} s after ({len(r.waits)} tries, "
-          f"{sum(w >= GIVE_UP_S for _, w in r.waits)} unanswered)")
+    print(
+        f"  Produce frames that reached the broker: {r.reached:,} ({r.per_connection:.2f} per connection of "
+        f"{FRAMES:,} sent)"
+    )
+    print(
+        f"  newcomer's wait for its first answer: worst {r.worst(True):.2f} s during the flood, "
+        f"{r.worst(False):.2f} s in the {args.after:g} s after ({len(r.waits)} tries, "
+        f"{sum(w >= GIVE_UP_S for _, w in r.waits)} unanswered)"
+    )
     print(f"  proxy: most descriptors open {r.most_fds}, 'Too many open files' in its log {r.fd_errors} times")
     print(f"  of which connecting: worst {max(CONNECTED[1:]):.2f} s")
     for line in sorted(set(r.log_lines), key=r.log_lines.count, reverse=True)[:3]:

@@ -64,6 +64,7 @@ SYNC_MS, STALE_MS = 1000, 10000  # the documented defaults
 
 # -- one sidecar process ----------------------------------------------------------------------------------------------
 
+
 def run_sidecar(config_path: str, usage_bootstrap: str) -> int:
     """One sidecar: the proxy as ``kafka-quota-proxy run`` starts it, its usage topic on ``usage_bootstrap``."""
     from config.loader import parse_config
@@ -105,20 +106,32 @@ class Sidecar:
     def start(self, usage_bootstrap: str) -> None:
         settings = {"quota.scope": self.scope, "quota.smoothing": self.smoothing, "shutdown.grace.period.ms": 1000}
         if self.scope == "cluster":
-            settings.update({"quota.cluster.topic": USAGE_TOPIC, "quota.cluster.id": f"sidecar-{self.index}",
-                             "quota.cluster.sync.ms": SYNC_MS, "quota.cluster.stale.ms": STALE_MS})
-        config = {"upstream": {"bootstrap_servers": [f"127.0.0.1:{self.broker_port}"]},
-                  "listeners": [{"name": "PLAINTEXT", "bind": self.bootstrap}],
-                  "metrics": {"bind": f"127.0.0.1:{self.metrics_port}"},
-                  "quotas": [{"entity": {"client-id": CLIENT_ID}, "producer_byte_rate": self.rate}],
-                  "admin_principals": ["User:ANONYMOUS"],  # the other sidecars' clients (plaintext: anonymous)
-                  "settings": settings}
+            settings.update(
+                {
+                    "quota.cluster.topic": USAGE_TOPIC,
+                    "quota.cluster.id": f"sidecar-{self.index}",
+                    "quota.cluster.sync.ms": SYNC_MS,
+                    "quota.cluster.stale.ms": STALE_MS,
+                }
+            )
+        config = {
+            "upstream": {"bootstrap_servers": [f"127.0.0.1:{self.broker_port}"]},
+            "listeners": [{"name": "PLAINTEXT", "bind": self.bootstrap}],
+            "metrics": {"bind": f"127.0.0.1:{self.metrics_port}"},
+            "quotas": [{"entity": {"client-id": CLIENT_ID}, "producer_byte_rate": self.rate}],
+            "admin_principals": ["User:ANONYMOUS"],  # the other sidecars' clients (plaintext: anonymous)
+            "settings": settings,
+        }
         path = os.path.join(self.workdir, f"sidecar-{self.index}.json")
         with open(path, "w") as f:
             json.dump(config, f)
         log = open(os.path.join(self.workdir, f"sidecar-{self.index}.log"), "a")
-        self.proc = subprocess.Popen([sys.executable, "-m", "bench.cluster_budget", "sidecar", path, usage_bootstrap],
-                                     cwd=ROOT, stdout=log, stderr=log)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.cluster_budget", "sidecar", path, usage_bootstrap],
+            cwd=ROOT,
+            stdout=log,
+            stderr=log,
+        )
         log.close()
         wait_for_port(self.port)
 
@@ -146,6 +159,7 @@ class Sidecar:
 
 
 # -- the tenant -------------------------------------------------------------------------------------------------------
+
 
 class Producer(threading.Thread):
     """One confluent-kafka producer of the tenant, default settings, flat out through one sidecar until stopped;
@@ -176,6 +190,7 @@ def create_topic(bootstrap: str) -> None:
 
 # -- the run ----------------------------------------------------------------------------------------------------------
 
+
 class Run:
     def __init__(self, scope: str, rate: int, smoothing: str) -> None:
         self.scope, self.rate = scope, rate
@@ -188,7 +203,7 @@ class Run:
         self.fresh_seen: list[tuple[float, float | None]] = []  # sidecar 1's fresh peers, (time, value)
         self._watching = threading.Event()
 
-    def __enter__(self) -> "Run":
+    def __enter__(self) -> Run:
         try:
             for s in self.sidecars:
                 s.start(self.usage_bootstrap)
@@ -215,8 +230,9 @@ class Run:
 
     def _watch(self) -> None:
         while not self._watching.wait(0.25):
-            self.fresh_seen.append((self.now(), self.sidecars[0].metric("kafka_quota_proxy_cluster_usage_peers",
-                                                                         state="fresh")))
+            self.fresh_seen.append(
+                (self.now(), self.sidecars[0].metric("kafka_quota_proxy_cluster_usage_peers", state="fresh"))
+            )
 
     def start_producer(self, i: int) -> None:
         self.producers[i] = Producer(self.sidecars[i].bootstrap, self.t0, self.acked[i])
@@ -260,7 +276,7 @@ def converge(run: Run, which, since: float, until: float) -> tuple[float | None,
     quota on average over 3 s (None: never), and their mean from then to ``until``."""
     seconds = run.per_second(which, since, until)
     for k in range(len(seconds) - 2):
-        if 0.9 <= sum(seconds[k:k + 3]) / 3 <= 1.1:
+        if 0.9 <= sum(seconds[k : k + 3]) / 3 <= 1.1:
             return float(k + 1), sum(seconds[k:]) / len(seconds[k:])
     return None, sum(seconds) / max(1, len(seconds))
 
@@ -276,10 +292,12 @@ def stopped_phase(run: Run, sig: int, name: str, settle: float, observe: float) 
     stale_at = next((t - at for t, v in run.fresh_seen if t >= at and v is not None and v < 2), None)
     seconds = " ".join(f"{x:.2f}" for x in run.per_second((0, 1), int(at) + 1, at + observe))
     print(f"  {name}: before, all three: {before:.2f} x; after, sidecars 1+2 per second: {seconds}")
-    print(f"  {name}: sidecars 1+2 within 0.9-1.1 x (3 s average) from second {took if took is None else f'{took:.0f}'} "
-          f"after the stop, then {after:.2f} x on average (target: within stale.ms {STALE_MS / 1000:.0f} s): "
-          f"{verdict(took is not None and took <= STALE_MS / 1000 and 0.9 <= after <= 1.1)}; sidecar 1 counted "
-          f"sidecar 3 out after {'never' if stale_at is None else f'{stale_at:.1f} s'}")
+    print(
+        f"  {name}: sidecars 1+2 within 0.9-1.1 x (3 s average) from second {took if took is None else f'{took:.0f}'} "
+        f"after the stop, then {after:.2f} x on average (target: within stale.ms {STALE_MS / 1000:.0f} s): "
+        f"{verdict(took is not None and took <= STALE_MS / 1000 and 0.9 <= after <= 1.1)}; sidecar 1 counted "
+        f"sidecar 3 out after {'never' if stale_at is None else f'{stale_at:.1f} s'}"
+    )
 
 
 def cluster_run(rate: int, warm: float, measure: float, smoothing: str) -> None:
@@ -288,8 +306,10 @@ def cluster_run(rate: int, warm: float, measure: float, smoothing: str) -> None:
             run.start_producer(i)
         total, shares = steady(run, warm, measure)
         print(f"  start: all three, per second: {' '.join(f'{x:.2f}' for x in run.per_second((0, 1, 2), 0, 12))}")
-        print(f"  steady, quota.scope cluster: {total:.2f} x producer_byte_rate in total over {measure:.0f} s "
-              f"(target 0.9-1.1): {verdict(0.9 <= total <= 1.1)}; per sidecar {shares}")
+        print(
+            f"  steady, quota.scope cluster: {total:.2f} x producer_byte_rate in total over {measure:.0f} s "
+            f"(target 0.9-1.1): {verdict(0.9 <= total <= 1.1)}; per sidecar {shares}"
+        )
         shift = run.now()
         run.stop_producers(1, 2)
         run.sleep_until(shift + 16)
@@ -297,10 +317,12 @@ def cluster_run(rate: int, warm: float, measure: float, smoothing: str) -> None:
         first = next((k + 1 for k, x in enumerate(seconds) if x >= 0.9), None)
         took, after = converge(run, (0,), int(shift) + 1, shift + 15)
         print(f"  shift to sidecar 1: per second after the shift {' '.join(f'{x:.2f}' for x in seconds)}")
-        print(f"  shift to sidecar 1: within 0.9-1.1 x (3 s average) from second {took if took is None else f'{took:.0f}'} "
-              f"after the shift, then {after:.2f} x on average (target: 0.9 x within 5 s): "
-              f"{verdict(took is not None and took <= 5 and 0.9 <= after <= 1.1)}; a second of 0.9 x or more first "
-              f"in second {first}")
+        print(
+            f"  shift to sidecar 1: within 0.9-1.1 x (3 s average) from second {took if took is None else f'{took:.0f}'} "
+            f"after the shift, then {after:.2f} x on average (target: 0.9 x within 5 s): "
+            f"{verdict(took is not None and took <= 5 and 0.9 <= after <= 1.1)}; a second of 0.9 x or more first "
+            f"in second {first}"
+        )
         for i in (1, 2):
             run.start_producer(i)
         stopped_phase(run, signal.SIGKILL, "sidecar 3 SIGKILLed", 20, 25)
@@ -314,8 +336,10 @@ def broker_run(rate: int, warm: float, measure: float, smoothing: str) -> None:
         for i in range(3):
             run.start_producer(i)
         total, shares = steady(run, warm, measure)
-        print(f"  steady, quota.scope broker: {total:.2f} x producer_byte_rate in total over {measure:.0f} s "
-              f"(target about 3): {verdict(2.7 <= total <= 3.3)}; per sidecar {shares}")
+        print(
+            f"  steady, quota.scope broker: {total:.2f} x producer_byte_rate in total over {measure:.0f} s "
+            f"(target about 3): {verdict(2.7 <= total <= 3.3)}; per sidecar {shares}"
+        )
 
 
 def main() -> int:
@@ -328,8 +352,10 @@ def main() -> int:
     parser.add_argument("--scopes", default="cluster,broker")
     parser.add_argument("--smoothing", default="on,off", help="quota.smoothing values to run each scope with")
     args = parser.parse_args()
-    print(f"three sidecars, one tenant at producer_byte_rate {args.rate} B/s, sync.ms {SYNC_MS}, stale.ms {STALE_MS}, "
-          f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
+    print(
+        f"three sidecars, one tenant at producer_byte_rate {args.rate} B/s, sync.ms {SYNC_MS}, stale.ms {STALE_MS}, "
+        f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}"
+    )
     for smoothing in args.smoothing.split(","):
         for scope in args.scopes.split(","):
             print(f"quota.scope {scope}, quota.smoothing {smoothing}:")

@@ -53,11 +53,22 @@ RATE = 10_000_000  # every tenant's producer_byte_rate and consumer_byte_rate
 
 
 def sidecar(own_id: str, max_bytes: int) -> tuple[ProxyApp, ClusterUsage]:
-    app = ProxyApp(parse_config({
-        "upstream": {"bootstrap_servers": ["127.0.0.1:1"]}, "listeners": [{"name": "L", "bind": "127.0.0.1:0"}],
-        "quotas": [{"entity": {"user": "<default>"}, "producer_byte_rate": RATE, "consumer_byte_rate": RATE}],
-        "settings": {"quota.scope": "cluster", "quota.cluster.topic": "__usage", "quota.cluster.id": own_id,
-                     "quota.cluster.sync.ms": SYNC_MS, "quota.cluster.record.max.bytes": max_bytes}}))
+    app = ProxyApp(
+        parse_config(
+            {
+                "upstream": {"bootstrap_servers": ["127.0.0.1:1"]},
+                "listeners": [{"name": "L", "bind": "127.0.0.1:0"}],
+                "quotas": [{"entity": {"user": "<default>"}, "producer_byte_rate": RATE, "consumer_byte_rate": RATE}],
+                "settings": {
+                    "quota.scope": "cluster",
+                    "quota.cluster.topic": "__usage",
+                    "quota.cluster.id": own_id,
+                    "quota.cluster.sync.ms": SYNC_MS,
+                    "quota.cluster.record.max.bytes": max_bytes,
+                },
+            }
+        )
+    )
     app.cluster_usage = ClusterUsage.for_app(app)  # as app.start() makes it, without its Kafka clients
     return app, app.cluster_usage
 
@@ -88,7 +99,7 @@ class LongestCollection:
         else:
             self.worst = max(self.worst, (time.perf_counter() - self._started) * 1000)
 
-    def __enter__(self) -> "LongestCollection":
+    def __enter__(self) -> LongestCollection:
         gc.callbacks.append(self)
         return self
 
@@ -153,15 +164,23 @@ async def one(n: int, args) -> dict:
     gc.freeze()  # the set-up's objects: a full collection walking them is the proxy's cost, not the sync's
     first, first_cpu, _, _ = await published(a)  # no guess yet of the bytes per entity
     use(a_app, n, args.produce_only, args.names, n + 1)
-    fitted, publish_cpu, publish_stall, publish_gc = await published(a)  # the next: what the first left over, and as much again
+    fitted, publish_cpu, publish_stall, publish_gc = await published(
+        a
+    )  # the next: what the first left over, and as much again
     raw = len(encode(fitted.delta))
     delta, decode_wall, decode_cpu = timed(lambda: decode(fitted.data))
     quotas = b_app.quotas
 
     def record():
-        record_remote(delta, quotas.clock.now_ms(), produce=quotas.produce, fetch=quotas.fetch,
-                      mutations=quotas.mutations, producer_ids=quotas.producer_ids,
-                      connections=b_app.connection_quotas)
+        record_remote(
+            delta,
+            quotas.clock.now_ms(),
+            produce=quotas.produce,
+            fetch=quotas.fetch,
+            mutations=quotas.mutations,
+            producer_ids=quotas.producer_ids,
+            connections=b_app.connection_quotas,
+        )
 
     _, first_record_wall, first_record_cpu = timed(record)
     _, again_wall, again_cpu = timed(record)
@@ -175,12 +194,29 @@ async def one(n: int, args) -> dict:
         new_stall = await longest_stall(c.follower.take_record_stepwise(b"a", fitted.data, c.wall.now_ms()))
     new_cpu = time.process_time() - cpu
     gc.unfreeze()
-    return {"n": n, "rows": rows, "first": first_cpu, "first_enc": first.encodings, "publish": publish_cpu,
-            "raw": raw, "bytes": len(fitted.data), "sent": fitted.sent,
-            "carried": fitted.carried, "encodings": fitted.encodings, "decode": decode_cpu,
-            "record_first": first_record_cpu, "record_again": again_cpu, "follow_stall": follow_stall,
-            "publish_stall": publish_stall, "idle_stall": idle_stall, "follow_gc": collection.worst,
-            "publish_gc": publish_gc, "new_cpu": new_cpu, "new_stall": new_stall, "new_gc": new_collection.worst}
+    return {
+        "n": n,
+        "rows": rows,
+        "first": first_cpu,
+        "first_enc": first.encodings,
+        "publish": publish_cpu,
+        "raw": raw,
+        "bytes": len(fitted.data),
+        "sent": fitted.sent,
+        "carried": fitted.carried,
+        "encodings": fitted.encodings,
+        "decode": decode_cpu,
+        "record_first": first_record_cpu,
+        "record_again": again_cpu,
+        "follow_stall": follow_stall,
+        "publish_stall": publish_stall,
+        "idle_stall": idle_stall,
+        "follow_gc": collection.worst,
+        "publish_gc": publish_gc,
+        "new_cpu": new_cpu,
+        "new_stall": new_stall,
+        "new_gc": new_collection.worst,
+    }
 
 
 async def main() -> None:
@@ -191,35 +227,84 @@ async def main() -> None:
     parser.add_argument("--max-bytes", type=int, default=786_432)
     args = parser.parse_args()
     load = os.getloadavg()[0]
-    print(f"cluster sync cost: {'produce only' if args.produce_only else 'produce + fetch'} per entity, user names "
-          f"{args.names}, record at most {args.max_bytes:,} bytes, sync every {SYNC_MS} ms; load {load:.1f}")
-    header = ("entities", "rows", "1st sync (enc)", "publish", "raw", "record", "sent", "carried", "enc",
-              "topic B/s", "decode", "record new", "record again", "stall follow", "stall publish", "stall idle",
-              "gc follow", "gc publish", "follow new", "stall new", "gc new")
+    print(
+        f"cluster sync cost: {'produce only' if args.produce_only else 'produce + fetch'} per entity, user names "
+        f"{args.names}, record at most {args.max_bytes:,} bytes, sync every {SYNC_MS} ms; load {load:.1f}"
+    )
+    header = (
+        "entities",
+        "rows",
+        "1st sync (enc)",
+        "publish",
+        "raw",
+        "record",
+        "sent",
+        "carried",
+        "enc",
+        "topic B/s",
+        "decode",
+        "record new",
+        "record again",
+        "stall follow",
+        "stall publish",
+        "stall idle",
+        "gc follow",
+        "gc publish",
+        "follow new",
+        "stall new",
+        "gc new",
+    )
     print(" | ".join(header))
     results = []
     for n in (int(x) for x in args.entities.split(",")):
         r = await one(n, args)
         results.append(r)
-        print(" | ".join((f"{n:,}", f"{r['rows']:,}", f"{ms(r['first'])} ({r['first_enc']})", ms(r["publish"]),
-                          f"{r['raw']:,}", f"{r['bytes']:,}", f"{r['sent']:,}", f"{r['carried']:,}",
-                          str(r["encodings"]), f"{r['bytes'] * 1000 / SYNC_MS:,.0f}", ms(r["decode"]),
-                          ms(r["record_first"]), ms(r["record_again"]), ms(r["follow_stall"] / 1000),
-                          ms(r["publish_stall"] / 1000), ms(r["idle_stall"] / 1000), ms(r["follow_gc"] / 1000),
-                          ms(r["publish_gc"] / 1000), ms(r["new_cpu"]), ms(r["new_stall"] / 1000),
-                          ms(r["new_gc"] / 1000))), flush=True)
+        print(
+            " | ".join(
+                (
+                    f"{n:,}",
+                    f"{r['rows']:,}",
+                    f"{ms(r['first'])} ({r['first_enc']})",
+                    ms(r["publish"]),
+                    f"{r['raw']:,}",
+                    f"{r['bytes']:,}",
+                    f"{r['sent']:,}",
+                    f"{r['carried']:,}",
+                    str(r["encodings"]),
+                    f"{r['bytes'] * 1000 / SYNC_MS:,.0f}",
+                    ms(r["decode"]),
+                    ms(r["record_first"]),
+                    ms(r["record_again"]),
+                    ms(r["follow_stall"] / 1000),
+                    ms(r["publish_stall"] / 1000),
+                    ms(r["idle_stall"] / 1000),
+                    ms(r["follow_gc"] / 1000),
+                    ms(r["publish_gc"] / 1000),
+                    ms(r["new_cpu"]),
+                    ms(r["new_stall"] / 1000),
+                    ms(r["new_gc"] / 1000),
+                )
+            ),
+            flush=True,
+        )
     print(f"load after: {os.getloadavg()[0]:.1f}")
     big = results[-1]
     checks = [
         (f"publish at {big['n']:,} under half the sync interval (CPU)", big["publish"] * 1000 < SYNC_MS / 2),
-        (f"follow (decode + record) at {big['n']:,} under half the sync interval (CPU)",
-         (big["decode"] + big["record_first"]) * 1000 < SYNC_MS / 2),
-        (f"follow (decode + record) at {big['n']:,} under half the sync interval (CPU), the sensors known",
-         (big["decode"] + big["record_again"]) * 1000 < SYNC_MS / 2),
+        (
+            f"follow (decode + record) at {big['n']:,} under half the sync interval (CPU)",
+            (big["decode"] + big["record_first"]) * 1000 < SYNC_MS / 2,
+        ),
+        (
+            f"follow (decode + record) at {big['n']:,} under half the sync interval (CPU), the sensors known",
+            (big["decode"] + big["record_again"]) * 1000 < SYNC_MS / 2,
+        ),
         (f"record at most {args.max_bytes:,} bytes", all(r["bytes"] <= args.max_bytes for r in results)),
         ("longest loop stall under 50 ms", all(max(r["follow_stall"], r["publish_stall"]) < 50 for r in results)),
-        ("longest garbage collection while following or publishing under 50 ms",
-         all(max(r["follow_gc"], r["publish_gc"]) < 50 for r in results)),
+        (
+            "longest garbage collection while following or publishing under 50 ms",
+            all(max(r["follow_gc"], r["publish_gc"]) < 50 for r in results),
+        ),
     ]
     for what, ok in checks:
         print(f"  {'met' if ok else 'NOT met'}: {what}")

@@ -26,8 +26,15 @@ PARTITION_BYTES = 64 * 1024
 
 
 def records_batch(size: int) -> bytes:
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=1000,
-                                        producer_epoch=0, base_sequence=0, batch_size=size * 2)
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=1000,
+        producer_epoch=0,
+        base_sequence=0,
+        batch_size=size * 2,
+    )
     i = 0
     while builder.size() < size - 1100:
         builder.append(i, timestamp=None, key=None, value=b"v" * 1000, headers=[])
@@ -37,9 +44,16 @@ def records_batch(size: int) -> bytes:
 
 def body() -> bytes:
     batch = records_batch(PARTITION_BYTES)
-    msg = new_request(PRODUCE, VERSION, acks=-1, timeout_ms=30000, topic_data=[
-        {"name": f"topic-{t}", "partition_data": [{"index": p, "records": batch} for p in range(8)]}
-        for t in range(PARTITIONS // 8)])
+    msg = new_request(
+        PRODUCE,
+        VERSION,
+        acks=-1,
+        timeout_ms=30000,
+        topic_data=[
+            {"name": f"topic-{t}", "partition_data": [{"index": p, "records": batch} for p in range(8)]}
+            for t in range(PARTITIONS // 8)
+        ],
+    )
     return encode_request(PRODUCE, VERSION, msg)
 
 
@@ -55,7 +69,9 @@ def per_call_us(fn, seconds: float = 1.0) -> float:
 def main() -> None:
     raw = body()
     view = memoryview(raw)
-    print(f"Produce v{VERSION} request body: {PARTITIONS} partitions x {PARTITION_BYTES // 1024} KiB = {len(raw) / 2**20:.1f} MiB")
+    print(
+        f"Produce v{VERSION} request body: {PARTITIONS} partitions x {PARTITION_BYTES // 1024} KiB = {len(raw) / 2**20:.1f} MiB"
+    )
     ours = per_call_us(lambda: decode_request(PRODUCE, VERSION, view))
     msg = decode_request(PRODUCE, VERSION, view)
     ours_rt = per_call_us(lambda: encode_request(PRODUCE, VERSION, decode_request(PRODUCE, VERSION, view)))

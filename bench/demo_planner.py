@@ -40,7 +40,7 @@ def session_cpu(sid: int, seen: dict[int, float]) -> None:
                 stat = f.read()
         except OSError:
             continue
-        fields = stat[stat.rindex(")") + 2:].split()
+        fields = stat[stat.rindex(")") + 2 :].split()
         if int(fields[3]) == sid:
             seen[int(name)] = (int(fields[11]) + int(fields[12])) / TICK
 
@@ -51,9 +51,15 @@ def run(usage: str, out: str, submit_args: str | None) -> tuple[float, float, tu
     if submit_args:
         env["PYSPARK_SUBMIT_ARGS"] = submit_args
     started = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "analytics.cli", "analyze", "--input", usage, "--output", out,
-                             "--master", "local[2]"], env=env, cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "analytics.cli", "analyze", "--input", usage, "--output", out, "--master", "local[2]"],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     seen: dict[int, float] = {}
     while proc.poll() is None:
         session_cpu(proc.pid, seen)
@@ -83,18 +89,23 @@ def main() -> None:
         first = None
         for r in range(args.rounds):
             for name, submit_args in VARIANTS.items():
-                wall, cpu, outputs = run(usage, os.path.join(scratch, f"out-{r}-{len(results[name])}-{name[:4]}"),
-                                         submit_args)
+                wall, cpu, outputs = run(
+                    usage, os.path.join(scratch, f"out-{r}-{len(results[name])}-{name[:4]}"), submit_args
+                )
                 first = first or outputs
                 assert outputs == first, f"{name}: outputs differ"
                 results[name].append((wall, cpu))
-                print(f"round {r} {name:24s} wall {wall:6.1f} s  CPU {cpu:6.1f} s  load {os.getloadavg()[0]:.1f}",
-                      flush=True)
+                print(
+                    f"round {r} {name:24s} wall {wall:6.1f} s  CPU {cpu:6.1f} s  load {os.getloadavg()[0]:.1f}",
+                    flush=True,
+                )
         base_cpu = statistics.median(c for _, c in results["baseline (no settings)"])
         for name, runs in results.items():
             cpu = statistics.median(c for _, c in runs)
-            print(f"{name:24s} median wall {statistics.median(w for w, _ in runs):6.1f} s  CPU {cpu:6.1f} s "
-                  f"({cpu / base_cpu:.2f} x baseline)")
+            print(
+                f"{name:24s} median wall {statistics.median(w for w, _ in runs):6.1f} s  CPU {cpu:6.1f} s "
+                f"({cpu / base_cpu:.2f} x baseline)"
+            )
         print(f"outputs identical in all {args.rounds * len(VARIANTS)} runs; load after {os.getloadavg()[0]:.1f}")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -52,8 +52,15 @@ def value(rate: int) -> bytes:
 def producer(bootstrap: str):
     from confluent_kafka import Producer
 
-    return Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.num.messages": 10_000,
-                     "queue.buffering.max.messages": 1_000_000})
+    return Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "linger.ms": 5,
+            "batch.num.messages": 10_000,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
 
 
 def write(p, records) -> int:
@@ -126,8 +133,9 @@ def wait_until(predicate, timeout: float, step: float = 0.05) -> float:
 def worst(waits: list[float]) -> str:
     if not waits:
         return "no requests"
-    return (f"worst {waits[-1] * 1000:.1f} ms, p99 {waits[int(len(waits) * 0.99)] * 1000:.1f} ms "
-            f"({len(waits):,} requests)")
+    return (
+        f"worst {waits[-1] * 1000:.1f} ms, p99 {waits[int(len(waits) * 0.99)] * 1000:.1f} ms ({len(waits):,} requests)"
+    )
 
 
 def main() -> None:
@@ -146,50 +154,65 @@ def main() -> None:
         p = producer(direct)
         started = time.perf_counter()
         write(p, ((key(i), value(1_000_000 + i)) for i in range(args.entries)))
-        print(f"proxy from {ROOT}\n{args.entries:,} entries written to {TOPIC} in "
-              f"{time.perf_counter() - started:.1f} s", flush=True)
+        print(
+            f"proxy from {ROOT}\n{args.entries:,} entries written to {TOPIC} in {time.perf_counter() - started:.1f} s",
+            flush=True,
+        )
 
-        config.write(f"upstream: {{bootstrap_servers: ['{direct}']}}\n"
-                     f"listeners: [{{name: PLAINTEXT, bind: '127.0.0.1:{proxy_port}'}}]\n"
-                     f"metrics: {{bind: '127.0.0.1:{metrics_port}'}}\n"
-                     "quotas: [{entity: {user: '<default>'}, producer_byte_rate: 1048576}]\n")
+        config.write(
+            f"upstream: {{bootstrap_servers: ['{direct}']}}\n"
+            f"listeners: [{{name: PLAINTEXT, bind: '127.0.0.1:{proxy_port}'}}]\n"
+            f"metrics: {{bind: '127.0.0.1:{metrics_port}'}}\n"
+            "quotas: [{entity: {user: '<default>'}, producer_byte_rate: 1048576}]\n"
+        )
         config.close()
         ready = ReadyPoller(f"http://127.0.0.1:{metrics_port}/readyz")
         ready.start()
         launched = time.perf_counter()
-        proxy = subprocess.Popen([sys.executable, "-m", "proxy.cli", "run", "--config", config.name,
-                                  "--log-level", "WARNING"], cwd=ROOT)
+        proxy = subprocess.Popen(
+            [sys.executable, "-m", "proxy.cli", "run", "--config", config.name, "--log-level", "WARNING"], cwd=ROOT
+        )
         procs.append(proxy)
         wait_for_port(proxy_port, 30)
         bystander, control = Bystander(proxy_port), Bystander(broker_port)
         bystander.start()
         control.start()
         listening = time.perf_counter()
-        in_force = wait_until(lambda: metric(metrics, "kafka_quota_proxy_dynamic_config_entries") == args.entries, 120,
-                              0.1)
+        in_force = wait_until(
+            lambda: metric(metrics, "kafka_quota_proxy_dynamic_config_entries") == args.entries, 120, 0.1
+        )
         wait_until(lambda: ready.first_ready() is not None, 30)
         first_ready = ready.first_ready()
         answers = [a for a in list(ready.answers) if a[1] != 0]
-        print(f"1. start-up with {args.entries:,} entries in the topic:\n"
-              f"  listening {listening - launched:.2f} s after launch; /readyz 200 at {first_ready - launched:.2f} s; "
-              f"every entry in force by {in_force - launched:.2f} s (polled every 0.1 s)\n"
-              f"  /readyz: {sum(1 for a in answers if a[1] == 503)} answers 503 then 200, slowest answer "
-              f"{max((a[2] for a in answers), default=0) * 1000:.1f} ms\n"
-              f"  bystander from its first request to every entry in force: {worst(bystander.between(listening, in_force))}"
-              f"\n  straight to the broker meanwhile: {worst(control.between(listening, in_force))}"
-              f"\n  proxy: {rss_mib(proxy.pid):.0f} MiB RSS", flush=True)
+        print(
+            f"1. start-up with {args.entries:,} entries in the topic:\n"
+            f"  listening {listening - launched:.2f} s after launch; /readyz 200 at {first_ready - launched:.2f} s; "
+            f"every entry in force by {in_force - launched:.2f} s (polled every 0.1 s)\n"
+            f"  /readyz: {sum(1 for a in answers if a[1] == 503)} answers 503 then 200, slowest answer "
+            f"{max((a[2] for a in answers), default=0) * 1000:.1f} ms\n"
+            f"  bystander from its first request to every entry in force: {worst(bystander.between(listening, in_force))}"
+            f"\n  straight to the broker meanwhile: {worst(control.between(listening, in_force))}"
+            f"\n  proxy: {rss_mib(proxy.pid):.0f} MiB RSS",
+            flush=True,
+        )
         ready.stop.set()
 
         applied0 = metric(metrics, "kafka_quota_proxy_dynamic_config_applied_total") or 0
         burst_start = time.perf_counter()
         write(p, ((key(i), value(2_000_000 + i)) for i in range(args.entries)))
         written = time.perf_counter()
-        done = wait_until(lambda: metric(metrics, "kafka_quota_proxy_dynamic_config_applied_total")
-                          >= applied0 + args.entries, 120, 0.1)
-        print(f"2. burst: every entry rewritten ({args.entries:,} records):\n"
-              f"  written in {written - burst_start:.2f} s, all applied {done - burst_start:.2f} s after the first "
-              f"write\n  bystander meanwhile: {worst(bystander.between(burst_start, done))}\n"
-              f"  straight to the broker meanwhile: {worst(control.between(burst_start, done))}", flush=True)
+        done = wait_until(
+            lambda: metric(metrics, "kafka_quota_proxy_dynamic_config_applied_total") >= applied0 + args.entries,
+            120,
+            0.1,
+        )
+        print(
+            f"2. burst: every entry rewritten ({args.entries:,} records):\n"
+            f"  written in {written - burst_start:.2f} s, all applied {done - burst_start:.2f} s after the first "
+            f"write\n  bystander meanwhile: {worst(bystander.between(burst_start, done))}\n"
+            f"  straight to the broker meanwhile: {worst(control.between(burst_start, done))}",
+            flush=True,
+        )
 
         applied0 = metric(metrics, "kafka_quota_proxy_dynamic_config_applied_total") or 0
         cpu0 = cpu_seconds(proxy.pid)
@@ -211,17 +234,21 @@ def main() -> None:
             time.sleep(0.01)
         p.flush(30)
         sustained_end = time.perf_counter()
-        done = wait_until(lambda: metric(metrics, "kafka_quota_proxy_dynamic_config_applied_total")
-                          >= applied0 + sent, 60, 0.05)
+        done = wait_until(
+            lambda: metric(metrics, "kafka_quota_proxy_dynamic_config_applied_total") >= applied0 + sent, 60, 0.05
+        )
         cpu = (cpu_seconds(proxy.pid) - cpu0) / (done - sustained_start)
-        print(f"3. sustained: {sent:,} changes in {sustained_end - sustained_start:.1f} s "
-              f"({sent / (sustained_end - sustained_start):.0f}/s):\n"
-              f"  largest lag sampled: {max_lag:.0f} records; the last change applied "
-              f"{(done - sustained_end) * 1000:.0f} ms after the last write was acknowledged\n"
-              f"  bystander meanwhile: {worst(bystander.between(sustained_start, done))}\n"
-              f"  straight to the broker meanwhile: {worst(control.between(sustained_start, done))}\n"
-              f"  proxy: {cpu:.2f} cores (bystander included), {rss_mib(proxy.pid):.0f} MiB RSS; records skipped "
-              f"{metric(metrics, 'kafka_quota_proxy_dynamic_config_bad_records_total'):.0f} bad", flush=True)
+        print(
+            f"3. sustained: {sent:,} changes in {sustained_end - sustained_start:.1f} s "
+            f"({sent / (sustained_end - sustained_start):.0f}/s):\n"
+            f"  largest lag sampled: {max_lag:.0f} records; the last change applied "
+            f"{(done - sustained_end) * 1000:.0f} ms after the last write was acknowledged\n"
+            f"  bystander meanwhile: {worst(bystander.between(sustained_start, done))}\n"
+            f"  straight to the broker meanwhile: {worst(control.between(sustained_start, done))}\n"
+            f"  proxy: {cpu:.2f} cores (bystander included), {rss_mib(proxy.pid):.0f} MiB RSS; records skipped "
+            f"{metric(metrics, 'kafka_quota_proxy_dynamic_config_bad_records_total'):.0f} bad",
+            flush=True,
+        )
         bystander.stop.set()
         control.stop.set()
     finally:

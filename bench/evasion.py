@@ -33,10 +33,30 @@ from dataclasses import dataclass
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.evasion_tenants import (BYTE_QUOTA, CONNECTION_RATE, KIB, MIB, MUTATION_RATE, PID_RATE,  # noqa: E402
-                                   PID_WINDOW_S, TANSU_NODE_ID, VALUE_BYTES, Proxied, Tally, at_broker,
-                                   connection_storm, consumer, create_topics_body, produce_body, producer, proxied,
-                                   restart_loop, rotating, same, topic_creator)
+from bench.evasion_tenants import (  # noqa: E402
+    BYTE_QUOTA,
+    CONNECTION_RATE,
+    KIB,
+    MIB,
+    MUTATION_RATE,
+    PID_RATE,
+    PID_WINDOW_S,
+    TANSU_NODE_ID,
+    VALUE_BYTES,
+    Proxied,
+    Tally,
+    at_broker,
+    connection_storm,
+    consumer,
+    create_topics_body,
+    produce_body,
+    producer,
+    proxied,
+    restart_loop,
+    rotating,
+    same,
+    topic_creator,
+)
 from proxy.codec.apis import CREATE_TOPICS, PRODUCE  # noqa: E402
 from quota.managers.volume import Limit, Snapshot, Volume  # noqa: E402
 
@@ -47,21 +67,33 @@ VOLUME_YAML = f"volume_usage: {{source: topic, produce_base_rate: {2 * BYTE_QUOT
 def under_disk_pressure(used_percent: int, run_tenant: Callable[[Proxied, float], Tally]):
     """Publish one snapshot of Tansu's disk at ``used_percent`` (soft limit 50 %, hard 90 %: 70 % scales produce
     quotas by 0.5, 95 % pauses produce), as a sidecar would, wait for the proxy to take it, then run the tenant."""
+
     def run(proxy: Proxied, seconds: float) -> Tally:
-        snapshot = Snapshot(TANSU_NODE_ID, int(time.time() * 1000), Limit("MinFreePercentage", 50),
-                            Limit("MinFreePercentage", 10), (Volume("/disk", 100 * 10**9, used_percent * 10**9),))
-        at_broker(proxy.broker_port, [(CREATE_TOPICS, 7, create_topics_body(7, VOLUME_TOPIC)),
-                                      (PRODUCE, 7, produce_body(VOLUME_TOPIC, snapshot.to_json(),
-                                                                str(TANSU_NODE_ID).encode()))])
+        snapshot = Snapshot(
+            TANSU_NODE_ID,
+            int(time.time() * 1000),
+            Limit("MinFreePercentage", 50),
+            Limit("MinFreePercentage", 10),
+            (Volume("/disk", 100 * 10**9, used_percent * 10**9),),
+        )
+        at_broker(
+            proxy.broker_port,
+            [
+                (CREATE_TOPICS, 7, create_topics_body(7, VOLUME_TOPIC)),
+                (PRODUCE, 7, produce_body(VOLUME_TOPIC, snapshot.to_json(), str(TANSU_NODE_ID).encode())),
+            ],
+        )
         expected = "PAUSE" if used_percent >= 90 else "THROTTLE"
         deadline = time.monotonic() + 20
         while proxy.metric("kafka_quota_proxy_volume_state", state=expected) != 1 and time.monotonic() < deadline:
             time.sleep(0.1)
         return run_tenant(proxy, seconds)
+
     return run
 
 
 # -- the cases ----------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Case:
@@ -94,70 +126,263 @@ B, PIDS = "B", "producer ids"
 IP = f"ip connection_creation_rate {CONNECTION_RATE}/s"
 
 CASES = [
-    Case("bytes", "1. polite: one connection, one client id (client-id producer_byte_rate)", [CLIENT_BYTES],
-         BYTE_QUOTA, B, producer(1, False, same("tenant"))),
-    Case("bytes", "2a. a new connection per request, one client id", [CLIENT_BYTES], BYTE_QUOTA, B,
-         producer(FRESH, True, same("tenant"))),
-    Case("bytes", f"2b. the same, with {IP}", [CLIENT_BYTES, IP_RATE], BYTE_QUOTA, B,
-         producer(FRESH, True, same("tenant"))),
-    Case("bytes", f"2c. the same, with {IP}, 1 MiB produces", [CLIENT_BYTES, IP_RATE], BYTE_QUOTA, B,
-         producer(FRESH, True, same("tenant"), MIB)),
-    Case("bytes", f"2d. a new connection per request, max.connections.per.ip {PER_IP}", [CLIENT_BYTES], BYTE_QUOTA,
-         B, producer(FRESH, True, same("tenant")), {"max.connections.per.ip": PER_IP}),
-    Case("bytes", "2e. the same, 1 MiB produces", [CLIENT_BYTES], BYTE_QUOTA, B,
-         producer(FRESH, True, same("tenant"), MIB), {"max.connections.per.ip": PER_IP}),
-    Case("bytes", "3a. a new client id per request, one connection", [CLIENT_BYTES], BYTE_QUOTA, B,
-         producer(1, False, rotating("tenant"))),
-    Case("bytes", "3b. the same against a user quota (User:ANONYMOUS)", [USER_BYTES], BYTE_QUOTA, B,
-         producer(1, False, rotating("tenant"))),
-    Case("bytes", "3c. a new client id and a new connection per request (user quota)", [USER_BYTES], BYTE_QUOTA, B,
-         producer(FRESH, True, rotating("tenant"))),
-    Case("bytes", f"3d. the same, with {IP}", [USER_BYTES, IP_RATE], BYTE_QUOTA, B,
-         producer(FRESH, True, rotating("tenant"))),
-    Case("fetch", "1f. polite: one connection, one client id (client-id consumer_byte_rate)", [CLIENT_FETCH],
-         BYTE_QUOTA, B, consumer(1, False, same("reader"))),
-    Case("fetch", "2f. a new connection per fetch, one client id", [CLIENT_FETCH], BYTE_QUOTA, B,
-         consumer(FRESH, True, same("reader"))),
-    Case("fetch", f"2g. the same, with {IP}", [CLIENT_FETCH, IP_RATE], BYTE_QUOTA, B,
-         consumer(FRESH, True, same("reader"))),
-    Case("fetch", "3f. a new client id per fetch, one connection", [CLIENT_FETCH], BYTE_QUOTA, B,
-         consumer(1, False, rotating("reader"))),
-    Case("mutations", "4a. CreateTopics v7 (strict), one connection, one client id (client-id quota)",
-         [CLIENT_MUTATIONS], MUTATION_RATE, "partitions", topic_creator(1, False, same("admin"), 7)),
-    Case("mutations", "4b. CreateTopics v7, a new connection per request", [CLIENT_MUTATIONS], MUTATION_RATE,
-         "partitions", topic_creator(FRESH, True, same("admin"), 7)),
-    Case("mutations", "4c. CreateTopics v5 (permissive: admitted, then throttled), a new connection per request",
-         [CLIENT_MUTATIONS], MUTATION_RATE, "partitions", topic_creator(FRESH, True, same("admin"), 5)),
-    Case("mutations", f"4d. the same, with {IP}, 20-partition topics", [CLIENT_MUTATIONS, IP_RATE], MUTATION_RATE,
-         "partitions", topic_creator(FRESH, True, same("admin"), 5, 20)),
-    Case("mutations", "4e. CreateTopics v7, a new client id per request, one connection", [CLIENT_MUTATIONS],
-         MUTATION_RATE, "partitions", topic_creator(1, False, rotating("admin"), 7)),
-    Case("mutations", "4f. the same against a user quota", [USER_MUTATIONS], MUTATION_RATE, "partitions",
-         topic_creator(1, False, rotating("admin"), 7)),
-    Case("mutations", f"4g. CreateTopics v5, a new connection per request, max.connections.per.ip {PER_IP}",
-         [CLIENT_MUTATIONS], MUTATION_RATE, "partitions", topic_creator(FRESH, True, same("admin"), 5),
-         {"max.connections.per.ip": PER_IP}),
-    Case("pids", "5a. restart loop: a new idempotent producer per message, 4 threads", [USER_PIDS],
-         PID_RATE / PID_WINDOW_S, PIDS, restart_loop(4)),
-    Case("pids", "5b. the same, with ip connection_creation_rate 1/s",
-         [USER_PIDS, entry("ip:<default>", "connection_creation_rate", 1)], PID_RATE / PID_WINDOW_S, PIDS,
-         restart_loop(4)),
-    Case("pids", f"5c. the same, with max.connections.per.ip {PER_IP}", [USER_PIDS], PID_RATE / PID_WINDOW_S, PIDS,
-         restart_loop(4), {"max.connections.per.ip": PER_IP}),
-    Case("connections", f"6a. many connections from one IP ({IP})", [IP_RATE], CONNECTION_RATE, "connections",
-         connection_storm(1, 16)),
-    Case("connections", "6b. the same from 8 IPs (127.0.0.2-9)", [IP_RATE], CONNECTION_RATE, "connections",
-         connection_storm(8, 4)),
-    Case("connections", f"6c. the same, with max.connection.creation.rate {CONNECTION_RATE}", [IP_RATE],
-         CONNECTION_RATE, "connections", connection_storm(8, 4), {"max.connection.creation.rate": CONNECTION_RATE}),
-    Case("volume", "7a. disk between soft and hard (x 0.5), one client id, one connection", [], BYTE_QUOTA, B,
-         under_disk_pressure(70, producer(1, False, same("tenant"))), extra_yaml=VOLUME_YAML),
-    Case("volume", "7b. the same, a new client id per request", [], BYTE_QUOTA, B,
-         under_disk_pressure(70, producer(1, False, rotating("tenant"))), extra_yaml=VOLUME_YAML),
-    Case("volume", "7c. the same with a user producer_byte_rate (scaled)", [USER_VOLUME_BYTES], BYTE_QUOTA, B,
-         under_disk_pressure(70, producer(1, False, rotating("tenant"))), extra_yaml=VOLUME_YAML),
-    Case("volume", "7d. disk past the hard limit (PAUSE): new client id and connection per request", [], BYTE_QUOTA,
-         B, under_disk_pressure(95, producer(FRESH, True, rotating("tenant"))), extra_yaml=VOLUME_YAML),
+    Case(
+        "bytes",
+        "1. polite: one connection, one client id (client-id producer_byte_rate)",
+        [CLIENT_BYTES],
+        BYTE_QUOTA,
+        B,
+        producer(1, False, same("tenant")),
+    ),
+    Case(
+        "bytes",
+        "2a. a new connection per request, one client id",
+        [CLIENT_BYTES],
+        BYTE_QUOTA,
+        B,
+        producer(FRESH, True, same("tenant")),
+    ),
+    Case(
+        "bytes",
+        f"2b. the same, with {IP}",
+        [CLIENT_BYTES, IP_RATE],
+        BYTE_QUOTA,
+        B,
+        producer(FRESH, True, same("tenant")),
+    ),
+    Case(
+        "bytes",
+        f"2c. the same, with {IP}, 1 MiB produces",
+        [CLIENT_BYTES, IP_RATE],
+        BYTE_QUOTA,
+        B,
+        producer(FRESH, True, same("tenant"), MIB),
+    ),
+    Case(
+        "bytes",
+        f"2d. a new connection per request, max.connections.per.ip {PER_IP}",
+        [CLIENT_BYTES],
+        BYTE_QUOTA,
+        B,
+        producer(FRESH, True, same("tenant")),
+        {"max.connections.per.ip": PER_IP},
+    ),
+    Case(
+        "bytes",
+        "2e. the same, 1 MiB produces",
+        [CLIENT_BYTES],
+        BYTE_QUOTA,
+        B,
+        producer(FRESH, True, same("tenant"), MIB),
+        {"max.connections.per.ip": PER_IP},
+    ),
+    Case(
+        "bytes",
+        "3a. a new client id per request, one connection",
+        [CLIENT_BYTES],
+        BYTE_QUOTA,
+        B,
+        producer(1, False, rotating("tenant")),
+    ),
+    Case(
+        "bytes",
+        "3b. the same against a user quota (User:ANONYMOUS)",
+        [USER_BYTES],
+        BYTE_QUOTA,
+        B,
+        producer(1, False, rotating("tenant")),
+    ),
+    Case(
+        "bytes",
+        "3c. a new client id and a new connection per request (user quota)",
+        [USER_BYTES],
+        BYTE_QUOTA,
+        B,
+        producer(FRESH, True, rotating("tenant")),
+    ),
+    Case(
+        "bytes",
+        f"3d. the same, with {IP}",
+        [USER_BYTES, IP_RATE],
+        BYTE_QUOTA,
+        B,
+        producer(FRESH, True, rotating("tenant")),
+    ),
+    Case(
+        "fetch",
+        "1f. polite: one connection, one client id (client-id consumer_byte_rate)",
+        [CLIENT_FETCH],
+        BYTE_QUOTA,
+        B,
+        consumer(1, False, same("reader")),
+    ),
+    Case(
+        "fetch",
+        "2f. a new connection per fetch, one client id",
+        [CLIENT_FETCH],
+        BYTE_QUOTA,
+        B,
+        consumer(FRESH, True, same("reader")),
+    ),
+    Case(
+        "fetch",
+        f"2g. the same, with {IP}",
+        [CLIENT_FETCH, IP_RATE],
+        BYTE_QUOTA,
+        B,
+        consumer(FRESH, True, same("reader")),
+    ),
+    Case(
+        "fetch",
+        "3f. a new client id per fetch, one connection",
+        [CLIENT_FETCH],
+        BYTE_QUOTA,
+        B,
+        consumer(1, False, rotating("reader")),
+    ),
+    Case(
+        "mutations",
+        "4a. CreateTopics v7 (strict), one connection, one client id (client-id quota)",
+        [CLIENT_MUTATIONS],
+        MUTATION_RATE,
+        "partitions",
+        topic_creator(1, False, same("admin"), 7),
+    ),
+    Case(
+        "mutations",
+        "4b. CreateTopics v7, a new connection per request",
+        [CLIENT_MUTATIONS],
+        MUTATION_RATE,
+        "partitions",
+        topic_creator(FRESH, True, same("admin"), 7),
+    ),
+    Case(
+        "mutations",
+        "4c. CreateTopics v5 (permissive: admitted, then throttled), a new connection per request",
+        [CLIENT_MUTATIONS],
+        MUTATION_RATE,
+        "partitions",
+        topic_creator(FRESH, True, same("admin"), 5),
+    ),
+    Case(
+        "mutations",
+        f"4d. the same, with {IP}, 20-partition topics",
+        [CLIENT_MUTATIONS, IP_RATE],
+        MUTATION_RATE,
+        "partitions",
+        topic_creator(FRESH, True, same("admin"), 5, 20),
+    ),
+    Case(
+        "mutations",
+        "4e. CreateTopics v7, a new client id per request, one connection",
+        [CLIENT_MUTATIONS],
+        MUTATION_RATE,
+        "partitions",
+        topic_creator(1, False, rotating("admin"), 7),
+    ),
+    Case(
+        "mutations",
+        "4f. the same against a user quota",
+        [USER_MUTATIONS],
+        MUTATION_RATE,
+        "partitions",
+        topic_creator(1, False, rotating("admin"), 7),
+    ),
+    Case(
+        "mutations",
+        f"4g. CreateTopics v5, a new connection per request, max.connections.per.ip {PER_IP}",
+        [CLIENT_MUTATIONS],
+        MUTATION_RATE,
+        "partitions",
+        topic_creator(FRESH, True, same("admin"), 5),
+        {"max.connections.per.ip": PER_IP},
+    ),
+    Case(
+        "pids",
+        "5a. restart loop: a new idempotent producer per message, 4 threads",
+        [USER_PIDS],
+        PID_RATE / PID_WINDOW_S,
+        PIDS,
+        restart_loop(4),
+    ),
+    Case(
+        "pids",
+        "5b. the same, with ip connection_creation_rate 1/s",
+        [USER_PIDS, entry("ip:<default>", "connection_creation_rate", 1)],
+        PID_RATE / PID_WINDOW_S,
+        PIDS,
+        restart_loop(4),
+    ),
+    Case(
+        "pids",
+        f"5c. the same, with max.connections.per.ip {PER_IP}",
+        [USER_PIDS],
+        PID_RATE / PID_WINDOW_S,
+        PIDS,
+        restart_loop(4),
+        {"max.connections.per.ip": PER_IP},
+    ),
+    Case(
+        "connections",
+        f"6a. many connections from one IP ({IP})",
+        [IP_RATE],
+        CONNECTION_RATE,
+        "connections",
+        connection_storm(1, 16),
+    ),
+    Case(
+        "connections",
+        "6b. the same from 8 IPs (127.0.0.2-9)",
+        [IP_RATE],
+        CONNECTION_RATE,
+        "connections",
+        connection_storm(8, 4),
+    ),
+    Case(
+        "connections",
+        f"6c. the same, with max.connection.creation.rate {CONNECTION_RATE}",
+        [IP_RATE],
+        CONNECTION_RATE,
+        "connections",
+        connection_storm(8, 4),
+        {"max.connection.creation.rate": CONNECTION_RATE},
+    ),
+    Case(
+        "volume",
+        "7a. disk between soft and hard (x 0.5), one client id, one connection",
+        [],
+        BYTE_QUOTA,
+        B,
+        under_disk_pressure(70, producer(1, False, same("tenant"))),
+        extra_yaml=VOLUME_YAML,
+    ),
+    Case(
+        "volume",
+        "7b. the same, a new client id per request",
+        [],
+        BYTE_QUOTA,
+        B,
+        under_disk_pressure(70, producer(1, False, rotating("tenant"))),
+        extra_yaml=VOLUME_YAML,
+    ),
+    Case(
+        "volume",
+        "7c. the same with a user producer_byte_rate (scaled)",
+        [USER_VOLUME_BYTES],
+        BYTE_QUOTA,
+        B,
+        under_disk_pressure(70, producer(1, False, rotating("tenant"))),
+        extra_yaml=VOLUME_YAML,
+    ),
+    Case(
+        "volume",
+        "7d. disk past the hard limit (PAUSE): new client id and connection per request",
+        [],
+        BYTE_QUOTA,
+        B,
+        under_disk_pressure(95, producer(FRESH, True, rotating("tenant"))),
+        extra_yaml=VOLUME_YAML,
+    ),
 ]
 
 
@@ -165,15 +390,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=8.0, help="length of each run")
     parser.add_argument("--warmup", type=float, default=2.0, help="seconds left out of the measurement")
-    parser.add_argument("--cases", default="bytes,fetch,mutations,pids,connections,volume",
-                        help="groups to run, or case numbers such as 2a,3b")
+    parser.add_argument(
+        "--cases",
+        default="bytes,fetch,mutations,pids,connections,volume",
+        help="groups to run, or case numbers such as 2a,3b",
+    )
     args = parser.parse_args()
     wanted = set(args.cases.split(","))
     started = time.monotonic()
-    print(f"ratio = what the tenant got per second from {args.warmup:g} s to {args.seconds:g} s / its quota; "
-          f"byte quotas {BYTE_QUOTA // KIB} KiB/s ({VALUE_BYTES // KIB} KiB records), controller_mutation_rate "
-          f"{MUTATION_RATE}/s, producer_ids_rate {PID_RATE} per {PID_WINDOW_S} s, connection_creation_rate "
-          f"{CONNECTION_RATE}/s; windows 2 x 1 s")
+    print(
+        f"ratio = what the tenant got per second from {args.warmup:g} s to {args.seconds:g} s / its quota; "
+        f"byte quotas {BYTE_QUOTA // KIB} KiB/s ({VALUE_BYTES // KIB} KiB records), controller_mutation_rate "
+        f"{MUTATION_RATE}/s, producer_ids_rate {PID_RATE} per {PID_WINDOW_S} s, connection_creation_rate "
+        f"{CONNECTION_RATE}/s; windows 2 x 1 s"
+    )
     for case in CASES:
         if case.group not in wanted and case.what.split(".")[0] not in wanted:
             continue
@@ -194,10 +424,12 @@ def main() -> None:
             no_fds = proxy.metric("kafka_quota_proxy_fd_exhausted_total")
             rss = proxy.rss_mib()
         rate = tally.rate(args.warmup, args.seconds)
-        print(f"  {case.what:88} {rate / case.quota:7.2f} x  ({rate:,.1f} {case.unit}/s; {len(tally.done)} done, "
-              f"{tally.throttled} throttled, {tally.failed} failed; proxy RSS {rss:.0f} MiB, held <= {held[0]:.0f} "
-              f"connections"
-              + (f", {no_fds:.0f} closed for want of file descriptors" if no_fds else "") + ")", flush=True)
+        print(
+            f"  {case.what:88} {rate / case.quota:7.2f} x  ({rate:,.1f} {case.unit}/s; {len(tally.done)} done, "
+            f"{tally.throttled} throttled, {tally.failed} failed; proxy RSS {rss:.0f} MiB, held <= {held[0]:.0f} "
+            f"connections" + (f", {no_fds:.0f} closed for want of file descriptors" if no_fds else "") + ")",
+            flush=True,
+        )
     print(f"total {time.monotonic() - started:.0f} s")
 
 

@@ -38,14 +38,18 @@ PID_RATE, PID_WINDOW_S = 5, 10  # new producer ids per 10 s window: 0.5 a second
 CONNECTION_RATE = 5  # new connections/s per IP
 TANSU_NODE_ID = 111
 SETTINGS = {
-    "quota.window.num": 2, "quota.window.size.seconds": 1,
-    "controller.quota.window.num": 2, "controller.quota.window.size.seconds": 1,
-    "producer.id.quota.window.num": 1, "producer.id.quota.window.size.seconds": PID_WINDOW_S,
+    "quota.window.num": 2,
+    "quota.window.size.seconds": 1,
+    "controller.quota.window.num": 2,
+    "controller.quota.window.size.seconds": 1,
+    "producer.id.quota.window.num": 1,
+    "producer.id.quota.window.size.seconds": PID_WINDOW_S,
 }
 IO_ERRORS = (OSError, ConnectionError, asyncio.IncompleteReadError, asyncio.TimeoutError)
 
 
 # -- the proxy in front of Tansu ----------------------------------------------------------------------------------
+
 
 @dataclass
 class Proxied:
@@ -77,17 +81,24 @@ def proxied(quotas: list[str], settings: dict, extra_yaml: str = ""):
     """Yield a Proxied: Tansu advertising the proxy, the proxy as its own process, its log in a temporary file."""
     broker_port, proxy_port, metrics_port = free_port(), free_port(), free_port()
     broker = tansu(broker_port, proxy_port)
-    lines = [f"upstream: {{bootstrap_servers: ['127.0.0.1:{broker_port}']}}",
-             f"listeners: [{{name: PLAINTEXT, bind: '127.0.0.1:{proxy_port}'}}]",
-             f"metrics: {{bind: '127.0.0.1:{metrics_port}'}}",
-             "dynamic_config: {enabled: false}",
-             "settings: {" + ", ".join(f"{k}: {v}" for k, v in {**SETTINGS, **settings}.items()) + "}",
-             f"quotas: [{', '.join(quotas)}]", extra_yaml]
+    lines = [
+        f"upstream: {{bootstrap_servers: ['127.0.0.1:{broker_port}']}}",
+        f"listeners: [{{name: PLAINTEXT, bind: '127.0.0.1:{proxy_port}'}}]",
+        f"metrics: {{bind: '127.0.0.1:{metrics_port}'}}",
+        "dynamic_config: {enabled: false}",
+        "settings: {" + ", ".join(f"{k}: {v}" for k, v in {**SETTINGS, **settings}.items()) + "}",
+        f"quotas: [{', '.join(quotas)}]",
+        extra_yaml,
+    ]
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         f.write("\n".join(lines).replace("'", '"') + "\n")
     log = tempfile.NamedTemporaryFile("w", suffix=".log", delete=False)
-    proxy = subprocess.Popen([sys.executable, "-m", "proxy.cli", "run", "--config", f.name, "--log-level", "ERROR"],
-                             cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    proxy = subprocess.Popen(
+        [sys.executable, "-m", "proxy.cli", "run", "--config", f.name, "--log-level", "ERROR"],
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         wait_for_port(proxy_port)
         yield Proxied(proxy_port, broker_port, f"http://127.0.0.1:{metrics_port}/metrics", proxy.pid)
@@ -106,35 +117,73 @@ def proxied(quotas: list[str], settings: dict, extra_yaml: str = ""):
 
 # -- raw Kafka requests -------------------------------------------------------------------------------------------
 
+
 async def exchange(reader, writer, api_key: int, version: int, client_id: str, correlation_id: int, body: bytes):
     writer.write(frame(encode_request_header(api_key, version, correlation_id, client_id) + body))
     size = struct.unpack(">i", await reader.readexactly(4))[0]
     response = struct.pack(">i", size) + await reader.readexactly(size)
     if struct.unpack_from(">i", response, 4)[0] != correlation_id:
         raise ConnectionError("correlation id mismatch")
-    return decode_response(api_key, version, response[response_header_length(api_key, version, response):])
+    return decode_response(api_key, version, response[response_header_length(api_key, version, response) :])
 
 
 def produce_body(topic: str, value: bytes, key: bytes | None = None) -> bytes:
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
-                                        producer_epoch=-1, base_sequence=-1, batch_size=len(value) + 1024)
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=len(value) + 1024,
+    )
     builder.append(0, timestamp=None, key=key, value=value, headers=[])
-    return encode_request(PRODUCE, 7, new_request(PRODUCE, 7, acks=1, timeout_ms=10000, topic_data=[
-        {"name": topic, "partition_data": [{"index": 0, "records": bytes(builder.build())}]}]))
+    return encode_request(
+        PRODUCE,
+        7,
+        new_request(
+            PRODUCE,
+            7,
+            acks=1,
+            timeout_ms=10000,
+            topic_data=[{"name": topic, "partition_data": [{"index": 0, "records": bytes(builder.build())}]}],
+        ),
+    )
 
 
 def fetch_body(offset: int) -> bytes:
-    return encode_request(FETCH, 11, new_request(FETCH, 11, max_wait_ms=500, min_bytes=1, max_bytes=MIB, topics=[
-        {"topic": TOPIC, "partitions": [{"partition": 0, "fetch_offset": offset, "partition_max_bytes": MIB}]}]))
+    return encode_request(
+        FETCH,
+        11,
+        new_request(
+            FETCH,
+            11,
+            max_wait_ms=500,
+            min_bytes=1,
+            max_bytes=MIB,
+            topics=[
+                {"topic": TOPIC, "partitions": [{"partition": 0, "fetch_offset": offset, "partition_max_bytes": MIB}]}
+            ],
+        ),
+    )
 
 
 def create_topics_body(version: int, name: str, partitions: int = 1) -> bytes:
-    return encode_request(CREATE_TOPICS, version, new_request(CREATE_TOPICS, version, timeout_ms=10000, topics=[
-        {"name": name, "num_partitions": partitions, "replication_factor": 1}]))
+    return encode_request(
+        CREATE_TOPICS,
+        version,
+        new_request(
+            CREATE_TOPICS,
+            version,
+            timeout_ms=10000,
+            topics=[{"name": name, "num_partitions": partitions, "replication_factor": 1}],
+        ),
+    )
 
 
 def at_broker(broker_port: int, requests: list[tuple[int, int, bytes]]) -> None:
     """Requests straight to the broker (set-up the quotas never see), one after another on one connection."""
+
     async def send():
         reader, writer = await asyncio.open_connection("127.0.0.1", broker_port)
         try:
@@ -158,8 +207,15 @@ class Tally:
         return sum(amount for t, amount in self.done if start <= t < end) / (end - start)
 
 
-async def tenant(port: int, seconds: float, workers: int, fresh_connection: bool, client_ids: Callable[[], str],
-                 request: Callable[[int], tuple[int, int, bytes]], judge) -> Tally:
+async def tenant(
+    port: int,
+    seconds: float,
+    workers: int,
+    fresh_connection: bool,
+    client_ids: Callable[[], str],
+    request: Callable[[int], tuple[int, int, bytes]],
+    judge,
+) -> Tally:
     """``workers`` loops for ``seconds``, each sending ``request(n) -> (api key, version, body)`` one at a time, on
     one connection or on a new connection per request, with the client id ``client_ids()`` gives each request.
     ``judge(response) -> (amount got, throttled)``; an amount of 0 is a failure."""
@@ -207,6 +263,7 @@ def rotating(prefix: str) -> Callable[[], str]:
 
 # -- the tenants, one kind per quota ------------------------------------------------------------------------------
 
+
 def producer(workers: int, fresh_connection: bool, client_ids: Callable[[], str], value_bytes: int = VALUE_BYTES):
     """Produce v7 requests of one ``value_bytes`` record, acks=1; counted in request bytes, as the quota counts."""
     body = produce_body(TOPIC, b"e" * value_bytes)
@@ -218,38 +275,64 @@ def producer(workers: int, fresh_connection: bool, client_ids: Callable[[], str]
 
     def run(proxy: Proxied, seconds: float) -> Tally:
         at_broker(proxy.broker_port, [(CREATE_TOPICS, 7, create_topics_body(7, TOPIC))])
-        return asyncio.run(tenant(proxy.port, seconds, workers, fresh_connection, client_ids,
-                                  lambda n: (PRODUCE, 7, body), judge))
+        return asyncio.run(
+            tenant(proxy.port, seconds, workers, fresh_connection, client_ids, lambda n: (PRODUCE, 7, body), judge)
+        )
+
     return run
 
 
 def consumer(workers: int, fresh_connection: bool, client_ids: Callable[[], str]):
     """Fetch v11 from a topic of FILLED_BATCHES batches of 16 KiB, one offset after another (round and round);
     counted in record bytes received."""
+
     def judge(response):
         got = sum(len(p.records or b"") for t in response.responses for p in t.partitions)
         return got, response.throttle_time_ms > 0
 
     def run(proxy: Proxied, seconds: float) -> Tally:
         batch = produce_body(TOPIC, b"f" * VALUE_BYTES)
-        at_broker(proxy.broker_port, [(CREATE_TOPICS, 7, create_topics_body(7, TOPIC))]
-                  + [(PRODUCE, 7, batch)] * FILLED_BATCHES)
-        return asyncio.run(tenant(proxy.port, seconds, workers, fresh_connection, client_ids,
-                                  lambda n: (FETCH, 11, fetch_body(n % FILLED_BATCHES)), judge))
+        at_broker(
+            proxy.broker_port,
+            [(CREATE_TOPICS, 7, create_topics_body(7, TOPIC))] + [(PRODUCE, 7, batch)] * FILLED_BATCHES,
+        )
+        return asyncio.run(
+            tenant(
+                proxy.port,
+                seconds,
+                workers,
+                fresh_connection,
+                client_ids,
+                lambda n: (FETCH, 11, fetch_body(n % FILLED_BATCHES)),
+                judge,
+            )
+        )
+
     return run
 
 
-def topic_creator(workers: int, fresh_connection: bool, client_ids: Callable[[], str], version: int,
-                  partitions: int = 1):
+def topic_creator(
+    workers: int, fresh_connection: bool, client_ids: Callable[[], str], version: int, partitions: int = 1
+):
     """CreateTopics of one new topic per request; counted in partitions created."""
+
     def judge(response):
         codes = [t.error_code for t in response.topics]
         return partitions if codes == [0] else 0, response.throttle_time_ms > 0
 
     def run(proxy: Proxied, seconds: float) -> Tally:
-        return asyncio.run(tenant(proxy.port, seconds, workers, fresh_connection, client_ids,
-                                  lambda n: (CREATE_TOPICS, version, create_topics_body(version, f"t-{n}",
-                                                                                        partitions)), judge))
+        return asyncio.run(
+            tenant(
+                proxy.port,
+                seconds,
+                workers,
+                fresh_connection,
+                client_ids,
+                lambda n: (CREATE_TOPICS, version, create_topics_body(version, f"t-{n}", partitions)),
+                judge,
+            )
+        )
+
     return run
 
 
@@ -257,6 +340,7 @@ def restart_loop(threads: int):
     """kafka-python idempotent producers, one after another in each thread: each sends one message (its first
     Produce carries a new producer id) and closes. Counted when the message is acknowledged; "throttled" is the
     proxy's count of Produce requests throttled by the producer-id quota."""
+
     def run(proxy: Proxied, seconds: float) -> Tally:
         from kafka import KafkaProducer
 
@@ -269,9 +353,14 @@ def restart_loop(threads: int):
                 if time.monotonic() - start >= seconds:
                     return
                 try:
-                    p = KafkaProducer(bootstrap_servers=f"127.0.0.1:{proxy.port}", client_id=f"restart-{i}-{n}",
-                                      enable_idempotence=True, acks="all", max_block_ms=10000,
-                                      request_timeout_ms=10000)
+                    p = KafkaProducer(
+                        bootstrap_servers=f"127.0.0.1:{proxy.port}",
+                        client_id=f"restart-{i}-{n}",
+                        enable_idempotence=True,
+                        acks="all",
+                        max_block_ms=10000,
+                        request_timeout_ms=10000,
+                    )
                     try:
                         p.send(TOPIC, b"x").get(20)
                     finally:
@@ -290,11 +379,13 @@ def restart_loop(threads: int):
             w.join(seconds + 60)
         tally.throttled = int(proxy.metric("kafka_quota_proxy_producer_ids_throttled_requests_total"))
         return tally
+
     return run
 
 
 def connection_storm(ips: int, workers_per_ip: int):
     """``workers_per_ip`` loops per source address 127.0.0.2, 127.0.0.3, ...: connect, ApiVersions, close."""
+
     def run(proxy: Proxied, seconds: float) -> Tally:
         async def storm() -> Tally:
             tally, start = Tally([]), time.monotonic()
@@ -311,4 +402,5 @@ def connection_storm(ips: int, workers_per_ip: int):
             return tally
 
         return asyncio.run(storm())
+
     return run

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import os
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -49,12 +48,23 @@ def produce_frame(topic: str, client_id: str, pid: int, value: bytes, acks: int,
     from proxy.codec.header import encode_request_header, frame
     from proxy.codec.messages import encode_request, new_request
 
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=pid,
-                                        producer_epoch=0 if pid >= 0 else -1, base_sequence=0 if pid >= 0 else -1,
-                                        batch_size=len(value) + 1024)
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=pid,
+        producer_epoch=0 if pid >= 0 else -1,
+        base_sequence=0 if pid >= 0 else -1,
+        batch_size=len(value) + 1024,
+    )
     builder.append(0, timestamp=0, key=None, value=value, headers=[])
-    msg = new_request(PRODUCE, 9, acks=acks, timeout_ms=30000, topic_data=[
-        {"name": topic, "partition_data": [{"index": 0, "records": bytes(builder.build())}]}])
+    msg = new_request(
+        PRODUCE,
+        9,
+        acks=acks,
+        timeout_ms=30000,
+        topic_data=[{"name": topic, "partition_data": [{"index": 0, "records": bytes(builder.build())}]}],
+    )
     return frame(encode_request_header(PRODUCE, 9, corr, client_id) + encode_request(PRODUCE, 9, msg))
 
 
@@ -69,7 +79,7 @@ def flood_client_ids(port: int, topic: str, ids: int, connections: int = 4) -> N
         with socket.create_connection(("127.0.0.1", port)) as sock:
             chunk = []
             for i in range(first, first + count):
-                chunk.append(template[:at] + b"flood-%09d" % i + template[at + len(marker):])
+                chunk.append(template[:at] + b"flood-%09d" % i + template[at + len(marker) :])
                 if len(chunk) == 500:
                     sock.sendall(b"".join(chunk))
                     chunk = []
@@ -106,23 +116,32 @@ def flood_holds(port: int, topic: str, holds: int, hold_mb: int) -> list[socket.
 def run(args) -> tuple[float, float]:
     broker_port, proxy_port, metrics_port = free_port(), free_port(), free_port()
     if args.case == "client-ids":
-        quotas = ("quotas: [{entity: {client-id: '<default>'}, producer_byte_rate: 1000000000, "
-                  "controller_mutation_rate: 1000}]\n")
+        quotas = (
+            "quotas: [{entity: {client-id: '<default>'}, producer_byte_rate: 1000000000, "
+            "controller_mutation_rate: 1000}]\n"
+        )
         settings = "workers: 1"
     else:
         quotas = "quotas: [{entity: {user: '<default>'}, producer_ids_rate: 2}]\n"
         # a burst of 2, then a token every 5 s: the 40th hold ends 200 s on, within the 300 s bound
-        settings = ("workers: 1, producer.id.quota.window.num: 1, producer.id.quota.window.size.seconds: 10, "
-                    "producer.id.quota.max.hold.ms: 300000, quota.mute.max.ms: 600000, "
-                    "upstream.response.timeout.ms: 600000")
+        settings = (
+            "workers: 1, producer.id.quota.window.num: 1, producer.id.quota.window.size.seconds: 10, "
+            "producer.id.quota.max.hold.ms: 300000, quota.mute.max.ms: 600000, "
+            "upstream.response.timeout.ms: 600000"
+        )
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        f.write(f"upstream: {{bootstrap_servers: ['127.0.0.1:{broker_port}']}}\n"
-                f"listeners: [{{name: PLAINTEXT, bind: '127.0.0.1:{proxy_port}'}}]\n"
-                f"metrics: {{bind: '127.0.0.1:{metrics_port}'}}\n"
-                f"settings: {{{settings}, shutdown.grace.period.ms: 1000}}\n{quotas}")
+        f.write(
+            f"upstream: {{bootstrap_servers: ['127.0.0.1:{broker_port}']}}\n"
+            f"listeners: [{{name: PLAINTEXT, bind: '127.0.0.1:{proxy_port}'}}]\n"
+            f"metrics: {{bind: '127.0.0.1:{metrics_port}'}}\n"
+            f"settings: {{{settings}, shutdown.grace.period.ms: 1000}}\n{quotas}"
+        )
     procs = [tansu(broker_port, proxy_port)]
-    proxy = subprocess.Popen([sys.executable, "-m", "proxy.cli", "run", "--config", f.name, "--log-level", "ERROR"],
-                             cwd=args.tree, env={**os.environ, "PYTHONPATH": args.tree})
+    proxy = subprocess.Popen(
+        [sys.executable, "-m", "proxy.cli", "run", "--config", f.name, "--log-level", "ERROR"],
+        cwd=args.tree,
+        env={**os.environ, "PYTHONPATH": args.tree},
+    )
     procs.append(proxy)
     try:
         wait_for_port(metrics_port, 30)

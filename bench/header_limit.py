@@ -143,7 +143,7 @@ def refused(port: int, frame: bytes) -> tuple[float, int]:
         started = time.perf_counter()
         try:
             while sent < len(frame):
-                sent += sock.send(view[sent:sent + (1 << 20)])
+                sent += sock.send(view[sent : sent + (1 << 20)])
             if sock.recv(1):
                 raise RuntimeError("the proxy answered a header over the limit")
         except (ConnectionResetError, BrokenPipeError):
@@ -174,8 +174,7 @@ def ms(seconds: float) -> str:
 
 def spread(times: list[float]) -> str:
     times = sorted(times)
-    return (f"median {ms(times[len(times) // 2])}, p99 {ms(times[int(len(times) * 0.99)])}, "
-            f"worst {ms(times[-1])}")
+    return f"median {ms(times[len(times) // 2])}, p99 {ms(times[int(len(times) * 0.99)])}, worst {ms(times[-1])}"
 
 
 def bystander_line(bystander: Bystander, start: float, end: float) -> str:
@@ -183,8 +182,10 @@ def bystander_line(bystander: Bystander, start: float, end: float) -> str:
     waits = sorted(w for t, w in list(bystander.waits) if t < end and t + w > start)
     if not waits:
         return "no requests"
-    return (f"worst {ms(waits[-1])}, p99 {ms(waits[int(len(waits) * 0.99)])} ({len(waits):,} requests, "
-            f"{len(waits) / (end - start):.0f}/s)")
+    return (
+        f"worst {ms(waits[-1])}, p99 {ms(waits[int(len(waits) * 0.99)])} ({len(waits):,} requests, "
+        f"{len(waits) / (end - start):.0f}/s)"
+    )
 
 
 def serve_broker() -> None:
@@ -222,12 +223,15 @@ def start_proxy(broker_port: int, extra: str, log) -> tuple[subprocess.Popen, in
     """The proxy in its own process: (process, its port, its /metrics URL, its config file)."""
     proxy_port, metrics_port = free_port(), free_port()
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        f.write(f"upstream: {{bootstrap_servers: ['127.0.0.1:{broker_port}']}}\n"
-                f"listeners: [{{name: PLAINTEXT, bind: '127.0.0.1:{proxy_port}'}}]\n"
-                f"metrics: {{bind: '127.0.0.1:{metrics_port}'}}\n"
-                "settings: {'socket.request.max.bytes': 33554432}\n" + extra)  # 16 MiB headers pass the frame bound
-    proxy = subprocess.Popen([sys.executable, "-m", "proxy.cli", "run", "--config", f.name, "--log-level", "WARNING"],
-                             cwd=ROOT, stderr=log)
+        f.write(
+            f"upstream: {{bootstrap_servers: ['127.0.0.1:{broker_port}']}}\n"
+            f"listeners: [{{name: PLAINTEXT, bind: '127.0.0.1:{proxy_port}'}}]\n"
+            f"metrics: {{bind: '127.0.0.1:{metrics_port}'}}\n"
+            "settings: {'socket.request.max.bytes': 33554432}\n" + extra
+        )  # 16 MiB headers pass the frame bound
+    proxy = subprocess.Popen(
+        [sys.executable, "-m", "proxy.cli", "run", "--config", f.name, "--log-level", "WARNING"], cwd=ROOT, stderr=log
+    )
     wait_for_port(proxy_port)
     wait_for_port(metrics_port)
     return proxy, proxy_port, f"http://127.0.0.1:{metrics_port}/metrics", f.name
@@ -238,8 +242,9 @@ def log_lines(path: str) -> int:
         return sum(1 for line in f if "request.header.max.bytes" in line)
 
 
-def run_part(title: str, proxy: subprocess.Popen, port: int, url: str, log_path: str, cases, repeat: int,
-             idle: float) -> None:
+def run_part(
+    title: str, proxy: subprocess.Popen, port: int, url: str, log_path: str, cases, repeat: int, idle: float
+) -> None:
     """Each case is (label, frame, answers): 0 for a header the proxy must refuse, else how many copies of the
     frame go in one write, each answered."""
     print(f"-- {title}", flush=True)
@@ -252,8 +257,11 @@ def run_part(title: str, proxy: subprocess.Popen, port: int, url: str, log_path:
     idle_s = time.perf_counter() - t0
     idle_cpu = (cpu_seconds(proxy.pid) - cpu0) / idle_s
     idle_io = (proc_io(proxy.pid) - io0) / idle_s
-    print(f"bystander alone for {idle_s:.0f} s: {bystander_line(bystander, t0, t0 + idle_s)}; proxy "
-          f"{idle_cpu:.3f} cores, reads {idle_io / 1000:.0f} kB/s, {rss0:.0f} MiB RSS", flush=True)
+    print(
+        f"bystander alone for {idle_s:.0f} s: {bystander_line(bystander, t0, t0 + idle_s)}; proxy "
+        f"{idle_cpu:.3f} cores, reads {idle_io / 1000:.0f} kB/s, {rss0:.0f} MiB RSS",
+        flush=True,
+    )
     closed = 'kafka_quota_proxy_connections_closed_total{listener="PLAINTEXT",reason="frame_error"'
     baseline_cpu = None
     for label, frame, answers in cases:
@@ -271,17 +279,24 @@ def run_part(title: str, proxy: subprocess.Popen, port: int, url: str, log_path:
             print(f"  answered, last byte sent to {'answer' if answers == 1 else 'last answer'}: {spread(results)}")
         else:
             sent = sorted(s for _, s in results)
-            print(f"  closed, first byte sent to close: {spread([t for t, _ in results])}\n"
-                  f"  client got {sent[len(sent) // 2]:,} bytes into its socket before the close (median; "
-                  f"{sent[0]:,} to {sent[-1]:,})\n"
-                  f"  closes counted (frame_error): {closes:.0f}; log lines naming the limit: {lines} (one per client "
-                  f"address per 10 s)")
+            print(
+                f"  closed, first byte sent to close: {spread([t for t, _ in results])}\n"
+                f"  client got {sent[len(sent) // 2]:,} bytes into its socket before the close (median; "
+                f"{sent[0]:,} to {sent[-1]:,})\n"
+                f"  closes counted (frame_error): {closes:.0f}; log lines naming the limit: {lines} (one per client "
+                f"address per 10 s)"
+            )
         if answers > 1:
-            print(f"  proxy per request: {(cpu - baseline_cpu) / answers * 1000:.2f} ms CPU over the small header's "
-                  f"connection")
-        print(f"  proxy per connection: {cpu * 1000:.2f} ms CPU ({cpu / baseline_cpu:.1f}x the small header), "
-              f"read {read / 1000:.1f} kB (bystander's rate subtracted)\n"
-              f"  bystander meanwhile: {bystander_line(bystander, start, end)}", flush=True)
+            print(
+                f"  proxy per request: {(cpu - baseline_cpu) / answers * 1000:.2f} ms CPU over the small header's "
+                f"connection"
+            )
+        print(
+            f"  proxy per connection: {cpu * 1000:.2f} ms CPU ({cpu / baseline_cpu:.1f}x the small header), "
+            f"read {read / 1000:.1f} kB (bystander's rate subtracted)\n"
+            f"  bystander meanwhile: {bystander_line(bystander, start, end)}",
+            flush=True,
+        )
     bystander.stop.set()
     bystander.join(5)
     print(f"proxy RSS: {rss0:.0f} MiB before the cases, {rss_mib(proxy.pid):.0f} MiB after", flush=True)
@@ -302,8 +317,10 @@ def main() -> None:
         return
     small = (f"0. small header (ApiVersions v3, {len(FIXED) + 1} bytes), baseline", request(FIXED + b"\x00"), 1)
     at_many = request(many_fields(LIMIT))
-    print(f"proxy from {ROOT}, request.header.max.bytes {LIMIT}, {args.repeat} connections per case, one at a "
-          f"time", flush=True)
+    print(
+        f"proxy from {ROOT}, request.header.max.bytes {LIMIT}, {args.repeat} connections per case, one at a time",
+        flush=True,
+    )
     log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
     configs: list[str] = []
     procs: list[subprocess.Popen] = []
@@ -313,28 +330,51 @@ def main() -> None:
         proxy, port, url, config = start_proxy(broker_port, "", log)
         procs.append(proxy)
         configs.append(config)
-        run_part("A. in front of Tansu", proxy, port, url, log.name, [
-            small,
-            (f"2a. header of {LIMIT + 1} bytes, one over: one tagged field", request(one_field(LIMIT + 1)), 0),
-            ("2b. 16 MiB header: one tagged field claiming 16 MiB", huge_one_field(), 0),
-            ("2c. 16 MiB header: 8,388,608 tagged fields claimed", huge_many_fields(), 0)], args.repeat, args.idle)
+        run_part(
+            "A. in front of Tansu",
+            proxy,
+            port,
+            url,
+            log.name,
+            [
+                small,
+                (f"2a. header of {LIMIT + 1} bytes, one over: one tagged field", request(one_field(LIMIT + 1)), 0),
+                ("2b. 16 MiB header: one tagged field claiming 16 MiB", huge_one_field(), 0),
+                ("2c. 16 MiB header: 8,388,608 tagged fields claimed", huge_many_fields(), 0),
+            ],
+            args.repeat,
+            args.idle,
+        )
         stop(procs)
         procs.clear()
 
-        broker = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--broker"], cwd=ROOT,
-                                  stdout=subprocess.PIPE, text=True)
+        broker = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--broker"], cwd=ROOT, stdout=subprocess.PIPE, text=True
+        )
         procs.append(broker)
         broker_port = int(broker.stdout.readline())
         proxy, port, url, config = start_proxy(broker_port, "dynamic_config: {enabled: false}\n", log)
         procs.append(proxy)
         configs.append(config)
-        run_part("B. in front of the minimal broker (--broker)", proxy, port, url, log.name, [
-            small,
-            (f"1a. header of exactly {LIMIT} bytes: one tagged field", request(one_field(LIMIT)), 1),
-            (f"1b. header of exactly {LIMIT} bytes: {fields(at_many):,} tagged fields", at_many, 1),
-            (f"1c. {PIPELINED} headers as in 1b pipelined in one write (one read of the proxy's 1 MiB buffer)",
-             at_many, PIPELINED)],
-            args.repeat, args.idle)
+        run_part(
+            "B. in front of the minimal broker (--broker)",
+            proxy,
+            port,
+            url,
+            log.name,
+            [
+                small,
+                (f"1a. header of exactly {LIMIT} bytes: one tagged field", request(one_field(LIMIT)), 1),
+                (f"1b. header of exactly {LIMIT} bytes: {fields(at_many):,} tagged fields", at_many, 1),
+                (
+                    f"1c. {PIPELINED} headers as in 1b pipelined in one write (one read of the proxy's 1 MiB buffer)",
+                    at_many,
+                    PIPELINED,
+                ),
+            ],
+            args.repeat,
+            args.idle,
+        )
     finally:
         stop(procs)
         for name in configs:

@@ -75,8 +75,10 @@ def measure(count: int) -> dict:
             sockets.append(socket.create_connection(("127.0.0.1", p.port)))
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            if (p.metric("kafka_quota_proxy_active_connections") >= count + 10
-                    and open_fds(p.pid) >= base_fds + 2 * count):
+            if (
+                p.metric("kafka_quota_proxy_active_connections") >= count + 10
+                and open_fds(p.pid) >= base_fds + 2 * count
+            ):
                 break
             time.sleep(0.2)
         opened_s = time.monotonic() - began
@@ -85,8 +87,14 @@ def measure(count: int) -> dict:
         after = settle(p.pid)
         for s in sockets + warm:
             s.close()
-        return {"count": count, "active": active, "fds": fds, "base_kib": base, "after_kib": after,
-                "opened_s": opened_s}
+        return {
+            "count": count,
+            "active": active,
+            "fds": fds,
+            "base_kib": base,
+            "after_kib": after,
+            "opened_s": opened_s,
+        }
 
 
 def main() -> None:
@@ -99,15 +107,19 @@ def main() -> None:
     for count in args.counts:
         if 2 * count + 200 > limit:
             fits = (limit - 200) // 2 // 100 * 100
-            print(f"{count:,} connections would need {2 * count + 200:,} descriptors in the proxy (the hard limit "
-                  f"could not be raised): measuring {fits:,} instead")
+            print(
+                f"{count:,} connections would need {2 * count + 200:,} descriptors in the proxy (the hard limit "
+                f"could not be raised): measuring {fits:,} instead"
+            )
             count = fits
         r = measure(count)
         per = (r["after_kib"] - r["base_kib"]) / count
-        print(f"{count:,} idle connections ({r['active']:,.0f} active in the proxy, {r['fds']:,} more descriptors, "
-              f"opened in {r['opened_s']:.1f} s): proxy RSS {r['base_kib'] / 1024:.1f} -> {r['after_kib'] / 1024:.1f} "
-              f"MiB, {per:.1f} KiB per connection (target <= {TARGET_KIB:.0f} KiB): "
-              + ("met" if per <= TARGET_KIB else "MISSED"))
+        print(
+            f"{count:,} idle connections ({r['active']:,.0f} active in the proxy, {r['fds']:,} more descriptors, "
+            f"opened in {r['opened_s']:.1f} s): proxy RSS {r['base_kib'] / 1024:.1f} -> {r['after_kib'] / 1024:.1f} "
+            f"MiB, {per:.1f} KiB per connection (target <= {TARGET_KIB:.0f} KiB): "
+            + ("met" if per <= TARGET_KIB else "MISSED")
+        )
 
 
 if __name__ == "__main__":

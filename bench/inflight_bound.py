@@ -27,7 +27,10 @@ def main() -> int:
     for rnd in range(args.rounds):
         for bound in (5, 200):
             with direct_and_proxied(f"settings: {{connections.max.inflight.requests: {bound}}}\n") as (
-                    direct, proxied, metrics):
+                direct,
+                proxied,
+                metrics,
+            ):
                 topic = f"inflight-{bound}-{rnd}"
                 create_topic(proxied, topic)
                 create_topic(direct, topic)
@@ -35,15 +38,21 @@ def main() -> int:
                 through = produce(proxied, topic, args.messages)
                 after = produce(direct, topic, args.messages)
                 text = urllib.request.urlopen(metrics, timeout=10).read().decode()
-                reached = sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-                              if line.startswith("kafka_quota_proxy_connection_inflight_bound_reached_total"))
+                reached = sum(
+                    float(line.rsplit(" ", 1)[1])
+                    for line in text.splitlines()
+                    if line.startswith("kafka_quota_proxy_connection_inflight_bound_reached_total")
+                )
                 ratio = through / ((before + after) / 2)
                 ratios.setdefault(bound, []).append(ratio)
-                print(f"round {rnd} bound {bound:3}: {ratio:.3f} x direct, bound reached {reached:.0f} times",
-                      flush=True)
+                print(
+                    f"round {rnd} bound {bound:3}: {ratio:.3f} x direct, bound reached {reached:.0f} times", flush=True
+                )
     for bound, values in ratios.items():
-        print(f"bound {bound:3}: median {statistics.median(values):.3f} x direct "
-              f"(rounds {' '.join(f'{v:.2f}' for v in values)})")
+        print(
+            f"bound {bound:3}: median {statistics.median(values):.3f} x direct "
+            f"(rounds {' '.join(f'{v:.2f}' for v in values)})"
+        )
     return 0
 
 

@@ -35,16 +35,25 @@ def run(tree: str, topic_counts: list[int], pairs: int) -> None:
     from proxy.quotas.managers import ByteRateQuotas
     from tests.fakes import NULL_API_METRICS as metrics
 
-    config = parse_config({"upstream": {"bootstrap_servers": ["127.0.0.1:9092"]},
-                           "listeners": [{"name": "P", "bind": "127.0.0.1:0"}]})
+    config = parse_config(
+        {"upstream": {"bootstrap_servers": ["127.0.0.1:9092"]}, "listeners": [{"name": "P", "bind": "127.0.0.1:0"}]}
+    )
 
     def core(cluster: bool) -> tuple:
         ports = BrokerPorts("P", "proxy.example", 30000, lambda node_id: True) if cluster else None
         scope = ConnectionScope(ports, Topics(), ByteRateQuotas(config))
         out: list = []
-        return ConnectionCore(scope, Session("P", "127.0.0.1"), max_request_bytes=1 << 30,
-                              max_response_bytes=1 << 30, max_inflight=1000, write_client=out.append,
-                              write_broker=out.append, clock=time.monotonic_ns, api_metrics=lambda key: metrics), out
+        return ConnectionCore(
+            scope,
+            Session("P", "127.0.0.1"),
+            max_request_bytes=1 << 30,
+            max_response_bytes=1 << 30,
+            max_inflight=1000,
+            write_client=out.append,
+            write_broker=out.append,
+            clock=time.monotonic_ns,
+            api_metrics=lambda key: metrics,
+        ), out
 
     def cost(requests, responses, cluster: bool) -> float:
         c, out = core(cluster)
@@ -66,18 +75,44 @@ def run(tree: str, topic_counts: list[int], pairs: int) -> None:
     print(f"ListOffsets pair: {base:.2f} us CPU", flush=True)
     request_body = encode_request(METADATA, 12, new_request(METADATA, 12, topics=None))
     for count in topic_counts:
-        answer = encode_response(METADATA, 12, new_response(METADATA, 12, cluster_id="c", controller_id=1, brokers=[
-            {"node_id": n, "host": f"kafka-{n}.internal", "port": 9092} for n in range(1, 4)], topics=[
-            {"name": f"topic-{i:06d}", "topic_id": uuid.uuid4(), "partitions": [
-                {"partition_index": p, "leader_id": 1 + p, "replica_nodes": [1, 2, 3], "isr_nodes": [1, 2, 3]}
-                for p in range(3)]} for i in range(count)]))
-        requests = [memoryview(frame(encode_request_header(METADATA, 12, i, "bench") + request_body))
-                    for i in range(pairs)]
+        answer = encode_response(
+            METADATA,
+            12,
+            new_response(
+                METADATA,
+                12,
+                cluster_id="c",
+                controller_id=1,
+                brokers=[{"node_id": n, "host": f"kafka-{n}.internal", "port": 9092} for n in range(1, 4)],
+                topics=[
+                    {
+                        "name": f"topic-{i:06d}",
+                        "topic_id": uuid.uuid4(),
+                        "partitions": [
+                            {
+                                "partition_index": p,
+                                "leader_id": 1 + p,
+                                "replica_nodes": [1, 2, 3],
+                                "isr_nodes": [1, 2, 3],
+                            }
+                            for p in range(3)
+                        ],
+                    }
+                    for i in range(count)
+                ],
+            ),
+        )
+        requests = [
+            memoryview(frame(encode_request_header(METADATA, 12, i, "bench") + request_body)) for i in range(pairs)
+        ]
         responses = [memoryview(frame(encode_response_header(METADATA, 12, i) + answer)) for i in range(pairs)]
         for mode in ("sidecar", "cluster"):
             us = cost(requests, responses, mode == "cluster")
-            print(f"Metadata, {count:>6} topics ({len(answer):>9,} B), {mode:7}: {us:10.1f} us CPU per pair, "
-                  f"{us / base:8.1f} x a ListOffsets pair", flush=True)
+            print(
+                f"Metadata, {count:>6} topics ({len(answer):>9,} B), {mode:7}: {us:10.1f} us CPU per pair, "
+                f"{us / base:8.1f} x a ListOffsets pair",
+                flush=True,
+            )
 
 
 def main() -> None:

@@ -30,7 +30,9 @@ def create_topic(bootstrap: str, topic: str, partitions: int = 4) -> None:
 
 def produce(bootstrap: str, topic: str, count: int) -> float:
     """Messages per second for ``count`` 1 KiB messages, acks=all, delivery of every message confirmed."""
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all", "queue.buffering.max.messages": 500000})
+    p = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all", "queue.buffering.max.messages": 500000}
+    )
     p.produce(topic, PAYLOAD)  # warm up: metadata and connections
     p.flush(30)
     start = time.perf_counter()
@@ -46,8 +48,9 @@ def produce(bootstrap: str, topic: str, count: int) -> float:
 
 
 def consume(bootstrap: str, topic: str, count: int, partitions: int = 4) -> float:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
-                  "fetch.max.bytes": 52428800})
+    c = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False, "fetch.max.bytes": 52428800}
+    )
     c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     got = 0
     start = None
@@ -92,21 +95,25 @@ def main() -> None:
         results = {"direct": {"produce": [], "consume": []}, "proxied": {"produce": [], "consume": []}}
         for r in range(args.rounds):
             paths = [("direct", direct), ("proxied", proxied)]
-            for name, bootstrap in (paths if r % 2 == 0 else paths[::-1]):  # alternate who goes first
+            for name, bootstrap in paths if r % 2 == 0 else paths[::-1]:  # alternate who goes first
                 topic = f"bench-{name}-{r}"
                 create_topic(bootstrap, topic)
                 results[name]["produce"].append(produce(bootstrap, topic, args.messages))
                 results[name]["consume"].append(consume(bootstrap, topic, args.messages))
         create_topic(direct, "lat")
         create_topic(proxied, "lat")
-        lat = {"direct": latencies(direct, "lat", args.latency_samples),
-               "proxied": latencies(proxied, "lat", args.latency_samples)}
+        lat = {
+            "direct": latencies(direct, "lat", args.latency_samples),
+            "proxied": latencies(proxied, "lat", args.latency_samples),
+        }
     print(f"confluent-kafka, 1 KiB messages, {args.messages} per round, {args.rounds} rounds (median)")
     for kind in ("produce", "consume"):
         d = statistics.median(results["direct"][kind])
         p = statistics.median(results["proxied"][kind])
         per_round = " ".join(f"{pr / dr:.2f}" for dr, pr in zip(results["direct"][kind], results["proxied"][kind]))
-        print(f"  {kind:8} direct {d:10.0f} msg/s  proxied {p:10.0f} msg/s  ratio {p / d:.3f}  (per round: {per_round})")
+        print(
+            f"  {kind:8} direct {d:10.0f} msg/s  proxied {p:10.0f} msg/s  ratio {p / d:.3f}  (per round: {per_round})"
+        )
     for q, label in ((0.5, "p50"), (0.99, "p99")):
         d, p = pct(lat["direct"], q), pct(lat["proxied"], q)
         print(f"  single-produce {label}: direct {d:.3f} ms  proxied {p:.3f} ms  added {p - d:+.3f} ms")

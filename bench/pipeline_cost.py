@@ -37,15 +37,27 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pairs", type=int, default=100_000)
     n = parser.parse_args().pairs
-    config = parse_config({"upstream": {"bootstrap_servers": ["127.0.0.1:9092"]},
-                           "listeners": [{"name": "P", "bind": "127.0.0.1:0"}],
-                           "metrics": {"bind": "127.0.0.1:0"}})
+    config = parse_config(
+        {
+            "upstream": {"bootstrap_servers": ["127.0.0.1:9092"]},
+            "listeners": [{"name": "P", "bind": "127.0.0.1:0"}],
+            "metrics": {"bind": "127.0.0.1:0"},
+        }
+    )
     scope = ConnectionScope(None, Topics(), ByteRateQuotas(config))
     out: list = []
     metrics = _ApiMetrics()
-    core = ConnectionCore(scope, Session("P", "127.0.0.1"), max_request_bytes=1 << 20, max_response_bytes=1 << 20,
-                          max_inflight=200, write_client=out.append, write_broker=out.append, clock=time.monotonic_ns,
-                          api_metrics=lambda key: metrics)
+    core = ConnectionCore(
+        scope,
+        Session("P", "127.0.0.1"),
+        max_request_bytes=1 << 20,
+        max_response_bytes=1 << 20,
+        max_inflight=200,
+        write_client=out.append,
+        write_broker=out.append,
+        clock=time.monotonic_ns,
+        api_metrics=lambda key: metrics,
+    )
     requests = [memoryview(frame(encode_request_header(2, 5, i, "bench") + b"\x00" * 1024)) for i in range(n)]
     responses = [memoryview(frame(encode_response_header(2, 5, i) + b"\x00" * 40)) for i in range(n)]
     flow = core.flow

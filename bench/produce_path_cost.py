@@ -37,29 +37,69 @@ def one_run(pairs: int, burst: int) -> float:
     from proxy.ops.metrics import ProxyMetrics
     from proxy.quotas.managers import ByteRateQuotas
 
-    config = parse_config({"upstream": {"bootstrap_servers": ["127.0.0.1:9092"]},
-                           "listeners": [{"name": "P", "bind": "127.0.0.1:0"}],
-                           "metrics": {"bind": "127.0.0.1:0"},
-                           "quotas": [{"entity": {"client-id": "bench"}, "producer_byte_rate": 10**12}]})
+    config = parse_config(
+        {
+            "upstream": {"bootstrap_servers": ["127.0.0.1:9092"]},
+            "listeners": [{"name": "P", "bind": "127.0.0.1:0"}],
+            "metrics": {"bind": "127.0.0.1:0"},
+            "quotas": [{"entity": {"client-id": "bench"}, "producer_byte_rate": 10**12}],
+        }
+    )
     scope = ConnectionScope(None, Topics(), ByteRateQuotas(config))
     metrics = ProxyMetrics()
     out: list = []
-    core = ConnectionCore(scope, Session("P", "127.0.0.1"), max_request_bytes=1 << 20, max_response_bytes=1 << 20,
-                          max_inflight=1000, write_client=out.append, write_broker=out.append,
-                          clock=time.monotonic_ns, api_metrics=lambda key: metrics.api("P", key))
-    batch = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=1000,
-                                      producer_epoch=0, base_sequence=0, batch_size=1 << 20)
+    core = ConnectionCore(
+        scope,
+        Session("P", "127.0.0.1"),
+        max_request_bytes=1 << 20,
+        max_response_bytes=1 << 20,
+        max_inflight=1000,
+        write_client=out.append,
+        write_broker=out.append,
+        clock=time.monotonic_ns,
+        api_metrics=lambda key: metrics.api("P", key),
+    )
+    batch = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=1000,
+        producer_epoch=0,
+        base_sequence=0,
+        batch_size=1 << 20,
+    )
     batch.append(0, timestamp=None, key=None, value=b"s" * 100, headers=[])
     records = bytes(batch.build())
-    body = encode_request(0, 9, new_request(0, 9, transactional_id=None, acks=1, timeout_ms=30000, topic_data=[
-        {"name": "small", "partition_data": [{"index": 0, "records": records}]}]))
-    answer = encode_response(0, 9, new_response(0, 9, responses=[
-        {"name": "small", "partition_responses": [{"index": 0, "error_code": 0, "base_offset": 0}]}]))
+    body = encode_request(
+        0,
+        9,
+        new_request(
+            0,
+            9,
+            transactional_id=None,
+            acks=1,
+            timeout_ms=30000,
+            topic_data=[{"name": "small", "partition_data": [{"index": 0, "records": records}]}],
+        ),
+    )
+    answer = encode_response(
+        0,
+        9,
+        new_response(
+            0,
+            9,
+            responses=[{"name": "small", "partition_responses": [{"index": 0, "error_code": 0, "base_offset": 0}]}],
+        ),
+    )
     rounds = pairs // burst
-    requests = [memoryview(b"".join(frame(encode_request_header(0, 9, r * burst + i, "bench") + body)
-                                    for i in range(burst))) for r in range(rounds)]
-    responses = [memoryview(b"".join(frame(encode_response_header(0, 9, r * burst + i) + answer)
-                                     for i in range(burst))) for r in range(rounds)]
+    requests = [
+        memoryview(b"".join(frame(encode_request_header(0, 9, r * burst + i, "bench") + body) for i in range(burst)))
+        for r in range(rounds)
+    ]
+    responses = [
+        memoryview(b"".join(frame(encode_response_header(0, 9, r * burst + i) + answer) for i in range(burst)))
+        for r in range(rounds)
+    ]
     flow = core.flow
     started = time.process_time()
     for r in range(rounds):
@@ -71,8 +111,10 @@ def one_run(pairs: int, burst: int) -> float:
             core.step(time.monotonic_ns())
         out.clear()
     elapsed = time.process_time() - started
-    assert metrics.registry.get_sample_value("kafka_quota_proxy_requests_total",
-                                             {"listener": "P", "api": "Produce"}) == rounds * burst
+    assert (
+        metrics.registry.get_sample_value("kafka_quota_proxy_requests_total", {"listener": "P", "api": "Produce"})
+        == rounds * burst
+    )
     return elapsed / (rounds * burst) * 1e6
 
 
@@ -88,23 +130,43 @@ def main() -> None:
         print(one_run(args.pairs, args.burst))
         return
     trees = [tuple(item.split("=", 1)) for item in args.trees.split(",")]
-    print(f"{args.pairs} Produce v9 pairs (100 B, acks=1, byte-rate quota), {args.burst} per read, "
-          f"{args.repeat} runs per tree; load {os.getloadavg()[0]:.1f}", flush=True)
+    print(
+        f"{args.pairs} Produce v9 pairs (100 B, acks=1, byte-rate quota), {args.burst} per read, "
+        f"{args.repeat} runs per tree; load {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
     figures: dict[str, list[float]] = {name: [] for name, _ in trees}
     for r in range(args.repeat):
-        for name, tree in (trees if r % 2 == 0 else list(reversed(trees))):
-            answer = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", "--pairs", str(args.pairs),
-                                     "--burst", str(args.burst)], cwd=tree, env={**os.environ, "PYTHONPATH": tree},
-                                    capture_output=True, text=True, check=True)
+        for name, tree in trees if r % 2 == 0 else list(reversed(trees)):
+            answer = subprocess.run(
+                [
+                    sys.executable,
+                    os.path.abspath(__file__),
+                    "--one",
+                    "--pairs",
+                    str(args.pairs),
+                    "--burst",
+                    str(args.burst),
+                ],
+                cwd=tree,
+                env={**os.environ, "PYTHONPATH": tree},
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             figures[name].append(float(answer.stdout.strip().splitlines()[-1]))
     for name, _ in trees:
         runs = figures[name]
-        print(f"  {name}: best {min(runs):.2f} us, median {statistics.median(runs):.2f} us per request + response "
-              f"({', '.join(f'{x:.2f}' for x in runs)})")
+        print(
+            f"  {name}: best {min(runs):.2f} us, median {statistics.median(runs):.2f} us per request + response "
+            f"({', '.join(f'{x:.2f}' for x in runs)})"
+        )
     if len(trees) == 2:
         (a, _), (b, _) = trees
-        print(f"  {b} / {a}: best {min(figures[b]) / min(figures[a]):.2f} x, median "
-              f"{statistics.median(figures[b]) / statistics.median(figures[a]):.2f} x; load {os.getloadavg()[0]:.1f}")
+        print(
+            f"  {b} / {a}: best {min(figures[b]) / min(figures[a]):.2f} x, median "
+            f"{statistics.median(figures[b]) / statistics.median(figures[a]):.2f} x; load {os.getloadavg()[0]:.1f}"
+        )
 
 
 if __name__ == "__main__":

@@ -32,15 +32,17 @@ from quota.primitives.entity import QuotaEntity, QuotaEntry, QuotaTable, QuotaTa
 
 def load_old(revision: str) -> types.ModuleType:
     def source(path: str) -> str:
-        return subprocess.run(["git", "-C", ROOT, "show", f"{revision}:{path}"], check=True, capture_output=True,
-                              text=True).stdout
+        return subprocess.run(
+            ["git", "-C", ROOT, "show", f"{revision}:{path}"], check=True, capture_output=True, text=True
+        ).stdout
 
     cache = types.ModuleType("old_producer_id_cache")
     exec(compile(source("quota/managers/producer_id_cache.py"), "old_producer_id_cache", "exec"), cache.__dict__)
     cache.BloomFilter = type("BloomFilter", (_Keys, cache.BloomFilter), {})  # with a __dict__ for its keys
     sys.modules["old_producer_id_cache"] = cache
-    text = source("quota/managers/producer_ids.py").replace("from quota.managers.producer_id_cache import",
-                                                   "from old_producer_id_cache import")
+    text = source("quota/managers/producer_ids.py").replace(
+        "from quota.managers.producer_id_cache import", "from old_producer_id_cache import"
+    )
     try:  # the hold bookkeeping has its own module since the one that split it out
         holds_text = source("quota/managers/producer_id_holds.py")
     except subprocess.CalledProcessError:
@@ -88,8 +90,9 @@ def change(rng: random.Random, quotas: QuotaTable, users: list[str]) -> QuotaTab
     entity = QuotaEntity(rng.choice(users[:5] + ["<default>"]), None)
     if rng.random() < 0.25:
         return quotas.with_changes({entity: None})
-    return quotas.with_changes({entity: QuotaEntry(entity, {"producer_ids_rate": rng.choice([0, 2, 4, 50])},
-                                                   rng.random() < 0.3)})
+    return quotas.with_changes(
+        {entity: QuotaEntry(entity, {"producer_ids_rate": rng.choice([0, 2, 4, 50])}, rng.random() < 0.3)}
+    )
 
 
 def stats(manager, now: int) -> list:
@@ -100,10 +103,16 @@ def run(old_module, seed: int, steps: int) -> tuple[str, int]:
     rng = random.Random(seed)
     users = [f"u{i}" for i in range(rng.choice([3, 8, 20]))]
     window_s = rng.choice([1, 10, 3600])
-    kw = dict(window_num=rng.choice([1, 2, 11]), window_size_s=window_s,
-              expected_pids=rng.choice([1000, 20, 5]), false_positive_rate=rng.choice([0.001, 0.05]),
-              max_mute_ms=rng.choice([25_000, 2**31 - 1]), shadow=rng.random() < 0.1,
-              enforcement=rng.choice(["hold", "throttle"]), max_hold_ms=rng.choice([0, 1_000, 10_000]))
+    kw = dict(
+        window_num=rng.choice([1, 2, 11]),
+        window_size_s=window_s,
+        expected_pids=rng.choice([1000, 20, 5]),
+        false_positive_rate=rng.choice([0.001, 0.05]),
+        max_mute_ms=rng.choice([25_000, 2**31 - 1]),
+        shadow=rng.random() < 0.1,
+        enforcement=rng.choice(["hold", "throttle"]),
+        max_hold_ms=rng.choice([0, 1_000, 10_000]),
+    )
     quotas = table(rng, users)
     old, new = old_module.ProducerIdQuotaManager(quotas, **kw), new_module.ProducerIdQuotaManager(quotas, **kw)
     pids = [rng.randrange(1 << 62) for _ in range(rng.choice([5, 50, 500]))]
@@ -144,8 +153,10 @@ def run(old_module, seed: int, steps: int) -> tuple[str, int]:
             new.update_quotas(quotas)
         else:
             so, sn = stats(old, now), stats(new, now)
-            assert [repr(replace(s, cache_bytes=0)) for s in so] == [repr(replace(s, cache_bytes=0)) for s in sn], \
-                (seed, step)
+            assert [repr(replace(s, cache_bytes=0)) for s in so] == [repr(replace(s, cache_bytes=0)) for s in sn], (
+                seed,
+                step,
+            )
             assert old.new_pids_counted == new.new_pids_counted
     return "identical", steps
 
@@ -163,8 +174,10 @@ def main() -> None:
         outcome, steps = run(old_module, seed, args.steps)
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
         decided += steps
-    print(f"{args.runs} runs against {args.old}, {decided:,} operations: "
-          + ", ".join(f"{n} {what}" for what, n in sorted(outcomes.items())))
+    print(
+        f"{args.runs} runs against {args.old}, {decided:,} operations: "
+        + ", ".join(f"{n} {what}" for what, n in sorted(outcomes.items()))
+    )
 
 
 if __name__ == "__main__":

@@ -63,8 +63,9 @@ def plan_cost(with_quota: bool, n: int = 200_000) -> float:
     from proxy.quotas.managers import ByteRateQuotas
 
     quotas = [{"entity": {"user": "<default>"}, "producer_ids_rate": 1e12}] if with_quota else []
-    config = parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}],
-                           "quotas": quotas})
+    config = parse_config(
+        {"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}], "quotas": quotas}
+    )
     scope = ConnectionScope(None, Topics(), ByteRateQuotas(config))
     session = Session("L", "127.0.0.1")
     header = RequestHeader(16384, 0, 9, 1, "p", 20, 1, (4242,))
@@ -78,8 +79,10 @@ def main() -> None:
     print("KIP-936 producer-id cache, default sizing (1,000 PIDs per filter at 0.001):")
     for users, pids in ((1, 1_000_000), (10_000, 100)):
         per_pid, held = feed(lambda: ProducerIdQuotaManager(TABLE), users, pids)
-        print(f"  {users:>6} users x {pids:>9} PIDs: {per_pid * 1e6:6.2f} us per PID, {held / users:12,.0f} bytes "
-              f"per user, {held / 2**20:8.1f} MiB in all")
+        print(
+            f"  {users:>6} users x {pids:>9} PIDs: {per_pid * 1e6:6.2f} us per PID, {held / users:12,.0f} bytes "
+            f"per user, {held / 2**20:8.1f} MiB in all"
+        )
     per_pid, held = feed(lambda: ProducerIdQuotaManager(TABLE, expected_pids=1_000_000), 1, 1_000_000)
     print(f"  one user, filter sized for 1,000,000 PIDs: {per_pid * 1e6:.2f} us per PID, {held / 2**20:.1f} MiB")
     print("false-positive rate, filled to its expected size:")
@@ -87,8 +90,10 @@ def main() -> None:
         measured = false_positive_rate(expected, rate)
         print(f"  {expected:>9} expected at {rate:<6}: measured {measured:.5f} ({measured / rate:.2f} x configured)")
     without, with_ = plan_cost(False), plan_cost(True)
-    print(f"planning a Produce (header parsed): {without * 1e6:.2f} us without producer_ids_rate, "
-          f"{with_ * 1e6:.2f} us with it (a known PID)")
+    print(
+        f"planning a Produce (header parsed): {without * 1e6:.2f} us without producer_ids_rate, "
+        f"{with_ * 1e6:.2f} us with it (a known PID)"
+    )
 
 
 if __name__ == "__main__":

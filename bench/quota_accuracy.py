@@ -69,8 +69,16 @@ def produce(kind: str, bootstrap: str, topic: str, client_id: str, stop, ready) 
     if kind == "confluent":
         from confluent_kafka import Producer
 
-        p = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5, "acks": 1,
-                      "batch.size": 65536, "queue.buffering.max.kbytes": 256})
+        p = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "client.id": client_id,
+                "linger.ms": 5,
+                "acks": 1,
+                "batch.size": 65536,
+                "queue.buffering.max.kbytes": 256,
+            }
+        )
         ready()
         while not stop.is_set():
             try:
@@ -82,8 +90,9 @@ def produce(kind: str, bootstrap: str, topic: str, client_id: str, stop, ready) 
     elif kind == "kafka-python":
         from kafka import KafkaProducer
 
-        p = KafkaProducer(bootstrap_servers=bootstrap, client_id=client_id, batch_size=65536, linger_ms=5, acks=1,
-                          max_block_ms=60000)
+        p = KafkaProducer(
+            bootstrap_servers=bootstrap, client_id=client_id, batch_size=65536, linger_ms=5, acks=1, max_block_ms=60000
+        )
         pending = []
         ready()
         while not stop.is_set():
@@ -96,8 +105,9 @@ def produce(kind: str, bootstrap: str, topic: str, client_id: str, stop, ready) 
         from aiokafka import AIOKafkaProducer
 
         async def main():
-            p = AIOKafkaProducer(bootstrap_servers=bootstrap, client_id=client_id, linger_ms=5, acks=1,
-                                 max_batch_size=65536)
+            p = AIOKafkaProducer(
+                bootstrap_servers=bootstrap, client_id=client_id, linger_ms=5, acks=1, max_batch_size=65536
+            )
             await p.start()
             ready()
             try:
@@ -117,8 +127,9 @@ def consume(kind: str, bootstrap: str, topic: str, client_id: str, stop, ready) 
     if kind == "confluent":
         from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-        c = Consumer({"bootstrap.servers": bootstrap, "group.id": client_id, "client.id": client_id,
-                      "enable.auto.commit": False})
+        c = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": client_id, "client.id": client_id, "enable.auto.commit": False}
+        )
         ready()  # assign starts fetching in the background
         c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
         while not stop.is_set():
@@ -127,8 +138,9 @@ def consume(kind: str, bootstrap: str, topic: str, client_id: str, stop, ready) 
     elif kind == "kafka-python":
         from kafka import KafkaConsumer, TopicPartition
 
-        c = KafkaConsumer(bootstrap_servers=bootstrap, client_id=client_id, enable_auto_commit=False,
-                          fetch_max_bytes=MIB)
+        c = KafkaConsumer(
+            bootstrap_servers=bootstrap, client_id=client_id, enable_auto_commit=False, fetch_max_bytes=MIB
+        )
         tp = TopicPartition(topic, 0)
         c.assign([tp])
         c.seek_to_beginning(tp)
@@ -167,8 +179,10 @@ def run_phase(target, clients: dict[str, tuple[str, str]], metrics_url: str, quo
     second one full window later (the measurement start), then one per sample."""
     ctx = multiprocessing.get_context("spawn")
     stop, barrier = ctx.Event(), ctx.Barrier(len(clients) + 1)
-    procs = {cid: ctx.Process(target=child, args=(target, kind, args.bootstrap, topic, cid, stop, barrier),
-                              daemon=True) for cid, (kind, topic) in clients.items()}
+    procs = {
+        cid: ctx.Process(target=child, args=(target, kind, args.bootstrap, topic, cid, stop, barrier), daemon=True)
+        for cid, (kind, topic) in clients.items()
+    }
     series = {cid: [] for cid in clients}
 
     def record():
@@ -206,10 +220,14 @@ def run_phase(target, clients: dict[str, tuple[str, str]], metrics_url: str, quo
 
 def report(title: str, series: dict, quotas: dict[str, int], args) -> None:
     num, size = args.window_num, args.window_size
-    print(f"{title}: ratio = observed bytes/s / quota, measured over {args.duration_windows} x {num * size} s "
-          f"after the first {num * size} s (window {num} x {size} s)")
-    print(f"  {'client-id':16} {'quota':>11} {'ratio':>6} {'window min/max':>14} {'sample min/max':>15} "
-          f"{'throttled':>9} {'burst':>6}  first window bytes / quota x (num-1) x size")
+    print(
+        f"{title}: ratio = observed bytes/s / quota, measured over {args.duration_windows} x {num * size} s "
+        f"after the first {num * size} s (window {num} x {size} s)"
+    )
+    print(
+        f"  {'client-id':16} {'quota':>11} {'ratio':>6} {'window min/max':>14} {'sample min/max':>15} "
+        f"{'throttled':>9} {'burst':>6}  first window bytes / quota x (num-1) x size"
+    )
     for cid, points in series.items():
         q = quotas[cid]
         meas = points[1:]
@@ -226,8 +244,10 @@ def report(title: str, series: dict, quotas: dict[str, int], args) -> None:
         w = f"{min(windows):.3f}/{max(windows):.3f}" if windows else "-"
         smp = f"{min(samples):.3f}/{max(samples):.3f}"
         slow = "  (never throttled: the client is slower than its quota)" if not throttled else ""
-        print(f"  {cid:16} {q / MIB:>5g} MiB/s {whole:6.3f} {w:>14} {smp:>15} {throttled:>9.0f} "
-              f"{burst_bytes / allowance:6.3f}  {burst_bytes / MIB:.1f} MiB / {allowance / MIB:.1f} MiB{slow}")
+        print(
+            f"  {cid:16} {q / MIB:>5g} MiB/s {whole:6.3f} {w:>14} {smp:>15} {throttled:>9.0f} "
+            f"{burst_bytes / allowance:6.3f}  {burst_bytes / MIB:.1f} MiB / {allowance / MIB:.1f} MiB{slow}"
+        )
 
 
 def main() -> None:
@@ -240,10 +260,14 @@ def main() -> None:
     args = parser.parse_args()
     variants = [float(v) for v in args.quotas.split(",")]
     quotas = {f"{kind}-{v:g}m": int(v * MIB) for kind in KINDS for v in variants}
-    entries = "".join(f"  - {{entity: {{client-id: {cid}}}, producer_byte_rate: {q}, consumer_byte_rate: {q}}}\n"
-                      for cid, q in quotas.items())
-    extra = (f"settings: {{quota.window.num: {args.window_num}, quota.window.size.seconds: {args.window_size}}}\n"
-             f"quotas:\n{entries}")
+    entries = "".join(
+        f"  - {{entity: {{client-id: {cid}}}, producer_byte_rate: {q}, consumer_byte_rate: {q}}}\n"
+        for cid, q in quotas.items()
+    )
+    extra = (
+        f"settings: {{quota.window.num: {args.window_num}, quota.window.size.seconds: {args.window_size}}}\n"
+        f"quotas:\n{entries}"
+    )
     phases = args.phases.split(",")
     started = time.monotonic()
     with direct_and_proxied(extra) as (_, proxied, metrics_url):
@@ -254,18 +278,28 @@ def main() -> None:
             seconds = (args.duration_windows + 1) * args.window_num * args.window_size + 5
             t = time.monotonic()
             fill(proxied, "filled", int(max(quotas.values()) * seconds * 1.2))
-            print(f"filled 'filled' with {max(quotas.values()) * seconds * 1.2 / MIB:.0f} MiB in "
-                  f"{time.monotonic() - t:.1f} s")
+            print(
+                f"filled 'filled' with {max(quotas.values()) * seconds * 1.2 / MIB:.0f} MiB in "
+                f"{time.monotonic() - t:.1f} s"
+            )
         if "produce" in phases:
             clients = {cid: (cid.rsplit("-", 1)[0], f"p-{cid}") for cid in quotas}
             for _, topic in clients.values():
                 create_topic(proxied, topic)
-            results.append(("producers, all at once (producer_byte_rate)",
-                            run_phase(produce, clients, metrics_url, "producer_byte_rate", args)))
+            results.append(
+                (
+                    "producers, all at once (producer_byte_rate)",
+                    run_phase(produce, clients, metrics_url, "producer_byte_rate", args),
+                )
+            )
         if "consume" in phases:
             clients = {cid: (cid.rsplit("-", 1)[0], "filled") for cid in quotas}
-            results.append(("consumers, all at once (consumer_byte_rate)",
-                            run_phase(consume, clients, metrics_url, "consumer_byte_rate", args)))
+            results.append(
+                (
+                    "consumers, all at once (consumer_byte_rate)",
+                    run_phase(consume, clients, metrics_url, "consumer_byte_rate", args),
+                )
+            )
     for title, series in results:
         report(title, series, quotas, args)
     print(f"total {time.monotonic() - started:.0f} s")

@@ -64,20 +64,26 @@ def timed(old_module, shape: str, n: int, rounds: int) -> dict[str, tuple[list[f
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--old", default="46024d1", help="the revision to compare against (default: before the "
-                                                         "sensor keeper)")
+    parser.add_argument(
+        "--old", default="46024d1", help="the revision to compare against (default: before the sensor keeper)"
+    )
     parser.add_argument("--tenants", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=400)
     args = parser.parse_args()
     old_module = load_old(args.old)
-    print(f"{args.tenants} known tenants, {args.rounds} rounds alternating, against {args.old}; "
-          f"load {os.getloadavg()[0]:.1f}")
+    print(
+        f"{args.tenants} known tenants, {args.rounds} rounds alternating, against {args.old}; "
+        f"load {os.getloadavg()[0]:.1f}"
+    )
     for shape in SHAPES:
         out = timed(old_module, shape, args.tenants, args.rounds)
-        (old_rec, old_row), (new_rec, new_row) = ((statistics.median(a), statistics.median(b))
-                                                  for a, b in (out["old"], out["new"]))
-        print(f"  {shape:6} record_and_decide old {old_rec:5.0f} new {new_rec:5.0f} ns ({new_rec / old_rec:.3f} x); "
-              f"remote row old {old_row:4.0f} new {new_row:4.0f} ns ({new_row / old_row:.3f} x)")
+        (old_rec, old_row), (new_rec, new_row) = (
+            (statistics.median(a), statistics.median(b)) for a, b in (out["old"], out["new"])
+        )
+        print(
+            f"  {shape:6} record_and_decide old {old_rec:5.0f} new {new_rec:5.0f} ns ({new_rec / old_rec:.3f} x); "
+            f"remote row old {old_row:4.0f} new {new_row:4.0f} ns ({new_row / old_row:.3f} x)"
+        )
     print(f"  load {os.getloadavg()[0]:.1f}")
 
 

@@ -93,8 +93,10 @@ def main() -> None:
     finally:
         for proc in procs:
             proc.terminate()
-    print(f"confluent-kafka through a minimal uvloop relay, 1 KiB messages, {args.messages} per round, "
-          f"{args.rounds} rounds (median)")
+    print(
+        f"confluent-kafka through a minimal uvloop relay, 1 KiB messages, {args.messages} per round, "
+        f"{args.rounds} rounds (median)"
+    )
     for kind in ("produce", "consume"):
         d = statistics.median(results["direct"][kind])
         p = statistics.median(results["relayed"][kind])

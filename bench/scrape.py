@@ -120,16 +120,20 @@ async def run(args) -> dict:
     broker_port, proxy_port = free_port(), free_port()
     broker = tansu(broker_port, proxy_port)
     try:
-        config = parse_config({
-            "upstream": {"bootstrap_servers": [f"127.0.0.1:{broker_port}"]},
-            "listeners": [{"name": "PLAINTEXT", "bind": f"127.0.0.1:{proxy_port}"}],
-            "metrics": {"bind": "127.0.0.1:0"},
-            "quotas": [{"entity": {"client-id": "<default>"}, "producer_byte_rate": 10**12,
-                        "consumer_byte_rate": 10**12}],
-            "settings": {"quota.metrics.max.entities": args.top},
-            # off unless asked: applying the config topic's first read walks every sensor on the loop (2.8 s at
-            # 10^6 tenants), a stall of its own that would hide what scrapes do
-            "dynamic_config": {"enabled": args.dynamic_config}})
+        config = parse_config(
+            {
+                "upstream": {"bootstrap_servers": [f"127.0.0.1:{broker_port}"]},
+                "listeners": [{"name": "PLAINTEXT", "bind": f"127.0.0.1:{proxy_port}"}],
+                "metrics": {"bind": "127.0.0.1:0"},
+                "quotas": [
+                    {"entity": {"client-id": "<default>"}, "producer_byte_rate": 10**12, "consumer_byte_rate": 10**12}
+                ],
+                "settings": {"quota.metrics.max.entities": args.top},
+                # off unless asked: applying the config topic's first read walks every sensor on the loop (2.8 s at
+                # 10^6 tenants), a stall of its own that would hide what scrapes do
+                "dynamic_config": {"enabled": args.dynamic_config},
+            }
+        )
         app = ProxyApp(config)
         populate_s = populate(app, args.tenants)
         builds: list[tuple[float, float]] = []  # (began, took) of each build of the per-entity series
@@ -160,9 +164,10 @@ async def run(args) -> dict:
         gc.callbacks.append(on_gc)
         ctx = multiprocessing.get_context("spawn")
         results = ctx.Queue()
-        procs = [ctx.Process(target=bystander, args=(proxy_port, args.duration, results)),
-                 ctx.Process(target=scraper, args=(url, args.duration, args.scrape_every, args.back_to_back,
-                                                   results))]
+        procs = [
+            ctx.Process(target=bystander, args=(proxy_port, args.duration, results)),
+            ctx.Process(target=scraper, args=(url, args.duration, args.scrape_every, args.back_to_back, results)),
+        ]
         for p in procs:
             p.start()
         loop = asyncio.get_running_loop()
@@ -171,8 +176,12 @@ async def run(args) -> dict:
             await loop.run_in_executor(None, p.join)
         gc.callbacks.remove(on_gc)
         await app.stop(1000)
-        out.update(populate_s=populate_s, collections=collections, builds=builds,
-                   sensors=len(app.quotas.produce) + len(app.quotas.fetch))
+        out.update(
+            populate_s=populate_s,
+            collections=collections,
+            builds=builds,
+            sensors=len(app.quotas.produce) + len(app.quotas.fetch),
+        )
         return out
     finally:
         broker.terminate()
@@ -192,31 +201,42 @@ def report(args, out: dict) -> None:
     build_windows = [(began, began + took) for began, took in builds]
     during = [w for sent, w in waits if any(a <= sent + w and sent <= b for a, b in windows)]
     building = [w for sent, w in waits if any(a <= sent + w and sent <= b for a, b in build_windows)]
-    outside = [w for sent, w in waits
-               if not any(a <= sent + w and sent <= b for a, b in windows + build_windows)]
+    outside = [w for sent, w in waits if not any(a <= sent + w and sent <= b for a, b in windows + build_windows)]
     ms = 1000.0
-    print(f"tenants {args.tenants:,} ({out['sensors']:,} quota sensors, populated in {out['populate_s']:.1f} s); "
-          f"quota.metrics.max.entities {args.top}")
-    print(f"scrapes: {len(scrapes)} ({'back to back' if args.back_to_back else f'every {args.scrape_every:g} s'}); "
-          + ", ".join(f"{took:.2f} s / {size / 1024:.0f} KiB" for _, took, size in scrapes))
-    print(f"bystander: {len(waits)} requests every {TICK_S * ms:.0f} ms; "
-          f"during scrapes: {len(during)}, worst {max(during, default=0) * ms:.1f} ms, "
-          f"p99 {percentile(during, 0.99) * ms:.1f} ms, p50 {percentile(during, 0.5) * ms:.2f} ms; "
-          f"during background builds of the per-entity series ({len(builds)}, "
-          + ", ".join(f"{took:.2f} s" for _, took in builds[:8]) + f"): {len(building)}, "
-          f"worst {max(building, default=0) * ms:.1f} ms, p99 {percentile(building, 0.99) * ms:.1f} ms; "
-          f"outside both: {len(outside)}, worst {max(outside, default=0) * ms:.1f} ms, "
-          f"p99 {percentile(outside, 0.99) * ms:.1f} ms, p50 {percentile(outside, 0.5) * ms:.2f} ms")
+    print(
+        f"tenants {args.tenants:,} ({out['sensors']:,} quota sensors, populated in {out['populate_s']:.1f} s); "
+        f"quota.metrics.max.entities {args.top}"
+    )
+    print(
+        f"scrapes: {len(scrapes)} ({'back to back' if args.back_to_back else f'every {args.scrape_every:g} s'}); "
+        + ", ".join(f"{took:.2f} s / {size / 1024:.0f} KiB" for _, took, size in scrapes)
+    )
+    print(
+        f"bystander: {len(waits)} requests every {TICK_S * ms:.0f} ms; "
+        f"during scrapes: {len(during)}, worst {max(during, default=0) * ms:.1f} ms, "
+        f"p99 {percentile(during, 0.99) * ms:.1f} ms, p50 {percentile(during, 0.5) * ms:.2f} ms; "
+        f"during background builds of the per-entity series ({len(builds)}, "
+        + ", ".join(f"{took:.2f} s" for _, took in builds[:8])
+        + f"): {len(building)}, "
+        f"worst {max(building, default=0) * ms:.1f} ms, p99 {percentile(building, 0.99) * ms:.1f} ms; "
+        f"outside both: {len(outside)}, worst {max(outside, default=0) * ms:.1f} ms, "
+        f"p99 {percentile(outside, 0.99) * ms:.1f} ms, p50 {percentile(outside, 0.5) * ms:.2f} ms"
+    )
     worst_sent, worst = max(waits, key=lambda x: x[1])
     first = waits[0][0]
-    print(f"worst bystander wait {worst * ms:.1f} ms; the five worst (at s from the first request): "
-          + ", ".join(f"{w * ms:.1f} ms at {sent - first:.2f} s" for sent, w in sorted(waits, key=lambda x: -x[1])[:5])
-          + "; scrapes began at " + ", ".join(f"{began - first:.2f} s" for began, _, _ in scrapes[:10]))
+    print(
+        f"worst bystander wait {worst * ms:.1f} ms; the five worst (at s from the first request): "
+        + ", ".join(f"{w * ms:.1f} ms at {sent - first:.2f} s" for sent, w in sorted(waits, key=lambda x: -x[1])[:5])
+        + "; scrapes began at "
+        + ", ".join(f"{began - first:.2f} s" for began, _, _ in scrapes[:10])
+    )
     full = out["collections"]
     overlapping = [took for began, took in full if began <= worst_sent + worst and worst_sent <= began + took]
-    print(f"full garbage collections in the proxy process meanwhile: {len(full)}"
-          + (f" (longest {max(t for _, t in full) * ms:.0f} ms)" if full else "")
-          + ("; the worst wait overlapped one" if overlapping else ""))
+    print(
+        f"full garbage collections in the proxy process meanwhile: {len(full)}"
+        + (f" (longest {max(t for _, t in full) * ms:.0f} ms)" if full else "")
+        + ("; the worst wait overlapped one" if overlapping else "")
+    )
 
 
 def main() -> None:

@@ -112,25 +112,47 @@ def raw_clients(bootstrap: str, args, warm: float) -> float:
     host, port = bootstrap.split(":")
     start = time.time() + warm
     stop = start + args.seconds
-    answer = subprocess.run([sys.executable, "-c", RAW_CLIENT, host, port, str(args.raw), str(args.window),
-                             str(args.chunk), str(start), str(stop)], cwd=ROOT, capture_output=True, text=True,
-                            check=True, env={**os.environ, "PYTHONPATH": ROOT})
+    answer = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            RAW_CLIENT,
+            host,
+            port,
+            str(args.raw),
+            str(args.window),
+            str(args.chunk),
+            str(start),
+            str(stop),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": ROOT},
+    )
     return int(answer.stdout.split()[-1]) / args.seconds
 
 
 def one_round(tree: str, args, profile: str | None) -> tuple[float, float, float]:
     """(acknowledged requests/s, proxy CPU us per request, of which system) for the proxy run from ``tree``."""
     broker_port, proxy_port, metrics_port = free_port(), free_port(), free_port()
-    quotas = ("quotas: [{entity: {client-id: bench}, producer_byte_rate: 1000000000}]\n"
-              if args.quota == "byte-rate" else "")
+    quotas = (
+        "quotas: [{entity: {client-id: bench}, producer_byte_rate: 1000000000}]\n" if args.quota == "byte-rate" else ""
+    )
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        f.write(f"upstream: {{bootstrap_servers: ['127.0.0.1:{broker_port}']}}\n"
-                f"listeners: [{{name: PLAINTEXT, bind: '127.0.0.1:{proxy_port}'}}]\n"
-                f"metrics: {{bind: '127.0.0.1:{metrics_port}'}}\n"
-                f"settings: {{workers: 1, shutdown.grace.period.ms: 1000}}\n{quotas}")
+        f.write(
+            f"upstream: {{bootstrap_servers: ['127.0.0.1:{broker_port}']}}\n"
+            f"listeners: [{{name: PLAINTEXT, bind: '127.0.0.1:{proxy_port}'}}]\n"
+            f"metrics: {{bind: '127.0.0.1:{metrics_port}'}}\n"
+            f"settings: {{workers: 1, shutdown.grace.period.ms: 1000}}\n{quotas}"
+        )
     procs = [tansu(broker_port, proxy_port)]
-    command = [sys.executable] + (["-m", "cProfile", "-o", profile] if profile else []) + [
-        "-m", "proxy.cli", "run", "--config", f.name, "--log-level", "WARNING"]
+    command = (
+        [sys.executable]
+        + (["-m", "cProfile", "-o", profile] if profile else [])
+        + ["-m", "proxy.cli", "run", "--config", f.name, "--log-level", "WARNING"]
+    )
     proxy = subprocess.Popen(command, cwd=tree, env={**os.environ, "PYTHONPATH": tree})
     procs.append(proxy)
     try:
@@ -145,16 +167,20 @@ def one_round(tree: str, args, profile: str | None) -> tuple[float, float, float
         if args.raw:
             clients = threading.Thread(target=lambda: result.update(rate=raw_clients(bootstrap, args, warm)))
         else:
-            clients = threading.Thread(target=lambda: result.update(rate=run_clients(
-                bootstrap, "small", "requests", args.clients, warm, args.seconds)[0]))
+            clients = threading.Thread(
+                target=lambda: result.update(
+                    rate=run_clients(bootstrap, "small", "requests", args.clients, warm, args.seconds)[0]
+                )
+            )
         started = time.time()
         clients.start()
         time.sleep(max(0.0, started + warm - time.time()))
         tracer = None
         if args.strace:  # counts the proxy's system calls (slowing it: CPU figures of such runs mean nothing)
             trace_file = tempfile.NamedTemporaryFile(suffix=".strace", delete=False).name
-            tracer = subprocess.Popen(["strace", "-c", "-f", "-o", trace_file, "-p", str(proxy.pid)],
-                                      stderr=subprocess.DEVNULL)
+            tracer = subprocess.Popen(
+                ["strace", "-c", "-f", "-o", trace_file, "-p", str(proxy.pid)], stderr=subprocess.DEVNULL
+            )
         cpu0 = cpu_seconds(proxy.pid)
         time.sleep(args.seconds)
         cpu1 = cpu_seconds(proxy.pid)
@@ -176,8 +202,12 @@ def one_round(tree: str, args, profile: str | None) -> tuple[float, float, float
         os.unlink(trace_file)
         calls = {row[-1]: int(row[3]) for row in rows if len(row) >= 5 and row[3].isdigit()}
         top = sorted(calls.items(), key=lambda kv: -kv[1])[:6]
-        print(f"    system calls per request + response: {sum(calls.values()) / requests:.2f} ("
-              + ", ".join(f"{name} {n / requests:.2f}" for name, n in top) + ")", flush=True)
+        print(
+            f"    system calls per request + response: {sum(calls.values()) / requests:.2f} ("
+            + ", ".join(f"{name} {n / requests:.2f}" for name, n in top)
+            + ")",
+            flush=True,
+        )
     return rate, (sum(cpu1) - sum(cpu0)) / requests * 1e6, (cpu1[1] - cpu0[1]) / requests * 1e6
 
 
@@ -188,8 +218,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=8.0)
-    parser.add_argument("--raw", type=int, default=0, metavar="N",
-                        help="instead of confluent-kafka producers: N connections of one light pipelining client")
+    parser.add_argument(
+        "--raw",
+        type=int,
+        default=0,
+        metavar="N",
+        help="instead of confluent-kafka producers: N connections of one light pipelining client",
+    )
     parser.add_argument("--window", type=int, default=200, help="--raw: requests in flight per connection")
     parser.add_argument("--chunk", type=int, default=20, help="--raw: requests sent per write")
     parser.add_argument("--quota", choices=("byte-rate", "none"), default="byte-rate")
@@ -197,10 +232,16 @@ def main() -> None:
     parser.add_argument("--strace", action="store_true", help="count the proxy's system calls per request (strace -c)")
     args = parser.parse_args()
     trees = [("new", args.tree_new)] + ([("old", args.tree_old)] if args.tree_old else [])
-    clients = (f"{args.raw} raw connections of {args.window} in flight (sent {args.chunk} at a time)" if args.raw
-               else f"{args.clients} confluent-kafka producers")
-    print(f"{clients}, 100 B per Produce, acks=1, quota {args.quota}, {args.seconds:g} s per run, "
-          f"{os.cpu_count()} cores; load {os.getloadavg()[0]:.1f}", flush=True)
+    clients = (
+        f"{args.raw} raw connections of {args.window} in flight (sent {args.chunk} at a time)"
+        if args.raw
+        else f"{args.clients} confluent-kafka producers"
+    )
+    print(
+        f"{clients}, 100 B per Produce, acks=1, quota {args.quota}, {args.seconds:g} s per run, "
+        f"{os.cpu_count()} cores; load {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
     figures: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in trees}
     for r in range(args.rounds):
         order = trees if r % 2 == 0 else list(reversed(trees))
@@ -211,12 +252,17 @@ def main() -> None:
                 print(f"  round {r} {name}: no request acknowledged in the interval (not counted)", flush=True)
                 continue
             figures[name].append((rate, us))
-            print(f"  round {r} {name}: {rate:7.0f} requests/s, proxy CPU {us:6.1f} us per request + response "
-                  f"({system:.1f} of it in the kernel); load {os.getloadavg()[0]:.1f}", flush=True)
+            print(
+                f"  round {r} {name}: {rate:7.0f} requests/s, proxy CPU {us:6.1f} us per request + response "
+                f"({system:.1f} of it in the kernel); load {os.getloadavg()[0]:.1f}",
+                flush=True,
+            )
     for name, _ in trees:
         rates, costs = [f[0] for f in figures[name]], [f[1] for f in figures[name]]
-        print(f"{name}: median {statistics.median(rates):.0f} requests/s, {statistics.median(costs):.1f} us CPU "
-              f"per request + response")
+        print(
+            f"{name}: median {statistics.median(rates):.0f} requests/s, {statistics.median(costs):.1f} us CPU "
+            f"per request + response"
+        )
     if args.tree_old:
         new, old = (statistics.median(f[1] for f in figures[n]) for n in ("new", "old"))
         print(f"new / old CPU per request: {new / old:.2f} x; load {os.getloadavg()[0]:.1f}")

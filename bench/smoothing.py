@@ -101,8 +101,9 @@ def run_client(client_id: str, bootstrap: str, stop, ready) -> None:
     elif library == "confluent":
         from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-        c = Consumer({"bootstrap.servers": bootstrap, "group.id": client_id, "client.id": client_id,
-                      "enable.auto.commit": False})
+        c = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": client_id, "client.id": client_id, "enable.auto.commit": False}
+        )
         ready()
         c.assign([TopicPartition(FILLED, 0, OFFSET_BEGINNING)])
         while not stop.is_set():
@@ -129,8 +130,7 @@ def run_mode(mode: str, args) -> dict[str, list[float]]:
     """One broker and proxy with ``quota.smoothing: mode``; returns {client_id: [bytes admitted each second]}."""
     quota = args.quota * KIB
     entries = "".join(f"  - {{entity: {{client-id: {cid}}}, {key}: {quota}}}\n" for cid, (_, _, key) in CLIENTS.items())
-    extra = (f"settings: {{quota.smoothing: {mode}, quota.window.num: {args.window_num}}}\n"
-             f"quotas:\n{entries}")
+    extra = f"settings: {{quota.smoothing: {mode}, quota.window.num: {args.window_num}}}\nquotas:\n{entries}"
     with direct_and_proxied(extra) as (_, proxied, metrics_url):
         consumers = any(role == "consume" for _, role, _ in CLIENTS.values())
         create_topics(proxied, [FILLED] + [cid for cid, (_, role, _) in CLIENTS.items() if role == "produce"])
@@ -162,18 +162,22 @@ def run_mode(mode: str, args) -> dict[str, list[float]]:
 
 def report(mode: str, series: dict[str, list[float]], args) -> None:
     quota = args.quota * KIB
-    print(f"quota.smoothing: {mode}; quota {args.quota} KiB/s per client; seconds after the first "
-          f"{args.window_num} s (window span), rate / quota:")
+    print(
+        f"quota.smoothing: {mode}; quota {args.quota} KiB/s per client; seconds after the first "
+        f"{args.window_num} s (window span), rate / quota:"
+    )
     for cid, per_second in series.items():
-        ratios = [b / quota for b in per_second[args.window_num:]]
+        ratios = [b / quota for b in per_second[args.window_num :]]
         in_band = sum(BAND[0] <= r <= BAND[1] for r in ratios) / len(ratios)
         average = sum(ratios) / len(ratios)
         verdict = ""
         if mode == "on":
             met = in_band >= IN_BAND_TARGET and AVERAGE_TARGET[0] <= average <= AVERAGE_TARGET[1]
             verdict = "  target met" if met else "  target NOT met"
-        print(f"  {cid:15} in 0.5-1.5 x: {in_band:4.0%} (target >= 90 %)  average {average:.3f} x "
-              f"(target 0.95-1.05)  min {min(ratios):.2f} max {max(ratios):.2f}{verdict}")
+        print(
+            f"  {cid:15} in 0.5-1.5 x: {in_band:4.0%} (target >= 90 %)  average {average:.3f} x "
+            f"(target 0.95-1.05)  min {min(ratios):.2f} max {max(ratios):.2f}{verdict}"
+        )
         print("    " + " ".join(f"{r:.2f}" for r in ratios))
 
 
@@ -192,8 +196,10 @@ def main() -> None:
     results = [(mode, run_mode(mode, args)) for mode in args.modes.split(",")]
     for mode, series in results:
         report(mode, series, args)
-    print(f"load average after: {' '.join(open('/proc/loadavg').read().split()[:3])}; "
-          f"total {time.monotonic() - started:.0f} s")
+    print(
+        f"load average after: {' '.join(open('/proc/loadavg').read().split()[:3])}; "
+        f"total {time.monotonic() - started:.0f} s"
+    )
 
 
 if __name__ == "__main__":

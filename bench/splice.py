@@ -30,12 +30,15 @@ TARGET = 0.95
 
 def proxy_process(listen: int, broker: int, metrics: int, splice: str) -> tuple[subprocess.Popen, str]:
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        f.write(f"upstream: {{bootstrap_servers: ['127.0.0.1:{broker}']}}\n"
-                f"listeners: [{{name: PLAINTEXT, bind: '127.0.0.1:{listen}'}}]\n"
-                f"metrics: {{bind: '127.0.0.1:{metrics}'}}\n"
-                f"settings: {{connections.splice: {splice}}}\n")
-    proc = subprocess.Popen([sys.executable, "-m", "proxy.cli", "run", "--config", f.name, "--log-level", "WARNING"],
-                            cwd=ROOT)
+        f.write(
+            f"upstream: {{bootstrap_servers: ['127.0.0.1:{broker}']}}\n"
+            f"listeners: [{{name: PLAINTEXT, bind: '127.0.0.1:{listen}'}}]\n"
+            f"metrics: {{bind: '127.0.0.1:{metrics}'}}\n"
+            f"settings: {{connections.splice: {splice}}}\n"
+        )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "proxy.cli", "run", "--config", f.name, "--log-level", "WARNING"], cwd=ROOT
+    )
     return proc, f.name
 
 
@@ -84,7 +87,7 @@ def main() -> None:
         results = {name: {"produce": [], "consume": []} for name in names}
         cpu = {name: {"produce": 0.0, "consume": 0.0} for name in relays}
         for r in range(args.rounds):
-            order = list(names[r % len(names):] + names[:r % len(names)])  # each path goes first in turn
+            order = list(names[r % len(names) :] + names[: r % len(names)])  # each path goes first in turn
             for name in order:
                 bootstrap = f"127.0.0.1:{ports[name][0]}"
                 topic = f"splice-{r}"
@@ -100,8 +103,10 @@ def main() -> None:
         for path in files:
             os.unlink(path)
     total_mb = args.messages * args.rounds * 1024 / 1e6
-    print(f"confluent-kafka, 1 KiB messages, {args.messages} per round, {args.rounds} rounds, paths rotating; "
-          f"ratio = median msg/s / direct's median (per round: against that round's direct)")
+    print(
+        f"confluent-kafka, 1 KiB messages, {args.messages} per round, {args.rounds} rounds, paths rotating; "
+        f"ratio = median msg/s / direct's median (per round: against that round's direct)"
+    )
     for kind in ("produce", "consume"):
         direct = results["direct"][kind]
         d = statistics.median(direct)
@@ -110,13 +115,20 @@ def main() -> None:
             values = results[name][kind]
             ratio = statistics.median(values) / d
             rounds = " ".join(f"{v / dr:.2f}" for v, dr in zip(values, direct))
-            verdict = "" if not name.startswith("proxy splice auto") else \
-                f"  target >= {TARGET}: {'met' if ratio >= TARGET else 'NOT met'}"
-            print(f"    {name:18} ratio {ratio:.3f}  cpu {cpu[name][kind] / total_mb * 1000:.2f} ms/MB  "
-                  f"(rounds: {rounds}){verdict}")
+            verdict = (
+                ""
+                if not name.startswith("proxy splice auto")
+                else f"  target >= {TARGET}: {'met' if ratio >= TARGET else 'NOT met'}"
+            )
+            print(
+                f"    {name:18} ratio {ratio:.3f}  cpu {cpu[name][kind] / total_mb * 1000:.2f} ms/MB  "
+                f"(rounds: {rounds}){verdict}"
+            )
     for name, figures in moved.items():
-        print(f"  {name}: spliced {figures['request'] / 1e6:.0f} MB of requests, {figures['response'] / 1e6:.0f} MB "
-              f"of responses (of {total_mb:.0f} MB produced and {total_mb:.0f} MB consumed, plus record overhead)")
+        print(
+            f"  {name}: spliced {figures['request'] / 1e6:.0f} MB of requests, {figures['response'] / 1e6:.0f} MB "
+            f"of responses (of {total_mb:.0f} MB produced and {total_mb:.0f} MB consumed, plus record overhead)"
+        )
 
 
 if __name__ == "__main__":

@@ -59,14 +59,22 @@ BYTE_RATE_ENTITIES = {"pair": {"user": "<default>", "client-id": "<default>"}, "
 
 
 def build(clock: ManualClock, byte_rate_entity: str = "pair") -> ByteRateQuotas:
-    config = parse_config({
-        "upstream": {"bootstrap_servers": ["127.0.0.1:9092"]},
-        "listeners": [{"name": "PLAINTEXT", "bind": "127.0.0.1:0"}],
-        "metrics": {"bind": "127.0.0.1:0"},
-        "quotas": [{"entity": BYTE_RATE_ENTITIES[byte_rate_entity], "producer_byte_rate": 10**12,
-                    "consumer_byte_rate": 10**12},
-                   {"entity": {"user": "<default>"}, "producer_ids_rate": 10**9}],
-        "dynamic_config": {"enabled": False}})
+    config = parse_config(
+        {
+            "upstream": {"bootstrap_servers": ["127.0.0.1:9092"]},
+            "listeners": [{"name": "PLAINTEXT", "bind": "127.0.0.1:0"}],
+            "metrics": {"bind": "127.0.0.1:0"},
+            "quotas": [
+                {
+                    "entity": BYTE_RATE_ENTITIES[byte_rate_entity],
+                    "producer_byte_rate": 10**12,
+                    "consumer_byte_rate": 10**12,
+                },
+                {"entity": {"user": "<default>"}, "producer_ids_rate": 10**9},
+            ],
+            "dynamic_config": {"enabled": False},
+        }
+    )
     return ByteRateQuotas(config, clock)
 
 
@@ -99,8 +107,9 @@ def populate(quotas: ByteRateQuotas, clock: ManualClock, tenants: int, users: in
     gc.collect()
 
 
-def decision_costs(quotas: ByteRateQuotas, clock: ManualClock, tenants: int, users: int,
-                   samples: int, pace_us: float, seed: int = 25) -> dict[str, list[int]]:
+def decision_costs(
+    quotas: ByteRateQuotas, clock: ManualClock, tenants: int, users: int, samples: int, pace_us: float, seed: int = 25
+) -> dict[str, list[int]]:
     """Nanoseconds of each call, on random tenants; the clock moves ``pace_us`` per tenant visited."""
     produce, fetch, pids = quotas.produce, quotas.fetch, quotas.producer_ids
     pace = Pace(clock, pace_us)
@@ -115,7 +124,7 @@ def decision_costs(quotas: ByteRateQuotas, clock: ManualClock, tenants: int, use
         for (user, client_id, pid), other in zip(picks, others):
             now = pace.next()
             began = timer()
-            table.get(other).last_record_ms
+            _ = table.get(other).last_record_ms
             costs["floor"].append(timer() - began)
             began = timer()
             produce.record_and_decide(user, client_id, 1_000, now)
@@ -141,14 +150,18 @@ def expiry(quotas: ByteRateQuotas, clock: ManualClock, rss_before_tenants: int, 
     began = time.perf_counter()
     quotas.producer_ids.cleanup(clock.now_ms(), PID_CLEANUP_BATCH)
     pid_pass = time.perf_counter() - began
-    print(f"producer-id cleanup at {len(quotas.producer_ids):,} users (nothing to drop; runs every second on the "
-          f"loop, {PID_CLEANUP_BATCH:,} users a call): {pid_pass * 1000:.1f} ms")
+    print(
+        f"producer-id cleanup at {len(quotas.producer_ids):,} users (nothing to drop; runs every second on the "
+        f"loop, {PID_CLEANUP_BATCH:,} users a call): {pid_pass * 1000:.1f} ms"
+    )
     clock.advance(HOUR_MS + 1_000)
     now = clock.now_ms()
     t = time.perf_counter()
     quotas.produce.record_and_decide("user-new", "tenant-new", 1_000, now)  # the request path meets them first
-    print(f"the first produce decision after the hour, with every tenant idle past it: "
-          f"{(time.perf_counter() - t) * 1e6:,.0f} us")
+    print(
+        f"the first produce decision after the hour, with every tenant idle past it: "
+        f"{(time.perf_counter() - t) * 1e6:,.0f} us"
+    )
     calls, longest, dropped = 0, 0.0, 0
     began = time.perf_counter()
     while True:  # as the housekeeping does: a batch per manager, then the loop's other work, until nothing is left
@@ -171,14 +184,18 @@ def expiry(quotas: ByteRateQuotas, clock: ManualClock, rss_before_tenants: int, 
             break
     gc.collect()
     after = rss_bytes()
-    print(f"expiry after {HOUR_MS // 60_000} min idle: {dropped:,} sensors dropped in {calls:,} expire_idle calls, "
-          f"{expire_s:.2f} s in all, longest call (an event-loop stall) {longest * 1000:.0f} ms; producer-id users "
-          f"left {len(quotas.producer_ids):,} after {pid_calls} cleanups (longest {pid_longest * 1000:.0f} ms); "
-          f"sensors left {len(quotas.produce) + len(quotas.fetch):,}")
+    print(
+        f"expiry after {HOUR_MS // 60_000} min idle: {dropped:,} sensors dropped in {calls:,} expire_idle calls, "
+        f"{expire_s:.2f} s in all, longest call (an event-loop stall) {longest * 1000:.0f} ms; producer-id users "
+        f"left {len(quotas.producer_ids):,} after {pid_calls} cleanups (longest {pid_longest * 1000:.0f} ms); "
+        f"sensors left {len(quotas.produce) + len(quotas.fetch):,}"
+    )
     grown = before - rss_before_tenants
-    print(f"resident set: {rss_before_tenants / 2**20:.0f} MiB before the tenants, {before / 2**20:.0f} MiB with "
-          f"them, {after / 2**20:.0f} MiB after expiry ({(before - after) / max(grown, 1) * 100:.0f} % of what the "
-          f"tenants took returned)")
+    print(
+        f"resident set: {rss_before_tenants / 2**20:.0f} MiB before the tenants, {before / 2**20:.0f} MiB with "
+        f"them, {after / 2**20:.0f} MiB after expiry ({(before - after) / max(grown, 1) * 100:.0f} % of what the "
+        f"tenants took returned)"
+    )
 
 
 ROUNDS = 5
@@ -189,10 +206,15 @@ def main() -> None:
     parser.add_argument("--tenants", type=int, default=1_000_000)
     parser.add_argument("--users", type=int, default=100_000)
     parser.add_argument("--samples", type=int, default=200_000)
-    parser.add_argument("--pace-us", type=float, default=20.0,
-                        help="simulated microseconds per tenant visited (a Produce and a Fetch)")
-    parser.add_argument("--byte-rate-entity", choices=sorted(BYTE_RATE_ENTITIES), default="pair",
-                        help="the byte-rate quotas' entity: /users/<default>/clients/<default> or /clients/<default>")
+    parser.add_argument(
+        "--pace-us", type=float, default=20.0, help="simulated microseconds per tenant visited (a Produce and a Fetch)"
+    )
+    parser.add_argument(
+        "--byte-rate-entity",
+        choices=sorted(BYTE_RATE_ENTITIES),
+        default="pair",
+        help="the byte-rate quotas' entity: /users/<default>/clients/<default> or /clients/<default>",
+    )
     args = parser.parse_args()
     print(f"clock: {args.pace_us:g} us per tenant visited ({2e6 / args.pace_us:,.0f} requests/s)")
 
@@ -208,9 +230,11 @@ def main() -> None:
         took = time.perf_counter() - began
         rss1 = rss_bytes()
         built[label] = (quotas, clock, rss0)
-        print(f"{label}: populated in {took:.1f} s ({len(quotas.produce):,} + {len(quotas.fetch):,} byte-rate sensors,"
-              f" {len(quotas.producer_ids):,} producer-id users); resident set +{(rss1 - rss0) / 2**20:.0f} MiB"
-              + (f" = {(rss1 - rss0) / tenants / 1024:.2f} KiB per tenant" if tenants > 1000 else ""))
+        print(
+            f"{label}: populated in {took:.1f} s ({len(quotas.produce):,} + {len(quotas.fetch):,} byte-rate sensors,"
+            f" {len(quotas.producer_ids):,} producer-id users); resident set +{(rss1 - rss0) / 2**20:.0f} MiB"
+            + (f" = {(rss1 - rss0) / tenants / 1024:.2f} KiB per tenant" if tenants > 1000 else "")
+        )
     costs: dict[str, dict[str, list[int]]] = {label: {} for label in sizes}
     for round_ in range(ROUNDS + 1):  # interleaved, so the machine's load falls on both sizes alike
         for label, (tenants, users) in sizes.items():
@@ -219,22 +243,30 @@ def main() -> None:
             for kind, values in found.items():
                 if round_:  # the first round warms up and is not counted
                     costs[label].setdefault(kind, []).extend(values)
-    results = {label: {kind: (percentile(c, 0.5), percentile(c, 0.99)) for kind, c in found.items()}
-               for label, found in costs.items()}
+    results = {
+        label: {kind: (percentile(c, 0.5), percentile(c, 0.99)) for kind, c in found.items()}
+        for label, found in costs.items()
+    }
     for label, found in results.items():
         for kind, (p50, p99) in found.items():
-            print(f"  {label}, {kind}{'' if kind == 'floor' else ' decision'}: p50 {p50 / 1000:.2f} us, p99 {p99 / 1000:.2f} us")
+            print(
+                f"  {label}, {kind}{'' if kind == 'floor' else ' decision'}: p50 {p50 / 1000:.2f} us, p99 {p99 / 1000:.2f} us"
+            )
     small, big = results.values()
     for kind in small:
         for i, name in enumerate(("p50", "p99")):
             ratio = big[kind][i] / small[kind][i]
             grown = (big[kind][i] - small[kind][i]) / 1000
             if kind == "floor":
-                print(f"floor (one table lookup and one field) {name}: {ratio:.2f} x the cost with 10 tenants, "
-                      f"{grown:+.2f} us: what touching one tenant's entry adds at this size")
+                print(
+                    f"floor (one table lookup and one field) {name}: {ratio:.2f} x the cost with 10 tenants, "
+                    f"{grown:+.2f} us: what touching one tenant's entry adds at this size"
+                )
                 continue
-            print(f"{kind} decision {name}: {ratio:.2f} x the cost with 10 tenants ({grown:+.2f} us; target <= 1.2 x): "
-                  + ("met" if ratio <= 1.2 else "MISSED"))
+            print(
+                f"{kind} decision {name}: {ratio:.2f} x the cost with 10 tenants ({grown:+.2f} us; target <= 1.2 x): "
+                + ("met" if ratio <= 1.2 else "MISSED")
+            )
     del costs, found, values  # the bench's own 4 x 10^5 timings, made among the tenants' objects: not the proxy's
     quotas, clock, rss0 = built.pop(f"{args.tenants:,} tenants")
     expiry(quotas, clock, rss0, args.tenants)

@@ -25,8 +25,9 @@ from bench.tenants import Pace, build, percentile, populate, tenant  # noqa: E40
 from quota.primitives.clock import ManualClock  # noqa: E402
 
 
-def costs(quotas, clock, tenants: int, users: int, samples: int, seed: int,
-          fetch_first: bool = False) -> dict[str, list[int]]:
+def costs(
+    quotas, clock, tenants: int, users: int, samples: int, seed: int, fetch_first: bool = False
+) -> dict[str, list[int]]:
     produce, pids, fetch = quotas.produce, quotas.producer_ids, quotas.fetch
     pace = Pace(clock, 20.0)
     rng = random.Random(seed)
@@ -69,8 +70,9 @@ def main() -> None:
     for round_ in range(4):
         for fetch_first in (False, True):
             for label, (tenants, users) in sizes.items():
-                for kind, values in costs(*built[label], tenants, users, 40_000, 2 * round_ + fetch_first,
-                                          fetch_first).items():
+                for kind, values in costs(
+                    *built[label], tenants, users, 40_000, 2 * round_ + fetch_first, fetch_first
+                ).items():
                     if round_:
                         results[label].setdefault(kind, []).extend(values)
     small, big = results.values()
@@ -79,8 +81,10 @@ def main() -> None:
         b = [percentile(big[kind], p) / 1000 for p in (0.5, 0.99)]
         name = kind.replace(",", " call,", 1)
         name = name if name.startswith("fetch") else "produce, " + name
-        print(f"{name}: 10 tenants p50 {a[0]:.2f} us, p99 {a[1]:.2f} us; 10^6 tenants p50 {b[0]:.2f} us,"
-              f" p99 {b[1]:.2f} us; p50 {b[0] / a[0]:.2f} x ({b[0] - a[0]:+.2f} us)")
+        print(
+            f"{name}: 10 tenants p50 {a[0]:.2f} us, p99 {a[1]:.2f} us; 10^6 tenants p50 {b[0]:.2f} us,"
+            f" p99 {b[1]:.2f} us; p50 {b[0] / a[0]:.2f} x ({b[0] - a[0]:+.2f} us)"
+        )
 
 
 if __name__ == "__main__":

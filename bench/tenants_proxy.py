@@ -95,14 +95,22 @@ async def run(args) -> dict:
     try:
         sizes = {}
         for (label, port), (tenants, users) in zip(ports.items(), ((10, 10), (args.tenants, args.users))):
-            config = parse_config({
-                "upstream": {"bootstrap_servers": [f"127.0.0.1:{broker_port}"]},
-                "listeners": [{"name": "PLAINTEXT", "bind": f"127.0.0.1:{port}"}],
-                "metrics": {"bind": "127.0.0.1:0"},
-                "quotas": [{"entity": {"user": "<default>", "client-id": "<default>"}, "producer_byte_rate": 10**12,
-                            "consumer_byte_rate": 10**12},
-                           {"entity": {"user": "<default>"}, "producer_ids_rate": 10**9}],
-                "dynamic_config": {"enabled": False}})
+            config = parse_config(
+                {
+                    "upstream": {"bootstrap_servers": [f"127.0.0.1:{broker_port}"]},
+                    "listeners": [{"name": "PLAINTEXT", "bind": f"127.0.0.1:{port}"}],
+                    "metrics": {"bind": "127.0.0.1:0"},
+                    "quotas": [
+                        {
+                            "entity": {"user": "<default>", "client-id": "<default>"},
+                            "producer_byte_rate": 10**12,
+                            "consumer_byte_rate": 10**12,
+                        },
+                        {"entity": {"user": "<default>"}, "producer_ids_rate": 10**9},
+                    ],
+                    "dynamic_config": {"enabled": False},
+                }
+            )
             app = ProxyApp(config)
             began = time.perf_counter()
             populate(app, tenants, users)
@@ -143,13 +151,17 @@ def main() -> None:
         times = uvloop.run(run(args))
     found = {label: (percentile(t, 0.5), percentile(t, 0.99)) for label, t in times.items()}
     for label, (p50, p99) in found.items():
-        print(f"Produce through the proxy, {label}: p50 {p50 / 1000:.0f} us, p99 {p99 / 1000:.0f} us "
-              f"({len(times[label]):,} requests)")
+        print(
+            f"Produce through the proxy, {label}: p50 {p50 / 1000:.0f} us, p99 {p99 / 1000:.0f} us "
+            f"({len(times[label]):,} requests)"
+        )
     small, big = found.values()
     for i, name in enumerate(("p50", "p99")):
         ratio = big[i] / small[i]
-        print(f"Produce round trip {name}: {ratio:.2f} x the one with 10 tenants (target <= 1.2 x): "
-              + ("met" if ratio <= 1.2 else "MISSED"))
+        print(
+            f"Produce round trip {name}: {ratio:.2f} x the one with 10 tenants (target <= 1.2 x): "
+            + ("met" if ratio <= 1.2 else "MISSED")
+        )
 
 
 if __name__ == "__main__":

@@ -77,19 +77,23 @@ class Bystander(threading.Thread):
 
 
 def snapshot(volumes: int, used_gb: int) -> bytes:
-    return Snapshot(BROKER_ID, int(time.time() * 1000), Limit("MinFreePercentage", 50),
-                    Limit("MinFreePercentage", 10),
-                    tuple(Volume(f"/data/{i}", 100 * GB, used_gb * GB + i) for i in range(volumes))).to_json()
+    return Snapshot(
+        BROKER_ID,
+        int(time.time() * 1000),
+        Limit("MinFreePercentage", 50),
+        Limit("MinFreePercentage", 10),
+        tuple(Volume(f"/data/{i}", 100 * GB, used_gb * GB + i) for i in range(volumes)),
+    ).to_json()
 
 
 def publish(bootstrap: str, value: bytes) -> None:
     from confluent_kafka import Producer
 
     errors: list = []
-    producer = Producer({"bootstrap.servers": bootstrap, "message.max.bytes": 16 << 20, "acks": "all",
-                         "linger.ms": 0})
-    producer.produce(TOPIC, key=str(BROKER_ID).encode(), value=value,
-                     on_delivery=lambda err, msg: err and errors.append(err))
+    producer = Producer({"bootstrap.servers": bootstrap, "message.max.bytes": 16 << 20, "acks": "all", "linger.ms": 0})
+    producer.produce(
+        TOPIC, key=str(BROKER_ID).encode(), value=value, on_delivery=lambda err, msg: err and errors.append(err)
+    )
     if producer.flush(60) != 0 or errors:
         raise RuntimeError(f"publish failed: {errors}")
 
@@ -125,8 +129,12 @@ def scrape(url: str) -> tuple[bytes, float]:
 
 def sample(body: bytes, name: str) -> str:
     lines = [line for line in body.decode().splitlines() if line.startswith(name)]
-    return ", ".join(line.rsplit(" ", 1)[1] if "{" not in line else line.split("{", 1)[1].replace("}", " =")
-                     for line in lines) or "-"
+    return (
+        ", ".join(
+            line.rsplit(" ", 1)[1] if "{" not in line else line.split("{", 1)[1].replace("}", " =") for line in lines
+        )
+        or "-"
+    )
 
 
 def report(label: str, bystander: Bystander, start: float, end: float, url: str, pid: int, idle_s: float) -> None:
@@ -139,16 +147,22 @@ def report(label: str, bystander: Bystander, start: float, end: float, url: str,
     cpu_before = cpu_seconds(pid)
     time.sleep(idle_s)
     cpu = (cpu_seconds(pid) - cpu_before) / idle_s
-    state = [line.split('"')[1] for line in body.decode().splitlines()
-             if line.startswith("kafka_quota_proxy_volume_state{") and line.endswith(" 1.0")]
-    print(f"{label}:\n"
-          f"  bystander after the write: worst {worst:.1f} ms, p99 {p99:.1f} ms ({len(waits)} requests)\n"
-          f"  /metrics: {len(body):,} bytes, scraped in {scrape_s * 1000:.0f} ms, bystander worst during it "
-          f"{(during[-1] * 1000 if during else 0):.1f} ms\n"
-          f"  proxy: {cpu:.3f} cores over the next {idle_s:g} s (bystander included), {rss_mib(pid):.0f} MiB RSS\n"
-          f"  state {state[0] if state else '?'}; bad records "
-          f"{sample(body, 'kafka_quota_proxy_volume_bad_records_total')}; volumes "
-          f"{sample(body, 'kafka_quota_proxy_volume_volumes ')}", flush=True)
+    state = [
+        line.split('"')[1]
+        for line in body.decode().splitlines()
+        if line.startswith("kafka_quota_proxy_volume_state{") and line.endswith(" 1.0")
+    ]
+    print(
+        f"{label}:\n"
+        f"  bystander after the write: worst {worst:.1f} ms, p99 {p99:.1f} ms ({len(waits)} requests)\n"
+        f"  /metrics: {len(body):,} bytes, scraped in {scrape_s * 1000:.0f} ms, bystander worst during it "
+        f"{(during[-1] * 1000 if during else 0):.1f} ms\n"
+        f"  proxy: {cpu:.3f} cores over the next {idle_s:g} s (bystander included), {rss_mib(pid):.0f} MiB RSS\n"
+        f"  state {state[0] if state else '?'}; bad records "
+        f"{sample(body, 'kafka_quota_proxy_volume_bad_records_total')}; volumes "
+        f"{sample(body, 'kafka_quota_proxy_volume_volumes ')}",
+        flush=True,
+    )
 
 
 def main() -> None:
@@ -160,13 +174,16 @@ def main() -> None:
     url = f"http://127.0.0.1:{metrics_port}/metrics"
     procs = [tansu(broker_port, proxy_port)]
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        f.write(f"upstream: {{bootstrap_servers: ['127.0.0.1:{broker_port}']}}\n"
-                f"listeners: [{{name: PLAINTEXT, bind: '127.0.0.1:{proxy_port}'}}]\n"
-                f"metrics: {{bind: '127.0.0.1:{metrics_port}'}}\n"
-                "admin_principals: ['User:ANONYMOUS']\n"
-                "volume_usage: {freshness_seconds: 600, missing_data_action: OPEN}\n")
-    proxy = subprocess.Popen([sys.executable, "-m", "proxy.cli", "run", "--config", f.name, "--log-level", "ERROR"],
-                             cwd=ROOT)
+        f.write(
+            f"upstream: {{bootstrap_servers: ['127.0.0.1:{broker_port}']}}\n"
+            f"listeners: [{{name: PLAINTEXT, bind: '127.0.0.1:{proxy_port}'}}]\n"
+            f"metrics: {{bind: '127.0.0.1:{metrics_port}'}}\n"
+            "admin_principals: ['User:ANONYMOUS']\n"
+            "volume_usage: {freshness_seconds: 600, missing_data_action: OPEN}\n"
+        )
+    proxy = subprocess.Popen(
+        [sys.executable, "-m", "proxy.cli", "run", "--config", f.name, "--log-level", "ERROR"], cwd=ROOT
+    )
     procs.append(proxy)
     try:
         wait_for_port(proxy_port)
@@ -176,9 +193,11 @@ def main() -> None:
         bystander = Bystander(proxy_port)
         bystander.start()
         time.sleep(1)
-        cases = [("small snapshot, 3 volumes (baseline)", snapshot(3, 20)),
-                 ("100,000 volumes (refused: past max_record_bytes)", snapshot(100_000, 20)),
-                 ("10,000 volumes, at the limit (taken)", snapshot(10_000, 20))]
+        cases = [
+            ("small snapshot, 3 volumes (baseline)", snapshot(3, 20)),
+            ("100,000 volumes (refused: past max_record_bytes)", snapshot(100_000, 20)),
+            ("10,000 volumes, at the limit (taken)", snapshot(10_000, 20)),
+        ]
         print(f"proxy from {ROOT}")
         for label, value in cases:
             print(f"-- writing {label}: {len(value):,} bytes", flush=True)

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
-import tempfile
 import signal
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -34,8 +34,17 @@ MESSAGE = b"x" * 1000
 def producer(bootstrap: str, stop: threading.Event, acked: list) -> None:
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "client.id": "tenant", "linger.ms": 5, "acks": 1,
-                  "queue.buffering.max.kbytes": 256, "batch.size": 64 * 1024, "reconnect.backoff.ms": 50})
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "client.id": "tenant",
+            "linger.ms": 5,
+            "acks": 1,
+            "queue.buffering.max.kbytes": 256,
+            "batch.size": 64 * 1024,
+            "reconnect.backoff.ms": 50,
+        }
+    )
 
     def delivered(err, msg) -> None:
         if err is None:
@@ -70,14 +79,17 @@ def main() -> None:
     broker_port, proxy_port, metrics_port = free_port(), free_port(), free_port()
     procs = [tansu(broker_port, proxy_port)]
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        f.write(f"upstream: {{bootstrap_servers: ['127.0.0.1:{broker_port}']}}\n"
-                f"listeners: [{{name: PLAINTEXT, bind: '127.0.0.1:{proxy_port}'}}]\n"
-                f"metrics: {{bind: '127.0.0.1:{metrics_port}'}}\n"
-                f"settings: {{workers: 2, shutdown.grace.period.ms: 1000, quota.window.num: {args.window_num}, "
-                "quota.window.size.seconds: 1}\n"
-                f"quotas: [{{entity: {{client-id: tenant}}, producer_byte_rate: {QUOTA}}}]\n")
-    proxy = subprocess.Popen([sys.executable, "-m", "proxy.cli", "run", "--config", f.name, "--log-level", "WARNING"],
-                             cwd=ROOT)
+        f.write(
+            f"upstream: {{bootstrap_servers: ['127.0.0.1:{broker_port}']}}\n"
+            f"listeners: [{{name: PLAINTEXT, bind: '127.0.0.1:{proxy_port}'}}]\n"
+            f"metrics: {{bind: '127.0.0.1:{metrics_port}'}}\n"
+            f"settings: {{workers: 2, shutdown.grace.period.ms: 1000, quota.window.num: {args.window_num}, "
+            "quota.window.size.seconds: 1}\n"
+            f"quotas: [{{entity: {{client-id: tenant}}, producer_byte_rate: {QUOTA}}}]\n"
+        )
+    proxy = subprocess.Popen(
+        [sys.executable, "-m", "proxy.cli", "run", "--config", f.name, "--log-level", "WARNING"], cwd=ROOT
+    )
     procs.append(proxy)
     try:
         wait_for_port(metrics_port, 30)
@@ -97,8 +109,11 @@ def main() -> None:
                 os.kill(worker_pids(proxy.pid)[n % 2], signal.SIGKILL)
                 time.sleep(args.seconds)
                 t2 = time.monotonic()
-                print(f"round {n + 1}: {args.seconds:g} s before the kill {ratio(acked, t0, t1):.2f} x the quota, "
-                      f"{args.seconds:g} s after {ratio(acked, t1, t2):.2f} x", flush=True)
+                print(
+                    f"round {n + 1}: {args.seconds:g} s before the kill {ratio(acked, t0, t1):.2f} x the quota, "
+                    f"{args.seconds:g} s after {ratio(acked, t1, t2):.2f} x",
+                    flush=True,
+                )
                 time.sleep(3)
         finally:
             stop.set()

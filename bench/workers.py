@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -51,13 +50,18 @@ def broker_and_proxy(workers: int | None, extra_settings: str = "", quotas: str 
             yield f"127.0.0.1:{broker_port}", None
             return
         with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-            f.write(f"upstream: {{bootstrap_servers: ['127.0.0.1:{broker_port}']}}\n"
-                    f"listeners: [{{name: PLAINTEXT, bind: '127.0.0.1:{proxy_port}'}}]\n"
-                    f"metrics: {{bind: '127.0.0.1:{metrics_port}'}}\n"
-                    f"settings: {{workers: {workers}, shutdown.grace.period.ms: 1000{extra_settings}}}\n{quotas}")
+            f.write(
+                f"upstream: {{bootstrap_servers: ['127.0.0.1:{broker_port}']}}\n"
+                f"listeners: [{{name: PLAINTEXT, bind: '127.0.0.1:{proxy_port}'}}]\n"
+                f"metrics: {{bind: '127.0.0.1:{metrics_port}'}}\n"
+                f"settings: {{workers: {workers}, shutdown.grace.period.ms: 1000{extra_settings}}}\n{quotas}"
+            )
             path = f.name
-        procs.append(subprocess.Popen([sys.executable, "-m", "proxy.cli", "run", "--config", path, "--log-level",
-                                       "WARNING"], cwd=ROOT))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "proxy.cli", "run", "--config", path, "--log-level", "WARNING"], cwd=ROOT
+            )
+        )
         wait_for_port(metrics_port, 30)
         wait_ready(metrics_port)
         yield f"127.0.0.1:{proxy_port}", metrics_port
@@ -104,15 +108,17 @@ def producer(bootstrap: str, topic: str, mode: str, start: float, stop: float, c
     out.put(tuple(counted))
 
 
-def run_clients(bootstrap: str, topic: str, mode: str, clients: int, warm_s: float, seconds: float,
-                client_id: str = "bench") -> tuple[float, float]:
+def run_clients(
+    bootstrap: str, topic: str, mode: str, clients: int, warm_s: float, seconds: float, client_id: str = "bench"
+) -> tuple[float, float]:
     """Acknowledged messages/s and MB/s of ``clients`` producer processes over ``seconds`` after ``warm_s``."""
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
     start = time.time() + warm_s
     stop = start + seconds
-    procs = [ctx.Process(target=producer, args=(bootstrap, topic, mode, start, stop, client_id, out))
-             for _ in range(clients)]
+    procs = [
+        ctx.Process(target=producer, args=(bootstrap, topic, mode, start, stop, client_id, out)) for _ in range(clients)
+    ]
     for p in procs:
         p.start()
     results = [out.get(timeout=seconds + warm_s + 120) for _ in procs]
@@ -124,8 +130,10 @@ def run_clients(bootstrap: str, topic: str, mode: str, clients: int, warm_s: flo
 
 def ceilings(args) -> None:
     paths = [("direct", None), ("1 worker", 1)] + [(f"{n} workers", n) for n in args.workers]
-    print(f"ceilings: {args.clients} producer processes, {args.seconds:g} s each, {os.cpu_count()} cores shared by "
-          "clients, broker and proxy")
+    print(
+        f"ceilings: {args.clients} producer processes, {args.seconds:g} s each, {os.cpu_count()} cores shared by "
+        "clients, broker and proxy"
+    )
     figures: dict[str, dict[str, float]] = {}
     for name, workers in paths:
         figures[name] = {}
@@ -135,14 +143,18 @@ def ceilings(args) -> None:
                 rate, mbs = run_clients(bootstrap, f"t-{mode}", mode, args.clients, 3.0, args.seconds)
             figures[name][mode] = rate if mode == "requests" else mbs
         direct = figures["direct"]
-        print(f"  {name:>10}: {figures[name]['requests']:8.0f} requests/s ({figures[name]['requests'] / direct['requests']:.2f} x direct)"
-              f"   {figures[name]['bytes']:6.1f} MB/s ({figures[name]['bytes'] / direct['bytes']:.2f} x direct)",
-              flush=True)
+        print(
+            f"  {name:>10}: {figures[name]['requests']:8.0f} requests/s ({figures[name]['requests'] / direct['requests']:.2f} x direct)"
+            f"   {figures[name]['bytes']:6.1f} MB/s ({figures[name]['bytes'] / direct['bytes']:.2f} x direct)",
+            flush=True,
+        )
     one = figures["1 worker"]
     for n in args.workers:
         f = figures[f"{n} workers"]
-        print(f"  {n} workers / 1 worker: requests/s {f['requests'] / one['requests']:.2f} x, "
-              f"MB/s {f['bytes'] / one['bytes']:.2f} x  (at most the cores free for the proxy on this machine)")
+        print(
+            f"  {n} workers / 1 worker: requests/s {f['requests'] / one['requests']:.2f} x, "
+            f"MB/s {f['bytes'] / one['bytes']:.2f} x  (at most the cores free for the proxy on this machine)"
+        )
 
 
 def quota_bytes(metrics_port: int) -> float:
@@ -150,8 +162,11 @@ def quota_bytes(metrics_port: int) -> float:
         text = answer.read().decode()
     total = 0.0
     for line in text.splitlines():
-        if line.startswith("kafka_quota_proxy_quota_bytes_total{") and 'client_id="tenant"' in line \
-                and 'quota="producer_byte_rate"' in line:
+        if (
+            line.startswith("kafka_quota_proxy_quota_bytes_total{")
+            and 'client_id="tenant"' in line
+            and 'quota="producer_byte_rate"' in line
+        ):
             total += float(line.rsplit(" ", 1)[1])
     return total
 
@@ -159,8 +174,10 @@ def quota_bytes(metrics_port: int) -> float:
 def accuracy(args) -> None:
     quotas = f"quotas: [{{entity: {{client-id: tenant}}, producer_byte_rate: {QUOTA}}}]\n"
     settings = f", quota.window.num: 3, quota.window.size.seconds: 1, quota.workers.sync.ms: {args.sync_ms}"
-    print(f"accuracy: {args.tenant_clients} producers of one client-id under {QUOTA // 1024} KiB/s, windows 3 x 1 s, "
-          f"measured {args.accuracy_seconds:g} s after the first span, sync every {args.sync_ms} ms")
+    print(
+        f"accuracy: {args.tenant_clients} producers of one client-id under {QUOTA // 1024} KiB/s, windows 3 x 1 s, "
+        f"measured {args.accuracy_seconds:g} s after the first span, sync every {args.sync_ms} ms"
+    )
     ratios = {}
     for workers in (1, args.accuracy_workers):
         with broker_and_proxy(workers, settings, quotas) as (bootstrap, metrics_port):
@@ -168,8 +185,13 @@ def accuracy(args) -> None:
             import threading
 
             result = {}
-            clients = threading.Thread(target=lambda: result.update(rates=run_clients(
-                bootstrap, "tenant", "bytes", args.tenant_clients, 0.0, args.accuracy_seconds + 5, "tenant")))
+            clients = threading.Thread(
+                target=lambda: result.update(
+                    rates=run_clients(
+                        bootstrap, "tenant", "bytes", args.tenant_clients, 0.0, args.accuracy_seconds + 5, "tenant"
+                    )
+                )
+            )
             clients.start()
             time.sleep(4)  # the first window span (3 s) and the clients' start
             b0, t0 = quota_bytes(metrics_port), time.monotonic()

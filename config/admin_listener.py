@@ -15,11 +15,14 @@ from config.model import ListenerConfig, ProxyConfig
 
 
 def admin_listener_warnings(config: ProxyConfig) -> list[str]:
-    return [f"listeners[{i}] ({lc.name}) is the admin listener and binds {lc.bind}, not a loopback address: every "
-            "client that can reach it is an admin whatever its principal (it may alter quotas and the proxy's "
-            "settings, and write the proxy's topics); bind it to 127.0.0.1, or make sure only operators can reach "
-            "that address (documentation: Security, the admin listener)"
-            for i, lc in enumerate(config.listeners) if lc.admin and not loopback(lc)]
+    return [
+        f"listeners[{i}] ({lc.name}) is the admin listener and binds {lc.bind}, not a loopback address: every "
+        "client that can reach it is an admin whatever its principal (it may alter quotas and the proxy's "
+        "settings, and write the proxy's topics); bind it to 127.0.0.1, or make sure only operators can reach "
+        "that address (documentation: Security, the admin listener)"
+        for i, lc in enumerate(config.listeners)
+        if lc.admin and not loopback(lc)
+    ]
 
 
 def loopback(listener: ListenerConfig) -> bool:

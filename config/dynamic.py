@@ -22,8 +22,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from config.errors import ConfigError
 from config.model import ProxyConfig, Settings
@@ -37,8 +38,14 @@ PROXY_KEY = {"proxy": "settings"}
 ENTITY_TYPES = (USER, CLIENT_ID, IP)
 MODES = ("enforce", "shadow")
 # Proxy-wide settings a dynamic record may change (the rest need a restart, as Kafka's static configs do).
-DYNAMIC_SETTINGS = ("max.connection.creation.rate", "max.connections", "max.connections.per.ip",
-                    "max.connections.per.ip.overrides", "quota.mode", "quota.smoothing")
+DYNAMIC_SETTINGS = (
+    "max.connection.creation.rate",
+    "max.connections",
+    "max.connections.per.ip",
+    "max.connections.per.ip.overrides",
+    "quota.mode",
+    "quota.smoothing",
+)
 
 
 class RecordError(ValueError):
@@ -68,7 +75,7 @@ def parse_key(key: bytes | None) -> dict[str, str]:
         if part not in ENTITY_TYPES:
             raise RecordError(f"key {key[:100]!r}: unknown entity type {part!r} (known: {', '.join(ENTITY_TYPES)})")
         if not isinstance(name, str) or not name:
-            raise RecordError(f"key {key[:100]!r}: {part} must be a name or \"{DEFAULT}\"")
+            raise RecordError(f'key {key[:100]!r}: {part} must be a name or "{DEFAULT}"')
     if IP in entity:
         if len(entity) > 1:
             raise RecordError(f"key {key[:100]!r}: an ip entity cannot be combined with user or client-id")
@@ -136,10 +143,12 @@ def check_record(base: ProxyConfig, key: bytes | None, value: bytes | None) -> C
                 return Checked(canonical, entity, values, settings=base.settings)
             unknown = [k for k in values if k not in DYNAMIC_SETTINGS]
             if unknown:
-                raise ConfigError(f"proxy settings.{unknown[0]}", f"not a dynamic setting (dynamic: "
-                                  f"{', '.join(DYNAMIC_SETTINGS)})")
-            settings = parse_settings({**base.settings.values, **values}, "proxy settings",
-                                      {lc.name for lc in base.listeners})
+                raise ConfigError(
+                    f"proxy settings.{unknown[0]}", f"not a dynamic setting (dynamic: {', '.join(DYNAMIC_SETTINGS)})"
+                )
+            settings = parse_settings(
+                {**base.settings.values, **values}, "proxy settings", {lc.name for lc in base.listeners}
+            )
             return Checked(canonical, entity, values, settings=settings)
         item = YAML_ITEMS.of(base).get(canonical)
         parsed = None
@@ -149,8 +158,13 @@ def check_record(base: ProxyConfig, key: bytes | None, value: bytes | None) -> C
         raise RecordError(f"{canonical.decode()}: {exc}") from None
     if IP in entity:
         return Checked(canonical, entity, values, ip=entity[IP], ip_rate=None if parsed is None else parsed[1])
-    return Checked(canonical, entity, values, quota_entity=parsed.entity if parsed is not None else
-                   QuotaEntity.from_dict(entity), quota=parsed)
+    return Checked(
+        canonical,
+        entity,
+        values,
+        quota_entity=parsed.entity if parsed is not None else QuotaEntity.from_dict(entity),
+        quota=parsed,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,16 +173,17 @@ class DynamicEntries:
 
     entries: Mapping[bytes, tuple[dict, dict]] = field(default_factory=ChunkedMap)
 
-    def with_record(self, base: ProxyConfig, key: bytes | None, value: bytes | None) -> "DynamicEntries":
+    def with_record(self, base: ProxyConfig, key: bytes | None, value: bytes | None) -> DynamicEntries:
         """These entries with one record applied; raises :class:`RecordError` (and changes nothing) for a record
         that cannot be used. Work independent of the number of entries."""
         return self.with_checked([check_record(base, key, value)])
 
-    def with_checked(self, records: list[Checked]) -> "DynamicEntries":
+    def with_checked(self, records: list[Checked]) -> DynamicEntries:
         """These entries with records already checked applied, in order."""
         entries = self.entries if isinstance(self.entries, ChunkedMap) else ChunkedMap(self.entries)
-        return DynamicEntries(entries.updated({c.canonical: REMOVED if c.values is None else (c.entity, c.values)
-                                               for c in records}))
+        return DynamicEntries(
+            entries.updated({c.canonical: REMOVED if c.values is None else (c.entity, c.values) for c in records})
+        )
 
 
 def effective(base: ProxyConfig, dynamic: DynamicEntries) -> ProxyConfig:
@@ -186,8 +201,9 @@ def effective(base: ProxyConfig, dynamic: DynamicEntries) -> ProxyConfig:
         if entity == PROXY_KEY:
             unknown = [k for k in values if k not in DYNAMIC_SETTINGS]
             if unknown:
-                raise ConfigError(f"proxy settings.{unknown[0]}", f"not a dynamic setting (dynamic: "
-                                  f"{', '.join(DYNAMIC_SETTINGS)})")
+                raise ConfigError(
+                    f"proxy settings.{unknown[0]}", f"not a dynamic setting (dynamic: {', '.join(DYNAMIC_SETTINGS)})"
+                )
             settings_overlay.update(values)
             continue
         entry = items.get(canonical, {"entity": dict(entity)})
@@ -198,8 +214,9 @@ def effective(base: ProxyConfig, dynamic: DynamicEntries) -> ProxyConfig:
     if settings_overlay:
         merged = {**{k: v for k, v in settings.values.items()}, **settings_overlay}
         settings = parse_settings(merged, "proxy settings", {lc.name for lc in base.listeners})
-    return dataclasses.replace(base, quotas=quotas, settings=settings,
-                               connections=connection_limits(settings, base.listeners, ip_rates))
+    return dataclasses.replace(
+        base, quotas=quotas, settings=settings, connections=connection_limits(settings, base.listeners, ip_rates)
+    )
 
 
 def describe(config: ProxyConfig) -> list[tuple[dict, dict]]:

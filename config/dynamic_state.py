@@ -47,7 +47,7 @@ class DynamicState:
     ip_rates: ChunkedMap
 
     @classmethod
-    def initial(cls, base: ProxyConfig) -> "DynamicState":
+    def initial(cls, base: ProxyConfig) -> DynamicState:
         """The YAML alone (its configuration object itself)."""
         return cls(base, DynamicEntries(), base, ChunkedMap(base.connections.ip_rates))
 
@@ -77,18 +77,27 @@ class Batch:
         either way nothing is changed."""
         bounds = self.bounds
         if key is not None and len(key) > bounds.max_key_bytes:
-            raise RecordSkipped("key_too_large", f"a key of {len(key)} bytes, more than max_key_bytes "
-                                f"({bounds.max_key_bytes}): skipped unread")
+            raise RecordSkipped(
+                "key_too_large",
+                f"a key of {len(key)} bytes, more than max_key_bytes ({bounds.max_key_bytes}): skipped unread",
+            )
         if value is not None and len(value) > bounds.max_value_bytes:
-            raise RecordSkipped("value_too_large", f"a value of {len(value)} bytes, more than max_value_bytes "
-                                f"({bounds.max_value_bytes}): skipped unread")
+            raise RecordSkipped(
+                "value_too_large",
+                f"a value of {len(value)} bytes, more than max_value_bytes ({bounds.max_value_bytes}): skipped unread",
+            )
         checked = check_record(self.state.base, key, value)
         earlier = self.changes.get(checked.canonical)
-        present = (earlier.values is not None) if earlier is not None else checked.canonical in self.state.entries.entries
+        present = (
+            (earlier.values is not None) if earlier is not None else checked.canonical in self.state.entries.entries
+        )
         now = checked.values is not None
         if now and not present and self._size >= bounds.max_entries:
-            raise RecordSkipped("too_many_entries", f"{checked.canonical[:100].decode(errors='replace')}: a new "
-                                f"entry, and {self._size} are in force (max_entries {bounds.max_entries})")
+            raise RecordSkipped(
+                "too_many_entries",
+                f"{checked.canonical[:100].decode(errors='replace')}: a new "
+                f"entry, and {self._size} are in force (max_entries {bounds.max_entries})",
+            )
         self._size += now - present
         self.changes[checked.canonical] = checked
         return checked
@@ -124,8 +133,9 @@ class Batch:
         connections = config.connections
         if settings is not None or ip_rates is not None:
             connections = connection_limits(settings or config.settings, base.listeners, rates)
-        config = dataclasses.replace(config, quotas=table.done(), settings=settings or config.settings,
-                                     connections=connections)
+        config = dataclasses.replace(
+            config, quotas=table.done(), settings=settings or config.settings, connections=connections
+        )
         self.result = DynamicState(base, DynamicEntries(entries.done()), config, rates)
 
     def built(self) -> DynamicState:

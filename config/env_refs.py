@@ -64,8 +64,11 @@ def _value(name: str, environ: Mapping[str, str], path: str) -> str:
 def _text(raw: str, environ: Mapping[str, str], path: str) -> str:
     def replace(match: re.Match) -> str:
         if match.group(1) is None:
-            raise ConfigError(path, f"{raw!r}: '${{env:' must be followed by a variable name and '}}' "
-                              "(letters, digits and '_', not starting with a digit)")
+            raise ConfigError(
+                path,
+                f"{raw!r}: '${{env:' must be followed by a variable name and '}}' "
+                "(letters, digits and '_', not starting with a digit)",
+            )
         return _value(match.group(1), environ, path)
 
     return _REFERENCE.sub(replace, raw)

@@ -4,7 +4,8 @@ together (:class:`ConfigErrors`), so an operator fixes them in one pass rather t
 from __future__ import annotations
 
 import difflib
-from typing import Callable, Iterable, TypeVar
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 T = TypeVar("T")
 MAX_LISTED_KEYS = 12  # a section with more keys is not listed in an error: the schema and the docs list them
@@ -16,7 +17,7 @@ class ConfigError(Exception):
         self.path = path
         self.reason = reason
 
-    def each(self) -> tuple["ConfigError", ...]:
+    def each(self) -> tuple[ConfigError, ...]:
         """The single errors this one stands for (itself, unless it gathers several)."""
         return (self,)
 
@@ -61,8 +62,9 @@ def unknown_key(path: str, key, known: Iterable[str], what: str = "key") -> Conf
         return ConfigError(join(path, key), f"unknown {what}; did you mean {close[0]}?")
     if len(known) <= MAX_LISTED_KEYS:
         return ConfigError(join(path, key), f"unknown {what} (known keys: {', '.join(known)})")
-    return ConfigError(join(path, key), f"unknown {what} (`kafka-quota-proxy schema` and the configuration "
-                       "reference list every key)")
+    return ConfigError(
+        join(path, key), f"unknown {what} (`kafka-quota-proxy schema` and the configuration reference list every key)"
+    )
 
 
 def unknown_keys(raw: dict, path: str, known: Iterable[str]) -> list[ConfigError]:

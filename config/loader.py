@@ -10,16 +10,24 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
-from typing import Any, Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import yaml
 
 from config.dynamic_source import parse_dynamic_config
 from config.env_refs import ENV_TAG, WHOLE, construct_env_ref, expand
-from config.errors import ConfigError, collecting, join, mapping_with, raise_all, show, unknown_keys
-from config.model import (SASL_MECHANISMS, Address, ListenerConfig, MetricsConfig, OwnClientsConfig, ProxyConfig,
-                          UpstreamConfig, UpstreamSasl)
+from config.errors import ConfigError, collecting, mapping_with, raise_all, show, unknown_keys
+from config.model import (
+    SASL_MECHANISMS,
+    Address,
+    ListenerConfig,
+    MetricsConfig,
+    OwnClientsConfig,
+    ProxyConfig,
+    UpstreamConfig,
+    UpstreamSasl,
+)
 from config.quotas import parse_quota_section
 from config.scope import check_scope
 from config.settings import connection_limits, parse_settings
@@ -51,12 +59,16 @@ class _StrictLoader(yaml.SafeLoader):
     def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
-            raise ConfigError("", f"YAML aliases (*{event.anchor}) are not allowed in the configuration "
-                              f"(line {event.start_mark.line + 1})")
+            raise ConfigError(
+                "",
+                f"YAML aliases (*{event.anchor}) are not allowed in the configuration "
+                f"(line {event.start_mark.line + 1})",
+            )
         depth = getattr(self, "_depth", 0)
         if depth > MAX_CONFIG_DEPTH:
-            raise ConfigError("", f"nested deeper than {MAX_CONFIG_DEPTH} levels "
-                              f"(line {self.peek_event().start_mark.line + 1})")
+            raise ConfigError(
+                "", f"nested deeper than {MAX_CONFIG_DEPTH} levels (line {self.peek_event().start_mark.line + 1})"
+            )
         self._depth = depth + 1
         try:
             return super().compose_node(parent, index)
@@ -89,8 +101,16 @@ def load_config_text(text: str, environ: Mapping[str, str] | None = None) -> Pro
 
 # The keys of each mapping the loader reads (required ones first); config.schema builds the JSON Schema from these.
 TOP_REQUIRED = ("upstream", "listeners")
-TOP_KEYS = (*TOP_REQUIRED, "metrics", "settings", "quotas", "volume_usage", "usage_log", "dynamic_config",
-            "admin_principals")
+TOP_KEYS = (
+    *TOP_REQUIRED,
+    "metrics",
+    "settings",
+    "quotas",
+    "volume_usage",
+    "usage_log",
+    "dynamic_config",
+    "admin_principals",
+)
 UPSTREAM_KEYS = ("bootstrap_servers", "tls", "sasl", "own_clients")
 OWN_CLIENTS_KEYS = ("bootstrap_servers", "tls", "sasl")
 UPSTREAM_SASL_KEYS = ("mechanism", "username", "password", "password_file")
@@ -108,8 +128,9 @@ def parse_config(raw: Any) -> ProxyConfig:
     errors += [ConfigError(key, "required key is missing") for key in TOP_REQUIRED if key not in raw]
     upstream = collecting(errors, _upstream, raw["upstream"], "upstream") if "upstream" in raw else None
     listeners = collecting(errors, _listeners, raw["listeners"], "listeners") if "listeners" in raw else None
-    settings = collecting(errors, parse_settings, raw.get("settings", {}), "settings",
-                          _listener_names(raw.get("listeners")))
+    settings = collecting(
+        errors, parse_settings, raw.get("settings", {}), "settings", _listener_names(raw.get("listeners"))
+    )
     if settings is not None and listeners is not None:
         collecting(errors, check_scope, settings, listeners, "settings")
     quota_section = collecting(errors, parse_quota_section, raw.get("quotas", []), "quotas")
@@ -123,9 +144,14 @@ def parse_config(raw: Any) -> ProxyConfig:
     raise_all(errors)
     quotas, ip_rates = quota_section
     return ProxyConfig(
-        upstream=upstream, listeners=listeners, settings=settings, quotas=quotas,
+        upstream=upstream,
+        listeners=listeners,
+        settings=settings,
+        quotas=quotas,
         connections=connection_limits(settings, listeners, ip_rates),
-        raw_quotas=tuple(dict(item) for item in (raw.get("quotas") or [])), **parts)
+        raw_quotas=tuple(dict(item) for item in (raw.get("quotas") or [])),
+        **parts,
+    )
 
 
 def _listener_names(raw: Any) -> set[str]:
@@ -151,8 +177,11 @@ def _upstream(raw: Any, path: str) -> UpstreamConfig:
     servers = collecting(errors, _list, m["bootstrap_servers"], f"{path}.bootstrap_servers", _address)
     tls = collecting(errors, parse_upstream_tls, m.get("tls"), f"{path}.tls")
     sasl = collecting(errors, _upstream_sasl, m.get("sasl"), f"{path}.sasl")
-    own = collecting(errors, _own_clients, m["own_clients"], f"{path}.own_clients", tls, sasl) \
-        if "own_clients" in m else None
+    own = (
+        collecting(errors, _own_clients, m["own_clients"], f"{path}.own_clients", tls, sasl)
+        if "own_clients" in m
+        else None
+    )
     raise_all(errors)
     return UpstreamConfig(bootstrap_servers=tuple(servers), tls=tls, sasl=sasl, own_clients=own)
 
@@ -166,8 +195,9 @@ def _own_clients(raw: Any, path: str, tls, sasl) -> OwnClientsConfig:
     servers = collecting(errors, _list, m["bootstrap_servers"], f"{path}.bootstrap_servers", _address)
     for key, parse in (("tls", parse_upstream_tls), ("sasl", _upstream_sasl)):
         if key in m and not isinstance(m[key], dict) and m[key] is not False:
-            errors.append(ConfigError(f"{path}.{key}", f"expected a mapping (as upstream.{key}) or false, "
-                                      f"got {show(m[key])}"))
+            errors.append(
+                ConfigError(f"{path}.{key}", f"expected a mapping (as upstream.{key}) or false, got {show(m[key])}")
+            )
         elif key in m:
             own = collecting(errors, parse, m[key], f"{path}.{key}") if m[key] is not False else None
             tls, sasl = (own, sasl) if key == "tls" else (tls, own)
@@ -214,14 +244,17 @@ def _listeners(raw: Any, path: str) -> tuple[ListenerConfig, ...]:
         if listener.name in seen:
             raise ConfigError(f"{path}[{i}].name", f"duplicate listener name {listener.name!r}")
         if listener.bind in binds and listener.bind.port != 0:
-            raise ConfigError(f"{path}[{i}].bind", f"{listener.bind} is already bound by {path}[{binds[listener.bind]}]")
+            raise ConfigError(
+                f"{path}[{i}].bind", f"{listener.bind} is already bound by {path}[{binds[listener.bind]}]"
+            )
         seen[listener.name] = i
         binds[listener.bind] = i
     for flag in ("internal", "admin"):
         flagged = [i for i, listener in enumerate(listeners) if getattr(listener, flag)]
         if len(flagged) > 1:
-            raise ConfigError(f"{path}[{flagged[1]}].{flag}", f"only one listener can be {flag}; "
-                              f"{path}[{flagged[0]}] already is")
+            raise ConfigError(
+                f"{path}[{flagged[1]}].{flag}", f"only one listener can be {flag}; {path}[{flagged[0]}] already is"
+            )
     if listeners and all(listener.admin for listener in listeners):
         raise ConfigError(f"{path}[0].admin", "the admin listener cannot be the only one: add the tenants' listener")
     return tuple(listeners)
@@ -242,19 +275,30 @@ def _listener(raw: Any, path: str) -> ListenerConfig:
     if admin:
         advertised = _admin_listener(path, internal, base, bind, advertised)
     elif advertised is not None and base is None:
-        raise ConfigError(f"{path}.advertised_host", "only used in cluster mode (or on the admin listener): set "
-                          "broker_port_base too")
+        raise ConfigError(
+            f"{path}.advertised_host", "only used in cluster mode (or on the admin listener): set broker_port_base too"
+        )
     if base is not None:
         if bind.port >= base:
-            raise ConfigError(f"{path}.broker_port_base",
-                              f"must be above the bootstrap port {bind.port}, which would otherwise be broker "
-                              f"{bind.port - base}'s port")
+            raise ConfigError(
+                f"{path}.broker_port_base",
+                f"must be above the bootstrap port {bind.port}, which would otherwise be broker "
+                f"{bind.port - base}'s port",
+            )
         if advertised is None:
             if bind.host in ("0.0.0.0", "::", ""):
                 raise ConfigError(f"{path}.advertised_host", f"required in cluster mode when binding {bind.host}")
             advertised = bind.host
-    return ListenerConfig(name=name, bind=bind, advertised_host=advertised, broker_port_base=base, internal=internal,
-                          tls=tls, sasl=sasl, admin=admin)
+    return ListenerConfig(
+        name=name,
+        bind=bind,
+        advertised_host=advertised,
+        broker_port_base=base,
+        internal=internal,
+        tls=tls,
+        sasl=sasl,
+        admin=admin,
+    )
 
 
 def _admin_listener(path: str, internal: bool, base: int | None, bind: Address, advertised: str | None) -> str:
@@ -262,13 +306,17 @@ def _admin_listener(path: str, internal: bool, base: int | None, bind: Address, 
     if internal:
         raise ConfigError(f"{path}.admin", "the admin listener cannot also be the internal (inter-broker) listener")
     if base is not None:
-        raise ConfigError(f"{path}.broker_port_base", "not on the admin listener: it hands its clients its own "
-                          "address for every broker, so they stay on it")
+        raise ConfigError(
+            f"{path}.broker_port_base",
+            "not on the admin listener: it hands its clients its own address for every broker, so they stay on it",
+        )
     if advertised is not None:
         return advertised
     if bind.host in ("0.0.0.0", "::", ""):
-        raise ConfigError(f"{path}.advertised_host", f"required on an admin listener binding {bind.host}: the "
-                          "host its clients are given for every broker")
+        raise ConfigError(
+            f"{path}.advertised_host",
+            f"required on an admin listener binding {bind.host}: the host its clients are given for every broker",
+        )
     return bind.host
 
 

@@ -6,9 +6,10 @@ mutates it in place.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING
 
 from quota.managers.connection import NO_LIMITS, ConnectionLimits
 from quota.primitives.entity import EMPTY_QUOTA_TABLE, QuotaTable
@@ -36,15 +37,15 @@ class OwnClientsConfig:
     or the upstream itself. ``tls``/``sasl`` are resolved at load: the upstream's unless the section says otherwise."""
 
     bootstrap_servers: tuple[Address, ...]
-    tls: "UpstreamTls | None" = None
-    sasl: "UpstreamSasl | None" = None
+    tls: UpstreamTls | None = None
+    sasl: UpstreamSasl | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class UpstreamConfig:
     bootstrap_servers: tuple[Address, ...]
-    tls: "UpstreamTls | None" = None  # TLS to the brokers, when configured
-    sasl: "UpstreamSasl | None" = None  # the proxy's own clients' SASL login to the brokers, when configured
+    tls: UpstreamTls | None = None  # TLS to the brokers, when configured
+    sasl: UpstreamSasl | None = None  # the proxy's own clients' SASL login to the brokers, when configured
     own_clients: OwnClientsConfig | None = None  # upstream.own_clients, when configured
 
     @property
@@ -73,7 +74,7 @@ class ListenerConfig:
     advertised_host: str | None = None  # cluster mode: the host clients are given for every broker
     broker_port_base: int | None = None  # cluster mode: broker N is served on broker_port_base + N
     internal: bool = False  # the inter-broker listener: exempt from the proxy-wide connection limits (KIP-612)
-    tls: "ListenerTls | None" = None  # TLS termination (and mTLS principals), when configured
+    tls: ListenerTls | None = None  # TLS termination (and mTLS principals), when configured
     sasl: bool = False  # the broker behind authenticates with SASL: frames are limited until a client has
     admin: bool = False  # the admin listener: its connections are admins whatever their principal, and every broker
     # address it hands out is its own (proxy.apis.addresses); trusted by where it is reachable from (loopback)
@@ -110,9 +111,9 @@ class ProxyConfig:
     metrics: MetricsConfig
     settings: Settings
     quotas: QuotaTable = EMPTY_QUOTA_TABLE
-    volume_usage: "VolumeUsageConfig | None" = None  # cluster-wide volume-usage throttling, when configured
+    volume_usage: VolumeUsageConfig | None = None  # cluster-wide volume-usage throttling, when configured
     connections: ConnectionLimits = NO_LIMITS  # connection creation rates and counts (KIP-612, KIP-402)
-    usage_log: "UsageLogConfig | None" = None  # where the usage log goes, when configured
-    dynamic_config: "DynamicConfigSource | None" = None  # the config topic, when configured
+    usage_log: UsageLogConfig | None = None  # where the usage log goes, when configured
+    dynamic_config: DynamicConfigSource | None = None  # the config topic, when configured
     raw_quotas: tuple = ()  # the YAML quotas: items as written (the dynamic config is laid over them)
     admin_principals: frozenset = frozenset()  # who may alter quotas through the proxy (AlterClientQuotas)

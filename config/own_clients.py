@@ -14,17 +14,21 @@ from config.model import ProxyConfig
 from config.volume import PAUSE
 
 ANONYMOUS = "User:ANONYMOUS"
-FIX = ("give the brokers a listener no proxy is in front of, advertising the brokers' own addresses (PROXIES in the "
-       "shipped files), and set upstream.own_clients.bootstrap_servers to it (documentation: Security, the proxy's "
-       "own clients)")
+FIX = (
+    "give the brokers a listener no proxy is in front of, advertising the brokers' own addresses (PROXIES in the "
+    "shipped files), and set upstream.own_clients.bootstrap_servers to it (documentation: Security, the proxy's "
+    "own clients)"
+)
 
 
 def own_client_warnings(config: ProxyConfig, brokers: int | None = None) -> list[str]:
     """Warnings for ``config``; ``brokers``: how many the cluster has, when known (one: nothing to warn of)."""
     warnings = []
     if ANONYMOUS in config.admin_principals:
-        warnings.append(f"admin_principals lists {ANONYMOUS}: every client without a login or certificate may "
-                        "alter quotas through the proxy and write its topics")
+        warnings.append(
+            f"admin_principals lists {ANONYMOUS}: every client without a login or certificate may "
+            "alter quotas through the proxy and write its topics"
+        )
     sidecar = any(lc.sidecar for lc in config.listeners)
     if not sidecar or config.upstream.own_clients is not None or brokers == 1:
         return warnings
@@ -33,23 +37,33 @@ def own_client_warnings(config: ProxyConfig, brokers: int | None = None) -> list
         return warnings
     own = config.upstream.own_traffic
     cluster = f"this cluster's {brokers} brokers" if brokers else "several brokers"
-    sidecars = (f"with {cluster}, the own clients of the sidecars whose broker does not lead {' or '.join(writes)} "
-                "reach its leader through that broker's sidecar")
+    sidecars = (
+        f"with {cluster}, the own clients of the sidecars whose broker does not lead {' or '.join(writes)} "
+        "reach its leader through that broker's sidecar"
+    )
     if own.sasl is not None:
         principal = f"User:{own.sasl.username}"
         if principal not in config.admin_principals:
-            warnings.append(f"upstream.own_clients is not set and the proxy's own clients log in as {principal}, "
-                            f"which admin_principals does not list: {sidecars}, which refuses them unless it lists "
-                            f"{principal}; {FIX}")
+            warnings.append(
+                f"upstream.own_clients is not set and the proxy's own clients log in as {principal}, "
+                f"which admin_principals does not list: {sidecars}, which refuses them unless it lists "
+                f"{principal}; {FIX}"
+            )
         return warnings
     if (own.tls is not None and own.tls.certfile is not None) or ANONYMOUS in config.admin_principals:
         return warnings  # a client certificate's principal (listed or not, the mapping is the other sidecar's)
     volume = config.volume_usage
-    pause = " (those brokers' volume usage goes missing and, with missing_data_action PAUSE, produce stops on every " \
-        "sidecar)" if volume is not None and volume.publisher is not None and volume.missing_data_action == PAUSE else ""
-    warnings.append(f"upstream.own_clients is not set and the proxy's own clients have no principal (PLAINTEXT, "
-                    f"no upstream.sasl or client certificate): {sidecars}, which refuses them as "
-                    f"TOPIC_AUTHORIZATION_FAILED{pause}; {FIX}")
+    pause = (
+        " (those brokers' volume usage goes missing and, with missing_data_action PAUSE, produce stops on every "
+        "sidecar)"
+        if volume is not None and volume.publisher is not None and volume.missing_data_action == PAUSE
+        else ""
+    )
+    warnings.append(
+        f"upstream.own_clients is not set and the proxy's own clients have no principal (PLAINTEXT, "
+        f"no upstream.sasl or client certificate): {sidecars}, which refuses them as "
+        f"TOPIC_AUTHORIZATION_FAILED{pause}; {FIX}"
+    )
     return warnings
 
 

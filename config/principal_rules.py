@@ -49,8 +49,9 @@ def parse_rules(text: str | list[str] | None) -> tuple[Rule, ...]:
         while pos < len(item):
             match = _RULE.match(item, pos)
             if match is None or match.end() == pos:
-                raise MappingError(f"cannot parse the rule at {item[pos:pos + 60]!r} (RULE:pattern/replacement/[LU] "
-                                   "or DEFAULT)")
+                raise MappingError(
+                    f"cannot parse the rule at {item[pos : pos + 60]!r} (RULE:pattern/replacement/[LU] or DEFAULT)"
+                )
             pos = match.end()
             if match.group(1) == "DEFAULT":
                 rules.append(Rule(None))

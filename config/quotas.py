@@ -19,9 +19,19 @@ from typing import Any
 
 from config.errors import ConfigError, collecting, raise_all
 from quota.managers.connection import CONNECTION_CREATION_RATE, IP, normalize_ip
-from quota.primitives.entity import (CLIENT_ID, CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, DEFAULT,
-                                     PRODUCER_BYTE_RATE, PRODUCER_IDS_RATE, REQUEST_PERCENTAGE, USER, QuotaEntity,
-                                     QuotaEntry, QuotaTable)
+from quota.primitives.entity import (
+    CLIENT_ID,
+    CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
+    DEFAULT,
+    PRODUCER_BYTE_RATE,
+    PRODUCER_IDS_RATE,
+    REQUEST_PERCENTAGE,
+    USER,
+    QuotaEntity,
+    QuotaEntry,
+    QuotaTable,
+)
 
 # Keys the proxy enforces on user/client-id entities (and connection_creation_rate on ip entities).
 ENFORCED_KEYS = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_IDS_RATE)
@@ -30,9 +40,12 @@ ENFORCED_KEYS = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RAT
 # shows the broker's values; they have no place in the proxy's own configuration.
 BROKER_KEYS = (REQUEST_PERCENTAGE,)
 MIN_RATE = 0.001  # below this a quota means "nothing at all" with throttles of days: say so instead
-UNITS = {PRODUCER_BYTE_RATE: "bytes per second", CONSUMER_BYTE_RATE: "bytes per second",
-         CONTROLLER_MUTATION_RATE: "partition mutations per second",
-         PRODUCER_IDS_RATE: "new producer ids per producer.id.quota.window.size.seconds"}
+UNITS = {
+    PRODUCER_BYTE_RATE: "bytes per second",
+    CONSUMER_BYTE_RATE: "bytes per second",
+    CONTROLLER_MUTATION_RATE: "partition mutations per second",
+    PRODUCER_IDS_RATE: "new producer ids per producer.id.quota.window.size.seconds",
+}
 
 
 def parse_quotas(raw: Any, path: str) -> QuotaTable:
@@ -77,15 +90,16 @@ def parse_quota_item(item: Any, where: str) -> QuotaEntry | tuple[str, float]:
         raise ConfigError(f"{where}.entity", "required key is missing")
     entity = item["entity"]
     if not isinstance(entity, dict) or not entity:
-        raise ConfigError(f"{where}.entity", f"expected a mapping with '{USER}' and/or '{CLIENT_ID}', or '{IP}', "
-                          f"got {entity!r}")
+        raise ConfigError(
+            f"{where}.entity", f"expected a mapping with '{USER}' and/or '{CLIENT_ID}', or '{IP}', got {entity!r}"
+        )
     if IP in entity:
         return _ip_entry(item, entity, where)
     for key, value in entity.items():
         if key not in (USER, CLIENT_ID):
             raise ConfigError(f"{where}.entity.{key}", f"unknown entity type (known: {USER}, {CLIENT_ID}, {IP})")
         if not isinstance(value, str) or not value:
-            raise ConfigError(f"{where}.entity.{key}", f"expected a name or \"<default>\", got {value!r}")
+            raise ConfigError(f"{where}.entity.{key}", f'expected a name or "<default>", got {value!r}')
     quotas = {}
     mode = item.get("mode", "enforce")
     if mode not in ("enforce", "shadow"):
@@ -96,16 +110,24 @@ def parse_quota_item(item: Any, where: str) -> QuotaEntry | tuple[str, float]:
         if key == CONNECTION_CREATION_RATE:
             raise ConfigError(f"{where}.{key}", f"only for ip entities (KIP-612): use entity {{{IP}: ...}}")
         if key in BROKER_KEYS:
-            raise ConfigError(f"{where}.{key}", "enforced by the brokers, not the proxy: set it with kafka-configs "
-                              "(AlterClientQuotas) through the proxy, which passes it on, or at the brokers")
+            raise ConfigError(
+                f"{where}.{key}",
+                "enforced by the brokers, not the proxy: set it with kafka-configs "
+                "(AlterClientQuotas) through the proxy, which passes it on, or at the brokers",
+            )
         if key not in ENFORCED_KEYS:
             close = get_close_matches(str(key), [*ENFORCED_KEYS, CONNECTION_CREATION_RATE], n=1, cutoff=0.75)
-            raise ConfigError(f"{where}.{key}", f"unknown quota key; did you mean {close[0]}?" if close else
-                              f"unknown quota key (known: {', '.join(ENFORCED_KEYS)}; "
-                              f"{', '.join(BROKER_KEYS)} is passed on to the brokers)")
+            raise ConfigError(
+                f"{where}.{key}",
+                f"unknown quota key; did you mean {close[0]}?"
+                if close
+                else f"unknown quota key (known: {', '.join(ENFORCED_KEYS)}; "
+                f"{', '.join(BROKER_KEYS)} is passed on to the brokers)",
+            )
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not MIN_RATE <= value < math.inf:
-            raise ConfigError(f"{where}.{key}", f"expected a rate in {UNITS[key]} > 0 (finite, at least "
-                              f"{MIN_RATE:g}), got {value!r}")
+            raise ConfigError(
+                f"{where}.{key}", f"expected a rate in {UNITS[key]} > 0 (finite, at least {MIN_RATE:g}), got {value!r}"
+            )
         if key == PRODUCER_IDS_RATE and CLIENT_ID in entity:
             raise ConfigError(f"{where}.{key}", "only for user entities (KIP-936): remove client-id or this key")
         quotas[key] = value
@@ -121,8 +143,10 @@ def _ip_entry(item: dict, entity: dict, where: str) -> tuple[str, float]:
     """An ``{ip: ...}`` entity: an IP address or ``<default>``, alone, with only ``connection_creation_rate``."""
     others = [key for key in entity if key != IP]
     if others:
-        raise ConfigError(f"{where}.entity.{others[0]}", f"an {IP} entity cannot be combined with {others[0]} "
-                          "(KIP-612: IP and user/client-id quotas share no key)")
+        raise ConfigError(
+            f"{where}.entity.{others[0]}",
+            f"an {IP} entity cannot be combined with {others[0]} (KIP-612: IP and user/client-id quotas share no key)",
+        )
     name = entity[IP]
     if name != DEFAULT:
         try:
@@ -130,7 +154,7 @@ def _ip_entry(item: dict, entity: dict, where: str) -> tuple[str, float]:
         except ValueError:
             name = None
         if name is None:
-            raise ConfigError(f"{where}.entity.{IP}", f"expected an IP address or \"{DEFAULT}\", got {entity[IP]!r}")
+            raise ConfigError(f"{where}.entity.{IP}", f'expected an IP address or "{DEFAULT}", got {entity[IP]!r}')
     if "mode" in item:
         raise ConfigError(f"{where}.mode", "ip entities have no shadow mode (connection limits are enforced)")
     keys = [key for key in item if key != "entity"]
@@ -141,6 +165,8 @@ def _ip_entry(item: dict, entity: dict, where: str) -> tuple[str, float]:
         raise ConfigError(f"{where}.{wrong}", f"not a key of {IP} entities (known: {CONNECTION_CREATION_RATE})")
     value = item[CONNECTION_CREATION_RATE]
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not MIN_RATE <= value < math.inf:
-        raise ConfigError(f"{where}.{CONNECTION_CREATION_RATE}", f"expected a rate in connections per second > 0 "
-                          f"(finite, at least {MIN_RATE:g}), got {value!r}")
+        raise ConfigError(
+            f"{where}.{CONNECTION_CREATION_RATE}",
+            f"expected a rate in connections per second > 0 (finite, at least {MIN_RATE:g}), got {value!r}",
+        )
     return name, float(value)

@@ -15,24 +15,35 @@ def check_scope(settings: Settings, listeners: tuple[ListenerConfig, ...], path:
     cluster_mode = any(lc.cluster_mode for lc in listeners)
     topic = settings[CLUSTER_TOPIC]
     if settings[QUOTA_SCOPE] == "cluster" and not cluster_mode and topic is None:
-        raise ConfigError(join(path, QUOTA_SCOPE),
-                          "cluster needs a listener in cluster mode (broker_port_base), or, on sidecars, "
-                          f"{CLUSTER_TOPIC} (the usage topic the sidecars share): a sidecar proxy alone sees only "
-                          "its own broker's traffic, so it cannot keep one budget for the whole cluster; use broker "
-                          "(Kafka's per-broker quotas, what a sidecar gives) or set the topic")
+        raise ConfigError(
+            join(path, QUOTA_SCOPE),
+            "cluster needs a listener in cluster mode (broker_port_base), or, on sidecars, "
+            f"{CLUSTER_TOPIC} (the usage topic the sidecars share): a sidecar proxy alone sees only "
+            "its own broker's traffic, so it cannot keep one budget for the whole cluster; use broker "
+            "(Kafka's per-broker quotas, what a sidecar gives) or set the topic",
+        )
     if topic is None:
         if settings[CLUSTER_ID] is not None:
             raise ConfigError(join(path, CLUSTER_ID), f"only means something with {CLUSTER_TOPIC} set")
         return
     if settings[QUOTA_SCOPE] != "cluster":
-        raise ConfigError(join(path, CLUSTER_TOPIC), "proxies share usage only under quota.scope: cluster; set it, or "
-                          "drop the topic (quota.scope broker keeps Kafka's per-broker quotas, and a cluster-mode "
-                          "proxy's per-broker budgets are not shared between proxies)")
+        raise ConfigError(
+            join(path, CLUSTER_TOPIC),
+            "proxies share usage only under quota.scope: cluster; set it, or "
+            "drop the topic (quota.scope broker keeps Kafka's per-broker quotas, and a cluster-mode "
+            "proxy's per-broker budgets are not shared between proxies)",
+        )
     sync, stale = settings["quota.cluster.sync.ms"], settings["quota.cluster.stale.ms"]
     if stale < 2 * sync:
-        raise ConfigError(join(path, "quota.cluster.stale.ms"), f"must be at least twice quota.cluster.sync.ms "
-                          f"({sync}): a peer is stale when it missed a sync or more, got {stale}")
+        raise ConfigError(
+            join(path, "quota.cluster.stale.ms"),
+            f"must be at least twice quota.cluster.sync.ms "
+            f"({sync}): a peer is stale when it missed a sync or more, got {stale}",
+        )
     forget = settings["quota.cluster.forget.ms"]
     if forget < stale:
-        raise ConfigError(join(path, "quota.cluster.forget.ms"), f"must be at least quota.cluster.stale.ms ({stale}): "
-                          f"a peer is forgotten only once it is stale, got {forget}")
+        raise ConfigError(
+            join(path, "quota.cluster.forget.ms"),
+            f"must be at least quota.cluster.stale.ms ({stale}): "
+            f"a peer is forgotten only once it is stale, got {forget}",
+        )

@@ -14,18 +14,40 @@ from typing import Any
 
 from config.errors import ConfigError, collecting, join, raise_all, show, unknown_key
 from config.model import ListenerConfig, Settings
-from config.settings_table import (CLUSTER_ID, CLUSTER_TOPIC, IP_OVERRIDES, LISTENER_SETTINGS, PRODUCER_ID_ENFORCEMENT,
-                                   QUOTA_MODE, QUOTA_SCOPE, QUOTA_SMOOTHING, SCOPES, SETTINGS, SMOOTHING_VALUES, SPLICE,
-                                   SPLICE_MODES)
+from config.settings_table import (
+    CLUSTER_ID,
+    CLUSTER_TOPIC,
+    IP_OVERRIDES,
+    LISTENER_SETTINGS,
+    PRODUCER_ID_ENFORCEMENT,
+    QUOTA_MODE,
+    QUOTA_SCOPE,
+    QUOTA_SMOOTHING,
+    SCOPES,
+    SETTINGS,
+    SMOOTHING_VALUES,
+    SPLICE,
+    SPLICE_MODES,
+)
 from quota.managers.connection import ConnectionLimits, normalize_ip
 from quota.managers.producer_ids import DEFAULT_MAX_HOLD_MS, ENFORCEMENTS, HOLD
 
-_LISTENER_SETTING = re.compile(r"^listener\.name\.([A-Za-z0-9_-]+)\.(" +
-                               "|".join(re.escape(name) for name in LISTENER_SETTINGS) + r")$")
+_LISTENER_SETTING = re.compile(
+    r"^listener\.name\.([A-Za-z0-9_-]+)\.(" + "|".join(re.escape(name) for name in LISTENER_SETTINGS) + r")$"
+)
 _TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 # every key of the section besides the per-listener ones: the numbers of SETTINGS, then the ones taking words
-SETTING_KEYS = (*SETTINGS, IP_OVERRIDES, QUOTA_MODE, PRODUCER_ID_ENFORCEMENT, QUOTA_SCOPE, QUOTA_SMOOTHING, SPLICE,
-                CLUSTER_TOPIC, CLUSTER_ID)
+SETTING_KEYS = (
+    *SETTINGS,
+    IP_OVERRIDES,
+    QUOTA_MODE,
+    PRODUCER_ID_ENFORCEMENT,
+    QUOTA_SCOPE,
+    QUOTA_SMOOTHING,
+    SPLICE,
+    CLUSTER_TOPIC,
+    CLUSTER_ID,
+)
 
 
 def listener_setting_names(listener_names) -> list[str]:
@@ -55,26 +77,36 @@ def parse_settings(raw: Any, path: str, listener_names: set[str] = frozenset()) 
         collecting(errors, _setting, values, name, value, join(path, name), listener_names)
     raise_all(errors)  # every key's error at once; the checks across settings below need good values
     if QUOTA_SMOOTHING not in m and values[CLUSTER_TOPIC] is not None:  # sidecars sharing usage: the bucket keeps
-        values[QUOTA_SMOOTHING] = "on"  # their total at the quota (README "Cluster-wide budgets", bench/cluster_budget.py)
+        values[QUOTA_SMOOTHING] = (
+            "on"  # their total at the quota (README "Cluster-wide budgets", bench/cluster_budget.py)
+        )
     hold, mute_max = values["producer.id.quota.max.hold.ms"], values["quota.mute.max.ms"]
     upstream = values["upstream.response.timeout.ms"]
     if "producer.id.quota.max.hold.ms" not in m:  # the default, within a lower mute cap or upstream timeout
         values["producer.id.quota.max.hold.ms"] = min(DEFAULT_MAX_HOLD_MS, mute_max, upstream // 2)
     elif hold > mute_max:
-        raise ConfigError(join(path, "producer.id.quota.max.hold.ms"),
-                          f"must be at most quota.mute.max.ms ({mute_max}): a refused Produce's retry is muted for "
-                          f"quota.mute.max.ms less the hold, so mute and hold together stay under clients' request "
-                          f"timeouts; got {hold}")
+        raise ConfigError(
+            join(path, "producer.id.quota.max.hold.ms"),
+            f"must be at most quota.mute.max.ms ({mute_max}): a refused Produce's retry is muted for "
+            f"quota.mute.max.ms less the hold, so mute and hold together stay under clients' request "
+            f"timeouts; got {hold}",
+        )
     elif hold >= upstream:
-        raise ConfigError(join(path, "producer.id.quota.max.hold.ms"),
-                          f"must be below upstream.response.timeout.ms ({upstream}): a held Produce counts as waiting "
-                          f"for the broker's answer; got {hold}")
+        raise ConfigError(
+            join(path, "producer.id.quota.max.hold.ms"),
+            f"must be below upstream.response.timeout.ms ({upstream}): a held Produce counts as waiting "
+            f"for the broker's answer; got {hold}",
+        )
     return Settings(MappingProxyType(values))
 
 
 # settings whose value is one of a few words: the words, in the order an error lists them
-_CHOICES = {QUOTA_MODE: ("enforce", "shadow"), QUOTA_SCOPE: SCOPES, SPLICE: SPLICE_MODES,
-            PRODUCER_ID_ENFORCEMENT: ENFORCEMENTS}
+_CHOICES = {
+    QUOTA_MODE: ("enforce", "shadow"),
+    QUOTA_SCOPE: SCOPES,
+    SPLICE: SPLICE_MODES,
+    PRODUCER_ID_ENFORCEMENT: ENFORCEMENTS,
+}
 
 
 def _setting(values: dict, name: str, value: Any, key: str, listener_names: set[str]) -> None:
@@ -88,8 +120,10 @@ def _setting(values: dict, name: str, value: Any, key: str, listener_names: set[
         return
     if name == CLUSTER_ID:
         if not isinstance(value, str) or not value.strip() or len(value) > 255:
-            raise ConfigError(key, f"expected a non-empty name of at most 255 characters, unique among the "
-                              f"sidecars, got {show(value)}")
+            raise ConfigError(
+                key,
+                f"expected a non-empty name of at most 255 characters, unique among the sidecars, got {show(value)}",
+            )
         values[name] = value
         return
     if name == IP_OVERRIDES:
@@ -109,8 +143,9 @@ def _setting(values: dict, name: str, value: Any, key: str, listener_names: set[
     match = _LISTENER_SETTING.match(name)
     if match:
         if match.group(1) not in listener_names:
-            raise ConfigError(key, f"no listener named {match.group(1)!r} (listeners: "
-                              f"{', '.join(sorted(listener_names))})")
+            raise ConfigError(
+                key, f"no listener named {match.group(1)!r} (listeners: {', '.join(sorted(listener_names))})"
+            )
         spec = SETTINGS[match.group(2)]
     else:
         spec = SETTINGS[name]
@@ -146,7 +181,7 @@ def _ip_overrides(raw: Any, path: str) -> dict[str, int]:
     elif isinstance(raw, dict):
         pairs = list(raw.items())
     else:
-        raise ConfigError(path, f"expected \"<ip>:<count>,...\" or a mapping of IP to count, got {show(raw)}")
+        raise ConfigError(path, f'expected "<ip>:<count>,..." or a mapping of IP to count, got {show(raw)}')
     out = {}
     for ip, count in pairs:
         try:
@@ -161,8 +196,9 @@ def _ip_overrides(raw: Any, path: str) -> dict[str, int]:
     return out
 
 
-def connection_limits(settings: Settings, listeners: tuple[ListenerConfig, ...],
-                      ip_rates: dict[str, float]) -> ConnectionLimits:
+def connection_limits(
+    settings: Settings, listeners: tuple[ListenerConfig, ...], ip_rates: dict[str, float]
+) -> ConnectionLimits:
     """The connection limits (KIP-612, KIP-402) from settings, listeners and the ``{ip: ...}`` quotas."""
     unlimited = 2**31 - 1
     values = settings.values
@@ -178,8 +214,9 @@ def connection_limits(settings: Settings, listeners: tuple[ListenerConfig, ...],
     rate = values["max.connection.creation.rate"]
     return ConnectionLimits(
         max_connection_creation_rate=math.inf if rate == unlimited else float(rate),
-        listener_creation_rates=MappingProxyType({name: float(v) for name, v in
-                                                  per_listener["max.connection.creation.rate"].items()}),
+        listener_creation_rates=MappingProxyType(
+            {name: float(v) for name, v in per_listener["max.connection.creation.rate"].items()}
+        ),
         max_connections=limit("max.connections"),
         listener_max_connections=MappingProxyType(dict(per_listener["max.connections"])),
         max_connections_per_ip=limit("max.connections.per.ip"),

@@ -45,8 +45,9 @@ class ListenerTls:
         ctx.load_cert_chain(self.certfile, self.keyfile)
         if self.cafile:
             ctx.load_verify_locations(self.cafile)
-        ctx.verify_mode = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL,
-                           "required": ssl.CERT_REQUIRED}[self.client_auth]
+        ctx.verify_mode = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}[
+            self.client_auth
+        ]
         return ctx
 
 
@@ -105,8 +106,13 @@ def parse_listener_tls(raw: Any, path: str) -> ListenerTls | None:
         parse_rules(rules)
     except MappingError as exc:
         raise ConfigError(f"{path}.principal_mapping_rules", str(exc)) from None
-    tls = ListenerTls(_path(m["certfile"], f"{path}.certfile"),
-                      _path(m["keyfile"], f"{path}.keyfile") if "keyfile" in m else None, cafile, client_auth, rules)
+    tls = ListenerTls(
+        _path(m["certfile"], f"{path}.certfile"),
+        _path(m["keyfile"], f"{path}.keyfile") if "keyfile" in m else None,
+        cafile,
+        client_auth,
+        rules,
+    )
     _try(path, tls.context, {"certfile": tls.certfile, "keyfile": tls.keyfile, "cafile": tls.cafile})
     return tls
 
@@ -118,7 +124,10 @@ def parse_upstream_tls(raw: Any, path: str) -> UpstreamTls | None:
     for flag in ("verify", "check_hostname"):
         if flag in m and not isinstance(m[flag], bool):
             raise ConfigError(f"{path}.{flag}", f"expected true or false, got {m[flag]!r}")
-    tls = UpstreamTls(*(_path(m[k], f"{path}.{k}") if k in m else None for k in ("cafile", "certfile", "keyfile")),
-                      verify=m.get("verify", True), check_hostname=m.get("check_hostname", True))
+    tls = UpstreamTls(
+        *(_path(m[k], f"{path}.{k}") if k in m else None for k in ("cafile", "certfile", "keyfile")),
+        verify=m.get("verify", True),
+        check_hostname=m.get("check_hostname", True),
+    )
     _try(path, tls.context, {"cafile": tls.cafile, "certfile": tls.certfile, "keyfile": tls.keyfile})
     return tls

@@ -29,8 +29,12 @@ class UsageLogConfig:
     file_tag: str = ""  # not from YAML: a worker's ``.w<index>`` (settings.workers), so workers never share a file
 
 
-LIMITS = {"interval_seconds": (0.1, 86400, float), "max_file_bytes": (4096, 2**40, int),
-          "max_file_age_seconds": (1, 2**31 - 1, int), "max_files": (1, 1_000_000, int)}
+LIMITS = {
+    "interval_seconds": (0.1, 86400, float),
+    "max_file_bytes": (4096, 2**40, int),
+    "max_file_age_seconds": (1, 2**31 - 1, int),
+    "max_files": (1, 1_000_000, int),
+}
 
 
 def parse_usage_log(raw: Any, path: str) -> UsageLogConfig | None:
@@ -51,9 +55,16 @@ def parse_usage_log(raw: Any, path: str) -> UsageLogConfig | None:
         if key not in raw:
             continue
         value = raw[key]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                or (kind is int and value != int(value)) or not low <= value <= high:
-            raise ConfigError(f"{path}.{key}", f"expected {'an integer' if kind is int else 'a number'} between "
-                              f"{low:g} and {high:g}, got {value!r}")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or (kind is int and value != int(value))
+            or not low <= value <= high
+        ):
+            raise ConfigError(
+                f"{path}.{key}",
+                f"expected {'an integer' if kind is int else 'a number'} between {low:g} and {high:g}, got {value!r}",
+            )
         values[key] = kind(value)
     return UsageLogConfig(dir=directory, **values)

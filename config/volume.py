@@ -30,8 +30,19 @@ from quota.managers.volume import LIMIT_TYPES, OPEN, PAUSE, Limit, SnapshotError
 
 DEFAULT_TOPIC = "__kafka_quota_proxy_volume_usage"
 SOURCES = ("topic", "describe_log_dirs")
-VOLUME_KEYS = ("source", "topic", "freshness_seconds", "missing_data_action", "produce_base_rate", "pause_delay_ms",
-               "max_record_bytes", "max_volumes_per_snapshot", "metrics_top_volumes", "publisher", "describe_log_dirs")
+VOLUME_KEYS = (
+    "source",
+    "topic",
+    "freshness_seconds",
+    "missing_data_action",
+    "produce_base_rate",
+    "pause_delay_ms",
+    "max_record_bytes",
+    "max_volumes_per_snapshot",
+    "metrics_top_volumes",
+    "publisher",
+    "describe_log_dirs",
+)
 PUBLISHER_KEYS = ("broker_id", "log_dirs", "interval_seconds", "soft_limit", "hard_limit")
 LOG_DIRS_KEYS = ("interval_seconds", "soft_limit", "hard_limit")
 LIMIT_KEYS = ("type", "level")
@@ -109,8 +120,11 @@ def parse_volume_usage(raw: Any, path: str) -> VolumeUsageConfig | None:
             raise ConfigError(f"{path}.describe_log_dirs", "required with source: describe_log_dirs (the limits)")
         lp = f"{path}.describe_log_dirs"
         d = mapping_with(m["describe_log_dirs"], lp, LOG_DIRS_KEYS, {"soft_limit", "hard_limit"})
-        log_dirs = LogDirsConfig(_number(d.get("interval_seconds", 30), f"{lp}.interval_seconds", 1),
-                                 _limit(d["soft_limit"], f"{lp}.soft_limit"), _limit(d["hard_limit"], f"{lp}.hard_limit"))
+        log_dirs = LogDirsConfig(
+            _number(d.get("interval_seconds", 30), f"{lp}.interval_seconds", 1),
+            _limit(d["soft_limit"], f"{lp}.soft_limit"),
+            _limit(d["hard_limit"], f"{lp}.hard_limit"),
+        )
     elif "describe_log_dirs" in m:
         raise ConfigError(f"{path}.describe_log_dirs", "only with source: describe_log_dirs")
     topic = m.get("topic", defaults.topic)
@@ -126,22 +140,33 @@ def parse_volume_usage(raw: Any, path: str) -> VolumeUsageConfig | None:
         dirs = p["log_dirs"]
         if not isinstance(dirs, list) or not dirs or not all(isinstance(d, str) and d for d in dirs):
             raise ConfigError(f"{pp}.log_dirs", f"expected a non-empty list of paths, got {dirs!r}")
-        publisher = PublisherConfig(int(_number(p["broker_id"], f"{pp}.broker_id", 0, integer=True)), tuple(dirs),
-                                    _number(p.get("interval_seconds", 10), f"{pp}.interval_seconds", 0.1),
-                                    _limit(p["soft_limit"], f"{pp}.soft_limit"),
-                                    _limit(p["hard_limit"], f"{pp}.hard_limit"))
+        publisher = PublisherConfig(
+            int(_number(p["broker_id"], f"{pp}.broker_id", 0, integer=True)),
+            tuple(dirs),
+            _number(p.get("interval_seconds", 10), f"{pp}.interval_seconds", 0.1),
+            _limit(p["soft_limit"], f"{pp}.soft_limit"),
+            _limit(p["hard_limit"], f"{pp}.hard_limit"),
+        )
     freshness = _number(m.get("freshness_seconds", defaults.freshness_seconds), f"{path}.freshness_seconds", 1)
     if log_dirs is not None and log_dirs.interval_seconds >= freshness:
-        raise ConfigError(f"{path}.describe_log_dirs.interval_seconds",
-                          f"must be below freshness_seconds ({freshness:g}), or every poll would be stale")
+        raise ConfigError(
+            f"{path}.describe_log_dirs.interval_seconds",
+            f"must be below freshness_seconds ({freshness:g}), or every poll would be stale",
+        )
     return VolumeUsageConfig(
-        source=source, topic=topic,
+        source=source,
+        topic=topic,
         freshness_seconds=freshness,
         missing_data_action=action,
-        produce_base_rate=_number(m.get("produce_base_rate", defaults.produce_base_rate), f"{path}.produce_base_rate", 1),
-        pause_delay_ms=int(_number(m.get("pause_delay_ms", defaults.pause_delay_ms), f"{path}.pause_delay_ms", 0,
-                                   integer=True)),
+        produce_base_rate=_number(
+            m.get("produce_base_rate", defaults.produce_base_rate), f"{path}.produce_base_rate", 1
+        ),
+        pause_delay_ms=int(
+            _number(m.get("pause_delay_ms", defaults.pause_delay_ms), f"{path}.pause_delay_ms", 0, integer=True)
+        ),
         max_record_bytes=_integer(m, "max_record_bytes", path, defaults, 1024),
         max_volumes_per_snapshot=_integer(m, "max_volumes_per_snapshot", path, defaults, 1),
         metrics_top_volumes=_integer(m, "metrics_top_volumes", path, defaults, 0),
-        publisher=publisher, describe_log_dirs=log_dirs)
+        publisher=publisher,
+        describe_log_dirs=log_dirs,
+    )

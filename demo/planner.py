@@ -25,8 +25,9 @@ PLANNER_TIMEOUT_S = 300  # about 30 s on a 2-core laptop
 # collector (the optimising compiler's and the parallel collector's threads cost more CPU than such a short job saves).
 # The same recommendations and report; about half the CPU time (bench/RESULTS.md, "The demo's planner step"). An
 # operator's own PYSPARK_SUBMIT_ARGS wins.
-PLANNER_SUBMIT_ARGS = ("--conf spark.ui.enabled=false "
-                       "--driver-java-options '-XX:TieredStopAtLevel=1 -XX:+UseSerialGC' pyspark-shell")
+PLANNER_SUBMIT_ARGS = (
+    "--conf spark.ui.enabled=false --driver-java-options '-XX:TieredStopAtLevel=1 -XX:+UseSerialGC' pyspark-shell"
+)
 
 
 @dataclass(frozen=True)
@@ -44,22 +45,29 @@ class PlanResult:
     def ok(self) -> bool:
         """Both clients recommended for; the limited producer (unpaced, held by its quota all run) marked
         constrained by the current quota, never its catch-up burst taken for its need."""
-        return (self.error is None and "demo-limited" in self.recommended and "demo-unlimited" in self.recommended
-                and self.records > self.synthetic > 0
-                and self.basis.get("demo-limited", {}).get("producer_byte_rate", "").startswith("constrained"))
+        return (
+            self.error is None
+            and "demo-limited" in self.recommended
+            and "demo-unlimited" in self.recommended
+            and self.records > self.synthetic > 0
+            and self.basis.get("demo-limited", {}).get("producer_byte_rate", "").startswith("constrained")
+        )
 
     def text(self) -> str:
         if self.error is not None:
             return f"quota planner: failed: {self.error}  FAIL"
         limited, unlimited = self.recommended.get("demo-limited", {}), self.recommended.get("demo-unlimited", {})
         said = self.basis.get("demo-limited", {})
-        why = "; ".join(f"{k} {limited.get(k)}: {said[k]}" for k in ("producer_byte_rate", "consumer_byte_rate")
-                        if k in said)
-        return (f"quota planner (PySpark): {self.records - self.synthetic} records of this run's usage log and "
-                f"{self.synthetic} of synthetic tenants; "
-                f"recommends demo-limited {limited} ({why}), demo-unlimited {unlimited}; top new producer ids "
-                f"{self.top.get('new_producer_ids')}, top connection rate {self.top.get('connection_rate')}; "
-                f"report {self.report}  {'OK' if self.ok else 'FAIL'}")
+        why = "; ".join(
+            f"{k} {limited.get(k)}: {said[k]}" for k in ("producer_byte_rate", "consumer_byte_rate") if k in said
+        )
+        return (
+            f"quota planner (PySpark): {self.records - self.synthetic} records of this run's usage log and "
+            f"{self.synthetic} of synthetic tenants; "
+            f"recommends demo-limited {limited} ({why}), demo-unlimited {unlimited}; top new producer ids "
+            f"{self.top.get('new_producer_ids')}, top connection rate {self.top.get('connection_rate')}; "
+            f"report {self.report}  {'OK' if self.ok else 'FAIL'}"
+        )
 
 
 def quota_planner(usage_dir: str, out_dir: str, children: Children, report: Callable[[str], None]) -> PlanResult:
@@ -68,14 +76,30 @@ def quota_planner(usage_dir: str, out_dir: str, children: Children, report: Call
     except ImportError as exc:
         return _failed(f"{exc} (install kafka-quota-proxy[analytics])", report)
     with tempfile.TemporaryDirectory() as scratch:  # the generator's files, beside the proxy's, under other names
-        synthetic = generate.write_log(scratch, generate.Options(entities=10, intervals=60,
-                                                                 start_time=time.time() - 600))
+        synthetic = generate.write_log(
+            scratch, generate.Options(entities=10, intervals=60, start_time=time.time() - 600)
+        )
         for name in os.listdir(scratch):
             shutil.move(os.path.join(scratch, name), os.path.join(usage_dir, f"synthetic-{name}"))
-    proc = children.start("the quota planner", [
-        sys.executable, "-m", "analytics.cli", "analyze", "--input", usage_dir, "--output", out_dir,
-        "--master", "local[2]"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_SUBMIT_ARGS": PLANNER_SUBMIT_ARGS, **os.environ})
+    proc = children.start(
+        "the quota planner",
+        [
+            sys.executable,
+            "-m",
+            "analytics.cli",
+            "analyze",
+            "--input",
+            usage_dir,
+            "--output",
+            out_dir,
+            "--master",
+            "local[2]",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_SUBMIT_ARGS": PLANNER_SUBMIT_ARGS, **os.environ},
+    )
     try:
         out, err = proc.communicate(timeout=PLANNER_TIMEOUT_S)
     except subprocess.TimeoutExpired as exc:
@@ -89,15 +113,25 @@ def quota_planner(usage_dir: str, out_dir: str, children: Children, report: Call
     items = yaml.safe_load(text)["quotas"]
     with open(os.path.join(out_dir, "top_offenders.json"), encoding="utf-8") as f:
         offenders = json.load(f)
-    recommended = {item["entity"]["client-id"]: {k: v for k, v in item.items() if k != "entity"} for item in items
-                   if item["entity"].get("client-id") in ("demo-limited", "demo-unlimited") and "user" in item["entity"]}
+    recommended = {
+        item["entity"]["client-id"]: {k: v for k, v in item.items() if k != "entity"}
+        for item in items
+        if item["entity"].get("client-id") in ("demo-limited", "demo-unlimited") and "user" in item["entity"]
+    }
     top = {}
     for name, dim in offenders.items():
         if dim["top"]:
             first = dim["top"][0]
             top[name] = first.get("user") or first.get("ip") or first.get("client_id")
-    result = PlanResult(int(read.group(1).replace(",", "")), recommended, top, os.path.join(out_dir, "report.html"),
-                        None, synthetic, basis_of(text, ("demo-limited", "demo-unlimited")))
+    result = PlanResult(
+        int(read.group(1).replace(",", "")),
+        recommended,
+        top,
+        os.path.join(out_dir, "report.html"),
+        None,
+        synthetic,
+        basis_of(text, ("demo-limited", "demo-unlimited")),
+    )
     report(result.text())
     return result
 

@@ -89,13 +89,22 @@ def _bindable(address: Address) -> bool:
 
 def check_ports(needed: dict[str, Address], config_path: str) -> None:
     """Raise a :class:`DemoError` naming every needed port that something else already listens on."""
-    taken = [f"  {address} ({what}) is in use by {holder(address.port)}"
-             for what, address in needed.items() if not _bindable(address)]
+    taken = [
+        f"  {address} ({what}) is in use by {holder(address.port)}"
+        for what, address in needed.items()
+        if not _bindable(address)
+    ]
     if taken:
-        raise DemoError("\n".join([
-            "the demo cannot start: a port it needs is taken", *taken,
-            "The demo talks only to the broker and the proxy it starts itself. Stop that process, or copy",
-            f"{config_path}, change the ports in it and run: python -m demo --config <your copy>"]))
+        raise DemoError(
+            "\n".join(
+                [
+                    "the demo cannot start: a port it needs is taken",
+                    *taken,
+                    "The demo talks only to the broker and the proxy it starts itself. Stop that process, or copy",
+                    f"{config_path}, change the ports in it and run: python -m demo --config <your copy>",
+                ]
+            )
+        )
 
 
 def _alive(proc: subprocess.Popen) -> bool:
@@ -158,25 +167,32 @@ class Children:
             return ""
         return "".join(f"\n  | {line}" for line in tail)
 
-    def wait_listening(self, what: str, proc: subprocess.Popen, addresses: list[Address], log: str | None = None,
-                       timeout_s: float = 30) -> None:
+    def wait_listening(
+        self, what: str, proc: subprocess.Popen, addresses: list[Address], log: str | None = None, timeout_s: float = 30
+    ) -> None:
         """Until ``proc`` itself listens on every address; a :class:`DemoError` saying why when it does not."""
         deadline = time.monotonic() + timeout_s
         waiting = list(addresses)
         while waiting:
             if not _alive(proc):
-                raise DemoError(f"{what} exited (code {proc.returncode}) before listening on "
-                                f"{', '.join(map(str, waiting))}" + (self.log_tail(log) if log else ""))
+                raise DemoError(
+                    f"{what} exited (code {proc.returncode}) before listening on "
+                    f"{', '.join(map(str, waiting))}" + (self.log_tail(log) if log else "")
+                )
             found = owns(proc, waiting[0])
             if found is False:
-                raise DemoError(f"{waiting[0]} is held by {holder(waiting[0].port)}, not by {what} (pid {proc.pid}) "
-                                "that the demo started; it talks to no other")
+                raise DemoError(
+                    f"{waiting[0]} is held by {holder(waiting[0].port)}, not by {what} (pid {proc.pid}) "
+                    "that the demo started; it talks to no other"
+                )
             if found:
                 waiting.pop(0)
                 continue
             if time.monotonic() > deadline:
-                raise DemoError(f"{what} (pid {proc.pid}) did not listen on {waiting[0]} within {timeout_s:.0f} s"
-                                + (self.log_tail(log) if log else ""))
+                raise DemoError(
+                    f"{what} (pid {proc.pid}) did not listen on {waiting[0]} within {timeout_s:.0f} s"
+                    + (self.log_tail(log) if log else "")
+                )
             time.sleep(0.05)
 
     def stop_all(self) -> None:
@@ -208,7 +224,8 @@ def check_advertised(broker: Address, expected: Address) -> None:
     from proxy.codec.messages import decode_response, encode_request, new_request
 
     request = encode_request_header(METADATA, 1, 1, "demo-check") + encode_request(
-        METADATA, 1, new_request(METADATA, 1, topics=[]))
+        METADATA, 1, new_request(METADATA, 1, topics=[])
+    )
     try:
         with socket.create_connection((broker.host, broker.port), timeout=10) as sock:
             sock.sendall(frame(request))
@@ -218,8 +235,10 @@ def check_advertised(broker: Address, expected: Address) -> None:
         raise DemoError(f"the broker on {broker} did not answer a Metadata request: {exc}") from exc
     brokers = sorted(f"{b.host}:{b.port}" for b in decode_response(METADATA, 1, body[4:]).brokers)
     if brokers != [str(expected)]:
-        raise DemoError(f"the broker on {broker} advertises {', '.join(brokers) or 'no broker'}, not the proxy's "
-                        f"{expected}: clients would bypass the proxy")
+        raise DemoError(
+            f"the broker on {broker} advertises {', '.join(brokers) or 'no broker'}, not the proxy's "
+            f"{expected}: clients would bypass the proxy"
+        )
 
 
 def _read(sock: socket.socket, n: int) -> bytes:

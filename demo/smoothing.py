@@ -46,8 +46,11 @@ class SmoothingResult:
     @property
     def ok(self) -> bool:
         judged = self.judged
-        return (bool(judged) and self.in_band >= SMOOTH_SHARE
-                and SMOOTH_AVERAGE[0] <= sum(judged) / len(judged) <= SMOOTH_AVERAGE[1])
+        return (
+            bool(judged)
+            and self.in_band >= SMOOTH_SHARE
+            and SMOOTH_AVERAGE[0] <= sum(judged) / len(judged) <= SMOOTH_AVERAGE[1]
+        )
 
     @property
     def in_band(self) -> float:
@@ -60,17 +63,20 @@ class SmoothingResult:
 
         judged = self.judged
         average = sum(judged) / len(judged) if judged else 0.0
-        return "\n".join([
-            f"smoothing ({SMOOTH}, confluent-kafka default settings, {self.quota / 2**20:.2f} MiB/s "
-            "producer_byte_rate): bytes admitted each second / quota",
-            "  second" + "".join(f"{i:6d}" for i in range(1, max(len(self.off), len(self.on)) + 1)),
-            row("off", self.off),
-            row("on", self.on),
-            f"smoothing off: peak {max(self.off, default=0):.2f} x, {sum(r < 0.5 for r in self.off)} of "
-            f"{len(self.off)} seconds under 0.5 x; on, after its "
-            f"first second: {min(judged, default=0):.2f}-{max(judged, default=0):.2f} x, {self.in_band:.0%} of seconds "
-            f"in {SMOOTH_BAND[0]}-{SMOOTH_BAND[1]} x, average {average:.2f} x (ok: >= {SMOOTH_SHARE:.0%}, "
-            f"{SMOOTH_AVERAGE[0]}-{SMOOTH_AVERAGE[1]} x)  " + ("OK" if self.ok else "FAIL")])
+        return "\n".join(
+            [
+                f"smoothing ({SMOOTH}, confluent-kafka default settings, {self.quota / 2**20:.2f} MiB/s "
+                "producer_byte_rate): bytes admitted each second / quota",
+                "  second" + "".join(f"{i:6d}" for i in range(1, max(len(self.off), len(self.on)) + 1)),
+                row("off", self.off),
+                row("on", self.on),
+                f"smoothing off: peak {max(self.off, default=0):.2f} x, {sum(r < 0.5 for r in self.off)} of "
+                f"{len(self.off)} seconds under 0.5 x; on, after its "
+                f"first second: {min(judged, default=0):.2f}-{max(judged, default=0):.2f} x, {self.in_band:.0%} of seconds "
+                f"in {SMOOTH_BAND[0]}-{SMOOTH_BAND[1]} x, average {average:.2f} x (ok: >= {SMOOTH_SHARE:.0%}, "
+                f"{SMOOTH_AVERAGE[0]}-{SMOOTH_AVERAGE[1]} x)  " + ("OK" if self.ok else "FAIL"),
+            ]
+        )
 
 
 def produce_for(bootstrap: str, seconds: int, admitted: Callable[[], float], quota: float) -> tuple[float, ...]:
@@ -137,8 +143,9 @@ def switch(admin, value: str | None, expected: str) -> None:
         time.sleep(0.1)
 
 
-def smoothing_phase(bootstrap: str, config: ProxyConfig, report: Callable[[str], None],
-                    admitted: Callable[[], float]) -> SmoothingResult:
+def smoothing_phase(
+    bootstrap: str, config: ProxyConfig, report: Callable[[str], None], admitted: Callable[[], float]
+) -> SmoothingResult:
     """Off, then on, each set dynamically, then the configuration's own value again; ``admitted()`` reads the
     proxy's count."""
     quota = config.quotas.limit("producer_byte_rate", "ANONYMOUS", SMOOTH)

@@ -40,20 +40,24 @@ class StormResult:
 
     @property
     def ok(self) -> bool:
-        return (self.rejected > 0 and self.other_errors == 0
-                and self.created * STORM_PARTITIONS <= self.allowed_partitions)
+        return (
+            self.rejected > 0 and self.other_errors == 0 and self.created * STORM_PARTITIONS <= self.allowed_partitions
+        )
 
     def text(self) -> str:
-        return (f"topic storm ({ADMIN}): {self.created + self.rejected + self.other_errors} creates of "
-                f"{STORM_PARTITIONS} partitions in {self.elapsed_s:.1f} s: {self.created} created "
-                f"({self.created * STORM_PARTITIONS} partitions, bucket allows {self.allowed_partitions:.0f}), "
-                f"{self.rejected} rejected with THROTTLING_QUOTA_EXCEEDED"
-                + (f", {self.other_errors} other errors" if self.other_errors else "")
-                + f"  {'OK' if self.ok else 'FAIL'}")
+        return (
+            f"topic storm ({ADMIN}): {self.created + self.rejected + self.other_errors} creates of "
+            f"{STORM_PARTITIONS} partitions in {self.elapsed_s:.1f} s: {self.created} created "
+            f"({self.created * STORM_PARTITIONS} partitions, bucket allows {self.allowed_partitions:.0f}), "
+            f"{self.rejected} rejected with THROTTLING_QUOTA_EXCEEDED"
+            + (f", {self.other_errors} other errors" if self.other_errors else "")
+            + f"  {'OK' if self.ok else 'FAIL'}"
+        )
 
 
-def topic_storm(bootstrap: str, config: ProxyConfig, report: Callable[[str], None],
-                seconds: float = STORM_SECONDS) -> StormResult:
+def topic_storm(
+    bootstrap: str, config: ProxyConfig, report: Callable[[str], None], seconds: float = STORM_SECONDS
+) -> StormResult:
     from kafka.admin import KafkaAdminClient
     from kafka.errors import NodeNotReadyError
 
@@ -68,8 +72,9 @@ def topic_storm(bootstrap: str, config: ProxyConfig, report: Callable[[str], Non
         while time.monotonic() - started < seconds:
             name = f"storm-{i}"
             try:
-                response = admin.create_topics({name: {"num_partitions": STORM_PARTITIONS, "replication_factor": 1}},
-                                               raise_errors=False)
+                response = admin.create_topics(
+                    {name: {"num_partitions": STORM_PARTITIONS, "replication_factor": 1}}, raise_errors=False
+                )
             except NodeNotReadyError:  # kafka-python holds its own requests while throttle_time_ms runs
                 time.sleep(0.05)
                 continue
@@ -121,23 +126,39 @@ class RestartResult:
         outpaced the bucket; and no more ids went through than the bucket allows. How many were held depends on
         how fast the producers start, so the pattern past the burst is reported, not judged."""
         n = min(self.burst, len(self.held))
-        return (self.acknowledged == len(self.held) and not any(self.held[:n])
-                and (any(self.held) or not self.outpaced) and len(self.held) <= self.allowed)
+        return (
+            self.acknowledged == len(self.held)
+            and not any(self.held[:n])
+            and (any(self.held) or not self.outpaced)
+            and len(self.held) <= self.allowed
+        )
 
     def text(self) -> str:
         marks = "".join("H" if h else "." for h in self.held)
         waits = [w for w, h in zip(self.waited, self.held) if h]
-        held = (f"held ones acknowledged after {min(waits):.1f}-{max(waits):.1f} s" if waits else
-                "none held" if self.outpaced else "none held: they came no faster than the tokens")
-        return (f"producer restarts ({RESTARTER}): {len(self.held)} idempotent producers, one after another, "
-                f"each a new producer id: [{marks}] (H: held in the proxy before the broker saw its id); the first "
-                f"{self.burst} pass at once, later ones wait for their token (one each {self.token_s:g} s; {held}); "
-                f"{len(self.held)} ids in {self.elapsed:.1f} s, the bucket allows {self.allowed:.0f}; "
-                f"{self.acknowledged}/{len(self.held)} messages acknowledged  {'OK' if self.ok else 'FAIL'}")
+        held = (
+            f"held ones acknowledged after {min(waits):.1f}-{max(waits):.1f} s"
+            if waits
+            else "none held"
+            if self.outpaced
+            else "none held: they came no faster than the tokens"
+        )
+        return (
+            f"producer restarts ({RESTARTER}): {len(self.held)} idempotent producers, one after another, "
+            f"each a new producer id: [{marks}] (H: held in the proxy before the broker saw its id); the first "
+            f"{self.burst} pass at once, later ones wait for their token (one each {self.token_s:g} s; {held}); "
+            f"{len(self.held)} ids in {self.elapsed:.1f} s, the bucket allows {self.allowed:.0f}; "
+            f"{self.acknowledged}/{len(self.held)} messages acknowledged  {'OK' if self.ok else 'FAIL'}"
+        )
 
 
-def producer_restarts(bootstrap: str, config: ProxyConfig, report: Callable[[str], None],
-                      held_requests: Callable[[], float], restarts: int = RESTARTS) -> RestartResult:
+def producer_restarts(
+    bootstrap: str,
+    config: ProxyConfig,
+    report: Callable[[str], None],
+    held_requests: Callable[[], float],
+    restarts: int = RESTARTS,
+) -> RestartResult:
     """A producer-restart loop (the KIP-936 use case): each kafka-python idempotent producer sends one message and
     closes; its Produce carries a new producer id. Past the bucket's burst each one is held in the proxy until the
     bucket has a token for its id (``producer.id.quota.enforcement: hold``): seen in the proxy's
@@ -176,17 +197,26 @@ def producer_restarts(bootstrap: str, config: ProxyConfig, report: Callable[[str
     began = waited[0][0] if waited else 0.0
     last_ack = waited[-1][1] if waited else 0.0
     waited = [done - sent for sent, done in waited]
-    result = RestartResult(tuple(held), tuple(waited), acknowledged, burst,
-                           settings["producer.id.quota.window.size.seconds"] / limit,
-                           (last_ack - began) if acknowledged else 0.0)
+    result = RestartResult(
+        tuple(held),
+        tuple(waited),
+        acknowledged,
+        burst,
+        settings["producer.id.quota.window.size.seconds"] / limit,
+        (last_ack - began) if acknowledged else 0.0,
+    )
     report(result.text())
     return result
 
 
 DISK_TOPIC = "disk-demo"
 DISK_BROKER = 111  # Tansu's node id
-DISK_PHASES = (("below the soft limit", 30, "OPEN"), ("between soft and hard", 70, "THROTTLE"),
-               ("past the hard limit", 95, "PAUSE"), ("space freed", 20, "OPEN"))
+DISK_PHASES = (
+    ("below the soft limit", 30, "OPEN"),
+    ("between soft and hard", 70, "THROTTLE"),
+    ("past the hard limit", 95, "PAUSE"),
+    ("space freed", 20, "OPEN"),
+)
 DISK_PHASE_SECONDS = 4
 
 
@@ -200,12 +230,18 @@ class DiskResult:
     def ok(self) -> bool:
         states = [state for _, state, _ in self.phases]
         rates = [rate for _, _, rate in self.phases]
-        return (states == [expected for _, _, expected in DISK_PHASES] and rates[1] < rates[0] / 2
-                and rates[2] == 0 and rates[3] > rates[1] and self.found == self.acknowledged)
+        return (
+            states == [expected for _, _, expected in DISK_PHASES]
+            and rates[1] < rates[0] / 2
+            and rates[2] == 0
+            and rates[3] > rates[1]
+            and self.found == self.acknowledged
+        )
 
 
-def disk_fill(bootstrap: str, broker: str, config: ProxyConfig, scrape_state: Callable[[], str],
-              report: Callable[[str], None]) -> DiskResult:
+def disk_fill(
+    bootstrap: str, broker: str, config: ProxyConfig, scrape_state: Callable[[], str], report: Callable[[str], None]
+) -> DiskResult:
     """Cluster volume usage: this demo publishes the broker's snapshots itself (as a sidecar's publisher would,
     from a simulated 100 GB disk) while a paced producer writes through the proxy."""
     import threading
@@ -241,8 +277,13 @@ def disk_fill(bootstrap: str, broker: str, config: ProxyConfig, scrape_state: Ca
         producer.flush(0 if aborted.is_set() else 60)
 
     def publish(used_percent: int) -> None:
-        snapshot = Snapshot(DISK_BROKER, int(time.time() * 1000), Limit("MinFreePercentage", 50),
-                            Limit("MinFreePercentage", 10), (Volume("/simulated", 100 * 10**9, used_percent * 10**9),))
+        snapshot = Snapshot(
+            DISK_BROKER,
+            int(time.time() * 1000),
+            Limit("MinFreePercentage", 50),
+            Limit("MinFreePercentage", 10),
+            (Volume("/simulated", 100 * 10**9, used_percent * 10**9),),
+        )
         publisher.produce(volume.topic, snapshot.to_json(), key=str(DISK_BROKER).encode())
         publisher.flush(10)
 
@@ -261,8 +302,10 @@ def disk_fill(bootstrap: str, broker: str, config: ProxyConfig, scrape_state: Ca
             rate = sum(1 for t in acked if t >= since) * 1024 / (DISK_PHASE_SECONDS / 2) / 2**20
             state = scrape_state()
             phases.append((what, state, rate))
-            report(f"disk {used:3d} % used ({what}): proxy {state:8s} producer acknowledged {rate:5.2f} MiB/s, "
-                   f"expected {expected}  {'OK' if state == expected else 'FAIL'}")
+            report(
+                f"disk {used:3d} % used ({what}): proxy {state:8s} producer acknowledged {rate:5.2f} MiB/s, "
+                f"expected {expected}  {'OK' if state == expected else 'FAIL'}"
+            )
     except BaseException:
         aborted.set()
         raise
@@ -276,8 +319,10 @@ def disk_fill(bootstrap: str, broker: str, config: ProxyConfig, scrape_state: Ca
         found += sum(1 for m in consumer.consume(10000, 1) if not m.error())
     consumer.close()
     result = DiskResult(tuple(phases), len(acked), found)
-    report(f"disk fill: produce OPEN, then throttled, then paused (0 acknowledged), then OPEN again; "
-           f"{result.found}/{result.acknowledged} acknowledged messages read back  {'OK' if result.ok else 'FAIL'}")
+    report(
+        f"disk fill: produce OPEN, then throttled, then paused (0 acknowledged), then OPEN again; "
+        f"{result.found}/{result.acknowledged} acknowledged messages read back  {'OK' if result.ok else 'FAIL'}"
+    )
     return result
 
 
@@ -304,10 +349,12 @@ class ConnectResult:
     def text(self) -> str:
         if self.skipped is not None:
             return f"connection storm: skipped ({self.skipped})"
-        return (f"connection storm: {CONNECT_PER_S} connects/s for {CONNECT_SECONDS} s from each of two IPs: "
-                f"{STORM_IP} (connection_creation_rate {self.limit:g}/s) {self.storm[0]} served, {self.storm[1]} "
-                f"closed after a hold (its rate allows {self.allowed:.0f}); {CALM_IP} (no quota) "
-                f"{self.calm[0]}/{sum(self.calm)} served  {'OK' if self.ok else 'FAIL'}")
+        return (
+            f"connection storm: {CONNECT_PER_S} connects/s for {CONNECT_SECONDS} s from each of two IPs: "
+            f"{STORM_IP} (connection_creation_rate {self.limit:g}/s) {self.storm[0]} served, {self.storm[1]} "
+            f"closed after a hold (its rate allows {self.allowed:.0f}); {CALM_IP} (no quota) "
+            f"{self.calm[0]}/{sum(self.calm)} served  {'OK' if self.ok else 'FAIL'}"
+        )
 
 
 async def connect_once(host: str, port: int, source_ip: str, timeout_s: float = 5.0) -> str:
@@ -319,9 +366,10 @@ async def connect_once(host: str, port: int, source_ip: str, timeout_s: float = 
     from proxy.codec.header import encode_request_header, frame
 
     try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, local_addr=(source_ip, 0)),
-                                                timeout_s)
-    except asyncio.TimeoutError:
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(host, port, local_addr=(source_ip, 0)), timeout_s
+        )
+    except TimeoutError:
         return "pending"
     try:
         writer.write(frame(encode_request_header(API_VERSIONS, 0, 7, "demo-connect")))
@@ -329,7 +377,7 @@ async def connect_once(host: str, port: int, source_ip: str, timeout_s: float = 
         return "served" if correlation_id == 7 else "closed"
     except (asyncio.IncompleteReadError, ConnectionResetError, BrokenPipeError):
         return "closed"
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return "pending"
     finally:
         writer.close()
@@ -364,7 +412,12 @@ def connection_storm(host: str, port: int, config: ProxyConfig, report: Callable
     except OSError as exc:
         if exc.errno != errno.EADDRNOTAVAIL:
             raise
-        result = ConnectResult(limit, allowed, (0, 0, 0), (0, 0, 0),
-                               skipped=f"this machine has no {STORM_IP} loopback address to connect from")
+        result = ConnectResult(
+            limit,
+            allowed,
+            (0, 0, 0),
+            (0, 0, 0),
+            skipped=f"this machine has no {STORM_IP} loopback address to connect from",
+        )
     report(result.text())
     return result

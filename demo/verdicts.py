@@ -54,8 +54,10 @@ class Verdict:
     def text(self) -> str:
         if not self.ratios:
             return f"{self.client:24s} not judged: the run ended before its first verdict  NONE"
-        return (f"{self.client:24s} {min(self.ratios):.2f}-{max(self.ratios):.2f} x in {len(self.ratios)} judged "
-                f"reports, {self.failed} outside (ok {self.expected})  {'OK' if self.ok else 'FAIL'}")
+        return (
+            f"{self.client:24s} {min(self.ratios):.2f}-{max(self.ratios):.2f} x in {len(self.ratios)} judged "
+            f"reports, {self.failed} outside (ok {self.expected})  {'OK' if self.ok else 'FAIL'}"
+        )
 
 
 def timing(config: ProxyConfig) -> tuple[int, int]:
@@ -115,5 +117,7 @@ def judge(name: str, samples, burst_s: int, window_s: int, quota) -> tuple[str, 
     ratio = rate / reference if reference else 0.0
     judged = k - first >= window_s
     verdict = ("OK" if passes(name, ratio) else "FAIL") if judged else f"WAIT until {burst_s + window_s} s"
-    return (f"{head} over {first}-{k} s {rate / MiB:5.2f} MiB/s = {ratio:4.2f} x {what}, ok {bounds_text(name)}"
-            f"  {verdict}", ratio if judged else None)
+    return (
+        f"{head} over {first}-{k} s {rate / MiB:5.2f} MiB/s = {ratio:4.2f} x {what}, ok {bounds_text(name)}  {verdict}",
+        ratio if judged else None,
+    )

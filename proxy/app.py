@@ -8,8 +8,8 @@ import logging
 import signal
 import time
 
-from config.model import ListenerConfig, ProxyConfig
 from config.admin_listener import admin_listener_warnings
+from config.model import ListenerConfig, ProxyConfig
 from config.own_clients import own_client_warnings
 from config.principal_rules import parse_rules
 from proxy.apis import ConnectionScope
@@ -53,8 +53,13 @@ PID_CLEANUP_BATCH = 1_000  # producer-id users looked at per cleanup (~7 ms; a p
 
 
 class ProxyApp:
-    def __init__(self, config: ProxyConfig, metrics: ProxyMetrics | None = None, reuse_port: bool = False,
-                 shares_usage_topic: bool = True) -> None:
+    def __init__(
+        self,
+        config: ProxyConfig,
+        metrics: ProxyMetrics | None = None,
+        reuse_port: bool = False,
+        shares_usage_topic: bool = True,
+    ) -> None:
         """``reuse_port``: one of several workers on the same ports (proxy.workers); ``shares_usage_topic`` False:
         such a worker, whose parent publishes and follows ``quota.cluster.topic`` for every worker."""
         self.config = config
@@ -69,33 +74,51 @@ class ProxyApp:
         # the broker the listeners forward to (readiness, cluster-mode discovery), and the proxy's own traffic (its
         # topics, their creation, metadata looks, DescribeLogDirs): upstream.own_clients when set, else the same
         self.upstream_kafka = OwnKafka(config.upstream.bootstrap_servers, self.upstream_ssl, config.upstream.sasl)
-        self.kafka = (OwnKafka.of(config.upstream.own_clients) if config.upstream.own_clients is not None
-                      else self.upstream_kafka)
-        self._listener_tls = {lc.name: ((lc.tls.context(), parse_rules(lc.tls.principal_mapping_rules))
-                                        if lc.tls is not None else (None, ())) for lc in config.listeners}
+        self.kafka = (
+            OwnKafka.of(config.upstream.own_clients) if config.upstream.own_clients is not None else self.upstream_kafka
+        )
+        self._listener_tls = {
+            lc.name: (
+                (lc.tls.context(), parse_rules(lc.tls.principal_mapping_rules)) if lc.tls is not None else (None, ())
+            )
+            for lc in config.listeners
+        }
         self._listener_sasl = {lc.name: lc.sasl for lc in config.listeners}
         self.readiness = Readiness(self.upstream_kafka, connect_timeout_s, self.metrics)
         self.connections: set[ClientConnection] = set()
         limit = open_files_limit()
-        self.descriptors = DescriptorBudget(self.connections, limit,
-                                            reserved(limit, config.settings["connections.reserved.file.descriptors"]))
+        self.descriptors = DescriptorBudget(
+            self.connections, limit, reserved(limit, config.settings["connections.reserved.file.descriptors"])
+        )
         self.topics = Topics(config.settings["metadata.max.tracked.topics"])  # the cluster's topics, proxy-wide
-        self.created_counts = CreatedCounts(self.kafka, connect_timeout_s,  # -1 creates a v4 answer gave no count of
-                                            on_unknown=self.metrics.controller_mutation_partitions_unknown.inc)
-        self.token_owners = TokenOwners(self.kafka, connect_timeout_s,  # who a delegation-token login authenticates
-                                        on_refused=self.metrics.delegation_token_logins_refused.inc,
-                                        on_lookup=lambda r: self.metrics.delegation_token_lookups.labels(r).inc())
+        self.created_counts = CreatedCounts(
+            self.kafka,
+            connect_timeout_s,  # -1 creates a v4 answer gave no count of
+            on_unknown=self.metrics.controller_mutation_partitions_unknown.inc,
+        )
+        self.token_owners = TokenOwners(
+            self.kafka,
+            connect_timeout_s,  # who a delegation-token login authenticates
+            on_refused=self.metrics.delegation_token_logins_refused.inc,
+            on_lookup=lambda r: self.metrics.delegation_token_lookups.labels(r).inc(),
+        )
         self.quotas = ByteRateQuotas(config)
         held = self.quotas.held_bytes
         self.metrics.producer_ids_held_bytes.set_function(lambda: held.total)
         self.metrics.producer_ids_held_max_bytes.set(held.max_total)
         quota_metrics = QuotaMetricsCollector(self.quotas)
         self.metrics.registry.register(quota_metrics)
-        quota_metrics.series = EntitySeries(quota_metrics.render, quota_metrics.entities, self.quotas.clock,
-                                            config.settings["quota.metrics.refresh.ms"], quiet=quiet)
+        quota_metrics.series = EntitySeries(
+            quota_metrics.render,
+            quota_metrics.entities,
+            self.quotas.clock,
+            config.settings["quota.metrics.refresh.ms"],
+            quiet=quiet,
+        )
         self.open_gate = OpenGate()  # workers: the link attaches it to the parent
-        self.connection_quotas = ConnectionQuotas([lc.name for lc in config.listeners], self.quotas.window,
-                                                  config.connections)
+        self.connection_quotas = ConnectionQuotas(
+            [lc.name for lc in config.listeners], self.quotas.window, config.connections
+        )
         self.connection_quotas.max_tracked_entities = config.settings["quota.max.tracked.entities"]  # per-IP rates
         self.quotas.overflow_sources.append((CONNECTION_CREATION_RATE, self.connection_quotas))
         self.effective_config = config  # YAML, with the dynamic configuration laid over it
@@ -107,39 +130,67 @@ class ProxyApp:
             self.dynamic = DynamicConfig(config, self._apply_config, self.kafka)
             self.metrics.registry.register(DynamicConfigCollector(self.dynamic))
         self.metrics.registry.register(ConnectionMetricsCollector(self.connection_quotas, self.quotas.clock))
-        self.metrics.registry.register(ConnectionStateCollector(self.connections, [lc.name for lc in config.listeners],
-                                                                config.settings["quota.metrics.max.entities"]))
-        self.usage_log = (UsageLog(config.usage_log, self.metrics, scope=config.settings["quota.scope"],
-                                   max_rows=config.settings["quota.max.tracked.entities"])
-                          if config.usage_log is not None else None)
+        self.metrics.registry.register(
+            ConnectionStateCollector(
+                self.connections, [lc.name for lc in config.listeners], config.settings["quota.metrics.max.entities"]
+            )
+        )
+        self.usage_log = (
+            UsageLog(
+                config.usage_log,
+                self.metrics,
+                scope=config.settings["quota.scope"],
+                max_rows=config.settings["quota.max.tracked.entities"],
+            )
+            if config.usage_log is not None
+            else None
+        )
         usage = self.usage_log.table if self.usage_log is not None else None
         self._buffers = (SharedReadBuffer(), SharedReadBuffer())
         self.listeners: list[Listener] = []
         self.broker_listeners: dict[tuple[str, int], Listener] = {}  # cluster mode: (listener, node id) -> port
         self._scopes: dict[str, ConnectionScope] = {}
         track_aiokafka()  # the proxy's own clients' connections are known as such when they reach its listeners
-        self.guard = InternalTopicGuard(self.quotas.internal_topics, config.admin_principals,
-                                        refused_counter=self.metrics.internal_topic_writes_refused)
+        self.guard = InternalTopicGuard(
+            self.quotas.internal_topics,
+            config.admin_principals,
+            refused_counter=self.metrics.internal_topic_writes_refused,
+        )
         for lc in config.listeners:
             cluster = None
             if lc.cluster_mode:
-                cluster = BrokerPorts(lc.name, lc.advertised_host, lc.broker_port_base,
-                                      lambda node_id, lc=lc: self._open_broker_port(lc, node_id))
+                cluster = BrokerPorts(
+                    lc.name,
+                    lc.advertised_host,
+                    lc.broker_port_base,
+                    lambda node_id, lc=lc: self._open_broker_port(lc, node_id),
+                )
             admin = AdminAddress(lc.advertised_host, lc.bind.port) if lc.admin else None
-            scope = self._scopes[lc.name] = ConnectionScope(cluster=cluster, topics=self.topics, quotas=self.quotas,
-                                                            usage=usage, client_quotas=self.dynamic, guard=self.guard,
-                                                            counts=self.created_counts, tokens=self.token_owners,
-                                                            admin_address=admin)
+            scope = self._scopes[lc.name] = ConnectionScope(
+                cluster=cluster,
+                topics=self.topics,
+                quotas=self.quotas,
+                usage=usage,
+                client_quotas=self.dynamic,
+                guard=self.guard,
+                counts=self.created_counts,
+                tokens=self.token_owners,
+                admin_address=admin,
+            )
             bootstrap = config.upstream.bootstrap_servers
-            self.listeners.append(Listener(self._context(lc.name, lambda: bootstrap, scope), lc.bind.host, lc.bind.port,
-                                           reuse_port))
+            self.listeners.append(
+                Listener(self._context(lc.name, lambda: bootstrap, scope), lc.bind.host, lc.bind.port, reuse_port)
+            )
         settings = config.settings
         self.discovery = BrokerDiscovery(
-            self.upstream_kafka, [s.cluster for s in self._scopes.values() if s.cluster is not None],
+            self.upstream_kafka,
+            [s.cluster for s in self._scopes.values() if s.cluster is not None],
             timeout_s=settings["upstream.connect.timeout.ms"] / 1000.0,
             refresh_s=settings["cluster.metadata.refresh.ms"] / 1000.0,
-            removal_s=settings["cluster.broker.removal.ms"] / 1000.0, close_broker=self._close_broker_port,
-            now=time.monotonic)
+            removal_s=settings["cluster.broker.removal.ms"] / 1000.0,
+            close_broker=self._close_broker_port,
+            now=time.monotonic,
+        )
         self.draining = False  # shutting down: /readyz says not ready while in-flight requests finish
         # not ready before the config topic has been read to its end once (or found unreadable: the YAML applies)
         self.explainer = Explainer(self)
@@ -147,8 +198,13 @@ class ProxyApp:
         async def explain(query: bytes) -> tuple[str, str, bytes]:
             return self.explainer.answer(query)
 
-        self.ops = OpsServer(self.metrics.registry, self.not_ready, series=quota_metrics.series,
-                             ready_note=self.ready_note, explain=explain)
+        self.ops = OpsServer(
+            self.metrics.registry,
+            self.not_ready,
+            series=quota_metrics.series,
+            ready_note=self.ready_note,
+            explain=explain,
+        )
         self.metrics.ready.set_function(lambda: 1 if self.is_ready() else 0)
         self.ops_address: tuple[str, int] | None = None
         self._housekeeping: asyncio.Task | None = None
@@ -204,8 +260,12 @@ class ProxyApp:
             upstream_ssl=self.upstream_ssl,
             tls_handshake_timeout_s=settings["listener.tls.handshake.timeout.ms"] / 1000.0,
             max_header_bytes=settings["request.header.max.bytes"],
-            splice=(settings["connections.splice"] == "auto" and splice_supported()
-                    and self._listener_tls[name][0] is None and self.upstream_ssl is None),
+            splice=(
+                settings["connections.splice"] == "auto"
+                and splice_supported()
+                and self._listener_tls[name][0] is None
+                and self.upstream_ssl is None
+            ),
             send_buffer_bytes=settings["socket.send.buffer.bytes"],
             receive_buffer_bytes=settings["socket.receive.buffer.bytes"],
             open_gate=self.open_gate,
@@ -224,12 +284,18 @@ class ProxyApp:
         own = self._scopes[lc.name]  # its usage log rows name the broker
         scope = dataclasses.replace(own, quotas=self.quotas.for_broker(node_id), usage=own.usage.for_broker(node_id))
         cluster = scope.cluster
-        listener = Listener(self._context(lc.name, lambda: cluster.upstream_for(node_id), scope),
-                            lc.bind.host, cluster.port_for(node_id), self.reuse_port)
+        listener = Listener(
+            self._context(lc.name, lambda: cluster.upstream_for(node_id), scope),
+            lc.bind.host,
+            cluster.port_for(node_id),
+            self.reuse_port,
+        )
         try:
             listener.start_now()
         except OSError as exc:
-            log.error("listener %s: cannot open port %d for broker %d: %s", lc.name, cluster.port_for(node_id), node_id, exc)
+            log.error(
+                "listener %s: cannot open port %d for broker %d: %s", lc.name, cluster.port_for(node_id), node_id, exc
+            )
             return False
         self.broker_listeners[key] = listener
         return True
@@ -282,8 +348,13 @@ class ProxyApp:
         for warning in admin_listener_warnings(self.config):
             log.warning("%s", warning)
         budget = self.descriptors
-        log.info("open-files limit %d: at most %d client connections, %d descriptors kept for the proxy itself "
-                 "(connections.reserved.file.descriptors)", budget.limit, budget.max_connections, budget.reserved)
+        log.info(
+            "open-files limit %d: at most %d client connections, %d descriptors kept for the proxy itself "
+            "(connections.reserved.file.descriptors)",
+            budget.limit,
+            budget.max_connections,
+            budget.reserved,
+        )
         self.discovery.start()  # cluster mode: every broker's port opened at once, /readyz ready after
         self.accepting = True
         if self.usage_log is not None:
@@ -310,13 +381,17 @@ class ProxyApp:
             from proxy.observers.volume_sources import LogDirsPoller, VolumeFollower, VolumePublisher
 
             if volume.describe_log_dirs is not None:
-                self._volume_tasks = [LogDirsPoller(self.quotas.volume, self.kafka,
-                                                    self.config.settings["upstream.connect.timeout.ms"] / 1000.0)]
+                self._volume_tasks = [
+                    LogDirsPoller(
+                        self.quotas.volume, self.kafka, self.config.settings["upstream.connect.timeout.ms"] / 1000.0
+                    )
+                ]
             else:
                 self._volume_tasks = [VolumeFollower(self.quotas.volume, self.kafka)]
             if volume.publisher is not None:
-                self._volume_tasks.append(VolumePublisher(volume, self.kafka, self.quotas.volume.wall, self.metrics,
-                                                          self.volume_source))
+                self._volume_tasks.append(
+                    VolumePublisher(volume, self.kafka, self.quotas.volume.wall, self.metrics, self.volume_source)
+                )
             for task in self._volume_tasks:
                 await task.start()
         if self.config.settings["quota.cluster.topic"] is not None and self.shares_usage_topic:  # issue 26
@@ -335,8 +410,9 @@ class ProxyApp:
         settings = self.config.settings
         loop = asyncio.get_running_loop()
         next_expiry = loop.time() + SENSOR_EXPIRY_INTERVAL_S
-        pid_cleanup_s = max(settings["producer.id.quota.cache.cleanup.scheduler.interval.ms"] / 1000.0,
-                            HOUSEKEEPING_INTERVAL_S)
+        pid_cleanup_s = max(
+            settings["producer.id.quota.cache.cleanup.scheduler.interval.ms"] / 1000.0, HOUSEKEEPING_INTERVAL_S
+        )
         next_pid_cleanup = loop.time() + pid_cleanup_s
         while True:
             await asyncio.sleep(HOUSEKEEPING_INTERVAL_S)
@@ -374,8 +450,11 @@ class ProxyApp:
         while self.connections and loop.time() < deadline:
             await asyncio.sleep(0.02)
         for conn in list(self.connections):
-            log.warning("closing client %s: shutdown grace period over with requests in flight (%s)", conn.peer,
-                        conn.flow.mute_state)
+            log.warning(
+                "closing client %s: shutdown grace period over with requests in flight (%s)",
+                conn.peer,
+                conn.flow.mute_state,
+            )
             conn.abort()
         await self.readiness.stop()
         await self.discovery.stop()

@@ -7,10 +7,23 @@ and only ``proxy/`` acts on what the managers decide.
 from quota.managers.client_quota import INACTIVE_SENSOR_EXPIRATION_MS, ClientQuotaManager
 from quota.primitives.clock import Clock, ManualClock
 from quota.primitives.decision import FORWARD, Decision, Forward, Throttle, combined, is_applied, shadowed
-from quota.primitives.entity import (CLIENT_ID, CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, DEFAULT,
-                                     EMPTY_QUOTA_TABLE, PRODUCER_BYTE_RATE, PRODUCER_IDS_RATE, QUOTA_KEYS,
-                                     REQUEST_PERCENTAGE, USER, QuotaEntity, QuotaEntry, QuotaTable, QuotaTags,
-                                     ResolvedQuota)
+from quota.primitives.entity import (
+    CLIENT_ID,
+    CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
+    DEFAULT,
+    EMPTY_QUOTA_TABLE,
+    PRODUCER_BYTE_RATE,
+    PRODUCER_IDS_RATE,
+    QUOTA_KEYS,
+    REQUEST_PERCENTAGE,
+    USER,
+    QuotaEntity,
+    QuotaEntry,
+    QuotaTable,
+    QuotaTags,
+    ResolvedQuota,
+)
 from quota.primitives.rate import DEFAULT_QUOTA_WINDOW_NUM, DEFAULT_QUOTA_WINDOW_SIZE_SECONDS, QuotaWindow, Rate
 from quota.primitives.sensor import ClientSensors, EntityStats
 from quota.primitives.throttle import INT32_MAX, bounded_throttle_time_ms, quota_acceptable, throttle_time_ms

@@ -9,7 +9,7 @@ settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
-from tests.harness import RunningProxy, Tansu, free_port, proxy_config, start_proxy
+from tests.harness import RunningProxy, Tansu, free_port, proxy_config, start_proxy  # noqa: E402
 
 
 def pytest_itemcollected(item):
@@ -39,6 +39,7 @@ def pytest_collection_modifyitems(config, items):
     ``long_running`` (5-20 s each: the demo's exit paths, the wheel build, 200,000-entity tables, stateful property
     tests), so no worker is left with one of them at the very end and CPU-bound unit tests run while the rate groups
     end or after, not beside their whole measurements; then the rest. Within each rank the longest first."""
+
     def key(item):
         long_running = item.get_closest_marker("long_running")
         seconds = long_running.kwargs.get("seconds", 0) if long_running is not None else 0
@@ -49,6 +50,7 @@ def pytest_collection_modifyitems(config, items):
         else:
             rank = 1 if integration else 3
         return rank, -seconds
+
     items.sort(key=key)
 
 

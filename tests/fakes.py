@@ -26,11 +26,22 @@ NULL_API_METRICS = NullApiMetrics()
 
 def token_answer(tokens: dict[str, str], error_code: int = 0):
     """A DescribeDelegationToken answer listing ``tokens`` (id -> owner), each with its HMAC."""
-    return new_response(DESCRIBE_DELEGATION_TOKEN, OWN_DESCRIBE_DELEGATION_TOKEN_VERSION, error_code=error_code,
-                        tokens=[{"principal_type": "User", "principal_name": owner, "token_id": token_id,
-                                 "token_requester_principal_type": "User", "token_requester_principal_name": "admin",
-                                 "hmac": b"hmac-" + token_id.encode()}
-                                for token_id, owner in tokens.items()])
+    return new_response(
+        DESCRIBE_DELEGATION_TOKEN,
+        OWN_DESCRIBE_DELEGATION_TOKEN_VERSION,
+        error_code=error_code,
+        tokens=[
+            {
+                "principal_type": "User",
+                "principal_name": owner,
+                "token_id": token_id,
+                "token_requester_principal_type": "User",
+                "token_requester_principal_name": "admin",
+                "hmac": b"hmac-" + token_id.encode(),
+            }
+            for token_id, owner in tokens.items()
+        ],
+    )
 
 
 class TokenKafka:

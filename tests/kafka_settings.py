@@ -45,8 +45,11 @@ def compose_services() -> dict:
 
 def compose_brokers() -> dict[int, dict]:
     """node id -> docker-compose.yml's kafka-<id> service."""
-    return {int(name.split("-")[1]): service for name, service in compose_services().items()
-            if re.fullmatch(r"kafka-\d+", name)}
+    return {
+        int(name.split("-")[1]): service
+        for name, service in compose_services().items()
+        if re.fullmatch(r"kafka-\d+", name)
+    }
 
 
 def compose_env(node_id: int) -> dict[str, str]:
@@ -109,8 +112,9 @@ def voters(value: str) -> dict[int, tuple[str, int]]:
     return out
 
 
-def normalized(env: dict[str, str], node_id: int, node_ids: list[int], controller_addresses: dict[int, set],
-               data_mount: str) -> dict[str, str]:
+def normalized(
+    env: dict[str, str], node_id: int, node_ids: list[int], controller_addresses: dict[int, set], data_mount: str
+) -> dict[str, str]:
     """``env`` (one broker's CLUSTER_ID and KAFKA_*) with its addresses, node ids and data path replaced by
     placeholders, by the rules of the module's docstring. ``node_ids``: the layout's node ids in order;
     ``controller_addresses``: node id -> the (host, port) pairs its CONTROLLER listener is reached at; raises
@@ -125,8 +129,9 @@ def normalized(env: dict[str, str], node_id: int, node_ids: list[int], controlle
     quorum = voters(out["KAFKA_CONTROLLER_QUORUM_VOTERS"])
     assert list(quorum) == node_ids, f"node {node_id}: the voters {list(quorum)} are not the nodes {node_ids}"
     for voter, address in quorum.items():
-        assert address in controller_addresses[voter], \
+        assert address in controller_addresses[voter], (
             f"node {node_id}: voter {voter} at {address}, not at its CONTROLLER listener {controller_addresses[voter]}"
+        )
     out["KAFKA_CONTROLLER_QUORUM_VOTERS"] = ",".join(f"<node {k}>@<address>" for k in range(1, len(quorum) + 1))
     assert out["KAFKA_LOG_DIRS"] == data_mount, f"node {node_id}: log dirs {out['KAFKA_LOG_DIRS']} not {data_mount}"
     out["KAFKA_LOG_DIRS"] = DATA_VOLUME

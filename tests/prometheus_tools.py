@@ -103,8 +103,15 @@ class Prometheus:
         self.log_path = Path(workdir) / "prometheus.log"
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
-            [tool("prometheus"), f"--config.file={config}", f"--storage.tsdb.path={Path(workdir) / 'data'}",
-             f"--web.listen-address=127.0.0.1:{self.port}"], stdout=self.log, stderr=subprocess.STDOUT)
+            [
+                tool("prometheus"),
+                f"--config.file={config}",
+                f"--storage.tsdb.path={Path(workdir) / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
         try:
             wait_for_port(self.port, timeout=30)
             wait_until(self.ready, 30, "Prometheus answers /-/ready")

@@ -25,10 +25,11 @@ class RecordingRelay:
         self._thread = threading.Thread(target=self._loop.run_forever, name="relay", daemon=True)
         self._server = None
 
-    def start(self) -> "RecordingRelay":
+    def start(self) -> RecordingRelay:
         self._thread.start()
         self._server = asyncio.run_coroutine_threadsafe(
-            asyncio.start_server(self._handle, self.listen_host, 0), self._loop).result(5)
+            asyncio.start_server(self._handle, self.listen_host, 0), self._loop
+        ).result(5)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
@@ -45,6 +46,7 @@ class RecordingRelay:
     def stop(self) -> None:
         async def close():
             self._server.close()
+
         asyncio.run_coroutine_threadsafe(close(), self._loop).result(5)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
@@ -108,9 +110,14 @@ class BrokerSideRecorder(RecordingRelay):
                 self.init_producer_ids += 1
         if header.api_key != PRODUCE:
             return
-        msg = decode_request(PRODUCE, header.api_version, memoryview(frame)[header.header_length:])
-        pids = {batch.producer_id for topic in msg.topic_data for part in topic.partition_data if part.records
-                for batch in iter_batches(part.records)}
+        msg = decode_request(PRODUCE, header.api_version, memoryview(frame)[header.header_length :])
+        pids = {
+            batch.producer_id
+            for topic in msg.topic_data
+            for part in topic.partition_data
+            if part.records
+            for batch in iter_batches(part.records)
+        }
         with self._lock:
             self.produced.extend((now, pid) for pid in pids if pid >= 0)
 

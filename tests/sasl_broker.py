@@ -118,15 +118,30 @@ class SaslBroker(ScriptedBroker):
             conn.close()
 
     def _answer(self, conn: socket.socket, header: RequestHeader, request: bytes, state: dict) -> bool:
-        version, body = header.api_version, request[header.header_length:]
+        version, body = header.api_version, request[header.header_length :]
         if header.api_key == API_VERSIONS:
             version = min(version, 3)
-            msg = new_response(API_VERSIONS, version, error_code=0, api_keys=[
-                {"api_key": k, "min_version": lo, "max_version": hi}
-                for k, lo, hi in ((PRODUCE, 3, 9), (METADATA, 1, 12), (API_VERSIONS, 0, 3), (SASL_HANDSHAKE, 0, 1),
-                                  (SASL_AUTHENTICATE, 0, 2))])
-            conn.sendall(frame(encode_response_header(API_VERSIONS, version, header.correlation_id)
-                               + encode_response(API_VERSIONS, version, msg)))
+            msg = new_response(
+                API_VERSIONS,
+                version,
+                error_code=0,
+                api_keys=[
+                    {"api_key": k, "min_version": lo, "max_version": hi}
+                    for k, lo, hi in (
+                        (PRODUCE, 3, 9),
+                        (METADATA, 1, 12),
+                        (API_VERSIONS, 0, 3),
+                        (SASL_HANDSHAKE, 0, 1),
+                        (SASL_AUTHENTICATE, 0, 2),
+                    )
+                ],
+            )
+            conn.sendall(
+                frame(
+                    encode_response_header(API_VERSIONS, version, header.correlation_id)
+                    + encode_response(API_VERSIONS, version, msg)
+                )
+            )
         elif header.api_key == SASL_HANDSHAKE:
             mechanism = decode_request(SASL_HANDSHAKE, version, body).mechanism
             ok = mechanism in MECHANISMS
@@ -138,26 +153,45 @@ class SaslBroker(ScriptedBroker):
                 state["raw"] = mechanism
                 return False
         elif header.api_key == SASL_AUTHENTICATE and state.get("done"):
-            msg = new_response(SASL_AUTHENTICATE, version, error_code=34, auth_bytes=b"",
-                               error_message="SaslAuthenticate request received after successful authentication")
+            msg = new_response(
+                SASL_AUTHENTICATE,
+                version,
+                error_code=34,
+                auth_bytes=b"",
+                error_message="SaslAuthenticate request received after successful authentication",
+            )
             conn.sendall(response(header, encode_response(SASL_AUTHENTICATE, version, msg)))
         elif header.api_key == SASL_AUTHENTICATE:
             token = decode_request(SASL_AUTHENTICATE, version, body).auth_bytes
             message, ok = self._authenticate(state.get("mechanism"), token, state)
-            msg = new_response(SASL_AUTHENTICATE, version, error_code=58 if ok is False else 0,
-                               error_message="Authentication failed" if ok is False else None, auth_bytes=message)
+            msg = new_response(
+                SASL_AUTHENTICATE,
+                version,
+                error_code=58 if ok is False else 0,
+                error_message="Authentication failed" if ok is False else None,
+                auth_bytes=message,
+            )
             conn.sendall(response(header, encode_response(SASL_AUTHENTICATE, version, msg)))
             if ok is False:
                 state["close"] = True
         elif header.api_key == METADATA:
             req = decode_request(METADATA, version, body)
             names = [t.name for t in (req.topics or [])]
-            msg = new_response(METADATA, version, brokers=[{"node_id": 0, "host": "127.0.0.1",
-                                                            "port": self.advertised_port}],
-                               cluster_id="sasl", controller_id=0, topics=[
-                {"name": n, "error_code": 0, "partitions": [{"partition_index": 0, "leader_id": 0,
-                                                             "replica_nodes": [0], "isr_nodes": [0]}]}
-                for n in names])
+            msg = new_response(
+                METADATA,
+                version,
+                brokers=[{"node_id": 0, "host": "127.0.0.1", "port": self.advertised_port}],
+                cluster_id="sasl",
+                controller_id=0,
+                topics=[
+                    {
+                        "name": n,
+                        "error_code": 0,
+                        "partitions": [{"partition_index": 0, "leader_id": 0, "replica_nodes": [0], "isr_nodes": [0]}],
+                    }
+                    for n in names
+                ],
+            )
             conn.sendall(response(header, encode_response(METADATA, version, msg)))
         elif header.api_key == PRODUCE and header.acks != 0:
             conn.sendall(produce_answer(header, request))

@@ -41,29 +41,51 @@ def response(header: RequestHeader, body: bytes) -> bytes:
 
 def api_versions_answer(header: RequestHeader) -> bytes:
     version = min(header.api_version, 3)
-    msg = new_response(API_VERSIONS, version, error_code=0, api_keys=[
-        {"api_key": PRODUCE, "min_version": 0, "max_version": 9},
-        {"api_key": METADATA, "min_version": 0, "max_version": 12},
-        {"api_key": API_VERSIONS, "min_version": 0, "max_version": 3},
-    ])
-    return frame(encode_response_header(API_VERSIONS, version, header.correlation_id)
-                 + encode_response(API_VERSIONS, version, msg))
+    msg = new_response(
+        API_VERSIONS,
+        version,
+        error_code=0,
+        api_keys=[
+            {"api_key": PRODUCE, "min_version": 0, "max_version": 9},
+            {"api_key": METADATA, "min_version": 0, "max_version": 12},
+            {"api_key": API_VERSIONS, "min_version": 0, "max_version": 3},
+        ],
+    )
+    return frame(
+        encode_response_header(API_VERSIONS, version, header.correlation_id)
+        + encode_response(API_VERSIONS, version, msg)
+    )
 
 
 def metadata_answer(header: RequestHeader) -> bytes:
-    msg = new_response(METADATA, header.api_version, brokers=[{"node_id": 0, "host": "127.0.0.1", "port": 9092}],
-                       cluster_id="scripted", controller_id=0, topics=[])
+    msg = new_response(
+        METADATA,
+        header.api_version,
+        brokers=[{"node_id": 0, "host": "127.0.0.1", "port": 9092}],
+        cluster_id="scripted",
+        controller_id=0,
+        topics=[],
+    )
     return response(header, encode_response(METADATA, header.api_version, msg))
 
 
 def produce_answer(header: RequestHeader, request: bytes, base_offset: int = 0) -> bytes:
     """Every partition of the Produce request accepted at ``base_offset``."""
     version = header.api_version
-    msg = decode_request(PRODUCE, version, request[header.header_length:])
-    msg = new_response(PRODUCE, version, responses=[
-        {"name": topic.name, "partition_responses": [
-            {"index": p.index, "error_code": 0, "base_offset": base_offset} for p in topic.partition_data]}
-        for topic in msg.topic_data])
+    msg = decode_request(PRODUCE, version, request[header.header_length :])
+    msg = new_response(
+        PRODUCE,
+        version,
+        responses=[
+            {
+                "name": topic.name,
+                "partition_responses": [
+                    {"index": p.index, "error_code": 0, "base_offset": base_offset} for p in topic.partition_data
+                ],
+            }
+            for topic in msg.topic_data
+        ],
+    )
     return response(header, encode_response(PRODUCE, version, msg))
 
 
@@ -88,7 +110,7 @@ class ScriptedBroker:
     def port(self) -> int:
         return self._server.getsockname()[1]
 
-    def start(self) -> "ScriptedBroker":
+    def start(self) -> ScriptedBroker:
         threading.Thread(target=self._accept, name="scripted-broker", daemon=True).start()
         return self
 
@@ -115,7 +137,9 @@ class ScriptedBroker:
                 if body is None:
                     return
                 request = size + body
-                header = parse_request_prefix(request, max_size=2**31 - 1, max_header=2**31 - 1)  # a broker has no header bound
+                header = parse_request_prefix(
+                    request, max_size=2**31 - 1, max_header=2**31 - 1
+                )  # a broker has no header bound
                 with self._lock:
                     self.requests.append((header, request))
                 self.answer(conn, header, request)

@@ -34,16 +34,22 @@ def compose_file() -> dict:
 
 
 def test_compose_file_is_valid():
-    result = subprocess.run([compose_binary(), "-f", "docker-compose.yml", "config", "--quiet"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [compose_binary(), "-f", "docker-compose.yml", "config", "--quiet"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0 and not result.stderr.strip(), result.stderr
 
 
 def test_compose_validation_rejects_a_broken_file(tmp_path):
     broken = tmp_path / "docker-compose.yml"
     broken.write_text("services:\n  kafka:\n    image: apache/kafka:3.9.1\n    no_such_key: 1\n")
-    result = subprocess.run([compose_binary(), "-f", str(broken), "config", "--quiet"], capture_output=True, text=True,
-                            timeout=60)
+    result = subprocess.run(
+        [compose_binary(), "-f", str(broken), "config", "--quiet"], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode != 0 and "no_such_key" in result.stderr
 
 
@@ -96,8 +102,13 @@ def test_three_kraft_brokers_each_with_its_proxy_as_sidecar():
         with open(os.path.join(ROOT, config_file)) as f:
             raw = yaml.safe_load(f)
         kinds |= {key for item in raw["quotas"] for key in item if key != "entity"}
-    assert kinds == {"producer_byte_rate", "consumer_byte_rate", "controller_mutation_rate", "producer_ids_rate",
-                     "connection_creation_rate"}
+    assert kinds == {
+        "producer_byte_rate",
+        "consumer_byte_rate",
+        "controller_mutation_rate",
+        "producer_ids_rate",
+        "connection_creation_rate",
+    }
 
 
 def test_prometheus_scrapes_every_proxy_with_the_rules_and_grafana_is_provisioned():
@@ -162,14 +173,28 @@ def test_the_wheel_the_image_installs_holds_no_demo_and_needs_no_pyspark(tmp_pat
             for source in line.split()[1:-1]:
                 src = os.path.join(ROOT, source)
                 if os.path.isdir(src):
-                    shutil.copytree(src, tmp_path / "src" / source,
-                                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+                    shutil.copytree(
+                        src, tmp_path / "src" / source, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+                    )
                 else:
                     os.makedirs(tmp_path / "src", exist_ok=True)
                     shutil.copy(src, tmp_path / "src" / source)
-    result = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
-                             "-w", str(tmp_path / "wheels"), str(tmp_path / "src")], capture_output=True, text=True,
-                            timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "-q",
+            "-w",
+            str(tmp_path / "wheels"),
+            str(tmp_path / "src"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     (wheel,) = os.listdir(tmp_path / "wheels")
     with zipfile.ZipFile(tmp_path / "wheels" / wheel) as z:

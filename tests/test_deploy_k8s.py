@@ -18,7 +18,9 @@ from tests import k8s_render as k8s
 from tests.tls_certs import Authority
 
 kubernetes_validate = pytest.importorskip(
-    "kubernetes_validate", reason="kubernetes-validate (the dev extra: pip install kafka-quota-proxy[dev]) is not installed")
+    "kubernetes_validate",
+    reason="kubernetes-validate (the dev extra: pip install kafka-quota-proxy[dev]) is not installed",
+)
 
 VERSIONS = ["1.30.0", kubernetes_validate.latest_version()]  # the pod-index label needs 1.28+
 CRD_GROUPS = ("monitoring.coreos.com/", "kafka.strimzi.io/")  # no schema in kubernetes-validate: checked below and
@@ -55,8 +57,11 @@ def test_strict_validation_rejects_an_unknown_field():
 
 def secret_mounts(docs: list[dict]) -> dict[str, str]:
     """mountPath -> Secret name of the proxy container's Secret volumes."""
-    volumes = {v["name"]: v["secret"]["secretName"] for v in k8s.workload(docs)["spec"]["template"]["spec"]["volumes"]
-               if "secret" in v}
+    volumes = {
+        v["name"]: v["secret"]["secretName"]
+        for v in k8s.workload(docs)["spec"]["template"]["spec"]["volumes"]
+        if "secret" in v
+    }
     return {m["mountPath"]: volumes[m["name"]] for m in k8s.container(docs)["volumeMounts"] if m["name"] in volumes}
 
 
@@ -135,8 +140,12 @@ def test_servicemonitor_scrapes_the_metrics_port(overlay, tmp_path):
 
 
 # the folder whose proxy.yaml each overlay's pods read: its own, or its base's
-CONFIG_SOURCE = {"cluster": "cluster", "examples/cluster-tls": "examples/cluster-tls", "sidecar": "sidecar",
-                 "strimzi": "cluster"}
+CONFIG_SOURCE = {
+    "cluster": "cluster",
+    "examples/cluster-tls": "examples/cluster-tls",
+    "sidecar": "sidecar",
+    "strimzi": "cluster",
+}
 
 
 @pytest.mark.parametrize("overlay", PROXY_OVERLAYS)
@@ -159,8 +168,15 @@ def render_overlay_of(tmp_path, base: str, kustomization: dict) -> list[dict]:
 
 @pytest.mark.parametrize("overlay", ["sidecar", "cluster"])
 def test_an_overlay_sets_the_image_with_the_images_transformer(overlay, tmp_path):
-    docs = render_overlay_of(tmp_path, overlay, {"images": [
-        {"name": "kafka-quota-proxy", "newName": "registry.example.com/kafka-quota-proxy", "newTag": "9.9.9"}]})
+    docs = render_overlay_of(
+        tmp_path,
+        overlay,
+        {
+            "images": [
+                {"name": "kafka-quota-proxy", "newName": "registry.example.com/kafka-quota-proxy", "newTag": "9.9.9"}
+            ]
+        },
+    )
     assert k8s.container(docs)["image"] == "registry.example.com/kafka-quota-proxy:9.9.9"
     assert k8s.container(k8s.render(overlay))["image"] == "kafka-quota-proxy:0.1.0"
 

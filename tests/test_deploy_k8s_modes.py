@@ -68,7 +68,9 @@ def test_sidecar_own_clients_use_the_proxies_listener_that_only_the_brokers_reac
         listeners = listener_map(e["KAFKA_LISTENERS"])
         assert own_host == "127.0.0.1" and listeners["PROXIES"] == ("0.0.0.0", int(own_port))
         assert listener_map(e["KAFKA_ADVERTISED_LISTENERS"])["PROXIES"] == (
-            f"kafka-{pod_index}.kafka.{k8s.NAMESPACE}.svc", int(own_port)), "the broker itself, not a proxy"
+            f"kafka-{pod_index}.kafka.{k8s.NAMESPACE}.svc",
+            int(own_port),
+        ), "the broker itself, not a proxy"
     headless = k8s.one(docs, "Service", k8s.workload(docs)["spec"]["serviceName"])
     assert {"name": "proxies", "port": int(own_port), "targetPort": "proxies"} in headless["spec"]["ports"]
     assert all(p["targetPort"] != "proxies" for p in k8s.one(docs, "Service", "kafka-bootstrap")["spec"]["ports"])
@@ -77,9 +79,13 @@ def test_sidecar_own_clients_use_the_proxies_listener_that_only_the_brokers_reac
     assert policy["spec"]["podSelector"] == {"matchLabels": k8s.workload(docs)["spec"]["selector"]["matchLabels"]}
     assert policy["spec"]["policyTypes"] == ["Ingress"]
     opened_to_all = {p["port"] for rule in policy["spec"]["ingress"] if "from" not in rule for p in rule["ports"]}
-    ports_of = {name: int(address.rsplit(":", 1)[1]) for name, address in  # the admin listener: loopback only
-                [(lc["name"], lc["bind"]) for lc in cfg["listeners"] if not lc.get("admin")]
-                + [("metrics", cfg["metrics"]["bind"])]}
+    ports_of = {
+        name: int(address.rsplit(":", 1)[1])
+        for name, address in [  # the admin listener: loopback only
+            (lc["name"], lc["bind"]) for lc in cfg["listeners"] if not lc.get("admin")
+        ]
+        + [("metrics", cfg["metrics"]["bind"])]
+    }
     assert opened_to_all == set(ports_of.values())
     (brokers_only,) = [rule for rule in policy["spec"]["ingress"] if "from" in rule]
     assert brokers_only["from"] == [{"podSelector": policy["spec"]["podSelector"]}]
@@ -125,11 +131,14 @@ def test_the_tls_example_differs_from_its_base_only_by_tls():
     listener, admin = tls["listeners"]  # the admin listener: the pod's loopback, no TLS (as in the base)
     assert admin["admin"] and "tls" not in admin
     assert listener["tls"] == {"certfile": f"{mount['mountPath']}/tls.crt", "keyfile": f"{mount['mountPath']}/tls.key"}
-    assert not any(mount["mountPath"].startswith(m["mountPath"] + "/") for m in k8s.container(docs)["volumeMounts"]), \
+    assert not any(mount["mountPath"].startswith(m["mountPath"] + "/") for m in k8s.container(docs)["volumeMounts"]), (
         "not inside another mount (the ConfigMap's folder is read-only)"
+    )
     pod = k8s.workload(docs)["spec"]["template"]["spec"]
-    assert volume["secret"]["defaultMode"] & 0o040 and pod["securityContext"]["fsGroup"] == \
-        pod["securityContext"]["runAsGroup"], "the proxy's group reads the key"
+    assert (
+        volume["secret"]["defaultMode"] & 0o040
+        and pod["securityContext"]["fsGroup"] == pod["securityContext"]["runAsGroup"]
+    ), "the proxy's group reads the key"
 
 
 def test_the_cluster_mode_bootstrap_servers_are_names_not_addresses():

@@ -23,8 +23,11 @@ def kafka_version() -> str:
 
 def differences(compose: dict[str, str], k8s: dict[str, str]) -> dict[str, tuple]:
     compose = {key: value for key, value in compose.items() if key not in ks.COMPOSE_ONLY}
-    return {key: (compose.get(key), k8s.get(key)) for key in sorted(compose.keys() | k8s.keys())
-            if compose.get(key) != k8s.get(key)}
+    return {
+        key: (compose.get(key), k8s.get(key))
+        for key in sorted(compose.keys() | k8s.keys())
+        if compose.get(key) != k8s.get(key)
+    }
 
 
 def test_both_layouts_have_three_nodes():
@@ -86,8 +89,9 @@ def test_the_comparison_finds_a_changed_setting(monkeypatch):
     assert differences(ks.compose_normalized(1), ks.k8s_normalized(0)) == {"KAFKA_MIN_INSYNC_REPLICAS": ("2", "1")}
     for item in kafka["env"]:
         if item["name"] == "KAFKA_CONTROLLER_QUORUM_VOTERS":
-            item["value"] = item["value"].replace("kafka-2.kafka.$(POD_NAMESPACE).svc:9093",
-                                                  "kafka-2.kafka.$(POD_NAMESPACE).svc:9094")
+            item["value"] = item["value"].replace(
+                "kafka-2.kafka.$(POD_NAMESPACE).svc:9093", "kafka-2.kafka.$(POD_NAMESPACE).svc:9094"
+            )
     with pytest.raises(AssertionError, match="voter 2"):
         ks.k8s_normalized(0)
 

@@ -56,8 +56,9 @@ def test_promtool_unit_tests_catch_a_changed_rule(tmp_path):
     tests.mkdir()
     with open(UNIT_TESTS) as f:
         (tests / "alerts_test.yml").write_text(f.read())
-    result = subprocess.run([tool("promtool"), "test", "rules", str(tests / "alerts_test.yml")], capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        [tool("promtool"), "test", "rules", str(tests / "alerts_test.yml")], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode != 0 and "KafkaQuotaProxyEntityThrottled" in result.stdout + result.stderr
 
 
@@ -81,8 +82,10 @@ def runbook_sections() -> dict[str, str]:
     """docs/runbooks.md: GitHub's anchor of each ``## `` heading -> the section's text."""
     with open(RUNBOOKS) as f:
         parts = re.split(r"(?m)^## (.+)$", f.read())
-    return {re.sub(r"[^a-z0-9 _-]", "", title.strip().lower()).replace(" ", "-"): body
-            for title, body in zip(parts[1::2], parts[2::2])}
+    return {
+        re.sub(r"[^a-z0-9 _-]", "", title.strip().lower()).replace(" ", "-"): body
+        for title, body in zip(parts[1::2], parts[2::2])
+    }
 
 
 def test_every_runbook_url_points_at_a_runbook_that_says_what_to_check_and_do():
@@ -97,23 +100,58 @@ def test_every_runbook_url_points_at_a_runbook_that_says_what_to_check_and_do():
 
 # What a PrometheusRule may hold (the Prometheus Operator's CRD, monitoring.coreos.com/v1): unknown fields refused.
 _STRINGS = {"type": "object", "additionalProperties": {"type": "string"}}
-_RULE = {"type": "object", "additionalProperties": False, "required": ["expr"],
-         "properties": {"alert": {"type": "string"}, "record": {"type": "string"}, "expr": {"type": "string"},
-                        "for": {"type": "string", "pattern": "^(0|([0-9]+(ms|s|m|h|d|w|y))+)$"},
-                        "keep_firing_for": {"type": "string"}, "labels": _STRINGS, "annotations": _STRINGS}}
-PROMETHEUS_RULE_SCHEMA = {
-    "type": "object", "additionalProperties": False, "required": ["apiVersion", "kind", "metadata", "spec"],
+_RULE = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["expr"],
     "properties": {
-        "apiVersion": {"const": "monitoring.coreos.com/v1"}, "kind": {"const": "PrometheusRule"},
-        "metadata": {"type": "object", "required": ["name"], "properties": {
-            "name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"}, "labels": _STRINGS}},
-        "spec": {"type": "object", "additionalProperties": False, "properties": {"groups": {
-            "type": "array", "items": {
-                "type": "object", "additionalProperties": False, "required": ["name", "rules"],
-                "properties": {"name": {"type": "string"}, "interval": {"type": "string"},
-                               "limit": {"type": "integer"}, "partial_response_strategy": {"type": "string"},
-                               "query_offset": {"type": "string"}, "labels": _STRINGS,
-                               "rules": {"type": "array", "items": _RULE}}}}}},
+        "alert": {"type": "string"},
+        "record": {"type": "string"},
+        "expr": {"type": "string"},
+        "for": {"type": "string", "pattern": "^(0|([0-9]+(ms|s|m|h|d|w|y))+)$"},
+        "keep_firing_for": {"type": "string"},
+        "labels": _STRINGS,
+        "annotations": _STRINGS,
+    },
+}
+PROMETHEUS_RULE_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "properties": {
+        "apiVersion": {"const": "monitoring.coreos.com/v1"},
+        "kind": {"const": "PrometheusRule"},
+        "metadata": {
+            "type": "object",
+            "required": ["name"],
+            "properties": {
+                "name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},
+                "labels": _STRINGS,
+            },
+        },
+        "spec": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "groups": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["name", "rules"],
+                        "properties": {
+                            "name": {"type": "string"},
+                            "interval": {"type": "string"},
+                            "limit": {"type": "integer"},
+                            "partial_response_strategy": {"type": "string"},
+                            "query_offset": {"type": "string"},
+                            "labels": _STRINGS,
+                            "rules": {"type": "array", "items": _RULE},
+                        },
+                    },
+                }
+            },
+        },
     },
 }
 

@@ -45,8 +45,12 @@ def kafka_listener_name(lc: dict) -> str:
 
 
 def broker_node_ids() -> list[int]:
-    return sorted(n for pool in node_pools() if "broker" in pool["spec"]["roles"]
-                  for n in k8s.node_pool_ids(k8s.render(OVERLAY))[pool["metadata"]["name"]])
+    return sorted(
+        n
+        for pool in node_pools()
+        if "broker" in pool["spec"]["roles"]
+        for n in k8s.node_pool_ids(k8s.render(OVERLAY))[pool["metadata"]["name"]]
+    )
 
 
 def proxy_config() -> dict:
@@ -67,10 +71,23 @@ def test_resources_use_strimzi_v1_and_name_the_cluster():
 def test_node_id_annotations_parse_as_strimzi_documents_them():
     assert k8s.node_id_range("[0, 1, 2, 10-12, 30]") == [0, 1, 2, 10, 11, 12, 30]
     assert k8s.node_id_range("[1002-1000]") == [1002, 1001, 1000]
-    assert k8s.node_pool_ids([{"kind": "KafkaNodePool", "metadata": {"name": "a", "annotations": {
-        "strimzi.io/next-node-ids": "[9-5]"}}, "spec": {"replicas": 2}}]) == {"a": [5, 6]}
-    pools = [{"kind": "KafkaNodePool", "metadata": {"name": name, "annotations": {"strimzi.io/next-node-ids": ids}},
-              "spec": {"replicas": 3}} for name, ids in (("a", "[0-3]"), ("b", "[3-99]"))]
+    assert k8s.node_pool_ids(
+        [
+            {
+                "kind": "KafkaNodePool",
+                "metadata": {"name": "a", "annotations": {"strimzi.io/next-node-ids": "[9-5]"}},
+                "spec": {"replicas": 2},
+            }
+        ]
+    ) == {"a": [5, 6]}
+    pools = [
+        {
+            "kind": "KafkaNodePool",
+            "metadata": {"name": name, "annotations": {"strimzi.io/next-node-ids": ids}},
+            "spec": {"replicas": 3},
+        }
+        for name, ids in (("a", "[0-3]"), ("b", "[3-99]"))
+    ]
     assert k8s.node_pool_ids(pools) == {"a": [0, 1, 2], "b": [3, 4, 5]}
     pools[0]["spec"]["replicas"] = 4
     assert k8s.node_pool_ids(pools) == {"a": [0, 1, 2, 3], "b": [4, 5, 6]}
@@ -85,8 +102,9 @@ def test_the_proxy_serves_a_port_for_each_broker_node_id_strimzi_assigns():
     service_ports = {p["name"]: p["port"] for p in k8s.one(docs, "Service")["spec"]["ports"]}
     container_ports = {p["name"]: p["containerPort"] for p in k8s.container(docs)["ports"]}
     for ports in (service_ports, container_ports):
-        assert {name: port for name, port in ports.items() if name.startswith("broker-")} == \
-            {f"broker-{n}": lc["broker_port_base"] + n for n in ids}
+        assert {name: port for name, port in ports.items() if name.startswith("broker-")} == {
+            f"broker-{n}": lc["broker_port_base"] + n for n in ids
+        }
 
 
 def bootstrap_service(lc: dict) -> str:
@@ -96,15 +114,17 @@ def bootstrap_service(lc: dict) -> str:
 def only_the_proxies(lc: dict) -> bool:
     labels = k8s.workload(k8s.render(OVERLAY))["spec"]["template"]["metadata"]["labels"]
     peers = lc.get("networkPolicyPeers", [])
-    return bool(peers) and all(set(p) == {"podSelector"} and p["podSelector"]["matchLabels"].items() <= labels.items()
-                               for p in peers)
+    return bool(peers) and all(
+        set(p) == {"podSelector"} and p["podSelector"]["matchLabels"].items() <= labels.items() for p in peers
+    )
 
 
 def test_the_proxies_forward_to_a_plain_internal_listener_that_advertises_the_brokers():
     lc = listener("proxied")
     assert (lc["type"], lc["tls"], lc.get("authentication")) == ("internal", False, None)
-    assert "brokers" not in lc.get("configuration", {}), \
+    assert "brokers" not in lc.get("configuration", {}), (
         "advertisedHost/advertisedPort here would send the proxy to itself: it learns the brokers from this listener"
+    )
     cfg = proxy_config()
     assert cfg["upstream"]["bootstrap_servers"] == [bootstrap_service(lc)]
     assert "tls" not in cfg["upstream"] and "sasl" not in cfg["upstream"]
@@ -131,7 +151,6 @@ def test_the_deployment_page_names_each_listener_and_port():
         assert f"| {node_id} | {proxy_config()['listeners'][0]['broker_port_base'] + node_id} |" in text
 
 
-
 def strict(schema: dict) -> dict:
     """A CRD's structural schema as the API server applies it with strict field validation: an object with
     `properties` and no `additionalProperties` or x-kubernetes-preserve-unknown-fields rejects other fields."""
@@ -151,8 +170,10 @@ def strict(schema: dict) -> dict:
 def crd_schema(kind: str, version: str) -> dict:
     folder = os.environ.get("KQP_STRIMZI_CRDS")
     if not folder:
-        pytest.skip("KQP_STRIMZI_CRDS is not set: the folder of Strimzi's CRDs (packaging/install/cluster-operator/ "
-                    "of a release), which no Maven Central artifact carries")
+        pytest.skip(
+            "KQP_STRIMZI_CRDS is not set: the folder of Strimzi's CRDs (packaging/install/cluster-operator/ "
+            "of a release), which no Maven Central artifact carries"
+        )
     for path in sorted(Path(folder).glob("*-Crd-*.yaml")):
         crd = yaml.safe_load(path.read_text())
         if crd["spec"]["names"]["kind"] == kind:

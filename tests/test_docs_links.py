@@ -44,8 +44,7 @@ def test_every_docs_page_is_linked_from_the_readme():
     assert not orphans, f"docs pages the README does not lead to: {orphans}"
 
 
-@pytest.mark.parametrize("page", [os.path.join(ROOT, "README.md")] + _pages(),
-                         ids=lambda p: os.path.relpath(p, ROOT))
+@pytest.mark.parametrize("page", [os.path.join(ROOT, "README.md")] + _pages(), ids=lambda p: os.path.relpath(p, ROOT))
 def test_relative_links_name_files_and_headings_that_exist(page):
     broken = []
     for target in LINK.findall(_read(page)):

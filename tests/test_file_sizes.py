@@ -8,7 +8,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 MAX_LINES = 400
 EXEMPT = {"proxy/codec/schema_table.py"}  # generated
-NOT_YET_SPLIT: set[str] = set()
+# formatted by ruff (one argument a line where a call does not fit): split along their seams next (issue 45)
+NOT_YET_SPLIT: set[str] = {
+    "bench/evasion.py",
+    "bench/evasion_tenants.py",
+    "demo/storms.py",
+    "proxy/app.py",
+    "proxy/connection/client_socket.py",
+    "proxy/connection/flow.py",
+    "proxy/ops/quota_metrics.py",
+    "proxy/ops/usage_log.py",
+    "proxy/workers/supervisor.py",
+    "quota/managers/connection.py",
+    "quota/managers/producer_ids.py",
+    "quota/sharing/usage_delta.py",
+    "quota/sharing/usage_share.py",
+}
 
 
 def _sizes() -> dict[str, int]:

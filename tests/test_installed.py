@@ -41,8 +41,12 @@ PACKAGES = {"proxy", "quota", "config", "analytics"}
 # wheel and the venv (12 s on a quiet machine), the planner on a standalone cluster (100 s quiet: Spark's start-up
 # and its many small stages), the rest 5 s. In the spark group, never beside the other Spark jobs of the suite: two at
 # once on 2 cores took 389 s and slowed every rate measurement running then.
-pytestmark = [pytest.mark.integration, pytest.mark.long_running(seconds=120), pytest.mark.timeout(900),
-              pytest.mark.xdist_group("spark")]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.long_running(seconds=120),
+    pytest.mark.timeout(900),
+    pytest.mark.xdist_group("spark"),
+]
 
 
 @dataclass(frozen=True)
@@ -60,23 +64,38 @@ class Installed:
     def env(self, tmp: Path, **more: str) -> dict:
         """The environment of a command: no PYTHONPATH, the bare venv's python3 first on PATH (what Spark's
         executors start), ``tmp`` the temporary folder of Python and of Spark's JVM, loopback for Spark."""
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYSPARK_PYTHON",
-                                                                 "SPARK_HOME", "JAVA_TOOL_OPTIONS")}
-        env.update(PATH=f"{self.bare / 'bin'}{os.pathsep}{env.get('PATH', '')}", TMPDIR=str(tmp),
-                   JAVA_TOOL_OPTIONS=f"-Djava.io.tmpdir={tmp}", SPARK_LOCAL_IP="127.0.0.1", **more)
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYSPARK_PYTHON", "SPARK_HOME", "JAVA_TOOL_OPTIONS")
+        }
+        env.update(
+            PATH=f"{self.bare / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+            TMPDIR=str(tmp),
+            JAVA_TOOL_OPTIONS=f"-Djava.io.tmpdir={tmp}",
+            SPARK_LOCAL_IP="127.0.0.1",
+            **more,
+        )
         return env
 
     def run(self, *argv: str, tmp: Path, timeout: float = 120, **env: str) -> subprocess.CompletedProcess:
-        return subprocess.run([self.script, *argv], cwd=self.work, env=self.env(tmp, **env), capture_output=True,
-                              text=True, timeout=timeout)
+        return subprocess.run(
+            [self.script, *argv],
+            cwd=self.work,
+            env=self.env(tmp, **env),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
 
     def start(self, *argv: str, tmp: Path, **env: str) -> subprocess.Popen:
         """The command started, ``tmp`` made here, its output to ``tmp``.out and .err beside it (:func:`finished`),
         never a pipe nobody reads while waiting for another command."""
         tmp.mkdir()
         with open(f"{tmp}.out", "w") as out, open(f"{tmp}.err", "w") as err:
-            return subprocess.Popen([self.script, *argv], cwd=self.work, env=self.env(tmp, **env), stdout=out,
-                                    stderr=err)
+            return subprocess.Popen(
+                [self.script, *argv], cwd=self.work, env=self.env(tmp, **env), stdout=out, stderr=err
+            )
 
 
 def finished(run: subprocess.Popen, tmp: Path, timeout: float) -> tuple[str, str, int]:
@@ -87,9 +106,24 @@ def finished(run: subprocess.Popen, tmp: Path, timeout: float) -> tuple[str, str
 
 def copy_source(dest: Path) -> None:
     """The repository's files as a fresh clone has them: no venvs, build output or caches."""
-    shutil.copytree(ROOT, dest, symlinks=True, ignore=shutil.ignore_patterns(
-        ".git", ".venv*", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".hypothesis", ".fuzz",
-        ".demo", "out"))
+    shutil.copytree(
+        ROOT,
+        dest,
+        symlinks=True,
+        ignore=shutil.ignore_patterns(
+            ".git",
+            ".venv*",
+            "build",
+            "dist",
+            "*.egg-info",
+            "__pycache__",
+            ".pytest_cache",
+            ".hypothesis",
+            ".fuzz",
+            ".demo",
+            "out",
+        ),
+    )
 
 
 @pytest.fixture(scope="session")
@@ -98,21 +132,42 @@ def installed(tmp_path_factory) -> Installed:
     seconds = {}
     started = time.monotonic()
     copy_source(base / "src")
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(base / "wheels"),
-                            str(base / "src")], capture_output=True, text=True, timeout=300)
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(base / "wheels"), str(base / "src")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert built.returncode == 0, built.stderr
     (wheel,) = (base / "wheels").iterdir()
     seconds["wheel"] = time.monotonic() - started
     started = time.monotonic()
     for venv in ("venv", "bare"):  # no pip of their own: the test's pip installs into the first
-        made = subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(base / venv)],
-                              capture_output=True, text=True, timeout=120)
+        made = subprocess.run(
+            [sys.executable, "-m", "venv", "--without-pip", str(base / venv)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert made.returncode == 0, made.stderr
     # What an operator types, with the wheel file for the package name (the analytics extra as they install it);
     # --no-compile: the bytecode is written when first imported, not for all of pyspark now.
-    install = subprocess.run([sys.executable, "-m", "pip", "--python", str(base / "venv" / "bin" / "python"),
-                              "install", "-q", "--no-compile", f"{wheel}[analytics]"],
-                             capture_output=True, text=True, timeout=600)
+    install = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(base / "venv" / "bin" / "python"),
+            "install",
+            "-q",
+            "--no-compile",
+            f"{wheel}[analytics]",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert install.returncode == 0, install.stderr
     seconds["venv"] = time.monotonic() - started
     (base / "work").mkdir()
@@ -133,13 +188,17 @@ def test_the_wheel_holds_the_four_packages_and_nothing_else_of_the_repository(in
         names = set(z.namelist())
         entry_points = z.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
         metadata = z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
-    assert not any(n.startswith(("tests/", "demo/", "bench/", "deploy/", "examples/", "tools/", "docs/"))
-                   for n in names)
+    assert not any(
+        n.startswith(("tests/", "demo/", "bench/", "deploy/", "examples/", "tools/", "docs/")) for n in names
+    )
     with open(ROOT / "pyproject.toml", "rb") as f:
         package_data = tomllib.load(f)["tool"]["setuptools"]["package-data"]
-    source = {str(p.relative_to(ROOT)) for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")
-              if "__pycache__" not in p.parts}
-    data = {str(p.relative_to(ROOT)) for pkg, globs in package_data.items() for g in globs for p in (ROOT / pkg).glob(g)}
+    source = {
+        str(p.relative_to(ROOT)) for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py") if "__pycache__" not in p.parts
+    }
+    data = {
+        str(p.relative_to(ROOT)) for pkg, globs in package_data.items() for g in globs for p in (ROOT / pkg).glob(g)
+    }
     assert data, "the package data the proxy reads at run time"
     assert {n for n in names if not n.split("/")[0].endswith(".dist-info")} == source | data
     assert "kafka-quota-proxy = proxy.cli.main:main" in entry_points
@@ -147,10 +206,19 @@ def test_the_wheel_holds_the_four_packages_and_nothing_else_of_the_repository(in
 
 
 def test_the_installed_package_is_what_runs_and_it_says_its_version(installed, tmp):
-    probe = subprocess.run([str(installed.venv / "bin" / "python"), "-c",
-                            "import json, analytics, config, proxy, quota; "
-                            "print(json.dumps([m.__file__ for m in (analytics, config, proxy, quota)]))"],
-                           cwd=installed.work, env=installed.env(tmp), capture_output=True, text=True, timeout=60)
+    probe = subprocess.run(
+        [
+            str(installed.venv / "bin" / "python"),
+            "-c",
+            "import json, analytics, config, proxy, quota; "
+            "print(json.dumps([m.__file__ for m in (analytics, config, proxy, quota)]))",
+        ],
+        cwd=installed.work,
+        env=installed.env(tmp),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert probe.returncode == 0, probe.stderr
     site = str(installed.venv / "lib")
     assert all(path.startswith(site) and "site-packages" in path for path in json.loads(probe.stdout))
@@ -162,8 +230,10 @@ def test_check_config_accepts_the_shipped_sidecar_example_and_refuses_a_bad_key(
     checked = installed.run("check-config", "--config", str(ROOT / "examples" / "sidecar.yaml"), tmp=tmp)
     assert checked.returncode == 0 and "valid" in checked.stdout, checked.stderr
     bad = installed.work / "bad.yaml"
-    bad.write_text("upstream: {bootstrap_servers: ['127.0.0.1:9092']}\n"
-                   "listeners: [{name: PLAINTEXT, bind: '127.0.0.1:19092', bnd: x}]\n")
+    bad.write_text(
+        "upstream: {bootstrap_servers: ['127.0.0.1:9092']}\n"
+        "listeners: [{name: PLAINTEXT, bind: '127.0.0.1:19092', bnd: x}]\n"
+    )
     refused = installed.run("check-config", "--config", str(bad), tmp=tmp)
     assert refused.returncode == 2 and "listeners[0]" in refused.stderr, refused
 
@@ -180,14 +250,24 @@ def test_run_in_front_of_tansu_clients_produce_and_consume_and_configs_alters_a_
     proxy_port, broker_port, ops_port = free_port(), free_port(), free_port()
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
     config = installed.work / "proxy.yaml"
-    config.write_text(yaml.safe_dump({
-        "upstream": {"bootstrap_servers": [f"127.0.0.1:{broker_port}"]},
-        "listeners": [{"name": "PLAINTEXT", "bind": f"127.0.0.1:{proxy_port}"}],
-        "metrics": {"bind": f"127.0.0.1:{ops_port}"},
-        "admin_principals": ["User:ANONYMOUS"],
-    }))
-    proxy = subprocess.Popen([installed.script, "run", "--config", str(config)], cwd=installed.work,
-                             env=installed.env(tmp), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "upstream": {"bootstrap_servers": [f"127.0.0.1:{broker_port}"]},
+                "listeners": [{"name": "PLAINTEXT", "bind": f"127.0.0.1:{proxy_port}"}],
+                "metrics": {"bind": f"127.0.0.1:{ops_port}"},
+                "admin_principals": ["User:ANONYMOUS"],
+            }
+        )
+    )
+    proxy = subprocess.Popen(
+        [installed.script, "run", "--config", str(config)],
+        cwd=installed.work,
+        env=installed.env(tmp),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         wait_until(lambda: readyz(ops_port) or proxy.poll() is not None, 60, "the installed proxy ready")
         assert proxy.poll() is None, proxy.stdout.read()
@@ -196,12 +276,30 @@ def test_run_in_front_of_tansu_clients_produce_and_consume_and_configs_alters_a_
         c.kp_produce(bootstrap, "installed", 500, acks="all")
         c.assert_exactly_once_in_order(c.kp_consume(bootstrap, "installed", 500), 500)
 
-        alter = installed.run("configs", "--bootstrap-server", bootstrap, "--alter", "--entity-type", "users",
-                              "--entity-name", "alice", "--add-config", "producer_byte_rate=1048576", tmp=tmp)
+        alter = installed.run(
+            "configs",
+            "--bootstrap-server",
+            bootstrap,
+            "--alter",
+            "--entity-type",
+            "users",
+            "--entity-name",
+            "alice",
+            "--add-config",
+            "producer_byte_rate=1048576",
+            tmp=tmp,
+        )
         assert alter.returncode == 0 and "producer_byte_rate: (unset) -> 1048576" in alter.stdout, alter
         describe = ["configs", "--bootstrap-server", bootstrap, "--describe", "--entity-type", "users"]
-        wait_until(lambda: "Quota configs for user alice are producer_byte_rate=1048576\n"
-                   in installed.run(*describe, tmp=tmp).stdout, 30, "the quota described", interval=0.5)
+        wait_until(
+            lambda: (
+                "Quota configs for user alice are producer_byte_rate=1048576\n"
+                in installed.run(*describe, tmp=tmp).stdout
+            ),
+            30,
+            "the quota described",
+            interval=0.5,
+        )
         proxy.send_signal(signal.SIGTERM)
         assert proxy.wait(60) == 0
     finally:
@@ -244,8 +342,12 @@ class SparkCluster:
         self.log = folder / "daemons.log"
         for sub in ("tmp", "work", "local"):
             (folder / sub).mkdir(parents=True)
-        env = installed.env(folder / "tmp", SPARK_HOME=str(home), SPARK_WORKER_DIR=str(folder / "work"),
-                            SPARK_LOCAL_DIRS=str(folder / "local"))
+        env = installed.env(
+            folder / "tmp",
+            SPARK_HOME=str(home),
+            SPARK_WORKER_DIR=str(folder / "work"),
+            SPARK_LOCAL_DIRS=str(folder / "local"),
+        )
         self.env, self.home, self.folder = env, home, folder
 
     @property
@@ -254,18 +356,42 @@ class SparkCluster:
 
     def _start(self, *argv: str) -> None:
         with open(self.log, "a") as log:
-            self.procs.append(subprocess.Popen([str(self.home / "bin" / "spark-class"), *argv], env=self.env,
-                                               cwd=self.folder, stdout=log, stderr=subprocess.STDOUT))
+            self.procs.append(
+                subprocess.Popen(
+                    [str(self.home / "bin" / "spark-class"), *argv],
+                    env=self.env,
+                    cwd=self.folder,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
 
     def launch(self) -> None:
-        self._start("org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(self.port),
-                    "--webui-port", str(self.ui))
+        self._start(
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--webui-port",
+            str(self.ui),
+        )
 
     def wait_ready(self) -> None:
         """The worker started once the master listens (it would otherwise retry every 5-15 s), and registered."""
         wait_for_port(self.port, timeout=180)
-        self._start("org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--webui-port",
-                    str(free_port()), "--cores", "2", "--memory", "1g", self.master)
+        self._start(
+            "org.apache.spark.deploy.worker.Worker",
+            "--host",
+            "127.0.0.1",
+            "--webui-port",
+            str(free_port()),
+            "--cores",
+            "2",
+            "--memory",
+            "1g",
+            self.master,
+        )
         wait_until(self._worker_alive, 180, "the Spark worker registered with the master", interval=0.5)
 
     def _worker_alive(self) -> bool:
@@ -304,9 +430,18 @@ def test_analyze_replays_on_a_standalone_cluster(installed, usage_log, tmp_path)
     try:
         cluster.launch()
         cluster.wait_ready()
-        run = installed.start("analyze", "--input", str(usage_log), "--output", str(tmp_path / "cluster-plan"),
-                              "--replay", "--master", cluster.master, tmp=tmp_path / "tmp-cluster",
-                              PYSPARK_SUBMIT_ARGS=SMALL_JOB)
+        run = installed.start(
+            "analyze",
+            "--input",
+            str(usage_log),
+            "--output",
+            str(tmp_path / "cluster-plan"),
+            "--replay",
+            "--master",
+            cluster.master,
+            tmp=tmp_path / "tmp-cluster",
+            PYSPARK_SUBMIT_ARGS=SMALL_JOB,
+        )
         result = finished(run, tmp_path / "tmp-cluster", 600)
     finally:
         if run is not None and run.poll() is None:

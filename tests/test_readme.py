@@ -19,15 +19,17 @@ import re
 
 import pytest
 
-from config import dynamic_source, settings as settings_module
+from config import dynamic_source
+from config import settings as settings_module
 from config.errors import ConfigError
 from config.loader import parse_config
-from config.settings_table import LISTENER_SETTINGS, SETTINGS
+from config.settings_table import LISTENER_SETTINGS
 from config.tls import parse_listener_tls, parse_upstream_tls
 from config.usage import UsageLogConfig, parse_usage_log
 from config.volume import VolumeUsageConfig, parse_volume_usage
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 
 def _pages() -> list[str]:
     """README.md, then every reference page under docs/ (the reference the README leads to)."""
@@ -49,7 +51,7 @@ def table(header: str) -> list[list[str]]:
     lines = README.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(header))
     rows = []
-    for line in lines[start + 2:]:
+    for line in lines[start + 2 :]:
         if not line.startswith("|"):
             break
         rows.append([cell.strip() for cell in re.split(r"(?<!\\)\|", line.strip())[1:-1]])
@@ -68,6 +70,7 @@ def row_names(cell: str) -> list[str]:
 
 # --- configuration -------------------------------------------------------------------------------------------------
 
+
 def known_keys(probe) -> set[str]:
     """The keys a loader function accepts, as its error for an unknown key lists them."""
     with pytest.raises(ConfigError) as caught:
@@ -84,19 +87,28 @@ def accepted_keys() -> set[str]:
     """Every key path the loader accepts (sections whose keys have their own rows are not keys themselves)."""
     top = known_keys(lambda: parse_config({"zzz": 1}))
     upstream = known_keys(lambda: parse_config({"upstream": {"zzz": 1}, "listeners": [LISTENER]}))
-    listener = known_keys(lambda: parse_config({"upstream": {"bootstrap_servers": ["a:1"]},
-                                                "listeners": [{**LISTENER, "zzz": 1}]}))
-    metrics = known_keys(lambda: parse_config({"upstream": {"bootstrap_servers": ["a:1"]}, "listeners": [LISTENER],
-                                               "metrics": {"zzz": 1}}))
+    listener = known_keys(
+        lambda: parse_config({"upstream": {"bootstrap_servers": ["a:1"]}, "listeners": [{**LISTENER, "zzz": 1}]})
+    )
+    metrics = known_keys(
+        lambda: parse_config(
+            {"upstream": {"bootstrap_servers": ["a:1"]}, "listeners": [LISTENER], "metrics": {"zzz": 1}}
+        )
+    )
     listener_tls = known_keys(lambda: parse_listener_tls({"zzz": 1}, "t"))
     upstream_tls = known_keys(lambda: parse_upstream_tls({"zzz": 1}, "t"))
     volume = known_keys(lambda: parse_volume_usage({"zzz": 1}, "v"))
     publisher = known_keys(lambda: parse_volume_usage({"publisher": {"zzz": 1}}, "v"))
-    log_dirs = known_keys(lambda: parse_volume_usage({"source": "describe_log_dirs",
-                                                      "describe_log_dirs": {"zzz": 1}}, "v"))
+    log_dirs = known_keys(
+        lambda: parse_volume_usage({"source": "describe_log_dirs", "describe_log_dirs": {"zzz": 1}}, "v")
+    )
     usage = known_keys(lambda: parse_usage_log({"dir": "d", "zzz": 1}, "u"))
-    keys = {key for key in top if key not in {"upstream", "listeners", "metrics", "settings", "quotas",
-                                              "volume_usage", "usage_log", "dynamic_config"}}
+    keys = {
+        key
+        for key in top
+        if key
+        not in {"upstream", "listeners", "metrics", "settings", "quotas", "volume_usage", "usage_log", "dynamic_config"}
+    }
     keys |= {f"upstream.{k}" for k in upstream if k != "tls"} | {f"upstream.tls.{k}" for k in upstream_tls}
     keys |= {f"listeners[].{k}" for k in listener if k != "tls"} | {f"listeners[].tls.{k}" for k in listener_tls}
     keys |= {f"metrics.{k}" for k in metrics}
@@ -104,8 +116,15 @@ def accepted_keys() -> set[str]:
     keys |= {f"volume_usage.publisher.{k}" for k in publisher}
     keys |= {f"volume_usage.describe_log_dirs.{k}" for k in log_dirs}
     keys |= {f"usage_log.{k}" for k in usage} | {f"dynamic_config.{k}" for k in dynamic_source.KEYS}
-    keys |= {f"quotas[].{k}" for k in ("entity", "mode", "connection_creation_rate",
-                                       *__import__("config.quotas", fromlist=["x"]).ENFORCED_KEYS)}
+    keys |= {
+        f"quotas[].{k}"
+        for k in (
+            "entity",
+            "mode",
+            "connection_creation_rate",
+            *__import__("config.quotas", fromlist=["x"]).ENFORCED_KEYS,
+        )
+    }
     keys |= {f"settings.{k}" for k in settings_names()}
     keys |= {f"settings.listener.name.<name>.{k}" for k in LISTENER_SETTINGS}
     return keys
@@ -132,8 +151,12 @@ def documented(key: str, rows: dict[str, str]) -> bool:
     if key in rows:
         return True
     parent, _, leaf = key.rpartition(".")
-    return parent in rows and f"`{leaf}`" in rows[parent] or parent in rows and re.search(
-        rf"`{re.escape(leaf)}`|`{re.escape(leaf)}/|/{re.escape(leaf)}`", rows[parent]) is not None
+    return (
+        parent in rows
+        and f"`{leaf}`" in rows[parent]
+        or parent in rows
+        and re.search(rf"`{re.escape(leaf)}`|`{re.escape(leaf)}/|/{re.escape(leaf)}`", rows[parent]) is not None
+    )
 
 
 def test_every_accepted_key_has_a_readme_row():
@@ -163,22 +186,43 @@ def stated_default(meaning: str) -> str | None:
 def code_defaults() -> dict[str, object]:
     """Defaults the code holds in tables (a derived or unset default is left out)."""
     values = dict(settings_module.parse_settings({}, "s").values)
-    defaults = {f"settings.{name}": ("unlimited" if value == UNLIMITED else value)
-                for name, value in values.items() if value is not None and not isinstance(value, dict)}
+    defaults = {
+        f"settings.{name}": ("unlimited" if value == UNLIMITED else value)
+        for name, value in values.items()
+        if value is not None and not isinstance(value, dict)
+    }
     defaults.pop("settings.producer.id.quota.max.hold.ms")  # derived: checked below
     volume = VolumeUsageConfig()
-    defaults |= {f"volume_usage.{k}": getattr(volume, k) for k in ("source", "topic", "freshness_seconds",
-                 "missing_data_action", "produce_base_rate", "pause_delay_ms", "max_record_bytes",
-                 "max_volumes_per_snapshot", "metrics_top_volumes")}
+    defaults |= {
+        f"volume_usage.{k}": getattr(volume, k)
+        for k in (
+            "source",
+            "topic",
+            "freshness_seconds",
+            "missing_data_action",
+            "produce_base_rate",
+            "pause_delay_ms",
+            "max_record_bytes",
+            "max_volumes_per_snapshot",
+            "metrics_top_volumes",
+        )
+    }
     defaults["volume_usage.describe_log_dirs.interval_seconds"] = parse_volume_usage(
-        {"source": "describe_log_dirs", "describe_log_dirs": {"soft_limit": {"type": "ConsumedSpace", "level": 1},
-                                                              "hard_limit": {"type": "ConsumedSpace", "level": 2}}},
-        "v").describe_log_dirs.interval_seconds
+        {
+            "source": "describe_log_dirs",
+            "describe_log_dirs": {
+                "soft_limit": {"type": "ConsumedSpace", "level": 1},
+                "hard_limit": {"type": "ConsumedSpace", "level": 2},
+            },
+        },
+        "v",
+    ).describe_log_dirs.interval_seconds
     usage = UsageLogConfig(dir="d")
     defaults |= {"usage_log.interval_seconds": usage.interval_seconds, "usage_log.max_files": usage.max_files}
     dynamic = dynamic_source.DynamicConfigSource()
-    defaults |= {f"dynamic_config.{k}": getattr(dynamic, k) for k in ("topic", "max_entries", "max_key_bytes",
-                                                                       "max_value_bytes")}
+    defaults |= {
+        f"dynamic_config.{k}": getattr(dynamic, k) for k in ("topic", "max_entries", "max_key_bytes", "max_value_bytes")
+    }
     return defaults
 
 
@@ -219,8 +263,14 @@ def test_readme_yaml_example_settings_are_the_defaults():
 
 # --- metrics -------------------------------------------------------------------------------------------------------
 
-KINDS = {"Counter": "counter", "CounterMetricFamily": "counter", "Gauge": "gauge", "GaugeMetricFamily": "gauge",
-         "Histogram": "histogram", "HistogramMetricFamily": "histogram"}
+KINDS = {
+    "Counter": "counter",
+    "CounterMetricFamily": "counter",
+    "Gauge": "gauge",
+    "GaugeMetricFamily": "gauge",
+    "Histogram": "histogram",
+    "HistogramMetricFamily": "histogram",
+}
 PREFIX = "kafka_quota_proxy_"
 
 
@@ -234,8 +284,9 @@ def evaluate(node: ast.AST, env: dict, module) -> object:
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, ast.JoinedStr):
-        return "".join(str(evaluate(v.value if isinstance(v, ast.FormattedValue) else v, env, module))
-                       for v in node.values)
+        return "".join(
+            str(evaluate(v.value if isinstance(v, ast.FormattedValue) else v, env, module)) for v in node.values
+        )
     if isinstance(node, ast.Name):
         if node.id in env:
             return env[node.id]
@@ -263,15 +314,20 @@ def registered_metrics() -> dict[str, tuple[str, tuple[str, ...]]]:
             path = os.path.join(folder, file)
             with open(path, encoding="utf-8") as f:
                 tree = ast.parse(f.read())
-            calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-                     and n.func.id in KINDS]
+            calls = [
+                n
+                for n in ast.walk(tree)
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in KINDS
+            ]
             if not calls:
                 continue
             module = importlib.import_module(os.path.relpath(path, ROOT)[:-3].replace(os.sep, "."))
             for function in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
                 env = {}
-                for node in sorted((n for n in ast.walk(function) if isinstance(n, (ast.Assign, ast.Call))),
-                                   key=lambda n: (n.lineno, n.col_offset)):
+                for node in sorted(
+                    (n for n in ast.walk(function) if isinstance(n, (ast.Assign, ast.Call))),
+                    key=lambda n: (n.lineno, n.col_offset),
+                ):
                     if isinstance(node, ast.Assign):
                         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                             try:
@@ -284,7 +340,8 @@ def registered_metrics() -> dict[str, tuple[str, tuple[str, ...]]]:
                     kind = KINDS[node.func.id]
                     name = evaluate(node.args[0], env, module)
                     labels_node = {kw.arg: kw.value for kw in node.keywords}.get(
-                        "labels" if node.func.id.endswith("Family") else "labelnames")
+                        "labels" if node.func.id.endswith("Family") else "labelnames"
+                    )
                     if labels_node is None and not node.func.id.endswith("Family") and len(node.args) > 2:
                         labels_node = node.args[2]
                     labels = tuple(evaluate(labels_node, env, module)) if labels_node is not None else ()
@@ -330,6 +387,7 @@ def test_every_readme_metric_exists():
 
 
 # --- command lines -------------------------------------------------------------------------------------------------
+
 
 def readme_commands() -> list[str]:
     """Every ``kafka-quota-proxy ...`` line of the README's code blocks (continuations joined)."""

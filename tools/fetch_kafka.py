@@ -10,6 +10,7 @@ Missing Java or Maven is one line naming what to install, and exit status 2: nev
 Apache Kafka 4.4.0: the newest 4.x release, KRaft only (as every Kafka 4 is), and the one Maven Central resolves
 with all its dependencies for both artifacts (the broker `kafka_2.13` and `kafka-tools`).
 """
+
 from __future__ import annotations
 
 import os
@@ -72,8 +73,10 @@ class SetupError(Exception):
 def require(program: str, what: str) -> str:
     path = shutil.which(program)
     if path is None:
-        raise SetupError(f"{program} not found: install {what} (Apache Kafka {KAFKA_VERSION} is fetched with Maven "
-                         f"and runs on Java 17+)")
+        raise SetupError(
+            f"{program} not found: install {what} (Apache Kafka {KAFKA_VERSION} is fetched with Maven "
+            f"and runs on Java 17+)"
+        )
     return path
 
 
@@ -87,19 +90,28 @@ def fetch(version: str = KAFKA_VERSION, quiet: bool = True) -> Path:
     home.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=home.parent, prefix=f".fetch-{version}-") as work:
         work_dir = Path(work)
-        deps = "\n".join(DEP.format(group=g, artifact=a, version=version if g == "org.apache.kafka" else v)
-                         for g, a, v in ARTIFACTS)
+        deps = "\n".join(
+            DEP.format(group=g, artifact=a, version=version if g == "org.apache.kafka" else v) for g, a, v in ARTIFACTS
+        )
         (work_dir / "pom.xml").write_text(POM.format(deps=deps))
         libs = work_dir / "libs"
-        command = [mvn, "-B", "-f", str(work_dir / "pom.xml"), f"{DEPENDENCY_PLUGIN}:copy-dependencies",
-                   f"-DoutputDirectory={libs}", "-DincludeScope=runtime"]
+        command = [
+            mvn,
+            "-B",
+            "-f",
+            str(work_dir / "pom.xml"),
+            f"{DEPENDENCY_PLUGIN}:copy-dependencies",
+            f"-DoutputDirectory={libs}",
+            "-DincludeScope=runtime",
+        ]
         if quiet:
             command.insert(2, "-q")
         result = subprocess.run(command, capture_output=quiet, text=True)
         if result.returncode != 0:
             tail = (result.stdout or "")[-2000:] + (result.stderr or "")[-2000:]
-            raise SetupError(f"mvn could not fetch Apache Kafka {version} from Maven Central "
-                             f"(exit {result.returncode}):\n{tail}")
+            raise SetupError(
+                f"mvn could not fetch Apache Kafka {version} from Maven Central (exit {result.returncode}):\n{tail}"
+            )
         jars = sorted(p.name for p in libs.glob("*.jar"))
         if not any(j.startswith(f"kafka_2.13-{version}") for j in jars):
             raise SetupError(f"mvn finished but kafka_2.13-{version}.jar is not among the {len(jars)} jars fetched")
@@ -123,16 +135,25 @@ def fetch_jar(group: str, artifact: str, version: str, quiet: bool = True) -> Pa
         work_dir = Path(work)
         (work_dir / "pom.xml").write_text(POM.format(deps=DEP.format(group=group, artifact=artifact, version=version)))
         libs = work_dir / "libs"
-        command = [mvn, "-B", "-f", str(work_dir / "pom.xml"), f"{DEPENDENCY_PLUGIN}:copy-dependencies",
-                   f"-DoutputDirectory={libs}", "-DexcludeTransitive=true"]
+        command = [
+            mvn,
+            "-B",
+            "-f",
+            str(work_dir / "pom.xml"),
+            f"{DEPENDENCY_PLUGIN}:copy-dependencies",
+            f"-DoutputDirectory={libs}",
+            "-DexcludeTransitive=true",
+        ]
         if quiet:
             command.insert(2, "-q")
         result = subprocess.run(command, capture_output=quiet, text=True)
         jar = libs / f"{artifact}-{version}.jar"
         if result.returncode != 0 or not jar.exists():
             tail = (result.stdout or "")[-2000:] + (result.stderr or "")[-2000:]
-            raise SetupError(f"mvn could not fetch {group}:{artifact}:{version} from Maven Central "
-                             f"(exit {result.returncode}):\n{tail}")
+            raise SetupError(
+                f"mvn could not fetch {group}:{artifact}:{version} from Maven Central "
+                f"(exit {result.returncode}):\n{tail}"
+            )
         if home.exists():
             shutil.rmtree(home)
         home.mkdir()

@@ -25,18 +25,32 @@ from pathlib import Path
 
 # The APIs the proxy decodes (the rest pass through as opaque bytes).
 DECODED = {
-    0: "Produce", 1: "Fetch", 3: "Metadata", 10: "FindCoordinator", 17: "SaslHandshake",
-    18: "ApiVersions", 19: "CreateTopics", 20: "DeleteTopics", 22: "InitProducerId",
-    36: "SaslAuthenticate", 37: "CreatePartitions", 48: "DescribeClientQuotas",
-    49: "AlterClientQuotas", 60: "DescribeCluster",
+    0: "Produce",
+    1: "Fetch",
+    3: "Metadata",
+    10: "FindCoordinator",
+    17: "SaslHandshake",
+    18: "ApiVersions",
+    19: "CreateTopics",
+    20: "DeleteTopics",
+    22: "InitProducerId",
+    36: "SaslAuthenticate",
+    37: "CreatePartitions",
+    48: "DescribeClientQuotas",
+    49: "AlterClientQuotas",
+    60: "DescribeCluster",
     35: "DescribeLogDirs",  # the proxy's own requests only (volume usage from DescribeLogDirs)
     41: "DescribeDelegationToken",  # the proxy's own requests only (a delegation token's owner)
     # Writes that can name the proxy's internal topics (refused for non-admins), and the broker-config APIs that
     # carry the proxy-wide dynamic settings.
-    21: "DeleteRecords", 24: "AddPartitionsToTxn", 32: "DescribeConfigs", 33: "AlterConfigs",
+    21: "DeleteRecords",
+    24: "AddPartitionsToTxn",
+    32: "DescribeConfigs",
+    33: "AlterConfigs",
     44: "IncrementalAlterConfigs",
     # Writes to __consumer_offsets a tenant can fill with metadata: capped and charged (issue 44, T3).
-    8: "OffsetCommit", 28: "TxnOffsetCommit",
+    8: "OffsetCommit",
+    28: "TxnOffsetCommit",
 }
 MAX = 0x7FFF
 INT_TYPES = {"int8", "int16", "uint16", "int32", "int64"}
@@ -99,14 +113,20 @@ def convert_fields(fields: list, common: dict) -> tuple:
             children = common[elem]["fields"]
         kind = ("[]struct" if ftype.startswith("[]") else "struct") if is_struct else ftype
         nullable = vrange(f.get("nullableVersions"))
-        out.append((
-            snake(f["name"]), kind, vrange(f["versions"]), nullable,
-            f.get("tag"), vrange(f.get("taggedVersions")),
-            default_value(ftype, f.get("default"), nullable is not None),
-            bool(f.get("ignorable", False)),
-            convert_fields(children, common) if is_struct else None,
-            elem if is_struct else None,
-        ))
+        out.append(
+            (
+                snake(f["name"]),
+                kind,
+                vrange(f["versions"]),
+                nullable,
+                f.get("tag"),
+                vrange(f.get("taggedVersions")),
+                default_value(ftype, f.get("default"), nullable is not None),
+                bool(f.get("ignorable", False)),
+                convert_fields(children, common) if is_struct else None,
+                elem if is_struct else None,
+            )
+        )
     return tuple(out)
 
 
@@ -191,7 +211,9 @@ def render(table: dict) -> str:
     for key in sorted(table):
         out.append(f"    {key!r}: (")
         for seg in table[key]:
-            out.append(f"        {{\"name\": {seg['name']!r}, \"valid\": {seg['valid']!r}, \"flexible\": {seg['flexible']!r}, \"fields\": (")
+            out.append(
+                f'        {{"name": {seg["name"]!r}, "valid": {seg["valid"]!r}, "flexible": {seg["flexible"]!r}, "fields": ('
+            )
             out.append(render_fields(seg["fields"], " " * 12))
             out.append("        )},")
         out.append("    ),")
@@ -204,8 +226,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("new_dir", type=Path)
     ap.add_argument("--legacy", type=Path, default=None)
     ap.add_argument("-o", "--output", type=Path, default=Path("proxy/codec/schema_table.py"))
-    ap.add_argument("--update", type=int, nargs="+", metavar="API_KEY", default=None,
-                    help="regenerate only these API keys, keeping the output's other entries as they are")
+    ap.add_argument(
+        "--update",
+        type=int,
+        nargs="+",
+        metavar="API_KEY",
+        default=None,
+        help="regenerate only these API keys, keeping the output's other entries as they are",
+    )
     args = ap.parse_args(argv)
     table = build(args.new_dir, args.legacy, None if args.update is None else set(args.update))
     if args.update is not None:

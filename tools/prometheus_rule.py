@@ -38,8 +38,9 @@ class _Dumper(yaml.SafeDumper):
     """SafeDumper writing :class:`_Literal` strings as literal blocks (``|``)."""
 
 
-_Dumper.add_representer(_Literal, lambda dumper, value: dumper.represent_scalar("tag:yaml.org,2002:str", value,
-                                                                                style="|"))
+_Dumper.add_representer(
+    _Literal, lambda dumper, value: dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|")
+)
 
 
 def _plain(value):
@@ -58,8 +59,10 @@ def render(rules_text: str) -> str:
     rule = {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PrometheusRule",
-        "metadata": {"name": "kafka-quota-proxy",
-                     "labels": {"app.kubernetes.io/name": "kafka-quota-proxy", "release": RELEASE}},
+        "metadata": {
+            "name": "kafka-quota-proxy",
+            "labels": {"app.kubernetes.io/name": "kafka-quota-proxy", "release": RELEASE},
+        },
         "spec": {"groups": groups},
     }
     return HEADER + yaml.dump(_plain(rule), Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)
@@ -72,7 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     text = render(RULES.read_text())
     if args.check:
         same = OUT.exists() and OUT.read_text() == text
-        print(f"{OUT.relative_to(ROOT)}: {'up to date' if same else 'differs from alerts.yml: run tools/prometheus_rule.py'}")
+        print(
+            f"{OUT.relative_to(ROOT)}: {'up to date' if same else 'differs from alerts.yml: run tools/prometheus_rule.py'}"
+        )
         return 0 if same else 1
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(text)

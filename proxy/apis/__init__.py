@@ -7,17 +7,54 @@ be decoded and rewritten. APIs without a handler pass through untouched, as opaq
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
-from proxy.apis import (addresses, api_versions, broker_configs, byte_rate, client_quotas, metadata, mutations,
-                        offset_commits, producer_ids, sasl)
+from proxy.apis import (
+    addresses,
+    api_versions,
+    broker_configs,
+    byte_rate,
+    client_quotas,
+    metadata,
+    mutations,
+    offset_commits,
+    producer_ids,
+    sasl,
+)
 from proxy.apis.internal_topics import GUARDED, guarded
-from proxy.apis.plan import (FORWARD_AS_IS, PASS, AnswerLocally, Await, ConnectionScope, ForwardRequest, HoldFor,
-                             LookUp, Outcome, Plan)
-from proxy.codec.apis import (ALTER_CLIENT_QUOTAS, API_VERSIONS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS,
-                              DESCRIBE_CLIENT_QUOTAS, DESCRIBE_CLUSTER, DESCRIBE_CONFIGS, FETCH, FIND_COORDINATOR,
-                              INCREMENTAL_ALTER_CONFIGS, INIT_PRODUCER_ID, METADATA, OFFSET_COMMIT, PRODUCE,
-                              SASL_AUTHENTICATE, SASL_HANDSHAKE, TXN_OFFSET_COMMIT, api_name)
+from proxy.apis.plan import (
+    FORWARD_AS_IS,
+    PASS,
+    AnswerLocally,
+    Await,
+    ConnectionScope,
+    ForwardRequest,
+    HoldFor,
+    LookUp,
+    Outcome,
+    Plan,
+)
+from proxy.codec.apis import (
+    ALTER_CLIENT_QUOTAS,
+    API_VERSIONS,
+    CREATE_PARTITIONS,
+    CREATE_TOPICS,
+    DELETE_TOPICS,
+    DESCRIBE_CLIENT_QUOTAS,
+    DESCRIBE_CLUSTER,
+    DESCRIBE_CONFIGS,
+    FETCH,
+    FIND_COORDINATOR,
+    INCREMENTAL_ALTER_CONFIGS,
+    INIT_PRODUCER_ID,
+    METADATA,
+    OFFSET_COMMIT,
+    PRODUCE,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+    TXN_OFFSET_COMMIT,
+    api_name,
+)
 from proxy.codec.errors import ProtocolError
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import DECODED_APIS
@@ -53,19 +90,37 @@ BEFORE_AUTHENTICATION = frozenset((API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICA
 
 def plan_request(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
     if session.awaiting_authentication and header.api_key not in BEFORE_AUTHENTICATION:
-        raise ProtocolError(f"{api_name(header.api_key)} before SASL authentication completed: only ApiVersions, "
-                            "SaslHandshake and SaslAuthenticate are served until the broker accepts one")
+        raise ProtocolError(
+            f"{api_name(header.api_key)} before SASL authentication completed: only ApiVersions, "
+            "SaslHandshake and SaslAuthenticate are served until the broker accepts one"
+        )
     handler = HANDLERS.get(header.api_key)
     if handler is None and header.api_key not in GUARDED:  # writes that may name an internal topic are checked
         return PASS
     versions = DECODED_APIS.get(header.api_key)
     if header.api_key != API_VERSIONS and versions is not None and not versions[0] <= header.api_version <= versions[1]:
         # The client's error, not the broker's: no broker speaks this version (Kafka closes the connection too).
-        raise ProtocolError(f"{api_name(header.api_key)} v{header.api_version} is not a version any Kafka broker "
-                            f"speaks (v{versions[0]}-v{versions[1]})")
+        raise ProtocolError(
+            f"{api_name(header.api_key)} v{header.api_version} is not a version any Kafka broker "
+            f"speaks (v{versions[0]}-v{versions[1]})"
+        )
     plan = handler(scope, session, header) if handler is not None else PASS
     return guarded(scope, session, header, plan)
 
 
-__all__ = ["BEFORE_AUTHENTICATION", "FORWARD_AS_IS", "HANDLERS", "PASS", "AnswerLocally", "Await", "ConnectionScope", "ForwardRequest", "HoldFor", "LookUp", "Outcome",
-           "Plan", "Session", "plan_request"]
+__all__ = [
+    "BEFORE_AUTHENTICATION",
+    "FORWARD_AS_IS",
+    "HANDLERS",
+    "PASS",
+    "AnswerLocally",
+    "Await",
+    "ConnectionScope",
+    "ForwardRequest",
+    "HoldFor",
+    "LookUp",
+    "Outcome",
+    "Plan",
+    "Session",
+    "plan_request",
+]

@@ -11,11 +11,19 @@ advertises the proxy itself and nothing is rewritten.
 
 from __future__ import annotations
 
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 from proxy.apis.plan import PASS, ConnectionScope, Plan
-from proxy.codec.apis import (DESCRIBE_CLUSTER, FETCH, FETCH_NODE_ENDPOINTS_SINCE, FIND_COORDINATOR,
-                              FIND_COORDINATOR_BATCHED_SINCE, PRODUCE, PRODUCE_NODE_ENDPOINTS_SINCE)
+from proxy.codec.apis import (
+    DESCRIBE_CLUSTER,
+    FETCH,
+    FETCH_NODE_ENDPOINTS_SINCE,
+    FIND_COORDINATOR,
+    FIND_COORDINATOR_BATCHED_SINCE,
+    PRODUCE,
+    PRODUCE_NODE_ENDPOINTS_SINCE,
+)
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import Message, decode_response, encode_response
 from proxy.session.session import Session
@@ -61,8 +69,12 @@ def _plan_node_endpoints(scope: ConnectionScope, header: RequestHeader, api_key:
     return _plan_node_rewrite(scope, header, api_key, lambda msg, _v: [(n, "node_id") for n in msg.node_endpoints])
 
 
-def _plan_node_rewrite(scope: ConnectionScope, header: RequestHeader, api_key: int,
-                       nodes: Callable[[Message, int], list[tuple[Message, str]]]) -> Plan:
+def _plan_node_rewrite(
+    scope: ConnectionScope,
+    header: RequestHeader,
+    api_key: int,
+    nodes: Callable[[Message, int], list[tuple[Message, str]]],
+) -> Plan:
     """Rewrite the (node, id field) pairs ``nodes`` finds in the response (cluster mode, the admin listener);
     elsewhere pass."""
     cluster, version = advertiser(scope), header.api_version

@@ -14,8 +14,13 @@ from proxy.codec.apis import ALTER_CLIENT_QUOTAS, API_VERSIONS, DESCRIBE_CLIENT_
 from proxy.codec.error_codes import NONE
 from proxy.codec.frame import DROP
 from proxy.codec.header import RequestHeader, encode_response_header, frame
-from proxy.codec.messages import (DECODED_APIS, api_versions_unsupported_body, decode_api_versions_response,
-                                  encode_response, new_response)
+from proxy.codec.messages import (
+    DECODED_APIS,
+    api_versions_unsupported_body,
+    decode_api_versions_response,
+    encode_response,
+    new_response,
+)
 from proxy.session.session import Session
 
 MIN_VERSION, MAX_VERSION = DECODED_APIS[API_VERSIONS]
@@ -40,9 +45,13 @@ def note_broker_versions(session: Session, msg) -> None:
     if msg.error_code != NONE:
         return
     session.broker_metadata_versions = next(
-        ((a.min_version, a.max_version) for a in msg.api_keys if a.api_key == METADATA), None)
-    session.broker_client_quota_versions = {a.api_key: (a.min_version, a.max_version) for a in msg.api_keys
-                                            if a.api_key in (DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS)}
+        ((a.min_version, a.max_version) for a in msg.api_keys if a.api_key == METADATA), None
+    )
+    session.broker_client_quota_versions = {
+        a.api_key: (a.min_version, a.max_version)
+        for a in msg.api_keys
+        if a.api_key in (DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS)
+    }
 
 
 # APIs the proxy answers itself when a dynamic config is configured: advertised whatever the broker says.
@@ -56,9 +65,16 @@ def intersect(version: int, body: memoryview, served: dict[int, tuple[int, int]]
     kept = []
     served = served or {}
     if served:  # the proxy's own ranges, in place of the broker's
-        kept.extend(new_response(API_VERSIONS, version, api_keys=[
-            {"api_key": api_key, "min_version": low, "max_version": high}
-            for api_key, (low, high) in served.items()]).api_keys)
+        kept.extend(
+            new_response(
+                API_VERSIONS,
+                version,
+                api_keys=[
+                    {"api_key": api_key, "min_version": low, "max_version": high}
+                    for api_key, (low, high) in served.items()
+                ],
+            ).api_keys
+        )
     for api in msg.api_keys:
         if api.api_key in served:
             continue

@@ -20,17 +20,31 @@ broker, and the broker's per-resource answers are merged with the proxy's, in re
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from config.dynamic import DYNAMIC_SETTINGS, PROXY_KEY, RecordError, entity_key
 from config.settings import parse_settings
 from config.settings_table import IP_OVERRIDES, QUOTA_MODE, QUOTA_SMOOTHING, SETTINGS
 from proxy.apis.plan import FORWARD_AS_IS, PASS, AnswerLocally, Await, ConnectionScope, ForwardRequest, Plan
 from proxy.codec.apis import DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
-from proxy.codec.enums import (BROKER_RESOURCE, DEFAULT_CONFIG, DELETE, DYNAMIC_DEFAULT_BROKER_CONFIG, INT_TYPE, SET,
-                               STATIC_BROKER_CONFIG, STRING_TYPE)
-from proxy.codec.error_codes import (CLUSTER_AUTHORIZATION_FAILED, INVALID_CONFIG, INVALID_REQUEST, NONE,
-                                     UNKNOWN_SERVER_ERROR)
+from proxy.codec.enums import (
+    BROKER_RESOURCE,
+    DEFAULT_CONFIG,
+    DELETE,
+    DYNAMIC_DEFAULT_BROKER_CONFIG,
+    INT_TYPE,
+    SET,
+    STATIC_BROKER_CONFIG,
+    STRING_TYPE,
+)
+from proxy.codec.error_codes import (
+    CLUSTER_AUTHORIZATION_FAILED,
+    INVALID_CONFIG,
+    INVALID_REQUEST,
+    NONE,
+    UNKNOWN_SERVER_ERROR,
+)
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import Message, decode_request, decode_response, encode_request, encode_response, new_response
@@ -59,8 +73,10 @@ def proxy_names(resource, names: list[str]) -> bool | None:
 
 def mixed_message(names: list[str]) -> str:
     others = sorted({n for n in names if n not in DYNAMIC_SETTINGS})
-    return (f"{', '.join(others)}: not proxy settings; send them in a request of their own (the proxy-wide settings "
-            f"{', '.join(DYNAMIC_SETTINGS)} are the proxy's, the rest the broker's)")[:500]
+    return (
+        f"{', '.join(others)}: not proxy settings; send them in a request of their own (the proxy-wide settings "
+        f"{', '.join(DYNAMIC_SETTINGS)} are the proxy's, the rest the broker's)"
+    )[:500]
 
 
 # -- IncrementalAlterConfigs ------------------------------------------------------------------------------------------
@@ -86,22 +102,37 @@ def plan_incremental_alter(scope: ConnectionScope, session: Session, header: Req
             return FORWARD_AS_IS
         records: list[tuple[bytes, bytes | None]] = []
         if wanted and not session.is_admin(dynamic.base.admin_principals):
-            reason = (f"User:{session.user} may not alter the proxy's settings (admin_principals in the proxy's "
-                      "configuration, or its admin listener)")
+            reason = (
+                f"User:{session.user} may not alter the proxy's settings (admin_principals in the proxy's "
+                "configuration, or its admin listener)"
+            )
             ours.update({i: (CLUSTER_AUTHORIZATION_FAILED, reason) for i, _ in wanted})
         elif wanted:
             results, records = check(dynamic, [r for _, r in wanted])
             ours.update({i: result for (i, _), result in zip(wanted, results)})
         if msg.validate_only:
             records = []
-        return answer_and_forward(INCREMENTAL_ALTER_CONFIGS, version, correlation_id, msg, ours, "responses",
-                                  audited(dynamic.entries.entries, records, f"User:{session.user}", session.peer_ip,
-                                          session.through("IncrementalAlterConfigs")), dynamic)
+        return answer_and_forward(
+            INCREMENTAL_ALTER_CONFIGS,
+            version,
+            correlation_id,
+            msg,
+            ours,
+            "responses",
+            audited(
+                dynamic.entries.entries,
+                records,
+                f"User:{session.user}",
+                session.peer_ip,
+                session.through("IncrementalAlterConfigs"),
+            ),
+            dynamic,
+        )
 
     return Plan(action=BUFFER, decide=decide)
 
 
-def check(dynamic: "DynamicConfig", resources) -> tuple[list[tuple[int, str | None]], list[tuple[bytes, bytes]]]:
+def check(dynamic: DynamicConfig, resources) -> tuple[list[tuple[int, str | None]], list[tuple[bytes, bytes]]]:
     """Each resource's (error code, message), and the proxy-wide records of the valid ones (one after another, as
     the topic's reader will apply them)."""
     state = dynamic.entries
@@ -118,8 +149,11 @@ def check(dynamic: "DynamicConfig", resources) -> tuple[list[tuple[int, str | No
             if config.config_operation == DELETE:
                 current.pop(config.name, None)
             elif config.config_operation != SET:
-                refused = (INVALID_REQUEST, f"{config.name}: only SET (0) and DELETE (1) apply to proxy settings, "
-                           f"got operation {config.config_operation}")
+                refused = (
+                    INVALID_REQUEST,
+                    f"{config.name}: only SET (0) and DELETE (1) apply to proxy settings, "
+                    f"got operation {config.config_operation}",
+                )
                 break
             elif config.value is None:
                 refused = (INVALID_CONFIG, f"{config.name}: SET needs a value")
@@ -170,8 +204,9 @@ def plan_describe(scope: ConnectionScope, session: Session, header: RequestHeade
             if kind is None:
                 ours[i] = (INVALID_REQUEST, mixed_message(list(resource.configuration_keys)))
             elif kind:
-                ours[i] = described(dynamic, resource.configuration_keys, version,
-                                    getattr(msg, "include_documentation", False))
+                ours[i] = described(
+                    dynamic, resource.configuration_keys, version, getattr(msg, "include_documentation", False)
+                )
         if not ours:
             return FORWARD_AS_IS
         return answer_and_forward(DESCRIBE_CONFIGS, version, correlation_id, msg, ours, "results", [], dynamic)
@@ -179,7 +214,7 @@ def plan_describe(scope: ConnectionScope, session: Session, header: RequestHeade
     return Plan(action=BUFFER, decide=decide)
 
 
-def described(dynamic: "DynamicConfig", names, version: int, documentation: bool) -> list[dict]:
+def described(dynamic: DynamicConfig, names, version: int, documentation: bool) -> list[dict]:
     """The effective values of ``names`` (proxy settings), as DescribeConfigs entries."""
     values = dynamic.current.settings.values
     entries = dynamic.entries.entries
@@ -215,8 +250,16 @@ def shown(value) -> str:
 # -- answering ------------------------------------------------------------------------------------------------------------
 
 
-def answer_and_forward(api_key: int, version: int, correlation_id: int, msg: Message, ours: dict, field: str,
-                       records: list, dynamic: "DynamicConfig"):
+def answer_and_forward(
+    api_key: int,
+    version: int,
+    correlation_id: int,
+    msg: Message,
+    ours: dict,
+    field: str,
+    records: list,
+    dynamic: DynamicConfig,
+):
     """Answer the proxy's resources (``ours``: index -> (code, message), or DescribeConfigs entries), after writing
     ``records`` when there are any; forward the rest and merge the broker's answers in request order."""
     resources = list(msg.resources)
@@ -234,21 +277,25 @@ def answer_and_forward(api_key: int, version: int, correlation_id: int, msg: Mes
         if failure is not None:
             text = dynamic.write_failure(failure)
             answers = {i: (UNKNOWN_SERVER_ERROR, text) if a == (NONE, None) else a for i, a in answers.items()}
-        built = getattr(new_response(api_key, version, **{field: [result(i, a) for i, a in sorted(answers.items())]}),
-                        field)
+        built = getattr(
+            new_response(api_key, version, **{field: [result(i, a) for i, a in sorted(answers.items())]}), field
+        )
         local = dict(zip(sorted(answers), built))
         rest = [r for i, r in enumerate(resources) if i not in local]
         if not rest:
             response = new_response(api_key, version, **{field: [local[i] for i in range(len(resources))]})
             return AnswerLocally(encode_local_response(api_key, version, correlation_id, response))
         msg.resources = rest
-        return ForwardRequest(body=encode_request(api_key, version, msg),
-                              rewrite=merger(api_key, version, field, resources, local))
+        return ForwardRequest(
+            body=encode_request(api_key, version, msg), rewrite=merger(api_key, version, field, resources, local)
+        )
 
     if not records:
         return outcome(None)
-    return Await(start=lambda: dynamic.write(records),
-                 then=lambda done: outcome(done if isinstance(done, BaseException) else None))
+    return Await(
+        start=lambda: dynamic.write(records),
+        then=lambda done: outcome(done if isinstance(done, BaseException) else None),
+    )
 
 
 def merger(api_key: int, version: int, field: str, resources: list, local: dict) -> Callable[[memoryview], bytes]:

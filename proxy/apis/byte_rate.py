@@ -59,8 +59,12 @@ from quota.primitives.throttle import INT32_MAX
 def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
     base = addresses.plan_produce(scope, session, header)
     quotas = scope.quotas
-    if (header.only_topic is not None and quotas.internal_topics
-            and quotas.is_internal(header.only_topic, scope.topics) and scope.guard.allowed(session)):
+    if (
+        header.only_topic is not None
+        and quotas.internal_topics
+        and quotas.is_internal(header.only_topic, scope.topics)
+        and scope.guard.allowed(session)
+    ):
         return base  # the proxy (or an admin) writing its own topic: no quota applies, nor PAUSE
     volume = quotas.volume
     if volume is not None and volume.paused and not quotas.shadow:
@@ -70,12 +74,18 @@ def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader
     if isinstance(hold, Refuse):  # held past the bound: answered here, nothing else recorded for it
         return producer_ids.refused(header, hold)
     if quotas.produce.enabled:  # no producer_byte_rate anywhere: nothing recorded, as Kafka does
-        decisions.add(PRODUCER_BYTE_RATE, quotas.produce.record_and_decide(
-            session.user, header.client_id or "", header.size), header.client_id)
+        decisions.add(
+            PRODUCER_BYTE_RATE,
+            quotas.produce.record_and_decide(session.user, header.client_id or "", header.size),
+            header.client_id,
+        )
     if volume is not None and volume.throttling:  # cluster volume usage: the produce quota scaled by its factor
         # Recorded only while throttling: traffic sent while OPEN is not paid for when a soft limit is crossed.
-        decisions.add("volume_usage", volume.produce.record_and_decide(
-            session.user, header.client_id or "", header.size), header.client_id)
+        decisions.add(
+            "volume_usage",
+            volume.produce.record_and_decide(session.user, header.client_id or "", header.size),
+            header.client_id,
+        )
     if decisions.shadow_ms:
         scope.usage.for_request(session, header).shadow_throttle_ms += decisions.shadow_ms
     plan = base if decisions.throttle is None else dataclasses.replace(base, throttle=decisions.throttle)
@@ -98,9 +108,13 @@ def paused_produce(scope: ConnectionScope, session: Session, volume, header: Req
     version, quotas = header.api_version, scope.quotas
 
     def refuse(body: memoryview, throttle: Throttle) -> Outcome:
-        return AnswerLocally.failing(header, decode_request(PRODUCE, version, body), NOT_ENOUGH_REPLICAS, throttle,
-                                     "kafka-quota-proxy: a broker volume is at its hard limit; "
-                                     "produce is paused until usage drops (retry)")
+        return AnswerLocally.failing(
+            header,
+            decode_request(PRODUCE, version, body),
+            NOT_ENOUGH_REPLICAS,
+            throttle,
+            "kafka-quota-proxy: a broker volume is at its hard limit; produce is paused until usage drops (retry)",
+        )
 
     if not scope.guard.allowed(session):
         throttle = _paused_charge(quotas, session, volume, header)
@@ -123,11 +137,11 @@ def _paused_charge(quotas, session: Session, volume, header: RequestHeader) -> T
     decisions = Decisions(quotas, user)
     decisions.add("volume_usage", Throttle(delay, delay), header.client_id)  # the pause itself
     if quotas.produce.enabled and not quotas.produce.resolve(user, client_id).unlimited:
-        decisions.add(PRODUCER_BYTE_RATE, quotas.produce.record_and_decide(user, client_id, header.size),
-                      header.client_id)
+        decisions.add(
+            PRODUCER_BYTE_RATE, quotas.produce.record_and_decide(user, client_id, header.size), header.client_id
+        )
     else:
-        decisions.add("volume_usage", volume.refused.record_and_decide(user, client_id, header.size),
-                      header.client_id)
+        decisions.add("volume_usage", volume.refused.record_and_decide(user, client_id, header.size), header.client_id)
     return decisions.throttle
 
 
@@ -166,8 +180,12 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
                 scope.usage.for_request(session, header).shadow_throttle_ms += decisions.shadow_ms
             return decision
 
-        return dataclasses.replace(base, action=BUFFER if tagged else base.action,
-                                   decide=note_follower if tagged else base.decide, record_response=record_only)
+        return dataclasses.replace(
+            base,
+            action=BUFFER if tagged else base.action,
+            decide=note_follower if tagged else base.decide,
+            record_response=record_only,
+        )
 
     def budget() -> int:
         """Bytes this client may receive now without going over its quota (at least 1: progress is kept)."""
@@ -199,8 +217,13 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
         return fetch.record_and_decide(user, client_id, response_size)
 
     capped = version >= FETCH_MAX_BYTES_SINCE
-    return dataclasses.replace(base, action=BUFFER if capped else base.action, rewrite=trim,
-                               decide=cap_max_bytes if capped else base.decide, record_response=record)
+    return dataclasses.replace(
+        base,
+        action=BUFFER if capped else base.action,
+        rewrite=trim,
+        decide=cap_max_bytes if capped else base.decide,
+        record_response=record,
+    )
 
 
 def trim_fetch_response(version: int, body: bytes | memoryview, budget: int) -> bytes | None:
@@ -230,4 +253,3 @@ def trim_fetch_response(version: int, body: bytes | memoryview, budget: int) -> 
                 partition.records = records[:keep]
             used += keep
     return encode_response(FETCH, version, msg)
-

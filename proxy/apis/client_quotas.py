@@ -35,12 +35,24 @@ from proxy.apis.api_versions import note_broker_versions
 from proxy.apis.plan import PASS, AnswerLocally, Await, ConnectionScope, ForwardRequest, LookUp, Outcome, Plan
 from proxy.codec.apis import ALTER_CLIENT_QUOTAS, API_VERSIONS, DESCRIBE_CLIENT_QUOTAS
 from proxy.codec.enums import MATCH_TYPE_DEFAULT, MATCH_TYPE_EXACT, MATCH_TYPE_SPECIFIED
-from proxy.codec.error_codes import (CLUSTER_AUTHORIZATION_FAILED, INVALID_REQUEST, NONE, UNKNOWN_SERVER_ERROR,
-                                     UNSUPPORTED_VERSION)
+from proxy.codec.error_codes import (
+    CLUSTER_AUTHORIZATION_FAILED,
+    INVALID_REQUEST,
+    NONE,
+    UNKNOWN_SERVER_ERROR,
+    UNSUPPORTED_VERSION,
+)
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader
-from proxy.codec.messages import (decode_api_versions_response, decode_request, decode_response, encode_request,
-                                  encode_response, new_request, new_response)
+from proxy.codec.messages import (
+    decode_api_versions_response,
+    decode_request,
+    decode_response,
+    encode_request,
+    encode_response,
+    new_request,
+    new_response,
+)
 from proxy.codec.responses import encode_local_response
 from proxy.ops.audit import audited
 from proxy.session.session import Session
@@ -81,8 +93,11 @@ def plan_describe(scope: ConnectionScope, session: Session, header: RequestHeade
 
             def merge(reply: memoryview) -> bytes:
                 theirs = decode_response(DESCRIBE_CLIENT_QUOTAS, version, reply)
-                return encode_response(DESCRIBE_CLIENT_QUOTAS, version, describe_response(
-                    version, msg, scope.client_quotas.current, theirs))
+                return encode_response(
+                    DESCRIBE_CLIENT_QUOTAS,
+                    version,
+                    describe_response(version, msg, scope.client_quotas.current, theirs),
+                )
 
             return ForwardRequest(rewrite=merge)
 
@@ -111,8 +126,9 @@ def describe_response(version: int, msg, config, broker=None):
     authorizer refusing this principal) leaves its entries out."""
     error = filter_error(msg)
     if error is not None:
-        return new_response(DESCRIBE_CLIENT_QUOTAS, version, error_code=INVALID_REQUEST, error_message=error,
-                            entries=None)
+        return new_response(
+            DESCRIBE_CLIENT_QUOTAS, version, error_code=INVALID_REQUEST, error_message=error, entries=None
+        )
     entries: dict[frozenset, tuple[list, dict]] = {}
     for entity, values in describe(config):
         if matches(entity, msg.components, msg.strict) and values:
@@ -127,11 +143,20 @@ def describe_response(version: int, msg, config, broker=None):
                 continue
             parts = sorted((e.entity_type, e.entity_name) for e in entry.entity)
             entries.setdefault(frozenset(parts), (parts, {}))[1].update(theirs)
-    return new_response(DESCRIBE_CLIENT_QUOTAS, version, error_code=NONE, error_message=None,
-                        throttle_time_ms=throttle_time_ms, entries=[
-                            {"entity": [{"entity_type": t, "entity_name": n} for t, n in parts],
-                             "values": [{"key": k, "value": v} for k, v in sorted(values.items())]}
-                            for parts, values in entries.values()])
+    return new_response(
+        DESCRIBE_CLIENT_QUOTAS,
+        version,
+        error_code=NONE,
+        error_message=None,
+        throttle_time_ms=throttle_time_ms,
+        entries=[
+            {
+                "entity": [{"entity_type": t, "entity_name": n} for t, n in parts],
+                "values": [{"key": k, "value": v} for k, v in sorted(values.items())],
+            }
+            for parts, values in entries.values()
+        ],
+    )
 
 
 def matches(entity: dict, components, strict: bool) -> bool:
@@ -153,18 +178,28 @@ def plan_alter(scope: ConnectionScope, session: Session, header: RequestHeader) 
     dynamic: DynamicConfig = scope.client_quotas
 
     def answer(wire: list, results: list[tuple[int, str | None]], throttle_time_ms: int = 0) -> AnswerLocally:
-        response = new_response(ALTER_CLIENT_QUOTAS, version, throttle_time_ms=throttle_time_ms, entries=[
-            {"error_code": code, "error_message": message, "entity": entity}
-            for entity, (code, message) in zip(wire, results)])
+        response = new_response(
+            ALTER_CLIENT_QUOTAS,
+            version,
+            throttle_time_ms=throttle_time_ms,
+            entries=[
+                {"error_code": code, "error_message": message, "entity": entity}
+                for entity, (code, message) in zip(wire, results)
+            ],
+        )
         return AnswerLocally(encode_local_response(ALTER_CLIENT_QUOTAS, version, correlation_id, response))
 
     def decide(body: memoryview):
         msg = decode_request(ALTER_CLIENT_QUOTAS, version, body)
-        wire = [[{"entity_type": e.entity_type, "entity_name": e.entity_name} for e in entry.entity]
-                for entry in msg.entries]
+        wire = [
+            [{"entity_type": e.entity_type, "entity_name": e.entity_name} for e in entry.entity]
+            for entry in msg.entries
+        ]
         if not session.is_admin(dynamic.base.admin_principals):
-            reason = (f"User:{session.user} may not alter quotas through the proxy (admin_principals in the proxy's "
-                      "configuration, or its admin listener)")
+            reason = (
+                f"User:{session.user} may not alter quotas through the proxy (admin_principals in the proxy's "
+                "configuration, or its admin listener)"
+            )
             return answer(wire, [(CLUSTER_AUTHORIZATION_FAILED, reason)] * len(wire))
         ours = [[op for op in entry.ops if op.key not in BROKER_KEYS] for entry in msg.entries]
         theirs = [[op for op in entry.ops if op.key in BROKER_KEYS] for entry in msg.entries]
@@ -179,12 +214,23 @@ def plan_alter(scope: ConnectionScope, session: Session, header: RequestHeader) 
             def written(result) -> AnswerLocally:
                 if isinstance(result, BaseException):
                     failure = dynamic.write_failure(result)
-                    return answer(wire, [(UNKNOWN_SERVER_ERROR, failure) if code == NONE else (code, message)
-                                         for code, message in results], throttle_time_ms)
+                    return answer(
+                        wire,
+                        [
+                            (UNKNOWN_SERVER_ERROR, failure) if code == NONE else (code, message)
+                            for code, message in results
+                        ],
+                        throttle_time_ms,
+                    )
                 return answer(wire, results, throttle_time_ms)
 
-            records = audited(dynamic.entries.entries, records, f"User:{session.user}", session.peer_ip,
-                              session.through("AlterClientQuotas"))
+            records = audited(
+                dynamic.entries.entries,
+                records,
+                f"User:{session.user}",
+                session.peer_ip,
+                session.through("AlterClientQuotas"),
+            )
             return Await(start=lambda: dynamic.write(records), then=written)
 
         if not any(theirs):
@@ -202,22 +248,38 @@ def plan_alter(scope: ConnectionScope, session: Session, header: RequestHeader) 
             sent = [i for i, ops in enumerate(theirs) if ops and first[i][0] == NONE]
             if not sent:
                 return write()
-            request = new_request(ALTER_CLIENT_QUOTAS, version, validate_only=msg.validate_only, entries=[
-                {"entity": wire[i], "ops": [{"key": op.key, "value": op.value, "remove": op.remove}
-                                            for op in theirs[i]]} for i in sent])
+            request = new_request(
+                ALTER_CLIENT_QUOTAS,
+                version,
+                validate_only=msg.validate_only,
+                entries=[
+                    {
+                        "entity": wire[i],
+                        "ops": [{"key": op.key, "value": op.value, "remove": op.remove} for op in theirs[i]],
+                    }
+                    for i in sent
+                ],
+            )
 
             def answered(reply: memoryview):
                 response = decode_response(ALTER_CLIENT_QUOTAS, version, reply)
                 outcome = {_entity_key(e.entity): (e.error_code, e.error_message) for e in response.entries}
                 for i in sent:
-                    code, message = outcome.get(_entity_key(msg.entries[i].entity),
-                                                (UNKNOWN_SERVER_ERROR, "the broker did not answer this entry"))
+                    code, message = outcome.get(
+                        _entity_key(msg.entries[i].entity),
+                        (UNKNOWN_SERVER_ERROR, "the broker did not answer this entry"),
+                    )
                     if code != NONE:
                         failed[i] = (code, message)
                 return write(response.throttle_time_ms)
 
-            return LookUp(ALTER_CLIENT_QUOTAS, version, encode_request(ALTER_CLIENT_QUOTAS, version, request),
-                          answered, client_id=header.client_id)
+            return LookUp(
+                ALTER_CLIENT_QUOTAS,
+                version,
+                encode_request(ALTER_CLIENT_QUOTAS, version, request),
+                answered,
+                client_id=header.client_id,
+            )
 
         return knowing_broker_versions(session, to_broker)
 
@@ -241,16 +303,19 @@ def knowing_broker_versions(session: Session, then: Callable[[], Outcome]) -> Ou
 
 def _unsupported(ops, api: str, version: int) -> str:
     keys = ", ".join(sorted({op.key for op in ops}))
-    return (f"{keys}: enforced by the brokers, and the broker behind the proxy does not serve {api} v{version}; "
-            "set it where the brokers support client quotas")
+    return (
+        f"{keys}: enforced by the brokers, and the broker behind the proxy does not serve {api} v{version}; "
+        "set it where the brokers support client quotas"
+    )
 
 
 def _entity_key(parts) -> frozenset:
     return frozenset((p.entity_type, p.entity_name) for p in parts)
 
 
-def check(dynamic: "DynamicConfig", entries, failed=None) -> tuple[list[tuple[int, str | None]],
-                                                                  list[tuple[bytes, bytes | None]]]:
+def check(
+    dynamic: DynamicConfig, entries, failed=None
+) -> tuple[list[tuple[int, str | None]], list[tuple[bytes, bytes | None]]]:
     """Each entry's (error code, message), and the records for the valid ones (applied one after another, as the
     topic's reader will). ``entries``: (entity parts, the ops the proxy applies); ``failed``: per entry, an error
     decided already (the entry is skipped and keeps it), or None. An entry with no op of the proxy's is checked for
@@ -282,8 +347,9 @@ def check(dynamic: "DynamicConfig", entries, failed=None) -> tuple[list[tuple[in
                 else:
                     if not math.isfinite(op.value):
                         raise RecordError(f"{op.key}: {op.value} is not a finite number")
-                    current[op.key] = int(op.value) if op.value == int(op.value) and op.key.endswith("byte_rate") \
-                        else op.value
+                    current[op.key] = (
+                        int(op.value) if op.value == int(op.value) and op.key.endswith("byte_rate") else op.value
+                    )
             value = json.dumps(current, sort_keys=True).encode() if current else None
             state = state.with_record(dynamic.base, key, value)
         except RecordError as exc:

@@ -31,8 +31,17 @@ from collections.abc import Callable
 from proxy.apis.metadata import look_up_topics
 from proxy.apis.plan import AnswerLocally, Await, ConnectionScope, ForwardRequest, HoldFor, LookUp, Outcome, Plan
 from proxy.cluster.topics import Topics
-from proxy.codec.apis import (ADD_PARTITIONS_TO_TXN, ALTER_CONFIGS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_RECORDS,
-                              DELETE_TOPICS, INCREMENTAL_ALTER_CONFIGS, PRODUCE, response_header_version)
+from proxy.codec.apis import (
+    ADD_PARTITIONS_TO_TXN,
+    ALTER_CONFIGS,
+    CREATE_PARTITIONS,
+    CREATE_TOPICS,
+    DELETE_RECORDS,
+    DELETE_TOPICS,
+    INCREMENTAL_ALTER_CONFIGS,
+    PRODUCE,
+    response_header_version,
+)
 from proxy.codec.enums import TOPIC_RESOURCE
 from proxy.codec.error_codes import TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_ID
 from proxy.codec.frame import BUFFER
@@ -43,21 +52,30 @@ from proxy.codec.responses import error_response
 from proxy.quotas.internal_topic_guard import InternalTopicGuard
 from proxy.session.session import Session
 
-REFUSED_MESSAGE = ("kafka-quota-proxy: {topic} is an internal topic of the proxy; only the proxy and "
-                   "admin_principals may write it")
+REFUSED_MESSAGE = (
+    "kafka-quota-proxy: {topic} is an internal topic of the proxy; only the proxy and admin_principals may write it"
+)
 UNKNOWN_ID_MESSAGE = "kafka-quota-proxy: the broker does not know this topic id"
 
 # api -> version -> the request's list of items, and the response's
 _REQUEST_ITEMS: dict[int, Callable[[int], str]] = {
-    PRODUCE: lambda v: "topic_data", CREATE_TOPICS: lambda v: "topics",
-    DELETE_TOPICS: lambda v: "topics" if v >= 6 else "topic_names", DELETE_RECORDS: lambda v: "topics",
-    ADD_PARTITIONS_TO_TXN: lambda v: "v3_and_below_topics", CREATE_PARTITIONS: lambda v: "topics",
-    ALTER_CONFIGS: lambda v: "resources", INCREMENTAL_ALTER_CONFIGS: lambda v: "resources",
+    PRODUCE: lambda v: "topic_data",
+    CREATE_TOPICS: lambda v: "topics",
+    DELETE_TOPICS: lambda v: "topics" if v >= 6 else "topic_names",
+    DELETE_RECORDS: lambda v: "topics",
+    ADD_PARTITIONS_TO_TXN: lambda v: "v3_and_below_topics",
+    CREATE_PARTITIONS: lambda v: "topics",
+    ALTER_CONFIGS: lambda v: "resources",
+    INCREMENTAL_ALTER_CONFIGS: lambda v: "resources",
 }
 _RESPONSE_ITEMS: dict[int, Callable[[int], str]] = {
-    PRODUCE: lambda v: "responses", CREATE_TOPICS: lambda v: "topics", DELETE_TOPICS: lambda v: "responses",
-    DELETE_RECORDS: lambda v: "topics", ADD_PARTITIONS_TO_TXN: lambda v: "results_by_topic_v3_and_below",
-    CREATE_PARTITIONS: lambda v: "results", ALTER_CONFIGS: lambda v: "responses",
+    PRODUCE: lambda v: "responses",
+    CREATE_TOPICS: lambda v: "topics",
+    DELETE_TOPICS: lambda v: "responses",
+    DELETE_RECORDS: lambda v: "topics",
+    ADD_PARTITIONS_TO_TXN: lambda v: "results_by_topic_v3_and_below",
+    CREATE_PARTITIONS: lambda v: "results",
+    ALTER_CONFIGS: lambda v: "responses",
     INCREMENTAL_ALTER_CONFIGS: lambda v: "responses",
 }
 GUARDED = frozenset(_REQUEST_ITEMS)
@@ -89,8 +107,13 @@ def _streams_safely(guard: InternalTopicGuard, topics: Topics, header: RequestHe
 class _Check:
     """One request's check: split off the internal items, let the handler decide on the rest, merge the answers."""
 
-    def __init__(self, scope: ConnectionScope, session: Session, header: RequestHeader,
-                 then: Callable[[memoryview], Outcome] | None) -> None:
+    def __init__(
+        self,
+        scope: ConnectionScope,
+        session: Session,
+        header: RequestHeader,
+        then: Callable[[memoryview], Outcome] | None,
+    ) -> None:
         self.scope, self.guard, self.topics = scope, scope.guard, scope.topics
         self.session, self.header, self.then = session, header, then
         self.looked_up = False
@@ -107,9 +130,11 @@ class _Check:
         if refused:
             self.guard.refused(self.session, api_key, sorted({self._internal_name(i) for i in refused}))
         if not self.header.expects_response:
-            raise ValueError("an acks=0 produce to an internal topic of the proxy, or to a topic id the broker does "
-                             "not know (refused; the connection is closed, as Kafka closes it for a failed acks=0 "
-                             "produce)")
+            raise ValueError(
+                "an acks=0 produce to an internal topic of the proxy, or to a topic id the broker does "
+                "not know (refused; the connection is closed, as Kafka closes it for a failed acks=0 "
+                "produce)"
+            )
         refusal = self._refusal(msg, refused, unresolved)
         if not self._items(msg):  # nothing left for the broker
             return AnswerLocally(self._frame(encode_response(api_key, version, refusal)))
@@ -146,8 +171,12 @@ class _Check:
     def _unknown_id(self, item) -> bool:
         """An item with a topic id the proxy cannot name (with or without a name beside it)."""
         topic_id = getattr(item, "topic_id", None)
-        return (not isinstance(item, str) and topic_id is not None and topic_id != ZERO_UUID
-                and self.topics.name_for(topic_id) is None)
+        return (
+            not isinstance(item, str)
+            and topic_id is not None
+            and topic_id != ZERO_UUID
+            and self.topics.name_for(topic_id) is None
+        )
 
     def _split(self, msg: Message) -> tuple[list, list]:
         """Take out of ``msg`` the items naming an internal topic (AddPartitionsToTxn v4+: per transaction too) and,
@@ -190,9 +219,10 @@ class _Check:
             return self._error(only, TOPIC_AUTHORIZATION_FAILED, REFUSED_MESSAGE.format(topic=self._topics(refused)))
         field = _RESPONSE_ITEMS[api_key](version)
         answers: list = []
-        for items, code, message in ((refused, TOPIC_AUTHORIZATION_FAILED,
-                                      REFUSED_MESSAGE.format(topic=self._topics(refused))),
-                                     (unresolved, UNKNOWN_TOPIC_ID, UNKNOWN_ID_MESSAGE)):
+        for items, code, message in (
+            (refused, TOPIC_AUTHORIZATION_FAILED, REFUSED_MESSAGE.format(topic=self._topics(refused))),
+            (unresolved, UNKNOWN_TOPIC_ID, UNKNOWN_ID_MESSAGE),
+        ):
             if items:
                 setattr(only, _REQUEST_ITEMS[api_key](version), items)
                 refusal = self._error(only, code, message)
@@ -219,7 +249,8 @@ class _Check:
             for txn_id, topics in ours.items():
                 if topics:
                     response.results_by_transaction = list(response.results_by_transaction) + [
-                        r for r in refusal.results_by_transaction if r.transactional_id == txn_id]
+                        r for r in refusal.results_by_transaction if r.transactional_id == txn_id
+                    ]
         else:
             field = _RESPONSE_ITEMS[api_key](version)
             setattr(response, field, list(getattr(response, field)) + list(getattr(refusal, field)))
@@ -233,8 +264,7 @@ class _Check:
                 rewritten = first(body) if first is not None else None
                 return self._merge_body(body if rewritten is None else memoryview(rewritten), refusal)
 
-            return dataclasses.replace(outcome, body=outcome.body if outcome.body is not None else rest,
-                                       rewrite=merge)
+            return dataclasses.replace(outcome, body=outcome.body if outcome.body is not None else rest, rewrite=merge)
         if isinstance(outcome, AnswerLocally):
             header_length = 4 + (5 if response_header_version(self.header.api_key, self.header.api_version) else 4)
             body = memoryview(outcome.frame)[header_length:]
@@ -253,6 +283,7 @@ class _Check:
 
     def _look_up(self, unknown: list, body: bytes) -> LookUp:
         """Topic ids the proxy has not seen: ask the broker their names first, then decide."""
+
         def then() -> Outcome:
             self.looked_up = True
             return self.decide(memoryview(body))

@@ -91,8 +91,9 @@ def lookup_request(session: Session, keys: Sequence[TopicKey]) -> tuple[int, lis
     return OWN_METADATA_VERSION, None
 
 
-def look_up_topics(scope: ConnectionScope, session: Session, keys: Sequence[TopicKey],
-                   then: Callable[[], Outcome]) -> LookUp:
+def look_up_topics(
+    scope: ConnectionScope, session: Session, keys: Sequence[TopicKey], then: Callable[[], Outcome]
+) -> LookUp:
     """Ask the broker about ``keys`` first (on the client's connection); its answer is learnt, then ``then``
     decides."""
     version, topics = lookup_request(session, keys)

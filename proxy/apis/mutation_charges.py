@@ -27,8 +27,15 @@ class Charges:
 
     __slots__ = ("_quotas", "_user", "_client_id", "_row", "_taken", "decided_ms", "refunded")
 
-    def __init__(self, quotas: ControllerMutationQuotaManager, user: str, client_id: str, row,
-                 taken: list[tuple[frozenset, int]], now_ms: int) -> None:
+    def __init__(
+        self,
+        quotas: ControllerMutationQuotaManager,
+        user: str,
+        client_id: str,
+        row,
+        taken: list[tuple[frozenset, int]],
+        now_ms: int,
+    ) -> None:
         self._quotas, self._user, self._client_id = quotas, user, client_id
         self._row = row  # proxy.ops.usage_log row: refunds come off the row that was charged
         self._taken = taken  # (the topic's keys, tokens taken), in request order

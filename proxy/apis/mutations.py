@@ -40,8 +40,13 @@ from proxy.apis.decisions import Decisions
 from proxy.apis.metadata import look_up_topics
 from proxy.apis.mutation_charges import Charges, topic_keys
 from proxy.apis.plan import FORWARD_AS_IS, PASS, AnswerLocally, ConnectionScope, ForwardRequest, LookUp, Outcome, Plan
-from proxy.codec.apis import (CREATE_PARTITIONS, CREATE_TOPICS, CREATE_TOPICS_REPORTS_PARTITIONS_SINCE, DELETE_TOPICS,
-                              strict_mutation_quota)
+from proxy.codec.apis import (
+    CREATE_PARTITIONS,
+    CREATE_TOPICS,
+    CREATE_TOPICS_REPORTS_PARTITIONS_SINCE,
+    DELETE_TOPICS,
+    strict_mutation_quota,
+)
 from proxy.codec.error_codes import NONE, THROTTLING_QUOTA_EXCEEDED
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader
@@ -88,8 +93,9 @@ class _Mutation:
     usage: Callable[[], object]  # () -> the usage-log row of the request's entity (set by _plan)
     charges: Charges  # what admission took, per topic (set when decided)
 
-    def __init__(self, scope: ConnectionScope, session: Session, client_id: str, version: int,
-                 correlation_id: int) -> None:
+    def __init__(
+        self, scope: ConnectionScope, session: Session, client_id: str, version: int, correlation_id: int
+    ) -> None:
         self.scope, self.session, self.user, self.client_id = scope, session, session.user, client_id
         self.version = version
         self.correlation_id = correlation_id
@@ -137,6 +143,7 @@ class _Mutation:
 
     def look_up(self, keys: Sequence[tuple[str | None, uuid.UUID | None]], then: Callable[[], Outcome]) -> LookUp:
         """A Metadata request for the topics whose counts are missing; the answer is learnt, then ``then`` decides."""
+
         def answered() -> Outcome:
             self.looked_up = True
             return then()
@@ -150,8 +157,9 @@ class _Mutation:
             return self.strict(msg, items, counts)
         total = self.charge(items, counts, [True] * len(items))
         decisions = Decisions(self.scope.quotas, self.user)
-        decisions.add("controller_mutation_rate", self.quotas.record_and_decide(self.user, self.client_id, total),
-                      self.client_id)
+        decisions.add(
+            "controller_mutation_rate", self.quotas.record_and_decide(self.user, self.client_id, total), self.client_id
+        )
         return ForwardRequest(observe=self.learner(items), throttle=decisions.throttle, settle=self.settle)
 
     def strict(self, msg: Message, items: list, counts: list[int | None]) -> Outcome:
@@ -165,19 +173,33 @@ class _Mutation:
             return ForwardRequest(observe=self.learner(items), throttle=throttle, settle=self.settle)
         admitted = [item for item, ok in zip(items, admission.admitted) if ok]
         rejected = [self.key(item) for item, ok in zip(items, admission.admitted) if not ok]
-        message = (f"The throttling quota has been exceeded: controller_mutation_rate allows "
-                   f"{self.quotas.resolve(self.user, self.client_id).limit:g} partition mutations/s; retry after "
-                   f"{throttle.throttle_time_ms} ms")
-        rejected_errors = {key: THROTTLING_QUOTA_EXCEEDED for name, topic_id in rejected
-                           for key in ((name,) if name else ()) + ((topic_id,) if topic_id else ())}
+        message = (
+            f"The throttling quota has been exceeded: controller_mutation_rate allows "
+            f"{self.quotas.resolve(self.user, self.client_id).limit:g} partition mutations/s; retry after "
+            f"{throttle.throttle_time_ms} ms"
+        )
+        rejected_errors = {
+            key: THROTTLING_QUOTA_EXCEEDED
+            for name, topic_id in rejected
+            for key in ((name,) if name else ()) + ((topic_id,) if topic_id else ())
+        }
         if not admitted:  # answered as decided: nothing to settle, counted as told
             self.quotas.record_throttle(self.user, self.client_id, throttle.throttle_time_ms)
-            response = error_response(self.api_key, self.version, msg, NONE, item_errors=rejected_errors,
-                                      throttle_time_ms=throttle.throttle_time_ms, error_message=message)
-            return AnswerLocally(encode_local_response(self.api_key, self.version, self.correlation_id, response),
-                                 throttle=throttle)
-        template = error_response(self.api_key, self.version, msg, NONE, item_errors=rejected_errors,
-                                  error_message=message)
+            response = error_response(
+                self.api_key,
+                self.version,
+                msg,
+                NONE,
+                item_errors=rejected_errors,
+                throttle_time_ms=throttle.throttle_time_ms,
+                error_message=message,
+            )
+            return AnswerLocally(
+                encode_local_response(self.api_key, self.version, self.correlation_id, response), throttle=throttle
+            )
+        template = error_response(
+            self.api_key, self.version, msg, NONE, item_errors=rejected_errors, error_message=message
+        )
         ours = [(ok, result) for result, ok in zip(getattr(template, self.results_field), admission.admitted)]
         self.keep(msg, admitted)
         version, api_key, field, result_key = self.version, self.api_key, self.results_field, self.result_key
@@ -201,14 +223,20 @@ class _Mutation:
             setattr(response, field, merged)
             return encode_response(api_key, version, response)
 
-        return ForwardRequest(body=encode_request(self.api_key, self.version, msg), rewrite=merge,
-                              observe=self.learner(admitted), throttle=throttle, settle=self.settle)
+        return ForwardRequest(
+            body=encode_request(self.api_key, self.version, msg),
+            rewrite=merge,
+            observe=self.learner(admitted),
+            throttle=throttle,
+            settle=self.settle,
+        )
 
     def charge(self, items: list, counts: list[int | None], admitted: Sequence[bool]) -> int:
         """Note what admission took per admitted topic (given back if the broker reports it failed); the total."""
         taken = [(topic_keys(*self.key(item)), count or 0) for item, count, ok in zip(items, counts, admitted) if ok]
-        self.charges = Charges(self.quotas, self.user, self.client_id, self.usage(), taken,
-                               self.scope.quotas.clock.now_ms())
+        self.charges = Charges(
+            self.quotas, self.user, self.client_id, self.usage(), taken, self.scope.quotas.clock.now_ms()
+        )
         return self.charges.total
 
     def learner(self, items: list) -> Callable[[memoryview], None]:
@@ -342,4 +370,3 @@ class _CreatePartitions(_Mutation):
         for result in msg.results:
             if result.error_code == NONE and result.name in asked:
                 self.scope.topics.created(result.name, asked[result.name], now_ms)
-

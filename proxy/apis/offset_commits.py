@@ -37,11 +37,11 @@ def plan_offset_commit(scope: ConnectionScope, session: Session, header: Request
     paused = volume is not None and volume.paused and not quotas.shadow
     decisions = Decisions(quotas, user)
     if quotas.produce.enabled and not quotas.produce.resolve(user, client_id).unlimited:
-        decisions.add(PRODUCER_BYTE_RATE, quotas.produce.record_and_decide(user, client_id, header.size),
-                      header.client_id)
+        decisions.add(
+            PRODUCER_BYTE_RATE, quotas.produce.record_and_decide(user, client_id, header.size), header.client_id
+        )
     elif paused:
-        decisions.add("volume_usage", volume.refused.record_and_decide(user, client_id, header.size),
-                      header.client_id)
+        decisions.add("volume_usage", volume.refused.record_and_decide(user, client_id, header.size), header.client_id)
     cap = 0 if paused else quotas.offset_metadata_max_bytes
     plan = PASS if decisions.throttle is None else Plan(throttle=decisions.throttle)
     if header.size <= cap:
@@ -59,8 +59,12 @@ class _Capped:
     def decide(self, body: memoryview) -> Outcome:
         api_key, version = self.header.api_key, self.header.api_version
         msg = decode_request(api_key, version, body)
-        over = {(_key(t), p.partition_index): OFFSET_METADATA_TOO_LARGE for t in msg.topics for p in t.partitions
-                if p.committed_metadata is not None and len(p.committed_metadata) > self.cap}
+        over = {
+            (_key(t), p.partition_index): OFFSET_METADATA_TOO_LARGE
+            for t in msg.topics
+            for p in t.partitions
+            if p.committed_metadata is not None and len(p.committed_metadata) > self.cap
+        }
         if not over:
             return FORWARD_AS_IS
         refusal = error_response(api_key, version, _keeping(msg, over, True), NONE, item_errors=over)

@@ -12,8 +12,9 @@ combine: the longest wins (:func:`quota.primitives.decision.longest`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from proxy.cluster.created_counts import NO_LOOKUPS, CreatedCounts
 from proxy.cluster.token_owners import NO_TOKEN_OWNERS, TokenOwners
@@ -63,12 +64,18 @@ class AnswerLocally:
     throttle: Throttle | None = None
 
     @classmethod
-    def failing(cls, header, request, error_code: int, throttle: Throttle, message: str) -> "AnswerLocally":
+    def failing(cls, header, request, error_code: int, throttle: Throttle, message: str) -> AnswerLocally:
         """The request (``header``, its decoded body ``request``) answered with ``error_code`` for every item,
         ``throttle_time_ms`` and ``message``, and the connection throttled with ``throttle``."""
         version = header.api_version
-        response = error_response(header.api_key, version, request, error_code,
-                                  throttle_time_ms=throttle.throttle_time_ms, error_message=message)
+        response = error_response(
+            header.api_key,
+            version,
+            request,
+            error_code,
+            throttle_time_ms=throttle.throttle_time_ms,
+            error_message=message,
+        )
         return cls(encode_local_response(header.api_key, version, header.correlation_id, response), throttle=throttle)
 
 
@@ -81,7 +88,7 @@ class LookUp:
     api_key: int
     api_version: int
     body: bytes
-    then: Callable[[memoryview], "Outcome"]
+    then: Callable[[memoryview], Outcome]
     client_id: str | None = None  # the header's client id (None: the proxy's own), e.g. the client's when the
     # request is the client's, passed on in part (the broker's request quota then counts it for that client)
 
@@ -94,7 +101,7 @@ class Await:
     response order. The work must be bounded."""
 
     start: Callable[[], object]
-    then: Callable[[object], "ForwardRequest | AnswerLocally"]
+    then: Callable[[object], ForwardRequest | AnswerLocally]
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +113,7 @@ class HoldFor:
     leaves first, the plan's ``abandon`` is called and the request is dropped, never forwarded."""
 
     delay_ms: int
-    then: Callable[[], "ForwardRequest | AnswerLocally"]
+    then: Callable[[], ForwardRequest | AnswerLocally]
 
 
 Outcome = ForwardRequest | AnswerLocally | LookUp | Await | HoldFor
@@ -134,15 +141,15 @@ PASS = Plan()
 class ConnectionScope:
     """What handlers of one listener's connections share: read-only for the request path."""
 
-    cluster: "BrokerPorts | None"  # cluster mode: broker ports to rewrite addresses to; None in sidecar mode
+    cluster: BrokerPorts | None  # cluster mode: broker ports to rewrite addresses to; None in sidecar mode
     topics: Topics  # ids, partition counts, the default: proxy-wide, learnt from the brokers' answers (read here)
-    quotas: "ByteRateQuotas"
-    usage: "UsageTable" = None  # the usage log's table (None given: proxy.ops.usage_log.NO_USAGE, which keeps nothing)
-    client_quotas: "DynamicConfig | None" = None  # Describe/AlterClientQuotas served by the proxy, when configured
+    quotas: ByteRateQuotas
+    usage: UsageTable = None  # the usage log's table (None given: proxy.ops.usage_log.NO_USAGE, which keeps nothing)
+    client_quotas: DynamicConfig | None = None  # Describe/AlterClientQuotas served by the proxy, when configured
     guard: InternalTopicGuard = NO_GUARD  # who may write the proxy's internal topics (NO_GUARD: nothing guarded)
     counts: CreatedCounts = NO_LOOKUPS  # the counts of topics created with -1 whose answer said none (v4), looked up
     tokens: TokenOwners = NO_TOKEN_OWNERS  # delegation tokens' owners, looked up (NO_TOKEN_OWNERS: none, refused)
-    admin_address: "AdminAddress | None" = None  # the admin listener: its address for every broker; its connections
+    admin_address: AdminAddress | None = None  # the admin listener: its address for every broker; its connections
     # are admins (Session.admin_listener)
 
     def __post_init__(self) -> None:
@@ -150,4 +157,3 @@ class ConnectionScope:
             from proxy.ops.usage_log import NO_USAGE
 
             object.__setattr__(self, "usage", NO_USAGE)
-

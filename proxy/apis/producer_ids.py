@@ -51,14 +51,19 @@ from proxy.session.session import Session
 from quota.managers.producer_ids import Hold, Refuse
 from quota.primitives.entity import PRODUCER_IDS_RATE
 
-REFUSED_MESSAGE = ("kafka-quota-proxy: too many new producer ids for this user (producer_ids_rate); the producer id "
-                   "is admitted when the quota allows it (retry)")
-NO_ROOM_MESSAGE = ("kafka-quota-proxy: too many new producer ids for this user (producer_ids_rate) and no room to hold "
-                   "this request (max.held.request.bytes); the producer id is admitted when the quota allows it (retry)")
+REFUSED_MESSAGE = (
+    "kafka-quota-proxy: too many new producer ids for this user (producer_ids_rate); the producer id "
+    "is admitted when the quota allows it (retry)"
+)
+NO_ROOM_MESSAGE = (
+    "kafka-quota-proxy: too many new producer ids for this user (producer_ids_rate) and no room to hold "
+    "this request (max.held.request.bytes); the producer id is admitted when the quota allows it (retry)"
+)
 
 
-def decide_produce(scope: ConnectionScope, session: Session, header: RequestHeader,
-                   decisions: Decisions) -> Hold | Refuse | None:
+def decide_produce(
+    scope: ConnectionScope, session: Session, header: RequestHeader, decisions: Decisions
+) -> Hold | Refuse | None:
     """Count a Produce's producer id against its user's quota. A throttle (or a shadow one) goes into
     ``decisions``; a hold or a refusal is returned for the caller to plan with :func:`held` or :func:`refused`."""
     quota = scope.quotas.producer_ids
@@ -74,8 +79,11 @@ def decide_produce(scope: ConnectionScope, session: Session, header: RequestHead
     counted = quota.new_pids_counted
     held_bytes, nbytes = scope.quotas.held_bytes, header.frame_length
     full = held_bytes.full(session.held_bytes, nbytes)  # a hold would not fit: refused instead, nothing counted
-    decision = (quota.record_and_decide(session.user, pids[0], now, full is None) if one
-                else quota.record_and_decide_all(session.user, pids, now, full is None))
+    decision = (
+        quota.record_and_decide(session.user, pids[0], now, full is None)
+        if one
+        else quota.record_and_decide_all(session.user, pids, now, full is None)
+    )
     if quota.new_pids_counted != counted:
         scope.usage.for_request(session, header).new_producer_ids += quota.new_pids_counted - counted
     if isinstance(decision, Refuse):
@@ -138,10 +146,12 @@ class _Reserved:
 def refused(header: RequestHeader, refusal: Refuse) -> Plan:
     """The Produce is answered by the proxy (read whole for its partitions) with the retriable NOT_ENOUGH_REPLICAS
     and the refusal's throttle; it never reaches the broker. An ``acks=0`` one gets no answer."""
+
     def answer(body: memoryview) -> Outcome:
         msg = decode_request(PRODUCE, header.api_version, body)
-        return AnswerLocally.failing(header, msg, NOT_ENOUGH_REPLICAS, refusal.throttle,
-                                     NO_ROOM_MESSAGE if refusal.no_room else REFUSED_MESSAGE)
+        return AnswerLocally.failing(
+            header, msg, NOT_ENOUGH_REPLICAS, refusal.throttle, NO_ROOM_MESSAGE if refusal.no_room else REFUSED_MESSAGE
+        )
 
     return Plan(action=BUFFER, decide=answer)
 

@@ -78,11 +78,14 @@ def plan_authenticate(scope: ConnectionScope, session: Session, header: RequestH
     return Plan(action=BUFFER, decide=decide, observe=answered)
 
 
-def _refused(scope: ConnectionScope, session: Session, header: RequestHeader, request, token_id: str,
-             why: str) -> AnswerLocally:
+def _refused(
+    scope: ConnectionScope, session: Session, header: RequestHeader, request, token_id: str, why: str
+) -> AnswerLocally:
     """The login with delegation token ``token_id`` refused by the proxy: its owner could not be learnt (``why``)."""
     scope.tokens.refused_login(session.listener, session.peer_ip, token_id, why)
     session.sasl.refused()  # the exchange is over: nothing it said names anybody
-    message = (f"kafka-quota-proxy: the owner of delegation token {token_id} could not be learnt ({why}); a token "
-               "is charged to its owner, so this login is refused")
+    message = (
+        f"kafka-quota-proxy: the owner of delegation token {token_id} could not be learnt ({why}); a token "
+        "is charged to its owner, so this login is refused"
+    )
     return AnswerLocally.failing(header, request, SASL_AUTHENTICATION_FAILED, NO_THROTTLE, message)

@@ -26,12 +26,23 @@ from proxy.cli.key_stores import STORE_KEYS, StoreError, read_bounded, store_con
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-LOGIN_MODULES = ("org.apache.kafka.common.security.plain.PlainLoginModule",
-                 "org.apache.kafka.common.security.scram.ScramLoginModule")
-FILES = {"ssl.ca.location": "ssl_cafile", "ssl.certificate.location": "ssl_certfile",
-         "ssl.key.location": "ssl_keyfile"}
-KEYS = ("security.protocol", "sasl.mechanism", "sasl.jaas.config", "sasl.username", "sasl.password", *FILES,
-        "ssl.key.password", "ssl.endpoint.identification.algorithm", "client.id", *STORE_KEYS)
+LOGIN_MODULES = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "org.apache.kafka.common.security.scram.ScramLoginModule",
+)
+FILES = {"ssl.ca.location": "ssl_cafile", "ssl.certificate.location": "ssl_certfile", "ssl.key.location": "ssl_keyfile"}
+KEYS = (
+    "security.protocol",
+    "sasl.mechanism",
+    "sasl.jaas.config",
+    "sasl.username",
+    "sasl.password",
+    *FILES,
+    "ssl.key.password",
+    "ssl.endpoint.identification.algorithm",
+    "client.id",
+    *STORE_KEYS,
+)
 MAX_BYTES = 1 << 20
 
 
@@ -122,15 +133,17 @@ def client_arguments(props: dict[str, str]) -> dict:
     if "ssl.endpoint.identification.algorithm" in props:
         algorithm = props["ssl.endpoint.identification.algorithm"].strip().lower()
         if algorithm not in ("", "https"):
-            raise CommandConfigError(f"ssl.endpoint.identification.algorithm: expected https or empty, got "
-                                     f"{algorithm!r}")
+            raise CommandConfigError(
+                f"ssl.endpoint.identification.algorithm: expected https or empty, got {algorithm!r}"
+            )
         args["ssl_check_hostname"] = algorithm == "https"
     stores = [k for k in props if k in STORE_KEYS]
     if stores:  # the Java client's trust and key stores: one SSLContext, which kafka-python then uses as it is
         both = [k for k in FILES if k in props]
         if both:
-            raise CommandConfigError(f"{both[0]}: give PEM files (ssl.*.location) or Java stores ({stores[0]}), "
-                                     "not both")
+            raise CommandConfigError(
+                f"{both[0]}: give PEM files (ssl.*.location) or Java stores ({stores[0]}), not both"
+            )
         try:
             args["ssl_context"] = store_context(props, args.pop("ssl_check_hostname", True))
         except StoreError as exc:
@@ -139,21 +152,24 @@ def client_arguments(props: dict[str, str]) -> dict:
     sasl_keys = [k for k in props if k.startswith("sasl.")]
     if not protocol.startswith("SASL_"):
         if sasl_keys:
-            raise CommandConfigError(f"{sasl_keys[0]}: only with security.protocol SASL_PLAINTEXT or SASL_SSL "
-                                     f"(got {protocol})")
+            raise CommandConfigError(
+                f"{sasl_keys[0]}: only with security.protocol SASL_PLAINTEXT or SASL_SSL (got {protocol})"
+            )
         return args
     mechanism = props.get("sasl.mechanism", "").strip().upper()
     if mechanism not in MECHANISMS:
-        raise CommandConfigError(f"sasl.mechanism: expected one of {', '.join(MECHANISMS)} with {protocol}, got "
-                                 f"{mechanism or 'nothing'!r}")
+        raise CommandConfigError(
+            f"sasl.mechanism: expected one of {', '.join(MECHANISMS)} with {protocol}, got {mechanism or 'nothing'!r}"
+        )
     username, password = props.get("sasl.username"), props.get("sasl.password")
     if "sasl.jaas.config" in props:
         if username is not None or password is not None:
             raise CommandConfigError("sasl.jaas.config: give it or sasl.username/sasl.password, not both")
         username, password = jaas_credentials(props["sasl.jaas.config"])
     if not username or password is None:
-        raise CommandConfigError("sasl.jaas.config (or sasl.username and sasl.password): a username and password "
-                                 f"are needed for {mechanism}")
+        raise CommandConfigError(
+            f"sasl.jaas.config (or sasl.username and sasl.password): a username and password are needed for {mechanism}"
+        )
     args.update(sasl_mechanism=mechanism, sasl_plain_username=username, sasl_plain_password=password)
     return args
 
@@ -167,12 +183,12 @@ def jaas_credentials(text: str) -> tuple[str, str]:
     """(username, password) from ``<LoginModule> required username="u" password="p";`` as Kafka writes it."""
     match = re.match(r"\s*([\w.$]+)\s+(required|requisite|sufficient|optional)\b(.*)$", text, re.S)
     if match is None:
-        raise CommandConfigError("sasl.jaas.config: expected '<LoginModule> required username=\"...\" "
-                                 "password=\"...\";'")
+        raise CommandConfigError('sasl.jaas.config: expected \'<LoginModule> required username="..." password="...";\'')
     module, rest = match.group(1), match.group(3).strip()
     if module not in LOGIN_MODULES:
-        raise CommandConfigError(f"sasl.jaas.config: login module {module} is not supported (supported: "
-                                 f"{', '.join(LOGIN_MODULES)})")
+        raise CommandConfigError(
+            f"sasl.jaas.config: login module {module} is not supported (supported: {', '.join(LOGIN_MODULES)})"
+        )
     if not rest.endswith(";"):
         raise CommandConfigError("sasl.jaas.config: must end with ';'")
     rest = rest[:-1]
@@ -188,7 +204,7 @@ def jaas_credentials(text: str) -> tuple[str, str]:
         options[option.group(1)] = value
         position = option.end()
     if "username" not in options or "password" not in options:
-        raise CommandConfigError("sasl.jaas.config: needs username=\"...\" and password=\"...\"")
+        raise CommandConfigError('sasl.jaas.config: needs username="..." and password="..."')
     return options["username"], options["password"]
 
 
@@ -200,5 +216,4 @@ def _unreadable(rest: str, position: int, read: list[str]) -> str:
         option = name if name in NAMED_OPTIONS else f"option {len(read) + 1}"
         return f"the value of {option} has no closing '\"' (an unterminated quote)"
     after = f"after {read[-1]}=" if read and read[-1] in NAMED_OPTIONS else f"at option {len(read) + 1}"
-    return (f"cannot read the options {after}: expected name=value or name=\"value\" (an unterminated or stray "
-            "quote?)")
+    return f'cannot read the options {after}: expected name=value or name="value" (an unterminated or stray quote?)'

@@ -37,15 +37,27 @@ from quota.primitives.entity import DEFAULT
 TYPES = {"users": "user", "clients": "client-id", "ips": "ip"}
 PROXY_TYPES = ("brokers", "proxy")
 ENTITY_FLAGS = {"--user": "users", "--client": "clients", "--ip": "ips"}  # kafka-configs' shorthands
-DEFAULT_FLAGS = {"--user-defaults": "users", "--client-defaults": "clients", "--ip-defaults": "ips",
-                 "--broker-defaults": "brokers"}
+DEFAULT_FLAGS = {
+    "--user-defaults": "users",
+    "--client-defaults": "clients",
+    "--ip-defaults": "ips",
+    "--broker-defaults": "brokers",
+}
+
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="kafka-quota-proxy configs", description="Describe or alter the proxy's "
-                                "dynamic quotas and settings, through the proxy, as kafka-configs.sh does.")
+    p = argparse.ArgumentParser(
+        prog="kafka-quota-proxy configs",
+        description="Describe or alter the proxy's "
+        "dynamic quotas and settings, through the proxy, as kafka-configs.sh does.",
+    )
     p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="the proxy")
-    p.add_argument("--command-config", metavar="FILE", help="Kafka client properties, as kafka-configs takes them: "
-                   "security.protocol, sasl.*, ssl.truststore.*, ssl.keystore.*, ssl.ca.location, ...")
+    p.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="Kafka client properties, as kafka-configs takes them: "
+        "security.protocol, sasl.*, ssl.truststore.*, ssl.keystore.*, ssl.ca.location, ...",
+    )
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--describe", action="store_true")
     action.add_argument("--alter", action="store_true")
@@ -58,8 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(flag, action="store_true", help=f"--entity-type {kind} --entity-default")
     add = p.add_mutually_exclusive_group()
     add.add_argument("--add-config", default="", metavar="K=V,K=[V,V]")
-    add.add_argument("--add-config-file", metavar="FILE", help="a properties file of the keys to add (key=value "
-                     "lines, as --add-config's)")
+    add.add_argument(
+        "--add-config-file",
+        metavar="FILE",
+        help="a properties file of the keys to add (key=value lines, as --add-config's)",
+    )
     p.add_argument("--delete-config", default="", metavar="K,K")
     return p
 
@@ -73,8 +88,10 @@ def entity_args(args) -> tuple[list[str], list[str]]:
     if not flags:
         return args.entity_type, args.entity_name or []
     if args.entity_type or args.entity_name:
-        raise ValueError("--entity-type, --entity-name and --entity-default do not go with --user, --client, --ip "
-                         "or their --*-defaults (as in kafka-configs)")
+        raise ValueError(
+            "--entity-type, --entity-name and --entity-default do not go with --user, --client, --ip "
+            "or their --*-defaults (as in kafka-configs)"
+        )
     return [kind for kind, _ in flags], [name for _, name in flags]
 
 
@@ -96,8 +113,10 @@ def entity_from_args(types: list[str], names: list[str], describing: bool = Fals
         if len(types) > 1:
             raise ValueError(f"--entity-type {types[0] if types[0] in PROXY_TYPES else types[1]} stands alone")
         if types == ["brokers"] and names != [DEFAULT]:
-            raise ValueError("the proxy's settings are cluster-wide: --entity-type brokers --entity-default (one "
-                             "broker's own configs: kafka-configs.sh against that broker)")
+            raise ValueError(
+                "the proxy's settings are cluster-wide: --entity-type brokers --entity-default (one "
+                "broker's own configs: kafka-configs.sh against that broker)"
+            )
         if names not in ([], [DEFAULT]):
             raise ValueError("--entity-type proxy takes no --entity-name")
         return dict(PROXY_KEY)
@@ -191,11 +210,13 @@ def quotas_command(admin, entity: dict | None, alter: bool, added: dict, deleted
     out = sys.stdout
     if not alter:
         for found, values in admin.describe_quotas(entity or {}, strict=bool(entity)):
-            print(f"Quota configs for {show(found)} are "
-                  + ", ".join(f"{k}={number(v)}" for k, v in sorted(values.items())), file=out)
+            print(
+                f"Quota configs for {show(found)} are "
+                + ", ".join(f"{k}={number(v)}" for k, v in sorted(values.items())),
+                file=out,
+            )
         return 0
-    before = dict(next((values for found, values in admin.describe_quotas(entity, strict=True) if found == entity),
-                       {}))
+    before = dict(next((values for found, values in admin.describe_quotas(entity, strict=True) if found == entity), {}))
     unset = [k for k in deleted if k not in before]
     if unset:
         raise Failed(f"{', '.join(unset)}: not set for {show(entity)}; nothing to delete (nothing written)")
@@ -210,13 +231,17 @@ def check_keys(entity: dict | None, added: dict, deleted: list[str]) -> None:
     if entity == PROXY_KEY:
         others = [k for k in [*added, *deleted] if k not in DYNAMIC_SETTINGS]
         if others:
-            raise Failed(f"{', '.join(others)}: not a proxy setting (the proxy's: {', '.join(DYNAMIC_SETTINGS)})",
-                         EXIT_USAGE)
+            raise Failed(
+                f"{', '.join(others)}: not a proxy setting (the proxy's: {', '.join(DYNAMIC_SETTINGS)})", EXIT_USAGE
+            )
         return
     bad = [k for k, v in added.items() if isinstance(v, str)]
     if bad:
-        raise Failed(f"{bad[0]}={added[bad[0]]}: a quota is a number (AlterClientQuotas carries numbers; the "
-                     "proxy-wide quota.mode is set with --entity-type brokers --entity-default)", EXIT_USAGE)
+        raise Failed(
+            f"{bad[0]}={added[bad[0]]}: a quota is a number (AlterClientQuotas carries numbers; the "
+            "proxy-wide quota.mode is set with --entity-type brokers --entity-default)",
+            EXIT_USAGE,
+        )
 
 
 def settings_command(admin, alter: bool, added: dict, deleted: list[str]) -> int:
@@ -238,7 +263,9 @@ def settings_command(admin, alter: bool, added: dict, deleted: list[str]) -> int
 
 
 def report(what: str, before: dict, after: dict) -> None:
-    changes = [f"{k}: {number(before[k]) if k in before else '(unset)'} -> "
-               f"{number(after[k]) if k in after else '(unset)'}"
-               for k in sorted(set(before) | set(after)) if before.get(k) != after.get(k)]
+    changes = [
+        f"{k}: {number(before[k]) if k in before else '(unset)'} -> {number(after[k]) if k in after else '(unset)'}"
+        for k in sorted(set(before) | set(after))
+        if before.get(k) != after.get(k)
+    ]
     print(f"Completed updating config for {what}: " + ("; ".join(changes) or "no change"), file=sys.stdout)

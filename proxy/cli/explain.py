@@ -25,14 +25,24 @@ QUIET = {"UNLIMITED": "no limit applies", "BROKER": "enforced by the brokers, no
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="kafka-quota-proxy explain", description="Say why a client is (or is not) "
-                                "throttled: for each quota, the entry that matches and its precedence level, the rate "
-                                "measured now against its limit, the throttle, mute or hold in force, and the "
-                                "proxy-wide states that take part.")
-    p.add_argument("--ops", default=DEFAULT_OPS, metavar="URL", help=f"the proxy's ops port (its metrics.bind, as "
-                   f"a URL or host:port; default {DEFAULT_OPS})")
-    p.add_argument("--user", default="ANONYMOUS", help="the principal (SASL user or mapped mTLS subject; default "
-                   "ANONYMOUS: a client that does not authenticate)")
+    p = argparse.ArgumentParser(
+        prog="kafka-quota-proxy explain",
+        description="Say why a client is (or is not) "
+        "throttled: for each quota, the entry that matches and its precedence level, the rate "
+        "measured now against its limit, the throttle, mute or hold in force, and the "
+        "proxy-wide states that take part.",
+    )
+    p.add_argument(
+        "--ops",
+        default=DEFAULT_OPS,
+        metavar="URL",
+        help=f"the proxy's ops port (its metrics.bind, as a URL or host:port; default {DEFAULT_OPS})",
+    )
+    p.add_argument(
+        "--user",
+        default="ANONYMOUS",
+        help="the principal (SASL user or mapped mTLS subject; default ANONYMOUS: a client that does not authenticate)",
+    )
     p.add_argument("--client-id", required=True, help="the client.id (may be empty: --client-id '')")
     p.add_argument("--ip", required=True, help="the client's source IP address as the proxy sees it")
     p.add_argument("--listener", help="only this listener (default: every listener)")
@@ -91,20 +101,32 @@ def _answer(a: dict) -> list[str]:
             lines.append(f"  {said}: {', '.join(named)}")
     lines.append(f"  open connections of this user from this IP: {a['connections_open']}")
     for c in a["connections"]:
-        waits = "".join((f", muted {c['muted_ms']} ms more for client-id {json.dumps(c['muted_for'] or '')}"
-                         if c["muted_ms"] else "",
-                         f", a request held {c['held_ms']} ms more" if c["held_ms"] else ""))
+        waits = "".join(
+            (
+                f", muted {c['muted_ms']} ms more for client-id {json.dumps(c['muted_for'] or '')}"
+                if c["muted_ms"]
+                else "",
+                f", a request held {c['held_ms']} ms more" if c["held_ms"] else "",
+            )
+        )
         lines.append(f"    {c['peer']} on {c['listener']}: {c['mute_state']}{waits}")
     p = a["proxy"]
-    lines.append(f"  proxy: quota.mode {'shadow (nothing applied)' if p['shadow_mode'] else 'enforce'}, "
-                 f"quota.scope {p['scope']}" + (f"; {p['cluster']}" if p["cluster"] else ""))
+    lines.append(
+        f"  proxy: quota.mode {'shadow (nothing applied)' if p['shadow_mode'] else 'enforce'}, "
+        f"quota.scope {p['scope']}" + (f"; {p['cluster']}" if p["cluster"] else "")
+    )
     v = p["volume"]
     if v is not None:
         ages = ", ".join(f"broker {b} {age / 1000:.0f} s" for b, age in v["snapshot_age_ms"].items()) or "none"
-        lines.append(f"  volume usage: {v['state']} (factor {v['factor']:.3f}); snapshot ages: {ages}; fresh for "
-                     f"{v['freshness_ms'] / 1000:g} s" + (f"; no fresh data from brokers {v['missing_data']} "
-                                                          f"({v['missing_data_action']} applies)"
-                                                          if v["missing_data"] or v["awaiting_data"] else ""))
+        lines.append(
+            f"  volume usage: {v['state']} (factor {v['factor']:.3f}); snapshot ages: {ages}; fresh for "
+            f"{v['freshness_ms'] / 1000:g} s"
+            + (
+                f"; no fresh data from brokers {v['missing_data']} ({v['missing_data_action']} applies)"
+                if v["missing_data"] or v["awaiting_data"]
+                else ""
+            )
+        )
     full = [key for key, (n, cap) in p["tracked"].items() if n >= cap]
     if full:
         lines.append(f"  full tables (quota.max.tracked.entities): {', '.join(full)}: new entities share <overflow>")
@@ -113,8 +135,10 @@ def _answer(a: dict) -> list[str]:
 
 def render_text(whole: dict) -> str:
     who = whole["who"]
-    lines = [f"user {json.dumps(who['user'])}, client-id {json.dumps(who['client_id'])}, from {who['ip']}"
-             f"{' on ' + who['listener'] if who['listener'] else ''}: {whole['verdict']}"]
+    lines = [
+        f"user {json.dumps(who['user'])}, client-id {json.dumps(who['client_id'])}, from {who['ip']}"
+        f"{' on ' + who['listener'] if who['listener'] else ''}: {whole['verdict']}"
+    ]
     if whole.get("note"):
         lines.append(f"  {whole['note']}")
     if whole["unanswered"]:

@@ -23,16 +23,27 @@ import secrets
 import ssl
 import tempfile
 
-TRUST_KEYS = ("ssl.truststore.location", "ssl.truststore.type", "ssl.truststore.password",
-              "ssl.truststore.certificates")
-KEY_KEYS = ("ssl.keystore.location", "ssl.keystore.type", "ssl.keystore.password", "ssl.keystore.key",
-            "ssl.keystore.certificate.chain")
+TRUST_KEYS = (
+    "ssl.truststore.location",
+    "ssl.truststore.type",
+    "ssl.truststore.password",
+    "ssl.truststore.certificates",
+)
+KEY_KEYS = (
+    "ssl.keystore.location",
+    "ssl.keystore.type",
+    "ssl.keystore.password",
+    "ssl.keystore.key",
+    "ssl.keystore.certificate.chain",
+)
 STORE_KEYS = (*TRUST_KEYS, *KEY_KEYS)
 TYPES = ("PEM", "PKCS12", "JKS")
 JKS_MAGIC = b"\xfe\xed\xfe\xed"
 MAX_STORE_BYTES = 1 << 20
-CONVERT = ("JKS key stores cannot be read here: convert it with keytool -importkeystore -srckeystore FILE "
-           "-destkeystore FILE.p12 -deststoretype PKCS12 and set {type}=PKCS12, or give PEM files")
+CONVERT = (
+    "JKS key stores cannot be read here: convert it with keytool -importkeystore -srckeystore FILE "
+    "-destkeystore FILE.p12 -deststoretype PKCS12 and set {type}=PKCS12, or give PEM files"
+)
 
 
 class StoreError(ValueError):
@@ -90,8 +101,9 @@ def _pkcs12(data: bytes, password: str | None, key: str, password_key: str):
     try:
         return pkcs12.load_pkcs12(data, password.encode() if password else None)
     except ValueError:
-        raise StoreError(f"{key}: cannot open the PKCS12 store (a wrong or missing {password_key}, or not a PKCS12 "
-                         "file)") from None
+        raise StoreError(
+            f"{key}: cannot open the PKCS12 store (a wrong or missing {password_key}, or not a PKCS12 file)"
+        ) from None
 
 
 def _trusted_pem(props: dict) -> str | None:
@@ -167,7 +179,9 @@ def _with_file(context: ssl.SSLContext, pem: bytes, password: str | None, key: s
         # never OpenSSL's own prompt on the terminal: an encrypted key without its password is an error
         context.load_cert_chain(path, password=password or (lambda: b""))
     except ssl.SSLError as exc:
-        raise StoreError(f"{key}: cannot load the private key and its certificate chain "
-                         f"({exc.reason or 'a wrong or missing ssl.key.password?'})") from None
+        raise StoreError(
+            f"{key}: cannot load the private key and its certificate chain "
+            f"({exc.reason or 'a wrong or missing ssl.key.password?'})"
+        ) from None
     finally:
         os.unlink(path)

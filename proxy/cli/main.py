@@ -20,8 +20,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="kafka-quota-proxy",
         description="A Kafka-protocol proxy that enforces broker-side quotas in front of Kafka brokers.",
     )
-    parser.add_argument("--version", action="version", version=version_text(),
-                        help="print the version (and Python's) and exit")
+    parser.add_argument(
+        "--version", action="version", version=version_text(), help="print the version (and Python's) and exit"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     run = sub.add_parser(
@@ -33,9 +34,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--config", required=True, metavar="FILE", help="YAML configuration file (see README)")
     run.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
-    run.add_argument("--log-format", default="text", choices=LOG_FORMATS,
-                     help="text (default) or json: one JSON object a line with time, level, logger, message and the "
-                     "line's context fields (listener, client, broker...)")
+    run.add_argument(
+        "--log-format",
+        default="text",
+        choices=LOG_FORMATS,
+        help="text (default) or json: one JSON object a line with time, level, logger, message and the "
+        "line's context fields (listener, client, broker...)",
+    )
     run.add_argument("--worker", help=argparse.SUPPRESS)  # set by the parent of settings.workers > 1, never by hand
 
     check = sub.add_parser(
@@ -47,18 +52,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--config", required=True, metavar="FILE")
 
-    sub.add_parser("schema", help="print the configuration's JSON Schema (for editors: completion and checks)",
-                   description="Print the JSON Schema (draft 2020-12) of the configuration file, built from the "
-                   "loader's own tables; the same document ships in the package as "
-                   "config/kafka-quota-proxy.schema.json. check-config remains the judge (files, cross-checks).")
+    sub.add_parser(
+        "schema",
+        help="print the configuration's JSON Schema (for editors: completion and checks)",
+        description="Print the JSON Schema (draft 2020-12) of the configuration file, built from the "
+        "loader's own tables; the same document ships in the package as "
+        "config/kafka-quota-proxy.schema.json. check-config remains the judge (files, cross-checks).",
+    )
 
     # Listed here for --help; main() hands `configs`, `explain` and `analyze` on before parsing (they need no config).
-    sub.add_parser("configs", add_help=False, help="describe or alter dynamic quotas and proxy settings through "
-                   "the proxy's admin-checked APIs, as kafka-configs.sh does (see `configs --help`)")
-    sub.add_parser("explain", add_help=False, help="say why a client is (or is not) throttled, asking a running "
-                   "proxy's ops port (see `explain --help`)")
-    sub.add_parser("analyze", add_help=False, help="recommend quotas from the proxy's usage log (PySpark; "
-                   "kafka-quota-proxy[analytics]; see `analyze --help`)")
+    sub.add_parser(
+        "configs",
+        add_help=False,
+        help="describe or alter dynamic quotas and proxy settings through "
+        "the proxy's admin-checked APIs, as kafka-configs.sh does (see `configs --help`)",
+    )
+    sub.add_parser(
+        "explain",
+        add_help=False,
+        help="say why a client is (or is not) throttled, asking a running proxy's ops port (see `explain --help`)",
+    )
+    sub.add_parser(
+        "analyze",
+        add_help=False,
+        help="recommend quotas from the proxy's usage log (PySpark; "
+        "kafka-quota-proxy[analytics]; see `analyze --help`)",
+    )
     return parser
 
 

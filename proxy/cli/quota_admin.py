@@ -17,10 +17,14 @@ from quota.primitives.entity import DEFAULT
 CLIENT_ID = "kafka-quota-proxy-configs"
 TIMEOUT_MS = 15000
 EXIT_FAILED, EXIT_USAGE = 1, 2
-NOT_SERVED = ("this server does not serve the client-quota APIs: point --bootstrap-server at the proxy, with a "
-              "dynamic config enabled")
-SETTINGS_NOT_SERVED = ("this server does not serve the proxy's settings: point --bootstrap-server at the proxy, "
-                       "with a dynamic config enabled")
+NOT_SERVED = (
+    "this server does not serve the client-quota APIs: point --bootstrap-server at the proxy, with a "
+    "dynamic config enabled"
+)
+SETTINGS_NOT_SERVED = (
+    "this server does not serve the proxy's settings: point --bootstrap-server at the proxy, "
+    "with a dynamic config enabled"
+)
 
 
 class Failed(Exception):
@@ -36,13 +40,17 @@ class QuotaAdmin:
         self.bootstrap, self.security = bootstrap, dict(security)
         self._admin = None
 
-    def __enter__(self) -> "QuotaAdmin":
+    def __enter__(self) -> QuotaAdmin:
         from kafka.admin import KafkaAdminClient
 
         options = {"client_id": CLIENT_ID, **self.security}
         try:
-            self._admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=TIMEOUT_MS,
-                                           bootstrap_timeout_ms=TIMEOUT_MS, **options)
+            self._admin = KafkaAdminClient(
+                bootstrap_servers=self.bootstrap,
+                request_timeout_ms=TIMEOUT_MS,
+                bootstrap_timeout_ms=TIMEOUT_MS,
+                **options,
+            )
         except Exception as exc:  # noqa: BLE001 - a command line reports and exits
             raise Failed(f"cannot connect to {self.bootstrap}: {type(exc).__name__}: {exc}") from None
         return self
@@ -57,8 +65,9 @@ class QuotaAdmin:
         from kafka.errors import IncompatibleBrokerVersion
 
         try:
-            return self._admin._manager.broker_version_data.api_version(request_class, min_version=lowest,
-                                                                        max_version=highest)
+            return self._admin._manager.broker_version_data.api_version(
+                request_class, min_version=lowest, max_version=highest
+            )
         except IncompatibleBrokerVersion:
             raise Failed(f"{not_served} (its ApiVersions does not list {request_class.__name__[:-7]})") from None
 
@@ -84,9 +93,18 @@ class QuotaAdmin:
         from kafka.protocol.admin.client_quotas import DescribeClientQuotasRequest as R
 
         version = self._version(R, NOT_SERVED, 1)
-        components = [R.ComponentData(entity_type=kind, match_type=MATCH_TYPE_SPECIFIED if name is None else MATCH_TYPE_DEFAULT
-                                      if name == DEFAULT else MATCH_TYPE_EXACT, match=None if name in (None, DEFAULT) else name)
-                      for kind, name in entity.items()]
+        components = [
+            R.ComponentData(
+                entity_type=kind,
+                match_type=MATCH_TYPE_SPECIFIED
+                if name is None
+                else MATCH_TYPE_DEFAULT
+                if name == DEFAULT
+                else MATCH_TYPE_EXACT,
+                match=None if name in (None, DEFAULT) else name,
+            )
+            for kind, name in entity.items()
+        ]
         response = self._send(R(version=version, strict=strict, components=components), NOT_SERVED)
         if response.error_code:
             raise Failed(f"refused by the server ({error_name(response.error_code)}): {response.error_message}")
@@ -102,8 +120,10 @@ class QuotaAdmin:
         version = self._version(R, NOT_SERVED, 1)
         ops = [R.EntryData.OpData(key=k, value=float(v), remove=False) for k, v in added.items()]
         ops += [R.EntryData.OpData(key=k, value=0.0, remove=True) for k in deleted]
-        parts = [R.EntryData.EntityData(entity_type=kind, entity_name=None if name == DEFAULT else name)
-                 for kind, name in entity.items()]
+        parts = [
+            R.EntryData.EntityData(entity_type=kind, entity_name=None if name == DEFAULT else name)
+            for kind, name in entity.items()
+        ]
         request = R(version=version, validate_only=False, entries=[R.EntryData(entity=parts, ops=ops)])
         for entry in self._send(request, NOT_SERVED).entries:
             if entry.error_code:
@@ -116,9 +136,16 @@ class QuotaAdmin:
         from kafka.protocol.admin import DescribeConfigsRequest as R
 
         version = self._version(R, SETTINGS_NOT_SERVED, 4, lowest=1)  # v1+: config_source
-        request = R(version=version, resources=[R.DescribeConfigsResource(
-            resource_type=BROKER_RESOURCE, resource_name="", configuration_keys=list(DYNAMIC_SETTINGS))],
-            include_synonyms=False, **({"include_documentation": False} if version >= 3 else {}))
+        request = R(
+            version=version,
+            resources=[
+                R.DescribeConfigsResource(
+                    resource_type=BROKER_RESOURCE, resource_name="", configuration_keys=list(DYNAMIC_SETTINGS)
+                )
+            ],
+            include_synonyms=False,
+            **({"include_documentation": False} if version >= 3 else {}),
+        )
         [result] = self._send(request, SETTINGS_NOT_SERVED).results
         if result.error_code:
             raise Failed(f"refused by the server ({error_name(result.error_code)}): {result.error_message}")
@@ -131,12 +158,17 @@ class QuotaAdmin:
         from kafka.protocol.admin import IncrementalAlterConfigsRequest as R
 
         version = self._version(R, SETTINGS_NOT_SERVED, 1)
-        configs = [R.AlterConfigsResource.AlterableConfig(name=k, config_operation=SET, value=v)
-                   for k, v in added.items()]
-        configs += [R.AlterConfigsResource.AlterableConfig(name=k, config_operation=DELETE, value=None)
-                    for k in deleted]
-        request = R(version=version, validate_only=False, resources=[R.AlterConfigsResource(
-            resource_type=BROKER_RESOURCE, resource_name="", configs=configs)])
+        configs = [
+            R.AlterConfigsResource.AlterableConfig(name=k, config_operation=SET, value=v) for k, v in added.items()
+        ]
+        configs += [
+            R.AlterConfigsResource.AlterableConfig(name=k, config_operation=DELETE, value=None) for k in deleted
+        ]
+        request = R(
+            version=version,
+            validate_only=False,
+            resources=[R.AlterConfigsResource(resource_type=BROKER_RESOURCE, resource_name="", configs=configs)],
+        )
         for result in self._send(request, SETTINGS_NOT_SERVED).responses:
             if result.error_code:
                 raise Failed(f"refused by the server ({error_name(result.error_code)}): {result.error_message}")

@@ -10,7 +10,7 @@ only :meth:`BrokerPorts.advertise` changes it, swapping in a new dict.
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from config.model import Address
 from proxy.codec.errors import ProtocolError
@@ -49,7 +49,9 @@ class BrokerPorts:
             if known is None:
                 if not self._open_port(node_id):
                     return self.advertised_host, proxy_port  # not served yet: unknown, tried again next time
-                log.info("listener %s: broker %d at %s is served on port %d", self.listener, node_id, address, proxy_port)
+                log.info(
+                    "listener %s: broker %d at %s is served on port %d", self.listener, node_id, address, proxy_port
+                )
             else:
                 log.info("listener %s: broker %d moved from %s to %s", self.listener, node_id, known, address)
             self.brokers = {**self.brokers, node_id: address}

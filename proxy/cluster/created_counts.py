@@ -34,8 +34,15 @@ class CreatedCounts:
     next. ``kafka`` None: nothing is looked up, every count is unknown at once (tests, and a proxy without its own
     traffic)."""
 
-    def __init__(self, kafka: OwnKafka | None, timeout_s: float, tries: int = 3, retry_s: float = 0.2,
-                 max_pending: int = MAX_PENDING, on_unknown: Callable[[], None] = lambda: None) -> None:
+    def __init__(
+        self,
+        kafka: OwnKafka | None,
+        timeout_s: float,
+        tries: int = 3,
+        retry_s: float = 0.2,
+        max_pending: int = MAX_PENDING,
+        on_unknown: Callable[[], None] = lambda: None,
+    ) -> None:
         self._kafka, self._timeout_s, self._tries, self._retry_s = kafka, timeout_s, tries, retry_s
         self._max_pending = max_pending
         self._on_unknown = on_unknown
@@ -90,8 +97,12 @@ class CreatedCounts:
                 break
         missing = [n for n in names if n not in counts]
         if missing:
-            log.warning("partition counts of %d created topic(s) not learnt (%s): the controller mutation quota "
-                        "charged its fallback", len(missing), ", ".join(missing[:5]))
+            log.warning(
+                "partition counts of %d created topic(s) not learnt (%s): the controller mutation quota "
+                "charged its fallback",
+                len(missing),
+                ", ".join(missing[:5]),
+            )
         return counts
 
     async def stop(self) -> None:

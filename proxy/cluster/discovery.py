@@ -32,8 +32,16 @@ BACKOFF_START_S, BACKOFF_MAX_S = 0.2, 10.0
 class BrokerDiscovery:
     """Keeps every cluster-mode listener's broker ports in step with the cluster's brokers."""
 
-    def __init__(self, kafka: OwnKafka, clusters: list, timeout_s: float, refresh_s: float,
-                 removal_s: float, close_broker: Callable[[str, int], None], now: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        kafka: OwnKafka,
+        clusters: list,
+        timeout_s: float,
+        refresh_s: float,
+        removal_s: float,
+        close_broker: Callable[[str, int], None],
+        now: Callable[[], float],
+    ) -> None:
         self._kafka = kafka
         self._clusters = clusters  # BrokerPorts, one per cluster-mode listener
         self._timeout_s = timeout_s
@@ -66,11 +74,17 @@ class BrokerDiscovery:
                 del self.last_seen[node_id]
                 for cluster in self._clusters:
                     if cluster.forget(node_id):
-                        log.warning("listener %s: broker %d absent from the cluster for %.0f s: port %d closed",
-                                    cluster.listener, node_id, now - seen, cluster.port_for(node_id))
+                        log.warning(
+                            "listener %s: broker %d absent from the cluster for %.0f s: port %d closed",
+                            cluster.listener,
+                            node_id,
+                            now - seen,
+                            cluster.port_for(node_id),
+                        )
                         self._close_broker(cluster.listener, node_id)
-        unserved = sorted({node_id for node_id in brokers for cluster in self._clusters
-                           if node_id not in cluster.brokers})
+        unserved = sorted(
+            {node_id for node_id in brokers for cluster in self._clusters if node_id not in cluster.brokers}
+        )
         if unserved:
             log.warning("cluster discovery: brokers %s have no port open yet (retried): not ready", unserved)
         elif not self.ready:

@@ -52,14 +52,24 @@ OWN_CREATE_TOPICS_VERSION = 5
 ASK_ERRORS = (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError, ProtocolError, SaslLoginError)
 
 
-async def ask(address: Address, api_key: int, version: int, request: Message, timeout_s: float,
-              client_id: str = CLIENT_ID, ssl_context=None, sasl: UpstreamSasl | None = None) -> Message:
+async def ask(
+    address: Address,
+    api_key: int,
+    version: int,
+    request: Message,
+    timeout_s: float,
+    client_id: str = CLIENT_ID,
+    ssl_context=None,
+    sasl: UpstreamSasl | None = None,
+) -> Message:
     """One request of the proxy's own on a fresh connection to ``address``; its decoded answer. With ``sasl`` the
     connection logs in first (SaslHandshake v1, SaslAuthenticate v2). Bounded by ``timeout_s`` in all; raises one of
     :data:`ASK_ERRORS`, or :class:`SaslLoginError` when the broker refuses the login."""
+
     async def exchange() -> Message:
-        reader, writer = await asyncio.open_connection(address.host, address.port, ssl=ssl_context,
-                                                       server_hostname=address.host if ssl_context else None)
+        reader, writer = await asyncio.open_connection(
+            address.host, address.port, ssl=ssl_context, server_hostname=address.host if ssl_context else None
+        )
         try:
             correlation = CORRELATION_ID
             if sasl is not None:
@@ -71,10 +81,14 @@ async def ask(address: Address, api_key: int, version: int, request: Message, ti
     return await wait_for(exchange(), timeout_s)
 
 
-async def _round_trip(reader, writer, api_key: int, version: int, request: Message, correlation: int,
-                      client_id: str) -> Message:
-    writer.write(frame(encode_request_header(api_key, version, correlation, client_id)
-                       + encode_request(api_key, version, request)))
+async def _round_trip(
+    reader, writer, api_key: int, version: int, request: Message, correlation: int, client_id: str
+) -> Message:
+    writer.write(
+        frame(
+            encode_request_header(api_key, version, correlation, client_id) + encode_request(api_key, version, request)
+        )
+    )
     await writer.drain()
     size = struct.unpack(">i", await reader.readexactly(4))[0]
     if not 4 <= size <= MAX_RESPONSE:
@@ -82,27 +96,44 @@ async def _round_trip(reader, writer, api_key: int, version: int, request: Messa
     whole = struct.pack(">i", size) + await reader.readexactly(size)
     if struct.unpack(">i", whole[4:8])[0] != correlation:
         raise ValueError("a response with another correlation id")
-    return decode_response(api_key, version, memoryview(whole)[response_header_length(api_key, version, whole):])
+    return decode_response(api_key, version, memoryview(whole)[response_header_length(api_key, version, whole) :])
 
 
 async def _login(reader, writer, sasl: UpstreamSasl, client_id: str) -> int:
     """Log the connection in; returns the next correlation id."""
     correlation = CORRELATION_ID
-    answer = await _round_trip(reader, writer, SASL_HANDSHAKE, 1, new_request(SASL_HANDSHAKE, 1,
-                                                                              mechanism=sasl.mechanism),
-                               correlation, client_id)
+    answer = await _round_trip(
+        reader,
+        writer,
+        SASL_HANDSHAKE,
+        1,
+        new_request(SASL_HANDSHAKE, 1, mechanism=sasl.mechanism),
+        correlation,
+        client_id,
+    )
     if answer.error_code != NONE:
-        raise SaslLoginError(f"the broker does not take {sasl.mechanism} ({error_name(answer.error_code)}; it "
-                             f"offers {', '.join(answer.mechanisms) or 'none'})")
+        raise SaslLoginError(
+            f"the broker does not take {sasl.mechanism} ({error_name(answer.error_code)}; it "
+            f"offers {', '.join(answer.mechanisms) or 'none'})"
+        )
     steps = exchanges(sasl)
     payload = next(steps)
     while True:
         correlation += 1
-        answer = await _round_trip(reader, writer, SASL_AUTHENTICATE, 2,
-                                   new_request(SASL_AUTHENTICATE, 2, auth_bytes=payload), correlation, client_id)
+        answer = await _round_trip(
+            reader,
+            writer,
+            SASL_AUTHENTICATE,
+            2,
+            new_request(SASL_AUTHENTICATE, 2, auth_bytes=payload),
+            correlation,
+            client_id,
+        )
         if answer.error_code != NONE:
-            raise SaslLoginError(f"{sasl.mechanism} login of {sasl.username!r} refused: "
-                                 f"{error_name(answer.error_code)} {answer.error_message or ''}".rstrip())
+            raise SaslLoginError(
+                f"{sasl.mechanism} login of {sasl.username!r} refused: "
+                f"{error_name(answer.error_code)} {answer.error_message or ''}".rstrip()
+            )
         try:
             payload = steps.send(bytes(answer.auth_bytes))
         except StopIteration:
@@ -131,8 +162,7 @@ def cluster_look(msg: Message) -> ClusterLook:
             partitions[topic.name] = frozenset()
         else:
             errors[topic.name] = error_name(topic.error_code)
-    return ClusterLook({b.node_id: Address(b.host, b.port) for b in msg.brokers}, partitions, errors,
-                       msg.controller_id)
+    return ClusterLook({b.node_id: Address(b.host, b.port) for b in msg.brokers}, partitions, errors, msg.controller_id)
 
 
 class TopicNotCreated(Exception):
@@ -149,7 +179,7 @@ class OwnKafka:
     sasl: UpstreamSasl | None = None  # the login of every connection of the proxy's own (``upstream.sasl``)
 
     @classmethod
-    def of(cls, target: OwnClientsConfig) -> "OwnKafka":
+    def of(cls, target: OwnClientsConfig) -> OwnKafka:
         """The proxy's own traffic to ``target`` (``config.upstream.own_traffic``)."""
         return cls(target.bootstrap_servers, target.tls.context() if target.tls is not None else None, target.sasl)
 
@@ -157,29 +187,38 @@ class OwnKafka:
         """The keyword arguments every aiokafka client of the proxy's own starts from."""
         security: dict = {"security_protocol": "SSL", "ssl_context": self.ssl_context} if self.ssl_context else {}
         if self.sasl is not None:
-            security.update(security_protocol="SASL_SSL" if self.ssl_context else "SASL_PLAINTEXT",
-                            sasl_mechanism=self.sasl.mechanism, sasl_plain_username=self.sasl.username,
-                            sasl_plain_password=self.sasl.password)
+            security.update(
+                security_protocol="SASL_SSL" if self.ssl_context else "SASL_PLAINTEXT",
+                sasl_mechanism=self.sasl.mechanism,
+                sasl_plain_username=self.sasl.username,
+                sasl_plain_password=self.sasl.password,
+            )
         return {"bootstrap_servers": [str(a) for a in self.bootstrap], "client_id": client_id, **security}
 
-    async def ask_any(self, api_key: int, version: int, request: Message, timeout_s: float,
-                      client_id: str = CLIENT_ID) -> Message | None:
+    async def ask_any(
+        self, api_key: int, version: int, request: Message, timeout_s: float, client_id: str = CLIENT_ID
+    ) -> Message | None:
         """The first bootstrap server's answer to ``request`` (each bounded by ``timeout_s``), or None when none
         answered (each failure logged)."""
         for address in self.bootstrap:
             try:
-                return await ask(address, api_key, version, request, timeout_s, client_id, self.ssl_context,
-                                 self.sasl)
+                return await ask(address, api_key, version, request, timeout_s, client_id, self.ssl_context, self.sasl)
             except ASK_ERRORS as exc:
-                log.info("%s: %s did not answer %s: %s", client_id, address, type(request).__name__,
-                         exc or type(exc).__name__)
+                log.info(
+                    "%s: %s did not answer %s: %s",
+                    client_id,
+                    address,
+                    type(request).__name__,
+                    exc or type(exc).__name__,
+                )
         return None
 
     async def look(self, topics: Sequence[str], timeout_s: float, client_id: str = CLIENT_ID) -> ClusterLook | None:
         """The brokers, and the partitions of ``topics`` (none: the brokers alone), from the first bootstrap server
         that answers Metadata; None when none does. Never creates a topic."""
-        request = new_request(METADATA, OWN_METADATA_VERSION, topics=[{"name": t} for t in topics],
-                              allow_auto_topic_creation=False)
+        request = new_request(
+            METADATA, OWN_METADATA_VERSION, topics=[{"name": t} for t in topics], allow_auto_topic_creation=False
+        )
         msg = await self.ask_any(METADATA, OWN_METADATA_VERSION, request, timeout_s, client_id)
         return None if msg is None else cluster_look(msg)
 
@@ -192,18 +231,40 @@ class OwnKafka:
         Operators who want another factor create the topics themselves. A broker that answers NOT_CONTROLLER (an
         old ZooKeeper-mode broker that does not forward) is asked again through the controller its metadata names.
         Raises :class:`TopicNotCreated` when the broker refuses (no right to create it, a policy) or none answers."""
-        request = new_request(CREATE_TOPICS, OWN_CREATE_TOPICS_VERSION, timeout_ms=int(CREATE_TIMEOUT_S * 1000) // 2,
-                              topics=[{"name": topic, "num_partitions": 1, "replication_factor": -1,
-                                       "configs": [{"name": "cleanup.policy", "value": "compact"}]}])
+        request = new_request(
+            CREATE_TOPICS,
+            OWN_CREATE_TOPICS_VERSION,
+            timeout_ms=int(CREATE_TIMEOUT_S * 1000) // 2,
+            topics=[
+                {
+                    "name": topic,
+                    "num_partitions": 1,
+                    "replication_factor": -1,
+                    "configs": [{"name": "cleanup.policy", "value": "compact"}],
+                }
+            ],
+        )
         async with asyncio.timeout(CREATE_TIMEOUT_S):
-            response = await self.ask_any(CREATE_TOPICS, OWN_CREATE_TOPICS_VERSION, request, CREATE_TIMEOUT_S / 2,
-                                          client_id)
+            response = await self.ask_any(
+                CREATE_TOPICS, OWN_CREATE_TOPICS_VERSION, request, CREATE_TIMEOUT_S / 2, client_id
+            )
             if response is not None and any(t.error_code == NOT_CONTROLLER for t in response.topics):
                 look = await self.look([], CREATE_TIMEOUT_S / 4, client_id)
                 controller = None if look is None else look.brokers.get(look.controller_id)
-                response = None if controller is None else await ask(
-                    controller, CREATE_TOPICS, OWN_CREATE_TOPICS_VERSION, request, CREATE_TIMEOUT_S / 4, client_id,
-                    self.ssl_context, self.sasl)
+                response = (
+                    None
+                    if controller is None
+                    else await ask(
+                        controller,
+                        CREATE_TOPICS,
+                        OWN_CREATE_TOPICS_VERSION,
+                        request,
+                        CREATE_TIMEOUT_S / 4,
+                        client_id,
+                        self.ssl_context,
+                        self.sasl,
+                    )
+                )
         if response is None:
             raise TopicNotCreated(f"CreateTopics {topic}: no broker answered")
         for result in response.topics:

@@ -52,7 +52,8 @@ NOTED: set[tuple[Address, Address]] = set()
 # only their tasks (which copy the context they were created in) see it; a client of the same process that is not
 # the proxy's (a test's) connects where its metadata says.
 ROUTE: contextvars.ContextVar[Callable[[str, int], Awaitable[Address | None]] | None] = contextvars.ContextVar(
-    "kafka_quota_proxy_own_client_route", default=None)
+    "kafka_quota_proxy_own_client_route", default=None
+)
 
 
 def track_aiokafka() -> bool:

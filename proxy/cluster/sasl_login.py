@@ -60,8 +60,7 @@ class Scram:
         nonce, salt, iterations = attrs.get("r", ""), attrs.get("s"), attrs.get("i")
         if not nonce.startswith(self.nonce) or len(nonce) == len(self.nonce) or salt is None or iterations is None:
             raise SaslLoginError("the broker's first SCRAM message has another nonce or lacks salt or iterations")
-        salted = hashlib.pbkdf2_hmac(self.hash().name, self.password.encode(), base64.b64decode(salt),
-                                     int(iterations))
+        salted = hashlib.pbkdf2_hmac(self.hash().name, self.password.encode(), base64.b64decode(salt), int(iterations))
         client_key = hmac.new(salted, b"Client Key", self.hash).digest()
         stored_key = self.hash(client_key).digest()
         without_proof = f"c=biws,r={nonce}"

@@ -56,10 +56,17 @@ class TokenOwners:
     """The owners of delegation tokens, learnt from the cluster. ``kafka`` None: nothing is looked up, every owner
     not given to :meth:`learn` is unknown at once (tests, and a scope built without the proxy's own traffic)."""
 
-    def __init__(self, kafka: OwnKafka | None, bound_s: float, *, max_tokens: int = MAX_TOKENS,
-                 min_interval_s: float = MIN_INTERVAL_S, max_waiting: int = MAX_WAITING,
-                 on_refused: Callable[[], None] = lambda: None,
-                 on_lookup: Callable[[str], None] = lambda result: None) -> None:
+    def __init__(
+        self,
+        kafka: OwnKafka | None,
+        bound_s: float,
+        *,
+        max_tokens: int = MAX_TOKENS,
+        min_interval_s: float = MIN_INTERVAL_S,
+        max_waiting: int = MAX_WAITING,
+        on_refused: Callable[[], None] = lambda: None,
+        on_lookup: Callable[[str], None] = lambda result: None,
+    ) -> None:
         self._kafka, self._bound_s = kafka, bound_s
         self._max_tokens, self._min_interval_s, self._max_waiting = max_tokens, min_interval_s, max_waiting
         self._on_refused, self._on_lookup = on_refused, on_lookup  # on_lookup("answered" / "failed")
@@ -106,8 +113,14 @@ class TokenOwners:
         suppressed = self._refusals_log.allow(token_id, why, time.monotonic())
         if suppressed is not None:
             more = f"; {suppressed} more not logged" if suppressed else ""
-            log.warning("listener %s: login of %s with delegation token %s refused: its owner could not be learnt "
-                        "(%s)%s", listener, peer_ip, token_id, why, more)
+            log.warning(
+                "listener %s: login of %s with delegation token %s refused: its owner could not be learnt (%s)%s",
+                listener,
+                peer_ip,
+                token_id,
+                why,
+                more,
+            )
 
     async def resolve(self, token_id: str) -> str | OwnerUnknown:
         """The owner of ``token_id``: known, or looked up (waiting at most ``bound_s``)."""
@@ -140,8 +153,11 @@ class TokenOwners:
             owner = self.owner(token_id)
             if owner is not None:
                 return owner
-        return OwnerUnknown(self._problem or "not among the tokens the proxy's principal (upstream.sasl) may "
-                            "describe (Kafka's DESCRIBE on the token, DESCRIBE_TOKENS on its owner, or a super user)")
+        return OwnerUnknown(
+            self._problem
+            or "not among the tokens the proxy's principal (upstream.sasl) may "
+            "describe (Kafka's DESCRIBE on the token, DESCRIBE_TOKENS on its owner, or a super user)"
+        )
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -165,8 +181,7 @@ class TokenOwners:
         request = new_request(DESCRIBE_DELEGATION_TOKEN, version, owners=None)
         self.lookups += 1
         try:
-            answer = await self._kafka.ask_any(DESCRIBE_DELEGATION_TOKEN, version, request, self._bound_s,
-                                               CLIENT_ID)
+            answer = await self._kafka.ask_any(DESCRIBE_DELEGATION_TOKEN, version, request, self._bound_s, CLIENT_ID)
             failure = None
         except Exception as exc:  # noqa: BLE001 - whatever went wrong, the logins waiting are refused, saying so
             answer, failure = None, f"{type(exc).__name__}: {exc}"
@@ -176,8 +191,10 @@ class TokenOwners:
         elif answer is None:
             self._problem = "no broker answered the proxy's DescribeDelegationToken"
         elif answer.error_code != NONE:
-            self._problem = f"the broker answered the proxy's DescribeDelegationToken with " \
-                            f"{error_name(answer.error_code)} (its connection must log in: upstream.sasl)"
+            self._problem = (
+                f"the broker answered the proxy's DescribeDelegationToken with "
+                f"{error_name(answer.error_code)} (its connection must log in: upstream.sasl)"
+            )
         else:
             self._problem = None
             tokens = sorted(answer.tokens, key=lambda t: t.token_id not in wanted)  # wanted ones first
@@ -187,8 +204,10 @@ class TokenOwners:
         now = asyncio.get_running_loop().time()
         if self._logged is None or self._logged[0] != self._problem or now - self._logged[1] >= LOG_INTERVAL_S:
             self._logged = (self._problem, now)
-            log.warning("delegation token owners not learnt: %s; logins with delegation tokens are refused until "
-                        "they are", self._problem)
+            log.warning(
+                "delegation token owners not learnt: %s; logins with delegation tokens are refused until they are",
+                self._problem,
+            )
 
     async def stop(self) -> None:
         """Stop looking up; whoever still waits is handed OwnerUnknown (and refused)."""

@@ -92,8 +92,12 @@ class Topics:
                 self._store(topic.name, len(topic.partitions), now_ms, topic_id)
             elif topic_id is not None:  # another error (authorization, leader not available) with the id
                 known = self._by_name.get(topic.name)
-                self._store(topic.name, None if known is None else known.partitions,
-                            0 if known is None else known.learnt_ms, topic_id)
+                self._store(
+                    topic.name,
+                    None if known is None else known.partitions,
+                    0 if known is None else known.learnt_ms,
+                    topic_id,
+                )
 
     def created(self, name: str, partitions: int, now_ms: int, default: bool = False) -> None:
         """A broker answered that ``name`` now has ``partitions`` (CreateTopics, CreatePartitions); ``default``: it

@@ -7,13 +7,15 @@ costs a few function calls per field and never interprets the schema table per m
 from __future__ import annotations
 
 import struct
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from proxy.codec import primitives as P
 from proxy.codec.schema import Message, _fresh, _Segment, _StructDefault, is_default, segment
 
 # --------------------------------------------------------------------------------------------
 # Variable-length values: small closures chosen per (kind, flexible, nullable).
+
 
 def _var_reader(kind: str, flex: bool, nullable: bool, what: str) -> Callable:
     uv, i16, i32, PE = P.read_uvarint, P.INT16.unpack_from, P.INT32.unpack_from, P.ProtocolError
@@ -95,11 +97,20 @@ class _Gen:
         self.flex = seg.flexible is not None and version >= seg.flexible
         self.src: list[str] = []
         self.ns: dict[str, Any] = {
-            "_PE": P.ProtocolError, "_uv": P.read_uvarint, "_wuv": P.write_uvarint,
-            "_i8": P.INT8.unpack_from, "_i32": P.INT32.unpack_from, "_p32": P.INT32.pack,
-            "_cc": P.check_count, "_tagh": P.read_tag_header, "_wtag": P.write_tagged,
-            "_ruuid": P.read_uuid, "_unpack": struct.unpack_from, "_pack": struct.pack,
-            "_isdef": is_default, "_fresh": _fresh,
+            "_PE": P.ProtocolError,
+            "_uv": P.read_uvarint,
+            "_wuv": P.write_uvarint,
+            "_i8": P.INT8.unpack_from,
+            "_i32": P.INT32.unpack_from,
+            "_p32": P.INT32.pack,
+            "_cc": P.check_count,
+            "_tagh": P.read_tag_header,
+            "_wtag": P.write_tagged,
+            "_ruuid": P.read_uuid,
+            "_unpack": struct.unpack_from,
+            "_pack": struct.pack,
+            "_isdef": is_default,
+            "_fresh": _fresh,
         }
         self.n = 0
         self.done: dict[int, tuple[str, str]] = {}
@@ -151,16 +162,27 @@ class _Gen:
             else:
                 L.append(f"    o.{f[0]} = {self.name('D', d)}")
         if self.flex:  # the common case, no tagged fields, is one byte: 0
-            L += ["    if buf[pos] == 0:", "        pos += 1", "        o._unknown_tags = {}", "    else:",
-                  "        nt, pos = _uv(buf, pos)", "        _cc(buf, pos, nt, 'tagged fields')", "        u = {}",
-                  "        for _ in range(nt):", "            tag, ds, pos = _tagh(buf, pos)"]
+            L += [
+                "    if buf[pos] == 0:",
+                "        pos += 1",
+                "        o._unknown_tags = {}",
+                "    else:",
+                "        nt, pos = _uv(buf, pos)",
+                "        _cc(buf, pos, nt, 'tagged fields')",
+                "        u = {}",
+                "        for _ in range(nt):",
+                "            tag, ds, pos = _tagh(buf, pos)",
+            ]
             kw = "if"
             for f in tagged:
                 tv = self.tagged_value_reader(f)
                 L += [f"            {kw} tag == {f[4]}:", f"                o.{f[0]} = {tv}(buf[ds:pos])"]
                 kw = "elif"
-            L += [f"            {'else:' if tagged else 'if True:'}", "                u[tag] = bytes(buf[ds:pos])",
-                  "        o._unknown_tags = u"]
+            L += [
+                f"            {'else:' if tagged else 'if True:'}",
+                "                u[tag] = bytes(buf[ds:pos])",
+                "        o._unknown_tags = u",
+            ]
         else:
             L.append("    o._unknown_tags = {}")
         L.append("    return o, pos")
@@ -170,9 +192,14 @@ class _Gen:
 
     def tagged_value_reader(self, f: tuple) -> str:
         name = self.name("tv_")
-        L = [f"def {name}(buf):", "    pos = 0", *self.read_value(f, "v", "    "),
-             "    if pos != len(buf):", f"        raise _PE('tagged field {f[0]}: trailing bytes')",
-             "    return v"]
+        L = [
+            f"def {name}(buf):",
+            "    pos = 0",
+            *self.read_value(f, "v", "    "),
+            "    if pos != len(buf):",
+            f"        raise _PE('tagged field {f[0]}: trailing bytes')",
+            "    return v",
+        ]
         self.src += L
         return name
 
@@ -185,13 +212,23 @@ class _Gen:
             return [f"{ind}{target}, pos = _ruuid(buf, pos)"]
         if kind == "records":  # the hot path of Produce and Fetch: inlined, a view of the input
             n = self.name("n")
-            L = ([f"{ind}{n}, pos = _uv(buf, pos)", f"{ind}{n} -= 1"] if self.flex
-                 else [f"{ind}{n}, = _i32(buf, pos)", f"{ind}pos += 4"])
+            L = (
+                [f"{ind}{n}, pos = _uv(buf, pos)", f"{ind}{n} -= 1"]
+                if self.flex
+                else [f"{ind}{n}, = _i32(buf, pos)", f"{ind}pos += 4"]
+            )
             bad = f"{ind}    raise _PE('{fname}: invalid length %d' % {n})"
-            L += [f"{ind}if {n} < 0:", *([f"{ind}    if {n} != -1:", "    " + bad] if nullable else [bad]),
-                  f"{ind}    {target} = None", f"{ind}else:", f"{ind}    e = pos + {n}", f"{ind}    if e > len(buf):",
-                  f"{ind}        raise _PE('{fname}: %d bytes run past the end' % {n})",
-                  f"{ind}    {target} = buf[pos:e]", f"{ind}    pos = e"]
+            L += [
+                f"{ind}if {n} < 0:",
+                *([f"{ind}    if {n} != -1:", "    " + bad] if nullable else [bad]),
+                f"{ind}    {target} = None",
+                f"{ind}else:",
+                f"{ind}    e = pos + {n}",
+                f"{ind}    if e > len(buf):",
+                f"{ind}        raise _PE('{fname}: %d bytes run past the end' % {n})",
+                f"{ind}    {target} = buf[pos:e]",
+                f"{ind}    pos = e",
+            ]
             return L
         if kind in ("string", "bytes"):
             r = self.name("V", _var_reader(kind, self.flex, nullable, fname))
@@ -200,32 +237,48 @@ class _Gen:
         if kind == "struct":
             if not nullable:
                 return [f"{ind}{target}, pos = {rc}(buf, pos)"]
-            return [f"{ind}m, = _i8(buf, pos)", f"{ind}pos += 1", f"{ind}if m < 0:", f"{ind}    {target} = None",
-                    f"{ind}else:", f"{ind}    {target}, pos = {rc}(buf, pos)"]
+            return [
+                f"{ind}m, = _i8(buf, pos)",
+                f"{ind}pos += 1",
+                f"{ind}if m < 0:",
+                f"{ind}    {target} = None",
+                f"{ind}else:",
+                f"{ind}    {target}, pos = {rc}(buf, pos)",
+            ]
         return self.read_array(f, target, ind, rc)
 
     def read_array(self, f: tuple, target: str, ind: str, rc: str | None) -> list[str]:
         n, lst = self.name("n"), self.name("lst")
-        L = ([f"{ind}{n}, pos = _uv(buf, pos)", f"{ind}{n} -= 1"] if self.flex
-             else [f"{ind}{n}, = _i32(buf, pos)", f"{ind}pos += 4"])
+        L = (
+            [f"{ind}{n}, pos = _uv(buf, pos)", f"{ind}{n} -= 1"]
+            if self.flex
+            else [f"{ind}{n}, = _i32(buf, pos)", f"{ind}pos += 4"]
+        )
         L += [f"{ind}if {n} < 0:"]
         if self.nullable(f):
-            L += [f"{ind}    if {n} != -1:", f"{ind}        raise _PE('{f[0]}: invalid array length')",
-                  f"{ind}    {target} = None"]
+            L += [
+                f"{ind}    if {n} != -1:",
+                f"{ind}        raise _PE('{f[0]}: invalid array length')",
+                f"{ind}    {target} = None",
+            ]
         else:
             L += [f"{ind}    raise _PE('{f[0]}: null or negative array length')"]
         L += [f"{ind}else:", f"{ind}    _cc(buf, pos, {n}, '{f[0]}')"]
         elem = f[1][2:]
         if elem in P.FIXED:
             letter, width = P.FIXED[elem]
-            L += [f"{ind}    {target} = list(_unpack('>%d{letter}' % {n}, buf, pos))",
-                  f"{ind}    pos += {n} * {width}"]
+            L += [f"{ind}    {target} = list(_unpack('>%d{letter}' % {n}, buf, pos))", f"{ind}    pos += {n} * {width}"]
             return L
         if rc is None:
             rc = "_ruuid" if elem == "uuid" else self.name("V", _var_reader(elem, self.flex, False, f[0]))
         x = self.name("x")
-        L += [f"{ind}    {lst} = []", f"{ind}    for _ in range({n}):", f"{ind}        {x}, pos = {rc}(buf, pos)",
-              f"{ind}        {lst}.append({x})", f"{ind}    {target} = {lst}"]
+        L += [
+            f"{ind}    {lst} = []",
+            f"{ind}    for _ in range({n}):",
+            f"{ind}        {x}, pos = {rc}(buf, pos)",
+            f"{ind}        {lst}.append({x})",
+            f"{ind}    {target} = {lst}",
+        ]
         return L
 
     # ---- writers -------------------------------------------------------------------------
@@ -234,8 +287,10 @@ class _Gen:
         for f in absent:
             if not f[7]:  # not ignorable: a non-default value cannot be sent in this version
                 d = self.name("D", cls._defaults[f[0]])
-                L += [f"    if not _isdef(o.{f[0]}, {d}):",
-                      f"        raise ValueError('{cls.__name__}.{f[0]} is not supported in version {self.v}')"]
+                L += [
+                    f"    if not _isdef(o.{f[0]}, {d}):",
+                    f"        raise ValueError('{cls.__name__}.{f[0]} is not supported in version {self.v}')",
+                ]
         for run, field in _fixed_runs(present):
             if run:
                 s = self.name("S", struct.Struct(">" + "".join(P.FIXED[f[1]][0] for f in run)))
@@ -246,9 +301,13 @@ class _Gen:
             L.append("    known = []")
             for f in tagged:
                 d = self.name("D", cls._defaults[f[0]])
-                L += [f"    v = o.{f[0]}", f"    if not _isdef(v, {d}):", "        sub = []",
-                      *self.write_value(f, "v", "sub", "        "),
-                      f"        known.append(({f[4]}, b''.join(sub)))"]
+                L += [
+                    f"    v = o.{f[0]}",
+                    f"    if not _isdef(v, {d}):",
+                    "        sub = []",
+                    *self.write_value(f, "v", "sub", "        "),
+                    f"        known.append(({f[4]}, b''.join(sub)))",
+                ]
             L.append("    _wtag(out, known, o._unknown_tags)")
         else:
             L.append("    pass")
@@ -268,8 +327,13 @@ class _Gen:
         if kind == "struct":
             if not nullable:
                 return [f"{ind}{wc}({src}, {out})"]
-            return [f"{ind}if {src} is None:", f"{ind}    {out}.append(b'\\xff')", f"{ind}else:",
-                    f"{ind}    {out}.append(b'\\x01')", f"{ind}    {wc}({src}, {out})"]
+            return [
+                f"{ind}if {src} is None:",
+                f"{ind}    {out}.append(b'\\xff')",
+                f"{ind}else:",
+                f"{ind}    {out}.append(b'\\x01')",
+                f"{ind}    {wc}({src}, {out})",
+            ]
         a, e = self.name("a"), self.name("e")
         L = [f"{ind}{a} = {src}", f"{ind}if {a} is None:"]
         if nullable:

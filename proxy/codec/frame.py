@@ -66,7 +66,14 @@ class Event(enum.Enum):
 
 
 NEED_DATA, BOUNDARY, HEADER, SEGMENT, LAST_SEGMENT, FRAME, END = (
-    Event.NEED_DATA, Event.BOUNDARY, Event.HEADER, Event.SEGMENT, Event.LAST_SEGMENT, Event.FRAME, Event.END)
+    Event.NEED_DATA,
+    Event.BOUNDARY,
+    Event.HEADER,
+    Event.SEGMENT,
+    Event.LAST_SEGMENT,
+    Event.FRAME,
+    Event.END,
+)
 
 
 class SplitterError(RuntimeError):
@@ -88,8 +95,21 @@ _STOPPED = 7
 class FrameSplitter:
     """Incremental frame splitter for one direction of one connection."""
 
-    __slots__ = ("_parse", "_gated", "_data", "_pos", "_n", "_pending", "_remaining", "_action", "header", "value",
-                 "_state", "_allowed", "_parse_at")
+    __slots__ = (
+        "_parse",
+        "_gated",
+        "_data",
+        "_pos",
+        "_n",
+        "_pending",
+        "_remaining",
+        "_action",
+        "header",
+        "value",
+        "_state",
+        "_allowed",
+        "_parse_at",
+    )
 
     def __init__(self, parse_prefix: Callable[[Any], Any], *, gated: bool = False) -> None:
         self._parse = parse_prefix
@@ -161,7 +181,7 @@ class FrameSplitter:
         is next."""
         if self._state != _IDLE:
             raise SplitterError("bytes taken back in the middle of a frame")
-        rest = self._data[self._pos:]
+        rest = self._data[self._pos :]
         self._pos = self._n
         self._allowed = False
         self._used_up()
@@ -203,7 +223,7 @@ class FrameSplitter:
                 return BOUNDARY
             self._allowed = False
             try:  # the common case, the whole prefix in this chunk, inline; a straddling one in _straddled
-                header = self._parse(self._data[self._pos:])
+                header = self._parse(self._data[self._pos :])
             except Incomplete:
                 self.header = None
                 return self._straddled()
@@ -277,7 +297,7 @@ class FrameSplitter:
             take = n - pos
             if take >= 4:
                 take = min(take, _INT32.unpack_from(data, pos)[0] + 4)
-            pending += data[pos:pos + take]
+            pending += data[pos : pos + take]
             pos += take
             if self._whole_frame(pending):
                 raise ProtocolError("frame ends inside its header")
@@ -288,7 +308,7 @@ class FrameSplitter:
                 self._state = _PREFIX
                 return self._used_up()
             take = self._prefix_room(pending, n - pos)
-            pending += data[pos:pos + take]
+            pending += data[pos : pos + take]
             pos += take
             if len(pending) < self._parse_at and not self._whole_frame(pending):
                 continue

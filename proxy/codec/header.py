@@ -80,8 +80,11 @@ def read_uvarint(buf, pos: int) -> tuple[int, int]:
 # than a Python loop: a header at request.header.max.bytes can hold 32,000 empty fields. A field of 128 bytes or
 # more (few fit under a limit) or a run the buffer or the limit cuts short goes through read_uvarint.
 # Atomic: a run that fails fails at once, never trying a matched field again another way.
-_SMALL_FIELD = b"(?>[\\x80-\\xff]{0,4}[\\x00-\\x7f](?:" + b"|".join(
-    re.escape(bytes([size])) + (b".{%d}" % size if size else b"") for size in range(128)) + b"))"
+_SMALL_FIELD = (
+    b"(?>[\\x80-\\xff]{0,4}[\\x00-\\x7f](?:"
+    + b"|".join(re.escape(bytes([size])) + (b".{%d}" % size if size else b"") for size in range(128))
+    + b"))"
+)
 _RUN = 64
 _SMALL_FIELDS = re.compile(b"%s{%d}" % (_SMALL_FIELD, _RUN), re.DOTALL)
 
@@ -138,22 +141,26 @@ def frame_size(buf, max_size: int, limit_name: str = "socket.request.max.bytes")
         raise ProtocolError(f"negative frame size {size}")
     if size > max_size:
         if buf[0] == 0x16 and buf[1] == 0x03 and buf[2] <= 0x04:  # a TLS handshake record, not a Kafka size
-            raise ProtocolError("a TLS handshake arrived on a plaintext listener (a client configured for SSL? "
-                                "give this listener a tls section, or the client the plaintext address)")
+            raise ProtocolError(
+                "a TLS handshake arrived on a plaintext listener (a client configured for SSL? "
+                "give this listener a tls section, or the client the plaintext address)"
+            )
         raise ProtocolError(f"frame size {size} exceeds {limit_name} {max_size}")
     return size
 
 
-def parse_request_header(buf, max_size: int, limit_name: str = "socket.request.max.bytes",
-                         max_header: int = MAX_HEADER_BYTES) -> RequestHeader:
+def parse_request_header(
+    buf, max_size: int, limit_name: str = "socket.request.max.bytes", max_header: int = MAX_HEADER_BYTES
+) -> RequestHeader:
     """Parse the size and request header at the start of ``buf`` (which may hold more than one frame). A header
     (api key through tagged fields; the 4-byte size before it does not count) longer than ``max_header`` bytes is a
     :class:`ProtocolError`, found before more than ``max_header`` bytes of it are read."""
     return RequestHeader(*request_header_fields(buf, max_size, limit_name, max_header))
 
 
-def request_header_fields(buf, max_size: int, limit_name: str = "socket.request.max.bytes",
-                          max_header: int = MAX_HEADER_BYTES) -> tuple[int, int, int, int, str | None, int]:
+def request_header_fields(
+    buf, max_size: int, limit_name: str = "socket.request.max.bytes", max_header: int = MAX_HEADER_BYTES
+) -> tuple[int, int, int, int, str | None, int]:
     """:func:`parse_request_header`'s fields (size, api_key, api_version, correlation_id, client_id, header_length),
     for a caller that adds more before making the header (a Produce's acks and prefix: one object, not two)."""
     size = frame_size(buf, max_size, limit_name)
@@ -167,8 +174,9 @@ def request_header_fields(buf, max_size: int, limit_name: str = "socket.request.
     if client_id_len >= 0:
         end = pos + client_id_len
         if end > max_header + 4:
-            raise ProtocolError(f"request header over request.header.max.bytes {max_header}: a client_id of "
-                                f"{client_id_len} bytes")
+            raise ProtocolError(
+                f"request header over request.header.max.bytes {max_header}: a client_id of {client_id_len} bytes"
+            )
         if end > size + 4:
             raise ProtocolError(f"client_id of {client_id_len} bytes runs past the {size}-byte frame")
         if end > len(buf):
@@ -189,8 +197,10 @@ def request_header_fields(buf, max_size: int, limit_name: str = "socket.request.
             try:
                 pos = skip_tagged_fields(within_frame(buf, size), pos, max_header + 4)
             except HeaderTooLarge as exc:
-                raise ProtocolError(f"request header over request.header.max.bytes {max_header}: its tagged "
-                                    f"fields make it {exc.at_least - 4} bytes at least") from None
+                raise ProtocolError(
+                    f"request header over request.header.max.bytes {max_header}: its tagged "
+                    f"fields make it {exc.at_least - 4} bytes at least"
+                ) from None
     if pos > size + 4:
         raise ProtocolError("request header runs past the end of its frame")
     return size, api_key, api_version, correlation_id, client_id, pos

@@ -17,7 +17,6 @@ each struct's ``_unknown_tags``). Every top-level class declares ``API_KEY``, ``
 from __future__ import annotations
 
 import struct
-import uuid
 from typing import Any
 
 from proxy.codec import schema
@@ -25,13 +24,20 @@ from proxy.codec.apis import API_VERSIONS, api_name
 from proxy.codec.compiler import codec
 from proxy.codec.error_codes import UNSUPPORTED_VERSION
 from proxy.codec.errors import ProtocolError
-from proxy.codec.primitives import ZERO_UUID
 from proxy.codec.schema import Message
 
 __all__ = [
-    "DECODED_APIS", "Message", "ProtocolError",
-    "api_versions_unsupported_body", "decode_api_versions_response", "decode_request",
-    "decode_response", "encode_request", "encode_response", "message_class", "new_request",
+    "DECODED_APIS",
+    "Message",
+    "ProtocolError",
+    "api_versions_unsupported_body",
+    "decode_api_versions_response",
+    "decode_request",
+    "decode_response",
+    "encode_request",
+    "encode_response",
+    "message_class",
+    "new_request",
     "new_response",
 ]
 
@@ -41,11 +47,20 @@ __all__ = [
 OWN_REQUESTS_ONLY = frozenset({35, 41})
 
 #: api_key -> (min_version, max_version) that we decode and encode on the client path, requests and responses alike.
-DECODED_APIS: dict[int, tuple[int, int]] = {key: versions for key, versions in schema.decoded_ranges("request").items()
-                                            if key not in OWN_REQUESTS_ONLY}
+DECODED_APIS: dict[int, tuple[int, int]] = {
+    key: versions for key, versions in schema.decoded_ranges("request").items() if key not in OWN_REQUESTS_ONLY
+}
 
-_DECODE_ERRORS = (struct.error, IndexError, UnicodeDecodeError, ValueError, OverflowError,
-                  TypeError, RecursionError, MemoryError)
+_DECODE_ERRORS = (
+    struct.error,
+    IndexError,
+    UnicodeDecodeError,
+    ValueError,
+    OverflowError,
+    TypeError,
+    RecursionError,
+    MemoryError,
+)
 
 for (_key, _direction), _segs in schema._SEGMENTS.items():
     for _seg in _segs:
@@ -79,7 +94,8 @@ def _decode(api_key: int, version: int, body: bytes | memoryview, direction: str
         raise ProtocolError(f"malformed {api_name(api_key)} v{version} {direction}: {exc!r}") from None
     if pos != len(mv):
         raise ProtocolError(
-            f"{api_name(api_key)} v{version} {direction}: {len(mv) - pos} trailing bytes after the message")
+            f"{api_name(api_key)} v{version} {direction}: {len(mv) - pos} trailing bytes after the message"
+        )
     return msg
 
 
@@ -133,6 +149,7 @@ def new_response(api_key: int, version: int, **fields: Any) -> Message:
 # --------------------------------------------------------------------------------------------
 # ApiVersions: a broker that does not support the client's version answers with a v0 body.
 
+
 def decode_api_versions_response(version: int, body: bytes | memoryview) -> Message:
     """Decode an ApiVersions response, falling back to v0 as Kafka clients do.
 
@@ -163,6 +180,10 @@ def api_versions_unsupported_body(min_version: int = 0, max_version: int = 4) ->
     error_code is UNSUPPORTED_VERSION and the one entry tells the client which ApiVersions
     versions to retry with.
     """
-    msg = new_response(API_VERSIONS, 0, error_code=UNSUPPORTED_VERSION, api_keys=[
-        {"api_key": API_VERSIONS, "min_version": min_version, "max_version": max_version}])
+    msg = new_response(
+        API_VERSIONS,
+        0,
+        error_code=UNSUPPORTED_VERSION,
+        api_keys=[{"api_key": API_VERSIONS, "min_version": min_version, "max_version": max_version}],
+    )
     return encode_response(API_VERSIONS, 0, msg)

@@ -61,14 +61,14 @@ def encode_head(version: int, msg: Message) -> bytes:
     tail = _empty_tail(version)
     msg.topics = []
     body = encode_response(METADATA, version, msg)
-    return body[:len(body) - len(tail)]
+    return body[: len(body) - len(tail)]
 
 
 @cache
 def _empty_tail(version: int) -> bytes:
     """What follows the head in an answer with no topics: the empty array, and the fields after it."""
     empty = encode_response(METADATA, version, new_response(METADATA, version))
-    return empty[topics_offset(version, empty):]
+    return empty[topics_offset(version, empty) :]
 
 
 def _skip_string(body, pos: int, flexible: bool, what: str) -> int:

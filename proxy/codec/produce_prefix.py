@@ -19,16 +19,28 @@ import struct
 from proxy.codec.apis import FETCH, PRODUCE
 from proxy.codec.errors import ProtocolError
 from proxy.codec.fetch_prefix import with_fetch_replica_id
-from proxy.codec.header import (MAX_HEADER_BYTES, HeaderTooLarge, Incomplete, RequestHeader, read_uvarint,
-                                request_header_fields, skip_tagged_fields, within_frame)
+from proxy.codec.header import (
+    MAX_HEADER_BYTES,
+    HeaderTooLarge,
+    Incomplete,
+    RequestHeader,
+    read_uvarint,
+    request_header_fields,
+    skip_tagged_fields,
+    within_frame,
+)
 
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 
 
-def parse_request_prefix(buf, max_size: int, producer_ids=None,
-                         limit_name: str = "socket.request.max.bytes",
-                         max_header: int = MAX_HEADER_BYTES) -> RequestHeader:
+def parse_request_prefix(
+    buf,
+    max_size: int,
+    producer_ids=None,
+    limit_name: str = "socket.request.max.bytes",
+    max_header: int = MAX_HEADER_BYTES,
+) -> RequestHeader:
     """The request header, plus ``acks`` for Produce and the replica id for Fetch v0-14: everything needed before
     the frame's first byte moves. ``producer_ids`` (an object with ``enabled``, read per request): when enabled, a
     Produce's producer ids and its only topic too (:func:`produce_prefix`)."""
@@ -69,8 +81,9 @@ def produce_producer_ids(buf, header: RequestHeader) -> tuple[int, ...]:
 def produce_prefix(buf, header: RequestHeader) -> tuple[tuple[int, ...], str | bytes | None]:
     """(:func:`produce_producer_ids`, the only topic the request writes: its name, or its topic id's 16 bytes from
     v13; None when it writes several or none, or the prefix is not well formed)."""
-    pids, only_topic, _ = _read_prefix(within_frame(buf, header.size), header.size + 4, header.header_length,
-                                       header.api_version)
+    pids, only_topic, _ = _read_prefix(
+        within_frame(buf, header.size), header.size + 4, header.header_length, header.api_version
+    )
     return pids, only_topic
 
 
@@ -101,14 +114,14 @@ def _read_prefix(body, end: int, pos: int, version: int) -> tuple[tuple[int, ...
         if version >= 13:
             start = pos
             pos += _need(16, pos, end, available)  # topic_id (KIP-516) instead of the name
-            topic = bytes(body[start:start + 16])
+            topic = bytes(body[start : start + 16])
         else:
             length, pos = _length(body, pos, end, available, flexible, _INT16)
             length = max(length, 0)
             start = pos
             pos += _need(length, pos, end, available)
             try:
-                topic = bytes(body[start:start + length]).decode()
+                topic = bytes(body[start : start + length]).decode()
             except UnicodeDecodeError:
                 topic = None
         if topics == 1:

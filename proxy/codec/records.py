@@ -101,14 +101,16 @@ def iter_batches(records: bytes | memoryview | None, *, allow_truncated: bool = 
             if allow_truncated:
                 return
             raise ProtocolError(
-                f"record batch of {LOG_OVERHEAD + batch_length} bytes at offset {pos} truncated to {left}")
+                f"record batch of {LOG_OVERHEAD + batch_length} bytes at offset {pos} truncated to {left}"
+            )
         if magic == 2:
             (attributes,) = _V2_ATTRIBUTES.unpack_from(buf, pos + 21)
             producer_id, producer_epoch, base_sequence, count = _V2_PRODUCER.unpack_from(buf, pos + 43)
             if count < 0:
                 raise ProtocolError(f"negative record count {count} at offset {pos}")
-            yield RecordBatchInfo(base_offset, batch_length, 2, attributes, producer_id, producer_epoch,
-                                  base_sequence, count)
+            yield RecordBatchInfo(
+                base_offset, batch_length, 2, attributes, producer_id, producer_epoch, base_sequence, count
+            )
         else:
             yield RecordBatchInfo(base_offset, batch_length, magic, buf[pos + 17], NO_PRODUCER_ID, -1, -1, None)
         pos += LOG_OVERHEAD + batch_length

@@ -38,9 +38,16 @@ _NO_OFFSET = -1  # Kafka's INVALID_OFFSET, INVALID_HIGH_WATERMARK and NO_TIMESTA
 _NO_NODE = {"node_id": -1, "host": "", "port": -1}  # Kafka's Node.noNode()
 
 
-def error_response(api_key: int, version: int, request: Message, error_code: int, *,
-                   item_errors: ItemErrors | None = None, throttle_time_ms: int = 0,
-                   error_message: str | None = None) -> Message:
+def error_response(
+    api_key: int,
+    version: int,
+    request: Message,
+    error_code: int,
+    *,
+    item_errors: ItemErrors | None = None,
+    throttle_time_ms: int = 0,
+    error_message: str | None = None,
+) -> Message:
     """The response failing ``request`` (decoded, of ``version``) with ``error_code``, item by item as above."""
     if api_key not in DECODED_APIS:
         raise ValueError(f"no error response for {api_name(api_key)}: the proxy does not decode it")
@@ -91,40 +98,87 @@ def _topic_keys(name: str | None, topic_id: uuid.UUID | None) -> tuple:
 
 
 def _produce(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
-    return {"responses": [
-        {"name": t.name, "topic_id": t.topic_id, "partition_responses": [
-            {"index": p.index, "error_code": codes.partition(t.name, t.topic_id, p.index), "error_message": message,
-             "base_offset": _NO_OFFSET, "log_append_time_ms": _NO_OFFSET, "log_start_offset": _NO_OFFSET}
-            for p in t.partition_data]}
-        for t in request.topic_data]}
+    return {
+        "responses": [
+            {
+                "name": t.name,
+                "topic_id": t.topic_id,
+                "partition_responses": [
+                    {
+                        "index": p.index,
+                        "error_code": codes.partition(t.name, t.topic_id, p.index),
+                        "error_message": message,
+                        "base_offset": _NO_OFFSET,
+                        "log_append_time_ms": _NO_OFFSET,
+                        "log_start_offset": _NO_OFFSET,
+                    }
+                    for p in t.partition_data
+                ],
+            }
+            for t in request.topic_data
+        ]
+    }
 
 
 def _fetch(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
-    return {"error_code": codes.default, "session_id": request.session_id, "responses": [
-        {"topic": t.topic, "topic_id": t.topic_id, "partitions": [
-            {"partition_index": p.partition, "error_code": codes.partition(t.topic, t.topic_id, p.partition),
-             "high_watermark": _NO_OFFSET, "last_stable_offset": _NO_OFFSET, "log_start_offset": _NO_OFFSET}
-            for p in t.partitions]}
-        for t in request.topics]}
+    return {
+        "error_code": codes.default,
+        "session_id": request.session_id,
+        "responses": [
+            {
+                "topic": t.topic,
+                "topic_id": t.topic_id,
+                "partitions": [
+                    {
+                        "partition_index": p.partition,
+                        "error_code": codes.partition(t.topic, t.topic_id, p.partition),
+                        "high_watermark": _NO_OFFSET,
+                        "last_stable_offset": _NO_OFFSET,
+                        "log_start_offset": _NO_OFFSET,
+                    }
+                    for p in t.partitions
+                ],
+            }
+            for t in request.topics
+        ],
+    }
 
 
 def _metadata(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
     # topics None asks for all topics: nothing to name. A topic asked for by id has no name; Kafka answers "".
-    return {"error_code": codes.default, "topics": [
-        {"name": t.name or "", "topic_id": t.topic_id, "error_code": codes.topic(t.name, t.topic_id)}
-        for t in request.topics or ()]}
+    return {
+        "error_code": codes.default,
+        "topics": [
+            {"name": t.name or "", "topic_id": t.topic_id, "error_code": codes.topic(t.name, t.topic_id)}
+            for t in request.topics or ()
+        ],
+    }
 
 
 def _find_coordinator(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
     if version < 4:
         return {"error_code": codes.default, "error_message": message, **_NO_NODE}
-    return {"coordinators": [{"key": key, "error_code": codes.item(key), "error_message": message, **_NO_NODE}
-                             for key in request.coordinator_keys]}
+    return {
+        "coordinators": [
+            {"key": key, "error_code": codes.item(key), "error_message": message, **_NO_NODE}
+            for key in request.coordinator_keys
+        ]
+    }
 
 
 def _create_topics(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
-    return {"topics": [{"name": t.name, "error_code": codes.topic(t.name), "error_message": message,
-                        "num_partitions": -1, "replication_factor": -1} for t in request.topics]}
+    return {
+        "topics": [
+            {
+                "name": t.name,
+                "error_code": codes.topic(t.name),
+                "error_message": message,
+                "num_partitions": -1,
+                "replication_factor": -1,
+            }
+            for t in request.topics
+        ]
+    }
 
 
 def _delete_topics(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
@@ -132,20 +186,39 @@ def _delete_topics(version: int, request: Message, codes: _Codes, message: str |
         topics = [(t.name, t.topic_id) for t in request.topics]
     else:
         topics = [(name, ZERO_UUID) for name in request.topic_names]
-    return {"responses": [{"name": name, "topic_id": topic_id, "error_code": codes.topic(name, topic_id),
-                           "error_message": message} for name, topic_id in topics]}
+    return {
+        "responses": [
+            {"name": name, "topic_id": topic_id, "error_code": codes.topic(name, topic_id), "error_message": message}
+            for name, topic_id in topics
+        ]
+    }
 
 
 def _create_partitions(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
-    return {"results": [{"name": t.name, "error_code": codes.topic(t.name), "error_message": message}
-                        for t in request.topics]}
+    return {
+        "results": [
+            {"name": t.name, "error_code": codes.topic(t.name), "error_message": message} for t in request.topics
+        ]
+    }
 
 
 def _delete_records(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
-    return {"topics": [{"name": t.name, "partitions": [
-        {"partition_index": p.partition_index, "low_watermark": _NO_OFFSET,
-         "error_code": codes.partition(t.name, None, p.partition_index)} for p in t.partitions]}
-        for t in request.topics]}
+    return {
+        "topics": [
+            {
+                "name": t.name,
+                "partitions": [
+                    {
+                        "partition_index": p.partition_index,
+                        "low_watermark": _NO_OFFSET,
+                        "error_code": codes.partition(t.name, None, p.partition_index),
+                    }
+                    for p in t.partitions
+                ],
+            }
+            for t in request.topics
+        ]
+    }
 
 
 def _offset_commit(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
@@ -153,32 +226,60 @@ def _offset_commit(version: int, request: Message, codes: _Codes, message: str |
     topics = []
     for t in request.topics:
         topic_id = getattr(t, "topic_id", None)
-        topics.append({"name": t.name, **({} if topic_id is None else {"topic_id": topic_id}), "partitions": [
-            {"partition_index": p.partition_index, "error_code": codes.partition(t.name, topic_id, p.partition_index)}
-            for p in t.partitions]})
+        topics.append(
+            {
+                "name": t.name,
+                **({} if topic_id is None else {"topic_id": topic_id}),
+                "partitions": [
+                    {
+                        "partition_index": p.partition_index,
+                        "error_code": codes.partition(t.name, topic_id, p.partition_index),
+                    }
+                    for p in t.partitions
+                ],
+            }
+        )
     return {"topics": topics}
 
 
 def _txn_topics(topics, codes: _Codes) -> list:
-    return [{"name": t.name, "results_by_partition": [
-        {"partition_index": p, "partition_error_code": codes.partition(t.name, None, p)} for p in t.partitions]}
-        for t in topics]
+    return [
+        {
+            "name": t.name,
+            "results_by_partition": [
+                {"partition_index": p, "partition_error_code": codes.partition(t.name, None, p)} for p in t.partitions
+            ],
+        }
+        for t in topics
+    ]
 
 
 def _add_partitions_to_txn(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
     if version < 4:
         return {"results_by_topic_v3_and_below": _txn_topics(request.v3_and_below_topics, codes)}
-    return {"error_code": codes.default if codes.default and not codes.items else 0, "results_by_transaction": [
-        {"transactional_id": txn.transactional_id, "topic_results": _txn_topics(txn.topics, codes)}
-        for txn in request.transactions]}
+    return {
+        "error_code": codes.default if codes.default and not codes.items else 0,
+        "results_by_transaction": [
+            {"transactional_id": txn.transactional_id, "topic_results": _txn_topics(txn.topics, codes)}
+            for txn in request.transactions
+        ],
+    }
 
 
 def _config_resources(results_field: str, extra: dict) -> Callable[[int, Message, _Codes, str | None], dict]:
     def build(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
-        return {results_field: [
-            {"error_code": codes.item((r.resource_type, r.resource_name)), "error_message": message,
-             "resource_type": r.resource_type, "resource_name": r.resource_name, **extra}
-            for r in request.resources]}
+        return {
+            results_field: [
+                {
+                    "error_code": codes.item((r.resource_type, r.resource_name)),
+                    "error_message": message,
+                    "resource_type": r.resource_type,
+                    "resource_name": r.resource_name,
+                    **extra,
+                }
+                for r in request.resources
+            ]
+        }
 
     return build
 
@@ -195,8 +296,13 @@ def _alter_client_quotas(version: int, request: Message, codes: _Codes, message:
     entries = []
     for entry in request.entries:
         entity = [(e.entity_type, e.entity_name) for e in entry.entity]
-        entries.append({"error_code": codes.item(tuple(entity)), "error_message": message,
-                        "entity": [{"entity_type": kind, "entity_name": name} for kind, name in entity]})
+        entries.append(
+            {
+                "error_code": codes.item(tuple(entity)),
+                "error_message": message,
+                "entity": [{"entity_type": kind, "entity_name": name} for kind, name in entity],
+            }
+        )
     return {"entries": entries}
 
 
@@ -209,9 +315,25 @@ def _error_code_and_message(version: int, request: Message, codes: _Codes, messa
 
 
 _BUILDERS: dict[int, Callable[[int, Message, _Codes, str | None], dict]] = {
-    0: _produce, 1: _fetch, 3: _metadata, 8: _offset_commit, 28: _offset_commit, 10: _find_coordinator, 17: _error_code_only, 18: _error_code_only,
-    19: _create_topics, 20: _delete_topics, 21: _delete_records, 22: _init_producer_id, 24: _add_partitions_to_txn,
-    32: _config_resources("results", {"configs": []}), 33: _config_resources("responses", {}),
-    36: _error_code_and_message, 37: _create_partitions, 44: _config_resources("responses", {}),
-    48: _describe_client_quotas, 49: _alter_client_quotas, 60: _error_code_and_message,
+    0: _produce,
+    1: _fetch,
+    3: _metadata,
+    8: _offset_commit,
+    28: _offset_commit,
+    10: _find_coordinator,
+    17: _error_code_only,
+    18: _error_code_only,
+    19: _create_topics,
+    20: _delete_topics,
+    21: _delete_records,
+    22: _init_producer_id,
+    24: _add_partitions_to_txn,
+    32: _config_resources("results", {"configs": []}),
+    33: _config_resources("responses", {}),
+    36: _error_code_and_message,
+    37: _create_partitions,
+    44: _config_resources("responses", {}),
+    48: _describe_client_quotas,
+    49: _alter_client_quotas,
+    60: _error_code_and_message,
 }

@@ -115,6 +115,7 @@ def is_default(value: Any, default: Any) -> bool:
 # --------------------------------------------------------------------------------------------
 # Message classes: one per struct of each (api_key, direction) schema segment.
 
+
 def _build_class(name: str, fields: tuple, registry: dict) -> type[Message]:
     defaults: dict[str, Any] = {}
     children: dict[str, type[Message]] = {}
@@ -130,9 +131,16 @@ def _build_class(name: str, fields: tuple, registry: dict) -> type[Message]:
             default = P.ZERO_UUID
         defaults[fname] = default
     names = tuple(defaults)
-    return type(name, (Message,), {
-        "__slots__": names, "_fields": names, "_defaults": defaults, "_children": children,
-    })
+    return type(
+        name,
+        (Message,),
+        {
+            "__slots__": names,
+            "_fields": names,
+            "_defaults": defaults,
+            "_children": children,
+        },
+    )
 
 
 class _Segment:

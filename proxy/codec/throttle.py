@@ -18,4 +18,3 @@ def merge_throttle(api_key: int, version: int, body: bytes | memoryview, throttl
         return None
     msg.throttle_time_ms = throttle_time_ms
     return encode_response(api_key, version, msg)
-

@@ -23,8 +23,9 @@ FD_EXHAUSTED = "fd_exhausted"  # why the client is closed (connections_closed's 
 UPSTREAM_UNREACHABLE = "upstream_unreachable"
 
 
-async def dial_broker(ctx: ListenerContext, events: BrokerEvents,
-                      peer: str) -> tuple[UpstreamConnection, Address] | str:
+async def dial_broker(
+    ctx: ListenerContext, events: BrokerEvents, peer: str
+) -> tuple[UpstreamConnection, Address] | str:
     """The broker connection for client ``peer``, reporting to ``events``, and the address it reached; or why the
     client is to be closed (:data:`FD_EXHAUSTED`, :data:`UPSTREAM_UNREACHABLE`)."""
     loop = asyncio.get_running_loop()
@@ -32,24 +33,32 @@ async def dial_broker(ctx: ListenerContext, events: BrokerEvents,
         try:
             _, upstream = await wait_for(
                 loop.create_connection(
-                    lambda: UpstreamConnection(events, ctx.response_buffer), address.host, address.port,
-                    ssl=ctx.upstream_ssl, server_hostname=address.host if ctx.upstream_ssl else None,
+                    lambda: UpstreamConnection(events, ctx.response_buffer),
+                    address.host,
+                    address.port,
+                    ssl=ctx.upstream_ssl,
+                    server_hostname=address.host if ctx.upstream_ssl else None,
                 ),
                 ctx.connect_timeout_s,
             )
         except OSError as exc:
             if exc.errno in (errno.EMFILE, errno.ENFILE):  # the proxy's own limit, not the broker's fault
-                log.error("out of file descriptors: cannot open a broker connection for client %s (raise the "
-                          "open-files limit, or bound connections)", peer)
+                log.error(
+                    "out of file descriptors: cannot open a broker connection for client %s (raise the "
+                    "open-files limit, or bound connections)",
+                    peer,
+                )
                 ctx.metrics.fd_exhausted.labels(ctx.name).inc()
                 return FD_EXHAUSTED
-            log.warning("cannot reach broker %s for client %s: %s", address, peer, exc,
-                        extra=log_fields(ctx, peer, address))
+            log.warning(
+                "cannot reach broker %s for client %s: %s", address, peer, exc, extra=log_fields(ctx, peer, address)
+            )
             ctx.metrics.upstream_errors.labels(ctx.name, "connect").inc()
             continue
-        except asyncio.TimeoutError:
-            log.warning("cannot reach broker %s for client %s: timed out", address, peer,
-                        extra=log_fields(ctx, peer, address))
+        except TimeoutError:
+            log.warning(
+                "cannot reach broker %s for client %s: timed out", address, peer, extra=log_fields(ctx, peer, address)
+            )
             ctx.metrics.upstream_errors.labels(ctx.name, "connect").inc()
             continue
         return upstream, address

@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 import ssl
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from config.model import Address
 from proxy.apis import ConnectionScope
@@ -38,11 +38,11 @@ class ListenerContext:
     connections: set  # open ClientConnections, for draining at shutdown
     connection_quotas: ConnectionQuotas  # connection creation rates and counts, shared by every listener
     clock: Clock  # the quotas' clock
-    ssl_context: "ssl.SSLContext | None" = None  # TLS termination on this listener
+    ssl_context: ssl.SSLContext | None = None  # TLS termination on this listener
     principal_rules: tuple = ()  # mTLS: ssl.principal.mapping.rules (proxy.session.principals)
     sasl: bool = False  # the broker behind authenticates with SASL: frames limited until a client has
     pre_auth_max_bytes: int = 524288  # sasl.server.max.receive.size
-    upstream_ssl: "ssl.SSLContext | None" = None  # TLS to the brokers
+    upstream_ssl: ssl.SSLContext | None = None  # TLS to the brokers
     tls_handshake_timeout_s: float = 10.0  # listener.tls.handshake.timeout.ms
     max_header_bytes: int = 65536  # request.header.max.bytes
     splice: bool = False  # connections.splice auto, on a platform with splice(2), neither side TLS
@@ -73,30 +73,48 @@ def log_fields(ctx: ListenerContext, peer: str, broker: object = None) -> dict:
     return fields
 
 
-def said_frame_error(log: logging.Logger, ctx: ListenerContext, peer: str, peer_ip: str, direction: str,
-                     error: object) -> None:
+def said_frame_error(
+    log: logging.Logger, ctx: ListenerContext, peer: str, peer_ip: str, direction: str, error: object
+) -> None:
     """A client's frame error (``direction``: request or response) in the log, at most one line per address and
     direction every 10 s, and in the frame-errors metric; the caller closes the connection."""
     suppressed = FRAME_ERROR_LOG.allow(peer_ip, direction, time.monotonic())
     if suppressed is not None:
-        log.warning("closing client %s on listener %s: %s%s", peer, ctx.name, bounded(error),
-                    f" ({suppressed} more like it from this address not logged)" if suppressed else "",
-                    extra=log_fields(ctx, peer))
+        log.warning(
+            "closing client %s on listener %s: %s%s",
+            peer,
+            ctx.name,
+            bounded(error),
+            f" ({suppressed} more like it from this address not logged)" if suppressed else "",
+            extra=log_fields(ctx, peer),
+        )
     ctx.metrics.frame_errors.labels(ctx.name, direction).inc()
 
 
-def said_overdue(log: logging.Logger, ctx: ListenerContext, peer: str, upstream: str, mute_state: str,
-                 overdue: str) -> str:
+def said_overdue(
+    log: logging.Logger, ctx: ListenerContext, peer: str, upstream: str, mute_state: str, overdue: str
+) -> str:
     """A connection past a bound (``overdue``: client_full, upstream_timeout or idle) in the log and metrics; the
     reason to close it with. The broker's bound runs until a response's last byte; time the proxy itself kept the
     broker unread does not count against it."""
     if overdue == "upstream_timeout":
-        log.warning("closing client %s: broker %s did not answer within %d ms (%s)", peer, upstream,
-                    ctx.response_timeout_ns // 1_000_000, mute_state,
-                    extra=log_fields(ctx, peer, upstream))
+        log.warning(
+            "closing client %s: broker %s did not answer within %d ms (%s)",
+            peer,
+            upstream,
+            ctx.response_timeout_ns // 1_000_000,
+            mute_state,
+            extra=log_fields(ctx, peer, upstream),
+        )
         ctx.metrics.upstream_errors.labels(ctx.name, "timeout").inc()
         return "upstream_timeout"
     what = "took no response for" if overdue == "client_full" else "idle for"
-    log.info("closing client %s: %s %d ms (%s)", peer, what, ctx.idle_timeout_ns // 1_000_000, mute_state,
-             extra=log_fields(ctx, peer))
+    log.info(
+        "closing client %s: %s %d ms (%s)",
+        peer,
+        what,
+        ctx.idle_timeout_ns // 1_000_000,
+        mute_state,
+        extra=log_fields(ctx, peer),
+    )
     return "idle"

@@ -31,7 +31,11 @@ from proxy.session.session import Session
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ClientConnection", "ListenerContext", "bounded"]  # ListenerContext, bounded: proxy.connection.client_context
+__all__ = [
+    "ClientConnection",
+    "ListenerContext",
+    "bounded",
+]  # ListenerContext, bounded: proxy.connection.client_context
 
 
 class ClientConnection(asyncio.BufferedProtocol):
@@ -50,16 +54,26 @@ class ClientConnection(asyncio.BufferedProtocol):
             self.session.awaiting_authentication = True
         self._loop = asyncio.get_running_loop()
         self._api_cache: dict[int, ApiMetrics] = {}
-        self.splices = Splicer(self._loop, self, enabled=ctx.splice, spliced_bytes=ctx.metrics.spliced_bytes,
-                               listener=ctx.name)
+        self.splices = Splicer(
+            self._loop, self, enabled=ctx.splice, spliced_bytes=ctx.metrics.spliced_bytes, listener=ctx.name
+        )
         self._writes = WriteBatch(self.splices.write_client, self.splices.write_broker)
         self.core = ConnectionCore(
-            ctx.scope, self.session, max_request_bytes=ctx.max_request_bytes,
-            max_response_bytes=ctx.max_response_bytes, max_inflight=ctx.max_inflight_requests,
-            write_client=self._writes.client, write_broker=self._writes.broker, clock=time.monotonic_ns,
-            api_metrics=self.api_metrics, spawn=self._spawn, max_header_bytes=ctx.max_header_bytes,
-            response_timeout_ns=ctx.response_timeout_ns, idle_timeout_ns=ctx.idle_timeout_ns,
-            client_state=lambda: client_state(self.transport))
+            ctx.scope,
+            self.session,
+            max_request_bytes=ctx.max_request_bytes,
+            max_response_bytes=ctx.max_response_bytes,
+            max_inflight=ctx.max_inflight_requests,
+            write_client=self._writes.client,
+            write_broker=self._writes.broker,
+            clock=time.monotonic_ns,
+            api_metrics=self.api_metrics,
+            spawn=self._spawn,
+            max_header_bytes=ctx.max_header_bytes,
+            response_timeout_ns=ctx.response_timeout_ns,
+            idle_timeout_ns=ctx.idle_timeout_ns,
+            client_state=lambda: client_state(self.transport),
+        )
         self.flow = self.core.flow
         self.splices.attach_core(self.core)
         self._reading_client = True
@@ -203,8 +217,13 @@ class ClientConnection(asyncio.BufferedProtocol):
         try:
             self.core.broker_bytes(data)
         except ProtocolError as exc:
-            log.warning("closing %s: protocol error in response from broker %s: %s", self.peer, self.upstream_name,
-                        bounded(exc), extra=log_fields(self.ctx, self.peer, self.upstream_name))
+            log.warning(
+                "closing %s: protocol error in response from broker %s: %s",
+                self.peer,
+                self.upstream_name,
+                bounded(exc),
+                extra=log_fields(self.ctx, self.peer, self.upstream_name),
+            )
             self.ctx.metrics.frame_errors.labels(self.ctx.name, "response").inc()
             self.close("broker_protocol_error")
             return
@@ -230,8 +249,13 @@ class ClientConnection(asyncio.BufferedProtocol):
         if self._closed_reason is None and self.client_eof:
             self.close("client_closed")  # the broker closed after the client's half-close: the normal end
         elif self._closed_reason is None:
-            log.info("broker %s closed the connection of client %s%s", self.upstream_name, self.peer,
-                     f": {exc}" if exc else "", extra=log_fields(self.ctx, self.peer, self.upstream_name))
+            log.info(
+                "broker %s closed the connection of client %s%s",
+                self.upstream_name,
+                self.peer,
+                f": {exc}" if exc else "",
+                extra=log_fields(self.ctx, self.peer, self.upstream_name),
+            )
             self.ctx.metrics.upstream_errors.labels(self.ctx.name, "lost").inc()
             self.close("upstream_closed")
 
@@ -332,6 +356,7 @@ class ClientConnection(asyncio.BufferedProtocol):
     def _spawn(self, start, done) -> None:
         """Run the proxy's own work for a request (an Await outcome) as a task; hand its result (or exception) to
         ``done`` on this connection, then apply the flow's state. Nothing happens if the connection closed meanwhile."""
+
         async def run() -> None:
             try:
                 result = await start()
@@ -397,4 +422,3 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.close("shutdown_timeout")
         if self.transport is not None:
             self.transport.abort()
-

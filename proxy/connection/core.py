@@ -34,6 +34,7 @@ from proxy.session.session import Session
 
 _NOTHING = memoryview(b"")
 
+
 @dataclass(frozen=True, slots=True)
 class State:
     """What the socket code applies after an event."""
@@ -51,14 +52,36 @@ def usage_recorder(scope: ConnectionScope | None, session: Session):
 
 
 class ConnectionCore:
-    __slots__ = ("flow", "requests", "responses", "_request_splitter", "_response_splitter", "_write_client",
-                 "_write_broker", "_client_state")
+    __slots__ = (
+        "flow",
+        "requests",
+        "responses",
+        "_request_splitter",
+        "_response_splitter",
+        "_write_client",
+        "_write_broker",
+        "_client_state",
+    )
 
-    def __init__(self, scope: ConnectionScope, session: Session, *, max_request_bytes: int, max_response_bytes: int,
-                 max_inflight: int, write_client: Callable[[object], None], write_broker: Callable[[object], None],
-                 clock: Callable[[], int], api_metrics: Callable[[int], object], planner=plan_request,
-                 spawn=None, max_header_bytes: int = MAX_HEADER_BYTES, response_timeout_ns: int = 0,
-                 idle_timeout_ns: int = 0, client_state: Callable[[], str] = lambda: PRESENT) -> None:
+    def __init__(
+        self,
+        scope: ConnectionScope,
+        session: Session,
+        *,
+        max_request_bytes: int,
+        max_response_bytes: int,
+        max_inflight: int,
+        write_client: Callable[[object], None],
+        write_broker: Callable[[object], None],
+        clock: Callable[[], int],
+        api_metrics: Callable[[int], object],
+        planner=plan_request,
+        spawn=None,
+        max_header_bytes: int = MAX_HEADER_BYTES,
+        response_timeout_ns: int = 0,
+        idle_timeout_ns: int = 0,
+        client_state: Callable[[], str] = lambda: PRESENT,
+    ) -> None:
         self._write_client = write_client
         self._client_state = client_state  # asks the kernel whether the client is still connected (presence)
         self._write_broker = write_broker
@@ -66,8 +89,17 @@ class ConnectionCore:
         self.flow.start_timeouts(clock())  # the idle timeout runs from the connection's start
         usage = usage_recorder(scope, session)
         self.responses = ResponsePath(self.flow, write_client, clock, api_metrics, usage, session)
-        self.requests = RequestPath(self.flow, scope, session, write_broker, api_metrics, clock, planner, usage,
-                                    None if spawn is None else self._spawning(spawn))
+        self.requests = RequestPath(
+            self.flow,
+            scope,
+            session,
+            write_broker,
+            api_metrics,
+            clock,
+            planner,
+            usage,
+            None if spawn is None else self._spawning(spawn),
+        )
         produce_prefix = None if scope is None else scope.quotas.produce_prefix
 
         def parse_request(buf):
@@ -78,9 +110,13 @@ class ConnectionCore:
                 return parse_raw_sasl_request(buf, session.request_limit)
             limit = session.request_limit
             if limit < max_request_bytes:  # a SASL listener, before the broker accepted an authentication
-                return parse_request_prefix(buf, limit, produce_prefix,
-                                            "sasl.server.max.receive.size (before SASL authentication)",
-                                            max_header_bytes)
+                return parse_request_prefix(
+                    buf,
+                    limit,
+                    produce_prefix,
+                    "sasl.server.max.receive.size (before SASL authentication)",
+                    max_header_bytes,
+                )
             return parse_request_prefix(buf, max_request_bytes, produce_prefix, max_header=max_header_bytes)
 
         def parse_response(buf):
@@ -225,7 +261,9 @@ class ConnectionCore:
             def decided(result) -> None:
                 done(result)
                 responses.send_ready_local()
+
             spawn(start, decided)
+
         return spawned
 
     def step(self, now: int) -> State:

@@ -62,6 +62,8 @@ class DescriptorBudget:
         self.waiting -= 1
 
     def detail(self) -> str:
-        return (f"{len(self._connections)} client connections and {self.waiting} waiting would leave fewer than "
-                f"{self.reserved} of the {self.limit} file descriptors (RLIMIT_NOFILE) for the proxy itself "
-                f"(connections.reserved.file.descriptors)")
+        return (
+            f"{len(self._connections)} client connections and {self.waiting} waiting would leave fewer than "
+            f"{self.reserved} of the {self.limit} file descriptors (RLIMIT_NOFILE) for the proxy itself "
+            f"(connections.reserved.file.descriptors)"
+        )

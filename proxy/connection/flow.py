@@ -67,9 +67,25 @@ class HeldRequest:
 
 
 class Flow:
-    __slots__ = ("inflight", "max_inflight", "_mid_frame", "_broker_full", "_responses_full", "_muted_until",
-                 "_throttled", "_deciding", "_holds", "_draining", "_read_ahead", "_read_ahead_pos", "_requests",
-                 "_small_reads", "timeouts", "unheard", "left")
+    __slots__ = (
+        "inflight",
+        "max_inflight",
+        "_mid_frame",
+        "_broker_full",
+        "_responses_full",
+        "_muted_until",
+        "_throttled",
+        "_deciding",
+        "_holds",
+        "_draining",
+        "_read_ahead",
+        "_read_ahead_pos",
+        "_requests",
+        "_small_reads",
+        "timeouts",
+        "unheard",
+        "left",
+    )
 
     def __init__(self, max_inflight: int, response_timeout: int = 0, idle_timeout: int = 0) -> None:
         if max_inflight < 1:
@@ -96,8 +112,14 @@ class Flow:
 
     def _paused_at_boundary(self) -> bool:
         """A reason that stops reading at the next request frame boundary holds (the one pause condition)."""
-        return bool(self._muted_until or self._throttled or self._deciding or self._responses_full
-                    or self._draining or len(self._requests) >= self.max_inflight)
+        return bool(
+            self._muted_until
+            or self._throttled
+            or self._deciding
+            or self._responses_full
+            or self._draining
+            or len(self._requests) >= self.max_inflight
+        )
 
     paused_at_boundary = property(_paused_at_boundary)
 
@@ -173,11 +195,20 @@ class Flow:
         response is not out), ``HELD`` (a request held until a time), ``DECIDING`` (waiting for the proxy's own
         lookup or work), ``INFLIGHT_BOUND``, ``CLIENT_FULL`` (the client takes no responses), ``BROKER_FULL``,
         ``DRAINING``."""
-        reasons = [name for name, on in (
-            ("THROTTLED", self._muted_until), ("RESPONSE_PENDING", self._throttled), ("HELD", self._holds),
-            ("DECIDING", self._deciding > len(self._holds)),
-            ("INFLIGHT_BOUND", len(self._requests) >= self.max_inflight), ("CLIENT_FULL", self._responses_full),
-            ("BROKER_FULL", self._broker_full), ("DRAINING", self._draining)) if on]
+        reasons = [
+            name
+            for name, on in (
+                ("THROTTLED", self._muted_until),
+                ("RESPONSE_PENDING", self._throttled),
+                ("HELD", self._holds),
+                ("DECIDING", self._deciding > len(self._holds)),
+                ("INFLIGHT_BOUND", len(self._requests) >= self.max_inflight),
+                ("CLIENT_FULL", self._responses_full),
+                ("BROKER_FULL", self._broker_full),
+                ("DRAINING", self._draining),
+            )
+            if on
+        ]
         return "MUTED_AND_" + "_AND_".join(reasons) if reasons else "NOT_MUTED"
 
     # -- request frames ------------------------------------------------------------------------------------------
@@ -243,7 +274,7 @@ class Flow:
         """The held-back bytes, to feed again; give back what was not consumed with :meth:`consumed_read_ahead`."""
         if self._read_ahead is None:
             raise FlowError("no read-ahead is held")
-        return memoryview(self._read_ahead)[self._read_ahead_pos:]
+        return memoryview(self._read_ahead)[self._read_ahead_pos :]
 
     def consumed_read_ahead(self, nbytes: int) -> None:
         """``nbytes`` of :meth:`take_read_ahead`'s view were consumed; the rest stays held (no copy)."""
@@ -303,8 +334,7 @@ class Flow:
         if mute_ms:
             self._muted_until = max(self._muted_until, now + mute_ms * 1_000_000)
 
-    def throttle_request(self, entry: InFlight | None, throttle: Throttle, now: int, *,
-                         pause: bool = True) -> int:
+    def throttle_request(self, entry: InFlight | None, throttle: Throttle, now: int, *, pause: bool = True) -> int:
         """A throttle decided with a request (at its header, or on its body). It combines with one decided before
         (the longest wins) and goes with the response. The first throttle of a request that expects a response marks
         it throttled: read nothing more until its response is out (``pause`` False for an answer of the proxy's

@@ -19,8 +19,9 @@ counts against the connection's in-flight bound, so its memory is bounded either
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from proxy.codec.apis import API_VERSIONS
 from proxy.codec.errors import ProtocolError
@@ -120,8 +121,16 @@ class InFlightQueue:
         self.probe_wanted = False
         return frame(head)
 
-    def look_up(self, waiting: InFlight | None, received_ns: int, api_key: int, api_version: int, body: bytes,
-                answered: Callable[[memoryview], None], client_id: str | None = None) -> bytes:
+    def look_up(
+        self,
+        waiting: InFlight | None,
+        received_ns: int,
+        api_key: int,
+        api_version: int,
+        body: bytes,
+        answered: Callable[[memoryview], None],
+        client_id: str | None = None,
+    ) -> bytes:
         """A request of the proxy's own (``body`` of ``api_key`` v``api_version``) to forward now, ahead of the
         request ``waiting`` to be decided on its answer (the last one queued; None if it expects no response):
         the lookup is queued before it, so the answers still come in order; ``client_id`` None: the proxy's own.
@@ -136,8 +145,9 @@ class InFlightQueue:
             self._queue.append(waiting)
         return frame(head + body)
 
-    def _own_header(self, api_key: int, api_version: int,
-                    client_id: str = PROBE_CLIENT_ID) -> tuple[RequestHeader, bytes]:
+    def _own_header(
+        self, api_key: int, api_version: int, client_id: str = PROBE_CLIENT_ID
+    ) -> tuple[RequestHeader, bytes]:
         """A request header of the proxy's own, with a correlation id no queued request has."""
         taken = {e.header.correlation_id for e in self._queue}
         correlation_id = _INT32_MIN

@@ -58,8 +58,7 @@ class Listener:
     def start_now(self) -> tuple[str, int]:
         """Bind and start accepting; must be called from the running event loop."""
         family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
-        sock = socket.create_server((self._host, self._port), family=family, backlog=1024,
-                                    reuse_port=self._reuse_port)
+        sock = socket.create_server((self._host, self._port), family=family, backlog=1024, reuse_port=self._reuse_port)
         sock.setblocking(False)
         self._sock = sock
         self.address = sock.getsockname()[:2]
@@ -104,8 +103,14 @@ class Listener:
             self.ctx.descriptors.track(loop.create_task(self._serve(conn, peer, ip)))
         elif isinstance(decision, Hold):
             if len(self._held) >= MAX_HELD:
-                self._reject(conn, ip, Close(IP_RATE, f"{ip} is over its connection_creation_rate and "
-                                                      f"{MAX_HELD} connections are already held"))
+                self._reject(
+                    conn,
+                    ip,
+                    Close(
+                        IP_RATE,
+                        f"{ip} is over its connection_creation_rate and {MAX_HELD} connections are already held",
+                    ),
+                )
                 return
             task = loop.create_task(self._hold(conn, peer, ip, decision.delay_ms))
             self.ctx.descriptors.track(task)
@@ -135,9 +140,13 @@ class Listener:
         ctx.metrics.connections_closed.labels(ctx.name, decision.reason).inc()
         suppressed = REJECT_LOG.allow(ip, decision.reason, asyncio.get_running_loop().time())
         if suppressed is not None:
-            log.info("listener %s: closed a new connection: %s%s", ctx.name, decision.detail,
-                     f" ({suppressed} more like it in the last 10 s)" if suppressed else "",
-                     extra=log_fields(ctx, ip))
+            log.info(
+                "listener %s: closed a new connection: %s%s",
+                ctx.name,
+                decision.detail,
+                f" ({suppressed} more like it in the last 10 s)" if suppressed else "",
+                extra=log_fields(ctx, ip),
+            )
 
     async def _serve(self, conn: socket.socket, peer, ip: str) -> None:
         """Give an admitted socket its broker connection, then start reading from it. On a TLS listener the
@@ -164,19 +173,27 @@ class Listener:
         timeout_s = self.ctx.tls_handshake_timeout_s
         try:
             # the client is not read until its broker connection is open (ClientConnection.connection_made)
-            await loop.connect_accepted_socket(lambda: client, conn, ssl=ssl_context,
-                                               ssl_handshake_timeout=timeout_s)
-        except (OSError, asyncio.TimeoutError) as exc:
+            await loop.connect_accepted_socket(lambda: client, conn, ssl=ssl_context, ssl_handshake_timeout=timeout_s)
+        except (TimeoutError, OSError) as exc:
             text = str(exc) or type(exc).__name__
-            hint = " (a plaintext client on a TLS listener?)" if "WRONG_VERSION_NUMBER" in text \
-                or "HTTP_REQUEST" in text or "record layer failure" in text else ""
+            hint = (
+                " (a plaintext client on a TLS listener?)"
+                if "WRONG_VERSION_NUMBER" in text or "HTTP_REQUEST" in text or "record layer failure" in text
+                else ""
+            )
             if isinstance(exc, asyncio.TimeoutError):
                 text = f"not completed within {timeout_s:g} s"
             suppressed = HANDSHAKE_LOG.allow(ip, "tls", loop.time())
             if suppressed is not None:
-                log.warning("listener %s: TLS handshake with %s failed: %s%s%s", self.ctx.name, client.peer,
-                            bounded(text), hint, f" ({suppressed} more from this IP in the last 10 s)"
-                            if suppressed else "", extra=log_fields(self.ctx, client.peer))
+                log.warning(
+                    "listener %s: TLS handshake with %s failed: %s%s%s",
+                    self.ctx.name,
+                    client.peer,
+                    bounded(text),
+                    hint,
+                    f" ({suppressed} more from this IP in the last 10 s)" if suppressed else "",
+                    extra=log_fields(self.ctx, client.peer),
+                )
             client.close("tls_handshake_failed")
             conn.close()
             return

@@ -54,13 +54,15 @@ class OpenGate:
         send(b"claim", json.dumps([claim_id, listener, ip, ip_max, listener_max, total_max]).encode())
         try:
             refused = await asyncio.wait_for(future, CLAIM_TIMEOUT_S)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self.timeouts += 1
             if len(self._abandoned) >= MAX_ABANDONED:
                 del self._abandoned[next(iter(self._abandoned))]
             self._abandoned[claim_id] = (listener, ip)
-            log.warning("the parent did not answer a connection claim within %g s: admitted on this worker's count",
-                        CLAIM_TIMEOUT_S)
+            log.warning(
+                "the parent did not answer a connection claim within %g s: admitted on this worker's count",
+                CLAIM_TIMEOUT_S,
+            )
             return UNCLAIMED
         finally:
             self._waiting.pop(claim_id, None)

@@ -21,7 +21,7 @@ TCP_ESTABLISHED, TCP_CLOSE_WAIT = 1, 8  # tcpi_state (include/net/tcp_states.h)
 _TCP_INFO = getattr(socket, "TCP_INFO", None)
 
 
-def client_state(transport: "asyncio.BaseTransport | None") -> str:
+def client_state(transport: asyncio.BaseTransport | None) -> str:
     """PRESENT, HALF_CLOSED (its FIN received) or GONE (reset, or its socket closed)."""
     if transport is None or transport.is_closing():
         return GONE

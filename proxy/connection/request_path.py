@@ -34,14 +34,40 @@ _INT32 = struct.Struct(">i")
 class RequestPath:
     """The client-to-broker direction, called by the core for each request's header, whole frame and end."""
 
-    __slots__ = ("_flow", "_scope", "_session", "_forward", "_api_metrics", "_clock", "_plan", "_entry",
-                 "_planner", "_usage", "_spawn", "_abandons", "_dropped", "_gone", "answered_locally")
+    __slots__ = (
+        "_flow",
+        "_scope",
+        "_session",
+        "_forward",
+        "_api_metrics",
+        "_clock",
+        "_plan",
+        "_entry",
+        "_planner",
+        "_usage",
+        "_spawn",
+        "_abandons",
+        "_dropped",
+        "_gone",
+        "answered_locally",
+    )
 
-    def __init__(self, flow: Flow, scope: ConnectionScope, session: Session, forward: Callable[[object], None],
-                 api_metrics: Callable[[int], object], clock: Callable[[], int],
-                 planner=plan_request, usage=NO_USAGE_RECORDER, spawn=None) -> None:
+    def __init__(
+        self,
+        flow: Flow,
+        scope: ConnectionScope,
+        session: Session,
+        forward: Callable[[object], None],
+        api_metrics: Callable[[int], object],
+        clock: Callable[[], int],
+        planner=plan_request,
+        usage=NO_USAGE_RECORDER,
+        spawn=None,
+    ) -> None:
         self._spawn = spawn  # (start, done): runs start() off the request path, then done(result) (Await outcomes)
-        self._usage = usage  # what the usage log is told (proxy.ops.usage_log.UsageRecorder; does nothing without a log)
+        self._usage = (
+            usage  # what the usage log is told (proxy.ops.usage_log.UsageRecorder; does nothing without a log)
+        )
         self._planner = planner  # (scope, session, header) -> Plan: the per-API handler table
         self._flow = flow
         self._scope = scope
@@ -96,8 +122,13 @@ class RequestPath:
             self._settled(plan.abandon)
             self._forward(frame)
             return
-        self._act(header, frame, entry, self._decided(header, plan.decide, memoryview(frame)[header.header_length:]),
-                  plan.abandon)
+        self._act(
+            header,
+            frame,
+            entry,
+            self._decided(header, plan.decide, memoryview(frame)[header.header_length :]),
+            plan.abandon,
+        )
 
     def _decided(self, header: RequestHeader, decide, body: memoryview) -> Outcome:
         try:
@@ -133,8 +164,11 @@ class RequestPath:
                 self.answered_locally = True
             return
         if outcome.body is not None:
-            frame = (_INT32.pack(header.header_length - 4 + len(outcome.body)) + bytes(frame[4:header.header_length])
-                     + outcome.body)
+            frame = (
+                _INT32.pack(header.header_length - 4 + len(outcome.body))
+                + bytes(frame[4 : header.header_length])
+                + outcome.body
+            )
         if entry is not None:
             entry.leg = entry.leg.then(ResponseLeg.forwarded(outcome))
         if outcome.throttle is not None:
@@ -151,8 +185,11 @@ class RequestPath:
             self._act(header, frame, entry, self._decided(header, lookup.then, body), abandon)
 
         flow.request_deciding()
-        self._forward(flow.inflight.look_up(entry, self._clock(), lookup.api_key, lookup.api_version,
-                                            lookup.body, answered, lookup.client_id))
+        self._forward(
+            flow.inflight.look_up(
+                entry, self._clock(), lookup.api_key, lookup.api_version, lookup.body, answered, lookup.client_id
+            )
+        )
 
     def _await(self, header: RequestHeader, frame, entry: InFlight | None, work: Await, abandon) -> None:
         """Start the proxy's own work now; decide this request on its result (reading waits until then)."""
@@ -222,4 +259,3 @@ class RequestPath:
         if muted_ms:
             self._session.muted_for = header.client_id
             self._usage.throttled(header, throttle, muted_ms, now)
-

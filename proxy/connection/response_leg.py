@@ -38,20 +38,20 @@ class ResponseLeg:
     lookup: Callable[[memoryview], None] | None = None
 
     @classmethod
-    def planned(cls, plan) -> "ResponseLeg":
+    def planned(cls, plan) -> ResponseLeg:
         """The leg a request's plan (:class:`proxy.apis.Plan`) asks for at its header."""
         if plan.rewrite is None and plan.observe is None and plan.record_response is None:
             return NO_LEG
         return cls(observe=plan.observe, rewrite=plan.rewrite, record_response=plan.record_response)
 
     @classmethod
-    def forwarded(cls, outcome) -> "ResponseLeg":
+    def forwarded(cls, outcome) -> ResponseLeg:
         """The leg a forwarded outcome (:class:`proxy.apis.ForwardRequest`) adds once the body was decided."""
         if outcome.rewrite is None and outcome.observe is None and outcome.settle is None:
             return NO_LEG
         return cls(observe=outcome.observe, rewrite=outcome.rewrite, settle=outcome.settle)
 
-    def then(self, more: "ResponseLeg") -> "ResponseLeg":
+    def then(self, more: ResponseLeg) -> ResponseLeg:
         """This leg, then ``more``: observers both, in order, on the broker's body; ``more``'s rewrite applied to
         what this one produced; both response records charged (the longest throttle wins); settlements in turn."""
         if more is NO_LEG:
@@ -60,12 +60,16 @@ class ResponseLeg:
             return more
         if self.lookup is not None or more.lookup is not None:
             raise ValueError("a lookup's leg does not combine")
-        return ResponseLeg(observe=_both(self.observe, more.observe), rewrite=_chained(self.rewrite, more.rewrite),
-                           record_response=_charged(self.record_response, more.record_response),
-                           settle=_settled(self.settle, more.settle))
+        return ResponseLeg(
+            observe=_both(self.observe, more.observe),
+            rewrite=_chained(self.rewrite, more.rewrite),
+            record_response=_charged(self.record_response, more.record_response),
+            settle=_settled(self.settle, more.settle),
+        )
 
-    def run(self, body: memoryview, size: Callable[[bytes | None], int],
-            throttle: Throttle | None) -> tuple[bytes | None, Throttle | None]:
+    def run(
+        self, body: memoryview, size: Callable[[bytes | None], int], throttle: Throttle | None
+    ) -> tuple[bytes | None, Throttle | None]:
         """Run the leg on the broker's response ``body``: the new body (None: the broker's stays) and the throttle
         the response carries, from the request's ``throttle`` so far; ``size(body)`` is the frame the client
         gets. Raises ValueError when a rewritten message cannot be encoded."""

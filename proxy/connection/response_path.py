@@ -39,13 +39,31 @@ _INT32 = struct.Struct(">i")
 class ResponsePath:
     """The broker-to-client direction, called by the core for each response's header, whole frame and end."""
 
-    __slots__ = ("_flow", "_write", "_clock", "_api_metrics", "_current", "_sent", "dropping_since_ns", "_usage",
-                 "_session")
+    __slots__ = (
+        "_flow",
+        "_write",
+        "_clock",
+        "_api_metrics",
+        "_current",
+        "_sent",
+        "dropping_since_ns",
+        "_usage",
+        "_session",
+    )
 
-    def __init__(self, flow: Flow, write: Callable[[object], None], clock: Callable[[], int],
-                 api_metrics: Callable[[int], object], usage=NO_USAGE_RECORDER, session=None) -> None:
+    def __init__(
+        self,
+        flow: Flow,
+        write: Callable[[object], None],
+        clock: Callable[[], int],
+        api_metrics: Callable[[int], object],
+        usage=NO_USAGE_RECORDER,
+        session=None,
+    ) -> None:
         self._session = session  # whose SASL exchange raw token responses belong to
-        self._usage = usage  # what the usage log is told (proxy.ops.usage_log.UsageRecorder; does nothing without a log)
+        self._usage = (
+            usage  # what the usage log is told (proxy.ops.usage_log.UsageRecorder; does nothing without a log)
+        )
         self._flow = flow
         self._write = write  # writes to the client socket
         self._clock = clock  # the connection's one clock (ns): latencies, mutes, held responses, timeouts
@@ -117,12 +135,16 @@ class ResponsePath:
             leg.lookup(original)
             return
         try:
-            body, throttle = leg.run(original, lambda rewritten: len(frame) - 4 if rewritten is None
-                                     else header_length - 4 + len(rewritten), entry.throttle)
+            body, throttle = leg.run(
+                original,
+                lambda rewritten: len(frame) - 4 if rewritten is None else header_length - 4 + len(rewritten),
+                entry.throttle,
+            )
             entry.throttle = throttle
             if throttle is not None:
-                merged = merge_throttle(request.api_key, request.api_version,
-                                        original if body is None else body, throttle.throttle_time_ms)
+                merged = merge_throttle(
+                    request.api_key, request.api_version, original if body is None else body, throttle.throttle_time_ms
+                )
                 body = merged if merged is not None else body
         except ValueError as exc:  # the rewritten message cannot be encoded in the client's version
             raise ProtocolError(f"cannot rewrite {request.api_key} v{request.api_version} response: {exc}") from None

@@ -79,12 +79,35 @@ class Splice:
     the destination stops (True) and starts again (False) taking bytes; ``read()`` after bytes came from the
     source. Use :func:`open_splice`; :meth:`cancel` frees everything at once."""
 
-    __slots__ = ("_loop", "_src", "_dst", "_watch_src", "_watch_dst", "_pipe", "_to_read", "_in_pipe", "moved",
-                 "_done", "_blocked_cb", "_read_cb", "_blocked", "_watching", "_finished")
+    __slots__ = (
+        "_loop",
+        "_src",
+        "_dst",
+        "_watch_src",
+        "_watch_dst",
+        "_pipe",
+        "_to_read",
+        "_in_pipe",
+        "moved",
+        "_done",
+        "_blocked_cb",
+        "_read_cb",
+        "_blocked",
+        "_watching",
+        "_finished",
+    )
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, src: int, dst: int, nbytes: int, *,
-                 done: Callable[[int, tuple[str, OSError] | None], None], blocked: Callable[[bool], None],
-                 read: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        src: int,
+        dst: int,
+        nbytes: int,
+        *,
+        done: Callable[[int, tuple[str, OSError] | None], None],
+        blocked: Callable[[bool], None],
+        read: Callable[[], None],
+    ) -> None:
         self._loop = loop
         self._src, self._dst = src, dst
         self._to_read = nbytes
@@ -212,8 +235,9 @@ class Splice:
             self._release()
 
 
-def open_splice(loop: asyncio.AbstractEventLoop, src: int, dst: int, nbytes: int, *, done, blocked,
-                read) -> Splice | None:
+def open_splice(
+    loop: asyncio.AbstractEventLoop, src: int, dst: int, nbytes: int, *, done, blocked, read
+) -> Splice | None:
     """A :class:`Splice` ready to start, or None when the process is out of descriptors for it (the caller copies)."""
     try:
         return Splice(loop, src, dst, nbytes, done=done, blocked=blocked, read=read)

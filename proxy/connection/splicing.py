@@ -70,11 +70,26 @@ class SpliceEvents(Protocol):
 class Splicer:
     """The splices of one connection, client to broker (``request``) and broker to client (``response``)."""
 
-    __slots__ = ("_loop", "_core", "_events", "_spliced_bytes", "_listener", "_enabled", "_client", "_broker",
-                 "_client_fd", "_broker_fd", "possible", "request", "response", "_later")
+    __slots__ = (
+        "_loop",
+        "_core",
+        "_events",
+        "_spliced_bytes",
+        "_listener",
+        "_enabled",
+        "_client",
+        "_broker",
+        "_client_fd",
+        "_broker_fd",
+        "possible",
+        "request",
+        "response",
+        "_later",
+    )
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, events: SpliceEvents, *, enabled: bool, spliced_bytes,
-                 listener: str) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, events: SpliceEvents, *, enabled: bool, spliced_bytes, listener: str
+    ) -> None:
         """``enabled``: this listener splices (``connections.splice``, the platform, no TLS); ``spliced_bytes``: the
         counter labelled (listener, direction)."""
         self._loop = loop
@@ -149,8 +164,15 @@ class Splicer:
         """The client's bytes were fed and the broker's transport has nothing waiting: splice the rest of a request
         being streamed if enough of it is still to come."""
         if self.possible and self._core.request_streaming >= SPLICE_MIN_BYTES:
-            splice = open_splice(self._loop, self._client_fd, self._broker_fd, self._core.request_streaming,
-                                 done=self._requests_spliced, blocked=_ignore, read=self._client_sent)
+            splice = open_splice(
+                self._loop,
+                self._client_fd,
+                self._broker_fd,
+                self._core.request_streaming,
+                done=self._requests_spliced,
+                blocked=_ignore,
+                read=self._client_sent,
+            )
             if splice is not None:  # None: out of fds for the pipe; this frame is copied
                 self.request = splice
                 self._client.pause_reading()
@@ -159,8 +181,15 @@ class Splicer:
     def after_broker_read(self) -> None:
         """Likewise for a response being streamed, once the client's transport has nothing waiting."""
         if self.possible and self._core.response_streaming >= SPLICE_MIN_BYTES:
-            splice = open_splice(self._loop, self._broker_fd, self._client_fd, self._core.response_streaming,
-                                 done=self._responses_spliced, blocked=self._client_blocked, read=_ignore)
+            splice = open_splice(
+                self._loop,
+                self._broker_fd,
+                self._client_fd,
+                self._core.response_streaming,
+                done=self._responses_spliced,
+                blocked=self._client_blocked,
+                read=_ignore,
+            )
             if splice is not None:
                 self.response = splice
                 self._broker.transport.pause_reading()

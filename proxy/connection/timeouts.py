@@ -57,8 +57,9 @@ class Timeouts:
         self.check_at = at
         return None
 
-    def overdue(self, now: int, waiting_since: int | None, reading_broker: bool, response_timeout: int,
-                idle_timeout: int) -> str | None:
+    def overdue(
+        self, now: int, waiting_since: int | None, reading_broker: bool, response_timeout: int, idle_timeout: int
+    ) -> str | None:
         """The bound past, or None: ``"client_full"`` (the client took no response for ``idle_timeout``),
         ``"upstream_timeout"`` (the broker did not answer a request read at ``waiting_since`` within
         ``response_timeout``, counted while the broker is read), ``"idle"`` (nothing sent nor owed)."""

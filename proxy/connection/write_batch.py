@@ -8,7 +8,7 @@ may start, and before it closes; the bytes and their order on each socket are un
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 
 class WriteBatch:

@@ -48,8 +48,14 @@ class BoundedLines:
     else (aiokafka's reconnect errors, an exception repeated per request), so no input rate becomes a log rate.
     Templates are kept in a bounded LRU."""
 
-    def __init__(self, max_chars: int = MAX_LINE, burst: int = 20, interval_s: float = 10.0,
-                 max_templates: int = 10_000, now=None) -> None:
+    def __init__(
+        self,
+        max_chars: int = MAX_LINE,
+        burst: int = 20,
+        interval_s: float = 10.0,
+        max_templates: int = 10_000,
+        now=None,
+    ) -> None:
         import time
 
         self.max_chars = max_chars
@@ -83,9 +89,9 @@ class BoundedLines:
 
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text and len(record.exc_text) > self.max_chars:
-            record.exc_text = record.exc_text[-self.max_chars:]
+            record.exc_text = record.exc_text[-self.max_chars :]
         if len(message) > self.max_chars:
-            message = f"{message[:self.max_chars]}... ({len(message) - self.max_chars} more characters)"
+            message = f"{message[: self.max_chars]}... ({len(message) - self.max_chars} more characters)"
         if suppressed:
             message = f"{message} ({suppressed} more lines like this in the previous {self.interval_s:g} s not logged)"
         record.msg, record.args = message, None

@@ -57,20 +57,33 @@ class ClusterUsage:
     returns an iterator, a step at a time (:func:`quota.sharing.usage_share.record_remote_steps`); ``wall`` dates records
     (they cross hosts). :meth:`for_app` wires it into one process."""
 
-    def __init__(self, settings, kafka: OwnKafka, registry, own_id: str, own,
-                 record: Callable[[UsageDelta], Iterator | None], wall=None) -> None:
+    def __init__(
+        self,
+        settings,
+        kafka: OwnKafka,
+        registry,
+        own_id: str,
+        own,
+        record: Callable[[UsageDelta], Iterator | None],
+        wall=None,
+    ) -> None:
         self.kafka = kafka
         self.topic: str = settings["quota.cluster.topic"]
         self.sync_s = settings["quota.cluster.sync.ms"] / 1000.0
         self.max_bytes: int = settings["quota.cluster.record.max.bytes"]
         self._per_entry: float | None = None  # the last record's compressed bytes per entity: the next one's guess
-        self._leftover = Leftover()  # what the last record did not send: the next one adds it (quota.sharing.usage_record)
+        self._leftover = (
+            Leftover()
+        )  # what the last record did not send: the next one adds it (quota.sharing.usage_record)
         self.carrying = False  # the last record left entities out (they wait for the next)
         self.wall = wall or WallClock()
         self.own_id = own_id
-        self.peers = ClusterPeers(self.own_id, settings["quota.cluster.stale.ms"],  # history before its start:
-                                  since_ms=self.wall.now_ms() - settings["quota.cluster.sync.ms"],  # not recorded
-                                  forget_ms=settings["quota.cluster.forget.ms"])
+        self.peers = ClusterPeers(
+            self.own_id,
+            settings["quota.cluster.stale.ms"],  # history before its start:
+            since_ms=self.wall.now_ms() - settings["quota.cluster.sync.ms"],  # not recorded
+            forget_ms=settings["quota.cluster.forget.ms"],
+        )
         self.incarnation = secrets.token_hex(8)  # this run's records: followers apply each (incarnation, seq) once
         self.outbox = UsageOutbox(settings["quota.cluster.stale.ms"], self.max_bytes)
         self._expired = 0  # outbox.expired already counted
@@ -79,41 +92,70 @@ class ClusterUsage:
         self._topic_missing = False  # the follower found no topic: the publisher creates it at its next sync
         self.fallback = False
         self.note: str | None = None  # what /readyz adds while in fallback (read from the scrape thread: one reference)
-        self.records = Counter(f"{PREFIX}_cluster_usage_records", "Usage records this sidecar published "
-                               "(direction=sent), dropped unsent after quota.cluster.stale.ms (expired), recorded "
-                               "from its peers (received), skipped as stale or its own (skipped), as applied already "
-                               "(duplicate) or as dated more than 30 s ahead (future), or could not publish or read "
-                               "(error).", ["direction"], registry=registry)
+        self.records = Counter(
+            f"{PREFIX}_cluster_usage_records",
+            "Usage records this sidecar published "
+            "(direction=sent), dropped unsent after quota.cluster.stale.ms (expired), recorded "
+            "from its peers (received), skipped as stale or its own (skipped), as applied already "
+            "(duplicate) or as dated more than 30 s ahead (future), or could not publish or read "
+            "(error).",
+            ["direction"],
+            registry=registry,
+        )
         for direction in ("sent", "expired", "received", "skipped", "duplicate", "future", "error"):
             self.records.labels(direction)  # at 0 from the start: increase() sees the first of each
-        self.peers_gauge = Gauge(f"{PREFIX}_cluster_usage_peers", "Other sidecars on the usage topic: known "
-                                 "(heard from within quota.cluster.forget.ms of the topic's newest record) and fresh "
-                                 "(last record at most quota.cluster.stale.ms old).", ["state"], registry=registry)
-        self.carried = Counter(f"{PREFIX}_cluster_usage_carried_entities", "Entities left out of a usage record "
-                               "because it would have been longer than quota.cluster.record.max.bytes: their usage "
-                               "waits for the next sync (counted once per sync they wait).", registry=registry)
-        self.record_bytes = Gauge(f"{PREFIX}_cluster_usage_record_bytes", "The size of this proxy's last usage "
-                                  "record (compressed), and the entities in it.", ["what"], registry=registry)
-        self.fallback_gauge = Gauge(f"{PREFIX}_cluster_usage_fallback", "1 while no peer sidecar is fresh and this "
-                                    "one keeps to its per-broker share (quota / live sidecars), else 0.",
-                                    registry=registry)
-        self.follower = UsageFollower(self.topic, kafka, self.sync_s, self.max_bytes, self.peers, self.records,
-                                     self.wall, record, self._missing)
+        self.peers_gauge = Gauge(
+            f"{PREFIX}_cluster_usage_peers",
+            "Other sidecars on the usage topic: known "
+            "(heard from within quota.cluster.forget.ms of the topic's newest record) and fresh "
+            "(last record at most quota.cluster.stale.ms old).",
+            ["state"],
+            registry=registry,
+        )
+        self.carried = Counter(
+            f"{PREFIX}_cluster_usage_carried_entities",
+            "Entities left out of a usage record "
+            "because it would have been longer than quota.cluster.record.max.bytes: their usage "
+            "waits for the next sync (counted once per sync they wait).",
+            registry=registry,
+        )
+        self.record_bytes = Gauge(
+            f"{PREFIX}_cluster_usage_record_bytes",
+            "The size of this proxy's last usage record (compressed), and the entities in it.",
+            ["what"],
+            registry=registry,
+        )
+        self.fallback_gauge = Gauge(
+            f"{PREFIX}_cluster_usage_fallback",
+            "1 while no peer sidecar is fresh and this "
+            "one keeps to its per-broker share (quota / live sidecars), else 0.",
+            registry=registry,
+        )
+        self.follower = UsageFollower(
+            self.topic, kafka, self.sync_s, self.max_bytes, self.peers, self.records, self.wall, record, self._missing
+        )
         self._producer = None
         self._tasks: list[asyncio.Task] = []
 
     @classmethod
-    def for_app(cls, app, wall=None) -> "ClusterUsage":
+    def for_app(cls, app, wall=None) -> ClusterUsage:
         """One proxy process: its managers tell the publisher what they record, peers' usage goes into them."""
         settings = app.config.settings
         quotas = app.quotas
 
         def record(delta: UsageDelta) -> Iterator:
-            return frozen_as_made(record_remote_steps(delta, quotas.clock.now_ms, produce=quotas.produce,
-                                                      fetch=quotas.fetch, mutations=quotas.mutations,
-                                                      producer_ids=quotas.producer_ids,
-                                                      connections=app.connection_quotas),
-                                  lambda: len(quotas.produce) + len(quotas.fetch))
+            return frozen_as_made(
+                record_remote_steps(
+                    delta,
+                    quotas.clock.now_ms,
+                    produce=quotas.produce,
+                    fetch=quotas.fetch,
+                    mutations=quotas.mutations,
+                    producer_ids=quotas.producer_ids,
+                    connections=app.connection_quotas,
+                ),
+                lambda: len(quotas.produce) + len(quotas.fetch),
+            )
 
         own_id = proxy_id(settings, (address[1] for address in app.listener_addresses.values()))
         usage = cls(settings, app.usage_kafka or app.kafka, app.metrics.registry, own_id, None, record, wall)
@@ -125,8 +167,12 @@ class ClusterUsage:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._publish_loop()), loop.create_task(self.follower.follow())]
-        log.info("cluster usage: sidecar %s publishing to and following %s every %.0f ms", self.own_id, self.topic,
-                 self.sync_s * 1000)
+        log.info(
+            "cluster usage: sidecar %s publishing to and following %s every %.0f ms",
+            self.own_id,
+            self.topic,
+            self.sync_s * 1000,
+        )
 
     # -- publishing ------------------------------------------------------------------------------------------------
 
@@ -170,28 +216,45 @@ class ClusterUsage:
         if bool(fitted.carried) != self.carrying:
             self.carrying = bool(fitted.carried)
             if self.carrying:
-                log.warning("cluster usage: %d of %d entities do not fit in one usage record of at most %d bytes "
-                            "(quota.cluster.record.max.bytes): sending those using the most of their quota first, "
-                            "the others at the next syncs", fitted.carried, fitted.entities, self.max_bytes)
+                log.warning(
+                    "cluster usage: %d of %d entities do not fit in one usage record of at most %d bytes "
+                    "(quota.cluster.record.max.bytes): sending those using the most of their quota first, "
+                    "the others at the next syncs",
+                    fitted.carried,
+                    fitted.entities,
+                    self.max_bytes,
+                )
             else:
                 log.warning("cluster usage: every entity fits in one usage record again (%d bytes)", len(fitted.data))
         delta = fitted.delta
         gone = self.peers.forget_silent(self.wall.now_ms())
         if gone:
-            log.warning("cluster usage: forgetting %d sidecar(s) silent for %d ms while the topic went on (no longer "
-                        "among the live sidecars): %s", len(gone), self.peers.forget_ms, ", ".join(gone[:20]))
+            log.warning(
+                "cluster usage: forgetting %d sidecar(s) silent for %d ms while the topic went on (no longer "
+                "among the live sidecars): %s",
+                len(gone),
+                self.peers.forget_ms,
+                ", ".join(gone[:20]),
+            )
         view = self.peers.view(self.wall.now_ms())
         self.peers_gauge.labels("known").set(view.known)
         self.peers_gauge.labels("fresh").set(view.fresh)
         if view.fallback != self.fallback:
             self.fallback = view.fallback
             self.fallback_gauge.set(1 if view.fallback else 0)
-            self.note = (f"quota.scope cluster: no peer sidecar fresh, keeping to quota / {view.share_divisor}"
-                         if view.fallback else None)
+            self.note = (
+                f"quota.scope cluster: no peer sidecar fresh, keeping to quota / {view.share_divisor}"
+                if view.fallback
+                else None
+            )
             if view.fallback:
-                log.warning("cluster usage: no peer sidecar has published for %d ms (stale: %s): keeping to this "
-                            "sidecar's share, quota / %d", self.peers.stale_ms,
-                            ", ".join(self.peers.stale_peers(self.wall.now_ms())), view.share_divisor)
+                log.warning(
+                    "cluster usage: no peer sidecar has published for %d ms (stale: %s): keeping to this "
+                    "sidecar's share, quota / %d",
+                    self.peers.stale_ms,
+                    ", ".join(self.peers.stale_peers(self.wall.now_ms())),
+                    view.share_divisor,
+                )
             else:
                 log.warning("cluster usage: %d peer sidecar(s) fresh again: one budget across the cluster", view.fresh)
         if view.fallback and not delta.empty:
@@ -210,7 +273,7 @@ class ClusterUsage:
             try:
                 await wait_for(self._woken.wait(), max(0.0, last_sync + self.sync_s - loop.time()))
                 await asyncio.sleep(max(0.0, last_sync + self.sync_s / 4 - loop.time()))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             last_sync = loop.time()
             self._woken.clear()
@@ -225,19 +288,31 @@ class ClusterUsage:
                     await self.kafka.ensure_topic(self.topic, CLIENT_ID)  # broker may answer NONE all the same
                     self._topic_missing = False
                 if self._producer is None:
-                    producer = AIOKafkaProducer(**self.kafka.options(CLIENT_ID), acks=1, linger_ms=0,
-                                                max_request_size=self.max_bytes + REQUEST_OVERHEAD_BYTES)
+                    producer = AIOKafkaProducer(
+                        **self.kafka.options(CLIENT_ID),
+                        acks=1,
+                        linger_ms=0,
+                        max_request_size=self.max_bytes + REQUEST_OVERHEAD_BYTES,
+                    )
                     await start_client(producer, CALL_TIMEOUT_S)  # stopped when its start fails or is cancelled
                     self._producer = producer
                 producer = self._producer
-                await self.send_due(lambda record: wait_for(producer.send_and_wait(
-                    self.topic, record.data, key=key, timestamp_ms=record.stamp_ms), CALL_TIMEOUT_S))
+                await self.send_due(
+                    lambda record: wait_for(
+                        producer.send_and_wait(self.topic, record.data, key=key, timestamp_ms=record.stamp_ms),
+                        CALL_TIMEOUT_S,
+                    )
+                )
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the broker is down or the topic cannot be written: sent again next sync
                 self.records.labels("error").inc()
-                log.warning("cluster usage: publishing to %s failed (%d record(s) waiting, sent again at the next "
-                            "sync): %r", self.topic, len(self.outbox), exc)
+                log.warning(
+                    "cluster usage: publishing to %s failed (%d record(s) waiting, sent again at the next sync): %r",
+                    self.topic,
+                    len(self.outbox),
+                    exc,
+                )
                 producer, self._producer = self._producer, None
                 if producer is not None:
                     await stop_client(producer)
@@ -257,9 +332,13 @@ class ClusterUsage:
         expired, self._expired = self.outbox.expired - self._expired, self.outbox.expired
         if expired:
             self.records.labels("expired").inc(expired)
-            log.warning("cluster usage: %d usage record(s) could not be sent to %s within quota.cluster.stale.ms "
-                        "(%d ms) and were dropped: the peers would skip them as stale", expired, self.topic,
-                        self.peers.stale_ms)
+            log.warning(
+                "cluster usage: %d usage record(s) could not be sent to %s within quota.cluster.stale.ms "
+                "(%d ms) and were dropped: the peers would skip them as stale",
+                expired,
+                self.topic,
+                self.peers.stale_ms,
+            )
         return due
 
     def take_record(self, key: bytes | None, value: bytes | None, timestamp_ms: int) -> bool:
@@ -290,14 +369,16 @@ class ClusterUsage:
                 try:
                     await wait_for(self._leave(producer), LEAVE_TIMEOUT_S)
                 except Exception as exc:  # noqa: BLE001 (the broker is gone: the others see this one go stale)
-                    log.warning("cluster usage: could not tell %s that sidecar %s leaves: %r", self.topic,
-                                self.own_id, exc)
+                    log.warning(
+                        "cluster usage: could not tell %s that sidecar %s leaves: %r", self.topic, self.own_id, exc
+                    )
             await stop_client(producer)
 
     async def _leave(self, producer) -> None:
         key = self.own_id.encode()
         await self._sync()
-        await self.send_due(lambda record: producer.send_and_wait(self.topic, record.data, key=key,
-                                                                  timestamp_ms=record.stamp_ms))
+        await self.send_due(
+            lambda record: producer.send_and_wait(self.topic, record.data, key=key, timestamp_ms=record.stamp_ms)
+        )
         await producer.send_and_wait(self.topic, None, key=key, timestamp_ms=self.wall.now_ms())
         self.records.labels("sent").inc()

@@ -62,8 +62,13 @@ def _shown(key: bytes | None) -> str:
 
 
 class DynamicConfig:
-    def __init__(self, base: ProxyConfig, apply: Callable[[ProxyConfig], None], kafka: OwnKafka,
-                 client_id: str = "kafka-quota-proxy-config") -> None:
+    def __init__(
+        self,
+        base: ProxyConfig,
+        apply: Callable[[ProxyConfig], None],
+        kafka: OwnKafka,
+        client_id: str = "kafka-quota-proxy-config",
+    ) -> None:
         self.base = base
         self.topic = base.dynamic_config.topic
         self.bounds = base.dynamic_config or DynamicConfigSource()
@@ -119,15 +124,22 @@ class DynamicConfig:
                 self.skipped[exc.reason] += 1
                 key = record.key or b""
                 if SKIPPED_LOG.allow(repr(key[:200]), exc.reason, time.monotonic()) is not None:  # once per key
-                    log.warning("dynamic config: record %s skipped (%s), the entries in force stay: %s",
-                                _shown(key), exc.reason, str(exc)[:300])
+                    log.warning(
+                        "dynamic config: record %s skipped (%s), the entries in force stay: %s",
+                        _shown(key),
+                        exc.reason,
+                        str(exc)[:300],
+                    )
             except RecordError as exc:
                 self.bad_records += 1
                 suppressed = BAD_RECORD_LOG.allow("config-topic", "bad-record", time.monotonic())
                 if suppressed is not None:
-                    log.warning("dynamic config: record %s ignored, the last good configuration stays: %s%s",
-                                _shown(record.key), str(exc)[:300],
-                                f" ({suppressed} more since the last line)" if suppressed else "")
+                    log.warning(
+                        "dynamic config: record %s ignored, the last good configuration stays: %s%s",
+                        _shown(record.key),
+                        str(exc)[:300],
+                        f" ({suppressed} more since the last line)" if suppressed else "",
+                    )
             else:
                 good += 1
             if time.perf_counter() - started > SLICE_S:
@@ -180,17 +192,27 @@ class DynamicConfig:
         self.caught_up.set()  # as far as it can be: start-up and tests do not wait for a topic that cannot be read
         reason = f"{kind} ({str(exc)[:200] or type(exc).__name__})"
         if self.unavailable is None or not self.unavailable.startswith(kind):
-            log.warning("dynamic config: topic %s %s; running on the YAML%s, retrying (at most %.0f s apart)",
-                        self.topic, reason, " and the entries last read" if self.entries.entries else " alone", RETRY_S)
+            log.warning(
+                "dynamic config: topic %s %s; running on the YAML%s, retrying (at most %.0f s apart)",
+                self.topic,
+                reason,
+                " and the entries last read" if self.entries.entries else " alone",
+                RETRY_S,
+            )
         self.unavailable = reason
 
     async def _follow(self) -> None:
         from aiokafka import AIOKafkaConsumer
 
         while True:
-            consumer = AIOKafkaConsumer(**self.kafka.options(self.client_id), group_id=None,
-                                        enable_auto_commit=False, auto_offset_reset="earliest",
-                                        metadata_max_age_ms=10_000, fetch_max_wait_ms=200)
+            consumer = AIOKafkaConsumer(
+                **self.kafka.options(self.client_id),
+                group_id=None,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                metadata_max_age_ms=10_000,
+                fetch_max_wait_ms=200,
+            )
             try:
                 await start_client(consumer, CALL_TIMEOUT_S)
                 reader = TopicReader(consumer, self.topic, self.kafka, client_id=self.client_id)
@@ -211,8 +233,11 @@ class DynamicConfig:
         """The topic does not exist (never created, or deleted): no dynamic entries, the YAML alone. It is created
         (compacted) so that every proxy reads the same topic from the start; if it cannot be, that is said once."""
         if self.entries.entries or self.current is not self.base:
-            log.warning("dynamic config: topic %s was deleted; its %d entries no longer apply: the YAML alone does",
-                        self.topic, len(self.entries.entries))
+            log.warning(
+                "dynamic config: topic %s was deleted; its %d entries no longer apply: the YAML alone does",
+                self.topic,
+                len(self.entries.entries),
+            )
             self.swap(DynamicState.initial(self.base))
         try:
             await self.kafka.ensure_topic(self.topic, self.client_id)
@@ -308,12 +333,13 @@ class DynamicConfig:
         async with self._write_lock:
             if self._producer is None:
                 await self.kafka.ensure_topic(self.topic, self.client_id)
-                producer = AIOKafkaProducer(**self.kafka.options(self.client_id), acks="all",
-                                            request_timeout_ms=10_000)
+                producer = AIOKafkaProducer(**self.kafka.options(self.client_id), acks="all", request_timeout_ms=10_000)
                 await start_client(producer, None)  # stopped when its start fails or is cancelled
                 self._producer = producer
-            futures = [await self._producer.send(self.topic, key=key, value=value, headers=headers)
-                       for key, value, headers in records]
+            futures = [
+                await self._producer.send(self.topic, key=key, value=value, headers=headers)
+                for key, value, headers in records
+            ]
             await asyncio.gather(*futures)
 
     async def stop(self) -> None:
@@ -326,4 +352,3 @@ class DynamicConfig:
 
 
 STOP_WAIT_S = 5.0
-

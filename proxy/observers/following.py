@@ -26,7 +26,6 @@ The follower then drops its consumer and starts again from the beginning. Every 
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 
 from proxy.cluster.kafka_clients import ClusterLook, OwnKafka

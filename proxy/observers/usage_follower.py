@@ -36,8 +36,18 @@ class UsageFollower:
     (a peer's usage, its connection counts taken out; all at once or, when it returns an iterator, a step at a time);
     ``missing()`` when the topic does not exist (the publisher creates it); each record counted in ``records``."""
 
-    def __init__(self, topic: str, kafka: OwnKafka, sync_s: float, max_bytes: int, peers: ClusterPeers, records,
-                 wall, record: Callable[[UsageDelta], Iterator | None], missing: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        topic: str,
+        kafka: OwnKafka,
+        sync_s: float,
+        max_bytes: int,
+        peers: ClusterPeers,
+        records,
+        wall,
+        record: Callable[[UsageDelta], Iterator | None],
+        missing: Callable[[], None],
+    ) -> None:
         self.topic = topic
         self.kafka = kafka
         self.sync_s = sync_s
@@ -95,9 +105,12 @@ class UsageFollower:
             self.records.labels("future").inc()
             if source not in self._future:
                 self._future.add(source)
-                log.warning("cluster usage: sidecar %s dates its records %d s ahead of this host's clock (more than "
-                            "30 s): they are not taken until its clock is fixed (NTP)", source,
-                            (timestamp_ms - now) // 1000)
+                log.warning(
+                    "cluster usage: sidecar %s dates its records %d s ahead of this host's clock (more than "
+                    "30 s): they are not taken until its clock is fixed (NTP)",
+                    source,
+                    (timestamp_ms - now) // 1000,
+                )
             return False
         if source in self._future:
             self._future.discard(source)
@@ -133,10 +146,15 @@ class UsageFollower:
 
         retry = Backoff(RETRY_START_S, RETRY_MAX_S)
         while True:
-            consumer = AIOKafkaConsumer(**self.kafka.options(CLIENT_ID), group_id=None, enable_auto_commit=False,
-                                        auto_offset_reset="earliest", metadata_max_age_ms=10_000,
-                                        fetch_max_wait_ms=int(min(self.sync_s, 0.5) * 1000),
-                                        max_partition_fetch_bytes=max(2**20, self.max_bytes + REQUEST_OVERHEAD_BYTES))
+            consumer = AIOKafkaConsumer(
+                **self.kafka.options(CLIENT_ID),
+                group_id=None,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                metadata_max_age_ms=10_000,
+                fetch_max_wait_ms=int(min(self.sync_s, 0.5) * 1000),
+                max_partition_fetch_bytes=max(2**20, self.max_bytes + REQUEST_OVERHEAD_BYTES),
+            )
             try:
                 await start_client(consumer, CALL_TIMEOUT_S)
                 reader = TopicReader(consumer, self.topic, self.kafka, client_id=CLIENT_ID)
@@ -153,8 +171,9 @@ class UsageFollower:
                     if time.monotonic() >= next_check:
                         why = await reader.changed()
                         if why is not None:
-                            log.warning("cluster usage topic %s %s: reading it again from the beginning", self.topic,
-                                        why)
+                            log.warning(
+                                "cluster usage topic %s %s: reading it again from the beginning", self.topic, why
+                            )
                             break
                         next_check = time.monotonic() + CHECK_S
             except asyncio.CancelledError:
@@ -165,4 +184,3 @@ class UsageFollower:
                 await retry.wait()
             finally:
                 await stop_client(consumer)
-

@@ -53,8 +53,14 @@ def statvfs_volumes(log_dirs: tuple[str, ...]) -> list[Volume]:
 class VolumePublisher:
     """Publishes this broker's snapshot every interval; errors are counted and retried at the next interval."""
 
-    def __init__(self, config: VolumeUsageConfig, kafka: OwnKafka, clock, metrics,
-                 source: Callable[[], list[Volume]] | None = None) -> None:
+    def __init__(
+        self,
+        config: VolumeUsageConfig,
+        kafka: OwnKafka,
+        clock,
+        metrics,
+        source: Callable[[], list[Volume]] | None = None,
+    ) -> None:
         self.config = config
         self.publisher = config.publisher
         self.kafka = kafka
@@ -92,8 +98,9 @@ class VolumePublisher:
             except Exception as exc:  # the broker is down or the topic cannot be written: try again later
                 self.metrics.volume_publish_errors.inc()
                 self.metrics.volume_publisher_connected.set(0)
-                log.warning("volume usage publication failed (retried in %.0f s): %r",
-                            self.publisher.interval_seconds, exc)
+                log.warning(
+                    "volume usage publication failed (retried in %.0f s): %r", self.publisher.interval_seconds, exc
+                )
                 await self._close_producer()
             await asyncio.sleep(self.publisher.interval_seconds)
 
@@ -132,7 +139,7 @@ class _Evaluating:
             timeout = RECHECK_S if due_ms is None else min(RECHECK_S, due_ms / 1000.0)
             try:
                 await wait_for(rearm.wait(), timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 self.throttle.evaluate_if_due()
 
     async def _take(self, key: bytes | None, value: bytes | None) -> None:
@@ -167,8 +174,13 @@ class VolumeFollower(_Evaluating):
         topic = self.throttle.config.topic
         retry = Backoff(RETRY_START_S, RETRY_MAX_S)
         while True:
-            consumer = AIOKafkaConsumer(**self.kafka.options(CLIENT_ID), group_id=None, enable_auto_commit=False,
-                                        auto_offset_reset="earliest", metadata_max_age_ms=10_000)
+            consumer = AIOKafkaConsumer(
+                **self.kafka.options(CLIENT_ID),
+                group_id=None,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                metadata_max_age_ms=10_000,
+            )
             try:
                 await start_client(consumer, CALL_TIMEOUT_S)
                 self._consumer = consumer
@@ -212,12 +224,14 @@ def log_dirs_snapshot(broker_id: int, now_ms: int, config, response) -> Snapshot
     volumes = []
     for result in response.results:
         if result.error_code != NONE:
-            log.warning("volume usage: broker %d log dir %s: error %d, left out", broker_id, result.log_dir,
-                        result.error_code)
+            log.warning(
+                "volume usage: broker %d log dir %s: error %d, left out", broker_id, result.log_dir, result.error_code
+            )
             continue
         if result.total_bytes < 0 or result.usable_bytes < 0:
-            log.warning("volume usage: broker %d does not report the size of log dir %s, left out", broker_id,
-                        result.log_dir)
+            log.warning(
+                "volume usage: broker %d does not report the size of log dir %s, left out", broker_id, result.log_dir
+            )
             continue
         volumes.append(Volume(result.log_dir, result.total_bytes, result.total_bytes - result.usable_bytes))
     if not volumes and response.error_code != NONE:
@@ -254,14 +268,26 @@ class LogDirsPoller(_Evaluating):
         request = new_request(DESCRIBE_LOG_DIRS, version, topics=[])
         for broker_id, address in sorted(brokers.items()):
             try:
-                response = await ask(address, DESCRIBE_LOG_DIRS, version, request, self.timeout_s, CLIENT_ID,
-                                     self.kafka.ssl_context, self.kafka.sasl)
-                self.throttle.accept(log_dirs_snapshot(broker_id, self.throttle.wall.now_ms(), self.config,
-                                                       response))
+                response = await ask(
+                    address,
+                    DESCRIBE_LOG_DIRS,
+                    version,
+                    request,
+                    self.timeout_s,
+                    CLIENT_ID,
+                    self.kafka.ssl_context,
+                    self.kafka.sasl,
+                )
+                self.throttle.accept(log_dirs_snapshot(broker_id, self.throttle.wall.now_ms(), self.config, response))
                 answered += 1
             except ASK_ERRORS as exc:
-                log.warning("volume usage: broker %d (%s) did not answer DescribeLogDirs v%d (Kafka 3.3+ needed): "
-                            "%s", broker_id, address, version, exc or type(exc).__name__)
+                log.warning(
+                    "volume usage: broker %d (%s) did not answer DescribeLogDirs v%d (Kafka 3.3+ needed): %s",
+                    broker_id,
+                    address,
+                    version,
+                    exc or type(exc).__name__,
+                )
         return answered
 
     async def _run(self) -> None:

@@ -8,6 +8,7 @@ username (an operator's log goes to places the configuration does not).
 from __future__ import annotations
 
 import platform
+
 from config.model import ProxyConfig
 
 PACKAGE = "kafka-quota-proxy"
@@ -64,7 +65,7 @@ def config_summary(config: ProxyConfig) -> str:
         upstream += f" with SASL {config.upstream.sasl.mechanism}"
     counts = quota_counts(config)
     quotas = ", ".join(f"{key} x{n}" for key, n in counts.items()) or "none"
-    dynamic = (f"on (topic {config.dynamic_config.topic})" if config.dynamic_config is not None else "off")
+    dynamic = f"on (topic {config.dynamic_config.topic})" if config.dynamic_config is not None else "off"
     volume = config.volume_usage
     if volume is None:
         volume_text = "off"

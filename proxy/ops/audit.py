@@ -32,8 +32,9 @@ def values_of(entries: Mapping[bytes, tuple[dict, dict]], key: bytes) -> dict | 
     return None if found is None else dict(found[1])
 
 
-def audited(entries: Mapping[bytes, tuple[dict, dict]], records: Sequence[Record], principal: str, address: str,
-            via: str) -> list[AuditedRecord]:
+def audited(
+    entries: Mapping[bytes, tuple[dict, dict]], records: Sequence[Record], principal: str, address: str, via: str
+) -> list[AuditedRecord]:
     """``records`` (key, value) about to be written by ``principal`` at ``address`` through the API ``via``: each
     logged, and given its audit header. ``entries``: those in force, for the values before."""
     out: list[AuditedRecord] = []
@@ -43,8 +44,9 @@ def audited(entries: Mapping[bytes, tuple[dict, dict]], records: Sequence[Record
         new = None if value is None else json.loads(value)
         before[key] = new
         log.info("%s by %s from %s: %s: %s -> %s", via, principal, address, _key(key), _shown(old), _shown(new))
-        header = json.dumps({"principal": principal, "address": address, "via": via, "old": old, "new": new},
-                            sort_keys=True).encode()
+        header = json.dumps(
+            {"principal": principal, "address": address, "via": via, "old": old, "new": new}, sort_keys=True
+        ).encode()
         out.append((key, value, [(AUDIT_HEADER, header)]))
     return out
 
@@ -59,8 +61,10 @@ def read(topic: str, key: bytes | None, old: dict | None, new: dict | None, head
             except (ValueError, TypeError):
                 written = None
     if isinstance(written, dict):
-        who = (f"written by {written.get('principal')} from {written.get('address')} through the proxy "
-               f"({written.get('via')})")
+        who = (
+            f"written by {written.get('principal')} from {written.get('address')} through the proxy "
+            f"({written.get('via')})"
+        )
     else:
         who = "no audit header: written straight to the topic, past the proxy"
     follow_log.info("config topic %s: %s: %s -> %s (%s)", topic, _key(key or b""), _shown(old), _shown(new), who)

@@ -44,18 +44,25 @@ class ConnectionStateCollector(Collector):
             listener = conn.ctx.name
             states[(listener, conn.flow.mute_state)] += 1
             users[(listener, conn.session.user)] += 1
-        mute = GaugeMetricFamily(f"{PREFIX}_connections_mute_state", "Client connections open now, by mute state "
-                                 "(Kafka's ChannelMuteState): NOT_MUTED, or MUTED_AND_ the reasons reading stops, "
-                                 "as the connection's log lines name it.", labels=["listener", "state"])
+        mute = GaugeMetricFamily(
+            f"{PREFIX}_connections_mute_state",
+            "Client connections open now, by mute state "
+            "(Kafka's ChannelMuteState): NOT_MUTED, or MUTED_AND_ the reasons reading stops, "
+            "as the connection's log lines name it.",
+            labels=["listener", "state"],
+        )
         for (listener, state), n in sorted(states.items()):
             mute.add_metric([listener, state], n)
-        by_user = GaugeMetricFamily(f"{PREFIX}_user_connections", "Client connections open now, by listener and "
-                                    "principal (the busiest users; the rest summed under __other__).",
-                                    labels=["listener", "user"])
+        by_user = GaugeMetricFamily(
+            f"{PREFIX}_user_connections",
+            "Client connections open now, by listener and "
+            "principal (the busiest users; the rest summed under __other__).",
+            labels=["listener", "user"],
+        )
         busiest = sorted(users.items(), key=lambda item: -item[1])
-        kept = busiest if len(busiest) <= self._max_users else busiest[:self._max_users - 1]
+        kept = busiest if len(busiest) <= self._max_users else busiest[: self._max_users - 1]
         rest: dict[str, int] = defaultdict(int)
-        for (listener, _), n in busiest[len(kept):]:
+        for (listener, _), n in busiest[len(kept) :]:
             rest[listener] += n
         for (listener, user), n in kept:
             by_user.add_metric([listener, label(user)], n)

@@ -81,13 +81,22 @@ class EntitySeries:
     :meth:`scrape` is called by the scrape thread at the start of each exposition: it latches :attr:`inline` for
     that scrape (the collector then yields the series itself) or returns the last build's text."""
 
-    def __init__(self, render: Callable[[], bytes], entities: Callable[[], int], clock, refresh_ms: int,
-                 background_from: int = BACKGROUND_FROM_ENTITIES, quiet=None) -> None:
+    def __init__(
+        self,
+        render: Callable[[], bytes],
+        entities: Callable[[], int],
+        clock,
+        refresh_ms: int,
+        background_from: int = BACKGROUND_FROM_ENTITIES,
+        quiet=None,
+    ) -> None:
         self._render = render
         self._entities = entities
         self._clock = clock  # anything with now_ms()
         self.schedule = RefreshSchedule(refresh_ms, background_from)
-        self._quiet = quiet  # a context manager for a build (proxy.ground.quiet.quiet: GC paused, short switch interval)
+        self._quiet = (
+            quiet  # a context manager for a build (proxy.ground.quiet.quiet: GC paused, short switch interval)
+        )
         self._text = b""
         self._build_lock = threading.Lock()
         self._wake = threading.Condition()

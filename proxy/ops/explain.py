@@ -44,8 +44,13 @@ class QueryError(ValueError):
 def parse_query(query: bytes, listeners: tuple[str, ...]) -> Who:
     """The client asked about, from the URL's query string (percent-encoded UTF-8)."""
     try:
-        pairs = urllib.parse.parse_qsl(query.decode("ascii"), keep_blank_values=True, strict_parsing=bool(query),
-                                       errors="strict", max_num_fields=len(PARAMETERS))
+        pairs = urllib.parse.parse_qsl(
+            query.decode("ascii"),
+            keep_blank_values=True,
+            strict_parsing=bool(query),
+            errors="strict",
+            max_num_fields=len(PARAMETERS),
+        )
     except ValueError as exc:  # UnicodeDecodeError too
         raise QueryError(f"cannot read the query: {str(exc)[:200]}") from None
     given: dict[str, str] = {}
@@ -74,11 +79,12 @@ def whole_answer(who: dict, answers: list[dict], unanswered: list[str], note: st
     """The answers of every process asked, under the verdict of the one most held back; ``note``: the parent's
     own part, with ``workers: N`` (the cluster budget it keeps for them all)."""
     verdict = next((v for v in VERDICTS if any(a.get("verdict") == v for a in answers)), UNKNOWN)
-    return json.dumps({"who": who, "verdict": verdict, "answers": answers, "unanswered": unanswered, "note": note},
-                      allow_nan=False).encode()
+    return json.dumps(
+        {"who": who, "verdict": verdict, "answers": answers, "unanswered": unanswered, "note": note}, allow_nan=False
+    ).encode()
 
 
-def checked(limiter: "Limiter", query: bytes, listeners: tuple[str, ...]) -> Who | tuple[str, str, bytes]:
+def checked(limiter: Limiter, query: bytes, listeners: tuple[str, ...]) -> Who | tuple[str, str, bytes]:
     """The client asked about, or the refusal to answer: 429 past the rate, 400 for a query that cannot be read."""
     if not limiter.allow():
         return "429 Too Many Requests", "text/plain", f"at most {ANSWERS_PER_S:g} explanations a second\n".encode()
@@ -130,18 +136,28 @@ class Explainer:
         volume = None
         if quotas.volume is not None:
             v = quotas.volume
-            volume = VolumeView(v.state, v.produce, int(v.config.freshness_seconds * 1000),
-                                v.config.missing_data_action)
+            volume = VolumeView(
+                v.state, v.produce, int(v.config.freshness_seconds * 1000), v.config.missing_data_action
+            )
         usage = app.cluster_usage
         opened, listed = _open_connections(app.connections, who)
         return QuotaState(
-            quotas.produce.quotas, tuple(ByteRateSet(label, s.produce, s.fetch, s.producer_ids)
-                                         for label, s in quotas.quota_sets()),
-            quotas.mutations, app.connection_quotas, self.listeners, quotas.clock.now_ms(),
-            wall_ms=time.time_ns() // 1_000_000, shadow_mode=quotas.shadow, scope=settings["quota.scope"],
+            quotas.produce.quotas,
+            tuple(ByteRateSet(label, s.produce, s.fetch, s.producer_ids) for label, s in quotas.quota_sets()),
+            quotas.mutations,
+            app.connection_quotas,
+            self.listeners,
+            quotas.clock.now_ms(),
+            wall_ms=time.time_ns() // 1_000_000,
+            shadow_mode=quotas.shadow,
+            scope=settings["quota.scope"],
             cluster_mode=any(lc.cluster_mode for lc in app.config.listeners),
-            cluster_peers=None if usage is None else usage.peers.peek(usage.wall.now_ms()), volume=volume,
-            open_connections=listed, connections_open=opened, workers=1 if not app.reuse_port else settings["workers"])
+            cluster_peers=None if usage is None else usage.peers.peek(usage.wall.now_ms()),
+            volume=volume,
+            open_connections=listed,
+            connections_open=opened,
+            workers=1 if not app.reuse_port else settings["workers"],
+        )
 
 
 def _open_connections(connections: set, who: Who) -> tuple[int, tuple[OpenConnection, ...]]:
@@ -149,12 +165,19 @@ def _open_connections(connections: set, who: Who) -> tuple[int, tuple[OpenConnec
     not have one client id: each request names its own), how many, and the first :data:`MAX_LISTED_CONNECTIONS`
     as they are now."""
     now = time.monotonic_ns()  # the connections' flow clock
-    found = [conn for conn in tuple(connections)  # one copy: the loop is not running meanwhile anyway
-             if conn.session.user == who.user and conn.session.peer_ip == who.ip
-             and (who.listener is None or conn.ctx.name == who.listener)]
+    found = [
+        conn
+        for conn in tuple(connections)  # one copy: the loop is not running meanwhile anyway
+        if conn.session.user == who.user
+        and conn.session.peer_ip == who.ip
+        and (who.listener is None or conn.ctx.name == who.listener)
+    ]
     listed = []
     for conn in found[:MAX_LISTED_CONNECTIONS]:
         muted, held = conn.flow.waits_ms(now)
-        listed.append(OpenConnection(conn.ctx.name, conn.peer, conn.session.user, conn.flow.mute_state, muted, held,
-                                     conn.session.muted_for))
+        listed.append(
+            OpenConnection(
+                conn.ctx.name, conn.peer, conn.session.user, conn.flow.mute_state, muted, held, conn.session.muted_for
+            )
+        )
     return len(found), tuple(listed)

@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Awaitable, Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
@@ -55,12 +54,19 @@ def build_exposition(registry: CollectorRegistry, series: EntitySeries | None = 
 
 
 class OpsServer:
-    def __init__(self, registry: CollectorRegistry, not_ready: Callable[[], str | None],
-                 exposition: Callable[[], bytes] | None = None, series: EntitySeries | None = None,
-                 ready_note: Callable[[], str | None] = lambda: None,
-                 explain: Callable[[bytes], Awaitable[tuple[str, str, bytes]]] | None = None, *,
-                 max_connections: int = MAX_CONNECTIONS,
-                 max_scrapes: int = MAX_SCRAPES, write_timeout_s: float = WRITE_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        not_ready: Callable[[], str | None],
+        exposition: Callable[[], bytes] | None = None,
+        series: EntitySeries | None = None,
+        ready_note: Callable[[], str | None] = lambda: None,
+        explain: Callable[[bytes], Awaitable[tuple[str, str, bytes]]] | None = None,
+        *,
+        max_connections: int = MAX_CONNECTIONS,
+        max_scrapes: int = MAX_SCRAPES,
+        write_timeout_s: float = WRITE_TIMEOUT_S,
+    ) -> None:
         """``not_ready`` says why the proxy is not ready (the body of /readyz's 503), or None when it is;
         ``ready_note`` a detail worth knowing while ready (a second line of /readyz's 200 body), or None;
         ``exposition`` builds /metrics' body in the scrape thread (default: the registry's, with ``series``, the
@@ -111,8 +117,9 @@ class OpsServer:
             try:
                 head = await wait_for(reader.readuntil(b"\r\n\r\n"), HEAD_TIMEOUT_S)
             except (asyncio.LimitOverrunError, ValueError):
-                await self._reply(writer, "431 Request Header Fields Too Large", "text/plain",
-                                  b"request header too large\n")
+                await self._reply(
+                    writer, "431 Request Header Fields Too Large", "text/plain", b"request header too large\n"
+                )
                 answered = True
                 return
             if transport.is_closing():
@@ -121,8 +128,9 @@ class OpsServer:
             method, target = (parts[0], parts[1]) if len(parts) >= 2 else (b"", b"")
             path, _, query = target.partition(b"?")
             if path == b"/metrics" and method in (b"GET", b"HEAD"):
-                if sum(state in (BUILD, SCRAPE) for state in self._open.values()) >= self._max_scrapes \
-                        and not self._evict(SCRAPE):
+                if sum(
+                    state in (BUILD, SCRAPE) for state in self._open.values()
+                ) >= self._max_scrapes and not self._evict(SCRAPE):
                     self._open[transport] = ANSWER
                     await self._reply(writer, "503 Service Unavailable", "text/plain", b"too many scrapes at once\n")
                     answered = True
@@ -135,7 +143,7 @@ class OpsServer:
                 self._open[transport] = ANSWER
             await self._reply(writer, *answer)
             answered = True
-        except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError):
+        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
             self._open.pop(transport, None)  # already gone if closed for a newcomer
@@ -159,15 +167,22 @@ class OpsServer:
         self._evicted += 1
         now = asyncio.get_running_loop().time()
         if self._evicted_logged_at is None or now - self._evicted_logged_at >= EVICTION_LOG_INTERVAL_S:
-            log.warning("metrics endpoint: closed %d slow connection(s) to make room for new ones (more than %d "
-                        "connections or %d scrapes at once)", self._evicted, self._max_connections, self._max_scrapes)
+            log.warning(
+                "metrics endpoint: closed %d slow connection(s) to make room for new ones (more than %d "
+                "connections or %d scrapes at once)",
+                self._evicted,
+                self._max_connections,
+                self._max_scrapes,
+            )
             self._evicted, self._evicted_logged_at = 0, now
 
     async def _reply(self, writer: asyncio.StreamWriter, status: str, content_type: str, body: bytes) -> None:
         """Write the answer in chunks, each handed to the socket before the next is copied, all within the write
         deadline (``TimeoutError`` past it)."""
-        head = (f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
-                "Connection: close\r\n\r\n").encode()
+        head = (
+            f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
+            "Connection: close\r\n\r\n"
+        ).encode()
         writer.transport.set_write_buffer_limits(high=0)  # drain() waits until the socket has taken every byte
         data = memoryview(head + body) if len(body) < WRITE_CHUNK else None
         async with asyncio.timeout(self._write_timeout_s):
@@ -178,7 +193,7 @@ class OpsServer:
             writer.write(head)
             view = memoryview(body)
             for offset in range(0, len(view), WRITE_CHUNK):
-                writer.write(view[offset:offset + WRITE_CHUNK])
+                writer.write(view[offset : offset + WRITE_CHUNK])
                 await writer.drain()
 
     async def _route(self, method: bytes, path: bytes, query: bytes = b"") -> tuple[str, str, bytes]:

@@ -39,23 +39,29 @@ class ProxyMetrics:
         self.frame_errors = Counter(
             f"{PREFIX}_frame_errors",
             "Malformed or oversized frames; each closes its connection. direction is request (from a client) or response (from the broker).",
-            ["listener", "direction"], registry=r,
+            ["listener", "direction"],
+            registry=r,
         )
         self.upstream_errors = Counter(
-            f"{PREFIX}_upstream_errors", "Failures talking to the broker, by kind (connect, lost, timeout).",
-            ["listener", "kind"], registry=r,
+            f"{PREFIX}_upstream_errors",
+            "Failures talking to the broker, by kind (connect, lost, timeout).",
+            ["listener", "kind"],
+            registry=r,
         )
         self.upstream_ready = Gauge(
             f"{PREFIX}_upstream_ready", "1 when the broker was reachable at the last check, else 0.", registry=r
         )
         self.ready = Gauge(
-            f"{PREFIX}_ready", "1 while /readyz answers 200 (broker reachable, config topic read once, every broker "
-            "port open in cluster mode, not shutting down), else 0; read when scraped.", registry=r
+            f"{PREFIX}_ready",
+            "1 while /readyz answers 200 (broker reachable, config topic read once, every broker "
+            "port open in cluster mode, not shutting down), else 0; read when scraped.",
+            registry=r,
         )
         self.inflight_max_requests = Gauge(
             f"{PREFIX}_connection_inflight_max_requests",
             "The in-flight bound: requests one client connection may have awaiting an answer "
-            "(connections.max.inflight.requests).", registry=r,
+            "(connections.max.inflight.requests).",
+            registry=r,
         )
         self.buffered_response_max_bytes = Gauge(
             f"{PREFIX}_connection_buffered_response_max_bytes",
@@ -65,71 +71,97 @@ class ProxyMetrics:
         self.producer_ids_held_bytes = Gauge(
             f"{PREFIX}_producer_ids_held_bytes",
             "Bytes of Produce requests held in this proxy process for their new producer ids (KIP-936 hold), "
-            "at most max.held.request.bytes; read when scraped.", registry=r,
+            "at most max.held.request.bytes; read when scraped.",
+            registry=r,
         )
         self.producer_ids_held_max_bytes = Gauge(
             f"{PREFIX}_producer_ids_held_max_bytes",
-            "The bound on held Produce bytes in this process (max.held.request.bytes).", registry=r,
+            "The bound on held Produce bytes in this process (max.held.request.bytes).",
+            registry=r,
         )
         self.spliced_bytes = Counter(
-            f"{PREFIX}_spliced_bytes", "Bytes of streamed frames moved from socket to socket in the kernel (splice(2), "
+            f"{PREFIX}_spliced_bytes",
+            "Bytes of streamed frames moved from socket to socket in the kernel (splice(2), "
             "connections.splice) instead of being copied through the proxy, by listener and direction (request: "
             "client to broker; response: broker to client); the rest of request_bytes and response_bytes was copied.",
-            ["listener", "direction"], registry=r,
+            ["listener", "direction"],
+            registry=r,
         )
         self.fd_exhausted = Counter(
-            f"{PREFIX}_fd_exhausted", "Broker connections that could not be opened because the proxy ran out of file "
-            "descriptors (EMFILE/ENFILE); the client is closed, the broker is not blamed.", ["listener"], registry=r,
+            f"{PREFIX}_fd_exhausted",
+            "Broker connections that could not be opened because the proxy ran out of file "
+            "descriptors (EMFILE/ENFILE); the client is closed, the broker is not blamed.",
+            ["listener"],
+            registry=r,
         )
         self.volume_publisher_connected = Gauge(
             f"{PREFIX}_volume_publisher_connected",
-            "1 while the volume-usage publisher's last publication succeeded.", registry=r,
+            "1 while the volume-usage publisher's last publication succeeded.",
+            registry=r,
         )
         self.volume_publish_errors = Counter(
-            f"{PREFIX}_volume_publish_errors", "Volume-usage snapshots that could not be published.", registry=r,
+            f"{PREFIX}_volume_publish_errors",
+            "Volume-usage snapshots that could not be published.",
+            registry=r,
         )
         self.inflight_bound_reached = Counter(
             f"{PREFIX}_connection_inflight_bound_reached",
             "Times a client connection reached its in-flight bound (requests or unsent response bytes) and its "
-            "reading stopped.", ["listener"], registry=r,
+            "reading stopped.",
+            ["listener"],
+            registry=r,
         )
         self.inflight_bound_seconds = Counter(
             f"{PREFIX}_connection_inflight_bound_seconds",
             "Seconds client connections spent at their in-flight bound, summed over connections.",
-            ["listener"], registry=r,
+            ["listener"],
+            registry=r,
         )
         self.usage_log_records = Counter(
-            f"{PREFIX}_usage_log_records", "Usage-log records written.", registry=r,
+            f"{PREFIX}_usage_log_records",
+            "Usage-log records written.",
+            registry=r,
         )
         self.usage_log_dropped = Counter(
-            f"{PREFIX}_usage_log_dropped_records", "Usage-log records dropped: the writer fell behind or the disk "
-            "refused a write (full, read-only); the proxy goes on.", registry=r,
+            f"{PREFIX}_usage_log_dropped_records",
+            "Usage-log records dropped: the writer fell behind or the disk "
+            "refused a write (full, read-only); the proxy goes on.",
+            registry=r,
         )
         self.internal_topic_writes_refused = Counter(
-            f"{PREFIX}_internal_topic_writes_refused", "Writes of the proxy's internal topics refused "
+            f"{PREFIX}_internal_topic_writes_refused",
+            "Writes of the proxy's internal topics refused "
             "(TOPIC_AUTHORIZATION_FAILED) because the principal is not in admin_principals and the connection is not "
-            "the proxy's own, by topic and API.", ["topic", "api"], registry=r,
+            "the proxy's own, by topic and API.",
+            ["topic", "api"],
+            registry=r,
         )
         self.controller_mutation_partitions_unknown = Counter(
-            f"{PREFIX}_controller_mutation_partitions_unknown", "Topics a CreateTopics v4 created with num_partitions "
+            f"{PREFIX}_controller_mutation_partitions_unknown",
+            "Topics a CreateTopics v4 created with num_partitions "
             "-1 whose partition count the proxy could not look up: the controller mutation quota charged its "
-            "fallback (the learnt default, else 1).", registry=r,
+            "fallback (the learnt default, else 1).",
+            registry=r,
         )
         self.delegation_token_logins_refused = Counter(
-            f"{PREFIX}_delegation_token_logins_refused", "SCRAM logins with a delegation token (tokenauth=true) the "
+            f"{PREFIX}_delegation_token_logins_refused",
+            "SCRAM logins with a delegation token (tokenauth=true) the "
             "proxy refused with SASL_AUTHENTICATION_FAILED because it could not learn the token's owner (the "
-            "principal Kafka authenticates and its quotas charge).", registry=r,
+            "principal Kafka authenticates and its quotas charge).",
+            registry=r,
         )
         self.delegation_token_lookups = Counter(
-            f"{PREFIX}_delegation_token_lookups", "DescribeDelegationToken requests the proxy sent to learn delegation "
-            "tokens' owners, by result: answered, or failed (no broker answered, or an error).", ["result"],
+            f"{PREFIX}_delegation_token_lookups",
+            "DescribeDelegationToken requests the proxy sent to learn delegation "
+            "tokens' owners, by result: answered, or failed (no broker answered, or an error).",
+            ["result"],
             registry=r,
         )
         self._per_api: dict[tuple[str, int], ApiMetrics] = {}
         self._per_api_collector = PerApiCollector()
         r.register(self._per_api_collector)
 
-    def api(self, listener: str, api_key: int) -> "ApiMetrics":
+    def api(self, listener: str, api_key: int) -> ApiMetrics:
         key = (listener, api_key)
         found = self._per_api.get(key)
         if found is None:
@@ -196,14 +228,24 @@ class PerApiCollector(Collector):
 
     def _families(self, children):
         labels = ["listener", "api"]
-        requests = CounterMetricFamily(f"{PREFIX}_requests", "Requests received from clients, by listener and Kafka "
-                                       "API.", labels=labels)
-        request_bytes = CounterMetricFamily(f"{PREFIX}_request_bytes", "Bytes of request frames received from "
-                                            "clients (size prefix included).", labels=labels)
-        response_bytes = CounterMetricFamily(f"{PREFIX}_response_bytes", "Bytes of response frames sent to clients "
-                                             "(size prefix included).", labels=labels)
-        latency = HistogramMetricFamily(f"{PREFIX}_request_latency_seconds", "Time from a request being read from "
-                                        "the client to its response being written back, by Kafka API.", labels=labels)
+        requests = CounterMetricFamily(
+            f"{PREFIX}_requests", "Requests received from clients, by listener and Kafka API.", labels=labels
+        )
+        request_bytes = CounterMetricFamily(
+            f"{PREFIX}_request_bytes",
+            "Bytes of request frames received from clients (size prefix included).",
+            labels=labels,
+        )
+        response_bytes = CounterMetricFamily(
+            f"{PREFIX}_response_bytes",
+            "Bytes of response frames sent to clients (size prefix included).",
+            labels=labels,
+        )
+        latency = HistogramMetricFamily(
+            f"{PREFIX}_request_latency_seconds",
+            "Time from a request being read from the client to its response being written back, by Kafka API.",
+            labels=labels,
+        )
         for key, child in children:
             requests.add_metric(key, child.requests, created=child.created)
             request_bytes.add_metric(key, child.request_bytes, created=child.created)

@@ -77,8 +77,15 @@ class Readiness:
         errors = []
         for address in self._kafka.bootstrap:
             try:
-                await ask(address, API_VERSIONS, PROBE_VERSION, request, self._timeout_s, READINESS_CLIENT_ID,
-                          self._kafka.ssl_context)
+                await ask(
+                    address,
+                    API_VERSIONS,
+                    PROBE_VERSION,
+                    request,
+                    self._timeout_s,
+                    READINESS_CLIENT_ID,
+                    self._kafka.ssl_context,
+                )
                 self.last_errors = []
                 return True
             except OSError as exc:
@@ -100,8 +107,12 @@ class Readiness:
         if failing_for is not None:
             since = "since start-up" if not self.notice.ever_reachable else "now"
             lasting = f" ({failing_for:.0f} s)" if failing_for >= 1 else ""
-            log.warning("no broker has answered %s%s, /readyz says 503: %s", since, lasting,
-                        "; ".join(self.last_errors) or "no answer")
+            log.warning(
+                "no broker has answered %s%s, /readyz says 503: %s",
+                since,
+                lasting,
+                "; ".join(self.last_errors) or "no answer",
+            )
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())

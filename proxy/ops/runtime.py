@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from importlib import metadata
 
-from prometheus_client import CollectorRegistry, GCCollector, Gauge, PlatformCollector, ProcessCollector
+from prometheus_client import CollectorRegistry, Gauge, GCCollector, PlatformCollector, ProcessCollector
 
 from proxy.ops.metrics import PREFIX
 
@@ -65,8 +65,16 @@ def register_runtime(registry: CollectorRegistry) -> None:
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
     GCCollector(registry=registry)
-    Gauge(f"{PREFIX}_build_info", "1, labelled with the running kafka-quota-proxy version.", ["version"],
-          registry=registry).labels(version()).set(1)
-    limit = Gauge(f"{PREFIX}_memory_limit_bytes", "Memory the proxy's processes may use together: the "
-                  "container's cgroup memory limit, else the host's memory; read when scraped.", registry=registry)
+    Gauge(
+        f"{PREFIX}_build_info",
+        "1, labelled with the running kafka-quota-proxy version.",
+        ["version"],
+        registry=registry,
+    ).labels(version()).set(1)
+    limit = Gauge(
+        f"{PREFIX}_memory_limit_bytes",
+        "Memory the proxy's processes may use together: the "
+        "container's cgroup memory limit, else the host's memory; read when scraped.",
+        registry=registry,
+    )
     limit.set_function(memory_limit_bytes)

@@ -51,8 +51,16 @@ from quota.primitives.overflow import DEFAULT_MAX_TRACKED_ENTITIES, OVERFLOW
 
 log = logging.getLogger(__name__)
 
-FIELDS = ("requests", "request_bytes", "response_bytes", "throttle_ms", "shadow_throttle_ms", "partition_mutations",
-          "new_producer_ids", "connections_opened")
+FIELDS = (
+    "requests",
+    "request_bytes",
+    "response_bytes",
+    "throttle_ms",
+    "shadow_throttle_ms",
+    "partition_mutations",
+    "new_producer_ids",
+    "connections_opened",
+)
 QUEUE_BATCHES = 8  # intervals waiting for the writer; beyond, an interval's lines are dropped
 
 
@@ -113,11 +121,12 @@ class UsageTable:
         self.broker: int | None = None
         self.max_rows = max_rows
 
-    def row(self, listener: str, ip: str | None, user: str | None, client_id: str | None,
-            api_key: int | None) -> UsageCounters:
+    def row(
+        self, listener: str, ip: str | None, user: str | None, client_id: str | None, api_key: int | None
+    ) -> UsageCounters:
         return _row(self._rows, (listener, ip, user, client_id, api_key, self.broker), self.max_rows)
 
-    def for_broker(self, node_id: int) -> "UsageTable":
+    def for_broker(self, node_id: int) -> UsageTable:
         """Cluster mode: the same table, its rows keyed by broker ``node_id`` too (a broker port's connections)."""
         return BrokerUsage(self, node_id)
 
@@ -128,10 +137,11 @@ class UsageTable:
 
     def rows_for(self, session):
         """header -> the row of a request on ``session``'s connection."""
-        return lambda header: self.row(session.listener, session.peer_ip, session.user, header.client_id,
-                                       header.api_key)
+        return lambda header: self.row(
+            session.listener, session.peer_ip, session.user, header.client_id, header.api_key
+        )
 
-    def recorder(self, session) -> "UsageRecorder":
+    def recorder(self, session) -> UsageRecorder:
         """What the request and response paths of ``session``'s connection add to this table through."""
         return UsageRecorder(self.rows_for(session))
 
@@ -157,12 +167,13 @@ class BrokerUsage(UsageTable):
 
     __slots__ = ("_table",)
 
-    def __init__(self, table: UsageTable, node_id: int) -> None:  # noqa: super().__init__ not called: no rows here
+    def __init__(self, table: UsageTable, node_id: int) -> None:  # super().__init__ not called: no rows here
         self._table = table
         self.broker = node_id
 
-    def row(self, listener: str, ip: str | None, user: str | None, client_id: str | None,
-            api_key: int | None) -> UsageCounters:
+    def row(
+        self, listener: str, ip: str | None, user: str | None, client_id: str | None, api_key: int | None
+    ) -> UsageCounters:
         table = self._table  # its current interval's rows (take() swaps them)
         return _row(table._rows, (listener, ip, user, client_id, api_key, self.broker), table.max_rows)
 
@@ -183,8 +194,9 @@ class DiscardedUsage(UsageTable):
         super().__init__()
         self._discarded = UsageCounters()
 
-    def row(self, listener: str, ip: str | None, user: str | None, client_id: str | None,
-            api_key: int | None) -> UsageCounters:
+    def row(
+        self, listener: str, ip: str | None, user: str | None, client_id: str | None, api_key: int | None
+    ) -> UsageCounters:
         return self._discarded
 
     def for_request(self, session, header) -> UsageCounters:
@@ -194,7 +206,7 @@ class DiscardedUsage(UsageTable):
         discarded = self._discarded
         return lambda header: discarded
 
-    def recorder(self, session) -> "UsageRecorder":
+    def recorder(self, session) -> UsageRecorder:
         return NO_USAGE_RECORDER
 
     def for_broker(self, node_id: int) -> UsageTable:
@@ -247,12 +259,19 @@ NO_USAGE = DiscardedUsage()
 NO_USAGE_RECORDER = _NoUsageRecorder()
 
 
-def records(rows: dict[tuple, UsageCounters], end_s: float, interval_s: float, proxy: str | None = None,
-            scope: str = "broker") -> Iterator[dict]:
+def records(
+    rows: dict[tuple, UsageCounters], end_s: float, interval_s: float, proxy: str | None = None, scope: str = "broker"
+) -> Iterator[dict]:
     for (listener, ip, user, client_id, api_key, broker), counts in rows.items():
-        record = {"time": round(end_s, 3), "interval_s": interval_s, "listener": listener, "ip": ip, "user": user,
-                  "client_id": client_id,
-                  "api": None if api_key is None else (api_name(api_key) if api_key in API_NAMES else "Unknown")}
+        record = {
+            "time": round(end_s, 3),
+            "interval_s": interval_s,
+            "listener": listener,
+            "ip": ip,
+            "user": user,
+            "client_id": client_id,
+            "api": None if api_key is None else (api_name(api_key) if api_key in API_NAMES else "Unknown"),
+        }
         for name in FIELDS:
             record[name] = getattr(counts, name)
         record["held_ms"] = round(counts.held_ms)
@@ -278,7 +297,11 @@ class RotatingWriter:
         data = "".join(lines).encode()
         now = self._wall()
         config = self.config
-        if self._file is None or self._size >= config.max_file_bytes or now - self._opened_at >= config.max_file_age_seconds:
+        if (
+            self._file is None
+            or self._size >= config.max_file_bytes
+            or now - self._opened_at >= config.max_file_age_seconds
+        ):
             self._rotate(now)
         self._file.write(data)
         self._file.flush()
@@ -295,7 +318,7 @@ class RotatingWriter:
 
     def _prune(self) -> None:
         names = sorted(n for n in os.listdir(self.config.dir) if n.startswith("usage-") and n.endswith(".jsonl"))
-        for name in names[:max(0, len(names) - self.config.max_files)]:
+        for name in names[: max(0, len(names) - self.config.max_files)]:
             try:
                 os.unlink(os.path.join(self.config.dir, name))
             except OSError as exc:
@@ -313,8 +336,14 @@ class RotatingWriter:
 class UsageLog:
     """Swaps the table every interval and hands its lines to the writer thread."""
 
-    def __init__(self, config: UsageLogConfig, metrics, wall: Callable[[], float] = time.time,
-                 scope: str = "broker", max_rows: int = DEFAULT_MAX_TRACKED_ENTITIES) -> None:
+    def __init__(
+        self,
+        config: UsageLogConfig,
+        metrics,
+        wall: Callable[[], float] = time.time,
+        scope: str = "broker",
+        max_rows: int = DEFAULT_MAX_TRACKED_ENTITIES,
+    ) -> None:
         self.config = config
         self.scope = scope  # quota.scope, written on every record
         self.proxy_id: str | None = None  # this proxy's id, written on every record: set once its listeners are bound
@@ -353,8 +382,12 @@ class UsageLog:
     def _dropped(self, count: int, why: str) -> None:
         self._metrics.usage_log_dropped.inc(count)
         if not self._failing:
-            log.error("usage log: %d records dropped: %s; the proxy goes on (usage_log_dropped_records_total counts "
-                      "what is lost)", count, why)
+            log.error(
+                "usage log: %d records dropped: %s; the proxy goes on (usage_log_dropped_records_total counts "
+                "what is lost)",
+                count,
+                why,
+            )
         self._failing = True
 
     def _write_loop(self) -> None:
@@ -362,8 +395,10 @@ class UsageLog:
             interval = self._queue.get()
             if interval is None:
                 break
-            lines = [json.dumps(r, separators=(",", ":")) + "\n"
-                     for r in records(*interval, proxy=self.proxy_id, scope=self.scope)]
+            lines = [
+                json.dumps(r, separators=(",", ":")) + "\n"
+                for r in records(*interval, proxy=self.proxy_id, scope=self.scope)
+            ]
             try:
                 self._writer.write(lines)
             except OSError as exc:

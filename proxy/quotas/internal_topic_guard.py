@@ -19,8 +19,13 @@ log = logging.getLogger(__name__)
 class InternalTopicGuard:
     """Who may write the internal topics, and the count of refusals. ``topics`` empty: nothing to guard."""
 
-    def __init__(self, topics: Iterable[str] = (), admin_principals: Iterable[str] = (),
-                 own: OwnConnections | None = None, refused_counter=None) -> None:
+    def __init__(
+        self,
+        topics: Iterable[str] = (),
+        admin_principals: Iterable[str] = (),
+        own: OwnConnections | None = None,
+        refused_counter=None,
+    ) -> None:
         self.topics = frozenset(topics)
         self.admins = frozenset(admin_principals)
         self.own = own or OwnConnections()
@@ -45,9 +50,14 @@ class InternalTopicGuard:
                 self._counter.labels(topic, api).inc()
             suppressed = self._log.allow(session.peer_ip, f"{api}:{topic}", time.monotonic())
             if suppressed is not None:
-                log.warning("refused %s of internal topic %s from User:%s at %s (not in admin_principals)%s", api,
-                            topic, session.user, session.peer_ip,
-                            f"; {suppressed} more from this peer in the last 10 s" if suppressed else "")
+                log.warning(
+                    "refused %s of internal topic %s from User:%s at %s (not in admin_principals)%s",
+                    api,
+                    topic,
+                    session.user,
+                    session.peer_ip,
+                    f"; {suppressed} more from this peer in the last 10 s" if suppressed else "",
+                )
 
 
 NO_GUARD = InternalTopicGuard()

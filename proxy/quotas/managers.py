@@ -16,8 +16,13 @@ from proxy.ground.clock import SystemClock, WallClock
 from proxy.ground.logs import LogLimiter
 from proxy.quotas.quota_sets import BOOTSTRAP, BROKER, BrokerQuotas, ProducePrefixWanted, QuotaSet
 from quota.managers.mutation import ControllerMutationQuotaManager
-from quota.primitives.entity import (CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE,
-                                     PRODUCER_IDS_RATE, QuotaTable)
+from quota.primitives.entity import (
+    CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
+    PRODUCER_BYTE_RATE,
+    PRODUCER_IDS_RATE,
+    QuotaTable,
+)
 from quota.primitives.held_bytes import HeldBytes
 from quota.primitives.rate import QuotaWindow
 
@@ -50,10 +55,16 @@ class ByteRateQuotas:
         self.home = QuotaSet(config.quotas, settings, self.clock, self.window, self.shadow)
         self.produce, self.fetch, self.producer_ids = self.home.produce, self.home.fetch, self.home.producer_ids
         self._brokers: dict[int, BrokerQuotas] = {}  # swapped whole (the scrape thread reads it)
-        self.mutation_window = QuotaWindow(settings["controller.quota.window.num"],
-                                           settings["controller.quota.window.size.seconds"])
-        self.mutations = ControllerMutationQuotaManager(config.quotas, self.clock, self.mutation_window, mute_max,
-                                                        max_tracked_entities=settings["quota.max.tracked.entities"])
+        self.mutation_window = QuotaWindow(
+            settings["controller.quota.window.num"], settings["controller.quota.window.size.seconds"]
+        )
+        self.mutations = ControllerMutationQuotaManager(
+            config.quotas,
+            self.clock,
+            self.mutation_window,
+            mute_max,
+            max_tracked_entities=settings["quota.max.tracked.entities"],
+        )
         # other tables bounded by quota.max.tracked.entities: (quota key, what has .overflowed): the app's per-IP rates
         self.overflow_sources: list[tuple[str, object]] = []
         self.metadata_max_age_ms = settings["controller.quota.metadata.max.age.ms"]
@@ -66,14 +77,21 @@ class ByteRateQuotas:
             from proxy.quotas.volume_throttle import VolumeThrottle
 
             # snapshots are dated in wall time (they cross hosts); a test's fake clock stands for both
-            self.volume = VolumeThrottle(config.volume_usage, config.quotas, self.clock, self.window, mute_max,
-                                         wall=WallClock() if clock is None else self.clock)
+            self.volume = VolumeThrottle(
+                config.volume_usage,
+                config.quotas,
+                self.clock,
+                self.window,
+                mute_max,
+                wall=WallClock() if clock is None else self.clock,
+            )
         # The proxy's own topics (volume usage, dynamic config, cluster usage): produce to them alone is exempt from
         # every quota and from PAUSE, so the proxy never throttles or pauses what it publishes itself.
         self.internal_topics: frozenset[str] = frozenset(
             ([config.volume_usage.topic] if config.volume_usage is not None else [])
             + ([config.dynamic_config.topic] if config.dynamic_config is not None else [])
-            + ([settings["quota.cluster.topic"]] if settings["quota.cluster.topic"] is not None else []))
+            + ([settings["quota.cluster.topic"]] if settings["quota.cluster.topic"] is not None else [])
+        )
         self.produce_prefix = ProducePrefixWanted(self)
         self.shadow_throttles: dict[str, list[int]] = {}  # quota -> [decisions, total ms]: computed, not applied
         self._shadow_log = LogLimiter()
@@ -119,8 +137,13 @@ class ByteRateQuotas:
         who = f"{user or '-'}/{client_id or '-'}"
         suppressed = self._shadow_log.allow(who, quota, self.clock.now_ms() / 1000.0)
         if suppressed is not None:
-            log.info("shadow mode: would throttle %s %d ms (%s)%s", who, ms, quota,
-                     f"; {suppressed} more for it in the last 10 s" if suppressed else "")
+            log.info(
+                "shadow mode: would throttle %s %d ms (%s)%s",
+                who,
+                ms,
+                quota,
+                f"; {suppressed} more for it in the last 10 s" if suppressed else "",
+            )
         return ms
 
     def is_internal(self, only_topic, topics) -> bool:
@@ -142,8 +165,9 @@ class ByteRateQuotas:
         """Sensors idle for an hour dropped from every set and the mutation quota (the app's housekeeping), at most
         ``limit`` per manager (the housekeeping calls again while this drops any, between other work of the loop);
         returns how many were dropped."""
-        return (sum(quota_set.expire_idle(limit) for _, quota_set in self.quota_sets())
-                + self.mutations.expire_idle_sensors(limit=limit))
+        return sum(
+            quota_set.expire_idle(limit) for _, quota_set in self.quota_sets()
+        ) + self.mutations.expire_idle_sensors(limit=limit)
 
     def note_overflow(self, interval_ms: int = OVERFLOW_LOG_INTERVAL_MS) -> str | None:
         """A warning, at most once per ``interval_ms``, while new entities find their tables full
@@ -159,11 +183,14 @@ class ByteRateQuotas:
         if not grown:
             return None
         self._overflow_logged_ms = now
-        where = ", ".join(f"{key}{' broker ' + broker if broker else ''}: {n}"
-                          for (key, broker), n in sorted(grown.items()))
-        line = (f"quota.max.tracked.entities ({self._settings['quota.max.tracked.entities']}) reached ({where}): "
-                f"room made for new entities by evicting unused and idle ones, what they used carried over "
-                f"(producer ids: new users counted together in the <overflow> user); tenants in use keep their own")
+        where = ", ".join(
+            f"{key}{' broker ' + broker if broker else ''}: {n}" for (key, broker), n in sorted(grown.items())
+        )
+        line = (
+            f"quota.max.tracked.entities ({self._settings['quota.max.tracked.entities']}) reached ({where}): "
+            f"room made for new entities by evicting unused and idle ones, what they used carried over "
+            f"(producer ids: new users counted together in the <overflow> user); tenants in use keep their own"
+        )
         log.warning("%s", line)
         return line
 
@@ -173,8 +200,11 @@ class ByteRateQuotas:
         the mutation buckets, and :attr:`overflow_sources` (the per-IP connection rates)."""
         counts = {}
         for broker, quota_set in self.quota_sets():
-            for key, manager in ((PRODUCER_BYTE_RATE, quota_set.produce), (CONSUMER_BYTE_RATE, quota_set.fetch),
-                                 (PRODUCER_IDS_RATE, quota_set.producer_ids)):
+            for key, manager in (
+                (PRODUCER_BYTE_RATE, quota_set.produce),
+                (CONSUMER_BYTE_RATE, quota_set.fetch),
+                (PRODUCER_IDS_RATE, quota_set.producer_ids),
+            ):
                 counts[(key, broker)] = manager.overflowed
         if self.volume is not None:
             counts[("volume_usage", "")] = self.volume.produce.overflowed
@@ -187,15 +217,16 @@ class ByteRateQuotas:
         """KIP-936's cache cleanup, in every set (``limit`` users at most per set, see ``ProducerIdQuotaManager``)."""
         return sum(quota_set.producer_ids.cleanup(now_ms, limit) for _, quota_set in self.quota_sets())
 
-    def for_broker(self, node_id: int) -> "ByteRateQuotas | BrokerQuotas":
+    def for_broker(self, node_id: int) -> ByteRateQuotas | BrokerQuotas:
         """What the connections of broker ``node_id``'s port read as their quotas: under ``quota.scope: broker`` (in
         cluster mode) the broker's own set, made now if it is the broker's first port; otherwise the proxy's one."""
         if not self.per_broker:
             return self
         scoped = self._brokers.get(node_id)
         if scoped is None:
-            scoped = BrokerQuotas(node_id, QuotaSet(self._table, self._settings, self.clock, self.window, self.shadow),
-                                  self)
+            scoped = BrokerQuotas(
+                node_id, QuotaSet(self._table, self._settings, self.clock, self.window, self.shadow), self
+            )
             scoped.quota_set.set_smoothing(self.smoothing)
             self._brokers = {**self._brokers, node_id: scoped}
         return scoped

@@ -34,12 +34,16 @@ class QuotaSet:
         self.produce = ClientQuotaManager(table, PRODUCER_BYTE_RATE, clock, window, mute_max, max_tracked_entities=cap)
         self.fetch = ClientQuotaManager(table, CONSUMER_BYTE_RATE, clock, window, mute_max, max_tracked_entities=cap)
         self.producer_ids = ProducerIdQuotaManager(
-            table, window_num=settings["producer.id.quota.window.num"],
+            table,
+            window_num=settings["producer.id.quota.window.num"],
             window_size_s=settings["producer.id.quota.window.size.seconds"],
             expected_pids=settings["producer.id.quota.bloom.expected.pids"],
-            false_positive_rate=settings["producer.id.quota.bloom.false.positive.rate"], max_mute_ms=mute_max,
-            enforcement=settings["producer.id.quota.enforcement"], max_hold_ms=settings["producer.id.quota.max.hold.ms"],
-            max_tracked_entities=cap)
+            false_positive_rate=settings["producer.id.quota.bloom.false.positive.rate"],
+            max_mute_ms=mute_max,
+            enforcement=settings["producer.id.quota.enforcement"],
+            max_hold_ms=settings["producer.id.quota.max.hold.ms"],
+            max_tracked_entities=cap,
+        )
         self.producer_ids.issued.max_entries = settings["quota.metrics.max.entities"]
         self.set_shadow(shadow)
 

@@ -14,16 +14,30 @@ from dataclasses import dataclass
 from config.volume import VolumeUsageConfig
 from proxy.ground.logs import LogLimiter
 from quota.managers.client_quota import ClientQuotaManager
-from quota.managers.volume import (BAD, INITIAL, PAUSE, TAKE, THROTTLE, Bounds, BrokerUsage, Snapshot, SnapshotError,
-                                   TooManyVolumes, Verdict, VolumeState, evaluate, judge, parse_snapshot, summarize)
+from quota.managers.volume import (
+    BAD,
+    INITIAL,
+    PAUSE,
+    TAKE,
+    THROTTLE,
+    Bounds,
+    BrokerUsage,
+    Snapshot,
+    SnapshotError,
+    TooManyVolumes,
+    Verdict,
+    VolumeState,
+    evaluate,
+    judge,
+    parse_snapshot,
+    summarize,
+)
 from quota.managers.volume_scaling import ScaledProduceQuotas
 from quota.primitives.entity import PRODUCER_BYTE_RATE, QuotaTable
 from quota.primitives.rate import QuotaWindow
 
 log = logging.getLogger("kafka_quota_proxy.volume")
 BAD_RECORD_LOG = LogLimiter()  # one line per kind of bad record per 10 s, whatever a writer floods the topic with
-
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +67,9 @@ class VolumeThrottle:
     snapshot goes stale (``due_in_ms``, :meth:`evaluate_if_due`), never on a timer for nothing; each evaluation
     costs O(brokers x metrics_top_volumes), whatever the snapshots' sizes."""
 
-    def __init__(self, config: VolumeUsageConfig, quotas: QuotaTable, clock, window: QuotaWindow,
-                 mute_max_ms: int, wall=None) -> None:
+    def __init__(
+        self, config: VolumeUsageConfig, quotas: QuotaTable, clock, window: QuotaWindow, mute_max_ms: int, wall=None
+    ) -> None:
         self.config = config
         self.clock = clock  # the quota windows' (monotonic) clock
         self.wall = wall or clock  # what snapshots are dated with and judged against (wall time; a fake in tests)
@@ -64,12 +79,14 @@ class VolumeThrottle:
         self.live_brokers: set[int] | None = None
         self.state: VolumeState = INITIAL
         self._scaled_factor = 1.0  # what the produce manager's table is scaled by
-        self.produce = ClientQuotaManager(ScaledProduceQuotas(quotas, 1.0, config.produce_base_rate),
-                                          PRODUCER_BYTE_RATE, clock, window, mute_max_ms)
+        self.produce = ClientQuotaManager(
+            ScaledProduceQuotas(quotas, 1.0, config.produce_base_rate), PRODUCER_BYTE_RATE, clock, window, mute_max_ms
+        )
         # What a produce refused during PAUSE is charged where no producer_byte_rate applies: the base rate, unscaled
         # (proxy.apis.byte_rate.paused_produce), so a refused client is slowed as an answered one is.
-        self.refused = ClientQuotaManager(ScaledProduceQuotas(quotas, 1.0, config.produce_base_rate),
-                                          PRODUCER_BYTE_RATE, clock, window, mute_max_ms)
+        self.refused = ClientQuotaManager(
+            ScaledProduceQuotas(quotas, 1.0, config.produce_base_rate), PRODUCER_BYTE_RATE, clock, window, mute_max_ms
+        )
         self.skipped: dict[str, int] = {}  # records not taken, by reason (quota.managers.volume's fixed set)
         self.evaluations = 0
         self.on_evaluated: Callable[[], None] = lambda: None  # the timer re-arms on it
@@ -113,9 +130,13 @@ class VolumeThrottle:
             self.skipped[verdict.label] = self.skipped.get(verdict.label, 0) + 1
             suppressed = BAD_RECORD_LOG.allow("volume-usage", verdict.label, time.monotonic())
             if suppressed is not None:
-                log.warning("volume usage record %s (key %s; the broker's last good snapshot stays): %s%s",
-                            "skipped" if verdict.action == BAD else "not taken", repr((key or b"")[:40]),
-                            verdict.reason[:300], f" ({suppressed} more since the last line)" if suppressed else "")
+                log.warning(
+                    "volume usage record %s (key %s; the broker's last good snapshot stays): %s%s",
+                    "skipped" if verdict.action == BAD else "not taken",
+                    repr((key or b"")[:40]),
+                    verdict.reason[:300],
+                    f" ({suppressed} more since the last line)" if suppressed else "",
+                )
             return
         self.snapshots[read.usage.broker_id] = read.usage
         self.evaluate()
@@ -123,8 +144,10 @@ class VolumeThrottle:
     def accept(self, snapshot: Snapshot) -> None:
         """A snapshot the proxy made itself (DescribeLogDirs); bounded as a record is."""
         if len(snapshot.volumes) > self.bounds.max_volumes_per_snapshot:
-            error = TooManyVolumes(f"broker {snapshot.broker_id}: {len(snapshot.volumes)} log dirs, more than "
-                                   f"max_volumes_per_snapshot ({self.bounds.max_volumes_per_snapshot})")
+            error = TooManyVolumes(
+                f"broker {snapshot.broker_id}: {len(snapshot.volumes)} log dirs, more than "
+                f"max_volumes_per_snapshot ({self.bounds.max_volumes_per_snapshot})"
+            )
             self.take(None, ReadRecord(error=error))
             return
         self.snapshots[snapshot.broker_id] = summarize(snapshot, self.config.metrics_top_volumes)
@@ -147,14 +170,26 @@ class VolumeThrottle:
     def evaluate(self) -> VolumeState:
         before = self.state
         self.evaluations += 1
-        self.state = evaluate(self.snapshots, self.live_brokers, self.wall.now_ms(),
-                              int(self.config.freshness_seconds * 1000), self.config.missing_data_action,
-                              self.config.metrics_top_volumes)
+        self.state = evaluate(
+            self.snapshots,
+            self.live_brokers,
+            self.wall.now_ms(),
+            int(self.config.freshness_seconds * 1000),
+            self.config.missing_data_action,
+            self.config.metrics_top_volumes,
+        )
         if self.state.state != before.state:
-            log.warning("volume usage: %s -> %s (factor %.2f%s)", before.state, self.state.state, self.state.factor,
-                        f", no fresh data from brokers {list(self.state.missing_data)[:20]}"
-                        if self.state.missing_data else
-                        ", no broker list or snapshot yet" if self.state.awaiting_data else "")
+            log.warning(
+                "volume usage: %s -> %s (factor %.2f%s)",
+                before.state,
+                self.state.state,
+                self.state.factor,
+                f", no fresh data from brokers {list(self.state.missing_data)[:20]}"
+                if self.state.missing_data
+                else ", no broker list or snapshot yet"
+                if self.state.awaiting_data
+                else "",
+            )
         if self.state.factor != before.factor:
             self._rescale()
         self.on_evaluated()

@@ -11,9 +11,18 @@ from __future__ import annotations
 from config.principal_rules import MappingError, Rule
 
 # RFC 2253 keywords for the attributes Python's ssl module names; others keep Python's name.
-_KEYWORDS = {"commonName": "CN", "organizationalUnitName": "OU", "organizationName": "O", "countryName": "C",
-             "stateOrProvinceName": "ST", "localityName": "L", "streetAddress": "STREET", "domainComponent": "DC",
-             "userId": "UID", "emailAddress": "EMAILADDRESS"}
+_KEYWORDS = {
+    "commonName": "CN",
+    "organizationalUnitName": "OU",
+    "organizationName": "O",
+    "countryName": "C",
+    "stateOrProvinceName": "ST",
+    "localityName": "L",
+    "streetAddress": "STREET",
+    "domainComponent": "DC",
+    "userId": "UID",
+    "emailAddress": "EMAILADDRESS",
+}
 
 
 def _escape(value: str) -> str:

@@ -49,8 +49,17 @@ class SaslExchange:
     a success (pipelined, or refused by the broker as ILLEGAL_SASL_STATE) changes nothing. The mechanism is the one
     of the last SaslHandshake the broker accepted."""
 
-    __slots__ = ("mechanism", "raw_requests", "raw_responses", "_raw_tokens", "_first_user", "_first_token",
-                 "_token_owner", "principal", "complete")
+    __slots__ = (
+        "mechanism",
+        "raw_requests",
+        "raw_responses",
+        "_raw_tokens",
+        "_first_user",
+        "_first_token",
+        "_token_owner",
+        "principal",
+        "complete",
+    )
 
     def __init__(self) -> None:
         self.mechanism: str | None = None  # of the last SaslHandshake the broker accepted
@@ -76,8 +85,10 @@ class SaslExchange:
             return
         exchanges = RAW_EXCHANGES.get(mechanism)
         if exchanges is None:
-            raise ProtocolError(f"SaslHandshake v0 with mechanism {mechanism!r}: the proxy cannot follow its raw "
-                                "tokens; use SaslHandshake v1 (every Kafka client since 1.0)")
+            raise ProtocolError(
+                f"SaslHandshake v0 with mechanism {mechanism!r}: the proxy cannot follow its raw "
+                "tokens; use SaslHandshake v1 (every Kafka client since 1.0)"
+            )
         self.raw_requests = self.raw_responses = exchanges
 
     # -- tokens ---------------------------------------------------------------------------------------------------
@@ -181,8 +192,10 @@ def _gs2_body(message: str) -> str | None:
 _SASLNAME = r"(?:[\x01-\x2b\x2d-\x3c\x3e-\x7f]|=2C|=3D)+"  # no "," nor "=" but as =2C, =3D
 _VALUE = r"[\x01-\x2b\x2d-\x7f]+"  # no ","
 _PRINTABLE = r"[\x21-\x2b\x2d-\x7e]+"
-_CLIENT_FIRST = re.compile(f"n,(?:a={_SASLNAME})?,(?:m={_VALUE},)?n=(?P<name>{_SASLNAME}),r={_PRINTABLE}"
-                           f"(?P<extensions>(?:,[A-Za-z]+={_VALUE})*)")
+_CLIENT_FIRST = re.compile(
+    f"n,(?:a={_SASLNAME})?,(?:m={_VALUE},)?n=(?P<name>{_SASLNAME}),r={_PRINTABLE}"
+    f"(?P<extensions>(?:,[A-Za-z]+={_VALUE})*)"
+)
 TOKEN_AUTH = "tokenauth"  # ScramLoginModule.TOKEN_AUTH_CONFIG: the extension of a delegation-token login
 
 

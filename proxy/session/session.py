@@ -24,7 +24,7 @@ class Session:
     producer_id_checked_ms: int = 0  # and when
     muted_for: str | None = None  # the client id of the request whose throttle last muted it (for explain)
     held_bytes: int = 0  # bytes of Produce requests held on this connection for their new producer ids (KIP-936)
-    sasl: "SaslExchange | None" = None  # the SASL exchange seen on this connection, if any
+    sasl: SaslExchange | None = None  # the SASL exchange seen on this connection, if any
     request_limit: int = 2**31 - 1  # the largest request frame accepted now (smaller until SASL succeeds)
     authenticated_limit: int = 2**31 - 1  # ... and once it has
     awaiting_authentication: bool = False  # a SASL listener before the broker accepted an authentication

@@ -43,8 +43,9 @@ def quiet_encode(delta: UsageDelta) -> bytes:
 class WorkersClusterUsage:
     """The parent's publisher and follower; ``to_workers(frame)`` sends a frame to every serving worker."""
 
-    def __init__(self, config: ProxyConfig, registry, ports: dict[str, int], to_workers: Callable[[bytes], None],
-                 wall=None) -> None:
+    def __init__(
+        self, config: ProxyConfig, registry, ports: dict[str, int], to_workers: Callable[[bytes], None], wall=None
+    ) -> None:
         settings = config.settings
         kafka = OwnKafka.of(config.upstream.own_traffic)
         own_id = proxy_id(settings, ports.values())
@@ -53,8 +54,9 @@ class WorkersClusterUsage:
         self._send = to_workers
         self._encoding: set[asyncio.Task] = set()  # large deltas being encoded off the loop
         # a sidecar's own clients go straight to the broker behind, not through a worker's listener (as one process's)
-        self._route = own_clients.sidecar_route(config, {ports[lc.name] for lc in config.listeners
-                                                         if lc.sidecar and lc.name in ports})
+        self._route = own_clients.sidecar_route(
+            config, {ports[lc.name] for lc in config.listeners if lc.sidecar and lc.name in ports}
+        )
 
     @property
     def note(self) -> str | None:

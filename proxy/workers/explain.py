@@ -32,9 +32,13 @@ class WorkersExplainer:
     """``ports()``: ``(worker index, ops port)`` of the live workers; ``note()``: the parent's own part (the cluster
     budget it keeps for them all), or None."""
 
-    def __init__(self, listeners: tuple[str, ...], ports: Callable[[], list[tuple[int, int]]],
-                 note: Callable[[], str | None] = lambda: None,
-                 fetch: Callable[[int, bytes], dict] = fetch_worker_answer) -> None:
+    def __init__(
+        self,
+        listeners: tuple[str, ...],
+        ports: Callable[[], list[tuple[int, int]]],
+        note: Callable[[], str | None] = lambda: None,
+        fetch: Callable[[int, bytes], dict] = fetch_worker_answer,
+    ) -> None:
         self._listeners = listeners
         self._ports = ports
         self._note = note
@@ -46,8 +50,9 @@ class WorkersExplainer:
         if not isinstance(who, Who):
             return who
         ports = self._ports()
-        got = await asyncio.gather(*(asyncio.to_thread(self._fetch, port, query) for _, port in ports),
-                                   return_exceptions=True)
+        got = await asyncio.gather(
+            *(asyncio.to_thread(self._fetch, port, query) for _, port in ports), return_exceptions=True
+        )
         answers, unanswered = [], []
         for (index, _), answer in zip(ports, got):
             if isinstance(answer, BaseException):

@@ -20,7 +20,11 @@ import asyncio
 import struct
 
 HELLO, READY, USAGE, EAGER, BEAT = b"H", b"R", b"U", b"E", b"B"  # from a worker (USAGE passed on to the others)
-CLAIM, RELEASE, CLAIMED = b"C", b"L", b"A"  # open-connection counts (proxy.connection.open_gate): worker, worker, parent
+CLAIM, RELEASE, CLAIMED = (
+    b"C",
+    b"L",
+    b"A",
+)  # open-connection counts (proxy.connection.open_gate): worker, worker, parent
 SEED_ASK, SEED = b"K", b"D"  # parent: send worker <payload> your rates; worker: them (the parent passes them to it)
 GONE, RESEND = b"G", b"S"  # from the parent: worker <payload> is gone; a worker started, send your whole state
 KINDS = frozenset((HELLO, READY, USAGE, EAGER, BEAT, GONE, RESEND, CLAIM, RELEASE, CLAIMED, SEED_ASK, SEED))

@@ -18,8 +18,24 @@ from proxy.ground.quiet import quiet
 from proxy.ground.tasks import cancel_and_wait
 from proxy.observers.freezing import frozen_as_made
 from proxy.ops.metrics import PREFIX
-from proxy.workers.frames import (BEAT, BEAT_INTERVAL_S, CLAIM, CLAIMED, EAGER, GONE, HELLO, READY, RELEASE, RESEND,
-                                  SEED, SEED_ASK, USAGE, FrameError, pack, read_frame)
+from proxy.workers.frames import (
+    BEAT,
+    BEAT_INTERVAL_S,
+    CLAIM,
+    CLAIMED,
+    EAGER,
+    GONE,
+    HELLO,
+    READY,
+    RELEASE,
+    RESEND,
+    SEED,
+    SEED_ASK,
+    USAGE,
+    FrameError,
+    pack,
+    read_frame,
+)
 from quota.sharing import worker_seed
 from quota.sharing.usage_delta import UsageDeltaError, decode, encode
 from quota.sharing.usage_share import RECORD_STEP, UsageTap, record_remote_steps
@@ -55,11 +71,20 @@ class WorkerLink:
         if quotas.volume is not None:  # the volume-scaled producer_byte_rate, a manager of its own
             quotas.volume.produce.tap = self._taps[VOLUME] = UsageTap(self._wake)
         registry = app.metrics.registry
-        self.deltas = Counter(f"{PREFIX}_worker_sync_deltas", "Usage deltas this worker sent to its peers "
-                              "(direction=sent), recorded from them (received), or dropped because the link was "
-                              "backed up (dropped).", ["direction"], registry=registry)
-        self.entities = Counter(f"{PREFIX}_worker_sync_entities", "Entities in the usage deltas this worker sent or "
-                                "received.", ["direction"], registry=registry)
+        self.deltas = Counter(
+            f"{PREFIX}_worker_sync_deltas",
+            "Usage deltas this worker sent to its peers "
+            "(direction=sent), recorded from them (received), or dropped because the link was "
+            "backed up (dropped).",
+            ["direction"],
+            registry=registry,
+        )
+        self.entities = Counter(
+            f"{PREFIX}_worker_sync_entities",
+            "Entities in the usage deltas this worker sent or received.",
+            ["direction"],
+            registry=registry,
+        )
         self._writer: asyncio.StreamWriter | None = None
         self._tasks: list[asyncio.Task] = []
         self._ready_sent: str | None = None
@@ -72,8 +97,11 @@ class WorkerLink:
         self._writer.write(pack(HELLO, json.dumps({"pid": os.getpid(), "ops_port": ops_port}).encode()))
         self.app.open_gate.attach(self._to_parent)
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._sync_loop()), loop.create_task(self._read_loop(reader)),
-                       loop.create_task(self._beat_loop())]
+        self._tasks = [
+            loop.create_task(self._sync_loop()),
+            loop.create_task(self._read_loop(reader)),
+            loop.create_task(self._beat_loop()),
+        ]
 
     def _wake(self) -> None:
         """An entity's unsent usage is large (quota.sharing.usage_share.EAGER_SHARE): sync soon, not at the interval."""
@@ -129,8 +157,11 @@ class WorkerLink:
             return quotas
         if scope == VOLUME:
             volume = quotas.volume
-            return None if volume is None else SimpleNamespace(produce=volume.produce, fetch=quotas.fetch,
-                                                               producer_ids=quotas.producer_ids)
+            return (
+                None
+                if volume is None
+                else SimpleNamespace(produce=volume.produce, fetch=quotas.fetch, producer_ids=quotas.producer_ids)
+            )
         try:
             node_id = int(scope)
         except ValueError:
@@ -160,8 +191,14 @@ class WorkerLink:
     async def _send_seed_parts(self, to: bytes) -> None:
         app = self.app
         quotas = app.quotas
-        for part in worker_seed.parts(quotas.produce, quotas.fetch, quotas.mutations, quotas.producer_ids,
-                                      app.connection_quotas, quotas.clock.now_ms):
+        for part in worker_seed.parts(
+            quotas.produce,
+            quotas.fetch,
+            quotas.mutations,
+            quotas.producer_ids,
+            app.connection_quotas,
+            quotas.clock.now_ms,
+        ):
             writer = self._writer
             if writer is None or writer.is_closing():
                 return
@@ -174,8 +211,15 @@ class WorkerLink:
         quotas = app.quotas
         try:
             seed = json.loads(payload.split(b"\n", 1)[1])
-            taken = worker_seed.install(seed, quotas.produce, quotas.fetch, quotas.mutations, quotas.producer_ids,
-                                        app.connection_quotas, quotas.clock.now_ms())
+            taken = worker_seed.install(
+                seed,
+                quotas.produce,
+                quotas.fetch,
+                quotas.mutations,
+                quotas.producer_ids,
+                app.connection_quotas,
+                quotas.clock.now_ms(),
+            )
         except (ValueError, IndexError) as exc:  # JSON, SeedError, no destination: a peer's bug; keep serving
             log.warning("worker %s: a peer's quota state not taken: %s", self.source, exc)
             return
@@ -184,14 +228,17 @@ class WorkerLink:
         if seed.get("last"):
             self._seed_in.set()
             if any(self._seeded.values()):
-                log.info("worker %s: quota state taken from a peer: %s", self.source,
-                         ", ".join(f"{n} {kind}" for kind, n in self._seeded.items()))
+                log.info(
+                    "worker %s: quota state taken from a peer: %s",
+                    self.source,
+                    ", ".join(f"{n} {kind}" for kind, n in self._seeded.items()),
+                )
 
     async def seeded(self, timeout_s: float) -> bool:
         """Wait for a peer's quota state (its last part), at most ``timeout_s``; False if it did not come."""
         try:
             await asyncio.wait_for(self._seed_in.wait(), timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
         return True
 
@@ -237,15 +284,23 @@ class WorkerLink:
                     continue
                 scoped = self._managers_for(delta.scope)
                 if scoped is None:
-                    log.warning("worker %s: a peer's usage delta for unknown scope %r dropped", self.source,
-                                delta.scope)
+                    log.warning(
+                        "worker %s: a peer's usage delta for unknown scope %r dropped", self.source, delta.scope
+                    )
                     continue
                 # a large delta (a peer proxy's record: 10^5 entities take seconds) a step at a time, the worker's
                 # clients served in between
                 large = delta.entities > RECORD_STEP
-                steps = record_remote_steps(delta, quotas.clock.now_ms, produce=scoped.produce, fetch=scoped.fetch,
-                                            mutations=quotas.mutations, producer_ids=scoped.producer_ids,
-                                            connections=app.connection_quotas, step=RECORD_STEP if large else None)
+                steps = record_remote_steps(
+                    delta,
+                    quotas.clock.now_ms,
+                    produce=scoped.produce,
+                    fetch=scoped.fetch,
+                    mutations=quotas.mutations,
+                    producer_ids=scoped.producer_ids,
+                    connections=app.connection_quotas,
+                    step=RECORD_STEP if large else None,
+                )
                 if large:  # the sensors it makes (tenants new to this worker) out of the collector's sight
                     steps = frozen_as_made(steps, lambda: len(scoped.produce) + len(scoped.fetch))
                 for _ in steps:

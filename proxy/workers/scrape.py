@@ -21,8 +21,8 @@ def labelled(line: str, worker: str) -> str:
     """A sample line with ``worker="<worker>"`` as its first label."""
     brace, space = line.find("{"), line.find(" ")
     if brace != -1 and (space == -1 or brace < space):
-        rest = line[brace + 1:]
-        return f'{line[:brace + 1]}worker="{worker}"{"" if rest.startswith("}") else ","}{rest}'
+        rest = line[brace + 1 :]
+        return f'{line[: brace + 1]}worker="{worker}"{"" if rest.startswith("}") else ","}{rest}'
     return f'{line[:space]}{{worker="{worker}"}}{line[space:]}'
 
 
@@ -53,8 +53,12 @@ def merge(expositions: Iterable[tuple[str | None, str]]) -> str:
     return "\n".join(out) + ("\n" if out else "")
 
 
-def workers_exposition(own: str, ports: Iterable[tuple[int, int]], failed: Callable[[int], None],
-                       fetch: Callable[[int], str] = fetch_worker_metrics) -> bytes:
+def workers_exposition(
+    own: str,
+    ports: Iterable[tuple[int, int]],
+    failed: Callable[[int], None],
+    fetch: Callable[[int], str] = fetch_worker_metrics,
+) -> bytes:
     """The parent's exposition ``own`` and every worker's, merged; ``ports`` are ``(worker index, ops port)``,
     ``failed(index)`` is called for each worker that did not answer."""
     texts: list[tuple[str | None, str]] = [(None, own)]

@@ -27,9 +27,24 @@ from proxy.ground.tasks import cancel_and_wait
 from proxy.ops.http import OpsServer, build_exposition
 from proxy.ops.metrics import PREFIX
 from proxy.ops.runtime import register_runtime
-from proxy.workers.frames import (BEAT_INTERVAL_S, CLAIM, CLAIMED, EAGER, GONE, HELLO, READY, RELEASE, RESEND, SEED,
-                                  SEED_ASK, USAGE, FrameError, pack, read_frame)
 from proxy.workers.explain import WorkersExplainer
+from proxy.workers.frames import (
+    BEAT_INTERVAL_S,
+    CLAIM,
+    CLAIMED,
+    EAGER,
+    GONE,
+    HELLO,
+    READY,
+    RELEASE,
+    RESEND,
+    SEED,
+    SEED_ASK,
+    USAGE,
+    FrameError,
+    pack,
+    read_frame,
+)
 from proxy.workers.scrape import workers_exposition
 from proxy.workers.worker import WorkerSpec
 from quota.explain.explain import cluster_budget
@@ -88,22 +103,38 @@ class Supervisor:
         self.slots = [Slot(i) for i in range(self.count)]
         self.registry = CollectorRegistry()
         register_runtime(self.registry)  # the parent's own process; each worker's come labelled with it
-        Gauge(f"{PREFIX}_workers", "Worker processes configured (settings.workers).",
-              registry=self.registry).set(self.count)
+        Gauge(f"{PREFIX}_workers", "Worker processes configured (settings.workers).", registry=self.registry).set(
+            self.count
+        )
         alive = Gauge(f"{PREFIX}_workers_alive", "Worker processes running now.", registry=self.registry)
         alive.set_function(lambda: sum(1 for s in self.slots if s.process is not None and s.hello))
-        self.restarts = Counter(f"{PREFIX}_worker_restarts", "Workers restarted after they died, by worker.",
-                                ["worker"], registry=self.registry)
-        self.forwarded = Counter(f"{PREFIX}_worker_deltas_forwarded", "Usage deltas the parent passed from one "
-                                 "worker to another (dropped: the receiving worker's link was backed up).",
-                                 ["outcome"], registry=self.registry)
-        self.unresponsive = Counter(f"{PREFIX}_worker_unresponsive", "Workers killed (and restarted) because they "
-                                    "sent nothing on their link, not even a heartbeat, for workers.heartbeat.timeout.ms.",
-                                    ["worker"], registry=self.registry)
+        self.restarts = Counter(
+            f"{PREFIX}_worker_restarts",
+            "Workers restarted after they died, by worker.",
+            ["worker"],
+            registry=self.registry,
+        )
+        self.forwarded = Counter(
+            f"{PREFIX}_worker_deltas_forwarded",
+            "Usage deltas the parent passed from one "
+            "worker to another (dropped: the receiving worker's link was backed up).",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.unresponsive = Counter(
+            f"{PREFIX}_worker_unresponsive",
+            "Workers killed (and restarted) because they "
+            "sent nothing on their link, not even a heartbeat, for workers.heartbeat.timeout.ms.",
+            ["worker"],
+            registry=self.registry,
+        )
         self.heartbeat_timeout_s = config.settings["workers.heartbeat.timeout.ms"] / 1000.0
-        self.scrape_failures = Counter(f"{PREFIX}_worker_scrape_failures", "Scrapes of a worker's metrics that got "
-                                       "no answer (that worker is left out of the scrape).", ["worker"],
-                                       registry=self.registry)
+        self.scrape_failures = Counter(
+            f"{PREFIX}_worker_scrape_failures",
+            "Scrapes of a worker's metrics that got no answer (that worker is left out of the scrape).",
+            ["worker"],
+            registry=self.registry,
+        )
         for slot in self.slots:  # every series at 0 from the start, so increase() sees a first restart
             self.restarts.labels(str(slot.index))
             self.unresponsive.labels(str(slot.index))
@@ -111,10 +142,12 @@ class Supervisor:
             self.forwarded.labels(outcome)
         self.ledger = OpenLedger()  # every worker's open connections under a count limit, claimed one by one
         self.cluster = None  # quota.cluster.topic: the usage topic's publisher and follower (made at start)
-        self.explainer = WorkersExplainer(tuple(lc.name for lc in config.listeners), self._worker_ports,
-                                          self._cluster_budget)
-        self.ops = OpsServer(self.registry, self.not_ready, self._exposition, ready_note=self.ready_note,
-                             explain=self.explainer.answer)
+        self.explainer = WorkersExplainer(
+            tuple(lc.name for lc in config.listeners), self._worker_ports, self._cluster_budget
+        )
+        self.ops = OpsServer(
+            self.registry, self.not_ready, self._exposition, ready_note=self.ready_note, explain=self.explainer.answer
+        )
         self.ops_address: tuple[str, int] | None = None
         self.ports: dict[str, int] = {}
         self._held: list[socket.socket] = []
@@ -168,13 +201,18 @@ class Supervisor:
         self.ports, self._held = reserve_ports(self.config)
         bind = self.config.metrics.bind
         self.ops_address = await self.ops.start(bind.host, bind.port)
-        log.info("supervising %d workers on %s; metrics on http://%s:%d/metrics", self.count,
-                 ", ".join(f"{name} port {port}" for name, port in self.ports.items()), *self.ops_address)
+        log.info(
+            "supervising %d workers on %s; metrics on http://%s:%d/metrics",
+            self.count,
+            ", ".join(f"{name} port {port}" for name, port in self.ports.items()),
+            *self.ops_address,
+        )
         if self.config.settings["quota.cluster.topic"] is not None:
             from proxy.workers.cluster_relay import WorkersClusterUsage
 
-            self.cluster = WorkersClusterUsage(self.config, self.registry, self.ports,
-                                               lambda frame: self._forward(None, frame, counted=False))
+            self.cluster = WorkersClusterUsage(
+                self.config, self.registry, self.ports, lambda frame: self._forward(None, frame, counted=False)
+            )
             await self.cluster.start()
         loop = asyncio.get_running_loop()
         self._supervisors = [loop.create_task(self._supervise(slot)) for slot in self.slots]
@@ -196,8 +234,13 @@ class Supervisor:
                     continue
                 silent = now - slot.last_heard
                 if silent > self.heartbeat_timeout_s:
-                    log.error("worker %d (pid %d) has sent nothing for %.1f s (workers.heartbeat.timeout.ms %d): "
-                              "killing it", slot.index, process.pid, silent, self.heartbeat_timeout_s * 1000)
+                    log.error(
+                        "worker %d (pid %d) has sent nothing for %.1f s (workers.heartbeat.timeout.ms %d): killing it",
+                        slot.index,
+                        process.pid,
+                        silent,
+                        self.heartbeat_timeout_s * 1000,
+                    )
                     slot.silenced = True
                     self.unresponsive.labels(str(slot.index)).inc()
                     process.kill()
@@ -210,15 +253,21 @@ class Supervisor:
             if self.stopping:
                 return
             if not slot.started_once:
-                log.error("worker %d exited with %s before it was serving: stopping every worker", slot.index,
-                          _describe(code))
+                log.error(
+                    "worker %d exited with %s before it was serving: stopping every worker", slot.index, _describe(code)
+                )
                 self.exit_code = code if code and code > 0 else 1
                 self._stop.set()
                 return
             failures = 0 if time.monotonic() - started >= STABLE_S else failures + 1
             delay = min(RESTART_BACKOFF_S[1], RESTART_BACKOFF_S[0] * 2 ** max(0, failures - 1))
-            log.warning("worker %d (pid %s) exited with %s: restarting it in %.1f s", slot.index,
-                        slot.process.pid if slot.process else "?", _describe(code), delay)
+            log.warning(
+                "worker %d (pid %s) exited with %s: restarting it in %.1f s",
+                slot.index,
+                slot.process.pid if slot.process else "?",
+                _describe(code),
+                delay,
+            )
             self.restarts.labels(str(slot.index)).inc()
             await asyncio.sleep(delay)
 
@@ -227,8 +276,20 @@ class Supervisor:
         spec = WorkerSpec(slot.index, theirs.fileno(), self.ports)
         try:
             slot.process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "proxy.cli", "run", "--config", self.config_path, "--log-level",
-                self.log_level, "--log-format", self.log_format, "--worker", spec.to_json(), pass_fds=(theirs.fileno(),))
+                sys.executable,
+                "-m",
+                "proxy.cli",
+                "run",
+                "--config",
+                self.config_path,
+                "--log-level",
+                self.log_level,
+                "--log-format",
+                self.log_format,
+                "--worker",
+                spec.to_json(),
+                pass_fds=(theirs.fileno(),),
+            )
         finally:
             theirs.close()
         slot.hello, slot.not_ready, slot.silenced = False, "starting", False

@@ -17,7 +17,9 @@ from config.model import Address, ListenerConfig, MetricsConfig, ProxyConfig
 
 log = logging.getLogger(__name__)
 
-SEED_WAIT_S = 5.0  # the longest a (re)started worker waits for a peer's quota state before accepting (10^5 entities: ~1 s)
+SEED_WAIT_S = (
+    5.0  # the longest a (re)started worker waits for a peer's quota state before accepting (10^5 entities: ~1 s)
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +34,7 @@ class WorkerSpec:
         return json.dumps({"index": self.index, "fd": self.fd, "ports": self.ports})
 
     @classmethod
-    def from_json(cls, text: str) -> "WorkerSpec":
+    def from_json(cls, text: str) -> WorkerSpec:
         raw = json.loads(text)
         return cls(int(raw["index"]), int(raw["fd"]), {str(k): int(v) for k, v in raw["ports"].items()})
 
@@ -48,8 +50,12 @@ def worker_config(config: ProxyConfig, index: int, ports: dict[str, int]) -> Pro
     usage_log = config.usage_log
     if usage_log is not None:  # one file at a time per worker, in the same directory
         usage_log = dataclasses.replace(usage_log, file_tag=f".w{index}")
-    return dataclasses.replace(config, listeners=tuple(bound(lc) for lc in config.listeners),
-                               metrics=MetricsConfig(Address("127.0.0.1", 0)), usage_log=usage_log)
+    return dataclasses.replace(
+        config,
+        listeners=tuple(bound(lc) for lc in config.listeners),
+        metrics=MetricsConfig(Address("127.0.0.1", 0)),
+        usage_log=usage_log,
+    )
 
 
 async def serve_worker(config: ProxyConfig, spec: WorkerSpec) -> None:

@@ -14,8 +14,17 @@ import json
 from typing import TYPE_CHECKING
 
 from quota.explain.values import BROKER, SHADOW, THROTTLED, UNLIMITED, WITHIN, Finding
-from quota.primitives.entity import (CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, LEVEL_PATHS, PRODUCER_BYTE_RATE,
-                                     PRODUCER_IDS_RATE, REQUEST_PERCENTAGE, QuotaTags, ResolvedQuota, precedence)
+from quota.primitives.entity import (
+    CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
+    LEVEL_PATHS,
+    PRODUCER_BYTE_RATE,
+    PRODUCER_IDS_RATE,
+    REQUEST_PERCENTAGE,
+    QuotaTags,
+    ResolvedQuota,
+    precedence,
+)
 from quota.primitives.throttle import bounded_throttle_time_ms
 
 if TYPE_CHECKING:
@@ -23,9 +32,13 @@ if TYPE_CHECKING:
     from quota.managers.mutation import ControllerMutationQuotaManager
     from quota.managers.producer_ids import ProducerIdQuotaManager
 
-UNITS = {PRODUCER_BYTE_RATE: "bytes/s", CONSUMER_BYTE_RATE: "bytes/s",
-         CONTROLLER_MUTATION_RATE: "partition mutations/s", PRODUCER_IDS_RATE: "new producer ids per window",
-         REQUEST_PERCENTAGE: "% of a request handler thread"}
+UNITS = {
+    PRODUCER_BYTE_RATE: "bytes/s",
+    CONSUMER_BYTE_RATE: "bytes/s",
+    CONTROLLER_MUTATION_RATE: "partition mutations/s",
+    PRODUCER_IDS_RATE: "new producer ids per window",
+    REQUEST_PERCENTAGE: "% of a request handler thread",
+}
 NOTHING_RECORDED = "nothing recorded for it within the last hour (no sensor)"
 
 
@@ -38,23 +51,36 @@ def entry_fields(candidates: list[ResolvedQuota]) -> dict:
     """The matching entry (the first of ``candidates``, in precedence order), its level, and those it overrides."""
     first = candidates[0]
     level = precedence(first.entity)
-    return {"entity": first.entity.path, "level": level, "level_path": LEVEL_PATHS[level - 1], "limit": first.limit,
-            "overridden": tuple(f"{c.entity.path} = {c.limit:.15g}" for c in candidates[1:])}
+    return {
+        "entity": first.entity.path,
+        "level": level,
+        "level_path": LEVEL_PATHS[level - 1],
+        "limit": first.limit,
+        "overridden": tuple(f"{c.entity.path} = {c.limit:.15g}" for c in candidates[1:]),
+    }
 
 
 def _full_note(manager) -> tuple[str, ...]:
     keeper = manager.keeper
     if len(keeper) >= keeper.max_tracked_entities:
-        return (f"its table is full (quota.max.tracked.entities = {keeper.max_tracked_entities}): a new entity "
-                "evicts one unused since it was last moved (its debt carried) and starts at its limit, without a "
-                "fresh burst",)
+        return (
+            f"its table is full (quota.max.tracked.entities = {keeper.max_tracked_entities}): a new entity "
+            "evicts one unused since it was last moved (its debt carried) and starts at its limit, without a "
+            "fresh burst",
+        )
     return ()
 
 
 def _sensor_fields(sensors, resolved: ResolvedQuota) -> dict:
     overflow = sensors.tags != resolved.tags
-    notes = (("not tracked on its own (quota.max.tracked.entities reached when it came): counted with every other "
-              "untracked entity of its quota in the <overflow> entity, which shares one budget",) if overflow else ())
+    notes = (
+        (
+            "not tracked on its own (quota.max.tracked.entities reached when it came): counted with every other "
+            "untracked entity of its quota in the <overflow> entity, which shares one budget",
+        )
+        if overflow
+        else ()
+    )
     return {"counted_in": tags_text(sensors.tags), "overflow": overflow, "notes": notes}
 
 
@@ -67,13 +93,20 @@ def _sensor_of(manager, candidates: list[ResolvedQuota], shadow_mode: bool, base
     shadow = shadow_mode or manager.shadow or resolved.shadow
     sensors = manager.keeper.counted_in(resolved)
     if sensors is None:
-        return Finding(verdict=WITHIN, measured=0.0, shadow=shadow, notes=(nothing,) + _full_note(manager),
-                       **entry_fields(candidates), **base)
+        return Finding(
+            verdict=WITHIN,
+            measured=0.0,
+            shadow=shadow,
+            notes=(nothing,) + _full_note(manager),
+            **entry_fields(candidates),
+            **base,
+        )
     return resolved, shadow, sensors
 
 
-def byte_rate(manager: ClientQuotaManager, scope: str, candidates: list[ResolvedQuota], shadow_mode: bool,
-              now_ms: int) -> Finding:
+def byte_rate(
+    manager: ClientQuotaManager, scope: str, candidates: list[ResolvedQuota], shadow_mode: bool, now_ms: int
+) -> Finding:
     """``producer_byte_rate`` or ``consumer_byte_rate`` for the client ``candidates`` were resolved for."""
     base = {"quota": manager.quota_key, "scope": scope, "unit": UNITS[manager.quota_key]}
     started = _sensor_of(manager, candidates, shadow_mode, base, NOTHING_RECORDED)
@@ -90,13 +123,21 @@ def byte_rate(manager: ClientQuotaManager, scope: str, candidates: list[Resolved
     else:
         throttle = 0
     verdict = (SHADOW if shadow else THROTTLED) if throttle > 0 else WITHIN
-    return Finding(verdict=verdict, measured=rate, throttle_ms=throttle, shadow=shadow,
-                   recent_throttle_ms=sensors.stats(now_ms).throttle_time_ms_max, **entry_fields(candidates),
-                   **found, **base)
+    return Finding(
+        verdict=verdict,
+        measured=rate,
+        throttle_ms=throttle,
+        shadow=shadow,
+        recent_throttle_ms=sensors.stats(now_ms).throttle_time_ms_max,
+        **entry_fields(candidates),
+        **found,
+        **base,
+    )
 
 
-def mutations(manager: ControllerMutationQuotaManager, candidates: list[ResolvedQuota], shadow_mode: bool,
-              now_ms: int) -> Finding:
+def mutations(
+    manager: ControllerMutationQuotaManager, candidates: list[ResolvedQuota], shadow_mode: bool, now_ms: int
+) -> Finding:
     """``controller_mutation_rate`` (KIP-599): a token bucket; a throttle is its debt, ``-tokens / rate``."""
     base = {"quota": CONTROLLER_MUTATION_RATE, "scope": "user/client-id", "unit": UNITS[CONTROLLER_MUTATION_RATE]}
     started = _sensor_of(manager, candidates, shadow_mode, base, NOTHING_RECORDED + ": its bucket starts full")
@@ -108,16 +149,27 @@ def mutations(manager: ControllerMutationQuotaManager, candidates: list[Resolved
     verdict = (SHADOW if shadow else THROTTLED) if throttle > 0 else WITHIN
     found = _sensor_fields(sensors, resolved)
     if throttle > 0:
-        found["notes"] += ("CreateTopics, CreatePartitions and DeleteTopics are refused with THROTTLING_QUOTA_EXCEEDED "
-                           "(or throttled, for old versions) until the bucket is back at 0",)
-    return Finding(verdict=verdict, measured=sensors.rate.peek(now_ms), throttle_ms=throttle, shadow=shadow,
-                   tokens=bucket.peek(now_ms), burst=bucket.burst,
-                   recent_throttle_ms=sensors.stats(now_ms).throttle_time_ms_max, **entry_fields(candidates),
-                   **found, **base)
+        found["notes"] += (
+            "CreateTopics, CreatePartitions and DeleteTopics are refused with THROTTLING_QUOTA_EXCEEDED "
+            "(or throttled, for old versions) until the bucket is back at 0",
+        )
+    return Finding(
+        verdict=verdict,
+        measured=sensors.rate.peek(now_ms),
+        throttle_ms=throttle,
+        shadow=shadow,
+        tokens=bucket.peek(now_ms),
+        burst=bucket.burst,
+        recent_throttle_ms=sensors.stats(now_ms).throttle_time_ms_max,
+        **entry_fields(candidates),
+        **found,
+        **base,
+    )
 
 
-def producer_ids(manager: ProducerIdQuotaManager, scope: str, candidates: list[ResolvedQuota], shadow_mode: bool,
-                 now_ms: int) -> Finding:
+def producer_ids(
+    manager: ProducerIdQuotaManager, scope: str, candidates: list[ResolvedQuota], shadow_mode: bool, now_ms: int
+) -> Finding:
     """``producer_ids_rate`` (KIP-936): per user, a token bucket of new producer ids; under enforcement ``hold`` a
     new id past it is held in the proxy, under ``throttle`` its response throttled."""
     base = {"quota": PRODUCER_IDS_RATE, "scope": scope, "unit": UNITS[PRODUCER_IDS_RATE]}
@@ -128,29 +180,54 @@ def producer_ids(manager: ProducerIdQuotaManager, scope: str, candidates: list[R
     user = resolved.tags.user
     state = manager.counted_in(user)
     if state is None:
-        return Finding(verdict=WITHIN, shadow=shadow, notes=("no new producer id counted within its window: its "
-                       "bucket starts full",), **entry_fields(candidates), **base)
+        return Finding(
+            verdict=WITHIN,
+            shadow=shadow,
+            notes=("no new producer id counted within its window: its bucket starts full",),
+            **entry_fields(candidates),
+            **base,
+        )
     bucket = state.bucket
     debt = bucket.throttle_time_ms_at(now_ms)
     holding = state.holding or {}
     held_ms = max((until - now_ms for until, _ in holding.values()), default=0)
-    notes = [f"enforcement {manager.enforcement} (producer.id.quota.enforcement); only new producer ids are "
-             "counted: producers already known go through"]
+    notes = [
+        f"enforcement {manager.enforcement} (producer.id.quota.enforcement); only new producer ids are "
+        "counted: producers already known go through"
+    ]
     if holding:
-        notes.append(f"{len(holding)} new producer id(s) held in the proxy now, the last until {max(held_ms, 0)} ms "
-                     "from now")
+        notes.append(
+            f"{len(holding)} new producer id(s) held in the proxy now, the last until {max(held_ms, 0)} ms from now"
+        )
     if state.user != user:
-        notes.append("not tracked on its own (quota.max.tracked.entities reached when it came): counted in the "
-                     "<overflow> user")
+        notes.append(
+            "not tracked on its own (quota.max.tracked.entities reached when it came): counted in the <overflow> user"
+        )
     throttle = max(min(debt, manager.max_mute_ms), held_ms)
     verdict = (SHADOW if shadow else THROTTLED) if throttle > 0 else WITHIN
-    return Finding(verdict=verdict, throttle_ms=throttle, shadow=shadow, tokens=bucket.peek(now_ms),
-                   burst=bucket.burst, counted_in=tags_text(state.tags), overflow=state.user != user,
-                   notes=tuple(notes), **entry_fields(candidates), **base)
+    return Finding(
+        verdict=verdict,
+        throttle_ms=throttle,
+        shadow=shadow,
+        tokens=bucket.peek(now_ms),
+        burst=bucket.burst,
+        counted_in=tags_text(state.tags),
+        overflow=state.user != user,
+        notes=tuple(notes),
+        **entry_fields(candidates),
+        **base,
+    )
 
 
 def request_percentage() -> Finding:
-    return Finding(quota=REQUEST_PERCENTAGE, scope="user/client-id", verdict=BROKER, unit=UNITS[REQUEST_PERCENTAGE],
-                   notes=("enforced by the brokers, not the proxy (a proxy cannot measure a broker's request-handler "
-                          "time): kafka-configs through the proxy describes and alters it at the brokers; a broker's "
-                          "throttle reaches the client in the response's throttle_time_ms",))
+    return Finding(
+        quota=REQUEST_PERCENTAGE,
+        scope="user/client-id",
+        verdict=BROKER,
+        unit=UNITS[REQUEST_PERCENTAGE],
+        notes=(
+            "enforced by the brokers, not the proxy (a proxy cannot measure a broker's request-handler "
+            "time): kafka-configs through the proxy describes and alters it at the brokers; a broker's "
+            "throttle reaches the client in the response's throttle_time_ms",
+        ),
+    )

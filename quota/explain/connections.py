@@ -32,15 +32,28 @@ def _with_one_more(rate: Rate | None, limit: float, now_ms: int, max_ms: int, wi
     return measured, max(0, bounded_throttle_time_ms(after, limit, elapsed, max_ms))
 
 
-def _rate_finding(scope: str, entity: str | None, limit: float, rate: Rate | None, quotas: ConnectionQuotas,
-                  now_ms: int, notes: tuple[str, ...] = ()) -> Finding:
+def _rate_finding(
+    scope: str,
+    entity: str | None,
+    limit: float,
+    rate: Rate | None,
+    quotas: ConnectionQuotas,
+    now_ms: int,
+    notes: tuple[str, ...] = (),
+) -> Finding:
     base = {"quota": RATE, "scope": scope, "unit": "connections/s", "entity": entity}
     if math.isinf(limit):
         return Finding(verdict=UNLIMITED, **base)
     window = quotas.window
     measured, throttle = _with_one_more(rate, limit, now_ms, window.size_ms, window.min_elapsed_ms)
-    return Finding(verdict=THROTTLED if throttle > 0 else WITHIN, limit=limit, measured=measured, throttle_ms=throttle,
-                   notes=notes, **base)
+    return Finding(
+        verdict=THROTTLED if throttle > 0 else WITHIN,
+        limit=limit,
+        measured=measured,
+        throttle_ms=throttle,
+        notes=notes,
+        **base,
+    )
 
 
 def _count_finding(scope: str, entity: str, limit: int | None, open_now: int) -> Finding:
@@ -48,8 +61,13 @@ def _count_finding(scope: str, entity: str, limit: int | None, open_now: int) ->
     if limit is None:
         return Finding(verdict=UNLIMITED, **base)
     full = open_now >= limit
-    return Finding(verdict=FULL if full else WITHIN, limit=float(limit), measured=float(open_now),
-                   notes=("a new connection is closed at once",) if full else (), **base)
+    return Finding(
+        verdict=FULL if full else WITHIN,
+        limit=float(limit),
+        measured=float(open_now),
+        notes=("a new connection is closed at once",) if full else (),
+        **base,
+    )
 
 
 def connection_findings(quotas: ConnectionQuotas, listeners: tuple[str, ...], who: Who, now_ms: int) -> list[Finding]:
@@ -59,33 +77,62 @@ def connection_findings(quotas: ConnectionQuotas, listeners: tuple[str, ...], wh
     ip = who.ip
     named = listeners if who.listener is None else tuple(name for name in listeners if name == who.listener)
     rates = {name: quotas.counted_rates(name, ip) for name in named}
-    ip_key, ip_rate = (rates[named[0]][2:] if named else (ip, None))
+    ip_key, ip_rate = rates[named[0]][2:] if named else (ip, None)
     entity = f"/ips/{ip}" if ip in limits.ip_rates else (f"/ips/{DEFAULT}" if DEFAULT in limits.ip_rates else None)
-    ip_notes = (f"over its rate a new connection is held up to {IP_HOLD_MAX_MS} ms, then closed if still over "
-                "(KIP-612)",)
+    ip_notes = (
+        f"over its rate a new connection is held up to {IP_HOLD_MAX_MS} ms, then closed if still over (KIP-612)",
+    )
     if ip_rate is None and quotas.ip_table_full and ip not in limits.ip_rates:
-        ip_notes += ("the IP table is full (quota.max.tracked.entities): its next connection evicts an unused IP's "
-                     "rate and starts at its limit, without a fresh allowance",)
+        ip_notes += (
+            "the IP table is full (quota.max.tracked.entities): its next connection evicts an unused IP's "
+            "rate and starts at its limit, without a fresh allowance",
+        )
     findings = [_rate_finding("ip", entity, limits.ip_rate(ip), ip_rate, quotas, now_ms, ip_notes)]
     peers = quotas.peers
     ip_max = limits.ip_max_connections(ip)
-    setting = ("max.connections.per.ip.overrides" if ip in limits.max_connections_per_ip_overrides
-               else "max.connections.per.ip")
+    setting = (
+        "max.connections.per.ip.overrides"
+        if ip in limits.max_connections_per_ip_overrides
+        else "max.connections.per.ip"
+    )
     findings.append(_count_finding("ip", setting, ip_max, quotas.per_ip.get(ip, 0) + peers.ip(ip)))
     accept_note = ("the accept loop waits this long before it takes the next connection, whoever opens it",)
     for name in named:
         proxy_rate, listener_rate = rates[name][:2]
-        findings.append(_rate_finding(f"listener {name}", f"listener.name.{name}.max.connection.creation.rate",
-                                      limits.listener_creation_rates.get(name, math.inf), listener_rate, quotas, now_ms,
-                                      accept_note))
-        findings.append(_count_finding(f"listener {name}", f"listener.name.{name}.max.connections",
-                                       limits.listener_max_connections.get(name),
-                                       quotas.per_listener.get(name, 0) + peers.listener(name)))
+        findings.append(
+            _rate_finding(
+                f"listener {name}",
+                f"listener.name.{name}.max.connection.creation.rate",
+                limits.listener_creation_rates.get(name, math.inf),
+                listener_rate,
+                quotas,
+                now_ms,
+                accept_note,
+            )
+        )
+        findings.append(
+            _count_finding(
+                f"listener {name}",
+                f"listener.name.{name}.max.connections",
+                limits.listener_max_connections.get(name),
+                quotas.per_listener.get(name, 0) + peers.listener(name),
+            )
+        )
     proxy_rates = [rates[name][0] for name in named if rates[name][0] is not None]
     if proxy_rates or not named:  # else asked about the internal listener alone: not held by proxy-wide limits
         proxy_rate = proxy_rates[0] if proxy_rates else quotas.counted_rates("", ip)[0]
-        findings.append(_rate_finding("proxy-wide", "max.connection.creation.rate", limits.max_connection_creation_rate,
-                                      proxy_rate, quotas, now_ms, accept_note))
-        findings.append(_count_finding("proxy-wide", "max.connections", limits.max_connections,
-                                       quotas.total + peers.total()))
+        findings.append(
+            _rate_finding(
+                "proxy-wide",
+                "max.connection.creation.rate",
+                limits.max_connection_creation_rate,
+                proxy_rate,
+                quotas,
+                now_ms,
+                accept_note,
+            )
+        )
+        findings.append(
+            _count_finding("proxy-wide", "max.connections", limits.max_connections, quotas.total + peers.total())
+        )
     return findings

@@ -10,8 +10,18 @@ from __future__ import annotations
 from quota.explain import client_quotas
 from quota.explain.connections import connection_findings
 from quota.explain.state import QuotaState
-from quota.explain.values import (FULL, NOT_THROTTLED, PAUSED, SHADOW, THROTTLED, Explanation, Finding, ProxyWide,
-                                  VolumeFinding, Who)
+from quota.explain.values import (
+    FULL,
+    NOT_THROTTLED,
+    PAUSED,
+    SHADOW,
+    THROTTLED,
+    Explanation,
+    Finding,
+    ProxyWide,
+    VolumeFinding,
+    Who,
+)
 from quota.managers.volume import PAUSE, THROTTLE
 from quota.primitives.entity import CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, PRODUCER_IDS_RATE
 from quota.sharing.cluster_peers import PeerView
@@ -24,38 +34,58 @@ def explain(state: QuotaState, who: Who) -> Explanation:
     for quota_set in state.sets:
         where = f" broker {quota_set.broker}" if quota_set.broker else ""
         for manager, key in ((quota_set.produce, PRODUCER_BYTE_RATE), (quota_set.fetch, CONSUMER_BYTE_RATE)):
-            findings.append(client_quotas.byte_rate(manager, "user/client-id" + where,
-                                                    table.matches(key, who.user, who.client_id), shadow_mode, now))
-        findings.append(client_quotas.producer_ids(quota_set.producer_ids, "user" + where,
-                                                   table.matches(PRODUCER_IDS_RATE, who.user, ""), shadow_mode, now))
-    findings.append(client_quotas.mutations(state.mutations, table.matches(CONTROLLER_MUTATION_RATE, who.user,
-                                                                           who.client_id), shadow_mode, now))
+            findings.append(
+                client_quotas.byte_rate(
+                    manager, "user/client-id" + where, table.matches(key, who.user, who.client_id), shadow_mode, now
+                )
+            )
+        findings.append(
+            client_quotas.producer_ids(
+                quota_set.producer_ids, "user" + where, table.matches(PRODUCER_IDS_RATE, who.user, ""), shadow_mode, now
+            )
+        )
+    findings.append(
+        client_quotas.mutations(
+            state.mutations, table.matches(CONTROLLER_MUTATION_RATE, who.user, who.client_id), shadow_mode, now
+        )
+    )
     findings.append(client_quotas.request_percentage())
     volume = state.volume
     if volume is not None and volume.state.state == THROTTLE:
-        scaled = client_quotas.byte_rate(volume.produce, "volume-scaled",
-                                         [volume.produce.resolve(who.user, who.client_id)], shadow_mode, now)
+        scaled = client_quotas.byte_rate(
+            volume.produce, "volume-scaled", [volume.produce.resolve(who.user, who.client_id)], shadow_mode, now
+        )
         findings.append(scaled)
     findings.extend(connection_findings(state.connections, state.listeners, who, now))
     proxy = _proxy_wide(state)
     reasons = [_reason(f) for f in findings if f.verdict in (THROTTLED, FULL, SHADOW)]
     for conn in state.open_connections:
         if conn.holds_back(who):
-            waits = ", ".join(part for part in (f"muted {conn.muted_ms} ms more" if conn.muted_ms else "",
-                                                f"a request held {conn.held_ms} ms more" if conn.held_ms else "")
-                              if part)
+            waits = ", ".join(
+                part
+                for part in (
+                    f"muted {conn.muted_ms} ms more" if conn.muted_ms else "",
+                    f"a request held {conn.held_ms} ms more" if conn.held_ms else "",
+                )
+                if part
+            )
             reasons.append(f"connection {conn.peer} on {conn.listener}: {waits} ({conn.mute_state})")
     paused = volume is not None and volume.state.state == PAUSE
     if paused:
-        reasons.insert(0, "volume usage PAUSE: every produce is refused (a disk of the cluster is at its hard limit, "
-                          "or a broker's usage data is missing and volume_usage.missing_data_action is PAUSE)")
+        reasons.insert(
+            0,
+            "volume usage PAUSE: every produce is refused (a disk of the cluster is at its hard limit, "
+            "or a broker's usage data is missing and volume_usage.missing_data_action is PAUSE)",
+        )
     elif volume is not None and volume.state.state == THROTTLE:
         reasons.append(f"volume usage THROTTLE: producer_byte_rate scaled by {volume.state.factor:.3f}")
     held_back = any(f.verdict in (THROTTLED, FULL) for f in findings) or any(
-        c.holds_back(who) for c in state.open_connections)
+        c.holds_back(who) for c in state.open_connections
+    )
     verdict = PAUSED if paused else THROTTLED if held_back else NOT_THROTTLED
-    return Explanation(who, verdict, tuple(reasons), tuple(findings), state.open_connections, state.connections_open,
-                       proxy)
+    return Explanation(
+        who, verdict, tuple(reasons), tuple(findings), state.open_connections, state.connections_open, proxy
+    )
 
 
 def _reason(f: Finding) -> str:
@@ -75,14 +105,22 @@ def _proxy_wide(state: QuotaState) -> ProxyWide:
     volume = None
     if state.volume is not None:
         v = state.volume.state
-        volume = VolumeFinding(v.state, v.factor, state.volume.freshness_ms, state.volume.missing_data_action,
-                               tuple(v.missing_data), {str(b): max(0, state.wall_ms - at)
-                                                       for b, at in sorted(v.snapshot_at_ms.items())[:64]},
-                               v.awaiting_data)
+        volume = VolumeFinding(
+            v.state,
+            v.factor,
+            state.volume.freshness_ms,
+            state.volume.missing_data_action,
+            tuple(v.missing_data),
+            {str(b): max(0, state.wall_ms - at) for b, at in sorted(v.snapshot_at_ms.items())[:64]},
+            v.awaiting_data,
+        )
     home = state.sets[0]
     tracked = {}
-    for key, manager in ((PRODUCER_BYTE_RATE, home.produce), (CONSUMER_BYTE_RATE, home.fetch),
-                         (CONTROLLER_MUTATION_RATE, state.mutations)):
+    for key, manager in (
+        (PRODUCER_BYTE_RATE, home.produce),
+        (CONSUMER_BYTE_RATE, home.fetch),
+        (CONTROLLER_MUTATION_RATE, state.mutations),
+    ):
         tracked[key] = [len(manager), manager.keeper.max_tracked_entities]
     tracked[PRODUCER_IDS_RATE] = [len(home.producer_ids), home.producer_ids.max_tracked_entities]
     tracked["connection_creation_rate"] = [state.connections.tracked_ips, state.connections.max_tracked_entities]
@@ -90,20 +128,27 @@ def _proxy_wide(state: QuotaState) -> ProxyWide:
     return ProxyWide(state.shadow_mode, state.scope, cluster, volume, tracked)
 
 
-def cluster_budget(scope: str, workers: int = 1, peers: PeerView | None = None, cluster_mode: bool = False,
-                   per_broker: bool = False) -> str | None:
+def cluster_budget(
+    scope: str, workers: int = 1, peers: PeerView | None = None, cluster_mode: bool = False, per_broker: bool = False
+) -> str | None:
     """Who else's usage counts in a client's budget, in words (None: this process's own only)."""
     parts = []
     if workers > 1:
-        parts.append(f"one of {workers} workers: each counts the others' usage in its own rates (they lag by at most "
-                     "quota.workers.sync.ms)")
+        parts.append(
+            f"one of {workers} workers: each counts the others' usage in its own rates (they lag by at most "
+            "quota.workers.sync.ms)"
+        )
     if scope == "cluster":
         if peers is not None and peers.fallback:
-            parts.append(f"quota.scope cluster: no peer sidecar fresh ({peers.known} known): keeping to quota / "
-                         f"{peers.share_divisor}")
+            parts.append(
+                f"quota.scope cluster: no peer sidecar fresh ({peers.known} known): keeping to quota / "
+                f"{peers.share_divisor}"
+            )
         elif peers is not None:
-            parts.append(f"quota.scope cluster: one budget with {peers.fresh} fresh peer sidecar(s) of {peers.known} "
-                         "known, their usage recorded in these rates")
+            parts.append(
+                f"quota.scope cluster: one budget with {peers.fresh} fresh peer sidecar(s) of {peers.known} "
+                "known, their usage recorded in these rates"
+            )
         elif cluster_mode:
             parts.append("quota.scope cluster: one budget for every broker behind this proxy")
     elif per_broker:

@@ -32,7 +32,6 @@ burst sample leaves the window all at once, the rate over any one minute swings 
 the quota for aggressive clients (tiny gaps between large batches). This is Kafka's algorithm, reproduced as is.
 """
 
-
 from __future__ import annotations
 
 import math
@@ -89,8 +88,9 @@ class ClientQuotaManager:
         # quota.smoothing: on: a token bucket per entity decides the throttle (quota.smoothing); may change live
         self.smoothing = smoothing
         # The sensors by tags: lookup, overflow past max_tracked_entities, expiry, the table's version.
-        self.keeper = SensorKeeper(quotas, quota_key, window, self.sensors_class, inactive_sensor_expiration_ms,
-                                   max_tracked_entities)
+        self.keeper = SensorKeeper(
+            quotas, quota_key, window, self.sensors_class, inactive_sensor_expiration_ms, max_tracked_entities
+        )
 
     # -- quota table ---------------------------------------------------------------------------------------------
 
@@ -144,8 +144,13 @@ class ClientQuotaManager:
         throttle, observed = self._decide(sensors, now)
         if throttle <= 0:
             return FORWARD
-        return Throttle(throttle_time_ms=throttle, mute_ms=throttle, shadow=self.shadow or sensors.shadow,
-                        bound=sensors.limit, observed_rate=observed)
+        return Throttle(
+            throttle_time_ms=throttle,
+            mute_ms=throttle,
+            shadow=self.shadow or sensors.shadow,
+            bound=sensors.limit,
+            observed_rate=observed,
+        )
 
     def record_no_throttle(self, user: str, client_id: str, value: float, now_ms: int | None = None) -> None:
         """Record without checking (``recordNoThrottle``): the next checked record pays for it."""
@@ -211,8 +216,9 @@ class ClientQuotaManager:
         now = self._now(now_ms)
         return [sensors.stats(now) for sensors in self.keeper.snapshot()]
 
-    def top_stats(self, n: int, now_ms: int | None = None,
-                  pause: Callable[[], None] = no_pause) -> tuple[list[EntityStats], EntityStats | None]:
+    def top_stats(
+        self, n: int, now_ms: int | None = None, pause: Callable[[], None] = no_pause
+    ) -> tuple[list[EntityStats], EntityStats | None]:
         """The stats of the ``n - 1`` busiest sensors (by value recorded), and the rest summed as one (None when
         nothing is left over; every sensor's own stats when there are ``n`` or fewer). Cost: a selection over the
         sensors plus ``n`` measurements; the summed rest has no rate (it would cost a measurement each). Changes
@@ -222,8 +228,9 @@ class ClientQuotaManager:
         top, other = self.top_sensors(n, now, pause)
         return [s.stats(now) for s in top], other
 
-    def top_sensors(self, n: int, now_ms: int | None = None,
-                    pause: Callable[[], None] = no_pause) -> tuple[list[ClientSensors], EntityStats | None]:
+    def top_sensors(
+        self, n: int, now_ms: int | None = None, pause: Callable[[], None] = no_pause
+    ) -> tuple[list[ClientSensors], EntityStats | None]:
         """As :meth:`top_stats`, the busiest sensors themselves (a subclass reads more of them)."""
         return self.keeper.top(n, self._now(now_ms), pause)
 
@@ -280,8 +287,9 @@ class ClientQuotaManager:
             sensors.record_remote(value, now_ms)
             self._smooth(sensors, sensors.limit, value, now_ms)
 
-    def record_remote_rows(self, users: Sequence[str], client_ids: Sequence[str], values: Sequence[float],
-                           now_ms: int) -> None:
+    def record_remote_rows(
+        self, users: Sequence[str], client_ids: Sequence[str], values: Sequence[float], now_ms: int
+    ) -> None:
         """:meth:`record_remote` for each row of three columns (a peer's record: 10^5 rows and more), with the same
         effect, at less cost for a row whose sensor is known: a peer names each row by its quota tags, so once the
         client the tags name has resolved to them (under this quota table, and the sensor's limit not changed since)
@@ -291,8 +299,9 @@ class ClientQuotaManager:
         table, version, expiration = keeper.table, keeper.version, keeper.expiration_ms
         for user, client_id, value in zip(users, client_ids, values):
             sensors = table.sensors.get((user, client_id))
-            if (sensors is None or sensors.resolved_version != version
-                    or now_ms - sensors.last_record_ms > expiration):  # one that expiry may drop: made again there
+            if (
+                sensors is None or sensors.resolved_version != version or now_ms - sensors.last_record_ms > expiration
+            ):  # one that expiry may drop: made again there
                 self.record_remote(user, client_id, value, now_ms)
                 continue
             if now_ms > table.due_ms:  # as keeper.at does (it cannot drop this sensor: recorded within the hour)
@@ -368,4 +377,3 @@ class ClientQuotaManager:
             f"max_throttle_time_ms={self.max_throttle_time_ms}, smoothing={self.smoothing}, "
             f"sensors={len(self.keeper)})"
         )
-

@@ -36,12 +36,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from quota.primitives.entity import DEFAULT
 from quota.primitives.debt_sketch import DebtSketch
+from quota.primitives.entity import DEFAULT
 from quota.primitives.overflow import DEFAULT_MAX_TRACKED_ENTITIES
 from quota.primitives.rate import QuotaWindow, Rate, at_limit
 from quota.primitives.throttle import bounded_throttle_time_ms
-from quota.sharing.peer_connections import IP as OPEN_IP, LISTENER, TOTAL, PeerConnections
+from quota.sharing.peer_connections import IP as OPEN_IP
+from quota.sharing.peer_connections import LISTENER, TOTAL, PeerConnections
 from quota.sharing.usage_tap import NO_TAP
 
 CONNECTION_CREATION_RATE = "connection_creation_rate"
@@ -131,8 +132,9 @@ class ConnectionQuotas:
 
     tap = NO_TAP  # where accepted connections are also told when usage is shared with peers (quota.sharing.usage_share)
 
-    def __init__(self, listeners: list[str] | tuple[str, ...], window: QuotaWindow,
-                 limits: ConnectionLimits = NO_LIMITS) -> None:
+    def __init__(
+        self, listeners: list[str] | tuple[str, ...], window: QuotaWindow, limits: ConnectionLimits = NO_LIMITS
+    ) -> None:
         self.window = window
         self.limits = limits
         self._listeners = tuple(listeners)
@@ -168,9 +170,15 @@ class ConnectionQuotas:
         delay = 0
         if not self._protected(listener):
             delay = self._record(self._proxy_rate, limits.max_connection_creation_rate, now_ms, self.window.size_ms)
-        delay = max(delay, self._record(self._listener_rates[listener],
-                                        limits.listener_creation_rates.get(listener, math.inf), now_ms,
-                                        self.window.size_ms))
+        delay = max(
+            delay,
+            self._record(
+                self._listener_rates[listener],
+                limits.listener_creation_rates.get(listener, math.inf),
+                now_ms,
+                self.window.size_ms,
+            ),
+        )
         if delay > 0:
             self.accept_throttles[listener].add(delay)
         self.tap.listener(listener, 1)
@@ -245,9 +253,11 @@ class ConnectionQuotas:
         ips = [row for row in ips if row[1]]
         if len(ips) > max_ips:
             ips = sorted(ips, key=lambda row: sum(v for _, _, v in row[1]), reverse=True)[:max_ips]
-        return {"proxy": self._proxy_rate.samples(now_ms),
-                "listeners": {name: rate.samples(now_ms) for name, rate in self._listener_rates.items()},
-                "ips": ips}
+        return {
+            "proxy": self._proxy_rate.samples(now_ms),
+            "listeners": {name: rate.samples(now_ms) for name, rate in self._listener_rates.items()},
+            "ips": ips,
+        }
 
     def seed(self, rows: dict, now_ms: int) -> None:
         """A peer's :meth:`seed_rows`: each rate starts from the peer's samples (deciding nothing, as
@@ -309,10 +319,15 @@ class ConnectionQuotas:
             return Close(MAX_CONNECTIONS_PER_IP, f"{ip} has {ip_max} connections (max.connections.per.ip)")
         listener_max = limits.listener_max_connections.get(listener)
         if listener_max is not None and self.per_listener[listener] + peers.listener(listener) >= listener_max:
-            return Close(LISTENER_MAX_CONNECTIONS,
-                         f"listener {listener} has {listener_max} connections (listener.name.{listener}.max.connections)")
-        if limits.max_connections is not None and self.total + peers.total() >= limits.max_connections \
-                and not self._protected(listener):
+            return Close(
+                LISTENER_MAX_CONNECTIONS,
+                f"listener {listener} has {listener_max} connections (listener.name.{listener}.max.connections)",
+            )
+        if (
+            limits.max_connections is not None
+            and self.total + peers.total() >= limits.max_connections
+            and not self._protected(listener)
+        ):
             return Close(MAX_CONNECTIONS, f"the proxy has {limits.max_connections} connections (max.connections)")
         self.total += 1
         self.per_listener[listener] += 1
@@ -334,22 +349,32 @@ class ConnectionQuotas:
         self.closed(listener, ip)
         limits = self.limits
         if kind == OPEN_IP:
-            return Close(MAX_CONNECTIONS_PER_IP,
-                         f"{ip} has {limits.ip_max_connections(ip)} connections (max.connections.per.ip)")
+            return Close(
+                MAX_CONNECTIONS_PER_IP, f"{ip} has {limits.ip_max_connections(ip)} connections (max.connections.per.ip)"
+            )
         if kind == LISTENER:
-            return Close(LISTENER_MAX_CONNECTIONS, f"listener {listener} has "
-                         f"{limits.listener_max_connections.get(listener)} connections "
-                         f"(listener.name.{listener}.max.connections)")
+            return Close(
+                LISTENER_MAX_CONNECTIONS,
+                f"listener {listener} has "
+                f"{limits.listener_max_connections.get(listener)} connections "
+                f"(listener.name.{listener}.max.connections)",
+            )
         return Close(MAX_CONNECTIONS, f"the proxy has {limits.max_connections} connections (max.connections)")
 
     def _open_counts(self, listener: str, ip: str):
-        return ((TOTAL, "", self.total), (LISTENER, listener, self.per_listener[listener]),
-                (OPEN_IP, ip, self.per_ip.get(ip, 0)))
+        return (
+            (TOTAL, "", self.total),
+            (LISTENER, listener, self.per_listener[listener]),
+            (OPEN_IP, ip, self.per_ip.get(ip, 0)),
+        )
 
     def open_snapshot(self) -> list[tuple[str, str, int]]:
         """Every open count of this process (what a peer that just started needs to hear)."""
-        return ([(TOTAL, "", self.total)] + [(LISTENER, name, n) for name, n in self.per_listener.items()]
-                + [(OPEN_IP, ip, n) for ip, n in self.per_ip.items()])
+        return (
+            [(TOTAL, "", self.total)]
+            + [(LISTENER, name, n) for name, n in self.per_listener.items()]
+            + [(OPEN_IP, ip, n) for ip, n in self.per_ip.items()]
+        )
 
     def closed(self, listener: str, ip: str) -> None:
         """An admitted connection closed; raises if it was never admitted (a count would go below zero)."""

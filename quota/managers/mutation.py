@@ -98,11 +98,25 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
 
     sensors_class = MutationSensors
 
-    def __init__(self, quotas: QuotaTable, clock: Clock, window: QuotaWindow = QuotaWindow(),
-                 max_mute_ms: int | None = None, *, shadow: bool = False,
-                 max_tracked_entities: int = DEFAULT_MAX_TRACKED_ENTITIES) -> None:
-        super().__init__(quotas, CONTROLLER_MUTATION_RATE, clock, window, None, shadow=shadow,
-                         max_tracked_entities=max_tracked_entities)
+    def __init__(
+        self,
+        quotas: QuotaTable,
+        clock: Clock,
+        window: QuotaWindow = QuotaWindow(),
+        max_mute_ms: int | None = None,
+        *,
+        shadow: bool = False,
+        max_tracked_entities: int = DEFAULT_MAX_TRACKED_ENTITIES,
+    ) -> None:
+        super().__init__(
+            quotas,
+            CONTROLLER_MUTATION_RATE,
+            clock,
+            window,
+            None,
+            shadow=shadow,
+            max_tracked_entities=max_tracked_entities,
+        )
         self.max_mute_ms = INT32_MAX if max_mute_ms is None else max_mute_ms
 
     def admit(self, user: str, client_id: str, mutations: Sequence[int | None], now_ms: int | None = None) -> Admission:
@@ -218,8 +232,9 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
         now = self._now(now_ms)
         return [(s.stats(now), s.bucket.peek(now)) for s in self.keeper.snapshot()]
 
-    def top_buckets(self, n: int, now_ms: int | None = None, pause: Callable[[], None] = no_pause
-                    ) -> tuple[list[tuple[EntityStats, float]], EntityStats | None]:
+    def top_buckets(
+        self, n: int, now_ms: int | None = None, pause: Callable[[], None] = no_pause
+    ) -> tuple[list[tuple[EntityStats, float]], EntityStats | None]:
         """:meth:`buckets` of the ``n - 1`` busiest sensors (by mutations recorded) and the rest summed as one, as
         :meth:`top_stats` (None when nothing is left over). Changes nothing: a scrape may call it from a thread."""
         now = self._now(now_ms)

@@ -44,8 +44,9 @@ _SCAN = 16  # an exact filter this small is scanned; a longer one is bisected (i
 def bloom_size(expected_items: int, false_positive_rate: float) -> tuple[int, int]:
     """``(m, k)``: the bits and the hashes of a bloom filter for ``expected_items`` at ``false_positive_rate``."""
     if expected_items < 1 or not 0 < false_positive_rate < 1:
-        raise ValueError(f"a bloom filter needs expected items >= 1 and 0 < rate < 1, got "
-                         f"{expected_items}, {false_positive_rate}")
+        raise ValueError(
+            f"a bloom filter needs expected items >= 1 and 0 < rate < 1, got {expected_items}, {false_positive_rate}"
+        )
     num_bits = max(64, math.ceil(-expected_items * math.log(false_positive_rate) / math.log(2) ** 2))
     return num_bits, max(1, round(num_bits / expected_items * math.log(2)))
 
@@ -171,8 +172,9 @@ class TimeControlledBloomFilter:
 
     __slots__ = ("shape", "due_ms", "current_ms", "current", "count", "older")
 
-    def __init__(self, window_ms: int, expected: int = 1000, fp_rate: float = 0.001, *,
-                 shape: CacheShape | None = None) -> None:
+    def __init__(
+        self, window_ms: int, expected: int = 1000, fp_rate: float = 0.001, *, shape: CacheShape | None = None
+    ) -> None:
         self.shape = shape if shape is not None else CacheShape(window_ms, expected, fp_rate)
         self.due_ms: float = _AT_ONCE
         self.current_ms = 0
@@ -297,14 +299,17 @@ class TimeControlledBloomFilter:
         they are installed as they are (the same ages, so they expire when the peer's do); else an exact filter's
         PIDs are written into the current one and bits join the older filters (at most MAX_FILTERS kept)."""
         window = self.shape.window_ms
-        live = [f for f in filters if now_ms - f[0] < window
-                and (f[1].__class__ is array or len(f[1]) == self.shape.num_bytes)]  # bits of another sizing: not ours
+        live = [
+            f
+            for f in filters
+            if now_ms - f[0] < window and (f[1].__class__ is array or len(f[1]) == self.shape.num_bytes)
+        ]  # bits of another sizing: not ours
         if not live:
             return
         self.dispose_expired(now_ms)
         if self.current is None:
             *older, (self.current_ms, self.current, self.count) = live
-            self.older = tuple(x for created, data, _ in older for x in (created, data))[-2 * (MAX_FILTERS - 1):]
+            self.older = tuple(x for created, data, _ in older for x in (created, data))[-2 * (MAX_FILTERS - 1) :]
             self._set_due()
             return
         bits = []
@@ -318,7 +323,7 @@ class TimeControlledBloomFilter:
         if bits:
             older = self.older
             merged = sorted([(older[i], older[i + 1]) for i in range(0, len(older), 2)] + bits, key=lambda f: f[0])
-            self.older = tuple(x for pair in merged[-(MAX_FILTERS - 1):] for x in pair)
+            self.older = tuple(x for pair in merged[-(MAX_FILTERS - 1) :] for x in pair)
             self._set_due()
 
     @property

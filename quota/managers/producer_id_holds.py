@@ -71,8 +71,7 @@ class HoldEnforcement:
     """The hold half of :class:`quota.managers.producer_ids.ProducerIdQuotaManager` (which gives ``max_hold_ms``,
     ``max_mute_ms``, ``tap``, ``_users`` and ``_counted``)."""
 
-    def _hold(self, state: "_UserState", user: str, pid: int, now_ms: int,
-              may_hold: bool = True) -> ProducerIdDecision:
+    def _hold(self, state: _UserState, user: str, pid: int, now_ms: int, may_hold: bool = True) -> ProducerIdDecision:
         """A new ``pid`` under enforcement ``hold``: let through now while the bucket has a token for it, held until
         the bucket is back at zero, or refused when that is more than ``max_hold_ms`` away."""
         bucket = state.bucket
@@ -97,8 +96,15 @@ class HoldEnforcement:
         state.hold_ms_total += wait
         return Hold(until, tags=state.tags)
 
-    def _hold_all(self, state: "_UserState", user: str, new: list[int], waits: list[tuple[int, int]],
-                  now_ms: int, may_hold: bool = True) -> ProducerIdDecision:
+    def _hold_all(
+        self,
+        state: _UserState,
+        user: str,
+        new: list[int],
+        waits: list[tuple[int, int]],
+        now_ms: int,
+        may_hold: bool = True,
+    ) -> ProducerIdDecision:
         """:meth:`_hold` for a request bringing the ``new`` PIDs and waiting for the held ones in ``waits``: all or
         nothing, so a refused request leaves no PID counted and a held one waits for its last token."""
         bucket = state.bucket
@@ -107,7 +113,7 @@ class HoldEnforcement:
             return self._past_bound(state, wait)
         if not may_hold and (wait > 0 or waits):
             return self._no_room(state, max([wait] + [until - now_ms for _, until in waits]))
-        for pid in new:
+        for _ in new:
             self._counted(state)
         bucket.take(len(new), now_ms)
         holding = state.holding
@@ -131,7 +137,7 @@ class HoldEnforcement:
             state.hold_ms_total += wait
         return Hold(max(until for _, until in waits), tags=state.tags, waits=tuple(waits))
 
-    def _past_bound(self, state: "_UserState", wait: int) -> Refuse:
+    def _past_bound(self, state: _UserState, wait: int) -> Refuse:
         """A hold of ``wait`` past ``max_hold_ms``: refused, nothing counted; a retry when it would be held no longer
         than the bound (capped at ``max_mute_ms``), muted at most ``max_mute_ms - max_hold_ms``."""
         retry_ms = min(wait - self.max_hold_ms, self.max_mute_ms)
@@ -141,7 +147,7 @@ class HoldEnforcement:
         state.throttle_ms_total += retry_ms
         return Refuse(Throttle(retry_ms, mute_ms))
 
-    def _no_room(self, state: "_UserState", wait: int) -> Refuse:
+    def _no_room(self, state: _UserState, wait: int) -> Refuse:
         """A hold of ``wait`` that fits the time bound but not the held-byte bounds: refused, nothing counted.
         The retry is reported (and muted) for when the hold would have ended, when the bucket has the token (capped
         as any refusal's), so it goes through then rather than coming back to be refused at once."""
@@ -186,7 +192,7 @@ class HoldEnforcement:
         for pid, until in waits:
             self._release(state, pid, until, now_ms)
 
-    def _release(self, state: "_UserState", pid: int, until_ms: int, now_ms: int) -> None:
+    def _release(self, state: _UserState, pid: int, until_ms: int, now_ms: int) -> None:
         if not state.holding:
             return
         held = state.holding.get(pid)
@@ -200,7 +206,7 @@ class HoldEnforcement:
         state.abandoned += 1
         self.tap.producer_id_released(state.user, pid)  # shared usage: the peers' buckets get it back too
 
-    def _settled_elsewhere(self, state: "_UserState", pid: int, now_ms: int) -> None:
+    def _settled_elsewhere(self, state: _UserState, pid: int, now_ms: int) -> None:
         """A peer admitted ``pid`` while it is held here too: one id, paid for once, there. This hold's token goes
         back (here and, through the tap, at the peers) and the PID leaves ``holding``, so neither its requests'
         end nor their abandon counts it again; they still wait for their time."""
@@ -208,7 +214,7 @@ class HoldEnforcement:
         state.bucket.give_back(1, now_ms)
         self.tap.producer_id_released(state.user, pid)
 
-    def _release_past_holds(self, state: "_UserState", now_ms: int) -> None:
+    def _release_past_holds(self, state: _UserState, now_ms: int) -> None:
         """Forget the holds whose time has come, each PID written into the cache again as it goes: it reached the
         broker then, so it stays known a window from there (a hold of more than half a window could outlast the
         filter the PID was written into when it was held, and the PID be counted a second time)."""
@@ -220,7 +226,7 @@ class HoldEnforcement:
             del holding[pid]
             self._known(state, pid, now_ms)
 
-    def _known(self, state: "_UserState", pid: int, now_ms: int) -> None:
+    def _known(self, state: _UserState, pid: int, now_ms: int) -> None:
         """A held ``pid`` admitted: into the cache, and told to the peers as known (its token they have)."""
         if not state.seen(pid, now_ms):
             state.add(pid, now_ms)

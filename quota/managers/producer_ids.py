@@ -73,12 +73,25 @@ class _UserState(TimeControlledBloomFilter):
     ``fast``: ``limit`` and ``shadow`` are what the quota table resolves for the user this state is keyed by, so a
     request of that user is decided without resolving (cleared, or set again, by every table change reaching it)."""
 
-    __slots__ = ("user", "bucket", "limit", "shadow", "fast", "new_pids", "throttle_ms_total", "throttled",
-                 "shadow_throttle_ms_total", "shadow_throttled", "held", "hold_ms_total", "refused", "abandoned",
-                 "holding")
+    __slots__ = (
+        "user",
+        "bucket",
+        "limit",
+        "shadow",
+        "fast",
+        "new_pids",
+        "throttle_ms_total",
+        "throttled",
+        "shadow_throttle_ms_total",
+        "shadow_throttled",
+        "held",
+        "hold_ms_total",
+        "refused",
+        "abandoned",
+        "holding",
+    )
 
-    def __init__(self, user: str, shape: CacheShape, bucket: TokenBucket, resolved: ResolvedQuota,
-                 fast: bool) -> None:
+    def __init__(self, user: str, shape: CacheShape, bucket: TokenBucket, resolved: ResolvedQuota, fast: bool) -> None:
         super().__init__(shape.window_ms, shape=shape)
         self.user, self.bucket, self.limit = user, bucket, resolved.limit
         self.shadow, self.fast = resolved.shadow, fast
@@ -103,10 +116,20 @@ class ProducerIdQuotaManager(HoldEnforcement):
 
     tap = NO_TAP  # where new ids are also told when usage is shared with peers (quota.sharing.usage_share)
 
-    def __init__(self, quotas: QuotaTable, *, window_num: int = 11, window_size_s: int = 3600,
-                 expected_pids: int = 1000, false_positive_rate: float = 0.001, max_mute_ms: int = INT32_MAX,
-                 shadow: bool = False, enforcement: str = THROTTLE, max_hold_ms: int = DEFAULT_MAX_HOLD_MS,
-                 max_tracked_entities: int = DEFAULT_MAX_TRACKED_ENTITIES) -> None:
+    def __init__(
+        self,
+        quotas: QuotaTable,
+        *,
+        window_num: int = 11,
+        window_size_s: int = 3600,
+        expected_pids: int = 1000,
+        false_positive_rate: float = 0.001,
+        max_mute_ms: int = INT32_MAX,
+        shadow: bool = False,
+        enforcement: str = THROTTLE,
+        max_hold_ms: int = DEFAULT_MAX_HOLD_MS,
+        max_tracked_entities: int = DEFAULT_MAX_TRACKED_ENTITIES,
+    ) -> None:
         if enforcement not in ENFORCEMENTS:
             raise ValueError(f"enforcement must be one of {', '.join(ENFORCEMENTS)}, got {enforcement!r}")
         if max_hold_ms < 0:
@@ -135,8 +158,9 @@ class ProducerIdQuotaManager(HoldEnforcement):
         changed = quotas.changes_since(self._quotas)
         self._quotas = quotas
         self.enabled = PRODUCER_IDS_RATE in quotas.keys()
-        reached = self._users.items() if changed is None or len(changed) >= len(self._users) \
-            else self._reached_by(changed)
+        reached = (
+            self._users.items() if changed is None or len(changed) >= len(self._users) else self._reached_by(changed)
+        )
         for user, state in reached:
             resolved = quotas.resolve(PRODUCER_IDS_RATE, user, "")
             limit = resolved.limit
@@ -146,7 +170,7 @@ class ProducerIdQuotaManager(HoldEnforcement):
                 if not math.isinf(limit):
                     state.bucket.reconfigure(*self._bucket_shape(limit), state.bucket._last_ms)
 
-    def _reached_by(self, changed) -> list[tuple[str, "_UserState"]]:
+    def _reached_by(self, changed) -> list[tuple[str, _UserState]]:
         """The users whose resolution a changed entity can change: a named user's own; every user for a default (an
         entity with a named client-id other than "" never matches, users are resolved with client-id "")."""
         reached = []
@@ -195,8 +219,9 @@ class ProducerIdQuotaManager(HoldEnforcement):
         bucket.take(1, now_ms)
         return self._throttled(state, bucket, shadow)
 
-    def record_and_decide_all(self, user: str, pids: tuple[int, ...], now_ms: int,
-                              may_hold: bool = True) -> ProducerIdDecision:
+    def record_and_decide_all(
+        self, user: str, pids: tuple[int, ...], now_ms: int, may_hold: bool = True
+    ) -> ProducerIdDecision:
         """A Produce from ``user`` whose batches carry the distinct producer ids ``pids`` (each >= 0; more than one
         only from a crafted request: a producer has one): :meth:`record_and_decide` for all of them at once. Every
         new PID takes a token; under ``hold`` the request waits until the bucket has them all (and for any PID held
@@ -241,7 +266,7 @@ class ProducerIdQuotaManager(HoldEnforcement):
         bucket.take(len(new), now_ms)
         return self._throttled(state, bucket, shadow)
 
-    def _throttled(self, state: "_UserState", bucket, shadow: bool) -> ProducerIdDecision:
+    def _throttled(self, state: _UserState, bucket, shadow: bool) -> ProducerIdDecision:
         """The throttle mode's answer once the new ids' tokens are taken: the bucket's debt as throttle (reported
         and muted for: both capped at max_mute_ms), counted as applied or shadow."""
         throttle_ms = min(bucket.throttle_time_ms(), self.max_mute_ms)
@@ -255,7 +280,7 @@ class ProducerIdQuotaManager(HoldEnforcement):
             state.throttled += 1
         return Throttle(throttle_ms, throttle_ms, shadow)
 
-    def state_for(self, user: str, now_ms: int) -> "_UserState | None":
+    def state_for(self, user: str, now_ms: int) -> _UserState | None:
         """The state ``user``'s producer ids are counted in (made if none), or None when no quota applies. Past
         ``max_tracked_entities`` users, a new one the quota names only as ``<default>`` is counted in the one
         ``<overflow>`` state: the users of a flood share one bucket and one cache, the users tracked keep theirs."""
@@ -275,7 +300,7 @@ class ProducerIdQuotaManager(HoldEnforcement):
             state = self._users[key] = _UserState(key, self._shape, bucket, resolved, _fast(resolved, key))
         return state
 
-    def counted_in(self, user: str) -> "_UserState | None":
+    def counted_in(self, user: str) -> _UserState | None:
         """The state ``user``'s new ids are counted in now: its own, else its quota's ``<overflow>`` one (untracked);
         None when neither lives or no quota applies. Never made, nothing counted (``quota.explain`` reads it)."""
         resolved = self._quotas.resolve(PRODUCER_IDS_RATE, user, "")
@@ -302,7 +327,7 @@ class ProducerIdQuotaManager(HoldEnforcement):
         else:  # holds the peer released (abandon): their tokens back, never above the burst
             state.bucket.give_back(-count, now_ms)
 
-    def _counted(self, state: "_UserState") -> None:
+    def _counted(self, state: _UserState) -> None:
         state.new_pids += 1
         self.new_pids_counted += 1
 
@@ -341,14 +366,15 @@ class ProducerIdQuotaManager(HoldEnforcement):
             self._high = len(users)
         return dropped
 
-    def states(self) -> list["_UserState"]:  # every user's state, a copy (quota.sharing.producer_id_seed reads it)
+    def states(self) -> list[_UserState]:  # every user's state, a copy (quota.sharing.producer_id_seed reads it)
         return snapshot(self._users)
 
     def stats(self, now_ms: int) -> list[ProducerIdStats]:
         return [_stats(s, now_ms) for s in snapshot(self._users)]
 
-    def top_stats(self, n: int, now_ms: int, pause: Callable[[], None] = no_pause
-                  ) -> tuple[list[ProducerIdStats], ProducerIdStats | None]:
+    def top_stats(
+        self, n: int, now_ms: int, pause: Callable[[], None] = no_pause
+    ) -> tuple[list[ProducerIdStats], ProducerIdStats | None]:
         """The stats of the ``n - 1`` users with the most new producer ids and the rest summed as one (user
         ``__other__``, no limit or tokens; None when nothing is left over), as ``ClientQuotaManager.top_stats``.
         Changes nothing: a scrape may call it from a thread other than the one that records."""
@@ -356,18 +382,38 @@ class ProducerIdQuotaManager(HoldEnforcement):
         top = busiest(users, n, attrgetter("new_pids"), pause)
         if top is None:
             return [_stats(s, now_ms) for s in users], None
-        names = ("new_pids", "throttle_ms_total", "throttled", "shadow_throttle_ms_total", "shadow_throttled", "held",
-                 "hold_ms_total", "refused", "abandoned")
+        names = (
+            "new_pids",
+            "throttle_ms_total",
+            "throttled",
+            "shadow_throttle_ms_total",
+            "shadow_throttled",
+            "held",
+            "hold_ms_total",
+            "refused",
+            "abandoned",
+        )
         sums = dict.fromkeys(names + ("cache_bytes",), 0)
         for part in others(users, top, pause):
             for name, value in totals((part,), names).items():
                 sums[name] += value
             sums["cache_bytes"] += sum(s.size_bytes for s in part)
         release(users, pause)
-        other = ProducerIdStats(QuotaTags(OTHER, ""), math.inf, math.nan, sums["new_pids"], sums["throttle_ms_total"],
-                                sums["throttled"], sums["cache_bytes"], sums["shadow_throttle_ms_total"],
-                                sums["shadow_throttled"], sums["held"], sums["hold_ms_total"], sums["refused"],
-                                sums["abandoned"])
+        other = ProducerIdStats(
+            QuotaTags(OTHER, ""),
+            math.inf,
+            math.nan,
+            sums["new_pids"],
+            sums["throttle_ms_total"],
+            sums["throttled"],
+            sums["cache_bytes"],
+            sums["shadow_throttle_ms_total"],
+            sums["shadow_throttled"],
+            sums["held"],
+            sums["hold_ms_total"],
+            sums["refused"],
+            sums["abandoned"],
+        )
         return [_stats(s, now_ms) for s in top], other
 
     def __len__(self) -> int:
@@ -385,6 +431,18 @@ def _replaceable(bucket: TokenBucket, now_ms: int) -> bool:
 
 
 def _stats(s: _UserState, now_ms: int) -> ProducerIdStats:
-    return ProducerIdStats(s.tags, s.limit, s.bucket.peek(now_ms), s.new_pids, s.throttle_ms_total, s.throttled,
-                           s.size_bytes, s.shadow_throttle_ms_total, s.shadow_throttled, s.held, s.hold_ms_total,
-                           s.refused, s.abandoned)
+    return ProducerIdStats(
+        s.tags,
+        s.limit,
+        s.bucket.peek(now_ms),
+        s.new_pids,
+        s.throttle_ms_total,
+        s.throttled,
+        s.size_bytes,
+        s.shadow_throttle_ms_total,
+        s.shadow_throttled,
+        s.held,
+        s.hold_ms_total,
+        s.refused,
+        s.abandoned,
+    )

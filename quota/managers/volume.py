@@ -124,6 +124,7 @@ class Snapshot:
 
     def to_json(self) -> bytes:
         """The record value, in the seed's schema."""
+
         def volume(v: Volume) -> dict:
             out = {"VolumeName": v.name, "Capacity": v.capacity, "Consumed": v.consumed}
             if v.soft_limit is not None:
@@ -133,9 +134,14 @@ class Snapshot:
             return out
 
         at = datetime.fromtimestamp(self.snapshot_at_ms / 1000).astimezone().isoformat()
-        return json.dumps({"SnapshotAt": at, "HardLimit": self.hard_limit.as_json(),
-                           "SoftLimit": self.soft_limit.as_json(),
-                           "Volumes": [volume(v) for v in self.volumes]}).encode()
+        return json.dumps(
+            {
+                "SnapshotAt": at,
+                "HardLimit": self.hard_limit.as_json(),
+                "SoftLimit": self.soft_limit.as_json(),
+                "Volumes": [volume(v) for v in self.volumes],
+            }
+        ).encode()
 
 
 def _limit(raw, where: str) -> Limit:
@@ -161,15 +167,17 @@ class Verdict:
         return self.kind or (NOT_VERIFIED if self.action == IGNORED else INVALID)
 
 
-def judge(snapshot: Snapshot | None, known: dict[int, Snapshot], live_brokers: set[int] | None,
-          now_ms: int) -> Verdict:
+def judge(snapshot: Snapshot | None, known: dict[int, Snapshot], live_brokers: set[int] | None, now_ms: int) -> Verdict:
     """Whether one parsed record of the volume-usage topic (None: a tombstone) may replace what ``known`` holds for
     its broker. Only what the proxy can check itself is trusted: its own clock, the cluster's metadata."""
     if snapshot is None:
         return Verdict(IGNORED, "tombstone: a broker's snapshot is replaced only by a newer one or goes stale")
     if snapshot.snapshot_at_ms > now_ms + CLOCK_SKEW_MS:
-        return Verdict(BAD, f"SnapshotAt is {(snapshot.snapshot_at_ms - now_ms) // 1000} s in the future "
-                            f"(more than the {CLOCK_SKEW_MS // 1000} s clock skew allowed)")
+        return Verdict(
+            BAD,
+            f"SnapshotAt is {(snapshot.snapshot_at_ms - now_ms) // 1000} s in the future "
+            f"(more than the {CLOCK_SKEW_MS // 1000} s clock skew allowed)",
+        )
     if not snapshot.volumes:
         return Verdict(BAD, "Volumes: empty (a broker has at least one log dir)")
     broker = snapshot.broker_id
@@ -186,8 +194,9 @@ def parse_snapshot(key: bytes | None, value: bytes | None, bounds: Bounds = Boun
     volumes before reading any."""
     size = len(key or b"") + len(value or b"")
     if size > bounds.max_record_bytes:
-        raise RecordTooLarge(f"record of {size} bytes, more than max_record_bytes ({bounds.max_record_bytes}); "
-                             "not decoded")
+        raise RecordTooLarge(
+            f"record of {size} bytes, more than max_record_bytes ({bounds.max_record_bytes}); not decoded"
+        )
     if key is None:
         raise SnapshotError("record key: missing (expected the broker id)")
     try:
@@ -212,8 +221,9 @@ def parse_snapshot(key: bytes | None, value: bytes | None, bounds: Bounds = Boun
     if not isinstance(listed, list):
         raise SnapshotError(f"Volumes: expected a list, got {type(listed).__name__}")
     if len(listed) > bounds.max_volumes_per_snapshot:
-        raise TooManyVolumes(f"Volumes: {len(listed)} volumes, more than max_volumes_per_snapshot "
-                             f"({bounds.max_volumes_per_snapshot})")
+        raise TooManyVolumes(
+            f"Volumes: {len(listed)} volumes, more than max_volumes_per_snapshot ({bounds.max_volumes_per_snapshot})"
+        )
     volumes = []
     for i, v in enumerate(listed):
         where = f"Volumes[{i}]"
@@ -223,11 +233,22 @@ def parse_snapshot(key: bytes | None, value: bytes | None, bounds: Bounds = Boun
             raise SnapshotError(f"{where}: expected VolumeName, Capacity and Consumed") from None
         if capacity <= 0 or consumed < 0:
             raise SnapshotError(f"{where}: Capacity must be > 0 and Consumed >= 0")
-        volumes.append(Volume(name, capacity, consumed,
-                              _limit(v["SoftLimit"], f"{where}.SoftLimit") if "SoftLimit" in v else None,
-                              _limit(v["HardLimit"], f"{where}.HardLimit") if "HardLimit" in v else None))
-    return Snapshot(broker_id, int(at.timestamp() * 1000), _limit(raw.get("SoftLimit"), "SoftLimit"),
-                    _limit(raw.get("HardLimit"), "HardLimit"), tuple(volumes))
+        volumes.append(
+            Volume(
+                name,
+                capacity,
+                consumed,
+                _limit(v["SoftLimit"], f"{where}.SoftLimit") if "SoftLimit" in v else None,
+                _limit(v["HardLimit"], f"{where}.HardLimit") if "HardLimit" in v else None,
+            )
+        )
+    return Snapshot(
+        broker_id,
+        int(at.timestamp() * 1000),
+        _limit(raw.get("SoftLimit"), "SoftLimit"),
+        _limit(raw.get("HardLimit"), "HardLimit"),
+        tuple(volumes),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,11 +292,27 @@ def summarize(snapshot: Snapshot, top: int) -> BrokerUsage:
         soft += breach is not None
         hard += breach == "hard"
         keyed.append((factor, -ratio, i, breach))
-    nearest = tuple(VolumeReading(snapshot.broker_id, snapshot.volumes[i].name, snapshot.volumes[i].capacity,
-                                  snapshot.volumes[i].consumed, factor, breach)
-                    for factor, _, i, breach in heapq.nsmallest(top, keyed))
-    return BrokerUsage(snapshot.broker_id, snapshot.snapshot_at_ms, min((k[0] for k in keyed), default=1.0),
-                       len(keyed), max_ratio, soft, hard, nearest)
+    nearest = tuple(
+        VolumeReading(
+            snapshot.broker_id,
+            snapshot.volumes[i].name,
+            snapshot.volumes[i].capacity,
+            snapshot.volumes[i].consumed,
+            factor,
+            breach,
+        )
+        for factor, _, i, breach in heapq.nsmallest(top, keyed)
+    )
+    return BrokerUsage(
+        snapshot.broker_id,
+        snapshot.snapshot_at_ms,
+        min((k[0] for k in keyed), default=1.0),
+        len(keyed),
+        max_ratio,
+        soft,
+        hard,
+        nearest,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,8 +348,14 @@ def volume_factor(volume: Volume, soft: Limit, hard: Limit) -> tuple[float, str 
     return 1.0 - (volume.consumed - soft_at) / (hard_at - soft_at), "soft"
 
 
-def evaluate(usages: dict[int, BrokerUsage], live_brokers: set[int] | None, now_ms: int, freshness_ms: int,
-             missing_data_action: str, top: int = 10) -> VolumeState:
+def evaluate(
+    usages: dict[int, BrokerUsage],
+    live_brokers: set[int] | None,
+    now_ms: int,
+    freshness_ms: int,
+    missing_data_action: str,
+    top: int = 10,
+) -> VolumeState:
     """The cluster's state from each broker's summary. ``live_brokers`` None: not known yet, so the brokers are
     those with snapshots, and with none either nothing is known: ``missing_data_action`` (``awaiting_data``). A
     snapshot dated ``at`` is fresh while ``now - at <= freshness``."""
@@ -336,8 +379,16 @@ def evaluate(usages: dict[int, BrokerUsage], live_brokers: set[int] | None, now_
     else:
         state = OPEN
     nearest = heapq.nsmallest(top, (r for u in fresh for r in u.nearest), key=lambda r: r.nearness)
-    return VolumeState(state, max(0.0, factor), tuple(missing), tuple(nearest),
-                       sum(u.volume_count for u in fresh), max((u.max_usage_ratio for u in fresh), default=0.0),
-                       sum(u.soft_breaches for u in fresh), sum(u.hard_breaches for u in fresh),
-                       {b: u.snapshot_at_ms for b, u in usages.items() if b in brokers},
-                       min((u.snapshot_at_ms + freshness_ms + 1 for u in fresh), default=None), awaiting)
+    return VolumeState(
+        state,
+        max(0.0, factor),
+        tuple(missing),
+        tuple(nearest),
+        sum(u.volume_count for u in fresh),
+        max((u.max_usage_ratio for u in fresh), default=0.0),
+        sum(u.soft_breaches for u in fresh),
+        sum(u.hard_breaches for u in fresh),
+        {b: u.snapshot_at_ms for b, u in usages.items() if b in brokers},
+        min((u.snapshot_at_ms + freshness_ms + 1 for u in fresh), default=None),
+        awaiting,
+    )

@@ -44,8 +44,10 @@ class ScaledProduceQuotas:
 
     def changes_since(self, older) -> frozenset[QuotaEntity] | None:
         """The entities changed since ``older`` (the same factor and base rate over an older table), else None."""
-        if not isinstance(older, ScaledProduceQuotas) or (older.factor, older.base_rate) != (self.factor,
-                                                                                              self.base_rate):
+        if not isinstance(older, ScaledProduceQuotas) or (older.factor, older.base_rate) != (
+            self.factor,
+            self.base_rate,
+        ):
             return None
         return frozenset() if older.table is self.table else self.table.changes_since(older.table)
 
@@ -58,7 +60,9 @@ def scaled_produce_table(quotas: QuotaTable, factor: float, base_rate: float) ->
     for entry in quotas.entries:
         if PRODUCER_BYTE_RATE not in entry.quotas:
             continue
-        entity = {k: v for k, v in (("user", entry.entity.user), ("client-id", entry.entity.client_id)) if v is not None}
+        entity = {
+            k: v for k, v in (("user", entry.entity.user), ("client-id", entry.entity.client_id)) if v is not None
+        }
         has_default_client |= entity == {"client-id": DEFAULT}
         values.append((entity, {PRODUCER_BYTE_RATE: entry.quotas[PRODUCER_BYTE_RATE] * factor}, entry.shadow))
     if not has_default_client:

@@ -52,7 +52,7 @@ class ChunkedMap(Mapping):
     def _layout(self, values: Iterable[tuple[Any, Any]] | dict, size: int) -> None:
         mask = (1 << _bits_for(size)) - 1
         chunks: list[dict] = [{} for _ in range(mask + 1)]
-        for key, value in (values.items() if isinstance(values, dict) else values):
+        for key, value in values.items() if isinstance(values, dict) else values:
             chunks[hash(key) & mask][key] = value
         self._chunks, self._mask, self._len = chunks, mask, sum(map(len, chunks))
 
@@ -90,7 +90,7 @@ class ChunkedMap(Mapping):
 
     # -- changing (into a new map) ---------------------------------------------------------------------------------
 
-    def updated(self, changes: Mapping) -> "ChunkedMap":
+    def updated(self, changes: Mapping) -> ChunkedMap:
         """A new map: this one with each key of ``changes`` set to its value, or removed where the value is
         :data:`REMOVED`. This map is not changed; the new one shares every chunk no key of ``changes`` falls in."""
         if not changes:
@@ -100,14 +100,14 @@ class ChunkedMap(Mapping):
             changing[key] = value
         return changing.done()
 
-    def changing(self, expected: int = 0) -> "Changing":
+    def changing(self, expected: int = 0) -> Changing:
         """A private copy to change key by key (many changes, made in parts): each chunk is copied at most once,
         the first time a key falls in it; :meth:`Changing.done` gives the new map. ``expected``: how many keys may
         be added, so that a map about to grow is laid out for its new size now (linear in its current size) rather
         than all at once in ``done``."""
         return Changing(self, expected)
 
-    def copied_from(self, old: "ChunkedMap") -> int:
+    def copied_from(self, old: ChunkedMap) -> int:
         """How many entries of this map lie in chunks it does not share with ``old`` (the work :meth:`updated`
         did to make it from ``old``; for tests and benchmarks)."""
         if len(self._chunks) != len(old._chunks):
@@ -126,8 +126,9 @@ class Changing:
         self._mask, self._size = base._mask, base._len
         self._owned: set[int] = set()  # the chunks copied already: changed in place from then on
         self.copied = 0  # entries copied so far (the work; tests count it)
-        if _bits_for(base._len + expected) > _bits_for(base._len) and \
-                base._len + expected > REGROW * TARGET_CHUNK * len(self._chunks):
+        if _bits_for(base._len + expected) > _bits_for(
+            base._len
+        ) and base._len + expected > REGROW * TARGET_CHUNK * len(self._chunks):
             bits = _bits_for(base._len + expected)
             self._mask = (1 << bits) - 1
             self._chunks = [{} for _ in range(self._mask + 1)]

@@ -65,8 +65,13 @@ def longest(a: Throttle, b: Throttle) -> Throttle:
     the result is shadow only when both are. The byte-rate figures (``bound``, ``observed_rate``) are the longer
     mute's, or the other's when it has none."""
     figures = a if (a.mute_ms >= b.mute_ms and a.bound) or not b.bound else b
-    return Throttle(max(a.throttle_time_ms, b.throttle_time_ms), max(a.mute_ms, b.mute_ms), a.shadow and b.shadow,
-                    figures.bound, figures.observed_rate)
+    return Throttle(
+        max(a.throttle_time_ms, b.throttle_time_ms),
+        max(a.mute_ms, b.mute_ms),
+        a.shadow and b.shadow,
+        figures.bound,
+        figures.observed_rate,
+    )
 
 
 def combined(throttle: Throttle | None, decision: Decision) -> Throttle | None:

@@ -27,7 +27,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from quota.primitives.chunked import EMPTY as EMPTY_MAP, REMOVED, Changing, ChunkedMap
+from quota.primitives.chunked import EMPTY as EMPTY_MAP
+from quota.primitives.chunked import REMOVED, Changing, ChunkedMap
 
 DEFAULT = "<default>"
 """The default-entity marker, as Kafka writes it (``ClientQuotaManager.DEFAULT_NAME``)."""
@@ -151,9 +152,13 @@ _LEVELS: tuple[tuple[str | None, str | None, bool, bool], ...] = (
 
 _LEVEL_OF_SHAPE = {(user_kind, client_kind): index for index, (user_kind, client_kind, _, _) in enumerate(_LEVELS)}
 
-LEVEL_PATHS = tuple(QuotaEntity(None if u is None else ("<user>" if u == "name" else DEFAULT),
-                                None if c is None else ("<client-id>" if c == "name" else DEFAULT)).path
-                    for u, c, _, _ in _LEVELS)
+LEVEL_PATHS = tuple(
+    QuotaEntity(
+        None if u is None else ("<user>" if u == "name" else DEFAULT),
+        None if c is None else ("<client-id>" if c == "name" else DEFAULT),
+    ).path
+    for u, c, _, _ in _LEVELS
+)
 """Each precedence level as Kafka's docs write it, most specific first (``/users/<user>/clients/<client-id>``)."""
 
 
@@ -244,7 +249,7 @@ class QuotaTable:
         changing.apply(changes)
         return changing.done()
 
-    def changing(self, expected: int = 0) -> "TableChanging":
+    def changing(self, expected: int = 0) -> TableChanging:
         """The next table, made in as many parts as wanted (each part of ``k`` entities costs ``O(k)``, and each
         chunk of the maps underneath is copied once for the whole); this table is never changed. ``expected``: how
         many entities may be added (see :meth:`ChunkedMap.changing`)."""

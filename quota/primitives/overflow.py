@@ -43,5 +43,6 @@ def overflow_tags(resolved: ResolvedQuota) -> QuotaTags | None:
         return QuotaTags("", OVERFLOW)
     if entity.user != DEFAULT and entity.client_id != DEFAULT:
         return None
-    return QuotaTags(OVERFLOW if entity.user == DEFAULT else tags.user,
-                     OVERFLOW if entity.client_id == DEFAULT else tags.client_id)
+    return QuotaTags(
+        OVERFLOW if entity.user == DEFAULT else tags.user, OVERFLOW if entity.client_id == DEFAULT else tags.client_id
+    )

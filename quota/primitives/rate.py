@@ -187,16 +187,20 @@ class Rate:
         """The samples not obsolete at ``now_ms`` with something in them, ``(start, last event, value)``, oldest
         first; changes nothing."""
         s, expire_age = self._s.tolist(), self._shape[1]
-        found = [(int(s[i]), int(s[i + _LAST]), s[i + _VALUE]) for i in range(0, len(s), 3)
-                 if now_ms - s[i + _LAST] < expire_age and s[i + _VALUE]]
+        found = [
+            (int(s[i]), int(s[i + _LAST]), s[i + _VALUE])
+            for i in range(0, len(s), 3)
+            if now_ms - s[i + _LAST] < expire_age and s[i + _VALUE]
+        ]
         return sorted(found)
 
     def seed(self, samples: list[tuple[int, int, float]], now_ms: int) -> None:
         """Take another rate's :meth:`samples` (same clock, same window), so this one measures what it measures.
         Only into a rate that has recorded nothing yet; one that has gets their sum at ``now_ms`` instead (counted
         for a whole window from now: never less than the other's)."""
-        usable = sorted((int(start), int(last), float(value)) for start, last, value in samples
-                        if start <= last <= now_ms)[-(self.window.num + 1):]
+        usable = sorted(
+            (int(start), int(last), float(value)) for start, last, value in samples if start <= last <= now_ms
+        )[-(self.window.num + 1) :]
         if not usable:
             return
         if self._s:
@@ -217,8 +221,9 @@ def at_limit(limit: float, window: QuotaWindow, now_ms: int, less: float = 0.0) 
     ``now_ms`` (``less`` taken off the newest): a rate seeded with them measures ``limit``, less, and one sample
     leaves it a window, so what it lets through from then on is ``limit`` a second, with no start-up burst."""
     per_sample = limit * window.size_seconds
-    samples = [(now_ms - i * window.size_ms, now_ms - i * window.size_ms, per_sample)
-               for i in range(window.num - 1, 0, -1)]
+    samples = [
+        (now_ms - i * window.size_ms, now_ms - i * window.size_ms, per_sample) for i in range(window.num - 1, 0, -1)
+    ]
     if samples:
         start, last, value = samples[-1]
         samples[-1] = (start, last, max(0.0, value - less))

@@ -189,8 +189,13 @@ class ClientSensors:
 def summed_stats(parts: Iterable[list[ClientSensors]], now_ms: int, span_ms: int) -> EntityStats:
     """The sensors of ``parts`` summed as one (tags :data:`quota.primitives.top.OTHER`): their counters added up, the longest
     throttle of the last ``span_ms``, the latest record; no limit and no rate (it would cost a measurement each)."""
-    names = ("value_total", "throttle_time_ms_total", "throttled_count", "shadow_throttle_time_ms_total",
-             "shadow_throttled_count")
+    names = (
+        "value_total",
+        "throttle_time_ms_total",
+        "throttled_count",
+        "shadow_throttle_time_ms_total",
+        "shadow_throttled_count",
+    )
     getters = [(name, attrgetter(name)) for name in names]
     sums = dict.fromkeys(names, 0)
     throttle_max = last_record_ms = 0
@@ -201,5 +206,13 @@ def summed_stats(parts: Iterable[list[ClientSensors]], now_ms: int, span_ms: int
             if now_ms - s.throttle_max_ms < span_ms and s.throttle_max > throttle_max:
                 throttle_max = s.throttle_max
         last_record_ms = max(last_record_ms, max(map(attrgetter("last_record_ms"), part), default=0))
-    return EntityStats(tags=QuotaTags(OTHER, OTHER), entity=None, limit=math.inf, rate=math.nan,
-                       throttle_time_ms_max=throttle_max, last_record_ms=last_record_ms, shadow=False, **sums)
+    return EntityStats(
+        tags=QuotaTags(OTHER, OTHER),
+        entity=None,
+        limit=math.inf,
+        rate=math.nan,
+        throttle_time_ms_max=throttle_max,
+        last_record_ms=last_record_ms,
+        shadow=False,
+        **sums,
+    )

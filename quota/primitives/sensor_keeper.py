@@ -68,8 +68,15 @@ class SensorKeeper:
     """The sensors of ``quota_key`` under ``quotas``, each a ``sensors_class`` over ``window``, dropped after
     ``expiration_ms`` without a record. Every method that needs the time takes it (``now_ms``)."""
 
-    def __init__(self, quotas: QuotaTable, quota_key: str, window: QuotaWindow, sensors_class: type[ClientSensors],
-                 expiration_ms: int, max_tracked_entities: int) -> None:
+    def __init__(
+        self,
+        quotas: QuotaTable,
+        quota_key: str,
+        window: QuotaWindow,
+        sensors_class: type[ClientSensors],
+        expiration_ms: int,
+        max_tracked_entities: int,
+    ) -> None:
         self.quotas = quotas
         self.quota_key = quota_key
         self.window = window
@@ -258,8 +265,9 @@ class SensorKeeper:
         """Every live sensor, as a list made at once (a scrape may read it from another thread)."""
         return snapshot(self.table.sensors)
 
-    def top(self, n: int, now_ms: int, pause: Callable[[], None] = no_pause
-            ) -> tuple[list[ClientSensors], EntityStats | None]:
+    def top(
+        self, n: int, now_ms: int, pause: Callable[[], None] = no_pause
+    ) -> tuple[list[ClientSensors], EntityStats | None]:
         """The ``n - 1`` busiest sensors (by value recorded) and the rest summed as one (None when nothing is left
         over; every sensor when there are ``n`` or fewer). Changes nothing (:mod:`quota.primitives.top`)."""
         sensors = snapshot(self.table.sensors)

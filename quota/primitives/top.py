@@ -50,7 +50,7 @@ def chunks(items: list[T], pause: Callable[[], None] = no_pause) -> Iterator[lis
     for start in range(0, len(items), CHUNK):
         if start:
             pause()
-        yield items[start:start + CHUNK]
+        yield items[start : start + CHUNK]
 
 
 def busiest(items: list[T], n: int, key: Callable[[T], float], pause: Callable[[], None] = no_pause) -> list[T] | None:

@@ -62,8 +62,17 @@ class ClusterPeers:
     """The other sidecars publishing to the usage topic, by id, with their last record's time, and the records
     of theirs applied."""
 
-    __slots__ = ("own_id", "stale_ms", "forget_ms", "since_ms", "max_peers", "_last", "_newest", "_applied",
-                 "_prune_at")
+    __slots__ = (
+        "own_id",
+        "stale_ms",
+        "forget_ms",
+        "since_ms",
+        "max_peers",
+        "_last",
+        "_newest",
+        "_applied",
+        "_prune_at",
+    )
 
     def __init__(self, own_id: str, stale_ms: int, since_ms: int | None = None, forget_ms: int | None = None) -> None:
         """``since_ms``: records dated before it are history, not recorded (None: any fresh record is);
@@ -189,6 +198,15 @@ def fallback_delta(own: UsageDelta, unseen: int) -> UsageDelta:
     def scaled(entries):
         return tuple((user, client_id, value * unseen) for user, client_id, value in entries)
 
-    return replace(own, produce=scaled(own.produce), fetch=scaled(own.fetch), mutations=scaled(own.mutations),
-                   producer_ids=tuple((user, count * unseen, ()) for user, count, _ in own.producer_ids),
-                   listeners=(), ips=(), open_connections=(), incarnation="", seq=0)
+    return replace(
+        own,
+        produce=scaled(own.produce),
+        fetch=scaled(own.fetch),
+        mutations=scaled(own.mutations),
+        producer_ids=tuple((user, count * unseen, ()) for user, count, _ in own.producer_ids),
+        listeners=(),
+        ips=(),
+        open_connections=(),
+        incarnation="",
+        seq=0,
+    )

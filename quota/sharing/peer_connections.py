@@ -60,8 +60,9 @@ class OpenLedger:
         self._by_worker: dict[str, dict[tuple[str, str], int]] = {}
         self._sums: dict[tuple[str, str], int] = {}
 
-    def claim(self, worker: str, listener: str, ip: str, ip_max: int | None, listener_max: int | None,
-              total_max: int | None) -> str | None:
+    def claim(
+        self, worker: str, listener: str, ip: str, ip_max: int | None, listener_max: int | None, total_max: int | None
+    ) -> str | None:
         """One more connection from ``ip`` on ``listener`` for ``worker``: counted and None, or the kind of the
         limit it would pass (``IP``, ``LISTENER``, ``TOTAL``: not counted). ``total_max`` None: not limited (an
         internal listener is exempt from the proxy-wide limit, yet counted)."""

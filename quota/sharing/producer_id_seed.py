@@ -21,10 +21,13 @@ def seed_rows(manager: ProducerIdQuotaManager, now_ms: int, max_rows: int) -> li
     known), as plain JSON values: an exact filter's PIDs a list of ints, a bloom filter's bits in base64."""
     states = [s for s in manager.states() if s.live or s.bucket.peek(now_ms) < s.bucket.burst]
     if len(states) > max_rows:
-        states = sorted(states, key=lambda s: (s.bucket.burst - s.bucket.peek(now_ms), s.count),
-                        reverse=True)[:max_rows]
-    return [[s.user, s.bucket.peek(now_ms), [[created, _plain(data), count] for created, data, count in s.export()]]
-            for s in states]
+        states = sorted(states, key=lambda s: (s.bucket.burst - s.bucket.peek(now_ms), s.count), reverse=True)[
+            :max_rows
+        ]
+    return [
+        [s.user, s.bucket.peek(now_ms), [[created, _plain(data), count] for created, data, count in s.export()]]
+        for s in states
+    ]
 
 
 def seed(manager: ProducerIdQuotaManager, rows, now_ms: int) -> int:

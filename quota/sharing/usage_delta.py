@@ -100,8 +100,12 @@ class Rows(Sequence):
 
     def __eq__(self, other) -> bool:
         if isinstance(other, Rows):
-            return (len(self) == len(other) and list(self.values) == list(other.values)
-                    and list(self.users) == list(other.users) and list(self.client_ids) == list(other.client_ids))
+            return (
+                len(self) == len(other)
+                and list(self.values) == list(other.values)
+                and list(self.users) == list(other.users)
+                and list(self.client_ids) == list(other.client_ids)
+            )
         if isinstance(other, tuple):
             return tuple(self) == other
         return NotImplemented
@@ -130,20 +134,36 @@ class UsageDelta:
     producer_ids: tuple[ProducerIdUsage, ...] = ()
     listeners: tuple[tuple[str, int], ...] = ()
     ips: tuple[tuple[str, int], ...] = ()
-    open_connections: tuple[tuple[str, str, int], ...] = ()  # absolute counts that changed (quota.sharing.peer_connections)
+    open_connections: tuple[
+        tuple[str, str, int], ...
+    ] = ()  # absolute counts that changed (quota.sharing.peer_connections)
     incarnation: str = ""  # the sender's run (usage topic records): with seq, what makes a record applied once
     seq: int = 0  # its number in that run, from 1; 0: not numbered
 
     @property
     def empty(self) -> bool:
-        return not (self.produce or self.fetch or self.mutations or self.producer_ids or self.listeners or self.ips
-                    or self.open_connections)
+        return not (
+            self.produce
+            or self.fetch
+            or self.mutations
+            or self.producer_ids
+            or self.listeners
+            or self.ips
+            or self.open_connections
+        )
 
     @property
     def entities(self) -> int:
         """How many entries it carries (what its size grows with)."""
-        return (len(self.produce) + len(self.fetch) + len(self.mutations) + len(self.producer_ids)
-                + len(self.listeners) + len(self.ips) + len(self.open_connections))
+        return (
+            len(self.produce)
+            + len(self.fetch)
+            + len(self.mutations)
+            + len(self.producer_ids)
+            + len(self.listeners)
+            + len(self.ips)
+            + len(self.open_connections)
+        )
 
 
 def encode(delta: UsageDelta, *, compress: bool = False) -> bytes:
@@ -161,8 +181,14 @@ def encode(delta: UsageDelta, *, compress: bool = False) -> bytes:
     for at, part in enumerate(_parts(user_list)):
         users.update(zip(part, range(at * LINE_ITEMS, at * LINE_ITEMS + len(part))))
     clients = dict(zip(client_list, range(len(client_list))))
-    head = {"v": VERSION, "source": delta.source, "scope": delta.scope, "listeners": delta.listeners,
-            "ips": delta.ips, "open": delta.open_connections}
+    head = {
+        "v": VERSION,
+        "source": delta.source,
+        "scope": delta.scope,
+        "listeners": delta.listeners,
+        "ips": delta.ips,
+        "open": delta.open_connections,
+    }
     if delta.seq:
         head.update(inc=delta.incarnation, seq=delta.seq)
     lines = [json.dumps(head, separators=(",", ":"), allow_nan=False)]
@@ -191,7 +217,7 @@ def _sorted(names: set[str]) -> list[str]:
 
 
 def _parts(items):
-    return (items[at:at + LINE_ITEMS] for at in range(0, len(items), LINE_ITEMS))
+    return (items[at : at + LINE_ITEMS] for at in range(0, len(items), LINE_ITEMS))
 
 
 def _lines(lines: list[str], path: str, items: list) -> None:
@@ -219,8 +245,9 @@ def decode(data: bytes) -> UsageDelta:
         except (UnicodeDecodeError, ValueError) as exc:
             raise UsageDeltaError(f"usage delta: line {i} not JSON: {exc}") from None
         if not (isinstance(item, list) and len(item) == 2 and item[0] in _PATHS and isinstance(item[1], list)):
-            raise UsageDeltaError(f"usage delta: line {i}: expected [one of {sorted(_PATHS)}, a list], "
-                                  f"got {line[:80]!r}")
+            raise UsageDeltaError(
+                f"usage delta: line {i}: expected [one of {sorted(_PATHS)}, a list], got {line[:80]!r}"
+            )
         path, part = item
         if path[-2:-1] == ".":
             columns = raw.setdefault(path[:-2], [[], [], []])
@@ -251,8 +278,10 @@ def decode(data: bytes) -> UsageDelta:
         producer_ids=_producer_ids(raw, users),
         listeners=_counts(raw, "listeners"),
         ips=_counts(raw, "ips"),
-        open_connections=tuple((_string(kind, f"open[{i}][0]"), _string(key, f"open[{i}][1]"),
-                                _count(n, f"open[{i}][2]")) for i, (kind, key, n) in enumerate(_items(raw, "open", 3))),
+        open_connections=tuple(
+            (_string(kind, f"open[{i}][0]"), _string(key, f"open[{i}][1]"), _count(n, f"open[{i}][2]"))
+            for i, (kind, key, n) in enumerate(_items(raw, "open", 3))
+        ),
         incarnation=incarnation,
         seq=seq,
     )
@@ -341,8 +370,9 @@ def _entities(raw: dict, name: str, users: list[str], clients: list[str], signed
             try:
                 _number(value, f"{name}[2][{i}]")
             except OverflowError:
-                raise UsageDeltaError(f"usage delta.{name}[2][{i}]: expected a finite number, got {value!r:.40}") \
-                    from None
+                raise UsageDeltaError(
+                    f"usage delta.{name}[2][{i}]: expected a finite number, got {value!r:.40}"
+                ) from None
     if not signed and values and min(values) < 0:
         i = next(i for i, value in enumerate(values) if value < 0)
         raise UsageDeltaError(f"usage delta.{name}[2][{i}]: expected a usage from 0, got {values[i]!r}")
@@ -358,8 +388,9 @@ def _count(value, where: str) -> int:
 
 
 def _counts(raw: dict, name: str) -> tuple[tuple[str, int], ...]:
-    return tuple((_string(k, f"{name}[{i}][0]"), _count(n, f"{name}[{i}][1]"))
-                 for i, (k, n) in enumerate(_items(raw, name, 2)))
+    return tuple(
+        (_string(k, f"{name}[{i}][0]"), _count(n, f"{name}[{i}][1]")) for i, (k, n) in enumerate(_items(raw, name, 2))
+    )
 
 
 def _producer_ids(raw: dict, users: list[str]) -> tuple[ProducerIdUsage, ...]:
@@ -367,8 +398,10 @@ def _producer_ids(raw: dict, users: list[str]) -> tuple[ProducerIdUsage, ...]:
     for i, (user, count, pids) in enumerate(_items(raw, "producer_ids", 3)):
         where = f"producer_ids[{i}]"
         if not isinstance(pids, list) or len(pids) > MAX_PRODUCER_IDS_PER_USER:
-            raise UsageDeltaError(f"usage delta.{where}[2]: expected a list of at most {MAX_PRODUCER_IDS_PER_USER} "
-                                  f"ids, got {type(pids).__name__} of {len(pids) if isinstance(pids, list) else '?'}")
+            raise UsageDeltaError(
+                f"usage delta.{where}[2]: expected a list of at most {MAX_PRODUCER_IDS_PER_USER} "
+                f"ids, got {type(pids).__name__} of {len(pids) if isinstance(pids, list) else '?'}"
+            )
         ids = tuple(_integer(pid, f"{where}[2]") for pid in pids)
         u = _integer(user, f"{where}[0]")
         if not 0 <= u < len(users):

@@ -45,8 +45,13 @@ class Fitted:
         return len(self.data) / self.sent if self.sent else None
 
 
-def fit(gathered: Gathered, max_bytes: int, bytes_per_entry: float | None = None,
-        leftover: Iterable[tuple] = (), numbered: tuple[str, int] = ("", 0)) -> Fitted:
+def fit(
+    gathered: Gathered,
+    max_bytes: int,
+    bytes_per_entry: float | None = None,
+    leftover: Iterable[tuple] = (),
+    numbered: tuple[str, int] = ("", 0),
+) -> Fitted:
     """The longest ranked prefix of ``gathered`` (with the last sync's ``leftover`` added) whose compressed
     encoding is at most ``max_bytes``, found from ``bytes_per_entry`` (the last record's; None: try everything
     first); ``numbered``: the record's ``(incarnation, seq)`` (:mod:`quota.sharing.usage_delta`)."""

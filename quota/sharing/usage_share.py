@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from quota.managers.producer_ids import ProducerIdQuotaManager
 
 
-
 EAGER_SHARE = 0.05
 """An entity's unsent usage past this share of its quota per second (50 ms of it) asks for a sync now: a tenant
 flat out is then overshooting by about this much per worker, whatever its clients' speed, not by what they send
@@ -49,7 +48,9 @@ class UsageTap(NoTap):
 
     __slots__ = ("_values", "_pids", "_listeners", "_ips", "_open", "_wake", "_woken", "max_entities")
 
-    def __init__(self, wake: Callable[[], None] | None = None, max_entities: int = DEFAULT_MAX_TRACKED_ENTITIES) -> None:
+    def __init__(
+        self, wake: Callable[[], None] | None = None, max_entities: int = DEFAULT_MAX_TRACKED_ENTITIES
+    ) -> None:
         """``wake``: called (once until the next :meth:`take`) when one entity's unsent usage passes
         :data:`EAGER_SHARE` of its quota per second, so the owner can sync before its interval is up."""
         self._values: dict[str, dict[QuotaTags, list]] = {}  # quota key -> tags -> [user, client_id, value, limit]
@@ -62,8 +63,9 @@ class UsageTap(NoTap):
         # Entities told per quota and interval; past it, new names are told as one <overflow> entity (issue 44)
         self.max_entities = max_entities
 
-    def add(self, quota_key: str, tags: QuotaTags, user: str, client_id: str, value: float,
-            limit: float = math.inf) -> None:
+    def add(
+        self, quota_key: str, tags: QuotaTags, user: str, client_id: str, value: float, limit: float = math.inf
+    ) -> None:
         per_key = self._values.get(quota_key)
         if per_key is None:
             per_key = self._values[quota_key] = {}
@@ -127,7 +129,7 @@ class UsageTap(NoTap):
         out); the tap starts empty again."""
         return self.gather(source, scope).top()
 
-    def gather(self, source: str, scope: str = "") -> "Gathered":
+    def gather(self, source: str, scope: str = "") -> Gathered:
         """Everything gathered since the last call, to be sent whole or in part (:meth:`Gathered.top`; what is not
         sent is :meth:`Gathered.leftover`, added to the next one with :meth:`Gathered.absorb`); the tap starts empty
         again."""
@@ -156,19 +158,30 @@ class Gathered:
         self._ranked: list | None = None
 
     @classmethod
-    def from_delta(cls, delta: UsageDelta) -> "Gathered":
+    def from_delta(cls, delta: UsageDelta) -> Gathered:
         """A delta as gathered usage, its quotas unknown (its byte rates then rank by their bytes)."""
         values = {}
-        for quota_key, rows in ((PRODUCER_BYTE_RATE, delta.produce), (CONSUMER_BYTE_RATE, delta.fetch),
-                                (CONTROLLER_MUTATION_RATE, delta.mutations)):
+        for quota_key, rows in (
+            (PRODUCER_BYTE_RATE, delta.produce),
+            (CONSUMER_BYTE_RATE, delta.fetch),
+            (CONTROLLER_MUTATION_RATE, delta.mutations),
+        ):
             if rows:
-                values[quota_key] = {QuotaTags(user, client_id): [user, client_id, value, None]
-                                     for user, client_id, value in rows}
+                values[quota_key] = {
+                    QuotaTags(user, client_id): [user, client_id, value, None] for user, client_id, value in rows
+                }
         pids = {user: [count, list(ids)] for user, count, ids in delta.producer_ids}
-        return cls(delta.source, delta.scope, values, pids, dict(delta.listeners), dict(delta.ips),
-                   {(kind, key): n for kind, key, n in delta.open_connections})
+        return cls(
+            delta.source,
+            delta.scope,
+            values,
+            pids,
+            dict(delta.listeners),
+            dict(delta.ips),
+            {(kind, key): n for kind, key, n in delta.open_connections},
+        )
 
-    def leftover(self, sent: int) -> "Leftover":
+    def leftover(self, sent: int) -> Leftover:
         """What the next sync is to send of this one's usage (:meth:`absorb`), once its first ``sent`` ranked entries
         were sent: the rest, and what rounding took off those sent; ``(quota key, tags, entry, value)``, with
         ``(None, user, [count, ids], 0)`` for producer ids. Usage is delayed this way, never dropped."""
@@ -179,7 +192,7 @@ class Gathered:
         out.extend(self.residuals)
         return out
 
-    def absorb(self, leftover: "Iterable[tuple]") -> None:
+    def absorb(self, leftover: Iterable[tuple]) -> None:
         """Add an earlier sync's :meth:`leftover` to this one (a gathered value belongs to no tap: a thread may do
         it while the tap takes new usage)."""
         last_key = per_key = None
@@ -190,7 +203,7 @@ class Gathered:
                     self.pids[tags] = [entry[0], list(entry[1])]
                 else:
                     mine[0] += entry[0]
-                    mine[1].extend(entry[1][:MAX_PRODUCER_IDS_PER_USER - len(mine[1])])
+                    mine[1].extend(entry[1][: MAX_PRODUCER_IDS_PER_USER - len(mine[1])])
                 continue
             if quota_key != last_key:
                 last_key, per_key = quota_key, self.values.setdefault(quota_key, {})
@@ -258,8 +271,7 @@ class Gathered:
             open_connections=tuple((kind, key, n) for (kind, key), n in self.opened.items()),
         )
 
-
-    def _coarse(self, quota_key: str, items) -> "Rows":
+    def _coarse(self, quota_key: str, items) -> Rows:
         """Byte counts cut to their two or three leading digits (an integer; others rounded to two significant
         digits): sent up to a tenth low, what was cut kept in :attr:`residuals` for the next sync. As columns, as
         the residuals are: no object per row (the garbage collector would walk 10^5 of them)."""
@@ -304,7 +316,7 @@ class Leftover:
         self.entries.append(entry)
         self.values.append(value)
 
-    def extend(self, other: "Leftover") -> None:
+    def extend(self, other: Leftover) -> None:
         self.keys += other.keys
         self.tags += other.tags
         self.entries += other.entries
@@ -338,19 +350,41 @@ RECORD_STEP = 500
 """Remote entries recorded between two yields of :func:`record_remote_steps` (a few milliseconds of work)."""
 
 
-def record_remote(delta: UsageDelta, now_ms: int, *, produce: "ClientQuotaManager", fetch: "ClientQuotaManager",
-                  mutations: "ControllerMutationQuotaManager", producer_ids: "ProducerIdQuotaManager",
-                  connections: "ConnectionQuotas") -> None:
+def record_remote(
+    delta: UsageDelta,
+    now_ms: int,
+    *,
+    produce: ClientQuotaManager,
+    fetch: ClientQuotaManager,
+    mutations: ControllerMutationQuotaManager,
+    producer_ids: ProducerIdQuotaManager,
+    connections: ConnectionQuotas,
+) -> None:
     """Record a peer's ``delta`` into this process's managers at ``now_ms`` (see the module docstring)."""
-    for _ in record_remote_steps(delta, lambda: now_ms, produce=produce, fetch=fetch, mutations=mutations,
-                                 producer_ids=producer_ids, connections=connections, step=None):
+    for _ in record_remote_steps(
+        delta,
+        lambda: now_ms,
+        produce=produce,
+        fetch=fetch,
+        mutations=mutations,
+        producer_ids=producer_ids,
+        connections=connections,
+        step=None,
+    ):
         pass
 
 
-def record_remote_steps(delta: UsageDelta, now_ms: Callable[[], int], *, produce: "ClientQuotaManager",
-                        fetch: "ClientQuotaManager", mutations: "ControllerMutationQuotaManager",
-                        producer_ids: "ProducerIdQuotaManager", connections: "ConnectionQuotas",
-                        step: int | None = RECORD_STEP) -> Iterator[int]:
+def record_remote_steps(
+    delta: UsageDelta,
+    now_ms: Callable[[], int],
+    *,
+    produce: ClientQuotaManager,
+    fetch: ClientQuotaManager,
+    mutations: ControllerMutationQuotaManager,
+    producer_ids: ProducerIdQuotaManager,
+    connections: ConnectionQuotas,
+    step: int | None = RECORD_STEP,
+) -> Iterator[int]:
     """:func:`record_remote` in steps of ``step`` entries, yielding the entries recorded so far after each, so the
     caller can let other work run in between (10^5 entities take about a second); ``now_ms`` is read at every step.
     ``step`` None: all at once."""
@@ -369,8 +403,9 @@ def record_remote_steps(delta: UsageDelta, now_ms: Callable[[], int], *, produce
     yield done
 
 
-def _pieces(delta: UsageDelta, step: int | None, produce, fetch, mutations, producer_ids
-            ) -> Iterator[tuple[int, Callable[[int], None]]]:
+def _pieces(
+    delta: UsageDelta, step: int | None, produce, fetch, mutations, producer_ids
+) -> Iterator[tuple[int, Callable[[int], None]]]:
     """The per-entity part of ``delta`` as ``(entries, record(now_ms))`` in order, none across a multiple of ``step``
     entries: byte-rate rows in runs of a peer's columns (sliced only at a step), each mutation row and producer-id user
     alone. Made as taken, so a slice is made only when its step comes."""

@@ -14,8 +14,9 @@ class NoTap:
 
     __slots__ = ()
 
-    def add(self, quota_key: str, tags: QuotaTags, user: str, client_id: str, value: float,
-            limit: float = math.inf) -> None:
+    def add(
+        self, quota_key: str, tags: QuotaTags, user: str, client_id: str, value: float, limit: float = math.inf
+    ) -> None:
         pass
 
     def producer_id(self, user: str, pid: int) -> None:

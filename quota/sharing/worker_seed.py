@@ -22,11 +22,12 @@ PID_PART_ROWS = 200  # producer-id users per part (their filters are larger)
 
 def _kinds(produce, fetch, mutations, producer_ids) -> tuple:
     """(kind, rows at ``now``, rows per part) of every per-entity kind a seed carries (connections aside)."""
-    return (("produce", lambda now: produce.seed_rows(now, MAX_SEED_ENTITIES), PART_ROWS),
-            ("fetch", lambda now: fetch.seed_rows(now, MAX_SEED_ENTITIES), PART_ROWS),
-            ("mutation", lambda now: mutations.seed_rows(now, MAX_SEED_ENTITIES), PART_ROWS),
-            ("producer_ids", lambda now: producer_id_seed.seed_rows(producer_ids, now, MAX_SEED_PID_USERS),
-             PID_PART_ROWS))
+    return (
+        ("produce", lambda now: produce.seed_rows(now, MAX_SEED_ENTITIES), PART_ROWS),
+        ("fetch", lambda now: fetch.seed_rows(now, MAX_SEED_ENTITIES), PART_ROWS),
+        ("mutation", lambda now: mutations.seed_rows(now, MAX_SEED_ENTITIES), PART_ROWS),
+        ("producer_ids", lambda now: producer_id_seed.seed_rows(producer_ids, now, MAX_SEED_PID_USERS), PID_PART_ROWS),
+    )
 
 
 def parts(produce, fetch, mutations, producer_ids, connections, now_ms: Callable[[], int]) -> Iterator[dict]:
@@ -35,11 +36,11 @@ def parts(produce, fetch, mutations, producer_ids, connections, now_ms: Callable
     for kind, rows_at, size in _kinds(produce, fetch, mutations, producer_ids):
         rows = rows_at(now_ms())
         for start in range(0, len(rows), size):
-            yield {kind: rows[start:start + size]}
+            yield {kind: rows[start : start + size]}
     conns = connections.seed_rows(now_ms(), MAX_SEED_ENTITIES)
     ips = conns.pop("ips")
     for start in range(PART_ROWS, len(ips), PART_ROWS):
-        yield {"connections": {"ips": ips[start:start + PART_ROWS]}}
+        yield {"connections": {"ips": ips[start : start + PART_ROWS]}}
     yield {"connections": {**conns, "ips": ips[:PART_ROWS]}, "last": True}
 
 
@@ -70,6 +71,9 @@ def _install(seed: dict, produce, fetch, mutations, producer_ids, connections, n
     producer_id_seed.seed(producer_ids, seed.get("producer_ids", ()), now_ms)
     conns = seed.get("connections", {})
     connections.seed(conns, now_ms)
-    return {"byte-rate": len(seed.get("produce", ())) + len(seed.get("fetch", ())),
-            "mutation": len(seed.get("mutation", ())), "producer-id": len(seed.get("producer_ids", ())),
-            "ip": len(conns.get("ips", ()))}
+    return {
+        "byte-rate": len(seed.get("produce", ())) + len(seed.get("fetch", ())),
+        "mutation": len(seed.get("mutation", ())),
+        "producer-id": len(seed.get("producer_ids", ())),
+        "ip": len(conns.get("ips", ())),
+    }

@@ -12,9 +12,14 @@ def spark():
     if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
         pytest.skip("Spark needs Java (17 or later) on PATH or in JAVA_HOME")
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    session = (pyspark.SparkSession.builder.master("local[1]").appName("kafka-quota-proxy-tests")
-               .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+    session = (
+        pyspark.SparkSession.builder.master("local[1]")
+        .appName("kafka-quota-proxy-tests")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

@@ -30,12 +30,19 @@ def stats_row(records: list[dict], quota: float) -> dict:
     """What entity_stats says of a Produce tenant, computed in plain Python (one record per interval, k = 1)."""
     rates = [r["request_bytes"] / r["interval_s"] for r in records]
     held = [min(r["held_ms"], r["interval_s"] * 1000) for r in records]
-    return {"user": records[0]["user"], "client_id": records[0]["client_id"], "api": "Produce",
-            "intervals": len(records), "request_rate_p99": p99(rates),
-            "held_intervals": sum(h > 0 for h in held), "quota_rate": quota,
-            "held_share": sum(held) / sum(r["interval_s"] * 1000 for r in records),
-            "request_demand": demand.demand_rate(((r["interval_s"], r["request_bytes"], r["requests"],
-                                                   r["throttles"], r["held_ms"]) for r in records), quota)}
+    return {
+        "user": records[0]["user"],
+        "client_id": records[0]["client_id"],
+        "api": "Produce",
+        "intervals": len(records),
+        "request_rate_p99": p99(rates),
+        "held_intervals": sum(h > 0 for h in held),
+        "quota_rate": quota,
+        "held_share": sum(held) / sum(r["interval_s"] * 1000 for r in records),
+        "request_demand": demand.demand_rate(
+            ((r["interval_s"], r["request_bytes"], r["requests"], r["throttles"], r["held_ms"]) for r in records), quota
+        ),
+    }
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -57,8 +64,14 @@ def test_a_tenant_held_through_every_interval_has_no_estimate_and_no_burst_advic
     the quota in force with headroom, said as such, not its catch-up bursts."""
     intervals = [(10.0, 6_000_000, 5, 1, 9_500.0), (10.0, 0, 0, 0, 10_000.0)] * 30
     assert demand.demand_rate(intervals, 1_000_000) is None
-    row = {"intervals": 60, "request_rate_p99": 600_000.0, "held_intervals": 60, "quota_rate": 1_048_576.0,
-           "held_share": 0.97, "request_demand": None}
+    row = {
+        "intervals": 60,
+        "request_rate_p99": 600_000.0,
+        "held_intervals": 60,
+        "quota_rate": 1_048_576.0,
+        "held_share": 0.97,
+        "request_demand": None,
+    }
     value, basis = recommend.byte_rate_basis(row, "request", recommend.Rules())
     assert value == 1_600_000 and "demand not measurable" in basis
 
@@ -87,13 +100,25 @@ def test_a_replay_task_shows_today_held_and_a_candidate_that_covers_the_demand_n
     """One Spark task's work on plain rows: the steady tenant held under today's 1 MB/s, not under a candidate
     giving it 4.4 MB/s (its demand is 3 MB/s); a tenant the candidate does not name is unlimited there."""
     (records,) = [r for name, r in tenant_rows(1, intervals=60).items() if name == ("steady", "over-quota")]
-    series = [{"time": r["time"], "interval_s": r["interval_s"], "bytes": r["request_bytes"],
-               "requests": r["requests"], "throttles": r["throttles"], "held_ms": r["held_ms"]} for r in records]
-    rows = [{"user": "steady", "client_id": "over-quota", "api": "Produce", "quota_rate": 1_000_000.0,
-             "series": series},
-            {"user": "other", "client_id": "x", "api": "Produce", "quota_rate": 1_000_000.0, "series": series}]
-    candidate = [{"entity": {"user": "steady", "client-id": "over-quota"}, "producer_byte_rate": 4_400_000},
-                 {"entity": {"ip": "192.0.2.1"}, "connection_creation_rate": 5.0}]
+    series = [
+        {
+            "time": r["time"],
+            "interval_s": r["interval_s"],
+            "bytes": r["request_bytes"],
+            "requests": r["requests"],
+            "throttles": r["throttles"],
+            "held_ms": r["held_ms"],
+        }
+        for r in records
+    ]
+    rows = [
+        {"user": "steady", "client_id": "over-quota", "api": "Produce", "quota_rate": 1_000_000.0, "series": series},
+        {"user": "other", "client_id": "x", "api": "Produce", "quota_rate": 1_000_000.0, "series": series},
+    ]
+    candidate = [
+        {"entity": {"user": "steady", "client-id": "over-quota"}, "producer_byte_rate": 4_400_000},
+        {"entity": {"ip": "192.0.2.1"}, "connection_creation_rate": 5.0},
+    ]
     out = {r[0]: dict(zip(replay.RESULT, r)) for r in replay.replay_tenants(rows, candidate, 11, 1, 1.0)}
     steady = out["steady"]
     assert steady["quota_today"] == 1_000_000 and steady["quota_candidate"] == 4_400_000
@@ -102,10 +127,15 @@ def test_a_replay_task_shows_today_held_and_a_candidate_that_covers_the_demand_n
     assert out["other"]["quota_candidate"] is None and out["other"]["candidate_held_s"] == 0
 
 
-@pytest.mark.parametrize("text, reason", [
-    (None, "cannot read it"), ("quotas: [", "not YAML"), ("upstream: {}\n", "no 'quotas:' list"),
-    ("quotas:\n- entity: {user: a}\n  producer_byte_rate: -5\n", "producer_byte_rate"),
-])
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        (None, "cannot read it"),
+        ("quotas: [", "not YAML"),
+        ("upstream: {}\n", "no 'quotas:' list"),
+        ("quotas:\n- entity: {user: a}\n  producer_byte_rate: -5\n", "producer_byte_rate"),
+    ],
+)
 def test_a_replay_table_that_cannot_be_used_is_refused_naming_the_file_and_why(tmp_path, text, reason):
     path = tmp_path / "candidate.yaml"
     if text is not None:
@@ -118,8 +148,14 @@ def test_a_replay_table_that_cannot_be_used_is_refused_naming_the_file_and_why(t
 def test_an_unpaced_client_is_advised_a_step_not_its_catch_up_pace():
     """The demo's unpaced demo-limited producer: held 94 % by 1 MiB/s, and free it sends its backlog at 15 MB/s.
     The advice is capped at --max-raise (4) x the quota in force and says why, not 24 MB/s."""
-    row = {"intervals": 32, "request_rate_p99": 1_300_000.0, "held_intervals": 31, "quota_rate": 1_048_576.0,
-           "held_share": 0.94, "request_demand": 15_361_218.0}
+    row = {
+        "intervals": 32,
+        "request_rate_p99": 1_300_000.0,
+        "held_intervals": 31,
+        "quota_rate": 1_048_576.0,
+        "held_share": 0.94,
+        "request_demand": 15_361_218.0,
+    }
     value, basis = recommend.byte_rate_basis(row, "request", recommend.Rules())
     assert value == 4_200_000 and "capped at 4 x the current quota" in basis and "15,361,218" in basis
     assert recommend.byte_rate_basis(row, "request", recommend.Rules(max_raise=100))[0] == 24_000_000

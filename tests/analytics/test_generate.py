@@ -24,8 +24,9 @@ def test_log_is_seeded_complete_and_rotated(tmp_path):
     assert len(records) == n and records == read_all(tmp_path / "b")
     assert all(tuple(r) == FIELDS for r in records)
     conns = [r for r in records if r["api"] is None]
-    assert conns and all(r["user"] is None and r["client_id"] is None and r["ip"] and r["connections_opened"] > 0
-                         for r in conns)
+    assert conns and all(
+        r["user"] is None and r["client_id"] is None and r["ip"] and r["connections_opened"] > 0 for r in conns
+    )
     assert any(r["ip"] == STORM_IP for r in conns)
     assert any((r["user"], r["client_id"]) == HOG for r in records)
 

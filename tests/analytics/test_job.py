@@ -18,8 +18,18 @@ import yaml
 pytest.importorskip("pyspark", reason="the analytics extra (pip install kafka-quota-proxy[analytics]) is not installed")
 
 from analytics import job  # noqa: E402
-from analytics.generate import (HOG, PID_CHURNER, START_TIME, STORM_IP, THROTTLED, TOPIC_STORM, Options,  # noqa: E402
-                                record, write_jsonl, write_log)
+from analytics.generate import (  # noqa: E402
+    HOG,
+    PID_CHURNER,
+    START_TIME,
+    STORM_IP,
+    THROTTLED,
+    TOPIC_STORM,
+    Options,
+    record,
+    write_jsonl,
+    write_log,
+)
 
 # The module's one Spark job (the fixture below) runs the planner with its replay on 12 entities x 60 intervals:
 # about 40 s on an idle 2-core machine, 130 s at load 20; the suite's 120 s per test would cut it on a busy one.
@@ -39,10 +49,34 @@ def split_records(scope="broker"):
     out = []
     for k in range(1, 21):
         t = START_TIME + k * DT
-        out.append(record(t, DT, "PLAINTEXT", "192.0.2.41", *SPLIT, "Produce", requests=1,
-                          request_bytes=k * 1000 * int(DT), proxy="sidecar-1", scope=scope))
-        out.append(record(t + 3.7, DT + 0.004, "PLAINTEXT", "192.0.2.41", *SPLIT, "Produce", requests=1,
-                          request_bytes=(21 - k) * 10_004, proxy="sidecar-2", scope=scope))
+        out.append(
+            record(
+                t,
+                DT,
+                "PLAINTEXT",
+                "192.0.2.41",
+                *SPLIT,
+                "Produce",
+                requests=1,
+                request_bytes=k * 1000 * int(DT),
+                proxy="sidecar-1",
+                scope=scope,
+            )
+        )
+        out.append(
+            record(
+                t + 3.7,
+                DT + 0.004,
+                "PLAINTEXT",
+                "192.0.2.41",
+                *SPLIT,
+                "Produce",
+                requests=1,
+                request_bytes=(21 - k) * 10_004,
+                proxy="sidecar-2",
+                scope=scope,
+            )
+        )
     return out
 
 
@@ -54,20 +88,33 @@ def known_records():
     rng.shuffle(ks)  # the order of intervals in the file must not matter
     for i, k in enumerate(ks):
         t = START_TIME + (i + 1) * DT
-        produce = k * 1000 * int(DT)   # k x 1000 bytes/s
-        fetch = k * 2000 * int(DT)     # k x 2000 bytes/s
+        produce = k * 1000 * int(DT)  # k x 1000 bytes/s
+        fetch = k * 2000 * int(DT)  # k x 2000 bytes/s
         for part, (ip, listener) in enumerate([("192.0.2.31", "PLAINTEXT"), ("192.0.2.32", "SASL")]):
             share = produce // 3 if part == 0 else produce - produce // 3
-            out.append(record(t, DT, listener, ip, *KNOWN, "Produce", requests=1, request_bytes=share,
-                              throttle_ms=500))  # 2 x 500 ms of 10 s: share 0.1
-            out.append(record(t, DT, listener, ip, *KNOWN, "Fetch", requests=1,
-                              response_bytes=fetch // 2 if part == 0 else fetch - fetch // 2))
+            out.append(
+                record(t, DT, listener, ip, *KNOWN, "Produce", requests=1, request_bytes=share, throttle_ms=500)
+            )  # 2 x 500 ms of 10 s: share 0.1
+            out.append(
+                record(
+                    t,
+                    DT,
+                    listener,
+                    ip,
+                    *KNOWN,
+                    "Fetch",
+                    requests=1,
+                    response_bytes=fetch // 2 if part == 0 else fetch - fetch // 2,
+                )
+            )
         if i % 10 == 0:  # a new producer id in 11 intervals of 101: p99 of new PIDs/s is 0.1
-            out.append(record(t, DT, "PLAINTEXT", "192.0.2.31", *KNOWN, "InitProducerId", requests=1,
-                              new_producer_ids=1))
+            out.append(
+                record(t, DT, "PLAINTEXT", "192.0.2.31", *KNOWN, "InitProducerId", requests=1, new_producer_ids=1)
+            )
         if i == 50:  # one burst of 55 partitions
-            out.append(record(t, DT, "PLAINTEXT", "192.0.2.31", *KNOWN, "CreateTopics", requests=1,
-                              partition_mutations=55))
+            out.append(
+                record(t, DT, "PLAINTEXT", "192.0.2.31", *KNOWN, "CreateTopics", requests=1, partition_mutations=55)
+            )
         # connections from KNOWN_IP: 1..101 in one interval each, p99 rank 99 -> 100 per 10 s
         out.append(record(t, DT, "PLAINTEXT", KNOWN_IP, None, None, None, connections_opened=k + 1))
         out.append(record(t, DT, "PLAINTEXT", "192.0.2.33", None, "no-auth", "Produce", request_bytes=1000))
@@ -108,8 +155,12 @@ def test_known_entity_statistics_are_exact(spark, result):
     by_api = {r["api"]: r for r in rows.collect()}
     produce = by_api["Produce"]
     assert produce["intervals"] == 101
-    assert (produce["request_rate_p50"], produce["request_rate_p95"], produce["request_rate_p99"],
-            produce["request_rate_max"]) == (50_000, 95_000, 99_000, 100_000)
+    assert (
+        produce["request_rate_p50"],
+        produce["request_rate_p95"],
+        produce["request_rate_p99"],
+        produce["request_rate_max"],
+    ) == (50_000, 95_000, 99_000, 100_000)
     # held 2 x 500 ms of each 10 s (a log without held_ms: each record's throttle_ms, capped at the interval)
     assert produce["held_share"] == pytest.approx(0.1) and produce["throttle_seconds"] == pytest.approx(101)
     assert by_api["Fetch"]["response_rate_p99"] == 198_000
@@ -117,29 +168,42 @@ def test_known_entity_statistics_are_exact(spark, result):
     assert total["mutations_max_interval"] == 55 and total["mutation_rate_max"] == 5.5
     assert total["mutation_rate_p99"] == 0
     ips = {r["ip"]: r for r in spark.read.parquet(str(result["out"] / "ip_stats")).collect()}
-    assert (ips[KNOWN_IP]["connection_rate_p50"], ips[KNOWN_IP]["connection_rate_p99"],
-            ips[KNOWN_IP]["connection_rate_max"]) == (5.1, 10.0, 10.1)
+    assert (
+        ips[KNOWN_IP]["connection_rate_p50"],
+        ips[KNOWN_IP]["connection_rate_p99"],
+        ips[KNOWN_IP]["connection_rate_max"],
+    ) == (5.1, 10.0, 10.1)
 
 
 def test_recommended_quotas(result):
     items = quota_items(result["out"])
     # 99,000 B/s x 1.5 = 148,500 -> 150,000; 198,000 x 1.5 = 297,000 -> 300,000; burst 55 / (11 x 1 s) = 5.0
     assert item_for(items, user="known", client_id="exact") == {
-        "producer_byte_rate": 150_000, "consumer_byte_rate": 300_000, "controller_mutation_rate": 5.0}
+        "producer_byte_rate": 150_000,
+        "consumer_byte_rate": 300_000,
+        "controller_mutation_rate": 5.0,
+    }
     # 0.1 new PIDs/s x 3600 s x 1.5, on the user alone (KIP-936)
     assert item_for(items, user="known") == {"producer_ids_rate": 540.0}
     assert item_for(items, ip=KNOWN_IP) == {"connection_creation_rate": 15.0}
     assert item_for(items, client_id="no-auth") == {"producer_byte_rate": 150}
     assert all(isinstance(it.get("producer_byte_rate", 0), int) for it in items)
     assert not any("producer_ids_rate" in it and "client-id" in it["entity"] for it in items)
-    commands = [line for line in (result["out"] / "recommended-commands.txt").read_text().splitlines()
-                if not line.startswith("#")]
+    commands = [
+        line
+        for line in (result["out"] / "recommended-commands.txt").read_text().splitlines()
+        if not line.startswith("#")
+    ]
     assert len(commands) == len(items)
-    assert ("kafka-quota-proxy configs --bootstrap-server HOST:PORT --alter --entity-type users --entity-name known --entity-type clients "
-            "--entity-name exact --add-config producer_byte_rate=150000,consumer_byte_rate=300000,"
-            "controller_mutation_rate=5.0") in commands
-    assert (f"kafka-quota-proxy configs --bootstrap-server HOST:PORT --alter --entity-type ips --entity-name {KNOWN_IP} "
-            "--add-config connection_creation_rate=15.0") in commands
+    assert (
+        "kafka-quota-proxy configs --bootstrap-server HOST:PORT --alter --entity-type users --entity-name known --entity-type clients "
+        "--entity-name exact --add-config producer_byte_rate=150000,consumer_byte_rate=300000,"
+        "controller_mutation_rate=5.0"
+    ) in commands
+    assert (
+        f"kafka-quota-proxy configs --bootstrap-server HOST:PORT --alter --entity-type ips --entity-name {KNOWN_IP} "
+        "--add-config connection_creation_rate=15.0"
+    ) in commands
 
 
 def test_every_output_says_the_scope_its_figures_are_for(result):
@@ -148,15 +212,18 @@ def test_every_output_says_the_scope_its_figures_are_for(result):
     assert result["scope"] == "broker" and result["proxies"] == 1 and result["broker budgets"] == 1
     per_broker = "quota.scope broker: each rate is per broker, the busiest broker's in each interval"
     each = "Kafka applies producer_byte_rate, consumer_byte_rate and producer_ids_rate on each broker"
-    yaml_text = " ".join(line.lstrip("# ") for line in
-                         (result["out"] / "recommended-quotas.yaml").read_text().splitlines())
+    yaml_text = " ".join(
+        line.lstrip("# ") for line in (result["out"] / "recommended-quotas.yaml").read_text().splitlines()
+    )
     assert per_broker in yaml_text and each in yaml_text
     assert (result["out"] / "recommended-commands.txt").read_text().startswith(f"# {per_broker}")
     html = (result["out"] / "report.html").read_text()
     assert f"<strong>{escape(per_broker)}" in html and "for quota.scope broker)</h2>" in html
     assert "<td>quota scope</td><td>broker</td>" in html
-    assert "Produce bytes per second, busiest broker: top 5" in (result["out"] / "chart-producer_byte_rate.svg"
-                                                                 ).read_text()
+    assert (
+        "Produce bytes per second, busiest broker: top 5"
+        in (result["out"] / "chart-producer_byte_rate.svg").read_text()
+    )
     assert per_broker in "\n".join(job.summary_lines(result))
 
 
@@ -177,10 +244,14 @@ def test_the_split_tenant_summed_per_interval_under_cluster_scope(spark):
         [item] = recommend.build_quotas([row.asDict()], [], [])
         assert item == {"entity": {"user": SPLIT[0], "client-id": SPLIT[1]}, "producer_byte_rate": recommended}
     # the same traffic through one cluster-mode proxy's broker ports 1 and 2: per broker, the same figure
-    ports = spark.createDataFrame([{**r, "proxy": "cm:9092", "broker": int(r["proxy"][-1])} for r in
-                                   split_records()], stats.SCHEMA)
-    [row] = stats.entity_stats(stats.entity_intervals(stats.on_grid(ports), "broker", ports=True)
-                               ).where("api = 'Produce'").collect()
+    ports = spark.createDataFrame(
+        [{**r, "proxy": "cm:9092", "broker": int(r["proxy"][-1])} for r in split_records()], stats.SCHEMA
+    )
+    [row] = (
+        stats.entity_stats(stats.entity_intervals(stats.on_grid(ports), "broker", ports=True))
+        .where("api = 'Produce'")
+        .collect()
+    )
     assert row["request_rate_p99"] == pytest.approx(20_000)
 
 
@@ -210,8 +281,9 @@ def test_kafka_quota_proxy_analyze(spark, result, tmp_path, capsys):
     log = tmp_path / "usage"
     write_log(str(log), Options(entities=3, intervals=10, seed=1, scope="cluster"))
     write_jsonl(str(log / "split.jsonl"), split_records("cluster"))  # three proxies' logs, quota.scope cluster
-    assert main(["analyze", "--input", str(log), "--output", str(tmp_path / "out"), "--headroom", "2",
-                 "--no-charts"]) == 0
+    assert (
+        main(["analyze", "--input", str(log), "--output", str(tmp_path / "out"), "--headroom", "2", "--no-charts"]) == 0
+    )
     text = (tmp_path / "out" / "recommended-quotas.yaml").read_text()
     assert "headroom 2" in text and yaml.safe_load(text)["quotas"]
     # SPLIT's two sidecars summed: 21,000 B/s x 2 = 42,000; the outputs say the figures are the cluster's
@@ -227,13 +299,29 @@ def test_a_log_mixing_scopes_is_refused_naming_them(spark, tmp_path, capsys):
     from analytics.cli import main
 
     (tmp_path / "usage").mkdir()
-    write_jsonl(str(tmp_path / "usage" / "a.jsonl"), [
-        record(START_TIME + DT, DT, "PLAINTEXT", "192.0.2.1", "u", "c", "Produce", request_bytes=1, proxy="a:1"),
-        record(START_TIME + DT, DT, "PLAINTEXT", "192.0.2.1", "u", "c", "Produce", request_bytes=1, proxy="b:1",
-               scope="cluster")])
+    write_jsonl(
+        str(tmp_path / "usage" / "a.jsonl"),
+        [
+            record(START_TIME + DT, DT, "PLAINTEXT", "192.0.2.1", "u", "c", "Produce", request_bytes=1, proxy="a:1"),
+            record(
+                START_TIME + DT,
+                DT,
+                "PLAINTEXT",
+                "192.0.2.1",
+                "u",
+                "c",
+                "Produce",
+                request_bytes=1,
+                proxy="b:1",
+                scope="cluster",
+            ),
+        ],
+    )
     assert main(["analyze", "--input", str(tmp_path / "usage"), "--output", str(tmp_path / "out")]) == 1
-    assert ("kafka-quota-proxy analyze: the log mixes quota.scope broker (1 records from a:1) and cluster (1 records "
-            "from b:1)") in capsys.readouterr().err
+    assert (
+        "kafka-quota-proxy analyze: the log mixes quota.scope broker (1 records from a:1) and cluster (1 records "
+        "from b:1)"
+    ) in capsys.readouterr().err
 
 
 def test_analyze_a_missing_input_says_so(spark, tmp_path, capsys):
@@ -266,8 +354,10 @@ def test_the_recommended_quotas_are_a_block_the_proxy_accepts_as_it_is(result):
 def test_throttled_tenants_demand_is_estimated_and_their_advice_marked(spark, result):
     """The job's estimate is the plain-Python one (tests/analytics/test_demand.py) on the same records; the
     recommendation rests on it, says so, and stays within 1.5 x the true demand; held shares stay within 0-1."""
-    rows = {(r["user"], r["client_id"]): r for r in spark.read.parquet(str(result["out"] / "entity_stats"))
-            .where("api = 'Produce'").collect()}
+    rows = {
+        (r["user"], r["client_id"]): r
+        for r in spark.read.parquet(str(result["out"] / "entity_stats")).where("api = 'Produce'").collect()
+    }
     items = quota_items(result["out"])
     text = (result["out"] / "recommended-quotas.yaml").read_text()
     for name, (quota, _, true_demand, _, _) in THROTTLED.items():
@@ -293,8 +383,9 @@ def test_the_replay_shows_today_and_the_candidate_per_tenant(result):
     assert steady["quota_today"] == 1_000_000 and steady["today_held_s"] > 0.5 * 600
     assert steady["candidate_held_s"] < 0.2 * steady["today_held_s"]
     html_text = (result["out"] / "report.html").read_text()
-    assert "Replay under the recommended table" in html_text and "replay under the recommended table" in \
-        "\n".join(job.summary_lines(result))
+    assert "Replay under the recommended table" in html_text and "replay under the recommended table" in "\n".join(
+        job.summary_lines(result)
+    )
 
 
 def test_rates_are_on_the_quotas_window_and_the_burst_is_kept_as_a_burst(spark):
@@ -306,10 +397,23 @@ def test_rates_are_on_the_quotas_window_and_the_burst_is_kept_as_a_burst(spark):
     recs = []
     for k in range(60):
         burst = k % 6 == 0
-        recs.append(record(START_TIME + 2 * (k + 1), 2.0, "PLAINTEXT", "192.0.2.9", "sg", "stop-and-go", "Produce",
-                           requests=6 if burst else 0, request_bytes=6_000_000 if burst else 0,
-                           throttle_ms=10_000 if burst else 0, held_ms=0 if burst else 2000,
-                           throttles=1 if burst else 0, quota_rate=500_000.0 if burst else None))
+        recs.append(
+            record(
+                START_TIME + 2 * (k + 1),
+                2.0,
+                "PLAINTEXT",
+                "192.0.2.9",
+                "sg",
+                "stop-and-go",
+                "Produce",
+                requests=6 if burst else 0,
+                request_bytes=6_000_000 if burst else 0,
+                throttle_ms=10_000 if burst else 0,
+                held_ms=0 if burst else 2000,
+                throttles=1 if burst else 0,
+                quota_rate=500_000.0 if burst else None,
+            )
+        )
     frame = stats.entity_intervals(stats.on_grid(spark.createDataFrame(recs, stats.SCHEMA)), "cluster")
     [row] = stats.entity_stats(frame, stats.window_intervals(11, 2.0), 2.0).where("api = 'Produce'").collect()
     assert row["request_rate_p99"] == pytest.approx(500_000) and row["request_burst_max"] == pytest.approx(3_000_000)
@@ -327,8 +431,18 @@ def test_held_share_is_a_share_of_wall_time_beside_the_summed_throttle(spark, tm
     lines = []
     for k in range(10):
         for ip in ("192.0.2.1", "192.0.2.2"):
-            rec = record(START_TIME + DT * (k + 1), DT, "PLAINTEXT", ip, "u", "two-conns", "Produce", requests=5,
-                         request_bytes=1_000_000, throttle_ms=8_000)
+            rec = record(
+                START_TIME + DT * (k + 1),
+                DT,
+                "PLAINTEXT",
+                ip,
+                "u",
+                "two-conns",
+                "Produce",
+                requests=5,
+                request_bytes=1_000_000,
+                throttle_ms=8_000,
+            )
             for key in ("held_ms", "throttles", "quota_rate", "observed_rate_sum", "proxy", "broker", "scope"):
                 del rec[key]
             lines.append(json.dumps(rec))

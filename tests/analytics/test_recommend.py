@@ -6,24 +6,50 @@ import yaml
 from analytics.recommend import Rules, build_quotas, round_up, to_command, to_commands, to_yaml
 
 
-@pytest.mark.parametrize("x, expected", [(148_500, 150_000), (150_000, 150_000), (150_001, 160_000),
-                                         (5.4000000000000004, 5.4), (0.9134, 0.92), (0.0123, 0.013), (0, 0),
-                                         (999.5, 1000), (7, 7)])
+@pytest.mark.parametrize(
+    "x, expected",
+    [
+        (148_500, 150_000),
+        (150_000, 150_000),
+        (150_001, 160_000),
+        (5.4000000000000004, 5.4),
+        (0.9134, 0.92),
+        (0.0123, 0.013),
+        (0, 0),
+        (999.5, 1000),
+        (7, 7),
+    ],
+)
 def test_round_up_to_two_significant_digits(x, expected):
     assert round_up(x) == expected
 
 
 def entity(user, client_id, api, **values):
-    row = {"user": user, "client_id": client_id, "api": api, "request_rate_p99": 0.0, "response_rate_p99": 0.0,
-           "mutation_rate_p99": 0.0, "mutations_max_interval": 0, "mutations_p99_interval": 0.0}
+    row = {
+        "user": user,
+        "client_id": client_id,
+        "api": api,
+        "request_rate_p99": 0.0,
+        "response_rate_p99": 0.0,
+        "mutation_rate_p99": 0.0,
+        "mutations_max_interval": 0,
+        "mutations_p99_interval": 0.0,
+    }
     return {**row, **values}
 
 
 def test_byte_rates_are_p99_times_headroom_rounded_up_as_integers():
-    items = build_quotas([entity("alice", "etl", "Produce", request_rate_p99=99_000.0),
-                          entity("alice", "etl", "Fetch", response_rate_p99=198_000.0)], [], [])
-    assert items == [{"entity": {"user": "alice", "client-id": "etl"}, "producer_byte_rate": 150_000,
-                      "consumer_byte_rate": 300_000}]
+    items = build_quotas(
+        [
+            entity("alice", "etl", "Produce", request_rate_p99=99_000.0),
+            entity("alice", "etl", "Fetch", response_rate_p99=198_000.0),
+        ],
+        [],
+        [],
+    )
+    assert items == [
+        {"entity": {"user": "alice", "client-id": "etl"}, "producer_byte_rate": 150_000, "consumer_byte_rate": 300_000}
+    ]
     assert isinstance(items[0]["producer_byte_rate"], int)
     items = build_quotas([entity("alice", "etl", "Produce", request_rate_p99=99_000.0)], [], [], Rules(headroom=2))
     assert items[0]["producer_byte_rate"] == 200_000
@@ -49,24 +75,35 @@ def test_producer_ids_rate_is_per_user_and_per_window():
 
 
 def test_unused_keys_are_left_out_and_null_names_are_absent_keys():
-    rows = [entity(None, "no-auth", "Produce", request_rate_p99=1000.0), entity("idle", "c", "Produce"),
-            entity(None, None, "Produce", request_rate_p99=1000.0)]
+    rows = [
+        entity(None, "no-auth", "Produce", request_rate_p99=1000.0),
+        entity("idle", "c", "Produce"),
+        entity(None, None, "Produce", request_rate_p99=1000.0),
+    ]
     ips = [{"ip": "192.0.2.9", "connection_rate_p99": 2.0, "connection_rate_max": 3.0}]
     items = build_quotas(rows, [], ips)
-    assert items == [{"entity": {"client-id": "no-auth"}, "producer_byte_rate": 1500},
-                     {"entity": {"ip": "192.0.2.9"}, "connection_creation_rate": 3.0}]
+    assert items == [
+        {"entity": {"client-id": "no-auth"}, "producer_byte_rate": 1500},
+        {"entity": {"ip": "192.0.2.9"}, "connection_creation_rate": 3.0},
+    ]
 
 
 def test_yaml_and_commands():
-    items = [{"entity": {"user": "alice", "client-id": "x"}, "producer_byte_rate": 123, "consumer_byte_rate": 456},
-             {"entity": {"ip": "1.2.3.4"}, "connection_creation_rate": 5.0},
-             {"entity": {"user": "has space"}, "producer_ids_rate": 10.0}]
+    items = [
+        {"entity": {"user": "alice", "client-id": "x"}, "producer_byte_rate": 123, "consumer_byte_rate": 456},
+        {"entity": {"ip": "1.2.3.4"}, "connection_creation_rate": 5.0},
+        {"entity": {"user": "has space"}, "producer_ids_rate": 10.0},
+    ]
     assert yaml.safe_load(to_yaml(items, Rules())) == {"quotas": items}
-    assert to_command(items[0]) == ("kafka-quota-proxy configs --bootstrap-server HOST:PORT --alter --entity-type users --entity-name alice "
-                                    "--entity-type clients --entity-name x --add-config "
-                                    "producer_byte_rate=123,consumer_byte_rate=456")
-    assert to_command(items[1]) == ("kafka-quota-proxy configs --bootstrap-server HOST:PORT --alter --entity-type ips --entity-name 1.2.3.4 "
-                                    "--add-config connection_creation_rate=5.0")
+    assert to_command(items[0]) == (
+        "kafka-quota-proxy configs --bootstrap-server HOST:PORT --alter --entity-type users --entity-name alice "
+        "--entity-type clients --entity-name x --add-config "
+        "producer_byte_rate=123,consumer_byte_rate=456"
+    )
+    assert to_command(items[1]) == (
+        "kafka-quota-proxy configs --bootstrap-server HOST:PORT --alter --entity-type ips --entity-name 1.2.3.4 "
+        "--add-config connection_creation_rate=5.0"
+    )
     assert "--entity-name 'has space'" in to_commands(items).splitlines()[2]
 
 
@@ -82,9 +119,11 @@ def test_every_command_is_one_the_configs_cli_accepts():
 
     from proxy.cli.configs import build_parser, entity_from_args, parse_add
 
-    items = [{"entity": {"user": "alice", "client-id": "x"}, "producer_byte_rate": 123},
-             {"entity": {"ip": "1.2.3.4"}, "connection_creation_rate": 5.0},
-             {"entity": {"user": "has space"}, "producer_ids_rate": 10.0}]
+    items = [
+        {"entity": {"user": "alice", "client-id": "x"}, "producer_byte_rate": 123},
+        {"entity": {"ip": "1.2.3.4"}, "connection_creation_rate": 5.0},
+        {"entity": {"user": "has space"}, "producer_ids_rate": 10.0},
+    ]
     for item, line in zip(items, to_commands(items).splitlines()):
         argv = shlex.split(line)
         assert argv[:2] == ["kafka-quota-proxy", "configs"]

@@ -89,10 +89,17 @@ def axis_range(root, unit):
     return at(left), at(right), [v for _, v in values], {at(x) for x in points_x(root)}
 
 
-@pytest.mark.parametrize("span_s, unit, ticks", [
-    (1, "s", [0, 0.2, 0.4, 0.6, 0.8, 1]), (60, "s", [0, 10, 20, 30, 40, 50, 60]),
-    (3600, "min", [0, 10, 20, 30, 40, 50, 60]), (86400, "h", [0, 3, 6, 9, 12, 15, 18, 21, 24]),
-    (7 * 86400, "d", [0, 1, 2, 3, 4, 5, 6, 7]), (0, "s", [0, 0.2, 0.4, 0.6, 0.8, 1])])
+@pytest.mark.parametrize(
+    "span_s, unit, ticks",
+    [
+        (1, "s", [0, 0.2, 0.4, 0.6, 0.8, 1]),
+        (60, "s", [0, 10, 20, 30, 40, 50, 60]),
+        (3600, "min", [0, 10, 20, 30, 40, 50, 60]),
+        (86400, "h", [0, 3, 6, 9, 12, 15, 18, 21, 24]),
+        (7 * 86400, "d", [0, 1, 2, 3, 4, 5, 6, 7]),
+        (0, "s", [0, 0.2, 0.4, 0.6, 0.8, 1]),
+    ],
+)
 def test_the_axis_unit_and_ticks_fit_the_span(span_s, unit, ticks):
     axis = TimeAxis.for_span(START_TIME, START_TIME + span_s)
     assert (axis.unit, axis.ticks()) == (unit, ticks)

@@ -19,19 +19,28 @@ def test_the_scope_the_log_records():
 def test_an_old_log_is_read_as_broker_and_says_so():
     chosen = choose([src(None, None, records=1234)])
     assert (chosen.scope, chosen.proxies, chosen.budgets) == ("broker", 1, 1)
-    assert chosen.notes() == ["1,234 records do not say their scope (written before the proxy recorded it): read as "
-                              "broker, one proxy, no broker id"]
+    assert chosen.notes() == [
+        "1,234 records do not say their scope (written before the proxy recorded it): read as "
+        "broker, one proxy, no broker id"
+    ]
     assert "per broker, the busiest broker's in each interval (1 broker budget in this log)" in chosen.figures()
     assert choose([]).scope == "broker"  # an empty log
 
 
 def test_broker_budgets_are_proxy_and_broker_pairs():
     """A cluster-mode proxy's broker ports (and its bootstrap port, broker null) are budgets of their own."""
-    chosen = choose([src("broker", "cm:9092", 1), src("broker", "cm:9092", 2), src("broker", "cm:9092", None),
-                     src("broker", "sidecar:9092")])
+    chosen = choose(
+        [
+            src("broker", "cm:9092", 1),
+            src("broker", "cm:9092", 2),
+            src("broker", "cm:9092", None),
+            src("broker", "sidecar:9092"),
+        ]
+    )
     assert (chosen.scope, chosen.proxies, chosen.budgets) == ("broker", 2, 4)
-    assert "Kafka applies producer_byte_rate, consumer_byte_rate and producer_ids_rate on each broker" in \
-        chosen.figures()
+    assert (
+        "Kafka applies producer_byte_rate, consumer_byte_rate and producer_ids_rate on each broker" in chosen.figures()
+    )
 
 
 def test_mixed_scopes_are_refused_unless_one_is_asked_for():
@@ -41,11 +50,14 @@ def test_mixed_scopes_are_refused_unless_one_is_asked_for():
     assert str(err.value) == (
         "the log mixes quota.scope broker (7 records from (no id), a:9092, 2 of them without a scope) and cluster "
         "(7 records from c:9092): a figure cannot be per broker and per cluster at once; analyse each scope's logs "
-        "separately (--input per directory), or pass --scope broker|cluster to read them all as one")
+        "separately (--input per directory), or pass --scope broker|cluster to read them all as one"
+    )
     chosen = choose(sources, "cluster")
     assert chosen.scope == "cluster" and chosen.asked
-    assert ("the log was written under quota.scope broker and cluster: these figures are for running under "
-            "cluster, as --scope asked") in chosen.notes()
+    assert (
+        "the log was written under quota.scope broker and cluster: these figures are for running under "
+        "cluster, as --scope asked"
+    ) in chosen.notes()
 
 
 def test_asking_for_the_scope_the_log_records_adds_no_note_and_unknown_scopes_are_named():

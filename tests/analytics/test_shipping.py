@@ -15,9 +15,25 @@ import pytest
 
 from analytics import replay, shipping
 
-ROWS = [{"user": "steady", "client_id": "over-quota", "api": "Produce", "quota_rate": 1_000_000.0,
-         "series": [{"time": 1000.0 + 10 * k, "interval_s": 10.0, "bytes": 30_000_000, "requests": 60,
-                     "throttles": 20 if k % 2 else 0, "held_ms": 6000 if k % 2 else 0} for k in range(12)]}]
+ROWS = [
+    {
+        "user": "steady",
+        "client_id": "over-quota",
+        "api": "Produce",
+        "quota_rate": 1_000_000.0,
+        "series": [
+            {
+                "time": 1000.0 + 10 * k,
+                "interval_s": 10.0,
+                "bytes": 30_000_000,
+                "requests": 60,
+                "throttles": 20 if k % 2 else 0,
+                "held_ms": 6000 if k % 2 else 0,
+            }
+            for k in range(12)
+        ],
+    }
+]
 CANDIDATE = [{"entity": {"user": "steady"}, "producer_byte_rate": 2_000_000}]
 
 
@@ -39,8 +55,13 @@ def test_a_python_with_only_the_standard_library_runs_a_replay_task_from_the_zip
     first on sys.path; the task's results are the driver's."""
     zipped = tmp_path / "code.zip"
     names = shipping.write_zip(str(zipped))
-    assert {"quota/__init__.py", "analytics/__init__.py", "analytics/replay.py", "analytics/demand.py",
-            "quota/primitives/rate.py"} <= set(names)
+    assert {
+        "quota/__init__.py",
+        "analytics/__init__.py",
+        "analytics/replay.py",
+        "analytics/demand.py",
+        "quota/primitives/rate.py",
+    } <= set(names)
     script = textwrap.dedent(f"""
         import json, sys
         sys.path.insert(0, {str(zipped)!r})
@@ -50,8 +71,9 @@ def test_a_python_with_only_the_standard_library_runs_a_replay_task_from_the_zip
         out = list(replay.replay_tenants({ROWS!r}, {CANDIDATE!r}, 11, 1, 1.0))
         print(json.dumps({{"loaded": loaded, "out": out, "from": replay.__file__}}))
     """)
-    run = subprocess.run([sys.executable, "-S", "-I", "-c", script], capture_output=True, text=True, timeout=60,
-                         cwd=tmp_path)
+    run = subprocess.run(
+        [sys.executable, "-S", "-I", "-c", script], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
     assert run.returncode == 0, run.stderr
     got = json.loads(run.stdout)
     assert got["from"].startswith(str(zipped))
@@ -64,8 +86,12 @@ def test_the_zip_is_read_from_where_the_packages_are_installed(tmp_path):
     import quota
 
     names = shipping.write_zip(str(tmp_path / "code.zip"), ("quota",))
-    installed = {os.path.relpath(os.path.join(folder, f), os.path.dirname(quota.__path__[0])).replace(os.sep, "/")
-                 for folder, _, files in os.walk(quota.__path__[0]) for f in files if f.endswith(".py")}
+    installed = {
+        os.path.relpath(os.path.join(folder, f), os.path.dirname(quota.__path__[0])).replace(os.sep, "/")
+        for folder, _, files in os.walk(quota.__path__[0])
+        for f in files
+        if f.endswith(".py")
+    }
     assert set(names) == installed and not any("__pycache__" in n for n in names)
 
 
@@ -104,8 +130,9 @@ def test_sigterm_during_the_job_removes_the_zip_and_ends_the_process_as_sigterm_
             sys.stdout.flush()
             time.sleep(120)
     """)
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "TMPDIR": str(tmp_path)})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(tmp_path)}
+    )
     try:
         added = proc.stdout.readline().strip()
         assert os.path.isfile(added)

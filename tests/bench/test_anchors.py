@@ -58,8 +58,13 @@ def test_a_missed_target_makes_the_exit_status_non_zero(capsys):
 
 
 def test_a_duration_shorter_than_the_first_window_span_is_refused():
-    result = subprocess.run([sys.executable, "bench/anchors_byte_rate.py", "--duration", "5"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "bench/anchors_byte_rate.py", "--duration", "5"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2
     assert "--duration must be more than 12 s" in result.stderr
 
@@ -89,8 +94,10 @@ def test_the_bounded_log_dir_is_a_filesystem_of_the_size_asked_holding_what_was_
         pytest.skip("user namespaces are not allowed here: bench/anchors_volume.py cannot bound a log dir")
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "meta.properties").write_text("node.id=1\n")
-    probe = ("import os, sys; d = sys.argv[2].rsplit('/', 1)[0] + '/data'; st = os.statvfs(d); "
-             "print(st.f_blocks * st.f_frsize, open(d + '/meta.properties').read().strip())")
+    probe = (
+        "import os, sys; d = sys.argv[2].rsplit('/', 1)[0] + '/data'; st = os.statvfs(d); "
+        "print(st.f_blocks * st.f_frsize, open(d + '/meta.properties').read().strip())"
+    )
     command = bounded_disk(16)([sys.executable, "-c", probe, "kafka.Kafka", str(tmp_path / "server.properties")])
     result = subprocess.run(command, capture_output=True, text=True, timeout=30)
     assert result.returncode == 0, result.stderr

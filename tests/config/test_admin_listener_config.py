@@ -29,10 +29,13 @@ def test_the_admin_listener_is_flagged_and_not_a_sidecar_listener():
     assert admin.advertised_host == "127.0.0.1"  # what its clients are given for every broker
 
 
-@pytest.mark.parametrize("extra, path, says", [
-    (", internal: true", r"listeners\[1\].admin", "cannot also be the internal"),
-    (", broker_port_base: 19200", r"listeners\[1\].broker_port_base", "not on the admin listener"),
-])
+@pytest.mark.parametrize(
+    "extra, path, says",
+    [
+        (", internal: true", r"listeners\[1\].admin", "cannot also be the internal"),
+        (", broker_port_base: 19200", r"listeners\[1\].broker_port_base", "not on the admin listener"),
+    ],
+)
 def test_an_admin_listener_is_neither_internal_nor_in_cluster_mode(extra, path, says):
     with pytest.raises(ConfigError, match=rf"{path}: .*{says}"):
         load(extra=extra)
@@ -93,4 +96,6 @@ listeners:
 def test_the_start_up_line_names_the_admin_listener():
     from proxy.ops.about import config_summary
 
-    assert "ADMIN 127.0.0.1:19190 (admin: its connections are admins, every broker as 127.0.0.1)" in config_summary(load())
+    assert "ADMIN 127.0.0.1:19190 (admin: its connections are admins, every broker as 127.0.0.1)" in config_summary(
+        load()
+    )

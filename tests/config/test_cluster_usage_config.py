@@ -21,9 +21,14 @@ TOPIC = "__kafka_quota_proxy_usage"
 
 
 def config(listeners=SIDECAR, **settings):
-    return parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": listeners,
-                         "quotas": [{"entity": {"user": "<default>"}, "producer_byte_rate": 1000}],
-                         "settings": settings})
+    return parse_config(
+        {
+            "upstream": {"bootstrap_servers": ["b:1"]},
+            "listeners": listeners,
+            "quotas": [{"entity": {"user": "<default>"}, "producer_byte_rate": 1000}],
+            "settings": settings,
+        }
+    )
 
 
 def test_a_sidecar_with_a_usage_topic_accepts_cluster_scope_with_the_defaults():
@@ -36,7 +41,9 @@ def test_a_sidecar_with_a_usage_topic_accepts_cluster_scope_with_the_defaults():
 @pytest.mark.parametrize("listeners,workers", [(SIDECAR, 2), (CLUSTER, 1), (CLUSTER, 3)])
 def test_workers_and_cluster_mode_proxies_share_a_usage_topic_too(listeners, workers):
     """Sidecars with workers (the parent publishes for them) and cluster-mode replicas in front of one cluster."""
-    settings = config(listeners, **{"quota.scope": "cluster", "quota.cluster.topic": TOPIC, "workers": workers}).settings
+    settings = config(
+        listeners, **{"quota.scope": "cluster", "quota.cluster.topic": TOPIC, "workers": workers}
+    ).settings
     assert (settings["quota.cluster.topic"], settings["workers"]) == (TOPIC, workers)
 
 
@@ -52,12 +59,22 @@ def test_sidecars_sharing_usage_smooth_by_default_and_keep_an_explicit_off():
 def test_the_usage_topic_is_guarded_as_one_of_the_proxys_internal_topics():
     """A tenant's Produce to the usage topic is answered TOPIC_AUTHORIZATION_FAILED by the proxy and never reaches
     the broker; an admin principal's is forwarded (tests/proxy/apis/test_internal_topics.py has the guard's other paths)."""
-    cfg = parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": SIDECAR, "admin_principals":
-                        ["User:admin"], "settings": {"quota.scope": "cluster", "quota.cluster.topic": TOPIC}})
+    cfg = parse_config(
+        {
+            "upstream": {"bootstrap_servers": ["b:1"]},
+            "listeners": SIDECAR,
+            "admin_principals": ["User:admin"],
+            "settings": {"quota.scope": "cluster", "quota.cluster.topic": TOPIC},
+        }
+    )
     quotas = ByteRateQuotas(cfg, ManualClock(0))
     assert TOPIC in quotas.internal_topics
-    scope = ConnectionScope(None, Topics(), quotas,
-                            guard=InternalTopicGuard(quotas.internal_topics, cfg.admin_principals, own=NobodyIsOwn()))
+    scope = ConnectionScope(
+        None,
+        Topics(),
+        quotas,
+        guard=InternalTopicGuard(quotas.internal_topics, cfg.admin_principals, own=NobodyIsOwn()),
+    )
     _, plan, body = plan_and_body(scope, TENANT, PRODUCE, 9, produce(TOPIC))
     outcome = plan.decide(body)
     assert isinstance(outcome, AnswerLocally)
@@ -68,25 +85,56 @@ def test_the_usage_topic_is_guarded_as_one_of_the_proxys_internal_topics():
     assert plan.decide is None  # an admin's: streamed to the broker unchecked
 
 
-@pytest.mark.parametrize("listeners,settings,message", [
-    (SIDECAR, {"quota.scope": "cluster", "quota.cluster.topic": "bad topic"},
-     "settings.quota.cluster.topic: expected a Kafka topic name"),
-    (SIDECAR, {"quota.scope": "cluster", "quota.cluster.topic": ".."},
-     "settings.quota.cluster.topic: expected a Kafka topic name"),
-    (SIDECAR, {"quota.cluster.topic": TOPIC}, "settings.quota.cluster.topic: proxies share usage only under "
-                                              "quota.scope: cluster"),
-    (CLUSTER, {"quota.scope": "broker", "quota.cluster.topic": TOPIC},
-     "settings.quota.cluster.topic: proxies share usage only under quota.scope: cluster"),
-    (SIDECAR, {"quota.cluster.id": "a"}, "settings.quota.cluster.id: only means something with quota.cluster.topic"),
-    (SIDECAR, {"quota.scope": "cluster", "quota.cluster.topic": TOPIC, "quota.cluster.id": ""},
-     "settings.quota.cluster.id: expected a non-empty name"),
-    (SIDECAR, {"quota.scope": "cluster", "quota.cluster.topic": TOPIC, "quota.cluster.stale.ms": 1500},
-     "settings.quota.cluster.stale.ms: must be at least twice quota.cluster.sync.ms (1000)"),
-    (SIDECAR, {"quota.scope": "cluster", "quota.cluster.topic": TOPIC, "quota.cluster.forget.ms": 9999},
-     "settings.quota.cluster.forget.ms: must be at least quota.cluster.stale.ms (10000)"),
-    (SIDECAR, {"quota.scope": "cluster", "quota.cluster.topic": TOPIC, "quota.cluster.sync.ms": 10},
-     "settings.quota.cluster.sync.ms: must be between 50 and 60000"),
-])
+@pytest.mark.parametrize(
+    "listeners,settings,message",
+    [
+        (
+            SIDECAR,
+            {"quota.scope": "cluster", "quota.cluster.topic": "bad topic"},
+            "settings.quota.cluster.topic: expected a Kafka topic name",
+        ),
+        (
+            SIDECAR,
+            {"quota.scope": "cluster", "quota.cluster.topic": ".."},
+            "settings.quota.cluster.topic: expected a Kafka topic name",
+        ),
+        (
+            SIDECAR,
+            {"quota.cluster.topic": TOPIC},
+            "settings.quota.cluster.topic: proxies share usage only under quota.scope: cluster",
+        ),
+        (
+            CLUSTER,
+            {"quota.scope": "broker", "quota.cluster.topic": TOPIC},
+            "settings.quota.cluster.topic: proxies share usage only under quota.scope: cluster",
+        ),
+        (
+            SIDECAR,
+            {"quota.cluster.id": "a"},
+            "settings.quota.cluster.id: only means something with quota.cluster.topic",
+        ),
+        (
+            SIDECAR,
+            {"quota.scope": "cluster", "quota.cluster.topic": TOPIC, "quota.cluster.id": ""},
+            "settings.quota.cluster.id: expected a non-empty name",
+        ),
+        (
+            SIDECAR,
+            {"quota.scope": "cluster", "quota.cluster.topic": TOPIC, "quota.cluster.stale.ms": 1500},
+            "settings.quota.cluster.stale.ms: must be at least twice quota.cluster.sync.ms (1000)",
+        ),
+        (
+            SIDECAR,
+            {"quota.scope": "cluster", "quota.cluster.topic": TOPIC, "quota.cluster.forget.ms": 9999},
+            "settings.quota.cluster.forget.ms: must be at least quota.cluster.stale.ms (10000)",
+        ),
+        (
+            SIDECAR,
+            {"quota.scope": "cluster", "quota.cluster.topic": TOPIC, "quota.cluster.sync.ms": 10},
+            "settings.quota.cluster.sync.ms: must be between 50 and 60000",
+        ),
+    ],
+)
 def test_a_bad_combination_names_the_key_and_the_reason(listeners, settings, message):
     with pytest.raises(ConfigError) as err:
         config(listeners, **settings)

@@ -1,5 +1,6 @@
 """Configuration: strict parsing, errors naming the key path, and the CLI's exit code 2."""
 
+import dataclasses
 import subprocess
 import sys
 
@@ -44,21 +45,38 @@ def test_base_config_and_defaults():
     assert cfg.settings["shutdown.grace.period.ms"] == 10000
 
 
-@pytest.mark.parametrize("text,message", [
-    (BASE.replace('"127.0.0.1:19092"', '"19092"'), "listeners[0].bind: expected host:port, got '19092'"),
-    (BASE + "extra: 1\n", "extra: unknown key"),
-    (BASE.replace("    bind: \"127.0.0.1:19092\"", "    bind: \"127.0.0.1:19092\"\n    colour: red"), "listeners[0].colour: unknown key"),
-    (BASE + "settings:\n  socket.request.max.bytes: 5\n", "settings.socket.request.max.bytes: must be between 1024"),
-    (BASE + "settings:\n  socket.request.max.bytes: lots\n", "settings.socket.request.max.bytes: expected a number"),
-    (BASE + "settings:\n  no.such.setting: 1\n", "settings.no.such.setting: unknown key"),
-    (BASE.replace('["127.0.0.1:9092"]', "[]"), "upstream.bootstrap_servers: expected a non-empty list"),
-    (BASE.replace("127.0.0.1:9092", "host:99999"), "upstream.bootstrap_servers[0]: port must be between 0 and 65535"),
-    ("listeners: []", "upstream: required key is missing"),
-    (BASE.replace("metrics:", "  - name: PLAINTEXT\n    bind: \"127.0.0.1:19093\"\nmetrics:"),
-     "listeners[1].name: duplicate listener name"),
-    ("[not, a, mapping]", "expected a mapping"),
-    ("a: [", "not valid YAML"),
-])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        (BASE.replace('"127.0.0.1:19092"', '"19092"'), "listeners[0].bind: expected host:port, got '19092'"),
+        (BASE + "extra: 1\n", "extra: unknown key"),
+        (
+            BASE.replace('    bind: "127.0.0.1:19092"', '    bind: "127.0.0.1:19092"\n    colour: red'),
+            "listeners[0].colour: unknown key",
+        ),
+        (
+            BASE + "settings:\n  socket.request.max.bytes: 5\n",
+            "settings.socket.request.max.bytes: must be between 1024",
+        ),
+        (
+            BASE + "settings:\n  socket.request.max.bytes: lots\n",
+            "settings.socket.request.max.bytes: expected a number",
+        ),
+        (BASE + "settings:\n  no.such.setting: 1\n", "settings.no.such.setting: unknown key"),
+        (BASE.replace('["127.0.0.1:9092"]', "[]"), "upstream.bootstrap_servers: expected a non-empty list"),
+        (
+            BASE.replace("127.0.0.1:9092", "host:99999"),
+            "upstream.bootstrap_servers[0]: port must be between 0 and 65535",
+        ),
+        ("listeners: []", "upstream: required key is missing"),
+        (
+            BASE.replace("metrics:", '  - name: PLAINTEXT\n    bind: "127.0.0.1:19093"\nmetrics:'),
+            "listeners[1].name: duplicate listener name",
+        ),
+        ("[not, a, mapping]", "expected a mapping"),
+        ("a: [", "not valid YAML"),
+    ],
+)
 def test_bad_config_names_key_and_reason(text, message):
     with pytest.raises(ConfigError) as err:
         load_config_text(text)
@@ -67,7 +85,7 @@ def test_bad_config_names_key_and_reason(text, message):
 
 def test_config_is_immutable():
     cfg = parse_config({"upstream": {"bootstrap_servers": ["a:1"]}, "listeners": [{"name": "X", "bind": "b:2"}]})
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.listeners[0].name = "Y"
     with pytest.raises(TypeError):
         cfg.settings.values["socket.request.max.bytes"] = 1
@@ -76,8 +94,9 @@ def test_config_is_immutable():
 def test_cli_exits_2_on_bad_config_and_starts_nothing(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(BASE.replace('"127.0.0.1:19092"', '"19092"'))
-    result = subprocess.run([sys.executable, "-m", "proxy.cli", "run", "--config", str(bad)],
-                            capture_output=True, text=True, timeout=30)
+    result = subprocess.run(
+        [sys.executable, "-m", "proxy.cli", "run", "--config", str(bad)], capture_output=True, text=True, timeout=30
+    )
     assert result.returncode == 2
     assert "listeners[0].bind: expected host:port, got '19092'" in result.stderr
 
@@ -88,7 +107,10 @@ def test_cli_help_lists_every_subcommand():
     assert "run" in result.stdout and "check-config" in result.stdout
 
 
-CLUSTER = BASE.replace('    bind: "127.0.0.1:19092"', '    bind: "0.0.0.0:19092"\n    advertised_host: kafka-proxy.example.com\n    broker_port_base: 19100')
+CLUSTER = BASE.replace(
+    '    bind: "127.0.0.1:19092"',
+    '    bind: "0.0.0.0:19092"\n    advertised_host: kafka-proxy.example.com\n    broker_port_base: 19100',
+)
 
 
 def test_cluster_mode_listener():
@@ -97,25 +119,36 @@ def test_cluster_mode_listener():
     assert not load_config_text(BASE).listeners[0].cluster_mode
 
 
-@pytest.mark.parametrize("text,message", [
-    (CLUSTER.replace("    advertised_host: kafka-proxy.example.com\n", ""), "listeners[0].advertised_host: required in cluster mode"),
-    (CLUSTER.replace("19100", "19000"), "listeners[0].broker_port_base: must be above the bootstrap port"),
-    (CLUSTER.replace("19100", "70000"), "listeners[0].broker_port_base: expected a port number"),
-    (BASE.replace('    bind: "127.0.0.1:19092"', '    bind: "127.0.0.1:19092"\n    advertised_host: x'),
-     "listeners[0].advertised_host: only used in cluster mode"),
-])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        (
+            CLUSTER.replace("    advertised_host: kafka-proxy.example.com\n", ""),
+            "listeners[0].advertised_host: required in cluster mode",
+        ),
+        (CLUSTER.replace("19100", "19000"), "listeners[0].broker_port_base: must be above the bootstrap port"),
+        (CLUSTER.replace("19100", "70000"), "listeners[0].broker_port_base: expected a port number"),
+        (
+            BASE.replace('    bind: "127.0.0.1:19092"', '    bind: "127.0.0.1:19092"\n    advertised_host: x'),
+            "listeners[0].advertised_host: only used in cluster mode",
+        ),
+    ],
+)
 def test_bad_cluster_mode_config(text, message):
     with pytest.raises(ConfigError) as err:
         load_config_text(text)
     assert message in str(err.value)
 
 
-QUOTAS = BASE + """quotas:
+QUOTAS = (
+    BASE
+    + """quotas:
   - entity: {user: "<default>"}
     producer_byte_rate: 1048576
   - entity: {user: alice, client-id: etl}
     consumer_byte_rate: 4194304
 """
+)
 
 
 def test_quotas_section_builds_the_table():
@@ -125,21 +158,38 @@ def test_quotas_section_builds_the_table():
     assert table.limit("consumer_byte_rate", "alice", "other") == float("inf")
 
 
-@pytest.mark.parametrize("replace,message", [
-    (("producer_byte_rate: 1048576", "producer_byte_rate: -5"), "quotas[0].producer_byte_rate: expected a rate"),
-    (("producer_byte_rate: 1048576", "producer_byte_rate: fast"), "quotas[0].producer_byte_rate: expected a rate"),
-    (("producer_byte_rate: 1048576", "request_percentage: 10"),
-     "quotas[0].request_percentage: enforced by the brokers, not the proxy: set it with kafka-configs"),
-    (("producer_byte_rate: 1048576", "colour: 10"), "quotas[0].colour: unknown quota key (known: producer_byte_rate"),
-    (("consumer_byte_rate: 4194304", "producer_ids_rate: 10"),
-     "quotas[1].producer_ids_rate: only for user entities (KIP-936)"),
-    (("producer_byte_rate: 1048576", "controller_mutation_rate: 0"),
-     "quotas[0].controller_mutation_rate: expected a rate in partition mutations per second > 0"),
-    (("{user: alice, client-id: etl}", "{user: alice, group: etl}"), "quotas[1].entity.group: unknown entity type"),
-    (("{user: alice, client-id: etl}", "{user: \"<default>\"}"), "configured more than once"),
-    (("  - entity: {user: alice, client-id: etl}\n    consumer_byte_rate: 4194304\n", "  - entity: {user: carol}\n"),
-     "quotas[1]: no quota key given"),
-])
+@pytest.mark.parametrize(
+    "replace,message",
+    [
+        (("producer_byte_rate: 1048576", "producer_byte_rate: -5"), "quotas[0].producer_byte_rate: expected a rate"),
+        (("producer_byte_rate: 1048576", "producer_byte_rate: fast"), "quotas[0].producer_byte_rate: expected a rate"),
+        (
+            ("producer_byte_rate: 1048576", "request_percentage: 10"),
+            "quotas[0].request_percentage: enforced by the brokers, not the proxy: set it with kafka-configs",
+        ),
+        (
+            ("producer_byte_rate: 1048576", "colour: 10"),
+            "quotas[0].colour: unknown quota key (known: producer_byte_rate",
+        ),
+        (
+            ("consumer_byte_rate: 4194304", "producer_ids_rate: 10"),
+            "quotas[1].producer_ids_rate: only for user entities (KIP-936)",
+        ),
+        (
+            ("producer_byte_rate: 1048576", "controller_mutation_rate: 0"),
+            "quotas[0].controller_mutation_rate: expected a rate in partition mutations per second > 0",
+        ),
+        (("{user: alice, client-id: etl}", "{user: alice, group: etl}"), "quotas[1].entity.group: unknown entity type"),
+        (("{user: alice, client-id: etl}", '{user: "<default>"}'), "configured more than once"),
+        (
+            (
+                "  - entity: {user: alice, client-id: etl}\n    consumer_byte_rate: 4194304\n",
+                "  - entity: {user: carol}\n",
+            ),
+            "quotas[1]: no quota key given",
+        ),
+    ],
+)
 def test_bad_quotas_name_the_entry(replace, message):
     with pytest.raises(ConfigError) as err:
         load_config_text(QUOTAS.replace(*replace))
@@ -149,16 +199,22 @@ def test_bad_quotas_name_the_entry(replace, message):
 _BASE = 'upstream: {bootstrap_servers: ["a:1"]}\nlisteners: [{name: P, bind: "h:2"}]\n'
 
 
-@pytest.mark.parametrize("extra,message", [
-    ("settings: {quota.window.num: .inf}", "settings.quota.window.num: expected a finite number"),
-    ("settings: {quota.window.size.seconds: .nan}", "settings.quota.window.size.seconds: expected a finite number"),
-    ("quotas: [{entity: {user: a}, producer_byte_rate: .inf}]", "quotas[0].producer_byte_rate: expected a rate"),
-    ("quotas: [{entity: {user: a}, producer_byte_rate: 1.0e-300}]", "quotas[0].producer_byte_rate: expected a rate"),
-    ('upstream: {bootstrap_servers: ["b:1"]}', "upstream: given twice"),
-    ("settings: {quota.window.num: 3, quota.window.num: 4}", "quota.window.num: given twice"),
-    ("x: &a [1, 2]\ny: [*a, *a]", "YAML aliases (*a) are not allowed"),
-    ("x: " + "[" * 100 + "]" * 100, "nested deeper than 32 levels"),
-])
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        ("settings: {quota.window.num: .inf}", "settings.quota.window.num: expected a finite number"),
+        ("settings: {quota.window.size.seconds: .nan}", "settings.quota.window.size.seconds: expected a finite number"),
+        ("quotas: [{entity: {user: a}, producer_byte_rate: .inf}]", "quotas[0].producer_byte_rate: expected a rate"),
+        (
+            "quotas: [{entity: {user: a}, producer_byte_rate: 1.0e-300}]",
+            "quotas[0].producer_byte_rate: expected a rate",
+        ),
+        ('upstream: {bootstrap_servers: ["b:1"]}', "upstream: given twice"),
+        ("settings: {quota.window.num: 3, quota.window.num: 4}", "quota.window.num: given twice"),
+        ("x: &a [1, 2]\ny: [*a, *a]", "YAML aliases (*a) are not allowed"),
+        ("x: " + "[" * 100 + "]" * 100, "nested deeper than 32 levels"),
+    ],
+)
 def test_hostile_or_absurd_configuration_is_one_clear_error(extra, message):
     with pytest.raises(ConfigError) as error:
         load_config_text(_BASE + extra)
@@ -190,7 +246,9 @@ listeners:
 
 
 def test_connection_limits_from_settings_listeners_and_ip_quotas():
-    cfg = load_config_text(TWO_LISTENERS + """
+    cfg = load_config_text(
+        TWO_LISTENERS
+        + """
 settings:
   max.connection.creation.rate: 100
   listener.name.EXTERNAL.max.connection.creation.rate: 20
@@ -205,7 +263,8 @@ quotas:
     connection_creation_rate: 50
   - entity: {user: alice}
     producer_byte_rate: 1024
-""")
+"""
+    )
     limits = cfg.connections
     assert limits.max_connection_creation_rate == 100
     assert dict(limits.listener_creation_rates) == {"EXTERNAL": 20}
@@ -223,29 +282,52 @@ def test_no_connection_limits_by_default():
     assert limits.max_connections_per_ip is None and not limits.ip_rates and limits.internal_listener is None
 
 
-@pytest.mark.parametrize("extra,message", [
-    ("settings:\n  listener.name.OTHER.max.connections: 5\n",
-     "settings.listener.name.OTHER.max.connections: no listener named 'OTHER'"),
-    ("settings:\n  listener.name.EXTERNAL.max.connection.creation.rate: 0\n",
-     "settings.listener.name.EXTERNAL.max.connection.creation.rate: must be between 1"),
-    ("settings:\n  max.connections.per.ip.overrides: \"10.0.0.1=5\"\n",
-     "settings.max.connections.per.ip.overrides: expected <ip>:<count>"),
-    ("settings:\n  max.connections.per.ip.overrides: \"host.example:5\"\n",
-     "settings.max.connections.per.ip.overrides: not an IP address: 'host.example'"),
-    ("quotas:\n  - entity: {ip: 10.0.0.1, user: bob}\n    connection_creation_rate: 5\n",
-     "quotas[0].entity.user: an ip entity cannot be combined with user"),
-    ("quotas:\n  - entity: {ip: not-an-ip}\n    connection_creation_rate: 5\n",
-     "quotas[0].entity.ip: expected an IP address"),
-    ("quotas:\n  - entity: {ip: 10.0.0.1}\n    producer_byte_rate: 5\n",
-     "quotas[0].producer_byte_rate: not a key of ip entities"),
-    ("quotas:\n  - entity: {user: bob}\n    connection_creation_rate: 5\n",
-     "quotas[0].connection_creation_rate: only for ip entities"),
-    ("quotas:\n  - entity: {ip: 10.0.0.1}\n    connection_creation_rate: 5\n"
-     "  - entity: {ip: \"::ffff:10.0.0.1\"}\n    connection_creation_rate: 6\n",
-     "quotas[1].entity.ip: 10.0.0.1 is configured more than once"),
-    ("quotas:\n  - entity: {ip: 10.0.0.1}\n    connection_creation_rate: -1\n",
-     "quotas[0].connection_creation_rate: expected a rate in connections per second"),
-])
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (
+            "settings:\n  listener.name.OTHER.max.connections: 5\n",
+            "settings.listener.name.OTHER.max.connections: no listener named 'OTHER'",
+        ),
+        (
+            "settings:\n  listener.name.EXTERNAL.max.connection.creation.rate: 0\n",
+            "settings.listener.name.EXTERNAL.max.connection.creation.rate: must be between 1",
+        ),
+        (
+            'settings:\n  max.connections.per.ip.overrides: "10.0.0.1=5"\n',
+            "settings.max.connections.per.ip.overrides: expected <ip>:<count>",
+        ),
+        (
+            'settings:\n  max.connections.per.ip.overrides: "host.example:5"\n',
+            "settings.max.connections.per.ip.overrides: not an IP address: 'host.example'",
+        ),
+        (
+            "quotas:\n  - entity: {ip: 10.0.0.1, user: bob}\n    connection_creation_rate: 5\n",
+            "quotas[0].entity.user: an ip entity cannot be combined with user",
+        ),
+        (
+            "quotas:\n  - entity: {ip: not-an-ip}\n    connection_creation_rate: 5\n",
+            "quotas[0].entity.ip: expected an IP address",
+        ),
+        (
+            "quotas:\n  - entity: {ip: 10.0.0.1}\n    producer_byte_rate: 5\n",
+            "quotas[0].producer_byte_rate: not a key of ip entities",
+        ),
+        (
+            "quotas:\n  - entity: {user: bob}\n    connection_creation_rate: 5\n",
+            "quotas[0].connection_creation_rate: only for ip entities",
+        ),
+        (
+            "quotas:\n  - entity: {ip: 10.0.0.1}\n    connection_creation_rate: 5\n"
+            '  - entity: {ip: "::ffff:10.0.0.1"}\n    connection_creation_rate: 6\n',
+            "quotas[1].entity.ip: 10.0.0.1 is configured more than once",
+        ),
+        (
+            "quotas:\n  - entity: {ip: 10.0.0.1}\n    connection_creation_rate: -1\n",
+            "quotas[0].connection_creation_rate: expected a rate in connections per second",
+        ),
+    ],
+)
 def test_bad_connection_limits_name_the_key(extra, message):
     with pytest.raises(ConfigError) as info:
         load_config_text(TWO_LISTENERS + extra)
@@ -253,13 +335,16 @@ def test_bad_connection_limits_name_the_key(extra, message):
 
 
 def test_only_one_listener_can_be_internal():
-    text = TWO_LISTENERS.replace("{name: EXTERNAL, bind: \"127.0.0.1:19092\"}",
-                                 "{name: EXTERNAL, bind: \"127.0.0.1:19092\", internal: true}")
+    text = TWO_LISTENERS.replace(
+        '{name: EXTERNAL, bind: "127.0.0.1:19092"}', '{name: EXTERNAL, bind: "127.0.0.1:19092", internal: true}'
+    )
     with pytest.raises(ConfigError, match=r"listeners\[1\].internal: only one listener can be internal"):
         load_config_text(text)
 
 
-LOG_DIRS = BASE + """
+LOG_DIRS = (
+    BASE
+    + """
 volume_usage:
   source: describe_log_dirs
   freshness_seconds: 60
@@ -268,6 +353,7 @@ volume_usage:
     soft_limit: {type: MinFreePercentage, level: 20}
     hard_limit: {type: MinFreeBytes, level: 1073741824}
 """
+)
 
 
 def test_volume_usage_from_describe_log_dirs():
@@ -277,18 +363,31 @@ def test_volume_usage_from_describe_log_dirs():
     assert volume.describe_log_dirs.hard_limit.type == "MinFreeBytes"
 
 
-@pytest.mark.parametrize("text,message", [
-    (LOG_DIRS.replace("    interval_seconds: 15", "    interval_seconds: 60"),
-     "volume_usage.describe_log_dirs.interval_seconds: must be below freshness_seconds"),
-    (LOG_DIRS.replace("  describe_log_dirs:\n", "  publisher: {}\n  describe_log_dirs:\n"),
-     "volume_usage.publisher: only with source: topic"),
-    (BASE + "volume_usage:\n  source: describe_log_dirs\n",
-     "volume_usage.describe_log_dirs: required with source: describe_log_dirs"),
-    (LOG_DIRS.replace("source: describe_log_dirs", "source: topic"),
-     "volume_usage.describe_log_dirs: only with source: describe_log_dirs"),
-    (LOG_DIRS.replace("    soft_limit: {type: MinFreePercentage, level: 20}\n", ""),
-     "volume_usage.describe_log_dirs.soft_limit: required key is missing"),
-])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        (
+            LOG_DIRS.replace("    interval_seconds: 15", "    interval_seconds: 60"),
+            "volume_usage.describe_log_dirs.interval_seconds: must be below freshness_seconds",
+        ),
+        (
+            LOG_DIRS.replace("  describe_log_dirs:\n", "  publisher: {}\n  describe_log_dirs:\n"),
+            "volume_usage.publisher: only with source: topic",
+        ),
+        (
+            BASE + "volume_usage:\n  source: describe_log_dirs\n",
+            "volume_usage.describe_log_dirs: required with source: describe_log_dirs",
+        ),
+        (
+            LOG_DIRS.replace("source: describe_log_dirs", "source: topic"),
+            "volume_usage.describe_log_dirs: only with source: describe_log_dirs",
+        ),
+        (
+            LOG_DIRS.replace("    soft_limit: {type: MinFreePercentage, level: 20}\n", ""),
+            "volume_usage.describe_log_dirs.soft_limit: required key is missing",
+        ),
+    ],
+)
 def test_bad_describe_log_dirs_config(text, message):
     with pytest.raises(ConfigError) as info:
         load_config_text(text)

@@ -96,8 +96,9 @@ def test_one_error_is_reported_alone_as_before():
 def test_check_config_prints_every_error_and_exits_2(tmp_path):
     path = tmp_path / "proxy.yaml"
     path.write_text(MANY)
-    done = subprocess.run([sys.executable, "-m", "proxy.cli", "check-config", "--config", str(path)],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "proxy.cli", "check-config", "--config", str(path)], capture_output=True, text=True
+    )
     assert done.returncode == 2
     assert done.stderr.startswith(f"kafka-quota-proxy: configuration error in {path}: {len(EXPECTED)} errors:\n")
     for expected in EXPECTED:

@@ -39,8 +39,13 @@ def test_dynamic_keys_override_the_yaml_per_key_and_a_tombstone_restores_it():
 
 def test_every_entity_kind_with_kafkas_precedence():
     entries = DynamicEntries()
-    for entity, rate in [({"user": "<default>"}, 1), ({"client-id": "etl"}, 2), ({"user": "bob", "client-id": "etl"}, 3),
-                         ({"user": "<default>", "client-id": "<default>"}, 4), ({"client-id": "<default>"}, 5)]:
+    for entity, rate in [
+        ({"user": "<default>"}, 1),
+        ({"client-id": "etl"}, 2),
+        ({"user": "bob", "client-id": "etl"}, 3),
+        ({"user": "<default>", "client-id": "<default>"}, 4),
+        ({"client-id": "<default>"}, 5),
+    ]:
         entries = record(entries, entity, {"producer_byte_rate": rate})
     entries = record(entries, {"ip": "10.0.0.7"}, {"connection_creation_rate": 2})
     config = effective(BASE, entries)
@@ -54,19 +59,22 @@ def test_every_entity_kind_with_kafkas_precedence():
     assert shown['{"ip": "10.0.0.7"}'] == {"connection_creation_rate": 2}
 
 
-@pytest.mark.parametrize("key,value,reason", [
-    (b"not json", b"{}", "is not JSON"),
-    (entity_key({"team": "x"}), b"{}", "unknown entity type 'team'"),
-    (entity_key({"ip": "10.0.0.1", "user": "a"}), b"{}", "cannot be combined"),
-    (entity_key({"ip": "nope"}), b"{}", "is not an IP address"),
-    (entity_key({"user": "a"}), b"[1]", "expected a JSON object"),
-    (entity_key({"user": "a"}), b'{"producer_byte_rate": -5}', "producer_byte_rate"),
-    (entity_key({"user": "a"}), b'{"request_percentage": 5}', "request_percentage"),
-    (entity_key({"user": "a"}), b'{"mode": "maybe"}', "mode"),
-    (entity_key(PROXY_KEY), b'{"socket.request.max.bytes": 5}', "not a dynamic setting"),
-    (entity_key(PROXY_KEY), b'{"max.connections": 0}', "max.connections"),
-    (None, b"{}", "without a key"),
-])
+@pytest.mark.parametrize(
+    "key,value,reason",
+    [
+        (b"not json", b"{}", "is not JSON"),
+        (entity_key({"team": "x"}), b"{}", "unknown entity type 'team'"),
+        (entity_key({"ip": "10.0.0.1", "user": "a"}), b"{}", "cannot be combined"),
+        (entity_key({"ip": "nope"}), b"{}", "is not an IP address"),
+        (entity_key({"user": "a"}), b"[1]", "expected a JSON object"),
+        (entity_key({"user": "a"}), b'{"producer_byte_rate": -5}', "producer_byte_rate"),
+        (entity_key({"user": "a"}), b'{"request_percentage": 5}', "request_percentage"),
+        (entity_key({"user": "a"}), b'{"mode": "maybe"}', "mode"),
+        (entity_key(PROXY_KEY), b'{"socket.request.max.bytes": 5}', "not a dynamic setting"),
+        (entity_key(PROXY_KEY), b'{"max.connections": 0}', "max.connections"),
+        (None, b"{}", "without a key"),
+    ],
+)
 def test_a_bad_record_is_an_error_naming_the_key_and_changes_nothing(key, value, reason):
     good = record(DynamicEntries(), {"user": "alice"}, {"producer_byte_rate": 5000})
     with pytest.raises(RecordError) as info:

@@ -38,10 +38,16 @@ def batch_of(state: DynamicState, *records) -> Batch:
     return batch
 
 
-RECORDS = [({"user": "alice"}, {P: 5000}), ({"user": "bob"}, {P: 7, "mode": "shadow"}),
-           ({"client-id": "etl"}, {P: 9}), ({"ip": "10.0.0.7"}, {"connection_creation_rate": 2}),
-           (PROXY_KEY, {"max.connection.creation.rate": 50}), ({"user": "bob"}, None), ({"user": "alice"}, None),
-           ({"ip": "<default>"}, {"connection_creation_rate": 3})]
+RECORDS = [
+    ({"user": "alice"}, {P: 5000}),
+    ({"user": "bob"}, {P: 7, "mode": "shadow"}),
+    ({"client-id": "etl"}, {P: 9}),
+    ({"ip": "10.0.0.7"}, {"connection_creation_rate": 2}),
+    (PROXY_KEY, {"max.connection.creation.rate": 50}),
+    ({"user": "bob"}, None),
+    ({"user": "alice"}, None),
+    ({"ip": "<default>"}, {"connection_creation_rate": 3}),
+]
 
 
 @pytest.mark.parametrize("step", [1, 2, 1000])
@@ -54,8 +60,7 @@ def test_a_batch_built_in_parts_gives_what_building_it_whole_gives(step):
     for user, client in [("alice", "x"), ("bob", "x"), ("carol", "etl"), ("alice", "etl")]:
         assert new.config.quotas.resolve(P, user, client) == whole.quotas.resolve(P, user, client)
     assert new.config.quotas.limit(P, "alice", "x") == 1000  # the tombstone gave the YAML's entry back
-    assert dict(new.config.connections.ip_rates) == dict(whole.connections.ip_rates) == \
-        {"<default>": 3, "10.0.0.7": 2}
+    assert dict(new.config.connections.ip_rates) == dict(whole.connections.ip_rates) == {"<default>": 3, "10.0.0.7": 2}
     assert new.config.connections.max_connection_creation_rate == 50
     assert state.config is BASE and len(state.entries.entries) == 0  # the state in force is untouched
 
@@ -69,10 +74,13 @@ def test_one_record_per_batch_gives_the_same():
     assert state.config.connections.ip_rate("10.0.0.7") == 2 and state.config.connections.ip_rate("1.1.1.1") == 3
 
 
-@pytest.mark.parametrize("key,data,reason", [
-    (b'{"user":"' + b"x" * 100 + b'"}', value({P: 1}), "key_too_large"),
-    (entity_key({"user": "a"}), b'{"producer_byte_rate": 1, "pad": "' + b"x" * 300 + b'"}', "value_too_large"),
-])
+@pytest.mark.parametrize(
+    "key,data,reason",
+    [
+        (b'{"user":"' + b"x" * 100 + b'"}', value({P: 1}), "key_too_large"),
+        (entity_key({"user": "a"}), b'{"producer_byte_rate": 1, "pad": "' + b"x" * 300 + b'"}', "value_too_large"),
+    ],
+)
 def test_a_record_past_a_size_bound_is_skipped_unread(key, data, reason):
     batch = Batch(DynamicState.initial(BASE), BASE.dynamic_config)
     with pytest.raises(RecordSkipped) as info:

@@ -24,7 +24,9 @@ TP = ("__kafka_quota_proxy_configs", 0)
 
 
 def rec(user: str, rate: int | None) -> Record:
-    return Record(entity_key({"user": user}), None if rate is None else json.dumps({"producer_byte_rate": rate}).encode())
+    return Record(
+        entity_key({"user": user}), None if rate is None else json.dumps({"producer_byte_rate": rate}).encode()
+    )
 
 
 class ScriptedTopic:
@@ -46,7 +48,7 @@ class ScriptedTopic:
             self.more.clear()
             try:
                 await asyncio.wait_for(self.more.wait(), timeout_ms / 1000)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return {}
         records = self.polls.pop(0)
         self.position += len(records)
@@ -98,7 +100,7 @@ class Following:
     def __init__(self, topic: ScriptedTopic, dynamic: DynamicConfig) -> None:
         self.topic, self.dynamic = topic, dynamic
 
-    async def __aenter__(self) -> "Following":
+    async def __aenter__(self) -> Following:
         self.task = asyncio.get_running_loop().create_task(self.dynamic._read(self.topic, self.topic))
         return self
 
@@ -113,9 +115,14 @@ class Following:
         await asyncio.gather(self.task, return_exceptions=True)
 
 
-BASE = parse_config({"upstream": {"bootstrap_servers": ["127.0.0.1:9092"]},
-                     "listeners": [{"name": "L", "bind": "127.0.0.1:0"}], "dynamic_config": {},
-                     "quotas": [{"entity": {"user": "<default>"}, "producer_byte_rate": 1}]})
+BASE = parse_config(
+    {
+        "upstream": {"bootstrap_servers": ["127.0.0.1:9092"]},
+        "listeners": [{"name": "L", "bind": "127.0.0.1:0"}],
+        "dynamic_config": {},
+        "quotas": [{"entity": {"user": "<default>"}, "producer_byte_rate": 1}],
+    }
+)
 N = 600
 UNUSED = OwnKafka((Address("unused", 9092),))  # the follower runs on a scripted topic: nothing is asked of it
 
@@ -125,8 +132,9 @@ def test_work_per_record_does_not_grow_with_the_entries_in_force(monkeypatch):
     applied = []
     dynamic = DynamicConfig(BASE, applied.append, UNUSED)
     counting = Counting(monkeypatch)
-    topic = ScriptedTopic([[rec(f"user-{i}", 1000 + i) for i in range(start, start + 100)]
-                           for start in range(0, N, 100)])
+    topic = ScriptedTopic(
+        [[rec(f"user-{i}", 1000 + i) for i in range(start, start + 100)] for start in range(0, N, 100)]
+    )
 
     async def run():
         async with Following(topic, dynamic) as following:
@@ -211,8 +219,9 @@ def test_the_start_up_read_is_not_held_once_in_force(monkeypatch):
     monkeypatch.setattr(proxy.observers.dynamic_config, "Batch", Tracked)
     applied = []
     dynamic = DynamicConfig(BASE, applied.append, UNUSED)
-    topic = ScriptedTopic([[rec(f"user-{i}", 1000 + i) for i in range(start, start + 100)]
-                           for start in range(0, N, 100)])
+    topic = ScriptedTopic(
+        [[rec(f"user-{i}", 1000 + i) for i in range(start, start + 100)] for start in range(0, N, 100)]
+    )
 
     async def run():
         async with Following(topic, dynamic) as following:
@@ -245,8 +254,13 @@ def test_polls_that_follow_at_once_while_behind_are_one_batch(monkeypatch):
             topic.add([])
             # the last batch in force, not only read: ``applied`` counts a batch before its swap is built (under a
             # loaded suite the test saw the count before the second swap)
-            await following.until(lambda: dynamic.applied == 501 and bool(applied)
-                                  and applied[-1].quotas.limit("producer_byte_rate", "user-499", "x") == 509)
+            await following.until(
+                lambda: (
+                    dynamic.applied == 501
+                    and bool(applied)
+                    and applied[-1].quotas.limit("producer_byte_rate", "user-499", "x") == 509
+                )
+            )
             assert dynamic.swaps - swaps == 2  # 300 keys (the bound reached), then the last 200
         assert applied[-1].quotas.limit("producer_byte_rate", "user-499", "x") == 509
 
@@ -260,8 +274,9 @@ def test_start_up_reads_to_the_end_the_first_fetch_answered_when_the_listed_end_
     the first fetch's high watermark: one swap, every entry."""
     applied = []
     dynamic = DynamicConfig(BASE, applied.append, UNUSED)
-    topic = ScriptedTopic([[rec(f"user-{i}", 1000 + i) for i in range(101)],
-                           [rec(f"user-{i}", 1000 + i) for i in range(101, 103)]])
+    topic = ScriptedTopic(
+        [[rec(f"user-{i}", 1000 + i) for i in range(101)], [rec(f"user-{i}", 1000 + i) for i in range(101, 103)]]
+    )
     topic.end = 101
 
     async def run():

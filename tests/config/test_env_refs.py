@@ -33,14 +33,28 @@ def test_a_whole_reference_takes_the_value_as_a_yaml_scalar():
 
 
 def test_the_same_file_serves_every_pod():
-    ids = {load_config_text(SIDECAR, {**ENV, "KAFKA_NODE_ID": str(n)}).volume_usage.publisher.broker_id
-           for n in (3, 4, 5)}
+    ids = {
+        load_config_text(SIDECAR, {**ENV, "KAFKA_NODE_ID": str(n)}).volume_usage.publisher.broker_id for n in (3, 4, 5)
+    }
     assert ids == {3, 4, 5}
 
 
-@pytest.mark.parametrize("value,expected", [("7", 7), ("true", True), ("1.5e+3", 1500.0), ("1e3", "1e3"), ("0x10", 16),
-                                            ("a,b", "a,b"), ("null", None), ("", ""), ("${env:OTHER}", "${env:OTHER}"),
-                                            ("- item", "- item"), ("k: v", "k: v")])
+@pytest.mark.parametrize(
+    "value,expected",
+    [
+        ("7", 7),
+        ("true", True),
+        ("1.5e+3", 1500.0),
+        ("1e3", "1e3"),
+        ("0x10", 16),
+        ("a,b", "a,b"),
+        ("null", None),
+        ("", ""),
+        ("${env:OTHER}", "${env:OTHER}"),
+        ("- item", "- item"),
+        ("k: v", "k: v"),
+    ],
+)
 def test_the_value_is_read_as_one_plain_scalar_and_never_expanded_again(value, expected):
     text = SIDECAR + "dynamic_config:\n  topic: ${env:V}\n"
     if isinstance(expected, str) and expected:
@@ -60,8 +74,9 @@ def test_an_unset_variable_names_the_key_path_and_the_variable():
     env = {k: v for k, v in ENV.items() if k != "KAFKA_NODE_ID"}
     with pytest.raises(ConfigError) as error:
         load_config_text(SIDECAR, env)
-    assert str(error.value) == ("volume_usage.publisher.broker_id: ${env:KAFKA_NODE_ID}: the environment variable "
-                                "KAFKA_NODE_ID is not set")
+    assert str(error.value) == (
+        "volume_usage.publisher.broker_id: ${env:KAFKA_NODE_ID}: the environment variable KAFKA_NODE_ID is not set"
+    )
     env = {k: v for k, v in ENV.items() if k != "BROKER_HOST"}
     with pytest.raises(ConfigError, match=r"^upstream.bootstrap_servers\[0\]: .*BROKER_HOST is not set"):
         load_config_text(SIDECAR, env)
@@ -75,7 +90,7 @@ def test_a_malformed_reference_is_an_error(bad):
 
 
 def test_keys_and_text_without_references_are_untouched():
-    text = SIDECAR + "dynamic_config:\n  topic: \"$HOME-{x}-$\"\n"
+    text = SIDECAR + 'dynamic_config:\n  topic: "$HOME-{x}-$"\n'
     assert load_config_text(text, ENV).dynamic_config.topic == "$HOME-{x}-$"
 
 

@@ -24,7 +24,7 @@ volume_usage:
     soft_limit: {{type: MinFreePercentage, level: 20}}
     hard_limit: {{type: MinFreePercentage, level: 5}}
 """
-OWN = "  own_clients:\n    bootstrap_servers: [\"kafka-1:9095\"]\n"
+OWN = '  own_clients:\n    bootstrap_servers: ["kafka-1:9095"]\n'
 SASL = "  sasl: {mechanism: PLAIN, username: kqp, password: secret}\n"
 
 
@@ -55,18 +55,35 @@ def test_set_the_own_clients_take_the_upstream_security_unless_told_otherwise(tm
     assert load(f"  tls: {{cafile: {ca}}}\n" + OWN + "    tls: false\n").upstream.own_traffic.tls is None
 
 
-@pytest.mark.parametrize("own,message", [
-    ("  own_clients: {}\n", r"upstream.own_clients.bootstrap_servers: required key is missing"),
-    ("  own_clients: [kafka-1:9095]\n", r"upstream.own_clients: expected a mapping, got list"),
-    ("  own_clients: {bootstrap_servers: []}\n", r"upstream.own_clients.bootstrap_servers: expected a non-empty list"),
-    ("  own_clients: {bootstrap_servers: [kafka-1]}\n",
-     r"upstream.own_clients.bootstrap_servers\[0\]: expected host:port, got 'kafka-1'"),
-    (OWN + "    bootstrap: [x:1]\n", r"upstream.own_clients.bootstrap: unknown key \(known keys: bootstrap_servers, "
-                                     r"sasl, tls\)"),
-    (OWN + "    tls: true\n", r"upstream.own_clients.tls: expected a mapping \(as upstream.tls\) or false, got True"),
-    (OWN + "    sasl: {mechanism: GSSAPI, username: a, password: b}\n", r"upstream.own_clients.sasl.mechanism: "),
-    (OWN + "    tls: {cafile: /no/such/ca.pem}\n", r"upstream.own_clients.tls.cafile: file not found: /no/such/ca.pem"),
-])
+@pytest.mark.parametrize(
+    "own,message",
+    [
+        ("  own_clients: {}\n", r"upstream.own_clients.bootstrap_servers: required key is missing"),
+        ("  own_clients: [kafka-1:9095]\n", r"upstream.own_clients: expected a mapping, got list"),
+        (
+            "  own_clients: {bootstrap_servers: []}\n",
+            r"upstream.own_clients.bootstrap_servers: expected a non-empty list",
+        ),
+        (
+            "  own_clients: {bootstrap_servers: [kafka-1]}\n",
+            r"upstream.own_clients.bootstrap_servers\[0\]: expected host:port, got 'kafka-1'",
+        ),
+        (
+            OWN + "    bootstrap: [x:1]\n",
+            r"upstream.own_clients.bootstrap: unknown key \(known keys: bootstrap_servers, "
+            r"sasl, tls\)",
+        ),
+        (
+            OWN + "    tls: true\n",
+            r"upstream.own_clients.tls: expected a mapping \(as upstream.tls\) or false, got True",
+        ),
+        (OWN + "    sasl: {mechanism: GSSAPI, username: a, password: b}\n", r"upstream.own_clients.sasl.mechanism: "),
+        (
+            OWN + "    tls: {cafile: /no/such/ca.pem}\n",
+            r"upstream.own_clients.tls.cafile: file not found: /no/such/ca.pem",
+        ),
+    ],
+)
 def test_a_bad_section_names_its_key(own, message):
     with pytest.raises(ConfigError, match=message):
         load(own)
@@ -81,7 +98,9 @@ def test_a_plaintext_sidecar_writing_the_proxys_topics_without_own_clients_is_wa
     assert "this cluster's 3 brokers" in own_client_warnings(load(), brokers=3)[0]
     assert own_client_warnings(load(), brokers=1) == []  # one broker: every partition is led by its own
     assert own_client_warnings(load(OWN)) == []
-    opened = load_config_text(SIDECAR.format(own="").replace("  publisher:", "  missing_data_action: OPEN\n  publisher:"))
+    opened = load_config_text(
+        SIDECAR.format(own="").replace("  publisher:", "  missing_data_action: OPEN\n  publisher:")
+    )
     assert "produce stops" not in own_client_warnings(opened)[0]  # missing data opens: refused, but no pause
 
 
@@ -91,8 +110,11 @@ def test_what_the_warning_is_about_decides_whether_it_is_given():
     assert "the config topic" in warning and "produce stops" not in warning  # no volume publisher: no pause
     nothing = load_config_text(SIDECAR.format(own="").split("volume_usage:")[0] + "dynamic_config: {enabled: false}\n")
     assert own_client_warnings(nothing) == []
-    cluster_mode = load_config_text(SIDECAR.format(own="").replace(
-        'bind: "0.0.0.0:19092"', 'bind: "0.0.0.0:19092"\n    broker_port_base: 19100\n    advertised_host: proxy'))
+    cluster_mode = load_config_text(
+        SIDECAR.format(own="").replace(
+            'bind: "0.0.0.0:19092"', 'bind: "0.0.0.0:19092"\n    broker_port_base: 19100\n    advertised_host: proxy'
+        )
+    )
     assert own_client_warnings(cluster_mode) == []  # in front of a listener advertising the brokers themselves
 
 

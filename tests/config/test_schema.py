@@ -68,22 +68,28 @@ def test_every_shipped_configuration_is_valid_under_the_schema():
         assert not errors, (path, errors)
 
 
-@pytest.mark.parametrize("where,key", [
-    ((), "extra"),
-    (("settings",), "quota.window.nums"),
-    (("listeners", 0), "colour"),
-    (("upstream",), "bootstrap_server"),
-    (("quotas", 0), "producer_byte_rates"),
-    (("quotas", 0, "entity"), "group"),
-    (("volume_usage",), "sorce"),
-    (("dynamic_config",), "topics"),
-])
+@pytest.mark.parametrize(
+    "where,key",
+    [
+        ((), "extra"),
+        (("settings",), "quota.window.nums"),
+        (("listeners", 0), "colour"),
+        (("upstream",), "bootstrap_server"),
+        (("quotas", 0), "producer_byte_rates"),
+        (("quotas", 0, "entity"), "group"),
+        (("volume_usage",), "sorce"),
+        (("dynamic_config",), "topics"),
+    ],
+)
 def test_an_unknown_key_is_refused_by_the_schema_as_by_the_loader(where, key):
-    raw = {"upstream": {"bootstrap_servers": ["127.0.0.1:9092"]},
-           "listeners": [{"name": "PLAIN", "bind": "127.0.0.1:19092"}],
-           "settings": {"quota.window.num": 11},
-           "quotas": [{"entity": {"user": "alice"}, "producer_byte_rate": 1024}],
-           "volume_usage": {"source": "topic"}, "dynamic_config": {"topic": "cfg"}}
+    raw = {
+        "upstream": {"bootstrap_servers": ["127.0.0.1:9092"]},
+        "listeners": [{"name": "PLAIN", "bind": "127.0.0.1:19092"}],
+        "settings": {"quota.window.num": 11},
+        "quotas": [{"entity": {"user": "alice"}, "producer_byte_rate": 1024}],
+        "volume_usage": {"source": "topic"},
+        "dynamic_config": {"topic": "cfg"},
+    }
     parse_config(raw)  # valid as it is
     assert not list(VALIDATOR.iter_errors(raw))
     target = raw
@@ -98,9 +104,11 @@ def test_an_unknown_key_is_refused_by_the_schema_as_by_the_loader(where, key):
 
 def test_env_references_are_valid_where_the_loader_takes_them():
     """${env:NAME} (the loader expands it) stands for a number, a boolean or an address; a malformed one does not."""
-    raw = {"upstream": {"bootstrap_servers": ["${env:BROKER}"], "own_clients": {"bootstrap_servers": ["h:9094"]}},
-           "listeners": [{"name": "PLAIN", "bind": "127.0.0.1:19092", "internal": "${env:INTERNAL}"}],
-           "settings": {"quota.window.num": "${env:WINDOWS}"}}
+    raw = {
+        "upstream": {"bootstrap_servers": ["${env:BROKER}"], "own_clients": {"bootstrap_servers": ["h:9094"]}},
+        "listeners": [{"name": "PLAIN", "bind": "127.0.0.1:19092", "internal": "${env:INTERNAL}"}],
+        "settings": {"quota.window.num": "${env:WINDOWS}"},
+    }
     assert not list(VALIDATOR.iter_errors(raw))
     raw["settings"]["quota.window.num"] = "${env:1WINDOWS}"
     assert list(VALIDATOR.iter_errors(raw))

@@ -24,8 +24,10 @@ quotas:
 """
 
 
-@pytest.mark.parametrize("written, value", [("", "off"), ("on", "on"), ("off", "off"), ("'on'", "on"),
-                                            ("'OFF'", "off"), ("true", "on"), ("false", "off")])
+@pytest.mark.parametrize(
+    "written, value",
+    [("", "off"), ("on", "on"), ("off", "off"), ("'on'", "on"), ("'OFF'", "off"), ("true", "on"), ("false", "off")],
+)
 def test_values(written, value):
     text = YAML + (f"settings: {{quota.smoothing: {written}}}\n" if written else "")
     assert load_config_text(text).settings["quota.smoothing"] == value
@@ -59,9 +61,11 @@ def test_every_brokers_set_follows_the_setting():
     """quota.scope broker in cluster mode: a set per broker, made before or after the switch, smooths alike."""
     from config.loader import parse_config
 
-    raw = {"upstream": {"bootstrap_servers": ["b:1"]},
-           "listeners": [{"name": "L", "bind": "127.0.0.1:9000", "broker_port_base": 9100}],
-           "quotas": [{"entity": {"user": "<default>"}, "producer_byte_rate": 1000, "consumer_byte_rate": 1000}]}
+    raw = {
+        "upstream": {"bootstrap_servers": ["b:1"]},
+        "listeners": [{"name": "L", "bind": "127.0.0.1:9000", "broker_port_base": 9100}],
+        "quotas": [{"entity": {"user": "<default>"}, "producer_byte_rate": 1000, "consumer_byte_rate": 1000}],
+    }
     base = parse_config(raw)
     quotas = ByteRateQuotas(base, ManualClock())
     before = quotas.for_broker(1)

@@ -42,8 +42,13 @@ class Demo:
         config = tmp_path / "demo.yaml"
         config.write_text(yaml.safe_dump(raw))
         self.ports = ports
-        self.proc = subprocess.Popen([sys.executable, "-m", "demo", "--config", str(config), "--seconds", "60"],
-                                     cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "demo", "--config", str(config), "--seconds", "60"],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         self.lines: list[str] = []
         self.seen: set[int] = set()  # every descendant seen while it ran
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -147,8 +152,7 @@ def test_a_port_in_use_stops_the_demo_before_it_talks_to_anyone(tmp_path, taken)
     try:
         code = demo.wait(30)
         assert code == 1, demo.output
-        assert f"127.0.0.1:{ports[taken]}" in demo.output and f"in use by pid {os.getpid()}" in demo.output, \
-            demo.output
+        assert f"127.0.0.1:{ports[taken]}" in demo.output and f"in use by pid {os.getpid()}" in demo.output, demo.output
         assert demo.lines[-1] == "verdict: FAIL", demo.output
         assert foreign.accepted == 0, f"the demo connected {foreign.accepted} times to the foreign listener"
         assert not any(running(pid) for pid in demo.seen), demo.output

@@ -34,11 +34,24 @@ from __future__ import annotations
 import struct
 
 from proxy.cluster.topics import Topics
-from proxy.codec import messages as M, schema
+from proxy.codec import messages as M
+from proxy.codec import schema
 from proxy.codec.apis import API_VERSIONS, FETCH, METADATA, PRODUCE
 from proxy.codec.errors import ProtocolError
-from proxy.codec.frame import (BOUNDARY, BUFFER, DROP, END, FRAME, HEADER, LAST_SEGMENT, NEED_DATA, SEGMENT, STOP,
-                               STREAM, FrameSplitter)
+from proxy.codec.frame import (
+    BOUNDARY,
+    BUFFER,
+    DROP,
+    END,
+    FRAME,
+    HEADER,
+    LAST_SEGMENT,
+    NEED_DATA,
+    SEGMENT,
+    STOP,
+    STREAM,
+    FrameSplitter,
+)
 from proxy.codec.header import Incomplete, parse_request_header, parse_response_prefix, response_header_length
 from proxy.codec.produce_prefix import parse_request_prefix
 from proxy.codec.records import fetch_records_summary, iter_batches, produce_records_summary
@@ -78,6 +91,7 @@ def drive(data: bytes) -> None:
 
 
 # -- splitting ----------------------------------------------------------------------------------------------
+
 
 class _ProducerIds:
     enabled = True
@@ -198,6 +212,7 @@ def _split_responses(payload: bytes, chunk: int, api_key: int, version: int) -> 
 
 # -- what the proxy does with a whole frame ---------------------------------------------------------------
 
+
 def _check_request(header, frame: bytearray) -> None:
     lo_hi = _DECODED_REQUESTS.get(header.api_key)
     if lo_hi is None or not lo_hi[0] <= header.api_version <= lo_hi[1]:
@@ -304,8 +319,11 @@ def _records(payload: bytes) -> None:
 
 
 def _prefixes(payload: bytes) -> None:
-    for parse in (lambda b: parse_request_header(b, MAX_FRAME), lambda b: parse_request_prefix(b, MAX_FRAME, _ProducerIds),
-                  lambda b: parse_response_prefix(b, MAX_FRAME)):
+    for parse in (
+        lambda b: parse_request_header(b, MAX_FRAME),
+        lambda b: parse_request_prefix(b, MAX_FRAME, _ProducerIds),
+        lambda b: parse_response_prefix(b, MAX_FRAME),
+    ):
         try:
             parse(payload)
         except (ProtocolError, Incomplete):

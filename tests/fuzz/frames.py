@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import uuid
 
-from proxy.codec import messages as M, schema
+from proxy.codec import messages as M
+from proxy.codec import schema
 from proxy.codec.header import encode_request_header, encode_response_header, frame
 from tests.fuzz.codec_driver import TARGETS, encode_input
 
@@ -21,17 +22,31 @@ def record_batch(producer_id: int = 7, records: int = 2) -> bytes:
     """A real magic-2 record batch, built by kafka-python's record builder."""
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False,
-                                        producer_id=producer_id, producer_epoch=0, base_sequence=0,
-                                        batch_size=1 << 20)
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=producer_id,
+        producer_epoch=0,
+        base_sequence=0,
+        batch_size=1 << 20,
+    )
     for i in range(records):
         builder.append(i, timestamp=None, key=b"k", value=b"v" * 10, headers=[])
     return bytes(builder.build())
 
 
 _SCALARS = {
-    "int8": 1, "int16": 2, "int32": 3, "int64": 4, "uint16": 5, "float64": 0.5, "bool": True,
-    "string": "t", "bytes": b"b", "uuid": uuid.UUID(int=0x1234),
+    "int8": 1,
+    "int16": 2,
+    "int32": 3,
+    "int64": 4,
+    "uint16": 5,
+    "float64": 0.5,
+    "bool": True,
+    "string": "t",
+    "bytes": b"b",
+    "uuid": uuid.UUID(int=0x1234),
 }
 
 
@@ -96,21 +111,47 @@ def client_frames() -> list[tuple[tuple[int, str, int], bytes]]:
     topic = ProduceRequest.TopicProduceData
     partition = topic.PartitionProduceData
     batch = record_batch(producer_id=42, records=3)
-    requests = [ApiVersionsRequest(version=v, client_software_name="kafka-python", client_software_version="3.0")
-                for v in range(4)]
-    requests += [MetadataRequest(version=v, topics=[MetadataRequest.MetadataRequestTopic(name="topic-a")])
-                 for v in (1, 4, 9, 12)]
-    requests += [ProduceRequest(version=v, acks=acks, timeout_ms=30000, transactional_id=None,
-                                topic_data=[topic(name="topic-a", partition_data=[partition(index=0, records=batch)])])
-                 for v, acks in ((3, 1), (7, -1), (8, 0), (9, -1))]
+    requests = [
+        ApiVersionsRequest(version=v, client_software_name="kafka-python", client_software_version="3.0")
+        for v in range(4)
+    ]
+    requests += [
+        MetadataRequest(version=v, topics=[MetadataRequest.MetadataRequestTopic(name="topic-a")]) for v in (1, 4, 9, 12)
+    ]
+    requests += [
+        ProduceRequest(
+            version=v,
+            acks=acks,
+            timeout_ms=30000,
+            transactional_id=None,
+            topic_data=[topic(name="topic-a", partition_data=[partition(index=0, records=batch)])],
+        )
+        for v, acks in ((3, 1), (7, -1), (8, 0), (9, -1))
+    ]
     fetch_topic = FetchRequest.FetchTopic
     fetch_partition = fetch_topic.FetchPartition
-    requests += [FetchRequest(version=v, max_wait_ms=500, min_bytes=1, max_bytes=52428800, isolation_level=0,
-                              session_id=0, session_epoch=-1,
-                              topics=[fetch_topic(topic="topic-a", partitions=[fetch_partition(
-                                  partition=0, fetch_offset=0, log_start_offset=-1, partition_max_bytes=1048576)])],
-                              forgotten_topics_data=[], rack_id="")
-                 for v in (4, 11, 12)]
+    requests += [
+        FetchRequest(
+            version=v,
+            max_wait_ms=500,
+            min_bytes=1,
+            max_bytes=52428800,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[
+                fetch_topic(
+                    topic="topic-a",
+                    partitions=[
+                        fetch_partition(partition=0, fetch_offset=0, log_start_offset=-1, partition_max_bytes=1048576)
+                    ],
+                )
+            ],
+            forgotten_topics_data=[],
+            rack_id="",
+        )
+        for v in (4, 11, 12)
+    ]
     requests += [FindCoordinatorRequest(version=v, key="group-a", key_type=0) for v in (1, 3)]
     out = []
     for request in requests:

@@ -36,6 +36,7 @@ def assert_exactly_once_in_order(by_partition: dict[int, list[bytes]], count: in
 
 # -- kafka-python --------------------------------------------------------------------------------------------
 
+
 def kp_create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     from kafka.admin import KafkaAdminClient, NewTopic
 
@@ -94,6 +95,7 @@ def kp_consume(bootstrap: str, topic: str, count: int, timeout: float = 60.0, **
 
 
 # -- aiokafka ------------------------------------------------------------------------------------------------
+
 
 async def aio_create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -172,6 +174,7 @@ async def aio_consume(bootstrap: str, topic: str, count: int, timeout: float = 6
 
 # -- confluent-kafka -----------------------------------------------------------------------------------------
 
+
 def ck_create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -195,7 +198,7 @@ def ck_produce(bootstrap: str, topic: str, count: int, records=None, **config) -
 
     errors: list = []
     producer = Producer({"bootstrap.servers": bootstrap, "client.id": "ck-producer", **config})
-    for k, v in (messages(count) if records is None else records):
+    for k, v in messages(count) if records is None else records:
         while True:
             try:
                 producer.produce(topic, key=k, value=v, on_delivery=lambda err, msg: err and errors.append(err))
@@ -247,8 +250,9 @@ def ck_flat_out(producer, topic: str, value: bytes, halt, on_delivery) -> None:
     producer.flush(1)
 
 
-def flat_out_into(bootstrap: str, topic: str, t0: float, acked: Counter, halt: threading.Event,
-                  client_id: str = "shared") -> None:
+def flat_out_into(
+    bootstrap: str, topic: str, t0: float, acked: Counter, halt: threading.Event, client_id: str = "shared"
+) -> None:
     """A confluent-kafka producer (64 KiB batches) flat out to ``topic`` through ``bootstrap`` until ``halt`` is set:
     the bytes acknowledged added to ``acked`` per tenth of a second since ``t0`` (several producers may share both)."""
     from confluent_kafka import Producer
@@ -273,8 +277,9 @@ def acked_flat_out(bootstrap: str, topic: str, seconds: float, client_id: str = 
 def ck_consume(bootstrap: str, topic: str, count: int, timeout: float = 60.0) -> dict[int, list[bytes]]:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False,
-                         "client.id": "ck-consumer"})
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False, "client.id": "ck-consumer"}
+    )
     try:
         meta = consumer.list_topics(topic, timeout=10)
         partitions = sorted(meta.topics[topic].partitions)

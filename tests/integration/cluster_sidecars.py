@@ -28,11 +28,21 @@ class SidecarLoop(asyncio.SelectorEventLoop):
 def sidecar_config(host: str, port: int, broker_port: int, scope: str, sidecar_id: str) -> dict:
     settings = {"quota.scope": scope, "quota.window.num": 2, "quota.window.size.seconds": 1}
     if scope == "cluster":
-        settings.update({"quota.cluster.topic": USAGE_TOPIC, "quota.cluster.id": sidecar_id,
-                         "quota.cluster.sync.ms": 200, "quota.cluster.stale.ms": 2000})
-    return {"upstream": {"bootstrap_servers": [f"127.0.0.1:{broker_port}"]},
-            "listeners": [{"name": "PLAINTEXT", "bind": f"{host}:{port}"}], "metrics": {"bind": "127.0.0.1:0"},
-            "quotas": [{"entity": {"client-id": "shared"}, "producer_byte_rate": RATE}], "settings": settings}
+        settings.update(
+            {
+                "quota.cluster.topic": USAGE_TOPIC,
+                "quota.cluster.id": sidecar_id,
+                "quota.cluster.sync.ms": 200,
+                "quota.cluster.stale.ms": 2000,
+            }
+        )
+    return {
+        "upstream": {"bootstrap_servers": [f"127.0.0.1:{broker_port}"]},
+        "listeners": [{"name": "PLAINTEXT", "bind": f"{host}:{port}"}],
+        "metrics": {"bind": "127.0.0.1:0"},
+        "quotas": [{"entity": {"client-id": "shared"}, "producer_byte_rate": RATE}],
+        "settings": settings,
+    }
 
 
 class Producers:
@@ -54,14 +64,21 @@ class Producers:
     async def _produce(self) -> None:
         from aiokafka import AIOKafkaProducer
 
-        producer = AIOKafkaProducer(bootstrap_servers=f"localhost:{self.port}", client_id="shared", acks=1,
-                                    linger_ms=5, max_batch_size=16384, request_timeout_ms=30_000)
+        producer = AIOKafkaProducer(
+            bootstrap_servers=f"localhost:{self.port}",
+            client_id="shared",
+            acks=1,
+            linger_ms=5,
+            max_batch_size=16384,
+            request_timeout_ms=30_000,
+        )
         await producer.start()
         try:
             while self.running:
                 future = await producer.send(TOPIC, b"v" * 4000)
                 future.add_done_callback(
-                    lambda f: f.exception() is None and self.acked.append((time.monotonic(), 4000)))
+                    lambda f: f.exception() is None and self.acked.append((time.monotonic(), 4000))
+                )
         finally:
             await producer.stop()
 

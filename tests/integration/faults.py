@@ -48,8 +48,9 @@ class ProxyProcess:
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "proxy.cli", "run", "--config", self.path,
-                                      "--log-level", "ERROR"], cwd=ROOT)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "proxy.cli", "run", "--config", self.path, "--log-level", "ERROR"], cwd=ROOT
+        )
         wait_for_port(self.port, timeout=30)
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 20) -> int | None:
@@ -104,7 +105,7 @@ class CutRelay:
         self._writers: set[asyncio.StreamWriter] = set()
         self._server = None
 
-    def start(self) -> "CutRelay":
+    def start(self) -> CutRelay:
         self._thread.start()
         self._server = self._call(asyncio.start_server(self._handle, "127.0.0.1", self.port))
         return self
@@ -125,11 +126,13 @@ class CutRelay:
 
     def cut(self) -> int:
         """Reset every open connection; return how many connection pairs were cut."""
+
         async def cut():
             writers = list(self._writers)
             for w in writers:
                 w.transport.abort()
             return len(writers) // 2
+
         return self._call(cut())
 
     def stop(self) -> None:
@@ -137,6 +140,7 @@ class CutRelay:
             self._server.close()
             for w in list(self._writers):
                 w.transport.abort()
+
         self._call(close())
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
@@ -162,9 +166,18 @@ class PacedProducer(threading.Thread):
         from kafka import KafkaProducer
 
         try:
-            producer = KafkaProducer(bootstrap_servers=self.bootstrap, client_id=self.label, acks="all", retries=0,
-                                     enable_idempotence=False, linger_ms=5, request_timeout_ms=5000,
-                                     reconnect_backoff_ms=50, reconnect_backoff_max_ms=500, max_block_ms=10000)
+            producer = KafkaProducer(
+                bootstrap_servers=self.bootstrap,
+                client_id=self.label,
+                acks="all",
+                retries=0,
+                enable_idempotence=False,
+                linger_ms=5,
+                request_timeout_ms=5000,
+                reconnect_backoff_ms=50,
+                reconnect_backoff_max_ms=500,
+                max_block_ms=10000,
+            )
         except BaseException as exc:  # noqa: BLE001 - reported by the test
             self.error = exc
             return
@@ -238,8 +251,9 @@ def wait_for_acks(producer: PacedProducer, after_sent: int, timeout: float) -> f
     return None
 
 
-def inject_faults(proxy: "ProxyProcess", relay: "CutRelay", producer: PacedProducer,
-                  seconds: float) -> tuple[Counter, list[float]]:
+def inject_faults(
+    proxy: ProxyProcess, relay: CutRelay, producer: PacedProducer, seconds: float
+) -> tuple[Counter, list[float]]:
     """In turn, for ``seconds`` and each at least once: the proxy stopped with SIGTERM and started again (graceful),
     its broker connections all reset at once (``relay``), the proxy killed with SIGKILL and started again (a crash).
     After each fault a value sent after it must be acknowledged within 15 s. Returns the faults counted and the
@@ -266,8 +280,9 @@ def inject_faults(proxy: "ProxyProcess", relay: "CutRelay", producer: PacedProdu
     return faults, recoveries
 
 
-def read_topic(bootstrap: str, topic: str, ends_at_least: dict[int, int] | None = None,
-               timeout: float = 30.0) -> dict[tuple[int, int], str]:
+def read_topic(
+    bootstrap: str, topic: str, ends_at_least: dict[int, int] | None = None, timeout: float = 30.0
+) -> dict[tuple[int, int], str]:
     """Every record of the topic, (partition, offset) -> value, read from the beginning of every partition to its end:
     the end the broker reports or, where the producer was acknowledged further (``ends_at_least``), there. Never a
     count of records: Tansu's ListOffsets "latest" answers below the true end (1033/974/934 for acknowledged ends
@@ -287,8 +302,11 @@ def read_topic(bootstrap: str, topic: str, ends_at_least: dict[int, int] | None 
         deadline = time.monotonic() + timeout
         while any(consumer.position(tp) < ends[tp] for tp in partitions):
             if time.monotonic() > deadline:
-                short = {tp.partition: (consumer.position(tp), ends[tp]) for tp in partitions
-                         if consumer.position(tp) < ends[tp]}
+                short = {
+                    tp.partition: (consumer.position(tp), ends[tp])
+                    for tp in partitions
+                    if consumer.position(tp) < ends[tp]
+                }
                 raise AssertionError(f"{topic}: (position, end) of partitions not read to their end: {short}")
             for batch in consumer.poll(500).values():
                 records.update(((r.partition, r.offset), r.value.decode()) for r in batch)
@@ -297,14 +315,22 @@ def read_topic(bootstrap: str, topic: str, ends_at_least: dict[int, int] | None 
     return records
 
 
-def read_back(bootstrap: str, topic: str, ends_at_least: dict[int, int] | None = None,
-              timeout: float = 30.0) -> Counter:
+def read_back(
+    bootstrap: str, topic: str, ends_at_least: dict[int, int] | None = None, timeout: float = 30.0
+) -> Counter:
     """Every value in the topic, counted (:func:`read_topic`)."""
     return Counter(read_topic(bootstrap, topic, ends_at_least, timeout).values())
 
 
-def judge_restarts(producer: PacedProducer, bootstrap: str, topic: str, started: float, faults: Counter,
-                   recoveries: list[float], label: str) -> None:
+def judge_restarts(
+    producer: PacedProducer,
+    bootstrap: str,
+    topic: str,
+    started: float,
+    faults: Counter,
+    recoveries: list[float],
+    label: str,
+) -> None:
     """Stop the producer and read the topic back to its true end: every acknowledged value is at the offset it was
     acknowledged at (or the message says what is there instead), no value is there twice (the client sent none
     twice, so a duplicate could only be the proxy's), and nothing else is there."""
@@ -318,11 +344,20 @@ def judge_restarts(producer: PacedProducer, bootstrap: str, topic: str, started:
     missing = producer.unaccounted(records)
     twice = [v for v, n in seen.items() if n > 1]
     strangers = [v for v in seen if not v.startswith(producer.label + "-")]
-    report(label, seconds=round(finished - started, 1), faults=dict(faults), sent=producer.sent,
-           acked=len(acked), failed=producer.failed, read_back=sum(seen.values()),
-           unacked_but_written=len(set(seen) - set(acked)), missing=len(missing), duplicated=len(twice),
-           longest_recovery_s=round(max(recoveries), 2),
-           longest_pause_s=round(producer.longest_pause(started, finished), 2))
+    report(
+        label,
+        seconds=round(finished - started, 1),
+        faults=dict(faults),
+        sent=producer.sent,
+        acked=len(acked),
+        failed=producer.failed,
+        read_back=sum(seen.values()),
+        unacked_but_written=len(set(seen) - set(acked)),
+        missing=len(missing),
+        duplicated=len(twice),
+        longest_recovery_s=round(max(recoveries), 2),
+        longest_pause_s=round(producer.longest_pause(started, finished), 2),
+    )
     assert not missing, f"{len(missing)} acknowledged values not where they were acknowledged: {missing[:5]}"
     assert not twice, f"{len(twice)} values written twice, e.g. {twice[:5]}"
     assert not strangers, strangers[:5]

@@ -40,8 +40,14 @@ def kp_flat(bootstrap, topic, client_id):
     def run(flat):
         from kafka import KafkaProducer
 
-        p = KafkaProducer(bootstrap_servers=bootstrap, client_id=client_id, batch_size=64 * 1024, linger_ms=5,
-                          acks=1, max_block_ms=60000)
+        p = KafkaProducer(
+            bootstrap_servers=bootstrap,
+            client_id=client_id,
+            batch_size=64 * 1024,
+            linger_ms=5,
+            acks=1,
+            max_block_ms=60000,
+        )
         seq, pending = 0, []
         while not flat.stop.is_set():
             value = b"%d:" % seq + VALUE
@@ -54,6 +60,7 @@ def kp_flat(bootstrap, topic, client_id):
         p.flush(60)
         flat.acked.extend(v for v, f in pending if f.get(30))
         p.close(10)
+
     return run
 
 
@@ -62,8 +69,16 @@ def ck_flat(bootstrap, topic, client_id):
         from confluent_kafka import Producer
 
         acked = flat.acked
-        p = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5,
-                      "queue.buffering.max.kbytes": 256, "batch.size": 64 * 1024, "acks": 1})
+        p = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "client.id": client_id,
+                "linger.ms": 5,
+                "queue.buffering.max.kbytes": 256,
+                "batch.size": 64 * 1024,
+                "acks": 1,
+            }
+        )
         seq = 0
         while not flat.stop.is_set():
             value = b"%d:" % seq + VALUE
@@ -74,6 +89,7 @@ def ck_flat(bootstrap, topic, client_id):
                 p.poll(0.01)
             p.poll(0)
         assert p.flush(60) == 0
+
     return run
 
 
@@ -82,8 +98,9 @@ def aio_flat(bootstrap, topic, client_id):
         from aiokafka import AIOKafkaProducer
 
         async def main():
-            p = AIOKafkaProducer(bootstrap_servers=bootstrap, client_id=client_id, linger_ms=5, acks=1,
-                                 max_batch_size=64 * 1024)
+            p = AIOKafkaProducer(
+                bootstrap_servers=bootstrap, client_id=client_id, linger_ms=5, acks=1, max_batch_size=64 * 1024
+            )
             await p.start()
             seq, pending = 0, []
             try:
@@ -102,6 +119,7 @@ def aio_flat(bootstrap, topic, client_id):
                 await p.stop()
 
         asyncio.run(main())
+
     return run
 
 
@@ -109,8 +127,9 @@ def consume_flat(kind, bootstrap, topic, client_id, stop, counted):
     if kind == "kafka-python":
         from kafka import KafkaConsumer, TopicPartition
 
-        consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id=client_id, enable_auto_commit=False,
-                                 fetch_max_bytes=1 << 20)
+        consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap, client_id=client_id, enable_auto_commit=False, fetch_max_bytes=1 << 20
+        )
         tp = TopicPartition(topic, 0)
         consumer.assign([tp])
         consumer.seek_to_beginning(tp)
@@ -121,8 +140,9 @@ def consume_flat(kind, bootstrap, topic, client_id, stop, counted):
     elif kind == "confluent":
         from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "g", "client.id": client_id,
-                             "enable.auto.commit": False})
+        consumer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": "g", "client.id": client_id, "enable.auto.commit": False}
+        )
         consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
         while not stop.is_set():
             for m in consumer.consume(500, 0.2):

@@ -27,8 +27,11 @@ def tcp_sockets(peer: tuple[str, int], local: tuple[str, int] | None = None) -> 
         except OSError:  # closed meanwhile
             continue
         try:
-            if (dup.type == socket.SOCK_STREAM and dup.getpeername()[:2] == peer
-                    and (local is None or dup.getsockname()[:2] == local)):
+            if (
+                dup.type == socket.SOCK_STREAM
+                and dup.getpeername()[:2] == peer
+                and (local is None or dup.getsockname()[:2] == local)
+            ):
                 found.append(dup)
                 seen.add(target)
                 continue

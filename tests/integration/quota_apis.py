@@ -9,8 +9,9 @@ from tests.harness import Tansu, free_port, proxy_config, start_proxy
 def start(admins: list[str]):
     proxy_port, broker_port = free_port(), free_port()
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
-    config = proxy_config(proxy_port, broker_port,
-                          quotas=[{"entity": {"user": "<default>"}, "consumer_byte_rate": 5000000}])
+    config = proxy_config(
+        proxy_port, broker_port, quotas=[{"entity": {"user": "<default>"}, "consumer_byte_rate": 5000000}]
+    )
     config["dynamic_config"] = {}
     config["admin_principals"] = admins
     try:
@@ -53,9 +54,17 @@ def response_class(request):
 def alter(entries: list, validate_only: bool = False):
     from kafka.protocol.admin.client_quotas import AlterClientQuotasRequest as R
 
-    return R(version=1, validate_only=validate_only, entries=[
-        R.EntryData(entity=[R.EntryData.EntityData(**part) for part in e["entity"]],
-                    ops=[R.EntryData.OpData(**o) for o in e["ops"]]) for e in entries])
+    return R(
+        version=1,
+        validate_only=validate_only,
+        entries=[
+            R.EntryData(
+                entity=[R.EntryData.EntityData(**part) for part in e["entity"]],
+                ops=[R.EntryData.OpData(**o) for o in e["ops"]],
+            )
+            for e in entries
+        ],
+    )
 
 
 def describe(components: list, strict: bool = False):
@@ -69,8 +78,10 @@ def op(key: str, value: float | None) -> dict:
 
 
 def entries_of(response) -> dict:
-    return {tuple((e.entity_type, e.entity_name) for e in entry.entity): {v.key: v.value for v in entry.values}
-            for entry in response.entries}
+    return {
+        tuple((e.entity_type, e.entity_name) for e in entry.entity): {v.key: v.value for v in entry.values}
+        for entry in response.entries
+    }
 
 
 def described(bootstrap: str, entity: dict) -> dict:
@@ -79,15 +90,20 @@ def described(bootstrap: str, entity: dict) -> dict:
     {} when it has none: what ``kafka-configs --describe`` shows for it, one DescribeClientQuotas (strict) on a
     connection of its own. The proxy answers from the configuration its quota managers hold: a dynamic change is
     put in force in both in one step of its event loop, so a value described is a value in force."""
-    components = [{"entity_type": kind, "match_type": 0, "match": name} if name not in (None, "<default>")
-                  else {"entity_type": kind, "match_type": 1, "match": None} for kind, name in entity.items()]
+    components = [
+        {"entity_type": kind, "match_type": 0, "match": name}
+        if name not in (None, "<default>")
+        else {"entity_type": kind, "match_type": 1, "match": None}
+        for kind, name in entity.items()
+    ]
     found = entries_of(send(bootstrap, describe(components, strict=True)))
     assert len(found) <= 1, found
     return next(iter(found.values()), {})
 
 
-def write_config_entry(bootstrap: str, entity: dict, values: dict | None,
-                       topic: str = "__kafka_quota_proxy_configs") -> None:
+def write_config_entry(
+    bootstrap: str, entity: dict, values: dict | None, topic: str = "__kafka_quota_proxy_configs"
+) -> None:
     """One record to the config topic (``values`` None: a tombstone), as any Kafka client writes it: the entity as
     canonical JSON for the key, the quotas as JSON for the value (docs/configuration.md)."""
     import json
@@ -98,7 +114,8 @@ def write_config_entry(bootstrap: str, entity: dict, values: dict | None,
 
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
     try:
-        producer.send(topic, key=entity_key(entity), value=None if values is None else json.dumps(values).encode()
-                      ).get(30)
+        producer.send(topic, key=entity_key(entity), value=None if values is None else json.dumps(values).encode()).get(
+            30
+        )
     finally:
         producer.close(10)

@@ -32,7 +32,7 @@ def exchange(sock: socket.socket, api_key: int, version: int, correlation_id: in
     size = struct.unpack(">i", recv_exactly(sock, 4))[0]
     response = struct.pack(">i", size) + recv_exactly(sock, size)
     assert struct.unpack_from(">i", response, 4)[0] == correlation_id
-    return decode_response(api_key, version, response[response_header_length(api_key, version, response):])
+    return decode_response(api_key, version, response[response_header_length(api_key, version, response) :])
 
 
 def connect(port: int) -> socket.socket:
@@ -47,15 +47,28 @@ def produce_at_broker(broker_port: int, topic: str, records: list[tuple[str, byt
 
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
-                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 20,
+    )
     now = int(time.time() * 1000)
     for offset, (key, value) in enumerate(records):
         builder.append(offset, timestamp=now, key=key.encode(), value=value, headers=[])
     sock = connect(broker_port)
     try:
-        answer = exchange(sock, 0, 9, acks=1, timeout_ms=10_000, topic_data=[
-            {"name": topic, "partition_data": [{"index": 0, "records": bytes(builder.build())}]}])
+        answer = exchange(
+            sock,
+            0,
+            9,
+            acks=1,
+            timeout_ms=10_000,
+            topic_data=[{"name": topic, "partition_data": [{"index": 0, "records": bytes(builder.build())}]}],
+        )
     finally:
         sock.close()
     assert [p.error_code for t in answer.responses for p in t.partition_responses] == [0]
@@ -86,6 +99,7 @@ def count_limit_outcomes(port: int) -> tuple[list[str], list[str], list[str]]:
     """KIP-402's counts as a proxy with ``max.connections.per.ip`` 2, an override of 3 for 127.0.0.5 and
     ``max.connections`` 6 should hold them: 3 connections from 127.0.0.4, 4 from 127.0.0.5, then 2 from 127.0.0.6
     (2 + 3 open: one more fits under 6), all held open until the end; each source's outcomes."""
+
     async def scenario():
         a, wa = await hold_open(port, "127.0.0.4", 3)
         b, wb = await hold_open(port, "127.0.0.5", 4)

@@ -34,12 +34,23 @@ def test_metadata_names_the_admin_listener_and_only_it_may_alter_quotas(capsys):
         assert brokers and {(b.host, b.port) for b in brokers} == {("127.0.0.1", admin_port)}
         with raw.connect(proxy_port) as sock:  # the tenants' listener: as the broker advertises it
             assert {b.port for b in raw.exchange(sock, METADATA, 9, topics=[]).brokers} == {proxy_port}
-        alter = ["--alter", "--entity-type", "clients", "--entity-name", "etl", "--add-config", "producer_byte_rate=4096"]
+        alter = [
+            "--alter",
+            "--entity-type",
+            "clients",
+            "--entity-name",
+            "etl",
+            "--add-config",
+            "producer_byte_rate=4096",
+        ]
         assert configs(["--bootstrap-server", proxy.bootstrap, *alter]) == 1
         assert "User:ANONYMOUS may not alter quotas" in capsys.readouterr().err
         assert configs(["--bootstrap-server", f"127.0.0.1:{admin_port}", *alter]) == 0
-        wait_until(lambda: described(proxy.bootstrap, {"client-id": "etl"}) == {"producer_byte_rate": 4096.0}, 30,
-                   "the quota altered through the admin listener in force")
+        wait_until(
+            lambda: described(proxy.bootstrap, {"client-id": "etl"}) == {"producer_byte_rate": 4096.0},
+            30,
+            "the quota altered through the admin listener in force",
+        )
     finally:
         proxy.stop()
         broker.stop()

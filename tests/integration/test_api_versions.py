@@ -44,8 +44,10 @@ def test_too_new_api_versions_gets_v0_unsupported_version(sidecar):
         too_new = DECODED_APIS[API_VERSIONS][1] + 1
         # pipelined behind a Metadata request: the proxy's own answer must still come back second
         meta_body = struct.pack(">i", 0)
-        sock.sendall(frame(encode_request_header(METADATA, 1, 10, "c") + meta_body)
-                     + frame(encode_request_header(API_VERSIONS, too_new, 11, "c") + b"\x00\x00\x00"))
+        sock.sendall(
+            frame(encode_request_header(METADATA, 1, 10, "c") + meta_body)
+            + frame(encode_request_header(API_VERSIONS, too_new, 11, "c") + b"\x00\x00\x00")
+        )
         first = raw.read_frame(sock)
         second = raw.read_frame(sock)
     finally:
@@ -54,7 +56,9 @@ def test_too_new_api_versions_gets_v0_unsupported_version(sidecar):
     assert struct.unpack_from(">i", second, 0)[0] == 11
     msg = decode_api_versions_response(too_new, second[4:])  # header v0: correlation id only
     assert msg.error_code == 35
-    assert [(a.api_key, a.min_version, a.max_version) for a in msg.api_keys] == [(API_VERSIONS, *DECODED_APIS[API_VERSIONS])]
+    assert [(a.api_key, a.min_version, a.max_version) for a in msg.api_keys] == [
+        (API_VERSIONS, *DECODED_APIS[API_VERSIONS])
+    ]
 
 
 def test_a_topic_named_by_its_id_alone_is_looked_up_once_and_charged():
@@ -69,8 +73,9 @@ def test_a_topic_named_by_its_id_alone_is_looked_up_once_and_charged():
     proxy_port, broker_port = free_port(), free_port()
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
     recorder = BrokerSideRecorder(("127.0.0.1", broker_port)).start()
-    config = proxy_config(proxy_port, recorder.port,
-                          quotas=[{"entity": {"client-id": "<default>"}, "controller_mutation_rate": 1000}])
+    config = proxy_config(
+        proxy_port, recorder.port, quotas=[{"entity": {"client-id": "<default>"}, "controller_mutation_rate": 1000}]
+    )
     config["dynamic_config"] = {"enabled": False}  # no follower of the proxy's own asking for metadata
     try:
         proxy = start_proxy(config)
@@ -78,13 +83,25 @@ def test_a_topic_named_by_its_id_alone_is_looked_up_once_and_charged():
             c.kp_create_topic(proxy.bootstrap, "ids", 3)
             sock = raw.connect(proxy.port)
             try:
-                meta = raw.exchange(sock, METADATA, 12, topics=[{"name": "ids"}], allow_auto_topic_creation=False,
-                                    include_topic_authorized_operations=False)
+                meta = raw.exchange(
+                    sock,
+                    METADATA,
+                    12,
+                    topics=[{"name": "ids"}],
+                    allow_auto_topic_creation=False,
+                    include_topic_authorized_operations=False,
+                )
                 topic_id = meta.topics[0].topic_id
                 charged = mutations(proxy)
                 looked_up = recorder.requests.get(METADATA, 0)
-                deleted = raw.exchange(sock, DELETE_TOPICS, 6, correlation_id=2, timeout_ms=5000,
-                                       topics=[{"name": None, "topic_id": topic_id}])
+                deleted = raw.exchange(
+                    sock,
+                    DELETE_TOPICS,
+                    6,
+                    correlation_id=2,
+                    timeout_ms=5000,
+                    topics=[{"name": None, "topic_id": topic_id}],
+                )
             finally:
                 sock.close()
             assert [(r.topic_id, r.error_code) for r in deleted.responses] == [(topic_id, 0)]

@@ -24,17 +24,32 @@ NONE, CLUSTER_AUTHORIZATION_FAILED = 0, 31
 def alter(*resources, validate_only: bool = False):
     from kafka.protocol.admin import IncrementalAlterConfigsRequest as R
 
-    return R(version=1, validate_only=validate_only, resources=[
-        R.AlterConfigsResource(resource_type=kind, resource_name=name, configs=[
-            R.AlterConfigsResource.AlterableConfig(name=k, config_operation=0, value=v) for k, v in configs.items()])
-        for kind, name, configs in resources])
+    return R(
+        version=1,
+        validate_only=validate_only,
+        resources=[
+            R.AlterConfigsResource(
+                resource_type=kind,
+                resource_name=name,
+                configs=[
+                    R.AlterConfigsResource.AlterableConfig(name=k, config_operation=0, value=v)
+                    for k, v in configs.items()
+                ],
+            )
+            for kind, name, configs in resources
+        ],
+    )
 
 
 def describe_proxy(*names):
     from kafka.protocol.admin import DescribeConfigsRequest as R
 
-    return R(version=4, include_synonyms=False, include_documentation=False, resources=[
-        R.DescribeConfigsResource(resource_type=BROKER, resource_name="", configuration_keys=list(names))])
+    return R(
+        version=4,
+        include_synonyms=False,
+        include_documentation=False,
+        resources=[R.DescribeConfigsResource(resource_type=BROKER, resource_name="", configuration_keys=list(names))],
+    )
 
 
 def results(response) -> list:
@@ -44,6 +59,7 @@ def results(response) -> list:
 def outcomes(proxy, n: int) -> list[str]:
     """What ``n`` client connections opened one after another and held open get ("served", or "closed" by the
     connection limits); all are closed afterwards, and the proxy has seen them close before this returns."""
+
     async def scenario():
         got, writers = await hold_open(proxy.port, "127.0.0.1", n)
         for writer in writers:
@@ -51,8 +67,11 @@ def outcomes(proxy, n: int) -> list[str]:
         return got
 
     got = asyncio.run(scenario())
-    wait_until(lambda: proxy.metric("kafka_quota_proxy_active_connections", listener="PLAINTEXT") == 0, 10,
-               "the test's connections closed")
+    wait_until(
+        lambda: proxy.metric("kafka_quota_proxy_active_connections", listener="PLAINTEXT") == 0,
+        10,
+        "the test's connections closed",
+    )
     return got
 
 
@@ -60,8 +79,9 @@ def test_an_admin_sets_max_connections_and_a_mixed_request_is_answered_per_resou
     proxy, broker = start(["User:ANONYMOUS"])
     try:
         assert outcomes(proxy, 3) == ["served"] * 3
-        response = send(proxy.bootstrap, alter((TOPIC, "orders", {"retention.ms": "60000"}),
-                                               (BROKER, "", {"max.connections": "2"})))
+        response = send(
+            proxy.bootstrap, alter((TOPIC, "orders", {"retention.ms": "60000"}), (BROKER, "", {"max.connections": "2"}))
+        )
         assert results(response) == [(TOPIC, "orders", NONE), (BROKER, "", NONE)]
         wait_until(lambda: outcomes(proxy, 3) == ["served", "served", "closed"], 10, "max.connections 2 in force")
         [result] = send(proxy.bootstrap, describe_proxy("max.connections")).results
@@ -74,8 +94,9 @@ def test_an_admin_sets_max_connections_and_a_mixed_request_is_answered_per_resou
 def test_a_principal_not_in_admin_principals_is_refused_its_proxy_resource_only():
     proxy, broker = start([])
     try:
-        response = send(proxy.bootstrap, alter((BROKER, "", {"max.connections": "1"}),
-                                               (TOPIC, "orders", {"retention.ms": "60000"})))
+        response = send(
+            proxy.bootstrap, alter((BROKER, "", {"max.connections": "1"}), (TOPIC, "orders", {"retention.ms": "60000"}))
+        )
         assert results(response) == [(BROKER, "", CLUSTER_AUTHORIZATION_FAILED), (TOPIC, "orders", NONE)]
         assert "admin_principals" in response.responses[0].error_message
         time.sleep(1)  # what a follower needs to apply a written record (about a second): nothing must apply

@@ -36,10 +36,18 @@ PRODUCERS = ("kafka-python", "confluent", "aiokafka")
 def quota_proxy():
     proxy_port, broker_port = free_port(), free_port()
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
-    quotas = [{"entity": {"client-id": f"limited-{kind}"}, "producer_byte_rate": QUOTA, "consumer_byte_rate": QUOTA}
-              for kind in PRODUCERS]
-    proxy = start_proxy(proxy_config(proxy_port, broker_port, quotas=quotas, **{
-        "quota.window.num": WINDOW_NUM, "quota.window.size.seconds": WINDOW_S}))
+    quotas = [
+        {"entity": {"client-id": f"limited-{kind}"}, "producer_byte_rate": QUOTA, "consumer_byte_rate": QUOTA}
+        for kind in PRODUCERS
+    ]
+    proxy = start_proxy(
+        proxy_config(
+            proxy_port,
+            broker_port,
+            quotas=quotas,
+            **{"quota.window.num": WINDOW_NUM, "quota.window.size.seconds": WINDOW_S},
+        )
+    )
     yield proxy
     proxy.stop()
     broker.stop()
@@ -69,19 +77,37 @@ def test_producers_held_to_their_quota(quota_proxy):
     c.kp_create_topic(proxy.bootstrap, "free-p", 1)
     started = time.monotonic()
     flats = {kind: Flat(makers[kind](proxy.bootstrap, f"quota-{kind}", f"limited-{kind}")) for kind in PRODUCERS}
-    with flats["kafka-python"], flats["confluent"], flats["aiokafka"], \
-            Flat(ck_flat(proxy.bootstrap, "free-p", "free-producer")):
+    with (
+        flats["kafka-python"],
+        flats["confluent"],
+        flats["aiokafka"],
+        Flat(ck_flat(proxy.bootstrap, "free-p", "free-producer")),
+    ):
         rates = measure_rates(proxy, "producer_byte_rate", [f"limited-{k}" for k in PRODUCERS], started)
         free_rate = entity_bytes(proxy, "producer_byte_rate", "free-producer") / (time.monotonic() - started)
     print({k: round(r / QUOTA, 3) for k, r in rates.items()}, "free:", round(free_rate / QUOTA, 2))
     for client_id, rate in rates.items():
         assert rate <= 1.05 * QUOTA, f"{client_id} at {rate / QUOTA:.3f} x quota"
         assert rate >= 0.5 * QUOTA, f"{client_id} far below its quota ({rate / QUOTA:.3f} x): over-throttled"
-        assert proxy.metric("kafka_quota_proxy_quota_throttled_responses_total", quota="producer_byte_rate",
-                            user="", client_id=client_id) > 0
+        assert (
+            proxy.metric(
+                "kafka_quota_proxy_quota_throttled_responses_total",
+                quota="producer_byte_rate",
+                user="",
+                client_id=client_id,
+            )
+            > 0
+        )
     assert free_rate > 2 * QUOTA, f"the unlimited client was slowed to {free_rate / QUOTA:.2f} x the others' quota"
-    assert proxy.metric("kafka_quota_proxy_quota_throttled_responses_total", quota="producer_byte_rate",
-                        user="", client_id="free-producer") == 0
+    assert (
+        proxy.metric(
+            "kafka_quota_proxy_quota_throttled_responses_total",
+            quota="producer_byte_rate",
+            user="",
+            client_id="free-producer",
+        )
+        == 0
+    )
     for kind, flat in flats.items():
         got = c.kp_consume(proxy.bootstrap, f"quota-{kind}", len(flat.acked))
         values = [v for vs in got.values() for v in vs]
@@ -114,10 +140,17 @@ def test_consumers_held_to_their_quota(quota_proxy):
     fill(proxy.bootstrap, "quota-c", total)
     stop = threading.Event()
     got = {kind: [] for kind in (*PRODUCERS, "free")}
-    threads = [threading.Thread(target=consume_flat, args=(kind, proxy.bootstrap, "quota-c", f"limited-{kind}", stop,
-                                                           got[kind])) for kind in PRODUCERS]
-    threads.append(threading.Thread(target=consume_flat, args=("confluent", proxy.bootstrap, "quota-c",
-                                                               "free-consumer", stop, got["free"])))
+    threads = [
+        threading.Thread(
+            target=consume_flat, args=(kind, proxy.bootstrap, "quota-c", f"limited-{kind}", stop, got[kind])
+        )
+        for kind in PRODUCERS
+    ]
+    threads.append(
+        threading.Thread(
+            target=consume_flat, args=("confluent", proxy.bootstrap, "quota-c", "free-consumer", stop, got["free"])
+        )
+    )
     started = time.monotonic()
     for t in threads:
         t.start()

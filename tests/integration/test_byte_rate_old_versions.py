@@ -17,7 +17,8 @@ from proxy.codec.apis import METADATA, PRODUCE
 from proxy.codec.header import encode_request_header, frame, response_header_length
 from proxy.codec.messages import decode_response, encode_request, new_request
 from tests.harness import Tansu, free_port, proxy_config, start_proxy
-from tests.integration import clients as c, raw
+from tests.integration import clients as c
+from tests.integration import raw
 
 pytestmark = [pytest.mark.integration, pytest.mark.measures_rate]
 
@@ -30,10 +31,12 @@ BURST = QUOTA * (WINDOW_NUM - 1)  # what a fresh sensor admits before throttling
 def proxy():
     proxy_port, broker_port = free_port(), free_port()
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
-    quotas = [{"entity": {"client-id": "old"}, "producer_byte_rate": QUOTA, "consumer_byte_rate": QUOTA},
-              {"entity": {"client-id": "fire-and-forget"}, "producer_byte_rate": QUOTA},
-              {"entity": {"client-id": "old-short-timeout"}, "producer_byte_rate": QUOTA},
-              {"entity": {"client-id": "raw-old"}, "producer_byte_rate": QUOTA}]
+    quotas = [
+        {"entity": {"client-id": "old"}, "producer_byte_rate": QUOTA, "consumer_byte_rate": QUOTA},
+        {"entity": {"client-id": "fire-and-forget"}, "producer_byte_rate": QUOTA},
+        {"entity": {"client-id": "old-short-timeout"}, "producer_byte_rate": QUOTA},
+        {"entity": {"client-id": "raw-old"}, "producer_byte_rate": QUOTA},
+    ]
     running = start_proxy(proxy_config(proxy_port, broker_port, quotas=quotas, **{"quota.window.num": WINDOW_NUM}))
     yield running
     running.stop()
@@ -44,8 +47,15 @@ def test_produce_v5_clients_are_held_to_their_quota_by_the_mute(proxy):
     from kafka import KafkaProducer
 
     c.kp_create_topic(proxy.bootstrap, "old-p", 1)
-    producer = KafkaProducer(bootstrap_servers=proxy.bootstrap, client_id="old", api_version=(1, 0, 0), acks=1,
-                             enable_idempotence=False, linger_ms=0, batch_size=16384)
+    producer = KafkaProducer(
+        bootstrap_servers=proxy.bootstrap,
+        client_id="old",
+        api_version=(1, 0, 0),
+        acks=1,
+        enable_idempotence=False,
+        linger_ms=0,
+        batch_size=16384,
+    )
     latencies, count, value = [], 60, b"x" * 10_000
     started = time.monotonic()
     for _ in range(count):
@@ -72,10 +82,18 @@ def test_produce_v5_with_a_request_timeout_below_the_throttle_is_answered_at_onc
 
     c.kp_create_topic(proxy.bootstrap, "old-timeout", 3)
     count, value = 60, b"t" * 10_000
-    producer = KafkaProducer(bootstrap_servers=proxy.bootstrap, client_id="old-short-timeout",
-                             api_version=(1, 0, 0), acks=1, enable_idempotence=False, request_timeout_ms=2000,
-                             delivery_timeout_ms=30_000, linger_ms=10_000, batch_size=1_000_000,
-                             max_request_size=2_000_000)
+    producer = KafkaProducer(
+        bootstrap_servers=proxy.bootstrap,
+        client_id="old-short-timeout",
+        api_version=(1, 0, 0),
+        acks=1,
+        enable_idempotence=False,
+        request_timeout_ms=2000,
+        delivery_timeout_ms=30_000,
+        linger_ms=10_000,
+        batch_size=1_000_000,
+        max_request_size=2_000_000,
+    )
     try:
         futures = [producer.send("old-timeout", value, partition=i % 3) for i in range(count)]
         producer.flush(40)  # one batch per partition, all in one request
@@ -92,8 +110,17 @@ def test_produce_v5_with_a_request_timeout_below_the_throttle_is_answered_at_onc
 
 
 def _produce_v5(corr: int, records: bytes) -> bytes:
-    body = encode_request(PRODUCE, 5, new_request(PRODUCE, 5, acks=1, timeout_ms=10_000, topic_data=[
-        {"name": "old-raw", "partition_data": [{"index": 0, "records": records}]}]))
+    body = encode_request(
+        PRODUCE,
+        5,
+        new_request(
+            PRODUCE,
+            5,
+            acks=1,
+            timeout_ms=10_000,
+            topic_data=[{"name": "old-raw", "partition_data": [{"index": 0, "records": records}]}],
+        ),
+    )
     return frame(encode_request_header(PRODUCE, 5, corr, "raw-old") + body)
 
 
@@ -106,13 +133,22 @@ def test_a_throttled_produce_v5_response_comes_at_once_and_the_next_request_wait
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
     c.kp_create_topic(proxy.bootstrap, "old-raw", 1)
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
-                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 20,
+    )
     for i in range(50):
         builder.append(i, timestamp=None, key=None, value=bytes(10_000), headers=[])
     records = bytes(builder.build())
-    metadata = frame(encode_request_header(METADATA, 1, 2, "raw-old")
-                     + encode_request(METADATA, 1, new_request(METADATA, 1, topics=[{"name": "old-raw"}])))
+    metadata = frame(
+        encode_request_header(METADATA, 1, 2, "raw-old")
+        + encode_request(METADATA, 1, new_request(METADATA, 1, topics=[{"name": "old-raw"}]))
+    )
     sock = raw.connect(proxy.port)
     sock.settimeout(30)
     try:
@@ -126,14 +162,15 @@ def test_a_throttled_produce_v5_response_comes_at_once_and_the_next_request_wait
         sock.close()
     assert struct.unpack_from(">i", first)[0] == 1 and struct.unpack_from(">i", second)[0] == 2
     whole = struct.pack(">i", len(first)) + first
-    produced = decode_response(PRODUCE, 5, whole[response_header_length(PRODUCE, 5, whole):])
+    produced = decode_response(PRODUCE, 5, whole[response_header_length(PRODUCE, 5, whole) :])
     throttle_s = produced.throttle_time_ms / 1000
     assert throttle_s > 1.5, produced.throttle_time_ms
     assert [p.error_code for t in produced.responses for p in t.partition_responses] == [0]
     assert second_at - sent >= 0.9 * throttle_s, "the next request was read before the throttle ended"
     assert second_at - first_at >= 0.5 * throttle_s, (
         f"the Produce response came {first_at - sent:.1f} s after it was sent, the next answer "
-        f"{second_at - first_at:.1f} s after it: the response was held for the throttle instead of sent at once")
+        f"{second_at - first_at:.1f} s after it: the response was held for the throttle instead of sent at once"
+    )
 
 
 def test_fetch_v6_consumer_is_held_to_its_quota(proxy):
@@ -145,8 +182,9 @@ def test_fetch_v6_consumer_is_held_to_its_quota(proxy):
     for _ in range(60):
         filler.produce("old-c", b"z" * 10_000)
     assert filler.flush(30) == 0
-    consumer = KafkaConsumer(bootstrap_servers=proxy.bootstrap, client_id="old", api_version=(1, 0, 0),
-                             enable_auto_commit=False)
+    consumer = KafkaConsumer(
+        bootstrap_servers=proxy.bootstrap, client_id="old", api_version=(1, 0, 0), enable_auto_commit=False
+    )
     tp = TopicPartition("old-c", 0)
     consumer.assign([tp])
     consumer.seek_to_beginning(tp)
@@ -166,8 +204,9 @@ def test_acks0_producer_is_muted_to_its_quota(proxy):
     from kafka import KafkaProducer
 
     c.kp_create_topic(proxy.bootstrap, "a0", 1)
-    producer = KafkaProducer(bootstrap_servers=proxy.bootstrap, client_id="fire-and-forget", acks=0,
-                             linger_ms=5, batch_size=16384)
+    producer = KafkaProducer(
+        bootstrap_servers=proxy.bootstrap, client_id="fire-and-forget", acks=0, linger_ms=5, batch_size=16384
+    )
     started = time.monotonic()
     for _ in range(100):
         producer.send("a0", b"y" * 10_000)
@@ -175,8 +214,9 @@ def test_acks0_producer_is_muted_to_its_quota(proxy):
     sent = 0.0
     while sent < 100 * 10_000 and time.monotonic() - started < 30:  # muted: the proxy reads as the quota allows
         time.sleep(0.1)  # a bounded condition wait: its duration is measured (a rate group)
-        sent = proxy.metric("kafka_quota_proxy_quota_bytes_total", quota="producer_byte_rate", user="",
-                            client_id="fire-and-forget")
+        sent = proxy.metric(
+            "kafka_quota_proxy_quota_bytes_total", quota="producer_byte_rate", user="", client_id="fire-and-forget"
+        )
     elapsed = time.monotonic() - started
     producer.close(5)
     assert sent >= 100 * 10_000

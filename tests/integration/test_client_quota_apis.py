@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.harness import Tansu, wait_until
+from tests.harness import wait_until
 from tests.integration.quota_apis import alter, describe, described, entries_of, op, send, start
 
 pytestmark = pytest.mark.integration
@@ -25,46 +25,70 @@ def entity(**parts) -> list:
 def test_alter_and_describe_through_the_proxy_take_effect():
     proxy, broker = start(["User:ANONYMOUS"])
     try:
-        response = send(proxy.bootstrap, alter([
-            {"entity": entity(client_id="etl"), "ops": [op("producer_byte_rate", 1048576)]},
-            {"entity": entity(ip="10.0.0.9"), "ops": [op("connection_creation_rate", 3)]},
-            {"entity": entity(user="bob"), "ops": [op("colour", 1)]},  # unknown key
-            {"entity": entity(ip="10.0.0.1", user="bob"), "ops": [op("producer_byte_rate", 1)]},
-        ]))
+        response = send(
+            proxy.bootstrap,
+            alter(
+                [
+                    {"entity": entity(client_id="etl"), "ops": [op("producer_byte_rate", 1048576)]},
+                    {"entity": entity(ip="10.0.0.9"), "ops": [op("connection_creation_rate", 3)]},
+                    {"entity": entity(user="bob"), "ops": [op("colour", 1)]},  # unknown key
+                    {"entity": entity(ip="10.0.0.1", user="bob"), "ops": [op("producer_byte_rate", 1)]},
+                ]
+            ),
+        )
         codes = [e.error_code for e in response.entries]
         assert codes == [NONE, NONE, INVALID_REQUEST, INVALID_REQUEST], response
         assert "colour" in response.entries[2].error_message
         # in force through the config topic (how soon: test_dynamic_config.py's rate-group test)
-        wait_until(lambda: described(proxy.bootstrap, {"client-id": "etl"}) == {"producer_byte_rate": 1048576},
-                   15, "etl's producer_byte_rate in force")
+        wait_until(
+            lambda: described(proxy.bootstrap, {"client-id": "etl"}) == {"producer_byte_rate": 1048576},
+            15,
+            "etl's producer_byte_rate in force",
+        )
         # the connection quotas' own limit for the IP, as /metrics shows it
         assert proxy.scraped("kafka_quota_proxy_ip_connection_creation_rate_limit") == {(("ip", "10.0.0.9"),): 3}
         everything = entries_of(send(proxy.bootstrap, describe([])))
         assert everything[(("client-id", "etl"),)] == {"producer_byte_rate": 1048576.0}
         assert everything[(("user", None),)] == {"consumer_byte_rate": 5000000.0}  # the YAML's default user
         assert everything[(("ip", "10.0.0.9"),)] == {"connection_creation_rate": 3.0}
-        defaults = entries_of(send(proxy.bootstrap, describe([{"entity_type": "user", "match_type": 1,
-                                                               "match": None}], strict=True)))
+        defaults = entries_of(
+            send(proxy.bootstrap, describe([{"entity_type": "user", "match_type": 1, "match": None}], strict=True))
+        )
         assert list(defaults) == [(("user", None),)]
-        mixed = send(proxy.bootstrap, describe([{"entity_type": "ip", "match_type": 2, "match": None},
-                                                {"entity_type": "user", "match_type": 2, "match": None}]))
+        mixed = send(
+            proxy.bootstrap,
+            describe(
+                [
+                    {"entity_type": "ip", "match_type": 2, "match": None},
+                    {"entity_type": "user", "match_type": 2, "match": None},
+                ]
+            ),
+        )
         assert mixed.error_code == INVALID_REQUEST
         # validate_only: checked, answered, not written
-        check = send(proxy.bootstrap, alter([{"entity": entity(client_id="etl"),
-                                              "ops": [op("producer_byte_rate", 1)]}], validate_only=True))
+        check = send(
+            proxy.bootstrap,
+            alter([{"entity": entity(client_id="etl"), "ops": [op("producer_byte_rate", 1)]}], validate_only=True),
+        )
         assert [e.error_code for e in check.entries] == [NONE]
         # a later write in force means everything written before it was read (one partition, in order)
-        later = send(proxy.bootstrap, alter([{"entity": entity(client_id="later"),
-                                              "ops": [op("producer_byte_rate", 2048)]}]))
+        later = send(
+            proxy.bootstrap, alter([{"entity": entity(client_id="later"), "ops": [op("producer_byte_rate", 2048)]}])
+        )
         assert [e.error_code for e in later.entries] == [NONE]
-        wait_until(lambda: described(proxy.bootstrap, {"client-id": "later"}) == {"producer_byte_rate": 2048},
-                   15, "the later write in force")
+        wait_until(
+            lambda: described(proxy.bootstrap, {"client-id": "later"}) == {"producer_byte_rate": 2048},
+            15,
+            "the later write in force",
+        )
         assert described(proxy.bootstrap, {"client-id": "etl"}) == {"producer_byte_rate": 1048576}
-        removed = send(proxy.bootstrap, alter([{"entity": entity(client_id="etl"),
-                                                "ops": [op("producer_byte_rate", None)]}]))
+        removed = send(
+            proxy.bootstrap, alter([{"entity": entity(client_id="etl"), "ops": [op("producer_byte_rate", None)]}])
+        )
         assert [e.error_code for e in removed.entries] == [NONE]
-        wait_until(lambda: described(proxy.bootstrap, {"client-id": "etl"}) == {}, 15,
-                   "etl's producer_byte_rate removed")
+        wait_until(
+            lambda: described(proxy.bootstrap, {"client-id": "etl"}) == {}, 15, "etl's producer_byte_rate removed"
+        )
     finally:
         proxy.stop()
         broker.stop()
@@ -73,8 +97,9 @@ def test_alter_and_describe_through_the_proxy_take_effect():
 def test_alter_is_refused_to_principals_not_in_admin_principals():
     proxy, broker = start([])
     try:
-        response = send(proxy.bootstrap, alter([{"entity": entity(client_id="etl"),
-                                                 "ops": [op("producer_byte_rate", 1)]}]))
+        response = send(
+            proxy.bootstrap, alter([{"entity": entity(client_id="etl"), "ops": [op("producer_byte_rate", 1)]}])
+        )
         assert [e.error_code for e in response.entries] == [CLUSTER_AUTHORIZATION_FAILED]
         assert "admin_principals" in response.entries[0].error_message
         time.sleep(0.5)  # deliberate: time a write would take to be in force; nothing was written, nothing must be
@@ -111,21 +136,40 @@ def test_request_percentage_is_refused_with_a_reason_when_the_broker_has_no_clie
 
     proxy, broker = start(["User:ANONYMOUS"])
     try:
-        response = send(proxy.bootstrap, alter([
-            {"entity": entity(client_id="etl"), "ops": [op("request_percentage", 50)]},
-            {"entity": entity(client_id="batch"), "ops": [op("producer_byte_rate", 4096)]}]))
+        response = send(
+            proxy.bootstrap,
+            alter(
+                [
+                    {"entity": entity(client_id="etl"), "ops": [op("request_percentage", 50)]},
+                    {"entity": entity(client_id="batch"), "ops": [op("producer_byte_rate", 4096)]},
+                ]
+            ),
+        )
         assert [e.error_code for e in response.entries] == [UNSUPPORTED_VERSION, NONE], response
         assert "request_percentage: enforced by the brokers" in response.entries[0].error_message
-        wait_until(lambda: described(proxy.bootstrap, {"client-id": "batch"}) == {"producer_byte_rate": 4096},
-                   15, "the proxy's own entry applied")
+        wait_until(
+            lambda: described(proxy.bootstrap, {"client-id": "batch"}) == {"producer_byte_rate": 4096},
+            15,
+            "the proxy's own entry applied",
+        )
         with raw.connect(proxy.port) as sock:
-            answered = raw.exchange(sock, 49, 0, validate_only=False, entries=[
-                {"entity": [{"entity_type": "client-id", "entity_name": "etl"}],
-                 "ops": [{"key": "request_percentage", "value": 50.0, "remove": False}]}])
+            answered = raw.exchange(
+                sock,
+                49,
+                0,
+                validate_only=False,
+                entries=[
+                    {
+                        "entity": [{"entity_type": "client-id", "entity_name": "etl"}],
+                        "ops": [{"key": "request_percentage", "value": 50.0, "remove": False}],
+                    }
+                ],
+            )
             assert [e.error_code for e in answered.entries] == [UNSUPPORTED_VERSION], answered
             listed = raw.exchange(sock, 48, 0, components=[], strict=False, correlation_id=2)
         assert {tuple((e.entity_type, e.entity_name) for e in x.entity) for x in listed.entries} >= {
-            (("client-id", "batch"),)}
+            (("client-id", "batch"),)
+        }
         assert "request_percentage" not in str(entries_of(send(proxy.bootstrap, describe([]))))
     finally:
         proxy.stop()

@@ -41,13 +41,22 @@ MEASURE_S = 4.0
 
 
 def sidecar_config(port: int, broker_port: int, index: int) -> dict:
-    return {"upstream": {"bootstrap_servers": [f"127.0.0.1:{broker_port}"]},
-            "listeners": [{"name": "PLAINTEXT", "bind": f"127.0.0.1:{port}"}], "metrics": {"bind": "127.0.0.1:0"},
-            "quotas": [{"entity": {"client-id": "shared"}, "producer_byte_rate": RATE}],
-            "admin_principals": ["User:ANONYMOUS"],
-            "settings": {"quota.scope": "cluster", "quota.smoothing": "on", "quota.cluster.topic": USAGE_TOPIC,
-                         "quota.cluster.id": f"sidecar-{index}", "quota.cluster.sync.ms": 250,
-                         "quota.cluster.stale.ms": 2000, "shutdown.grace.period.ms": 500}}
+    return {
+        "upstream": {"bootstrap_servers": [f"127.0.0.1:{broker_port}"]},
+        "listeners": [{"name": "PLAINTEXT", "bind": f"127.0.0.1:{port}"}],
+        "metrics": {"bind": "127.0.0.1:0"},
+        "quotas": [{"entity": {"client-id": "shared"}, "producer_byte_rate": RATE}],
+        "admin_principals": ["User:ANONYMOUS"],
+        "settings": {
+            "quota.scope": "cluster",
+            "quota.smoothing": "on",
+            "quota.cluster.topic": USAGE_TOPIC,
+            "quota.cluster.id": f"sidecar-{index}",
+            "quota.cluster.sync.ms": 250,
+            "quota.cluster.stale.ms": 2000,
+            "shutdown.grace.period.ms": 500,
+        },
+    }
 
 
 def test_one_tenant_through_three_sidecars_gets_its_quota_once():
@@ -62,22 +71,34 @@ def test_one_tenant_through_three_sidecars_gets_its_quota_once():
         for port, broker_port in ports:
             brokers.append(Tansu(broker_port, advertised=f"127.0.0.1:{port}").start())
         for index, (port, broker_port) in enumerate(ports, 1):
+
             def prepare(app, first=index == 1):
                 if not first:
                     app.usage_kafka = usage
+
             proxies.append(start_proxy(sidecar_config(port, broker_port, index), loop_kind="asyncio", prepare=prepare))
         for port, _ in ports:
             admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}", "client.id": "admin"})
             admin.create_topics([NewTopic(TOPIC, 6, 1)])[TOPIC].result(30)
         t0 = time.monotonic()
         acked = [Counter() for _ in ports]
-        clients = [threading.Thread(target=flat_out_into, args=(f"127.0.0.1:{port}", TOPIC, t0, into, halt),
-                                    daemon=True) for (port, _), into in zip(ports, acked)]
+        clients = [
+            threading.Thread(target=flat_out_into, args=(f"127.0.0.1:{port}", TOPIC, t0, into, halt), daemon=True)
+            for (port, _), into in zip(ports, acked)
+        ]
         for client in clients:
             client.start()
-        started = wait_until(lambda: steady_after_debt(acked, int((time.monotonic() - t0) * 10), RATE)
-                             or (time.monotonic() - t0 > LATEST_START_S and int(LATEST_START_S * 10)),
-                             LATEST_START_S + 1, "the start's debt paid") / 10
+        started = (
+            wait_until(
+                lambda: (
+                    steady_after_debt(acked, int((time.monotonic() - t0) * 10), RATE)
+                    or (time.monotonic() - t0 > LATEST_START_S and int(LATEST_START_S * 10))
+                ),
+                LATEST_START_S + 1,
+                "the start's debt paid",
+            )
+            / 10
+        )
         time.sleep(max(0.0, t0 + started + MEASURE_S + 0.5 - time.monotonic()))  # deliberate: the measurement window
         received = [p.metric("kafka_quota_proxy_cluster_usage_records_total", direction="received") for p in proxies]
     finally:
@@ -93,8 +114,12 @@ def test_one_tenant_through_three_sidecars_gets_its_quota_once():
     total = sum(shares)
     assert all(n > 0 for n in received), f"a sidecar recorded no peer's usage: {received}"
     assert all(sum(into.values()) for into in acked), "a sidecar's clients got nothing through"
-    seconds = [round(sum(into[t] for into in acked for t in range(10 * k, 10 * k + 10)) / RATE, 2)
-               for k in range(int(started + MEASURE_S))]
-    assert 0.8 <= total <= 1.2, (f"{total:.2f} x producer_byte_rate in total through three sidecars ({shares}) "
-                                 f"from {started:.1f} s; "
-                                 f"each second: {seconds}")
+    seconds = [
+        round(sum(into[t] for into in acked for t in range(10 * k, 10 * k + 10)) / RATE, 2)
+        for k in range(int(started + MEASURE_S))
+    ]
+    assert 0.8 <= total <= 1.2, (
+        f"{total:.2f} x producer_byte_rate in total through three sidecars ({shares}) "
+        f"from {started:.1f} s; "
+        f"each second: {seconds}"
+    )

@@ -39,13 +39,21 @@ RECORDS = "kafka_quota_proxy_cluster_usage_records_total"
 
 
 def sidecar_config(port: int, broker_port: int, index: int) -> dict:
-    return {"upstream": {"bootstrap_servers": [f"127.0.0.1:{broker_port}"]},
-            "listeners": [{"name": "PLAINTEXT", "bind": f"127.0.0.1:{port}"}], "metrics": {"bind": "127.0.0.1:0"},
-            "quotas": [{"entity": {"client-id": "shared"}, "producer_byte_rate": RATE}],
-            "admin_principals": ["User:ANONYMOUS"],
-            "settings": {"quota.scope": "cluster", "quota.cluster.topic": USAGE_TOPIC,
-                         "quota.cluster.id": f"sidecar-{index}", "quota.cluster.sync.ms": 250,
-                         "quota.cluster.stale.ms": 30_000, "shutdown.grace.period.ms": 500}}
+    return {
+        "upstream": {"bootstrap_servers": [f"127.0.0.1:{broker_port}"]},
+        "listeners": [{"name": "PLAINTEXT", "bind": f"127.0.0.1:{port}"}],
+        "metrics": {"bind": "127.0.0.1:0"},
+        "quotas": [{"entity": {"client-id": "shared"}, "producer_byte_rate": RATE}],
+        "admin_principals": ["User:ANONYMOUS"],
+        "settings": {
+            "quota.scope": "cluster",
+            "quota.cluster.topic": USAGE_TOPIC,
+            "quota.cluster.id": f"sidecar-{index}",
+            "quota.cluster.sync.ms": 250,
+            "quota.cluster.stale.ms": 30_000,
+            "shutdown.grace.period.ms": 500,
+        },
+    }
 
 
 def flat_out(bootstrap: str, seconds: float) -> Counter:
@@ -63,9 +71,11 @@ def test_a_follower_reading_the_topic_again_leaves_the_tenant_its_budget():
         for port, broker_port in ports:
             brokers.append(Tansu(broker_port, advertised=f"127.0.0.1:{port}").start())
         for index, (port, broker_port) in enumerate(ports, 1):
+
             def prepare(app, first=index == 1):
                 if not first:
                     app.usage_kafka = usage  # the usage topic is on broker 1
+
             proxies.append(start_proxy(sidecar_config(port, broker_port, index), loop_kind="asyncio", prepare=prepare))
         for port, _ in ports:
             admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}", "client.id": "admin"})
@@ -85,9 +95,14 @@ def test_a_follower_reading_the_topic_again_leaves_the_tenant_its_budget():
         one.call(follower.stop())
         one.call(follower.start())
         # read from the beginning again: its own records skipped once more, and every peer's record read again
-        wait_until(lambda: one.metric(RECORDS, direction="skipped") >= own + sent
-                   and one.metric(RECORDS, direction="received") + one.metric(RECORDS, direction="duplicate")
-                   >= 2 * read, 30, "the usage topic read again")
+        wait_until(
+            lambda: (
+                one.metric(RECORDS, direction="skipped") >= own + sent
+                and one.metric(RECORDS, direction="received") + one.metric(RECORDS, direction="duplicate") >= 2 * read
+            ),
+            30,
+            "the usage topic read again",
+        )
         second = flat_out(one.bootstrap, MEASURE_S)
     finally:
         for proxy in proxies:
@@ -97,6 +112,8 @@ def test_a_follower_reading_the_topic_again_leaves_the_tenant_its_budget():
     admitted = sum(second.values()) / MEASURE_S / RATE
     seconds = [round(sum(second[t] for t in range(10 * k, 10 * k + 10)) / RATE, 2) for k in range(int(MEASURE_S))]
     print(f"after the replay: {admitted:.2f} x the quota through sidecar 1 ({seconds} each second)")
-    assert admitted >= 0.5, (f"{admitted:.2f} x producer_byte_rate through sidecar 1 after its follower read the "
-                             f"topic again ({seconds} each second): sidecar 2's usage recorded twice")
+    assert admitted >= 0.5, (
+        f"{admitted:.2f} x producer_byte_rate through sidecar 1 after its follower read the "
+        f"topic again ({seconds} each second): sidecar 2's usage recorded twice"
+    )
     assert admitted <= (1 + 1.5 * MEASURE_S) / MEASURE_S, f"{admitted:.2f} x: more than its burst and 1.5 x"

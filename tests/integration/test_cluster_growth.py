@@ -50,8 +50,16 @@ class ScriptedCluster:
                 header = parse_request_header(request, 1 << 20)
                 assert header.api_key == METADATA and header.api_version == 1
                 self.served_by.append(node_id)
-                body = encode_response(METADATA, 1, new_response(METADATA, 1, controller_id=1, brokers=[
-                    {"node_id": n, "host": "127.0.0.1", "port": self.ports[n]} for n in self.known]))
+                body = encode_response(
+                    METADATA,
+                    1,
+                    new_response(
+                        METADATA,
+                        1,
+                        controller_id=1,
+                        brokers=[{"node_id": n, "host": "127.0.0.1", "port": self.ports[n]} for n in self.known],
+                    ),
+                )
                 writer.write(frame(encode_response_header(METADATA, 1, header.correlation_id) + body))
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -75,11 +83,13 @@ def metadata(port: int, correlation_id: int = 1):
 def test_a_broker_that_appears_later_gets_its_port():
     cluster = ScriptedCluster().start()
     bootstrap, base = cluster_ports()
-    proxy = start_proxy({
-        "upstream": {"bootstrap_servers": [f"127.0.0.1:{cluster.ports[1]}"]},
-        "listeners": [{"name": "PLAINTEXT", "bind": f"127.0.0.1:{bootstrap}", "broker_port_base": base}],
-        "metrics": {"bind": "127.0.0.1:0"},
-    })
+    proxy = start_proxy(
+        {
+            "upstream": {"bootstrap_servers": [f"127.0.0.1:{cluster.ports[1]}"]},
+            "listeners": [{"name": "PLAINTEXT", "bind": f"127.0.0.1:{bootstrap}", "broker_port_base": base}],
+            "metrics": {"bind": "127.0.0.1:0"},
+        }
+    )
     try:
         first = metadata(bootstrap)
         assert [(b.node_id, b.host, b.port) for b in first.brokers] == [(1, "127.0.0.1", base + 1)]

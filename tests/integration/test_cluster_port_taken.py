@@ -28,13 +28,21 @@ def test_a_taken_broker_port_keeps_the_proxy_not_ready_until_it_is_served():
         bootstrap_port, base = cluster_ports(node_id + 1)
         holder.bind(("127.0.0.1", base + node_id))
         holder.listen()
-        proxy = start_proxy({
-            "upstream": {"bootstrap_servers": [f"127.0.0.1:{broker_port}"]},
-            "listeners": [{"name": "PLAINTEXT", "bind": f"127.0.0.1:{bootstrap_port}", "advertised_host": "127.0.0.1",
-                           "broker_port_base": base}],
-            "metrics": {"bind": "127.0.0.1:0"},
-            "dynamic_config": {"enabled": False},
-        })
+        proxy = start_proxy(
+            {
+                "upstream": {"bootstrap_servers": [f"127.0.0.1:{broker_port}"]},
+                "listeners": [
+                    {
+                        "name": "PLAINTEXT",
+                        "bind": f"127.0.0.1:{bootstrap_port}",
+                        "advertised_host": "127.0.0.1",
+                        "broker_port_base": base,
+                    }
+                ],
+                "metrics": {"bind": "127.0.0.1:0"},
+                "dynamic_config": {"enabled": False},
+            }
+        )
         assert proxy.metric("kafka_quota_proxy_ready") == 0
         assert proxy.call(_not_ready(proxy.app)) == "the cluster's broker ports are not open yet"
         holder.close()  # the other process lets the port go: the proxy's next try opens it

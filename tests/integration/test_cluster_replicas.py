@@ -22,13 +22,28 @@ def replica_config(broker_port: int, replica: str, topic: str | None) -> tuple[d
     bootstrap, base = cluster_ports()
     settings = {"quota.scope": "cluster", "quota.window.num": 2, "quota.window.size.seconds": 1}
     if topic is not None:
-        settings.update({"quota.cluster.topic": topic, "quota.cluster.id": replica, "quota.cluster.sync.ms": 200,
-                         "quota.cluster.stale.ms": 2000})
-    return {"upstream": {"bootstrap_servers": [f"127.0.0.1:{broker_port}"]},
-            "listeners": [{"name": "PLAINTEXT", "bind": f"127.0.0.1:{bootstrap}", "advertised_host": "127.0.0.1",
-                           "broker_port_base": base}],
-            "metrics": {"bind": "127.0.0.1:0"},
-            "quotas": [{"entity": {"client-id": "shared"}, "producer_byte_rate": RATE}], "settings": settings}, bootstrap
+        settings.update(
+            {
+                "quota.cluster.topic": topic,
+                "quota.cluster.id": replica,
+                "quota.cluster.sync.ms": 200,
+                "quota.cluster.stale.ms": 2000,
+            }
+        )
+    return {
+        "upstream": {"bootstrap_servers": [f"127.0.0.1:{broker_port}"]},
+        "listeners": [
+            {
+                "name": "PLAINTEXT",
+                "bind": f"127.0.0.1:{bootstrap}",
+                "advertised_host": "127.0.0.1",
+                "broker_port_base": base,
+            }
+        ],
+        "metrics": {"bind": "127.0.0.1:0"},
+        "quotas": [{"entity": {"client-id": "shared"}, "producer_byte_rate": RATE}],
+        "settings": settings,
+    }, bootstrap
 
 
 # without the topic each replica keeps its own budget: about 2 x, 1.58 x seen at load 20 on 2 cores
@@ -54,14 +69,16 @@ def test_one_tenant_through_two_cluster_mode_replicas_gets_its_quota_once_with_t
             p.stop()
         producers = []
         if topic is not None:
-            received = [r.metric("kafka_quota_proxy_cluster_usage_records_total", direction="received")
-                        for r in replicas]
+            received = [
+                r.metric("kafka_quota_proxy_cluster_usage_records_total", direction="received") for r in replicas
+            ]
             assert all(n > 0 for n in received), f"a replica recorded no peer usage: {received}"
             first = replicas[0]
             assert first.metric("kafka_quota_proxy_cluster_usage_peers", state="known") == 1
             replicas.pop().stop()
-            wait_until(lambda: first.metric("kafka_quota_proxy_cluster_usage_peers", state="known") == 0, 10,
-                       "r1 forgets r2")
+            wait_until(
+                lambda: first.metric("kafka_quota_proxy_cluster_usage_peers", state="known") == 0, 10, "r1 forgets r2"
+            )
             assert first.metric("kafka_quota_proxy_cluster_usage_fallback") == 0
     finally:
         for p in producers:

@@ -36,11 +36,19 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def cluster_config(broker_port: int, bootstrap_port: int, base: int, metrics_port: int = 0) -> dict:
-    return {"upstream": {"bootstrap_servers": [f"127.0.0.1:{broker_port}"]},
-            "listeners": [{"name": "PLAINTEXT", "bind": f"127.0.0.1:{bootstrap_port}", "advertised_host": "127.0.0.1",
-                           "broker_port_base": base}],
-            "metrics": {"bind": f"127.0.0.1:{metrics_port}"},
-            "settings": {"shutdown.grace.period.ms": 2000}}
+    return {
+        "upstream": {"bootstrap_servers": [f"127.0.0.1:{broker_port}"]},
+        "listeners": [
+            {
+                "name": "PLAINTEXT",
+                "bind": f"127.0.0.1:{bootstrap_port}",
+                "advertised_host": "127.0.0.1",
+                "broker_port_base": base,
+            }
+        ],
+        "metrics": {"bind": f"127.0.0.1:{metrics_port}"},
+        "settings": {"shutdown.grace.period.ms": 2000},
+    }
 
 
 def port_open(port: int) -> bool:
@@ -88,8 +96,9 @@ class ProxyProcess:
         self.proc: subprocess.Popen | None = None
 
     def start(self, port: int) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "proxy.cli", "run", "--config", self.path,
-                                      "--log-level", "WARNING"], cwd=ROOT)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "proxy.cli", "run", "--config", self.path, "--log-level", "WARNING"], cwd=ROOT
+        )
         wait_for_port(port, timeout=30)
 
     def stop(self) -> None:
@@ -136,8 +145,9 @@ class Producer(threading.Thread):
     def _run_kp(self) -> None:
         from kafka import KafkaProducer
 
-        p = KafkaProducer(bootstrap_servers=self.bootstrap, client_id=self.label, enable_idempotence=True,
-                          acks="all", linger_ms=5)
+        p = KafkaProducer(
+            bootstrap_servers=self.bootstrap, client_id=self.label, enable_idempotence=True, acks="all", linger_ms=5
+        )
         for value in self._values():
             p.send(self.topic, value).add_callback(lambda _md, v=value: self._ack(v))
         p.flush(30)
@@ -146,8 +156,9 @@ class Producer(threading.Thread):
     def _run_ck(self) -> None:
         from confluent_kafka import Producer as CkProducer
 
-        p = CkProducer({"bootstrap.servers": self.bootstrap, "client.id": self.label, "enable.idempotence": True,
-                        "linger.ms": 5})
+        p = CkProducer(
+            {"bootstrap.servers": self.bootstrap, "client.id": self.label, "enable.idempotence": True, "linger.ms": 5}
+        )
 
         def delivered(err, msg) -> None:
             if err is None:
@@ -206,9 +217,14 @@ class GroupConsumer(threading.Thread):
                 def on_partitions_assigned(self, assigned) -> None:
                     consumer.assigned += 1
 
-            c = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id="restart-group",
-                              client_id="restart-consumer", auto_offset_reset="earliest", session_timeout_ms=6000,
-                              heartbeat_interval_ms=1000)
+            c = KafkaConsumer(
+                bootstrap_servers=self.bootstrap,
+                group_id="restart-group",
+                client_id="restart-consumer",
+                auto_offset_reset="earliest",
+                session_timeout_ms=6000,
+                heartbeat_interval_ms=1000,
+            )
             c.subscribe([self.topic], listener=Counting())
             try:
                 while not self.stopping.is_set():
@@ -253,8 +269,11 @@ def read_everything(broker: str, topic: str, where: dict | None = None) -> Count
 
 
 @pytest.mark.timeout(150)
-@pytest.mark.parametrize("names", [("kp-producer", "ck-producer", "aio-producer"), ("kp-producer", "aio-producer")],
-                         ids=["all-three", "known-addresses-only"])
+@pytest.mark.parametrize(
+    "names",
+    [("kp-producer", "ck-producer", "aio-producer"), ("kp-producer", "aio-producer")],
+    ids=["all-three", "known-addresses-only"],
+)
 def test_a_restart_under_traffic_is_invisible_to_the_clients(tmp_path, names):
     """SIGTERM the cluster-mode proxy and start it again on the same ports while kafka-python, confluent-kafka and
     aiokafka producers and a kafka-python consumer group run through it: each resumes within a few seconds of the
@@ -283,9 +302,15 @@ def test_a_restart_under_traffic_is_invisible_to_the_clients(tmp_path, names):
         proxy.start(bootstrap_port)
         # The clients reconnect and run on after the restart: until every one of them has gone on past the 8 s the
         # assertions below look at (was a fixed 12 s; a client that never comes back still fails them, after 60 s)
-        wait_until(lambda: all(p.acked and p.acked[-1][0] > restarted + 8 for p in producers)
-                   and consumer.received and consumer.received[-1][0] > restarted + 8, 60,
-                   "every client running on 8 s after the restart")
+        wait_until(
+            lambda: (
+                all(p.acked and p.acked[-1][0] > restarted + 8 for p in producers)
+                and consumer.received
+                and consumer.received[-1][0] > restarted + 8
+            ),
+            60,
+            "every client running on 8 s after the restart",
+        )
         for p in producers:
             p.stopping.set()
         for p in producers:
@@ -303,7 +328,9 @@ def test_a_restart_under_traffic_is_invisible_to_the_clients(tmp_path, names):
         gaps = {p.label: round(longest_gap_around([t for t, _ in p.acked], restarted), 2) for p in producers}
         gaps["group-consumer"] = round(longest_gap_around([t for t, _ in consumer.received], restarted), 2)
         assert all(gap < 8 for gap in gaps.values()), gaps
-        assert all(any(t > restarted + 8 for t, _ in p.acked) for p in producers), "a producer stopped after the restart"
+        assert all(any(t > restarted + 8 for t, _ in p.acked) for p in producers), (
+            "a producer stopped after the restart"
+        )
         where: dict = {}
         seen = read_everything(f"127.0.0.1:{broker_port}", "restart", where)
         for p in producers:
@@ -324,18 +351,35 @@ def test_a_restart_under_traffic_is_invisible_to_the_clients(tmp_path, names):
         received_under: dict[int, list[tuple[int, int]]] = {}
         for (part, offset), assignment in zip(consumer.offsets, consumer.assignments):
             received_under.setdefault(part, []).append((offset, assignment))
-        broker_served = {pos for pos in missed
-                         if any(a[0] < pos[1] < b[0] and a[1] == b[1]
-                                for a, b in zip(received_under.get(pos[0], []), received_under.get(pos[0], [])[1:]))}
+        broker_served = {
+            pos
+            for pos in missed
+            if any(
+                a[0] < pos[1] < b[0] and a[1] == b[1]
+                for a, b in zip(received_under.get(pos[0], []), received_under.get(pos[0], [])[1:])
+            )
+        }
         if broker_served:
             print(f"broker-served gaps (not failed): {sorted(broker_served)[:10]}")
         missed = [pos for pos in missed if pos not in broker_served]
-        assert not missed, ("the group consumer missed messages (partition, offset)", len(missed), missed[:10],
-                            {part: (min(o for q, o in consumer.offsets if q == part),
-                                    max(o for q, o in consumer.offsets if q == part))
-                             for part in {q for q, _ in consumer.offsets}}, f"restart at +{restarted - t0:.1f} s",
-                            [(round(t - t0, 1), pos) for (t, _), pos in zip(consumer.received, consumer.offsets)
-                             if missed and pos[0] == missed[0][0] and abs(pos[1] - missed[0][1]) < 3])
+        assert not missed, (
+            "the group consumer missed messages (partition, offset)",
+            len(missed),
+            missed[:10],
+            {
+                part: (
+                    min(o for q, o in consumer.offsets if q == part),
+                    max(o for q, o in consumer.offsets if q == part),
+                )
+                for part in {q for q, _ in consumer.offsets}
+            },
+            f"restart at +{restarted - t0:.1f} s",
+            [
+                (round(t - t0, 1), pos)
+                for (t, _), pos in zip(consumer.received, consumer.offsets)
+                if missed and pos[0] == missed[0][0] and abs(pos[1] - missed[0][1]) < 3
+            ],
+        )
     finally:
         for t in threads:
             t.stopping.set()
@@ -369,8 +413,10 @@ def test_a_broker_absent_past_the_removal_time_loses_its_port_and_gets_it_back_o
         time.sleep(1.1)  # deliberate: past cluster.broker.removal.ms (1 s)
         proxy.call(answer({}))
         assert not port_open(base + TANSU_NODE)
-        assert proxy.metric("kafka_quota_proxy_connections_closed_total", listener="PLAINTEXT",
-                            reason="broker_removed") == 1
+        assert (
+            proxy.metric("kafka_quota_proxy_connections_closed_total", listener="PLAINTEXT", reason="broker_removed")
+            == 1
+        )
         client.settimeout(5)
         assert client.recv(1) == b""  # the proxy closed it
         client.close()

@@ -15,7 +15,6 @@ per-broker share once c's last record is older than ``quota.cluster.stale.ms``.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 
@@ -27,9 +26,11 @@ from tests.integration.cluster_sidecars import RATE, TOPIC, USAGE_TOPIC, Sidecar
 
 pytestmark = [pytest.mark.integration, pytest.mark.measures_rate]
 
-WARM_UP_S = {"broker": 2.0,  # past the fresh entity's burst (quota x (num - 1) x window) and the throttle after it
-             # (up to the window span, 2 s)
-             "cluster": 4.0}  # quota.smoothing on, as by default with a usage topic: each sidecar admits a full
+WARM_UP_S = {
+    "broker": 2.0,  # past the fresh entity's burst (quota x (num - 1) x window) and the throttle after it
+    # (up to the window span, 2 s)
+    "cluster": 4.0,
+}  # quota.smoothing on, as by default with a usage topic: each sidecar admits a full
 # bucket and more before it sees the other's usage, and both then pay that debt back (0.59 x measured over 2-5 s in a
 # quiet make test with 2.0)
 MEASURE_S = 3.0
@@ -43,8 +44,14 @@ def produce_flat_out(address: str, port: int, seconds: float, acked: list) -> No
     value = b"v" * 4000
 
     async def main():
-        producer = AIOKafkaProducer(bootstrap_servers=f"localhost:{port}", client_id="shared", acks=1, linger_ms=5,
-                                    max_batch_size=16384, request_timeout_ms=30_000)
+        producer = AIOKafkaProducer(
+            bootstrap_servers=f"localhost:{port}",
+            client_id="shared",
+            acks=1,
+            linger_ms=5,
+            max_batch_size=16384,
+            request_timeout_ms=30_000,
+        )
         await producer.start()
         try:
             end = time.monotonic() + seconds
@@ -73,19 +80,21 @@ def test_one_tenant_through_two_sidecars_gets_its_quota_once_or_per_sidecar(scop
         acked = {"127.0.0.1": [], "127.0.0.2": []}
         start = time.monotonic()
         seconds = WARM_UP_S[scope] + MEASURE_S + 0.3
-        clients = [threading.Thread(target=produce_flat_out, args=(address, port, seconds, into))
-                   for address, into in acked.items()]
+        clients = [
+            threading.Thread(target=produce_flat_out, args=(address, port, seconds, into))
+            for address, into in acked.items()
+        ]
         for client in clients:
             client.start()
         for client in clients:
             client.join(60)
         if scope == "cluster":
-            received = [p.metric("kafka_quota_proxy_cluster_usage_records_total", direction="received")
-                        for p in proxies]
+            received = [
+                p.metric("kafka_quota_proxy_cluster_usage_records_total", direction="received") for p in proxies
+            ]
             a = proxies[0]
             proxies.pop().stop()  # sidecar b leaves: its tombstone makes a forget it at once, with no fallback
-            wait_until(lambda: a.metric("kafka_quota_proxy_cluster_usage_peers", state="known") == 0, 10,
-                       "a forgets b")
+            wait_until(lambda: a.metric("kafka_quota_proxy_cluster_usage_peers", state="known") == 0, 10, "a forgets b")
             assert a.metric("kafka_quota_proxy_cluster_usage_fallback") == 0
             # sidecar c joins, then dies (no tombstone): a stops counting it after quota.cluster.stale.ms (2 s)
             proxies.append(start_proxy(sidecar_config("127.0.0.2", port, broker_port, scope, "c"), loop_kind="asyncio"))
@@ -102,8 +111,9 @@ def test_one_tenant_through_two_sidecars_gets_its_quota_once_or_per_sidecar(scop
             proxy.stop()
         broker.stop()
     window = (start + WARM_UP_S[scope], start + WARM_UP_S[scope] + MEASURE_S)
-    per_sidecar = [sum(n for at, n in list(into) if window[0] <= at < window[1]) / MEASURE_S / RATE
-                   for into in acked.values()]
+    per_sidecar = [
+        sum(n for at, n in list(into) if window[0] <= at < window[1]) / MEASURE_S / RATE for into in acked.values()
+    ]
     assert all(share > 0 for share in per_sidecar), f"a producer got nothing through: {per_sidecar}"
     total = sum(per_sidecar)
     print(f"quota.scope {scope}: {total:.2f} x producer_byte_rate in total ({per_sidecar})")
@@ -118,8 +128,14 @@ def usage_topic_exists(broker_port: int) -> bool:
 
     sock = connect(broker_port)
     try:
-        answer = exchange(sock, METADATA, 9, topics=[{"name": USAGE_TOPIC}], allow_auto_topic_creation=False,
-                          include_topic_authorized_operations=False)
+        answer = exchange(
+            sock,
+            METADATA,
+            9,
+            topics=[{"name": USAGE_TOPIC}],
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
     finally:
         sock.close()
     return [t.error_code for t in answer.topics] == [0]
@@ -143,8 +159,11 @@ def test_a_deleted_usage_topic_is_created_again_and_both_sidecars_share_again():
         def received() -> list[float]:
             return [p.metric("kafka_quota_proxy_cluster_usage_records_total", direction="received") for p in proxies]
 
-        wait_until(lambda: all(p.metric("kafka_quota_proxy_cluster_usage_peers", state="fresh") == 1
-                               for p in proxies), 20, "both sidecars see each other")
+        wait_until(
+            lambda: all(p.metric("kafka_quota_proxy_cluster_usage_peers", state="fresh") == 1 for p in proxies),
+            20,
+            "both sidecars see each other",
+        )
         sock = connect(broker_port)
         try:
             deleted = exchange(sock, DELETE_TOPICS, 4, timeout_ms=5000, topic_names=[USAGE_TOPIC])
@@ -154,13 +173,21 @@ def test_a_deleted_usage_topic_is_created_again_and_both_sidecars_share_again():
         wait_until(lambda: usage_topic_exists(broker_port), 20, f"{USAGE_TOPIC} created again")
         before = received()
         # each sidecar syncs every 200 ms: 10 more records of its peer are 2 s of following the new topic
-        wait_until(lambda: all(now >= then + 10 for now, then in zip(received(), before)), 20,
-                   "both sidecars reading each other's records again")
+        wait_until(
+            lambda: all(now >= then + 10 for now, then in zip(received(), before)),
+            20,
+            "both sidecars reading each other's records again",
+        )
         # the records a publisher could not send meanwhile arrive together, so the counts above can be reached
         # before a sidecar's next sync has looked at its peers again: out of fallback by then, or soon after
-        wait_until(lambda: [p.metric("kafka_quota_proxy_cluster_usage_fallback") for p in proxies] == [0, 0]
-                   and [p.metric("kafka_quota_proxy_cluster_usage_peers", state="fresh") for p in proxies] == [1, 1],
-                   5, "both sidecars out of fallback, each seeing the other fresh")
+        wait_until(
+            lambda: (
+                [p.metric("kafka_quota_proxy_cluster_usage_fallback") for p in proxies] == [0, 0]
+                and [p.metric("kafka_quota_proxy_cluster_usage_peers", state="fresh") for p in proxies] == [1, 1]
+            ),
+            5,
+            "both sidecars out of fallback, each seeing the other fresh",
+        )
     finally:
         for proxy in proxies:
             proxy.stop()

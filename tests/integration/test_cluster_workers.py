@@ -13,7 +13,6 @@ without falling back. Measured on this machine: see the README's
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
@@ -49,8 +48,12 @@ def test_a_sidecar_with_two_workers_is_one_peer_and_the_tenant_gets_its_quota_on
     config.write_text(json.dumps(raw))  # JSON is YAML
     log = tmp_path / "a.log"
     with open(log, "wb") as out:
-        a = subprocess.Popen([sys.executable, "-m", "proxy.cli", "run", "--config", str(config)], stdout=out,
-                             stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        a = subprocess.Popen(
+            [sys.executable, "-m", "proxy.cli", "run", "--config", str(config)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
     b = None
     producers: list[Producers] = []
     try:
@@ -87,16 +90,24 @@ def test_a_sidecar_with_two_workers_is_one_peer_and_the_tenant_gets_its_quota_on
         assert samples(text, "kafka_quota_proxy_cluster_usage_records_total", direction="received").keys() == {""}
         assert samples(text, "kafka_quota_proxy_cluster_usage_peers", state="known") == {"": 1.0}
         assert b.metric("kafka_quota_proxy_cluster_usage_peers", state="known") == 1  # a, not one per worker
-        received = [samples(text, "kafka_quota_proxy_cluster_usage_records_total", direction="received")[""],
-                    b.metric("kafka_quota_proxy_cluster_usage_records_total", direction="received")]
+        received = [
+            samples(text, "kafka_quota_proxy_cluster_usage_records_total", direction="received")[""],
+            b.metric("kafka_quota_proxy_cluster_usage_records_total", direction="received"),
+        ]
 
         first = worker_pids(log)
         os.kill(first["0"], signal.SIGKILL)  # a worker restart is not a new sidecar
         wait_until(lambda: worker_pids(log).get("0") not in (None, first["0"]), 30, "worker 0 started again")
         wait_until(lambda: ready(metrics_port), 30, "a ready again")
         sent = samples(scrape(metrics_port), "kafka_quota_proxy_cluster_usage_records_total", direction="sent")[""]
-        wait_until(lambda: samples(scrape(metrics_port), "kafka_quota_proxy_cluster_usage_records_total",
-                                   direction="sent")[""] > sent + 2, 10, "a publishing after the restart")
+        wait_until(
+            lambda: (
+                samples(scrape(metrics_port), "kafka_quota_proxy_cluster_usage_records_total", direction="sent")[""]
+                > sent + 2
+            ),
+            10,
+            "a publishing after the restart",
+        )
         assert b.metric("kafka_quota_proxy_cluster_usage_peers", state="known") == 1
         assert b.metric("kafka_quota_proxy_cluster_usage_peers", state="fresh") == 1
 
@@ -120,8 +131,11 @@ def test_a_sidecar_with_two_workers_is_one_peer_and_the_tenant_gets_its_quota_on
         wait_until(lambda: b.metric("kafka_quota_proxy_cluster_usage_peers", state="fresh") == 1, 10, "b back")
         a.send_signal(signal.SIGTERM)
         assert a.wait(30) == 0
-        wait_until(lambda: b.metric("kafka_quota_proxy_cluster_usage_peers", state="known") == 0, 5,
-                   "b forgot a (its tombstone)")
+        wait_until(
+            lambda: b.metric("kafka_quota_proxy_cluster_usage_peers", state="known") == 0,
+            5,
+            "b forgot a (its tombstone)",
+        )
         assert b.metric("kafka_quota_proxy_cluster_usage_fallback") == 0
     finally:
         for p in producers:

@@ -46,33 +46,84 @@ def shown(capsys, *argv: str) -> str:
 def test_an_admin_changes_quotas_and_settings_and_a_tenant_is_refused_with_the_servers_message(tmp_path, capsys):
     ca = Authority(tmp_path)
     server, admin = ca.server(), ca.client("admin", CN="admin")
-    proxy, broker = start(["User:admin"], {"certfile": server.cert, "keyfile": server.key, "cafile": ca.pem.cert,
-                                           "client_auth": "requested",
-                                           "principal_mapping_rules": "RULE:^CN=(.*?)$/$1/,DEFAULT"})
+    proxy, broker = start(
+        ["User:admin"],
+        {
+            "certfile": server.cert,
+            "keyfile": server.key,
+            "cafile": ca.pem.cert,
+            "client_auth": "requested",
+            "principal_mapping_rules": "RULE:^CN=(.*?)$/$1/,DEFAULT",
+        },
+    )
     admin_props, tenant_props = tmp_path / "admin.properties", tmp_path / "tenant.properties"
-    admin_props.write_text(f"security.protocol=SSL\nssl.ca.location={ca.pem.cert}\n"
-                           f"ssl.certificate.location={admin.cert}\nssl.key.location={admin.key}\n")
+    admin_props.write_text(
+        f"security.protocol=SSL\nssl.ca.location={ca.pem.cert}\n"
+        f"ssl.certificate.location={admin.cert}\nssl.key.location={admin.key}\n"
+    )
     tenant_props.write_text(f"security.protocol=SSL\nssl.ca.location={ca.pem.cert}\n")
     as_admin = ["--bootstrap-server", proxy.bootstrap, "--command-config", str(admin_props)]
     as_tenant = ["--bootstrap-server", proxy.bootstrap, "--command-config", str(tenant_props)]
     try:
-        assert configs([*as_tenant, "--alter", "--entity-type", "clients", "--entity-name", "tenant",
-                        "--add-config", "producer_byte_rate=1000000000000"]) == 1
+        assert (
+            configs(
+                [
+                    *as_tenant,
+                    "--alter",
+                    "--entity-type",
+                    "clients",
+                    "--entity-name",
+                    "tenant",
+                    "--add-config",
+                    "producer_byte_rate=1000000000000",
+                ]
+            )
+            == 1
+        )
         err = capsys.readouterr().err
         assert "CLUSTER_AUTHORIZATION_FAILED" in err and "User:ANONYMOUS may not alter quotas" in err
-        assert configs([*as_tenant, "--alter", "--entity-type", "brokers", "--entity-default",
-                        "--add-config", "quota.mode=shadow"]) == 1
+        assert (
+            configs(
+                [
+                    *as_tenant,
+                    "--alter",
+                    "--entity-type",
+                    "brokers",
+                    "--entity-default",
+                    "--add-config",
+                    "quota.mode=shadow",
+                ]
+            )
+            == 1
+        )
         assert "User:ANONYMOUS may not alter the proxy's settings" in capsys.readouterr().err
 
-        assert configs([*as_admin, "--alter", "--entity-type", "clients", "--entity-name", "etl",
-                        "--add-config", "producer_byte_rate=2048"]) == 0
+        assert (
+            configs(
+                [
+                    *as_admin,
+                    "--alter",
+                    "--entity-type",
+                    "clients",
+                    "--entity-name",
+                    "etl",
+                    "--add-config",
+                    "producer_byte_rate=2048",
+                ]
+            )
+            == 0
+        )
         assert "producer_byte_rate: (unset) -> 2048" in capsys.readouterr().out
         assert configs([*as_admin, "--alter", "--entity-type", "proxy", "--add-config", "max.connections=100"]) == 0
         assert "max.connections: 2147483647 -> 100" in capsys.readouterr().out
         # anyone may describe
         proxy_settings = [*as_tenant, "--describe", "--entity-type", "brokers", "--entity-default"]
-        wait_until(lambda: "max.connections=100 (dynamic)" in shown(capsys, *proxy_settings), 10,
-                   "max.connections 100 in force", interval=0.5)
+        wait_until(
+            lambda: "max.connections=100 (dynamic)" in shown(capsys, *proxy_settings),
+            10,
+            "max.connections 100 in force",
+            interval=0.5,
+        )
         # the config topic is read in order: the tenant's attempts, made first, would be in force by now
         clients = shown(capsys, *as_tenant, "--describe", "--entity-type", "clients")
         assert clients.splitlines() == ["Quota configs for client-id etl are producer_byte_rate=2048"], clients
@@ -89,21 +140,44 @@ def test_describe_lists_every_entity_of_a_type_and_deleting_an_unset_key_says_so
     proxy, broker = start(["User:ANONYMOUS"])
     cli = ["--bootstrap-server", proxy.bootstrap]
     try:
-        for kind, name, config in [("ips", "10.0.0.9", "connection_creation_rate=3"),
-                                   ("ips", None, "connection_creation_rate=7"),
-                                   ("clients", "etl", "producer_byte_rate=2048")]:
+        for kind, name, config in [
+            ("ips", "10.0.0.9", "connection_creation_rate=3"),
+            ("ips", None, "connection_creation_rate=7"),
+            ("clients", "etl", "producer_byte_rate=2048"),
+        ]:
             named = ["--entity-name", name] if name else ["--entity-default"]
             assert configs([*cli, "--alter", "--entity-type", kind, *named, "--add-config", config]) == 0
         # the last written in force: the ones before too (the config topic is read in order); one connection a second
         # at most, under 127.0.0.1's connection_creation_rate of 7 (the default IP's)
-        wait_until(lambda: "Quota configs for client-id etl are producer_byte_rate=2048" in shown(
-            capsys, *cli, "--describe", "--entity-type", "clients"), 10, "etl's producer_byte_rate 2048 in force",
-            interval=1.0)
+        wait_until(
+            lambda: (
+                "Quota configs for client-id etl are producer_byte_rate=2048"
+                in shown(capsys, *cli, "--describe", "--entity-type", "clients")
+            ),
+            10,
+            "etl's producer_byte_rate 2048 in force",
+            interval=1.0,
+        )
         ips = shown(capsys, *cli, "--describe", "--entity-type", "ips").splitlines()
-        assert ips == ["Quota configs for ip 10.0.0.9 are connection_creation_rate=3",
-                         "Quota configs for ip <default> are connection_creation_rate=7"]
-        assert configs([*cli, "--alter", "--entity-type", "ips", "--entity-name", "10.0.0.9",
-                        "--delete-config", "producer_byte_rate"]) == 1
+        assert ips == [
+            "Quota configs for ip 10.0.0.9 are connection_creation_rate=3",
+            "Quota configs for ip <default> are connection_creation_rate=7",
+        ]
+        assert (
+            configs(
+                [
+                    *cli,
+                    "--alter",
+                    "--entity-type",
+                    "ips",
+                    "--entity-name",
+                    "10.0.0.9",
+                    "--delete-config",
+                    "producer_byte_rate",
+                ]
+            )
+            == 1
+        )
         assert "producer_byte_rate: not set for ip 10.0.0.9; nothing to delete" in capsys.readouterr().err
         assert configs([*cli, "--alter", "--entity-type", "proxy", "--delete-config", "quota.mode"]) == 1
         assert "quota.mode: not set dynamically" in capsys.readouterr().err
@@ -121,11 +195,14 @@ def test_a_server_without_the_client_quota_apis_is_named_as_such():
     broker = Tansu(port, advertised=f"127.0.0.1:{port}").start()
     cli = ["--bootstrap-server", f"127.0.0.1:{port}"]
     try:
-        for argv, message in [(["--describe", "--entity-type", "ips"], NOT_SERVED),
-                              (["--alter", "--entity-type", "users", "--entity-name", "a",
-                                "--add-config", "producer_byte_rate=5"], NOT_SERVED),
-                              (["--alter", "--entity-type", "proxy", "--add-config", "max.connections=5"],
-                               SETTINGS_NOT_SERVED)]:
+        for argv, message in [
+            (["--describe", "--entity-type", "ips"], NOT_SERVED),
+            (
+                ["--alter", "--entity-type", "users", "--entity-name", "a", "--add-config", "producer_byte_rate=5"],
+                NOT_SERVED,
+            ),
+            (["--alter", "--entity-type", "proxy", "--add-config", "max.connections=5"], SETTINGS_NOT_SERVED),
+        ]:
             import io
             from contextlib import redirect_stderr
 

@@ -47,6 +47,7 @@ MiB = 1 << 20
 
 # -- helpers ------------------------------------------------------------------------------------------------------
 
+
 def api_versions_v0(corr: int) -> bytes:
     """ApiVersions v0 with a null client id: 14 bytes, forwarded to the broker."""
     return struct.pack(">ihhih", 10, API_VERSIONS, 0, corr, -1)
@@ -62,13 +63,26 @@ PRODUCE_VERSION = 7
 
 
 def produce_request(corr: int, topic: str, acks: int, value: bytes = b"v") -> bytes:
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
-                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 20,
+    )
     builder.append(0, timestamp=None, key=None, value=value, headers=[])
-    msg = new_request(PRODUCE, PRODUCE_VERSION, acks=acks, timeout_ms=10000, topic_data=[
-        {"name": topic, "partition_data": [{"index": 0, "records": bytes(builder.build())}]}])
-    return frame(encode_request_header(PRODUCE, PRODUCE_VERSION, corr, "acks0")
-                 + encode_request(PRODUCE, PRODUCE_VERSION, msg))
+    msg = new_request(
+        PRODUCE,
+        PRODUCE_VERSION,
+        acks=acks,
+        timeout_ms=10000,
+        topic_data=[{"name": topic, "partition_data": [{"index": 0, "records": bytes(builder.build())}]}],
+    )
+    return frame(
+        encode_request_header(PRODUCE, PRODUCE_VERSION, corr, "acks0") + encode_request(PRODUCE, PRODUCE_VERSION, msg)
+    )
 
 
 def correlation_id(response_frame: bytes) -> int:
@@ -87,7 +101,7 @@ def read_until_closed(sock: socket.socket, seconds: float) -> tuple[bytes, bool]
     try:
         while chunk := sock.recv(65536):
             got += chunk
-    except socket.timeout:
+    except TimeoutError:
         return bytes(got), False
     except OSError:
         pass
@@ -105,6 +119,7 @@ def uvarint(n: int) -> bytes:
 
 def on_loop(proxy, fn):
     """Run ``fn()`` on the proxy's event loop (connection state is only read there) and return its result."""
+
     async def run():
         return fn()
 
@@ -119,15 +134,27 @@ def connection_of(proxy, sock: socket.socket):
     is freed without the cycle collector; no metric carries a connection's own memory, and a weak reference is how
     "freed" is seen. Whether connections are open is read from /metrics (``active_connections``)."""
     peer = "%s:%d" % sock.getsockname()[:2]
-    found = wait_until(lambda: on_loop(proxy, lambda: [weakref.ref(conn) for conn in proxy.app.connections
-                                                       if conn.peer == peer and conn.transport is not None]),
-                       10, f"the proxy has an open connection from {peer}", interval=0.01)
+    found = wait_until(
+        lambda: on_loop(
+            proxy,
+            lambda: [
+                weakref.ref(conn) for conn in proxy.app.connections if conn.peer == peer and conn.transport is not None
+            ],
+        ),
+        10,
+        f"the proxy has an open connection from {peer}",
+        interval=0.01,
+    )
     return found[0]
 
 
 def wait_until_no_connections(proxy) -> None:
-    wait_until(lambda: metric(proxy, "active_connections") == 0, 10, "no connection open once their clients closed",
-               interval=0.01)
+    wait_until(
+        lambda: metric(proxy, "active_connections") == 0,
+        10,
+        "no connection open once their clients closed",
+        interval=0.01,
+    )
 
 
 def metric(proxy, name: str, **labels) -> float:
@@ -153,6 +180,7 @@ def scripted(answer=answer_normally, **settings):
 
 
 # -- 1. a request header straddling many reads ----------------------------------------------------------------------
+
 
 def metadata_with_huge_header(corr: int, header_bytes: int = 512 * 1024) -> bytes:
     """Metadata v12 whose request header carries ``header_bytes`` of tagged fields: ~100,000 fields of one byte
@@ -183,7 +211,7 @@ def test_huge_request_header_in_small_pieces_is_parsed_once_and_stalls_nobody():
 
         def upload() -> None:
             for i in range(0, len(request), 2048):
-                uploader.sendall(request[i:i + 2048])
+                uploader.sendall(request[i : i + 2048])
                 time.sleep(0.004)  # deliberate: a slow upload, so the other connection's exchanges overlap it
             uploaded.set()
 
@@ -199,10 +227,11 @@ def test_huge_request_header_in_small_pieces_is_parsed_once_and_stalls_nobody():
         answer = read_frame(uploader)
         assert correlation_id(answer) == 7
         sized = struct.pack(">i", len(answer)) + answer
-        msg = decode_response(METADATA, 12, sized[response_header_length(METADATA, 12, sized):])
+        msg = decode_response(METADATA, 12, sized[response_header_length(METADATA, 12, sized) :])
         assert msg.cluster_id == "scripted"
-        assert [f for h, f in broker.requests if h.api_key == METADATA] == [request], \
+        assert [f for h, f in broker.requests if h.api_key == METADATA] == [request], (
             "the request must reach the broker whole and unchanged"
+        )
         assert answered_during_upload >= 5, f"only {answered_during_upload} answers to the other client"
         exchange_api_versions(other, corr)
         exchange_api_versions(uploader, 8)
@@ -214,15 +243,22 @@ def test_huge_request_header_in_small_pieces_is_parsed_once_and_stalls_nobody():
 
 # -- 2. pipelining without reading ----------------------------------------------------------------------------------
 
+
 def flow_state(conn) -> dict:
     """What the proxy holds for one connection (``conn`` a weak reference), read on its loop: part of the white-box
     look connection_of explains (no metric carries one connection's in-flight count, write buffer or read-ahead)."""
     c = conn()
     flow = c.flow
-    return {"inflight": len(flow.inflight), "reading_client": flow.reading_client, "at_bound": flow.at_bound,
-            "reading_broker": flow.reading_broker,
-            "read_ahead": flow.read_ahead_bytes, "write_buffer": c.transport.get_write_buffer_size(),
-            "closed": c.closed, "open": c in c.ctx.connections}
+    return {
+        "inflight": len(flow.inflight),
+        "reading_client": flow.reading_client,
+        "at_bound": flow.at_bound,
+        "reading_broker": flow.reading_broker,
+        "read_ahead": flow.read_ahead_bytes,
+        "write_buffer": c.transport.get_write_buffer_size(),
+        "closed": c.closed,
+        "open": c in c.ctx.connections,
+    }
 
 
 def non_reading_client(proxy) -> tuple[socket.socket, weakref.ref]:
@@ -257,6 +293,7 @@ def flood_until_paused(proxy, sock: socket.socket, conn, blob: bytes, samples: l
     """Send ``blob`` without reading, until all of it is sent or the proxy stops reading us for good; then wait
     until it has. ``blob`` must hold ApiVersions requests whose answers overflow the kernel's socket buffers and the
     proxy's high-water mark. Returns how many bytes were sent; appends the proxy's state as it goes to ``samples``."""
+
     def paused_by_us(s) -> bool:
         # reading stopped because the client does not take its answers: a lasting state, unlike the request
         # bound, which the broker's answers lift. The client socket's back-pressure (its write buffer went over
@@ -274,16 +311,19 @@ def flood_until_paused(proxy, sock: socket.socket, conn, blob: bytes, samples: l
         now, count = time.monotonic(), metric(proxy, "requests_total", api="ApiVersions")
         if count != read:
             moved, read = now, count
-        assert now - moved < FLOOD_STANDSTILL_S, \
+        assert now - moved < FLOOD_STANDSTILL_S, (
             f"{what}: no request read for {FLOOD_STANDSTILL_S} s ({read:.0f} read), sent {sent}, {samples[-3:]}"
-        assert now - started < FLOOD_MAX_S, f"{what} within {FLOOD_MAX_S} s ({read:.0f} read), sent {sent}, {samples[-3:]}"
+        )
+        assert now - started < FLOOD_MAX_S, (
+            f"{what} within {FLOOD_MAX_S} s ({read:.0f} read), sent {sent}, {samples[-3:]}"
+        )
 
     view = memoryview(blob)
     sent = 0
     while sent < len(blob):
         bounded(f"sent {sent} of {len(blob)} bytes")
         try:
-            sent += sock.send(view[sent:sent + 65536])
+            sent += sock.send(view[sent : sent + 65536])
         except (BrokenPipeError, ConnectionResetError):
             if not closed_ends:
                 raise
@@ -368,12 +408,14 @@ def test_client_that_stops_reading_is_closed_after_connections_max_idle_ms():
         flooder, conn = non_reading_client(proxy)
         # closed_ends: on a loaded machine the flood can take longer than the idle time, and the proxy closes the
         # connection before the pause is seen (seen in make test: every byte sent, the connection closed)
-        flood_until_paused(proxy, flooder, conn, b"".join(api_versions_v0(n) for n in range(60_000)), [],
-                           closed_ends=True)
+        flood_until_paused(
+            proxy, flooder, conn, b"".join(api_versions_v0(n) for n in range(60_000)), [], closed_ends=True
+        )
         # without reading: a read would be progress
         wait_until(lambda: metric(proxy, "connections_closed_total", reason="idle") == 1, 10, "closed as idle")
-        assert metric(proxy, "connections_closed_total", reason="idle") == 1, \
+        assert metric(proxy, "connections_closed_total", reason="idle") == 1, (
             "a client that has not read for 5 s is still connected (connections.max.idle.ms is 1 s)"
+        )
         flooder.close()
     finally:
         proxy.stop(grace_ms=100)
@@ -381,6 +423,7 @@ def test_client_that_stops_reading_is_closed_after_connections_max_idle_ms():
 
 
 # -- 3. a broker that stalls in the middle of a response ------------------------------------------------------------
+
 
 @pytest.mark.parametrize("api_key, version", [(API_VERSIONS, 0), (LIST_OFFSETS, 1)], ids=["decoded", "passed-through"])
 def test_broker_stalling_mid_response_is_an_upstream_timeout(api_key, version):
@@ -393,7 +436,7 @@ def test_broker_stalling_mid_response_is_an_upstream_timeout(api_key, version):
         if header.client_id != "stalled":
             return answer_normally(sock, header, request)
         whole = api_versions_answer(header) if header.api_key == API_VERSIONS else response(header, b"\x07" * 200)
-        first_half["bytes"] = whole[:len(whole) // 2]
+        first_half["bytes"] = whole[: len(whole) // 2]
         sock.sendall(first_half["bytes"])
 
     broker, proxy = scripted(answer, **{"upstream.response.timeout.ms": 1000})
@@ -431,7 +474,7 @@ def test_broker_stalling_mid_answer_to_acks0_is_an_upstream_timeout():
         if len(answered) < 3:
             sock.sendall(whole)
         elif len(answered) == 3:
-            sock.sendall(whole[:len(whole) // 2])
+            sock.sendall(whole[: len(whole) // 2])
 
     broker, proxy = scripted(answer, **{"upstream.response.timeout.ms": 1000})
     try:
@@ -448,9 +491,11 @@ def test_broker_stalling_mid_answer_to_acks0_is_an_upstream_timeout():
 
 # -- 4. a response declaring 2 GiB ----------------------------------------------------------------------------------
 
+
 def streaming_huge_response(outcome: dict, declared: int, body_bytes: int):
     """An answer that declares a ``declared``-byte response to the client "huge" and sends ``body_bytes`` of it
     (or as much as it can before the proxy closes); others are answered normally."""
+
     def answer(sock, header, request):
         if header.client_id != "huge":
             return answer_normally(sock, header, request)
@@ -463,6 +508,7 @@ def streaming_huge_response(outcome: dict, declared: int, body_bytes: int):
         except OSError as exc:
             outcome["error"] = exc
         outcome["sent"] = sent
+
     return answer
 
 
@@ -487,8 +533,9 @@ def test_response_declaring_2_gib_closes_only_that_connection(api_key, version):
         finally:
             tracemalloc.stop()
         assert closed and got == b"", "the client must see nothing of the oversized response, and be closed"
-        assert "error" in outcome and outcome["sent"] < 64 * MiB, \
+        assert "error" in outcome and outcome["sent"] < 64 * MiB, (
             f"the proxy kept reading the oversized response ({outcome.get('sent', 0) / MiB:.0f} MiB)"
+        )
         assert grown < 8 * MiB, f"the proxy's memory grew by {grown / MiB:.1f} MiB"
         assert metric(proxy, "frame_errors_total", direction="response") == 1
         assert metric(proxy, "connections_closed_total", reason="broker_protocol_error") == 1
@@ -503,8 +550,9 @@ def test_huge_response_the_proxy_does_not_decode_is_streamed_not_buffered():
     passed on as it arrives: the client reads 64 MiB of it while the proxy's memory stays flat."""
     outcome: dict = {}
     body_bytes = 64 * MiB
-    broker, proxy = scripted(streaming_huge_response(outcome, 2**31 - 1, body_bytes),
-                             **{"upstream.response.max.bytes": 2**31 - 1})
+    broker, proxy = scripted(
+        streaming_huge_response(outcome, 2**31 - 1, body_bytes), **{"upstream.response.max.bytes": 2**31 - 1}
+    )
     try:
         client = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
         tracemalloc.start()
@@ -539,15 +587,16 @@ def pipeline_acks0_then_acks1(proxy, topic: str):
     whether the proxy learnt that the broker answers acks=0)."""
     sock = socket.create_connection(("127.0.0.1", proxy.port), timeout=15)
     conn = connection_of(proxy, sock)
-    sock.sendall(b"".join(produce_request(n, topic, acks=0) for n in range(ACKS0_COUNT))
-                 + produce_request(5000, topic, acks=1))
+    sock.sendall(
+        b"".join(produce_request(n, topic, acks=0) for n in range(ACKS0_COUNT)) + produce_request(5000, topic, acks=1)
+    )
     answer = read_frame(sock)
     assert correlation_id(answer) == 5000, "an answer to an acks=0 produce reached the client"
     exchange_api_versions(sock, 5001)  # the connection stays open and in step
     state = on_loop(proxy, lambda: (len(conn().flow.inflight), conn().flow.inflight.broker_answers_acks0))
     sock.close()
     sized = struct.pack(">i", len(answer)) + answer
-    body = sized[response_header_length(PRODUCE, PRODUCE_VERSION, sized):]
+    body = sized[response_header_length(PRODUCE, PRODUCE_VERSION, sized) :]
     return decode_response(PRODUCE, PRODUCE_VERSION, body), state
 
 
@@ -582,6 +631,7 @@ def test_many_acks0_produces_to_a_broker_that_never_answers_them():
 
 
 # -- 6. closed connections are freed at once ------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("loop_kind", ["uvloop", "asyncio"])
 def test_closed_connections_are_freed_without_the_cycle_collector(loop_kind):

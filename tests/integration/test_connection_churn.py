@@ -78,8 +78,11 @@ def test_a_churned_connection_costs_the_proxy_a_bounded_number_of_requests(tansu
     assert bound == 5  # the default
     connected = asyncio.run(churn(proxy.port, "127.0.0.9", CHURNED, PIPELINED))
     assert connected == CHURNED
-    wait_until(lambda: proxy.metric("kafka_quota_proxy_active_connections", listener="PLAINTEXT") == 0, 60,
-               "every churned connection closed by the proxy")
+    wait_until(
+        lambda: proxy.metric("kafka_quota_proxy_active_connections", listener="PLAINTEXT") == 0,
+        60,
+        "every churned connection closed by the proxy",
+    )
     read = proxy.metric("kafka_quota_proxy_requests_total", listener="PLAINTEXT", api="ApiVersions")
     # each connection: its bound's worth, and at most as many again read while its first answers were on their
     # way to the closed socket (the reset arrives a moment after the first answer is written)

@@ -19,7 +19,6 @@ from tests.integration import raw
 pytestmark = pytest.mark.integration
 
 
-
 async def connect_once(port: int, source_ip: str, answer_timeout_s: float = 5.0) -> str:
     """One connection from ``source_ip``: "served" (the broker answered), "closed" (the proxy closed it), or
     "pending" (no answer within the timeout: still in the backlog, or held). The demo's connection storm does the
@@ -68,6 +67,7 @@ def test_an_ip_over_its_connection_rate_is_throttled_while_another_ip_connects_a
     every time."""
     proxy = start(broker, quotas=[{"entity": {"ip": "127.0.0.2"}, "connection_creation_rate": 5}])
     try:
+
         async def both():
             return await asyncio.gather(storm(proxy.port, "127.0.0.2", 20, 12), storm(proxy.port, "127.0.0.3", 20, 12))
 
@@ -79,9 +79,12 @@ def test_an_ip_over_its_connection_rate_is_throttled_while_another_ip_connects_a
         assert not [at for at in served if 4 <= at < 9.5], served  # over its rate until its first sample expires
         assert 50 <= len(served) <= 72, served
         assert [outcome for _, outcome in free] == ["served"] * 240
-        assert proxy.metric("kafka_quota_proxy_connections_closed_total", listener="PLAINTEXT",
-                            reason="connection_rate_ip") == len(closed)
-        assert proxy.metric("kafka_quota_proxy_ip_connection_accept_throttles_total", listener="PLAINTEXT") >= len(closed)
+        assert proxy.metric(
+            "kafka_quota_proxy_connections_closed_total", listener="PLAINTEXT", reason="connection_rate_ip"
+        ) == len(closed)
+        assert proxy.metric("kafka_quota_proxy_ip_connection_accept_throttles_total", listener="PLAINTEXT") >= len(
+            closed
+        )
         assert 2 < proxy.metric("kafka_quota_proxy_ip_connection_accept_rate", ip="127.0.0.2") <= 5.2
         assert_all_released(proxy)
     finally:
@@ -94,14 +97,18 @@ def test_the_listener_rate_holds_under_a_burst_from_many_ips_and_the_internal_li
     once, about 10 more in its first second, then about one a second (each accept waits at most one window), the rest waiting in the kernel's backlog
     (not closed). Meanwhile 30 connections on the internal listener are all served at once."""
     external, internal = free_port(), free_port()
-    listeners = [{"name": "EXTERNAL", "bind": f"127.0.0.1:{external}"},
-                 {"name": "INTERNAL", "bind": f"127.0.0.1:{internal}", "internal": True}]
+    listeners = [
+        {"name": "EXTERNAL", "bind": f"127.0.0.1:{external}"},
+        {"name": "INTERNAL", "bind": f"127.0.0.1:{internal}", "internal": True},
+    ]
     proxy = start(broker, listeners=listeners, **{"max.connection.creation.rate": 10})
     try:
+
         async def burst():
             started = time.monotonic()
-            external_tasks = [asyncio.ensure_future(connect_once(external, f"127.0.0.{10 + i % 20}", 4.0))
-                              for i in range(200)]
+            external_tasks = [
+                asyncio.ensure_future(connect_once(external, f"127.0.0.{10 + i % 20}", 4.0)) for i in range(200)
+            ]
             await asyncio.sleep(0.5)  # the external listener is past its allowance now
             internal_results = await asyncio.gather(*(connect_once(internal, "127.0.0.50", 4.0) for _ in range(30)))
             internal_s = time.monotonic() - started
@@ -122,8 +129,9 @@ def test_the_listener_rate_holds_under_a_burst_from_many_ips_and_the_internal_li
 # counts, not rates: no measures_rate mark, so it runs beside the rate groups
 def test_connections_over_the_count_limits_are_closed_at_once(broker):
     """max.connections.per.ip 2 with an override of 3 for 127.0.0.5, max.connections 6."""
-    proxy = start(broker, **{"max.connections.per.ip": 2, "max.connections.per.ip.overrides": "127.0.0.5:3",
-                             "max.connections": 6})
+    proxy = start(
+        broker, **{"max.connections.per.ip": 2, "max.connections.per.ip.overrides": "127.0.0.5:3", "max.connections": 6}
+    )
     try:
         a, b, c = raw.count_limit_outcomes(proxy.port)
         assert a == ["served", "served", "closed"]
@@ -146,20 +154,25 @@ def test_a_connection_that_would_eat_into_the_proxys_own_descriptors_is_closed_a
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     proxy = start(broker, **{"connections.reserved.file.descriptors": soft - 4})
     try:
+
         async def three():
             outcomes, (first, second) = await raw.hold_open(proxy.port, "127.0.0.3", 2)
             third = await connect_once(proxy.port, "127.0.0.2")
             first.close()
             await first.wait_closed()
-            wait_until(lambda: proxy.metric("kafka_quota_proxy_active_connections", listener="PLAINTEXT") == 1, 10,
-                       "the first connection released")
+            wait_until(
+                lambda: proxy.metric("kafka_quota_proxy_active_connections", listener="PLAINTEXT") == 1,
+                10,
+                "the first connection released",
+            )
             fourth = await connect_once(proxy.port, "127.0.0.2")
             second.close()
             await second.wait_closed()
             return outcomes, third, fourth
 
         assert asyncio.run(three()) == (["served", "served"], "closed", "served")
-        assert proxy.metric("kafka_quota_proxy_connections_closed_total", listener="PLAINTEXT",
-                            reason="fd_reserve") == 1
+        assert (
+            proxy.metric("kafka_quota_proxy_connections_closed_total", listener="PLAINTEXT", reason="fd_reserve") == 1
+        )
     finally:
         proxy.stop()

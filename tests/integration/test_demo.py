@@ -53,8 +53,9 @@ def test_demo_scenario_verdicts_pass(tmp_path):
     lines: list[str] = []
     verdicts = run_scenario(str(config_path), burst_s + window_s + 1, report=lines.append)
 
-    assert lines and all(line.endswith(("OK", "FAIL", f"WAIT until {burst_s + window_s} s", "WAIT"))
-                         for line in lines), lines
+    assert lines and all(
+        line.endswith(("OK", "FAIL", f"WAIT until {burst_s + window_s} s", "WAIT")) for line in lines
+    ), lines
     connects = [line for line in lines if line.startswith("connection storm")]
     assert len(connects) == 1 and connects[0].endswith("OK") and "closed after a hold" in connects[0], connects
     assert "127.0.0.3 (no quota) 80/80 served" in connects[0], connects
@@ -73,8 +74,12 @@ def test_demo_scenario_verdicts_pass(tmp_path):
     assert len(plan) == 1 and plan[0].endswith("OK"), plan
     assert "demo-limited" in plan[0] and "constrained by the current quota 1,048,576 B/s" in plan[0], plan
     assert (tmp_path / "usage-plan" / "report.html").exists()
-    assert [v.client for v in verdicts] == [f"{LIMITED} producer", f"{UNLIMITED} producer",
-                                            f"{LIMITED} consumer", f"{UNLIMITED} consumer"]
+    assert [v.client for v in verdicts] == [
+        f"{LIMITED} producer",
+        f"{UNLIMITED} producer",
+        f"{LIMITED} consumer",
+        f"{UNLIMITED} consumer",
+    ]
     summary = "\n".join(v.text() for v in verdicts)
     assert all(len(v.ratios) == 2 for v in verdicts), summary
     assert all(v.ok for v in verdicts), summary + "\n" + "\n".join(lines[-8:])

@@ -51,10 +51,13 @@ def exposed_names(text: str) -> set[str]:
         if line.startswith("# TYPE "):
             _, _, family, kind = line.split(" ", 3)
             base = family.removesuffix("_total")
-            names |= {family, *{
-                "counter": [base + "_total"],
-                "histogram": [base + "_bucket", base + "_count", base + "_sum"],
-            }.get(kind, [])}
+            names |= {
+                family,
+                *{
+                    "counter": [base + "_total"],
+                    "histogram": [base + "_bucket", base + "_count", base + "_sum"],
+                }.get(kind, []),
+            }
         elif line and not line.startswith("#"):
             names.add(re.match(r"[a-zA-Z_:][a-zA-Z0-9_:]*", line).group(0))
     return names
@@ -65,19 +68,38 @@ def monitored(tmp_path_factory):
     """Tansu and a proxy with every quota kind, the volume-usage publisher and follower, and the config topic."""
     proxy_port, broker_port = free_port(), free_port()
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
-    config = proxy_config(proxy_port, broker_port, quotas=[
-        {"entity": {"user": "<default>"}, "producer_byte_rate": 20_000, "consumer_byte_rate": 10_000_000,
-         "producer_ids_rate": 1000},
-        {"entity": {"client-id": "<default>"}, "controller_mutation_rate": 100},
-        {"entity": {"ip": "<default>"}, "connection_creation_rate": 1000},
-        {"entity": {"ip": "127.0.0.1"}, "connection_creation_rate": 1000},
-    ], **{"quota.window.num": 2, "quota.window.size.seconds": 1, "max.connections": 1000,
-          "max.connection.creation.rate": 1000})
+    config = proxy_config(
+        proxy_port,
+        broker_port,
+        quotas=[
+            {
+                "entity": {"user": "<default>"},
+                "producer_byte_rate": 20_000,
+                "consumer_byte_rate": 10_000_000,
+                "producer_ids_rate": 1000,
+            },
+            {"entity": {"client-id": "<default>"}, "controller_mutation_rate": 100},
+            {"entity": {"ip": "<default>"}, "connection_creation_rate": 1000},
+            {"entity": {"ip": "127.0.0.1"}, "connection_creation_rate": 1000},
+        ],
+        **{
+            "quota.window.num": 2,
+            "quota.window.size.seconds": 1,
+            "max.connections": 1000,
+            "max.connection.creation.rate": 1000,
+        },
+    )
     data_dir = tmp_path_factory.mktemp("log-dir")
     config["volume_usage"] = {
-        "missing_data_action": "OPEN", "freshness_seconds": 60,
-        "publisher": {"broker_id": BROKER_ID, "log_dirs": [str(data_dir)], "interval_seconds": 1,
-                      "soft_limit": {"type": "MinFreeBytes", "level": 2}, "hard_limit": {"type": "MinFreeBytes", "level": 1}},
+        "missing_data_action": "OPEN",
+        "freshness_seconds": 60,
+        "publisher": {
+            "broker_id": BROKER_ID,
+            "log_dirs": [str(data_dir)],
+            "interval_seconds": 1,
+            "soft_limit": {"type": "MinFreeBytes", "level": 2},
+            "hard_limit": {"type": "MinFreeBytes", "level": 1},
+        },
     }
     config["usage_log"] = {"dir": str(tmp_path_factory.mktemp("usage")), "interval_seconds": 1}
     with proxy_in_front(broker, config) as proxy:
@@ -105,8 +127,13 @@ def test_the_name_check_finds_a_name_the_proxy_does_not_export(monitored):
     assert "kafka_quota_proxy_quota_throttle_time_seconds_total" in exposed
     assert "kafka_quota_proxy_request_latency_seconds_bucket" in exposed
     assert "kafka_quota_proxy_quota_throttle_time_total" not in exposed  # a typo the check would report
-    assert {"process_open_fds", "process_max_fds", "process_resident_memory_bytes", "python_info",
-            "kafka_quota_proxy_memory_limit_bytes"} <= exposed
+    assert {
+        "process_open_fds",
+        "process_max_fds",
+        "process_resident_memory_bytes",
+        "python_info",
+        "kafka_quota_proxy_memory_limit_bytes",
+    } <= exposed
     assert 'kafka_quota_proxy_build_info{version="' in scrape(monitored.metrics_port)
 
 
@@ -146,12 +173,17 @@ def start_prometheus(workdir, metrics_port: int) -> Prometheus:
     assert cut and windows
     rules.write_text(text)
     config = workdir / "prometheus.yml"
-    config.write_text(yaml.safe_dump({
-        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "rule_files": [str(rules)],
-        "scrape_configs": [{"job_name": "kafka-quota-proxy", "static_configs": [
-            {"targets": [f"127.0.0.1:{metrics_port}"]}]}],
-    }))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+                "rule_files": [str(rules)],
+                "scrape_configs": [
+                    {"job_name": "kafka-quota-proxy", "static_configs": [{"targets": [f"127.0.0.1:{metrics_port}"]}]}
+                ],
+            }
+        )
+    )
     return Prometheus(workdir, config, free_port())
 
 

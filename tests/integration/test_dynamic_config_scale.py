@@ -40,8 +40,17 @@ class Bystander(threading.Thread):
         try:
             while not self.stop.is_set():
                 correlation += 1
-                assert raw.exchange(self.sock, API_VERSIONS, 3, correlation, client_software_name="bystander",
-                                    client_software_version="1").error_code == 0
+                assert (
+                    raw.exchange(
+                        self.sock,
+                        API_VERSIONS,
+                        3,
+                        correlation,
+                        client_software_name="bystander",
+                        client_software_version="1",
+                    ).error_code
+                    == 0
+                )
                 self.answered.append(time.monotonic())
                 time.sleep(0.002)  # deliberate: the bystander's pace (its waits are what is measured)
         except BaseException as exc:  # noqa: BLE001 -- the test says what went wrong
@@ -57,8 +66,7 @@ class Bystander(threading.Thread):
 def cluster():
     proxy_port, broker_port = free_port(), free_port()
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{broker_port}").start()  # writers go straight to it
-    config = proxy_config(proxy_port, broker_port, quotas=[{"entity": {"user": "<default>"},
-                                                             "producer_byte_rate": 1}])
+    config = proxy_config(proxy_port, broker_port, quotas=[{"entity": {"user": "<default>"}, "producer_byte_rate": 1}])
     config["dynamic_config"] = {"max_value_bytes": 1024}
     try:
         proxy = start_proxy(config)
@@ -86,8 +94,11 @@ def test_thousands_of_entries_apply_while_a_bystander_is_answered_and_an_oversiz
     try:
         started = time.monotonic()
         for i in range(ENTRIES):
-            producer.send(TOPIC, key=entity_key({"user": f"tenant-{i}"}),
-                          value=json.dumps({"producer_byte_rate": 1000 + i}).encode())
+            producer.send(
+                TOPIC,
+                key=entity_key({"user": f"tenant-{i}"}),
+                value=json.dumps({"producer_byte_rate": 1000 + i}).encode(),
+            )
         producer.flush(60)
         oversized = json.dumps({"producer_byte_rate": 5, "note": "x" * 2000}).encode()  # past max_value_bytes
         producer.send(TOPIC, key=entity_key({"user": "tenant-0"}), value=oversized)
@@ -95,8 +106,11 @@ def test_thousands_of_entries_apply_while_a_bystander_is_answered_and_an_oversiz
         producer.flush(60)
     finally:
         producer.close(5)
-    wait_until(lambda: described(proxy.bootstrap, {"user": "tenant-1"}) == {"producer_byte_rate": 7}, 30,
-               "the good record after the oversized one")
+    wait_until(
+        lambda: described(proxy.bootstrap, {"user": "tenant-1"}) == {"producer_byte_rate": 7},
+        30,
+        "the good record after the oversized one",
+    )
     applied = time.monotonic()
     bystander.stop.set()
     bystander.join(10)

@@ -20,14 +20,30 @@ from tests.integration.workers import workers_proxy
 pytestmark = pytest.mark.integration
 
 QUOTA = 64 * 1024  # bytes/s of client-id "flood": a producer flat out is far over it
-QUOTAS = (f"[{{entity: {{client-id: flood}}, producer_byte_rate: {QUOTA}}}, "
-          "{entity: {client-id: '<default>'}, producer_byte_rate: 104857600}]")
+QUOTAS = (
+    f"[{{entity: {{client-id: flood}}, producer_byte_rate: {QUOTA}}}, "
+    "{entity: {client-id: '<default>'}, producer_byte_rate: 104857600}]"
+)
 CLI = str(Path(sys.executable).with_name("kafka-quota-proxy"))
 
 
 def explain(ops_port: int, client_id: str, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([CLI, "explain", "--ops", f"http://127.0.0.1:{ops_port}", "--client-id", client_id,
-                           "--ip", "127.0.0.1", *extra], capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [
+            CLI,
+            "explain",
+            "--ops",
+            f"http://127.0.0.1:{ops_port}",
+            "--client-id",
+            client_id,
+            "--ip",
+            "127.0.0.1",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def produce_findings(whole: dict) -> list[dict]:
@@ -45,6 +61,7 @@ def test_explain_names_the_entry_the_rate_and_the_throttle_of_a_throttled_client
         flooding = threading.Thread(target=c.ck_flat_out, args=(producer, "flood", b"x" * 1000, halt, None))
         flooding.start()
         try:
+
             def throttled() -> dict | None:
                 run = explain(ops_port, "flood", "--json")
                 assert run.returncode == 0, run.stderr
@@ -72,6 +89,7 @@ def test_explain_names_the_entry_the_rate_and_the_throttle_of_a_throttled_client
         whole = json.loads(calm.stdout)
         assert whole["verdict"] == "NOT_THROTTLED" and len(whole["answers"]) == 2
         assert {(f["entity"], f["level"], f["verdict"]) for f in produce_findings(whole)} == {
-            ("/clients/<default>", 8, "WITHIN")}
+            ("/clients/<default>", 8, "WITHIN")
+        }
         refused = explain(ops_port, "calm", "--listener", "NOPE")
         assert refused.returncode == 2 and "no listener 'NOPE'" in refused.stderr

@@ -69,7 +69,7 @@ def small_frames():
     broker.stop()
 
 
-@pytest.mark.parametrize("size", [4097, 2**31 - 1, -1, -2**31])
+@pytest.mark.parametrize("size", [4097, 2**31 - 1, -1, -(2**31)])
 def test_oversized_or_negative_frame_closes_only_that_connection(small_frames, size):
     proxy = small_frames
     good = socket.create_connection(("127.0.0.1", proxy.port))
@@ -162,8 +162,12 @@ def test_slow_broker_stops_reading_from_client():
         to_broker = tcp_sockets(sink.getsockname()[:2])
         try:
             at_broker = sum(queued(sock, SIOCINQ) for sock in list(accepted))
-            in_kernel = (queued(client, SIOCOUTQ) + queued(to_proxy, SIOCINQ)
-                         + sum(queued(sock, SIOCOUTQ) for sock in to_broker) + at_broker)
+            in_kernel = (
+                queued(client, SIOCOUTQ)
+                + queued(to_proxy, SIOCINQ)
+                + sum(queued(sock, SIOCOUTQ) for sock in to_broker)
+                + at_broker
+            )
         finally:
             for sock in [to_proxy, *to_broker]:
                 sock.close()
@@ -190,8 +194,11 @@ def test_sigterm_lets_in_flight_requests_finish_and_exits_0(tmp_path):
         f"metrics: {{bind: '127.0.0.1:{metrics_port}'}}\n"
         "settings: {shutdown.grace.period.ms: 5000}\n"
     )
-    proc = subprocess.Popen([sys.executable, "-m", "proxy.cli", "run", "--config", str(cfg)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "proxy.cli", "run", "--config", str(cfg)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     try:
         wait_for_port(proxy_port)
         c.kp_create_topic(f"127.0.0.1:{proxy_port}", "quiet", 1)
@@ -234,8 +241,10 @@ def test_broker_that_never_answers_is_bounded():
         client = socket.create_connection(("127.0.0.1", proxy.port))
         client.sendall(api_versions_request(1))
         assert closed_within(client, 5)
-        assert proxy.metric("kafka_quota_proxy_connections_closed_total", listener="PLAINTEXT",
-                            reason="upstream_timeout") == 1
+        assert (
+            proxy.metric("kafka_quota_proxy_connections_closed_total", listener="PLAINTEXT", reason="upstream_timeout")
+            == 1
+        )
         assert proxy.metric("kafka_quota_proxy_upstream_errors_total", listener="PLAINTEXT", kind="timeout") == 1
     finally:
         proxy.stop(grace_ms=100)
@@ -362,6 +371,7 @@ def test_running_out_of_file_descriptors_is_not_blamed_on_the_broker():
     proxy = start_proxy(proxy_config(proxy_port, broker_port), loop_kind="asyncio")
     try:
         assert ready_within(proxy, 20)
+
         async def out_of_fds(*args, **kwargs):
             raise OSError(errno.EMFILE, "Too many open files")
 
@@ -370,8 +380,9 @@ def test_running_out_of_file_descriptors_is_not_blamed_on_the_broker():
         assert closed_within(client, 5)
         assert proxy.metric("kafka_quota_proxy_fd_exhausted_total", listener="PLAINTEXT") == 1
         assert proxy.metric("kafka_quota_proxy_upstream_errors_total", listener="PLAINTEXT", kind="connect") == 0
-        assert proxy.metric("kafka_quota_proxy_connections_closed_total", listener="PLAINTEXT",
-                            reason="fd_exhausted") == 1
+        assert (
+            proxy.metric("kafka_quota_proxy_connections_closed_total", listener="PLAINTEXT", reason="fd_exhausted") == 1
+        )
         assert http_status(proxy.metrics_port, "/readyz") == 200
     finally:
         proxy.stop()

@@ -27,9 +27,21 @@ from proxy.codec.header import encode_request_header, frame
 from tests.fuzz.frames import record_batch
 from tests.harness import Tansu, free_port, proxy_config
 from tests.integration import clients as c
-from tests.integration.faults import (SOAK_SECONDS, CutRelay, PacedProducer, ProxyProcess, RssSampler, nonblocking_send,
-                                      phase_seconds, read_back, report, reset, wait_for_acks, inject_faults,
-                                      judge_restarts)
+from tests.integration.faults import (
+    SOAK_SECONDS,
+    CutRelay,
+    PacedProducer,
+    ProxyProcess,
+    RssSampler,
+    inject_faults,
+    judge_restarts,
+    nonblocking_send,
+    phase_seconds,
+    read_back,
+    report,
+    reset,
+    wait_for_acks,
+)
 from tests.integration.raw import read_frame
 
 pytestmark = pytest.mark.integration
@@ -56,8 +68,11 @@ def test_nothing_acknowledged_is_lost_or_duplicated_across_proxy_restarts_and_cu
     broker_port, relay_port, proxy_port, ops_port = free_port(), free_port(), free_port(), free_port()
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
     relay = CutRelay(broker_port, relay_port).start()
-    proxy = ProxyProcess(_config(proxy_port, relay_port, ops_port, **{"shutdown.grace.period.ms": 3000}),
-                         str(tmp_path / "proxy.yaml"), proxy_port)
+    proxy = ProxyProcess(
+        _config(proxy_port, relay_port, ops_port, **{"shutdown.grace.period.ms": 3000}),
+        str(tmp_path / "proxy.yaml"),
+        proxy_port,
+    )
     bootstrap = f"127.0.0.1:{proxy_port}"
     producer = PacedProducer(bootstrap, "faults", "fault-producer")
     try:
@@ -77,6 +92,7 @@ def test_nothing_acknowledged_is_lost_or_duplicated_across_proxy_restarts_and_cu
 
 # -- misbehaving clients ------------------------------------------------------------------------------------
 
+
 def _request(api_key: int, version: int, correlation_id: int, **fields) -> bytes:
     body = M.encode_request(api_key, version, M.new_request(api_key, version, **fields))
     return frame(encode_request_header(api_key, version, correlation_id, "misbehaving") + body)
@@ -85,13 +101,28 @@ def _request(api_key: int, version: int, correlation_id: int, **fields) -> bytes
 def _fetch(correlation_id: int) -> bytes:
     """A Fetch of the preloaded topic from offset 0: about 4 MiB of answer (Tansu answers a Fetch with
     max_wait_ms=0 with no data, so it waits up to 500 ms, and returns at once since the data is there)."""
-    return _request(1, 12, correlation_id, max_wait_ms=500, min_bytes=1, max_bytes=4 * MiB, topics=[
-        {"topic": "big", "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 4 * MiB}]}])
+    return _request(
+        1,
+        12,
+        correlation_id,
+        max_wait_ms=500,
+        min_bytes=1,
+        max_bytes=4 * MiB,
+        topics=[{"topic": "big", "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 4 * MiB}]}],
+    )
 
 
 def _produce(correlation_id: int) -> bytes:
-    return _request(0, 9, correlation_id, acks=1, timeout_ms=5000, topic_data=[
-        {"name": "junk", "partition_data": [{"index": 0, "records": record_batch(producer_id=-1, records=20)}]}])
+    return _request(
+        0,
+        9,
+        correlation_id,
+        acks=1,
+        timeout_ms=5000,
+        topic_data=[
+            {"name": "junk", "partition_data": [{"index": 0, "records": record_batch(producer_id=-1, records=20)}]}
+        ],
+    )
 
 
 def _api_versions(correlation_id: int) -> bytes:
@@ -121,8 +152,9 @@ def _metric(ops_port: int, name: str) -> float:
     """The sum of a metric's samples, as Prometheus would scrape it from the proxy process."""
     with urllib.request.urlopen(f"http://127.0.0.1:{ops_port}/metrics", timeout=5) as r:
         lines = r.read().decode().splitlines()
-    return sum(float(line.rsplit(" ", 1)[1]) for line in lines
-               if line.startswith(name + "{") or line.startswith(name + " "))
+    return sum(
+        float(line.rsplit(" ", 1)[1]) for line in lines if line.startswith(name + "{") or line.startswith(name + " ")
+    )
 
 
 @pytest.mark.timeout(90 + 2 * SOAK_SECONDS)
@@ -210,12 +242,22 @@ def test_slow_readers_half_sent_frames_and_disconnects_leave_memory_bounded_and_
         seen = read_back(bootstrap, "good", producer.acked_ends())
         third = (finished - started) / 3
         first, last = sampler.peak(started, started + third), sampler.peak(finished - third, finished)
-        report("misbehaving", seconds=round(finished - started, 1), faults=dict(faults),
-               baseline_rss_mib=round(baseline / MiB, 1), peak_rss_mib=round(peak / MiB, 1),
-               peak_growth_mib=round((peak - baseline) / MiB, 1), first_third_peak_mib=round(first / MiB, 1),
-               last_third_peak_mib=round(last / MiB, 1), longest_pause_s=round(pause, 3), sent=producer.sent,
-               acked=len(acked), failed=producer.failed, read_back=sum(seen.values()),
-               inflight_bound_reached=bound_reached)
+        report(
+            "misbehaving",
+            seconds=round(finished - started, 1),
+            faults=dict(faults),
+            baseline_rss_mib=round(baseline / MiB, 1),
+            peak_rss_mib=round(peak / MiB, 1),
+            peak_growth_mib=round((peak - baseline) / MiB, 1),
+            first_third_peak_mib=round(first / MiB, 1),
+            last_third_peak_mib=round(last / MiB, 1),
+            longest_pause_s=round(pause, 3),
+            sent=producer.sent,
+            acked=len(acked),
+            failed=producer.failed,
+            read_back=sum(seen.values()),
+            inflight_bound_reached=bound_reached,
+        )
         assert bound_reached >= SLOW_READERS, "the slow readers never filled their in-flight bound"
         assert peak - baseline < 64 * MiB, f"RSS grew by {(peak - baseline) / MiB:.1f} MiB"
         assert pause < 2.0, f"the well-behaved producer waited {pause:.2f} s for an acknowledgement"
@@ -269,9 +311,10 @@ def test_a_connection_flood_from_one_address_leaves_a_producer_unaffected(tmp_pa
                 nonlocal done
                 async with gate:
                     try:
-                        _, writer = await asyncio.wait_for(asyncio.open_connection(
-                            "127.0.0.1", proxy_port, local_addr=("127.0.0.2", 0)), 10)
-                    except (OSError, asyncio.TimeoutError):
+                        _, writer = await asyncio.wait_for(
+                            asyncio.open_connection("127.0.0.1", proxy_port, local_addr=("127.0.0.2", 0)), 10
+                        )
+                    except (TimeoutError, OSError):
                         return
                     writer.write(request)
                     writer.close()
@@ -293,11 +336,20 @@ def test_a_connection_flood_from_one_address_leaves_a_producer_unaffected(tmp_pa
         seen = read_back(bootstrap, "flood-good", producer.acked_ends())
         peak = sampler.peak()
         metrics = urllib.request.urlopen(f"http://127.0.0.1:{ops_port}/metrics", timeout=5).read().decode()
-        accepted = sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
-                       if line.startswith("kafka_quota_proxy_connections_accepted_total{"))
-        report("connection_flood", flood_connections=opened, seconds=round(finished - started, 1),
-               longest_pause_s=round(pause, 3), baseline_rss_mib=round(baseline / 2**20, 1),
-               peak_rss_mib=round(peak / 2**20, 1), acknowledged=len(acked))
+        accepted = sum(
+            float(line.rsplit(" ", 1)[1])
+            for line in metrics.splitlines()
+            if line.startswith("kafka_quota_proxy_connections_accepted_total{")
+        )
+        report(
+            "connection_flood",
+            flood_connections=opened,
+            seconds=round(finished - started, 1),
+            longest_pause_s=round(pause, 3),
+            baseline_rss_mib=round(baseline / 2**20, 1),
+            peak_rss_mib=round(peak / 2**20, 1),
+            acknowledged=len(acked),
+        )
         assert opened == total
         assert accepted >= total
         assert pause < 2.0, f"the producer waited {pause:.2f} s for an acknowledgement during the flood"

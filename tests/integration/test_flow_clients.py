@@ -62,6 +62,7 @@ PIPELINING = {"batch.size": 16384, "queue.buffering.max.kbytes": 1024, "linger.m
 
 # -- clients ---------------------------------------------------------------------------------------------------
 
+
 class Recorder:
     """What a client runner sees, in the client's own process: its name and topic, a stop flag, and ``record``
     for each acknowledgement (or record) it gets."""
@@ -99,8 +100,12 @@ class Client:
         context = multiprocessing.get_context("spawn")
         self.stop, self.acknowledged = context.Event(), context.Event()
         self._out = os.path.join(workdir, f"{name}.json")
-        self.process = context.Process(target=client_process, name=name, daemon=True,
-                                       args=(name, topic, bootstrap, self.stop, self.acknowledged, self._out))
+        self.process = context.Process(
+            target=client_process,
+            name=name,
+            daemon=True,
+            args=(name, topic, bootstrap, self.stop, self.acknowledged, self._out),
+        )
         self.times: list[float] = []
         self.late: list[tuple[float, float]] = []
         self.error: str | None = None
@@ -139,6 +144,7 @@ def ck_producer(extra: dict):
             p.poll(0)
         p.purge()
         p.flush(5)
+
     return run
 
 
@@ -174,6 +180,7 @@ def kp_producer(extra: dict):
             p.close(timeout=1)  # what is still buffered is dropped: the measurement is over
         except KafkaTimeoutError:
             pass
+
     return run
 
 
@@ -189,7 +196,9 @@ def aio_producer(extra: dict):
                     (await p.send(client.topic, VALUE)).add_done_callback(client.record)
             finally:
                 await asyncio.wait_for(p.stop(), 30)
+
         asyncio.run(main())
+
     return run
 
 
@@ -197,8 +206,15 @@ def ck_consumer(extra: dict):
     def run(client: Recorder, bootstrap: str) -> None:
         from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-        c = Consumer({"bootstrap.servers": bootstrap, "client.id": client.name, "group.id": client.name,
-                      "enable.auto.commit": False, **extra})
+        c = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "client.id": client.name,
+                "group.id": client.name,
+                "enable.auto.commit": False,
+                **extra,
+            }
+        )
         c.assign([TopicPartition(client.topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
         try:
             while not client.stop.is_set():
@@ -207,6 +223,7 @@ def ck_consumer(extra: dict):
                         client.record()
         finally:
             c.close()
+
     return run
 
 
@@ -225,6 +242,7 @@ def kp_consumer(extra: dict):
                         client.record()
         finally:
             c.close()
+
     return run
 
 
@@ -233,8 +251,7 @@ def aio_consumer(extra: dict):
         from aiokafka import AIOKafkaConsumer, TopicPartition
 
         async def main() -> None:
-            c = AIOKafkaConsumer(bootstrap_servers=bootstrap, client_id=client.name, enable_auto_commit=False,
-                                 **extra)
+            c = AIOKafkaConsumer(bootstrap_servers=bootstrap, client_id=client.name, enable_auto_commit=False, **extra)
             await c.start()
             try:
                 partitions = [TopicPartition(client.topic, p) for p in range(PARTITIONS)]
@@ -246,7 +263,9 @@ def aio_consumer(extra: dict):
                             client.record()
             finally:
                 await c.stop()
+
         asyncio.run(main())
+
     return run
 
 
@@ -268,6 +287,7 @@ RUNNERS = {
 
 # -- the proxy, in its own process, and its quota counters -----------------------------------------------------
 
+
 class ProxyProcess:
     """The proxy as deployed, in its own process (the Python clients here must not share its interpreter lock),
     with a thread that scrapes every entity's ``quota_bytes_total`` every SCRAPE_S."""
@@ -280,8 +300,9 @@ class ProxyProcess:
             yaml.safe_dump(config, f)
         self.config_path = f.name
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        self.proc = subprocess.Popen([sys.executable, "-m", "proxy.cli", "run", "--config", f.name,
-                                      "--log-level", "WARNING"], cwd=root)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "proxy.cli", "run", "--config", f.name, "--log-level", "WARNING"], cwd=root
+        )
         self.series: dict[tuple[str, str], list[tuple[float, float]]] = {}
         self._stop = threading.Event()
         self._scraper = threading.Thread(target=self._scrape_loop, name="scraper", daemon=True)
@@ -306,7 +327,7 @@ class ProxyProcess:
         out = {}
         for line in self.metrics_text().splitlines():
             if line.startswith(prefix + "{"):
-                labels, value = line[len(prefix) + 1:].rsplit("} ", 1)
+                labels, value = line[len(prefix) + 1 :].rsplit("} ", 1)
                 fields = dict(part.split("=", 1) for part in labels.split(","))
                 out[(fields["quota"].strip('"'), fields["client_id"].strip('"'))] = float(value)
         return out
@@ -372,6 +393,7 @@ def max_gap(times: list[float], since: float, until: float) -> float:
 
 # -- one scenario ----------------------------------------------------------------------------------------------
 
+
 def prefill(broker_bootstrap: str, topic: str, megabytes: int) -> None:
     """Write the consumers' topic straight to the broker (no quota) in 64 KiB batches (a consumer receives at
     least one whole batch per fetch: batches small compared with quota x window)."""
@@ -389,8 +411,9 @@ def prefill(broker_bootstrap: str, topic: str, megabytes: int) -> None:
     assert p.flush(60) == 0
 
 
-def run_scenario(window_num: int, limits: dict[str, int], measure_s: float, mute_max_ms: int | None,
-                 phase_s: float | None = None) -> dict:
+def run_scenario(
+    window_num: int, limits: dict[str, int], measure_s: float, mute_max_ms: int | None, phase_s: float | None = None
+) -> dict:
     """Runs the named clients at once, each under its own quota; returns, per client, what it got after the
     start-up burst: rate / quota (as the quota counted it, and the payload the client saw acknowledged), the
     longest gap, and the quota's throttle counters."""
@@ -446,8 +469,9 @@ def run_scenario(window_num: int, limits: dict[str, int], measure_s: float, mute
                 # ... and at least the lower bound over the time the client was ready to send (watch_throttle_timer)
                 "rate_when_ready": round(rate / client.limit * measure_s / (measure_s - late_s), 3),
                 "client_late_s": round(late_s, 2),
-                "ends_rate": round((value_at(series, end) - value_at(series, steady_from)) / measure_s
-                                   / client.limit, 3),
+                "ends_rate": round(
+                    (value_at(series, end) - value_at(series, steady_from)) / measure_s / client.limit, 3
+                ),
                 "client_rate": round(acked * len(VALUE) / measure_s / client.limit, 3),  # payload, as acked
                 "max_gap_s": round(max_gap(client.times, steady_from, end), 2),
                 "events": len(client.times),
@@ -458,10 +482,20 @@ def run_scenario(window_num: int, limits: dict[str, int], measure_s: float, mute
             }
         if os.environ.get("FLOW_CLIENTS_DUMP"):  # the raw timelines, for a closer look at a failure
             with open(os.environ["FLOW_CLIENTS_DUMP"], "a") as f:
-                f.write(json.dumps({"window_num": window_num, "start": started, "steady_from": steady_from,
-                                    "end": end, "report": report,
-                                    "series": {c.name: proxy.series.get((c.quota, c.name), []) for c in clients},
-                                    "times": {c.name: c.times for c in clients}}) + "\n")
+                f.write(
+                    json.dumps(
+                        {
+                            "window_num": window_num,
+                            "start": started,
+                            "steady_from": steady_from,
+                            "end": end,
+                            "report": report,
+                            "series": {c.name: proxy.series.get((c.quota, c.name), []) for c in clients},
+                            "times": {c.name: c.times for c in clients},
+                        }
+                    )
+                    + "\n"
+                )
         return report
     finally:
         for client in clients:
@@ -493,15 +527,20 @@ CONSUMERS = ["ck-consumer-default", "kp-consumer-default", "aio-consumer-default
 # so at 512 KiB/s their own speed, not the quota, set their rate (0.89 x measured). At 256 KiB/s the quota is the
 # limit, which is what the test measures.
 PYTHON_PRODUCER_QUOTA = 256 * KIB
-QUOTA = ({name: 512 * KIB for name in PRODUCERS + CONSUMERS} | {"ck-producer-default": 1024 * KIB}
-         | {"kp-producer-default": PYTHON_PRODUCER_QUOTA, "aio-producer-default": PYTHON_PRODUCER_QUOTA})
+QUOTA = (
+    {name: 512 * KIB for name in PRODUCERS + CONSUMERS}
+    | {"ck-producer-default": 1024 * KIB}
+    | {"kp-producer-default": PYTHON_PRODUCER_QUOTA, "aio-producer-default": PYTHON_PRODUCER_QUOTA}
+)
 
 
 # Clients measured together: the confluent-kafka producers, the Python producers, the consumers. Each group has the
 # two cores to itself with the broker and the proxy; all seven at once left the Python producers short of CPU.
-GROUPS = {"ck-producers": ["ck-producer-default", "ck-producer-pipelining"],
-          "python-producers": ["kp-producer-default", "aio-producer-default"],
-          "consumers": CONSUMERS}
+GROUPS = {
+    "ck-producers": ["ck-producer-default", "ck-producer-pipelining"],
+    "python-producers": ["kp-producer-default", "aio-producer-default"],
+    "consumers": CONSUMERS,
+}
 
 
 @pytest.mark.timeout(150)
@@ -514,8 +553,13 @@ def test_three_windows_every_client_throttled_never_stalled_at_its_quota(group):
     (2.5-3.1 s late in 40 s measured here, 0.77-0.95 x quota in all): its lower bound is checked over the time it was
     ready to send (``rate_when_ready``, 0.95-1.01 x), its upper bound on the raw rate."""
     window_num = 3
-    report = run_scenario(window_num, {name: QUOTA[name] for name in GROUPS[group]}, measure_s=40,
-                          mute_max_ms=window_num * 1000, phase_s=2 * window_num)
+    report = run_scenario(
+        window_num,
+        {name: QUOTA[name] for name in GROUPS[group]},
+        measure_s=40,
+        mute_max_ms=window_num * 1000,
+        phase_s=2 * window_num,
+    )
     print(f"window.num {window_num}: {report}")
     check(report, window_num * 1000, RATE_BOUNDS)
 
@@ -528,8 +572,9 @@ def test_default_eleven_windows_clients_throttled_never_stalled_at_their_quota()
     measurement, the less where it starts within a cycle matters)."""
     window_num = 11
     names = ["ck-producer-default", "ck-producer-pipelining", "kp-consumer-default"]
-    report = run_scenario(window_num, {name: QUOTA[name] for name in names}, measure_s=55,
-                          mute_max_ms=window_num * 1000)
+    report = run_scenario(
+        window_num, {name: QUOTA[name] for name in names}, measure_s=55, mute_max_ms=window_num * 1000
+    )
     print(f"window.num {window_num}: {report}")
     check(report, window_num * 1000, RATE_BOUNDS)
 

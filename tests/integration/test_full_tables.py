@@ -50,6 +50,7 @@ def request(sock: socket.socket, api_key: int, version: int, corr: int, client_i
 
 def flood(port: int, stop: threading.Event, frames) -> threading.Thread:
     """A thread sending ``frames(n)`` (a new entity each) on one connection until ``stop``, reconnecting as needed."""
+
     def run() -> None:
         n = 0
         while not stop.is_set():
@@ -75,8 +76,12 @@ def scraped_value(ops_port: int, name: str, **labels) -> float:
             text = answer.read().decode()
     except OSError:
         return 0.0  # the ops port opens after the listeners (the proxy's own clients start between): not yet
-    return sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
-               if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()))
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())
+    )
 
 
 # Not long_running: it then runs late in its rate group, not in the suite's first minutes, when every worker starts
@@ -92,17 +97,34 @@ def test_a_newcomer_gets_its_produce_quota_while_client_id_churn_keeps_the_senso
     quota = 40_000
     at_broker(broker, [(CREATE_TOPICS, 7, create_topics_body(7, "full-tables"))])
     port, ops = free_port(), free_port()
-    config = proxy_config(port, broker, [{"entity": {"client-id": "<default>"}, "producer_byte_rate": quota}],
-                          **{"quota.max.tracked.entities": CAP})
+    config = proxy_config(
+        port,
+        broker,
+        [{"entity": {"client-id": "<default>"}, "producer_byte_rate": quota}],
+        **{"quota.max.tracked.entities": CAP},
+    )
     config["metrics"] = {"bind": f"127.0.0.1:{ops}"}
     proxy = ProxyProcess(config, str(tmp_path / "proxy.yaml"), port)
     proxy.start()
-    evictions = partial(scraped_value, ops, "kafka_quota_proxy_quota_overflowed_records_total", quota="producer_byte_rate")
+    evictions = partial(
+        scraped_value, ops, "kafka_quota_proxy_quota_overflowed_records_total", quota="producer_byte_rate"
+    )
     stop = threading.Event()
-    acks0 = encode_request(PRODUCE, 7, new_request(PRODUCE, 7, acks=0, timeout_ms=1000, topic_data=[
-        {"name": "full-tables", "partition_data": [{"index": 0, "records": produce_records()}]}]))
-    floods = [flood(port, stop, lambda n, k=k: frame(encode_request_header(PRODUCE, 7, n, f"flood-{k}-{n}")
-                                                            + acks0)) for k in range(3)]
+    acks0 = encode_request(
+        PRODUCE,
+        7,
+        new_request(
+            PRODUCE,
+            7,
+            acks=0,
+            timeout_ms=1000,
+            topic_data=[{"name": "full-tables", "partition_data": [{"index": 0, "records": produce_records()}]}],
+        ),
+    )
+    floods = [
+        flood(port, stop, lambda n, k=k: frame(encode_request_header(PRODUCE, 7, n, f"flood-{k}-{n}") + acks0))
+        for k in range(3)
+    ]
     try:
         wait_until(lambda: evictions() > 3 * CAP, 30, "the table full and turning over")
         body = produce_body("full-tables", b"v" * 2000)
@@ -130,8 +152,15 @@ def test_a_newcomer_gets_its_produce_quota_while_client_id_churn_keeps_the_senso
 def produce_records() -> bytes:
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
-                                        producer_epoch=-1, base_sequence=-1, batch_size=1024)
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1024,
+    )
     builder.append(0, timestamp=None, key=None, value=b"x" * 40, headers=[])
     return bytes(builder.build())
 
@@ -143,9 +172,14 @@ def test_a_newcomers_creates_are_admitted_as_its_bucket_allows_while_empty_creat
     newcomer creating a 1-partition topic every 125 ms (8/s, within its rate) for 5 s has them admitted: its bucket
     starts empty in a full table and refills at its rate (at 62922c2 none was: the shared <overflow> bucket was
     19 s in debt)."""
-    proxy = start_proxy(proxy_config(free_port(), broker, [{"entity": {"client-id": "<default>"},
-                                                            "controller_mutation_rate": 10}],
-                                     **{"quota.max.tracked.entities": CAP}))
+    proxy = start_proxy(
+        proxy_config(
+            free_port(),
+            broker,
+            [{"entity": {"client-id": "<default>"}, "controller_mutation_rate": 10}],
+            **{"quota.max.tracked.entities": CAP},
+        )
+    )
     empty = encode_request(CREATE_TOPICS, 7, new_request(CREATE_TOPICS, 7, timeout_ms=5000, topics=[]))
     stop = threading.Event()
 
@@ -154,8 +188,13 @@ def test_a_newcomers_creates_are_admitted_as_its_bucket_allows_while_empty_creat
 
     floods = [flood(proxy.port, stop, frames) for _ in range(2)]
     try:
-        wait_until(lambda: proxy.metric("kafka_quota_proxy_quota_overflowed_records_total",
-                                        quota="controller_mutation_rate") > CAP, 30, "the bucket table full")
+        wait_until(
+            lambda: (
+                proxy.metric("kafka_quota_proxy_quota_overflowed_records_total", quota="controller_mutation_rate") > CAP
+            ),
+            30,
+            "the bucket table full",
+        )
         with socket.create_connection(("127.0.0.1", proxy.port), timeout=30) as big:  # its own connection: muted
             request(big, CREATE_TOPICS, 7, 1, "big-new", create_topics_body(7, "full-tables-big", 300))
         with socket.create_connection(("127.0.0.1", proxy.port), timeout=30) as s:
@@ -180,9 +219,14 @@ def test_a_new_address_is_served_at_its_rate_while_rotating_addresses_fill_the_i
     """T6: {ip: <default>} connection_creation_rate 5/s; connections from 1,500 loopback addresses, one each, keep
     the IP table full and turning over; a newcomer from another address connecting twice a second for 5 s is served
     every time."""
-    proxy = start_proxy(proxy_config(free_port(), broker, [{"entity": {"ip": "<default>"},
-                                                            "connection_creation_rate": 5}],
-                                     **{"quota.max.tracked.entities": CAP}))
+    proxy = start_proxy(
+        proxy_config(
+            free_port(),
+            broker,
+            [{"entity": {"ip": "<default>"}, "connection_creation_rate": 5}],
+            **{"quota.max.tracked.entities": CAP},
+        )
+    )
 
     async def storm() -> list[str]:
         async def attacker():
@@ -205,7 +249,9 @@ def test_a_new_address_is_served_at_its_rate_while_rotating_addresses_fill_the_i
         evicted = proxy.metric("kafka_quota_proxy_quota_overflowed_records_total", quota="connection_creation_rate")
     finally:
         proxy.stop()
-    print(f"FULL_TABLES connections: newcomer {outcomes.count('served')} of {len(outcomes)} served, "
-          f"{evicted:.0f} evictions")
+    print(
+        f"FULL_TABLES connections: newcomer {outcomes.count('served')} of {len(outcomes)} served, "
+        f"{evicted:.0f} evictions"
+    )
     assert outcomes == ["served"] * 10, outcomes
     assert evicted > 0

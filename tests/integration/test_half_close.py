@@ -27,8 +27,13 @@ def produce_frame(correlation_id: int, topic: str, value_size: int) -> bytes:
     builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 20)
     builder.append(timestamp=None, key=None, value=b"v" * value_size)
     builder.close()
-    request = new_request(0, 7, acks=1, timeout_ms=30000, topic_data=[
-        {"name": topic, "partition_data": [{"index": 0, "records": bytes(builder.buffer())}]}])
+    request = new_request(
+        0,
+        7,
+        acks=1,
+        timeout_ms=30000,
+        topic_data=[{"name": topic, "partition_data": [{"index": 0, "records": bytes(builder.buffer())}]}],
+    )
     return frame(encode_request_header(0, 7, correlation_id, "half-close") + encode_request(0, 7, request))
 
 
@@ -37,8 +42,9 @@ def proxy():
     proxy_port, broker_port = free_port(), free_port()
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
     quotas = [{"entity": {"client-id": "half-close"}, "producer_byte_rate": QUOTA}]
-    running = start_proxy(proxy_config(proxy_port, broker_port, quotas=quotas,
-                                       **{"quota.window.num": 3, "quota.mute.max.ms": 2000}))
+    running = start_proxy(
+        proxy_config(proxy_port, broker_port, quotas=quotas, **{"quota.window.num": 3, "quota.mute.max.ms": 2000})
+    )
     yield running
     running.stop()
     broker.stop()
@@ -57,6 +63,7 @@ def test_requests_held_back_are_forwarded_before_the_half_close(proxy):
             response = read_frame(sock)
             answered.append(struct.unpack_from(">i", response, 0)[0])
     assert answered == list(range(count)), "a request held back when the client half-closed was lost"
-    throttled = proxy.metric("kafka_quota_proxy_quota_throttled_responses_total", quota="producer_byte_rate",
-                             user="", client_id="half-close")
+    throttled = proxy.metric(
+        "kafka_quota_proxy_quota_throttled_responses_total", quota="producer_byte_rate", user="", client_id="half-close"
+    )
     assert throttled >= 2, "the scenario did not throttle: nothing was held back"

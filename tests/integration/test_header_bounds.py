@@ -7,7 +7,6 @@ from __future__ import annotations
 import socket
 import struct
 import threading
-import time
 
 import pytest
 
@@ -22,8 +21,11 @@ pytestmark = pytest.mark.integration
 def test_a_huge_header_closes_its_own_connection_only():
     proxy_port, broker_port = free_port(), free_port()
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
-    proxy = start_proxy(proxy_config(proxy_port, broker_port, **{"request.header.max.bytes": 65536,
-                                                                 "socket.request.max.bytes": 32 << 20}))
+    proxy = start_proxy(
+        proxy_config(
+            proxy_port, broker_port, **{"request.header.max.bytes": 65536, "socket.request.max.bytes": 32 << 20}
+        )
+    )
     try:
         fields = b"".join(uvarint(i % 100) + uvarint(14) + b"x" * 14 for i in range(1_000_000))  # 16 MB
         head = struct.pack(">hhih", 3, 12, 7, 1) + b"c" + uvarint(1_000_000) + fields
@@ -36,7 +38,7 @@ def test_a_huge_header_closes_its_own_connection_only():
             data = struct.pack(">i", len(payload)) + payload
             try:
                 for i in range(0, len(data), 65536):
-                    sent[0] += attacker.send(data[i:i + 65536])
+                    sent[0] += attacker.send(data[i : i + 65536])
             except OSError:
                 pass  # closed by the proxy
 
@@ -51,8 +53,9 @@ def test_a_huge_header_closes_its_own_connection_only():
         except ConnectionResetError:
             pass  # closed with unread bytes in the proxy's socket: a reset
         assert sent[0] < len(payload)  # long before the whole header was taken
-        assert proxy.metric("kafka_quota_proxy_connections_closed_total", listener="PLAINTEXT",
-                            reason="frame_error") == 1
+        assert (
+            proxy.metric("kafka_quota_proxy_connections_closed_total", listener="PLAINTEXT", reason="frame_error") == 1
+        )
         ok_id = struct.pack(">hhih", 3, 12, 8, 30000) + b"i" * 30000 + uvarint(0) + b"\x01\x01\x00\x00"
         bystander.sendall(struct.pack(">i", len(ok_id)) + ok_id)
         assert raw.read_frame(bystander)  # a 30,000-byte client id is under the limit: answered

@@ -36,14 +36,22 @@ def sidecar_with_internal_topics(monkeypatch):
     monkeypatch.setattr(ProxyApp, "volume_source", staticmethod(lambda: [Volume("/data", 100 * GB, 10 * GB)]))
     proxy_port, broker_port = free_port(), free_port()
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
-    raw = proxy_config(proxy_port, broker_port, quotas=[{"entity": {"client-id": "<default>"},
-                                                         "producer_byte_rate": 1_000_000}])
+    raw = proxy_config(
+        proxy_port, broker_port, quotas=[{"entity": {"client-id": "<default>"}, "producer_byte_rate": 1_000_000}]
+    )
     raw["admin_principals"] = ["User:admin"]
     raw["dynamic_config"] = {"topic": CONFIG_TOPIC}
-    raw["volume_usage"] = {"freshness_seconds": 5, "missing_data_action": "PAUSE",
-                           "publisher": {"broker_id": 111, "log_dirs": ["/tmp"], "interval_seconds": 0.5,
-                                         "soft_limit": {"type": "MinFreePercentage", "level": 50},
-                                         "hard_limit": {"type": "MinFreePercentage", "level": 10}}}
+    raw["volume_usage"] = {
+        "freshness_seconds": 5,
+        "missing_data_action": "PAUSE",
+        "publisher": {
+            "broker_id": 111,
+            "log_dirs": ["/tmp"],
+            "interval_seconds": 0.5,
+            "soft_limit": {"type": "MinFreePercentage", "level": 50},
+            "hard_limit": {"type": "MinFreePercentage", "level": 10},
+        },
+    }
     with proxy_in_front(broker, raw) as proxy:
         # the config topic, created as the proxy creates it: one CreateTopics of its own to the upstream broker
         own = OwnKafka((Address("127.0.0.1", broker_port),))
@@ -63,8 +71,10 @@ def test_a_tenant_producing_to_the_config_topic_is_refused_and_nothing_changes(s
     proxy = sidecar_with_internal_topics
     producer = KafkaProducer(bootstrap_servers=proxy.bootstrap, client_id="attacker", retries=0)
     try:
-        for key, value in ((b'{"proxy":"settings"}', b'{"quota.mode":"shadow"}'),
-                           (b'{"client-id":"attacker"}', b'{"producer_byte_rate":1e12}')):
+        for key, value in (
+            (b'{"proxy":"settings"}', b'{"quota.mode":"shadow"}'),
+            (b'{"client-id":"attacker"}', b'{"producer_byte_rate":1e12}'),
+        ):
             with pytest.raises(TopicAuthorizationFailedError):
                 producer.send(CONFIG_TOPIC, key=key, value=value).get(30)
         producer.send(VOLUME_TOPIC, key=b"111", value=b"{}")
@@ -92,9 +102,12 @@ def test_a_mixed_produce_appends_the_normal_topic_and_refuses_the_internal_one(s
     producer = Producer({"bootstrap.servers": proxy.bootstrap, "linger.ms": 50})
     for i in range(60):
         for topic in ("orders", CONFIG_TOPIC):
-            producer.produce(topic, key=b'{"user":"x"}' if topic == CONFIG_TOPIC else str(i).encode(),
-                             value=b'{"producer_byte_rate": 1}' if topic == CONFIG_TOPIC else b"v" * 100,
-                             on_delivery=lambda err, msg: results[msg.topic()].append(err))
+            producer.produce(
+                topic,
+                key=b'{"user":"x"}' if topic == CONFIG_TOPIC else str(i).encode(),
+                value=b'{"producer_byte_rate": 1}' if topic == CONFIG_TOPIC else b"v" * 100,
+                on_delivery=lambda err, msg: results[msg.topic()].append(err),
+            )
     assert producer.flush(60) == 0
     assert results["orders"] == [None] * 60
     assert len(results[CONFIG_TOPIC]) == 60
@@ -125,18 +138,39 @@ def test_deleting_truncating_or_extending_an_internal_topic_is_refused_per_topic
     # Tansu does not list CreatePartitions (kafka-python would not send it): sent raw, answered by the proxy
     sock = connect(proxy.port)
     try:
-        created = exchange(sock, CREATE_PARTITIONS, 3, topics=[{"name": CONFIG_TOPIC, "count": 4, "assignments": None}],
-                           timeout_ms=1000, validate_only=False)
+        created = exchange(
+            sock,
+            CREATE_PARTITIONS,
+            3,
+            topics=[{"name": CONFIG_TOPIC, "count": 4, "assignments": None}],
+            timeout_ms=1000,
+            validate_only=False,
+        )
         assert [(r.name, r.error_code) for r in created.results] == [(CONFIG_TOPIC, TOPIC_AUTHORIZATION_FAILED)]
-        deleted = exchange(sock, DELETE_RECORDS, 2, correlation_id=2, timeout_ms=1000, topics=[
-            {"name": VOLUME_TOPIC, "partitions": [{"partition_index": 0, "offset": -1}]}])
+        deleted = exchange(
+            sock,
+            DELETE_RECORDS,
+            2,
+            correlation_id=2,
+            timeout_ms=1000,
+            topics=[{"name": VOLUME_TOPIC, "partitions": [{"partition_index": 0, "offset": -1}]}],
+        )
         assert [(t.name, p.error_code) for t in deleted.topics for p in t.partitions] == [
-            (VOLUME_TOPIC, TOPIC_AUTHORIZATION_FAILED)]
-        txn = exchange(sock, ADD_PARTITIONS_TO_TXN, 3, correlation_id=3, v3_and_below_transactional_id="t",
-                       v3_and_below_producer_id=1, v3_and_below_producer_epoch=0,
-                       v3_and_below_topics=[{"name": CONFIG_TOPIC, "partitions": [0]}])
-        assert [p.partition_error_code for t in txn.results_by_topic_v3_and_below for p in t.results_by_partition] \
-            == [TOPIC_AUTHORIZATION_FAILED]
+            (VOLUME_TOPIC, TOPIC_AUTHORIZATION_FAILED)
+        ]
+        txn = exchange(
+            sock,
+            ADD_PARTITIONS_TO_TXN,
+            3,
+            correlation_id=3,
+            v3_and_below_transactional_id="t",
+            v3_and_below_producer_id=1,
+            v3_and_below_producer_epoch=0,
+            v3_and_below_topics=[{"name": CONFIG_TOPIC, "partitions": [0]}],
+        )
+        assert [p.partition_error_code for t in txn.results_by_topic_v3_and_below for p in t.results_by_partition] == [
+            TOPIC_AUTHORIZATION_FAILED
+        ]
     finally:
         sock.close()
     assert refused(proxy, VOLUME_TOPIC, "DeleteTopics") == 1 and refused(proxy, CONFIG_TOPIC, "DeleteTopics") == 1
@@ -151,15 +185,34 @@ def test_delete_topics_v6_by_the_config_topics_id_under_an_innocent_name_is_refu
     proxy = sidecar_with_internal_topics
     sock = connect(proxy.port)
     try:
-        looked = exchange(sock, METADATA, 12, topics=[{"name": CONFIG_TOPIC}], allow_auto_topic_creation=False,
-                          include_topic_authorized_operations=False)
+        looked = exchange(
+            sock,
+            METADATA,
+            12,
+            topics=[{"name": CONFIG_TOPIC}],
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
         config_id = looked.topics[0].topic_id
         assert config_id != ZERO_UUID
-        deleted = exchange(sock, DELETE_TOPICS, 6, correlation_id=2, timeout_ms=5000,
-                           topics=[{"name": "made-up", "topic_id": config_id}])
+        deleted = exchange(
+            sock,
+            DELETE_TOPICS,
+            6,
+            correlation_id=2,
+            timeout_ms=5000,
+            topics=[{"name": "made-up", "topic_id": config_id}],
+        )
         assert [(r.topic_id, r.error_code) for r in deleted.responses] == [(config_id, TOPIC_AUTHORIZATION_FAILED)]
-        again = exchange(sock, METADATA, 12, correlation_id=3, topics=[{"name": CONFIG_TOPIC}],
-                         allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+        again = exchange(
+            sock,
+            METADATA,
+            12,
+            correlation_id=3,
+            topics=[{"name": CONFIG_TOPIC}],
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
         assert [(t.error_code, t.topic_id) for t in again.topics] == [(0, config_id)]  # not deleted, not recreated
     finally:
         sock.close()

@@ -30,7 +30,10 @@ def test_metrics_after_traffic(sidecar):
     assert m[("kafka_quota_proxy_requests_total", produce)] >= 1
     assert m[("kafka_quota_proxy_request_bytes_total", produce)] > 300 * 10
     assert m[("kafka_quota_proxy_response_bytes_total", (("api", "Fetch"), ("listener", "PLAINTEXT")))] > 300 * 10
-    assert m[("kafka_quota_proxy_request_latency_seconds_count", produce)] == m[("kafka_quota_proxy_requests_total", produce)]
+    assert (
+        m[("kafka_quota_proxy_request_latency_seconds_count", produce)]
+        == m[("kafka_quota_proxy_requests_total", produce)]
+    )
     accepted = m[("kafka_quota_proxy_connections_accepted_total", (("listener", "PLAINTEXT"),))]
     closed = sum(v for (name, labels), v in m.items() if name == "kafka_quota_proxy_connections_closed_total")
     active = m[("kafka_quota_proxy_active_connections", (("listener", "PLAINTEXT"),))]
@@ -52,8 +55,9 @@ def test_shadow_throttles_apart_and_a_deleted_entry_limit_follows_back():
     topic_name = "__kafka_quota_proxy_configs"
     proxy_port, broker_port = free_port(), free_port()
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
-    config = proxy_config(proxy_port, broker_port,
-                          quotas=[{"entity": {"user": "<default>"}, "producer_byte_rate": 10_000_000}])
+    config = proxy_config(
+        proxy_port, broker_port, quotas=[{"entity": {"user": "<default>"}, "producer_byte_rate": 10_000_000}]
+    )
     config["admin_principals"] = ["User:ANONYMOUS"]  # the test's own writer may write the config topic
     config["dynamic_config"] = {"topic": topic_name}
     try:

@@ -23,17 +23,29 @@ def test_v4_minus_one_create_before_any_default_is_charged_what_tansu_created():
     proxy_port, broker_port = free_port(), free_port()
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
     quotas = [{"entity": {"user": "<default>"}, "controller_mutation_rate": 0.01}]
-    config = proxy_config(proxy_port, broker_port, quotas=quotas, **{"controller.quota.window.num": 100,
-                                                                      "controller.quota.window.size.seconds": 10})
+    config = proxy_config(
+        proxy_port,
+        broker_port,
+        quotas=quotas,
+        **{"controller.quota.window.num": 100, "controller.quota.window.size.seconds": 10},
+    )
     with proxy_in_front(broker, config) as proxy:
+
         def tokens():
             return proxy.metric("kafka_quota_proxy_controller_mutation_tokens", user="ANONYMOUS", client_id="")
 
         sock = connect(proxy.port)
         try:
-            answer = exchange(sock, CREATE_TOPICS, 4, topics=[
-                {"name": "dflt", "num_partitions": -1, "replication_factor": -1, "assignments": [], "configs": []}],
-                timeout_ms=5000, validate_only=False)
+            answer = exchange(
+                sock,
+                CREATE_TOPICS,
+                4,
+                topics=[
+                    {"name": "dflt", "num_partitions": -1, "replication_factor": -1, "assignments": [], "configs": []}
+                ],
+                timeout_ms=5000,
+                validate_only=False,
+            )
         finally:
             sock.close()
         assert [(t.name, t.error_code) for t in answer.topics] == [("dflt", 0)]
@@ -44,9 +56,23 @@ def test_v4_minus_one_create_before_any_default_is_charged_what_tansu_created():
         # unknown it would be admitted taking nothing, its answer unthrottled
         sock = connect(proxy.port)
         try:
-            second = exchange(sock, CREATE_TOPICS, 4, topics=[
-                {"name": f"dflt-{i}", "num_partitions": -1, "replication_factor": -1, "assignments": [],
-                 "configs": []} for i in range(3)], timeout_ms=5000, validate_only=False)
+            second = exchange(
+                sock,
+                CREATE_TOPICS,
+                4,
+                topics=[
+                    {
+                        "name": f"dflt-{i}",
+                        "num_partitions": -1,
+                        "replication_factor": -1,
+                        "assignments": [],
+                        "configs": [],
+                    }
+                    for i in range(3)
+                ],
+                timeout_ms=5000,
+                validate_only=False,
+            )
         finally:
             sock.close()
         assert [(t.name, t.error_code) for t in second.topics] == [(f"dflt-{i}", 0) for i in range(3)]

@@ -26,7 +26,9 @@ def cluster():
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
     quotas = [{"entity": {"client-id": "<default>"}, "controller_mutation_rate": 5}]
     try:
-        proxy = start_proxy(proxy_config(proxy_port, broker_port, quotas=quotas, **{"controller.quota.window.num": 100}))
+        proxy = start_proxy(
+            proxy_config(proxy_port, broker_port, quotas=quotas, **{"controller.quota.window.num": 100})
+        )
     except BaseException:
         broker.stop()
         raise
@@ -63,8 +65,12 @@ def test_strict_burst_admitted_then_rejected_with_89_then_admitted_after_the_thr
         rejected_at = time.monotonic()
         second = admin.create_topics(topics("late", 1, 1), raise_errors=False)
         assert codes(second) == {"late-0": THROTTLING_QUOTA_EXCEEDED}, second
-        throttle_ms = proxy.metric("kafka_quota_proxy_controller_mutation_throttle_time_seconds_total", user="",
-                                   client_id="kp-admin") * 1000
+        throttle_ms = (
+            proxy.metric(
+                "kafka_quota_proxy_controller_mutation_throttle_time_seconds_total", user="", client_id="kp-admin"
+            )
+            * 1000
+        )
         assert 11_900 <= throttle_ms <= 12_000, throttle_ms  # -60 tokens / 5 per s, less the time since
         direct = kp_admin(f"127.0.0.1:{broker_port}", "direct")
         assert "late-0" not in direct.list_topics()  # never reached the broker
@@ -84,8 +90,12 @@ def test_strict_request_over_the_burst_admits_the_first_seven_and_rejects_the_la
         response = admin.create_topics(topics("split", 10, 80), raise_errors=False)
         assert [t["name"] for t in response["topics"]] == [f"split-{i}" for i in range(10)]  # request order
         assert [t["error_code"] for t in response["topics"]] == [0] * 7 + [THROTTLING_QUOTA_EXCEEDED] * 3
-        told = proxy.metric("kafka_quota_proxy_controller_mutation_throttle_time_seconds_total", user="",
-                            client_id="kp-split") * 1000
+        told = (
+            proxy.metric(
+                "kafka_quota_proxy_controller_mutation_throttle_time_seconds_total", user="", client_id="kp-split"
+            )
+            * 1000
+        )
         assert 9_000 <= told <= 12_000, told  # -60 tokens / 5 per s, less the time the 7 creates took at Tansu
         direct = kp_admin(f"127.0.0.1:{broker_port}", "direct")
         created = set(direct.list_topics())
@@ -108,8 +118,12 @@ def test_strict_delete_counts_each_topics_partitions_learnt_by_a_lookup(cluster)
         assert codes(response) == {"gone-0": 0, "gone-1": 0}, response
         again = admin.create_topics(topics("more", 1, 1), raise_errors=False)
         assert codes(again) == {"more-0": THROTTLING_QUOTA_EXCEEDED}, again
-        throttle_ms = proxy.metric("kafka_quota_proxy_controller_mutation_throttle_time_seconds_total", user="",
-                                   client_id="kp-delete") * 1000
+        throttle_ms = (
+            proxy.metric(
+                "kafka_quota_proxy_controller_mutation_throttle_time_seconds_total", user="", client_id="kp-delete"
+            )
+            * 1000
+        )
         assert 19_000 <= throttle_ms <= 20_000, throttle_ms  # -100 tokens / 5 per s
     finally:
         direct.close()
@@ -129,5 +143,7 @@ def test_permissive_confluent_kafka_creates_go_through_whole_and_the_client_is_t
     more = admin.create_topics([NewTopic("ck-late", 1, 1)], request_timeout=60)
     more["ck-late"].result(60)  # permissive: accepted, after the mute of about 12 s
     assert time.monotonic() - started >= 10
-    assert proxy.metric("kafka_quota_proxy_controller_mutation_throttled_requests_total",
-                        user="", client_id="ck-admin") >= 1
+    assert (
+        proxy.metric("kafka_quota_proxy_controller_mutation_throttled_requests_total", user="", client_id="ck-admin")
+        >= 1
+    )

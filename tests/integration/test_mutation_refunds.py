@@ -24,8 +24,9 @@ def cluster():
     proxy_port, broker_port = free_port(), free_port()
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
     quotas = [{"entity": {"user": "<default>"}, "controller_mutation_rate": 2}]
-    with proxy_in_front(broker, proxy_config(proxy_port, broker_port, quotas=quotas,
-                                             **{"controller.quota.window.num": 10})) as proxy:
+    with proxy_in_front(
+        broker, proxy_config(proxy_port, broker_port, quotas=quotas, **{"controller.quota.window.num": 10})
+    ) as proxy:
         yield proxy
 
 
@@ -70,7 +71,9 @@ def test_create_if_absent_repeated_with_confluent_kafka_is_not_throttled(cluster
             admin.create_topics([NewTopic("ck", 4, 1)], request_timeout=30)["ck"].result(30)
         assert refused.value.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS
     assert tokens(proxy) >= 16
-    assert proxy.metric("kafka_quota_proxy_controller_mutation_throttled_requests_total",
-                        user="ANONYMOUS", client_id="") == 0
+    assert (
+        proxy.metric("kafka_quota_proxy_controller_mutation_throttled_requests_total", user="ANONYMOUS", client_id="")
+        == 0
+    )
     other = AdminClient({"bootstrap.servers": proxy.bootstrap, "client.id": "ck-other"})
     other.create_topics([NewTopic("ck-real", 4, 1)], request_timeout=30)["ck-real"].result(30)

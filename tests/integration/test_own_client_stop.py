@@ -60,6 +60,7 @@ def test_a_cancellation_while_stopping_a_consumer_is_kept(tansu):
 
 def test_aiokafka_alone_swallows_it(tansu):
     """What the test above guards against, shown on the aiokafka the proxy runs with."""
+
     async def plain_stop(consumer):
         await consumer.stop()
 
@@ -157,6 +158,7 @@ def test_a_start_cancelled_midway_closes_what_it_opened(silent):
 def test_aiokafka_alone_leaves_its_bootstrap_connection_open(silent):
     """What the test above guards against: aiokafka's own start cancelled in its bootstrap leaves that connection's
     reader task on the loop (or, collected, "Unclosed AIOKafkaConnection"), whatever stops the client afterwards."""
+
     async def scenario(_):
         await cancelled_in_bootstrap(lambda p: p.start(), silent)
 

@@ -65,8 +65,10 @@ def stop_cluster(parts) -> None:
 @pytest.fixture
 def restart_loop_cluster():
     """2 new producer ids per 4 s window, one window: a burst of 2, then one id every 2 s."""
-    cluster, parts = start_cluster([{"entity": {"user": "<default>"}, "producer_ids_rate": RATE}], **{
-        "producer.id.quota.window.num": 1, "producer.id.quota.window.size.seconds": WINDOW_S})
+    cluster, parts = start_cluster(
+        [{"entity": {"user": "<default>"}, "producer_ids_rate": RATE}],
+        **{"producer.id.quota.window.num": 1, "producer.id.quota.window.size.seconds": WINDOW_S},
+    )
     yield cluster
     stop_cluster(parts)
 
@@ -80,8 +82,7 @@ def one_message_producer(bootstrap: str, topic: str, value: bytes, client_id: st
     from confluent_kafka import Producer
 
     reports: list = []
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "client.id": client_id,
-                         **extra})
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "client.id": client_id, **extra})
     producer.produce(topic, value, on_delivery=lambda err, msg: reports.append(err))
     assert producer.flush(60) == 0
     return reports
@@ -90,8 +91,14 @@ def one_message_producer(bootstrap: str, topic: str, value: bytes, client_id: st
 def read_back(bootstrap: str, topic: str, expected: int) -> list[bytes]:
     from confluent_kafka import Consumer
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{topic}", "auto.offset.reset": "earliest",
-                         "session.timeout.ms": 6000})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"check-{topic}",
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": 6000,
+        }
+    )
     consumer.subscribe([topic])
     values: list[bytes] = []
     deadline = time.monotonic() + 30
@@ -126,15 +133,25 @@ def test_past_the_hold_bound_a_new_id_is_refused_retriably_and_never_reaches_the
     """1 new id per 5 s, one window; holds of at most 1 s: a second producer at once would wait 5 s, so its Produce
     is answered by the proxy (NOT_ENOUGH_REPLICAS, throttle_time_ms, a mute) until a retry can be held 1 s or less;
     librdkafka retries it (idempotent: the same sequence), the broker sees its id once, about 5 s after the first."""
-    cluster, parts = start_cluster([{"entity": {"user": "<default>"}, "producer_ids_rate": 1}], **{
-        "producer.id.quota.window.num": 1, "producer.id.quota.window.size.seconds": 5,
-        "producer.id.quota.max.hold.ms": 1000})
+    cluster, parts = start_cluster(
+        [{"entity": {"user": "<default>"}, "producer_ids_rate": 1}],
+        **{
+            "producer.id.quota.window.num": 1,
+            "producer.id.quota.window.size.seconds": 5,
+            "producer.id.quota.max.hold.ms": 1000,
+        },
+    )
     try:
         throttles: list[int] = []
         assert one_message_producer(cluster.bootstrap, cluster.topic, b"first", "first") == [None]
         start = time.monotonic()
-        assert one_message_producer(cluster.bootstrap, cluster.topic, b"second", "second",
-                                    throttle_cb=lambda e: throttles.append(e.throttle_time)) == [None]
+        assert one_message_producer(
+            cluster.bootstrap,
+            cluster.topic,
+            b"second",
+            "second",
+            throttle_cb=lambda e: throttles.append(e.throttle_time),
+        ) == [None]
         seen = cluster.recorder.first_seen()
         assert len(seen) == 2
         first_pid, second_pid = sorted(seen, key=seen.get)
@@ -161,12 +178,19 @@ def test_a_known_producer_id_and_another_user_are_not_held_while_a_new_id_is(tmp
     proxy_port, broker_port = free_port(), free_port()
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
     recorder = BrokerSideRecorder(("127.0.0.1", broker_port)).start()
-    config = proxy_config(proxy_port, recorder.port,
-                          quotas=[{"entity": {"user": "<default>"}, "producer_ids_rate": 1}],
-                          **{"producer.id.quota.window.num": 1, "producer.id.quota.window.size.seconds": 10})
-    config["listeners"][0]["tls"] = {"certfile": server.cert, "keyfile": server.key, "cafile": ca.pem.cert,
-                                     "client_auth": "required",
-                                     "principal_mapping_rules": "RULE:^CN=(.*?),OU=(.*?),.*$/$1/L,DEFAULT"}
+    config = proxy_config(
+        proxy_port,
+        recorder.port,
+        quotas=[{"entity": {"user": "<default>"}, "producer_ids_rate": 1}],
+        **{"producer.id.quota.window.num": 1, "producer.id.quota.window.size.seconds": 10},
+    )
+    config["listeners"][0]["tls"] = {
+        "certfile": server.cert,
+        "keyfile": server.key,
+        "cafile": ca.pem.cert,
+        "client_auth": "required",
+        "principal_mapping_rules": "RULE:^CN=(.*?),OU=(.*?),.*$/$1/L,DEFAULT",
+    }
     try:
         proxy = start_proxy(config)
     except BaseException:
@@ -178,10 +202,18 @@ def test_a_known_producer_id_and_another_user_are_not_held_while_a_new_id_is(tmp
         topic = "known"
 
         def producer(user: str, client_id: str):
-            return Producer({"bootstrap.servers": proxy.bootstrap, "enable.idempotence": True,
-                             "client.id": client_id, "security.protocol": "SSL", "ssl.ca.location": ca.pem.cert,
-                             "ssl.certificate.location": certs[user].cert, "ssl.key.location": certs[user].key,
-                             "ssl.endpoint.identification.algorithm": "none"})
+            return Producer(
+                {
+                    "bootstrap.servers": proxy.bootstrap,
+                    "enable.idempotence": True,
+                    "client.id": client_id,
+                    "security.protocol": "SSL",
+                    "ssl.ca.location": ca.pem.cert,
+                    "ssl.certificate.location": certs[user].cert,
+                    "ssl.key.location": certs[user].key,
+                    "ssl.endpoint.identification.algorithm": "none",
+                }
+            )
 
         def send(p, value: bytes) -> float:
             """Seconds until ``value`` is acknowledged."""
@@ -196,8 +228,11 @@ def test_a_known_producer_id_and_another_user_are_not_held_while_a_new_id_is(tmp
         held_for: list[float] = []
         second = threading.Thread(target=lambda: held_for.append(send(producer("alice", "alice-2"), b"a2")))
         second.start()
-        wait_until(lambda: proxy.metric("kafka_quota_proxy_producer_ids_held_requests_total", user="alice") >= 1, 30,
-                   "alice-2's Produce held")
+        wait_until(
+            lambda: proxy.metric("kafka_quota_proxy_producer_ids_held_requests_total", user="alice") >= 1,
+            30,
+            "alice-2's Produce held",
+        )
         for i in range(1, 6):  # her known id is never held: each acknowledged while alice-2 still waits
             send(admin_first, f"a1-{i}".encode())
         send(producer("bob", "bob-1"), b"b1")  # nor bob's new one: his own bucket
@@ -222,12 +257,13 @@ def test_a_producer_closed_while_its_new_id_is_held_gives_the_token_back():
 
     from confluent_kafka import Producer
 
-    cluster, parts = start_cluster([{"entity": {"user": "<default>"}, "producer_ids_rate": 1}], **{
-        "producer.id.quota.window.num": 1, "producer.id.quota.window.size.seconds": 4})
+    cluster, parts = start_cluster(
+        [{"entity": {"user": "<default>"}, "producer_ids_rate": 1}],
+        **{"producer.id.quota.window.num": 1, "producer.id.quota.window.size.seconds": 4},
+    )
     try:
         assert one_message_producer(cluster.bootstrap, cluster.topic, b"first", "first") == [None]
-        quitter = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True,
-                            "client.id": "quitter"})
+        quitter = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True, "client.id": "quitter"})
         quitter.produce(cluster.topic, b"never")
         deadline = time.monotonic() + 10
         while cluster.stats()[0].held_count < 1 and time.monotonic() < deadline:

@@ -37,10 +37,19 @@ def cluster():
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
     quotas = [{"entity": {"user": "<default>"}, "producer_ids_rate": RATE}]
     try:
-        proxy = start_proxy(proxy_config(proxy_port, broker_port, quotas=quotas, **{
-            "producer.id.quota.enforcement": "throttle",  # the KIP's behaviour (hold: test_producer_id_hold.py)
-            "producer.id.quota.window.num": 1, "producer.id.quota.window.size.seconds": WINDOW_S,
-            "quota.mute.max.ms": MUTE_MAX_MS}))
+        proxy = start_proxy(
+            proxy_config(
+                proxy_port,
+                broker_port,
+                quotas=quotas,
+                **{
+                    "producer.id.quota.enforcement": "throttle",  # the KIP's behaviour (hold: test_producer_id_hold.py)
+                    "producer.id.quota.window.num": 1,
+                    "producer.id.quota.window.size.seconds": WINDOW_S,
+                    "quota.mute.max.ms": MUTE_MAX_MS,
+                },
+            )
+        )
     except BaseException:
         broker.stop()
         raise
@@ -57,8 +66,14 @@ def cluster():
 def read_back(bootstrap: str, expected: int) -> list[bytes]:
     from confluent_kafka import Consumer
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "check", "auto.offset.reset": "earliest",
-                         "session.timeout.ms": 6000})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "check",
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": 6000,
+        }
+    )
     consumer.subscribe([TOPIC])
     values: list[bytes] = []
     deadline = time.monotonic() + 30
@@ -78,8 +93,9 @@ def test_kafka_python_producers_in_a_loop_the_fourth_new_producer_id_is_throttle
     for i in range(5):
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger="kafka"):
-            producer = KafkaProducer(bootstrap_servers=proxy.bootstrap, enable_idempotence=True, acks="all",
-                                     client_id=f"loop-{i}")
+            producer = KafkaProducer(
+                bootstrap_servers=proxy.bootstrap, enable_idempotence=True, acks="all", client_id=f"loop-{i}"
+            )
             producer.send(TOPIC, f"m{i}".encode()).get(30)
             producer.send(TOPIC, f"n{i}".encode()).get(30)  # the same producer id: not counted again
             producer.close(5)
@@ -88,11 +104,16 @@ def test_kafka_python_producers_in_a_loop_the_fourth_new_producer_id_is_throttle
     assert throttled_after[3], throttled_after
     assert proxy.metric("kafka_quota_proxy_producer_ids_new_total", user="ANONYMOUS") == 5
     for i in range(5):  # InitProducerId answers attributed to who asked
-        assert proxy.metric("kafka_quota_proxy_producer_ids_issued_total", user="ANONYMOUS", client_id=f"loop-{i}",
-                            ip="127.0.0.1") == 1
+        assert (
+            proxy.metric(
+                "kafka_quota_proxy_producer_ids_issued_total", user="ANONYMOUS", client_id=f"loop-{i}", ip="127.0.0.1"
+            )
+            == 1
+        )
     assert proxy.metric("kafka_quota_proxy_producer_ids_throttled_requests_total", user="ANONYMOUS") >= 2
-    assert sorted(read_back(proxy.bootstrap, 10)) == sorted([f"m{i}".encode() for i in range(5)]
-                                                           + [f"n{i}".encode() for i in range(5)])
+    assert sorted(read_back(proxy.bootstrap, 10)) == sorted(
+        [f"m{i}".encode() for i in range(5)] + [f"n{i}".encode() for i in range(5)]
+    )
 
 
 def test_confluent_kafka_producers_in_a_loop_the_fourth_new_producer_id_is_throttled(cluster):
@@ -102,8 +123,14 @@ def test_confluent_kafka_producers_in_a_loop_the_fourth_new_producer_id_is_throt
     throttles: list[list[int]] = []
     for i in range(4):
         seen: list[int] = []
-        producer = Producer({"bootstrap.servers": proxy.bootstrap, "enable.idempotence": True,
-                             "client.id": f"ck-loop-{i}", "throttle_cb": lambda e: seen.append(e.throttle_time)})
+        producer = Producer(
+            {
+                "bootstrap.servers": proxy.bootstrap,
+                "enable.idempotence": True,
+                "client.id": f"ck-loop-{i}",
+                "throttle_cb": lambda e: seen.append(e.throttle_time),
+            }
+        )
         producer.produce(TOPIC, f"c{i}".encode())
         assert producer.flush(30) == 0
         producer.poll(0.5)  # serve the throttle callback

@@ -39,10 +39,12 @@ class TwoBrokers:
 
     def __init__(self) -> None:
         self.arrivals: dict[int, list[tuple[float, int]]] = {1: [], 2: []}  # node id -> (time, Produce bytes)
-        self.brokers = {node: ScriptedBroker(lambda sock, header, request, node=node: self._answer(
-            node, sock, header, request)) for node in (1, 2)}
+        self.brokers = {
+            node: ScriptedBroker(lambda sock, header, request, node=node: self._answer(node, sock, header, request))
+            for node in (1, 2)
+        }
 
-    def start(self) -> "TwoBrokers":
+    def start(self) -> TwoBrokers:
         for broker in self.brokers.values():
             broker.start()
         return self
@@ -64,26 +66,56 @@ class TwoBrokers:
 
     def _metadata(self, header, request) -> bytes:
         version = header.api_version
-        asked = decode_request(METADATA, version, memoryview(request)[header.header_length:]).topics
+        asked = decode_request(METADATA, version, memoryview(request)[header.header_length :]).topics
         wanted = asked is None or any(t.name == TOPIC for t in asked)
-        topics = [{"name": TOPIC, "topic_id": TOPIC_ID, "partitions": [
-            {"partition_index": p, "leader_id": p + 1, "replica_nodes": [p + 1], "isr_nodes": [p + 1]}
-            for p in (0, 1)]}] if wanted else []
-        msg = new_response(METADATA, version, cluster_id="scripted", controller_id=1, topics=topics, brokers=[
-            {"node_id": node, "host": "127.0.0.1", "port": broker.port} for node, broker in self.brokers.items()])
+        topics = (
+            [
+                {
+                    "name": TOPIC,
+                    "topic_id": TOPIC_ID,
+                    "partitions": [
+                        {"partition_index": p, "leader_id": p + 1, "replica_nodes": [p + 1], "isr_nodes": [p + 1]}
+                        for p in (0, 1)
+                    ],
+                }
+            ]
+            if wanted
+            else []
+        )
+        msg = new_response(
+            METADATA,
+            version,
+            cluster_id="scripted",
+            controller_id=1,
+            topics=topics,
+            brokers=[
+                {"node_id": node, "host": "127.0.0.1", "port": broker.port} for node, broker in self.brokers.items()
+            ],
+        )
         return response(header, encode_response(METADATA, version, msg))
 
     def bytes_between(self, start: float, end: float) -> dict[int, int]:
-        return {node: sum(size for at, size in list(arrivals) if start <= at < end)
-                for node, arrivals in self.arrivals.items()}
+        return {
+            node: sum(size for at, size in list(arrivals) if start <= at < end)
+            for node, arrivals in self.arrivals.items()
+        }
 
 
 def produce_at_full_speed(bootstrap: str, seconds: float) -> None:
     """One confluent-kafka producer, messages to both partitions (so both brokers) as fast as it may."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "client.id": "spread", "enable.idempotence": False,
-                         "linger.ms": 5, "batch.size": 16384, "queue.buffering.max.kbytes": 256, "acks": 1})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "client.id": "spread",
+            "enable.idempotence": False,
+            "linger.ms": 5,
+            "batch.size": 16384,
+            "queue.buffering.max.kbytes": 256,
+            "acks": 1,
+        }
+    )
     value = b"v" * 4000
     end = time.monotonic() + seconds
     sent = 0
@@ -105,21 +137,24 @@ def test_a_client_on_two_brokers_gets_its_quota_per_broker_or_once(scope, low, h
     cluster = TwoBrokers().start()
     bootstrap, base = cluster_ports(4)
     try:
-        proxy = start_proxy({
-            "upstream": {"bootstrap_servers": [f"127.0.0.1:{cluster.brokers[1].port}"]},
-            "listeners": [{"name": "PLAINTEXT", "bind": f"127.0.0.1:{bootstrap}", "broker_port_base": base}],
-            "metrics": {"bind": "127.0.0.1:0"},
-            "quotas": [{"entity": {"client-id": "spread"}, "producer_byte_rate": RATE}],
-            "settings": {"quota.scope": scope, "quota.window.num": 3, "quota.window.size.seconds": 1},
-            "usage_log": {"dir": str(tmp_path / "usage"), "interval_seconds": 1},
-        })
+        proxy = start_proxy(
+            {
+                "upstream": {"bootstrap_servers": [f"127.0.0.1:{cluster.brokers[1].port}"]},
+                "listeners": [{"name": "PLAINTEXT", "bind": f"127.0.0.1:{bootstrap}", "broker_port_base": base}],
+                "metrics": {"bind": "127.0.0.1:0"},
+                "quotas": [{"entity": {"client-id": "spread"}, "producer_byte_rate": RATE}],
+                "settings": {"quota.scope": scope, "quota.window.num": 3, "quota.window.size.seconds": 1},
+                "usage_log": {"dir": str(tmp_path / "usage"), "interval_seconds": 1},
+            }
+        )
     except BaseException:
         cluster.stop()
         raise
     try:
         start = time.monotonic()
-        client = threading.Thread(target=produce_at_full_speed,
-                                  args=(f"127.0.0.1:{bootstrap}", WARM_UP_S + MEASURE_S + 0.2))
+        client = threading.Thread(
+            target=produce_at_full_speed, args=(f"127.0.0.1:{bootstrap}", WARM_UP_S + MEASURE_S + 0.2)
+        )
         client.start()
         client.join(30)
         measured = cluster.bytes_between(start + WARM_UP_S, start + WARM_UP_S + MEASURE_S)

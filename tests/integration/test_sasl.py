@@ -27,9 +27,14 @@ def cluster():
     broker = SaslBroker(USERS).start()
     proxy_port = free_port()
     broker.advertised_port = proxy_port
-    config = proxy_config(proxy_port, broker.port, quotas=[
-        {"entity": {"user": "alice"}, "producer_byte_rate": 20000},
-        {"entity": {"user": "bob"}, "producer_byte_rate": 20000}])
+    config = proxy_config(
+        proxy_port,
+        broker.port,
+        quotas=[
+            {"entity": {"user": "alice"}, "producer_byte_rate": 20000},
+            {"entity": {"user": "bob"}, "producer_byte_rate": 20000},
+        ],
+    )
     config["listeners"][0]["sasl"] = True
     # the scripted broker serves no config topic, and the follower's own connection would be among those counted
     config["dynamic_config"] = {"enabled": False}
@@ -47,9 +52,16 @@ def test_kafka_python_authenticates_through_the_proxy_and_its_user_is_throttled(
 
     proxy, broker = cluster
     caplog.set_level(logging.DEBUG)
-    producer = KafkaProducer(bootstrap_servers=proxy.bootstrap, security_protocol="SASL_PLAINTEXT",
-                             sasl_mechanism=mechanism, sasl_plain_username=user, sasl_plain_password=USERS[user],
-                             enable_idempotence=False, acks=1, client_id="sasl-client")
+    producer = KafkaProducer(
+        bootstrap_servers=proxy.bootstrap,
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism=mechanism,
+        sasl_plain_username=user,
+        sasl_plain_password=USERS[user],
+        enable_idempotence=False,
+        acks=1,
+        client_id="sasl-client",
+    )
     try:
         # 300 KB: half as much again as the 20 KB/s quota admits over its 10 s window floor (200 KB), so it is
         # throttled however slowly a busy machine lets the client send it
@@ -58,10 +70,16 @@ def test_kafka_python_authenticates_through_the_proxy_and_its_user_is_throttled(
         producer.flush(60)
         assert user in broker.authenticated
         assert user in connected_users(proxy)
-        assert proxy.metric("kafka_quota_proxy_quota_bytes_total", quota="producer_byte_rate", user=user,
-                            client_id="") > 200_000
-        assert proxy.metric("kafka_quota_proxy_quota_throttled_responses_total", quota="producer_byte_rate",
-                            user=user, client_id="") > 0
+        assert (
+            proxy.metric("kafka_quota_proxy_quota_bytes_total", quota="producer_byte_rate", user=user, client_id="")
+            > 200_000
+        )
+        assert (
+            proxy.metric(
+                "kafka_quota_proxy_quota_throttled_responses_total", quota="producer_byte_rate", user=user, client_id=""
+            )
+            > 0
+        )
     finally:
         producer.close(5)
     ours = [r.getMessage() for r in caplog.records if not r.name.startswith("kafka.")]  # kafka-python logs its own
@@ -103,8 +121,11 @@ def test_frames_over_the_pre_authentication_limit_close_the_connection(cluster):
             assert sock.recv(100) == b""
         except ConnectionResetError:
             pass
-    wait_until(lambda: proxy.metric("kafka_quota_proxy_frame_errors_total", listener="PLAINTEXT",
-                                    direction="request") >= 1, 10, "the frame error counted")
+    wait_until(
+        lambda: proxy.metric("kafka_quota_proxy_frame_errors_total", listener="PLAINTEXT", direction="request") >= 1,
+        10,
+        "the frame error counted",
+    )
 
 
 def test_a_refused_authentication_teaches_nothing(cluster):
@@ -128,9 +149,11 @@ def test_a_token_pipelined_after_a_success_never_changes_the_principal(cluster):
     connection's principal is alice (before the fix the proxy took bob's token over, before either answer)."""
     proxy, broker = cluster
     with raw.connect(proxy.port) as sock:
-        sock.sendall(sasl_request(SASL_HANDSHAKE, 1, 1, mechanism="PLAIN")
-                     + sasl_request(SASL_AUTHENTICATE, 2, 2, auth_bytes=b"\x00alice\x00" + USERS["alice"].encode())
-                     + sasl_request(SASL_AUTHENTICATE, 2, 3, auth_bytes=b"\x00bob\x00wrong"))
+        sock.sendall(
+            sasl_request(SASL_HANDSHAKE, 1, 1, mechanism="PLAIN")
+            + sasl_request(SASL_AUTHENTICATE, 2, 2, auth_bytes=b"\x00alice\x00" + USERS["alice"].encode())
+            + sasl_request(SASL_AUTHENTICATE, 2, 3, auth_bytes=b"\x00bob\x00wrong")
+        )
         answers = [read_frame(sock) for _ in range(3)]
         assert [struct.unpack_from(">i", a)[0] for a in answers] == [1, 2, 3]
         codes = [struct.unpack_from(">h", a, 5)[0] for a in answers[1:]]  # header v1: id, empty tagged fields
@@ -148,8 +171,10 @@ def test_requests_before_authentication_close_the_connection(cluster, api):
     from proxy.codec.apis import DESCRIBE_CLIENT_QUOTAS, METADATA
 
     proxy, broker = cluster
-    request = {"DescribeClientQuotas": sasl_request(DESCRIBE_CLIENT_QUOTAS, 1, 2, components=[], strict=False),
-               "Metadata": sasl_request(METADATA, 12, 2, topics=None)}[api]
+    request = {
+        "DescribeClientQuotas": sasl_request(DESCRIBE_CLIENT_QUOTAS, 1, 2, components=[], strict=False),
+        "Metadata": sasl_request(METADATA, 12, 2, topics=None),
+    }[api]
     with raw.connect(proxy.port) as sock:
         assert raw.exchange(sock, API_VERSIONS, 0, correlation_id=1).error_code == 0
         assert raw.exchange(sock, SASL_HANDSHAKE, 1, correlation_id=1, mechanism="PLAIN").error_code == 0
@@ -161,8 +186,11 @@ def test_requests_before_authentication_close_the_connection(cluster, api):
             pass
     assert set(broker.seen) == {API_VERSIONS, SASL_HANDSHAKE}
     # counted as the client's protocol error (logged once per address per 10 s)
-    wait_until(lambda: proxy.metric("kafka_quota_proxy_frame_errors_total", listener="PLAINTEXT",
-                                    direction="request") >= 1, 10, "the frame error counted")
+    wait_until(
+        lambda: proxy.metric("kafka_quota_proxy_frame_errors_total", listener="PLAINTEXT", direction="request") >= 1,
+        10,
+        "the frame error counted",
+    )
 
 
 def test_requests_after_authentication_are_served(cluster):

@@ -32,11 +32,14 @@ def test_smoothing_on_spreads_a_fast_client_in_short_throttles():
     from kafka.admin import KafkaAdminClient, NewTopic
 
     proxy_port, broker_port = free_port(), free_port()
-    quotas = [{"entity": {"client-id": "smooth-producer"}, "producer_byte_rate": QUOTA},
-              {"entity": {"client-id": "smooth-consumer"}, "consumer_byte_rate": QUOTA}]
+    quotas = [
+        {"entity": {"client-id": "smooth-producer"}, "producer_byte_rate": QUOTA},
+        {"entity": {"client-id": "smooth-consumer"}, "consumer_byte_rate": QUOTA},
+    ]
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
-    with proxy_in_front(broker, proxy_config(proxy_port, broker_port, quotas=quotas,
-                                             **{"quota.smoothing": "on"})) as proxy:
+    with proxy_in_front(
+        broker, proxy_config(proxy_port, broker_port, quotas=quotas, **{"quota.smoothing": "on"})
+    ) as proxy:
         admin = KafkaAdminClient(bootstrap_servers=proxy.bootstrap, client_id="admin")
         try:
             admin.create_topics([NewTopic(TOPIC, 1, 1)])
@@ -53,8 +56,14 @@ def test_smoothing_on_spreads_a_fast_client_in_short_throttles():
             producer.close(10)
         produced_s = time.monotonic() - started
 
-        consumer = Consumer({"bootstrap.servers": proxy.bootstrap, "group.id": "smooth", "client.id": "smooth-consumer",
-                             "enable.auto.commit": False})
+        consumer = Consumer(
+            {
+                "bootstrap.servers": proxy.bootstrap,
+                "group.id": "smooth",
+                "client.id": "smooth-consumer",
+                "enable.auto.commit": False,
+            }
+        )
         received, started = 0, time.monotonic()
         try:
             consumer.assign([TopicPartition(TOPIC, 0, OFFSET_BEGINNING)])
@@ -64,8 +73,10 @@ def test_smoothing_on_spreads_a_fast_client_in_short_throttles():
             consumer.close()
         consumed_s = time.monotonic() - started
 
-        for key, client_id, took in (("producer_byte_rate", "smooth-producer", produced_s),
-                                     ("consumer_byte_rate", "smooth-consumer", consumed_s)):
+        for key, client_id, took in (
+            ("producer_byte_rate", "smooth-producer", produced_s),
+            ("consumer_byte_rate", "smooth-consumer", consumed_s),
+        ):
             throttled = metric(proxy, "throttled_responses_total", key, client_id)
             longest = metric(proxy, "throttle_time_max_seconds", key, client_id) * 1000
             counted = metric(proxy, "bytes_total", key, client_id)

@@ -10,21 +10,28 @@ from tests.harness import Tansu, free_port, proxy_config, proxy_in_front, wait_u
 from tests.integration.os_sockets import tcp_socket
 
 # Linux: the proxy's sockets are read through /proc (tests.integration.os_sockets), and it reports twice the size set
-pytestmark = [pytest.mark.integration,
-              pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the proxy's sockets in /proc")]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the proxy's sockets in /proc"),
+]
 
 
 def proxy_side_buffers(proxy, client: socket.socket) -> tuple[int, int]:
     """SO_SNDBUF and SO_RCVBUF of the socket the proxy accepted for ``client``, read through the OS."""
     sock = tcp_socket(client.getsockname()[:2], ("127.0.0.1", proxy.port))
     with sock:
-        return sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF), sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+        return sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF), sock.getsockopt(
+            socket.SOL_SOCKET, socket.SO_RCVBUF
+        )
 
 
 def connected(proxy) -> socket.socket:
     client = socket.create_connection(("127.0.0.1", proxy.port))
-    wait_until(lambda: proxy.metric("kafka_quota_proxy_active_connections", listener="PLAINTEXT") == 1, 10,
-               "the proxy holding the client's connection")
+    wait_until(
+        lambda: proxy.metric("kafka_quota_proxy_active_connections", listener="PLAINTEXT") == 1,
+        10,
+        "the proxy holding the client's connection",
+    )
     return client
 
 

@@ -29,8 +29,7 @@ from tests.integration.os_sockets import SIOCINQ, SIOCOUTQ, queued, tcp_socket
 from tests.integration.raw import connect, recv_exactly
 from tests.scripted_broker import ScriptedBroker, answer_normally
 
-pytestmark = [pytest.mark.integration,
-              pytest.mark.skipif(not splice_supported(), reason="splice(2) is Linux-only")]
+pytestmark = [pytest.mark.integration, pytest.mark.skipif(not splice_supported(), reason="splice(2) is Linux-only")]
 
 SPLICED = "kafka_quota_proxy_spliced_bytes_total"
 PARTITIONS = 12
@@ -45,16 +44,26 @@ def value(seq: int) -> bytes:
 
 
 def ck_produce_large(bootstrap: str, topic: str, client_id: str = "rdkafka") -> None:
-    ck_produce(bootstrap, topic, COUNT, records=((str(seq % 97).encode(), value(seq)) for seq in range(COUNT)),
-               **{"client.id": client_id, "linger.ms": 20, "batch.size": 1_000_000,
-                  "max.in.flight.requests.per.connection": 5})
+    ck_produce(
+        bootstrap,
+        topic,
+        COUNT,
+        records=((str(seq % 97).encode(), value(seq)) for seq in range(COUNT)),
+        **{
+            "client.id": client_id,
+            "linger.ms": 20,
+            "batch.size": 1_000_000,
+            "max.in.flight.requests.per.connection": 5,
+        },
+    )
 
 
 def ck_read_all(bootstrap: str, topic: str, client_id: str = "rdkafka") -> dict[int, list[bytes]]:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False,
-                         "client.id": client_id})
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False, "client.id": client_id}
+    )
     try:
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
         out: dict[int, list[bytes]] = defaultdict(list)
@@ -72,8 +81,12 @@ def ck_read_all(bootstrap: str, topic: str, client_id: str = "rdkafka") -> dict[
 async def aio_read_all(bootstrap: str, topic: str) -> dict[int, list[bytes]]:
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest",
-                                max_partition_fetch_bytes=4 * 1024 * 1024)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        max_partition_fetch_bytes=4 * 1024 * 1024,
+    )
     await consumer.start()
     try:
         consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
@@ -248,8 +261,11 @@ def test_client_closing_in_the_middle_of_a_spliced_request(how: str, loop_kind: 
             sock.close()
         spliced = proxy.metric(SPLICED, listener="PLAINTEXT", direction="request")
         assert 0 < spliced <= SENT
-        wait_until(lambda: proxy_fds(proxy_port, broker_port) <= before, 15,
-                   f"the connection's fds are closed ({proxy_fds(proxy_port, broker_port)} > {before})")
+        wait_until(
+            lambda: proxy_fds(proxy_port, broker_port) <= before,
+            15,
+            f"the connection's fds are closed ({proxy_fds(proxy_port, broker_port)} > {before})",
+        )
         ck_produce(proxy.bootstrap, "after", 200)
         assert_exactly_once_in_order(ck_consume(proxy.bootstrap, "after", 200), 200)
 
@@ -304,8 +320,11 @@ def test_broker_closing_in_the_middle_of_a_spliced_response(how: str, loop_kind:
         wait_until(lambda: closed(proxy, "upstream_closed") >= 1, 15, "the proxy closed the connection")
         sock.close()
         assert 0 < proxy.metric(SPLICED, listener="PLAINTEXT", direction="response") < SENT
-        wait_until(lambda: proxy_fds(proxy.port, broker.port) <= before, 15,
-                   f"the connection's fds are closed ({proxy_fds(proxy.port, broker.port)} > {before})")
+        wait_until(
+            lambda: proxy_fds(proxy.port, broker.port) <= before,
+            15,
+            f"the connection's fds are closed ({proxy_fds(proxy.port, broker.port)} > {before})",
+        )
 
 
 def test_shutdown_lets_a_response_being_spliced_finish() -> None:

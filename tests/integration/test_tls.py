@@ -42,29 +42,43 @@ def test_kafka_python_and_confluent_kafka_through_a_tls_listener(pki):
     try:
         from confluent_kafka.admin import AdminClient, NewTopic
 
-        admin = AdminClient({"bootstrap.servers": proxy.bootstrap, "security.protocol": "ssl",
-                             "ssl.ca.location": ca.pem.cert})
+        admin = AdminClient(
+            {"bootstrap.servers": proxy.bootstrap, "security.protocol": "ssl", "ssl.ca.location": ca.pem.cert}
+        )
         admin.create_topics([NewTopic("tls", 1, 1)])["tls"].result(30)
         kp = KafkaProducer(bootstrap_servers=proxy.bootstrap, security_protocol="SSL", ssl_cafile=ca.pem.cert)
         for i in range(100):
             kp.send("tls", f"kp-{i}".encode())
         kp.flush(30)
         kp.close(5)
-        ck = Producer({"bootstrap.servers": proxy.bootstrap, "security.protocol": "ssl",
-                       "ssl.ca.location": ca.pem.cert})
+        ck = Producer(
+            {"bootstrap.servers": proxy.bootstrap, "security.protocol": "ssl", "ssl.ca.location": ca.pem.cert}
+        )
         for i in range(100):
             ck.produce("tls", f"ck-{i}".encode())
         assert ck.flush(30) == 0
-        consumer = Consumer({"bootstrap.servers": proxy.bootstrap, "security.protocol": "ssl",
-                             "ssl.ca.location": ca.pem.cert, "group.id": "tls-check"})
+        consumer = Consumer(
+            {
+                "bootstrap.servers": proxy.bootstrap,
+                "security.protocol": "ssl",
+                "ssl.ca.location": ca.pem.cert,
+                "group.id": "tls-check",
+            }
+        )
         consumer.assign([TopicPartition("tls", 0, 0)])
         seen, deadline = set(), time.monotonic() + 30
         while len(seen) < 200 and time.monotonic() < deadline:
             seen.update(m.value() for m in consumer.consume(500, 0.5) if m.error() is None)
         consumer.close()
         assert seen == {f"{p}-{i}".encode() for p in ("kp", "ck") for i in range(100)}
-        kc = KafkaConsumer("tls", bootstrap_servers=proxy.bootstrap, security_protocol="SSL",
-                           ssl_cafile=ca.pem.cert, auto_offset_reset="earliest", consumer_timeout_ms=10000)
+        kc = KafkaConsumer(
+            "tls",
+            bootstrap_servers=proxy.bootstrap,
+            security_protocol="SSL",
+            ssl_cafile=ca.pem.cert,
+            auto_offset_reset="earliest",
+            consumer_timeout_ms=10000,
+        )
         assert sum(1 for _ in kc) == 200
         kc.close()
     finally:
@@ -79,20 +93,41 @@ def test_an_mtls_clients_mapped_subject_is_its_principal_in_quota_decisions(pki)
     alice = ca.client("alice", C="US", O="Example", OU="ops", CN="Alice")
     proxy_port, broker_port = free_port(), free_port()
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
-    proxy = tls_proxy(broker_port, proxy_port, ca, server, client_auth="required",
-                      principal_mapping_rules="RULE:^CN=(.*?),OU=(.*?),.*$/$1/L,DEFAULT",
-                      quotas=[{"entity": {"user": "alice"}, "producer_byte_rate": 20000}])
+    proxy = tls_proxy(
+        broker_port,
+        proxy_port,
+        ca,
+        server,
+        client_auth="required",
+        principal_mapping_rules="RULE:^CN=(.*?),OU=(.*?),.*$/$1/L,DEFAULT",
+        quotas=[{"entity": {"user": "alice"}, "producer_byte_rate": 20000}],
+    )
     try:
-        producer = KafkaProducer(bootstrap_servers=proxy.bootstrap, security_protocol="SSL", ssl_cafile=ca.pem.cert,
-                                 ssl_certfile=alice.cert, ssl_keyfile=alice.key, client_id="mtls")
+        producer = KafkaProducer(
+            bootstrap_servers=proxy.bootstrap,
+            security_protocol="SSL",
+            ssl_cafile=ca.pem.cert,
+            ssl_certfile=alice.cert,
+            ssl_keyfile=alice.key,
+            client_id="mtls",
+        )
         for _ in range(300):
             producer.send("mtls", b"x" * 1000)
         producer.flush(60)
         producer.close(5)
-        assert proxy.metric("kafka_quota_proxy_quota_bytes_total", quota="producer_byte_rate", user="alice",
-                            client_id="") > 300_000
-        assert proxy.metric("kafka_quota_proxy_quota_throttled_responses_total", quota="producer_byte_rate",
-                            user="alice", client_id="") > 0
+        assert (
+            proxy.metric("kafka_quota_proxy_quota_bytes_total", quota="producer_byte_rate", user="alice", client_id="")
+            > 300_000
+        )
+        assert (
+            proxy.metric(
+                "kafka_quota_proxy_quota_throttled_responses_total",
+                quota="producer_byte_rate",
+                user="alice",
+                client_id="",
+            )
+            > 0
+        )
         # without a client certificate the handshake itself is refused (client_auth: required)
         context = ssl.create_default_context(cafile=ca.pem.cert)
         with socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as plain:
@@ -106,8 +141,9 @@ def test_an_mtls_clients_mapped_subject_is_its_principal_in_quota_decisions(pki)
         broker.stop()
 
 
-def test_a_plaintext_client_on_a_tls_listener_and_a_tls_client_on_a_plaintext_one_are_closed_clearly(pki, caplog,
-                                                                                                   monkeypatch):
+def test_a_plaintext_client_on_a_tls_listener_and_a_tls_client_on_a_plaintext_one_are_closed_clearly(
+    pki, caplog, monkeypatch
+):
     ca, server = pki
     monkeypatch.setattr(listener, "HANDSHAKE_LOG", LogLimiter())  # one line per IP per 10 s: other tests' are not ours
     monkeypatch.setattr(client_context, "FRAME_ERROR_LOG", LogLimiter())  # the same for the frame-error line
@@ -137,12 +173,21 @@ def test_a_plaintext_client_on_a_tls_listener_and_a_tls_client_on_a_plaintext_on
         with socket.create_connection(("127.0.0.1", plain.port), timeout=5) as sock:  # TLS to the plaintext one
             with pytest.raises((ssl.SSLError, ConnectionResetError, OSError)):
                 context.wrap_socket(sock, server_hostname="127.0.0.1")
-        wait_until(lambda: "TLS handshake with" in caplog.text
-                   and "a TLS handshake arrived on a plaintext listener" in caplog.text, 10, "both handshakes logged")
+        wait_until(
+            lambda: (
+                "TLS handshake with" in caplog.text and "a TLS handshake arrived on a plaintext listener" in caplog.text
+            ),
+            10,
+            "both handshakes logged",
+        )
         assert "TLS handshake with" in caplog.text and "plaintext client on a TLS listener?" in caplog.text
         assert "a TLS handshake arrived on a plaintext listener" in caplog.text
-        assert tls.metric("kafka_quota_proxy_connections_closed_total", listener="PLAINTEXT",
-                          reason="tls_handshake_failed") == 1
+        assert (
+            tls.metric(
+                "kafka_quota_proxy_connections_closed_total", listener="PLAINTEXT", reason="tls_handshake_failed"
+            )
+            == 1
+        )
     finally:
         tls.stop()
         plain.stop()
@@ -162,8 +207,9 @@ def test_a_tls_only_sidecar_follows_its_dynamic_configuration(pki, caplog):
         wait_until(lambda: proxy.metric("kafka_quota_proxy_dynamic_config_available") == 1, 15, "the config topic read")
         time.sleep(1)  # deliberate: a few more of the follower's fetches, none of which may fail a handshake
         assert "TLS handshake with" not in caplog.text
-        assert not proxy.metric("kafka_quota_proxy_connections_closed_total", listener="PLAINTEXT",
-                                reason="tls_handshake_failed")
+        assert not proxy.metric(
+            "kafka_quota_proxy_connections_closed_total", listener="PLAINTEXT", reason="tls_handshake_failed"
+        )
     finally:
         proxy.stop()
         broker.stop()
@@ -228,10 +274,22 @@ def test_a_tls_listener_opens_no_broker_connection_before_the_handshake_and_time
         idle = [socket.create_connection(("127.0.0.1", proxy_port)) for _ in range(50)]  # never say hello
         time.sleep(0.3)  # deliberate: time in which a broker connection would be dialled; none may be
         assert len(relay.peers) == before
-        wait_until(lambda: proxy.metric("kafka_quota_proxy_connections_closed_total", listener="PLAINTEXT",
-                                        reason="tls_handshake_failed") >= 50, 10, "50 handshakes timed out")
-        assert proxy.metric("kafka_quota_proxy_connections_closed_total", listener="PLAINTEXT",
-                            reason="tls_handshake_failed") == 50
+        wait_until(
+            lambda: (
+                proxy.metric(
+                    "kafka_quota_proxy_connections_closed_total", listener="PLAINTEXT", reason="tls_handshake_failed"
+                )
+                >= 50
+            ),
+            10,
+            "50 handshakes timed out",
+        )
+        assert (
+            proxy.metric(
+                "kafka_quota_proxy_connections_closed_total", listener="PLAINTEXT", reason="tls_handshake_failed"
+            )
+            == 50
+        )
         for sock in idle:
             sock.settimeout(2)
             assert sock.recv(1) == b""  # closed by the proxy

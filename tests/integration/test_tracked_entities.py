@@ -31,13 +31,20 @@ OVERFLOWED = "kafka_quota_proxy_quota_overflowed_records_total"
 def create_topic(port: int, client_id: str, name: str) -> int:
     """CreateTopics v6 (strict: an over-quota topic is refused with THROTTLING_QUOTA_EXCEEDED) of one 1-partition
     topic, sent with ``client_id``: the topic's error code."""
-    msg = new_request(CREATE_TOPICS, 6, timeout_ms=10000, validate_only=False, topics=[
-        {"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}])
+    msg = new_request(
+        CREATE_TOPICS,
+        6,
+        timeout_ms=10000,
+        validate_only=False,
+        topics=[{"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}],
+    )
     with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
-        sock.sendall(frame(encode_request_header(CREATE_TOPICS, 6, 1, client_id) + encode_request(CREATE_TOPICS, 6, msg)))
+        sock.sendall(
+            frame(encode_request_header(CREATE_TOPICS, 6, 1, client_id) + encode_request(CREATE_TOPICS, 6, msg))
+        )
         body = read_frame(sock)
     whole = len(body).to_bytes(4, "big") + body
-    answer = decode_response(CREATE_TOPICS, 6, whole[response_header_length(CREATE_TOPICS, 6, whole):])
+    answer = decode_response(CREATE_TOPICS, 6, whole[response_header_length(CREATE_TOPICS, 6, whole) :])
     (topic,) = answer.topics
     return topic.error_code
 
@@ -49,10 +56,16 @@ def test_rotating_client_ids_past_the_cap_get_no_fresh_mutation_burst():
     second refused with THROTTLING_QUOTA_EXCEEDED, so a rotating name gains one create, not a burst."""
     proxy_port, broker_port = free_port(), free_port()
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
-    config = proxy_config(proxy_port, broker_port,
-                          quotas=[{"entity": {"client-id": "<default>"}, "controller_mutation_rate": 1}],
-                          **{"controller.quota.window.num": 2, "controller.quota.window.size.seconds": 1,
-                             "quota.max.tracked.entities": CAP})
+    config = proxy_config(
+        proxy_port,
+        broker_port,
+        quotas=[{"entity": {"client-id": "<default>"}, "controller_mutation_rate": 1}],
+        **{
+            "controller.quota.window.num": 2,
+            "controller.quota.window.size.seconds": 1,
+            "quota.max.tracked.entities": CAP,
+        },
+    )
     run = uuid.uuid4().hex[:6]
     with proxy_in_front(broker, config) as proxy:
         tracked = [create_topic(proxy.port, f"tenant-{i}", f"t-{run}-{i}-{k}") for i in range(CAP) for k in range(2)]
@@ -71,13 +84,18 @@ def test_rotating_source_ips_past_the_cap_get_no_fresh_connection_burst():
     below the cap, and the shared <overflow> rate that used to refuse newcomers altogether is gone."""
     proxy_port, broker_port = free_port(), free_port()
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
-    config = proxy_config(proxy_port, broker_port,
-                          quotas=[{"entity": {"ip": "<default>"}, "connection_creation_rate": 1}],
-                          **{"quota.window.num": 2, "quota.window.size.seconds": 1, "quota.max.tracked.entities": CAP})
+    config = proxy_config(
+        proxy_port,
+        broker_port,
+        quotas=[{"entity": {"ip": "<default>"}, "connection_creation_rate": 1}],
+        **{"quota.window.num": 2, "quota.window.size.seconds": 1, "quota.max.tracked.entities": CAP},
+    )
     with proxy_in_front(broker, config) as proxy:
+
         async def twice_each(addresses):
             async def twice(ip):
                 return [await connect_once("127.0.0.1", proxy.port, ip, 10.0) for _ in range(2)]
+
             return await asyncio.gather(*(twice(ip) for ip in addresses))
 
         tracked = asyncio.run(twice_each([f"127.0.1.{i + 1}" for i in range(CAP)]))

@@ -19,9 +19,17 @@ pytestmark = pytest.mark.integration
 def test_usage_log_records_what_clients_did(tmp_path):
     proxy_port, broker_port = free_port(), free_port()
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
-    config = proxy_config(proxy_port, broker_port, quotas=[
-        {"entity": {"user": "<default>"}, "producer_ids_rate": 1000},  # new producer ids are counted while it is set
-        {"entity": {"client-id": "<default>"}, "controller_mutation_rate": 1000}])
+    config = proxy_config(
+        proxy_port,
+        broker_port,
+        quotas=[
+            {
+                "entity": {"user": "<default>"},
+                "producer_ids_rate": 1000,
+            },  # new producer ids are counted while it is set
+            {"entity": {"client-id": "<default>"}, "controller_mutation_rate": 1000},
+        ],
+    )
     config["usage_log"] = {"dir": str(tmp_path / "usage"), "interval_seconds": 1}
     # the proxy's own config follower fetches through the proxy until it stops, after the counters are read: off,
     # so that the log and the counters cover the same traffic
@@ -32,15 +40,19 @@ def test_usage_log_records_what_clients_did(tmp_path):
         c.kp_produce(proxy.bootstrap, "usage", 300, enable_idempotence=True, acks="all")
         time.sleep(1.5)  # at least one interval boundary in the middle of the run
         c.kp_consume(proxy.bootstrap, "usage", 300)
-        counters = {name: proxy.metric(f"kafka_quota_proxy_{name}_total", listener="PLAINTEXT", api=api)
-                    for name, api in (("requests", "Produce"), ("request_bytes", "Produce"),
-                                      ("response_bytes", "Fetch"))}
+        counters = {
+            name: proxy.metric(f"kafka_quota_proxy_{name}_total", listener="PLAINTEXT", api=api)
+            for name, api in (("requests", "Produce"), ("request_bytes", "Produce"), ("response_bytes", "Fetch"))
+        }
         accepted = proxy.metric("kafka_quota_proxy_connections_accepted_total", listener="PLAINTEXT")
     finally:
         proxy.stop()
         broker.stop()
-    lines = [line for name in sorted(os.listdir(tmp_path / "usage"))
-             for line in (tmp_path / "usage" / name).read_text().splitlines()]
+    lines = [
+        line
+        for name in sorted(os.listdir(tmp_path / "usage"))
+        for line in (tmp_path / "usage" / name).read_text().splitlines()
+    ]
     found = [json.loads(line) for line in lines]
     times = sorted({r["time"] for r in found})
     assert len(times) >= 2  # several intervals
@@ -57,8 +69,9 @@ def test_usage_log_records_what_clients_did(tmp_path):
     assert total("connections_opened", None) == accepted
     assert all(r["ip"] == "127.0.0.1" and r["listener"] == "PLAINTEXT" for r in found)
     # a sidecar: its own id (host name and listener port), no broker node id, Kafka's per-broker scope
-    assert {(r["proxy"], r["broker"], r["scope"]) for r in found} == {(f"{socket.gethostname()}:{proxy_port}", None,
-                                                                      "broker")}
+    assert {(r["proxy"], r["broker"], r["scope"]) for r in found} == {
+        (f"{socket.gethostname()}:{proxy_port}", None, "broker")
+    }
     assert total("partition_mutations", "CreateTopics") == 3
     assert total("new_producer_ids", "Produce") == 1  # one idempotent producer, one producer id
     assert {r["user"] for r in found if r["api"] is not None} == {"ANONYMOUS"}
@@ -72,8 +85,12 @@ def test_a_throttled_producer_is_logged_with_its_quota_the_rate_seen_and_the_tim
 
     proxy_port, broker_port = free_port(), free_port()
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
-    config = proxy_config(proxy_port, broker_port, quotas=[{"entity": {"client-id": "held"},
-                                                            "producer_byte_rate": 200_000}], **{"quota.window.num": 3})
+    config = proxy_config(
+        proxy_port,
+        broker_port,
+        quotas=[{"entity": {"client-id": "held"}, "producer_byte_rate": 200_000}],
+        **{"quota.window.num": 3},
+    )
     config["usage_log"] = {"dir": str(tmp_path / "usage"), "interval_seconds": 1}
     config["dynamic_config"] = {"enabled": False}
     proxy = start_proxy(config)
@@ -90,8 +107,11 @@ def test_a_throttled_producer_is_logged_with_its_quota_the_rate_seen_and_the_tim
     finally:
         proxy.stop()
         broker.stop()
-    found = [json.loads(line) for name in sorted(os.listdir(tmp_path / "usage"))
-             for line in (tmp_path / "usage" / name).read_text().splitlines()]
+    found = [
+        json.loads(line)
+        for name in sorted(os.listdir(tmp_path / "usage"))
+        for line in (tmp_path / "usage" / name).read_text().splitlines()
+    ]
     held = [r for r in found if r["client_id"] == "held" and r["api"] == "Produce"]
     throttled = [r for r in held if r["throttles"]]
     assert throttled, held

@@ -25,6 +25,7 @@ def test_negative_usage_is_malformed_and_made_up_peers_stay_within_the_cluster()
     try:
         proxy = start_proxy(sidecar_config("127.0.0.1", port, broker_port, "cluster", "a"), loop_kind="asyncio")
         try:
+
             def records(direction: str) -> float:
                 return proxy.metric("kafka_quota_proxy_cluster_usage_records_total", direction=direction)
 
@@ -33,10 +34,16 @@ def test_negative_usage_is_malformed_and_made_up_peers_stay_within_the_cluster()
             write(broker_port, [("forger", encode(UsageDelta("forger", produce=(("", "shared", -10_000_000.0),))))])
             wait_until(lambda: records("error") == errors + 1, 20, "the negative record skipped as malformed")
             received = records("received")
-            write(broker_port, [(f"made-up-{i}", encode(UsageDelta(f"made-up-{i}", produce=(("", "shared", 1.0),))))
-                                for i in range(50)])
-            wait_until(lambda: records("received") + records("skipped") >= received + 50, 20,
-                       "the made-up peers' records read")
+            write(
+                broker_port,
+                [
+                    (f"made-up-{i}", encode(UsageDelta(f"made-up-{i}", produce=(("", "shared", 1.0),))))
+                    for i in range(50)
+                ],
+            )
+            wait_until(
+                lambda: records("received") + records("skipped") >= received + 50, 20, "the made-up peers' records read"
+            )
             sent = records("sent")
             wait_until(lambda: records("sent") >= sent + 2, 20, "two syncs more: the peers looked at again")
             known = proxy.metric("kafka_quota_proxy_cluster_usage_peers", state="known")

@@ -26,9 +26,13 @@ VOLUME_TOPIC = "__kafka_quota_proxy_volume_usage"
 
 
 def snapshot(volumes: int, used_gb: int) -> bytes:
-    return Snapshot(BROKER_ID, int(time.time() * 1000), Limit("MinFreePercentage", 50),
-                    Limit("MinFreePercentage", 10),
-                    tuple(Volume(f"/data/{i}", 100 * GB, used_gb * GB + i) for i in range(volumes))).to_json()
+    return Snapshot(
+        BROKER_ID,
+        int(time.time() * 1000),
+        Limit("MinFreePercentage", 50),
+        Limit("MinFreePercentage", 10),
+        tuple(Volume(f"/data/{i}", 100 * GB, used_gb * GB + i) for i in range(volumes)),
+    ).to_json()
 
 
 def publish(bootstrap: str, value: bytes) -> None:
@@ -36,8 +40,9 @@ def publish(bootstrap: str, value: bytes) -> None:
 
     errors: list = []
     producer = Producer({"bootstrap.servers": bootstrap, "message.max.bytes": 16 << 20, "acks": "all"})
-    producer.produce(VOLUME_TOPIC, key=str(BROKER_ID).encode(), value=value,
-                     on_delivery=lambda err, msg: err and errors.append(err))
+    producer.produce(
+        VOLUME_TOPIC, key=str(BROKER_ID).encode(), value=value, on_delivery=lambda err, msg: err and errors.append(err)
+    )
     assert producer.flush(30) == 0 and not errors, errors
 
 
@@ -70,16 +75,24 @@ def proxy():
 def test_an_over_limit_record_is_refused_and_a_record_at_the_limit_is_taken(proxy):
     ck_create_topic(proxy.bootstrap, VOLUME_TOPIC, 1)
     publish(proxy.bootstrap, snapshot(2, 95))  # past the hard limit (10 % free)
-    wait_until(lambda: proxy.metric("kafka_quota_proxy_volume_state", state="PAUSE") == 1.0, 20,
-               "PAUSE from the first snapshot")
+    wait_until(
+        lambda: proxy.metric("kafka_quota_proxy_volume_state", state="PAUSE") == 1.0,
+        20,
+        "PAUSE from the first snapshot",
+    )
     size_before = len(scrape(proxy))
 
     huge = snapshot(100_000, 1)  # every disk nearly empty: would lift the PAUSE if taken
     assert len(huge) > 6_000_000
     publish(proxy.bootstrap, huge)
-    wait_until(lambda: proxy.metric("kafka_quota_proxy_volume_bad_records_total", reason="too_large") == 1
-               or proxy.metric("kafka_quota_proxy_volume_state", state="OPEN") == 1.0, 20,
-               "the 100,000-volume record read")
+    wait_until(
+        lambda: (
+            proxy.metric("kafka_quota_proxy_volume_bad_records_total", reason="too_large") == 1
+            or proxy.metric("kafka_quota_proxy_volume_state", state="OPEN") == 1.0
+        ),
+        20,
+        "the 100,000-volume record read",
+    )
     assert proxy.metric("kafka_quota_proxy_volume_state", state="PAUSE") == 1.0, "the huge record was taken"
     assert proxy.metric("kafka_quota_proxy_volume_bad_records_total", reason="too_large") == 1
     assert proxy.metric("kafka_quota_proxy_volume_volumes") == 2

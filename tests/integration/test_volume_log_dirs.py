@@ -6,7 +6,6 @@ through OPEN, THROTTLE, PAUSE and back; a broker that stops answering goes stale
 from __future__ import annotations
 
 import socket
-import struct
 import urllib.request
 
 import pytest
@@ -34,17 +33,34 @@ class LogDirsBroker:
     def answer(self, sock: socket.socket, header: RequestHeader, request: bytes) -> None:
         version = header.api_version
         if header.api_key == METADATA:
-            msg = new_response(METADATA, version, brokers=[{"node_id": NODE, "host": "127.0.0.1",
-                                                            "port": self.broker.port}],
-                               cluster_id="scripted", controller_id=NODE, topics=[])
+            msg = new_response(
+                METADATA,
+                version,
+                brokers=[{"node_id": NODE, "host": "127.0.0.1", "port": self.broker.port}],
+                cluster_id="scripted",
+                controller_id=NODE,
+                topics=[],
+            )
             sock.sendall(response(header, encode_response(METADATA, version, msg)))
         elif header.api_key == DESCRIBE_LOG_DIRS:
             if not self.answering:
                 return  # silent: the proxy's request times out
-            assert decode_request(DESCRIBE_LOG_DIRS, version, request[header.header_length:]).topics == []
-            msg = new_response(DESCRIBE_LOG_DIRS, version, error_code=NONE, results=[
-                {"error_code": NONE, "log_dir": name, "topics": [], "total_bytes": CAPACITY,
-                 "usable_bytes": CAPACITY - used * CAPACITY // 100} for name, used in self.used_percent.items()])
+            assert decode_request(DESCRIBE_LOG_DIRS, version, request[header.header_length :]).topics == []
+            msg = new_response(
+                DESCRIBE_LOG_DIRS,
+                version,
+                error_code=NONE,
+                results=[
+                    {
+                        "error_code": NONE,
+                        "log_dir": name,
+                        "topics": [],
+                        "total_bytes": CAPACITY,
+                        "usable_bytes": CAPACITY - used * CAPACITY // 100,
+                    }
+                    for name, used in self.used_percent.items()
+                ],
+            )
             sock.sendall(response(header, encode_response(DESCRIBE_LOG_DIRS, version, msg)))
         elif header.api_key == PRODUCE and header.acks != 0:
             sock.sendall(produce_answer(header, request))
@@ -56,14 +72,21 @@ def exported(proxy, name: str) -> dict[tuple, float]:
     """The samples of ``name`` on the proxy's /metrics, by their labels (sorted (name, value) pairs)."""
     with urllib.request.urlopen(f"http://127.0.0.1:{proxy.metrics_port}/metrics", timeout=10) as answer:
         text = answer.read().decode()
-    return {tuple(sorted(s.labels.items())): s.value for family in text_string_to_metric_families(text)
-            for s in family.samples if s.name == name}
+    return {
+        tuple(sorted(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == name
+    }
 
 
 def wait_for_state(proxy, expected: str, timeout: float = 15.0) -> str:
     """The volume state as /metrics shows it, once it is ``expected``."""
-    wait_until(lambda: proxy.metric("kafka_quota_proxy_volume_state", state=expected) == 1.0, timeout,
-               f"volume state {expected}")
+    wait_until(
+        lambda: proxy.metric("kafka_quota_proxy_volume_state", state=expected) == 1.0,
+        timeout,
+        f"volume state {expected}",
+    )
     return expected
 
 
@@ -72,17 +95,25 @@ def test_describe_log_dirs_moves_produce_through_open_throttle_pause_and_back():
     scripted.broker.start()
     config = proxy_config(free_port(), scripted.broker.port, **{"upstream.connect.timeout.ms": 1000})
     config["volume_usage"] = {
-        "source": "describe_log_dirs", "freshness_seconds": 4, "missing_data_action": "PAUSE",
+        "source": "describe_log_dirs",
+        "freshness_seconds": 4,
+        "missing_data_action": "PAUSE",
         "produce_base_rate": 1048576,
-        "describe_log_dirs": {"interval_seconds": 1, "soft_limit": {"type": "MinFreePercentage", "level": 50},
-                              "hard_limit": {"type": "MinFreePercentage", "level": 10}}}
+        "describe_log_dirs": {
+            "interval_seconds": 1,
+            "soft_limit": {"type": "MinFreePercentage", "level": 50},
+            "hard_limit": {"type": "MinFreePercentage", "level": 10},
+        },
+    }
     proxy = start_proxy(config)
     try:
         wait_until(lambda: exported(proxy, "kafka_quota_proxy_volume_snapshot_age_seconds"), 15, "the first poll")
         assert wait_for_state(proxy, "OPEN") == "OPEN"
         assert list(exported(proxy, "kafka_quota_proxy_volume_snapshot_age_seconds")) == [(("node_id", str(NODE)),)]
         assert {dict(labels)["volume"] for labels in exported(proxy, "kafka_quota_proxy_volume_used_bytes")} == {
-            "/data/a", "/data/b"}
+            "/data/a",
+            "/data/b",
+        }
         scripted.used_percent["/data/a"] = 70  # halfway from the soft (50 % used) to the hard limit (90 % used)
         assert wait_for_state(proxy, "THROTTLE") == "THROTTLE"
         assert proxy.metric("kafka_quota_proxy_volume_factor") == pytest.approx(0.5, abs=0.01)

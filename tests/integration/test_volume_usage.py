@@ -43,8 +43,9 @@ class PacedProducer(threading.Thread):
         super().__init__(daemon=True)
         from confluent_kafka import Producer
 
-        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": 1,
-                                  "message.timeout.ms": 120000})
+        self.producer = Producer(
+            {"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": 1, "message.timeout.ms": 120000}
+        )
         self.acked: list[tuple[float, int]] = []
         self.errors: list[str] = []
         self.stop = threading.Event()
@@ -77,8 +78,9 @@ class PacedProducer(threading.Thread):
 
 
 def wait_state(proxy, state: str, timeout: float = 10.0) -> None:
-    wait_until(lambda: proxy.metric("kafka_quota_proxy_volume_state", state=state) == 1.0, timeout,
-               f"volume state {state}")
+    wait_until(
+        lambda: proxy.metric("kafka_quota_proxy_volume_state", state=state) == 1.0, timeout, f"volume state {state}"
+    )
 
 
 @pytest.fixture
@@ -89,10 +91,18 @@ def cluster(monkeypatch):
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
     raw = proxy_config(proxy_port, broker_port, **{"quota.window.num": 2})
     raw["admin_principals"] = ["User:ANONYMOUS"]  # the tests' own clients may write and delete the proxy's topics
-    raw["volume_usage"] = {"freshness_seconds": 30, "produce_base_rate": MiB // 2, "pause_delay_ms": 500,
-                           "publisher": {"broker_id": BROKER_ID, "log_dirs": ["/tmp"], "interval_seconds": 0.5,
-                                         "soft_limit": {"type": "MinFreePercentage", "level": 50},
-                                         "hard_limit": {"type": "MinFreePercentage", "level": 10}}}
+    raw["volume_usage"] = {
+        "freshness_seconds": 30,
+        "produce_base_rate": MiB // 2,
+        "pause_delay_ms": 500,
+        "publisher": {
+            "broker_id": BROKER_ID,
+            "log_dirs": ["/tmp"],
+            "interval_seconds": 0.5,
+            "soft_limit": {"type": "MinFreePercentage", "level": 50},
+            "hard_limit": {"type": "MinFreePercentage", "level": 10},
+        },
+    }
     try:
         proxy = start_proxy(raw)
     except BaseException:
@@ -152,8 +162,9 @@ def test_a_producer_goes_from_full_speed_to_throttled_to_paused_and_back_losing_
 
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{broker_port}", "group.id": "check",
-                         "enable.auto.commit": False})
+    consumer = Consumer(
+        {"bootstrap.servers": f"127.0.0.1:{broker_port}", "group.id": "check", "enable.auto.commit": False}
+    )
     consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(2)])
     found: set[int] = set()
     deadline = time.monotonic() + 60

@@ -44,30 +44,39 @@ def request(port: int, api: int, version: int, msg, client_id: str):
         sock.sendall(frame(encode_request_header(api, version, 1, client_id) + encode_request(api, version, msg)))
         body = read_frame(sock)
     whole = len(body).to_bytes(4, "big") + body
-    return decode_response(api, version, whole[response_header_length(api, version, whole):])
+    return decode_response(api, version, whole[response_header_length(api, version, whole) :])
 
 
 def create_topic(port: int, name: str) -> int:
     """CreateTopics v6 (strict: refused with THROTTLING_QUOTA_EXCEEDED past the quota) of one 1-partition topic on a
     new connection, as client ``storm``: the topic's error code."""
-    msg = new_request(CREATE_TOPICS, 6, timeout_ms=10000, validate_only=False, topics=[
-        {"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}])
+    msg = new_request(
+        CREATE_TOPICS,
+        6,
+        timeout_ms=10000,
+        validate_only=False,
+        topics=[{"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}],
+    )
     (topic,) = request(port, CREATE_TOPICS, 6, msg, "storm").topics
     return topic.error_code
 
 
 def topics_named(port: int, prefix: str) -> int:
     """The topics the broker holds whose name starts with ``prefix`` (Metadata v4 for all topics)."""
-    answer = request(port, METADATA, 4, new_request(METADATA, 4, topics=None, allow_auto_topic_creation=False),
-                     "observer")
+    answer = request(
+        port, METADATA, 4, new_request(METADATA, 4, topics=None, allow_auto_topic_creation=False), "observer"
+    )
     return sum(1 for t in answer.topics if t.name.startswith(prefix))
 
 
 @contextmanager
 def two_workers(tmp_path):
     quotas = f"[{{entity: {{client-id: storm}}, controller_mutation_rate: {RATE}}}]"
-    settings = {"shutdown.grace.period.ms": 1000, "controller.quota.window.num": WINDOW_NUM,
-                "controller.quota.window.size.seconds": 1}
+    settings = {
+        "shutdown.grace.period.ms": 1000,
+        "controller.quota.window.num": WINDOW_NUM,
+        "controller.quota.window.size.seconds": 1,
+    }
     with workers_proxy(tmp_path, 2, quotas, **settings) as (_, bootstrap, metrics_port, log):
         wait_until(lambda: len(worker_pids(log)) == 2, 30, "both workers logged as serving")
         yield int(bootstrap.rsplit(":", 1)[1]), metrics_port, log
@@ -113,5 +122,7 @@ def test_a_tenant_storming_topic_creation_gains_nothing_from_worker_restarts(tmp
         bound = BURST + RATE * elapsed + SLACK
         assert codes.count(NONE) <= created, codes
         assert codes.count(THROTTLING_QUOTA_EXCEEDED) > created, (created, codes.count(THROTTLING_QUOTA_EXCEEDED))
-        assert created <= bound, (f"{created} topics in {elapsed:.1f} s with {KILLS} worker restarts; the quota "
-                                  f"allows {BURST} + {RATE}/s: {bound:.0f}")
+        assert created <= bound, (
+            f"{created} topics in {elapsed:.1f} s with {KILLS} worker restarts; the quota "
+            f"allows {BURST} + {RATE}/s: {bound:.0f}"
+        )

@@ -18,7 +18,7 @@ import urllib.request
 import pytest
 
 from proxy.codec.header import encode_request_header, frame
-from tests.harness import Tansu, wait_until
+from tests.harness import wait_until
 from tests.integration import clients as c
 from tests.integration.raw import read_frame
 from tests.integration.workers import QUOTA, WINDOW_NUM, WINDOW_S, ready, samples, scrape, worker_pids, workers_proxy
@@ -33,8 +33,16 @@ MESSAGE = b"x" * 1000
 def produce_at_full_speed(bootstrap: str, topic: str, stop: threading.Event, errors: list) -> None:
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "client.id": "spread", "linger.ms": 5, "acks": 1,
-                         "queue.buffering.max.kbytes": 256, "batch.size": 64 * 1024})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "client.id": "spread",
+            "linger.ms": 5,
+            "acks": 1,
+            "queue.buffering.max.kbytes": 256,
+            "batch.size": 64 * 1024,
+        }
+    )
     while not stop.is_set():
         try:
             producer.produce(topic, MESSAGE, on_delivery=lambda err, msg: err and errors.append(err))
@@ -58,14 +66,18 @@ def test_one_tenant_spread_over_two_workers_gets_its_quota_in_total(tmp_path):
             # producers join until both workers carry traffic and each holds a quarter of the open connections.
             for _ in range(4):
                 for _ in range(PRODUCERS if not threads else PRODUCERS // 2):
-                    threads.append(threading.Thread(target=produce_at_full_speed,
-                                                    args=(bootstrap, "spread", stop, errors)))
+                    threads.append(
+                        threading.Thread(target=produce_at_full_speed, args=(bootstrap, "spread", stop, errors))
+                    )
                     threads[-1].start()
                 time.sleep(1.5)  # deliberate: the new producers connect and run before the workers are compared
                 text = scrape(metrics_port)
                 active = samples(text, "kafka_quota_proxy_active_connections")
-                if (len([w for w, n in samples(text, name, **labels).items() if n > 0]) == 2
-                        and len(active) == 2 and min(active.values()) >= sum(active.values()) / 4):
+                if (
+                    len([w for w, n in samples(text, name, **labels).items() if n > 0]) == 2
+                    and len(active) == 2
+                    and min(active.values()) >= sum(active.values()) / 4
+                ):
                     break
             time.sleep(WINDOW_NUM * WINDOW_S + 1 - 1.5)  # past the start-up burst
             before, t0 = scrape(metrics_port), time.monotonic()
@@ -114,8 +126,9 @@ def test_a_killed_worker_is_restarted_and_sigterm_drains_every_worker(tmp_path):
         text = scrape(metrics_port)
         assert samples(text, "kafka_quota_proxy_worker_restarts_total") == {"0": 1.0, "1": 0.0}  # 1 at 0 from start
         # each process' own process_* series: the parent's (no worker label) and each worker's
-        fds = samples(text, "process_open_fds") | {"": sum(float(line.split()[1]) for line in text.splitlines()
-                                                          if line.startswith("process_open_fds "))}
+        fds = samples(text, "process_open_fds") | {
+            "": sum(float(line.split()[1]) for line in text.splitlines() if line.startswith("process_open_fds "))
+        }
         assert fds.keys() == {"", "0", "1"} and all(n > 0 for n in fds.values()), fds
         assert text.count("# TYPE process_open_fds gauge") == 1
         assert proc.poll() is None
@@ -145,12 +158,15 @@ def test_the_parent_exits_1_when_a_listener_port_is_taken(tmp_path):
     taken = socket.create_server(("127.0.0.1", 0))
     port = taken.getsockname()[1]
     cfg = tmp_path / "proxy.yaml"
-    cfg.write_text("upstream: {bootstrap_servers: ['127.0.0.1:1']}\n"
-                   f"listeners: [{{name: PLAINTEXT, bind: '127.0.0.1:{port}'}}]\n"
-                   "metrics: {bind: '127.0.0.1:0'}\nsettings: {workers: 2}\n")
+    cfg.write_text(
+        "upstream: {bootstrap_servers: ['127.0.0.1:1']}\n"
+        f"listeners: [{{name: PLAINTEXT, bind: '127.0.0.1:{port}'}}]\n"
+        "metrics: {bind: '127.0.0.1:0'}\nsettings: {workers: 2}\n"
+    )
     try:
-        done = subprocess.run([sys.executable, "-m", "proxy.cli", "run", "--config", str(cfg)], capture_output=True,
-                              text=True, timeout=60)
+        done = subprocess.run(
+            [sys.executable, "-m", "proxy.cli", "run", "--config", str(cfg)], capture_output=True, text=True, timeout=60
+        )
     finally:
         taken.close()
     assert done.returncode == 1, done.stderr[-2000:]

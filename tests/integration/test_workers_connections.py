@@ -51,8 +51,9 @@ def test_max_connections_per_ip_holds_across_workers(tmp_path, workers):
         async def scenario():
             served, closed = await open_many(port, "127.0.0.7", ATTEMPTS)
             first = len(served), closed
-            spread = samples(scrape(metrics_port), "kafka_quota_proxy_connections_closed_total",
-                             reason="max_connections_per_ip")
+            spread = samples(
+                scrape(metrics_port), "kafka_quota_proxy_connections_closed_total", reason="max_connections_per_ip"
+            )
             for writer in served:
                 writer.close()
             await asyncio.sleep(0)

@@ -28,7 +28,7 @@ def samples(text: str, name: str, **labels) -> dict[str, float]:
     for line in text.splitlines():
         if not line.startswith(name + "{"):
             continue
-        got = dict(re.findall(r'(\w+)="([^"]*)"', line[:line.rindex("}") + 1]))
+        got = dict(re.findall(r'(\w+)="([^"]*)"', line[: line.rindex("}") + 1]))
         if all(got.get(k) == v for k, v in labels.items()):
             found[got.get("worker", "")] = found.get(got.get("worker", ""), 0.0) + float(line.rsplit(" ", 1)[1])
     return found
@@ -48,8 +48,13 @@ def workers_proxy(tmp_path, workers: int, quotas: str | None = None, **settings)
     place of the ``spread`` client's producer_byte_rate. Yields (process, bootstrap, metrics port, log file)."""
     proxy_port, broker_port, metrics_port = free_port(), free_port(), free_port()
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
-    all_settings = {**({"workers": workers} if workers > 1 else {}), "shutdown.grace.period.ms": 3000, "quota.window.num": WINDOW_NUM,
-                    "quota.window.size.seconds": WINDOW_S, **settings}
+    all_settings = {
+        **({"workers": workers} if workers > 1 else {}),
+        "shutdown.grace.period.ms": 3000,
+        "quota.window.num": WINDOW_NUM,
+        "quota.window.size.seconds": WINDOW_S,
+        **settings,
+    }
     cfg = tmp_path / "proxy.yaml"
     cfg.write_text(
         f"upstream: {{bootstrap_servers: ['127.0.0.1:{broker_port}']}}\n"
@@ -60,8 +65,12 @@ def workers_proxy(tmp_path, workers: int, quotas: str | None = None, **settings)
     )
     log = tmp_path / "proxy.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "proxy.cli", "run", "--config", str(cfg)], stdout=out,
-                                stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "proxy.cli", "run", "--config", str(cfg)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
     try:
         wait_for_port(metrics_port, timeout=30)
         wait_until(lambda: ready(metrics_port), 60, "the parent's /readyz says ready")

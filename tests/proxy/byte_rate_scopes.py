@@ -11,8 +11,15 @@ from proxy.quotas.managers import ByteRateQuotas
 
 
 def batch(n_records: int, value_size: int = 100, base_offset: int = 0) -> bytes:
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
-                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 20,
+    )
     for i in range(n_records):
         builder.append(i, timestamp=None, key=None, value=b"x" * value_size, headers=[])
     raw = bytearray(builder.build())
@@ -21,6 +28,12 @@ def batch(n_records: int, value_size: int = 100, base_offset: int = 0) -> bytes:
 
 
 def scope_with(quotas, clock, **settings):
-    config = parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}],
-                           "quotas": quotas, "settings": settings})
+    config = parse_config(
+        {
+            "upstream": {"bootstrap_servers": ["b:1"]},
+            "listeners": [{"name": "L", "bind": "h:2"}],
+            "quotas": quotas,
+            "settings": settings,
+        }
+    )
     return ConnectionScope(None, Topics(), ByteRateQuotas(config, clock))

@@ -10,8 +10,9 @@ from quota.managers.connection import ConnectionQuotas
 
 CONFIG = {
     "upstream": {"bootstrap_servers": ["127.0.0.1:9092"]},
-    "listeners": [{"name": "PLAINTEXT", "bind": "127.0.0.1:0", "broker_port_base": 40000,
-                   "advertised_host": "127.0.0.1"}],
+    "listeners": [
+        {"name": "PLAINTEXT", "bind": "127.0.0.1:0", "broker_port_base": 40000, "advertised_host": "127.0.0.1"}
+    ],
     "settings": {"quota.scope": "broker", "workers": 2},
     "quotas": [{"entity": {"client-id": "spread"}, "producer_byte_rate": 1000}],
 }

@@ -21,14 +21,22 @@ class NobodyIsOwn(OwnConnections):
 def plan_and_body(scope, session, api_key, version, msg):
     buf = request_frame(api_key, version, msg)
     header = parse_request_prefix(buf, 1 << 30, scope.quotas.produce_prefix)
-    return header, plan_request(scope, session, header), memoryview(buf)[header.header_length:]
+    return header, plan_request(scope, session, header), memoryview(buf)[header.header_length :]
 
 
 def produce(*topics, acks=1):
-    return new_request(PRODUCE, 9, acks=acks, timeout_ms=1000, topic_data=[
-        {"name": t, "partition_data": [{"index": 0, "records": b""}, {"index": 1, "records": b""}]} for t in topics])
+    return new_request(
+        PRODUCE,
+        9,
+        acks=acks,
+        timeout_ms=1000,
+        topic_data=[
+            {"name": t, "partition_data": [{"index": 0, "records": b""}, {"index": 1, "records": b""}]} for t in topics
+        ],
+    )
 
 
 def request_frame(api_key: int, version: int, msg, correlation_id: int = 7) -> bytearray:
-    return bytearray(frame(encode_request_header(api_key, version, correlation_id, "tenant")
-                           + encode_request(api_key, version, msg)))
+    return bytearray(
+        frame(encode_request_header(api_key, version, correlation_id, "tenant") + encode_request(api_key, version, msg))
+    )

@@ -10,8 +10,14 @@ from proxy.apis import ConnectionScope
 from proxy.cluster.topics import Topics
 from proxy.codec.apis import CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS
 from proxy.codec.header import encode_request_header, encode_response_header, frame, parse_request_header
-from proxy.codec.messages import (decode_request, decode_response, encode_request, encode_response, new_request,
-                                  new_response)
+from proxy.codec.messages import (
+    decode_request,
+    decode_response,
+    encode_request,
+    encode_response,
+    new_request,
+    new_response,
+)
 from proxy.connection.core import ConnectionCore
 from proxy.quotas.managers import ByteRateQuotas
 from quota.primitives.clock import ManualClock
@@ -25,18 +31,30 @@ class Wire:
 
     def __init__(self, rate=5, num=100, counts=None):
         self.clock = ManualClock(1_000_000)
-        config = parse_config({
-            "upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}],
-            "quotas": [{"entity": {"client-id": "admin"}, "controller_mutation_rate": rate}],
-            "settings": {"controller.quota.window.num": num}})
-        self.scope = ConnectionScope(None, Topics(), ByteRateQuotas(config, self.clock),
-                                     **({} if counts is None else {"counts": counts}))
+        config = parse_config(
+            {
+                "upstream": {"bootstrap_servers": ["b:1"]},
+                "listeners": [{"name": "L", "bind": "h:2"}],
+                "quotas": [{"entity": {"client-id": "admin"}, "controller_mutation_rate": rate}],
+                "settings": {"controller.quota.window.num": num},
+            }
+        )
+        self.scope = ConnectionScope(
+            None, Topics(), ByteRateQuotas(config, self.clock), **({} if counts is None else {"counts": counts})
+        )
         self.to_client = bytearray()
         self.to_broker = bytearray()
-        self.core = ConnectionCore(self.scope, session(), max_request_bytes=1 << 20, max_response_bytes=1 << 20,
-                                   max_inflight=10, write_client=self.to_client.extend,
-                                   write_broker=self.to_broker.extend, clock=lambda: self.clock.now_ms() * 1_000_000,
-                                   api_metrics=lambda key: NULL_API_METRICS)
+        self.core = ConnectionCore(
+            self.scope,
+            session(),
+            max_request_bytes=1 << 20,
+            max_response_bytes=1 << 20,
+            max_inflight=10,
+            write_client=self.to_client.extend,
+            write_broker=self.to_broker.extend,
+            clock=lambda: self.clock.now_ms() * 1_000_000,
+            api_metrics=lambda key: NULL_API_METRICS,
+        )
 
     def send(self, api_key, version, corr, **fields):
         body = encode_request(api_key, version, new_request(api_key, version, **fields))
@@ -50,15 +68,17 @@ class Wire:
         while len(buf) >= 4:
             size = struct.unpack_from(">i", buf)[0]
             header = parse_request_header(buf, 1 << 20)
-            body = bytes(buf[header.header_length:size + 4])
+            body = bytes(buf[header.header_length : size + 4])
             out.append((header, decode_request(header.api_key, header.api_version, body)))
-            del buf[:size + 4]
+            del buf[: size + 4]
         return out
 
     def answer(self, header, **fields):
         msg = new_response(header.api_key, header.api_version, **fields)
-        data = frame(encode_response_header(header.api_key, header.api_version, header.correlation_id)
-                     + encode_response(header.api_key, header.api_version, msg))
+        data = frame(
+            encode_response_header(header.api_key, header.api_version, header.correlation_id)
+            + encode_response(header.api_key, header.api_version, msg)
+        )
         self.core.broker_bytes(memoryview(data))
         self.core.step(self.clock.now_ms() * 1_000_000)
 
@@ -69,8 +89,8 @@ class Wire:
         while len(buf) >= 8:
             size, corr = struct.unpack_from(">ii", buf)
             header_length = 4 + 4 + (1 if version >= _flexible(api_key) else 0)
-            out.append((corr, decode_response(api_key, version, bytes(buf[header_length:size + 4]))))
-            del buf[:size + 4]
+            out.append((corr, decode_response(api_key, version, bytes(buf[header_length : size + 4]))))
+            del buf[: size + 4]
         return out
 
 
@@ -80,4 +100,5 @@ def _flexible(api_key):
 
 def session():
     from proxy.apis import Session
+
     return Session("L", "127.0.0.1")

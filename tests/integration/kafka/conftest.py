@@ -53,21 +53,37 @@ def kafka1(kafka_tls):
     keystore.write_text(open(server.key).read() + open(server.cert).read())
     plain = " ".join(f'user_{name}="{secret}"' for name, secret in PLAIN_USERS.items())
     listeners = {
-        "SASL": ExtraListener("SASL_PLAINTEXT", properties={
-            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
-            "plain.sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required "
-                                      f'username="admin" password="admin-secret" {plain};',
-            "scram-sha-512.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
-        }),
-        "SSL": ExtraListener("SSL", properties={
-            "ssl.keystore.type": "PEM", "ssl.keystore.location": str(keystore),
-            "ssl.truststore.type": "PEM", "ssl.truststore.location": authority.pem.cert,
-        }),
+        "SASL": ExtraListener(
+            "SASL_PLAINTEXT",
+            properties={
+                "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+                "plain.sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                f'username="admin" password="admin-secret" {plain};',
+                "scram-sha-512.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+            },
+        ),
+        "SSL": ExtraListener(
+            "SSL",
+            properties={
+                "ssl.keystore.type": "PEM",
+                "ssl.keystore.location": str(keystore),
+                "ssl.truststore.type": "PEM",
+                "ssl.truststore.location": authority.pem.cert,
+            },
+        ),
     }
-    scram = [arg for name, secret in SCRAM_USERS.items()
-             for arg in ("--add-scram", f"SCRAM-SHA-512=[name={name},password={secret}]")]
-    cluster = KafkaCluster(1, "kafka1", extra_listeners=listeners, format_args=scram,
-                           properties={"delegation.token.secret.key": DELEGATION_TOKEN_SECRET}).start()
+    scram = [
+        arg
+        for name, secret in SCRAM_USERS.items()
+        for arg in ("--add-scram", f"SCRAM-SHA-512=[name={name},password={secret}]")
+    ]
+    cluster = KafkaCluster(
+        1,
+        "kafka1",
+        extra_listeners=listeners,
+        format_args=scram,
+        properties={"delegation.token.secret.key": DELEGATION_TOKEN_SECRET},
+    ).start()
     yield cluster
     cluster.stop()
 
@@ -89,5 +105,4 @@ def pytest_runtest_makereport(item, call):
         for name in ("kafka1", "kafka3"):
             cluster = getattr(item, "funcargs", {}).get(name)
             if isinstance(cluster, KafkaCluster):
-                report.sections.append((f"Apache Kafka ({name}, logs in {cluster.directory})",
-                                        cluster.log_tail(20)))
+                report.sections.append((f"Apache Kafka ({name}, logs in {cluster.directory})", cluster.log_tail(20)))

@@ -29,8 +29,9 @@ def configs(cluster: KafkaCluster, quotas: list | None = None, **settings) -> li
 
 
 def direct_admin(cluster: KafkaCluster) -> KafkaAdminClient:
-    return KafkaAdminClient(bootstrap_servers=cluster.direct_bootstrap, client_id="kafka-quota-tests-admin",
-                            request_timeout_ms=30000)
+    return KafkaAdminClient(
+        bootstrap_servers=cluster.direct_bootstrap, client_id="kafka-quota-tests-admin", request_timeout_ms=30000
+    )
 
 
 def delete_topics(cluster: KafkaCluster, names) -> None:
@@ -76,21 +77,49 @@ def end_offsets(cluster: KafkaCluster, topic: str) -> int:
         consumer.close()
 
 
-def java_producer(cluster: KafkaCluster, bootstrap: str, topic: str, records: int, client_id: str,
-                  *properties: str, record_size: int = 1000) -> subprocess.Popen:
+def java_producer(
+    cluster: KafkaCluster,
+    bootstrap: str,
+    topic: str,
+    records: int,
+    client_id: str,
+    *properties: str,
+    record_size: int = 1000,
+) -> subprocess.Popen:
     """Kafka's ProducerPerformance (kafka-producer-perf-test.sh), flat out (``--throughput -1``), with the Java
     producer's default settings plus ``properties`` (``key=value``); its output is read by :func:`perf_summary`."""
     from tests.kafka_cluster import PRODUCER_PERF
 
-    command = cluster.java(PRODUCER_PERF, "--topic", topic, "--num-records", str(records), "--record-size",
-                           str(record_size), "--throughput", "-1", "--command-property",
-                           f"bootstrap.servers={bootstrap}", f"client.id={client_id}", *properties)
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            text=True, start_new_session=True)
+    command = cluster.java(
+        PRODUCER_PERF,
+        "--topic",
+        topic,
+        "--num-records",
+        str(records),
+        "--record-size",
+        str(record_size),
+        "--throughput",
+        "-1",
+        "--command-property",
+        f"bootstrap.servers={bootstrap}",
+        f"client.id={client_id}",
+        *properties,
+    )
+    return subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
 
 
-_SUMMARY = re.compile(r"^(\d+) records sent, [\d.]+ records/sec \([\d.]+ MB/sec\), [\d.]+ ms avg latency, "
-                      r"[\d.]+ ms max latency, \d+ ms 50th", re.M)
+_SUMMARY = re.compile(
+    r"^(\d+) records sent, [\d.]+ records/sec \([\d.]+ MB/sec\), [\d.]+ ms avg latency, "
+    r"[\d.]+ ms max latency, \d+ ms 50th",
+    re.M,
+)
 
 
 def perf_summary(proc: subprocess.Popen, timeout: float) -> tuple[int, str]:

@@ -30,8 +30,9 @@ def test_the_brokers_run_with_the_compose_settings(kafka3):
     assert ids == [1, 2, 3]
     ran = {node.node_id: properties_env(node.directory / "server.properties") for node in kafka3.nodes}
     controllers = {node_id: {listener_map(env["KAFKA_LISTENERS"])["CONTROLLER"]} for node_id, env in ran.items()}
-    compose_controllers = {node_id: {listener_map(compose_env(node_id)["KAFKA_LISTENERS"])["CONTROLLER"]}
-                           for node_id in ids}
+    compose_controllers = {
+        node_id: {listener_map(compose_env(node_id)["KAFKA_LISTENERS"])["CONTROLLER"]} for node_id in ids
+    }
     added = {"KAFKA_" + key.upper().replace(".", "_"): value for key, value in TEST_ONLY.items()}
     for node in kafka3.nodes:
         env = ran[node.node_id]
@@ -52,6 +53,7 @@ def test_the_brokers_run_with_the_compose_settings(kafka3):
             assert env.pop(key) == value, key
         expected = normalized(compose, node.node_id, ids, compose_controllers, compose_data_mount(node.node_id))
         got = normalized(env, node.node_id, ids, controllers, str(node.data_dir))
-        assert got == expected, {k: (expected.get(k), got.get(k)) for k in expected.keys() | got.keys()
-                                 if expected.get(k) != got.get(k)}
+        assert got == expected, {
+            k: (expected.get(k), got.get(k)) for k in expected.keys() | got.keys() if expected.get(k) != got.get(k)
+        }
         assert env["KAFKA_MIN_INSYNC_REPLICAS"] == "2" and env["KAFKA_DEFAULT_REPLICATION_FACTOR"] == "3"

@@ -38,8 +38,9 @@ def token_proxy(cluster, quotas=None, own_login: bool = True, **settings):
     admin (PLAIN), so it may ask the broker for tokens' owners. 2 x 1 s quota windows: a fresh user's burst is about
     one second of its quota."""
     node = cluster.nodes[0]
-    config = proxy_config(node.extra_advertised["SASL"], node.extra_ports["SASL"], quotas,
-                          **{"quota.window.num": 2, **settings})
+    config = proxy_config(
+        node.extra_advertised["SASL"], node.extra_ports["SASL"], quotas, **{"quota.window.num": 2, **settings}
+    )
     config["listeners"][0].update(name="SASL", sasl=True)
     config["dynamic_config"] = {"enabled": False}
     if own_login:
@@ -54,10 +55,12 @@ def token_proxy(cluster, quotas=None, own_login: bool = True, **settings):
 def scram_properties(tmp_path, name: str, user: str, password: str, token: bool = False, **more) -> str:
     path = tmp_path / f"{name}.properties"
     extension = ' tokenauth="true"' if token else ""
-    path.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"
-                    + "".join(f"{k}={v}\n" for k, v in more.items())
-                    + "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
-                    f'username="{user}" password="{password}"{extension};\n')
+    path.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"
+        + "".join(f"{k}={v}\n" for k, v in more.items())
+        + "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="{user}" password="{password}"{extension};\n'
+    )
     return str(path)
 
 
@@ -95,8 +98,7 @@ def token_login(port: int, token_id: str, hmac: str):
 
     wait_until(first_accepted, 30, "the new token in the broker's metadata", interval=0.2)
     scram, first, sock = logins[0]
-    final = raw.exchange(sock, SASL_AUTHENTICATE, 2, correlation_id=3,
-                         auth_bytes=scram.final(bytes(first.auth_bytes)))
+    final = raw.exchange(sock, SASL_AUTHENTICATE, 2, correlation_id=3, auth_bytes=scram.final(bytes(first.auth_bytes)))
     return final, sock
 
 
@@ -110,8 +112,10 @@ def test_a_token_login_is_charged_to_the_tokens_owner_not_its_id_nor_its_request
     (which would have the <default> user's 100 MiB/s, one fresh quota per token) nor to carol. A raw login with the
     same token is the connection of user dave while it is open. One DescribeDelegationToken taught the owner."""
     topic = unique_topic("kt-token")
-    quotas = [{"entity": {"user": "dave"}, "producer_byte_rate": QUOTA},
-              {"entity": {"user": "<default>"}, "producer_byte_rate": 100 * 1024 * 1024}]
+    quotas = [
+        {"entity": {"user": "dave"}, "producer_byte_rate": QUOTA},
+        {"entity": {"user": "<default>"}, "producer_byte_rate": 100 * 1024 * 1024},
+    ]
     with token_proxy(kafka1, quotas) as proxy:
         token_id, hmac = create_token(kafka1, proxy.bootstrap, tmp_path, owner="dave")
         final, sock = token_login(proxy.port, token_id, hmac)
@@ -119,15 +123,33 @@ def test_a_token_login_is_charged_to_the_tokens_owner_not_its_id_nor_its_request
             assert final.error_code == 0, final
             users = connected_users(proxy)
             assert "dave" in users and token_id not in users, users
-        producer = scram_properties(tmp_path, "token", token_id, hmac, token=True, acks=1,
-                                    **{"client.id": "kt-token"})
-        result = kafka1.tool(PRODUCER_PERF, "--bootstrap-server", proxy.bootstrap, "--topic", topic,
-                             "--num-records", str(SENT // 1024), "--record-size", "1024", "--throughput", "-1",
-                             "--command-config", producer)
+        producer = scram_properties(tmp_path, "token", token_id, hmac, token=True, acks=1, **{"client.id": "kt-token"})
+        result = kafka1.tool(
+            PRODUCER_PERF,
+            "--bootstrap-server",
+            proxy.bootstrap,
+            "--topic",
+            topic,
+            "--num-records",
+            str(SENT // 1024),
+            "--record-size",
+            "1024",
+            "--throughput",
+            "-1",
+            "--command-config",
+            producer,
+        )
         assert f"{SENT // 1024} records sent" in result.stdout, result.stdout
         assert SENT <= charged(proxy, "dave") <= SENT * 1.1
-        assert proxy.metric("kafka_quota_proxy_quota_throttled_responses_total", quota="producer_byte_rate",
-                            user="dave", client_id="") > 0
+        assert (
+            proxy.metric(
+                "kafka_quota_proxy_quota_throttled_responses_total",
+                quota="producer_byte_rate",
+                user="dave",
+                client_id="",
+            )
+            > 0
+        )
         for nobody in (token_id, "carol", "ANONYMOUS"):
             assert charged(proxy, nobody) == 0, nobody
         # the raw login looked the owner up; the producer's logins knew it
@@ -152,16 +174,33 @@ def test_a_token_whose_owner_the_proxy_cannot_learn_is_refused_never_charged_to_
             assert final.error_code == SASL_AUTHENTICATION_FAILED, final
             assert token_id in final.error_message and "no broker answered" in final.error_message, final
             assert connected_users(proxy) <= {"ANONYMOUS"}
-        producer = scram_properties(tmp_path, "token", token_id, hmac, token=True, acks=1,
-                                    **{"client.id": "kt-token", "max.block.ms": 10000})
-        result = kafka1.tool(PRODUCER_PERF, "--bootstrap-server", proxy.bootstrap, "--topic", unique_topic("kt-token"),
-                             "--num-records", "1", "--record-size", "1024", "--throughput", "-1",
-                             "--command-config", producer, check=False)
+        producer = scram_properties(
+            tmp_path, "token", token_id, hmac, token=True, acks=1, **{"client.id": "kt-token", "max.block.ms": 10000}
+        )
+        result = kafka1.tool(
+            PRODUCER_PERF,
+            "--bootstrap-server",
+            proxy.bootstrap,
+            "--topic",
+            unique_topic("kt-token"),
+            "--num-records",
+            "1",
+            "--record-size",
+            "1024",
+            "--throughput",
+            "-1",
+            "--command-config",
+            producer,
+            check=False,
+        )
         assert "SaslAuthenticationException" in result.stdout + result.stderr, result
         assert token_id in result.stdout + result.stderr
         assert "1 records sent" not in result.stdout, result.stdout
-        wait_until(lambda: proxy.metric("kafka_quota_proxy_delegation_token_logins_refused_total") >= 2, 10,
-                   "both refusals counted")
+        wait_until(
+            lambda: proxy.metric("kafka_quota_proxy_delegation_token_logins_refused_total") >= 2,
+            10,
+            "both refusals counted",
+        )
         assert proxy.metric("kafka_quota_proxy_requests_total", listener="SASL", api="Produce") == 0
         assert proxy.metric("kafka_quota_proxy_delegation_token_lookups_total", result="answered") == 0
         for nobody in (token_id, "carol", "ANONYMOUS"):

@@ -43,16 +43,31 @@ def test_the_sasl_example_in_front_of_kafkas_sasl_listener(kafka1, tmp_path):
     node = kafka1.nodes[0]
     secret = tmp_path / "sasl-password"
     secret.write_text(SCRAM_USERS["carol"] + "\n")
-    raw, _ = localized("sasl.yaml", tmp_path, {
-        "listeners[0].bind": f"127.0.0.1:{node.extra_advertised['SASL']}",
-        "upstream.bootstrap_servers": [f"127.0.0.1:{node.extra_ports['SASL']}"], "metrics.bind": "127.0.0.1:0",
-        "upstream.sasl.username": "carol", "upstream.sasl.password_file": str(secret)})
+    raw, _ = localized(
+        "sasl.yaml",
+        tmp_path,
+        {
+            "listeners[0].bind": f"127.0.0.1:{node.extra_advertised['SASL']}",
+            "upstream.bootstrap_servers": [f"127.0.0.1:{node.extra_ports['SASL']}"],
+            "metrics.bind": "127.0.0.1:0",
+            "upstream.sasl.username": "carol",
+            "upstream.sasl.password_file": str(secret),
+        },
+    )
     with proxy_in_front(Running(), raw) as proxy:
-        wait_until(lambda: proxy.metric("kafka_quota_proxy_dynamic_config_available") == 1, 30,
-                   "the config topic read, logged in with SCRAM-SHA-512")
-        assert "alice" in users_producing(proxy, "example-sasl", security_protocol="SASL_PLAINTEXT",
-                                          sasl_mechanism="PLAIN", sasl_plain_username="alice",
-                                          sasl_plain_password=PLAIN_USERS["alice"])
+        wait_until(
+            lambda: proxy.metric("kafka_quota_proxy_dynamic_config_available") == 1,
+            30,
+            "the config topic read, logged in with SCRAM-SHA-512",
+        )
+        assert "alice" in users_producing(
+            proxy,
+            "example-sasl",
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="PLAIN",
+            sasl_plain_username="alice",
+            sasl_plain_password=PLAIN_USERS["alice"],
+        )
 
 
 def test_the_tls_example_with_a_client_certificate_in_front_of_kafkas_ssl_listener(kafka1, kafka_tls, tmp_path):
@@ -61,17 +76,33 @@ def test_the_tls_example_with_a_client_certificate_in_front_of_kafkas_ssl_listen
     authority, server = kafka_tls
     client = authority.client("example-alice", O="Example", OU="tenants", CN="alice")  # CN=alice,OU=tenants,O=Example
     node = kafka1.nodes[0]
-    raw, _ = localized("tls.yaml", tmp_path, {
-        "listeners[0].bind": f"127.0.0.1:{node.extra_advertised['SSL']}",
-        "upstream.bootstrap_servers": [f"127.0.0.1:{node.extra_ports['SSL']}"], "metrics.bind": "127.0.0.1:0",
-        # PROXIES: kafka1's DIRECT listener, which no proxy is in front of and which advertises itself, as PROXIES
-        # does, but speaks PLAINTEXT (kafka1 has one SSL listener, advertising the proxy)
-        "upstream.own_clients": {"bootstrap_servers": [node.direct], "tls": False},
-        "upstream.tls.cafile": authority.pem.cert, "listeners[0].tls.certfile": server.cert,
-        "listeners[0].tls.keyfile": server.key, "listeners[0].tls.cafile": authority.pem.cert})
+    raw, _ = localized(
+        "tls.yaml",
+        tmp_path,
+        {
+            "listeners[0].bind": f"127.0.0.1:{node.extra_advertised['SSL']}",
+            "upstream.bootstrap_servers": [f"127.0.0.1:{node.extra_ports['SSL']}"],
+            "metrics.bind": "127.0.0.1:0",
+            # PROXIES: kafka1's DIRECT listener, which no proxy is in front of and which advertises itself, as PROXIES
+            # does, but speaks PLAINTEXT (kafka1 has one SSL listener, advertising the proxy)
+            "upstream.own_clients": {"bootstrap_servers": [node.direct], "tls": False},
+            "upstream.tls.cafile": authority.pem.cert,
+            "listeners[0].tls.certfile": server.cert,
+            "listeners[0].tls.keyfile": server.key,
+            "listeners[0].tls.cafile": authority.pem.cert,
+        },
+    )
     with proxy_in_front(Running(), raw) as proxy:
-        wait_until(lambda: proxy.metric("kafka_quota_proxy_dynamic_config_available") == 1, 30,
-                   "the config topic read over TLS")
-        assert "alice" in users_producing(proxy, "example-tls", security_protocol="SSL",
-                                          ssl_cafile=authority.pem.cert, ssl_certfile=client.cert,
-                                          ssl_keyfile=client.key)
+        wait_until(
+            lambda: proxy.metric("kafka_quota_proxy_dynamic_config_available") == 1,
+            30,
+            "the config topic read over TLS",
+        )
+        assert "alice" in users_producing(
+            proxy,
+            "example-tls",
+            security_protocol="SSL",
+            ssl_cafile=authority.pem.cert,
+            ssl_certfile=client.cert,
+            ssl_keyfile=client.key,
+        )

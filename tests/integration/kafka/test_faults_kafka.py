@@ -15,8 +15,16 @@ import pytest
 
 from tests.harness import free_port, proxy_config
 from tests.integration import clients as c
-from tests.integration.faults import (SOAK_SECONDS, CutRelay, PacedProducer, ProxyProcess, inject_faults,
-                                      judge_restarts, phase_seconds, wait_for_acks)
+from tests.integration.faults import (
+    SOAK_SECONDS,
+    CutRelay,
+    PacedProducer,
+    ProxyProcess,
+    inject_faults,
+    judge_restarts,
+    phase_seconds,
+    wait_for_acks,
+)
 from tests.kafka_cluster import unique_topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.long_running(seconds=30)]

@@ -42,14 +42,22 @@ def replicated():
     cluster = KafkaCluster(3, "kafka3-follower", replication_advertised={n: base + n for n in (1, 2, 3)})
     cluster.start()
     try:
-        proxy = start_proxy({
-            "upstream": {"bootstrap_servers": [node.direct for node in cluster.nodes]},
-            "listeners": [{"name": "PLAINTEXT", "bind": f"127.0.0.1:{bootstrap_port}",
-                           "advertised_host": "127.0.0.1", "broker_port_base": base}],
-            "metrics": {"bind": "127.0.0.1:0"},
-            "settings": {"quota.window.num": 2, "quota.window.size.seconds": 1},
-            "quotas": [{"entity": {"user": "<default>"}, "consumer_byte_rate": QUOTA}],
-        })
+        proxy = start_proxy(
+            {
+                "upstream": {"bootstrap_servers": [node.direct for node in cluster.nodes]},
+                "listeners": [
+                    {
+                        "name": "PLAINTEXT",
+                        "bind": f"127.0.0.1:{bootstrap_port}",
+                        "advertised_host": "127.0.0.1",
+                        "broker_port_base": base,
+                    }
+                ],
+                "metrics": {"bind": "127.0.0.1:0"},
+                "settings": {"quota.window.num": 2, "quota.window.size.seconds": 1},
+                "quotas": [{"entity": {"user": "<default>"}, "consumer_byte_rate": QUOTA}],
+            }
+        )
         try:
             yield cluster, proxy
         finally:
@@ -60,8 +68,9 @@ def replicated():
 
 def _sum(proxy, name: str, **labels) -> float:
     """The sum of the samples of ``name`` on the proxy's /metrics whose labels include ``labels``."""
-    return sum(value for tags, value in proxy.scraped(name).items()
-               if all(dict(tags).get(k) == v for k, v in labels.items()))
+    return sum(
+        value for tags, value in proxy.scraped(name).items() if all(dict(tags).get(k) == v for k, v in labels.items())
+    )
 
 
 def _partitions(admin, topic):
@@ -72,8 +81,9 @@ def _partitions(admin, topic):
 
 def _isr_full(admin, topic) -> bool:
     parts = _partitions(admin, topic)
-    return len(parts) == PARTITIONS and all(sorted(p["isr_nodes"]) == [1, 2, 3] == sorted(p["replica_nodes"])
-                                            for p in parts)
+    return len(parts) == PARTITIONS and all(
+        sorted(p["isr_nodes"]) == [1, 2, 3] == sorted(p["replica_nodes"]) for p in parts
+    )
 
 
 def _replica_sizes(admin, topic) -> dict[int, dict[int, int]]:
@@ -101,8 +111,11 @@ def test_follower_fetches_through_the_proxy_are_exempt_from_consumer_quotas(repl
 
         def caught_up():
             sizes = _replica_sizes(admin, topic)
-            return (len(sizes) == PARTITIONS and all(len(s) == 3 and len(set(s.values())) == 1 for s in sizes.values())
-                    and sizes)
+            return (
+                len(sizes) == PARTITIONS
+                and all(len(s) == 3 and len(set(s.values())) == 1 for s in sizes.values())
+                and sizes
+            )
 
         sizes = wait_until(caught_up, 30, "each partition the same size on all three replicas")
         written = sum(next(iter(s.values())) for s in sizes.values())
@@ -116,8 +129,11 @@ def test_follower_fetches_through_the_proxy_are_exempt_from_consumer_quotas(repl
         # the same listener throttles a consumer under the same quota
         got = c.ck_consume(proxy.bootstrap, topic, 50)
         assert sum(len(v) for v in got.values()) >= 50
-        wait_until(lambda: _sum(proxy, "kafka_quota_proxy_quota_throttled_responses_total",
-                                quota="consumer_byte_rate") > 0, 10, "the consumer throttled")
+        wait_until(
+            lambda: _sum(proxy, "kafka_quota_proxy_quota_throttled_responses_total", quota="consumer_byte_rate") > 0,
+            10,
+            "the consumer throttled",
+        )
         assert _sum(proxy, "kafka_quota_proxy_quota_bytes_total", quota="consumer_byte_rate") > 0
         assert _isr_full(admin, topic), _partitions(admin, topic)
         admin.delete_topics([topic])

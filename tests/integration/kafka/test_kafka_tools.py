@@ -37,6 +37,7 @@ MIB = 1024 * 1024
 
 # -- the proxy --------------------------------------------------------------------------------------------------------
 
+
 @contextmanager
 def sidecar(cluster, quotas=None, dynamic: bool = True, admins=("User:ANONYMOUS",), **settings):
     """The sidecar of kafka1's node: the dynamic config on (the default, as in production) with User:ANONYMOUS as
@@ -59,6 +60,7 @@ def ip_rate(proxy, ip: str) -> float:
 
 # -- Kafka's tools ----------------------------------------------------------------------------------------------------
 
+
 def tools(cluster, *calls, check: bool = True):
     """Run Kafka tools side by side: each call is (main class, args...); returns their CompletedProcesses in order."""
     with ThreadPoolExecutor(len(calls)) as pool:
@@ -70,6 +72,7 @@ def kafka_configs(bootstrap: str, *args: str):
 
 
 # -- client quotas over the wire (cleanup, and what the broker holds) --------------------------------------------------
+
 
 def quota_entries(bootstrap: str) -> dict:
     """Every client-quota entity the server at ``bootstrap`` describes: {((type, name), ...): {key: value}}."""
@@ -89,8 +92,9 @@ def remove_quotas(bootstrap: str, entities: list[dict]) -> None:
         key = tuple(sorted(entity.items()))
         values = held.get(key)
         if values:
-            entries.append({"entity": [{"entity_type": t, "entity_name": n} for t, n in key],
-                            "ops": [op(k, None) for k in values]})
+            entries.append(
+                {"entity": [{"entity_type": t, "entity_name": n} for t, n in key], "ops": [op(k, None) for k in values]}
+            )
     if entries:
         response = send(bootstrap, alter(entries))
         assert [e.error_code for e in response.entries] == [NONE] * len(entries), response
@@ -131,6 +135,7 @@ def delete_groups(bootstrap: str, *groups: str) -> None:
 
 # -- the tests --------------------------------------------------------------------------------------------------------
 
+
 def connect_from(ip: str, port: int) -> bool:
     """One connection from ``ip`` (a loopback address) sending ApiVersions: True when answered, False when the
     proxy closed it."""
@@ -164,16 +169,50 @@ def test_kafka_configs_alters_and_describes_user_client_and_ip_quotas_through_th
     with sidecar(kafka1, **{"quota.window.num": 2}) as proxy:
         try:
             via = proxy.bootstrap
-            alters = tools(kafka1,
-                           kafka_configs(via, "--alter", "--entity-type", "users", "--entity-name", "ANONYMOUS",
-                                         "--add-config", "producer_byte_rate=40960"),
-                           kafka_configs(via, "--alter", "--entity-type", "clients", "--entity-name", client,
-                                         "--add-config", "consumer_byte_rate=1048576,controller_mutation_rate=10"),
-                           kafka_configs(via, "--alter", "--entity-type", "ips", "--entity-name", ip,
-                                         "--add-config", "connection_creation_rate=2"),
-                           kafka_configs(via, "--alter", "--entity-type", "clients", "--entity-name", refused_client,
-                                         "--add-config", "consumer_byte_rate=1000,producer_byte_rate=0"),
-                           check=False)
+            alters = tools(
+                kafka1,
+                kafka_configs(
+                    via,
+                    "--alter",
+                    "--entity-type",
+                    "users",
+                    "--entity-name",
+                    "ANONYMOUS",
+                    "--add-config",
+                    "producer_byte_rate=40960",
+                ),
+                kafka_configs(
+                    via,
+                    "--alter",
+                    "--entity-type",
+                    "clients",
+                    "--entity-name",
+                    client,
+                    "--add-config",
+                    "consumer_byte_rate=1048576,controller_mutation_rate=10",
+                ),
+                kafka_configs(
+                    via,
+                    "--alter",
+                    "--entity-type",
+                    "ips",
+                    "--entity-name",
+                    ip,
+                    "--add-config",
+                    "connection_creation_rate=2",
+                ),
+                kafka_configs(
+                    via,
+                    "--alter",
+                    "--entity-type",
+                    "clients",
+                    "--entity-name",
+                    refused_client,
+                    "--add-config",
+                    "consumer_byte_rate=1000,producer_byte_rate=0",
+                ),
+                check=False,
+            )
             for done, what in zip(alters[:3], ["user ANONYMOUS", f"client {client}", f"ip {ip}"]):
                 assert done.returncode == 0, done.stdout + done.stderr
                 assert f"Completed updating config for {what}" in done.stdout, done.stdout
@@ -183,26 +222,39 @@ def test_kafka_configs_alters_and_describes_user_client_and_ip_quotas_through_th
             assert "producer_byte_rate: expected a rate in bytes per second > 0" in refused.stdout + refused.stderr
 
             # in force: what the proxy describes is what its managers hold (one step of its loop puts in both)
-            wait_until(lambda: described(via, {"user": "ANONYMOUS"}) == {"producer_byte_rate": 40960}
-                       and ip_rate(proxy, ip) == 2, 10, "the user and ip quotas in force")
-            assert described(via, {"client-id": client}) == {"consumer_byte_rate": 1048576,
-                                                             "controller_mutation_rate": 10}
+            wait_until(
+                lambda: (
+                    described(via, {"user": "ANONYMOUS"}) == {"producer_byte_rate": 40960} and ip_rate(proxy, ip) == 2
+                ),
+                10,
+                "the user and ip quotas in force",
+            )
+            assert described(via, {"client-id": client}) == {
+                "consumer_byte_rate": 1048576,
+                "controller_mutation_rate": 10,
+            }
             assert described(via, {"client-id": refused_client}) == {}  # not its consumer_byte_rate 1000
 
-            printed = tools(kafka1,
-                              kafka_configs(via, "--describe", "--entity-type", "users"),
-                              kafka_configs(via, "--describe", "--entity-type", "clients"),
-                              kafka_configs(via, "--describe", "--entity-type", "ips"))
+            printed = tools(
+                kafka1,
+                kafka_configs(via, "--describe", "--entity-type", "users"),
+                kafka_configs(via, "--describe", "--entity-type", "clients"),
+                kafka_configs(via, "--describe", "--entity-type", "ips"),
+            )
             users, clients, ips = (d.stdout for d in printed)
             assert "Quota configs for user-principal 'ANONYMOUS' are producer_byte_rate=40960.0\n" in users, users
             # the users' SCRAM credentials are the broker's (DescribeUserScramCredentials passes through), printed
             # beside the proxy's quotas
             for scram_user in ("carol", "dave"):
-                assert (f"SCRAM credential configs for user-principal '{scram_user}' are "
-                        "SCRAM-SHA-512=iterations=4096") in users, users
-            assert re.search(rf"Quota configs for client-id '{client}' are "
-                             r"(consumer_byte_rate=1048576.0, controller_mutation_rate=10.0|"
-                             r"controller_mutation_rate=10.0, consumer_byte_rate=1048576.0)\n", clients), clients
+                assert (
+                    f"SCRAM credential configs for user-principal '{scram_user}' are SCRAM-SHA-512=iterations=4096"
+                ) in users, users
+            assert re.search(
+                rf"Quota configs for client-id '{client}' are "
+                r"(consumer_byte_rate=1048576.0, controller_mutation_rate=10.0|"
+                r"controller_mutation_rate=10.0, consumer_byte_rate=1048576.0)\n",
+                clients,
+            ), clients
             assert refused_client not in clients  # nothing of the refused entry was written
             assert f"Quota configs for ip '{ip}' are connection_creation_rate=2.0" in ips, ips
             # the proxy's store, not the broker's
@@ -210,8 +262,7 @@ def test_kafka_configs_alters_and_describes_user_client_and_ip_quotas_through_th
 
             # the user quota throttles every PLAINTEXT client (User:ANONYMOUS), here a producer of 120 KB
             created_topic(via, topic)
-            producer = KafkaProducer(bootstrap_servers=via, client_id=unique_topic("kt-user-load"), acks=1,
-                                     linger_ms=5)
+            producer = KafkaProducer(bootstrap_servers=via, client_id=unique_topic("kt-user-load"), acks=1, linger_ms=5)
             try:
                 for _ in range(120):
                     producer.send(topic, b"u" * 1000)
@@ -229,12 +280,23 @@ def test_kafka_configs_alters_and_describes_user_client_and_ip_quotas_through_th
                 free = list(pool.map(lambda _: connect_from("127.0.0.1", proxy.port), range(4)))
             assert free == [True] * 4
             assert 1 <= sum(limited) <= 6, limited
-            assert proxy.metric("kafka_quota_proxy_connections_closed_total", listener="PLAINTEXT",
-                                reason="connection_rate_ip") == limited.count(False)
+            assert proxy.metric(
+                "kafka_quota_proxy_connections_closed_total", listener="PLAINTEXT", reason="connection_rate_ip"
+            ) == limited.count(False)
             assert proxy.metric("kafka_quota_proxy_ip_connection_creation_rate_limit", ip=ip) == 2
 
-            deleted = kafka1.tool(*kafka_configs(via, "--alter", "--entity-type", "users", "--entity-name",
-                                                 "ANONYMOUS", "--delete-config", "producer_byte_rate"))
+            deleted = kafka1.tool(
+                *kafka_configs(
+                    via,
+                    "--alter",
+                    "--entity-type",
+                    "users",
+                    "--entity-name",
+                    "ANONYMOUS",
+                    "--delete-config",
+                    "producer_byte_rate",
+                )
+            )
             assert "Completed updating config for user ANONYMOUS" in deleted.stdout
             wait_until(lambda: described(via, {"user": "ANONYMOUS"}) == {}, 10, "the user quota lifted")
         finally:
@@ -249,11 +311,24 @@ def test_kafka_configs_from_a_principal_not_in_admin_principals_is_refused_with_
     and describing stays open to everyone (README, Security)."""
     client = unique_topic("kt-tenant")
     with sidecar(kafka1, admins=()) as proxy:
-        refused = kafka1.tool(*kafka_configs(proxy.bootstrap, "--alter", "--entity-type", "clients", "--entity-name",
-                                             client, "--add-config", "producer_byte_rate=1000000000"), check=False)
+        refused = kafka1.tool(
+            *kafka_configs(
+                proxy.bootstrap,
+                "--alter",
+                "--entity-type",
+                "clients",
+                "--entity-name",
+                client,
+                "--add-config",
+                "producer_byte_rate=1000000000",
+            ),
+            check=False,
+        )
         assert refused.returncode == 1, refused.stdout
-        assert "ClusterAuthorizationException: User:ANONYMOUS may not alter quotas through the proxy" in \
-            refused.stdout + refused.stderr, refused.stdout + refused.stderr
+        assert (
+            "ClusterAuthorizationException: User:ANONYMOUS may not alter quotas through the proxy"
+            in refused.stdout + refused.stderr
+        ), refused.stdout + refused.stderr
         assert described(proxy.bootstrap, {"client-id": client}) == {}  # describe answered, without it
 
 
@@ -272,7 +347,7 @@ def metadata_throttles(port: int, client_id: str, count: int, stop_at_first: boo
         for corr in range(count):
             sock.sendall(frame(encode_request_header(METADATA, 4, corr, client_id) + body))
             whole = frame(raw.read_frame(sock))
-            answer = decode_response(METADATA, 4, whole[response_header_length(METADATA, 4, whole):])
+            answer = decode_response(METADATA, 4, whole[response_header_length(METADATA, 4, whole) :])
             throttles.append(answer.throttle_time_ms)
             if stop_at_first and answer.throttle_time_ms:
                 break
@@ -294,42 +369,93 @@ def test_request_percentage_through_the_proxy_is_set_at_the_broker_described_bes
     key = (("client-id", client),)
     try:
         with sidecar(kafka1, admins=()) as proxy:
-            refused = kafka1.tool(*kafka_configs(proxy.bootstrap, "--alter", "--entity-type", "clients",
-                                                 "--entity-name", client, "--add-config", "request_percentage=1"),
-                                  check=False)
+            refused = kafka1.tool(
+                *kafka_configs(
+                    proxy.bootstrap,
+                    "--alter",
+                    "--entity-type",
+                    "clients",
+                    "--entity-name",
+                    client,
+                    "--add-config",
+                    "request_percentage=1",
+                ),
+                check=False,
+            )
             assert refused.returncode == 1, refused.stdout
-            assert "ClusterAuthorizationException: User:ANONYMOUS may not alter quotas through the proxy" in \
-                refused.stdout + refused.stderr
+            assert (
+                "ClusterAuthorizationException: User:ANONYMOUS may not alter quotas through the proxy"
+                in refused.stdout + refused.stderr
+            )
             assert key not in quota_entries(direct)
         with sidecar(kafka1) as proxy:
             via = proxy.bootstrap
             try:
-                done = kafka1.tool(*kafka_configs(via, "--alter", "--entity-type", "clients", "--entity-name", client,
-                                                  "--add-config", "request_percentage=0.01,producer_byte_rate=1048576"))
+                done = kafka1.tool(
+                    *kafka_configs(
+                        via,
+                        "--alter",
+                        "--entity-type",
+                        "clients",
+                        "--entity-name",
+                        client,
+                        "--add-config",
+                        "request_percentage=0.01,producer_byte_rate=1048576",
+                    )
+                )
                 assert f"Completed updating config for client {client}" in done.stdout, done.stdout
-                wait_until(lambda: described(via, {"client-id": client}).get("producer_byte_rate") == 1048576, 10,
-                           "the proxy's key in force")
+                wait_until(
+                    lambda: described(via, {"client-id": client}).get("producer_byte_rate") == 1048576,
+                    10,
+                    "the proxy's key in force",
+                )
                 assert quota_entries(direct)[key] == {"request_percentage": 0.01}  # the broker's store: its key only
-                shown = kafka1.tool(*kafka_configs(via, "--describe", "--entity-type", "clients", "--entity-name",
-                                                   client)).stdout
-                assert re.search(rf"Quota configs for client-id '{client}' are "
-                                 r"(producer_byte_rate=1048576.0, request_percentage=0.01|"
-                                 r"request_percentage=0.01, producer_byte_rate=1048576.0)\n", shown), shown
+                shown = kafka1.tool(
+                    *kafka_configs(via, "--describe", "--entity-type", "clients", "--entity-name", client)
+                ).stdout
+                assert re.search(
+                    rf"Quota configs for client-id '{client}' are "
+                    r"(producer_byte_rate=1048576.0, request_percentage=0.01|"
+                    r"request_percentage=0.01, producer_byte_rate=1048576.0)\n",
+                    shown,
+                ), shown
 
                 seen: list[int] = []
-                wait_until(lambda: any(seen.extend(metadata_throttles(proxy.port, client, 50, True)) or seen), 60,
-                           "a throttle from the broker's request quota")
+                wait_until(
+                    lambda: any(seen.extend(metadata_throttles(proxy.port, client, 50, True)) or seen),
+                    60,
+                    "a throttle from the broker's request quota",
+                )
                 assert max(seen) <= 25_000, seen  # Kafka bounds a request-quota throttle by one window (1 s here)
                 assert metadata_throttles(proxy.port, other, 30) == [0] * 30
-                assert proxy.metric("kafka_quota_proxy_quota_throttled_responses_total", quota="producer_byte_rate",
-                                    user="", client_id=client) == 0  # the throttle was the broker's
+                assert (
+                    proxy.metric(
+                        "kafka_quota_proxy_quota_throttled_responses_total",
+                        quota="producer_byte_rate",
+                        user="",
+                        client_id=client,
+                    )
+                    == 0
+                )  # the throttle was the broker's
 
-                removed = kafka1.tool(*kafka_configs(via, "--alter", "--entity-type", "clients", "--entity-name",
-                                                     client, "--delete-config",
-                                                     "request_percentage,producer_byte_rate"))
+                removed = kafka1.tool(
+                    *kafka_configs(
+                        via,
+                        "--alter",
+                        "--entity-type",
+                        "clients",
+                        "--entity-name",
+                        client,
+                        "--delete-config",
+                        "request_percentage,producer_byte_rate",
+                    )
+                )
                 assert f"Completed updating config for client {client}" in removed.stdout, removed.stdout
-                wait_until(lambda: "producer_byte_rate" not in described(via, {"client-id": client}), 10,
-                           "the proxy's key removed")
+                wait_until(
+                    lambda: "producer_byte_rate" not in described(via, {"client-id": client}),
+                    10,
+                    "the proxy's key removed",
+                )
                 assert key not in quota_entries(direct)
             finally:
                 remove_quotas(via, [{"client-id": client}])
@@ -375,30 +501,81 @@ def test_perf_tools_run_at_about_the_byte_rate_quotas_kafka_configs_set(kafka1):
         try:
             created_topic(via, producing)
             created_topic(via, consuming)
-            fill = Producer({"bootstrap.servers": via, "client.id": unique_topic("kt-perf-fill"),
-                             "linger.ms": 20})
+            fill = Producer({"bootstrap.servers": via, "client.id": unique_topic("kt-perf-fill"), "linger.ms": 20})
             for _ in range(records):
                 fill.produce(consuming, b"c" * size)
             assert fill.flush(30) == 0
             del fill  # librdkafka's client is destroyed with it
-            tools(kafka1,
-                  kafka_configs(via, "--alter", "--entity-type", "users", "--entity-name", "ANONYMOUS",
-                                "--entity-type", "clients", "--entity-name", producer_id,
-                                "--add-config", f"producer_byte_rate={quota}"),
-                  kafka_configs(via, "--alter", "--entity-type", "clients", "--entity-name", consumer_id,
-                                "--add-config", f"consumer_byte_rate={quota}"))
-            wait_until(lambda: described(via, {"user": "ANONYMOUS", "client-id": producer_id})
-                       == {"producer_byte_rate": quota}
-                       and described(via, {"client-id": consumer_id}) == {"consumer_byte_rate": quota}, 10,
-                       "both quotas in force")
+            tools(
+                kafka1,
+                kafka_configs(
+                    via,
+                    "--alter",
+                    "--entity-type",
+                    "users",
+                    "--entity-name",
+                    "ANONYMOUS",
+                    "--entity-type",
+                    "clients",
+                    "--entity-name",
+                    producer_id,
+                    "--add-config",
+                    f"producer_byte_rate={quota}",
+                ),
+                kafka_configs(
+                    via,
+                    "--alter",
+                    "--entity-type",
+                    "clients",
+                    "--entity-name",
+                    consumer_id,
+                    "--add-config",
+                    f"consumer_byte_rate={quota}",
+                ),
+            )
+            wait_until(
+                lambda: (
+                    described(via, {"user": "ANONYMOUS", "client-id": producer_id}) == {"producer_byte_rate": quota}
+                    and described(via, {"client-id": consumer_id}) == {"consumer_byte_rate": quota}
+                ),
+                10,
+                "both quotas in force",
+            )
             produced, consumed = tools(
                 kafka1,
-                (PRODUCER_PERF, "--bootstrap-server", via, "--topic", producing, "--num-records", str(records),
-                 "--record-size", str(size), "--throughput", "-1", "--command-property", f"client.id={producer_id}",
-                 "acks=1"),
-                (CONSUMER_PERF, "--bootstrap-server", via, "--topic", consuming, "--num-records", str(records),
-                 "--group", group, "--timeout", "30000", "--command-property", f"client.id={consumer_id}",
-                 "auto.offset.reset=earliest"))
+                (
+                    PRODUCER_PERF,
+                    "--bootstrap-server",
+                    via,
+                    "--topic",
+                    producing,
+                    "--num-records",
+                    str(records),
+                    "--record-size",
+                    str(size),
+                    "--throughput",
+                    "-1",
+                    "--command-property",
+                    f"client.id={producer_id}",
+                    "acks=1",
+                ),
+                (
+                    CONSUMER_PERF,
+                    "--bootstrap-server",
+                    via,
+                    "--topic",
+                    consuming,
+                    "--num-records",
+                    str(records),
+                    "--group",
+                    group,
+                    "--timeout",
+                    "30000",
+                    "--command-property",
+                    f"client.id={consumer_id}",
+                    "auto.offset.reset=earliest",
+                ),
+            )
             produce_rate = perf_rate(produced, "producer") * MIB / quota
             consume_rate = perf_rate(consumed, "fetch.MB.sec") * MIB / quota
             assert 0.5 <= produce_rate <= 1.6, produced.stdout
@@ -434,14 +611,18 @@ def test_kafka_topics_creates_describes_alters_and_deletes_a_topic_through_the_p
         via = proxy.bootstrap
         topics = [TOPICS, cli[0], via, *cli[2:]]
         try:
-            created = kafka1.tool(*topics, "--create", "--topic", topic, "--partitions", "2",
-                                  "--replication-factor", "1")
+            created = kafka1.tool(
+                *topics, "--create", "--topic", topic, "--partitions", "2", "--replication-factor", "1"
+            )
             assert f"Created topic {topic}." in created.stdout
             described = kafka1.tool(*topics, "--describe", "--topic", topic)
-            assert re.search(rf"Topic: {topic}\tTopicId: \S+\tPartitionCount: 2\tReplicationFactor: 1",
-                             described.stdout), described.stdout
-            assert len(re.findall(rf"\tTopic: {topic}\tPartition: [01]\tLeader: 1\tReplicas: 1\tIsr: 1",
-                                  described.stdout)) == 2, described.stdout
+            assert re.search(
+                rf"Topic: {topic}\tTopicId: \S+\tPartitionCount: 2\tReplicationFactor: 1", described.stdout
+            ), described.stdout
+            assert (
+                len(re.findall(rf"\tTopic: {topic}\tPartition: [01]\tLeader: 1\tReplicas: 1\tIsr: 1", described.stdout))
+                == 2
+            ), described.stdout
             kafka1.tool(*topics, "--alter", "--topic", topic, "--partitions", "4")
             admin = KafkaAdminClient(bootstrap_servers=via)
             try:
@@ -452,10 +633,17 @@ def test_kafka_topics_creates_describes_alters_and_deletes_a_topic_through_the_p
                 admin.close()
             for api in ("CreateTopics", "CreatePartitions", "DeleteTopics"):
                 assert requests_seen(proxy, api) == 1, api
-            wait_until(lambda: proxy.metric("kafka_quota_proxy_controller_mutations_total", user="",
-                                            client_id=client) == 8, 10, "8 partition mutations charged")
-            assert proxy.metric("kafka_quota_proxy_controller_mutation_throttled_requests_total", user="",
-                                client_id=client) == 0
+            wait_until(
+                lambda: proxy.metric("kafka_quota_proxy_controller_mutations_total", user="", client_id=client) == 8,
+                10,
+                "8 partition mutations charged",
+            )
+            assert (
+                proxy.metric(
+                    "kafka_quota_proxy_controller_mutation_throttled_requests_total", user="", client_id=client
+                )
+                == 0
+            )
         finally:
             delete_topics(via, topic)
 
@@ -478,25 +666,42 @@ def test_kafka_consumer_groups_lists_describes_and_resets_a_group_through_the_pr
                 producer.send(topic, f"g-{i}".encode(), partition=i % 2)
             producer.flush(30)
             producer.close(5)
-            consumer = KafkaConsumer(topic, bootstrap_servers=via, group_id=group, auto_offset_reset="earliest",
-                                     enable_auto_commit=False)
+            consumer = KafkaConsumer(
+                topic, bootstrap_servers=via, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False
+            )
             try:
                 seen = []
-                wait_until(lambda: seen.extend(r for rs in consumer.poll(500).values() for r in rs)
-                           or len(seen) >= 10, 30, "10 records consumed by the group")
+                wait_until(
+                    lambda: seen.extend(r for rs in consumer.poll(500).values() for r in rs) or len(seen) >= 10,
+                    30,
+                    "10 records consumed by the group",
+                )
                 consumer.commit()
             finally:
                 consumer.close()
             listed, described = tools(
-                kafka1, (CONSUMER_GROUPS, "--bootstrap-server", via, "--list"),
-                (CONSUMER_GROUPS, "--bootstrap-server", via, "--describe", "--group", group))
+                kafka1,
+                (CONSUMER_GROUPS, "--bootstrap-server", via, "--list"),
+                (CONSUMER_GROUPS, "--bootstrap-server", via, "--describe", "--group", group),
+            )
             assert group in listed.stdout.split(), listed.stdout
             rows = [line.split() for line in described.stdout.splitlines() if line.split()[:2] == [group, topic]]
             # GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG ...
-            assert sorted((int(r[2]), int(r[3]), int(r[4]), int(r[5])) for r in rows) == [(0, 5, 5, 0), (1, 5, 5, 0)], \
+            assert sorted((int(r[2]), int(r[3]), int(r[4]), int(r[5])) for r in rows) == [(0, 5, 5, 0), (1, 5, 5, 0)], (
                 described.stdout
-            reset = kafka1.tool(CONSUMER_GROUPS, "--bootstrap-server", via, "--reset-offsets", "--group", group,
-                                "--topic", topic, "--to-earliest", "--execute")
+            )
+            reset = kafka1.tool(
+                CONSUMER_GROUPS,
+                "--bootstrap-server",
+                via,
+                "--reset-offsets",
+                "--group",
+                group,
+                "--topic",
+                topic,
+                "--to-earliest",
+                "--execute",
+            )
             new = [line.split() for line in reset.stdout.splitlines() if line.split()[:2] == [group, topic]]
             assert sorted((int(r[2]), int(r[3])) for r in new) == [(0, 0), (1, 0)], reset.stdout
             admin = KafkaAdminClient(bootstrap_servers=via)
@@ -504,8 +709,10 @@ def test_kafka_consumer_groups_lists_describes_and_resets_a_group_through_the_pr
                 committed = admin.list_group_offsets(group)[group]
             finally:
                 admin.close()
-            assert {tp: o.offset for tp, o in committed.items()} == {TopicPartition(topic, 0): 0,
-                                                                     TopicPartition(topic, 1): 0}
+            assert {tp: o.offset for tp, o in committed.items()} == {
+                TopicPartition(topic, 0): 0,
+                TopicPartition(topic, 1): 0,
+            }
             for api in ("ListGroups", "OffsetCommit", "OffsetFetch"):
                 assert requests_seen(proxy, api) >= 1, api
         finally:
@@ -515,8 +722,15 @@ def test_kafka_consumer_groups_lists_describes_and_resets_a_group_through_the_pr
 
 def throttle_max_ms(producer) -> float:
     """The longest throttle_time_ms a kafka-python producer was told (its 'throttle-time-max' sensor)."""
-    return max((value for group in producer.metrics().values() for name, value in group.items()
-                if name == "throttle-time-max" and value == value), default=0.0)
+    return max(
+        (
+            value
+            for group in producer.metrics().values()
+            for name, value in group.items()
+            if name == "throttle-time-max" and value == value
+        ),
+        default=0.0,
+    )
 
 
 def test_the_broker_and_the_proxy_keep_separate_quota_stores_and_both_apply(kafka1):
@@ -529,8 +743,11 @@ def test_the_broker_and_the_proxy_keep_separate_quota_stores_and_both_apply(kafk
     it). With dynamic_config.enabled false, kafka-configs through the proxy reaches the broker's store."""
     from kafka import KafkaProducer
 
-    broker_client, proxy_client, later_client = (unique_topic("kt-broker-q"), unique_topic("kt-proxy-q"),
-                                                 unique_topic("kt-broker-q2"))
+    broker_client, proxy_client, later_client = (
+        unique_topic("kt-broker-q"),
+        unique_topic("kt-proxy-q"),
+        unique_topic("kt-broker-q2"),
+    )
     topic = unique_topic("kt-both")
     direct = kafka1.nodes[0].direct
     broker_entries = [{"client-id": broker_client}, {"client-id": later_client}]
@@ -538,16 +755,42 @@ def test_the_broker_and_the_proxy_keep_separate_quota_stores_and_both_apply(kafk
         with sidecar(kafka1) as proxy:
             via = proxy.bootstrap
             try:
-                tools(kafka1,
-                      kafka_configs(direct, "--alter", "--entity-type", "clients", "--entity-name", broker_client,
-                                    "--add-config", "producer_byte_rate=10240"),
-                      kafka_configs(via, "--alter", "--entity-type", "clients", "--entity-name", proxy_client,
-                                    "--add-config", "producer_byte_rate=10240"))
-                wait_until(lambda: described(via, {"client-id": proxy_client}) == {"producer_byte_rate": 10240}, 10,
-                           "the proxy's quota in force")
-                at_broker, at_proxy = (d.stdout for d in tools(
-                    kafka1, kafka_configs(direct, "--describe", "--entity-type", "clients"),
-                    kafka_configs(via, "--describe", "--entity-type", "clients")))
+                tools(
+                    kafka1,
+                    kafka_configs(
+                        direct,
+                        "--alter",
+                        "--entity-type",
+                        "clients",
+                        "--entity-name",
+                        broker_client,
+                        "--add-config",
+                        "producer_byte_rate=10240",
+                    ),
+                    kafka_configs(
+                        via,
+                        "--alter",
+                        "--entity-type",
+                        "clients",
+                        "--entity-name",
+                        proxy_client,
+                        "--add-config",
+                        "producer_byte_rate=10240",
+                    ),
+                )
+                wait_until(
+                    lambda: described(via, {"client-id": proxy_client}) == {"producer_byte_rate": 10240},
+                    10,
+                    "the proxy's quota in force",
+                )
+                at_broker, at_proxy = (
+                    d.stdout
+                    for d in tools(
+                        kafka1,
+                        kafka_configs(direct, "--describe", "--entity-type", "clients"),
+                        kafka_configs(via, "--describe", "--entity-type", "clients"),
+                    )
+                )
                 assert f"Quota configs for client-id '{broker_client}' are producer_byte_rate=10240.0" in at_broker
                 assert proxy_client not in at_broker
                 assert f"Quota configs for client-id '{proxy_client}' are producer_byte_rate=10240.0" in at_proxy
@@ -558,10 +801,14 @@ def test_the_broker_and_the_proxy_keep_separate_quota_stores_and_both_apply(kafk
                 # 250 KB each in one request: 2.5 times what 10 KB/s allows a fresh entity at once over Kafka's
                 # default 11 x 1 s windows (one request, so the flush waits for no throttle)
                 one_request = {"acks": 1, "batch_size": 512 * 1024, "linger_ms": 500}
-                producers = {"through the proxy, broker quota": KafkaProducer(bootstrap_servers=via,
-                                                                              client_id=broker_client, **one_request),
-                             "direct, proxy quota": KafkaProducer(bootstrap_servers=direct, client_id=proxy_client,
-                                                                  **one_request)}
+                producers = {
+                    "through the proxy, broker quota": KafkaProducer(
+                        bootstrap_servers=via, client_id=broker_client, **one_request
+                    ),
+                    "direct, proxy quota": KafkaProducer(
+                        bootstrap_servers=direct, client_id=proxy_client, **one_request
+                    ),
+                }
                 try:
                     for producer in producers.values():
                         for _ in range(250):
@@ -578,16 +825,33 @@ def test_the_broker_and_the_proxy_keep_separate_quota_stores_and_both_apply(kafk
                 broker_labels = {"quota": "producer_byte_rate", "user": "", "client_id": broker_client}
                 assert proxy.metric("kafka_quota_proxy_quota_bytes_total", **broker_labels) >= 250_000
                 assert proxy.metric("kafka_quota_proxy_quota_throttled_responses_total", **broker_labels) == 0
-                assert proxy.metric("kafka_quota_proxy_quota_bytes_total", quota="producer_byte_rate", user="",
-                                    client_id=proxy_client) == 0
+                assert (
+                    proxy.metric(
+                        "kafka_quota_proxy_quota_bytes_total",
+                        quota="producer_byte_rate",
+                        user="",
+                        client_id=proxy_client,
+                    )
+                    == 0
+                )
             finally:
                 remove_quotas(via, [{"client-id": proxy_client}])
                 delete_topics(via, topic)
 
         with sidecar(kafka1, dynamic=False) as proxy:
             via = proxy.bootstrap
-            kafka1.tool(*kafka_configs(via, "--alter", "--entity-type", "clients", "--entity-name", later_client,
-                                       "--add-config", "consumer_byte_rate=20480"))
+            kafka1.tool(
+                *kafka_configs(
+                    via,
+                    "--alter",
+                    "--entity-type",
+                    "clients",
+                    "--entity-name",
+                    later_client,
+                    "--add-config",
+                    "consumer_byte_rate=20480",
+                )
+            )
             shown = kafka1.tool(*kafka_configs(via, "--describe", "--entity-type", "clients")).stdout
             assert f"Quota configs for client-id '{later_client}' are consumer_byte_rate=20480.0" in shown
             assert f"Quota configs for client-id '{broker_client}' are producer_byte_rate=10240.0" in shown

@@ -54,10 +54,16 @@ def rss_mib(proxy: ProxyProcess) -> float:
 @pytest.mark.long_running(seconds=15)
 def test_metadata_naming_made_up_topics_leaves_the_proxys_memory_where_it_was(kafka1, tmp_path):
     port, metrics = free_port(), free_port()
-    proxy = ProxyProcess({"upstream": {"bootstrap_servers": [kafka1.direct_bootstrap]},
-                          "listeners": [{"name": "PLAINTEXT", "bind": f"127.0.0.1:{port}"}],
-                          "metrics": {"bind": f"127.0.0.1:{metrics}"}, "settings": {"workers": 1}},
-                         str(tmp_path / "proxy.yaml"), port)
+    proxy = ProxyProcess(
+        {
+            "upstream": {"bootstrap_servers": [kafka1.direct_bootstrap]},
+            "listeners": [{"name": "PLAINTEXT", "bind": f"127.0.0.1:{port}"}],
+            "metrics": {"bind": f"127.0.0.1:{metrics}"},
+            "settings": {"workers": 1},
+        },
+        str(tmp_path / "proxy.yaml"),
+        port,
+    )
     proxy.start()
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:  # one first: buffers, codec

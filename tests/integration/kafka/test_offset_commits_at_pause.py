@@ -38,12 +38,26 @@ VERSION = 2
 
 
 def commit_frame(group: str, topic: str, n: int, metadata: str | None) -> bytes:
-    request = new_request(OFFSET_COMMIT, VERSION, group_id=group, generation_id_or_member_epoch=-1, member_id="",
-                          retention_time_ms=-1, topics=[{"name": topic, "partitions": [
-                              {"partition_index": p, "committed_offset": 42, "committed_metadata": metadata}
-                              for p in range(PARTITIONS)]}])
-    return frame(encode_request_header(OFFSET_COMMIT, VERSION, n, "committer")
-                 + encode_request(OFFSET_COMMIT, VERSION, request))
+    request = new_request(
+        OFFSET_COMMIT,
+        VERSION,
+        group_id=group,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        retention_time_ms=-1,
+        topics=[
+            {
+                "name": topic,
+                "partitions": [
+                    {"partition_index": p, "committed_offset": 42, "committed_metadata": metadata}
+                    for p in range(PARTITIONS)
+                ],
+            }
+        ],
+    )
+    return frame(
+        encode_request_header(OFFSET_COMMIT, VERSION, n, "committer") + encode_request(OFFSET_COMMIT, VERSION, request)
+    )
 
 
 def attack(port: int, group: str, topic: str, codes: list, lock: threading.Lock, stop: threading.Event) -> None:
@@ -93,26 +107,40 @@ def committed(admin, group: str) -> dict:
 
 @pytest.mark.long_running(seconds=15)
 def test_commits_with_metadata_reach_no_disk_at_pause_and_plain_commits_go_on(kafka1):
-    config = {"upstream": {"bootstrap_servers": [kafka1.direct_bootstrap]},
-              "listeners": [{"name": "PLAINTEXT", "bind": "127.0.0.1:0"}], "metrics": {"bind": "127.0.0.1:0"},
-              "quotas": [{"entity": {"client-id": "committer"}, "producer_byte_rate": 100_000}],
-              "volume_usage": {"source": "describe_log_dirs", "freshness_seconds": 10, "missing_data_action": "PAUSE",
-                               "describe_log_dirs": {"interval_seconds": 1,
-                                                     "soft_limit": {"type": "MinFreeBytes", "level": 2**62},
-                                                     "hard_limit": {"type": "MinFreeBytes", "level": 2**62}}}}
+    config = {
+        "upstream": {"bootstrap_servers": [kafka1.direct_bootstrap]},
+        "listeners": [{"name": "PLAINTEXT", "bind": "127.0.0.1:0"}],
+        "metrics": {"bind": "127.0.0.1:0"},
+        "quotas": [{"entity": {"client-id": "committer"}, "producer_byte_rate": 100_000}],
+        "volume_usage": {
+            "source": "describe_log_dirs",
+            "freshness_seconds": 10,
+            "missing_data_action": "PAUSE",
+            "describe_log_dirs": {
+                "interval_seconds": 1,
+                "soft_limit": {"type": "MinFreeBytes", "level": 2**62},
+                "hard_limit": {"type": "MinFreeBytes", "level": 2**62},
+            },
+        },
+    }
     group = unique_topic("t3-group")
     with topics(kafka1, "t3", partitions=PARTITIONS) as (topic,):
         proxy = start_proxy(config)
         try:
-            wait_until(lambda: proxy.metric("kafka_quota_proxy_volume_state", state="PAUSE") == 1, 20,
-                       "the volume at PAUSE from the brokers' own log dirs")
+            wait_until(
+                lambda: proxy.metric("kafka_quota_proxy_volume_state", state="PAUSE") == 1,
+                20,
+                "the volume at PAUSE from the brokers' own log dirs",
+            )
             admin = direct_admin(kafka1)
             assert committed(admin, group) == {}  # the group's coordinator is ready: commits are taken
             codes: list[int] = []
             lock = threading.Lock()
             stop = threading.Event()
-            threads = [threading.Thread(target=attack, args=(proxy.port, group, topic, codes, lock, stop))
-                       for _ in range(CONNECTIONS)]
+            threads = [
+                threading.Thread(target=attack, args=(proxy.port, group, topic, codes, lock, stop))
+                for _ in range(CONNECTIONS)
+            ]
             for t in threads:
                 t.start()
             wait_until(lambda: len(codes) >= 10 * PARTITIONS, 60, "ten commits answered")
@@ -121,8 +149,11 @@ def test_commits_with_metadata_reach_no_disk_at_pause_and_plain_commits_go_on(ka
             for t in threads:
                 t.join(30)
             accepted = sum(1 for code in codes if code == NONE) * METADATA
-            print(f"\nT3 at PAUSE: {len(codes):,} partition commits answered, {METADATA:,} characters of metadata "
-                  f"each; metadata bytes accepted {accepted:,}", flush=True)
+            print(
+                f"\nT3 at PAUSE: {len(codes):,} partition commits answered, {METADATA:,} characters of metadata "
+                f"each; metadata bytes accepted {accepted:,}",
+                flush=True,
+            )
             assert set(codes) == {OFFSET_METADATA_TOO_LARGE}, f"accepted {accepted:,} bytes of metadata"
             try:
                 assert committed(admin, group) == {}  # nothing of it on the broker
@@ -131,7 +162,8 @@ def test_commits_with_metadata_reach_no_disk_at_pause_and_plain_commits_go_on(ka
                     answer = decode_response(OFFSET_COMMIT, VERSION, read_frame(sock)[4:])
                 assert {p.error_code for t in answer.topics for p in t.partitions} == {NONE}
                 assert {tp: (o.offset, o.metadata) for tp, o in committed(admin, group).items()} == {
-                    TopicPartition(topic, p): (42, "") for p in range(PARTITIONS)}
+                    TopicPartition(topic, p): (42, "") for p in range(PARTITIONS)
+                }
             finally:
                 admin.delete_groups([group])
                 admin.close()

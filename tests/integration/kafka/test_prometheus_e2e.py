@@ -52,36 +52,49 @@ from tests.integration import clients as c
 from tests.integration.quota_apis import described, write_config_entry
 from tests.kafka_cluster import stop_all, unique_topic
 from tests.kafka_settings import compose_env, listener_map
-from tests.prometheus_tools import (PROMETHEUS_DIR, ROOT, Prometheus, alert_rules, dashboard_queries, grafana_expr,
-                                    rules_with_for, tool)
+from tests.prometheus_tools import (
+    PROMETHEUS_DIR,
+    ROOT,
+    Prometheus,
+    alert_rules,
+    dashboard_queries,
+    grafana_expr,
+    rules_with_for,
+    tool,
+)
 
 pytestmark = pytest.mark.integration
 
 SCRAPE_S = 1
-CHURN_IP = "127.0.0.2"          # the connection churn's source address: the other clients (127.0.0.1) are not held
-CHURN_RATE = 300                # new connections / s, 6 x the deployed 50/s per IP (and under the proxy-wide 200/s
-CHURN_S = 5                     # once the held ones are not counted)
+CHURN_IP = "127.0.0.2"  # the connection churn's source address: the other clients (127.0.0.1) are not held
+CHURN_RATE = 300  # new connections / s, 6 x the deployed 50/s per IP (and under the proxy-wide 200/s
+CHURN_S = 5  # once the held ones are not counted)
 # The dashboard queries that have series only after what a healthy run does not do, so not required here: shadow
 # mode (quota.mode shadow), a volume past its soft limit (produce scaled: the volume_usage throttle) or a broker with
 # no fresh snapshot, a broker lost or timing out, a client at its in-flight bound. Each panel has another query.
 NOT_IN_A_HEALTHY_RUN = {
     'sum by (quota) (rate(kafka_quota_proxy_quota_shadow_throttles_total{instance=~"$instance", broker=~"$broker"}'
-    '[$__rate_interval]))',
+    "[$__rate_interval]))",
     'sum(rate(kafka_quota_proxy_quota_throttle_time_seconds_total{instance=~"$instance", broker=~"$broker", '
     'user=~"$tenant", quota="volume_usage"}[$__rate_interval]))',
     'max by (node_id) (kafka_quota_proxy_volume_missing_data{instance=~"$instance", node_id=~"$broker"})',
     'sum by (kind) (rate(kafka_quota_proxy_upstream_errors_total{instance=~"$instance", broker=~"$broker"}'
-    '[$__rate_interval]))',
+    "[$__rate_interval]))",
     'sum(rate(kafka_quota_proxy_connection_inflight_bound_reached_total{instance=~"$instance", broker=~"$broker"}'
-    '[$__rate_interval]))',
+    "[$__rate_interval]))",
 }
 MISSING_ALERT = "KafkaQuotaProxyVolumeDataMissing"
 VOLUME_TOPIC = unique_topic("__kafka_quota_proxy_volume_usage-e2e")  # this test's own (the module docstring says why)
 CONFIG_TOPIC = "__kafka_quota_proxy_configs"  # the shipped default
 # Paths (in the YAML) of the values of deploy/compose/proxy-N.yaml the test rewrites: addresses, ports and paths.
-REWRITTEN = {("upstream", "bootstrap_servers"), ("upstream", "own_clients", "bootstrap_servers"),
-             ("listeners", 0, "bind"), ("listeners", 1, "bind"), ("metrics", "bind"),
-             ("volume_usage", "publisher", "log_dirs")}
+REWRITTEN = {
+    ("upstream", "bootstrap_servers"),
+    ("upstream", "own_clients", "bootstrap_servers"),
+    ("listeners", 0, "bind"),
+    ("listeners", 1, "bind"),
+    ("metrics", "bind"),
+    ("volume_usage", "publisher", "log_dirs"),
+}
 
 
 def flatten(value, path=()) -> dict:
@@ -154,8 +167,11 @@ def ensure_internal_topics(kafka3) -> dict[str, int]:
                 admin.create_topics([NewTopic(topic, 1, -1, topic_configs={"cleanup.policy": "compact"})])
 
         def leaders():
-            found = {t["name"]: t["partitions"][0]["leader_id"] for t in admin.describe_topics([VOLUME_TOPIC, CONFIG_TOPIC])
-                     if t["partitions"] and t["partitions"][0]["leader_id"] >= 0}
+            found = {
+                t["name"]: t["partitions"][0]["leader_id"]
+                for t in admin.describe_topics([VOLUME_TOPIC, CONFIG_TOPIC])
+                if t["partitions"] and t["partitions"][0]["leader_id"] >= 0
+            }
             return found if len(found) == 2 else None
 
         return wait_until(leaders, 30, "the internal topics have leaders", interval=0.5)
@@ -166,6 +182,7 @@ def ensure_internal_topics(kafka3) -> dict[str, int]:
 def missing_data_alert_names_the_missing_broker(prometheus, missing: int, reporters: set[str]) -> dict:
     """KafkaQuotaProxyVolumeDataMissing fires for ``missing`` alone, naming it; the sidecars that report it carry
     their own ``broker`` target label on the metric, and nothing is renamed ``exported_*``."""
+
     def firing():
         alerts = [a for a in prometheus.api("alerts")["alerts"] if a["labels"]["alertname"] == MISSING_ALERT]
         return alerts if any(a["state"] == "firing" for a in alerts) else None
@@ -236,16 +253,25 @@ class FlatOut(threading.Thread):
     def run(self) -> None:
         from confluent_kafka import Producer
 
-        producer = Producer({"bootstrap.servers": self.bootstrap, "client.id": "e2e-flat-out", "acks": "all",
-                             "enable.idempotence": True, "linger.ms": 5, "queue.buffering.max.kbytes": 8192})
+        producer = Producer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "client.id": "e2e-flat-out",
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "queue.buffering.max.kbytes": 8192,
+            }
+        )
         c.ck_flat_out(producer, self.topic, b"x" * 16384, self.halt, self.on_delivery)
 
 
 def consume_for(bootstrap: str, topic: str, seconds: float) -> int:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False,
-                         "client.id": "e2e-consumer"})
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False, "client.id": "e2e-consumer"}
+    )
     got = 0
     try:
         partitions = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
@@ -285,8 +311,12 @@ def test_prometheus_evaluates_the_deployed_rules_and_dashboards_on_kafka(kafka3,
     leaders = ensure_internal_topics(kafka3)
     # the sidecar started late: one whose broker leads neither internal topic (the others' own clients reach them)
     late = next(i for i, node in enumerate(kafka3.nodes) if node.node_id not in leaders.values())
-    scrape_labels = {static["targets"][0]: static["labels"]["broker"] for static in yaml.safe_load(
-        (PROMETHEUS_DIR / "prometheus.yml").read_text())["scrape_configs"][0]["static_configs"]}
+    scrape_labels = {
+        static["targets"][0]: static["labels"]["broker"]
+        for static in yaml.safe_load((PROMETHEUS_DIR / "prometheus.yml").read_text())["scrape_configs"][0][
+            "static_configs"
+        ]
+    }
     reporters = {scrape_labels[f"net:{deployed_port}"] for i, (_, deployed_port) in enumerate(built) if i != late}
 
     with sidecars_but_one([config for config, _ in built], late) as proxies:
@@ -297,22 +327,34 @@ def test_prometheus_evaluates_the_deployed_rules_and_dashboards_on_kafka(kafka3,
             alert = missing_data_alert_names_the_missing_broker(prometheus, kafka3.nodes[late].node_id, reporters)
             phase("missing data alert")
             proxies[late] = start_proxy(built[late][0])
-            wait_until(lambda: not any(a["labels"]["alertname"] == MISSING_ALERT
-                                       for a in prometheus.api("alerts")["alerts"]), 30,
-                       f"{MISSING_ALERT} resolved once the broker's publisher runs", interval=0.5)
-            wait_until(lambda: prometheus.value('sum(up{job="kafka-quota-proxy"})') == 3, 30,
-                       "Prometheus scrapes the three sidecars")
+            wait_until(
+                lambda: not any(a["labels"]["alertname"] == MISSING_ALERT for a in prometheus.api("alerts")["alerts"]),
+                30,
+                f"{MISSING_ALERT} resolved once the broker's publisher runs",
+                interval=0.5,
+            )
+            wait_until(
+                lambda: prometheus.value('sum(up{job="kafka-quota-proxy"})') == 3,
+                30,
+                "Prometheus scrapes the three sidecars",
+            )
             wait_until(lambda: prometheus.value("sum(kafka_quota_proxy_ready)") == 3, 30, "every sidecar ready")
             # the volume publishers' first snapshots: until then produce is paused (missing_data_action PAUSE)
-            wait_until(lambda: prometheus.value('sum(kafka_quota_proxy_volume_state{state="OPEN"})') == 3, 30,
-                       "every sidecar's volume state OPEN")
+            wait_until(
+                lambda: prometheus.value('sum(kafka_quota_proxy_volume_state{state="OPEN"})') == 3,
+                30,
+                "every sidecar's volume state OPEN",
+            )
             phase("ready")
             # no admin on the compose files' PLAINTEXT: the quota goes to the config topic through PROXIES
             write_config_entry(kafka3.nodes[0].proxies, entity, {"connection_creation_rate": 50})
             entity_set = True
             for proxy in proxies:
-                wait_until(lambda: described(proxy.bootstrap, entity) == {"connection_creation_rate": 50.0}, 30,
-                           "the churn IP's connection_creation_rate in force on every sidecar")
+                wait_until(
+                    lambda: described(proxy.bootstrap, entity) == {"connection_creation_rate": 50.0},
+                    30,
+                    "the churn IP's connection_creation_rate in force on every sidecar",
+                )
             from kafka.admin import KafkaAdminClient, NewTopic
 
             admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="e2e-admin")
@@ -334,8 +376,11 @@ def test_prometheus_evaluates_the_deployed_rules_and_dashboards_on_kafka(kafka3,
             tripped = {"KafkaQuotaProxyConnectionAcceptThrottled", "KafkaQuotaProxyConnectionsRefused"}
 
             def pending_or_firing():
-                alerts = [a for a in prometheus.api("alerts")["alerts"] if a["labels"]["alertname"] in tripped
-                          and a["state"] in ("pending", "firing")]
+                alerts = [
+                    a
+                    for a in prometheus.api("alerts")["alerts"]
+                    if a["labels"]["alertname"] in tripped and a["state"] in ("pending", "firing")
+                ]
                 return alerts if {a["labels"]["alertname"] for a in alerts} == tripped else None
 
             alerts = wait_until(pending_or_firing, 20, f"{sorted(tripped)} pending or firing", interval=0.5)
@@ -382,9 +427,11 @@ def test_prometheus_evaluates_the_deployed_rules_and_dashboards_on_kafka(kafka3,
                 raise AssertionError(f"dashboard queries without series: {missing}") from None
             phase("queries")
             active = sorted({(a["labels"]["alertname"], a["state"]) for a in prometheus.api("alerts")["alerts"]})
-            print(f"e2e: {MISSING_ALERT} fired for broker {alert['labels']['node_id']}; {len(rules)} rules ok, {len(queries)} dashboard queries, {churn.opened} connections "
-                  f"churned, {producer.delivered} records delivered, {consumed} consumed; alerts {active}; "
-                  f"seconds since start: {phases}")
+            print(
+                f"e2e: {MISSING_ALERT} fired for broker {alert['labels']['node_id']}; {len(rules)} rules ok, {len(queries)} dashboard queries, {churn.opened} connections "
+                f"churned, {producer.delivered} records delivered, {consumed} consumed; alerts {active}; "
+                f"seconds since start: {phases}"
+            )
         finally:
             churn.halt.set()
             producer.halt.set()

@@ -38,6 +38,8 @@ SPANS = 8  # the measurement spans 8 quota windows' worth, as the Tansu twin's: 
 
 def measure_s(windows: int) -> float:
     return SPANS * windows  # one-second windows
+
+
 # Quota windows of 1 s: 2 for the producers (the measurement spans 6 of their cycles: with 3 the Java producer, which
 # keeps to throttle_time_ms itself, measured up to 1.08 x over 4 cycles), 3 for the consumers, as the twin (with 2
 # aiokafka's consumer measured 1.057 x three times in three: one 64 KiB batch past its headroom each 2 s cycle)
@@ -51,8 +53,10 @@ def limited(kind: str) -> str:
     return f"limited-{kind}"
 
 
-QUOTAS = [{"entity": {"client-id": limited(kind)}, "producer_byte_rate": QUOTA, "consumer_byte_rate": QUOTA}
-          for kind in (*PYTHON, "java")]
+QUOTAS = [
+    {"entity": {"client-id": limited(kind)}, "producer_byte_rate": QUOTA, "consumer_byte_rate": QUOTA}
+    for kind in (*PYTHON, "java")
+]
 
 
 def entity_bytes(proxy, quota: str, client_id: str) -> float:
@@ -74,25 +78,29 @@ def measure(proxy, quota: str, client_ids, since: float, span_s: float) -> dict[
 
 def paced(bootstrap: str, topic: str, client_id: str, per_s: float):
     """A confluent-kafka producer offering ``per_s`` bytes/s of VALUE (no quota applies to it)."""
+
     def run(flat):
         from confluent_kafka import Producer
 
         acked = flat.acked
-        p = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5, "acks": 1,
-                      "batch.size": 64 * 1024})
+        p = Producer(
+            {"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5, "acks": 1, "batch.size": 64 * 1024}
+        )
         seq, start = 0, time.monotonic()
         while not flat.stop.is_set():
             if seq * len(VALUE) > (time.monotonic() - start) * per_s:
                 p.poll(0.005)
                 continue
             try:
-                p.produce(topic, b"%d:" % seq + VALUE, on_delivery=lambda err, msg: err is None
-                          and acked.append(msg.value()))
+                p.produce(
+                    topic, b"%d:" % seq + VALUE, on_delivery=lambda err, msg: err is None and acked.append(msg.value())
+                )
                 seq += 1
             except BufferError:
                 p.poll(0.01)
             p.poll(0)
         assert p.flush(60) == 0
+
     return run
 
 
@@ -102,8 +110,10 @@ def test_java_and_python_producers_held_to_their_quota(kafka1):
     outlast the measurement at the quota (it ends a few seconds after); its summary must count every record
     acknowledged and the topic must hold exactly that many (idempotent: no duplicate)."""
     cluster = kafka1
-    with cluster.sidecars(configs=configs(cluster, QUOTAS, **settings(PRODUCE_WINDOWS))) as (proxy,), \
-            topics(cluster, "rate-p", count=len(PYTHON) + 2) as names:
+    with (
+        cluster.sidecars(configs=configs(cluster, QUOTAS, **settings(PRODUCE_WINDOWS))) as (proxy,),
+        topics(cluster, "rate-p", count=len(PYTHON) + 2) as names,
+    ):
         java_topic, free_topic, *python_topics = names
         java_records = int(QUOTA * (PRODUCE_WINDOWS + measure_s(PRODUCE_WINDOWS) + 4) / 1000)  # at the quota
         # through the measurement, the JVM's start included
@@ -111,16 +121,22 @@ def test_java_and_python_producers_held_to_their_quota(kafka1):
         java = java_producer(cluster, proxy.bootstrap, java_topic, java_records, limited("java"))
         try:
             makers = {"kafka-python": kp_flat, "confluent": ck_flat, "aiokafka": aio_flat}
-            flats = {kind: Flat(makers[kind](proxy.bootstrap, topic, limited(kind)))
-                     for kind, topic in zip(PYTHON, python_topics)}
+            flats = {
+                kind: Flat(makers[kind](proxy.bootstrap, topic, limited(kind)))
+                for kind, topic in zip(PYTHON, python_topics)
+            }
             free = Flat(paced(proxy.bootstrap, free_topic, "free-producer", FREE_OFFERED))
             with flats["kafka-python"], flats["confluent"], flats["aiokafka"], free:
                 # the JVM takes a second or two to start: its quota window starts with its first bytes
-                wait_until(lambda: entity_bytes(proxy, "producer_byte_rate", limited("java")), 30,
-                           "the Java producer's first bytes")
+                wait_until(
+                    lambda: entity_bytes(proxy, "producer_byte_rate", limited("java")),
+                    30,
+                    "the Java producer's first bytes",
+                )
                 java_first = time.monotonic()
-                rates = measure(proxy, "producer_byte_rate", [limited(k) for k in (*PYTHON, "java")],
-                                java_first, PRODUCE_WINDOWS)
+                rates = measure(
+                    proxy, "producer_byte_rate", [limited(k) for k in (*PYTHON, "java")], java_first, PRODUCE_WINDOWS
+                )
                 free_rate = entity_bytes(proxy, "producer_byte_rate", "free-producer") / (time.monotonic() - started)
             sent, output = perf_summary(java, 60)
         finally:
@@ -131,11 +147,25 @@ def test_java_and_python_producers_held_to_their_quota(kafka1):
         for client_id, rate in rates.items():
             assert rate <= 1.05 * QUOTA, f"{client_id} at {rate / QUOTA:.3f} x quota"
             assert rate >= 0.5 * QUOTA, f"{client_id} far below its quota ({rate / QUOTA:.3f} x): over-throttled"
-            assert proxy.metric("kafka_quota_proxy_quota_throttled_responses_total", quota="producer_byte_rate",
-                                user="", client_id=client_id) > 0
+            assert (
+                proxy.metric(
+                    "kafka_quota_proxy_quota_throttled_responses_total",
+                    quota="producer_byte_rate",
+                    user="",
+                    client_id=client_id,
+                )
+                > 0
+            )
         assert free_rate > 2 * QUOTA, f"the unlimited client was slowed to {free_rate / QUOTA:.2f} x the quota"
-        assert proxy.metric("kafka_quota_proxy_quota_throttled_responses_total", quota="producer_byte_rate",
-                            user="", client_id="free-producer") == 0
+        assert (
+            proxy.metric(
+                "kafka_quota_proxy_quota_throttled_responses_total",
+                quota="producer_byte_rate",
+                user="",
+                client_id="free-producer",
+            )
+            == 0
+        )
         assert sent == java_records, output[-2000:]
         assert end_offsets(cluster, java_topic) == java_records  # every record once
         for kind, topic in zip(PYTHON, python_topics):
@@ -150,8 +180,9 @@ def fill(bootstrap: str, topic: str, count: int) -> None:
     from confluent_kafka import Producer
 
     # 64 KiB batches: a consumer receives whole batches, so their size is the granularity of its rate
-    p = Producer({"bootstrap.servers": bootstrap, "client.id": "filler", "linger.ms": 20, "batch.size": 65536,
-                  "acks": 1})
+    p = Producer(
+        {"bootstrap.servers": bootstrap, "client.id": "filler", "linger.ms": 20, "batch.size": 65536, "acks": 1}
+    )
     for seq in range(count):
         while True:
             try:
@@ -168,16 +199,23 @@ def test_python_consumers_held_to_their_quota(kafka1):
     read everything meanwhile. Kafka answers Fetch with its own record batches as the producer wrote them (64 KiB),
     which the proxy may cut at a batch boundary to the quota's headroom."""
     cluster = kafka1
-    with cluster.sidecars(configs=configs(cluster, QUOTAS, **settings(FETCH_WINDOWS))) as (proxy,), \
-            topics(cluster, "rate-c") as (topic,):
+    with (
+        cluster.sidecars(configs=configs(cluster, QUOTAS, **settings(FETCH_WINDOWS))) as (proxy,),
+        topics(cluster, "rate-c") as (topic,),
+    ):
         total = int((FETCH_WINDOWS + measure_s(FETCH_WINDOWS) + 2) * QUOTA * 1.3 / (len(VALUE) + 8))
         fill(cluster.direct_bootstrap, topic, total)
         stop = threading.Event()
         got = {kind: [] for kind in (*PYTHON, "free")}
-        threads = [threading.Thread(target=consume_flat, args=(kind, proxy.bootstrap, topic, limited(kind), stop,
-                                                               got[kind])) for kind in PYTHON]
-        threads.append(threading.Thread(target=consume_flat, args=("confluent", proxy.bootstrap, topic,
-                                                                   "free-consumer", stop, got["free"])))
+        threads = [
+            threading.Thread(target=consume_flat, args=(kind, proxy.bootstrap, topic, limited(kind), stop, got[kind]))
+            for kind in PYTHON
+        ]
+        threads.append(
+            threading.Thread(
+                target=consume_flat, args=("confluent", proxy.bootstrap, topic, "free-consumer", stop, got["free"])
+            )
+        )
         started = time.monotonic()
         for t in threads:
             t.start()
@@ -191,11 +229,25 @@ def test_python_consumers_held_to_their_quota(kafka1):
         for client_id, rate in rates.items():
             assert rate <= 1.05 * QUOTA, f"{client_id} at {rate / QUOTA:.3f} x quota"
             assert rate >= 0.5 * QUOTA, f"{client_id} far below its quota ({rate / QUOTA:.3f} x): over-throttled"
-            assert proxy.metric("kafka_quota_proxy_quota_throttled_responses_total", quota="consumer_byte_rate",
-                                user="", client_id=client_id) > 0
+            assert (
+                proxy.metric(
+                    "kafka_quota_proxy_quota_throttled_responses_total",
+                    quota="consumer_byte_rate",
+                    user="",
+                    client_id=client_id,
+                )
+                > 0
+            )
         assert len(got["free"]) == total, "the unlimited consumer did not read everything meanwhile"
-        assert proxy.metric("kafka_quota_proxy_quota_throttled_responses_total", quota="consumer_byte_rate",
-                            user="", client_id="free-consumer") == 0
+        assert (
+            proxy.metric(
+                "kafka_quota_proxy_quota_throttled_responses_total",
+                quota="consumer_byte_rate",
+                user="",
+                client_id="free-consumer",
+            )
+            == 0
+        )
         for kind in PYTHON:
             assert len(got[kind]) == len(set(got[kind])), f"{kind}: duplicates delivered to a throttled consumer"
             assert got[kind] == sorted(got[kind], key=lambda v: int(v.split(b":")[0])), f"{kind}: out of order"

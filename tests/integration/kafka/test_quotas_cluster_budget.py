@@ -47,41 +47,65 @@ LATEST_START_S = 14.0  # measured from here if no steady second followed a stall
 def test_one_tenant_through_three_sidecars_gets_its_quota_once(kafka3):
     cluster = kafka3
     usage_topic = unique_topic("__kafka_quota_proxy_usage")
-    sidecar_configs = configs(cluster, [{"entity": {"client-id": "shared"}, "producer_byte_rate": RATE}], **{
-        "quota.scope": "cluster", "quota.smoothing": "on", "quota.cluster.topic": usage_topic,
-        "quota.cluster.sync.ms": 250, "quota.cluster.stale.ms": 2000, "shutdown.grace.period.ms": 500})
+    sidecar_configs = configs(
+        cluster,
+        [{"entity": {"client-id": "shared"}, "producer_byte_rate": RATE}],
+        **{
+            "quota.scope": "cluster",
+            "quota.smoothing": "on",
+            "quota.cluster.topic": usage_topic,
+            "quota.cluster.sync.ms": 250,
+            "quota.cluster.stale.ms": 2000,
+            "shutdown.grace.period.ms": 500,
+        },
+    )
     for index, config in enumerate(sidecar_configs, 1):
         config["settings"]["quota.cluster.id"] = f"sidecar-{index}"
         config["admin_principals"] = ["User:ANONYMOUS"]  # a sidecar's own clients write the usage topic through
         # the leader's sidecar, which takes them for any client (PLAINTEXT: ANONYMOUS)
     admin = direct_admin(cluster)
     try:
-        admin.create_topics([NewTopic(usage_topic, replica_assignments={0: [3, 1, 2]},
-                                      topic_configs={"cleanup.policy": "compact"})])
+        admin.create_topics(
+            [NewTopic(usage_topic, replica_assignments={0: [3, 1, 2]}, topic_configs={"cleanup.policy": "compact"})]
+        )
     finally:
         admin.close()
     halt = threading.Event()
     clients: list[threading.Thread] = []
     try:
-        with topics(cluster, "tenant", partitions=6) as (topic,), \
-                cluster.sidecars(configs=sidecar_configs) as proxies:
+        with topics(cluster, "tenant", partitions=6) as (topic,), cluster.sidecars(configs=sidecar_configs) as proxies:
             t0 = time.monotonic()
             acked = [Counter() for _ in proxies]
-            clients = [threading.Thread(target=flat_out_into, args=(proxy.bootstrap, topic, t0, into, halt),
-                                        daemon=True) for proxy, into in zip(proxies, acked)]
+            clients = [
+                threading.Thread(target=flat_out_into, args=(proxy.bootstrap, topic, t0, into, halt), daemon=True)
+                for proxy, into in zip(proxies, acked)
+            ]
             for client in clients:
                 client.start()
             # each sidecar starts with a full bucket and admits what its clients have queued before it sees the
             # others' usage (about 6-7 x the quota in the first 3-4 s, measured), which all of them then pay back
             # (clients.steady_after_debt): measured from the first steady second after that
-            started = wait_until(lambda: steady_after_debt(acked, int((time.monotonic() - t0) * 10), RATE)
-                                 or (time.monotonic() - t0 > LATEST_START_S and int(LATEST_START_S * 10)),
-                                 LATEST_START_S + 1, "the start's debt paid") / 10
-            time.sleep(max(0.0, t0 + started + MEASURE_S + 0.5 - time.monotonic()))  # deliberate: the measurement window
-            received = [p.metric("kafka_quota_proxy_cluster_usage_records_total", direction="received")
-                        for p in proxies]
-            admitted = [p.metric("kafka_quota_proxy_quota_bytes_total", quota="producer_byte_rate", user="",
-                                 client_id="shared") for p in proxies]
+            started = (
+                wait_until(
+                    lambda: (
+                        steady_after_debt(acked, int((time.monotonic() - t0) * 10), RATE)
+                        or (time.monotonic() - t0 > LATEST_START_S and int(LATEST_START_S * 10))
+                    ),
+                    LATEST_START_S + 1,
+                    "the start's debt paid",
+                )
+                / 10
+            )
+            time.sleep(
+                max(0.0, t0 + started + MEASURE_S + 0.5 - time.monotonic())
+            )  # deliberate: the measurement window
+            received = [
+                p.metric("kafka_quota_proxy_cluster_usage_records_total", direction="received") for p in proxies
+            ]
+            admitted = [
+                p.metric("kafka_quota_proxy_quota_bytes_total", quota="producer_byte_rate", user="", client_id="shared")
+                for p in proxies
+            ]
             halt.set()
             for client in clients:
                 client.join(15)
@@ -91,11 +115,14 @@ def test_one_tenant_through_three_sidecars_gets_its_quota_once(kafka3):
     start, end = int(started * 10), int((started + MEASURE_S) * 10)
     shares = [sum(into[tenth] for tenth in range(start, end)) / MEASURE_S / RATE for into in acked]
     total = sum(shares)
-    seconds = [round(sum(into[t] for into in acked for t in range(10 * k, 10 * k + 10)) / RATE, 2)
-               for k in range(int(started + MEASURE_S))]
+    seconds = [
+        round(sum(into[t] for into in acked for t in range(10 * k, 10 * k + 10)) / RATE, 2)
+        for k in range(int(started + MEASURE_S))
+    ]
     print(f"from {started:.1f} s: total {total:.2f} x ({[round(s, 2) for s in shares]}); each second: {seconds}")
     assert all(n > 0 for n in received), f"a sidecar recorded no peer's usage: {received}"
     assert all(n > 0 for n in admitted), f"a sidecar admitted nothing of the tenant's: {admitted}"
     assert all(sum(into.values()) for into in acked), "a producer got nothing through"
-    assert 0.8 <= total <= 1.2, (f"{total:.2f} x producer_byte_rate in total through three sidecars ({shares}); "
-                                 f"each second: {seconds}")
+    assert 0.8 <= total <= 1.2, (
+        f"{total:.2f} x producer_byte_rate in total through three sidecars ({shares}); each second: {seconds}"
+    )

@@ -37,18 +37,30 @@ def test_followers_reading_the_usage_topic_again_leave_the_tenant_its_budget(kaf
     cluster = kafka3
     usage_topic = unique_topic("__kafka_quota_proxy_usage")
     on_2, on_1 = unique_topic("tenant-on-2"), unique_topic("tenant-on-1")
-    sidecar_configs = configs(cluster, [{"entity": {"client-id": "shared"}, "producer_byte_rate": RATE}], **{
-        "quota.scope": "cluster", "quota.smoothing": "on", "quota.cluster.topic": usage_topic,
-        "quota.cluster.sync.ms": 250, "quota.cluster.stale.ms": 30_000, "shutdown.grace.period.ms": 500})
+    sidecar_configs = configs(
+        cluster,
+        [{"entity": {"client-id": "shared"}, "producer_byte_rate": RATE}],
+        **{
+            "quota.scope": "cluster",
+            "quota.smoothing": "on",
+            "quota.cluster.topic": usage_topic,
+            "quota.cluster.sync.ms": 250,
+            "quota.cluster.stale.ms": 30_000,
+            "shutdown.grace.period.ms": 500,
+        },
+    )
     for index, config in enumerate(sidecar_configs, 1):
         config["settings"]["quota.cluster.id"] = f"sidecar-{index}"
         config["admin_principals"] = ["User:ANONYMOUS"]  # the sidecars' own clients write through the leader's
     admin = direct_admin(cluster)
     try:  # the usage topic led by broker 3 (stopped last: see test_quotas_cluster_budget.py); the tenant's on 2, 1
-        admin.create_topics([NewTopic(usage_topic, replica_assignments={0: [3, 1, 2]},
-                                      topic_configs={"cleanup.policy": "compact"}),
-                             NewTopic(on_2, replica_assignments={0: [2, 3, 1]}),
-                             NewTopic(on_1, replica_assignments={0: [1, 2, 3]})])
+        admin.create_topics(
+            [
+                NewTopic(usage_topic, replica_assignments={0: [3, 1, 2]}, topic_configs={"cleanup.policy": "compact"}),
+                NewTopic(on_2, replica_assignments={0: [2, 3, 1]}),
+                NewTopic(on_1, replica_assignments={0: [1, 2, 3]}),
+            ]
+        )
         wait_until(lambda: {usage_topic, on_2, on_1} <= set(admin.list_topics()), 30, "topics created")
         with cluster.sidecars(configs=sidecar_configs) as proxies:
             one, two = proxies[0], proxies[1]
@@ -61,9 +73,15 @@ def test_followers_reading_the_usage_topic_again_leave_the_tenant_its_budget(kaf
             own = one.metric(RECORDS, direction="skipped")
             sent = one.metric(RECORDS, direction="sent")
             admin.create_partitions({usage_topic: NewPartitions(total_count=2)})
-            wait_until(lambda: one.metric(RECORDS, direction="skipped") >= own + sent
-                       and one.metric(RECORDS, direction="received") + one.metric(RECORDS, direction="duplicate")
-                       >= 2 * read, 60, "the usage topic read again")
+            wait_until(
+                lambda: (
+                    one.metric(RECORDS, direction="skipped") >= own + sent
+                    and one.metric(RECORDS, direction="received") + one.metric(RECORDS, direction="duplicate")
+                    >= 2 * read
+                ),
+                60,
+                "the usage topic read again",
+            )
             second = flat_out(one.bootstrap, on_1, MEASURE_S)
     finally:
         admin.close()
@@ -71,6 +89,8 @@ def test_followers_reading_the_usage_topic_again_leave_the_tenant_its_budget(kaf
     admitted = sum(second.values()) / MEASURE_S / RATE
     seconds = [round(sum(second[t] for t in range(10 * k, 10 * k + 10)) / RATE, 2) for k in range(int(MEASURE_S))]
     print(f"after the replay: {admitted:.2f} x the quota through sidecar 1 ({seconds} each second)")
-    assert admitted >= 0.5, (f"{admitted:.2f} x producer_byte_rate through sidecar 1 after the followers read the "
-                             f"topic again ({seconds} each second): sidecar 2's usage recorded twice")
+    assert admitted >= 0.5, (
+        f"{admitted:.2f} x producer_byte_rate through sidecar 1 after the followers read the "
+        f"topic again ({seconds} each second): sidecar 2's usage recorded twice"
+    )
     assert admitted <= (1 + 1.5 * MEASURE_S) / MEASURE_S, f"{admitted:.2f} x: more than its burst and 1.5 x"

@@ -38,8 +38,7 @@ async def storm(port: int, source_ip: str) -> list[tuple[float, str]]:
     tasks = []
     for i in range(PER_S * SECONDS):
         await asyncio.sleep(max(0.0, start + i / PER_S - time.monotonic()))
-        tasks.append((time.monotonic() - start, asyncio.ensure_future(connect_once("127.0.0.1", port, source_ip,
-                                                                                     5.0))))
+        tasks.append((time.monotonic() - start, asyncio.ensure_future(connect_once("127.0.0.1", port, source_ip, 5.0))))
     return [(at, await task) for at, task in tasks]
 
 
@@ -47,6 +46,7 @@ def test_an_ip_over_its_connection_rate_is_throttled_while_another_ip_connects_a
     cluster = kafka1
     quotas = [{"entity": {"ip": "127.0.0.2"}, "connection_creation_rate": RATE}]
     with cluster.sidecars(configs=configs(cluster, quotas, **{"quota.window.num": 3})) as (proxy,):
+
         async def both():
             return await asyncio.gather(storm(proxy.port, "127.0.0.2"), storm(proxy.port, "127.0.0.3"))
 
@@ -60,10 +60,12 @@ def test_an_ip_over_its_connection_rate_is_throttled_while_another_ip_connects_a
         assert not [at for at in served if 1 <= at < 1.9], served
         assert 10 + RATE * (SECONDS - 3) <= len(served) <= RATE * (SECONDS + 2), served
         assert [outcome for _, outcome in free] == ["served"] * PER_S * SECONDS
-        assert proxy.metric("kafka_quota_proxy_connections_closed_total", listener="PLAINTEXT",
-                            reason="connection_rate_ip") == len(closed)
-        assert proxy.metric("kafka_quota_proxy_ip_connection_accept_throttles_total",
-                            listener="PLAINTEXT") >= len(closed)
+        assert proxy.metric(
+            "kafka_quota_proxy_connections_closed_total", listener="PLAINTEXT", reason="connection_rate_ip"
+        ) == len(closed)
+        assert proxy.metric("kafka_quota_proxy_ip_connection_accept_throttles_total", listener="PLAINTEXT") >= len(
+            closed
+        )
         # every served connection released from the open counts once its client closed it
         wait_until(lambda: connections_counted(proxy) == 0, 5, "every connection released")
 
@@ -73,8 +75,7 @@ def test_connections_over_the_count_limits_are_closed_at_once(kafka1):
     ``max.connections`` 6. Each connection is kept open once Kafka has answered its ApiVersions; one over a count
     is closed by the proxy before it reaches Kafka."""
     cluster = kafka1
-    settings = {"max.connections.per.ip": 2, "max.connections.per.ip.overrides": "127.0.0.5:3",
-                "max.connections": 6}
+    settings = {"max.connections.per.ip": 2, "max.connections.per.ip.overrides": "127.0.0.5:3", "max.connections": 6}
     with cluster.sidecars(configs=configs(cluster, **settings)) as (proxy,):
         a, b, c = raw.count_limit_outcomes(proxy.port)
         assert a == ["served", "served", "closed"]

@@ -96,6 +96,7 @@ def test_strict_creates_partition_additions_and_deletes_over_the_quota_get_89_an
     admins: list[KafkaAdminClient] = []
     try:
         with cluster.sidecars(configs=configs(cluster, quotas, **{"controller.quota.window.num": 2})) as (proxy,):
+
             def admin():
                 admins.append(kp_admin(proxy.bootstrap, "kp-strict"))
                 return admins[-1]
@@ -106,14 +107,17 @@ def test_strict_creates_partition_additions_and_deletes_over_the_quota_get_89_an
             assert codes(first) == dict.fromkeys(names, 0), first
             assert tokens(proxy, "", "kp-strict") < -10  # -20, refilled while Kafka created them
             assert codes(adder.create_partitions({names[0]: 22}, raise_errors=False)) == {
-                names[0]: THROTTLING_QUOTA_EXCEEDED}
-            assert codes(creator.create_topics(new([late], 1), raise_errors=False)) == {
-                late: THROTTLING_QUOTA_EXCEEDED}
-            assert codes(deleter.delete_topics([names[1]], raise_errors=False)) == {
-                names[1]: THROTTLING_QUOTA_EXCEEDED}
+                names[0]: THROTTLING_QUOTA_EXCEEDED
+            }
+            assert codes(creator.create_topics(new([late], 1), raise_errors=False)) == {late: THROTTLING_QUOTA_EXCEEDED}
+            assert codes(deleter.delete_topics([names[1]], raise_errors=False)) == {names[1]: THROTTLING_QUOTA_EXCEEDED}
             since_ms = (time.monotonic() - creating) * 1000
-            told = proxy.metric("kafka_quota_proxy_controller_mutation_throttle_time_seconds_total", user="",
-                                client_id="kp-strict") * 1000
+            told = (
+                proxy.metric(
+                    "kafka_quota_proxy_controller_mutation_throttle_time_seconds_total", user="", client_id="kp-strict"
+                )
+                * 1000
+            )
             # three of -tokens / 10 per s: 2 s each, less the time since the tokens were taken
             assert 3 * (2_000 - since_ms) <= told <= 6_000, (told, since_ms)
             # none of them reached Kafka
@@ -122,17 +126,18 @@ def test_strict_creates_partition_additions_and_deletes_over_the_quota_get_89_an
 
             wait_until(lambda: tokens(proxy, "", "kp-strict") >= 3, 10, "3 tokens back")
             assert codes(once_unpaused(lambda: adder.create_partitions({names[0]: 22}, raise_errors=False))) == {
-                names[0]: 0}
-            assert codes(once_unpaused(lambda: creator.create_topics(new([late], 1), raise_errors=False))) == {
-                late: 0}
-            assert codes(once_unpaused(lambda: deleter.delete_topics([names[1]], raise_errors=False))) == {
-                names[1]: 0}
-            wait_until(lambda: partition_counts(cluster, [names[0], late]) == {names[0]: 22, late: 1}, 10,
-                       "Kafka's metadata showing the new partitions and topic")
+                names[0]: 0
+            }
+            assert codes(once_unpaused(lambda: creator.create_topics(new([late], 1), raise_errors=False))) == {late: 0}
+            assert codes(once_unpaused(lambda: deleter.delete_topics([names[1]], raise_errors=False))) == {names[1]: 0}
+            wait_until(
+                lambda: partition_counts(cluster, [names[0], late]) == {names[0]: 22, late: 1},
+                10,
+                "Kafka's metadata showing the new partitions and topic",
+            )
             wait_until(lambda: names[1] not in listed(cluster), 10, "the deleted topic gone")
             # charged: 40 created, 2 added, 1 created, 20 deleted; the refused requests nothing
-            assert proxy.metric("kafka_quota_proxy_controller_mutations_total", user="",
-                                client_id="kp-strict") == 63
+            assert proxy.metric("kafka_quota_proxy_controller_mutations_total", user="", client_id="kp-strict") == 63
     finally:
         for a in admins:
             a.close()
@@ -151,10 +156,16 @@ def test_permissive_confluent_kafka_requests_go_through_whole_and_the_client_is_
     names = [unique_topic(f"mut-p{i}") for i in range(3)]
     throttles: list[int] = []
     try:
-        with cluster.sidecars(configs=configs(cluster, quotas, **{"controller.quota.window.num": WINDOW_NUM})) \
-                as (proxy,):
-            admin = AdminClient({"bootstrap.servers": proxy.bootstrap, "client.id": "ck-admin",
-                                 "throttle_cb": lambda event: throttles.append(event.throttle_time)})
+        with cluster.sidecars(configs=configs(cluster, quotas, **{"controller.quota.window.num": WINDOW_NUM})) as (
+            proxy,
+        ):
+            admin = AdminClient(
+                {
+                    "bootstrap.servers": proxy.bootstrap,
+                    "client.id": "ck-admin",
+                    "throttle_cb": lambda event: throttles.append(event.throttle_time),
+                }
+            )
             for future in admin.create_topics([NewTopic(n, 10, 1) for n in names], request_timeout=30).values():
                 future.result(30)
             assert tokens(proxy, "", "ck-admin") < -5  # -10, refilled while Kafka created them
@@ -173,8 +184,12 @@ def test_permissive_confluent_kafka_requests_go_through_whole_and_the_client_is_
             wait_until(lambda: not set(names) & listed(cluster), 10, "the deleted topics gone")
             # 30 created, 2 added, 32 deleted: all admitted, nothing refused
             assert proxy.metric("kafka_quota_proxy_controller_mutations_total", user="", client_id="ck-admin") == 64
-            assert proxy.metric("kafka_quota_proxy_controller_mutation_throttled_requests_total", user="",
-                                client_id="ck-admin") >= 2
+            assert (
+                proxy.metric(
+                    "kafka_quota_proxy_controller_mutation_throttled_requests_total", user="", client_id="ck-admin"
+                )
+                >= 2
+            )
     finally:
         delete_topics(cluster, names)
 
@@ -206,12 +221,20 @@ def test_topics_kafka_refuses_give_their_tokens_back_and_the_next_request_is_not
                 mixed = first.create_topics({**new([bad], 30, replication=3), **new([good], 1)}, raise_errors=False)
                 assert codes(mixed) == {bad: INVALID_REPLICATION_FACTOR, good: THROTTLING_QUOTA_EXCEEDED}, mixed
                 assert tokens(proxy, "ANONYMOUS", "") >= 16  # the 30 given back
-                assert proxy.metric("kafka_quota_proxy_controller_mutation_throttled_requests_total",
-                                    user="ANONYMOUS", client_id="") == 0  # settled to no throttle
+                assert (
+                    proxy.metric(
+                        "kafka_quota_proxy_controller_mutation_throttled_requests_total", user="ANONYMOUS", client_id=""
+                    )
+                    == 0
+                )  # settled to no throttle
                 assert codes(first.create_topics(new([good], 1), raise_errors=False)) == {good: 0}
                 # not throttled, so not muted (a mute for -14 tokens at 2/s would be 7 s)
-                assert proxy.metric("kafka_quota_proxy_controller_mutation_throttled_requests_total",
-                                    user="ANONYMOUS", client_id="") == 0
+                assert (
+                    proxy.metric(
+                        "kafka_quota_proxy_controller_mutation_throttled_requests_total", user="ANONYMOUS", client_id=""
+                    )
+                    == 0
+                )
                 assert codes(other.create_topics(new([other_t], 4), raise_errors=False)) == {other_t: 0}
                 assert 10 <= tokens(proxy, "ANONYMOUS", "") <= 20
             finally:
@@ -224,8 +247,12 @@ def test_topics_kafka_refuses_give_their_tokens_back_and_the_next_request_is_not
                     admin.create_topics([NewTopic(ck_t, 4, 1)], request_timeout=30)[ck_t].result(30)
                 assert refused.value.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS
             assert tokens(proxy, "ANONYMOUS", "") >= 4
-            assert proxy.metric("kafka_quota_proxy_controller_mutation_throttled_requests_total",
-                                user="ANONYMOUS", client_id="") == 0
+            assert (
+                proxy.metric(
+                    "kafka_quota_proxy_controller_mutation_throttled_requests_total", user="ANONYMOUS", client_id=""
+                )
+                == 0
+            )
         assert {t, good, other_t, ck_t} <= listed(cluster) and bad not in listed(cluster)
     finally:
         delete_topics(cluster, [t, bad, good, other_t, ck_t])

@@ -61,11 +61,25 @@ def test_java_idempotent_producers_restarted_together_have_their_new_ids_held_an
     cluster = kafka1
     quotas = [{"entity": {"user": "<default>"}, "producer_ids_rate": 1}]
     runs, records = 3, 200
-    with Recorded(cluster, quotas, **{"producer.id.quota.window.num": 1,
-                                      "producer.id.quota.window.size.seconds": 2}) as side, \
-            topics(cluster, "pid-java") as (topic,):
-        procs = [java_producer(cluster, side.proxy.bootstrap, topic, records, f"java-restart-{i}",
-                               "enable.idempotence=true", "acks=all", record_size=100) for i in range(runs)]
+    with (
+        Recorded(
+            cluster, quotas, **{"producer.id.quota.window.num": 1, "producer.id.quota.window.size.seconds": 2}
+        ) as side,
+        topics(cluster, "pid-java") as (topic,),
+    ):
+        procs = [
+            java_producer(
+                cluster,
+                side.proxy.bootstrap,
+                topic,
+                records,
+                f"java-restart-{i}",
+                "enable.idempotence=true",
+                "acks=all",
+                record_size=100,
+            )
+            for i in range(runs)
+        ]
         try:
             for proc in procs:
                 sent, output = perf_summary(proc, 60)
@@ -88,8 +102,7 @@ def test_java_idempotent_producers_restarted_together_have_their_new_ids_held_an
         assert end_offsets(cluster, topic) == runs * records  # every record once
 
 
-def test_an_aiokafka_idempotent_restart_loop_reaches_kafka_at_the_rate_and_every_message_is_acknowledged_once(
-        kafka1):
+def test_an_aiokafka_idempotent_restart_loop_reaches_kafka_at_the_rate_and_every_message_is_acknowledged_once(kafka1):
     """Two new producer ids per 2 s window, one window (a burst of 2, then a token every second). Six aiokafka
     idempotent producers, one after another, each a new producer id (and connection) sending one message: the first
     two pass at once, the next four are each held about 1 s. No more than the rate plus the burst reach Kafka in any
@@ -101,14 +114,22 @@ def test_an_aiokafka_idempotent_restart_loop_reaches_kafka_at_the_rate_and_every
     cluster = kafka1
     rate, window_s, n = 2, 2, 6
     quotas = [{"entity": {"user": "<default>"}, "producer_ids_rate": rate}]
-    with Recorded(cluster, quotas, **{"producer.id.quota.window.num": 1,
-                                      "producer.id.quota.window.size.seconds": window_s}) as side, \
-            topics(cluster, "pid-aio") as (topic,):
+    with (
+        Recorded(
+            cluster, quotas, **{"producer.id.quota.window.num": 1, "producer.id.quota.window.size.seconds": window_s}
+        ) as side,
+        topics(cluster, "pid-aio") as (topic,),
+    ):
+
         async def loop():
             took = []
             for i in range(n):
-                producer = AIOKafkaProducer(bootstrap_servers=side.proxy.bootstrap, client_id=f"aio-restart-{i}",
-                                            enable_idempotence=True, request_timeout_ms=30000)
+                producer = AIOKafkaProducer(
+                    bootstrap_servers=side.proxy.bootstrap,
+                    client_id=f"aio-restart-{i}",
+                    enable_idempotence=True,
+                    request_timeout_ms=30000,
+                )
                 await producer.start()
                 try:
                     began = time.monotonic()
@@ -121,8 +142,7 @@ def test_an_aiokafka_idempotent_restart_loop_reaches_kafka_at_the_rate_and_every
         took = asyncio.run(loop())
         first_seen = side.recorder.first_seen()
         assert len(first_seen) == n, first_seen
-        assert most_in_a_window(list(first_seen.values()), window_s) <= rate * 1.1 + rate, sorted(
-            first_seen.values())
+        assert most_in_a_window(list(first_seen.values()), window_s) <= rate * 1.1 + rate, sorted(first_seen.values())
         assert max(took) >= 0.5, took  # some were held waiting for a token
         assert side.recorder.init_producer_ids == n
         (stats,) = side.stats()

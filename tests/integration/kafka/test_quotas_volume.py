@@ -45,8 +45,14 @@ class PacedProducer(threading.Thread):
         from confluent_kafka import Producer
 
         self.topic = topic
-        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "message.timeout.ms": 120000,
-                                  "client.id": "volume-producer"})
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "linger.ms": 5,
+                "message.timeout.ms": 120000,
+                "client.id": "volume-producer",
+            }
+        )
         self.acked: list[tuple[float, int]] = []
         self.errors: list[str] = []
         self.halt = threading.Event()
@@ -92,18 +98,27 @@ def volume_configs(cluster, soft_free: float, hard_free: float) -> list[dict]:
     out = configs(cluster, **{"quota.window.num": 2, "upstream.connect.timeout.ms": 2000})
     for config in out:
         config["volume_usage"] = {
-            "source": "describe_log_dirs", "freshness_seconds": 10, "produce_base_rate": BASE_RATE,
+            "source": "describe_log_dirs",
+            "freshness_seconds": 10,
+            "produce_base_rate": BASE_RATE,
             "pause_delay_ms": 500,
-            "describe_log_dirs": {"interval_seconds": 1,
-                                  "soft_limit": {"type": "MinFreeBytes", "level": int(soft_free)},
-                                  "hard_limit": {"type": "MinFreeBytes", "level": int(hard_free)}}}
+            "describe_log_dirs": {
+                "interval_seconds": 1,
+                "soft_limit": {"type": "MinFreeBytes", "level": int(soft_free)},
+                "hard_limit": {"type": "MinFreeBytes", "level": int(hard_free)},
+            },
+        }
     return out
 
 
 def states(proxies) -> list[str | None]:
     """Each proxy's volume state, as its /metrics shows it (``volume_state{state}`` 1)."""
-    return [next((s for s in ("OPEN", "THROTTLE", "PAUSE") if p.metric("kafka_quota_proxy_volume_state", state=s) == 1),
-                 None) for p in proxies]
+    return [
+        next(
+            (s for s in ("OPEN", "THROTTLE", "PAUSE") if p.metric("kafka_quota_proxy_volume_state", state=s) == 1), None
+        )
+        for p in proxies
+    ]
 
 
 def test_real_log_dirs_move_a_producer_through_throttle_and_pause_and_raised_limits_release_it(kafka3):
@@ -127,7 +142,8 @@ def test_real_log_dirs_move_a_producer_through_throttle_and_pause_and_raised_lim
                     used = proxy.scraped("kafka_quota_proxy_volume_used_bytes")
                     free = proxy.scraped("kafka_quota_proxy_volume_free_bytes")
                     assert {(int(dict(labels)["node_id"]), dict(labels)["volume"]) for labels in free} == {
-                        (node.node_id, str(node.data_dir)) for node in cluster.nodes}
+                        (node.node_id, str(node.data_dir)) for node in cluster.nodes
+                    }
                     for labels, free_bytes in free.items():
                         assert used[labels] + free_bytes == total
                         assert abs(free_bytes - usable) < 0.01 * total
@@ -142,28 +158,41 @@ def test_real_log_dirs_move_a_producer_through_throttle_and_pause_and_raised_lim
             # PAUSE: the hard limit (free + d) is passed
             with cluster.sidecars(configs=volume_configs(cluster, usable + 2 * d, usable + d)) as proxies:
                 wait_until(lambda: states(proxies) == ["PAUSE"] * 3, 15, "PAUSE on every sidecar")
-                java = java_producer(cluster, cluster.proxy_bootstrap, java_topic, JAVA_RECORDS, java_id,
-                                     "acks=all", record_size=100)
+                java = java_producer(
+                    cluster, cluster.proxy_bootstrap, java_topic, JAVA_RECORDS, java_id, "acks=all", record_size=100
+                )
                 tools_log = cluster.directory / "tools.log"
                 # the Java producer's idempotent id is set (InitProducerId is never paused): its Produce follows
-                wait_until(lambda: tools_log.exists()
-                           and f"[Producer clientId={java_id}] ProducerId set" in tools_log.read_text(), 30,
-                           "the Java producer's producer id")
+                wait_until(
+                    lambda: (
+                        tools_log.exists() and f"[Producer clientId={java_id}] ProducerId set" in tools_log.read_text()
+                    ),
+                    30,
+                    "the Java producer's producer id",
+                )
                 time.sleep(1.5)  # answers already on their way may still be acknowledged
                 paused_at = len(producer.acked)
                 time.sleep(2.5)  # deliberate: time paused, in which nothing may be acknowledged
                 assert len(producer.acked) == paused_at, "acknowledgements while paused"
                 assert not producer.errors, producer.errors[:3]  # retriable: the client retries, reports nothing
                 assert java.poll() is None and end_offsets(cluster, java_topic) == 0  # Java's retries wait too
-                assert sum(p.metric("kafka_quota_proxy_requests_total", api="Produce", listener="PLAINTEXT")
-                           for p in proxies) > 0  # the producer kept trying through the new sidecars
+                assert (
+                    sum(
+                        p.metric("kafka_quota_proxy_requests_total", api="Produce", listener="PLAINTEXT")
+                        for p in proxies
+                    )
+                    > 0
+                )  # the producer kept trying through the new sidecars
 
             # raised limits: OPEN, full speed
             with cluster.sidecars(configs=volume_configs(cluster, usable - d, usable - 2 * d)) as proxies:
                 wait_until(lambda: states(proxies) == ["OPEN"] * 3, 15, "OPEN on every sidecar")
                 resumed = len(producer.acked)
-                wait_until(lambda: len(producer.acked) > resumed + 2 * OFFERED // 1024, 20,
-                           "two seconds' worth acknowledged after the PAUSE")
+                wait_until(
+                    lambda: len(producer.acked) > resumed + 2 * OFFERED // 1024,
+                    20,
+                    "two seconds' worth acknowledged after the PAUSE",
+                )
                 time.sleep(2.5)  # deliberate: the Java producer runs on open before its summary is read
                 sent, output = perf_summary(java, 60)  # every record acknowledged once open
                 assert sent == JAVA_RECORDS, output[-2000:]
@@ -188,8 +217,9 @@ def test_real_log_dirs_move_a_producer_through_throttle_and_pause_and_raised_lim
 
         from confluent_kafka import Consumer, TopicPartition
 
-        consumer = Consumer({"bootstrap.servers": cluster.direct_bootstrap, "group.id": "volume-check",
-                             "enable.auto.commit": False})
+        consumer = Consumer(
+            {"bootstrap.servers": cluster.direct_bootstrap, "group.id": "volume-check", "enable.auto.commit": False}
+        )
         consumer.assign([TopicPartition(topic, 0, 0)])
         found: set[int] = set()
         deadline = time.monotonic() + 30

@@ -79,16 +79,32 @@ def deleted_topic(bootstrap: str, name: str) -> None:
 def kafka_python_producer(bootstrap: str, mechanism: str, user: str, password: str):
     from kafka import KafkaProducer
 
-    return KafkaProducer(bootstrap_servers=bootstrap, security_protocol="SASL_PLAINTEXT", sasl_mechanism=mechanism,
-                         sasl_plain_username=user, sasl_plain_password=password, client_id="kt-sasl", acks=1)
+    return KafkaProducer(
+        bootstrap_servers=bootstrap,
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism=mechanism,
+        sasl_plain_username=user,
+        sasl_plain_password=password,
+        client_id="kt-sasl",
+        acks=1,
+    )
 
 
 def confluent_producer(bootstrap: str, mechanism: str, user: str, password: str, **more):
     from confluent_kafka import Producer
 
-    return Producer({"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT",
-                     "sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password,
-                     "client.id": "kt-sasl", "acks": 1, **more})
+    return Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": mechanism,
+            "sasl.username": user,
+            "sasl.password": password,
+            "client.id": "kt-sasl",
+            "acks": 1,
+            **more,
+        }
+    )
 
 
 def produce(make, topic: str) -> tuple:
@@ -123,9 +139,11 @@ def test_the_user_kafka_accepted_is_the_one_charged_for_plain_and_scram_sha_512(
     from tests.kafka_cluster import PRODUCER_PERF
 
     topic = unique_topic("kt-sasl")
-    quotas = [{"entity": {"user": "alice"}, "producer_byte_rate": QUOTA},
-              {"entity": {"user": "carol"}, "producer_byte_rate": QUOTA},
-              {"entity": {"user": "<default>"}, "producer_byte_rate": 100 * 1024 * 1024}]
+    quotas = [
+        {"entity": {"user": "alice"}, "producer_byte_rate": QUOTA},
+        {"entity": {"user": "carol"}, "producer_byte_rate": QUOTA},
+        {"entity": {"user": "<default>"}, "producer_byte_rate": 100 * 1024 * 1024},
+    ]
     makers = {
         "alice": lambda: kafka_python_producer(proxy.bootstrap, "PLAIN", "alice", PLAIN_USERS["alice"]),
         "bob": lambda: confluent_producer(proxy.bootstrap, "PLAIN", "bob", PLAIN_USERS["bob"]),
@@ -133,21 +151,41 @@ def test_the_user_kafka_accepted_is_the_one_charged_for_plain_and_scram_sha_512(
         "dave": lambda: confluent_producer(proxy.bootstrap, "SCRAM-SHA-512", "dave", SCRAM_USERS["dave"]),
     }
     java_admin = tmp_path / "admin.properties"
-    java_admin.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nclient.id=kt-sasl\nacks=1\n"
-                          "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
-                          f'username="admin" password="{PLAIN_USERS["admin"]}";\n')
+    java_admin.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nclient.id=kt-sasl\nacks=1\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="admin" password="{PLAIN_USERS["admin"]}";\n'
+    )
     # 2 x 1 s quota windows: a fresh user's burst is about one second of its quota
     with sasl_proxy(kafka1, quotas, **{"quota.window.num": 2}) as proxy:
-        created_topic(proxy.bootstrap, topic, security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
-                      sasl_plain_username="admin", sasl_plain_password=PLAIN_USERS["admin"])
+        created_topic(
+            proxy.bootstrap,
+            topic,
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="PLAIN",
+            sasl_plain_username="admin",
+            sasl_plain_password=PLAIN_USERS["admin"],
+        )
         results, errors = {}, []
 
         def run(user):
             try:
                 if user == "admin":
-                    results[user] = kafka1.tool(PRODUCER_PERF, "--bootstrap-server", proxy.bootstrap, "--topic", topic,
-                                                "--num-records", str(SENT // 1024), "--record-size", "1024",
-                                                "--throughput", "-1", "--command-config", str(java_admin))
+                    results[user] = kafka1.tool(
+                        PRODUCER_PERF,
+                        "--bootstrap-server",
+                        proxy.bootstrap,
+                        "--topic",
+                        topic,
+                        "--num-records",
+                        str(SENT // 1024),
+                        "--record-size",
+                        "1024",
+                        "--throughput",
+                        "-1",
+                        "--command-config",
+                        str(java_admin),
+                    )
                 else:
                     results[user] = produce(makers[user], topic)
             except BaseException as exc:  # noqa: BLE001  (reported below, with the user)
@@ -173,10 +211,18 @@ def test_the_user_kafka_accepted_is_the_one_charged_for_plain_and_scram_sha_512(
                 assert SENT <= charged <= SENT * 1.1, (user, charged)  # its own bytes, and nobody else's
                 throttled = proxy.metric("kafka_quota_proxy_quota_throttled_responses_total", **labels)
                 assert (throttled > 0) == (user in ("alice", "carol")), (user, throttled)
-            assert proxy.metric("kafka_quota_proxy_quota_bytes_total", quota="producer_byte_rate", user="",
-                                client_id="kt-sasl") == 0
-            assert proxy.metric("kafka_quota_proxy_quota_bytes_total", quota="producer_byte_rate",
-                                user="ANONYMOUS", client_id="") == 0
+            assert (
+                proxy.metric(
+                    "kafka_quota_proxy_quota_bytes_total", quota="producer_byte_rate", user="", client_id="kt-sasl"
+                )
+                == 0
+            )
+            assert (
+                proxy.metric(
+                    "kafka_quota_proxy_quota_bytes_total", quota="producer_byte_rate", user="ANONYMOUS", client_id=""
+                )
+                == 0
+            )
             expected = (SENT - QUOTA) / QUOTA
             for user in ("alice", "carol"):
                 assert results[user][0] >= 0.7 * expected, (user, results[user][0])
@@ -217,8 +263,9 @@ def test_a_login_kafka_refuses_is_answered_and_closed_and_nothing_is_charged(kaf
                 assert "Authentication failed" in answer.error_message, answer
                 assert closed(sock)
         reported = []
-        producer = confluent_producer(proxy.bootstrap, "SCRAM-SHA-512", "carol", "wrong-password",
-                                      error_cb=reported.append)
+        producer = confluent_producer(
+            proxy.bootstrap, "SCRAM-SHA-512", "carol", "wrong-password", error_cb=reported.append
+        )
         try:
             producer.produce("kt-never-written", b"x")
 
@@ -230,17 +277,24 @@ def test_a_login_kafka_refuses_is_answered_and_closed_and_nothing_is_charged(kaf
         finally:
             learnt |= connected_users(proxy)
             producer.purge()
-            del producer
+            producer = None  # its last reference: librdkafka's handle destroyed now
         assert "Authentication failed" in str(reported), reported
         assert learnt <= {"ANONYMOUS"}
-        wait_until(lambda: proxy.metric("kafka_quota_proxy_active_connections", listener="SASL") == 0, 10,
-                   "every refused connection closed")
-        closes = sum(proxy.metric("kafka_quota_proxy_connections_closed_total", listener="SASL", reason=reason)
-                     for reason in ("upstream_closed", "client_closed"))
+        wait_until(
+            lambda: proxy.metric("kafka_quota_proxy_active_connections", listener="SASL") == 0,
+            10,
+            "every refused connection closed",
+        )
+        closes = sum(
+            proxy.metric("kafka_quota_proxy_connections_closed_total", listener="SASL", reason=reason)
+            for reason in ("upstream_closed", "client_closed")
+        )
         assert closes >= 3
         for user in ("alice", "bob", "carol", "ANONYMOUS"):
-            assert proxy.metric("kafka_quota_proxy_quota_bytes_total", quota="producer_byte_rate", user=user,
-                                client_id="") == 0
+            assert (
+                proxy.metric("kafka_quota_proxy_quota_bytes_total", quota="producer_byte_rate", user=user, client_id="")
+                == 0
+            )
         assert proxy.metric("kafka_quota_proxy_requests_total", listener="SASL", api="Produce") == 0
     assert "wrong-password" not in caplog.text and PLAIN_USERS["alice"] not in caplog.text
 
@@ -296,8 +350,11 @@ def test_tls_to_kafkas_ssl_listener_carries_produce_and_consume(kafka1, kafka_tl
 
             assert asyncio.run(consume()) == [f"tls-{i}".encode() for i in range(100)]
             assert proxy.metric("kafka_quota_proxy_upstream_ready") == 1
-            wait_until(lambda: proxy.metric("kafka_quota_proxy_dynamic_config_available") == 1, 15,
-                       "the config topic read over TLS")
+            wait_until(
+                lambda: proxy.metric("kafka_quota_proxy_dynamic_config_available") == 1,
+                15,
+                "the config topic read over TLS",
+            )
             assert proxy.metric("kafka_quota_proxy_upstream_errors_total", listener="TO_SSL", kind="connect") == 0
     finally:
         deleted_topic(kafka1.direct_bootstrap, topic)
@@ -312,10 +369,15 @@ def test_tls_to_kafka_with_a_ca_that_did_not_sign_its_certificate_fails_saying_w
         with raw.connect(proxy.port) as sock:
             sock.sendall(b"\x00\x00\x00\x11\x00\x12\x00\x00\x00\x00\x00\x01\x00\x03raw\x00\x00\x00")  # ApiVersions
             assert closed(sock)
-        wait_until(lambda: proxy.metric("kafka_quota_proxy_upstream_errors_total", listener="TO_SSL",
-                                        kind="connect") >= 1, 10, "the broker connection refused")
-        assert proxy.metric("kafka_quota_proxy_connections_closed_total", listener="TO_SSL",
-                            reason="upstream_unreachable") == 1
+        wait_until(
+            lambda: proxy.metric("kafka_quota_proxy_upstream_errors_total", listener="TO_SSL", kind="connect") >= 1,
+            10,
+            "the broker connection refused",
+        )
+        assert (
+            proxy.metric("kafka_quota_proxy_connections_closed_total", listener="TO_SSL", reason="upstream_unreachable")
+            == 1
+        )
         assert proxy.metric("kafka_quota_proxy_upstream_ready") == 0
         assert proxy.metric("kafka_quota_proxy_ready") == 0
     assert "CERTIFICATE_VERIFY_FAILED" in caplog.text, caplog.text[-3000:]

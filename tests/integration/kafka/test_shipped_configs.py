@@ -77,9 +77,13 @@ class ProxyProcess:
         self.path.write_text(text)
         self.log = folder / f"{name}.log"
         with open(self.log, "wb") as out:
-            self.proc = subprocess.Popen([sys.executable, "-m", "proxy.cli", "run", "--config", str(self.path)],
-                                         stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         env={**os.environ, **env, "PYTHONUNBUFFERED": "1"})
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "proxy.cli", "run", "--config", str(self.path)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, **env, "PYTHONUNBUFFERED": "1"},
+            )
         _LIVE.add(self.proc)  # killed at exit if a failure skipped stop()
 
     @property
@@ -106,8 +110,12 @@ class ProxyProcess:
     def samples(self, name: str) -> dict[tuple, float]:
         with urllib.request.urlopen(self.url("/metrics"), timeout=10) as answer:
             text = answer.read().decode()
-        return {tuple(sorted(s.labels.items())): s.value for family in text_string_to_metric_families(text)
-                for s in family.samples if s.name == name}
+        return {
+            tuple(sorted(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+            if s.name == name
+        }
 
     def volume(self) -> tuple[str, set[str]]:
         """The volume state, and the brokers with a fresh snapshot (the label values of snapshot ages)."""
@@ -140,10 +148,13 @@ def sidecar_rewrites(text: str, env: dict[str, str], node) -> dict[str, str]:
     """Addresses, ports and the data path of a sidecar's file, made the test node's (the module docstring's list)."""
     cfg = load_config_text(text, env)
     (upstream,), (log_dir,) = cfg.upstream.bootstrap_servers, cfg.volume_usage.publisher.log_dirs
-    rewrites = {f'"{upstream}"': f'"127.0.0.1:{node.client_port}"',
-                f'"{cfg.listeners[0].bind}"': f'"127.0.0.1:{node.proxy_port}"',
-                f'"{cfg.metrics.bind}"': f'"127.0.0.1:{free_port()}"', f"[{log_dir}]": f"[{node.data_dir}]",
-                **admin_rewrite(cfg)}
+    rewrites = {
+        f'"{upstream}"': f'"127.0.0.1:{node.client_port}"',
+        f'"{cfg.listeners[0].bind}"': f'"127.0.0.1:{node.proxy_port}"',
+        f'"{cfg.metrics.bind}"': f'"127.0.0.1:{free_port()}"',
+        f"[{log_dir}]": f"[{node.data_dir}]",
+        **admin_rewrite(cfg),
+    }
     if cfg.upstream.own_clients is not None:  # (a file without it runs without it: the failure it shows is real)
         (own,) = cfg.upstream.own_clients.bootstrap_servers
         rewrites[f'"{own}"'] = f'"{node.proxies}"'
@@ -172,12 +183,17 @@ def check_volume_open(proxies: list[ProxyProcess], node_ids: set[int]) -> None:
     expected = ("OPEN", {str(n) for n in node_ids})
     for proxy in proxies:
         try:
-            wait_until(lambda: proxy.volume() == expected, 60,
-                       f"{proxy.name}: volume usage of brokers {sorted(node_ids)} fresh and OPEN")
+            wait_until(
+                lambda: proxy.volume() == expected,
+                60,
+                f"{proxy.name}: volume usage of brokers {sorted(node_ids)} fresh and OPEN",
+            )
         except AssertionError as failure:
             refused = proxy.log.read_text().count("TopicAuthorizationFailed")
-            raise AssertionError(f"{failure}; (state, fresh brokers) now {proxy.volume()}; {refused} publications "
-                                 "refused with TopicAuthorizationFailed in its log") from None
+            raise AssertionError(
+                f"{failure}; (state, fresh brokers) now {proxy.volume()}; {refused} publications "
+                "refused with TopicAuthorizationFailed in its log"
+            ) from None
 
 
 def produce_through_each(proxies: list[ProxyProcess], cluster: KafkaCluster, volume: bool) -> None:
@@ -223,18 +239,23 @@ def check_quotas(proxies: list[ProxyProcess], cluster: KafkaCluster, java: bool 
     entity = ["--entity-type", "clients", "--entity-name", client]
     alter = ["--alter", *entity, "--add-config", "producer_byte_rate=4096"]
     with ThreadPoolExecutor(2 if java else 1) as pool:
-        refused, accepted = pool.map(lambda at: configs_command(cluster, java, at, *alter),
-                                     [proxies[0].bootstrap, proxies[0].admin])
+        refused, accepted = pool.map(
+            lambda at: configs_command(cluster, java, at, *alter), [proxies[0].bootstrap, proxies[0].admin]
+        )
     assert refused[0] != 0 and "User:ANONYMOUS may not alter quotas" in refused[1], refused[1]
     try:
         assert accepted[0] == 0, accepted[1]
         for proxy in proxies:
-            wait_until(lambda: described(proxy.bootstrap, {"client-id": client}) == {"producer_byte_rate": 4096.0},
-                       30, f"{proxy.name}: the quota altered through {proxies[0].name}'s admin listener in force")
+            wait_until(
+                lambda: described(proxy.bootstrap, {"client-id": client}) == {"producer_byte_rate": 4096.0},
+                30,
+                f"{proxy.name}: the quota altered through {proxies[0].name}'s admin listener in force",
+            )
         check_unreachable_from_outside(proxies[0].admin)
     finally:
-        code, said = configs_command(cluster, False, proxies[0].admin, "--alter", *entity,
-                                     "--delete-config", "producer_byte_rate")
+        code, said = configs_command(
+            cluster, False, proxies[0].admin, "--alter", *entity, "--delete-config", "producer_byte_rate"
+        )
         assert code == 0, said
 
 
@@ -308,11 +329,14 @@ def test_k8s_sidecars_and_cluster_mode_as_shipped(strimzi_ids_cluster):
         (upstream,), listener = cfg.upstream.bootstrap_servers, cfg.listeners[0]
         bootstrap_port, base = cluster_ports(max(STRIMZI_NODE_IDS) + 1)  # base + every id free
         metrics_port = free_port()
-        rewrites = {f'"{upstream}"': f'"{cluster.nodes[0].direct}"',
-                    f'"{listener.bind}"': f'"127.0.0.1:{bootstrap_port}"',
-                    f"broker_port_base: {listener.broker_port_base}": f"broker_port_base: {base}",
-                    f"advertised_host: {listener.advertised_host}": "advertised_host: 127.0.0.1",
-                    f'"{cfg.metrics.bind}"': f'"127.0.0.1:{metrics_port}"', **admin_rewrite(cfg)}
+        rewrites = {
+            f'"{upstream}"': f'"{cluster.nodes[0].direct}"',
+            f'"{listener.bind}"': f'"127.0.0.1:{bootstrap_port}"',
+            f"broker_port_base: {listener.broker_port_base}": f"broker_port_base: {base}",
+            f"advertised_host: {listener.advertised_host}": "advertised_host: 127.0.0.1",
+            f'"{cfg.metrics.bind}"': f'"127.0.0.1:{metrics_port}"',
+            **admin_rewrite(cfg),
+        }
         (clustered,) = start([("cluster-mode", localized(text, rewrites), env)], folder)
         proxies.append(clustered)
         check_volume_open([clustered], set(STRIMZI_NODE_IDS))  # DescribeLogDirs of every broker

@@ -45,19 +45,45 @@ def test_the_proxys_config_topic_takes_the_clusters_replication_and_acks_all_wri
     settings = {}
     configs = [dict(kafka3.sidecar_config(node), admin_principals=["User:ANONYMOUS"]) for node in kafka3.nodes]
     with kafka3.sidecars(configs=configs, **settings) as proxies:
-        wait_until(lambda: all(p.metric("kafka_quota_proxy_dynamic_config_available") == 1 for p in proxies), 30,
-                   "every sidecar follows the config topic")
+        wait_until(
+            lambda: all(p.metric("kafka_quota_proxy_dynamic_config_available") == 1 for p in proxies),
+            30,
+            "every sidecar follows the config topic",
+        )
         replicas, policy = describe_topic(kafka3.direct_bootstrap, CONFIG_TOPIC)
         assert (replicas, policy) == (3, "compact")
         client = f"tansu-hid-{unique_topic('c')}"
-        kafka3.tool(CONFIGS, "--bootstrap-server", proxies[0].bootstrap, "--alter", "--entity-type", "clients",
-                    "--entity-name", client, "--add-config", "producer_byte_rate=4096")
+        kafka3.tool(
+            CONFIGS,
+            "--bootstrap-server",
+            proxies[0].bootstrap,
+            "--alter",
+            "--entity-type",
+            "clients",
+            "--entity-name",
+            client,
+            "--add-config",
+            "producer_byte_rate=4096",
+        )
 
         def limits():  # what each sidecar describes, from the configuration its managers hold
             return [described(p.bootstrap, {"client-id": client}) for p in proxies]
-        wait_until(lambda: limits() == [{"producer_byte_rate": 4096}] * 3, 15, "the new quota in force on every sidecar")
-        kafka3.tool(CONFIGS, "--bootstrap-server", proxies[0].bootstrap, "--alter", "--entity-type", "clients",
-                    "--entity-name", client, "--delete-config", "producer_byte_rate")
+
+        wait_until(
+            lambda: limits() == [{"producer_byte_rate": 4096}] * 3, 15, "the new quota in force on every sidecar"
+        )
+        kafka3.tool(
+            CONFIGS,
+            "--bootstrap-server",
+            proxies[0].bootstrap,
+            "--alter",
+            "--entity-type",
+            "clients",
+            "--entity-name",
+            client,
+            "--delete-config",
+            "producer_byte_rate",
+        )
 
 
 def test_acks0_and_acks1_pipelined_on_one_connection_to_a_broker_that_never_answers_acks0(kafka1):
@@ -68,6 +94,7 @@ def test_acks0_and_acks1_pipelined_on_one_connection_to_a_broker_that_never_answ
     topic = unique_topic("acks0")
     admin = KafkaAdminClient(bootstrap_servers=kafka1.direct_bootstrap)
     from kafka.admin import NewTopic
+
     admin.create_topics([NewTopic(topic, 3, 1)])
     admin.close()
     with kafka1.sidecars() as (proxy,):
@@ -75,20 +102,29 @@ def test_acks0_and_acks1_pipelined_on_one_connection_to_a_broker_that_never_answ
         for i in range(2000):
             silent.send(topic, b"a%05d" % i, partition=i % 3)
         silent.flush()
-        acked = KafkaProducer(bootstrap_servers=proxy.bootstrap, acks=1, linger_ms=0, batch_size=512,
-                              max_in_flight_requests_per_connection=5)
+        acked = KafkaProducer(
+            bootstrap_servers=proxy.bootstrap,
+            acks=1,
+            linger_ms=0,
+            batch_size=512,
+            max_in_flight_requests_per_connection=5,
+        )
         futures = [acked.send(topic, b"b%05d" % i, partition=i % 3) for i in range(500)]
         acked.flush()
         assert all(f.get(timeout=30).offset >= 0 for f in futures)
         silent.close()
         acked.close()
-        consumer = KafkaConsumer(bootstrap_servers=proxy.bootstrap, auto_offset_reset="earliest",
-                                 enable_auto_commit=False)
+        consumer = KafkaConsumer(
+            bootstrap_servers=proxy.bootstrap, auto_offset_reset="earliest", enable_auto_commit=False
+        )
         partitions = [TopicPartition(topic, p) for p in range(3)]
         consumer.assign(partitions)
         seen = set()
-        wait_until(lambda: seen.update(r.value for rs in consumer.poll(500).values() for r in rs) or len(seen) == 2500,
-                   60, "every record consumed")
+        wait_until(
+            lambda: seen.update(r.value for rs in consumer.poll(500).values() for r in rs) or len(seen) == 2500,
+            60,
+            "every record consumed",
+        )
         consumer.close()
         assert seen == {b"a%05d" % i for i in range(2000)} | {b"b%05d" % i for i in range(500)}
         for reason in ("broker_protocol_error", "frame_error", "upstream_timeout"):

@@ -51,21 +51,34 @@ from tests.kafka_cluster import unique_topic
 pytestmark = pytest.mark.integration
 
 WINDOWS = {
-    "quota.window.num": 2, "quota.window.size.seconds": 1,
-    "controller.quota.window.num": 1, "controller.quota.window.size.seconds": 1,
-    "producer.id.quota.window.num": 1, "producer.id.quota.window.size.seconds": 2,
+    "quota.window.num": 2,
+    "quota.window.size.seconds": 1,
+    "controller.quota.window.num": 1,
+    "controller.quota.window.size.seconds": 1,
+    "producer.id.quota.window.num": 1,
+    "producer.id.quota.window.size.seconds": 2,
 }
 GENEROUS = [
-    {"entity": {"user": "<default>"}, "producer_byte_rate": 10**9, "consumer_byte_rate": 10**9,
-     "controller_mutation_rate": 10**6, "producer_ids_rate": 10**6},
+    {
+        "entity": {"user": "<default>"},
+        "producer_byte_rate": 10**9,
+        "consumer_byte_rate": 10**9,
+        "controller_mutation_rate": 10**6,
+        "producer_ids_rate": 10**6,
+    },
     {"entity": {"ip": "<default>"}, "connection_creation_rate": 10**6},
 ]
 # Per broker (sidecar, or a cluster-mode proxy's broker port): 4 KB/s produced and 16 KB/s fetched after a
 # burst of one window; a new producer id a second, burst 2 (three producers starting at once: one is held). Per
 # proxy: 5 partitions created or deleted per second with a burst of 5 (the admin workflow mutates 18).
 BITING = [
-    {"entity": {"user": "<default>"}, "producer_byte_rate": 4096, "consumer_byte_rate": 16384,
-     "controller_mutation_rate": 5, "producer_ids_rate": 2},
+    {
+        "entity": {"user": "<default>"},
+        "producer_byte_rate": 4096,
+        "consumer_byte_rate": 16384,
+        "controller_mutation_rate": 5,
+        "producer_ids_rate": 2,
+    },
 ]
 # connections from 127.0.0.1 a second: a sidecar sees the connections to its one broker, a cluster-mode proxy
 # every connection (bootstrap and the three broker ports), about three times as many
@@ -103,42 +116,68 @@ class Target:
 
 def _sum_samples(proxy, name: str, labels: dict) -> float:
     """The sum of the samples of ``name`` on the proxy's /metrics whose labels include ``labels``."""
-    return sum(value for tags, value in proxy.scraped(name).items()
-               if all(dict(tags).get(k) == v for k, v in labels.items()))
+    return sum(
+        value for tags, value in proxy.scraped(name).items() if all(dict(tags).get(k) == v for k, v in labels.items())
+    )
 
 
 @pytest.fixture(scope="module", params=TARGETS)
 def target(request, kafka3):
     mode, _, variant = request.param.partition("-")
-    quotas = GENEROUS if variant != "biting" else BITING + [
-        {"entity": {"ip": "<default>"}, "connection_creation_rate": BITING_CONNECTIONS[mode]}]
+    quotas = (
+        GENEROUS
+        if variant != "biting"
+        else BITING + [{"entity": {"ip": "<default>"}, "connection_creation_rate": BITING_CONNECTIONS[mode]}]
+    )
     if mode == "direct":
         yield direct(kafka3)
     elif mode == "sidecars":
         with kafka3.sidecars(quotas=quotas, **WINDOWS) as proxies:
-            yield Target(request.param, kafka3.proxy_bootstrap, proxies,
-                         {node.node_id: node.proxy_port for node in kafka3.nodes}, kafka3.direct_bootstrap)
+            yield Target(
+                request.param,
+                kafka3.proxy_bootstrap,
+                proxies,
+                {node.node_id: node.proxy_port for node in kafka3.nodes},
+                kafka3.direct_bootstrap,
+            )
     else:
         bootstrap_port, base = cluster_ports()
-        proxy = start_proxy({
-            "upstream": {"bootstrap_servers": kafka3.direct_bootstrap.split(",")},
-            "listeners": [{"name": "PLAINTEXT", "bind": f"127.0.0.1:{bootstrap_port}",
-                           "advertised_host": "127.0.0.1", "broker_port_base": base}],
-            "metrics": {"bind": "127.0.0.1:0"},
-            "settings": WINDOWS,
-            "quotas": quotas,
-        })
+        proxy = start_proxy(
+            {
+                "upstream": {"bootstrap_servers": kafka3.direct_bootstrap.split(",")},
+                "listeners": [
+                    {
+                        "name": "PLAINTEXT",
+                        "bind": f"127.0.0.1:{bootstrap_port}",
+                        "advertised_host": "127.0.0.1",
+                        "broker_port_base": base,
+                    }
+                ],
+                "metrics": {"bind": "127.0.0.1:0"},
+                "settings": WINDOWS,
+                "quotas": quotas,
+            }
+        )
         try:
-            yield Target(request.param, proxy.bootstrap, [proxy], {node.node_id: base + node.node_id
-                                                                   for node in kafka3.nodes},
-                         kafka3.direct_bootstrap)
+            yield Target(
+                request.param,
+                proxy.bootstrap,
+                [proxy],
+                {node.node_id: base + node.node_id for node in kafka3.nodes},
+                kafka3.direct_bootstrap,
+            )
         finally:
             proxy.stop()
 
 
 def direct(kafka3) -> Target:
-    return Target("direct", kafka3.direct_bootstrap, [], {node.node_id: node.direct_port for node in kafka3.nodes},
-                  kafka3.direct_bootstrap)
+    return Target(
+        "direct",
+        kafka3.direct_bootstrap,
+        [],
+        {node.node_id: node.direct_port for node in kafka3.nodes},
+        kafka3.direct_bootstrap,
+    )
 
 
 DIRECT: dict[str, object] = {}
@@ -168,6 +207,7 @@ def check_quotas(target: Target, before: dict, bite: tuple[str, ...]) -> None:
 
 # -- helpers --------------------------------------------------------------------------------------------------
 
+
 def values(tag: str, count: int, size: int = 100):
     """``count`` (key, value) pairs, value ``tag:key:seq:`` and pseudo-random bytes (so codecs cannot shrink them
     below the biting quotas), the same every run."""
@@ -181,8 +221,11 @@ def create_topic(bootstrap: str, topic: str, partitions: int, **configs) -> None
     """kafka-python's admin, retried while the mutation quota rejects it."""
     admin = kp_admin(bootstrap)
     try:
-        retry(lambda: admin.create_topics(
-            {topic: {"num_partitions": partitions, "replication_factor": 3, "configs": configs}}))
+        retry(
+            lambda: admin.create_topics(
+                {topic: {"num_partitions": partitions, "replication_factor": 3, "configs": configs}}
+            )
+        )
         wait_until(lambda: _leaders_known(admin, topic, partitions), 30, f"{topic}'s leaders")
     finally:
         admin.close()
@@ -249,8 +292,15 @@ def kp_admin(bootstrap: str) -> Retrying:
 def ck_consume_all(bootstrap: str, topic: str, count: int, **config) -> dict[int, list[bytes]]:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "wf-unused", "enable.auto.commit": False,
-                         "client.id": "wf-ck-consumer", **config})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "wf-unused",
+            "enable.auto.commit": False,
+            "client.id": "wf-ck-consumer",
+            **config,
+        }
+    )
     try:
         partitions = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
@@ -274,8 +324,10 @@ def kp_produce_records(bootstrap: str, topic: str, records, spread: int = 0, **c
 
     producer = KafkaProducer(bootstrap_servers=bootstrap, client_id="wf-kp-producer", **config)
     try:
-        futures = [producer.send(topic, key=k, value=v, partition=seq % spread if spread else None)
-                   for seq, (k, v) in enumerate(records)]
+        futures = [
+            producer.send(topic, key=k, value=v, partition=seq % spread if spread else None)
+            for seq, (k, v) in enumerate(records)
+        ]
         producer.flush(60)
         for future in futures:
             future.get(30)
@@ -304,8 +356,9 @@ async def aio_started(make):
 async def aio_produce_records(bootstrap: str, topic: str, records, **config) -> None:
     from aiokafka import AIOKafkaProducer
 
-    producer = await aio_started(lambda: AIOKafkaProducer(bootstrap_servers=bootstrap, client_id="wf-aio-producer",
-                                                          **config))
+    producer = await aio_started(
+        lambda: AIOKafkaProducer(bootstrap_servers=bootstrap, client_id="wf-aio-producer", **config)
+    )
     try:
         futures = [await producer.send(topic, key=k, value=v) for k, v in records]
         await producer.flush()
@@ -318,7 +371,8 @@ def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[str, list[i
     """ListOffsets earliest and latest of every partition, asked with kafka-python's admin and confluent-kafka's;
     both must agree."""
     from confluent_kafka import TopicPartition as CkPartition
-    from confluent_kafka.admin import AdminClient, OffsetSpec as CkSpec
+    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.admin import OffsetSpec as CkSpec
     from kafka import TopicPartition
     from kafka.admin import OffsetSpec
 
@@ -401,12 +455,23 @@ def codecs_workflow(target: Target):
     topic = unique_topic("wf-codecs")
     create_topic(target.bootstrap, topic, CODEC_PARTITIONS)
     for codec in CODECS:
-        c.ck_produce(target.bootstrap, topic, 0, records=values(f"ck-{codec}", CODEC_COUNT),
-                     **{"compression.type": codec})
-        kp_produce_records(target.bootstrap, topic, values(f"kp-{codec}", CODEC_COUNT),
-                           **({"compression_type": codec} if codec != "none" else {}))
-        asyncio.run(aio_produce_records(target.bootstrap, topic, values(f"aio-{codec}", CODEC_COUNT),
-                                        **({"compression_type": codec} if codec != "none" else {})))
+        c.ck_produce(
+            target.bootstrap, topic, 0, records=values(f"ck-{codec}", CODEC_COUNT), **{"compression.type": codec}
+        )
+        kp_produce_records(
+            target.bootstrap,
+            topic,
+            values(f"kp-{codec}", CODEC_COUNT),
+            **({"compression_type": codec} if codec != "none" else {}),
+        )
+        asyncio.run(
+            aio_produce_records(
+                target.bootstrap,
+                topic,
+                values(f"aio-{codec}", CODEC_COUNT),
+                **({"compression_type": codec} if codec != "none" else {}),
+            )
+        )
     count = 3 * len(CODECS) * CODEC_COUNT
     records = ck_consume_all(target.bootstrap, topic, count)
     by_key_in_order(records, count)
@@ -461,14 +526,22 @@ def group_workflow(target: Target):
     # The first 200 records are written straight to the cluster: the group reading them is what is tested, and
     # through a biting target's 4 KB/s producer quota writing them took most of the test (kafka-python producing
     # under that quota is the codecs workflow's). The next 200 go through the target.
-    kp_produce_records(target.direct_bootstrap, topic, values("grp-a", GROUP_COUNT, GROUP_VALUE),
-                       spread=GROUP_PARTITIONS)
+    kp_produce_records(
+        target.direct_bootstrap, topic, values("grp-a", GROUP_COUNT, GROUP_VALUE), spread=GROUP_PARTITIONS
+    )
     admin = kp_admin(target.bootstrap)
 
     def member(name):
         # heartbeats every 0.3 s (default 3 s): member A learns of the rebalance B's join starts sooner
-        return AIOKafkaConsumer(topic, bootstrap_servers=target.bootstrap, group_id=group, client_id=f"wf-{name}",
-                                enable_auto_commit=False, auto_offset_reset="earliest", heartbeat_interval_ms=300)
+        return AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=target.bootstrap,
+            group_id=group,
+            client_id=f"wf-{name}",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            heartbeat_interval_ms=300,
+        )
 
     async def run():
         first, second_a, second_b = [], [], []
@@ -477,13 +550,15 @@ def group_workflow(target: Target):
             await _drain(a, first, lambda: len(first) >= GROUP_COUNT)
             b = await aio_started(lambda: member("member-b"))
             try:
+
                 def balanced():
                     mine, theirs = a.assignment(), b.assignment()
                     return mine and theirs and not mine & theirs and len(mine | theirs) == GROUP_PARTITIONS
 
                 while not balanced():  # both members poll while the group rebalances
-                    await asyncio.gather(_drain(a, second_a, lambda: True), a.getmany(timeout_ms=100),
-                                         b.getmany(timeout_ms=100))
+                    await asyncio.gather(
+                        _drain(a, second_a, lambda: True), a.getmany(timeout_ms=100), b.getmany(timeout_ms=100)
+                    )
                 assert not second_a, "records read before the second batch was produced"
                 described = admin.describe_groups([group])[group]
                 producer = AIOKafkaProducer(bootstrap_servers=target.bootstrap, client_id="wf-aio-producer")
@@ -519,8 +594,9 @@ def group_workflow(target: Target):
             return [got[tp].offset for tp in partitions]
 
         assert committed() == ends
-        wait_until(lambda: admin.describe_groups([group])[group]["group_state"] == "Empty", 30,
-                   "the group empty once left")
+        wait_until(
+            lambda: admin.describe_groups([group])[group]["group_state"] == "Empty", 30, "the group empty once left"
+        )
         reset = admin.reset_group_offsets(group, {tp: OffsetSpec.EARLIEST for tp in partitions})
         assert all(r["error"] is None or r["error"].errno == 0 for r in reset.values()), reset
         assert committed() == [0] * GROUP_PARTITIONS
@@ -531,8 +607,12 @@ def group_workflow(target: Target):
     finally:
         admin.close()
     delete_topics(target.bootstrap, topic)
-    return {"ends": ends, "state": described["group_state"], "members": len(described["members"]),
-            "records": sorted(v for _, v in first) + sorted(second)}
+    return {
+        "ends": ends,
+        "state": described["group_state"],
+        "members": len(described["members"]),
+        "records": sorted(v for _, v in first) + sorted(second),
+    }
 
 
 def addresses(target: Target, group: str) -> None:
@@ -544,7 +624,8 @@ def addresses(target: Target, group: str) -> None:
     admin = AdminClient({"bootstrap.servers": target.bootstrap, "client.id": "wf-ck-admin"})
     brokers = admin.list_topics(timeout=30).brokers
     assert {b.id: (b.host, b.port) for b in brokers.values()} == {
-        n: ("127.0.0.1", port) for n, port in target.brokers.items()}
+        n: ("127.0.0.1", port) for n, port in target.brokers.items()
+    }
     coordinator = admin.describe_consumer_groups([group])[group].result(30).coordinator
     assert (coordinator.host, coordinator.port) == ("127.0.0.1", target.brokers[coordinator.id])
 
@@ -552,8 +633,9 @@ def addresses(target: Target, group: str) -> None:
 def _ck_group_read(bootstrap: str, topic: str, group: str, count: int) -> list[bytes]:
     from confluent_kafka import Consumer
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": "wf-ck-member",
-                         "enable.auto.commit": False})
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "client.id": "wf-ck-member", "enable.auto.commit": False}
+    )
     got: list[bytes] = []
     try:
         consumer.subscribe([topic])
@@ -590,16 +672,32 @@ def exactly_once_workflow(target: Target):
     create_topic(target.bootstrap, topic, TXN_PARTITIONS)
     with ThreadPoolExecutor(3) as pool:  # three new producer ids at once
         for done in [
-            pool.submit(kp_produce_records, target.bootstrap, topic, values("kp-idem", TXN_COUNT),
-                        enable_idempotence=True, acks="all"),
-            pool.submit(lambda: asyncio.run(aio_produce_records(target.bootstrap, topic, values("aio-idem", TXN_COUNT),
-                                                                enable_idempotence=True))),
-            pool.submit(c.ck_produce, target.bootstrap, topic, 0, records=values("ck-idem", TXN_COUNT),
-                        **{"enable.idempotence": True}),
+            pool.submit(
+                kp_produce_records,
+                target.bootstrap,
+                topic,
+                values("kp-idem", TXN_COUNT),
+                enable_idempotence=True,
+                acks="all",
+            ),
+            pool.submit(
+                lambda: asyncio.run(
+                    aio_produce_records(target.bootstrap, topic, values("aio-idem", TXN_COUNT), enable_idempotence=True)
+                )
+            ),
+            pool.submit(
+                c.ck_produce,
+                target.bootstrap,
+                topic,
+                0,
+                records=values("ck-idem", TXN_COUNT),
+                **{"enable.idempotence": True},
+            ),
         ]:
             done.result()
-    producer = Producer({"bootstrap.servers": target.bootstrap, "client.id": "wf-ck-txn",
-                         "transactional.id": unique_topic("wf-txn")})
+    producer = Producer(
+        {"bootstrap.servers": target.bootstrap, "client.id": "wf-ck-txn", "transactional.id": unique_topic("wf-txn")}
+    )
     producer.init_transactions(60)
     for tag, commit in (("txn-c1", True), ("txn-abort", False), ("txn-c2", True)):
         producer.begin_transaction()
@@ -617,19 +715,25 @@ def exactly_once_workflow(target: Target):
     read_committed = ck_consume_all(target.bootstrap, topic, len(expected), **{"isolation.level": "read_committed"})
     by_key_in_order(read_committed, len(expected))
     assert sorted(v for vs in read_committed.values() for v in vs) == expected
-    read_uncommitted = ck_consume_all(target.bootstrap, topic, len(expected) + len(aborted),
-                                      **{"isolation.level": "read_uncommitted"})
+    read_uncommitted = ck_consume_all(
+        target.bootstrap, topic, len(expected) + len(aborted), **{"isolation.level": "read_uncommitted"}
+    )
     assert sorted(v for vs in read_uncommitted.values() for v in vs) == sorted(expected + aborted)
-    assert retry(lambda: c.kp_consume(target.bootstrap, topic, len(expected),
-                                      isolation_level="read_committed")) == read_committed, "kafka-python"
+    assert (
+        retry(lambda: c.kp_consume(target.bootstrap, topic, len(expected), isolation_level="read_committed"))
+        == read_committed
+    ), "kafka-python"
     offsets = end_offsets(target.bootstrap, topic, TXN_PARTITIONS)
     # every record plus a commit or abort marker per partition a transaction wrote
     assert sum(offsets["latest"]) > len(expected) + len(aborted)
     delete_topics(target.bootstrap, topic)
     # the three idempotent producers ran at once, so records of different producers interleave differently in each
     # run: each partition's records compared as a set (each producer's own order is checked above)
-    return {"read_committed": {p: sorted(vs) for p, vs in read_committed.items()},
-            "read_uncommitted": {p: sorted(vs) for p, vs in read_uncommitted.items()}, "offsets": offsets}
+    return {
+        "read_committed": {p: sorted(vs) for p, vs in read_committed.items()},
+        "read_uncommitted": {p: sorted(vs) for p, vs in read_uncommitted.items()},
+        "offsets": offsets,
+    }
 
 
 class HeldWatch:
@@ -648,7 +752,7 @@ class HeldWatch:
                 held = proxy.scraped("kafka_quota_proxy_producer_ids_held_requests_total")
                 self.holds += [(labels, n) for labels, n in held.items() if n]
 
-    def __enter__(self) -> "HeldWatch":
+    def __enter__(self) -> HeldWatch:
         self._thread.start()
         return self
 
@@ -676,9 +780,11 @@ def admin_workflow(target: Target):
     (confluent-kafka) set topic configs that DescribeConfigs then shows, records are written and some deleted
     (DeleteRecords), ListOffsets gives the real earliest and latest offsets, DescribeLogDirs shows every replica
     of every partition on its broker, the same size on each, and the topics are deleted."""
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic as AioTopic
-    from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource as CkResource,
-                                       NewPartitions, NewTopic as CkTopic)
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.admin import NewTopic as AioTopic
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, NewPartitions
+    from confluent_kafka.admin import ConfigResource as CkResource
+    from confluent_kafka.admin import NewTopic as CkTopic
     from kafka import TopicPartition
     from kafka.admin import ConfigResource
 
@@ -706,8 +812,20 @@ def admin_workflow(target: Target):
             for future in futures.values():
                 future.result(30)
 
-        retry(lambda: ck_call(ck.create_topics([CkTopic(ck_topic, 1, 3,
-                                                                  config={"retention.ms": "86400000"})])))
+        retry(
+            lambda: ck_call(
+                ck.create_topics(
+                    [
+                        CkTopic(
+                            ck_topic,
+                            1,
+                            3,
+                            config={"retention.ms": "86400000"},
+                        )
+                    ]
+                )
+            )
+        )
         retry(lambda: kp.create_partitions({kp_topic: 5}))
         retry(lambda: ck_call(ck.create_partitions([NewPartitions(aio_topic, 3)])))
         sizes = {kp_topic: 5, aio_topic: 3, ck_topic: 1}
@@ -715,13 +833,37 @@ def admin_workflow(target: Target):
             wait_until(lambda: _leaders_known(kp, topic, count), 30, f"{topic}'s {count} partitions")
 
         kp.alter_configs([ConfigResource("TOPIC", kp_topic, {"retention.ms": "3600000"})], incremental=False)
-        ck_call(ck.incremental_alter_configs([CkResource("TOPIC", kp_topic, incremental_configs=[
-            ConfigEntry("segment.ms", "7200000", incremental_operation=AlterConfigOpType.SET),
-            ConfigEntry("retention.ms", "1800000", incremental_operation=AlterConfigOpType.SET)])]))
-        ck_call(ck.incremental_alter_configs([CkResource("TOPIC", ck_topic, incremental_configs=[
-            ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE)])]))
-        wanted = {kp_topic: {"retention.ms": "1800000", "segment.ms": "7200000"},
-                  ck_topic: {"retention.ms": "604800000"}}
+        ck_call(
+            ck.incremental_alter_configs(
+                [
+                    CkResource(
+                        "TOPIC",
+                        kp_topic,
+                        incremental_configs=[
+                            ConfigEntry("segment.ms", "7200000", incremental_operation=AlterConfigOpType.SET),
+                            ConfigEntry("retention.ms", "1800000", incremental_operation=AlterConfigOpType.SET),
+                        ],
+                    )
+                ]
+            )
+        )
+        ck_call(
+            ck.incremental_alter_configs(
+                [
+                    CkResource(
+                        "TOPIC",
+                        ck_topic,
+                        incremental_configs=[
+                            ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE)
+                        ],
+                    )
+                ]
+            )
+        )
+        wanted = {
+            kp_topic: {"retention.ms": "1800000", "segment.ms": "7200000"},
+            ck_topic: {"retention.ms": "604800000"},
+        }
 
         def configs():
             got = {}
@@ -748,8 +890,9 @@ def admin_workflow(target: Target):
                     for topic in log_dir["topics"]:
                         for part in topic["partitions"]:
                             replicas[part["partition_index"]][broker["broker"]] = part["partition_size"]
-            complete = len(replicas) == 5 and all(len(sizes) == 3 and len(set(sizes.values())) == 1
-                                                  for sizes in replicas.values())
+            complete = len(replicas) == 5 and all(
+                len(sizes) == 3 and len(set(sizes.values())) == 1 for sizes in replicas.values()
+            )
             return complete and {p: next(iter(s.values())) > 0 for p, s in replicas.items()}
 
         dirs = wait_until(log_dirs, 30, "every replica in DescribeLogDirs, the same size on each broker")
@@ -758,7 +901,7 @@ def admin_workflow(target: Target):
         assert counts == sizes
     finally:
         kp.close()
-        del ck  # librdkafka's admin handle destroyed before the topics are deleted
+        ck = None  # its last reference: librdkafka's admin handle destroyed before the topics are deleted
     delete_topics(target.bootstrap, kp_topic, aio_topic, ck_topic)
     return {"configs": list(described.values()), "before": before, "after": after, "counts": list(counts.values())}
 

@@ -11,8 +11,13 @@ import pytest
 
 from proxy.apis import AnswerLocally, Await, Session, plan_request
 from proxy.cluster.admin_address import AdminAddress
-from proxy.codec.apis import (ALTER_CLIENT_QUOTAS, DESCRIBE_CLUSTER, FIND_COORDINATOR, INCREMENTAL_ALTER_CONFIGS,
-                              METADATA)
+from proxy.codec.apis import (
+    ALTER_CLIENT_QUOTAS,
+    DESCRIBE_CLUSTER,
+    FIND_COORDINATOR,
+    INCREMENTAL_ALTER_CONFIGS,
+    METADATA,
+)
 from proxy.codec.error_codes import CLUSTER_AUTHORIZATION_FAILED
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import decode_response, encode_response, new_response
@@ -47,8 +52,14 @@ def test_the_admin_decision():
 def test_a_quota_altered_on_the_admin_listener_is_written_and_refused_elsewhere(admin_listener):
     scope, dynamic = client_quotas.setup()
     scope = on_admin_listener(scope) if admin_listener else scope
-    outcome = client_quotas.decide(scope, anonymous(admin_listener), ALTER_CLIENT_QUOTAS, 1, validate_only=False,
-                                   entries=[client_quotas.entry({"producer_byte_rate": 4096}, client_id="app")])
+    outcome = client_quotas.decide(
+        scope,
+        anonymous(admin_listener),
+        ALTER_CLIENT_QUOTAS,
+        1,
+        validate_only=False,
+        entries=[client_quotas.entry({"producer_byte_rate": 4096}, client_id="app")],
+    )
     if admin_listener:
         assert isinstance(outcome, Await)
         client_quotas.run(outcome)
@@ -59,7 +70,9 @@ def test_a_quota_altered_on_the_admin_listener_is_written_and_refused_elsewhere(
         assert isinstance(outcome, AnswerLocally) and dynamic.written == []
         (refused,) = client_quotas.local(ALTER_CLIENT_QUOTAS, 1, outcome).entries
         assert refused.error_code == CLUSTER_AUTHORIZATION_FAILED
-        assert "User:ANONYMOUS may not alter quotas" in refused.error_message and "admin listener" in refused.error_message
+        assert (
+            "User:ANONYMOUS may not alter quotas" in refused.error_message and "admin listener" in refused.error_message
+        )
 
 
 @pytest.mark.parametrize("admin_listener", [True, False])
@@ -74,12 +87,21 @@ def test_proxy_wide_settings_on_the_admin_listener_only(admin_listener):
 
 BROKERS = [(1, "kafka-1.svc", 19092), (2, "kafka-2.svc", 19092), (10, "kafka-10.svc", 19092)]
 ANSWERS = {
-    METADATA: (12, lambda: {"brokers": [{"node_id": n, "host": h, "port": p} for n, h, p in BROKERS]},
-               lambda msg: msg.brokers),
-    DESCRIBE_CLUSTER: (0, lambda: {"brokers": [{"broker_id": n, "host": h, "port": p} for n, h, p in BROKERS]},
-                       lambda msg: msg.brokers),
-    FIND_COORDINATOR: (4, lambda: {"coordinators": [{"key": "g", "node_id": 2, "host": "kafka-2.svc", "port": 19092}]},
-                       lambda msg: msg.coordinators),
+    METADATA: (
+        12,
+        lambda: {"brokers": [{"node_id": n, "host": h, "port": p} for n, h, p in BROKERS]},
+        lambda msg: msg.brokers,
+    ),
+    DESCRIBE_CLUSTER: (
+        0,
+        lambda: {"brokers": [{"broker_id": n, "host": h, "port": p} for n, h, p in BROKERS]},
+        lambda msg: msg.brokers,
+    ),
+    FIND_COORDINATOR: (
+        4,
+        lambda: {"coordinators": [{"key": "g", "node_id": 2, "host": "kafka-2.svc", "port": 19092}]},
+        lambda msg: msg.coordinators,
+    ),
 }
 
 

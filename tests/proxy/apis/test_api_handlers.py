@@ -18,8 +18,11 @@ from proxy.quotas.managers import ByteRateQuotas
 
 
 def api_versions_body(version, ranges):
-    msg = new_response(API_VERSIONS, version, api_keys=[
-        {"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in ranges.items()])
+    msg = new_response(
+        API_VERSIONS,
+        version,
+        api_keys=[{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in ranges.items()],
+    )
     return encode_response(API_VERSIONS, version, msg)
 
 
@@ -48,8 +51,13 @@ def header(api_key, version, corr, acks=None):
 
 
 def sidecar_scope(quotas=()):
-    config = parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}],
-                           "quotas": list(quotas)})
+    config = parse_config(
+        {
+            "upstream": {"bootstrap_servers": ["b:1"]},
+            "listeners": [{"name": "L", "bind": "h:2"}],
+            "quotas": list(quotas),
+        }
+    )
     return ConnectionScope(None, Topics(), ByteRateQuotas(config))
 
 
@@ -65,7 +73,9 @@ def test_too_new_api_versions_is_answered_locally_and_dropped():
 def test_sidecar_mode_streams_produce_and_fetch_untouched():
     scope = sidecar_scope()
     for api_key in (PRODUCE, FETCH):
-        plan = plan_request(scope, SESSION, header(api_key, DECODED_APIS[api_key][1], 1, acks=1 if api_key == PRODUCE else None))
+        plan = plan_request(
+            scope, SESSION, header(api_key, DECODED_APIS[api_key][1], 1, acks=1 if api_key == PRODUCE else None)
+        )
         assert plan.action is STREAM and plan.rewrite is None
 
 
@@ -107,9 +117,15 @@ def test_produce_to_the_proxys_own_topic_is_exempt_only_for_its_allowed_writers(
     """The volume-usage publisher's (or an admin's) produce to an internal topic alone is never throttled nor paused
     by the proxy it reports to; a tenant's is refused, not exempted (it would be an unthrottled path to the disk
     PAUSE protects)."""
-    config = parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}],
-                           "quotas": [{"entity": {"client-id": "<default>"}, "producer_byte_rate": 1}],
-                           "volume_usage": {"missing_data_action": "PAUSE"}, "admin_principals": ["User:admin"]})
+    config = parse_config(
+        {
+            "upstream": {"bootstrap_servers": ["b:1"]},
+            "listeners": [{"name": "L", "bind": "h:2"}],
+            "quotas": [{"entity": {"client-id": "<default>"}, "producer_byte_rate": 1}],
+            "volume_usage": {"missing_data_action": "PAUSE"},
+            "admin_principals": ["User:admin"],
+        }
+    )
     quotas = ByteRateQuotas(config)
     quotas.volume.brokers({1})  # a live broker without a snapshot: the fail-safe PAUSE
     assert quotas.volume.paused and quotas.produce_prefix.enabled

@@ -8,8 +8,15 @@ from proxy.apis.byte_rate import trim_fetch_response
 from proxy.codec.apis import FETCH, PRODUCE
 from proxy.codec.frame import BUFFER, STREAM
 from proxy.codec.header import RequestHeader
-from proxy.codec.messages import (DECODED_APIS, decode_request, decode_response, encode_request, encode_response,
-                                  new_request, new_response)
+from proxy.codec.messages import (
+    DECODED_APIS,
+    decode_request,
+    decode_response,
+    encode_request,
+    encode_response,
+    new_request,
+    new_response,
+)
 from proxy.codec.throttle import merge_throttle
 from quota.primitives.clock import ManualClock
 from quota.primitives.decision import Throttle
@@ -30,7 +37,9 @@ def test_merge_throttle_every_produce_version(version):
 @pytest.mark.parametrize("version", range(1, DECODED_APIS[FETCH][1] + 1))
 def test_merge_throttle_every_fetch_version(version):
     records = batch(3)
-    msg = new_response(FETCH, version, responses=[{"topic": "t", "partitions": [{"partition_index": 0, "records": records}]}])
+    msg = new_response(
+        FETCH, version, responses=[{"topic": "t", "partitions": [{"partition_index": 0, "records": records}]}]
+    )
     merged = merge_throttle(FETCH, version, memoryview(encode_response(FETCH, version, msg)), 1234)
     out = decode_response(FETCH, version, merged)
     assert out.throttle_time_ms == 1234
@@ -38,8 +47,13 @@ def test_merge_throttle_every_fetch_version(version):
 
 
 def fetch_body(version, partitions):
-    msg = new_response(FETCH, version, responses=[
-        {"topic": "t", "partitions": [{"partition_index": i, "records": r} for i, r in enumerate(partitions)]}])
+    msg = new_response(
+        FETCH,
+        version,
+        responses=[
+            {"topic": "t", "partitions": [{"partition_index": i, "records": r} for i, r in enumerate(partitions)]}
+        ],
+    )
     return encode_response(FETCH, version, msg)
 
 
@@ -67,8 +81,11 @@ def produce_header(size, client_id="p", version=9, corr=1):
 
 def test_produce_is_throttled_after_the_startup_burst_and_the_mute_is_capped():
     clock = ManualClock(1_000_000)
-    scope = scope_with([{"entity": {"client-id": "p"}, "producer_byte_rate": 1000}], clock,
-                       **{"quota.window.num": 11, "quota.mute.max.ms": 3000})
+    scope = scope_with(
+        [{"entity": {"client-id": "p"}, "producer_byte_rate": 1000}],
+        clock,
+        **{"quota.window.num": 11, "quota.mute.max.ms": 3000},
+    )
     session = Session("L", "127.0.0.1")
     burst = 1000 * 10  # quota * (num - 1) * window: a fresh sensor takes this before throttling
     assert plan_request(scope, session, produce_header(burst)).throttle is None
@@ -81,8 +98,7 @@ def test_produce_is_throttled_after_the_startup_burst_and_the_mute_is_capped():
 
 def test_fetch_under_quota_is_buffered_capped_and_recorded_from_the_response():
     clock = ManualClock(1_000_000)
-    scope = scope_with([{"entity": {"client-id": "c"}, "consumer_byte_rate": 1000}], clock,
-                       **{"quota.window.num": 3})
+    scope = scope_with([{"entity": {"client-id": "c"}, "consumer_byte_rate": 1000}], clock, **{"quota.window.num": 3})
     session = Session("L", "127.0.0.1")
     header = RequestHeader(100, FETCH, 12, 1, "c", 20)
     plan = plan_request(scope, session, header)
@@ -103,8 +119,9 @@ def test_scrapes_are_bounded_whatever_the_number_of_clients():
     from proxy.ops.quota_metrics import QuotaMetricsCollector
 
     clock = ManualClock(1_000_000)
-    scope = scope_with([{"entity": {"client-id": "<default>"}, "producer_byte_rate": 1e9}], clock,
-                       **{"quota.metrics.max.entities": 10})
+    scope = scope_with(
+        [{"entity": {"client-id": "<default>"}, "producer_byte_rate": 1e9}], clock, **{"quota.metrics.max.entities": 10}
+    )
     for i in range(2000):
         scope.quotas.produce.record_and_decide("u", f"client-{i}", 1000 + i)
     families = {f.name: f for f in QuotaMetricsCollector(scope.quotas).collect()}

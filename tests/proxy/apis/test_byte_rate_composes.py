@@ -41,8 +41,14 @@ def earlier_stage(monkeypatch):
 
 
 def _scope(quotas, **sections) -> ConnectionScope:
-    config = parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}],
-                           "quotas": quotas, **sections})
+    config = parse_config(
+        {
+            "upstream": {"bootstrap_servers": ["b:1"]},
+            "listeners": [{"name": "L", "bind": "h:2"}],
+            "quotas": quotas,
+            **sections,
+        }
+    )
     return ConnectionScope(None, Topics(), ByteRateQuotas(config, ManualClock(1_000_000)))
 
 

@@ -14,8 +14,14 @@ from proxy.cluster.topics import Topics
 from proxy.codec.apis import ALTER_CLIENT_QUOTAS, API_VERSIONS, DESCRIBE_CLIENT_QUOTAS
 from proxy.codec.error_codes import CLUSTER_AUTHORIZATION_FAILED, INVALID_REQUEST, NONE, UNSUPPORTED_VERSION
 from proxy.codec.header import encode_request_header, frame, response_header_length
-from proxy.codec.messages import (decode_request, decode_response, encode_request, encode_response, new_request,
-                                  new_response)
+from proxy.codec.messages import (
+    decode_request,
+    decode_response,
+    encode_request,
+    encode_response,
+    new_request,
+    new_response,
+)
 from proxy.codec.produce_prefix import parse_request_prefix
 from proxy.quotas.managers import ByteRateQuotas
 
@@ -42,8 +48,15 @@ class FakeDynamic:
 
 
 def setup(quotas=()):
-    config = parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}],
-                           "dynamic_config": {}, "admin_principals": ["User:admin"], "quotas": list(quotas)})
+    config = parse_config(
+        {
+            "upstream": {"bootstrap_servers": ["b:1"]},
+            "listeners": [{"name": "L", "bind": "h:2"}],
+            "dynamic_config": {},
+            "admin_principals": ["User:admin"],
+            "quotas": list(quotas),
+        }
+    )
     dynamic = FakeDynamic(config)
     return ConnectionScope(None, Topics(), ByteRateQuotas(config), client_quotas=dynamic), dynamic
 
@@ -56,10 +69,11 @@ def admin(versions=BOTH) -> Session:
 
 def decide(scope, session, api_key, version, **fields):
     msg = new_request(api_key, version, **fields)
-    buf = bytearray(frame(encode_request_header(api_key, version, 7, "ops-tool")
-                          + encode_request(api_key, version, msg)))
+    buf = bytearray(
+        frame(encode_request_header(api_key, version, 7, "ops-tool") + encode_request(api_key, version, msg))
+    )
     header = parse_request_prefix(buf, 1 << 30, scope.quotas.produce_prefix)
-    return plan_request(scope, session, header).decide(memoryview(buf)[header.header_length:])
+    return plan_request(scope, session, header).decide(memoryview(buf)[header.header_length :])
 
 
 def run(outcome):
@@ -72,18 +86,26 @@ def run(outcome):
 
 def local(api_key: int, version: int, outcome: AnswerLocally):
     body = outcome.frame[4:]
-    return decode_response(api_key, version, body[response_header_length(api_key, version, outcome.frame) - 4:])
+    return decode_response(api_key, version, body[response_header_length(api_key, version, outcome.frame) - 4 :])
 
 
 def entry(ops, **parts) -> dict:
-    return {"entity": [{"entity_type": k.replace("_", "-"), "entity_name": v} for k, v in parts.items()],
-            "ops": [{"key": k, "value": float(v or 0), "remove": v is None} for k, v in ops.items()]}
+    return {
+        "entity": [{"entity_type": k.replace("_", "-"), "entity_name": v} for k, v in parts.items()],
+        "ops": [{"key": k, "value": float(v or 0), "remove": v is None} for k, v in ops.items()],
+    }
 
 
 def broker_answer(lookup: LookUp, entries, throttle_time_ms=0, version=1):
     """The broker's AlterClientQuotas answer to the proxy's request ``lookup``: ``entries`` [(entity, error)]."""
-    response = new_response(ALTER_CLIENT_QUOTAS, version, throttle_time_ms=throttle_time_ms, entries=[
-        {"error_code": code, "error_message": message, "entity": entity} for entity, (code, message) in entries])
+    response = new_response(
+        ALTER_CLIENT_QUOTAS,
+        version,
+        throttle_time_ms=throttle_time_ms,
+        entries=[
+            {"error_code": code, "error_message": message, "entity": entity} for entity, (code, message) in entries
+        ],
+    )
     return lookup.then(memoryview(encode_response(ALTER_CLIENT_QUOTAS, version, response)))
 
 
@@ -92,16 +114,27 @@ def test_request_percentage_goes_to_the_broker_first_and_the_proxys_keys_are_wri
     the client's client id, so its own request quota counts it as the client's), and the proxy writes only
     producer_byte_rate, once the broker accepted; the broker's throttle goes back in the answer."""
     scope, dynamic = setup()
-    outcome = decide(scope, admin(), ALTER_CLIENT_QUOTAS, 1, validate_only=False, entries=[
-        entry({"producer_byte_rate": 1000, "request_percentage": 50}, client_id="etl"),
-        entry({"consumer_byte_rate": 2000}, user="bob")])
+    outcome = decide(
+        scope,
+        admin(),
+        ALTER_CLIENT_QUOTAS,
+        1,
+        validate_only=False,
+        entries=[
+            entry({"producer_byte_rate": 1000, "request_percentage": 50}, client_id="etl"),
+            entry({"consumer_byte_rate": 2000}, user="bob"),
+        ],
+    )
     assert isinstance(outcome, LookUp) and outcome.api_key == ALTER_CLIENT_QUOTAS and outcome.client_id == "ops-tool"
     sent = decode_request(ALTER_CLIENT_QUOTAS, 1, outcome.body)
     assert [[(e.entity_type, e.entity_name) for e in x.entity] for x in sent.entries] == [[("client-id", "etl")]]
     assert [(o.key, o.value, o.remove) for o in sent.entries[0].ops] == [("request_percentage", 50.0, False)]
     assert dynamic.written == []  # nothing before the broker answered
-    answer = run(broker_answer(outcome, [([{"entity_type": "client-id", "entity_name": "etl"}], (NONE, None))],
-                               throttle_time_ms=120))
+    answer = run(
+        broker_answer(
+            outcome, [([{"entity_type": "client-id", "entity_name": "etl"}], (NONE, None))], throttle_time_ms=120
+        )
+    )
     response = local(ALTER_CLIENT_QUOTAS, 1, answer)
     assert [e.error_code for e in response.entries] == [NONE, NONE]
     assert response.throttle_time_ms == 120
@@ -111,14 +144,24 @@ def test_request_percentage_goes_to_the_broker_first_and_the_proxys_keys_are_wri
 
 def test_an_entry_the_broker_refuses_keeps_its_error_and_none_of_its_keys_is_written():
     scope, dynamic = setup()
-    outcome = decide(scope, admin(), ALTER_CLIENT_QUOTAS, 1, validate_only=False, entries=[
-        entry({"producer_byte_rate": 1000, "request_percentage": 50}, user="alice"),
-        entry({"producer_byte_rate": 3000}, client_id="etl")])
+    outcome = decide(
+        scope,
+        admin(),
+        ALTER_CLIENT_QUOTAS,
+        1,
+        validate_only=False,
+        entries=[
+            entry({"producer_byte_rate": 1000, "request_percentage": 50}, user="alice"),
+            entry({"producer_byte_rate": 3000}, client_id="etl"),
+        ],
+    )
     alice = [{"entity_type": "user", "entity_name": "alice"}]
     answer = run(broker_answer(outcome, [(alice, (CLUSTER_AUTHORIZATION_FAILED, "denied by the broker"))]))
     response = local(ALTER_CLIENT_QUOTAS, 1, answer)
     assert [(e.error_code, e.error_message) for e in response.entries] == [
-        (CLUSTER_AUTHORIZATION_FAILED, "denied by the broker"), (NONE, None)]
+        (CLUSTER_AUTHORIZATION_FAILED, "denied by the broker"),
+        (NONE, None),
+    ]
     assert [json.loads(v) for _, v in dynamic.written] == [{"producer_byte_rate": 3000}]
 
 
@@ -126,8 +169,14 @@ def test_a_tenant_is_refused_before_anything_reaches_the_broker():
     scope, dynamic = setup()
     tenant = Session("L", "10.0.0.7")
     tenant.broker_client_quota_versions = BOTH
-    outcome = decide(scope, tenant, ALTER_CLIENT_QUOTAS, 1, validate_only=False,
-                     entries=[entry({"request_percentage": 200}, client_id="me")])
+    outcome = decide(
+        scope,
+        tenant,
+        ALTER_CLIENT_QUOTAS,
+        1,
+        validate_only=False,
+        entries=[entry({"request_percentage": 200}, client_id="me")],
+    )
     assert isinstance(outcome, AnswerLocally)
     assert [e.error_code for e in local(ALTER_CLIENT_QUOTAS, 1, outcome).entries] == [CLUSTER_AUTHORIZATION_FAILED]
     assert dynamic.written == []
@@ -135,8 +184,14 @@ def test_a_tenant_is_refused_before_anything_reaches_the_broker():
 
 def test_an_entry_with_an_invalid_proxy_key_is_refused_whole_and_its_brokers_keys_are_not_sent():
     scope, dynamic = setup()
-    outcome = decide(scope, admin(), ALTER_CLIENT_QUOTAS, 1, validate_only=False,
-                     entries=[entry({"colour": 1, "request_percentage": 50}, client_id="etl")])
+    outcome = decide(
+        scope,
+        admin(),
+        ALTER_CLIENT_QUOTAS,
+        1,
+        validate_only=False,
+        entries=[entry({"colour": 1, "request_percentage": 50}, client_id="etl")],
+    )
     assert isinstance(outcome, AnswerLocally)
     (refused,) = local(ALTER_CLIENT_QUOTAS, 1, outcome).entries
     assert refused.error_code == INVALID_REQUEST and "colour" in refused.error_message
@@ -145,11 +200,18 @@ def test_an_entry_with_an_invalid_proxy_key_is_refused_whole_and_its_brokers_key
 
 def test_validate_only_is_passed_on_and_nothing_is_written():
     scope, dynamic = setup()
-    outcome = decide(scope, admin(), ALTER_CLIENT_QUOTAS, 0, validate_only=True,
-                     entries=[entry({"producer_byte_rate": 10, "request_percentage": 50}, client_id="etl")])
+    outcome = decide(
+        scope,
+        admin(),
+        ALTER_CLIENT_QUOTAS,
+        0,
+        validate_only=True,
+        entries=[entry({"producer_byte_rate": 10, "request_percentage": 50}, client_id="etl")],
+    )
     assert decode_request(ALTER_CLIENT_QUOTAS, 0, outcome.body).validate_only
-    answer = run(broker_answer(outcome, [([{"entity_type": "client-id", "entity_name": "etl"}], (NONE, None))],
-                               version=0))
+    answer = run(
+        broker_answer(outcome, [([{"entity_type": "client-id", "entity_name": "etl"}], (NONE, None))], version=0)
+    )
     assert [e.error_code for e in local(ALTER_CLIENT_QUOTAS, 0, answer).entries] == [NONE]
     assert dynamic.written == []
 
@@ -158,8 +220,19 @@ def test_a_broker_without_client_quotas_gets_nothing_and_the_entry_says_why():
     """Tansu lists neither API: request_percentage is refused UNSUPPORTED_VERSION naming the key; the proxy's
     own entries of the same request are written."""
     scope, dynamic = setup()
-    outcome = run(decide(scope, admin(versions={}), ALTER_CLIENT_QUOTAS, 1, validate_only=False, entries=[
-        entry({"request_percentage": 50}, client_id="etl"), entry({"producer_byte_rate": 5}, client_id="b")]))
+    outcome = run(
+        decide(
+            scope,
+            admin(versions={}),
+            ALTER_CLIENT_QUOTAS,
+            1,
+            validate_only=False,
+            entries=[
+                entry({"request_percentage": 50}, client_id="etl"),
+                entry({"producer_byte_rate": 5}, client_id="b"),
+            ],
+        )
+    )
     response = local(ALTER_CLIENT_QUOTAS, 1, outcome)
     assert [e.error_code for e in response.entries] == [UNSUPPORTED_VERSION, NONE]
     assert "request_percentage: enforced by the brokers" in response.entries[0].error_message
@@ -169,11 +242,22 @@ def test_a_broker_without_client_quotas_gets_nothing_and_the_entry_says_why():
 def test_without_an_api_versions_answer_seen_the_proxy_asks_the_broker_itself_first():
     scope, _ = setup()
     session = admin(versions=None)
-    outcome = decide(scope, session, ALTER_CLIENT_QUOTAS, 1, validate_only=False,
-                     entries=[entry({"request_percentage": 50}, client_id="etl")])
-    assert isinstance(outcome, LookUp) and (outcome.api_key, outcome.api_version, outcome.body) == (API_VERSIONS, 0, b"")
-    versions = new_response(API_VERSIONS, 0, api_keys=[{"api_key": ALTER_CLIENT_QUOTAS, "min_version": 0,
-                                                        "max_version": 1}])
+    outcome = decide(
+        scope,
+        session,
+        ALTER_CLIENT_QUOTAS,
+        1,
+        validate_only=False,
+        entries=[entry({"request_percentage": 50}, client_id="etl")],
+    )
+    assert isinstance(outcome, LookUp) and (outcome.api_key, outcome.api_version, outcome.body) == (
+        API_VERSIONS,
+        0,
+        b"",
+    )
+    versions = new_response(
+        API_VERSIONS, 0, api_keys=[{"api_key": ALTER_CLIENT_QUOTAS, "min_version": 0, "max_version": 1}]
+    )
     then = outcome.then(memoryview(encode_response(API_VERSIONS, 0, versions)))
     assert isinstance(then, LookUp) and then.api_key == ALTER_CLIENT_QUOTAS
     assert session.broker_client_quota_versions == {ALTER_CLIENT_QUOTAS: (0, 1)}
@@ -185,21 +269,37 @@ def test_describe_merges_the_brokers_keys_into_the_proxys_entries():
     scope, _ = setup([{"entity": {"client-id": "etl"}, "producer_byte_rate": 1000}])
     outcome = decide(scope, admin(), DESCRIBE_CLIENT_QUOTAS, 1, strict=False, components=[])
     assert isinstance(outcome, ForwardRequest) and outcome.body is None  # the client's request as it is
-    broker = new_response(DESCRIBE_CLIENT_QUOTAS, 1, throttle_time_ms=40, error_code=NONE, entries=[
-        {"entity": [{"entity_type": "client-id", "entity_name": "etl"}],
-         "values": [{"key": "request_percentage", "value": 50.0}, {"key": "producer_byte_rate", "value": 9.0}]},
-        {"entity": [{"entity_type": "user", "entity_name": None}],
-         "values": [{"key": "request_percentage", "value": 10.0}]}])
-    merged = decode_response(DESCRIBE_CLIENT_QUOTAS, 1, outcome.rewrite(
-        memoryview(encode_response(DESCRIBE_CLIENT_QUOTAS, 1, broker))))
+    broker = new_response(
+        DESCRIBE_CLIENT_QUOTAS,
+        1,
+        throttle_time_ms=40,
+        error_code=NONE,
+        entries=[
+            {
+                "entity": [{"entity_type": "client-id", "entity_name": "etl"}],
+                "values": [{"key": "request_percentage", "value": 50.0}, {"key": "producer_byte_rate", "value": 9.0}],
+            },
+            {
+                "entity": [{"entity_type": "user", "entity_name": None}],
+                "values": [{"key": "request_percentage", "value": 10.0}],
+            },
+        ],
+    )
+    merged = decode_response(
+        DESCRIBE_CLIENT_QUOTAS, 1, outcome.rewrite(memoryview(encode_response(DESCRIBE_CLIENT_QUOTAS, 1, broker)))
+    )
     assert merged.throttle_time_ms == 40 and merged.error_code == NONE
-    assert {tuple((e.entity_type, e.entity_name) for e in x.entity): {v.key: v.value for v in x.values}
-            for x in merged.entries} == {
+    assert {
+        tuple((e.entity_type, e.entity_name) for e in x.entity): {v.key: v.value for v in x.values}
+        for x in merged.entries
+    } == {
         (("client-id", "etl"),): {"producer_byte_rate": 1000.0, "request_percentage": 50.0},
-        (("user", None),): {"request_percentage": 10.0}}
+        (("user", None),): {"request_percentage": 10.0},
+    }
     refused = new_response(DESCRIBE_CLIENT_QUOTAS, 1, error_code=CLUSTER_AUTHORIZATION_FAILED, entries=None)
-    alone = decode_response(DESCRIBE_CLIENT_QUOTAS, 1, outcome.rewrite(
-        memoryview(encode_response(DESCRIBE_CLIENT_QUOTAS, 1, refused))))
+    alone = decode_response(
+        DESCRIBE_CLIENT_QUOTAS, 1, outcome.rewrite(memoryview(encode_response(DESCRIBE_CLIENT_QUOTAS, 1, refused)))
+    )
     assert alone.error_code == NONE and len(alone.entries) == 1  # the proxy's own still answered
 
 
@@ -216,14 +316,27 @@ def test_every_change_is_audited_in_the_log_and_in_a_header_on_its_record(caplog
     scope, dynamic = setup()
     caplog.set_level(logging.INFO, logger="kafka_quota_proxy.audit")
     for rate in (1000, 2500, None):
-        run(decide(scope, admin(), ALTER_CLIENT_QUOTAS, 1, validate_only=False,
-                   entries=[entry({"producer_byte_rate": rate}, user="alice")]))
+        run(
+            decide(
+                scope,
+                admin(),
+                ALTER_CLIENT_QUOTAS,
+                1,
+                validate_only=False,
+                entries=[entry({"producer_byte_rate": rate}, user="alice")],
+            )
+        )
     audits = [json.loads(h["kafka-quota-proxy-audit"]) for h in dynamic.headers]
     assert [(a["old"], a["new"]) for a in audits] == [
-        (None, {"producer_byte_rate": 1000}), ({"producer_byte_rate": 1000}, {"producer_byte_rate": 2500}),
-        ({"producer_byte_rate": 2500}, None)]
+        (None, {"producer_byte_rate": 1000}),
+        ({"producer_byte_rate": 1000}, {"producer_byte_rate": 2500}),
+        ({"producer_byte_rate": 2500}, None),
+    ]
     assert {(a["principal"], a["address"], a["via"]) for a in audits} == {
-        ("User:admin", "10.0.0.1", "AlterClientQuotas")}
+        ("User:admin", "10.0.0.1", "AlterClientQuotas")
+    }
     lines = [r.getMessage() for r in caplog.records if r.name == "kafka_quota_proxy.audit"]
-    assert lines[1] == ('AlterClientQuotas by User:admin from 10.0.0.1: {"user":"alice"}: {"producer_byte_rate": '
-                        '1000} -> {"producer_byte_rate": 2500}')
+    assert lines[1] == (
+        'AlterClientQuotas by User:admin from 10.0.0.1: {"user":"alice"}: {"producer_byte_rate": '
+        '1000} -> {"producer_byte_rate": 2500}'
+    )

@@ -21,10 +21,21 @@ from config.loader import parse_config
 from proxy.apis import ConnectionScope, Session
 from proxy.cluster.topics import Topics
 from proxy.codec.apis import FETCH, FETCH_REPLICA_STATE_SINCE
-from proxy.codec.header import (encode_request_header, encode_response_header, frame, parse_request_header,
-                                response_header_length)
-from proxy.codec.messages import (decode_request, decode_response, encode_request, encode_response, new_request,
-                                  new_response)
+from proxy.codec.header import (
+    encode_request_header,
+    encode_response_header,
+    frame,
+    parse_request_header,
+    response_header_length,
+)
+from proxy.codec.messages import (
+    decode_request,
+    decode_response,
+    encode_request,
+    encode_response,
+    new_request,
+    new_response,
+)
 from proxy.connection.core import ConnectionCore
 from proxy.ops.usage_log import UsageTable
 from proxy.quotas.managers import ByteRateQuotas
@@ -45,33 +56,56 @@ class Wire:
 
     def __init__(self, mode: str):
         self.clock = ManualClock(1_000_000)
-        config = parse_config({
-            "upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}],
-            "quotas": [{"entity": {"user": "<default>"}, "consumer_byte_rate": RATE}],
-            "settings": {"quota.window.num": NUM, "quota.window.size.seconds": 1, "quota.mode": mode}})
+        config = parse_config(
+            {
+                "upstream": {"bootstrap_servers": ["b:1"]},
+                "listeners": [{"name": "L", "bind": "h:2"}],
+                "quotas": [{"entity": {"user": "<default>"}, "consumer_byte_rate": RATE}],
+                "settings": {"quota.window.num": NUM, "quota.window.size.seconds": 1, "quota.mode": mode},
+            }
+        )
         self.usage = UsageTable()
         self.scope = ConnectionScope(None, Topics(), ByteRateQuotas(config, self.clock), usage=self.usage)
         self.to_client = bytearray()
         self.to_broker = bytearray()
-        self.core = ConnectionCore(self.scope, Session("L", "127.0.0.1"), max_request_bytes=1 << 20,
-                                   max_response_bytes=1 << 24, max_inflight=10, write_client=self.to_client.extend,
-                                   write_broker=self.to_broker.extend, clock=self.now_ns,
-                                   api_metrics=lambda key: NULL_API_METRICS)
+        self.core = ConnectionCore(
+            self.scope,
+            Session("L", "127.0.0.1"),
+            max_request_bytes=1 << 20,
+            max_response_bytes=1 << 24,
+            max_inflight=10,
+            write_client=self.to_client.extend,
+            write_broker=self.to_broker.extend,
+            clock=self.now_ns,
+            api_metrics=lambda key: NULL_API_METRICS,
+        )
 
     def now_ns(self) -> int:
         return self.clock.now_ms() * 1_000_000
 
     def fetch(self, version: int, corr: int, replica_id: int, client_id: str) -> bytes:
         """Send a Fetch as Kafka's encoder writes it (the replica id in ReplicaState's tagged field from v15)."""
-        fields = {"max_wait_ms": 500, "min_bytes": 1, "max_bytes": 10 << 20, "session_epoch": -1,
-                  "topics": [{"topic": "orders", "topic_id": TOPIC_ID,
-                              "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]}
+        fields = {
+            "max_wait_ms": 500,
+            "min_bytes": 1,
+            "max_bytes": 10 << 20,
+            "session_epoch": -1,
+            "topics": [
+                {
+                    "topic": "orders",
+                    "topic_id": TOPIC_ID,
+                    "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}],
+                }
+            ],
+        }
         if version >= FETCH_REPLICA_STATE_SINCE:
             fields["replica_state"] = {"replica_id": replica_id, "replica_epoch": 3 if replica_id >= 0 else -1}
         else:
             fields["replica_id"] = replica_id
-        data = frame(encode_request_header(FETCH, version, corr, client_id)
-                     + encode_request(FETCH, version, new_request(FETCH, version, **fields)))
+        data = frame(
+            encode_request_header(FETCH, version, corr, client_id)
+            + encode_request(FETCH, version, new_request(FETCH, version, **fields))
+        )
         self.core.client_bytes(memoryview(data))
         self.core.step(self.now_ns())
         return data
@@ -88,9 +122,20 @@ class Wire:
         """Answer as a broker that ignores max_bytes (as Tansu does): every batch, no throttle of its own."""
         header = parse_request_header(request, 1 << 20)
         version = header.api_version
-        msg = new_response(FETCH, version, responses=[{"topic": "orders", "topic_id": TOPIC_ID, "partitions": [
-            {"partition_index": 0, "high_watermark": 15, "records": b"".join(BATCHES)}]}])
-        data = frame(encode_response_header(FETCH, version, header.correlation_id) + encode_response(FETCH, version, msg))
+        msg = new_response(
+            FETCH,
+            version,
+            responses=[
+                {
+                    "topic": "orders",
+                    "topic_id": TOPIC_ID,
+                    "partitions": [{"partition_index": 0, "high_watermark": 15, "records": b"".join(BATCHES)}],
+                }
+            ],
+        )
+        data = frame(
+            encode_response_header(FETCH, version, header.correlation_id) + encode_response(FETCH, version, msg)
+        )
         self.core.broker_bytes(memoryview(data))
         return data
 
@@ -107,7 +152,7 @@ class Wire:
 
 
 def decoded(version: int, response: bytes):
-    return decode_response(FETCH, version, response[response_header_length(FETCH, version, response):])
+    return decode_response(FETCH, version, response[response_header_length(FETCH, version, response) :])
 
 
 @pytest.mark.parametrize("version", [4, 12, 15, 17])
@@ -127,7 +172,7 @@ def test_a_follower_fetch_is_neither_capped_trimmed_counted_nor_throttled_and_a_
     wire.fetch(version, 2, replica_id=-1, client_id=CONSUMER)
     forwarded = wire.broker_request()
     header = parse_request_header(forwarded, 1 << 20)
-    assert decode_request(FETCH, version, forwarded[header.header_length:]).max_bytes == RATE * (NUM - 1)
+    assert decode_request(FETCH, version, forwarded[header.header_length :]).max_bytes == RATE * (NUM - 1)
     wire.answer(forwarded)
     response = decoded(version, wire.client_response())
     assert bytes(response.responses[0].partitions[0].records) == BATCHES[0]  # trimmed to the first batch

@@ -37,12 +37,22 @@ class NobodyIsOwn(OwnConnections):
 @pytest.fixture
 def guarded_scope():
     clock = ManualClock(1_000_000)
-    config = parse_config({
-        "upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}],
-        "volume_usage": {"missing_data_action": "OPEN"}, "dynamic_config": {}, "admin_principals": ["User:admin"],
-        "quotas": [{"entity": {"user": "<default>"}, "producer_ids_rate": 2}],
-        "settings": {"producer.id.quota.window.num": 1, "producer.id.quota.window.size.seconds": 10,
-                     "producer.id.quota.max.hold.ms": 6_000, "quota.mute.max.ms": 25_000}})  # a token every 5 s
+    config = parse_config(
+        {
+            "upstream": {"bootstrap_servers": ["b:1"]},
+            "listeners": [{"name": "L", "bind": "h:2"}],
+            "volume_usage": {"missing_data_action": "OPEN"},
+            "dynamic_config": {},
+            "admin_principals": ["User:admin"],
+            "quotas": [{"entity": {"user": "<default>"}, "producer_ids_rate": 2}],
+            "settings": {
+                "producer.id.quota.window.num": 1,
+                "producer.id.quota.window.size.seconds": 10,
+                "producer.id.quota.max.hold.ms": 6_000,
+                "quota.mute.max.ms": 25_000,
+            },
+        }
+    )  # a token every 5 s
     quotas = ByteRateQuotas(config, clock)
     assert CONFIG_TOPIC in quotas.internal_topics
     guard = InternalTopicGuard(quotas.internal_topics, config.admin_principals, own=NobodyIsOwn())
@@ -50,12 +60,24 @@ def guarded_scope():
 
 
 def produce(pid: int, topics=("orders", "audit"), corr: int = 1) -> bytearray:
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=pid,
-                                        producer_epoch=0, base_sequence=0, batch_size=1 << 20)
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=pid,
+        producer_epoch=0,
+        base_sequence=0,
+        batch_size=1 << 20,
+    )
     builder.append(0, timestamp=0, key=None, value=b"v", headers=[])
     records = bytes(builder.build())
-    msg = new_request(PRODUCE, 9, acks=-1, timeout_ms=30000, topic_data=[
-        {"name": t, "partition_data": [{"index": 0, "records": records}]} for t in topics])
+    msg = new_request(
+        PRODUCE,
+        9,
+        acks=-1,
+        timeout_ms=30000,
+        topic_data=[{"name": t, "partition_data": [{"index": 0, "records": records}]} for t in topics],
+    )
     return bytearray(frame(encode_request_header(PRODUCE, 9, corr, "p") + encode_request(PRODUCE, 9, msg)))
 
 
@@ -64,10 +86,17 @@ class Connection:
 
     def __init__(self, scope, clock):
         self.to_broker, self.clock = bytearray(), clock
-        self.core = ConnectionCore(scope, Session("L", "10.0.0.1"), max_request_bytes=1 << 20,
-                                   max_response_bytes=1 << 20, max_inflight=10, write_client=lambda data: None,
-                                   write_broker=self.to_broker.extend, clock=lambda: clock.now_ms() * 1_000_000,
-                                   api_metrics=lambda key: NULL_API_METRICS)
+        self.core = ConnectionCore(
+            scope,
+            Session("L", "10.0.0.1"),
+            max_request_bytes=1 << 20,
+            max_response_bytes=1 << 20,
+            max_inflight=10,
+            write_client=lambda data: None,
+            write_broker=self.to_broker.extend,
+            clock=lambda: clock.now_ms() * 1_000_000,
+            api_metrics=lambda key: NULL_API_METRICS,
+        )
 
     def send(self, buf):
         self.core.client_bytes(memoryview(buf))
@@ -77,13 +106,14 @@ class Connection:
 def test_the_guard_keeps_the_held_plans_abandon_and_the_holds_delay(guarded_scope):
     scope, clock = guarded_scope
     for pid in (1, 2):  # the burst
-        plan_request(scope, Session("L", "10.0.0.1"), parse_request_prefix(produce(pid), 1 << 30,
-                                                                            scope.quotas.produce_prefix))
+        plan_request(
+            scope, Session("L", "10.0.0.1"), parse_request_prefix(produce(pid), 1 << 30, scope.quotas.produce_prefix)
+        )
     buf = produce(3, topics=("orders", CONFIG_TOPIC))  # a tenant's Produce naming an internal topic too: guarded
     header = parse_request_prefix(buf, 1 << 30, scope.quotas.produce_prefix)
     plan = plan_request(scope, Session("L", "10.0.0.1"), header)
     assert plan.action is BUFFER and plan.abandon is not None
-    outcome = plan.decide(memoryview(buf)[header.header_length:])
+    outcome = plan.decide(memoryview(buf)[header.header_length :])
     assert isinstance(outcome, HoldFor) and outcome.delay_ms == 5_000
 
 

@@ -39,15 +39,24 @@ def test_create_if_absent_repeated_costs_nothing_and_a_real_create_then_passes()
     creates of the same topic, each answered TOPIC_ALREADY_EXISTS: every one reaches the broker (the bucket never
     goes below 16), and the next real create is forwarded. Before, the sixth was refused with 89."""
     wire = Wire(rate=2, num=10)
-    (forwarded, _), = ask(wire, 7, 1, create("t", 4))
+    ((forwarded, _),) = ask(wire, 7, 1, create("t", 4))
     wire.answer(forwarded, topics=[{"name": "t", "error_code": 0, "num_partitions": 4}])
     assert tokens(wire) == 16
     for corr in range(2, 14):
-        (forwarded, _), = ask(wire, 7, corr, create("t", 4))
-        wire.answer(forwarded, topics=[{"name": "t", "error_code": TOPIC_ALREADY_EXISTS,
-                                        "error_message": "Topic 't' already exists.", "num_partitions": -1}])
+        ((forwarded, _),) = ask(wire, 7, corr, create("t", 4))
+        wire.answer(
+            forwarded,
+            topics=[
+                {
+                    "name": "t",
+                    "error_code": TOPIC_ALREADY_EXISTS,
+                    "error_message": "Topic 't' already exists.",
+                    "num_partitions": -1,
+                }
+            ],
+        )
         assert tokens(wire) == 16
-    (forwarded, body), = ask(wire, 7, 14, create("u", 4))
+    ((forwarded, body),) = ask(wire, 7, 14, create("u", 4))
     assert [t.name for t in body.topics] == ["u"]
     wire.answer(forwarded, topics=[{"name": "u", "error_code": 0, "num_partitions": 4}])
     responses = wire.client_responses(CREATE_TOPICS, 7)
@@ -61,11 +70,12 @@ def test_strict_partial_admission_whose_admitted_topics_all_failed_reports_no_th
     refuses x and y (already there): 20 tokens back (10 left), so the response says 0 ms and the next request is
     read at once."""
     wire = Wire(rate=1, num=10)
-    (forwarded, body), = ask(wire, 7, 1, create("x", 10), create("y", 10), create("z", 10))
+    ((forwarded, body),) = ask(wire, 7, 1, create("x", 10), create("y", 10), create("z", 10))
     assert [t.name for t in body.topics] == ["x", "y"]
-    wire.answer(forwarded, topics=[{"name": n, "error_code": TOPIC_ALREADY_EXISTS, "num_partitions": -1}
-                                   for n in ("x", "y")])
-    (corr, response), = wire.client_responses(CREATE_TOPICS, 7)
+    wire.answer(
+        forwarded, topics=[{"name": n, "error_code": TOPIC_ALREADY_EXISTS, "num_partitions": -1} for n in ("x", "y")]
+    )
+    ((corr, response),) = wire.client_responses(CREATE_TOPICS, 7)
     assert [(t.name, t.error_code) for t in response.topics] == [("x", 36), ("y", 36), ("z", THROTTLED)]
     assert response.throttle_time_ms == 0
     assert tokens(wire) == 10
@@ -76,11 +86,16 @@ def test_strict_partial_admission_throttle_is_what_is_left_after_a_refund_and_th
     """As above, but the broker creates x and y and answers after 3 s: nothing is given back, and the 10 s throttle
     decided with the request is 7 s when the response goes out (3 s spent at the broker), reported and muted."""
     wire = Wire(rate=1, num=10)
-    (forwarded, _), = ask(wire, 7, 1, create("x", 10), create("y", 10), create("z", 10))
+    ((forwarded, _),) = ask(wire, 7, 1, create("x", 10), create("y", 10), create("z", 10))
     wire.clock.advance(3_000)
-    wire.answer(forwarded, topics=[{"name": "x", "error_code": 0, "num_partitions": 10},
-                                   {"name": "y", "error_code": 0, "num_partitions": 10}])
-    (corr, response), = wire.client_responses(CREATE_TOPICS, 7)
+    wire.answer(
+        forwarded,
+        topics=[
+            {"name": "x", "error_code": 0, "num_partitions": 10},
+            {"name": "y", "error_code": 0, "num_partitions": 10},
+        ],
+    )
+    ((corr, response),) = wire.client_responses(CREATE_TOPICS, 7)
     assert response.throttle_time_ms == 7_000  # Kafka's throttleTime: from the charge, not from the response
     assert ask(wire, 7, 2, create("w", 1)) == []  # muted for the 7 s left
     wire.clock.advance(6_999)
@@ -93,10 +108,15 @@ def test_strict_partial_admission_throttle_is_what_is_left_after_a_refund_and_th
 
 def test_strict_partial_admission_with_one_refused_by_the_broker_is_throttled_for_what_is_left():
     wire = Wire(rate=1, num=10)
-    (forwarded, _), = ask(wire, 7, 1, create("x", 10), create("y", 4), create("z", 10))  # 0, then -4: z refused
-    wire.answer(forwarded, topics=[{"name": "x", "error_code": 0, "num_partitions": 10},
-                                   {"name": "y", "error_code": 38, "num_partitions": -1}])  # INVALID_REPLICATION_FACTOR
-    (corr, response), = wire.client_responses(CREATE_TOPICS, 7)
+    ((forwarded, _),) = ask(wire, 7, 1, create("x", 10), create("y", 4), create("z", 10))  # 0, then -4: z refused
+    wire.answer(
+        forwarded,
+        topics=[
+            {"name": "x", "error_code": 0, "num_partitions": 10},
+            {"name": "y", "error_code": 38, "num_partitions": -1},
+        ],
+    )  # INVALID_REPLICATION_FACTOR
+    ((corr, response),) = wire.client_responses(CREATE_TOPICS, 7)
     assert response.throttle_time_ms == 0 and tokens(wire) == 0  # 4 s decided, 4 tokens back
 
 
@@ -104,16 +124,17 @@ def test_permissive_create_throttle_is_recomputed_after_the_broker_refused_some(
     """v4 (permissive): 6 x 100 on a burst of 500 leaves -100 (20 s decided); the broker refuses p5: 100 back, the
     response carries no throttle. Before, 20 s."""
     wire = Wire(rate=5, num=100)
-    (forwarded, _), = ask(wire, 4, 3, *[create(f"p{i}", 100) for i in range(6)])
-    wire.answer(forwarded, topics=[{"name": f"p{i}", "error_code": TOPIC_ALREADY_EXISTS if i == 5 else 0}
-                                   for i in range(6)])
-    (corr, response), = wire.client_responses(CREATE_TOPICS, 4)
+    ((forwarded, _),) = ask(wire, 4, 3, *[create(f"p{i}", 100) for i in range(6)])
+    wire.answer(
+        forwarded, topics=[{"name": f"p{i}", "error_code": TOPIC_ALREADY_EXISTS if i == 5 else 0} for i in range(6)]
+    )
+    ((corr, response),) = wire.client_responses(CREATE_TOPICS, 4)
     assert response.throttle_time_ms == 0 and tokens(wire) == 0
 
 
 def test_validate_only_still_costs_nothing():
     wire = Wire(rate=1, num=1)
-    (forwarded, _), = ask(wire, 7, 1, create("v", 1000), validate_only=True)
+    ((forwarded, _),) = ask(wire, 7, 1, create("v", 1000), validate_only=True)
     wire.answer(forwarded, topics=[{"name": "v", "error_code": 0, "num_partitions": 1000}])
     assert tokens(wire) == 1
 
@@ -122,15 +143,15 @@ def test_num_partitions_minus_one_is_charged_the_count_the_broker_reports_then_t
     """v5+: a -1 create before the default is known takes nothing at admission and the reported count after; the
     next -1 create is charged the learnt default at admission, corrected to what the broker reports."""
     wire = Wire(rate=1, num=100)
-    (forwarded, _), = ask(wire, 5, 1, create("a", -1))
+    ((forwarded, _),) = ask(wire, 5, 1, create("a", -1))
     assert tokens(wire) == 100  # not known yet: admitted, nothing taken
     wire.answer(forwarded, topics=[{"name": "a", "error_code": 0, "num_partitions": 3, "replication_factor": 1}])
     assert tokens(wire) == 97 and wire.scope.topics.default_partitions == 3
-    (forwarded, _), = ask(wire, 7, 2, create("b", -1))
+    ((forwarded, _),) = ask(wire, 7, 2, create("b", -1))
     assert tokens(wire) == 94  # the learnt default, at admission
     wire.answer(forwarded, topics=[{"name": "b", "error_code": 0, "num_partitions": 5, "replication_factor": 1}])
     assert tokens(wire) == 92  # the broker created 5 (its default changed): charged 5 in all
-    (forwarded, _), = ask(wire, 7, 3, create("c", -1))
+    ((forwarded, _),) = ask(wire, 7, 3, create("c", -1))
     wire.answer(forwarded, topics=[{"name": "c", "error_code": TOPIC_ALREADY_EXISTS, "num_partitions": -1}])
     assert tokens(wire) == 92  # refused: the default taken is given back
 
@@ -138,7 +159,7 @@ def test_num_partitions_minus_one_is_charged_the_count_the_broker_reports_then_t
 def test_num_partitions_minus_one_on_v4_is_charged_the_learnt_default():
     wire = Wire(rate=1, num=100)
     wire.scope.topics.created("seen", 6, wire.clock.now_ms(), default=True)
-    (forwarded, _), = ask(wire, 4, 1, create("a", -1))
+    ((forwarded, _),) = ask(wire, 4, 1, create("a", -1))
     wire.answer(forwarded, topics=[{"name": "a", "error_code": 0}])
     assert tokens(wire) == 94
 
@@ -149,15 +170,21 @@ def test_delete_topics_refused_by_the_broker_is_given_back_by_name_and_by_id():
     for name in ("a", "b"):
         wire.scope.topics.created(name, 10, wire.clock.now_ms())
     wire.send(DELETE_TOPICS, 5, 1, topic_names=["a", "b"], timeout_ms=1000)
-    (forwarded, _), = wire.broker_requests()
-    wire.answer(forwarded, responses=[{"name": "a", "error_code": 0},
-                                      {"name": "b", "error_code": UNKNOWN_TOPIC_OR_PARTITION}])
+    ((forwarded, _),) = wire.broker_requests()
+    wire.answer(
+        forwarded, responses=[{"name": "a", "error_code": 0}, {"name": "b", "error_code": UNKNOWN_TOPIC_OR_PARTITION}]
+    )
     assert tokens(wire) == 90
-    wire.scope.topics.learn_from_metadata(new_response(METADATA, 12, topics=[
-        {"name": "c", "topic_id": gone, "partitions": [{"partition_index": i} for i in range(7)]}]),
-        wire.clock.now_ms())
+    wire.scope.topics.learn_from_metadata(
+        new_response(
+            METADATA,
+            12,
+            topics=[{"name": "c", "topic_id": gone, "partitions": [{"partition_index": i} for i in range(7)]}],
+        ),
+        wire.clock.now_ms(),
+    )
     wire.send(DELETE_TOPICS, 6, 2, topics=[{"name": None, "topic_id": gone}], timeout_ms=1000)
-    (forwarded, _), = wire.broker_requests()
+    ((forwarded, _),) = wire.broker_requests()
     assert tokens(wire) == 83
     wire.answer(forwarded, responses=[{"name": None, "topic_id": gone, "error_code": UNKNOWN_TOPIC_ID}])
     assert tokens(wire) == 90
@@ -166,9 +193,15 @@ def test_delete_topics_refused_by_the_broker_is_given_back_by_name_and_by_id():
 def test_create_partitions_refused_by_the_broker_is_given_back():
     wire = Wire(rate=1, num=100)
     wire.scope.topics.created("a", 2, wire.clock.now_ms())
-    wire.send(CREATE_PARTITIONS, 3, 1, topics=[{"name": "a", "count": 12, "assignments": None}], timeout_ms=1000,
-              validate_only=False)
-    (forwarded, _), = wire.broker_requests()
+    wire.send(
+        CREATE_PARTITIONS,
+        3,
+        1,
+        topics=[{"name": "a", "count": 12, "assignments": None}],
+        timeout_ms=1000,
+        validate_only=False,
+    )
+    ((forwarded, _),) = wire.broker_requests()
     assert tokens(wire) == 90
     wire.answer(forwarded, results=[{"name": "a", "error_code": INVALID_PARTITIONS}])
     assert tokens(wire) == 100
@@ -191,14 +224,15 @@ def test_num_partitions_minus_one_on_v4_before_any_default_is_charged_the_count_
     admission, corrected again by its own lookup. Before, the first create was never charged."""
     counts = WantedCounts()
     wire = Wire(rate=1, num=100, counts=counts)
-    (forwarded, _), = ask(wire, 4, 1, create("a", -1), create("gone", -1))
+    ((forwarded, _),) = ask(wire, 4, 1, create("a", -1), create("gone", -1))
     assert tokens(wire) == 100  # not known: admitted, nothing taken
-    wire.answer(forwarded, topics=[{"name": "a", "error_code": 0},
-                                   {"name": "gone", "error_code": TOPIC_ALREADY_EXISTS}])
+    wire.answer(
+        forwarded, topics=[{"name": "a", "error_code": 0}, {"name": "gone", "error_code": TOPIC_ALREADY_EXISTS}]
+    )
     assert [name for name, _ in counts.wanted] == ["a"]
     counts.wanted.pop()[1](3)
     assert tokens(wire) == 97 and wire.scope.topics.default_partitions == 3
-    (forwarded, _), = ask(wire, 4, 2, create("b", -1))
+    ((forwarded, _),) = ask(wire, 4, 2, create("b", -1))
     assert tokens(wire) == 94  # the learnt default, at admission
     wire.answer(forwarded, topics=[{"name": "b", "error_code": 0}])
     counts.wanted.pop()[1](5)  # the broker's default changed: 5 created, 5 charged in all
@@ -210,12 +244,12 @@ def test_num_partitions_minus_one_on_v4_whose_count_cannot_be_learnt_is_charged_
     default taken at admission stands; never nothing."""
     counts = WantedCounts()
     wire = Wire(rate=1, num=100, counts=counts)
-    (forwarded, _), = ask(wire, 4, 1, create("a", -1))
+    ((forwarded, _),) = ask(wire, 4, 1, create("a", -1))
     wire.answer(forwarded, topics=[{"name": "a", "error_code": 0}])
     counts.wanted.pop()[1](None)
     assert tokens(wire) == 99
     wire.scope.topics.created("seen", 6, wire.clock.now_ms(), default=True)
-    (forwarded, _), = ask(wire, 4, 2, create("b", -1))
+    ((forwarded, _),) = ask(wire, 4, 2, create("b", -1))
     wire.answer(forwarded, topics=[{"name": "b", "error_code": 0}])
     counts.wanted.pop()[1](None)
     assert tokens(wire) == 93
@@ -224,7 +258,7 @@ def test_num_partitions_minus_one_on_v4_whose_count_cannot_be_learnt_is_charged_
 def test_num_partitions_minus_one_on_v4_without_lookups_is_charged_the_fallback_at_once():
     """A scope built without the proxy's own traffic (NO_LOOKUPS) hands None at once: the fallback, not nothing."""
     wire = Wire(rate=1, num=100)
-    (forwarded, _), = ask(wire, 4, 1, create("a", -1))
+    ((forwarded, _),) = ask(wire, 4, 1, create("a", -1))
     wire.answer(forwarded, topics=[{"name": "a", "error_code": 0}])
     assert tokens(wire) == 99
 
@@ -232,7 +266,7 @@ def test_num_partitions_minus_one_on_v4_without_lookups_is_charged_the_fallback_
 def throttle_counters(wire):
     """(throttle time in ms, throttled requests) of the entity: what controller_mutation_throttle_time_seconds_total
     (in seconds) and controller_mutation_throttled_requests_total export."""
-    (stats, _), = wire.scope.quotas.mutations.buckets(wire.clock.now_ms())
+    ((stats, _),) = wire.scope.quotas.mutations.buckets(wire.clock.now_ms())
     return stats.throttle_time_ms_total, stats.throttled_count
 
 
@@ -241,23 +275,24 @@ def test_throttle_counters_count_what_the_client_was_told_after_the_broker_settl
     Then a request whose admitted topics all failed: 10 s decided, 0 told: not counted. Then one refused whole by
     the proxy (nothing to settle): counted as told. Before, every throttle decided at admission was counted."""
     wire = Wire(rate=1, num=10)
-    (forwarded, _), = ask(wire, 7, 1, create("x", 10), create("y", 10), create("z", 10))
+    ((forwarded, _),) = ask(wire, 7, 1, create("x", 10), create("y", 10), create("z", 10))
     wire.clock.advance(3_000)
     wire.answer(forwarded, topics=[{"name": n, "error_code": 0, "num_partitions": 10} for n in ("x", "y")])
-    (_, told), = wire.client_responses(CREATE_TOPICS, 7)
+    ((_, told),) = wire.client_responses(CREATE_TOPICS, 7)
     assert told.throttle_time_ms == 7_000 and throttle_counters(wire) == (7_000, 1)
     wire.clock.advance(100_000)  # the mute is over and the bucket full again
-    (forwarded, _), = ask(wire, 7, 2, create("a", 10), create("b", 10), create("c", 10))
-    wire.answer(forwarded, topics=[{"name": n, "error_code": TOPIC_ALREADY_EXISTS, "num_partitions": -1}
-                                   for n in ("a", "b")])
-    (_, told), = wire.client_responses(CREATE_TOPICS, 7)
+    ((forwarded, _),) = ask(wire, 7, 2, create("a", 10), create("b", 10), create("c", 10))
+    wire.answer(
+        forwarded, topics=[{"name": n, "error_code": TOPIC_ALREADY_EXISTS, "num_partitions": -1} for n in ("a", "b")]
+    )
+    ((_, told),) = wire.client_responses(CREATE_TOPICS, 7)
     assert told.throttle_time_ms == 0 and throttle_counters(wire) == (7_000, 1)
-    (forwarded, _), = ask(wire, 7, 3, create("d", 15))  # 10 -> -5
+    ((forwarded, _),) = ask(wire, 7, 3, create("d", 15))  # 10 -> -5
     wire.answer(forwarded, topics=[{"name": "d", "error_code": 0, "num_partitions": 15}])
-    (_, told), = wire.client_responses(CREATE_TOPICS, 7)
+    ((_, told),) = wire.client_responses(CREATE_TOPICS, 7)
     assert told.throttle_time_ms == 0  # the one request that emptied the bucket is not throttled (strict)
     assert ask(wire, 7, 4, create("e", 1)) == []  # refused whole: answered by the proxy
-    (_, told), = wire.client_responses(CREATE_TOPICS, 7)
+    ((_, told),) = wire.client_responses(CREATE_TOPICS, 7)
     assert told.throttle_time_ms == 5_000 and throttle_counters(wire) == (12_000, 2)
 
 
@@ -265,7 +300,8 @@ def test_permissive_throttle_counters_count_the_throttle_left_after_refunds():
     """v4: 6 x 100 on a burst of 500 decides 20 s; the broker refuses one topic (100 back): the response says 0 and
     nothing is counted."""
     wire = Wire(rate=5, num=100)
-    (forwarded, _), = ask(wire, 4, 3, *[create(f"p{i}", 100) for i in range(6)])
-    wire.answer(forwarded, topics=[{"name": f"p{i}", "error_code": TOPIC_ALREADY_EXISTS if i == 5 else 0}
-                                   for i in range(6)])
+    ((forwarded, _),) = ask(wire, 4, 3, *[create(f"p{i}", 100) for i in range(6)])
+    wire.answer(
+        forwarded, topics=[{"name": f"p{i}", "error_code": TOPIC_ALREADY_EXISTS if i == 5 else 0} for i in range(6)]
+    )
     assert throttle_counters(wire) == (0, 0)

@@ -15,8 +15,14 @@ from proxy.cluster.topics import Topics
 from proxy.codec.apis import OFFSET_COMMIT, TXN_OFFSET_COMMIT
 from proxy.codec.error_codes import OFFSET_METADATA_TOO_LARGE
 from proxy.codec.header import encode_request_header, frame, parse_request_header
-from proxy.codec.messages import decode_request, decode_response, encode_request, encode_response, new_request, \
-    new_response
+from proxy.codec.messages import (
+    decode_request,
+    decode_response,
+    encode_request,
+    encode_response,
+    new_request,
+    new_response,
+)
 from proxy.quotas.managers import ByteRateQuotas
 from quota.primitives.clock import ManualClock
 
@@ -45,8 +51,9 @@ def scope_for(*, paused: bool = False, rate: int | None = None) -> ConnectionSco
 def commit(api_key: int, version: int, metadata: dict[tuple[str, int], str | None]):
     topics: dict[str, list] = {}
     for (topic, partition), meta in metadata.items():
-        topics.setdefault(topic, []).append({"partition_index": partition, "committed_offset": 42,
-                                             "committed_metadata": meta})
+        topics.setdefault(topic, []).append(
+            {"partition_index": partition, "committed_offset": 42, "committed_metadata": meta}
+        )
     fields = {"group_id": "g", "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
     if api_key == OFFSET_COMMIT and version >= 10:  # topics by id alone (KIP-848)
         fields["topics"] = [{"topic_id": IDS[t["name"]], "partitions": t["partitions"]} for t in fields["topics"]]
@@ -58,25 +65,44 @@ def commit(api_key: int, version: int, metadata: dict[tuple[str, int], str | Non
 def planned(scope, api_key, version, msg, client_id="committer"):
     buf = frame(encode_request_header(api_key, version, 5, client_id) + encode_request(api_key, version, msg))
     header = parse_request_header(memoryview(buf), 1 << 30)
-    return plan_request(scope, TENANT, header), memoryview(buf)[header.header_length:]
+    return plan_request(scope, TENANT, header), memoryview(buf)[header.header_length :]
 
 
-@pytest.mark.parametrize("api_key,version", [(OFFSET_COMMIT, 2), (OFFSET_COMMIT, 8), (OFFSET_COMMIT, 10),
-                                             (TXN_OFFSET_COMMIT, 0), (TXN_OFFSET_COMMIT, 5)])
+@pytest.mark.parametrize(
+    "api_key,version",
+    [(OFFSET_COMMIT, 2), (OFFSET_COMMIT, 8), (OFFSET_COMMIT, 10), (TXN_OFFSET_COMMIT, 0), (TXN_OFFSET_COMMIT, 5)],
+)
 def test_metadata_over_the_cap_is_refused_per_partition_and_the_answers_merged(api_key, version):
     scope = scope_for()
-    plan, body = planned(scope, api_key, version, commit(api_key, version, {
-        ("a", 0): "x" * 4097, ("a", 1): "ok", ("b", 0): "y" * 5000, ("c", 0): None}))
+    plan, body = planned(
+        scope,
+        api_key,
+        version,
+        commit(api_key, version, {("a", 0): "x" * 4097, ("a", 1): "ok", ("b", 0): "y" * 5000, ("c", 0): None}),
+    )
     outcome = plan.decide(body)
     assert isinstance(outcome, ForwardRequest)
     forwarded = decode_request(api_key, version, outcome.body)
     assert [(name(t), [p.partition_index for p in t.partitions]) for t in forwarded.topics] == [("a", [1]), ("c", [0])]
-    broker = new_response(api_key, version, topics=[
-        {"name": t.name, **({"topic_id": t.topic_id} if api_key == OFFSET_COMMIT else {}),
-         "partitions": [{"partition_index": p.partition_index} for p in t.partitions]} for t in forwarded.topics])
+    broker = new_response(
+        api_key,
+        version,
+        topics=[
+            {
+                "name": t.name,
+                **({"topic_id": t.topic_id} if api_key == OFFSET_COMMIT else {}),
+                "partitions": [{"partition_index": p.partition_index} for p in t.partitions],
+            }
+            for t in forwarded.topics
+        ],
+    )
     merged = decode_response(api_key, version, outcome.rewrite(memoryview(encode_response(api_key, version, broker))))
     assert sorted((name(t), p.partition_index, p.error_code) for t in merged.topics for p in t.partitions) == [
-        ("a", 0, OFFSET_METADATA_TOO_LARGE), ("a", 1, 0), ("b", 0, OFFSET_METADATA_TOO_LARGE), ("c", 0, 0)]
+        ("a", 0, OFFSET_METADATA_TOO_LARGE),
+        ("a", 1, 0),
+        ("b", 0, OFFSET_METADATA_TOO_LARGE),
+        ("c", 0, 0),
+    ]
 
 
 def test_a_commit_all_over_the_cap_never_reaches_the_broker_and_a_small_one_is_not_decoded():
@@ -102,8 +128,13 @@ def test_commits_are_charged_against_producer_byte_rate():
 
 def test_at_pause_offsets_are_committed_without_metadata_and_charged_to_the_base_rate():
     scope = scope_for(paused=True)
-    plan, body = planned(scope, OFFSET_COMMIT, 8, commit(OFFSET_COMMIT, 8, {("a", 0): "", ("a", 1): "z",
-                                                                          ("a", 2): None}), client_id="unquoted")
+    plan, body = planned(
+        scope,
+        OFFSET_COMMIT,
+        8,
+        commit(OFFSET_COMMIT, 8, {("a", 0): "", ("a", 1): "z", ("a", 2): None}),
+        client_id="unquoted",
+    )
     outcome = plan.decide(body)
     forwarded = decode_request(OFFSET_COMMIT, 8, outcome.body)
     assert [p.partition_index for t in forwarded.topics for p in t.partitions] == [0, 2]  # "z": refused

@@ -20,17 +20,33 @@ from tests.proxy.byte_rate_scopes import scope_with
 
 QUOTA = [{"entity": {"user": "<default>"}, "producer_ids_rate": 2}]
 # burst 2, a token every 5 s, holds of up to 20 s
-SETTINGS = {"producer.id.quota.window.num": 1, "producer.id.quota.window.size.seconds": 10,
-            "producer.id.quota.max.hold.ms": 20_000, "quota.mute.max.ms": 25_000}
+SETTINGS = {
+    "producer.id.quota.window.num": 1,
+    "producer.id.quota.window.size.seconds": 10,
+    "producer.id.quota.max.hold.ms": 20_000,
+    "quota.mute.max.ms": 25_000,
+}
 VALUE = 64 * 1024  # each Produce carries one record of this many bytes
 
 
 def produce(pid: int, corr: int, value: int = VALUE) -> bytearray:
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=pid,
-                                        producer_epoch=0, base_sequence=0, batch_size=1 << 22)
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=pid,
+        producer_epoch=0,
+        base_sequence=0,
+        batch_size=1 << 22,
+    )
     builder.append(0, timestamp=0, key=None, value=bytes(value), headers=[])
-    msg = new_request(PRODUCE, 9, acks=-1, timeout_ms=30000, topic_data=[
-        {"name": "t", "partition_data": [{"index": 0, "records": bytes(builder.build())}]}])
+    msg = new_request(
+        PRODUCE,
+        9,
+        acks=-1,
+        timeout_ms=30000,
+        topic_data=[{"name": "t", "partition_data": [{"index": 0, "records": bytes(builder.build())}]}],
+    )
     return bytearray(frame(encode_request_header(PRODUCE, 9, corr, "p") + encode_request(PRODUCE, 9, msg)))
 
 
@@ -46,10 +62,17 @@ class Connection:
 
         self.to_broker, self.to_client = bytearray(), bytearray()
         self.clock, self.session = clock, Session("L", ip)
-        self.core = ConnectionCore(scope, self.session, max_request_bytes=1 << 22, max_response_bytes=1 << 20,
-                                   max_inflight=10, write_client=self.to_client.extend,
-                                   write_broker=self.to_broker.extend, clock=lambda: clock.now_ms() * 1_000_000,
-                                   api_metrics=lambda key: NULL_API_METRICS)
+        self.core = ConnectionCore(
+            scope,
+            self.session,
+            max_request_bytes=1 << 22,
+            max_response_bytes=1 << 20,
+            max_inflight=10,
+            write_client=self.to_client.extend,
+            write_broker=self.to_broker.extend,
+            clock=lambda: clock.now_ms() * 1_000_000,
+            api_metrics=lambda key: NULL_API_METRICS,
+        )
 
     def send(self, buf):
         self.core.client_bytes(memoryview(buf))
@@ -66,7 +89,7 @@ class Connection:
     def answer(self):
         """The proxy's own answer to the last request: (partition error codes, throttle_time_ms)."""
         data = bytes(self.to_client)
-        body = data[response_header_length(PRODUCE, 9, data):]
+        body = data[response_header_length(PRODUCE, 9, data) :]
         response = decode_response(PRODUCE, 9, body)
         return [p.error_code for t in response.responses for p in t.partition_responses], response.throttle_time_ms
 
@@ -143,7 +166,7 @@ def test_a_client_that_goes_in_the_middle_of_a_held_request_gives_its_bytes_back
     held = scope.quotas.held_bytes
     burst(scope, clock)
     conn = Connection(scope, clock)
-    conn.send(produce(3, corr=1)[:SIZE // 2])  # the header is read: the hold is decided, its bytes reserved
+    conn.send(produce(3, corr=1)[: SIZE // 2])  # the header is read: the hold is decided, its bytes reserved
     assert held.total == SIZE and not conn.held
     conn.core.close()
     assert held.total == 0 and conn.session.held_bytes == 0

@@ -20,17 +20,33 @@ from quota.primitives.decision import Throttle
 from tests.proxy.byte_rate_scopes import scope_with
 
 QUOTA = [{"entity": {"user": "<default>"}, "producer_ids_rate": 2}]
-SETTINGS = {"producer.id.quota.window.num": 1, "producer.id.quota.window.size.seconds": 10,
-            "producer.id.quota.max.hold.ms": 6_000, "quota.mute.max.ms": 25_000}  # burst 2, a token every 5 s
+SETTINGS = {
+    "producer.id.quota.window.num": 1,
+    "producer.id.quota.window.size.seconds": 10,
+    "producer.id.quota.max.hold.ms": 6_000,
+    "quota.mute.max.ms": 25_000,
+}  # burst 2, a token every 5 s
 
 
 def produce(pid: int, version: int = 9, corr: int = 1) -> bytearray:
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=pid,
-                                        producer_epoch=0, base_sequence=0, batch_size=1 << 20)
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=pid,
+        producer_epoch=0,
+        base_sequence=0,
+        batch_size=1 << 20,
+    )
     builder.append(0, timestamp=0, key=None, value=b"v", headers=[])
     records = bytes(builder.build())
-    msg = new_request(PRODUCE, version, acks=-1, timeout_ms=30000, topic_data=[
-        {"name": "t", "partition_data": [{"index": 0, "records": records}]}])
+    msg = new_request(
+        PRODUCE,
+        version,
+        acks=-1,
+        timeout_ms=30000,
+        topic_data=[{"name": "t", "partition_data": [{"index": 0, "records": records}]}],
+    )
     return bytearray(frame(encode_request_header(PRODUCE, version, corr, "p") + encode_request(PRODUCE, version, msg)))
 
 
@@ -54,7 +70,7 @@ def test_a_new_id_over_quota_is_read_whole_and_held_on_a_timer_then_forwarded_as
     header, plan = plan_for(scope, Session("L", "10.0.0.1"), buf)
     assert plan.action is BUFFER and plan.throttle is None
     clock.advance(4_990)  # the body is complete 4.99 s later: the hold's time is the quota's, 10 ms are left
-    outcome = plan.decide(memoryview(buf)[header.header_length:])
+    outcome = plan.decide(memoryview(buf)[header.header_length :])
     assert isinstance(outcome, HoldFor) and outcome.delay_ms == 10
     assert outcome.then() == ForwardRequest()  # the request as it came, nothing rewritten
 
@@ -66,13 +82,14 @@ def test_past_the_bound_the_produce_is_answered_with_not_enough_replicas_and_a_t
         plan_for(scope, Session("L", "10.0.0.1"), produce(pid))
     buf = produce(4, version=9, corr=42)
     header, plan = plan_for(scope, session, buf)  # 10 s away, past the 6 s bound
-    outcome = plan.decide(memoryview(buf)[header.header_length:])
+    outcome = plan.decide(memoryview(buf)[header.header_length :])
     assert isinstance(outcome, AnswerLocally)
     assert outcome.throttle == Throttle(4_000, 4_000)  # a retry in 4 s is held 6 s
     body = outcome.frame[4:]
-    response = decode_response(PRODUCE, 9, body[response_header_length(PRODUCE, 9, outcome.frame) - 4:])
+    response = decode_response(PRODUCE, 9, body[response_header_length(PRODUCE, 9, outcome.frame) - 4 :])
     assert [(t.name, p.index, p.error_code) for t in response.responses for p in t.partition_responses] == [
-        ("t", 0, NOT_ENOUGH_REPLICAS)]
+        ("t", 0, NOT_ENOUGH_REPLICAS)
+    ]
     assert response.throttle_time_ms == 4_000
     assert session.producer_id != 4  # not remembered: the retry on this connection is judged again
     _, again = plan_for(scope, session, produce(4))
@@ -110,10 +127,17 @@ class HeldConnection:
 
         self.to_broker = bytearray()
         self.clock = clock
-        self.core = ConnectionCore(scope, Session("L", "10.0.0.1"), max_request_bytes=1 << 20,
-                                   max_response_bytes=1 << 20, max_inflight=10, write_client=lambda data: None,
-                                   write_broker=self.to_broker.extend, clock=lambda: clock.now_ms() * 1_000_000,
-                                   api_metrics=lambda key: NULL_API_METRICS)
+        self.core = ConnectionCore(
+            scope,
+            Session("L", "10.0.0.1"),
+            max_request_bytes=1 << 20,
+            max_response_bytes=1 << 20,
+            max_inflight=10,
+            write_client=lambda data: None,
+            write_broker=self.to_broker.extend,
+            clock=lambda: clock.now_ms() * 1_000_000,
+            api_metrics=lambda key: NULL_API_METRICS,
+        )
 
     def send(self, buf):
         self.core.client_bytes(memoryview(buf))
@@ -165,15 +189,34 @@ def test_a_held_produce_forwarded_when_its_time_comes_is_not_released_when_the_c
 
 def produce_batches(*partitions: tuple[int, ...], version: int = 9, corr: int = 1) -> bytearray:
     """A Produce of one partition per tuple, each holding a batch per producer id of its tuple (-1: none)."""
+
     def batch(pid: int) -> bytes:
-        builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=pid,
-                                            producer_epoch=0 if pid >= 0 else -1, base_sequence=0 if pid >= 0 else -1,
-                                            batch_size=1 << 20)
+        builder = DefaultRecordBatchBuilder(
+            magic=2,
+            compression_type=0,
+            is_transactional=False,
+            producer_id=pid,
+            producer_epoch=0 if pid >= 0 else -1,
+            base_sequence=0 if pid >= 0 else -1,
+            batch_size=1 << 20,
+        )
         builder.append(0, timestamp=0, key=None, value=b"v", headers=[])
         return bytes(builder.build())
-    msg = new_request(PRODUCE, version, acks=-1, timeout_ms=30000, topic_data=[
-        {"name": "t", "partition_data": [{"index": i, "records": b"".join(batch(pid) for pid in pids)}
-                                         for i, pids in enumerate(partitions)]}])
+
+    msg = new_request(
+        PRODUCE,
+        version,
+        acks=-1,
+        timeout_ms=30000,
+        topic_data=[
+            {
+                "name": "t",
+                "partition_data": [
+                    {"index": i, "records": b"".join(batch(pid) for pid in pids)} for i, pids in enumerate(partitions)
+                ],
+            }
+        ],
+    )
     return bytearray(frame(encode_request_header(PRODUCE, version, corr, "p") + encode_request(PRODUCE, version, msg)))
 
 
@@ -187,7 +230,7 @@ def test_a_new_id_in_the_second_batch_is_counted_and_held(hold):
     buf = produce_batches((-1, 3))
     header, plan = plan_for(scope, Session("L", "10.0.0.1"), buf)
     assert header.producer_ids == (3,) and plan.action is BUFFER
-    assert isinstance(plan.decide(memoryview(buf)[header.header_length:]), HoldFor)
+    assert isinstance(plan.decide(memoryview(buf)[header.header_length :]), HoldFor)
     assert scope.quotas.producer_ids.stats(clock.now_ms())[0].new_pids_total == 3
 
 
@@ -198,7 +241,7 @@ def test_new_ids_in_several_partitions_are_all_counted_and_past_the_bound_refuse
     assert plan.action is not BUFFER and quota.stats(clock.now_ms())[0].new_pids_total == 2
     buf = produce_batches(*((-1, pid) for pid in range(100, 500)), corr=7)  # issue 35's 400 new ids at once
     header, plan = plan_for(scope, Session("L", "10.0.0.1"), buf)
-    outcome = plan.decide(memoryview(buf)[header.header_length:])
+    outcome = plan.decide(memoryview(buf)[header.header_length :])
     assert isinstance(outcome, AnswerLocally)  # refused: never forwarded
     assert quota.stats(clock.now_ms())[0].new_pids_total == 2  # and none of the 400 counted or remembered
 

@@ -16,7 +16,8 @@ from proxy.codec.error_codes import SASL_AUTHENTICATION_FAILED
 from proxy.codec.header import RequestHeader, response_header_length
 from proxy.codec.messages import decode_response, encode_request, encode_response, new_request, new_response
 from proxy.quotas.managers import ByteRateQuotas
-from tests.fakes import TokenKafka as FakeKafka, token_answer as answer
+from tests.fakes import TokenKafka as FakeKafka
+from tests.fakes import token_answer as answer
 
 V = 2  # SaslAuthenticate v2, as every Java client since 2.2 sends it
 CLIENT_FIRST = b"n,,n=tok-c,r=nonce,tokenauth=true"
@@ -26,8 +27,9 @@ SERVER_FINAL = b"v=c2lnbmF0dXJl"
 
 
 def scope(tokens: TokenOwners) -> ConnectionScope:
-    config = parse_config({"upstream": {"bootstrap_servers": ["b:1"]},
-                           "listeners": [{"name": "SASL", "bind": "h:2", "sasl": True}]})
+    config = parse_config(
+        {"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "SASL", "bind": "h:2", "sasl": True}]}
+    )
     return ConnectionScope(None, Topics(), ByteRateQuotas(config), tokens=tokens)
 
 
@@ -39,10 +41,19 @@ def session() -> Session:
 
 def handshake(sc: ConnectionScope, s: Session) -> None:
     plan = plan_request(sc, s, RequestHeader(100, SASL_HANDSHAKE, 1, 1, "c", 20, None))
-    assert plan.decide(memoryview(encode_request(SASL_HANDSHAKE, 1, new_request(
-        SASL_HANDSHAKE, 1, mechanism="SCRAM-SHA-512")))) is FORWARD_AS_IS
-    plan.observe(memoryview(encode_response(SASL_HANDSHAKE, 1, new_response(
-        SASL_HANDSHAKE, 1, error_code=0, mechanisms=["SCRAM-SHA-512"]))))
+    assert (
+        plan.decide(
+            memoryview(encode_request(SASL_HANDSHAKE, 1, new_request(SASL_HANDSHAKE, 1, mechanism="SCRAM-SHA-512")))
+        )
+        is FORWARD_AS_IS
+    )
+    plan.observe(
+        memoryview(
+            encode_response(
+                SASL_HANDSHAKE, 1, new_response(SASL_HANDSHAKE, 1, error_code=0, mechanisms=["SCRAM-SHA-512"])
+            )
+        )
+    )
 
 
 def authenticate(sc: ConnectionScope, s: Session, corr: int, token: bytes):
@@ -53,8 +64,13 @@ def authenticate(sc: ConnectionScope, s: Session, corr: int, token: bytes):
 
 
 def broker_says(plan, server: bytes, error_code: int = 0) -> None:
-    plan.observe(memoryview(encode_response(SASL_AUTHENTICATE, V, new_response(
-        SASL_AUTHENTICATE, V, error_code=error_code, auth_bytes=server))))
+    plan.observe(
+        memoryview(
+            encode_response(
+                SASL_AUTHENTICATE, V, new_response(SASL_AUTHENTICATE, V, error_code=error_code, auth_bytes=server)
+            )
+        )
+    )
 
 
 def first_step(sc: ConnectionScope, s: Session) -> None:
@@ -107,8 +123,9 @@ def test_a_login_whose_owner_cannot_be_learnt_is_refused_by_the_proxy():
     assert isinstance(local, AnswerLocally)
     frame = local.frame
     assert frame[4:8] == (3).to_bytes(4, "big")  # the request's own correlation id
-    msg = decode_response(SASL_AUTHENTICATE, V, memoryview(frame)[response_header_length(SASL_AUTHENTICATE, V,
-                                                                                          frame):])
+    msg = decode_response(
+        SASL_AUTHENTICATE, V, memoryview(frame)[response_header_length(SASL_AUTHENTICATE, V, frame) :]
+    )
     assert msg.error_code == SASL_AUTHENTICATION_FAILED
     assert "tok-c" in msg.error_message and "may describe" in msg.error_message
     assert refused == [1] and tokens.refused == 1

@@ -25,39 +25,60 @@ WINDOW = QuotaWindow(11, 1)
 
 def test_the_text_says_why_with_every_part_an_sre_reads():
     clock = ManualClock(5_000_000)
-    table = QuotaTable.from_values([({"user": "alice"}, {PRODUCER_BYTE_RATE: 1000}),
-                                    ({"client-id": DEFAULT}, {PRODUCER_BYTE_RATE: 50_000})])
+    table = QuotaTable.from_values(
+        [({"user": "alice"}, {PRODUCER_BYTE_RATE: 1000}), ({"client-id": DEFAULT}, {PRODUCER_BYTE_RATE: 50_000})]
+    )
     produce = ClientQuotaManager(table, PRODUCER_BYTE_RATE, clock, WINDOW, max_tracked_entities=1)
     produce.record_and_get_throttle_time_ms("alice", "etl", 30_000)
     scaled = ClientQuotaManager(table, PRODUCER_BYTE_RATE, clock, WINDOW)
-    volume = VolumeView(VolumeState(THROTTLE, 0.5, (3,), (), 2, 0.9, 1, 0, {1: 4_990_000}, None), scaled, 60_000,
-                        "PAUSE")
-    state = QuotaState(table, (ByteRateSet("", produce, ClientQuotaManager(table, CONSUMER_BYTE_RATE, clock, WINDOW),
-                                           ProducerIdQuotaManager(table)),),
-                       ControllerMutationQuotaManager(table, clock, WINDOW),
-                       ConnectionQuotas(["PLAINTEXT"], WINDOW, ConnectionLimits(
-                           ip_rates=MappingProxyType({DEFAULT: 10.0}))), ("PLAINTEXT",), clock.now_ms(),
-                       wall_ms=5_000_000, volume=volume, connections_open=1,
-                       open_connections=(OpenConnection("PLAINTEXT", "10.0.0.1:4000", "alice", "MUTED_AND_THROTTLED",
-                                                        900, 0, "etl"),))
+    volume = VolumeView(
+        VolumeState(THROTTLE, 0.5, (3,), (), 2, 0.9, 1, 0, {1: 4_990_000}, None), scaled, 60_000, "PAUSE"
+    )
+    state = QuotaState(
+        table,
+        (
+            ByteRateSet(
+                "", produce, ClientQuotaManager(table, CONSUMER_BYTE_RATE, clock, WINDOW), ProducerIdQuotaManager(table)
+            ),
+        ),
+        ControllerMutationQuotaManager(table, clock, WINDOW),
+        ConnectionQuotas(["PLAINTEXT"], WINDOW, ConnectionLimits(ip_rates=MappingProxyType({DEFAULT: 10.0}))),
+        ("PLAINTEXT",),
+        clock.now_ms(),
+        wall_ms=5_000_000,
+        volume=volume,
+        connections_open=1,
+        open_connections=(OpenConnection("PLAINTEXT", "10.0.0.1:4000", "alice", "MUTED_AND_THROTTLED", 900, 0, "etl"),),
+    )
     who = Who("alice", "etl", "10.0.0.1")
     answer = {"worker": "0", **{k: v for k, v in as_json(explain(state, who)).items() if k != "who"}}
     text = render_text(json.loads(whole_answer(as_json(who), [answer], ["1"], "a note")))
     assert text.startswith('user "alice", client-id "etl", from 10.0.0.1: THROTTLED\n')
-    for said in ("  a note", "workers that did not answer: 1", "worker 0: THROTTLED",
-                 "  because producer_byte_rate (user/client-id): 3000.0 bytes/s measured against 1000",
-                 "entry /users/alice: level 3 of 8 (/users/<user>)", "overrides /clients/<default> = 50000",
-                 'counted in user="alice" client-id=""', "volume usage THROTTLE: producer_byte_rate scaled by 0.500",
-                 "volume usage: THROTTLE (factor 0.500); snapshot ages: broker 1 10 s; fresh for 60 s; no fresh data "
-                 "from brokers [3] (PAUSE applies)",
-                 "10.0.0.1:4000 on PLAINTEXT: MUTED_AND_THROTTLED, muted 900 ms more for client-id \"etl\"",
-                 "full tables (quota.max.tracked.entities): producer_byte_rate",
-                 "connection_creation_rate (ip): WITHIN, limit 10 connections/s, measured 0",
-                 "enforced by the brokers, not the proxy: request_percentage"):
+    for said in (
+        "  a note",
+        "workers that did not answer: 1",
+        "worker 0: THROTTLED",
+        "  because producer_byte_rate (user/client-id): 3000.0 bytes/s measured against 1000",
+        "entry /users/alice: level 3 of 8 (/users/<user>)",
+        "overrides /clients/<default> = 50000",
+        'counted in user="alice" client-id=""',
+        "volume usage THROTTLE: producer_byte_rate scaled by 0.500",
+        "volume usage: THROTTLE (factor 0.500); snapshot ages: broker 1 10 s; fresh for 60 s; no fresh data "
+        "from brokers [3] (PAUSE applies)",
+        '10.0.0.1:4000 on PLAINTEXT: MUTED_AND_THROTTLED, muted 900 ms more for client-id "etl"',
+        "full tables (quota.max.tracked.entities): producer_byte_rate",
+        "connection_creation_rate (ip): WITHIN, limit 10 connections/s, measured 0",
+        "enforced by the brokers, not the proxy: request_percentage",
+    ):
         assert said in text, said
 
 
 def test_the_command_line_needs_a_client_id_and_an_ip():
     args = build_parser().parse_args(["--client-id", "", "--ip", "10.0.0.1"])
     assert (args.ops, args.user, args.client_id, args.listener, args.json) == (
-        "http://127.0.0.1:9464", "ANONYMOUS", "", None, False)
+        "http://127.0.0.1:9464",
+        "ANONYMOUS",
+        "",
+        None,
+        False,
+    )

@@ -10,8 +10,14 @@ import threading
 
 import pytest
 from cryptography import x509
-from cryptography.hazmat.primitives.serialization import (BestAvailableEncryption, Encoding, NoEncryption,
-                                                          PrivateFormat, load_pem_private_key, pkcs12)
+from cryptography.hazmat.primitives.serialization import (
+    BestAvailableEncryption,
+    Encoding,
+    NoEncryption,
+    PrivateFormat,
+    load_pem_private_key,
+    pkcs12,
+)
 
 from proxy.cli.command_config import CommandConfigError, client_arguments
 from tests.harness import tcp_pair
@@ -29,14 +35,19 @@ def stores(tmp_path_factory):
     ca_cert = x509.load_pem_x509_certificate(open(ca.pem.cert, "rb").read())
     admin_cert = x509.load_pem_x509_certificate(open(admin.cert, "rb").read())
     admin_key = load_pem_private_key(open(admin.key, "rb").read(), None)
-    files = {"ca.pem": open(ca.pem.cert, "rb").read(),
-             "trust.p12": pkcs12.serialize_key_and_certificates(None, None, None, [ca_cert],
-                                                                BestAvailableEncryption(PASSWORD.encode())),
-             "admin.p12": pkcs12.serialize_key_and_certificates(b"admin", admin_key, admin_cert, None,
-                                                                BestAvailableEncryption(PASSWORD.encode())),
-             "admin-keystore.pem": admin_key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8,
-                                                           BestAvailableEncryption(b"key-pass"))
-             + admin_cert.public_bytes(Encoding.PEM)}
+    files = {
+        "ca.pem": open(ca.pem.cert, "rb").read(),
+        "trust.p12": pkcs12.serialize_key_and_certificates(
+            None, None, None, [ca_cert], BestAvailableEncryption(PASSWORD.encode())
+        ),
+        "admin.p12": pkcs12.serialize_key_and_certificates(
+            b"admin", admin_key, admin_cert, None, BestAvailableEncryption(PASSWORD.encode())
+        ),
+        "admin-keystore.pem": admin_key.private_bytes(
+            Encoding.PEM, PrivateFormat.PKCS8, BestAvailableEncryption(b"key-pass")
+        )
+        + admin_cert.public_bytes(Encoding.PEM),
+    }
     paths = {}
     for name, data in files.items():
         (directory / name).write_bytes(data)
@@ -73,9 +84,16 @@ def handshake(context: ssl.SSLContext, stores) -> str | None:
 
 
 def test_pem_stores_as_kafka_configs_reads_them(stores):
-    args = client_arguments({"security.protocol": "SSL", "ssl.truststore.type": "PEM",
-                             "ssl.truststore.location": stores["ca.pem"], "ssl.keystore.type": "PEM",
-                             "ssl.keystore.location": stores["admin-keystore.pem"], "ssl.key.password": "key-pass"})
+    args = client_arguments(
+        {
+            "security.protocol": "SSL",
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": stores["ca.pem"],
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": stores["admin-keystore.pem"],
+            "ssl.key.password": "key-pass",
+        }
+    )
     assert set(args) == {"security_protocol", "ssl_context"}
     assert args["ssl_context"].check_hostname  # ssl.endpoint.identification.algorithm defaults to https
     assert handshake(args["ssl_context"], stores) == "admin"
@@ -83,10 +101,17 @@ def test_pem_stores_as_kafka_configs_reads_them(stores):
 
 def test_pkcs12_stores_also_under_javas_default_type(stores):
     for declared in ({"ssl.truststore.type": "PKCS12", "ssl.keystore.type": "PKCS12"}, {}):  # default: JKS, which
-        args = client_arguments({"security.protocol": "SSL", **declared,  # reads PKCS12 files too
-                                 "ssl.truststore.location": stores["trust.p12"], "ssl.truststore.password": PASSWORD,
-                                 "ssl.keystore.location": stores["admin.p12"], "ssl.keystore.password": PASSWORD,
-                                 "ssl.endpoint.identification.algorithm": ""})
+        args = client_arguments(
+            {
+                "security.protocol": "SSL",
+                **declared,  # reads PKCS12 files too
+                "ssl.truststore.location": stores["trust.p12"],
+                "ssl.truststore.password": PASSWORD,
+                "ssl.keystore.location": stores["admin.p12"],
+                "ssl.keystore.password": PASSWORD,
+                "ssl.endpoint.identification.algorithm": "",
+            }
+        )
         assert not args["ssl_context"].check_hostname
         assert handshake(args["ssl_context"], stores) == "admin"
 
@@ -94,35 +119,67 @@ def test_pkcs12_stores_also_under_javas_default_type(stores):
 def test_inline_pem_certificates_and_key(stores):
     key_and_chain = open(stores["admin-keystore.pem"]).read()
     key, chain = key_and_chain.split("-----END ENCRYPTED PRIVATE KEY-----\n")
-    args = client_arguments({"security.protocol": "SSL", "ssl.truststore.type": "PEM", "ssl.keystore.type": "PEM",
-                             "ssl.truststore.certificates": open(stores["ca.pem"]).read(),
-                             "ssl.keystore.key": key + "-----END ENCRYPTED PRIVATE KEY-----\n",
-                             "ssl.keystore.certificate.chain": chain, "ssl.key.password": "key-pass"})
+    args = client_arguments(
+        {
+            "security.protocol": "SSL",
+            "ssl.truststore.type": "PEM",
+            "ssl.keystore.type": "PEM",
+            "ssl.truststore.certificates": open(stores["ca.pem"]).read(),
+            "ssl.keystore.key": key + "-----END ENCRYPTED PRIVATE KEY-----\n",
+            "ssl.keystore.certificate.chain": chain,
+            "ssl.key.password": "key-pass",
+        }
+    )
     assert handshake(args["ssl_context"], stores) == "admin"
 
 
 def test_a_trust_store_alone_verifies_the_server_and_presents_no_certificate(stores):
-    args = client_arguments({"security.protocol": "SSL", "ssl.truststore.type": "PEM",
-                             "ssl.truststore.location": stores["ca.pem"]})
+    args = client_arguments(
+        {"security.protocol": "SSL", "ssl.truststore.type": "PEM", "ssl.truststore.location": stores["ca.pem"]}
+    )
     assert handshake(args["ssl_context"], stores) is None
 
 
-@pytest.mark.parametrize("props,reason", [
-    ({"ssl.truststore.location": "ca.pem"}, "ssl.truststore.location: the file is PEM text: set ssl.truststore.type=PEM"),
-    ({"ssl.truststore.type": "PEM", "ssl.truststore.location": "trust.p12"},
-     "ssl.truststore.location: ssl.truststore.type is PEM but the file is not PEM text"),
-    ({"ssl.truststore.location": "trust.p12", "ssl.truststore.password": "wrong-" + PASSWORD},
-     "ssl.truststore.location: cannot open the PKCS12 store (a wrong or missing ssl.truststore.password"),
-    ({"ssl.truststore.type": "PEM", "ssl.truststore.location": "ca.pem", "ssl.keystore.type": "PEM",
-      "ssl.keystore.location": "admin-keystore.pem"}, "ssl.keystore.location: cannot load the private key"),
-    ({"ssl.truststore.type": "BKS", "ssl.truststore.location": "ca.pem"}, "ssl.truststore.type: expected one of"),
-    ({"ssl.truststore.password": PASSWORD}, "ssl.truststore.password: given without ssl.truststore.location"),
-    ({"ssl.ca.location": "ca.pem", "ssl.truststore.type": "PEM", "ssl.truststore.location": "ca.pem"},
-     "ssl.ca.location: give PEM files (ssl.*.location) or Java stores"),
-    ({"ssl.keystore.key": "x", "ssl.keystore.type": "PEM"}, "ssl.keystore.key: needs ssl.keystore.certificate.chain"),
-    ({"ssl.trustStore.location": "ca.pem"}, "ssl.trustStore.location: not a supported key; did you mean "
-                                            "ssl.truststore.location?"),
-])
+@pytest.mark.parametrize(
+    "props,reason",
+    [
+        (
+            {"ssl.truststore.location": "ca.pem"},
+            "ssl.truststore.location: the file is PEM text: set ssl.truststore.type=PEM",
+        ),
+        (
+            {"ssl.truststore.type": "PEM", "ssl.truststore.location": "trust.p12"},
+            "ssl.truststore.location: ssl.truststore.type is PEM but the file is not PEM text",
+        ),
+        (
+            {"ssl.truststore.location": "trust.p12", "ssl.truststore.password": "wrong-" + PASSWORD},
+            "ssl.truststore.location: cannot open the PKCS12 store (a wrong or missing ssl.truststore.password",
+        ),
+        (
+            {
+                "ssl.truststore.type": "PEM",
+                "ssl.truststore.location": "ca.pem",
+                "ssl.keystore.type": "PEM",
+                "ssl.keystore.location": "admin-keystore.pem",
+            },
+            "ssl.keystore.location: cannot load the private key",
+        ),
+        ({"ssl.truststore.type": "BKS", "ssl.truststore.location": "ca.pem"}, "ssl.truststore.type: expected one of"),
+        ({"ssl.truststore.password": PASSWORD}, "ssl.truststore.password: given without ssl.truststore.location"),
+        (
+            {"ssl.ca.location": "ca.pem", "ssl.truststore.type": "PEM", "ssl.truststore.location": "ca.pem"},
+            "ssl.ca.location: give PEM files (ssl.*.location) or Java stores",
+        ),
+        (
+            {"ssl.keystore.key": "x", "ssl.keystore.type": "PEM"},
+            "ssl.keystore.key: needs ssl.keystore.certificate.chain",
+        ),
+        (
+            {"ssl.trustStore.location": "ca.pem"},
+            "ssl.trustStore.location: not a supported key; did you mean ssl.truststore.location?",
+        ),
+    ],
+)
 def test_what_cannot_be_used_is_named_by_its_key_never_quoting_a_password(stores, props, reason):
     props = {"security.protocol": "SSL", **{k: stores.get(v, v) for k, v in props.items()}}
     with pytest.raises(CommandConfigError) as caught:
@@ -134,9 +191,17 @@ def test_what_cannot_be_used_is_named_by_its_key_never_quoting_a_password(stores
 def test_an_unencrypted_pem_key_needs_no_password(stores, tmp_path):
     key = load_pem_private_key(open(stores["admin-keystore.pem"], "rb").read(), b"key-pass")
     plain = tmp_path / "plain.pem"
-    plain.write_bytes(key.private_bytes(Encoding.PEM, PrivateFormat.TraditionalOpenSSL, NoEncryption())
-                      + open(stores["admin-keystore.pem"], "rb").read().split(b"-----END ENCRYPTED PRIVATE KEY-----\n")[1])
-    args = client_arguments({"security.protocol": "SSL", "ssl.truststore.type": "PEM",
-                             "ssl.truststore.location": stores["ca.pem"], "ssl.keystore.type": "PEM",
-                             "ssl.keystore.location": str(plain)})
+    plain.write_bytes(
+        key.private_bytes(Encoding.PEM, PrivateFormat.TraditionalOpenSSL, NoEncryption())
+        + open(stores["admin-keystore.pem"], "rb").read().split(b"-----END ENCRYPTED PRIVATE KEY-----\n")[1]
+    )
+    args = client_arguments(
+        {
+            "security.protocol": "SSL",
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": stores["ca.pem"],
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(plain),
+        }
+    )
     assert handshake(args["ssl_context"], stores) == "admin"

@@ -32,17 +32,25 @@ def closed_port() -> int:
 def running(tmp_path, *options: str):
     """The proxy in front of a closed port; yields (listener port, next_line(timeout) for stderr lines)."""
     port = free_port()
-    config = {"upstream": {"bootstrap_servers": [f"127.0.0.1:{closed_port()}"]},
-              "listeners": [{"name": "PLAIN", "bind": f"127.0.0.1:{port}"}],
-              "metrics": {"bind": "127.0.0.1:0"},
-              "dynamic_config": {"enabled": False},
-              "quotas": [{"entity": {"user": "<default>"}, "producer_byte_rate": 1048576},
-                         {"entity": {"user": "alice", "client-id": "etl"}, "producer_byte_rate": 2097152,
-                          "consumer_byte_rate": 4194304}]}
+    config = {
+        "upstream": {"bootstrap_servers": [f"127.0.0.1:{closed_port()}"]},
+        "listeners": [{"name": "PLAIN", "bind": f"127.0.0.1:{port}"}],
+        "metrics": {"bind": "127.0.0.1:0"},
+        "dynamic_config": {"enabled": False},
+        "quotas": [
+            {"entity": {"user": "<default>"}, "producer_byte_rate": 1048576},
+            {
+                "entity": {"user": "alice", "client-id": "etl"},
+                "producer_byte_rate": 2097152,
+                "consumer_byte_rate": 4194304,
+            },
+        ],
+    }
     path = tmp_path / "proxy.yaml"
     path.write_text(yaml.safe_dump(config))
-    proc = subprocess.Popen([COMMAND, "run", "--config", str(path), *options], stderr=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [COMMAND, "run", "--config", str(path), *options], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
+    )
     lines: queue.Queue = queue.Queue()
     seen: list[str] = []
     threading.Thread(target=lambda: [lines.put(line) for line in proc.stderr], daemon=True).start()
@@ -68,7 +76,9 @@ def running(tmp_path, *options: str):
 
 def test_version_names_the_package_and_python():
     done = subprocess.run([COMMAND, "--version"], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == f"kafka-quota-proxy {version('kafka-quota-proxy')} (Python {platform.python_version()})"
+    assert (
+        done.stdout.strip() == f"kafka-quota-proxy {version('kafka-quota-proxy')} (Python {platform.python_version()})"
+    )
 
 
 def test_start_up_says_what_is_configured_and_warns_while_the_broker_never_answers(tmp_path):

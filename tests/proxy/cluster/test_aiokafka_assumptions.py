@@ -22,6 +22,7 @@ def test_aiokafka_clients_connect_where_the_route_says():
             def accepted(reader, writer):
                 reached[name] += 1
                 writer.close()
+
             return asyncio.start_server(accepted, "127.0.0.1", 0)
 
         advertised, routed = await server("advertised"), await server("routed")
@@ -32,8 +33,11 @@ def test_aiokafka_clients_connect_where_the_route_says():
 
         token = own_clients.ROUTE.set(route)
         try:
-            client = AIOKafkaClient(bootstrap_servers=f"127.0.0.1:{advertised.sockets[0].getsockname()[1]}",
-                                    request_timeout_ms=1000, connections_max_idle_ms=10_000)
+            client = AIOKafkaClient(
+                bootstrap_servers=f"127.0.0.1:{advertised.sockets[0].getsockname()[1]}",
+                request_timeout_ms=1000,
+                connections_max_idle_ms=10_000,
+            )
             try:
                 await asyncio.wait_for(client.bootstrap(), 2)
             except Exception:  # noqa: BLE001 - nothing answers as a broker; only where it connected matters

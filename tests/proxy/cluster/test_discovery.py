@@ -21,8 +21,9 @@ class Ports:
 
 def discovery(opener: Ports) -> tuple[BrokerDiscovery, BrokerPorts]:
     ports = BrokerPorts("PLAINTEXT", "proxy", 9100, opener)
-    return BrokerDiscovery(None, [ports], timeout_s=1, refresh_s=30, removal_s=60, close_broker=lambda *a: None,
-                           now=lambda: 0.0), ports
+    return BrokerDiscovery(
+        None, [ports], timeout_s=1, refresh_s=30, removal_s=60, close_broker=lambda *a: None, now=lambda: 0.0
+    ), ports
 
 
 def test_a_port_that_cannot_be_opened_keeps_the_proxy_not_ready_and_is_tried_again():

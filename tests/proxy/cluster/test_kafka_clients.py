@@ -23,10 +23,16 @@ def test_the_backoff_doubles_up_to_its_bound_and_starts_again_after_a_success():
 
 def test_the_cluster_look_reads_a_metadata_answer():
     """Brokers, partitions, a missing topic (no partitions) and another error (nothing can be told of it)."""
-    msg = new_response(METADATA, OWN_METADATA_VERSION, brokers=[{"node_id": 3, "host": "h", "port": 9}], topics=[
-        {"name": "a", "partitions": [{"partition_index": 0}, {"partition_index": 1}]},
-        {"name": "gone", "error_code": UNKNOWN_TOPIC_OR_PARTITION},
-        {"name": "secret", "error_code": TOPIC_AUTHORIZATION_FAILED}])
+    msg = new_response(
+        METADATA,
+        OWN_METADATA_VERSION,
+        brokers=[{"node_id": 3, "host": "h", "port": 9}],
+        topics=[
+            {"name": "a", "partitions": [{"partition_index": 0}, {"partition_index": 1}]},
+            {"name": "gone", "error_code": UNKNOWN_TOPIC_OR_PARTITION},
+            {"name": "secret", "error_code": TOPIC_AUTHORIZATION_FAILED},
+        ],
+    )
     look = cluster_look(msg)
     assert look.brokers == {3: Address("h", 9)}
     assert look.partitions == {"a": frozenset({0, 1}), "gone": frozenset()}
@@ -38,7 +44,11 @@ def test_the_own_clients_options_carry_every_bootstrap_server_and_the_tls_contex
     assert plain.options("me") == {"bootstrap_servers": ["a:1", "b:2"], "client_id": "me"}
     context = object()
     assert OwnKafka((Address("a", 1),), context).options("me") == {
-        "bootstrap_servers": ["a:1"], "client_id": "me", "security_protocol": "SSL", "ssl_context": context}
+        "bootstrap_servers": ["a:1"],
+        "client_id": "me",
+        "security_protocol": "SSL",
+        "ssl_context": context,
+    }
 
 
 def test_ask_answers_the_decoded_response_and_a_silent_broker_is_a_bounded_failure():

@@ -53,8 +53,10 @@ def test_with_own_clients_set_nothing_is_routed_and_they_bootstrap_on_their_list
     from config.loader import load_config_text
     from proxy.cluster.kafka_clients import OwnKafka
 
-    base = ("upstream:\n  bootstrap_servers: ['127.0.0.1:9092']\n{own}"
-            "listeners: [{{name: CLIENT, bind: '0.0.0.0:19092'}}]\n")
+    base = (
+        "upstream:\n  bootstrap_servers: ['127.0.0.1:9092']\n{own}"
+        "listeners: [{{name: CLIENT, bind: '0.0.0.0:19092'}}]\n"
+    )
     today = load_config_text(base.format(own=""))
     route = own_clients.sidecar_route(today, {19092})
     assert route is not None and route.upstream == ("127.0.0.1", 9092)

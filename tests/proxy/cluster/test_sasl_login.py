@@ -19,8 +19,9 @@ def test_scram_sha_256_matches_rfc_7677():
     scram = Scram("SCRAM-SHA-256", "user", "pencil", nonce="rOprNGfwEbeRWgbNEkqO")
     assert scram.first() == b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO"
     server_first = b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"
-    assert scram.final(server_first) == (b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
-                                         b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=")
+    assert scram.final(server_first) == (
+        b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="
+    )
     scram.verify(b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=")
 
 
@@ -79,8 +80,10 @@ def test_plain_is_one_message():
 
 
 def config(sasl) -> dict:
-    return {"upstream": {"bootstrap_servers": ["127.0.0.1:9092"], "sasl": sasl},
-            "listeners": [{"name": "PLAINTEXT", "bind": "127.0.0.1:0"}]}
+    return {
+        "upstream": {"bootstrap_servers": ["127.0.0.1:9092"], "sasl": sasl},
+        "listeners": [{"name": "PLAINTEXT", "bind": "127.0.0.1:0"}],
+    }
 
 
 def test_config_reads_the_password_from_a_file_and_never_shows_it(tmp_path):
@@ -91,18 +94,27 @@ def test_config_reads_the_password_from_a_file_and_never_shows_it(tmp_path):
     assert "from-a-file" not in repr(parsed.upstream)
 
 
-@pytest.mark.parametrize("sasl,key,reason", [
-    ({"mechanism": "GSSAPI", "username": "u", "password": "p"}, "upstream.sasl.mechanism", "expected one of PLAIN"),
-    ({"mechanism": "PLAIN", "username": "", "password": "p"}, "upstream.sasl.username", "non-empty"),
-    ({"mechanism": "PLAIN", "username": "u"}, "upstream.sasl", "exactly one of password and password_file"),
-    ({"mechanism": "PLAIN", "username": "u", "password": "p", "password_file": "/x"}, "upstream.sasl",
-     "exactly one of"),
-    ({"mechanism": "PLAIN", "username": "u", "password_file": "/nonexistent/pw"}, "upstream.sasl.password_file",
-     "cannot read"),
-    ({"mechanism": "PLAIN", "username": "u", "password": "p", "user": "x"}, "upstream.sasl", "user"),
-])
+@pytest.mark.parametrize(
+    "sasl,key,reason",
+    [
+        ({"mechanism": "GSSAPI", "username": "u", "password": "p"}, "upstream.sasl.mechanism", "expected one of PLAIN"),
+        ({"mechanism": "PLAIN", "username": "", "password": "p"}, "upstream.sasl.username", "non-empty"),
+        ({"mechanism": "PLAIN", "username": "u"}, "upstream.sasl", "exactly one of password and password_file"),
+        (
+            {"mechanism": "PLAIN", "username": "u", "password": "p", "password_file": "/x"},
+            "upstream.sasl",
+            "exactly one of",
+        ),
+        (
+            {"mechanism": "PLAIN", "username": "u", "password_file": "/nonexistent/pw"},
+            "upstream.sasl.password_file",
+            "cannot read",
+        ),
+        ({"mechanism": "PLAIN", "username": "u", "password": "p", "user": "x"}, "upstream.sasl", "user"),
+    ],
+)
 def test_a_bad_sasl_section_names_the_key_and_the_reason(sasl, key, reason):
     with pytest.raises(ConfigError) as error:
         parse_config(config(sasl))
     assert key in str(error.value) and reason in str(error.value), str(error.value)
-    assert "p\"" not in str(error.value)
+    assert 'p"' not in str(error.value)

@@ -9,7 +9,8 @@ import asyncio
 from proxy.cluster.token_owners import OwnerUnknown, TokenOwners
 from proxy.codec.apis import DESCRIBE_DELEGATION_TOKEN, OWN_DESCRIBE_DELEGATION_TOKEN_VERSION
 from proxy.codec.error_codes import DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
-from tests.fakes import TokenKafka as FakeKafka, token_answer as answer
+from tests.fakes import TokenKafka as FakeKafka
+from tests.fakes import token_answer as answer
 
 
 def test_logins_waiting_together_are_served_by_one_lookup_of_every_token():
@@ -38,10 +39,11 @@ def test_a_token_an_answer_does_not_list_yet_is_asked_for_again():
 
 
 def test_an_owner_not_learnt_within_the_bound_is_unknown_and_says_why():
-    for kafka, why in ((FakeKafka(None), "no broker answered"),
-                       (FakeKafka(answer({}, DELEGATION_TOKEN_REQUEST_NOT_ALLOWED)),
-                        "DELEGATION_TOKEN_REQUEST_NOT_ALLOWED"),
-                       (FakeKafka(answer({"tok-c": "carol"})), "may describe")):
+    for kafka, why in (
+        (FakeKafka(None), "no broker answered"),
+        (FakeKafka(answer({}, DELEGATION_TOKEN_REQUEST_NOT_ALLOWED)), "DELEGATION_TOKEN_REQUEST_NOT_ALLOWED"),
+        (FakeKafka(answer({"tok-c": "carol"})), "may describe"),
+    ):
         owners = TokenOwners(kafka, 0.2, min_interval_s=0.05)
         got = asyncio.run(owners.resolve("tok-x"))
         assert isinstance(got, OwnerUnknown) and why in got.reason, (why, got)

@@ -18,8 +18,9 @@ def metadata(version: int = 12, **fields):
 def test_ids_are_learnt_from_metadata_and_a_recreated_topic_replaces_its_old_id():
     a, b = uuid.uuid4(), uuid.uuid4()
     topics = Topics()
-    topics.learn_from_metadata(metadata(topics=[{"name": "orders", "topic_id": a}, {"name": "audit", "topic_id": b}]),
-                               0)
+    topics.learn_from_metadata(
+        metadata(topics=[{"name": "orders", "topic_id": a}, {"name": "audit", "topic_id": b}]), 0
+    )
     assert topics.name_for(a) == "orders" and topics.id_for("audit") == b and topics.name_for(uuid.uuid4()) is None
     c = uuid.uuid4()
     topics.learn_from_metadata(metadata(topics=[{"name": "orders", "topic_id": c}]), 0)
@@ -28,9 +29,19 @@ def test_ids_are_learnt_from_metadata_and_a_recreated_topic_replaces_its_old_id(
 
 def test_counts_are_learnt_from_the_same_answer_and_age():
     topics = Topics()
-    topics.learn_from_metadata(metadata(topics=[
-        {"name": "orders", "topic_id": uuid.uuid4(), "partitions": [{"partition_index": 0}, {"partition_index": 1}]},
-        {"name": "gone", "error_code": UNKNOWN_TOPIC_OR_PARTITION}]), 1000)
+    topics.learn_from_metadata(
+        metadata(
+            topics=[
+                {
+                    "name": "orders",
+                    "topic_id": uuid.uuid4(),
+                    "partitions": [{"partition_index": 0}, {"partition_index": 1}],
+                },
+                {"name": "gone", "error_code": UNKNOWN_TOPIC_OR_PARTITION},
+            ]
+        ),
+        1000,
+    )
     assert topics.partitions("orders", 1500, max_age_ms=1000) == 2
     assert topics.partitions("gone", 1500, max_age_ms=1000) is None  # not kept: a lookup tells it is absent
     assert topics.partitions("orders", 2500, max_age_ms=1000) is None  # too old: looked up again
@@ -58,11 +69,19 @@ def test_names_a_broker_does_not_know_are_never_kept_and_forget_what_was():
     """Issue 44 (T1): 2,000 made-up names a request made 0-partition entries that were never dropped."""
     topics = Topics(max_topics=10)
     known = uuid.uuid4()
-    topics.learn_from_metadata(metadata(topics=[{"name": "orders", "topic_id": known,
-                                                 "partitions": [{"partition_index": 0}]}]), 0)
+    topics.learn_from_metadata(
+        metadata(topics=[{"name": "orders", "topic_id": known, "partitions": [{"partition_index": 0}]}]), 0
+    )
     for n in range(50):
-        topics.learn_from_metadata(metadata(topics=[{"name": f"made-up-{n}-{i}" + "x" * 200,
-                                                     "error_code": UNKNOWN_TOPIC_OR_PARTITION} for i in range(40)]), 0)
+        topics.learn_from_metadata(
+            metadata(
+                topics=[
+                    {"name": f"made-up-{n}-{i}" + "x" * 200, "error_code": UNKNOWN_TOPIC_OR_PARTITION}
+                    for i in range(40)
+                ]
+            ),
+            0,
+        )
     assert len(topics) == 1 and topics.name_for(known) == "orders"  # the real topic was not crowded out
     topics.learn_from_metadata(metadata(topics=[{"name": "orders", "error_code": UNKNOWN_TOPIC_OR_PARTITION}]), 1)
     assert len(topics) == 0 and topics.name_for(known) is None and topics.partitions("orders", 1, 10) is None

@@ -11,14 +11,19 @@ import uuid
 import pytest
 from hypothesis import strategies as st
 
-from proxy.codec import messages as M, schema
+from proxy.codec import messages as M
+from proxy.codec import schema
 from proxy.codec.primitives import ZERO_UUID
 
 _INT_RANGES = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
 
 #: every (api_key, direction, version) we decode.
-ALL_VERSIONS = [(k, d, v) for k, (lo, hi) in sorted(M.DECODED_APIS.items())
-                for v in range(lo, hi + 1) for d in ("request", "response")]
+ALL_VERSIONS = [
+    (k, d, v)
+    for k, (lo, hi) in sorted(M.DECODED_APIS.items())
+    for v in range(lo, hi + 1)
+    for d in ("request", "response")
+]
 
 # kio is a test dependency (`make test` installs it); a reader running one module without it gets a skip, not an error
 needs_kio = pytest.mark.skipif(importlib.util.find_spec("kio") is None, reason="kio (the test extra) is not installed")
@@ -36,19 +41,25 @@ def _scalar(kind: str) -> st.SearchStrategy:
         b = _INT_RANGES[kind]
         return st.integers(-(2 ** (b - 1)), 2 ** (b - 1) - 1)
     return {
-        "uint16": st.integers(0, 0xFFFF), "float64": st.floats(allow_nan=False), "bool": st.booleans(),
-        "string": st.text(max_size=6), "bytes": st.binary(max_size=6), "records": st.binary(max_size=12),
+        "uint16": st.integers(0, 0xFFFF),
+        "float64": st.floats(allow_nan=False),
+        "bool": st.booleans(),
+        "string": st.text(max_size=6),
+        "bytes": st.binary(max_size=6),
+        "records": st.binary(max_size=12),
         "uuid": st.uuids(),
     }[kind]
 
 
 def _kio_error_codes() -> st.SearchStrategy:
     from kio.schema.errors import ErrorCode
+
     return st.sampled_from(sorted(int(e) for e in ErrorCode))
 
 
-def message_st(api_key: int, direction: str, version: int, unknown_tags: bool = False,
-               kio_safe: bool = False) -> st.SearchStrategy:
+def message_st(
+    api_key: int, direction: str, version: int, unknown_tags: bool = False, kio_safe: bool = False
+) -> st.SearchStrategy:
     """Messages with every field of ``version`` drawn at random (absent fields keep defaults).
 
     ``kio_safe`` keeps values inside kio's stricter domain: error codes it knows,
@@ -57,8 +68,11 @@ def message_st(api_key: int, direction: str, version: int, unknown_tags: bool = 
     """
     seg = schema.segment(api_key, direction, version)
     flex = seg.flexible is not None and version >= seg.flexible
-    tags = (st.dictionaries(st.integers(40, 300), st.binary(max_size=4), max_size=2)
-            if unknown_tags and flex else st.just({}))
+    tags = (
+        st.dictionaries(st.integers(40, 300), st.binary(max_size=4), max_size=2)
+        if unknown_tags and flex
+        else st.just({})
+    )
 
     def struct_st(fields: tuple) -> st.SearchStrategy:
         cls = seg.classes[id(fields)]
@@ -69,6 +83,7 @@ def message_st(api_key: int, direction: str, version: int, unknown_tags: bool = 
             msg = cls(**d)
             msg._unknown_tags = unk
             return msg
+
         return st.tuples(st.fixed_dictionaries(parts), tags).map(build)
 
     def value_st(f: tuple) -> st.SearchStrategy:
@@ -94,8 +109,10 @@ def message_st(api_key: int, direction: str, version: int, unknown_tags: bool = 
 
 # ---- kio ------------------------------------------------------------------------------------
 
+
 def register_kio_strategies() -> None:
     from kio.static.primitive import Records
+
     st.register_type_strategy(Records, st.binary(max_size=12).map(Records))
 
 
@@ -103,6 +120,7 @@ def kio_class(api_key: int, direction: str, version: int):
     """kio's entity class for this API version, or None where kio lacks it."""
     from kio.index import load_payload_module
     from kio.static.constants import EntityType
+
     et = EntityType.request if direction == "request" else EntityType.response
     try:
         mod = load_payload_module(api_key, version, et)
@@ -111,7 +129,7 @@ def kio_class(api_key: int, direction: str, version: int):
     return next(c for c in vars(mod).values() if isinstance(c, type) and getattr(c, "__type__", None) == et)
 
 
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 _MS = datetime.timedelta(milliseconds=1)
 
 

@@ -14,11 +14,21 @@ import struct
 import uuid
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from proxy.codec import error_codes as E, messages as M, schema
-from proxy.codec.apis import (CLIENT_THROTTLES_SINCE, STRICT_MUTATION_SINCE, THROTTLE_TIME_SINCE, client_throttles,
-                              has_throttle_time, response_header_version, strict_mutation_quota)
+from proxy.codec import error_codes as E
+from proxy.codec import messages as M
+from proxy.codec import schema
+from proxy.codec.apis import (
+    CLIENT_THROTTLES_SINCE,
+    STRICT_MUTATION_SINCE,
+    THROTTLE_TIME_SINCE,
+    client_throttles,
+    has_throttle_time,
+    response_header_version,
+    strict_mutation_quota,
+)
 from proxy.codec.responses import encode_local_response, error_response
 from tests.proxy.codec.strategies import kio_class, kio_plain, message_st, needs_kio, ours_plain
 
@@ -73,8 +83,11 @@ def response_items(api_key: int, version: int, msg) -> list:
     if api_key == 21:
         return [(t.name, p.partition_index) for t in msg.topics for p in t.partitions]
     if api_key == 24:
-        topics = (msg.results_by_topic_v3_and_below if version < 4
-                  else [t for txn in msg.results_by_transaction for t in txn.topic_results])
+        topics = (
+            msg.results_by_topic_v3_and_below
+            if version < 4
+            else [t for txn in msg.results_by_transaction for t in txn.topic_results]
+        )
         return [(t.name, p.partition_index) for t in topics for p in t.results_by_partition]
     if api_key in (32, 33, 44):
         return [(r.resource_type, r.resource_name) for r in (msg.results if api_key == 32 else msg.responses)]
@@ -102,6 +115,7 @@ def error_fields(api_key: int, version: int, msg) -> tuple[list[int], list]:
             elif f[1] == "[]struct":
                 for item in value or ():
                     walk(item, f[8])
+
     walk(msg, seg.fields)
     return codes, messages
 
@@ -127,7 +141,11 @@ def test_every_item_fails_with_the_code(api_key, version, data):
     codes, messages = error_fields(api_key, version, back)
     assert set(codes) <= {CODE}
     assert set(messages) <= {"over quota"}
-    if request_items(api_key, version, request) or api_key in (17, 18, 22, 36, 48, 60) or (api_key == 10 and version < 4):
+    if (
+        request_items(api_key, version, request)
+        or api_key in (17, 18, 22, 36, 48, 60)
+        or (api_key == 10 and version < 4)
+    ):
         assert codes  # nothing to fail only for a request that names no item and a response without a top level
     if has_throttle_time(api_key, version):
         assert back.throttle_time_ms == 1234
@@ -156,8 +174,14 @@ def _kafka_python_parses(api_key: int, version: int, body: bytes) -> None:
     kafka-python's own classes for them."""
     from kafka.protocol.old import admin, commit, fetch, produce
 
-    classes = {0: produce.ProduceResponse, 1: fetch.FetchResponse, 8: commit.OffsetCommitResponse,
-               19: admin.CreateTopicsResponse, 20: admin.DeleteTopicsResponse, 32: admin.DescribeConfigsResponse}
+    classes = {
+        0: produce.ProduceResponse,
+        1: fetch.FetchResponse,
+        8: commit.OffsetCommitResponse,
+        19: admin.CreateTopicsResponse,
+        20: admin.DeleteTopicsResponse,
+        32: admin.DescribeConfigsResponse,
+    }
     buf = io.BytesIO(body)
     parsed = classes[api_key][version].decode(buf).to_object()
     assert buf.tell() == len(body)
@@ -169,30 +193,52 @@ def _kafka_python_parses(api_key: int, version: int, body: bytes) -> None:
         elif isinstance(value, list):
             for inner in value:
                 yield from codes(inner)
+
     assert set(codes(parsed)) <= {CODE}
 
 
 # -- item_errors: fail some items, let the rest through ----------------------------------------------------------
 
+
 def test_item_errors_by_topic_name_and_partition():
-    request = M.new_request(19, 7, topics=[{"name": "a", "num_partitions": 1, "replication_factor": 1},
-                                           {"name": "b", "num_partitions": 1, "replication_factor": 1}])
+    request = M.new_request(
+        19,
+        7,
+        topics=[
+            {"name": "a", "num_partitions": 1, "replication_factor": 1},
+            {"name": "b", "num_partitions": 1, "replication_factor": 1},
+        ],
+    )
     msg = error_response(19, 7, request, E.NONE, item_errors={"b": CODE}, error_message="quota")
     assert [(t.name, t.error_code, t.error_message) for t in msg.topics] == [("a", 0, "quota"), ("b", CODE, "quota")]
 
-    request = M.new_request(0, 9, acks=1, topic_data=[
-        {"name": "t", "partition_data": [{"index": 0}, {"index": 1}, {"index": 2}]},
-        {"name": "u", "partition_data": [{"index": 0}]}])
+    request = M.new_request(
+        0,
+        9,
+        acks=1,
+        topic_data=[
+            {"name": "t", "partition_data": [{"index": 0}, {"index": 1}, {"index": 2}]},
+            {"name": "u", "partition_data": [{"index": 0}]},
+        ],
+    )
     msg = error_response(0, 9, request, E.NONE, item_errors={("t", 1): E.TOPIC_AUTHORIZATION_FAILED, "u": CODE})
     assert [[p.error_code for p in t.partition_responses] for t in msg.responses] == [
-        [0, E.TOPIC_AUTHORIZATION_FAILED, 0], [CODE]]
+        [0, E.TOPIC_AUTHORIZATION_FAILED, 0],
+        [CODE],
+    ]
     assert msg.responses[0].partition_responses[0].base_offset == -1
 
 
 def test_item_errors_by_topic_id():
     tid, other = uuid.UUID(int=7), uuid.UUID(int=8)
-    request = M.new_request(1, 13, topics=[{"topic_id": tid, "partitions": [{"partition": 0}, {"partition": 1}]},
-                                           {"topic_id": other, "partitions": [{"partition": 0}]}])
+    request = M.new_request(
+        1,
+        13,
+        topics=[
+            {"topic_id": tid, "partitions": [{"partition": 0}, {"partition": 1}]},
+            {"topic_id": other, "partitions": [{"partition": 0}]},
+        ],
+    )
     msg = error_response(1, 13, request, E.NONE, item_errors={(tid, 1): CODE, other: E.TOPIC_AUTHORIZATION_FAILED})
     assert msg.error_code == 0  # the request as a whole succeeds; single partitions fail
     assert [[p.error_code for p in t.partitions] for t in msg.responses] == [[0, CODE], [E.TOPIC_AUTHORIZATION_FAILED]]
@@ -200,21 +246,36 @@ def test_item_errors_by_topic_id():
     request = M.new_request(20, 6, topics=[{"name": None, "topic_id": tid}, {"name": "x"}])
     msg = error_response(20, 6, request, E.NONE, item_errors={tid: CODE})
     assert [(t.name, t.topic_id, t.error_code) for t in msg.responses] == [
-        (None, tid, CODE), ("x", uuid.UUID(int=0), 0)]
+        (None, tid, CODE),
+        ("x", uuid.UUID(int=0), 0),
+    ]
 
 
 def test_item_errors_by_entry():
     request = M.new_request(10, 4, key_type=0, coordinator_keys=["g1", "g2"])
     msg = error_response(10, 4, request, E.NONE, item_errors={"g2": E.GROUP_AUTHORIZATION_FAILED})
     assert [(c.key, c.error_code, c.node_id) for c in msg.coordinators] == [
-        ("g1", 0, -1), ("g2", E.GROUP_AUTHORIZATION_FAILED, -1)]
+        ("g1", 0, -1),
+        ("g2", E.GROUP_AUTHORIZATION_FAILED, -1),
+    ]
 
-    request = M.new_request(49, 1, entries=[
-        {"entity": [{"entity_type": "user", "entity_name": "alice"}], "ops": []},
-        {"entity": [{"entity_type": "user", "entity_name": "bob"}, {"entity_type": "client-id", "entity_name": None}],
-         "ops": []}])
-    msg = error_response(49, 1, request, E.NONE,
-                         item_errors={(("user", "bob"), ("client-id", None)): E.CLUSTER_AUTHORIZATION_FAILED})
+    request = M.new_request(
+        49,
+        1,
+        entries=[
+            {"entity": [{"entity_type": "user", "entity_name": "alice"}], "ops": []},
+            {
+                "entity": [
+                    {"entity_type": "user", "entity_name": "bob"},
+                    {"entity_type": "client-id", "entity_name": None},
+                ],
+                "ops": [],
+            },
+        ],
+    )
+    msg = error_response(
+        49, 1, request, E.NONE, item_errors={(("user", "bob"), ("client-id", None)): E.CLUSTER_AUTHORIZATION_FAILED}
+    )
     assert [e.error_code for e in msg.entries] == [0, E.CLUSTER_AUTHORIZATION_FAILED]
 
 
@@ -230,6 +291,7 @@ def test_top_level_answers_as_kafka_does():
 
 
 # -- the error table and the per-API facts ---------------------------------------------------------------------------
+
 
 def test_error_table():
     assert E.error_name(89) == "THROTTLING_QUOTA_EXCEEDED" and E.error_name(35) == "UNSUPPORTED_VERSION"
@@ -256,8 +318,14 @@ def test_throttle_time_facts_match_the_schemas():
     """THROTTLE_TIME_SINCE is the first version of each response whose schema has throttle_time_ms."""
     assert set(THROTTLE_TIME_SINCE) == set(CLIENT_THROTTLES_SINCE) == set(STRICT_MUTATION_SINCE) == set(M.DECODED_APIS)
     for api_key, (lo, hi) in M.DECODED_APIS.items():
-        with_field = [v for v in range(lo, hi + 1) if any(
-            f[0] == "throttle_time_ms" and f[2][0] <= v <= f[2][1] for f in schema.segment(api_key, "response", v).fields)]
+        with_field = [
+            v
+            for v in range(lo, hi + 1)
+            if any(
+                f[0] == "throttle_time_ms" and f[2][0] <= v <= f[2][1]
+                for f in schema.segment(api_key, "response", v).fields
+            )
+        ]
         assert THROTTLE_TIME_SINCE[api_key] == (with_field[0] if with_field else None), api_key
         assert with_field == list(range(with_field[0], hi + 1)) if with_field else True
 

@@ -20,9 +20,18 @@ BEFORE_REPLICA_STATE = range(DECODED_APIS[FETCH][0], FETCH_REPLICA_STATE_SINCE)
 def fetch_frame(version: int, replica_id: int) -> bytes:
     """A Fetch from ``replica_id`` as Kafka's encoder writes it: ReplicaId in the body before v15, ReplicaState's
     tagged field from v15 (absent for a consumer, as Kafka leaves a default tagged field out)."""
-    fields = {"max_wait_ms": 500, "min_bytes": 1, "max_bytes": 10 << 20,
-              "topics": [{"topic": "orders", "topic_id": uuid.uuid4(),
-                          "partitions": [{"partition": 0, "fetch_offset": 42, "partition_max_bytes": 1 << 20}]}]}
+    fields = {
+        "max_wait_ms": 500,
+        "min_bytes": 1,
+        "max_bytes": 10 << 20,
+        "topics": [
+            {
+                "topic": "orders",
+                "topic_id": uuid.uuid4(),
+                "partitions": [{"partition": 0, "fetch_offset": 42, "partition_max_bytes": 1 << 20}],
+            }
+        ],
+    }
     if version >= FETCH_REPLICA_STATE_SINCE:
         fields["replica_state"] = {"replica_id": replica_id, "replica_epoch": 7 if replica_id >= 0 else -1}
     else:
@@ -54,7 +63,7 @@ def test_from_v15_the_replica_id_is_not_at_a_fixed_place_and_reads_as_minus_one_
     header = parse_request_prefix(data, 1 << 20)
     assert header.replica_id == -1  # the handler decides on the decoded body
     # nothing after the header is needed: a v15+ Fetch is never waited on for its body's first bytes
-    assert parse_request_prefix(data[:header.header_length], 1 << 20).replica_id == -1
+    assert parse_request_prefix(data[: header.header_length], 1 << 20).replica_id == -1
 
 
 def test_a_frame_that_ends_before_the_replica_id_is_a_consumers_and_not_waited_on():

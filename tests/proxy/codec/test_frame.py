@@ -4,10 +4,25 @@ import random
 import struct
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from proxy.codec.errors import ProtocolError
-from proxy.codec.frame import (BOUNDARY, BUFFER, DROP, END, FRAME, HEADER, LAST_SEGMENT, NEED_DATA, SEGMENT, STOP,
-                               STREAM, FrameSplitter, SplitterError)
+from proxy.codec.frame import (
+    BOUNDARY,
+    BUFFER,
+    DROP,
+    END,
+    FRAME,
+    HEADER,
+    LAST_SEGMENT,
+    NEED_DATA,
+    SEGMENT,
+    STOP,
+    STREAM,
+    FrameSplitter,
+    SplitterError,
+)
 from proxy.codec.header import encode_request_header, frame, parse_response_prefix
 from proxy.codec.produce_prefix import parse_request_prefix
 from tests.fuzz.codec_driver import feed
@@ -58,7 +73,7 @@ def feed_in_chunks(splitter, rec, data, sizes):
     pos = 0
     while pos < len(data):
         n = next(sizes)
-        feed(splitter, memoryview(bytearray(data[pos:pos + n])), rec)  # fresh buffer each time, as a socket would
+        feed(splitter, memoryview(bytearray(data[pos : pos + n])), rec)  # fresh buffer each time, as a socket would
         pos += n
 
 
@@ -78,8 +93,12 @@ def test_random_chunking_buffer_and_drop():
     rnd = random.Random(3)
     action = lambda h: (STREAM, BUFFER, DROP)[h.correlation_id % 3]  # noqa: E731
     rec = Recorder(action)
-    feed_in_chunks(FrameSplitter(lambda b: parse_request_prefix(b, MAX)), rec, b"".join(frames),
-                   iter(lambda: rnd.randrange(1, 50), None))
+    feed_in_chunks(
+        FrameSplitter(lambda b: parse_request_prefix(b, MAX)),
+        rec,
+        b"".join(frames),
+        iter(lambda: rnd.randrange(1, 50), None),
+    )
     assert bytes(rec.streamed) == b"".join(f for i, f in enumerate(frames) if i % 3 == 0)
     assert rec.frames == [f for i, f in enumerate(frames) if i % 3 == 1]
     assert rec.ends == list(range(60))
@@ -95,12 +114,12 @@ def test_bytes_passed_by_the_caller_end_a_streamed_frame_as_if_fed():
     stream, pos, passes = b"".join(frames), 0, 0
     while pos < len(stream):
         n = rnd.randrange(1, 200)
-        pos += feed(s, memoryview(bytearray(stream[pos:pos + n])), rec)
+        pos += feed(s, memoryview(bytearray(stream[pos : pos + n])), rec)
         if s.streaming and rnd.random() < 0.5:
             passed = rnd.randrange(1, s.streaming + 1)
             s.passed(passed)
             feed(s, memoryview(b""), rec)  # the frame's end, if it was its last byte
-            rec.streamed += stream[pos:pos + passed]  # where the socket code sent them, in the stream's order
+            rec.streamed += stream[pos : pos + passed]  # where the socket code sent them, in the stream's order
             pos += passed
             passes += 1
     assert passes > 10
@@ -144,17 +163,20 @@ def test_responses_split_on_correlation_id():
     assert bytes(rec.streamed) == b"".join(frames)
 
 
-@pytest.mark.parametrize("raw", [
-    struct.pack(">i", -5) + b"xxxx",
-    struct.pack(">i", MAX + 1) + b"xxxx",
-    struct.pack(">i", 4) + b"\x00\x03\x00\x01",  # shorter than a request header
-    struct.pack(">ihhih", 11, 3, 0, 1, 5) + b"a",  # client_id runs past the frame
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        struct.pack(">i", -5) + b"xxxx",
+        struct.pack(">i", MAX + 1) + b"xxxx",
+        struct.pack(">i", 4) + b"\x00\x03\x00\x01",  # shorter than a request header
+        struct.pack(">ihhih", 11, 3, 0, 1, 5) + b"a",  # client_id runs past the frame
+    ],
+)
 def test_malformed_frames_raise_protocol_error(raw):
     s, rec = FrameSplitter(lambda b: parse_request_prefix(b, MAX)), Recorder()
     with pytest.raises(ProtocolError):
         for i in range(len(raw)):
-            feed(s, memoryview(raw[i:i + 1]), rec)
+            feed(s, memoryview(raw[i : i + 1]), rec)
         feed(s, memoryview(b"\x00" * 64), rec)
 
 
@@ -163,7 +185,7 @@ def test_a_refused_boundary_stops_the_splitter_and_reports_what_it_consumed():
     frames = requests(6, seed=5)
     rec = Recorder()
     s = FrameSplitter(lambda b: parse_request_prefix(b, MAX), gated=True)
-    rec.action = lambda h: (setattr(rec, "paused_at_boundary", h.correlation_id == 1) or STREAM)
+    rec.action = lambda h: setattr(rec, "paused_at_boundary", h.correlation_id == 1) or STREAM
     stream = b"".join(frames)
     half = len(stream) // 2
     used = feed(s, memoryview(bytearray(stream[:half])), rec, rec)
@@ -184,7 +206,7 @@ def test_a_refusal_never_splits_a_frame_cut_anywhere():
     stream = b"".join(frames)
     for cut in range(1, len(stream)):
         rec = Recorder()
-        rec.action = lambda h: (setattr(rec, "paused_at_boundary", True) or STREAM)
+        rec.action = lambda h: setattr(rec, "paused_at_boundary", True) or STREAM
         s = FrameSplitter(lambda b: parse_request_prefix(b, MAX), gated=True)
         used = feed(s, memoryview(bytearray(stream[:cut])), rec, rec)
         used += feed(s, memoryview(bytearray(stream[used:])), rec, rec)
@@ -208,12 +230,9 @@ def test_a_huge_straddling_header_is_parsed_in_linear_time():
     rec = Recorder()
     s = FrameSplitter(parse)
     for i in range(0, len(raw), 1024):
-        feed(s, memoryview(bytearray(raw[i:i + 1024])), rec)
+        feed(s, memoryview(bytearray(raw[i : i + 1024])), rec)
     assert [h.correlation_id for h in rec.headers] == [7]
     assert sum(calls) < 4 * len(raw), (len(calls), sum(calls))
-
-
-from hypothesis import given, settings, strategies as st  # noqa: E402
 
 
 @settings(max_examples=300, deadline=None)
@@ -222,7 +241,7 @@ def test_random_bytes_raise_only_protocol_errors(data, chunk):
     s, rec = FrameSplitter(lambda b: parse_request_prefix(b, 4096)), Recorder()
     try:
         for i in range(0, len(data), chunk):
-            feed(s, memoryview(bytearray(data[i:i + chunk])), rec)
+            feed(s, memoryview(bytearray(data[i : i + chunk])), rec)
     except ProtocolError:
         pass
 
@@ -324,13 +343,13 @@ def test_a_splitter_that_needs_data_holds_none_of_what_it_was_given():
     for action in (STREAM, BUFFER, DROP):
         a, b = requests(2, seed=11)
         s = FrameSplitter(lambda buf: parse_request_prefix(buf, MAX), gated=True)
-        chunk = Chunk(a + b[:len(b) // 2])  # ends inside a frame
+        chunk = Chunk(a + b[: len(b) // 2])  # ends inside a frame
         watched = weakref.ref(chunk)
         feed(s, memoryview(chunk), Recorder(lambda h: action))
         del chunk
         assert watched() is None, action
         assert s.value is None
-        rest = Chunk(b[len(b) // 2:])
+        rest = Chunk(b[len(b) // 2 :])
         watched = weakref.ref(rest)
         feed(s, memoryview(rest), Recorder(lambda h: action))
         del rest

@@ -14,7 +14,8 @@ from __future__ import annotations
 import struct
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.fuzz.codec_driver import TARGETS, drive, encode_input
 from tests.fuzz.frames import client_frames, schema_frames, seed_inputs
@@ -48,7 +49,7 @@ def mutated(draw, frame: bytes) -> bytes:
         elif kind == "byte":
             data[at] = draw(st.sampled_from([0x00, 0x01, 0x7F, 0x80, 0xFF]))
         else:  # a length, count or size overwritten with an edge value
-            fmt, values = (">i", [-1, 0, 1, 2**31 - 1, -2**31]) if kind == "int32" else (">h", [-1, 0, 1, 2**15 - 1])
+            fmt, values = (">i", [-1, 0, 1, 2**31 - 1, -(2**31)]) if kind == "int32" else (">h", [-1, 0, 1, 2**15 - 1])
             if at + struct.calcsize(fmt) <= len(data):
                 struct.pack_into(fmt, data, at, draw(st.sampled_from(values)))
     return bytes(data)

@@ -5,8 +5,14 @@ import struct
 import pytest
 
 from proxy.codec.errors import ProtocolError
-from proxy.codec.header import (Incomplete, encode_request_header, encode_response_header, frame, parse_response_prefix,
-                                response_header_length)
+from proxy.codec.header import (
+    Incomplete,
+    encode_request_header,
+    encode_response_header,
+    frame,
+    parse_response_prefix,
+    response_header_length,
+)
 from proxy.codec.produce_prefix import parse_request_prefix
 
 MAX = 104857600
@@ -30,7 +36,7 @@ def test_request_header_v2_skips_tagged_fields():
     tagged = b"\x02" + b"\x00\x03abc" + b"\x05\x01z"  # two tagged fields
     raw = request(3, 12, 7, "c", body=b"BODY", tagged=tagged)  # Metadata v12: flexible
     h = parse_request_prefix(raw, MAX)
-    assert raw[h.header_length:] == b"BODY"
+    assert raw[h.header_length :] == b"BODY"
     assert h.client_id == "c"
 
 
@@ -44,10 +50,12 @@ def test_encoded_request_header_round_trips():
         raw = frame(encode_request_header(api_key, version, 99, "x") + b"BODY")
         h = parse_request_prefix(raw, MAX)
         assert (h.api_key, h.api_version, h.correlation_id, h.client_id) == (api_key, version, 99, "x")
-        assert raw[h.header_length:] == b"BODY"
+        assert raw[h.header_length :] == b"BODY"
 
 
-@pytest.mark.parametrize("version,txn,acks", [(2, None, 0), (3, None, -1), (7, "txn-1", 1), (9, None, 0), (11, "t", -1)])
+@pytest.mark.parametrize(
+    "version,txn,acks", [(2, None, 0), (3, None, -1), (7, "txn-1", 1), (9, None, 0), (11, "t", -1)]
+)
 def test_produce_acks_peek(version, txn, acks):
     if version >= 9:
         tid = b"\x00" if txn is None else bytes([len(txn) + 1]) + txn.encode()
@@ -70,7 +78,7 @@ def test_incomplete_then_complete():
     assert parse_request_prefix(raw, MAX).correlation_id == 7
 
 
-@pytest.mark.parametrize("size", [-1, -2**31, MAX + 1])
+@pytest.mark.parametrize("size", [-1, -(2**31), MAX + 1])
 def test_bad_sizes_are_protocol_errors(size):
     with pytest.raises(ProtocolError):
         parse_request_prefix(struct.pack(">i", size) + b"\x00" * 20, MAX)

@@ -68,8 +68,9 @@ def test_a_header_of_exactly_the_limit_parses_and_one_byte_more_does_not(max_hea
     (the size counted), so the largest accepted was 4 bytes short of it."""
     header = parse_request_header(_at(max_header, max_header), 1 << 20, max_header=max_header)
     assert header.header_length == 4 + max_header
-    with pytest.raises(ProtocolError, match=f"request.header.max.bytes {max_header}: its tagged fields make it "
-                                            f"{max_header + 1} bytes"):
+    with pytest.raises(
+        ProtocolError, match=f"request.header.max.bytes {max_header}: its tagged fields make it {max_header + 1} bytes"
+    ):
         parse_request_header(_at(max_header + 1, max_header), 1 << 20, max_header=max_header)
 
 
@@ -136,8 +137,10 @@ def test_skipping_in_runs_ends_where_skipping_one_by_one_does(seed):
 
     rng = random.Random(seed)
     sizes = rng.choice([[0], [0, 1, 2], [0, 127, 128], [0, 5, 300], [3]])
-    fields = [uvarint(rng.choice([0, 7, 127, 128, 20000])) + uvarint(size) + b"d" * size
-              for size in (rng.choice(sizes) for _ in range(rng.randrange(0, 400)))]
+    fields = [
+        uvarint(rng.choice([0, 7, 127, 128, 20000])) + uvarint(size) + b"d" * size
+        for size in (rng.choice(sizes) for _ in range(rng.randrange(0, 400)))
+    ]
     section = b"\x09" * 3 + uvarint(len(fields)) + b"".join(fields) + b"body"
     for limit in (None, 3 + len(section) - 4, 3 + len(section) - 5, rng.randrange(3, len(section) + 3)):
         for cut in (len(section), rng.randrange(3, len(section) + 1), 4):

@@ -11,11 +11,18 @@ from __future__ import annotations
 import io
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from proxy.codec import messages as M
-from tests.proxy.codec.strategies import (ALL_VERSIONS, kio_class, kio_plain, message_st, ours_plain,
-                                          register_kio_strategies)
+from tests.proxy.codec.strategies import (
+    ALL_VERSIONS,
+    kio_class,
+    kio_plain,
+    message_st,
+    ours_plain,
+    register_kio_strategies,
+)
 
 pytest.importorskip("kio")
 from kio.serial import entity_reader, entity_writer  # noqa: E402
@@ -26,8 +33,7 @@ _SETTINGS = settings(max_examples=5, deadline=None, suppress_health_check=list(H
 
 
 def _codec(direction):
-    return ((M.decode_request, M.encode_request) if direction == "request"
-            else (M.decode_response, M.encode_response))
+    return (M.decode_request, M.encode_request) if direction == "request" else (M.decode_response, M.encode_response)
 
 
 @pytest.mark.parametrize("api_key,direction,version", KIO_VERSIONS)

@@ -18,11 +18,20 @@ VERSIONS = range(0, 14)
 
 
 def answer(version: int, topics: int = 3) -> bytes:
-    msg = new_response(METADATA, version, controller_id=1, cluster_id="c" if version >= 2 else None, brokers=[
-        {"node_id": 1, "host": "kafka-1.internal", "port": 9092, "rack": "a"},
-        {"node_id": 2, "host": "kafka-2.internal", "port": 9093}], topics=[
-        {"name": f"t{i}", "topic_id": uuid.uuid4(), "partitions": [{"partition_index": 0, "leader_id": 1}]}
-        for i in range(topics)])
+    msg = new_response(
+        METADATA,
+        version,
+        controller_id=1,
+        cluster_id="c" if version >= 2 else None,
+        brokers=[
+            {"node_id": 1, "host": "kafka-1.internal", "port": 9092, "rack": "a"},
+            {"node_id": 2, "host": "kafka-2.internal", "port": 9093},
+        ],
+        topics=[
+            {"name": f"t{i}", "topic_id": uuid.uuid4(), "partitions": [{"partition_index": 0, "leader_id": 1}]}
+            for i in range(topics)
+        ],
+    )
     return encode_response(METADATA, version, msg)
 
 
@@ -31,8 +40,10 @@ def test_the_head_is_found_decoded_and_written_back_byte_for_byte(version):
     body = answer(version)
     end = topics_offset(version, memoryview(body))
     head = decode_head(version, body[:end])
-    assert [(b.node_id, b.host, b.port) for b in head.brokers] == [(1, "kafka-1.internal", 9092),
-                                                                      (2, "kafka-2.internal", 9093)]
+    assert [(b.node_id, b.host, b.port) for b in head.brokers] == [
+        (1, "kafka-1.internal", 9092),
+        (2, "kafka-2.internal", 9093),
+    ]
     assert encode_head(version, head) == body[:end]
     assert decode_response(METADATA, version, body).topics[0].name == "t0"  # what follows is the topics
 
@@ -42,7 +53,7 @@ def test_a_head_cut_short_is_a_protocol_error(version):
     body = answer(version, topics=0)
     end = topics_offset(version, memoryview(body))
     with pytest.raises(ProtocolError):
-        topics_offset(version, memoryview(body[:end - 1]))
+        topics_offset(version, memoryview(body[: end - 1]))
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -53,8 +64,10 @@ def test_cluster_mode_rewrites_the_brokers_and_passes_the_topics_as_the_broker_w
     end = topics_offset(version, memoryview(body))
     rewritten = rewrite_head(cluster, version, memoryview(body))
     msg = decode_response(METADATA, version, rewritten)
-    assert [(b.node_id, b.host, b.port) for b in msg.brokers] == [(1, "proxy.example", 30001),
-                                                                     (2, "proxy.example", 30002)]
+    assert [(b.node_id, b.host, b.port) for b in msg.brokers] == [
+        (1, "proxy.example", 30001),
+        (2, "proxy.example", 30002),
+    ]
     assert rewritten.endswith(body[end:]) and opened == [1, 2]
     again = rewrite_head(cluster, version, memoryview(body))  # the same head, the same brokers: from the cache
     assert again == rewritten and cluster.metadata_heads[version][0] == body[:end]

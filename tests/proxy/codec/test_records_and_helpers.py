@@ -7,9 +7,11 @@ absent from kio) are checked against kafka-python's hand-written ``kafka.protoco
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from proxy.codec import apis, messages as M
+from proxy.codec import apis
+from proxy.codec import messages as M
 from proxy.codec.errors import ProtocolError
 from proxy.codec.records import fetch_records_summary, iter_batches, produce_records_summary
 from tests.proxy.codec.builders import record_batch
@@ -37,8 +39,9 @@ def test_truncated_final_batch_is_legal_in_fetch_only():
 
 def test_records_walk_inside_a_decoded_produce_request():
     rec = record_batch()
-    msg = M.new_request(0, 9, acks=-1, timeout_ms=1000, topic_data=[
-        {"name": "t", "partition_data": [{"index": 0, "records": rec}]}])
+    msg = M.new_request(
+        0, 9, acks=-1, timeout_ms=1000, topic_data=[{"name": "t", "partition_data": [{"index": 0, "records": rec}]}]
+    )
     body = M.encode_request(0, 9, msg)
     back = M.decode_request(0, 9, body)
     records = back.topic_data[0].partition_data[0].records
@@ -83,13 +86,18 @@ def test_encoding_a_field_the_version_lacks_is_refused():
         M.encode_request(0, 2, msg)
 
 
-LEGACY = [(0, "request", v) for v in (0, 1, 2)] + [(0, "response", v) for v in (0, 1, 2)] + \
-    [(1, d, v) for d in ("request", "response") for v in (0, 1, 2, 3)] + \
-    [(19, d, v) for d in ("request", "response") for v in (0, 1)] + [(20, d, 0) for d in ("request", "response")]
+LEGACY = (
+    [(0, "request", v) for v in (0, 1, 2)]
+    + [(0, "response", v) for v in (0, 1, 2)]
+    + [(1, d, v) for d in ("request", "response") for v in (0, 1, 2, 3)]
+    + [(19, d, v) for d in ("request", "response") for v in (0, 1)]
+    + [(20, d, 0) for d in ("request", "response")]
+)
 
 
 def _old_class(api_key, direction, version):
     from kafka.protocol.old import admin, fetch, produce
+
     mod = {0: produce, 1: fetch, 19: admin, 20: admin}[api_key]
     name = {0: "Produce", 1: "Fetch", 19: "CreateTopics", 20: "DeleteTopics"}[api_key]
     return getattr(mod, f"{name}{direction.capitalize()}_v{version}")
@@ -100,8 +108,9 @@ def _old_class(api_key, direction, version):
 @given(data=st.data())
 def test_legacy_versions_against_kafka_python(api_key, direction, version, data):
     """Removed-in-4.0 versions: we encode, kafka-python decodes to the same values, and back."""
-    decode, encode = ((M.decode_request, M.encode_request) if direction == "request"
-                      else (M.decode_response, M.encode_response))
+    decode, encode = (
+        (M.decode_request, M.encode_request) if direction == "request" else (M.decode_response, M.encode_response)
+    )
     msg = data.draw(message_st(api_key, direction, version))
     body = encode(api_key, version, msg)
     old = _old_class(api_key, direction, version)

@@ -7,7 +7,8 @@ bit-flipped, extended or random bodies raise ProtocolError and nothing else.
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from proxy.codec import messages as M
 from proxy.codec.errors import ProtocolError
@@ -17,8 +18,7 @@ _SETTINGS = settings(max_examples=6, deadline=None, suppress_health_check=list(H
 
 
 def _codec(direction):
-    return ((M.decode_request, M.encode_request) if direction == "request"
-            else (M.decode_response, M.encode_response))
+    return (M.decode_request, M.encode_request) if direction == "request" else (M.decode_response, M.encode_response)
 
 
 @pytest.mark.parametrize("api_key,direction,version", ALL_VERSIONS)

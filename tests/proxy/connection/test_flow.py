@@ -95,19 +95,41 @@ def test_a_throttled_produce_v5_is_answered_at_once_and_the_next_request_waits_f
     from tests.fakes import NULL_API_METRICS
 
     clock = ManualClock(1_000_000)
-    config = parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}],
-                           "quotas": [{"entity": {"client-id": "old"}, "producer_byte_rate": 1000}],
-                           "settings": {"quota.window.num": 2}})
+    config = parse_config(
+        {
+            "upstream": {"bootstrap_servers": ["b:1"]},
+            "listeners": [{"name": "L", "bind": "h:2"}],
+            "quotas": [{"entity": {"client-id": "old"}, "producer_byte_rate": 1000}],
+            "settings": {"quota.window.num": 2},
+        }
+    )
     scope = ConnectionScope(None, Topics(), ByteRateQuotas(config, clock))
     to_client, to_broker = bytearray(), bytearray()
     ns = lambda: clock.now_ms() * 1_000_000  # noqa: E731
-    core = ConnectionCore(scope, Session("L", "127.0.0.1"), max_request_bytes=1 << 20, max_response_bytes=1 << 20,
-                          max_inflight=5, write_client=to_client.extend, write_broker=to_broker.extend, clock=ns,
-                          api_metrics=lambda key: NULL_API_METRICS)
+    core = ConnectionCore(
+        scope,
+        Session("L", "127.0.0.1"),
+        max_request_bytes=1 << 20,
+        max_response_bytes=1 << 20,
+        max_inflight=5,
+        write_client=to_client.extend,
+        write_broker=to_broker.extend,
+        clock=ns,
+        api_metrics=lambda key: NULL_API_METRICS,
+    )
 
     def produce(corr: int) -> bytes:
-        body = encode_request(PRODUCE, 5, new_request(PRODUCE, 5, acks=1, timeout_ms=1000, topic_data=[
-            {"name": "t", "partition_data": [{"index": 0, "records": bytes(4000)}]}]))
+        body = encode_request(
+            PRODUCE,
+            5,
+            new_request(
+                PRODUCE,
+                5,
+                acks=1,
+                timeout_ms=1000,
+                topic_data=[{"name": "t", "partition_data": [{"index": 0, "records": bytes(4000)}]}],
+            ),
+        )
         return frame(encode_request_header(PRODUCE, 5, corr, "old") + body)
 
     def forwarded() -> list[int]:
@@ -115,19 +137,20 @@ def test_a_throttled_produce_v5_is_answered_at_once_and_the_next_request_waits_f
         while to_broker:
             size, _, _, corr = struct.unpack_from(">ihhi", to_broker)
             corrs.append(corr)
-            del to_broker[:size + 4]
+            del to_broker[: size + 4]
         return corrs
 
     # two requests sent back to back, as a client with more than one in flight does
     core.client_bytes(memoryview(produce(1) + produce(2)))
     core.step(ns())
     assert forwarded() == [1]  # 4 KB over a 1 KB/s quota (a burst of 1 KB): throttled, read no further
-    core.broker_bytes(memoryview(frame(encode_response_header(PRODUCE, 5, 1) + encode_response(
-        PRODUCE, 5, new_response(PRODUCE, 5)))))
+    core.broker_bytes(
+        memoryview(frame(encode_response_header(PRODUCE, 5, 1) + encode_response(PRODUCE, 5, new_response(PRODUCE, 5))))
+    )
     state = core.step(ns())
     size, corr = struct.unpack_from(">ii", to_client)
     assert corr == 1, "the throttled Produce v5 response was held instead of answered at once"
-    throttle_ms = decode_response(PRODUCE, 5, bytes(to_client[8:size + 4])).throttle_time_ms
+    throttle_ms = decode_response(PRODUCE, 5, bytes(to_client[8 : size + 4])).throttle_time_ms
     assert throttle_ms > 1000
     assert not state.reading_client and state.deadline == ns() + throttle_ms * 1_000_000
     clock.advance(throttle_ms - 1)

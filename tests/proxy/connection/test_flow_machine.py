@@ -28,7 +28,8 @@ from __future__ import annotations
 import struct
 
 import pytest
-from hypothesis import settings, strategies as st
+from hypothesis import settings
+from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from proxy.apis import PASS, AnswerLocally, ForwardRequest, HoldFor, LookUp, Plan
@@ -49,8 +50,6 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 
 
-
-
 _METRICS = NULL_API_METRICS
 
 # What a request is: (api, version, acks, throttle_ms or None, on_body) with on_body None (planned at the header),
@@ -58,10 +57,20 @@ _METRICS = NULL_API_METRICS
 # after the proxy's own request to the broker is answered: forwarded), "lookup-local" (the same, answered locally),
 # "hold" (buffered, held for throttle_ms, then forwarded) or "hold-local" (the same, then answered locally).
 REQUEST = st.one_of(
-    st.tuples(st.just(0), st.sampled_from([5, 7]), st.sampled_from([1, 1, 0]),
-              st.one_of(st.none(), st.integers(1, 3000)), st.none()),
-    st.tuples(st.just(3), st.just(1), st.none(), st.none(),
-              st.sampled_from([None, None, "local", "throttle", "lookup", "lookup-local"])),
+    st.tuples(
+        st.just(0),
+        st.sampled_from([5, 7]),
+        st.sampled_from([1, 1, 0]),
+        st.one_of(st.none(), st.integers(1, 3000)),
+        st.none(),
+    ),
+    st.tuples(
+        st.just(3),
+        st.just(1),
+        st.none(),
+        st.none(),
+        st.sampled_from([None, None, "local", "throttle", "lookup", "lookup-local"]),
+    ),
     st.tuples(st.just(3), st.just(1), st.none(), st.integers(1, 3000), st.sampled_from(["hold", "hold-local"])),
 )
 RESPONSE_TIMEOUT_S, IDLE_TIMEOUT_S = 40.0, 60.0  # the connection's timeouts, ended by its one timer
@@ -87,8 +96,12 @@ def response_frame(api: int, version: int, corr: int, padding: int) -> bytes:
 
 
 class FlowMachine(RuleBasedStateMachine):
-    @initialize(specs=st.lists(REQUEST, min_size=1, max_size=12), paddings=st.lists(st.integers(0, 3000), min_size=12,
-                max_size=12), max_inflight=st.integers(1, 4), answers_acks0=st.booleans())
+    @initialize(
+        specs=st.lists(REQUEST, min_size=1, max_size=12),
+        paddings=st.lists(st.integers(0, 3000), min_size=12, max_size=12),
+        max_inflight=st.integers(1, 4),
+        answers_acks0=st.booleans(),
+    )
     def setup(self, specs, paddings, max_inflight, answers_acks0):
         self.now = 1000.0
         self.specs = specs
@@ -146,19 +159,30 @@ class FlowMachine(RuleBasedStateMachine):
                 return Plan(action=BUFFER, decide=lambda body: ForwardRequest(throttle=Throttle(700, 700)))
             if on_body in ("lookup", "lookup-local"):
                 local = frame(encode_response_header(3, 1, header.correlation_id) + b"looked up")
-                then = (lambda answer: AnswerLocally(local)) if on_body == "lookup-local" else (
-                    lambda answer: ForwardRequest())
+                then = (
+                    (lambda answer: AnswerLocally(local))
+                    if on_body == "lookup-local"
+                    else (lambda answer: ForwardRequest())
+                )
                 return Plan(action=BUFFER, decide=lambda body: LookUp(3, 1, b"", then))
             if throttle_ms is not None:
                 return Plan(throttle=Throttle(throttle_ms, throttle_ms))
             return PASS
 
-        self.core = ConnectionCore(None, Session("L", "127.0.0.1"), max_request_bytes=1 << 20, max_response_bytes=1 << 20,
-                                   max_inflight=max_inflight, write_client=self._to_client,
-                                   write_broker=self.to_broker.extend, clock=self._ns,
-                                   api_metrics=lambda key: _METRICS, planner=planner,
-                                   response_timeout_ns=round(RESPONSE_TIMEOUT_S * 1e9),
-                                   idle_timeout_ns=round(IDLE_TIMEOUT_S * 1e9))
+        self.core = ConnectionCore(
+            None,
+            Session("L", "127.0.0.1"),
+            max_request_bytes=1 << 20,
+            max_response_bytes=1 << 20,
+            max_inflight=max_inflight,
+            write_client=self._to_client,
+            write_broker=self.to_broker.extend,
+            clock=self._ns,
+            api_metrics=lambda key: _METRICS,
+            planner=planner,
+            response_timeout_ns=round(RESPONSE_TIMEOUT_S * 1e9),
+            idle_timeout_ns=round(IDLE_TIMEOUT_S * 1e9),
+        )
         self.state = self.core.step(self._ns())
 
     def _ns(self) -> int:
@@ -174,7 +198,7 @@ class FlowMachine(RuleBasedStateMachine):
             if len(self.to_client) < size + 4:
                 break
             corr = _I32.unpack_from(self.to_client, 4)[0]
-            del self.to_client[:size + 4]
+            del self.to_client[: size + 4]
             self.delivered.append((corr, self.now))
             if corr >= 0:
                 spec = self.specs[corr]
@@ -221,8 +245,11 @@ class FlowMachine(RuleBasedStateMachine):
     def _closed_for(self, reason: str) -> None:
         """The connection closes for a timeout: one the model agrees is past."""
         core = self.core
-        waiting = core.responses.receiving is not None or core.responses.dropping_since_ns \
+        waiting = (
+            core.responses.receiving is not None
+            or core.responses.dropping_since_ns
             or core.flow.inflight.oldest_waiting_ns() is not None
+        )
         if reason == "idle":
             assert not waiting and self.now - self.last_read > IDLE_TIMEOUT_S, "closed idle too early"
         elif reason == "client_full":
@@ -241,7 +268,7 @@ class FlowMachine(RuleBasedStateMachine):
             return
         n = min(self.core.read_size(size), len(self.stream) - self.pos)
         self.core.flow.client_read(self._ns())  # as the socket code reports every read
-        self.core.client_bytes(memoryview(self.stream)[self.pos:self.pos + n])
+        self.core.client_bytes(memoryview(self.stream)[self.pos : self.pos + n])
         self.pos += n
         self.last_read = self.now
         self._apply()
@@ -328,8 +355,20 @@ class FlowMachine(RuleBasedStateMachine):
         self._apply()
 
     @precondition(lambda self: not self.closed)
-    @rule(event=st.sampled_from(["frame_ended", "response_without_throttle", "consumed_read_ahead", "decided",
-                                 "client_backpressure", "broker_backpressure", "negative_mute", "frame_in_frame"]))
+    @rule(
+        event=st.sampled_from(
+            [
+                "frame_ended",
+                "response_without_throttle",
+                "consumed_read_ahead",
+                "decided",
+                "client_backpressure",
+                "broker_backpressure",
+                "negative_mute",
+                "frame_in_frame",
+            ]
+        )
+    )
     def illegal_event(self, event):
         """An event the flow's state does not allow raises FlowError and leaves the state as it was."""
         flow = self.core.flow
@@ -371,8 +410,11 @@ class FlowMachine(RuleBasedStateMachine):
     def timeouts_checked(self, idle_s):
         """The flow names the bound a connection is past: a client that took no response, or an idle one."""
         core = self.core
-        waiting = core.responses.receiving is not None or core.responses.dropping_since_ns \
+        waiting = (
+            core.responses.receiving is not None
+            or core.responses.dropping_since_ns
             or core.flow.inflight.oldest_waiting_ns() is not None
+        )
         past = core.overdue(self._ns(), 10**18, round(idle_s * 1e9))
         if self.client_full and self.now - self.client_full_since > idle_s + 1e-6:
             assert past == "client_full"
@@ -392,11 +434,20 @@ class FlowMachine(RuleBasedStateMachine):
             return
         processed = self.pos - self.core.flow.read_ahead_bytes
         answered = {c for c, _ in self.delivered}
-        waiting = [c for i, c in enumerate(range(len(self.specs)))
-                   if c < len(self.specs) and self._read(c, processed) and self._expects(c) and c not in answered]
+        waiting = [
+            c
+            for i, c in enumerate(range(len(self.specs)))
+            if c < len(self.specs) and self._read(c, processed) and self._expects(c) and c not in answered
+        ]
         draining = self.draining or self.core.flow.draining  # (a held request abandoned drains the connection)
-        no_reason = (not self.client_full and not self.broker_full and not draining and not waiting
-                     and self.now >= self.mute_bound and not len(self.core.flow.inflight))
+        no_reason = (
+            not self.client_full
+            and not self.broker_full
+            and not draining
+            and not waiting
+            and self.now >= self.mute_bound
+            and not len(self.core.flow.inflight)
+        )
         # (an acks=0 request to a broker that answers those stays queued, and counts against the in-flight bound,
         # until its dropped answer arrives: a reason too)
         if no_reason and self.pos < len(self.stream):
@@ -408,18 +459,23 @@ class FlowMachine(RuleBasedStateMachine):
             assert not self.state.reading_client, "the client is read while the broker's buffer is full"
         if processed in self.boundaries and processed < len(self.stream):
             # (a held request is not a throttle: its client is read once more, so that its close is seen)
-            throttled_waiting = [c for c in waiting if self.specs[c][4] == "throttle"
-                                 or (self.specs[c][3] is not None and self.specs[c][4] not in ("hold", "hold-local"))]
+            throttled_waiting = [
+                c
+                for c in waiting
+                if self.specs[c][4] == "throttle"
+                or (self.specs[c][3] is not None and self.specs[c][4] not in ("hold", "hold-local"))
+            ]
             watched = self.core.flow.held and not self.core.flow.read_ahead_bytes  # one small read, held back
             if (draining or throttled_waiting) and not watched:
                 assert not self.state.reading_client, (
-                    f"the client is read past a boundary while {'draining' if draining else 'throttled'}")
+                    f"the client is read past a boundary while {'draining' if draining else 'throttled'}"
+                )
 
     @invariant()
     def responses_in_order_and_never_early(self):
         ids = [c for c, _ in self.delivered]
         expected = [c for c in range(len(self.specs)) if self._expects(c)]
-        assert ids == expected[:len(ids)], f"responses out of order: {ids} vs {expected}"
+        assert ids == expected[: len(ids)], f"responses out of order: {ids} vs {expected}"
         for corr, at in self.delivered:
             if corr in self.response_read and self.specs[corr][3] is not None:
                 # a throttled response is never held for its throttle (Kafka >= 2.0, every version): the mute after
@@ -474,7 +530,7 @@ class FlowMachine(RuleBasedStateMachine):
                 break
             if self.state.reading_client and self.pos < len(self.stream) and not self.client_gone:
                 n = min(self.core.read_size(4096), len(self.stream) - self.pos)
-                self.core.client_bytes(memoryview(self.stream)[self.pos:self.pos + n])
+                self.core.client_bytes(memoryview(self.stream)[self.pos : self.pos + n])
                 self.pos += n
                 continue
             self.broker_answers(3)
@@ -495,18 +551,21 @@ class FlowMachine(RuleBasedStateMachine):
         assert all(self.specs[c][4] in ("hold", "hold-local") for c in self.abandoned)
         processed = self.pos - self.core.flow.read_ahead_bytes
         if self.client_gone:
-            expected = [c for c in range(len(self.specs)) if self._expects(c)
-                        and sum(len(f) for f in self.frames[:c + 1]) <= processed]
+            expected = [
+                c
+                for c in range(len(self.specs))
+                if self._expects(c) and sum(len(f) for f in self.frames[: c + 1]) <= processed
+            ]
         else:
             assert not self.abandoned, "a hold abandoned while its client stayed"
             expected = [c for c in range(len(self.specs)) if self._expects(c)]
         if self.client_gone and self.core.flow.mid_frame:
             # the client went in the middle of a request: it never ends, the broker's close (after the half-close
             # passed on) closes the connection
-            assert ids == expected[:len(ids)]
+            assert ids == expected[: len(ids)]
         elif self.draining or self.core.flow.draining:
             assert self.state.drained, "draining never finished"
-            assert ids == expected[:len(ids)]
+            assert ids == expected[: len(ids)]
             assert not self.to_client, "drained in the middle of a response: the client got part of it"
         else:
             assert ids == expected, f"not every request was answered: {ids} vs {expected}"
@@ -524,8 +583,12 @@ def test_local_answer_waits_for_a_streamed_response_to_end():
     """Found by the machine: a request answered locally on its body, completed while the broker's response to the
     request before it is half streamed to the client, must not be written into the middle of that response."""
     machine = FlowMachine()
-    machine.setup(specs=[(3, 1, None, None, None), (3, 1, None, None, "local")], paddings=[13, 108] + [0] * 10,
-                  max_inflight=2, answers_acks0=False)
+    machine.setup(
+        specs=[(3, 1, None, None, None), (3, 1, None, None, "local")],
+        paddings=[13, 108] + [0] * 10,
+        max_inflight=2,
+        answers_acks0=False,
+    )
     machine.client_sends(size=150)  # all of the first request, all but the last byte of the second
     machine.broker_answers(count=1)
     machine.broker_sends(size=8)  # the first response starts streaming to the client
@@ -540,8 +603,12 @@ def test_a_held_request_ends_on_the_deadline_and_one_whose_client_goes_is_abando
     the second's client half-closes during its hold: abandoned at once, never forwarded, and once the first's answer
     is out the connection has drained."""
     machine = FlowMachine()
-    machine.setup(specs=[(3, 1, None, 500, "hold"), (3, 1, None, 800, "hold")], paddings=[0] * 12, max_inflight=4,
-                  answers_acks0=False)
+    machine.setup(
+        specs=[(3, 1, None, 500, "hold"), (3, 1, None, 800, "hold")],
+        paddings=[0] * 12,
+        max_inflight=4,
+        answers_acks0=False,
+    )
     machine.client_sends(size=15)  # the first request, whole: held 500 ms
     assert machine.state.deadline == machine._ns() + 500_000_000 and machine.core.flow.mute_state == "MUTED_AND_HELD"
     machine.now += 0.499

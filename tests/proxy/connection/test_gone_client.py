@@ -35,14 +35,20 @@ class Wire:
             found = present(self.asked)
             return found if isinstance(found, str) else PRESENT if found else GONE
 
-        config = parse_config({"upstream": {"bootstrap_servers": ["b:1"]},
-                               "listeners": [{"name": "L", "bind": "h:2"}]})
+        config = parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}]})
         scope = ConnectionScope(None, Topics(), ByteRateQuotas(config))
-        self.core = ConnectionCore(scope, Session("L", "127.0.0.1"), max_request_bytes=1 << 20,
-                                   max_response_bytes=1 << 20, max_inflight=MAX_INFLIGHT,
-                                   write_client=self.to_client.extend, write_broker=self.to_broker.extend,
-                                   clock=lambda: self.now, api_metrics=lambda key: NULL_API_METRICS,
-                                   client_state=client_state)
+        self.core = ConnectionCore(
+            scope,
+            Session("L", "127.0.0.1"),
+            max_request_bytes=1 << 20,
+            max_response_bytes=1 << 20,
+            max_inflight=MAX_INFLIGHT,
+            write_client=self.to_client.extend,
+            write_broker=self.to_broker.extend,
+            clock=lambda: self.now,
+            api_metrics=lambda key: NULL_API_METRICS,
+            client_state=client_state,
+        )
 
     def forwarded(self) -> list[tuple[int, int]]:
         """(api key, correlation id) of each frame written to the broker since the last call."""
@@ -50,13 +56,19 @@ class Wire:
         while self.to_broker:
             size, api_key, _, corr = struct.unpack_from(">ihhi", self.to_broker)
             out.append((api_key, corr))
-            del self.to_broker[:size + 4]
+            del self.to_broker[: size + 4]
         return out
 
     def silent_broker_answers_probe(self, probe_corr: int):
         """Apache Kafka sends nothing for acks=0; the proxy's probe (ApiVersions v0) shows it."""
-        self.core.broker_bytes(memoryview(frame(encode_response_header(API_VERSIONS, 0, probe_corr) + encode_response(
-            API_VERSIONS, 0, new_response(API_VERSIONS, 0)))))
+        self.core.broker_bytes(
+            memoryview(
+                frame(
+                    encode_response_header(API_VERSIONS, 0, probe_corr)
+                    + encode_response(API_VERSIONS, 0, new_response(API_VERSIONS, 0))
+                )
+            )
+        )
         return self.core.step(self.now)
 
 

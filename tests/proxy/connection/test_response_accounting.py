@@ -75,23 +75,42 @@ def test_each_kind_of_response_is_accounted_once_and_a_dropped_one_never():
     config = parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}]})
     scope = ConnectionScope(None, Topics(), ByteRateQuotas(config), usage=_Usage(seen))
     to_client, to_broker = bytearray(), bytearray()
-    core = ConnectionCore(scope, Session("L", "127.0.0.1"), max_request_bytes=1 << 20, max_response_bytes=1 << 20,
-                          max_inflight=50, write_client=to_client.extend, write_broker=to_broker.extend,
-                          clock=lambda: clock[0], api_metrics=lambda key: apis.setdefault(key, _Api(key, seen)),
-                          planner=_planner)
+    core = ConnectionCore(
+        scope,
+        Session("L", "127.0.0.1"),
+        max_request_bytes=1 << 20,
+        max_response_bytes=1 << 20,
+        max_inflight=50,
+        write_client=to_client.extend,
+        write_broker=to_broker.extend,
+        clock=lambda: clock[0],
+        api_metrics=lambda key: apis.setdefault(key, _Api(key, seen)),
+        planner=_planner,
+    )
 
     def produce(corr, acks):
-        body = encode_request(PRODUCE, 5, new_request(PRODUCE, 5, acks=acks, timeout_ms=1000, topic_data=[
-            {"name": "t", "partition_data": [{"index": 0, "records": bytes(100)}]}]))
+        body = encode_request(
+            PRODUCE,
+            5,
+            new_request(
+                PRODUCE,
+                5,
+                acks=acks,
+                timeout_ms=1000,
+                topic_data=[{"name": "t", "partition_data": [{"index": 0, "records": bytes(100)}]}],
+            ),
+        )
         return frame(encode_request_header(PRODUCE, 5, corr, "c") + body)
 
     _LOCAL[4] = frame(encode_response_header(API_VERSIONS, 0, 4) + b"\x00\x00\x00\x00\x00\x00")
-    requests = [frame(encode_request_header(LIST_OFFSETS, 5, 1, "c") + bytes(30)),  # streamed
-                frame(encode_request_header(LIST_OFFSETS, 5, 2, "c") + bytes(30)),  # streamed, its rest spliced
-                frame(encode_request_header(METADATA, 1, 3, "c") + bytes(4)),  # rewritten
-                frame(encode_request_header(API_VERSIONS, 0, 4, "c")),  # answered locally, in its turn
-                produce(5, acks=0),  # dropped (a broker that answers acks=0), then the proxy's probe: dropped
-                produce(6, acks=1)]  # throttled: buffered, throttle_time_ms merged
+    requests = [
+        frame(encode_request_header(LIST_OFFSETS, 5, 1, "c") + bytes(30)),  # streamed
+        frame(encode_request_header(LIST_OFFSETS, 5, 2, "c") + bytes(30)),  # streamed, its rest spliced
+        frame(encode_request_header(METADATA, 1, 3, "c") + bytes(4)),  # rewritten
+        frame(encode_request_header(API_VERSIONS, 0, 4, "c")),  # answered locally, in its turn
+        produce(5, acks=0),  # dropped (a broker that answers acks=0), then the proxy's probe: dropped
+        produce(6, acks=1),
+    ]  # throttled: buffered, throttle_time_ms merged
     for request in requests:
         core.client_bytes(memoryview(request))
         core.step(clock[0])
@@ -101,7 +120,7 @@ def test_each_kind_of_response_is_accounted_once_and_a_dropped_one_never():
     answers = []  # every request the broker got, answered in order (the probe and the acks=0 Produce too)
     while to_broker:
         size, api_key, version, corr = struct.unpack_from(">ihhi", to_broker)
-        del to_broker[:size + 4]
+        del to_broker[: size + 4]
         body = encode_response(PRODUCE, 5, new_response(PRODUCE, 5)) if api_key == PRODUCE else bytes(40)
         answers.append(frame(encode_response_header(api_key, version, corr) + body))
     assert len(answers) == 6  # 1, 2, 3, 5, the probe, 6 (4 was answered by the proxy)

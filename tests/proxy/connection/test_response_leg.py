@@ -12,19 +12,26 @@ from quota.primitives.decision import FORWARD, Throttle
 
 def test_a_plan_and_its_outcome_combine_with_every_stage_kept():
     calls = []
-    plan = Plan(observe=lambda body: calls.append(("plan observes", bytes(body))),
-                rewrite=lambda body: bytes(body) + b"+plan",
-                record_response=lambda n: calls.append(("charged", n)) or Throttle(30, 30))
-    outcome = ForwardRequest(observe=lambda body: calls.append(("outcome observes", bytes(body))),
-                             rewrite=lambda body: bytes(body) + b"+outcome",
-                             settle=lambda t: calls.append(("settled", t.throttle_time_ms)) or Throttle(10, 10))
+    plan = Plan(
+        observe=lambda body: calls.append(("plan observes", bytes(body))),
+        rewrite=lambda body: bytes(body) + b"+plan",
+        record_response=lambda n: calls.append(("charged", n)) or Throttle(30, 30),
+    )
+    outcome = ForwardRequest(
+        observe=lambda body: calls.append(("outcome observes", bytes(body))),
+        rewrite=lambda body: bytes(body) + b"+outcome",
+        settle=lambda t: calls.append(("settled", t.throttle_time_ms)) or Throttle(10, 10),
+    )
     leg = ResponseLeg.planned(plan).then(ResponseLeg.forwarded(outcome))
     assert all(getattr(leg, f.name) is not None for f in dataclasses.fields(leg) if f.name != "lookup"), leg
     body, throttle = leg.run(memoryview(b"broker"), lambda rewritten: len(rewritten), Throttle(20, 20))
     assert body == b"broker+plan+outcome"  # the outcome's rewrite applies to what the plan's produced
-    assert calls == [("plan observes", b"broker"), ("outcome observes", b"broker"),  # both see the broker's body
-                     ("charged", len(b"broker+plan+outcome")),  # as the client gets it
-                     ("settled", 30)]  # the longest of the request's and the charge's, then settled
+    assert calls == [
+        ("plan observes", b"broker"),
+        ("outcome observes", b"broker"),  # both see the broker's body
+        ("charged", len(b"broker+plan+outcome")),  # as the client gets it
+        ("settled", 30),
+    ]  # the longest of the request's and the charge's, then settled
     assert throttle == Throttle(10, 10)
 
 

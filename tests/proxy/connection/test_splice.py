@@ -35,8 +35,9 @@ class Run:
         self.done = loop.create_future()
         self.blocked: list[bool] = []
         self.reads = 0
-        self.splice = open_splice(loop, src.fileno(), dst.fileno(), nbytes, done=self._done,
-                                  blocked=self.blocked.append, read=self._read)
+        self.splice = open_splice(
+            loop, src.fileno(), dst.fileno(), nbytes, done=self._done, blocked=self.blocked.append, read=self._read
+        )
         assert self.splice is not None
 
     def _done(self, moved, failure) -> None:

@@ -98,6 +98,7 @@ class Counter:
         class Child:
             def inc(self, n):
                 counts[labels] = counts.get(labels, 0) + n
+
         return Child()
 
 

@@ -46,7 +46,11 @@ def test_the_bound_still_raises_timeout_and_cancels_the_call():
         with pytest.raises(TimeoutError):
             await wait_for(call, 0.01)
         await asyncio.sleep(0)
-        return call.cancelled(), await wait_for(asyncio.sleep(0, "result"), 1), await wait_for(asyncio.sleep(0, 7), None)
+        return (
+            call.cancelled(),
+            await wait_for(asyncio.sleep(0, "result"), 1),
+            await wait_for(asyncio.sleep(0, 7), None),
+        )
 
     assert asyncio.run(scenario()) == (True, "result", 7)
 

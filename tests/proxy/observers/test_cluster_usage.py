@@ -19,11 +19,21 @@ RATE = 1000
 
 
 def sidecar(**settings):
-    app = ProxyApp(parse_config({
-        "upstream": {"bootstrap_servers": ["127.0.0.1:1"]}, "listeners": [{"name": "L", "bind": "127.0.0.1:0"}],
-        "quotas": [{"entity": {"user": "<default>"}, "producer_byte_rate": RATE}],
-        "settings": {"quota.scope": "cluster", "quota.cluster.topic": "__usage", "quota.cluster.id": "a",
-                     **settings}}))
+    app = ProxyApp(
+        parse_config(
+            {
+                "upstream": {"bootstrap_servers": ["127.0.0.1:1"]},
+                "listeners": [{"name": "L", "bind": "127.0.0.1:0"}],
+                "quotas": [{"entity": {"user": "<default>"}, "producer_byte_rate": RATE}],
+                "settings": {
+                    "quota.scope": "cluster",
+                    "quota.cluster.topic": "__usage",
+                    "quota.cluster.id": "a",
+                    **settings,
+                },
+            }
+        )
+    )
     wall = ManualClock(1_000_000)
     app.cluster_usage = ClusterUsage.for_app(app, wall=wall)  # as app.start() makes it, without its Kafka clients
     return app, app.cluster_usage, wall
@@ -48,8 +58,10 @@ def test_a_peers_fresh_record_counts_and_its_own_stale_or_broken_ones_do_not():
     # and its own clients are throttled by the total
     assert app.quotas.produce.record_and_get_throttle_time_ms("alice", "p", 10) > 0
     registry = app.metrics.registry
-    assert [registry.get_sample_value("kafka_quota_proxy_cluster_usage_records_total", {"direction": d})
-            for d in ("received", "skipped", "error")] == [1, 2, 1]
+    assert [
+        registry.get_sample_value("kafka_quota_proxy_cluster_usage_records_total", {"direction": d})
+        for d in ("received", "skipped", "error")
+    ] == [1, 2, 1]
     assert not usage.take_record(b"b", None, now)  # a tombstone: b left for good
     assert usage.peers.view(now).known == 0
 
@@ -107,7 +119,8 @@ def test_usage_that_does_not_fit_in_one_record_waits_for_the_next_counted_and_lo
     registry = app.metrics.registry
     assert registry.get_sample_value("kafka_quota_proxy_cluster_usage_carried_entities_total") == first.carried
     assert registry.get_sample_value("kafka_quota_proxy_cluster_usage_record_bytes", {"what": "bytes"}) == len(
-        first.data)
+        first.data
+    )
     sent = sum(value for _, _, value in first.delta.produce)
     for _ in range(10):  # what did not fit, then what rounding took off: every byte sent once
         delta = usage.take().delta
@@ -116,7 +129,6 @@ def test_usage_that_does_not_fit_in_one_record_waits_for_the_next_counted_and_lo
         sent += sum(value for _, _, value in delta.produce)
     assert sent == sum(100 + i for i in range(2000)) and not usage.carrying
     assert "every entity fits in one usage record again" in caplog.text
-
 
 
 def test_a_peers_record_of_tenants_new_here_leaves_their_sensors_out_of_the_garbage_collectors_sight(monkeypatch):
@@ -157,10 +169,14 @@ def pair_usage(name, recorded=None, wall=None):
 
     from quota.sharing.usage_share import UsageTap
 
-    config = parse_config({
-        "upstream": {"bootstrap_servers": ["127.0.0.1:1"]}, "listeners": [{"name": "L", "bind": "127.0.0.1:0"}],
-        "quotas": [{"entity": {"user": "<default>"}, "producer_byte_rate": RATE}],
-        "settings": {"quota.scope": "cluster", "quota.cluster.topic": "__usage", "quota.cluster.id": name}})
+    config = parse_config(
+        {
+            "upstream": {"bootstrap_servers": ["127.0.0.1:1"]},
+            "listeners": [{"name": "L", "bind": "127.0.0.1:0"}],
+            "quotas": [{"entity": {"user": "<default>"}, "producer_byte_rate": RATE}],
+            "settings": {"quota.scope": "cluster", "quota.cluster.topic": "__usage", "quota.cluster.id": name},
+        }
+    )
 
     def record(delta):
         for user, _, value in delta.produce:
@@ -207,7 +223,7 @@ def test_failed_and_retried_publishes_and_replays_apply_each_sidecars_usage_exac
                 await a.send_due(send)
             except (ConnectionError, TimeoutError):
                 pass
-            for key, value, stamp in topic[follow.at:]:
+            for key, value, stamp in topic[follow.at :]:
                 b.take_record(key, value, stamp)
             follow.at = len(topic)
             wall.advance(500)
@@ -221,8 +237,9 @@ def test_failed_and_retried_publishes_and_replays_apply_each_sidecars_usage_exac
     for key, value, stamp in topic:  # b's follower reconnects and reads the topic from the beginning
         b.take_record(key, value, stamp)
     assert seen == {"alice": used}
-    assert registry.get_sample_value("kafka_quota_proxy_cluster_usage_records_total",
-                                     {"direction": "duplicate"}) == 14  # the retried one, then the whole topic again
+    assert (
+        registry.get_sample_value("kafka_quota_proxy_cluster_usage_records_total", {"direction": "duplicate"}) == 14
+    )  # the retried one, then the whole topic again
     # b restarted: its follower reads the topic's history (still fresh) to learn its peers, but records none of it
     # (it starts with full buckets): only what a sends from b's start, less one sync interval, on
     wall.advance(2000)
@@ -292,5 +309,7 @@ def test_a_sidecar_that_stops_sends_what_is_waiting_and_its_last_usage_before_it
     asyncio.run(usage.stop())
     values = [value for _, value in producer.sent]
     assert values[-1] is None and all(key == b"a" for key, _ in producer.sent)
-    assert [(decode(v).seq, decode(v).produce) for v in values[:-1]] == [(1, (("alice", "", 100),)),
-                                                                        (2, (("alice", "", 200),))]
+    assert [(decode(v).seq, decode(v).produce) for v in values[:-1]] == [
+        (1, (("alice", "", 100),)),
+        (2, (("alice", "", 200),)),
+    ]

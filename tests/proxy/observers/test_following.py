@@ -105,4 +105,3 @@ def test_a_deleted_topic_is_told_from_a_cluster_that_does_not_answer():
     assert _changed(consumer, _Kafka(None)) is None
     assert "has partitions [0, 1]" in _changed(consumer, _Kafka(frozenset({0, 1})))
     assert _changed(consumer, _Kafka(frozenset({0}))) is None
-

@@ -16,10 +16,13 @@ LATENCIES = [0.0, 0.00005, 0.0001, 0.00010001, 0.0003, 0.001, 0.7, 5, 10, 29.9, 
 def _exposition(registry: CollectorRegistry) -> list[str]:
     """The per-API families as /metrics shows them, without the creation timestamps."""
     text = generate_latest(registry).decode()
-    names = ("kafka_quota_proxy_requests", "kafka_quota_proxy_request_bytes", "kafka_quota_proxy_response_bytes",
-             "kafka_quota_proxy_request_latency_seconds")
-    return [line for line in text.splitlines()
-            if line.startswith(names) and "_created" not in line]
+    names = (
+        "kafka_quota_proxy_requests",
+        "kafka_quota_proxy_request_bytes",
+        "kafka_quota_proxy_response_bytes",
+        "kafka_quota_proxy_request_latency_seconds",
+    )
+    return [line for line in text.splitlines() if line.startswith(names) and "_created" not in line]
 
 
 def _reference():
@@ -27,15 +30,31 @@ def _reference():
     registry = CollectorRegistry()
     labels = ["listener", "api"]
     families = (
-        Counter("kafka_quota_proxy_requests", "Requests received from clients, by listener and Kafka API.", labels,
-                registry=registry),
-        Counter("kafka_quota_proxy_request_bytes", "Bytes of request frames received from clients (size prefix "
-                "included).", labels, registry=registry),
-        Counter("kafka_quota_proxy_response_bytes", "Bytes of response frames sent to clients (size prefix "
-                "included).", labels, registry=registry),
-        Histogram("kafka_quota_proxy_request_latency_seconds", "Time from a request being read from the client to "
-                  "its response being written back, by Kafka API.", labels, buckets=LATENCY_BUCKETS,
-                  registry=registry),
+        Counter(
+            "kafka_quota_proxy_requests",
+            "Requests received from clients, by listener and Kafka API.",
+            labels,
+            registry=registry,
+        ),
+        Counter(
+            "kafka_quota_proxy_request_bytes",
+            "Bytes of request frames received from clients (size prefix included).",
+            labels,
+            registry=registry,
+        ),
+        Counter(
+            "kafka_quota_proxy_response_bytes",
+            "Bytes of response frames sent to clients (size prefix included).",
+            labels,
+            registry=registry,
+        ),
+        Histogram(
+            "kafka_quota_proxy_request_latency_seconds",
+            "Time from a request being read from the client to its response being written back, by Kafka API.",
+            labels,
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        ),
     )
     return registry, [family.labels("P", "Produce") for family in families]
 
@@ -55,8 +74,10 @@ def test_recorded_as_prometheus_client_records_them():
     assert _exposition(fast.registry) == _exposition(registry)
     assert fast.registry.get_sample_value("kafka_quota_proxy_requests_total", PRODUCE) == len(LATENCIES)
     assert fast.registry.get_sample_value("kafka_quota_proxy_request_latency_seconds_count", PRODUCE) == len(LATENCIES)
-    assert fast.registry.get_sample_value("kafka_quota_proxy_request_latency_seconds_bucket",
-                                          {**PRODUCE, "le": "0.0001"}) == 4  # 0, 0.00005, 0.0001 twice
+    assert (
+        fast.registry.get_sample_value("kafka_quota_proxy_request_latency_seconds_bucket", {**PRODUCE, "le": "0.0001"})
+        == 4
+    )  # 0, 0.00005, 0.0001 twice
     assert fast.registry.get_sample_value("kafka_quota_proxy_requests_created", PRODUCE) is not None
 
 

@@ -36,13 +36,16 @@ def registry(connections: set, listeners=("PLAIN", "SASL"), max_users: int = 100
 
 
 def samples(r: CollectorRegistry, name: str) -> dict[tuple, float]:
-    return {tuple(sorted(s.labels.items())): s.value for family in r.collect() for s in family.samples
-            if s.name == name}
+    return {
+        tuple(sorted(s.labels.items())): s.value for family in r.collect() for s in family.samples if s.name == name
+    }
 
 
 def test_every_listener_has_a_not_muted_sample_at_zero_when_nothing_is_open():
     assert samples(registry(set()), MUTE) == {
-        (("listener", "PLAIN"), ("state", "NOT_MUTED")): 0, (("listener", "SASL"), ("state", "NOT_MUTED")): 0}
+        (("listener", "PLAIN"), ("state", "NOT_MUTED")): 0,
+        (("listener", "SASL"), ("state", "NOT_MUTED")): 0,
+    }
     assert samples(registry(set()), USERS) == {}
 
 
@@ -51,9 +54,11 @@ def test_a_muted_connection_counts_under_its_state_by_name_and_back_to_not_muted
     conns = {quiet, muted}
     r = registry(conns)
     muted.flow.mute(now=0, mute_ms=1000)
-    assert samples(r, MUTE) == {(("listener", "PLAIN"), ("state", "NOT_MUTED")): 1,
-                                (("listener", "PLAIN"), ("state", "MUTED_AND_THROTTLED")): 1,
-                                (("listener", "SASL"), ("state", "NOT_MUTED")): 0}
+    assert samples(r, MUTE) == {
+        (("listener", "PLAIN"), ("state", "NOT_MUTED")): 1,
+        (("listener", "PLAIN"), ("state", "MUTED_AND_THROTTLED")): 1,
+        (("listener", "SASL"), ("state", "NOT_MUTED")): 0,
+    }
     muted.flow.tick(1_000_000_000)  # the mute's deadline
     assert samples(r, MUTE)[(("listener", "PLAIN"), ("state", "NOT_MUTED"))] == 2
     assert (("listener", "PLAIN"), ("state", "MUTED_AND_THROTTLED")) not in samples(r, MUTE)
@@ -71,11 +76,17 @@ def test_connections_by_user_keep_the_busiest_and_sum_the_rest_under_other():
     conns = {connection("SASL", "alice") for _ in range(3)} | {connection("SASL", "bob") for _ in range(2)}
     conns |= {connection("SASL", "carol"), connection("PLAIN")}
     assert samples(registry(conns), USERS) == {
-        (("listener", "SASL"), ("user", "alice")): 3, (("listener", "SASL"), ("user", "bob")): 2,
-        (("listener", "SASL"), ("user", "carol")): 1, (("listener", "PLAIN"), ("user", "ANONYMOUS")): 1}
+        (("listener", "SASL"), ("user", "alice")): 3,
+        (("listener", "SASL"), ("user", "bob")): 2,
+        (("listener", "SASL"), ("user", "carol")): 1,
+        (("listener", "PLAIN"), ("user", "ANONYMOUS")): 1,
+    }
     assert samples(registry(conns, max_users=3), USERS) == {
-        (("listener", "SASL"), ("user", "alice")): 3, (("listener", "SASL"), ("user", "bob")): 2,
-        (("listener", "SASL"), ("user", "__other__")): 1, (("listener", "PLAIN"), ("user", "__other__")): 1}
+        (("listener", "SASL"), ("user", "alice")): 3,
+        (("listener", "SASL"), ("user", "bob")): 2,
+        (("listener", "SASL"), ("user", "__other__")): 1,
+        (("listener", "PLAIN"), ("user", "__other__")): 1,
+    }
 
 
 def test_a_long_principal_is_cut_as_every_client_chosen_label():

@@ -60,8 +60,13 @@ def test_refresh_ms_is_checked():
     with pytest.raises(ValueError, match="refresh_ms"):
         RefreshSchedule(-1)
     with pytest.raises(ConfigError, match="quota.metrics.refresh.ms: must be between 0 and 3600000"):
-        parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}],
-                      "settings": {"quota.metrics.refresh.ms": -5}})
+        parse_config(
+            {
+                "upstream": {"bootstrap_servers": ["b:1"]},
+                "listeners": [{"name": "L", "bind": "h:2"}],
+                "settings": {"quota.metrics.refresh.ms": -5},
+            }
+        )
 
 
 class Counting:
@@ -95,16 +100,24 @@ def test_a_scrape_serves_the_last_build_and_waits_only_for_a_stale_one():
 
 def scraped(registry, series) -> dict:
     text = build_exposition(registry, series).decode()
-    return {(s.name, s.labels.get("client_id")): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+    return {
+        (s.name, s.labels.get("client_id")): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 def test_the_collector_serves_values_at_most_refresh_ms_old():
     """At scale the quota series come from the last build: a byte recorded since shows at the next build, which is
     never more than quota.metrics.refresh.ms after it; every series appears once, fresh or built."""
-    config = parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}],
-                           "quotas": [{"entity": {"client-id": "<default>"}, "producer_byte_rate": 10**9}],
-                           "settings": {"quota.metrics.refresh.ms": R}})
+    config = parse_config(
+        {
+            "upstream": {"bootstrap_servers": ["b:1"]},
+            "listeners": [{"name": "L", "bind": "h:2"}],
+            "quotas": [{"entity": {"client-id": "<default>"}, "producer_byte_rate": 10**9}],
+            "settings": {"quota.metrics.refresh.ms": R},
+        }
+    )
     clock = ManualClock(1_000_000)
     quotas = ByteRateQuotas(config, clock)
     collector = QuotaMetricsCollector(quotas, pause=lambda: None)
@@ -123,8 +136,12 @@ def test_the_collector_serves_values_at_most_refresh_ms_old():
     clock.advance(1)
     assert scraped(registry, series)[("kafka_quota_proxy_quota_bytes_total", "a")] == 150  # never older than R
     series.inline = True  # few entities again: the registry yields them itself, fresh
-    assert registry.get_sample_value("kafka_quota_proxy_quota_bytes_total",
-                                     {"quota": "producer_byte_rate", "user": "", "client_id": "a"}) == 150
+    assert (
+        registry.get_sample_value(
+            "kafka_quota_proxy_quota_bytes_total", {"quota": "producer_byte_rate", "user": "", "client_id": "a"}
+        )
+        == 150
+    )
 
 
 def test_the_builder_thread_rebuilds_while_scraped_and_stops():

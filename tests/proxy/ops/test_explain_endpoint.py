@@ -18,18 +18,21 @@ from tests.harness import proxy_config
 LISTENERS = ("PLAINTEXT",)
 
 
-@pytest.mark.parametrize("query, why", [
-    (b"", "missing client_id, ip"),
-    (b"client_id=etl", "missing ip"),
-    (b"client_id=etl&ip=10.0.0.x", "not an IP address"),
-    (b"client_id=etl&ip=10.0.0.1&ip=10.0.0.2", "ip given more than once"),
-    (b"client_id=etl&ip=10.0.0.1&sensor=make", "unknown parameter 'sensor'"),
-    (b"client_id=etl&ip=10.0.0.1&listener=NOPE", "no listener 'NOPE'"),
-    (b"client_id=%ff%fe&ip=10.0.0.1", "cannot read the query"),
-    (b"client_id=\xff&ip=10.0.0.1", "cannot read the query"),
-    (b"a=1&b=2&c=3&d=4&e=5", "cannot read the query"),
-    (b"client_id=" + b"x" * 1025 + b"&ip=10.0.0.1", "longer than 1024"),
-])
+@pytest.mark.parametrize(
+    "query, why",
+    [
+        (b"", "missing client_id, ip"),
+        (b"client_id=etl", "missing ip"),
+        (b"client_id=etl&ip=10.0.0.x", "not an IP address"),
+        (b"client_id=etl&ip=10.0.0.1&ip=10.0.0.2", "ip given more than once"),
+        (b"client_id=etl&ip=10.0.0.1&sensor=make", "unknown parameter 'sensor'"),
+        (b"client_id=etl&ip=10.0.0.1&listener=NOPE", "no listener 'NOPE'"),
+        (b"client_id=%ff%fe&ip=10.0.0.1", "cannot read the query"),
+        (b"client_id=\xff&ip=10.0.0.1", "cannot read the query"),
+        (b"a=1&b=2&c=3&d=4&e=5", "cannot read the query"),
+        (b"client_id=" + b"x" * 1025 + b"&ip=10.0.0.1", "longer than 1024"),
+    ],
+)
 def test_a_malformed_query_is_refused_saying_why(query, why):
     with pytest.raises(QueryError, match=why):
         parse_query(query, LISTENERS)
@@ -42,14 +45,35 @@ def test_a_query_names_the_client_as_the_connections_do():
 
 
 def test_asking_about_made_up_clients_makes_nothing_and_is_rate_limited():
-    app = ProxyApp(parse_config(proxy_config(1, 2, quotas=[
-        {"entity": {"client-id": "<default>"}, "producer_byte_rate": 1000, "consumer_byte_rate": 1000,
-         "controller_mutation_rate": 10},
-        {"entity": {"user": "<default>"}, "producer_ids_rate": 10},
-        {"entity": {"ip": "<default>"}, "connection_creation_rate": 5}])))
+    app = ProxyApp(
+        parse_config(
+            proxy_config(
+                1,
+                2,
+                quotas=[
+                    {
+                        "entity": {"client-id": "<default>"},
+                        "producer_byte_rate": 1000,
+                        "consumer_byte_rate": 1000,
+                        "controller_mutation_rate": 10,
+                    },
+                    {"entity": {"user": "<default>"}, "producer_ids_rate": 10},
+                    {"entity": {"ip": "<default>"}, "connection_creation_rate": 5},
+                ],
+            )
+        )
+    )
     quotas = app.quotas
-    sizes = lambda: (len(quotas.produce), len(quotas.fetch), len(quotas.mutations), len(quotas.producer_ids),  # noqa
-                     app.connection_quotas.tracked_ips)
+
+    def sizes():
+        return (
+            len(quotas.produce),
+            len(quotas.fetch),
+            len(quotas.mutations),
+            len(quotas.producer_ids),
+            app.connection_quotas.tracked_ips,
+        )
+
     answers = [app.explainer.answer(f"user=u{i}&client_id=c{i}&ip=10.0.{i}.1".encode()) for i in range(12)]
     assert [status for status, _, _ in answers] == ["200 OK"] * 10 + ["429 Too Many Requests"] * 2
     assert sizes() == (0, 0, 0, 0, 0)

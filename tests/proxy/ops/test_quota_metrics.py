@@ -9,9 +9,14 @@ from quota.primitives.clock import ManualClock
 
 
 def registry_for(max_entities):
-    config = parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}],
-                           "quotas": [{"entity": {"user": "<default>"}, "producer_byte_rate": 100}],
-                           "settings": {"quota.metrics.max.entities": max_entities}})
+    config = parse_config(
+        {
+            "upstream": {"bootstrap_servers": ["b:1"]},
+            "listeners": [{"name": "L", "bind": "h:2"}],
+            "quotas": [{"entity": {"user": "<default>"}, "producer_byte_rate": 100}],
+            "settings": {"quota.metrics.max.entities": max_entities},
+        }
+    )
     quotas = ByteRateQuotas(config, ManualClock(1_000_000))
     registry = CollectorRegistry()
     registry.register(QuotaMetricsCollector(quotas))
@@ -34,9 +39,13 @@ def test_label_cardinality_is_bounded():
     quotas, registry = registry_for(5)
     for i in range(50):
         quotas.produce.record_and_decide(f"user-{i}", "c", 10 + i)
-    users = {s.labels["user"] for m in registry.collect() for s in m.samples if m.name == "kafka_quota_proxy_quota_bytes"}
+    users = {
+        s.labels["user"] for m in registry.collect() for s in m.samples if m.name == "kafka_quota_proxy_quota_bytes"
+    }
     assert len(users) == 5 and OTHER in users
-    total = sum(s.value for m in registry.collect() for s in m.samples if s.name == "kafka_quota_proxy_quota_bytes_total")
+    total = sum(
+        s.value for m in registry.collect() for s in m.samples if s.name == "kafka_quota_proxy_quota_bytes_total"
+    )
     assert total == sum(10 + i for i in range(50))  # nothing lost in the aggregation
 
 
@@ -55,9 +64,17 @@ def test_shadow_throttles_are_scraped_apart_from_applied_ones():
     """A shadow entry 'throttles' without slowing anyone: the applied counters stay at 0 and the shadow counters,
     per entity and per quota, say what would have been applied."""
     _, quotas, registry = proxy_registry(
-        [{"entity": {"client-id": "etl"}, "producer_byte_rate": 100, "controller_mutation_rate": 1, "mode": "shadow"},
-         {"entity": {"user": "alice"}, "producer_ids_rate": 1, "mode": "shadow"}],
-        **{"controller.quota.window.num": 2, "producer.id.quota.window.num": 1})
+        [
+            {
+                "entity": {"client-id": "etl"},
+                "producer_byte_rate": 100,
+                "controller_mutation_rate": 1,
+                "mode": "shadow",
+            },
+            {"entity": {"user": "alice"}, "producer_ids_rate": 1, "mode": "shadow"},
+        ],
+        **{"controller.quota.window.num": 2, "producer.id.quota.window.num": 1},
+    )
     for _ in range(3):
         decision = quotas.produce.record_and_decide("alice", "etl", 100_000)
         quotas.note_shadow("producer_byte_rate", decision, "alice", "etl")
@@ -74,7 +91,9 @@ def test_shadow_throttles_are_scraped_apart_from_applied_ones():
     stats = {s.tags: s for s in quotas.produce.stats(quotas.clock.now_ms())}
     (decided,) = [s.shadow_throttle_time_ms_total for tags, s in stats.items() if tags.client_id == "etl"]
     assert shadow_s == decided / 1000 > 0  # seconds, as Prometheus' base unit; the managers count milliseconds
-    assert get("kafka_quota_proxy_quota_shadow_throttle_time_seconds_total", {"quota": "producer_byte_rate"}) == shadow_s
+    assert (
+        get("kafka_quota_proxy_quota_shadow_throttle_time_seconds_total", {"quota": "producer_byte_rate"}) == shadow_s
+    )
     mutation = {"user": "", "client_id": "etl"}
     assert get("kafka_quota_proxy_controller_mutation_throttled_requests_total", mutation) == 0
     assert get("kafka_quota_proxy_controller_mutation_throttle_time_seconds_total", mutation) == 0
@@ -111,8 +130,7 @@ def test_quota_limits_follow_a_deleted_dynamic_entry_back():
     quotas.apply(batch.built().config)
     assert get("kafka_quota_proxy_quota_limit", produce) is None  # these tags carry no quota now
     assert get("kafka_quota_proxy_quota_limit", {**produce, "client_id": ""}) == 100  # the YAML /users/alice
-    assert get("kafka_quota_proxy_quota_limit", {"quota": "consumer_byte_rate", "user": "", "client_id": "etl"}) \
-        is None
+    assert get("kafka_quota_proxy_quota_limit", {"quota": "consumer_byte_rate", "user": "", "client_id": "etl"}) is None
     assert get("kafka_quota_proxy_controller_mutation_limit", {"user": "", "client_id": "etl"}) is None
     assert get("kafka_quota_proxy_producer_ids_limit", {"user": "alice"}) is None
 
@@ -120,8 +138,9 @@ def test_quota_limits_follow_a_deleted_dynamic_entry_back():
 def test_a_full_sensor_table_is_counted_and_logged_once_a_minute(caplog):
     """quota.max.tracked.entities: rotating client ids past the cap (each evicting an unused one, issue 44) are counted
     in quota_overflowed_records_total and said in one warning a minute, not one per record (issue 35)."""
-    _, quotas, registry = proxy_registry([{"entity": {"client-id": "<default>"}, "producer_byte_rate": 1000}],
-                                         **{"quota.max.tracked.entities": 100})
+    _, quotas, registry = proxy_registry(
+        [{"entity": {"client-id": "<default>"}, "producer_byte_rate": 1000}], **{"quota.max.tracked.entities": 100}
+    )
     labels = {"quota": "producer_byte_rate"}
     assert registry.get_sample_value("kafka_quota_proxy_quota_overflowed_records_total", labels) == 0
     with caplog.at_level("WARNING", logger="proxy.quotas.managers"):
@@ -143,9 +162,12 @@ def test_the_cap_bounds_producer_id_users_and_mutation_buckets_and_says_so(caplo
     """quota.max.tracked.entities reaches the producer-id quota's users and the mutation quota's buckets too: past
     it they overflow, counted per quota in quota_overflowed_records_total and named in the warning (issue 35)."""
     _, quotas, registry = proxy_registry(
-        [{"entity": {"user": "<default>"}, "producer_ids_rate": 10},
-         {"entity": {"client-id": "<default>"}, "controller_mutation_rate": 10}],
-        **{"quota.max.tracked.entities": 100})
+        [
+            {"entity": {"user": "<default>"}, "producer_ids_rate": 10},
+            {"entity": {"client-id": "<default>"}, "controller_mutation_rate": 10},
+        ],
+        **{"quota.max.tracked.entities": 100},
+    )
     now = quotas.clock.now_ms()
     for i in range(150):
         quotas.producer_ids.record_and_decide(f"user-{i}", i, now)

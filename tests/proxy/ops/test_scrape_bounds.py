@@ -22,12 +22,17 @@ N = 10
 
 
 def scraped(n_entities: int):
-    config = parse_config({
-        "upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}],
-        "quotas": [{"entity": {"client-id": "<default>"}, "producer_byte_rate": 10**9,
-                    "controller_mutation_rate": 10**6},
-                   {"entity": {"user": "<default>"}, "producer_ids_rate": 10**6}],
-        "settings": {"quota.metrics.max.entities": N, "producer.id.quota.bloom.expected.pids": 1}})
+    config = parse_config(
+        {
+            "upstream": {"bootstrap_servers": ["b:1"]},
+            "listeners": [{"name": "L", "bind": "h:2"}],
+            "quotas": [
+                {"entity": {"client-id": "<default>"}, "producer_byte_rate": 10**9, "controller_mutation_rate": 10**6},
+                {"entity": {"user": "<default>"}, "producer_ids_rate": 10**6},
+            ],
+            "settings": {"quota.metrics.max.entities": N, "producer.id.quota.bloom.expected.pids": 1},
+        }
+    )
     quotas = ByteRateQuotas(config, ManualClock(1_000_000))
     produced, mutated, pids = {}, {}, {}
     for i in range(n_entities):
@@ -56,9 +61,11 @@ def test_every_per_entity_family_is_bounded_and_other_is_the_sum_of_the_rest():
                 per_family[(s.name, s.labels.get("quota", ""))] += 1
     assert per_family, "no per-entity series at all"
     assert max(per_family.values()) <= N + 1, {k: v for k, v in per_family.items() if v > N + 1}
-    for sample, key, truth in (("kafka_quota_proxy_quota_bytes_total", "client_id", produced),
-                               ("kafka_quota_proxy_controller_mutations_total", "client_id", mutated),
-                               ("kafka_quota_proxy_producer_ids_new_total", "user", pids)):
+    for sample, key, truth in (
+        ("kafka_quota_proxy_quota_bytes_total", "client_id", produced),
+        ("kafka_quota_proxy_controller_mutations_total", "client_id", mutated),
+        ("kafka_quota_proxy_producer_ids_new_total", "user", pids),
+    ):
         exported = series(registry, sample, key)
         assert OTHER in exported and len(exported) <= N + 1, sample
         top = set(exported) - {OTHER}

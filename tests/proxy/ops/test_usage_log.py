@@ -39,8 +39,24 @@ def test_one_record_per_entity_per_interval_with_every_field():
     assert produce["time"] == 1000.0 and produce["interval_s"] == 10.0
     assert produce["user"] == "alice" and produce["client_id"] == "etl" and produce["listener"] == "L"
     assert out[2]["connections_opened"] == 2 and out[2]["user"] is None
-    assert all(set(r) == {"time", "interval_s", "listener", "ip", "user", "client_id", "api", *FIELDS,
-                          *THROTTLE_FIELDS, "proxy", "broker", "scope"} for r in out)
+    assert all(
+        set(r)
+        == {
+            "time",
+            "interval_s",
+            "listener",
+            "ip",
+            "user",
+            "client_id",
+            "api",
+            *FIELDS,
+            *THROTTLE_FIELDS,
+            "proxy",
+            "broker",
+            "scope",
+        }
+        for r in out
+    )
     assert (produce["held_ms"], produce["throttles"], produce["quota_rate"]) == (0, 0, None)
     assert all((r["proxy"], r["broker"], r["scope"]) == (None, None, "broker") for r in out)
 
@@ -66,8 +82,9 @@ def test_held_time_past_the_interval_end_goes_to_the_next_interval():
     held with nothing sent is not an interval the tenant was idle)."""
     table = UsageTable()
     ms = 1_000_000
-    table.row("L", "10.0.0.1", "alice", "etl", PRODUCE).held(Throttle(8000, 8000, bound=1e6, observed_rate=2e6),
-                                                              8000, 4_000 * ms)
+    table.row("L", "10.0.0.1", "alice", "etl", PRODUCE).held(
+        Throttle(8000, 8000, bound=1e6, observed_rate=2e6), 8000, 4_000 * ms
+    )
     (first,) = records(table.take(10_000 * ms), 1000.0, 10.0)
     (second,) = records(table.take(20_000 * ms), 1010.0, 10.0)
     assert first["held_ms"] == 6000 and first["throttle_ms"] == 8000
@@ -103,7 +120,9 @@ def test_an_interval_keeps_max_rows_entities_and_the_rest_together_in_overflow_r
     assert sum(r["requests"] for r in out) == 1051
     overflow = [r for r in out if r["client_id"] == "<overflow>"]
     assert sorted((r["api"], r["broker"], r["requests"], r["ip"], r["user"]) for r in overflow) == [
-        ("Fetch", 3, 50, "<overflow>", "<overflow>"), ("Produce", None, 900, "<overflow>", "<overflow>")]
+        ("Fetch", 3, 50, "<overflow>", "<overflow>"),
+        ("Produce", None, 900, "<overflow>", "<overflow>"),
+    ]
     assert next(r for r in out if r["client_id"] == "rotating-7")["requests"] == 2
 
 
@@ -114,14 +133,20 @@ def test_records_say_which_proxy_broker_and_scope_they_come_from():
     broker_3 = table.for_broker(3)
     broker_3.row("L", "10.0.0.1", "alice", "etl", PRODUCE).request_bytes += 100
     broker_3.recorder(type("S", (), {"listener": "L", "peer_ip": "10.0.0.1", "user": "alice"})()).response(
-        type("H", (), {"client_id": "etl", "api_key": FETCH})(), 70)
+        type("H", (), {"client_id": "etl", "api_key": FETCH})(), 70
+    )
     table.row("L", "10.0.0.1", "alice", "etl", PRODUCE).request_bytes += 5
     assert len(broker_3) == len(table) == 3
-    out = sorted(records(broker_3.take(), 1000.0, 10.0, proxy="host-a:9092", scope="cluster"),
-                 key=lambda r: (str(r["broker"]), r["api"]))
+    out = sorted(
+        records(broker_3.take(), 1000.0, 10.0, proxy="host-a:9092", scope="cluster"),
+        key=lambda r: (str(r["broker"]), r["api"]),
+    )
     assert len(table) == 0  # one table: the view took the table's interval
     assert [(r["api"], r["broker"], r["request_bytes"], r["response_bytes"]) for r in out] == [
-        ("Fetch", 3, 0, 70), ("Produce", 3, 100, 0), ("Produce", None, 5, 0)]
+        ("Fetch", 3, 0, 70),
+        ("Produce", 3, 100, 0),
+        ("Produce", None, 5, 0),
+    ]
     assert {(r["proxy"], r["scope"]) for r in out} == {("host-a:9092", "cluster")}
 
 
@@ -139,8 +164,9 @@ def files(directory) -> list[str]:
 
 def test_the_writer_rotates_by_size_and_age_and_keeps_max_files(tmp_path):
     wall = Wall()
-    writer = RotatingWriter(UsageLogConfig(str(tmp_path), max_file_bytes=4096, max_file_age_seconds=60, max_files=3),
-                            wall)
+    writer = RotatingWriter(
+        UsageLogConfig(str(tmp_path), max_file_bytes=4096, max_file_age_seconds=60, max_files=3), wall
+    )
     line = "x" * 1023 + "\n"
     writer.write([line] * 3)
     writer.write([line] * 2)  # 5 KiB now: past max_file_bytes, the next write opens a new file
@@ -186,11 +212,13 @@ def test_config_section_defaults_and_errors():
     assert parse_usage_log(None, "usage_log") is None
     config = parse_usage_log({"dir": "/tmp/u"}, "usage_log")
     assert (config.interval_seconds, config.max_file_bytes, config.max_files) == (10.0, 64 * 2**20, 100)
-    for raw, message in [({}, "usage_log.dir: required key is missing"),
-                         ({"dir": ""}, "usage_log.dir: expected a directory path"),
-                         ({"dir": "/u", "interval_seconds": 0}, "usage_log.interval_seconds: expected a number"),
-                         ({"dir": "/u", "max_files": 1.5}, "usage_log.max_files: expected an integer"),
-                         ({"dir": "/u", "colour": 1}, "usage_log.colour: unknown key")]:
+    for raw, message in [
+        ({}, "usage_log.dir: required key is missing"),
+        ({"dir": ""}, "usage_log.dir: expected a directory path"),
+        ({"dir": "/u", "interval_seconds": 0}, "usage_log.interval_seconds: expected a number"),
+        ({"dir": "/u", "max_files": 1.5}, "usage_log.max_files: expected an integer"),
+        ({"dir": "/u", "colour": 1}, "usage_log.colour: unknown key"),
+    ]:
         with pytest.raises(ConfigError) as info:
             parse_usage_log(raw, "usage_log")
         assert message in str(info.value)

@@ -18,13 +18,21 @@ from quota.primitives.decision import FORWARD, Throttle
 
 SIDECAR = [{"name": "L", "bind": "127.0.0.1:9000"}]
 CLUSTER = [{"name": "L", "bind": "127.0.0.1:9000", "broker_port_base": 9100}]
-QUOTAS = [{"entity": {"user": "<default>"}, "producer_byte_rate": 1000, "consumer_byte_rate": 1000,
-           "producer_ids_rate": 1, "controller_mutation_rate": 1}]
+QUOTAS = [
+    {
+        "entity": {"user": "<default>"},
+        "producer_byte_rate": 1000,
+        "consumer_byte_rate": 1000,
+        "producer_ids_rate": 1,
+        "controller_mutation_rate": 1,
+    }
+]
 
 
 def config(listeners, quotas=QUOTAS, **settings):
-    return parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": listeners, "quotas": quotas,
-                         "settings": settings})
+    return parse_config(
+        {"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": listeners, "quotas": quotas, "settings": settings}
+    )
 
 
 def test_broker_is_the_default_in_both_modes():
@@ -33,12 +41,19 @@ def test_broker_is_the_default_in_both_modes():
     assert config(CLUSTER, **{"quota.scope": "cluster"}).settings["quota.scope"] == "cluster"
 
 
-@pytest.mark.parametrize("listeners,value,message", [
-    (CLUSTER, "per-broker", "settings.quota.scope: expected broker or cluster, got 'per-broker'"),
-    (CLUSTER, 1, "settings.quota.scope: expected broker or cluster, got 1"),
-    (SIDECAR, "cluster", "settings.quota.scope: cluster needs a listener in cluster mode (broker_port_base), or, "
-                         "on sidecars, quota.cluster.topic (the usage topic the sidecars share)"),
-])
+@pytest.mark.parametrize(
+    "listeners,value,message",
+    [
+        (CLUSTER, "per-broker", "settings.quota.scope: expected broker or cluster, got 'per-broker'"),
+        (CLUSTER, 1, "settings.quota.scope: expected broker or cluster, got 1"),
+        (
+            SIDECAR,
+            "cluster",
+            "settings.quota.scope: cluster needs a listener in cluster mode (broker_port_base), or, "
+            "on sidecars, quota.cluster.topic (the usage topic the sidecars share)",
+        ),
+    ],
+)
 def test_a_bad_scope_names_the_key_and_the_reason(listeners, value, message):
     with pytest.raises(ConfigError) as err:
         config(listeners, **{"quota.scope": value})
@@ -46,8 +61,12 @@ def test_a_bad_scope_names_the_key_and_the_reason(listeners, value, message):
 
 
 def test_cluster_is_accepted_when_some_listener_is_in_cluster_mode():
-    assert config(SIDECAR + [{"name": "C", "bind": "127.0.0.1:9001", "broker_port_base": 9200}],
-                  **{"quota.scope": "cluster"}).settings["quota.scope"] == "cluster"
+    assert (
+        config(
+            SIDECAR + [{"name": "C", "bind": "127.0.0.1:9001", "broker_port_base": 9200}], **{"quota.scope": "cluster"}
+        ).settings["quota.scope"]
+        == "cluster"
+    )
 
 
 def test_the_scope_is_static():
@@ -120,8 +139,11 @@ def test_metrics_carry_a_node_id_label_and_count_each_set_once():
         return registry.get_sample_value(name, {**labels, "node_id": broker})
 
     produced = {"quota": "producer_byte_rate", "user": "alice", "client_id": ""}
-    assert [value("kafka_quota_proxy_quota_bytes_total", b, **produced) for b in ("1", "2", "bootstrap")] == \
-        [300, 200, 100]
+    assert [value("kafka_quota_proxy_quota_bytes_total", b, **produced) for b in ("1", "2", "bootstrap")] == [
+        300,
+        200,
+        100,
+    ]
     assert value("kafka_quota_proxy_quota_limit", "1", **produced) == 1000  # each broker's own quota
     assert value("kafka_quota_proxy_producer_ids_new_total", "2", user="alice") == 1
     assert value("kafka_quota_proxy_producer_ids_new_total", "1", user="alice") is None  # no id reached broker 1
@@ -137,5 +159,9 @@ def test_metrics_keep_todays_labels_with_one_set():
     registry.register(QuotaMetricsCollector(quotas, pause=lambda: None))
     quotas.for_broker(1).produce.record_and_decide("alice", "c", 300)
     quotas.for_broker(2).produce.record_and_decide("alice", "c", 200)
-    assert registry.get_sample_value("kafka_quota_proxy_quota_bytes_total", {
-        "quota": "producer_byte_rate", "user": "alice", "client_id": ""}) == 500
+    assert (
+        registry.get_sample_value(
+            "kafka_quota_proxy_quota_bytes_total", {"quota": "producer_byte_rate", "user": "alice", "client_id": ""}
+        )
+        == 500
+    )

@@ -19,18 +19,24 @@ def volume_config(**keys):
 def test_the_bounds_have_defaults_that_fit_a_real_cluster():
     config = volume_config()
     assert (config.max_record_bytes, config.max_volumes_per_snapshot, config.metrics_top_volumes) == (
-        1_048_576, 10_000, 10)
+        1_048_576,
+        10_000,
+        10,
+    )
     config = volume_config(max_record_bytes=65536, max_volumes_per_snapshot=50, metrics_top_volumes=0)
     assert (config.max_record_bytes, config.max_volumes_per_snapshot, config.metrics_top_volumes) == (65536, 50, 0)
 
 
-@pytest.mark.parametrize("key,value,message", [
-    ("max_record_bytes", 100, "volume_usage.max_record_bytes: must be at least 1024"),
-    ("max_record_bytes", "1MiB", "volume_usage.max_record_bytes: expected an integer"),
-    ("max_volumes_per_snapshot", 0, "volume_usage.max_volumes_per_snapshot: must be at least 1"),
-    ("max_volumes_per_snapshot", 1.5, "volume_usage.max_volumes_per_snapshot: expected an integer"),
-    ("metrics_top_volumes", -1, "volume_usage.metrics_top_volumes: must be at least 0"),
-])
+@pytest.mark.parametrize(
+    "key,value,message",
+    [
+        ("max_record_bytes", 100, "volume_usage.max_record_bytes: must be at least 1024"),
+        ("max_record_bytes", "1MiB", "volume_usage.max_record_bytes: expected an integer"),
+        ("max_volumes_per_snapshot", 0, "volume_usage.max_volumes_per_snapshot: must be at least 1"),
+        ("max_volumes_per_snapshot", 1.5, "volume_usage.max_volumes_per_snapshot: expected an integer"),
+        ("metrics_top_volumes", -1, "volume_usage.metrics_top_volumes: must be at least 0"),
+    ],
+)
 def test_bad_bounds_name_the_key(key, value, message):
     with pytest.raises(ConfigError) as info:
         volume_config(**{key: value})
@@ -40,7 +46,6 @@ def test_bad_bounds_name_the_key(key, value, message):
 # --- records in, state and metrics out --------------------------------------------------------------------------
 
 import asyncio  # noqa: E402
-import json  # noqa: E402
 import selectors  # noqa: E402
 
 from config.volume import VolumeUsageConfig  # noqa: E402
@@ -62,8 +67,13 @@ def throttle(clock=None, **keys) -> VolumeThrottle:
 
 def snapshot_value(at_ms: int, volumes: int, used=lambda i: (i % 90) * GB) -> bytes:
     """A broker's snapshot listing ``volumes`` volumes (about 60 bytes each, as in the issue's measurement)."""
-    return Snapshot(1, at_ms, Limit("ConsumedSpace", 50 * GB), Limit("ConsumedSpace", 95 * GB),
-                    tuple(Volume(f"/data/{i}", 100 * GB, used(i)) for i in range(volumes))).to_json()
+    return Snapshot(
+        1,
+        at_ms,
+        Limit("ConsumedSpace", 50 * GB),
+        Limit("ConsumedSpace", 95 * GB),
+        tuple(Volume(f"/data/{i}", 100 * GB, used(i)) for i in range(volumes)),
+    ).to_json()
 
 
 def scrape(t: VolumeThrottle) -> dict[str, list]:

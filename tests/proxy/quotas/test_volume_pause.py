@@ -26,10 +26,15 @@ SECONDS = 120
 
 
 def paused_scope(clock) -> ConnectionScope:
-    config = parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}],
-                           "quotas": [{"entity": {"client-id": "quoted"}, "producer_byte_rate": RATE}],
-                           "volume_usage": {"missing_data_action": "PAUSE", "produce_base_rate": RATE},
-                           "admin_principals": ["User:admin"]})
+    config = parse_config(
+        {
+            "upstream": {"bootstrap_servers": ["b:1"]},
+            "listeners": [{"name": "L", "bind": "h:2"}],
+            "quotas": [{"entity": {"client-id": "quoted"}, "producer_byte_rate": RATE}],
+            "volume_usage": {"missing_data_action": "PAUSE", "produce_base_rate": RATE},
+            "admin_principals": ["User:admin"],
+        }
+    )
     quotas = ByteRateQuotas(config, clock)
     quotas.volume.brokers({1})  # a live broker without a snapshot: the fail-safe PAUSE
     assert quotas.volume.paused
@@ -38,8 +43,13 @@ def paused_scope(clock) -> ConnectionScope:
 
 
 def produce(client_id: str, topic: str = "t") -> bytearray:
-    msg = new_request(PRODUCE, 9, acks=-1, timeout_ms=30000, topic_data=[
-        {"name": topic, "partition_data": [{"index": 0, "records": b"x" * 20_000}]}])
+    msg = new_request(
+        PRODUCE,
+        9,
+        acks=-1,
+        timeout_ms=30000,
+        topic_data=[{"name": topic, "partition_data": [{"index": 0, "records": b"x" * 20_000}]}],
+    )
     return bytearray(frame(encode_request_header(PRODUCE, 9, 1, client_id) + encode_request(PRODUCE, 9, msg)))
 
 
@@ -55,7 +65,7 @@ def test_a_client_retrying_refused_writes_is_held_to_its_byte_rate(client_id):
     while clock.now_ms() - start < SECONDS * 1000:
         buf = produce(client_id)
         header = parse_request_prefix(buf, 1 << 30, scope.quotas.produce_prefix)
-        outcome = plan_request(scope, session, header).decide(memoryview(buf)[header.header_length:])
+        outcome = plan_request(scope, session, header).decide(memoryview(buf)[header.header_length :])
         assert isinstance(outcome, AnswerLocally)  # refused (NOT_ENOUGH_REPLICAS), never forwarded
         sent += len(buf)
         throttles.append(outcome.throttle)
@@ -80,7 +90,7 @@ def test_writes_naming_only_an_internal_topic_are_refused_charged_and_muted_alik
         buf = produce(client_id, internal)
         header = parse_request_prefix(buf, 1 << 30, scope.quotas.produce_prefix)
         plan = plan_request(scope, session, header)
-        outcome = plan.decide(memoryview(buf)[header.header_length:])
+        outcome = plan.decide(memoryview(buf)[header.header_length :])
         assert isinstance(outcome, AnswerLocally)  # never forwarded
         response = decode_response(PRODUCE, 9, outcome.frame[9:])  # size, correlation id, tags
         assert response.responses[0].partition_responses[0].error_code == TOPIC_AUTHORIZATION_FAILED

@@ -20,15 +20,22 @@ P = PRODUCER_BYTE_RATE
 
 def test_the_scaled_quotas_follow_what_changed():
     table = QuotaTable(QuotaEntry(QuotaEntity(f"user-{i}"), {P: 100 + i}) for i in range(20_000))
-    volume = VolumeThrottle(VolumeUsageConfig(missing_data_action="OPEN", produce_base_rate=1000), table,
-                            ManualClock(0), QuotaWindow(), 1000)
+    volume = VolumeThrottle(
+        VolumeUsageConfig(missing_data_action="OPEN", produce_base_rate=1000),
+        table,
+        ManualClock(0),
+        QuotaWindow(),
+        1000,
+    )
     for i in range(0, 20_000, 10):
         volume.produce.record_and_decide(f"user-{i}", "c", 1)
     client_default = QuotaEntity(client_id=DEFAULT)
-    for changes in ({QuotaEntity("user-30"): QuotaEntry(QuotaEntity("user-30"), {P: 5}), QuotaEntity("user-40"): None},
-                    {client_default: QuotaEntry(client_default, {P: 50, CONSUMER_BYTE_RATE: 9})},
-                    {QuotaEntity("user-50"): QuotaEntry(QuotaEntity("user-50"), {CONSUMER_BYTE_RATE: 9})},
-                    {client_default: None}):
+    for changes in (
+        {QuotaEntity("user-30"): QuotaEntry(QuotaEntity("user-30"), {P: 5}), QuotaEntity("user-40"): None},
+        {client_default: QuotaEntry(client_default, {P: 50, CONSUMER_BYTE_RATE: 9})},
+        {QuotaEntity("user-50"): QuotaEntry(QuotaEntity("user-50"), {CONSUMER_BYTE_RATE: 9})},
+        {client_default: None},
+    ):
         table = table.with_changes(changes)
         volume.produce.keeper.refreshed, sensors = 0, len(volume.produce)
         volume.update_quotas(table)

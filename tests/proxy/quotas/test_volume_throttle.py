@@ -17,13 +17,15 @@ GB = 1_000_000_000
 
 def throttle(missing=PAUSE, quotas=QuotaTable()):
     clock = ManualClock(1_800_000_000_000)
-    return VolumeThrottle(VolumeUsageConfig(missing_data_action=missing, produce_base_rate=1000), quotas, clock,
-                          QuotaWindow(), 25_000), clock
+    return VolumeThrottle(
+        VolumeUsageConfig(missing_data_action=missing, produce_base_rate=1000), quotas, clock, QuotaWindow(), 25_000
+    ), clock
 
 
 def record(t, broker, used, at):
-    snap = Snapshot(broker, at, Limit("ConsumedSpace", 50 * GB), Limit("ConsumedSpace", 90 * GB),
-                    (Volume("/d", 100 * GB, used),))
+    snap = Snapshot(
+        broker, at, Limit("ConsumedSpace", 50 * GB), Limit("ConsumedSpace", 90 * GB), (Volume("/d", 100 * GB, used),)
+    )
     t.record(str(broker).encode(), snap.to_json())
 
 
@@ -50,8 +52,9 @@ def test_snapshots_go_stale_with_time():
 
 
 def test_per_entity_produce_quotas_are_scaled_and_the_base_rate_covers_the_rest():
-    quotas = QuotaTable.from_values([({"user": "alice"}, {"producer_byte_rate": 4000}),
-                                     ({"user": "bob"}, {"consumer_byte_rate": 1})])
+    quotas = QuotaTable.from_values(
+        [({"user": "alice"}, {"producer_byte_rate": 4000}), ({"user": "bob"}, {"consumer_byte_rate": 1})]
+    )
     table = scaled_produce_table(quotas, 0.25, 1000)
     assert table.limit("producer_byte_rate", "alice", "x") == 1000
     assert table.limit("producer_byte_rate", "bob", "x") == 250
@@ -60,8 +63,9 @@ def test_per_entity_produce_quotas_are_scaled_and_the_base_rate_covers_the_rest(
 def test_volume_throttle_keeps_a_shadow_entry_shadow():
     """Issue 23 item 6a: under THROTTLE a ``mode: shadow`` producer_byte_rate is scaled and metered, not applied
     (before: the scaled quota dropped the shadow flag and was enforced)."""
-    quotas = QuotaTable.from_values([({"user": "alice"}, {"producer_byte_rate": 4000}, True),
-                                     ({"user": "bob"}, {"producer_byte_rate": 4000})])
+    quotas = QuotaTable.from_values(
+        [({"user": "alice"}, {"producer_byte_rate": 4000}, True), ({"user": "bob"}, {"producer_byte_rate": 4000})]
+    )
     t, clock = throttle(quotas=quotas)
     t.brokers({1})
     record(t, 1, 70 * GB, clock.now_ms())
@@ -124,15 +128,21 @@ def test_snapshots_are_judged_in_wall_time_with_the_production_clocks():
     from proxy.quotas.managers import ByteRateQuotas
     from quota.managers.volume import Limit, Snapshot, Volume
 
-    config = parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}],
-                           "volume_usage": {"freshness_seconds": 60, "missing_data_action": "PAUSE"}})
+    config = parse_config(
+        {
+            "upstream": {"bootstrap_servers": ["b:1"]},
+            "listeners": [{"name": "L", "bind": "h:2"}],
+            "volume_usage": {"freshness_seconds": 60, "missing_data_action": "PAUSE"},
+        }
+    )
     volume = ByteRateQuotas(config).volume
     volume.brokers({1})
     now_ms = int(time.time() * 1000)
 
     def snapshot(at_ms: int) -> Snapshot:
-        return Snapshot(1, at_ms, Limit("MinFreePercentage", 50), Limit("MinFreePercentage", 10),
-                        (Volume("/d", 100, 10),))
+        return Snapshot(
+            1, at_ms, Limit("MinFreePercentage", 50), Limit("MinFreePercentage", 10), (Volume("/d", 100, 10),)
+        )
 
     volume.accept(snapshot(now_ms - 5_000))
     assert volume.state.state == "OPEN"

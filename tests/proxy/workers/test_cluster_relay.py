@@ -24,10 +24,13 @@ RATE = 1000
 
 
 def raw(**settings):
-    return {"upstream": {"bootstrap_servers": ["127.0.0.1:9092"]},
-            "listeners": [{"name": "PLAINTEXT", "bind": "127.0.0.1:0"}], "metrics": {"bind": "127.0.0.1:0"},
-            "quotas": [{"entity": {"client-id": "spread"}, "producer_byte_rate": RATE}],
-            "settings": {"workers": 2, "quota.scope": "cluster", "quota.cluster.topic": "__usage", **settings}}
+    return {
+        "upstream": {"bootstrap_servers": ["127.0.0.1:9092"]},
+        "listeners": [{"name": "PLAINTEXT", "bind": "127.0.0.1:0"}],
+        "metrics": {"bind": "127.0.0.1:0"},
+        "quotas": [{"entity": {"client-id": "spread"}, "producer_byte_rate": RATE}],
+        "settings": {"workers": 2, "quota.scope": "cluster", "quota.cluster.topic": "__usage", **settings},
+    }
 
 
 def parent(**settings):
@@ -40,8 +43,9 @@ def parent(**settings):
         sent.append(decode(frame[5:]))
 
     wall = ManualClock(1_000_000)
-    supervisor.cluster = WorkersClusterUsage(supervisor.config, supervisor.registry, {"PLAINTEXT": 9000}, to_workers,
-                                             wall)
+    supervisor.cluster = WorkersClusterUsage(
+        supervisor.config, supervisor.registry, {"PLAINTEXT": 9000}, to_workers, wall
+    )
     return supervisor, supervisor.cluster, sent, wall
 
 
@@ -160,8 +164,9 @@ def test_a_large_peer_delta_is_encoded_off_the_parents_loop():
 
 def test_a_worker_records_a_large_delta_a_step_at_a_time_serving_its_clients_in_between():
     async def run():
-        app = FakeApp(ManualClock(1_000_000), {**raw(), "quotas": [{"entity": {"user": "<default>"},
-                                                                    "producer_byte_rate": RATE}]})
+        app = FakeApp(
+            ManualClock(1_000_000), {**raw(), "quotas": [{"entity": {"user": "<default>"}, "producer_byte_rate": RATE}]}
+        )
         ours, theirs = socket.socketpair()
         link = WorkerLink(app, 0, ours, 10_000, lambda: None)
         await link.start()

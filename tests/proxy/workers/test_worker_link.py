@@ -45,8 +45,10 @@ def test_usage_reaches_the_peers_own_and_broker_quota_sets():
         a.sync()
         await asyncio.wait_for(pass_on(a_parent, b_parent, 2), 10)
         for _ in range(200):  # b records as soon as its read loop has both frames
-            if b_app.quotas.for_broker(3).produce.stats_for("", "spread") is not None \
-                    and b_app.quotas.produce.stats_for("", "spread") is not None:
+            if (
+                b_app.quotas.for_broker(3).produce.stats_for("", "spread") is not None
+                and b_app.quotas.produce.stats_for("", "spread") is not None
+            ):
                 break
             await asyncio.sleep(0.01)
         now = clock.now_ms()
@@ -65,8 +67,11 @@ def test_usage_reaches_the_peers_own_and_broker_quota_sets():
 
 
 def test_the_volume_throttles_scaled_quota_is_shared_as_its_own_scope():
-    raw = {**CONFIG, "settings": {"workers": 2},
-           "volume_usage": {"freshness_seconds": 60, "missing_data_action": "OPEN", "produce_base_rate": 1000}}
+    raw = {
+        **CONFIG,
+        "settings": {"workers": 2},
+        "volume_usage": {"freshness_seconds": 60, "missing_data_action": "OPEN", "produce_base_rate": 1000},
+    }
 
     async def run():
         clock = ManualClock(1_000_000)
@@ -85,8 +90,11 @@ def test_the_volume_throttles_scaled_quota_is_shared_as_its_own_scope():
                 break
             await asyncio.sleep(0.01)
         now = clock.now_ms()
-        assert b_app.quotas.volume.produce.stats_for("", "spread", now).rate == \
-            a_app.quotas.volume.produce.stats_for("", "spread", now).rate > 0
+        assert (
+            b_app.quotas.volume.produce.stats_for("", "spread", now).rate
+            == a_app.quotas.volume.produce.stats_for("", "spread", now).rate
+            > 0
+        )
         assert b_app.quotas.produce.stats_for("", "spread", now) is None  # not the plain producer_byte_rate's
         await a.close()
         await b.close()

@@ -21,9 +21,15 @@ RAW = {
     "upstream": {"bootstrap_servers": ["127.0.0.1:9092"]},
     "listeners": [{"name": "PLAINTEXT", "bind": "127.0.0.1:0"}],
     "settings": {"workers": 2},
-    "quotas": [{"entity": {"client-id": "spread"}, "producer_byte_rate": 1000, "consumer_byte_rate": 1000,
-                "controller_mutation_rate": 1},
-               {"entity": {"user": "<default>"}, "producer_ids_rate": 2}],
+    "quotas": [
+        {
+            "entity": {"client-id": "spread"},
+            "producer_byte_rate": 1000,
+            "consumer_byte_rate": 1000,
+            "controller_mutation_rate": 1,
+        },
+        {"entity": {"user": "<default>"}, "producer_ids_rate": 2},
+    ],
 }
 
 
@@ -107,6 +113,7 @@ def test_a_restarted_worker_decides_as_the_serving_one_from_its_first_request():
 def test_a_seed_that_cannot_be_read_is_dropped_and_the_link_keeps_working():
     """A peer's state that does not parse is logged and the newcomer starts afresh; the link still reads the next
     frames (before, the read loop died on it and the worker heard nothing from the parent any more)."""
+
     async def run():
         clock = ManualClock(1_000_000)
         survivor, newcomer = FakeApp(clock, RAW), FakeApp(clock, RAW)
@@ -115,8 +122,12 @@ def test_a_seed_that_cannot_be_read_is_dropped_and_the_link_keeps_working():
         n = WorkerLink(newcomer, 1, n_ours, 10_000, lambda: None)
         await n.start()
         _, to_newcomer = await asyncio.open_unix_connection(sock=n_parent)
-        for bad in (b"1\n{not json", b"1\n[1, 2]", b"1\n" + json.dumps({"mutation": [["", "spread"]]}).encode(),
-                    b"no destination"):
+        for bad in (
+            b"1\n{not json",
+            b"1\n[1, 2]",
+            b"1\n" + json.dumps({"mutation": [["", "spread"]]}).encode(),
+            b"no destination",
+        ):
             to_newcomer.write(pack(SEED, bad))
         good = {"produce": survivor.quotas.produce.seed_rows(clock.now_ms(), 10)}
         to_newcomer.write(pack(SEED, b"1\n" + json.dumps(good).encode()))
@@ -124,8 +135,11 @@ def test_a_seed_that_cannot_be_read_is_dropped_and_the_link_keeps_working():
             if newcomer.quotas.produce.stats_for("", "spread") is not None:
                 break
             await asyncio.sleep(0.01)
-        assert newcomer.quotas.produce.stats_for("", "spread", clock.now_ms()).rate == \
-            survivor.quotas.produce.stats_for("", "spread", clock.now_ms()).rate > 0
+        assert (
+            newcomer.quotas.produce.stats_for("", "spread", clock.now_ms()).rate
+            == survivor.quotas.produce.stats_for("", "spread", clock.now_ms()).rate
+            > 0
+        )
         await n.close()
         n_parent.close()
 

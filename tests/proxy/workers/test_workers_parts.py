@@ -17,9 +17,14 @@ from proxy.workers.worker import WorkerSpec, worker_config
 
 
 def config(**settings):
-    return parse_config({"upstream": {"bootstrap_servers": ["127.0.0.1:9092"]},
-                         "listeners": [{"name": "PLAINTEXT", "bind": "127.0.0.1:0"}],
-                         "metrics": {"bind": "127.0.0.1:9464"}, "settings": settings})
+    return parse_config(
+        {
+            "upstream": {"bootstrap_servers": ["127.0.0.1:9092"]},
+            "listeners": [{"name": "PLAINTEXT", "bind": "127.0.0.1:0"}],
+            "metrics": {"bind": "127.0.0.1:9464"},
+            "settings": settings,
+        }
+    )
 
 
 def test_workers_and_their_sync_interval_are_settings_checked_at_load():
@@ -43,6 +48,7 @@ def feed(data: bytes):
         while (got := await read_frame(reader)) is not None:
             frames.append(got)
         return frames
+
     return asyncio.run(read())
 
 
@@ -63,18 +69,28 @@ def test_each_sample_gets_its_worker_label_and_each_family_one_head():
     one = '# HELP m_total Doc.\n# TYPE m_total counter\nm_total{l="x"} 1.0\n# HELP g G.\n# TYPE g gauge\ng 5.0\n'
     two = '# HELP m_total Doc.\n# TYPE m_total counter\nm_total{l="x"} 2.0\n'
     assert merge([("0", one), ("1", two)]).splitlines() == [
-        "# HELP m_total Doc.", "# TYPE m_total counter", 'm_total{worker="0",l="x"} 1.0',
-        'm_total{worker="1",l="x"} 2.0', "# HELP g G.", "# TYPE g gauge", 'g{worker="0"} 5.0']
+        "# HELP m_total Doc.",
+        "# TYPE m_total counter",
+        'm_total{worker="0",l="x"} 1.0',
+        'm_total{worker="1",l="x"} 2.0',
+        "# HELP g G.",
+        "# TYPE g gauge",
+        'g{worker="0"} 5.0',
+    ]
 
 
 def test_the_parents_own_samples_are_not_labelled_and_join_the_workers_families():
     """process_* and python_* come from the parent and from every worker: one family each, the samples together (a
     family split in two places is an error to OpenMetrics parsers), only the workers' labelled."""
-    parent = '# HELP process_open_fds Fds.\n# TYPE process_open_fds gauge\nprocess_open_fds 9.0\n'
-    worker = '# HELP process_open_fds Fds.\n# TYPE process_open_fds gauge\nprocess_open_fds 12.0\n'
+    parent = "# HELP process_open_fds Fds.\n# TYPE process_open_fds gauge\nprocess_open_fds 9.0\n"
+    worker = "# HELP process_open_fds Fds.\n# TYPE process_open_fds gauge\nprocess_open_fds 12.0\n"
     assert workers_exposition(parent, [(0, 1), (1, 2)], [].append, lambda port: worker).decode().splitlines() == [
-        "# HELP process_open_fds Fds.", "# TYPE process_open_fds gauge", "process_open_fds 9.0",
-        'process_open_fds{worker="0"} 12.0', 'process_open_fds{worker="1"} 12.0']
+        "# HELP process_open_fds Fds.",
+        "# TYPE process_open_fds gauge",
+        "process_open_fds 9.0",
+        'process_open_fds{worker="0"} 12.0',
+        'process_open_fds{worker="1"} 12.0',
+    ]
 
 
 def test_a_worker_that_does_not_answer_is_left_out_and_counted():
@@ -85,7 +101,10 @@ def test_a_worker_that_does_not_answer_is_left_out_and_counted():
             raise OSError("refused")
         return "# HELP g G.\n# TYPE g gauge\ng 1.0\n"
 
-    assert workers_exposition("", [(0, 1), (1, 2)], failed.append, fetch) == b'# HELP g G.\n# TYPE g gauge\ng{worker="0"} 1.0\n'
+    assert (
+        workers_exposition("", [(0, 1), (1, 2)], failed.append, fetch)
+        == b'# HELP g G.\n# TYPE g gauge\ng{worker="0"} 1.0\n'
+    )
     assert failed == [1]
 
 

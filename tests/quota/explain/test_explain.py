@@ -11,15 +11,31 @@ import pytest
 from quota import DEFAULT, ManualClock, QuotaTable, QuotaWindow
 from quota.explain.explain import explain
 from quota.explain.state import ByteRateSet, QuotaState, VolumeView
-from quota.explain.values import (BROKER, FULL, NOT_THROTTLED, PAUSED, SHADOW, THROTTLED, UNLIMITED, WITHIN,
-                                  OpenConnection, Who, as_json)
+from quota.explain.values import (
+    BROKER,
+    FULL,
+    NOT_THROTTLED,
+    PAUSED,
+    SHADOW,
+    THROTTLED,
+    UNLIMITED,
+    WITHIN,
+    OpenConnection,
+    Who,
+    as_json,
+)
 from quota.managers.client_quota import ClientQuotaManager
 from quota.managers.connection import ConnectionLimits, ConnectionQuotas
 from quota.managers.mutation import ControllerMutationQuotaManager
 from quota.managers.producer_ids import HOLD, ProducerIdQuotaManager
 from quota.managers.volume import PAUSE, VolumeState
-from quota.primitives.entity import (CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE,
-                                     PRODUCER_IDS_RATE, REQUEST_PERCENTAGE)
+from quota.primitives.entity import (
+    CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
+    PRODUCER_BYTE_RATE,
+    PRODUCER_IDS_RATE,
+    REQUEST_PERCENTAGE,
+)
 
 WINDOW = QuotaWindow(11, 1)
 ALICE = Who("alice", "etl", "10.0.0.1")
@@ -28,20 +44,33 @@ ALICE = Who("alice", "etl", "10.0.0.1")
 class Proxy:
     """The managers of one proxy on a fake clock, and the state explain reads from them."""
 
-    def __init__(self, values, limits: ConnectionLimits = ConnectionLimits(), max_tracked: int = 100,
-                 enforcement: str = "throttle") -> None:
+    def __init__(
+        self,
+        values,
+        limits: ConnectionLimits = ConnectionLimits(),
+        max_tracked: int = 100,
+        enforcement: str = "throttle",
+    ) -> None:
         self.clock = ManualClock(1_000_000)
         self.table = QuotaTable.from_values(values)
-        self.produce = ClientQuotaManager(self.table, PRODUCER_BYTE_RATE, self.clock, WINDOW,
-                                          max_tracked_entities=max_tracked)
+        self.produce = ClientQuotaManager(
+            self.table, PRODUCER_BYTE_RATE, self.clock, WINDOW, max_tracked_entities=max_tracked
+        )
         self.fetch = ClientQuotaManager(self.table, CONSUMER_BYTE_RATE, self.clock, WINDOW)
         self.pids = ProducerIdQuotaManager(self.table, window_num=2, window_size_s=10, enforcement=enforcement)
         self.mutations = ControllerMutationQuotaManager(self.table, self.clock, WINDOW)
         self.connections = ConnectionQuotas(["PLAINTEXT"], WINDOW, limits)
 
     def state(self, **kw) -> QuotaState:
-        return QuotaState(self.table, (ByteRateSet("", self.produce, self.fetch, self.pids),), self.mutations,
-                          self.connections, ("PLAINTEXT",), self.clock.now_ms(), **kw)
+        return QuotaState(
+            self.table,
+            (ByteRateSet("", self.produce, self.fetch, self.pids),),
+            self.mutations,
+            self.connections,
+            ("PLAINTEXT",),
+            self.clock.now_ms(),
+            **kw,
+        )
 
     def finding(self, explanation, quota, scope=None):
         found = [f for f in explanation.findings if f.quota == quota and (scope is None or f.scope == scope)]
@@ -50,11 +79,20 @@ class Proxy:
 
 
 def test_the_most_specific_entry_matches_at_its_level_and_the_others_are_named_as_overridden():
-    p = Proxy([({"user": "alice", "client-id": "etl"}, {PRODUCER_BYTE_RATE: 1000}),
-               ({"user": DEFAULT}, {PRODUCER_BYTE_RATE: 5000}), ({"client-id": DEFAULT}, {PRODUCER_BYTE_RATE: 9000})])
+    p = Proxy(
+        [
+            ({"user": "alice", "client-id": "etl"}, {PRODUCER_BYTE_RATE: 1000}),
+            ({"user": DEFAULT}, {PRODUCER_BYTE_RATE: 5000}),
+            ({"client-id": DEFAULT}, {PRODUCER_BYTE_RATE: 9000}),
+        ]
+    )
     f = p.finding(explain(p.state(), ALICE), PRODUCER_BYTE_RATE)
-    assert (f.entity, f.level, f.level_path, f.limit) == ("/users/alice/clients/etl", 1,
-                                                         "/users/<user>/clients/<client-id>", 1000)
+    assert (f.entity, f.level, f.level_path, f.limit) == (
+        "/users/alice/clients/etl",
+        1,
+        "/users/<user>/clients/<client-id>",
+        1000,
+    )
     assert f.overridden == ("/users/<default> = 5000", "/clients/<default> = 9000")
     bob = p.finding(explain(p.state(), Who("bob", "etl", "10.0.0.1")), PRODUCER_BYTE_RATE)
     assert (bob.entity, bob.level, bob.level_path, bob.limit) == ("/users/<default>", 6, "/users/<default>", 5000)
@@ -80,8 +118,13 @@ def test_a_client_over_its_rate_is_throttled_for_what_a_record_now_is_given():
 
 
 def test_asking_about_a_client_makes_no_sensor_and_says_it_is_not_throttled():
-    p = Proxy([({"user": DEFAULT}, {PRODUCER_BYTE_RATE: 1000, CONTROLLER_MUTATION_RATE: 5, PRODUCER_IDS_RATE: 10}),
-               ({"ip": DEFAULT}, {})][:1], ConnectionLimits(ip_rates=MappingProxyType({DEFAULT: 5.0})))
+    p = Proxy(
+        [
+            ({"user": DEFAULT}, {PRODUCER_BYTE_RATE: 1000, CONTROLLER_MUTATION_RATE: 5, PRODUCER_IDS_RATE: 10}),
+            ({"ip": DEFAULT}, {}),
+        ][:1],
+        ConnectionLimits(ip_rates=MappingProxyType({DEFAULT: 5.0})),
+    )
     explanation = explain(p.state(), ALICE)
     assert explanation.verdict == NOT_THROTTLED and explanation.reasons == ()
     assert {f.verdict for f in explanation.findings} <= {WITHIN, UNLIMITED, BROKER}
@@ -125,8 +168,14 @@ def test_bucket_quotas_say_their_debt_and_the_ids_held():
 
 
 def test_connection_quotas_by_ip_listener_and_proxy():
-    p = Proxy([], ConnectionLimits(ip_rates=MappingProxyType({"10.0.0.1": 2.0}), max_connections_per_ip=1,
-                                   listener_creation_rates=MappingProxyType({"PLAINTEXT": 100.0})))
+    p = Proxy(
+        [],
+        ConnectionLimits(
+            ip_rates=MappingProxyType({"10.0.0.1": 2.0}),
+            max_connections_per_ip=1,
+            listener_creation_rates=MappingProxyType({"PLAINTEXT": 100.0}),
+        ),
+    )
     now = p.clock.now_ms()
     for _ in range(20):  # 20 connections in one go: 2/s over the 10 s minimum window
         p.connections.accept_delay_ms("PLAINTEXT", now)
@@ -145,8 +194,7 @@ def test_connection_quotas_by_ip_listener_and_proxy():
 
 def test_proxy_wide_states_take_part():
     p = Proxy([({"client-id": "etl"}, {PRODUCER_BYTE_RATE: 1000})])
-    paused = VolumeView(VolumeState(PAUSE, 0.0, (2,), (), 0, 0.0, 0, 0, {1: 900_000}, None), p.produce,
-                        60_000, PAUSE)
+    paused = VolumeView(VolumeState(PAUSE, 0.0, (2,), (), 0, 0.0, 0, 0, {1: 900_000}, None), p.produce, 60_000, PAUSE)
     explanation = explain(p.state(volume=paused, wall_ms=1_000_000), ALICE)
     assert explanation.verdict == PAUSED and explanation.reasons[0].startswith("volume usage PAUSE")
     assert explanation.proxy.volume.snapshot_age_ms == {"1": 100_000}
@@ -160,8 +208,14 @@ def test_proxy_wide_states_take_part():
 
 
 def test_an_ip_past_the_tracked_cap_is_told_how_it_starts_and_the_internal_listener_is_exempt():
-    p = Proxy([], ConnectionLimits(ip_rates=MappingProxyType({DEFAULT: 100.0}), max_connection_creation_rate=100.0,
-                                   internal_listener="PLAINTEXT"))
+    p = Proxy(
+        [],
+        ConnectionLimits(
+            ip_rates=MappingProxyType({DEFAULT: 100.0}),
+            max_connection_creation_rate=100.0,
+            internal_listener="PLAINTEXT",
+        ),
+    )
     p.connections.max_tracked_entities = 1
     assert "is full" not in " ".join(p.finding(explain(p.state(), ALICE), "connection_creation_rate", "ip").notes)
     p.connections.admit("PLAINTEXT", "10.0.0.9", p.clock.now_ms())  # the one IP tracked
@@ -169,8 +223,14 @@ def test_an_ip_past_the_tracked_cap_is_told_how_it_starts_and_the_internal_liste
     assert any("without a fresh allowance" in note for note in ip.notes)
     # Asked about the internal listener alone (of two), the proxy-wide limits do not hold it; about any, they do.
     p.connections = ConnectionQuotas(["PLAINTEXT", "OTHER"], WINDOW, p.connections.limits)
-    state = QuotaState(p.table, (ByteRateSet("", p.produce, p.fetch, p.pids),), p.mutations, p.connections,
-                       ("PLAINTEXT", "OTHER"), p.clock.now_ms())
+    state = QuotaState(
+        p.table,
+        (ByteRateSet("", p.produce, p.fetch, p.pids),),
+        p.mutations,
+        p.connections,
+        ("PLAINTEXT", "OTHER"),
+        p.clock.now_ms(),
+    )
     internal = explain(state, Who("alice", "etl", "10.0.0.1", "PLAINTEXT"))
     assert not [f for f in internal.findings if f.scope == "proxy-wide"]
     anywhere = explain(state, ALICE)

@@ -2,8 +2,19 @@ import math
 
 import pytest
 
-from quota import (DEFAULT, FORWARD, INT32_MAX, PRODUCER_BYTE_RATE, ClientQuotaManager, ManualClock, QuotaTable,
-                   QuotaTags, QuotaWindow, Throttle, is_applied)
+from quota import (
+    DEFAULT,
+    FORWARD,
+    INT32_MAX,
+    PRODUCER_BYTE_RATE,
+    ClientQuotaManager,
+    ManualClock,
+    QuotaTable,
+    QuotaTags,
+    QuotaWindow,
+    Throttle,
+    is_applied,
+)
 
 P = PRODUCER_BYTE_RATE
 
@@ -201,8 +212,9 @@ def test_enabled_only_when_some_entity_has_the_key():
     from quota.primitives.clock import ManualClock
     from quota.primitives.entity import QuotaTable
 
-    manager = ClientQuotaManager(QuotaTable.from_values([({"user": "a"}, {"consumer_byte_rate": 10})]),
-                                 "producer_byte_rate", ManualClock())
+    manager = ClientQuotaManager(
+        QuotaTable.from_values([({"user": "a"}, {"consumer_byte_rate": 10})]), "producer_byte_rate", ManualClock()
+    )
     assert not manager.enabled
     manager.update_quotas(QuotaTable.from_values([({"user": "a"}, {"producer_byte_rate": 10})]))
     assert manager.enabled

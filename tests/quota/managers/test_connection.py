@@ -8,8 +8,18 @@ from types import MappingProxyType
 
 import pytest
 
-from quota.managers.connection import (IP_RATE, LISTENER_MAX_CONNECTIONS, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_IP,
-                                       Admit, Close, ConnectionLimits, ConnectionQuotas, Hold, normalize_ip)
+from quota.managers.connection import (
+    IP_RATE,
+    LISTENER_MAX_CONNECTIONS,
+    MAX_CONNECTIONS,
+    MAX_CONNECTIONS_PER_IP,
+    Admit,
+    Close,
+    ConnectionLimits,
+    ConnectionQuotas,
+    Hold,
+    normalize_ip,
+)
 from quota.primitives.entity import DEFAULT
 from quota.primitives.rate import QuotaWindow
 
@@ -20,8 +30,9 @@ def limits(**kw) -> ConnectionLimits:
     return ConnectionLimits(**{k: MappingProxyType(v) if isinstance(v, dict) else v for k, v in kw.items()})
 
 
-def run_acceptor(q: ConnectionQuotas, listener: str, offered_per_s: float, seconds: float, start_ms: int = 0,
-                 ip: str = "10.0.0.1") -> list[int]:
+def run_acceptor(
+    q: ConnectionQuotas, listener: str, offered_per_s: float, seconds: float, start_ms: int = 0, ip: str = "10.0.0.1"
+) -> list[int]:
     """An acceptor with connections arriving at ``offered_per_s``: each accept waits the delay it is given, during
     which arrivals queue (the backlog). Returns the times connections were handed on."""
     now, arrivals, handed = start_ms, 0.0, []
@@ -81,9 +92,11 @@ def test_a_listener_limit_holds_for_that_listener_only():
 
 
 def test_the_internal_listener_is_exempt_from_the_proxy_wide_rate_but_not_from_its_own():
-    q = ConnectionQuotas(["external", "internal"], WINDOW,
-                         limits(max_connection_creation_rate=5, listener_creation_rates={"internal": 20},
-                                internal_listener="internal"))
+    q = ConnectionQuotas(
+        ["external", "internal"],
+        WINDOW,
+        limits(max_connection_creation_rate=5, listener_creation_rates={"internal": 20}, internal_listener="internal"),
+    )
     external = run_acceptor(q, "external", offered_per_s=40, seconds=34)
     internal = run_acceptor(q, "internal", offered_per_s=40, seconds=34)
     assert steady_rate(external, 2) == pytest.approx(5, rel=0.05)
@@ -160,6 +173,7 @@ def test_the_default_ip_rate_applies_to_each_ip_separately_and_an_override_wins(
 
 def test_a_held_connection_is_admitted_when_its_ip_is_back_within_quota():
     q = ConnectionQuotas(["l"], WINDOW, limits(ip_rates={"10.1.1.1": 5}))
+
     def connect(now_ms: int):
         assert q.accept_delay_ms("l", now_ms) == 0
         return q.admit("l", "10.1.1.1", now_ms)
@@ -177,9 +191,16 @@ def test_a_held_connection_is_admitted_when_its_ip_is_back_within_quota():
 
 
 def test_counts_close_at_once_over_each_limit_and_are_released_on_close():
-    q = ConnectionQuotas(["a", "b"], WINDOW, limits(max_connections=4, listener_max_connections={"b": 1},
-                                                    max_connections_per_ip=2,
-                                                    max_connections_per_ip_overrides={"10.0.0.9": 3}))
+    q = ConnectionQuotas(
+        ["a", "b"],
+        WINDOW,
+        limits(
+            max_connections=4,
+            listener_max_connections={"b": 1},
+            max_connections_per_ip=2,
+            max_connections_per_ip_overrides={"10.0.0.9": 3},
+        ),
+    )
     assert q.admit("a", "10.0.0.1", 0) == Admit() and q.admit("a", "10.0.0.1", 0) == Admit()
     third = q.admit("a", "10.0.0.1", 0)
     assert isinstance(third, Close) and third.reason == MAX_CONNECTIONS_PER_IP

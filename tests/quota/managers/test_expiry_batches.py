@@ -13,8 +13,9 @@ HOUR_MS = 3_600_000
 
 def many_idle(n: int) -> tuple[ClientQuotaManager, ManualClock]:
     clock = ManualClock()
-    m = ClientQuotaManager(QuotaTable.from_values([({"client-id": DEFAULT}, {PRODUCER_BYTE_RATE: 1000})]),
-                           PRODUCER_BYTE_RATE, clock)
+    m = ClientQuotaManager(
+        QuotaTable.from_values([({"client-id": DEFAULT}, {PRODUCER_BYTE_RATE: 1000})]), PRODUCER_BYTE_RATE, clock
+    )
     for i in range(n):
         m.record_and_decide("", f"c-{i}", 1)
     clock.advance(HOUR_MS + 1)
@@ -68,7 +69,9 @@ def test_tables_are_compacted_once_most_of_their_tenants_expired():
         pass
     assert m.keeper.by_tags is not table  # 30 left of 1,000: a sixteenth or less
     assert [tags.client_id for tags in m.keeper.by_tags] == [f"c-{i}" for i in range(30)]
-    clock.advance(HOUR_MS // 120)  # a record moves its sensor back at most once per step (quota.primitives.sensor_table)
+    clock.advance(
+        HOUR_MS // 120
+    )  # a record moves its sensor back at most once per step (quota.primitives.sensor_table)
     m.record_and_decide("", "c-0", 1)
     assert [tags.client_id for tags in m.keeper.by_tags][-1] == "c-0"  # the order (oldest first) still kept
     table = m.keeper.by_tags
@@ -86,4 +89,5 @@ def test_producer_id_users_are_compacted_once_most_were_dropped():
     users = m._users
     assert m.cleanup(HOUR_MS) == 310 and len(m) == 10
     assert m._users is not users and sorted(s.tags.user for s in m.stats(HOUR_MS)) == sorted(
-        f"user-{i}" for i in range(10))
+        f"user-{i}" for i in range(10)
+    )

@@ -116,8 +116,11 @@ def test_a_client_no_user_entry_covers_is_counted_under_its_client_id_not_under_
 def test_a_client_counted_in_tags_another_entry_gave_takes_its_own_entrys_limit():
     # /users/<default>/clients/ (an empty client-id named) and /users/<default> both count a client of alice under
     # (alice, ""): the one with client-id "" under the first's limit, any other under the second's.
-    m = ClientQuotaManager(QuotaTable.from_values([({"user": DEFAULT, "client-id": ""}, {P: 100}),
-                                                   ({"user": DEFAULT}, {P: 10**9})]), P, ManualClock())
+    m = ClientQuotaManager(
+        QuotaTable.from_values([({"user": DEFAULT, "client-id": ""}, {P: 100}), ({"user": DEFAULT}, {P: 10**9})]),
+        P,
+        ManualClock(),
+    )
     for t in range(3):
         assert ms(m.record_and_decide("alice", "etl", 1000, t)) == 0
     assert ms(over_quota(m, "alice", "", 3)) > 0
@@ -147,9 +150,20 @@ def test_decisions_and_stats_are_those_of_a_manager_that_resolves_every_record(s
     import random
 
     rng = random.Random(seed)
-    entities = [QuotaEntity(u, c) for u, c in [(None, "etl"), (None, DEFAULT), (None, ""), ("alice", None),
-                                               (DEFAULT, None), ("", None), ("alice", "etl"), (DEFAULT, DEFAULT),
-                                               (DEFAULT, "")]]
+    entities = [
+        QuotaEntity(u, c)
+        for u, c in [
+            (None, "etl"),
+            (None, DEFAULT),
+            (None, ""),
+            ("alice", None),
+            (DEFAULT, None),
+            ("", None),
+            ("alice", "etl"),
+            (DEFAULT, DEFAULT),
+            (DEFAULT, ""),
+        ]
+    ]
     family = rng.choice([entities[:3], entities[3:6], entities[6:], entities])  # one shape, or all mixed
 
     def entry(entity):

@@ -84,14 +84,14 @@ def test_applied_throttles_are_counted_when_recorded_as_told_and_shadow_ones_whe
     quotas = manager(1, 10, clock)
     decided = quotas.record_and_decide("u", "c", 15)  # 10 -> -5: 5 s decided
     assert decided.throttle_time_ms == 5_000
-    (stats, _), = quotas.buckets()
+    ((stats, _),) = quotas.buckets()
     assert (stats.throttle_time_ms_total, stats.throttled_count) == (0, 0)
     quotas.record_throttle("u", "c", 0)
     quotas.record_throttle("u", "c", 3_000)
-    (stats, _), = quotas.buckets()
+    ((stats, _),) = quotas.buckets()
     assert (stats.throttle_time_ms_total, stats.throttled_count) == (3_000, 1)
     shadow_table = QuotaTable.from_values([({"user": "<default>"}, {"controller_mutation_rate": 1}, True)])
     shadow = ControllerMutationQuotaManager(shadow_table, clock, QuotaWindow(10, 1))
     assert shadow.admit("u", "c", [15]).throttle.shadow
-    (stats, _), = shadow.buckets()
+    ((stats, _),) = shadow.buckets()
     assert (stats.shadow_throttle_time_ms_total, stats.throttle_time_ms_total) == (5_000, 0)

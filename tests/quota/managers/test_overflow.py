@@ -137,8 +137,11 @@ def test_an_entity_the_quota_names_is_always_tracked():
 def test_eviction_keeps_each_named_part_of_the_quota_to_its_own():
     # /users/alice/clients/<default>: alice's and bob's rotating ids take turns in a table of 10, each its own
     clock = ManualClock()
-    m = manager([({"user": "alice", "client-id": DEFAULT}, {P: 1000}),
-                 ({"user": "bob", "client-id": DEFAULT}, {P: 1000})], clock, cap=10)
+    m = manager(
+        [({"user": "alice", "client-id": DEFAULT}, {P: 1000}), ({"user": "bob", "client-id": DEFAULT}, {P: 1000})],
+        clock,
+        cap=10,
+    )
     for i in range(30):
         m.record_and_decide("alice", f"a-{i}", 10)
         m.record_and_decide("bob", f"b-{i}", 10)

@@ -5,9 +5,8 @@ table starting empty. The tables stay at the cap, and a named entity is always t
 
 from __future__ import annotations
 
-import math
-
-from quota.managers.connection import ADMIT, Admit, ConnectionLimits, ConnectionQuotas, Hold
+from quota.managers.connection import ADMIT, Admit, ConnectionLimits, ConnectionQuotas
+from quota.managers.connection import Hold as ConnectionHold
 from quota.managers.mutation import ControllerMutationQuotaManager
 from quota.managers.producer_ids import HOLD, Hold, ProducerIdQuotaManager, Refuse
 from quota.primitives.clock import ManualClock
@@ -21,10 +20,13 @@ CAP = 100
 
 
 def producer_ids(cap=CAP, **quotas):
-    table = QuotaTable.from_values([({"user": "<default>"}, {"producer_ids_rate": 2})]
-                                   + [({"user": u}, {"producer_ids_rate": r}) for u, r in quotas.items()])
-    return ProducerIdQuotaManager(table, window_num=1, window_size_s=10, enforcement=HOLD, max_hold_ms=6_000,
-                                  max_tracked_entities=cap)
+    table = QuotaTable.from_values(
+        [({"user": "<default>"}, {"producer_ids_rate": 2})]
+        + [({"user": u}, {"producer_ids_rate": r}) for u, r in quotas.items()]
+    )
+    return ProducerIdQuotaManager(
+        table, window_num=1, window_size_s=10, enforcement=HOLD, max_hold_ms=6_000, max_tracked_entities=cap
+    )
 
 
 def test_rotating_users_keep_the_producer_id_table_at_the_cap():
@@ -161,7 +163,7 @@ def test_a_new_address_is_served_at_its_rate_while_a_flood_of_addresses_keeps_th
                 flood += 1
         if tick % 250 == 0:
             outcome = quotas.admit("L", "192.0.2.7", clock.now_ms())
-            if isinstance(outcome, Hold):
+            if isinstance(outcome, ConnectionHold):
                 clock.advance(outcome.delay_ms)
                 outcome = quotas.retry("L", "192.0.2.7", clock.now_ms())
             served.append(outcome is ADMIT)

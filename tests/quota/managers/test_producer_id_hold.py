@@ -25,8 +25,9 @@ def test_past_the_burst_each_new_id_is_held_until_its_token_is_there_first_come_
 
 
 def test_known_ids_and_other_users_are_never_held():
-    table = QuotaTable.from_values([({"user": "alice"}, {"producer_ids_rate": 1}),
-                                    ({"user": "bob"}, {"producer_ids_rate": 100})])
+    table = QuotaTable.from_values(
+        [({"user": "alice"}, {"producer_ids_rate": 1}), ({"user": "bob"}, {"producer_ids_rate": 100})]
+    )
     m = ProducerIdQuotaManager(table, window_num=1, window_size_s=WINDOW_S, expected_pids=100, enforcement=HOLD)
     assert m.record_and_decide("alice", 1, 0) is FORWARD
     assert isinstance(m.record_and_decide("alice", 2, 0), Hold)  # alice's bucket is below zero now
@@ -119,8 +120,12 @@ def test_shadow_and_throttle_enforcement_hold_nothing():
 def test_the_settings_default_to_hold_for_at_most_ten_seconds_and_are_checked():
     values = parse_settings(None, "settings").values
     assert values["producer.id.quota.enforcement"] == "hold" and values["producer.id.quota.max.hold.ms"] == 10_000
-    assert parse_settings({"producer.id.quota.enforcement": "throttle"}, "settings").values[
-        "producer.id.quota.enforcement"] == "throttle"
+    assert (
+        parse_settings({"producer.id.quota.enforcement": "throttle"}, "settings").values[
+            "producer.id.quota.enforcement"
+        ]
+        == "throttle"
+    )
     with pytest.raises(ConfigError, match="settings.producer.id.quota.enforcement"):
         parse_settings({"producer.id.quota.enforcement": "delay"}, "settings")
     with pytest.raises(ConfigError, match="at most quota.mute.max.ms"):

@@ -9,8 +9,13 @@ from quota.managers.client_quota import ClientQuotaManager
 from quota.managers.mutation import ControllerMutationQuotaManager
 from quota.managers.producer_ids import ProducerIdQuotaManager
 from quota.primitives.clock import ManualClock
-from quota.primitives.entity import (CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, PRODUCER_IDS_RATE, QuotaTable,
-                                     QuotaTags)
+from quota.primitives.entity import (
+    CONTROLLER_MUTATION_RATE,
+    PRODUCER_BYTE_RATE,
+    PRODUCER_IDS_RATE,
+    QuotaTable,
+    QuotaTags,
+)
 from quota.primitives.rate import QuotaWindow
 
 P = PRODUCER_BYTE_RATE
@@ -52,8 +57,9 @@ def test_the_summed_rest_keeps_shadow_and_applied_apart():
 
 
 def test_shadow_mutation_throttles_are_not_applied_throttles():
-    m = ControllerMutationQuotaManager(table(({"client-id": "admin"}, {CONTROLLER_MUTATION_RATE: 1}, True)),
-                                       ManualClock(1_000_000), QuotaWindow(2, 1))
+    m = ControllerMutationQuotaManager(
+        table(({"client-id": "admin"}, {CONTROLLER_MUTATION_RATE: 1}, True)), ManualClock(1_000_000), QuotaWindow(2, 1)
+    )
     admission = m.admit("u", "admin", [5, 5])  # burst 2: enforced, the second would be rejected
     assert admission.all_admitted and admission.throttle.shadow
     assert m.record_and_decide("u", "admin", 10).shadow
@@ -63,8 +69,9 @@ def test_shadow_mutation_throttles_are_not_applied_throttles():
 
 
 def test_shadow_producer_id_throttles_are_not_applied_throttles():
-    m = ProducerIdQuotaManager(table(({"user": "alice"}, {PRODUCER_IDS_RATE: 1}, True)), window_num=1,
-                               window_size_s=10, expected_pids=10)
+    m = ProducerIdQuotaManager(
+        table(({"user": "alice"}, {PRODUCER_IDS_RATE: 1}, True)), window_num=1, window_size_s=10, expected_pids=10
+    )
     for pid in range(3):
         m.record_and_decide("alice", pid, 0)
     [stats] = m.stats(0)
@@ -105,15 +112,18 @@ def test_deleted_mutation_entry_falls_back():
     m = ControllerMutationQuotaManager(table(base, pair), ManualClock(5), QuotaWindow(2, 1))
     m.record_and_decide("alice", "admin", 1)
     m.update_quotas(table(base))
-    assert {s.tags: s.limit for s, _ in m.buckets()} == {QuotaTags("alice", "admin"): math.inf,
-                                                          QuotaTags("alice", ""): 2}
+    assert {s.tags: s.limit for s, _ in m.buckets()} == {
+        QuotaTags("alice", "admin"): math.inf,
+        QuotaTags("alice", ""): 2,
+    }
     assert m.tokens("alice", "admin") == 4  # the user quota's full bucket
 
 
 def test_deleted_producer_id_entry_falls_back_to_the_default_or_to_none():
     user = ({"user": "alice"}, {PRODUCER_IDS_RATE: 50})
-    m = ProducerIdQuotaManager(table(({"user": "<default>"}, {PRODUCER_IDS_RATE: 5}), user), window_num=1,
-                               window_size_s=10, expected_pids=10)
+    m = ProducerIdQuotaManager(
+        table(({"user": "<default>"}, {PRODUCER_IDS_RATE: 5}), user), window_num=1, window_size_s=10, expected_pids=10
+    )
     m.record_and_decide("alice", 1, 0)
     m.update_quotas(table(({"user": "<default>"}, {PRODUCER_IDS_RATE: 5})))
     assert [s.limit for s in m.stats(0)] == [5]

@@ -4,7 +4,8 @@ entries copied, not timed), resolving exactly as a table built whole from the sa
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from quota.primitives.entity import CONSUMER_BYTE_RATE, DEFAULT, PRODUCER_BYTE_RATE, QuotaEntity, QuotaEntry, QuotaTable
 
@@ -13,9 +14,13 @@ pytestmark = pytest.mark.long_running(seconds=10)
 P, C = PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE
 NAMES = ["alice", "bob", DEFAULT]
 ENTITIES = [QuotaEntity(u, c) for u in NAMES + [None] for c in NAMES + [None] if (u, c) != (None, None)]
-entries = st.builds(lambda e, p, c, shadow: QuotaEntry(e, {k: v for k, v in ((P, p), (C, c)) if v}, shadow),
-                    st.sampled_from(ENTITIES), st.one_of(st.none(), st.integers(1, 9)),
-                    st.one_of(st.none(), st.integers(1, 9)), st.booleans())
+entries = st.builds(
+    lambda e, p, c, shadow: QuotaEntry(e, {k: v for k, v in ((P, p), (C, c)) if v}, shadow),
+    st.sampled_from(ENTITIES),
+    st.one_of(st.none(), st.integers(1, 9)),
+    st.one_of(st.none(), st.integers(1, 9)),
+    st.booleans(),
+)
 change = st.one_of(entries.map(lambda e: (e.entity, e)), st.sampled_from(ENTITIES).map(lambda e: (e, None)))
 
 

@@ -7,8 +7,23 @@ import json
 
 import pytest
 
-from quota.managers.volume import (BAD, CLOCK_SKEW_MS, IGNORED, OPEN, PAUSE, TAKE, THROTTLE, Limit, Snapshot,
-                                   SnapshotError, Volume, evaluate, judge, parse_snapshot, summarize)
+from quota.managers.volume import (
+    BAD,
+    CLOCK_SKEW_MS,
+    IGNORED,
+    OPEN,
+    PAUSE,
+    TAKE,
+    THROTTLE,
+    Limit,
+    Snapshot,
+    SnapshotError,
+    Volume,
+    evaluate,
+    judge,
+    parse_snapshot,
+    summarize,
+)
 
 GB = 1_000_000_000
 NOW = 1_800_000_000_000
@@ -22,12 +37,15 @@ def state(*snapshots, live=None, missing=PAUSE, now=NOW):
     return evaluate({s.broker_id: summarize(s, 10) for s in snapshots}, live, now, 60_000, missing)
 
 
-@pytest.mark.parametrize("soft,hard,consumed,factor", [
-    (Limit("ConsumedSpace", 50 * GB), Limit("ConsumedSpace", 90 * GB), 70 * GB, 0.5),
-    (Limit("MinFreeBytes", 40 * GB), Limit("MinFreeBytes", 10 * GB), 75 * GB, 0.5),  # free 25: halfway 40 -> 10
-    (Limit("MinFreePercentage", 30), Limit("MinFreePercentage", 10), 80 * GB, 0.5),  # free 20 %: halfway
-    (Limit("MinFreePercentage", 30), Limit("MinFreePercentage", 10), 60 * GB, 1.0),
-])
+@pytest.mark.parametrize(
+    "soft,hard,consumed,factor",
+    [
+        (Limit("ConsumedSpace", 50 * GB), Limit("ConsumedSpace", 90 * GB), 70 * GB, 0.5),
+        (Limit("MinFreeBytes", 40 * GB), Limit("MinFreeBytes", 10 * GB), 75 * GB, 0.5),  # free 25: halfway 40 -> 10
+        (Limit("MinFreePercentage", 30), Limit("MinFreePercentage", 10), 80 * GB, 0.5),  # free 20 %: halfway
+        (Limit("MinFreePercentage", 30), Limit("MinFreePercentage", 10), 60 * GB, 1.0),
+    ],
+)
 def test_each_limit_type_gives_a_factor_proportional_between_soft_and_hard(soft, hard, consumed, factor):
     result = state(snap(1, Volume("/d", 100 * GB, consumed), soft=soft, hard=hard))
     assert result.factor == pytest.approx(factor)
@@ -42,14 +60,22 @@ def test_the_worst_volume_of_any_broker_wins_and_a_hard_breach_pauses():
     c = snap(3, Volume("/d", 100 * GB, 90 * GB), soft=soft, hard=hard)
     result = state(a, b, c)
     assert result.state == PAUSE and result.factor == 0
-    assert [(r.name, r.breach) for r in result.nearest] == [("/d", "hard"), ("/c", "soft"), ("/a", "soft"), ("/b", None)]
+    assert [(r.name, r.breach) for r in result.nearest] == [
+        ("/d", "hard"),
+        ("/c", "soft"),
+        ("/a", "soft"),
+        ("/b", None),
+    ]
     assert (result.volume_count, result.soft_breaches, result.hard_breaches) == (4, 3, 1)
     assert result.max_usage_ratio == pytest.approx(0.9)
 
 
 def test_a_volume_may_override_the_snapshots_limits():
     volume = Volume("/a", 100 * GB, 60 * GB, hard_limit=Limit("ConsumedSpace", 55 * GB))
-    assert state(snap(1, volume, soft=Limit("ConsumedSpace", 50 * GB), hard=Limit("ConsumedSpace", 90 * GB))).state == PAUSE
+    assert (
+        state(snap(1, volume, soft=Limit("ConsumedSpace", 50 * GB), hard=Limit("ConsumedSpace", 90 * GB))).state
+        == PAUSE
+    )
 
 
 def test_stale_or_missing_snapshots_take_the_fallback():
@@ -85,9 +111,11 @@ def test_snapshot_round_trip_and_errors_name_the_field():
     assert parse_snapshot(b"7", original.to_json()) == original
     assert parse_snapshot(b"7", None) is None  # tombstone
     value = json.loads(original.to_json())
-    for broken, field in ((dict(value, SnapshotAt="yesterday"), "SnapshotAt"),
-                          (dict(value, HardLimit={"type": "Lots", "level": 1}), "HardLimit"),
-                          (dict(value, Volumes=[{"VolumeName": "x"}]), "Volumes[0]")):
+    for broken, field in (
+        (dict(value, SnapshotAt="yesterday"), "SnapshotAt"),
+        (dict(value, HardLimit={"type": "Lots", "level": 1}), "HardLimit"),
+        (dict(value, Volumes=[{"VolumeName": "x"}]), "Volumes[0]"),
+    ):
         with pytest.raises(SnapshotError, match=field.replace("[", r"\[")):
             parse_snapshot(b"7", json.dumps(broken).encode())
     with pytest.raises(SnapshotError, match="record key"):
@@ -99,8 +127,9 @@ def test_a_snapshot_dated_beyond_the_clock_skew_allowance_is_bad():
     assert judge(snap(1, disk, at=NOW + CLOCK_SKEW_MS), {}, {1}, NOW).action == TAKE
     verdict = judge(snap(1, disk, at=NOW + CLOCK_SKEW_MS + 1), {}, {1}, NOW)
     assert verdict.action == BAD and "future" in verdict.reason
-    year_2099 = parse_snapshot(b"1", json.dumps(dict(json.loads(snap(1, disk).to_json()),
-                                                     SnapshotAt="2099-01-01T00:00:00+00:00")).encode())
+    year_2099 = parse_snapshot(
+        b"1", json.dumps(dict(json.loads(snap(1, disk).to_json()), SnapshotAt="2099-01-01T00:00:00+00:00")).encode()
+    )
     assert judge(year_2099, {}, {1}, NOW).action == BAD
 
 

@@ -13,14 +13,19 @@ from quota.primitives.entity import PRODUCER_BYTE_RATE, QuotaTable
 from quota.primitives.rate import QuotaWindow
 
 P = PRODUCER_BYTE_RATE
-TABLE = QuotaTable.from_values([({"user": "alice"}, {P: 4000}, True),  # mode: shadow
-                                ({"user": "bob"}, {P: 4000}),
-                                ({"user": "carol"}, {"consumer_byte_rate": 1}, True)])
+TABLE = QuotaTable.from_values(
+    [
+        ({"user": "alice"}, {P: 4000}, True),  # mode: shadow
+        ({"user": "bob"}, {P: 4000}),
+        ({"user": "carol"}, {"consumer_byte_rate": 1}, True),
+    ]
+)
 
 
 def manager(factor: float, table: QuotaTable = TABLE, shadow: bool = False) -> ClientQuotaManager:
-    return ClientQuotaManager(ScaledProduceQuotas(table, factor, 1000), P, ManualClock(0), QuotaWindow(), 25_000,
-                              shadow=shadow)
+    return ClientQuotaManager(
+        ScaledProduceQuotas(table, factor, 1000), P, ManualClock(0), QuotaWindow(), 25_000, shadow=shadow
+    )
 
 
 def test_a_shadow_entry_stays_shadow_when_volume_usage_scales_it():

@@ -4,7 +4,8 @@ timed)."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from quota.primitives.chunked import MAX_CHUNKS, REMOVED, TARGET_CHUNK, ChunkedMap
 
@@ -12,8 +13,10 @@ pytestmark = pytest.mark.long_running(seconds=10)
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.dictionaries(st.integers(-50, 50), st.integers()),
-       st.lists(st.dictionaries(st.integers(-60, 60), st.one_of(st.integers(), st.just(REMOVED)))))
+@given(
+    st.dictionaries(st.integers(-50, 50), st.integers()),
+    st.lists(st.dictionaries(st.integers(-60, 60), st.one_of(st.integers(), st.just(REMOVED)))),
+)
 def test_behaves_as_a_dict_and_never_changes_the_old_map(start, steps):
     m, expected = ChunkedMap(start), dict(start)
     for changes in steps:

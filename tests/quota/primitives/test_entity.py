@@ -37,9 +37,7 @@ def test_nothing_configured_is_unlimited_with_client_id_tags():
 
 
 def test_resolution_is_per_quota_key():
-    table = QuotaTable.from_values(
-        [({"user": "alice"}, {P: 100}), ({"client-id": "etl"}, {CONSUMER_BYTE_RATE: 200})]
-    )
+    table = QuotaTable.from_values([({"user": "alice"}, {P: 100}), ({"client-id": "etl"}, {CONSUMER_BYTE_RATE: 200})])
     assert table.resolve(P, "alice", "etl").limit == 100
     assert table.resolve(CONSUMER_BYTE_RATE, "alice", "etl").limit == 200
     assert table.resolve(CONSUMER_BYTE_RATE, "alice", "etl").tags == QuotaTags("", "etl")
@@ -143,18 +141,28 @@ def test_matches_lists_what_resolve_tries_in_its_order_and_precedence_numbers_th
 
     from quota.primitives.entity import LEVEL_PATHS, precedence
 
-    shapes = [{"user": "alice", "client-id": "etl"}, {"user": "alice", "client-id": DEFAULT}, {"user": "alice"},
-              {"user": DEFAULT, "client-id": "etl"}, {"user": DEFAULT, "client-id": DEFAULT}, {"user": DEFAULT},
-              {"client-id": "etl"}, {"client-id": DEFAULT}]
+    shapes = [
+        {"user": "alice", "client-id": "etl"},
+        {"user": "alice", "client-id": DEFAULT},
+        {"user": "alice"},
+        {"user": DEFAULT, "client-id": "etl"},
+        {"user": DEFAULT, "client-id": DEFAULT},
+        {"user": DEFAULT},
+        {"client-id": "etl"},
+        {"client-id": DEFAULT},
+    ]
     for level, shape in enumerate(shapes, 1):
         assert precedence(QuotaEntity.from_dict(shape)) == level
         assert LEVEL_PATHS[level - 1] == QuotaEntity.from_dict(shape).path.replace("alice", "<user>").replace(
-            "etl", "<client-id>")
+            "etl", "<client-id>"
+        )
     for chosen in product((False, True), repeat=len(shapes)):
         table = QuotaTable.from_values([(s, {"producer_byte_rate": i + 1}) for i, s in enumerate(shapes) if chosen[i]])
         for user, client_id in (("alice", "etl"), ("alice", "other"), ("bob", "etl"), ("bob", "other")):
             found = table.matches("producer_byte_rate", user, client_id)
             assert [precedence(r.entity) for r in found] == sorted(precedence(r.entity) for r in found)
-            assert (found[0] if found else None) == (None if table.resolve("producer_byte_rate", user, client_id)
-                                                     .unlimited else table.resolve("producer_byte_rate", user,
-                                                                                   client_id))
+            assert (found[0] if found else None) == (
+                None
+                if table.resolve("producer_byte_rate", user, client_id).unlimited
+                else table.resolve("producer_byte_rate", user, client_id)
+            )

@@ -3,7 +3,8 @@ and ends exactly where a full refresh (a table made from scratch) ends: same sen
 
 from __future__ import annotations
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from quota.managers.client_quota import ClientQuotaManager
 from quota.managers.producer_ids import ProducerIdQuotaManager
@@ -14,13 +15,22 @@ P = PRODUCER_BYTE_RATE
 NAMES = ["alice", "bob", DEFAULT]
 ENTITIES = [QuotaEntity(u, c) for u in NAMES + [None] for c in NAMES + [None] if (u, c) != (None, None)]
 changes = st.lists(st.tuples(st.sampled_from(ENTITIES), st.one_of(st.none(), st.integers(1, 9))), max_size=4)
-clients = st.lists(st.tuples(st.sampled_from(["alice", "bob", "carol"]), st.sampled_from(["alice", "bob", "x"])),
-                   min_size=1, max_size=8)
+clients = st.lists(
+    st.tuples(st.sampled_from(["alice", "bob", "carol"]), st.sampled_from(["alice", "bob", "x"])),
+    min_size=1,
+    max_size=8,
+)
 
 
 def apply(table: QuotaTable, batch) -> QuotaTable:
-    return table.with_changes({e: None if rate is None else QuotaEntry(e, {P: rate, **(
-        {PRODUCER_IDS_RATE: rate} if e.client_id is None else {})}) for e, rate in batch})
+    return table.with_changes(
+        {
+            e: None
+            if rate is None
+            else QuotaEntry(e, {P: rate, **({PRODUCER_IDS_RATE: rate} if e.client_id is None else {})})
+            for e, rate in batch
+        }
+    )
 
 
 def sensors(m: ClientQuotaManager) -> dict:

@@ -3,7 +3,6 @@ is counted in, the known-client lookup, overflow past the cap, expiry on the rec
 Manual times, no sleeping."""
 
 from quota.primitives.entity import DEFAULT, PRODUCER_BYTE_RATE, QuotaTable, QuotaTags
-from quota.primitives.overflow import OVERFLOW
 from quota.primitives.rate import QuotaWindow
 from quota.primitives.sensor import ClientSensors
 from quota.primitives.sensor_keeper import RECORD_EXPIRY_BATCH, SensorKeeper

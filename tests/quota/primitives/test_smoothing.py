@@ -9,21 +9,36 @@ import math
 
 import pytest
 
-from quota import (CONSUMER_BYTE_RATE, DEFAULT, PRODUCER_BYTE_RATE, ClientQuotaManager, ManualClock, QuotaTable,
-                   QuotaWindow, Throttle)
+from quota import (
+    CONSUMER_BYTE_RATE,
+    DEFAULT,
+    PRODUCER_BYTE_RATE,
+    ClientQuotaManager,
+    ManualClock,
+    QuotaTable,
+    QuotaWindow,
+    Throttle,
+)
 
 WINDOW = QuotaWindow()  # Kafka's default: 11 x 1 s
 SPAN_S = WINDOW.num * WINDOW.size_seconds
 
 
-def manager(limit: float, clock: ManualClock, smoothing: bool, key: str = PRODUCER_BYTE_RATE, shadow: bool = False,
-            max_throttle_ms: int = 25_000) -> ClientQuotaManager:
+def manager(
+    limit: float,
+    clock: ManualClock,
+    smoothing: bool,
+    key: str = PRODUCER_BYTE_RATE,
+    shadow: bool = False,
+    max_throttle_ms: int = 25_000,
+) -> ClientQuotaManager:
     table = QuotaTable.from_values([({"user": DEFAULT}, {key: limit})])
     return ClientQuotaManager(table, key, clock, WINDOW, max_throttle_ms, smoothing=smoothing, shadow=shadow)
 
 
-def per_second(limit: int, batch: int, smoothing: bool, seconds: int = 71, gap_ms: int = 1,
-               broker_ms: int = 0) -> list[float]:
+def per_second(
+    limit: int, batch: int, smoothing: bool, seconds: int = 71, gap_ms: int = 1, broker_ms: int = 0
+) -> list[float]:
     """The client's bytes per second / quota, for each whole second of the run."""
     clock = ManualClock()
     m = manager(limit, clock, smoothing)
@@ -39,12 +54,15 @@ def in_band(ratios: list[float]) -> float:
     return sum(0.5 <= r <= 1.5 for r in ratios) / len(ratios)
 
 
-@pytest.mark.parametrize("limit, batch, broker_ms", [
-    (262_144, 16_384, 2),       # kafka-python's default batch under 256 KiB/s
-    (262_144, 65_536, 5),
-    (1_048_576, 262_144, 3),
-    (4_194_304, 1_000_000, 5),  # librdkafka's default 1 MB request, under a quota four times that
-])
+@pytest.mark.parametrize(
+    "limit, batch, broker_ms",
+    [
+        (262_144, 16_384, 2),  # kafka-python's default batch under 256 KiB/s
+        (262_144, 65_536, 5),
+        (1_048_576, 262_144, 3),
+        (4_194_304, 1_000_000, 5),  # librdkafka's default 1 MB request, under a quota four times that
+    ],
+)
 def test_smoothing_on_keeps_every_second_near_the_quota(limit, batch, broker_ms):
     ratios = per_second(limit, batch, smoothing=True, broker_ms=broker_ms)[SPAN_S:]
     assert in_band(ratios) >= 0.9, ratios

@@ -48,8 +48,11 @@ def test_snapshot_copies_an_ordered_dict_s_values():
 
 
 def test_a_manager_s_top_stats_pause_between_chunks_of_its_sensors():
-    m = ClientQuotaManager(QuotaTable.from_values([({"client-id": "<default>"}, {PRODUCER_BYTE_RATE: 10**9})]),
-                           PRODUCER_BYTE_RATE, ManualClock(1_000_000))
+    m = ClientQuotaManager(
+        QuotaTable.from_values([({"client-id": "<default>"}, {PRODUCER_BYTE_RATE: 10**9})]),
+        PRODUCER_BYTE_RATE,
+        ManualClock(1_000_000),
+    )
     for i in range(4 * CHUNK):
         m.record_and_decide("u", f"c{i}", i)
     pauses = []

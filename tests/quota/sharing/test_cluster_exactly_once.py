@@ -65,7 +65,7 @@ class Sidecar:
             self.outbox.sent(self.outbox.due(now)[0])  # before: "this delta is lost"
 
     def follow(self, topic: list, now: int) -> None:
-        for key, value, stamp in topic[self.read:]:
+        for key, value, stamp in topic[self.read :]:
             if not self.peers.accept(key, stamp, now):
                 continue
             delta = decode(value)
@@ -113,8 +113,9 @@ def run(scenario: str, numbered: bool) -> tuple[float, list[float]]:
     return sum(admitted) / per_second, [a / per_second for a in admitted]
 
 
-@pytest.mark.parametrize("scenario", ["the topic is down for 3 s", "a follower reads the topic again",
-                                      "a sidecar restarts"])
+@pytest.mark.parametrize(
+    "scenario", ["the topic is down for 3 s", "a follower reads the topic again", "a sidecar restarts"]
+)
 def test_the_tenant_keeps_to_its_budget_in_total_through_faults(scenario):
     total, shares = run(scenario, numbered=True)
     burst = 1.0 if scenario == "a sidecar restarts" else 0.0  # a restarted sidecar starts with a full bucket

@@ -4,8 +4,6 @@ managers stand for two sidecars; the transport (one record per sync) is a functi
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from quota.managers.client_quota import ClientQuotaManager
@@ -51,9 +49,16 @@ def test_no_peer_ever_seen_is_no_fallback_and_an_older_record_does_not_move_a_pe
 
 
 def test_fallback_delta_scales_usage_and_drops_ids_and_connections():
-    own = UsageDelta("a", produce=(("alice", "p", 100.0),), fetch=(("bob", "", 7.0),), mutations=(("c", "x", 2.0),),
-                     producer_ids=(("alice", 3, (1, 2, 3)),), listeners=(("L", 1),), ips=(("10.0.0.1", 1),),
-                     open_connections=(("total", "", 4),))
+    own = UsageDelta(
+        "a",
+        produce=(("alice", "p", 100.0),),
+        fetch=(("bob", "", 7.0),),
+        mutations=(("c", "x", 2.0),),
+        producer_ids=(("alice", 3, (1, 2, 3)),),
+        listeners=(("L", 1),),
+        ips=(("10.0.0.1", 1),),
+        open_connections=(("total", "", 4),),
+    )
     scaled = fallback_delta(own, 2)
     assert scaled.produce == (("alice", "p", 200.0),) and scaled.fetch == (("bob", "", 14.0),)
     assert scaled.mutations == (("c", "x", 4.0),) and scaled.producer_ids == (("alice", 6, ()),)
@@ -200,7 +205,13 @@ def test_numbers_that_arrive_out_of_order_are_each_applied_once():
     peers = ClusterPeers("a", STALE_MS)
     now = 100_000
     assert [peers.first_time("b", "run", seq, now, now) for seq in (1, 3, 2, 3, 2, 4)] == [
-        True, True, True, False, False, True]
+        True,
+        True,
+        True,
+        False,
+        False,
+        True,
+    ]
 
 
 def test_made_up_peers_are_bounded_by_the_cluster_and_the_real_ones_stay_known():

@@ -24,8 +24,10 @@ def simulate(seconds: int, sending, smoothing: bool = True) -> list[list[int]]:
     """Bytes admitted per sidecar per second; ``sending(i, now_ms)``: whether sidecar i's client produces now."""
     clock = ManualClock(0)
     table = QuotaTable.from_values([({"client-id": "shared"}, {"producer_byte_rate": RATE})])
-    managers = [ClientQuotaManager(table, PRODUCER_BYTE_RATE, clock, QuotaWindow(11, 1), 25_000, smoothing=smoothing)
-                for _ in range(3)]
+    managers = [
+        ClientQuotaManager(table, PRODUCER_BYTE_RATE, clock, QuotaWindow(11, 1), 25_000, smoothing=smoothing)
+        for _ in range(3)
+    ]
     taps = [UsageTap() for _ in managers]
     for manager, tap in zip(managers, taps):
         manager.tap = tap
@@ -38,7 +40,7 @@ def simulate(seconds: int, sending, smoothing: bool = True) -> list[list[int]]:
             if now % SYNC_MS == i * STEP_MS:  # each syncs at its own phase
                 delta = tap.take(f"sidecar-{i}")
                 in_transit += [(now + LAG_MS, j, delta) for j in range(3) if j != i]
-        for at, j, delta in [t for t in in_transit if t[0] <= now]:
+        for _at, j, delta in [t for t in in_transit if t[0] <= now]:
             for user, client_id, value in delta.produce:
                 managers[j].record_remote(user, client_id, value, now)
         in_transit = [t for t in in_transit if t[0] > now]
@@ -62,7 +64,7 @@ def test_the_whole_budget_follows_the_tenant_to_one_sidecar():
     shift_s = 40
     admitted = simulate(70, lambda i, now: i == 0 or now < shift_s * 1000)
     after = [admitted[0][s] / RATE for s in range(shift_s, 70)]
-    reached = next(k for k in range(len(after) - 2) if sum(after[k:k + 3]) / 3 >= 0.9)
+    reached = next(k for k in range(len(after) - 2) if sum(after[k : k + 3]) / 3 >= 0.9)
     assert reached <= 5, after  # within 5 s of the shift (a 3 s average: requests of half a second's quota)
     assert 0.95 <= sum(after[10:]) / len(after[10:]) <= 1.05, after
     assert sum(admitted[0][20:shift_s]) / 20 / RATE < 0.45  # before, it had about a third

@@ -60,20 +60,28 @@ def test_a_line_that_is_not_a_part_is_named():
         decode(data + b"\n[")
 
 
-@pytest.mark.parametrize("change, where", [
-    (lambda raw: raw["produce"][0].__setitem__(1, "x"), r"produce\[0\]\[1\]: expected an integer"),
-    (lambda raw: raw["produce"][1].__setitem__(2, 5), r"produce\[1\]\[2\]: index 6 outside the 3 clients"),
-    (lambda raw: raw["produce"][0].__setitem__(0, -1), r"produce\[0\]\[0\]: index -1 outside the 3 users"),
-    (lambda raw: raw["produce"][2].__setitem__(1, 10**400), r"produce\[2\]\[1\]: expected a finite number"),
-    (lambda raw: raw["produce"][2].__setitem__(2, True), r"produce\[2\]\[2\]: expected a finite number"),
-    (lambda raw: raw["produce"].pop(), r"produce: expected three lists"),
-    (lambda raw: raw["produce"][2].pop(), r"produce: columns of 3, 3 and 2 items"),
-    (lambda raw: raw["users"].__setitem__(1, 7), r"users\[1\]: expected a string"),
-    (lambda raw: raw["producer_ids"][0].__setitem__(0, 9), r"producer_ids\[0\]\[0\]: index 9 outside the 3 users"),
-])
+@pytest.mark.parametrize(
+    "change, where",
+    [
+        (lambda raw: raw["produce"][0].__setitem__(1, "x"), r"produce\[0\]\[1\]: expected an integer"),
+        (lambda raw: raw["produce"][1].__setitem__(2, 5), r"produce\[1\]\[2\]: index 6 outside the 3 clients"),
+        (lambda raw: raw["produce"][0].__setitem__(0, -1), r"produce\[0\]\[0\]: index -1 outside the 3 users"),
+        (lambda raw: raw["produce"][2].__setitem__(1, 10**400), r"produce\[2\]\[1\]: expected a finite number"),
+        (lambda raw: raw["produce"][2].__setitem__(2, True), r"produce\[2\]\[2\]: expected a finite number"),
+        (lambda raw: raw["produce"].pop(), r"produce: expected three lists"),
+        (lambda raw: raw["produce"][2].pop(), r"produce: columns of 3, 3 and 2 items"),
+        (lambda raw: raw["users"].__setitem__(1, 7), r"users\[1\]: expected a string"),
+        (lambda raw: raw["producer_ids"][0].__setitem__(0, 9), r"producer_ids\[0\]\[0\]: index 9 outside the 3 users"),
+    ],
+)
 def test_a_malformed_part_is_named(change, where):
-    raw = raw_of(encode(UsageDelta("a", produce=(("u0", "c0", 1), ("u1", "c1", 2), ("u2", "c2", 3)),
-                                       producer_ids=(("u0", 1, (5,)),))))
+    raw = raw_of(
+        encode(
+            UsageDelta(
+                "a", produce=(("u0", "c0", 1), ("u1", "c1", 2), ("u2", "c2", 3)), producer_ids=(("u0", 1, (5,)),)
+            )
+        )
+    )
     change(raw)
     with pytest.raises(UsageDeltaError, match=where):
         decode(json.dumps(raw).encode())

@@ -17,8 +17,12 @@ from quota.sharing.usage_share import UsageTap, record_remote_steps
 
 WINDOW = QuotaWindow(11, 1)
 STEP_MS = 7  # the fake clock's advance between two steps (other work of the loop)
-TABLE = QuotaTable.from_values([({"user": "<default>"}, {PRODUCER_BYTE_RATE: 1000}),
-                                ({"user": "bob", "client-id": "etl"}, {PRODUCER_BYTE_RATE: 300})])
+TABLE = QuotaTable.from_values(
+    [
+        ({"user": "<default>"}, {PRODUCER_BYTE_RATE: 1000}),
+        ({"user": "bob", "client-id": "etl"}, {PRODUCER_BYTE_RATE: 300}),
+    ]
+)
 
 
 def manager(clock, table=TABLE, smoothing=True) -> ClientQuotaManager:
@@ -53,8 +57,16 @@ class Counted:
 def in_steps(receiver: ClientQuotaManager, clock: ManualClock, delta: UsageDelta, step: int) -> int:
     """As the follower does: a step at a time, the clock moving between steps; returns the steps taken."""
     steps = 0
-    for _ in record_remote_steps(delta, clock.now_ms, produce=receiver, fetch=None, mutations=None,
-                                 producer_ids=None, connections=None, step=step):
+    for _ in record_remote_steps(
+        delta,
+        clock.now_ms,
+        produce=receiver,
+        fetch=None,
+        mutations=None,
+        producer_ids=None,
+        connections=None,
+        step=step,
+    ):
         steps += 1
         clock.advance(STEP_MS)
     return steps
@@ -80,8 +92,13 @@ def test_a_record_taken_in_steps_leaves_every_sensor_as_recording_each_row_does_
         delta = peer_record(1234, seed)
         assert isinstance(delta.produce, Rows) and len(delta.produce) == 1235
         if sync == 3:  # a new table (bob's etl limit changed): every row resolves again, once
-            table = TABLE.with_changes({QuotaEntity(user="bob", client_id="etl"): QuotaEntry(
-                QuotaEntity(user="bob", client_id="etl"), {PRODUCER_BYTE_RATE: 50})})
+            table = TABLE.with_changes(
+                {
+                    QuotaEntity(user="bob", client_id="etl"): QuotaEntry(
+                        QuotaEntity(user="bob", client_id="etl"), {PRODUCER_BYTE_RATE: 50}
+                    )
+                }
+            )
             stepped.update_quotas(table)
             reference.update_quotas(table)
         counted.n = 0
@@ -91,8 +108,9 @@ def test_a_record_taken_in_steps_leaves_every_sensor_as_recording_each_row_does_
         now = clock.now_ms()
         assert state(stepped, now) == state(reference, now)
         assert counted.n == (1235 if sync in (0, 3) else 0)  # resolved when new, and after the table changed only
-        assert stepped.record_and_get_throttle_time_ms("tenant-00007", "x", 1, now) == \
-            reference.record_and_get_throttle_time_ms("tenant-00007", "x", 1, now)
+        assert stepped.record_and_get_throttle_time_ms(
+            "tenant-00007", "x", 1, now
+        ) == reference.record_and_get_throttle_time_ms("tenant-00007", "x", 1, now)
         clock.advance(1000)
     assert stepped.stats_for("bob", "etl").limit == 50
 
@@ -103,9 +121,13 @@ def test_a_row_whose_sensor_took_another_limit_since_resolves_again():
     latter's limit every time, even when a local client of alice set the sensor to the former's in between; and a
     new /users/<default>/clients/"" entry, which reaches no sensor by its representative, still applies to a
     peer's row ("carol", "")."""
-    table = QuotaTable.from_values([({"user": "<default>"}, {PRODUCER_BYTE_RATE: 1000}),
-                                    ({"user": "alice"}, {PRODUCER_BYTE_RATE: 500}),
-                                    ({"user": "alice", "client-id": ""}, {PRODUCER_BYTE_RATE: 100})])
+    table = QuotaTable.from_values(
+        [
+            ({"user": "<default>"}, {PRODUCER_BYTE_RATE: 1000}),
+            ({"user": "alice"}, {PRODUCER_BYTE_RATE: 500}),
+            ({"user": "alice", "client-id": ""}, {PRODUCER_BYTE_RATE: 100}),
+        ]
+    )
     clock = ManualClock(0)
     fast, slow = manager(clock, table, smoothing=False), manager(clock, table, smoothing=False)
     rows = Rows(["alice", "carol"], ["", ""], [40, 40])
@@ -120,8 +142,13 @@ def test_a_row_whose_sensor_took_another_limit_since_resolves_again():
         for receiver in (fast, slow):
             receiver.record_no_throttle("alice", "app", 1, t)  # a local client: the sensor takes 500
         assert fast.stats_for("alice", "app").limit == 500
-    changed = table.with_changes({QuotaEntity(user="<default>", client_id=""): QuotaEntry(
-        QuotaEntity(user="<default>", client_id=""), {PRODUCER_BYTE_RATE: 70})})
+    changed = table.with_changes(
+        {
+            QuotaEntity(user="<default>", client_id=""): QuotaEntry(
+                QuotaEntity(user="<default>", client_id=""), {PRODUCER_BYTE_RATE: 70}
+            )
+        }
+    )
     fast.update_quotas(changed)
     slow.update_quotas(changed)
     fast.record_remote_rows(rows.users, rows.client_ids, rows.values, 30)

@@ -7,8 +7,13 @@ import pytest
 
 from quota.managers.client_quota import ClientQuotaManager
 from quota.primitives.clock import ManualClock
-from quota.primitives.entity import (CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, QuotaTable,
-                                     QuotaTags)
+from quota.primitives.entity import (
+    CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
+    PRODUCER_BYTE_RATE,
+    QuotaTable,
+    QuotaTags,
+)
 from quota.primitives.rate import QuotaWindow
 from quota.sharing.usage_delta import decode
 from quota.sharing.usage_record import fit
@@ -48,8 +53,12 @@ def test_usage_recorded_while_an_entry_waits_is_added_to_it_and_tokens_rank_firs
     tap.add(CONTROLLER_MUTATION_RATE, QuotaTags("admin", ""), "admin", "x", 1)
     tap.producer_id("pids", 7)
     gathered = tap.gather("a")
-    assert [key for key, _, _ in gathered.ranked()] == [None, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE,
-                                                      CONSUMER_BYTE_RATE]
+    assert [key for key, _, _ in gathered.ranked()] == [
+        None,
+        CONTROLLER_MUTATION_RATE,
+        PRODUCER_BYTE_RATE,
+        CONSUMER_BYTE_RATE,
+    ]
     top = gathered.top(3)
     assert top.producer_ids == (("pids", 1, (7,)),) and top.fetch == () and len(top.produce) == 1
     tap.add(CONSUMER_BYTE_RATE, tags, "small", "c", 5, 1000)
@@ -73,8 +82,9 @@ def test_a_peers_record_is_recorded_in_steps_reading_the_clock_at_each():
         reads.append(clock.now_ms())
         return clock.now_ms()
 
-    steps = record_remote_steps(delta, now, produce=receiver, fetch=None, mutations=None, producer_ids=None,
-                                connections=None, step=2)
+    steps = record_remote_steps(
+        delta, now, produce=receiver, fetch=None, mutations=None, producer_ids=None, connections=None, step=2
+    )
     assert next(steps) == 2 and len(receiver) == 2
     clock.advance(5)
     assert list(steps) == [4, 5] and len(receiver) == 5
@@ -88,8 +98,11 @@ def test_a_record_rounds_byte_counts_to_two_digits_and_sends_the_rest_next_time(
     tap.add(CONTROLLER_MUTATION_RATE, QuotaTags("c", ""), "c", "p", 1234)  # tokens: exact
     gathered = tap.gather("s")
     delta = gathered.top(coarse=True)
-    assert (delta.produce, delta.fetch, delta.mutations) == ((("a", "", 1_200_000),), (("b", "", 99),),
-                                                             (("c", "", 1234),))
+    assert (delta.produce, delta.fetch, delta.mutations) == (
+        (("a", "", 1_200_000),),
+        (("b", "", 99),),
+        (("c", "", 1234),),
+    )
     later = tap.gather("s")
     later.absorb(gathered.leftover(gathered.entities))
     assert later.top().produce == (("a", "", 34_567),)
@@ -117,14 +130,25 @@ class Recorded:
 def test_every_kind_of_a_peers_record_counts_toward_the_steps_and_is_recorded_at_its_steps_time():
     from quota.sharing.usage_delta import UsageDelta
 
-    delta = UsageDelta("peer", produce=(("a", "", 1), ("b", "", 2), ("c", "", 3)), fetch=(("d", "", 4), ("e", "", 5)),
-                       mutations=(("f", "x", 6), ("g", "y", 7), ("h", "z", 8)),
-                       producer_ids=(("i", 1, (10,)), ("j", 2, (11, 12))))
+    delta = UsageDelta(
+        "peer",
+        produce=(("a", "", 1), ("b", "", 2), ("c", "", 3)),
+        fetch=(("d", "", 4), ("e", "", 5)),
+        mutations=(("f", "x", 6), ("g", "y", 7), ("h", "z", 8)),
+        producer_ids=(("i", 1, (10,)), ("j", 2, (11, 12))),
+    )
     clock = ManualClock(0)
     recorded = Recorded()
-    steps = record_remote_steps(delta, clock.now_ms, produce=recorded.sink("produce"), fetch=recorded.sink("fetch"),
-                                mutations=recorded.sink("mutations"), producer_ids=recorded.sink("producer_ids"),
-                                connections=None, step=2)
+    steps = record_remote_steps(
+        delta,
+        clock.now_ms,
+        produce=recorded.sink("produce"),
+        fetch=recorded.sink("fetch"),
+        mutations=recorded.sink("mutations"),
+        producer_ids=recorded.sink("producer_ids"),
+        connections=None,
+        step=2,
+    )
     done = []
     for n in steps:  # the clock moves while the caller has the step
         done.append(n)
@@ -142,7 +166,16 @@ def test_every_kind_of_a_peers_record_counts_toward_the_steps_and_is_recorded_at
         ("producer_ids", ("j", 2, (11, 12)), 40),
     ]
     recorded.calls.clear()
-    assert list(record_remote_steps(delta, clock.now_ms, produce=recorded.sink("produce"),
-                                    fetch=recorded.sink("fetch"), mutations=recorded.sink("mutations"),
-                                    producer_ids=recorded.sink("producer_ids"), connections=None, step=None)) == [10]
+    assert list(
+        record_remote_steps(
+            delta,
+            clock.now_ms,
+            produce=recorded.sink("produce"),
+            fetch=recorded.sink("fetch"),
+            mutations=recorded.sink("mutations"),
+            producer_ids=recorded.sink("producer_ids"),
+            connections=None,
+            step=None,
+        )
+    ) == [10]
     assert [c[0] for c in recorded.calls] == ["produce", "fetch"] + ["mutations"] * 3 + ["producer_ids"] * 2

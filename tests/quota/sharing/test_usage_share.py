@@ -33,13 +33,20 @@ def tapped(manager):
 
 
 def test_a_delta_survives_its_encoding_and_a_bad_one_names_the_field():
-    delta = UsageDelta("w1", scope="3", produce=(("alice", "etl", 1234.5),), fetch=(("bob", "", 10.0),),
-                       mutations=(("alice", "admin", -2.0),), producer_ids=(("alice", 3, (7, 2**62)),),
-                       listeners=(("PLAINTEXT", 4),), ips=(("10.0.0.1", 2),))
+    delta = UsageDelta(
+        "w1",
+        scope="3",
+        produce=(("alice", "etl", 1234.5),),
+        fetch=(("bob", "", 10.0),),
+        mutations=(("alice", "admin", -2.0),),
+        producer_ids=(("alice", 3, (7, 2**62)),),
+        listeners=(("PLAINTEXT", 4),),
+        ips=(("10.0.0.1", 2),),
+    )
     assert decode(encode(delta)) == delta
     assert decode(encode(UsageDelta("w2"))).empty
     assert decode(encode(delta, compress=True)) == delta
-    bad = encode(delta).replace(b'[1234.5]', b'["x"]')
+    bad = encode(delta).replace(b"[1234.5]", b'["x"]')
     with pytest.raises(UsageDeltaError, match=r"produce\[2\]\[0\]: expected a finite number"):
         decode(bad)
     with pytest.raises(UsageDeltaError, match=r"\.scope: expected a string"):
@@ -97,8 +104,9 @@ def test_remote_usage_alone_throttles_no_one_and_an_unlimited_entity_is_not_reco
     assert b.stats_for("alice", "p").value_total == 0
     assert b.tap.take("b").empty  # a peer's usage is never sent on again
     assert b.record_and_get_throttle_time_ms("alice", "p", 1) > 0  # the next local record pays for the total
-    unlimited = ClientQuotaManager(QuotaTable.from_values([({"user": "x"}, {PRODUCER_BYTE_RATE: 1})]),
-                                   PRODUCER_BYTE_RATE, clock, WINDOW)
+    unlimited = ClientQuotaManager(
+        QuotaTable.from_values([({"user": "x"}, {PRODUCER_BYTE_RATE: 1})]), PRODUCER_BYTE_RATE, clock, WINDOW
+    )
     unlimited.record_remote("alice", "p", 10**9, 0)
     assert len(unlimited) == 0
 
@@ -123,8 +131,15 @@ def test_mutation_tokens_and_refunds_reach_the_peers_bucket():
     a.refund("alice", "admin", 3)
     delta = a.tap.take("a")
     assert delta.mutations == (("alice", "", 5),)  # by its tags: alice's every client
-    record_remote(delta, 0, produce=produce_manager(clock), fetch=produce_manager(clock), mutations=b,
-                  producer_ids=ProducerIdQuotaManager(table), connections=ConnectionQuotas([], WINDOW))
+    record_remote(
+        delta,
+        0,
+        produce=produce_manager(clock),
+        fetch=produce_manager(clock),
+        mutations=b,
+        producer_ids=ProducerIdQuotaManager(table),
+        connections=ConnectionQuotas([], WINDOW),
+    )
     assert b.tokens("alice", "admin", 0) == a.tokens("alice", "admin", 0) == 5
     assert b.admit("alice", "admin", [6, 1]).admitted == (True, False)  # b's own client finds what a left
     b.record_remote("alice", "admin", -2, 0)  # a net refund is given back, never above the burst
@@ -215,8 +230,9 @@ def test_an_entity_with_much_unsent_usage_asks_for_a_sync_once_until_the_next():
     a.tap.take("a")
     a.record_no_throttle("alice", "p", 60)
     assert woken == [0, 0]
-    unlimited = ClientQuotaManager(QuotaTable.from_values([({"user": "x"}, {PRODUCER_BYTE_RATE: 1})]),
-                                   PRODUCER_BYTE_RATE, clock, WINDOW)
+    unlimited = ClientQuotaManager(
+        QuotaTable.from_values([({"user": "x"}, {PRODUCER_BYTE_RATE: 1})]), PRODUCER_BYTE_RATE, clock, WINDOW
+    )
     unlimited.tap = UsageTap(lambda: woken.append("unlimited"))
     unlimited.record_no_throttle("alice", "p", 10**9)
     assert "unlimited" not in woken
@@ -239,8 +255,12 @@ def test_usage_travels_under_its_tags_and_lands_in_the_receivers_sensor_of_the_s
     """alice's etl client has an entry of its own; her other clients share /users/<default>'s sensor (tags
     ("alice", "")). Whichever client a sender saw, the receiver counts it where its own clients of that entry are."""
     clock = ManualClock(0)
-    table = QuotaTable.from_values([({"user": "<default>"}, {PRODUCER_BYTE_RATE: 1000}),
-                                    ({"user": "alice", "client-id": "etl"}, {PRODUCER_BYTE_RATE: 5000})])
+    table = QuotaTable.from_values(
+        [
+            ({"user": "<default>"}, {PRODUCER_BYTE_RATE: 1000}),
+            ({"user": "alice", "client-id": "etl"}, {PRODUCER_BYTE_RATE: 5000}),
+        ]
+    )
     a = tapped(ClientQuotaManager(table, PRODUCER_BYTE_RATE, clock, WINDOW))
     b = ClientQuotaManager(table, PRODUCER_BYTE_RATE, clock, WINDOW)
     a.record_no_throttle("alice", "web", 300)

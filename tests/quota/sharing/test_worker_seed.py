@@ -23,31 +23,42 @@ from quota.sharing import worker_seed
 
 WINDOW = QuotaWindow(11, 1)
 START = 1_000_000
-TABLE = QuotaTable.from_values([
-    ({"client-id": "storm"}, {"producer_byte_rate": 1000, "consumer_byte_rate": 1000,
-                              "controller_mutation_rate": 2}),
-    ({"user": "<default>"}, {"producer_ids_rate": 10}),
-])
+TABLE = QuotaTable.from_values(
+    [
+        (
+            {"client-id": "storm"},
+            {"producer_byte_rate": 1000, "consumer_byte_rate": 1000, "controller_mutation_rate": 2},
+        ),
+        ({"user": "<default>"}, {"producer_ids_rate": 10}),
+    ]
+)
 IP_LIMITS = ConnectionLimits(ip_rates=MappingProxyType({"<default>": 5.0}), max_connection_creation_rate=20.0)
 
 
 class Worker:
     """The quota managers a worker holds, on the shared clock (one monotonic clock across a host's processes)."""
 
-    def __init__(self, clock: ManualClock, *, smoothing: bool = False, pid_enforcement: str = HOLD,
-                 expected_pids: int = 1000) -> None:
+    def __init__(
+        self, clock: ManualClock, *, smoothing: bool = False, pid_enforcement: str = HOLD, expected_pids: int = 1000
+    ) -> None:
         self.clock = clock
         self.produce = ClientQuotaManager(TABLE, PRODUCER_BYTE_RATE, clock, WINDOW, smoothing=smoothing)
         self.fetch = ClientQuotaManager(TABLE, CONSUMER_BYTE_RATE, clock, WINDOW, smoothing=smoothing)
         self.mutations = ControllerMutationQuotaManager(TABLE, clock, WINDOW)
-        self.producer_ids = ProducerIdQuotaManager(TABLE, window_num=2, window_size_s=60, expected_pids=expected_pids,
-                                                   enforcement=pid_enforcement, max_hold_ms=10_000)
+        self.producer_ids = ProducerIdQuotaManager(
+            TABLE,
+            window_num=2,
+            window_size_s=60,
+            expected_pids=expected_pids,
+            enforcement=pid_enforcement,
+            max_hold_ms=10_000,
+        )
         self.connections = ConnectionQuotas(["PLAINTEXT"], WINDOW, IP_LIMITS)
 
     def managers(self):
         return self.produce, self.fetch, self.mutations, self.producer_ids, self.connections
 
-    def seed_from(self, peer: "Worker") -> dict[str, int]:
+    def seed_from(self, peer: Worker) -> dict[str, int]:
         now = self.clock.now_ms()
         sent = json.dumps(worker_seed.collect(*peer.managers(), now))  # as the link sends it
         return worker_seed.install(json.loads(sent), *self.managers(), now)
@@ -114,8 +125,9 @@ def test_known_producer_ids_are_seeded_so_a_known_producer_is_not_charged_again(
     assert newcomer.producer_ids.new_pids_counted == counted
     clock.advance(30_000)  # the first filter expires when the survivor's does: those ids are new again there too
     now = clock.now_ms()
-    assert [newcomer.producer_ids.record_and_decide("tenant", pid, now) != FORWARD for pid in (0, 6)] == \
-        [survivor.producer_ids.record_and_decide("tenant", pid, now) != FORWARD for pid in (0, 6)]
+    assert [newcomer.producer_ids.record_and_decide("tenant", pid, now) != FORWARD for pid in (0, 6)] == [
+        survivor.producer_ids.record_and_decide("tenant", pid, now) != FORWARD for pid in (0, 6)
+    ]
 
 
 def test_a_cache_that_saw_ids_already_takes_the_peers_as_well():
