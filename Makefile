@@ -26,11 +26,13 @@ demo: $(STAMP)
 kafka:
 	$(PYTHON) tools/fetch_kafka.py
 
-# The linter and the formatter (ruff, configured in pyproject.toml), run before the tests: `make test` stops here on a
+# The linter, the formatter (ruff) and the type checker (mypy, on the folders [tool.mypy] lists; strict on the pure
+# core and the connection runtime), all configured in pyproject.toml, run before the tests: `make test` stops here on a
 # finding. `ruff check --fix . && ruff format .` in the venv fixes most of what they find.
 check: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 test: $(STAMP) check kafka
 	$(PY) -m pytest -q -p no:cacheprovider -n 5 --dist loadgroup
