@@ -5,8 +5,8 @@ it with the analytics extra into a fresh venv in a temporary directory (``pip in
 resolved from pip's cache), and every command below runs the venv's console script with the working directory a
 temporary one and PYTHONPATH unset, so nothing of the repository can be imported: `--version`, `check-config` on
 the shipped sidecar example, `run` in front of Tansu with kafka-python producing and consuming through it, `configs`
-altering and describing a quota through it, and `analyze --replay` on ``local[*]`` and on a standalone Spark cluster
-(a master and one worker started from the installed pyspark). Spark's executors run a second, bare venv's Python
+altering and describing a quota through it, and `analyze --replay` on a standalone Spark cluster (a master and one
+worker started from the installed pyspark). Spark's executors run a second, bare venv's Python
 (nothing installed in it): the replay's code reaches them only in the zip the driver gives them.
 
 Every command gets its own temporary folder (``TMPDIR``, and ``java.io.tmpdir`` for Spark's JVM), which must be
@@ -347,6 +347,7 @@ class SparkCluster:
             SPARK_HOME=str(home),
             SPARK_WORKER_DIR=str(folder / "work"),
             SPARK_LOCAL_DIRS=str(folder / "local"),
+            SPARK_DAEMON_JAVA_OPTS=SMALL_JVM,
         )
         self.env, self.home, self.folder = env, home, folder
 
@@ -416,7 +417,13 @@ class SparkCluster:
 
 # A few rows of usage log: Spark's default of 200 shuffle partitions per stage on a standalone cluster (the planner
 # sets fewer only for local masters) is 200 tasks of nothing each; an operator sets the same with spark-submit.
-SMALL_JOB = "--conf spark.sql.shuffle.partitions=4 --conf spark.default.parallelism=2 pyspark-shell"
+# Every JVM of the run (master, worker, driver, executor) with the client compiler alone and the serial collector, as
+# the demo's planner runs (demo/planner.py): a job this small ends before the optimising compiler pays back.
+SMALL_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+SMALL_JOB = (
+    "--conf spark.sql.shuffle.partitions=4 --conf spark.default.parallelism=2 "
+    f"--driver-java-options '{SMALL_JVM}' --conf 'spark.executor.extraJavaOptions={SMALL_JVM}' pyspark-shell"
+)
 
 
 def test_analyze_replays_on_a_standalone_cluster(installed, usage_log, tmp_path):

@@ -1,9 +1,15 @@
-"""One SparkSession for every analytics test (start-up takes seconds), on local[1] bound to loopback."""
+"""One SparkSession for every analytics test (start-up takes seconds), on local[1] bound to loopback.
+
+Its JVM runs with the client compiler alone and the serial collector, as the demo's planner does
+(demo/planner.py): jobs of a few thousand rows finish before the optimising compiler's and the parallel collector's
+threads pay back, and on 2 cores those threads are taken from the rest of the suite."""
 
 import os
 import shutil
 
 import pytest
+
+SMALL_JOB_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 @pytest.fixture(scope="session")
@@ -18,6 +24,7 @@ def spark():
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.extraJavaOptions", SMALL_JOB_JVM)
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
