@@ -1,7 +1,7 @@
 """The tenants of bench/evasion.py and the proxy they run against: Tansu and the proxy in its own process with one
 quota configuration (:func:`proxied`), and tenants built from real clients (Produce, Fetch and CreateTopics frames
-over plain sockets, kafka-python idempotent producers, bare connections from several loopback addresses), each
-returning a :class:`Tally` of what it got."""
+over plain sockets, built in bench/kafka_requests.py; kafka-python idempotent producers; bare connections from
+several loopback addresses), each returning a :class:`Tally` of what it got."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import asyncio
 import itertools
 import logging
 import os
-import struct
 import subprocess
 import sys
 import tempfile
@@ -22,13 +21,12 @@ from dataclasses import dataclass
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from kafka.record.default_records import DefaultRecordBatchBuilder  # noqa: E402
-
 from bench.common import ROOT, free_port, tansu, wait_for_port  # noqa: E402
+from bench.kafka_requests import at_broker, create_topics_body, exchange, produce_body  # noqa: E402
 from demo.storms import connect_once  # noqa: E402
 from proxy.codec.apis import CREATE_TOPICS, FETCH, PRODUCE  # noqa: E402
-from proxy.codec.header import encode_request_header, frame, response_header_length  # noqa: E402
-from proxy.codec.messages import decode_response, encode_request, new_request  # noqa: E402
+from proxy.codec.header import encode_request_header  # noqa: E402
+from proxy.codec.messages import encode_request, new_request  # noqa: E402
 
 KIB, MIB = 1024, 1024 * 1024
 TOPIC, FILLED_BATCHES = "evasion", 64
@@ -115,40 +113,7 @@ def proxied(quotas: list[str], settings: dict, extra_yaml: str = ""):
         os.unlink(log.name)
 
 
-# -- raw Kafka requests -------------------------------------------------------------------------------------------
-
-
-async def exchange(reader, writer, api_key: int, version: int, client_id: str, correlation_id: int, body: bytes):
-    writer.write(frame(encode_request_header(api_key, version, correlation_id, client_id) + body))
-    size = struct.unpack(">i", await reader.readexactly(4))[0]
-    response = struct.pack(">i", size) + await reader.readexactly(size)
-    if struct.unpack_from(">i", response, 4)[0] != correlation_id:
-        raise ConnectionError("correlation id mismatch")
-    return decode_response(api_key, version, response[response_header_length(api_key, version, response) :])
-
-
-def produce_body(topic: str, value: bytes, key: bytes | None = None) -> bytes:
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=len(value) + 1024,
-    )
-    builder.append(0, timestamp=None, key=key, value=value, headers=[])
-    return encode_request(
-        PRODUCE,
-        7,
-        new_request(
-            PRODUCE,
-            7,
-            acks=1,
-            timeout_ms=10000,
-            topic_data=[{"name": topic, "partition_data": [{"index": 0, "records": bytes(builder.build())}]}],
-        ),
-    )
+# -- the tenants' requests ---------------------------------------------------------------------------------------
 
 
 def fetch_body(offset: int) -> bytes:
@@ -166,33 +131,6 @@ def fetch_body(offset: int) -> bytes:
             ],
         ),
     )
-
-
-def create_topics_body(version: int, name: str, partitions: int = 1) -> bytes:
-    return encode_request(
-        CREATE_TOPICS,
-        version,
-        new_request(
-            CREATE_TOPICS,
-            version,
-            timeout_ms=10000,
-            topics=[{"name": name, "num_partitions": partitions, "replication_factor": 1}],
-        ),
-    )
-
-
-def at_broker(broker_port: int, requests: list[tuple[int, int, bytes]]) -> None:
-    """Requests straight to the broker (set-up the quotas never see), one after another on one connection."""
-
-    async def send():
-        reader, writer = await asyncio.open_connection("127.0.0.1", broker_port)
-        try:
-            for n, (api_key, version, body) in enumerate(requests, 1):
-                await exchange(reader, writer, api_key, version, "bench-setup", n, body)
-        finally:
-            writer.close()
-
-    asyncio.run(send())
 
 
 @dataclass

@@ -29,7 +29,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.common import free_port, tansu  # noqa: E402
-from bench.evasion_tenants import at_broker, create_topics_body, produce_body  # noqa: E402
+from bench.kafka_requests import at_broker, create_topics_body, produce_body  # noqa: E402
 from proxy.codec.apis import CREATE_TOPICS, PRODUCE  # noqa: E402
 from proxy.codec.header import encode_request_header, frame  # noqa: E402
 

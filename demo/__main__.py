@@ -16,18 +16,10 @@ from pathlib import Path
 from config.errors import ConfigError
 from config.loader import load_config_file
 from demo.processes import DemoError
+from demo.restarts import RESTARTS
 from demo.run import DEFAULT_SECONDS, TOPIC, USER, Interrupted, Stop, run_scenario
 from demo.smoothing import SMOOTH
-from demo.storms import (
-    ADMIN,
-    CALM_IP,
-    CONNECT_PER_S,
-    CONNECT_SECONDS,
-    RESTARTS,
-    STORM_IP,
-    STORM_PARTITIONS,
-    STORM_SECONDS,
-)
+from demo.storms import ADMIN, CALM_IP, CONNECT_PER_S, CONNECT_SECONDS, STORM_IP, STORM_PARTITIONS, STORM_SECONDS
 from demo.verdicts import LIMITED, MEASURED_SPANS, UNLIMITED, UNLIMITED_OFFER, MiB, bounds_text, timing
 
 DEMO_CONFIG = Path(__file__).with_name("demo.yaml")

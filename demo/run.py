@@ -5,10 +5,10 @@ the proxy's listener, as in a sidecar deployment. The proxy runs in its own proc
 (``kafka-quota-proxy run --config ...``). Four confluent-kafka clients with their default settings write and read
 1 KiB messages through it: a producer and a consumer of client-id ``demo-limited`` (1 MiB/s
 ``producer_byte_rate`` / ``consumer_byte_rate`` in the config) and of ``demo-unlimited`` (no quota), judged as
-:mod:`demo.verdicts` says. Before they start, :mod:`demo.storms` shows the other quotas: a connection storm from one
-loopback IP held to its connection creation rate while another IP connects freely, a topic-creation storm rejected
-by the controller mutation quota, a producer-restart loop held by the producer-id quota, a disk filling
-up, and one producer with ``quota.smoothing`` off then on (:mod:`demo.smoothing`); after them,
+:mod:`demo.verdicts` says. Before they start, the other quotas are shown: a connection storm from one loopback IP
+held to its connection creation rate while another IP connects freely and a topic-creation storm rejected by the
+controller mutation quota (:mod:`demo.storms`), a producer-restart loop held by the producer-id quota
+(:mod:`demo.restarts`), a disk filling up (:mod:`demo.disk_fill`), and one producer with ``quota.smoothing`` off then on (:mod:`demo.smoothing`); after them,
 :mod:`demo.planner` runs the quota planner on the usage log of the run.
 
 Before it starts anything the demo checks that every port it needs is free, and it talks only to the processes it
@@ -32,10 +32,12 @@ from contextlib import contextmanager
 
 from config.loader import load_config_file
 from config.model import Address, ProxyConfig
+from demo.disk_fill import DISK_TOPIC, disk_fill
 from demo.planner import quota_planner
 from demo.processes import Children, DemoError, check_advertised, check_ports
+from demo.restarts import RESTART_TOPIC, producer_restarts
 from demo.smoothing import SMOOTH, smoothing_phase
-from demo.storms import DISK_TOPIC, RESTART_TOPIC, connection_storm, disk_fill, producer_restarts, topic_storm
+from demo.storms import connection_storm, topic_storm
 from demo.verdicts import LIMITED, UNLIMITED, UNLIMITED_OFFER, Verdict, expected, judge, passes, timing
 
 TOPIC, PARTITIONS, VALUE = "demo", 3, b"x" * 1024

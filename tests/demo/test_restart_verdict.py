@@ -1,7 +1,7 @@
-"""The demo's verdict on the producer-restart loop (demo/storms.RestartResult): holds are required exactly when the
+"""The demo's verdict on the producer-restart loop (demo/restarts.RestartResult): holds are required exactly when the
 restarts outpaced the bucket."""
 
-from demo.storms import RestartResult
+from demo.restarts import RestartResult
 
 
 def result(held: str, elapsed: float, acknowledged: int = 10) -> RestartResult:

@@ -15,7 +15,7 @@ from functools import partial
 
 import pytest
 
-from bench.evasion_tenants import at_broker, create_topics_body, produce_body
+from bench.kafka_requests import at_broker, create_topics_body, produce_body
 from demo.storms import connect_once
 from proxy.codec.apis import CREATE_TOPICS, PRODUCE
 from proxy.codec.header import encode_request_header, frame
