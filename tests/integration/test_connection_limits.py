@@ -1,4 +1,6 @@
-"""Connection creation rates (KIP-612) and counts (KIP-402) on real sockets, through the proxy to Tansu.
+"""Connection creation rates (KIP-612) and counts (KIP-402) on real sockets, through the proxy to Tansu (the counts
+also to Apache Kafka, ``upstream``; the per-IP rate with Kafka's short windows is in
+tests/integration/kafka/test_quotas_connections.py).
 
 Clients connect from several loopback source addresses (127.0.0.2, 127.0.0.3, ... are all loopback on Linux), send
 an ApiVersions request and count the connection as served when the broker's answer comes back, or as closed when
@@ -13,7 +15,7 @@ import time
 import pytest
 
 from demo.storms import connect_once as demo_connect_once
-from tests.harness import Tansu, connections_counted, free_port, proxy_config, start_proxy, wait_until
+from tests.harness import connections_counted, free_port, proxy_config, start_proxy, wait_until
 from tests.integration import raw
 
 pytestmark = pytest.mark.integration
@@ -34,16 +36,6 @@ async def storm(port: int, source_ip: str, per_s: float, seconds: float) -> list
         await asyncio.sleep(max(0.0, start + i / per_s - time.monotonic()))
         tasks.append((time.monotonic() - start, asyncio.ensure_future(connect_once(port, source_ip))))
     return [(at, await task) for at, task in tasks]
-
-
-@pytest.fixture
-def broker():
-    port = free_port()
-    tansu = Tansu(port, advertised=f"127.0.0.1:{port}").start()
-    try:
-        yield port
-    finally:
-        tansu.stop()
 
 
 def start(broker_port: int, quotas=None, listeners=None, **settings):
@@ -127,12 +119,12 @@ def test_the_listener_rate_holds_under_a_burst_from_many_ips_and_the_internal_li
 
 
 # counts, not rates: no measures_rate mark, so it runs beside the rate groups
-def test_connections_over_the_count_limits_are_closed_at_once(broker):
-    """max.connections.per.ip 2 with an override of 3 for 127.0.0.5, max.connections 6."""
-    proxy = start(
-        broker, **{"max.connections.per.ip": 2, "max.connections.per.ip.overrides": "127.0.0.5:3", "max.connections": 6}
-    )
-    try:
+def test_connections_over_the_count_limits_are_closed_at_once(upstream):
+    """KIP-402's counts: ``max.connections.per.ip`` 2 with an override of 3 for 127.0.0.5, ``max.connections`` 6.
+    Each connection is kept open once the broker has answered its ApiVersions; one over a count is closed by the
+    proxy before it reaches the broker (Kafka's own connection limits are left at their defaults, unlimited)."""
+    settings = {"max.connections.per.ip": 2, "max.connections.per.ip.overrides": "127.0.0.5:3", "max.connections": 6}
+    with upstream.sidecar(**settings) as proxy:
         a, b, c = raw.count_limit_outcomes(proxy.port)
         assert a == ["served", "served", "closed"]
         assert b == ["served", "served", "served", "closed"]
@@ -141,8 +133,6 @@ def test_connections_over_the_count_limits_are_closed_at_once(broker):
         assert proxy.metric(metric, listener="PLAINTEXT", reason="max_connections_per_ip") == 2
         assert proxy.metric(metric, listener="PLAINTEXT", reason="max_connections") == 1
         assert_all_released(proxy)
-    finally:
-        proxy.stop()
 
 
 def test_a_connection_that_would_eat_into_the_proxys_own_descriptors_is_closed_at_once(broker):

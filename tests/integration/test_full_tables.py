@@ -20,23 +20,13 @@ from demo.storms import connect_once
 from proxy.codec.apis import CREATE_TOPICS, PRODUCE
 from proxy.codec.header import encode_request_header, frame
 from proxy.codec.messages import decode_response, encode_request, new_request
-from tests.harness import Tansu, free_port, proxy_config, start_proxy, wait_until
+from tests.harness import free_port, proxy_config, start_proxy, wait_until
 from tests.integration.faults import ProxyProcess
 from tests.integration.raw import recv_exactly
 
 pytestmark = pytest.mark.integration
 
 CAP = 300
-
-
-@pytest.fixture(scope="module")
-def broker():
-    port = free_port()
-    tansu = Tansu(port, advertised=f"127.0.0.1:{port}").start()
-    try:
-        yield port
-    finally:
-        tansu.stop()
 
 
 def request(sock: socket.socket, api_key: int, version: int, corr: int, client_id: str, body: bytes):

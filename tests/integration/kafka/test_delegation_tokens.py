@@ -21,7 +21,7 @@ from proxy.codec.apis import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from proxy.codec.error_codes import SASL_AUTHENTICATION_FAILED
 from tests.harness import connected_users, proxy_config, start_proxy, wait_until
 from tests.integration import raw
-from tests.integration.kafka.conftest import PLAIN_USERS, SCRAM_USERS
+from tests.integration.conftest import PLAIN_USERS, SCRAM_USERS
 from tests.kafka_cluster import PRODUCER_PERF, unique_topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("kafka1")]

@@ -10,7 +10,7 @@ import pytest
 
 from tests.example_files import localized
 from tests.harness import connected_users, proxy_in_front, wait_until
-from tests.integration.kafka.conftest import PLAIN_USERS, SCRAM_USERS
+from tests.integration.conftest import PLAIN_USERS, SCRAM_USERS
 from tests.kafka_cluster import unique_topic
 
 pytestmark = pytest.mark.integration

@@ -27,7 +27,7 @@ from tests.integration.quota_apis import described
 from tests.kafka_cluster import CONFIGS, CONSUMER_GROUPS, CONSUMER_PERF, PRODUCER_PERF, TOPICS, unique_topic
 
 # Every test here uses kafka1: one xdist worker runs them all, so one kafka1 is started (each worker that uses it
-# starts its own). Marked per module, at collection: the marks tests/integration/kafka/conftest.py adds in
+# starts its own). Marked per module, at collection: the marks tests/integration/conftest.py adds in
 # pytest_collection_modifyitems come after xdist has made its groups (seen with -n 2: split over two workers).
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("kafka1")]
 

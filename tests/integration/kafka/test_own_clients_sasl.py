@@ -14,7 +14,7 @@ import pytest
 
 from proxy.cli.configs import main as configs
 from tests.harness import proxy_config, start_proxy, wait_until
-from tests.integration.kafka.conftest import PLAIN_USERS, SCRAM_USERS
+from tests.integration.conftest import PLAIN_USERS, SCRAM_USERS
 from tests.kafka_cluster import CONFIGS, unique_topic
 
 pytestmark = pytest.mark.integration

@@ -27,12 +27,12 @@ import pytest
 from proxy.codec.apis import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from tests.harness import connected_users, proxy_config, start_proxy, wait_until
 from tests.integration import raw
-from tests.integration.kafka.conftest import PLAIN_USERS, SCRAM_USERS
+from tests.integration.conftest import PLAIN_USERS, SCRAM_USERS
 from tests.kafka_cluster import unique_topic
 from tests.tls_certs import Authority
 
 # Every test here uses kafka1: one xdist worker runs them all, so one kafka1 is started (each worker that uses it
-# starts its own). Marked per module, at collection: the marks tests/integration/kafka/conftest.py adds in
+# starts its own). Marked per module, at collection: the marks tests/integration/conftest.py adds in
 # pytest_collection_modifyitems come after xdist has made its groups (seen with -n 2: split over two workers).
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("kafka1")]
 

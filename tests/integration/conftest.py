@@ -1,12 +1,17 @@
-"""Apache Kafka behind the proxy: clusters shared by the tests of one pytest-xdist worker.
+"""The brokers of the integration tests.
 
-``kafka1`` (one node) and ``kafka3`` (three nodes, replication factor 3, ``min.insync.replicas`` 2) are laid out as
-docker-compose.yml lays them out (tests/kafka_cluster.py) and started once, on first use, by the worker that runs
-the tests needing them: every test using one is put in that cluster's xdist group ("kafka1" / "kafka3"), so one
-worker starts each and runs its tests one after another (but for tests marked ``measures_rate``, which join their
-rate group, whose worker then starts a cluster of its own) (a sidecar proxy binds the port its node advertises, so two
-tests cannot front one cluster at once). Tests leave the cluster as they found it for the next one: their own
-topics (``unique_topic``), their own client ids and users, their own quotas removed.
+- ``broker``: a Tansu broker advertising itself, one per module, for tests that start their own proxies in front.
+- ``kafka1`` (one node) and ``kafka3`` (three nodes, replication factor 3, ``min.insync.replicas`` 2): Apache Kafka,
+  laid out as docker-compose.yml lays it out (tests/kafka_cluster.py), shared by the tests of one pytest-xdist
+  worker and started once, on first use, by the worker that runs the tests needing it: every test using one is put
+  in that cluster's xdist group ("kafka1" / "kafka3"), so one worker starts each and runs its tests one after
+  another (but for tests marked ``measures_rate``, which join their rate group, whose worker then starts a cluster
+  of its own) (a sidecar proxy binds the port its node advertises, so two tests cannot front one cluster at once).
+  Tests leave the cluster as they found it for the next one: their own topics (``unique_topic``), their own client
+  ids and users, their own quotas removed.
+- ``upstream``: a test written once over both brokers runs once on Tansu (``[tansu]``) and once on ``kafka1``
+  (``[kafka1]``); the Kafka item goes in kafka1's xdist group as if it named the cluster (tests/integration/upstreams.py
+  says what a test gets and what Tansu does not do).
 
 kafka1 also has the listeners the security tests need, each advertised as a proxy port of its own:
 SASL (SASL_PLAINTEXT; PLAIN users admin, alice, bob; SCRAM-SHA-512 users carol, dave; delegation tokens enabled,
@@ -17,6 +22,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.harness import Tansu, free_port
+from tests.integration.upstreams import KafkaUpstream, TansuUpstream, Upstream
 from tests.kafka_cluster import ExtraListener, KafkaCluster
 from tests.tls_certs import Authority
 
@@ -25,17 +32,49 @@ SCRAM_USERS = {"carol": "carol-secret", "dave": "dave-secret"}
 DELEGATION_TOKEN_SECRET = "kt-delegation-token-secret"  # kafka1 issues delegation tokens (they log in with SCRAM)
 
 
+CLUSTERS = ("kafka3", "kafka1")
+
+
+def cluster_of(item) -> str | None:
+    """The Kafka cluster a test uses: a fixture it names, or the ``upstream`` it is run against."""
+    names = getattr(item, "fixturenames", ())
+    for cluster in CLUSTERS:
+        if cluster in names:
+            return cluster
+    callspec = getattr(item, "callspec", None)
+    upstream = callspec.params.get("upstream") if callspec is not None else None
+    return upstream if upstream in CLUSTERS else None
+
+
 def pytest_itemcollected(item):
     """Marked as each test is collected: xdist turns the groups into node ids in its own
     ``pytest_collection_modifyitems``, before any conftest's (as tests/conftest.py explains)."""
     if item.get_closest_marker("measures_rate") is not None:
         return  # in its rate group (tests/conftest.py): that worker starts the cluster too, and no more than the
         # rate groups' measurements share the cores
-    names = getattr(item, "fixturenames", ())
-    for cluster in ("kafka3", "kafka1"):
-        if cluster in names:
-            item.add_marker(pytest.mark.xdist_group(cluster))
-            break
+    cluster = cluster_of(item)
+    if cluster is not None:
+        item.add_marker(pytest.mark.xdist_group(cluster))
+
+
+@pytest.fixture(scope="module")
+def broker():
+    """A Tansu broker advertising itself (no proxy in front: the test starts its own); yields its port."""
+    port = free_port()
+    tansu = Tansu(port, advertised=f"127.0.0.1:{port}").start()
+    try:
+        yield port
+    finally:
+        tansu.stop()
+
+
+@pytest.fixture(params=["tansu", "kafka1"])
+def upstream(request) -> Upstream:
+    """The broker behind the proxy, Tansu or kafka1 (a test may parametrize it itself, ``indirect=True``, to mark one
+    of the two)."""
+    if request.param == "tansu":
+        return TansuUpstream()
+    return KafkaUpstream(request.getfixturevalue(request.param))
 
 
 @pytest.fixture(scope="session")
@@ -102,7 +141,11 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
     if report.failed:
-        for name in ("kafka1", "kafka3"):
-            cluster = getattr(item, "funcargs", {}).get(name)
+        funcargs = getattr(item, "funcargs", {})
+        upstream = funcargs.get("upstream")
+        for name in CLUSTERS:
+            cluster = funcargs.get(name)
+            if cluster is None and isinstance(upstream, KafkaUpstream) and upstream.name == name:
+                cluster = upstream.cluster
             if isinstance(cluster, KafkaCluster):
                 report.sections.append((f"Apache Kafka ({name}, logs in {cluster.directory})", cluster.log_tail(20)))
