@@ -1,12 +1,12 @@
 """The controller mutation quota (KIP-599) on Apache Kafka's own CreateTopics, CreatePartitions and DeleteTopics
-(``kafka1``): the twin of tests/integration/test_mutation_quota.py and test_mutation_refunds.py (Tansu).
+(``kafka1``): the twin of tests/integration/test_mutation_quota.py (Tansu); the refunds of what the broker refused
+are one test over both brokers, tests/integration/test_mutation_refunds.py.
 
 kafka-python 3 speaks the strict versions with Kafka 4.4 (CreateTopics v7, CreatePartitions v3, DeleteTopics v6):
 topics over the quota get THROTTLING_QUOTA_EXCEEDED (89) from the proxy and never reach the broker. confluent-kafka
 (librdkafka 2.16) speaks permissive ones (CreateTopics v4, CreatePartitions v2, DeleteTopics v4): its requests go
 through whole and the client is throttled afterwards (``throttle_time_ms`` and the connection muted). Tansu has no
-CreatePartitions and refuses nothing a create-if-absent loop would not: the partition additions and deletions
-charged here, and the refusals refunded (INVALID_REPLICATION_FACTOR of a one-node cluster), need Kafka.
+CreatePartitions: the partition additions charged here need Kafka.
 
 Quotas are small (a burst of 20) and topics have 10 or 20 partitions, so each throttle is a few seconds at most,
 not KIP-599's example of 12 s; the deficits are deep enough that Kafka taking a second to create the topics that
@@ -27,8 +27,6 @@ from tests.kafka_cluster import unique_topic
 pytestmark = pytest.mark.integration
 
 THROTTLING_QUOTA_EXCEEDED = 89
-TOPIC_ALREADY_EXISTS = 36
-INVALID_REPLICATION_FACTOR = 38
 RATE, WINDOW_NUM = 4, 5  # burst 20 (the permissive test)
 
 
@@ -192,67 +190,3 @@ def test_permissive_confluent_kafka_requests_go_through_whole_and_the_client_is_
             )
     finally:
         delete_topics(cluster, names)
-
-
-def test_topics_kafka_refuses_give_their_tokens_back_and_the_next_request_is_not_throttled(kafka1):
-    """test_mutation_refunds' scenario against Kafka: ``controller_mutation_rate`` 2/s per user, burst 20. One
-    4-partition create (16 left); twelve "create if absent" of it, each TOPIC_ALREADY_EXISTS from Kafka, cost
-    nothing; a 30-partition create with replication factor 3 on the one-node cluster (INVALID_REPLICATION_FACTOR
-    from Kafka) is admitted (16 >= 0), leaves the bucket at -14 until Kafka's answer, then is refunded: so a good
-    topic after it in the same request is refused with 89 (the proxy decides before Kafka answers; see README,
-    "What the broker did"), but the answer carries no throttle and the next request is admitted at once, with
-    another client id of the same user; confluent-kafka's permissive create-if-absent loop is never throttled."""
-    from confluent_kafka import KafkaError, KafkaException
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    cluster = kafka1
-    quotas = [{"entity": {"user": "<default>"}, "controller_mutation_rate": 2}]
-    t, bad, good, other_t, ck_t = (unique_topic(p) for p in ("ref-t", "ref-bad", "ref-good", "ref-o", "ref-ck"))
-    try:
-        with cluster.sidecars(configs=configs(cluster, quotas, **{"controller.quota.window.num": 10})) as (proxy,):
-            first = kp_admin(proxy.bootstrap, "kp-first")
-            other = kp_admin(proxy.bootstrap, "kp-other")
-            try:
-                assert codes(first.create_topics(new([t], 4), raise_errors=False)) == {t: 0}
-                for _ in range(12):
-                    again = first.create_topics(new([t], 4), raise_errors=False)
-                    assert codes(again) == {t: TOPIC_ALREADY_EXISTS}, again  # Kafka's answer, passed on
-                assert tokens(proxy, "ANONYMOUS", "") >= 16
-                mixed = first.create_topics({**new([bad], 30, replication=3), **new([good], 1)}, raise_errors=False)
-                assert codes(mixed) == {bad: INVALID_REPLICATION_FACTOR, good: THROTTLING_QUOTA_EXCEEDED}, mixed
-                assert tokens(proxy, "ANONYMOUS", "") >= 16  # the 30 given back
-                assert (
-                    proxy.metric(
-                        "kafka_quota_proxy_controller_mutation_throttled_requests_total", user="ANONYMOUS", client_id=""
-                    )
-                    == 0
-                )  # settled to no throttle
-                assert codes(first.create_topics(new([good], 1), raise_errors=False)) == {good: 0}
-                # not throttled, so not muted (a mute for -14 tokens at 2/s would be 7 s)
-                assert (
-                    proxy.metric(
-                        "kafka_quota_proxy_controller_mutation_throttled_requests_total", user="ANONYMOUS", client_id=""
-                    )
-                    == 0
-                )
-                assert codes(other.create_topics(new([other_t], 4), raise_errors=False)) == {other_t: 0}
-                assert 10 <= tokens(proxy, "ANONYMOUS", "") <= 20
-            finally:
-                first.close()
-                other.close()
-            admin = AdminClient({"bootstrap.servers": proxy.bootstrap, "client.id": "ck-admin"})
-            admin.create_topics([NewTopic(ck_t, 4, 1)], request_timeout=30)[ck_t].result(30)
-            for _ in range(12):
-                with pytest.raises(KafkaException) as refused:
-                    admin.create_topics([NewTopic(ck_t, 4, 1)], request_timeout=30)[ck_t].result(30)
-                assert refused.value.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS
-            assert tokens(proxy, "ANONYMOUS", "") >= 4
-            assert (
-                proxy.metric(
-                    "kafka_quota_proxy_controller_mutation_throttled_requests_total", user="ANONYMOUS", client_id=""
-                )
-                == 0
-            )
-        assert {t, good, other_t, ck_t} <= listed(cluster) and bad not in listed(cluster)
-    finally:
-        delete_topics(cluster, [t, bad, good, other_t, ck_t])
