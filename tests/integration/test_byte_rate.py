@@ -68,6 +68,10 @@ def entity_bytes(proxy, quota: str, client_id: str) -> float:
     return proxy.metric("kafka_quota_proxy_quota_bytes_total", quota=quota, user="", client_id=client_id)
 
 
+def throttled_responses(proxy, quota: str, client_id: str) -> float:
+    return proxy.metric("kafka_quota_proxy_quota_throttled_responses_total", quota=quota, user="", client_id=client_id)
+
+
 def settings(windows: int) -> dict:
     return {"quota.window.num": windows, "quota.window.size.seconds": 1}
 
@@ -160,25 +164,9 @@ def test_producers_held_to_their_quota(upstream):
         for client_id, rate in rates.items():
             assert rate <= 1.05 * QUOTA, f"{client_id} at {rate / QUOTA:.3f} x quota"
             assert rate >= 0.5 * QUOTA, f"{client_id} far below its quota ({rate / QUOTA:.3f} x): over-throttled"
-            assert (
-                proxy.metric(
-                    "kafka_quota_proxy_quota_throttled_responses_total",
-                    quota="producer_byte_rate",
-                    user="",
-                    client_id=client_id,
-                )
-                > 0
-            )
+            assert throttled_responses(proxy, "producer_byte_rate", client_id) > 0
         assert free_rate > 2 * QUOTA, f"the unlimited client was slowed to {free_rate / QUOTA:.2f} x the quota"
-        assert (
-            proxy.metric(
-                "kafka_quota_proxy_quota_throttled_responses_total",
-                quota="producer_byte_rate",
-                user="",
-                client_id="free-producer",
-            )
-            == 0
-        )
+        assert throttled_responses(proxy, "producer_byte_rate", "free-producer") == 0
         if java is not None:
             assert sent == java_records, output[-2000:]
             assert end_offsets(upstream.cluster, topics[-1]) == java_records  # every record once
@@ -245,25 +233,9 @@ def test_consumers_held_to_their_quota(upstream):
         for client_id, rate in rates.items():
             assert rate <= 1.05 * QUOTA, f"{client_id} at {rate / QUOTA:.3f} x quota"
             assert rate >= 0.5 * QUOTA, f"{client_id} far below its quota ({rate / QUOTA:.3f} x): over-throttled"
-            assert (
-                proxy.metric(
-                    "kafka_quota_proxy_quota_throttled_responses_total",
-                    quota="consumer_byte_rate",
-                    user="",
-                    client_id=client_id,
-                )
-                > 0
-            )
+            assert throttled_responses(proxy, "consumer_byte_rate", client_id) > 0
         assert len(got["free"]) == total, "the unlimited consumer did not read everything meanwhile"
-        assert (
-            proxy.metric(
-                "kafka_quota_proxy_quota_throttled_responses_total",
-                quota="consumer_byte_rate",
-                user="",
-                client_id="free-consumer",
-            )
-            == 0
-        )
+        assert throttled_responses(proxy, "consumer_byte_rate", "free-consumer") == 0
         for kind in PYTHON:
             assert len(got[kind]) == len(set(got[kind])), f"{kind}: duplicates delivered to a throttled consumer"
             assert got[kind] == sorted(got[kind], key=lambda v: int(v.split(b":")[0])), f"{kind}: out of order"
