@@ -17,10 +17,10 @@ def pytest_itemcollected(item):
     (the mark's ``group``, default "rate"), each run by one worker one test after another, so at most three rate
     measurements share the 2 cores (all of them at once would measure each other; one group alone takes longer than
     the whole suite may); tests using the ``spark`` fixture form the "spark" group (one SparkSession start-up, not one
-    per worker), which the demo's test joins (rates, and a Spark job of its own), so the three chains are about as long
-    (about 3.5 minutes each, summed from the tests' durations alone). The other two of ``make test``'s five workers
-    run everything else: its integration tests alone wait about as long as two chains together (each using about a
-    tenth of a core), more than one worker beside the chains can get through before they end. Marked here, as
+    per worker). The installed wheel's tests (tests/test_installed.py) and the demo's (rates, and a Spark job of its
+    own) form the "end-to-end" group: what an operator runs, each with Spark jobs of its own, so no more than two Spark
+    jobs run at once. Together in one chain they took 11 minutes in a CI run (the critical path of the whole suite);
+    apart, each chain is about as long as a rate group. The other workers run everything else. Marked here, as
     each test is collected: xdist turns the groups into node ids in its own ``pytest_collection_modifyitems``, which
     runs before this conftest's. Without xdist the marks do nothing."""
     rate = item.get_closest_marker("measures_rate")
