@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from config.errors import ConfigError
-from config.model import ProxyConfig, Settings
+from config.model import ProxyConfig
 from config.quotas import parse_quota_item, parse_quota_section
+from config.typed_settings import Settings
 from quota.managers.connection import IP, normalize_ip
 from quota.primitives.chunked import REMOVED, ChunkedMap
 from quota.primitives.entity import CLIENT_ID, DEFAULT, USER, QuotaEntity, QuotaEntry

@@ -6,11 +6,10 @@ mutates it in place.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import TYPE_CHECKING
 
+from config.typed_settings import Settings
 from quota.managers.connection import NO_LIMITS, ConnectionLimits
 from quota.primitives.entity import EMPTY_QUOTA_TABLE, QuotaTable
 
@@ -92,16 +91,6 @@ class ListenerConfig:
 @dataclass(frozen=True, slots=True)
 class MetricsConfig:
     bind: Address
-
-
-@dataclass(frozen=True, slots=True)
-class Settings:
-    """Broker-style settings, by Kafka property name where Kafka has one (see SETTINGS in config.settings_table)."""
-
-    values: Mapping[str, int | float | str] = field(default_factory=lambda: MappingProxyType({}))
-
-    def __getitem__(self, name: str):
-        return self.values[name]
 
 
 @dataclass(frozen=True, slots=True)

@@ -74,6 +74,6 @@ def _topics_written(config: ProxyConfig) -> list[str]:
         topics.append(f"the volume-usage topic {config.volume_usage.topic}")
     if config.dynamic_config is not None:
         topics.append(f"the config topic {config.dynamic_config.topic} (AlterClientQuotas through this proxy)")
-    if config.settings["quota.cluster.topic"] is not None:
-        topics.append(f"the usage topic {config.settings['quota.cluster.topic']}")
+    if config.settings.quota_cluster_topic is not None:
+        topics.append(f"the usage topic {config.settings.quota_cluster_topic}")
     return topics

@@ -4,8 +4,9 @@ listener is in cluster mode, the usage topic the proxies share), named by key an
 from __future__ import annotations
 
 from config.errors import ConfigError, join
-from config.model import ListenerConfig, Settings
+from config.model import ListenerConfig
 from config.settings_table import CLUSTER_ID, CLUSTER_TOPIC, QUOTA_SCOPE
+from config.typed_settings import Settings
 
 
 def check_scope(settings: Settings, listeners: tuple[ListenerConfig, ...], path: str) -> None:
@@ -13,8 +14,8 @@ def check_scope(settings: Settings, listeners: tuple[ListenerConfig, ...], path:
     them all; sidecars, each in front of one broker, add their usage up through ``quota.cluster.topic`` (issue 26),
     as do several cluster-mode proxies in front of one cluster (replicas), with any number of workers each."""
     cluster_mode = any(lc.cluster_mode for lc in listeners)
-    topic = settings[CLUSTER_TOPIC]
-    if settings[QUOTA_SCOPE] == "cluster" and not cluster_mode and topic is None:
+    topic = settings.quota_cluster_topic
+    if settings.quota_scope == "cluster" and not cluster_mode and topic is None:
         raise ConfigError(
             join(path, QUOTA_SCOPE),
             "cluster needs a listener in cluster mode (broker_port_base), or, on sidecars, "
@@ -23,24 +24,24 @@ def check_scope(settings: Settings, listeners: tuple[ListenerConfig, ...], path:
             "(Kafka's per-broker quotas, what a sidecar gives) or set the topic",
         )
     if topic is None:
-        if settings[CLUSTER_ID] is not None:
+        if settings.quota_cluster_id is not None:
             raise ConfigError(join(path, CLUSTER_ID), f"only means something with {CLUSTER_TOPIC} set")
         return
-    if settings[QUOTA_SCOPE] != "cluster":
+    if settings.quota_scope != "cluster":
         raise ConfigError(
             join(path, CLUSTER_TOPIC),
             "proxies share usage only under quota.scope: cluster; set it, or "
             "drop the topic (quota.scope broker keeps Kafka's per-broker quotas, and a cluster-mode "
             "proxy's per-broker budgets are not shared between proxies)",
         )
-    sync, stale = settings["quota.cluster.sync.ms"], settings["quota.cluster.stale.ms"]
+    sync, stale = settings.quota_cluster_sync_ms, settings.quota_cluster_stale_ms
     if stale < 2 * sync:
         raise ConfigError(
             join(path, "quota.cluster.stale.ms"),
             f"must be at least twice quota.cluster.sync.ms "
             f"({sync}): a peer is stale when it missed a sync or more, got {stale}",
         )
-    forget = settings["quota.cluster.forget.ms"]
+    forget = settings.quota_cluster_forget_ms
     if forget < stale:
         raise ConfigError(
             join(path, "quota.cluster.forget.ms"),

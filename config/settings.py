@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable, Mapping, Set
 from types import MappingProxyType
 from typing import Any
 
 from config.errors import ConfigError, collecting, join, raise_all, show, unknown_key
-from config.model import ListenerConfig, Settings
+from config.model import ListenerConfig
 from config.settings_table import (
     CLUSTER_ID,
     CLUSTER_TOPIC,
@@ -29,6 +30,7 @@ from config.settings_table import (
     SPLICE,
     SPLICE_MODES,
 )
+from config.typed_settings import QUOTA_MODES, SETTING_KEYS, Settings
 from quota.managers.connection import ConnectionLimits, normalize_ip
 from quota.managers.producer_ids import DEFAULT_MAX_HOLD_MS, ENFORCEMENTS, HOLD
 
@@ -36,26 +38,14 @@ _LISTENER_SETTING = re.compile(
     r"^listener\.name\.([A-Za-z0-9_-]+)\.(" + "|".join(re.escape(name) for name in LISTENER_SETTINGS) + r")$"
 )
 _TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
-# every key of the section besides the per-listener ones: the numbers of SETTINGS, then the ones taking words
-SETTING_KEYS = (
-    *SETTINGS,
-    IP_OVERRIDES,
-    QUOTA_MODE,
-    PRODUCER_ID_ENFORCEMENT,
-    QUOTA_SCOPE,
-    QUOTA_SMOOTHING,
-    SPLICE,
-    CLUSTER_TOPIC,
-    CLUSTER_ID,
-)
 
 
-def listener_setting_names(listener_names) -> list[str]:
+def listener_setting_names(listener_names: Iterable[str]) -> list[str]:
     """The per-listener keys these listeners can take (``listener.name.<name>.<setting>``)."""
     return [f"listener.name.{listener}.{name}" for listener in sorted(listener_names) for name in LISTENER_SETTINGS]
 
 
-def parse_settings(raw: Any, path: str, listener_names: set[str] = frozenset()) -> Settings:
+def parse_settings(raw: Any, path: str, listener_names: Set[str] = frozenset()) -> Settings:
     """The ``settings:`` section, every default filled in (also: the YAML's laid over with dynamic ones)."""
     if raw is None:
         raw = {}
@@ -66,7 +56,7 @@ def parse_settings(raw: Any, path: str, listener_names: set[str] = frozenset()) 
     errors = [unknown_key(path, key, hints) for key in raw if key not in SETTING_KEYS and key not in prefixed]
     m = {name: value for name, value in raw.items() if name in SETTING_KEYS or name in prefixed}
     values: dict[str, Any] = {name: s.default for name, s in SETTINGS.items()}
-    values[IP_OVERRIDES] = {}
+    values[IP_OVERRIDES] = MappingProxyType({})
     values[QUOTA_MODE] = "enforce"
     values[PRODUCER_ID_ENFORCEMENT] = HOLD
     values[QUOTA_SCOPE] = "broker"
@@ -97,19 +87,19 @@ def parse_settings(raw: Any, path: str, listener_names: set[str] = frozenset()) 
             f"must be below upstream.response.timeout.ms ({upstream}): a held Produce counts as waiting "
             f"for the broker's answer; got {hold}",
         )
-    return Settings(MappingProxyType(values))
+    return Settings.from_keys(values)
 
 
 # settings whose value is one of a few words: the words, in the order an error lists them
 _CHOICES = {
-    QUOTA_MODE: ("enforce", "shadow"),
+    QUOTA_MODE: QUOTA_MODES,
     QUOTA_SCOPE: SCOPES,
     SPLICE: SPLICE_MODES,
     PRODUCER_ID_ENFORCEMENT: ENFORCEMENTS,
 }
 
 
-def _setting(values: dict, name: str, value: Any, key: str, listener_names: set[str]) -> None:
+def _setting(values: dict[str, Any], name: str, value: Any, key: str, listener_names: Set[str]) -> None:
     """One ``settings:`` key checked into ``values``; a ConfigError naming it otherwise."""
     if name in (CLUSTER_TOPIC, CLUSTER_ID) and value is None:  # unset (as a re-parsed effective config has it)
         return
@@ -169,20 +159,20 @@ def _smoothing(raw: Any, path: str) -> str:
     raise ConfigError(path, f"expected off or on, got {show(raw)}")
 
 
-def _ip_overrides(raw: Any, path: str) -> dict[str, int]:
+def _ip_overrides(raw: Any, path: str) -> Mapping[str, int]:
     """``max.connections.per.ip.overrides``: Kafka's ``"<ip>:<count>,<ip>:<count>"``, or a YAML mapping."""
+    pairs: list[tuple[Any, Any]] = []
     if isinstance(raw, str):
-        pairs = []
         for part in filter(None, (p.strip() for p in raw.split(","))):
-            ip, sep, count = part.rpartition(":")
+            ip, sep, written = part.rpartition(":")
             if not sep:
                 raise ConfigError(path, f"expected <ip>:<count>, got {part!r}")
-            pairs.append((ip, count))
-    elif isinstance(raw, dict):
+            pairs.append((ip, written))
+    elif isinstance(raw, Mapping):  # a YAML mapping, or (an update laid over it) the value parsed before
         pairs = list(raw.items())
     else:
         raise ConfigError(path, f'expected "<ip>:<count>,..." or a mapping of IP to count, got {show(raw)}')
-    out = {}
+    out: dict[str, int] = {}
     for ip, count in pairs:
         try:
             address = normalize_ip(str(ip))
@@ -193,7 +183,7 @@ def _ip_overrides(raw: Any, path: str) -> dict[str, int]:
         if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= 2**31 - 1:
             raise ConfigError(path, f"{ip}: expected a connection count >= 0, got {count!r}")
         out[address] = count
-    return out
+    return MappingProxyType(out)
 
 
 def connection_limits(
@@ -201,26 +191,20 @@ def connection_limits(
 ) -> ConnectionLimits:
     """The connection limits (KIP-612, KIP-402) from settings, listeners and the ``{ip: ...}`` quotas."""
     unlimited = 2**31 - 1
-    values = settings.values
 
-    def limit(name: str) -> int | None:
-        return None if values[name] == unlimited else values[name]
+    def limit(value: int) -> int | None:
+        return None if value == unlimited else value
 
-    per_listener = {name: {} for name in LISTENER_SETTINGS}
-    for key, value in values.items():
-        match = _LISTENER_SETTING.match(key)
-        if match:
-            per_listener[match.group(2)][match.group(1)] = value
-    rate = values["max.connection.creation.rate"]
+    rate = settings.max_connection_creation_rate
     return ConnectionLimits(
         max_connection_creation_rate=math.inf if rate == unlimited else float(rate),
         listener_creation_rates=MappingProxyType(
-            {name: float(v) for name, v in per_listener["max.connection.creation.rate"].items()}
+            {name: float(v) for name, v in settings.listener_max_connection_creation_rate.items()}
         ),
-        max_connections=limit("max.connections"),
-        listener_max_connections=MappingProxyType(dict(per_listener["max.connections"])),
-        max_connections_per_ip=limit("max.connections.per.ip"),
-        max_connections_per_ip_overrides=MappingProxyType(dict(values[IP_OVERRIDES])),
+        max_connections=limit(settings.max_connections),
+        listener_max_connections=MappingProxyType(dict(settings.listener_max_connections)),
+        max_connections_per_ip=limit(settings.max_connections_per_ip),
+        max_connections_per_ip_overrides=MappingProxyType(dict(settings.max_connections_per_ip_overrides)),
         ip_rates=MappingProxyType(ip_rates),
         internal_listener=next((lc.name for lc in listeners if lc.internal), None),
     )

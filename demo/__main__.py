@@ -51,7 +51,7 @@ def banner(config_path: str, seconds: float) -> None:
                 "partitions/s controller_mutation_rate (KIP-599)",
                 f"  then     a producer-restart loop: {RESTARTS} kafka-python idempotent producers, one after another,",
                 f"           under {config.quotas.limit('producer_ids_rate', USER, ''):g} new producer ids per "
-                f"{config.settings['producer.id.quota.window.size.seconds']} s window per user (producer_ids_rate, KIP-936)",
+                f"{config.settings.producer_id_quota_window_size_seconds} s window per user (producer_ids_rate, KIP-936)",
                 "  then     a disk filling up: the demo publishes a simulated broker volume crossing the soft and the hard",
                 "           limit (volume_usage) while a producer writes 2 MiB/s through the proxy",
                 f"  then     smoothing: a producer flat out under {smooth / MiB:g} MiB/s producer_byte_rate with "

@@ -83,7 +83,7 @@ def producer_restarts(
 
     settings = config.settings
     limit = config.quotas.limit("producer_ids_rate", "ANONYMOUS", "")
-    burst = int(limit * settings["producer.id.quota.window.num"])
+    burst = int(limit * settings.producer_id_quota_window_num)
     held, waited = [], []
 
     def start() -> KafkaProducer:
@@ -118,7 +118,7 @@ def producer_restarts(
         tuple(waited),
         acknowledged,
         burst,
-        settings["producer.id.quota.window.size.seconds"] / limit,
+        settings.producer_id_quota_window_size_seconds / limit,
         (last_ack - began) if acknowledged else 0.0,
     )
     report(result.text())

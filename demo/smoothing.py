@@ -151,7 +151,7 @@ def smoothing_phase(
     quota = config.quotas.limit("producer_byte_rate", "ANONYMOUS", SMOOTH)
     from proxy.cli.quota_admin import QuotaAdmin
 
-    seconds = config.settings["quota.window.num"] * config.settings["quota.window.size.seconds"] + 1
+    seconds = config.settings.quota_window_num * config.settings.quota_window_size_seconds + 1
     with QuotaAdmin(bootstrap, {}) as admin:
         switch(admin, "off", "off")
         report(f"smoothing: {SMOOTH} producing flat out for {seconds} s with quota.smoothing off  WAIT")
@@ -160,7 +160,7 @@ def smoothing_phase(
         report(f"smoothing: quota.smoothing set to on (dynamic config); {SMOOTH} again for {seconds} s  WAIT")
         on = produce_for(bootstrap, seconds, admitted, quota)
         # back to the configuration's own value for the rest (a failure or a signal ends the demo: nothing to undo)
-        switch(admin, None, config.settings["quota.smoothing"])
+        switch(admin, None, config.settings.quota_smoothing)
     result = SmoothingResult(quota, off, on)
     report(result.text())
     return result

@@ -60,7 +60,7 @@ def topic_storm(
 
     settings = config.settings
     rate = config.quotas.limit("controller_mutation_rate", "ANONYMOUS", ADMIN)
-    burst = rate * settings["controller.quota.window.num"] * settings["controller.quota.window.size.seconds"]
+    burst = rate * settings.controller_quota_window_num * settings.controller_quota_window_size_seconds
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id=ADMIN, request_timeout_ms=30000)
     created = rejected = other = 0
     started = time.monotonic()

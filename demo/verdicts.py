@@ -62,7 +62,7 @@ class Verdict:
 
 def timing(config: ProxyConfig) -> tuple[int, int]:
     """(start-up burst, measured window), whole seconds: one quota window span, MEASURED_SPANS spans."""
-    span = config.settings["quota.window.num"] * config.settings["quota.window.size.seconds"]
+    span = config.settings.quota_window_num * config.settings.quota_window_size_seconds
     return math.ceil(span), math.ceil(MEASURED_SPANS * span)
 
 

@@ -67,9 +67,9 @@ class ProxyApp:
         self.shares_usage_topic = shares_usage_topic
         self.metrics = metrics or ProxyMetrics()
         register_runtime(self.metrics.registry)  # process_*, python_*, build_info, memory_limit_bytes
-        self.metrics.inflight_max_requests.set(config.settings["connections.max.inflight.requests"])
-        self.metrics.buffered_response_max_bytes.set(config.settings["connections.max.buffered.response.bytes"])
-        connect_timeout_s = config.settings["upstream.connect.timeout.ms"] / 1000.0
+        self.metrics.inflight_max_requests.set(config.settings.connections_max_inflight_requests)
+        self.metrics.buffered_response_max_bytes.set(config.settings.connections_max_buffered_response_bytes)
+        connect_timeout_s = config.settings.upstream_connect_timeout_ms / 1000.0
         self.upstream_ssl = config.upstream.tls.context() if config.upstream.tls is not None else None
         # the broker the listeners forward to (readiness, cluster-mode discovery), and the proxy's own traffic (its
         # topics, their creation, metadata looks, DescribeLogDirs): upstream.own_clients when set, else the same
@@ -88,9 +88,9 @@ class ProxyApp:
         self.connections: set[ClientConnection] = set()
         limit = open_files_limit()
         self.descriptors = DescriptorBudget(
-            self.connections, limit, reserved(limit, config.settings["connections.reserved.file.descriptors"])
+            self.connections, limit, reserved(limit, config.settings.connections_reserved_file_descriptors)
         )
-        self.topics = Topics(config.settings["metadata.max.tracked.topics"])  # the cluster's topics, proxy-wide
+        self.topics = Topics(config.settings.metadata_max_tracked_topics)  # the cluster's topics, proxy-wide
         self.created_counts = CreatedCounts(
             self.kafka,
             connect_timeout_s,  # -1 creates a v4 answer gave no count of
@@ -112,14 +112,14 @@ class ProxyApp:
             quota_metrics.render,
             quota_metrics.entities,
             self.quotas.clock,
-            config.settings["quota.metrics.refresh.ms"],
+            config.settings.quota_metrics_refresh_ms,
             quiet=quiet,
         )
         self.open_gate = OpenGate()  # workers: the link attaches it to the parent
         self.connection_quotas = ConnectionQuotas(
             [lc.name for lc in config.listeners], self.quotas.window, config.connections
         )
-        self.connection_quotas.max_tracked_entities = config.settings["quota.max.tracked.entities"]  # per-IP rates
+        self.connection_quotas.max_tracked_entities = config.settings.quota_max_tracked_entities  # per-IP rates
         self.quotas.overflow_sources.append((CONNECTION_CREATION_RATE, self.connection_quotas))
         self.effective_config = config  # YAML, with the dynamic configuration laid over it
         self.dynamic = None
@@ -132,15 +132,15 @@ class ProxyApp:
         self.metrics.registry.register(ConnectionMetricsCollector(self.connection_quotas, self.quotas.clock))
         self.metrics.registry.register(
             ConnectionStateCollector(
-                self.connections, [lc.name for lc in config.listeners], config.settings["quota.metrics.max.entities"]
+                self.connections, [lc.name for lc in config.listeners], config.settings.quota_metrics_max_entities
             )
         )
         self.usage_log = (
             UsageLog(
                 config.usage_log,
                 self.metrics,
-                scope=config.settings["quota.scope"],
-                max_rows=config.settings["quota.max.tracked.entities"],
+                scope=config.settings.quota_scope,
+                max_rows=config.settings.quota_max_tracked_entities,
             )
             if config.usage_log is not None
             else None
@@ -185,9 +185,9 @@ class ProxyApp:
         self.discovery = BrokerDiscovery(
             self.upstream_kafka,
             [s.cluster for s in self._scopes.values() if s.cluster is not None],
-            timeout_s=settings["upstream.connect.timeout.ms"] / 1000.0,
-            refresh_s=settings["cluster.metadata.refresh.ms"] / 1000.0,
-            removal_s=settings["cluster.broker.removal.ms"] / 1000.0,
+            timeout_s=settings.upstream_connect_timeout_ms / 1000.0,
+            refresh_s=settings.cluster_metadata_refresh_ms / 1000.0,
+            removal_s=settings.cluster_broker_removal_ms / 1000.0,
             close_broker=self._close_broker_port,
             now=time.monotonic,
         )
@@ -241,11 +241,11 @@ class ProxyApp:
             name=name,
             upstreams=upstreams,
             scope=scope,
-            max_request_bytes=settings["socket.request.max.bytes"],
-            max_response_bytes=settings["upstream.response.max.bytes"],
-            max_inflight_requests=settings["connections.max.inflight.requests"],
-            max_buffered_response_bytes=settings["connections.max.buffered.response.bytes"],
-            connect_timeout_s=settings["upstream.connect.timeout.ms"] / 1000.0,
+            max_request_bytes=settings.socket_request_max_bytes,
+            max_response_bytes=settings.upstream_response_max_bytes,
+            max_inflight_requests=settings.connections_max_inflight_requests,
+            max_buffered_response_bytes=settings.connections_max_buffered_response_bytes,
+            connect_timeout_s=settings.upstream_connect_timeout_ms / 1000.0,
             metrics=self.metrics,
             request_buffer=self._buffers[0],
             response_buffer=self._buffers[1],
@@ -256,22 +256,22 @@ class ProxyApp:
             ssl_context=self._listener_tls[name][0],
             principal_rules=self._listener_tls[name][1],
             sasl=self._listener_sasl[name],
-            pre_auth_max_bytes=settings["sasl.server.max.receive.size"],
+            pre_auth_max_bytes=settings.sasl_server_max_receive_size,
             upstream_ssl=self.upstream_ssl,
-            tls_handshake_timeout_s=settings["listener.tls.handshake.timeout.ms"] / 1000.0,
-            max_header_bytes=settings["request.header.max.bytes"],
+            tls_handshake_timeout_s=settings.listener_tls_handshake_timeout_ms / 1000.0,
+            max_header_bytes=settings.request_header_max_bytes,
             splice=(
-                settings["connections.splice"] == "auto"
+                settings.connections_splice == "auto"
                 and splice_supported()
                 and self._listener_tls[name][0] is None
                 and self.upstream_ssl is None
             ),
-            send_buffer_bytes=settings["socket.send.buffer.bytes"],
-            receive_buffer_bytes=settings["socket.receive.buffer.bytes"],
+            send_buffer_bytes=settings.socket_send_buffer_bytes,
+            receive_buffer_bytes=settings.socket_receive_buffer_bytes,
             open_gate=self.open_gate,
             descriptors=self.descriptors,
-            response_timeout_ns=settings["upstream.response.timeout.ms"] * 1_000_000,
-            idle_timeout_ns=settings["connections.max.idle.ms"] * 1_000_000,
+            response_timeout_ns=settings.upstream_response_timeout_ms * 1_000_000,
+            idle_timeout_ns=settings.connections_max_idle_ms * 1_000_000,
         )
 
     def _open_broker_port(self, lc: ListenerConfig, node_id: int) -> bool:
@@ -369,7 +369,7 @@ class ProxyApp:
         the cluster's broker count when the broker answers (one broker: nothing to warn of)."""
         if not own_client_warnings(self.config):
             return
-        look = await self.upstream_kafka.look((), self.config.settings["upstream.connect.timeout.ms"] / 1000.0)
+        look = await self.upstream_kafka.look((), self.config.settings.upstream_connect_timeout_ms / 1000.0)
         for warning in own_client_warnings(self.config, None if look is None else len(look.brokers)):
             log.warning("%s", warning)
 
@@ -383,7 +383,7 @@ class ProxyApp:
             if volume.describe_log_dirs is not None:
                 self._volume_tasks = [
                     LogDirsPoller(
-                        self.quotas.volume, self.kafka, self.config.settings["upstream.connect.timeout.ms"] / 1000.0
+                        self.quotas.volume, self.kafka, self.config.settings.upstream_connect_timeout_ms / 1000.0
                     )
                 ]
             else:
@@ -394,7 +394,7 @@ class ProxyApp:
                 )
             for task in self._volume_tasks:
                 await task.start()
-        if self.config.settings["quota.cluster.topic"] is not None and self.shares_usage_topic:  # issue 26
+        if self.config.settings.quota_cluster_topic is not None and self.shares_usage_topic:  # issue 26
             from proxy.observers.cluster_usage import ClusterUsage
 
             self.cluster_usage = ClusterUsage.for_app(self)
@@ -411,7 +411,7 @@ class ProxyApp:
         loop = asyncio.get_running_loop()
         next_expiry = loop.time() + SENSOR_EXPIRY_INTERVAL_S
         pid_cleanup_s = max(
-            settings["producer.id.quota.cache.cleanup.scheduler.interval.ms"] / 1000.0, HOUSEKEEPING_INTERVAL_S
+            settings.producer_id_quota_cache_cleanup_scheduler_interval_ms / 1000.0, HOUSEKEEPING_INTERVAL_S
         )
         next_pid_cleanup = loop.time() + pid_cleanup_s
         while True:
@@ -433,7 +433,7 @@ class ProxyApp:
     async def stop(self, grace_ms: int | None = None) -> None:
         """Stop accepting, let in-flight requests finish for up to the grace period, then close everything."""
         if grace_ms is None:
-            grace_ms = self.config.settings["shutdown.grace.period.ms"]
+            grace_ms = self.config.settings.shutdown_grace_period_ms
         self.draining = True
         for task in self._volume_tasks:  # first: they reach the broker through this proxy's own listener
             await task.stop()
@@ -472,5 +472,5 @@ class ProxyApp:
             loop.add_signal_handler(sig, stop_requested.set)
         await self.start()
         await stop_requested.wait()
-        log.info("signal received: stopping (grace %d ms)", self.config.settings["shutdown.grace.period.ms"])
+        log.info("signal received: stopping (grace %d ms)", self.config.settings.shutdown_grace_period_ms)
         await self.stop()

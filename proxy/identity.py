@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Iterable
 
-from config.model import Settings
+from config.typed_settings import Settings
 
 
 def default_id(first_port: int) -> str:
@@ -17,4 +17,4 @@ def default_id(first_port: int) -> str:
 def proxy_id(settings: Settings, listener_ports: Iterable[int]) -> str:
     """``quota.cluster.id`` when set, else :func:`default_id` of the first of ``listener_ports`` (0 if none); the
     ports are read only when the id is not set."""
-    return settings["quota.cluster.id"] or default_id(next(iter(listener_ports), 0))
+    return settings.quota_cluster_id or default_id(next(iter(listener_ports), 0))

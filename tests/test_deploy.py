@@ -98,7 +98,7 @@ def test_three_kraft_brokers_each_with_its_proxy_as_sidecar():
         volume = [v.split(":")[0] for v in broker["volumes"] if v.split(":")[1] == env["KAFKA_LOG_DIRS"]]
         assert volume and mounts[volume[0]] == f"{env['KAFKA_LOG_DIRS']}:ro"
         grace_s = int(proxy["stop_grace_period"].removesuffix("s"))
-        assert grace_s * 1000 > cfg.settings["shutdown.grace.period.ms"]
+        assert grace_s * 1000 > cfg.settings.shutdown_grace_period_ms
         with open(os.path.join(ROOT, config_file)) as f:
             raw = yaml.safe_load(f)
         kinds |= {key for item in raw["quotas"] for key in item if key != "entity"}

@@ -112,7 +112,7 @@ def test_probes_resources_grace_and_disruption_budget(overlay, tmp_path):
     for container in pod["containers"]:
         requests = container["resources"]["requests"]
         assert requests["cpu"] and requests["memory"], container["name"]
-    assert pod["terminationGracePeriodSeconds"] * 1000 > cfg.settings["shutdown.grace.period.ms"]
+    assert pod["terminationGracePeriodSeconds"] * 1000 > cfg.settings.shutdown_grace_period_ms
     assert pod["securityContext"]["runAsNonRoot"]
     for container in pod["containers"]:
         if container["image"].startswith("kafka-quota-proxy:"):

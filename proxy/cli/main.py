@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
             from proxy.workers.worker import WorkerSpec, serve_worker
 
             await serve_worker(config, WorkerSpec.from_json(args.worker))
-        elif config.settings["workers"] > 1:
+        elif config.settings.workers > 1:
             from proxy.workers.supervisor import Supervisor
 
             return await Supervisor(config, args.config, args.log_level, args.log_format).run()

@@ -68,9 +68,9 @@ class ClusterUsage:
         wall=None,
     ) -> None:
         self.kafka = kafka
-        self.topic: str = settings["quota.cluster.topic"]
-        self.sync_s = settings["quota.cluster.sync.ms"] / 1000.0
-        self.max_bytes: int = settings["quota.cluster.record.max.bytes"]
+        self.topic: str = settings.quota_cluster_topic
+        self.sync_s = settings.quota_cluster_sync_ms / 1000.0
+        self.max_bytes: int = settings.quota_cluster_record_max_bytes
         self._per_entry: float | None = None  # the last record's compressed bytes per entity: the next one's guess
         self._leftover = (
             Leftover()
@@ -80,12 +80,12 @@ class ClusterUsage:
         self.own_id = own_id
         self.peers = ClusterPeers(
             self.own_id,
-            settings["quota.cluster.stale.ms"],  # history before its start:
-            since_ms=self.wall.now_ms() - settings["quota.cluster.sync.ms"],  # not recorded
-            forget_ms=settings["quota.cluster.forget.ms"],
+            settings.quota_cluster_stale_ms,  # history before its start:
+            since_ms=self.wall.now_ms() - settings.quota_cluster_sync_ms,  # not recorded
+            forget_ms=settings.quota_cluster_forget_ms,
         )
         self.incarnation = secrets.token_hex(8)  # this run's records: followers apply each (incarnation, seq) once
-        self.outbox = UsageOutbox(settings["quota.cluster.stale.ms"], self.max_bytes)
+        self.outbox = UsageOutbox(settings.quota_cluster_stale_ms, self.max_bytes)
         self._expired = 0  # outbox.expired already counted
         self.own = own
         self._woken = asyncio.Event()  # an entity's unsent usage is large: sync early (at most every quarter interval)

@@ -78,10 +78,10 @@ def config_summary(config: ProxyConfig) -> str:
         f"listeners: {'; '.join(_listener(lc) for lc in config.listeners)}",
         f"upstream: {upstream}",
         f"quotas: {quotas}",
-        f"quota.mode {settings['quota.mode']}, quota.scope {settings['quota.scope']}",
+        f"quota.mode {settings.quota_mode}, quota.scope {settings.quota_scope}",
         f"dynamic config: {dynamic}",
         f"volume usage: {volume_text}",
-        f"workers: {settings['workers']}",
+        f"workers: {settings.workers}",
         f"usage log: {usage}",
         f"metrics: {config.metrics.bind}",
     ]

@@ -150,13 +150,13 @@ class Explainer:
             quotas.clock.now_ms(),
             wall_ms=time.time_ns() // 1_000_000,
             shadow_mode=quotas.shadow,
-            scope=settings["quota.scope"],
+            scope=settings.quota_scope,
             cluster_mode=any(lc.cluster_mode for lc in app.config.listeners),
             cluster_peers=None if usage is None else usage.peers.peek(usage.wall.now_ms()),
             volume=volume,
             open_connections=listed,
             connections_open=opened,
-            workers=1 if not app.reuse_port else settings["workers"],
+            workers=1 if not app.reuse_port else settings.workers,
         )
 
 

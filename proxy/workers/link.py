@@ -63,7 +63,7 @@ class WorkerLink:
         self._min_gap_s = self._sync_s / 4  # eager syncs: at most this often
         self._last_sync = 0.0
         self._eager: asyncio.Handle | None = None
-        self._tell_eager = app.config.settings["quota.cluster.topic"] is not None  # the parent publishes it early too
+        self._tell_eager = app.config.settings.quota_cluster_topic is not None  # the parent publishes it early too
         quotas = app.quotas
         for manager in (quotas.produce, quotas.fetch, quotas.mutations, quotas.producer_ids, app.connection_quotas):
             manager.tap = self.tap

@@ -99,7 +99,7 @@ class Supervisor:
         self.config_path = config_path
         self.log_level = log_level
         self.log_format = log_format
-        self.count = config.settings["workers"]
+        self.count = config.settings.workers
         self.slots = [Slot(i) for i in range(self.count)]
         self.registry = CollectorRegistry()
         register_runtime(self.registry)  # the parent's own process; each worker's come labelled with it
@@ -128,7 +128,7 @@ class Supervisor:
             ["worker"],
             registry=self.registry,
         )
-        self.heartbeat_timeout_s = config.settings["workers.heartbeat.timeout.ms"] / 1000.0
+        self.heartbeat_timeout_s = config.settings.workers_heartbeat_timeout_ms / 1000.0
         self.scrape_failures = Counter(
             f"{PREFIX}_worker_scrape_failures",
             "Scrapes of a worker's metrics that got no answer (that worker is left out of the scrape).",
@@ -207,7 +207,7 @@ class Supervisor:
             ", ".join(f"{name} port {port}" for name, port in self.ports.items()),
             *self.ops_address,
         )
-        if self.config.settings["quota.cluster.topic"] is not None:
+        if self.config.settings.quota_cluster_topic is not None:
             from proxy.workers.cluster_relay import WorkersClusterUsage
 
             self.cluster = WorkersClusterUsage(
@@ -378,7 +378,7 @@ class Supervisor:
     async def stop(self) -> None:
         """Every worker drains (SIGTERM) within the grace period and a margin, or is killed."""
         self.stopping = True
-        grace_s = self.config.settings["shutdown.grace.period.ms"] / 1000.0
+        grace_s = self.config.settings.shutdown_grace_period_ms / 1000.0
         log.info("stopping %d workers (grace %g s)", self.count, grace_s)
         running = [s.process for s in self.slots if s.process is not None and s.process.returncode is None]
         for process in running:

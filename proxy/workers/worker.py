@@ -68,7 +68,7 @@ async def serve_worker(config: ProxyConfig, spec: WorkerSpec) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     sock = socket.socket(fileno=spec.fd)
-    link = WorkerLink(app, spec.index, sock, config.settings["quota.workers.sync.ms"], stop.set)
+    link = WorkerLink(app, spec.index, sock, config.settings.quota_workers_sync_ms, stop.set)
     # A restarted worker takes a serving peer's quota state before it accepts a connection (issue 44, N17): until its
     # listeners open the kernel gives every new connection to the others, which know the tenants' usage.
     await app.start(accept=False)
@@ -78,6 +78,6 @@ async def serve_worker(config: ProxyConfig, spec: WorkerSpec) -> None:
     await app.start_accepting()
     log.info("worker %d serving", spec.index)
     await stop.wait()
-    log.info("worker %d stopping (grace %d ms)", spec.index, config.settings["shutdown.grace.period.ms"])
+    log.info("worker %d stopping (grace %d ms)", spec.index, config.settings.shutdown_grace_period_ms)
     await app.stop()
     await link.close()

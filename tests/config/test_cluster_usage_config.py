@@ -33,9 +33,9 @@ def config(listeners=SIDECAR, **settings):
 
 def test_a_sidecar_with_a_usage_topic_accepts_cluster_scope_with_the_defaults():
     settings = config(**{"quota.scope": "cluster", "quota.cluster.topic": TOPIC}).settings
-    assert (settings["quota.cluster.topic"], settings["quota.cluster.id"]) == (TOPIC, None)
-    assert (settings["quota.cluster.sync.ms"], settings["quota.cluster.stale.ms"]) == (1000, 10_000)
-    assert config().settings["quota.cluster.topic"] is None
+    assert (settings.quota_cluster_topic, settings.quota_cluster_id) == (TOPIC, None)
+    assert (settings.quota_cluster_sync_ms, settings.quota_cluster_stale_ms) == (1000, 10_000)
+    assert config().settings.quota_cluster_topic is None
 
 
 @pytest.mark.parametrize("listeners,workers", [(SIDECAR, 2), (CLUSTER, 1), (CLUSTER, 3)])
@@ -44,16 +44,16 @@ def test_workers_and_cluster_mode_proxies_share_a_usage_topic_too(listeners, wor
     settings = config(
         listeners, **{"quota.scope": "cluster", "quota.cluster.topic": TOPIC, "workers": workers}
     ).settings
-    assert (settings["quota.cluster.topic"], settings["workers"]) == (TOPIC, workers)
+    assert (settings.quota_cluster_topic, settings.workers) == (TOPIC, workers)
 
 
 def test_sidecars_sharing_usage_smooth_by_default_and_keep_an_explicit_off():
     """With a usage topic, quota.smoothing defaults to on: the token bucket keeps the proxies' total at the quota where
     Kafka's sampled rate let three sidecars admit up to 1.3 x (bench/cluster_budget.py); off stays possible."""
     shared = {"quota.scope": "cluster", "quota.cluster.topic": TOPIC}
-    assert config(**shared).settings["quota.smoothing"] == "on"
-    assert config(**shared, **{"quota.smoothing": "off"}).settings["quota.smoothing"] == "off"
-    assert config().settings["quota.smoothing"] == "off"
+    assert config(**shared).settings.quota_smoothing == "on"
+    assert config(**shared, **{"quota.smoothing": "off"}).settings.quota_smoothing == "off"
+    assert config().settings.quota_smoothing == "off"
 
 
 def test_the_usage_topic_is_guarded_as_one_of_the_proxys_internal_topics():

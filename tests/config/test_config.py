@@ -23,13 +23,13 @@ metrics:
 def test_demo_config_loads():
     cfg = load_config_file("demo/demo.yaml")
     assert cfg.listeners[0].name == "PLAINTEXT"
-    assert cfg.settings["socket.request.max.bytes"] == 104857600
+    assert cfg.settings.socket_request_max_bytes == 104857600
 
 
 @pytest.mark.parametrize("text,expected", [("", "auto"), ("auto", "auto"), ("off", "off"), ('"off"', "off")])
 def test_connections_splice(text, expected):
     extra = f"settings:\n  connections.splice: {text}\n" if text else ""
-    assert load_config_text(BASE + extra).settings["connections.splice"] == expected
+    assert load_config_text(BASE + extra).settings.connections_splice == expected
 
 
 @pytest.mark.parametrize("text", ["on", "true", "yes-please", "1"])
@@ -42,7 +42,7 @@ def test_base_config_and_defaults():
     cfg = load_config_text(BASE)
     assert str(cfg.upstream.bootstrap_servers[0]) == "127.0.0.1:9092"
     assert cfg.listeners[0].bind.port == 19092
-    assert cfg.settings["shutdown.grace.period.ms"] == 10000
+    assert cfg.settings.shutdown_grace_period_ms == 10000
 
 
 @pytest.mark.parametrize(
@@ -87,8 +87,12 @@ def test_config_is_immutable():
     cfg = parse_config({"upstream": {"bootstrap_servers": ["a:1"]}, "listeners": [{"name": "X", "bind": "b:2"}]})
     with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.listeners[0].name = "Y"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.settings.socket_request_max_bytes = 1  # type: ignore[misc]  # what the test checks: frozen
     with pytest.raises(TypeError):
-        cfg.settings.values["socket.request.max.bytes"] = 1
+        cfg.settings.values["socket.request.max.bytes"] = 1  # type: ignore[index]  # read-only, as checked
+    with pytest.raises(TypeError):
+        cfg.settings.max_connections_per_ip_overrides["10.0.0.1"] = 1  # type: ignore[index]  # read-only
 
 
 def test_cli_exits_2_on_bad_config_and_starts_nothing(tmp_path):

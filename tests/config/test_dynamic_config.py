@@ -88,6 +88,6 @@ def test_proxy_settings_and_shadow_mode():
     entries = record(entries, {"user": "bob"}, {"producer_byte_rate": 10, "mode": "shadow"})
     config = effective(BASE, entries)
     assert config.connections.max_connection_creation_rate == 50
-    assert config.settings["quota.mode"] == "shadow"
+    assert config.settings.quota_mode == "shadow"
     assert config.quotas.resolve("producer_byte_rate", "bob", "x").shadow
     assert not config.quotas.resolve("producer_byte_rate", "alice", "x").shadow

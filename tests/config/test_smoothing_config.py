@@ -30,7 +30,7 @@ quotas:
 )
 def test_values(written, value):
     text = YAML + (f"settings: {{quota.smoothing: {written}}}\n" if written else "")
-    assert load_config_text(text).settings["quota.smoothing"] == value
+    assert load_config_text(text).settings.quota_smoothing == value
 
 
 @pytest.mark.parametrize("written", ["smooth", "1", "[on]", "null"])

@@ -28,9 +28,9 @@ def config(**settings):
 
 
 def test_workers_and_their_sync_interval_are_settings_checked_at_load():
-    assert config().settings["workers"] == 1
-    assert config().settings["quota.workers.sync.ms"] == 20
-    assert config(workers=4).settings["workers"] == 4
+    assert config().settings.workers == 1
+    assert config().settings.quota_workers_sync_ms == 20
+    assert config(workers=4).settings.workers == 4
     with pytest.raises(ConfigError, match=r"settings\.workers.*between 1 and 256, got 0"):
         config(workers=0)
     with pytest.raises(ConfigError, match=r"settings\.workers.*expected an integer"):
