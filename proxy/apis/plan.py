@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from proxy.cluster.admin_address import AdminAddress
     from proxy.cluster.broker_ports import BrokerPorts
     from proxy.observers.dynamic_config import DynamicConfig
-    from proxy.ops.usage_log import UsageTable
+    from proxy.ops.usage_table import UsageTable
     from proxy.quotas.managers import ByteRateQuotas
 
 # Rewrites a response body (the bytes after the response header); returns the new body, or None to send the
@@ -154,6 +154,6 @@ class ConnectionScope:
 
     def __post_init__(self) -> None:
         if self.usage is None:
-            from proxy.ops.usage_log import NO_USAGE
+            from proxy.ops.usage_table import NO_USAGE
 
             object.__setattr__(self, "usage", NO_USAGE)

@@ -29,7 +29,7 @@ from proxy.connection.flow import Flow
 from proxy.connection.presence import PRESENT
 from proxy.connection.request_path import RequestPath
 from proxy.connection.response_path import ResponsePath
-from proxy.ops.usage_log import NO_USAGE
+from proxy.ops.usage_table import NO_USAGE
 from proxy.session.session import Session
 
 _NOTHING = memoryview(b"")

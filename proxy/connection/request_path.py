@@ -24,7 +24,7 @@ from proxy.codec.header import RequestHeader
 from proxy.connection.flow import Flow
 from proxy.connection.inflight import InFlight
 from proxy.connection.response_leg import ResponseLeg
-from proxy.ops.usage_log import NO_USAGE_RECORDER
+from proxy.ops.usage_table import NO_USAGE_RECORDER
 from proxy.session.session import Session
 from quota.primitives.decision import Throttle
 

@@ -31,7 +31,7 @@ from proxy.codec.throttle import merge_throttle
 from proxy.connection.flow import Flow
 from proxy.connection.inflight import InFlight
 from proxy.connection.response_leg import NO_LEG
-from proxy.ops.usage_log import NO_USAGE_RECORDER
+from proxy.ops.usage_table import NO_USAGE_RECORDER
 
 _INT32 = struct.Struct(">i")
 

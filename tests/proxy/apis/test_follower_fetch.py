@@ -37,7 +37,7 @@ from proxy.codec.messages import (
     new_response,
 )
 from proxy.connection.core import ConnectionCore
-from proxy.ops.usage_log import UsageTable
+from proxy.ops.usage_table import UsageTable
 from proxy.quotas.managers import ByteRateQuotas
 from quota.primitives.clock import ManualClock
 from tests.fakes import NULL_API_METRICS

@@ -12,7 +12,9 @@ from prometheus_client import CollectorRegistry
 from config.errors import ConfigError
 from config.usage import UsageLogConfig, parse_usage_log
 from proxy.ops.metrics import ProxyMetrics
-from proxy.ops.usage_log import FIELDS, THROTTLE_FIELDS, RotatingWriter, UsageLog, UsageTable, records
+from proxy.ops.usage_files import RotatingWriter
+from proxy.ops.usage_log import UsageLog, records
+from proxy.ops.usage_table import FIELDS, THROTTLE_FIELDS, UsageTable
 from quota.managers.client_quota import ClientQuotaManager
 from quota.primitives.clock import ManualClock
 from quota.primitives.decision import Throttle
