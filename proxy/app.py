@@ -31,12 +31,13 @@ from proxy.connection.splice import splice_supported
 from proxy.ground.quiet import quiet
 from proxy.ground.tasks import cancel_and_wait
 from proxy.identity import proxy_id
+from proxy.ops.connection_metrics import ConnectionMetricsCollector
 from proxy.ops.connection_state import ConnectionStateCollector
 from proxy.ops.entity_series import EntitySeries
 from proxy.ops.explain import Explainer
 from proxy.ops.http import OpsServer
 from proxy.ops.metrics import ProxyMetrics
-from proxy.ops.quota_metrics import ConnectionMetricsCollector, QuotaMetricsCollector
+from proxy.ops.quota_metrics import QuotaMetricsCollector
 from proxy.ops.readiness import Readiness
 from proxy.ops.runtime import register_runtime
 from proxy.ops.usage_log import UsageLog

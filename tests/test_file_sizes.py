@@ -13,7 +13,6 @@ NOT_YET_SPLIT: set[str] = {
     "proxy/app.py",
     "proxy/connection/client_socket.py",
     "proxy/connection/flow.py",
-    "proxy/ops/quota_metrics.py",
     "proxy/workers/supervisor.py",
     "quota/managers/connection.py",
     "quota/managers/producer_ids.py",

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from proxy.ops.metric_labels import label
 from proxy.ops.metrics import PREFIX
-from proxy.ops.quota_metrics import label
 from quota.primitives.top import OTHER
 
 NOT_MUTED = "NOT_MUTED"

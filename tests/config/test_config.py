@@ -233,7 +233,7 @@ def test_a_file_that_is_not_utf8_is_a_clear_error(tmp_path):
 
 
 def test_client_chosen_label_values_are_bounded_and_stay_unique():
-    from proxy.ops.quota_metrics import MAX_LABEL, label
+    from proxy.ops.metric_labels import MAX_LABEL, label
 
     a, b = "x" * 32768 + "a", "x" * 32768 + "b"
     assert label("short") == "short"

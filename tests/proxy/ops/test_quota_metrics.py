@@ -3,9 +3,10 @@
 from prometheus_client import CollectorRegistry
 
 from config.loader import parse_config
-from proxy.ops.quota_metrics import OTHER, QuotaMetricsCollector
+from proxy.ops.quota_metrics import QuotaMetricsCollector
 from proxy.quotas.managers import ByteRateQuotas
 from quota.primitives.clock import ManualClock
+from quota.primitives.top import OTHER
 
 
 def registry_for(max_entities):

@@ -8,10 +8,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from config.loader import parse_config
-from proxy.ops.quota_metrics import OTHER, QuotaMetricsCollector
+from proxy.ops.quota_metrics import QuotaMetricsCollector
 from proxy.quotas.managers import ByteRateQuotas
 from quota.primitives.clock import ManualClock
-from quota.primitives.top import CHUNK
+from quota.primitives.top import CHUNK, OTHER
 
 pytestmark = pytest.mark.long_running(seconds=10)
 

@@ -78,12 +78,9 @@ def snapshot_value(at_ms: int, volumes: int, used=lambda i: (i % 90) * GB) -> by
 
 def scrape(t: VolumeThrottle) -> dict[str, list]:
     """The volume metrics Prometheus would scrape: family name -> samples."""
-    from proxy.ops.quota_metrics import QuotaMetricsCollector
+    from proxy.ops.volume_metrics import volume_families
 
-    class Quotas:
-        volume = t
-
-    return {f.name: f.samples for f in QuotaMetricsCollector(Quotas())._volume_metrics(t)}
+    return {f.name: f.samples for f in volume_families(t)}
 
 
 def test_a_100000_volume_record_adds_no_series_and_a_record_at_the_limit_adds_top_n():

@@ -1,0 +1,16 @@
+"""Client-chosen names (client ids, users, volume names) as metric labels: bounded in length, so a client cannot
+make a scrape, or Prometheus's index, as large as it likes."""
+
+from __future__ import annotations
+
+import hashlib
+
+MAX_LABEL = 128  # characters of a client-chosen label value (client id, user) in /metrics
+
+
+def label(value: str) -> str:
+    """A client-chosen name as a metric label: at most MAX_LABEL characters; a longer one is cut and made unique
+    with a short hash of the whole (``<first 110 characters>...#<10 hex digits>``)."""
+    if len(value) <= MAX_LABEL:
+        return value
+    return f"{value[:110]}...#{hashlib.sha256(value.encode('utf-8', 'surrogateescape')).hexdigest()[:10]}"
