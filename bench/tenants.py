@@ -43,7 +43,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from config.loader import parse_config  # noqa: E402
-from proxy.app import EXPIRY_BATCH, PID_CLEANUP_BATCH  # noqa: E402
+from proxy.housekeeping import EXPIRY_BATCH, PID_CLEANUP_BATCH  # noqa: E402
 from proxy.quotas.managers import ByteRateQuotas  # noqa: E402
 from quota.primitives.clock import ManualClock  # noqa: E402
 

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import signal
 import time
 
 from config.admin_listener import admin_listener_warnings
-from config.model import ListenerConfig, ProxyConfig
+from config.model import ProxyConfig
 from config.own_clients import own_client_warnings
-from config.principal_rules import parse_rules
 from proxy.apis import ConnectionScope
 from proxy.cluster import own_clients
 from proxy.cluster.admin_address import AdminAddress
+from proxy.cluster.broker_listeners import BrokerListeners
 from proxy.cluster.broker_ports import BrokerPorts
 from proxy.cluster.created_counts import CreatedCounts
 from proxy.cluster.discovery import BrokerDiscovery
@@ -22,15 +21,15 @@ from proxy.cluster.kafka_clients import OwnKafka
 from proxy.cluster.own_clients import track_aiokafka
 from proxy.cluster.token_owners import TokenOwners
 from proxy.cluster.topics import Topics
-from proxy.connection.buffers import SharedReadBuffer
-from proxy.connection.client_socket import ClientConnection, ListenerContext
+from proxy.connection.client_socket import ClientConnection
 from proxy.connection.descriptors import DescriptorBudget, open_files_limit, reserved
 from proxy.connection.listener import Listener
 from proxy.connection.open_gate import OpenGate
-from proxy.connection.splice import splice_supported
 from proxy.ground.quiet import quiet
 from proxy.ground.tasks import cancel_and_wait
+from proxy.housekeeping import housekeep
 from proxy.identity import proxy_id
+from proxy.listener_contexts import ListenerContexts
 from proxy.ops.connection_metrics import ConnectionMetricsCollector
 from proxy.ops.connection_state import ConnectionStateCollector
 from proxy.ops.entity_series import EntitySeries
@@ -46,11 +45,6 @@ from proxy.quotas.managers import ByteRateQuotas
 from quota.managers.connection import CONNECTION_CREATION_RATE, ConnectionQuotas
 
 log = logging.getLogger(__name__)
-
-SENSOR_EXPIRY_INTERVAL_S = 60.0
-HOUSEKEEPING_INTERVAL_S = 1.0
-EXPIRY_BATCH = 500  # idle sensors dropped per manager between two turns of the loop (about 5 ms of work)
-PID_CLEANUP_BATCH = 1_000  # producer-id users looked at per cleanup (~7 ms; a pass over 10^5 users: 100 cleanups)
 
 
 class ProxyApp:
@@ -78,13 +72,6 @@ class ProxyApp:
         self.kafka = (
             OwnKafka.of(config.upstream.own_clients) if config.upstream.own_clients is not None else self.upstream_kafka
         )
-        self._listener_tls = {
-            lc.name: (
-                (lc.tls.context(), parse_rules(lc.tls.principal_mapping_rules)) if lc.tls is not None else (None, ())
-            )
-            for lc in config.listeners
-        }
-        self._listener_sasl = {lc.name: lc.sasl for lc in config.listeners}
         self.readiness = Readiness(self.upstream_kafka, connect_timeout_s, self.metrics)
         self.connections: set[ClientConnection] = set()
         limit = open_files_limit()
@@ -147,10 +134,21 @@ class ProxyApp:
             else None
         )
         usage = self.usage_log.table if self.usage_log is not None else None
-        self._buffers = (SharedReadBuffer(), SharedReadBuffer())
+        self.contexts = ListenerContexts(
+            config,
+            metrics=self.metrics,
+            on_upstream_result=self.readiness.report,
+            connections=self.connections,
+            connection_quotas=self.connection_quotas,
+            clock=self.quotas.clock,
+            upstream_ssl=self.upstream_ssl,
+            open_gate=self.open_gate,
+            descriptors=self.descriptors,
+        )
         self.listeners: list[Listener] = []
-        self.broker_listeners: dict[tuple[str, int], Listener] = {}  # cluster mode: (listener, node id) -> port
-        self._scopes: dict[str, ConnectionScope] = {}
+        scopes: dict[str, ConnectionScope] = {}
+        # cluster mode: a port per broker
+        self.broker_listeners = BrokerListeners(scopes, self.contexts.make, self.quotas, self.connections, reuse_port)
         track_aiokafka()  # the proxy's own clients' connections are known as such when they reach its listeners
         self.guard = InternalTopicGuard(
             self.quotas.internal_topics,
@@ -164,10 +162,10 @@ class ProxyApp:
                     lc.name,
                     lc.advertised_host,
                     lc.broker_port_base,
-                    lambda node_id, lc=lc: self._open_broker_port(lc, node_id),
+                    lambda node_id, lc=lc: self.broker_listeners.open(lc, node_id),
                 )
             admin = AdminAddress(lc.advertised_host, lc.bind.port) if lc.admin else None
-            scope = self._scopes[lc.name] = ConnectionScope(
+            scope = scopes[lc.name] = ConnectionScope(
                 cluster=cluster,
                 topics=self.topics,
                 quotas=self.quotas,
@@ -180,16 +178,16 @@ class ProxyApp:
             )
             bootstrap = config.upstream.bootstrap_servers
             self.listeners.append(
-                Listener(self._context(lc.name, lambda: bootstrap, scope), lc.bind.host, lc.bind.port, reuse_port)
+                Listener(self.contexts.make(lc.name, lambda: bootstrap, scope), lc.bind.host, lc.bind.port, reuse_port)
             )
         settings = config.settings
         self.discovery = BrokerDiscovery(
             self.upstream_kafka,
-            [s.cluster for s in self._scopes.values() if s.cluster is not None],
+            [s.cluster for s in scopes.values() if s.cluster is not None],
             timeout_s=settings.upstream_connect_timeout_ms / 1000.0,
             refresh_s=settings.cluster_metadata_refresh_ms / 1000.0,
             removal_s=settings.cluster_broker_removal_ms / 1000.0,
-            close_broker=self._close_broker_port,
+            close_broker=self.broker_listeners.close,
             now=time.monotonic,
         )
         self.draining = False  # shutting down: /readyz says not ready while in-flight requests finish
@@ -236,87 +234,11 @@ class ProxyApp:
     def is_ready(self) -> bool:
         return self.not_ready() is None
 
-    def _context(self, name: str, upstreams, scope: ConnectionScope) -> ListenerContext:
-        settings = self.config.settings
-        return ListenerContext(
-            name=name,
-            upstreams=upstreams,
-            scope=scope,
-            max_request_bytes=settings.socket_request_max_bytes,
-            max_response_bytes=settings.upstream_response_max_bytes,
-            max_inflight_requests=settings.connections_max_inflight_requests,
-            max_buffered_response_bytes=settings.connections_max_buffered_response_bytes,
-            connect_timeout_s=settings.upstream_connect_timeout_ms / 1000.0,
-            metrics=self.metrics,
-            request_buffer=self._buffers[0],
-            response_buffer=self._buffers[1],
-            on_upstream_result=self.readiness.report,
-            connections=self.connections,
-            connection_quotas=self.connection_quotas,
-            clock=self.quotas.clock,
-            ssl_context=self._listener_tls[name][0],
-            principal_rules=self._listener_tls[name][1],
-            sasl=self._listener_sasl[name],
-            pre_auth_max_bytes=settings.sasl_server_max_receive_size,
-            upstream_ssl=self.upstream_ssl,
-            tls_handshake_timeout_s=settings.listener_tls_handshake_timeout_ms / 1000.0,
-            max_header_bytes=settings.request_header_max_bytes,
-            splice=(
-                settings.connections_splice == "auto"
-                and splice_supported()
-                and self._listener_tls[name][0] is None
-                and self.upstream_ssl is None
-            ),
-            send_buffer_bytes=settings.socket_send_buffer_bytes,
-            receive_buffer_bytes=settings.socket_receive_buffer_bytes,
-            open_gate=self.open_gate,
-            descriptors=self.descriptors,
-            response_timeout_ns=settings.upstream_response_timeout_ms * 1_000_000,
-            idle_timeout_ns=settings.connections_max_idle_ms * 1_000_000,
-        )
-
-    def _open_broker_port(self, lc: ListenerConfig, node_id: int) -> bool:
-        """Cluster mode: start serving broker ``node_id`` on its own port (first time it is seen); False when the
-        port cannot be opened (the next answer naming the broker tries again)."""
-        key = (lc.name, node_id)
-        if key in self.broker_listeners:
-            return True
-        # quota.scope broker: the broker's own byte-rate and producer-id managers (made with its first port)
-        own = self._scopes[lc.name]  # its usage log rows name the broker
-        scope = dataclasses.replace(own, quotas=self.quotas.for_broker(node_id), usage=own.usage.for_broker(node_id))
-        cluster = scope.cluster
-        listener = Listener(
-            self._context(lc.name, lambda: cluster.upstream_for(node_id), scope),
-            lc.bind.host,
-            cluster.port_for(node_id),
-            self.reuse_port,
-        )
-        try:
-            listener.start_now()
-        except OSError as exc:
-            log.error(
-                "listener %s: cannot open port %d for broker %d: %s", lc.name, cluster.port_for(node_id), node_id, exc
-            )
-            return False
-        self.broker_listeners[key] = listener
-        return True
-
     def _apply_config(self, config: ProxyConfig) -> None:
         """A new effective configuration from the dynamic config: every manager takes it in this one step."""
         self.quotas.apply(config)
         self.connection_quotas.configure(config.connections)
         self.effective_config = config
-
-    def _close_broker_port(self, listener_name: str, node_id: int) -> None:
-        """Cluster mode: a broker left the cluster; its port and the connections made through it close."""
-        listener = self.broker_listeners.pop((listener_name, node_id), None)
-        if listener is None:
-            return
-        for conn in [c for c in self.connections if c.ctx is listener.ctx]:
-            conn.close("broker_removed")
-        if not any(node == node_id for _, node in self.broker_listeners):
-            self.quotas.drop_broker(node_id)  # its last port: the broker's quota set goes (bounded by live brokers)
-        asyncio.get_running_loop().create_task(listener.close())
 
     async def start(self, accept: bool = True) -> None:
         """Start serving; ``accept`` False: everything but the listeners (a restarted worker opens them with
@@ -335,7 +257,13 @@ class ProxyApp:
         self.ops_address = await self.ops.start(bind.host, bind.port)
         log.info("metrics on http://%s:%d/metrics", *self.ops_address)
         self.readiness.start()
-        self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep())
+        self._housekeeping = asyncio.get_running_loop().create_task(
+            housekeep(
+                self.quotas,
+                self.connection_quotas,
+                self.config.settings.producer_id_quota_cache_cleanup_scheduler_interval_ms,
+            )
+        )
 
     accepting = False
 
@@ -377,22 +305,13 @@ class ProxyApp:
     async def _start_own_clients(self) -> None:
         if self.dynamic is not None:
             await self.dynamic.start()
-        volume = self.config.volume_usage
-        if volume is not None:
-            from proxy.observers.volume_sources import LogDirsPoller, VolumeFollower, VolumePublisher
+        if self.quotas.volume is not None:  # volume_usage configured
+            from proxy.observers.volume_sources import volume_sources
 
-            if volume.describe_log_dirs is not None:
-                self._volume_tasks = [
-                    LogDirsPoller(
-                        self.quotas.volume, self.kafka, self.config.settings.upstream_connect_timeout_ms / 1000.0
-                    )
-                ]
-            else:
-                self._volume_tasks = [VolumeFollower(self.quotas.volume, self.kafka)]
-            if volume.publisher is not None:
-                self._volume_tasks.append(
-                    VolumePublisher(volume, self.kafka, self.quotas.volume.wall, self.metrics, self.volume_source)
-                )
+            timeout_s = self.config.settings.upstream_connect_timeout_ms / 1000.0
+            self._volume_tasks = volume_sources(
+                self.quotas.volume, self.kafka, timeout_s, self.metrics, self.volume_source
+            )
             for task in self._volume_tasks:
                 await task.start()
         if self.config.settings.quota_cluster_topic is not None and self.shares_usage_topic:  # issue 26
@@ -404,28 +323,6 @@ class ProxyApp:
     volume_source = None  # tests and the demo inject a simulated volume source for the publisher
     usage_kafka = None  # where the usage topic is (quota.cluster.topic), when not on this sidecar's broker's cluster:
     # bench/cluster_budget.py's one-broker Tansu clusters share the first one's (an OwnKafka)
-
-    async def _housekeep(self) -> None:
-        """Off the request path: drop quota sensors idle for an hour (as Kafka does), so memory is bounded by active
-        clients; KIP-936's producer-id cache cleanup. (Each connection ends its own timeouts on its one timer.)"""
-        settings = self.config.settings
-        loop = asyncio.get_running_loop()
-        next_expiry = loop.time() + SENSOR_EXPIRY_INTERVAL_S
-        pid_cleanup_s = max(
-            settings.producer_id_quota_cache_cleanup_scheduler_interval_ms / 1000.0, HOUSEKEEPING_INTERVAL_S
-        )
-        next_pid_cleanup = loop.time() + pid_cleanup_s
-        while True:
-            await asyncio.sleep(HOUSEKEEPING_INTERVAL_S)
-            if loop.time() >= next_pid_cleanup:  # KIP-936's cache cleanup, every set, a slice of the users at a time
-                self.quotas.cleanup_producer_ids(self.quotas.clock.now_ms(), PID_CLEANUP_BATCH)
-                next_pid_cleanup = loop.time() + pid_cleanup_s
-            self.quotas.note_overflow()  # a warning a minute at most while full sensor tables overflow
-            if loop.time() >= next_expiry:
-                while self.quotas.expire_idle(EXPIRY_BATCH):  # a batch, then the loop's other work, until done
-                    await asyncio.sleep(0)
-                self.connection_quotas.expire_idle(self.quotas.clock.now_ms())
-                next_expiry = loop.time() + SENSOR_EXPIRY_INTERVAL_S
 
     @property
     def listener_addresses(self) -> dict[str, tuple[str, int]]:
@@ -442,7 +339,7 @@ class ProxyApp:
             await self.cluster_usage.stop()
         if self.dynamic is not None:
             await self.dynamic.stop()
-        for listener in [*self.listeners, *self.broker_listeners.values()]:
+        for listener in [*self.listeners, *self.broker_listeners.listeners.values()]:
             await listener.close()
         for conn in list(self.connections):
             conn.drain()

@@ -19,6 +19,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from config.volume import VolumeUsageConfig
 from proxy.cluster.kafka_clients import ASK_ERRORS, Backoff, ClusterLook, OwnKafka, ask, start_client, stop_client
@@ -29,6 +30,9 @@ from proxy.ground.tasks import cancel_all, wait_for
 from proxy.observers.following import CALL_TIMEOUT_S, CHECK_S, TopicReader
 from proxy.quotas.volume_throttle import VolumeThrottle
 from quota.managers.volume import Snapshot, Volume
+
+if TYPE_CHECKING:
+    from proxy.ops.metrics import ProxyMetrics
 
 log = logging.getLogger("kafka_quota_proxy.volume")
 
@@ -294,3 +298,24 @@ class LogDirsPoller(_Evaluating):
         while True:
             await self.poll_once()
             await asyncio.sleep(self.config.interval_seconds)
+
+
+def volume_sources(
+    throttle: VolumeThrottle,
+    kafka: OwnKafka,
+    timeout_s: float,
+    metrics: ProxyMetrics,
+    source: Callable[[], list[Volume]] | None = None,
+) -> list[VolumePublisher | VolumeFollower | LogDirsPoller]:
+    """What ``volume_usage`` runs, not started: the log dirs polled (``source: describe_log_dirs``) or the topic
+    followed, and this broker's snapshot published when the section has a publisher. ``source``: a simulated
+    publisher's volumes (tests, the demo)."""
+    config = throttle.config
+    found: list[VolumePublisher | VolumeFollower | LogDirsPoller] = [
+        LogDirsPoller(throttle, kafka, timeout_s)
+        if config.describe_log_dirs is not None
+        else VolumeFollower(throttle, kafka)
+    ]
+    if config.publisher is not None:
+        found.append(VolumePublisher(config, kafka, throttle.wall, metrics, source))
+    return found
