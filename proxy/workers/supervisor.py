@@ -1,6 +1,6 @@
 """The parent of ``workers: N``: it reserves the listeners' ports, starts N worker processes
 (:mod:`proxy.workers.worker`) and restarts one that dies (a log line, ``worker_restarts_total``), passes each
-worker's usage deltas on to the others, restarts one that stops answering (no frame on its link, not even its
+worker's usage deltas on to the others (:mod:`proxy.workers.relay` reads the workers' links), restarts one that stops answering (no frame on its link, not even its
 heartbeat, for ``workers.heartbeat.timeout.ms``: SIGSTOP, a stuck loop; /readyz says so from half that), and serves the one operations endpoint: /metrics (its own metrics and every
 worker's, labelled ``worker``), /readyz (ready while every worker is) and /healthz. With ``quota.cluster.topic`` it
 is also the proxy's one member of the usage topic (:mod:`proxy.workers.cluster_relay`).
@@ -12,13 +12,11 @@ first start (a port it cannot bind, a configuration it rejects) stops them all, 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import signal
 import socket
 import sys
 import time
-from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
@@ -28,69 +26,19 @@ from proxy.ops.http import OpsServer, build_exposition
 from proxy.ops.metrics import PREFIX
 from proxy.ops.runtime import register_runtime
 from proxy.workers.explain import WorkersExplainer
-from proxy.workers.frames import (
-    BEAT_INTERVAL_S,
-    CLAIM,
-    CLAIMED,
-    EAGER,
-    GONE,
-    HELLO,
-    READY,
-    RELEASE,
-    RESEND,
-    SEED,
-    SEED_ASK,
-    USAGE,
-    FrameError,
-    pack,
-    read_frame,
-)
+from proxy.workers.frames import BEAT_INTERVAL_S, GONE, pack
+from proxy.workers.ports import reserve_ports
+from proxy.workers.relay import Relay
 from proxy.workers.scrape import workers_exposition
+from proxy.workers.slot import Slot
 from proxy.workers.worker import WorkerSpec
 from quota.explain.explain import cluster_budget
-from quota.sharing.peer_connections import OpenLedger
 
 log = logging.getLogger(__name__)
 
 STOP_MARGIN_S = 5.0  # past the grace period, a worker still running is killed
 RESTART_BACKOFF_S = (0.1, 5.0)  # first and longest wait before a restart (doubling while it keeps dying young)
 STABLE_S = 10.0  # a worker that ran this long resets the back-off
-MAX_FORWARD_BUFFER = 16 * 2**20  # a worker not reading its link: deltas past this are dropped for it, counted
-
-
-@dataclass(eq=False)
-class Slot:
-    index: int
-    process: asyncio.subprocess.Process | None = None
-    writer: asyncio.StreamWriter | None = None
-    reader_task: asyncio.Task | None = None
-    ops_port: int | None = None
-    not_ready: str = "starting"
-    started_once: bool = False  # said hello at least once
-    hello: bool = False
-    last_heard: float = 0.0  # time.monotonic() of the last frame on its link
-    silenced: bool = False  # killed for not answering (its exit is reported so)
-
-
-def reserve_ports(config: ProxyConfig) -> tuple[dict[str, int], list[socket.socket]]:
-    """Each listener's port bound (not listened on) with SO_REUSEPORT, so a port 0 resolves once for every worker
-    and a port taken by another program is found before any worker starts. Held until the parent exits."""
-    ports, held = {}, []
-    for lc in config.listeners:
-        family = socket.AF_INET6 if ":" in lc.bind.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        try:
-            sock.bind((lc.bind.host, lc.bind.port))
-        except OSError:
-            sock.close()
-            for other in held:
-                other.close()
-            raise
-        held.append(sock)
-        ports[lc.name] = sock.getsockname()[1]
-    return ports, held
 
 
 class Supervisor:
@@ -140,7 +88,9 @@ class Supervisor:
             self.unresponsive.labels(str(slot.index))
         for outcome in ("forwarded", "dropped"):
             self.forwarded.labels(outcome)
-        self.ledger = OpenLedger()  # every worker's open connections under a count limit, claimed one by one
+        self.relay = Relay(
+            self.slots, self.forwarded, self._worker_usage, self._eager, time.monotonic, lambda: self.stopping
+        )
         self.cluster = None  # quota.cluster.topic: the usage topic's publisher and follower (made at start)
         self.explainer = WorkersExplainer(
             tuple(lc.name for lc in config.listeners), self._worker_ports, self._cluster_budget
@@ -171,6 +121,16 @@ class Supervisor:
     def ready_note(self) -> str | None:
         cluster = self.cluster
         return None if cluster is None else cluster.note
+
+    def _worker_usage(self, payload: bytes) -> None:
+        """A worker's usage delta: part of the usage topic's next record (quota.cluster.topic)."""
+        if self.cluster is not None:
+            self.cluster.worker_usage(payload)
+
+    def _eager(self) -> None:
+        """A worker's usage grew fast: the usage topic's record goes early (quota.cluster.topic)."""
+        if self.cluster is not None:
+            self.cluster.eager()
 
     def _cluster_budget(self) -> str | None:
         """/explain's note: the budget the parent keeps on the usage topic for every worker (quota.cluster.topic)."""
@@ -211,7 +171,7 @@ class Supervisor:
             from proxy.workers.cluster_relay import WorkersClusterUsage
 
             self.cluster = WorkersClusterUsage(
-                self.config, self.registry, self.ports, lambda frame: self._forward(None, frame, counted=False)
+                self.config, self.registry, self.ports, lambda frame: self.relay.forward(None, frame, counted=False)
             )
             await self.cluster.start()
         loop = asyncio.get_running_loop()
@@ -294,86 +254,14 @@ class Supervisor:
             theirs.close()
         slot.hello, slot.not_ready, slot.silenced = False, "starting", False
         reader, slot.writer = await asyncio.open_unix_connection(sock=ours)
-        slot.reader_task = asyncio.get_running_loop().create_task(self._read(slot, reader))
+        slot.reader_task = asyncio.get_running_loop().create_task(self.relay.read(slot, reader))
         code = await slot.process.wait()
         await cancel_and_wait(slot.reader_task)
         slot.writer.close()
         slot.writer, slot.hello, slot.ops_port = None, False, None
-        self.ledger.forget(str(slot.index))
-        self._forward(slot, pack(GONE, str(slot.index).encode()), counted=False)  # its connections went with it
+        self.relay.ledger.forget(str(slot.index))
+        self.relay.forward(slot, pack(GONE, str(slot.index).encode()), counted=False)  # its connections went with it
         return code
-
-    async def _read(self, slot: Slot, reader: asyncio.StreamReader) -> None:
-        try:
-            while (frame := await read_frame(reader)) is not None:
-                kind, payload = frame
-                slot.last_heard = time.monotonic()
-                if kind == USAGE:
-                    self._forward(slot, pack(USAGE, payload))
-                    if self.cluster is not None:
-                        self.cluster.worker_usage(payload)
-                elif kind == CLAIM:
-                    claim_id, listener, ip, ip_max, listener_max, total_max = json.loads(payload)
-                    refused = self.ledger.claim(str(slot.index), listener, ip, ip_max, listener_max, total_max)
-                    slot.writer.write(pack(CLAIMED, json.dumps([claim_id, refused]).encode()))
-                elif kind == RELEASE:
-                    listener, ip = json.loads(payload)
-                    self.ledger.release(str(slot.index), listener, ip)
-                elif kind == EAGER:
-                    if self.cluster is not None:
-                        self.cluster.eager()
-                elif kind == READY:
-                    slot.not_ready = payload.decode(errors="replace")
-                elif kind == HELLO:
-                    hello = json.loads(payload)
-                    slot.ops_port = hello.get("ops_port")
-                    slot.hello = slot.started_once = True
-                    log.info("worker %d serving (pid %s)", slot.index, hello.get("pid"))
-                    self._forward(slot, pack(RESEND, b""), counted=False)  # the others' open counts, for the newcomer
-                    self._ask_seed(slot)
-                elif kind == SEED:
-                    self._pass_seed(payload)
-        except (FrameError, ConnectionError, ValueError) as exc:
-            if not self.stopping:
-                log.error("worker %d: link broken: %s", slot.index, exc)
-
-    def _ask_seed(self, newcomer: Slot) -> None:
-        """One serving worker (each holds every worker's usage) is asked to send the newcomer its rates; with none
-        serving, the newcomer is told so (an empty last part), and accepts at once."""
-        for slot in self.slots:
-            if slot is not newcomer and slot.hello and slot.writer is not None and not slot.writer.is_closing():
-                slot.writer.write(pack(SEED_ASK, str(newcomer.index).encode()))
-                return
-        if newcomer.writer is not None and not newcomer.writer.is_closing():
-            newcomer.writer.write(pack(SEED, f"{newcomer.index}\n".encode() + b'{"last": true}'))
-
-    def _pass_seed(self, payload: bytes) -> None:
-        try:
-            to = int(payload.split(b"\n", 1)[0])
-        except ValueError:
-            log.warning("a worker's seed without a valid destination dropped")
-            return
-        slot = self.slots[to] if 0 <= to < len(self.slots) else None
-        if slot is not None and slot.hello and slot.writer is not None and not slot.writer.is_closing():
-            slot.writer.write(pack(SEED, payload))
-
-    def _forward(self, source: Slot | None, frame: bytes, counted: bool = True) -> None:
-        """``frame`` to every serving worker but ``source``; ``counted``: a worker's usage delta (the parent's own
-        frames are not)."""
-        for slot in self.slots:
-            writer = slot.writer
-            if slot is source or writer is None or writer.is_closing() or not slot.hello:
-                continue
-            outcome = "forwarded"
-            if writer.transport.get_write_buffer_size() > MAX_FORWARD_BUFFER:
-                outcome = "dropped"
-            else:
-                try:
-                    writer.write(frame)
-                except ConnectionError:  # that worker is exiting: its own supervision sees to it
-                    outcome = "dropped"
-            if counted:
-                self.forwarded.labels(outcome).inc()
 
     async def stop(self) -> None:
         """Every worker drains (SIGTERM) within the grace period and a margin, or is killed."""

@@ -11,8 +11,8 @@ import pytest
 from config.errors import ConfigError
 from config.loader import parse_config
 from proxy.workers.frames import MAX_FRAME_BYTES, USAGE, FrameError, pack, read_frame
+from proxy.workers.ports import reserve_ports
 from proxy.workers.scrape import labelled, merge, workers_exposition
-from proxy.workers.supervisor import reserve_ports
 from proxy.workers.worker import WorkerSpec, worker_config
 
 
