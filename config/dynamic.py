@@ -157,14 +157,17 @@ def check_record(base: ProxyConfig, key: bytes | None, value: bytes | None) -> C
             parsed = parse_quota_item({**(item or {"entity": dict(entity)}), **(values or {})}, "quotas")
     except ConfigError as exc:
         raise RecordError(f"{canonical.decode()}: {exc}") from None
-    if IP in entity:
-        return Checked(canonical, entity, values, ip=entity[IP], ip_rate=None if parsed is None else parsed[1])
+    if IP in entity:  # parsed: (ip, connection_creation_rate), or None for a tombstone
+        return Checked(
+            canonical, entity, values, ip=entity[IP], ip_rate=parsed[1] if isinstance(parsed, tuple) else None
+        )
+    quota = parsed if isinstance(parsed, QuotaEntry) else None
     return Checked(
         canonical,
         entity,
         values,
-        quota_entity=parsed.entity if parsed is not None else QuotaEntity.from_dict(entity),
-        quota=parsed,
+        quota_entity=quota.entity if quota is not None else QuotaEntity.from_dict(entity),
+        quota=quota,
     )
 
 

@@ -109,8 +109,8 @@ class Batch:
         state, base = self.state, self.state.base
         config = state.config
         expected = len(self.changes)  # at most this many keys added: each map is laid out for its size once
-        entries = state.entries.entries
-        entries = (entries if isinstance(entries, ChunkedMap) else ChunkedMap(entries)).changing(expected)
+        current = state.entries.entries
+        entries = (current if isinstance(current, ChunkedMap) else ChunkedMap(current)).changing(expected)
         table = config.quotas.changing(expected)
         ip_rates = state.ip_rates.changing() if any(c.ip is not None for c in self.changes.values()) else None
         settings = None
@@ -118,7 +118,7 @@ class Batch:
             entries[c.canonical] = REMOVED if c.values is None else (c.entity, c.values)
             if c.quota_entity is not None:
                 table.set(c.quota_entity, c.quota)
-            elif c.ip is not None:
+            elif c.ip is not None and ip_rates is not None:  # not None: a change of an IP's rate is among these
                 ip_rates[c.ip] = REMOVED if c.ip_rate is None else c.ip_rate
             elif c.settings is not None:
                 settings = c.settings

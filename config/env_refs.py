@@ -37,8 +37,12 @@ class EnvRef:
     name: str
 
 
-def construct_env_ref(loader, node) -> EnvRef:
-    return EnvRef(WHOLE.fullmatch(loader.construct_scalar(node)).group(1))
+def construct_env_ref(loader: Any, node: Any) -> EnvRef:
+    text = loader.construct_scalar(node)
+    whole = WHOLE.fullmatch(text)
+    if whole is None:  # the loader tags only a scalar that is wholly one reference with ENV_TAG
+        raise ValueError(f"not an environment reference: {text!r}")
+    return EnvRef(whole.group(1))
 
 
 def expand(raw: Any, environ: Mapping[str, str], path: str = "") -> Any:

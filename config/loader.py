@@ -134,23 +134,26 @@ def parse_config(raw: Any) -> ProxyConfig:
     if settings is not None and listeners is not None:
         collecting(errors, check_scope, settings, listeners, "settings")
     quota_section = collecting(errors, parse_quota_section, raw.get("quotas", []), "quotas")
-    parts = {
-        "metrics": collecting(errors, _metrics, raw.get("metrics", DEFAULT_METRICS), "metrics"),
-        "volume_usage": collecting(errors, parse_volume_usage, raw.get("volume_usage"), "volume_usage"),
-        "usage_log": collecting(errors, parse_usage_log, raw.get("usage_log"), "usage_log"),
-        "dynamic_config": collecting(errors, parse_dynamic_config, raw.get("dynamic_config"), "dynamic_config"),
-        "admin_principals": collecting(errors, _principals, raw.get("admin_principals", []), "admin_principals"),
-    }
+    metrics = collecting(errors, _metrics, raw.get("metrics", DEFAULT_METRICS), "metrics")
+    volume_usage = collecting(errors, parse_volume_usage, raw.get("volume_usage"), "volume_usage")
+    usage_log = collecting(errors, parse_usage_log, raw.get("usage_log"), "usage_log")
+    dynamic_config = collecting(errors, parse_dynamic_config, raw.get("dynamic_config"), "dynamic_config")
+    admin_principals = collecting(errors, _principals, raw.get("admin_principals", []), "admin_principals")
     raise_all(errors)
+    assert upstream is not None and listeners is not None  # required: without them raise_all raised
     quotas, ip_rates = quota_section
     return ProxyConfig(
         upstream=upstream,
         listeners=listeners,
+        metrics=metrics,
         settings=settings,
         quotas=quotas,
+        volume_usage=volume_usage,
         connections=connection_limits(settings, listeners, ip_rates),
+        usage_log=usage_log,
+        dynamic_config=dynamic_config,
         raw_quotas=tuple(dict(item) for item in (raw.get("quotas") or [])),
-        **parts,
+        admin_principals=admin_principals,
     )
 
 

@@ -78,7 +78,7 @@ def _settings() -> dict:
     described: dict[str, dict] = {}
     for name, spec in SETTINGS.items():
         described[name] = number(spec.minimum, spec.maximum, spec.kind is int, spec.doc, spec.default)
-    words = {
+    words: dict[str, dict[str, Any]] = {
         IP_OVERRIDES: {
             "description": 'Kafka\'s "<ip>:<count>,...", or a mapping of IP address to count',
             "anyOf": [
@@ -173,7 +173,10 @@ def _usage_log() -> dict:
 
 
 def _dynamic() -> dict:
-    described = {"enabled": BOOLEAN, "topic": {"type": "string", "minLength": 1, "maxLength": 249}}
+    described: dict[str, dict[str, Any]] = {
+        "enabled": BOOLEAN,
+        "topic": {"type": "string", "minLength": 1, "maxLength": 249},
+    }
     described.update({key: number(low, high, True) for key, (low, high) in dynamic_source.BOUNDS.items()})
     return {"anyOf": [{"type": "null"}, {"const": True}, section(dynamic_source.KEYS, described)]}
 

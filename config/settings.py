@@ -187,7 +187,7 @@ def _ip_overrides(raw: Any, path: str) -> Mapping[str, int]:
 
 
 def connection_limits(
-    settings: Settings, listeners: tuple[ListenerConfig, ...], ip_rates: dict[str, float]
+    settings: Settings, listeners: tuple[ListenerConfig, ...], ip_rates: Mapping[str, float]
 ) -> ConnectionLimits:
     """The connection limits (KIP-612, KIP-402) from settings, listeners and the ``{ip: ...}`` quotas."""
     unlimited = 2**31 - 1

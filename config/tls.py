@@ -124,8 +124,13 @@ def parse_upstream_tls(raw: Any, path: str) -> UpstreamTls | None:
     for flag in ("verify", "check_hostname"):
         if flag in m and not isinstance(m[flag], bool):
             raise ConfigError(f"{path}.{flag}", f"expected true or false, got {m[flag]!r}")
+    cafile, certfile, keyfile = (
+        _path(m[k], f"{path}.{k}") if k in m else None for k in ("cafile", "certfile", "keyfile")
+    )
     tls = UpstreamTls(
-        *(_path(m[k], f"{path}.{k}") if k in m else None for k in ("cafile", "certfile", "keyfile")),
+        cafile,
+        certfile,
+        keyfile,
         verify=m.get("verify", True),
         check_hostname=m.get("check_hostname", True),
     )
