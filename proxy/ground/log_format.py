@@ -28,7 +28,7 @@ class JsonLines(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         seconds = time.gmtime(record.created)
-        line = {
+        line: dict[str, object] = {
             "time": time.strftime("%Y-%m-%dT%H:%M:%S", seconds) + f".{int(record.msecs):03d}Z",
             "level": record.levelname,
             "logger": record.name,

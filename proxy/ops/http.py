@@ -82,7 +82,7 @@ class OpsServer:
         self._max_scrapes = max_scrapes
         self._write_timeout_s = write_timeout_s
         # every open connection's transport and what it is doing, oldest first
-        self._open: dict[asyncio.Transport, str] = {}
+        self._open: dict[asyncio.WriteTransport, str] = {}
         self._handlers: set[asyncio.Task] = set()
         self._evicted = 0  # connections closed for newcomers since the last log line about it
         self._evicted_logged_at: float | None = None
@@ -111,6 +111,7 @@ class OpsServer:
             self._evict(HEAD, SCRAPE, ANSWER)
         self._open[transport] = HEAD
         handler = asyncio.current_task()
+        assert handler is not None  # asyncio.start_server runs each connection's handler as a task
         self._handlers.add(handler)
         answered = False
         try:

@@ -157,7 +157,8 @@ class ProxyMetrics:
             ["result"],
             registry=r,
         )
-        self._per_api: dict[tuple[str, int], ApiMetrics] = {}
+        # (listener, API key) and, for the API keys the codec does not name, (listener, "Unknown")
+        self._per_api: dict[tuple[str, int | str], ApiMetrics] = {}
         self._per_api_collector = PerApiCollector()
         r.register(self._per_api_collector)
 

@@ -7,6 +7,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
+from typing import BinaryIO
 
 from config.usage import UsageLogConfig
 
@@ -20,7 +21,7 @@ class RotatingWriter:
     def __init__(self, config: UsageLogConfig, wall: Callable[[], float] = time.time) -> None:
         self.config = config
         self._wall = wall
-        self._file = None
+        self._file: BinaryIO | None = None
         self._opened_at = 0.0
         self._size = 0
 
@@ -28,24 +29,23 @@ class RotatingWriter:
         data = "".join(lines).encode()
         now = self._wall()
         config = self.config
-        if (
-            self._file is None
-            or self._size >= config.max_file_bytes
-            or now - self._opened_at >= config.max_file_age_seconds
-        ):
-            self._rotate(now)
-        self._file.write(data)
-        self._file.flush()
+        file = self._file
+        if file is None or self._size >= config.max_file_bytes or now - self._opened_at >= config.max_file_age_seconds:
+            file = self._rotate(now)
+        file.write(data)
+        file.flush()
         self._size += len(data)
 
-    def _rotate(self, now: float) -> None:
+    def _rotate(self, now: float) -> BinaryIO:
+        """A new file (the current one closed, the oldest beyond ``max_files`` deleted)."""
         self.close()
         os.makedirs(self.config.dir, exist_ok=True)
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now)) + f"{now % 1:.3f}"[1:]
         path = os.path.join(self.config.dir, f"usage-{stamp}{self.config.file_tag}.jsonl")
-        self._file = open(path, "ab")
-        self._opened_at, self._size = now, self._file.tell()
+        file = self._file = open(path, "ab")
+        self._opened_at, self._size = now, file.tell()
         self._prune()
+        return file
 
     def _prune(self) -> None:
         names = sorted(n for n in os.listdir(self.config.dir) if n.startswith("usage-") and n.endswith(".jsonl"))

@@ -95,7 +95,8 @@ class UsageLog:
         self.table = UsageTable(max_rows)
         self._metrics = metrics
         self._wall = wall
-        self._queue: queue.Queue = queue.Queue(QUEUE_BATCHES)
+        # (rows, end of the interval, its length) for the writer thread; None: the last
+        self._queue: queue.Queue[tuple[dict[tuple, UsageCounters], float, float] | None] = queue.Queue(QUEUE_BATCHES)
         self._writer = RotatingWriter(config, wall)
         self._thread = threading.Thread(target=self._write_loop, name="usage-log", daemon=True)
         self._task: asyncio.Task | None = None
@@ -140,9 +141,10 @@ class UsageLog:
             interval = self._queue.get()
             if interval is None:
                 break
+            rows, end_s, interval_s = interval
             lines = [
                 json.dumps(r, separators=(",", ":")) + "\n"
-                for r in records(*interval, proxy=self.proxy_id, scope=self.scope)
+                for r in records(rows, end_s, interval_s, proxy=self.proxy_id, scope=self.scope)
             ]
             try:
                 self._writer.write(lines)

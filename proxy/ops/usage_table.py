@@ -30,6 +30,16 @@ class UsageCounters:
     """One entity's counts in the current interval."""
 
     __slots__ = FIELDS + THROTTLE_FIELDS + ("held_until_ns",)
+    # FIELDS, set to 0 by __init__
+    requests: int
+    request_bytes: int
+    response_bytes: int
+    throttle_ms: int
+    shadow_throttle_ms: int
+    partition_mutations: int
+    new_producer_ids: int
+    connections_opened: int
+    quota_rate: float | None  # the byte-rate quota of the interval's last throttle; None: no throttle
 
     def __init__(self) -> None:
         for name in FIELDS:
