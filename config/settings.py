@@ -212,3 +212,6 @@ def connection_limits(
 
 def _num(value: float) -> str:
     return str(int(value)) if value == int(value) else str(value)
+
+
+DEFAULT_SETTINGS = parse_settings({}, "settings")  # every setting at its default, typed, for defaults elsewhere

@@ -216,6 +216,7 @@ def quotas_command(admin, entity: dict | None, alter: bool, added: dict, deleted
                 file=out,
             )
         return 0
+    assert entity is not None  # --alter names its entity (entity_from_args), or the command stopped before
     before = dict(next((values for found, values in admin.describe_quotas(entity, strict=True) if found == entity), {}))
     unset = [k for k in deleted if k not in before]
     if unset:

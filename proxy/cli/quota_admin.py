@@ -9,10 +9,15 @@ with the server's message; a server whose ApiVersions does not list an API, or t
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from config.dynamic import DYNAMIC_SETTINGS
 from proxy.codec.enums import BROKER_RESOURCE, DELETE, MATCH_TYPE_DEFAULT, MATCH_TYPE_EXACT, MATCH_TYPE_SPECIFIED, SET
 from proxy.codec.error_codes import error_name
 from quota.primitives.entity import DEFAULT
+
+if TYPE_CHECKING:
+    from kafka.admin import KafkaAdminClient
 
 CLIENT_ID = "kafka-quota-proxy-configs"
 TIMEOUT_MS = 15000
@@ -38,7 +43,7 @@ class Failed(Exception):
 class QuotaAdmin:
     def __init__(self, bootstrap: str, security: dict) -> None:
         self.bootstrap, self.security = bootstrap, dict(security)
-        self._admin = None
+        self._admin: KafkaAdminClient | None = None  # connected in the with block
 
     def __enter__(self) -> QuotaAdmin:
         from kafka.admin import KafkaAdminClient
@@ -59,13 +64,18 @@ class QuotaAdmin:
         if self._admin is not None:
             self._admin.close()
 
+    def _connected(self) -> KafkaAdminClient:
+        if self._admin is None:
+            raise RuntimeError("QuotaAdmin used outside its with block")
+        return self._admin
+
     # -- the wire ---------------------------------------------------------------------------------------------------
 
     def _version(self, request_class, not_served: str, highest: int, lowest: int = 0) -> int:
         from kafka.errors import IncompatibleBrokerVersion
 
         try:
-            return self._admin._manager.broker_version_data.api_version(
+            return self._connected()._manager.broker_version_data.api_version(
                 request_class, min_version=lowest, max_version=highest
             )
         except IncompatibleBrokerVersion:
@@ -74,7 +84,7 @@ class QuotaAdmin:
     def _send(self, request, not_served: str):
         from kafka.errors import KafkaConnectionError, KafkaError
 
-        admin = self._admin
+        admin = self._connected()
 
         async def call():
             return await admin._manager.send(request)

@@ -26,6 +26,7 @@ import logging
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from config.model import Address, OwnClientsConfig, UpstreamSasl
 from proxy.cluster.sasl_login import SaslLoginError, exchanges
@@ -48,6 +49,10 @@ CREATE_TIMEOUT_S = 10.0  # ensure_topic, start to finish
 # default.replication.factor); every broker since Kafka 2.4 serves v5.
 OWN_CREATE_TOPICS_VERSION = 5
 
+# A decoded answer (proxy.codec.schema.Message): its fields are those of its API's schema at its version, made at run
+# time, which the type checker does not see; read as Any.
+Answer = Any
+
 # What ask raises when the broker does not answer, or not with a Kafka answer to the request
 ASK_ERRORS = (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError, ProtocolError, SaslLoginError)
 
@@ -61,12 +66,12 @@ async def ask(
     client_id: str = CLIENT_ID,
     ssl_context=None,
     sasl: UpstreamSasl | None = None,
-) -> Message:
+) -> Answer:
     """One request of the proxy's own on a fresh connection to ``address``; its decoded answer. With ``sasl`` the
     connection logs in first (SaslHandshake v1, SaslAuthenticate v2). Bounded by ``timeout_s`` in all; raises one of
     :data:`ASK_ERRORS`, or :class:`SaslLoginError` when the broker refuses the login."""
 
-    async def exchange() -> Message:
+    async def exchange() -> Answer:
         reader, writer = await asyncio.open_connection(
             address.host, address.port, ssl=ssl_context, server_hostname=address.host if ssl_context else None
         )
@@ -82,8 +87,14 @@ async def ask(
 
 
 async def _round_trip(
-    reader, writer, api_key: int, version: int, request: Message, correlation: int, client_id: str
-) -> Message:
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    api_key: int,
+    version: int,
+    request: Message,
+    correlation: int,
+    client_id: str,
+) -> Answer:
     writer.write(
         frame(
             encode_request_header(api_key, version, correlation, client_id) + encode_request(api_key, version, request)
@@ -99,7 +110,7 @@ async def _round_trip(
     return decode_response(api_key, version, memoryview(whole)[response_header_length(api_key, version, whole) :])
 
 
-async def _login(reader, writer, sasl: UpstreamSasl, client_id: str) -> int:
+async def _login(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, sasl: UpstreamSasl, client_id: str) -> int:
     """Log the connection in; returns the next correlation id."""
     correlation = CORRELATION_ID
     answer = await _round_trip(
@@ -151,7 +162,7 @@ class ClusterLook:
     controller_id: int = -1  # the node the answer names as controller (-1: none named)
 
 
-def cluster_look(msg: Message) -> ClusterLook:
+def cluster_look(msg: Answer) -> ClusterLook:
     """What a decoded Metadata answer says of the brokers and of the topics it names."""
     partitions: dict[str, frozenset[int]] = {}
     errors: dict[str, str] = {}
@@ -197,7 +208,7 @@ class OwnKafka:
 
     async def ask_any(
         self, api_key: int, version: int, request: Message, timeout_s: float, client_id: str = CLIENT_ID
-    ) -> Message | None:
+    ) -> Answer | None:
         """The first bootstrap server's answer to ``request`` (each bounded by ``timeout_s``), or None when none
         answered (each failure logged)."""
         for address in self.bootstrap:

@@ -26,6 +26,7 @@ import contextvars
 import ipaddress
 import socket
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 Address = tuple[str, int]
 
@@ -54,6 +55,7 @@ NOTED: set[tuple[Address, Address]] = set()
 ROUTE: contextvars.ContextVar[Callable[[str, int], Awaitable[Address | None]] | None] = contextvars.ContextVar(
     "kafka_quota_proxy_own_client_route", default=None
 )
+_routed_create_conn: Callable[..., Awaitable[Any]] | None = None  # aiokafka's create_conn, once redirected
 
 
 def track_aiokafka() -> bool:
@@ -63,7 +65,7 @@ def track_aiokafka() -> bool:
         import aiokafka.conn as conn
     except ImportError:
         return False
-    base = getattr(conn, "AIOKafkaProtocol", None)
+    base: Any = getattr(conn, "AIOKafkaProtocol", None)  # aiokafka's protocol class, when this version has it
     if base is None:
         return False
     if getattr(base, "noted_by_the_proxy", False):
@@ -74,10 +76,11 @@ def track_aiokafka() -> bool:
         _noted: tuple | None = None
 
         def connection_made(self, transport) -> None:
-            pair = (_canonical(transport.get_extra_info("sockname")), _canonical(transport.get_extra_info("peername")))
-            if None not in pair:
-                self._noted = pair
-                NOTED.add(pair)
+            local = _canonical(transport.get_extra_info("sockname"))
+            peer = _canonical(transport.get_extra_info("peername"))
+            if local is not None and peer is not None:
+                self._noted = (local, peer)
+                NOTED.add(self._noted)
             super().connection_made(transport)
 
         def connection_lost(self, exc) -> None:
@@ -96,8 +99,9 @@ def _route_aiokafka() -> None:
         import aiokafka.client as client
     except ImportError:
         return
+    global _routed_create_conn
     original = getattr(client, "create_conn", None)
-    if original is None or getattr(original, "routed_by_the_proxy", False):
+    if original is None or original is _routed_create_conn:
         return
 
     async def create_conn(host, port, *args, **kwargs):
@@ -108,8 +112,7 @@ def _route_aiokafka() -> None:
                 host, port = target
         return await original(host, port, *args, **kwargs)
 
-    create_conn.routed_by_the_proxy = True
-    client.create_conn = create_conn
+    _routed_create_conn = client.create_conn = create_conn
 
 
 class SidecarRoute:
@@ -133,7 +136,7 @@ class SidecarRoute:
                 infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
             except OSError:
                 return None  # aiokafka reports the failure as it would have
-            self._known[key] = any(_is_local(info[4][0]) for info in infos)
+            self._known[key] = any(_is_local(str(info[4][0])) for info in infos)
         return self.upstream if self._known[key] else None
 
 

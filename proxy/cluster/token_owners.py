@@ -177,11 +177,14 @@ class TokenOwners:
 
     async def _look(self, wanted: set[str]) -> None:
         """One DescribeDelegationToken: the owners of every token it lists, those ``wanted`` first."""
+        kafka = self._kafka
+        if kafka is None:  # NO_TOKEN_OWNERS: never asked to look (a lookup is refused at once)
+            return
         version = OWN_DESCRIBE_DELEGATION_TOKEN_VERSION
         request = new_request(DESCRIBE_DELEGATION_TOKEN, version, owners=None)
         self.lookups += 1
         try:
-            answer = await self._kafka.ask_any(DESCRIBE_DELEGATION_TOKEN, version, request, self._bound_s, CLIENT_ID)
+            answer = await kafka.ask_any(DESCRIBE_DELEGATION_TOKEN, version, request, self._bound_s, CLIENT_ID)
             failure = None
         except Exception as exc:  # noqa: BLE001 - whatever went wrong, the logins waiting are refused, saying so
             answer, failure = None, f"{type(exc).__name__}: {exc}"

@@ -25,13 +25,16 @@ from __future__ import annotations
 
 import uuid
 from collections import OrderedDict
+from typing import TYPE_CHECKING
 
-from config.settings_table import SETTINGS
+from config.settings import DEFAULT_SETTINGS
 from proxy.codec.error_codes import NONE, UNKNOWN_TOPIC_OR_PARTITION
-from proxy.codec.messages import Message
 from proxy.codec.primitives import ZERO_UUID
 
-DEFAULT_MAX_TOPICS = SETTINGS["metadata.max.tracked.topics"].default
+if TYPE_CHECKING:
+    from proxy.cluster.kafka_clients import Answer
+
+DEFAULT_MAX_TOPICS = DEFAULT_SETTINGS.metadata_max_tracked_topics
 
 
 class _Topic:
@@ -77,7 +80,7 @@ class Topics:
 
     # -- learning, from the brokers' answers ----------------------------------------------------------------------
 
-    def learn_from_metadata(self, msg: Message, now_ms: int) -> None:
+    def learn_from_metadata(self, msg: Answer, now_ms: int) -> None:
         """Every topic of a decoded Metadata response: its id (v10+) and its count; a topic the broker does not know
         (UNKNOWN_TOPIC_OR_PARTITION) is forgotten."""
         for topic in msg.topics:

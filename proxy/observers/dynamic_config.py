@@ -29,6 +29,7 @@ import contextvars
 import logging
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from config.dynamic import DynamicEntries, RecordError
 from config.dynamic_source import DynamicConfigSource
@@ -41,6 +42,9 @@ from proxy.observers.following import CALL_TIMEOUT_S, CHECK_S, TopicReader, log_
 from proxy.observers.freezing import freeze_long_lived
 from proxy.ops import audit
 from proxy.ops.audit import AuditedRecord, values_of
+
+if TYPE_CHECKING:
+    from aiokafka import AIOKafkaProducer
 
 log = logging.getLogger(__name__)
 
@@ -69,9 +73,11 @@ class DynamicConfig:
         kafka: OwnKafka,
         client_id: str = "kafka-quota-proxy-config",
     ) -> None:
+        if base.dynamic_config is None:
+            raise ValueError("no dynamic_config section: no config topic to follow")
         self.base = base
         self.topic = base.dynamic_config.topic
-        self.bounds = base.dynamic_config or DynamicConfigSource()
+        self.bounds: DynamicConfigSource = base.dynamic_config
         self.state = DynamicState.initial(base)
         self._apply = apply
         self.kafka = kafka  # how its clients reach the cluster
@@ -87,7 +93,7 @@ class DynamicConfig:
         self.available = 0  # 1 while the topic is read; 0 before and while it cannot be created or read
         self.unavailable: str | None = None  # why not, for the log (once per reason) and AlterClientQuotas
         self._task: asyncio.Task | None = None
-        self._producer = None
+        self._producer: AIOKafkaProducer | None = None
         self._write_lock = asyncio.Lock()
         self._context = contextvars.copy_context()
         self._retry = Backoff(RETRY_START_S, RETRY_S)
@@ -253,14 +259,14 @@ class DynamicConfig:
         over 10^5 entries copies nearly every chunk of every map (quota.primitives.chunked), so a burst rewriting every entry
         copied the whole configuration 50 times, and the garbage collector walked each copy while young."""
         end = await reader.end_offsets()
-        initial = Batch(DynamicState.initial(self.base), self.bounds)  # the topic rebuilt whole
+        initial: Batch | None = Batch(DynamicState.initial(self.base), self.bounds)  # the topic rebuilt whole
         caught_up = fetched = False
         self.last_read = time.monotonic()
         next_check = time.monotonic() + CHECK_S
         while True:
             polled = await consumer.getmany(timeout_ms=200, max_records=POLL_RECORDS)
             if polled:
-                batch = initial if not caught_up else Batch(self.state, self.bounds)
+                batch = initial if initial is not None else Batch(self.state, self.bounds)  # None once caught up
                 good = 0
                 while True:
                     for records in polled.values():
@@ -283,6 +289,7 @@ class DynamicConfig:
             self.lag = sum(max(0, (consumer.highwater(tp) or 0) - positions[tp]) for tp in positions)
             if not caught_up and all(positions[tp] >= end[tp] for tp in positions):
                 caught_up = True
+                assert initial is not None  # dropped only here, once caught up
                 self.swap(await self.build(initial), len(initial))
                 initial = None  # its records and the state it made are not held past the swap: once the entries
                 # are rewritten (a burst), that would be the whole configuration a second time over
@@ -331,13 +338,14 @@ class DynamicConfig:
         from aiokafka import AIOKafkaProducer
 
         async with self._write_lock:
-            if self._producer is None:
+            producer = self._producer
+            if producer is None:
                 await self.kafka.ensure_topic(self.topic, self.client_id)
                 producer = AIOKafkaProducer(**self.kafka.options(self.client_id), acks="all", request_timeout_ms=10_000)
                 await start_client(producer, None)  # stopped when its start fails or is cancelled
                 self._producer = producer
             futures = [
-                await self._producer.send(self.topic, key=key, value=value, headers=headers)
+                await producer.send(self.topic, key=key, value=value, headers=headers)
                 for key, value, headers in records
             ]
             await asyncio.gather(*futures)

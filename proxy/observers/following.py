@@ -27,9 +27,13 @@ The follower then drops its consumer and starts again from the beginning. Every 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from proxy.cluster.kafka_clients import ClusterLook, OwnKafka
 from proxy.ground.tasks import wait_for
+
+if TYPE_CHECKING:
+    from aiokafka import AIOKafkaConsumer
 
 CHECK_S = 1.0  # how often a follower looks at its topic
 CALL_TIMEOUT_S = 5.0  # each metadata or offsets request of a follower
@@ -76,7 +80,7 @@ class TopicReader:
     """One consumer reading every partition of ``topic`` from the beginning; ``kafka`` answers what the cluster
     holds (its Metadata, asked afresh at every look)."""
 
-    consumer: object
+    consumer: AIOKafkaConsumer
     topic: str
     kafka: OwnKafka
     offsets: dict = field(default_factory=dict)  # TopicPartition -> Offsets
@@ -107,8 +111,9 @@ class TopicReader:
         if not await self.refresh():
             raise ConnectionError(f"no bootstrap server answered Metadata for {self.topic}")
         partitions = self.partitions()
-        if partitions is None:
-            raise ConnectionError(f"Metadata for {self.topic}: {self.last.errors.get(self.topic)}")
+        if partitions is None:  # the cluster answered (refresh), with an error for the topic
+            why = None if self.last is None else self.last.errors.get(self.topic)
+            raise ConnectionError(f"Metadata for {self.topic}: {why}")
         if not partitions:
             return False
         tps = [TopicPartition(self.topic, p) for p in sorted(partitions)]

@@ -61,7 +61,7 @@ class UsageFollower:
 
     def take_record(self, key: bytes | None, value: bytes | None, timestamp_ms: int) -> bool:
         """One record of the topic: whether its usage was recorded (all at once: tests call it)."""
-        if not self._wanted(key, value, timestamp_ms):
+        if not self._wanted(key, value, timestamp_ms) or value is None:  # _wanted forgets a tombstone's sidecar
             return False
         try:
             delta = decode(value)
@@ -76,7 +76,7 @@ class UsageFollower:
     async def take_record_stepwise(self, key: bytes | None, value: bytes | None, timestamp_ms: int) -> None:
         """:meth:`take_record` as the follower does it: decoded in a thread, recorded a step at a time between
         the proxy's other work (10^5 entities take about a second to record)."""
-        if not self._wanted(key, value, timestamp_ms):
+        if not self._wanted(key, value, timestamp_ms) or value is None:  # _wanted forgets a tombstone's sidecar
             return
         try:
             delta = await asyncio.to_thread(quiet_decode, value)
@@ -139,7 +139,7 @@ class UsageFollower:
     def record(self, delta: UsageDelta) -> Iterator:
         """Record a peer's usage (its connection counts are per proxy), in steps when ``record`` takes them."""
         steps = self._record_remote(dataclasses.replace(delta, listeners=(), ips=(), open_connections=()))
-        return () if steps is None else steps
+        return iter(()) if steps is None else steps
 
     async def follow(self) -> None:
         from aiokafka import AIOKafkaConsumer

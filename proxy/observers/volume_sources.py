@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from config.volume import VolumeUsageConfig
+from config.volume import LogDirsConfig, PublisherConfig, VolumeUsageConfig
 from proxy.cluster.kafka_clients import ASK_ERRORS, Backoff, ClusterLook, OwnKafka, ask, start_client, stop_client
 from proxy.codec.apis import DESCRIBE_LOG_DIRS, OWN_DESCRIBE_LOG_DIRS_VERSION
 from proxy.codec.error_codes import NONE
@@ -32,6 +32,8 @@ from proxy.quotas.volume_throttle import VolumeThrottle
 from quota.managers.volume import Snapshot, Volume
 
 if TYPE_CHECKING:
+    from aiokafka import AIOKafkaProducer
+
     from proxy.ops.metrics import ProxyMetrics
 
 log = logging.getLogger("kafka_quota_proxy.volume")
@@ -65,13 +67,15 @@ class VolumePublisher:
         metrics,
         source: Callable[[], list[Volume]] | None = None,
     ) -> None:
+        if config.publisher is None:
+            raise ValueError("volume_usage has no publisher: nothing to publish")
         self.config = config
-        self.publisher = config.publisher
+        self.publisher: PublisherConfig = config.publisher
         self.kafka = kafka
         self.clock = clock
         self.metrics = metrics
         self.source = source or (lambda: statvfs_volumes(self.publisher.log_dirs))
-        self._producer = None
+        self._producer: AIOKafkaProducer | None = None
         self._task: asyncio.Task | None = None
 
     def snapshot(self) -> Snapshot:
@@ -90,13 +94,14 @@ class VolumePublisher:
                 if self._producer is not None and await self._topic_deleted():
                     log.warning("volume usage topic %s was deleted: creating it again", self.config.topic)
                     await self._close_producer()
-                if self._producer is None:
+                producer = self._producer
+                if producer is None:
                     await self.kafka.ensure_topic(self.config.topic, CLIENT_ID)
                     producer = AIOKafkaProducer(**self.kafka.options(CLIENT_ID), acks="all", enable_idempotence=False)
                     await start_client(producer, None)  # stopped when its start fails or is cancelled
                     self._producer = producer
                     self.metrics.volume_publisher_connected.set(1)
-                await self._producer.send_and_wait(self.config.topic, self.snapshot().to_json(), key=key)
+                await producer.send_and_wait(self.config.topic, self.snapshot().to_json(), key=key)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the broker is down or the topic cannot be written: try again later
@@ -253,7 +258,9 @@ class LogDirsPoller(_Evaluating):
         self.throttle = throttle
         self.kafka = kafka
         self.timeout_s = timeout_s
-        self.config = throttle.config.describe_log_dirs
+        if throttle.config.describe_log_dirs is None:
+            raise ValueError("volume_usage's source is not describe_log_dirs: nothing to poll")
+        self.config: LogDirsConfig = throttle.config.describe_log_dirs
         self._tasks: list[asyncio.Task] = []
 
     async def start(self) -> None:

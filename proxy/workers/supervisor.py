@@ -17,6 +17,7 @@ import signal
 import socket
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
@@ -33,6 +34,9 @@ from proxy.workers.scrape import workers_exposition
 from proxy.workers.slot import Slot
 from proxy.workers.worker import WorkerSpec
 from quota.explain.explain import cluster_budget
+
+if TYPE_CHECKING:
+    from proxy.workers.cluster_relay import WorkersClusterUsage
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +95,8 @@ class Supervisor:
         self.relay = Relay(
             self.slots, self.forwarded, self._worker_usage, self._eager, time.monotonic, lambda: self.stopping
         )
-        self.cluster = None  # quota.cluster.topic: the usage topic's publisher and follower (made at start)
+        # quota.cluster.topic: the usage topic's publisher and follower (made at start)
+        self.cluster: WorkersClusterUsage | None = None
         self.explainer = WorkersExplainer(
             tuple(lc.name for lc in config.listeners), self._worker_ports, self._cluster_budget
         )
