@@ -29,12 +29,18 @@ sys.path.insert(0, ROOT)
 from quota.managers import producer_ids as new_module  # noqa: E402
 from quota.primitives.entity import QuotaEntity, QuotaEntry, QuotaTable, QuotaTags  # noqa: E402
 
+MOVED = {"quota.sharing.usage_tap": "quota.primitives.usage_tap"}
+"""Modules of the current tree an old revision imports under an earlier name."""
+
 
 def load_old(revision: str) -> types.ModuleType:
     def source(path: str) -> str:
-        return subprocess.run(
+        text = subprocess.run(
             ["git", "-C", ROOT, "show", f"{revision}:{path}"], check=True, capture_output=True, text=True
         ).stdout
+        for old, new in MOVED.items():
+            text = text.replace(old, new)
+        return text
 
     cache = types.ModuleType("old_producer_id_cache")
     exec(compile(source("quota/managers/producer_id_cache.py"), "old_producer_id_cache", "exec"), cache.__dict__)

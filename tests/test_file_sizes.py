@@ -13,7 +13,6 @@ NOT_YET_SPLIT: set[str] = {
     "proxy/connection/client_socket.py",
     "proxy/connection/flow.py",
     "quota/managers/connection.py",
-    "quota/managers/producer_ids.py",
     "quota/sharing/usage_delta.py",
     "quota/sharing/usage_share.py",
 }

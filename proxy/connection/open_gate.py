@@ -1,4 +1,4 @@
-"""A worker's side of the open-connection counts kept by its parent (:class:`quota.sharing.peer_connections.OpenLedger`):
+"""A worker's side of the open-connection counts kept by its parent (:class:`quota.sharing.open_ledger.OpenLedger`):
 with ``workers: N``, a connection the worker's own counts admit under a count limit (``max.connections``, the
 listener's, ``max.connections.per.ip``) is claimed from the parent before it is served, and released when it
 closes, so the limit holds across workers exactly, however the kernel spreads the connections. A single process
@@ -42,7 +42,7 @@ class OpenGate:
         return self._send is not None
 
     async def claim(self, listener: str, ip: str, limits: tuple[int | None, int | None, int | None]) -> str:
-        """CLAIMED, UNCLAIMED, or the kind of limit the connection would pass (quota.sharing.peer_connections' IP,
+        """CLAIMED, UNCLAIMED, or the kind of limit the connection would pass (quota.primitives.peer_connections' IP,
         LISTENER, TOTAL): refused."""
         send = self._send
         if send is None:

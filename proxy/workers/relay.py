@@ -30,7 +30,7 @@ from proxy.workers.frames import (
     read_frame,
 )
 from proxy.workers.slot import Slot
-from quota.sharing.peer_connections import OpenLedger
+from quota.sharing.open_ledger import OpenLedger
 
 log = logging.getLogger(__name__)
 

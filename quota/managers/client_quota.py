@@ -47,7 +47,7 @@ from quota.primitives.sensor import ClientSensors, EntityStats
 from quota.primitives.sensor_keeper import RECORD_EXPIRY_BATCH, SensorKeeper
 from quota.primitives.throttle import INT32_MAX, bounded_throttle_time_ms, quota_acceptable
 from quota.primitives.top import no_pause
-from quota.sharing.usage_tap import NO_TAP
+from quota.primitives.usage_tap import NO_TAP
 
 INACTIVE_SENSOR_EXPIRATION_MS = 3_600_000
 """Kafka purges quota sensors after one hour without a record."""

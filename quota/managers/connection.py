@@ -39,11 +39,11 @@ from types import MappingProxyType
 from quota.primitives.debt_sketch import DebtSketch
 from quota.primitives.entity import DEFAULT
 from quota.primitives.overflow import DEFAULT_MAX_TRACKED_ENTITIES
+from quota.primitives.peer_connections import IP as OPEN_IP
+from quota.primitives.peer_connections import LISTENER, TOTAL, PeerConnections
 from quota.primitives.rate import QuotaWindow, Rate, at_limit
 from quota.primitives.throttle import bounded_throttle_time_ms
-from quota.sharing.peer_connections import IP as OPEN_IP
-from quota.sharing.peer_connections import LISTENER, TOTAL, PeerConnections
-from quota.sharing.usage_tap import NO_TAP
+from quota.primitives.usage_tap import NO_TAP
 
 CONNECTION_CREATION_RATE = "connection_creation_rate"
 IP = "ip"
@@ -345,7 +345,7 @@ class ConnectionQuotas:
 
     def refused_elsewhere(self, listener: str, ip: str, kind: str) -> Close:
         """A connection this process admitted that the proxy-wide count (every worker's) refuses: un-counted here,
-        and the Close saying which limit (``kind``: quota.sharing.peer_connections' IP, LISTENER or TOTAL)."""
+        and the Close saying which limit (``kind``: quota.primitives.peer_connections' IP, LISTENER or TOTAL)."""
         self.closed(listener, ip)
         limits = self.limits
         if kind == OPEN_IP:

@@ -48,73 +48,35 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import replace
-from operator import attrgetter
 
-from quota.managers.producer_id_cache import CacheShape, TimeControlledBloomFilter
-from quota.managers.producer_id_holds import Hold, HoldEnforcement, ProducerIdDecision, Refuse  # noqa: F401
-from quota.managers.producer_id_stats import ProducerIdStats
+from quota.managers.producer_id_cache import CacheShape
+from quota.managers.producer_id_decision import Hold as Hold  # the decisions it returns, for its callers
+from quota.managers.producer_id_decision import ProducerIdDecision as ProducerIdDecision
+from quota.managers.producer_id_decision import Refuse as Refuse
+from quota.managers.producer_id_holds import HoldEnforcement
+from quota.managers.producer_id_stats import ProducerIdStats, stats, top_stats
+from quota.managers.producer_id_user import ProducerIdUser
 from quota.managers.producer_ids_issued import IssuedProducerIds
 from quota.primitives.decision import FORWARD, Throttle
-from quota.primitives.entity import DEFAULT, PRODUCER_IDS_RATE, QuotaTable, QuotaTags, ResolvedQuota
+from quota.primitives.entity import DEFAULT, PRODUCER_IDS_RATE, QuotaTable, ResolvedQuota
 from quota.primitives.overflow import DEFAULT_MAX_TRACKED_ENTITIES, overflow_tags
 from quota.primitives.sensor_table import COMPACT_BELOW
 from quota.primitives.throttle import INT32_MAX
 from quota.primitives.token_bucket import TokenBucket
-from quota.primitives.top import OTHER, busiest, no_pause, others, release, snapshot, totals
-from quota.sharing.usage_tap import NO_TAP
+from quota.primitives.top import no_pause, snapshot
+from quota.primitives.usage_tap import NO_TAP, NoTap
 
 HOLD, THROTTLE = "hold", "throttle"
 ENFORCEMENTS = (HOLD, THROTTLE)
 DEFAULT_MAX_HOLD_MS = 10_000
 
 
-class _UserState(TimeControlledBloomFilter):
-    """One user's producer-id state: its cache (inherited, inline: no object of its own), its bucket, its counters.
-    ``fast``: ``limit`` and ``shadow`` are what the quota table resolves for the user this state is keyed by, so a
-    request of that user is decided without resolving (cleared, or set again, by every table change reaching it)."""
-
-    __slots__ = (
-        "user",
-        "bucket",
-        "limit",
-        "shadow",
-        "fast",
-        "new_pids",
-        "throttle_ms_total",
-        "throttled",
-        "shadow_throttle_ms_total",
-        "shadow_throttled",
-        "held",
-        "hold_ms_total",
-        "refused",
-        "abandoned",
-        "holding",
-    )
-
-    def __init__(self, user: str, shape: CacheShape, bucket: TokenBucket, resolved: ResolvedQuota, fast: bool) -> None:
-        super().__init__(shape.window_ms, shape=shape)
-        self.user, self.bucket, self.limit = user, bucket, resolved.limit
-        self.shadow, self.fast = resolved.shadow, fast
-        self.new_pids = self.throttle_ms_total = self.throttled = 0
-        self.shadow_throttle_ms_total = self.shadow_throttled = 0
-        self.held = self.hold_ms_total = self.refused = self.abandoned = 0
-        # PIDs held now -> [until when, requests waiting for it] (in the order they were held, so by time but for a
-        # quota change): at most one per token below zero, and a PID leaves once its time is past or its requests
-        # are abandoned, so this stays small. A held PID is not in the cache until its hold ends. None until the
-        # user's first hold.
-        self.holding: dict[int, list[int]] | None = None
-
-    @property
-    def tags(self) -> QuotaTags:
-        return QuotaTags(self.user, "")
-
-
-class ProducerIdQuotaManager(HoldEnforcement):
+class ProducerIdQuotaManager:
     """``producer_ids_rate`` per user. Every method takes ``now_ms`` (the clock is the caller's). ``max_mute_ms``
     caps both the reported ``throttle_time_ms`` and the mute; ``enforcement`` is :data:`THROTTLE` (the KIP's) or
     :data:`HOLD` (new PIDs held before the broker sees them, at most ``max_hold_ms``)."""
 
-    tap = NO_TAP  # where new ids are also told when usage is shared with peers (quota.sharing.usage_share)
+    tap: NoTap = NO_TAP  # where new ids are also told when usage is shared with peers (quota.sharing.usage_share)
 
     def __init__(
         self,
@@ -132,16 +94,15 @@ class ProducerIdQuotaManager(HoldEnforcement):
     ) -> None:
         if enforcement not in ENFORCEMENTS:
             raise ValueError(f"enforcement must be one of {', '.join(ENFORCEMENTS)}, got {enforcement!r}")
-        if max_hold_ms < 0:
-            raise ValueError(f"max_hold_ms must be >= 0, got {max_hold_ms}")
-        self.enforcement, self.max_hold_ms = enforcement, max_hold_ms
+        self.enforcement = enforcement
+        self.holds = HoldEnforcement(max_hold_ms, max_mute_ms)  # the hold (enforcement hold) and its bounds
         self.window_num, self.window_size_s = window_num, window_size_s
         self.expected_pids, self.false_positive_rate = expected_pids, false_positive_rate
-        self.max_mute_ms, self.shadow = max_mute_ms, shadow
+        self.shadow = shadow
         self.recheck_ms = window_size_s * 1000 // 4  # a caller may skip a PID it checked less than this ago
         self.new_pids_counted = 0  # new producer ids counted so far, all users (a caller's before/after says "new")
         self._shape = CacheShape(window_size_s * 1000, expected_pids, false_positive_rate)
-        self._users: dict[str, _UserState] = {}  # by the user of the tags resolved (client-id is always "")
+        self._users: dict[str, ProducerIdUser] = {}  # by the user of the tags resolved (client-id is always "")
         self._sweep: list[str] = []  # the users a cleanup with a limit has still to look at in this pass
         self._high = 0  # the most users held since the dict was last compacted
         # Past this many users a new one under a <default> quota is counted in the one <overflow> state
@@ -151,6 +112,14 @@ class ProducerIdQuotaManager(HoldEnforcement):
         self.issued = IssuedProducerIds()  # attribution of InitProducerId answers (metrics, not the quota)
         self._quotas = quotas
         self.update_quotas(quotas)
+
+    @property
+    def max_hold_ms(self) -> int:
+        return self.holds.max_hold_ms
+
+    @property
+    def max_mute_ms(self) -> int:
+        return self.holds.max_mute_ms
 
     def update_quotas(self, quotas: QuotaTable) -> None:
         """A new table: each user's limit is the one that now applies (``inf`` once no entry covers the user; its
@@ -170,7 +139,7 @@ class ProducerIdQuotaManager(HoldEnforcement):
                 if not math.isinf(limit):
                     state.bucket.reconfigure(*self._bucket_shape(limit), state.bucket._last_ms)
 
-    def _reached_by(self, changed) -> list[tuple[str, _UserState]]:
+    def _reached_by(self, changed) -> list[tuple[str, ProducerIdUser]]:
         """The users whose resolution a changed entity can change: a named user's own; every user for a default (an
         entity with a named client-id other than "" never matches, users are resolved with client-id "")."""
         reached = []
@@ -199,22 +168,25 @@ class ProducerIdQuotaManager(HoldEnforcement):
                 return FORWARD
         shadow = self.shadow or state.shadow
         if state.holding:
-            self._release_past_holds(state, now_ms)
+            self.holds.release_past(state, now_ms, self.tap)
             held = state.holding.get(pid)
             if held is not None:  # counted already: through at the same time (this producer on another connection)
                 if shadow:
                     return FORWARD
                 if not may_hold:
-                    return self._no_room(state, held[0] - now_ms)
+                    return self.holds.no_room(state, held[0] - now_ms)
                 held[1] += 1
                 return Hold(held[0], tags=state.tags)
         if state.seen(pid, now_ms):
             return FORWARD
         bucket = state.bucket
         if self.enforcement == HOLD and not shadow:
-            return self._hold(state, user, pid, now_ms, may_hold)
+            decision = self.holds.hold(state, pid, now_ms, may_hold, self.tap)
+            if not isinstance(decision, Refuse):
+                self._counted(state, 1)
+            return decision
         state.add(pid, now_ms)
-        self._counted(state)
+        self._counted(state, 1)
         self.tap.producer_id(state.user, pid)  # its state's name: an overflowed user travels as <overflow>
         bucket.take(1, now_ms)
         return self._throttled(state, bucket, shadow)
@@ -238,10 +210,10 @@ class ProducerIdQuotaManager(HoldEnforcement):
         hold = self.enforcement == HOLD and not shadow
         holding = state.holding
         if holding:
-            self._release_past_holds(state, now_ms)
+            self.holds.release_past(state, now_ms, self.tap)
         bucket = state.bucket
         bucket.refill(now_ms)
-        admissible = bucket.tokens + bucket.rate * self.max_hold_ms / 1000.0  # new PIDs a hold could take
+        admissible = self.holds.admissible(state)
         new: list[int] = []
         waits: list[tuple[int, int]] = []
         for pid in pids:
@@ -256,17 +228,20 @@ class ProducerIdQuotaManager(HoldEnforcement):
         if not new and not waits:
             return FORWARD
         if hold:
-            return self._hold_all(state, user, new, waits, now_ms, may_hold)
+            decision = self.holds.hold_all(state, new, waits, now_ms, may_hold, self.tap)
+            if not isinstance(decision, Refuse):
+                self._counted(state, len(new))
+            return decision
         for pid in new:
             state.add(pid, now_ms)
-            self._counted(state)
             self.tap.producer_id(state.user, pid)
+        self._counted(state, len(new))
         if not new:
             return FORWARD
         bucket.take(len(new), now_ms)
         return self._throttled(state, bucket, shadow)
 
-    def _throttled(self, state: _UserState, bucket, shadow: bool) -> ProducerIdDecision:
+    def _throttled(self, state: ProducerIdUser, bucket, shadow: bool) -> ProducerIdDecision:
         """The throttle mode's answer once the new ids' tokens are taken: the bucket's debt as throttle (reported
         and muted for: both capped at max_mute_ms), counted as applied or shadow."""
         throttle_ms = min(bucket.throttle_time_ms(), self.max_mute_ms)
@@ -280,7 +255,7 @@ class ProducerIdQuotaManager(HoldEnforcement):
             state.throttled += 1
         return Throttle(throttle_ms, throttle_ms, shadow)
 
-    def state_for(self, user: str, now_ms: int) -> _UserState | None:
+    def state_for(self, user: str, now_ms: int) -> ProducerIdUser | None:
         """The state ``user``'s producer ids are counted in (made if none), or None when no quota applies. Past
         ``max_tracked_entities`` users, a new one the quota names only as ``<default>`` is counted in the one
         ``<overflow>`` state: the users of a flood share one bucket and one cache, the users tracked keep theirs."""
@@ -297,10 +272,10 @@ class ProducerIdQuotaManager(HoldEnforcement):
                 state = self._users.get(key)
         if state is None:
             bucket = TokenBucket(*self._bucket_shape(resolved.limit), now_ms)
-            state = self._users[key] = _UserState(key, self._shape, bucket, resolved, _fast(resolved, key))
+            state = self._users[key] = ProducerIdUser(key, self._shape, bucket, resolved, _fast(resolved, key))
         return state
 
-    def counted_in(self, user: str) -> _UserState | None:
+    def counted_in(self, user: str) -> ProducerIdUser | None:
         """The state ``user``'s new ids are counted in now: its own, else its quota's ``<overflow>`` one (untracked);
         None when neither lives or no quota applies. Never made, nothing counted (``quota.explain`` reads it)."""
         resolved = self._quotas.resolve(PRODUCER_IDS_RATE, user, "")
@@ -313,13 +288,13 @@ class ProducerIdQuotaManager(HoldEnforcement):
         from the user's bucket, and ``pids``, admitted there, written into its cache, so they are not counted again
         here; nothing is decided and this process's own count of new ids is unchanged. An admitted id this process
         holds as well (the same new producer on two workers' connections) was paid for there: its hold here is
-        settled, its token given back here and to the peers (``_settled_elsewhere``)."""
+        settled, its token given back here and to the peers (:meth:`HoldEnforcement.settled_elsewhere`)."""
         state = self.state_for(user, now_ms)
         if state is None:
             return
         for pid in pids:
             if state.holding and pid in state.holding:
-                self._settled_elsewhere(state, pid, now_ms)
+                self.holds.settled_elsewhere(state, pid, now_ms, self.tap)
             if not state.seen(pid, now_ms):
                 state.add(pid, now_ms)
         if count >= 0:
@@ -327,9 +302,35 @@ class ProducerIdQuotaManager(HoldEnforcement):
         else:  # holds the peer released (abandon): their tokens back, never above the burst
             state.bucket.give_back(-count, now_ms)
 
-    def _counted(self, state: _UserState) -> None:
-        state.new_pids += 1
-        self.new_pids_counted += 1
+    def _counted(self, state: ProducerIdUser, n: int) -> None:
+        state.new_pids += n
+        self.new_pids_counted += n
+
+    def _held_by(self, hold: Hold) -> ProducerIdUser | None:
+        """The state whose bucket ``hold`` is in (None once it is gone)."""
+        return self._users.get(hold.tags.user) if hold.tags is not None else None
+
+    def admitted(self, hold: Hold, pids: tuple[int, ...], now_ms: int) -> None:
+        """A Produce held (``hold``, for ``pids``) is forwarded now: its PIDs reached the broker, so they are known
+        from now on, here and at the peers (a hold already ended or released is left as it is)."""
+        state = self._held_by(hold)
+        if state is not None:
+            self.holds.admitted(state, hold, pids, now_ms, self.tap)
+
+    def abandon(self, hold: Hold, pid: int, now_ms: int) -> None:
+        """A Produce held for ``pid`` (``hold``, as :meth:`record_and_decide` decided it) will never be forwarded:
+        its connection closed. Once no request waits for the PID any more, the hold is released as if never made:
+        the PID is not known (a later Produce with it is judged as new) and its token goes back to the bucket
+        (never above the burst), so a client that gives up mid-hold does not use up the user's budget. A hold
+        already ended (the PID let through) is not undone."""
+        self.abandon_all(hold, (pid,), now_ms)
+
+    def abandon_all(self, hold: Hold, pids: tuple[int, ...], now_ms: int) -> None:
+        """:meth:`abandon` for every PID a request waits for: ``hold.waits`` when it was decided by
+        :meth:`record_and_decide_all` for several, else its one PID in ``pids``."""
+        state = self._held_by(hold)
+        if state is not None:
+            self.holds.abandon_all(state, hold, pids, now_ms, self.tap)
 
     def cleanup(self, now_ms: int, limit: int | None = None) -> int:
         """The KIP's cleanup: dispose expired filters; drop users with none left whose bucket a fresh one would
@@ -355,7 +356,7 @@ class ProducerIdQuotaManager(HoldEnforcement):
             if state is None:
                 continue
             if state.holding:
-                self._release_past_holds(state, now_ms)
+                self.holds.release_past(state, now_ms, self.tap)
             state.dispose_expired(now_ms)
             if not state.live and not state.holding and _replaceable(state.bucket, now_ms):
                 del users[user]
@@ -366,11 +367,11 @@ class ProducerIdQuotaManager(HoldEnforcement):
             self._high = len(users)
         return dropped
 
-    def states(self) -> list[_UserState]:  # every user's state, a copy (quota.sharing.producer_id_seed reads it)
+    def states(self) -> list[ProducerIdUser]:  # every user's state, a copy (quota.sharing.producer_id_seed reads it)
         return snapshot(self._users)
 
     def stats(self, now_ms: int) -> list[ProducerIdStats]:
-        return [_stats(s, now_ms) for s in snapshot(self._users)]
+        return [stats(s, now_ms) for s in snapshot(self._users)]
 
     def top_stats(
         self, n: int, now_ms: int, pause: Callable[[], None] = no_pause
@@ -378,43 +379,7 @@ class ProducerIdQuotaManager(HoldEnforcement):
         """The stats of the ``n - 1`` users with the most new producer ids and the rest summed as one (user
         ``__other__``, no limit or tokens; None when nothing is left over), as ``ClientQuotaManager.top_stats``.
         Changes nothing: a scrape may call it from a thread other than the one that records."""
-        users = snapshot(self._users)
-        top = busiest(users, n, attrgetter("new_pids"), pause)
-        if top is None:
-            return [_stats(s, now_ms) for s in users], None
-        names = (
-            "new_pids",
-            "throttle_ms_total",
-            "throttled",
-            "shadow_throttle_ms_total",
-            "shadow_throttled",
-            "held",
-            "hold_ms_total",
-            "refused",
-            "abandoned",
-        )
-        sums = dict.fromkeys(names + ("cache_bytes",), 0)
-        for part in others(users, top, pause):
-            for name, value in totals((part,), names).items():
-                sums[name] += value
-            sums["cache_bytes"] += sum(s.size_bytes for s in part)
-        release(users, pause)
-        other = ProducerIdStats(
-            QuotaTags(OTHER, ""),
-            math.inf,
-            math.nan,
-            sums["new_pids"],
-            sums["throttle_ms_total"],
-            sums["throttled"],
-            sums["cache_bytes"],
-            sums["shadow_throttle_ms_total"],
-            sums["shadow_throttled"],
-            sums["held"],
-            sums["hold_ms_total"],
-            sums["refused"],
-            sums["abandoned"],
-        )
-        return [_stats(s, now_ms) for s in top], other
+        return top_stats(snapshot(self._users), n, now_ms, pause)
 
     def __len__(self) -> int:
         return len(self._users)
@@ -428,21 +393,3 @@ def _fast(resolved: ResolvedQuota, user: str) -> bool:
 def _replaceable(bucket: TokenBucket, now_ms: int) -> bool:
     """True when a new bucket would decide as this one does: it is full again, or it never refills."""
     return bucket.rate <= 0 or bucket.peek(now_ms) >= bucket.burst
-
-
-def _stats(s: _UserState, now_ms: int) -> ProducerIdStats:
-    return ProducerIdStats(
-        s.tags,
-        s.limit,
-        s.bucket.peek(now_ms),
-        s.new_pids,
-        s.throttle_ms_total,
-        s.throttled,
-        s.size_bytes,
-        s.shadow_throttle_ms_total,
-        s.shadow_throttled,
-        s.held,
-        s.hold_ms_total,
-        s.refused,
-        s.abandoned,
-    )

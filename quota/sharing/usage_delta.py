@@ -136,7 +136,7 @@ class UsageDelta:
     ips: tuple[tuple[str, int], ...] = ()
     open_connections: tuple[
         tuple[str, str, int], ...
-    ] = ()  # absolute counts that changed (quota.sharing.peer_connections)
+    ] = ()  # absolute counts that changed (quota.primitives.peer_connections)
     incarnation: str = ""  # the sender's run (usage topic records): with seq, what makes a record applied once
     seq: int = 0  # its number in that run, from 1; 0: not numbered
 

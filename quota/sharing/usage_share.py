@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING
 
 from quota.primitives.entity import CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, QuotaTags
 from quota.primitives.overflow import DEFAULT_MAX_TRACKED_ENTITIES, OVERFLOW
+from quota.primitives.usage_tap import NoTap
 from quota.sharing.usage_delta import MAX_PRODUCER_IDS_PER_USER, Rows, UsageDelta, columns
-from quota.sharing.usage_tap import NoTap
 
 if TYPE_CHECKING:
     from quota.managers.client_quota import ClientQuotaManager
@@ -120,7 +120,7 @@ class UsageTap(NoTap):
         self._ips[ip] = self._ips.get(ip, 0) + n
 
     def open(self, counts) -> None:
-        """Open-connection counts now, ``(kind, key, n)`` (:mod:`quota.sharing.peer_connections`): the latest of each is sent."""
+        """Open-connection counts now, ``(kind, key, n)`` (:mod:`quota.primitives.peer_connections`): the latest of each is sent."""
         for kind, key, n in counts:
             self._open[(kind, key)] = n
 

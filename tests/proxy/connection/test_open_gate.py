@@ -8,7 +8,7 @@ import json
 
 from proxy.connection import open_gate
 from proxy.connection.open_gate import CLAIMED, UNCLAIMED, OpenGate
-from quota.sharing.peer_connections import IP
+from quota.primitives.peer_connections import IP
 
 
 def test_a_single_process_admits_at_once_without_a_claim():

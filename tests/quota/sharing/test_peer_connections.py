@@ -6,8 +6,9 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from quota.managers.connection import MAX_CONNECTIONS, MAX_CONNECTIONS_PER_IP, Admit, ConnectionLimits, ConnectionQuotas
+from quota.primitives.peer_connections import IP, LISTENER, TOTAL, PeerConnections
 from quota.primitives.rate import QuotaWindow
-from quota.sharing.peer_connections import IP, LISTENER, TOTAL, OpenLedger, PeerConnections
+from quota.sharing.open_ledger import OpenLedger
 from quota.sharing.usage_delta import decode, encode
 from quota.sharing.usage_share import UsageTap, record_remote
 

@@ -13,7 +13,7 @@ from types import MappingProxyType
 from quota.managers.client_quota import ClientQuotaManager
 from quota.managers.connection import Admit, ConnectionLimits, ConnectionQuotas, Hold
 from quota.managers.mutation import ControllerMutationQuotaManager
-from quota.managers.producer_id_holds import Hold as PidHold
+from quota.managers.producer_id_decision import Hold as PidHold
 from quota.managers.producer_ids import HOLD, THROTTLE, ProducerIdQuotaManager
 from quota.primitives.clock import ManualClock
 from quota.primitives.decision import FORWARD

@@ -1,6 +1,6 @@
 """Where a quota manager also tells the usage it records, for sharing with peers (:mod:`quota.sharing.usage_share`):
 :data:`NO_TAP` while nothing is shared, so a single process pays one no-op call per record. Its own module so that
-the managers need not import the sharing code that imports them."""
+the managers (and the primitives they are built of) need not import the sharing code, which imports them."""
 
 from __future__ import annotations
 
