@@ -15,11 +15,9 @@ Facts carried over from KIP-612 and apache/kafka ``SocketServer.scala`` (``Conne
   checks again: if the IP is still over its quota the connection is closed, else it proceeds (and is recorded).
   (Apache Kafka's ``SocketServer`` holds it for its throttle time and then always closes it; the proxy follows the
   KIP's text: a connection whose IP is back under its rate is served rather than made to reconnect.)
-* Beyond Kafka, the per-IP rates are bounded (``quota.max.tracked.entities``, issues 35 and 44): past that many IPs
-  with a rate, room for a new one is made by evicting one not recorded since it was made (a flood's one-off
-  addresses: an IPv6 prefix holds 2^64), its connections carried in a debt sketch
-  (:mod:`quota.primitives.debt_sketch`); the new one starts at its limit, without a fresh allowance. So a new
-  address is served at its rate however full the table, and rotating addresses gains nothing per address.
+* Beyond Kafka, the per-IP rates are bounded (``quota.max.tracked.entities``, issues 35 and 44): a new address is
+  served at its rate however full the table, and rotating addresses gains nothing per address
+  (:mod:`quota.managers.ip_rates`).
 * Counts (KIP-402): ``max.connections`` proxy-wide, ``listener.name.<name>.max.connections``,
   ``max.connections.per.ip`` and ``max.connections.per.ip.overrides``. Here a new connection over any of them is
   closed at once (Kafka blocks its acceptor for the proxy-wide and listener counts; a proxy that closes is
@@ -32,24 +30,20 @@ from __future__ import annotations
 
 import ipaddress
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from types import MappingProxyType
+from dataclasses import dataclass
 
-from quota.primitives.debt_sketch import DebtSketch
-from quota.primitives.entity import DEFAULT
-from quota.primitives.overflow import DEFAULT_MAX_TRACKED_ENTITIES
+from quota.managers.connection_limits import NO_LIMITS as NO_LIMITS  # the limits it is given, for its callers
+from quota.managers.connection_limits import ConnectionLimits as ConnectionLimits
+from quota.managers.ip_rates import IpRates
 from quota.primitives.peer_connections import IP as OPEN_IP
 from quota.primitives.peer_connections import LISTENER, TOTAL, PeerConnections
-from quota.primitives.rate import QuotaWindow, Rate, at_limit
+from quota.primitives.rate import QuotaWindow, Rate
 from quota.primitives.throttle import bounded_throttle_time_ms
-from quota.primitives.usage_tap import NO_TAP
+from quota.primitives.usage_tap import NO_TAP, NoTap
 
 CONNECTION_CREATION_RATE = "connection_creation_rate"
 IP = "ip"
 IP_HOLD_MAX_MS = 1000  # KIP-612: a throttled IP's connection is held for min(delay, 1 s)
-EVICTION_SCAN = 1024  # IP rates an eviction looks at for one not recorded since it was made (a second chance)
-IDLE_IP_SENSOR_MS = 3_600_000  # as Kafka's InactiveSensorExpirationTimeSeconds: an IP's rate is dropped after 1 h idle
 
 # Why a connection is closed before it is served (the proxy's ``connections_closed`` reasons).
 IP_RATE = "connection_rate_ip"
@@ -65,31 +59,6 @@ def normalize_ip(text: str) -> str:
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         address = address.ipv4_mapped
     return str(address)
-
-
-@dataclass(frozen=True, slots=True)
-class ConnectionLimits:
-    """Every connection limit, as configured; ``math.inf`` / ``None`` is "no limit"."""
-
-    max_connection_creation_rate: float = math.inf
-    listener_creation_rates: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
-    max_connections: int | None = None
-    listener_max_connections: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
-    max_connections_per_ip: int | None = None
-    max_connections_per_ip_overrides: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
-    ip_rates: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))  # ip or <default> -> rate
-    internal_listener: str | None = None
-
-    def ip_rate(self, ip: str) -> float:
-        rate = self.ip_rates.get(ip)
-        return rate if rate is not None else self.ip_rates.get(DEFAULT, math.inf)
-
-    def ip_max_connections(self, ip: str) -> int | None:
-        found = self.max_connections_per_ip_overrides.get(ip)
-        return found if found is not None else self.max_connections_per_ip
-
-
-NO_LIMITS = ConnectionLimits()
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +99,9 @@ class ThrottleStats:
 class ConnectionQuotas:
     """Connection creation rates and counts of one proxy, across its listeners."""
 
-    tap = NO_TAP  # where accepted connections are also told when usage is shared with peers (quota.sharing.usage_share)
+    tap: NoTap = (
+        NO_TAP  # where accepted connections are also told when usage is shared with peers (quota.sharing.usage_share)
+    )
 
     def __init__(
         self, listeners: list[str] | tuple[str, ...], window: QuotaWindow, limits: ConnectionLimits = NO_LIMITS
@@ -140,18 +111,13 @@ class ConnectionQuotas:
         self._listeners = tuple(listeners)
         self._proxy_rate = Rate(window)
         self._listener_rates = {name: Rate(window) for name in self._listeners}
-        self._ip_rates: dict[str, Rate] = {}
-        self._ip_last_ms: dict[str, int] = {}  # when each IP's rate was last recorded in
-        self._ip_moved: dict[str, int] = {}  # when each was made or last given a second chance (_evict)
-        self._debts = DebtSketch(window.span_ms)  # evicted IPs' connections in the window (issue 44)
+        self.ip_rates = IpRates(window)  # per IP, bounded (quota.max.tracked.entities)
         self.total = 0
         self.per_listener = {name: 0 for name in self._listeners}
         self.per_ip: dict[str, int] = {}
         self.accept_throttles = {name: ThrottleStats() for name in self._listeners}
         self.ip_throttles = {name: ThrottleStats() for name in self._listeners}
         self.peers = PeerConnections()  # workers: what the others have open (empty for a single process)
-        self.max_tracked_entities = DEFAULT_MAX_TRACKED_ENTITIES  # IP rates kept before new IPs share <overflow>
-        self.overflowed = 0  # IP rates evicted to make room for new ones (local connections and peers')
 
     def configure(self, limits: ConnectionLimits) -> None:
         """New limits take effect at the next connection; rates and counts are kept."""
@@ -206,14 +172,14 @@ class ConnectionQuotas:
         counted, held for its IP's rate, or closed for a count limit."""
         limit = self.limits.ip_rate(ip)
         if limit != math.inf:
-            key, rate = self._ip_rate(ip, now_ms)
+            rate = self.ip_rates.rate(ip, self.limits, now_ms)
             throttle = self._record(rate, limit, now_ms, self.window.size_ms)
             if throttle > 0:
                 rate.record(-1.0, now_ms)  # not accepted: not counted
                 self._unrecord_accept(listener, now_ms)
                 self.ip_throttles[listener].add(throttle)
                 return Hold(min(throttle, IP_HOLD_MAX_MS))
-            self.tap.ip(key, 1)
+            self.tap.ip(ip, 1)
         return self._count(listener, ip)
 
     def retry(self, listener: str, ip: str, now_ms: int) -> Admit | Close:
@@ -221,11 +187,11 @@ class ConnectionQuotas:
         now counted in every rate)."""
         limit = self.limits.ip_rate(ip)
         if limit != math.inf:
-            key, rate = self._ip_rate(ip, now_ms)
+            rate = self.ip_rates.rate(ip, self.limits, now_ms)
             if self._record(rate, limit, now_ms, self.window.size_ms) > 0:
                 rate.record(-1.0, now_ms)
                 return Close(IP_RATE, f"{ip} is over its connection_creation_rate of {limit:g}/s")
-            self.tap.ip(key, 1)
+            self.tap.ip(ip, 1)
         if not self._protected(listener):
             self._proxy_rate.record(1.0, now_ms)
         self._listener_rates[listener].record(1.0, now_ms)
@@ -234,7 +200,7 @@ class ConnectionQuotas:
 
     def record_remote(self, listeners, ips, now_ms: int) -> None:
         """Connections a peer accepted, ``(listener, n)``, and counted per IP, ``(ip, n)``
-        (:mod:`quota.sharing.usage_share`): recorded in the same rates, deciding nothing; the open counts stay this
+        (:mod:`quota.sharing.remote_usage`): recorded in the same rates, deciding nothing; the open counts stay this
         process's own."""
         for listener, n in listeners:
             rate = self._listener_rates.get(listener)
@@ -244,19 +210,15 @@ class ConnectionQuotas:
                     self._proxy_rate.record(float(n), now_ms)
         for ip, n in ips:
             if self.limits.ip_rate(ip) != math.inf:
-                self._ip_rate(ip, now_ms)[1].record(float(n), now_ms)
+                self.ip_rates.rate(ip, self.limits, now_ms).record(float(n), now_ms)
 
     def seed_rows(self, now_ms: int, max_ips: int) -> dict:
         """What a restarted peer needs to start where this one is: the samples of the proxy-wide and listener
         creation rates, and of the ``max_ips`` busiest IP rates (:meth:`quota.primitives.rate.Rate.samples`)."""
-        ips = [(ip, rate.samples(now_ms)) for ip, rate in list(self._ip_rates.items())]
-        ips = [row for row in ips if row[1]]
-        if len(ips) > max_ips:
-            ips = sorted(ips, key=lambda row: sum(v for _, _, v in row[1]), reverse=True)[:max_ips]
         return {
             "proxy": self._proxy_rate.samples(now_ms),
             "listeners": {name: rate.samples(now_ms) for name, rate in self._listener_rates.items()},
-            "ips": ips,
+            "ips": self.ip_rates.busiest_samples(now_ms, max_ips),
         }
 
     def seed(self, rows: dict, now_ms: int) -> None:
@@ -268,48 +230,7 @@ class ConnectionQuotas:
                 self._listener_rates[name].seed(samples, now_ms)
         for ip, samples in rows.get("ips", ()):
             if self.limits.ip_rate(ip) != math.inf:
-                self._ip_rate(ip, now_ms)[1].seed(samples, now_ms)
-
-    def _ip_rate(self, ip: str, now_ms: int) -> tuple[str, Rate]:
-        """The rate ``ip``'s connections are counted in (made if none), and its key. Past ``max_tracked_entities``
-        IPs, room is made for a new one by evicting one (:meth:`_evict`), and the new one starts without a fresh
-        allowance: its rate as if it had connected at its limit for the whole window, less one connection, so it is
-        served at its rate from its first connection on and rotating addresses gains nothing per address."""
-        rate = self._ip_rates.get(ip)
-        if rate is None:
-            full = len(self._ip_rates) >= self.max_tracked_entities and ip not in self.limits.ip_rates
-            if full:
-                self._evict(now_ms)
-            rate = self._ip_rates[ip] = Rate(self.window)
-            self._ip_moved[ip] = now_ms
-            limit, window = self.limits.ip_rate(ip), self.window
-            owed = limit * self._debts.remaining_ms(ip, now_ms) / 1000.0 if limit != math.inf else 0.0
-            if full and limit != math.inf and owed < limit * window.min_elapsed_ms / 1000.0:
-                rate.seed(at_limit(limit, window, now_ms, less=1.0), now_ms)
-            elif owed > 0:
-                rate.record(owed, now_ms)
-        self._ip_last_ms[ip] = now_ms
-        return ip, rate
-
-    def _evict(self, now_ms: int) -> None:
-        """Room for one more IP: from the front, the first not recorded since it was made or last moved goes (a
-        flood's one-off addresses first), its connections in the window carried in the debt sketch; those
-        recorded since go to the back (a second chance); past EVICTION_SCAN of them, the front one goes."""
-        rates, last, moved = self._ip_rates, self._ip_last_ms, self._ip_moved
-        for _ in range(min(EVICTION_SCAN, len(rates))):
-            ip = next(iter(rates))
-            if last[ip] <= moved[ip]:
-                break
-            rates[ip] = rates.pop(ip)
-            moved[ip] = now_ms
-        else:
-            ip = next(iter(rates))
-        self.overflowed += 1
-        limit = self.limits.ip_rate(ip)
-        used = rates.pop(ip).total(now_ms)
-        if 0 < limit < math.inf:  # paid off at its limit
-            self._debts.add(ip, now_ms + used / limit * 1000.0, now_ms)
-        del last[ip], moved[ip]
+                self.ip_rates.rate(ip, self.limits, now_ms).seed(samples, now_ms)
 
     def _count(self, listener: str, ip: str) -> Admit | Close:
         limits = self.limits
@@ -398,7 +319,7 @@ class ConnectionQuotas:
         return self._listener_rates[listener].peek(now_ms)
 
     def ip_accept_rate(self, ip: str, now_ms: int) -> float:
-        rate = self._ip_rates.get(ip)
+        rate = self.ip_rates.get(ip)
         return 0.0 if rate is None else rate.peek(now_ms)
 
     def counted_rates(self, listener: str, ip: str) -> tuple[Rate | None, Rate | None, str, Rate | None]:
@@ -406,18 +327,31 @@ class ConnectionQuotas:
         is counted in (None on the protected internal listener), its listener's (None: not a listener here), and its
         IP's key and rate (None: none yet, or evicted)."""
         proxy = None if self._protected(listener) else self._proxy_rate
-        return proxy, self._listener_rates.get(listener), ip, self._ip_rates.get(ip)
+        return proxy, self._listener_rates.get(listener), ip, self.ip_rates.get(ip)
 
     @property
     def ip_table_full(self) -> bool:
         """A new IP's rate would evict another's (quota.max.tracked.entities)."""
-        return len(self._ip_rates) >= self.max_tracked_entities
+        return self.ip_rates.full
+
+    @property
+    def max_tracked_entities(self) -> int:
+        """IP rates kept before a new IP's evicts another's (``quota.max.tracked.entities``; may change live)."""
+        return self.ip_rates.max_tracked_entities
+
+    @max_tracked_entities.setter
+    def max_tracked_entities(self, n: int) -> None:
+        self.ip_rates.max_tracked_entities = n
+
+    @property
+    def overflowed(self) -> int:
+        """IP rates evicted to make room for new ones (local connections and peers')."""
+        return self.ip_rates.overflowed
 
     def expire_idle(self, now_ms: int) -> None:
         """Drop the rates of IPs with nothing recorded for an hour (Kafka expires IP sensors the same way)."""
-        for ip in [ip for ip, last in self._ip_last_ms.items() if now_ms - last >= IDLE_IP_SENSOR_MS]:
-            del self._ip_rates[ip], self._ip_last_ms[ip], self._ip_moved[ip]
+        self.ip_rates.expire_idle(now_ms)
 
     @property
     def tracked_ips(self) -> int:
-        return len(self._ip_rates)
+        return len(self.ip_rates)
