@@ -45,8 +45,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from config.loader import parse_config  # noqa: E402
 from proxy.app import ProxyApp  # noqa: E402
 from proxy.observers.cluster_usage import ClusterUsage  # noqa: E402
-from quota.sharing.usage_delta import decode, encode  # noqa: E402
-from quota.sharing.usage_share import record_remote  # noqa: E402
+from quota.sharing.remote_usage import record_remote  # noqa: E402
+from quota.sharing.usage_encoding import decode, encode  # noqa: E402
 
 SYNC_MS = 1000
 RATE = 10_000_000  # every tenant's producer_byte_rate and consumer_byte_rate

@@ -8,7 +8,7 @@ start, then 1, 2, ...) and dated with the wall clock when made; an empty delta i
 sign of life. Records are sent in order, each until acknowledged (:mod:`quota.sharing.usage_outbox`: a failed send is sent
 again at the next sync, not lost). It follows the topic from the beginning with its own consumer (no group) and
 records every other sidecar's fresh delta as remote usage in its managers, once per record however often it is
-read (:mod:`quota.sharing.usage_share`), so its clients' next decisions see the tenant's total. Which records count, when a
+read (:mod:`quota.sharing.remote_usage`), so its clients' next decisions see the tenant's total. Which records count, when a
 peer goes stale or is forgotten and the share kept while none is fresh are :mod:`quota.sharing.cluster_peers`; while no
 peer is fresh, this sidecar records its own usage times the silent peers as theirs (quota / live sidecars), says so
 in a log line and on /readyz (still 200: it serves), and ``cluster_usage_fallback`` is 1.
@@ -37,10 +37,12 @@ from proxy.observers.freezing import dispose, frozen_as_made
 from proxy.observers.usage_follower import CLIENT_ID, REQUEST_OVERHEAD_BYTES, UsageFollower
 from proxy.ops.metrics import PREFIX
 from quota.sharing.cluster_peers import ClusterPeers, fallback_delta
+from quota.sharing.remote_usage import record_remote_steps
 from quota.sharing.usage_delta import UsageDelta
+from quota.sharing.usage_gathered import Leftover
 from quota.sharing.usage_outbox import Outgoing, UsageOutbox
 from quota.sharing.usage_record import Fitted, fit
-from quota.sharing.usage_share import Leftover, UsageTap, record_remote_steps
+from quota.sharing.usage_share import UsageTap
 
 log = logging.getLogger("kafka_quota_proxy.cluster_usage")
 
@@ -54,7 +56,7 @@ class ClusterUsage:
     proxy's clients used since the last sync (a :class:`~quota.sharing.usage_share.UsageTap` in one process; the sum of the
     workers' deltas in the parent of ``workers: N``, :mod:`proxy.workers.cluster_relay`); ``record(delta)`` records a
     peer's usage (its connection counts taken out) where this proxy's decisions see it, all at once or, when it
-    returns an iterator, a step at a time (:func:`quota.sharing.usage_share.record_remote_steps`); ``wall`` dates records
+    returns an iterator, a step at a time (:func:`quota.sharing.remote_usage.record_remote_steps`); ``wall`` dates records
     (they cross hosts). :meth:`for_app` wires it into one process."""
 
     def __init__(

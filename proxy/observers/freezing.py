@@ -21,7 +21,7 @@ def freeze_long_lived() -> None:
 
 
 def dispose(tables: dict, rows) -> None:
-    """Free a sync's gathered tables and last leftover (a :class:`~quota.sharing.usage_share.Leftover`) a part at a time:
+    """Free a sync's gathered tables and last leftover (a :class:`~quota.sharing.usage_gathered.Leftover`) a part at a time:
     freeing 10^5 entries at once is one call that holds the GIL for tens of milliseconds (in whichever thread drops
     the last reference)."""
     for column in rows.columns:

@@ -17,7 +17,8 @@ from proxy.cluster.kafka_clients import Backoff, OwnKafka, start_client, stop_cl
 from proxy.ground.quiet import quiet
 from proxy.observers.following import CALL_TIMEOUT_S, CHECK_S, TopicReader
 from quota.sharing.cluster_peers import FUTURE, TAKE, ClusterPeers
-from quota.sharing.usage_delta import UsageDelta, UsageDeltaError, decode
+from quota.sharing.usage_delta import UsageDelta
+from quota.sharing.usage_encoding import UsageDeltaError, decode
 
 log = logging.getLogger("kafka_quota_proxy.cluster_usage")
 

@@ -28,8 +28,9 @@ from proxy.ground.tasks import cancel_all
 from proxy.identity import proxy_id
 from proxy.observers.cluster_usage import ClusterUsage
 from proxy.workers.frames import USAGE, pack
-from quota.sharing.usage_delta import UsageDelta, UsageDeltaError, decode, encode
-from quota.sharing.usage_share import RECORD_STEP
+from quota.sharing.remote_usage import RECORD_STEP
+from quota.sharing.usage_delta import UsageDelta
+from quota.sharing.usage_encoding import UsageDeltaError, decode, encode
 from quota.sharing.usage_sum import UsageSum
 
 log = logging.getLogger(__name__)

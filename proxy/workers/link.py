@@ -37,8 +37,9 @@ from proxy.workers.frames import (
     read_frame,
 )
 from quota.sharing import worker_seed
-from quota.sharing.usage_delta import UsageDeltaError, decode, encode
-from quota.sharing.usage_share import RECORD_STEP, UsageTap, record_remote_steps
+from quota.sharing.remote_usage import RECORD_STEP, record_remote_steps
+from quota.sharing.usage_encoding import UsageDeltaError, decode, encode
+from quota.sharing.usage_share import UsageTap
 
 log = logging.getLogger(__name__)
 

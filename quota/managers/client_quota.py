@@ -280,7 +280,7 @@ class ClientQuotaManager:
         return throttle, observed
 
     def record_remote(self, user: str, client_id: str, value: float, now_ms: int) -> None:
-        """A peer's usage (:mod:`quota.sharing.usage_share`): counted in the rate this client's quota is checked against,
+        """A peer's usage (:mod:`quota.sharing.remote_usage`): counted in the rate this client's quota is checked against,
         deciding nothing, not in this process's totals."""
         sensors = self.keeper.for_remote(user, client_id, now_ms)
         if sensors is not None:

@@ -205,7 +205,7 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
             self.tap.add(CONTROLLER_MUTATION_RATE, sensors.tags, user, client_id, -value)
 
     def record_remote(self, user: str, client_id: str, value: float, now_ms: int) -> None:
-        """A peer's net tokens (:mod:`quota.sharing.usage_share`): taken from this client's bucket (given back when
+        """A peer's net tokens (:mod:`quota.sharing.remote_usage`): taken from this client's bucket (given back when
         negative), deciding nothing."""
         resolved = self.resolve(user, client_id)
         if resolved.unlimited:

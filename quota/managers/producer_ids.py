@@ -284,7 +284,7 @@ class ProducerIdQuotaManager:
         return self._users.get(tags.user) if state is None and tags is not None else state
 
     def record_remote(self, user: str, count: int, pids: tuple[int, ...], now_ms: int) -> None:
-        """A peer counted ``count`` new producer ids of ``user`` (:mod:`quota.sharing.usage_share`): their tokens are taken
+        """A peer counted ``count`` new producer ids of ``user`` (:mod:`quota.sharing.remote_usage`): their tokens are taken
         from the user's bucket, and ``pids``, admitted there, written into its cache, so they are not counted again
         here; nothing is decided and this process's own count of new ids is unchanged. An admitted id this process
         holds as well (the same new producer on two workers' connections) was paid for there: its hold here is

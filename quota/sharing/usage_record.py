@@ -1,12 +1,12 @@
 """One sidecar's usage record of bounded size (issue 26): what a sync publishes when the entities active since the
 last one would not all fit in a Kafka record. Pure.
 
-A record is the :mod:`quota.sharing.usage_delta` encoding of byte counts rounded to two significant digits (what rounding
+A record is the :mod:`quota.sharing.usage_encoding` encoding of byte counts rounded to two significant digits (what rounding
 takes off is sent at the next sync), zlib-compressed, at most ``max_bytes`` long
 (``quota.cluster.record.max.bytes``, below Kafka's default ``max.message.bytes`` of 1 MiB). When the whole delta
-would be longer, the entries :class:`~quota.sharing.usage_share.Gathered` ranks first are sent (new producer ids and
+would be longer, the entries :class:`~quota.sharing.usage_gathered.Gathered` ranks first are sent (new producer ids and
 mutation tokens, then byte rates by their usage as a share of their quota) and the rest go back into the tap for the
-next sync (:meth:`~quota.sharing.usage_share.Gathered.leftover`): their usage reaches the peers late, never not at all, and as
+next sync (:meth:`~quota.sharing.usage_gathered.Gathered.leftover`): their usage reaches the peers late, never not at all, and as
 a carried entry's usage grows with each sync it waits, it ranks higher in the next. The publisher counts and logs
 the entries carried.
 
@@ -19,8 +19,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from quota.sharing.usage_delta import UsageDelta, encode
-from quota.sharing.usage_share import Gathered, Leftover
+from quota.sharing.usage_delta import UsageDelta
+from quota.sharing.usage_encoding import encode
+from quota.sharing.usage_gathered import Gathered, Leftover
 
 FILL = 0.9
 """A guessed number of entries aims at this share of ``max_bytes`` (the compressed size per entry varies)."""

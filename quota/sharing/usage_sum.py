@@ -15,14 +15,14 @@ from __future__ import annotations
 
 from quota.primitives.entity import CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, QuotaTags
 from quota.sharing.usage_delta import MAX_PRODUCER_IDS_PER_USER, UsageDelta
-from quota.sharing.usage_share import Gathered
+from quota.sharing.usage_gathered import Gathered
 
 _KINDS = (("produce", PRODUCER_BYTE_RATE), ("fetch", CONSUMER_BYTE_RATE), ("mutations", CONTROLLER_MUTATION_RATE))
 
 
 class UsageSum:
     """The deltas :meth:`add` ed since the last :meth:`gather`, summed per entity, kept as a
-    :class:`~quota.sharing.usage_share.Gathered` keeps them (so a sync takes them as they are, not as a delta rebuilt into
+    :class:`~quota.sharing.usage_gathered.Gathered` keeps them (so a sync takes them as they are, not as a delta rebuilt into
     tables: at 10^5 entities a second pass over every entity on the parent's loop)."""
 
     __slots__ = ("_values", "_pids")

@@ -9,7 +9,8 @@ peers known stay within what one broker's cluster can have (``cluster_usage_peer
 
 from __future__ import annotations
 
-from quota.sharing.usage_delta import UsageDelta, encode
+from quota.sharing.usage_delta import UsageDelta
+from quota.sharing.usage_encoding import encode
 from tests.harness import Tansu, free_port, start_proxy, wait_until
 from tests.integration.cluster_sidecars import USAGE_TOPIC, sidecar_config
 from tests.integration.raw import produce_at_broker

@@ -13,7 +13,8 @@ from proxy.app import ProxyApp
 from proxy.observers import freezing
 from proxy.observers.cluster_usage import ClusterUsage
 from quota.primitives.clock import ManualClock
-from quota.sharing.usage_delta import UsageDelta, decode, encode
+from quota.sharing.usage_delta import UsageDelta
+from quota.sharing.usage_encoding import decode, encode
 
 RATE = 1000
 

@@ -17,7 +17,8 @@ from proxy.workers.frames import BEAT, EAGER, USAGE, pack, read_frame
 from proxy.workers.link import WorkerLink
 from proxy.workers.supervisor import Supervisor
 from quota.primitives.clock import ManualClock
-from quota.sharing.usage_delta import UsageDelta, decode, encode
+from quota.sharing.usage_delta import UsageDelta
+from quota.sharing.usage_encoding import decode, encode
 from tests.proxy.fake_app import FakeApp
 
 RATE = 1000
@@ -130,7 +131,7 @@ def test_a_worker_that_syncs_early_tells_the_parent_only_with_a_usage_topic():
     assert link_frames({**raw(), "settings": {"workers": 2}}) == [USAGE, USAGE]
 
 
-LARGE = 5000  # entities: more than one recording step (quota.sharing.usage_share.RECORD_STEP), a frame past 64 KiB
+LARGE = 5000  # entities: more than one recording step (quota.sharing.remote_usage.RECORD_STEP), a frame past 64 KiB
 
 
 def large_delta(source: str) -> UsageDelta:

@@ -23,7 +23,7 @@ from quota.primitives.clock import ManualClock
 from quota.primitives.entity import PRODUCER_BYTE_RATE, QuotaTable
 from quota.primitives.rate import QuotaWindow
 from quota.sharing.cluster_peers import ClusterPeers
-from quota.sharing.usage_delta import decode, encode
+from quota.sharing.usage_encoding import decode, encode
 from quota.sharing.usage_outbox import UsageOutbox
 from quota.sharing.usage_share import UsageTap
 

@@ -11,7 +11,8 @@ from quota.primitives.clock import ManualClock
 from quota.primitives.entity import PRODUCER_BYTE_RATE, QuotaTable
 from quota.primitives.rate import QuotaWindow
 from quota.sharing.cluster_peers import ClusterPeers, fallback_delta
-from quota.sharing.usage_delta import UsageDelta, decode, encode
+from quota.sharing.usage_delta import UsageDelta
+from quota.sharing.usage_encoding import decode, encode
 from quota.sharing.usage_share import UsageTap
 
 QUOTA = 10_000  # bytes/s

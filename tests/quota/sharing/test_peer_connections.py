@@ -9,8 +9,9 @@ from quota.managers.connection import MAX_CONNECTIONS, MAX_CONNECTIONS_PER_IP, A
 from quota.primitives.peer_connections import IP, LISTENER, TOTAL, PeerConnections
 from quota.primitives.rate import QuotaWindow
 from quota.sharing.open_ledger import OpenLedger
-from quota.sharing.usage_delta import decode, encode
-from quota.sharing.usage_share import UsageTap, record_remote
+from quota.sharing.remote_usage import record_remote
+from quota.sharing.usage_encoding import decode, encode
+from quota.sharing.usage_share import UsageTap
 
 
 def quotas(**limits):

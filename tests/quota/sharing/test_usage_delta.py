@@ -1,4 +1,4 @@
-"""The usage delta's encoding (quota.sharing.usage_delta): names written once, rows as columns, zlib for what a sidecar
+"""The usage delta's encoding (quota.sharing.usage_encoding): names written once, rows as columns, zlib for what a sidecar
 publishes, and a clear error naming the field for every malformed part."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ import zlib
 
 import pytest
 
-from quota.sharing.usage_delta import MAX_DECODED_BYTES, UsageDelta, UsageDeltaError, decode, encode
+from quota.sharing.usage_delta import UsageDelta
+from quota.sharing.usage_encoding import MAX_DECODED_BYTES, UsageDeltaError, decode, encode
 
 pytestmark = pytest.mark.long_running(seconds=10)
 

@@ -1,4 +1,4 @@
-"""A peer's usage record as a follower takes it (quota.sharing.usage_share.record_remote_steps, ClientQuotaManager
+"""A peer's usage record as a follower takes it (quota.sharing.remote_usage.record_remote_steps, ClientQuotaManager
 .record_remote_rows, quota.sharing.usage_delta.Rows), with fake clocks: recorded in steps between turns of the event loop,
 with known rows going straight to their sensor, it leaves every sensor as recording its rows one by one with
 record_remote at the same times does; a change of the quota table makes every row resolve again; a decoded record
@@ -12,8 +12,10 @@ from quota.managers.client_quota import ClientQuotaManager
 from quota.primitives.clock import ManualClock
 from quota.primitives.entity import PRODUCER_BYTE_RATE, QuotaEntity, QuotaEntry, QuotaTable
 from quota.primitives.rate import QuotaWindow
-from quota.sharing.usage_delta import Rows, UsageDelta, decode, encode
-from quota.sharing.usage_share import UsageTap, record_remote_steps
+from quota.sharing.remote_usage import record_remote_steps
+from quota.sharing.usage_delta import Rows, UsageDelta
+from quota.sharing.usage_encoding import decode, encode
+from quota.sharing.usage_share import UsageTap
 
 WINDOW = QuotaWindow(11, 1)
 STEP_MS = 7  # the fake clock's advance between two steps (other work of the loop)

@@ -1,4 +1,4 @@
-"""A sidecar's usage record of bounded size (quota.sharing.usage_record, quota.sharing.usage_share.Gathered): what does not fit in
+"""A sidecar's usage record of bounded size (quota.sharing.usage_record, quota.sharing.usage_gathered.Gathered): what does not fit in
 one record waits for the next, ranked by the share of its quota it used; nothing is dropped."""
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from quota.primitives.entity import (
     QuotaTags,
 )
 from quota.primitives.rate import QuotaWindow
-from quota.sharing.usage_delta import decode
+from quota.sharing.remote_usage import record_remote_steps
+from quota.sharing.usage_encoding import decode
 from quota.sharing.usage_record import fit
-from quota.sharing.usage_share import UsageTap, record_remote_steps
+from quota.sharing.usage_share import UsageTap
 
 
 def test_a_record_too_long_sends_the_largest_shares_and_carries_the_rest_until_all_is_sent():

@@ -1,4 +1,4 @@
-"""One quota state across processes (quota.sharing.usage_delta, quota.sharing.usage_share): what a process gathers between syncs,
+"""One quota state across processes (quota.sharing.usage_share, quota.sharing.remote_usage): what a process gathers between syncs,
 its encoding, and a peer's usage recorded as remote usage, with fake clocks. Two managers stand for two workers;
 one manager that saw everything stands for the single process whose decisions they must reproduce."""
 
@@ -16,8 +16,10 @@ from quota.primitives.clock import ManualClock
 from quota.primitives.decision import FORWARD
 from quota.primitives.entity import PRODUCER_BYTE_RATE, QuotaTable
 from quota.primitives.rate import QuotaWindow
-from quota.sharing.usage_delta import MAX_PRODUCER_IDS_PER_USER, UsageDelta, UsageDeltaError, decode, encode
-from quota.sharing.usage_share import UsageTap, record_remote
+from quota.sharing.remote_usage import record_remote
+from quota.sharing.usage_delta import MAX_PRODUCER_IDS_PER_USER, UsageDelta
+from quota.sharing.usage_encoding import UsageDeltaError, decode, encode
+from quota.sharing.usage_share import UsageTap
 
 WINDOW = QuotaWindow(11, 1)
 
