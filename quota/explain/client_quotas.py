@@ -11,9 +11,9 @@ bucket's debt, each capped as the manager caps it.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict, TypeVar
 
-from quota.explain.values import BROKER, SHADOW, THROTTLED, UNLIMITED, WITHIN, Finding
+from quota.explain.values import BROKER, SHADOW, THROTTLED, UNLIMITED, WITHIN, Finding, FindingOf
 from quota.primitives.entity import (
     CONSUMER_BYTE_RATE,
     CONTROLLER_MUTATION_RATE,
@@ -25,12 +25,14 @@ from quota.primitives.entity import (
     ResolvedQuota,
     precedence,
 )
+from quota.primitives.sensor import ClientSensors
 from quota.primitives.throttle import bounded_throttle_time_ms
 
 if TYPE_CHECKING:
     from quota.managers.client_quota import ClientQuotaManager
     from quota.managers.mutation import ControllerMutationQuotaManager
     from quota.managers.producer_ids import ProducerIdQuotaManager
+    from quota.primitives.sensor_keeper import SensorKeeper
 
 UNITS = {
     PRODUCER_BYTE_RATE: "bytes/s",
@@ -40,6 +42,7 @@ UNITS = {
     REQUEST_PERCENTAGE: "% of a request handler thread",
 }
 NOTHING_RECORDED = "nothing recorded for it within the last hour (no sensor)"
+S = TypeVar("S", bound=ClientSensors)
 
 
 def tags_text(tags: QuotaTags) -> str:
@@ -47,20 +50,40 @@ def tags_text(tags: QuotaTags) -> str:
     return f"user={json.dumps(tags.user)} client-id={json.dumps(tags.client_id)}"
 
 
-def entry_fields(candidates: list[ResolvedQuota]) -> dict:
-    """The matching entry (the first of ``candidates``, in precedence order), its level, and those it overrides."""
+class EntryFields(TypedDict):
+    """What a finding says of the matching entry (:func:`entry_fields`)."""
+
+    entity: str
+    level: int
+    level_path: str
+    limit: float
+    overridden: tuple[str, ...]
+
+
+class SensorFields(TypedDict):
+    """What a finding says of the sensor an entity is counted in (:func:`_sensor_fields`)."""
+
+    counted_in: str
+    overflow: bool
+    notes: tuple[str, ...]
+
+
+def entry_fields(candidates: list[ResolvedQuota]) -> EntryFields:
+    """The matching entry (the first of ``candidates``, in precedence order), its level, and those it overrides.
+    Every candidate matched an entry, so each names its entity."""
     first = candidates[0]
+    assert first.entity is not None  # a match (QuotaTable.matches) has its entry's entity
     level = precedence(first.entity)
     return {
         "entity": first.entity.path,
         "level": level,
         "level_path": LEVEL_PATHS[level - 1],
         "limit": first.limit,
-        "overridden": tuple(f"{c.entity.path} = {c.limit:.15g}" for c in candidates[1:]),
+        "overridden": tuple(f"{c.entity.path} = {c.limit:.15g}" for c in candidates[1:] if c.entity is not None),
     }
 
 
-def _full_note(manager) -> tuple[str, ...]:
+def _full_note(manager: ClientQuotaManager) -> tuple[str, ...]:
     keeper = manager.keeper
     if len(keeper) >= keeper.max_tracked_entities:
         return (
@@ -71,7 +94,7 @@ def _full_note(manager) -> tuple[str, ...]:
     return ()
 
 
-def _sensor_fields(sensors, resolved: ResolvedQuota) -> dict:
+def _sensor_fields(sensors: ClientSensors, resolved: ResolvedQuota) -> SensorFields:
     overflow = sensors.tags != resolved.tags
     notes = (
         (
@@ -84,14 +107,21 @@ def _sensor_fields(sensors, resolved: ResolvedQuota) -> dict:
     return {"counted_in": tags_text(sensors.tags), "overflow": overflow, "notes": notes}
 
 
-def _sensor_of(manager, candidates: list[ResolvedQuota], shadow_mode: bool, base: dict, nothing: str):
+def _sensor_of(
+    manager: ClientQuotaManager,
+    keeper: SensorKeeper[S],
+    candidates: list[ResolvedQuota],
+    shadow_mode: bool,
+    base: FindingOf,
+    nothing: str,
+) -> Finding | tuple[ResolvedQuota, bool, S]:
     """``(resolved, shadow, sensors)`` for the matching entry, or the finding already: no entry matches (nothing
     limits it) or no sensor lives (nothing recorded: within)."""
     if not candidates:
         return Finding(verdict=UNLIMITED, notes=("no entry matches: nothing limits it",), **base)
     resolved = candidates[0]
     shadow = shadow_mode or manager.shadow or resolved.shadow
-    sensors = manager.keeper.counted_in(resolved)
+    sensors = keeper.counted_in(resolved)
     if sensors is None:
         return Finding(
             verdict=WITHIN,
@@ -108,8 +138,8 @@ def byte_rate(
     manager: ClientQuotaManager, scope: str, candidates: list[ResolvedQuota], shadow_mode: bool, now_ms: int
 ) -> Finding:
     """``producer_byte_rate`` or ``consumer_byte_rate`` for the client ``candidates`` were resolved for."""
-    base = {"quota": manager.quota_key, "scope": scope, "unit": UNITS[manager.quota_key]}
-    started = _sensor_of(manager, candidates, shadow_mode, base, NOTHING_RECORDED)
+    base = FindingOf(quota=manager.quota_key, scope=scope, unit=UNITS[manager.quota_key])
+    started = _sensor_of(manager, manager.keeper, candidates, shadow_mode, base, NOTHING_RECORDED)
     if isinstance(started, Finding):
         return started
     resolved, shadow, sensors = started
@@ -139,8 +169,9 @@ def mutations(
     manager: ControllerMutationQuotaManager, candidates: list[ResolvedQuota], shadow_mode: bool, now_ms: int
 ) -> Finding:
     """``controller_mutation_rate`` (KIP-599): a token bucket; a throttle is its debt, ``-tokens / rate``."""
-    base = {"quota": CONTROLLER_MUTATION_RATE, "scope": "user/client-id", "unit": UNITS[CONTROLLER_MUTATION_RATE]}
-    started = _sensor_of(manager, candidates, shadow_mode, base, NOTHING_RECORDED + ": its bucket starts full")
+    base = FindingOf(quota=CONTROLLER_MUTATION_RATE, scope="user/client-id", unit=UNITS[CONTROLLER_MUTATION_RATE])
+    nothing = NOTHING_RECORDED + ": its bucket starts full"
+    started = _sensor_of(manager, manager.keeper, candidates, shadow_mode, base, nothing)
     if isinstance(started, Finding):
         return started
     resolved, shadow, sensors = started
@@ -172,7 +203,7 @@ def producer_ids(
 ) -> Finding:
     """``producer_ids_rate`` (KIP-936): per user, a token bucket of new producer ids; under enforcement ``hold`` a
     new id past it is held in the proxy, under ``throttle`` its response throttled."""
-    base = {"quota": PRODUCER_IDS_RATE, "scope": scope, "unit": UNITS[PRODUCER_IDS_RATE]}
+    base = FindingOf(quota=PRODUCER_IDS_RATE, scope=scope, unit=UNITS[PRODUCER_IDS_RATE])
     if not candidates:
         return Finding(verdict=UNLIMITED, notes=("no user entry matches: nothing limits it",), **base)
     resolved = candidates[0]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from quota.explain.values import FULL, THROTTLED, UNLIMITED, WITHIN, Finding, Who
+from quota.explain.values import FULL, THROTTLED, UNLIMITED, WITHIN, Finding, FindingOf, Who
 from quota.managers.connection import IP_HOLD_MAX_MS, ConnectionQuotas
 from quota.primitives.entity import DEFAULT
 from quota.primitives.rate import Rate
@@ -41,9 +41,9 @@ def _rate_finding(
     now_ms: int,
     notes: tuple[str, ...] = (),
 ) -> Finding:
-    base = {"quota": RATE, "scope": scope, "unit": "connections/s", "entity": entity}
+    base = FindingOf(quota=RATE, scope=scope, unit="connections/s")
     if math.isinf(limit):
-        return Finding(verdict=UNLIMITED, **base)
+        return Finding(verdict=UNLIMITED, entity=entity, **base)
     window = quotas.window
     measured, throttle = _with_one_more(rate, limit, now_ms, window.size_ms, window.min_elapsed_ms)
     return Finding(
@@ -52,20 +52,22 @@ def _rate_finding(
         measured=measured,
         throttle_ms=throttle,
         notes=notes,
+        entity=entity,
         **base,
     )
 
 
 def _count_finding(scope: str, entity: str, limit: int | None, open_now: int) -> Finding:
-    base = {"quota": COUNT, "scope": scope, "unit": "connections", "entity": entity}
+    base = FindingOf(quota=COUNT, scope=scope, unit="connections")
     if limit is None:
-        return Finding(verdict=UNLIMITED, **base)
+        return Finding(verdict=UNLIMITED, entity=entity, **base)
     full = open_now >= limit
     return Finding(
         verdict=FULL if full else WITHIN,
         limit=float(limit),
         measured=float(open_now),
         notes=("a new connection is closed at once",) if full else (),
+        entity=entity,
         **base,
     )
 
@@ -79,7 +81,7 @@ def connection_findings(quotas: ConnectionQuotas, listeners: tuple[str, ...], wh
     rates = {name: quotas.counted_rates(name, ip) for name in named}
     ip_key, ip_rate = rates[named[0]][2:] if named else (ip, None)
     entity = f"/ips/{ip}" if ip in limits.ip_rates else (f"/ips/{DEFAULT}" if DEFAULT in limits.ip_rates else None)
-    ip_notes = (
+    ip_notes: tuple[str, ...] = (
         f"over its rate a new connection is held up to {IP_HOLD_MAX_MS} ms, then closed if still over (KIP-612)",
     )
     if ip_rate is None and quotas.ip_table_full and ip not in limits.ip_rates:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, TypedDict
 
 # A finding's verdict.
 THROTTLED = "THROTTLED"  # over its limit now: a request (or a new connection) now is throttled, muted or held
@@ -43,6 +43,14 @@ class Who:
     client_id: str
     ip: str
     listener: str | None = None
+
+
+class FindingOf(TypedDict):
+    """Which quota a :class:`Finding` is about: the fields every finding of one quota shares."""
+
+    quota: str
+    scope: str
+    unit: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from quota.primitives import smoothing
 from quota.primitives.clock import Clock
@@ -46,8 +47,9 @@ from quota.primitives.rate import QuotaWindow
 from quota.primitives.sensor import ClientSensors, EntityStats
 from quota.primitives.sensor_keeper import RECORD_EXPIRY_BATCH, SensorKeeper
 from quota.primitives.throttle import INT32_MAX, bounded_throttle_time_ms, quota_acceptable
+from quota.primitives.token_bucket import TokenBucket
 from quota.primitives.top import no_pause
-from quota.primitives.usage_tap import NO_TAP
+from quota.primitives.usage_tap import NO_TAP, NoTap
 
 INACTIVE_SENSOR_EXPIRATION_MS = 3_600_000
 """Kafka purges quota sensors after one hour without a record."""
@@ -62,7 +64,7 @@ class ClientQuotaManager:
     """
 
     sensors_class = ClientSensors  # what one tag pair's state is (a subclass may add to it)
-    tap = NO_TAP  # where local usage is also told when usage is shared with peers (quota.sharing.usage_share)
+    tap: NoTap = NO_TAP  # where local usage is also told when usage is shared with peers (quota.sharing.usage_share)
 
     def __init__(
         self,
@@ -88,7 +90,7 @@ class ClientQuotaManager:
         # quota.smoothing: on: a token bucket per entity decides the throttle (quota.smoothing); may change live
         self.smoothing = smoothing
         # The sensors by tags: lookup, overflow past max_tracked_entities, expiry, the table's version.
-        self.keeper = SensorKeeper(
+        self.keeper: SensorKeeper[ClientSensors] = SensorKeeper(
             quotas, quota_key, window, self.sensors_class, inactive_sensor_expiration_ms, max_tracked_entities
         )
 
@@ -298,7 +300,7 @@ class ClientQuotaManager:
         keeper = self.keeper
         table, version, expiration = keeper.table, keeper.version, keeper.expiration_ms
         for user, client_id, value in zip(users, client_ids, values):
-            sensors = table.sensors.get((user, client_id))
+            sensors = table.sensors.get((user, client_id))  # type: ignore[call-overload]  # a tuple finds its QuotaTags
             if (
                 sensors is None or sensors.resolved_version != version or now_ms - sensors.last_record_ms > expiration
             ):  # one that expiry may drop: made again there
@@ -310,17 +312,20 @@ class ClientQuotaManager:
             sensors.record_remote(value, now_ms)
             self._smooth(sensors, sensors.limit, value, now_ms)
 
-    def seed_rows(self, now_ms: int, max_rows: int) -> list[tuple[str, str, list, float | None]]:
+    def seed_rows(
+        self, now_ms: int, max_rows: int
+    ) -> list[tuple[str, str, list[tuple[int, int, float]], float | None]]:
         """What a restarted peer needs to start where this one is: ``(user, client_id, samples, tokens)`` by quota
         tags for the ``max_rows`` quota'd sensors with the most in their window
         (:meth:`quota.primitives.rate.Rate.samples`) plus what their bucket lacks (``tokens``: the smoothing or mutation bucket's now, None without one)."""
-        rows, weights = [], []
+        rows: list[tuple[str, str, list[tuple[int, int, float]], float | None]] = []
+        weights: list[float] = []
         for s in list(self.keeper.by_tags.values()):
             if s.entity is None:
                 continue
             samples, bucket = s.rate.samples(now_ms), self._seed_bucket(s)
             tokens = None if bucket is None else bucket.peek(now_ms)
-            deficit = 0.0 if bucket is None else bucket.burst - tokens
+            deficit = 0.0 if bucket is None or tokens is None else bucket.burst - tokens
             if samples or deficit > 0:
                 rows.append((s.tags.user, s.tags.client_id, samples, tokens))
                 weights.append(sum(v for _, _, v in samples) + deficit)
@@ -329,7 +334,7 @@ class ClientQuotaManager:
             rows = [rows[i] for i in order]
         return rows
 
-    def seed(self, rows: Iterable[Sequence], now_ms: int) -> None:
+    def seed(self, rows: Iterable[Sequence[Any]], now_ms: int) -> None:
         """A peer's :meth:`seed_rows`: each entity's rate starts from the peer's samples and its bucket holds no
         more than the peer's (deciding nothing, not in this process's totals, as :meth:`record_remote`)."""
         for row in rows:
@@ -342,15 +347,17 @@ class ClientQuotaManager:
                 if len(row) > 3 and row[3] is not None:
                     self._seed_tokens(sensors, float(row[3]), now_ms)
 
-    def _seed_bucket(self, sensors: ClientSensors):
+    def _seed_bucket(self, sensors: ClientSensors) -> TokenBucket | None:
         """The token bucket a seed carries for ``sensors``: smoothing's while it is on."""
         return sensors.smooth if self.smoothing else None
 
     def _seed_tokens(self, sensors: ClientSensors, tokens: float, now: int) -> None:
         if self.smoothing and not math.isinf(sensors.limit):
-            if sensors.smooth is None:
-                sensors.smooth = smoothing.new_bucket(sensors.limit, self.window, now)
-            sensors.smooth.at_most(tokens, now)
+            bucket = sensors.smooth
+            if bucket is None:
+                bucket = sensors.smooth = smoothing.new_bucket(sensors.limit, self.window, now)
+            if bucket is not None:  # None only for an unlimited quota
+                bucket.at_most(tokens, now)
 
     def _record(self, resolved: ResolvedQuota, user: str, client_id: str, value: float, now: int) -> ClientSensors:
         sensors = self.keeper.at(resolved, user, client_id, now)
@@ -367,9 +374,11 @@ class ClientQuotaManager:
     def _smooth(self, sensors: ClientSensors, limit: float, value: float, now: int) -> None:
         """With smoothing on, ``value`` taken from (or, negative, given back to) the entity's bucket."""
         if self.smoothing and not math.isinf(limit):
-            if sensors.smooth is None:
-                sensors.smooth = smoothing.new_bucket(limit, self.window, now)
-            smoothing.take(sensors.smooth, value, now)
+            bucket = sensors.smooth
+            if bucket is None:
+                bucket = sensors.smooth = smoothing.new_bucket(limit, self.window, now)
+            if bucket is not None:  # None only for an unlimited quota
+                smoothing.take(bucket, value, now)
 
     def __repr__(self) -> str:
         return (

@@ -30,13 +30,15 @@ from __future__ import annotations
 
 import ipaddress
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from quota.managers.connection_limits import NO_LIMITS as NO_LIMITS  # the limits it is given, for its callers
 from quota.managers.connection_limits import ConnectionLimits as ConnectionLimits
 from quota.managers.ip_rates import IpRates
 from quota.primitives.peer_connections import IP as OPEN_IP
-from quota.primitives.peer_connections import LISTENER, TOTAL, PeerConnections
+from quota.primitives.peer_connections import LISTENER, TOTAL, OpenCount, PeerConnections
 from quota.primitives.rate import QuotaWindow, Rate
 from quota.primitives.throttle import bounded_throttle_time_ms
 from quota.primitives.usage_tap import NO_TAP, NoTap
@@ -198,7 +200,7 @@ class ConnectionQuotas:
         self.tap.listener(listener, 1)
         return self._count(listener, ip)
 
-    def record_remote(self, listeners, ips, now_ms: int) -> None:
+    def record_remote(self, listeners: Iterable[tuple[str, int]], ips: Iterable[tuple[str, int]], now_ms: int) -> None:
         """Connections a peer accepted, ``(listener, n)``, and counted per IP, ``(ip, n)``
         (:mod:`quota.sharing.remote_usage`): recorded in the same rates, deciding nothing; the open counts stay this
         process's own."""
@@ -212,7 +214,7 @@ class ConnectionQuotas:
             if self.limits.ip_rate(ip) != math.inf:
                 self.ip_rates.rate(ip, self.limits, now_ms).record(float(n), now_ms)
 
-    def seed_rows(self, now_ms: int, max_ips: int) -> dict:
+    def seed_rows(self, now_ms: int, max_ips: int) -> dict[str, Any]:
         """What a restarted peer needs to start where this one is: the samples of the proxy-wide and listener
         creation rates, and of the ``max_ips`` busiest IP rates (:meth:`quota.primitives.rate.Rate.samples`)."""
         return {
@@ -221,7 +223,7 @@ class ConnectionQuotas:
             "ips": self.ip_rates.busiest_samples(now_ms, max_ips),
         }
 
-    def seed(self, rows: dict, now_ms: int) -> None:
+    def seed(self, rows: dict[str, Any], now_ms: int) -> None:
         """A peer's :meth:`seed_rows`: each rate starts from the peer's samples (deciding nothing, as
         :meth:`record_remote`; a listener or IP without a limit here is skipped)."""
         self._proxy_rate.seed(rows.get("proxy", ()), now_ms)
@@ -282,7 +284,7 @@ class ConnectionQuotas:
             )
         return Close(MAX_CONNECTIONS, f"the proxy has {limits.max_connections} connections (max.connections)")
 
-    def _open_counts(self, listener: str, ip: str):
+    def _open_counts(self, listener: str, ip: str) -> tuple[OpenCount, ...]:
         return (
             (TOTAL, "", self.total),
             (LISTENER, listener, self.per_listener[listener]),

@@ -37,6 +37,7 @@ from quota.primitives.entity import CONTROLLER_MUTATION_RATE, QuotaTable, Resolv
 from quota.primitives.overflow import DEFAULT_MAX_TRACKED_ENTITIES
 from quota.primitives.rate import QuotaWindow
 from quota.primitives.sensor import ClientSensors, EntityStats
+from quota.primitives.sensor_keeper import SensorKeeper
 from quota.primitives.throttle import INT32_MAX
 from quota.primitives.token_bucket import TokenBucket
 from quota.primitives.top import no_pause
@@ -97,6 +98,7 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
     """``controller_mutation_rate`` per (user, client-id). Every method takes an optional ``now_ms``."""
 
     sensors_class = MutationSensors
+    keeper: SensorKeeper[MutationSensors]  # made of sensors_class
 
     def __init__(
         self,
@@ -238,19 +240,23 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
         """:meth:`buckets` of the ``n - 1`` busiest sensors (by mutations recorded) and the rest summed as one, as
         :meth:`top_stats` (None when nothing is left over). Changes nothing: a scrape may call it from a thread."""
         now = self._now(now_ms)
-        top, other = self.top_sensors(n, now, pause)
+        top, other = self.keeper.top(n, now, pause)
         return [(s.stats(now), s.bucket.peek(now)) for s in top], other
 
-    def _seed_bucket(self, sensors: MutationSensors) -> TokenBucket:  # a restarted worker's seed carries it
+    def _seed_bucket(self, sensors: ClientSensors) -> TokenBucket:  # a restarted worker's seed carries it
+        assert isinstance(sensors, MutationSensors)  # this keeper's sensors_class
         return sensors.bucket
 
-    def _seed_tokens(self, sensors: MutationSensors, tokens: float, now: int) -> None:
+    def _seed_tokens(self, sensors: ClientSensors, tokens: float, now: int) -> None:
+        assert isinstance(sensors, MutationSensors)
         sensors.bucket.at_most(tokens, now)
 
     def _bucket_of(self, resolved: ResolvedQuota) -> MutationSensors | None:
         """The live bucket ``resolved``'s entity is counted in: its own, else (past ``max_tracked_entities``) its
         quota's ``<overflow>`` one; None when neither lives."""
-        return self.keeper.counted_in(resolved)  # type: ignore[return-value]
+        return self.keeper.counted_in(resolved)
 
     def _sensors_for(self, resolved: ResolvedQuota, user: str, client_id: str, now: int) -> MutationSensors:
-        return self._record(resolved, user, client_id, 0.0, now)  # type: ignore[return-value]
+        sensors = self.keeper.at(resolved, user, client_id, now)
+        self._count(sensors, user, client_id, 0.0, now)
+        return sensors

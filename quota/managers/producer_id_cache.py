@@ -33,11 +33,16 @@ from __future__ import annotations
 import math
 from array import array
 from bisect import bisect_left
+from collections.abc import Sequence
+from typing import Any, TypeAlias
 
 import mmh3
 
 _MASK64 = (1 << 64) - 1
 _AT_ONCE = -math.inf  # a due time every clock reading has passed
+Filter: TypeAlias = (
+    "array[int] | bytearray"  # a filter: its PIDs, sorted, while exact; its bits once not (told apart by type)
+)
 _SCAN = 16  # an exact filter this small is scanned; a longer one is bisected (it is kept sorted)
 
 
@@ -119,15 +124,15 @@ class CacheShape:
         return bloom_positions(pid, self.num_bits, self.num_hashes)
 
 
-def _exact_has(pids: array, pid: int) -> bool:
+def _exact_has(pids: array[int], pid: int) -> bool:
     if len(pids) <= _SCAN:
         return pid in pids
     i = bisect_left(pids, pid)
     return i < len(pids) and pids[i] == pid
 
 
-def _has(data: array | bytearray, pid: int, shape: CacheShape) -> bool:
-    if data.__class__ is array:
+def _has(data: Filter, pid: int, shape: CacheShape) -> bool:
+    if isinstance(data, array):
         return _exact_has(data, pid)
     return _has_bits(data, shape.positions(pid))
 
@@ -137,7 +142,7 @@ class _FilterView:
 
     __slots__ = ("data", "shape")
 
-    def __init__(self, data: array | bytearray, shape: CacheShape) -> None:
+    def __init__(self, data: Filter, shape: CacheShape) -> None:
         self.data, self.shape = data, shape
 
     def __contains__(self, pid: int) -> bool:
@@ -145,15 +150,15 @@ class _FilterView:
 
     @property
     def exact(self) -> bool:
-        return self.data.__class__ is array
+        return isinstance(self.data, array)
 
     @property
     def size_bytes(self) -> int:
         return _size_bytes(self.data)
 
 
-def _size_bytes(data: array | bytearray) -> int:
-    return len(data) * 8 if data.__class__ is array else len(data)
+def _size_bytes(data: Filter) -> int:
+    return len(data) * 8 if isinstance(data, array) else len(data)
 
 
 class TimeControlledBloomFilter:
@@ -178,9 +183,9 @@ class TimeControlledBloomFilter:
         self.shape = shape if shape is not None else CacheShape(window_ms, expected, fp_rate)
         self.due_ms: float = _AT_ONCE
         self.current_ms = 0
-        self.current: array | bytearray | None = None  # None: no live filter
+        self.current: Filter | None = None  # None: no live filter
         self.count = 0
-        self.older: tuple = ()
+        self.older: tuple[Any, ...] = ()  # created at ms, filter, created at ms, filter, ...
 
     def dispose_expired(self, now_ms: int) -> None:
         """Step 3: a filter is dropped once it is one window old."""
@@ -225,7 +230,8 @@ class TimeControlledBloomFilter:
         if now_ms >= self.due_ms:
             self._rotate(now_ms)
         current = self.current
-        if current.__class__ is array:
+        assert current is not None  # a live filter: the rotation makes one when there is none
+        if isinstance(current, array):
             if len(current) <= _SCAN:
                 if pid in current:
                     return True
@@ -243,7 +249,7 @@ class TimeControlledBloomFilter:
         older = self.older
         for i in range(1, len(older), 2):
             data = older[i]
-            if data.__class__ is array:
+            if isinstance(data, array):
                 found = _exact_has(data, pid)
             else:
                 if positions is None:
@@ -262,7 +268,8 @@ class TimeControlledBloomFilter:
 
     def _write(self, pid: int, positions: list[int] | None) -> None:
         current, shape = self.current, self.shape
-        if current.__class__ is array:
+        assert current is not None  # written after a lookup or a rotation: a live filter
+        if isinstance(current, array):
             if len(current) < shape.exact_max:
                 current.insert(bisect_left(current, pid), pid)
             else:  # its bits are smaller now: the bloom filter it would have been from the start
@@ -284,7 +291,7 @@ class TimeControlledBloomFilter:
         self.add(pid, now_ms)
         return False
 
-    def export(self) -> list:
+    def export(self) -> list[list[Any]]:
         """The live filters, oldest first, as ``[created at, PIDs or bits, PIDs written]``: the newest's count is
         its own, an older one's its expected (it takes no more writes). What :meth:`take` reads (a restarted
         worker's seed, :mod:`quota.sharing.producer_id_seed`)."""
@@ -294,7 +301,7 @@ class TimeControlledBloomFilter:
             found.append([self.current_ms, self.current, self.count])
         return found
 
-    def take(self, filters: list, now_ms: int) -> None:
+    def take(self, filters: Sequence[Sequence[Any]], now_ms: int) -> None:
         """A peer's :meth:`export` for the same user: its PIDs are known here too. Into a cache with no live filter
         they are installed as they are (the same ages, so they expire when the peer's do); else an exact filter's
         PIDs are written into the current one and bits join the older filters (at most MAX_FILTERS kept)."""
@@ -302,19 +309,19 @@ class TimeControlledBloomFilter:
         live = [
             f
             for f in filters
-            if now_ms - f[0] < window and (f[1].__class__ is array or len(f[1]) == self.shape.num_bytes)
+            if now_ms - f[0] < window and (isinstance(f[1], array) or len(f[1]) == self.shape.num_bytes)
         ]  # bits of another sizing: not ours
         if not live:
             return
         self.dispose_expired(now_ms)
         if self.current is None:
-            *older, (self.current_ms, self.current, self.count) = live
-            self.older = tuple(x for created, data, _ in older for x in (created, data))[-2 * (MAX_FILTERS - 1) :]
+            *earlier, (self.current_ms, self.current, self.count) = live
+            self.older = tuple(x for created, data, _ in earlier for x in (created, data))[-2 * (MAX_FILTERS - 1) :]
             self._set_due()
             return
-        bits = []
+        bits: list[tuple[int, Filter]] = []
         for created, data, _ in live:
-            if data.__class__ is array:
+            if isinstance(data, array):
                 for pid in data:
                     if not self.seen(pid, now_ms):
                         self.add(pid, now_ms)

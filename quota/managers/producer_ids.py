@@ -46,7 +46,7 @@ Shadow (``quota.mode: shadow`` or a shadow entry) always decides as ``throttle``
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from quota.managers.producer_id_cache import CacheShape
@@ -58,7 +58,7 @@ from quota.managers.producer_id_stats import ProducerIdStats, stats, top_stats
 from quota.managers.producer_id_user import ProducerIdUser
 from quota.managers.producer_ids_issued import IssuedProducerIds
 from quota.primitives.decision import FORWARD, Throttle
-from quota.primitives.entity import DEFAULT, PRODUCER_IDS_RATE, QuotaTable, ResolvedQuota
+from quota.primitives.entity import DEFAULT, PRODUCER_IDS_RATE, QuotaEntity, QuotaTable, ResolvedQuota
 from quota.primitives.overflow import DEFAULT_MAX_TRACKED_ENTITIES, overflow_tags
 from quota.primitives.sensor_table import COMPACT_BELOW
 from quota.primitives.throttle import INT32_MAX
@@ -139,7 +139,7 @@ class ProducerIdQuotaManager:
                 if not math.isinf(limit):
                     state.bucket.reconfigure(*self._bucket_shape(limit), state.bucket._last_ms)
 
-    def _reached_by(self, changed) -> list[tuple[str, ProducerIdUser]]:
+    def _reached_by(self, changed: Iterable[QuotaEntity]) -> list[tuple[str, ProducerIdUser]]:
         """The users whose resolution a changed entity can change: a named user's own; every user for a default (an
         entity with a named client-id other than "" never matches, users are resolved with client-id "")."""
         reached = []
@@ -241,7 +241,7 @@ class ProducerIdQuotaManager:
         bucket.take(len(new), now_ms)
         return self._throttled(state, bucket, shadow)
 
-    def _throttled(self, state: ProducerIdUser, bucket, shadow: bool) -> ProducerIdDecision:
+    def _throttled(self, state: ProducerIdUser, bucket: TokenBucket, shadow: bool) -> ProducerIdDecision:
         """The throttle mode's answer once the new ids' tokens are taken: the bucket's debt as throttle (reported
         and muted for: both capped at max_mute_ms), counted as applied or shadow."""
         throttle_ms = min(bucket.throttle_time_ms(), self.max_mute_ms)

@@ -101,7 +101,7 @@ class Limit:
             return capacity - self.level
         return capacity - capacity * self.level / 100.0
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, object]:
         return {"type": self.type, "level": self.level}
 
 
@@ -125,8 +125,8 @@ class Snapshot:
     def to_json(self) -> bytes:
         """The record value, in the seed's schema."""
 
-        def volume(v: Volume) -> dict:
-            out = {"VolumeName": v.name, "Capacity": v.capacity, "Consumed": v.consumed}
+        def volume(v: Volume) -> dict[str, object]:
+            out: dict[str, object] = {"VolumeName": v.name, "Capacity": v.capacity, "Consumed": v.consumed}
             if v.soft_limit is not None:
                 out["SoftLimit"] = v.soft_limit.as_json()
             if v.hard_limit is not None:
@@ -144,7 +144,7 @@ class Snapshot:
         ).encode()
 
 
-def _limit(raw, where: str) -> Limit:
+def _limit(raw: object, where: str) -> Limit:
     if not isinstance(raw, dict) or "type" not in raw or "level" not in raw:
         raise SnapshotError(f"{where}: expected {{type, level}}, got {raw!r}")
     level = raw["level"]

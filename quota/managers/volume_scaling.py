@@ -42,7 +42,7 @@ class ScaledProduceQuotas:
     def tag_parts(self, key: str) -> frozenset[tuple[bool, bool]]:
         return self.table.tag_parts(PRODUCER_BYTE_RATE) | {(False, True)}  # the base rate: {client-id: <default>}
 
-    def changes_since(self, older) -> frozenset[QuotaEntity] | None:
+    def changes_since(self, older: object) -> frozenset[QuotaEntity] | None:
         """The entities changed since ``older`` (the same factor and base rate over an older table), else None."""
         if not isinstance(older, ScaledProduceQuotas) or (older.factor, older.base_rate) != (
             self.factor,
@@ -66,5 +66,5 @@ def scaled_produce_table(quotas: QuotaTable, factor: float, base_rate: float) ->
         has_default_client |= entity == {"client-id": DEFAULT}
         values.append((entity, {PRODUCER_BYTE_RATE: entry.quotas[PRODUCER_BYTE_RATE] * factor}, entry.shadow))
     if not has_default_client:
-        values.append(({"client-id": DEFAULT}, {PRODUCER_BYTE_RATE: base_rate * factor}))
+        values.append(({"client-id": DEFAULT}, {PRODUCER_BYTE_RATE: base_rate * factor}, False))
     return QuotaTable.from_values(values)

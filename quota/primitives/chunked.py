@@ -12,7 +12,7 @@ A lookup is one hash and two index operations. Iteration goes chunk by chunk (no
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import ItemsView, Iterable, Iterator, Mapping, ValuesView
 from typing import Any
 
 TARGET_CHUNK = 256
@@ -42,46 +42,46 @@ def _bits_for(size: int) -> int:
     return bits
 
 
-class ChunkedMap(Mapping):
+class ChunkedMap(Mapping[Any, Any]):
     __slots__ = ("_chunks", "_mask", "_len")
 
-    def __init__(self, items: Mapping | Iterable[tuple[Any, Any]] = ()) -> None:
+    def __init__(self, items: Mapping[Any, Any] | Iterable[tuple[Any, Any]] = ()) -> None:
         values = dict(items)
         self._layout(values, len(values))
 
-    def _layout(self, values: Iterable[tuple[Any, Any]] | dict, size: int) -> None:
+    def _layout(self, values: Iterable[tuple[Any, Any]] | dict[Any, Any], size: int) -> None:
         mask = (1 << _bits_for(size)) - 1
-        chunks: list[dict] = [{} for _ in range(mask + 1)]
+        chunks: list[dict[Any, Any]] = [{} for _ in range(mask + 1)]
         for key, value in values.items() if isinstance(values, dict) else values:
             chunks[hash(key) & mask][key] = value
         self._chunks, self._mask, self._len = chunks, mask, sum(map(len, chunks))
 
     # -- reading ---------------------------------------------------------------------------------------------------
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: Any) -> Any:
         return self._chunks[hash(key) & self._mask][key]
 
-    def get(self, key, default=None):
+    def get(self, key: Any, default: Any = None) -> Any:
         return self._chunks[hash(key) & self._mask].get(key, default)
 
-    def __contains__(self, key) -> bool:
+    def __contains__(self, key: object) -> bool:
         return key in self._chunks[hash(key) & self._mask]
 
-    def __iter__(self) -> Iterator:
+    def __iter__(self) -> Iterator[Any]:
         for chunk in self._chunks:
             yield from chunk
 
-    def items(self):
+    def items(self) -> ItemsView[Any, Any]:
         return _Items(self)
 
-    def values(self):
+    def values(self) -> ValuesView[Any]:
         return _Values(self)
 
     def __len__(self) -> int:
         return self._len
 
     @property
-    def chunks_and_mask(self) -> tuple[list[dict], int]:
+    def chunks_and_mask(self) -> tuple[list[dict[Any, Any]], int]:
         """For a caller that inlines :meth:`get` on a hot path: ``chunks[hash(key) & mask].get(key)``."""
         return self._chunks, self._mask
 
@@ -90,7 +90,7 @@ class ChunkedMap(Mapping):
 
     # -- changing (into a new map) ---------------------------------------------------------------------------------
 
-    def updated(self, changes: Mapping) -> ChunkedMap:
+    def updated(self, changes: Mapping[Any, Any]) -> ChunkedMap:
         """A new map: this one with each key of ``changes`` set to its value, or removed where the value is
         :data:`REMOVED`. This map is not changed; the new one shares every chunk no key of ``changes`` falls in."""
         if not changes:
@@ -138,10 +138,10 @@ class Changing:
                     self._chunks[hash(key) & self._mask][key] = value
             self.copied = base._len
 
-    def get(self, key, default=None):
+    def get(self, key: Any, default: Any = None) -> Any:
         return self._chunks[hash(key) & self._mask].get(key, default)
 
-    def __setitem__(self, key, value) -> None:
+    def __setitem__(self, key: Any, value: Any) -> None:
         index = hash(key) & self._mask
         chunk = self._chunks[index]
         if index not in self._owned:
@@ -167,32 +167,26 @@ class Changing:
         return new
 
 
-class _Items:
-    __slots__ = ("_map",)
+class _Items(ItemsView[Any, Any]):
+    """The map's items, chunk by chunk (the view's lookups, ``in`` and the rest, are the ABC's)."""
 
-    def __init__(self, m: ChunkedMap) -> None:
-        self._map = m
+    __slots__ = ()
+    _mapping: ChunkedMap
 
-    def __iter__(self):
-        for chunk in self._map._chunks:
+    def __iter__(self) -> Iterator[tuple[Any, Any]]:
+        for chunk in self._mapping._chunks:
             yield from chunk.items()
 
-    def __len__(self) -> int:
-        return len(self._map)
 
+class _Values(ValuesView[Any]):
+    """The map's values, chunk by chunk."""
 
-class _Values:
-    __slots__ = ("_map",)
+    __slots__ = ()
+    _mapping: ChunkedMap
 
-    def __init__(self, m: ChunkedMap) -> None:
-        self._map = m
-
-    def __iter__(self):
-        for chunk in self._map._chunks:
+    def __iter__(self) -> Iterator[Any]:
+        for chunk in self._mapping._chunks:
             yield from chunk.values()
-
-    def __len__(self) -> int:
-        return len(self._map)
 
 
 EMPTY = ChunkedMap()

@@ -54,12 +54,12 @@ class DebtSketch:
             self._started_ms = now_ms
 
     @staticmethod
-    def _slots(key) -> list[int]:
+    def _slots(key: object) -> list[int]:
         h1 = hash(key)
         h2 = hash((key, DEPTH)) | 1
         return [row * WIDTH + ((h1 + row * h2) & _MASK) for row in range(DEPTH)]
 
-    def add(self, key, paid_off_ms: float, now_ms: int) -> None:
+    def add(self, key: object, paid_off_ms: float, now_ms: int) -> None:
         """``key`` (hashable: an entity's tags, an IP) owes what its limit pays off at ``paid_off_ms``."""
         if paid_off_ms <= now_ms:
             return
@@ -69,7 +69,7 @@ class DebtSketch:
             if current[slot] < paid_off_ms:
                 current[slot] = paid_off_ms
 
-    def remaining_ms(self, key, now_ms: int) -> float:
+    def remaining_ms(self, key: object, now_ms: int) -> float:
         """How long ``key``'s limit still takes to pay off its debt: at least what was put for it in the last one
         to two periods, less the time since."""
         self._rotate(now_ms)

@@ -77,6 +77,6 @@ def longest(a: Throttle, b: Throttle) -> Throttle:
 def combined(throttle: Throttle | None, decision: Decision) -> Throttle | None:
     """``throttle`` (None: none yet) with one more stage's ``decision``: an applied throttle combines with it (the
     longest wins); anything else (a forward, a shadow decision) leaves it as it was."""
-    if not is_applied(decision):
+    if isinstance(decision, Forward) or decision.shadow:  # not applied (is_applied, as the type checker reads it)
         return throttle
     return decision if throttle is None else longest(throttle, decision)

@@ -220,7 +220,7 @@ class QuotaTable:
         self._set_levels(counts)
         self._listing: tuple[QuotaEntry, ...] | None = listing  # in the order given
         self._version = object()
-        self._changes: tuple[object, frozenset] | None = None
+        self._changes: tuple[object, frozenset[QuotaEntity]] | None = None
 
     def _set_levels(self, counts: dict[str, list[int]]) -> None:
         self._level_counts = counts
@@ -272,7 +272,8 @@ class QuotaTable:
 
     def entry(self, entity: QuotaEntity) -> QuotaEntry | None:
         """The entry of one entity, if configured."""
-        return self._entries.get(entity)
+        found: QuotaEntry | None = self._entries.get(entity)
+        return found
 
     def keys(self) -> frozenset[str]:
         """The quota keys configured for at least one entity."""
@@ -298,8 +299,8 @@ class QuotaTable:
     def matches(self, key: str, user: str, client_id: str) -> list[ResolvedQuota]:
         """Every entry configured for ``key`` that matches ``(user, client_id)``, in precedence order: the first is
         what :meth:`resolve` returns, the others are what it shadows (for explaining, not the request path)."""
-        found = []
-        configured = self._by_key.get(key)
+        found: list[ResolvedQuota] = []
+        configured = self._by_key.get(key, EMPTY_MAP)
         for level in self._levels_by_key.get(key, ()):
             user_kind, client_kind, tag_user, tag_client = _LEVELS[level]
             user_part = None if user_kind is None else (user if user_kind == "name" else _D)

@@ -147,8 +147,8 @@ class Rate:
         if not s:
             s.extend((now_ms, now_ms, 0.0))  # as SampledStat.oldest() does
         expire_age = self._shape[1]
-        total = 0
-        oldest_start_ms = now_ms
+        total = 0.0
+        oldest_start_ms: float = now_ms
         for i in range(0, len(s), 3):
             if now_ms - s[i + _LAST] >= expire_age:  # obsolete: reset, as _purge_obsolete_samples does
                 s[i] = s[i + _LAST] = now_ms
@@ -173,7 +173,7 @@ class Rate:
         s = self._s.tolist()
         expire_age = self._shape[1]
         total = 0.0
-        oldest_start_ms = now_ms
+        oldest_start_ms: float = now_ms
         for i in range(0, len(s), 3):
             if now_ms - s[i + _LAST] < expire_age:
                 total += s[i + _VALUE]

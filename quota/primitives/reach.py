@@ -48,7 +48,7 @@ class Reach:
         return tags
 
 
-def _index(index: dict, name: str, tags: QuotaTags) -> None:
+def _index(index: dict[str, QuotaTags | set[QuotaTags]], name: str, tags: QuotaTags) -> None:
     held = index.get(name)
     if held is None:
         index[name] = tags
@@ -58,7 +58,7 @@ def _index(index: dict, name: str, tags: QuotaTags) -> None:
         index[name] = {held, tags}
 
 
-def _unindex(index: dict, name: str, tags: QuotaTags) -> None:
+def _unindex(index: dict[str, QuotaTags | set[QuotaTags]], name: str, tags: QuotaTags) -> None:
     held = index.get(name)
     if isinstance(held, set):
         held.discard(tags)
@@ -68,7 +68,7 @@ def _unindex(index: dict, name: str, tags: QuotaTags) -> None:
         del index[name]
 
 
-def _into(tags: set, held) -> None:
+def _into(tags: set[QuotaTags], held: QuotaTags | set[QuotaTags] | None) -> None:
     if isinstance(held, set):
         tags.update(held)
     elif held is not None:

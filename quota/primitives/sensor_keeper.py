@@ -26,11 +26,12 @@ views all reach them through it. It decides nothing: throttles, smoothing and sh
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from operator import attrgetter
+from typing import Generic, TypeVar
 
 from quota.primitives.debt_sketch import DebtSketch
-from quota.primitives.entity import QuotaTable, QuotaTags, ResolvedQuota
+from quota.primitives.entity import QuotaEntity, QuotaTable, QuotaTags, ResolvedQuota
 from quota.primitives.overflow import overflow_tags
 from quota.primitives.rate import QuotaWindow
 from quota.primitives.sensor import ClientSensors, EntityStats, summed_stats
@@ -64,7 +65,10 @@ def known_by(tag_parts: frozenset[tuple[bool, bool]]) -> int:
     return BY_NOTHING
 
 
-class SensorKeeper:
+S = TypeVar("S", bound=ClientSensors, covariant=True)  # what one tag pair's state is: ClientSensors, or a subclass
+
+
+class SensorKeeper(Generic[S]):
     """The sensors of ``quota_key`` under ``quotas``, each a ``sensors_class`` over ``window``, dropped after
     ``expiration_ms`` without a record. Every method that needs the time takes it (``now_ms``)."""
 
@@ -73,7 +77,7 @@ class SensorKeeper:
         quotas: QuotaTable,
         quota_key: str,
         window: QuotaWindow,
-        sensors_class: type[ClientSensors],
+        sensors_class: type[S],
         expiration_ms: int,
         max_tracked_entities: int,
     ) -> None:
@@ -82,7 +86,7 @@ class SensorKeeper:
         self.window = window
         self.sensors_class = sensors_class
         # The live sensors by tags, idle ones first (quota.primitives.sensor_table: Kafka's expiry).
-        self.table = SensorTable(expiration_ms)
+        self.table: SensorTable[S] = SensorTable(expiration_ms)
         # Past this many sensors a new entity is counted in its quota's overflow sensor; may change live (a lower
         # cap makes no sensor go: new entities overflow until expiry brings the table below it).
         self.max_tracked_entities = max_tracked_entities
@@ -93,7 +97,7 @@ class SensorKeeper:
         self._known_by = known_by(quotas.tag_parts(quota_key))
 
     @property
-    def by_tags(self) -> dict[QuotaTags, ClientSensors]:
+    def by_tags(self) -> dict[QuotaTags, S]:
         """tags -> sensor, idle ones first (the table's own dict: a scrape snapshots it)."""
         return self.table.sensors
 
@@ -105,11 +109,11 @@ class SensorKeeper:
         """The quota that applies to this user and client-id, and the tags of the sensor it is counted in."""
         return self.quotas.resolve(self.quota_key, user, client_id)
 
-    def get(self, tags: QuotaTags) -> ClientSensors | None:
+    def get(self, tags: QuotaTags) -> S | None:
         """The live sensor of ``tags``, if any (never made)."""
         return self.table.sensors.get(tags)
 
-    def counted_in(self, resolved: ResolvedQuota) -> ClientSensors | None:
+    def counted_in(self, resolved: ResolvedQuota) -> S | None:
         """The live sensor ``resolved``'s entity is counted in (its own: past :attr:`max_tracked_entities` room is
         made for it); None when none lives (never made, or evicted). Never made here."""
         return self.table.sensors.get(resolved.tags)
@@ -120,7 +124,7 @@ class SensorKeeper:
 
     # -- lookup and making ---------------------------------------------------------------------------------------
 
-    def known(self, user: str, client_id: str) -> ClientSensors | None:
+    def known(self, user: str, client_id: str) -> S | None:
         """The sensor of this client when it holds what the current table resolves for it, else None: the request
         path's one lookup for a known tenant, instead of resolving and then looking the sensor up.
 
@@ -131,21 +135,23 @@ class SensorKeeper:
         covers is counted under ``("", client_id)`` as well) or under its user alone (``BY_USER``: as long as the
         sensor was matched by an entry; a client no entry covers is counted under its client-id instead)."""
         by = self._known_by
+        sensors: S | None
+        # A plain tuple finds the QuotaTags key it equals; building a QuotaTags would cost every request.
         if by == BY_NAMES:
-            sensors = self.table.sensors.get((user, client_id))
+            sensors = self.table.sensors.get((user, client_id))  # type: ignore[call-overload]  # finds its QuotaTags
             if sensors is not None and sensors.fast and sensors.representative is sensors.tags:
                 return sensors
         elif by == BY_CLIENT_ID:
-            sensors = self.table.sensors.get(("", client_id))
+            sensors = self.table.sensors.get(("", client_id))  # type: ignore[call-overload]  # finds its QuotaTags
             if sensors is not None and sensors.fast:
                 return sensors
         elif by == BY_USER:
-            sensors = self.table.sensors.get((user, ""))
+            sensors = self.table.sensors.get((user, ""))  # type: ignore[call-overload]  # finds its QuotaTags
             if sensors is not None and sensors.fast and sensors.entity is not None:
                 return sensors
         return None
 
-    def for_record(self, user: str, client_id: str, now_ms: int) -> ClientSensors:
+    def for_record(self, user: str, client_id: str, now_ms: int) -> S:
         """The sensor a record of this client goes to (made if none), with a few idle ones dropped first."""
         table = self.table
         if now_ms > table.due_ms:
@@ -156,13 +162,13 @@ class SensorKeeper:
         table.touch(sensors, now_ms)
         return sensors
 
-    def at(self, resolved: ResolvedQuota, user: str, client_id: str, now_ms: int) -> ClientSensors:
+    def at(self, resolved: ResolvedQuota, user: str, client_id: str, now_ms: int) -> S:
         """The sensor of ``resolved``'s tags (made if none) holding its limit, after a few idle ones dropped."""
         if now_ms > self.table.due_ms:
             self.table.expire(now_ms, RECORD_EXPIRY_BATCH)
         return self.of(resolved, user, client_id, now_ms)
 
-    def for_remote(self, user: str, client_id: str, now_ms: int) -> ClientSensors | None:
+    def for_remote(self, user: str, client_id: str, now_ms: int) -> S | None:
         """:meth:`at` for a peer's usage of this client (None when no quota applies: a peer's usage of it is not
         kept); a row that named its sensor's tags, as a peer's do, marks the sensor resolved under this version."""
         resolved = self.resolve(user, client_id)
@@ -173,7 +179,7 @@ class SensorKeeper:
             sensors.resolved_version = self.version
         return sensors
 
-    def of(self, resolved: ResolvedQuota, user: str, client_id: str, now_ms: int) -> ClientSensors:
+    def of(self, resolved: ResolvedQuota, user: str, client_id: str, now_ms: int) -> S:
         """The sensor of ``resolved``'s tags, made if none (room made by an eviction when the table is full),
         holding ``resolved``'s limit."""
         table = self.table
@@ -245,7 +251,7 @@ class SensorKeeper:
                     self.table.add(self.sensors_class(resolved, self.window, user, client_id, now), now)
         # A record trusts a stored limit only while fast: what a change reaches was refreshed (made slow) above.
 
-    def _reached_by(self, changed) -> list[ClientSensors]:
+    def _reached_by(self, changed: Iterable[QuotaEntity]) -> list[S]:
         """The sensors whose representative (or tags) an entity of ``changed`` can match."""
         tags = self.table.reach.reached_by(changed)
         sensors_by_tags = self.table.sensors
@@ -261,13 +267,11 @@ class SensorKeeper:
         first); returns how many were dropped."""
         return self.table.expire(now_ms, limit)
 
-    def snapshot(self) -> list[ClientSensors]:
+    def snapshot(self) -> list[S]:
         """Every live sensor, as a list made at once (a scrape may read it from another thread)."""
         return snapshot(self.table.sensors)
 
-    def top(
-        self, n: int, now_ms: int, pause: Callable[[], None] = no_pause
-    ) -> tuple[list[ClientSensors], EntityStats | None]:
+    def top(self, n: int, now_ms: int, pause: Callable[[], None] = no_pause) -> tuple[list[S], EntityStats | None]:
         """The ``n - 1`` busiest sensors (by value recorded) and the rest summed as one (None when nothing is left
         over; every sensor when there are ``n`` or fewer). Changes nothing (:mod:`quota.primitives.top`)."""
         sensors = snapshot(self.table.sensors)

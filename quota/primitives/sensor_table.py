@@ -21,9 +21,11 @@ A dict never gives back the room of entries deleted from it: once the table hold
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import Generic, TypeVar
 
 from quota.primitives.entity import QuotaTags
 from quota.primitives.reach import Reach
+from quota.primitives.sensor import ClientSensors
 
 COMPACT_BELOW = 16
 """A sensor table is compacted when it holds no more than 1/COMPACT_BELOW of the most it held."""
@@ -35,23 +37,24 @@ SKIP_MAX = 16
 """Sensors recorded since their last move that one expiry call with a ``limit`` passes over before it gives up."""
 
 NEVER = float("inf")
+S = TypeVar("S", bound=ClientSensors)  # the sensors kept: ClientSensors, or a subclass
 
 
-class SensorTable:
-    """``sensors``: tags -> sensor (anything with ``tags``, ``representative``, ``last_record_ms`` and ``moved_ms``),
-    in the order above; ``reach``: what a changed quota entity can reach (:mod:`quota.primitives.reach`)."""
+class SensorTable(Generic[S]):
+    """``sensors``: tags -> sensors (their ``tags``, ``representative``, ``last_record_ms`` and ``moved_ms`` read
+    here), in the order above; ``reach``: what a changed quota entity can reach (:mod:`quota.primitives.reach`)."""
 
     __slots__ = ("sensors", "reach", "expiration_ms", "step_ms", "due_ms", "_high")
 
     def __init__(self, expiration_ms: int) -> None:
-        self.sensors: OrderedDict[QuotaTags, object] = OrderedDict()
+        self.sensors: OrderedDict[QuotaTags, S] = OrderedDict()
         self.reach = Reach()  # the sensors by their representative
         self.expiration_ms = expiration_ms
         self.step_ms = max(1, expiration_ms // MOVE_STEPS)
-        self.due_ms = NEVER  # no sensor can be idle past the expiration at or before this time
+        self.due_ms: float = NEVER  # no sensor can be idle past the expiration at or before this time
         self._high = 0  # the most sensors held since the table was last compacted
 
-    def add(self, sensors, now_ms: int) -> None:
+    def add(self, sensors: S, now_ms: int) -> None:
         """A new sensor, at the back."""
         sensors.moved_ms = now_ms
         if not self.sensors:
@@ -61,13 +64,13 @@ class SensorTable:
         if len(self.sensors) > self._high:
             self._high = len(self.sensors)
 
-    def touch(self, sensors, now_ms: int) -> None:
+    def touch(self, sensors: S, now_ms: int) -> None:
         """A record of ``sensors`` at ``now_ms`` is coming: to the back if it was last moved a step ago or more."""
         if now_ms - sensors.moved_ms >= self.step_ms:
             self.sensors.move_to_end(sensors.tags)
             sensors.moved_ms = now_ms
 
-    def represent(self, sensors, representative: tuple[str, str]) -> None:
+    def represent(self, sensors: S, representative: tuple[str, str]) -> None:
         """``representative`` is counted in ``sensors`` now (their quota is re-resolved through it)."""
         if sensors.representative != representative:
             self.reach.remove(sensors.representative, sensors.tags)
@@ -78,7 +81,8 @@ class SensorTable:
         """Drop the sensors with no record for longer than the expiration (at most ``limit``, from the front);
         returns how many were dropped."""
         cutoff = now_ms - self.expiration_ms  # idle past the expiration: last record before this
-        idle, skipped = [], 0
+        idle: list[S] = []
+        skipped = 0
         due = NEVER  # the earliest last record or move time of what is left, as far as this call can tell
         for sensors in self.sensors.values():
             if sensors.moved_ms >= cutoff:  # and so is every one behind it: none of them idle
@@ -100,7 +104,7 @@ class SensorTable:
         self.due_ms = due + self.expiration_ms
         return len(idle)
 
-    def evict(self, now_ms: int, scan: int):
+    def evict(self, now_ms: int, scan: int) -> S | None:
         """Room for one more in a full table: the first of the front ``scan`` sensors with no record since it was
         last moved (made and never used again, or idle) is dropped, and returned; those before it, recorded since,
         go to the back (a second chance, as the CLOCK algorithm gives). None of them: the front one goes."""

@@ -18,10 +18,10 @@ Pure: no clock, no I/O, no threads of its own.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import chain
 from operator import attrgetter
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -36,16 +36,16 @@ def no_pause() -> None:
     pass
 
 
-def snapshot(table: Mapping) -> list:
+def snapshot(table: Mapping[Any, T]) -> list[T]:
     """The values of ``table`` (a dict or OrderedDict another thread may be changing), copied at once."""
     while True:
         try:
-            return list(dict.values(table))  # dict's own iterator: no per-key lookup, no Python code
+            return list(dict.values(table))  # type: ignore[arg-type]  # a dict's own iterator, on purpose: no per-key lookup, no Python code
         except RuntimeError:  # changed during the copy: take it again
             continue
 
 
-def chunks(items: list[T], pause: Callable[[], None] = no_pause) -> Iterator[list[T]]:
+def chunks(items: Sequence[T], pause: Callable[[], None] = no_pause) -> Iterator[Sequence[T]]:
     """``items`` in slices of :data:`CHUNK`, calling ``pause`` between two of them."""
     for start in range(0, len(items), CHUNK):
         if start:
@@ -64,16 +64,16 @@ def busiest(items: list[T], n: int, key: Callable[[T], float], pause: Callable[[
     return top
 
 
-def others(items: list[T], top: list[T], pause: Callable[[], None] = no_pause) -> Iterator[list[T]]:
+def others(items: Sequence[T], top: Sequence[T], pause: Callable[[], None] = no_pause) -> Iterator[list[T]]:
     """The items not in ``top``, a chunk at a time (no list of them all: freeing one holds the GIL too)."""
     kept = set(map(id, top))
     for part in chunks(items, pause):
         yield [item for item in part if id(item) not in kept]
 
 
-def totals(parts: Iterable[list], names: tuple[str, ...]) -> dict[str, float]:
+def totals(parts: Iterable[list[Any]], names: tuple[str, ...]) -> dict[str, float]:
     """The sum of each attribute of ``names`` over the items of ``parts``."""
-    sums = dict.fromkeys(names, 0)
+    sums: dict[str, float] = dict.fromkeys(names, 0)
     getters = [(name, attrgetter(name)) for name in names]
     for part in parts:
         for name, get in getters:
@@ -81,7 +81,7 @@ def totals(parts: Iterable[list], names: tuple[str, ...]) -> dict[str, float]:
     return sums
 
 
-def release(items: list, pause: Callable[[], None] = no_pause) -> None:
+def release(items: list[Any], pause: Callable[[], None] = no_pause) -> None:
     """Empties a big snapshot from its end, a chunk at a time: dropping 10^6 references in one go is a C loop that
     holds the GIL for about 20 ms."""
     while items:

@@ -5,8 +5,10 @@ the managers (and the primitives they are built of) need not import the sharing 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 from quota.primitives.entity import QuotaTags
+from quota.primitives.peer_connections import OpenCount
 
 
 class NoTap:
@@ -37,7 +39,7 @@ class NoTap:
     def ip(self, ip: str, n: int) -> None:
         pass
 
-    def open(self, counts) -> None:
+    def open(self, counts: Iterable[OpenCount]) -> None:
         pass
 
 

@@ -33,10 +33,11 @@ Every sidecar publishes, each ``quota.cluster.sync.ms``, one record keyed by its
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from quota.managers.volume import CLOCK_SKEW_MS
-from quota.sharing.usage_delta import UsageDelta
+from quota.sharing.usage_delta import EntityUsage, UsageDelta
 
 OWN, STALE, FUTURE, TAKE = "own", "stale", "future", "take"
 PEERS_PER_BROKER = 2  # sidecars one broker may have had on the topic lately: itself, and itself restarted
@@ -195,7 +196,7 @@ def fallback_delta(own: UsageDelta, unseen: int) -> UsageDelta:
     if unseen <= 0:
         return UsageDelta(source=own.source, scope=own.scope)
 
-    def scaled(entries):
+    def scaled(entries: Iterable[EntityUsage]) -> tuple[EntityUsage, ...]:
         return tuple((user, client_id, value * unseen) for user, client_id, value in entries)
 
     return replace(

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import base64
 from array import array
+from collections.abc import Iterable, Sequence
+from typing import Any
 
+from quota.managers.producer_id_cache import Filter
 from quota.managers.producer_ids import ProducerIdQuotaManager
 
 
-def seed_rows(manager: ProducerIdQuotaManager, now_ms: int, max_rows: int) -> list[list]:
+def seed_rows(manager: ProducerIdQuotaManager, now_ms: int, max_rows: int) -> list[list[Any]]:
     """``[user, tokens, filters]`` for the ``max_rows`` users whose bucket lacks the most (then the most ids
     known), as plain JSON values: an exact filter's PIDs a list of ints, a bloom filter's bits in base64."""
     states = [s for s in manager.states() if s.live or s.bucket.peek(now_ms) < s.bucket.burst]
@@ -30,7 +33,7 @@ def seed_rows(manager: ProducerIdQuotaManager, now_ms: int, max_rows: int) -> li
     ]
 
 
-def seed(manager: ProducerIdQuotaManager, rows, now_ms: int) -> int:
+def seed(manager: ProducerIdQuotaManager, rows: Iterable[Sequence[Any]], now_ms: int) -> int:
     """A peer's :func:`seed_rows` taken in; returns how many users it reached (a user no quota covers here is
     skipped)."""
     taken = 0
@@ -44,9 +47,9 @@ def seed(manager: ProducerIdQuotaManager, rows, now_ms: int) -> int:
     return taken
 
 
-def _plain(data: array | bytearray) -> list[int] | str:
-    return data.tolist() if data.__class__ is array else base64.b64encode(bytes(data)).decode()
+def _plain(data: Filter) -> list[int] | str:
+    return data.tolist() if isinstance(data, array) else base64.b64encode(bytes(data)).decode()
 
 
-def _data(plain: list[int] | str) -> array | bytearray:
+def _data(plain: list[int] | str) -> Filter:
     return array("q", sorted(plain)) if isinstance(plain, list) else bytearray(base64.b64decode(plain))

@@ -78,7 +78,12 @@ def record_remote_steps(
 
 
 def _pieces(
-    delta: UsageDelta, step: int | None, produce, fetch, mutations, producer_ids
+    delta: UsageDelta,
+    step: int | None,
+    produce: ClientQuotaManager,
+    fetch: ClientQuotaManager,
+    mutations: ControllerMutationQuotaManager,
+    producer_ids: ProducerIdQuotaManager,
 ) -> Iterator[tuple[int, Callable[[int], None]]]:
     """The per-entity part of ``delta`` as ``(entries, record(now_ms))`` in order, none across a multiple of ``step``
     entries: byte-rate rows in runs of a peer's columns (sliced only at a step), each mutation row and producer-id user

@@ -36,8 +36,9 @@ Its encoding, the same bytes between workers and on the usage topic: :mod:`quota
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import overload
 
 MAX_PRODUCER_IDS_PER_USER = 4096
 """Producer ids sent per user per sync; past that only their count is (peers take the tokens, not the ids)."""
@@ -46,7 +47,7 @@ EntityUsage = tuple[str, str, float]  # (user, client_id, value)
 ProducerIdUsage = tuple[str, int, tuple[int, ...]]  # (user, new ids counted, the ids)
 
 
-class Rows(Sequence):
+class Rows(Sequence[EntityUsage]):
     """``(user, client_id, value)`` rows kept as three columns (lists, or any sequences): what decoding gives
     for a byte-rate or mutation list. A peer's record of 10^5 rows is then three lists of names and numbers, which the
     cyclic garbage collector does not look into, rather than 10^5 tuples it walks at every collection until they
@@ -63,15 +64,21 @@ class Rows(Sequence):
     def __len__(self) -> int:
         return len(self.values)
 
-    def __getitem__(self, i):
+    @overload
+    def __getitem__(self, i: int) -> EntityUsage: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> tuple[EntityUsage, ...]: ...
+
+    def __getitem__(self, i: int | slice) -> EntityUsage | tuple[EntityUsage, ...]:
         if isinstance(i, slice):
             return tuple(zip(self.users[i], self.client_ids[i], self.values[i]))
         return self.users[i], self.client_ids[i], self.values[i]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[EntityUsage]:
         return zip(self.users, self.client_ids, self.values)
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         if isinstance(other, Rows):
             return (
                 len(self) == len(other)

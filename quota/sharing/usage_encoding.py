@@ -18,8 +18,10 @@ import heapq
 import json
 import math
 import zlib
+from collections.abc import Iterator, Sequence
 from itertools import accumulate, chain
 from operator import itemgetter
+from typing import Any, TypeVar
 
 from quota.sharing.usage_delta import MAX_PRODUCER_IDS_PER_USER, ProducerIdUsage, Rows, UsageDelta, columns
 
@@ -32,6 +34,7 @@ LINE_ITEMS = 10_000
 ZLIB_LEVEL = 1
 """zlib's fastest level: at 10^5 entities levels 6-9 save a fifth of the bytes for several times the time."""
 _ENTITY_KINDS = ("produce", "fetch", "mutations")
+T = TypeVar("T")
 
 
 class UsageDeltaError(ValueError):
@@ -84,15 +87,15 @@ def _sorted(names: set[str]) -> list[str]:
     """``sorted(names)`` in short calls: a part at a time, then merged (one sort of 10^5 names held the GIL 50 ms)."""
     if len(names) <= LINE_ITEMS:
         return sorted(names)
-    names = list(names)
-    return list(heapq.merge(*(sorted(part) for part in _parts(names))))
+    listed = list(names)
+    return list(heapq.merge(*(sorted(part) for part in _parts(listed))))
 
 
-def _parts(items):
+def _parts(items: Sequence[T]) -> Iterator[Sequence[T]]:
     return (items[at : at + LINE_ITEMS] for at in range(0, len(items), LINE_ITEMS))
 
 
-def _lines(lines: list[str], path: str, items: list) -> None:
+def _lines(lines: list[str], path: str, items: Sequence[Any]) -> None:
     """``items`` as lines of ``[path, part]``, :data:`LINE_ITEMS` to a line."""
     for part in _parts(items):
         lines.append(json.dumps([path, part], separators=(",", ":"), allow_nan=False))
@@ -172,7 +175,7 @@ def _inflate(data: bytes) -> bytes:
     return out
 
 
-def _items(raw: dict, name: str, width: int) -> list:
+def _items(raw: dict[str, Any], name: str, width: int) -> list[Any]:
     items = raw.get(name, [])
     if not isinstance(items, list):
         raise UsageDeltaError(f"usage delta.{name}: expected a list, got {type(items).__name__}")
@@ -182,25 +185,25 @@ def _items(raw: dict, name: str, width: int) -> list:
     return items
 
 
-def _number(value, where: str) -> float:
+def _number(value: object, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise UsageDeltaError(f"usage delta.{where}: expected a finite number, got {value!r}")
     return value
 
 
-def _string(value, where: str) -> str:
+def _string(value: object, where: str) -> str:
     if not isinstance(value, str):
         raise UsageDeltaError(f"usage delta.{where}: expected a string, got {value!r}")
     return value
 
 
-def _integer(value, where: str) -> int:
+def _integer(value: object, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise UsageDeltaError(f"usage delta.{where}: expected an integer, got {value!r}")
     return value
 
 
-def _strings(raw: dict, name: str) -> list[str]:
+def _strings(raw: dict[str, Any], name: str) -> list[str]:
     items = raw.get(name, [])
     if not isinstance(items, list):
         raise UsageDeltaError(f"usage delta.{name}: expected a list, got {type(items).__name__}")
@@ -210,7 +213,7 @@ def _strings(raw: dict, name: str) -> list[str]:
     return items
 
 
-def _entities(raw: dict, name: str, users: list[str], clients: list[str], signed: bool) -> Rows | tuple:
+def _entities(raw: dict[str, Any], name: str, users: list[str], clients: list[str], signed: bool) -> Rows | tuple[()]:
     """``[user index steps, client index steps, values]`` back into ``(user, client_id, value)`` rows, as columns
     (:class:`Rows`). Checked a column at a time (10^5 rows in milliseconds); a bad item is then looked for one by one,
     to name it. Unless ``signed``, a value below 0 is malformed: bytes are never given back (issue 44, T8: a
@@ -251,7 +254,7 @@ def _entities(raw: dict, name: str, users: list[str], clients: list[str], signed
     return Rows(indices[0], indices[1], values)
 
 
-def _count(value, where: str) -> int:
+def _count(value: object, where: str) -> int:
     """An integer from 0: a count (connections, new producer ids) is never negative."""
     n = _integer(value, where)
     if n < 0:
@@ -259,13 +262,13 @@ def _count(value, where: str) -> int:
     return n
 
 
-def _counts(raw: dict, name: str) -> tuple[tuple[str, int], ...]:
+def _counts(raw: dict[str, Any], name: str) -> tuple[tuple[str, int], ...]:
     return tuple(
         (_string(k, f"{name}[{i}][0]"), _count(n, f"{name}[{i}][1]")) for i, (k, n) in enumerate(_items(raw, name, 2))
     )
 
 
-def _producer_ids(raw: dict, users: list[str]) -> tuple[ProducerIdUsage, ...]:
+def _producer_ids(raw: dict[str, Any], users: list[str]) -> tuple[ProducerIdUsage, ...]:
     out = []
     for i, (user, count, pids) in enumerate(_items(raw, "producer_ids", 3)):
         where = f"producer_ids[{i}]"

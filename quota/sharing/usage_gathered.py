@@ -6,12 +6,19 @@ usage is delayed this way, never dropped. Pure.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from itertools import chain
 from operator import itemgetter
+from typing import Any
 
 from quota.primitives.entity import CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, QuotaTags
 from quota.sharing.usage_delta import MAX_PRODUCER_IDS_PER_USER, Rows, UsageDelta
+
+Entry = list[Any]  # an entity's usage as gathered: [user, client_id, value, its quota's limit (None: unknown)]
+PidEntry = list[Any]  # a user's new producer ids: [count (tokens), [ids]]
+Values = dict[str, dict[QuotaTags, Entry]]  # quota key -> quota tags -> entry
+Ranked = tuple[Any, Any, list[Any]]  # (quota key, tags, entry), or (None, user, pid entry) for producer ids
+LeftoverRow = tuple[Any, Any, list[Any], float]  # a ranked entry and the value still to send
 
 
 class Gathered:
@@ -22,17 +29,26 @@ class Gathered:
 
     __slots__ = ("source", "scope", "values", "pids", "listeners", "ips", "opened", "residuals", "_ranked")
 
-    def __init__(self, source, scope, values, pids, listeners, ips, opened) -> None:
+    def __init__(
+        self,
+        source: str,
+        scope: str,
+        values: Values,
+        pids: dict[str, PidEntry],
+        listeners: dict[str, int],
+        ips: dict[str, int],
+        opened: dict[tuple[str, str], int],
+    ) -> None:
         self.source, self.scope = source, scope
         self.values, self.pids = values, pids  # as the tap keeps them
         self.listeners, self.ips, self.opened = listeners, ips, opened
         self.residuals = Leftover()  # (quota key, tags, entry, what rounding took off) of the last top()
-        self._ranked: list | None = None
+        self._ranked: list[Ranked] | None = None
 
     @classmethod
     def from_delta(cls, delta: UsageDelta) -> Gathered:
         """A delta as gathered usage, its quotas unknown (its byte rates then rank by their bytes)."""
-        values = {}
+        values: Values = {}
         for quota_key, rows in (
             (PRODUCER_BYTE_RATE, delta.produce),
             (CONSUMER_BYTE_RATE, delta.fetch),
@@ -64,10 +80,11 @@ class Gathered:
         out.extend(self.residuals)
         return out
 
-    def absorb(self, leftover: Iterable[tuple]) -> None:
+    def absorb(self, leftover: Iterable[LeftoverRow]) -> None:
         """Add an earlier sync's :meth:`leftover` to this one (a gathered value belongs to no tap: a thread may do
         it while the tap takes new usage)."""
-        last_key = per_key = None
+        last_key: str | None = None
+        per_key: dict[QuotaTags, Entry] = {}
         for quota_key, tags, entry, value in leftover:
             if quota_key is None:
                 mine = self.pids.get(tags)
@@ -91,12 +108,14 @@ class Gathered:
         """The entries that :meth:`top` ranks (connection counts are always sent: few, and per process)."""
         return sum(len(per_key) for per_key in self.values.values()) + len(self.pids)
 
-    def ranked(self) -> list[tuple]:
+    def ranked(self) -> list[Ranked]:
         """Every entry as ``(quota key, tags, entry)`` (``(None, user, [count, ids])`` for producer ids), most
         wanted first."""
         if self._ranked is None:
-            tokens = [(max(abs(entry[0]), len(entry[1])), None, user, entry) for user, entry in self.pids.items()]
-            rates = []
+            tokens: list[tuple[float, str | None, Any, list[Any]]] = [
+                (max(abs(entry[0]), len(entry[1])), None, user, entry) for user, entry in self.pids.items()
+            ]
+            rates: list[tuple[float, str | None, Any, list[Any]]] = []
             for quota_key, per_key in self.values.items():
                 if quota_key == CONTROLLER_MUTATION_RATE:
                     tokens += [(abs(e[2]), quota_key, tags, e) for tags, e in per_key.items()]
@@ -112,16 +131,18 @@ class Gathered:
         :attr:`entities`), with every connection count; entries that came to nothing are left out. ``coarse``: byte
         counts cut to their two or three leading digits (what the rest compresses to is about half), what was cut
         kept in :attr:`residuals` for :meth:`leftover` (a fraction of a byte is dropped)."""
+        chosen: Mapping[str, Iterable[tuple[QuotaTags, Entry]]]
         if n is None or n >= self.entities:
             chosen = {key: per_key.items() for key, per_key in self.values.items()}
             pids = self.pids
         else:
-            chosen, pids = {}, {}
+            picked: dict[str, list[tuple[QuotaTags, Entry]]] = {}
+            chosen, pids = picked, {}
             for quota_key, tags, entry in self.ranked()[:n]:
                 if quota_key is None:
                     pids[tags] = entry
                 else:
-                    chosen.setdefault(quota_key, []).append((tags, entry))
+                    picked.setdefault(quota_key, []).append((tags, entry))
         self.residuals = Leftover()
         rows = {}
         for quota_key, items in chosen.items():
@@ -143,7 +164,7 @@ class Gathered:
             open_connections=tuple((kind, key, n) for (kind, key), n in self.opened.items()),
         )
 
-    def _coarse(self, quota_key: str, items) -> Rows:
+    def _coarse(self, quota_key: str, items: Iterable[tuple[QuotaTags, Entry]]) -> Rows:
         """Byte counts cut to their two or three leading digits (an integer; others rounded to two significant
         digits): sent up to a tenth low, what was cut kept in :attr:`residuals` for the next sync. As columns, as
         the residuals are: no object per row (the garbage collector would walk 10^5 of them)."""
@@ -177,12 +198,12 @@ class Leftover:
     __slots__ = ("keys", "tags", "entries", "values")
 
     def __init__(self) -> None:
-        self.keys: list = []
-        self.tags: list = []
-        self.entries: list = []
-        self.values: list = []
+        self.keys: list[str | None] = []
+        self.tags: list[Any] = []  # quota tags, or a user's name (producer ids)
+        self.entries: list[list[Any]] = []
+        self.values: list[float] = []
 
-    def add(self, quota_key: str | None, tags, entry: list, value: float) -> None:
+    def add(self, quota_key: str | None, tags: Any, entry: list[Any], value: float) -> None:
         self.keys.append(quota_key)
         self.tags.append(tags)
         self.entries.append(entry)
@@ -195,10 +216,10 @@ class Leftover:
         self.values += other.values
 
     @property
-    def columns(self) -> tuple[list, list, list, list]:
+    def columns(self) -> tuple[list[str | None], list[Any], list[list[Any]], list[float]]:
         return self.keys, self.tags, self.entries, self.values
 
-    def __iter__(self) -> Iterator[tuple]:
+    def __iter__(self) -> Iterator[LeftoverRow]:
         return zip(self.keys, self.tags, self.entries, self.values)
 
     def __len__(self) -> int:
@@ -210,9 +231,10 @@ _STEPS = [10 ** max(0, int((bits - 1) * math.log10(2)) - 1) for bits in range(65
 once the rest is cut; above 64 bits nothing is cut."""
 
 
-def _share(entry: list) -> float:
+def _share(entry: Entry) -> float:
     """What ranks a byte-rate entry: its usage as a share of its quota (by its bytes when the quota is unknown)."""
-    limit = entry[3]
+    limit: float | None = entry[3]
+    value: float = entry[2]
     if limit is None:
-        return abs(entry[2])
-    return abs(entry[2]) / limit if limit else math.inf
+        return abs(value)
+    return abs(value) / limit if limit else math.inf

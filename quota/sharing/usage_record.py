@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 from quota.sharing.usage_delta import UsageDelta
 from quota.sharing.usage_encoding import encode
-from quota.sharing.usage_gathered import Gathered, Leftover
+from quota.sharing.usage_gathered import Gathered, Leftover, LeftoverRow
 
 FILL = 0.9
 """A guessed number of entries aims at this share of ``max_bytes`` (the compressed size per entry varies)."""
@@ -50,7 +50,7 @@ def fit(
     gathered: Gathered,
     max_bytes: int,
     bytes_per_entry: float | None = None,
-    leftover: Iterable[tuple] = (),
+    leftover: Iterable[LeftoverRow] = (),
     numbered: tuple[str, int] = ("", 0),
 ) -> Fitted:
     """The longest ranked prefix of ``gathered`` (with the last sync's ``leftover`` added) whose compressed

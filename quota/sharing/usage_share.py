@@ -15,13 +15,14 @@ pays one no-op call per record); a process sharing its usage gives its managers 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from quota.primitives.entity import QuotaTags
 from quota.primitives.overflow import DEFAULT_MAX_TRACKED_ENTITIES, OVERFLOW
+from quota.primitives.peer_connections import OpenCount
 from quota.primitives.usage_tap import NoTap
 from quota.sharing.usage_delta import MAX_PRODUCER_IDS_PER_USER, UsageDelta
-from quota.sharing.usage_gathered import Gathered
+from quota.sharing.usage_gathered import Gathered, PidEntry, Values
 
 EAGER_SHARE = 0.05
 """An entity's unsent usage past this share of its quota per second (50 ms of it) asks for a sync now: a tenant
@@ -40,8 +41,8 @@ class UsageTap(NoTap):
     ) -> None:
         """``wake``: called (once until the next :meth:`take`) when one entity's unsent usage passes
         :data:`EAGER_SHARE` of its quota per second, so the owner can sync before its interval is up."""
-        self._values: dict[str, dict[QuotaTags, list]] = {}  # quota key -> tags -> [user, client_id, value, limit]
-        self._pids: dict[str, list] = {}  # user -> [count, [ids]]
+        self._values: Values = {}  # quota key -> tags -> [user, client_id, value, limit]
+        self._pids: dict[str, PidEntry] = {}  # user -> [count, [ids]]
         self._listeners: dict[str, int] = {}
         self._ips: dict[str, int] = {}
         self._open: dict[tuple[str, str], int] = {}  # the latest open counts that changed: (kind, key) -> n
@@ -106,7 +107,7 @@ class UsageTap(NoTap):
     def ip(self, ip: str, n: int) -> None:
         self._ips[ip] = self._ips.get(ip, 0) + n
 
-    def open(self, counts) -> None:
+    def open(self, counts: Iterable[OpenCount]) -> None:
         """Open-connection counts now, ``(kind, key, n)`` (:mod:`quota.primitives.peer_connections`): the latest of each is sent."""
         for kind, key, n in counts:
             self._open[(kind, key)] = n

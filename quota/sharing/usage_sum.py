@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from quota.primitives.entity import CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, QuotaTags
 from quota.sharing.usage_delta import MAX_PRODUCER_IDS_PER_USER, UsageDelta
-from quota.sharing.usage_gathered import Gathered
+from quota.sharing.usage_gathered import Gathered, PidEntry, Values
 
 _KINDS = (("produce", PRODUCER_BYTE_RATE), ("fetch", CONSUMER_BYTE_RATE), ("mutations", CONTROLLER_MUTATION_RATE))
 
@@ -28,8 +28,8 @@ class UsageSum:
     __slots__ = ("_values", "_pids")
 
     def __init__(self) -> None:
-        self._values: dict[str, dict[QuotaTags, list]] = {}  # quota key -> tags -> [user, client_id, value, None]
-        self._pids: dict[str, list] = {}  # user -> [new ids counted, [ids]]
+        self._values: Values = {}  # quota key -> tags -> [user, client_id, value, None]
+        self._pids: dict[str, PidEntry] = {}  # user -> [new ids counted, [ids]]
 
     def add(self, delta: UsageDelta) -> None:
         """One process's delta: its shared part (scope ``""``) counts; any other scope is ignored."""

@@ -10,8 +10,13 @@ parent), the dead one's included, so the newcomer starts from it: each seed is b
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
+from quota.managers.client_quota import ClientQuotaManager
+from quota.managers.connection import ConnectionQuotas
+from quota.managers.mutation import ControllerMutationQuotaManager
+from quota.managers.producer_ids import ProducerIdQuotaManager
 from quota.sharing import producer_id_seed
 
 MAX_SEED_ENTITIES = 20_000  # per byte-rate and mutation quota, and IPs: the busiest entities' state
@@ -20,7 +25,12 @@ PART_ROWS = 2_000  # rows of one kind per part: a part is sent, and taken in, wi
 PID_PART_ROWS = 200  # producer-id users per part (their filters are larger)
 
 
-def _kinds(produce, fetch, mutations, producer_ids) -> tuple:
+def _kinds(
+    produce: ClientQuotaManager,
+    fetch: ClientQuotaManager,
+    mutations: ControllerMutationQuotaManager,
+    producer_ids: ProducerIdQuotaManager,
+) -> tuple[tuple[str, Callable[[int], Sequence[Any]], int], ...]:
     """(kind, rows at ``now``, rows per part) of every per-entity kind a seed carries (connections aside)."""
     return (
         ("produce", lambda now: produce.seed_rows(now, MAX_SEED_ENTITIES), PART_ROWS),
@@ -30,7 +40,14 @@ def _kinds(produce, fetch, mutations, producer_ids) -> tuple:
     )
 
 
-def parts(produce, fetch, mutations, producer_ids, connections, now_ms: Callable[[], int]) -> Iterator[dict]:
+def parts(
+    produce: ClientQuotaManager,
+    fetch: ClientQuotaManager,
+    mutations: ControllerMutationQuotaManager,
+    producer_ids: ProducerIdQuotaManager,
+    connections: ConnectionQuotas,
+    now_ms: Callable[[], int],
+) -> Iterator[dict[str, Any]]:
     """:func:`collect` a kind at a time (each read at its own ``now_ms()``), cut into parts of at most PART_ROWS
     rows (PID_PART_ROWS users): the caller may let other work run between two. The last part says ``last``."""
     for kind, rows_at, size in _kinds(produce, fetch, mutations, producer_ids):
@@ -44,9 +61,18 @@ def parts(produce, fetch, mutations, producer_ids, connections, now_ms: Callable
     yield {"connections": {**conns, "ips": ips[:PART_ROWS]}, "last": True}
 
 
-def collect(produce, fetch, mutations, producer_ids, connections, now_ms: int) -> dict:
+def collect(
+    produce: ClientQuotaManager,
+    fetch: ClientQuotaManager,
+    mutations: ControllerMutationQuotaManager,
+    producer_ids: ProducerIdQuotaManager,
+    connections: ConnectionQuotas,
+    now_ms: int,
+) -> dict[str, Any]:
     """This worker's state for a newcomer, as JSON values (each manager's ``seed_rows``), in one piece."""
-    seed = {kind: rows_at(now_ms) for kind, rows_at, _ in _kinds(produce, fetch, mutations, producer_ids)}
+    seed: dict[str, Any] = {
+        kind: rows_at(now_ms) for kind, rows_at, _ in _kinds(produce, fetch, mutations, producer_ids)
+    }
     seed["connections"] = connections.seed_rows(now_ms, MAX_SEED_ENTITIES)
     return seed
 
@@ -55,7 +81,15 @@ class SeedError(ValueError):
     """A peer's state not of :func:`collect`'s shape (what was taken before the fault stays: a peer's own)."""
 
 
-def install(seed, produce, fetch, mutations, producer_ids, connections, now_ms: int) -> dict[str, int]:
+def install(
+    seed: Any,
+    produce: ClientQuotaManager,
+    fetch: ClientQuotaManager,
+    mutations: ControllerMutationQuotaManager,
+    producer_ids: ProducerIdQuotaManager,
+    connections: ConnectionQuotas,
+    now_ms: int,
+) -> dict[str, int]:
     """A peer's :func:`collect` taken in; returns the entities of each kind it carried (for the log line). Raises
     :class:`SeedError` for anything else."""
     try:
@@ -64,7 +98,15 @@ def install(seed, produce, fetch, mutations, producer_ids, connections, now_ms: 
         raise SeedError(f"{type(exc).__name__}: {exc}") from exc
 
 
-def _install(seed: dict, produce, fetch, mutations, producer_ids, connections, now_ms: int) -> dict[str, int]:
+def _install(
+    seed: dict[str, Any],
+    produce: ClientQuotaManager,
+    fetch: ClientQuotaManager,
+    mutations: ControllerMutationQuotaManager,
+    producer_ids: ProducerIdQuotaManager,
+    connections: ConnectionQuotas,
+    now_ms: int,
+) -> dict[str, int]:
     produce.seed(seed.get("produce", ()), now_ms)
     fetch.seed(seed.get("fetch", ()), now_ms)
     mutations.seed(seed.get("mutation", ()), now_ms)
