@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from operator import attrgetter
 
-from quota.managers.producer_id_user import ProducerIdUser
+from quota.managers.producer_id_user import COUNTERS, ProducerIdUser
 from quota.primitives.entity import QuotaTags
 from quota.primitives.top import OTHER, busiest, no_pause, others, release, totals
 
@@ -49,19 +49,6 @@ def stats(user: ProducerIdUser, now_ms: int) -> ProducerIdStats:
     )
 
 
-_SUMMED = (
-    "new_pids",
-    "throttle_ms_total",
-    "throttled",
-    "shadow_throttle_ms_total",
-    "shadow_throttled",
-    "held",
-    "hold_ms_total",
-    "refused",
-    "abandoned",
-)
-
-
 def top_stats(
     users: list[ProducerIdUser], n: int, now_ms: int, pause: Callable[[], None] = no_pause
 ) -> tuple[list[ProducerIdStats], ProducerIdStats | None]:
@@ -71,9 +58,9 @@ def top_stats(
     top = busiest(users, n, attrgetter("new_pids"), pause)
     if top is None:
         return [stats(s, now_ms) for s in users], None
-    sums = dict.fromkeys(_SUMMED + ("cache_bytes",), 0)
+    sums = dict.fromkeys(COUNTERS + ("cache_bytes",), 0)
     for part in others(users, top, pause):
-        for name, value in totals((part,), _SUMMED).items():
+        for name, value in totals((part,), COUNTERS).items():
             sums[name] += int(value)
         sums["cache_bytes"] += sum(s.size_bytes for s in part)
     release(users, pause)

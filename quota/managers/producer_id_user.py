@@ -7,29 +7,26 @@ from quota.managers.producer_id_cache import CacheShape, TimeControlledBloomFilt
 from quota.primitives.entity import QuotaTags, ResolvedQuota
 from quota.primitives.token_bucket import TokenBucket
 
+COUNTERS = (
+    "new_pids",
+    "throttle_ms_total",
+    "throttled",
+    "shadow_throttle_ms_total",
+    "shadow_throttled",
+    "held",
+    "hold_ms_total",
+    "refused",
+    "abandoned",
+)
+"""What a user's state counts (the scrape sums them over the users past the top ones)."""
+
 
 class ProducerIdUser(TimeControlledBloomFilter):
     """One user's producer-id state: its cache (inherited, inline: no object of its own), its bucket, its counters.
     ``fast``: ``limit`` and ``shadow`` are what the quota table resolves for the user this state is keyed by, so a
     request of that user is decided without resolving (cleared, or set again, by every table change reaching it)."""
 
-    __slots__ = (
-        "user",
-        "bucket",
-        "limit",
-        "shadow",
-        "fast",
-        "new_pids",
-        "throttle_ms_total",
-        "throttled",
-        "shadow_throttle_ms_total",
-        "shadow_throttled",
-        "held",
-        "hold_ms_total",
-        "refused",
-        "abandoned",
-        "holding",
-    )
+    __slots__ = ("user", "bucket", "limit", "shadow", "fast", *COUNTERS, "holding")
 
     def __init__(self, user: str, shape: CacheShape, bucket: TokenBucket, resolved: ResolvedQuota, fast: bool) -> None:
         super().__init__(shape.window_ms, shape=shape)
