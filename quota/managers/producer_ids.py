@@ -50,6 +50,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from quota.managers.producer_id_cache import CacheShape
+from quota.managers.producer_id_cleanup import UserSweep
 from quota.managers.producer_id_decision import Hold as Hold  # the decisions it returns, for its callers
 from quota.managers.producer_id_decision import ProducerIdDecision as ProducerIdDecision
 from quota.managers.producer_id_decision import Refuse as Refuse
@@ -60,7 +61,6 @@ from quota.managers.producer_ids_issued import IssuedProducerIds
 from quota.primitives.decision import FORWARD, Throttle
 from quota.primitives.entity import DEFAULT, PRODUCER_IDS_RATE, QuotaEntity, QuotaTable, ResolvedQuota
 from quota.primitives.overflow import DEFAULT_MAX_TRACKED_ENTITIES, overflow_tags
-from quota.primitives.sensor_table import COMPACT_BELOW
 from quota.primitives.throttle import INT32_MAX
 from quota.primitives.token_bucket import TokenBucket
 from quota.primitives.top import no_pause, snapshot
@@ -103,8 +103,7 @@ class ProducerIdQuotaManager:
         self.new_pids_counted = 0  # new producer ids counted so far, all users (a caller's before/after says "new")
         self._shape = CacheShape(window_size_s * 1000, expected_pids, false_positive_rate)
         self._users: dict[str, ProducerIdUser] = {}  # by the user of the tags resolved (client-id is always "")
-        self._sweep: list[str] = []  # the users a cleanup with a limit has still to look at in this pass
-        self._high = 0  # the most users held since the dict was last compacted
+        self._sweep = UserSweep()  # the KIP's cleanup, a batch at a time
         # Past this many users a new one under a <default> quota is counted in the one <overflow> state
         # (quota.primitives.overflow, as the byte-rate quotas' sensors; quota.max.tracked.entities); may change live.
         self.max_tracked_entities = max_tracked_entities
@@ -333,38 +332,10 @@ class ProducerIdQuotaManager:
             self.holds.abandon_all(state, hold, pids, now_ms, self.tap)
 
     def cleanup(self, now_ms: int, limit: int | None = None) -> int:
-        """The KIP's cleanup: dispose expired filters; drop users with none left whose bucket a fresh one would
-        equal (full again, or of rate 0: never refilled, and a fresh bucket throttles every new id the same).
-        Returns how many were dropped. Memory stays bounded: a user's bucket refills within ``num`` windows.
-
-        ``limit``: look at that many users at most, going on where the last call stopped (a sweep over every user
-        is split over calls, so the caller's thread is never held for a whole pass: 10^5 users take ~0.1 s)."""
-        if limit is None:
-            self._sweep = list(self._users)
-        elif not self._sweep:
-            self._sweep = list(self._users)  # the next pass: one C-level copy of the keys
-        sweep = self._sweep
-        batch = sweep[-limit:] if limit is not None else sweep
-        if limit is not None:
-            del sweep[-limit:]
-        else:
-            self._sweep = []
-        dropped = 0
-        users = self._users
-        for user in batch:
-            state = users.get(user)
-            if state is None:
-                continue
-            if state.holding:
-                self.holds.release_past(state, now_ms, self.tap)
-            state.dispose_expired(now_ms)
-            if not state.live and not state.holding and _replaceable(state.bucket, now_ms):
-                del users[user]
-                dropped += 1
-        self._high = max(self._high, len(users) + dropped)
-        if dropped and len(users) <= self._high // COMPACT_BELOW:  # a dict keeps the room of deleted entries
-            self._users = dict(users)
-            self._high = len(users)
+        """The KIP's cleanup (:mod:`quota.managers.producer_id_cleanup`): expired filters disposed of, users a fresh
+        one would equal dropped; returns how many. ``limit``: look at that many users at most, going on where the
+        last call stopped."""
+        dropped, self._users = self._sweep.run(self._users, now_ms, limit, self.holds, self.tap)
         return dropped
 
     def states(self) -> list[ProducerIdUser]:  # every user's state, a copy (quota.sharing.producer_id_seed reads it)
@@ -388,8 +359,3 @@ class ProducerIdQuotaManager:
 def _fast(resolved: ResolvedQuota, user: str) -> bool:
     """Whether a request of ``user`` may be decided on its state's limit and shadow, unresolved (keyed by its name)."""
     return not resolved.unlimited and resolved.tags.user == user
-
-
-def _replaceable(bucket: TokenBucket, now_ms: int) -> bool:
-    """True when a new bucket would decide as this one does: it is full again, or it never refills."""
-    return bucket.rate <= 0 or bucket.peek(now_ms) >= bucket.burst
