@@ -4,6 +4,7 @@ checker (``if TYPE_CHECKING:``) or inside a function: a circle hidden that way i
 understood, or moved, one without the other. Read from the source (an AST scan), so nothing is imported to check."""
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,7 @@ def _layer(module: str) -> int:
     return TOP if len(parts) == 1 else LAYERS.index(parts[1])
 
 
+@functools.cache  # the real package's is read once for both tests
 def _graph(package: Path) -> dict[str, set[str]]:
     modules = _modules(package)
     return {name: _imports(name, path, set(modules)) for name, path in modules.items()}
