@@ -92,30 +92,18 @@ def install(
 ) -> dict[str, int]:
     """A peer's :func:`collect` taken in; returns the entities of each kind it carried (for the log line). Raises
     :class:`SeedError` for anything else."""
-    try:
-        return _install(seed, produce, fetch, mutations, producer_ids, connections, now_ms)
+    try:  # a seed is JSON from a peer: anything not of collect's shape fails here, not later
+        produce.seed(seed.get("produce", ()), now_ms)
+        fetch.seed(seed.get("fetch", ()), now_ms)
+        mutations.seed(seed.get("mutation", ()), now_ms)
+        producer_id_seed.seed(producer_ids, seed.get("producer_ids", ()), now_ms)
+        conns = seed.get("connections", {})
+        connections.seed(conns, now_ms)
+        return {
+            "byte-rate": len(seed.get("produce", ())) + len(seed.get("fetch", ())),
+            "mutation": len(seed.get("mutation", ())),
+            "producer-id": len(seed.get("producer_ids", ())),
+            "ip": len(conns.get("ips", ())),
+        }
     except (AttributeError, TypeError, ValueError, KeyError, IndexError) as exc:
         raise SeedError(f"{type(exc).__name__}: {exc}") from exc
-
-
-def _install(
-    seed: dict[str, Any],
-    produce: ClientQuotaManager,
-    fetch: ClientQuotaManager,
-    mutations: ControllerMutationQuotaManager,
-    producer_ids: ProducerIdQuotaManager,
-    connections: ConnectionQuotas,
-    now_ms: int,
-) -> dict[str, int]:
-    produce.seed(seed.get("produce", ()), now_ms)
-    fetch.seed(seed.get("fetch", ()), now_ms)
-    mutations.seed(seed.get("mutation", ()), now_ms)
-    producer_id_seed.seed(producer_ids, seed.get("producer_ids", ()), now_ms)
-    conns = seed.get("connections", {})
-    connections.seed(conns, now_ms)
-    return {
-        "byte-rate": len(seed.get("produce", ())) + len(seed.get("fetch", ())),
-        "mutation": len(seed.get("mutation", ())),
-        "producer-id": len(seed.get("producer_ids", ())),
-        "ip": len(conns.get("ips", ())),
-    }
