@@ -118,3 +118,30 @@ def said_overdue(
         extra=log_fields(ctx, peer),
     )
     return "idle"
+
+
+def said_broker_error(log: logging.Logger, ctx: ListenerContext, peer: str, upstream: str, error: object) -> str:
+    """A broker's response that is no Kafka frame, in the log and the frame-errors metric; the reason to close with."""
+    log.warning(
+        "closing %s: protocol error in response from broker %s: %s",
+        peer,
+        upstream,
+        bounded(error),
+        extra=log_fields(ctx, peer, upstream),
+    )
+    ctx.metrics.frame_errors.labels(ctx.name, "response").inc()
+    return "broker_protocol_error"
+
+
+def said_broker_lost(log: logging.Logger, ctx: ListenerContext, peer: str, upstream: str, exc: Exception | None) -> str:
+    """The broker closed a client's connection before the client did, in the log and metrics; the reason to close
+    with."""
+    log.info(
+        "broker %s closed the connection of client %s%s",
+        upstream,
+        peer,
+        f": {exc}" if exc else "",
+        extra=log_fields(ctx, peer, upstream),
+    )
+    ctx.metrics.upstream_errors.labels(ctx.name, "lost").inc()
+    return "upstream_closed"

@@ -19,9 +19,18 @@ import time
 from proxy.codec.errors import ProtocolError
 from proxy.connection.broker_dial import dial_broker
 from proxy.connection.broker_socket import UpstreamConnection
-from proxy.connection.client_context import ListenerContext, bounded, log_fields, said_frame_error, said_overdue
+from proxy.connection.client_context import (
+    ListenerContext,
+    bounded,
+    said_broker_error,
+    said_broker_lost,
+    said_frame_error,
+    said_overdue,
+)
 from proxy.connection.core import CLOSED_CORE, ConnectionCore
 from proxy.connection.counted import Counted
+from proxy.connection.one_timer import OneTimer
+from proxy.connection.own_work import run_own_work
 from proxy.connection.presence import client_state
 from proxy.connection.splicing import Splicer
 from proxy.connection.write_batch import WriteBatch, send
@@ -78,8 +87,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.splices.attach_core(self.core)
         self._reading_client = True
         self._reading_broker = True
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_at = 0  # the timer's deadline on the connection's clock (ns)
+        self._timer = OneTimer(self._loop, self._apply_state)  # at the flow's deadline, whatever its state
         self._counted = Counted(ctx)
         self._closed_reason: str | None = None
 
@@ -100,7 +108,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         if self.ctx.ssl_context is not None:
             self._tls_principal(transport.get_extra_info("peercert"))
         if self._closed_reason is None:
-            self._arm(self.flow.next_deadline(), time.monotonic_ns())  # the one timer: the timeouts' first check
+            self._timer.arm(self.flow.next_deadline(), time.monotonic_ns())  # the timeouts' first check
 
     _awaiting_upstream = False
 
@@ -217,15 +225,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         try:
             self.core.broker_bytes(data)
         except ProtocolError as exc:
-            log.warning(
-                "closing %s: protocol error in response from broker %s: %s",
-                self.peer,
-                self.upstream_name,
-                bounded(exc),
-                extra=log_fields(self.ctx, self.peer, self.upstream_name),
-            )
-            self.ctx.metrics.frame_errors.labels(self.ctx.name, "response").inc()
-            self.close("broker_protocol_error")
+            self.close(said_broker_error(log, self.ctx, self.peer, self.upstream_name, exc))
             return
         finally:
             if batch:
@@ -249,15 +249,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         if self._closed_reason is None and self.client_eof:
             self.close("client_closed")  # the broker closed after the client's half-close: the normal end
         elif self._closed_reason is None:
-            log.info(
-                "broker %s closed the connection of client %s%s",
-                self.upstream_name,
-                self.peer,
-                f": {exc}" if exc else "",
-                extra=log_fields(self.ctx, self.peer, self.upstream_name),
-            )
-            self.ctx.metrics.upstream_errors.labels(self.ctx.name, "lost").inc()
-            self.close("upstream_closed")
+            self.close(said_broker_lost(log, self.ctx, self.peer, self.upstream_name, exc))
 
     # -- what the splicer reports (proxy.connection.splicing.SpliceEvents) ---------------------------------------
 
@@ -273,7 +265,10 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._apply()
 
     def splice_lost(self, client: bool, exc: OSError) -> None:
-        self.close("client_closed") if client else self.broker_lost(exc)
+        if client:
+            self.close("client_closed")
+        else:
+            self.broker_lost(exc)
 
     # -- applying the flow --------------------------------------------------------------------------------------
 
@@ -329,20 +324,7 @@ class ClientConnection(asyncio.BufferedProtocol):
                 self.upstream.set_reading(state.reading_broker)
         if flow.at_bound != (self._counted.at_bound_since is not None):
             self._counted.bound_changed(self._loop.time())
-        self._arm(state.deadline, now)
-
-    def _arm(self, deadline: int | None, now: int) -> None:
-        """The connection's one timer: at the flow's next deadline (a mute's or a hold's end, the timeouts' next
-        check), or earlier if already armed earlier (it then looks again)."""
-        if deadline is not None and (self._timer is None or deadline < self._timer_at):
-            if self._timer is not None:
-                self._timer.cancel()
-            self._timer_at = deadline
-            self._timer = self._loop.call_later(max(deadline - now, 0) / 1e9, self._on_timer)
-
-    def _on_timer(self) -> None:
-        self._timer = None
-        self._apply_state()  # whatever the flow's state: the deadline may be a timeout check on an open connection
+        self._timer.arm(state.deadline, now)
 
     # -- writes: queued while a read is split (proxy.connection.write_batch) -------------------------------------
 
@@ -354,24 +336,16 @@ class ClientConnection(asyncio.BufferedProtocol):
             send(to_client, self.splices.response, self.splices.write_client, self.transport)
 
     def _spawn(self, start, done) -> None:
-        """Run the proxy's own work for a request (an Await outcome) as a task; hand its result (or exception) to
-        ``done`` on this connection, then apply the flow's state. Nothing happens if the connection closed meanwhile."""
-
-        async def run() -> None:
-            try:
-                result = await start()
-            except Exception as exc:  # noqa: BLE001 - the request's answer says what failed
-                result = exc
-            if self._closed_reason is not None:
-                return
-            try:
-                done(result)
-            except ProtocolError as exc:
-                self._frame_error("request", exc)
-                return
-            self._apply()
-
-        self._loop.create_task(run())
+        """Run the proxy's own work for a request as a task (:mod:`proxy.connection.own_work`); its result goes to
+        ``done`` on this connection, then the flow's state is applied. Nothing happens if it closed meanwhile."""
+        run_own_work(
+            self._loop,
+            start,
+            done,
+            closed=lambda: self.closed,
+            frame_error=lambda exc: self._frame_error("request", exc),
+            then=self._apply,
+        )
 
     def api_metrics(self, api_key: int) -> ApiMetrics:
         found = self._api_cache.get(api_key)
@@ -403,9 +377,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._send_queued()  # what was split before the end goes out first, as if written at once
         self._closed_reason = reason
         self._counted.closed(self, reason, self._loop.time())
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._timer.close()
         self.splices.close()  # before the transports close: a splice's duplicate fds would keep the sockets open
         # Break every reference cycle now, so a closed connection is freed at once, not by the cycle collector.
         self.core.close()

@@ -86,7 +86,7 @@ class ConnectionCore:
         self._client_state = client_state  # asks the kernel whether the client is still connected (presence)
         self._write_broker = write_broker
         self.flow = Flow(max_inflight, response_timeout_ns, idle_timeout_ns)
-        self.flow.start_timeouts(clock())  # the idle timeout runs from the connection's start
+        self.flow.timeouts.start(clock())  # the idle timeout runs from the connection's start
         usage = usage_recorder(scope, session)
         self.responses = ResponsePath(self.flow, write_client, clock, api_metrics, usage, session)
         self.requests = RequestPath(
@@ -271,7 +271,7 @@ class ConnectionCore:
         come, replay held-back requests, check the timeouts when due, report the state."""
         flow = self.flow
         if flow.unhindered:
-            if flow.timeouts_due(now):
+            if flow.timeouts.due(now):
                 overdue = self._check_timeouts(now)
                 if overdue is not None:
                     return State(True, True, None, False, overdue)
@@ -288,7 +288,7 @@ class ConnectionCore:
             if flow.left:  # the client was found gone: what was held back is dropped
                 break
             flow.consumed_read_ahead(len(held) if rest is None else len(held) - len(rest))
-        overdue = self._check_timeouts(now) if flow.timeouts_due(now) else None
+        overdue = self._check_timeouts(now) if flow.timeouts.due(now) else None
         # Drained only between responses: one being received (streamed or spliced to the client, its request
         # already out of the in-flight queue) is finished first, not cut.
         drained = flow.drained and self._response_splitter.at_frame_boundary
@@ -307,9 +307,10 @@ class ConnectionCore:
         return self.flow.check_timeouts(now, self._waiting_since())
 
     def overdue(self, now: int, response_timeout: int, idle_timeout: int) -> str | None:
-        """The bound this connection is past (:meth:`proxy.connection.flow.Flow.overdue`) for these timeouts, or
-        None."""
-        return self.flow.overdue(now, self._waiting_since(), response_timeout, idle_timeout)
+        """The bound this connection is past (:meth:`proxy.connection.timeouts.Timeouts.overdue`) for these
+        timeouts, or None."""
+        flow = self.flow
+        return flow.timeouts.overdue(now, self._waiting_since(), flow.reading_broker, response_timeout, idle_timeout)
 
     def close(self) -> None:
         """Nothing more is split; what the plans of requests not yet forwarded or answered reserved is released (a

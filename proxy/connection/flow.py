@@ -12,8 +12,8 @@ the state comes out as plain values the socket code applies after every event (h
   for the proxy's own lookup before it is decided (KIP-599 partition counts), the in-flight bound reached
   (requests awaiting answers, or response bytes the client has not taken), and draining at shutdown. In the middle of a frame without back-pressure the client is always
   read, so a throttled request always reaches the broker whole and every reason has an exit.
-- Bytes read past a boundary where a quota reason holds are **held back** here (the read-ahead) and replayed,
-  frame by frame, once the reasons are gone; the socket code keeps reads small meanwhile, so this stays small.
+- Bytes read past a boundary where a quota reason holds are **held back** (:mod:`proxy.connection.read_ahead`)
+  and replayed, frame by frame, once the reasons are gone; reads are kept small meanwhile, so this stays small.
 - **One throttle lifecycle**: a throttle decided with a request (:meth:`Flow.throttle_request`) marks that
   in-flight entry throttled (reading stops at the next boundary until its response is out) or, for a request
   with no response (``acks=0``), mutes at once; its response goes out at once, carrying ``throttle_time_ms``, and
@@ -25,11 +25,9 @@ the state comes out as plain values the socket code applies after every event (h
   broker last resumed (:mod:`proxy.connection.timeouts`), and says which bound a connection is past.
 - **Read sizing**: once bytes were held back past a paused boundary, reads stay small
   (:data:`THROTTLED_READ_BYTES`) until the connection is unhindered again with nothing held back.
-- **Held requests**: a request kept in the proxy until a time (a Produce held for its new producer id) is flow
-  state with its own deadline (:meth:`Flow.hold`): reading stops at the next boundary until it is decided
-  (:meth:`Flow.holds_due`), and the client is read once more meanwhile, at most THROTTLED_READ_BYTES, held back as
-  above, so that its close is seen (a paused socket reports no end) and the hold abandoned
-  (:meth:`Flow.abandon_holds`) before its time is up.
+- **Held requests** (:mod:`proxy.connection.holds`): reading stops at the next boundary until each is decided or
+  abandoned, but for one small read meanwhile (THROTTLED_READ_BYTES, held back as above), so that the client's close
+  is seen (a paused socket reports no end) and its holds abandoned before their time is up.
 - **A gone client**: after ``max_inflight`` frames unheard from the client, or at a pause with frames unheard, the
   core asks whether it is still there (:attr:`Flow.presence_due`); gone, none of the rest is forwarded: it drains.
 - **One deadline**: :meth:`Flow.next_deadline` is the earliest of a mute's end, a hold's end and the next timeout
@@ -43,7 +41,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from proxy.connection.holds import HeldRequest, Holds
 from proxy.connection.inflight import InFlight, InFlightQueue
+from proxy.connection.read_ahead import ReadAhead
 from proxy.connection.timeouts import Timeouts
 from quota.primitives.decision import Throttle, longest
 
@@ -54,16 +54,6 @@ THROTTLED_READ_BYTES = 64 * 1024
 
 class FlowError(RuntimeError):
     """An event that cannot happen in the flow's current state: a bug in the caller, never a client's doing."""
-
-
-class HeldRequest:
-    """A request kept in the proxy until ``until`` (ns): ``due()`` decides it then; ``abandon()`` instead if the
-    client leaves first."""
-
-    __slots__ = ("until", "due", "abandon")
-
-    def __init__(self, until: int, due: Callable[[], None], abandon: Callable[[], None]) -> None:
-        self.until, self.due, self.abandon = until, due, abandon
 
 
 class Flow:
@@ -79,7 +69,6 @@ class Flow:
         "_holds",
         "_draining",
         "_read_ahead",
-        "_read_ahead_pos",
         "_requests",
         "_small_reads",
         "timeouts",
@@ -99,10 +88,9 @@ class Flow:
         self._muted_until = 0  # quota mute: read no new request before this time (ns; 0: not muted)
         self._throttled = 0  # requests throttled when read whose response is not out yet
         self._deciding = 0  # requests waiting for the proxy's own lookup or work, or held, before they are decided
-        self._holds: list[HeldRequest] = []  # of which held until a time, the client watched for its close
+        self._holds = Holds()  # of which held until a time (proxy.connection.holds), the client watched
         self._draining = False
-        self._read_ahead: bytearray | None = None  # request bytes read past a paused boundary
-        self._read_ahead_pos = 0
+        self._read_ahead = ReadAhead()  # request bytes read past a paused boundary (proxy.connection.read_ahead)
         self._small_reads = False  # bytes were held back past a paused boundary: keep reads small
         self.timeouts = Timeouts(response_timeout, idle_timeout)  # the idle and response timeouts' state
         self.unheard = 0  # request frames started since the client was last heard from (a read) or found there
@@ -126,7 +114,7 @@ class Flow:
     @property
     def unhindered(self) -> bool:
         """Nothing holds either side and nothing waits: the common case, checked first on the hot path."""
-        return not (self._broker_full or self._read_ahead is not None or self._paused_at_boundary())
+        return not (self._broker_full or self._read_ahead.data is not None or self._paused_at_boundary())
 
     def read_size(self, available: int, frame_remaining: int) -> int:
         """How much of a read buffer of ``available`` bytes the next client read may fill, ``frame_remaining``
@@ -136,15 +124,11 @@ class Flow:
         if self._holds and not frame_remaining:
             return min(available, THROTTLED_READ_BYTES)  # watching a held client: one small read at most
         if self._small_reads:
-            if self._read_ahead is None and not self.paused_at_boundary:
+            if self._read_ahead.data is None and not self.paused_at_boundary:
                 self._small_reads = False  # the pause is over and nothing is held back: full reads again
                 return available
             return min(available, THROTTLED_READ_BYTES)
         return available
-
-    @property
-    def small_reads(self) -> bool:
-        return self._small_reads
 
     @property
     def reading_client(self) -> bool:
@@ -152,7 +136,7 @@ class Flow:
             return False
         if self._mid_frame:
             return True
-        return self._read_ahead is None and (bool(self._holds) or not self.paused_at_boundary)
+        return self._read_ahead.data is None and (bool(self._holds) or not self.paused_at_boundary)
 
     @property
     def reading_broker(self) -> bool:
@@ -183,9 +167,9 @@ class Flow:
         timeouts = self.timeouts.check_at
         if timeouts and (not deadline or timeouts < deadline):
             deadline = timeouts
-        for hold in self._holds:
-            if not deadline or hold.until < deadline:
-                deadline = hold.until
+        held = self._holds.earliest()
+        if held and (not deadline or held < deadline):
+            deadline = held
         return deadline or None
 
     @property
@@ -241,8 +225,7 @@ class Flow:
         if self._mid_frame:
             raise FlowError("the client was found gone in the middle of a request frame")
         self.left = True
-        self._read_ahead = None
-        self._read_ahead_pos = 0
+        self._read_ahead.drop()
         self._draining = True
 
     def frame_ended(self) -> None:
@@ -256,34 +239,30 @@ class Flow:
             raise FlowError("read-ahead held back in the middle of a frame")
         if not len(data):
             return
-        if self._read_ahead is not None:
+        if self._read_ahead.data is not None:
             raise FlowError("read-ahead held back while earlier read-ahead is still held")
-        self._read_ahead = bytearray(data)
-        self._read_ahead_pos = 0
+        self._read_ahead.keep(data)
         self._small_reads = True
 
     @property
     def read_ahead_bytes(self) -> int:
-        return 0 if self._read_ahead is None else len(self._read_ahead) - self._read_ahead_pos
+        return self._read_ahead.size
 
     def read_ahead_due(self) -> bool:
         """Held-back bytes may be replayed now (nothing holds reading at the boundary, no back-pressure)."""
-        return self._read_ahead is not None and not self._broker_full and not self.paused_at_boundary
+        return self._read_ahead.data is not None and not self._broker_full and not self.paused_at_boundary
 
     def take_read_ahead(self) -> memoryview:
         """The held-back bytes, to feed again; give back what was not consumed with :meth:`consumed_read_ahead`."""
-        if self._read_ahead is None:
+        if self._read_ahead.data is None:
             raise FlowError("no read-ahead is held")
-        return memoryview(self._read_ahead)[self._read_ahead_pos :]
+        return self._read_ahead.view()
 
     def consumed_read_ahead(self, nbytes: int) -> None:
         """``nbytes`` of :meth:`take_read_ahead`'s view were consumed; the rest stays held (no copy)."""
-        if self._read_ahead is None or nbytes > self.read_ahead_bytes:
+        if self._read_ahead.data is None or nbytes > self._read_ahead.size:
             raise FlowError("more read-ahead consumed than held")
-        self._read_ahead_pos += nbytes
-        if self._read_ahead_pos == len(self._read_ahead):
-            self._read_ahead = None
-            self._read_ahead_pos = 0
+        self._read_ahead.consumed(nbytes)
 
     # -- back-pressure -----------------------------------------------------------------------------------------
 
@@ -309,21 +288,11 @@ class Flow:
         """The socket code resumed reading the broker: time the proxy kept it unread does not count against it."""
         self.timeouts.broker_resumed = now
 
-    def start_timeouts(self, now: int) -> None:
-        self.timeouts.start(now)
-
-    def timeouts_due(self, now: int) -> bool:
-        return self.timeouts.due(now)
-
     def check_timeouts(self, now: int, waiting_since: int | None) -> str | None:
         """The check time has come: the bound past, or None and the next check set (:meth:`Timeouts.check`)."""
         if not self.timeouts.response_timeout:
             raise FlowError("timeouts checked on a flow without timeouts")
         return self.timeouts.check(now, waiting_since, self.reading_broker)
-
-    def overdue(self, now: int, waiting_since: int | None, response_timeout: int, idle_timeout: int) -> str | None:
-        """The bound this connection is past for these timeouts, or None (:meth:`Timeouts.overdue`)."""
-        return self.timeouts.overdue(now, waiting_since, self.reading_broker, response_timeout, idle_timeout)
 
     # -- quota outcomes ----------------------------------------------------------------------------------------
 
@@ -390,15 +359,12 @@ class Flow:
         :meth:`abandon_holds` its ``abandon``."""
         if delay_ms <= 0:
             raise FlowError(f"a request held for {delay_ms} ms")
-        self._holds.append(HeldRequest(now + delay_ms * 1_000_000, due, abandon))
+        self._holds.add(now + delay_ms * 1_000_000, due, abandon)
         self._deciding += 1
 
     def holds_due(self, now: int) -> list[HeldRequest]:
         """The holds whose time has come, in the order they were made; they leave the flow."""
-        if not self._holds or min(h.until for h in self._holds) > now:
-            return []
-        due = [h for h in self._holds if h.until <= now]
-        self._holds = [h for h in self._holds if h.until > now]
+        due = self._holds.due(now)
         self._deciding -= len(due)
         return due
 
@@ -409,12 +375,12 @@ class Flow:
 
     def waits_ms(self, now: int) -> tuple[int, int]:
         """How long the quota mute and the longest held request still last from ``now`` (ms, 0: none). Reads only."""
-        held = max((hold.until for hold in self._holds), default=0)
+        held = self._holds.latest()
         return max(0, (self._muted_until - now) // 1_000_000), max(0, (held - now) // 1_000_000)
 
     def abandon_holds(self) -> list[HeldRequest]:
         """The client left: every hold leaves the flow, never decided (the caller abandons them)."""
-        holds, self._holds = self._holds, []
+        holds = self._holds.abandon()
         self._deciding -= len(holds)
         return holds
 

@@ -45,9 +45,9 @@ def test_timeouts_are_checked_at_the_flows_deadline_not_swept():
     """The timeouts' next check is part of the one deadline: the earliest time a bound could be past."""
     second = 1_000_000_000
     flow = Flow(10, response_timeout=30 * second, idle_timeout=60 * second)
-    flow.start_timeouts(0)
+    flow.timeouts.start(0)
     assert flow.next_deadline() == 30 * second  # a request read from now on is owed an answer 30 s later at most
-    assert not flow.timeouts_due(30 * second - 1)
+    assert not flow.timeouts.due(30 * second - 1)
     flow.client_read(10 * second)
     assert flow.check_timeouts(30 * second, None) is None
     assert flow.next_deadline() == 60 * second  # now + 30 s; idle past 70 s
@@ -55,7 +55,7 @@ def test_timeouts_are_checked_at_the_flows_deadline_not_swept():
     assert flow.check_timeouts(70 * second + 1, None) == "idle"
     assert flow.next_deadline() is None  # past a bound: closed, nothing more to check
     waiting = Flow(10, response_timeout=30 * second, idle_timeout=60 * second)
-    waiting.start_timeouts(0)
+    waiting.timeouts.start(0)
     assert waiting.check_timeouts(30 * second, 5 * second) is None  # a request read at 5 s: owed by 35 s
     assert waiting.next_deadline() == 35 * second + 1
     assert waiting.check_timeouts(35 * second + 1, 5 * second) == "upstream_timeout"
