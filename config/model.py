@@ -83,6 +83,12 @@ class ListenerConfig:
         return self.broker_port_base is not None
 
     @property
+    def advertised(self) -> str:
+        """The host this listener's clients are given: ``advertised_host`` (set at load in cluster mode and on the
+        admin listener), else the host it binds."""
+        return self.advertised_host if self.advertised_host is not None else self.bind.host
+
+    @property
     def sidecar(self) -> bool:
         """A listener in front of one broker (not cluster mode's, not the admin listener)."""
         return not self.cluster_mode and not self.admin

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import signal
 import time
+from typing import TYPE_CHECKING
 
 from config.admin_listener import admin_listener_warnings
 from config.model import ProxyConfig
@@ -40,9 +42,14 @@ from proxy.ops.quota_metrics import QuotaMetricsCollector
 from proxy.ops.readiness import Readiness
 from proxy.ops.runtime import register_runtime
 from proxy.ops.usage_log import UsageLog
+from proxy.ops.usage_table import NO_USAGE
 from proxy.quotas.internal_topic_guard import InternalTopicGuard
 from proxy.quotas.managers import ByteRateQuotas
 from quota.managers.connection import CONNECTION_CREATION_RATE, ConnectionQuotas
+
+if TYPE_CHECKING:
+    from proxy.observers.cluster_usage import ClusterUsage
+    from proxy.observers.dynamic_config import DynamicConfig
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +117,7 @@ class ProxyApp:
         self.connection_quotas.max_tracked_entities = config.settings.quota_max_tracked_entities  # per-IP rates
         self.quotas.overflow_sources.append((CONNECTION_CREATION_RATE, self.connection_quotas))
         self.effective_config = config  # YAML, with the dynamic configuration laid over it
-        self.dynamic = None
+        self.dynamic: DynamicConfig | None = None
         if config.dynamic_config is not None:
             from proxy.observers.dynamic_config import DynamicConfig
             from proxy.ops.dynamic_metrics import DynamicConfigCollector
@@ -133,7 +140,7 @@ class ProxyApp:
             if config.usage_log is not None
             else None
         )
-        usage = self.usage_log.table if self.usage_log is not None else None
+        usage = self.usage_log.table if self.usage_log is not None else NO_USAGE
         self.contexts = ListenerContexts(
             config,
             metrics=self.metrics,
@@ -157,14 +164,11 @@ class ProxyApp:
         )
         for lc in config.listeners:
             cluster = None
-            if lc.cluster_mode:
+            if lc.broker_port_base is not None:  # cluster mode
                 cluster = BrokerPorts(
-                    lc.name,
-                    lc.advertised_host,
-                    lc.broker_port_base,
-                    lambda node_id, lc=lc: self.broker_listeners.open(lc, node_id),
+                    lc.name, lc.advertised, lc.broker_port_base, functools.partial(self.broker_listeners.open, lc)
                 )
-            admin = AdminAddress(lc.advertised_host, lc.bind.port) if lc.admin else None
+            admin = AdminAddress(lc.advertised, lc.bind.port) if lc.admin else None
             scope = scopes[lc.name] = ConnectionScope(
                 cluster=cluster,
                 topics=self.topics,
@@ -208,7 +212,9 @@ class ProxyApp:
         self.ops_address: tuple[str, int] | None = None
         self._housekeeping: asyncio.Task | None = None
         self._volume_tasks: list = []  # the volume-usage follower and publisher, when configured
-        self.cluster_usage = None  # quota.scope cluster on sidecars: the usage topic's publisher and follower
+        self.cluster_usage: ClusterUsage | None = (
+            None  # quota.scope cluster on sidecars: the usage topic's publisher and follower
+        )
 
     def not_ready(self) -> str | None:
         """Why /readyz says 503 (and the ready gauge 0), or None when ready: the broker answers, the config topic was
@@ -326,7 +332,7 @@ class ProxyApp:
 
     @property
     def listener_addresses(self) -> dict[str, tuple[str, int]]:
-        return {listener.ctx.name: listener.address for listener in self.listeners}
+        return {listener.ctx.name: listener.address for listener in self.listeners if listener.address is not None}
 
     async def stop(self, grace_ms: int | None = None) -> None:
         """Stop accepting, let in-flight requests finish for up to the grace period, then close everything."""

@@ -26,6 +26,7 @@ from proxy.ops.volume_metrics import volume_families
 from quota.primitives.entity import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
 
 if TYPE_CHECKING:
+    from proxy.ops.entity_series import EntitySeries
     from quota.managers.client_quota import ClientQuotaManager
 
 
@@ -58,7 +59,7 @@ class QuotaMetricsCollector(Collector):
     def __init__(self, quotas, pause=let_the_loop_run) -> None:  # quotas: proxy.quotas.managers.ByteRateQuotas
         self._quotas = quotas
         self._pause = pause
-        self.series = None  # proxy.ops.entity_series.EntitySeries, when it serves the per-entity families at scale
+        self.series: EntitySeries | None = None  # when it serves the per-entity families at scale
 
     def describe(self) -> list:
         return []  # collected on demand; nothing to register up front
