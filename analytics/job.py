@@ -31,7 +31,9 @@ files are written by the driver, to ``local_dir`` (default: ``output_dir``, whic
 
 from __future__ import annotations
 
+import functools
 import json
+import operator
 import os
 import time
 from collections.abc import Mapping
@@ -99,7 +101,7 @@ DIMENSIONS = {
     ),
 }
 # For each dimension's chart: the per-interval frame and the rate column to draw.
-SERIES = {
+SERIES: dict[str, tuple[str, str] | None] = {
     "producer_byte_rate": ("entity", "request_rate"),
     "consumer_byte_rate": ("entity", "response_rate"),
     "held_share": None,
@@ -148,13 +150,10 @@ def _series(frame: DataFrame, keys: list[str], api: str | None, rate: str, top: 
         return {}
     if api is not None:
         frame = frame.where(F.col("api") == api)
-    cond = None
-    for row in top:
-        match = None
-        for k in keys:
-            m = F.col(k).eqNullSafe(F.lit(row[k]))
-            match = m if match is None else match & m
-        cond = match if cond is None else cond | match
+    cond = functools.reduce(
+        operator.or_,
+        [functools.reduce(operator.and_, [F.col(k).eqNullSafe(F.lit(row[k])) for k in keys]) for row in top],
+    )
     out: dict[str, list] = {report.entity_label({k: row[k] for k in keys}): [] for row in top}
     for r in frame.where(cond).select(*keys, "time", rate).collect():
         out[report.entity_label({k: r[k] for k in keys})].append((r["time"], r[rate]))
@@ -213,8 +212,8 @@ def run(
             "user": stats.user_intervals(grid, combine),
             "ip": stats.ip_intervals(grid, by_proxy=chosen.proxies > 1),
         }
-        for name, frame in frames.items():  # read again for the charts: computed once
-            frames[name] = frame.cache()
+        for name, computed in frames.items():  # read again for the charts: computed once
+            frames[name] = computed.cache()
             cached.append(frames[name])
         grid_s = _grid_s(log)
         k = stats.window_intervals(rules.quota_window_num * rules.quota_window_s, grid_s)
@@ -223,11 +222,11 @@ def run(
             "user": stats.user_stats(frames["user"]),
             "ip": stats.ip_stats(frames["ip"]),
         }
-        for name, table in tables.items():
-            table = table.cache()
-            cached.append(table)
-            tables[name] = table
-            table.write.mode("overwrite").parquet(_join(output_dir, f"{name}_stats"))
+        for name, stats_table in tables.items():
+            stats_table = stats_table.cache()
+            cached.append(stats_table)
+            tables[name] = stats_table
+            stats_table.write.mode("overwrite").parquet(_join(output_dir, f"{name}_stats"))
         entity_rows = _rows(tables["entity"].where(F.col("api").isin("Produce", "Fetch", stats.ALL_APIS)))
         user_rows, ip_rows = _rows(tables["user"]), _rows(tables["ip"])
 
@@ -242,9 +241,10 @@ def run(
                 "columns": cols,
                 "top": [{**{k: r[k] for k in KEYS[table]}, "value": r[metric], **{c: r[c] for c in cols}} for r in top],
             }
-            if charts and SERIES[name]:
-                frame, rate = SERIES[name]
-                series = _series(frames[frame], KEYS[frame], api, rate, top[:CHART_N])
+            drawn = SERIES[name]
+            if charts and drawn is not None:
+                frame_name, rate = drawn
+                series = _series(frames[frame_name], KEYS[frame_name], api, rate, top[:CHART_N])
                 if not series or axis is None:
                     continue
                 rel, path = report.chart_file(local_dir, name)
@@ -326,6 +326,7 @@ def _log_extent(usage: DataFrame) -> dict:
         F.min("interval_s").alias("shortest"),
         F.max("interval_s").alias("longest"),
     ).first()
+    assert row is not None  # an aggregation without grouping has one row, also over no records
     return row.asDict()
 
 
@@ -371,7 +372,7 @@ def summary_lines(result: Mapping) -> list[str]:
         if text.startswith("constrained")
     ]
     for (user, client_id), key, text in sorted(held, key=str)[:CHART_N]:
-        item = next((it for it in result["quotas"] if it["entity"] == recommend.entity_key(user, client_id)), {})
+        item: dict = next((it for it in result["quotas"] if it["entity"] == recommend.entity_key(user, client_id)), {})
         lines.append(f"{report.entity_label({'user': user, 'client_id': client_id})} {key} {item.get(key)}: {text}")
     if len(held) > CHART_N:
         lines.append(f"... {len(held) - CHART_N} more recommendations constrained by the current quota (report.html)")

@@ -90,7 +90,7 @@ def byte_rate(p99: float | None, rules: Rules) -> int | None:
     return max(1, int(round_up(p99 * rules.headroom)))
 
 
-def bucket_rate(p99_per_s: float, burst: float, window_num: int, rate_scale: float, rules: Rules) -> float | None:
+def bucket_rate(p99_per_s: float, burst: float, window_num: float, rate_scale: float, rules: Rules) -> float | None:
     """A rate whose bucket (``rate x window_num``, in the rate's own units) holds ``burst``."""
     if not (p99_per_s or burst):
         return None
@@ -122,7 +122,7 @@ def byte_rate_basis(row: Mapping, side: str, rules: Rules) -> tuple[int | None, 
     if demand:
         value = byte_rate(max(demand, p99), rules)
         cap = max(1, int(round_up(quota * rules.max_raise)))
-        if value > cap:
+        if value is not None and value > cap:  # not None: demand > 0
             return cap, (
                 f"{held}; estimated demand {demand:,.0f} B/s (its pace while free: a client that catches up "
                 f"a backlog after each hold shows its catch-up rate); capped at {rules.max_raise:g} x the "
@@ -145,9 +145,9 @@ def entity_quotas(produce: Mapping | None, fetch: Mapping | None, total: Mapping
         out[CONSUMER_BYTE_RATE] = v
     if total:
         window = rules.controller_window_num * rules.controller_window_s
-        v = bucket_rate(total["mutation_rate_p99"] or 0, _burst(total, "mutations", rules), window, 1.0, rules)
-        if v:
-            out[CONTROLLER_MUTATION_RATE] = v
+        rate = bucket_rate(total["mutation_rate_p99"] or 0, _burst(total, "mutations", rules), window, 1.0, rules)
+        if rate:
+            out[CONTROLLER_MUTATION_RATE] = rate
     return out
 
 

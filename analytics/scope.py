@@ -36,7 +36,7 @@ class Scope:
     """The scope the figures are for and what the log said about it."""
 
     scope: str
-    recorded: Mapping[str, int]  # scope recorded -> records (None: records that do not say)
+    recorded: Mapping[str | None, int]  # scope recorded -> records (None: records that do not say)
     proxies: int  # distinct proxy ids (records without one count as one proxy)
     budgets: int  # distinct (proxy, broker) pairs: the per-broker budgets the log shows
     asked: bool = False  # --scope given
