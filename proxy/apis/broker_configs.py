@@ -20,7 +20,7 @@ broker, and the broker's per-resource answers are merged with the proxy's, in re
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from config.dynamic import DYNAMIC_SETTINGS, PROXY_KEY, RecordError, entity_key
@@ -242,7 +242,7 @@ def described(dynamic: DynamicConfig, names, version: int, documentation: bool) 
 
 
 def shown(value) -> str:
-    if isinstance(value, dict):  # max.connections.per.ip.overrides, as Kafka writes it
+    if isinstance(value, Mapping):  # max.connections.per.ip.overrides (a read-only mapping), as Kafka writes it
         return ",".join(f"{ip}:{count}" for ip, count in sorted(value.items()))
     return str(value)
 
