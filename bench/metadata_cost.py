@@ -32,7 +32,7 @@ def run(tree: str, topic_counts: list[int], pairs: int) -> None:
     from proxy.codec.header import encode_request_header, encode_response_header, frame
     from proxy.codec.messages import encode_request, encode_response, new_request, new_response
     from proxy.connection.core import ConnectionCore
-    from proxy.quotas.managers import ByteRateQuotas
+    from proxy.enforcement.proxy_quotas import ProxyQuotas
     from tests.fakes import NULL_API_METRICS as metrics
 
     config = parse_config(
@@ -41,7 +41,7 @@ def run(tree: str, topic_counts: list[int], pairs: int) -> None:
 
     def core(cluster: bool) -> tuple:
         ports = BrokerPorts("P", "proxy.example", 30000, lambda node_id: True) if cluster else None
-        scope = ConnectionScope(ports, Topics(), ByteRateQuotas(config))
+        scope = ConnectionScope(ports, Topics(), ProxyQuotas(config).home)
         out: list = []
         return ConnectionCore(
             scope,

@@ -19,7 +19,7 @@ from proxy.apis import ConnectionScope, Session  # noqa: E402
 from proxy.cluster.topics import Topics  # noqa: E402
 from proxy.codec.header import encode_request_header, encode_response_header, frame  # noqa: E402
 from proxy.connection.core import ConnectionCore  # noqa: E402
-from proxy.quotas.managers import ByteRateQuotas  # noqa: E402
+from proxy.enforcement.proxy_quotas import ProxyQuotas  # noqa: E402
 
 
 class _ApiMetrics:
@@ -44,7 +44,7 @@ def main() -> None:
             "metrics": {"bind": "127.0.0.1:0"},
         }
     )
-    scope = ConnectionScope(None, Topics(), ByteRateQuotas(config))
+    scope = ConnectionScope(None, Topics(), ProxyQuotas(config).home)
     out: list = []
     metrics = _ApiMetrics()
     core = ConnectionCore(

@@ -34,8 +34,8 @@ def one_run(pairs: int, burst: int) -> float:
     from proxy.codec.header import encode_request_header, encode_response_header, frame
     from proxy.codec.messages import encode_request, encode_response, new_request, new_response
     from proxy.connection.core import ConnectionCore
+    from proxy.enforcement.proxy_quotas import ProxyQuotas
     from proxy.ops.metrics import ProxyMetrics
-    from proxy.quotas.managers import ByteRateQuotas
 
     config = parse_config(
         {
@@ -45,7 +45,7 @@ def one_run(pairs: int, burst: int) -> float:
             "quotas": [{"entity": {"client-id": "bench"}, "producer_byte_rate": 10**12}],
         }
     )
-    scope = ConnectionScope(None, Topics(), ByteRateQuotas(config))
+    scope = ConnectionScope(None, Topics(), ProxyQuotas(config).home)
     metrics = ProxyMetrics()
     out: list = []
     core = ConnectionCore(

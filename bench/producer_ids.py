@@ -60,13 +60,13 @@ def plan_cost(with_quota: bool, n: int = 200_000) -> float:
     from proxy.apis import ConnectionScope, Session, plan_request
     from proxy.cluster.topics import Topics
     from proxy.codec.header import RequestHeader
-    from proxy.quotas.managers import ByteRateQuotas
+    from proxy.enforcement.proxy_quotas import ProxyQuotas
 
     quotas = [{"entity": {"user": "<default>"}, "producer_ids_rate": 1e12}] if with_quota else []
     config = parse_config(
         {"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}], "quotas": quotas}
     )
-    scope = ConnectionScope(None, Topics(), ByteRateQuotas(config))
+    scope = ConnectionScope(None, Topics(), ProxyQuotas(config).home)
     session = Session("L", "127.0.0.1")
     header = RequestHeader(16384, 0, 9, 1, "p", 20, 1, (4242,))
     start = time.perf_counter()

@@ -1,6 +1,6 @@
 """A million tenants: memory per tenant, decision cost, and idle expiry, on the quota managers a proxy holds.
 
-Pure (no sockets; a manual clock): a :class:`proxy.quotas.managers.ByteRateQuotas` built from one configuration
+Pure (no sockets; a manual clock): a :class:`proxy.enforcement.proxy_quotas.ProxyQuotas` built from one configuration
 with ``<default>`` quotas (``/users/<default>/clients/<default>`` producer_byte_rate and consumer_byte_rate,
 ``/users/<default>`` producer_ids_rate), then ``--tenants`` client ids spread over ``--users`` users each make one
 produce, one fetch and one new producer id, as their first requests would. Printed, each against its target:
@@ -43,8 +43,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from config.loader import parse_config  # noqa: E402
+from proxy.enforcement.proxy_quotas import ProxyQuotas  # noqa: E402
 from proxy.housekeeping import EXPIRY_BATCH, PID_CLEANUP_BATCH  # noqa: E402
-from proxy.quotas.managers import ByteRateQuotas  # noqa: E402
 from quota.primitives.clock import ManualClock  # noqa: E402
 
 HOUR_MS = 3_600_000
@@ -58,7 +58,7 @@ def rss_bytes() -> int:
 BYTE_RATE_ENTITIES = {"pair": {"user": "<default>", "client-id": "<default>"}, "client-id": {"client-id": "<default>"}}
 
 
-def build(clock: ManualClock, byte_rate_entity: str = "pair") -> ByteRateQuotas:
+def build(clock: ManualClock, byte_rate_entity: str = "pair") -> ProxyQuotas:
     config = parse_config(
         {
             "upstream": {"bootstrap_servers": ["127.0.0.1:9092"]},
@@ -75,7 +75,7 @@ def build(clock: ManualClock, byte_rate_entity: str = "pair") -> ByteRateQuotas:
             "dynamic_config": {"enabled": False},
         }
     )
-    return ByteRateQuotas(config, clock)
+    return ProxyQuotas(config, clock)
 
 
 def tenant(i: int, users: int) -> tuple[str, str, int]:
@@ -95,7 +95,7 @@ class Pace:
         return self.clock.now_ms()
 
 
-def populate(quotas: ByteRateQuotas, clock: ManualClock, tenants: int, users: int, pace_us: float) -> None:
+def populate(quotas: ProxyQuotas, clock: ManualClock, tenants: int, users: int, pace_us: float) -> None:
     produce, fetch, pids = quotas.produce, quotas.fetch, quotas.producer_ids
     pace = Pace(clock, pace_us)
     for i in range(tenants):
@@ -108,7 +108,7 @@ def populate(quotas: ByteRateQuotas, clock: ManualClock, tenants: int, users: in
 
 
 def decision_costs(
-    quotas: ByteRateQuotas, clock: ManualClock, tenants: int, users: int, samples: int, pace_us: float, seed: int = 25
+    quotas: ProxyQuotas, clock: ManualClock, tenants: int, users: int, samples: int, pace_us: float, seed: int = 25
 ) -> dict[str, list[int]]:
     """Nanoseconds of each call, on random tenants; the clock moves ``pace_us`` per tenant visited."""
     produce, fetch, pids = quotas.produce, quotas.fetch, quotas.producer_ids
@@ -144,7 +144,7 @@ def percentile(values: list[int], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
 
 
-def expiry(quotas: ByteRateQuotas, clock: ManualClock, rss_before_tenants: int, tenants: int) -> None:
+def expiry(quotas: ProxyQuotas, clock: ManualClock, rss_before_tenants: int, tenants: int) -> None:
     """Past the hour: what the housekeeping does (every 60 s: expire_idle; every second: producer-id cleanup)."""
     before = rss_bytes()
     began = time.perf_counter()

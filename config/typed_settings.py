@@ -151,7 +151,7 @@ class Settings:
         return MappingProxyType(out)
 
     def __getitem__(self, key: str) -> Any:
-        """A setting by its YAML key: only for proxy/quotas/, until it reads attributes too (issue 45); read
+        """A setting by its YAML key: only for proxy/enforcement/, until it reads attributes too (issue 45); read
         attributes everywhere else, which the type checker checks."""
         return self.values[key]
 

@@ -27,6 +27,8 @@ from proxy.connection.client_socket import ClientConnection
 from proxy.connection.descriptors import DescriptorBudget, open_files_limit, reserved
 from proxy.connection.listener import Listener
 from proxy.connection.open_gate import OpenGate
+from proxy.enforcement.internal_topic_guard import InternalTopicGuard
+from proxy.enforcement.proxy_quotas import ProxyQuotas
 from proxy.ground.quiet import quiet
 from proxy.ground.tasks import cancel_and_wait
 from proxy.housekeeping import housekeep
@@ -43,8 +45,6 @@ from proxy.ops.readiness import Readiness
 from proxy.ops.runtime import register_runtime
 from proxy.ops.usage_log import UsageLog
 from proxy.ops.usage_table import NO_USAGE
-from proxy.quotas.internal_topic_guard import InternalTopicGuard
-from proxy.quotas.managers import ByteRateQuotas
 from quota.managers.connection import CONNECTION_CREATION_RATE, ConnectionQuotas
 
 if TYPE_CHECKING:
@@ -97,7 +97,7 @@ class ProxyApp:
             on_refused=self.metrics.delegation_token_logins_refused.inc,
             on_lookup=lambda r: self.metrics.delegation_token_lookups.labels(r).inc(),
         )
-        self.quotas = ByteRateQuotas(config)
+        self.quotas = ProxyQuotas(config)
         held = self.quotas.held_bytes
         self.metrics.producer_ids_held_bytes.set_function(lambda: held.total)
         self.metrics.producer_ids_held_max_bytes.set(held.max_total)
@@ -172,7 +172,7 @@ class ProxyApp:
             scope = scopes[lc.name] = ConnectionScope(
                 cluster=cluster,
                 topics=self.topics,
-                quotas=self.quotas,
+                quotas=self.quotas.home,
                 usage=usage,
                 client_quotas=self.dynamic,
                 guard=self.guard,

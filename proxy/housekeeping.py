@@ -8,7 +8,7 @@ import asyncio
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from proxy.quotas.managers import ByteRateQuotas
+    from proxy.enforcement.proxy_quotas import ProxyQuotas
     from quota.managers.connection import ConnectionQuotas
 
 SENSOR_EXPIRY_INTERVAL_S = 60.0
@@ -17,7 +17,7 @@ EXPIRY_BATCH = 500  # idle sensors dropped per manager between two turns of the 
 PID_CLEANUP_BATCH = 1_000  # producer-id users looked at per cleanup (~7 ms; a pass over 10^5 users: 100 cleanups)
 
 
-async def housekeep(quotas: ByteRateQuotas, connection_quotas: ConnectionQuotas, pid_cleanup_interval_ms: int) -> None:
+async def housekeep(quotas: ProxyQuotas, connection_quotas: ConnectionQuotas, pid_cleanup_interval_ms: int) -> None:
     """Runs until cancelled. ``pid_cleanup_interval_ms``: producer.id.quota.cache.cleanup.scheduler.interval.ms (at
     most once a second here)."""
     loop = asyncio.get_running_loop()

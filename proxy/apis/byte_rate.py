@@ -67,7 +67,7 @@ def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader
     ):
         return base  # the proxy (or an admin) writing its own topic: no quota applies, nor PAUSE
     volume = quotas.volume
-    if volume is not None and volume.paused and not quotas.shadow:
+    if volume is not None and volume.paused and not quotas.mode.shadow:
         return paused_produce(scope, session, volume, header, base)
     decisions = Decisions(quotas, session.user)
     hold = producer_ids.decide_produce(scope, session, header, decisions)  # KIP-936: a new producer id is counted

@@ -49,7 +49,7 @@ from proxy.codec.header import RequestHeader, encode_response_header, frame
 from proxy.codec.messages import Message, decode_request, decode_response, encode_request, encode_response
 from proxy.codec.primitives import ZERO_UUID
 from proxy.codec.responses import error_response
-from proxy.quotas.internal_topic_guard import InternalTopicGuard
+from proxy.enforcement.internal_topic_guard import InternalTopicGuard
 from proxy.session.session import Session
 
 REFUSED_MESSAGE = (

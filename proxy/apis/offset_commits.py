@@ -34,7 +34,7 @@ from quota.primitives.entity import PRODUCER_BYTE_RATE
 def plan_offset_commit(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
     quotas, user, client_id = scope.quotas, session.user, header.client_id or ""
     volume = quotas.volume
-    paused = volume is not None and volume.paused and not quotas.shadow
+    paused = volume is not None and volume.paused and not quotas.mode.shadow
     decisions = Decisions(quotas, user)
     if quotas.produce.enabled and not quotas.produce.resolve(user, client_id).unlimited:
         decisions.add(

@@ -21,15 +21,15 @@ from proxy.cluster.token_owners import NO_TOKEN_OWNERS, TokenOwners
 from proxy.cluster.topics import Topics
 from proxy.codec.frame import STREAM, Action
 from proxy.codec.responses import encode_local_response, error_response
-from proxy.quotas.internal_topic_guard import NO_GUARD, InternalTopicGuard
+from proxy.enforcement.internal_topic_guard import NO_GUARD, InternalTopicGuard
 from quota.primitives.decision import Decision, Throttle
 
 if TYPE_CHECKING:
     from proxy.cluster.admin_address import AdminAddress
     from proxy.cluster.broker_ports import BrokerPorts
+    from proxy.enforcement.quota_managers import QuotaManagers
     from proxy.observers.dynamic_config import DynamicConfig
     from proxy.ops.usage_table import UsageTable
-    from proxy.quotas.managers import ByteRateQuotas
 
 # Rewrites a response body (the bytes after the response header); returns the new body, or None to send the
 # broker's frame unchanged.
@@ -143,7 +143,7 @@ class ConnectionScope:
 
     cluster: BrokerPorts | None  # cluster mode: broker ports to rewrite addresses to; None in sidecar mode
     topics: Topics  # ids, partition counts, the default: proxy-wide, learnt from the brokers' answers (read here)
-    quotas: ByteRateQuotas
+    quotas: QuotaManagers
     usage: UsageTable = None  # the usage log's table (None given: proxy.ops.usage_log.NO_USAGE, which keeps nothing)
     client_quotas: DynamicConfig | None = None  # Describe/AlterClientQuotas served by the proxy, when configured
     guard: InternalTopicGuard = NO_GUARD  # who may write the proxy's internal topics (NO_GUARD: nothing guarded)

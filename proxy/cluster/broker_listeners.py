@@ -13,7 +13,7 @@ from config.model import Address, ListenerConfig
 from proxy.apis import ConnectionScope
 from proxy.connection.client_socket import ClientConnection, ListenerContext
 from proxy.connection.listener import Listener
-from proxy.quotas.managers import ByteRateQuotas
+from proxy.enforcement.proxy_quotas import ProxyQuotas
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ class BrokerListeners:
         self,
         scopes: Mapping[str, ConnectionScope],
         make_context: MakeContext,
-        quotas: ByteRateQuotas,
+        quotas: ProxyQuotas,
         connections: set[ClientConnection],
         reuse_port: bool,
     ) -> None:

@@ -37,19 +37,19 @@ _INT32 = struct.Struct(">i")
 def parse_request_prefix(
     buf,
     max_size: int,
-    producer_ids=None,
+    read_produce_prefix: bool = False,
     limit_name: str = "socket.request.max.bytes",
     max_header: int = MAX_HEADER_BYTES,
 ) -> RequestHeader:
     """The request header, plus ``acks`` for Produce and the replica id for Fetch v0-14: everything needed before
-    the frame's first byte moves. ``producer_ids`` (an object with ``enabled``, read per request): when enabled, a
-    Produce's producer ids and its only topic too (:func:`produce_prefix`)."""
+    the frame's first byte moves. ``read_produce_prefix``: a Produce's producer ids and its only topic too
+    (:func:`produce_prefix`), which the caller wants while a quota decides on them."""
     fields = request_header_fields(buf, max_size, limit_name, max_header)
     api_key = fields[1]
     if api_key == PRODUCE:
         size, _, version, _, _, header_length = fields
         acks = _acks(buf, size, header_length, version)
-        if producer_ids is not None and producer_ids.enabled:
+        if read_produce_prefix:
             pids, only_topic, topic_count = _read_prefix(within_frame(buf, size), size + 4, header_length, version)
             return RequestHeader(*fields, acks, pids, only_topic, topic_count=topic_count)
         return RequestHeader(*fields, acks)

@@ -100,11 +100,16 @@ class ConnectionCore:
             usage,
             None if spawn is None else self._spawning(spawn),
         )
-        produce_prefix = None if scope is None else scope.quotas.produce_prefix
+        quotas = None if scope is None else scope.quotas
 
         def parse_request(buf):
             if session is None:
-                return parse_request_prefix(buf, max_request_bytes, produce_prefix, max_header=max_header_bytes)
+                return parse_request_prefix(
+                    buf,
+                    max_request_bytes,
+                    quotas is not None and quotas.reads_produce_prefix,
+                    max_header=max_header_bytes,
+                )
             sasl = session.sasl
             if sasl is not None and sasl.raw_requests:  # after SaslHandshake v0: raw tokens
                 return parse_raw_sasl_request(buf, session.request_limit)
@@ -113,11 +118,13 @@ class ConnectionCore:
                 return parse_request_prefix(
                     buf,
                     limit,
-                    produce_prefix,
+                    quotas is not None and quotas.reads_produce_prefix,
                     "sasl.server.max.receive.size (before SASL authentication)",
                     max_header_bytes,
                 )
-            return parse_request_prefix(buf, max_request_bytes, produce_prefix, max_header=max_header_bytes)
+            return parse_request_prefix(
+                buf, max_request_bytes, quotas is not None and quotas.reads_produce_prefix, max_header=max_header_bytes
+            )
 
         def parse_response(buf):
             sasl = None if session is None else session.sasl

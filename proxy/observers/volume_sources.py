@@ -1,6 +1,6 @@
 """Cluster-wide volume-usage throttling at run time: the publisher and the sources that feed what Produce consults.
 
-- :class:`~proxy.quotas.volume_throttle.VolumeThrottle` holds the latest snapshots, the state
+- :class:`~proxy.enforcement.volume_throttle.VolumeThrottle` holds the latest snapshots, the state
   and the scaled produce quota. No I/O: the request path reads it. The sources below evaluate it again only when
   a fresh snapshot goes stale (one timer, re-armed by every evaluation), and read a big record in a worker thread.
 - :class:`VolumeFollower` reads the volume-usage topic from the beginning with aiokafka and follows it (no
@@ -26,9 +26,9 @@ from proxy.cluster.kafka_clients import ASK_ERRORS, Backoff, ClusterLook, OwnKaf
 from proxy.codec.apis import DESCRIBE_LOG_DIRS, OWN_DESCRIBE_LOG_DIRS_VERSION
 from proxy.codec.error_codes import NONE
 from proxy.codec.messages import new_request
+from proxy.enforcement.volume_throttle import VolumeThrottle
 from proxy.ground.tasks import cancel_all, wait_for
 from proxy.observers.following import CALL_TIMEOUT_S, CHECK_S, TopicReader
-from proxy.quotas.volume_throttle import VolumeThrottle
 from quota.managers.volume import Snapshot, Volume
 
 if TYPE_CHECKING:

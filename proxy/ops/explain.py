@@ -149,7 +149,7 @@ class Explainer:
             self.listeners,
             quotas.clock.now_ms(),
             wall_ms=time.time_ns() // 1_000_000,
-            shadow_mode=quotas.shadow,
+            shadow_mode=quotas.mode.shadow,
             scope=settings.quota_scope,
             cluster_mode=any(lc.cluster_mode for lc in app.config.listeners),
             cluster_peers=None if usage is None else usage.peers.peek(usage.wall.now_ms()),

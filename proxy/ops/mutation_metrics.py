@@ -13,10 +13,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from proxy.ops.metric_labels import label
 
 if TYPE_CHECKING:
-    from proxy.quotas.managers import ByteRateQuotas
+    from proxy.enforcement.proxy_quotas import ProxyQuotas
 
 
-def mutation_families(quotas: ByteRateQuotas, pause: Callable[[], None]) -> Iterator[Metric]:
+def mutation_families(quotas: ProxyQuotas, pause: Callable[[], None]) -> Iterator[Metric]:
     """KIP-599's ControllerMutation metrics (rate, tokens, throttle-time) per quota entity."""
     labels = ["user", "client_id"]
     name = "kafka_quota_proxy_controller_mutation"

@@ -14,10 +14,10 @@ from proxy.ops.metric_labels import label
 from quota.primitives.top import OTHER
 
 if TYPE_CHECKING:
-    from proxy.quotas.managers import ByteRateQuotas
+    from proxy.enforcement.proxy_quotas import ProxyQuotas
 
 
-def producer_id_families(quotas: ByteRateQuotas, pause: Callable[[], None]) -> Iterator[Metric]:
+def producer_id_families(quotas: ProxyQuotas, pause: Callable[[], None]) -> Iterator[Metric]:
     """KIP-936's ProducerIds metrics (rate, tokens, throttle-time) per user, and the cache's size."""
     name = "kafka_quota_proxy_producer_ids"
     per_broker = quotas.per_broker
@@ -115,7 +115,7 @@ def producer_id_families(quotas: ByteRateQuotas, pause: Callable[[], None]) -> I
     )
 
 
-def issued_family(quotas: ByteRateQuotas) -> CounterMetricFamily:
+def issued_family(quotas: ProxyQuotas) -> CounterMetricFamily:
     """producer_ids_issued: bounded by its own cap (``quota.metrics.max.entities`` keys), so always fresh."""
     per_broker = quotas.per_broker
     issued = CounterMetricFamily(

@@ -56,7 +56,7 @@ class QuotaMetricsCollector(Collector):
     each family bounded to ``quota.metrics.max.entities`` series per quota, the busiest by what they count, the
     rest summed under ``__other__``."""
 
-    def __init__(self, quotas, pause=let_the_loop_run) -> None:  # quotas: proxy.quotas.managers.ByteRateQuotas
+    def __init__(self, quotas, pause=let_the_loop_run) -> None:  # quotas: proxy.enforcement.proxy_quotas.ProxyQuotas
         self._quotas = quotas
         self._pause = pause
         self.series: EntitySeries | None = None  # when it serves the per-entity families at scale
@@ -155,12 +155,12 @@ class QuotaMetricsCollector(Collector):
             "Throttle time computed in shadow mode and not applied (seconds), by quota.",
             labels=["quota"],
         )
-        for quota in list(self._quotas.shadow_throttles):  # a few keys, added by the loop while this may run
-            count, ms = self._quotas.shadow_throttles[quota]
+        for quota in list(self._quotas.shadows.counts):  # a few keys, added by the loop while this may run
+            count, ms = self._quotas.shadows.counts[quota]
             shadow_count.add_metric([quota], count)
             shadow_seconds.add_metric([quota], ms / 1000.0)
         mode = GaugeMetricFamily(f"{PREFIX}_shadow_mode", "1 while the whole proxy is in shadow mode (quota.mode).")
-        mode.add_metric([], 1.0 if self._quotas.shadow else 0.0)
+        mode.add_metric([], 1.0 if self._quotas.mode.shadow else 0.0)
         yield from (shadow_count, shadow_seconds, mode)
         if self._quotas.volume is not None:
             yield from volume_families(self._quotas.volume)

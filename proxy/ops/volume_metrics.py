@@ -13,7 +13,7 @@ from proxy.ops.metric_labels import label
 from quota.managers.volume import SKIP_REASONS
 
 if TYPE_CHECKING:
-    from proxy.quotas.volume_throttle import VolumeThrottle
+    from proxy.enforcement.volume_throttle import VolumeThrottle
 
 
 def volume_families(volume: VolumeThrottle) -> Iterator[Metric]:

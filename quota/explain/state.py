@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class ByteRateSet:
-    """One per-broker budget (``proxy.quotas.quota_sets``): ``broker`` "" when it is the proxy's only one."""
+    """One per-broker budget (``proxy.enforcement.quota_sets``): ``broker`` "" when it is the proxy's only one."""
 
     broker: str
     produce: ClientQuotaManager

@@ -10,8 +10,8 @@ from proxy.cluster.topics import Topics
 from proxy.codec.apis import PRODUCE
 from proxy.codec.error_codes import TOPIC_AUTHORIZATION_FAILED
 from proxy.codec.messages import decode_response
-from proxy.quotas.internal_topic_guard import InternalTopicGuard
-from proxy.quotas.managers import ByteRateQuotas
+from proxy.enforcement.internal_topic_guard import InternalTopicGuard
+from proxy.enforcement.proxy_quotas import ProxyQuotas
 from quota.primitives.clock import ManualClock
 from tests.proxy.internal_topic_plans import TENANT, NobodyIsOwn, plan_and_body, produce
 
@@ -67,12 +67,12 @@ def test_the_usage_topic_is_guarded_as_one_of_the_proxys_internal_topics():
             "settings": {"quota.scope": "cluster", "quota.cluster.topic": TOPIC},
         }
     )
-    quotas = ByteRateQuotas(cfg, ManualClock(0))
+    quotas = ProxyQuotas(cfg, ManualClock(0))
     assert TOPIC in quotas.internal_topics
     scope = ConnectionScope(
         None,
         Topics(),
-        quotas,
+        quotas.home,
         guard=InternalTopicGuard(quotas.internal_topics, cfg.admin_principals, own=NobodyIsOwn()),
     )
     _, plan, body = plan_and_body(scope, TENANT, PRODUCE, 9, produce(TOPIC))

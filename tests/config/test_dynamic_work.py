@@ -15,8 +15,8 @@ from config.dynamic import entity_key
 from config.loader import parse_config
 from config.model import Address
 from proxy.cluster.kafka_clients import OwnKafka
+from proxy.enforcement.proxy_quotas import ProxyQuotas
 from proxy.observers.dynamic_config import DynamicConfig
-from proxy.quotas.managers import ByteRateQuotas
 from quota.primitives.entity import QuotaTable
 
 Record = namedtuple("Record", "key value")
@@ -178,7 +178,7 @@ def test_a_poll_is_put_in_force_in_one_swap():
 def test_a_swap_refreshes_only_the_sensors_the_changed_entities_reach(monkeypatch):
     """Every tenant has live sensors (produce, fetch, producer ids): a poll changing three of them re-resolves
     those, not every sensor of every manager."""
-    quotas = ByteRateQuotas(BASE)
+    quotas = ProxyQuotas(BASE)
     applied = []
     dynamic = DynamicConfig(BASE, lambda config: (applied.append(config), quotas.apply(config)), UNUSED)
     counting = Counting(monkeypatch)

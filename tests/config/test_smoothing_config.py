@@ -10,7 +10,7 @@ import pytest
 from config.dynamic import PROXY_KEY, DynamicEntries, RecordError, effective, entity_key
 from config.errors import ConfigError
 from config.loader import load_config_text
-from proxy.quotas.managers import ByteRateQuotas
+from proxy.enforcement.proxy_quotas import ProxyQuotas
 from quota import ManualClock
 
 YAML = """
@@ -43,7 +43,7 @@ def test_a_bad_value_names_the_key(written):
 def test_dynamic_record_switches_the_managers_both_ways():
     base = load_config_text(YAML)
     clock = ManualClock()
-    quotas = ByteRateQuotas(base, clock)
+    quotas = ProxyQuotas(base, clock)
     assert not quotas.produce.smoothing and not quotas.fetch.smoothing
     key = entity_key(PROXY_KEY)
     entries = DynamicEntries().with_record(base, key, json.dumps({"quota.smoothing": "on"}).encode())
@@ -67,11 +67,11 @@ def test_every_brokers_set_follows_the_setting():
         "quotas": [{"entity": {"user": "<default>"}, "producer_byte_rate": 1000, "consumer_byte_rate": 1000}],
     }
     base = parse_config(raw)
-    quotas = ByteRateQuotas(base, ManualClock())
+    quotas = ProxyQuotas(base, ManualClock())
     before = quotas.for_broker(1)
     assert not before.produce.smoothing
     quotas.apply(parse_config({**raw, "settings": {"quota.smoothing": "on"}}))
     after = quotas.for_broker(2)
-    assert before is not after and before.quota_set is not quotas.home
+    assert before is not after and before.produce is not quotas.home.produce
     assert all(m.smoothing for m in (before.produce, before.fetch, after.produce, after.fetch, quotas.produce))
     assert after.produce.record_and_get_throttle_time_ms("alice", "c", 3000) == 2000

@@ -93,10 +93,6 @@ def drive(data: bytes) -> None:
 # -- splitting ----------------------------------------------------------------------------------------------
 
 
-class _ProducerIds:
-    enabled = True
-
-
 class _Recorder:
     """Handler and gate of a splitter: records what it is told, picks an action per frame, refuses every third
     boundary once."""
@@ -192,7 +188,7 @@ def _compare_chunkings(split, payload: bytes, chunk: int) -> None:
 
 def _split_requests(payload: bytes, chunk: int) -> tuple:
     recorder = _Recorder(_check_request)
-    splitter = FrameSplitter(lambda buf: parse_request_prefix(buf, MAX_FRAME, _ProducerIds), gated=True)
+    splitter = FrameSplitter(lambda buf: parse_request_prefix(buf, MAX_FRAME, True), gated=True)
     try:
         _feed(splitter, payload, chunk, recorder)
     except ProtocolError:
@@ -321,7 +317,7 @@ def _records(payload: bytes) -> None:
 def _prefixes(payload: bytes) -> None:
     for parse in (
         lambda b: parse_request_header(b, MAX_FRAME),
-        lambda b: parse_request_prefix(b, MAX_FRAME, _ProducerIds),
+        lambda b: parse_request_prefix(b, MAX_FRAME, True),
         lambda b: parse_response_prefix(b, MAX_FRAME),
     ):
         try:

@@ -7,7 +7,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from config.loader import parse_config
 from proxy.apis import ConnectionScope
 from proxy.cluster.topics import Topics
-from proxy.quotas.managers import ByteRateQuotas
+from proxy.enforcement.proxy_quotas import ProxyQuotas
 
 
 def batch(n_records: int, value_size: int = 100, base_offset: int = 0) -> bytes:
@@ -28,6 +28,10 @@ def batch(n_records: int, value_size: int = 100, base_offset: int = 0) -> bytes:
 
 
 def scope_with(quotas, clock, **settings):
+    return ConnectionScope(None, Topics(), proxy_quotas_with(quotas, clock, **settings).home)
+
+
+def proxy_quotas_with(quotas, clock, **settings) -> ProxyQuotas:
     config = parse_config(
         {
             "upstream": {"bootstrap_servers": ["b:1"]},
@@ -36,4 +40,4 @@ def scope_with(quotas, clock, **settings):
             "settings": settings,
         }
     )
-    return ConnectionScope(None, Topics(), ByteRateQuotas(config, clock))
+    return ProxyQuotas(config, clock)

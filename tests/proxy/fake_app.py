@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from config.loader import parse_config
 from proxy.connection.open_gate import OpenGate
+from proxy.enforcement.proxy_quotas import ProxyQuotas
 from proxy.ops.metrics import ProxyMetrics
-from proxy.quotas.managers import ByteRateQuotas
 from quota.managers.connection import ConnectionQuotas
 
 CONFIG = {
@@ -23,7 +23,7 @@ class FakeApp:
 
     def __init__(self, clock, raw=CONFIG) -> None:
         config = parse_config(raw)
-        self.quotas = ByteRateQuotas(config, clock)
+        self.quotas = ProxyQuotas(config, clock)
         self.connection_quotas = ConnectionQuotas(["PLAINTEXT"], self.quotas.window)
         self.open_gate = OpenGate()
         self.metrics = ProxyMetrics()

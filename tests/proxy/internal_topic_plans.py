@@ -20,7 +20,7 @@ class NobodyIsOwn(OwnConnections):
 
 def plan_and_body(scope, session, api_key, version, msg):
     buf = request_frame(api_key, version, msg)
-    header = parse_request_prefix(buf, 1 << 30, scope.quotas.produce_prefix)
+    header = parse_request_prefix(buf, 1 << 30, scope.quotas.reads_produce_prefix)
     return header, plan_request(scope, session, header), memoryview(buf)[header.header_length :]
 
 

@@ -19,7 +19,7 @@ from proxy.codec.messages import (
     new_response,
 )
 from proxy.connection.core import ConnectionCore
-from proxy.quotas.managers import ByteRateQuotas
+from proxy.enforcement.proxy_quotas import ProxyQuotas
 from quota.primitives.clock import ManualClock
 from tests.fakes import NULL_API_METRICS
 
@@ -40,7 +40,7 @@ class Wire:
             }
         )
         self.scope = ConnectionScope(
-            None, Topics(), ByteRateQuotas(config, self.clock), **({} if counts is None else {"counts": counts})
+            None, Topics(), ProxyQuotas(config, self.clock).home, **({} if counts is None else {"counts": counts})
         )
         self.to_client = bytearray()
         self.to_broker = bytearray()

@@ -21,8 +21,8 @@ from proxy.codec.apis import (
 from proxy.codec.error_codes import CLUSTER_AUTHORIZATION_FAILED
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import decode_response, encode_response, new_response
+from proxy.enforcement.internal_topic_guard import InternalTopicGuard
 from proxy.ops.audit import AUDIT_HEADER
-from proxy.quotas.internal_topic_guard import InternalTopicGuard
 from tests.proxy.apis import test_broker_configs as settings
 from tests.proxy.apis import test_client_quotas as client_quotas
 

@@ -13,8 +13,8 @@ from proxy.codec.frame import DROP, STREAM
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import DECODED_APIS, decode_response, encode_response, new_response
 from proxy.connection.inflight import InFlightQueue
-from proxy.quotas.internal_topic_guard import InternalTopicGuard
-from proxy.quotas.managers import ByteRateQuotas
+from proxy.enforcement.internal_topic_guard import InternalTopicGuard
+from proxy.enforcement.proxy_quotas import ProxyQuotas
 
 
 def api_versions_body(version, ranges):
@@ -58,7 +58,7 @@ def sidecar_scope(quotas=()):
             "quotas": list(quotas),
         }
     )
-    return ConnectionScope(None, Topics(), ByteRateQuotas(config))
+    return ConnectionScope(None, Topics(), ProxyQuotas(config).home)
 
 
 SESSION = Session("L", "127.0.0.1")
@@ -126,11 +126,11 @@ def test_produce_to_the_proxys_own_topic_is_exempt_only_for_its_allowed_writers(
             "admin_principals": ["User:admin"],
         }
     )
-    quotas = ByteRateQuotas(config)
+    quotas = ProxyQuotas(config)
     quotas.volume.brokers({1})  # a live broker without a snapshot: the fail-safe PAUSE
-    assert quotas.volume.paused and quotas.produce_prefix.enabled
+    assert quotas.volume.paused and quotas.home.reads_produce_prefix
     guard = InternalTopicGuard(quotas.internal_topics, config.admin_principals)
-    scope = ConnectionScope(None, Topics(), quotas, guard=guard)
+    scope = ConnectionScope(None, Topics(), quotas.home, guard=guard)
     internal = config.volume_usage.topic
     admin = Session("L", "10.0.0.9", user="admin")
 
@@ -155,12 +155,12 @@ def test_shadow_mode_computes_and_meters_but_never_throttles(where):
         raw["settings"] = {"quota.mode": "shadow"}
     else:
         quota["mode"] = "shadow"
-    quotas = ByteRateQuotas(parse_config(raw))
-    scope = ConnectionScope(None, Topics(), quotas)
+    quotas = ProxyQuotas(parse_config(raw))
+    scope = ConnectionScope(None, Topics(), quotas.home)
     for _ in range(3):
         plan = plan_request(scope, SESSION, RequestHeader(100_000, PRODUCE, 9, 5, "c", 20, 1))
         assert plan.throttle is None
-    count, total_ms = quotas.shadow_throttles["producer_byte_rate"]
+    count, total_ms = quotas.shadows.counts["producer_byte_rate"]
     assert count >= 2 and total_ms > 1000
     quotas.set_mode("enforce")
     if where == "proxy":  # the whole proxy back to enforcing: the same traffic is throttled

@@ -30,7 +30,7 @@ from proxy.codec.messages import (
     new_response,
 )
 from proxy.codec.produce_prefix import parse_request_prefix
-from proxy.quotas.managers import ByteRateQuotas
+from proxy.enforcement.proxy_quotas import ProxyQuotas
 
 BROKER, TOPIC = 4, 2
 SET, DELETE, APPEND = 0, 1, 2
@@ -69,7 +69,7 @@ def setup(admins=("User:admin",), fail=None, settings=None):
         raw["settings"] = settings
     config = parse_config(raw)
     dynamic = FakeDynamic(config, fail)
-    return ConnectionScope(None, Topics(), ByteRateQuotas(config), client_quotas=dynamic), dynamic
+    return ConnectionScope(None, Topics(), ProxyQuotas(config).home, client_quotas=dynamic), dynamic
 
 
 ADMIN, TENANT = Session("L", "10.0.0.1", user="admin"), Session("L", "10.0.0.7")
@@ -78,7 +78,7 @@ ADMIN, TENANT = Session("L", "10.0.0.1", user="admin"), Session("L", "10.0.0.7")
 def decide(scope, session, api_key, version, **fields):
     msg = new_request(api_key, version, **fields)
     buf = bytearray(frame(encode_request_header(api_key, version, 7, "t") + encode_request(api_key, version, msg)))
-    header = parse_request_prefix(buf, 1 << 30, scope.quotas.produce_prefix)
+    header = parse_request_prefix(buf, 1 << 30, scope.quotas.reads_produce_prefix)
     return plan_request(scope, session, header).decide(memoryview(buf)[header.header_length :])
 
 
@@ -301,7 +301,7 @@ def test_broker_resources_without_proxy_settings_pass_untouched_and_without_a_dy
     buf = frame(
         encode_request_header(INCREMENTAL_ALTER_CONFIGS, 1, 7, "t") + encode_request(INCREMENTAL_ALTER_CONFIGS, 1, msg)
     )
-    header = parse_request_prefix(bytearray(buf), 1 << 30, scope.quotas.produce_prefix)
+    header = parse_request_prefix(bytearray(buf), 1 << 30, scope.quotas.reads_produce_prefix)
     assert plan_request(scope, TENANT, header).decide is None
 
 

@@ -20,7 +20,7 @@ from proxy.codec.messages import (
 from proxy.codec.throttle import merge_throttle
 from quota.primitives.clock import ManualClock
 from quota.primitives.decision import Throttle
-from tests.proxy.byte_rate_scopes import batch, scope_with
+from tests.proxy.byte_rate_scopes import batch, proxy_quotas_with, scope_with
 
 
 @pytest.mark.parametrize("version", range(DECODED_APIS[PRODUCE][0], DECODED_APIS[PRODUCE][1] + 1))
@@ -119,12 +119,12 @@ def test_scrapes_are_bounded_whatever_the_number_of_clients():
     from proxy.ops.quota_metrics import QuotaMetricsCollector
 
     clock = ManualClock(1_000_000)
-    scope = scope_with(
+    quotas = proxy_quotas_with(
         [{"entity": {"client-id": "<default>"}, "producer_byte_rate": 1e9}], clock, **{"quota.metrics.max.entities": 10}
     )
     for i in range(2000):
-        scope.quotas.produce.record_and_decide("u", f"client-{i}", 1000 + i)
-    families = {f.name: f for f in QuotaMetricsCollector(scope.quotas).collect()}
+        quotas.home.produce.record_and_decide("u", f"client-{i}", 1000 + i)
+    families = {f.name: f for f in QuotaMetricsCollector(quotas).collect()}
     recorded = families["kafka_quota_proxy_quota_bytes"].samples
     assert len([s for s in recorded if s.name.endswith("_total")]) == 10
     by_client = {s.labels["client_id"]: s.value for s in recorded if s.name.endswith("_total")}

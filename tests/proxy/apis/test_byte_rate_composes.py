@@ -19,7 +19,7 @@ from proxy.apis.plan import Plan
 from proxy.cluster.topics import Topics
 from proxy.codec.apis import FETCH, PRODUCE
 from proxy.codec.header import RequestHeader
-from proxy.quotas.managers import ByteRateQuotas
+from proxy.enforcement.proxy_quotas import ProxyQuotas
 from quota.primitives.clock import ManualClock
 
 
@@ -49,7 +49,7 @@ def _scope(quotas, **sections) -> ConnectionScope:
             **sections,
         }
     )
-    return ConnectionScope(None, Topics(), ByteRateQuotas(config, ManualClock(1_000_000)))
+    return ConnectionScope(None, Topics(), ProxyQuotas(config, ManualClock(1_000_000)).home)
 
 
 def _kept(plan: Plan) -> None:
@@ -78,8 +78,8 @@ def test_a_produce_refused_during_pause_keeps_the_earlier_plan(earlier_stage):
 @pytest.mark.parametrize("mode", ["enforce", "shadow"])
 @pytest.mark.parametrize("version", [12, 15])  # before and after the replica id moved into the body (KIP-903)
 def test_a_fetch_under_a_consumer_quota_keeps_the_earlier_plan(earlier_stage, mode, version):
-    scope = _scope([{"entity": {"client-id": "c"}, "consumer_byte_rate": 1000}])
-    scope.quotas.set_mode(mode)
+    scope = _scope([{"entity": {"client-id": "c"}, "consumer_byte_rate": 1000}], settings={"quota.mode": mode})
+    assert scope.quotas.mode.shadow == (mode == "shadow")
     plan = byte_rate.plan_fetch(scope, Session("L", "10.0.0.1"), RequestHeader(100, FETCH, version, 1, "c", 20))
     assert plan.record_response is not None
     _kept(plan)

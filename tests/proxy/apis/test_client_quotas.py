@@ -23,7 +23,7 @@ from proxy.codec.messages import (
     new_response,
 )
 from proxy.codec.produce_prefix import parse_request_prefix
-from proxy.quotas.managers import ByteRateQuotas
+from proxy.enforcement.proxy_quotas import ProxyQuotas
 
 BOTH = {DESCRIBE_CLIENT_QUOTAS: (0, 1), ALTER_CLIENT_QUOTAS: (0, 1)}
 
@@ -58,7 +58,7 @@ def setup(quotas=()):
         }
     )
     dynamic = FakeDynamic(config)
-    return ConnectionScope(None, Topics(), ByteRateQuotas(config), client_quotas=dynamic), dynamic
+    return ConnectionScope(None, Topics(), ProxyQuotas(config).home, client_quotas=dynamic), dynamic
 
 
 def admin(versions=BOTH) -> Session:
@@ -72,7 +72,7 @@ def decide(scope, session, api_key, version, **fields):
     buf = bytearray(
         frame(encode_request_header(api_key, version, 7, "ops-tool") + encode_request(api_key, version, msg))
     )
-    header = parse_request_prefix(buf, 1 << 30, scope.quotas.produce_prefix)
+    header = parse_request_prefix(buf, 1 << 30, scope.quotas.reads_produce_prefix)
     return plan_request(scope, session, header).decide(memoryview(buf)[header.header_length :])
 
 

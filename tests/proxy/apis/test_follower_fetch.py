@@ -37,8 +37,8 @@ from proxy.codec.messages import (
     new_response,
 )
 from proxy.connection.core import ConnectionCore
+from proxy.enforcement.proxy_quotas import ProxyQuotas
 from proxy.ops.usage_table import UsageTable
-from proxy.quotas.managers import ByteRateQuotas
 from quota.primitives.clock import ManualClock
 from tests.fakes import NULL_API_METRICS
 from tests.proxy.byte_rate_scopes import batch
@@ -65,7 +65,7 @@ class Wire:
             }
         )
         self.usage = UsageTable()
-        self.scope = ConnectionScope(None, Topics(), ByteRateQuotas(config, self.clock), usage=self.usage)
+        self.scope = ConnectionScope(None, Topics(), ProxyQuotas(config, self.clock).home, usage=self.usage)
         self.to_client = bytearray()
         self.to_broker = bytearray()
         self.core = ConnectionCore(
@@ -193,7 +193,7 @@ def test_in_shadow_mode_a_follower_fetch_is_not_counted_and_a_consumers_is(versi
     assert wire.client_response() == answered
     assert wire.reading_client()
     assert quotas.fetch.stats_for("ANONYMOUS", FOLLOWER) is None
-    assert not quotas.shadow_throttles  # no "would throttle" for replication
+    assert not quotas.shadows.counts  # no "would throttle" for replication
     assert wire.row(FOLLOWER).shadow_throttle_ms == 0
 
     sent = wire.fetch(version, 2, replica_id=-1, client_id=CONSUMER)
@@ -202,7 +202,7 @@ def test_in_shadow_mode_a_follower_fetch_is_not_counted_and_a_consumers_is(versi
     assert wire.client_response() == answered  # nor trimmed
     assert wire.reading_client()  # nor muted
     assert quotas.fetch.stats_for("ANONYMOUS", CONSUMER).rate > 0  # but counted
-    assert quotas.shadow_throttles["consumer_byte_rate"][0] == 1
+    assert quotas.shadows.counts["consumer_byte_rate"][0] == 1
     assert wire.row(CONSUMER).shadow_throttle_ms > 0
 
 

@@ -26,8 +26,8 @@ from proxy.codec.apis import (
 )
 from proxy.codec.error_codes import NONE, TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_ID
 from proxy.codec.messages import decode_request, decode_response, encode_response, new_request, new_response
-from proxy.quotas.internal_topic_guard import InternalTopicGuard
-from proxy.quotas.managers import ByteRateQuotas
+from proxy.enforcement.internal_topic_guard import InternalTopicGuard
+from proxy.enforcement.proxy_quotas import ProxyQuotas
 from tests.proxy.internal_topic_plans import TENANT, NobodyIsOwn, plan_and_body, produce
 
 CONFIG_TOPIC = "__kafka_quota_proxy_configs"
@@ -45,9 +45,9 @@ def scope_for(admins=("User:admin",)) -> ConnectionScope:
             "admin_principals": list(admins),
         }
     )
-    quotas = ByteRateQuotas(config)
+    quotas = ProxyQuotas(config)
     guard = InternalTopicGuard(quotas.internal_topics, config.admin_principals, own=NobodyIsOwn())
-    return ConnectionScope(None, Topics(), quotas, guard=guard)
+    return ConnectionScope(None, Topics(), quotas.home, guard=guard)
 
 
 def test_a_mixed_produce_forwards_the_normal_topic_and_refuses_the_internal_one():

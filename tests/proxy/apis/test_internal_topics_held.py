@@ -21,8 +21,8 @@ from proxy.codec.header import encode_request_header, frame
 from proxy.codec.messages import encode_request, new_request
 from proxy.codec.produce_prefix import parse_request_prefix
 from proxy.connection.core import ConnectionCore
-from proxy.quotas.internal_topic_guard import InternalTopicGuard
-from proxy.quotas.managers import ByteRateQuotas
+from proxy.enforcement.internal_topic_guard import InternalTopicGuard
+from proxy.enforcement.proxy_quotas import ProxyQuotas
 from quota.primitives.clock import ManualClock
 from tests.fakes import NULL_API_METRICS
 
@@ -53,10 +53,10 @@ def guarded_scope():
             },
         }
     )  # a token every 5 s
-    quotas = ByteRateQuotas(config, clock)
+    quotas = ProxyQuotas(config, clock)
     assert CONFIG_TOPIC in quotas.internal_topics
     guard = InternalTopicGuard(quotas.internal_topics, config.admin_principals, own=NobodyIsOwn())
-    return ConnectionScope(None, Topics(), quotas, guard=guard), clock
+    return ConnectionScope(None, Topics(), quotas.home, guard=guard), clock
 
 
 def produce(pid: int, topics=("orders", "audit"), corr: int = 1) -> bytearray:
@@ -107,10 +107,12 @@ def test_the_guard_keeps_the_held_plans_abandon_and_the_holds_delay(guarded_scop
     scope, clock = guarded_scope
     for pid in (1, 2):  # the burst
         plan_request(
-            scope, Session("L", "10.0.0.1"), parse_request_prefix(produce(pid), 1 << 30, scope.quotas.produce_prefix)
+            scope,
+            Session("L", "10.0.0.1"),
+            parse_request_prefix(produce(pid), 1 << 30, scope.quotas.reads_produce_prefix),
         )
     buf = produce(3, topics=("orders", CONFIG_TOPIC))  # a tenant's Produce naming an internal topic too: guarded
-    header = parse_request_prefix(buf, 1 << 30, scope.quotas.produce_prefix)
+    header = parse_request_prefix(buf, 1 << 30, scope.quotas.reads_produce_prefix)
     plan = plan_request(scope, Session("L", "10.0.0.1"), header)
     assert plan.action is BUFFER and plan.abandon is not None
     outcome = plan.decide(memoryview(buf)[header.header_length :])

@@ -31,8 +31,8 @@ from proxy.codec.messages import (
 )
 from proxy.codec.primitives import ZERO_UUID
 from proxy.connection.core import ConnectionCore
-from proxy.quotas.internal_topic_guard import InternalTopicGuard
-from proxy.quotas.managers import ByteRateQuotas
+from proxy.enforcement.internal_topic_guard import InternalTopicGuard
+from proxy.enforcement.proxy_quotas import ProxyQuotas
 from quota.primitives.clock import ManualClock
 from tests.fakes import NULL_API_METRICS
 
@@ -69,9 +69,9 @@ class Wire:
                 "quotas": [{"entity": {"client-id": "tenant"}, "controller_mutation_rate": 100}],
             }
         )
-        quotas = ByteRateQuotas(config, self.clock)
+        quotas = ProxyQuotas(config, self.clock)
         guard = InternalTopicGuard(quotas.internal_topics, config.admin_principals, own=NobodyIsOwn())
-        self.scope = ConnectionScope(None, Topics(), quotas, guard=guard)
+        self.scope = ConnectionScope(None, Topics(), quotas.home, guard=guard)
         self.session = Session("L", "10.0.0.7")
         self.to_client, self.to_broker = bytearray(), bytearray()
         self.core = ConnectionCore(

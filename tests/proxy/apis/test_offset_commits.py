@@ -23,7 +23,7 @@ from proxy.codec.messages import (
     new_request,
     new_response,
 )
-from proxy.quotas.managers import ByteRateQuotas
+from proxy.enforcement.proxy_quotas import ProxyQuotas
 from quota.primitives.clock import ManualClock
 
 TENANT = Session("L", "10.0.0.9")
@@ -41,11 +41,11 @@ def scope_for(*, paused: bool = False, rate: int | None = None) -> ConnectionSco
         raw["quotas"] = [{"entity": {"client-id": "committer"}, "producer_byte_rate": rate}]
     if paused:
         raw["volume_usage"] = {"missing_data_action": "PAUSE", "produce_base_rate": 1000}
-    quotas = ByteRateQuotas(parse_config(raw), ManualClock(1_000_000))
+    quotas = ProxyQuotas(parse_config(raw), ManualClock(1_000_000))
     if paused:
         quotas.volume.brokers({1})  # a broker without a snapshot: the fail-safe PAUSE
         assert quotas.volume.paused
-    return ConnectionScope(None, Topics(), quotas)
+    return ConnectionScope(None, Topics(), quotas.home)
 
 
 def commit(api_key: int, version: int, metadata: dict[tuple[str, int], str | None]):

@@ -51,7 +51,7 @@ def produce(pid: int, version: int = 9, corr: int = 1) -> bytearray:
 
 
 def plan_for(scope, session, buf):
-    header = parse_request_prefix(buf, 1 << 30, scope.quotas.produce_prefix)
+    header = parse_request_prefix(buf, 1 << 30, scope.quotas.reads_produce_prefix)
     return header, plan_request(scope, session, header)
 
 

@@ -15,7 +15,7 @@ from proxy.codec.apis import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from proxy.codec.error_codes import SASL_AUTHENTICATION_FAILED
 from proxy.codec.header import RequestHeader, response_header_length
 from proxy.codec.messages import decode_response, encode_request, encode_response, new_request, new_response
-from proxy.quotas.managers import ByteRateQuotas
+from proxy.enforcement.proxy_quotas import ProxyQuotas
 from tests.fakes import TokenKafka as FakeKafka
 from tests.fakes import token_answer as answer
 
@@ -30,7 +30,7 @@ def scope(tokens: TokenOwners) -> ConnectionScope:
     config = parse_config(
         {"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "SASL", "bind": "h:2", "sasl": True}]}
     )
-    return ConnectionScope(None, Topics(), ByteRateQuotas(config), tokens=tokens)
+    return ConnectionScope(None, Topics(), ProxyQuotas(config).home, tokens=tokens)
 
 
 def session() -> Session:

@@ -14,10 +14,6 @@ from proxy.codec.produce_prefix import parse_request_prefix
 from tests.proxy.codec.builders import record_batch
 
 
-class _On:
-    enabled = True
-
-
 def produce_frame(version: int, records: bytes | None, topic: str = "orders-with-a-longish-name") -> bytes:
     partition = {"index": 3, "records": records}
     topic_data = {"name": topic, "topic_id": uuid.uuid4(), "partition_data": [partition]}
@@ -38,12 +34,12 @@ VERSIONS = range(apis.VALID_VERSIONS[0][0], apis.VALID_VERSIONS[0][1] + 1)
 @pytest.mark.parametrize("version", VERSIONS)
 def test_one_batchs_producer_id_once_its_prefix_is_in_and_never_before(version):
     data = produce_frame(version, record_batch(producer_id=4242, n=30))
-    whole = parse_request_prefix(data, 1 << 20, producer_ids=_On())
+    whole = parse_request_prefix(data, 1 << 20, read_produce_prefix=True)
     assert whole.producer_ids == (4242,) and whole.acks == -1
     needed = None
     for cut in range(len(data)):
         try:
-            header = parse_request_prefix(data[:cut], 1 << 20, producer_ids=_On())
+            header = parse_request_prefix(data[:cut], 1 << 20, read_produce_prefix=True)
         except Incomplete:
             continue
         needed = cut if needed is None else needed
@@ -60,8 +56,8 @@ def test_several_batches_are_read_whole_and_every_batch_counts(version):
     )
     for cut in range(len(data)):  # nothing of it moves before the last batch is in
         with pytest.raises(Incomplete):
-            parse_request_prefix(data[:cut], 1 << 20, producer_ids=_On())
-    assert parse_request_prefix(data, 1 << 20, producer_ids=_On()).producer_ids == (4242,)
+            parse_request_prefix(data[:cut], 1 << 20, read_produce_prefix=True)
+    assert parse_request_prefix(data, 1 << 20, read_produce_prefix=True).producer_ids == (4242,)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -79,7 +75,7 @@ def test_every_batch_of_every_partition_of_every_topic(version):
     ]
     msg = new_request(0, version, transactional_id=None, acks=1, timeout_ms=30000, topic_data=topic_data)
     data = frame(encode_request_header(0, version, 9, "p") + encode_request(0, version, msg))
-    header = parse_request_prefix(data, 1 << 20, producer_ids=_On())
+    header = parse_request_prefix(data, 1 << 20, read_produce_prefix=True)
     assert header.producer_ids == (7, 8, 9, 5) and header.only_topic is None and header.topic_count == 2
 
 
@@ -101,7 +97,7 @@ def test_a_batch_cut_short_or_corrupt_ends_its_partitions_walk_not_the_requests(
     ]
     msg = new_request(0, version, transactional_id=None, acks=1, timeout_ms=30000, topic_data=topic_data)
     data = frame(encode_request_header(0, version, 9, "p") + encode_request(0, version, msg))
-    assert parse_request_prefix(data, 1 << 20, producer_ids=_On()).producer_ids == (5,)
+    assert parse_request_prefix(data, 1 << 20, read_produce_prefix=True).producer_ids == (5,)
 
 
 @pytest.mark.parametrize("version", [3, 9])
@@ -121,35 +117,34 @@ def test_a_request_whose_frame_ends_inside_its_partitions_gives_the_ids_read_so_
     data = bytearray(frame(encode_request_header(0, version, 9, "p") + encode_request(0, version, msg)))
     short = data[: data.rindex(last) + 20]  # the frame (as its size says) ends inside the last batch
     short[0:4] = (len(short) - 4).to_bytes(4, "big")
-    assert parse_request_prefix(bytes(short), 1 << 20, producer_ids=_On()).producer_ids == (5,)
+    assert parse_request_prefix(bytes(short), 1 << 20, read_produce_prefix=True).producer_ids == (5,)
 
 
 def test_thousands_of_tiny_batches_are_one_step_each_and_their_ids_kept_once():
     records = b"".join(record_batch(producer_id=pid % 50, n=1) for pid in range(4000))
     data = produce_frame(9, records)
-    header = parse_request_prefix(data, 1 << 30, producer_ids=_On())
+    header = parse_request_prefix(data, 1 << 30, read_produce_prefix=True)
     assert header.producer_ids == tuple(range(50))
 
 
 @pytest.mark.parametrize("version", [3, 9])
 def test_no_producer_id_is_minus_one(version):
     for records in (None, record_batch(producer_id=-1), record_batch(producer_id=-1) * 3, b"\x00" * 20):
-        assert parse_request_prefix(produce_frame(version, records), 1 << 20, producer_ids=_On()).producer_ids == ()
+        assert (
+            parse_request_prefix(produce_frame(version, records), 1 << 20, read_produce_prefix=True).producer_ids == ()
+        )
 
 
 def test_not_asked_for_when_no_quota_is_configured():
-    class Off:
-        enabled = False
-
     data = produce_frame(9, record_batch(producer_id=5))
-    assert parse_request_prefix(data, 1 << 20, producer_ids=Off()).producer_ids == ()
+    assert parse_request_prefix(data, 1 << 20, read_produce_prefix=False).producer_ids == ()
     assert parse_request_prefix(data, 1 << 20).producer_ids == ()
 
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_the_only_topic_of_a_one_topic_request_and_none_for_several(version):
     one = parse_request_prefix(
-        produce_frame(version, record_batch(producer_id=7), topic="__internal"), 1 << 20, producer_ids=_On()
+        produce_frame(version, record_batch(producer_id=7), topic="__internal"), 1 << 20, read_produce_prefix=True
     )
     if version >= 13:
         assert isinstance(one.only_topic, bytes) and len(one.only_topic) == 16  # a topic id
@@ -167,6 +162,8 @@ def test_the_only_topic_of_a_one_topic_request_and_none_for_several(version):
         ],
     )
     two = parse_request_prefix(
-        frame(encode_request_header(0, version, 9, "p") + encode_request(0, version, msg)), 1 << 20, producer_ids=_On()
+        frame(encode_request_header(0, version, 9, "p") + encode_request(0, version, msg)),
+        1 << 20,
+        read_produce_prefix=True,
     )
     assert two.only_topic is None and two.producer_ids == (7,)

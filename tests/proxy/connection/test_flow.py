@@ -90,7 +90,7 @@ def test_a_throttled_produce_v5_is_answered_at_once_and_the_next_request_waits_f
     from proxy.codec.header import encode_request_header, encode_response_header, frame
     from proxy.codec.messages import decode_response, encode_request, encode_response, new_request, new_response
     from proxy.connection.core import ConnectionCore
-    from proxy.quotas.managers import ByteRateQuotas
+    from proxy.enforcement.proxy_quotas import ProxyQuotas
     from quota.primitives.clock import ManualClock
     from tests.fakes import NULL_API_METRICS
 
@@ -103,7 +103,7 @@ def test_a_throttled_produce_v5_is_answered_at_once_and_the_next_request_waits_f
             "settings": {"quota.window.num": 2},
         }
     )
-    scope = ConnectionScope(None, Topics(), ByteRateQuotas(config, clock))
+    scope = ConnectionScope(None, Topics(), ProxyQuotas(config, clock).home)
     to_client, to_broker = bytearray(), bytearray()
     ns = lambda: clock.now_ms() * 1_000_000  # noqa: E731
     core = ConnectionCore(

@@ -11,7 +11,7 @@ from proxy.codec.header import encode_request_header, encode_response_header, fr
 from proxy.codec.messages import encode_request, encode_response, new_request, new_response
 from proxy.connection.core import ConnectionCore
 from proxy.connection.presence import GONE, HALF_CLOSED, PRESENT
-from proxy.quotas.managers import ByteRateQuotas
+from proxy.enforcement.proxy_quotas import ProxyQuotas
 from proxy.session.session import Session
 from tests.fakes import NULL_API_METRICS
 
@@ -36,7 +36,7 @@ class Wire:
             return found if isinstance(found, str) else PRESENT if found else GONE
 
         config = parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}]})
-        scope = ConnectionScope(None, Topics(), ByteRateQuotas(config))
+        scope = ConnectionScope(None, Topics(), ProxyQuotas(config).home)
         self.core = ConnectionCore(
             scope,
             Session("L", "127.0.0.1"),

@@ -19,7 +19,7 @@ from proxy.codec.frame import DROP, STREAM
 from proxy.codec.header import encode_request_header, encode_response_header, frame
 from proxy.codec.messages import encode_request, encode_response, new_request, new_response
 from proxy.connection.core import ConnectionCore
-from proxy.quotas.managers import ByteRateQuotas
+from proxy.enforcement.proxy_quotas import ProxyQuotas
 from proxy.session.session import Session
 from quota.primitives.decision import Throttle
 
@@ -73,7 +73,7 @@ def test_each_kind_of_response_is_accounted_once_and_a_dropped_one_never():
     apis = {}
     clock = [1_000_000]
     config = parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}]})
-    scope = ConnectionScope(None, Topics(), ByteRateQuotas(config), usage=_Usage(seen))
+    scope = ConnectionScope(None, Topics(), ProxyQuotas(config).home, usage=_Usage(seen))
     to_client, to_broker = bytearray(), bytearray()
     core = ConnectionCore(
         scope,

@@ -11,10 +11,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from config.errors import ConfigError
 from config.loader import parse_config
+from proxy.enforcement.proxy_quotas import ProxyQuotas
 from proxy.ops.entity_series import IDLE_REFRESHES, EntitySeries, RefreshSchedule
 from proxy.ops.http import build_exposition
 from proxy.ops.quota_metrics import QuotaMetricsCollector
-from proxy.quotas.managers import ByteRateQuotas
 from quota.primitives.clock import ManualClock
 
 R = 15_000
@@ -119,7 +119,7 @@ def test_the_collector_serves_values_at_most_refresh_ms_old():
         }
     )
     clock = ManualClock(1_000_000)
-    quotas = ByteRateQuotas(config, clock)
+    quotas = ProxyQuotas(config, clock)
     collector = QuotaMetricsCollector(quotas, pause=lambda: None)
     registry = CollectorRegistry()
     registry.register(collector)

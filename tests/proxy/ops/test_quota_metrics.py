@@ -3,8 +3,8 @@
 from prometheus_client import CollectorRegistry
 
 from config.loader import parse_config
+from proxy.enforcement.proxy_quotas import ProxyQuotas
 from proxy.ops.quota_metrics import QuotaMetricsCollector
-from proxy.quotas.managers import ByteRateQuotas
 from quota.primitives.clock import ManualClock
 from quota.primitives.top import OTHER
 
@@ -18,7 +18,7 @@ def registry_for(max_entities):
             "settings": {"quota.metrics.max.entities": max_entities},
         }
     )
-    quotas = ByteRateQuotas(config, ManualClock(1_000_000))
+    quotas = ProxyQuotas(config, ManualClock(1_000_000))
     registry = CollectorRegistry()
     registry.register(QuotaMetricsCollector(quotas))
     return quotas, registry
@@ -55,7 +55,7 @@ BASE = {"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", 
 
 def proxy_registry(quotas_section, **settings):
     config = parse_config({**BASE, "quotas": quotas_section, "settings": settings})
-    quotas = ByteRateQuotas(config, ManualClock(1_000_000))
+    quotas = ProxyQuotas(config, ManualClock(1_000_000))
     registry = CollectorRegistry()
     registry.register(QuotaMetricsCollector(quotas))
     return config, quotas, registry
@@ -78,7 +78,7 @@ def test_shadow_throttles_are_scraped_apart_from_applied_ones():
     )
     for _ in range(3):
         decision = quotas.produce.record_and_decide("alice", "etl", 100_000)
-        quotas.note_shadow("producer_byte_rate", decision, "alice", "etl")
+        quotas.shadows.note("producer_byte_rate", decision, "alice", "etl")
     quotas.mutations.record_and_decide("alice", "etl", 50)
     for pid in range(3):
         quotas.producer_ids.record_and_decide("alice", pid, 1_000_000)
@@ -144,7 +144,7 @@ def test_a_full_sensor_table_is_counted_and_logged_once_a_minute(caplog):
     )
     labels = {"quota": "producer_byte_rate"}
     assert registry.get_sample_value("kafka_quota_proxy_quota_overflowed_records_total", labels) == 0
-    with caplog.at_level("WARNING", logger="proxy.quotas.managers"):
+    with caplog.at_level("WARNING", logger="proxy.enforcement.proxy_quotas"):
         assert quotas.note_overflow() is None  # nothing overflowed yet
         for i in range(300):
             quotas.produce.record_and_decide("", f"rotating-{i}", 10)
@@ -177,6 +177,6 @@ def test_the_cap_bounds_producer_id_users_and_mutation_buckets_and_says_so(caplo
     get = registry.get_sample_value
     assert get("kafka_quota_proxy_quota_overflowed_records_total", {"quota": "producer_ids_rate"}) == 50
     assert get("kafka_quota_proxy_quota_overflowed_records_total", {"quota": "controller_mutation_rate"}) == 50
-    with caplog.at_level("WARNING", logger="proxy.quotas.managers"):
+    with caplog.at_level("WARNING", logger="proxy.enforcement.proxy_quotas"):
         line = quotas.note_overflow()
     assert "producer_ids_rate: 50" in line and "controller_mutation_rate: 50" in line

@@ -8,8 +8,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from config.loader import parse_config
+from proxy.enforcement.proxy_quotas import ProxyQuotas
 from proxy.ops.quota_metrics import QuotaMetricsCollector
-from proxy.quotas.managers import ByteRateQuotas
 from quota.primitives.clock import ManualClock
 from quota.primitives.top import CHUNK, OTHER
 
@@ -33,7 +33,7 @@ def scraped(n_entities: int):
             "settings": {"quota.metrics.max.entities": N, "producer.id.quota.bloom.expected.pids": 1},
         }
     )
-    quotas = ByteRateQuotas(config, ManualClock(1_000_000))
+    quotas = ProxyQuotas(config, ManualClock(1_000_000))
     produced, mutated, pids = {}, {}, {}
     for i in range(n_entities):
         produced[f"c{i}"] = 10 + (i * 7919) % 100_003  # distinct-ish values in no particular order

@@ -11,8 +11,8 @@ from prometheus_client import CollectorRegistry
 from config.dynamic import RecordError, check_record
 from config.errors import ConfigError
 from config.loader import parse_config
+from proxy.enforcement.proxy_quotas import ProxyQuotas
 from proxy.ops.quota_metrics import QuotaMetricsCollector
-from proxy.quotas.managers import ByteRateQuotas
 from quota.primitives.clock import ManualClock
 from quota.primitives.decision import FORWARD, Throttle
 
@@ -77,7 +77,7 @@ def test_the_scope_is_static():
 
 def quotas_for(listeners, **settings):
     clock = ManualClock(1_000_000)
-    return ByteRateQuotas(config(listeners, **settings), clock), clock
+    return ProxyQuotas(config(listeners, **settings), clock), clock
 
 
 def test_broker_scope_in_cluster_mode_gives_each_broker_its_own_budget():
@@ -89,6 +89,7 @@ def test_broker_scope_in_cluster_mode_gives_each_broker_its_own_budget():
     assert len({id(q.producer_ids) for q in (quotas, one, two)}) == 3
     assert one.mutations is two.mutations is quotas.mutations  # KIP-599: one bucket per proxy
     assert one.clock is quotas.clock and one.internal_topics is quotas.internal_topics
+    assert (one.node_id, two.node_id, quotas.home.node_id) == (1, 2, None)  # the record names its budget
     # 1000 B/s each: broker 1 over its quota says nothing about broker 2
     assert isinstance(one.produce.record_and_decide("alice", "c", 50_000), Throttle)
     assert two.produce.record_and_decide("alice", "c", 500) == FORWARD
@@ -98,7 +99,7 @@ def test_broker_scope_in_cluster_mode_gives_each_broker_its_own_budget():
 @pytest.mark.parametrize("listeners,settings", [(CLUSTER, {"quota.scope": "cluster"}), (SIDECAR, {})])
 def test_one_budget_for_every_port_otherwise(listeners, settings):
     quotas, _ = quotas_for(listeners, **settings)
-    assert quotas.for_broker(1) is quotas.for_broker(2) is quotas
+    assert quotas.for_broker(1) is quotas.for_broker(2) is quotas.home
     assert [label for label, _ in quotas.quota_sets()] == [""]
 
 

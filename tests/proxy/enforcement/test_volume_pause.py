@@ -15,8 +15,8 @@ from proxy.codec.error_codes import TOPIC_AUTHORIZATION_FAILED
 from proxy.codec.header import encode_request_header, frame
 from proxy.codec.messages import decode_response, encode_request, new_request
 from proxy.codec.produce_prefix import parse_request_prefix
-from proxy.quotas.internal_topic_guard import InternalTopicGuard
-from proxy.quotas.managers import ByteRateQuotas
+from proxy.enforcement.internal_topic_guard import InternalTopicGuard
+from proxy.enforcement.proxy_quotas import ProxyQuotas
 from quota.primitives.clock import ManualClock
 from quota.primitives.decision import longest
 from tests.proxy.internal_topic_plans import NobodyIsOwn
@@ -35,11 +35,11 @@ def paused_scope(clock) -> ConnectionScope:
             "admin_principals": ["User:admin"],
         }
     )
-    quotas = ByteRateQuotas(config, clock)
+    quotas = ProxyQuotas(config, clock)
     quotas.volume.brokers({1})  # a live broker without a snapshot: the fail-safe PAUSE
     assert quotas.volume.paused
     guard = InternalTopicGuard(quotas.internal_topics, config.admin_principals, own=NobodyIsOwn())
-    return ConnectionScope(None, Topics(), quotas, guard=guard)
+    return ConnectionScope(None, Topics(), quotas.home, guard=guard)
 
 
 def produce(client_id: str, topic: str = "t") -> bytearray:
@@ -64,7 +64,7 @@ def test_a_client_retrying_refused_writes_is_held_to_its_byte_rate(client_id):
     sent, throttles, start = 0, [], clock.now_ms()
     while clock.now_ms() - start < SECONDS * 1000:
         buf = produce(client_id)
-        header = parse_request_prefix(buf, 1 << 30, scope.quotas.produce_prefix)
+        header = parse_request_prefix(buf, 1 << 30, scope.quotas.reads_produce_prefix)
         outcome = plan_request(scope, session, header).decide(memoryview(buf)[header.header_length :])
         assert isinstance(outcome, AnswerLocally)  # refused (NOT_ENOUGH_REPLICAS), never forwarded
         sent += len(buf)
@@ -88,7 +88,7 @@ def test_writes_naming_only_an_internal_topic_are_refused_charged_and_muted_alik
     sent, start = 0, clock.now_ms()
     while clock.now_ms() - start < SECONDS * 1000:
         buf = produce(client_id, internal)
-        header = parse_request_prefix(buf, 1 << 30, scope.quotas.produce_prefix)
+        header = parse_request_prefix(buf, 1 << 30, scope.quotas.reads_produce_prefix)
         plan = plan_request(scope, session, header)
         outcome = plan.decide(memoryview(buf)[header.header_length :])
         assert isinstance(outcome, AnswerLocally)  # never forwarded

@@ -1,20 +1,21 @@
-"""The quota managers of a running proxy (byte rates, controller mutations, producer ids, volume usage).
+"""Every quota manager of a running proxy (byte rates, controller mutations, producer ids, volume usage).
 
-The managers live in ``quota/`` and are pure; this module builds them from the configuration with the real
-clock, switches them between shadow and enforce, swaps their tables, and expires their idle sensors when the
-app's housekeeping asks. Prometheus reads them through
+The managers live in ``quota/`` and are pure; :class:`ProxyQuotas` builds them from the configuration with the real
+clock, switches them between shadow and enforce, swaps their tables, expires their idle sensors when the app's
+housekeeping asks, and hands each port the :class:`~proxy.enforcement.quota_managers.QuotaManagers` record its
+connections consult (:meth:`ProxyQuotas.for_broker`, :attr:`ProxyQuotas.home`). Prometheus reads them through
 :mod:`proxy.ops.quota_metrics`, when it scrapes, never on the request path.
 """
 
 from __future__ import annotations
 
 import logging
-import uuid
 
 from config.model import ProxyConfig
+from proxy.enforcement.quota_managers import QuotaManagers, QuotaMode
+from proxy.enforcement.quota_sets import BOOTSTRAP, BROKER, QuotaSet
+from proxy.enforcement.shadow_throttles import ShadowThrottles
 from proxy.ground.clock import SystemClock, WallClock
-from proxy.ground.logs import LogLimiter
-from proxy.quotas.quota_sets import BOOTSTRAP, BROKER, BrokerQuotas, ProducePrefixWanted, QuotaSet
 from quota.managers.mutation import ControllerMutationQuotaManager
 from quota.primitives.entity import (
     CONSUMER_BYTE_RATE,
@@ -32,14 +33,14 @@ OVERFLOW_LOG_INTERVAL_MS = 60_000
 """At most one warning a minute while new entities overflow full sensor tables (``note_overflow``)."""
 
 
-class ByteRateQuotas:
+class ProxyQuotas:
     """``produce`` (producer_byte_rate, request bytes), ``fetch`` (consumer_byte_rate, response bytes),
     ``producer_ids`` (producer_ids_rate) and ``mutations`` (controller_mutation_rate, partitions created or deleted).
 
     ``produce``, ``fetch`` and ``producer_ids`` are the bootstrap ports' and sidecar listeners' :class:`QuotaSet`
-    (every port's, under ``quota.scope: cluster``); under ``quota.scope: broker`` in cluster mode each broker has
-    its own, reached through :meth:`for_broker`. The mutation bucket, the volume throttle and the shadow
-    bookkeeping are one per proxy."""
+    (every port's, under ``quota.scope: cluster``; :attr:`home` is their ports' record); under ``quota.scope:
+    broker`` in cluster mode each broker has its own, whose ports get the record :meth:`for_broker` makes. The
+    mutation bucket, the volume throttle and the shadow bookkeeping are one per proxy."""
 
     def __init__(self, config: ProxyConfig, clock=None) -> None:
         settings = config.settings
@@ -49,12 +50,16 @@ class ByteRateQuotas:
         self.clock = clock or SystemClock()
         self._settings = settings
         self._table = config.quotas
-        self.shadow = settings["quota.mode"] == "shadow"
+        self.mode = QuotaMode(shadow=settings["quota.mode"] == "shadow")
         # quota.scope broker with a cluster-mode listener: one set per broker port's broker (else one set in all)
         self.per_broker = settings["quota.scope"] == BROKER and any(lc.cluster_mode for lc in config.listeners)
-        self.home = QuotaSet(config.quotas, settings, self.clock, self.window, self.shadow)
-        self.produce, self.fetch, self.producer_ids = self.home.produce, self.home.fetch, self.home.producer_ids
-        self._brokers: dict[int, BrokerQuotas] = {}  # swapped whole (the scrape thread reads it)
+        self.home_set = QuotaSet(config.quotas, settings, self.clock, self.window, self.mode.shadow)
+        self.produce, self.fetch, self.producer_ids = (
+            self.home_set.produce,
+            self.home_set.fetch,
+            self.home_set.producer_ids,
+        )
+        self._brokers: dict[int, tuple[QuotaSet, QuotaManagers]] = {}  # swapped whole (the scrape thread reads it)
         self.mutation_window = QuotaWindow(
             settings["controller.quota.window.num"], settings["controller.quota.window.size.seconds"]
         )
@@ -72,9 +77,9 @@ class ByteRateQuotas:
         # bytes of Produce requests held for their new producer ids (KIP-936 hold): per connection and in this process
         self.held_bytes = HeldBytes(settings["connections.max.held.request.bytes"], settings["max.held.request.bytes"])
         self.max_metric_entities = settings["quota.metrics.max.entities"]
-        self.volume = None  # cluster volume usage (proxy.quotas.volume_throttle.VolumeThrottle), when configured
+        self.volume = None  # cluster volume usage (proxy.enforcement.volume_throttle.VolumeThrottle), when configured
         if config.volume_usage is not None:
-            from proxy.quotas.volume_throttle import VolumeThrottle
+            from proxy.enforcement.volume_throttle import VolumeThrottle
 
             # snapshots are dated in wall time (they cross hosts); a test's fake clock stands for both
             self.volume = VolumeThrottle(
@@ -92,9 +97,8 @@ class ByteRateQuotas:
             + ([config.dynamic_config.topic] if config.dynamic_config is not None else [])
             + ([settings["quota.cluster.topic"]] if settings["quota.cluster.topic"] is not None else [])
         )
-        self.produce_prefix = ProducePrefixWanted(self)
-        self.shadow_throttles: dict[str, list[int]] = {}  # quota -> [decisions, total ms]: computed, not applied
-        self._shadow_log = LogLimiter()
+        self.shadows = ShadowThrottles(self.clock)  # computed, not applied: counted and logged
+        self.home = self._record(self.home_set)  # the bootstrap ports' and sidecar listeners' record
         self._overflow_seen: dict[tuple[str, str], int] = {}  # (quota, broker) -> overflowed at the last look
         self._overflow_logged_ms = -OVERFLOW_LOG_INTERVAL_MS
         self.set_mode(settings["quota.mode"])
@@ -104,14 +108,14 @@ class ByteRateQuotas:
         """``on``: producer_byte_rate and consumer_byte_rate throttle from a token bucket per entity (short, frequent
         delays; :mod:`quota.primitives.smoothing`), in every set; ``off``: Kafka's sampled-rate throttle. Takes effect at the
         next record."""
-        self.smoothing = smoothing == "on"
+        self.mode.smoothing = smoothing == "on"
         for _, quota_set in self.quota_sets():
-            quota_set.set_smoothing(self.smoothing)
+            quota_set.set_smoothing(self.mode.smoothing)
 
     def set_mode(self, mode: str) -> None:
         """``shadow``: every quota of the proxy computed and metered, none applied; ``enforce``: per entry."""
         shadow = mode == "shadow"
-        self.shadow = shadow
+        self.mode.shadow = shadow
         for _, quota_set in self.quota_sets():
             quota_set.set_shadow(shadow)
         self.mutations.shadow = shadow
@@ -124,33 +128,6 @@ class ByteRateQuotas:
         self.set_mode(config.settings["quota.mode"])
         self.set_smoothing(config.settings["quota.smoothing"])
         self.update(config.quotas)
-
-    def note_shadow(self, quota: str, decision, user: str, client_id: str) -> int:
-        """A decision computed but not applied (shadow mode): counted and logged ("would throttle"); returns the
-        throttle it would have applied (ms), 0 when there is none."""
-        ms = getattr(decision, "throttle_time_ms", 0)
-        if not decision.shadow or ms <= 0:
-            return 0
-        counts = self.shadow_throttles.setdefault(quota, [0, 0])
-        counts[0] += 1
-        counts[1] += ms
-        who = f"{user or '-'}/{client_id or '-'}"
-        suppressed = self._shadow_log.allow(who, quota, self.clock.now_ms() / 1000.0)
-        if suppressed is not None:
-            log.info(
-                "shadow mode: would throttle %s %d ms (%s)%s",
-                who,
-                ms,
-                quota,
-                f"; {suppressed} more for it in the last 10 s" if suppressed else "",
-            )
-        return ms
-
-    def is_internal(self, only_topic, topics) -> bool:
-        """Whether a Produce that writes only ``only_topic`` (a name, or topic id bytes) writes an internal topic."""
-        if isinstance(only_topic, bytes):
-            only_topic = topics.name_for(uuid.UUID(bytes=only_topic))
-        return only_topic in self.internal_topics
 
     def update(self, table: QuotaTable) -> None:
         """Swap in a new quota table (dynamic config); live sensors take the new limits at once."""
@@ -217,19 +194,37 @@ class ByteRateQuotas:
         """KIP-936's cache cleanup, in every set (``limit`` users at most per set, see ``ProducerIdQuotaManager``)."""
         return sum(quota_set.producer_ids.cleanup(now_ms, limit) for _, quota_set in self.quota_sets())
 
-    def for_broker(self, node_id: int) -> ByteRateQuotas | BrokerQuotas:
-        """What the connections of broker ``node_id``'s port read as their quotas: under ``quota.scope: broker`` (in
-        cluster mode) the broker's own set, made now if it is the broker's first port; otherwise the proxy's one."""
+    def _record(self, quota_set: QuotaSet, node_id: int | None = None) -> QuotaManagers:
+        """The record a port's connections consult: ``quota_set``'s budget and the proxy's one of the rest."""
+        return QuotaManagers(
+            produce=quota_set.produce,
+            fetch=quota_set.fetch,
+            producer_ids=quota_set.producer_ids,
+            mutations=self.mutations,
+            volume=self.volume,
+            held_bytes=self.held_bytes,
+            clock=self.clock,
+            mode=self.mode,
+            shadows=self.shadows,
+            internal_topics=self.internal_topics,
+            metadata_max_age_ms=self.metadata_max_age_ms,
+            offset_metadata_max_bytes=self.offset_metadata_max_bytes,
+            node_id=node_id,
+        )
+
+    def for_broker(self, node_id: int) -> QuotaManagers:
+        """What the connections of broker ``node_id``'s port read as their quotas, chosen when the port opens: under
+        ``quota.scope: broker`` (in cluster mode) the broker's own set, made now if it is the broker's first port;
+        otherwise the proxy's one (:attr:`home`)."""
         if not self.per_broker:
-            return self
+            return self.home
         scoped = self._brokers.get(node_id)
         if scoped is None:
-            scoped = BrokerQuotas(
-                node_id, QuotaSet(self._table, self._settings, self.clock, self.window, self.shadow), self
-            )
-            scoped.quota_set.set_smoothing(self.smoothing)
+            quota_set = QuotaSet(self._table, self._settings, self.clock, self.window, self.mode.shadow)
+            quota_set.set_smoothing(self.mode.smoothing)
+            scoped = quota_set, self._record(quota_set, node_id)
             self._brokers = {**self._brokers, node_id: scoped}
-        return scoped
+        return scoped[1]
 
     def drop_broker(self, node_id: int) -> None:
         """The broker's last port closed (it left the cluster): its set goes; if it comes back it starts afresh, as a
@@ -242,4 +237,4 @@ class ByteRateQuotas:
         is the only one)."""
         brokers = self._brokers
         home = BOOTSTRAP if self.per_broker else ""
-        return [(home, self.home)] + [(str(n), brokers[n].quota_set) for n in sorted(brokers)]
+        return [(home, self.home_set)] + [(str(n), brokers[n][0]) for n in sorted(brokers)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from config.volume import VolumeUsageConfig
-from proxy.quotas.volume_throttle import VolumeThrottle
+from proxy.enforcement.volume_throttle import VolumeThrottle
 from quota.managers.volume import OPEN, PAUSE, THROTTLE, Limit, Snapshot, Volume
 from quota.managers.volume_scaling import scaled_produce_table
 from quota.primitives.clock import ManualClock
@@ -107,7 +107,7 @@ def test_a_tombstone_does_not_pause_everyone():
 
 
 def test_bad_records_are_logged_rate_limited_and_truncated(caplog):
-    from proxy.quotas import volume_throttle
+    from proxy.enforcement import volume_throttle
 
     volume_throttle.BAD_RECORD_LOG._peers.clear()
     t, clock = throttle()
@@ -125,7 +125,7 @@ def test_snapshots_are_judged_in_wall_time_with_the_production_clocks():
     import time
 
     from config.loader import parse_config
-    from proxy.quotas.managers import ByteRateQuotas
+    from proxy.enforcement.proxy_quotas import ProxyQuotas
     from quota.managers.volume import Limit, Snapshot, Volume
 
     config = parse_config(
@@ -135,7 +135,7 @@ def test_snapshots_are_judged_in_wall_time_with_the_production_clocks():
             "volume_usage": {"freshness_seconds": 60, "missing_data_action": "PAUSE"},
         }
     )
-    volume = ByteRateQuotas(config).volume
+    volume = ProxyQuotas(config).volume
     volume.brokers({1})
     now_ms = int(time.time() * 1000)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from config.volume import VolumeUsageConfig
-from proxy.quotas.volume_throttle import VolumeThrottle
+from proxy.enforcement.volume_throttle import VolumeThrottle
 from quota.managers.volume_scaling import scaled_produce_table
 from quota.primitives.clock import ManualClock
 from quota.primitives.entity import CONSUMER_BYTE_RATE, DEFAULT, PRODUCER_BYTE_RATE, QuotaEntity, QuotaEntry, QuotaTable

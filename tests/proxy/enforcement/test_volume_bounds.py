@@ -49,7 +49,7 @@ import asyncio  # noqa: E402
 import selectors  # noqa: E402
 
 from config.volume import VolumeUsageConfig  # noqa: E402
-from proxy.quotas.volume_throttle import VolumeThrottle  # noqa: E402
+from proxy.enforcement.volume_throttle import VolumeThrottle  # noqa: E402
 from quota.managers.volume import OPEN, PAUSE, Limit, Snapshot, Volume  # noqa: E402
 from quota.primitives.clock import ManualClock  # noqa: E402
 from quota.primitives.entity import QuotaTable  # noqa: E402
@@ -113,7 +113,7 @@ def bad_records(t: VolumeThrottle) -> dict[str, float]:
 
 
 def test_an_over_limit_record_is_counted_by_reason_and_the_pause_stays(caplog):
-    from proxy.quotas import volume_throttle
+    from proxy.enforcement import volume_throttle
 
     volume_throttle.BAD_RECORD_LOG._peers.clear()
     t = throttle(max_record_bytes=64 * 1024, max_volumes_per_snapshot=100)
@@ -180,8 +180,8 @@ def test_the_background_timer_evaluates_once_in_ten_minutes_for_one_snapshot(mon
     counted where the throttle calls the pure ``evaluate``."""
     from config.model import Address
     from proxy.cluster.kafka_clients import OwnKafka
+    from proxy.enforcement import volume_throttle
     from proxy.observers.volume_sources import VolumeFollower
-    from proxy.quotas import volume_throttle
 
     evaluations = [0]
     pure_evaluate = volume_throttle.evaluate
