@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from proxy.apis.plan import PASS, ConnectionScope, Plan
+from proxy.apis.response_leg import ResponseLeg
 from proxy.codec.apis import (
     DESCRIBE_CLUSTER,
     FETCH,
@@ -90,7 +91,7 @@ def _plan_node_rewrite(
             rewrite_node(cluster, node, id_field)
         return encode_response(api_key, version, msg)
 
-    return Plan(rewrite=rewrite)
+    return Plan(leg=ResponseLeg(rewrite=rewrite))
 
 
 def rewrite_node(cluster: Advertiser, node, id_field: str) -> None:

@@ -10,6 +10,7 @@ own lookups on the connection send a version it serves (:mod:`proxy.apis.metadat
 from __future__ import annotations
 
 from proxy.apis.plan import ConnectionScope, Plan
+from proxy.apis.response_leg import ResponseLeg
 from proxy.codec.apis import ALTER_CLIENT_QUOTAS, API_VERSIONS, DESCRIBE_CLIENT_QUOTAS, METADATA
 from proxy.codec.error_codes import NONE
 from proxy.codec.frame import DROP
@@ -37,7 +38,7 @@ def plan(scope: ConnectionScope, session: Session, header: RequestHeader) -> Pla
     def observe(body: memoryview) -> None:
         note_broker_versions(session, decode_api_versions_response(version, body))
 
-    return Plan(observe=observe, rewrite=lambda body: intersect(version, body, served))
+    return Plan(leg=ResponseLeg(observe=observe, rewrite=lambda body: intersect(version, body, served)))
 
 
 def note_broker_versions(session: Session, msg) -> None:

@@ -27,6 +27,7 @@ from config.dynamic import DYNAMIC_SETTINGS, PROXY_KEY, RecordError, entity_key
 from config.settings import parse_settings
 from config.settings_table import IP_OVERRIDES, QUOTA_MODE, QUOTA_SMOOTHING, SETTINGS
 from proxy.apis.plan import FORWARD_AS_IS, PASS, AnswerLocally, Await, ConnectionScope, ForwardRequest, Plan
+from proxy.apis.response_leg import ResponseLeg
 from proxy.codec.apis import DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
 from proxy.codec.enums import (
     BROKER_RESOURCE,
@@ -287,7 +288,8 @@ def answer_and_forward(
             return AnswerLocally(encode_local_response(api_key, version, correlation_id, response))
         msg.resources = rest
         return ForwardRequest(
-            body=encode_request(api_key, version, msg), rewrite=merger(api_key, version, field, resources, local)
+            body=encode_request(api_key, version, msg),
+            leg=ResponseLeg(rewrite=merger(api_key, version, field, resources, local)),
         )
 
     if not records:

@@ -38,14 +38,13 @@ every partition answers TOPIC_AUTHORIZATION_FAILED), so claiming a replica id fe
 
 from __future__ import annotations
 
-import dataclasses
-
 from proxy.apis import addresses, producer_ids
 from proxy.apis.decisions import Decisions
 from proxy.apis.plan import FORWARD_AS_IS, AnswerLocally, ConnectionScope, ForwardRequest, Outcome, Plan
+from proxy.apis.response_leg import ResponseLeg
 from proxy.codec.apis import FETCH, FETCH_MAX_BYTES_SINCE, FETCH_REPLICA_STATE_SINCE, PRODUCE
 from proxy.codec.error_codes import NOT_ENOUGH_REPLICAS
-from proxy.codec.frame import BUFFER
+from proxy.codec.frame import BUFFER, STREAM
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import decode_request, decode_response, encode_request, encode_response
 from proxy.codec.records import iter_batches
@@ -88,7 +87,7 @@ def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader
         )
     if decisions.shadow_ms:
         scope.usage.for_request(session, header).shadow_throttle_ms += decisions.shadow_ms
-    plan = base if decisions.throttle is None else dataclasses.replace(base, throttle=decisions.throttle)
+    plan = base if decisions.throttle is None else base.then(Plan(throttle=decisions.throttle), header)
     return plan if hold is None else producer_ids.held(scope, session, header, plan, hold)
 
 
@@ -118,7 +117,7 @@ def paused_produce(scope: ConnectionScope, session: Session, volume, header: Req
 
     if not scope.guard.allowed(session):
         throttle = _paused_charge(quotas, session, volume, header)
-        return dataclasses.replace(base, action=BUFFER, throttle=throttle, decide=lambda body: refuse(body, throttle))
+        return base.then(Plan(action=BUFFER, throttle=throttle, decide=lambda body: refuse(body, throttle)), header)
 
     def decide(body: memoryview) -> Outcome:
         msg = decode_request(PRODUCE, version, body)
@@ -127,7 +126,7 @@ def paused_produce(scope: ConnectionScope, session: Session, volume, header: Req
             return FORWARD_AS_IS
         return refuse(body, _paused_charge(quotas, session, volume, header))
 
-    return dataclasses.replace(base, action=BUFFER, decide=decide)
+    return base.then(Plan(action=BUFFER, decide=decide), header)
 
 
 def _paused_charge(quotas, session: Session, volume, header: RequestHeader) -> Throttle:
@@ -180,11 +179,13 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
                 scope.usage.for_request(session, header).shadow_throttle_ms += decisions.shadow_ms
             return decision
 
-        return dataclasses.replace(
-            base,
-            action=BUFFER if tagged else base.action,
-            decide=note_follower if tagged else base.decide,
-            record_response=record_only,
+        return base.then(
+            Plan(
+                action=BUFFER if tagged else STREAM,
+                decide=note_follower if tagged else None,
+                leg=ResponseLeg(record_response=record_only),
+            ),
+            header,
         )
 
     def budget() -> int:
@@ -204,12 +205,8 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
         msg.max_bytes = capped
         return ForwardRequest(body=encode_request(FETCH, version, msg))
 
-    def trim(body: memoryview) -> bytes | None:
-        rewritten = base.rewrite(body) if base.rewrite is not None else None
-        if follower:
-            return rewritten
-        trimmed = trim_fetch_response(version, body if rewritten is None else rewritten, budget())
-        return trimmed if trimmed is not None else rewritten
+    def trim(body: memoryview) -> bytes | None:  # after the earlier stages' rewrites, on what they produced
+        return None if follower else trim_fetch_response(version, body, budget())
 
     def record(response_size: int):
         if follower:
@@ -217,12 +214,13 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
         return fetch.record_and_decide(user, client_id, response_size)
 
     capped = version >= FETCH_MAX_BYTES_SINCE
-    return dataclasses.replace(
-        base,
-        action=BUFFER if capped else base.action,
-        rewrite=trim,
-        decide=cap_max_bytes if capped else base.decide,
-        record_response=record,
+    return base.then(
+        Plan(
+            action=BUFFER if capped else STREAM,
+            leg=ResponseLeg(rewrite=trim, record_response=record),
+            decide=cap_max_bytes if capped else None,
+        ),
+        header,
     )
 
 

@@ -33,6 +33,7 @@ from config.dynamic import DynamicEntries, RecordError, describe, entity_key, pa
 from config.quotas import BROKER_KEYS, ENFORCED_KEYS
 from proxy.apis.api_versions import note_broker_versions
 from proxy.apis.plan import PASS, AnswerLocally, Await, ConnectionScope, ForwardRequest, LookUp, Outcome, Plan
+from proxy.apis.response_leg import ResponseLeg
 from proxy.codec.apis import ALTER_CLIENT_QUOTAS, API_VERSIONS, DESCRIBE_CLIENT_QUOTAS
 from proxy.codec.enums import MATCH_TYPE_DEFAULT, MATCH_TYPE_EXACT, MATCH_TYPE_SPECIFIED
 from proxy.codec.error_codes import (
@@ -99,7 +100,7 @@ def plan_describe(scope: ConnectionScope, session: Session, header: RequestHeade
                     describe_response(version, msg, scope.client_quotas.current, theirs),
                 )
 
-            return ForwardRequest(rewrite=merge)
+            return ForwardRequest(leg=ResponseLeg(rewrite=merge))
 
         return knowing_broker_versions(session, to_broker)
 

@@ -18,18 +18,19 @@ refused whatever name comes with it, since a broker may act on the id alone. An 
 up first (:func:`proxy.apis.metadata.look_up_topics`); one the broker cannot name either is never forwarded: it is
 answered UNKNOWN_TOPIC_ID, what the broker answers for it, so no id reaches the broker unjudged.
 
-The guard wraps every API's own handler (:func:`guarded`): it decides first, on the whole body, and hands the
-handler's ``decide`` the request without the refused items, so the quotas still apply to what is forwarded.
+The guard comes before every API's own handler (:func:`guarded`): it decides first, on the whole body, and the
+handler decides on the request without the refused items (:meth:`proxy.apis.plan.Plan.then`), so the quotas still
+apply to what is forwarded, and the refusals are merged into the answer, the broker's or the proxy's.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from collections.abc import Callable
 
 from proxy.apis.metadata import look_up_topics
-from proxy.apis.plan import AnswerLocally, Await, ConnectionScope, ForwardRequest, HoldFor, LookUp, Outcome, Plan
+from proxy.apis.plan import FORWARD_AS_IS, AnswerLocally, ConnectionScope, ForwardRequest, LookUp, Outcome, Plan
+from proxy.apis.response_leg import ResponseLeg
 from proxy.cluster.topics import Topics
 from proxy.codec.apis import (
     ADD_PARTITIONS_TO_TXN,
@@ -40,7 +41,6 @@ from proxy.codec.apis import (
     DELETE_TOPICS,
     INCREMENTAL_ALTER_CONFIGS,
     PRODUCE,
-    response_header_version,
 )
 from proxy.codec.enums import TOPIC_RESOURCE
 from proxy.codec.error_codes import TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_ID
@@ -88,8 +88,7 @@ def guarded(scope: ConnectionScope, session: Session, header: RequestHeader, pla
         return plan
     if api_key == PRODUCE and _streams_safely(guard, scope.topics, header):
         return plan
-    check = _Check(scope, session, header, plan.decide)
-    return dataclasses.replace(plan, action=BUFFER, decide=check.decide)  # the rest kept: abandon, throttle, ...
+    return Plan(action=BUFFER, decide=_Check(scope, session, header).decide).then(plan, header)
 
 
 def _streams_safely(guard: InternalTopicGuard, topics: Topics, header: RequestHeader) -> bool:
@@ -107,15 +106,9 @@ def _streams_safely(guard: InternalTopicGuard, topics: Topics, header: RequestHe
 class _Check:
     """One request's check: split off the internal items, let the handler decide on the rest, merge the answers."""
 
-    def __init__(
-        self,
-        scope: ConnectionScope,
-        session: Session,
-        header: RequestHeader,
-        then: Callable[[memoryview], Outcome] | None,
-    ) -> None:
+    def __init__(self, scope: ConnectionScope, session: Session, header: RequestHeader) -> None:
         self.scope, self.guard, self.topics = scope, scope.guard, scope.topics
-        self.session, self.header, self.then = session, header, then
+        self.session, self.header = session, header
         self.looked_up = False
 
     def decide(self, body: memoryview) -> Outcome:
@@ -126,7 +119,7 @@ class _Check:
             return self._look_up(unknown, bytes(body))
         refused, unresolved = self._split(msg)
         if not refused and not unresolved:
-            return self.then(body) if self.then is not None else ForwardRequest()
+            return FORWARD_AS_IS
         if refused:
             self.guard.refused(self.session, api_key, sorted({self._internal_name(i) for i in refused}))
         if not self.header.expects_response:
@@ -138,9 +131,11 @@ class _Check:
         refusal = self._refusal(msg, refused, unresolved)
         if not self._items(msg):  # nothing left for the broker
             return AnswerLocally(self._frame(encode_response(api_key, version, refusal)))
-        rest = encode_request(api_key, version, msg)
-        outcome = self.then(memoryview(rest)) if self.then is not None else ForwardRequest()
-        return self._merged(outcome, rest, refusal)
+        # the rest goes on, and the later stages decide on it; the broker's answer (or theirs) gets the refusals
+        return ForwardRequest(
+            body=encode_request(api_key, version, msg),
+            leg=ResponseLeg(rewrite=lambda answer: self._merge_body(answer, refusal)),
+        )
 
     # -- items ------------------------------------------------------------------------------------------------------
 
@@ -255,27 +250,6 @@ class _Check:
             field = _RESPONSE_ITEMS[api_key](version)
             setattr(response, field, list(getattr(response, field)) + list(getattr(refusal, field)))
         return encode_response(api_key, version, response)
-
-    def _merged(self, outcome: Outcome, rest: bytes, refusal: Message) -> Outcome:
-        if isinstance(outcome, ForwardRequest):
-            first = outcome.rewrite
-
-            def merge(body: memoryview) -> bytes:
-                rewritten = first(body) if first is not None else None
-                return self._merge_body(body if rewritten is None else memoryview(rewritten), refusal)
-
-            return dataclasses.replace(outcome, body=outcome.body if outcome.body is not None else rest, rewrite=merge)
-        if isinstance(outcome, AnswerLocally):
-            header_length = 4 + (5 if response_header_version(self.header.api_key, self.header.api_version) else 4)
-            body = memoryview(outcome.frame)[header_length:]
-            return dataclasses.replace(outcome, frame=self._frame(self._merge_body(body, refusal)))
-        if isinstance(outcome, (LookUp, Await)):  # composed, so a field added to either is kept
-            then = outcome.then
-            return dataclasses.replace(outcome, then=lambda answer: self._merged(then(answer), rest, refusal))
-        if isinstance(outcome, HoldFor):  # the hold's delay kept, its decision merged
-            then = outcome.then
-            return dataclasses.replace(outcome, then=lambda: self._merged(then(), rest, refusal))
-        return outcome
 
     def _frame(self, body: bytes) -> bytes:
         api_key, version = self.header.api_key, self.header.api_version

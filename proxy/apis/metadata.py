@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 
 from proxy.apis.addresses import Advertiser, rewrite_node
 from proxy.apis.plan import PASS, ConnectionScope, LookUp, Outcome, Plan
+from proxy.apis.response_leg import ResponseLeg
 from proxy.cluster.broker_ports import BrokerPorts
 from proxy.codec.apis import METADATA, OWN_METADATA_BY_ID_VERSION, OWN_METADATA_VERSION
 from proxy.codec.header import RequestHeader
@@ -49,10 +50,12 @@ def plan_metadata(scope: ConnectionScope, session: Session, header: RequestHeade
     decision needs are looked up when it needs them."""
     cluster, version = scope.cluster, header.api_version
     if cluster is not None:
-        return Plan(rewrite=lambda body: rewrite_head(cluster, version, body))
+        return Plan(leg=ResponseLeg(rewrite=lambda body: rewrite_head(cluster, version, body)))
     admin = scope.admin_address
     if admin is not None:
-        return Plan(rewrite=lambda body: _rewritten(admin, version, body, topics_offset(version, body))[0])
+        return Plan(
+            leg=ResponseLeg(rewrite=lambda body: _rewritten(admin, version, body, topics_offset(version, body))[0])
+        )
     return PASS
 
 

@@ -40,6 +40,7 @@ from proxy.apis.decisions import Decisions
 from proxy.apis.metadata import look_up_topics
 from proxy.apis.mutation_charges import Charges, topic_keys
 from proxy.apis.plan import FORWARD_AS_IS, PASS, AnswerLocally, ConnectionScope, ForwardRequest, LookUp, Outcome, Plan
+from proxy.apis.response_leg import ResponseLeg
 from proxy.codec.apis import (
     CREATE_PARTITIONS,
     CREATE_TOPICS,
@@ -160,7 +161,7 @@ class _Mutation:
         decisions.add(
             "controller_mutation_rate", self.quotas.record_and_decide(self.user, self.client_id, total), self.client_id
         )
-        return ForwardRequest(observe=self.learner(items), throttle=decisions.throttle, settle=self.settle)
+        return ForwardRequest(leg=self.leg(items), throttle=decisions.throttle)
 
     def strict(self, msg: Message, items: list, counts: list[int | None]) -> Outcome:
         admission = self.quotas.admit(self.user, self.client_id, counts)
@@ -170,7 +171,7 @@ class _Mutation:
             decisions.add("controller_mutation_rate", admission.throttle, self.client_id)
         throttle = decisions.throttle
         if throttle is None or admission.all_admitted:
-            return ForwardRequest(observe=self.learner(items), throttle=throttle, settle=self.settle)
+            return ForwardRequest(leg=self.leg(items), throttle=throttle)
         admitted = [item for item, ok in zip(items, admission.admitted) if ok]
         rejected = [self.key(item) for item, ok in zip(items, admission.admitted) if not ok]
         message = (
@@ -225,10 +226,8 @@ class _Mutation:
 
         return ForwardRequest(
             body=encode_request(self.api_key, self.version, msg),
-            rewrite=merge,
-            observe=self.learner(admitted),
+            leg=ResponseLeg(rewrite=merge).then(self.leg(admitted)),
             throttle=throttle,
-            settle=self.settle,
         )
 
     def charge(self, items: list, counts: list[int | None], admitted: Sequence[bool]) -> int:
@@ -238,6 +237,10 @@ class _Mutation:
             self.quotas, self.user, self.client_id, self.usage(), taken, self.scope.quotas.clock.now_ms()
         )
         return self.charges.total
+
+    def leg(self, items: list) -> ResponseLeg:
+        """What the broker's answer to the forwarded ``items`` goes through: learnt from, then the charge settled."""
+        return ResponseLeg(observe=self.learner(items), settle=self.settle)
 
     def learner(self, items: list) -> Callable[[memoryview], None]:
         scope, version, api_key = self.scope, self.version, self.api_key

@@ -18,10 +18,9 @@ A commit whose frame is no longer than the cap cannot carry metadata over it and
 
 from __future__ import annotations
 
-import dataclasses
-
 from proxy.apis.decisions import Decisions
 from proxy.apis.plan import FORWARD_AS_IS, PASS, AnswerLocally, ConnectionScope, ForwardRequest, Outcome, Plan
+from proxy.apis.response_leg import ResponseLeg
 from proxy.codec.error_codes import NONE, OFFSET_METADATA_TOO_LARGE
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader
@@ -47,7 +46,7 @@ def plan_offset_commit(scope: ConnectionScope, session: Session, header: Request
     if header.size <= cap:
         return plan
     capped = _Capped(header, cap)
-    return dataclasses.replace(plan, action=BUFFER, decide=capped.decide)
+    return plan.then(Plan(action=BUFFER, decide=capped.decide), header)
 
 
 class _Capped:
@@ -77,7 +76,7 @@ class _Capped:
             response.topics = list(response.topics) + list(refusal.topics)
             return encode_response(api_key, version, response)
 
-        return ForwardRequest(body=encode_request(api_key, version, rest), rewrite=merge)
+        return ForwardRequest(body=encode_request(api_key, version, rest), leg=ResponseLeg(rewrite=merge))
 
 
 def _key(topic):

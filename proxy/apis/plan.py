@@ -6,23 +6,32 @@ outcome: :class:`ForwardRequest` (as is, rewritten, or only part of it, with a `
 answer with the proxy's own per-item errors) or :class:`AnswerLocally` (a response built by the codec, which keeps
 the request's place in the response order); a decision that needs a fact the proxy does not have yet
 (:class:`LookUp`) asks the broker first on the same connection and decides on its answer; one that must wait
-(:class:`HoldFor`) is held by the connection until its time. Throttles decided in either phase, by any number of quota stages,
-combine: the longest wins (:func:`quota.primitives.decision.longest`).
+(:class:`HoldFor`) is held by the connection until its time.
+
+A plan owns its response leg (:class:`~proxy.apis.response_leg.ResponseLeg`), as a forwarded outcome does. Plans of
+several stages combine one way only, :meth:`Plan.then`: the strongest action, the longest throttle
+(:func:`quota.primitives.decision.longest`), the later stage deciding on what the earlier's decision produced, the
+legs chained, every abandon called; no field is copied or overridden by hand, so a field added next month is kept.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from proxy.apis.response_leg import NO_LEG, ResponseLeg
 from proxy.cluster.created_counts import NO_LOOKUPS, CreatedCounts
 from proxy.cluster.token_owners import NO_TOKEN_OWNERS, TokenOwners
 from proxy.cluster.topics import Topics
-from proxy.codec.frame import STREAM, Action
+from proxy.codec.apis import response_header_version
+from proxy.codec.frame import BUFFER, DROP, STREAM, Action
+from proxy.codec.header import RequestHeader
+from proxy.codec.header import frame as encode_frame
 from proxy.codec.responses import encode_local_response, error_response
 from proxy.enforcement.internal_topic_guard import NO_GUARD, InternalTopicGuard
-from quota.primitives.decision import Decision, Throttle
+from quota.primitives.decision import Throttle, longest
 
 if TYPE_CHECKING:
     from proxy.cluster.admin_address import AdminAddress
@@ -31,28 +40,18 @@ if TYPE_CHECKING:
     from proxy.observers.dynamic_config import DynamicConfig
     from proxy.ops.usage_table import UsageTable
 
-# Rewrites a response body (the bytes after the response header); returns the new body, or None to send the
-# broker's frame unchanged.
-Rewrite = Callable[[memoryview], "bytes | None"]
-# Reads the broker's response body (before any rewrite) to learn from it; changes nothing.
-Observe = Callable[[memoryview], None]
-# Revises the request's throttle once the broker's answer has been observed and rewritten: takes the throttle
-# decided so far, returns the one the response carries and the connection acts on (a Throttle, 0 ms at least).
-Settle = Callable[[Throttle], Throttle]
+Decide = Callable[[memoryview], "Outcome"]
 
 
 @dataclass(frozen=True, slots=True)
 class ForwardRequest:
-    """Forward the buffered request: ``body`` replaces the client's (None keeps it); ``rewrite`` is applied to the
-    broker's response body after the plan's own (a partial forward merges the items it kept back); ``observe``
-    reads the broker's response body after the plan's own observer; ``throttle`` adds to the plan's; ``settle``
-    revises the throttle from what the broker answered (KIP-599 gives back what the broker did not do)."""
+    """Forward the buffered request: ``body`` replaces the client's (None keeps it); ``leg`` is what the broker's
+    response goes through after the plan's own (a partial forward merges the items it kept back into it; KIP-599
+    settles the throttle from what the broker did); ``throttle`` adds to the plan's."""
 
     body: bytes | None = None
-    rewrite: Rewrite | None = None
+    leg: ResponseLeg = NO_LEG
     throttle: Throttle | None = None
-    observe: Observe | None = None
-    settle: Settle | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +100,7 @@ class Await:
     response order. The work must be bounded."""
 
     start: Callable[[], object]
-    then: Callable[[object], ForwardRequest | AnswerLocally]
+    then: Callable[[object], Outcome]
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +112,7 @@ class HoldFor:
     leaves first, the plan's ``abandon`` is called and the request is dropped, never forwarded."""
 
     delay_ms: int
-    then: Callable[[], ForwardRequest | AnswerLocally]
+    then: Callable[[], Outcome]
 
 
 Outcome = ForwardRequest | AnswerLocally | LookUp | Await | HoldFor
@@ -123,15 +122,106 @@ FORWARD_AS_IS = ForwardRequest()
 @dataclass(frozen=True, slots=True)
 class Plan:
     action: Action = STREAM  # STREAM the request upstream, BUFFER it for decide, DROP it when answering locally
-    rewrite: Rewrite | None = None  # decode and rewrite the response with this
-    observe: Observe | None = None  # read the broker's response with this (before any rewrite), changing nothing
+    leg: ResponseLeg = NO_LEG  # what the broker's response goes through (observed, rewritten, charged)
     local_response: bytes | None = None  # the whole response frame, when the proxy answers itself
-    decide: Callable[[memoryview], Outcome] | None = None  # BUFFER: the outcome, once the body is complete
+    decide: Decide | None = None  # BUFFER: the outcome, once the body is complete
     throttle: Throttle | None = None  # decided now: merged into the response's throttle_time_ms, then acted on
-    record_response: Callable[[int], Decision] | None = None  # decides a throttle from the response size
     # BUFFER: called once if the connection closes before the request was forwarded or answered (what the plan
     # reserved for it is released: a held producer id's token)
     abandon: Callable[[], None] | None = None
+    last: bool = False  # no later stage plans this request (the stage ended the chain)
+
+    def then(self, later: Plan, header: RequestHeader) -> Plan:
+        """This plan (an earlier stage's), then ``later``'s, for the request of ``header``: the one way plans
+        combine. The strongest action; the longest throttle; ``later`` decides on what this plan's decision
+        produced (:func:`then_outcome`); the response goes through this leg, then ``later``'s; both abandons are
+        called; ``later`` may end the chain. A plan that ended the chain takes nothing more."""
+        if self.last or later is PASS:
+            return self
+        if self is PASS:
+            return later
+        return Plan(
+            action=max(self.action, later.action, key=_STRENGTH.__getitem__),
+            leg=self.leg.then(later.leg),
+            local_response=later.local_response if later.local_response is not None else self.local_response,
+            decide=_decided_in_turn(self.decide, later.decide, header),
+            throttle=_longest(self.throttle, later.throttle),
+            abandon=_both(self.abandon, later.abandon),
+            last=later.last,
+        )
+
+
+_STRENGTH = {STREAM: 0, BUFFER: 1, DROP: 2}  # a stage that buffers (or answers) outweighs one that streams
+
+
+def then_outcome(first: Outcome, later: Decide | None, header: RequestHeader, body: memoryview) -> Outcome:
+    """An earlier stage's outcome on ``body``, then ``later``'s decision on what it produced: a forward's body
+    (or the client's) is decided by ``later`` and the two combine (its leg after this one's, the longest throttle,
+    its body if it rewrote one); a local answer ends the chain; a lookup, a wait or a hold decides ``later`` once
+    it is over."""
+    if later is None:
+        return first
+    if isinstance(first, ForwardRequest):
+        second = later(body if first.body is None else memoryview(first.body))
+        return _forwarded_then(first, second, header)
+    if isinstance(first, AnswerLocally):
+        return first
+    if isinstance(first, (LookUp, Await)):
+        then = first.then
+        return dataclasses.replace(first, then=lambda answer: then_outcome(then(answer), later, header, body))
+    then_held = first.then
+    return dataclasses.replace(first, then=lambda: then_outcome(then_held(), later, header, body))
+
+
+def _forwarded_then(first: ForwardRequest, second: Outcome, header: RequestHeader) -> Outcome:
+    """A forward, then a later stage's outcome on what it forwards."""
+    if isinstance(second, ForwardRequest):
+        return ForwardRequest(
+            body=second.body if second.body is not None else first.body,
+            leg=first.leg.then(second.leg),
+            throttle=_longest(first.throttle, second.throttle),
+        )
+    if isinstance(second, AnswerLocally):  # answered for what the first would have forwarded: its leg applies
+        rewrite = first.leg.rewrite
+        frame = second.frame
+        if rewrite is not None:
+            at = 4 + (5 if response_header_version(header.api_key, header.api_version) else 4)
+            rewritten = rewrite(memoryview(frame)[at:])
+            if rewritten is not None:
+                frame = encode_frame(bytes(frame[4:at]) + rewritten)
+        return AnswerLocally(frame, _longest(first.throttle, second.throttle))
+    if isinstance(second, (LookUp, Await)):
+        then = second.then
+        return dataclasses.replace(second, then=lambda answer: _forwarded_then(first, then(answer), header))
+    then_held = second.then
+    return dataclasses.replace(second, then=lambda: _forwarded_then(first, then_held(), header))
+
+
+def _decided_in_turn(first: Decide | None, later: Decide | None, header: RequestHeader) -> Decide | None:
+    if first is None or later is None:
+        return first or later
+
+    def decide(body: memoryview) -> Outcome:
+        return then_outcome(first(body), later, header, body)
+
+    return decide
+
+
+def _longest(a: Throttle | None, b: Throttle | None) -> Throttle | None:
+    if a is None or b is None:
+        return a or b
+    return longest(a, b)
+
+
+def _both(first: Callable[[], None] | None, second: Callable[[], None] | None) -> Callable[[], None] | None:
+    if first is None or second is None:
+        return first or second
+
+    def both() -> None:
+        first()
+        second()
+
+    return both
 
 
 PASS = Plan()

@@ -38,10 +38,9 @@ InitProducerId is not held (the KIP's rejected alternative 4: a producer id cost
 
 from __future__ import annotations
 
-import dataclasses
-
 from proxy.apis.decisions import Decisions
 from proxy.apis.plan import FORWARD_AS_IS, PASS, AnswerLocally, ConnectionScope, HoldFor, Outcome, Plan
+from proxy.apis.response_leg import ResponseLeg
 from proxy.codec.apis import INIT_PRODUCER_ID, PRODUCE
 from proxy.codec.error_codes import NONE, NOT_ENOUGH_REPLICAS
 from proxy.codec.frame import BUFFER
@@ -125,7 +124,7 @@ def held(scope: ConnectionScope, session: Session, header: RequestHeader, plan: 
         # bounded: the quota never holds past producer.id.quota.max.hold.ms
         return HoldFor(delay_ms, admitted)
 
-    return dataclasses.replace(plan, action=BUFFER, decide=wait, abandon=abandon)
+    return plan.then(Plan(action=BUFFER, decide=wait, abandon=abandon), header)
 
 
 class _Reserved:
@@ -167,4 +166,4 @@ def plan_init_producer_id(scope: ConnectionScope, session: Session, header: Requ
         if msg.error_code == NONE and msg.producer_id >= 0:
             quota.issued.record(session.user, client_id, session.peer_ip)
 
-    return Plan(observe=attribute)
+    return Plan(leg=ResponseLeg(observe=attribute))

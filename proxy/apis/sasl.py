@@ -11,6 +11,7 @@ never authenticates that connection: a token is never charged to its id, nor to 
 from __future__ import annotations
 
 from proxy.apis.plan import FORWARD_AS_IS, AnswerLocally, Await, ConnectionScope, Plan
+from proxy.apis.response_leg import ResponseLeg
 from proxy.cluster.token_owners import OwnerUnknown
 from proxy.codec.apis import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from proxy.codec.error_codes import NONE, SASL_AUTHENTICATION_FAILED
@@ -42,7 +43,7 @@ def plan_handshake(scope: ConnectionScope, session: Session, header: RequestHead
     def answered(body: memoryview) -> None:
         sasl.handshake_answered(asked[0], version, decode_response(SASL_HANDSHAKE, version, body).error_code)
 
-    return Plan(action=BUFFER, decide=decide, observe=answered)
+    return Plan(action=BUFFER, decide=decide, leg=ResponseLeg(observe=answered))
 
 
 def plan_authenticate(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
@@ -75,7 +76,7 @@ def plan_authenticate(scope: ConnectionScope, session: Session, header: RequestH
         if sasl.answered(token[0], bytes(msg.auth_bytes or b""), ok=msg.error_code == NONE):
             session.authenticated(sasl.principal)
 
-    return Plan(action=BUFFER, decide=decide, observe=answered)
+    return Plan(action=BUFFER, decide=decide, leg=ResponseLeg(observe=answered))
 
 
 def _refused(

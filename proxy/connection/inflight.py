@@ -23,10 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from proxy.apis.response_leg import NO_LEG, ResponseLeg
 from proxy.codec.apis import API_VERSIONS
 from proxy.codec.errors import ProtocolError
 from proxy.codec.header import RequestHeader, encode_request_header, frame
-from proxy.connection.response_leg import NO_LEG, ResponseLeg
 
 _INT32_MIN = -(2**31)
 

@@ -6,7 +6,7 @@ a frame boundary, and calls this path's plain methods: :meth:`RequestPath.header
 handler plans (:mod:`proxy.apis`): stream the request to the broker as it arrives (the core writes its segments),
 answer it locally, or buffer it and decide on the whole body (:meth:`RequestPath.frame`); then
 :meth:`RequestPath.ended`. Every request that will be answered is queued in flight at its header with its response
-leg (:class:`~proxy.connection.response_leg.ResponseLeg`, from the plan; a forwarded outcome adds to it), so a
+leg (:class:`~proxy.apis.response_leg.ResponseLeg`, the plan's; a forwarded outcome's adds to it), so a
 local answer decided later keeps its place in the response order. This path writes only to the broker: a request
 it answers itself is queued with its answer and flagged (:attr:`RequestPath.answered_locally`), and the core sends
 the answers whose turn has come.
@@ -23,7 +23,6 @@ from proxy.codec.frame import BUFFER, STREAM, Action
 from proxy.codec.header import RequestHeader
 from proxy.connection.flow import Flow
 from proxy.connection.inflight import InFlight
-from proxy.connection.response_leg import ResponseLeg
 from proxy.ops.usage_table import NO_USAGE_RECORDER
 from proxy.session.session import Session
 from quota.primitives.decision import Throttle
@@ -102,7 +101,7 @@ class RequestPath:
                 inflight.add_local(header, self._clock(), plan.local_response)
                 self.answered_locally = True
             return plan.action
-        self._entry = inflight.add(header, self._clock(), ResponseLeg.planned(plan))
+        self._entry = inflight.add(header, self._clock(), plan.leg)
         if plan.abandon is not None:
             self._abandons.add(plan.abandon)
         if plan.throttle is not None:
@@ -170,7 +169,7 @@ class RequestPath:
                 + outcome.body
             )
         if entry is not None:
-            entry.leg = entry.leg.then(ResponseLeg.forwarded(outcome))
+            entry.leg = entry.leg.then(outcome.leg)
         if outcome.throttle is not None:
             self._throttle(header, entry, outcome.throttle)
         self._forward(frame)

@@ -7,7 +7,7 @@ correlation id, :mod:`proxy.connection.inflight`; the answer says whether to str
 streamed response's segments to the client itself.
 
 Most responses stream through untouched. One whose request has a response leg
-(:class:`~proxy.connection.response_leg.ResponseLeg`) or a throttle is buffered whole (bounded by
+(:class:`~proxy.apis.response_leg.ResponseLeg`) or a throttle is buffered whole (bounded by
 ``upstream.response.max.bytes``) and its leg run: observed, rewritten, charged to the consumer byte rate, its
 throttle settled; the throttle is merged into ``throttle_time_ms`` and acted on through the
 :class:`~proxy.connection.flow.Flow`: the response goes at once and the connection is muted after it, in every
@@ -24,13 +24,13 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 
+from proxy.apis.response_leg import NO_LEG
 from proxy.codec.errors import ProtocolError
 from proxy.codec.frame import BUFFER, DROP, STREAM, Action
 from proxy.codec.header import ResponseHeader, response_header_length
 from proxy.codec.throttle import merge_throttle
 from proxy.connection.flow import Flow
 from proxy.connection.inflight import InFlight
-from proxy.connection.response_leg import NO_LEG
 from proxy.ops.usage_table import NO_USAGE_RECORDER
 
 _INT32 = struct.Struct(">i")

@@ -113,11 +113,11 @@ def test_every_broker_address_the_admin_listener_hands_out_is_its_own(api_key, a
     scope = on_admin_listener(scope) if admin_listener else scope
     plan = plan_request(scope, anonymous(admin_listener), RequestHeader(100, api_key, version, 1, "adminclient", 20))
     body = encode_response(api_key, version, new_response(api_key, version, **fields()))
-    if plan.observe is not None:
-        plan.observe(memoryview(body))
+    if plan.leg.observe is not None:
+        plan.leg.observe(memoryview(body))
     if not admin_listener:  # a sidecar's public listener: the broker advertises the sidecars, nothing is rewritten
-        assert plan.rewrite is None
+        assert plan.leg.rewrite is None
         return
-    rewritten = nodes(decode_response(api_key, version, memoryview(plan.rewrite(memoryview(body)))))
+    rewritten = nodes(decode_response(api_key, version, memoryview(plan.leg.rewrite(memoryview(body)))))
     assert {(n.host, n.port) for n in rewritten} == {("127.0.0.1", 19190)}
     assert len(rewritten) == (1 if api_key == FIND_COORDINATOR else len(BROKERS))  # every node id kept

@@ -76,7 +76,7 @@ def test_sidecar_mode_streams_produce_and_fetch_untouched():
         plan = plan_request(
             scope, SESSION, header(api_key, DECODED_APIS[api_key][1], 1, acks=1 if api_key == PRODUCE else None)
         )
-        assert plan.action is STREAM and plan.rewrite is None
+        assert plan.action is STREAM and plan.leg.rewrite is None
 
 
 def test_local_answer_waits_for_earlier_requests():

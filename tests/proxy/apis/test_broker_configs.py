@@ -261,7 +261,9 @@ def test_the_other_resources_go_to_the_broker_and_the_answers_merge_in_request_o
         ],
     )
     merged = decode_response(
-        INCREMENTAL_ALTER_CONFIGS, 1, outcome.rewrite(memoryview(encode_response(INCREMENTAL_ALTER_CONFIGS, 1, broker)))
+        INCREMENTAL_ALTER_CONFIGS,
+        1,
+        outcome.leg.rewrite(memoryview(encode_response(INCREMENTAL_ALTER_CONFIGS, 1, broker))),
     )
     assert codes(merged) == [(TOPIC, "orders", NONE), (BROKER, "", NONE), (BROKER, "1", INVALID_REQUEST)]
     assert merged.throttle_time_ms == 3
@@ -284,7 +286,9 @@ def test_a_tenant_is_refused_its_proxy_resource_while_its_topic_resource_goes_to
         responses=[{"resource_type": TOPIC, "resource_name": "orders", "error_code": NONE}],
     )
     merged = decode_response(
-        INCREMENTAL_ALTER_CONFIGS, 0, outcome.rewrite(memoryview(encode_response(INCREMENTAL_ALTER_CONFIGS, 0, broker)))
+        INCREMENTAL_ALTER_CONFIGS,
+        0,
+        outcome.leg.rewrite(memoryview(encode_response(INCREMENTAL_ALTER_CONFIGS, 0, broker))),
     )
     assert codes(merged) == [(BROKER, "", CLUSTER_AUTHORIZATION_FAILED), (TOPIC, "orders", NONE)]
     assert dynamic.written == []
@@ -295,7 +299,7 @@ def test_broker_resources_without_proxy_settings_pass_untouched_and_without_a_dy
     outcome = decide(
         scope, TENANT, INCREMENTAL_ALTER_CONFIGS, 1, **alter((BROKER, "", [("log.retention.ms", SET, "5")]))
     )
-    assert isinstance(outcome, ForwardRequest) and outcome.body is None and outcome.rewrite is None
+    assert isinstance(outcome, ForwardRequest) and outcome.body is None and outcome.leg.rewrite is None
     scope = ConnectionScope(None, Topics(), scope.quotas)  # no dynamic config: the broker's API, as before
     msg = new_request(INCREMENTAL_ALTER_CONFIGS, 1, **alter((BROKER, "", [("max.connections", SET, "5")])))
     buf = frame(
@@ -382,7 +386,7 @@ def test_describe_of_every_broker_config_goes_to_the_broker_and_other_resources_
         ],
     )
     merged = decode_response(
-        DESCRIBE_CONFIGS, 4, outcome.rewrite(memoryview(encode_response(DESCRIBE_CONFIGS, 4, broker)))
+        DESCRIBE_CONFIGS, 4, outcome.leg.rewrite(memoryview(encode_response(DESCRIBE_CONFIGS, 4, broker)))
     )
     assert [(r.resource_name, [c.name for c in r.configs]) for r in merged.results] == [
         ("orders", ["retention.ms"]),

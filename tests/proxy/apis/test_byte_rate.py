@@ -106,11 +106,11 @@ def test_fetch_under_quota_is_buffered_capped_and_recorded_from_the_response():
     request = encode_request(FETCH, 12, new_request(FETCH, 12, max_bytes=50 * 1024 * 1024))
     capped = decode_request(FETCH, 12, plan.decide(memoryview(request)).body)
     assert capped.max_bytes == 1000 * 2  # the headroom of a fresh sensor: quota * (num - 1) * window
-    assert plan.record_response(1500).__class__.__name__ == "Forward"
-    throttled = plan.record_response(1500)
+    assert plan.leg.record_response(1500).__class__.__name__ == "Forward"
+    throttled = plan.leg.record_response(1500)
     assert isinstance(throttled, Throttle) and throttled.throttle_time_ms > 0
     unlimited = plan_request(scope, session, RequestHeader(100, FETCH, 12, 2, "free", 20))
-    assert unlimited.action is STREAM and unlimited.record_response is None
+    assert unlimited.action is STREAM and unlimited.leg.record_response is None
 
 
 def test_scrapes_are_bounded_whatever_the_number_of_clients():

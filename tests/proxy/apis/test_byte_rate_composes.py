@@ -16,6 +16,7 @@ import pytest
 from config.loader import parse_config
 from proxy.apis import ConnectionScope, Session, addresses, byte_rate
 from proxy.apis.plan import Plan
+from proxy.apis.response_leg import ResponseLeg
 from proxy.cluster.topics import Topics
 from proxy.codec.apis import FETCH, PRODUCE
 from proxy.codec.header import RequestHeader
@@ -31,7 +32,7 @@ def _observed(body) -> None:
     """Stands for an earlier stage reading the broker's answer."""
 
 
-EARLIER = Plan(observe=_observed, abandon=_released)
+EARLIER = Plan(leg=ResponseLeg(observe=_observed), abandon=_released)
 
 
 @pytest.fixture
@@ -54,7 +55,7 @@ def _scope(quotas, **sections) -> ConnectionScope:
 
 def _kept(plan: Plan) -> None:
     assert plan is not EARLIER  # the stage added something
-    assert plan.abandon is _released and plan.observe is _observed, "the earlier stage's fields were dropped"
+    assert plan.abandon is _released and plan.leg.observe is _observed, "the earlier stage's fields were dropped"
 
 
 def test_a_throttled_produce_keeps_the_earlier_plan(earlier_stage):
@@ -81,5 +82,5 @@ def test_a_fetch_under_a_consumer_quota_keeps_the_earlier_plan(earlier_stage, mo
     scope = _scope([{"entity": {"client-id": "c"}, "consumer_byte_rate": 1000}], settings={"quota.mode": mode})
     assert scope.quotas.mode.shadow == (mode == "shadow")
     plan = byte_rate.plan_fetch(scope, Session("L", "10.0.0.1"), RequestHeader(100, FETCH, version, 1, "c", 20))
-    assert plan.record_response is not None
+    assert plan.leg.record_response is not None
     _kept(plan)

@@ -286,7 +286,7 @@ def test_describe_merges_the_brokers_keys_into_the_proxys_entries():
         ],
     )
     merged = decode_response(
-        DESCRIBE_CLIENT_QUOTAS, 1, outcome.rewrite(memoryview(encode_response(DESCRIBE_CLIENT_QUOTAS, 1, broker)))
+        DESCRIBE_CLIENT_QUOTAS, 1, outcome.leg.rewrite(memoryview(encode_response(DESCRIBE_CLIENT_QUOTAS, 1, broker)))
     )
     assert merged.throttle_time_ms == 40 and merged.error_code == NONE
     assert {
@@ -298,7 +298,7 @@ def test_describe_merges_the_brokers_keys_into_the_proxys_entries():
     }
     refused = new_response(DESCRIBE_CLIENT_QUOTAS, 1, error_code=CLUSTER_AUTHORIZATION_FAILED, entries=None)
     alone = decode_response(
-        DESCRIBE_CLIENT_QUOTAS, 1, outcome.rewrite(memoryview(encode_response(DESCRIBE_CLIENT_QUOTAS, 1, refused)))
+        DESCRIBE_CLIENT_QUOTAS, 1, outcome.leg.rewrite(memoryview(encode_response(DESCRIBE_CLIENT_QUOTAS, 1, refused)))
     )
     assert alone.error_code == NONE and len(alone.entries) == 1  # the proxy's own still answered
 

@@ -215,4 +215,4 @@ def test_up_to_v14_a_follower_fetch_is_planned_as_if_no_quota_applied_so_both_wa
     follower = RequestHeader(100, FETCH, version, 1, FOLLOWER, 30, replica_id=1)
     assert plan_request(scope, Session("L", "127.0.0.1"), follower) is PASS  # sidecar mode: nothing to rewrite
     consumer = RequestHeader(100, FETCH, version, 2, CONSUMER, 30)
-    assert plan_request(scope, Session("L", "127.0.0.1"), consumer).record_response is not None
+    assert plan_request(scope, Session("L", "127.0.0.1"), consumer).leg.record_response is not None

@@ -65,7 +65,7 @@ def test_a_mixed_produce_forwards_the_normal_topic_and_refuses_the_internal_one(
             for n in ("orders", "audit")
         ],
     )
-    merged = decode_response(PRODUCE, 9, outcome.rewrite(memoryview(encode_response(PRODUCE, 9, broker))))
+    merged = decode_response(PRODUCE, 9, outcome.leg.rewrite(memoryview(encode_response(PRODUCE, 9, broker))))
     codes = {(t.name, p.index): (p.error_code, p.base_offset) for t in merged.responses for p in t.partition_responses}
     assert codes == {
         ("orders", 0): (0, 42),
@@ -183,7 +183,7 @@ def test_create_topics_delete_records_and_txn_partitions_name_internal_topics_pe
         merged = decode_response(
             ADD_PARTITIONS_TO_TXN,
             version,
-            outcome.rewrite(memoryview(encode_response(ADD_PARTITIONS_TO_TXN, version, broker))),
+            outcome.leg.rewrite(memoryview(encode_response(ADD_PARTITIONS_TO_TXN, version, broker))),
         )
         assert {
             (t.name, t.results_by_partition[0].partition_error_code)
@@ -218,7 +218,9 @@ def test_alter_configs_refuses_internal_topic_resources_and_forwards_the_rest():
         INCREMENTAL_ALTER_CONFIGS, 1, responses=[{"error_code": 0, "resource_type": 2, "resource_name": "orders"}]
     )
     merged = decode_response(
-        INCREMENTAL_ALTER_CONFIGS, 1, outcome.rewrite(memoryview(encode_response(INCREMENTAL_ALTER_CONFIGS, 1, broker)))
+        INCREMENTAL_ALTER_CONFIGS,
+        1,
+        outcome.leg.rewrite(memoryview(encode_response(INCREMENTAL_ALTER_CONFIGS, 1, broker))),
     )
     assert {(r.resource_name, r.error_code) for r in merged.responses} == {
         ("orders", 0),
@@ -328,7 +330,9 @@ def test_an_id_the_broker_cannot_name_either_is_answered_unknown_topic_id_never_
     assert isinstance(decided, ForwardRequest)
     assert [t.topic_id for t in decode_request(DELETE_TOPICS, 6, decided.body).topics] == [orders_id]
     broker = new_response(DELETE_TOPICS, 6, responses=[{"name": "orders", "topic_id": orders_id, "error_code": NONE}])
-    merged = decode_response(DELETE_TOPICS, 6, decided.rewrite(memoryview(encode_response(DELETE_TOPICS, 6, broker))))
+    merged = decode_response(
+        DELETE_TOPICS, 6, decided.leg.rewrite(memoryview(encode_response(DELETE_TOPICS, 6, broker)))
+    )
     assert [(r.topic_id, r.error_code) for r in merged.responses] == [(orders_id, NONE), (ghost_id, UNKNOWN_TOPIC_ID)]
     assert scope.guard.refused_total == {}  # not an internal topic: no refusal counted
 

@@ -47,7 +47,7 @@ def handshake(sc: ConnectionScope, s: Session) -> None:
         )
         is FORWARD_AS_IS
     )
-    plan.observe(
+    plan.leg.observe(
         memoryview(
             encode_response(
                 SASL_HANDSHAKE, 1, new_response(SASL_HANDSHAKE, 1, error_code=0, mechanisms=["SCRAM-SHA-512"])
@@ -64,7 +64,7 @@ def authenticate(sc: ConnectionScope, s: Session, corr: int, token: bytes):
 
 
 def broker_says(plan, server: bytes, error_code: int = 0) -> None:
-    plan.observe(
+    plan.leg.observe(
         memoryview(
             encode_response(
                 SASL_AUTHENTICATE, V, new_response(SASL_AUTHENTICATE, V, error_code=error_code, auth_bytes=server)

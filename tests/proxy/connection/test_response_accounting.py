@@ -13,6 +13,7 @@ from collections import Counter
 
 from config.loader import parse_config
 from proxy.apis import PASS, ConnectionScope, Plan
+from proxy.apis.response_leg import ResponseLeg
 from proxy.cluster.topics import Topics
 from proxy.codec.apis import API_VERSIONS, LIST_OFFSETS, METADATA, PRODUCE
 from proxy.codec.frame import DROP, STREAM
@@ -60,7 +61,7 @@ class _Usage:
 
 def _planner(scope, session, header):
     if header.api_key == METADATA:  # buffered: its response rewritten (2 bytes longer)
-        return Plan(action=STREAM, rewrite=lambda body: bytes(body) + b"\x00\x00")
+        return Plan(action=STREAM, leg=ResponseLeg(rewrite=lambda body: bytes(body) + b"\x00\x00"))
     if header.api_key == API_VERSIONS:  # answered by the proxy
         return Plan(action=DROP, local_response=_LOCAL[header.correlation_id])
     if header.api_key == PRODUCE and header.expects_response:  # buffered: a throttle merged into the response

@@ -1,4 +1,4 @@
-"""The response leg (proxy.connection.response_leg): what a forwarded request's response goes through, combined
+"""The response leg (proxy.apis.response_leg): what a forwarded request's response goes through, combined
 in one place so that no stage is dropped."""
 
 import dataclasses
@@ -6,23 +6,27 @@ import dataclasses
 import pytest
 
 from proxy.apis import PASS, ForwardRequest, Plan
-from proxy.connection.response_leg import NO_LEG, ResponseLeg
+from proxy.apis.response_leg import NO_LEG, ResponseLeg
 from quota.primitives.decision import FORWARD, Throttle
 
 
 def test_a_plan_and_its_outcome_combine_with_every_stage_kept():
     calls = []
     plan = Plan(
-        observe=lambda body: calls.append(("plan observes", bytes(body))),
-        rewrite=lambda body: bytes(body) + b"+plan",
-        record_response=lambda n: calls.append(("charged", n)) or Throttle(30, 30),
+        leg=ResponseLeg(
+            observe=lambda body: calls.append(("plan observes", bytes(body))),
+            rewrite=lambda body: bytes(body) + b"+plan",
+            record_response=lambda n: calls.append(("charged", n)) or Throttle(30, 30),
+        )
     )
     outcome = ForwardRequest(
-        observe=lambda body: calls.append(("outcome observes", bytes(body))),
-        rewrite=lambda body: bytes(body) + b"+outcome",
-        settle=lambda t: calls.append(("settled", t.throttle_time_ms)) or Throttle(10, 10),
+        leg=ResponseLeg(
+            observe=lambda body: calls.append(("outcome observes", bytes(body))),
+            rewrite=lambda body: bytes(body) + b"+outcome",
+            settle=lambda t: calls.append(("settled", t.throttle_time_ms)) or Throttle(10, 10),
+        )
     )
-    leg = ResponseLeg.planned(plan).then(ResponseLeg.forwarded(outcome))
+    leg = plan.leg.then(outcome.leg)
     assert all(getattr(leg, f.name) is not None for f in dataclasses.fields(leg) if f.name != "lookup"), leg
     body, throttle = leg.run(memoryview(b"broker"), lambda rewritten: len(rewritten), Throttle(20, 20))
     assert body == b"broker+plan+outcome"  # the outcome's rewrite applies to what the plan's produced
@@ -36,7 +40,7 @@ def test_a_plan_and_its_outcome_combine_with_every_stage_kept():
 
 
 def test_no_leg_is_the_identity_and_what_nothing_needs():
-    assert ResponseLeg.planned(PASS) is NO_LEG and ResponseLeg.forwarded(ForwardRequest()) is NO_LEG
+    assert PASS.leg is NO_LEG and ForwardRequest().leg is NO_LEG
     leg = ResponseLeg(observe=lambda body: None)
     assert leg.then(NO_LEG) is leg and NO_LEG.then(leg) is leg
     assert NO_LEG.run(memoryview(b"x"), len, None) == (None, None)

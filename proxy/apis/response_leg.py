@@ -1,7 +1,7 @@
 """What the response to one forwarded request needs besides its bytes: its response leg, one named value.
 
 A request's plan (:class:`proxy.apis.Plan`, at its header) and its outcome (:class:`proxy.apis.ForwardRequest`,
-on its body) each say what the broker's answer must go through on its way back: observers that learn from it
+on its body) each own the leg the broker's answer must go through on its way back: observers that learn from it
 (SASL outcomes, partition counts, producer ids), rewrites (broker addresses, the items the proxy kept back), the
 consumer byte rate charged on the size the client gets, a settlement of the throttle from what the broker did
 (KIP-599 refunds). :class:`ResponseLeg` holds them; :meth:`ResponseLeg.then` is the one way two legs combine,
@@ -36,20 +36,6 @@ class ResponseLeg:
     settle: Settle | None = None
     # the proxy's own lookup: takes the answer's body; the answer never goes to the client
     lookup: Callable[[memoryview], None] | None = None
-
-    @classmethod
-    def planned(cls, plan) -> ResponseLeg:
-        """The leg a request's plan (:class:`proxy.apis.Plan`) asks for at its header."""
-        if plan.rewrite is None and plan.observe is None and plan.record_response is None:
-            return NO_LEG
-        return cls(observe=plan.observe, rewrite=plan.rewrite, record_response=plan.record_response)
-
-    @classmethod
-    def forwarded(cls, outcome) -> ResponseLeg:
-        """The leg a forwarded outcome (:class:`proxy.apis.ForwardRequest`) adds once the body was decided."""
-        if outcome.rewrite is None and outcome.observe is None and outcome.settle is None:
-            return NO_LEG
-        return cls(observe=outcome.observe, rewrite=outcome.rewrite, settle=outcome.settle)
 
     def then(self, more: ResponseLeg) -> ResponseLeg:
         """This leg, then ``more``: observers both, in order, on the broker's body; ``more``'s rewrite applied to

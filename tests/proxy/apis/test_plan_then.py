@@ -1,0 +1,85 @@
+"""The one way two stages' plans combine (``Plan.then``): nothing either stage said is dropped."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from proxy.apis.plan import PASS, AnswerLocally, ForwardRequest, HoldFor, LookUp, Plan
+from proxy.apis.response_leg import ResponseLeg
+from proxy.codec.apis import PRODUCE
+from proxy.codec.frame import BUFFER, DROP
+from proxy.codec.header import RequestHeader, encode_response_header, frame
+from quota.primitives.decision import Throttle
+
+HEADER = RequestHeader(100, PRODUCE, 9, 7, "c", 20, 1)
+
+
+def test_every_field_of_both_plans_is_kept():
+    calls: list = []
+    earlier = Plan(
+        leg=ResponseLeg(rewrite=lambda body: bytes(body) + b"+earlier", observe=lambda body: calls.append("observed")),
+        throttle=Throttle(10, 40),
+        abandon=lambda: calls.append("earlier released"),
+    )
+    later = Plan(
+        action=BUFFER,
+        leg=ResponseLeg(rewrite=lambda body: bytes(body) + b"+later"),
+        throttle=Throttle(30, 20),
+        abandon=lambda: calls.append("later released"),
+        decide=lambda body: ForwardRequest(),
+    )
+    plan = earlier.then(later, HEADER)
+    assert plan.action is BUFFER and plan.decide is later.decide  # the strongest action; the only decision
+    assert plan.throttle == Throttle(30, 40)  # the longest report and the longest mute
+    assert plan.leg.rewrite(memoryview(b"broker")) == b"broker+earlier+later"  # the later on what the earlier made
+    plan.leg.observe(memoryview(b"broker"))
+    plan.abandon()
+    assert calls == ["observed", "earlier released", "later released"]
+    assert {f.name for f in dataclasses.fields(Plan)} == {
+        "action",
+        "leg",
+        "local_response",
+        "decide",
+        "throttle",
+        "abandon",
+        "last",
+    }, "a field added to Plan must be combined by Plan.then (and this test extended)"
+
+
+def test_pass_is_the_identity_and_a_last_plan_takes_nothing_more():
+    plan = Plan(throttle=Throttle(5, 5))
+    assert PASS.then(plan, HEADER) is plan and plan.then(PASS, HEADER) is plan
+    last = Plan(action=DROP, local_response=b"answer", last=True)
+    assert last.then(plan, HEADER) is last
+    assert plan.then(last, HEADER).last and plan.then(last, HEADER).action is DROP
+
+
+def test_the_later_stage_decides_on_what_the_earlier_forwards_and_its_answer_gets_the_earlier_leg():
+    seen: list = []
+    earlier = Plan(
+        action=BUFFER,
+        decide=lambda body: ForwardRequest(
+            body=b"rest", leg=ResponseLeg(rewrite=lambda answer: bytes(answer) + b"+refusals"), throttle=Throttle(9, 9)
+        ),
+    )
+
+    def later_decides(body: memoryview):
+        seen.append(bytes(body))
+        return AnswerLocally(frame(encode_response_header(PRODUCE, 9, 7) + b"ours"), Throttle(3, 3))
+
+    outcome = earlier.then(Plan(action=BUFFER, decide=later_decides), HEADER).decide(memoryview(b"whole"))
+    assert seen == [b"rest"]
+    assert isinstance(outcome, AnswerLocally) and outcome.throttle == Throttle(9, 9)
+    assert outcome.frame == frame(encode_response_header(PRODUCE, 9, 7) + b"ours+refusals")
+
+
+def test_a_lookup_or_a_hold_decides_the_later_stage_once_it_is_over():
+    later = Plan(action=BUFFER, decide=lambda body: ForwardRequest(throttle=Throttle(4, 4)))
+    looked = Plan(action=BUFFER, decide=lambda body: LookUp(3, 12, b"q", lambda answer: ForwardRequest()))
+    lookup = looked.then(later, HEADER).decide(memoryview(b"whole"))
+    assert isinstance(lookup, LookUp) and lookup.then(memoryview(b"")).throttle == Throttle(4, 4)
+    held = Plan(action=BUFFER, decide=lambda body: HoldFor(50, lambda: ForwardRequest()))
+    hold = held.then(later, HEADER).decide(memoryview(b"whole"))
+    assert isinstance(hold, HoldFor) and hold.delay_ms == 50 and hold.then().throttle == Throttle(4, 4)
+    answered = Plan(action=BUFFER, decide=lambda body: AnswerLocally(b"x"))
+    assert answered.then(later, HEADER).decide(memoryview(b"whole")) == AnswerLocally(b"x")  # the chain ended
