@@ -42,6 +42,7 @@ from proxy.apis import addresses, producer_ids
 from proxy.apis.decisions import Decisions
 from proxy.apis.plan import FORWARD_AS_IS, AnswerLocally, ConnectionScope, ForwardRequest, Outcome, Plan
 from proxy.apis.response_leg import ResponseLeg
+from proxy.apis.usage import NO_USAGE, Usage
 from proxy.codec.apis import FETCH, FETCH_MAX_BYTES_SINCE, FETCH_REPLICA_STATE_SINCE, PRODUCE
 from proxy.codec.error_codes import NOT_ENOUGH_REPLICAS
 from proxy.codec.frame import BUFFER, STREAM
@@ -68,10 +69,10 @@ def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader
     volume = quotas.volume
     if volume is not None and volume.paused and not quotas.mode.shadow:
         return paused_produce(scope, session, volume, header, base)
-    decisions = Decisions(quotas, session.user)
+    decisions = Decisions()
     hold = producer_ids.decide_produce(scope, session, header, decisions)  # KIP-936: a new producer id is counted
     if isinstance(hold, Refuse):  # held past the bound: answered here, nothing else recorded for it
-        return producer_ids.refused(header, hold)
+        return producer_ids.refused(header, hold, decisions.usage)
     if quotas.produce.enabled:  # no producer_byte_rate anywhere: nothing recorded, as Kafka does
         decisions.add(
             PRODUCER_BYTE_RATE,
@@ -85,9 +86,9 @@ def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader
             volume.produce.record_and_decide(session.user, header.client_id or "", header.size),
             header.client_id,
         )
-    if decisions.shadow_ms:
-        scope.usage.for_request(session, header).shadow_throttle_ms += decisions.shadow_ms
-    plan = base if decisions.throttle is None else base.then(Plan(throttle=decisions.throttle), header)
+    if decisions.throttle is not None or decisions.usage is not NO_USAGE:
+        base = base.then(Plan(throttle=decisions.throttle, usage=decisions.usage), header)
+    plan = base
     return plan if hold is None else producer_ids.held(scope, session, header, plan, hold)
 
 
@@ -106,34 +107,36 @@ def paused_produce(scope: ConnectionScope, session: Session, volume, header: Req
     uncharged (issue 44, N10: 13,352 refusals a second, 2,718 times the user's quota)."""
     version, quotas = header.api_version, scope.quotas
 
-    def refuse(body: memoryview, throttle: Throttle) -> Outcome:
+    def refuse(body: memoryview, throttle: Throttle, usage: Usage = NO_USAGE) -> Outcome:
         return AnswerLocally.failing(
             header,
             decode_request(PRODUCE, version, body),
             NOT_ENOUGH_REPLICAS,
             throttle,
             "kafka-quota-proxy: a broker volume is at its hard limit; produce is paused until usage drops (retry)",
+            usage,
         )
 
     if not scope.guard.allowed(session):
-        throttle = _paused_charge(quotas, session, volume, header)
-        return base.then(Plan(action=BUFFER, throttle=throttle, decide=lambda body: refuse(body, throttle)), header)
+        throttle, usage = _paused_charge(quotas, session, volume, header)
+        refused = Plan(action=BUFFER, throttle=throttle, decide=lambda body: refuse(body, throttle), usage=usage)
+        return base.then(refused, header)
 
     def decide(body: memoryview) -> Outcome:
         msg = decode_request(PRODUCE, version, body)
         names = {t.name or scope.topics.name_for(t.topic_id) for t in msg.topic_data}
         if names and names <= quotas.internal_topics:
             return FORWARD_AS_IS
-        return refuse(body, _paused_charge(quotas, session, volume, header))
+        return refuse(body, *_paused_charge(quotas, session, volume, header))
 
     return base.then(Plan(action=BUFFER, decide=decide), header)
 
 
-def _paused_charge(quotas, session: Session, volume, header: RequestHeader) -> Throttle:
+def _paused_charge(quotas, session: Session, volume, header: RequestHeader) -> tuple[Throttle, Usage]:
     """A produce refused at PAUSE recorded (the client's producer_byte_rate, else the volume's base rate) with the
-    pause itself: the longest throttle of the two."""
+    pause itself: the longest throttle of the two, and what it accounted for."""
     delay, user, client_id = volume.config.pause_delay_ms, session.user, header.client_id or ""
-    decisions = Decisions(quotas, user)
+    decisions = Decisions()
     decisions.add("volume_usage", Throttle(delay, delay), header.client_id)  # the pause itself
     if quotas.produce.enabled and not quotas.produce.resolve(user, client_id).unlimited:
         decisions.add(
@@ -141,7 +144,7 @@ def _paused_charge(quotas, session: Session, volume, header: RequestHeader) -> T
         )
     else:
         decisions.add("volume_usage", volume.refused.record_and_decide(user, client_id, header.size), header.client_id)
-    return decisions.throttle
+    return decisions.throttle, decisions.usage
 
 
 def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
@@ -173,10 +176,10 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
             if follower:
                 return FORWARD
             decision = fetch.record_and_decide(user, client_id, response_size)
-            decisions = Decisions(quotas, user)
-            decisions.add(CONSUMER_BYTE_RATE, decision, client_id)
-            if decisions.shadow_ms:
-                scope.usage.for_request(session, header).shadow_throttle_ms += decisions.shadow_ms
+            # decided as the response goes: noted here, in the usage log's row when there is one (not plan data)
+            shadow_ms = quotas.shadows.note(CONSUMER_BYTE_RATE, decision, user, client_id)
+            if shadow_ms and scope.usage is not None:
+                scope.usage.for_request(session, header).shadow_throttle_ms += shadow_ms
             return decision
 
         return base.then(

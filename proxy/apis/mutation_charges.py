@@ -22,6 +22,15 @@ def topic_keys(name, topic_id=None) -> frozenset:
     return frozenset(k for k in (name, topic_id) if k is not None and k != "" and k != ZERO_UUID)
 
 
+class Unlogged:
+    """The row a charge counts in when no usage log is kept: nothing reads it."""
+
+    __slots__ = ("partition_mutations",)
+
+    def __init__(self) -> None:
+        self.partition_mutations = 0
+
+
 class Charges:
     """The tokens one request took, per admitted topic, from its entity's bucket; and the usage-log row charged."""
 

@@ -38,7 +38,7 @@ from functools import partial
 
 from proxy.apis.decisions import Decisions
 from proxy.apis.metadata import look_up_topics
-from proxy.apis.mutation_charges import Charges, topic_keys
+from proxy.apis.mutation_charges import Charges, Unlogged, topic_keys
 from proxy.apis.plan import FORWARD_AS_IS, PASS, AnswerLocally, ConnectionScope, ForwardRequest, LookUp, Outcome, Plan
 from proxy.apis.response_leg import ResponseLeg
 from proxy.codec.apis import (
@@ -80,7 +80,8 @@ def _plan(scope: ConnectionScope, session: Session, header: RequestHeader, kind:
         return PASS
     mutation = kind(scope, session, client_id, header.api_version, header.correlation_id)
     table = scope.usage  # the row is looked up when counted: the table may have started a new interval meanwhile
-    mutation.usage = lambda: table.for_request(session, header)
+    if table is not None:
+        mutation.usage = lambda: table.for_request(session, header)
     return Plan(action=BUFFER, decide=mutation.decide)
 
 
@@ -91,7 +92,8 @@ class _Mutation:
     results_field: str  # the response's list of per-topic results
 
     looked_up = False  # the proxy's lookup has been answered: what is still unknown does not exist
-    usage: Callable[[], object]  # () -> the usage-log row of the request's entity (set by _plan)
+    # () -> the usage-log row of the request's entity (set by _plan when a usage log is kept)
+    usage: Callable[[], object] = Unlogged
     charges: Charges  # what admission took, per topic (set when decided)
 
     def __init__(
@@ -157,21 +159,21 @@ class _Mutation:
         if strict_mutation_quota(self.api_key, self.version):
             return self.strict(msg, items, counts)
         total = self.charge(items, counts, [True] * len(items))
-        decisions = Decisions(self.scope.quotas, self.user)
+        decisions = Decisions()
         decisions.add(
             "controller_mutation_rate", self.quotas.record_and_decide(self.user, self.client_id, total), self.client_id
         )
-        return ForwardRequest(leg=self.leg(items), throttle=decisions.throttle)
+        return ForwardRequest(leg=self.leg(items), throttle=decisions.throttle, usage=decisions.usage)
 
     def strict(self, msg: Message, items: list, counts: list[int | None]) -> Outcome:
         admission = self.quotas.admit(self.user, self.client_id, counts)
         self.charge(items, counts, admission.admitted)
-        decisions = Decisions(self.scope.quotas, self.user)
+        decisions = Decisions()
         if admission.throttle is not None:
             decisions.add("controller_mutation_rate", admission.throttle, self.client_id)
         throttle = decisions.throttle
         if throttle is None or admission.all_admitted:
-            return ForwardRequest(leg=self.leg(items), throttle=throttle)
+            return ForwardRequest(leg=self.leg(items), throttle=throttle, usage=decisions.usage)
         admitted = [item for item, ok in zip(items, admission.admitted) if ok]
         rejected = [self.key(item) for item, ok in zip(items, admission.admitted) if not ok]
         message = (
@@ -196,7 +198,9 @@ class _Mutation:
                 error_message=message,
             )
             return AnswerLocally(
-                encode_local_response(self.api_key, self.version, self.correlation_id, response), throttle=throttle
+                encode_local_response(self.api_key, self.version, self.correlation_id, response),
+                throttle=throttle,
+                usage=decisions.usage,
             )
         template = error_response(
             self.api_key, self.version, msg, NONE, item_errors=rejected_errors, error_message=message
@@ -228,6 +232,7 @@ class _Mutation:
             body=encode_request(self.api_key, self.version, msg),
             leg=ResponseLeg(rewrite=merge).then(self.leg(admitted)),
             throttle=throttle,
+            usage=decisions.usage,
         )
 
     def charge(self, items: list, counts: list[int | None], admitted: Sequence[bool]) -> int:

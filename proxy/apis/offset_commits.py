@@ -21,6 +21,7 @@ from __future__ import annotations
 from proxy.apis.decisions import Decisions
 from proxy.apis.plan import FORWARD_AS_IS, PASS, AnswerLocally, ConnectionScope, ForwardRequest, Outcome, Plan
 from proxy.apis.response_leg import ResponseLeg
+from proxy.apis.usage import NO_USAGE
 from proxy.codec.error_codes import NONE, OFFSET_METADATA_TOO_LARGE
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader
@@ -34,7 +35,7 @@ def plan_offset_commit(scope: ConnectionScope, session: Session, header: Request
     quotas, user, client_id = scope.quotas, session.user, header.client_id or ""
     volume = quotas.volume
     paused = volume is not None and volume.paused and not quotas.mode.shadow
-    decisions = Decisions(quotas, user)
+    decisions = Decisions()
     if quotas.produce.enabled and not quotas.produce.resolve(user, client_id).unlimited:
         decisions.add(
             PRODUCER_BYTE_RATE, quotas.produce.record_and_decide(user, client_id, header.size), header.client_id
@@ -42,7 +43,9 @@ def plan_offset_commit(scope: ConnectionScope, session: Session, header: Request
     elif paused:
         decisions.add("volume_usage", volume.refused.record_and_decide(user, client_id, header.size), header.client_id)
     cap = 0 if paused else quotas.offset_metadata_max_bytes
-    plan = PASS if decisions.throttle is None else Plan(throttle=decisions.throttle)
+    plan = PASS
+    if decisions.throttle is not None or decisions.usage is not NO_USAGE:
+        plan = Plan(throttle=decisions.throttle, usage=decisions.usage)
     if header.size <= cap:
         return plan
     capped = _Capped(header, cap)

@@ -11,7 +11,8 @@ the request's place in the response order); a decision that needs a fact the pro
 A plan owns its response leg (:class:`~proxy.apis.response_leg.ResponseLeg`), as a forwarded outcome does. Plans of
 several stages combine one way only, :meth:`Plan.then`: the strongest action, the longest throttle
 (:func:`quota.primitives.decision.longest`), the later stage deciding on what the earlier's decision produced, the
-legs chained, every abandon called; no field is copied or overridden by hand, so a field added next month is kept.
+legs chained, every abandon called, usage added (:class:`~proxy.apis.usage.Usage`: accounting is data, recorded by
+the request path); no field is copied or overridden by hand, so a field added next month is kept.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from proxy.apis.response_leg import NO_LEG, ResponseLeg
+from proxy.apis.usage import NO_USAGE, Usage
 from proxy.cluster.created_counts import NO_LOOKUPS, CreatedCounts
 from proxy.cluster.token_owners import NO_TOKEN_OWNERS, TokenOwners
 from proxy.cluster.topics import Topics
@@ -52,6 +54,7 @@ class ForwardRequest:
     body: bytes | None = None
     leg: ResponseLeg = NO_LEG
     throttle: Throttle | None = None
+    usage: Usage = NO_USAGE  # what deciding accounted for (recorded by the request path)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,9 +64,12 @@ class AnswerLocally:
 
     frame: bytes
     throttle: Throttle | None = None
+    usage: Usage = NO_USAGE  # what deciding accounted for (recorded by the request path)
 
     @classmethod
-    def failing(cls, header, request, error_code: int, throttle: Throttle, message: str) -> AnswerLocally:
+    def failing(
+        cls, header, request, error_code: int, throttle: Throttle, message: str, usage: Usage = NO_USAGE
+    ) -> AnswerLocally:
         """The request (``header``, its decoded body ``request``) answered with ``error_code`` for every item,
         ``throttle_time_ms`` and ``message``, and the connection throttled with ``throttle``."""
         version = header.api_version
@@ -75,7 +81,8 @@ class AnswerLocally:
             throttle_time_ms=throttle.throttle_time_ms,
             error_message=message,
         )
-        return cls(encode_local_response(header.api_key, version, header.correlation_id, response), throttle=throttle)
+        frame = encode_local_response(header.api_key, version, header.correlation_id, response)
+        return cls(frame, throttle=throttle, usage=usage)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,13 +136,14 @@ class Plan:
     # BUFFER: called once if the connection closes before the request was forwarded or answered (what the plan
     # reserved for it is released: a held producer id's token)
     abandon: Callable[[], None] | None = None
+    usage: Usage = NO_USAGE  # what planning accounted for (recorded by the request path at the header)
     last: bool = False  # no later stage plans this request (the stage ended the chain)
 
     def then(self, later: Plan, header: RequestHeader) -> Plan:
         """This plan (an earlier stage's), then ``later``'s, for the request of ``header``: the one way plans
         combine. The strongest action; the longest throttle; ``later`` decides on what this plan's decision
         produced (:func:`then_outcome`); the response goes through this leg, then ``later``'s; both abandons are
-        called; ``later`` may end the chain. A plan that ended the chain takes nothing more."""
+        called; the usage added; ``later`` may end the chain. A plan that ended the chain takes nothing more."""
         if self.last or later is PASS:
             return self
         if self is PASS:
@@ -147,6 +155,7 @@ class Plan:
             decide=_decided_in_turn(self.decide, later.decide, header),
             throttle=_longest(self.throttle, later.throttle),
             abandon=_both(self.abandon, later.abandon),
+            usage=self.usage + later.usage,
             last=later.last,
         )
 
@@ -180,6 +189,7 @@ def _forwarded_then(first: ForwardRequest, second: Outcome, header: RequestHeade
             body=second.body if second.body is not None else first.body,
             leg=first.leg.then(second.leg),
             throttle=_longest(first.throttle, second.throttle),
+            usage=first.usage + second.usage,
         )
     if isinstance(second, AnswerLocally):  # answered for what the first would have forwarded: its leg applies
         rewrite = first.leg.rewrite
@@ -189,7 +199,7 @@ def _forwarded_then(first: ForwardRequest, second: Outcome, header: RequestHeade
             rewritten = rewrite(memoryview(frame)[at:])
             if rewritten is not None:
                 frame = encode_frame(bytes(frame[4:at]) + rewritten)
-        return AnswerLocally(frame, _longest(first.throttle, second.throttle))
+        return AnswerLocally(frame, _longest(first.throttle, second.throttle), first.usage + second.usage)
     if isinstance(second, (LookUp, Await)):
         then = second.then
         return dataclasses.replace(second, then=lambda answer: _forwarded_then(first, then(answer), header))
@@ -234,16 +244,10 @@ class ConnectionScope:
     cluster: BrokerPorts | None  # cluster mode: broker ports to rewrite addresses to; None in sidecar mode
     topics: Topics  # ids, partition counts, the default: proxy-wide, learnt from the brokers' answers (read here)
     quotas: QuotaManagers
-    usage: UsageTable = None  # the usage log's table (None given: proxy.ops.usage_log.NO_USAGE, which keeps nothing)
+    usage: UsageTable | None = None  # the usage log's table, which the request path adds to (None: no usage log)
     client_quotas: DynamicConfig | None = None  # Describe/AlterClientQuotas served by the proxy, when configured
     guard: InternalTopicGuard = NO_GUARD  # who may write the proxy's internal topics (NO_GUARD: nothing guarded)
     counts: CreatedCounts = NO_LOOKUPS  # the counts of topics created with -1 whose answer said none (v4), looked up
     tokens: TokenOwners = NO_TOKEN_OWNERS  # delegation tokens' owners, looked up (NO_TOKEN_OWNERS: none, refused)
     admin_address: AdminAddress | None = None  # the admin listener: its address for every broker; its connections
     # are admins (Session.admin_listener)
-
-    def __post_init__(self) -> None:
-        if self.usage is None:
-            from proxy.ops.usage_table import NO_USAGE
-
-            object.__setattr__(self, "usage", NO_USAGE)

@@ -41,6 +41,7 @@ from __future__ import annotations
 from proxy.apis.decisions import Decisions
 from proxy.apis.plan import FORWARD_AS_IS, PASS, AnswerLocally, ConnectionScope, HoldFor, Outcome, Plan
 from proxy.apis.response_leg import ResponseLeg
+from proxy.apis.usage import Usage
 from proxy.codec.apis import INIT_PRODUCER_ID, PRODUCE
 from proxy.codec.error_codes import NONE, NOT_ENOUGH_REPLICAS
 from proxy.codec.frame import BUFFER
@@ -84,7 +85,7 @@ def decide_produce(
         else quota.record_and_decide_all(session.user, pids, now, full is None)
     )
     if quota.new_pids_counted != counted:
-        scope.usage.for_request(session, header).new_producer_ids += quota.new_pids_counted - counted
+        decisions.usage += Usage(new_producer_ids=quota.new_pids_counted - counted)
     if isinstance(decision, Refuse):
         if decision.no_room:
             held_bytes.refuse(full)
@@ -142,7 +143,7 @@ class _Reserved:
             self._nbytes = 0
 
 
-def refused(header: RequestHeader, refusal: Refuse) -> Plan:
+def refused(header: RequestHeader, refusal: Refuse, usage: Usage) -> Plan:
     """The Produce is answered by the proxy (read whole for its partitions) with the retriable NOT_ENOUGH_REPLICAS
     and the refusal's throttle; it never reaches the broker. An ``acks=0`` one gets no answer."""
 
@@ -152,7 +153,7 @@ def refused(header: RequestHeader, refusal: Refuse) -> Plan:
             header, msg, NOT_ENOUGH_REPLICAS, refusal.throttle, NO_ROOM_MESSAGE if refusal.no_room else REFUSED_MESSAGE
         )
 
-    return Plan(action=BUFFER, decide=answer)
+    return Plan(action=BUFFER, decide=answer, usage=usage, last=True)
 
 
 def plan_init_producer_id(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:

@@ -48,7 +48,7 @@ class State:
 
 def usage_recorder(scope: ConnectionScope | None, session: Session):
     """What the connection's paths add to the usage log through (a do-nothing recorder when none is configured)."""
-    return (NO_USAGE if scope is None else scope.usage).recorder(session)
+    return (NO_USAGE if scope is None or scope.usage is None else scope.usage).recorder(session)
 
 
 class ConnectionCore:

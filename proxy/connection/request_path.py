@@ -18,6 +18,7 @@ import struct
 from collections.abc import Callable
 
 from proxy.apis import PASS, AnswerLocally, Await, ConnectionScope, HoldFor, LookUp, Outcome, Plan, plan_request
+from proxy.apis.usage import NO_USAGE, Usage
 from proxy.codec.errors import ProtocolError
 from proxy.codec.frame import BUFFER, STREAM, Action
 from proxy.codec.header import RequestHeader
@@ -96,6 +97,8 @@ class RequestPath:
         if plan is PASS:
             inflight.add(header, self._clock())
             return STREAM
+        if plan.usage is not NO_USAGE:
+            self._account(header, plan.usage)
         if plan.local_response is not None:
             if header.expects_response:
                 inflight.add_local(header, self._clock(), plan.local_response)
@@ -152,6 +155,8 @@ class RequestPath:
         if isinstance(outcome, HoldFor):
             self._hold(header, frame, entry, outcome, abandon)
             return
+        if outcome.usage is not NO_USAGE:
+            self._account(header, outcome.usage)
         if isinstance(outcome, AnswerLocally):
             if entry is None:  # acks=0 to a broker known not to answer: no answer, but its throttle mutes now
                 if outcome.throttle is not None:
@@ -249,6 +254,14 @@ class RequestPath:
         flow.frame_ended()
         if flow.inflight.probe_wanted:
             self._forward(flow.inflight.probe(self._clock()))
+
+    def _account(self, header: RequestHeader, usage: Usage) -> None:
+        """What a plan or an outcome accounted for, recorded once: the usage log's row of the request's entity, and
+        the shadow throttles' count (and log) for each decision computed but not applied."""
+        self._usage.planned(header, usage)
+        shadows, user = self._scope.quotas.shadows, self._session.user
+        for note in usage.shadows:
+            shadows.note(note.quota, note.decision, user, note.client_id)
 
     def _throttle(self, header: RequestHeader, entry: InFlight | None, throttle: Throttle) -> None:
         """The flow takes the throttle: it goes with the response (counted in the usage log there), or, with no

@@ -205,6 +205,13 @@ class UsageRecorder:
         """The request's connection held for ``mute_ms`` from ``now_ns`` (monotonic) by ``throttle``."""
         self._rows(header).held(throttle, mute_ms, now_ns)
 
+    def planned(self, header, usage) -> None:
+        """What the request's plan or outcome accounted for (:class:`proxy.apis.usage.Usage`)."""
+        row = self._rows(header)
+        row.shadow_throttle_ms += usage.shadow_throttle_ms
+        row.new_producer_ids += usage.new_producer_ids
+        row.partition_mutations += usage.partition_mutations
+
 
 class _NoUsageRecorder(UsageRecorder):
     """No usage log: every addition is a call that does nothing (the hot path neither branches nor counts)."""
@@ -221,6 +228,9 @@ class _NoUsageRecorder(UsageRecorder):
         pass
 
     def throttled(self, header, throttle, mute_ms: int, now_ns: int) -> None:
+        pass
+
+    def planned(self, header, usage) -> None:
         pass
 
 

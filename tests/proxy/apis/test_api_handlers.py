@@ -157,11 +157,14 @@ def test_shadow_mode_computes_and_meters_but_never_throttles(where):
         quota["mode"] = "shadow"
     quotas = ProxyQuotas(parse_config(raw))
     scope = ConnectionScope(None, Topics(), quotas.home)
+    noted = []
     for _ in range(3):
         plan = plan_request(scope, SESSION, RequestHeader(100_000, PRODUCE, 9, 5, "c", 20, 1))
         assert plan.throttle is None
-    count, total_ms = quotas.shadows.counts["producer_byte_rate"]
-    assert count >= 2 and total_ms > 1000
+        noted += plan.usage.shadows  # what the request path counts and logs (accounting is the plan's data)
+        assert plan.usage.shadow_throttle_ms == sum(n.decision.throttle_time_ms for n in plan.usage.shadows)
+    assert {n.quota for n in noted} == {"producer_byte_rate"}
+    assert len(noted) >= 2 and sum(n.decision.throttle_time_ms for n in noted) > 1000
     quotas.set_mode("enforce")
     if where == "proxy":  # the whole proxy back to enforcing: the same traffic is throttled
         assert plan_request(scope, SESSION, RequestHeader(100_000, PRODUCE, 9, 5, "c", 20, 1)).throttle is not None

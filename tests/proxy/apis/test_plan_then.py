@@ -6,6 +6,7 @@ import dataclasses
 
 from proxy.apis.plan import PASS, AnswerLocally, ForwardRequest, HoldFor, LookUp, Plan
 from proxy.apis.response_leg import ResponseLeg
+from proxy.apis.usage import Usage
 from proxy.codec.apis import PRODUCE
 from proxy.codec.frame import BUFFER, DROP
 from proxy.codec.header import RequestHeader, encode_response_header, frame
@@ -20,6 +21,7 @@ def test_every_field_of_both_plans_is_kept():
         leg=ResponseLeg(rewrite=lambda body: bytes(body) + b"+earlier", observe=lambda body: calls.append("observed")),
         throttle=Throttle(10, 40),
         abandon=lambda: calls.append("earlier released"),
+        usage=Usage(shadow_throttle_ms=50, new_producer_ids=1),
     )
     later = Plan(
         action=BUFFER,
@@ -27,10 +29,12 @@ def test_every_field_of_both_plans_is_kept():
         throttle=Throttle(30, 20),
         abandon=lambda: calls.append("later released"),
         decide=lambda body: ForwardRequest(),
+        usage=Usage(shadow_throttle_ms=20, new_producer_ids=2, partition_mutations=3),
     )
     plan = earlier.then(later, HEADER)
     assert plan.action is BUFFER and plan.decide is later.decide  # the strongest action; the only decision
     assert plan.throttle == Throttle(30, 40)  # the longest report and the longest mute
+    assert plan.usage == Usage(shadow_throttle_ms=50, new_producer_ids=3, partition_mutations=3)  # counts add up
     assert plan.leg.rewrite(memoryview(b"broker")) == b"broker+earlier+later"  # the later on what the earlier made
     plan.leg.observe(memoryview(b"broker"))
     plan.abandon()
@@ -42,6 +46,7 @@ def test_every_field_of_both_plans_is_kept():
         "decide",
         "throttle",
         "abandon",
+        "usage",
         "last",
     }, "a field added to Plan must be combined by Plan.then (and this test extended)"
 
