@@ -1,13 +1,13 @@
-"""Per-API handling: a table from API key to the handler that plans what the proxy does with a request.
+"""Per-API handling: each API's requests planned by a declared chain of stages (:mod:`proxy.apis.stages`).
 
-A handler looks at the request header (and, for buffered requests, the whole frame) and returns a
-:class:`~proxy.apis.plan.Plan`: stream the request as is, or answer it locally; and whether the response must
-be decoded and rewritten. APIs without a handler pass through untouched, as opaque bytes.
+A stage looks at the request header (and, for buffered requests, the whole frame) and returns a
+:class:`~proxy.apis.plan.Plan` or nothing: stream the request as is, or answer it locally; and what its response
+goes through. :data:`STAGES` declares them in order; an API's chain is those that want it, folded by
+:meth:`Plan.then <proxy.apis.plan.Plan.then>`. APIs no stage wants pass through untouched, as opaque bytes, on
+the fast path (:data:`PASS`, nothing looked up but the table).
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 from proxy.apis import (
     addresses,
@@ -15,13 +15,15 @@ from proxy.apis import (
     broker_configs,
     byte_rate,
     client_quotas,
+    internal_topics,
     metadata,
     mutations,
     offset_commits,
     producer_ids,
     sasl,
+    volume_pause,
 )
-from proxy.apis.internal_topics import GUARDED, guarded
+from proxy.apis.internal_topics import GUARDED
 from proxy.apis.plan import (
     FORWARD_AS_IS,
     PASS,
@@ -34,6 +36,7 @@ from proxy.apis.plan import (
     Outcome,
     Plan,
 )
+from proxy.apis.stages import Stage, chains, fold
 from proxy.codec.apis import (
     ALTER_CLIENT_QUOTAS,
     API_VERSIONS,
@@ -60,28 +63,44 @@ from proxy.codec.header import RequestHeader
 from proxy.codec.messages import DECODED_APIS
 from proxy.session.session import Session
 
-Handler = Callable[[ConnectionScope, Session, RequestHeader], Plan]
 
-HANDLERS: dict[int, Handler] = {
-    API_VERSIONS: api_versions.plan,
-    METADATA: metadata.plan_metadata,  # cluster mode: broker addresses (the topics pass as the broker's bytes)
-    FIND_COORDINATOR: addresses.plan_find_coordinator,
-    DESCRIBE_CLUSTER: addresses.plan_describe_cluster,
-    PRODUCE: byte_rate.plan_produce,  # quota, then cluster-mode NodeEndpoints
-    FETCH: byte_rate.plan_fetch,
-    CREATE_TOPICS: mutations.plan_create_topics,  # KIP-599 controller mutation quota
-    DELETE_TOPICS: mutations.plan_delete_topics,
-    CREATE_PARTITIONS: mutations.plan_create_partitions,
-    INIT_PRODUCER_ID: producer_ids.plan_init_producer_id,  # KIP-936 attribution
-    OFFSET_COMMIT: offset_commits.plan_offset_commit,  # writes to __consumer_offsets: capped, charged
-    TXN_OFFSET_COMMIT: offset_commits.plan_offset_commit,
-    DESCRIBE_CLIENT_QUOTAS: client_quotas.plan_describe,  # served by the proxy with a dynamic config
-    ALTER_CLIENT_QUOTAS: client_quotas.plan_alter,
-    INCREMENTAL_ALTER_CONFIGS: broker_configs.plan_incremental_alter,  # BROKER "": the proxy-wide settings
-    DESCRIBE_CONFIGS: broker_configs.plan_describe,
-    SASL_HANDSHAKE: sasl.plan_handshake,  # read, never changed: the principal for per-user quotas
-    SASL_AUTHENTICATE: sasl.plan_authenticate,
-}
+def _wants(*api_keys: int) -> frozenset[int]:
+    return frozenset(api_keys)
+
+
+# In the order they plan a request; a request's chain is the stages that want its API.
+STAGES = (
+    Stage("ApiVersions: the versions both sides speak", _wants(API_VERSIONS), api_versions.plan),
+    Stage("SASL: the principal for per-user quotas", _wants(SASL_HANDSHAKE), sasl.plan_handshake),
+    Stage("SASL: delegation tokens' owners", _wants(SASL_AUTHENTICATE), sasl.plan_authenticate),
+    # cluster mode and the admin listener: every broker address a response carries becomes the proxy's
+    Stage("broker addresses", _wants(METADATA), metadata.plan_metadata),
+    Stage("broker addresses", _wants(FIND_COORDINATOR), addresses.plan_find_coordinator),
+    Stage("broker addresses", _wants(DESCRIBE_CLUSTER), addresses.plan_describe_cluster),
+    Stage("node endpoints", _wants(PRODUCE), addresses.plan_produce),
+    Stage("node endpoints", _wants(FETCH), addresses.plan_fetch),
+    # the proxy's internal topics: refused to tenants first, so no quota counts what never reaches the broker
+    Stage("internal-topic guard", GUARDED, internal_topics.plan_guard),
+    Stage("internal exemption", _wants(PRODUCE), internal_topics.exempt_own_writes),  # may end the chain
+    Stage("volume pause", _wants(PRODUCE), volume_pause.plan_pause),  # ends the chain while paused
+    Stage("producer ids", _wants(PRODUCE), producer_ids.plan_produce),  # KIP-936; a refusal ends the chain
+    Stage("byte rate", _wants(PRODUCE), byte_rate.plan_producer_byte_rate),  # KIP-13
+    Stage("volume rate", _wants(PRODUCE), byte_rate.plan_volume_rate),  # the produce quota scaled
+    Stage("byte rate", _wants(FETCH), byte_rate.plan_fetch),  # KIP-13, max_bytes capped
+    Stage("controller mutations", _wants(CREATE_TOPICS), mutations.plan_create_topics),  # KIP-599
+    Stage("controller mutations", _wants(DELETE_TOPICS), mutations.plan_delete_topics),
+    Stage("controller mutations", _wants(CREATE_PARTITIONS), mutations.plan_create_partitions),
+    Stage("producer-id attribution", _wants(INIT_PRODUCER_ID), producer_ids.plan_init_producer_id),
+    # writes to __consumer_offsets: capped, charged
+    Stage("offset commits", _wants(OFFSET_COMMIT, TXN_OFFSET_COMMIT), offset_commits.plan_offset_commit),
+    # served by the proxy with a dynamic config
+    Stage("client quotas", _wants(DESCRIBE_CLIENT_QUOTAS), client_quotas.plan_describe),
+    Stage("client quotas", _wants(ALTER_CLIENT_QUOTAS), client_quotas.plan_alter),
+    # BROKER "": the proxy-wide settings
+    Stage("broker configs", _wants(INCREMENTAL_ALTER_CONFIGS), broker_configs.plan_incremental_alter),
+    Stage("broker configs", _wants(DESCRIBE_CONFIGS), broker_configs.plan_describe),
+)
+CHAINS = chains(STAGES)
 
 
 # What Kafka serves on a SASL listener before an authentication succeeds; anything else closes the connection.
@@ -94,8 +113,8 @@ def plan_request(scope: ConnectionScope, session: Session, header: RequestHeader
             f"{api_name(header.api_key)} before SASL authentication completed: only ApiVersions, "
             "SaslHandshake and SaslAuthenticate are served until the broker accepts one"
         )
-    handler = HANDLERS.get(header.api_key)
-    if handler is None and header.api_key not in GUARDED:  # writes that may name an internal topic are checked
+    chain = CHAINS.get(header.api_key)
+    if chain is None:
         return PASS
     versions = DECODED_APIS.get(header.api_key)
     if header.api_key != API_VERSIONS and versions is not None and not versions[0] <= header.api_version <= versions[1]:
@@ -104,14 +123,14 @@ def plan_request(scope: ConnectionScope, session: Session, header: RequestHeader
             f"{api_name(header.api_key)} v{header.api_version} is not a version any Kafka broker "
             f"speaks (v{versions[0]}-v{versions[1]})"
         )
-    plan = handler(scope, session, header) if handler is not None else PASS
-    return guarded(scope, session, header, plan)
+    return fold(chain, scope, session, header)
 
 
 __all__ = [
     "BEFORE_AUTHENTICATION",
     "FORWARD_AS_IS",
-    "HANDLERS",
+    "CHAINS",
+    "STAGES",
     "PASS",
     "AnswerLocally",
     "Await",

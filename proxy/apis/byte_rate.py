@@ -38,126 +38,63 @@ every partition answers TOPIC_AUTHORIZATION_FAILED), so claiming a replica id fe
 
 from __future__ import annotations
 
-from proxy.apis import addresses, producer_ids
 from proxy.apis.decisions import Decisions
-from proxy.apis.plan import FORWARD_AS_IS, AnswerLocally, ConnectionScope, ForwardRequest, Outcome, Plan
+from proxy.apis.plan import FORWARD_AS_IS, ConnectionScope, ForwardRequest, Plan
 from proxy.apis.response_leg import ResponseLeg
-from proxy.apis.usage import NO_USAGE, Usage
-from proxy.codec.apis import FETCH, FETCH_MAX_BYTES_SINCE, FETCH_REPLICA_STATE_SINCE, PRODUCE
-from proxy.codec.error_codes import NOT_ENOUGH_REPLICAS
+from proxy.codec.apis import FETCH, FETCH_MAX_BYTES_SINCE, FETCH_REPLICA_STATE_SINCE
 from proxy.codec.frame import BUFFER, STREAM
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import decode_request, decode_response, encode_request, encode_response
 from proxy.codec.records import iter_batches
 from proxy.session.session import Session
-from quota.managers.producer_ids import Refuse
-from quota.primitives.decision import FORWARD, Throttle
+from quota.primitives.decision import FORWARD
 from quota.primitives.entity import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
 from quota.primitives.throttle import INT32_MAX
 
 
-def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
-    base = addresses.plan_produce(scope, session, header)
-    quotas = scope.quotas
-    if (
-        header.only_topic is not None
-        and quotas.internal_topics
-        and quotas.is_internal(header.only_topic, scope.topics)
-        and scope.guard.allowed(session)
-    ):
-        return base  # the proxy (or an admin) writing its own topic: no quota applies, nor PAUSE
-    volume = quotas.volume
-    if volume is not None and volume.paused and not quotas.mode.shadow:
-        return paused_produce(scope, session, volume, header, base)
+def plan_producer_byte_rate(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan | None:
+    """Produce's stage of ``producer_byte_rate``: the request's bytes recorded at its header; over quota, the
+    response carries the throttle and the connection is muted for it."""
+    produce = scope.quotas.produce
+    if not produce.enabled:  # no producer_byte_rate anywhere: nothing recorded, as Kafka does
+        return None
     decisions = Decisions()
-    hold = producer_ids.decide_produce(scope, session, header, decisions)  # KIP-936: a new producer id is counted
-    if isinstance(hold, Refuse):  # held past the bound: answered here, nothing else recorded for it
-        return producer_ids.refused(header, hold, decisions.usage)
-    if quotas.produce.enabled:  # no producer_byte_rate anywhere: nothing recorded, as Kafka does
-        decisions.add(
-            PRODUCER_BYTE_RATE,
-            quotas.produce.record_and_decide(session.user, header.client_id or "", header.size),
-            header.client_id,
-        )
-    if volume is not None and volume.throttling:  # cluster volume usage: the produce quota scaled by its factor
-        # Recorded only while throttling: traffic sent while OPEN is not paid for when a soft limit is crossed.
-        decisions.add(
-            "volume_usage",
-            volume.produce.record_and_decide(session.user, header.client_id or "", header.size),
-            header.client_id,
-        )
-    if decisions.throttle is not None or decisions.usage is not NO_USAGE:
-        base = base.then(Plan(throttle=decisions.throttle, usage=decisions.usage), header)
-    plan = base
-    return plan if hold is None else producer_ids.held(scope, session, header, plan, hold)
+    decisions.add(
+        PRODUCER_BYTE_RATE,
+        produce.record_and_decide(session.user, header.client_id or "", header.size),
+        header.client_id,
+    )
+    return decisions.plan()
 
 
-def paused_produce(scope: ConnectionScope, session: Session, volume, header: RequestHeader, base: Plan) -> Plan:
-    """A volume is at its hard limit: the request is read whole and answered by the proxy with the retriable
-    NOT_ENOUGH_REPLICAS after ``pause_delay_ms`` (throttle_time_ms and a mute), so it never reaches the broker and
-    the client retries; a request of the proxy's own (or an admin's) that writes only the proxy's internal topics
-    (volume-usage snapshots, the dynamic config) goes through, so the publisher is never paused by what it reports.
-
-    A refusal is charged as an answered request is: its bytes are recorded against the client's
-    ``producer_byte_rate`` (where none applies, the volume's ``produce_base_rate``, unscaled) and the throttle that
-    gives, when longer than ``pause_delay_ms``, is the one reported and muted. Without it a client retrying large
-    requests was read and refused at one request per ``pause_delay_ms``, whatever its quota (issue 35: 2,836 times
-    the user's quota in request bytes, one core busy). A tenant's request is charged at its header, whatever its body
-    names: one naming only internal topics is refused by the internal-topic guard before this decides, and went
-    uncharged (issue 44, N10: 13,352 refusals a second, 2,718 times the user's quota)."""
-    version, quotas = header.api_version, scope.quotas
-
-    def refuse(body: memoryview, throttle: Throttle, usage: Usage = NO_USAGE) -> Outcome:
-        return AnswerLocally.failing(
-            header,
-            decode_request(PRODUCE, version, body),
-            NOT_ENOUGH_REPLICAS,
-            throttle,
-            "kafka-quota-proxy: a broker volume is at its hard limit; produce is paused until usage drops (retry)",
-            usage,
-        )
-
-    if not scope.guard.allowed(session):
-        throttle, usage = _paused_charge(quotas, session, volume, header)
-        refused = Plan(action=BUFFER, throttle=throttle, decide=lambda body: refuse(body, throttle), usage=usage)
-        return base.then(refused, header)
-
-    def decide(body: memoryview) -> Outcome:
-        msg = decode_request(PRODUCE, version, body)
-        names = {t.name or scope.topics.name_for(t.topic_id) for t in msg.topic_data}
-        if names and names <= quotas.internal_topics:
-            return FORWARD_AS_IS
-        return refuse(body, *_paused_charge(quotas, session, volume, header))
-
-    return base.then(Plan(action=BUFFER, decide=decide), header)
-
-
-def _paused_charge(quotas, session: Session, volume, header: RequestHeader) -> tuple[Throttle, Usage]:
-    """A produce refused at PAUSE recorded (the client's producer_byte_rate, else the volume's base rate) with the
-    pause itself: the longest throttle of the two, and what it accounted for."""
-    delay, user, client_id = volume.config.pause_delay_ms, session.user, header.client_id or ""
+def plan_volume_rate(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan | None:
+    """Produce's stage of cluster volume usage while a soft limit is crossed: the produce quota scaled by the
+    volume's factor. Recorded only while throttling: traffic sent while OPEN is not paid for when a soft limit is
+    crossed."""
+    volume = scope.quotas.volume
+    if volume is None or not volume.throttling:
+        return None
     decisions = Decisions()
-    decisions.add("volume_usage", Throttle(delay, delay), header.client_id)  # the pause itself
-    if quotas.produce.enabled and not quotas.produce.resolve(user, client_id).unlimited:
-        decisions.add(
-            PRODUCER_BYTE_RATE, quotas.produce.record_and_decide(user, client_id, header.size), header.client_id
-        )
-    else:
-        decisions.add("volume_usage", volume.refused.record_and_decide(user, client_id, header.size), header.client_id)
-    return decisions.throttle, decisions.usage
+    decisions.add(
+        "volume_usage",
+        volume.produce.record_and_decide(session.user, header.client_id or "", header.size),
+        header.client_id,
+    )
+    return decisions.plan()
 
 
-def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
-    base = addresses.plan_fetch(scope, session, header)
+def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan | None:
+    """Fetch's stage of ``consumer_byte_rate``: ``max_bytes`` capped, the response trimmed to the budget and charged
+    as the client gets it (after the earlier stages' rewrites)."""
     if header.replica_id >= 0:  # a follower broker (Fetch v0-14): no consumer quota, no max_bytes cap
-        return base
+        return None
     fetch = scope.quotas.fetch
     if not fetch.enabled:
-        return base
+        return None
     user, client_id = session.user, header.client_id or ""
     resolved = fetch.resolve(user, client_id)
     if resolved.unlimited:
-        return base
+        return None
     version = header.api_version
     quotas = scope.quotas
     # From v15 the replica id is in the body's tagged fields: the body is read whole and ``follower`` set on it
@@ -182,13 +119,10 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
                 scope.usage.for_request(session, header).shadow_throttle_ms += shadow_ms
             return decision
 
-        return base.then(
-            Plan(
-                action=BUFFER if tagged else STREAM,
-                decide=note_follower if tagged else None,
-                leg=ResponseLeg(record_response=record_only),
-            ),
-            header,
+        return Plan(
+            action=BUFFER if tagged else STREAM,
+            decide=note_follower if tagged else None,
+            leg=ResponseLeg(record_response=record_only),
         )
 
     def budget() -> int:
@@ -217,13 +151,10 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
         return fetch.record_and_decide(user, client_id, response_size)
 
     capped = version >= FETCH_MAX_BYTES_SINCE
-    return base.then(
-        Plan(
-            action=BUFFER if capped else STREAM,
-            leg=ResponseLeg(rewrite=trim, record_response=record),
-            decide=cap_max_bytes if capped else None,
-        ),
-        header,
+    return Plan(
+        action=BUFFER if capped else STREAM,
+        leg=ResponseLeg(rewrite=trim, record_response=record),
+        decide=cap_max_bytes if capped else None,
     )
 
 

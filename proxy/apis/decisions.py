@@ -9,6 +9,7 @@ produce quota). Each stage adds its decision here: an applied throttle combines 
 
 from __future__ import annotations
 
+from proxy.apis.plan import Plan
 from proxy.apis.usage import NO_USAGE, ShadowNote, Usage
 from quota.primitives.decision import Decision, Throttle, combined, is_applied
 
@@ -27,3 +28,9 @@ class Decisions:
         elif decision.shadow and getattr(decision, "throttle_time_ms", 0) > 0:
             ms = getattr(decision, "throttle_time_ms", 0)
             self.usage = self.usage + Usage(shadow_throttle_ms=ms, shadows=(ShadowNote(quota, decision, client_id),))
+
+    def plan(self) -> Plan | None:
+        """What the stage adds to the request's plan: its throttle and what it accounted for (None: nothing)."""
+        if self.throttle is None and self.usage is NO_USAGE:
+            return None
+        return Plan(throttle=self.throttle, usage=self.usage)

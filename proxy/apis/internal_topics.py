@@ -18,7 +18,7 @@ refused whatever name comes with it, since a broker may act on the id alone. An 
 up first (:func:`proxy.apis.metadata.look_up_topics`); one the broker cannot name either is never forwarded: it is
 answered UNKNOWN_TOPIC_ID, what the broker answers for it, so no id reaches the broker unjudged.
 
-The guard comes before every API's own handler (:func:`guarded`): it decides first, on the whole body, and the
+The guard is a stage before every API's own (:func:`plan_guard`, :data:`proxy.apis.STAGES`): it decides first, on the whole body, and the
 handler decides on the request without the refused items (:meth:`proxy.apis.plan.Plan.then`), so the quotas still
 apply to what is forwarded, and the refusals are merged into the answer, the broker's or the proxy's.
 """
@@ -31,6 +31,7 @@ from collections.abc import Callable
 from proxy.apis.metadata import look_up_topics
 from proxy.apis.plan import FORWARD_AS_IS, AnswerLocally, ConnectionScope, ForwardRequest, LookUp, Outcome, Plan
 from proxy.apis.response_leg import ResponseLeg
+from proxy.apis.stages import END
 from proxy.cluster.topics import Topics
 from proxy.codec.apis import (
     ADD_PARTITIONS_TO_TXN,
@@ -81,14 +82,29 @@ _RESPONSE_ITEMS: dict[int, Callable[[int], str]] = {
 GUARDED = frozenset(_REQUEST_ITEMS)
 
 
-def guarded(scope: ConnectionScope, session: Session, header: RequestHeader, plan: Plan) -> Plan:
-    """``plan`` with the internal-topic check in front of its body decision, where it can apply."""
-    api_key, guard = header.api_key, scope.guard
-    if not guard.topics or api_key not in GUARDED or plan.local_response is not None or guard.allowed(session):
-        return plan
-    if api_key == PRODUCE and _streams_safely(guard, scope.topics, header):
-        return plan
-    return Plan(action=BUFFER, decide=_Check(scope, session, header).decide).then(plan, header)
+def plan_guard(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan | None:
+    """The internal-topic check, first of the body's decisions of every API that writes a topic (:data:`GUARDED`):
+    the later stages decide on what it lets through."""
+    guard = scope.guard
+    if not guard.topics or guard.allowed(session):
+        return None
+    if header.api_key == PRODUCE and _streams_safely(guard, scope.topics, header):
+        return None
+    return Plan(action=BUFFER, decide=_Check(scope, session, header).decide)
+
+
+def exempt_own_writes(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan | None:
+    """A Produce of the proxy's own (or an admin's) that writes only one of its internal topics ends the chain: no
+    quota applies, nor PAUSE, so the proxy never throttles or pauses what it publishes itself."""
+    quotas = scope.quotas
+    if (
+        header.only_topic is not None
+        and quotas.internal_topics
+        and quotas.is_internal(header.only_topic, scope.topics)
+        and scope.guard.allowed(session)
+    ):
+        return END
+    return None
 
 
 def _streams_safely(guard: InternalTopicGuard, topics: Topics, header: RequestHeader) -> bool:

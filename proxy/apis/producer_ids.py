@@ -61,6 +61,18 @@ NO_ROOM_MESSAGE = (
 )
 
 
+def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan | None:
+    """Produce's stage of ``producer_ids_rate``: a throttle, a hold, or a refusal that ends the chain (answered
+    here: nothing else is recorded for it)."""
+    decisions = Decisions()
+    hold = decide_produce(scope, session, header, decisions)
+    if isinstance(hold, Refuse):
+        return refused(header, hold, decisions.usage)
+    if isinstance(hold, Hold):
+        return held(scope, session, header, hold, decisions.usage)
+    return decisions.plan()
+
+
 def decide_produce(
     scope: ConnectionScope, session: Session, header: RequestHeader, decisions: Decisions
 ) -> Hold | Refuse | None:
@@ -100,9 +112,8 @@ def decide_produce(
     return None
 
 
-def held(scope: ConnectionScope, session: Session, header: RequestHeader, plan: Plan, hold: Hold) -> Plan:
-    """``plan`` (what the other stages decided), once the quota lets the producer id through: the request is read
-    whole, held by the connection until ``hold.until_ms`` (a :class:`~proxy.apis.plan.HoldFor`: reading the client
+def held(scope: ConnectionScope, session: Session, header: RequestHeader, hold: Hold, usage: Usage) -> Plan:
+    """The request, once the quota lets the producer id through: read whole, held by the connection until ``hold.until_ms`` (a :class:`~proxy.apis.plan.HoldFor`: reading the client
     stops at the boundary after it), then forwarded as it is, in its place in the response order. Its bytes,
     reserved by :func:`decide_produce`, are released when it is forwarded, or when its client goes (the connection
     drops the request then)."""
@@ -125,7 +136,7 @@ def held(scope: ConnectionScope, session: Session, header: RequestHeader, plan: 
         # bounded: the quota never holds past producer.id.quota.max.hold.ms
         return HoldFor(delay_ms, admitted)
 
-    return plan.then(Plan(action=BUFFER, decide=wait, abandon=abandon), header)
+    return Plan(action=BUFFER, decide=wait, abandon=abandon, usage=usage)
 
 
 class _Reserved:

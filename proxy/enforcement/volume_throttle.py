@@ -83,7 +83,7 @@ class VolumeThrottle:
             ScaledProduceQuotas(quotas, 1.0, config.produce_base_rate), PRODUCER_BYTE_RATE, clock, window, mute_max_ms
         )
         # What a produce refused during PAUSE is charged where no producer_byte_rate applies: the base rate, unscaled
-        # (proxy.apis.byte_rate.paused_produce), so a refused client is slowed as an answered one is.
+        # (proxy.apis.volume_pause.paused_produce), so a refused client is slowed as an answered one is.
         self.refused = ClientQuotaManager(
             ScaledProduceQuotas(quotas, 1.0, config.produce_base_rate), PRODUCER_BYTE_RATE, clock, window, mute_max_ms
         )

@@ -1,10 +1,10 @@
-"""The byte-rate stage adds to the plan the address stage made, never rebuilds it field by field (issue 36).
+"""The quota stages add to the plan an earlier stage made, never rebuild it field by field (issue 36).
 
-``proxy.apis.byte_rate`` builds on ``proxy.apis.addresses``' plan for Produce and Fetch. It used to copy that plan's
-``rewrite`` and ``observe`` into a new ``Plan`` by hand, so any other field the earlier stage set (``abandon`` here,
-the field a hold adds; whatever is added next) was silently dropped. Each of the four ways the stage plans (a
-throttled Produce, a Produce refused during PAUSE, a Fetch under a consumer quota, the same in shadow mode) must
-keep what the earlier stage put there.
+Produce's and Fetch's quota stages come after the address stage in their chains (``proxy.apis.STAGES``). The
+byte-rate stage used to copy that plan's ``rewrite`` and ``observe`` into a new ``Plan`` by hand, so any other field
+the earlier stage set (``abandon`` here, the field a hold adds; whatever is added next) was silently dropped. Each of
+the four ways the stages plan (a throttled Produce, a Produce refused during PAUSE, a Fetch under a consumer quota,
+the same in shadow mode) must keep what the earlier stage put there.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ import dataclasses
 import pytest
 
 from config.loader import parse_config
-from proxy.apis import ConnectionScope, Session, addresses, byte_rate
+from proxy.apis import CHAINS, ConnectionScope, Session
 from proxy.apis.plan import Plan
 from proxy.apis.response_leg import ResponseLeg
+from proxy.apis.stages import Stage, fold
 from proxy.cluster.topics import Topics
 from proxy.codec.apis import FETCH, PRODUCE
 from proxy.codec.header import RequestHeader
@@ -35,10 +36,12 @@ def _observed(body) -> None:
 EARLIER = Plan(leg=ResponseLeg(observe=_observed), abandon=_released)
 
 
-@pytest.fixture
-def earlier_stage(monkeypatch):
-    monkeypatch.setattr(addresses, "plan_produce", lambda scope, session, header: EARLIER)
-    monkeypatch.setattr(addresses, "plan_fetch", lambda scope, session, header: EARLIER)
+def _planned(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
+    """The API's chain with its first stage (the addresses') replaced by one that planned :data:`EARLIER`."""
+    chain = CHAINS[header.api_key]
+    assert chain[0].name == "node endpoints"
+    earlier = Stage("earlier", frozenset({header.api_key}), lambda scope, session, header: EARLIER)
+    return fold((earlier,) + chain[1:], scope, session, header)
 
 
 def _scope(quotas, **sections) -> ConnectionScope:
@@ -58,29 +61,29 @@ def _kept(plan: Plan) -> None:
     assert plan.abandon is _released and plan.leg.observe is _observed, "the earlier stage's fields were dropped"
 
 
-def test_a_throttled_produce_keeps_the_earlier_plan(earlier_stage):
+def test_a_throttled_produce_keeps_the_earlier_plan():
     scope = _scope([{"entity": {"client-id": "p"}, "producer_byte_rate": 1000}])
     session = Session("L", "10.0.0.1")
-    byte_rate.plan_produce(scope, session, RequestHeader(10_000, PRODUCE, 9, 1, "p", 20, 1))  # the burst
-    plan = byte_rate.plan_produce(scope, session, RequestHeader(10_000, PRODUCE, 9, 2, "p", 20, 1))
+    _planned(scope, session, RequestHeader(10_000, PRODUCE, 9, 1, "p", 20, 1))  # the burst
+    plan = _planned(scope, session, RequestHeader(10_000, PRODUCE, 9, 2, "p", 20, 1))
     assert plan.throttle is not None
     _kept(plan)
     assert dataclasses.replace(plan, throttle=None) == EARLIER  # the throttle is all it added
 
 
-def test_a_produce_refused_during_pause_keeps_the_earlier_plan(earlier_stage):
+def test_a_produce_refused_during_pause_keeps_the_earlier_plan():
     scope = _scope([], volume_usage={"missing_data_action": "PAUSE", "produce_base_rate": 1000})
     scope.quotas.volume.brokers({1})  # a live broker without a snapshot: the fail-safe PAUSE
-    plan = byte_rate.plan_produce(scope, Session("L", "10.0.0.1"), RequestHeader(100, PRODUCE, 9, 1, "p", 20, 1))
+    plan = _planned(scope, Session("L", "10.0.0.1"), RequestHeader(100, PRODUCE, 9, 1, "p", 20, 1))
     assert plan.decide is not None
     _kept(plan)
 
 
 @pytest.mark.parametrize("mode", ["enforce", "shadow"])
 @pytest.mark.parametrize("version", [12, 15])  # before and after the replica id moved into the body (KIP-903)
-def test_a_fetch_under_a_consumer_quota_keeps_the_earlier_plan(earlier_stage, mode, version):
+def test_a_fetch_under_a_consumer_quota_keeps_the_earlier_plan(mode, version):
     scope = _scope([{"entity": {"client-id": "c"}, "consumer_byte_rate": 1000}], settings={"quota.mode": mode})
     assert scope.quotas.mode.shadow == (mode == "shadow")
-    plan = byte_rate.plan_fetch(scope, Session("L", "10.0.0.1"), RequestHeader(100, FETCH, version, 1, "c", 20))
+    plan = _planned(scope, Session("L", "10.0.0.1"), RequestHeader(100, FETCH, version, 1, "c", 20))
     assert plan.leg.record_response is not None
     _kept(plan)

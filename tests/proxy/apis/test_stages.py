@@ -1,0 +1,55 @@
+"""Each API's requests planned by a declared chain of stages (proxy.apis.STAGES), folded by Plan.then."""
+
+from __future__ import annotations
+
+from config.loader import parse_config
+from proxy.apis import CHAINS, PASS, ConnectionScope, Plan, Session, plan_request
+from proxy.apis.stages import END, Stage, fold
+from proxy.cluster.topics import Topics
+from proxy.codec.apis import LIST_OFFSETS, PRODUCE
+from proxy.codec.header import RequestHeader
+from proxy.enforcement.proxy_quotas import ProxyQuotas
+from quota.primitives.decision import Throttle
+
+SESSION = Session("L", "10.0.0.1")
+HEADER = RequestHeader(100, PRODUCE, 9, 1, "p", 20, 1)
+
+
+def test_produce_is_planned_by_its_stages_in_their_declared_order():
+    assert [stage.name for stage in CHAINS[PRODUCE]] == [
+        "node endpoints",
+        "internal-topic guard",
+        "internal exemption",
+        "volume pause",
+        "producer ids",
+        "byte rate",
+        "volume rate",
+    ]
+
+
+def test_an_api_no_stage_wants_stays_on_the_pass_through_path():
+    config = parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}]})
+    scope = ConnectionScope(None, Topics(), ProxyQuotas(config).home)
+    assert LIST_OFFSETS not in CHAINS
+    assert plan_request(scope, SESSION, RequestHeader(100, LIST_OFFSETS, 5, 1, "c", 20)) is PASS
+    assert plan_request(scope, SESSION, HEADER) is PASS  # stages that add nothing leave the fast path too
+
+
+def test_a_stage_ends_the_chain_and_the_later_ones_are_not_asked():
+    asked: list[str] = []
+
+    def stage(name: str, plan: Plan | None) -> Stage:
+        return Stage(name, frozenset({PRODUCE}), lambda scope, session, header: asked.append(name) or plan)
+
+    chain = (
+        stage("nothing to add", None),
+        stage("throttles", Plan(throttle=Throttle(5, 5))),
+        stage("refuses", Plan(throttle=Throttle(9, 2), last=True)),
+        stage("never asked", Plan(throttle=Throttle(100, 100))),
+    )
+    plan = fold(chain, None, SESSION, HEADER)
+    assert asked == ["nothing to add", "throttles", "refuses"]
+    assert plan.throttle == Throttle(9, 5) and plan.last
+    assert (
+        fold((stage("exempt", END), stage("never asked", Plan(throttle=Throttle(1, 1)))), None, SESSION, HEADER) is PASS
+    )
