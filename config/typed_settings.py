@@ -150,11 +150,6 @@ class Settings:
             out.update({f"{LISTENER_PREFIX}{listener}.{name}": value for listener, value in by_listener.items()})
         return MappingProxyType(out)
 
-    def __getitem__(self, key: str) -> Any:
-        """A setting by its YAML key: only for proxy/enforcement/, until it reads attributes too (issue 45); read
-        attributes everywhere else, which the type checker checks."""
-        return self.values[key]
-
 
 def _check_attributes() -> None:
     """The attributes are the table's keys and the words each takes are the table's: one list of settings."""

@@ -44,15 +44,15 @@ class ProxyQuotas:
 
     def __init__(self, config: ProxyConfig, clock=None) -> None:
         settings = config.settings
-        self.window = QuotaWindow(settings["quota.window.num"], settings["quota.window.size.seconds"])
-        mute_max = settings["quota.mute.max.ms"]
+        self.window = QuotaWindow(settings.quota_window_num, settings.quota_window_size_seconds)
+        mute_max = settings.quota_mute_max_ms
         self.mute_max_ms = mute_max
         self.clock = clock or SystemClock()
         self._settings = settings
         self._table = config.quotas
-        self.mode = QuotaMode(shadow=settings["quota.mode"] == "shadow")
+        self.mode = QuotaMode(shadow=settings.quota_mode == "shadow")
         # quota.scope broker with a cluster-mode listener: one set per broker port's broker (else one set in all)
-        self.per_broker = settings["quota.scope"] == BROKER and any(lc.cluster_mode for lc in config.listeners)
+        self.per_broker = settings.quota_scope == BROKER and any(lc.cluster_mode for lc in config.listeners)
         self.home_set = QuotaSet(config.quotas, settings, self.clock, self.window, self.mode.shadow)
         self.produce, self.fetch, self.producer_ids = (
             self.home_set.produce,
@@ -61,22 +61,22 @@ class ProxyQuotas:
         )
         self._brokers: dict[int, tuple[QuotaSet, QuotaManagers]] = {}  # swapped whole (the scrape thread reads it)
         self.mutation_window = QuotaWindow(
-            settings["controller.quota.window.num"], settings["controller.quota.window.size.seconds"]
+            settings.controller_quota_window_num, settings.controller_quota_window_size_seconds
         )
         self.mutations = ControllerMutationQuotaManager(
             config.quotas,
             self.clock,
             self.mutation_window,
             mute_max,
-            max_tracked_entities=settings["quota.max.tracked.entities"],
+            max_tracked_entities=settings.quota_max_tracked_entities,
         )
         # other tables bounded by quota.max.tracked.entities: (quota key, what has .overflowed): the app's per-IP rates
         self.overflow_sources: list[tuple[str, object]] = []
-        self.metadata_max_age_ms = settings["controller.quota.metadata.max.age.ms"]
-        self.offset_metadata_max_bytes = settings["offset.metadata.max.bytes"]  # OffsetCommit metadata, per partition
+        self.metadata_max_age_ms = settings.controller_quota_metadata_max_age_ms
+        self.offset_metadata_max_bytes = settings.offset_metadata_max_bytes  # OffsetCommit metadata, per partition
         # bytes of Produce requests held for their new producer ids (KIP-936 hold): per connection and in this process
-        self.held_bytes = HeldBytes(settings["connections.max.held.request.bytes"], settings["max.held.request.bytes"])
-        self.max_metric_entities = settings["quota.metrics.max.entities"]
+        self.held_bytes = HeldBytes(settings.connections_max_held_request_bytes, settings.max_held_request_bytes)
+        self.max_metric_entities = settings.quota_metrics_max_entities
         self.volume = None  # cluster volume usage (proxy.enforcement.volume_throttle.VolumeThrottle), when configured
         if config.volume_usage is not None:
             from proxy.enforcement.volume_throttle import VolumeThrottle
@@ -95,14 +95,14 @@ class ProxyQuotas:
         self.internal_topics: frozenset[str] = frozenset(
             ([config.volume_usage.topic] if config.volume_usage is not None else [])
             + ([config.dynamic_config.topic] if config.dynamic_config is not None else [])
-            + ([settings["quota.cluster.topic"]] if settings["quota.cluster.topic"] is not None else [])
+            + ([settings.quota_cluster_topic] if settings.quota_cluster_topic is not None else [])
         )
         self.shadows = ShadowThrottles(self.clock)  # computed, not applied: counted and logged
         self.home = self._record(self.home_set)  # the bootstrap ports' and sidecar listeners' record
         self._overflow_seen: dict[tuple[str, str], int] = {}  # (quota, broker) -> overflowed at the last look
         self._overflow_logged_ms = -OVERFLOW_LOG_INTERVAL_MS
-        self.set_mode(settings["quota.mode"])
-        self.set_smoothing(settings["quota.smoothing"])
+        self.set_mode(settings.quota_mode)
+        self.set_smoothing(settings.quota_smoothing)
 
     def set_smoothing(self, smoothing: str) -> None:
         """``on``: producer_byte_rate and consumer_byte_rate throttle from a token bucket per entity (short, frequent
@@ -125,8 +125,8 @@ class ProxyQuotas:
     def apply(self, config: ProxyConfig) -> None:
         """A new effective configuration (the dynamic config changed): the mode and every table, in one step of
         the event loop, so no request sees half of it."""
-        self.set_mode(config.settings["quota.mode"])
-        self.set_smoothing(config.settings["quota.smoothing"])
+        self.set_mode(config.settings.quota_mode)
+        self.set_smoothing(config.settings.quota_smoothing)
         self.update(config.quotas)
 
     def update(self, table: QuotaTable) -> None:
@@ -164,7 +164,7 @@ class ProxyQuotas:
             f"{key}{' broker ' + broker if broker else ''}: {n}" for (key, broker), n in sorted(grown.items())
         )
         line = (
-            f"quota.max.tracked.entities ({self._settings['quota.max.tracked.entities']}) reached ({where}): "
+            f"quota.max.tracked.entities ({self._settings.quota_max_tracked_entities}) reached ({where}): "
             f"room made for new entities by evicting unused and idle ones, what they used carried over "
             f"(producer ids: new users counted together in the <overflow> user); tenants in use keep their own"
         )

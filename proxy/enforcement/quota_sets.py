@@ -15,6 +15,7 @@ is configured.
 
 from __future__ import annotations
 
+from config.typed_settings import Settings
 from quota.managers.client_quota import ClientQuotaManager
 from quota.managers.producer_ids import ProducerIdQuotaManager
 from quota.primitives.entity import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, QuotaTable
@@ -29,23 +30,23 @@ class QuotaSet:
 
     __slots__ = ("produce", "fetch", "producer_ids")
 
-    def __init__(self, table: QuotaTable, settings, clock, window, shadow: bool) -> None:
-        mute_max = settings["quota.mute.max.ms"]
-        cap = settings["quota.max.tracked.entities"]
+    def __init__(self, table: QuotaTable, settings: Settings, clock, window, shadow: bool) -> None:
+        mute_max = settings.quota_mute_max_ms
+        cap = settings.quota_max_tracked_entities
         self.produce = ClientQuotaManager(table, PRODUCER_BYTE_RATE, clock, window, mute_max, max_tracked_entities=cap)
         self.fetch = ClientQuotaManager(table, CONSUMER_BYTE_RATE, clock, window, mute_max, max_tracked_entities=cap)
         self.producer_ids = ProducerIdQuotaManager(
             table,
-            window_num=settings["producer.id.quota.window.num"],
-            window_size_s=settings["producer.id.quota.window.size.seconds"],
-            expected_pids=settings["producer.id.quota.bloom.expected.pids"],
-            false_positive_rate=settings["producer.id.quota.bloom.false.positive.rate"],
+            window_num=settings.producer_id_quota_window_num,
+            window_size_s=settings.producer_id_quota_window_size_seconds,
+            expected_pids=settings.producer_id_quota_bloom_expected_pids,
+            false_positive_rate=settings.producer_id_quota_bloom_false_positive_rate,
             max_mute_ms=mute_max,
-            enforcement=settings["producer.id.quota.enforcement"],
-            max_hold_ms=settings["producer.id.quota.max.hold.ms"],
+            enforcement=settings.producer_id_quota_enforcement,
+            max_hold_ms=settings.producer_id_quota_max_hold_ms,
             max_tracked_entities=cap,
         )
-        self.producer_ids.issued.max_entries = settings["quota.metrics.max.entities"]
+        self.producer_ids.issued.max_entries = settings.quota_metrics_max_entities
         self.set_shadow(shadow)
 
     def set_shadow(self, shadow: bool) -> None:

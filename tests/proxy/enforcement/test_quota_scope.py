@@ -36,9 +36,9 @@ def config(listeners, quotas=QUOTAS, **settings):
 
 
 def test_broker_is_the_default_in_both_modes():
-    assert config(SIDECAR).settings["quota.scope"] == "broker"
-    assert config(CLUSTER).settings["quota.scope"] == "broker"
-    assert config(CLUSTER, **{"quota.scope": "cluster"}).settings["quota.scope"] == "cluster"
+    assert config(SIDECAR).settings.quota_scope == "broker"
+    assert config(CLUSTER).settings.quota_scope == "broker"
+    assert config(CLUSTER, **{"quota.scope": "cluster"}).settings.quota_scope == "cluster"
 
 
 @pytest.mark.parametrize(
@@ -64,7 +64,7 @@ def test_cluster_is_accepted_when_some_listener_is_in_cluster_mode():
     assert (
         config(
             SIDECAR + [{"name": "C", "bind": "127.0.0.1:9001", "broker_port_base": 9200}], **{"quota.scope": "cluster"}
-        ).settings["quota.scope"]
+        ).settings.quota_scope
         == "cluster"
     )
 
