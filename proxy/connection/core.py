@@ -100,14 +100,17 @@ class ConnectionCore:
             usage,
             None if spawn is None else self._spawning(spawn),
         )
-        quotas = None if scope is None else scope.quotas
+        # QuotaManagers.reads_produce_prefix, read for every request as two plain loads (a property call costs the
+        # pass-through path): the internal topics are fixed for the port, the producer-id quota follows the table
+        internal = scope is not None and bool(scope.quotas.internal_topics)
+        pids = None if scope is None else scope.quotas.producer_ids
 
         def parse_request(buf):
             if session is None:
                 return parse_request_prefix(
                     buf,
                     max_request_bytes,
-                    quotas is not None and quotas.reads_produce_prefix,
+                    internal or (pids is not None and pids.enabled),
                     max_header=max_header_bytes,
                 )
             sasl = session.sasl
@@ -118,12 +121,12 @@ class ConnectionCore:
                 return parse_request_prefix(
                     buf,
                     limit,
-                    quotas is not None and quotas.reads_produce_prefix,
+                    internal or (pids is not None and pids.enabled),
                     "sasl.server.max.receive.size (before SASL authentication)",
                     max_header_bytes,
                 )
             return parse_request_prefix(
-                buf, max_request_bytes, quotas is not None and quotas.reads_produce_prefix, max_header=max_header_bytes
+                buf, max_request_bytes, internal or (pids is not None and pids.enabled), max_header=max_header_bytes
             )
 
         def parse_response(buf):
