@@ -17,10 +17,12 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) -m demo
 
-# On 5 workers (pytest-xdist): the tests mostly wait on real clocks. Tests marked measures_rate run in three groups,
-# each on one worker one test at a time, the Spark ones in the third (tests/conftest.py); the other two workers run
-# everything else, most of it integration tests waiting on real time (about 10 % of a core each); ports never
-# collide (tests/harness.py).
+# On 7 workers (pytest-xdist): the tests mostly wait on real clocks. Six groups run each on one worker, one test at a
+# time (tests/conftest.py): the rate measurements ("rate", "flow"), the Spark jobs ("spark"), the installed wheel and
+# the demo ("end-to-end"), and the Kafka clusters' tests ("kafka1", "kafka3"). xdist hands a worker its next unit of
+# work only when two of its tests are left, so with fewer workers than groups a whole group waits behind another
+# (5 workers left the 4-minute flow group queued behind a chain); the seventh worker starts on everything else at
+# once, most of it integration tests waiting on real time. Ports never collide (tests/harness.py).
 # Apache Kafka's jars (broker and tools, the version pinned in tools/fetch_kafka.py), fetched by Maven into
 # ~/.cache/kafka-quota-proxy once; a second run finds them and does nothing. Needs Java 17+ and Maven.
 kafka:
@@ -35,7 +37,7 @@ check: $(STAMP)
 	$(VENV)/bin/mypy
 
 test: $(STAMP) check kafka
-	$(PY) -m pytest -q -p no:cacheprovider -n 5 --dist loadgroup
+	$(PY) -m pytest -q -p no:cacheprovider -n 7 --dist loadgroup
 
 # Coverage-guided fuzzing of the codec (atheris): FUZZ_SECONDS of it; crashing inputs land in .fuzz/crashes/.
 $(FUZZ_STAMP): pyproject.toml $(STAMP)
