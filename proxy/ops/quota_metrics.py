@@ -167,13 +167,12 @@ class QuotaMetricsCollector(Collector):
 
     def _overflowed(self) -> CounterMetricFamily:
         """Entities a full table evicted to make room for new ones (issue 44: byte-rate sensors, mutation buckets,
-        per-IP connection rates), and records of producer-id users counted in the ``<overflow>`` user (issue 35)."""
+        per-IP connection rates, producer-id users)."""
         per_broker = self._quotas.per_broker
         overflowed = CounterMetricFamily(
             f"{PREFIX}_overflowed_records",
-            "Entities evicted to make room for new ones (producer-id users: records "
-            "counted in the <overflow> user) because quota.max.tracked.entities entities were held; above 0 the cap "
-            "bites.",
+            "Entities evicted to make room for new ones because quota.max.tracked.entities entities were held; above "
+            "0 the cap bites.",
             labels=["quota"] + (["node_id"] if per_broker else []),
         )
         for (key, broker), n in self._quotas.overflow_counts().items():

@@ -26,10 +26,13 @@ class ProducerIdUser(TimeControlledBloomFilter):
     ``fast``: ``limit`` and ``shadow`` are what the quota table resolves for the user this state is keyed by, so a
     request of that user is decided without resolving (cleared, or set again, by every table change reaching it)."""
 
-    __slots__ = ("user", "bucket", "limit", "shadow", "fast", *COUNTERS, "holding")
+    __slots__ = ("user", "bucket", "limit", "shadow", "fast", *COUNTERS, "holding", "last_ms", "moved_ms")
 
     def __init__(self, user: str, shape: CacheShape, bucket: TokenBucket, resolved: ResolvedQuota, fast: bool) -> None:
         super().__init__(shape.window_ms, shape=shape)
+        # When a request or a peer's record last asked about the user, and when it was made or last given a second
+        # chance in a full table (quota.managers.producer_id_eviction): asked about since it was moved, it is in use.
+        self.last_ms = self.moved_ms = 0
         self.user, self.bucket, self.limit = user, bucket, resolved.limit
         self.shadow, self.fast = resolved.shadow, fast
         self.new_pids = self.throttle_ms_total = self.throttled = 0

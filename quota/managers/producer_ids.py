@@ -11,6 +11,9 @@ is one dictionary lookup before its filter is read. A user with no live filter i
 :meth:`ProducerIdQuotaManager.cleanup` (the KIP's cleanup scheduler, every ``producer.id.quota.cache.cleanup.
 scheduler.interval.ms``) once its token bucket is full again: the bucket outlives the filters, or a user exhausted
 and then idle for one window would come back to a full burst (``rate x num`` new ids at once), not what refilled.
+Past ``quota.max.tracked.entities`` users, a new one under a ``<default>`` quota still gets a state of its own: one
+not asked about lately is evicted, what it owed carried, and the new one starts with one token, no burst
+(:mod:`quota.managers.producer_id_eviction`, issue 44), so a flood of users never takes a newcomer's ids away.
 
 **The quota**. ``producer_ids_rate`` is, as the KIP's ``kafka-configs`` examples read, the number of new PIDs a
 user may start per window W (``producer.id.quota.window.size.seconds``). It is enforced with KIP-599's token bucket
@@ -47,17 +50,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import replace
 
 from quota.managers.producer_id_cache import CacheShape
 from quota.managers.producer_id_cleanup import UserSweep
 from quota.managers.producer_id_decision import Hold as Hold  # the decisions it returns, for its callers
 from quota.managers.producer_id_decision import ProducerIdDecision as ProducerIdDecision
 from quota.managers.producer_id_decision import Refuse as Refuse
+from quota.managers.producer_id_eviction import carry, evict
 from quota.managers.producer_id_holds import HoldEnforcement
 from quota.managers.producer_id_stats import ProducerIdStats, stats, top_stats
 from quota.managers.producer_id_user import ProducerIdUser
 from quota.managers.producer_ids_issued import IssuedProducerIds
+from quota.primitives.debt_sketch import DebtSketch
 from quota.primitives.decision import FORWARD, Throttle
 from quota.primitives.entity import DEFAULT, PRODUCER_IDS_RATE, QuotaEntity, QuotaTable, ResolvedQuota
 from quota.primitives.overflow import DEFAULT_MAX_TRACKED_ENTITIES, overflow_tags
@@ -104,10 +108,11 @@ class ProducerIdQuotaManager:
         self._shape = CacheShape(window_size_s * 1000, expected_pids, false_positive_rate)
         self._users: dict[str, ProducerIdUser] = {}  # by the user of the tags resolved (client-id is always "")
         self._sweep = UserSweep()  # the KIP's cleanup, a batch at a time
-        # Past this many users a new one under a <default> quota is counted in the one <overflow> state
-        # (quota.primitives.overflow, as the byte-rate quotas' sensors; quota.max.tracked.entities); may change live.
+        # Past this many users a new one under a <default> quota evicts one (quota.managers.producer_id_eviction, as
+        # the byte-rate quotas' sensors; quota.max.tracked.entities); may change live.
         self.max_tracked_entities = max_tracked_entities
-        self.overflowed = 0  # decisions and peers' records of users counted in the <overflow> state for want of room
+        self.overflowed = 0  # users evicted to make room for new ones (local decisions and peers' records)
+        self.debts = DebtSketch(window_num * window_size_s * 1000)  # what evicted users still owe
         self.issued = IssuedProducerIds()  # attribution of InitProducerId answers (metrics, not the quota)
         self._quotas = quotas
         self.update_quotas(quotas)
@@ -165,6 +170,8 @@ class ProducerIdQuotaManager:
             state = self.state_for(user, now_ms)
             if state is None:
                 return FORWARD
+        else:
+            state.last_ms = now_ms  # in use: a full table evicts others first
         shadow = self.shadow or state.shadow
         if state.holding:
             self.holds.release_past(state, now_ms, self.tap)
@@ -186,7 +193,7 @@ class ProducerIdQuotaManager:
             return decision
         state.add(pid, now_ms)
         self._counted(state, 1)
-        self.tap.producer_id(state.user, pid)  # its state's name: an overflowed user travels as <overflow>
+        self.tap.producer_id(state.user, pid)
         bucket.take(1, now_ms)
         return self._throttled(state, bucket, shadow)
 
@@ -205,6 +212,8 @@ class ProducerIdQuotaManager:
             state = self.state_for(user, now_ms)
             if state is None:
                 return FORWARD
+        else:
+            state.last_ms = now_ms
         shadow = self.shadow or state.shadow
         hold = self.enforcement == HOLD and not shadow
         holding = state.holding
@@ -256,31 +265,31 @@ class ProducerIdQuotaManager:
 
     def state_for(self, user: str, now_ms: int) -> ProducerIdUser | None:
         """The state ``user``'s producer ids are counted in (made if none), or None when no quota applies. Past
-        ``max_tracked_entities`` users, a new one the quota names only as ``<default>`` is counted in the one
-        ``<overflow>`` state: the users of a flood share one bucket and one cache, the users tracked keep theirs."""
+        ``max_tracked_entities`` users, a new one the quota names only as ``<default>`` gets a state all the same:
+        room is made by evicting one, its debt carried, and the new one starts with one token at most
+        (:mod:`quota.managers.producer_id_eviction`). A user the quota names is always tracked."""
         resolved = self._quotas.resolve(PRODUCER_IDS_RATE, user, "")
         if resolved.unlimited:
             return None
         key = resolved.tags.user
-        state = self._users.get(key)
-        if state is None and len(self._users) >= self.max_tracked_entities:
-            tags = overflow_tags(resolved)
-            if tags is not None:  # else a user the quota names: always tracked
-                self.overflowed += 1
-                resolved, key = replace(resolved, tags=tags), tags.user
-                state = self._users.get(key)
+        users = self._users
+        state = users.get(key)
         if state is None:
+            full = len(users) >= self.max_tracked_entities and overflow_tags(resolved) is not None
+            if full and evict(users, self.debts, now_ms) is not None:
+                self.overflowed += 1
             bucket = TokenBucket(*self._bucket_shape(resolved.limit), now_ms)
-            state = self._users[key] = ProducerIdUser(key, self._shape, bucket, resolved, _fast(resolved, key))
+            state = users[key] = ProducerIdUser(key, self._shape, bucket, resolved, _fast(resolved, key))
+            state.moved_ms = now_ms
+            carry(state, self.debts.remaining_ms(key, now_ms), full, now_ms)
+        state.last_ms = now_ms
         return state
 
     def counted_in(self, user: str) -> ProducerIdUser | None:
-        """The state ``user``'s new ids are counted in now: its own, else its quota's ``<overflow>`` one (untracked);
-        None when neither lives or no quota applies. Never made, nothing counted (``quota.explain`` reads it)."""
+        """The state ``user``'s new ids are counted in now (None when none lives or no quota applies). Never made,
+        nothing counted (``quota.explain`` reads it)."""
         resolved = self._quotas.resolve(PRODUCER_IDS_RATE, user, "")
-        tags = None if resolved.unlimited else overflow_tags(resolved)
-        state = None if resolved.unlimited else self._users.get(resolved.tags.user)
-        return self._users.get(tags.user) if state is None and tags is not None else state
+        return None if resolved.unlimited else self._users.get(resolved.tags.user)
 
     def record_remote(self, user: str, count: int, pids: tuple[int, ...], now_ms: int) -> None:
         """A peer counted ``count`` new producer ids of ``user`` (:mod:`quota.sharing.remote_usage`): their tokens are taken

@@ -161,7 +161,8 @@ def test_a_full_sensor_table_is_counted_and_logged_once_a_minute(caplog):
 
 def test_the_cap_bounds_producer_id_users_and_mutation_buckets_and_says_so(caplog):
     """quota.max.tracked.entities reaches the producer-id quota's users and the mutation quota's buckets too: past
-    it they overflow, counted per quota in quota_overflowed_records_total and named in the warning (issue 35)."""
+    it they evict to make room, counted per quota in quota_overflowed_records_total and named in the warning (issues
+    35, 44)."""
     _, quotas, registry = proxy_registry(
         [
             {"entity": {"user": "<default>"}, "producer_ids_rate": 10},
@@ -173,7 +174,7 @@ def test_the_cap_bounds_producer_id_users_and_mutation_buckets_and_says_so(caplo
     for i in range(150):
         quotas.producer_ids.record_and_decide(f"user-{i}", i, now)
         quotas.mutations.record("", f"client-{i}", 1)
-    assert len(quotas.producer_ids) == 101 and len(quotas.mutations) == 100  # the <overflow> user; evictions
+    assert len(quotas.producer_ids) == 100 and len(quotas.mutations) == 100  # evictions in both
     get = registry.get_sample_value
     assert get("kafka_quota_proxy_quota_overflowed_records_total", {"quota": "producer_ids_rate"}) == 50
     assert get("kafka_quota_proxy_quota_overflowed_records_total", {"quota": "controller_mutation_rate"}) == 50

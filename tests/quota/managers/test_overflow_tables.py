@@ -1,7 +1,7 @@
 """The cap on tracked entities (``quota.max.tracked.entities``, issue 35) beyond the byte-rate sensors: the producer-id
-quota's users, the mutation quota's buckets and the per-IP connection rates. Producer-id users past the cap share one
-``<overflow>`` entity; mutation buckets (issue 44, T4) evict as the byte-rate sensors do, a bucket made in a full
-table starting empty. The tables stay at the cap, and a named entity is always tracked. Pure, with fake clocks."""
+quota's users, the mutation quota's buckets and the per-IP connection rates. Each evicts as the byte-rate sensors do
+(issue 44): producer-id users (they shared one ``<overflow>`` state, the flood's), mutation buckets (a bucket made in
+a full table starting empty) and IP rates (one connection, then the rate). The tables stay at the cap, and a named entity is always tracked. Pure, with fake clocks."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from quota.managers.mutation import ControllerMutationQuotaManager
 from quota.managers.producer_ids import HOLD, Hold, ProducerIdQuotaManager, Refuse
 from quota.primitives.clock import ManualClock
 from quota.primitives.decision import FORWARD
-from quota.primitives.entity import QuotaTable, QuotaTags
+from quota.primitives.entity import QuotaTable
 from quota.primitives.overflow import OVERFLOW
 from quota.primitives.rate import QuotaWindow
 from quota.sharing.usage_share import UsageTap
@@ -33,42 +33,104 @@ def test_rotating_users_keep_the_producer_id_table_at_the_cap():
     m = producer_ids()
     for i in range(20 * CAP):
         m.record_and_decide(f"rotating-{i}", i, i)
-    assert len(m) == CAP + 1  # the first CAP users, and <overflow>
+    assert len(m) == CAP  # room made by evicting: no shared <overflow> state any more
     assert m.overflowed == 19 * CAP
-    assert QuotaTags(OVERFLOW, "") in {s.tags for s in m.stats(20 * CAP)}
+    assert OVERFLOW not in {s.tags.user for s in m.stats(20 * CAP)}
 
 
-def test_overflowing_users_share_one_bucket_and_the_tracked_keep_theirs():
+def test_users_made_in_a_full_table_get_one_id_at_once_then_their_own_rate():
+    """2 new ids per 10 s (0.2/s), holds of at most 6 s. Past the cap a flood user used to count in the one
+    <overflow> state the whole flood shared. Now each has its own bucket, made with one token and no burst: its
+    first id goes through, its second is held 5 s (its rate), its third would wait 10 s and is refused; a flood of
+    users thus gains one id per user, never a burst each. Tracked and named users keep their own buckets."""
     m = producer_ids(named=50)
     for i in range(CAP):
         assert m.record_and_decide(f"tenant-{i}", 1, 0) is FORWARD
-    flood = [m.record_and_decide(f"flood-{i}", 1000 + i, 0) for i in range(10)]
-    assert flood[:2] == [FORWARD, FORWARD]  # the <default> burst of 2, once for the whole flood
-    assert all(isinstance(d, (Hold, Refuse)) for d in flood[2:])
-    assert m.record_and_decide("tenant-7", 2, 0) is FORWARD  # a tracked tenant's second id: its own burst
+    for i in range(10):
+        assert m.record_and_decide(f"flood-{i}", 1000 + i, 0) is FORWARD
+        held = m.record_and_decide(f"flood-{i}", 2000 + i, 0)
+        assert isinstance(held, Hold) and held.until_ms == 5000
+        assert isinstance(m.record_and_decide(f"flood-{i}", 3000 + i, 0), Refuse)
     assert m.record_and_decide("named", 5, 0) is FORWARD  # named in the quotas: always tracked
-    assert len(m) == CAP + 2
+    assert m.record_and_decide("named", 6, 0) is FORWARD  # with its own burst (50 x 1)
+    assert len(m) == CAP + 1 and m.overflowed == 10
 
 
-def test_an_overflowed_users_hold_is_abandoned_in_the_overflow_bucket():
+def test_a_user_in_use_is_evicted_after_the_one_off_users_of_a_flood():
+    """A user asked about since it was made (or last moved) gets a second chance: a flood's one-off users go first,
+    so a tenant producing all along keeps its cache (its known ids are not counted again) and its bucket."""
     m = producer_ids()
-    for i in range(CAP):
+    assert m.record_and_decide("steady", 7, 0) is FORWARD
+    for i in range(CAP - 1):
         m.record_and_decide(f"tenant-{i}", 1, 0)
-    m.record_and_decide("flood-a", 11, 0)
-    m.record_and_decide("flood-b", 12, 0)
-    hold = m.record_and_decide("flood-c", 13, 0)
+    for t in range(1, 5 * CAP):
+        assert m.record_and_decide("steady", 7, t) is FORWARD  # its one producer, known
+        m.record_and_decide(f"flood-{t}", t, t)
+    steady = next(s for s in m.stats(5 * CAP) if s.tags.user == "steady")
+    assert steady.new_pids_total == 1 and len(m) == CAP
+
+
+def test_an_evicted_user_comes_back_owing_what_it_used():
+    """A user that spent its burst and is pushed out by a flood owes, when made again, what its bucket still lacked:
+    being evicted gives no fresh burst. (2 ids per 10 s: spent at 0, it lacks 2 tokens, paid off at 10 s.)"""
+    m = producer_ids()
+    assert m.record_and_decide("spender", 1, 0) is FORWARD
+    assert m.record_and_decide("spender", 2, 0) is FORWARD
+    for i in range(2 * CAP):
+        m.record_and_decide(f"flood-{i}", 1000 + i, 1)
+    assert "spender" not in {s.tags.user for s in m.stats(1)}
+    back = m.record_and_decide("spender", 3, 1000)  # 1 s later: 0.2 refilled of the 2 it lacked
+    assert isinstance(back, Hold) and back.until_ms == 5000  # as if never evicted: a token is 5 s away (at 0.2/s)
+
+
+def test_a_user_holding_an_id_is_not_evicted_and_its_abandon_gives_its_own_token_back():
+    m = producer_ids()
+    for i in range(CAP - 1):
+        m.record_and_decide(f"tenant-{i}", 1, 0)
+    m.record_and_decide("holder", 11, 0)
+    m.record_and_decide("holder", 12, 0)
+    hold = m.record_and_decide("holder", 13, 0)
     assert isinstance(hold, Hold)
+    for i in range(3 * CAP):
+        m.record_and_decide(f"flood-{i}", 1000 + i, 0)
+    assert "holder" in {s.tags.user for s in m.stats(0)}
     m.abandon(hold, 13, 100)
-    overflow = next(s for s in m.stats(100) if s.tags.user == OVERFLOW)
-    assert overflow.abandoned_count == 1 and overflow.tokens > -0.5
+    holder = next(s for s in m.stats(100) if s.tags.user == "holder")
+    assert holder.abandoned_count == 1 and holder.tokens > -0.5
 
 
-def test_peers_users_past_the_cap_go_to_the_overflow_state_too():
+def test_a_newcomers_ids_are_admitted_as_its_own_bucket_allows_while_a_flood_of_users_fills_the_table():
+    """T4's attack on the producer-id table: under {user: <default>} producer_ids_rate 10 per 10 s window (1/s, burst
+    10), 2,400 users each bring a new id into a 2,000-user table, and 100 more come every second. A newcomer
+    starting a new idempotent producer every second for 30 s has every one admitted (forwarded, or held 1 s at
+    most), its own quota: sharing the flood's <overflow> bucket (1 id a second for the whole flood) it had almost
+    all of them refused."""
+    table = QuotaTable.from_values([({"user": "<default>"}, {"producer_ids_rate": 10})])
+    m = ProducerIdQuotaManager(
+        table, window_num=1, window_size_s=10, enforcement=HOLD, max_hold_ms=1_000, max_tracked_entities=2_000
+    )
+    now = 0
+    for i in range(2_400):
+        m.record_and_decide(f"flood-{i}", i, now)
+        now += 1 if i % 10 == 0 else 0
+    flood, outcomes = 2_400, []
+    for tick in range(30):
+        for _ in range(100):
+            m.record_and_decide(f"flood-{flood}", flood, now)
+            flood += 1
+        outcome = m.record_and_decide("newcomer", 100 + tick, now)
+        outcomes.append(outcome is FORWARD or (isinstance(outcome, Hold) and outcome.until_ms - now <= 1000))
+        now += 1000
+    assert all(outcomes), outcomes
+    assert len(m) == 2_000
+
+
+def test_peers_users_past_the_cap_keep_the_producer_id_table_at_the_cap():
     m = producer_ids()
     m.tap = UsageTap()
     for i in range(3 * CAP):
         m.record_remote(f"remote-{i}", 1, (i,), 0)
-    assert len(m) == CAP + 1
+    assert len(m) == CAP
 
 
 def mutations(cap=CAP):
