@@ -35,6 +35,7 @@ from quota.primitives.clock import Clock
 from quota.primitives.decision import FORWARD, Decision, Throttle
 from quota.primitives.entity import CONTROLLER_MUTATION_RATE, QuotaTable, ResolvedQuota
 from quota.primitives.overflow import DEFAULT_MAX_TRACKED_ENTITIES
+from quota.primitives.peer_refunds import PeerRefunds
 from quota.primitives.rate import QuotaWindow
 from quota.primitives.sensor import ClientSensors, EntityStats
 from quota.primitives.sensor_keeper import SensorKeeper
@@ -120,6 +121,7 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
             max_tracked_entities=max_tracked_entities,
         )
         self.max_mute_ms = INT32_MAX if max_mute_ms is None else max_mute_ms
+        self.peer_refunds = PeerRefunds()  # what each peer may give back: what it charged (issue 44, T8)
 
     def admit(self, user: str, client_id: str, mutations: Sequence[int | None], now_ms: int | None = None) -> Admission:
         """Strict admission of a request's topics, in order. ``None`` for a topic whose count is not known yet
@@ -206,12 +208,14 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
             sensors.bucket.give_back(value, self._now(now_ms))
             self.tap.add(CONTROLLER_MUTATION_RATE, sensors.tags, user, client_id, -value)
 
-    def record_remote(self, user: str, client_id: str, value: float, now_ms: int) -> None:
+    def record_remote(self, user: str, client_id: str, value: float, now_ms: int, peer: str = "") -> None:
         """A peer's net tokens (:mod:`quota.sharing.remote_usage`): taken from this client's bucket (given back when
-        negative), deciding nothing."""
+        negative, at most what ``peer`` charged it lately: :mod:`quota.primitives.peer_refunds`), deciding
+        nothing."""
         resolved = self.resolve(user, client_id)
         if resolved.unlimited:
             return
+        value = self.peer_refunds.judge(peer, (user, client_id), value, now_ms)
         sensors = self.keeper.at(resolved, user, client_id, now_ms)
         if value >= 0:
             sensors.bucket.take(value, now_ms)

@@ -65,6 +65,7 @@ from quota.primitives.debt_sketch import DebtSketch
 from quota.primitives.decision import FORWARD, Throttle
 from quota.primitives.entity import DEFAULT, PRODUCER_IDS_RATE, QuotaEntity, QuotaTable, ResolvedQuota
 from quota.primitives.overflow import DEFAULT_MAX_TRACKED_ENTITIES, overflow_tags
+from quota.primitives.peer_refunds import PeerRefunds
 from quota.primitives.throttle import INT32_MAX
 from quota.primitives.token_bucket import TokenBucket
 from quota.primitives.top import no_pause, snapshot
@@ -113,6 +114,7 @@ class ProducerIdQuotaManager:
         self.max_tracked_entities = max_tracked_entities
         self.overflowed = 0  # users evicted to make room for new ones (local decisions and peers' records)
         self.debts = DebtSketch(window_num * window_size_s * 1000)  # what evicted users still owe
+        self.peer_refunds = PeerRefunds()  # what each peer may give back: what it charged (issue 44, T8)
         self.issued = IssuedProducerIds()  # attribution of InitProducerId answers (metrics, not the quota)
         self._quotas = quotas
         self.update_quotas(quotas)
@@ -291,15 +293,18 @@ class ProducerIdQuotaManager:
         resolved = self._quotas.resolve(PRODUCER_IDS_RATE, user, "")
         return None if resolved.unlimited else self._users.get(resolved.tags.user)
 
-    def record_remote(self, user: str, count: int, pids: tuple[int, ...], now_ms: int) -> None:
+    def record_remote(self, user: str, count: int, pids: tuple[int, ...], now_ms: int, peer: str = "") -> None:
         """A peer counted ``count`` new producer ids of ``user`` (:mod:`quota.sharing.remote_usage`): their tokens are taken
         from the user's bucket, and ``pids``, admitted there, written into its cache, so they are not counted again
         here; nothing is decided and this process's own count of new ids is unchanged. An admitted id this process
         holds as well (the same new producer on two workers' connections) was paid for there: its hold here is
-        settled, its token given back here and to the peers (:meth:`HoldEnforcement.settled_elsewhere`)."""
+        settled, its token given back here and to the peers (:meth:`HoldEnforcement.settled_elsewhere`). A negative
+        ``count`` (holds the peer released) gives back at most what ``peer`` charged the user lately
+        (:mod:`quota.primitives.peer_refunds`)."""
         state = self.state_for(user, now_ms)
         if state is None:
             return
+        count = int(self.peer_refunds.judge(peer, user, count, now_ms))
         for pid in pids:
             if state.holding and pid in state.holding:
                 self.holds.settled_elsewhere(state, pid, now_ms, self.tap)

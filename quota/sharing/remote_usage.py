@@ -102,7 +102,8 @@ def _pieces(
                 yield end - at, partial(manager.record_remote_rows, users[at:end], client_ids[at:end], values[at:end])
             done += end - at
             at = end
+    peer = delta.source  # what it gives back is judged against what it charged (quota.primitives.peer_refunds)
     for user, client_id, value in delta.mutations:
-        yield 1, partial(mutations.record_remote, user, client_id, value)
+        yield 1, partial(mutations.record_remote, user, client_id, value, peer=peer)
     for user, count, ids in delta.producer_ids:
-        yield 1, partial(producer_ids.record_remote, user, count, ids)
+        yield 1, partial(producer_ids.record_remote, user, count, ids, peer=peer)

@@ -122,7 +122,7 @@ class Recorded:
             def record_remote_rows(self, users, client_ids, values, now_ms):
                 calls.append((kind, list(zip(users, client_ids, values)), now_ms))
 
-            def record_remote(self, *entry_and_now):
+            def record_remote(self, *entry_and_now, peer):  # the peer: what it gives back is judged by it
                 calls.append((kind, entry_and_now[:-1], entry_and_now[-1]))
 
         return Sink()
