@@ -23,7 +23,12 @@ from proxy.ops.metric_labels import label
 from proxy.ops.mutation_metrics import mutation_families
 from proxy.ops.producer_id_metrics import issued_family, producer_id_families
 from proxy.ops.volume_metrics import volume_families
-from quota.primitives.entity import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
+from quota.primitives.entity import (
+    CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
+    PRODUCER_BYTE_RATE,
+    PRODUCER_IDS_RATE,
+)
 
 if TYPE_CHECKING:
     from proxy.ops.entity_series import EntitySeries
@@ -69,6 +74,7 @@ class QuotaMetricsCollector(Collector):
             yield from self.entity_families()
         yield from self._shadow_and_volume()
         yield self._overflowed()
+        yield self._refunds_refused()
         yield issued_family(self._quotas)
 
     def entities(self) -> int:
@@ -178,6 +184,20 @@ class QuotaMetricsCollector(Collector):
         for (key, broker), n in self._quotas.overflow_counts().items():
             overflowed.add_metric([key] + ([broker] if per_broker else []), n)
         return overflowed
+
+    def _refunds_refused(self) -> CounterMetricFamily:
+        """Peers' refunds cut to what they charged (issue 44, T8: quota.primitives.peer_refunds), per quota."""
+        refused = CounterMetricFamily(
+            f"{PREFIX}_peer_refunds_refused",
+            "Peers' usage entries giving back more mutation tokens or producer ids than that peer charged the entity "
+            "lately (a record written straight to the usage topic?): the excess was not given back.",
+            labels=["quota"],
+        )
+        q = self._quotas
+        refused.add_metric([CONTROLLER_MUTATION_RATE], q.mutations.peer_refunds.refused_records)
+        by_sets = sum(s.producer_ids.peer_refunds.refused_records for _, s in q.quota_sets())
+        refused.add_metric([PRODUCER_IDS_RATE], by_sets)
+        return refused
 
     def _byte_rate_managers(self) -> Iterator[tuple[str, ClientQuotaManager, str]]:
         """producer_byte_rate and consumer_byte_rate of every quota set (each once, with its broker label), and the

@@ -5,7 +5,8 @@ give back only what it charged. A sidecar (quota.scope cluster, in front of Tans
 ``controller_mutation_rate`` 1/s (a burst of 2) creates a 20-partition topic: admitted, its bucket 18 in debt, its
 next create refused with THROTTLING_QUOTA_EXCEEDED. Someone writing the topic at the broker then sends a record
 from a made-up peer giving back 1,000 tokens: it used to refill the bucket, and the next create was admitted (again
-and again: 5 x the quota); now the refund is refused and the create too. Counts, not timings.
+and again: 5 x the quota); now the refund is refused, counted in
+``quota_peer_refunds_refused_total``, and the create is refused too. Counts, not timings.
 """
 
 from __future__ import annotations
@@ -76,6 +77,10 @@ def test_a_forged_mutation_refund_on_the_usage_topic_gives_no_creates_back():
             produce_at_broker(broker_port, USAGE_TOPIC, [("forger", encode(forged)), ("forger", encode(after))])
             wait_until(lambda: received() >= before + 2, 20, "the forged records read and recorded")
             assert create_topic(port, f"after-{run}", 1) == THROTTLING_QUOTA_EXCEEDED  # admitted before: refilled
+            refused = proxy.metric(
+                "kafka_quota_proxy_quota_peer_refunds_refused_total", quota="controller_mutation_rate"
+            )
+            assert refused == 1  # the forged entry, counted
         finally:
             proxy.stop()
     finally:
