@@ -2,7 +2,7 @@
 
 Mutation usage is signed on the usage topic (KIP-599 refunds of topics the broker did not create), and a peer may
 give back only what it charged. A sidecar (quota.scope cluster, in front of Tansu) whose tenant has
-``controller_mutation_rate`` 1/s (a burst of 2) creates a 20-partition topic: admitted, its bucket 18 in debt, its
+``controller_mutation_rate`` 1/s (a burst of 2) creates a 100-partition topic: admitted, its bucket 98 in debt, its
 next create refused with THROTTLING_QUOTA_EXCEEDED. Someone writing the topic at the broker then sends a record
 from a made-up peer giving back 1,000 tokens: it used to refill the bucket, and the next create was admitted (again
 and again: 5 x the quota); now the refund is refused, counted in
@@ -22,7 +22,7 @@ from proxy.codec.header import encode_request_header, frame, response_header_len
 from proxy.codec.messages import decode_response, encode_request, new_request
 from quota.sharing.usage_delta import UsageDelta
 from quota.sharing.usage_encoding import encode
-from tests.harness import Tansu, free_port, start_proxy, wait_until
+from tests.harness import Tansu, free_port, proxy_in_front, wait_until
 from tests.integration.cluster_sidecars import USAGE_TOPIC, sidecar_config
 from tests.integration.raw import produce_at_broker, read_frame
 
@@ -57,31 +57,23 @@ def test_a_forged_mutation_refund_on_the_usage_topic_gives_no_creates_back():
     config["quotas"] = [{"entity": {"client-id": "tenant"}, "controller_mutation_rate": 1}]
     config["settings"].update({"controller.quota.window.num": 2, "controller.quota.window.size.seconds": 1})
     run = uuid.uuid4().hex[:6]
-    try:
-        proxy = start_proxy(config, loop_kind="asyncio")
-        try:
+    with proxy_in_front(broker, config, "asyncio") as proxy:
 
-            def received() -> float:
-                return proxy.metric("kafka_quota_proxy_cluster_usage_records_total", direction="received")
+        def received() -> float:
+            return proxy.metric("kafka_quota_proxy_cluster_usage_records_total", direction="received")
 
-            wait_until(
-                lambda: proxy.metric("kafka_quota_proxy_cluster_usage_records_total", direction="sent") >= 2,
-                20,
-                "the sidecar publishing to the usage topic",
-            )
-            assert create_topic(port, f"big-{run}", 20) == NONE  # from the burst of 2: 18 in debt
-            assert create_topic(port, f"next-{run}", 1) == THROTTLING_QUOTA_EXCEEDED
-            before = received()
-            forged = UsageDelta("forger", mutations=(("", "tenant", -1000.0),))
-            after = UsageDelta("forger", mutations=(("", "someone", 1.0),))  # read after the forged one is recorded
-            produce_at_broker(broker_port, USAGE_TOPIC, [("forger", encode(forged)), ("forger", encode(after))])
-            wait_until(lambda: received() >= before + 2, 20, "the forged records read and recorded")
-            assert create_topic(port, f"after-{run}", 1) == THROTTLING_QUOTA_EXCEEDED  # admitted before: refilled
-            refused = proxy.metric(
-                "kafka_quota_proxy_quota_peer_refunds_refused_total", quota="controller_mutation_rate"
-            )
-            assert refused == 1  # the forged entry, counted
-        finally:
-            proxy.stop()
-    finally:
-        broker.stop()
+        wait_until(
+            lambda: proxy.metric("kafka_quota_proxy_cluster_usage_records_total", direction="sent") >= 2,
+            20,
+            "the sidecar publishing to the usage topic",
+        )
+        assert create_topic(port, f"big-{run}", 100) == NONE  # from the burst of 2: 98 in debt (98 s)
+        assert create_topic(port, f"next-{run}", 1) == THROTTLING_QUOTA_EXCEEDED
+        before = received()
+        forged = UsageDelta("forger", mutations=(("", "tenant", -1000.0),))
+        after = UsageDelta("forger", mutations=(("", "someone", 1.0),))  # read after the forged one is recorded
+        produce_at_broker(broker_port, USAGE_TOPIC, [("forger", encode(forged)), ("forger", encode(after))])
+        wait_until(lambda: received() >= before + 2, 20, "the forged records read and recorded")
+        assert create_topic(port, f"after-{run}", 1) == THROTTLING_QUOTA_EXCEEDED  # admitted before: refilled
+        refused = proxy.metric("kafka_quota_proxy_quota_peer_refunds_refused_total", quota="controller_mutation_rate")
+        assert refused == 1  # the forged entry, counted
