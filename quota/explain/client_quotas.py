@@ -25,6 +25,7 @@ from quota.primitives.entity import (
     ResolvedQuota,
     precedence,
 )
+from quota.primitives.overflow import overflow_tags
 from quota.primitives.sensor import ClientSensors
 from quota.primitives.throttle import bounded_throttle_time_ms
 
@@ -211,13 +212,14 @@ def producer_ids(
     user = resolved.tags.user
     state = manager.counted_in(user)
     if state is None:
-        return Finding(
-            verdict=WITHIN,
-            shadow=shadow,
-            notes=("no new producer id counted within its window: its bucket starts full",),
-            **entry_fields(candidates),
-            **base,
+        full = len(manager) >= manager.max_tracked_entities
+        note = (
+            "not tracked now (quota.max.tracked.entities users held): its next new id makes room by evicting an "
+            "unused user, and its bucket starts with one token, less what it owed if it was evicted"
+            if full and overflow_tags(resolved) is not None
+            else "no new producer id counted within its window: its bucket starts full"
         )
+        return Finding(verdict=WITHIN, shadow=shadow, notes=(note,), **entry_fields(candidates), **base)
     bucket = state.bucket
     debt = bucket.throttle_time_ms_at(now_ms)
     holding = state.holding or {}
@@ -230,10 +232,6 @@ def producer_ids(
         notes.append(
             f"{len(holding)} new producer id(s) held in the proxy now, the last until {max(held_ms, 0)} ms from now"
         )
-    if state.user != user:
-        notes.append(
-            "not tracked on its own (quota.max.tracked.entities reached when it came): counted in the <overflow> user"
-        )
     throttle = max(min(debt, manager.max_mute_ms), held_ms)
     verdict = (SHADOW if shadow else THROTTLED) if throttle > 0 else WITHIN
     return Finding(
@@ -243,7 +241,6 @@ def producer_ids(
         tokens=bucket.peek(now_ms),
         burst=bucket.burst,
         counted_in=tags_text(state.tags),
-        overflow=state.user != user,
         notes=tuple(notes),
         **entry_fields(candidates),
         **base,

@@ -144,6 +144,19 @@ def test_an_entity_past_the_tracked_cap_has_its_own_sensor_and_a_new_one_is_told
     assert explain(p.state(), ALICE).proxy.tracked[PRODUCER_BYTE_RATE] == [1, 1]
 
 
+def test_a_producer_id_user_past_the_tracked_cap_is_told_how_it_starts():
+    """Past quota.max.tracked.entities a new producer-id user evicts one and starts with one token (issue 44): it
+    used to be told it was counted in the <overflow> user."""
+    p = Proxy([({"user": DEFAULT}, {PRODUCER_IDS_RATE: 2})])
+    p.pids.max_tracked_entities = 1
+    p.pids.record_and_decide("bob", 1, p.clock.now_ms())
+    p.pids.record_and_decide("alice", 2, p.clock.now_ms())  # the table is full: bob evicted for her
+    f = p.finding(explain(p.state(), ALICE), PRODUCER_IDS_RATE)
+    assert not f.overflow and f.counted_in == 'user="alice" client-id=""' and f.tokens == 0
+    fresh = p.finding(explain(p.state(), Who("carol", "etl", "10.0.0.1")), PRODUCER_IDS_RATE)
+    assert any("starts with one token" in note for note in fresh.notes), fresh.notes
+
+
 def test_a_shadow_entry_over_its_rate_would_throttle_and_does_not():
     p = Proxy([({"client-id": "etl"}, {PRODUCER_BYTE_RATE: 100}, True)])
     p.produce.record_and_get_throttle_time_ms("alice", "etl", 10_000)
