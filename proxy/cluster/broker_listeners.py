@@ -49,7 +49,11 @@ class BrokerListeners:
             return True
         # quota.scope broker: the broker's own byte-rate and producer-id managers (made with its first port)
         own = self._scopes[lc.name]  # its usage log rows name the broker
-        scope = dataclasses.replace(own, quotas=self._quotas.for_broker(node_id), usage=own.usage.for_broker(node_id))
+        scope = dataclasses.replace(
+            own,
+            quotas=self._quotas.for_broker(node_id),
+            usage=None if own.usage is None else own.usage.for_broker(node_id),
+        )
         cluster = scope.cluster
         assert cluster is not None  # a cluster-mode listener's scope has its broker ports
         listener = Listener(

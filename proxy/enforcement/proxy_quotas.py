@@ -10,6 +10,7 @@ connections consult (:meth:`ProxyQuotas.for_broker`, :attr:`ProxyQuotas.home`). 
 from __future__ import annotations
 
 import logging
+from typing import Protocol
 
 from config.model import ProxyConfig
 from proxy.enforcement.quota_managers import QuotaManagers, QuotaMode
@@ -26,6 +27,14 @@ from quota.primitives.entity import (
 )
 from quota.primitives.held_bytes import HeldBytes
 from quota.primitives.rate import QuotaWindow
+
+
+class Overflowing(Protocol):
+    """A table ``quota.max.tracked.entities`` bounds: how many records it counted in its ``<overflow>`` entity."""
+
+    @property
+    def overflowed(self) -> int: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +80,7 @@ class ProxyQuotas:
             max_tracked_entities=settings.quota_max_tracked_entities,
         )
         # other tables bounded by quota.max.tracked.entities: (quota key, what has .overflowed): the app's per-IP rates
-        self.overflow_sources: list[tuple[str, object]] = []
+        self.overflow_sources: list[tuple[str, Overflowing]] = []
         self.metadata_max_age_ms = settings.controller_quota_metadata_max_age_ms
         self.offset_metadata_max_bytes = settings.offset_metadata_max_bytes  # OffsetCommit metadata, per partition
         # bytes of Produce requests held for their new producer ids (KIP-936 hold): per connection and in this process

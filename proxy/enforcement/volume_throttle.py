@@ -138,6 +138,7 @@ class VolumeThrottle:
                     f" ({suppressed} more since the last line)" if suppressed else "",
                 )
             return
+        assert read.usage is not None  # taken: a snapshot with volumes (judge), so read_record summarized it
         self.snapshots[read.usage.broker_id] = read.usage
         self.evaluate()
 

@@ -41,8 +41,9 @@ from typing import Any
 from quota.primitives import smoothing
 from quota.primitives.clock import Clock
 from quota.primitives.decision import FORWARD, Decision, Throttle
-from quota.primitives.entity import QuotaTable, ResolvedQuota
+from quota.primitives.entity import ResolvedQuota
 from quota.primitives.overflow import DEFAULT_MAX_TRACKED_ENTITIES
+from quota.primitives.quota_lookup import QuotaLookup
 from quota.primitives.rate import QuotaWindow
 from quota.primitives.sensor import ClientSensors, EntityStats
 from quota.primitives.sensor_keeper import RECORD_EXPIRY_BATCH, SensorKeeper
@@ -68,7 +69,7 @@ class ClientQuotaManager:
 
     def __init__(
         self,
-        quotas: QuotaTable,
+        quotas: QuotaLookup,
         quota_key: str,
         clock: Clock,
         window: QuotaWindow = QuotaWindow(),
@@ -100,14 +101,14 @@ class ClientQuotaManager:
     # (``quotasEnabled``); callers check it first so traffic without quotas costs one attribute read.
 
     @property
-    def quotas(self) -> QuotaTable:
+    def quotas(self) -> QuotaLookup:
         return self.keeper.quotas
 
     def resolve(self, user: str, client_id: str) -> ResolvedQuota:
         """The quota that applies to this user and client-id, and the tags of the sensor it is counted in."""
         return self.keeper.resolve(user, client_id)
 
-    def update_quotas(self, quotas: QuotaTable) -> None:
+    def update_quotas(self, quotas: QuotaLookup) -> None:
         """Swap in a new quota table: existing sensors take their new limit now (``updateQuotaMetricConfigs``), a
         client whose tags change moves to a sensor of its new tags (:meth:`SensorKeeper.update_quotas`)."""
         self.enabled = self.quota_key in quotas.keys()

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import heapq
 import json
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -167,9 +168,9 @@ class Verdict:
         return self.kind or (NOT_VERIFIED if self.action == IGNORED else INVALID)
 
 
-def judge(snapshot: Snapshot | None, known: dict[int, Snapshot], live_brokers: set[int] | None, now_ms: int) -> Verdict:
-    """Whether one parsed record of the volume-usage topic (None: a tombstone) may replace what ``known`` holds for
-    its broker. Only what the proxy can check itself is trusted: its own clock, the cluster's metadata."""
+def judge(snapshot: Snapshot | None, known: Collection[int], live_brokers: set[int] | None, now_ms: int) -> Verdict:
+    """Whether one parsed record of the volume-usage topic (None: a tombstone) may replace what is held for its
+    broker; ``known``: the brokers a snapshot is held for. Only what the proxy can check itself is trusted: its own clock, the cluster's metadata."""
     if snapshot is None:
         return Verdict(IGNORED, "tombstone: a broker's snapshot is replaced only by a newer one or goes stale")
     if snapshot.snapshot_at_ms > now_ms + CLOCK_SKEW_MS:

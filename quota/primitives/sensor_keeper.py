@@ -31,8 +31,9 @@ from operator import attrgetter
 from typing import Generic, TypeVar
 
 from quota.primitives.debt_sketch import DebtSketch
-from quota.primitives.entity import QuotaEntity, QuotaTable, QuotaTags, ResolvedQuota
+from quota.primitives.entity import QuotaEntity, QuotaTags, ResolvedQuota
 from quota.primitives.overflow import overflow_tags
+from quota.primitives.quota_lookup import QuotaLookup
 from quota.primitives.rate import QuotaWindow
 from quota.primitives.sensor import ClientSensors, EntityStats, summed_stats
 from quota.primitives.sensor_table import SensorTable
@@ -74,7 +75,7 @@ class SensorKeeper(Generic[S]):
 
     def __init__(
         self,
-        quotas: QuotaTable,
+        quotas: QuotaLookup,
         quota_key: str,
         window: QuotaWindow,
         sensors_class: type[S],
@@ -210,7 +211,7 @@ class SensorKeeper(Generic[S]):
 
     # -- the quota table -----------------------------------------------------------------------------------------
 
-    def update_quotas(self, quotas: QuotaTable, now_ms: Callable[[], int]) -> None:
+    def update_quotas(self, quotas: QuotaLookup, now_ms: Callable[[], int]) -> None:
         """Swap in a new quota table; the sensors it reaches take their new limit now (``updateQuotaMetricConfigs``).
 
         A client whose tags change under the new table (a new ``/users/alice/clients/etl`` entry, or a deleted one
