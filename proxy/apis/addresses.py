@@ -43,7 +43,7 @@ def advertiser(scope: ConnectionScope) -> Advertiser | None:
 
 
 def plan_find_coordinator(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
-    def nodes(msg, version: int):
+    def nodes(msg: Message, version: int) -> list[tuple[Message, str]]:
         if version >= FIND_COORDINATOR_BATCHED_SINCE:
             return [(c, "node_id") for c in msg.coordinators]
         return [(msg, "node_id")]
@@ -94,7 +94,7 @@ def _plan_node_rewrite(
     return Plan(leg=ResponseLeg(rewrite=rewrite))
 
 
-def rewrite_node(cluster: Advertiser, node, id_field: str) -> None:
+def rewrite_node(cluster: Advertiser, node: Message, id_field: str) -> None:
     """The node's host and port become the proxy's for that broker."""
     node_id = getattr(node, id_field)
     if node_id < 0:

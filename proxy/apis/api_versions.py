@@ -17,6 +17,7 @@ from proxy.codec.frame import DROP
 from proxy.codec.header import RequestHeader, encode_response_header, frame
 from proxy.codec.messages import (
     DECODED_APIS,
+    Message,
     api_versions_unsupported_body,
     decode_api_versions_response,
     encode_response,
@@ -41,7 +42,7 @@ def plan(scope: ConnectionScope, session: Session, header: RequestHeader) -> Pla
     return Plan(leg=ResponseLeg(observe=observe, rewrite=lambda body: intersect(version, body, served)))
 
 
-def note_broker_versions(session: Session, msg) -> None:
+def note_broker_versions(session: Session, msg: Message) -> None:
     """What the proxy's own requests on this connection may send, from the broker's ApiVersions answer ``msg``."""
     if msg.error_code != NONE:
         return

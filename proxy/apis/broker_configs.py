@@ -20,13 +20,13 @@ broker, and the broker's per-resource answers are merged with the proxy's, in re
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from config.dynamic import DYNAMIC_SETTINGS, PROXY_KEY, RecordError, entity_key
 from config.settings import parse_settings
 from config.settings_table import IP_OVERRIDES, QUOTA_MODE, QUOTA_SMOOTHING, SETTINGS
-from proxy.apis.plan import FORWARD_AS_IS, PASS, AnswerLocally, Await, ConnectionScope, ForwardRequest, Plan
+from proxy.apis.plan import FORWARD_AS_IS, PASS, AnswerLocally, Await, ConnectionScope, ForwardRequest, Outcome, Plan
 from proxy.apis.response_leg import ResponseLeg
 from proxy.codec.apis import DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
 from proxy.codec.enums import (
@@ -55,13 +55,18 @@ from proxy.session.session import Session
 
 if TYPE_CHECKING:
     from proxy.observers.dynamic_config import DynamicConfig
+    from proxy.ops.audit import AuditedRecord, Record
+
+Result = tuple[int, "str | None"]  # one resource's (error code, message)
+Entry = dict[str, object]  # one DescribeConfigs config entry, as the codec builds it
+Answer = Result | list[Entry]  # what the proxy answers for one resource: a result, or (DescribeConfigs) its entries
 
 CLUSTER_DEFAULT = ""  # the BROKER resource named "": every broker's default (kafka-configs --entity-default)
 DEFAULTS = parse_settings(None, "settings").values
 PROXY_RECORD_KEY = entity_key(PROXY_KEY)
 
 
-def proxy_names(resource, names: list[str]) -> bool | None:
+def proxy_names(resource: Message, names: list[str]) -> bool | None:
     """True: the resource is the proxy's (BROKER "" naming only proxy settings); False: the broker's; None: a BROKER
     "" resource mixing both (refused)."""
     if resource.resource_type != BROKER_RESOURCE or resource.resource_name != CLUSTER_DEFAULT or not names:
@@ -89,9 +94,9 @@ def plan_incremental_alter(scope: ConnectionScope, session: Session, header: Req
     dynamic: DynamicConfig = scope.client_quotas
     version, correlation_id = header.api_version, header.correlation_id
 
-    def decide(body: memoryview):
+    def decide(body: memoryview) -> Outcome:
         msg = decode_request(INCREMENTAL_ALTER_CONFIGS, version, body)
-        ours: dict[int, tuple[int, str | None]] = {}  # request index -> (error code, message)
+        ours: dict[int, Answer] = {}  # request index -> (error code, message)
         wanted = []  # (index, resource) of the proxy's resources, to check and write
         for i, resource in enumerate(msg.resources):
             kind = proxy_names(resource, [c.name for c in resource.configs])
@@ -101,7 +106,7 @@ def plan_incremental_alter(scope: ConnectionScope, session: Session, header: Req
                 wanted.append((i, resource))
         if not ours and not wanted:
             return FORWARD_AS_IS
-        records: list[tuple[bytes, bytes | None]] = []
+        records: list[Record] = []
         if wanted and not session.is_admin(dynamic.base.admin_principals):
             reason = (
                 f"User:{session.user} may not alter the proxy's settings (admin_principals in the proxy's "
@@ -133,19 +138,22 @@ def plan_incremental_alter(scope: ConnectionScope, session: Session, header: Req
     return Plan(action=BUFFER, decide=decide)
 
 
-def check(dynamic: DynamicConfig, resources) -> tuple[list[tuple[int, str | None]], list[tuple[bytes, bytes]]]:
+def check(dynamic: DynamicConfig, resources: Iterable[Message]) -> tuple[list[Result], list[Record]]:
     """Each resource's (error code, message), and the proxy-wide records of the valid ones (one after another, as
     the topic's reader will apply them)."""
     state = dynamic.entries
-    results, records = [], []
+    results: list[Result] = []
+    records: list[Record] = []
     for resource in resources:
-        current = dict(state.entries[PROXY_RECORD_KEY][1]) if PROXY_RECORD_KEY in state.entries else {}
+        current: dict[str, object] = (
+            dict(state.entries[PROXY_RECORD_KEY][1]) if PROXY_RECORD_KEY in state.entries else {}
+        )
         names = [c.name for c in resource.configs]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
             results.append((INVALID_REQUEST, f"{', '.join(twice)}: given more than once"))
             continue
-        refused = None
+        refused: Result | None = None
         for config in resource.configs:
             if config.config_operation == DELETE:
                 current.pop(config.name, None)
@@ -175,7 +183,7 @@ def check(dynamic: DynamicConfig, resources) -> tuple[list[tuple[int, str | None
     return results, records
 
 
-def setting_value(name: str, text: str):
+def setting_value(name: str, text: str) -> str | int | float:
     """A config value as the wire carries it (a string) into the config topic's JSON: numbers for the numeric
     settings (the check then names anything that is not one), strings for the others."""
     if name in (IP_OVERRIDES, QUOTA_MODE, QUOTA_SMOOTHING):
@@ -197,9 +205,9 @@ def plan_describe(scope: ConnectionScope, session: Session, header: RequestHeade
     dynamic: DynamicConfig = scope.client_quotas
     version, correlation_id = header.api_version, header.correlation_id
 
-    def decide(body: memoryview):
+    def decide(body: memoryview) -> Outcome:
         msg = decode_request(DESCRIBE_CONFIGS, version, body)
-        ours: dict[int, tuple[int, str | None] | list[dict]] = {}
+        ours: dict[int, Answer] = {}
         for i, resource in enumerate(msg.resources):
             kind = proxy_names(resource, list(resource.configuration_keys or ()))
             if kind is None:
@@ -215,13 +223,13 @@ def plan_describe(scope: ConnectionScope, session: Session, header: RequestHeade
     return Plan(action=BUFFER, decide=decide)
 
 
-def described(dynamic: DynamicConfig, names, version: int, documentation: bool) -> list[dict]:
+def described(dynamic: DynamicConfig, names: Iterable[str], version: int, documentation: bool) -> list[Entry]:
     """The effective values of ``names`` (proxy settings), as DescribeConfigs entries."""
     values = dynamic.current.settings.values
     entries = dynamic.entries.entries
     overridden = entries[PROXY_RECORD_KEY][1] if PROXY_RECORD_KEY in entries else {}
     yaml = dynamic.base.settings.values
-    out = []
+    out: list[Entry] = []
     for name in dict.fromkeys(names):
         if name in overridden:
             source = DYNAMIC_DEFAULT_BROKER_CONFIG
@@ -230,7 +238,7 @@ def described(dynamic: DynamicConfig, names, version: int, documentation: bool) 
         else:
             source = DEFAULT_CONFIG
         spec = SETTINGS.get(name)
-        entry = {"name": name, "value": shown(values[name]), "read_only": False, "is_sensitive": False}
+        entry: Entry = {"name": name, "value": shown(values[name]), "read_only": False, "is_sensitive": False}
         if version == 0:
             entry["is_default"] = source == DEFAULT_CONFIG
         else:
@@ -242,7 +250,7 @@ def described(dynamic: DynamicConfig, names, version: int, documentation: bool) 
     return out
 
 
-def shown(value) -> str:
+def shown(value: object) -> str:
     if isinstance(value, Mapping):  # max.connections.per.ip.overrides (a read-only mapping), as Kafka writes it
         return ",".join(f"{ip}:{count}" for ip, count in sorted(value.items()))
     return str(value)
@@ -256,24 +264,24 @@ def answer_and_forward(
     version: int,
     correlation_id: int,
     msg: Message,
-    ours: dict,
+    ours: dict[int, Answer],
     field: str,
-    records: list,
+    records: list[AuditedRecord],
     dynamic: DynamicConfig,
-):
+) -> Outcome:
     """Answer the proxy's resources (``ours``: index -> (code, message), or DescribeConfigs entries), after writing
     ``records`` when there are any; forward the rest and merge the broker's answers in request order."""
     resources = list(msg.resources)
 
-    def result(i: int, outcome) -> dict:
+    def result(i: int, outcome: Answer) -> dict[str, object]:
         r = resources[i]
-        item = {"resource_type": r.resource_type, "resource_name": r.resource_name}
+        item: dict[str, object] = {"resource_type": r.resource_type, "resource_name": r.resource_name}
         if isinstance(outcome, list):
             return {**item, "error_code": NONE, "error_message": None, "configs": outcome}
         code, message = outcome
         return {**item, "error_code": code, "error_message": message, **({"configs": []} if field == "results" else {})}
 
-    def outcome(failure: BaseException | None):
+    def outcome(failure: BaseException | None) -> Outcome:
         answers = dict(ours)
         if failure is not None:
             text = dynamic.write_failure(failure)
@@ -300,15 +308,17 @@ def answer_and_forward(
     )
 
 
-def merger(api_key: int, version: int, field: str, resources: list, local: dict) -> Callable[[memoryview], bytes]:
+def merger(
+    api_key: int, version: int, field: str, resources: list[Message], local: dict[int, Message]
+) -> Callable[[memoryview], bytes]:
     def merge(body: memoryview) -> bytes:
         """The broker's results and the proxy's, in the client's request order (a result the proxy cannot place
         goes last)."""
         response = decode_response(api_key, version, body)
-        broker: dict[tuple[int, str], list] = {}
+        broker: dict[tuple[int, str], list[Message]] = {}
         for r in getattr(response, field):
             broker.setdefault((r.resource_type, r.resource_name), []).append(r)
-        merged = []
+        merged: list[Message] = []
         for i, resource in enumerate(resources):
             if i in local:
                 merged.append(local[i])

@@ -47,7 +47,7 @@ from proxy.codec.header import RequestHeader
 from proxy.codec.messages import decode_request, decode_response, encode_request, encode_response
 from proxy.codec.records import iter_batches
 from proxy.session.session import Session
-from quota.primitives.decision import FORWARD
+from quota.primitives.decision import FORWARD, Decision
 from quota.primitives.entity import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
 from quota.primitives.throttle import INT32_MAX
 
@@ -109,7 +109,7 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
 
     if fetch.shadow or resolved.shadow:  # shadow: counted and reported, nothing capped, trimmed or throttled
 
-        def record_only(response_size: int):
+        def record_only(response_size: int) -> Decision:
             if follower:
                 return FORWARD
             decision = fetch.record_and_decide(user, client_id, response_size)
@@ -145,7 +145,7 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
     def trim(body: memoryview) -> bytes | None:  # after the earlier stages' rewrites, on what they produced
         return None if follower else trim_fetch_response(version, body, budget())
 
-    def record(response_size: int):
+    def record(response_size: int) -> Decision:
         if follower:
             return FORWARD
         return fetch.record_and_decide(user, client_id, response_size)

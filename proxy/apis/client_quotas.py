@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from config.dynamic import DynamicEntries, RecordError, describe, entity_key, parse_key
@@ -46,6 +46,7 @@ from proxy.codec.error_codes import (
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import (
+    Message,
     decode_api_versions_response,
     decode_request,
     decode_response,
@@ -61,19 +62,21 @@ from quota.managers.connection import CONNECTION_CREATION_RATE
 from quota.primitives.entity import DEFAULT
 
 if TYPE_CHECKING:
+    from config.model import ProxyConfig
     from proxy.observers.dynamic_config import DynamicConfig
+    from proxy.ops.audit import Record
+
+Part = tuple[str, "str | None"]  # one part of an entity: (entity type, name; None: the default)
+Wire = list[dict[str, "str | None"]]  # an entry's entity as the codec builds it
 
 VERSIONS = (0, 1)
 ENTITY_TYPES = ("user", "client-id", "ip")
 PROXY_KEYS = frozenset(ENFORCED_KEYS) | {CONNECTION_CREATION_RATE}  # described from the proxy, never the broker
 
 
-def served(scope: ConnectionScope) -> bool:
-    return scope.client_quotas is not None
-
-
 def plan_describe(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
-    if not served(scope):
+    dynamic = scope.client_quotas
+    if dynamic is None:
         return PASS
     version, correlation_id = header.api_version, header.correlation_id
 
@@ -81,7 +84,7 @@ def plan_describe(scope: ConnectionScope, session: Session, header: RequestHeade
         msg = decode_request(DESCRIBE_CLIENT_QUOTAS, version, body)
 
         def local() -> AnswerLocally:
-            response = describe_response(version, msg, scope.client_quotas.current)
+            response = describe_response(version, msg, dynamic.current)
             return AnswerLocally(encode_local_response(DESCRIBE_CLIENT_QUOTAS, version, correlation_id, response))
 
         if filter_error(msg) is not None:
@@ -97,7 +100,7 @@ def plan_describe(scope: ConnectionScope, session: Session, header: RequestHeade
                 return encode_response(
                     DESCRIBE_CLIENT_QUOTAS,
                     version,
-                    describe_response(version, msg, scope.client_quotas.current, theirs),
+                    describe_response(version, msg, dynamic.current, theirs),
                 )
 
             return ForwardRequest(leg=ResponseLeg(rewrite=merge))
@@ -107,7 +110,7 @@ def plan_describe(scope: ConnectionScope, session: Session, header: RequestHeade
     return Plan(action=BUFFER, decide=decide)
 
 
-def filter_error(msg) -> str | None:
+def filter_error(msg: Message) -> str | None:
     """Why a DescribeClientQuotas filter is invalid (KIP-546, KIP-612), or None."""
     types = [c.entity_type for c in msg.components]
     if len(set(types)) != len(types):
@@ -121,7 +124,7 @@ def filter_error(msg) -> str | None:
     return None
 
 
-def describe_response(version: int, msg, config, broker=None):
+def describe_response(version: int, msg: Message, config: ProxyConfig, broker: Message | None = None) -> Message:
     """The answer to ``msg``: the proxy's entries from ``config`` and, from the broker's answer ``broker`` (None:
     not asked), the values of the keys the proxy does not enforce, and its throttle. A broker's error (its
     authorizer refusing this principal) leaves its entries out."""
@@ -130,7 +133,7 @@ def describe_response(version: int, msg, config, broker=None):
         return new_response(
             DESCRIBE_CLIENT_QUOTAS, version, error_code=INVALID_REQUEST, error_message=error, entries=None
         )
-    entries: dict[frozenset, tuple[list, dict]] = {}
+    entries: dict[frozenset[Part], tuple[list[Part], dict[str, float]]] = {}
     for entity, values in describe(config):
         if matches(entity, msg.components, msg.strict) and values:
             parts = [(t, None if n == DEFAULT else n) for t, n in sorted(entity.items())]
@@ -160,7 +163,7 @@ def describe_response(version: int, msg, config, broker=None):
     )
 
 
-def matches(entity: dict, components, strict: bool) -> bool:
+def matches(entity: Mapping[str, str], components: Sequence[Message], strict: bool) -> bool:
     for c in components:
         name = entity.get(c.entity_type)
         if name is None:
@@ -173,12 +176,12 @@ def matches(entity: dict, components, strict: bool) -> bool:
 
 
 def plan_alter(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
-    if not served(scope):
+    dynamic = scope.client_quotas
+    if dynamic is None:
         return PASS
     version, correlation_id = header.api_version, header.correlation_id
-    dynamic: DynamicConfig = scope.client_quotas
 
-    def answer(wire: list, results: list[tuple[int, str | None]], throttle_time_ms: int = 0) -> AnswerLocally:
+    def answer(wire: list[Wire], results: list[tuple[int, str | None]], throttle_time_ms: int = 0) -> AnswerLocally:
         response = new_response(
             ALTER_CLIENT_QUOTAS,
             version,
@@ -190,9 +193,9 @@ def plan_alter(scope: ConnectionScope, session: Session, header: RequestHeader) 
         )
         return AnswerLocally(encode_local_response(ALTER_CLIENT_QUOTAS, version, correlation_id, response))
 
-    def decide(body: memoryview):
+    def decide(body: memoryview) -> Outcome:
         msg = decode_request(ALTER_CLIENT_QUOTAS, version, body)
-        wire = [
+        wire: list[Wire] = [
             [{"entity_type": e.entity_type, "entity_name": e.entity_name} for e in entry.entity]
             for entry in msg.entries
         ]
@@ -206,13 +209,13 @@ def plan_alter(scope: ConnectionScope, session: Session, header: RequestHeader) 
         theirs = [[op for op in entry.ops if op.key in BROKER_KEYS] for entry in msg.entries]
         failed: list[tuple[int, str | None] | None] = [None] * len(wire)
 
-        def write(throttle_time_ms: int = 0):
+        def write(throttle_time_ms: int = 0) -> Outcome:
             """The proxy's part of every entry not failed yet: checked, then written (unless validate_only)."""
             results, records = check(dynamic, [(entry.entity, ops) for entry, ops in zip(msg.entries, ours)], failed)
             if msg.validate_only or not records:
                 return answer(wire, results, throttle_time_ms)
 
-            def written(result) -> AnswerLocally:
+            def written(result: object) -> AnswerLocally:
                 if isinstance(result, BaseException):
                     failure = dynamic.write_failure(result)
                     return answer(
@@ -225,19 +228,19 @@ def plan_alter(scope: ConnectionScope, session: Session, header: RequestHeader) 
                     )
                 return answer(wire, results, throttle_time_ms)
 
-            records = audited(
+            to_write = audited(
                 dynamic.entries.entries,
                 records,
                 f"User:{session.user}",
                 session.peer_ip,
                 session.through("AlterClientQuotas"),
             )
-            return Await(start=lambda: dynamic.write(records), then=written)
+            return Await(start=lambda: dynamic.write(to_write), then=written)
 
         if not any(theirs):
             return write()
 
-        def to_broker():
+        def to_broker() -> Outcome:
             supported = (session.broker_client_quota_versions or {}).get(ALTER_CLIENT_QUOTAS)
             if supported is None or not supported[0] <= version <= supported[1]:
                 for i, ops in enumerate(theirs):
@@ -262,7 +265,7 @@ def plan_alter(scope: ConnectionScope, session: Session, header: RequestHeader) 
                 ],
             )
 
-            def answered(reply: memoryview):
+            def answered(reply: memoryview) -> Outcome:
                 response = decode_response(ALTER_CLIENT_QUOTAS, version, reply)
                 outcome = {_entity_key(e.entity): (e.error_code, e.error_message) for e in response.entries}
                 for i in sent:
@@ -302,7 +305,7 @@ def knowing_broker_versions(session: Session, then: Callable[[], Outcome]) -> Ou
     return LookUp(API_VERSIONS, 0, b"", answered)
 
 
-def _unsupported(ops, api: str, version: int) -> str:
+def _unsupported(ops: Iterable[Message], api: str, version: int) -> str:
     keys = ", ".join(sorted({op.key for op in ops}))
     return (
         f"{keys}: enforced by the brokers, and the broker behind the proxy does not serve {api} v{version}; "
@@ -310,25 +313,29 @@ def _unsupported(ops, api: str, version: int) -> str:
     )
 
 
-def _entity_key(parts) -> frozenset:
+def _entity_key(parts: Iterable[Message]) -> frozenset[tuple[str, str | None]]:
     return frozenset((p.entity_type, p.entity_name) for p in parts)
 
 
 def check(
-    dynamic: DynamicConfig, entries, failed=None
-) -> tuple[list[tuple[int, str | None]], list[tuple[bytes, bytes | None]]]:
+    dynamic: DynamicConfig,
+    entries: Iterable[tuple[Iterable[Message], list[Message]]],
+    failed: Sequence[tuple[int, str | None] | None] | None = None,
+) -> tuple[list[tuple[int, str | None]], list[Record]]:
     """Each entry's (error code, message), and the records for the valid ones (applied one after another, as the
     topic's reader will). ``entries``: (entity parts, the ops the proxy applies); ``failed``: per entry, an error
     decided already (the entry is skipped and keeps it), or None. An entry with no op of the proxy's is checked for
     its entity only and writes nothing."""
     state: DynamicEntries = dynamic.entries
-    results, records = [], []
+    results: list[tuple[int, str | None]] = []
+    records: list[Record] = []
     for i, (parts, ops) in enumerate(entries):
-        if failed is not None and failed[i] is not None:
-            results.append(failed[i])
+        already = None if failed is None else failed[i]
+        if already is not None:
+            results.append(already)
             continue
         try:
-            entity = {}
+            entity: dict[str, str] = {}
             for part in parts:
                 if part.entity_type not in ENTITY_TYPES:
                     raise RecordError(f"unknown entity type {part.entity_type!r} (known: {', '.join(ENTITY_TYPES)})")
@@ -341,7 +348,7 @@ def check(
             if not ops:
                 results.append((NONE, None))
                 continue
-            current = dict(state.entries[key][1]) if key in state.entries else {}
+            current: dict[str, object] = dict(state.entries[key][1]) if key in state.entries else {}
             for op in ops:
                 if op.remove:
                     current.pop(op.key, None)

@@ -58,6 +58,8 @@ REFUSED_MESSAGE = (
 )
 UNKNOWN_ID_MESSAGE = "kafka-quota-proxy: the broker does not know this topic id"
 
+Item = Message | str  # what a request lists its topics as: structs, or bare names (DeleteTopics before v6)
+
 # api -> version -> the request's list of items, and the response's
 _REQUEST_ITEMS: dict[int, Callable[[int], str]] = {
     PRODUCE: lambda v: "topic_data",
@@ -112,11 +114,10 @@ def _streams_safely(guard: InternalTopicGuard, topics: Topics, header: RequestHe
     if header.topic_count != 1 or header.only_topic is None:
         return False
     topic = header.only_topic
-    if isinstance(topic, bytes):
-        topic = topics.name_for(uuid.UUID(bytes=topic))
-        if topic is None:
-            return False  # an id the proxy has not seen yet: the body decides (after a lookup)
-    return topic not in guard.topics
+    name = topics.name_for(uuid.UUID(bytes=topic)) if isinstance(topic, bytes) else topic
+    if name is None:
+        return False  # an id the proxy has not seen yet: the body decides (after a lookup)
+    return name not in guard.topics
 
 
 class _Check:
@@ -130,14 +131,14 @@ class _Check:
     def decide(self, body: memoryview) -> Outcome:
         api_key, version = self.header.api_key, self.header.api_version
         msg = decode_request(api_key, version, body)
-        unknown = [i for i in self._items(msg) if self._unknown_id(i)]
+        unknown = [i for i in self._items(msg) if not isinstance(i, str) and self._unknown_id(i)]
         if unknown and not self.looked_up:
             return self._look_up(unknown, bytes(body))
         refused, unresolved = self._split(msg)
         if not refused and not unresolved:
             return FORWARD_AS_IS
         if refused:
-            self.guard.refused(self.session, api_key, sorted({self._internal_name(i) for i in refused}))
+            self.guard.refused(self.session, api_key, self._names(refused))
         if not self.header.expects_response:
             raise ValueError(
                 "an acks=0 produce to an internal topic of the proxy, or to a topic id the broker does "
@@ -155,23 +156,24 @@ class _Check:
 
     # -- items ------------------------------------------------------------------------------------------------------
 
-    def _items(self, msg: Message) -> list:
+    def _items(self, msg: Message) -> list[Item]:
         api_key, version = self.header.api_key, self.header.api_version
         if api_key == ADD_PARTITIONS_TO_TXN and version >= 4:
             return [t for txn in msg.transactions for t in txn.topics]
         return list(getattr(msg, _REQUEST_ITEMS[api_key](version)))
 
-    def _internal_name(self, item) -> str | None:
+    def _internal_name(self, item: Item) -> str | None:
         """The internal topic ``item`` names, by its name or by its topic id (whatever name comes with the id: a
         broker may act on the id alone, as Tansu deletes by it), or None."""
         api_key, internal = self.header.api_key, self.guard.topics
-        if api_key in (ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS):
-            name = item.resource_name if item.resource_type == TOPIC_RESOURCE else None
-            return name if name in internal else None
         if isinstance(item, str):
             return item if item in internal else None
-        if item.name in internal:
-            return item.name
+        if api_key in (ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS):
+            name: str | None = item.resource_name if item.resource_type == TOPIC_RESOURCE else None
+            return name if name in internal else None
+        named: str | None = item.name
+        if named in internal:
+            return named
         topic_id = getattr(item, "topic_id", None)
         if topic_id is not None and topic_id != ZERO_UUID:
             by_id = self.topics.name_for(topic_id)
@@ -179,7 +181,7 @@ class _Check:
                 return by_id
         return None
 
-    def _unknown_id(self, item) -> bool:
+    def _unknown_id(self, item: Item) -> bool:
         """An item with a topic id the proxy cannot name (with or without a name beside it)."""
         topic_id = getattr(item, "topic_id", None)
         return (
@@ -189,14 +191,14 @@ class _Check:
             and self.topics.name_for(topic_id) is None
         )
 
-    def _split(self, msg: Message) -> tuple[list, list]:
+    def _split(self, msg: Message) -> tuple[list[Item], list[Item]]:
         """Take out of ``msg`` the items naming an internal topic (AddPartitionsToTxn v4+: per transaction too) and,
         once the broker was asked, those whose topic id it could not name either; return both."""
-        refused: list = []
-        unresolved: list = []
-        self.refused_by_txn: dict[str, list] = {}
+        refused: list[Item] = []
+        unresolved: list[Item] = []
+        self.refused_by_txn: dict[str, list[Item]] = {}
 
-        def keep(items: list, into: list) -> list:
+        def keep(items: list[Item], into: list[Item]) -> list[Item]:
             kept = []
             for item in items:
                 if self._internal_name(item) is not None:
@@ -218,7 +220,7 @@ class _Check:
             setattr(msg, field, keep(list(getattr(msg, field)), refused))
         return refused, unresolved
 
-    def _refusal(self, msg: Message, refused: list, unresolved: list) -> Message:
+    def _refusal(self, msg: Message, refused: list[Item], unresolved: list[Item]) -> Message:
         """The error response for the items taken out alone: TOPIC_AUTHORIZATION_FAILED for the internal ones,
         UNKNOWN_TOPIC_ID (what the broker answers for an id it does not know) for the ids nobody could name."""
         api_key, version = self.header.api_key, self.header.api_version
@@ -229,7 +231,7 @@ class _Check:
                 txn.topics = self.refused_by_txn[txn.transactional_id]
             return self._error(only, TOPIC_AUTHORIZATION_FAILED, REFUSED_MESSAGE.format(topic=self._topics(refused)))
         field = _RESPONSE_ITEMS[api_key](version)
-        answers: list = []
+        answers: list[Message] = []
         for items, code, message in (
             (refused, TOPIC_AUTHORIZATION_FAILED, REFUSED_MESSAGE.format(topic=self._topics(refused))),
             (unresolved, UNKNOWN_TOPIC_ID, UNKNOWN_ID_MESSAGE),
@@ -244,8 +246,12 @@ class _Check:
     def _error(self, only: Message, code: int, message: str) -> Message:
         return error_response(self.header.api_key, self.header.api_version, only, code, error_message=message)
 
-    def _topics(self, refused: list) -> str:
-        return ", ".join(sorted({n for n in (self._internal_name(i) for i in refused) if n}))
+    def _names(self, refused: list[Item]) -> list[str]:
+        """The internal topics the refused items name, sorted, each once."""
+        return sorted({n for n in (self._internal_name(i) for i in refused) if n})
+
+    def _topics(self, refused: list[Item]) -> str:
+        return ", ".join(self._names(refused))
 
     # -- answers --------------------------------------------------------------------------------------------------
 
@@ -271,7 +277,7 @@ class _Check:
         api_key, version = self.header.api_key, self.header.api_version
         return frame(encode_response_header(api_key, version, self.header.correlation_id) + body)
 
-    def _look_up(self, unknown: list, body: bytes) -> LookUp:
+    def _look_up(self, unknown: list[Message], body: bytes) -> LookUp:
         """Topic ids the proxy has not seen: ask the broker their names first, then decide."""
 
         def then() -> Outcome:

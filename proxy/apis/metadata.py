@@ -82,7 +82,7 @@ def _rewritten(advertiser: Advertiser, version: int, body: memoryview, end: int)
     return head + body[end:], head, [b.node_id for b in msg.brokers]
 
 
-def lookup_request(session: Session, keys: Sequence[TopicKey]) -> tuple[int, list[dict] | None]:
+def lookup_request(session: Session, keys: Sequence[TopicKey]) -> tuple[int, list[dict[str, object]] | None]:
     """The version and the topics (None: every topic) of a Metadata lookup for ``keys``, in a version the broker
     behind ``session`` serves."""
     if all(name for name, _ in keys):

@@ -11,15 +11,28 @@ the entity's throttle-time counters count (``controller_mutation_throttle_time_s
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Protocol
+from uuid import UUID
+
 from proxy.codec.error_codes import NONE
 from proxy.codec.primitives import ZERO_UUID
+from proxy.codec.schema import Message
 from quota.managers.mutation import ControllerMutationQuotaManager
 from quota.primitives.decision import Throttle
 
+TopicKey = str | UUID
 
-def topic_keys(name, topic_id=None) -> frozenset:
+
+def topic_keys(name: str | None, topic_id: UUID | None = None) -> frozenset[TopicKey]:
     """A topic's name and id, whichever are known: what a request item and a result are matched on."""
     return frozenset(k for k in (name, topic_id) if k is not None and k != "" and k != ZERO_UUID)
+
+
+class MutationRow(Protocol):
+    """What a charge counts in: a usage-log row, or :class:`Unlogged`."""
+
+    partition_mutations: int
 
 
 class Unlogged:
@@ -41,8 +54,8 @@ class Charges:
         quotas: ControllerMutationQuotaManager,
         user: str,
         client_id: str,
-        row,
-        taken: list[tuple[frozenset, int]],
+        row: MutationRow,
+        taken: list[tuple[frozenset[TopicKey], int]],
         now_ms: int,
     ) -> None:
         self._quotas, self._user, self._client_id = quotas, user, client_id
@@ -71,9 +84,9 @@ class Charges:
             self._row.partition_mutations -= tokens
             self.refunded += tokens
 
-    def failed(self, results, now_ms: int) -> None:
+    def failed(self, results: Iterable[Message], now_ms: int) -> None:
         """Give back the tokens of every admitted topic the broker's results report with an error."""
-        failed: set = set()
+        failed: set[TopicKey] = set()
         for result in results:
             if result.error_code != NONE:
                 failed |= topic_keys(getattr(result, "name", None), getattr(result, "topic_id", None))

@@ -33,12 +33,14 @@ counts those.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from functools import partial
+from typing import Any, Generic, TypeVar
 
 from proxy.apis.decisions import Decisions
+from proxy.apis.internal_topics import Item
 from proxy.apis.metadata import look_up_topics
-from proxy.apis.mutation_charges import Charges, Unlogged, topic_keys
+from proxy.apis.mutation_charges import Charges, MutationRow, Unlogged, topic_keys
 from proxy.apis.plan import FORWARD_AS_IS, PASS, AnswerLocally, ConnectionScope, ForwardRequest, LookUp, Outcome, Plan
 from proxy.apis.response_leg import ResponseLeg
 from proxy.codec.apis import (
@@ -60,6 +62,8 @@ from quota.primitives.decision import Throttle
 # What a -1 create is charged when its count cannot be learnt and no default was: Kafka's own num.partitions default
 FALLBACK_PARTITIONS = 1
 
+ItemT = TypeVar("ItemT", bound=Item)  # a request's topic item: a struct, or (DeleteTopics before v6) a name
+
 
 def plan_create_topics(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
     return _plan(scope, session, header, _CreateTopics)
@@ -73,7 +77,7 @@ def plan_create_partitions(scope: ConnectionScope, session: Session, header: Req
     return _plan(scope, session, header, _CreatePartitions)
 
 
-def _plan(scope: ConnectionScope, session: Session, header: RequestHeader, kind: type[_Mutation]) -> Plan:
+def _plan(scope: ConnectionScope, session: Session, header: RequestHeader, kind: type[_Mutation[Any]]) -> Plan:
     quotas = scope.quotas.mutations
     client_id = header.client_id or ""
     if not quotas.enabled or quotas.resolve(session.user, client_id).unlimited:
@@ -85,7 +89,7 @@ def _plan(scope: ConnectionScope, session: Session, header: RequestHeader, kind:
     return Plan(action=BUFFER, decide=mutation.decide)
 
 
-class _Mutation:
+class _Mutation(Generic[ItemT]):
     """One request's decision: decode, count (looking up what is unknown), admit, split and merge."""
 
     api_key: int
@@ -93,7 +97,7 @@ class _Mutation:
 
     looked_up = False  # the proxy's lookup has been answered: what is still unknown does not exist
     # () -> the usage-log row of the request's entity (set by _plan when a usage log is kept)
-    usage: Callable[[], object] = Unlogged
+    usage: Callable[[], MutationRow] = Unlogged
     charges: Charges  # what admission took, per topic (set when decided)
 
     def __init__(
@@ -106,22 +110,22 @@ class _Mutation:
 
     # -- per API --------------------------------------------------------------------------------------------------
 
-    def topics(self, msg: Message) -> list:
+    def topics(self, msg: Message) -> list[ItemT]:
         """The request's topic items, in order."""
         raise NotImplementedError
 
-    def key(self, item) -> tuple[str | None, uuid.UUID | None]:
+    def key(self, item: ItemT) -> tuple[str | None, uuid.UUID | None]:
         """(name, topic id) of a request item."""
-        return item.name, None
+        return (item, None) if isinstance(item, str) else (item.name, None)
 
-    def count(self, item, now_ms: int) -> int | None:
+    def count(self, item: ItemT, now_ms: int) -> int | None:
         """Partitions this item creates or deletes; None when the proxy must look something up first."""
         raise NotImplementedError
 
-    def keep(self, msg: Message, items: list) -> None:
+    def keep(self, msg: Message, items: list[ItemT]) -> None:
         raise NotImplementedError
 
-    def learn(self, msg: Message, request_items: list, now_ms: int) -> None:
+    def learn(self, msg: Message, request_items: list[ItemT], now_ms: int) -> None:
         """What the broker's answer teaches (counts created or deleted); called for every forwarded request."""
 
     # -- the decision -----------------------------------------------------------------------------------------------
@@ -137,11 +141,11 @@ class _Mutation:
             return self.look_up(unknown, lambda: self.decided(msg, items))
         return self.decided(msg, items)
 
-    def unknown(self, items: list, now_ms: int) -> list:
+    def unknown(self, items: list[ItemT], now_ms: int) -> list[tuple[str | None, uuid.UUID | None]]:
         """The (name, id) of each topic whose count must be looked up before deciding."""
         return [self.key(item) for item in items if self.count(item, now_ms) is None]
 
-    def result_key(self, result) -> object:
+    def result_key(self, result: Message) -> object:
         return result.name
 
     def look_up(self, keys: Sequence[tuple[str | None, uuid.UUID | None]], then: Callable[[], Outcome]) -> LookUp:
@@ -153,7 +157,7 @@ class _Mutation:
 
         return look_up_topics(self.scope, self.session, keys, answered)
 
-    def decided(self, msg: Message, items: list) -> Outcome:
+    def decided(self, msg: Message, items: list[ItemT]) -> Outcome:
         now = self.scope.quotas.clock.now_ms()
         counts = [self.count(item, now) for item in items]
         if strict_mutation_quota(self.api_key, self.version):
@@ -165,7 +169,7 @@ class _Mutation:
         )
         return ForwardRequest(leg=self.leg(items), throttle=decisions.throttle, usage=decisions.usage)
 
-    def strict(self, msg: Message, items: list, counts: list[int | None]) -> Outcome:
+    def strict(self, msg: Message, items: list[ItemT], counts: list[int | None]) -> Outcome:
         admission = self.quotas.admit(self.user, self.client_id, counts)
         self.charge(items, counts, admission.admitted)
         decisions = Decisions()
@@ -181,7 +185,7 @@ class _Mutation:
             f"{self.quotas.resolve(self.user, self.client_id).limit:g} partition mutations/s; retry after "
             f"{throttle.throttle_time_ms} ms"
         )
-        rejected_errors = {
+        rejected_errors: dict[Hashable, int] = {
             key: THROTTLING_QUOTA_EXCEEDED
             for name, topic_id in rejected
             for key in ((name,) if name else ()) + ((topic_id,) if topic_id else ())
@@ -213,10 +217,10 @@ class _Mutation:
             """The broker's results and the proxy's rejections, in the client's request order (the broker's for a
             topic it answered; any result the proxy cannot place goes last)."""
             response = decode_response(api_key, version, body)
-            broker = {}
+            broker: dict[object, list[Message]] = {}
             for result in getattr(response, field):
                 broker.setdefault(result_key(result), []).append(result)
-            merged = []
+            merged: list[Message] = []
             for ok, template_result in ours:
                 if not ok:
                     merged.append(template_result)
@@ -235,7 +239,7 @@ class _Mutation:
             usage=decisions.usage,
         )
 
-    def charge(self, items: list, counts: list[int | None], admitted: Sequence[bool]) -> int:
+    def charge(self, items: list[ItemT], counts: list[int | None], admitted: Sequence[bool]) -> int:
         """Note what admission took per admitted topic (given back if the broker reports it failed); the total."""
         taken = [(topic_keys(*self.key(item)), count or 0) for item, count, ok in zip(items, counts, admitted) if ok]
         self.charges = Charges(
@@ -243,11 +247,11 @@ class _Mutation:
         )
         return self.charges.total
 
-    def leg(self, items: list) -> ResponseLeg:
+    def leg(self, items: list[ItemT]) -> ResponseLeg:
         """What the broker's answer to the forwarded ``items`` goes through: learnt from, then the charge settled."""
         return ResponseLeg(observe=self.learner(items), settle=self.settle)
 
-    def learner(self, items: list) -> Callable[[memoryview], None]:
+    def learner(self, items: list[ItemT]) -> Callable[[memoryview], None]:
         scope, version, api_key = self.scope, self.version, self.api_key
 
         def learn(body: memoryview) -> None:
@@ -262,27 +266,28 @@ class _Mutation:
         return self.charges.settle(throttle, self.scope.quotas.clock.now_ms())
 
 
-class _CreateTopics(_Mutation):
+class _CreateTopics(_Mutation[Message]):
     api_key = CREATE_TOPICS
     results_field = "topics"
 
-    def topics(self, msg: Message) -> list:
+    def topics(self, msg: Message) -> list[Message]:
         return list(msg.topics)
 
-    def count(self, item, now_ms: int) -> int | None:
+    def count(self, item: Message, now_ms: int) -> int | None:
         if item.assignments:
             return len(item.assignments)
-        if item.num_partitions >= 0:
-            return item.num_partitions
+        asked: int = item.num_partitions
+        if asked >= 0:
+            return asked
         return self.scope.topics.default_partitions  # None until a broker's answer has shown it
 
-    def unknown(self, items: list, now_ms: int) -> list:
+    def unknown(self, items: list[Message], now_ms: int) -> list[tuple[str | None, uuid.UUID | None]]:
         return []  # a count unknown here is the broker's default, taken from its answer (see learn)
 
-    def keep(self, msg: Message, items: list) -> None:
+    def keep(self, msg: Message, items: list[Message]) -> None:
         msg.topics = items
 
-    def learn(self, msg: Message, request_items: list, now_ms: int) -> None:
+    def learn(self, msg: Message, request_items: list[Message], now_ms: int) -> None:
         asked_default = {t.name for t in request_items if not t.assignments and t.num_partitions < 0}
         if self.version < CREATE_TOPICS_REPORTS_PARTITIONS_SINCE:  # the answer says no count: looked up
             for result in msg.topics:
@@ -316,38 +321,38 @@ class _CreateTopics(_Mutation):
         self.charge_default(name, partitions, now)
 
 
-class _DeleteTopics(_Mutation):
+class _DeleteTopics(_Mutation[Item]):
     api_key = DELETE_TOPICS
     results_field = "responses"
 
-    def topics(self, msg: Message) -> list:
+    def topics(self, msg: Message) -> list[Item]:
         if self.version >= 6:
             return list(msg.topics)
         return list(msg.topic_names)
 
-    def key(self, item) -> tuple[str | None, uuid.UUID | None]:
-        if self.version < 6:
+    def key(self, item: Item) -> tuple[str | None, uuid.UUID | None]:
+        if isinstance(item, str):  # before v6: the name alone
             return item, None
         topic_id = None if item.topic_id == ZERO_UUID else item.topic_id
         return item.name or (self.scope.topics.name_for(topic_id) if topic_id else None), topic_id
 
-    def result_key(self, result) -> object:
+    def result_key(self, result: Message) -> object:
         return result.name or result.topic_id
 
-    def count(self, item, now_ms: int) -> int | None:
+    def count(self, item: Item, now_ms: int) -> int | None:
         name, _ = self.key(item)
         found = None if name is None else self.scope.topics.partitions(name, now_ms, self._max_age())
         if found is None and self.looked_up:
             return 0  # the broker does not know it either: nothing is deleted
         return found
 
-    def keep(self, msg: Message, items: list) -> None:
+    def keep(self, msg: Message, items: list[Item]) -> None:
         if self.version >= 6:
             msg.topics = items
         else:
             msg.topic_names = items
 
-    def learn(self, msg: Message, request_items: list, now_ms: int) -> None:
+    def learn(self, msg: Message, request_items: list[Item], now_ms: int) -> None:
         for result in msg.responses:
             name = result.name or (self.scope.topics.name_for(result.topic_id) if self.version >= 6 else None)
             if result.error_code == NONE and name:
@@ -357,23 +362,24 @@ class _DeleteTopics(_Mutation):
         return self.scope.quotas.metadata_max_age_ms
 
 
-class _CreatePartitions(_Mutation):
+class _CreatePartitions(_Mutation[Message]):
     api_key = CREATE_PARTITIONS
     results_field = "results"
 
-    def topics(self, msg: Message) -> list:
+    def topics(self, msg: Message) -> list[Message]:
         return list(msg.topics)
 
-    def count(self, item, now_ms: int) -> int | None:
+    def count(self, item: Message, now_ms: int) -> int | None:
         current = self.scope.topics.partitions(item.name, now_ms, self.scope.quotas.metadata_max_age_ms)
         if current is None:
             return 0 if self.looked_up else None
-        return max(0, item.count - current)
+        wanted: int = item.count
+        return max(0, wanted - current)
 
-    def keep(self, msg: Message, items: list) -> None:
+    def keep(self, msg: Message, items: list[Message]) -> None:
         msg.topics = items
 
-    def learn(self, msg: Message, request_items: list, now_ms: int) -> None:
+    def learn(self, msg: Message, request_items: list[Message], now_ms: int) -> None:
         asked = {t.name: t.count for t in request_items}
         for result in msg.results:
             if result.error_code == NONE and result.name in asked:

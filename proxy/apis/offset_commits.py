@@ -18,6 +18,9 @@ A commit whose frame is no longer than the cap cannot carry metadata over it and
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Mapping
+from uuid import UUID
+
 from proxy.apis.decisions import Decisions
 from proxy.apis.plan import FORWARD_AS_IS, PASS, AnswerLocally, ConnectionScope, ForwardRequest, Outcome, Plan
 from proxy.apis.response_leg import ResponseLeg
@@ -25,7 +28,7 @@ from proxy.apis.usage import NO_USAGE
 from proxy.codec.error_codes import NONE, OFFSET_METADATA_TOO_LARGE
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader
-from proxy.codec.messages import decode_request, decode_response, encode_request, encode_response
+from proxy.codec.messages import Message, decode_request, decode_response, encode_request, encode_response
 from proxy.codec.responses import encode_local_response, error_response
 from proxy.session.session import Session
 from quota.primitives.entity import PRODUCER_BYTE_RATE
@@ -40,7 +43,7 @@ def plan_offset_commit(scope: ConnectionScope, session: Session, header: Request
         decisions.add(
             PRODUCER_BYTE_RATE, quotas.produce.record_and_decide(user, client_id, header.size), header.client_id
         )
-    elif paused:
+    elif paused and volume is not None:  # paused: a volume is configured
         decisions.add("volume_usage", volume.refused.record_and_decide(user, client_id, header.size), header.client_id)
     cap = 0 if paused else quotas.offset_metadata_max_bytes
     plan = PASS
@@ -61,7 +64,7 @@ class _Capped:
     def decide(self, body: memoryview) -> Outcome:
         api_key, version = self.header.api_key, self.header.api_version
         msg = decode_request(api_key, version, body)
-        over = {
+        over: dict[Hashable, int] = {
             (_key(t), p.partition_index): OFFSET_METADATA_TOO_LARGE
             for t in msg.topics
             for p in t.partitions
@@ -82,12 +85,12 @@ class _Capped:
         return ForwardRequest(body=encode_request(api_key, version, rest), leg=ResponseLeg(rewrite=merge))
 
 
-def _key(topic):
+def _key(topic: Message) -> str | UUID | None:
     """How a committed topic is named: its name, or its id (OffsetCommit v10+ may send only the id)."""
     return topic.name or getattr(topic, "topic_id", None)
 
 
-def _keeping(msg, over: dict, refused: bool):
+def _keeping(msg: Message, over: Mapping[Hashable, int], refused: bool) -> Message:
     """``msg`` (a decoded request, changed in place) with only the partitions in ``over`` (``refused``) or only the
     others; topics left with none dropped."""
     for topic in msg.topics:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from proxy.apis.response_leg import NO_LEG, ResponseLeg
 from proxy.apis.usage import NO_USAGE, Usage
@@ -32,6 +32,7 @@ from proxy.codec.frame import BUFFER, DROP, STREAM, Action
 from proxy.codec.header import RequestHeader
 from proxy.codec.header import frame as encode_frame
 from proxy.codec.responses import encode_local_response, error_response
+from proxy.codec.schema import Message
 from proxy.enforcement.internal_topic_guard import NO_GUARD, InternalTopicGuard
 from quota.primitives.decision import Throttle, longest
 
@@ -68,7 +69,13 @@ class AnswerLocally:
 
     @classmethod
     def failing(
-        cls, header, request, error_code: int, throttle: Throttle, message: str, usage: Usage = NO_USAGE
+        cls,
+        header: RequestHeader,
+        request: Message,
+        error_code: int,
+        throttle: Throttle,
+        message: str,
+        usage: Usage = NO_USAGE,
     ) -> AnswerLocally:
         """The request (``header``, its decoded body ``request``) answered with ``error_code`` for every item,
         ``throttle_time_ms`` and ``message``, and the connection throttled with ``throttle``."""
@@ -176,7 +183,7 @@ def then_outcome(first: Outcome, later: Decide | None, header: RequestHeader, bo
     if isinstance(first, AnswerLocally):
         return first
     if isinstance(first, (LookUp, Await)):
-        then = first.then
+        then: Callable[[Any], Outcome] = first.then  # a LookUp's takes the answer's body, an Await's what it awaited
         return dataclasses.replace(first, then=lambda answer: then_outcome(then(answer), later, header, body))
     then_held = first.then
     return dataclasses.replace(first, then=lambda: then_outcome(then_held(), later, header, body))
@@ -201,7 +208,7 @@ def _forwarded_then(first: ForwardRequest, second: Outcome, header: RequestHeade
                 frame = encode_frame(bytes(frame[4:at]) + rewritten)
         return AnswerLocally(frame, _longest(first.throttle, second.throttle), first.usage + second.usage)
     if isinstance(second, (LookUp, Await)):
-        then = second.then
+        then: Callable[[Any], Outcome] = second.then  # a LookUp's takes the answer's body, an Await's what it awaited
         return dataclasses.replace(second, then=lambda answer: _forwarded_then(first, then(answer), header))
     then_held = second.then
     return dataclasses.replace(second, then=lambda: _forwarded_then(first, then_held(), header))

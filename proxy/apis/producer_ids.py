@@ -50,6 +50,7 @@ from proxy.codec.messages import decode_request, decode_response
 from proxy.session.session import Session
 from quota.managers.producer_ids import Hold, Refuse
 from quota.primitives.entity import PRODUCER_IDS_RATE
+from quota.primitives.held_bytes import HeldBytes
 
 REFUSED_MESSAGE = (
     "kafka-quota-proxy: too many new producer ids for this user (producer_ids_rate); the producer id "
@@ -100,6 +101,7 @@ def decide_produce(
         decisions.usage += Usage(new_producer_ids=quota.new_pids_counted - counted)
     if isinstance(decision, Refuse):
         if decision.no_room:
+            assert full is not None  # no room is decided only when a hold would not fit (the bound named)
             held_bytes.refuse(full)
         return decision  # not counted, not remembered: the retry is judged again
     if one:
@@ -144,7 +146,7 @@ class _Reserved:
 
     __slots__ = ("_held", "_session", "_nbytes")
 
-    def __init__(self, held_bytes, session: Session, nbytes: int) -> None:
+    def __init__(self, held_bytes: HeldBytes, session: Session, nbytes: int) -> None:
         self._held, self._session, self._nbytes = held_bytes, session, nbytes
 
     def release(self) -> None:

@@ -22,6 +22,7 @@ from quota.primitives.decision import Decision, Throttle, combined, is_applied, 
 Rewrite = Callable[[memoryview], "bytes | None"]
 Observe = Callable[[memoryview], None]
 Settle = Callable[[Throttle], Throttle]
+Charge = Callable[[int], Decision]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +32,7 @@ class ResponseLeg:
     # returns the new response body, or None to keep the broker's
     rewrite: Rewrite | None = None
     # decides a throttle from the size of the response the client gets (consumer byte rate)
-    record_response: Callable[[int], Decision | None] | None = None
+    record_response: Charge | None = None
     # revises the request's throttle once the broker's answer was observed and rewritten (KIP-599 refunds)
     settle: Settle | None = None
     # the proxy's own lookup: takes the answer's body; the answer never goes to the client
@@ -96,15 +97,15 @@ def _chained(first: Rewrite | None, second: Rewrite | None) -> Rewrite | None:
     return chained
 
 
-def _charged(first, second):
+def _charged(first: Charge | None, second: Charge | None) -> Charge | None:
     if first is None or second is None:
         return first or second
 
     def charged(nbytes: int) -> Decision:
         a, b = first(nbytes), second(nbytes)
-        if not is_applied(a):
+        if not isinstance(a, Throttle) or not is_applied(a):
             return b
-        return a if not is_applied(b) else longest(a, b)
+        return a if not isinstance(b, Throttle) or not is_applied(b) else longest(a, b)
 
     return charged
 

@@ -10,7 +10,7 @@ never authenticates that connection: a token is never charged to its id, nor to 
 
 from __future__ import annotations
 
-from proxy.apis.plan import FORWARD_AS_IS, AnswerLocally, Await, ConnectionScope, Plan
+from proxy.apis.plan import FORWARD_AS_IS, AnswerLocally, Await, ConnectionScope, Outcome, Plan
 from proxy.apis.response_leg import ResponseLeg
 from proxy.cluster.token_owners import OwnerUnknown
 from proxy.codec.apis import SASL_AUTHENTICATE, SASL_HANDSHAKE
@@ -18,6 +18,7 @@ from proxy.codec.error_codes import NONE, SASL_AUTHENTICATION_FAILED
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import decode_request, decode_response
+from proxy.codec.schema import Message
 from proxy.session.sasl import SaslExchange
 from proxy.session.session import Session
 from quota.primitives.decision import Throttle
@@ -36,7 +37,7 @@ def plan_handshake(scope: ConnectionScope, session: Session, header: RequestHead
     sasl = exchange(session)
     asked: list[str] = []  # the mechanism this request asks for, carried to this request's own answer
 
-    def decide(body: memoryview):
+    def decide(body: memoryview) -> Outcome:
         asked.append(decode_request(SASL_HANDSHAKE, version, body).mechanism)
         return FORWARD_AS_IS
 
@@ -51,7 +52,7 @@ def plan_authenticate(scope: ConnectionScope, session: Session, header: RequestH
     sasl = exchange(session)
     token: list[bytes] = []  # this request's token, judged only with this request's own answer
 
-    def decide(body: memoryview):
+    def decide(body: memoryview) -> Outcome:
         request = decode_request(SASL_AUTHENTICATE, version, body)
         token.append(bytes(request.auth_bytes or b""))
         token_id = sasl.token_id  # a delegation-token login, about to send its client-final message
@@ -62,7 +63,7 @@ def plan_authenticate(scope: ConnectionScope, session: Session, header: RequestH
             sasl.owner_learnt(token_id, owner)
             return FORWARD_AS_IS
 
-        def resolved(result):
+        def resolved(result: object) -> Outcome:
             if isinstance(result, str):
                 sasl.owner_learnt(token_id, result)
                 return FORWARD_AS_IS
@@ -80,11 +81,11 @@ def plan_authenticate(scope: ConnectionScope, session: Session, header: RequestH
 
 
 def _refused(
-    scope: ConnectionScope, session: Session, header: RequestHeader, request, token_id: str, why: str
+    scope: ConnectionScope, session: Session, header: RequestHeader, request: Message, token_id: str, why: str
 ) -> AnswerLocally:
     """The login with delegation token ``token_id`` refused by the proxy: its owner could not be learnt (``why``)."""
     scope.tokens.refused_login(session.listener, session.peer_ip, token_id, why)
-    session.sasl.refused()  # the exchange is over: nothing it said names anybody
+    exchange(session).refused()  # the exchange is over: nothing it said names anybody
     message = (
         f"kafka-quota-proxy: the owner of delegation token {token_id} could not be learnt ({why}); a token "
         "is charged to its owner, so this login is refused"

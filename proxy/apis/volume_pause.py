@@ -6,6 +6,8 @@ request the proxy answers itself.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from proxy.apis.decisions import Decisions
 from proxy.apis.plan import FORWARD_AS_IS, AnswerLocally, ConnectionScope, Outcome, Plan
 from proxy.apis.usage import NO_USAGE, Usage
@@ -18,6 +20,10 @@ from proxy.session.session import Session
 from quota.primitives.decision import Throttle
 from quota.primitives.entity import PRODUCER_BYTE_RATE
 
+if TYPE_CHECKING:
+    from proxy.enforcement.quota_managers import QuotaManagers
+    from proxy.enforcement.volume_throttle import VolumeThrottle
+
 
 def plan_pause(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan | None:
     volume = scope.quotas.volume
@@ -26,7 +32,7 @@ def plan_pause(scope: ConnectionScope, session: Session, header: RequestHeader) 
     return paused_produce(scope, session, volume, header)
 
 
-def paused_produce(scope: ConnectionScope, session: Session, volume, header: RequestHeader) -> Plan:
+def paused_produce(scope: ConnectionScope, session: Session, volume: VolumeThrottle, header: RequestHeader) -> Plan:
     """A volume is at its hard limit: the request is read whole and answered by the proxy with the retriable
     NOT_ENOUGH_REPLICAS after ``pause_delay_ms`` (throttle_time_ms and a mute), so it never reaches the broker and
     the client retries; a request of the proxy's own (or an admin's) that writes only the proxy's internal topics
@@ -67,7 +73,9 @@ def paused_produce(scope: ConnectionScope, session: Session, volume, header: Req
     return Plan(action=BUFFER, decide=decide, last=True)
 
 
-def _paused_charge(quotas, session: Session, volume, header: RequestHeader) -> tuple[Throttle, Usage]:
+def _paused_charge(
+    quotas: QuotaManagers, session: Session, volume: VolumeThrottle, header: RequestHeader
+) -> tuple[Throttle, Usage]:
     """A produce refused at PAUSE recorded (the client's producer_byte_rate, else the volume's base rate) with the
     pause itself: the longest throttle of the two, and what it accounted for."""
     delay, user, client_id = volume.config.pause_delay_ms, session.user, header.client_id or ""
@@ -79,4 +87,5 @@ def _paused_charge(quotas, session: Session, volume, header: RequestHeader) -> t
         )
     else:
         decisions.add("volume_usage", volume.refused.record_and_decide(user, client_id, header.size), header.client_id)
+    assert decisions.throttle is not None  # the pause itself is an applied throttle
     return decisions.throttle, decisions.usage

@@ -16,7 +16,7 @@ tagged fields are kept in ``msg._unknown_tags`` ({tag: raw bytes}) and written b
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from proxy.codec import primitives as P
 from proxy.codec.schema_table import SCHEMAS
@@ -36,6 +36,13 @@ class Message:
     _fields: tuple[str, ...] = ()
     _defaults: dict[str, Any] = {}
     _children: dict[str, type[Message]] = {}
+
+    if TYPE_CHECKING:
+        # The fields are set per struct from Kafka's schema at import, so the checker cannot name them: a field
+        # read is ``Any``, and the code reading it says what it expects (an annotated local or return type).
+        def __getattr__(self, name: str) -> Any: ...
+
+        def __setattr__(self, name: str, value: Any) -> None: ...
 
     def __init__(self, **fields: Any) -> None:
         for name in self._fields:
