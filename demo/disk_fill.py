@@ -51,6 +51,7 @@ def disk_fill(
     from quota.managers.volume import Snapshot, Volume
 
     volume = config.volume_usage
+    assert volume is not None, "demo/demo.yaml configures volume_usage"
     publisher = Producer({"bootstrap.servers": broker})
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": 1, "message.timeout.ms": 120000})
     acked: list[float] = []

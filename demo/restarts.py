@@ -112,10 +112,10 @@ def producer_restarts(
     acknowledged = len(waited)
     began = waited[0][0] if waited else 0.0
     last_ack = waited[-1][1] if waited else 0.0
-    waited = [done - sent for sent, done in waited]
+    waits = [done - sent for sent, done in waited]
     result = RestartResult(
         tuple(held),
-        tuple(waited),
+        tuple(waits),
         acknowledged,
         burst,
         settings.producer_id_quota_window_size_seconds / limit,

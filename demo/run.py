@@ -82,7 +82,7 @@ class Stop:
             self.event.set()
         if self.raising:
             self._again(signum)
-            raise Interrupted(self.signal_name)
+            raise Interrupted(self.signal_name or signal.Signals(signum).name)
 
     def _again(self, signum: int) -> None:
         def resend() -> None:
@@ -163,7 +163,7 @@ class Client(threading.Thread):
         while not self.stopping.is_set():
             for message in consumer.consume(500, 0.5):
                 if message.error() is None:
-                    self.done_bytes += len(message.value())
+                    self.done_bytes += len(message.value() or b"")
         consumer.close()
 
 

@@ -158,7 +158,7 @@ def connection_storm(host: str, port: int, config: ProxyConfig, report: Callable
 
     limit = config.connections.ip_rate(STORM_IP) if config.connections is not NO_LIMITS else float("inf")
     window = config.settings
-    allowed = limit * ((window["quota.window.num"] - 1) * window["quota.window.size.seconds"] + CONNECT_SECONDS + 1)
+    allowed = limit * ((window.quota_window_num - 1) * window.quota_window_size_seconds + CONNECT_SECONDS + 1)
 
     async def storm(source_ip: str) -> tuple[int, int, int]:
         start, tasks = time.monotonic(), []
