@@ -1,14 +1,15 @@
 """The client-side connection: the only code that touches a client socket, and the shell around the flow.
 
-A client socket is wrapped only once its broker connection is open, so no byte is read before there is
-somewhere to send it. Requests go through :class:`~proxy.connection.request_path.RequestPath`, responses through
+Its lifecycle, admitted to closed, is one named state (:mod:`~proxy.connection.lifecycle`); no byte a client sends
+goes anywhere before its broker connection is open. Requests go through
+:class:`~proxy.connection.request_path.RequestPath`, responses through
 :class:`~proxy.connection.response_path.ResponsePath`; every reason to stop reading either socket lives in one pure
-:class:`~proxy.connection.flow.Flow`. After each socket event this shell applies the flow's state: reading on or off on each
-side, held-back requests replayed, one timer for the next deadline (a mute's end). Around it, each its own module:
-opening the broker connection (:mod:`~proxy.connection.broker_dial`), the writes queued while a read is split
-(:mod:`~proxy.connection.write_batch`), what the connection is counted in (:mod:`~proxy.connection.counted`), and
-splicing a large frame's rest (a :class:`~proxy.connection.splicing.Splicer`, handed the core and the transports).
-"""
+:class:`~proxy.connection.flow.Flow`. After each socket event this shell applies the flow's state: reading on or off on
+each side, held-back requests replayed, one timer for the next deadline (:mod:`~proxy.connection.one_timer`). Around
+it, each its own module: opening the broker connection (:mod:`~proxy.connection.broker_dial`), the writes queued while
+a read is split (:mod:`~proxy.connection.write_batch`), what the connection is counted in
+(:mod:`~proxy.connection.counted`), the proxy's own work a request waits on (:mod:`~proxy.connection.own_work`), and
+splicing a large frame's rest (a :class:`~proxy.connection.splicing.Splicer`, handed the core and the transports)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ from proxy.connection.client_context import (
 )
 from proxy.connection.core import CLOSED_CORE, ConnectionCore
 from proxy.connection.counted import Counted
+from proxy.connection.lifecycle import ConnectionState as State
+from proxy.connection.lifecycle import Event, Lifecycle
 from proxy.connection.one_timer import OneTimer
 from proxy.connection.own_work import run_own_work
 from proxy.connection.presence import client_state
@@ -40,11 +43,7 @@ from proxy.session.session import Session
 
 log = logging.getLogger(__name__)
 
-__all__ = [
-    "ClientConnection",
-    "ListenerContext",
-    "bounded",
-]  # ListenerContext, bounded: proxy.connection.client_context
+__all__ = ["ClientConnection", "ListenerContext", "bounded"]  # the last two: proxy.connection.client_context
 
 
 class ClientConnection(asyncio.BufferedProtocol):
@@ -53,9 +52,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.upstream_name = "-"
-        self.upstream: UpstreamConnection | None = None
-        self.client_eof = False
-        self._eof_pending = False  # the client half-closed while requests were held back
+        self.upstream: UpstreamConnection | None = None  # set with BROKER_OPEN (or OPEN, after AWAITING_BROKER)
+        self.life = Lifecycle()  # admitted, open, half-closed, closed (proxy.connection.lifecycle)
         self.session = Session(ctx.name, "?", admin_listener=ctx.scope.admin_address is not None)
         if ctx.sasl:  # until the broker accepts an authentication, frames are bounded as Kafka bounds them
             self.session.request_limit = min(ctx.pre_auth_max_bytes, ctx.max_request_bytes)
@@ -89,40 +87,29 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._reading_broker = True
         self._timer = OneTimer(self._loop, self._apply_state)  # at the flow's deadline, whatever its state
         self._counted = Counted(ctx)
-        self._closed_reason: str | None = None
 
     # -- client socket events ------------------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         transport.set_write_buffer_limits(high=self.ctx.max_buffered_response_bytes)  # type: ignore[attr-defined]
-        if self._closed_reason is not None:  # the broker went away while the socket was being wrapped
+        life = self.life
+        if life.closed:  # the broker went away while the socket was being wrapped
             transport.close()
             return
         self.session.peer = transport.get_extra_info("peername")
         self.splices.attach_client(transport)  # type: ignore[arg-type]
         self.session.local = transport.get_extra_info("sockname")
-        if self.upstream is None:  # a TLS client, handshake done, its broker connection not yet open: not read
+        if life.on(Event.CLIENT_WRAPPED) is State.AWAITING_BROKER:  # a TLS client, its broker not yet open: not read
             transport.pause_reading()  # type: ignore[attr-defined]
-            self._awaiting_upstream = True
         if self.ctx.ssl_context is not None:
             self._tls_principal(transport.get_extra_info("peercert"))
-        if self._closed_reason is None:
+        if not life.closed:
             self._timer.arm(self.flow.next_deadline(), time.monotonic_ns())  # the timeouts' first check
-
-    _awaiting_upstream = False
 
     @property
     def closed(self) -> bool:
-        return self._closed_reason is not None
-
-    def start_reading(self) -> None:
-        """The broker connection is open (a TLS client's is opened after its handshake): read the client."""
-        if not self._awaiting_upstream:
-            return
-        self._awaiting_upstream = False
-        if self.transport is not None and self._closed_reason is None and self._reading_client:
-            self.transport.resume_reading()
+        return self.life.closed
 
     def _tls_principal(self, cert: dict | None) -> None:
         """mTLS: the client certificate's subject, mapped by the listener's rules, is the principal."""
@@ -149,13 +136,19 @@ class ClientConnection(asyncio.BufferedProtocol):
             self.close(dialed)
             return False
         upstream, address = dialed
-        if self._closed_reason is not None:
+        if self.life.closed:
             upstream.close()
             return False
         self.upstream = upstream
         self.upstream_name = str(address)
         self.splices.attach_broker(upstream)
         self.ctx.on_upstream_result(True)
+        # a TLS client, its handshake done, is read now as its flow says, what it sent meanwhile first; else the
+        # client socket is wrapped next
+        if self.life.on(Event.BROKER_OPENED) is State.OPEN:
+            self._apply_state()
+            if self._reading_client and self.transport is not None and not self.closed:
+                self.transport.resume_reading()
         return True
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -169,6 +162,9 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.flow.client_read(time.monotonic_ns())  # the idle timeout starts anew
         buffer = self.ctx.request_buffer
         data = buffer.view[:nbytes]
+        if self.life.state is State.AWAITING_BROKER:  # read before the pause took (uvloop may): held back till open
+            self.flow.hold_back(data)
+            return
         batch = self._writes.start(True)
         try:
             self.core.client_bytes(data)
@@ -190,31 +186,33 @@ class ClientConnection(asyncio.BufferedProtocol):
         everything already forwarded before it sees the end, then closes its side, which closes ours. (Closing the
         broker socket at once would reset it while answers were on their way: a broker may drop what it had received
         but not yet read.)"""
-        self.client_eof = True
         self.core.requests.client_gone()  # a Produce held for its new producer id is never forwarded now
         upstream = self.upstream
-        if upstream is None or upstream.transport is None or upstream.transport.is_closing():
+        if self.life.state is not State.OPEN or upstream is None or upstream.transport is None:
+            return False  # nothing to pass it on to: asyncio closes the client socket, and the connection with it
+        if upstream.transport.is_closing():
             return False
         if not self.core.at_frame_boundary:
             log.info("client %s closed in the middle of a request", self.peer)
         if self.flow.read_ahead_bytes:
             # Requests held back still go first; _apply passes the half-close on after. (Reading is off while
             # anything is held back, so asyncio should not report the end then; this keeps the order if it does.)
-            self._eof_pending = True
+            self.life.on(Event.CLIENT_EOF_HELD)
         else:
             upstream.transport.write_eof()
+            self.life.on(Event.CLIENT_EOF)
         return True  # keep our side open to deliver the remaining answers
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.close("client_closed")
 
     def pause_writing(self) -> None:  # the client takes no more response bytes (or a response splice waits on it)
-        if self._closed_reason is None:
+        if not self.closed:
             self.flow.client_backpressure(True, time.monotonic_ns())
             self._apply()
 
     def resume_writing(self) -> None:
-        if self._closed_reason is None:
+        if not self.closed:
             self.flow.client_backpressure(False, time.monotonic_ns())
             self._apply()
 
@@ -241,14 +239,14 @@ class ClientConnection(asyncio.BufferedProtocol):
         return self.splices.broker_read_size(available)
 
     def broker_backpressure(self, on: bool) -> None:
-        if self._closed_reason is None:
+        if not self.closed:
             self.flow.broker_backpressure(on)
             self._apply()
 
     def broker_lost(self, exc: Exception | None) -> None:
-        if self._closed_reason is None and self.client_eof:
+        if self.life.client_done:
             self.close("client_closed")  # the broker closed after the client's half-close: the normal end
-        elif self._closed_reason is None:
+        elif not self.life.closed:
             self.close(said_broker_lost(log, self.ctx, self.peer, self.upstream_name, exc))
 
     # -- what the splicer reports (proxy.connection.splicing.SpliceEvents) ---------------------------------------
@@ -257,11 +255,14 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.flow.client_read(time.monotonic_ns())  # the idle timeout starts anew, as for a read
 
     def splice_ended(self, direction: str) -> None:
-        if self._closed_reason is None and direction == "request":  # the source's end, if the splice met it, is
-            if self._reading_client and not self._awaiting_upstream:  # met again by its transport
-                self.transport.resume_reading()
-        elif self._closed_reason is None:
-            self.upstream.set_reading(self._reading_broker)
+        transport, upstream = self.transport, self.upstream
+        if self.closed or transport is None or upstream is None:
+            pass
+        elif direction == "request":  # the source's end, if the splice met it, is met again by its transport
+            if self._reading_client:
+                transport.resume_reading()
+        else:
+            upstream.set_reading(self._reading_broker)
         self._apply()
 
     def splice_lost(self, client: bool, exc: OSError) -> None:
@@ -280,8 +281,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._apply_state()
 
     def _apply_state(self) -> None:
-        flow = self.flow
-        if self._closed_reason is not None or self.transport is None:
+        flow, life, transport = self.flow, self.life, self.transport
+        if life.closed or transport is None or life.state is State.AWAITING_BROKER:  # (applied once it is open)
             return
         now = time.monotonic_ns()
         # Requests replayed from the read-ahead go out together; answers the proxy makes to them go out one by one,
@@ -295,33 +296,34 @@ class ClientConnection(asyncio.BufferedProtocol):
         finally:
             if batch:
                 self._send_queued()
-        if self._closed_reason is not None:
+        if life.closed:
             return
         if state.overdue is not None:
-            self._close_overdue(state.overdue)
+            # the broker stopped answering, or the client has been idle too long: said, then closed
+            self.close(said_overdue(log, self.ctx, self.peer, self.upstream_name, flow.mute_state, state.overdue))
             return
         if state.drained:  # shutting down, or the client left (flow.client_left) and nothing more is owed
             self.close("client_closed" if self.flow.left else "shutdown")
             return
-        if self._eof_pending and not flow.read_ahead_bytes and self.upstream is not None:
-            self._eof_pending = False
-            if not self.upstream.transport.is_closing():
-                self.upstream.transport.write_eof()
+        upstream = self.upstream
+        if life.state is State.EOF_PENDING and not flow.read_ahead_bytes and upstream is not None:
+            life.on(Event.HELD_SENT)
+            if upstream.transport is not None and not upstream.transport.is_closing():
+                upstream.transport.write_eof()
         if state.reading_client != self._reading_client:
             self._reading_client = state.reading_client
             if self.splices.request is not None:
                 pass  # the splice reads the client; reading resumes (or not) when it ends
             elif state.reading_client:
-                if not self._awaiting_upstream:
-                    self.transport.resume_reading()
+                transport.resume_reading()
             else:
-                self.transport.pause_reading()
-        if state.reading_broker != self._reading_broker and self.upstream is not None:
+                transport.pause_reading()
+        if state.reading_broker != self._reading_broker and upstream is not None:
             self._reading_broker = state.reading_broker
             if state.reading_broker:
                 flow.broker_read_resumed(now)
             if self.splices.response is None:  # else the splice reads the broker; set again when it ends
-                self.upstream.set_reading(state.reading_broker)
+                upstream.set_reading(state.reading_broker)
         if flow.at_bound != (self._counted.at_bound_since is not None):
             self._counted.bound_changed(self._loop.time())
         self._timer.arm(state.deadline, now)
@@ -359,23 +361,18 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
 
-    def _close_overdue(self, overdue: str) -> None:
-        """Close a connection whose broker stopped answering, or that has been idle too long (the flow's deadline
-        found it past the bound), saying so (:func:`~proxy.connection.client_context.said_overdue`)."""
-        self.close(said_overdue(log, self.ctx, self.peer, self.upstream_name, self.flow.mute_state, overdue))
-
     def drain(self) -> None:
         """Shutdown: finish the requests in flight, read no new ones, then close."""
-        if self._closed_reason is not None:
+        if self.closed:
             return
         self.flow.drain()
         self._apply()
 
     def close(self, reason: str) -> None:
-        if self._closed_reason is not None:
+        if self.closed:
             return
         self._send_queued()  # what was split before the end goes out first, as if written at once
-        self._closed_reason = reason
+        self.life.close(reason)
         self._counted.closed(self, reason, self._loop.time())
         self._timer.close()
         self.splices.close()  # before the transports close: a splice's duplicate fds would keep the sockets open

@@ -199,8 +199,7 @@ class Listener:
             return
         if client.closed:  # refused after the handshake (an unmapped certificate subject)
             return
-        if await client.connect_upstream():
-            client.start_reading()
+        await client.connect_upstream()  # reading starts once it is open
 
     async def _claim(self, conn: socket.socket, ip: str) -> bool | None:
         """Workers: a connection this worker's counts admitted, claimed from the parent's count of every worker's,
