@@ -11,14 +11,15 @@ from collections.abc import Callable
 from typing import Any
 
 from proxy.codec import primitives as P
+from proxy.codec.errors import ProtocolError
 from proxy.codec.schema import Message, _fresh, _Segment, _StructDefault, is_default, segment
 
 # --------------------------------------------------------------------------------------------
 # Variable-length values: small closures chosen per (kind, flexible, nullable).
 
 
-def _var_reader(kind: str, flex: bool, nullable: bool, what: str) -> Callable:
-    uv, i16, i32, PE = P.read_uvarint, P.INT16.unpack_from, P.INT32.unpack_from, P.ProtocolError
+def _var_reader(kind: str, flex: bool, nullable: bool, what: str) -> Callable[..., Any]:
+    uv, i16, i32, PE = P.read_uvarint, P.INT16.unpack_from, P.INT32.unpack_from, ProtocolError
 
     def length(buf: memoryview, pos: int) -> tuple[int, int]:
         if flex:
@@ -46,12 +47,12 @@ def _var_reader(kind: str, flex: bool, nullable: bool, what: str) -> Callable:
     return read
 
 
-def _var_writer(kind: str, flex: bool, nullable: bool, what: str) -> Callable:
+def _var_writer(kind: str, flex: bool, nullable: bool, what: str) -> Callable[..., Any]:
     uv = P.write_uvarint
     null = b"\x00" if flex else (b"\xff\xff" if kind == "string" else b"\xff\xff\xff\xff")
     plen = P.INT16.pack if kind == "string" else P.INT32.pack
 
-    def write(out: list, value: Any) -> None:
+    def write(out: list[Any], value: Any) -> None:
         if value is None:
             if not nullable:
                 raise ValueError(f"{what} is not nullable in this version")
@@ -71,11 +72,11 @@ def _var_writer(kind: str, flex: bool, nullable: bool, what: str) -> Callable:
 _NO_VALUE = object()
 
 
-def _fixed_runs(present: list) -> list:
+def _fixed_runs(present: list[Any]) -> list[Any]:
     """Group fields into (run of fixed-size fields, None) — read or written with one struct — and ([], field)
     for each variable-size field, in order."""
-    out: list = []
-    run: list = []
+    out: list[Any] = []
+    run: list[Any] = []
     for field in present:
         if field[1] in P.FIXED:
             run.append(field)
@@ -97,7 +98,7 @@ class _Gen:
         self.flex = seg.flexible is not None and version >= seg.flexible
         self.src: list[str] = []
         self.ns: dict[str, Any] = {
-            "_PE": P.ProtocolError,
+            "_PE": ProtocolError,
             "_uv": P.read_uvarint,
             "_wuv": P.write_uvarint,
             "_i8": P.INT8.unpack_from,
@@ -122,8 +123,11 @@ class _Gen:
             self.ns[name] = value
         return name
 
-    def _layout(self, fields: tuple) -> tuple[list, list, list]:
-        v, present, tagged, absent = self.v, [], [], []
+    def _layout(self, fields: tuple[Any, ...]) -> tuple[list[Any], list[Any], list[Any]]:
+        v = self.v
+        present: list[Any] = []
+        tagged: list[Any] = []
+        absent: list[Any] = []
         for f in fields:
             vers, tag, tv = f[2], f[4], f[5]
             if not vers[0] <= v <= vers[1]:
@@ -134,11 +138,11 @@ class _Gen:
                 present.append(f)
         return present, sorted(tagged, key=lambda f: f[4]), absent
 
-    def nullable(self, f: tuple) -> bool:
+    def nullable(self, f: tuple[Any, ...]) -> bool:
         return f[3] is not None and f[3][0] <= self.v <= f[3][1]
 
     # ---- readers -------------------------------------------------------------------------
-    def struct_codec(self, fields: tuple, cls: type[Message]) -> tuple[str, str]:
+    def struct_codec(self, fields: tuple[Any, ...], cls: type[Message]) -> tuple[str, str]:
         """Names of the generated reader and writer for a struct (generated once per struct)."""
         if id(fields) in self.done:
             return self.done[id(fields)]
@@ -190,7 +194,7 @@ class _Gen:
         self.struct_writer(wname, present, tagged, absent, cls)
         return rname, wname
 
-    def tagged_value_reader(self, f: tuple) -> str:
+    def tagged_value_reader(self, f: tuple[Any, ...]) -> str:
         name = self.name("tv_")
         L = [
             f"def {name}(buf):",
@@ -203,7 +207,7 @@ class _Gen:
         self.src += L
         return name
 
-    def read_value(self, f: tuple, target: str, ind: str) -> list[str]:
+    def read_value(self, f: tuple[Any, ...], target: str, ind: str) -> list[str]:
         fname, kind, nullable = f[0], f[1], self.nullable(f)
         if kind in P.FIXED:
             s = self.name("S", struct.Struct(">" + P.FIXED[kind][0]))
@@ -247,7 +251,7 @@ class _Gen:
             ]
         return self.read_array(f, target, ind, rc)
 
-    def read_array(self, f: tuple, target: str, ind: str, rc: str | None) -> list[str]:
+    def read_array(self, f: tuple[Any, ...], target: str, ind: str, rc: str | None) -> list[str]:
         n, lst = self.name("n"), self.name("lst")
         L = (
             [f"{ind}{n}, pos = _uv(buf, pos)", f"{ind}{n} -= 1"]
@@ -282,7 +286,9 @@ class _Gen:
         return L
 
     # ---- writers -------------------------------------------------------------------------
-    def struct_writer(self, wname: str, present: list, tagged: list, absent: list, cls: type[Message]) -> None:
+    def struct_writer(
+        self, wname: str, present: list[Any], tagged: list[Any], absent: list[Any], cls: type[Message]
+    ) -> None:
         L = [f"def {wname}(o, out):"]
         for f in absent:
             if not f[7]:  # not ignorable: a non-default value cannot be sent in this version
@@ -313,7 +319,7 @@ class _Gen:
             L.append("    pass")
         self.src += L
 
-    def write_value(self, f: tuple, src: str, out: str, ind: str) -> list[str]:
+    def write_value(self, f: tuple[Any, ...], src: str, out: str, ind: str) -> list[str]:
         fname, kind, nullable = f[0], f[1], self.nullable(f)
         if kind in P.FIXED:
             s = self.name("S", struct.Struct(">" + P.FIXED[kind][0]))
@@ -357,7 +363,7 @@ class _Gen:
         return L
 
 
-def compile_segment(seg: _Segment, version: int) -> tuple[Callable, Callable]:
+def compile_segment(seg: _Segment, version: int) -> tuple[Callable[..., Any], Callable[..., Any]]:
     gen = _Gen(seg, version)
     rname, wname = gen.struct_codec(seg.fields, seg.cls)
     source = "\n".join(gen.src) + "\n"
@@ -368,10 +374,12 @@ def compile_segment(seg: _Segment, version: int) -> tuple[Callable, Callable]:
 # --------------------------------------------------------------------------------------------
 # Compiled codecs, cached per (api_key, direction, version).
 
-_CACHE: dict[tuple[int, str, int], tuple[Callable, Callable, type[Message]]] = {}
+_CACHE: dict[tuple[int, str, int], tuple[Callable[..., Any], Callable[..., Any], type[Message]]] = {}
 
 
-def codec(api_key: int, direction: str, version: int) -> tuple[Callable, Callable, type[Message]] | None:
+def codec(
+    api_key: int, direction: str, version: int
+) -> tuple[Callable[..., Any], Callable[..., Any], type[Message]] | None:
     """``(reader, writer, message_class)`` for one API version, compiled on first use."""
     key = (api_key, direction, version)
     hit = _CACHE.get(key)

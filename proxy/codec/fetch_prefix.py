@@ -17,11 +17,12 @@ import struct
 
 from proxy.codec.apis import FETCH_REPLICA_STATE_SINCE
 from proxy.codec.header import Incomplete, RequestHeader
+from proxy.codec.primitives import Bytes
 
 _INT32 = struct.Struct(">i")
 
 
-def fetch_replica_id(buf, header: RequestHeader) -> int:
+def fetch_replica_id(buf: Bytes, header: RequestHeader) -> int:
     """The ``ReplicaId`` of the Fetch request whose header is ``header`` and which starts at ``buf[0]``; -1 from v15
     on (not at a fixed place) and for a frame that ends before the field (not a Fetch any broker accepts)."""
     if header.api_version >= FETCH_REPLICA_STATE_SINCE:
@@ -31,10 +32,11 @@ def fetch_replica_id(buf, header: RequestHeader) -> int:
         return -1
     if pos + 4 > len(buf):
         raise Incomplete
-    return _INT32.unpack_from(buf, pos)[0]
+    replica_id: int = _INT32.unpack_from(buf, pos)[0]
+    return replica_id
 
 
-def with_fetch_replica_id(buf, header: RequestHeader) -> RequestHeader:
+def with_fetch_replica_id(buf: Bytes, header: RequestHeader) -> RequestHeader:
     """``header`` with its ``replica_id`` read (:func:`fetch_replica_id`): the same object for a consumer, so the
     common case allocates nothing."""
     replica_id = fetch_replica_id(buf, header)

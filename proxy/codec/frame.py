@@ -335,6 +335,6 @@ class FrameSplitter:
         have = len(pending)
         if have < 4:
             return min(4 - have, available)
-        size = _INT32.unpack_from(pending, 0)[0]
+        size: int = _INT32.unpack_from(pending, 0)[0]
         # Doubling steps: a header of n bytes is parsed O(log n) times over at most 2n bytes, linear in total.
         return max(0, min(size + 4 - have, available, max(_PREFIX_STEP, have)))

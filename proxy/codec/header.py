@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from proxy.codec.apis import SASL_AUTHENTICATE, request_header_version, response_header_version
 from proxy.codec.errors import ProtocolError
+from proxy.codec.primitives import Bytes
 
 _REQUEST_FIXED = struct.Struct(">ihhih")  # size, api_key, api_version, correlation_id, client_id length
 _INT16 = struct.Struct(">h")
@@ -57,7 +58,7 @@ class RequestHeader:
         return self.size + 4
 
 
-def read_uvarint(buf, pos: int) -> tuple[int, int]:
+def read_uvarint(buf: Bytes, pos: int) -> tuple[int, int]:
     """Decode an unsigned varint at ``pos``; return (value, next position)."""
     value = 0
     shift = 0
@@ -89,7 +90,7 @@ _RUN = 64
 _SMALL_FIELDS = re.compile(b"%s{%d}" % (_SMALL_FIELD, _RUN), re.DOTALL)
 
 
-def skip_tagged_fields(buf, pos: int, limit: int | None = None) -> int:
+def skip_tagged_fields(buf: Bytes, pos: int, limit: int | None = None) -> int:
     """Skip a tagged-field section (count, then tag/size/bytes each); return the position after it. With
     ``limit``, a section reaching past that position raises :class:`HeaderTooLarge` as soon as it does, and at once
     when its count alone takes it past (each field takes at least two bytes), so the work is bounded by the limit,
@@ -131,12 +132,12 @@ class HeaderTooLarge(Exception):
 MAX_HEADER_BYTES = 65536  # request.header.max.bytes' default
 
 
-def frame_size(buf, max_size: int, limit_name: str = "socket.request.max.bytes") -> int:
+def frame_size(buf: Bytes, max_size: int, limit_name: str = "socket.request.max.bytes") -> int:
     """The size prefix of the frame starting at ``buf[0]``, checked against ``max_size`` (the setting
     ``limit_name``, named in the error)."""
     if len(buf) < 4:
         raise Incomplete
-    (size,) = _INT32.unpack_from(buf, 0)
+    size: int = _INT32.unpack_from(buf, 0)[0]
     if size < 0:
         raise ProtocolError(f"negative frame size {size}")
     if size > max_size:
@@ -150,7 +151,7 @@ def frame_size(buf, max_size: int, limit_name: str = "socket.request.max.bytes")
 
 
 def parse_request_header(
-    buf, max_size: int, limit_name: str = "socket.request.max.bytes", max_header: int = MAX_HEADER_BYTES
+    buf: Bytes, max_size: int, limit_name: str = "socket.request.max.bytes", max_header: int = MAX_HEADER_BYTES
 ) -> RequestHeader:
     """Parse the size and request header at the start of ``buf`` (which may hold more than one frame). A header
     (api key through tagged fields; the 4-byte size before it does not count) longer than ``max_header`` bytes is a
@@ -159,7 +160,7 @@ def parse_request_header(
 
 
 def request_header_fields(
-    buf, max_size: int, limit_name: str = "socket.request.max.bytes", max_header: int = MAX_HEADER_BYTES
+    buf: Bytes, max_size: int, limit_name: str = "socket.request.max.bytes", max_header: int = MAX_HEADER_BYTES
 ) -> tuple[int, int, int, int, str | None, int]:
     """:func:`parse_request_header`'s fields (size, api_key, api_version, correlation_id, client_id, header_length),
     for a caller that adds more before making the header (a Produce's acks and prefix: one object, not two)."""
@@ -219,7 +220,7 @@ class ResponseHeader:
         return self.size + 4
 
 
-def parse_response_prefix(buf, max_size: int = 2**31 - 1) -> ResponseHeader:
+def parse_response_prefix(buf: Bytes, max_size: int = 2**31 - 1) -> ResponseHeader:
     """The size and correlation id of the response frame at the start of ``buf``.
 
     A frame too short for its correlation id, or larger than ``max_size`` (``upstream.response.max.bytes``), is a
@@ -237,7 +238,7 @@ def parse_response_prefix(buf, max_size: int = 2**31 - 1) -> ResponseHeader:
     return ResponseHeader(*_RESPONSE_FIXED.unpack_from(buf, 0))
 
 
-def parse_raw_sasl_request(buf, max_size: int) -> RequestHeader:
+def parse_raw_sasl_request(buf: Bytes, max_size: int) -> RequestHeader:
     """A raw SASL token frame from the client (after SaslHandshake v0): just its size."""
     if len(buf) < 4:
         raise Incomplete
@@ -247,7 +248,7 @@ def parse_raw_sasl_request(buf, max_size: int) -> RequestHeader:
     return RequestHeader(size, SASL_AUTHENTICATE, -1, -1, None, 4, raw=True)
 
 
-def parse_raw_sasl_response(buf, max_size: int) -> ResponseHeader:
+def parse_raw_sasl_response(buf: Bytes, max_size: int) -> ResponseHeader:
     """A raw SASL token frame from the broker (after SaslHandshake v0): just its size, which may be 0."""
     if len(buf) < 4:
         raise Incomplete
@@ -257,7 +258,7 @@ def parse_raw_sasl_response(buf, max_size: int) -> ResponseHeader:
     return ResponseHeader(size, -1, raw=True)
 
 
-def within_frame(buf, size: int):
+def within_frame(buf: Bytes, size: int) -> Bytes:
     """View of ``buf`` cut at the frame end, so header parsing never reads into the next frame."""
     end = size + 4
     if len(buf) > end:

@@ -69,7 +69,7 @@ for (_key, _direction), _segs in schema._SEGMENTS.items():
         _seg.cls.VALID_VERSIONS = _seg.valid
 
 
-def _codec(api_key: int, version: int, direction: str) -> tuple:
+def _codec(api_key: int, version: int, direction: str) -> tuple[Any, ...]:
     found = codec(api_key, direction, version)
     if found is None:
         raise ProtocolError(f"cannot decode {api_name(api_key)} v{version} {direction}")
@@ -96,14 +96,15 @@ def _decode(api_key: int, version: int, body: bytes | memoryview, direction: str
         raise ProtocolError(
             f"{api_name(api_key)} v{version} {direction}: {len(mv) - pos} trailing bytes after the message"
         )
-    return msg
+    decoded: Message = msg
+    return decoded
 
 
 def _encode(api_key: int, version: int, msg: Message, direction: str) -> bytes:
     _reader, writer, cls = _codec(api_key, version, direction)
     if type(msg) is not cls:
         raise TypeError(f"expected a {cls.__name__}, got {type(msg).__name__}")
-    out: list = []
+    out: list[Any] = []
     try:
         writer(msg, out)
     except (struct.error, AttributeError, OverflowError) as exc:
@@ -133,7 +134,8 @@ def encode_response(api_key: int, version: int, msg: Message) -> bytes:
 
 def message_class(api_key: int, version: int, direction: str = "request") -> type[Message]:
     """The top-level Message class for an API version (nested classes: ``cls._children``)."""
-    return _codec(api_key, version, direction)[2]
+    cls: type[Message] = _codec(api_key, version, direction)[2]
+    return cls
 
 
 def new_request(api_key: int, version: int, **fields: Any) -> Message:

@@ -18,12 +18,12 @@ from functools import cache
 from proxy.codec.apis import METADATA
 from proxy.codec.errors import ProtocolError
 from proxy.codec.messages import Message, decode_response, encode_response, new_response
-from proxy.codec.primitives import INT16, INT32, check_count, check_span, read_tag_header, read_uvarint
+from proxy.codec.primitives import INT16, INT32, Bytes, check_count, check_span, read_tag_header, read_uvarint
 
 FLEXIBLE_SINCE = 9  # MetadataResponse.json: "flexibleVersions": "9+"
 
 
-def topics_offset(version: int, body) -> int:
+def topics_offset(version: int, body: Bytes) -> int:
     """Where the topics array of a Metadata response ``body`` of ``version`` begins."""
     flexible = version >= FLEXIBLE_SINCE
     pos = check_span(body, 0, 4, "throttle_time_ms") if version >= 3 else 0
@@ -71,7 +71,7 @@ def _empty_tail(version: int) -> bytes:
     return empty[topics_offset(version, empty) :]
 
 
-def _skip_string(body, pos: int, flexible: bool, what: str) -> int:
+def _skip_string(body: Bytes, pos: int, flexible: bool, what: str) -> int:
     if flexible:
         length, pos = read_uvarint(body, pos)
         return check_span(body, pos, max(length - 1, 0), what)
@@ -80,7 +80,7 @@ def _skip_string(body, pos: int, flexible: bool, what: str) -> int:
     return check_span(body, pos + 2, max(length, 0), what)
 
 
-def _skip_tags(body, pos: int) -> int:
+def _skip_tags(body: Bytes, pos: int) -> int:
     count, pos = read_uvarint(body, pos)
     check_count(body, pos, count, "tagged fields")
     for _ in range(count):

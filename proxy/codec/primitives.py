@@ -33,10 +33,12 @@ FIXED: dict[str, tuple[str, int]] = {
 
 ZERO_UUID = uuid.UUID(int=0)
 
+Bytes = bytes | bytearray | memoryview  # what the codec reads from: a frame, a buffer, or a view into one
+
 _VARINT_ONE_BYTE = [bytes([i]) for i in range(128)]
 
 
-def read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
+def read_uvarint(buf: Bytes, pos: int) -> tuple[int, int]:
     """An unsigned varint of at most 5 bytes (a 32-bit value), as Kafka writes lengths and tags."""
     try:
         b = buf[pos]
@@ -85,7 +87,7 @@ def read_uuid(buf: memoryview, pos: int) -> tuple[uuid.UUID, int]:
     return uuid.UUID(bytes=bytes(buf[pos:end])), end
 
 
-def check_span(buf: memoryview, pos: int, n: int, what: str) -> int:
+def check_span(buf: Bytes, pos: int, n: int, what: str) -> int:
     """Return ``pos + n`` if ``n`` bytes are available at ``pos``, else raise ProtocolError."""
     if n < 0:
         raise ProtocolError(f"negative length {n} for {what} at offset {pos}")
@@ -95,20 +97,20 @@ def check_span(buf: memoryview, pos: int, n: int, what: str) -> int:
     return end
 
 
-def check_count(buf: memoryview, pos: int, n: int, what: str) -> None:
+def check_count(buf: Bytes, pos: int, n: int, what: str) -> None:
     """Bound an array length by the bytes left: each element takes at least one byte."""
     if n > len(buf) - pos:
         raise ProtocolError(f"{what} claims {n} elements but only {len(buf) - pos} bytes remain")
 
 
-def read_tag_header(buf: memoryview, pos: int) -> tuple[int, int, int]:
+def read_tag_header(buf: Bytes, pos: int) -> tuple[int, int, int]:
     """One tagged field's ``(tag, data_start, data_end)``; the data span is bounds-checked."""
     tag, pos = read_uvarint(buf, pos)
     size, pos = read_uvarint(buf, pos)
     return tag, pos, check_span(buf, pos, size, f"tagged field {tag}")
 
 
-def write_tagged(out: list, known: list[tuple[int, bytes]], unknown: dict[int, bytes]) -> None:
+def write_tagged(out: list[bytes], known: list[tuple[int, bytes]], unknown: dict[int, bytes]) -> None:
     """Append a tagged-field section: known and preserved unknown tags, in ascending tag order."""
     if unknown:
         items = sorted([*known, *unknown.items()])

@@ -29,13 +29,14 @@ from proxy.codec.header import (
     skip_tagged_fields,
     within_frame,
 )
+from proxy.codec.primitives import Bytes
 
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 
 
 def parse_request_prefix(
-    buf,
+    buf: Bytes,
     max_size: int,
     read_produce_prefix: bool = False,
     limit_name: str = "socket.request.max.bytes",
@@ -68,7 +69,7 @@ _INT64 = struct.Struct(">q")
 _LENGTH_MAGIC = struct.Struct(">i4xb")  # a batch's length and, 4 bytes on, its magic
 
 
-def produce_producer_ids(buf, header: RequestHeader) -> tuple[int, ...]:
+def produce_producer_ids(buf: Bytes, header: RequestHeader) -> tuple[int, ...]:
     """The distinct producer ids (>= 0) of a Produce request's record batches, every batch of every partition, in
     the order they first appear; () when none has one (no data, old magics, no idempotence). Raises
     :class:`Incomplete` until the bytes needed are in: a bounded prefix for one partition holding one batch, the
@@ -78,7 +79,7 @@ def produce_producer_ids(buf, header: RequestHeader) -> tuple[int, ...]:
     return produce_prefix(buf, header)[0]
 
 
-def produce_prefix(buf, header: RequestHeader) -> tuple[tuple[int, ...], str | bytes | None]:
+def produce_prefix(buf: Bytes, header: RequestHeader) -> tuple[tuple[int, ...], str | bytes | None]:
     """(:func:`produce_producer_ids`, the only topic the request writes: its name, or its topic id's 16 bytes from
     v13; None when it writes several or none, or the prefix is not well formed)."""
     pids, only_topic, _ = _read_prefix(
@@ -91,7 +92,7 @@ class _FrameEnds(Exception):
     """The frame ends before the field: there is no producer id to read."""
 
 
-def _read_prefix(body, end: int, pos: int, version: int) -> tuple[tuple[int, ...], str | bytes | None, int]:
+def _read_prefix(body: Bytes, end: int, pos: int, version: int) -> tuple[tuple[int, ...], str | bytes | None, int]:
     """(producer ids, only topic, topic count or -1 when not read) of the Produce body starting at ``pos`` in
     ``body`` (cut at the frame's ``end``). One pass with local variables: this runs for every Produce while a
     producer-id quota or an internal topic is configured. Each field is skipped as a ``need`` of its size: past the
@@ -114,7 +115,7 @@ def _read_prefix(body, end: int, pos: int, version: int) -> tuple[tuple[int, ...
         if version >= 13:
             start = pos
             pos += _need(16, pos, end, available)  # topic_id (KIP-516) instead of the name
-            topic = bytes(body[start : start + 16])
+            topic: str | bytes | None = bytes(body[start : start + 16])
         else:
             length, pos = _length(body, pos, end, available, flexible, _INT16)
             length = max(length, 0)
@@ -150,7 +151,7 @@ def _read_prefix(body, end: int, pos: int, version: int) -> tuple[tuple[int, ...
         return (), only_topic, topic_count
 
 
-def _walk(body, pos: int, end: int, version: int) -> tuple[int, ...]:
+def _walk(body: Bytes, pos: int, end: int, version: int) -> tuple[int, ...]:
     """The distinct producer ids of every batch of every partition of the whole Produce body whose topic_data
     starts at ``pos``: each batch header is found by the previous one's length, and only its magic and producer id
     are read. Where the body stops being well formed the walk stops (a partition's records cut short or a batch
@@ -206,7 +207,7 @@ def _need(n: int, pos: int, end: int, available: int) -> int:
     return n
 
 
-def _length(body, pos: int, end: int, available: int, flexible: bool, fixed: struct.Struct) -> tuple[int, int]:
+def _length(body: Bytes, pos: int, end: int, available: int, flexible: bool, fixed: struct.Struct) -> tuple[int, int]:
     """(the length field at ``pos``, where it ends): compact (an unsigned varint, one more than the length; a
     one-byte one read here) in flexible versions, else ``fixed`` (int16 before a string, int32 before an array or
     bytes); -1 for null."""
@@ -221,7 +222,7 @@ def _length(body, pos: int, end: int, available: int, flexible: bool, fixed: str
     return fixed.unpack_from(body, pos)[0], pos + fixed.size
 
 
-def produce_acks(buf, header: RequestHeader) -> int:
+def produce_acks(buf: Bytes, header: RequestHeader) -> int:
     """The ``acks`` field of a Produce request: the first int16 after the (optional) transactional_id.
 
     v0-2 have no transactional_id; v3-8 carry it as a nullable string, v9+ as a compact nullable string.
@@ -229,7 +230,7 @@ def produce_acks(buf, header: RequestHeader) -> int:
     return _acks(buf, header.size, header.header_length, header.api_version)
 
 
-def _acks(buf, size: int, pos: int, version: int) -> int:
+def _acks(buf: Bytes, size: int, pos: int, version: int) -> int:
     body = within_frame(buf, size)
     if version >= 9:
         length, pos = read_uvarint(body, pos)
@@ -245,4 +246,5 @@ def _acks(buf, size: int, pos: int, version: int) -> int:
         raise ProtocolError("Produce request ends before its acks field")
     if len(body) < pos + 2:
         raise Incomplete
-    return _INT16.unpack_from(body, pos)[0]
+    acks: int = _INT16.unpack_from(body, pos)[0]
+    return acks

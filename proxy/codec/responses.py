@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Hashable, Mapping
+from typing import Any
 
 from proxy.codec.apis import api_name, has_throttle_time
 from proxy.codec.header import encode_response_header, frame
@@ -89,15 +90,15 @@ class _Codes:
         return self.topic(name, topic_id)
 
 
-def _topic_keys(name: str | None, topic_id: uuid.UUID | None) -> tuple:
+def _topic_keys(name: str | None, topic_id: uuid.UUID | None) -> tuple[Any, ...]:
     """The keys a topic is known by: its name (v12- requests) and its id (KIP-516), whichever it has."""
-    keys: tuple = (name,) if name else ()
+    keys: tuple[Any, ...] = (name,) if name else ()
     if topic_id is not None and topic_id != ZERO_UUID:
         keys += (topic_id,)
     return keys
 
 
-def _produce(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
+def _produce(version: int, request: Message, codes: _Codes, message: str | None) -> dict[Any, Any]:
     return {
         "responses": [
             {
@@ -120,7 +121,7 @@ def _produce(version: int, request: Message, codes: _Codes, message: str | None)
     }
 
 
-def _fetch(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
+def _fetch(version: int, request: Message, codes: _Codes, message: str | None) -> dict[Any, Any]:
     return {
         "error_code": codes.default,
         "session_id": request.session_id,
@@ -144,7 +145,7 @@ def _fetch(version: int, request: Message, codes: _Codes, message: str | None) -
     }
 
 
-def _metadata(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
+def _metadata(version: int, request: Message, codes: _Codes, message: str | None) -> dict[Any, Any]:
     # topics None asks for all topics: nothing to name. A topic asked for by id has no name; Kafka answers "".
     return {
         "error_code": codes.default,
@@ -155,7 +156,7 @@ def _metadata(version: int, request: Message, codes: _Codes, message: str | None
     }
 
 
-def _find_coordinator(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
+def _find_coordinator(version: int, request: Message, codes: _Codes, message: str | None) -> dict[Any, Any]:
     if version < 4:
         return {"error_code": codes.default, "error_message": message, **_NO_NODE}
     return {
@@ -166,7 +167,7 @@ def _find_coordinator(version: int, request: Message, codes: _Codes, message: st
     }
 
 
-def _create_topics(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
+def _create_topics(version: int, request: Message, codes: _Codes, message: str | None) -> dict[Any, Any]:
     return {
         "topics": [
             {
@@ -181,7 +182,7 @@ def _create_topics(version: int, request: Message, codes: _Codes, message: str |
     }
 
 
-def _delete_topics(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
+def _delete_topics(version: int, request: Message, codes: _Codes, message: str | None) -> dict[Any, Any]:
     if version >= 6:
         topics = [(t.name, t.topic_id) for t in request.topics]
     else:
@@ -194,7 +195,7 @@ def _delete_topics(version: int, request: Message, codes: _Codes, message: str |
     }
 
 
-def _create_partitions(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
+def _create_partitions(version: int, request: Message, codes: _Codes, message: str | None) -> dict[Any, Any]:
     return {
         "results": [
             {"name": t.name, "error_code": codes.topic(t.name), "error_message": message} for t in request.topics
@@ -202,7 +203,7 @@ def _create_partitions(version: int, request: Message, codes: _Codes, message: s
     }
 
 
-def _delete_records(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
+def _delete_records(version: int, request: Message, codes: _Codes, message: str | None) -> dict[Any, Any]:
     return {
         "topics": [
             {
@@ -221,7 +222,7 @@ def _delete_records(version: int, request: Message, codes: _Codes, message: str 
     }
 
 
-def _offset_commit(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
+def _offset_commit(version: int, request: Message, codes: _Codes, message: str | None) -> dict[Any, Any]:
     """OffsetCommit and TxnOffsetCommit: per partition, each topic by its name (or its id, OffsetCommit v10+)."""
     topics = []
     for t in request.topics:
@@ -242,7 +243,7 @@ def _offset_commit(version: int, request: Message, codes: _Codes, message: str |
     return {"topics": topics}
 
 
-def _txn_topics(topics, codes: _Codes) -> list:
+def _txn_topics(topics: list[Any], codes: _Codes) -> list[Any]:
     return [
         {
             "name": t.name,
@@ -254,7 +255,7 @@ def _txn_topics(topics, codes: _Codes) -> list:
     ]
 
 
-def _add_partitions_to_txn(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
+def _add_partitions_to_txn(version: int, request: Message, codes: _Codes, message: str | None) -> dict[Any, Any]:
     if version < 4:
         return {"results_by_topic_v3_and_below": _txn_topics(request.v3_and_below_topics, codes)}
     return {
@@ -266,8 +267,10 @@ def _add_partitions_to_txn(version: int, request: Message, codes: _Codes, messag
     }
 
 
-def _config_resources(results_field: str, extra: dict) -> Callable[[int, Message, _Codes, str | None], dict]:
-    def build(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
+def _config_resources(
+    results_field: str, extra: dict[Any, Any]
+) -> Callable[[int, Message, _Codes, str | None], dict[Any, Any]]:
+    def build(version: int, request: Message, codes: _Codes, message: str | None) -> dict[Any, Any]:
         return {
             results_field: [
                 {
@@ -284,15 +287,15 @@ def _config_resources(results_field: str, extra: dict) -> Callable[[int, Message
     return build
 
 
-def _init_producer_id(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
+def _init_producer_id(version: int, request: Message, codes: _Codes, message: str | None) -> dict[Any, Any]:
     return {"error_code": codes.default, "producer_id": -1, "producer_epoch": -1}
 
 
-def _describe_client_quotas(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
+def _describe_client_quotas(version: int, request: Message, codes: _Codes, message: str | None) -> dict[Any, Any]:
     return {"error_code": codes.default, "error_message": message, "entries": None}
 
 
-def _alter_client_quotas(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
+def _alter_client_quotas(version: int, request: Message, codes: _Codes, message: str | None) -> dict[Any, Any]:
     entries = []
     for entry in request.entries:
         entity = [(e.entity_type, e.entity_name) for e in entry.entity]
@@ -306,15 +309,15 @@ def _alter_client_quotas(version: int, request: Message, codes: _Codes, message:
     return {"entries": entries}
 
 
-def _error_code_only(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
+def _error_code_only(version: int, request: Message, codes: _Codes, message: str | None) -> dict[Any, Any]:
     return {"error_code": codes.default}
 
 
-def _error_code_and_message(version: int, request: Message, codes: _Codes, message: str | None) -> dict:
+def _error_code_and_message(version: int, request: Message, codes: _Codes, message: str | None) -> dict[Any, Any]:
     return {"error_code": codes.default, "error_message": message}
 
 
-_BUILDERS: dict[int, Callable[[int, Message, _Codes, str | None], dict]] = {
+_BUILDERS: dict[int, Callable[[int, Message, _Codes, str | None], dict[Any, Any]]] = {
     0: _produce,
     1: _fetch,
     3: _metadata,

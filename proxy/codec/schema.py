@@ -16,7 +16,7 @@ tagged fields are kept in ``msg._unknown_tags`` ({tag: raw bytes}) and written b
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from proxy.codec import primitives as P
 from proxy.codec.schema_table import SCHEMAS
@@ -36,6 +36,10 @@ class Message:
     _fields: tuple[str, ...] = ()
     _defaults: dict[str, Any] = {}
     _children: dict[str, type[Message]] = {}
+    # set on every top-level class by proxy.codec.messages
+    API_KEY: ClassVar[int]
+    DIRECTION: ClassVar[str]
+    VALID_VERSIONS: ClassVar[tuple[int, int]]
 
     if TYPE_CHECKING:
         # The fields are set per struct from Kafka's schema at import, so the checker cannot name them: a field
@@ -115,15 +119,15 @@ def is_default(value: Any, default: Any) -> bool:
     if default == ():
         return value is not None and len(value) == 0
     if isinstance(default, _StructDefault):
-        return value == default.cls()
-    return value == default
+        return bool(value == default.cls())
+    return bool(value == default)
 
 
 # --------------------------------------------------------------------------------------------
 # Message classes: one per struct of each (api_key, direction) schema segment.
 
 
-def _build_class(name: str, fields: tuple, registry: dict) -> type[Message]:
+def _build_class(name: str, fields: tuple[Any, ...], registry: dict[Any, Any]) -> type[Message]:
     defaults: dict[str, Any] = {}
     children: dict[str, type[Message]] = {}
     for f in fields:
@@ -153,11 +157,11 @@ def _build_class(name: str, fields: tuple, registry: dict) -> type[Message]:
 class _Segment:
     """One schema segment: a version range with its top-level Message class and field tree."""
 
-    def __init__(self, spec: dict) -> None:
+    def __init__(self, spec: Any) -> None:
         self.name: str = spec["name"]
         self.valid: tuple[int, int] = spec["valid"]
         self.flexible: int | None = spec["flexible"]
-        self.fields: tuple = spec["fields"]
+        self.fields: tuple[Any, ...] = spec["fields"]
         self.classes: dict[int, type[Message]] = {}
         self.cls = _build_class(self.name, self.fields, self.classes)
         self.classes[id(self.fields)] = self.cls
