@@ -7,6 +7,7 @@ import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from config.model import Address
 from proxy.apis import ConnectionScope
@@ -35,11 +36,11 @@ class ListenerContext:
     request_buffer: SharedReadBuffer
     response_buffer: SharedReadBuffer
     on_upstream_result: Callable[[bool], None]  # readiness: True when a broker connection opened, False on failure
-    connections: set  # open ClientConnections, for draining at shutdown
+    connections: set[Any]  # open ClientConnections, for draining at shutdown
     connection_quotas: ConnectionQuotas  # connection creation rates and counts, shared by every listener
     clock: Clock  # the quotas' clock
     ssl_context: ssl.SSLContext | None = None  # TLS termination on this listener
-    principal_rules: tuple = ()  # mTLS: ssl.principal.mapping.rules (proxy.session.principals)
+    principal_rules: tuple[Any, ...] = ()  # mTLS: ssl.principal.mapping.rules (proxy.session.principals)
     sasl: bool = False  # the broker behind authenticates with SASL: frames limited until a client has
     pre_auth_max_bytes: int = 524288  # sasl.server.max.receive.size
     upstream_ssl: ssl.SSLContext | None = None  # TLS to the brokers
@@ -65,7 +66,7 @@ def bounded(error: object, limit: int = MAX_LOGGED_ERROR) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
 
 
-def log_fields(ctx: ListenerContext, peer: str, broker: object = None) -> dict:
+def log_fields(ctx: ListenerContext, peer: str, broker: object = None) -> dict[str, str]:
     """A connection's context fields for a log line's ``extra=`` (``--log-format json`` writes them as keys)."""
     fields = {"listener": ctx.name, "client": peer}
     if broker is not None:

@@ -19,7 +19,7 @@ class Counted:
         self._claimed = False  # claimed from the parent's count (workers): released at the close
         self.at_bound_since: float | None = None  # since when (loop time) it is at the in-flight bound
 
-    def opened(self, conn, counted_ip: str | None, claimed: bool) -> None:
+    def opened(self, conn: object, counted_ip: str | None, claimed: bool) -> None:
         """Admitted: counted as open (once, before it has a broker connection)."""
         ctx = self._ctx
         self._ip = counted_ip
@@ -37,7 +37,7 @@ class Counted:
             metrics.inflight_bound_seconds.labels(self._ctx.name).inc(now - self.at_bound_since)
             self.at_bound_since = None
 
-    def closed(self, conn, reason: str, now: float) -> None:
+    def closed(self, conn: object, reason: str, now: float) -> None:
         """Closed for ``reason``: every count undone (``now``: the loop's time)."""
         ctx = self._ctx
         ctx.connections.discard(conn)

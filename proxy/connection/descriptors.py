@@ -12,7 +12,9 @@ each worker has its own limit and its own count.
 
 from __future__ import annotations
 
+import asyncio
 import resource
+from typing import Any
 
 FD_RESERVE = "fd_reserve"  # why the connection is closed (connections_closed's reason)
 MIN_RESERVED = 256
@@ -38,7 +40,7 @@ class DescriptorBudget:
 
     __slots__ = ("limit", "reserved", "_connections", "waiting")
 
-    def __init__(self, connections: set, limit: int = 2**31 - 1, reserve: int = 0) -> None:
+    def __init__(self, connections: set[Any], limit: int = 2**31 - 1, reserve: int = 0) -> None:
         self.limit = limit
         self.reserved = reserve
         self._connections = connections  # the open client connections (two descriptors each)
@@ -53,12 +55,12 @@ class DescriptorBudget:
         """A connection just accepted may be served: its socket and its broker connection fit outside the reserve."""
         return 2 * len(self._connections) + self.waiting + 2 <= self.limit - self.reserved
 
-    def track(self, task) -> None:
+    def track(self, task: asyncio.Future[Any]) -> None:
         """An accepted socket waits in ``task`` (held, or being set up): counted until the task ends."""
         self.waiting += 1
         task.add_done_callback(self._done)
 
-    def _done(self, _task) -> None:
+    def _done(self, _task: asyncio.Future[Any]) -> None:
         self.waiting -= 1
 
     def detail(self) -> str:

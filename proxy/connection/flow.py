@@ -233,7 +233,7 @@ class Flow:
             raise FlowError("a request frame ended that never started")
         self._mid_frame = False
 
-    def hold_back(self, data) -> None:
+    def hold_back(self, data: bytes | bytearray | memoryview) -> None:
         """Request bytes read past a boundary where reading paused; replayed by :meth:`take_read_ahead`."""
         if self._mid_frame:
             raise FlowError("read-ahead held back in the middle of a frame")

@@ -65,7 +65,7 @@ class InFlightQueue:
         return len(self._queue)
 
     @property
-    def entries(self) -> deque:
+    def entries(self) -> deque[InFlight]:
         """The queue itself, read-only for callers (the flow reads its length on the hot path)."""
         return self._queue
 

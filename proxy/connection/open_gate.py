@@ -27,7 +27,7 @@ _LINK_LOST = "link lost"
 class OpenGate:
     def __init__(self) -> None:
         self._send: Callable[[bytes, bytes], None] | None = None
-        self._waiting: dict[int, asyncio.Future] = {}
+        self._waiting: dict[int, asyncio.Future[str | None]] = {}
         self._next = 0
         self._abandoned: dict[int, tuple[str, str]] = {}  # claim id -> (listener, ip), given up on (timeout)
         self.timeouts = 0

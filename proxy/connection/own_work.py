@@ -4,7 +4,8 @@ the request's decision needs, such as KIP-599's partition counts).
 The request path hands the work's ``start`` and its ``done`` to the connection's spawn; the work runs as an asyncio
 task, and its result (or the exception it raised, which the request's answer then reports) goes to ``done`` on the
 connection, unless the connection closed meanwhile. A request the result lets through may be malformed past its
-header: that ends the connection as any frame error does.
+header: that ends the connection as any frame error does. A task runs to its end even when nothing else refers to
+it: the event loop keeps only a weak reference to a task, so each is kept here until it is done.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from proxy.codec.errors import ProtocolError
+
+_RUNNING: set[asyncio.Task[None]] = set()  # every task of this process's own work until it is done
 
 
 def run_own_work(
@@ -41,4 +44,7 @@ def run_own_work(
             return
         then()
 
-    return loop.create_task(run())
+    task = loop.create_task(run())
+    _RUNNING.add(task)
+    task.add_done_callback(_RUNNING.discard)
+    return task

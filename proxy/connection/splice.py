@@ -236,7 +236,14 @@ class Splice:
 
 
 def open_splice(
-    loop: asyncio.AbstractEventLoop, src: int, dst: int, nbytes: int, *, done, blocked, read
+    loop: asyncio.AbstractEventLoop,
+    src: int,
+    dst: int,
+    nbytes: int,
+    *,
+    done: Callable[[int, tuple[str, OSError] | None], None],
+    blocked: Callable[[bool], None],
+    read: Callable[[], None],
 ) -> Splice | None:
     """A :class:`Splice` ready to start, or None when the process is out of descriptors for it (the caller copies)."""
     try:
