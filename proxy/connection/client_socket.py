@@ -186,6 +186,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         everything already forwarded before it sees the end, then closes its side, which closes ours. (Closing the
         broker socket at once would reset it while answers were on their way: a broker may drop what it had received
         but not yet read.)"""
+        if self.life.state is State.CLOSED:
+            return False  # closed already (its core gone): asyncio may still report an end it had read
         self.core.requests.client_gone()  # a Produce held for its new producer id is never forwarded now
         upstream = self.upstream
         if self.life.state is not State.OPEN or upstream is None or upstream.transport is None:
