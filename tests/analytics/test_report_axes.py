@@ -17,6 +17,10 @@ from analytics import job  # noqa: E402
 from analytics.generate import START_TIME, Options, write_log
 from analytics.timeaxis import TimeAxis
 
+# Each test runs the planner once: 25-30 s on a busy 2-core machine, past the suite's 120 s on a saturated one (a
+# CI-like `make test` cut the day-long log's job at 120 s, and the shared session with it). As in test_job.py.
+pytestmark = pytest.mark.timeout(600)
+
 SVG = "{http://www.w3.org/2000/svg}"
 XLINK = "{http://www.w3.org/1999/xlink}href"
 

@@ -66,7 +66,10 @@ def test_demo_scenario_verdicts_pass(tmp_path):
     assert len(storm) == 1 and storm[0].endswith("OK") and "rejected with THROTTLING_QUOTA_EXCEEDED" in storm[0], storm
     restarts = [line for line in lines if line.startswith("producer restarts")]
     assert len(restarts) == 1 and restarts[0].endswith("OK") and "[....." in restarts[0], restarts
-    assert "H" in restarts[0].split("[")[1].split("]")[0], restarts  # held past the burst (how many: machine speed)
+    # held past the burst (how many: machine speed), unless the producers started no faster than the tokens came: the
+    # demo's own verdict says which (a saturated machine starts each producer in about a token's time)
+    marks = restarts[0].split("[")[1].split("]")[0]
+    assert "H" in marks or "they came no faster than the tokens" in restarts[0], restarts
     disk = [line for line in lines if line.startswith("disk")]
     assert [line.split("proxy ")[1].split()[0] for line in disk[:4]] == ["OPEN", "THROTTLE", "PAUSE", "OPEN"], disk
     assert disk[-1].startswith("disk fill") and disk[-1].endswith("OK"), disk
