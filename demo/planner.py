@@ -25,9 +25,8 @@ PLANNER_TIMEOUT_S = 300  # about 30 s on a 2-core laptop
 # collector (the optimising compiler's and the parallel collector's threads cost more CPU than such a short job saves).
 # The same recommendations and report; about half the CPU time (bench/RESULTS.md, "The demo's planner step"). An
 # operator's own PYSPARK_SUBMIT_ARGS wins.
-PLANNER_SUBMIT_ARGS = (
-    "--conf spark.ui.enabled=false --driver-java-options '-XX:TieredStopAtLevel=1 -XX:+UseSerialGC' pyspark-shell"
-)
+SMALL_JOB_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"  # also the test suite's Spark JVMs
+PLANNER_SUBMIT_ARGS = f"--conf spark.ui.enabled=false --driver-java-options '{SMALL_JOB_JVM}' pyspark-shell"
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from demo.planner import SMALL_JOB_JVM
 from tests.harness import Tansu, free_port, wait_for_port, wait_until
 from tests.integration import clients as c
 
@@ -346,7 +347,7 @@ class SparkCluster:
             SPARK_HOME=str(home),
             SPARK_WORKER_DIR=str(folder / "work"),
             SPARK_LOCAL_DIRS=str(folder / "local"),
-            SPARK_DAEMON_JAVA_OPTS=SMALL_JVM,
+            SPARK_DAEMON_JAVA_OPTS=SMALL_JOB_JVM,
         )
         self.env, self.home, self.folder = env, home, folder
 
@@ -418,10 +419,9 @@ class SparkCluster:
 # sets fewer only for local masters) is 200 tasks of nothing each; an operator sets the same with spark-submit.
 # Every JVM of the run (master, worker, driver, executor) with the client compiler alone and the serial collector, as
 # the demo's planner runs (demo/planner.py): a job this small ends before the optimising compiler pays back.
-SMALL_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 SMALL_JOB = (
     "--conf spark.sql.shuffle.partitions=4 --conf spark.default.parallelism=2 "
-    f"--driver-java-options '{SMALL_JVM}' --conf 'spark.executor.extraJavaOptions={SMALL_JVM}' pyspark-shell"
+    f"--driver-java-options '{SMALL_JOB_JVM}' --conf 'spark.executor.extraJavaOptions={SMALL_JOB_JVM}' pyspark-shell"
 )
 
 

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-SMALL_JOB_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+from demo.planner import SMALL_JOB_JVM
 
 
 @pytest.fixture(scope="session")
