@@ -6,7 +6,8 @@ tokens of every topic reported with an error (TOPIC_ALREADY_EXISTS, INVALID_*, P
 unknown...) are given back (never above the burst), and the throttle the response carries is what is left of the
 one decided: less the time since the charge (Kafka's ``throttleTime`` runs from the charge, while the mute starts
 only when the response goes out) and less the tokens given back at the quota's rate. That settled throttle is what
-the entity's throttle-time counters count (``controller_mutation_throttle_time_seconds_total``, ``..._throttled_requests``).
+the entity's throttle-time counters count (``controller_mutation_throttle_time_seconds_total``, ``..._throttled_requests``);
+a request refused some of its topics counts as throttled even when the broker took longer than its throttle.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ class Unlogged:
 class Charges:
     """The tokens one request took, per admitted topic, from its entity's bucket; and the usage-log row charged."""
 
-    __slots__ = ("_quotas", "_user", "_client_id", "_row", "_taken", "decided_ms", "refunded")
+    __slots__ = ("_quotas", "_user", "_client_id", "_row", "_taken", "decided_ms", "refunded", "refused")
 
     def __init__(
         self,
@@ -57,8 +58,10 @@ class Charges:
         row: MutationRow,
         taken: list[tuple[frozenset[TopicKey], int]],
         now_ms: int,
+        refused: bool = False,
     ) -> None:
         self._quotas, self._user, self._client_id = quotas, user, client_id
+        self.refused = refused  # some of the request's topics were refused (THROTTLING_QUOTA_EXCEEDED)
         self._row = row  # proxy.ops.usage_log row: refunds come off the row that was charged
         self._taken = taken  # (the topic's keys, tokens taken), in request order
         self.decided_ms = now_ms
@@ -98,5 +101,6 @@ class Charges:
         given = self.refunded * 1000.0 / rate if self.refunded and rate > 0 else 0.0
         left = max(0, int(throttle.throttle_time_ms - max(0, now_ms - self.decided_ms) - given))
         if not throttle.shadow:
-            self._quotas.record_throttle(self._user, self._client_id, left, now_ms)  # the throttle-time counters
+            # the throttle-time counters; a request refused topics counts even when the broker took all its time
+            self._quotas.record_throttle(self._user, self._client_id, left, now_ms, refused=self.refused)
         return Throttle(left, min(throttle.mute_ms, left), throttle.shadow)

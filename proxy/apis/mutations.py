@@ -242,8 +242,9 @@ class _Mutation(Generic[ItemT]):
     def charge(self, items: list[ItemT], counts: list[int | None], admitted: Sequence[bool]) -> int:
         """Note what admission took per admitted topic (given back if the broker reports it failed); the total."""
         taken = [(topic_keys(*self.key(item)), count or 0) for item, count, ok in zip(items, counts, admitted) if ok]
+        now = self.scope.quotas.clock.now_ms()
         self.charges = Charges(
-            self.quotas, self.user, self.client_id, self.usage(), taken, self.scope.quotas.clock.now_ms()
+            self.quotas, self.user, self.client_id, self.usage(), taken, now, refused=not all(admitted)
         )
         return self.charges.total
 

@@ -173,17 +173,20 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
             sensors.record_throttle(throttle_ms, shadow)
         return Throttle(throttle_ms, min(throttle_ms, self.max_mute_ms), shadow)
 
-    def record_throttle(self, user: str, client_id: str, throttle_ms: int, now_ms: int | None = None) -> None:
+    def record_throttle(
+        self, user: str, client_id: str, throttle_ms: int, now_ms: int | None = None, refused: bool = False
+    ) -> None:
         """Count an applied throttle as the client was told it: the one decided at admission once the broker's
         answer has settled the charge (refunds and the time at the broker taken off), or the decided one when the
-        proxy answered the request itself. A throttle settled to 0 is not counted. (Shadow throttles are counted
-        when decided: nothing is told or settled.)"""
-        if throttle_ms <= 0:
+        proxy answered the request itself. A throttle settled to 0 is not counted, unless the request was
+        ``refused`` some topics (THROTTLING_QUOTA_EXCEEDED): that request was throttled however long the broker
+        took with the rest. (Shadow throttles are counted when decided: nothing is told or settled.)"""
+        if throttle_ms <= 0 and not refused:
             return
         resolved = self.resolve(user, client_id)
         if resolved.unlimited:
             return
-        self._sensors_for(resolved, user, client_id, self._now(now_ms)).record_throttle(throttle_ms)
+        self._sensors_for(resolved, user, client_id, self._now(now_ms)).record_throttle(throttle_ms, refused=refused)
 
     def record(self, user: str, client_id: str, value: float, now_ms: int | None = None) -> None:
         """Take ``value`` tokens without deciding anything (a count learnt after admission)."""

@@ -151,9 +151,12 @@ class ClientSensors:
         elif owed > 0:
             self.rate.record(owed, now_ms)
 
-    def record_throttle(self, throttle_time_ms: int, shadow: bool = False) -> None:
-        """Count a throttle decided on the last record: applied, or (``shadow``) computed and not applied."""
-        if throttle_time_ms > 0 and shadow:
+    def record_throttle(self, throttle_time_ms: int, shadow: bool = False, refused: bool = False) -> None:
+        """Count a throttle decided on the last record: applied, or (``shadow``) computed and not applied. A request
+        ``refused`` in part (KIP-599's strict admission) counts as throttled even when no time was left to tell."""
+        if refused and throttle_time_ms <= 0 and not shadow:
+            self.throttled_count += 1
+        elif throttle_time_ms > 0 and shadow:
             self.shadow_throttle_time_ms_total += throttle_time_ms
             self.shadow_throttled_count += 1
         elif throttle_time_ms > 0:

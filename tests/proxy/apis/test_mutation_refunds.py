@@ -272,8 +272,9 @@ def throttle_counters(wire):
 
 def test_throttle_counters_count_what_the_client_was_told_after_the_broker_settled_the_charge():
     """Decided 10 s at admission; the broker answered after 3 s: the response says 7 s, and the counters say 7 s.
-    Then a request whose admitted topics all failed: 10 s decided, 0 told: not counted. Then one refused whole by
-    the proxy (nothing to settle): counted as told. Before, every throttle decided at admission was counted."""
+    Then a request whose admitted topics all failed: 10 s decided, 0 told: no time counted, but the request is (its
+    third topic was refused with 89). Then one refused whole by the proxy (nothing to settle): counted as told.
+    Before, every throttle decided at admission was counted."""
     wire = Wire(rate=1, num=10)
     ((forwarded, _),) = ask(wire, 7, 1, create("x", 10), create("y", 10), create("z", 10))
     wire.clock.advance(3_000)
@@ -286,14 +287,28 @@ def test_throttle_counters_count_what_the_client_was_told_after_the_broker_settl
         forwarded, topics=[{"name": n, "error_code": TOPIC_ALREADY_EXISTS, "num_partitions": -1} for n in ("a", "b")]
     )
     ((_, told),) = wire.client_responses(CREATE_TOPICS, 7)
-    assert told.throttle_time_ms == 0 and throttle_counters(wire) == (7_000, 1)
+    assert told.throttle_time_ms == 0 and throttle_counters(wire) == (7_000, 2)
     ((forwarded, _),) = ask(wire, 7, 3, create("d", 15))  # 10 -> -5
     wire.answer(forwarded, topics=[{"name": "d", "error_code": 0, "num_partitions": 15}])
     ((_, told),) = wire.client_responses(CREATE_TOPICS, 7)
     assert told.throttle_time_ms == 0  # the one request that emptied the bucket is not throttled (strict)
     assert ask(wire, 7, 4, create("e", 1)) == []  # refused whole: answered by the proxy
     ((_, told),) = wire.client_responses(CREATE_TOPICS, 7)
-    assert told.throttle_time_ms == 5_000 and throttle_counters(wire) == (12_000, 2)
+    assert told.throttle_time_ms == 5_000 and throttle_counters(wire) == (12_000, 3)
+
+
+def test_a_request_refused_topics_counts_as_throttled_when_the_broker_took_longer_than_its_throttle():
+    """Burst 10: x (10) leaves 0, y (10) leaves -10, z refused with 89 and 10 s decided; the broker (a busy
+    controller) answers after 12 s, so the response says 0 ms. The client was still refused z: the request counts
+    in controller_mutation_throttled_requests_total, with no time. (A CI run on a saturated machine showed a
+    tenant refused topics while the throttled-requests counter stayed at 0.)"""
+    wire = Wire(rate=1, num=10)
+    ((forwarded, _),) = ask(wire, 7, 1, create("x", 10), create("y", 10), create("z", 10))
+    wire.clock.advance(12_000)
+    wire.answer(forwarded, topics=[{"name": n, "error_code": 0, "num_partitions": 10} for n in ("x", "y")])
+    ((_, told),) = wire.client_responses(CREATE_TOPICS, 7)
+    assert [(t.name, t.error_code) for t in told.topics] == [("x", 0), ("y", 0), ("z", THROTTLED)]
+    assert told.throttle_time_ms == 0 and throttle_counters(wire) == (0, 1)
 
 
 def test_permissive_throttle_counters_count_the_throttle_left_after_refunds():
