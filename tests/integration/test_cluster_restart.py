@@ -240,11 +240,11 @@ class GroupConsumer(threading.Thread):
 
 
 def longest_gap_around(times: list[float], at: float, span: float = 20.0) -> float:
-    """The longest time without an event in [at - 1, at + span] (the restart at ``at``)."""
-    inside = sorted(t for t in times if at - 1 <= t <= at + span)
+    """The longest time without an event in [at, at + span] (``at``: the restarted proxy listens)."""
+    inside = sorted(t for t in times if at <= t <= at + span)
     if not inside:
         return span
-    points = [at - 1] + inside
+    points = [at] + inside
     return max(b - a for a, b in zip(points, points[1:]))
 
 
@@ -277,7 +277,8 @@ def read_everything(broker: str, topic: str, where: dict | None = None) -> Count
 def test_a_restart_under_traffic_is_invisible_to_the_clients(tmp_path, names):
     """SIGTERM the cluster-mode proxy and start it again on the same ports while kafka-python, confluent-kafka and
     aiokafka producers and a kafka-python consumer group run through it: each resumes within a few seconds of the
-    restart, and every acknowledged message is in the topic exactly once. ``known-addresses-only`` leaves out
+    new proxy listening (how long the process took to start is the machine's, printed), and every acknowledged
+    message is in the topic exactly once. ``known-addresses-only`` leaves out
     confluent-kafka, whose Metadata through the bootstrap port after a reconnect would open the broker port for
     everyone even without the proxy's own discovery."""
     broker_port = free_port()
@@ -298,8 +299,13 @@ def test_a_restart_under_traffic_is_invisible_to_the_clients(tmp_path, names):
         wait_until(lambda: all(p.acked for p in producers) and consumer.received, 30, "traffic started")
         time.sleep(3)  # deliberate: 3 s of traffic before the restart
         proxy.stop()  # SIGTERM: in-flight requests finish, then the process exits
-        restarted = time.monotonic()
+        stopped = time.monotonic()
         proxy.start(bootstrap_port)
+        # From here the proxy listens again: what the clients do next is the proxy's doing; how long a new Python
+        # process took to start is the machine's (a CI run on two saturated cores took 5 to 9 s, and a client's
+        # reconnect backoff grows meanwhile). The gaps are measured from here.
+        restarted = time.monotonic()
+        print(f"restart: the proxy was down {restarted - stopped:.1f} s")
         # The clients reconnect and run on after the restart: until every one of them has gone on past the 8 s the
         # assertions below look at (was a fixed 12 s; a client that never comes back still fails them, after 60 s)
         wait_until(

@@ -6,11 +6,13 @@ new client ids or new source addresses, and a newcomer arriving meanwhile is mea
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import socket
 import struct
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from functools import partial
 
 import pytest
@@ -38,23 +40,73 @@ def request(sock: socket.socket, api_key: int, version: int, corr: int, client_i
     return decode_response(api_key, version, answer[header:])
 
 
-def flood(port: int, stop: threading.Event, frames) -> threading.Thread:
-    """A thread sending ``frames(n)`` (a new entity each) on one connection until ``stop``, reconnecting as needed."""
+def flood(port: int, frames: str, threads: int) -> FloodProcess:
+    """``threads`` threads in a process of their own, each sending ``frames`` frames (a new entity each, see
+    :data:`FRAMES`) on one connection until stopped, reconnecting as needed. A process of its own: threads here
+    would share the interpreter lock with the newcomer, and on a saturated machine the newcomer then waited its
+    turn behind them (0.40 x in a CI run, with the proxy keeping up): the test measured itself, not the proxy."""
+    stop = multiprocessing.get_context("spawn").Event()
+    process = multiprocessing.get_context("spawn").Process(
+        target=_flood_process, args=(port, frames, threads, stop), daemon=True
+    )
+    process.start()
+    return FloodProcess(process, stop)
 
-    def run() -> None:
+
+class FloodProcess:
+    def __init__(self, process, stop) -> None:
+        self.process, self._stop = process, stop
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.process.join(10)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(5)
+
+
+def _produce_frames(k: int) -> Callable[[int], bytes]:
+    body = encode_request(
+        PRODUCE,
+        7,
+        new_request(
+            PRODUCE,
+            7,
+            acks=0,
+            timeout_ms=1000,
+            topic_data=[{"name": "full-tables", "partition_data": [{"index": 0, "records": produce_records()}]}],
+        ),
+    )
+    return lambda n: frame(encode_request_header(PRODUCE, 7, n, f"flood-{k}-{n}") + body)
+
+
+def _empty_create_frames(k: int) -> Callable[[int], bytes]:
+    body = encode_request(CREATE_TOPICS, 7, new_request(CREATE_TOPICS, 7, timeout_ms=5000, topics=[]))
+    return lambda n: frame(encode_request_header(CREATE_TOPICS, 7, n, f"empty-{k}-{n}") + body)
+
+
+# acks=0 Produce frames under a new client id each; CreateTopics of no topics under a new client id each
+FRAMES = {"produce": _produce_frames, "empty-creates": _empty_create_frames}
+
+
+def _flood_process(port: int, frames: str, threads: int, stop) -> None:
+    def run(k: int) -> None:
+        make = FRAMES[frames](k)
         n = 0
         while not stop.is_set():
             try:
                 with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
                     while not stop.is_set():
-                        s.sendall(frames(n))
+                        s.sendall(make(n))
                         n += 1
             except OSError:
                 pass
 
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread
+    workers = [threading.Thread(target=run, args=(k,), daemon=True) for k in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
 
 
 def scraped_value(ops_port: int, name: str, **labels) -> float:
@@ -75,9 +127,9 @@ def scraped_value(ops_port: int, name: str, **labels) -> float:
 
 
 # Not long_running: it then runs late in its rate group, not in the suite's first minutes, when every worker starts
-# clusters and Spark. There, with the machine saturated (load 13-15), the newcomer got 0.48 x in two full runs: the
-# proxy's loop spends 98-127 us per flood frame evicting an entity and falls behind (an open finding, not hidden: the
-# same test passes at 1.00 x beside lighter load).
+# clusters and Spark. There, with the machine saturated (load 13-15), the newcomer got 0.48 x in two full runs and
+# 0.40 x in a CI run, with the flood's threads in the test's own process. Twelve busy loops beside it (either way)
+# leave it at 1.00 x; the flood now runs in a process of its own. An open finding, not hidden.
 @pytest.mark.measures_rate
 def test_a_newcomer_gets_its_produce_quota_while_client_id_churn_keeps_the_sensor_table_full(broker, tmp_path):
     """T5: {client-id: <default>} producer_byte_rate 40 kB/s; three connections send acks=0 Produce frames under a
@@ -99,22 +151,7 @@ def test_a_newcomer_gets_its_produce_quota_while_client_id_churn_keeps_the_senso
     evictions = partial(
         scraped_value, ops, "kafka_quota_proxy_quota_overflowed_records_total", quota="producer_byte_rate"
     )
-    stop = threading.Event()
-    acks0 = encode_request(
-        PRODUCE,
-        7,
-        new_request(
-            PRODUCE,
-            7,
-            acks=0,
-            timeout_ms=1000,
-            topic_data=[{"name": "full-tables", "partition_data": [{"index": 0, "records": produce_records()}]}],
-        ),
-    )
-    floods = [
-        flood(port, stop, lambda n, k=k: frame(encode_request_header(PRODUCE, 7, n, f"flood-{k}-{n}") + acks0))
-        for k in range(3)
-    ]
+    floods = flood(port, "produce", 3)
     try:
         wait_until(lambda: evictions() > 3 * CAP, 30, "the table full and turning over")
         body = produce_body("full-tables", b"v" * 2000)
@@ -129,9 +166,7 @@ def test_a_newcomer_gets_its_produce_quota_while_client_id_churn_keeps_the_senso
             elapsed = time.monotonic() - start
         evicted = evictions()
     finally:
-        stop.set()
-        for thread in floods:
-            thread.join(5)
+        floods.stop()
         proxy.stop()
     share = sent / (quota * elapsed)
     print(f"FULL_TABLES produce: newcomer {share:.2f} x its quota over {elapsed:.1f} s, {evicted:.0f} evictions")
@@ -170,13 +205,7 @@ def test_a_newcomers_creates_are_admitted_as_its_bucket_allows_while_empty_creat
             **{"quota.max.tracked.entities": CAP},
         )
     )
-    empty = encode_request(CREATE_TOPICS, 7, new_request(CREATE_TOPICS, 7, timeout_ms=5000, topics=[]))
-    stop = threading.Event()
-
-    def frames(n: int) -> bytes:
-        return frame(encode_request_header(CREATE_TOPICS, 7, n, f"empty-{n}") + empty)
-
-    floods = [flood(proxy.port, stop, frames) for _ in range(2)]
+    floods = flood(proxy.port, "empty-creates", 2)
     try:
         wait_until(
             lambda: (
@@ -196,9 +225,7 @@ def test_a_newcomers_creates_are_admitted_as_its_bucket_allows_while_empty_creat
                 time.sleep(max(0.0, start + (i + 1) * 0.125 - time.monotonic()))
         evicted = proxy.metric("kafka_quota_proxy_quota_overflowed_records_total", quota="controller_mutation_rate")
     finally:
-        stop.set()
-        for thread in floods:
-            thread.join(5)
+        floods.stop()
         proxy.stop()
     print(f"FULL_TABLES mutations: newcomer {codes.count(0)} of {len(codes)} created, {evicted:.0f} evictions")
     assert codes.count(0) >= 36, codes
