@@ -45,6 +45,12 @@ def throttled(proxy) -> float:
     )
 
 
+def throttle_seconds(proxy) -> float:
+    return proxy.metric(
+        "kafka_quota_proxy_controller_mutation_throttle_time_seconds_total", user="ANONYMOUS", client_id=""
+    )
+
+
 def codes(response: dict) -> dict[str, int]:
     return {t["name"]: t["error_code"] for t in response["topics"]}
 
@@ -77,9 +83,11 @@ def test_create_if_absent_repeated_with_kafka_python_costs_nothing_then_another_
                     mixed = first.create_topics({**new(bad, 30, replication=3), **new(good, 1)}, raise_errors=False)
                     assert codes(mixed) == {bad: INVALID_REPLICATION_FACTOR, good: THROTTLING_QUOTA_EXCEEDED}, mixed
                     assert tokens(proxy) >= 16  # the 30 given back
-                    assert throttled(proxy) == 0  # settled to no throttle
+                    # settled to no throttle time; the request counts as throttled all the same: `good` was refused
+                    assert (throttled(proxy), throttle_seconds(proxy)) == (1, 0)
                     assert codes(first.create_topics(new(good, 1), raise_errors=False)) == {good: 0}
-                    assert throttled(proxy) == 0  # not throttled, so not muted (for -14 tokens at 2/s: 7 s)
+                    # not throttled, so not muted (for -14 tokens at 2/s: 7 s)
+                    assert (throttled(proxy), throttle_seconds(proxy)) == (1, 0)
                 assert codes(other.create_topics(new(other_t, 4), raise_errors=False)) == {other_t: 0}
                 # 16 less the other client's 4 (on Kafka also the good topic's 1, and 1 to spare), refilling since
                 assert (10 if upstream.kafka else 12) <= tokens(proxy) <= 20

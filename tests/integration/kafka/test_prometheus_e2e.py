@@ -294,6 +294,7 @@ def frame_error(port: int) -> None:
             pass
 
 
+@pytest.mark.measures_rate(group="kafka3")  # real time: alerts fire and resolve on the rules' windows
 def test_prometheus_evaluates_the_deployed_rules_and_dashboards_on_kafka(kafka3, tmp_path):
     tool("prometheus")  # skipped, saying so, where Prometheus cannot be installed
     started = time.monotonic()

@@ -44,6 +44,7 @@ MEASURE_S = 4.0
 LATEST_START_S = 14.0  # measured from here if no steady second followed a stall (no sharing: no debt to pay)
 
 
+@pytest.mark.measures_rate(group="kafka3")  # a rate through three sidecars sharing usage on time
 def test_one_tenant_through_three_sidecars_gets_its_quota_once(kafka3):
     cluster = kafka3
     usage_topic = unique_topic("__kafka_quota_proxy_usage")
