@@ -221,14 +221,19 @@ class RunningProxy:
     def scraped(self, name: str) -> dict[tuple[tuple[str, str], ...], float]:
         """Every sample of ``name`` on the proxy's /metrics, read over HTTP as Prometheus reads it: its labels
         (sorted (name, value) pairs) -> its value."""
+        return self.scraped_together(name)[name]
+
+    def scraped_together(self, *names: str) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
+        """:meth:`scraped` for several names from one scrape: what must agree with each other (two scrapes may
+        straddle a new snapshot)."""
         with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as answer:
             text = answer.read().decode()
-        return {
-            tuple(sorted(s.labels.items())): s.value
-            for family in text_string_to_metric_families(text)
-            for s in family.samples
-            if s.name == name
-        }
+        samples: dict[str, dict[tuple[tuple[str, str], ...], float]] = {name: {} for name in names}
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                if s.name in samples:
+                    samples[s.name][tuple(sorted(s.labels.items()))] = s.value
+        return samples
 
     def stop(self, grace_ms: int = 2000) -> None:
         self.call(self.app.stop(grace_ms))
