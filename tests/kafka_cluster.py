@@ -41,6 +41,7 @@ from pathlib import Path
 import yaml
 
 from tests.harness import _LIVE, free_port, proxy_config, start_proxy, wait_for_port
+from tests.jvm_archive import archive_options
 from tests.kafka_settings import listener_map
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -256,7 +257,17 @@ class KafkaCluster:
         if not log4j.exists():
             log4j.parent.mkdir(parents=True, exist_ok=True)
             log4j.write_text(_LOG4J.format(log=log4j.parent / "tools.log"))
-        return ["java", *JVM_OPTIONS, f"-Dlog4j2.configurationFile={log4j}", "-cp", f"{self.libs}/*", main_class, *args]
+        shared = archive_options(str(self.libs), tuple(JVM_OPTIONS))  # tests/jvm_archive.py: a cheaper start
+        return [
+            "java",
+            *JVM_OPTIONS,
+            *shared,
+            f"-Dlog4j2.configurationFile={log4j}",
+            "-cp",
+            f"{self.libs}/*",
+            main_class,
+            *args,
+        ]
 
     # -- life cycle -----------------------------------------------------------------------------------------------
 
