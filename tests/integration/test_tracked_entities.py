@@ -22,7 +22,8 @@ from proxy.codec.messages import decode_response, encode_request, new_request
 from tests.harness import Tansu, free_port, proxy_config, proxy_in_front
 from tests.integration.raw import read_frame
 
-pytestmark = pytest.mark.integration
+# real time: a rotating name's second request must come within its rate's window of its first
+pytestmark = [pytest.mark.integration, pytest.mark.measures_rate]
 
 CAP = 100
 OVERFLOWED = "kafka_quota_proxy_quota_overflowed_records_total"
