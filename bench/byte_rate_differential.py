@@ -45,6 +45,10 @@ SHAPES = {  # the entities a run's tables are made of
 SHAPES["any"] = SHAPES["client-id"] + SHAPES["user"] + SHAPES["pair"] + [("<default>", "")]
 
 
+# Modules the old manager imports that moved since (old name -> today's)
+MOVED = {"quota.sharing.usage_tap": "quota.primitives.usage_tap"}
+
+
 def load_old(revision: str) -> types.ModuleType:
     def source(path: str) -> str:
         return subprocess.run(
@@ -57,6 +61,8 @@ def load_old(revision: str) -> types.ModuleType:
     text = source("quota/managers/client_quota.py").replace(
         "from quota.primitives.sensor import", "from old_sensor import"
     )
+    for moved, now in MOVED.items():  # a module the old manager imports that has moved since: today's, where it is
+        text = text.replace(f"from {moved} import", f"from {now} import")
     module = types.ModuleType("old_client_quota")
     sys.modules["old_client_quota"] = module
     exec(compile(text, "old_client_quota", "exec"), module.__dict__)
