@@ -39,6 +39,8 @@ PROXY_KEY = {"proxy": "settings"}
 ENTITY_TYPES = (USER, CLIENT_ID, IP)
 MODES = ("enforce", "shadow")
 # Proxy-wide settings a dynamic record may change (the rest need a restart, as Kafka's static configs do).
+Record = tuple[bytes, "bytes | None"]  # one record of the topic: the entity's key, its JSON value (None: a tombstone)
+
 DYNAMIC_SETTINGS = (
     "max.connection.creation.rate",
     "max.connections",

@@ -140,7 +140,6 @@ class ProxyApp:
             if config.usage_log is not None
             else None
         )
-        usage = self.usage_log.table if self.usage_log is not None else NO_USAGE
         self.contexts = ListenerContexts(
             config,
             metrics=self.metrics,
@@ -151,6 +150,7 @@ class ProxyApp:
             upstream_ssl=self.upstream_ssl,
             open_gate=self.open_gate,
             descriptors=self.descriptors,
+            usage=self.usage_log.table if self.usage_log is not None else NO_USAGE,
         )
         self.listeners: list[Listener] = []
         scopes: dict[str, ConnectionScope] = {}
@@ -173,7 +173,6 @@ class ProxyApp:
                 cluster=cluster,
                 topics=self.topics,
                 quotas=self.quotas.home,
-                usage=usage,
                 client_quotas=self.dynamic,
                 guard=self.guard,
                 counts=self.created_counts,

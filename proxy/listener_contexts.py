@@ -17,6 +17,7 @@ from proxy.connection.descriptors import DescriptorBudget
 from proxy.connection.open_gate import OpenGate
 from proxy.connection.splice import splice_supported
 from proxy.ops.metrics import ProxyMetrics
+from proxy.ops.usage_table import NO_USAGE, UsageTable
 from quota.managers.connection import ConnectionQuotas
 from quota.primitives.clock import Clock
 
@@ -36,6 +37,7 @@ class ListenerContexts:
         upstream_ssl: ssl.SSLContext | None,
         open_gate: OpenGate,
         descriptors: DescriptorBudget,
+        usage: UsageTable = NO_USAGE,
     ) -> None:
         self._settings = config.settings
         self._tls = {
@@ -54,9 +56,17 @@ class ListenerContexts:
         self._upstream_ssl = upstream_ssl
         self._open_gate = open_gate
         self._descriptors = descriptors
+        self._usage = usage  # the usage log's table (NO_USAGE: no usage log)
 
-    def make(self, name: str, upstreams: Callable[[], tuple[Address, ...]], scope: ConnectionScope) -> ListenerContext:
-        """The context of listener ``name``'s connections, which go to ``upstreams()`` (read at connect time)."""
+    def make(
+        self,
+        name: str,
+        upstreams: Callable[[], tuple[Address, ...]],
+        scope: ConnectionScope,
+        broker: int | None = None,
+    ) -> ListenerContext:
+        """The context of listener ``name``'s connections, which go to ``upstreams()`` (read at connect time);
+        ``broker``: cluster mode's port of that broker (its usage log rows name it)."""
         settings = self._settings
         ssl_context, principal_rules = self._tls[name]
         return ListenerContext(
@@ -94,4 +104,5 @@ class ListenerContexts:
             descriptors=self._descriptors,
             response_timeout_ns=settings.upstream_response_timeout_ms * 1_000_000,
             idle_timeout_ns=settings.connections_max_idle_ms * 1_000_000,
+            usage=self._usage if broker is None else self._usage.for_broker(broker),
         )

@@ -50,12 +50,11 @@ from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import Message, decode_request, decode_response, encode_request, encode_response, new_response
 from proxy.codec.responses import encode_local_response
-from proxy.ops.audit import audited
 from proxy.session.session import Session
 
 if TYPE_CHECKING:
-    from proxy.observers.dynamic_config import DynamicConfig
-    from proxy.ops.audit import AuditedRecord, Record
+    from config.dynamic import Record
+    from proxy.apis.config_topic import ConfigTopic
 
 Result = tuple[int, "str | None"]  # one resource's (error code, message)
 Entry = dict[str, object]  # one DescribeConfigs config entry, as the codec builds it
@@ -91,7 +90,7 @@ def mixed_message(names: list[str]) -> str:
 def plan_incremental_alter(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
     if scope.client_quotas is None:
         return PASS
-    dynamic: DynamicConfig = scope.client_quotas
+    dynamic: ConfigTopic = scope.client_quotas
     version, correlation_id = header.api_version, header.correlation_id
 
     def decide(body: memoryview) -> Outcome:
@@ -125,20 +124,15 @@ def plan_incremental_alter(scope: ConnectionScope, session: Session, header: Req
             msg,
             ours,
             "responses",
-            audited(
-                dynamic.entries.entries,
-                records,
-                f"User:{session.user}",
-                session.peer_ip,
-                session.through("IncrementalAlterConfigs"),
-            ),
+            records,
             dynamic,
+            (f"User:{session.user}", session.peer_ip, session.through("IncrementalAlterConfigs")),
         )
 
     return Plan(action=BUFFER, decide=decide)
 
 
-def check(dynamic: DynamicConfig, resources: Iterable[Message]) -> tuple[list[Result], list[Record]]:
+def check(dynamic: ConfigTopic, resources: Iterable[Message]) -> tuple[list[Result], list[Record]]:
     """Each resource's (error code, message), and the proxy-wide records of the valid ones (one after another, as
     the topic's reader will apply them)."""
     state = dynamic.entries
@@ -202,7 +196,7 @@ def setting_value(name: str, text: str) -> str | int | float:
 def plan_describe(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
     if scope.client_quotas is None:
         return PASS
-    dynamic: DynamicConfig = scope.client_quotas
+    dynamic: ConfigTopic = scope.client_quotas
     version, correlation_id = header.api_version, header.correlation_id
 
     def decide(body: memoryview) -> Outcome:
@@ -223,7 +217,7 @@ def plan_describe(scope: ConnectionScope, session: Session, header: RequestHeade
     return Plan(action=BUFFER, decide=decide)
 
 
-def described(dynamic: DynamicConfig, names: Iterable[str], version: int, documentation: bool) -> list[Entry]:
+def described(dynamic: ConfigTopic, names: Iterable[str], version: int, documentation: bool) -> list[Entry]:
     """The effective values of ``names`` (proxy settings), as DescribeConfigs entries."""
     values = dynamic.current.settings.values
     entries = dynamic.entries.entries
@@ -266,11 +260,13 @@ def answer_and_forward(
     msg: Message,
     ours: dict[int, Answer],
     field: str,
-    records: list[AuditedRecord],
-    dynamic: DynamicConfig,
+    records: list[Record],
+    dynamic: ConfigTopic,
+    author: tuple[str, str, str] = ("", "", ""),
 ) -> Outcome:
     """Answer the proxy's resources (``ours``: index -> (code, message), or DescribeConfigs entries), after writing
-    ``records`` when there are any; forward the rest and merge the broker's answers in request order."""
+    ``records`` when there are any (asked for by ``author``: principal, address, API; audited by the writer);
+    forward the rest and merge the broker's answers in request order."""
     resources = list(msg.resources)
 
     def result(i: int, outcome: Answer) -> dict[str, object]:
@@ -303,7 +299,7 @@ def answer_and_forward(
     if not records:
         return outcome(None)
     return Await(
-        start=lambda: dynamic.write(records),
+        start=lambda: dynamic.write(records, *author),
         then=lambda done: outcome(done if isinstance(done, BaseException) else None),
     )
 

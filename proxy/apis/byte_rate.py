@@ -96,7 +96,6 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
     if resolved.unlimited:
         return None
     version = header.api_version
-    quotas = scope.quotas
     # From v15 the replica id is in the body's tagged fields: the body is read whole and ``follower`` set on it
     # before the request goes upstream, so before its response comes back.
     tagged = version >= FETCH_REPLICA_STATE_SINCE
@@ -108,21 +107,19 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
         return FORWARD_AS_IS
 
     if fetch.shadow or resolved.shadow:  # shadow: counted and reported, nothing capped, trimmed or throttled
+        shadowed = Decisions()  # decided as the response goes: the leg accounts for it, the response path records it
 
         def record_only(response_size: int) -> Decision:
             if follower:
                 return FORWARD
             decision = fetch.record_and_decide(user, client_id, response_size)
-            # decided as the response goes: noted here, in the usage log's row when there is one (not plan data)
-            shadow_ms = quotas.shadows.note(CONSUMER_BYTE_RATE, decision, user, client_id)
-            if shadow_ms and scope.usage is not None:
-                scope.usage.for_request(session, header).shadow_throttle_ms += shadow_ms
+            shadowed.add(CONSUMER_BYTE_RATE, decision, header.client_id)
             return decision
 
         return Plan(
             action=BUFFER if tagged else STREAM,
             decide=note_follower if tagged else None,
-            leg=ResponseLeg(record_response=record_only),
+            leg=ResponseLeg(record_response=record_only, accounted=lambda later: shadowed.usage),
         )
 
     def budget() -> int:

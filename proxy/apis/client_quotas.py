@@ -56,15 +56,14 @@ from proxy.codec.messages import (
     new_response,
 )
 from proxy.codec.responses import encode_local_response
-from proxy.ops.audit import audited
 from proxy.session.session import Session
 from quota.managers.connection import CONNECTION_CREATION_RATE
 from quota.primitives.entity import DEFAULT
 
 if TYPE_CHECKING:
+    from config.dynamic import Record
     from config.model import ProxyConfig
-    from proxy.observers.dynamic_config import DynamicConfig
-    from proxy.ops.audit import Record
+    from proxy.apis.config_topic import ConfigTopic
 
 Part = tuple[str, "str | None"]  # one part of an entity: (entity type, name; None: the default)
 Wire = list[dict[str, "str | None"]]  # an entry's entity as the codec builds it
@@ -228,14 +227,8 @@ def plan_alter(scope: ConnectionScope, session: Session, header: RequestHeader) 
                     )
                 return answer(wire, results, throttle_time_ms)
 
-            to_write = audited(
-                dynamic.entries.entries,
-                records,
-                f"User:{session.user}",
-                session.peer_ip,
-                session.through("AlterClientQuotas"),
-            )
-            return Await(start=lambda: dynamic.write(to_write), then=written)
+            author = (f"User:{session.user}", session.peer_ip, session.through("AlterClientQuotas"))
+            return Await(start=lambda: dynamic.write(records, *author), then=written)  # audited by the writer
 
         if not any(theirs):
             return write()
@@ -318,7 +311,7 @@ def _entity_key(parts: Iterable[Message]) -> frozenset[tuple[str, str | None]]:
 
 
 def check(
-    dynamic: DynamicConfig,
+    dynamic: ConfigTopic,
     entries: Iterable[tuple[Iterable[Message], list[Message]]],
     failed: Sequence[tuple[int, str | None] | None] | None = None,
 ) -> tuple[list[tuple[int, str | None]], list[Record]]:

@@ -13,9 +13,10 @@ a request refused some of its topics counts as throttled even when the broker to
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Protocol
 from uuid import UUID
 
+from proxy.apis.response_leg import Account
+from proxy.apis.usage import NO_USAGE, Usage
 from proxy.codec.error_codes import NONE
 from proxy.codec.primitives import ZERO_UUID
 from proxy.codec.schema import Message
@@ -30,43 +31,35 @@ def topic_keys(name: str | None, topic_id: UUID | None = None) -> frozenset[Topi
     return frozenset(k for k in (name, topic_id) if k is not None and k != "" and k != ZERO_UUID)
 
 
-class MutationRow(Protocol):
-    """What a charge counts in: a usage-log row, or :class:`Unlogged`."""
-
-    partition_mutations: int
-
-
-class Unlogged:
-    """The row a charge counts in when no usage log is kept: nothing reads it."""
-
-    __slots__ = ("partition_mutations",)
-
-    def __init__(self) -> None:
-        self.partition_mutations = 0
-
-
 class Charges:
-    """The tokens one request took, per admitted topic, from its entity's bucket; and the usage-log row charged."""
+    """The tokens one request took, per admitted topic, from its entity's bucket; and what the usage log is to be
+    told of them, as data: what admission took (:attr:`usage`, recorded with the request's outcome), then what the
+    broker's answer changed (:meth:`accounted`, recorded by the response path)."""
 
-    __slots__ = ("_quotas", "_user", "_client_id", "_row", "_taken", "decided_ms", "refunded", "refused")
+    __slots__ = ("_quotas", "_user", "_client_id", "_taken", "decided_ms", "refunded", "refused", "_changed", "_later")
 
     def __init__(
         self,
         quotas: ControllerMutationQuotaManager,
         user: str,
         client_id: str,
-        row: MutationRow,
         taken: list[tuple[frozenset[TopicKey], int]],
         now_ms: int,
         refused: bool = False,
     ) -> None:
         self._quotas, self._user, self._client_id = quotas, user, client_id
         self.refused = refused  # some of the request's topics were refused (THROTTLING_QUOTA_EXCEEDED)
-        self._row = row  # proxy.ops.usage_log row: refunds come off the row that was charged
         self._taken = taken  # (the topic's keys, tokens taken), in request order
         self.decided_ms = now_ms
         self.refunded = 0
-        row.partition_mutations += self.total
+        self._changed = 0  # tokens charged more (+) or given back (-) since admission, not yet accounted for
+        self._later: Account | None = None  # once the response went out: records what changes after
+
+    @property
+    def usage(self) -> Usage:
+        """What admission charged, for the usage log's ``partition_mutations``."""
+        total = self.total
+        return Usage(partition_mutations=total) if total else NO_USAGE
 
     @property
     def total(self) -> int:
@@ -79,13 +72,25 @@ class Charges:
         """A count learnt from the answer (CreateTopics -1): take what admission could not."""
         if tokens > 0:
             self._quotas.record(self._user, self._client_id, tokens, now_ms)
-            self._row.partition_mutations += tokens
+            self._changed_by(tokens)
 
     def give_back(self, tokens: int, now_ms: int) -> None:
         if tokens > 0:
             self._quotas.refund(self._user, self._client_id, tokens, now_ms)
-            self._row.partition_mutations -= tokens
+            self._changed_by(-tokens)
             self.refunded += tokens
+
+    def _changed_by(self, tokens: int) -> None:
+        if self._later is not None:  # after the response: a count looked up off the request path
+            self._later(Usage(partition_mutations=tokens))
+        else:
+            self._changed += tokens
+
+    def accounted(self, later: Account) -> Usage:
+        """What the broker's answer changed of the charge (tokens given back are negative), for the usage log;
+        whatever changes after this (a count the proxy looks up once the response went out) goes to ``later``."""
+        changed, self._changed, self._later = self._changed, 0, later
+        return Usage(partition_mutations=changed) if changed else NO_USAGE
 
     def failed(self, results: Iterable[Message], now_ms: int) -> None:
         """Give back the tokens of every admitted topic the broker's results report with an error."""

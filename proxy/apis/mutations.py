@@ -40,7 +40,7 @@ from typing import Any, Generic, TypeVar
 from proxy.apis.decisions import Decisions
 from proxy.apis.internal_topics import Item
 from proxy.apis.metadata import look_up_topics
-from proxy.apis.mutation_charges import Charges, MutationRow, Unlogged, topic_keys
+from proxy.apis.mutation_charges import Charges, topic_keys
 from proxy.apis.plan import FORWARD_AS_IS, PASS, AnswerLocally, ConnectionScope, ForwardRequest, LookUp, Outcome, Plan
 from proxy.apis.response_leg import ResponseLeg
 from proxy.codec.apis import (
@@ -83,9 +83,6 @@ def _plan(scope: ConnectionScope, session: Session, header: RequestHeader, kind:
     if not quotas.enabled or quotas.resolve(session.user, client_id).unlimited:
         return PASS
     mutation = kind(scope, session, client_id, header.api_version, header.correlation_id)
-    table = scope.usage  # the row is looked up when counted: the table may have started a new interval meanwhile
-    if table is not None:
-        mutation.usage = lambda: table.for_request(session, header)
     return Plan(action=BUFFER, decide=mutation.decide)
 
 
@@ -96,8 +93,6 @@ class _Mutation(Generic[ItemT]):
     results_field: str  # the response's list of per-topic results
 
     looked_up = False  # the proxy's lookup has been answered: what is still unknown does not exist
-    # () -> the usage-log row of the request's entity (set by _plan when a usage log is kept)
-    usage: Callable[[], MutationRow] = Unlogged
     charges: Charges  # what admission took, per topic (set when decided)
 
     def __init__(
@@ -163,21 +158,23 @@ class _Mutation(Generic[ItemT]):
         if strict_mutation_quota(self.api_key, self.version):
             return self.strict(msg, items, counts)
         total = self.charge(items, counts, [True] * len(items))
+        charged = self.charges.usage
         decisions = Decisions()
         decisions.add(
             "controller_mutation_rate", self.quotas.record_and_decide(self.user, self.client_id, total), self.client_id
         )
-        return ForwardRequest(leg=self.leg(items), throttle=decisions.throttle, usage=decisions.usage)
+        return ForwardRequest(leg=self.leg(items), throttle=decisions.throttle, usage=decisions.usage + charged)
 
     def strict(self, msg: Message, items: list[ItemT], counts: list[int | None]) -> Outcome:
         admission = self.quotas.admit(self.user, self.client_id, counts)
         self.charge(items, counts, admission.admitted)
+        usage = self.charges.usage  # what admission took
         decisions = Decisions()
         if admission.throttle is not None:
             decisions.add("controller_mutation_rate", admission.throttle, self.client_id)
         throttle = decisions.throttle
         if throttle is None or admission.all_admitted:
-            return ForwardRequest(leg=self.leg(items), throttle=throttle, usage=decisions.usage)
+            return ForwardRequest(leg=self.leg(items), throttle=throttle, usage=usage + decisions.usage)
         admitted = [item for item, ok in zip(items, admission.admitted) if ok]
         rejected = [self.key(item) for item, ok in zip(items, admission.admitted) if not ok]
         message = (
@@ -204,7 +201,7 @@ class _Mutation(Generic[ItemT]):
             return AnswerLocally(
                 encode_local_response(self.api_key, self.version, self.correlation_id, response),
                 throttle=throttle,
-                usage=decisions.usage,
+                usage=usage + decisions.usage,
             )
         template = error_response(
             self.api_key, self.version, msg, NONE, item_errors=rejected_errors, error_message=message
@@ -236,21 +233,20 @@ class _Mutation(Generic[ItemT]):
             body=encode_request(self.api_key, self.version, msg),
             leg=ResponseLeg(rewrite=merge).then(self.leg(admitted)),
             throttle=throttle,
-            usage=decisions.usage,
+            usage=usage + decisions.usage,
         )
 
     def charge(self, items: list[ItemT], counts: list[int | None], admitted: Sequence[bool]) -> int:
         """Note what admission took per admitted topic (given back if the broker reports it failed); the total."""
         taken = [(topic_keys(*self.key(item)), count or 0) for item, count, ok in zip(items, counts, admitted) if ok]
         now = self.scope.quotas.clock.now_ms()
-        self.charges = Charges(
-            self.quotas, self.user, self.client_id, self.usage(), taken, now, refused=not all(admitted)
-        )
+        self.charges = Charges(self.quotas, self.user, self.client_id, taken, now, refused=not all(admitted))
         return self.charges.total
 
     def leg(self, items: list[ItemT]) -> ResponseLeg:
-        """What the broker's answer to the forwarded ``items`` goes through: learnt from, then the charge settled."""
-        return ResponseLeg(observe=self.learner(items), settle=self.settle)
+        """What the broker's answer to the forwarded ``items`` goes through: learnt from, then the charge settled;
+        what the answer changed of the charge, accounted for."""
+        return ResponseLeg(observe=self.learner(items), settle=self.settle, accounted=self.charges.accounted)
 
     def learner(self, items: list[ItemT]) -> Callable[[memoryview], None]:
         scope, version, api_key = self.scope, self.version, self.api_key

@@ -37,11 +37,10 @@ from proxy.enforcement.internal_topic_guard import NO_GUARD, InternalTopicGuard
 from quota.primitives.decision import Throttle, longest
 
 if TYPE_CHECKING:
+    from proxy.apis.config_topic import ConfigTopic
     from proxy.cluster.admin_address import AdminAddress
     from proxy.cluster.broker_ports import BrokerPorts
     from proxy.enforcement.quota_managers import QuotaManagers
-    from proxy.observers.dynamic_config import DynamicConfig
-    from proxy.ops.usage_table import UsageTable
 
 Decide = Callable[[memoryview], "Outcome"]
 
@@ -251,8 +250,7 @@ class ConnectionScope:
     cluster: BrokerPorts | None  # cluster mode: broker ports to rewrite addresses to; None in sidecar mode
     topics: Topics  # ids, partition counts, the default: proxy-wide, learnt from the brokers' answers (read here)
     quotas: QuotaManagers
-    usage: UsageTable | None = None  # the usage log's table, which the request path adds to (None: no usage log)
-    client_quotas: DynamicConfig | None = None  # Describe/AlterClientQuotas served by the proxy, when configured
+    client_quotas: ConfigTopic | None = None  # Describe/AlterClientQuotas served by the proxy, when configured
     guard: InternalTopicGuard = NO_GUARD  # who may write the proxy's internal topics (NO_GUARD: nothing guarded)
     counts: CreatedCounts = NO_LOOKUPS  # the counts of topics created with -1 whose answer said none (v4), looked up
     tokens: TokenOwners = NO_TOKEN_OWNERS  # delegation tokens' owners, looked up (NO_TOKEN_OWNERS: none, refused)

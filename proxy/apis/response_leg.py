@@ -4,7 +4,8 @@ A request's plan (:class:`proxy.apis.Plan`, at its header) and its outcome (:cla
 on its body) each own the leg the broker's answer must go through on its way back: observers that learn from it
 (SASL outcomes, partition counts, producer ids), rewrites (broker addresses, the items the proxy kept back), the
 consumer byte rate charged on the size the client gets, a settlement of the throttle from what the broker did
-(KIP-599 refunds). :class:`ResponseLeg` holds them; :meth:`ResponseLeg.then` is the one way two legs combine,
+(KIP-599 refunds), and what all that accounted for, as data (:class:`~proxy.apis.usage.Usage`: tokens given back,
+a shadow throttle) that the response path records. :class:`ResponseLeg` holds them; :meth:`ResponseLeg.then` is the one way two legs combine,
 so a stage added next month cannot be dropped by a copy. The response path runs a leg once, on the whole
 response (:meth:`ResponseLeg.run`); a response whose request has :data:`NO_LEG` and no throttle streams through.
 
@@ -17,12 +18,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from proxy.apis.usage import Usage
 from quota.primitives.decision import Decision, Throttle, combined, is_applied, longest
 
 Rewrite = Callable[[memoryview], "bytes | None"]
 Observe = Callable[[memoryview], None]
 Settle = Callable[[Throttle], Throttle]
 Charge = Callable[[int], Decision]
+Account = Callable[[Usage], None]  # records usage learnt only after the response went out
+Accounted = Callable[[Account], Usage]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,10 +41,15 @@ class ResponseLeg:
     settle: Settle | None = None
     # the proxy's own lookup: takes the answer's body; the answer never goes to the client
     lookup: Callable[[memoryview], None] | None = None
+    # once the leg ran: what it accounted for (KIP-599 tokens given back or charged more, a shadow consumer
+    # throttle), as data the response path records; given where to record what is learnt only later (a count the
+    # proxy looks up after the response went out)
+    accounted: Accounted | None = None
 
     def then(self, more: ResponseLeg) -> ResponseLeg:
         """This leg, then ``more``: observers both, in order, on the broker's body; ``more``'s rewrite applied to
-        what this one produced; both response records charged (the longest throttle wins); settlements in turn."""
+        what this one produced; both response records charged (the longest throttle wins); settlements in turn; what both
+        accounted for, added."""
         if more is NO_LEG:
             return self
         if self is NO_LEG:
@@ -52,6 +61,7 @@ class ResponseLeg:
             rewrite=_chained(self.rewrite, more.rewrite),
             record_response=_charged(self.record_response, more.record_response),
             settle=_settled(self.settle, more.settle),
+            accounted=_added(self.accounted, more.accounted),
         )
 
     def run(
@@ -118,3 +128,13 @@ def _settled(first: Settle | None, second: Settle | None) -> Settle | None:
         return second(first(throttle))
 
     return settled
+
+
+def _added(first: Accounted | None, second: Accounted | None) -> Accounted | None:
+    if first is None or second is None:
+        return first or second
+
+    def added(later: Account) -> Usage:
+        return first(later) + second(later)
+
+    return added

@@ -1,5 +1,6 @@
-"""What a request's plan accounts for, as data: the request path records it once (:mod:`proxy.connection.request_path`),
-in the usage log's row of the request's entity and in the shadow throttles' count; handlers write nothing.
+"""What a request's plan, its outcome and its response leg account for, as data: the connection records each once
+(:class:`proxy.connection.request_path.Accounting`: the request path a plan's and an outcome's, the response path a
+leg's), in the usage log's row of the request's entity and in the shadow throttles' count; handlers write nothing.
 
 Several stages' usage adds up as their plans combine (:meth:`proxy.apis.plan.Plan.then`): new producer ids and
 partition mutations are summed; the shadow throttle is the longest any stage would have applied, as applied throttles

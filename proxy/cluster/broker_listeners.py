@@ -17,8 +17,8 @@ from proxy.enforcement.proxy_quotas import ProxyQuotas
 
 log = logging.getLogger(__name__)
 
-# a listener's context: (listener name, where its connections go, what they share) -> the context
-MakeContext = Callable[[str, Callable[[], tuple[Address, ...]], ConnectionScope], ListenerContext]
+# (listener name, where its connections go, what they share, the broker's node id) -> the context
+MakeContext = Callable[[str, Callable[[], tuple[Address, ...]], ConnectionScope, int], ListenerContext]
 
 
 class BrokerListeners:
@@ -48,16 +48,11 @@ class BrokerListeners:
         if key in self.listeners:
             return True
         # quota.scope broker: the broker's own byte-rate and producer-id managers (made with its first port)
-        own = self._scopes[lc.name]  # its usage log rows name the broker
-        scope = dataclasses.replace(
-            own,
-            quotas=self._quotas.for_broker(node_id),
-            usage=None if own.usage is None else own.usage.for_broker(node_id),
-        )
+        scope = dataclasses.replace(self._scopes[lc.name], quotas=self._quotas.for_broker(node_id))
         cluster = scope.cluster
         assert cluster is not None  # a cluster-mode listener's scope has its broker ports
         listener = Listener(
-            self._make_context(lc.name, lambda: cluster.upstream_for(node_id), scope),
+            self._make_context(lc.name, lambda: cluster.upstream_for(node_id), scope, node_id),
             lc.bind.host,
             cluster.port_for(node_id),
             self._reuse_port,

@@ -16,6 +16,7 @@ from proxy.connection.descriptors import DescriptorBudget
 from proxy.connection.open_gate import OpenGate
 from proxy.ground.logs import LogLimiter
 from proxy.ops.metrics import ProxyMetrics
+from proxy.ops.usage_table import NO_USAGE, UsageTable
 from quota.managers.connection import ConnectionQuotas
 from quota.primitives.clock import Clock
 
@@ -53,6 +54,7 @@ class ListenerContext:
     descriptors: DescriptorBudget = field(default_factory=lambda: DescriptorBudget(set()))  # RLIMIT_NOFILE headroom
     response_timeout_ns: int = 300_000 * 1_000_000  # upstream.response.timeout.ms
     idle_timeout_ns: int = 600_000 * 1_000_000  # connections.max.idle.ms
+    usage: UsageTable = NO_USAGE  # the usage log's table (a broker port's view in cluster mode); NO_USAGE: no log
 
 
 FRAME_ERROR_LOG = LogLimiter()  # one frame-error line per client address and direction every 10 s

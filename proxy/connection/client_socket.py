@@ -80,6 +80,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             response_timeout_ns=ctx.response_timeout_ns,
             idle_timeout_ns=ctx.idle_timeout_ns,
             client_state=lambda: client_state(self.transport),
+            usage=ctx.usage,
         )
         self.flow = self.core.flow
         self.splices.attach_core(self.core)

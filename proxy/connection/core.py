@@ -27,9 +27,9 @@ from proxy.codec.header import MAX_HEADER_BYTES, parse_raw_sasl_request, parse_r
 from proxy.codec.produce_prefix import parse_request_prefix
 from proxy.connection.flow import Flow
 from proxy.connection.presence import PRESENT
-from proxy.connection.request_path import RequestPath
+from proxy.connection.request_path import Accounting, RequestPath
 from proxy.connection.response_path import ResponsePath
-from proxy.ops.usage_table import NO_USAGE
+from proxy.ops.usage_table import NO_USAGE, UsageTable
 from proxy.session.session import Session
 
 _NOTHING = memoryview(b"")
@@ -44,11 +44,6 @@ class State:
     deadline: int | None  # call step() again at this time (the connection's clock, ns), or None
     drained: bool  # draining and everything answered: close
     overdue: str | None = None  # past a timeout (Flow.overdue's names): close
-
-
-def usage_recorder(scope: ConnectionScope | None, session: Session):
-    """What the connection's paths add to the usage log through (a do-nothing recorder when none is configured)."""
-    return (NO_USAGE if scope is None or scope.usage is None else scope.usage).recorder(session)
 
 
 class ConnectionCore:
@@ -81,14 +76,16 @@ class ConnectionCore:
         response_timeout_ns: int = 0,
         idle_timeout_ns: int = 0,
         client_state: Callable[[], str] = lambda: PRESENT,
+        usage: UsageTable = NO_USAGE,
     ) -> None:
         self._write_client = write_client
         self._client_state = client_state  # asks the kernel whether the client is still connected (presence)
         self._write_broker = write_broker
         self.flow = Flow(max_inflight, response_timeout_ns, idle_timeout_ns)
         self.flow.timeouts.start(clock())  # the idle timeout runs from the connection's start
-        usage = usage_recorder(scope, session)
-        self.responses = ResponsePath(self.flow, write_client, clock, api_metrics, usage, session)
+        recorder = usage.recorder(session)  # what the paths add to the usage log through (NO_USAGE: nothing kept)
+        account = Accounting(recorder, scope, session)  # what plans, outcomes and legs accounted for, recorded
+        self.responses = ResponsePath(self.flow, write_client, clock, api_metrics, recorder, session, account)
         self.requests = RequestPath(
             self.flow,
             scope,
@@ -97,8 +94,9 @@ class ConnectionCore:
             api_metrics,
             clock,
             planner,
-            usage,
+            recorder,
             None if spawn is None else self._spawning(spawn),
+            account,
         )
         # QuotaManagers.reads_produce_prefix, read for every request as two plain loads (a property call costs the
         # pass-through path): the internal topics are fixed for the port, the producer-id quota follows the table

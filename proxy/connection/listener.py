@@ -92,9 +92,7 @@ class Listener:
                 conn.close()
                 raise
             ip = peer_ip(peer)
-            usage = ctx.scope.usage
-            if usage is not None:
-                usage.row(ctx.name, ip, None, None, None).connections_opened += 1
+            ctx.usage.row(ctx.name, ip, None, None, None).connections_opened += 1  # NO_USAGE: kept nowhere
             self._act(quotas.admit(ctx.name, ip, clock.now_ms()), conn, peer, ip)
 
     def _act(self, decision: Admit | Hold | Close, conn: socket.socket, peer, ip: str) -> None:

@@ -24,11 +24,28 @@ from proxy.codec.frame import BUFFER, STREAM, Action
 from proxy.codec.header import RequestHeader
 from proxy.connection.flow import Flow
 from proxy.connection.inflight import InFlight
-from proxy.ops.usage_table import NO_USAGE_RECORDER
+from proxy.ops.usage_table import NO_USAGE_RECORDER, UsageRecorder
 from proxy.session.session import Session
 from quota.primitives.decision import Throttle
 
 _INT32 = struct.Struct(">i")
+
+
+class Accounting:
+    """What a plan, an outcome or a response leg accounted for, recorded once: the usage log's row of the request's
+    entity, and the shadow throttles' count (and log) for each decision computed but not applied. Both paths of a
+    connection record through one; it holds neither, so a closed connection is freed without the cycle collector."""
+
+    __slots__ = ("_usage", "_scope", "_session")
+
+    def __init__(self, usage: UsageRecorder, scope: ConnectionScope, session: Session) -> None:
+        self._usage, self._scope, self._session = usage, scope, session
+
+    def __call__(self, header: RequestHeader, usage: Usage) -> None:
+        self._usage.planned(header, usage)
+        shadows, user = self._scope.quotas.shadows, self._session.user
+        for note in usage.shadows:
+            shadows.note(note.quota, note.decision, user, note.client_id)
 
 
 class RequestPath:
@@ -50,6 +67,7 @@ class RequestPath:
         "_dropped",
         "_gone",
         "answered_locally",
+        "account",
     )
 
     def __init__(
@@ -63,7 +81,10 @@ class RequestPath:
         planner=plan_request,
         usage=NO_USAGE_RECORDER,
         spawn=None,
+        account: Accounting | None = None,
     ) -> None:
+        # records what plans and outcomes (and, given to the response path, response legs) accounted for
+        self.account = Accounting(usage, scope, session) if account is None else account
         self._spawn = spawn  # (start, done): runs start() off the request path, then done(result) (Await outcomes)
         self._usage = (
             usage  # what the usage log is told (proxy.ops.usage_log.UsageRecorder; does nothing without a log)
@@ -98,7 +119,7 @@ class RequestPath:
             inflight.add(header, self._clock())
             return STREAM
         if plan.usage is not NO_USAGE:
-            self._account(header, plan.usage)
+            self.account(header, plan.usage)
         if plan.local_response is not None:
             if header.expects_response:
                 inflight.add_local(header, self._clock(), plan.local_response)
@@ -156,7 +177,7 @@ class RequestPath:
             self._hold(header, frame, entry, outcome, abandon)
             return
         if outcome.usage is not NO_USAGE:
-            self._account(header, outcome.usage)
+            self.account(header, outcome.usage)
         if isinstance(outcome, AnswerLocally):
             if entry is None:  # acks=0 to a broker known not to answer: no answer, but its throttle mutes now
                 if outcome.throttle is not None:
@@ -254,14 +275,6 @@ class RequestPath:
         flow.frame_ended()
         if flow.inflight.probe_wanted:
             self._forward(flow.inflight.probe(self._clock()))
-
-    def _account(self, header: RequestHeader, usage: Usage) -> None:
-        """What a plan or an outcome accounted for, recorded once: the usage log's row of the request's entity, and
-        the shadow throttles' count (and log) for each decision computed but not applied."""
-        self._usage.planned(header, usage)
-        shadows, user = self._scope.quotas.shadows, self._session.user
-        for note in usage.shadows:
-            shadows.note(note.quota, note.decision, user, note.client_id)
 
     def _throttle(self, header: RequestHeader, entry: InFlight | None, throttle: Throttle) -> None:
         """The flow takes the throttle: it goes with the response (counted in the usage log there), or, with no

@@ -14,6 +14,11 @@ throttle settled; the throttle is merged into ``throttle_time_ms`` and acted on 
 version, as Kafka's broker does. Answers the proxy makes itself go out once every request before them has been
 answered. A response to an ``acks=0`` Produce, to the proxy's own probe or to its own lookup reaches no client.
 
+What a response's leg accounted for (KIP-599 tokens given back, a shadow consumer throttle: data, never written by the
+planning code) is recorded where the leg ran, through the connection's one accounting
+(:class:`~proxy.connection.request_path.Accounting`), even when the response then fails to be rewritten; what
+it learns only later (a count looked up after the response went out) is recorded the same way when it comes.
+
 Every response the client gets is accounted once, by :meth:`ResponsePath._answered` (its bytes to the API's
 metrics and the usage log, its latency), when its last byte has been handed over: streamed, buffered or the
 proxy's own. A dropped response, or the answer to a lookup, is not a response to a client and is not counted.
@@ -25,9 +30,10 @@ import struct
 from collections.abc import Callable
 
 from proxy.apis.response_leg import NO_LEG
+from proxy.apis.usage import Usage
 from proxy.codec.errors import ProtocolError
 from proxy.codec.frame import BUFFER, DROP, STREAM, Action
-from proxy.codec.header import ResponseHeader, response_header_length
+from proxy.codec.header import RequestHeader, ResponseHeader, response_header_length
 from proxy.codec.throttle import merge_throttle
 from proxy.connection.flow import Flow
 from proxy.connection.inflight import InFlight
@@ -49,6 +55,7 @@ class ResponsePath:
         "dropping_since_ns",
         "_usage",
         "_session",
+        "_account",
     )
 
     def __init__(
@@ -59,7 +66,9 @@ class ResponsePath:
         api_metrics: Callable[[int], object],
         usage=NO_USAGE_RECORDER,
         session=None,
+        account: Callable[[RequestHeader, Usage], None] = lambda header, usage: None,
     ) -> None:
+        self._account = account  # records what a response leg accounted for (request_path.Accounting)
         self._session = session  # whose SASL exchange raw token responses belong to
         self._usage = (
             usage  # what the usage log is told (proxy.ops.usage_log.UsageRecorder; does nothing without a log)
@@ -148,6 +157,9 @@ class ResponsePath:
                 body = merged if merged is not None else body
         except ValueError as exc:  # the rewritten message cannot be encoded in the client's version
             raise ProtocolError(f"cannot rewrite {request.api_key} v{request.api_version} response: {exc}") from None
+        finally:
+            if leg.accounted is not None:  # as the leg ran: the bucket and the usage log agree whatever follows
+                self._account(request, leg.accounted(lambda usage: self._account(request, usage)))
         if body is not None:
             frame = _INT32.pack(header_length - 4 + len(body)) + bytes(frame[4:header_length]) + body
         self._sent = len(frame)

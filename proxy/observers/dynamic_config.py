@@ -17,7 +17,8 @@ after 1 s, then at longer intervals up to RETRY_S. A deleted topic takes its ent
 beginning (:class:`proxy.observers.following.TopicReader` notices). ``dynamic_config_lag_records`` and
 ``dynamic_config_last_read_age_seconds`` show how far behind it is.
 
-Writes (AlterClientQuotas served by the proxy) go through :meth:`DynamicConfig.write`, which creates the topic
+Writes (AlterClientQuotas and IncrementalAlterConfigs served by the proxy) go through :meth:`DynamicConfig.write`,
+which audits them (:mod:`proxy.ops.audit`: who, from where, before and after) and creates the topic
 (``cleanup.policy=compact``) when it is missing. Every request to the cluster goes through
 :mod:`proxy.cluster.kafka_clients`.
 """
@@ -31,7 +32,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from config.dynamic import DynamicEntries, RecordError
+from config.dynamic import DynamicEntries, Record, RecordError
 from config.dynamic_source import DynamicConfigSource
 from config.dynamic_state import SKIP_REASONS, STEP, Batch, DynamicState, RecordSkipped
 from config.model import ProxyConfig
@@ -313,13 +314,15 @@ class DynamicConfig:
 
     # -- writing ------------------------------------------------------------------------------------------------
 
-    async def write(self, records: list[AuditedRecord]) -> None:
-        """Append records (key, JSON value or None for a tombstone, the audit header: :func:`proxy.ops.audit.audited`)
-        to the topic, creating it when missing; raises
-        on failure, bounded by WRITE_TIMEOUT_S (the caller answers with an error; the next write starts afresh)."""
+    async def write(self, records: list[Record], principal: str, address: str, via: str) -> None:
+        """Append records (key, JSON value or None for a tombstone) that ``principal`` at ``address`` asked for
+        through the API ``via``, each audited (logged, and given its audit header: :func:`proxy.ops.audit.audited`),
+        to the topic, creating it when missing; raises on failure, bounded by WRITE_TIMEOUT_S (the caller answers
+        with an error; the next write starts afresh)."""
+        audited = audit.audited(self.entries.entries, records, principal, address, via)
         # in the context the follower started in, not the requesting client's: the proxy's own clients are routed
         # (proxy.cluster.own_clients.ROUTE) straight to the broker behind a sidecar
-        write = asyncio.get_running_loop().create_task(self._write(records), context=self._context.copy())
+        write = asyncio.get_running_loop().create_task(self._write(audited), context=self._context.copy())
         try:
             await wait_for(write, WRITE_TIMEOUT_S)
         except Exception:

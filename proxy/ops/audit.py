@@ -15,6 +15,7 @@ import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 
+from config.dynamic import Record
 from proxy.ground.logs import AUDIT_LOGGER
 
 AUDIT_HEADER = "kafka-quota-proxy-audit"
@@ -22,7 +23,6 @@ AUDIT_HEADER = "kafka-quota-proxy-audit"
 log = logging.getLogger(AUDIT_LOGGER)
 follow_log = logging.getLogger("kafka_quota_proxy.dynamic_config")
 
-Record = tuple[bytes, "bytes | None"]
 AuditedRecord = tuple[bytes, "bytes | None", list[tuple[str, bytes]]]
 
 

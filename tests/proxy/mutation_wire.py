@@ -20,6 +20,7 @@ from proxy.codec.messages import (
 )
 from proxy.connection.core import ConnectionCore
 from proxy.enforcement.proxy_quotas import ProxyQuotas
+from proxy.ops.usage_table import UsageTable
 from quota.primitives.clock import ManualClock
 from tests.fakes import NULL_API_METRICS
 
@@ -44,6 +45,7 @@ class Wire:
         )
         self.to_client = bytearray()
         self.to_broker = bytearray()
+        self.usage = UsageTable()  # the usage log's table
         self.core = ConnectionCore(
             self.scope,
             session(),
@@ -54,7 +56,12 @@ class Wire:
             write_broker=self.to_broker.extend,
             clock=lambda: self.clock.now_ms() * 1_000_000,
             api_metrics=lambda key: NULL_API_METRICS,
+            usage=self.usage,
         )
+
+    def logged(self, api_key=CREATE_TOPICS):
+        """The usage log's partition_mutations of the client admin's ``api_key`` requests in this interval."""
+        return self.usage.row("L", "127.0.0.1", "ANONYMOUS", "admin", api_key).partition_mutations
 
     def send(self, api_key, version, corr, **fields):
         body = encode_request(api_key, version, new_request(api_key, version, **fields))

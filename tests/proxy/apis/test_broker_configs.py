@@ -43,16 +43,18 @@ class FakeDynamic:
     def __init__(self, base, fail: BaseException | None = None) -> None:
         self.base, self.current, self.entries = base, base, DynamicEntries()
         self.written: list = []
+        self.authors: list = []
         self.fail = fail
 
     def take(self, key: bytes, value: bytes | None) -> None:
         self.entries = self.entries.with_record(self.base, key, value)
         self.current = effective(self.base, self.entries)
 
-    async def write(self, records) -> None:
+    async def write(self, records, principal: str, address: str, via: str) -> None:
         if self.fail is not None:
             raise self.fail
-        self.written += [(key, value) for key, value, _ in records]
+        self.written += records
+        self.authors.append((principal, address, via))  # whom the writer audits them as
 
     def write_failure(self, exc: BaseException) -> str:
         return f"the config topic could not be written: {exc}"
@@ -144,6 +146,7 @@ def test_an_admin_sets_and_deletes_proxy_settings_written_as_the_proxy_wide_reco
             ).encode(),
         )
     ]
+    assert dynamic.authors == [("User:admin", "10.0.0.1", "IncrementalAlterConfigs")]
     dynamic.take(*dynamic.written[-1])
     run(
         decide(

@@ -24,6 +24,7 @@ from proxy.codec.messages import (
 )
 from proxy.codec.produce_prefix import parse_request_prefix
 from proxy.enforcement.proxy_quotas import ProxyQuotas
+from proxy.ops.audit import audited
 
 BOTH = {DESCRIBE_CLIENT_QUOTAS: (0, 1), ALTER_CLIENT_QUOTAS: (0, 1)}
 
@@ -36,7 +37,9 @@ class FakeDynamic:
         self.written: list = []
         self.headers: list = []  # each record's audit header (proxy.ops.audit)
 
-    async def write(self, records) -> None:
+    async def write(self, records, principal: str, address: str, via: str) -> None:
+        """As DynamicConfig.write: each record audited (logged, and given its header) with what it replaces."""
+        records = audited(self.entries.entries, records, principal, address, via)
         self.written += [(key, value) for key, value, _ in records]
         self.headers += [dict(headers) for _, _, headers in records]
         for key, value, _ in records:

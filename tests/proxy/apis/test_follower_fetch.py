@@ -65,7 +65,7 @@ class Wire:
             }
         )
         self.usage = UsageTable()
-        self.scope = ConnectionScope(None, Topics(), ProxyQuotas(config, self.clock).home, usage=self.usage)
+        self.scope = ConnectionScope(None, Topics(), ProxyQuotas(config, self.clock).home)
         self.to_client = bytearray()
         self.to_broker = bytearray()
         self.core = ConnectionCore(
@@ -78,6 +78,7 @@ class Wire:
             write_broker=self.to_broker.extend,
             clock=self.now_ns,
             api_metrics=lambda key: NULL_API_METRICS,
+            usage=self.usage,
         )
 
     def now_ns(self) -> int:

@@ -72,9 +72,11 @@ def test_strict_partial_admission_whose_admitted_topics_all_failed_reports_no_th
     wire = Wire(rate=1, num=10)
     ((forwarded, body),) = ask(wire, 7, 1, create("x", 10), create("y", 10), create("z", 10))
     assert [t.name for t in body.topics] == ["x", "y"]
+    assert wire.logged() == 20  # the usage log: what admission took
     wire.answer(
         forwarded, topics=[{"name": n, "error_code": TOPIC_ALREADY_EXISTS, "num_partitions": -1} for n in ("x", "y")]
     )
+    assert wire.logged() == 0  # and what the broker's answer gave back
     ((corr, response),) = wire.client_responses(CREATE_TOPICS, 7)
     assert [(t.name, t.error_code) for t in response.topics] == [("x", 36), ("y", 36), ("z", THROTTLED)]
     assert response.throttle_time_ms == 0
@@ -230,13 +232,14 @@ def test_num_partitions_minus_one_on_v4_before_any_default_is_charged_the_count_
         forwarded, topics=[{"name": "a", "error_code": 0}, {"name": "gone", "error_code": TOPIC_ALREADY_EXISTS}]
     )
     assert [name for name, _ in counts.wanted] == ["a"]
-    counts.wanted.pop()[1](3)
-    assert tokens(wire) == 97 and wire.scope.topics.default_partitions == 3
+    assert wire.logged() == 0
+    counts.wanted.pop()[1](3)  # after the response went out: the usage log counts it too
+    assert tokens(wire) == 97 and wire.scope.topics.default_partitions == 3 and wire.logged() == 3
     ((forwarded, _),) = ask(wire, 4, 2, create("b", -1))
-    assert tokens(wire) == 94  # the learnt default, at admission
+    assert tokens(wire) == 94 and wire.logged() == 6  # the learnt default, at admission
     wire.answer(forwarded, topics=[{"name": "b", "error_code": 0}])
     counts.wanted.pop()[1](5)  # the broker's default changed: 5 created, 5 charged in all
-    assert tokens(wire) == 92 and wire.scope.topics.default_partitions == 5
+    assert tokens(wire) == 92 and wire.scope.topics.default_partitions == 5 and wire.logged() == 8
 
 
 def test_num_partitions_minus_one_on_v4_whose_count_cannot_be_learnt_is_charged_the_fallback():

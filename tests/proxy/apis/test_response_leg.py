@@ -7,6 +7,7 @@ import pytest
 
 from proxy.apis import PASS, ForwardRequest, Plan
 from proxy.apis.response_leg import NO_LEG, ResponseLeg
+from proxy.apis.usage import Usage
 from quota.primitives.decision import FORWARD, Throttle
 
 
@@ -17,6 +18,7 @@ def test_a_plan_and_its_outcome_combine_with_every_stage_kept():
             observe=lambda body: calls.append(("plan observes", bytes(body))),
             rewrite=lambda body: bytes(body) + b"+plan",
             record_response=lambda n: calls.append(("charged", n)) or Throttle(30, 30),
+            accounted=lambda later: Usage(partition_mutations=2),
         )
     )
     outcome = ForwardRequest(
@@ -24,6 +26,7 @@ def test_a_plan_and_its_outcome_combine_with_every_stage_kept():
             observe=lambda body: calls.append(("outcome observes", bytes(body))),
             rewrite=lambda body: bytes(body) + b"+outcome",
             settle=lambda t: calls.append(("settled", t.throttle_time_ms)) or Throttle(10, 10),
+            accounted=lambda later: later(Usage(new_producer_ids=1)) or Usage(partition_mutations=-1),
         )
     )
     leg = plan.leg.then(outcome.leg)
@@ -37,6 +40,9 @@ def test_a_plan_and_its_outcome_combine_with_every_stage_kept():
         ("settled", 30),
     ]  # the longest of the request's and the charge's, then settled
     assert throttle == Throttle(10, 10)
+    later: list[Usage] = []
+    assert leg.accounted(later.append) == Usage(partition_mutations=1)  # both legs' usage, added
+    assert later == [Usage(new_producer_ids=1)]  # what one learns after the response, handed where it is recorded
 
 
 def test_no_leg_is_the_identity_and_what_nothing_needs():

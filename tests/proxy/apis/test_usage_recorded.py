@@ -31,7 +31,7 @@ def _planner(scope, session, header):
 def test_plan_and_outcome_usage_recorded_once_by_the_request_path():
     config = parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}]})
     quotas, table = ProxyQuotas(config), UsageTable()
-    scope = ConnectionScope(None, Topics(), quotas.home, usage=table)
+    scope = ConnectionScope(None, Topics(), quotas.home)
     core = ConnectionCore(
         scope,
         Session("L", "127.0.0.1"),
@@ -43,6 +43,7 @@ def test_plan_and_outcome_usage_recorded_once_by_the_request_path():
         clock=lambda: 1_000_000,
         api_metrics=lambda key: NULL_API_METRICS,
         planner=_planner,
+        usage=table,
     )
     for corr, api_key in enumerate((PRODUCE, PRODUCE, CREATE_TOPICS, LIST_OFFSETS)):
         core.client_bytes(memoryview(frame(encode_request_header(api_key, 3, corr, "etl") + bytes(8))))
