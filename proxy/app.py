@@ -13,9 +13,9 @@ from config.admin_listener import admin_listener_warnings
 from config.model import ProxyConfig
 from config.own_clients import own_client_warnings
 from proxy.apis import ConnectionScope
+from proxy.broker_listeners import BrokerListeners
 from proxy.cluster import own_clients
 from proxy.cluster.admin_address import AdminAddress
-from proxy.cluster.broker_listeners import BrokerListeners
 from proxy.cluster.broker_ports import BrokerPorts
 from proxy.cluster.created_counts import CreatedCounts
 from proxy.cluster.discovery import BrokerDiscovery
@@ -29,10 +29,10 @@ from proxy.connection.listener import Listener
 from proxy.connection.open_gate import OpenGate
 from proxy.enforcement.internal_topic_guard import InternalTopicGuard
 from proxy.enforcement.proxy_quotas import ProxyQuotas
+from proxy.ground.identity import proxy_id
 from proxy.ground.quiet import quiet
 from proxy.ground.tasks import cancel_and_wait
 from proxy.housekeeping import housekeep
-from proxy.identity import proxy_id
 from proxy.listener_contexts import ListenerContexts
 from proxy.ops.connection_metrics import ConnectionMetricsCollector
 from proxy.ops.connection_state import ConnectionStateCollector

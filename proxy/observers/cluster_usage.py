@@ -29,9 +29,9 @@ from prometheus_client import Counter, Gauge
 
 from proxy.cluster.kafka_clients import OwnKafka, start_client, stop_client
 from proxy.ground.clock import WallClock
+from proxy.ground.identity import proxy_id
 from proxy.ground.quiet import quiet
 from proxy.ground.tasks import cancel_all, wait_for
-from proxy.identity import proxy_id
 from proxy.observers.following import CALL_TIMEOUT_S
 from proxy.observers.freezing import dispose, frozen_as_made
 from proxy.observers.usage_follower import CLIENT_ID, REQUEST_OVERHEAD_BYTES, UsageFollower

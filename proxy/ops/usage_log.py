@@ -10,7 +10,7 @@ every field (``null`` where not known), and says where it came from and under wh
      "connections_opened": 0, "held_ms": 350, "throttles": 2, "quota_rate": 1048576.0, "observed_rate_sum": 2150000.0,
      "proxy": "broker-1.internal:9092", "broker": null, "scope": "broker"}
 
-``time`` is the end of the interval (epoch seconds). ``proxy`` is the proxy's id (:mod:`proxy.identity`; the
+``time`` is the end of the interval (epoch seconds). ``proxy`` is the proxy's id (:mod:`proxy.ground.identity`; the
 workers of one proxy share it), ``broker`` the node id of the broker whose port the connection came in on in
 cluster mode (``null`` on the bootstrap port and on a sidecar, which fronts one broker), ``scope`` the
 ``quota.scope`` in force: what the planner needs to recommend per broker or per cluster (analytics/README.md).

@@ -23,9 +23,9 @@ from collections.abc import Callable
 from config.model import ProxyConfig
 from proxy.cluster import own_clients
 from proxy.cluster.kafka_clients import OwnKafka
+from proxy.ground.identity import proxy_id
 from proxy.ground.quiet import quiet
 from proxy.ground.tasks import cancel_all
-from proxy.identity import proxy_id
 from proxy.observers.cluster_usage import ClusterUsage
 from proxy.workers.frames import USAGE, pack
 from quota.sharing.remote_usage import RECORD_STEP
