@@ -156,6 +156,7 @@ def _volume() -> dict:
             "missing_data_action": {"enum": [PAUSE, OPEN]},
             "produce_base_rate": number(1),
             "pause_delay_ms": number(0, integer=True),
+            "paused_group_metadata_max_bytes": number(0, integer=True),
             "max_record_bytes": number(1024, integer=True),
             "max_volumes_per_snapshot": number(1, integer=True),
             "metrics_top_volumes": number(0, integer=True),

@@ -8,6 +8,7 @@ volume_usage:
   missing_data_action: PAUSE         # or OPEN
   produce_base_rate: 10485760        # bytes/s scaled by the factor where no per-entity produce quota applies
   pause_delay_ms: 1000               # how long a paused produce is held before its retriable error
+  paused_group_metadata_max_bytes: 65536  # at PAUSE: a member's JoinGroup metadata, each SyncGroup assignment
   max_record_bytes: 1048576          # a bigger volume-usage record (key + value) is skipped unread
   max_volumes_per_snapshot: 10000    # a snapshot listing more volumes is skipped
   metrics_top_volumes: 10            # per-volume metrics for the N volumes nearest their hard limit only
@@ -37,6 +38,7 @@ VOLUME_KEYS = (
     "missing_data_action",
     "produce_base_rate",
     "pause_delay_ms",
+    "paused_group_metadata_max_bytes",
     "max_record_bytes",
     "max_volumes_per_snapshot",
     "metrics_top_volumes",
@@ -75,6 +77,7 @@ class VolumeUsageConfig:
     missing_data_action: str = PAUSE
     produce_base_rate: float = 10485760
     pause_delay_ms: int = 1000
+    paused_group_metadata_max_bytes: int = 65536
     max_record_bytes: int = 1_048_576
     max_volumes_per_snapshot: int = 10_000
     metrics_top_volumes: int = 10
@@ -164,6 +167,7 @@ def parse_volume_usage(raw: Any, path: str) -> VolumeUsageConfig | None:
         pause_delay_ms=int(
             _number(m.get("pause_delay_ms", defaults.pause_delay_ms), f"{path}.pause_delay_ms", 0, integer=True)
         ),
+        paused_group_metadata_max_bytes=_integer(m, "paused_group_metadata_max_bytes", path, defaults, 0),
         max_record_bytes=_integer(m, "max_record_bytes", path, defaults, 1024),
         max_volumes_per_snapshot=_integer(m, "max_volumes_per_snapshot", path, defaults, 1),
         metrics_top_volumes=_integer(m, "metrics_top_volumes", path, defaults, 0),

@@ -51,6 +51,11 @@ DECODED = {
     # Writes to __consumer_offsets a tenant can fill with metadata: capped and charged (issue 44, T3).
     8: "OffsetCommit",
     28: "TxnOffsetCommit",
+    # What else a tenant can make the broker write, bounded at a volume's PAUSE: the group's record (its members'
+    # subscriptions and assignments) and transaction markers.
+    11: "JoinGroup",
+    14: "SyncGroup",
+    27: "WriteTxnMarkers",
 }
 MAX = 0x7FFF
 INT_TYPES = {"int8", "int16", "uint16", "int32", "int64"}

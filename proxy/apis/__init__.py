@@ -13,6 +13,7 @@ from proxy.apis import (
     addresses,
     api_versions,
     broker_configs,
+    broker_writes,
     byte_rate,
     client_quotas,
     internal_topics,
@@ -91,8 +92,9 @@ STAGES = (
     Stage("controller mutations", _wants(DELETE_TOPICS), mutations.plan_delete_topics),
     Stage("controller mutations", _wants(CREATE_PARTITIONS), mutations.plan_create_partitions),
     Stage("producer-id attribution", _wants(INIT_PRODUCER_ID), producer_ids.plan_init_producer_id),
-    # writes to __consumer_offsets: capped, charged
+    # what else makes the broker write (proxy.apis.broker_writes): capped, charged, bounded at PAUSE
     Stage("offset commits", _wants(OFFSET_COMMIT, TXN_OFFSET_COMMIT), offset_commits.plan_offset_commit),
+    Stage("group records and transaction markers", broker_writes.WRITES, broker_writes.plan_write),
     # served by the proxy with a dynamic config
     Stage("client quotas", _wants(DESCRIBE_CLIENT_QUOTAS), client_quotas.plan_describe),
     Stage("client quotas", _wants(ALTER_CLIENT_QUOTAS), client_quotas.plan_alter),

@@ -13,53 +13,46 @@ proxy at PAUSE, under a 100 kB/s ``producer_byte_rate``. So:
   Produce's are, and the throttle that gives is reported and muted; at PAUSE, where no ``producer_byte_rate``
   applies, against the volume's ``produce_base_rate`` (what a refused produce is charged against).
 
-A commit whose frame is no longer than the cap cannot carry metadata over it and is not decoded.
+A commit whose frame is no longer than the cap cannot carry metadata over it and is not decoded. The rule for every
+request that makes the broker write, this one's included, is :mod:`proxy.apis.broker_writes`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
+from typing import TYPE_CHECKING
 from uuid import UUID
 
-from proxy.apis.decisions import Decisions
+from proxy.apis.broker_writes import charged, counted_refusal, offset_metadata_bound, paused
 from proxy.apis.plan import FORWARD_AS_IS, PASS, AnswerLocally, ConnectionScope, ForwardRequest, Outcome, Plan
 from proxy.apis.response_leg import ResponseLeg
-from proxy.apis.usage import NO_USAGE
 from proxy.codec.error_codes import NONE, OFFSET_METADATA_TOO_LARGE
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import Message, decode_request, decode_response, encode_request, encode_response
 from proxy.codec.responses import encode_local_response, error_response
 from proxy.session.session import Session
-from quota.primitives.entity import PRODUCER_BYTE_RATE
+
+if TYPE_CHECKING:
+    from proxy.enforcement.quota_managers import QuotaManagers
 
 
 def plan_offset_commit(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
-    quotas, user, client_id = scope.quotas, session.user, header.client_id or ""
-    volume = quotas.volume
-    paused = volume is not None and volume.paused and not quotas.mode.shadow
-    decisions = Decisions()
-    if quotas.produce.enabled and not quotas.produce.resolve(user, client_id).unlimited:
-        decisions.add(
-            PRODUCER_BYTE_RATE, quotas.produce.record_and_decide(user, client_id, header.size), header.client_id
-        )
-    elif paused and volume is not None:  # paused: a volume is configured
-        decisions.add("volume_usage", volume.refused.record_and_decide(user, client_id, header.size), header.client_id)
-    cap = 0 if paused else quotas.offset_metadata_max_bytes
-    plan = PASS
-    if decisions.throttle is not None or decisions.usage is not NO_USAGE:
-        plan = Plan(throttle=decisions.throttle, usage=decisions.usage)
+    quotas = scope.quotas
+    plan = charged(quotas, session, header).plan() or PASS
+    cap = offset_metadata_bound(quotas)
     if header.size <= cap:
         return plan
-    capped = _Capped(header, cap)
+    capped = _Capped(header, cap, quotas if paused(quotas) else None)
     return plan.then(Plan(action=BUFFER, decide=capped.decide), header)
 
 
 class _Capped:
     """One commit: the partitions whose metadata is over the cap answered here, the rest forwarded, one answer."""
 
-    def __init__(self, header: RequestHeader, cap: int) -> None:
+    def __init__(self, header: RequestHeader, cap: int, paused: QuotaManagers | None) -> None:
         self.header, self.cap = header, cap
+        self.paused = paused  # at PAUSE: where a refusal is counted
 
     def decide(self, body: memoryview) -> Outcome:
         api_key, version = self.header.api_key, self.header.api_version
@@ -72,6 +65,8 @@ class _Capped:
         }
         if not over:
             return FORWARD_AS_IS
+        if self.paused is not None:
+            counted_refusal(self.paused, api_key)
         refusal = error_response(api_key, version, _keeping(msg, over, True), NONE, item_errors=over)
         rest = _keeping(decode_request(api_key, version, body), over, False)
         if not rest.topics:

@@ -8,17 +8,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from proxy.apis.decisions import Decisions
+from proxy.apis.broker_writes import PAUSED_MESSAGE, charged, paused, refusal_throttle
 from proxy.apis.plan import FORWARD_AS_IS, AnswerLocally, ConnectionScope, Outcome, Plan
 from proxy.apis.usage import NO_USAGE, Usage
-from proxy.codec.apis import PRODUCE
+from proxy.codec.apis import PRODUCE, api_name
 from proxy.codec.error_codes import NOT_ENOUGH_REPLICAS
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import decode_request
 from proxy.session.session import Session
 from quota.primitives.decision import Throttle
-from quota.primitives.entity import PRODUCER_BYTE_RATE
 
 if TYPE_CHECKING:
     from proxy.enforcement.quota_managers import QuotaManagers
@@ -27,7 +26,7 @@ if TYPE_CHECKING:
 
 def plan_pause(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan | None:
     volume = scope.quotas.volume
-    if volume is None or not volume.paused or scope.quotas.mode.shadow:
+    if volume is None or not paused(scope.quotas):
         return None
     return paused_produce(scope, session, volume, header)
 
@@ -53,7 +52,7 @@ def paused_produce(scope: ConnectionScope, session: Session, volume: VolumeThrot
             decode_request(PRODUCE, version, body),
             NOT_ENOUGH_REPLICAS,
             throttle,
-            "kafka-quota-proxy: a broker volume is at its hard limit; produce is paused until usage drops (retry)",
+            PAUSED_MESSAGE.format(what="produce"),
             usage,
         )
 
@@ -76,16 +75,9 @@ def paused_produce(scope: ConnectionScope, session: Session, volume: VolumeThrot
 def _paused_charge(
     quotas: QuotaManagers, session: Session, volume: VolumeThrottle, header: RequestHeader
 ) -> tuple[Throttle, Usage]:
-    """A produce refused at PAUSE recorded (the client's producer_byte_rate, else the volume's base rate) with the
-    pause itself: the longest throttle of the two, and what it accounted for."""
-    delay, user, client_id = volume.config.pause_delay_ms, session.user, header.client_id or ""
-    decisions = Decisions()
-    decisions.add("volume_usage", Throttle(delay, delay), header.client_id)  # the pause itself
-    if quotas.produce.enabled and not quotas.produce.resolve(user, client_id).unlimited:
-        decisions.add(
-            PRODUCER_BYTE_RATE, quotas.produce.record_and_decide(user, client_id, header.size), header.client_id
-        )
-    else:
-        decisions.add("volume_usage", volume.refused.record_and_decide(user, client_id, header.size), header.client_id)
-    assert decisions.throttle is not None  # the pause itself is an applied throttle
-    return decisions.throttle, decisions.usage
+    """A produce refused at PAUSE charged as every write is (:func:`proxy.apis.broker_writes.charged`: the client's
+    producer_byte_rate, else the volume's base rate) with the pause itself: the longest throttle of the two, what it
+    accounted for; and counted."""
+    decisions = charged(quotas, session, header)
+    volume.refused_write(api_name(PRODUCE))
+    return refusal_throttle(quotas, header, decisions), decisions.usage

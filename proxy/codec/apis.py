@@ -137,6 +137,8 @@ METADATA = 3
 CONTROLLED_SHUTDOWN = 7
 OFFSET_COMMIT = 8
 FIND_COORDINATOR = 10
+JOIN_GROUP = 11
+SYNC_GROUP = 14
 SASL_HANDSHAKE = 17
 API_VERSIONS = 18
 CREATE_TOPICS = 19
@@ -144,6 +146,7 @@ DELETE_TOPICS = 20
 DELETE_RECORDS = 21
 INIT_PRODUCER_ID = 22
 ADD_PARTITIONS_TO_TXN = 24
+WRITE_TXN_MARKERS = 27
 TXN_OFFSET_COMMIT = 28
 DESCRIBE_CONFIGS = 32
 ALTER_CONFIGS = 33
@@ -214,6 +217,8 @@ _DECODED: tuple[_DecodedApi, ...] = (
     _DecodedApi(METADATA, 3, 6, None),
     _DecodedApi(OFFSET_COMMIT, 3, 4, None),
     _DecodedApi(FIND_COORDINATOR, 1, 2, None),
+    _DecodedApi(JOIN_GROUP, 2, 3, None),
+    _DecodedApi(SYNC_GROUP, 1, 2, None),
     _DecodedApi(SASL_HANDSHAKE, None, None, None),
     _DecodedApi(API_VERSIONS, 1, 2, None),
     _DecodedApi(CREATE_TOPICS, 2, 3, 6),
@@ -221,6 +226,7 @@ _DECODED: tuple[_DecodedApi, ...] = (
     _DecodedApi(DELETE_RECORDS, 0, 1, None),
     _DecodedApi(INIT_PRODUCER_ID, 0, 1, None),
     _DecodedApi(ADD_PARTITIONS_TO_TXN, 0, 1, None),
+    _DecodedApi(WRITE_TXN_MARKERS, None, None, None),
     _DecodedApi(TXN_OFFSET_COMMIT, 0, 1, None),
     _DecodedApi(DESCRIBE_CONFIGS, 0, 2, None),
     _DecodedApi(ALTER_CONFIGS, 0, 1, None),

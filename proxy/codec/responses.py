@@ -3,12 +3,13 @@
 :func:`error_response` knows where each decoded API carries its errors, as Kafka's ``getErrorResponse`` does:
 
 - per partition: Produce, Fetch (Fetch also has a top-level ``error_code`` from v7);
-- per partition: DeleteRecords, OffsetCommit, TxnOffsetCommit, AddPartitionsToTxn (v4+ per transaction too, plus a top-level ``error_code``);
+- per partition: DeleteRecords, OffsetCommit, TxnOffsetCommit, AddPartitionsToTxn (v4+ per transaction too, plus a
+  top-level ``error_code``), WriteTxnMarkers (per producer id, then per partition);
 - per topic: Metadata (plus the top-level ``error_code`` of v13), CreateTopics, DeleteTopics, CreatePartitions;
 - per resource: DescribeConfigs, AlterConfigs, IncrementalAlterConfigs (named ``(resource_type, resource_name)``);
 - per entry: FindCoordinator v4+ (per coordinator key), AlterClientQuotas (per entity);
-- top level: FindCoordinator v0-3, SaslHandshake, ApiVersions, InitProducerId, SaslAuthenticate,
-  DescribeClientQuotas, DescribeCluster.
+- top level: FindCoordinator v0-3, JoinGroup, SyncGroup, SaslHandshake, ApiVersions, InitProducerId,
+  SaslAuthenticate, DescribeClientQuotas, DescribeCluster.
 
 ``error_code`` is the request's code: it goes in the top-level field where the version has one and in every item
 that ``item_errors`` does not name. ``item_errors`` maps an item to its own code, so a handler can fail some topics
@@ -267,6 +268,43 @@ def _add_partitions_to_txn(version: int, request: Message, codes: _Codes, messag
     }
 
 
+def _write_txn_markers(version: int, request: Message, codes: _Codes, message: str | None) -> dict[Any, Any]:
+    return {
+        "markers": [
+            {
+                "producer_id": m.producer_id,
+                "topics": [
+                    {
+                        "name": t.name,
+                        "partitions": [
+                            {"partition_index": p, "error_code": codes.partition(t.name, None, p)}
+                            for p in t.partition_indexes
+                        ],
+                    }
+                    for t in m.topics
+                ],
+            }
+            for m in request.markers
+        ]
+    }
+
+
+def _join_group(version: int, request: Message, codes: _Codes, message: str | None) -> dict[Any, Any]:
+    # Kafka's JoinGroupRequest.getErrorResponse: no generation, no protocol (null from v7), no leader, no member id.
+    return {
+        "error_code": codes.default,
+        "generation_id": -1,
+        "protocol_name": None if version >= 7 else "",
+        "leader": "",
+        "member_id": "",
+        "members": [],
+    }
+
+
+def _sync_group(version: int, request: Message, codes: _Codes, message: str | None) -> dict[Any, Any]:
+    return {"error_code": codes.default, "assignment": b""}
+
+
 def _config_resources(
     results_field: str, extra: dict[Any, Any]
 ) -> Callable[[int, Message, _Codes, str | None], dict[Any, Any]]:
@@ -324,6 +362,8 @@ _BUILDERS: dict[int, Callable[[int, Message, _Codes, str | None], dict[Any, Any]
     8: _offset_commit,
     28: _offset_commit,
     10: _find_coordinator,
+    11: _join_group,
+    14: _sync_group,
     17: _error_code_only,
     18: _error_code_only,
     19: _create_topics,
@@ -331,6 +371,7 @@ _BUILDERS: dict[int, Callable[[int, Message, _Codes, str | None], dict[Any, Any]
     21: _delete_records,
     22: _init_producer_id,
     24: _add_partitions_to_txn,
+    27: _write_txn_markers,
     32: _config_resources("results", {"configs": []}),
     33: _config_resources("responses", {}),
     36: _error_code_and_message,

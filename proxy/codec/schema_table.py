@@ -250,6 +250,61 @@ SCHEMAS = {
             ), 'Coordinator'),
         )},
     ),
+    (11, 'request'): (
+        {"name": 'JoinGroupRequest', "valid": (0, 9), "flexible": 6, "fields": (
+            ('group_id', 'string', (0, 32767), None, None, None, '', False, None, None),
+            ('session_timeout_ms', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('rebalance_timeout_ms', 'int32', (1, 32767), None, None, None, -1, True, None, None),
+            ('member_id', 'string', (0, 32767), None, None, None, '', False, None, None),
+            ('group_instance_id', 'string', (5, 32767), (5, 32767), None, None, None, False, None, None),
+            ('protocol_type', 'string', (0, 32767), None, None, None, '', False, None, None),
+            ('protocols', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('name', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('metadata', 'bytes', (0, 32767), None, None, None, b'', False, None, None),
+            ), 'JoinGroupRequestProtocol'),
+            ('reason', 'string', (8, 32767), (8, 32767), None, None, None, True, None, None),
+        )},
+    ),
+    (11, 'response'): (
+        {"name": 'JoinGroupResponse', "valid": (0, 9), "flexible": 6, "fields": (
+            ('throttle_time_ms', 'int32', (2, 32767), None, None, None, 0, True, None, None),
+            ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+            ('generation_id', 'int32', (0, 32767), None, None, None, -1, False, None, None),
+            ('protocol_type', 'string', (7, 32767), (7, 32767), None, None, None, True, None, None),
+            ('protocol_name', 'string', (0, 32767), (7, 32767), None, None, '', False, None, None),
+            ('leader', 'string', (0, 32767), None, None, None, '', False, None, None),
+            ('skip_assignment', 'bool', (9, 32767), None, None, None, False, False, None, None),
+            ('member_id', 'string', (0, 32767), None, None, None, '', False, None, None),
+            ('members', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('member_id', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('group_instance_id', 'string', (5, 32767), (5, 32767), None, None, None, True, None, None),
+                ('metadata', 'bytes', (0, 32767), None, None, None, b'', False, None, None),
+            ), 'JoinGroupResponseMember'),
+        )},
+    ),
+    (14, 'request'): (
+        {"name": 'SyncGroupRequest', "valid": (0, 5), "flexible": 4, "fields": (
+            ('group_id', 'string', (0, 32767), None, None, None, '', False, None, None),
+            ('generation_id', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('member_id', 'string', (0, 32767), None, None, None, '', False, None, None),
+            ('group_instance_id', 'string', (3, 32767), (3, 32767), None, None, None, False, None, None),
+            ('protocol_type', 'string', (5, 32767), (5, 32767), None, None, None, True, None, None),
+            ('protocol_name', 'string', (5, 32767), (5, 32767), None, None, None, True, None, None),
+            ('assignments', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('member_id', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('assignment', 'bytes', (0, 32767), None, None, None, b'', False, None, None),
+            ), 'SyncGroupRequestAssignment'),
+        )},
+    ),
+    (14, 'response'): (
+        {"name": 'SyncGroupResponse', "valid": (0, 5), "flexible": 4, "fields": (
+            ('throttle_time_ms', 'int32', (1, 32767), None, None, None, 0, True, None, None),
+            ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+            ('protocol_type', 'string', (5, 32767), (5, 32767), None, None, None, True, None, None),
+            ('protocol_name', 'string', (5, 32767), (5, 32767), None, None, None, True, None, None),
+            ('assignment', 'bytes', (0, 32767), None, None, None, b'', False, None, None),
+        )},
+    ),
     (17, 'request'): (
         {"name": 'SaslHandshakeRequest', "valid": (0, 1), "flexible": None, "fields": (
             ('mechanism', 'string', (0, 32767), None, None, None, '', False, None, None),
@@ -438,6 +493,35 @@ SCHEMAS = {
                     ('partition_error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
                 ), 'AddPartitionsToTxnPartitionResult'),
             ), 'AddPartitionsToTxnTopicResult'),
+        )},
+    ),
+    (27, 'request'): (
+        {"name": 'WriteTxnMarkersRequest', "valid": (1, 2), "flexible": 1, "fields": (
+            ('markers', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('producer_id', 'int64', (0, 32767), None, None, None, 0, False, None, None),
+                ('producer_epoch', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+                ('transaction_result', 'bool', (0, 32767), None, None, None, False, False, None, None),
+                ('topics', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('name', 'string', (0, 32767), None, None, None, '', False, None, None),
+                    ('partition_indexes', '[]int32', (0, 32767), None, None, None, (), False, None, None),
+                ), 'WritableTxnMarkerTopic'),
+                ('coordinator_epoch', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                ('transaction_version', 'int8', (2, 32767), None, None, None, 0, True, None, None),
+            ), 'WritableTxnMarker'),
+        )},
+    ),
+    (27, 'response'): (
+        {"name": 'WriteTxnMarkersResponse', "valid": (1, 2), "flexible": 1, "fields": (
+            ('markers', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('producer_id', 'int64', (0, 32767), None, None, None, 0, False, None, None),
+                ('topics', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('name', 'string', (0, 32767), None, None, None, '', False, None, None),
+                    ('partitions', '[]struct', (0, 32767), None, None, None, (), False, (
+                        ('partition_index', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                        ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+                    ), 'WritableTxnMarkerPartitionResult'),
+                ), 'WritableTxnMarkerTopicResult'),
+            ), 'WritableTxnMarkerResult'),
         )},
     ),
     (28, 'request'): (

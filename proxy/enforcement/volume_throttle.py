@@ -88,6 +88,8 @@ class VolumeThrottle:
             ScaledProduceQuotas(quotas, 1.0, config.produce_base_rate), PRODUCER_BYTE_RATE, clock, window, mute_max_ms
         )
         self.skipped: dict[str, int] = {}  # records not taken, by reason (quota.managers.volume's fixed set)
+        # requests refused (wholly or in part) because a volume is at PAUSE, by API name (proxy.apis.broker_writes)
+        self.refused_writes: dict[str, int] = {}
         self.evaluations = 0
         self.on_evaluated: Callable[[], None] = lambda: None  # the timer re-arms on it
         self.evaluate()
@@ -95,6 +97,10 @@ class VolumeThrottle:
     @property
     def paused(self) -> bool:
         return self.state.state == PAUSE
+
+    def refused_write(self, api: str) -> None:
+        """One request of ``api`` (Kafka's name) refused, wholly or in part, because a volume is at PAUSE."""
+        self.refused_writes[api] = self.refused_writes.get(api, 0) + 1
 
     @property
     def throttling(self) -> bool:

@@ -97,6 +97,15 @@ def volume_families(volume: VolumeThrottle) -> Iterator[Metric]:
         "(a snapshot taken, the live brokers changed, a snapshot went stale).",
     )
     evaluations.add_metric([], volume.evaluations)
+    refused = CounterMetricFamily(
+        f"{name}_refused_writes",
+        "Requests refused, wholly or in part, because a volume is at PAUSE, by API: Produce; OffsetCommit and "
+        "TxnOffsetCommit carrying metadata; JoinGroup and SyncGroup over paused_group_metadata_max_bytes; "
+        "AddPartitionsToTxn and WriteTxnMarkers.",
+        labels=["api"],
+    )
+    for api, n in sorted(volume.refused_writes.items()):
+        refused.add_metric([api], n)
     yield from (
         states,
         factor,
@@ -111,4 +120,5 @@ def volume_families(volume: VolumeThrottle) -> Iterator[Metric]:
         breach,
         bad,
         evaluations,
+        refused,
     )

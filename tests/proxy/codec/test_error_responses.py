@@ -60,6 +60,8 @@ def request_items(api_key: int, version: int, req) -> list:
         return [(t.name, p) for t in topics for p in t.partitions]
     if api_key in (32, 33, 44):
         return [(r.resource_type, r.resource_name) for r in req.resources]
+    if api_key == 27:
+        return [(t.name, p) for m in req.markers for t in m.topics for p in t.partition_indexes]
     return []
 
 
@@ -91,6 +93,8 @@ def response_items(api_key: int, version: int, msg) -> list:
         return [(t.name, p.partition_index) for t in topics for p in t.results_by_partition]
     if api_key in (32, 33, 44):
         return [(r.resource_type, r.resource_name) for r in (msg.results if api_key == 32 else msg.responses)]
+    if api_key == 27:
+        return [(t.name, p.partition_index) for m in msg.markers for t in m.topics for p in t.partitions]
     return []
 
 
@@ -143,7 +147,7 @@ def test_every_item_fails_with_the_code(api_key, version, data):
     assert set(messages) <= {"over quota"}
     if (
         request_items(api_key, version, request)
-        or api_key in (17, 18, 22, 36, 48, 60)
+        or api_key in (11, 14, 17, 18, 22, 36, 48, 60)
         or (api_key == 10 and version < 4)
     ):
         assert codes  # nothing to fail only for a request that names no item and a response without a top level

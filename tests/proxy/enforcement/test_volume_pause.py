@@ -72,6 +72,7 @@ def test_a_client_retrying_refused_writes_is_held_to_its_byte_rate(client_id):
         clock.advance(outcome.throttle.mute_ms)  # the mute is what holds a client that ignores throttle_time_ms
     assert all(t.throttle_time_ms >= 1000 and t.mute_ms >= 1000 for t in throttles)  # never below pause_delay_ms
     assert max(t.mute_ms for t in throttles) > 1000  # the byte rate's throttle, longer than the pause's
+    assert scope.quotas.volume.refused_writes == {"Produce": len(throttles)}  # each counted
     burst = RATE * 10  # a fresh sensor's start-up burst (11 windows of 1 s)
     assert sent <= RATE * SECONDS + burst + len(buf) * 2
 

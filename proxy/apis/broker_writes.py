@@ -1,0 +1,173 @@
+"""What a tenant's requests make the broker write besides a produce: charged, and bounded while a volume is at PAUSE.
+
+A produce is not the only way onto a broker's disk (issue 44, T3: 151.5 MB/s of offset commits reached a Kafka
+broker's disk through a proxy at PAUSE). This module holds the rule for every such request, in one place:
+
+- **OffsetCommit, TxnOffsetCommit** (:mod:`proxy.apis.offset_commits`): the broker writes each partition's offset
+  and metadata to ``__consumer_offsets``. Metadata is bounded by ``offset.metadata.max.bytes`` (Kafka's own bound);
+  at PAUSE by 0: offsets go on, so consumers keep their place, metadata is refused (OFFSET_METADATA_TOO_LARGE for
+  that partition).
+- **JoinGroup, SyncGroup**: the coordinator writes the group's record to ``__consumer_offsets`` when a generation
+  is synced: every member's subscription (the metadata of its JoinGroup protocol) and assignment (from the leader's
+  SyncGroup), up to the topic's ``message.max.bytes`` (about 1 MiB) a rebalance, as often as a tenant rebalances.
+  At PAUSE a member's metadata (its JoinGroup protocols together) and each assignment of a SyncGroup are bounded by
+  ``volume_usage.paused_group_metadata_max_bytes`` (64 KiB; an ordinary consumer's are tens to hundreds of bytes):
+  a request over it is refused whole with COORDINATOR_NOT_AVAILABLE, what the coordinator answers itself when it
+  cannot write the group's record (the client looks the coordinator up again and retries).
+- **AddPartitionsToTxn** (clients' v0-3, and v4+ but for ``verify_only`` transactions): the transaction
+  coordinator writes the transaction's record, every partition in it, to ``__transaction_state`` for each request,
+  and a marker to each partition when the transaction ends. At PAUSE no partition may join a transaction (the
+  produce that would follow is refused anyway): refused with COORDINATOR_NOT_AVAILABLE (what the coordinator
+  answers when it cannot write ``__transaction_state``), the producer retries until the PAUSE ends.
+- **WriteTxnMarkers**: an inter-broker request (Kafka authorizes it as ClusterAction); each partition named gets a
+  marker. At PAUSE refused, every partition NOT_ENOUGH_REPLICAS, as a produce is.
+
+EndTxn and AddOffsetsToTxn go on at PAUSE: a transaction cannot grow then, so the markers they lead to are those of
+partitions that joined before it (and the coordinator writes them at the transaction's timeout anyway), and
+AddOffsetsToTxn adds at most one ``__consumer_offsets`` partition per group.
+
+Every request on this list is charged as a produce is, at its header: its bytes against the client's
+``producer_byte_rate`` and, at PAUSE where none applies, against the volume's ``produce_base_rate`` (what a refused
+produce is charged against). A refusal at PAUSE also carries the pause itself (``pause_delay_ms`` as
+``throttle_time_ms`` and a mute; the longest applies) and is counted, by API
+(``kafka_quota_proxy_volume_refused_writes_total``). A request no longer than its bound cannot be over it and is not
+decoded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from proxy.apis.decisions import Decisions
+from proxy.apis.plan import FORWARD_AS_IS, PASS, AnswerLocally, ConnectionScope, Outcome, Plan
+from proxy.codec.apis import ADD_PARTITIONS_TO_TXN, JOIN_GROUP, SYNC_GROUP, WRITE_TXN_MARKERS, api_name
+from proxy.codec.error_codes import COORDINATOR_NOT_AVAILABLE, NOT_ENOUGH_REPLICAS
+from proxy.codec.frame import BUFFER
+from proxy.codec.header import RequestHeader
+from proxy.codec.messages import Message, decode_request
+from proxy.session.session import Session
+from quota.primitives.decision import Throttle
+from quota.primitives.entity import PRODUCER_BYTE_RATE
+
+if TYPE_CHECKING:
+    from proxy.enforcement.quota_managers import QuotaManagers
+
+PAUSED_MESSAGE = "kafka-quota-proxy: a broker volume is at its hard limit; {what} is paused until usage drops (retry)"
+
+
+def paused(quotas: QuotaManagers) -> bool:
+    """A volume is at PAUSE, and the proxy enforces (not in shadow mode)."""
+    volume = quotas.volume
+    return volume is not None and volume.paused and not quotas.mode.shadow
+
+
+def charged(quotas: QuotaManagers, session: Session, header: RequestHeader) -> Decisions:
+    """A write's charge: the request's bytes against the client's ``producer_byte_rate``; where none applies, at
+    PAUSE, against the volume's ``produce_base_rate``, unscaled (so a refused client is slowed as an answered one
+    is)."""
+    volume, user, client_id = quotas.volume, session.user, header.client_id or ""
+    decisions = Decisions()
+    if quotas.produce.enabled and not quotas.produce.resolve(user, client_id).unlimited:
+        decisions.add(
+            PRODUCER_BYTE_RATE, quotas.produce.record_and_decide(user, client_id, header.size), header.client_id
+        )
+    elif volume is not None and paused(quotas):
+        decisions.add("volume_usage", volume.refused.record_and_decide(user, client_id, header.size), header.client_id)
+    return decisions
+
+
+def refusal_throttle(quotas: QuotaManagers, header: RequestHeader, charge: Decisions) -> Throttle:
+    """The throttle of a request refused for the PAUSE whose charge was ``charge``: the pause itself
+    (``pause_delay_ms``, reported and muted) or the charge's, the longer."""
+    assert quotas.volume is not None  # refused at PAUSE
+    delay = quotas.volume.config.pause_delay_ms
+    charge.add("volume_usage", Throttle(delay, delay), header.client_id)
+    assert charge.throttle is not None  # the pause itself is an applied throttle
+    return charge.throttle
+
+
+def offset_metadata_bound(quotas: QuotaManagers) -> int:
+    """The longest metadata one committed partition may carry: ``offset.metadata.max.bytes``, at PAUSE none."""
+    return 0 if paused(quotas) else quotas.offset_metadata_max_bytes
+
+
+def counted_refusal(quotas: QuotaManagers, api_key: int) -> None:
+    """One request of ``api_key`` refused, wholly or in part, because a volume is at PAUSE."""
+    if quotas.volume is not None:
+        quotas.volume.refused_write(api_name(api_key))
+
+
+@dataclass(frozen=True, slots=True)
+class _AtPause:
+    """One API's rule at PAUSE: how much of what it makes the broker write a request carries (``measure``), the
+    bound on it (``bound``), and the refusal of a request over it (its code, and what is paused, for the message)."""
+
+    measure: Callable[[Message, int], int]  # (the decoded request, its version) -> bytes or partitions
+    bound: Callable[[QuotaManagers], int]
+    error_code: int
+    what: str
+
+
+def _group_bound(quotas: QuotaManagers) -> int:
+    assert quotas.volume is not None  # only asked at PAUSE
+    return quotas.volume.config.paused_group_metadata_max_bytes
+
+
+def _partitions_joining(msg: Message, version: int) -> int:
+    """Partitions an AddPartitionsToTxn adds to transactions (v4+: verify-only transactions add none)."""
+    if version < 4:
+        return sum(len(t.partitions) for t in msg.v3_and_below_topics)
+    return sum(len(t.partitions) for txn in msg.transactions if not txn.verify_only for t in txn.topics)
+
+
+_AT_PAUSE: dict[int, _AtPause] = {
+    JOIN_GROUP: _AtPause(
+        lambda msg, v: sum(len(p.metadata) for p in msg.protocols),
+        _group_bound,
+        COORDINATOR_NOT_AVAILABLE,
+        "joining a group with this much metadata",
+    ),
+    SYNC_GROUP: _AtPause(
+        lambda msg, v: max((len(a.assignment) for a in msg.assignments), default=0),
+        _group_bound,
+        COORDINATOR_NOT_AVAILABLE,
+        "an assignment this large",
+    ),
+    ADD_PARTITIONS_TO_TXN: _AtPause(
+        _partitions_joining, lambda quotas: 0, COORDINATOR_NOT_AVAILABLE, "adding partitions"
+    ),
+    WRITE_TXN_MARKERS: _AtPause(
+        lambda msg, v: sum(len(t.partition_indexes) for m in msg.markers for t in m.topics),
+        lambda quotas: 0,
+        NOT_ENOUGH_REPLICAS,
+        "writing transaction markers",
+    ),
+}
+WRITES = frozenset(_AT_PAUSE)  # the APIs :func:`plan_write` plans
+
+
+def plan_write(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
+    """A JoinGroup, SyncGroup, AddPartitionsToTxn or WriteTxnMarkers: charged; at PAUSE, refused whole when it
+    carries more than its bound of what the broker would write."""
+    quotas = scope.quotas
+    charge = charged(quotas, session, header)
+    plan = charge.plan() or PASS
+    if not paused(quotas):
+        return plan
+    rule = _AT_PAUSE[header.api_key]
+    bound = rule.bound(quotas)
+    if header.size <= bound:  # cannot carry more than its own size
+        return plan
+
+    def decide(body: memoryview) -> Outcome:
+        version = header.api_version
+        msg = decode_request(header.api_key, version, body)
+        if rule.measure(msg, version) <= bound:
+            return FORWARD_AS_IS
+        counted_refusal(quotas, header.api_key)
+        refused = refusal_throttle(quotas, header, charge)
+        return AnswerLocally.failing(header, msg, rule.error_code, refused, PAUSED_MESSAGE.format(what=rule.what))
+
+    return plan.then(Plan(action=BUFFER, decide=decide), header)

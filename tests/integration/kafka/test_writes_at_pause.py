@@ -1,0 +1,292 @@
+"""What reaches a Kafka broker's disk through a proxy at PAUSE (issue 44, T3), and what still works there.
+
+Offset commits with metadata. The attack: OffsetCommit v2 of a standalone group (no membership), 50 partitions of 4,000 characters of metadata
+each (200 kB a request), pipelined on 4 connections, through a proxy whose volume is at its hard limit, under a
+100 kB/s ``producer_byte_rate``. Before, neither PAUSE nor any quota applied: 151.5 MB/s of commits acknowledged and
+``__consumer_offsets`` grew 781 MB on the broker's disk while every Produce was refused. Now at PAUSE metadata is
+refused (OFFSET_METADATA_TOO_LARGE, the proxy's bound being 0 there) and never reaches the broker, and the offsets
+alone are still committed (consumers keep their place), charged against the client's quota.
+
+A group's record (its members' JoinGroup metadata and the leader's SyncGroup assignments, written by the coordinator
+to ``__consumer_offsets``): a consumer group still joins and rebalances at PAUSE with a real client, while a member
+whose metadata or assignment is over ``volume_usage.paused_group_metadata_max_bytes`` is refused
+(COORDINATOR_NOT_AVAILABLE, retriable), counted, and never reaches the coordinator.
+
+One sidecar in front of kafka1 for the module, put at PAUSE with the broker's real log dirs (``source:
+describe_log_dirs``) and a hard limit above the free space there is.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+
+import pytest
+from kafka import KafkaConsumer
+from kafka.errors import CoordinatorLoadInProgressError, CoordinatorNotAvailableError, NotCoordinatorError
+from kafka.structs import TopicPartition
+
+from proxy.codec.apis import JOIN_GROUP, OFFSET_COMMIT, SYNC_GROUP
+from proxy.codec.error_codes import COORDINATOR_NOT_AVAILABLE, ERROR_CODES, NONE, OFFSET_METADATA_TOO_LARGE
+from proxy.codec.header import encode_request_header, frame
+from proxy.codec.messages import decode_response, encode_request, new_request
+from tests.harness import start_proxy, wait_until
+from tests.integration.kafka.quotas_common import configs, direct_admin, topics
+from tests.integration.raw import connect, exchange, read_frame
+from tests.kafka_cluster import unique_topic
+
+PARTITIONS = 50
+METADATA = 4_000
+CONNECTIONS = 4
+REQUESTS = 25  # per connection: 4 x 25 x 200 kB = 20 MB of metadata offered, as fast as the proxy reads
+ATTACK_SECONDS = 3.0
+VERSION = 2
+LEAVE_GROUP = 13
+
+
+def commit_frame(group: str, topic: str, n: int, metadata: str | None) -> bytes:
+    request = new_request(
+        OFFSET_COMMIT,
+        VERSION,
+        group_id=group,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        retention_time_ms=-1,
+        topics=[
+            {
+                "name": topic,
+                "partitions": [
+                    {"partition_index": p, "committed_offset": 42, "committed_metadata": metadata}
+                    for p in range(PARTITIONS)
+                ],
+            }
+        ],
+    )
+    return frame(
+        encode_request_header(OFFSET_COMMIT, VERSION, n, "committer") + encode_request(OFFSET_COMMIT, VERSION, request)
+    )
+
+
+def attack(port: int, group: str, topic: str, codes: list, lock: threading.Lock, stop: threading.Event) -> None:
+    """REQUESTS commits pipelined (sent as fast as the proxy reads them) until ``stop``; each answered partition's
+    error code kept."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+
+    def send() -> None:
+        try:
+            sock.sendall(b"".join(commit_frame(group, topic, n, "m" * METADATA) for n in range(REQUESTS)))
+        except OSError:
+            pass  # closed at the end, the client muted mid-way
+
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
+    sock.settimeout(0.5)
+    try:
+        for _ in range(REQUESTS):
+            while True:
+                try:
+                    answer = decode_response(OFFSET_COMMIT, VERSION, read_frame(sock)[4:])  # header v0
+                    break
+                except TimeoutError:
+                    if stop.is_set():
+                        return
+            with lock:
+                codes.extend(p.error_code for t in answer.topics for p in t.partitions)
+    finally:
+        sock.close()
+
+
+def committed(admin, group: str) -> dict:
+    """The group's committed offsets on the broker, asked directly (the first group on a fresh cluster waits for
+    __consumer_offsets to be created: COORDINATOR_NOT_AVAILABLE until then)."""
+    found: list = []
+
+    def ask() -> bool:
+        try:
+            found.append(admin.list_group_offsets(group).get(group, {}))
+            return True
+        except (CoordinatorNotAvailableError, CoordinatorLoadInProgressError, NotCoordinatorError):
+            return False
+
+    wait_until(ask, 60, f"the coordinator of {group}")
+    return found[-1]
+
+
+@pytest.fixture(scope="module")
+def paused(kafka1):
+    """A sidecar in front of kafka1 whose volume is at PAUSE, from the broker's own log dirs."""
+    config = configs(kafka1, [{"entity": {"client-id": "committer"}, "producer_byte_rate": 100_000}])[0]
+    config["volume_usage"] = {
+        "source": "describe_log_dirs",
+        "freshness_seconds": 10,
+        "missing_data_action": "PAUSE",
+        "describe_log_dirs": {
+            "interval_seconds": 1,
+            "soft_limit": {"type": "MinFreeBytes", "level": 2**62},
+            "hard_limit": {"type": "MinFreeBytes", "level": 2**62},
+        },
+    }
+    proxy = start_proxy(config)
+    try:
+        wait_until(
+            lambda: proxy.metric("kafka_quota_proxy_volume_state", state="PAUSE") == 1,
+            20,
+            "the volume at PAUSE from the broker's own log dirs",
+        )
+        yield proxy
+    finally:
+        proxy.stop()
+
+
+def refused(proxy, api: str) -> float:
+    return proxy.metric("kafka_quota_proxy_volume_refused_writes_total", api=api)
+
+
+@pytest.mark.long_running(seconds=15)
+def test_commits_with_metadata_reach_no_disk_at_pause_and_plain_commits_go_on(kafka1, paused):
+    proxy = paused
+    group = unique_topic("t3-group")
+    with topics(kafka1, "t3", partitions=PARTITIONS) as (topic,):
+        admin = direct_admin(kafka1)
+        assert committed(admin, group) == {}  # the group's coordinator is ready: commits are taken
+        before = refused(proxy, "OffsetCommit")
+        codes: list[int] = []
+        lock = threading.Lock()
+        stop = threading.Event()
+        threads = [
+            threading.Thread(target=attack, args=(proxy.port, group, topic, codes, lock, stop))
+            for _ in range(CONNECTIONS)
+        ]
+        for t in threads:
+            t.start()
+        wait_until(lambda: len(codes) >= 10 * PARTITIONS, 60, "ten commits answered")
+        stop.wait(ATTACK_SECONDS)  # then as many as the quota lets through in that time
+        stop.set()
+        for t in threads:
+            t.join(30)
+        accepted = sum(1 for code in codes if code == NONE) * METADATA
+        print(
+            f"\nT3 at PAUSE: {len(codes):,} partition commits answered, {METADATA:,} characters of metadata "
+            f"each; metadata bytes accepted {accepted:,}",
+            flush=True,
+        )
+        assert set(codes) == {OFFSET_METADATA_TOO_LARGE}, f"accepted {accepted:,} bytes of metadata"
+        assert refused(proxy, "OffsetCommit") - before == len(codes) // PARTITIONS  # every request counted
+        try:
+            assert committed(admin, group) == {}  # nothing of it on the broker
+            with socket.create_connection(("127.0.0.1", proxy.port), timeout=60) as sock:  # offsets alone: kept
+                sock.sendall(commit_frame(group, topic, 1, None))
+                answer = decode_response(OFFSET_COMMIT, VERSION, read_frame(sock)[4:])
+            assert {p.error_code for t in answer.topics for p in t.partitions} == {NONE}
+            assert {tp: (o.offset, o.metadata) for tp, o in committed(admin, group).items()} == {
+                TopicPartition(topic, p): (42, "") for p in range(PARTITIONS)
+            }
+        finally:
+            admin.delete_groups([group])
+            admin.close()
+
+
+def consumer(proxy, group: str, topic: str, n: int) -> KafkaConsumer:
+    return KafkaConsumer(
+        topic,
+        bootstrap_servers=proxy.bootstrap,
+        group_id=group,
+        client_id=f"pause-member-{n}",
+        enable_auto_commit=False,
+        session_timeout_ms=10_000,
+        heartbeat_interval_ms=300,
+        request_timeout_ms=30_000,
+    )
+
+
+def assigned(consumers: list[KafkaConsumer], each: int) -> bool:
+    for c in consumers:
+        c.poll(timeout_ms=100)
+    return all(len(c.assignment()) == each for c in consumers)
+
+
+@pytest.mark.long_running(seconds=10)
+def test_a_consumer_group_joins_and_rebalances_at_pause(kafka1, paused):
+    """kafka-python consumers (JoinGroup, SyncGroup, Heartbeat through the paused sidecar): the first gets every
+    partition, a second joins and the group rebalances to two each; the coordinator holds the group Stable."""
+    group = unique_topic("pause-group")
+    before = refused(paused, "JoinGroup") + refused(paused, "SyncGroup")
+    with topics(kafka1, "pause-group", partitions=4) as (topic,):
+        members = [consumer(paused, group, topic, 1)]
+        admin = direct_admin(kafka1)
+        try:
+            wait_until(lambda: assigned(members, 4), 60, "the first member assigned every partition at PAUSE")
+            members.append(consumer(paused, group, topic, 2))
+            wait_until(lambda: assigned(members, 2), 60, "the group rebalanced to two members at PAUSE")
+            state, held = described(admin, group)
+            assert state == "Stable" and len(held) == 2
+            assert refused(paused, "JoinGroup") + refused(paused, "SyncGroup") == before
+        finally:
+            for c in members:
+                c.close()
+            wait_until(lambda: _deleted(admin, group), 30, f"group {group} deleted")
+            admin.close()
+
+
+@pytest.mark.long_running(seconds=8)
+def test_group_metadata_over_the_bound_never_reaches_the_coordinator_at_pause(kafka1, paused):
+    """A member's 1 MB JoinGroup metadata, then a leader's 1 MB assignment: each refused COORDINATOR_NOT_AVAILABLE
+    and counted, and nothing of either is in the group the coordinator holds; the same member with ordinary sizes
+    completes its generation."""
+    group = unique_topic("pause-huge")
+    huge = b"x" * 1_000_000
+    join = dict(group_id=group, session_timeout_ms=10_000, rebalance_timeout_ms=10_000, protocol_type="consumer")
+    admin = direct_admin(kafka1)
+    sock = connect(paused.port)
+    sock.settimeout(60)
+    member = ""
+    try:
+        joined = refused(paused, "JoinGroup")
+        answer = exchange(sock, JOIN_GROUP, 5, 1, member_id="", protocols=[{"name": "range", "metadata": huge}], **join)
+        assert answer.error_code == COORDINATOR_NOT_AVAILABLE
+        assert refused(paused, "JoinGroup") == joined + 1
+        assert described(admin, group)[1] == []  # the coordinator never saw it
+        # ordinary metadata joins (v5: the first answer gives the member its id, the second joins with it)
+        ordinary = [{"name": "range", "metadata": b"\x00\x00" + bytes(30)}]
+        first = exchange(sock, JOIN_GROUP, 5, 2, member_id="", protocols=ordinary, **join)
+        member = first.member_id
+        if first.error_code == ERROR_CODES["MEMBER_ID_REQUIRED"]:
+            first = exchange(sock, JOIN_GROUP, 5, 3, member_id=member, protocols=ordinary, **join)
+        assert first.error_code == NONE and first.leader == member
+        synced = refused(paused, "SyncGroup")
+        sync = dict(group_id=group, generation_id=first.generation_id, member_id=member)
+        answer = exchange(sock, SYNC_GROUP, 3, 4, assignments=[{"member_id": member, "assignment": huge}], **sync)
+        assert answer.error_code == COORDINATOR_NOT_AVAILABLE
+        assert refused(paused, "SyncGroup") == synced + 1
+        assert described(admin, group)[0] == "CompletingRebalance"  # no assignment stored: not complete
+        assignment = b"\x00\x00" + bytes(20)
+        answer = exchange(sock, SYNC_GROUP, 3, 5, assignments=[{"member_id": member, "assignment": assignment}], **sync)
+        assert (answer.error_code, answer.assignment) == (NONE, assignment)
+        state, held = described(admin, group)
+        assert state == "Stable" and len(held) == 1
+    finally:
+        leave(sock, group, member)
+        sock.close()
+        wait_until(lambda: _deleted(admin, group), 30, f"group {group} deleted")
+        admin.close()
+
+
+def leave(sock: socket.socket, group: str, member: str) -> None:
+    """LeaveGroup v0 (the proxy's codec does not carry it: it passes through as opaque bytes)."""
+    if not member:
+        return
+    body = b"".join(struct.pack(">h", len(s)) + s.encode() for s in (group, member))
+    sock.sendall(frame(encode_request_header(LEAVE_GROUP, 0, 9, "raw-test") + body))
+    read_frame(sock)
+
+
+def described(admin, group: str) -> tuple[str, list]:
+    """The group's state and members as its coordinator holds them, asked directly."""
+    found = admin.describe_groups([group])[group]
+    return found["group_state"], found["members"]
+
+
+def _deleted(admin, group: str) -> bool:
+    """The group deleted (NON_EMPTY_GROUP until its member has left)."""
+    return admin.delete_groups([group])[group] in ("OK", "GroupIdNotFoundError")

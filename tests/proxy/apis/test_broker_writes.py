@@ -1,0 +1,199 @@
+"""What a tenant makes the broker write besides a produce (proxy.apis.broker_writes): JoinGroup and SyncGroup (the
+group's record), AddPartitionsToTxn and WriteTxnMarkers (transaction markers) charged, and at PAUSE refused when
+over their bound, and counted. Pure: bytes in, values out, a fake clock."""
+
+from __future__ import annotations
+
+import pytest
+
+from config.loader import parse_config
+from proxy.apis import AnswerLocally, ConnectionScope, ForwardRequest, Session, plan_request
+from proxy.apis.plan import PASS
+from proxy.cluster.topics import Topics
+from proxy.codec.apis import (
+    ADD_PARTITIONS_TO_TXN,
+    JOIN_GROUP,
+    SYNC_GROUP,
+    WRITE_TXN_MARKERS,
+    response_header_version,
+)
+from proxy.codec.error_codes import COORDINATOR_NOT_AVAILABLE, NOT_ENOUGH_REPLICAS
+from proxy.codec.frame import BUFFER
+from proxy.codec.header import encode_request_header, frame, parse_request_header
+from proxy.codec.messages import decode_response, encode_request, new_request
+from proxy.enforcement.proxy_quotas import ProxyQuotas
+from quota.primitives.clock import ManualClock
+
+TENANT = Session("L", "10.0.0.9")
+BOUND = 65536  # volume_usage.paused_group_metadata_max_bytes' default
+DELAY = 1000  # volume_usage.pause_delay_ms' default
+
+
+def scope_for(*, paused: bool = True, rate: int | None = None, shadow: bool = False) -> ConnectionScope:
+    raw: dict = {"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}]}
+    if paused:
+        raw["volume_usage"] = {"missing_data_action": "PAUSE", "produce_base_rate": 10_000}
+    if rate is not None:
+        raw["quotas"] = [{"entity": {"client-id": "member"}, "producer_byte_rate": rate}]
+    if shadow:
+        raw["settings"] = {"quota.mode": "shadow"}
+    quotas = ProxyQuotas(parse_config(raw), ManualClock(1_000_000))
+    if paused:
+        quotas.volume.brokers({1})  # a broker without a snapshot: the fail-safe PAUSE
+        assert quotas.volume.paused
+    return ConnectionScope(None, Topics(), quotas.home)
+
+
+def refused(scope: ConnectionScope) -> dict[str, int]:
+    return dict(scope.quotas.volume.refused_writes)
+
+
+def planned(scope, api_key, version, msg, client_id="member"):
+    buf = frame(encode_request_header(api_key, version, 5, client_id) + encode_request(api_key, version, msg))
+    header = parse_request_header(memoryview(buf), 1 << 30)
+    return plan_request(scope, TENANT, header), memoryview(buf)[header.header_length :]
+
+
+def join(version: int, *metadata: bytes):
+    return new_request(
+        JOIN_GROUP,
+        version,
+        group_id="g",
+        session_timeout_ms=45_000,
+        rebalance_timeout_ms=300_000,
+        member_id="",
+        protocol_type="consumer",
+        protocols=[{"name": f"p{i}", "metadata": m} for i, m in enumerate(metadata)],
+    )
+
+
+def sync(version: int, *assignments: bytes):
+    return new_request(
+        SYNC_GROUP,
+        version,
+        group_id="g",
+        generation_id=1,
+        member_id="m0",
+        assignments=[{"member_id": f"m{i}", "assignment": a} for i, a in enumerate(assignments)],
+    )
+
+
+def answer(outcome: AnswerLocally, api_key: int, version: int):
+    at = 8 + response_header_version(api_key, version)  # size, correlation id, a flexible header's tagged fields
+    return decode_response(api_key, version, outcome.frame[at:])
+
+
+@pytest.mark.parametrize("version", [0, 5, 6, 9])
+def test_at_pause_a_member_with_ordinary_metadata_joins_and_one_over_the_bound_is_refused_and_counted(version):
+    scope = scope_for()
+    plan, _ = planned(scope, JOIN_GROUP, version, join(version, b"\x00\x03" + b"t" * 40, b"\x00\x01" + b"t" * 40))
+    assert plan.action != BUFFER  # not decoded: a frame under the bound cannot carry more than the bound
+    # over it only together: a member's protocols are its metadata
+    plan, body = planned(scope, JOIN_GROUP, version, join(version, b"x" * (BOUND // 2 + 1), b"y" * (BOUND // 2)))
+    outcome = plan.decide(body)
+    assert isinstance(outcome, AnswerLocally)
+    response = answer(outcome, JOIN_GROUP, version)
+    assert response.error_code == COORDINATOR_NOT_AVAILABLE  # retriable: the coordinator is looked up again
+    assert (response.generation_id, response.member_id, list(response.members)) == (-1, "", [])
+    assert outcome.throttle.throttle_time_ms >= DELAY and outcome.throttle.mute_ms >= DELAY
+    if version >= 2:
+        assert response.throttle_time_ms >= DELAY
+    assert refused(scope) == {"JoinGroup": 1}
+    plan, body = planned(scope, JOIN_GROUP, version, join(version, b"x" * BOUND))  # at the bound: forwarded
+    assert plan.decide(body) == ForwardRequest()
+    assert refused(scope) == {"JoinGroup": 1}
+
+
+@pytest.mark.parametrize("version", [0, 3, 5])
+def test_at_pause_a_leaders_assignments_go_on_and_one_over_the_bound_is_refused(version):
+    scope = scope_for()
+    ordinary = [b"\x00\x03" + bytes(200)] * 400  # 400 members' assignments: 80 kB together, each small
+    plan, body = planned(scope, SYNC_GROUP, version, sync(version, *ordinary))
+    assert plan.decide(body) == ForwardRequest()
+    plan, body = planned(scope, SYNC_GROUP, version, sync(version, b"a", b"b" * (BOUND + 1)))
+    outcome = plan.decide(body)
+    assert isinstance(outcome, AnswerLocally)
+    response = answer(outcome, SYNC_GROUP, version)
+    assert (response.error_code, response.assignment) == (COORDINATOR_NOT_AVAILABLE, b"")
+    assert refused(scope) == {"SyncGroup": 1}
+
+
+def test_outside_pause_group_metadata_is_kafkas_and_charged_against_producer_byte_rate():
+    plan, _ = planned(scope_for(paused=False), JOIN_GROUP, 9, join(9, b"x" * (4 * BOUND)))
+    assert plan is PASS  # no bound of the proxy's own outside PAUSE, nothing to charge it to: streamed
+    scope = scope_for(paused=False, rate=1000)
+    throttles = [planned(scope, JOIN_GROUP, 9, join(9, b"x" * BOUND))[0].throttle for _ in range(4)]
+    assert throttles[-1] is not None and throttles[-1].throttle_time_ms > 0  # 4 x 64 kB over 1 kB/s
+
+
+def test_at_pause_group_writes_are_charged_against_the_base_rate_and_shadow_mode_refuses_nothing():
+    scope = scope_for()
+    small = join(9, bytes(BOUND - 200))  # under the bound: forwarded, and paid for
+    throttles = [planned(scope, JOIN_GROUP, 9, small, client_id="unquoted")[0].throttle for _ in range(40)]
+    assert throttles[-1] is not None and throttles[-1].throttle_time_ms > 0  # 2.6 MB over the 10 kB/s base rate
+    shadow = scope_for(shadow=True)
+    plan, _ = planned(shadow, JOIN_GROUP, 9, join(9, b"x" * (2 * BOUND)))
+    assert plan.action != BUFFER and refused(shadow) == {}
+
+
+def add_partitions(version: int, partitions: int, verify_only: bool = False):
+    topics = [{"name": "t", "partitions": list(range(partitions))}]
+    if version < 4:
+        return new_request(
+            ADD_PARTITIONS_TO_TXN,
+            version,
+            v3_and_below_transactional_id="tx",
+            v3_and_below_producer_id=7,
+            v3_and_below_producer_epoch=0,
+            v3_and_below_topics=topics,
+        )
+    txn = {"transactional_id": "tx", "producer_id": 7, "producer_epoch": 0, "verify_only": verify_only}
+    return new_request(ADD_PARTITIONS_TO_TXN, version, transactions=[{**txn, "topics": topics}])
+
+
+@pytest.mark.parametrize("version", [0, 3, 4, 5])
+def test_at_pause_no_partition_joins_a_transaction(version):
+    scope = scope_for()
+    plan, body = planned(scope, ADD_PARTITIONS_TO_TXN, version, add_partitions(version, 3))
+    outcome = plan.decide(body)
+    assert isinstance(outcome, AnswerLocally)
+    response = answer(outcome, ADD_PARTITIONS_TO_TXN, version)
+    if version < 4:
+        results = response.results_by_topic_v3_and_below
+    else:
+        assert response.error_code == COORDINATOR_NOT_AVAILABLE
+        results = [t for txn in response.results_by_transaction for t in txn.topic_results]
+    codes = [p.partition_error_code for t in results for p in t.results_by_partition]
+    assert codes == [COORDINATOR_NOT_AVAILABLE] * 3
+    assert refused(scope) == {"AddPartitionsToTxn": 1}
+    if version >= 4:  # a verify-only request adds nothing: the broker answers it
+        plan, body = planned(scope, ADD_PARTITIONS_TO_TXN, version, add_partitions(version, 3, verify_only=True))
+        assert plan.decide(body) == ForwardRequest()
+    plan, _ = planned(scope_for(paused=False), ADD_PARTITIONS_TO_TXN, version, add_partitions(version, 3))
+    assert plan is PASS
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_at_pause_transaction_markers_are_refused_as_a_produce_is(version):
+    scope = scope_for()
+    markers = new_request(
+        WRITE_TXN_MARKERS,
+        version,
+        markers=[
+            {
+                "producer_id": 7,
+                "producer_epoch": 0,
+                "transaction_result": False,
+                "topics": [{"name": "t", "partition_indexes": list(range(50))}],
+                "coordinator_epoch": 0,
+            }
+        ],
+    )
+    plan, body = planned(scope, WRITE_TXN_MARKERS, version, markers)
+    outcome = plan.decide(body)
+    assert isinstance(outcome, AnswerLocally)
+    response = answer(outcome, WRITE_TXN_MARKERS, version)
+    assert [p.error_code for m in response.markers for t in m.topics for p in t.partitions] == [
+        NOT_ENOUGH_REPLICAS
+    ] * 50
+    assert refused(scope) == {"WriteTxnMarkers": 1}
