@@ -2,18 +2,19 @@
 
 Tansu, a frame-counting relay in front of it (its own process: how many Produce frames reach the broker) and the
 proxy (its own process, default settings, its open-files limit lowered to ``--nofile`` so that descriptor exhaustion
-comes within seconds). ``--attackers`` processes, flat out for ``--seconds``: connect (from 127.0.0.1, or with
-``--sources N`` from N loopback addresses 127.0.1.x), send 1,000 pipelined 30-byte Produce v3 ``acks=0`` frames, close
-(FIN; ``--rst``: reset). Meanwhile and for ``--after`` seconds after, a newcomer from 127.0.0.250 connects every
-0.5 s and sends ApiVersions: the time to its answer is measured (a failed connect or no answer within 10 s counts as
-10 s).
+comes within seconds; ``--nofile 0``: as inherited). ``--attackers`` processes, flat out for ``--seconds``: connect
+(from 127.0.0.1, or with ``--sources N`` from N loopback addresses 127.1.x.y), send ``--frames`` (1,000) pipelined
+30-byte Produce v3 ``acks=0`` frames (0: none, an open/close loop), close (FIN; ``--rst``: reset). Meanwhile and for
+``--after`` seconds after, a newcomer from 127.0.0.250 connects every 0.5 s and sends ApiVersions: the time to its
+answer is measured (a failed connect or no answer within 10 s counts as 10 s).
 
 Prints the newcomer's worst wait during and after the flood, the connections the attackers made, the Produce frames
 that reached the broker (and per connection), the proxy's largest descriptor count, and its log's counts of
 "Too many open files". Exits 1 when a newcomer waited over 2 s (``--max-wait``), or more than
 ``connections.max.inflight.requests`` (5) frames per gone connection reached the broker.
 
-Usage: ``python bench/churn.py [--seconds 10] [--after 5] [--attackers 2] [--sources 1] [--nofile 1024] [--rst]``
+Usage: ``python bench/churn.py [--seconds 10] [--after 5] [--attackers 2] [--sources 1] [--nofile 1024] [--frames 1000]
+[--rst]``
 """
 
 from __future__ import annotations
@@ -46,15 +47,24 @@ CONNECTED: list[float] = []  # seconds each newcomer took to connect
 MAX_PER_GONE = 5  # connections.max.inflight.requests' default
 
 
-def attack_frames() -> bytes:
+def attack_frames(frames: int = FRAMES) -> bytes:
     body = encode_request(PRODUCE, 3, new_request(PRODUCE, 3, acks=0, timeout_ms=1000, topic_data=[]))
     one = frame(encode_request_header(PRODUCE, 3, 1, "evil") + body)
     assert len(one) == 30, len(one)
-    return one * FRAMES
+    return one * frames
 
 
-def attacker(port: int, sources: list[str], until: float, rst: bool, made) -> None:
-    payload = attack_frames()
+def loopback_sources(n: int) -> list[str]:
+    """``n`` loopback addresses for the attackers (127.0.0.1 alone for 1; else 127.1.x.y, up to 65,535 of them)."""
+    if n <= 1:
+        return ["127.0.0.1"]
+    return [f"127.1.{i // 256}.{i % 256}" for i in range(1, n + 1)]
+
+
+def attacker(port: int, sources: list[str], until: float, rst: bool, made, frames: int = FRAMES) -> None:
+    """Flat out until ``until``: connect from the next of ``sources``, send ``frames`` pipelined Produce frames (0:
+    nothing, an open/close loop), close (or reset)."""
+    payload = attack_frames(frames)
     n = 0
     while time.time() < until:
         source = sources[n % len(sources)]
@@ -64,7 +74,8 @@ def attacker(port: int, sources: list[str], until: float, rst: bool, made) -> No
             s.bind((source, 0))
             s.settimeout(2)
             s.connect(("127.0.0.1", port))
-            s.sendall(payload)
+            if payload:
+                s.sendall(payload)
             if rst:
                 s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         except OSError:
@@ -163,26 +174,40 @@ class Churned:
         return max((w for at, w in self.waits if (at < self.seconds) == during), default=0.0)
 
 
-def churn(seconds: float, after: float, attackers: int, sources: int, nofile: int, rst: bool) -> Churned:
-    """Start Tansu, the counting relay and the proxy (RLIMIT_NOFILE ``nofile``), run the flood and the newcomer."""
+def churn(
+    seconds: float,
+    after: float,
+    attackers: int,
+    sources: int,
+    nofile: int | None,
+    rst: bool,
+    frames: int = FRAMES,
+    relay: bool = True,
+) -> Churned:
+    """Start Tansu, the counting relay (``relay``; else the proxy is in front of Tansu itself and nothing is counted)
+    and the proxy (RLIMIT_NOFILE ``nofile``, None: as inherited), run the flood and the newcomer."""
     broker_port, relay_port, proxy_port, metrics_port = free_port(), free_port(), free_port(), free_port()
     broker = tansu(broker_port, proxy_port)
     count_file = tempfile.NamedTemporaryFile("w", suffix=".count", delete=False).name
-    relay = subprocess.Popen([sys.executable, "-c", RELAY, str(relay_port), str(broker_port), count_file])
+    counter = None
+    if relay:
+        counter = subprocess.Popen([sys.executable, "-c", RELAY, str(relay_port), str(broker_port), count_file])
+    upstream_port = relay_port if relay else broker_port
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         f.write(
-            f"upstream: {{bootstrap_servers: ['127.0.0.1:{relay_port}']}}\n"
+            f"upstream: {{bootstrap_servers: ['127.0.0.1:{upstream_port}']}}\n"
             f"listeners: [{{name: PLAINTEXT, bind: '127.0.0.1:{proxy_port}'}}]\n"
             f"metrics: {{bind: '127.0.0.1:{metrics_port}'}}\ndynamic_config: {{enabled: false}}\n"
         )
     log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
 
     def lowered() -> None:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+        if nofile is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
 
     proxy = None
     try:
-        wait_for_port(relay_port)
+        wait_for_port(upstream_port)
         proxy = subprocess.Popen(
             [sys.executable, "-m", "proxy.cli", "run", "--config", f.name, "--log-level", "WARNING"],
             cwd=ROOT,
@@ -193,13 +218,13 @@ def churn(seconds: float, after: float, attackers: int, sources: int, nofile: in
         wait_for_port(proxy_port)
         assert newcomer(proxy_port) < GIVE_UP_S, "the proxy does not answer"
         base = int(open(count_file).read() or 0)
-        addresses = [f"127.0.1.{i + 1}" for i in range(sources)] if sources > 1 else ["127.0.0.1"]
+        addresses = loopback_sources(sources)
         made = multiprocessing.Value("l", 0)
         start = time.time()
         until = start + seconds
         procs = [
             multiprocessing.Process(
-                target=attacker, args=(proxy_port, addresses[i::attackers] or addresses, until, rst, made)
+                target=attacker, args=(proxy_port, addresses[i::attackers] or addresses, until, rst, made, frames)
             )
             for i in range(attackers)
         ]
@@ -242,9 +267,10 @@ def churn(seconds: float, after: float, attackers: int, sources: int, nofile: in
                 proxy.wait(15)
             except subprocess.TimeoutExpired:
                 proxy.kill()
-        relay.kill()
+        if counter is not None:
+            counter.kill()
+            counter.wait(10)
         broker.kill()
-        relay.wait(10)
         broker.wait(10)
         log.close()
         for path in (f.name, log.name, count_file):
@@ -257,11 +283,12 @@ def main() -> int:
     parser.add_argument("--after", type=float, default=5.0)
     parser.add_argument("--attackers", type=int, default=2)
     parser.add_argument("--sources", type=int, default=1, help="loopback source addresses of the attackers")
-    parser.add_argument("--nofile", type=int, default=1024, help="the proxy's RLIMIT_NOFILE")
+    parser.add_argument("--nofile", type=int, default=1024, help="the proxy's RLIMIT_NOFILE (0: as inherited)")
+    parser.add_argument("--frames", type=int, default=FRAMES, help="Produce frames per connection (0: open/close)")
     parser.add_argument("--rst", action="store_true", help="attackers reset their connections instead of closing")
     parser.add_argument("--max-wait", type=float, default=2.0)
     args = parser.parse_args()
-    r = churn(args.seconds, args.after, args.attackers, args.sources, args.nofile, args.rst)
+    r = churn(args.seconds, args.after, args.attackers, args.sources, args.nofile or None, args.rst, args.frames)
     print(
         f"churn: {args.attackers} attackers from {args.sources} address(es), {'RST' if args.rst else 'FIN'}, "
         f"{args.seconds:g} s, proxy RLIMIT_NOFILE {args.nofile}"

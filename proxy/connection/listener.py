@@ -17,6 +17,7 @@ from proxy.connection.client_context import log_fields
 from proxy.connection.client_socket import ClientConnection, ListenerContext, bounded
 from proxy.connection.descriptors import FD_RESERVE
 from proxy.connection.open_gate import CLAIMED, UNCLAIMED
+from proxy.connection.presence import gone_unheard
 from proxy.ground.logs import LogLimiter
 from proxy.ground.tasks import cancel_and_wait
 from quota.managers.connection import IP_RATE, Admit, Close, Hold, normalize_ip
@@ -158,6 +159,10 @@ class Listener:
         client.accepted(peer, counted_ip=ip, claimed=claimed)
         ssl_context = self.ctx.ssl_context
         if ssl_context is None:
+            if gone_unheard(conn):  # closed before its turn came, having sent nothing: no broker connection
+                client.close("client_closed")
+                conn.close()
+                return
             if not await client.connect_upstream():
                 conn.close()
                 return

@@ -33,3 +33,16 @@ def client_state(transport: asyncio.BaseTransport | None) -> str:
     except (OSError, ValueError):  # closed under us (uvloop reports a negative descriptor)
         return GONE
     return PRESENT if state == TCP_ESTABLISHED else HALF_CLOSED if state == TCP_CLOSE_WAIT else GONE
+
+
+def gone_unheard(sock: socket.socket) -> bool:
+    """A socket just accepted whose client has gone having sent nothing: its FIN with nothing before it to read, or
+    its reset (one non-blocking peek, no byte taken). Such a client is owed nothing, and costs no broker connection:
+    a churning client's connections, closed at once, pile up in the accept queue and are gone by their turn. A
+    client that sent a request and then half-closed is served (it may be reading its answer), as Kafka serves it."""
+    try:
+        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except (BlockingIOError, InterruptedError):
+        return False  # connected, nothing sent yet
+    except OSError:
+        return True  # reset
