@@ -56,6 +56,7 @@ DECODED = {
     11: "JoinGroup",
     14: "SyncGroup",
     27: "WriteTxnMarkers",
+    68: "ConsumerGroupHeartbeat",  # KIP-848: a member's subscription, written to __consumer_offsets
 }
 MAX = 0x7FFF
 INT_TYPES = {"int8", "int16", "uint16", "int32", "int64"}

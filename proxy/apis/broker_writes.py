@@ -13,7 +13,10 @@ broker's disk through a proxy at PAUSE). This module holds the rule for every su
   At PAUSE a member's metadata (its JoinGroup protocols together) and each assignment of a SyncGroup are bounded by
   ``volume_usage.paused_group_metadata_max_bytes`` (64 KiB; an ordinary consumer's are tens to hundreds of bytes):
   a request over it is refused whole with COORDINATOR_NOT_AVAILABLE, what the coordinator answers itself when it
-  cannot write the group's record (the client looks the coordinator up again and retries).
+  cannot write the group's record (the client looks the coordinator up again and retries). A KIP-848 member's
+  **ConsumerGroupHeartbeat** has the same bound on its subscription (topic names or regular expression, rack,
+  instance id, assignor), which the coordinator writes to the member's record whenever it changes. (Share and
+  Streams groups' heartbeats are not bounded yet.)
 - **AddPartitionsToTxn** (clients' v0-3, and v4+ but for ``verify_only`` transactions): the transaction
   coordinator writes the transaction's record, every partition in it, to ``__transaction_state`` for each request,
   and a marker to each partition when the transaction ends. At PAUSE no partition may join a transaction (the
@@ -42,7 +45,14 @@ from typing import TYPE_CHECKING
 
 from proxy.apis.decisions import Decisions
 from proxy.apis.plan import FORWARD_AS_IS, PASS, AnswerLocally, ConnectionScope, Outcome, Plan
-from proxy.codec.apis import ADD_PARTITIONS_TO_TXN, JOIN_GROUP, SYNC_GROUP, WRITE_TXN_MARKERS, api_name
+from proxy.codec.apis import (
+    ADD_PARTITIONS_TO_TXN,
+    CONSUMER_GROUP_HEARTBEAT,
+    JOIN_GROUP,
+    SYNC_GROUP,
+    WRITE_TXN_MARKERS,
+    api_name,
+)
 from proxy.codec.error_codes import COORDINATOR_NOT_AVAILABLE, NOT_ENOUGH_REPLICAS
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader
@@ -122,6 +132,14 @@ def _partitions_joining(msg: Message, version: int) -> int:
     return sum(len(t.partitions) for txn in msg.transactions if not txn.verify_only for t in txn.topics)
 
 
+def _subscription(msg: Message, version: int) -> int:
+    """What of a KIP-848 member's heartbeat its coordinator keeps in the member's record: the topic names or the
+    regular expression it subscribes with, its rack, instance id and assignor's names."""
+    strings = [*(msg.subscribed_topic_names or ()), getattr(msg, "subscribed_topic_regex", None)]
+    strings += [msg.rack_id, msg.instance_id, msg.server_assignor]
+    return sum(len(s.encode()) for s in strings if s)
+
+
 _AT_PAUSE: dict[int, _AtPause] = {
     JOIN_GROUP: _AtPause(
         lambda msg, v: sum(len(p.metadata) for p in msg.protocols),
@@ -134,6 +152,9 @@ _AT_PAUSE: dict[int, _AtPause] = {
         _group_bound,
         COORDINATOR_NOT_AVAILABLE,
         "an assignment this large",
+    ),
+    CONSUMER_GROUP_HEARTBEAT: _AtPause(
+        _subscription, _group_bound, COORDINATOR_NOT_AVAILABLE, "a subscription this large"
     ),
     ADD_PARTITIONS_TO_TXN: _AtPause(
         _partitions_joining, lambda quotas: 0, COORDINATOR_NOT_AVAILABLE, "adding partitions"
@@ -149,8 +170,8 @@ WRITES = frozenset(_AT_PAUSE)  # the APIs :func:`plan_write` plans
 
 
 def plan_write(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
-    """A JoinGroup, SyncGroup, AddPartitionsToTxn or WriteTxnMarkers: charged; at PAUSE, refused whole when it
-    carries more than its bound of what the broker would write."""
+    """A JoinGroup, SyncGroup, ConsumerGroupHeartbeat, AddPartitionsToTxn or WriteTxnMarkers: charged; at PAUSE,
+    refused whole when it carries more than its bound of what the broker would write."""
     quotas = scope.quotas
     charge = charged(quotas, session, header)
     plan = charge.plan() or PASS

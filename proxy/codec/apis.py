@@ -158,6 +158,7 @@ INCREMENTAL_ALTER_CONFIGS = 44
 DESCRIBE_CLIENT_QUOTAS = 48
 ALTER_CLIENT_QUOTAS = 49
 DESCRIBE_CLUSTER = 60
+CONSUMER_GROUP_HEARTBEAT = 68
 
 
 def api_name(key: int) -> str:
@@ -236,6 +237,7 @@ _DECODED: tuple[_DecodedApi, ...] = (
     _DecodedApi(DESCRIBE_CLIENT_QUOTAS, 0, None, None),
     _DecodedApi(ALTER_CLIENT_QUOTAS, 0, None, None),
     _DecodedApi(DESCRIBE_CLUSTER, 0, None, None),
+    _DecodedApi(CONSUMER_GROUP_HEARTBEAT, 0, None, None),
 )
 
 THROTTLE_TIME_SINCE: dict[int, int | None] = {a.key: a.throttle_time_since for a in _DECODED}

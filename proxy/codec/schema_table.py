@@ -818,4 +818,37 @@ SCHEMAS = {
             ('cluster_authorized_operations', 'int32', (0, 32767), None, None, None, -2147483648, False, None, None),
         )},
     ),
+    (68, 'request'): (
+        {"name": 'ConsumerGroupHeartbeatRequest', "valid": (0, 1), "flexible": 0, "fields": (
+            ('group_id', 'string', (0, 32767), None, None, None, '', False, None, None),
+            ('member_id', 'string', (0, 32767), None, None, None, '', False, None, None),
+            ('member_epoch', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('instance_id', 'string', (0, 32767), (0, 32767), None, None, None, False, None, None),
+            ('rack_id', 'string', (0, 32767), (0, 32767), None, None, None, False, None, None),
+            ('rebalance_timeout_ms', 'int32', (0, 32767), None, None, None, -1, False, None, None),
+            ('subscribed_topic_names', '[]string', (0, 32767), (0, 32767), None, None, None, False, None, None),
+            ('subscribed_topic_regex', 'string', (1, 32767), (1, 32767), None, None, None, False, None, None),
+            ('server_assignor', 'string', (0, 32767), (0, 32767), None, None, None, False, None, None),
+            ('topic_partitions', '[]struct', (0, 32767), (0, 32767), None, None, None, False, (
+                ('topic_id', 'uuid', (0, 32767), None, None, None, None, False, None, None),
+                ('partitions', '[]int32', (0, 32767), None, None, None, (), False, None, None),
+            ), 'TopicPartitions'),
+        )},
+    ),
+    (68, 'response'): (
+        {"name": 'ConsumerGroupHeartbeatResponse', "valid": (0, 1), "flexible": 0, "fields": (
+            ('throttle_time_ms', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+            ('error_message', 'string', (0, 32767), (0, 32767), None, None, None, False, None, None),
+            ('member_id', 'string', (0, 32767), (0, 32767), None, None, None, False, None, None),
+            ('member_epoch', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('heartbeat_interval_ms', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('assignment', 'struct', (0, 32767), (0, 32767), None, None, None, False, (
+                ('topic_partitions', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('topic_id', 'uuid', (0, 32767), None, None, None, None, False, None, None),
+                    ('partitions', '[]int32', (0, 32767), None, None, None, (), False, None, None),
+                ), 'TopicPartitions'),
+            ), 'Assignment'),
+        )},
+    ),
 }

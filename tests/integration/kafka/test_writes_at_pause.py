@@ -21,13 +21,14 @@ from __future__ import annotations
 import socket
 import struct
 import threading
+import uuid
 
 import pytest
 from kafka import KafkaConsumer
 from kafka.errors import CoordinatorLoadInProgressError, CoordinatorNotAvailableError, NotCoordinatorError
 from kafka.structs import TopicPartition
 
-from proxy.codec.apis import JOIN_GROUP, OFFSET_COMMIT, SYNC_GROUP
+from proxy.codec.apis import CONSUMER_GROUP_HEARTBEAT, JOIN_GROUP, OFFSET_COMMIT, SYNC_GROUP
 from proxy.codec.error_codes import COORDINATOR_NOT_AVAILABLE, ERROR_CODES, NONE, OFFSET_METADATA_TOO_LARGE
 from proxy.codec.header import encode_request_header, frame
 from proxy.codec.messages import decode_response, encode_request, new_request
@@ -290,3 +291,49 @@ def described(admin, group: str) -> tuple[str, list]:
 def _deleted(admin, group: str) -> bool:
     """The group deleted (NON_EMPTY_GROUP until its member has left)."""
     return admin.delete_groups([group])[group] in ("OK", "GroupIdNotFoundError")
+
+
+@pytest.mark.long_running(seconds=8)
+def test_a_kip848_consumer_joins_at_pause_and_a_huge_subscription_is_refused(kafka1, paused):
+    """A librdkafka consumer of the new protocol (``group.protocol: consumer``, ConsumerGroupHeartbeat) is assigned
+    its partitions through the paused sidecar; a heartbeat subscribing to 84 kB of made-up topic names, which the
+    coordinator would keep in the member's record, is refused COORDINATOR_NOT_AVAILABLE and counted."""
+    from confluent_kafka import Consumer
+
+    group = unique_topic("pause-848")
+    before = refused(paused, "ConsumerGroupHeartbeat")
+    with topics(kafka1, "pause-848", partitions=3) as (topic,):
+        member = Consumer({"bootstrap.servers": paused.bootstrap, "group.id": group, "group.protocol": "consumer"})
+        try:
+            member.subscribe([topic])
+
+            def assigned() -> bool:
+                member.poll(0.1)
+                return len(member.assignment()) == 3
+
+            wait_until(assigned, 60, "the KIP-848 member assigned every partition at PAUSE")
+            assert refused(paused, "ConsumerGroupHeartbeat") == before
+        finally:
+            member.close()
+        names = [f"made-up-{i:05d}-" + "n" * 200 for i in range(400)]
+        with connect(paused.port) as sock:
+            sock.settimeout(60)
+            answer = exchange(
+                sock,
+                CONSUMER_GROUP_HEARTBEAT,
+                0,
+                1,
+                group_id=unique_topic("pause-848-huge"),
+                member_id=str(uuid.uuid4()),
+                member_epoch=0,
+                rebalance_timeout_ms=30_000,
+                subscribed_topic_names=names,
+                topic_partitions=[],
+            )
+        assert answer.error_code == COORDINATOR_NOT_AVAILABLE
+        assert refused(paused, "ConsumerGroupHeartbeat") == before + 1
+        admin = direct_admin(kafka1)
+        try:
+            wait_until(lambda: _deleted(admin, group), 30, f"group {group} deleted")
+        finally:
+            admin.close()

@@ -4,6 +4,8 @@ over their bound, and counted. Pure: bytes in, values out, a fake clock."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from config.loader import parse_config
@@ -12,6 +14,7 @@ from proxy.apis.plan import PASS
 from proxy.cluster.topics import Topics
 from proxy.codec.apis import (
     ADD_PARTITIONS_TO_TXN,
+    CONSUMER_GROUP_HEARTBEAT,
     JOIN_GROUP,
     SYNC_GROUP,
     WRITE_TXN_MARKERS,
@@ -116,6 +119,36 @@ def test_at_pause_a_leaders_assignments_go_on_and_one_over_the_bound_is_refused(
     response = answer(outcome, SYNC_GROUP, version)
     assert (response.error_code, response.assignment) == (COORDINATOR_NOT_AVAILABLE, b"")
     assert refused(scope) == {"SyncGroup": 1}
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_at_pause_a_kip848_member_subscribes_to_ordinary_topics_and_a_huge_subscription_is_refused(version):
+    scope = scope_for()
+
+    def heartbeat(names: list[str], owned: int = 0):
+        return new_request(
+            CONSUMER_GROUP_HEARTBEAT,
+            version,
+            group_id="g",
+            member_id="m",
+            member_epoch=0,
+            rebalance_timeout_ms=300_000,
+            subscribed_topic_names=names,
+            topic_partitions=[{"topic_id": uuid.uuid4(), "partitions": list(range(owned))}],
+        )
+
+    plan, _ = planned(scope, CONSUMER_GROUP_HEARTBEAT, version, heartbeat(["orders", "payments"]))
+    assert plan.action != BUFFER  # not decoded: under the bound whole
+    many = [f"topic-{i:05d}-" + "n" * 200 for i in range(400)]  # 84 kB of made-up names
+    plan, body = planned(scope, CONSUMER_GROUP_HEARTBEAT, version, heartbeat(many))
+    outcome = plan.decide(body)
+    assert isinstance(outcome, AnswerLocally)
+    response = answer(outcome, CONSUMER_GROUP_HEARTBEAT, version)
+    assert (response.error_code, response.throttle_time_ms) == (COORDINATOR_NOT_AVAILABLE, DELAY)
+    assert refused(scope) == {"ConsumerGroupHeartbeat": 1}
+    # 52 kB of names and 5,000 partitions it owns (which the coordinator does not keep): decoded, and forwarded
+    plan, body = planned(scope, CONSUMER_GROUP_HEARTBEAT, version, heartbeat(many[:250], owned=5000))
+    assert plan.decide(body) == ForwardRequest()
 
 
 def test_outside_pause_group_metadata_is_kafkas_and_charged_against_producer_byte_rate():
