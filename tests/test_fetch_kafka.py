@@ -12,15 +12,15 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "tools" / "fetch_kafka.py"
 
 
-def run(tmp_path: Path, programs: list[str], cache: Path) -> subprocess.CompletedProcess:
-    """The script with a PATH holding only ``programs`` (links to the real ones) and its cache at ``cache``."""
+def run(tmp_path: Path, programs: list[str], cache: Path, script: Path = SCRIPT) -> subprocess.CompletedProcess:
+    """``script`` with a PATH holding only ``programs`` (links to the real ones) and its cache at ``cache``."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     for name in programs:
         real = next(Path(d) / name for d in os.environ["PATH"].split(os.pathsep) if (Path(d) / name).exists())
         (bin_dir / name).symlink_to(real)
     env = {"PATH": str(bin_dir), "KQP_KAFKA_CACHE": str(cache), "HOME": str(tmp_path)}
-    return subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, env=env, timeout=60)
+    return subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=60)
 
 
 def test_without_maven_one_line_names_what_to_install(tmp_path):

@@ -80,46 +80,57 @@ def require(program: str, what: str) -> str:
     return path
 
 
+def copy_dependencies(work_dir: Path, dependencies: str, options: list[str], what: str, quiet: bool) -> Path:
+    """Resolve ``dependencies`` (DEP blocks) with Maven, through a pom generated in ``work_dir``, into
+    ``work_dir/libs``; ``options`` are the dependency plugin's (its scope, transitivity). SetupError naming ``what``
+    when mvn is missing or fails."""
+    mvn = require("mvn", "Apache Maven 3.8+ (Debian: apt install maven)")
+    (work_dir / "pom.xml").write_text(POM.format(deps=dependencies))
+    libs = work_dir / "libs"
+    command = [
+        mvn,
+        "-B",
+        "-f",
+        str(work_dir / "pom.xml"),
+        f"{DEPENDENCY_PLUGIN}:copy-dependencies",
+        f"-DoutputDirectory={libs}",
+        *options,
+    ]
+    if quiet:
+        command.insert(2, "-q")
+    result = subprocess.run(command, capture_output=quiet, text=True)
+    if result.returncode != 0:
+        tail = (result.stdout or "")[-2000:] + (result.stderr or "")[-2000:]
+        raise SetupError(f"mvn could not fetch {what} from Maven Central (exit {result.returncode}):\n{tail}")
+    return libs
+
+
+def settle(home: Path, folders: list[Path], listing: str) -> None:
+    """Move the fetched ``folders`` into ``home`` (replacing what a run cut short left), then write ``.complete``."""
+    if home.exists():
+        shutil.rmtree(home)
+    home.mkdir()
+    for folder in folders:
+        shutil.move(str(folder), home / folder.name)
+    (home / ".complete").write_text(listing)
+
+
 def fetch(version: str = KAFKA_VERSION, quiet: bool = True) -> Path:
     """Fetch Kafka's jars once; return the folder holding libs/."""
     home = kafka_home(version)
     if (home / ".complete").exists():
         return home
     require("java", "a Java 17+ runtime (Debian: apt install openjdk-17-jre-headless)")
-    mvn = require("mvn", "Apache Maven 3.8+ (Debian: apt install maven)")
     home.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=home.parent, prefix=f".fetch-{version}-") as work:
-        work_dir = Path(work)
         deps = "\n".join(
             DEP.format(group=g, artifact=a, version=version if g == "org.apache.kafka" else v) for g, a, v in ARTIFACTS
         )
-        (work_dir / "pom.xml").write_text(POM.format(deps=deps))
-        libs = work_dir / "libs"
-        command = [
-            mvn,
-            "-B",
-            "-f",
-            str(work_dir / "pom.xml"),
-            f"{DEPENDENCY_PLUGIN}:copy-dependencies",
-            f"-DoutputDirectory={libs}",
-            "-DincludeScope=runtime",
-        ]
-        if quiet:
-            command.insert(2, "-q")
-        result = subprocess.run(command, capture_output=quiet, text=True)
-        if result.returncode != 0:
-            tail = (result.stdout or "")[-2000:] + (result.stderr or "")[-2000:]
-            raise SetupError(
-                f"mvn could not fetch Apache Kafka {version} from Maven Central (exit {result.returncode}):\n{tail}"
-            )
+        libs = copy_dependencies(Path(work), deps, ["-DincludeScope=runtime"], f"Apache Kafka {version}", quiet)
         jars = sorted(p.name for p in libs.glob("*.jar"))
         if not any(j.startswith(f"kafka_2.13-{version}") for j in jars):
             raise SetupError(f"mvn finished but kafka_2.13-{version}.jar is not among the {len(jars)} jars fetched")
-        if home.exists():
-            shutil.rmtree(home)
-        home.mkdir()
-        shutil.move(str(libs), home / "libs")
-        (home / ".complete").write_text("\n".join(jars) + "\n")
+        settle(home, [libs], "\n".join(jars) + "\n")
     return home
 
 
@@ -129,36 +140,15 @@ def fetch_jar(group: str, artifact: str, version: str, quiet: bool = True) -> Pa
     home = cache_root() / f"{artifact}-{version}"
     if (home / ".complete").exists():
         return home / "libs"
-    mvn = require("mvn", "Apache Maven 3.8+ (Debian: apt install maven)")
     home.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=home.parent, prefix=f".fetch-{artifact}-") as work:
-        work_dir = Path(work)
-        (work_dir / "pom.xml").write_text(POM.format(deps=DEP.format(group=group, artifact=artifact, version=version)))
-        libs = work_dir / "libs"
-        command = [
-            mvn,
-            "-B",
-            "-f",
-            str(work_dir / "pom.xml"),
-            f"{DEPENDENCY_PLUGIN}:copy-dependencies",
-            f"-DoutputDirectory={libs}",
-            "-DexcludeTransitive=true",
-        ]
-        if quiet:
-            command.insert(2, "-q")
-        result = subprocess.run(command, capture_output=quiet, text=True)
+        dep = DEP.format(group=group, artifact=artifact, version=version)
+        what = f"{group}:{artifact}:{version}"
+        libs = copy_dependencies(Path(work), dep, ["-DexcludeTransitive=true"], what, quiet)
         jar = libs / f"{artifact}-{version}.jar"
-        if result.returncode != 0 or not jar.exists():
-            tail = (result.stdout or "")[-2000:] + (result.stderr or "")[-2000:]
-            raise SetupError(
-                f"mvn could not fetch {group}:{artifact}:{version} from Maven Central "
-                f"(exit {result.returncode}):\n{tail}"
-            )
-        if home.exists():
-            shutil.rmtree(home)
-        home.mkdir()
-        shutil.move(str(libs), home / "libs")
-        (home / ".complete").write_text(jar.name + "\n")
+        if not jar.exists():
+            raise SetupError(f"mvn finished but {jar.name} is not among the jars fetched for {what}")
+        settle(home, [libs], jar.name + "\n")
     return home / "libs"
 
 
