@@ -61,6 +61,17 @@ class PluginCluster(KafkaCluster):
         return command
 
 
+def stop_process(proc: subprocess.Popen | None) -> None:
+    """SIGTERM, then SIGKILL after 15 s: a relay that does not stop cleanly still stops."""
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
 def kafka_client_quota(cluster: KafkaCluster, client_id: str, **config) -> None:
     """A client-id quota set in Kafka itself: kafka-configs.sh --bootstrap-server <broker> --alter."""
     values = ",".join(f"{k}={v}" for k, v in config.items())
@@ -81,21 +92,26 @@ def kafka_client_quota(cluster: KafkaCluster, client_id: str, **config) -> None:
 @dataclass
 class ProxyProcess:
     """``python -m proxy.cli run`` in front of ``upstream``, listening on ``port``; dynamic config off unless the
-    config says otherwise (a benchmark's quotas are its YAML's)."""
+    config says otherwise (a benchmark's quotas are its YAML's). With ``broker_port_base`` the listener is in
+    cluster mode (broker N served on ``broker_port_base + N``), else a sidecar's."""
 
     port: int
     upstream: str
     quotas: list = field(default_factory=list)
     settings: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
+    broker_port_base: int = 0
     proc: subprocess.Popen | None = None
     metrics_port: int = 0
 
     def start(self) -> ProxyProcess:
         self.metrics_port = free_port()
+        listener: dict = {"name": "PLAINTEXT", "bind": f"127.0.0.1:{self.port}"}
+        if self.broker_port_base:
+            listener["broker_port_base"] = self.broker_port_base
         config = {
             "upstream": {"bootstrap_servers": [self.upstream]},
-            "listeners": [{"name": "PLAINTEXT", "bind": f"127.0.0.1:{self.port}"}],
+            "listeners": [listener],
             "metrics": {"bind": f"127.0.0.1:{self.metrics_port}"},
             "dynamic_config": {"enabled": False},
             **self.extra,
@@ -117,13 +133,7 @@ class ProxyProcess:
         return self
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        stop_process(self.proc)
 
     def cpu(self) -> float:
         return cpu_seconds(self.proc.pid)

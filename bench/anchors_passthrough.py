@@ -1,9 +1,7 @@
 """Pass-through beside the anchors: direct, the proxy and the minimal relay in front of the same Apache Kafka.
 
-Kroxylicious, the open-source Kafka proxy, would be the anchor here, but Maven Central does not serve
-``io.kroxylicious:kroxylicious-app`` (tried: no maven-metadata for it, and no jar for a pinned version; Kroxylicious
-ships its proxy as a distribution archive on GitHub, not as a Maven artifact), so the proxy is measured against the
-floor of any user-space relay only: bench/relay_floor.py's uvloop relay that parses nothing.
+The peer proxy, Kroxylicious, is measured in bench/anchors_kroxylicious.py; this script measures the proxy against
+the floor of any user-space relay: bench/relay_floor.py's uvloop relay that parses nothing.
 
 One Apache Kafka 4.4.0 broker with three listeners: one advertised as itself (direct), one advertised as the proxy
 (its own process, in front of it, default settings, no quotas, dynamic config off), one advertised as the relay (its
@@ -71,7 +69,6 @@ def main() -> int:
     parser.add_argument("--latency-samples", type=int, default=1000)
     args = parser.parse_args()
     verdicts = Verdicts()
-    print("Kroxylicious: not measured, Maven Central does not serve io.kroxylicious:kroxylicious-app")
     cluster = KafkaCluster(1, "anchors-pass", extra_listeners={"RELAY": ExtraListener("PLAINTEXT")}).start()
     node = cluster.nodes[0]
     relay_port = node.extra_advertised["RELAY"]

@@ -36,15 +36,20 @@ def produce(bootstrap: str, topic: str, count: int) -> float:
     p.produce(topic, PAYLOAD)  # warm up: metadata and connections
     p.flush(30)
     start = time.perf_counter()
+    produce_all(p, topic, count, PAYLOAD)
+    return count / (time.perf_counter() - start)
+
+
+def produce_all(producer: Producer, topic: str, count: int, value: bytes) -> None:
+    """``count`` messages of ``value`` as fast as the producer's queue takes them, then every delivery awaited."""
     for _ in range(count):
         while True:
             try:
-                p.produce(topic, PAYLOAD)
+                producer.produce(topic, value)
                 break
             except BufferError:
-                p.poll(0.001)
-    p.flush(120)
-    return count / (time.perf_counter() - start)
+                producer.poll(0.001)
+    producer.flush(120)
 
 
 def consume(bootstrap: str, topic: str, count: int, partitions: int = 4) -> float:
