@@ -1,0 +1,69 @@
+"""Instructions per request/response pair on the connection's pure path, counted by callgrind: the figure of
+bench/pipeline_cost.py that the machine's load does not move.
+
+Runs ``valgrind --tool=callgrind python bench/pipeline_cost.py --pairs N`` for two values of N and prints the
+difference of the two runs' instruction totals divided by the difference of their pairs, so the interpreter's
+start-up and the set-up of the frames cancel out. Needs valgrind (Debian: ``apt install valgrind``). Usage:
+``python bench/pipeline_instructions.py [--pairs 2000 12000]`` (about 4 minutes: callgrind runs about 50 x slower).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def instructions(pairs: int, directory: Path) -> int:
+    """The total instructions callgrind counted for one run of pipeline_cost.py with ``pairs`` pairs."""
+    out = directory / f"callgrind.{pairs}"
+    subprocess.run(
+        [
+            "valgrind",
+            "--tool=callgrind",
+            f"--callgrind-out-file={out}",
+            sys.executable,
+            str(ROOT / "bench" / "pipeline_cost.py"),
+            "--pairs",
+            str(pairs),
+        ],
+        check=True,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+    )
+    found = re.search(r"^(?:summary|totals): (\d+)", out.read_text(), re.M)
+    if found is None:
+        raise RuntimeError(f"no instruction total in {out}")
+    return int(found.group(1))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--pairs", type=int, nargs=2, default=[2000, 12000], metavar=("FEW", "MANY"))
+    few, many = parser.parse_args().pairs
+    if shutil.which("valgrind") is None:
+        print("pipeline_instructions: valgrind not found (Debian: apt install valgrind)", file=sys.stderr)
+        return 2
+    if many <= few:
+        parser.error("the second count of pairs must be the larger")
+    with tempfile.TemporaryDirectory(prefix="callgrind-") as work:
+        low, high = instructions(few, Path(work)), instructions(many, Path(work))
+    per_pair = (high - low) / (many - few)
+    print(
+        f"{per_pair:,.0f} instructions per request + response (ListOffsets v5, no quotas; "
+        f"{low:,} for {few} pairs, {high:,} for {many})"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
