@@ -29,6 +29,7 @@ ARTIFACTS = (
     ("org.apache.logging.log4j", "log4j-slf4j-impl", "2.25.5"),
 )
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
+JAVA = "a Java 17+ runtime (Debian: apt install openjdk-17-jre-headless)"
 
 POM = """<?xml version="1.0" encoding="UTF-8"?>
 <project xmlns="http://maven.apache.org/POM/4.0.0">
@@ -80,6 +81,11 @@ def require(program: str, what: str) -> str:
     return path
 
 
+def dependency_blocks(artifacts: tuple[tuple[str, str, str], ...], group: str, version: str) -> str:
+    """The pom's DEP blocks of ``artifacts`` (group, artifact, version), those of ``group`` at ``version``."""
+    return "\n".join(DEP.format(group=g, artifact=a, version=version if g == group else v) for g, a, v in artifacts)
+
+
 def copy_dependencies(work_dir: Path, dependencies: str, options: list[str], what: str, quiet: bool) -> Path:
     """Resolve ``dependencies`` (DEP blocks) with Maven, through a pom generated in ``work_dir``, into
     ``work_dir/libs``; ``options`` are the dependency plugin's (its scope, transitivity). SetupError naming ``what``
@@ -120,12 +126,10 @@ def fetch(version: str = KAFKA_VERSION, quiet: bool = True) -> Path:
     home = kafka_home(version)
     if (home / ".complete").exists():
         return home
-    require("java", "a Java 17+ runtime (Debian: apt install openjdk-17-jre-headless)")
+    require("java", JAVA)
     home.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=home.parent, prefix=f".fetch-{version}-") as work:
-        deps = "\n".join(
-            DEP.format(group=g, artifact=a, version=version if g == "org.apache.kafka" else v) for g, a, v in ARTIFACTS
-        )
+        deps = dependency_blocks(ARTIFACTS, "org.apache.kafka", version)
         libs = copy_dependencies(Path(work), deps, ["-DincludeScope=runtime"], f"Apache Kafka {version}", quiet)
         jars = sorted(p.name for p in libs.glob("*.jar"))
         if not any(j.startswith(f"kafka_2.13-{version}") for j in jars):

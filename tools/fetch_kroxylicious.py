@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fetch_kafka import DEP, SetupError, cache_root, copy_dependencies, require, settle  # noqa: E402
+from fetch_kafka import JAVA, SetupError, cache_root, copy_dependencies, dependency_blocks, require, settle  # noqa: E402
 
 KROXYLICIOUS_VERSION = "0.12.0"  # the newest release Maven Central serves the runtime of
 ARTIFACTS = (
@@ -41,13 +41,11 @@ def fetch(version: str = KROXYLICIOUS_VERSION, quiet: bool = True) -> Path:
     target = home(version)
     if (target / ".complete").exists():
         return target
-    require("java", "a Java 17+ runtime (Debian: apt install openjdk-17-jre-headless)")
+    require("java", JAVA)
     javac = require("javac", "a Java 17+ JDK (Debian: apt install openjdk-17-jdk-headless)")
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".fetch-kroxylicious-{version}-") as work:
-        deps = "\n".join(
-            DEP.format(group=g, artifact=a, version=version if g == "io.kroxylicious" else v) for g, a, v in ARTIFACTS
-        )
+        deps = dependency_blocks(ARTIFACTS, "io.kroxylicious", version)
         what = f"io.kroxylicious:kroxylicious-runtime:{version}"
         libs = copy_dependencies(Path(work), deps, ["-DincludeScope=runtime"], what, quiet)
         jars = sorted(p.name for p in libs.glob("*.jar"))
