@@ -35,9 +35,11 @@ def load() -> str:
     return f"{os.getloadavg()[0]:.1f}"
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of one process (its threads included, its children not)."""
-    with open(f"/proc/{pid}/stat") as f:
+def cpu_seconds(pid: int, task: int | str | None = None) -> float:
+    """User + system CPU seconds of one process (its threads included, its children not), or of one of its threads
+    (``task``, a name in /proc/PID/task)."""
+    path = f"/proc/{pid}/stat" if task is None else f"/proc/{pid}/task/{task}/stat"
+    with open(path) as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 

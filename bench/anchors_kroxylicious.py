@@ -43,7 +43,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import confluent_kafka  # noqa: E402
 from confluent_kafka.admin import AdminClient  # noqa: E402
 
-from bench.anchors_common import CLOCK_TICKS, ProxyProcess, Verdicts, cpu_seconds, load, median, percentile  # noqa: E402
+from bench.anchors_common import ProxyProcess, Verdicts, cpu_seconds, load, median, percentile  # noqa: E402
 from bench.common import wait_for_port  # noqa: E402
 from bench.kroxylicious import KroxyliciousProcess  # noqa: E402
 from bench.passthrough import PAYLOAD, create_topic, latencies  # noqa: E402
@@ -106,13 +106,10 @@ def compiler_seconds(pid: int) -> float:
     for task in os.listdir(f"/proc/{pid}/task"):
         try:
             with open(f"/proc/{pid}/task/{task}/comm") as f:
-                if "CompilerThre" not in f.read():
-                    continue
-            with open(f"/proc/{pid}/task/{task}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
+                if "CompilerThre" in f.read():
+                    total += cpu_seconds(pid, task)
         except OSError:  # a compiler thread that ended meanwhile
             continue
-        total += (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
     return total
 
 
