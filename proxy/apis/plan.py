@@ -18,7 +18,7 @@ the request path); no field is copied or overridden by hand, so a field added ne
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -112,7 +112,7 @@ class Await:
     exception it raised): an answer, or forwarding the request after all; the request keeps its place in the
     response order. The work must be bounded."""
 
-    start: Callable[[], object]
+    start: Callable[[], Awaitable[object]]
     then: Callable[[object], Outcome]
 
 

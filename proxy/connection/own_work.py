@@ -15,13 +15,17 @@ from collections.abc import Awaitable, Callable
 
 from proxy.codec.errors import ProtocolError
 
+Start = Callable[[], Awaitable[object]]  # the work (an Await outcome's start)
+Done = Callable[[object], None]  # takes its result, or the exception it raised
+Spawn = Callable[[Start, Done], None]  # runs a start off the request path, then its done (a connection's)
+
 _RUNNING: set[asyncio.Task[None]] = set()  # every task of this process's own work until it is done
 
 
 def run_own_work(
     loop: asyncio.AbstractEventLoop,
-    start: Callable[[], Awaitable[object]],
-    done: Callable[[object], None],
+    start: Start,
+    done: Done,
     *,
     closed: Callable[[], bool],
     frame_error: Callable[[ProtocolError], None],
