@@ -266,7 +266,7 @@ def within_frame(buf: Bytes, size: int) -> Bytes:
     return buf
 
 
-def response_header_length(api_key: int, api_version: int, frame: bytes | memoryview) -> int:
+def response_header_length(api_key: int, api_version: int, frame: Bytes) -> int:
     """Bytes from the start of a whole response frame (size included) to its body."""
     if response_header_version(api_key, api_version) >= 1:
         try:

@@ -21,12 +21,12 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from proxy.apis.response_leg import NO_LEG, ResponseLeg
 from proxy.codec.apis import API_VERSIONS
 from proxy.codec.errors import ProtocolError
 from proxy.codec.header import RequestHeader, encode_request_header, frame
+from quota.primitives.decision import Throttle
 
 _INT32_MIN = -(2**31)
 
@@ -44,7 +44,7 @@ class InFlight:
     # Set when the proxy answers the request itself: the whole response frame, sent in request order.
     local_response: bytes | None = None
     # A quota throttle to merge into the response and act on (mute after it): the flow's, decided with the request.
-    throttle: Any = None
+    throttle: Throttle | None = None
     # Set by the flow: the throttle was decided with the request (reading stays paused until the response is out).
     throttled: bool = False
     # The proxy's own acks=0 probe: its response is dropped.

@@ -28,16 +28,24 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+from typing import TYPE_CHECKING, cast
 
 from proxy.apis.response_leg import NO_LEG
 from proxy.apis.usage import Usage
 from proxy.codec.errors import ProtocolError
 from proxy.codec.frame import BUFFER, DROP, STREAM, Action
 from proxy.codec.header import RequestHeader, ResponseHeader, response_header_length
+from proxy.codec.primitives import Bytes
 from proxy.codec.throttle import merge_throttle
 from proxy.connection.flow import Flow
 from proxy.connection.inflight import InFlight
-from proxy.ops.usage_table import NO_USAGE_RECORDER
+from proxy.ops.usage_table import UsageRecorder
+from proxy.session.session import Session
+from quota.primitives.decision import Throttle
+
+if TYPE_CHECKING:
+    from proxy.ops.metrics import ApiMetrics
+    from proxy.session.sasl import SaslExchange
 
 _INT32 = struct.Struct(">i")
 
@@ -61,11 +69,11 @@ class ResponsePath:
     def __init__(
         self,
         flow: Flow,
-        write: Callable[[object], None],
+        write: Callable[[Bytes], None],
         clock: Callable[[], int],
-        api_metrics: Callable[[int], object],
-        usage=NO_USAGE_RECORDER,
-        session=None,
+        api_metrics: Callable[[int], ApiMetrics],
+        usage: UsageRecorder,
+        session: Session,
         account: Callable[[RequestHeader, Usage], None] = lambda header, usage: None,
     ) -> None:
         self._account = account  # records what a response leg accounted for (request_path.Accounting)
@@ -86,7 +94,7 @@ class ResponsePath:
         """The request whose response has started arriving and not finished (the response timeout covers it)."""
         return self._current
 
-    def send(self, data) -> None:
+    def send(self, data: Bytes) -> None:
         """Every whole frame to the client goes through here (the core writes streamed segments itself)."""
         self._write(data)
 
@@ -97,10 +105,11 @@ class ResponsePath:
             return  # ended() sends them
         inflight = self._flow.inflight
         while (entry := inflight.pop_ready_local()) is not None:
-            self.send(entry.local_response)
-            self._answered(entry, len(entry.local_response))
+            local = cast(bytes, entry.local_response)  # what pop_ready_local hands out has one
+            self.send(local)
+            self._answered(entry, len(local))
             if entry.throttle is not None:
-                self._act(entry, None)
+                self._act(entry, entry.throttle, None)
 
     def _answered(self, entry: InFlight, nbytes: int) -> None:
         """The one place a response is accounted, once its ``nbytes`` are handed to the client: bytes to the API's
@@ -127,15 +136,16 @@ class ResponsePath:
         self._sent = header.frame_length
         return STREAM
 
-    def frame(self, header: ResponseHeader, frame: bytearray) -> None:
+    def frame(self, header: ResponseHeader, frame: Bytes) -> None:
         """A buffered response: its request's leg run, its throttle merged and acted on."""
         if header.raw:
             session = self._session
-            if session.sasl.raw_response(bytes(frame[4:])):
-                session.authenticated(session.sasl.principal)
+            sasl = cast("SaslExchange", session.sasl)  # a raw token is split only while the exchange expects one
+            if sasl.raw_response(bytes(frame[4:])):
+                session.authenticated(sasl.principal)
             self.send(bytes(frame))
             return
-        entry = self._current
+        entry = cast(InFlight, self._current)  # a response is buffered once header() matched its request
         request = entry.header
         header_length = response_header_length(request.api_key, request.api_version, frame)
         original = memoryview(frame)[header_length:]
@@ -166,14 +176,14 @@ class ResponsePath:
         if throttle is None:
             self.send(frame)
         else:
-            self._act(entry, frame)
+            self._act(entry, throttle, frame)
 
-    def _act(self, entry: InFlight, frame: bytes | None) -> None:
+    def _act(self, entry: InFlight, throttle: Throttle, frame: Bytes | None) -> None:
         """Act on a response's throttle: the response goes at once and the connection is muted after it, in every
         version (Kafka >= 2.0; before KIP-219 only the client's own back-off differs). ``frame`` None: already sent
         (a local answer)."""
         now = self._clock()
-        self._usage.throttled(entry.header, entry.throttle, entry.throttle.mute_ms, now)
+        self._usage.throttled(entry.header, throttle, throttle.mute_ms, now)
         self._flow.throttled_response(entry, now)
         self._session.muted_for = entry.header.client_id
         if frame is not None:
