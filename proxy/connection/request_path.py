@@ -16,19 +16,30 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+from typing import TYPE_CHECKING, cast
 
 from proxy.apis import PASS, AnswerLocally, Await, ConnectionScope, HoldFor, LookUp, Outcome, Plan, plan_request
+from proxy.apis.plan import Decide
 from proxy.apis.usage import NO_USAGE, Usage
 from proxy.codec.errors import ProtocolError
 from proxy.codec.frame import BUFFER, STREAM, Action
 from proxy.codec.header import RequestHeader
+from proxy.codec.primitives import Bytes
 from proxy.connection.flow import Flow
 from proxy.connection.inflight import InFlight
+from proxy.connection.own_work import Spawn
 from proxy.ops.usage_table import NO_USAGE_RECORDER, UsageRecorder
 from proxy.session.session import Session
 from quota.primitives.decision import Throttle
 
+if TYPE_CHECKING:
+    from proxy.ops.metrics import ApiMetrics
+    from proxy.session.sasl import SaslExchange
+
 _INT32 = struct.Struct(">i")
+
+Planner = Callable[[ConnectionScope, Session, RequestHeader], Plan]  # the per-API handler table (plan_request)
+Abandon = Callable[[], None]  # releases what a plan reserved for a request never forwarded nor answered
 
 
 class Accounting:
@@ -75,12 +86,12 @@ class RequestPath:
         flow: Flow,
         scope: ConnectionScope,
         session: Session,
-        forward: Callable[[object], None],
-        api_metrics: Callable[[int], object],
+        forward: Callable[[Bytes], None],
+        api_metrics: Callable[[int], ApiMetrics],
         clock: Callable[[], int],
-        planner=plan_request,
-        usage=NO_USAGE_RECORDER,
-        spawn=None,
+        planner: Planner = plan_request,
+        usage: UsageRecorder = NO_USAGE_RECORDER,
+        spawn: Spawn | None = None,
         account: Accounting | None = None,
     ) -> None:
         # records what plans and outcomes (and, given to the response path, response legs) accounted for
@@ -103,8 +114,8 @@ class RequestPath:
         self._entry: InFlight | None = None  # its in-flight entry
         # what to call if the client goes first, for each request read (or being read) and not yet forwarded or
         # answered whose plan reserved something (Plan.abandon); and those released, to drop when decided
-        self._abandons: set = set()
-        self._dropped: set = set()
+        self._abandons: set[Abandon] = set()
+        self._dropped: set[Abandon] = set()
         self._gone = False  # the client closed: a request replayed from the read-ahead is not held any more
 
     def header(self, header: RequestHeader) -> Action:
@@ -136,7 +147,8 @@ class RequestPath:
     def frame(self, header: RequestHeader, frame: bytearray) -> None:
         """A buffered request is complete: its plan decides the outcome."""
         if header.raw:
-            self._session.sasl.raw_request(bytes(frame[4:]))
+            # a raw token is split only while the session's SASL exchange expects one (core.parse_request)
+            cast("SaslExchange", self._session.sasl).raw_request(bytes(frame[4:]))
             self._forward(frame)
             return
         plan, self._plan = self._plan, PASS
@@ -153,13 +165,20 @@ class RequestPath:
             plan.abandon,
         )
 
-    def _decided(self, header: RequestHeader, decide, body: memoryview) -> Outcome:
+    def _decided(self, header: RequestHeader, decide: Decide, body: memoryview) -> Outcome:
         try:
             return decide(body)
         except ValueError as exc:
             raise ProtocolError(f"cannot decide request {header.api_key} v{header.api_version}: {exc}") from None
 
-    def _act(self, header: RequestHeader, frame, entry: InFlight | None, outcome: Outcome, abandon=None) -> None:
+    def _act(
+        self,
+        header: RequestHeader,
+        frame: Bytes,
+        entry: InFlight | None,
+        outcome: Outcome,
+        abandon: Abandon | None = None,
+    ) -> None:
         if abandon is not None and abandon in self._dropped:  # the client went first: never forwarded
             self._dropped.discard(abandon)
             if entry is not None:  # nor answered: after a half-close the answers before it go, then the close
@@ -200,7 +219,9 @@ class RequestPath:
             self._throttle(header, entry, outcome.throttle)
         self._forward(frame)
 
-    def _look_up(self, header: RequestHeader, frame, entry: InFlight | None, lookup: LookUp, abandon) -> None:
+    def _look_up(
+        self, header: RequestHeader, frame: Bytes, entry: InFlight | None, lookup: LookUp, abandon: Abandon | None
+    ) -> None:
         """Send the proxy's own request now; decide this one on its answer (reading waits until then)."""
         flow = self._flow
         frame = bytes(frame)  # the splitter's buffer is reused once this returns
@@ -216,21 +237,25 @@ class RequestPath:
             )
         )
 
-    def _await(self, header: RequestHeader, frame, entry: InFlight | None, work: Await, abandon) -> None:
+    def _await(
+        self, header: RequestHeader, frame: Bytes, entry: InFlight | None, work: Await, abandon: Abandon | None
+    ) -> None:
         """Start the proxy's own work now; decide this request on its result (reading waits until then)."""
         if self._spawn is None:
             raise ProtocolError("this connection cannot run the proxy's own work")
         flow = self._flow
         frame = bytes(frame)
 
-        def done(result) -> None:
+        def done(result: object) -> None:
             flow.request_decided()
             self._act(header, frame, entry, work.then(result), abandon)
 
         flow.request_deciding()
         self._spawn(work.start, done)
 
-    def _hold(self, header: RequestHeader, frame, entry: InFlight | None, hold: HoldFor, abandon) -> None:
+    def _hold(
+        self, header: RequestHeader, frame: Bytes, entry: InFlight | None, hold: HoldFor, abandon: Abandon | None
+    ) -> None:
         """Hold the request in the flow until its time (the flow's deadline, ended by the connection's one timer),
         then decide it; if the client goes first, the flow hands it back to be abandoned: never forwarded."""
         flow = self._flow
@@ -251,7 +276,7 @@ class RequestPath:
             return
         flow.hold(self._clock(), hold.delay_ms, due, abandoned)
 
-    def _settled(self, abandon) -> None:
+    def _settled(self, abandon: Abandon | None) -> None:
         """The request is forwarded or answered: nothing of what its plan reserved is to be released any more."""
         if abandon is not None:
             self._abandons.discard(abandon)
