@@ -20,17 +20,30 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from proxy.apis import ConnectionScope, plan_request
 from proxy.codec.frame import BOUNDARY, FRAME, HEADER, LAST_SEGMENT, NEED_DATA, SEGMENT, FrameSplitter
-from proxy.codec.header import MAX_HEADER_BYTES, parse_raw_sasl_request, parse_raw_sasl_response, parse_response_prefix
+from proxy.codec.header import (
+    MAX_HEADER_BYTES,
+    RequestHeader,
+    ResponseHeader,
+    parse_raw_sasl_request,
+    parse_raw_sasl_response,
+    parse_response_prefix,
+)
+from proxy.codec.primitives import Bytes
 from proxy.codec.produce_prefix import parse_request_prefix
 from proxy.connection.flow import Flow
+from proxy.connection.own_work import Done, Spawn, Start
 from proxy.connection.presence import PRESENT
-from proxy.connection.request_path import Accounting, RequestPath
+from proxy.connection.request_path import Accounting, Planner, RequestPath
 from proxy.connection.response_path import ResponsePath
 from proxy.ops.usage_table import NO_USAGE, UsageTable
 from proxy.session.session import Session
+
+if TYPE_CHECKING:
+    from proxy.ops.metrics import ApiMetrics
 
 _NOTHING = memoryview(b"")
 
@@ -66,12 +79,12 @@ class ConnectionCore:
         max_request_bytes: int,
         max_response_bytes: int,
         max_inflight: int,
-        write_client: Callable[[object], None],
-        write_broker: Callable[[object], None],
+        write_client: Callable[[Bytes], None],
+        write_broker: Callable[[Bytes], None],
         clock: Callable[[], int],
-        api_metrics: Callable[[int], object],
-        planner=plan_request,
-        spawn=None,
+        api_metrics: Callable[[int], ApiMetrics],
+        planner: Planner = plan_request,
+        spawn: Spawn | None = None,
         max_header_bytes: int = MAX_HEADER_BYTES,
         response_timeout_ns: int = 0,
         idle_timeout_ns: int = 0,
@@ -100,17 +113,10 @@ class ConnectionCore:
         )
         # QuotaManagers.reads_produce_prefix, read for every request as two plain loads (a property call costs the
         # pass-through path): the internal topics are fixed for the port, the producer-id quota follows the table
-        internal = scope is not None and bool(scope.quotas.internal_topics)
-        pids = None if scope is None else scope.quotas.producer_ids
+        internal = bool(scope.quotas.internal_topics)
+        pids = scope.quotas.producer_ids
 
-        def parse_request(buf):
-            if session is None:
-                return parse_request_prefix(
-                    buf,
-                    max_request_bytes,
-                    internal or (pids is not None and pids.enabled),
-                    max_header=max_header_bytes,
-                )
+        def parse_request(buf: Bytes) -> RequestHeader:
             sasl = session.sasl
             if sasl is not None and sasl.raw_requests:  # after SaslHandshake v0: raw tokens
                 return parse_raw_sasl_request(buf, session.request_limit)
@@ -119,16 +125,14 @@ class ConnectionCore:
                 return parse_request_prefix(
                     buf,
                     limit,
-                    internal or (pids is not None and pids.enabled),
+                    internal or pids.enabled,
                     "sasl.server.max.receive.size (before SASL authentication)",
                     max_header_bytes,
                 )
-            return parse_request_prefix(
-                buf, max_request_bytes, internal or (pids is not None and pids.enabled), max_header=max_header_bytes
-            )
+            return parse_request_prefix(buf, max_request_bytes, internal or pids.enabled, max_header=max_header_bytes)
 
-        def parse_response(buf):
-            sasl = None if session is None else session.sasl
+        def parse_response(buf: Bytes) -> ResponseHeader:
+            sasl = session.sasl
             if sasl is not None and sasl.raw_responses:
                 return parse_raw_sasl_response(buf, max_response_bytes)
             return parse_response_prefix(buf, max_response_bytes)
@@ -258,15 +262,15 @@ class ConnectionCore:
         self.requests.answered_locally = False
         self.responses.send_ready_local()
 
-    def _spawning(self, spawn):
+    def _spawning(self, spawn: Spawn) -> Spawn:
         """``spawn`` (the socket code's: run ``start`` as a task, then ``done(result)``), with the answers whose turn
         has come sent after ``done`` (the request decided on the result may have been answered by the proxy). It
         holds the response path only: a reference back to the core or the request path would be a cycle, and a
         closed connection must be freed without the cycle collector."""
         responses = self.responses
 
-        def spawned(start, done) -> None:
-            def decided(result) -> None:
+        def spawned(start: Start, done: Done) -> None:
+            def decided(result: object) -> None:
                 done(result)
                 responses.send_ready_local()
 
@@ -337,10 +341,10 @@ class _ClosedCore:
     def read_size(self, available: int) -> int:
         return available
 
-    def client_bytes(self, data) -> None:
+    def client_bytes(self, data: memoryview) -> None:
         pass
 
-    def broker_bytes(self, data) -> None:
+    def broker_bytes(self, data: memoryview) -> None:
         pass
 
 

@@ -32,7 +32,9 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from proxy.apis import PASS, AnswerLocally, ForwardRequest, HoldFor, LookUp, Plan
+from config.loader import parse_config
+from proxy.apis import PASS, AnswerLocally, ConnectionScope, ForwardRequest, HoldFor, LookUp, Plan
+from proxy.cluster.topics import Topics
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader, encode_request_header, encode_response_header, frame
 from proxy.codec.messages import encode_response, new_response
@@ -40,6 +42,7 @@ from proxy.connection.core import ConnectionCore
 from proxy.connection.flow import THROTTLED_READ_BYTES, FlowError
 from proxy.connection.inflight import InFlight
 from proxy.connection.timeouts import TIMEOUT_RECHECK_NS
+from proxy.enforcement.proxy_quotas import ProxyQuotas
 from proxy.session.session import Session
 from quota.primitives.decision import Throttle
 from tests.fakes import NULL_API_METRICS
@@ -51,6 +54,14 @@ _I32 = struct.Struct(">i")
 
 
 _METRICS = NULL_API_METRICS
+# the port's quotas, none configured: the planner below decides every request itself
+_SCOPE = ConnectionScope(
+    None,
+    Topics(),
+    ProxyQuotas(
+        parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}]})
+    ).home,
+)
 
 # What a request is: (api, version, acks, throttle_ms or None, on_body) with on_body None (planned at the header),
 # "local" (buffered, answered locally), "throttle" (buffered, throttled on its body), "lookup" (buffered, decided
@@ -170,7 +181,7 @@ class FlowMachine(RuleBasedStateMachine):
             return PASS
 
         self.core = ConnectionCore(
-            None,
+            _SCOPE,
             Session("L", "127.0.0.1"),
             max_request_bytes=1 << 20,
             max_response_bytes=1 << 20,
