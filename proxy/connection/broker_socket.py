@@ -8,7 +8,7 @@ the bytes mean is decided elsewhere (:mod:`proxy.connection.response_path`).
 from __future__ import annotations
 
 import asyncio
-from typing import Protocol
+from typing import Protocol, cast
 
 from proxy.connection.buffers import SharedReadBuffer
 
@@ -45,16 +45,19 @@ _DETACHED = _Detached()
 class UpstreamConnection(asyncio.BufferedProtocol):
     __slots__ = ("_events", "_buffer", "transport", "closed")
 
+    # set by connection_made, which asyncio calls before ``create_connection`` hands this protocol out: nothing reads
+    # it earlier
+    transport: asyncio.Transport
+
     def __init__(self, events: BrokerEvents, buffer: SharedReadBuffer) -> None:
         self._events = events
         self._buffer = buffer
-        self.transport: asyncio.Transport | None = None
         self.closed = False
 
     # -- asyncio callbacks ------------------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = cast(asyncio.Transport, transport)  # a stream connection's (typeshed: its base class)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         view = self._buffer.view
@@ -82,7 +85,7 @@ class UpstreamConnection(asyncio.BufferedProtocol):
 
     def set_reading(self, on: bool) -> None:
         transport = self.transport
-        if transport is None or transport.is_closing():
+        if transport.is_closing():
             return
         if on:
             transport.resume_reading()
@@ -94,5 +97,5 @@ class UpstreamConnection(asyncio.BufferedProtocol):
         self._events = _DETACHED
 
     def close(self) -> None:
-        if self.transport is not None and not self.transport.is_closing():
+        if not self.transport.is_closing():
             self.transport.close()
