@@ -20,6 +20,9 @@ from proxy.ops.usage_table import NO_USAGE, UsageTable
 from quota.managers.connection import ConnectionQuotas
 from quota.primitives.clock import Clock
 
+# A client's address as an accepted socket gives it: (ip, port), and for IPv6 (ip, port, flowinfo, scope id)
+PeerAddress = tuple[str, int] | tuple[str, int, int, int]
+
 
 @dataclass(frozen=True, slots=True)
 class ListenerContext:

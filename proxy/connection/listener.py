@@ -13,7 +13,7 @@ import asyncio
 import logging
 import socket
 
-from proxy.connection.client_context import log_fields
+from proxy.connection.client_context import PeerAddress, log_fields
 from proxy.connection.client_socket import ClientConnection, ListenerContext, bounded
 from proxy.connection.descriptors import FD_RESERVE
 from proxy.connection.open_gate import CLAIMED, UNCLAIMED
@@ -30,7 +30,7 @@ REJECT_LOG = LogLimiter()  # one line per IP and reason every 10 s
 HANDSHAKE_LOG = LogLimiter()  # failed TLS handshakes: one line per IP every 10 s
 
 
-def peer_ip(peer: tuple | None) -> str:
+def peer_ip(peer: PeerAddress | None) -> str:
     if not peer:
         return "?"
     ip = peer[0]
@@ -49,8 +49,8 @@ class Listener:
         self._host = host
         self._port = port
         self._sock: socket.socket | None = None
-        self._task: asyncio.Task | None = None
-        self._held: set[asyncio.Task] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._held: set[asyncio.Task[None]] = set()
         self.address: tuple[str, int] | None = None
 
     async def start(self) -> tuple[str, int]:
@@ -62,18 +62,19 @@ class Listener:
         sock = socket.create_server((self._host, self._port), family=family, backlog=1024, reuse_port=self._reuse_port)
         sock.setblocking(False)
         self._sock = sock
-        self.address = sock.getsockname()[:2]
-        self._task = asyncio.get_running_loop().create_task(self._accept_loop())
-        return self.address
+        address: tuple[str, int] = sock.getsockname()[:2]  # (an IPv6 address's flow info and scope id cut)
+        self.address = address
+        self._task = asyncio.get_running_loop().create_task(self._accept_loop(sock))
+        return address
 
-    async def _accept_loop(self) -> None:
+    async def _accept_loop(self, sock: socket.socket) -> None:
         loop = asyncio.get_running_loop()
         ctx = self.ctx
         quotas, clock = ctx.connection_quotas, ctx.clock
         accepted = ctx.metrics.connections_accepted.labels(ctx.name)
         while True:
             try:
-                conn, peer = await loop.sock_accept(self._sock)
+                conn, peer = await loop.sock_accept(sock)
             except asyncio.CancelledError:
                 raise
             except OSError as exc:
@@ -96,7 +97,7 @@ class Listener:
             ctx.usage.row(ctx.name, ip, None, None, None).connections_opened += 1  # NO_USAGE: kept nowhere
             self._act(quotas.admit(ctx.name, ip, clock.now_ms()), conn, peer, ip)
 
-    def _act(self, decision: Admit | Hold | Close, conn: socket.socket, peer, ip: str) -> None:
+    def _act(self, decision: Admit | Hold | Close, conn: socket.socket, peer: PeerAddress, ip: str) -> None:
         loop = asyncio.get_running_loop()
         if isinstance(decision, Admit):
             self.ctx.descriptors.track(loop.create_task(self._serve(conn, peer, ip)))
@@ -118,7 +119,7 @@ class Listener:
         else:
             self._reject(conn, ip, decision)
 
-    async def _hold(self, conn: socket.socket, peer, ip: str, delay_ms: int) -> None:
+    async def _hold(self, conn: socket.socket, peer: PeerAddress, ip: str, delay_ms: int) -> None:
         """KIP-612: a connection from an IP over its rate waits (costing no broker connection), then is checked
         again: still over, it is closed; else it is served."""
         try:
@@ -147,7 +148,7 @@ class Listener:
                 extra=log_fields(ctx, ip),
             )
 
-    async def _serve(self, conn: socket.socket, peer, ip: str) -> None:
+    async def _serve(self, conn: socket.socket, peer: PeerAddress, ip: str) -> None:
         """Give an admitted socket its broker connection, then start reading from it. On a TLS listener the
         handshake comes first, within ``listener.tls.handshake.timeout.ms``: a client that never completes it
         costs no broker connection."""
