@@ -16,12 +16,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import Any, cast
 
 from proxy.codec.errors import ProtocolError
 from proxy.connection.broker_dial import dial_broker
 from proxy.connection.broker_socket import UpstreamConnection
 from proxy.connection.client_context import (
     ListenerContext,
+    PeerAddress,
     bounded,
     said_broker_error,
     said_broker_lost,
@@ -33,10 +35,10 @@ from proxy.connection.counted import Counted
 from proxy.connection.lifecycle import ConnectionState as State
 from proxy.connection.lifecycle import Event, Lifecycle
 from proxy.connection.one_timer import OneTimer
-from proxy.connection.own_work import run_own_work
+from proxy.connection.own_work import Done, Start, run_own_work
 from proxy.connection.presence import client_state
 from proxy.connection.splicing import Splicer
-from proxy.connection.write_batch import WriteBatch, send
+from proxy.connection.write_batch import WriteBatch
 from proxy.ops.metrics import ApiMetrics
 from proxy.session.principals import MappingError, certificate_principal
 from proxy.session.session import Session
@@ -91,18 +93,18 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     # -- client socket events ------------------------------------------------------------------------------------
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-        transport.set_write_buffer_limits(high=self.ctx.max_buffered_response_bytes)  # type: ignore[attr-defined]
+    def connection_made(self, base: asyncio.BaseTransport) -> None:
+        self.transport = transport = cast(asyncio.Transport, base)  # a stream connection's (typeshed: its base)
+        transport.set_write_buffer_limits(high=self.ctx.max_buffered_response_bytes)
         life = self.life
         if life.closed:  # the broker went away while the socket was being wrapped
             transport.close()
             return
         self.session.peer = transport.get_extra_info("peername")
-        self.splices.attach_client(transport)  # type: ignore[arg-type]
+        self.splices.attach_client(transport)
         self.session.local = transport.get_extra_info("sockname")
         if life.on(Event.CLIENT_WRAPPED) is State.AWAITING_BROKER:  # a TLS client, its broker not yet open: not read
-            transport.pause_reading()  # type: ignore[attr-defined]
+            transport.pause_reading()
         if self.ctx.ssl_context is not None:
             self._tls_principal(transport.get_extra_info("peercert"))
         if not life.closed:
@@ -112,7 +114,7 @@ class ClientConnection(asyncio.BufferedProtocol):
     def closed(self) -> bool:
         return self.life.closed
 
-    def _tls_principal(self, cert: dict | None) -> None:
+    def _tls_principal(self, cert: dict[str, Any] | None) -> None:
         """mTLS: the client certificate's subject, mapped by the listener's rules, is the principal."""
         try:
             user = certificate_principal(cert, self.ctx.principal_rules)
@@ -123,7 +125,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         if user is not None:  # else no client certificate (client_auth none or requested): ANONYMOUS, as Kafka
             self.session.user = user
 
-    def accepted(self, peer: tuple | None, counted_ip: str | None = None, claimed: bool = False) -> None:
+    def accepted(self, peer: PeerAddress | None, counted_ip: str | None = None, claimed: bool = False) -> None:
         """Count the connection as open; called once, when it is admitted (before it has an upstream).
         ``counted_ip``: the IP the connection quotas counted it under, released when it closes."""
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
@@ -191,7 +193,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             return False  # closed already (its core gone): asyncio may still report an end it had read
         self.core.requests.client_gone()  # a Produce held for its new producer id is never forwarded now
         upstream = self.upstream
-        if self.life.state is not State.OPEN or upstream is None or upstream.transport is None:
+        if self.life.state is not State.OPEN or upstream is None:
             return False  # nothing to pass it on to: asyncio closes the client socket, and the connection with it
         if upstream.transport.is_closing():
             return False
@@ -311,7 +313,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         upstream = self.upstream
         if life.state is State.EOF_PENDING and not flow.read_ahead_bytes and upstream is not None:
             life.on(Event.HELD_SENT)
-            if upstream.transport is not None and not upstream.transport.is_closing():
+            if not upstream.transport.is_closing():
                 upstream.transport.write_eof()
         if state.reading_client != self._reading_client:
             self._reading_client = state.reading_client
@@ -336,11 +338,11 @@ class ClientConnection(asyncio.BufferedProtocol):
     def _send_queued(self) -> None:
         to_client, to_broker = self._writes.take()
         if to_broker:
-            send(to_broker, self.splices.request, self.splices.write_broker, self.upstream.transport)
+            self.splices.send_broker(to_broker)
         if to_client:
-            send(to_client, self.splices.response, self.splices.write_client, self.transport)
+            self.splices.send_client(to_client)
 
-    def _spawn(self, start, done) -> None:
+    def _spawn(self, start: Start, done: Done) -> None:
         """Run the proxy's own work for a request as a task (:mod:`proxy.connection.own_work`); its result goes to
         ``done`` on this connection, then the flow's state is applied. Nothing happens if it closed meanwhile."""
         run_own_work(
@@ -381,7 +383,9 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.splices.close()  # before the transports close: a splice's duplicate fds would keep the sockets open
         # Break every reference cycle now, so a closed connection is freed at once, not by the cycle collector.
         self.core.close()
-        self.core = CLOSED_CORE
+        # the stand-in has only what a socket event after the close reaches (reading sizes, bytes fed): the rest of
+        # the core is reached only while the lifecycle is open
+        self.core = cast(ConnectionCore, CLOSED_CORE)
         self._writes.close()
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()

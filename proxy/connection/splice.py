@@ -35,6 +35,7 @@ _F_GETPIPE_SZ = getattr(fcntl, "F_GETPIPE_SZ", 1032)
 _FLAGS = getattr(os, "SPLICE_F_MOVE", 1) | getattr(os, "SPLICE_F_NONBLOCK", 2)
 
 SOURCE, DESTINATION, UNSUPPORTED = "source", "destination", "unsupported"
+Failure = tuple[str, OSError]  # why a splice ended early: the side (one of the three above) and the error met there
 # splice(2) refusing these sockets at the first call: nothing has moved, the caller copies instead
 _UNSUPPORTED = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP})
 
@@ -104,7 +105,7 @@ class Splice:
         dst: int,
         nbytes: int,
         *,
-        done: Callable[[int, tuple[str, OSError] | None], None],
+        done: Callable[[int, Failure | None], None],
         blocked: Callable[[bool], None],
         read: Callable[[], None],
     ) -> None:
@@ -225,7 +226,7 @@ class Splice:
         os.close(self._watch_dst)
         _give_back(self._pipe, not self._in_pipe)
 
-    def _finish(self, failure: tuple[str, OSError] | None) -> None:
+    def _finish(self, failure: Failure | None) -> None:
         self._release()
         self._done(self.moved, failure)
 
@@ -241,7 +242,7 @@ def open_splice(
     dst: int,
     nbytes: int,
     *,
-    done: Callable[[int, tuple[str, OSError] | None], None],
+    done: Callable[[int, Failure | None], None],
     blocked: Callable[[bool], None],
     read: Callable[[], None],
 ) -> Splice | None:

@@ -21,9 +21,23 @@ so half-closes and lost connections take their ordinary paths. A connection that
 from __future__ import annotations
 
 import asyncio
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from proxy.connection.splice import BOUNDARY_READ_BYTES, SOURCE, SPLICE_MIN_BYTES, UNSUPPORTED, Splice, open_splice
+from proxy.codec.primitives import Bytes
+from proxy.connection.splice import (
+    BOUNDARY_READ_BYTES,
+    SOURCE,
+    SPLICE_MIN_BYTES,
+    UNSUPPORTED,
+    Failure,
+    Splice,
+    open_splice,
+)
+
+if TYPE_CHECKING:
+    from prometheus_client import Counter
+
+    from proxy.connection.broker_socket import UpstreamConnection
 
 REQUEST, RESPONSE = "request", "response"  # the directions, as the spliced-bytes metric labels them
 
@@ -67,6 +81,47 @@ class SpliceEvents(Protocol):
         """A splice found the client's socket (``client``) or the broker's gone, as its transport would have."""
 
 
+class _Socket(Protocol):
+    """What the splicer reads of a transport's socket (asyncio's ``TransportSocket``, uvloop's pseudo-socket)."""
+
+    def fileno(self) -> int: ...
+
+
+class _NoCore:
+    """The core before it is attached and once the splicer is closed: no frame being streamed."""
+
+    request_streaming = response_streaming = request_remaining = response_remaining = 0
+
+    def requests_passed(self, nbytes: int) -> None:
+        pass
+
+    def responses_passed(self, nbytes: int) -> None:
+        pass
+
+
+class _NoEvents:
+    """Where a closed splicer's events would go: nowhere (it holds no reference back to the connection)."""
+
+    def spliced_client_read(self) -> None:
+        pass
+
+    def pause_writing(self) -> None:
+        pass
+
+    def resume_writing(self) -> None:
+        pass
+
+    def splice_ended(self, direction: str) -> None:
+        pass
+
+    def splice_lost(self, client: bool, exc: OSError) -> None:
+        pass
+
+
+_NO_CORE = _NoCore()
+_NO_EVENTS = _NoEvents()
+
+
 class Splicer:
     """The splices of one connection, client to broker (``request``) and broker to client (``response``)."""
 
@@ -87,24 +142,33 @@ class Splicer:
         "_later",
     )
 
+    # set by attach_client and attach_broker, before anything is read from either socket (so before any write)
+    _client: asyncio.Transport
+    _broker: UpstreamConnection
+
     def __init__(
-        self, loop: asyncio.AbstractEventLoop, events: SpliceEvents, *, enabled: bool, spliced_bytes, listener: str
+        self,
+        loop: asyncio.AbstractEventLoop,
+        events: SpliceEvents,
+        *,
+        enabled: bool,
+        spliced_bytes: Counter,
+        listener: str,
     ) -> None:
         """``enabled``: this listener splices (``connections.splice``, the platform, no TLS); ``spliced_bytes``: the
         counter labelled (listener, direction)."""
         self._loop = loop
-        self._core: StreamingCore | None = None
-        self._events = events
+        self._core: StreamingCore = _NO_CORE
+        self._events: SpliceEvents = events
         self._spliced_bytes = spliced_bytes
         self._listener = listener
         self._enabled = enabled
-        self._client: asyncio.Transport | None = None
-        self._broker = None  # the broker's UpstreamConnection (its transport, and set_reading)
         self._client_fd = self._broker_fd = -1
         self.possible = False  # both sockets' fds are known and splice(2) may move between them
         self.request: Splice | None = None  # moving the rest of a request, client to broker
         self.response: Splice | None = None  # moving the rest of a response, broker to client
-        self._later: tuple = ()  # writes asked for while a splice owns their socket: sent after it, in order
+        # writes asked for while a splice owns their socket (to the broker?, the bytes): sent after it, in order
+        self._later: tuple[tuple[bool, bytes], ...] = ()
 
     # -- the sockets -----------------------------------------------------------------------------------------------
 
@@ -116,15 +180,15 @@ class Splicer:
         self._client_fd = self._fd(transport)
         self.possible = self._client_fd >= 0 <= self._broker_fd
 
-    def attach_broker(self, upstream) -> None:
+    def attach_broker(self, upstream: UpstreamConnection) -> None:
         """``upstream``: the :class:`~proxy.connection.broker_socket.UpstreamConnection`, connected."""
         self._broker = upstream
         self._broker_fd = self._fd(upstream.transport)
         self.possible = self._client_fd >= 0 <= self._broker_fd
 
-    def _fd(self, transport) -> int:
+    def _fd(self, transport: asyncio.BaseTransport) -> int:
         """The fd of a plain socket transport, if this listener splices; -1 otherwise."""
-        sock = transport.get_extra_info("socket") if self._enabled else None
+        sock: _Socket | None = transport.get_extra_info("socket") if self._enabled else None
         return -1 if sock is None else sock.fileno()
 
     @property
@@ -146,17 +210,34 @@ class Splicer:
 
     # -- writes: held while a splice owns the socket -----------------------------------------------------------
 
-    def write_client(self, data) -> None:
+    def write_client(self, data: Bytes) -> None:
         if self.response is not None:
             self._later += ((False, bytes(data)),)
         else:
             self._client.write(data)
 
-    def write_broker(self, data) -> None:
+    def write_broker(self, data: Bytes) -> None:
         if self.request is not None:
             self._later += ((True, bytes(data)),)
         else:
             self._broker.transport.write(data)
+
+    def send_client(self, frames: list[Bytes]) -> None:
+        """The writes queued for the client while a read was split (:mod:`proxy.connection.write_batch`): one
+        ``writelines``; frame by frame when there is one, or while a splice to the client runs (each then waits)."""
+        if len(frames) == 1 or self.response is not None:
+            for data in frames:
+                self.write_client(data)
+        else:
+            self._client.writelines(frames)
+
+    def send_broker(self, frames: list[Bytes]) -> None:
+        """Likewise for the writes queued for the broker."""
+        if len(frames) == 1 or self.request is not None:
+            for data in frames:
+                self.write_broker(data)
+        else:
+            self._broker.transport.writelines(frames)
 
     # -- starting ------------------------------------------------------------------------------------------------
 
@@ -208,25 +289,24 @@ class Splicer:
 
     # -- ending --------------------------------------------------------------------------------------------------
 
-    def _requests_spliced(self, moved: int, failure) -> None:
+    def _requests_spliced(self, moved: int, failure: Failure | None) -> None:
         self.request = None
         self._ended(REQUEST, moved, failure)
 
-    def _responses_spliced(self, moved: int, failure) -> None:
+    def _responses_spliced(self, moved: int, failure: Failure | None) -> None:
         self.response = None
         self._ended(RESPONSE, moved, failure)
 
-    def _ended(self, direction: str, moved: int, failure) -> None:
+    def _ended(self, direction: str, moved: int, failure: Failure | None) -> None:
         if moved:
             self._spliced_bytes.labels(self._listener, direction).inc(moved)
-        side, exc = failure or (None, None)
-        if side is not None and side != UNSUPPORTED:  # as its transport would have found it: that side is lost
-            self._events.splice_lost((side == SOURCE) == (direction == REQUEST), exc)
+        if failure is not None and failure[0] != UNSUPPORTED:  # as its transport would have found it: a side is lost
+            self._events.splice_lost((failure[0] == SOURCE) == (direction == REQUEST), failure[1])
             return
         later, self._later = self._later, ()
         for to_broker, data in later:
             (self.write_broker if to_broker else self.write_client)(data)
-        if side == UNSUPPORTED:  # these sockets cannot be spliced (nothing moved): this connection copies from now on
+        if failure is not None:  # UNSUPPORTED: these sockets cannot be spliced (nothing moved): copied from now on
             self._client_fd = self._broker_fd = -1
             self.possible = False
         elif direction == REQUEST:
@@ -247,8 +327,9 @@ class Splicer:
         self.possible = False
         self._client_fd = self._broker_fd = -1
         self._later = ()
-        self._core = self._events = None  # the references back to the connection (its transports stay, closing)
+        # the references back to the connection dropped (its transports stay, closing)
+        self._core, self._events = _NO_CORE, _NO_EVENTS
 
 
-def _ignore(*_args) -> None:
+def _ignore(*_args: object) -> None:
     pass

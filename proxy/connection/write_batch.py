@@ -2,13 +2,18 @@
 
 While one read is split, the frames (and pieces of frames) it yields for each side are queued and then sent with one
 writelines each, one system call instead of one per frame: a read of many small requests (a pipelining producer)
-costs the kernel one send, not dozens. The connection sends them before the read buffer may be reused or a splice
+costs the kernel one send, not dozens. The connection sends them (through its splicer, which owns the writes to
+both sockets: :meth:`proxy.connection.splicing.Splicer.send_client`) before the read buffer may be reused or a splice
 may start, and before it closes; the bytes and their order on each socket are unchanged.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+
+from proxy.codec.primitives import Bytes
+
+Write = Callable[[Bytes], None]  # writes one frame, or a piece of one, to a side
 
 
 class WriteBatch:
@@ -17,9 +22,9 @@ class WriteBatch:
 
     __slots__ = ("_to_client", "_to_broker", "_write_client", "_write_broker")
 
-    def __init__(self, write_client: Callable, write_broker: Callable) -> None:
-        self._to_client: list | None = None  # frames queued for the client while a read is split (None: write at once)
-        self._to_broker: list | None = None
+    def __init__(self, write_client: Write, write_broker: Write) -> None:
+        self._to_client: list[Bytes] | None = None  # queued for the client while a read is split (None: write at once)
+        self._to_broker: list[Bytes] | None = None
         self._write_client = write_client
         self._write_broker = write_broker
 
@@ -33,14 +38,14 @@ class WriteBatch:
             self._to_client = []
         return True
 
-    def client(self, data) -> None:
+    def client(self, data: Bytes) -> None:
         queued = self._to_client
         if queued is None:
             self._write_client(data)
         else:
             queued.append(data)
 
-    def broker(self, data) -> None:
+    def broker(self, data: Bytes) -> None:
         queued = self._to_broker
         if queued is None:
             self._write_broker(data)
@@ -53,22 +58,12 @@ class WriteBatch:
         self._to_client = self._to_broker = None
         self._write_client = self._write_broker = _dropped
 
-    def take(self) -> tuple[list | None, list | None]:
+    def take(self) -> tuple[list[Bytes] | None, list[Bytes] | None]:
         """What was queued for the client and for the broker; writes go out at once again until the next start."""
         to_client, self._to_client = self._to_client, None
         to_broker, self._to_broker = self._to_broker, None
         return to_client, to_broker
 
 
-def send(frames: list, splice, write, transport) -> None:
-    """``frames`` queued for one side: one ``writelines``; frame by frame (``write``) when there is one, or while a
-    splice to that side runs (its ``write`` keeps them until the splice ends)."""
-    if len(frames) == 1 or splice is not None:
-        for data in frames:
-            write(data)
-    else:
-        transport.writelines(frames)
-
-
-def _dropped(data) -> None:
+def _dropped(data: Bytes) -> None:
     pass
