@@ -1,7 +1,10 @@
 """``kafka-quota-proxy analyze``: run the quota planner on a usage log.
 
     kafka-quota-proxy analyze --input /var/log/kafka-quota-proxy/usage --output ./plan [--master URL] [--headroom X]
-                              [--scope broker|cluster]
+                              [--scope broker|cluster] [--proxy-config /etc/kafka-quota-proxy/proxy.yaml] [--replay]
+
+The proxy's window settings come from ``--proxy-config`` (its ``settings:`` section), a window flag winning over
+it; the steps and Spark's work are said on standard error as the job runs (:mod:`analytics.progress`).
 
 Also ``python -m analytics.cli analyze ...``, or on a cluster ``spark-submit analytics/cli.py analyze ...`` (then
 spark-submit's ``--master`` applies). pyspark is imported only when the job runs.
@@ -10,14 +13,16 @@ spark-submit's ``--master`` applies). pyspark is imported only when the job runs
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from analytics.recommend import Rules
+from analytics.recommend import WINDOWS, Rules
+from config.settings_table import SETTINGS
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -45,18 +50,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="a tenant held by its quota is recommended at most this x the quota in force (default %(default)s)",
     )
     p.add_argument(
-        "--quota-window-num",
-        type=int,
-        default=Rules.quota_window_num,
-        help="quota.window.num of the proxy: byte rates are measured over its sampled window (default %(default)s)",
-    )
-    p.add_argument(
-        "--quota-window-s",
-        type=int,
-        default=Rules.quota_window_s,
-        help="quota.window.size.seconds (default %(default)s)",
-    )
-    p.add_argument(
         "--replay",
         nargs="?",
         const="recommended",
@@ -65,29 +58,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "table (a proxy configuration or a quotas: block); without a file, the recommended table",
     )
     p.add_argument(
-        "--controller-window-num",
-        type=int,
-        default=Rules.controller_window_num,
-        help="controller.quota.window.num of the proxy (default %(default)s)",
+        "--proxy-config",
+        metavar="FILE",
+        help="the proxy's configuration: the window settings below are read from its settings: section (the "
+        "proxy's defaults for those it leaves out); a window flag given here wins",
     )
-    p.add_argument(
-        "--controller-window-s",
-        type=float,
-        default=Rules.controller_window_s,
-        help="controller.quota.window.size.seconds (default %(default)s)",
-    )
-    p.add_argument(
-        "--producer-id-window-num",
-        type=int,
-        default=Rules.producer_id_window_num,
-        help="producer.id.quota.window.num (default %(default)s)",
-    )
-    p.add_argument(
-        "--producer-id-window-s",
-        type=float,
-        default=Rules.producer_id_window_s,
-        help="producer.id.quota.window.size.seconds: producer_ids_rate is per this (default %(default)s)",
-    )
+    for flag, (name, what) in WINDOW_FLAGS.items():
+        setting = WINDOWS[name]
+        p.add_argument(
+            flag,
+            type=_whole(setting),
+            metavar="N" if flag.endswith("num") else "S",
+            help=f"{setting} of the proxy{what} (default: --proxy-config's, else {getattr(Rules, name)})",
+        )
     p.add_argument(
         "--scope",
         choices=("broker", "cluster"),
@@ -100,7 +83,53 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="where the driver writes the small files when --output is not a local path",
     )
-    p.add_argument("--no-charts", action="store_true", help="skip the PNG charts")
+    p.add_argument("--no-charts", action="store_true", help="skip the SVG charts")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on standard error")
+
+
+# The window flags: flag -> (Rules field, what it does); the proxy's setting of each is recommend.WINDOWS[field].
+WINDOW_FLAGS = {
+    "--quota-window-num": ("quota_window_num", ": byte rates are measured over its sampled window"),
+    "--quota-window-s": ("quota_window_s", ", seconds"),
+    "--controller-window-num": ("controller_window_num", ""),
+    "--controller-window-s": ("controller_window_s", ", seconds"),
+    "--producer-id-window-num": ("producer_id_window_num", ""),
+    "--producer-id-window-s": ("producer_id_window_s", ", seconds: producer_ids_rate is per this"),
+}
+
+
+def _whole(setting: str) -> Callable[[str], int]:
+    """The flag's value as the proxy takes ``setting``: a whole number within the proxy's bounds (``2`` or ``2.0``)."""
+    bounds = SETTINGS[setting]
+
+    def parse(text: str) -> int:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (value.is_integer() and bounds.minimum <= value <= bounds.maximum):
+            raise argparse.ArgumentTypeError(
+                f"{setting} is a whole number from {bounds.minimum:g} to {bounds.maximum:g} in the proxy, got {text!r}"
+            )
+        return int(value)
+
+    return parse
+
+
+def windows(args: argparse.Namespace) -> dict[str, int]:
+    """Rules' window fields: each flag given, else the proxy's setting from ``--proxy-config`` (its default when the
+    file leaves it out), else Rules' own default (the proxy's defaults too). Raises ConfigError for a bad file."""
+    found: dict[str, int] = {}
+    if args.proxy_config:
+        from config.loader import load_settings_file
+        from config.typed_settings import attribute
+
+        settings = load_settings_file(args.proxy_config)
+        found = {name: getattr(settings, attribute(setting)) for name, setting in WINDOWS.items()}
+    for name, _ in WINDOW_FLAGS.values():
+        if getattr(args, name) is not None:
+            found[name] = getattr(args, name)
+    return found
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -122,18 +151,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def analyze(args: argparse.Namespace) -> int:
+    from config.errors import ConfigError
+
     try:
-        rules = Rules(
-            headroom=args.headroom,
-            burst=args.burst,
-            max_raise=args.max_raise,
-            quota_window_num=args.quota_window_num,
-            quota_window_s=args.quota_window_s,
-            controller_window_num=args.controller_window_num,
-            controller_window_s=args.controller_window_s,
-            producer_id_window_num=args.producer_id_window_num,
-            producer_id_window_s=args.producer_id_window_s,
-        )
+        rules = Rules(headroom=args.headroom, burst=args.burst, max_raise=args.max_raise, **windows(args))
+    except ConfigError as exc:
+        print(f"kafka-quota-proxy analyze: --proxy-config {args.proxy_config}: {exc}", file=sys.stderr)
+        return 2
     except ValueError as exc:
         print(f"kafka-quota-proxy analyze: {exc}", file=sys.stderr)
         return 2
@@ -149,6 +173,7 @@ def analyze(args: argparse.Namespace) -> int:
     from pyspark.errors import AnalysisException
 
     from analytics.replay import ReplayError
+    from analytics.report import summary_lines
     from analytics.scope import ScopeError
 
     try:
@@ -162,6 +187,7 @@ def analyze(args: argparse.Namespace) -> int:
                 charts=not args.no_charts,
                 scope=args.scope,
                 replay=args.replay,
+                progress=None if args.quiet else sys.stderr,
             )
     except AnalysisException as exc:  # e.g. no such input path: one line, not a JVM stack trace
         print(f"kafka-quota-proxy analyze: {str(exc).splitlines()[0]}", file=sys.stderr)
@@ -172,7 +198,7 @@ def analyze(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # Ctrl-C: PySpark cancels the jobs; the session is stopped and the code zip removed
         print("kafka-quota-proxy analyze: interrupted", file=sys.stderr)
         return 130
-    for line in job.summary_lines(result):
+    for line in summary_lines(result):
         print(line)
     return 0
 

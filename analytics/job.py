@@ -37,12 +37,14 @@ import operator
 import os
 import time
 from collections.abc import Mapping
+from typing import TextIO
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from analytics import recommend, report, shipping, stats, timeaxis
 from analytics import replay as replay_mod
+from analytics.progress import Progress
 from analytics.scope import BROKER, CLUSTER, Scope, choose
 
 TOP_N = 10
@@ -182,12 +184,14 @@ def run(
     charts: bool = True,
     scope: str | None = None,
     replay: str | None = None,
+    progress: TextIO | None = None,
 ) -> dict:
     """Run the planner; returns a summary (records read, entities, quota items, seconds, output paths). ``scope``:
     broker or cluster, default the one the log records (:func:`analytics.scope.choose`; raises
     :class:`analytics.scope.ScopeError` for a log recording both when none is given). ``replay``: a quotas YAML to
     replay the logged demand under (:mod:`analytics.replay`), or ``"recommended"`` for the recommended table; None: no
-    replay (raises :class:`analytics.replay.ReplayError` for a file that cannot be used, before any Spark work)."""
+    replay (raises :class:`analytics.replay.ReplayError` for a file that cannot be used, before any Spark work).
+    ``progress``: where each step and Spark's work are said while it runs (:mod:`analytics.progress`), or nowhere."""
     candidate = None if replay in (None, RECOMMENDED) else replay_mod.load_table(replay)
     rules = rules or recommend.Rules()
     if headroom is not None:
@@ -198,7 +202,10 @@ def run(
     spark = spark or spark_session(master)
     started = time.monotonic()
     cached: list[DataFrame] = []
+    steps = Progress(spark, 6 if replay is not None else 5, progress)
     try:
+        steps.start()
+        steps.step("reading the usage log")
         usage = stats.read_usage(spark, input_path).cache()
         cached.append(usage)
         chosen = choose(stats.sources(usage), scope)  # first: a log mixing scopes is refused before any work
@@ -222,6 +229,7 @@ def run(
             "user": stats.user_stats(frames["user"]),
             "ip": stats.ip_stats(frames["ip"]),
         }
+        steps.step("per-interval totals and the statistics per tenant, user and IP")
         for name, stats_table in tables.items():
             stats_table = stats_table.cache()
             cached.append(stats_table)
@@ -230,6 +238,7 @@ def run(
         entity_rows = _rows(tables["entity"].where(F.col("api").isin("Produce", "Fetch", stats.ALL_APIS)))
         user_rows, ip_rows = _rows(tables["user"]), _rows(tables["ip"])
 
+        steps.step("top offenders" + (" and their charts" if charts else ""))
         offenders, chart_paths = {}, {}
         for name, (title, table, api, metric, unit, cols) in DIMENSIONS.items():
             title = _title(name, title, chosen)
@@ -252,8 +261,9 @@ def run(
                     rel if report.draw_chart(path, f"{title}: top {len(series)}", unit, series, axis) else None
                 )
 
+        steps.step("recommendations")
         items = recommend.build_quotas(entity_rows, user_rows, ip_rows, rules)
-        basis = recommend.bases(entity_rows, rules)
+        basis = recommend.bases(entity_rows, user_rows, ip_rows, rules)
         scope_lines = [chosen.figures(), *chosen.notes()]
         _write(
             local_dir,
@@ -262,6 +272,7 @@ def run(
         )
         replayed = None
         if replay is not None:
+            steps.step("replay of the logged demand under today's quotas and the candidate")
             with shipping.code_shipped(spark, session_ends_with_job=own_session):
                 table = replay_mod.run(
                     spark,
@@ -276,6 +287,7 @@ def run(
                 "candidate": "the recommended table" if candidate is None else replay,
                 "rows": replay_mod.changed(_rows(spark.read.parquet(_join(output_dir, "replay")))),
             }
+        steps.step("report")
         _write(local_dir, "recommended-commands.txt", recommend.to_commands(items, scope_lines))
         _write(local_dir, "top_offenders.json", json.dumps(offenders, indent=2) + "\n")
         summary = {
@@ -309,6 +321,7 @@ def run(
             "scope_lines": scope_lines,
         }
     finally:
+        steps.stop()
         for df in cached:
             df.unpersist()
         if own_session:
@@ -358,35 +371,3 @@ def _join(base: str, name: str) -> str:
 def _write(directory: str, name: str, text: str) -> None:
     with open(os.path.join(directory, name), "w", encoding="utf-8") as f:
         f.write(text)
-
-
-def summary_lines(result: Mapping) -> list[str]:
-    lines = [
-        f"read {result['records']:,} records; {result['quota items']} quota recommendations in {result['seconds']} s",
-        *result["scope_lines"],
-    ]
-    held = [
-        (entity, key, text)
-        for entity, said in result.get("basis", {}).items()
-        for key, text in said.items()
-        if text.startswith("constrained")
-    ]
-    for (user, client_id), key, text in sorted(held, key=str)[:CHART_N]:
-        item: dict = next((it for it in result["quotas"] if it["entity"] == recommend.entity_key(user, client_id)), {})
-        lines.append(f"{report.entity_label({'user': user, 'client_id': client_id})} {key} {item.get(key)}: {text}")
-    if len(held) > CHART_N:
-        lines.append(f"... {len(held) - CHART_N} more recommendations constrained by the current quota (report.html)")
-    replayed = result.get("replay")
-    if replayed is not None:
-        rows = replayed["rows"]
-        today = [r for r in rows if r["today_held_s"]]
-        candidate = [r for r in rows if r["candidate_held_s"]]
-        lines.append(
-            f"replay under {replayed['candidate']}: {len(today)} tenant APIs held under today's quotas "
-            f"({sum(r['today_held_s'] for r in today):,.0f} s), {len(candidate)} under the candidate "
-            f"({sum(r['candidate_held_s'] for r in candidate):,.0f} s); per tenant in report.html"
-        )
-    return lines + [
-        f"wrote {result['local_dir']}/report.html, recommended-quotas.yaml, "
-        f"recommended-commands.txt, top_offenders.json; tables under {result['output_dir']}"
-    ]

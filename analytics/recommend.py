@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import shlex
 import textwrap
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal
 
@@ -55,12 +55,14 @@ class Rules:
     headroom: float = 1.5
     burst: str = "max"  # "max" or "p99": which one-interval burst the bucket must hold
     max_raise: float = 4.0  # a constrained tenant's advice: at most this x the quota in force
+    # The proxy's window settings (whole numbers, as the proxy and Kafka take them; analytics.cli reads them from
+    # the proxy's configuration with --proxy-config):
     quota_window_num: int = 11  # quota.window.num: the byte rates' sampled window ...
     quota_window_s: int = 1  # ... of quota.window.size.seconds each
     controller_window_num: int = 11  # controller.quota.window.num
-    controller_window_s: float = 1.0  # controller.quota.window.size.seconds
+    controller_window_s: int = 1  # controller.quota.window.size.seconds
     producer_id_window_num: int = 11  # producer.id.quota.window.num
-    producer_id_window_s: float = 3600.0  # producer.id.quota.window.size.seconds
+    producer_id_window_s: int = 3600  # producer.id.quota.window.size.seconds
 
     def __post_init__(self) -> None:
         if not self.headroom > 0:
@@ -69,10 +71,21 @@ class Rules:
             raise ValueError(f"burst must be 'max' or 'p99', got {self.burst!r}")
         if not self.max_raise >= 1:
             raise ValueError(f"max-raise must be >= 1, got {self.max_raise}")
-        for name in ("quota_window_num", "quota_window_s"):
+        for name in WINDOWS:
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name.replace('_', '-')} must be an integer >= 1, got {value!r}")
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name.replace('_', '-')} must be a whole number >= 1, got {value!r}")
+
+
+# Rules' window fields, by the proxy's setting each stands for (settings: in the proxy's configuration)
+WINDOWS = {
+    "quota_window_num": "quota.window.num",
+    "quota_window_s": "quota.window.size.seconds",
+    "controller_window_num": "controller.quota.window.num",
+    "controller_window_s": "controller.quota.window.size.seconds",
+    "producer_id_window_num": "producer.id.quota.window.num",
+    "producer_id_window_s": "producer.id.quota.window.size.seconds",
+}
 
 
 def round_up(x: float, digits: int = 2) -> float:
@@ -136,36 +149,101 @@ def byte_rate_basis(row: Mapping, side: str, rules: Rules) -> tuple[int | None, 
     )
 
 
-def entity_quotas(produce: Mapping | None, fetch: Mapping | None, total: Mapping | None, rules: Rules) -> dict:
-    """Quota keys for one (user, client-id) from its ``entity_stats`` rows for Produce, Fetch and all APIs (``*``)."""
-    out: dict = {}
-    if produce and (v := byte_rate_basis(produce, "request", rules)[0]):
-        out[PRODUCER_BYTE_RATE] = v
-    if fetch and (v := byte_rate_basis(fetch, "response", rules)[0]):
-        out[CONSUMER_BYTE_RATE] = v
-    if total:
-        window = rules.controller_window_num * rules.controller_window_s
-        rate = bucket_rate(total["mutation_rate_p99"] or 0, _burst(total, "mutations", rules), window, 1.0, rules)
-        if rate:
-            out[CONTROLLER_MUTATION_RATE] = rate
-    return out
+def _bucket_basis(
+    p99_per_s: float, burst: float, window_num: float, rate_scale: float, rules: Rules, what: str, bucket: str
+) -> tuple[float | None, str]:
+    """:func:`bucket_rate` and what it rests on, in words: ``what`` is counted, the bucket holds ``bucket`` of the
+    rate (``11 samples of 1 s``)."""
+    rate = bucket_rate(p99_per_s, burst, window_num, rate_scale, rules)
+    steady, needed = p99_per_s * rate_scale * rules.headroom, burst / window_num
+    per = "/s" if rate_scale == 1 else f"/s x {rate_scale:g} s"
+    return rate, (
+        f"p99 {_figure(p99_per_s)} {what}{per} x headroom {rules.headroom:g} = {_figure(steady)}; the bucket holds "
+        f"{bucket} of the rate, so the {rules.burst} one-interval burst of {_figure(burst)} {what} needs "
+        f"{_figure(needed)}: "
+        f"{'the burst' if needed > steady else 'the p99'} decides"
+    )
 
 
-def user_quotas(user: Mapping, rules: Rules) -> dict:
-    v = bucket_rate(
+def _figure(x: float) -> str:
+    """A figure as a comment says it: ``10,800``, ``120``, ``5``, ``0.0909``."""
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
+def mutation_basis(total: Mapping, rules: Rules) -> tuple[float | None, str]:
+    """``controller_mutation_rate`` from an entity's all-APIs row (KIP-599's bucket), and what it rests on."""
+    num, size = rules.controller_window_num, rules.controller_window_s
+    return _bucket_basis(
+        total["mutation_rate_p99"] or 0,
+        _burst(total, "mutations", rules),
+        num * size,
+        1.0,
+        rules,
+        "partition mutations",
+        f"{num} samples of {size} s",
+    )
+
+
+def producer_ids_basis(user: Mapping, rules: Rules) -> tuple[float | None, str]:
+    """``producer_ids_rate`` from a user's row (KIP-936: new producer ids per window W), and what it rests on."""
+    return _bucket_basis(
         user["new_pid_rate_p99"] or 0,
         _burst(user, "new_pids", rules),
         rules.producer_id_window_num,
         rules.producer_id_window_s,
         rules,
+        "new producer ids",
+        f"{rules.producer_id_window_num} windows",
     )
-    return {PRODUCER_IDS_RATE: v} if v else {}
 
 
-def ip_quotas(ip: Mapping, rules: Rules) -> dict:
-    if not ip["connection_rate_p99"] and not ip["connection_rate_max"]:
-        return {}
-    return {CONNECTION_CREATION_RATE: max(MIN_RATE, round_up((ip["connection_rate_p99"] or 0) * rules.headroom))}
+def connection_basis(ip: Mapping, rules: Rules) -> tuple[float | None, str]:
+    """``connection_creation_rate`` from an IP's row, and what it rests on."""
+    p99, peak = ip["connection_rate_p99"] or 0, ip["connection_rate_max"] or 0
+    if not p99 and not peak:
+        return None, ""
+    value = max(MIN_RATE, round_up(p99 * rules.headroom))
+    return value, (
+        f"p99 {_figure(p99)} connections/s over {ip.get('intervals') or 0} intervals in which it opened "
+        f"connections (peak {_figure(peak)}/s in one interval) x headroom {rules.headroom:g}"
+    )
+
+
+def _recommendations(
+    entity_rows: Iterable[Mapping], user_rows: Iterable[Mapping], ip_rows: Iterable[Mapping], rules: Rules
+) -> Iterator[tuple[dict, str, float, str]]:
+    """``(entity, key, value, what it rests on)`` for every key recommended."""
+    by_entity: dict[tuple, dict] = {}
+    for row in entity_rows:
+        if row["user"] is None and row["client_id"] is None:
+            continue
+        by_entity.setdefault((row["user"], row["client_id"]), {})[row["api"]] = row
+    for (user, client_id), apis in by_entity.items():
+        entity = entity_key(user, client_id)
+        for api, key, side in (("Produce", PRODUCER_BYTE_RATE, "request"), ("Fetch", CONSUMER_BYTE_RATE, "response")):
+            if api in apis:
+                value, text = byte_rate_basis(apis[api], side, rules)
+                if value:
+                    yield entity, key, value, text
+        if "*" in apis:
+            rate, text = mutation_basis(apis["*"], rules)
+            if rate:
+                yield entity, CONTROLLER_MUTATION_RATE, rate, text
+    for row in user_rows:
+        if row["user"] is not None:
+            rate, text = producer_ids_basis(row, rules)
+            if rate:
+                yield {"user": row["user"]}, PRODUCER_IDS_RATE, rate, text
+    for row in ip_rows:
+        if row["ip"] is not None:
+            rate, text = connection_basis(row, rules)
+            if rate:
+                yield {"ip": row["ip"]}, CONNECTION_CREATION_RATE, rate, text
+
+
+def entity_id(entity: Mapping) -> tuple:
+    """A hashable key of an ``entity:`` mapping (the same entity whatever the order of its keys)."""
+    return tuple(sorted(entity.items()))
 
 
 def entity_key(user: str | None, client_id: str | None) -> dict:
@@ -183,35 +261,24 @@ def build_quotas(
 ) -> list[dict]:
     """The ``quotas:`` list: one item per (user, client-id), per user (producer ids) and per IP, sorted by entity."""
     by_entity: dict[tuple, dict] = {}
-    for row in entity_rows:
-        if row["user"] is None and row["client_id"] is None:
-            continue
-        by_entity.setdefault((row["user"], row["client_id"]), {})[row["api"]] = row
-    items = []
-    for (user, client_id), apis in by_entity.items():
-        quotas = entity_quotas(apis.get("Produce"), apis.get("Fetch"), apis.get("*"), rules)
-        if quotas:
-            items.append({"entity": entity_key(user, client_id), **quotas})
-    for row in user_rows:
-        if row["user"] is not None and (quotas := user_quotas(row, rules)):
-            items.append({"entity": {"user": row["user"]}, **quotas})
-    for row in ip_rows:
-        if row["ip"] is not None and (quotas := ip_quotas(row, rules)):
-            items.append({"entity": {"ip": row["ip"]}, **quotas})
+    for entity, key, value, _ in _recommendations(entity_rows, user_rows, ip_rows, rules):
+        by_entity.setdefault(entity_id(entity), {"entity": entity})[key] = value  # one item per entity
+    items = list(by_entity.values())
     order = {"user": 0, "client-id": 1, "ip": 2}
     items.sort(key=lambda it: (sorted(order[k] for k in it["entity"]), sorted(it["entity"].items())))
     return items
 
 
-def bases(entity_rows: Iterable[Mapping], rules: Rules = Rules()) -> dict[tuple, dict[str, str]]:
-    """What each byte-rate recommendation rests on: ``{(user, client_id): {key: text}}``."""
+def bases(
+    entity_rows: Iterable[Mapping],
+    user_rows: Iterable[Mapping] = (),
+    ip_rows: Iterable[Mapping] = (),
+    rules: Rules = Rules(),
+) -> dict[tuple, dict[str, str]]:
+    """What each recommendation rests on: ``{entity_id(entity): {key: text}}``."""
     out: dict[tuple, dict[str, str]] = {}
-    for row in entity_rows:
-        for api, key, side in (("Produce", PRODUCER_BYTE_RATE, "request"), ("Fetch", CONSUMER_BYTE_RATE, "response")):
-            if row["api"] == api:
-                value, text = byte_rate_basis(row, side, rules)
-                if value:
-                    out.setdefault((row["user"], row["client_id"]), {})[key] = text
+    for entity, key, _, text in _recommendations(entity_rows, user_rows, ip_rows, rules):
+        out.setdefault(entity_id(entity), {})[key] = text
     return out
 
 
@@ -228,7 +295,7 @@ def to_yaml(
     basis: Mapping[tuple, Mapping[str, str]] | None = None,
 ) -> str:
     """The ``quotas:`` block, its header saying the rule, the source and (``scope_lines``) which quota.scope the
-    figures are for; with ``basis`` (:func:`bases`), a comment above each item saying what its figures rest on."""
+    figures are for; with ``basis`` (:func:`bases`), each key's comment saying what it rests on just above it."""
     header = (
         f"# Recommended quotas: p99 rate x headroom {rules.headroom:g}, rounded up to two significant digits;\n"
         f"# controller_mutation_rate and producer_ids_rate also hold the {rules.burst} one-interval burst\n"
@@ -238,16 +305,27 @@ def to_yaml(
     if source:
         header += f"# From: {source}\n"
     header += _comments(scope_lines)
-    if not basis or not items:
-        return header + yaml.safe_dump({"quotas": items}, sort_keys=False, default_flow_style=None, width=120)
-    body = "quotas:\n"
-    for item in items:
-        said = basis.get((item["entity"].get("user"), item["entity"].get("client-id")), {})
-        body += "".join(
-            f"  # {part}\n" for k, text in said.items() if k in item for part in textwrap.wrap(f"{k}: {text}", 112)
-        )
-        body += yaml.safe_dump([item], sort_keys=False, default_flow_style=None, width=120, indent=2)
-    return header + body
+    if not items:
+        return header + "quotas: []\n"
+    said = basis or {}
+    return header + "quotas:\n" + "".join(_item_yaml(item, said.get(entity_id(item["entity"]), {})) for item in items)
+
+
+def _item_yaml(item: Mapping, said: Mapping[str, str]) -> str:
+    """One item of the list, each key's comment (``said``) on the lines just above that key, inside the item::
+
+    - entity: {user: alice, client-id: etl}
+      # p99 99,000 B/s over 60 intervals on the quota's window
+      producer_byte_rate: 150000
+    """
+    out = ""
+    for i, (key, value) in enumerate(item.items()):
+        if key in said:
+            out += "".join(f"    # {part}\n" for part in textwrap.wrap(said[key], 110))
+        flow = None if isinstance(value, Mapping) else False  # the entity in flow style, a scalar as key: value
+        line = yaml.safe_dump({key: value}, sort_keys=False, default_flow_style=flow, width=10_000)
+        out += ("  - " if i == 0 else "    ") + line
+    return out
 
 
 _ENTITY_TYPES = (("user", "users"), ("client-id", "clients"), ("ip", "ips"))

@@ -10,6 +10,8 @@ import html
 import os
 from collections.abc import Mapping, Sequence
 
+from analytics import recommend
+from analytics.recommend import entity_id
 from analytics.timeaxis import TimeAxis
 
 CHART_DPI = 90
@@ -164,7 +166,7 @@ def write_report(
     said = basis or {}
 
     def rests_on(it: Mapping) -> str:
-        found = said.get((it["entity"].get("user"), it["entity"].get("client-id")), {})
+        found = said.get(entity_id(it["entity"]), {})
         return "; ".join(f"{k}: {text}" for k, text in found.items() if k in it)
 
     rows = [
@@ -210,3 +212,41 @@ def _replay_section(replayed: Mapping) -> str:
 def chart_file(out_dir: str, name: str) -> tuple[str, str]:
     rel = f"chart-{name}.svg"
     return rel, os.path.join(out_dir, rel)
+
+
+SUMMARY_HELD_N = 5  # the command's output names this many recommendations constrained by the current quota
+
+
+def summary_lines(result: Mapping) -> list[str]:
+    lines = [
+        f"read {result['records']:,} records; {result['quota items']} quota recommendations in {result['seconds']} s",
+        *result["scope_lines"],
+    ]
+    held = [
+        (entity, key, text)
+        for entity, said in result.get("basis", {}).items()
+        for key, text in said.items()
+        if text.startswith("constrained")
+    ]
+    for entity, key, text in sorted(held, key=str)[:SUMMARY_HELD_N]:
+        item: dict = next((it for it in result["quotas"] if recommend.entity_id(it["entity"]) == entity), {})
+        named = {name.replace("-", "_"): value for name, value in entity}
+        lines.append(f"{entity_label(named)} {key} {item.get(key)}: {text}")
+    if len(held) > SUMMARY_HELD_N:
+        lines.append(
+            f"... {len(held) - SUMMARY_HELD_N} more recommendations constrained by the current quota (report.html)"
+        )
+    replayed = result.get("replay")
+    if replayed is not None:
+        rows = replayed["rows"]
+        today = [r for r in rows if r["today_held_s"]]
+        candidate = [r for r in rows if r["candidate_held_s"]]
+        lines.append(
+            f"replay under {replayed['candidate']}: {len(today)} tenant APIs held under today's quotas "
+            f"({sum(r['today_held_s'] for r in today):,.0f} s), {len(candidate)} under the candidate "
+            f"({sum(r['candidate_held_s'] for r in candidate):,.0f} s); per tenant in report.html"
+        )
+    return lines + [
+        f"wrote {result['local_dir']}/report.html, recommended-quotas.yaml, "
+        f"recommended-commands.txt, top_offenders.json; tables under {result['output_dir']}"
+    ]

@@ -32,6 +32,7 @@ from config.quotas import parse_quota_section
 from config.scope import check_scope
 from config.settings import connection_limits, parse_settings
 from config.tls import parse_listener_tls, parse_upstream_tls
+from config.typed_settings import Settings
 from config.usage import parse_usage_log
 from config.volume import parse_volume_usage
 
@@ -39,14 +40,28 @@ _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
 def load_config_file(path: str) -> ProxyConfig:
+    return load_config_text(_read(path))
+
+
+def load_settings_file(path: str) -> Settings:
+    """The ``settings:`` section of a configuration file, checked as :func:`load_config_file` checks it, the other
+    sections not looked at: for tools reading the proxy's settings (the quota planner's windows) on a host where
+    the files the others name (TLS keys, password files) need not exist."""
+    raw = _yaml(_read(path))
+    if not isinstance(raw, dict):
+        raise ConfigError("", f"expected a mapping, got {show(raw)}")
+    settings = expand(raw.get("settings", {}), os.environ, "settings")
+    return parse_settings(settings, "settings", _listener_names(raw.get("listeners")))
+
+
+def _read(path: str) -> str:
     try:
         with open(path, encoding="utf-8") as f:
-            text = f.read()
+            return f.read()
     except OSError as exc:
         raise ConfigError("", f"cannot read {path}: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
         raise ConfigError("", f"{path} is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
-    return load_config_text(text)
 
 
 MAX_CONFIG_DEPTH = 32
@@ -92,11 +107,14 @@ _StrictLoader.add_constructor(ENV_TAG, construct_env_ref)
 
 def load_config_text(text: str, environ: Mapping[str, str] | None = None) -> ProxyConfig:
     """``text`` parsed, its ``${env:NAME}`` references taken from ``environ`` (the process's environment)."""
+    return parse_config(expand(_yaml(text), os.environ if environ is None else environ))
+
+
+def _yaml(text: str) -> Any:
     try:
-        raw = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         raise ConfigError("", f"not valid YAML: {exc}") from None
-    return parse_config(expand(raw, os.environ if environ is None else environ))
 
 
 # The keys of each mapping the loader reads (required ones first); config.schema builds the JSON Schema from these.

@@ -136,20 +136,20 @@ def quota_planner(usage_dir: str, out_dir: str, children: Children, report: Call
 
 
 def basis_of(text: str, client_ids) -> dict:
-    """What each recommendation of ``client_ids`` rests on, from the comments above its item in
-    recommended-quotas.yaml (``# producer_byte_rate: constrained by ...``, wrapped over several lines)."""
+    """What each recommendation of ``client_ids`` rests on, from recommended-quotas.yaml: the comment just above
+    each key of its item (``# constrained by ...``, wrapped over several lines)."""
     out: dict = {}
+    entity: dict | None = None
     comment: list[str] = []
     for line in text.splitlines():
         stripped = line.strip()
-        if line.startswith("  #"):
+        if stripped.startswith("- entity:"):
+            entity, comment = yaml.safe_load(stripped[2:])["entity"], []
+        elif stripped.startswith("#"):
             comment.append(stripped[1:].strip())
-        elif stripped.startswith("- entity:"):
-            entity = yaml.safe_load(stripped[2:])["entity"]
+        elif entity is not None and comment:
             if entity.get("client-id") in client_ids and "user" in entity:
-                joined = " ".join(comment)
-                said = re.split(r"(?:^| )(producer_byte_rate|consumer_byte_rate): ", joined)[1:]
-                out[entity["client-id"]] = dict(zip(said[::2], said[1::2]))
+                out.setdefault(entity["client-id"], {})[stripped.split(":", 1)[0]] = " ".join(comment)
             comment = []
     return out
 

@@ -10,6 +10,7 @@ quota.scope broker its figure is the busiest broker's, under cluster the sum (se
 import json
 import os
 import random
+import re
 from html import escape
 
 import pytest
@@ -17,7 +18,7 @@ import yaml
 
 pytest.importorskip("pyspark", reason="the analytics extra (pip install kafka-quota-proxy[analytics]) is not installed")
 
-from analytics import job  # noqa: E402
+from analytics import job, report  # noqa: E402
 from analytics.generate import (  # noqa: E402
     HOG,
     PID_CHURNER,
@@ -224,7 +225,7 @@ def test_every_output_says_the_scope_its_figures_are_for(result):
         "Produce bytes per second, busiest broker: top 5"
         in (result["out"] / "chart-producer_byte_rate.svg").read_text()
     )
-    assert per_broker in "\n".join(job.summary_lines(result))
+    assert per_broker in "\n".join(report.summary_lines(result))
 
 
 def test_the_split_tenant_summed_per_interval_under_cluster_scope(spark):
@@ -274,25 +275,74 @@ def test_report_links_its_charts(result):
     assert "203.0.113.66" in html and "recommended-quotas.yaml" in html
 
 
+PROXY_CONFIG = """\
+upstream: {bootstrap_servers: ["127.0.0.1:9093"]}
+listeners:
+  - name: SSL
+    bind: "0.0.0.0:19093"
+    tls: {certfile: /nowhere/server.pem, keyfile: /nowhere/server.key}   # not on the planner's host
+settings:
+  controller.quota.window.size.seconds: 5
+  producer.id.quota.window.size.seconds: 60
+  listener.name.SSL.max.connections: 100
+"""
+
+
 def test_kafka_quota_proxy_analyze(spark, result, tmp_path, capsys):
-    """The proxy's CLI runs the same job (here on the tests' session, which it leaves running)."""
+    """The proxy's CLI runs the same job (here on the tests' session, which it leaves running): the windows read from
+    the proxy's configuration (only its settings: checked: the TLS files it names are on the proxy's host), a flag
+    overriding one of them, and the steps said on standard error as they start."""
     from proxy.cli.main import main
 
     log = tmp_path / "usage"
     write_log(str(log), Options(entities=3, intervals=10, seed=1, scope="cluster"))
     write_jsonl(str(log / "split.jsonl"), split_records("cluster"))  # three proxies' logs, quota.scope cluster
-    assert (
-        main(["analyze", "--input", str(log), "--output", str(tmp_path / "out"), "--headroom", "2", "--no-charts"]) == 0
-    )
+    (tmp_path / "proxy.yaml").write_text(PROXY_CONFIG)
+    argv = ["analyze", "--input", str(log), "--output", str(tmp_path / "out"), "--headroom", "2", "--no-charts"]
+    assert main([*argv, "--proxy-config", str(tmp_path / "proxy.yaml"), "--producer-id-window-s", "120"]) == 0
     text = (tmp_path / "out" / "recommended-quotas.yaml").read_text()
     assert "headroom 2" in text and yaml.safe_load(text)["quotas"]
+    # controller window from the file (5 s), producer ids from the flag (120 s, not the file's 60), the rest defaults
+    assert "(controller window 11 x 5 s; producer ids per 120 s, 11 windows)" in " ".join(text.splitlines())
+    assert "holds 11 samples of 5 s of the rate" in " ".join(line.lstrip("# ") for line in text.splitlines())
     # SPLIT's two sidecars summed: 21,000 B/s x 2 = 42,000; the outputs say the figures are the cluster's
     assert item_for(yaml.safe_load(text)["quotas"], user=SPLIT[0], client_id=SPLIT[1]) == {"producer_byte_rate": 42_000}
     cluster = "quota.scope cluster: each rate is the tenant's total over the whole cluster, summed per interval over 3"
     assert cluster in " ".join(line.lstrip("# ") for line in text.splitlines())
     assert "for quota.scope cluster)</h2>" in (tmp_path / "out" / "report.html").read_text()
-    assert cluster in capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert cluster in out
+    steps = [line for line in err.splitlines() if line.startswith("analyze [")]
+    assert [line.split(" (")[0] for line in steps] == [
+        "analyze [1/5] reading the usage log",
+        "analyze [2/5] per-interval totals and the statistics per tenant, user and IP",
+        "analyze [3/5] top offenders",
+        "analyze [4/5] recommendations",
+        "analyze [5/5] report",
+    ]
+    jobs, tasks = zip(*(map(int, re.search(r"Spark: (\d+) jobs, (\d+) tasks done", line).groups()) for line in steps))
+    assert jobs[0] == tasks[0] == 0 and list(jobs) == sorted(jobs) and jobs[-1] > 0 and tasks[-1] >= jobs[-1]
     assert spark.range(1).count() == 1
+    assert spark.sparkContext.getLocalProperty("spark.job.description") is None  # the session's next jobs not ours
+
+
+def test_the_proxys_settings_that_cannot_be_used_are_refused_before_any_work(tmp_path, capsys):
+    from analytics.cli import main
+
+    bad = tmp_path / "proxy.yaml"
+    bad.write_text("settings:\n  quota.window.nums: 11\n  controller.quota.window.size.seconds: 0\n")
+    argv = ["analyze", "--input", str(tmp_path / "none"), "--output", str(tmp_path / "out")]
+    assert main([*argv, "--proxy-config", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"kafka-quota-proxy analyze: --proxy-config {bad}: 2 errors:" in err
+    assert "settings.quota.window.nums" in err and "quota.window.num" in err  # the key, and what it may have meant
+    assert "settings.controller.quota.window.size.seconds" in err
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, "--quota-window-s", "1.5"])
+    assert exited.value.code == 2
+    refused = "quota.window.size.seconds is a whole number from 1 to 3600 in the proxy, got '1.5'"
+    assert refused in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_log_mixing_scopes_is_refused_naming_them(spark, tmp_path, capsys):
@@ -368,7 +418,7 @@ def test_throttled_tenants_demand_is_estimated_and_their_advice_marked(spark, re
         assert value <= 1.5 * true_demand, (name, value)
         assert f"constrained by the current quota {quota:,} B/s" in text
     assert all(0 <= r["held_share"] <= 1 for r in rows.values())
-    said = "\n".join(job.summary_lines(result))
+    said = "\n".join(report.summary_lines(result))
     assert "user=steady client-id=over-quota producer_byte_rate" in said and "estimated demand" in said
     assert "rests on" in (result["out"] / "report.html").read_text()
 
@@ -384,7 +434,7 @@ def test_the_replay_shows_today_and_the_candidate_per_tenant(result):
     assert steady["candidate_held_s"] < 0.2 * steady["today_held_s"]
     html_text = (result["out"] / "report.html").read_text()
     assert "Replay under the recommended table" in html_text and "replay under the recommended table" in "\n".join(
-        job.summary_lines(result)
+        report.summary_lines(result)
     )
 
 

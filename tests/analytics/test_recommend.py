@@ -132,3 +132,50 @@ def test_every_command_is_one_the_configs_cli_accepts():
         entity = entity_from_args(args.entity_type, args.entity_name)
         assert entity == item["entity"]
         assert parse_add(args.add_config) == {k: v for k, v in item.items() if k != "entity"}
+
+
+def test_each_comment_sits_with_its_own_entry_above_its_own_key():
+    """Issue 48: the comments of one entry read as the next one's (written above each item, at the indent of the
+    previous item's keys). Each key's comment now sits inside its own entry, just above it, at its indent; the
+    burst-measured keys (controller_mutation_rate, producer_ids_rate, connection_creation_rate) have one too."""
+    from analytics.recommend import bases
+
+    rows = [
+        entity("user-0", "app-0", "Produce", request_rate_p99=99_000.0, intervals=60),
+        entity("ops", "topic-creator", "*", mutations_max_interval=55, mutations_p99_interval=0.0),
+    ]
+    users = [{"user": "churner", "new_pid_rate_p99": 2.0, "new_pids_max_interval": 40, "new_pids_p99_interval": 30.0}]
+    ips = [{"ip": "203.0.113.66", "connection_rate_p99": 100.0, "connection_rate_max": 120.0, "intervals": 60}]
+    items = build_quotas(rows, users, ips)
+    text = to_yaml(items, Rules(), basis=bases(rows, users, ips))
+    assert yaml.safe_load(text) == {"quotas": items}
+    lines = text[text.index("quotas:\n") :].splitlines()[1:]
+    said: dict = {}
+    entity_now, comment = None, []
+    for line in lines:
+        if line.startswith("  - entity: "):
+            assert not comment, f"a comment above an entry's first line: {comment}"
+            entity_now = yaml.safe_load(line[4:])["entity"]
+        elif line.startswith("    # "):
+            comment.append(line[6:])
+        else:
+            assert line.startswith("    ") and not line.startswith("     "), line  # a key of the entry, at its indent
+            key = line.strip().split(":")[0]
+            said[(tuple(entity_now.items()), key)] = " ".join(comment)
+            comment = []
+    assert not comment and all(len(line) <= 116 for line in lines)
+    assert said[((("user", "user-0"), ("client-id", "app-0")), "producer_byte_rate")].startswith("p99 99,000 B/s")
+    mutations = said[((("user", "ops"), ("client-id", "topic-creator")), "controller_mutation_rate")]
+    assert "burst of 55 partition mutations needs 5: the burst decides" in mutations
+    assert "the bucket holds 11 samples of 1 s of the rate" in mutations
+    pids = said[((("user", "churner"),), "producer_ids_rate")]  # 2/s x 3600 s x 1.5 = 10,800 against 40 / 11
+    assert "p99 2 new producer ids/s x 3600 s x headroom 1.5 = 10,800" in pids and "the p99 decides" in pids
+    connections = said[((("ip", "203.0.113.66"),), "connection_creation_rate")]
+    assert "p99 100 connections/s over 60 intervals" in connections and "peak 120/s" in connections
+
+
+def test_window_lengths_are_whole_seconds_as_the_proxy_takes_them():
+    with pytest.raises(ValueError, match="quota-window-s must be a whole number"):
+        Rules(quota_window_s=1.5)
+    with pytest.raises(ValueError, match="controller-window-s"):
+        Rules(controller_window_s=0)
