@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -32,7 +33,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from demo.planner import SMALL_JOB_JVM
+from demo.planner import PLANNER_SUBMIT_ARGS, SMALL_JOB_JVM
 from tests.harness import Tansu, free_port, wait_for_port, wait_until
 from tests.integration import clients as c
 
@@ -311,24 +312,99 @@ def test_run_in_front_of_tansu_clients_produce_and_consume_and_configs_alters_a_
     assert "kafka-quota-proxy 0.1.0" in log, log
 
 
-@pytest.fixture
-def usage_log(tmp_path) -> Path:
+@pytest.fixture(scope="module")
+def usage_log(tmp_path_factory) -> Path:
+    """A usage log for both planner runs: 3 well-behaved tenants, the four misbehaving ones and the two a quota
+    holds (steady/over-quota, batch/nightly-window), 12 intervals."""
     from analytics.generate import Options, write_log
 
-    log = tmp_path / "usage"
-    log.mkdir()
+    log = tmp_path_factory.mktemp("usage")
     write_log(str(log), Options(entities=3, intervals=12, seed=11))
     return log
+
+
+@dataclass(frozen=True)
+class Plan:
+    out: Path  # the planner's --output
+    tmp: Path  # its temporary folder
+    stdout: str
+    stderr: str
+    returncode: int
+
+
+@pytest.fixture(scope="module")
+def local_plan(installed, usage_log, tmp_path_factory) -> Plan:
+    """``analyze --replay`` as a user runs it after installing the wheel: no --master (``local[*]``), the driver's
+    JVM small (the demo's planner's PYSPARK_SUBMIT_ARGS: what a user passes PySpark), no charts (the cluster run
+    draws them). Spark's Python workers start the bare venv's python3, first on PATH: the replay's code reaches them
+    only in the zip the planner ships, as on a cluster."""
+    base = tmp_path_factory.mktemp("local")
+    run = installed.start(
+        "analyze",
+        "--input",
+        str(usage_log),
+        "--output",
+        str(base / "plan"),
+        "--replay",
+        "--no-charts",
+        tmp=base / "tmp",
+        PYSPARK_SUBMIT_ARGS=PLANNER_SUBMIT_ARGS,
+    )
+    try:
+        stdout, stderr, code = finished(run, base / "tmp", 600)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait(10)
+    return Plan(base / "plan", base / "tmp", stdout, stderr, code)
 
 
 def planned(stdout: str, stderr: str, returncode: int, out: Path) -> None:
     """The planner ran, replayed, and wrote what it says it wrote."""
     assert returncode == 0, stderr[-4000:]
     assert "No module named" not in stderr
-    replay_line = next(line for line in stdout.splitlines() if line.startswith("replay under"))
-    assert "tenant APIs held under today's quotas" in replay_line
+    assert "tenant APIs held under today's quotas" in verdict(stdout)
     assert (out / "recommended-quotas.yaml").is_file() and (out / "report.html").is_file()
     assert any(name.endswith(".parquet") for name in os.listdir(out / "replay"))
+
+
+def verdict(stdout: str) -> str:
+    """The replay's line of the planner's output."""
+    return next(line for line in stdout.splitlines() if line.startswith("replay under"))
+
+
+def quotas(out: Path) -> list[dict]:
+    return yaml.safe_load((out / "recommended-quotas.yaml").read_text())["quotas"]
+
+
+def test_analyze_replays_on_local_star_as_a_user_runs_it(local_plan):
+    """What a user reads after ``analyze --replay`` on the default master: the steps as they ran, the table (the
+    misbehaving tenants, the held one marked constrained by its quota, each key's comment above it), and the
+    replay's verdict: the held tenants relieved by the recommended table. Nothing left in the temporary folder."""
+    planned(local_plan.stdout, local_plan.stderr, local_plan.returncode, local_plan.out)
+    # Spark's JVM (here driver and executor both) ends after the planner, when its standard input closes, and its
+    # shutdown hooks then remove what it made (artifacts-*, native libraries): gone once it has ended, or never.
+    wait_until(lambda: os.listdir(local_plan.tmp) == [], 60, "the temporary folder emptied as Spark's JVM ends")
+    steps = [line.split(" (")[0] for line in local_plan.stderr.splitlines() if line.startswith("analyze [")]
+    assert steps[0] == "analyze [1/6] reading the usage log" and steps[-1] == "analyze [6/6] report", steps
+    items = {tuple(it["entity"].items()): it for it in quotas(local_plan.out)}
+    assert "producer_byte_rate" in items[(("user", "hog"), ("client-id", "bulk-loader"))]
+    assert "controller_mutation_rate" in items[(("user", "ops"), ("client-id", "topic-creator"))]
+    assert "producer_ids_rate" in items[(("user", "churner"),)]
+    assert "connection_creation_rate" in items[(("ip", "203.0.113.66"),)]
+    text = (local_plan.out / "recommended-quotas.yaml").read_text()
+    steady = text[text.index("  - entity: {user: steady, client-id: over-quota}") :].splitlines()
+    assert steady[1].startswith("    # constrained by the current quota 1,000,000 B/s"), steady[:3]
+    held = re.search(
+        r"replay under the recommended table: (\d+) tenant APIs held under today's quotas \(([\d,]+) s\), (\d+) "
+        r"under the candidate \(([\d,]+) s\)",
+        verdict(local_plan.stdout),
+    )
+    assert held, verdict(local_plan.stdout)
+    today_s, candidate_s = (float(held[i].replace(",", "")) for i in (2, 4))
+    assert int(held[1]) >= 2 and today_s > 0 and candidate_s < today_s, held[0]
+    report = (local_plan.out / "report.html").read_text()
+    assert "Replay under the recommended table" in report and "user=steady client-id=over-quota" in report
 
 
 class SparkCluster:
@@ -425,12 +501,11 @@ SMALL_JOB = (
 )
 
 
-def test_analyze_replays_on_a_standalone_cluster(installed, usage_log, tmp_path):
+def test_analyze_replays_on_a_standalone_cluster(installed, usage_log, local_plan, tmp_path):
     """The planner with --replay on a standalone Spark cluster (a master and a worker started from the installed
     pyspark), whose executors run a Python that has nothing installed: the replay's code reaches them only in the zip
-    the planner ships. (The same run on ``local[*]`` is what tests/analytics/ does, from the checkout; on 2 cores a
-    second Spark job here cost the suite minutes, and the Python workers of local mode share the driver's
-    site-packages, so they would not show a missing module.) Nothing is left in the temporary folder."""
+    the planner ships. The same table and the same verdict as on ``local[*]`` (:func:`local_plan`). Nothing is left
+    in the temporary folder."""
     cluster = SparkCluster(installed, tmp_path / "cluster")
     run = None
     try:
@@ -459,3 +534,5 @@ def test_analyze_replays_on_a_standalone_cluster(installed, usage_log, tmp_path)
     charts = [name for name in os.listdir(out) if name.startswith("chart-") and name.endswith(".svg")]
     assert charts and all(name in (out / "report.html").read_text() for name in charts)  # matplotlib, the extra's
     assert os.listdir(tmp_path / "tmp-cluster") == [], "left in the temporary folder of the cluster run"
+    assert quotas(out) == quotas(local_plan.out)
+    assert verdict(result[0]).split("; per tenant")[0] == verdict(local_plan.stdout).split("; per tenant")[0]
