@@ -21,6 +21,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from analytics.fleet import DEFAULT_PERCENTILE
 from analytics.recommend import WINDOWS, Rules
 from config.settings_table import SETTINGS
 
@@ -85,6 +86,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-charts", action="store_true", help="skip the SVG charts")
     p.add_argument("--quiet", action="store_true", help="no progress lines on standard error")
+    p.add_argument(
+        "--fleet-default",
+        nargs="?",
+        type=_percentile,
+        const=DEFAULT_PERCENTILE,
+        metavar="PERCENTILE",
+        help="a <default> entry per entity type and quota key at this percentile of the tenants' recommendations "
+        "(%(const)s without a value), named entries only for the tenants above it; without: one entry per tenant",
+    )
 
 
 # The window flags: flag -> (Rules field, what it does); the proxy's setting of each is recommend.WINDOWS[field].
@@ -114,6 +124,16 @@ def _whole(setting: str) -> Callable[[str], int]:
         return int(value)
 
     return parse
+
+
+def _percentile(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= 100:
+        raise argparse.ArgumentTypeError(f"a percentile above 0 and at most 100, got {text!r}")
+    return value
 
 
 def windows(args: argparse.Namespace) -> dict[str, int]:
@@ -188,6 +208,7 @@ def analyze(args: argparse.Namespace) -> int:
                 scope=args.scope,
                 replay=args.replay,
                 progress=None if args.quiet else sys.stderr,
+                fleet_default=args.fleet_default,
             )
     except AnalysisException as exc:  # e.g. no such input path: one line, not a JVM stack trace
         print(f"kafka-quota-proxy analyze: {str(exc).splitlines()[0]}", file=sys.stderr)

@@ -42,7 +42,7 @@ from typing import TextIO
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from analytics import recommend, report, shipping, stats, timeaxis
+from analytics import fleet, recommend, report, shipping, stats, timeaxis
 from analytics import replay as replay_mod
 from analytics.progress import Progress
 from analytics.scope import BROKER, CLUSTER, Scope, choose
@@ -185,13 +185,16 @@ def run(
     scope: str | None = None,
     replay: str | None = None,
     progress: TextIO | None = None,
+    fleet_default: float | None = None,
 ) -> dict:
     """Run the planner; returns a summary (records read, entities, quota items, seconds, output paths). ``scope``:
     broker or cluster, default the one the log records (:func:`analytics.scope.choose`; raises
     :class:`analytics.scope.ScopeError` for a log recording both when none is given). ``replay``: a quotas YAML to
     replay the logged demand under (:mod:`analytics.replay`), or ``"recommended"`` for the recommended table; None: no
     replay (raises :class:`analytics.replay.ReplayError` for a file that cannot be used, before any Spark work).
-    ``progress``: where each step and Spark's work are said while it runs (:mod:`analytics.progress`), or nowhere."""
+    ``progress``: where each step and Spark's work are said while it runs (:mod:`analytics.progress`), or nowhere.
+    ``fleet_default``: a percentile: the table is a ``<default>`` entry per entity type and key and the tenants
+    above it (:mod:`analytics.fleet`); None: one entry per tenant."""
     candidate = None if replay in (None, RECOMMENDED) else replay_mod.load_table(replay)
     rules = rules or recommend.Rules()
     if headroom is not None:
@@ -264,6 +267,8 @@ def run(
         steps.step("recommendations")
         items = recommend.build_quotas(entity_rows, user_rows, ip_rows, rules)
         basis = recommend.bases(entity_rows, user_rows, ip_rows, rules)
+        if fleet_default is not None:
+            items, basis = fleet.with_defaults(items, basis, fleet_default)
         scope_lines = [chosen.figures(), *chosen.notes()]
         _write(
             local_dir,

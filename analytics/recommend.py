@@ -42,6 +42,8 @@ from decimal import ROUND_CEILING, Decimal
 
 import yaml
 
+from quota.primitives.entity import DEFAULT  # the entity name of Kafka's default quotas: <default>
+
 PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"
 CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
@@ -340,7 +342,9 @@ def to_command(item: Mapping, bootstrap: str = BOOTSTRAP) -> str:
     parts = ["kafka-quota-proxy", "configs", "--bootstrap-server", bootstrap, "--alter"]
     for key, entity_type in _ENTITY_TYPES:
         if key in item["entity"]:
-            parts += ["--entity-type", entity_type, "--entity-name", shlex.quote(item["entity"][key])]
+            name = item["entity"][key]  # <default>: kafka-configs' --entity-default
+            named = ["--entity-default"] if name == DEFAULT else ["--entity-name", shlex.quote(name)]
+            parts += ["--entity-type", entity_type, *named]
     configs = ",".join(f"{k}={v}" for k, v in item.items() if k != "entity")
     return " ".join(parts + ["--add-config", configs])
 

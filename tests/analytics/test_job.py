@@ -342,6 +342,9 @@ def test_the_proxys_settings_that_cannot_be_used_are_refused_before_any_work(tmp
     assert exited.value.code == 2
     refused = "quota.window.size.seconds is a whole number from 1 to 3600 in the proxy, got '1.5'"
     assert refused in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main([*argv, "--fleet-default", "0"])
+    assert "a percentile above 0 and at most 100, got '0'" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
 
