@@ -10,7 +10,7 @@ settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
-from tests.harness import RunningProxy, Tansu, free_port, proxy_config, start_proxy  # noqa: E402
+from tests.harness import _LIVE, RunningProxy, Tansu, free_port, proxy_config, start_proxy  # noqa: E402
 
 
 def pytest_itemcollected(item):
@@ -67,7 +67,8 @@ def _measurement_priority(request):
     busy at once, and a measurement then measured the machine (clients reaching 0.47 x a quota they reach at 1.0 x
     alone; shared usage arriving late). The quotas, clients and settings are the same; only the other tests' CPU
     waits. Linux keeps a nice value per thread: the test's thread is raised for the test and put back after, so
-    threads and processes started before it (session brokers) and the tests after are unchanged."""
+    the tests after are unchanged; the brokers this worker runs (started before, by session and module fixtures)
+    are raised thread by thread for the test, and put back after too."""
     if request.node.get_closest_marker("measures_rate") is None or not hasattr(os, "setpriority"):
         yield
         return
@@ -78,10 +79,57 @@ def _measurement_priority(request):
         warnings.warn(f"measured at normal priority (raising it was refused: {refused})", stacklevel=1)
         yield
         return
+    brokers = raise_threads(live_broker_pids(), MEASUREMENT_NICE)
     try:
         yield
     finally:
         os.setpriority(os.PRIO_PROCESS, 0, before)
+        restore_threads(brokers)
+
+
+def live_broker_pids() -> list[int]:
+    """The brokers this worker runs (Tansu, and Kafka's nodes: session fixtures, started before the test)."""
+    return [proc.pid for proc in list(_LIVE) if proc.poll() is None]
+
+
+def raise_threads(pids: list[int], nice: int) -> dict[int, tuple[int, dict[int, int]]]:
+    """Every thread of each process in ``pids`` (a JVM's compiler and request threads, Tansu's runtime) set to
+    ``nice``; returns each process's nice values before, to put back. A broker a measurement goes through is part of
+    the measurement: started by a session fixture at normal priority, it would otherwise be the one process of the
+    path still sharing the cores with the other workers' tests (the first measurements on a fresh cluster failed so:
+    clients at 0.29 x, shared usage not arriving)."""
+    saved: dict[int, tuple[int, dict[int, int]]] = {}
+    for pid in pids:
+        try:
+            main = os.getpriority(os.PRIO_PROCESS, pid)
+        except OSError:
+            continue
+        threads: dict[int, int] = {}
+        for tid in _threads(pid):
+            try:
+                threads[tid] = os.getpriority(os.PRIO_PROCESS, tid)
+                os.setpriority(os.PRIO_PROCESS, tid, nice)
+            except OSError:  # the thread ended meanwhile
+                continue
+        saved[pid] = (main, threads)
+    return saved
+
+
+def restore_threads(saved: dict[int, tuple[int, dict[int, int]]]) -> None:
+    """Each thread back to its nice value before (a thread started meanwhile: its process's)."""
+    for pid, (main, threads) in saved.items():
+        for tid in _threads(pid):
+            try:
+                os.setpriority(os.PRIO_PROCESS, tid, threads.get(tid, main))
+            except OSError:
+                continue
+
+
+def _threads(pid: int) -> list[int]:
+    try:
+        return [int(tid) for tid in os.listdir(f"/proc/{pid}/task")]
+    except OSError:  # exited, or no /proc
+        return []
 
 
 @pytest.fixture(params=["uvloop", "asyncio"])

@@ -300,6 +300,8 @@ class KafkaCluster:
             for node, path in zip(self.nodes, paths):
                 self._start_node(node, path)
             self.wait_ready()
+            if not self.replication_advertised:  # replication through a proxy not started yet: its test warms it
+                self.warm_up()
         except BaseException:
             self.stop()
             raise
@@ -350,6 +352,46 @@ class KafkaCluster:
                     f"logs in {self.directory}\n{self.log_tail()}"
                 )
             time.sleep(0.3)  # a bounded condition wait (ask the cluster again)
+
+    def warm_up(self, records_per_partition: int = 500) -> None:
+        """What a fresh cluster does once, done before any test measures it: a topic with a partition led by each
+        node and every replica (acks=all), written, read back by a consumer group (which creates
+        __consumer_offsets) and deleted. The first tests on a cluster just started were its slowest: on a busy
+        2-core machine the first produce, group join and topic creation of each node took seconds (class loading,
+        compilation, the internal topic's replicas), inside the first test's measurement window."""
+        from kafka import KafkaConsumer, KafkaProducer
+        from kafka.admin import KafkaAdminClient, NewTopic
+
+        topic = f"__warm-up-{self.name}"
+        nodes = len(self.nodes)
+        admin = KafkaAdminClient(bootstrap_servers=self.direct_bootstrap, request_timeout_ms=30000)
+        try:
+            admin.create_topics([NewTopic(topic, nodes, nodes)])
+            producer = KafkaProducer(bootstrap_servers=self.direct_bootstrap, acks="all", linger_ms=5)
+            try:
+                value = b"w" * 512
+                for partition in range(nodes):
+                    for _ in range(records_per_partition):
+                        producer.send(topic, value, partition=partition)
+                producer.flush(60)
+            finally:
+                producer.close()
+            consumer = KafkaConsumer(
+                topic,
+                bootstrap_servers=self.direct_bootstrap,
+                group_id=f"__warm-up-{self.name}",
+                auto_offset_reset="earliest",
+            )
+            try:
+                deadline, read = time.monotonic() + 60, 0
+                while read < nodes * records_per_partition and time.monotonic() < deadline:
+                    read += sum(len(batch) for batch in consumer.poll(500).values())
+                consumer.commit()
+            finally:
+                consumer.close()
+            admin.delete_topics([topic])
+        finally:
+            admin.close()
 
     def _check_alive(self, node: KafkaNode) -> None:
         if node.proc is None or node.proc.poll() is not None:
