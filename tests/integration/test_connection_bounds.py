@@ -347,19 +347,43 @@ def flood_until_paused(proxy, sock: socket.socket, conn, blob: bytes, samples: l
     return sent
 
 
-@pytest.mark.long_running(seconds=60)
-@pytest.mark.timeout(480)  # the flood's own bound (FLOOD_MAX_S) and the 120,000 answers read after it
+def flood_requests(proxy) -> int:
+    """How many requests the pipelining flood sends: answers for 1.5 x what can hold them before the proxy must stop
+    reading (the largest send buffer Linux grows the proxy's socket to, tcp_wmem's third figure; the client's receive
+    buffer, tcp_rmem's second; the proxy's response bound), at the size of one forwarded and one own answer measured
+    here: 61,500 requests on a machine with Linux's defaults (4 MiB, 128 KiB). The test used to send 120,000 whatever
+    the machine: 84 CPU-seconds and 210 s of a `make test` run; 26 CPU-seconds now."""
+
+    def sysctl(name: str, field: int, default: int) -> int:
+        try:
+            with open(f"/proc/sys/net/ipv4/{name}") as f:
+                return int(f.read().split()[field])
+        except (OSError, ValueError, IndexError):
+            return default
+
+    held = sysctl("tcp_wmem", 2, 4 * MiB) + sysctl("tcp_rmem", 1, 128 * 1024) + 1_048_576  # response bound: default
+    sock = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
+    try:
+        sock.sendall(api_versions_v0(0) + api_versions_too_new(1))
+        pair = len(read_frame(sock)) + len(read_frame(sock)) + 8
+    finally:
+        sock.close()
+    return 2 * int(1.5 * held / pair + 1)
+
+
+@pytest.mark.long_running(seconds=30)
+@pytest.mark.timeout(480)  # the flood's own bound (FLOOD_MAX_S) and the answers read after it
 def test_client_pipelining_without_reading_is_bounded_and_then_gets_every_answer(tansu_proxy):
-    """A client sends 120,000 ApiVersions requests (~2 MiB) without reading: every other one is v0 (14 bytes,
-    forwarded to Tansu, answered with ~230 bytes), the others a version the proxy answers itself. Unanswered, they
-    make ~15 MiB of answers, more than the kernel's socket buffers and the proxy's high-water mark hold. Before the
+    """A client sends ApiVersions requests (14 bytes each) without reading: every other one is v0 (forwarded to
+    Tansu, answered with ~230 bytes), the others a version the proxy answers itself. Unanswered, they make 1.5 x
+    more answers than the kernel's socket buffers and the proxy's high-water mark hold (flood_requests). Before the
     fix the proxy read everything, buffered every answer (13 bytes of memory per byte sent) and made other clients
     wait; its own answers ignored back-pressure. Now it stops reading that client at its in-flight bound, its memory
     stays flat, another client is served, and once the client reads, every answer arrives in order."""
     proxy = tansu_proxy
     bound = proxy.metric("kafka_quota_proxy_connection_inflight_max_requests")
     assert bound == 5  # the default
-    count = 120_000
+    count = flood_requests(proxy)
     blob = b"".join(api_versions_v0(n) if n % 2 == 0 else api_versions_too_new(n) for n in range(count))
     flooder, conn = non_reading_client(proxy)
 
