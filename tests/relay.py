@@ -46,6 +46,12 @@ class RecordingRelay:
     def stop(self) -> None:
         async def close():
             self._server.close()
+            # the connections' pipes end here, on a running loop (left pending, they were closed by the garbage
+            # collector after the loop: "Event loop is closed" warnings)
+            pending = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
 
         asyncio.run_coroutine_threadsafe(close(), self._loop).result(5)
         self._loop.call_soon_threadsafe(self._loop.stop)
