@@ -10,7 +10,7 @@ settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
-from tests.harness import _LIVE, RunningProxy, Tansu, free_port, proxy_config, start_proxy  # noqa: E402
+from tests.harness import RunningProxy, Tansu, free_port, proxy_config, start_proxy  # noqa: E402
 
 
 def pytest_itemcollected(item):
@@ -67,8 +67,8 @@ def _measurement_priority(request):
     busy at once, and a measurement then measured the machine (clients reaching 0.47 x a quota they reach at 1.0 x
     alone; shared usage arriving late). The quotas, clients and settings are the same; only the other tests' CPU
     waits. Linux keeps a nice value per thread: the test's thread is raised for the test and put back after, so
-    the tests after are unchanged; the brokers this worker runs (started before, by session and module fixtures)
-    are raised thread by thread for the test, and put back after too."""
+    the tests after are unchanged; what this worker's fixtures started before the test (brokers, proxy processes,
+    in-process proxies' threads) is raised thread by thread for the test, and put back after too."""
     if request.node.get_closest_marker("measures_rate") is None or not hasattr(os, "setpriority"):
         yield
         return
@@ -79,25 +79,40 @@ def _measurement_priority(request):
         warnings.warn(f"measured at normal priority (raising it was refused: {refused})", stacklevel=1)
         yield
         return
-    brokers = raise_threads(live_broker_pids(), MEASUREMENT_NICE)
+    started_before = raise_threads(process_tree(os.getpid()), MEASUREMENT_NICE)
     try:
         yield
     finally:
+        restore_threads(started_before)
         os.setpriority(os.PRIO_PROCESS, 0, before)
-        restore_threads(brokers)
 
 
-def live_broker_pids() -> list[int]:
-    """The brokers this worker runs (Tansu, and Kafka's nodes: session fixtures, started before the test)."""
-    return [proc.pid for proc in list(_LIVE) if proc.poll() is None]
+def process_tree(root: int) -> list[int]:
+    """``root`` and every process under it: what this worker's fixtures started before the test (brokers of
+    session fixtures, proxy processes and in-process proxies' threads of module fixtures) and the test's own."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            parents.setdefault(int(stat[stat.rfind(")") + 2 :].split()[1]), []).append(int(entry))
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo.extend(parents.get(pid, ()))
+    return tree
 
 
 def raise_threads(pids: list[int], nice: int) -> dict[int, tuple[int, dict[int, int]]]:
-    """Every thread of each process in ``pids`` (a JVM's compiler and request threads, Tansu's runtime) set to
-    ``nice``; returns each process's nice values before, to put back. A broker a measurement goes through is part of
-    the measurement: started by a session fixture at normal priority, it would otherwise be the one process of the
-    path still sharing the cores with the other workers' tests (the first measurements on a fresh cluster failed so:
-    clients at 0.29 x, shared usage not arriving)."""
+    """Every thread of each process in ``pids`` (a JVM's compiler and request threads, Tansu's runtime, a proxy
+    loop's thread) set to ``nice``; returns each process's nice values before, to put back. A broker or proxy a
+    measurement goes through is part of the measurement: started by a fixture at normal priority, it would
+    otherwise be the one part of the path still sharing the cores with the other workers' tests (the first
+    measurements on a fresh cluster failed so in CI: clients at 0.29 x, shared usage not arriving)."""
     saved: dict[int, tuple[int, dict[int, int]]] = {}
     for pid in pids:
         try:

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.conftest import MEASUREMENT_NICE, _threads, raise_threads, restore_threads
+from tests.conftest import MEASUREMENT_NICE, _threads, process_tree, raise_threads, restore_threads
 
 # A process with a few threads, which starts one more when told to (a broker's pool growing during a test).
 THREADS = """
@@ -60,3 +60,26 @@ def test_a_broker_gone_before_the_test_ends_is_skipped():
     proc.wait(10)
     assert raise_threads([proc.pid], MEASUREMENT_NICE) == {}
     restore_threads({proc.pid: (0, {proc.pid: 0})})  # nothing to put back, and no error
+
+
+def test_the_tree_holds_the_worker_its_children_and_theirs():
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', "
+            "'import time; time.sleep(60)']); print('up', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout.readline().strip() == "up"
+        tree = process_tree(os.getpid())
+        assert tree[0] == os.getpid() and child.pid in tree
+        below = process_tree(child.pid)
+        assert len(below) == 2 and below[1] in tree, "the child's own child is in the worker's tree"
+    finally:
+        for pid in process_tree(child.pid)[::-1]:
+            os.kill(pid, 9)
+        child.wait(10)
