@@ -11,11 +11,14 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 from tests.harness import RunningProxy, Tansu, free_port, proxy_config, start_proxy  # noqa: E402
+from tests.kafka_cluster import cluster_of  # noqa: E402
 
 
 def pytest_itemcollected(item):
     """For `make test`'s parallel run (pytest-xdist, ``--dist loadgroup``): tests marked ``measures_rate`` form groups
-    (the mark's ``group``, default "rate"), each run by one worker one test after another, so at most three rate
+    (the mark's ``group``; otherwise the group of the Kafka cluster the test uses, whose worker has it running
+    already (a cluster started for two tests cost a worker 15-20 CPU-seconds); otherwise "rate"), each run by one
+    worker one test after another, so at most three rate
     measurements share the 2 cores (all of them at once would measure each other; one group alone takes longer than
     the whole suite may); tests using the ``spark`` fixture form the "spark" group (one SparkSession start-up, not one
     per worker). The installed wheel's tests (tests/test_installed.py) and the demo's (rates, and a Spark job of its
@@ -26,7 +29,7 @@ def pytest_itemcollected(item):
     runs before this conftest's. Without xdist the marks do nothing."""
     rate = item.get_closest_marker("measures_rate")
     if rate is not None:
-        item.add_marker(pytest.mark.xdist_group(rate.kwargs.get("group", "rate")))
+        item.add_marker(pytest.mark.xdist_group(rate.kwargs.get("group") or cluster_of(item) or "rate"))
     elif "spark" in getattr(item, "fixturenames", ()):
         item.add_marker(pytest.mark.xdist_group("spark"))
 

@@ -76,6 +76,20 @@ SINGLE_NODE = {
 START_TIMEOUT_S = 90  # a JVM start on a busy 2-core machine; typically 5-10 s
 
 
+CLUSTERS = ("kafka3", "kafka1")  # the session fixtures' clusters (tests/integration/conftest.py)
+
+
+def cluster_of(item) -> str | None:
+    """The session cluster a test uses: a fixture it names, or the ``upstream`` it is run against."""
+    names = getattr(item, "fixturenames", ())
+    for cluster in CLUSTERS:
+        if cluster in names:
+            return cluster
+    callspec = getattr(item, "callspec", None)
+    upstream = callspec.params.get("upstream") if callspec is not None else None
+    return upstream if upstream in CLUSTERS else None
+
+
 def kafka_libs() -> Path:
     """The folder of Kafka's jars, fetched by the project's set-up (tools/fetch_kafka.py) if not already there. A
     missing Java or Maven fails the test that needs Kafka with the one line naming what to install."""

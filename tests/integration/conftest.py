@@ -5,8 +5,8 @@
   laid out as docker-compose.yml lays it out (tests/kafka_cluster.py), shared by the tests of one pytest-xdist
   worker and started once, on first use, by the worker that runs the tests needing it: every test using one is put
   in that cluster's xdist group ("kafka1" / "kafka3"), so one worker starts each and runs its tests one after
-  another (but for tests marked ``measures_rate``, which join their rate group, whose worker then starts a cluster
-  of its own) (a sidecar proxy binds the port its node advertises, so two tests cannot front one cluster at once).
+  another, its measurements (``measures_rate``) included (a sidecar proxy binds the port its node advertises, so two
+  tests cannot front one cluster at once).
   Tests leave the cluster as they found it for the next one: their own topics (``unique_topic``), their own client
   ids and users, their own quotas removed.
 - ``upstream``: a test written once over both brokers runs once on Tansu (``[tansu]``) and once on ``kafka1``
@@ -24,7 +24,7 @@ import pytest
 
 from tests.harness import Tansu, free_port
 from tests.integration.upstreams import KafkaUpstream, TansuUpstream, Upstream
-from tests.kafka_cluster import ExtraListener, KafkaCluster
+from tests.kafka_cluster import CLUSTERS, ExtraListener, KafkaCluster, cluster_of
 from tests.tls_certs import Authority
 
 PLAIN_USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
@@ -32,26 +32,11 @@ SCRAM_USERS = {"carol": "carol-secret", "dave": "dave-secret"}
 DELEGATION_TOKEN_SECRET = "kt-delegation-token-secret"  # kafka1 issues delegation tokens (they log in with SCRAM)
 
 
-CLUSTERS = ("kafka3", "kafka1")
-
-
-def cluster_of(item) -> str | None:
-    """The Kafka cluster a test uses: a fixture it names, or the ``upstream`` it is run against."""
-    names = getattr(item, "fixturenames", ())
-    for cluster in CLUSTERS:
-        if cluster in names:
-            return cluster
-    callspec = getattr(item, "callspec", None)
-    upstream = callspec.params.get("upstream") if callspec is not None else None
-    return upstream if upstream in CLUSTERS else None
-
-
 def pytest_itemcollected(item):
     """Marked as each test is collected: xdist turns the groups into node ids in its own
     ``pytest_collection_modifyitems``, before any conftest's (as tests/conftest.py explains)."""
     if item.get_closest_marker("measures_rate") is not None:
-        return  # in its rate group (tests/conftest.py): that worker starts the cluster too, and no more than the
-        # rate groups' measurements share the cores
+        return  # in its group (tests/conftest.py): its cluster's, unless the mark names another
     cluster = cluster_of(item)
     if cluster is not None:
         item.add_marker(pytest.mark.xdist_group(cluster))
