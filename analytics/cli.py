@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from analytics.fleet import DEFAULT_PERCENTILE
+from analytics.outliers import parse_entity
 from analytics.recommend import WINDOWS, Rules
 from config.settings_table import SETTINGS
 
@@ -95,6 +96,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="a <default> entry per entity type and quota key at this percentile of the tenants' recommendations "
         "(%(const)s without a value), named entries only for the tenants above it; without: one entry per tenant",
     )
+    p.add_argument(
+        "--offender-mads",
+        type=float,
+        default=Rules.offender_mads,
+        metavar="K",
+        help="a tenant whose figure is more than K MADs above its fleet's median (log scale) is an offender, held to "
+        "the fleet's figure (default %(default)s)",
+    )
+    p.add_argument(
+        "--legitimate",
+        action="append",
+        default=[],
+        type=_entity,
+        metavar="ENTITY",
+        help="keep this tenant's own figure where its heavy use is legitimate, though far from its fleet (else it is "
+        "named an offender and held to the fleet's figure): users=NAME, clients=NAME, users=NAME,clients=NAME or "
+        "ips=ADDRESS, the entity types of the commands file; repeatable",
+    )
 
 
 # The window flags: flag -> (Rules field, what it does); the proxy's setting of each is recommend.WINDOWS[field].
@@ -136,6 +155,13 @@ def _percentile(text: str) -> float:
     return value
 
 
+def _entity(text: str) -> dict[str, str]:
+    try:
+        return parse_entity(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def windows(args: argparse.Namespace) -> dict[str, int]:
     """Rules' window fields: each flag given, else the proxy's setting from ``--proxy-config`` (its default when the
     file leaves it out), else Rules' own default (the proxy's defaults too). Raises ConfigError for a bad file."""
@@ -174,7 +200,13 @@ def analyze(args: argparse.Namespace) -> int:
     from config.errors import ConfigError
 
     try:
-        rules = Rules(headroom=args.headroom, burst=args.burst, max_raise=args.max_raise, **windows(args))
+        rules = Rules(
+            headroom=args.headroom,
+            burst=args.burst,
+            max_raise=args.max_raise,
+            offender_mads=args.offender_mads,
+            **windows(args),
+        )
     except ConfigError as exc:
         print(f"kafka-quota-proxy analyze: --proxy-config {args.proxy_config}: {exc}", file=sys.stderr)
         return 2
@@ -209,6 +241,7 @@ def analyze(args: argparse.Namespace) -> int:
                 replay=args.replay,
                 progress=None if args.quiet else sys.stderr,
                 fleet_default=args.fleet_default,
+                legitimate=args.legitimate,
             )
     except AnalysisException as exc:  # e.g. no such input path: one line, not a JVM stack trace
         print(f"kafka-quota-proxy analyze: {str(exc).splitlines()[0]}", file=sys.stderr)

@@ -1,51 +1,97 @@
-"""A fleet default per quota kind and entity type, named entries only for the tenants above it. Pure Python, no Spark.
+"""The table for a fleet: a default per quota kind and entity type, offenders held, named entries only for the
+tenants that need more. Pure Python, no Spark.
 
 An operator does not set one quota per tenant: Kafka's ``<default>`` entities (``/users/<default>``,
 ``/users/<default>/clients/<default>``, ``/clients/<default>``, and KIP-612's ``ip: <default>``) hold every tenant
-without an entry of its own, and a named entry is for a tenant that needs more and has shown it. From the per-tenant
-recommendations (:func:`analytics.recommend.build_quotas`), per quota key and entity type (``{user, client-id}``,
-``{user}``, ``{client-id}``, ``{ip}``)::
+without an entry of its own, and a named entry is for a tenant that needs more and has shown it. :func:`plan` makes
+the table from the per-tenant recommendations (:func:`analytics.recommend.build_quotas`):
 
-    default = percentile(the tenants' recommendations, q)      q = 90 by default (--fleet-default [Q])
+1. the outliers of each fleet are found (:mod:`analytics.outliers`): an offender is held to its fleet's figure, a
+   tenant flagged ``--legitimate`` keeps its own;
+2. per quota key and entity type (``{user, client-id}``, ``{user}``, ``{client-id}``, ``{ip}``), over the tenants
+   recommended the key, outliers left out::
 
-(the lower of the two recommendations around the percentile's rank: one tenant's own figure, so an outlier does not
-pull the default up), and a tenant keeps a named entry for that key only when
-its own recommendation is above the default. An entity type with fewer than :data:`MIN_FLEET` tenants recommended
-a key is no fleet: they keep their own entries and no default is written. Each default says what it rests on: how
-many tenants, the percentile, how many are named above it. The proxy resolves the table as Kafka does (the most
-specific entity first), so a named ``{user: u, client-id: c}`` entry wins over ``{user: <default>, client-id:
-<default>}``, and a tenant without one gets the default.
+       default = percentile(their recommendations, q)      q = 90 by default (--fleet-default [Q])
+
+   (the lower of the two recommendations around the percentile's rank: one tenant's own figure). A tenant keeps a
+   named entry for that key only when its recommendation is above the default, or when it is an outlier (an offender
+   stays pinned at its limit, whatever the default becomes). A type with fewer than
+   :data:`~analytics.outliers.MIN_FLEET` tenants recommended a key is no fleet: they keep their own entries and no
+   default is written.
+
+The proxy resolves the table as Kafka does (the most specific entity first), so a named ``{user: u, client-id: c}``
+entry wins over ``{user: <default>, client-id: <default>}``, and a tenant without one gets the default.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
-from analytics.recommend import MIN_RATE, entity_id, round_up
+from analytics import outliers
+from analytics.outliers import LIMIT_PERCENTILE, MIN_FLEET, Outlier, percentile
+from analytics.recommend import MIN_RATE, Rules, bases, build_quotas, entity_id, round_up
 from quota.primitives.entity import DEFAULT
 
-MIN_FLEET = 5  # fewer tenants of an entity type with a key: no default, each keeps its own entry
 DEFAULT_PERCENTILE = 90.0
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """The ``q``-th percentile (0-100), the lower of the two values around rank ``q / 100 x (n - 1)`` (numpy's
-    ``method="lower"``): always one tenant's own figure, never a point between the fleet and an outlier (with 10
-    tenants, p90 by interpolation is pulled a tenth of the way to the largest)."""
-    ordered = sorted(values)
-    return ordered[int(q / 100 * (len(ordered) - 1))]
+@dataclass(frozen=True)
+class Table:
+    """The recommended table: its items, what each key rests on, the outliers found and lines for every output."""
+
+    items: list[dict]
+    basis: dict[tuple, dict[str, str]]
+    outliers: list[Outlier] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def plan(
+    entity_rows: Sequence[Mapping],
+    user_rows: Sequence[Mapping],
+    ip_rows: Sequence[Mapping],
+    rules: Rules = Rules(),
+    q: float | None = DEFAULT_PERCENTILE,
+    legitimate: Sequence[Mapping[str, str]] = (),
+) -> Table:
+    """The table from the job's statistics rows: offenders held, and with ``q`` the fleet defaults (None: one entry
+    per tenant)."""
+    items = build_quotas(entity_rows, user_rows, ip_rows, rules)
+    found = outliers.fleets(entity_rows, user_rows, ip_rows)
+    judged = outliers.judge(items, found, rules, legitimate)
+    items, basis = outliers.hold(items, bases(entity_rows, user_rows, ip_rows, rules), judged)
+    if q is not None:
+        items, basis = with_defaults(items, basis, q, judged)
+    offenders = sum(not o.legitimate for o in judged)
+    notes = [
+        (
+            f"fleet defaults: a <default> entry per entity type and key at p{q:g} of its tenants' recommendations "
+            "outliers left out; a named entry only for a tenant above it or an outlier"
+            if q is not None
+            else "one entry per tenant"
+        ),
+        f"offenders: a figure more than {rules.offender_mads:g} MADs above its fleet's median on the log scale (fleets of "
+        f"{MIN_FLEET} or more), held to the fleet's p{LIMIT_PERCENTILE:g}: {offenders} in this table"
+        + (f", {len(judged) - offenders} kept by --legitimate" if len(judged) > offenders else ""),
+        *outliers.unmatched(legitimate, found, judged),
+    ]
+    return Table(items, basis, judged, notes)
 
 
 def with_defaults(
-    items: Sequence[Mapping], basis: Mapping[tuple, Mapping[str, str]], q: float = DEFAULT_PERCENTILE
+    items: Sequence[Mapping],
+    basis: Mapping[tuple, Mapping[str, str]],
+    q: float = DEFAULT_PERCENTILE,
+    judged: Iterable[Outlier] = (),
 ) -> tuple[list[dict], dict[tuple, dict[str, str]]]:
     """``(items, basis)`` with a ``<default>`` entry per entity type and key where the type is a fleet
-    (:data:`MIN_FLEET` tenants or more), and each tenant's key kept only when above its default; an item left with
-    no key is dropped. The defaults come first."""
+    (:data:`MIN_FLEET` tenants or more, outliers left out), and each tenant's key kept only when above its default
+    or an outlier's (``judged``); an item left with no key is dropped. The defaults come first."""
+    pinned = {(entity_id(o.entity), o.key) for o in judged}
     fleets: dict[tuple[tuple, str], list] = {}
     for item in items:
         for key, value in item.items():
-            if key != "entity":
+            if key != "entity" and (entity_id(item["entity"]), key) not in pinned:
                 fleets.setdefault((tuple(item["entity"]), key), []).append(value)
     defaults: dict[tuple, dict] = {}
     said: dict[tuple, dict[str, str]] = {}
@@ -53,24 +99,33 @@ def with_defaults(
     for (kinds, key), values in fleets.items():
         if len(values) < MIN_FLEET:
             continue
-        at = percentile(values, q)
+        at_q = q
+        at = percentile(values, at_q)
         limit = max(1, int(round_up(at))) if isinstance(values[0], int) else max(MIN_RATE, round_up(at))
         limits[(kinds, key)] = limit
         entity = {kind: DEFAULT for kind in kinds}
         defaults.setdefault(entity_id(entity), {"entity": entity})[key] = limit
         said.setdefault(entity_id(entity), {})[key] = (
-            f"fleet default: p{q:g} of the {len(values)} {' and '.join(kinds)} entities' recommendations; "
-            f"{sum(v > limit for v in values)} above it keep a named entry"
+            f"fleet default: p{at_q:g} of the {len(values)} {' and '.join(kinds)} entities' recommendations "
+            f"(outliers left out); {sum(v > limit for v in values)} above it keep a named entry"
         )
     named = []
     for item in items:
-        kinds, own = tuple(item["entity"]), basis.get(entity_id(item["entity"]), {})
-        kept = {k: v for k, v in item.items() if k != "entity" and v > limits.get((kinds, k), -1)}
+        eid, kinds = entity_id(item["entity"]), tuple(item["entity"])
+        own = basis.get(eid, {})
+        kept = {
+            k: v for k, v in item.items() if k != "entity" and ((eid, k) in pinned or v > limits.get((kinds, k), -1))
+        }
         if not kept:
             continue
         named.append({"entity": dict(item["entity"]), **kept})
-        said[entity_id(item["entity"])] = {
-            k: own[k] + (f"; above the fleet default {limits[(kinds, k)]:g}" if (kinds, k) in limits else "")
+        said[eid] = {
+            k: own[k]
+            + (
+                f"; above the fleet default {limits[(kinds, k)]:g}"
+                if (kinds, k) in limits and (eid, k) not in pinned
+                else ""
+            )
             for k in kept
             if k in own
         }

@@ -14,7 +14,8 @@ rotating proxy log leaves them.
 Besides ``entities`` well-behaved tenants (each produces and fetches at its own lognormal rate, from its own IP)
 the log holds four misbehaving ones, named so tests can find them (:data:`HOG`, :data:`PID_CHURNER`,
 :data:`STORM_IP`, :data:`TOPIC_STORM`): a byte-rate hog, a producer-id churner, a connection-storm IP and a
-topic-creation storm. Same seed, same log.
+topic-creation storm; two a quota holds (:data:`THROTTLED`), and one whose heavy use is legitimate
+(:data:`LEGITIMATE`, a backup connector fetching 40 MB/s). Same seed, same log.
 
     python -m analytics.generate --out /tmp/usage --entities 50 --intervals 360 --seed 1
 """
@@ -31,32 +32,8 @@ import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-FIELDS = (
-    "time",
-    "interval_s",
-    "listener",
-    "ip",
-    "user",
-    "client_id",
-    "api",
-    "requests",
-    "request_bytes",
-    "response_bytes",
-    "throttle_ms",
-    "shadow_throttle_ms",
-    "partition_mutations",
-    "new_producer_ids",
-    "connections_opened",
-    "held_ms",
-    "throttles",
-    "quota_rate",
-    "observed_rate_sum",
-    "proxy",
-    "broker",
-    "scope",
-)
-COUNT_FIELDS = FIELDS[7:17]
-HELD_FIELDS = FIELDS[15:19]
+from analytics.usage_record import FIELDS as FIELDS  # the log's keys, in order
+from analytics.usage_record import connection_record, record
 
 START_TIME = 1_767_225_600.0  # 2026-01-01T00:00:00Z: a fixed epoch, so a seed gives the same log byte for byte
 
@@ -65,6 +42,10 @@ HOG = ("hog", "bulk-loader")
 PID_CHURNER = ("churner", "restart-loop")
 TOPIC_STORM = ("ops", "topic-creator")
 STORM_IP = "203.0.113.66"
+# A tenant whose heavy use is legitimate: a backup connector reading every topic at 40 MB/s, steadily. Far above the
+# fleet like the hog, so the planner names it an offender unless the operator says it is legitimate (--legitimate).
+LEGITIMATE = ("backup", "s3-sink")
+LEGITIMATE_FETCH_RATE = 40_000_000  # bytes/s
 # Tenants whose demand exceeds their producer_byte_rate, throttled by the proxy's own quota (analytics.demand.replay):
 # (user, client_id) -> (quota, demand when quiet, demand at its peak, peak intervals, every so many intervals). The
 # true demand (what a recommendation should cover) is the peak: a steady tenant 3x over its quota all the time, and a
@@ -88,48 +69,8 @@ class Options:
     scope: str | None = "broker"  # the quota.scope written on every record
     misbehaving: bool = True
     throttled: bool = True  # the tenants of THROTTLED
+    legitimate: bool = True  # the heavy, legitimate tenant LEGITIMATE
     intervals_per_file: int = 0  # rotate after this many intervals (0: about four files in all)
-
-
-def record(
-    time: float,
-    interval_s: float,
-    listener: str,
-    ip: str | None,
-    user: str | None,
-    client_id: str | None,
-    api: str | None,
-    *,
-    proxy: str | None = "proxy-1",
-    broker: int | None = None,
-    scope: str | None = "broker",
-    quota_rate: float | None = None,
-    observed_rate_sum: float = 0.0,
-    **counts: int,
-) -> dict:
-    """One usage record with every key present; counts not given are 0 (``held_ms``: the ``throttle_ms`` given, one
-    connection's); ``proxy``, ``broker`` and ``scope`` say where it came from, as the proxy writes them."""
-    rec = {
-        "time": time,
-        "interval_s": interval_s,
-        "listener": listener,
-        "ip": ip,
-        "user": user,
-        "client_id": client_id,
-        "api": api,
-    }
-    counts.setdefault("held_ms", counts.get("throttle_ms", 0))
-    for name in COUNT_FIELDS:
-        rec[name] = int(counts.pop(name, 0))
-    rec["quota_rate"], rec["observed_rate_sum"] = quota_rate, observed_rate_sum
-    if counts:
-        raise TypeError(f"unknown usage fields: {sorted(counts)}")
-    rec["proxy"], rec["broker"], rec["scope"] = proxy, broker, scope
-    return rec
-
-
-def connection_record(time: float, interval_s: float, listener: str, ip: str, opened: int, **source) -> dict:
-    return record(time, interval_s, listener, ip, None, None, None, connections_opened=opened, **source)
 
 
 class _Tenant:
@@ -269,6 +210,23 @@ def _misbehaving_records(now: float, k: int, o: Options, rng: random.Random) -> 
         )
 
 
+def _legitimate_records(now: float, o: Options, rng: random.Random) -> Iterator[dict]:
+    """:data:`LEGITIMATE`: 40 MB/s of fetch (within 5 %), two fetches a second, never held."""
+    nbytes = int(LEGITIMATE_FETCH_RATE * o.interval_s * rng.uniform(0.95, 1.05))
+    reqs = int(o.interval_s * 2)
+    yield record(
+        now,
+        o.interval_s,
+        o.listener,
+        "192.0.2.220",
+        *LEGITIMATE,
+        "Fetch",
+        requests=reqs,
+        request_bytes=reqs * 120,
+        response_bytes=nbytes,
+    )
+
+
 def throttled_demand(o: Options, peak_rate: float, quiet_rate: float, peak: int, every: int) -> list[tuple]:
     """A :data:`THROTTLED` tenant's demand: ``(end_s, interval_s, rate)`` per interval of the log."""
     return [
@@ -320,6 +278,7 @@ def generate_records(o: Options) -> Iterator[list[dict]]:
     runs = _throttled_runs(o) if o.throttled else {}
     tenants = [_Tenant(i, rng) for i in range(o.entities)]
     ips = sorted({t.ip for t in tenants})
+    heavy = random.Random(o.seed + 1_000_003)  # its own stream: the other tenants' figures stay as they were
     for k in range(o.intervals):
         now = o.start_time + (k + 1) * o.interval_s
         batch: list[dict] = []
@@ -331,6 +290,8 @@ def generate_records(o: Options) -> Iterator[list[dict]]:
         if o.misbehaving:
             batch.extend(_misbehaving_records(now, k, o, rng))
         batch.extend(_throttled_records(runs, now, k, o))
+        if o.legitimate:
+            batch.extend(_legitimate_records(now, o, heavy))
         for rec in batch:
             rec["proxy"], rec["scope"] = o.proxy, o.scope
         yield batch

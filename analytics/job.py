@@ -36,7 +36,7 @@ import json
 import operator
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TextIO
 
 from pyspark.sql import DataFrame, SparkSession
@@ -186,6 +186,7 @@ def run(
     replay: str | None = None,
     progress: TextIO | None = None,
     fleet_default: float | None = None,
+    legitimate: Sequence[Mapping[str, str]] = (),
 ) -> dict:
     """Run the planner; returns a summary (records read, entities, quota items, seconds, output paths). ``scope``:
     broker or cluster, default the one the log records (:func:`analytics.scope.choose`; raises
@@ -194,7 +195,8 @@ def run(
     replay (raises :class:`analytics.replay.ReplayError` for a file that cannot be used, before any Spark work).
     ``progress``: where each step and Spark's work are said while it runs (:mod:`analytics.progress`), or nowhere.
     ``fleet_default``: a percentile: the table is a ``<default>`` entry per entity type and key and the tenants
-    above it (:mod:`analytics.fleet`); None: one entry per tenant."""
+    above it (:mod:`analytics.fleet`); None: one entry per tenant. Offenders are held to their fleet's figure
+    (:mod:`analytics.outliers`) but the ``legitimate`` entities (``{"user": ..., "client-id": ...}``)."""
     candidate = None if replay in (None, RECOMMENDED) else replay_mod.load_table(replay)
     rules = rules or recommend.Rules()
     if headroom is not None:
@@ -265,11 +267,9 @@ def run(
                 )
 
         steps.step("recommendations")
-        items = recommend.build_quotas(entity_rows, user_rows, ip_rows, rules)
-        basis = recommend.bases(entity_rows, user_rows, ip_rows, rules)
-        if fleet_default is not None:
-            items, basis = fleet.with_defaults(items, basis, fleet_default)
-        scope_lines = [chosen.figures(), *chosen.notes()]
+        planned = fleet.plan(entity_rows, user_rows, ip_rows, rules, fleet_default, legitimate)
+        items, basis = planned.items, planned.basis
+        scope_lines = [chosen.figures(), *chosen.notes(), *planned.notes]
         _write(
             local_dir,
             "recommended-quotas.yaml",
@@ -293,7 +293,7 @@ def run(
                 "rows": replay_mod.changed(_rows(spark.read.parquet(_join(output_dir, "replay")))),
             }
         steps.step("report")
-        _write(local_dir, "recommended-commands.txt", recommend.to_commands(items, scope_lines))
+        _write(local_dir, "recommended-commands.txt", recommend.to_commands(items, scope_lines, basis))
         _write(local_dir, "top_offenders.json", json.dumps(offenders, indent=2) + "\n")
         summary = {
             "input": input_path,
@@ -304,12 +304,21 @@ def run(
             **_log_rows(log),
             **chosen.summary(),
             "headroom": rules.headroom,
+            report.OFFENDER_MADS: rules.offender_mads,
             "quota items": len(items),
         }
         seconds = round(time.monotonic() - started, 1)
         summary[JOB_TIME] = timeaxis.duration(seconds)
         report.write_report(
-            os.path.join(local_dir, "report.html"), summary, offenders, chart_paths, items, scope_lines, basis, replayed
+            os.path.join(local_dir, "report.html"),
+            summary,
+            offenders,
+            chart_paths,
+            items,
+            scope_lines,
+            basis,
+            replayed,
+            planned.outliers,
         )
         return {
             **summary,
@@ -321,6 +330,7 @@ def run(
             "output_dir": output_dir,
             "local_dir": local_dir,
             "offenders": offenders,
+            "outliers": planned.outliers,
             "quotas": items,
             "scope": chosen.scope,
             "scope_lines": scope_lines,

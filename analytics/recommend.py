@@ -57,6 +57,7 @@ class Rules:
     headroom: float = 1.5
     burst: str = "max"  # "max" or "p99": which one-interval burst the bucket must hold
     max_raise: float = 4.0  # a constrained tenant's advice: at most this x the quota in force
+    offender_mads: float = 4.0  # MADs above its fleet's median (log scale) that make an offender (analytics.outliers)
     # The proxy's window settings (whole numbers, as the proxy and Kafka take them; analytics.cli reads them from
     # the proxy's configuration with --proxy-config):
     quota_window_num: int = 11  # quota.window.num: the byte rates' sampled window ...
@@ -73,6 +74,8 @@ class Rules:
             raise ValueError(f"burst must be 'max' or 'p99', got {self.burst!r}")
         if not self.max_raise >= 1:
             raise ValueError(f"max-raise must be >= 1, got {self.max_raise}")
+        if not self.offender_mads > 0:
+            raise ValueError(f"offender-mads must be > 0, got {self.offender_mads}")
         for name in WINDOWS:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -160,14 +163,14 @@ def _bucket_basis(
     steady, needed = p99_per_s * rate_scale * rules.headroom, burst / window_num
     per = "/s" if rate_scale == 1 else f"/s x {rate_scale:g} s"
     return rate, (
-        f"p99 {_figure(p99_per_s)} {what}{per} x headroom {rules.headroom:g} = {_figure(steady)}; the bucket holds "
-        f"{bucket} of the rate, so the {rules.burst} one-interval burst of {_figure(burst)} {what} needs "
-        f"{_figure(needed)}: "
+        f"p99 {figure_text(p99_per_s)} {what}{per} x headroom {rules.headroom:g} = {figure_text(steady)}; the bucket holds "
+        f"{bucket} of the rate, so the {rules.burst} one-interval burst of {figure_text(burst)} {what} needs "
+        f"{figure_text(needed)}: "
         f"{'the burst' if needed > steady else 'the p99'} decides"
     )
 
 
-def _figure(x: float) -> str:
+def figure_text(x: float) -> str:
     """A figure as a comment says it: ``10,800``, ``120``, ``5``, ``0.0909``."""
     return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
 
@@ -206,8 +209,8 @@ def connection_basis(ip: Mapping, rules: Rules) -> tuple[float | None, str]:
         return None, ""
     value = max(MIN_RATE, round_up(p99 * rules.headroom))
     return value, (
-        f"p99 {_figure(p99)} connections/s over {ip.get('intervals') or 0} intervals in which it opened "
-        f"connections (peak {_figure(peak)}/s in one interval) x headroom {rules.headroom:g}"
+        f"p99 {figure_text(p99)} connections/s over {ip.get('intervals') or 0} intervals in which it opened "
+        f"connections (peak {figure_text(peak)}/s in one interval) x headroom {rules.headroom:g}"
     )
 
 
@@ -349,6 +352,22 @@ def to_command(item: Mapping, bootstrap: str = BOOTSTRAP) -> str:
     return " ".join(parts + ["--add-config", configs])
 
 
-def to_commands(items: Iterable[Mapping], scope_lines: Iterable[str] = ()) -> str:
-    """One command per line, after ``# `` lines saying which quota.scope the figures are for."""
-    return _comments(scope_lines) + "".join(to_command(it) + "\n" for it in items)
+OUTLIER_MARKS = ("offender:", "outlier kept:")  # how an outlier's comment starts (analytics.outliers) ...
+OWN_BASIS = ". Its own figure rests on: "  # ... and where what its own figure rests on follows
+
+
+def to_commands(
+    items: Iterable[Mapping], scope_lines: Iterable[str] = (), basis: Mapping[tuple, Mapping[str, str]] | None = None
+) -> str:
+    """One command per line, after ``# `` lines saying which quota.scope the figures are for; an outlier's command
+    (``basis``: its comment starts with :data:`OUTLIER_MARKS`) after a ``# `` line with the evidence."""
+    said = basis or {}
+    out = _comments(scope_lines)
+    for it in items:
+        marks = [
+            f"{key}: {text.split(OWN_BASIS)[0]}"
+            for key, text in said.get(entity_id(it["entity"]), {}).items()
+            if key in it and text.startswith(OUTLIER_MARKS)
+        ]
+        out += _comments(marks) + to_command(it) + "\n"
+    return out

@@ -11,6 +11,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 from analytics import recommend
+from analytics.outliers import Outlier, entity_flag
 from analytics.recommend import entity_id
 from analytics.timeaxis import TimeAxis
 
@@ -105,10 +106,12 @@ def write_report(
     scope_lines: Sequence[str] = (),
     basis: Mapping[tuple, Mapping[str, str]] | None = None,
     replayed: Mapping | None = None,
+    outliers: Sequence[Outlier] = (),
 ) -> None:
     """``report.html``: what was read, which quota.scope the figures are for (``scope_lines``: the first says what a
-    rate is, the rest are notes), the top offenders per dimension with their chart, the recommendations with what
-    each rests on (``basis``, :func:`analytics.recommend.bases`), and the replay (``replayed``), if one was run."""
+    rate is, the rest are notes), the offenders judged against their fleet (``outliers``), the top entities per
+    dimension with their chart, the recommendations with what each rests on (``basis``,
+    :func:`analytics.recommend.bases`), and the replay (``replayed``), if one was run."""
     parts = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>Usage report</title><style>{STYLE}</style>"
         "</head><body><h1>kafka-quota-proxy usage report</h1>"
@@ -138,6 +141,7 @@ def write_report(
         else f"<p class='scope'>{html.escape(line)}</p>"
         for i, line in enumerate(scope_lines)
     ]
+    parts.append(_outliers_section(outliers, summary.get(OFFENDER_MADS)))
     for name, dim in offenders.items():
         parts.append(f"<h2>{html.escape(dim['title'])}</h2>")
         parts.append(f"<p>Ranked by <code>{html.escape(dim['metric'])}</code> ({html.escape(dim['unit'])}).</p>")
@@ -179,6 +183,28 @@ def write_report(
     parts.append("</body></html>\n")
     with open(path, "w", encoding="utf-8") as f:
         f.write("".join(parts))
+
+
+OFFENDER_MADS = "offender fence (MADs)"  # the summary's row: Rules.offender_mads
+
+
+def _outliers_section(outliers: Sequence[Outlier], fence: float | None) -> str:
+    fence = recommend.Rules.offender_mads if fence is None else fence
+    head = (
+        f"<h2>Offenders: far from their fleet ({len(outliers)})</h2><p>Per quota key, each entity's own "
+        f"recommendation (its figure) against its fleet's: more than {fence:g} MADs above the fleet's median on the log "
+        "scale is an offender, held to the fleet's figure, not its own; <code>--legitimate ENTITY</code> keeps an "
+        'entity\'s own figure where its heavy use is legitimate (analytics/README.md, "Offenders").</p>'
+    )
+    if not outliers:
+        return head + "<p>None in this log.</p>"
+    rows = [
+        [entity_flag(o.entity), o.key, o.figure, o.median, round(o.figure / o.median), round(o.mads, 1), o.fleet]
+        + [o.recommended, "kept: --legitimate" if o.legitimate else "held to the fleet's figure"]
+        for o in outliers
+    ]
+    columns = ["its figure", "fleet median", "x median", "MADs", "fleet", "recommended", ""]
+    return head + _table(["entity", "key", *columns], rows)
 
 
 REPLAY_COLUMNS = (
@@ -236,6 +262,10 @@ def summary_lines(result: Mapping) -> list[str]:
         lines.append(
             f"... {len(held) - SUMMARY_HELD_N} more recommendations constrained by the current quota (report.html)"
         )
+    for o in result.get("outliers", ()):
+        verdict = "kept at its own: --legitimate" if o.legitimate else "held to the fleet's figure"
+        lines.append(f"{'outlier' if o.legitimate else 'offender'} {entity_flag(o.entity)} {o.key}: {o.evidence()}")
+        lines[-1] += f"; recommended {recommend.figure_text(o.recommended)}, {verdict}"
     replayed = result.get("replay")
     if replayed is not None:
         rows = replayed["rows"]

@@ -3,7 +3,17 @@
 import gzip
 import json
 
-from analytics.generate import FIELDS, HOG, STORM_IP, Options, generate_records, main, write_log
+from analytics.generate import (
+    FIELDS,
+    HOG,
+    LEGITIMATE,
+    LEGITIMATE_FETCH_RATE,
+    STORM_IP,
+    Options,
+    generate_records,
+    main,
+    write_log,
+)
 
 
 def read_all(path):
@@ -29,6 +39,16 @@ def test_log_is_seeded_complete_and_rotated(tmp_path):
     )
     assert any(r["ip"] == STORM_IP for r in conns)
     assert any((r["user"], r["client_id"]) == HOG for r in records)
+    backup = [r for r in records if (r["user"], r["client_id"]) == LEGITIMATE]
+    assert len(backup) == 12 and all(r["api"] == "Fetch" and r["throttle_ms"] == 0 for r in backup)
+    assert all(0.95 <= r["response_bytes"] / (LEGITIMATE_FETCH_RATE * r["interval_s"]) <= 1.05 for r in backup)
+
+
+def test_the_legitimate_tenant_leaves_the_others_as_they_were():
+    """Its own random stream: with it or without it, every other record is the same."""
+    mixed = [r for b in generate_records(Options(entities=5, intervals=6)) for r in b if r["user"] != LEGITIMATE[0]]
+    alone = [r for b in generate_records(Options(entities=5, intervals=6, legitimate=False)) for r in b]
+    assert mixed == alone
 
 
 def test_one_record_per_entity_api_and_interval():

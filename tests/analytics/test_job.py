@@ -18,9 +18,12 @@ import yaml
 
 pytest.importorskip("pyspark", reason="the analytics extra (pip install kafka-quota-proxy[analytics]) is not installed")
 
+from pyspark.sql import functions as F  # noqa: E402
+
 from analytics import job, report  # noqa: E402
 from analytics.generate import (  # noqa: E402
     HOG,
+    LEGITIMATE,
     PID_CHURNER,
     START_TIME,
     STORM_IP,
@@ -40,6 +43,7 @@ DT = 10.0
 KNOWN = ("known", "exact")
 KNOWN_IP = "198.51.100.7"
 SPLIT = ("split", "two-brokers")
+BACKUP = {"user": LEGITIMATE[0], "client-id": LEGITIMATE[1]}  # the fixture's run flags it --legitimate
 
 
 def split_records(scope="broker"):
@@ -129,7 +133,7 @@ def result(spark, tmp_path_factory):
     known = write_jsonl(str(log / "known.jsonl.gz"), known_records())
     (log / "ignored.txt").write_text("not a usage file\n")
     out = tmp_path_factory.mktemp("plan")
-    res = job.run(str(log), str(out), spark=spark, replay="recommended")
+    res = job.run(str(log), str(out), spark=spark, replay="recommended", legitimate=[BACKUP])
     res["expected_records"] = generated + known
     res["out"] = out
     return res
@@ -145,6 +149,14 @@ def item_for(items, **entity):
     found = [it for it in items if it["entity"] == entity]
     assert len(found) == 1, (entity, found)
     return {k: v for k, v in found[0].items() if k != "entity"}
+
+
+def own_figures(result, **entity):
+    """An entity's own recommendations: its table entry, with its own figure where it is an outlier (whose entry
+    holds its fleet's figure instead)."""
+    values = item_for(quota_items(result["out"]), **entity)
+    entity = {k.replace("_", "-"): v for k, v in entity.items()}
+    return {**values, **{o.key: o.figure for o in result["outliers"] if o.entity == entity}}
 
 
 def test_reads_every_jsonl_and_rotated_gz_file(result):
@@ -178,15 +190,16 @@ def test_known_entity_statistics_are_exact(spark, result):
 
 def test_recommended_quotas(result):
     items = quota_items(result["out"])
-    # 99,000 B/s x 1.5 = 148,500 -> 150,000; 198,000 x 1.5 = 297,000 -> 300,000; burst 55 / (11 x 1 s) = 5.0
-    assert item_for(items, user="known", client_id="exact") == {
+    # 99,000 B/s x 1.5 = 148,500 -> 150,000; 198,000 x 1.5 = 297,000 -> 300,000; burst 55 / (11 x 1 s) = 5.0 (its
+    # own figures: a burst of 55 partitions in a fleet that mutates none is an offender's, held to the fleet's)
+    assert own_figures(result, user="known", client_id="exact") == {
         "producer_byte_rate": 150_000,
         "consumer_byte_rate": 300_000,
         "controller_mutation_rate": 5.0,
     }
     # 0.1 new PIDs/s x 3600 s x 1.5, on the user alone (KIP-936)
-    assert item_for(items, user="known") == {"producer_ids_rate": 540.0}
-    assert item_for(items, ip=KNOWN_IP) == {"connection_creation_rate": 15.0}
+    assert own_figures(result, user="known") == {"producer_ids_rate": 540.0}
+    assert own_figures(result, ip=KNOWN_IP) == {"connection_creation_rate": 15.0}
     assert item_for(items, client_id="no-auth") == {"producer_byte_rate": 150}
     assert all(isinstance(it.get("producer_byte_rate", 0), int) for it in items)
     assert not any("producer_ids_rate" in it and "client-id" in it["entity"] for it in items)
@@ -196,14 +209,14 @@ def test_recommended_quotas(result):
         if not line.startswith("#")
     ]
     assert len(commands) == len(items)
+    known = item_for(items, user="known", client_id="exact")
     assert (
-        "kafka-quota-proxy configs --bootstrap-server HOST:PORT --alter --entity-type users --entity-name known --entity-type clients "
-        "--entity-name exact --add-config producer_byte_rate=150000,consumer_byte_rate=300000,"
-        "controller_mutation_rate=5.0"
+        "kafka-quota-proxy configs --bootstrap-server HOST:PORT --alter --entity-type users --entity-name known "
+        "--entity-type clients --entity-name exact --add-config " + ",".join(f"{k}={v}" for k, v in known.items())
     ) in commands
     assert (
         f"kafka-quota-proxy configs --bootstrap-server HOST:PORT --alter --entity-type ips --entity-name {KNOWN_IP} "
-        "--add-config connection_creation_rate=15.0"
+        f"--add-config connection_creation_rate={item_for(items, ip=KNOWN_IP)['connection_creation_rate']}"
     ) in commands
 
 
@@ -264,6 +277,47 @@ def test_misbehaving_tenants_top_their_dimension(result):
     assert (top["producer_byte_rate"]["user"], top["producer_byte_rate"]["client_id"]) == HOG
     assert (top["held_share"]["user"], top["held_share"]["client_id"]) == ("steady", "over-quota")  # held ~98 %
     assert (top["partition_mutations"]["user"], top["partition_mutations"]["client_id"]) == TOPIC_STORM
+
+
+def test_the_four_offenders_are_named_and_held_and_the_legitimate_one_keeps_its_own(spark, result):
+    """Issue 48, on the generator's fleet: the hog, the connection storm, the producer-id churner and the topic
+    creator are each named an offender of its fleet, with the evidence on its entry, and held to the fleet's figure,
+    far below its own; the backup connector, as far above its fleet, keeps its own figure because the run flags it
+    --legitimate, and the same statistics without the flag name it an offender too."""
+    from analytics import fleet, stats
+    from analytics.outliers import entity_flag
+
+    found = {(entity_flag(o.entity), o.key): o for o in result["outliers"]}
+    items = quota_items(result["out"])
+    text = (result["out"] / "recommended-quotas.yaml").read_text()
+    commands = (result["out"] / "recommended-commands.txt").read_text()
+    said = "\n".join(report.summary_lines(result))
+    html_text = (result["out"] / "report.html").read_text()
+    for entity, key in (
+        ({"user": HOG[0], "client-id": HOG[1]}, "producer_byte_rate"),
+        ({"ip": STORM_IP}, "connection_creation_rate"),
+        ({"user": PID_CHURNER[0]}, "producer_ids_rate"),
+        ({"user": TOPIC_STORM[0], "client-id": TOPIC_STORM[1]}, "controller_mutation_rate"),
+    ):
+        o = found[(entity_flag(entity), key)]
+        assert not o.legitimate and o.mads > o.fence and o.limit * 10 < o.figure, o
+        assert next(it for it in items if it["entity"] == entity)[key] == o.limit
+        entry = text[
+            text.index(f"  - entity: {yaml.safe_dump(entity, default_flow_style=True, sort_keys=False).strip()}") :
+        ]
+        assert f"    # offender: {o.evidence()[:40]}" in entry.split("\n  - ")[0]
+        assert f"# {key}: offender: " in commands and f"offender {entity_flag(entity)} {key}: " in said
+        assert escape(entity_flag(entity)) in html_text
+    backup = found[(entity_flag(BACKUP), "consumer_byte_rate")]
+    assert backup.legitimate and backup.mads > backup.fence and backup.figure >= 1.5 * 38_000_000
+    assert next(it for it in items if it["entity"] == BACKUP)["consumer_byte_rate"] == backup.figure
+    assert f"outlier {entity_flag(BACKUP)} consumer_byte_rate: " in said and "kept at its own: --legitimate" in said
+    tables = {name: spark.read.parquet(str(result["out"] / f"{name}_stats")) for name in ("entity", "user", "ip")}
+    entity_rows = [r.asDict() for r in tables["entity"].where(F.col("api").isin("Produce", "Fetch", stats.ALL_APIS))
+                   .collect()]  # fmt: skip
+    unflagged = fleet.plan(entity_rows, *([r.asDict() for r in tables[n].collect()] for n in ("user", "ip")))
+    [named] = [o for o in unflagged.outliers if o.entity == BACKUP]
+    assert not named.legitimate and named.recommended < backup.figure / 10
 
 
 def test_report_links_its_charts(result):
@@ -400,8 +454,9 @@ def test_the_recommended_quotas_are_a_block_the_proxy_accepts_as_it_is(result):
 
     base = "upstream: {bootstrap_servers: ['127.0.0.1:9092']}\nlisteners: [{name: L, bind: '127.0.0.1:0'}]\n"
     config = load_config_text(base + (result["out"] / "recommended-quotas.yaml").read_text())
+    items = quota_items(result["out"])
     assert config.quotas.limit("producer_byte_rate", "known", "exact") == 150_000
-    assert config.connections.ip_rate(KNOWN_IP) == 15.0
+    assert config.connections.ip_rate(KNOWN_IP) == item_for(items, ip=KNOWN_IP)["connection_creation_rate"]
 
 
 def test_throttled_tenants_demand_is_estimated_and_their_advice_marked(spark, result):

@@ -1,0 +1,73 @@
+"""One usage record as the proxy writes it: every key present, counts not given 0. Pure Python.
+
+The synthetic log (:mod:`analytics.generate`) and the tests build their records with :func:`record`."""
+
+from __future__ import annotations
+
+FIELDS = (
+    "time",
+    "interval_s",
+    "listener",
+    "ip",
+    "user",
+    "client_id",
+    "api",
+    "requests",
+    "request_bytes",
+    "response_bytes",
+    "throttle_ms",
+    "shadow_throttle_ms",
+    "partition_mutations",
+    "new_producer_ids",
+    "connections_opened",
+    "held_ms",
+    "throttles",
+    "quota_rate",
+    "observed_rate_sum",
+    "proxy",
+    "broker",
+    "scope",
+)
+COUNT_FIELDS = FIELDS[7:17]
+HELD_FIELDS = FIELDS[15:19]
+
+
+def record(
+    time: float,
+    interval_s: float,
+    listener: str,
+    ip: str | None,
+    user: str | None,
+    client_id: str | None,
+    api: str | None,
+    *,
+    proxy: str | None = "proxy-1",
+    broker: int | None = None,
+    scope: str | None = "broker",
+    quota_rate: float | None = None,
+    observed_rate_sum: float = 0.0,
+    **counts: int,
+) -> dict:
+    """One usage record with every key present; counts not given are 0 (``held_ms``: the ``throttle_ms`` given, one
+    connection's); ``proxy``, ``broker`` and ``scope`` say where it came from, as the proxy writes them."""
+    rec = {
+        "time": time,
+        "interval_s": interval_s,
+        "listener": listener,
+        "ip": ip,
+        "user": user,
+        "client_id": client_id,
+        "api": api,
+    }
+    counts.setdefault("held_ms", counts.get("throttle_ms", 0))
+    for name in COUNT_FIELDS:
+        rec[name] = int(counts.pop(name, 0))
+    rec["quota_rate"], rec["observed_rate_sum"] = quota_rate, observed_rate_sum
+    if counts:
+        raise TypeError(f"unknown usage fields: {sorted(counts)}")
+    rec["proxy"], rec["broker"], rec["scope"] = proxy, broker, scope
+    return rec
+
+
+def connection_record(time: float, interval_s: float, listener: str, ip: str, opened: int, **source) -> dict:
+    return record(time, interval_s, listener, ip, None, None, None, connections_opened=opened, **source)
