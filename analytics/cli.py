@@ -87,14 +87,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-charts", action="store_true", help="skip the SVG charts")
     p.add_argument("--quiet", action="store_true", help="no progress lines on standard error")
-    p.add_argument(
+    fleet = p.add_mutually_exclusive_group()
+    fleet.add_argument(
         "--fleet-default",
         nargs="?",
         type=_percentile,
         const=DEFAULT_PERCENTILE,
+        default=DEFAULT_PERCENTILE,
         metavar="PERCENTILE",
-        help="a <default> entry per entity type and quota key at this percentile of the tenants' recommendations "
-        "(%(const)s without a value), named entries only for the tenants above it; without: one entry per tenant",
+        help="the table is a <default> entry per entity type and quota key at this percentile of the tenants' "
+        "recommendations, offenders left out (IPs at p99 or this, the higher), and named entries only for the tenants "
+        "above it and the offenders; the default, at %(default)s",
+    )
+    fleet.add_argument(
+        "--no-fleet-default",
+        dest="fleet_default",
+        action="store_const",
+        const=None,
+        default=argparse.SUPPRESS,
+        help="one entry per tenant and IP seen, no <default> entries (offenders are held all the same)",
     )
     p.add_argument(
         "--offender-mads",

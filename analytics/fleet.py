@@ -11,11 +11,12 @@ the table from the per-tenant recommendations (:func:`analytics.recommend.build_
 2. per quota key and entity type (``{user, client-id}``, ``{user}``, ``{client-id}``, ``{ip}``), over the tenants
    recommended the key, outliers left out::
 
-       default = percentile(their recommendations, q)      q = 90 by default (--fleet-default [Q])
+       default = percentile(their recommendations, q)      q = 90 by default (--fleet-default Q); IPs at p99
 
    (the lower of the two recommendations around the percentile's rank: one tenant's own figure). A tenant keeps a
    named entry for that key only when its recommendation is above the default, or when it is an outlier (an offender
-   stays pinned at its limit, whatever the default becomes). A type with fewer than
+   stays pinned at its limit, whatever the default becomes). IP addresses come and go (pods, NAT pools), so their
+   default is at p99 at least: the table is the default and the few addresses that stand out. A type with fewer than
    :data:`~analytics.outliers.MIN_FLEET` tenants recommended a key is no fleet: they keep their own entries and no
    default is written.
 
@@ -30,10 +31,11 @@ from dataclasses import dataclass, field
 
 from analytics import outliers
 from analytics.outliers import LIMIT_PERCENTILE, MIN_FLEET, Outlier, percentile
-from analytics.recommend import MIN_RATE, Rules, bases, build_quotas, entity_id, round_up
+from analytics.recommend import MIN_RATE, Rules, bases, build_quotas, entity_id, figure_text, round_up
 from quota.primitives.entity import DEFAULT
 
 DEFAULT_PERCENTILE = 90.0
+IP_PERCENTILE = 99.0  # the ip default's least percentile: the table names only the few addresses that stand out
 
 
 @dataclass(frozen=True)
@@ -66,9 +68,10 @@ def plan(
     notes = [
         (
             f"fleet defaults: a <default> entry per entity type and key at p{q:g} of its tenants' recommendations "
-            "outliers left out; a named entry only for a tenant above it or an outlier"
+            f"(IPs at p{max(q, IP_PERCENTILE):g}), outliers left out; a named entry only for a tenant above it or an "
+            "outlier (--no-fleet-default: one entry per tenant)"
             if q is not None
-            else "one entry per tenant"
+            else "one entry per tenant (--no-fleet-default)"
         ),
         f"offenders: a figure more than {rules.offender_mads:g} MADs above its fleet's median on the log scale (fleets of "
         f"{MIN_FLEET} or more), held to the fleet's p{LIMIT_PERCENTILE:g}: {offenders} in this table"
@@ -99,7 +102,7 @@ def with_defaults(
     for (kinds, key), values in fleets.items():
         if len(values) < MIN_FLEET:
             continue
-        at_q = q
+        at_q = max(q, IP_PERCENTILE) if kinds == ("ip",) else q
         at = percentile(values, at_q)
         limit = max(1, int(round_up(at))) if isinstance(values[0], int) else max(MIN_RATE, round_up(at))
         limits[(kinds, key)] = limit
@@ -122,7 +125,7 @@ def with_defaults(
         said[eid] = {
             k: own[k]
             + (
-                f"; above the fleet default {limits[(kinds, k)]:g}"
+                f"; above the fleet default {figure_text(limits[(kinds, k)])}"
                 if (kinds, k) in limits and (eid, k) not in pinned
                 else ""
             )

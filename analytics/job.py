@@ -185,7 +185,7 @@ def run(
     scope: str | None = None,
     replay: str | None = None,
     progress: TextIO | None = None,
-    fleet_default: float | None = None,
+    fleet_default: float | None = fleet.DEFAULT_PERCENTILE,
     legitimate: Sequence[Mapping[str, str]] = (),
 ) -> dict:
     """Run the planner; returns a summary (records read, entities, quota items, seconds, output paths). ``scope``:
@@ -194,8 +194,8 @@ def run(
     replay the logged demand under (:mod:`analytics.replay`), or ``"recommended"`` for the recommended table; None: no
     replay (raises :class:`analytics.replay.ReplayError` for a file that cannot be used, before any Spark work).
     ``progress``: where each step and Spark's work are said while it runs (:mod:`analytics.progress`), or nowhere.
-    ``fleet_default``: a percentile: the table is a ``<default>`` entry per entity type and key and the tenants
-    above it (:mod:`analytics.fleet`); None: one entry per tenant. Offenders are held to their fleet's figure
+    ``fleet_default``: a percentile (90 by default): the table is a ``<default>`` entry per entity type and key and
+    the tenants above it (:mod:`analytics.fleet`); None: one entry per tenant. Offenders are held to their fleet's figure
     (:mod:`analytics.outliers`) but the ``legitimate`` entities (``{"user": ..., "client-id": ...}``)."""
     candidate = None if replay in (None, RECOMMENDED) else replay_mod.load_table(replay)
     rules = rules or recommend.Rules()

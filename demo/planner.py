@@ -93,6 +93,7 @@ def quota_planner(usage_dir: str, out_dir: str, children: Children, report: Call
             out_dir,
             "--master",
             "local[2]",
+            "--no-fleet-default",  # each tenant's own recommendation: the demo's two clients', and what each rests on
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

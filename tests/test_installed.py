@@ -380,7 +380,7 @@ def quotas(out: Path) -> list[dict]:
 
 def test_analyze_replays_on_local_star_as_a_user_runs_it(local_plan):
     """What a user reads after ``analyze --replay`` on the default master: the steps as they ran, the table (the
-    misbehaving tenants, the held one marked constrained by its quota, each key's comment above it), and the
+    fleet default, the misbehaving tenants, the churner named an offender, each key's comment above it), and the
     replay's verdict: the held tenants relieved by the recommended table. Nothing left in the temporary folder."""
     planned(local_plan.stdout, local_plan.stderr, local_plan.returncode, local_plan.out)
     # Spark's JVM (here driver and executor both) ends after the planner, when its standard input closes, and its
@@ -389,13 +389,16 @@ def test_analyze_replays_on_local_star_as_a_user_runs_it(local_plan):
     steps = [line.split(" (")[0] for line in local_plan.stderr.splitlines() if line.startswith("analyze [")]
     assert steps[0] == "analyze [1/6] reading the usage log" and steps[-1] == "analyze [6/6] report", steps
     items = {tuple(it["entity"].items()): it for it in quotas(local_plan.out)}
+    assert "producer_byte_rate" in items[(("user", "<default>"), ("client-id", "<default>"))]  # the fleet default
     assert "producer_byte_rate" in items[(("user", "hog"), ("client-id", "bulk-loader"))]
     assert "controller_mutation_rate" in items[(("user", "ops"), ("client-id", "topic-creator"))]
     assert "producer_ids_rate" in items[(("user", "churner"),)]
     assert "connection_creation_rate" in items[(("ip", "203.0.113.66"),)]
     text = (local_plan.out / "recommended-quotas.yaml").read_text()
-    steady = text[text.index("  - entity: {user: steady, client-id: over-quota}") :].splitlines()
-    assert steady[1].startswith("    # constrained by the current quota 1,000,000 B/s"), steady[:3]
+    default = text[text.index("  - entity: {user: <default>, client-id: <default>}") :].splitlines()
+    assert default[1].startswith("    # fleet default: p90 of the "), default[:3]
+    churner = text[text.index("  - entity: {user: churner}") :].splitlines()
+    assert churner[1].startswith("    # offender: "), churner[:3]  # 3 tenants' log: the held ones under the default
     held = re.search(
         r"replay under the recommended table: (\d+) tenant APIs held under today's quotas \(([\d,]+) s\), (\d+) "
         r"under the candidate \(([\d,]+) s\)",

@@ -44,7 +44,7 @@ def test_a_default_per_entity_type_and_key_and_only_the_tenants_above_it_named()
     assert default.startswith("fleet default: p90 of the 10 user and client-id entities' recommendations")
     assert default.endswith("1 above it keep a named entry")
     assert said[entity_id({"user": "user-9", "client-id": "app-9"})]["producer_byte_rate"].endswith(
-        "; above the fleet default 15000"
+        "; above the fleet default 15,000"
     )
 
 
@@ -85,3 +85,40 @@ def test_the_defaults_commands_are_kafka_configs_entity_default():
         args = build_parser().parse_args(shlex.split(line)[2:])
         assert entity_from_args(args.entity_type, args.entity_name) == item["entity"]
         assert parse_add(args.add_config) == {k: v for k, v in item.items() if k != "entity"}
+
+
+def test_ip_addresses_are_the_default_at_p99_and_the_few_that_stand_out():
+    """Twenty addresses at 0.15 to 3.0 connections/s (x 1.5: 0.23 to 4.5): p90 would name the two largest; the ip
+    default is at p99 (rank 18.81 of 19, the lower: the nineteenth, 2.85 x 1.5 -> 4.3), so only the largest keeps an entry. Users
+    and clients stay at p90."""
+    ips = [
+        {"ip": f"192.0.2.{i}", "connection_rate_p99": 0.15 * (i + 1), "connection_rate_max": 0.15 * (i + 1)}
+        for i in range(20)
+    ]
+    fleet, said = with_defaults(build_quotas([], [], ips), bases([], [], ips))
+    assert fleet == [
+        {"entity": {"ip": "<default>"}, "connection_creation_rate": 4.3},
+        {"entity": {"ip": "192.0.2.19"}, "connection_creation_rate": 4.5},
+    ]
+    assert said[entity_id({"ip": "<default>"})]["connection_creation_rate"].startswith("fleet default: p99 of the 20")
+    assert (
+        with_defaults(build_quotas([], [], ips), bases([], [], ips), 100)[0][0]["connection_creation_rate"] == 4.5
+    )  # a higher q wins
+
+
+def test_the_fleet_default_is_the_default_and_no_fleet_default_opts_out(capsys):
+    import pytest
+
+    from analytics.cli import build_parser
+
+    base = ["analyze", "--input", "in", "--output", "out"]
+    assert build_parser().parse_args(base).fleet_default == 90
+    assert build_parser().parse_args([*base, "--fleet-default"]).fleet_default == 90
+    assert build_parser().parse_args([*base, "--fleet-default", "95"]).fleet_default == 95
+    assert build_parser().parse_args([*base, "--no-fleet-default"]).fleet_default is None
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([*base, "--no-fleet-default", "--fleet-default", "95"])
+    assert "not allowed with argument" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["analyze", "--help"])
+    assert "--no-fleet-default" in capsys.readouterr().out

@@ -133,7 +133,7 @@ def result(spark, tmp_path_factory):
     known = write_jsonl(str(log / "known.jsonl.gz"), known_records())
     (log / "ignored.txt").write_text("not a usage file\n")
     out = tmp_path_factory.mktemp("plan")
-    res = job.run(str(log), str(out), spark=spark, replay="recommended", legitimate=[BACKUP])
+    res = job.run(str(log), str(out), spark=spark, replay="recommended", legitimate=[BACKUP], fleet_default=None)
     res["expected_records"] = generated + known
     res["out"] = out
     return res
@@ -359,8 +359,21 @@ def test_kafka_quota_proxy_analyze(spark, result, tmp_path, capsys):
     # controller window from the file (5 s), producer ids from the flag (120 s, not the file's 60), the rest defaults
     assert "(controller window 11 x 5 s; producer ids per 120 s, 11 windows)" in " ".join(text.splitlines())
     assert "holds 11 samples of 5 s of the rate" in " ".join(line.lstrip("# ") for line in text.splitlines())
-    # SPLIT's two sidecars summed: 21,000 B/s x 2 = 42,000; the outputs say the figures are the cluster's
-    assert item_for(yaml.safe_load(text)["quotas"], user=SPLIT[0], client_id=SPLIT[1]) == {"producer_byte_rate": 42_000}
+    # SPLIT's two sidecars summed: 21,000 B/s (x 2 = 42,000), below the fleet default (by default, the table is the
+    # defaults and the tenants above them), which it resolves to; the outputs say the figures are the cluster's
+    from config.quotas import parse_quota_section
+
+    [split] = (
+        spark.read.parquet(str(tmp_path / "out" / "entity_stats"))
+        .where(f"user = '{SPLIT[0]}' and api = 'Produce'")
+        .collect()
+    )
+    assert split["request_rate_p99"] == pytest.approx(21_000)
+    items = yaml.safe_load(text)["quotas"]
+    default = item_for(items, user="<default>", client_id="<default>")["producer_byte_rate"]
+    assert default > 42_000 and not [it for it in items if it["entity"] == {"user": SPLIT[0], "client-id": SPLIT[1]}]
+    assert parse_quota_section(items, "quotas")[0].resolve("producer_byte_rate", *SPLIT).limit == default
+    assert "fleet defaults: a <default> entry per entity type and key at p90" in " ".join(text.splitlines())
     cluster = "quota.scope cluster: each rate is the tenant's total over the whole cluster, summed per interval over 3"
     assert cluster in " ".join(line.lstrip("# ") for line in text.splitlines())
     assert "for quota.scope cluster)</h2>" in (tmp_path / "out" / "report.html").read_text()
