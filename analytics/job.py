@@ -16,7 +16,8 @@ Hadoop-compatible file system) with ``spark.read.json`` and writes to ``output_d
 - ``recommended-quotas.yaml`` (a ``quotas:`` block in the proxy's config format) and ``recommended-commands.txt``
   (the same as ``kafka-quota-proxy configs --alter`` commands), by the rule in :mod:`analytics.recommend`:
   p99 rate x headroom (1.5), rounded up to two significant digits; the token-bucket keys also hold the largest
-  one-interval burst (KIP-599: ``rate >= max_burst / (samples x window)``, 11 x 1 s).
+  one-interval burst (KIP-599: ``rate >= max_burst / (samples x window)``, 11 x 1 s); offenders held to their
+  fleet's figure, and a ``<default>`` per entity type and key (:mod:`analytics.fleet`).
 - ``report.html`` with SVG charts of the top entities' rates over the log's span.
 
 Every output says which ``quota.scope`` its figures are for (:mod:`analytics.scope`): ``scope`` (``--scope``) when
