@@ -52,7 +52,10 @@ def run(usage: str, out: str, submit_args: str | None) -> tuple[float, float, tu
         env["PYSPARK_SUBMIT_ARGS"] = submit_args
     started = time.monotonic()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "analytics.cli", "analyze", "--input", usage, "--output", out, "--master", "local[2]"],
+        [
+            *(sys.executable, "-m", "analytics.cli", "analyze", "--input", usage, "--output", out),
+            *("--master", "local[2]", "--no-fleet-default"),  # as demo/planner.py runs it
+        ],
         env=env,
         cwd=ROOT,
         stdout=subprocess.PIPE,
