@@ -46,6 +46,30 @@ class Table:
     basis: dict[tuple, dict[str, str]]
     outliers: list[Outlier] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    under_default: list[dict] = field(default_factory=list)  # :func:`under_default`
+
+
+def under_default(
+    own: Sequence[Mapping], basis: Mapping[tuple, Mapping[str, str]], table: Sequence[Mapping]
+) -> list[dict]:
+    """The keys of the per-tenant items ``own`` (with what each rests on, ``basis``) that the ``table`` leaves to a
+    ``<default>`` entry: ``{entity, key, own, default, rests_on}`` each, so that a tenant without an entry, a held one
+    among them, is still said."""
+    named = {(entity_id(it["entity"]), k) for it in table for k in it if k != "entity"}
+    defaults = {
+        (tuple(it["entity"]), k): v
+        for it in table
+        if all(name == DEFAULT for name in it["entity"].values())
+        for k, v in it.items()
+        if k != "entity"
+    }
+    return [
+        {"entity": it["entity"], "key": k, "own": v, "default": defaults[(tuple(it["entity"]), k)]}
+        | {"rests_on": basis.get(entity_id(it["entity"]), {}).get(k, "")}
+        for it in own
+        for k, v in it.items()
+        if k != "entity" and (entity_id(it["entity"]), k) not in named and (tuple(it["entity"]), k) in defaults
+    ]
 
 
 def plan(
@@ -61,9 +85,8 @@ def plan(
     items = build_quotas(entity_rows, user_rows, ip_rows, rules)
     found = outliers.fleets(entity_rows, user_rows, ip_rows)
     judged = outliers.judge(items, found, rules, legitimate)
-    items, basis = outliers.hold(items, bases(entity_rows, user_rows, ip_rows, rules), judged)
-    if q is not None:
-        items, basis = with_defaults(items, basis, q, judged)
+    own, own_basis = outliers.hold(items, bases(entity_rows, user_rows, ip_rows, rules), judged)
+    items, basis = (own, own_basis) if q is None else with_defaults(own, own_basis, q, judged)
     offenders = sum(not o.legitimate for o in judged)
     notes = [
         (
@@ -78,7 +101,7 @@ def plan(
         + (f", {len(judged) - offenders} kept by --legitimate" if len(judged) > offenders else ""),
         *outliers.unmatched(legitimate, found, judged),
     ]
-    return Table(items, basis, judged, notes)
+    return Table(items, basis, judged, notes, under_default(own, own_basis, items))
 
 
 def with_defaults(

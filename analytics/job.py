@@ -320,6 +320,7 @@ def run(
             basis,
             replayed,
             planned.outliers,
+            planned.under_default,
         )
         return {
             **summary,

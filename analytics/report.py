@@ -107,11 +107,13 @@ def write_report(
     basis: Mapping[tuple, Mapping[str, str]] | None = None,
     replayed: Mapping | None = None,
     outliers: Sequence[Outlier] = (),
+    under_default: Sequence[Mapping] = (),
 ) -> None:
     """``report.html``: what was read, which quota.scope the figures are for (``scope_lines``: the first says what a
     rate is, the rest are notes), the offenders judged against their fleet (``outliers``), the top entities per
     dimension with their chart, the recommendations with what each rests on (``basis``,
-    :func:`analytics.recommend.bases`), and the replay (``replayed``), if one was run."""
+    :func:`analytics.recommend.bases`) and the tenants left to a default with their own (``under_default``,
+    :func:`analytics.fleet.under_default`), and the replay (``replayed``), if one was run."""
     parts = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>Usage report</title><style>{STYLE}</style>"
         "</head><body><h1>kafka-quota-proxy usage report</h1>"
@@ -178,6 +180,15 @@ def write_report(
         for it in quota_items
     ]
     parts.append(_table(["entity"] + keys + ["rests on"], rows))
+    if under_default:
+        parts.append(
+            f"<h2>Under a fleet default ({len(under_default)} keys)</h2><p>Tenants whose own recommendation is at or "
+            "below the <code>&lt;default&gt;</code> entry of their type: no entry of their own, so the default applies "
+            "(<code>--no-fleet-default</code> writes their own).</p>"
+        )
+        cells = ("key", "own", "default", "rests_on")
+        table = [[" ".join(f"{k}={v}" for k, v in r["entity"].items()), *(r[c] for c in cells)] for r in under_default]
+        parts.append(_table(["entity", "key", "its own", "the default", "its own rests on"], table))
     if replayed is not None:
         parts.append(_replay_section(replayed))
     parts.append("</body></html>\n")

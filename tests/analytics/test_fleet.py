@@ -122,3 +122,24 @@ def test_the_fleet_default_is_the_default_and_no_fleet_default_opts_out(capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["analyze", "--help"])
     assert "--no-fleet-default" in capsys.readouterr().out
+
+
+def test_a_tenant_left_to_the_default_is_still_said_with_its_own_figure(tmp_path):
+    """Eight tenants at 10,000 B/s (15,000), two at 20,000 (30,000) and one a quota of 8,000 B/s held, its demand
+    8,000 (12,000): the default is p90 of the eleven (rank 9 of 10: 30,000), so nine have no entry; the report lists
+    each with its own figure and what it rests on, the held one's demand among them."""
+    from analytics.fleet import plan
+    from analytics.report import write_report
+
+    held = {"held_intervals": 50, "quota_rate": 8_000.0, "held_share": 0.5, "request_demand": 8_000.0}
+    rows = pairs([10_000.0] * 8 + [20_000.0] * 2 + [7_900.0])
+    rows[-1].update(held)
+    table = plan(rows, [], [], q=90)
+    assert table.items == [{"entity": {"user": "<default>", "client-id": "<default>"}, "producer_byte_rate": 30_000}]
+    under = {r["entity"]["user"]: r for r in table.under_default}
+    assert len(under) == 11 and under["user-0"]["own"] == 15_000 and under["user-0"]["default"] == 30_000
+    assert under["user-10"]["own"] == 12_000
+    assert under["user-10"]["rests_on"].startswith("constrained by the current quota 8,000 B/s (held 50% of the time")
+    write_report(str(tmp_path / "report.html"), {}, {}, {}, table.items, under_default=table.under_default)
+    html = (tmp_path / "report.html").read_text()
+    assert "Under a fleet default (11 keys)" in html and "constrained by the current quota 8,000 B/s" in html

@@ -374,6 +374,8 @@ def test_kafka_quota_proxy_analyze(spark, result, tmp_path, capsys):
     assert default > 42_000 and not [it for it in items if it["entity"] == {"user": SPLIT[0], "client-id": SPLIT[1]}]
     assert parse_quota_section(items, "quotas")[0].resolve("producer_byte_rate", *SPLIT).limit == default
     assert "fleet defaults: a <default> entry per entity type and key at p90" in " ".join(text.splitlines())
+    report_text = (tmp_path / "out" / "report.html").read_text()
+    assert f"<td>user={SPLIT[0]} client-id={SPLIT[1]}</td><td>producer_byte_rate</td><td>42,000</td>" in report_text
     cluster = "quota.scope cluster: each rate is the tenant's total over the whole cluster, summed per interval over 3"
     assert cluster in " ".join(line.lstrip("# ") for line in text.splitlines())
     assert "for quota.scope cluster)</h2>" in (tmp_path / "out" / "report.html").read_text()
