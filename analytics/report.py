@@ -252,6 +252,7 @@ def chart_file(out_dir: str, name: str) -> tuple[str, str]:
 
 
 SUMMARY_HELD_N = 5  # the command's output names this many recommendations constrained by the current quota
+SUMMARY_OUTLIERS_N = 10  # ... and this many outliers, the farthest from their fleet first
 
 
 def summary_lines(result: Mapping) -> list[str]:
@@ -273,10 +274,13 @@ def summary_lines(result: Mapping) -> list[str]:
         lines.append(
             f"... {len(held) - SUMMARY_HELD_N} more recommendations constrained by the current quota (report.html)"
         )
-    for o in result.get("outliers", ()):
+    found = sorted(result.get("outliers", ()), key=lambda o: -o.mads)  # the farthest first
+    for o in found[:SUMMARY_OUTLIERS_N]:
         verdict = "kept at its own: --legitimate" if o.legitimate else "held to the fleet's figure"
         lines.append(f"{'outlier' if o.legitimate else 'offender'} {entity_flag(o.entity)} {o.key}: {o.evidence()}")
         lines[-1] += f"; recommended {recommend.figure_text(o.recommended)}, {verdict}"
+    if len(found) > SUMMARY_OUTLIERS_N:
+        lines.append(f'... {len(found) - SUMMARY_OUTLIERS_N} more outliers (report.html, "Offenders")')
     replayed = result.get("replay")
     if replayed is not None:
         rows = replayed["rows"]

@@ -212,3 +212,19 @@ def test_the_command_line_takes_legitimate_repeatedly_and_refuses_a_bad_one(caps
     with pytest.raises(SystemExit) as exited:
         build_parser().parse_args([*base, "--legitimate", "hog"])
     assert exited.value.code == 2 and "an entity is users=NAME" in capsys.readouterr().err
+
+
+def test_the_commands_output_names_the_farthest_outliers_first_and_counts_the_rest():
+    from analytics.report import SUMMARY_OUTLIERS_N, summary_lines
+
+    ips = [{"ip": f"192.0.2.{i}", "connection_rate_p99": 0.45, "connection_rate_max": 0.5} for i in range(30)]
+    ips += [
+        {"ip": f"203.0.113.{i}", "connection_rate_p99": 10.0 * i, "connection_rate_max": 10.0 * i} for i in range(1, 13)
+    ]
+    table = plan([], [], ips, EXACT, q=None)
+    assert len(table.outliers) == 12
+    base = {"records": 1, "quota items": 1, "seconds": 1, "scope_lines": [], "local_dir": ".", "output_dir": "."}
+    lines = summary_lines({**base, "quotas": table.items, "outliers": table.outliers})
+    named = [line for line in lines if line.startswith("offender ")]
+    assert len(named) == SUMMARY_OUTLIERS_N and named[0].startswith("offender ips=203.0.113.12 ")
+    assert f'... {12 - SUMMARY_OUTLIERS_N} more outliers (report.html, "Offenders")' in lines
