@@ -117,6 +117,9 @@ def cluster(monkeypatch):
             broker.stop()  # never left running, even when the proxy fails to stop
 
 
+# compares rates measured over seconds (open, throttled, open again): at load 20 (a make test beside four other jobs'
+# test runs) the rate after the pause came out at 0.23 x the first, so it runs with the other measurements
+@pytest.mark.measures_rate
 def test_a_producer_goes_from_full_speed_to_throttled_to_paused_and_back_losing_nothing(cluster):
     proxy, disk, broker_port = cluster
     wait_state(proxy, "OPEN")
