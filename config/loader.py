@@ -32,6 +32,7 @@ from config.quotas import parse_quota_section
 from config.scope import check_scope
 from config.settings import connection_limits, parse_settings
 from config.tls import parse_listener_tls, parse_upstream_tls
+from config.topic_quotas import parse_topic_quotas
 from config.typed_settings import Settings
 from config.usage import parse_usage_log
 from config.volume import parse_volume_usage
@@ -152,6 +153,7 @@ def parse_config(raw: Any) -> ProxyConfig:
     if settings is not None and listeners is not None:
         collecting(errors, check_scope, settings, listeners, "settings")
     quota_section = collecting(errors, parse_quota_section, raw.get("quotas", []), "quotas")
+    topic_quotas = collecting(errors, parse_topic_quotas, raw.get("quotas", []), "quotas", settings)
     metrics = collecting(errors, _metrics, raw.get("metrics", DEFAULT_METRICS), "metrics")
     volume_usage = collecting(errors, parse_volume_usage, raw.get("volume_usage"), "volume_usage")
     usage_log = collecting(errors, parse_usage_log, raw.get("usage_log"), "usage_log")
@@ -172,6 +174,7 @@ def parse_config(raw: Any) -> ProxyConfig:
         dynamic_config=dynamic_config,
         raw_quotas=tuple(dict(item) for item in (raw.get("quotas") or [])),
         admin_principals=admin_principals,
+        topic_quotas=topic_quotas,
     )
 
 

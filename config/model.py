@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from config.typed_settings import Settings
 from quota.managers.connection import NO_LIMITS, ConnectionLimits
 from quota.primitives.entity import EMPTY_QUOTA_TABLE, QuotaTable
+from quota.primitives.topic_quotas import EMPTY_TOPIC_TABLE, TopicQuotaTable
 
 if TYPE_CHECKING:
     from config.dynamic_source import DynamicConfigSource
@@ -112,3 +113,4 @@ class ProxyConfig:
     dynamic_config: DynamicConfigSource | None = None  # the config topic, when configured
     raw_quotas: tuple = ()  # the YAML quotas: items as written (the dynamic config is laid over them)
     admin_principals: frozenset = frozenset()  # who may alter quotas through the proxy (AlterClientQuotas)
+    topic_quotas: TopicQuotaTable = EMPTY_TOPIC_TABLE  # the quotas: entries of {topic: ...} entities (YAML only)

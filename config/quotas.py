@@ -32,6 +32,7 @@ from quota.primitives.entity import (
     QuotaEntry,
     QuotaTable,
 )
+from quota.primitives.topic_quotas import TOPIC
 
 # Keys the proxy enforces on user/client-id entities (and connection_creation_rate on ip entities).
 ENFORCED_KEYS = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_IDS_RATE)
@@ -48,13 +49,19 @@ UNITS = {
 }
 
 
+def is_topic_item(item: Any) -> bool:
+    """Whether a ``quotas:`` item names a topic entity (parsed by :mod:`config.topic_quotas`, skipped here)."""
+    return isinstance(item, dict) and isinstance(item.get("entity"), dict) and TOPIC in item["entity"]
+
+
 def parse_quotas(raw: Any, path: str) -> QuotaTable:
     """The user/client-id entities (see :func:`parse_quota_section` for the IP ones too)."""
     return parse_quota_section(raw, path)[0]
 
 
 def parse_quota_section(raw: Any, path: str) -> tuple[QuotaTable, dict[str, float]]:
-    """The ``quotas:`` list: the user/client-id quota table, and ``{ip or <default>: connection_creation_rate}``."""
+    """The ``quotas:`` list: the user/client-id quota table, and ``{ip or <default>: connection_creation_rate}``
+    (its topic entities are :func:`config.topic_quotas.parse_topic_quotas`'s)."""
     if raw is None:
         raw = []
     if not isinstance(raw, list):
@@ -63,6 +70,8 @@ def parse_quota_section(raw: Any, path: str) -> tuple[QuotaTable, dict[str, floa
     ip_rates: dict[str, float] = {}
     errors: list[ConfigError] = []
     for i, item in enumerate(raw):
+        if is_topic_item(item):
+            continue
         where = f"{path}[{i}]"
         parsed = collecting(errors, parse_quota_item, item, where)
         if parsed is None:
@@ -91,13 +100,16 @@ def parse_quota_item(item: Any, where: str) -> QuotaEntry | tuple[str, float]:
     entity = item["entity"]
     if not isinstance(entity, dict) or not entity:
         raise ConfigError(
-            f"{where}.entity", f"expected a mapping with '{USER}' and/or '{CLIENT_ID}', or '{IP}', got {entity!r}"
+            f"{where}.entity",
+            f"expected a mapping with '{USER}' and/or '{CLIENT_ID}', or '{IP}', or '{TOPIC}', got {entity!r}",
         )
     if IP in entity:
         return _ip_entry(item, entity, where)
     for key, value in entity.items():
         if key not in (USER, CLIENT_ID):
-            raise ConfigError(f"{where}.entity.{key}", f"unknown entity type (known: {USER}, {CLIENT_ID}, {IP})")
+            raise ConfigError(
+                f"{where}.entity.{key}", f"unknown entity type (known: {USER}, {CLIENT_ID}, {IP}, {TOPIC})"
+            )
         if not isinstance(value, str) or not value:
             raise ConfigError(f"{where}.entity.{key}", f'expected a name or "<default>", got {value!r}')
     quotas = {}
@@ -139,14 +151,16 @@ def parse_quota_item(item: Any, where: str) -> QuotaEntry | tuple[str, float]:
         raise ConfigError(where, str(exc)) from None
 
 
+def check_alone(entity: dict, kind: str, where: str, named: str, why: str) -> None:
+    """An entity of ``kind`` names nothing else; the error says ``named`` cannot be combined, and ``why``."""
+    others = [key for key in entity if key != kind]
+    if others:
+        raise ConfigError(f"{where}.entity.{others[0]}", f"{named} cannot be combined with {others[0]}{why}")
+
+
 def _ip_entry(item: dict, entity: dict, where: str) -> tuple[str, float]:
     """An ``{ip: ...}`` entity: an IP address or ``<default>``, alone, with only ``connection_creation_rate``."""
-    others = [key for key in entity if key != IP]
-    if others:
-        raise ConfigError(
-            f"{where}.entity.{others[0]}",
-            f"an {IP} entity cannot be combined with {others[0]} (KIP-612: IP and user/client-id quotas share no key)",
-        )
+    check_alone(entity, IP, where, f"an {IP} entity", " (KIP-612: IP and user/client-id quotas share no key)")
     name = entity[IP]
     if name != DEFAULT:
         try:

@@ -114,8 +114,8 @@ def _quota_item() -> dict:
         "type": "object",
         "additionalProperties": False,
         "minProperties": 1,
-        "properties": {name: {"type": "string", "minLength": 1} for name in ("user", "client-id", "ip")},
-        "description": 'user and/or client-id (a name or "<default>"), or ip alone',
+        "properties": {name: {"type": "string", "minLength": 1} for name in ("user", "client-id", "ip", "topic")},
+        "description": 'user and/or client-id (a name or "<default>"), or ip alone, or topic alone',
     }
     keys = {
         "entity": entity,

@@ -22,6 +22,7 @@ from proxy.apis import (
     offset_commits,
     producer_ids,
     sasl,
+    topic_rate,
     volume_pause,
 )
 from proxy.apis.internal_topics import GUARDED
@@ -86,8 +87,10 @@ STAGES = (
     Stage("volume pause", _wants(PRODUCE), volume_pause.plan_pause),  # ends the chain while paused
     Stage("producer ids", _wants(PRODUCE), producer_ids.plan_produce),  # KIP-936; a refusal ends the chain
     Stage("byte rate", _wants(PRODUCE), byte_rate.plan_producer_byte_rate),  # KIP-13
+    Stage("topic byte rate", _wants(PRODUCE), topic_rate.plan_produce),  # KIP-1010's proposal: per topic
     Stage("volume rate", _wants(PRODUCE), byte_rate.plan_volume_rate),  # the produce quota scaled
     Stage("byte rate", _wants(FETCH), byte_rate.plan_fetch),  # KIP-13, max_bytes capped
+    Stage("topic byte rate", _wants(FETCH), topic_rate.plan_fetch),  # each topic's records trimmed to its headroom
     Stage("controller mutations", _wants(CREATE_TOPICS), mutations.plan_create_topics),  # KIP-599
     Stage("controller mutations", _wants(DELETE_TOPICS), mutations.plan_delete_topics),
     Stage("controller mutations", _wants(CREATE_PARTITIONS), mutations.plan_create_partitions),

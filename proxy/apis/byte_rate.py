@@ -44,7 +44,7 @@ from proxy.apis.response_leg import ResponseLeg
 from proxy.codec.apis import FETCH, FETCH_MAX_BYTES_SINCE, FETCH_REPLICA_STATE_SINCE
 from proxy.codec.frame import BUFFER, STREAM
 from proxy.codec.header import RequestHeader
-from proxy.codec.messages import decode_request, decode_response, encode_request, encode_response
+from proxy.codec.messages import Message, decode_request, decode_response, encode_request, encode_response
 from proxy.codec.records import iter_batches
 from proxy.session.session import Session
 from quota.primitives.decision import FORWARD, Decision
@@ -169,16 +169,26 @@ def trim_fetch_response(version: int, body: bytes | memoryview, budget: int) -> 
         return None
     used = 0
     for topic in msg.responses:
-        for partition in topic.partitions:
-            records = partition.records
-            if not records:
-                continue
-            keep = 0
-            for batch in iter_batches(records, allow_truncated=True):
-                if used + keep + batch.size_bytes > budget and (used or keep):
-                    break
-                keep += batch.size_bytes
-            if keep < len(records):
-                partition.records = records[:keep]
-            used += keep
+        used, _ = trim_partitions(topic.partitions, budget, used)
     return encode_response(FETCH, version, msg)
+
+
+def trim_partitions(partitions: list[Message], budget: int, used: int = 0) -> tuple[int, bool]:
+    """Cut the records of ``partitions`` at batch boundaries so that, with ``used`` bytes kept before them, at most
+    ``budget`` bytes are kept, the first batch always (when ``used`` is 0); the bytes kept in all, and whether
+    anything was cut."""
+    cut = False
+    for partition in partitions:
+        records = partition.records
+        if not records:
+            continue
+        keep = 0
+        for batch in iter_batches(records, allow_truncated=True):
+            if used + keep + batch.size_bytes > budget and (used or keep):
+                break
+            keep += batch.size_bytes
+        if keep < len(records):
+            partition.records = records[:keep]
+            cut = True
+        used += keep
+    return used, cut

@@ -9,6 +9,8 @@ produce quota). Each stage adds its decision here: an applied throttle combines 
 
 from __future__ import annotations
 
+import dataclasses
+
 from proxy.apis.plan import Plan
 from proxy.apis.usage import NO_USAGE, ShadowNote, Usage
 from quota.primitives.decision import Decision, Throttle, combined, is_applied
@@ -22,8 +24,11 @@ class Decisions:
         self.usage: Usage = NO_USAGE  # the shadow ones, as data for the request path to record
 
     def add(self, quota: str, decision: Decision, client_id: str | None) -> None:
-        """One stage's decision on the request (``quota``: its name in metrics and logs)."""
+        """One stage's decision on the request (``quota``: its name in metrics and logs, and the throttle's ``by``
+        unless it says more)."""
         if is_applied(decision):
+            if isinstance(decision, Throttle) and not decision.by:
+                decision = dataclasses.replace(decision, by=quota)
             self.throttle = combined(self.throttle, decision)
         elif decision.shadow and getattr(decision, "throttle_time_ms", 0) > 0:
             ms = getattr(decision, "throttle_time_ms", 0)

@@ -269,6 +269,7 @@ def strict_mutation_quota(api_key: int, version: int) -> bool:
 FETCH_MAX_BYTES_SINCE = 3  # FetchRequest MaxBytes (KIP-74): a Fetch that can be capped
 FETCH_REPLICA_STATE_SINCE = 15  # FetchRequest ReplicaState (KIP-903): the follower's ReplicaId moves from the body's
 #                                first field (v0-14) into tagged field 1 (ReplicaId int32, ReplicaEpoch int64)
+FETCH_TOPIC_IDS_SINCE = 13  # FetchRequest/Response TopicId instead of the topic's name (KIP-516)
 FIND_COORDINATOR_BATCHED_SINCE = 4  # FindCoordinatorResponse Coordinators (KIP-699): one entry per key
 CREATE_TOPICS_REPORTS_PARTITIONS_SINCE = 5  # CreateTopicsResponse NumPartitions
 PRODUCE_NODE_ENDPOINTS_SINCE = 10  # ProduceResponse NodeEndpoints (KIP-951)

@@ -307,5 +307,5 @@ class RequestPath:
         now = self._clock()
         muted_ms = self._flow.throttle_request(entry, throttle, now)
         if muted_ms:
-            self._session.muted_for = header.client_id
+            self._session.muted_for, self._session.muted_by = header.client_id, throttle.by
             self._usage.throttled(header, throttle, muted_ms, now)

@@ -185,7 +185,7 @@ class ResponsePath:
         now = self._clock()
         self._usage.throttled(entry.header, throttle, throttle.mute_ms, now)
         self._flow.throttled_response(entry, now)
-        self._session.muted_for = entry.header.client_id
+        self._session.muted_for, self._session.muted_by = entry.header.client_id, throttle.by
         if frame is not None:
             self.send(frame)
 

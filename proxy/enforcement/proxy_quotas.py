@@ -18,6 +18,7 @@ from proxy.enforcement.quota_sets import BOOTSTRAP, BROKER, QuotaSet
 from proxy.enforcement.shadow_throttles import ShadowThrottles
 from proxy.ground.clock import SystemClock, WallClock
 from quota.managers.mutation import ControllerMutationQuotaManager
+from quota.managers.topic_quota import TopicQuotas
 from quota.primitives.entity import (
     CONSUMER_BYTE_RATE,
     CONTROLLER_MUTATION_RATE,
@@ -27,6 +28,7 @@ from quota.primitives.entity import (
 )
 from quota.primitives.held_bytes import HeldBytes
 from quota.primitives.rate import QuotaWindow
+from quota.primitives.topic_quotas import TOPIC_CONSUMER_BYTE_RATE, TOPIC_PRODUCER_BYTE_RATE
 
 
 class Overflowing(Protocol):
@@ -44,7 +46,8 @@ OVERFLOW_LOG_INTERVAL_MS = 60_000
 
 class ProxyQuotas:
     """``produce`` (producer_byte_rate, request bytes), ``fetch`` (consumer_byte_rate, response bytes),
-    ``producer_ids`` (producer_ids_rate) and ``mutations`` (controller_mutation_rate, partitions created or deleted).
+    ``producer_ids`` (producer_ids_rate), ``mutations`` (controller_mutation_rate, partitions created or deleted)
+    and ``topics`` (producer_byte_rate and consumer_byte_rate per topic, record bytes).
 
     ``produce``, ``fetch`` and ``producer_ids`` are the bootstrap ports' and sidecar listeners' :class:`QuotaSet`
     (every port's, under ``quota.scope: cluster``; :attr:`home` is their ports' record); under ``quota.scope:
@@ -106,6 +109,10 @@ class ProxyQuotas:
             + ([config.dynamic_config.topic] if config.dynamic_config is not None else [])
             + ([settings.quota_cluster_topic] if settings.quota_cluster_topic is not None else [])
         )
+        # producer_byte_rate and consumer_byte_rate per topic ({topic: ...} entities): one per proxy, every port's
+        self.topics = TopicQuotas(
+            config.topic_quotas, self.clock, self.window, mute_max, settings.quota_max_tracked_entities
+        )
         self.shadows = ShadowThrottles(self.clock)  # computed, not applied: counted and logged
         self.home = self._record(self.home_set)  # the bootstrap ports' and sidecar listeners' record
         self._overflow_seen: dict[tuple[str, str], int] = {}  # (quota, broker) -> overflowed at the last look
@@ -120,6 +127,7 @@ class ProxyQuotas:
         self.mode.smoothing = smoothing == "on"
         for _, quota_set in self.quota_sets():
             quota_set.set_smoothing(self.mode.smoothing)
+        self.topics.set_smoothing(self.mode.smoothing)
 
     def set_mode(self, mode: str) -> None:
         """``shadow``: every quota of the proxy computed and metered, none applied; ``enforce``: per entry."""
@@ -128,6 +136,7 @@ class ProxyQuotas:
         for _, quota_set in self.quota_sets():
             quota_set.set_shadow(shadow)
         self.mutations.shadow = shadow
+        self.topics.set_shadow(shadow)
         if self.volume is not None:
             self.volume.produce.shadow = self.volume.refused.shadow = shadow
 
@@ -151,9 +160,11 @@ class ProxyQuotas:
         """Sensors idle for an hour dropped from every set and the mutation quota (the app's housekeeping), at most
         ``limit`` per manager (the housekeeping calls again while this drops any, between other work of the loop);
         returns how many were dropped."""
-        return sum(
-            quota_set.expire_idle(limit) for _, quota_set in self.quota_sets()
-        ) + self.mutations.expire_idle_sensors(limit=limit)
+        return (
+            sum(quota_set.expire_idle(limit) for _, quota_set in self.quota_sets())
+            + self.mutations.expire_idle_sensors(limit=limit)
+            + self.topics.expire_idle(limit)
+        )
 
     def note_overflow(self, interval_ms: int = OVERFLOW_LOG_INTERVAL_MS) -> str | None:
         """A warning, at most once per ``interval_ms``, while new entities find their tables full
@@ -195,6 +206,8 @@ class ProxyQuotas:
         if self.volume is not None:
             counts[("volume_usage", "")] = self.volume.produce.overflowed
         counts[(CONTROLLER_MUTATION_RATE, "")] = self.mutations.overflowed
+        counts[(TOPIC_PRODUCER_BYTE_RATE, "")] = self.topics.produce.overflowed
+        counts[(TOPIC_CONSUMER_BYTE_RATE, "")] = self.topics.fetch.overflowed
         for key, source in self.overflow_sources:
             counts[(key, "")] = source.overflowed
         return counts
@@ -218,6 +231,7 @@ class ProxyQuotas:
             internal_topics=self.internal_topics,
             metadata_max_age_ms=self.metadata_max_age_ms,
             offset_metadata_max_bytes=self.offset_metadata_max_bytes,
+            topics=self.topics,
             node_id=node_id,
         )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import platform
 
 from config.model import ProxyConfig
+from config.quotas import is_topic_item
 
 PACKAGE = "kafka-quota-proxy"
 
@@ -46,12 +47,15 @@ def _listener(lc) -> str:
 
 
 def quota_counts(config: ProxyConfig) -> dict[str, int]:
-    """Entries per quota key in the YAML's ``quotas:`` (the dynamic config adds its own later)."""
+    """Entries per quota key in the YAML's ``quotas:`` (the dynamic config adds its own later); a topic entity's
+    keys as ``topic producer_byte_rate``."""
     counts: dict[str, int] = {}
     for item in config.raw_quotas:
+        topic = is_topic_item(item)
         for key in item:
             if key not in ("entity", "mode"):
-                counts[key] = counts.get(key, 0) + 1
+                name = f"topic {key}" if topic else key
+                counts[name] = counts.get(name, 0) + 1
     return dict(sorted(counts.items()))
 
 

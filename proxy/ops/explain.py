@@ -1,4 +1,4 @@
-"""``GET /explain?user=...&client_id=...&ip=...[&listener=...]`` on the ops port: why is this client throttled?
+"""``GET /explain?user=...&client_id=...&ip=...[&listener=...][&topic=...]`` on the ops port: why is this client throttled?
 
 The answer is :func:`quota.explain.explain.explain` over the running proxy's quota state, as JSON (``kafka-quota-proxy
 explain`` asks for it and prints it). The ops port may be reachable by tenants, so:
@@ -27,7 +27,7 @@ from quota.explain.values import MAX_LISTED_CONNECTIONS, NOT_THROTTLED, PAUSED, 
 from quota.managers.connection import normalize_ip
 from quota.primitives.token_bucket import TokenBucket
 
-PARAMETERS = ("user", "client_id", "ip", "listener")
+PARAMETERS = ("user", "client_id", "ip", "listener", "topic")
 REQUIRED = ("client_id", "ip")
 ANONYMOUS = "ANONYMOUS"  # the principal of a client that did not authenticate (Kafka's KafkaPrincipal.ANONYMOUS)
 MAX_NAME = 1024  # characters of a user or client id asked about (the request head is bounded at 8 KiB anyway)
@@ -72,7 +72,7 @@ def parse_query(query: bytes, listeners: tuple[str, ...]) -> Who:
     listener = given.get("listener") or None
     if listener is not None and listener not in listeners:
         raise QueryError(f"no listener {listener[:64]!r} (listeners: {', '.join(listeners)})")
-    return Who(given.get("user") or ANONYMOUS, given["client_id"], ip, listener)
+    return Who(given.get("user") or ANONYMOUS, given["client_id"], ip, listener, given.get("topic") or None)
 
 
 def whole_answer(who: dict, answers: list[dict], unanswered: list[str], note: str | None = None) -> bytes:
@@ -157,6 +157,7 @@ class Explainer:
             open_connections=listed,
             connections_open=opened,
             workers=1 if not app.reuse_port else settings.workers,
+            topics=quotas.topics,
         )
 
 
@@ -177,7 +178,14 @@ def _open_connections(connections: set, who: Who) -> tuple[int, tuple[OpenConnec
         muted, held = conn.flow.waits_ms(now)
         listed.append(
             OpenConnection(
-                conn.ctx.name, conn.peer, conn.session.user, conn.flow.mute_state, muted, held, conn.session.muted_for
+                conn.ctx.name,
+                conn.peer,
+                conn.session.user,
+                conn.flow.mute_state,
+                muted,
+                held,
+                conn.session.muted_for,
+                conn.session.muted_by,
             )
         )
     return len(found), tuple(listed)

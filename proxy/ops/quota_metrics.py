@@ -1,7 +1,8 @@
 """The per-entity quota metrics Prometheus reads, collected from the quota managers when it scrapes (in the scrape
 thread), never on the request path: the byte rates and the shadow throttles here, with the controller mutations'
-(:mod:`proxy.ops.mutation_metrics`), the producer ids' (:mod:`proxy.ops.producer_id_metrics`) and volume usage's
-(:mod:`proxy.ops.volume_metrics`); the connection quotas have their own collector (:mod:`proxy.ops.connection_metrics`).
+(:mod:`proxy.ops.mutation_metrics`), the topic quotas' (:mod:`proxy.ops.topic_metrics`), the producer ids'
+(:mod:`proxy.ops.producer_id_metrics`) and volume usage's (:mod:`proxy.ops.volume_metrics`); the connection quotas
+have their own collector (:mod:`proxy.ops.connection_metrics`).
 
 They follow Kafka's quota metrics (``byte-rate``, ``throttle-time`` avg/max, throttled responses). Label
 cardinality is bounded: beyond ``quota.metrics.max.entities`` entities (busiest first), the rest are summed under
@@ -22,6 +23,7 @@ from prometheus_client.registry import Collector
 from proxy.ops.metric_labels import label
 from proxy.ops.mutation_metrics import mutation_families
 from proxy.ops.producer_id_metrics import issued_family, producer_id_families
+from proxy.ops.topic_metrics import topic_families
 from proxy.ops.volume_metrics import volume_families
 from quota.primitives.entity import (
     CONSUMER_BYTE_RATE,
@@ -73,6 +75,7 @@ class QuotaMetricsCollector(Collector):
         if self.series is None or self.series.inline:  # else the series give them, from their last build
             yield from self.entity_families()
         yield from self._shadow_and_volume()
+        yield from topic_families(self._quotas.topics)
         yield self._overflowed()
         yield self._refunds_refused()
         yield issued_family(self._quotas)

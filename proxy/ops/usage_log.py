@@ -74,6 +74,7 @@ def records(
         record["throttles"] = counts.throttles
         record["quota_rate"] = counts.quota_rate
         record["observed_rate_sum"] = round(counts.observed_rate_sum, 1)
+        record["topic_bytes"] = counts.topic_bytes
         record["proxy"], record["broker"], record["scope"] = proxy, broker, scope
         yield record
 

@@ -23,6 +23,7 @@ class Session:
     producer_id: int = -1  # the last producer id checked against the producer-id quota on this connection
     producer_id_checked_ms: int = 0  # and when
     muted_for: str | None = None  # the client id of the request whose throttle last muted it (for explain)
+    muted_by: str = ""  # the quota whose throttle that was (Throttle.by: "" when not said)
     held_bytes: int = 0  # bytes of Produce requests held on this connection for their new producer ids (KIP-936)
     sasl: SaslExchange | None = None  # the SASL exchange seen on this connection, if any
     request_limit: int = 2**31 - 1  # the largest request frame accepted now (smaller until SASL succeeds)

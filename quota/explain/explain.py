@@ -10,6 +10,7 @@ from __future__ import annotations
 from quota.explain import client_quotas
 from quota.explain.connections import connection_findings
 from quota.explain.state import QuotaState
+from quota.explain.topics import topic_findings
 from quota.explain.values import (
     FULL,
     NOT_THROTTLED,
@@ -56,6 +57,8 @@ def explain(state: QuotaState, who: Who) -> Explanation:
             volume.produce, "volume-scaled", [volume.produce.resolve(who.user, who.client_id)], shadow_mode, now
         )
         findings.append(scaled)
+    if state.topics is not None and who.topic is not None:
+        findings.extend(topic_findings(state.topics, who.topic, shadow_mode, now))
     findings.extend(connection_findings(state.connections, state.listeners, who, now))
     proxy = _proxy_wide(state)
     reasons = [_reason(f) for f in findings if f.verdict in (THROTTLED, FULL, SHADOW)]
@@ -69,7 +72,8 @@ def explain(state: QuotaState, who: Who) -> Explanation:
                 )
                 if part
             )
-            reasons.append(f"connection {conn.peer} on {conn.listener}: {waits} ({conn.mute_state})")
+            by = f" by {conn.muted_by}" if conn.muted_ms and conn.muted_by else ""
+            reasons.append(f"connection {conn.peer} on {conn.listener}: {waits}{by} ({conn.mute_state})")
     paused = volume is not None and volume.state.state == PAUSE
     if paused:
         reasons.insert(

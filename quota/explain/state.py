@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from quota.managers.connection import ConnectionQuotas
     from quota.managers.mutation import ControllerMutationQuotaManager
     from quota.managers.producer_ids import ProducerIdQuotaManager
+    from quota.managers.topic_quota import TopicQuotas
     from quota.primitives.entity import QuotaTable
 
 
@@ -60,3 +61,4 @@ class QuotaState:
     open_connections: tuple[OpenConnection, ...] = ()  # the client's (at most MAX_LISTED_CONNECTIONS)
     connections_open: int = 0  # all of the client's open connections
     workers: int = 1  # settings.workers: this process is one of them when more than 1
+    topics: TopicQuotas | None = None  # the topic quotas ({topic: ...} entities)

@@ -43,6 +43,7 @@ class Who:
     client_id: str
     ip: str
     listener: str | None = None
+    topic: str | None = None  # a topic it writes or reads: that topic's quotas are explained too
 
 
 class FindingOf(TypedDict):
@@ -62,7 +63,8 @@ class Finding:
 
     quota: str  # producer_byte_rate, consumer_byte_rate, controller_mutation_rate, producer_ids_rate,
     # request_percentage, connection_creation_rate, max_connections
-    scope: str  # "user/client-id", "user", "ip", "listener <name>", "proxy-wide"; a broker's set adds " broker N"
+    scope: str  # "user/client-id", "user", "ip", "listener <name>", "proxy-wide", "topic <name>"; a broker's set
+    # adds " broker N"
     verdict: str
     unit: str
     entity: str | None = None  # the matching entry (/users/alice/clients/etl, /ips/<default>) or the setting
@@ -92,6 +94,7 @@ class OpenConnection:
     muted_ms: int  # how long its quota mute still lasts (0: none)
     held_ms: int  # how long its longest held request still waits (0: none)
     muted_for: str | None = None  # the client id whose throttle muted it last (a connection's requests name theirs)
+    muted_by: str = ""  # the quota whose throttle that was ("topic_producer_byte_rate (topic orders)"; "": not said)
 
     def holds_back(self, who: Who) -> bool:
         """Whether it holds ``who`` back now: muted for a throttle of ``who``'s client id, or holding a request (a

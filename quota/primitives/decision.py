@@ -38,6 +38,9 @@ class Throttle:
     # Kafka's formula X = (O - Q) / Q x W gives O back only while X is not capped; these are O and Q themselves.
     bound: float = field(default=0.0, compare=False)
     observed_rate: float = field(default=0.0, compare=False)
+    # Which quota decided it, for explain ("" when not said; the longer mute's when combined): the quota's name, and
+    # for a topic quota the topic (proxy.apis.decisions names it)
+    by: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         if self.throttle_time_ms < 0 or self.mute_ms < 0:
@@ -63,7 +66,7 @@ def is_applied(decision: Decision) -> bool:
 def longest(a: Throttle, b: Throttle) -> Throttle:
     """Two throttles on one request (several quota stages) combine: the longest report and the longest mute win;
     the result is shadow only when both are. The byte-rate figures (``bound``, ``observed_rate``) are the longer
-    mute's, or the other's when it has none."""
+    mute's, or the other's when it has none; so is ``by``."""
     figures = a if (a.mute_ms >= b.mute_ms and a.bound) or not b.bound else b
     return Throttle(
         max(a.throttle_time_ms, b.throttle_time_ms),
@@ -71,6 +74,7 @@ def longest(a: Throttle, b: Throttle) -> Throttle:
         a.shadow and b.shadow,
         figures.bound,
         figures.observed_rate,
+        a.by if a.mute_ms >= b.mute_ms or not b.by else b.by,
     )
 
 

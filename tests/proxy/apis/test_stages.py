@@ -23,6 +23,7 @@ def test_produce_is_planned_by_its_stages_in_their_declared_order():
         "volume pause",
         "producer ids",
         "byte rate",
+        "topic byte rate",
         "volume rate",
     ]
 

@@ -181,3 +181,38 @@ def test_the_cap_bounds_producer_id_users_and_mutation_buckets_and_says_so(caplo
     with caplog.at_level("WARNING", logger="proxy.enforcement.proxy_quotas"):
         line = quotas.note_overflow()
     assert "producer_ids_rate: 50" in line and "controller_mutation_rate: 50" in line
+
+
+def test_topic_metrics_name_topics_with_an_entry_and_sum_the_rest_under_default():
+    """A topic's series exist for topics with an entry of their own; every other topic is counted in one
+    topic="<default>" series, so topics a client makes up never add a label value."""
+    _, quotas, registry = proxy_registry(
+        [
+            {"entity": {"topic": "orders"}, "producer_byte_rate": 100},
+            {"entity": {"topic": "<default>"}, "producer_byte_rate": 1000, "consumer_byte_rate": 50},
+        ]
+    )
+    for _ in range(3):
+        quotas.topics.produce.record_topic("orders", 600)
+    for i in range(40):
+        quotas.topics.produce.record_topic(f"made-up-{i}", 10)
+    quotas.topics.fetch.record_topic("orders", 5)
+
+    def sample(name, quota, topic):
+        return registry.get_sample_value(f"kafka_quota_proxy_topic_quota_{name}", {"quota": quota, "topic": topic})
+
+    assert sample("bytes_total", "producer_byte_rate", "orders") == 1800
+    assert sample("limit", "producer_byte_rate", "orders") == 100
+    assert sample("byte_rate", "producer_byte_rate", "orders") == 180  # 1800 B over 10 s
+    assert sample("throttled_requests_total", "producer_byte_rate", "orders") == 2
+    assert sample("bytes_total", "producer_byte_rate", "<default>") == 400
+    assert sample("limit", "producer_byte_rate", "<default>") == 1000
+    assert sample("byte_rate", "producer_byte_rate", "<default>") is None  # many topics: no one rate
+    assert sample("bytes_total", "consumer_byte_rate", "<default>") == 5  # no consumer quota of its own
+    topics = {
+        s.labels["topic"]
+        for m in registry.collect()
+        for s in m.samples
+        if s.name == "kafka_quota_proxy_topic_quota_bytes_total"
+    }
+    assert topics == {"orders", "<default>"}

@@ -14,7 +14,7 @@ from config.usage import UsageLogConfig, parse_usage_log
 from proxy.ops.metrics import ProxyMetrics
 from proxy.ops.usage_files import RotatingWriter
 from proxy.ops.usage_log import UsageLog, records
-from proxy.ops.usage_table import FIELDS, THROTTLE_FIELDS, UsageTable
+from proxy.ops.usage_table import FIELDS, THROTTLE_FIELDS, TOPIC_FIELDS, UsageTable
 from quota.managers.client_quota import ClientQuotaManager
 from quota.primitives.clock import ManualClock
 from quota.primitives.decision import Throttle
@@ -53,6 +53,7 @@ def test_one_record_per_entity_per_interval_with_every_field():
             "api",
             *FIELDS,
             *THROTTLE_FIELDS,
+            *TOPIC_FIELDS,
             "proxy",
             "broker",
             "scope",
@@ -224,3 +225,19 @@ def test_config_section_defaults_and_errors():
         with pytest.raises(ConfigError) as info:
             parse_usage_log(raw, "usage_log")
         assert message in str(info.value)
+
+
+def test_topic_bytes_are_summed_by_topic_label_in_the_requests_row():
+    from proxy.apis.usage import Usage
+    from proxy.codec.header import RequestHeader
+
+    table = UsageTable()
+    recorder = table.recorder(type("S", (), {"listener": "L", "peer_ip": "10.0.0.1", "user": "alice"})())
+    header = RequestHeader(100, PRODUCE, 9, 1, "etl", 20, 1)
+    for _ in range(2):
+        recorder.planned(header, Usage(topic_bytes=(("orders", 10), ("<default>", 5))))
+    recorder.planned(RequestHeader(100, FETCH, 12, 2, "etl", 20), Usage())
+    out = {r["api"]: r for r in records(table.take(), 1000.0, 10.0)}
+    assert out["Produce"]["topic_bytes"] == {"orders": 20, "<default>": 10}
+    assert out["Fetch"]["topic_bytes"] is None
+    json.dumps(out["Produce"])  # as the writer writes it

@@ -130,7 +130,13 @@ def test_asking_about_a_client_makes_no_sensor_and_says_it_is_not_throttled():
     assert {f.verdict for f in explanation.findings} <= {WITHIN, UNLIMITED, BROKER}
     assert p.finding(explanation, REQUEST_PERCENTAGE).verdict == BROKER
     assert (len(p.produce), len(p.fetch), len(p.mutations), len(p.pids), p.connections.tracked_ips) == (0, 0, 0, 0, 0)
-    assert as_json(explanation)["who"] == {"user": "alice", "client_id": "etl", "ip": "10.0.0.1", "listener": None}
+    assert as_json(explanation)["who"] == {
+        "user": "alice",
+        "client_id": "etl",
+        "ip": "10.0.0.1",
+        "listener": None,
+        "topic": None,
+    }
 
 
 def test_an_entity_past_the_tracked_cap_has_its_own_sensor_and_a_new_one_is_told_how_it_starts():
@@ -285,3 +291,31 @@ def test_each_brokers_budget_is_explained_and_the_cluster_budget_is_said():
     assert "no peer sidecar fresh (2 known): keeping to quota / 3" in fallback
     shared = explain(p.state(scope="cluster", cluster_peers=PeerView(2, 2, False)), ALICE).proxy.cluster
     assert "one budget with 2 fresh peer sidecar(s) of 2 known" in shared
+
+
+def test_a_topic_asked_about_has_its_quotas_explained_and_a_connection_says_which_quota_muted_it():
+    from quota.managers.topic_quota import TopicQuotas
+    from quota.primitives.topic_quotas import topic_table
+
+    p = Proxy([])
+    topics = TopicQuotas(
+        topic_table({"orders": {PRODUCER_BYTE_RATE: 1000}, DEFAULT: {PRODUCER_BYTE_RATE: 50_000}}),
+        p.clock,
+        WINDOW,
+        25_000,
+        100,
+    )
+    for _ in range(3):
+        topics.produce.record_topic("orders", 6000)
+    muted = OpenConnection("PLAINTEXT", "10.0.0.1:5", "alice", "MUTED_AND_THROTTLED", 900, 0, "etl", "by-me")
+    who = Who("alice", "etl", "10.0.0.1", topic="orders")
+    explanation = explain(p.state(topics=topics, open_connections=(muted,), connections_open=1), who)
+    f = p.finding(explanation, PRODUCER_BYTE_RATE, "topic orders")
+    assert (f.verdict, f.entity, f.limit, f.level) == (THROTTLED, "/topics/orders", 1000, None)
+    assert f.measured == 1800 and f.throttle_ms > 0 and f.overridden == ("/topics/<default> = 50000",)
+    assert p.finding(explanation, CONSUMER_BYTE_RATE, "topic orders").verdict == UNLIMITED
+    assert explanation.verdict == THROTTLED
+    assert any("by by-me" in reason for reason in explanation.reasons)
+    assert len(topics.produce) == 1  # asking made nothing
+    plain = explain(p.state(topics=topics), ALICE)  # no topic asked: none explained
+    assert not [f for f in plain.findings if f.scope.startswith("topic")]

@@ -1,0 +1,91 @@
+"""The ``quotas:`` section's topic entities: a byte rate per topic, whoever writes or reads it.
+
+```yaml
+quotas:
+  - entity: {topic: orders}             # this topic's own quota
+    producer_byte_rate: 10485760
+    consumer_byte_rate: 20971520
+  - entity: {topic: "<default>"}        # every other topic, each on its own
+    producer_byte_rate: 1048576
+```
+
+A topic entity stands alone (no user, client-id or ip beside it) and takes ``producer_byte_rate`` and
+``consumer_byte_rate`` (and ``mode``). The entries are YAML's: the config topic and the client-quota APIs do not
+name topics (yet).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from config.errors import ConfigError, collecting, raise_all
+from config.quotas import MIN_RATE, check_alone, is_topic_item
+from config.typed_settings import Settings
+from quota.primitives.entity import DEFAULT, QuotaEntry
+from quota.primitives.topic_quotas import TOPIC, TOPIC_KEYS, TopicEntity, TopicQuotaTable
+
+_LEGAL = re.compile(r"[a-zA-Z0-9._-]{1,249}")  # Kafka's topic names (Topic.validate)
+
+
+def parse_topic_quotas(raw: Any, path: str, settings: Settings | None = None) -> TopicQuotaTable:
+    """The topic entries of the ``quotas:`` list (the other items are config.quotas's), every error reported; not
+    with ``settings.workers`` above 1 (kept per process, each worker would allow the whole quota)."""
+    if not isinstance(raw, list):
+        return TopicQuotaTable()  # config.quotas reports it
+    entries: list[QuotaEntry] = []
+    errors: list[ConfigError] = []
+    seen: set[str] = set()
+    for i, item in enumerate(raw):
+        if not is_topic_item(item):
+            continue
+        where = f"{path}[{i}]"
+        entry = collecting(errors, parse_topic_item, item, where)
+        if entry is None:
+            continue
+        topic = entry.entity.topic if isinstance(entry.entity, TopicEntity) else ""
+        if topic in seen:
+            errors.append(ConfigError(f"{where}.entity.{TOPIC}", f"{topic} is configured more than once"))
+        seen.add(topic)
+        entries.append(entry)
+    if entries and settings is not None and settings.workers > 1:
+        errors.append(
+            ConfigError(
+                path,
+                f"topic quotas are kept per process: not with settings.workers {settings.workers} (each worker "
+                "would allow the whole quota); use workers: 1 or no topic entities",
+            )
+        )
+    raise_all(errors)
+    return TopicQuotaTable(entries)
+
+
+def parse_topic_item(item: dict, where: str) -> QuotaEntry:
+    """One ``{topic: ...}`` item."""
+    entity = item["entity"]
+    check_alone(entity, TOPIC, where, f"a {TOPIC} entity", ": a topic quota counts every client's bytes")
+    name = entity[TOPIC]
+    if not isinstance(name, str) or (name != DEFAULT and not _LEGAL.fullmatch(name)):
+        raise ConfigError(
+            f"{where}.entity.{TOPIC}",
+            f'expected a topic name (letters, digits, ".", "_", "-"; at most 249) or "{DEFAULT}", got {name!r}',
+        )
+    mode = item.get("mode", "enforce")
+    if mode not in ("enforce", "shadow"):
+        raise ConfigError(f"{where}.mode", f"expected enforce or shadow, got {mode!r}")
+    quotas: dict[str, float] = {}
+    for key, value in item.items():
+        if key in ("entity", "mode"):
+            continue
+        if key not in TOPIC_KEYS:
+            raise ConfigError(f"{where}.{key}", f"not a key of {TOPIC} entities (known: {', '.join(TOPIC_KEYS)})")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not MIN_RATE <= value < math.inf:
+            raise ConfigError(
+                f"{where}.{key}",
+                f"expected a rate in bytes per second > 0 (finite, at least {MIN_RATE:g}), got {value!r}",
+            )
+        quotas[key] = value
+    if not quotas:
+        raise ConfigError(where, f"no quota key given (a {TOPIC} entity takes {', '.join(TOPIC_KEYS)})")
+    return QuotaEntry(TopicEntity.of(name), quotas, mode == "shadow")

@@ -1,0 +1,198 @@
+"""Byte rates per topic (``entity: {topic: ...}``): Produce and Fetch stages beside the client quotas' own.
+
+Both kinds apply to one request: the whole request is charged to its client's quota (:mod:`proxy.apis.byte_rate`)
+and each topic's record bytes to that topic's quota, here; the request is given the longest of their throttles
+(:meth:`proxy.apis.plan.Plan.then`), reported in ``throttle_time_ms`` and muted for, as a client quota's is.
+
+**Produce**: the request is read whole (every topic it writes must be known before any of it moves) and each
+topic's record bytes (every partition's ``records``) recorded against its quota
+(:class:`quota.managers.topic_quota.TopicQuotaManager`); it is forwarded at once, as a client quota forwards it, and
+over quota the response carries the throttle and the connection is muted for it, so a producer writing a capped
+topic through many client ids or connections is held to the topic's rate: every connection that writes it is
+throttled by the same sensor. A topic named by its id (Produce v13+) the proxy cannot name yet is looked up first
+(:func:`proxy.apis.metadata.look_up_topics`); one the broker cannot name either is not charged (the broker writes
+nothing for an id it does not know).
+
+**Fetch**: each topic's record bytes in the answer are charged as the client gets them, after every trim of the
+request's earlier stages; a topic over quota has its records cut at a record-batch boundary to its headroom (its
+first batch always kept, so the consumer makes progress; batches never split or re-encoded), the other topics of
+the answer untouched, so a large answer cannot carry a topic far past its quota in one throttle (throttles are
+capped at ``quota.mute.max.ms``). A Fetch v13+ names topics by id: its body is read first and an id the proxy does
+not know looked up, so its answer can be charged by name. A follower's Fetch (replication) is exempt, as from the
+client quota.
+
+A topic quota in shadow mode (its entry's ``mode: shadow``, or ``quota.mode: shadow``) is recorded and counted,
+nothing cut or applied. The bytes charged go to the usage log's row of the request (``topic_bytes``), by the
+topic's metric label (its name when its own entry sets the quota, else ``<default>``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+
+from proxy.apis.byte_rate import trim_partitions
+from proxy.apis.decisions import Decisions
+from proxy.apis.metadata import look_up_topics
+from proxy.apis.plan import FORWARD_AS_IS, ConnectionScope, ForwardRequest, Outcome, Plan
+from proxy.apis.response_leg import Account, ResponseLeg
+from proxy.apis.usage import Usage
+from proxy.cluster.topics import Topics
+from proxy.codec.apis import FETCH, FETCH_REPLICA_STATE_SINCE, FETCH_TOPIC_IDS_SINCE, PRODUCE
+from proxy.codec.frame import BUFFER, STREAM
+from proxy.codec.header import RequestHeader
+from proxy.codec.messages import Message, decode_request, decode_response, encode_response
+from proxy.codec.primitives import ZERO_UUID
+from proxy.session.session import Session
+from quota.managers.topic_quota import TopicQuotaManager
+from quota.primitives.decision import FORWARD, Decision, Throttle
+from quota.primitives.topic_quotas import TOPIC_CONSUMER_BYTE_RATE, TOPIC_PRODUCER_BYTE_RATE
+
+
+def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan | None:
+    """Produce's stage of the topic ``producer_byte_rate``: the body read whole, each topic's record bytes charged."""
+    if not scope.quotas.topics.produce.enabled:
+        return None
+    return Plan(action=BUFFER, decide=_ProduceCharge(scope, session, header).decide)
+
+
+def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan | None:
+    """Fetch's stage of the topic ``consumer_byte_rate``: each topic's records in the answer trimmed to its
+    headroom and charged."""
+    if header.replica_id >= 0 or not scope.quotas.topics.fetch.enabled:  # a follower broker (Fetch v0-14)
+        return None
+    charge = _FetchCharge(scope, session, header)
+    # v13+: topics by id, looked up before the request goes; v15+: the replica id is in the body's tagged fields
+    read_body = header.api_version >= min(FETCH_TOPIC_IDS_SINCE, FETCH_REPLICA_STATE_SINCE)
+    return Plan(
+        action=BUFFER if read_body else STREAM,
+        decide=charge.decide if read_body else None,
+        leg=ResponseLeg(rewrite=charge.trim, record_response=charge.charge, accounted=charge.accounted),
+    )
+
+
+def _name(item: Message, named: str, topics: Topics) -> str | None:
+    """The topic an item of a Produce or Fetch names: by its id from v13 (None: an id the proxy cannot name)."""
+    topic_id = getattr(item, "topic_id", None)
+    if topic_id is not None and topic_id != ZERO_UUID:
+        return topics.name_for(topic_id)
+    return named or None
+
+
+def _unknown_ids(items: list[Message], topics: Topics) -> list[uuid.UUID]:
+    return [
+        item.topic_id
+        for item in items
+        if getattr(item, "topic_id", None) not in (None, ZERO_UUID) and topics.name_for(item.topic_id) is None
+    ]
+
+
+class _ProduceCharge:
+    """One Produce's topics: named (after a lookup of ids not known yet), then charged."""
+
+    __slots__ = ("scope", "session", "header", "looked_up")
+
+    def __init__(self, scope: ConnectionScope, session: Session, header: RequestHeader) -> None:
+        self.scope, self.session, self.header = scope, session, header
+        self.looked_up = False
+
+    def decide(self, body: memoryview) -> Outcome:
+        msg = decode_request(PRODUCE, self.header.api_version, body)
+        topics = self.scope.topics
+        unknown = _unknown_ids(msg.topic_data, topics)
+        if unknown and not self.looked_up:
+            self.looked_up = True
+            kept = bytes(body)  # the client's buffer is not ours past this call
+            return look_up_topics(
+                self.scope, self.session, [(None, i) for i in unknown], lambda: self.decide(memoryview(kept))
+            )
+        counted: dict[str, int] = {}
+        for item in msg.topic_data:
+            name = _name(item, item.name, topics)
+            if name is not None:
+                size = sum(len(p.records) for p in item.partition_data if p.records is not None)
+                counted[name] = counted.get(name, 0) + size
+        decisions = Decisions()
+        quotas = self.scope.quotas.topics
+        for name, size in counted.items():
+            decision = _of_topic(quotas.produce.record_topic(name, size), TOPIC_PRODUCER_BYTE_RATE, name)
+            decisions.add(TOPIC_PRODUCER_BYTE_RATE, decision, self.header.client_id)
+        usage = decisions.usage + Usage(topic_bytes=_labelled(quotas.produce, counted))
+        return ForwardRequest(throttle=decisions.throttle, usage=usage)
+
+
+def _of_topic(decision: Decision, quota: str, topic: str) -> Decision:
+    """A topic quota's decision as the request carries it: it says which topic decided it (for ``explain``), and
+    carries no client byte-rate figures (``bound``: the usage log's ``quota_rate`` is the client's quota; the topic's
+    bytes have their own field, ``topic_bytes``)."""
+    if not isinstance(decision, Throttle):
+        return decision
+    return dataclasses.replace(decision, bound=0.0, observed_rate=0.0, by=f"{quota} (topic {topic})")
+
+
+def _labelled(quota: TopicQuotaManager, counted: dict[str, int]) -> tuple[tuple[str, int], ...]:
+    """The bytes of the topics ``quota`` covers, by metric label (bounded by the configuration)."""
+    out: dict[str, int] = {}
+    for name, size in counted.items():
+        label = quota.label(name)
+        if label is not None:
+            out[label] = out.get(label, 0) + size
+    return tuple(out.items())
+
+
+class _FetchCharge:
+    """One Fetch: its topic ids named before it goes, its answer trimmed per topic, then charged."""
+
+    __slots__ = ("scope", "session", "header", "follower", "looked_up", "counted", "decisions")
+
+    def __init__(self, scope: ConnectionScope, session: Session, header: RequestHeader) -> None:
+        self.scope, self.session, self.header = scope, session, header
+        self.follower = False  # a follower's Fetch v15+ (its replica id read from the body): exempt
+        self.looked_up = False
+        self.counted: dict[str, int] = {}  # the record bytes of each topic of the answer the client gets
+        self.decisions = Decisions()
+
+    def decide(self, body: memoryview) -> Outcome:
+        version = self.header.api_version
+        msg = decode_request(FETCH, version, body)
+        if version >= FETCH_REPLICA_STATE_SINCE and msg.replica_state.replica_id >= 0:
+            self.follower = True
+            return FORWARD_AS_IS
+        unknown = _unknown_ids(msg.topics, self.scope.topics)
+        if unknown and not self.looked_up:
+            self.looked_up = True
+            return look_up_topics(self.scope, self.session, [(None, i) for i in unknown], lambda: FORWARD_AS_IS)
+        return FORWARD_AS_IS
+
+    def trim(self, body: memoryview) -> bytes | None:
+        """The answer as the client gets it (after the earlier stages' rewrites): each enforced topic's records cut
+        to its headroom; every topic's record bytes counted for :meth:`charge`. None: nothing cut."""
+        if self.follower:
+            return None
+        version = self.header.api_version
+        msg = decode_response(FETCH, version, body)
+        quota, topics = self.scope.quotas.topics.fetch, self.scope.topics
+        cut = False
+        for item in msg.responses:
+            name = _name(item, item.topic, topics)
+            if name is None:
+                continue  # dropped from what the proxy knows since the request went: not charged
+            resolved = quota.resolve_topic(name)
+            if resolved.unlimited:
+                continue
+            if not (quota.shadow or resolved.shadow):
+                cut = trim_partitions(item.partitions, int(quota.headroom(name)))[1] or cut
+            size = sum(len(p.records) for p in item.partitions if p.records is not None)
+            self.counted[name] = self.counted.get(name, 0) + size
+        return encode_response(FETCH, version, msg) if cut else None
+
+    def charge(self, response_size: int) -> Decision:
+        """Each topic's bytes of the answer recorded (``response_size``, the whole answer's, is the client quota's)."""
+        quota, client_id = self.scope.quotas.topics.fetch, self.header.client_id
+        for name, size in self.counted.items():
+            decision = _of_topic(quota.record_topic(name, size), TOPIC_CONSUMER_BYTE_RATE, name)
+            self.decisions.add(TOPIC_CONSUMER_BYTE_RATE, decision, client_id)
+        return self.decisions.throttle or FORWARD
+
+    def accounted(self, later: Account) -> Usage:
+        return self.decisions.usage + Usage(topic_bytes=_labelled(self.scope.quotas.topics.fetch, self.counted))

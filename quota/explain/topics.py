@@ -1,0 +1,25 @@
+"""The topic quotas' findings of an explanation (``--topic``): each byte rate of the topic asked about. Pure.
+
+A topic quota is the topic's, not the client's: the finding says what the topic measures now against its entry (its
+own, else ``<default>``) and the throttle a request writing or reading it now would be given, whoever sends it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from quota.explain.client_quotas import byte_rate
+from quota.explain.values import Finding
+from quota.managers.topic_quota import TopicQuotas
+
+
+def topic_findings(topics: TopicQuotas, topic: str, shadow_mode: bool, now_ms: int) -> list[Finding]:
+    """``producer_byte_rate`` and ``consumer_byte_rate`` of ``topic``: read, never made."""
+    found = []
+    for manager in (topics.produce, topics.fetch):
+        finding = byte_rate(
+            manager, f"topic {topic}", topics.table.matches(manager.quota_key, topic), shadow_mode, now_ms
+        )
+        # no precedence level: a topic has its own entry or <default>'s (the overridden list says which was passed)
+        found.append(dataclasses.replace(finding, level=None, level_path=None))
+    return found

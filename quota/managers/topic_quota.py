@@ -1,0 +1,113 @@
+"""Byte-rate quotas per topic (``entity: {topic: ...}``), as a pure object: one manager per quota key, each
+Kafka's sampled rate per topic (:class:`~quota.managers.client_quota.ClientQuotaManager` over a
+:class:`~quota.primitives.topic_quotas.TopicQuotaTable`).
+
+``producer_byte_rate`` counts the record bytes a Produce writes to the topic (every partition's ``records``);
+``consumer_byte_rate`` the record bytes a Fetch answer carries from it. Over quota the throttle is Kafka's,
+``(rate - limit) / limit * window``, from the same window settings as the client quotas, capped as theirs are; a
+request that writes several topics is given the longest of their throttles (and of its client quota's: the proxy
+combines them).
+
+Only a topic with a quota (its own entry, or ``<default>``) is recorded: a name no entry covers leaves nothing
+behind, and names a client makes up under ``<default>`` are bounded by ``quota.max.tracked.entities`` as
+``<default>`` client ids are (a full table evicts the topic used least lately, its debt kept; a topic made while
+the table is full starts at its limit, with no fresh burst).
+"""
+
+from __future__ import annotations
+
+from quota.managers.client_quota import ClientQuotaManager
+from quota.primitives.clock import Clock
+from quota.primitives.decision import FORWARD, Decision
+from quota.primitives.entity import CONSUMER_BYTE_RATE, DEFAULT, PRODUCER_BYTE_RATE, ResolvedQuota
+from quota.primitives.rate import QuotaWindow
+from quota.primitives.sensor import ClientSensors, EntityStats, summed_stats
+from quota.primitives.topic_quotas import TopicEntity, TopicQuotaTable
+
+
+class TopicQuotaManager(ClientQuotaManager):
+    """One topic quota key's sensors and decisions. A topic is counted as the client id of an anonymous client
+    (``("", topic)``: :mod:`quota.primitives.topic_quotas`); these methods say so once, for every caller."""
+
+    def resolve_topic(self, topic: str) -> ResolvedQuota:
+        return self.resolve("", topic)
+
+    def record_topic(self, topic: str, nbytes: float, now_ms: int | None = None) -> Decision:
+        """Record ``nbytes`` of ``topic`` and decide (:meth:`record_and_decide`); a topic no quota covers is not
+        recorded at all (no sensor is made for it)."""
+        if self.keeper.known("", topic) is None and self.resolve("", topic).unlimited:
+            return FORWARD
+        return self.record_and_decide("", topic, nbytes, now_ms)
+
+    def label(self, topic: str) -> str | None:
+        """The topic as metrics and the usage log name it: its name when its own entry sets this quota, else
+        :data:`DEFAULT` (so a label's values are bounded by the configuration, whatever topics clients name); None
+        when no quota covers it."""
+        entity = self.resolve("", topic).entity
+        return entity.topic if isinstance(entity, TopicEntity) else None
+
+    def headroom(self, topic: str, now_ms: int | None = None) -> float:
+        """What ``topic`` may still take now without a throttle (``math.inf`` when no quota covers it)."""
+        return self.remaining_in_quota_window("", topic, now_ms)
+
+    def stats_for_topic(self, topic: str, now_ms: int | None = None) -> EntityStats | None:
+        return self.stats_for("", topic, now_ms)
+
+    def grouped_stats(self, now_ms: int | None = None) -> list[tuple[str, EntityStats, float]]:
+        """``(label, stats, limit)`` per topic with its own entry and one for every topic under ``<default>``
+        together (their counters summed, no rate: measuring each would make a scrape grow with the topics), for
+        metrics whose labels the configuration bounds. Off the request path."""
+        now = self._now(now_ms)
+        own: list[tuple[str, EntityStats, float]] = []
+        defaults: list[ClientSensors] = []
+        for sensors in self.keeper.snapshot():
+            entity = sensors.entity
+            if not isinstance(entity, TopicEntity):
+                continue  # retired: no quota counts in it any more
+            if entity.topic == DEFAULT:
+                defaults.append(sensors)
+            else:
+                own.append((entity.topic, sensors.stats(now), sensors.limit))
+        if defaults:
+            summed = summed_stats([defaults], now, self.window.span_ms)
+            own.append((DEFAULT, summed, self.quotas.resolve(self.quota_key, "", DEFAULT).limit))
+        return own
+
+    def __repr__(self) -> str:
+        return f"TopicQuotaManager(quota_key={self.quota_key!r}, topics={len(self.keeper)})"
+
+
+class TopicQuotas:
+    """The topic quotas of one proxy: ``produce`` (``producer_byte_rate``) and ``fetch`` (``consumer_byte_rate``)."""
+
+    __slots__ = ("produce", "fetch", "table")
+
+    def __init__(
+        self, table: TopicQuotaTable, clock: Clock, window: QuotaWindow, max_throttle_time_ms: int, max_tracked: int
+    ) -> None:
+        self.table = table
+        cap = max_tracked
+        self.produce = TopicQuotaManager(
+            table, PRODUCER_BYTE_RATE, clock, window, max_throttle_time_ms, max_tracked_entities=cap
+        )
+        self.fetch = TopicQuotaManager(
+            table, CONSUMER_BYTE_RATE, clock, window, max_throttle_time_ms, max_tracked_entities=cap
+        )
+
+    @property
+    def enabled(self) -> bool:
+        return self.produce.enabled or self.fetch.enabled
+
+    def update(self, table: TopicQuotaTable) -> None:
+        self.table = table
+        self.produce.update_quotas(table)
+        self.fetch.update_quotas(table)
+
+    def set_shadow(self, shadow: bool) -> None:
+        self.produce.shadow = self.fetch.shadow = shadow
+
+    def set_smoothing(self, on: bool) -> None:
+        self.produce.smoothing = self.fetch.smoothing = on
+
+    def expire_idle(self, limit: int | None = None) -> int:
+        return self.produce.expire_idle_sensors(limit=limit) + self.fetch.expire_idle_sensors(limit=limit)
