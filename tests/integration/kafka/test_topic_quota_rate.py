@@ -1,0 +1,50 @@
+"""A topic's byte rate under its ``producer_byte_rate`` (``entity: {topic: ...}``), measured through a sidecar in
+front of Apache Kafka: two confluent-kafka producers, each with its own client id and connection, write one topic of
+four partitions flat out, and the topic's total must stay within 0.95-1.05 of its quota (Kafka's own system-test
+band for its client quotas): the quota is the topic's, so two writers share it, neither gets a quota of its own.
+
+As in tests/integration/test_byte_rate.py, one-second windows (two of them) let the measurement span many of the
+sampled rate's cycles in reasonable time, and it starts one window span after the producers do (a fresh sensor may
+burst quota x (num - 1) x window first, as in Kafka).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.integration.flat_clients import Flat, ck_flat
+
+pytestmark = [pytest.mark.integration, pytest.mark.measures_rate, pytest.mark.long_running(seconds=25)]
+
+QUOTA = 1024 * 1024
+WINDOWS = 2
+SPANS = 8  # the measurement: 8 window spans (16 s), after one span of start-up
+
+
+def topic_bytes(proxy, topic: str) -> float:
+    return proxy.metric("kafka_quota_proxy_topic_quota_bytes_total", quota="producer_byte_rate", topic=topic)
+
+
+@pytest.mark.parametrize("upstream", ["kafka1"], indirect=True)
+def test_two_producers_share_one_topic_quota(upstream):
+    settings = {"quota.window.num": WINDOWS, "quota.window.size.seconds": 1}
+    with upstream.topics(upstream.direct(""), "topic-rate", partitions=4) as (topic,):
+        quotas = [{"entity": {"topic": topic}, "producer_byte_rate": QUOTA}]
+        with upstream.sidecar(quotas, **settings) as proxy:
+            writers = [Flat(ck_flat(proxy.bootstrap, topic, f"writer-{i}")) for i in range(2)]
+            with writers[0], writers[1]:
+                started = time.monotonic()
+                time.sleep(WINDOWS)  # deliberate: past the start-up burst
+                b0, t0 = topic_bytes(proxy, topic), time.monotonic()
+                time.sleep(SPANS * WINDOWS)  # deliberate: the measurement window (a rate group)
+                b1, t1 = topic_bytes(proxy, topic), time.monotonic()
+            rate = (b1 - b0) / (t1 - t0)
+            print(f"topic rate {rate / QUOTA:.3f} x its quota over {t1 - t0:.1f} s, {t0 - started:.1f} s in")
+            assert 0.95 * QUOTA <= rate <= 1.05 * QUOTA, f"the topic at {rate / QUOTA:.3f} x its quota"
+            assert all(w.acked for w in writers), "a writer had nothing acknowledged: the two did not share"
+            throttled = proxy.metric(
+                "kafka_quota_proxy_topic_quota_throttled_requests_total", quota="producer_byte_rate", topic=topic
+            )
+            assert throttled > 0
