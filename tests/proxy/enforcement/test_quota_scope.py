@@ -166,3 +166,19 @@ def test_metrics_keep_todays_labels_with_one_set():
         )
         == 500
     )
+
+
+def test_topic_quotas_are_one_per_proxy_whatever_the_scope_and_follow_the_mode():
+    """A topic's quota is the topic's across every broker port of a cluster-mode proxy (KIP-1010's skewed leaders
+    then share it), and quota.mode and quota.smoothing switch it as they switch the others."""
+    topics = [{"entity": {"topic": "orders"}, "producer_byte_rate": 1000}]
+    clock = ManualClock(1_000_000)
+    quotas = ProxyQuotas(config(CLUSTER, topics), clock)
+    one, two = quotas.for_broker(1), quotas.for_broker(2)
+    assert one.topics is two.topics is quotas.home.topics is quotas.topics
+    one.topics.produce.record_topic("orders", 20_000)  # a leader behind broker 1 takes the topic's whole budget
+    assert isinstance(two.topics.produce.record_topic("orders", 1), Throttle)  # ... so one behind broker 2 waits
+    quotas.set_mode("shadow")
+    quotas.set_smoothing("on")
+    assert quotas.topics.produce.shadow and quotas.topics.fetch.smoothing
+    assert quotas.overflow_counts()[("topic_producer_byte_rate", "")] == 0
