@@ -82,3 +82,46 @@ def test_the_command_line_needs_a_client_id_and_an_ip():
         None,
         False,
     )
+
+
+def test_a_topic_asked_about_and_the_quota_that_muted_a_connection_are_said():
+    from quota.managers.topic_quota import TopicQuotas
+    from quota.primitives.topic_quotas import topic_table
+
+    clock = ManualClock(5_000_000)
+    table = QuotaTable.from_values([])
+    topics = TopicQuotas(topic_table({DEFAULT: {PRODUCER_BYTE_RATE: 1000}}), clock, WINDOW, 25_000, 100)
+    topics.produce.record_topic("orders", 30_000)
+    by = "topic_producer_byte_rate (topic orders)"
+    state = QuotaState(
+        table,
+        (
+            ByteRateSet(
+                "",
+                ClientQuotaManager(table, PRODUCER_BYTE_RATE, clock, WINDOW),
+                ClientQuotaManager(table, CONSUMER_BYTE_RATE, clock, WINDOW),
+                ProducerIdQuotaManager(table),
+            ),
+        ),
+        ControllerMutationQuotaManager(table, clock, WINDOW),
+        ConnectionQuotas(["PLAINTEXT"], WINDOW, ConnectionLimits()),
+        ("PLAINTEXT",),
+        clock.now_ms(),
+        connections_open=1,
+        open_connections=(
+            OpenConnection("PLAINTEXT", "10.0.0.1:4000", "ANONYMOUS", "MUTED_AND_THROTTLED", 900, 0, "etl", by),
+        ),
+        topics=topics,
+    )
+    who = Who("ANONYMOUS", "etl", "10.0.0.1", topic="orders")
+    answer = {"worker": None, **{k: v for k, v in as_json(explain(state, who)).items() if k != "who"}}
+    text = render_text(json.loads(whole_answer(as_json(who), [answer], [])))
+    for said in (
+        f"because connection 10.0.0.1:4000 on PLAINTEXT: muted 900 ms more by {by} (MUTED_AND_THROTTLED)",
+        "because producer_byte_rate (topic orders): 3000.0 bytes/s measured against 1000",
+        "set by /topics/<default>",
+        f'muted 900 ms more for client-id "etl" by {by}',
+    ):
+        assert said in text, said
+    args = build_parser().parse_args(["--client-id", "etl", "--ip", "10.0.0.1", "--topic", "orders"])
+    assert args.topic == "orders"
