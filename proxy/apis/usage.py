@@ -3,8 +3,8 @@
 leg's), in the usage log's row of the request's entity and in the shadow throttles' count; handlers write nothing.
 
 Several stages' usage adds up as their plans combine (:meth:`proxy.apis.plan.Plan.then`): new producer ids and
-partition mutations are summed, topics' bytes listed; the shadow throttle is the longest any stage would have applied, as applied throttles
-combine; every decision computed but not applied is noted (counted and logged).
+partition mutations are summed, topics' bytes listed; the shadow throttle is the longest any stage would have
+applied, as applied throttles combine; every decision computed but not applied is noted (counted and logged).
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ class Usage:
     new_producer_ids: int = 0  # producer ids counted new against the user's producer_ids_rate
     partition_mutations: int = 0  # partitions charged to controller_mutation_rate
     shadows: tuple[ShadowNote, ...] = ()  # counted in quota_shadow_throttles_total and logged
-    # record bytes charged to topic quotas, by the topic's label (its name with an entry of its own, else <default>)
+    # record bytes charged to topic quotas, by the topic's label (its name when its own entry sets the quota, else
+    # <default>)
     topic_bytes: tuple[tuple[str, int], ...] = ()
 
     def __add__(self, other: Usage) -> Usage:

@@ -1,4 +1,5 @@
-"""``GET /explain?user=...&client_id=...&ip=...[&listener=...][&topic=...]`` on the ops port: why is this client throttled?
+"""``GET /explain?user=...&client_id=...&ip=...[&listener=...][&topic=...]`` on the ops port: why is this client
+throttled?
 
 The answer is :func:`quota.explain.explain.explain` over the running proxy's quota state, as JSON (``kafka-quota-proxy
 explain`` asks for it and prints it). The ops port may be reachable by tenants, so:
