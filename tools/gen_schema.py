@@ -57,6 +57,8 @@ DECODED = {
     14: "SyncGroup",
     27: "WriteTxnMarkers",
     68: "ConsumerGroupHeartbeat",  # KIP-848: a member's subscription, written to __consumer_offsets
+    76: "ShareGroupHeartbeat",  # KIP-932: a share group member's subscription and rack, written there too
+    88: "StreamsGroupHeartbeat",  # KIP-1071: a Streams member's description and its group's topology, likewise
 }
 MAX = 0x7FFF
 INT_TYPES = {"int8", "int16", "uint16", "int32", "int64"}

@@ -13,10 +13,15 @@ broker's disk through a proxy at PAUSE). This module holds the rule for every su
   At PAUSE a member's metadata (its JoinGroup protocols together) and each assignment of a SyncGroup are bounded by
   ``volume_usage.paused_group_metadata_max_bytes`` (64 KiB; an ordinary consumer's are tens to hundreds of bytes):
   a request over it is refused whole with COORDINATOR_NOT_AVAILABLE, what the coordinator answers itself when it
-  cannot write the group's record (the client looks the coordinator up again and retries). A KIP-848 member's
-  **ConsumerGroupHeartbeat** has the same bound on its subscription (topic names or regular expression, rack,
-  instance id, assignor), which the coordinator writes to the member's record whenever it changes. (Share and
-  Streams groups' heartbeats are not bounded yet.)
+  cannot write the group's record (the client looks the coordinator up again and retries).
+- **ConsumerGroupHeartbeat, ShareGroupHeartbeat, StreamsGroupHeartbeat** (KIP-848, KIP-932, KIP-1071): what a
+  member's heartbeat makes its coordinator write to ``__consumer_offsets`` has the same bound: the member's record,
+  written whenever it changes (its subscription: topic names or regular expression, rack, instance id, assignor; a
+  Streams member's rack, instance and process ids, endpoint and client tags), and a joining Streams member's
+  topology, the group's record (its sub-topologies' topic names and regular expressions, and the changelog and
+  repartition topics with their configs). What the coordinator does not keep (the partitions or tasks a member says
+  it owns, a Streams member's task offsets) is not counted. (StreamsGroupTopologyDescriptionUpdate's description
+  goes to the broker's ``group.streams.topology.description.plugin.class``, if one is configured, not to a log.)
 - **AddPartitionsToTxn** (clients' v0-3, and v4+ but for ``verify_only`` transactions): the transaction
   coordinator writes the transaction's record, every partition in it, to ``__transaction_state`` for each request,
   and a marker to each partition when the transaction ends. At PAUSE no partition may join a transaction (the
@@ -41,7 +46,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from proxy.apis.decisions import Decisions
 from proxy.apis.plan import FORWARD_AS_IS, PASS, AnswerLocally, ConnectionScope, Outcome, Plan
@@ -49,6 +54,8 @@ from proxy.codec.apis import (
     ADD_PARTITIONS_TO_TXN,
     CONSUMER_GROUP_HEARTBEAT,
     JOIN_GROUP,
+    SHARE_GROUP_HEARTBEAT,
+    STREAMS_GROUP_HEARTBEAT,
     SYNC_GROUP,
     WRITE_TXN_MARKERS,
     api_name,
@@ -132,12 +139,40 @@ def _partitions_joining(msg: Message, version: int) -> int:
     return sum(len(t.partitions) for txn in msg.transactions if not txn.verify_only for t in txn.topics)
 
 
-def _subscription(msg: Message, version: int) -> int:
-    """What of a KIP-848 member's heartbeat its coordinator keeps in the member's record: the topic names or the
-    regular expression it subscribes with, its rack, instance id and assignor's names."""
-    strings = [*(msg.subscribed_topic_names or ()), getattr(msg, "subscribed_topic_regex", None)]
-    strings += [msg.rack_id, msg.instance_id, msg.server_assignor]
-    return sum(len(s.encode()) for s in strings if s)
+# The fields of each group heartbeat that its coordinator keeps in ``__consumer_offsets`` (Kafka's
+# ConsumerGroupMemberMetadataValue, ShareGroupMemberMetadataValue, StreamsGroupMemberMetadataValue and
+# StreamsGroupTopologyValue records); every field is present in every version, at its default where the version lacks it
+_KEPT: dict[int, tuple[str, ...]] = {
+    CONSUMER_GROUP_HEARTBEAT: (
+        "subscribed_topic_names",
+        "subscribed_topic_regex",
+        "rack_id",
+        "instance_id",
+        "server_assignor",
+    ),
+    SHARE_GROUP_HEARTBEAT: ("subscribed_topic_names", "rack_id"),
+    STREAMS_GROUP_HEARTBEAT: ("topology", "instance_id", "rack_id", "process_id", "user_endpoint", "client_tags"),
+}
+
+
+def _kept(msg: Message, version: int) -> int:
+    """Bytes of what a group heartbeat's coordinator keeps of it: the fields of :data:`_KEPT`."""
+    fields = msg.to_dict()
+    return sum(_size(fields[name]) for name in _KEPT[msg.API_KEY])
+
+
+def _size(value: Any) -> int:
+    """A decoded value's bytes as a record holds them, near enough: strings (UTF-8) and bytes by their length, a
+    number at 4 bytes, lists and structs (dicts, from :meth:`Message.to_dict`) by their parts."""
+    if isinstance(value, str):
+        return len(value.encode())
+    if isinstance(value, (bytes, memoryview)):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(_size(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(_size(v) for v in value)
+    return 0 if value is None or isinstance(value, bool) else 4
 
 
 _AT_PAUSE: dict[int, _AtPause] = {
@@ -153,8 +188,10 @@ _AT_PAUSE: dict[int, _AtPause] = {
         COORDINATOR_NOT_AVAILABLE,
         "an assignment this large",
     ),
-    CONSUMER_GROUP_HEARTBEAT: _AtPause(
-        _subscription, _group_bound, COORDINATOR_NOT_AVAILABLE, "a subscription this large"
+    CONSUMER_GROUP_HEARTBEAT: _AtPause(_kept, _group_bound, COORDINATOR_NOT_AVAILABLE, "a subscription this large"),
+    SHARE_GROUP_HEARTBEAT: _AtPause(_kept, _group_bound, COORDINATOR_NOT_AVAILABLE, "a subscription this large"),
+    STREAMS_GROUP_HEARTBEAT: _AtPause(
+        _kept, _group_bound, COORDINATOR_NOT_AVAILABLE, "a Streams member or topology this large"
     ),
     ADD_PARTITIONS_TO_TXN: _AtPause(
         _partitions_joining, lambda quotas: 0, COORDINATOR_NOT_AVAILABLE, "adding partitions"
@@ -170,8 +207,8 @@ WRITES = frozenset(_AT_PAUSE)  # the APIs :func:`plan_write` plans
 
 
 def plan_write(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
-    """A JoinGroup, SyncGroup, ConsumerGroupHeartbeat, AddPartitionsToTxn or WriteTxnMarkers: charged; at PAUSE,
-    refused whole when it carries more than its bound of what the broker would write."""
+    """A JoinGroup, SyncGroup, a group heartbeat, AddPartitionsToTxn or WriteTxnMarkers: charged; at PAUSE, refused
+    whole when it carries more than its bound of what the broker would write."""
     quotas = scope.quotas
     charge = charged(quotas, session, header)
     plan = charge.plan() or PASS

@@ -117,7 +117,7 @@ _APIS: tuple[_Api, ...] = (
     _Api(85, "WriteShareGroupState", (0, 1), (0, 1), 0),
     _Api(86, "DeleteShareGroupState", (0, 0), (0, 0), 0),
     _Api(87, "ReadShareGroupStateSummary", (0, 1), (0, 1), 0),
-    _Api(88, "StreamsGroupHeartbeat", (0, 0), (0, 0), 0),
+    _Api(88, "StreamsGroupHeartbeat", (0, 1), (0, 1), 0),
     _Api(89, "StreamsGroupDescribe", (0, 0), (0, 0), 0),
     _Api(90, "DescribeShareGroupOffsets", (0, 1), (0, 1), 0),
     _Api(91, "AlterShareGroupOffsets", (0, 0), (0, 0), 0),
@@ -159,6 +159,8 @@ DESCRIBE_CLIENT_QUOTAS = 48
 ALTER_CLIENT_QUOTAS = 49
 DESCRIBE_CLUSTER = 60
 CONSUMER_GROUP_HEARTBEAT = 68
+SHARE_GROUP_HEARTBEAT = 76
+STREAMS_GROUP_HEARTBEAT = 88
 
 
 def api_name(key: int) -> str:
@@ -238,6 +240,8 @@ _DECODED: tuple[_DecodedApi, ...] = (
     _DecodedApi(ALTER_CLIENT_QUOTAS, 0, None, None),
     _DecodedApi(DESCRIBE_CLUSTER, 0, None, None),
     _DecodedApi(CONSUMER_GROUP_HEARTBEAT, 0, None, None),
+    _DecodedApi(SHARE_GROUP_HEARTBEAT, 1, None, None),  # v1: the first Kafka 4.1+ serves
+    _DecodedApi(STREAMS_GROUP_HEARTBEAT, 0, None, None),
 )
 
 THROTTLE_TIME_SINCE: dict[int, int | None] = {a.key: a.throttle_time_since for a in _DECODED}

@@ -9,7 +9,8 @@
 - per resource: DescribeConfigs, AlterConfigs, IncrementalAlterConfigs (named ``(resource_type, resource_name)``);
 - per entry: FindCoordinator v4+ (per coordinator key), AlterClientQuotas (per entity);
 - top level: FindCoordinator v0-3, JoinGroup, SyncGroup, SaslHandshake, ApiVersions, InitProducerId,
-  SaslAuthenticate, DescribeClientQuotas, DescribeCluster, ConsumerGroupHeartbeat.
+  SaslAuthenticate, DescribeClientQuotas, DescribeCluster, ConsumerGroupHeartbeat, ShareGroupHeartbeat,
+  StreamsGroupHeartbeat.
 
 ``error_code`` is the request's code: it goes in the top-level field where the version has one and in every item
 that ``item_errors`` does not name. ``item_errors`` maps an item to its own code, so a handler can fail some topics
@@ -381,4 +382,6 @@ _BUILDERS: dict[int, Callable[[int, Message, _Codes, str | None], dict[Any, Any]
     49: _alter_client_quotas,
     60: _error_code_and_message,
     68: _error_code_and_message,
+    76: _error_code_and_message,
+    88: _error_code_and_message,
 }

@@ -851,4 +851,149 @@ SCHEMAS = {
             ), 'Assignment'),
         )},
     ),
+    (76, 'request'): (
+        {"name": 'ShareGroupHeartbeatRequest', "valid": (1, 1), "flexible": 0, "fields": (
+            ('group_id', 'string', (0, 32767), None, None, None, '', False, None, None),
+            ('member_id', 'string', (0, 32767), None, None, None, '', False, None, None),
+            ('member_epoch', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('rack_id', 'string', (0, 32767), (0, 32767), None, None, None, False, None, None),
+            ('subscribed_topic_names', '[]string', (0, 32767), (0, 32767), None, None, None, False, None, None),
+        )},
+    ),
+    (76, 'response'): (
+        {"name": 'ShareGroupHeartbeatResponse', "valid": (1, 1), "flexible": 0, "fields": (
+            ('throttle_time_ms', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+            ('error_message', 'string', (0, 32767), (0, 32767), None, None, None, False, None, None),
+            ('member_id', 'string', (0, 32767), (0, 32767), None, None, None, False, None, None),
+            ('member_epoch', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('heartbeat_interval_ms', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('assignment', 'struct', (0, 32767), (0, 32767), None, None, None, False, (
+                ('topic_partitions', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('topic_id', 'uuid', (0, 32767), None, None, None, None, False, None, None),
+                    ('partitions', '[]int32', (0, 32767), None, None, None, (), False, None, None),
+                ), 'TopicPartitions'),
+            ), 'Assignment'),
+        )},
+    ),
+    (88, 'request'): (
+        {"name": 'StreamsGroupHeartbeatRequest', "valid": (0, 1), "flexible": 0, "fields": (
+            ('group_id', 'string', (0, 32767), None, None, None, '', False, None, None),
+            ('member_id', 'string', (0, 32767), None, None, None, '', False, None, None),
+            ('member_epoch', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('endpoint_information_epoch', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('instance_id', 'string', (0, 32767), (0, 32767), None, None, None, False, None, None),
+            ('rack_id', 'string', (0, 32767), (0, 32767), None, None, None, False, None, None),
+            ('rebalance_timeout_ms', 'int32', (0, 32767), None, None, None, -1, False, None, None),
+            ('topology', 'struct', (0, 32767), (0, 32767), None, None, None, False, (
+                ('epoch', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                ('subtopologies', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('subtopology_id', 'string', (0, 32767), None, None, None, '', False, None, None),
+                    ('source_topics', '[]string', (0, 32767), None, None, None, (), False, None, None),
+                    ('source_topic_regex', '[]string', (0, 32767), None, None, None, (), False, None, None),
+                    ('state_changelog_topics', '[]struct', (0, 32767), None, None, None, (), False, (
+                        ('name', 'string', (0, 32767), None, None, None, '', False, None, None),
+                        ('partitions', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                        ('replication_factor', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+                        ('topic_configs', '[]struct', (0, 32767), None, None, None, (), False, (
+                            ('key', 'string', (0, 32767), None, None, None, '', False, None, None),
+                            ('value', 'string', (0, 32767), None, None, None, '', False, None, None),
+                        ), 'KeyValue'),
+                    ), 'TopicInfo'),
+                    ('repartition_sink_topics', '[]string', (0, 32767), None, None, None, (), False, None, None),
+                    ('repartition_source_topics', '[]struct', (0, 32767), None, None, None, (), False, (
+                        ('name', 'string', (0, 32767), None, None, None, '', False, None, None),
+                        ('partitions', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                        ('replication_factor', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+                        ('topic_configs', '[]struct', (0, 32767), None, None, None, (), False, (
+                            ('key', 'string', (0, 32767), None, None, None, '', False, None, None),
+                            ('value', 'string', (0, 32767), None, None, None, '', False, None, None),
+                        ), 'KeyValue'),
+                    ), 'TopicInfo'),
+                    ('copartition_groups', '[]struct', (0, 32767), None, None, None, (), False, (
+                        ('source_topics', '[]int16', (0, 32767), None, None, None, (), False, None, None),
+                        ('source_topic_regex', '[]int16', (0, 32767), None, None, None, (), False, None, None),
+                        ('repartition_source_topics', '[]int16', (0, 32767), None, None, None, (), False, None, None),
+                    ), 'CopartitionGroup'),
+                ), 'Subtopology'),
+            ), 'Topology'),
+            ('active_tasks', '[]struct', (0, 32767), (0, 32767), None, None, None, False, (
+                ('subtopology_id', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('partitions', '[]int32', (0, 32767), None, None, None, (), False, None, None),
+            ), 'TaskIds'),
+            ('standby_tasks', '[]struct', (0, 32767), (0, 32767), None, None, None, False, (
+                ('subtopology_id', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('partitions', '[]int32', (0, 32767), None, None, None, (), False, None, None),
+            ), 'TaskIds'),
+            ('warmup_tasks', '[]struct', (0, 32767), (0, 32767), None, None, None, False, (
+                ('subtopology_id', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('partitions', '[]int32', (0, 32767), None, None, None, (), False, None, None),
+            ), 'TaskIds'),
+            ('process_id', 'string', (0, 32767), (0, 32767), None, None, None, False, None, None),
+            ('user_endpoint', 'struct', (0, 32767), (0, 32767), None, None, None, False, (
+                ('host', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('port', 'uint16', (0, 32767), None, None, None, 0, False, None, None),
+            ), 'Endpoint'),
+            ('client_tags', '[]struct', (0, 32767), (0, 32767), None, None, None, False, (
+                ('key', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('value', 'string', (0, 32767), None, None, None, '', False, None, None),
+            ), 'KeyValue'),
+            ('task_offsets', '[]struct', (0, 32767), (0, 32767), None, None, None, False, (
+                ('subtopology_id', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('partition', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                ('offset', 'int64', (0, 32767), None, None, None, 0, False, None, None),
+            ), 'TaskOffset'),
+            ('task_end_offsets', '[]struct', (0, 32767), (0, 32767), None, None, None, False, (
+                ('subtopology_id', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('partition', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                ('offset', 'int64', (0, 32767), None, None, None, 0, False, None, None),
+            ), 'TaskOffset'),
+            ('shutdown_application', 'bool', (0, 32767), None, None, None, False, False, None, None),
+        )},
+    ),
+    (88, 'response'): (
+        {"name": 'StreamsGroupHeartbeatResponse', "valid": (0, 1), "flexible": 0, "fields": (
+            ('throttle_time_ms', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+            ('error_message', 'string', (0, 32767), (0, 32767), None, None, None, False, None, None),
+            ('member_id', 'string', (0, 32767), None, None, None, '', False, None, None),
+            ('member_epoch', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('heartbeat_interval_ms', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('acceptable_recovery_lag_legacy', 'int32', (0, 0), None, None, None, 0, False, None, None),
+            ('task_offset_interval_ms', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('acceptable_recovery_lag', 'int64', (1, 32767), None, None, None, -1, True, None, None),
+            ('status', '[]struct', (0, 32767), (0, 32767), None, None, (), False, (
+                ('status_code', 'int8', (0, 32767), None, None, None, 0, False, None, None),
+                ('status_detail', 'string', (0, 32767), None, None, None, '', False, None, None),
+            ), 'Status'),
+            ('active_tasks', '[]struct', (0, 32767), (0, 32767), None, None, None, False, (
+                ('subtopology_id', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('partitions', '[]int32', (0, 32767), None, None, None, (), False, None, None),
+            ), 'TaskIds'),
+            ('standby_tasks', '[]struct', (0, 32767), (0, 32767), None, None, None, False, (
+                ('subtopology_id', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('partitions', '[]int32', (0, 32767), None, None, None, (), False, None, None),
+            ), 'TaskIds'),
+            ('warmup_tasks', '[]struct', (0, 32767), (0, 32767), None, None, None, False, (
+                ('subtopology_id', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('partitions', '[]int32', (0, 32767), None, None, None, (), False, None, None),
+            ), 'TaskIds'),
+            ('topology_description_required', 'bool', (1, 32767), None, None, None, False, False, None, None),
+            ('endpoint_information_epoch', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('partitions_by_user_endpoint', '[]struct', (0, 32767), (0, 32767), None, None, None, False, (
+                ('user_endpoint', 'struct', (0, 32767), None, None, None, None, False, (
+                    ('host', 'string', (0, 32767), None, None, None, '', False, None, None),
+                    ('port', 'uint16', (0, 32767), None, None, None, 0, False, None, None),
+                ), 'Endpoint'),
+                ('active_partitions', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('topic', 'string', (0, 32767), None, None, None, '', False, None, None),
+                    ('partitions', '[]int32', (0, 32767), None, None, None, (), False, None, None),
+                ), 'TopicPartition'),
+                ('standby_partitions', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('topic', 'string', (0, 32767), None, None, None, '', False, None, None),
+                    ('partitions', '[]int32', (0, 32767), None, None, None, (), False, None, None),
+                ), 'TopicPartition'),
+            ), 'EndpointToPartitions'),
+        )},
+    ),
 }

@@ -100,9 +100,8 @@ def volume_families(volume: VolumeThrottle) -> Iterator[Metric]:
     refused = CounterMetricFamily(
         f"{name}_refused_writes",
         "Requests refused, wholly or in part, because a volume is at PAUSE, by API: Produce; OffsetCommit and "
-        "TxnOffsetCommit carrying metadata; JoinGroup, SyncGroup and ConsumerGroupHeartbeat over "
-        "paused_group_metadata_max_bytes; "
-        "AddPartitionsToTxn and WriteTxnMarkers.",
+        "TxnOffsetCommit carrying metadata; JoinGroup, SyncGroup and the group heartbeats (Consumer, Share, "
+        "Streams) over paused_group_metadata_max_bytes; AddPartitionsToTxn and WriteTxnMarkers.",
         labels=["api"],
     )
     for api, n in sorted(volume.refused_writes.items()):

@@ -12,6 +12,9 @@ to ``__consumer_offsets``): a consumer group still joins and rebalances at PAUSE
 whose metadata or assignment is over ``volume_usage.paused_group_metadata_max_bytes`` is refused
 (COORDINATOR_NOT_AVAILABLE, retriable), counted, and never reaches the coordinator.
 
+The group heartbeats of KIP-848, KIP-932 and KIP-1071 (each served by Apache Kafka 4.4 by default: group.version 1,
+share.version 2, streams.version 1): a member's record and a Streams group's topology are bounded the same way.
+
 One sidecar in front of kafka1 for the module, put at PAUSE with the broker's real log dirs (``source:
 describe_log_dirs``) and a hard limit above the free space there is.
 """
@@ -28,7 +31,14 @@ from kafka import KafkaConsumer
 from kafka.errors import CoordinatorLoadInProgressError, CoordinatorNotAvailableError, NotCoordinatorError
 from kafka.structs import TopicPartition
 
-from proxy.codec.apis import CONSUMER_GROUP_HEARTBEAT, JOIN_GROUP, OFFSET_COMMIT, SYNC_GROUP
+from proxy.codec.apis import (
+    CONSUMER_GROUP_HEARTBEAT,
+    JOIN_GROUP,
+    OFFSET_COMMIT,
+    SHARE_GROUP_HEARTBEAT,
+    STREAMS_GROUP_HEARTBEAT,
+    SYNC_GROUP,
+)
 from proxy.codec.error_codes import COORDINATOR_NOT_AVAILABLE, ERROR_CODES, NONE, OFFSET_METADATA_TOO_LARGE
 from proxy.codec.header import encode_request_header, frame
 from proxy.codec.messages import decode_response, encode_request, new_request
@@ -337,3 +347,95 @@ def test_a_kip848_consumer_joins_at_pause_and_a_huge_subscription_is_refused(kaf
             wait_until(lambda: _deleted(admin, group), 30, f"group {group} deleted")
         finally:
             admin.close()
+
+
+NOT_READY = {COORDINATOR_NOT_AVAILABLE, ERROR_CODES["NOT_COORDINATOR"], ERROR_CODES["COORDINATOR_LOAD_IN_PROGRESS"]}
+
+
+def heartbeat_until_answered(port: int, api_key: int, version: int, **fields):
+    """A group heartbeat through the sidecar, again while the coordinator is not ready (a fresh cluster answers
+    COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS until __consumer_offsets is
+    created and loaded)."""
+    answers: list = []
+
+    def answered() -> bool:
+        with connect(port) as sock:
+            sock.settimeout(60)
+            answers.append(exchange(sock, api_key, version, 1, **fields))
+        return answers[-1].error_code not in NOT_READY
+
+    wait_until(answered, 60, f"the coordinator's answer to {api_key}")
+    return answers[-1]
+
+
+@pytest.mark.long_running(seconds=3)
+def test_share_and_streams_members_join_at_pause_and_huge_records_are_refused(kafka1, paused):
+    """Apache Kafka 4.4 serves share groups (KIP-932) and Streams groups (KIP-1071) by default. Through the paused
+    sidecar a share member subscribing to a topic, and a Streams member joining with a one-topic topology, are
+    answered by the coordinator (a member epoch given); a share member subscribing to 84 kB of made-up names, and a Streams
+    member whose topology carries 80 kB of topic configs (its changelog topic's, which the coordinator would create
+    and keep in the group's record), are refused COORDINATOR_NOT_AVAILABLE by the proxy and counted."""
+    share, streams = refused(paused, "ShareGroupHeartbeat"), refused(paused, "StreamsGroupHeartbeat")
+    with topics(kafka1, "pause-share") as (topic,):
+        member = str(uuid.uuid4())
+        group = unique_topic("pause-share-group")
+        admin = direct_admin(kafka1)
+        try:
+            committed(admin, group)  # FindCoordinator, as a client's first step: __consumer_offsets made and loaded
+        finally:
+            admin.close()
+        joined = heartbeat_until_answered(
+            paused.port, SHARE_GROUP_HEARTBEAT, 1, group_id=group, member_id=member, subscribed_topic_names=[topic]
+        )
+        assert joined.error_code == NONE and joined.member_epoch > 0
+        left = heartbeat_until_answered(
+            paused.port, SHARE_GROUP_HEARTBEAT, 1, group_id=group, member_id=member, member_epoch=-1
+        )
+        assert left.error_code == NONE
+        huge = [f"made-up-{i:05d}-" + "n" * 200 for i in range(400)]
+        with connect(paused.port) as sock:
+            sock.settimeout(60)
+            answer = exchange(
+                sock,
+                SHARE_GROUP_HEARTBEAT,
+                1,
+                1,
+                group_id=group,
+                member_id=str(uuid.uuid4()),
+                subscribed_topic_names=huge,
+            )
+        assert answer.error_code == COORDINATOR_NOT_AVAILABLE
+        assert refused(paused, "ShareGroupHeartbeat") == share + 1
+
+        def streams_join(group: str, member: str, changelog_configs: list) -> dict:
+            subtopology = {"subtopology_id": "0", "source_topics": [topic]}
+            if changelog_configs:
+                subtopology["state_changelog_topics"] = [
+                    {"name": f"{group}-store-changelog", "topic_configs": changelog_configs}
+                ]
+            return dict(
+                group_id=group,
+                member_id=member,
+                member_epoch=0,
+                rebalance_timeout_ms=30_000,
+                process_id=str(uuid.uuid4()),
+                topology={"epoch": 0, "subtopologies": [subtopology]},
+                active_tasks=[],
+                standby_tasks=[],
+                warmup_tasks=[],
+            )
+
+        group, member = unique_topic("pause-streams"), str(uuid.uuid4())
+        joined = heartbeat_until_answered(paused.port, STREAMS_GROUP_HEARTBEAT, 1, **streams_join(group, member, []))
+        assert joined.error_code == NONE and joined.member_epoch > 0, joined
+        left = heartbeat_until_answered(
+            paused.port, STREAMS_GROUP_HEARTBEAT, 1, group_id=group, member_id=member, member_epoch=-1
+        )
+        assert left.error_code == NONE
+        configs = [{"key": f"config.{i}", "value": "v" * 120} for i in range(600)]
+        with connect(paused.port) as sock:
+            sock.settimeout(60)
+            fields = streams_join(unique_topic("pause-streams-huge"), str(uuid.uuid4()), configs)
+            answer = exchange(sock, STREAMS_GROUP_HEARTBEAT, 1, 1, **fields)
+        assert answer.error_code == COORDINATOR_NOT_AVAILABLE
+        assert refused(paused, "StreamsGroupHeartbeat") == streams + 1

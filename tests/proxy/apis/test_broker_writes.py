@@ -1,6 +1,6 @@
-"""What a tenant makes the broker write besides a produce (proxy.apis.broker_writes): JoinGroup and SyncGroup (the
-group's record), AddPartitionsToTxn and WriteTxnMarkers (transaction markers) charged, and at PAUSE refused when
-over their bound, and counted. Pure: bytes in, values out, a fake clock."""
+"""What a tenant makes the broker write besides a produce (proxy.apis.broker_writes): JoinGroup, SyncGroup and the
+group heartbeats (the group's and its members' records), AddPartitionsToTxn and WriteTxnMarkers (transaction markers)
+charged, and at PAUSE refused when over their bound, and counted. Pure: bytes in, values out, a fake clock."""
 
 from __future__ import annotations
 
@@ -16,8 +16,11 @@ from proxy.codec.apis import (
     ADD_PARTITIONS_TO_TXN,
     CONSUMER_GROUP_HEARTBEAT,
     JOIN_GROUP,
+    SHARE_GROUP_HEARTBEAT,
+    STREAMS_GROUP_HEARTBEAT,
     SYNC_GROUP,
     WRITE_TXN_MARKERS,
+    api_name,
     response_header_version,
 )
 from proxy.codec.error_codes import COORDINATOR_NOT_AVAILABLE, NOT_ENOUGH_REPLICAS
@@ -149,6 +152,94 @@ def test_at_pause_a_kip848_member_subscribes_to_ordinary_topics_and_a_huge_subsc
     # 52 kB of names and 5,000 partitions it owns (which the coordinator does not keep): decoded, and forwarded
     plan, body = planned(scope, CONSUMER_GROUP_HEARTBEAT, version, heartbeat(many[:250], owned=5000))
     assert plan.decide(body) == ForwardRequest()
+
+
+def refused_at_pause(scope, api_key: int, version: int, msg) -> None:
+    """``msg`` is decoded, answered COORDINATOR_NOT_AVAILABLE with the pause as its throttle, and counted."""
+    before = refused(scope).get(api_name(api_key), 0)
+    plan, body = planned(scope, api_key, version, msg)
+    outcome = plan.decide(body)
+    assert isinstance(outcome, AnswerLocally)
+    response = answer(outcome, api_key, version)
+    assert response.error_code == COORDINATOR_NOT_AVAILABLE and "paused" in response.error_message
+    assert response.throttle_time_ms >= DELAY  # the pause, or its charge against the base rate when longer
+    assert refused(scope)[api_name(api_key)] == before + 1
+
+
+def forwarded(scope, api_key: int, version: int, msg) -> bool:
+    plan, body = planned(scope, api_key, version, msg)
+    return plan.action != BUFFER or plan.decide(body) == ForwardRequest()
+
+
+MADE_UP = [f"made-up-{i:05d}-" + "n" * 200 for i in range(400)]  # 84 kB of topic names
+
+
+def test_at_pause_a_share_group_member_subscribes_and_a_huge_subscription_or_rack_is_refused():
+    """KIP-932 (ShareGroupHeartbeat v1, Kafka 4.1+): the coordinator keeps the member's rack and subscribed topic
+    names in its record."""
+    scope = scope_for()
+
+    def heartbeat(names: list[str] | None, rack: str | None = None):
+        fields = dict(group_id="g", member_id="m", member_epoch=0, rack_id=rack, subscribed_topic_names=names)
+        return new_request(SHARE_GROUP_HEARTBEAT, 1, **fields)
+
+    plan, _ = planned(scope, SHARE_GROUP_HEARTBEAT, 1, heartbeat(["orders", "payments"], rack="eu-west-1a"))
+    assert plan.action != BUFFER  # not decoded: under the bound whole
+    refused_at_pause(scope, SHARE_GROUP_HEARTBEAT, 1, heartbeat(MADE_UP))
+    refused_at_pause(scope, SHARE_GROUP_HEARTBEAT, 1, heartbeat(None, rack="r" * (BOUND + 1)))
+    assert forwarded(scope, SHARE_GROUP_HEARTBEAT, 1, heartbeat(MADE_UP[:300]))  # 63 kB: under the bound
+    assert refused(scope) == {"ShareGroupHeartbeat": 2}
+    assert planned(scope_for(paused=False), SHARE_GROUP_HEARTBEAT, 1, heartbeat(MADE_UP))[0] is PASS
+
+
+def subtopology(n: int, configs: int = 2, value: str = "compact") -> dict:
+    """One sub-topology as Kafka Streams describes it: a source topic, a changelog topic with its configs, a
+    repartition topic it writes and one it reads."""
+    kv = [{"key": f"config.{i}", "value": value} for i in range(configs)]
+    return {
+        "subtopology_id": str(n),
+        "source_topics": [f"input-{n}"],
+        "state_changelog_topics": [{"name": f"app-store-{n}-changelog", "topic_configs": kv}],
+        "repartition_sink_topics": [f"app-repartition-{n + 1}"],
+        "repartition_source_topics": [{"name": f"app-repartition-{n}", "partitions": 6, "topic_configs": kv}],
+        "copartition_groups": [{"source_topics": [0], "repartition_source_topics": [0]}],
+    }
+
+
+def streams_heartbeat(version: int, subtopologies: list[dict], **member):
+    return new_request(
+        STREAMS_GROUP_HEARTBEAT,
+        version,
+        group_id="app",
+        member_id="m",
+        member_epoch=0,
+        process_id="7b3c-process",
+        topology={"epoch": 1, "subtopologies": subtopologies},
+        **member,
+    )
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_at_pause_a_streams_member_joins_and_a_huge_topology_or_description_is_refused(version):
+    """KIP-1071 (StreamsGroupHeartbeat v0-1): a joining member's topology becomes the group's record, its rack,
+    instance and process ids, endpoint and client tags its own; the two together have the bound. The tasks and task
+    offsets it reports are not kept, so not counted."""
+    scope = scope_for()
+    ordinary = [subtopology(n) for n in range(20)]  # a large application: 20 sub-topologies, 4 kB
+    assert forwarded(scope, STREAMS_GROUP_HEARTBEAT, version, streams_heartbeat(version, ordinary, rack_id="a"))
+    configs = [subtopology(0, configs=300, value="v" * 120)]  # 2 x 300 topic configs: 80 kB
+    refused_at_pause(scope, STREAMS_GROUP_HEARTBEAT, version, streams_heartbeat(version, configs))
+    tags = [{"key": f"zone-{i}", "value": "z" * 100} for i in range(400)]  # 43 kB of client tags
+    half = [subtopology(0, configs=100, value="v" * 120)]  # and a 27 kB topology: over the bound together
+    refused_at_pause(scope, STREAMS_GROUP_HEARTBEAT, version, streams_heartbeat(version, half, client_tags=tags))
+    assert forwarded(scope, STREAMS_GROUP_HEARTBEAT, version, streams_heartbeat(version, [], client_tags=tags))
+    endpoint = {"host": "h" * (BOUND + 1), "port": 8080}
+    refused_at_pause(scope, STREAMS_GROUP_HEARTBEAT, version, streams_heartbeat(version, [], user_endpoint=endpoint))
+    offsets = [{"subtopology_id": "0", "partition": p, "offset": 10**9} for p in range(8000)]  # 120 kB, not kept
+    tasks = [{"subtopology_id": str(n), "partitions": list(range(1000))} for n in range(20)]
+    owned = streams_heartbeat(version, ordinary, task_offsets=offsets, task_end_offsets=offsets, active_tasks=tasks)
+    assert forwarded(scope, STREAMS_GROUP_HEARTBEAT, version, owned)
+    assert refused(scope) == {"StreamsGroupHeartbeat": 3}
 
 
 def test_outside_pause_group_metadata_is_kafkas_and_charged_against_producer_byte_rate():

@@ -133,12 +133,21 @@ _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 _MS = datetime.timedelta(milliseconds=1)
 
 
+# Fields Kafka renamed after kio's schemas were generated, the wire unchanged: kio's name -> Kafka's, by kio module.
+# StreamsGroupHeartbeatResponse v0's int32 AcceptableRecoveryLag became AcceptableRecoveryLagLegacy when v1 added an
+# int64 AcceptableRecoveryLag (Kafka 4.4).
+_RENAMED_SINCE_KIO = {
+    "kio.schema.streams_group_heartbeat.v0.response": {"acceptable_recovery_lag": "acceptable_recovery_lag_legacy"},
+}
+
+
 def kio_plain(entity) -> dict:
     """A kio entity as a dict in our naming: kio's timedelta/datetime fields become ``*_ms`` ints."""
     out = {}
     hints = typing.get_type_hints(type(entity))
+    renamed = _RENAMED_SINCE_KIO.get(type(entity).__module__, {})
     for f in dataclasses.fields(entity):
-        value, name, kt = getattr(entity, f.name), f.name, f.metadata.get("kafka_type")
+        value, name, kt = getattr(entity, f.name), renamed.get(f.name, f.name), f.metadata.get("kafka_type")
         if kt in ("timedelta_i32", "timedelta_i64"):
             name, value = name + "_ms", value // _MS
         elif kt == "datetime_i64":
