@@ -14,6 +14,8 @@ whose metadata or assignment is over ``volume_usage.paused_group_metadata_max_by
 
 The group heartbeats of KIP-848, KIP-932 and KIP-1071 (each served by Apache Kafka 4.4 by default: group.version 1,
 share.version 2, streams.version 1): a member's record and a Streams group's topology are bounded the same way.
+Transactions cannot grow at PAUSE: a transactional producer's partitions never join its transaction, its commit
+times out with a retriable error, and nothing reaches the topic or the transaction's state.
 
 One sidecar in front of kafka1 for the module, put at PAUSE with the broker's real log dirs (``source:
 describe_log_dirs``) and a hard limit above the free space there is.
@@ -25,6 +27,7 @@ import socket
 import struct
 import threading
 import uuid
+import warnings
 
 import pytest
 from kafka import KafkaConsumer
@@ -43,7 +46,7 @@ from proxy.codec.error_codes import COORDINATOR_NOT_AVAILABLE, ERROR_CODES, NONE
 from proxy.codec.header import encode_request_header, frame
 from proxy.codec.messages import decode_response, encode_request, new_request
 from tests.harness import start_proxy, wait_until
-from tests.integration.kafka.quotas_common import configs, direct_admin, topics
+from tests.integration.kafka.quotas_common import configs, direct_admin, end_offsets, topics
 from tests.integration.raw import connect, exchange, read_frame
 from tests.kafka_cluster import unique_topic
 
@@ -439,3 +442,49 @@ def test_share_and_streams_members_join_at_pause_and_huge_records_are_refused(ka
             answer = exchange(sock, STREAMS_GROUP_HEARTBEAT, 1, 1, **fields)
         assert answer.error_code == COORDINATOR_NOT_AVAILABLE
         assert refused(paused, "StreamsGroupHeartbeat") == streams + 1
+
+
+COMMIT_TIMEOUT_S = 2.5  # long enough for the first AddPartitionsToTxn and its retry after the 1 s pause
+
+
+@pytest.mark.long_running(seconds=4)
+def test_a_transactional_producer_at_pause_is_told_to_retry_and_nothing_reaches_the_log(kafka1, paused):
+    """A librdkafka transactional producer at its default settings through the paused sidecar: it gets its producer
+    id (InitProducerId writes one small record of the transactional id to __transaction_state), but no partition
+    joins its transaction (AddPartitionsToTxn answered COORDINATOR_NOT_AVAILABLE, counted, and retried by the
+    client), so its commit fails with a retriable error after its timeout, what the application retries (or
+    aborts) until the PAUSE ends. The coordinator holds the transaction Empty, with no partition, and the topic has
+    neither a record nor a transaction marker."""
+    from confluent_kafka import KafkaException, Producer
+
+    transactional_id = unique_topic("pause-txn")
+    before = refused(paused, "AddPartitionsToTxn") + refused(paused, "Produce")
+    with topics(kafka1, "pause-txn", partitions=3) as (topic,):
+        producer = Producer({"bootstrap.servers": paused.bootstrap, "transactional.id": transactional_id})
+        producer.init_transactions(60)
+        producer.begin_transaction()
+        for n in range(30):
+            producer.produce(topic, value=f"txn-{n}".encode(), partition=n % 3)
+        with pytest.raises(KafkaException) as failed:
+            producer.commit_transaction(COMMIT_TIMEOUT_S)
+        error = failed.value.args[0]
+        counted = refused(paused, "AddPartitionsToTxn") + refused(paused, "Produce") - before
+        print(
+            f"\ncommit at PAUSE: {error.name()} ({error.str()}), retriable {error.retriable()}; {counted:g} "
+            f"requests refused",
+            flush=True,
+        )
+        assert error.retriable() and not error.fatal()
+        assert counted > 0  # AddPartitionsToTxn from librdkafka (a KIP-890 client's Produce would be refused instead)
+        admin = direct_admin(kafka1)
+        try:
+            held = admin.describe_transactions([transactional_id])[transactional_id]
+        finally:
+            admin.close()
+        assert held.topic_partitions == set(), held
+        assert held.state.name == "EMPTY", held
+        producer.purge()
+        with warnings.catch_warnings():  # its close aborts what it can: nothing here, the commit still under way
+            warnings.simplefilter("ignore", RuntimeWarning)
+            producer.close()
+        assert end_offsets(kafka1, topic) == 0  # no record, no marker
