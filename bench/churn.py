@@ -13,8 +13,11 @@ that reached the broker (and per connection), the proxy's largest descriptor cou
 "Too many open files". Exits 1 when a newcomer waited over 2 s (``--max-wait``), or more than
 ``connections.max.inflight.requests`` (5) frames per gone connection reached the broker.
 
+``--request api_versions`` or ``metadata``: each connection sends ``--frames`` of those instead (answered, to a client
+that has gone); ``--frames 1``: one request before each close.
+
 Usage: ``python bench/churn.py [--seconds 10] [--after 5] [--attackers 2] [--sources 1] [--nofile 1024] [--frames 1000]
-[--rst]``
+[--request produce] [--rst]``
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from dataclasses import dataclass
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.common import ROOT, free_port, tansu, wait_for_port  # noqa: E402
-from proxy.codec.apis import API_VERSIONS, PRODUCE  # noqa: E402
+from proxy.codec.apis import API_VERSIONS, METADATA, PRODUCE  # noqa: E402
 from proxy.codec.header import encode_request_header, frame  # noqa: E402
 from proxy.codec.messages import encode_request, new_request  # noqa: E402
 from tests.integration.raw import recv_exactly  # noqa: E402
@@ -47,7 +50,20 @@ CONNECTED: list[float] = []  # seconds each newcomer took to connect
 MAX_PER_GONE = 5  # connections.max.inflight.requests' default
 
 
-def attack_frames(frames: int = FRAMES) -> bytes:
+REQUESTS = ("produce", "api_versions", "metadata")  # what each attacking connection sends before it closes
+
+
+def attack_frames(frames: int = FRAMES, request: str = "produce") -> bytes:
+    """``frames`` pipelined requests: 30-byte Produce v3 ``acks=0`` (no answer), ApiVersions v3 or Metadata v12 for
+    every topic (each answered, to a client that has gone)."""
+    if request == "api_versions":
+        body = encode_request(
+            API_VERSIONS, 3, new_request(API_VERSIONS, 3, client_software_name="evil", client_software_version="1")
+        )
+        return frame(encode_request_header(API_VERSIONS, 3, 1, "evil") + body) * frames
+    if request == "metadata":
+        body = encode_request(METADATA, 12, new_request(METADATA, 12, topics=None))
+        return frame(encode_request_header(METADATA, 12, 1, "evil") + body) * frames
     body = encode_request(PRODUCE, 3, new_request(PRODUCE, 3, acks=0, timeout_ms=1000, topic_data=[]))
     one = frame(encode_request_header(PRODUCE, 3, 1, "evil") + body)
     assert len(one) == 30, len(one)
@@ -61,10 +77,12 @@ def loopback_sources(n: int) -> list[str]:
     return [f"127.1.{i // 256}.{i % 256}" for i in range(1, n + 1)]
 
 
-def attacker(port: int, sources: list[str], until: float, rst: bool, made, frames: int = FRAMES) -> None:
-    """Flat out until ``until``: connect from the next of ``sources``, send ``frames`` pipelined Produce frames (0:
-    nothing, an open/close loop), close (or reset)."""
-    payload = attack_frames(frames)
+def attacker(
+    port: int, sources: list[str], until: float, rst: bool, made, frames: int = FRAMES, request: str = "produce"
+) -> None:
+    """Flat out until ``until``: connect from the next of ``sources``, send ``frames`` pipelined ``request`` frames
+    (0: nothing, an open/close loop), close (or reset)."""
+    payload = attack_frames(frames, request)
     n = 0
     while time.time() < until:
         source = sources[n % len(sources)]
@@ -149,6 +167,20 @@ asyncio.run(main())
 """
 
 
+def accept_queue(port: int) -> int:
+    """Connections waiting in the kernel's accept queue of the socket listening on ``port`` (Linux: a listening
+    socket's rx_queue in /proc/net/tcp is its accept backlog); 0 where that cannot be read."""
+    try:
+        with open("/proc/net/tcp") as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    return int(fields[4].split(":")[1], 16)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
 def fds(pid: int) -> int:
     try:
         return len(os.listdir(f"/proc/{pid}/fd"))
@@ -163,6 +195,7 @@ class Churned:
     reached: int  # Produce frames that reached the broker
     waits: list[tuple[float, float]]  # (seconds into the flood, the newcomer's wait)
     most_fds: int
+    most_queued: int  # the most connections seen waiting in the kernel's accept queue
     fd_errors: int  # "Too many open files" and "out of file descriptors" lines in the proxy's log
     log_lines: list[str]
 
@@ -183,6 +216,7 @@ def churn(
     rst: bool,
     frames: int = FRAMES,
     relay: bool = True,
+    request: str = "produce",
 ) -> Churned:
     """Start Tansu, the counting relay (``relay``; else the proxy is in front of Tansu itself and nothing is counted)
     and the proxy (RLIMIT_NOFILE ``nofile``, None: as inherited), run the flood and the newcomer."""
@@ -224,20 +258,22 @@ def churn(
         until = start + seconds
         procs = [
             multiprocessing.Process(
-                target=attacker, args=(proxy_port, addresses[i::attackers] or addresses, until, rst, made, frames)
+                target=attacker,
+                args=(proxy_port, addresses[i::attackers] or addresses, until, rst, made, frames, request),
             )
             for i in range(attackers)
         ]
         for p in procs:
             p.start()
         waits: list[tuple[float, float]] = []
-        most_fds = [0]
+        most_fds, most_queued = [0], [0]
         stop = threading.Event()
 
         def watch_fds() -> None:
             while not stop.is_set():
                 most_fds[0] = max(most_fds[0], fds(proxy.pid))
-                time.sleep(0.2)
+                most_queued[0] = max(most_queued[0], accept_queue(proxy_port))
+                time.sleep(0.1)
 
         threading.Thread(target=watch_fds, daemon=True).start()
         while time.time() < until + after:
@@ -257,6 +293,7 @@ def churn(
             reached,
             waits,
             most_fds[0],
+            most_queued[0],
             text.count("Too many open files") + text.count("out of file descriptors"),
             lines,
         )
@@ -285,25 +322,39 @@ def main() -> int:
     parser.add_argument("--sources", type=int, default=1, help="loopback source addresses of the attackers")
     parser.add_argument("--nofile", type=int, default=1024, help="the proxy's RLIMIT_NOFILE (0: as inherited)")
     parser.add_argument("--frames", type=int, default=FRAMES, help="Produce frames per connection (0: open/close)")
+    parser.add_argument("--request", choices=REQUESTS, default="produce", help="what each connection sends")
     parser.add_argument("--rst", action="store_true", help="attackers reset their connections instead of closing")
     parser.add_argument("--max-wait", type=float, default=2.0)
     args = parser.parse_args()
-    r = churn(args.seconds, args.after, args.attackers, args.sources, args.nofile or None, args.rst, args.frames)
+    r = churn(
+        args.seconds,
+        args.after,
+        args.attackers,
+        args.sources,
+        args.nofile or None,
+        args.rst,
+        args.frames,
+        request=args.request,
+    )
     print(
-        f"churn: {args.attackers} attackers from {args.sources} address(es), {'RST' if args.rst else 'FIN'}, "
+        f"churn: {args.attackers} attackers from {args.sources} address(es), {args.frames} {args.request} frame(s) "
+        f"each, {'RST' if args.rst else 'FIN'}, "
         f"{args.seconds:g} s, proxy RLIMIT_NOFILE {args.nofile}"
     )
     print(f"  connections made by the attackers: {r.made:,} ({r.made / args.seconds:,.0f}/s)")
     print(
         f"  Produce frames that reached the broker: {r.reached:,} ({r.per_connection:.2f} per connection of "
-        f"{FRAMES:,} sent)"
+        f"{args.frames:,} sent)"
     )
     print(
         f"  newcomer's wait for its first answer: worst {r.worst(True):.2f} s during the flood, "
         f"{r.worst(False):.2f} s in the {args.after:g} s after ({len(r.waits)} tries, "
         f"{sum(w >= GIVE_UP_S for _, w in r.waits)} unanswered)"
     )
-    print(f"  proxy: most descriptors open {r.most_fds}, 'Too many open files' in its log {r.fd_errors} times")
+    print(
+        f"  proxy: most descriptors open {r.most_fds}, 'Too many open files' in its log {r.fd_errors} times; most "
+        f"connections in its kernel accept queue {r.most_queued}"
+    )
     print(f"  of which connecting: worst {max(CONNECTED[1:]):.2f} s")
     for line in sorted(set(r.log_lines), key=r.log_lines.count, reverse=True)[:3]:
         print(f"  log x{r.log_lines.count(line)}: {line}")
