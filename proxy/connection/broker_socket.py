@@ -8,6 +8,7 @@ the bytes mean is decided elsewhere (:mod:`proxy.connection.response_path`).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Protocol, cast
 
 from proxy.connection.buffers import SharedReadBuffer
@@ -43,7 +44,7 @@ _DETACHED = _Detached()
 
 
 class UpstreamConnection(asyncio.BufferedProtocol):
-    __slots__ = ("_events", "_buffer", "transport", "closed")
+    __slots__ = ("_events", "_buffer", "transport", "closed", "on_first_reply")
 
     # set by connection_made, which asyncio calls before ``create_connection`` hands this protocol out: nothing reads
     # it earlier
@@ -53,6 +54,8 @@ class UpstreamConnection(asyncio.BufferedProtocol):
         self._events = events
         self._buffer = buffer
         self.closed = False
+        # told once, when the broker first sends something or the connection ends (a listener's setup slot)
+        self.on_first_reply: Callable[[], None] | None = None
 
     # -- asyncio callbacks ------------------------------------------------------------------------------------
 
@@ -65,6 +68,8 @@ class UpstreamConnection(asyncio.BufferedProtocol):
         return view if size == len(view) else view[:size]
 
     def buffer_updated(self, nbytes: int) -> None:
+        if self.on_first_reply is not None:
+            self._replied()
         self._events.broker_data(self._buffer.view[:nbytes])
 
     def eof_received(self) -> bool:
@@ -72,6 +77,7 @@ class UpstreamConnection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self._replied()
         events, self._events = self._events, _DETACHED
         events.broker_lost(exc)
 
@@ -95,6 +101,13 @@ class UpstreamConnection(asyncio.BufferedProtocol):
     def detach(self) -> None:
         """Report nothing more (the client connection is closed); breaks the reference cycle with it."""
         self._events = _DETACHED
+        self._replied()
+
+    def _replied(self) -> None:
+        """The broker's first bytes, or the end without any: whoever waits for them is told, once."""
+        told, self.on_first_reply = self.on_first_reply, None
+        if told is not None:
+            told()
 
     def close(self) -> None:
         if not self.transport.is_closing():

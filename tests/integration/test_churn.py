@@ -27,21 +27,38 @@ def test_gone_clients_cost_the_broker_a_few_frames_and_the_proxy_keeps_its_descr
 
 
 @pytest.mark.long_running(seconds=12)
-@pytest.mark.parametrize("sources,rst", [(1, False), (4096, True)], ids=["one-address-fin", "4096-addresses-rst"])
-def test_a_newcomer_is_served_within_2_s_during_and_after_open_close_churn(sources, rst):
+@pytest.mark.parametrize(
+    "sources,request_kind",
+    [(1, "api_versions"), (4096, "metadata")],
+    ids=["one-address-api-versions", "4096-addresses-metadata"],
+)
+def test_a_newcomer_is_served_within_2_s_during_and_after_churn_of_one_request_a_connection(sources, request_kind):
     """Issue 44: "churn from one address and from many: a new connection from elsewhere is served within 2 s during
-    and after the flood, with default settings". A hostile tenant's open/close loops, flat out from two processes of
-    its own (connect, close at once, from 127.0.0.1 or from 4,096 loopback addresses in turn, the second reset),
-    against the proxy as its own process with the shipped defaults and the open-files limit it inherits; a newcomer
-    from 127.0.0.250 connects every 0.5 s and asks for ApiVersions. Each must be answered within 2 s: the requirement
-    itself, so the bound is the test's. (Before a connection gone unheard was skipped at its turn, each cost a broker
-    connection: in 6 s floods, bench/churn.py, the newcomer waited up to 2.8-6.4 s.)"""
+    and after the flood, with default settings". A hostile tenant's loops, flat out from two processes of its own:
+    connect (from 127.0.0.1, or from 4,096 loopback addresses in turn), send one request (ApiVersions, or Metadata
+    for every topic) and close; a newcomer from 127.0.0.250 connects every 0.5 s and asks for ApiVersions, against
+    the proxy as its own process with the shipped defaults and the open-files limit it inherits. Each newcomer must
+    be answered within 2 s: the requirement itself, so the bound is the test's. A request sent makes each churned
+    connection one to serve (a broker connection, its request forwarded, as Kafka serves it); connections that send
+    nothing, or reset, are gone by their turn and cost less (tests/proxy/connection/test_gone_unheard.py). Before
+    admitted connections were set up in turn by network and address, with a bound on what one network keeps in
+    flight at the broker, the newcomer waited behind the flood in the kernel's accept queue and at the broker: up to
+    2.7-3.2 s (bench/churn.py --frames 1)."""
     result = churn(
-        seconds=FLOOD_S, after=1.5, attackers=2, sources=sources, nofile=None, rst=rst, frames=0, relay=False
+        seconds=FLOOD_S,
+        after=1.5,
+        attackers=2,
+        sources=sources,
+        nofile=None,
+        rst=False,
+        frames=1,
+        relay=False,
+        request=request_kind,
     )
     print(
-        f"\nchurn from {sources} address(es): {result.made:,} connections in {FLOOD_S} s; newcomer's worst wait "
-        f"{result.worst(True):.2f} s during, {result.worst(False):.2f} s after; most descriptors {result.most_fds}",
+        f"\nchurn from {sources} address(es), one {request_kind} request each: {result.made:,} connections in "
+        f"{FLOOD_S} s; newcomer's worst wait {result.worst(True):.2f} s during, {result.worst(False):.2f} s after; "
+        f"most descriptors {result.most_fds}, most in the accept queue {result.most_queued}",
         flush=True,
     )
     assert result.made > 300, "the flood did not run"

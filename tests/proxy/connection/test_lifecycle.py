@@ -25,7 +25,7 @@ from proxy.codec.header import encode_request_header, encode_response_header, fr
 from proxy.connection.buffers import SharedReadBuffer
 from proxy.connection.client_socket import ClientConnection, ListenerContext
 from proxy.connection.lifecycle import TRANSITIONS, ConnectionState, Event, IllegalTransition, Lifecycle
-from proxy.connection.listener import Listener
+from proxy.connection.listener import SETUPS_PER_NETWORK, Listener
 from proxy.enforcement.proxy_quotas import ProxyQuotas
 from proxy.ops.metrics import ProxyMetrics
 from quota.managers.connection import ConnectionQuotas
@@ -237,5 +237,41 @@ def test_a_client_wrapped_before_its_broker_is_open_is_read_only_once_it_is(loop
             broker_reader, _ = await peer.next()
             assert request_id(await read_frame(broker_reader)) == 7
             client.close()
+
+    new_loop(loop_kind).run_until_complete(run())
+
+
+# -- the listener: admitted connections set up in turn (proxy.connection.setup_queue) ------------------------------
+
+FLOOD = 200  # connections queued in the kernel at once, under its backlog of 1,024
+
+
+@pytest.mark.parametrize("loop_kind", ["uvloop", "asyncio"])
+def test_a_newcomer_queued_behind_a_flood_from_one_address_is_set_up_among_the_first(loop_kind):
+    """200 connections from 127.0.0.1, each with a request sent, wait in the kernel's accept queue; a newcomer from
+    127.0.0.250 connects after them. Taken first come first served, the newcomer's broker connection was the 201st.
+    Now the listener takes them all at once and sets them up in turn: its network (127.0.0.0/24, the flood's too)
+    has SETUPS_PER_NETWORK under way, each until the broker's first reply (this peer never replies: until
+    SETUP_SLOT_S), then the flood's next and the newcomer take turns."""
+
+    async def run() -> None:
+        async with served() as (listener, peer, ctx):
+            clients = []
+            try:
+                for n in range(FLOOD + 1):  # blocking connects: the listener does not run until all are queued
+                    client = socket.socket()
+                    clients.append(client)
+                    client.bind(("127.0.0.250" if n == FLOOD else "127.0.0.1", 0))
+                    client.connect(listener.address)
+                    client.sendall(request(n))
+                order = []
+                while FLOOD not in order:
+                    broker_reader, _ = await peer.next()
+                    order.append(request_id(await read_frame(broker_reader)))
+                assert len(order) <= SETUPS_PER_NETWORK + 2, order
+                assert order[: len(order) - 1] == list(range(len(order) - 1))  # the flood in its own order
+            finally:
+                for client in clients:
+                    client.close()
 
     new_loop(loop_kind).run_until_complete(run())
