@@ -201,6 +201,16 @@ def test_commits_with_metadata_reach_no_disk_at_pause_and_plain_commits_go_on(ka
             admin.close()
 
 
+MADE_UP = [f"made-up-{i:05d}-" + "n" * 200 for i in range(400)]  # 84 kB of topic names
+
+
+def asked(port: int, api_key: int, version: int, **fields):
+    """One request of ``api_key`` through the sidecar on a connection of its own; its answer."""
+    with connect(port) as sock:
+        sock.settimeout(60)
+        return exchange(sock, api_key, version, 1, **fields)
+
+
 def consumer(proxy, group: str, topic: str, n: int) -> KafkaConsumer:
     return KafkaConsumer(
         topic,
@@ -328,21 +338,17 @@ def test_a_kip848_consumer_joins_at_pause_and_a_huge_subscription_is_refused(kaf
             assert refused(paused, "ConsumerGroupHeartbeat") == before
         finally:
             member.close()
-        names = [f"made-up-{i:05d}-" + "n" * 200 for i in range(400)]
-        with connect(paused.port) as sock:
-            sock.settimeout(60)
-            answer = exchange(
-                sock,
-                CONSUMER_GROUP_HEARTBEAT,
-                0,
-                1,
-                group_id=unique_topic("pause-848-huge"),
-                member_id=str(uuid.uuid4()),
-                member_epoch=0,
-                rebalance_timeout_ms=30_000,
-                subscribed_topic_names=names,
-                topic_partitions=[],
-            )
+        answer = asked(
+            paused.port,
+            CONSUMER_GROUP_HEARTBEAT,
+            0,
+            group_id=unique_topic("pause-848-huge"),
+            member_id=str(uuid.uuid4()),
+            member_epoch=0,
+            rebalance_timeout_ms=30_000,
+            subscribed_topic_names=MADE_UP,
+            topic_partitions=[],
+        )
         assert answer.error_code == COORDINATOR_NOT_AVAILABLE
         assert refused(paused, "ConsumerGroupHeartbeat") == before + 1
         admin = direct_admin(kafka1)
@@ -362,9 +368,7 @@ def heartbeat_until_answered(port: int, api_key: int, version: int, **fields):
     answers: list = []
 
     def answered() -> bool:
-        with connect(port) as sock:
-            sock.settimeout(60)
-            answers.append(exchange(sock, api_key, version, 1, **fields))
+        answers.append(asked(port, api_key, version, **fields))
         return answers[-1].error_code not in NOT_READY
 
     wait_until(answered, 60, f"the coordinator's answer to {api_key}")
@@ -395,18 +399,14 @@ def test_share_and_streams_members_join_at_pause_and_huge_records_are_refused(ka
             paused.port, SHARE_GROUP_HEARTBEAT, 1, group_id=group, member_id=member, member_epoch=-1
         )
         assert left.error_code == NONE
-        huge = [f"made-up-{i:05d}-" + "n" * 200 for i in range(400)]
-        with connect(paused.port) as sock:
-            sock.settimeout(60)
-            answer = exchange(
-                sock,
-                SHARE_GROUP_HEARTBEAT,
-                1,
-                1,
-                group_id=group,
-                member_id=str(uuid.uuid4()),
-                subscribed_topic_names=huge,
-            )
+        answer = asked(
+            paused.port,
+            SHARE_GROUP_HEARTBEAT,
+            1,
+            group_id=group,
+            member_id=str(uuid.uuid4()),
+            subscribed_topic_names=MADE_UP,
+        )
         assert answer.error_code == COORDINATOR_NOT_AVAILABLE
         assert refused(paused, "ShareGroupHeartbeat") == share + 1
 
@@ -436,11 +436,8 @@ def test_share_and_streams_members_join_at_pause_and_huge_records_are_refused(ka
         )
         assert left.error_code == NONE
         configs = [{"key": f"config.{i}", "value": "v" * 120} for i in range(600)]
-        with connect(paused.port) as sock:
-            sock.settimeout(60)
-            fields = streams_join(unique_topic("pause-streams-huge"), str(uuid.uuid4()), configs)
-            answer = exchange(sock, STREAMS_GROUP_HEARTBEAT, 1, 1, **fields)
-        assert answer.error_code == COORDINATOR_NOT_AVAILABLE
+        fields = streams_join(unique_topic("pause-streams-huge"), str(uuid.uuid4()), configs)
+        assert asked(paused.port, STREAMS_GROUP_HEARTBEAT, 1, **fields).error_code == COORDINATOR_NOT_AVAILABLE
         assert refused(paused, "StreamsGroupHeartbeat") == streams + 1
 
 
