@@ -1,66 +1,186 @@
 """Python cost of one request and its response on the connection's pure path, without sockets.
 
-Feeds 100,000 pairs of frames (a 1 KiB ListOffsets v5 request, which no handler decodes, and a small answer)
-through :class:`proxy.connection.core.ConnectionCore` as the socket shell would (applying state only when something
-holds), and prints microseconds per pair. Usage: ``python bench/pipeline_cost.py [--pairs N]``.
+Feeds pairs of frames (a request, then its answer) through :class:`proxy.connection.core.ConnectionCore` as the
+socket shell would (applying state only when something holds), one frame per read, and prints microseconds per
+pair. ``--api`` chooses the pair:
+
+- ``list-offsets`` (the default): a 1 KiB ListOffsets v5 request, which no handler decodes, and a small answer;
+- ``produce``: a one-message Produce (one 100-byte record in a v2 batch with a producer id, ``acks=1``) and its
+  one-partition answer, as librdkafka sends it with ``linger.ms`` 0;
+- ``fetch``: a consumer's Fetch of 10 partitions of one topic (by topic id) and its empty answer, as one member of a
+  polling consumer group sends it.
+
+``--quotas``: issue 46's configuration (``bench/anchors_kroxylicious.py``'s proxy): cluster mode (broker addresses
+rewritten), ``producer_byte_rate``, ``consumer_byte_rate`` and ``producer_ids_rate`` for ``<default>`` users and
+``controller_mutation_rate`` for ``<default>`` client ids, configured and never binding; without it, no quotas and
+sidecar mode. The per-API metrics are the proxy's own. Usage:
+``python bench/pipeline_cost.py [--pairs N] [--api list-offsets|produce|fetch] [--version V] [--quotas]
+[--profile FILE]`` (``--profile``: the pairs alone under cProfile, for ``python -m pstats FILE``).
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import os
 import sys
 import time
+import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from config.loader import parse_config  # noqa: E402
 from proxy.apis import ConnectionScope, Session  # noqa: E402
+from proxy.cluster.broker_ports import BrokerPorts  # noqa: E402
 from proxy.cluster.topics import Topics  # noqa: E402
+from proxy.codec.apis import FETCH, LIST_OFFSETS, PRODUCE  # noqa: E402
 from proxy.codec.header import encode_request_header, encode_response_header, frame  # noqa: E402
+from proxy.codec.messages import encode_request, encode_response, new_request, new_response  # noqa: E402
 from proxy.connection.core import ConnectionCore  # noqa: E402
+from proxy.enforcement.internal_topic_guard import InternalTopicGuard  # noqa: E402
 from proxy.enforcement.proxy_quotas import ProxyQuotas  # noqa: E402
+from proxy.ops.metrics import ProxyMetrics  # noqa: E402
+
+NEVER_BINDS = 10**12
+QUOTAS = [
+    {
+        "entity": {"user": "<default>"},
+        "producer_byte_rate": NEVER_BINDS,
+        "consumer_byte_rate": NEVER_BINDS,
+        "producer_ids_rate": 10**6,
+    },
+    {"entity": {"client-id": "<default>"}, "controller_mutation_rate": 10**6},
+]
+DEFAULT_VERSIONS = {"list-offsets": 5, "produce": 10, "fetch": 16}
+TOPIC_ID = uuid.UUID("6f1b3c2e-5a4d-4e8f-9b7a-1c2d3e4f5a6b")
 
 
-class _ApiMetrics:
-    def request(self, nbytes):
-        pass
+def _record_batch() -> bytes:
+    """One v2 record batch of one 100-byte record, producer id 1000 (an idempotent producer's)."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
 
-    def response(self, nbytes):
-        pass
+    batch = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=1000,
+        producer_epoch=0,
+        base_sequence=0,
+        batch_size=1 << 20,
+    )
+    batch.append(0, timestamp=None, key=None, value=b"s" * 100, headers=[])
+    return bytes(batch.build())
 
-    def latency(self, seconds):
-        pass
+
+def bodies(api: str, version: int) -> tuple[int, bytes, bytes]:
+    """(api key, request body, response body) of the chosen pair."""
+    if api == "list-offsets":
+        return LIST_OFFSETS, b"\x00" * 1024, b"\x00" * 40
+    if api == "produce":
+        topic = {"topic_id": TOPIC_ID} if version >= 13 else {"name": "small"}
+        request = new_request(
+            PRODUCE,
+            version,
+            transactional_id=None,
+            acks=1,
+            timeout_ms=30000,
+            topic_data=[{**topic, "partition_data": [{"index": 0, "records": _record_batch()}]}],
+        )
+        answer = new_response(
+            PRODUCE,
+            version,
+            responses=[{**topic, "partition_responses": [{"index": 0, "error_code": 0, "base_offset": 41}]}],
+        )
+        return PRODUCE, encode_request(PRODUCE, version, request), encode_response(PRODUCE, version, answer)
+    partitions = range(10)
+    topic = {"topic_id": TOPIC_ID} if version >= 13 else {"topic": "polled"}
+    request = new_request(
+        FETCH,
+        version,
+        max_wait_ms=10,
+        min_bytes=1,
+        max_bytes=52428800,
+        topics=[
+            {
+                **topic,
+                "partitions": [
+                    {"partition": p, "fetch_offset": 1000, "partition_max_bytes": 1048576} for p in partitions
+                ],
+            }
+        ],
+    )
+    answer = new_response(
+        FETCH,
+        version,
+        responses=[
+            {
+                **topic,
+                "partitions": [
+                    {"partition_index": p, "high_watermark": 1000, "last_stable_offset": 1000, "records": b""}
+                    for p in partitions
+                ],
+            }
+        ],
+    )
+    return FETCH, encode_request(FETCH, version, request), encode_response(FETCH, version, answer)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--pairs", type=int, default=100_000)
-    n = parser.parse_args().pairs
+def core_for(quotas: bool, out: list, metrics: ProxyMetrics) -> ConnectionCore:
+    """A connection core of a proxy configured as :data:`QUOTAS` in cluster mode (``quotas``), or as the
+    minimal sidecar."""
     config = parse_config(
         {
             "upstream": {"bootstrap_servers": ["127.0.0.1:9092"]},
             "listeners": [{"name": "P", "bind": "127.0.0.1:0"}],
             "metrics": {"bind": "127.0.0.1:0"},
+            **({"quotas": QUOTAS} if quotas else {}),
         }
     )
-    scope = ConnectionScope(None, Topics(), ProxyQuotas(config).home)
-    out: list = []
-    metrics = _ApiMetrics()
-    core = ConnectionCore(
+    proxy_quotas = ProxyQuotas(config)
+    ports = BrokerPorts("P", "proxy.example", 30000, lambda node_id: True) if quotas else None
+    guard = InternalTopicGuard(proxy_quotas.internal_topics, config.admin_principals)
+    scope = ConnectionScope(ports, Topics(), proxy_quotas.home, guard=guard)
+    cache: dict = {}
+
+    def api_metrics(key: int):
+        found = cache.get(key)
+        if found is None:
+            found = cache[key] = metrics.api("P", key)
+        return found
+
+    return ConnectionCore(
         scope,
         Session("P", "127.0.0.1"),
-        max_request_bytes=1 << 20,
-        max_response_bytes=1 << 20,
+        max_request_bytes=100 << 20,
+        max_response_bytes=100 << 20,
         max_inflight=200,
         write_client=out.append,
         write_broker=out.append,
         clock=time.monotonic_ns,
-        api_metrics=lambda key: metrics,
+        api_metrics=api_metrics,
     )
-    requests = [memoryview(frame(encode_request_header(2, 5, i, "bench") + b"\x00" * 1024)) for i in range(n)]
-    responses = [memoryview(frame(encode_response_header(2, 5, i) + b"\x00" * 40)) for i in range(n)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--pairs", type=int, default=100_000)
+    parser.add_argument("--api", choices=sorted(DEFAULT_VERSIONS), default="list-offsets")
+    parser.add_argument("--version", type=int, help="the API version (default: 5, 10 and 16 for the three)")
+    parser.add_argument("--quotas", action="store_true", help="issue 46's quotas, never binding, in cluster mode")
+    parser.add_argument("--profile", metavar="FILE", help="cProfile the pairs alone (not the set-up) into FILE")
+    args = parser.parse_args()
+    n = args.pairs
+    version = DEFAULT_VERSIONS[args.api] if args.version is None else args.version
+    api_key, request_body, response_body = bodies(args.api, version)
+    out: list = []
+    metrics = ProxyMetrics()
+    core = core_for(args.quotas, out, metrics)
+    requests = [memoryview(frame(encode_request_header(api_key, version, i, "bench") + request_body)) for i in range(n)]
+    responses = [memoryview(frame(encode_response_header(api_key, version, i) + response_body)) for i in range(n)]
     flow = core.flow
+    profile = cProfile.Profile() if args.profile else None
+    if profile is not None:
+        profile.enable()
     started = time.perf_counter()
     for i in range(n):
         core.client_bytes(requests[i])
@@ -72,7 +192,16 @@ def main() -> None:
         if len(out) > 1000:
             out.clear()
     elapsed = time.perf_counter() - started
-    print(f"{elapsed / n * 1e6:.2f} us per request + response ({n} pairs, ListOffsets v5, no quotas)")
+    if profile is not None:
+        profile.disable()
+        profile.dump_stats(args.profile)
+    api = metrics.api("P", api_key)
+    if api.requests != n or not api.response_bytes:
+        raise SystemExit(f"pipeline_cost: {api.requests} of {n} requests counted, {api.response_bytes} response bytes")
+    print(
+        f"{elapsed / n * 1e6:.2f} us per request + response ({n} pairs, {args.api} v{version}, "
+        f"{'issue 46 quotas, cluster mode' if args.quotas else 'no quotas'})"
+    )
 
 
 if __name__ == "__main__":

@@ -3,8 +3,10 @@ bench/pipeline_cost.py that the machine's load does not move.
 
 Runs ``valgrind --tool=callgrind python bench/pipeline_cost.py --pairs N`` for two values of N and prints the
 difference of the two runs' instruction totals divided by the difference of their pairs, so the interpreter's
-start-up and the set-up of the frames cancel out. Needs valgrind (Debian: ``apt install valgrind``). Usage:
-``python bench/pipeline_instructions.py [--pairs 2000 12000]`` (about 4 minutes: callgrind runs about 50 x slower).
+start-up and the set-up of the frames cancel out. ``--api``, ``--version`` and ``--quotas`` are pipeline_cost.py's
+(which pair, and issue 46's quotas). Needs valgrind (Debian: ``apt install valgrind``). Usage:
+``python bench/pipeline_instructions.py [--pairs 2000 12000] [--api produce] [--quotas]`` (about 4 minutes per
+pair of runs: callgrind runs about 50 x slower).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def instructions(pairs: int, directory: Path) -> int:
+def instructions(pairs: int, directory: Path, options: list[str]) -> int:
     """The total instructions callgrind counted for one run of pipeline_cost.py with ``pairs`` pairs."""
     out = directory / f"callgrind.{pairs}"
     subprocess.run(
@@ -33,6 +35,7 @@ def instructions(pairs: int, directory: Path) -> int:
             str(ROOT / "bench" / "pipeline_cost.py"),
             "--pairs",
             str(pairs),
+            *options,
         ],
         check=True,
         cwd=ROOT,
@@ -49,17 +52,23 @@ def instructions(pairs: int, directory: Path) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pairs", type=int, nargs=2, default=[2000, 12000], metavar=("FEW", "MANY"))
-    few, many = parser.parse_args().pairs
+    parser.add_argument("--api", default="list-offsets", help="pipeline_cost.py's pair")
+    parser.add_argument("--version", type=int, help="its API version (pipeline_cost.py's default)")
+    parser.add_argument("--quotas", action="store_true", help="issue 46's quotas, never binding, in cluster mode")
+    args = parser.parse_args()
+    few, many = args.pairs
+    options = ["--api", args.api, *([] if args.version is None else ["--version", str(args.version)])]
+    options += ["--quotas"] if args.quotas else []
     if shutil.which("valgrind") is None:
         print("pipeline_instructions: valgrind not found (Debian: apt install valgrind)", file=sys.stderr)
         return 2
     if many <= few:
         parser.error("the second count of pairs must be the larger")
     with tempfile.TemporaryDirectory(prefix="callgrind-") as work:
-        low, high = instructions(few, Path(work)), instructions(many, Path(work))
+        low, high = instructions(few, Path(work), options), instructions(many, Path(work), options)
     per_pair = (high - low) / (many - few)
     print(
-        f"{per_pair:,.0f} instructions per request + response (ListOffsets v5, no quotas; "
+        f"{per_pair:,.0f} instructions per request + response ({' '.join(options)}; "
         f"{low:,} for {few} pairs, {high:,} for {many})"
     )
     return 0
