@@ -12,6 +12,7 @@ advertises the proxy itself and nothing is rewritten.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Protocol
 
 from proxy.apis.plan import PASS, ConnectionScope, Plan
@@ -27,6 +28,7 @@ from proxy.codec.apis import (
 )
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import Message, decode_response, encode_response
+from proxy.codec.skim import tag_of, tagged_fields
 from proxy.session.session import Session
 
 
@@ -35,6 +37,8 @@ class Advertiser(Protocol):
     :class:`~proxy.cluster.admin_address.AdminAddress` on the admin listener."""
 
     def advertise(self, node_id: int, host: str, port: int) -> tuple[str, int]: ...
+
+    def __hash__(self) -> int: ...  # the plans made for its listener are kept by it (_node_endpoints_plan)
 
 
 def advertiser(scope: ConnectionScope) -> Advertiser | None:
@@ -64,10 +68,19 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
 
 
 def _plan_node_endpoints(scope: ConnectionScope, header: RequestHeader, api_key: int, since: int) -> Plan:
-    if advertiser(scope) is None or header.api_version < since:
+    cluster = advertiser(scope)
+    if cluster is None or header.api_version < since:
         return PASS
-    # present only when leadership moved; otherwise the broker's bytes go back as they are
-    return _plan_node_rewrite(scope, header, api_key, lambda msg, _v: [(n, "node_id") for n in msg.node_endpoints])
+    return _node_endpoints_plan(cluster, api_key, header.api_version)
+
+
+@lru_cache(maxsize=64)
+def _node_endpoints_plan(cluster: Advertiser, api_key: int, version: int) -> Plan:
+    """The plan of every Produce or Fetch of ``version`` through the listener of ``cluster``, made once (every small
+    request carries one). NodeEndpoints are present only when leadership moved: otherwise the broker's bytes go back
+    as they are, found so by skimming the response (:mod:`proxy.codec.skim`), not decoding it."""
+    tag = tag_of(api_key, "response", version, "node_endpoints")
+    return _node_rewrite(cluster, api_key, version, lambda msg, _v: [(n, "node_id") for n in msg.node_endpoints], tag)
 
 
 def _plan_node_rewrite(
@@ -78,11 +91,25 @@ def _plan_node_rewrite(
 ) -> Plan:
     """Rewrite the (node, id field) pairs ``nodes`` finds in the response (cluster mode, the admin listener);
     elsewhere pass."""
-    cluster, version = advertiser(scope), header.api_version
+    cluster = advertiser(scope)
     if cluster is None:
         return PASS
+    return _node_rewrite(cluster, api_key, header.api_version, nodes)
+
+
+def _node_rewrite(
+    cluster: Advertiser,
+    api_key: int,
+    version: int,
+    nodes: Callable[[Message, int], list[tuple[Message, str]]],
+    only_tagged: int | None = None,
+) -> Plan:
+    """A plan whose leg rewrites the (node, id field) pairs ``nodes`` finds in the response. ``only_tagged``: the
+    nodes are all in the top-level tagged field of that tag, and a response without it passes as it is, undecoded."""
 
     def rewrite(body: memoryview) -> bytes | None:
+        if only_tagged is not None and only_tagged not in tagged_fields(api_key, "response", version, body):
+            return None
         msg = decode_response(api_key, version, body)
         found = nodes(msg, version)
         if not found:

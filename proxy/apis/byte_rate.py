@@ -42,9 +42,10 @@ from proxy.apis.decisions import Decisions
 from proxy.apis.plan import FORWARD_AS_IS, ConnectionScope, ForwardRequest, Plan
 from proxy.apis.response_leg import ResponseLeg
 from proxy.codec.apis import FETCH, FETCH_MAX_BYTES_SINCE, FETCH_REPLICA_STATE_SINCE
+from proxy.codec.fetch_prefix import fetch_body_facts, with_max_bytes
 from proxy.codec.frame import BUFFER, STREAM
 from proxy.codec.header import RequestHeader
-from proxy.codec.messages import Message, decode_request, decode_response, encode_request, encode_response
+from proxy.codec.messages import Message, decode_response, encode_response
 from proxy.codec.records import iter_batches
 from proxy.session.session import Session
 from quota.primitives.decision import FORWARD, Decision
@@ -103,7 +104,7 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
 
     def note_follower(body: memoryview) -> ForwardRequest:
         nonlocal follower
-        follower = decode_request(FETCH, version, body).replica_state.replica_id >= 0
+        follower = fetch_body_facts(version, body)[0] >= 0
         return FORWARD_AS_IS
 
     if fetch.shadow or resolved.shadow:  # shadow: counted and reported, nothing capped, trimmed or throttled
@@ -129,15 +130,14 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
 
     def cap_max_bytes(body: memoryview) -> ForwardRequest:
         nonlocal follower
-        msg = decode_request(FETCH, version, body)
-        if tagged and msg.replica_state.replica_id >= 0:
+        replica_id, max_bytes = fetch_body_facts(version, body)  # skimmed, not decoded
+        if replica_id >= 0:
             follower = True
             return FORWARD_AS_IS
-        capped = min(msg.max_bytes, budget())
-        if capped >= msg.max_bytes:
+        capped = min(max_bytes, budget())
+        if capped >= max_bytes:
             return FORWARD_AS_IS
-        msg.max_bytes = capped
-        return ForwardRequest(body=encode_request(FETCH, version, msg))
+        return ForwardRequest(body=with_max_bytes(version, body, capped))
 
     def trim(body: memoryview) -> bytes | None:  # after the earlier stages' rewrites, on what they produced
         return None if follower else trim_fetch_response(version, body, budget())

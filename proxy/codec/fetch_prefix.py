@@ -1,4 +1,5 @@
-"""Whether a Fetch comes from a follower broker, read before the frame's first byte moves (where it can be).
+"""Whether a Fetch comes from a follower broker, read before the frame's first byte moves (where it can be), and
+what a consumer byte rate needs of a whole Fetch request: the follower's id and ``MaxBytes``, skimmed, not decoded.
 
 Fetch v0-14 begin their body with ``ReplicaId`` int32: the id of the follower broker replicating (>= 0), or -1 from
 a consumer (Kafka's ``FetchRequest.isFromFollower`` is ``replicaId >= 0``; the other negative ids are consumers as
@@ -15,9 +16,11 @@ from __future__ import annotations
 import dataclasses
 import struct
 
-from proxy.codec.apis import FETCH_REPLICA_STATE_SINCE
+from proxy.codec.apis import FETCH, FETCH_REPLICA_STATE_SINCE
 from proxy.codec.header import Incomplete, RequestHeader
+from proxy.codec.messages import decode_request
 from proxy.codec.primitives import Bytes
+from proxy.codec.skim import fixed_offset, tag_of, tagged_fields
 
 _INT32 = struct.Struct(">i")
 
@@ -43,3 +46,23 @@ def with_fetch_replica_id(buf: Bytes, header: RequestHeader) -> RequestHeader:
     if replica_id < 0:
         return header
     return dataclasses.replace(header, replica_id=replica_id)
+
+
+def fetch_body_facts(version: int, body: bytes | memoryview) -> tuple[int, int]:
+    """(the ``ReplicaId`` of a follower's ``ReplicaState``, -1 for a consumer or before v15; ``MaxBytes``) of a whole
+    Fetch request ``body`` of v3+. The body is skimmed (:mod:`proxy.codec.skim`: checked to be laid out as its version
+    says, nothing built) and decoded only when it carries a ``ReplicaState``, which a consumer's never does."""
+    tags = tagged_fields(FETCH, "request", version, body)
+    replica_id = -1
+    if version >= FETCH_REPLICA_STATE_SINCE and tag_of(FETCH, "request", version, "replica_state") in tags:
+        replica_id = decode_request(FETCH, version, body).replica_state.replica_id
+    max_bytes: int = _INT32.unpack_from(body, fixed_offset(FETCH, "request", version, "max_bytes"))[0]
+    return replica_id, max_bytes
+
+
+def with_max_bytes(version: int, body: Bytes, max_bytes: int) -> bytes:
+    """The Fetch request ``body`` (v3+) with ``MaxBytes`` set to ``max_bytes`` and every other byte as it was: what
+    decoding it, setting the field and encoding it again writes, without the two."""
+    out = bytearray(body)
+    _INT32.pack_into(out, fixed_offset(FETCH, "request", version, "max_bytes"), max_bytes)
+    return bytes(out)

@@ -1,0 +1,216 @@
+"""A message body skimmed, not decoded: its top-level tagged fields found, and where a leading fixed field sits.
+
+A decision that needs one fact of a large message (does this Produce or Fetch response carry ``NodeEndpoints``,
+KIP-951; is this Fetch a follower's, KIP-903; what is its ``MaxBytes``) need not build every struct of it. Each
+(API, direction, version) of the schema table is turned once into a list of steps, consecutive fixed-size fields
+merged into one skip, and a body is walked by those steps: lengths and counts are read, nothing is built or copied.
+The walk checks what the decoder checks of the layout (every length within the body, no bytes left over), so a body
+that skims is one the decoder reads field for field the same way; one that does not raises :class:`ProtocolError`.
+
+Bytes in, values out, no I/O.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+from proxy.codec import schema
+from proxy.codec.errors import ProtocolError
+from proxy.codec.header import Incomplete, skip_tagged_fields
+from proxy.codec.primitives import FIXED, INT16, INT32, Bytes, read_uvarint
+
+# A step: (what, argument, element size). What a step skips:
+_RUN = 0  # fixed-size fields: argument bytes
+_VARIABLE = 1  # a string, bytes or records: its length (argument: the width of a non-compact length, 2 or 4)
+_STRUCT = 2  # a struct: argument its steps
+_NULLABLE_STRUCT = 3  # an int8 marker (-1: null), then the struct
+_ARRAY = 4  # a count, then that many elements: argument their steps, or element size their fixed size
+_TAGS = 5  # a struct's tagged-field section (flexible versions)
+
+Steps = tuple[tuple[int, Any, int], ...]
+
+
+def _size(kind: str) -> int:
+    """The width of a fixed-size kind; 0 for a variable one."""
+    if kind in FIXED:
+        return FIXED[kind][1]
+    return 16 if kind == "uuid" else 0
+
+
+def _steps(fields: tuple[Any, ...], version: int, flexible: bool) -> Steps:
+    steps: list[tuple[int, Any, int]] = []
+    run = 0
+    for field in fields:
+        name, kind, versions, nullable_versions, tag = field[0], field[1], field[2], field[3], field[4]
+        if not versions[0] <= version <= versions[1] or tag is not None:
+            continue  # absent in this version, or in the tagged-field section
+        size = _size(kind)
+        if size:
+            run += size
+            continue
+        if run:
+            steps.append((_RUN, run, 0))
+            run = 0
+        nullable = nullable_versions is not None and nullable_versions[0] <= version <= nullable_versions[1]
+        if kind in ("string", "bytes", "records"):
+            steps.append((_VARIABLE, 2 if kind == "string" else 4, 0))
+        elif kind == "struct":
+            steps.append((_NULLABLE_STRUCT if nullable else _STRUCT, _steps(field[8], version, flexible), 0))
+        elif kind == "[]struct":
+            steps.append((_ARRAY, _steps(field[8], version, flexible), 0))
+        elif kind.startswith("[]"):
+            element = kind[2:]
+            width = _size(element)
+            inner: Steps = () if width else ((_VARIABLE, 2 if element == "string" else 4, 0),)
+            steps.append((_ARRAY, inner, width))
+        else:
+            raise ValueError(f"{name}: no skim for fields of kind {kind}")
+    if run:
+        steps.append((_RUN, run, 0))
+    if flexible:
+        steps.append((_TAGS, None, 0))
+    return tuple(steps)
+
+
+@cache
+def _plan(api_key: int, direction: str, version: int) -> tuple[Callable[[Bytes, int], int], bool]:
+    """(the skipper of the top level's fields, its tagged-field section left out; whether the version is flexible)."""
+    seg = schema.segment(api_key, direction, version)
+    if seg is None:
+        raise ProtocolError(f"no schema for {direction} {api_key} v{version}")
+    flexible = seg.flexible is not None and version >= seg.flexible
+    steps = _steps(seg.fields, version, flexible)
+    return _Skippers(flexible).compile(steps[:-1] if flexible else steps), flexible
+
+
+class _Skippers:
+    """Steps turned into Python source once, one function per struct (as :mod:`proxy.codec.compiler` turns the schema
+    into readers): ``skip(buf, pos)`` returns where the struct's fields end; a step is a few lines, not a call."""
+
+    def __init__(self, flexible: bool) -> None:
+        self.flexible = flexible
+        self.source: list[str] = []
+        self.names: dict[str, Any] = {
+            "_PE": ProtocolError,
+            "_uv": read_uvarint,
+            "_i16": INT16.unpack_from,
+            "_i32": INT32.unpack_from,
+            "_tags": skip_tagged_fields,
+        }
+        self.count = 0
+
+    def compile(self, steps: Steps) -> Callable[[Bytes, int], int]:
+        name = self._function(steps)
+        exec("\n".join(self.source), self.names)  # source made here from the schema table alone
+        skip: Callable[[Bytes, int], int] = self.names[name]
+        return skip
+
+    def _function(self, steps: Steps) -> str:
+        self.count += 1
+        name = f"skip_{self.count}"
+        lines = [f"def {name}(buf, pos):"]
+        for what, argument, width in steps:
+            if what == _RUN:
+                lines.append(f"    pos += {argument}")
+            elif what == _VARIABLE:
+                lines += self._length(argument)
+                lines += [
+                    "    if n > 0:",
+                    "        pos += n",
+                    "    elif n < -1:",
+                    "        raise _PE('invalid length')",
+                ]
+            elif what == _TAGS:
+                lines += ["    if buf[pos]:", "        pos = _tags(buf, pos)", "    else:", "        pos += 1"]
+            elif what == _ARRAY:
+                lines += self._length(4)
+                lines += ["    if n > 0:", "        if n > len(buf) - pos:", "            raise _PE('array too long')"]
+                if width:
+                    lines.append(f"        pos += n * {width}")
+                else:
+                    inner = self._function(argument)
+                    lines += ["        for _ in range(n):", f"            pos = {inner}(buf, pos)"]
+                lines += ["    elif n < -1:", "        raise _PE('invalid array length')"]
+            elif what == _STRUCT:
+                lines.append(f"    pos = {self._function(argument)}(buf, pos)")
+            else:  # _NULLABLE_STRUCT: an int8 marker, negative for null
+                inner = self._function(argument)
+                lines += ["    pos += 1", "    if buf[pos - 1] < 128:", f"        pos = {inner}(buf, pos)"]
+        lines += ["    if pos > len(buf):", "        raise _PE('fields run past the end')", "    return pos"]
+        self.source += lines
+        return name
+
+    def _length(self, width: int) -> list[str]:
+        """Source setting ``n`` to the length or count at ``pos`` (-1: null) and ``pos`` past it."""
+        if self.flexible:  # compact: an unsigned varint, one more than the length; one byte, the usual case
+            return [
+                "    n = buf[pos] - 1",
+                "    if n < 127:",
+                "        pos += 1",
+                "    else:",
+                "        n, pos = _uv(buf, pos)",
+                "        n -= 1",
+            ]
+        return [f"    n, = _i{8 * width}(buf, pos)", f"    pos += {width}"]
+
+
+def tagged_fields(api_key: int, direction: str, version: int, body: Bytes) -> dict[int, tuple[int, int]]:
+    """The top-level tagged fields of a whole ``body``: tag -> (start, end) of its data in ``body`` ({} in a version
+    without them). Raises :class:`ProtocolError` when the body is not laid out as its version says."""
+    skip, flexible = _plan(api_key, direction, version)
+    end = len(body)
+    try:
+        pos = skip(body, 0)
+        found: dict[int, tuple[int, int]] = {}
+        if flexible:
+            if pos < end and not body[pos]:
+                pos += 1  # none: the usual case
+            else:
+                count, pos = read_uvarint(body, pos)
+                if count > end - pos:
+                    raise ProtocolError(f"{count} tagged fields in the {end - pos} bytes left")
+                for _ in range(count):
+                    tag, pos = read_uvarint(body, pos)
+                    size, pos = read_uvarint(body, pos)
+                    found[tag] = (pos, pos + size)
+                    pos += size
+                    if pos > end:
+                        raise ProtocolError(f"tagged field {tag} of {size} bytes runs past the end ({end})")
+    except (Incomplete, IndexError, struct.error):
+        raise ProtocolError(f"{direction} {api_key} v{version} ends inside a field") from None
+    if pos != end:
+        raise ProtocolError(f"{direction} {api_key} v{version}: {end - pos} bytes left after its fields")
+    return found
+
+
+@cache
+def tag_of(api_key: int, direction: str, version: int, name: str) -> int:
+    """The tag of the top-level tagged field ``name`` in ``version`` (ValueError if it is not one there)."""
+    seg = schema.segment(api_key, direction, version)
+    for field in () if seg is None else seg.fields:
+        if field[0] == name and field[4] is not None and field[5] is not None and field[5][0] <= version <= field[5][1]:
+            tag: int = field[4]
+            return tag
+    raise ValueError(f"{name} is not a tagged field of {direction} {api_key} v{version}")
+
+
+@cache
+def fixed_offset(api_key: int, direction: str, version: int, name: str) -> int:
+    """Where the top-level field ``name`` starts in every body of ``version``: only fixed-size fields come before it
+    (ValueError otherwise, or if it is not a fixed-size field of that version)."""
+    seg = schema.segment(api_key, direction, version)
+    offset = 0
+    for field in () if seg is None else seg.fields:
+        versions, tag = field[2], field[4]
+        if not versions[0] <= version <= versions[1] or tag is not None:
+            continue
+        size = _size(field[1])
+        if field[0] == name and size:
+            return offset
+        if not size:
+            break
+        offset += size
+    raise ValueError(f"{name} is not at a fixed place in {direction} {api_key} v{version}")
