@@ -59,12 +59,11 @@ def plan_producer_byte_rate(scope: ConnectionScope, session: Session, header: Re
     produce = scope.quotas.produce
     if not produce.enabled:  # no producer_byte_rate anywhere: nothing recorded, as Kafka does
         return None
+    decision = produce.record_and_decide(session.user, header.client_id or "", header.size)
+    if decision is FORWARD:
+        return None  # within quota (the common case): nothing to add, nothing made
     decisions = Decisions()
-    decisions.add(
-        PRODUCER_BYTE_RATE,
-        produce.record_and_decide(session.user, header.client_id or "", header.size),
-        header.client_id,
-    )
+    decisions.add(PRODUCER_BYTE_RATE, decision, header.client_id)
     return decisions.plan()
 
 
@@ -93,8 +92,8 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
     if not fetch.enabled:
         return None
     user, client_id = session.user, header.client_id or ""
-    resolved = fetch.resolve(user, client_id)
-    if resolved.unlimited:
+    applies, shadow_entry = fetch.applies(user, client_id)
+    if not applies:
         return None
     version = header.api_version
     # From v15 the replica id is in the body's tagged fields: the body is read whole and ``follower`` set on it
@@ -107,7 +106,7 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
         follower = fetch_body_facts(version, body)[0] >= 0
         return FORWARD_AS_IS
 
-    if fetch.shadow or resolved.shadow:  # shadow: counted and reported, nothing capped, trimmed or throttled
+    if fetch.shadow or shadow_entry:  # shadow: counted and reported, nothing capped, trimmed or throttled
         shadowed = Decisions()  # decided as the response goes: the leg accounts for it, the response path records it
 
         def record_only(response_size: int) -> Decision:

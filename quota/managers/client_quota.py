@@ -108,6 +108,16 @@ class ClientQuotaManager:
         """The quota that applies to this user and client-id, and the tags of the sensor it is counted in."""
         return self.keeper.resolve(user, client_id)
 
+    def applies(self, user: str, client_id: str) -> tuple[bool, bool]:
+        """(a quota applies to this client, and it is a shadow one) as :meth:`resolve` says, read from the client's
+        sensor when it holds what the table resolves for it (:meth:`SensorKeeper.known`): nothing resolved again for
+        each request of a known client."""
+        sensors = self.keeper.known(user, client_id)
+        if sensors is not None:
+            return sensors.entity is not None, sensors.shadow
+        resolved = self.resolve(user, client_id)
+        return not resolved.unlimited, resolved.shadow
+
     def update_quotas(self, quotas: QuotaLookup) -> None:
         """Swap in a new quota table: existing sensors take their new limit now (``updateQuotaMetricConfigs``), a
         client whose tags change moves to a sensor of its new tags (:meth:`SensorKeeper.update_quotas`)."""
@@ -209,8 +219,7 @@ class ClientQuotaManager:
             return min(smoothing.headroom(bucket, limit, self.window, now), ceiling)
         if sensors is None:
             return ceiling
-        headroom = limit * sensors.rate.window_size_ms(now) / 1000.0 - sensors.rate.total(now)
-        return max(0.0, min(headroom, ceiling))
+        return max(0.0, min(sensors.rate.headroom(limit, now), ceiling))
 
     # -- stats and expiry ----------------------------------------------------------------------------------------
 

@@ -123,6 +123,8 @@ class Rate:
 
     def _purge_obsolete_samples(self, now_ms: int) -> None:
         s, expire_age = self._s, self._shape[1]
+        if not s or now_ms - min(s[_LAST::3]) < expire_age:
+            return  # none is obsolete (the usual case): found by one pass in C, not a loop here
         for i in range(0, len(s), 3):
             if now_ms - s[i + _LAST] >= expire_age:
                 s[i] = s[i + _LAST] = now_ms
@@ -140,24 +142,22 @@ class Rate:
             self._s.extend((now_ms, now_ms, 0.0))  # as SampledStat.oldest() does
         return _elapsed_ms(now_ms - int(min(self._s[_START::3])), self._shape)
 
+    def headroom(self, limit: float, now_ms: int) -> float:
+        """``limit * window_size_ms(now_ms) / 1000 - total(now_ms)``: what may be recorded at ``now_ms`` before the
+        rate passes ``limit``, with one purge."""
+        window_ms = self.window_size_ms(now_ms)
+        return limit * window_ms / 1000.0 - sum(self._s[_VALUE::3])
+
     def measure(self, now_ms: int) -> float:
         """The rate per second at ``now_ms`` (``Rate.measure`` with ``TimeUnit.SECONDS``): :meth:`total` divided
-        by :meth:`window_size_ms`, in one pass over the samples."""
+        by :meth:`window_size_ms`, with one purge."""
         s = self._s
         if not s:
             s.extend((now_ms, now_ms, 0.0))  # as SampledStat.oldest() does
-        expire_age = self._shape[1]
-        total = 0.0
-        oldest_start_ms: float = now_ms
-        for i in range(0, len(s), 3):
-            if now_ms - s[i + _LAST] >= expire_age:  # obsolete: reset, as _purge_obsolete_samples does
-                s[i] = s[i + _LAST] = now_ms
-                s[i + _VALUE] = 0.0
-            total += s[i + _VALUE]
-            start = s[i]
-            if start < oldest_start_ms:
-                oldest_start_ms = start
-        return total / (_elapsed_ms(now_ms - int(oldest_start_ms), self._shape) / 1000.0)
+        self._purge_obsolete_samples(now_ms)
+        # the samples' sum in slot order and their oldest start, each one pass in C (a sample starts at or before now)
+        oldest_start_ms = min(s[_START::3])
+        return sum(s[_VALUE::3]) / (_elapsed_ms(now_ms - int(min(oldest_start_ms, now_ms)), self._shape) / 1000.0)
 
     def peek(self, now_ms: int) -> float:
         """What :meth:`measure` would return at ``now_ms``, changing nothing: obsolete samples count as the reset
