@@ -49,9 +49,9 @@ def parse_request_prefix(
     api_key = fields[1]
     if api_key == PRODUCE:
         size, _, version, _, _, header_length = fields
-        acks = _acks(buf, size, header_length, version)
-        if read_produce_prefix:
-            pids, only_topic, topic_count = _read_prefix(within_frame(buf, size), size + 4, header_length, version)
+        acks, after = _acks_at(buf, size, header_length, version)
+        if read_produce_prefix:  # read on from acks: the transactional id is read once
+            pids, only_topic, topic_count = _read_topics(within_frame(buf, size), size + 4, after, version)
             return RequestHeader(*fields, acks, pids, only_topic, topic_count=topic_count)
         return RequestHeader(*fields, acks)
     header = RequestHeader(*fields)
@@ -98,15 +98,25 @@ def _read_prefix(body: Bytes, end: int, pos: int, version: int) -> tuple[tuple[i
     producer-id quota or an internal topic is configured. Each field is skipped as a ``need`` of its size: past the
     frame's end there is no producer id (what was read so far); past ``body``'s end, :class:`Incomplete`. A request
     that is not one partition of one batch is walked whole (:func:`_walk`) once it is all in."""
+    available = len(body)
+    try:
+        if version >= 3:  # transactional_id
+            length, pos = _length(body, pos, end, available, version >= 9, _INT16)
+            pos += _need(max(length, 0), pos, end, available)
+        pos += _need(2, pos, end, available)  # acks
+    except _FrameEnds:
+        return (), None, -1
+    return _read_topics(body, end, pos, version)
+
+
+def _read_topics(body: Bytes, end: int, pos: int, version: int) -> tuple[tuple[int, ...], str | bytes | None, int]:
+    """:func:`_read_prefix` from ``pos``, where ``timeout_ms`` starts (after ``acks``)."""
     only_topic = None
     topic_count = -1
     flexible = version >= 9
     available = len(body)
     try:
-        if version >= 3:  # transactional_id
-            length, pos = _length(body, pos, end, available, flexible, _INT16)
-            pos += _need(max(length, 0), pos, end, available)
-        pos += _need(6, pos, end, available)  # acks, timeout_ms
+        pos += _need(4, pos, end, available)  # timeout_ms
         topics_at = pos
         topics, pos = _length(body, pos, end, available, flexible, _INT32)  # topic_data
         topic_count = max(topics, 0)
@@ -231,6 +241,11 @@ def produce_acks(buf: Bytes, header: RequestHeader) -> int:
 
 
 def _acks(buf: Bytes, size: int, pos: int, version: int) -> int:
+    return _acks_at(buf, size, pos, version)[0]
+
+
+def _acks_at(buf: Bytes, size: int, pos: int, version: int) -> tuple[int, int]:
+    """(``acks``, where it ends) of the Produce body starting at ``pos``."""
     body = within_frame(buf, size)
     if version >= 9:
         length, pos = read_uvarint(body, pos)
@@ -247,4 +262,4 @@ def _acks(buf: Bytes, size: int, pos: int, version: int) -> int:
     if len(body) < pos + 2:
         raise Incomplete
     acks: int = _INT16.unpack_from(body, pos)[0]
-    return acks
+    return acks, pos + 2
