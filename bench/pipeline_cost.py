@@ -29,6 +29,8 @@ import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench.anchors_kroxylicious import QUOTAS  # noqa: E402  (issue 46's, as the proxy runs beside Kroxylicious)
+from bench.produce_path_cost import one_message_batch  # noqa: E402
 from config.loader import parse_config  # noqa: E402
 from proxy.apis import ConnectionScope, Session  # noqa: E402
 from proxy.cluster.broker_ports import BrokerPorts  # noqa: E402
@@ -41,35 +43,8 @@ from proxy.enforcement.internal_topic_guard import InternalTopicGuard  # noqa: E
 from proxy.enforcement.proxy_quotas import ProxyQuotas  # noqa: E402
 from proxy.ops.metrics import ProxyMetrics  # noqa: E402
 
-NEVER_BINDS = 10**12
-QUOTAS = [
-    {
-        "entity": {"user": "<default>"},
-        "producer_byte_rate": NEVER_BINDS,
-        "consumer_byte_rate": NEVER_BINDS,
-        "producer_ids_rate": 10**6,
-    },
-    {"entity": {"client-id": "<default>"}, "controller_mutation_rate": 10**6},
-]
 DEFAULT_VERSIONS = {"list-offsets": 5, "produce": 10, "fetch": 16}
 TOPIC_ID = uuid.UUID("6f1b3c2e-5a4d-4e8f-9b7a-1c2d3e4f5a6b")
-
-
-def _record_batch() -> bytes:
-    """One v2 record batch of one 100-byte record, producer id 1000 (an idempotent producer's)."""
-    from kafka.record.default_records import DefaultRecordBatchBuilder
-
-    batch = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=False,
-        producer_id=1000,
-        producer_epoch=0,
-        base_sequence=0,
-        batch_size=1 << 20,
-    )
-    batch.append(0, timestamp=None, key=None, value=b"s" * 100, headers=[])
-    return bytes(batch.build())
 
 
 def bodies(api: str, version: int) -> tuple[int, bytes, bytes]:
@@ -84,7 +59,7 @@ def bodies(api: str, version: int) -> tuple[int, bytes, bytes]:
             transactional_id=None,
             acks=1,
             timeout_ms=30000,
-            topic_data=[{**topic, "partition_data": [{"index": 0, "records": _record_batch()}]}],
+            topic_data=[{**topic, "partition_data": [{"index": 0, "records": one_message_batch()}]}],
         )
         answer = new_response(
             PRODUCE,

@@ -24,10 +24,25 @@ import time
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def one_run(pairs: int, burst: int) -> float:
-    """Microseconds per request + response with the tree on sys.path (run in a process of its own)."""
+def one_message_batch() -> bytes:
+    """A v2 record batch of one 100-byte record with producer id 1000 (an idempotent producer's), uncompressed."""
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
+    batch = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=1000,
+        producer_epoch=0,
+        base_sequence=0,
+        batch_size=1 << 20,
+    )
+    batch.append(0, timestamp=None, key=None, value=b"s" * 100, headers=[])
+    return bytes(batch.build())
+
+
+def one_run(pairs: int, burst: int) -> float:
+    """Microseconds per request + response with the tree on sys.path (run in a process of its own)."""
     from config.loader import parse_config
     from proxy.apis import ConnectionScope, Session
     from proxy.cluster.topics import Topics
@@ -59,17 +74,7 @@ def one_run(pairs: int, burst: int) -> float:
         clock=time.monotonic_ns,
         api_metrics=lambda key: metrics.api("P", key),
     )
-    batch = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=False,
-        producer_id=1000,
-        producer_epoch=0,
-        base_sequence=0,
-        batch_size=1 << 20,
-    )
-    batch.append(0, timestamp=None, key=None, value=b"s" * 100, headers=[])
-    records = bytes(batch.build())
+    records = one_message_batch()
     body = encode_request(
         0,
         9,

@@ -29,6 +29,11 @@ ALL_VERSIONS = [
 needs_kio = pytest.mark.skipif(importlib.util.find_spec("kio") is None, reason="kio (the test extra) is not installed")
 
 
+def codec_of(direction: str):
+    """(decode, encode) of ``direction``'s messages."""
+    return (M.decode_request, M.encode_request) if direction == "request" else (M.decode_response, M.encode_response)
+
+
 def _present(f: tuple, v: int, flex: bool) -> bool:
     vers, tag, tv = f[2], f[4], f[5]
     if not vers[0] <= v <= vers[1]:

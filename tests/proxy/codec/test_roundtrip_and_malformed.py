@@ -12,20 +12,16 @@ from hypothesis import strategies as st
 
 from proxy.codec import messages as M
 from proxy.codec.errors import ProtocolError
-from tests.proxy.codec.strategies import ALL_VERSIONS, message_st
+from tests.proxy.codec.strategies import ALL_VERSIONS, codec_of, message_st
 
 _SETTINGS = settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
-
-
-def _codec(direction):
-    return (M.decode_request, M.encode_request) if direction == "request" else (M.decode_response, M.encode_response)
 
 
 @pytest.mark.parametrize("api_key,direction,version", ALL_VERSIONS)
 @_SETTINGS
 @given(data=st.data())
 def test_round_trip_with_unknown_tags(api_key, direction, version, data):
-    decode, encode = _codec(direction)
+    decode, encode = codec_of(direction)
     msg = data.draw(message_st(api_key, direction, version, unknown_tags=True))
     body = encode(api_key, version, msg)
     back = decode(api_key, version, body)
@@ -37,7 +33,7 @@ def test_round_trip_with_unknown_tags(api_key, direction, version, data):
 @_SETTINGS
 @given(data=st.data())
 def test_malformed_bodies_raise_protocol_error(api_key, direction, version, data):
-    decode, encode = _codec(direction)
+    decode, encode = codec_of(direction)
     body = encode(api_key, version, data.draw(message_st(api_key, direction, version, unknown_tags=True)))
     if body:
         cut = data.draw(st.integers(0, len(body) - 1))

@@ -14,7 +14,7 @@ from proxy.codec.apis import FETCH, PRODUCE
 from proxy.codec.errors import ProtocolError
 from proxy.codec.fetch_prefix import fetch_body_facts, with_max_bytes
 from proxy.codec.skim import fixed_offset, tag_of, tagged_fields
-from tests.proxy.codec.strategies import message_st
+from tests.proxy.codec.strategies import codec_of, message_st
 
 _SETTINGS = settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
 # The bodies the request path skims (node endpoints of Produce v10+ and Fetch v16+ responses; a Fetch request's
@@ -24,10 +24,6 @@ SKIMMED = [
     *((FETCH, "response", v) for v in (15, 16, 18)),
     *((FETCH, "request", v) for v in (3, 11, 14, 15, 18)),
 ]
-
-
-def _codec(direction):
-    return (M.decode_request, M.encode_request) if direction == "request" else (M.decode_response, M.encode_response)
 
 
 def _tags_written(api_key, direction, version, msg) -> set[int]:
@@ -47,7 +43,7 @@ def _tags_written(api_key, direction, version, msg) -> set[int]:
 @_SETTINGS
 @given(data=st.data())
 def test_skim_finds_the_tags_the_encoder_wrote(api_key, direction, version, data):
-    decode, encode = _codec(direction)
+    decode, encode = codec_of(direction)
     msg = data.draw(message_st(api_key, direction, version, unknown_tags=True))
     body = encode(api_key, version, msg)
     found = tagged_fields(api_key, direction, version, body)
