@@ -35,17 +35,8 @@ from pyspark.sql.types import DoubleType, LongType, StringType, StructField, Str
 
 from analytics import demand
 from analytics.scope import BROKER, CLUSTER
+from analytics.usage_record import COUNTS
 
-COUNTS = (
-    "requests",
-    "request_bytes",
-    "response_bytes",
-    "throttle_ms",
-    "shadow_throttle_ms",
-    "partition_mutations",
-    "new_producer_ids",
-    "connections_opened",
-)
 # What a throttle held back (absent from logs written before the proxy recorded them: held_ms is then read as
 # min(throttle_ms, the interval), the rest as none)
 HELD = ("held_ms", "throttles", "observed_rate_sum")

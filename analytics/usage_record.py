@@ -4,14 +4,7 @@ The synthetic log (:mod:`analytics.generate`) and the tests build their records 
 
 from __future__ import annotations
 
-FIELDS = (
-    "time",
-    "interval_s",
-    "listener",
-    "ip",
-    "user",
-    "client_id",
-    "api",
+COUNTS = (  # what an entity did in the interval (the planner's statistics read these: analytics.stats)
     "requests",
     "request_bytes",
     "response_bytes",
@@ -20,6 +13,16 @@ FIELDS = (
     "partition_mutations",
     "new_producer_ids",
     "connections_opened",
+)
+FIELDS = (
+    "time",
+    "interval_s",
+    "listener",
+    "ip",
+    "user",
+    "client_id",
+    "api",
+    *COUNTS,
     "held_ms",
     "throttles",
     "quota_rate",
