@@ -259,9 +259,11 @@ class ClusterUsage:
                 )
             else:
                 log.warning("cluster usage: %d peer sidecar(s) fresh again: one budget across the cluster", view.fresh)
-        if view.fallback and not delta.empty:
-            for _ in self.follower.record(fallback_delta(delta, view.share_divisor - 1)):
-                pass
+        if view.fallback:  # the silent peers' usage assumed up to now: their records of it, read later, are not
+            unseen = self.peers.cover(self.wall.now_ms())  # recorded over it
+            if not delta.empty:
+                for _ in self.follower.record(fallback_delta(delta, unseen)):
+                    pass
         return fitted
 
     async def _publish_loop(self) -> None:

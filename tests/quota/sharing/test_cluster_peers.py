@@ -240,3 +240,15 @@ def test_a_smaller_cluster_drops_the_stalest_peers_at_once():
         peers.judge(f"p{i}", 1000 + i, 2000)
     peers.cluster_has(1)
     assert peers.view(2000).known == 4 and sorted(peers.stale_peers(10**9)) == ["p6", "p7", "p8", "p9"]
+
+
+def test_records_dated_while_a_peers_usage_was_assumed_in_fallback_are_covered_not_taken():
+    peers = ClusterPeers("a", STALE_MS)
+    assert peers.accept("b", 1000, 1000)
+    assert peers.view(1000 + STALE_MS + 1).fallback
+    assert peers.cover(12_000) == 1  # b's usage up to 12 s assumed (fallback_delta)
+    assert peers.judge("b", 11_500, 12_500) == "covered"  # its record of that time, read once the topic is back
+    assert not peers.view(12_500).fallback  # still makes b fresh again
+    assert peers.judge("b", 12_250, 12_500) == "take"  # usage after the time assumed is taken
+    peers.forget("b")
+    assert peers.judge("b", 11_500, 12_500) == "take"  # a peer forgotten has nothing assumed
