@@ -11,6 +11,12 @@ Usage::
 newest definition does (the usual case: Kafka keeps ``"versions": "0+"`` on fields), the newest
 definition's valid range is simply widened; otherwise the old version gets its own segment.
 
+KIP-932's early-access versions (ShareGroupHeartbeat, ShareFetch and ShareAcknowledge v0, served by Kafka 4.0 and
+removed in 4.1) are taken the same way from Kafka 4.0's definitions (its ``kafka-clients`` jar carries them under
+``common/message``)::
+
+    python tools/gen_schema.py NEW_DIR --legacy KAFKA_4_0_DIR --update 76 78 79
+
 Only the facts (field names, types, versions, tags, defaults) are carried over; the output is a
 plain Python literal that :mod:`proxy.codec.schema` compiles into readers and writers.
 """
@@ -41,6 +47,7 @@ DECODED = {
     60: "DescribeCluster",
     35: "DescribeLogDirs",  # the proxy's own requests only (volume usage from DescribeLogDirs)
     41: "DescribeDelegationToken",  # the proxy's own requests only (a delegation token's owner)
+    65: "DescribeTransactions",  # the proxy's own requests only (whether a transactional id is new, at PAUSE)
     # Writes that can name the proxy's internal topics (refused for non-admins), and the broker-config APIs that
     # carry the proxy-wide dynamic settings.
     21: "DeleteRecords",
@@ -58,6 +65,8 @@ DECODED = {
     27: "WriteTxnMarkers",
     68: "ConsumerGroupHeartbeat",  # KIP-848: a member's subscription, written to __consumer_offsets
     76: "ShareGroupHeartbeat",  # KIP-932: a share group member's subscription and rack, written there too
+    78: "ShareFetch",  # KIP-932: its acknowledgements, written to __share_group_state
+    79: "ShareAcknowledge",  # likewise
     88: "StreamsGroupHeartbeat",  # KIP-1071: a Streams member's description and its group's topology, likewise
 }
 MAX = 0x7FFF

@@ -158,8 +158,11 @@ INCREMENTAL_ALTER_CONFIGS = 44
 DESCRIBE_CLIENT_QUOTAS = 48
 ALTER_CLIENT_QUOTAS = 49
 DESCRIBE_CLUSTER = 60
+DESCRIBE_TRANSACTIONS = 65
 CONSUMER_GROUP_HEARTBEAT = 68
 SHARE_GROUP_HEARTBEAT = 76
+SHARE_FETCH = 78
+SHARE_ACKNOWLEDGE = 79
 STREAMS_GROUP_HEARTBEAT = 88
 
 
@@ -240,7 +243,9 @@ _DECODED: tuple[_DecodedApi, ...] = (
     _DecodedApi(ALTER_CLIENT_QUOTAS, 0, None, None),
     _DecodedApi(DESCRIBE_CLUSTER, 0, None, None),
     _DecodedApi(CONSUMER_GROUP_HEARTBEAT, 0, None, None),
-    _DecodedApi(SHARE_GROUP_HEARTBEAT, 1, None, None),  # v1: the first Kafka 4.1+ serves
+    _DecodedApi(SHARE_GROUP_HEARTBEAT, 0, None, None),  # v0: Kafka 4.0's early access of KIP-932, v1: 4.1+
+    _DecodedApi(SHARE_FETCH, 0, None, None),
+    _DecodedApi(SHARE_ACKNOWLEDGE, 0, None, None),
     _DecodedApi(STREAMS_GROUP_HEARTBEAT, 0, None, None),
 )
 

@@ -42,9 +42,9 @@ __all__ = [
 ]
 
 #: APIs the codec has only for the proxy's own requests (volume usage from DescribeLogDirs, a delegation token's owner
-#: from DescribeDelegationToken): clients' requests of these APIs pass through as opaque bytes, in every version the
-#: broker speaks.
-OWN_REQUESTS_ONLY = frozenset({35, 41})
+#: from DescribeDelegationToken, whether a transactional id is known from DescribeTransactions): clients' requests of
+#: these APIs pass through as opaque bytes, in every version the broker speaks.
+OWN_REQUESTS_ONLY = frozenset({35, 41, 65})
 
 #: api_key -> (min_version, max_version) that we decode and encode on the client path, requests and responses alike.
 DECODED_APIS: dict[int, tuple[int, int]] = {

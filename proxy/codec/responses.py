@@ -10,7 +10,7 @@
 - per entry: FindCoordinator v4+ (per coordinator key), AlterClientQuotas (per entity);
 - top level: FindCoordinator v0-3, JoinGroup, SyncGroup, SaslHandshake, ApiVersions, InitProducerId,
   SaslAuthenticate, DescribeClientQuotas, DescribeCluster, ConsumerGroupHeartbeat, ShareGroupHeartbeat,
-  StreamsGroupHeartbeat.
+  StreamsGroupHeartbeat, ShareFetch and ShareAcknowledge (no partition, as Kafka's ``getErrorResponse``).
 
 ``error_code`` is the request's code: it goes in the top-level field where the version has one and in every item
 that ``item_errors`` does not name. ``item_errors`` maps an item to its own code, so a handler can fail some topics
@@ -383,5 +383,7 @@ _BUILDERS: dict[int, Callable[[int, Message, _Codes, str | None], dict[Any, Any]
     60: _error_code_and_message,
     68: _error_code_and_message,
     76: _error_code_and_message,
+    78: _error_code_and_message,
+    79: _error_code_and_message,
     88: _error_code_and_message,
 }

@@ -818,6 +818,29 @@ SCHEMAS = {
             ('cluster_authorized_operations', 'int32', (0, 32767), None, None, None, -2147483648, False, None, None),
         )},
     ),
+    (65, 'request'): (
+        {"name": 'DescribeTransactionsRequest', "valid": (0, 0), "flexible": 0, "fields": (
+            ('transactional_ids', '[]string', (0, 32767), None, None, None, (), False, None, None),
+        )},
+    ),
+    (65, 'response'): (
+        {"name": 'DescribeTransactionsResponse', "valid": (0, 0), "flexible": 0, "fields": (
+            ('throttle_time_ms', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('transaction_states', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+                ('transactional_id', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('transaction_state', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('transaction_timeout_ms', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                ('transaction_start_time_ms', 'int64', (0, 32767), None, None, None, 0, False, None, None),
+                ('producer_id', 'int64', (0, 32767), None, None, None, 0, False, None, None),
+                ('producer_epoch', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+                ('topics', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('topic', 'string', (0, 32767), None, None, None, '', False, None, None),
+                    ('partitions', '[]int32', (0, 32767), None, None, None, (), False, None, None),
+                ), 'TopicData'),
+            ), 'TransactionState'),
+        )},
+    ),
     (68, 'request'): (
         {"name": 'ConsumerGroupHeartbeatRequest', "valid": (0, 1), "flexible": 0, "fields": (
             ('group_id', 'string', (0, 32767), None, None, None, '', False, None, None),
@@ -852,7 +875,7 @@ SCHEMAS = {
         )},
     ),
     (76, 'request'): (
-        {"name": 'ShareGroupHeartbeatRequest', "valid": (1, 1), "flexible": 0, "fields": (
+        {"name": 'ShareGroupHeartbeatRequest', "valid": (0, 1), "flexible": 0, "fields": (
             ('group_id', 'string', (0, 32767), None, None, None, '', False, None, None),
             ('member_id', 'string', (0, 32767), None, None, None, '', False, None, None),
             ('member_epoch', 'int32', (0, 32767), None, None, None, 0, False, None, None),
@@ -861,7 +884,7 @@ SCHEMAS = {
         )},
     ),
     (76, 'response'): (
-        {"name": 'ShareGroupHeartbeatResponse', "valid": (1, 1), "flexible": 0, "fields": (
+        {"name": 'ShareGroupHeartbeatResponse', "valid": (0, 1), "flexible": 0, "fields": (
             ('throttle_time_ms', 'int32', (0, 32767), None, None, None, 0, False, None, None),
             ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
             ('error_message', 'string', (0, 32767), (0, 32767), None, None, None, False, None, None),
@@ -874,6 +897,115 @@ SCHEMAS = {
                     ('partitions', '[]int32', (0, 32767), None, None, None, (), False, None, None),
                 ), 'TopicPartitions'),
             ), 'Assignment'),
+        )},
+    ),
+    (78, 'request'): (
+        {"name": 'ShareFetchRequest', "valid": (0, 2), "flexible": 0, "fields": (
+            ('group_id', 'string', (0, 32767), (0, 32767), None, None, None, False, None, None),
+            ('member_id', 'string', (0, 32767), (0, 32767), None, None, '', False, None, None),
+            ('share_session_epoch', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('max_wait_ms', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('min_bytes', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('max_bytes', 'int32', (0, 32767), None, None, None, 2147483647, False, None, None),
+            ('max_records', 'int32', (1, 32767), None, None, None, 0, False, None, None),
+            ('batch_size', 'int32', (1, 32767), None, None, None, 0, False, None, None),
+            ('share_acquire_mode', 'int8', (2, 32767), None, None, None, 0, True, None, None),
+            ('is_renew_ack', 'bool', (2, 32767), None, None, None, False, False, None, None),
+            ('topics', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('topic_id', 'uuid', (0, 32767), None, None, None, None, False, None, None),
+                ('partitions', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('partition_index', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                    ('partition_max_bytes', 'int32', (0, 0), None, None, None, 0, False, None, None),
+                    ('acknowledgement_batches', '[]struct', (0, 32767), None, None, None, (), False, (
+                        ('first_offset', 'int64', (0, 32767), None, None, None, 0, False, None, None),
+                        ('last_offset', 'int64', (0, 32767), None, None, None, 0, False, None, None),
+                        ('acknowledge_types', '[]int8', (0, 32767), None, None, None, (), False, None, None),
+                    ), 'AcknowledgementBatch'),
+                ), 'FetchPartition'),
+            ), 'FetchTopic'),
+            ('forgotten_topics_data', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('topic_id', 'uuid', (0, 32767), None, None, None, None, False, None, None),
+                ('partitions', '[]int32', (0, 32767), None, None, None, (), False, None, None),
+            ), 'ForgottenTopic'),
+        )},
+    ),
+    (78, 'response'): (
+        {"name": 'ShareFetchResponse', "valid": (0, 2), "flexible": 0, "fields": (
+            ('throttle_time_ms', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+            ('error_message', 'string', (0, 32767), (0, 32767), None, None, None, False, None, None),
+            ('acquisition_lock_timeout_ms', 'int32', (1, 32767), None, None, None, 0, False, None, None),
+            ('responses', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('topic_id', 'uuid', (0, 32767), None, None, None, None, False, None, None),
+                ('partitions', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('partition_index', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                    ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+                    ('error_message', 'string', (0, 32767), (0, 32767), None, None, None, False, None, None),
+                    ('acknowledge_error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+                    ('acknowledge_error_message', 'string', (0, 32767), (0, 32767), None, None, None, False, None, None),
+                    ('current_leader', 'struct', (0, 32767), None, None, None, None, False, (
+                        ('leader_id', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                        ('leader_epoch', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                    ), 'LeaderIdAndEpoch'),
+                    ('records', 'records', (0, 32767), (0, 0), None, None, None, False, None, None),
+                    ('acquired_records', '[]struct', (0, 32767), None, None, None, (), False, (
+                        ('first_offset', 'int64', (0, 32767), None, None, None, 0, False, None, None),
+                        ('last_offset', 'int64', (0, 32767), None, None, None, 0, False, None, None),
+                        ('delivery_count', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+                    ), 'AcquiredRecords'),
+                ), 'PartitionData'),
+            ), 'ShareFetchableTopicResponse'),
+            ('node_endpoints', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('node_id', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                ('host', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('port', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                ('rack', 'string', (0, 32767), (0, 32767), None, None, None, False, None, None),
+            ), 'NodeEndpoint'),
+        )},
+    ),
+    (79, 'request'): (
+        {"name": 'ShareAcknowledgeRequest', "valid": (0, 2), "flexible": 0, "fields": (
+            ('group_id', 'string', (0, 32767), (0, 32767), None, None, None, False, None, None),
+            ('member_id', 'string', (0, 32767), (0, 32767), None, None, '', False, None, None),
+            ('share_session_epoch', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('is_renew_ack', 'bool', (2, 32767), None, None, None, False, False, None, None),
+            ('topics', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('topic_id', 'uuid', (0, 32767), None, None, None, None, False, None, None),
+                ('partitions', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('partition_index', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                    ('acknowledgement_batches', '[]struct', (0, 32767), None, None, None, (), False, (
+                        ('first_offset', 'int64', (0, 32767), None, None, None, 0, False, None, None),
+                        ('last_offset', 'int64', (0, 32767), None, None, None, 0, False, None, None),
+                        ('acknowledge_types', '[]int8', (0, 32767), None, None, None, (), False, None, None),
+                    ), 'AcknowledgementBatch'),
+                ), 'AcknowledgePartition'),
+            ), 'AcknowledgeTopic'),
+        )},
+    ),
+    (79, 'response'): (
+        {"name": 'ShareAcknowledgeResponse', "valid": (0, 2), "flexible": 0, "fields": (
+            ('throttle_time_ms', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+            ('error_message', 'string', (0, 32767), (0, 32767), None, None, None, False, None, None),
+            ('acquisition_lock_timeout_ms', 'int32', (2, 32767), None, None, None, 0, True, None, None),
+            ('responses', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('topic_id', 'uuid', (0, 32767), None, None, None, None, False, None, None),
+                ('partitions', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('partition_index', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                    ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+                    ('error_message', 'string', (0, 32767), (0, 32767), None, None, None, False, None, None),
+                    ('current_leader', 'struct', (0, 32767), None, None, None, None, False, (
+                        ('leader_id', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                        ('leader_epoch', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                    ), 'LeaderIdAndEpoch'),
+                ), 'PartitionData'),
+            ), 'ShareAcknowledgeTopicResponse'),
+            ('node_endpoints', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('node_id', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                ('host', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('port', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                ('rack', 'string', (0, 32767), (0, 32767), None, None, None, False, None, None),
+            ), 'NodeEndpoint'),
         )},
     ),
     (88, 'request'): (

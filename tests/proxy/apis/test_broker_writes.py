@@ -174,22 +174,23 @@ def forwarded(scope, api_key: int, version: int, msg) -> bool:
 MADE_UP = [f"made-up-{i:05d}-" + "n" * 200 for i in range(400)]  # 84 kB of topic names
 
 
-def test_at_pause_a_share_group_member_subscribes_and_a_huge_subscription_or_rack_is_refused():
-    """KIP-932 (ShareGroupHeartbeat v1, Kafka 4.1+): the coordinator keeps the member's rack and subscribed topic
-    names in its record."""
+@pytest.mark.parametrize("version", [0, 1])
+def test_at_pause_a_share_group_member_subscribes_and_a_huge_subscription_or_rack_is_refused(version):
+    """KIP-932 (ShareGroupHeartbeat v0, Kafka 4.0's early access; v1, Kafka 4.1+): the coordinator keeps the member's
+    rack and subscribed topic names in its record."""
     scope = scope_for()
 
     def heartbeat(names: list[str] | None, rack: str | None = None):
         fields = dict(group_id="g", member_id="m", member_epoch=0, rack_id=rack, subscribed_topic_names=names)
-        return new_request(SHARE_GROUP_HEARTBEAT, 1, **fields)
+        return new_request(SHARE_GROUP_HEARTBEAT, version, **fields)
 
-    plan, _ = planned(scope, SHARE_GROUP_HEARTBEAT, 1, heartbeat(["orders", "payments"], rack="eu-west-1a"))
+    plan, _ = planned(scope, SHARE_GROUP_HEARTBEAT, version, heartbeat(["orders", "payments"], rack="eu-west-1a"))
     assert plan.action != BUFFER  # not decoded: under the bound whole
-    refused_at_pause(scope, SHARE_GROUP_HEARTBEAT, 1, heartbeat(MADE_UP))
-    refused_at_pause(scope, SHARE_GROUP_HEARTBEAT, 1, heartbeat(None, rack="r" * (BOUND + 1)))
-    assert forwarded(scope, SHARE_GROUP_HEARTBEAT, 1, heartbeat(MADE_UP[:300]))  # 63 kB: under the bound
+    refused_at_pause(scope, SHARE_GROUP_HEARTBEAT, version, heartbeat(MADE_UP))
+    refused_at_pause(scope, SHARE_GROUP_HEARTBEAT, version, heartbeat(None, rack="r" * (BOUND + 1)))
+    assert forwarded(scope, SHARE_GROUP_HEARTBEAT, version, heartbeat(MADE_UP[:300]))  # 63 kB: under the bound
     assert refused(scope) == {"ShareGroupHeartbeat": 2}
-    assert planned(scope_for(paused=False), SHARE_GROUP_HEARTBEAT, 1, heartbeat(MADE_UP))[0] is PASS
+    assert planned(scope_for(paused=False), SHARE_GROUP_HEARTBEAT, version, heartbeat(MADE_UP))[0] is PASS
 
 
 def subtopology(n: int, configs: int = 2, value: str = "compact") -> dict:
