@@ -23,6 +23,7 @@ from proxy.apis import (
     producer_ids,
     sasl,
     topic_rate,
+    transactional_ids,
     volume_pause,
 )
 from proxy.apis.internal_topics import GUARDED
@@ -98,6 +99,7 @@ STAGES = (
     # what else makes the broker write (proxy.apis.broker_writes): capped, charged, bounded at PAUSE
     Stage("offset commits", _wants(OFFSET_COMMIT, TXN_OFFSET_COMMIT), offset_commits.plan_offset_commit),
     Stage("group records and transaction markers", broker_writes.WRITES, broker_writes.plan_write),
+    Stage("transactional ids", _wants(INIT_PRODUCER_ID), transactional_ids.plan_init_producer_id),
     # served by the proxy with a dynamic config
     Stage("client quotas", _wants(DESCRIBE_CLIENT_QUOTAS), client_quotas.plan_describe),
     Stage("client quotas", _wants(ALTER_CLIENT_QUOTAS), client_quotas.plan_alter),

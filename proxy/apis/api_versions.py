@@ -9,9 +9,11 @@ own lookups on the connection send a version it serves (:mod:`proxy.apis.metadat
 
 from __future__ import annotations
 
-from proxy.apis.plan import ConnectionScope, Plan
+from collections.abc import Callable
+
+from proxy.apis.plan import ConnectionScope, LookUp, Outcome, Plan
 from proxy.apis.response_leg import ResponseLeg
-from proxy.codec.apis import ALTER_CLIENT_QUOTAS, API_VERSIONS, DESCRIBE_CLIENT_QUOTAS, METADATA
+from proxy.codec.apis import ALTER_CLIENT_QUOTAS, API_VERSIONS, DESCRIBE_CLIENT_QUOTAS, DESCRIBE_TRANSACTIONS, METADATA
 from proxy.codec.error_codes import NONE
 from proxy.codec.frame import DROP
 from proxy.codec.header import RequestHeader, encode_response_header, frame
@@ -42,6 +44,22 @@ def plan(scope: ConnectionScope, session: Session, header: RequestHeader) -> Pla
     return Plan(leg=ResponseLeg(observe=observe, rewrite=lambda body: intersect(version, body, served)))
 
 
+def knowing_broker_versions(session: Session, then: Callable[[], Outcome]) -> Outcome:
+    """``then()`` once the broker's versions of the APIs the proxy's own requests use (``broker_lookup_versions``)
+    are known on this connection: at once when its ApiVersions answer was seen (every Kafka client asks first), else
+    after an ApiVersions v0 of the proxy's own."""
+    if session.broker_lookup_versions is not None:
+        return then()
+
+    def answered(reply: memoryview) -> Outcome:
+        note_broker_versions(session, decode_api_versions_response(0, reply))
+        if session.broker_lookup_versions is None:
+            session.broker_lookup_versions = {}  # an error: taken as having none of them
+        return then()
+
+    return LookUp(API_VERSIONS, 0, b"", answered)
+
+
 def note_broker_versions(session: Session, msg: Message) -> None:
     """What the proxy's own requests on this connection may send, from the broker's ApiVersions answer ``msg``."""
     if msg.error_code != NONE:
@@ -49,10 +67,10 @@ def note_broker_versions(session: Session, msg: Message) -> None:
     session.broker_metadata_versions = next(
         ((a.min_version, a.max_version) for a in msg.api_keys if a.api_key == METADATA), None
     )
-    session.broker_client_quota_versions = {
+    session.broker_lookup_versions = {
         a.api_key: (a.min_version, a.max_version)
         for a in msg.api_keys
-        if a.api_key in (DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS)
+        if a.api_key in (DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS, DESCRIBE_TRANSACTIONS)
     }
 
 

@@ -26,15 +26,15 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from config.dynamic import DynamicEntries, RecordError, describe, entity_key, parse_key
 from config.quotas import BROKER_KEYS, ENFORCED_KEYS
-from proxy.apis.api_versions import note_broker_versions
+from proxy.apis.api_versions import knowing_broker_versions
 from proxy.apis.plan import PASS, AnswerLocally, Await, ConnectionScope, ForwardRequest, LookUp, Outcome, Plan
 from proxy.apis.response_leg import ResponseLeg
-from proxy.codec.apis import ALTER_CLIENT_QUOTAS, API_VERSIONS, DESCRIBE_CLIENT_QUOTAS
+from proxy.codec.apis import ALTER_CLIENT_QUOTAS, DESCRIBE_CLIENT_QUOTAS
 from proxy.codec.enums import MATCH_TYPE_DEFAULT, MATCH_TYPE_EXACT, MATCH_TYPE_SPECIFIED
 from proxy.codec.error_codes import (
     CLUSTER_AUTHORIZATION_FAILED,
@@ -47,7 +47,6 @@ from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import (
     Message,
-    decode_api_versions_response,
     decode_request,
     decode_response,
     encode_request,
@@ -90,7 +89,7 @@ def plan_describe(scope: ConnectionScope, session: Session, header: RequestHeade
             return local()
 
         def to_broker() -> Outcome:
-            supported = (session.broker_client_quota_versions or {}).get(DESCRIBE_CLIENT_QUOTAS)
+            supported = (session.broker_lookup_versions or {}).get(DESCRIBE_CLIENT_QUOTAS)
             if supported is None or not supported[0] <= version <= supported[1]:
                 return local()  # a broker without client quotas (Tansu): the proxy's alone
 
@@ -234,7 +233,7 @@ def plan_alter(scope: ConnectionScope, session: Session, header: RequestHeader) 
             return write()
 
         def to_broker() -> Outcome:
-            supported = (session.broker_client_quota_versions or {}).get(ALTER_CLIENT_QUOTAS)
+            supported = (session.broker_lookup_versions or {}).get(ALTER_CLIENT_QUOTAS)
             if supported is None or not supported[0] <= version <= supported[1]:
                 for i, ops in enumerate(theirs):
                     if ops:
@@ -281,21 +280,6 @@ def plan_alter(scope: ConnectionScope, session: Session, header: RequestHeader) 
         return knowing_broker_versions(session, to_broker)
 
     return Plan(action=BUFFER, decide=decide)
-
-
-def knowing_broker_versions(session: Session, then: Callable[[], Outcome]) -> Outcome:
-    """``then()`` once the broker's client-quota versions are known on this connection: at once when its
-    ApiVersions answer was seen (every Kafka client asks first), else after an ApiVersions v0 of the proxy's own."""
-    if session.broker_client_quota_versions is not None:
-        return then()
-
-    def answered(reply: memoryview) -> Outcome:
-        note_broker_versions(session, decode_api_versions_response(0, reply))
-        if session.broker_client_quota_versions is None:
-            session.broker_client_quota_versions = {}  # an error: taken as having neither API
-        return then()
-
-    return LookUp(API_VERSIONS, 0, b"", answered)
 
 
 def _unsupported(ops: Iterable[Message], api: str, version: int) -> str:

@@ -31,9 +31,10 @@ class Session:
     awaiting_authentication: bool = False  # a SASL listener before the broker accepted an authentication
     broker_metadata_versions: tuple[int, int] | None = None  # Metadata versions the broker behind serves (its
     # ApiVersions answer on this connection; None before one): what the proxy's own lookups may send
-    broker_client_quota_versions: dict[int, tuple[int, int]] | None = None  # DescribeClientQuotas and
-    # AlterClientQuotas versions the broker serves ({api key: (min, max)}, empty when it has neither; None before an
-    # ApiVersions answer): whether the keys the brokers enforce (request_percentage) can be passed on
+    broker_lookup_versions: dict[int, tuple[int, int]] | None = None  # DescribeClientQuotas, AlterClientQuotas
+    # and DescribeTransactions versions the broker serves ({api key: (min, max)}, without those it lacks; None before
+    # an ApiVersions answer): whether the keys the brokers enforce (request_percentage) can be passed on, and whether
+    # a transactional id can be looked up at PAUSE
 
     def is_admin(self, admin_principals) -> bool:
         """May alter quotas and the proxy's settings and write its topics: on the admin listener, or a principal

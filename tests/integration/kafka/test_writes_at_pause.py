@@ -14,8 +14,9 @@ whose metadata or assignment is over ``volume_usage.paused_group_metadata_max_by
 
 The group heartbeats of KIP-848, KIP-932 and KIP-1071 (each served by Apache Kafka 4.4 by default: group.version 1,
 share.version 2, streams.version 1): a member's record and a Streams group's topology are bounded the same way.
-Transactions cannot grow at PAUSE: a transactional producer's partitions never join its transaction, its commit
-times out with a retriable error, and nothing reaches the topic or the transaction's state.
+Transactions cannot grow at PAUSE: a new transactional id is not initialised, a known one is (and fences its old
+instance), but its partitions never join its transaction, its commit times out with a retriable error, and nothing
+reaches the topic or the transaction's state.
 
 One sidecar in front of kafka1 for the module, put at PAUSE with the broker's real log dirs (``source:
 describe_log_dirs``) and a hard limit above the free space there is.
@@ -35,6 +36,7 @@ from kafka.structs import TopicPartition
 
 from proxy.codec.apis import (
     CONSUMER_GROUP_HEARTBEAT,
+    INIT_PRODUCER_ID,
     JOIN_GROUP,
     OFFSET_COMMIT,
     SHARE_GROUP_HEARTBEAT,
@@ -453,10 +455,12 @@ COMMIT_TIMEOUT_S = 2.5  # long enough for the first AddPartitionsToTxn and its r
 
 @pytest.mark.long_running(seconds=4)
 def test_a_transactional_producer_at_pause_is_told_to_retry_and_nothing_reaches_the_log(kafka1, paused):
-    """A librdkafka transactional producer at its default settings through the paused sidecar: it gets its producer
-    id (InitProducerId writes one small record of the transactional id to __transaction_state), but no partition
-    joins its transaction (AddPartitionsToTxn answered COORDINATOR_NOT_AVAILABLE, counted, and retried by the
-    client), so its commit fails with a retriable error after its timeout, what the application retries (or
+    """A transactional id new to its coordinator cannot be initialised at PAUSE (a new key in __transaction_state):
+    InitProducerId is answered COORDINATOR_NOT_AVAILABLE, retriable, and counted. A known one can: an application
+    restarted at PAUSE (a librdkafka transactional producer at its default settings, its id initialised before,
+    straight at the broker) gets its producer id through the paused sidecar, fencing its old instance. But no
+    partition joins its transaction (AddPartitionsToTxn answered COORDINATOR_NOT_AVAILABLE, counted, and retried by
+    the client), so its commit fails with a retriable error after its timeout, what the application retries (or
     aborts) until the PAUSE ends. The coordinator holds the transaction Empty, with no partition, and the topic has
     neither a record nor a transaction marker."""
     from confluent_kafka import KafkaException, Producer
@@ -464,8 +468,17 @@ def test_a_transactional_producer_at_pause_is_told_to_retry_and_nothing_reaches_
     transactional_id = unique_topic("pause-txn")
     before = refused(paused, "AddPartitionsToTxn") + refused(paused, "Produce")
     with topics(kafka1, "pause-txn", partitions=3) as (topic,):
+        first = Producer({"bootstrap.servers": kafka1.direct_bootstrap, "transactional.id": transactional_id})
+        first.init_transactions(60)  # the id's coordinator made and loaded, the id known to it
+        new = refused(paused, "InitProducerId")
+        fields = dict(transactional_id=unique_topic("pause-txn-new"), transaction_timeout_ms=60_000)
+        answer = asked(paused.port, INIT_PRODUCER_ID, 4, **fields)
+        assert (answer.error_code, answer.producer_id) == (COORDINATOR_NOT_AVAILABLE, -1)
+        assert answer.throttle_time_ms >= 1000  # the pause_delay_ms
+        assert refused(paused, "InitProducerId") == new + 1
         producer = Producer({"bootstrap.servers": paused.bootstrap, "transactional.id": transactional_id})
-        producer.init_transactions(60)
+        producer.init_transactions(60)  # the known id re-initialised: the first instance is fenced
+        assert refused(paused, "InitProducerId") == new + 1
         producer.begin_transaction()
         for n in range(30):
             producer.produce(topic, value=f"txn-{n}".encode(), partition=n % 3)
@@ -491,4 +504,5 @@ def test_a_transactional_producer_at_pause_is_told_to_retry_and_nothing_reaches_
         with warnings.catch_warnings():  # its close aborts what it can: nothing here, the commit still under way
             warnings.simplefilter("ignore", RuntimeWarning)
             producer.close()
+            first.close()  # fenced
         assert end_offsets(kafka1, topic) == 0  # no record, no marker

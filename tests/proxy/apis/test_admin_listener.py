@@ -35,7 +35,7 @@ def on_admin_listener(scope):
 
 def anonymous(admin_listener: bool) -> Session:
     session = Session("L", "127.0.0.1", admin_listener=admin_listener)  # PLAINTEXT: User:ANONYMOUS
-    session.broker_client_quota_versions = {}
+    session.broker_lookup_versions = {}
     return session
 
 

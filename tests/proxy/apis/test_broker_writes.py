@@ -1,6 +1,8 @@
 """What a tenant makes the broker write besides a produce (proxy.apis.broker_writes): JoinGroup, SyncGroup and the
 group heartbeats (the group's and its members' records), AddPartitionsToTxn and WriteTxnMarkers (transaction markers)
-charged, and at PAUSE refused when over their bound, and counted. Pure: bytes in, values out, a fake clock."""
+charged, and at PAUSE refused when over their bound, and counted; InitProducerId (proxy.apis.transactional_ids): a
+transactional id its coordinator does not know refused at PAUSE, a known one forwarded, the coordinator's answers real
+frames. Pure: bytes in, values out, a fake clock."""
 
 from __future__ import annotations
 
@@ -9,12 +11,15 @@ import uuid
 import pytest
 
 from config.loader import parse_config
-from proxy.apis import AnswerLocally, ConnectionScope, ForwardRequest, Session, plan_request
+from proxy.apis import AnswerLocally, ConnectionScope, ForwardRequest, LookUp, Session, plan_request
 from proxy.apis.plan import PASS
 from proxy.cluster.topics import Topics
 from proxy.codec.apis import (
     ADD_PARTITIONS_TO_TXN,
+    API_VERSIONS,
     CONSUMER_GROUP_HEARTBEAT,
+    DESCRIBE_TRANSACTIONS,
+    INIT_PRODUCER_ID,
     JOIN_GROUP,
     SHARE_GROUP_HEARTBEAT,
     STREAMS_GROUP_HEARTBEAT,
@@ -23,10 +28,25 @@ from proxy.codec.apis import (
     api_name,
     response_header_version,
 )
-from proxy.codec.error_codes import COORDINATOR_NOT_AVAILABLE, NOT_ENOUGH_REPLICAS
+from proxy.codec.error_codes import (
+    COORDINATOR_NOT_AVAILABLE,
+    ERROR_CODES,
+    NONE,
+    NOT_COORDINATOR,
+    NOT_ENOUGH_REPLICAS,
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    TRANSACTIONAL_ID_NOT_FOUND,
+)
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import encode_request_header, frame, parse_request_header
-from proxy.codec.messages import decode_response, encode_request, new_request
+from proxy.codec.messages import (
+    decode_request,
+    decode_response,
+    encode_request,
+    encode_response,
+    new_request,
+    new_response,
+)
 from proxy.enforcement.proxy_quotas import ProxyQuotas
 from quota.primitives.clock import ManualClock
 
@@ -322,3 +342,126 @@ def test_at_pause_transaction_markers_are_refused_as_a_produce_is(version):
         NOT_ENOUGH_REPLICAS
     ] * 50
     assert refused(scope) == {"WriteTxnMarkers": 1}
+
+
+INIT_VERSIONS = range(0, 7)
+SERVES_LOOKUP = {DESCRIBE_TRANSACTIONS: (0, 0)}
+
+
+def txn_tenant(lookup_versions: dict | None = SERVES_LOOKUP) -> Session:
+    session = Session("L", "10.0.0.9")
+    session.broker_lookup_versions = lookup_versions
+    return session
+
+
+def init(version: int, transactional_id: str | None, client_id: str = "member"):
+    msg = new_request(INIT_PRODUCER_ID, version, transactional_id=transactional_id, transaction_timeout_ms=60_000)
+    buf = frame(
+        encode_request_header(INIT_PRODUCER_ID, version, 5, client_id) + encode_request(INIT_PRODUCER_ID, version, msg)
+    )
+    header = parse_request_header(memoryview(buf), 1 << 30)
+    return header, memoryview(buf)[header.header_length :]
+
+
+def decided(scope, session, version, transactional_id, client_id="member"):
+    header, body = init(version, transactional_id, client_id)
+    plan = plan_request(scope, session, header)
+    return plan, (plan.decide(body) if plan.decide is not None else None)
+
+
+def coordinator_says(lookup: LookUp, error_code: int, state: str = ""):
+    """The coordinator's DescribeTransactions answer for the one id the lookup asked about."""
+    asked = decode_request(DESCRIBE_TRANSACTIONS, 0, lookup.body)
+    (transactional_id,) = asked.transactional_ids
+    reply = new_response(
+        DESCRIBE_TRANSACTIONS,
+        0,
+        transaction_states=[
+            {
+                "error_code": error_code,
+                "transactional_id": transactional_id,
+                "transaction_state": state,
+                "producer_id": -1,
+            }
+        ],
+    )
+    return lookup.then(memoryview(encode_response(DESCRIBE_TRANSACTIONS, 0, reply)))
+
+
+@pytest.mark.parametrize("version", INIT_VERSIONS)
+def test_at_pause_a_new_transactional_id_is_refused_and_a_known_one_reinitialised(version):
+    scope = scope_for()
+    plan, lookup = decided(scope, txn_tenant(), version, "payments-tx", client_id="payments")
+    assert plan.action == BUFFER
+    assert isinstance(lookup, LookUp) and (lookup.api_key, lookup.client_id) == (DESCRIBE_TRANSACTIONS, "payments")
+    assert decode_request(DESCRIBE_TRANSACTIONS, 0, lookup.body).transactional_ids == ["payments-tx"]
+    outcome = coordinator_says(lookup, TRANSACTIONAL_ID_NOT_FOUND)
+    assert isinstance(outcome, AnswerLocally)
+    response = answer(outcome, INIT_PRODUCER_ID, version)
+    assert (response.error_code, response.producer_id, response.producer_epoch) == (COORDINATOR_NOT_AVAILABLE, -1, -1)
+    assert response.throttle_time_ms >= DELAY and outcome.throttle.mute_ms >= DELAY
+    assert refused(scope) == {"InitProducerId": 1}
+    # known to the coordinator, in any state: re-initialised (zombies fenced, a transaction left behind aborted)
+    for state in ("Empty", "Ongoing", "CompleteCommit"):
+        _, lookup = decided(scope, txn_tenant(), version, "payments-tx")
+        assert coordinator_says(lookup, NONE, state) == ForwardRequest()
+    assert refused(scope) == {"InitProducerId": 1}
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        NOT_COORDINATOR,
+        ERROR_CODES["COORDINATOR_LOAD_IN_PROGRESS"],
+        COORDINATOR_NOT_AVAILABLE,
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    ],
+)
+def test_at_pause_any_other_answer_of_the_coordinator_forwards_the_request_for_the_broker_to_answer(code):
+    scope = scope_for()
+    _, lookup = decided(scope, txn_tenant(), 4, "tx")
+    assert coordinator_says(lookup, code) == ForwardRequest()
+    assert refused(scope) == {}
+
+
+def test_at_pause_an_idempotent_producer_gets_its_producer_id():
+    scope = scope_for()
+    for version in INIT_VERSIONS:
+        plan, outcome = decided(scope, txn_tenant(), version, None)
+        assert outcome == ForwardRequest()  # nothing written for it
+    assert refused(scope) == {}
+
+
+def test_at_pause_the_brokers_versions_are_asked_first_and_one_without_describe_transactions_cannot_tell():
+    scope = scope_for()
+    session = txn_tenant(lookup_versions=None)  # no ApiVersions answer seen on this connection
+    _, first = decided(scope, session, 4, "tx")
+    assert isinstance(first, LookUp) and first.api_key == API_VERSIONS
+    without = new_response(
+        API_VERSIONS, 0, api_keys=[{"api_key": INIT_PRODUCER_ID, "min_version": 0, "max_version": 5}]
+    )
+    outcome = first.then(memoryview(encode_response(API_VERSIONS, 0, without)))
+    assert isinstance(outcome, AnswerLocally)  # refused: at PAUSE the disk comes first
+    assert answer(outcome, INIT_PRODUCER_ID, 4).error_code == COORDINATOR_NOT_AVAILABLE
+    assert session.broker_lookup_versions == {} and refused(scope) == {"InitProducerId": 1}
+    served = new_response(
+        API_VERSIONS, 0, api_keys=[{"api_key": DESCRIBE_TRANSACTIONS, "min_version": 0, "max_version": 0}]
+    )
+    session = txn_tenant(lookup_versions=None)
+    _, first = decided(scope, session, 4, "tx")
+    second = first.then(memoryview(encode_response(API_VERSIONS, 0, served)))
+    assert isinstance(second, LookUp) and second.api_key == DESCRIBE_TRANSACTIONS
+
+
+def test_every_init_is_charged_and_outside_pause_or_in_shadow_mode_nothing_is_looked_up():
+    plan, _ = decided(scope_for(paused=False), txn_tenant(), 4, "tx")
+    assert plan is PASS  # no quota to charge it to, no PAUSE: streamed
+    scope = scope_for(paused=False, rate=100)
+    throttles = [decided(scope, txn_tenant(), 4, "tx")[0].throttle for _ in range(100)]
+    assert throttles[0] is None and throttles[-1].throttle_time_ms > 0  # 100 x 45 bytes over 100 B/s
+    paused = scope_for()  # at PAUSE a client without a quota is charged against the base rate (10 kB/s)
+    throttles = [decided(paused, txn_tenant(), 4, None, client_id="unquoted")[0].throttle for _ in range(3000)]
+    assert throttles[0] is None and throttles[-1].throttle_time_ms > 0  # 3,000 x 45 bytes over 10 kB/s
+    shadow = scope_for(shadow=True)
+    plan, _ = decided(shadow, txn_tenant(), 4, "tx")
+    assert plan.action != BUFFER and refused(shadow) == {}

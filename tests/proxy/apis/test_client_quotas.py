@@ -66,7 +66,7 @@ def setup(quotas=()):
 
 def admin(versions=BOTH) -> Session:
     session = Session("L", "10.0.0.1", user="admin")
-    session.broker_client_quota_versions = versions
+    session.broker_lookup_versions = versions
     return session
 
 
@@ -171,7 +171,7 @@ def test_an_entry_the_broker_refuses_keeps_its_error_and_none_of_its_keys_is_wri
 def test_a_tenant_is_refused_before_anything_reaches_the_broker():
     scope, dynamic = setup()
     tenant = Session("L", "10.0.0.7")
-    tenant.broker_client_quota_versions = BOTH
+    tenant.broker_lookup_versions = BOTH
     outcome = decide(
         scope,
         tenant,
@@ -263,7 +263,7 @@ def test_without_an_api_versions_answer_seen_the_proxy_asks_the_broker_itself_fi
     )
     then = outcome.then(memoryview(encode_response(API_VERSIONS, 0, versions)))
     assert isinstance(then, LookUp) and then.api_key == ALTER_CLIENT_QUOTAS
-    assert session.broker_client_quota_versions == {ALTER_CLIENT_QUOTAS: (0, 1)}
+    assert session.broker_lookup_versions == {ALTER_CLIENT_QUOTAS: (0, 1)}
 
 
 def test_describe_merges_the_brokers_keys_into_the_proxys_entries():
