@@ -8,7 +8,8 @@ volume_usage:
   missing_data_action: PAUSE         # or OPEN
   produce_base_rate: 10485760        # bytes/s scaled by the factor where no per-entity produce quota applies
   pause_delay_ms: 1000               # how long a paused produce is held before its retriable error
-  paused_group_metadata_max_bytes: 65536  # at PAUSE: a member's group record (metadata, heartbeat), an assignment
+  paused_group_metadata_max_bytes: 65536  # at PAUSE: a member's group record (metadata, heartbeat), an assignment,
+  #                                         share acknowledgements' state
   max_record_bytes: 1048576          # a bigger volume-usage record (key + value) is skipped unread
   max_volumes_per_snapshot: 10000    # a snapshot listing more volumes is skipped
   metrics_top_volumes: 10            # per-volume metrics for the N volumes nearest their hard limit only

@@ -22,6 +22,14 @@ broker's disk through a proxy at PAUSE). This module holds the rule for every su
   repartition topics with their configs). What the coordinator does not keep (the partitions or tasks a member says
   it owns, a Streams member's task offsets) is not counted. (StreamsGroupTopologyDescriptionUpdate's description
   goes to the broker's ``group.streams.topology.description.plugin.class``, if one is configured, not to a log.)
+- **ShareAcknowledge, ShareFetch** (KIP-932): a share consumer's acknowledgements (either request carries them) make
+  the partition's leader write the records' new states through the share coordinator to ``__share_group_state``: a
+  state batch (first and last offsets, state, delivery count: 19 bytes) for each run of one acknowledge type in each
+  acknowledgement batch. At PAUSE they go on, as offset commits do (an unacknowledged record is delivered again when
+  its lock times out, and archived after ``group.share.delivery.count.limit`` deliveries: refusing every
+  acknowledgement would skip records), with the group bound on what one request makes written; a request over it is
+  refused whole with KAFKA_STORAGE_ERROR, what the leader answers when it cannot write (retriable). An ordinary
+  consumer's acknowledgements of a poll are a few state batches.
 - **AddPartitionsToTxn** (clients' v0-3, and v4+ but for ``verify_only`` transactions): the transaction
   coordinator writes the transaction's record, every partition in it, to ``__transaction_state`` for each request,
   and a marker to each partition when the transaction ends. At PAUSE no partition may join a transaction (the
@@ -39,8 +47,7 @@ Every request on this list is charged as a produce is, at its header: its bytes 
 ``producer_byte_rate`` and, at PAUSE where none applies, against the volume's ``produce_base_rate`` (what a refused
 produce is charged against). A refusal at PAUSE also carries the pause itself (``pause_delay_ms`` as
 ``throttle_time_ms`` and a mute; the longest applies) and is counted, by API
-(``kafka_quota_proxy_volume_refused_writes_total``). A request no longer than its bound cannot be over it and is not
-decoded.
+(``kafka_quota_proxy_volume_refused_writes_total``). A request too short to be over its bound is not decoded.
 """
 
 from __future__ import annotations
@@ -55,13 +62,15 @@ from proxy.codec.apis import (
     ADD_PARTITIONS_TO_TXN,
     CONSUMER_GROUP_HEARTBEAT,
     JOIN_GROUP,
+    SHARE_ACKNOWLEDGE,
+    SHARE_FETCH,
     SHARE_GROUP_HEARTBEAT,
     STREAMS_GROUP_HEARTBEAT,
     SYNC_GROUP,
     WRITE_TXN_MARKERS,
     api_name,
 )
-from proxy.codec.error_codes import COORDINATOR_NOT_AVAILABLE, NOT_ENOUGH_REPLICAS
+from proxy.codec.error_codes import COORDINATOR_NOT_AVAILABLE, KAFKA_STORAGE_ERROR, NOT_ENOUGH_REPLICAS
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import Message, decode_request
@@ -120,12 +129,15 @@ def counted_refusal(quotas: QuotaManagers, api_key: int) -> None:
 @dataclass(frozen=True, slots=True)
 class _AtPause:
     """One API's rule at PAUSE: how much of what it makes the broker write a request carries (``measure``), the
-    bound on it (``bound``), and the refusal of a request over it (its code, and what is paused, for the message)."""
+    bound on it (``bound``), and the refusal of a request over it (its code, and what is paused, for the message).
+    ``per_byte``: the most one byte of the request can count for in ``measure`` (a request no longer than
+    ``bound / per_byte`` is not decoded)."""
 
     measure: Callable[[Message, int], int]  # (the decoded request, its version) -> bytes or partitions
     bound: Callable[[QuotaManagers], int]
     error_code: int
     what: str
+    per_byte: int = 1
 
 
 def _group_bound(quotas: QuotaManagers) -> int:
@@ -176,6 +188,21 @@ def _size(value: Any) -> int:
     return 0 if value is None or isinstance(value, bool) else 4
 
 
+STATE_BATCH_BYTES = 19  # a share-partition state batch: first and last offsets (int64), state (int8), count (int16)
+
+
+def _acknowledged(msg: Message, version: int) -> int:
+    """Bytes of share-partition state a ShareAcknowledge's or ShareFetch's acknowledgements make written: a state batch
+    for each run of one acknowledge type in each acknowledgement batch (at most one a byte of the request)."""
+    runs = 0
+    for topic in msg.topics:
+        for partition in topic.partitions:
+            for batch in partition.acknowledgement_batches:
+                types = batch.acknowledge_types
+                runs += sum(1 for i, kind in enumerate(types) if i == 0 or kind != types[i - 1])
+    return STATE_BATCH_BYTES * runs
+
+
 _AT_PAUSE: dict[int, _AtPause] = {
     JOIN_GROUP: _AtPause(
         lambda msg, v: sum(len(p.metadata) for p in msg.protocols),
@@ -194,6 +221,12 @@ _AT_PAUSE: dict[int, _AtPause] = {
     STREAMS_GROUP_HEARTBEAT: _AtPause(
         _kept, _group_bound, COORDINATOR_NOT_AVAILABLE, "a Streams member or topology this large"
     ),
+    SHARE_ACKNOWLEDGE: _AtPause(
+        _acknowledged, _group_bound, KAFKA_STORAGE_ERROR, "acknowledging this many records", STATE_BATCH_BYTES
+    ),
+    SHARE_FETCH: _AtPause(
+        _acknowledged, _group_bound, KAFKA_STORAGE_ERROR, "acknowledging this many records", STATE_BATCH_BYTES
+    ),
     ADD_PARTITIONS_TO_TXN: _AtPause(
         _partitions_joining, lambda quotas: 0, COORDINATOR_NOT_AVAILABLE, "adding partitions"
     ),
@@ -208,8 +241,9 @@ WRITES = frozenset(_AT_PAUSE)  # the APIs :func:`plan_write` plans
 
 
 def plan_write(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
-    """A JoinGroup, SyncGroup, a group heartbeat, AddPartitionsToTxn or WriteTxnMarkers: charged; at PAUSE, refused
-    whole when it carries more than its bound of what the broker would write."""
+    """A JoinGroup, SyncGroup, a group heartbeat, a share consumer's acknowledgements, AddPartitionsToTxn or
+    WriteTxnMarkers: charged; at PAUSE, refused whole when it carries more than its bound of what the broker would
+    write."""
     quotas = scope.quotas
     charge = charged(quotas, session, header)
     plan = charge.plan() or PASS
@@ -217,7 +251,7 @@ def plan_write(scope: ConnectionScope, session: Session, header: RequestHeader) 
         return plan
     rule = _AT_PAUSE[header.api_key]
     bound = rule.bound(quotas)
-    if header.size <= bound:  # cannot carry more than its own size
+    if header.size * rule.per_byte <= bound:  # cannot carry more than its own size allows
         return plan
 
     def decide(body: memoryview) -> Outcome:

@@ -101,7 +101,8 @@ def volume_families(volume: VolumeThrottle) -> Iterator[Metric]:
         f"{name}_refused_writes",
         "Requests refused, wholly or in part, because a volume is at PAUSE, by API: Produce; OffsetCommit and "
         "TxnOffsetCommit carrying metadata; JoinGroup, SyncGroup and the group heartbeats (Consumer, Share, "
-        "Streams) over paused_group_metadata_max_bytes; AddPartitionsToTxn and WriteTxnMarkers.",
+        "Streams) and share acknowledgements (ShareAcknowledge, ShareFetch) over paused_group_metadata_max_bytes; "
+        "InitProducerId of a transactional id new to its coordinator; AddPartitionsToTxn and WriteTxnMarkers.",
         labels=["api"],
     )
     for api, n in sorted(volume.refused_writes.items()):

@@ -21,6 +21,8 @@ from proxy.codec.apis import (
     DESCRIBE_TRANSACTIONS,
     INIT_PRODUCER_ID,
     JOIN_GROUP,
+    SHARE_ACKNOWLEDGE,
+    SHARE_FETCH,
     SHARE_GROUP_HEARTBEAT,
     STREAMS_GROUP_HEARTBEAT,
     SYNC_GROUP,
@@ -31,6 +33,7 @@ from proxy.codec.apis import (
 from proxy.codec.error_codes import (
     COORDINATOR_NOT_AVAILABLE,
     ERROR_CODES,
+    KAFKA_STORAGE_ERROR,
     NONE,
     NOT_COORDINATOR,
     NOT_ENOUGH_REPLICAS,
@@ -211,6 +214,58 @@ def test_at_pause_a_share_group_member_subscribes_and_a_huge_subscription_or_rac
     assert forwarded(scope, SHARE_GROUP_HEARTBEAT, version, heartbeat(MADE_UP[:300]))  # 63 kB: under the bound
     assert refused(scope) == {"ShareGroupHeartbeat": 2}
     assert planned(scope_for(paused=False), SHARE_GROUP_HEARTBEAT, version, heartbeat(MADE_UP))[0] is PASS
+
+
+def acknowledgements(api_key: int, version: int, *batches: list[int]):
+    """A share consumer's acknowledgements, one batch of ``types`` each, from offset 0 on, on one partition."""
+    acks, first = [], 0
+    for types in batches:
+        acks.append({"first_offset": first, "last_offset": first + len(types) - 1, "acknowledge_types": types})
+        first += len(types)
+    fields: dict = dict(group_id="g", member_id="m", share_session_epoch=1)
+    partition: dict = {"partition_index": 0, "acknowledgement_batches": acks}
+    if api_key == SHARE_FETCH:
+        fields.update(max_wait_ms=500, min_bytes=1, max_bytes=52_428_800)
+        if version == 0:  # Kafka 4.0's early access: a partition's max bytes, not a record count
+            partition["partition_max_bytes"] = 1_048_576
+        else:
+            fields.update(max_records=500, batch_size=500)
+    topic = {"topic_id": uuid.uuid4(), "partitions": [partition]}
+    return new_request(api_key, version, topics=[topic], **fields)
+
+
+ACCEPT, RELEASE, REJECT = 1, 2, 3
+
+
+@pytest.mark.parametrize("api_key", [SHARE_ACKNOWLEDGE, SHARE_FETCH])
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_at_pause_share_acknowledgements_go_on_and_a_request_writing_more_state_than_the_bound_is_refused(
+    api_key, version
+):
+    """KIP-932: each run of one acknowledge type in a batch is a state batch (19 bytes) the share coordinator writes
+    to __share_group_state. A poll's 500 records acknowledged (accepted, a few released or rejected between) go on;
+    4,000 records alternating accept and release, 4,000 state batches (76 kB), are refused KAFKA_STORAGE_ERROR and
+    counted; 4,000 accepted in one run are one state batch, decoded (a long request) and forwarded."""
+    scope = scope_for()
+    poll = acknowledgements(api_key, version, [ACCEPT] * 200, [ACCEPT] * 3 + [RELEASE] + [ACCEPT] * 290, [REJECT] * 6)
+    plan, _ = planned(scope, api_key, version, poll)
+    assert plan.action != BUFFER  # not decoded: too short to make the bound's state written
+    hostile = acknowledgements(api_key, version, [ACCEPT, RELEASE] * 2000)
+    plan, body = planned(scope, api_key, version, hostile)
+    outcome = plan.decide(body)
+    assert isinstance(outcome, AnswerLocally)
+    response = answer(outcome, api_key, version)
+    assert (response.error_code, list(response.responses)) == (KAFKA_STORAGE_ERROR, [])  # retriable: Kafka's shape
+    assert "paused" in response.error_message and response.throttle_time_ms >= DELAY
+    assert refused(scope) == {api_name(api_key): 1}
+    one_run = acknowledgements(api_key, version, [ACCEPT] * 4000)
+    plan, body = planned(scope, api_key, version, one_run)
+    assert plan.action == BUFFER and plan.decide(body) == ForwardRequest()
+    many_batches = acknowledgements(api_key, version, *[[ACCEPT]] * 3450)  # one record each: 3,450 state batches
+    refused_or_not = planned(scope, api_key, version, many_batches)
+    assert isinstance(refused_or_not[0].decide(refused_or_not[1]), AnswerLocally)  # 65,550 bytes: over the bound
+    assert refused(scope) == {api_name(api_key): 2}
+    assert planned(scope_for(paused=False), api_key, version, hostile)[0] is PASS
 
 
 def subtopology(n: int, configs: int = 2, value: str = "compact") -> dict:
