@@ -22,6 +22,7 @@ from proxy.apis import (
     offset_commits,
     producer_ids,
     sasl,
+    streams_topics,
     topic_rate,
     transactional_ids,
     volume_pause,
@@ -58,6 +59,7 @@ from proxy.codec.apis import (
     PRODUCE,
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
+    STREAMS_GROUP_HEARTBEAT,
     TXN_OFFSET_COMMIT,
     api_name,
 )
@@ -100,6 +102,8 @@ STAGES = (
     Stage("offset commits", _wants(OFFSET_COMMIT, TXN_OFFSET_COMMIT), offset_commits.plan_offset_commit),
     Stage("group records and transaction markers", broker_writes.WRITES, broker_writes.plan_write),
     Stage("transactional ids", _wants(INIT_PRODUCER_ID), transactional_ids.plan_init_producer_id),
+    # KIP-599 on what a Streams topology makes the coordinator create (after PAUSE's bound: a refused one creates none)
+    Stage("controller mutations", _wants(STREAMS_GROUP_HEARTBEAT), streams_topics.plan_streams_heartbeat),
     # served by the proxy with a dynamic config
     Stage("client quotas", _wants(DESCRIBE_CLIENT_QUOTAS), client_quotas.plan_describe),
     Stage("client quotas", _wants(ALTER_CLIENT_QUOTAS), client_quotas.plan_alter),

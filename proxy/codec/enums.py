@@ -20,3 +20,6 @@ STRING_TYPE, INT_TYPE = 2, 3
 
 # ClientQuotaFilterComponent: match_type in DescribeClientQuotas requests (exact name, default name, any name)
 MATCH_TYPE_EXACT, MATCH_TYPE_DEFAULT, MATCH_TYPE_SPECIFIED = 0, 1, 2
+
+# StreamsGroupHeartbeatResponse Status.StatusCode: the group coordinator asked for the group's internal topics
+MISSING_INTERNAL_TOPICS = 3

@@ -8,7 +8,7 @@ import struct
 from config.loader import parse_config
 from proxy.apis import ConnectionScope
 from proxy.cluster.topics import Topics
-from proxy.codec.apis import CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS
+from proxy.codec.apis import CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, STREAMS_GROUP_HEARTBEAT
 from proxy.codec.header import encode_request_header, encode_response_header, frame, parse_request_header
 from proxy.codec.messages import (
     decode_request,
@@ -102,7 +102,17 @@ class Wire:
 
 
 def _flexible(api_key):
-    return {CREATE_TOPICS: 5, DELETE_TOPICS: 4, CREATE_PARTITIONS: 2}[api_key]
+    return {CREATE_TOPICS: 5, DELETE_TOPICS: 4, CREATE_PARTITIONS: 2, STREAMS_GROUP_HEARTBEAT: 0}[api_key]
+
+
+class WantedCounts:
+    """Stands in for proxy.cluster.created_counts.CreatedCounts: records what is wanted; the test answers."""
+
+    def __init__(self):
+        self.wanted = []
+
+    def want(self, name, then):
+        self.wanted.append((name, then))
 
 
 def session():

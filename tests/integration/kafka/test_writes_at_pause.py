@@ -47,7 +47,7 @@ from proxy.codec.error_codes import COORDINATOR_NOT_AVAILABLE, ERROR_CODES, NONE
 from proxy.codec.header import encode_request_header, frame
 from proxy.codec.messages import decode_response, encode_request, new_request
 from tests.harness import start_proxy, wait_until
-from tests.integration.kafka.quotas_common import configs, direct_admin, end_offsets, topics
+from tests.integration.kafka.quotas_common import configs, delete_topics, direct_admin, end_offsets, topics
 from tests.integration.raw import connect, exchange, read_frame
 from tests.kafka_cluster import unique_topic
 
@@ -131,7 +131,11 @@ def committed(admin, group: str) -> dict:
 @pytest.fixture(scope="module")
 def paused(kafka1):
     """A sidecar in front of kafka1 whose volume is at PAUSE, from the broker's own log dirs."""
-    config = configs(kafka1, [{"entity": {"client-id": "committer"}, "producer_byte_rate": 100_000}])[0]
+    quotas = [
+        {"entity": {"client-id": "committer"}, "producer_byte_rate": 100_000},
+        {"entity": {"client-id": "raw-test"}, "controller_mutation_rate": 100},  # what a Streams topology creates
+    ]
+    config = configs(kafka1, quotas)[0]
     config["volume_usage"] = {
         "source": "describe_log_dirs",
         "freshness_seconds": 10,
@@ -156,6 +160,11 @@ def paused(kafka1):
 
 def refused(proxy, api: str) -> float:
     return proxy.metric("kafka_quota_proxy_volume_refused_writes_total", api=api)
+
+
+def mutations(proxy, client_id: str) -> float:
+    """Partition mutations charged to ``client_id``'s controller_mutation_rate (a client-id entity: no user)."""
+    return proxy.metric("kafka_quota_proxy_controller_mutations_total", user="", client_id=client_id)
 
 
 @pytest.mark.long_running(seconds=15)
@@ -390,9 +399,11 @@ def test_share_and_streams_members_join_at_pause_and_huge_records_are_refused(ka
     sidecar a share member subscribing to a topic, and a Streams member joining with a one-topic topology, are
     answered by the coordinator (a member epoch given); a share member subscribing to 84 kB of made-up names, and a Streams
     member whose topology carries 80 kB of topic configs (its changelog topic's, which the coordinator would create
-    and keep in the group's record), are refused COORDINATOR_NOT_AVAILABLE by the proxy and counted."""
+    and keep in the group's record), are refused COORDINATOR_NOT_AVAILABLE by the proxy and counted. The Streams
+    member's changelog topic, which the broker creates itself, is charged to its client's controller_mutation_rate:
+    the 3 partitions of its source topic, once the coordinator's answer said it was missing."""
     share, streams = refused(paused, "ShareGroupHeartbeat"), refused(paused, "StreamsGroupHeartbeat")
-    with topics(kafka1, "pause-share") as (topic,):
+    with topics(kafka1, "pause-share", partitions=3) as (topic,):
         member = str(uuid.uuid4())
         group = unique_topic("pause-share-group")
         admin = direct_admin(kafka1)
@@ -438,8 +449,18 @@ def test_share_and_streams_members_join_at_pause_and_huge_records_are_refused(ka
             )
 
         group, member = unique_topic("pause-streams"), str(uuid.uuid4())
-        joined = heartbeat_until_answered(paused.port, STREAMS_GROUP_HEARTBEAT, 1, **streams_join(group, member, []))
-        assert joined.error_code == NONE and joined.member_epoch > 0, joined
+        changelog = [{"key": "cleanup.policy", "value": "compact"}]  # the store's changelog: the coordinator creates it
+        try:
+            joined = heartbeat_until_answered(
+                paused.port, STREAMS_GROUP_HEARTBEAT, 1, **streams_join(group, member, changelog)
+            )
+            assert joined.error_code == NONE and joined.member_epoch > 0, joined
+            # its 3 partitions (the source topic's) charged to controller_mutation_rate, once created
+            wait_until(
+                lambda: mutations(paused, "raw-test") == 3, 30, "the changelog's partitions charged once created"
+            )
+        finally:
+            delete_topics(kafka1, [f"{group}-store-changelog"])
         left = heartbeat_until_answered(
             paused.port, STREAMS_GROUP_HEARTBEAT, 1, group_id=group, member_id=member, member_epoch=-1
         )

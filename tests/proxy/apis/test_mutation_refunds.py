@@ -13,7 +13,7 @@ import uuid
 
 from proxy.codec.apis import CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, METADATA
 from proxy.codec.messages import new_response
-from tests.proxy.mutation_wire import THROTTLED, Wire
+from tests.proxy.mutation_wire import THROTTLED, WantedCounts, Wire
 
 TOPIC_ALREADY_EXISTS = 36
 INVALID_PARTITIONS = 37
@@ -208,16 +208,6 @@ def test_create_partitions_refused_by_the_broker_is_given_back():
     wire.answer(forwarded, results=[{"name": "a", "error_code": INVALID_PARTITIONS}])
     assert tokens(wire) == 100
     assert wire.scope.topics.partitions("a", wire.clock.now_ms(), 10**9) == 2  # not learnt from a failure
-
-
-class WantedCounts:
-    """Stands in for proxy.cluster.created_counts.CreatedCounts: records what is wanted; the test answers."""
-
-    def __init__(self):
-        self.wanted = []
-
-    def want(self, name, then):
-        self.wanted.append((name, then))
 
 
 def test_num_partitions_minus_one_on_v4_before_any_default_is_charged_the_count_looked_up_after_the_answer():

@@ -1,0 +1,135 @@
+"""The internal topics a Kafka Streams topology makes its group coordinator create, charged to
+``controller_mutation_rate`` (KIP-599) as a CreateTopics of them would be.
+
+A Streams member joining a KIP-1071 group sends its topology in its StreamsGroupHeartbeat: the changelog topic of
+each state store and the repartition topics between sub-topologies. Those missing are created by the broker itself
+(the coordinator names them, and the broker sends the controller a CreateTopics in the member's name), so the
+request never passes through the proxy and no CreateTopics rule applied (issue 44): a tenant could create topics,
+as many partitions as its source topics have, for each new application id it made up. Now, when the client's
+``controller_mutation_rate`` applies, a heartbeat carrying a topology is read whole and:
+
+- its internal topics the proxy knows to exist (:class:`~proxy.cluster.topics.Topics`, counts learnt within
+  ``controller.quota.metadata.max.age.ms``) cost nothing;
+- the others are admitted as a strict CreateTopics is (v6+): while the client's bucket is not negative, taking the
+  partitions the topology declares (a repartition topic's count; a changelog topic declares none, its count is the
+  source topics'); when it is negative, the heartbeat is answered COORDINATOR_NOT_AVAILABLE (the response's
+  retriable error: the member looks the coordinator up again and retries) with the time the bucket needs as
+  ``throttle_time_ms`` and a mute, and never reaches the coordinator. A member already in the group keeps its
+  membership: only a heartbeat carrying a topology (a join, or a new topology epoch) is refused;
+- the coordinator's answer settles the charge: a topic its ``MISSING_INTERNAL_TOPICS`` status names was asked of
+  the controller, and is charged the partition count it was created with, looked up off the request path once the
+  answer went out (:mod:`proxy.cluster.created_counts`; when it cannot be learnt, what was declared, and at least
+  Kafka's default of one partition). Every other topic's tokens are given back, as are all of them when the answer
+  is an error. A count learnt is the proxy's knowledge of the topic from then on, so the other members of the
+  application, joining with the same topology, are not charged for it again.
+
+What the proxy cannot do is create some of the topics and not others, as the controller's own quota would: a
+topology's internal topics are admitted together. A source topic given as a regular expression, or a regular
+expression's matches, are the coordinator's to resolve; the count created is what is charged either way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import partial
+
+from proxy.apis.mutation_charges import Charges, topic_keys
+from proxy.apis.plan import FORWARD_AS_IS, AnswerLocally, ConnectionScope, ForwardRequest, Outcome, Plan
+from proxy.apis.response_leg import ResponseLeg
+from proxy.codec.apis import STREAMS_GROUP_HEARTBEAT
+from proxy.codec.enums import MISSING_INTERNAL_TOPICS
+from proxy.codec.error_codes import COORDINATOR_NOT_AVAILABLE, NONE
+from proxy.codec.frame import BUFFER
+from proxy.codec.header import RequestHeader
+from proxy.codec.messages import Message, decode_request, decode_response
+from proxy.session.session import Session
+
+FALLBACK_PARTITIONS = 1  # a created topic whose count cannot be learnt: Kafka's own num.partitions default
+REFUSED_MESSAGE = (
+    "kafka-quota-proxy: creating this topology's internal topics is over controller_mutation_rate; retry after {ms} ms"
+)
+_TOPIC_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+def plan_streams_heartbeat(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan | None:
+    quotas = scope.quotas.mutations
+    client_id = header.client_id or ""
+    if not quotas.enabled or quotas.resolve(session.user, client_id).unlimited:
+        return None
+    return Plan(action=BUFFER, decide=partial(_decide, scope, session, header, client_id))
+
+
+def internal_topics(topology: Message) -> dict[str, int]:
+    """The topology's internal topics, each with the partitions it declares (0: the source topics' count)."""
+    declared: dict[str, int] = {}
+    for sub in topology.subtopologies:
+        for topic in (*sub.state_changelog_topics, *sub.repartition_source_topics):
+            declared[topic.name] = max(declared.get(topic.name, 0), max(topic.partitions, 0))
+    return declared
+
+
+def _decide(
+    scope: ConnectionScope, session: Session, header: RequestHeader, client_id: str, body: memoryview
+) -> Outcome:
+    msg = decode_request(STREAMS_GROUP_HEARTBEAT, header.api_version, body)
+    if msg.topology is None:
+        return FORWARD_AS_IS
+    quotas, now = scope.quotas, scope.quotas.clock.now_ms()
+    max_age = quotas.metadata_max_age_ms
+    wanted = {
+        name: n
+        for name, n in internal_topics(msg.topology).items()
+        if scope.topics.partitions(name, now, max_age) is None
+    }
+    if not wanted:
+        return FORWARD_AS_IS
+    mutations = quotas.mutations
+    admission = mutations.admit(session.user, client_id, [sum(wanted.values()) or None], now)
+    if not admission.all_admitted:
+        throttle = admission.throttle
+        assert throttle is not None  # a refusal is throttled until the bucket is paid off
+        mutations.record_throttle(session.user, client_id, throttle.throttle_time_ms, now, refused=True)
+        message = REFUSED_MESSAGE.format(ms=throttle.throttle_time_ms)
+        return AnswerLocally.failing(header, msg, COORDINATOR_NOT_AVAILABLE, throttle, message)
+    charges = Charges(mutations, session.user, client_id, [(topic_keys(n), c) for n, c in wanted.items()], now)
+    settle = partial(_settle, scope, header.api_version, charges, wanted)
+    return ForwardRequest(leg=ResponseLeg(observe=settle, accounted=charges.accounted), usage=charges.usage)
+
+
+def _settle(scope: ConnectionScope, version: int, charges: Charges, wanted: dict[str, int], body: memoryview) -> None:
+    """The coordinator's answer: the topics it asked the controller for are charged what was created; the rest given
+    back."""
+    answer = decode_response(STREAMS_GROUP_HEARTBEAT, version, body)
+    now = scope.quotas.clock.now_ms()
+    missing = _named(answer.status or (), wanted) if answer.error_code == NONE else set()
+    for name in wanted:
+        if name in missing:
+            scope.counts.want(name, partial(_created, scope, charges, name))
+        else:
+            charges.give_back(charges.taken_for(name), now)
+
+
+def _named(statuses: Iterable[Message], wanted: dict[str, int]) -> set[str]:
+    """The internal topics a MISSING_INTERNAL_TOPICS status names (topic names are made of letters, digits, '.', '_'
+    and '-' only, so the detail's other characters separate them)."""
+    words: set[str] = set()
+    for status in statuses:
+        if status.status_code == MISSING_INTERNAL_TOPICS:
+            detail = "".join(c if c in _TOPIC_CHARACTERS else " " for c in status.status_detail)
+            words.update(detail.split())
+    return words & wanted.keys()
+
+
+def _created(scope: ConnectionScope, charges: Charges, name: str, partitions: int | None) -> None:
+    """``name``'s count, looked up once the controller was asked to create it (None: not learnt)."""
+    now = scope.quotas.clock.now_ms()
+    taken = charges.taken_for(name)
+    if scope.topics.partitions(name, now, scope.quotas.metadata_max_age_ms) is not None:
+        charges.give_back(taken, now)  # another member's join, answered first, was charged for it
+        return
+    if partitions is None:
+        charges.more(FALLBACK_PARTITIONS - taken, now)
+        return
+    scope.topics.created(name, partitions, now)
+    charges.more(partitions - taken, now)
+    charges.give_back(taken - partitions, now)

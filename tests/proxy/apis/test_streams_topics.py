@@ -1,0 +1,109 @@
+"""The internal topics a Streams topology makes its coordinator create, charged to controller_mutation_rate
+(proxy.apis.streams_topics): on bytes, one connection core with this test as the broker, a fake clock. StreamsGroupHeartbeat
+frames encoded by the codec from Kafka's definitions; the coordinator's MISSING_INTERNAL_TOPICS answer settles the
+charge at the counts created."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from proxy.codec.apis import STREAMS_GROUP_HEARTBEAT
+from proxy.codec.enums import MISSING_INTERNAL_TOPICS
+from proxy.codec.error_codes import COORDINATOR_NOT_AVAILABLE, NONE, NOT_COORDINATOR
+from tests.proxy.mutation_wire import WantedCounts, Wire
+
+CHANGELOG, REPARTITION = "app-store-changelog", "app-KSTREAM-REPARTITION-0000000003-repartition"
+ASSIGNMENT_DELAYED = 5
+
+
+def tokens(wire):
+    return wire.scope.quotas.mutations.tokens("ANONYMOUS", "admin")
+
+
+def join(wire, version, corr, topology=True, repartition=6):
+    """A member joining with the topology of a two-sub-topology application: a store's changelog (no count
+    declared: the source topics') and a repartition topic of ``repartition`` partitions between them."""
+    subtopologies = [
+        {
+            "subtopology_id": "0",
+            "source_topics": ["orders"],
+            "repartition_sink_topics": [REPARTITION],
+        },
+        {
+            "subtopology_id": "1",
+            "repartition_source_topics": [{"name": REPARTITION, "partitions": repartition, "topic_configs": []}],
+            "state_changelog_topics": [
+                {"name": CHANGELOG, "topic_configs": [{"key": "cleanup.policy", "value": "compact"}]}
+            ],
+        },
+    ]
+    fields = dict(group_id="app", member_id=str(uuid.uuid4()), member_epoch=0, rebalance_timeout_ms=30_000)
+    fields["process_id"] = str(uuid.uuid4())
+    if topology:
+        fields["topology"] = {"epoch": 1, "subtopologies": subtopologies}
+    wire.send(STREAMS_GROUP_HEARTBEAT, version, corr, **fields)
+    return wire.broker_requests()
+
+
+def answered(wire, header, error_code=NONE, missing=(CHANGELOG, REPARTITION)):
+    status = [{"status_code": ASSIGNMENT_DELAYED, "status_detail": "Assignment delayed due to the configured delay."}]
+    if missing:
+        detail = f"Internal topics are missing: [{', '.join(missing)}]"
+        status.append({"status_code": MISSING_INTERNAL_TOPICS, "status_detail": detail})
+    wire.answer(header, error_code=error_code, member_id="m", member_epoch=1, heartbeat_interval_ms=5000, status=status)
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_a_topologys_missing_internal_topics_are_charged_the_partitions_created_once_for_the_application(version):
+    counts = WantedCounts()
+    wire = Wire(rate=1, num=100, counts=counts)  # a burst of 100 partitions
+    ((forwarded, _),) = join(wire, version, 1)
+    assert tokens(wire) == 94  # admitted: the repartition topic's declared 6 taken
+    answered(wire, forwarded)
+    assert sorted(name for name, _ in counts.wanted) == sorted([CHANGELOG, REPARTITION])
+    for name, then in counts.wanted:  # looked up once the answer went out: what the controller created
+        then(4 if name == CHANGELOG else 6)
+    assert tokens(wire) == 90 and wire.logged(STREAMS_GROUP_HEARTBEAT) == 10
+    # the application's second instance joins with the same topology: its topics are known now, nothing charged
+    ((forwarded, _),) = join(wire, version, 2)
+    answered(wire, forwarded, missing=())
+    assert tokens(wire) == 90 and len(counts.wanted) == 2
+    ((_, response), (_, second)) = wire.client_responses(STREAMS_GROUP_HEARTBEAT, version)
+    assert (response.error_code, response.throttle_time_ms, second.error_code) == (NONE, 0, NONE)
+
+
+def test_topics_the_coordinator_did_not_ask_for_are_given_back_and_a_count_not_learnt_costs_one_partition():
+    counts = WantedCounts()
+    wire = Wire(rate=1, num=100, counts=counts)
+    ((forwarded, _),) = join(wire, 1, 1)
+    answered(wire, forwarded, error_code=NOT_COORDINATOR)  # nothing created: all given back
+    assert tokens(wire) == 100 and counts.wanted == []
+    ((forwarded, _),) = join(wire, 1, 2)
+    answered(wire, forwarded, missing=(CHANGELOG,))  # the repartition topic was there after all
+    assert tokens(wire) == 100
+    ((name, then),) = counts.wanted
+    then(None)  # the controller's creation not seen in three lookups
+    assert name == CHANGELOG and tokens(wire) == 99
+    ((forwarded, _),) = join(wire, 1, 3, topology=False)  # an ordinary heartbeat: nothing to create
+    answered(wire, forwarded, missing=())
+    assert tokens(wire) == 99
+
+
+def test_a_topology_over_the_quota_is_refused_and_never_reaches_the_coordinator():
+    """Rate 1, burst 10: a made-up application whose repartition topic has 50 partitions is admitted (the bucket
+    was not negative) and leaves it 40 in debt; the next application's join is answered COORDINATOR_NOT_AVAILABLE
+    with the 40 s the bucket needs, and the broker never sees it."""
+    counts = WantedCounts()
+    wire = Wire(rate=1, num=10, counts=counts)
+    ((forwarded, _),) = join(wire, 1, 1, repartition=50)
+    answered(wire, forwarded, missing=(REPARTITION,))
+    counts.wanted.pop()[1](50)
+    assert tokens(wire) == -40
+    wire.scope.topics.deleted(REPARTITION, wire.clock.now_ms())  # a new application id: new topics
+    assert join(wire, 1, 2) == []
+    (_, first), (_, refused) = wire.client_responses(STREAMS_GROUP_HEARTBEAT, 1)
+    assert refused.error_code == COORDINATOR_NOT_AVAILABLE and "controller_mutation_rate" in refused.error_message
+    assert refused.throttle_time_ms == 40_000
+    assert tokens(wire) == -40
