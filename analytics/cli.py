@@ -21,7 +21,9 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from analytics.capacity import parse_capacity
 from analytics.fleet import DEFAULT_PERCENTILE
+from analytics.in_force import InForce, describe, from_file, window_sources, with_described
 from analytics.outliers import parse_entity
 from analytics.recommend import WINDOWS, Rules
 from config.settings_table import SETTINGS
@@ -63,7 +65,32 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--proxy-config",
         metavar="FILE",
         help="the proxy's configuration: the window settings below are read from its settings: section (the "
-        "proxy's defaults for those it leaves out); a window flag given here wins",
+        "proxy's defaults for those it leaves out; a window flag given here wins), and its quotas: are the table in "
+        "force the change set is against",
+    )
+    p.add_argument(
+        "--bootstrap",
+        metavar="HOST:PORT",
+        help="a running proxy (with a dynamic config): the table in force is what it answers to DescribeClientQuotas "
+        "(its configuration with the config topic's entries over it)",
+    )
+    p.add_argument(
+        "--capacity",
+        type=_capacity,
+        metavar="NAME=N,...",
+        help="the brokers' capacity: bytes_in and bytes_out (B/s; one broker's under quota.scope broker, the "
+        "cluster's under cluster), partitions (partition mutations/s), connections (new connections/s): the output "
+        "says how much of each the table commits at once (the limits of the tenants active together in the log's "
+        "busiest interval) and flags an oversubscribed one",
+    )
+    p.add_argument(
+        "--capacity-fit",
+        choices=("flag", "scale"),
+        default="flag",
+        help="an oversubscribed capacity: flagged only (default), or every limit of its key scaled down to fit",
+    )
+    p.add_argument(
+        "--command-config", metavar="FILE", help="Kafka client properties for --bootstrap (as kafka-configs takes them)"
     )
     for flag, (name, what) in WINDOW_FLAGS.items():
         setting = WINDOWS[name]
@@ -166,6 +193,13 @@ def _percentile(text: str) -> float:
     return value
 
 
+def _capacity(text: str) -> dict[str, float]:
+    try:
+        return parse_capacity(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _entity(text: str) -> dict[str, str]:
     try:
         return parse_entity(text)
@@ -173,20 +207,51 @@ def _entity(text: str) -> dict[str, str]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def windows(args: argparse.Namespace) -> dict[str, int]:
+def windows(args: argparse.Namespace) -> tuple[dict[str, int], dict[str, str], tuple[dict, ...] | None]:
     """Rules' window fields: each flag given, else the proxy's setting from ``--proxy-config`` (its default when the
-    file leaves it out), else Rules' own default (the proxy's defaults too). Raises ConfigError for a bad file."""
+    file leaves it out), else Rules' own default (the proxy's defaults too); where each came from
+    (:func:`analytics.in_force.window_sources`); and the file's quota items (None without a file). Raises
+    ConfigError for a bad file, naming every key at fault."""
     found: dict[str, int] = {}
+    items = None
+    file_keys: list[str] = []
     if args.proxy_config:
-        from config.loader import load_settings_file
+        from config.loader import load_settings_and_quotas
         from config.typed_settings import attribute
 
-        settings = load_settings_file(args.proxy_config)
+        settings, items = load_settings_and_quotas(args.proxy_config)
         found = {name: getattr(settings, attribute(setting)) for name, setting in WINDOWS.items()}
-    for name, _ in WINDOW_FLAGS.values():
-        if getattr(args, name) is not None:
-            found[name] = getattr(args, name)
-    return found
+        file_keys = _settings_keys(args.proxy_config)
+    given = {name: flag for flag, (name, _) in WINDOW_FLAGS.items() if getattr(args, name) is not None}
+    for name in given:
+        found[name] = getattr(args, name)
+    return found, window_sources(given, args.proxy_config, file_keys), items
+
+
+def _settings_keys(path: str) -> list[str]:
+    """The keys the file's ``settings:`` section sets (the file was checked already)."""
+    import yaml
+
+    with open(path, encoding="utf-8") as f:
+        doc = yaml.safe_load(f)
+    section = doc.get("settings") if isinstance(doc, dict) else None
+    return list(section) if isinstance(section, dict) else []
+
+
+def in_force(args: argparse.Namespace, items: tuple[dict, ...] | None) -> InForce | None:
+    """The table in force: the proxy's answer with ``--bootstrap``, else the file's ``quotas:``, else None (no
+    change set). Raises :class:`proxy.cli.quota_admin.Failed` when the proxy cannot be asked."""
+    file = from_file(args.proxy_config, items) if items is not None else None
+    if not args.bootstrap:
+        return file
+    from proxy.cli.command_config import CommandConfigError, read_command_config
+    from proxy.cli.quota_admin import Failed
+
+    try:
+        security = read_command_config(args.command_config) if args.command_config else {}
+    except CommandConfigError as exc:
+        raise Failed(f"--command-config {args.command_config}: {exc}") from None
+    return with_described(file, describe(args.bootstrap, security), args.bootstrap)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -209,21 +274,30 @@ def main(argv: list[str] | None = None) -> int:
 
 def analyze(args: argparse.Namespace) -> int:
     from config.errors import ConfigError
+    from proxy.cli.quota_admin import Failed
 
+    if args.capacity_fit == "scale" and not args.capacity:
+        print("kafka-quota-proxy analyze: --capacity-fit scale needs --capacity", file=sys.stderr)
+        return 2
     try:
+        found, sources, items = windows(args)
         rules = Rules(
             headroom=args.headroom,
             burst=args.burst,
             max_raise=args.max_raise,
             offender_mads=args.offender_mads,
-            **windows(args),
+            **found,
         )
+        table_in_force = in_force(args, items)
     except ConfigError as exc:
         print(f"kafka-quota-proxy analyze: --proxy-config {args.proxy_config}: {exc}", file=sys.stderr)
         return 2
     except ValueError as exc:
         print(f"kafka-quota-proxy analyze: {exc}", file=sys.stderr)
         return 2
+    except Failed as exc:
+        print(f"kafka-quota-proxy analyze: --bootstrap {args.bootstrap}: {exc}", file=sys.stderr)
+        return 1
     try:
         from analytics import job
     except ImportError as exc:
@@ -253,6 +327,11 @@ def analyze(args: argparse.Namespace) -> int:
                 progress=None if args.quiet else sys.stderr,
                 fleet_default=args.fleet_default,
                 legitimate=args.legitimate,
+                sources=sources,
+                in_force=table_in_force,
+                capacity=args.capacity,
+                capacity_fit=args.capacity_fit,
+                console_progress=not args.quiet and sys.stderr.isatty(),
             )
     except AnalysisException as exc:  # e.g. no such input path: one line, not a JVM stack trace
         print(f"kafka-quota-proxy analyze: {str(exc).splitlines()[0]}", file=sys.stderr)

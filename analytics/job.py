@@ -43,98 +43,45 @@ from typing import TextIO
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from analytics import fleet, recommend, report, shipping, stats, timeaxis
+from analytics import capacity as capacity_mod
+from analytics import changeset, concurrency, dimensions, fleet, outliers, recommend, report, shipping, stats, timeaxis
 from analytics import replay as replay_mod
+from analytics.in_force import InForce
 from analytics.progress import Progress
-from analytics.scope import BROKER, CLUSTER, Scope, choose
+from analytics.scope import CLUSTER, choose
 
 TOP_N = 10
 RECOMMENDED = "recommended"  # run(replay=...): replay under the recommended table
 CHART_N = 5
 
-# name: (title, table, filter on api or None, metric to rank by, unit, columns shown)
-DIMENSIONS = {
-    "producer_byte_rate": (
-        "Produce bytes per second",
-        "entity",
-        "Produce",
-        "request_rate_p99",
-        "bytes/s",
-        ["request_rate_p50", "request_rate_p99", "request_burst_max", "held_share", "request_demand"],
-    ),
-    "consumer_byte_rate": (
-        "Fetch response bytes per second",
-        "entity",
-        "Fetch",
-        "response_rate_p99",
-        "bytes/s",
-        ["response_rate_p50", "response_rate_p99", "response_burst_max", "held_share", "response_demand"],
-    ),
-    "held_share": (
-        "Share of wall time held by a throttle",
-        "entity",
-        stats.ALL_APIS,
-        "held_share",
-        "share of time, 0-1",
-        ["held_share", "throttle_seconds", "shadow_throttle_seconds", "requests"],
-    ),
-    "partition_mutations": (
-        "Partition mutations (peak per second)",
-        "entity",
-        stats.ALL_APIS,
-        "mutation_rate_max",
-        "mutations/s",
-        ["mutation_rate_p99", "mutation_rate_max", "mutations_max_interval", "partition_mutations"],
-    ),
-    "new_producer_ids": (
-        "New producer ids per second, per user",
-        "user",
-        None,
-        "new_pid_rate_p99",
-        "PIDs/s",
-        ["new_pid_rate_p50", "new_pid_rate_p99", "new_pid_rate_max", "new_producer_ids"],
-    ),
-    "connection_rate": (
-        "Connections opened per second, per IP",
-        "ip",
-        None,
-        "connection_rate_p99",
-        "connections/s",
-        ["connection_rate_p50", "connection_rate_p99", "connection_rate_max", "connections"],
-    ),
-}
-# For each dimension's chart: the per-interval frame and the rate column to draw.
-SERIES: dict[str, tuple[str, str] | None] = {
-    "producer_byte_rate": ("entity", "request_rate"),
-    "consumer_byte_rate": ("entity", "response_rate"),
-    "held_share": None,
-    "partition_mutations": ("entity", "mutation_rate"),
-    "new_producer_ids": ("user", "new_pid_rate"),
-    "connection_rate": ("ip", "connection_rate"),
-}
-# What each dimension's figures are under each scope (analytics.scope): said in its title
-PER_SCOPE = {
-    "producer_byte_rate": "broker",
-    "consumer_byte_rate": "broker",
-    "new_producer_ids": "broker",
-    "partition_mutations": "proxy",
-    "connection_rate": "proxy",
-}
 JOB_TIME = "planner run time"  # the job's own wall-clock time, not the log's
 KEYS = {"entity": ["user", "client_id"], "user": ["user"], "ip": ["ip"]}
 
 
-def spark_session(master: str | None = None, app_name: str = "kafka-quota-proxy-analyze") -> SparkSession:
+def spark_session(
+    master: str | None = None, app_name: str = "kafka-quota-proxy-analyze", console_progress: bool = False
+) -> SparkSession:
     """A session on ``master``; by default ``local[*]``, unless spark-submit started us with its own master."""
-    builder = SparkSession.builder.appName(app_name).config("spark.ui.showConsoleProgress", "false")
-    if not master and "PYSPARK_GATEWAY_PORT" not in os.environ:
-        master = "local[*]"
+    builder = SparkSession.builder.appName(app_name)
+    master, settings = session_settings(master, console_progress, "PYSPARK_GATEWAY_PORT" in os.environ)
     if master:
         builder = builder.master(master)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def session_settings(master: str | None, console_progress: bool, submitted: bool) -> tuple[str | None, dict[str, str]]:
+    """The master (``local[*]`` unless given or ``submitted`` by spark-submit) and the session's settings: Spark's
+    console progress bar (drawn on standard error) only when ``console_progress`` (the command's standard error is a
+    terminal: in a log file its carriage returns make lines unreadable); fewer shuffle partitions on one machine."""
+    if not master and not submitted:
+        master = "local[*]"
+    settings = {"spark.ui.showConsoleProgress": "true" if console_progress else "false"}
     if master and master.startswith("local"):
         # The aggregates are small (one row per entity): 200 shuffle partitions on one machine is mostly overhead.
-        builder = builder.config("spark.sql.shuffle.partitions", str(2 * (os.cpu_count() or 2)))
-    return builder.getOrCreate()
+        settings["spark.sql.shuffle.partitions"] = str(2 * (os.cpu_count() or 2))
+    return master, settings
 
 
 def _rows(df: DataFrame) -> list[dict]:
@@ -163,15 +110,6 @@ def _series(frame: DataFrame, keys: list[str], api: str | None, rate: str, top: 
     return out
 
 
-def _title(name: str, title: str, scope: Scope) -> str:
-    unit = PER_SCOPE.get(name)
-    if unit is None:
-        return title
-    if unit == "proxy" and (scope.scope == BROKER or name == "connection_rate"):
-        return f"{title}, busiest proxy" if scope.proxies > 1 else title
-    return f"{title}, cluster total" if scope.scope == CLUSTER else f"{title}, busiest broker"
-
-
 def run(
     input_path: str,
     output_dir: str,
@@ -188,6 +126,11 @@ def run(
     progress: TextIO | None = None,
     fleet_default: float | None = fleet.DEFAULT_PERCENTILE,
     legitimate: Sequence[Mapping[str, str]] = (),
+    sources: Mapping[str, str] | None = None,
+    in_force: InForce | None = None,
+    capacity: Mapping[str, float] | None = None,
+    capacity_fit: str = "flag",
+    console_progress: bool = False,
 ) -> dict:
     """Run the planner; returns a summary (records read, entities, quota items, seconds, output paths). ``scope``:
     broker or cluster, default the one the log records (:func:`analytics.scope.choose`; raises
@@ -197,15 +140,28 @@ def run(
     ``progress``: where each step and Spark's work are said while it runs (:mod:`analytics.progress`), or nowhere.
     ``fleet_default``: a percentile (90 by default): the table is a ``<default>`` entry per entity type and key and
     the tenants above it (:mod:`analytics.fleet`); None: one entry per tenant. Offenders are held to their fleet's figure
-    (:mod:`analytics.outliers`) but the ``legitimate`` entities (``{"user": ..., "client-id": ...}``)."""
+    (:mod:`analytics.outliers`) but the ``legitimate`` entities (``{"user": ..., "client-id": ...}``). ``sources``:
+    where each window setting came from (:func:`analytics.in_force.window_sources`), said in the report.
+    ``in_force``: the table in force; with it the commands file is the change set (:mod:`analytics.changeset`) and
+    the replay runs it: today's table against the table after the change (``replay`` must then be None or
+    ``"recommended"``). ``capacity``: the brokers' (:mod:`analytics.capacity`): what the table commits at once is
+    said against it, and with ``capacity_fit="scale"`` an oversubscribed key is scaled down to fit.
+    ``console_progress``: Spark's console progress bar on, in a session the job starts."""
     candidate = None if replay in (None, RECOMMENDED) else replay_mod.load_table(replay)
+    if in_force is not None and candidate is not None:
+        raise replay_mod.ReplayError(
+            f"--replay {replay}: with the table in force (--proxy-config, --bootstrap) the replay is of the change "
+            "set, today's table against the table after it: give --replay without a file, or no table in force"
+        )
+    if in_force is not None:
+        replay = RECOMMENDED
     rules = rules or recommend.Rules()
     if headroom is not None:
         rules = recommend.Rules(**{**rules.__dict__, "headroom": headroom})
     local_dir = local_dir or output_dir
     os.makedirs(local_dir, exist_ok=True)
     own_session = spark is None and SparkSession.getActiveSession() is None  # stop only a session we started
-    spark = spark or spark_session(master)
+    spark = spark or spark_session(master, console_progress=console_progress)
     started = time.monotonic()
     cached: list[DataFrame] = []
     steps = Progress(spark, 6 if replay is not None else 5, progress)
@@ -246,8 +202,8 @@ def run(
 
         steps.step("top offenders" + (" and their charts" if charts else ""))
         offenders, chart_paths = {}, {}
-        for name, (title, table, api, metric, unit, cols) in DIMENSIONS.items():
-            title = _title(name, title, chosen)
+        for name, (title, table, api, metric, unit, cols) in dimensions.DIMENSIONS.items():
+            title = dimensions.title(name, title, chosen)
             top = _top(tables[table], api, metric, top_n)
             offenders[name] = {
                 "title": title,
@@ -256,7 +212,7 @@ def run(
                 "columns": cols,
                 "top": [{**{k: r[k] for k in KEYS[table]}, "value": r[metric], **{c: r[c] for c in cols}} for r in top],
             }
-            drawn = SERIES[name]
+            drawn = dimensions.SERIES[name]
             if charts and drawn is not None:
                 frame_name, rate = drawn
                 series = _series(frames[frame_name], KEYS[frame_name], api, rate, top[:CHART_N])
@@ -271,6 +227,27 @@ def run(
         planned = fleet.plan(entity_rows, user_rows, ip_rows, rules, fleet_default, legitimate)
         items, basis = planned.items, planned.basis
         scope_lines = [chosen.figures(), *chosen.notes(), *planned.notes]
+        commitments = []
+        if capacity is not None:
+            per_tenant, per_ip = concurrency.limits(
+                items,
+                {(r["user"], r["client_id"], r["api"]) for r in entity_rows},
+                [r["ip"] for r in ip_rows if r["ip"] is not None],
+            )
+            busy = concurrency.committed(spark, frames["entity"], frames["ip"], per_tenant, per_ip)
+            commitments = capacity_mod.assess(busy, concurrency.every_entry(per_tenant, per_ip), capacity)
+            scope_lines += [c.line() for c in commitments]
+            if capacity_fit == "scale":
+                items = capacity_mod.scaled(items, commitments)
+                scope_lines += capacity_mod.scaled_note(commitments)
+        changes = None
+        if in_force is not None:
+            seen = [
+                (recommend.entity_id(e), key)
+                for (_, key), found in outliers.fleets(entity_rows, user_rows, ip_rows).items()
+                for e in found
+            ]
+            changes = changeset.plan(in_force, items, basis, seen)
         _write(
             local_dir,
             "recommended-quotas.yaml",
@@ -283,18 +260,28 @@ def run(
                 table = replay_mod.run(
                     spark,
                     frames["entity"],
-                    items if candidate is None else candidate,
+                    changes.after if changes is not None else items if candidate is None else candidate,
                     rules.quota_window_num,
                     rules.quota_window_s,
                     replay_mod.step_for(grid_s, rules.quota_window_s),
+                    today_items=None if changes is None else changes.in_force.items,
                 )
                 table.write.mode("overwrite").parquet(_join(output_dir, "replay"))
+            rows = _rows(spark.read.parquet(_join(output_dir, "replay")))
             replayed = {
                 "candidate": "the recommended table" if candidate is None else replay,
-                "rows": replay_mod.changed(_rows(spark.read.parquet(_join(output_dir, "replay")))),
+                "rows": replay_mod.changed(rows),
             }
+            if changes is not None:
+                changes = changeset.with_replay(changes, rows)
+                replayed.update(candidate="the table after the change set", today=changes.in_force.source)
         steps.step("report")
-        _write(local_dir, "recommended-commands.txt", recommend.to_commands(items, scope_lines, basis))
+        commands = (
+            recommend.to_commands(items, scope_lines, basis)
+            if changes is None
+            else changeset.to_commands(changes, scope_lines)
+        )
+        _write(local_dir, "recommended-commands.txt", commands)
         _write(local_dir, "top_offenders.json", json.dumps(offenders, indent=2) + "\n")
         summary = {
             "input": input_path,
@@ -307,6 +294,15 @@ def run(
             "headroom": rules.headroom,
             report.OFFENDER_MADS: rules.offender_mads,
             "quota items": len(items),
+            **{
+                setting: f"{getattr(rules, name)} ({said})"
+                for name, setting in recommend.WINDOWS.items()
+                if (said := (sources or {}).get(setting))
+            },
+            "quotas in force": "not given: no change set"
+            if changes is None
+            else f"{changes.in_force.source}: {len(changes.in_force.items)} entities",
+            **({} if changes is None else {"change set": changes.counts()}),
         }
         seconds = round(time.monotonic() - started, 1)
         summary[JOB_TIME] = timeaxis.duration(seconds)
@@ -321,6 +317,7 @@ def run(
             replayed,
             planned.outliers,
             planned.under_default,
+            changes,
         )
         return {
             **summary,
@@ -334,6 +331,8 @@ def run(
             "offenders": offenders,
             "outliers": planned.outliers,
             "quotas": items,
+            "changes": changes,
+            "capacity": commitments,
             "scope": chosen.scope,
             "scope_lines": scope_lines,
         }

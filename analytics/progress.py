@@ -1,7 +1,8 @@
 """What ``analyze`` tells its user while it runs, on standard error: a line as each step starts, with how long the
 job has run and the Spark jobs and tasks done so far, and while one step runs long, a line every ``every_s`` seconds
-with the stages running and their tasks done. Spark's own console progress bar stays off: its carriage returns make
-a log file unreadable, and it does not say which step of the planner a stage belongs to. Each step is also the
+with the stages running and their tasks done. Spark's own console progress bar is on only where standard error is a
+terminal (:func:`analytics.job.session_settings`): in a log file its carriage returns make lines unreadable, and it
+does not say which step of the planner a stage belongs to, which these lines do. Each step is also the
 description of its Spark jobs (``setJobDescription``), so Spark's web UI shows the planner's steps.
 
 Read through PySpark's public status API (``SparkContext.statusTracker()``), so the same on ``local[*]`` and on a

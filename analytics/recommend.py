@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import shlex
 import textwrap
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal
 
@@ -287,7 +287,7 @@ def bases(
     return out
 
 
-def _comments(lines: Iterable[str]) -> str:
+def comments(lines: Iterable[str]) -> str:
     """``# `` lines, wrapped at 116 characters."""
     return "".join(f"# {part}\n" for line in lines for part in textwrap.wrap(line, 114))
 
@@ -309,7 +309,7 @@ def to_yaml(
     )
     if source:
         header += f"# From: {source}\n"
-    header += _comments(scope_lines)
+    header += comments(scope_lines)
     if not items:
         return header + "quotas: []\n"
     said = basis or {}
@@ -339,9 +339,9 @@ _ENTITY_TYPES = (("user", "users"), ("client-id", "clients"), ("ip", "ips"))
 BOOTSTRAP = "HOST:PORT"  # replaced by the operator with the proxy's (or the cluster's) bootstrap address
 
 
-def to_command(item: Mapping, bootstrap: str = BOOTSTRAP) -> str:
+def to_command(item: Mapping, bootstrap: str = BOOTSTRAP, deleted: Sequence[str] = ()) -> str:
     """``kafka-quota-proxy configs --bootstrap-server HOST:PORT --alter --entity-type users --entity-name alice ...
-    --add-config k=v,...``"""
+    --add-config k=v,...`` (and ``--delete-config k,...`` for the ``deleted`` keys)"""
     parts = ["kafka-quota-proxy", "configs", "--bootstrap-server", bootstrap, "--alter"]
     for key, entity_type in _ENTITY_TYPES:
         if key in item["entity"]:
@@ -349,7 +349,11 @@ def to_command(item: Mapping, bootstrap: str = BOOTSTRAP) -> str:
             named = ["--entity-default"] if name == DEFAULT else ["--entity-name", shlex.quote(name)]
             parts += ["--entity-type", entity_type, *named]
     configs = ",".join(f"{k}={v}" for k, v in item.items() if k != "entity")
-    return " ".join(parts + ["--add-config", configs])
+    if configs:
+        parts += ["--add-config", configs]
+    if deleted:
+        parts += ["--delete-config", ",".join(deleted)]
+    return " ".join(parts)
 
 
 OUTLIER_MARKS = ("offender:", "outlier kept:")  # how an outlier's comment starts (analytics.outliers) ...
@@ -362,12 +366,12 @@ def to_commands(
     """One command per line, after ``# `` lines saying which quota.scope the figures are for; an outlier's command
     (``basis``: its comment starts with :data:`OUTLIER_MARKS`) after a ``# `` line with the evidence."""
     said = basis or {}
-    out = _comments(scope_lines)
+    out = comments(scope_lines)
     for it in items:
         marks = [
             f"{key}: {text.split(OWN_BASIS)[0]}"
             for key, text in said.get(entity_id(it["entity"]), {}).items()
             if key in it and text.startswith(OUTLIER_MARKS)
         ]
-        out += _comments(marks) + to_command(it) + "\n"
+        out += comments(marks) + to_command(it) + "\n"
     return out

@@ -59,13 +59,13 @@ def load_table(path: str) -> list[dict]:
             f"--replay {path}: no 'quotas:' list (a proxy configuration or the planner's recommended-quotas.yaml)"
         )
     try:
-        _table(items)
+        byte_rate_table(items)
     except (ValueError, TypeError, KeyError) as exc:
         raise ReplayError(f"--replay {path}: {exc}") from None
     return items
 
 
-def _table(items: Sequence[Mapping]):
+def byte_rate_table(items: Sequence[Mapping]):
     """The byte-rate quotas of ``items`` as the proxy's :class:`quota.primitives.entity.QuotaTable` (IP entities and other keys
     play no part in a byte-rate replay)."""
     from quota.primitives.entity import QuotaTable
@@ -96,10 +96,17 @@ def interval_demands(series: Sequence[Mapping], estimate: float | None, quota: f
 
 
 def replay_tenants(
-    rows: Iterable, items: Sequence[Mapping], window_num: int, window_s: int, step_s: float
+    rows: Iterable,
+    items: Sequence[Mapping],
+    window_num: int,
+    window_s: int,
+    step_s: float,
+    today_items: Sequence[Mapping] | None = None,
 ) -> Iterator[tuple]:
-    """A Spark task: each row one tenant's API with its interval ``series``; yields :data:`RESULT` tuples."""
-    table = _table(items)
+    """A Spark task: each row one tenant's API with its interval ``series``; yields :data:`RESULT` tuples. Today is
+    the quota logged, or with ``today_items`` (the table in force) the quota that table gives the tenant."""
+    table = byte_rate_table(items)
+    today_table = None if today_items is None else byte_rate_table(today_items)
     window = QuotaWindow(window_num, window_s)
     for row in rows:
         key, side = KEYS[row["api"]]
@@ -111,6 +118,9 @@ def replay_tenants(
         wanted = interval_demands(series, estimate, quota_today)
         resolved = table.resolve(key, row["user"] or "", row["client_id"] or "")
         quota_candidate = None if resolved.unlimited else resolved.limit
+        if today_table is not None:
+            in_force = today_table.resolve(key, row["user"] or "", row["client_id"] or "")
+            quota_today = None if in_force.unlimited else in_force.limit
         today = demand.summary(demand.replay(wanted, quota_today, window, step_s))
         candidate = demand.summary(demand.replay(wanted, quota_candidate, window, step_s))
         logged = sum(min(s["held_ms"], s["interval_s"] * 1000) for s in series) / 1000
@@ -137,10 +147,19 @@ def step_for(interval_s: float, window_s: int) -> float:
     return max(float(window_s), interval_s / 2) if interval_s > 0 else float(window_s)
 
 
-def run(spark, intervals, items: Sequence[Mapping], window_num: int = 11, window_s: int = 1, step_s: float = 1.0):
+def run(
+    spark,
+    intervals,
+    items: Sequence[Mapping],
+    window_num: int = 11,
+    window_s: int = 1,
+    step_s: float = 1.0,
+    today_items: Sequence[Mapping] | None = None,
+):
     """The replay as a DataFrame (:data:`RESULT` columns), one row per tenant and API with a byte rate, from the
     per-interval frame of :func:`analytics.stats.entity_intervals`; the tenant sends every ``step_s``
-    (:func:`step_for`). Its tasks need the project's code: compute it inside :func:`analytics.shipping.code_shipped`."""
+    (:func:`step_for`); today is the quota logged, or ``today_items``' (the table in force). Its tasks need the
+    project's code: compute it inside :func:`analytics.shipping.code_shipped`."""
     from pyspark.sql import functions as F
 
     frame = intervals.where(F.col("api").isin(*KEYS)).withColumn(
@@ -152,7 +171,8 @@ def run(spark, intervals, items: Sequence[Mapping], window_num: int = 11, window
         F.max("quota_rate").alias("quota_rate"), F.collect_list(F.struct(*SERIES)).alias("series")
     )
     items = [dict(it) for it in items]
-    rdd = grouped.rdd.mapPartitions(lambda rows: replay_tenants(rows, items, window_num, window_s, step_s))
+    today = None if today_items is None else [dict(it) for it in today_items]
+    rdd = grouped.rdd.mapPartitions(lambda rows: replay_tenants(rows, items, window_num, window_s, step_s, today))
     return spark.createDataFrame(rdd, schema=_schema())
 
 

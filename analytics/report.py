@@ -11,6 +11,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 from analytics import recommend
+from analytics.changeset import ChangeSet, origin_text
 from analytics.outliers import Outlier, entity_flag
 from analytics.recommend import entity_id
 from analytics.timeaxis import TimeAxis
@@ -108,12 +109,14 @@ def write_report(
     replayed: Mapping | None = None,
     outliers: Sequence[Outlier] = (),
     under_default: Sequence[Mapping] = (),
+    changes: ChangeSet | None = None,
 ) -> None:
     """``report.html``: what was read, which quota.scope the figures are for (``scope_lines``: the first says what a
     rate is, the rest are notes), the offenders judged against their fleet (``outliers``), the top entities per
     dimension with their chart, the recommendations with what each rests on (``basis``,
     :func:`analytics.recommend.bases`) and the tenants left to a default with their own (``under_default``,
-    :func:`analytics.fleet.under_default`), and the replay (``replayed``), if one was run."""
+    :func:`analytics.fleet.under_default`), the change set against the table in force (``changes``,
+    :mod:`analytics.changeset`) and the replay (``replayed``), if one was run."""
     parts = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>Usage report</title><style>{STYLE}</style>"
         "</head><body><h1>kafka-quota-proxy usage report</h1>"
@@ -189,6 +192,8 @@ def write_report(
         cells = ("key", "own", "default", "rests_on")
         table = [[" ".join(f"{k}={v}" for k, v in r["entity"].items()), *(r[c] for c in cells)] for r in under_default]
         parts.append(_table(["entity", "key", "its own", "the default", "its own rests on"], table))
+    if changes is not None:
+        parts.append(_changes_section(changes))
     if replayed is not None:
         parts.append(_replay_section(replayed))
     parts.append("</body></html>\n")
@@ -232,12 +237,44 @@ REPLAY_COLUMNS = (
 )
 
 
+def _changes_section(changes: ChangeSet) -> str:
+    head = (
+        f"<h2>Change set against the table in force ({html.escape(changes.counts())})</h2><p>The table in force: "
+        f"{html.escape(changes.in_force.source)}. What to change to reach the recommended table; "
+        "<code>recommended-commands.txt</code> applies exactly these. Held seconds: the replay of the logged demand "
+        "under the table in force (today) and the table after the change, summed over the tenants each line's entry "
+        "governs under either (byte rates only).</p>"
+    )
+    rows = [
+        [
+            c.action,
+            " ".join(f"{k}={v}" for k, v in c.entity.items()),
+            c.key,
+            c.before,
+            c.after,
+            c.held_today_s,
+            c.held_after_s,
+            c.tenants if c.held_today_s is not None else None,
+            origin_text(c.origin),
+            c.rests_on,
+        ]
+        for c in changes.changes
+    ]
+    columns = ["in force", "recommended", "held today (s)", "held after (s)", "tenants", "set in", "rests on"]
+    table = _table(["change", "entity", "key", *columns], rows) if rows else "<p>Nothing to change.</p>"
+    kept = [[" ".join(f"{k}={v}" for k, v in e.items()), key, value, why] for e, key, value, why in changes.kept]
+    if kept:
+        table += f"<h3>Kept as they are ({len(kept)})</h3>" + _table(["entity", "key", "in force", "why"], kept)
+    return head + table
+
+
 def _replay_section(replayed: Mapping) -> str:
     rows = replayed["rows"]
+    today = f"the table in force ({replayed['today']})" if replayed.get("today") else "the quota in force in the log"
     head = (
         f"<h2>Replay under {html.escape(str(replayed['candidate']))}</h2><p>The logged demand (what each tenant "
         "sent, and where it was held, the demand the throttle hid) run through the proxy's own byte-rate quota "
-        "under the quota in force in the log (today) and under the candidate: how many intervals each tenant "
+        f"under {html.escape(today)} (today) and under the candidate: how many intervals each tenant "
         f"would have been held in, how many throttles, how many seconds held. {len(rows)} tenants held under "
         "either table or whose quota changes.</p>"
     )
@@ -252,6 +289,7 @@ def chart_file(out_dir: str, name: str) -> tuple[str, str]:
 
 
 SUMMARY_HELD_N = 5  # the command's output names this many recommendations constrained by the current quota
+SUMMARY_CHANGES_N = 10  # ... and this many changes of the change set
 SUMMARY_OUTLIERS_N = 10  # ... and this many outliers, the farthest from their fleet first
 
 
@@ -281,6 +319,12 @@ def summary_lines(result: Mapping) -> list[str]:
         lines[-1] += f"; recommended {recommend.figure_text(o.recommended)}, {verdict}"
     if len(found) > SUMMARY_OUTLIERS_N:
         lines.append(f'... {len(found) - SUMMARY_OUTLIERS_N} more outliers (report.html, "Offenders")')
+    changes = result.get("changes")
+    if changes is not None:
+        lines.append(f"change set against {changes.in_force.source}: {changes.counts()}")
+        lines += [c.line() for c in changes.changes[:SUMMARY_CHANGES_N]]
+        if len(changes.changes) > SUMMARY_CHANGES_N:
+            lines.append(f"... {len(changes.changes) - SUMMARY_CHANGES_N} more changes (report.html)")
     replayed = result.get("replay")
     if replayed is not None:
         rows = replayed["rows"]

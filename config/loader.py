@@ -28,7 +28,7 @@ from config.model import (
     UpstreamConfig,
     UpstreamSasl,
 )
-from config.quotas import parse_quota_section
+from config.quotas import is_topic_item, parse_quota_section
 from config.scope import check_scope
 from config.settings import connection_limits, parse_settings
 from config.tls import parse_listener_tls, parse_upstream_tls
@@ -44,15 +44,20 @@ def load_config_file(path: str) -> ProxyConfig:
     return load_config_text(_read(path))
 
 
-def load_settings_file(path: str) -> Settings:
-    """The ``settings:`` section of a configuration file, checked as :func:`load_config_file` checks it, the other
-    sections not looked at: for tools reading the proxy's settings (the quota planner's windows) on a host where
-    the files the others name (TLS keys, password files) need not exist."""
+def load_settings_and_quotas(path: str) -> tuple[Settings, tuple[dict, ...]]:
+    """The ``settings:`` section and the user, client-id and IP ``quotas:`` of a configuration file, checked as
+    :func:`load_config_file` checks them, the other sections not read: for a tool on a host without the files those
+    name (TLS keys, password files), such as the quota planner."""
     raw = _yaml(_read(path))
     if not isinstance(raw, dict):
         raise ConfigError("", f"expected a mapping, got {show(raw)}")
+    errors: list[ConfigError] = []
     settings = expand(raw.get("settings", {}), os.environ, "settings")
-    return parse_settings(settings, "settings", _listener_names(raw.get("listeners")))
+    settings = collecting(errors, parse_settings, settings, "settings", _listener_names(raw.get("listeners")))
+    items = expand(raw.get("quotas") or [], os.environ, "quotas")
+    collecting(errors, parse_quota_section, items, "quotas")
+    raise_all(errors)  # every error of both, each naming its key; else settings is parsed
+    return settings, tuple(dict(item) for item in items if not is_topic_item(item))
 
 
 def _read(path: str) -> str:

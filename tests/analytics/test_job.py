@@ -339,13 +339,21 @@ settings:
   controller.quota.window.size.seconds: 5
   producer.id.quota.window.size.seconds: 60
   listener.name.SSL.max.connections: 100
+quotas:
+  - entity: {user: split, client-id: two-brokers}   # the split tenant: under the fleet default, so removed
+    producer_byte_rate: 30000
+  - entity: {user: ghost, client-id: gone}          # not in the log: kept as it is
+    producer_byte_rate: 5000
+  - entity: {topic: orders}                         # a topic quota: not the planner's
+    produce_byte_rate: 1000000
 """
 
 
 def test_kafka_quota_proxy_analyze(spark, result, tmp_path, capsys):
     """The proxy's CLI runs the same job (here on the tests' session, which it leaves running): the windows read from
     the proxy's configuration (only its settings: checked: the TLS files it names are on the proxy's host), a flag
-    overriding one of them, and the steps said on standard error as they start."""
+    overriding one of them, and the steps said on standard error as they start. The file's quotas are the table in
+    force: the commands file is the change set against it, with the replay's held time beside each line."""
     from proxy.cli.main import main
 
     log = tmp_path / "usage"
@@ -353,7 +361,10 @@ def test_kafka_quota_proxy_analyze(spark, result, tmp_path, capsys):
     write_jsonl(str(log / "split.jsonl"), split_records("cluster"))  # three proxies' logs, quota.scope cluster
     (tmp_path / "proxy.yaml").write_text(PROXY_CONFIG)
     argv = ["analyze", "--input", str(log), "--output", str(tmp_path / "out"), "--headroom", "2", "--no-charts"]
-    assert main([*argv, "--proxy-config", str(tmp_path / "proxy.yaml"), "--producer-id-window-s", "120"]) == 0
+    capacity = ["--capacity", "bytes_in=1000,connections=1e6"]
+    assert (
+        main([*argv, "--proxy-config", str(tmp_path / "proxy.yaml"), "--producer-id-window-s", "120", *capacity]) == 0
+    )
     text = (tmp_path / "out" / "recommended-quotas.yaml").read_text()
     assert "headroom 2" in text and yaml.safe_load(text)["quotas"]
     # controller window from the file (5 s), producer ids from the flag (120 s, not the file's 60), the rest defaults
@@ -381,13 +392,42 @@ def test_kafka_quota_proxy_analyze(spark, result, tmp_path, capsys):
     assert "for quota.scope cluster)</h2>" in (tmp_path / "out" / "report.html").read_text()
     out, err = capsys.readouterr()
     assert cluster in out
+    config = str(tmp_path / "proxy.yaml")
+    assert f"controller.quota.window.size.seconds</td><td>5 (--proxy-config {config})" in report_text
+    assert "producer.id.quota.window.size.seconds</td><td>120 (--producer-id-window-s)" in report_text
+    assert "quota.window.num</td><td>11 (the proxy&#x27;s default)" in report_text
+    assert f"change set against --proxy-config {config}: " in out
+    commands = (tmp_path / "out" / "recommended-commands.txt").read_text()
+    said_text = " ".join(line[2:] for line in commands.splitlines() if line.startswith("# "))
+    removed = f"remove user={SPLIT[0]} client-id={SPLIT[1]} producer_byte_rate 30,000 -> the fleet default: held "
+    assert re.search(
+        re.escape(removed) + r"[\d,.]+ s today, [\d,.]+ s after the change \(1 tenant in the log\)", said_text
+    )
+    assert f"edit {config}: remove producer_byte_rate from the entry of user={SPLIT[0]}" in said_text
+    # one configs --alter per entity with an add, raise or lower; a comment line per change; no line for ghost
+    keys = "producer_byte_rate|consumer_byte_rate|controller_mutation_rate|producer_ids_rate|connection_creation_rate"
+    said = re.findall(rf"^# (add|raise|lower|remove) (.*?) (?:{keys}) ", commands, re.M)
+    counts = re.search(r"change set against [^:]*: (\d+) add, (\d+) raise, (\d+) lower, (\d+) remove", out)
+    assert len(said) == sum(map(int, counts.groups())) > 1
+    altered = [line for line in commands.splitlines() if not line.startswith("#")]
+    assert len(altered) == len({entity for action, entity in said if action != "remove"}) and "ghost" not in commands
+    assert "Kept as they are (1)" in report_text and "<td>user=ghost client-id=gone</td>" in report_text
+    # the capacity: what the table commits in the busiest interval, by the tenants active in it, never above the sum
+    # over every tenant; bytes_in oversubscribed (flagged, not scaled: SPLIT's default above was not scaled)
+    [bytes_in] = [line for line in out.splitlines() if line.startswith("capacity bytes_in: the table commits ")]
+    at_once = float(re.search(r"commits ([\d,.]+) B/s", bytes_in)[1].replace(",", ""))
+    every = float(re.search(r"; ([\d,.]+) summed over every tenant", bytes_in)[1].replace(",", ""))
+    assert 1000 < at_once <= every and " of 1,000: " in bytes_in and bytes_in.endswith("%: OVERSUBSCRIBED")
+    [connections] = [line for line in out.splitlines() if line.startswith("capacity connections: ")]
+    assert "OVERSUBSCRIBED" not in connections and "capacity bytes_in: the table commits" in report_text
     steps = [line for line in err.splitlines() if line.startswith("analyze [")]
     assert [line.split(" (")[0] for line in steps] == [
-        "analyze [1/5] reading the usage log",
-        "analyze [2/5] per-interval totals and the statistics per tenant, user and IP",
-        "analyze [3/5] top offenders",
-        "analyze [4/5] recommendations",
-        "analyze [5/5] report",
+        "analyze [1/6] reading the usage log",
+        "analyze [2/6] per-interval totals and the statistics per tenant, user and IP",
+        "analyze [3/6] top offenders",
+        "analyze [4/6] recommendations",
+        "analyze [5/6] replay of the logged demand under today's quotas and the candidate",
+        "analyze [6/6] report",
     ]
     jobs, tasks = zip(*(map(int, re.search(r"Spark: (\d+) jobs, (\d+) tasks done", line).groups()) for line in steps))
     assert jobs[0] == tasks[0] == 0 and list(jobs) == sorted(jobs) and jobs[-1] > 0 and tasks[-1] >= jobs[-1]

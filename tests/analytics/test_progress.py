@@ -48,3 +48,16 @@ def test_a_long_step_says_the_stage_running_and_its_tasks(spark, tmp_path):
     assert not job.is_alive() and progress.spark_done() == (1, 2)  # the job and its two tasks, nothing before it
     assert "analyze-progress" not in [t.name for t in threading.enumerate()]  # stopped: no line comes after
     assert spark.sparkContext.getLocalProperty("spark.job.description") is None
+
+
+def test_sparks_console_progress_bar_only_on_a_terminal():
+    """Spark draws its bar on standard error: on where that is a terminal, off in a log file (carriage returns); the
+    master is local[*] unless given or set by spark-submit."""
+    from analytics.job import session_settings
+
+    master, settings = session_settings(None, True, submitted=False)
+    assert master == "local[*]" and settings["spark.ui.showConsoleProgress"] == "true"
+    assert "spark.sql.shuffle.partitions" in settings
+    master, settings = session_settings(None, False, submitted=True)
+    assert master is None and settings == {"spark.ui.showConsoleProgress": "false"}
+    assert session_settings("spark://h:7077", False, submitted=False)[0] == "spark://h:7077"

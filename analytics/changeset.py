@@ -1,0 +1,200 @@
+"""The change set: what to change in the table in force to reach the recommended table. Pure Python, no Spark.
+
+Per entity and quota key, the table in force (:class:`analytics.in_force.InForce`) against the recommended table:
+
+- **add**: recommended, not in force;   **raise** / **lower**: in force at another value;
+- **remove**: a named entry's key in force that the recommended table leaves to the fleet default of its entity
+  type, for a tenant the log saw doing that kind of traffic (its own figure is at or below the default);
+- everything else in force stays as it is (**kept**, with why): the keys of entities the log never saw doing that
+  traffic (a tenant quiet over the log keeps its quota), a ``<default>`` the planner sets none for (its fleet is
+  too small), a key the planner does not cover. An unchanged key gets no line.
+
+Beside each byte-rate line, the replay's held seconds (:mod:`analytics.replay`, run with the table in force as today
+and the table after the change as the candidate), summed over the tenants that line's entry governs under either
+table (the entry the proxy resolves for them, Kafka's eight levels); the other keys are not replayed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from analytics import recommend
+from analytics.in_force import FILE, TOPIC, InForce
+from analytics.recommend import comments, entity_id, figure_text
+from analytics.replay import KEYS as REPLAYED
+from analytics.replay import byte_rate_table
+from quota.primitives.entity import DEFAULT
+
+ADD, RAISE, LOWER, REMOVE = "add", "raise", "lower", "remove"
+ORDER = (ADD, RAISE, LOWER, REMOVE)
+BYTE_KEYS = {key: api for api, (key, _) in REPLAYED.items()}  # producer_byte_rate -> Produce ...
+
+
+@dataclass(frozen=True)
+class Change:
+    entity: dict
+    key: str
+    action: str  # ADD, RAISE, LOWER or REMOVE
+    before: float | None  # in force (None: not set)
+    after: float | None  # recommended (None: removed)
+    origin: str | None = None  # where the key in force is set: FILE or TOPIC (None for an add)
+    rests_on: str = ""  # what the recommendation rests on (analytics.recommend.bases)
+    held_today_s: float | None = None  # the replay's held seconds of the tenants it governs (byte rates only)
+    held_after_s: float | None = None
+    tenants: int = 0  # the tenants the replay counted for it
+
+    def line(self) -> str:
+        """``raise user=a client-id=b producer_byte_rate 1,000,000 -> 4,000,000 (held 540 s today, 12 s after)``"""
+        what = " ".join(f"{k}={v}" for k, v in self.entity.items())
+        values = {
+            ADD: f"{figure_text(self.after or 0)} (not set today)",
+            REMOVE: f"{figure_text(self.before or 0)} -> the fleet default",
+        }.get(self.action, f"{figure_text(self.before or 0)} -> {figure_text(self.after or 0)}")
+        return f"{self.action} {what} {self.key} {values}: {self.verdict()}"
+
+    def verdict(self) -> str:
+        if self.held_today_s is None or self.held_after_s is None:
+            return "not replayed (the replay covers byte rates)" if self.key not in BYTE_KEYS else "not replayed"
+        if not self.tenants:
+            return "no tenant in the log under it"
+        return (
+            f"held {self.held_today_s:,.0f} s today, {self.held_after_s:,.0f} s after the change "
+            f"({self.tenants} tenant{'s' if self.tenants > 1 else ''} in the log)"
+        )
+
+
+@dataclass(frozen=True)
+class ChangeSet:
+    changes: tuple[Change, ...]
+    kept: tuple[tuple[dict, str, float, str], ...]  # (entity, key, value in force, why it stays)
+    after: tuple[dict, ...]  # the table in force with the changes applied
+    in_force: InForce
+
+    def counts(self) -> str:
+        found = [sum(c.action == a for c in self.changes) for a in ORDER]
+        return ", ".join(f"{n} {a}" for n, a in zip(found, ORDER))
+
+
+def plan(
+    in_force: InForce,
+    recommended: Sequence[Mapping],
+    basis: Mapping[tuple, Mapping[str, str]],
+    seen: Iterable[tuple[tuple, str]],
+) -> ChangeSet:
+    """The change set from the table in force to ``recommended`` (:func:`analytics.fleet.plan`'s items);
+    ``seen``: ``(entity_id, key)`` of every entity the log saw doing that key's traffic
+    (:func:`analytics.outliers.fleets`)."""
+    target = {(entity_id(it["entity"]), k): v for it in recommended for k, v in it.items() if k != "entity"}
+    current = {(entity_id(it["entity"]), k): v for it in in_force.items for k, v in it.items() if k != "entity"}
+    entities = {entity_id(it["entity"]): dict(it["entity"]) for it in [*in_force.items, *recommended]}
+    defaults = {(tuple(sorted(entities[eid])), key) for eid, key in target if _is_default(entities[eid])}
+    seen = set(seen)
+    changes, kept = [], []
+    for (eid, key), after in target.items():
+        before = current.get((eid, key))
+        if before is not None and math.isclose(before, after):
+            continue
+        action = ADD if before is None else RAISE if after > before else LOWER
+        origin = None if before is None else in_force.origins.get((eid, key))
+        said = basis.get(eid, {}).get(key, "")
+        changes.append(Change(entities[eid], key, action, before, after, origin, said))
+    for (eid, key), before in current.items():
+        if (eid, key) in target:
+            continue
+        entity = entities[eid]
+        if _is_default(entity):
+            kept.append((entity, key, before, "the planner sets no default for this entity type (fewer tenants)"))
+        elif (eid, key) not in seen:
+            kept.append((entity, key, before, "not seen doing this traffic in the log: kept as it is"))
+        elif (tuple(sorted(entity)), key) not in defaults:
+            kept.append((entity, key, before, "no fleet default of its type in the recommended table"))
+        else:
+            origin = in_force.origins.get((eid, key))
+            changes.append(Change(entity, key, REMOVE, before, None, origin, "at or below the fleet default"))
+    changes.sort(key=lambda c: (ORDER.index(c.action), not _is_default(c.entity), sorted(c.entity.items()), c.key))
+    return ChangeSet(tuple(changes), tuple(kept), tuple(apply(in_force.items, changes)), in_force)
+
+
+def _is_default(entity: Mapping[str, str]) -> bool:
+    return any(name == DEFAULT for name in entity.values())
+
+
+def apply(items: Iterable[Mapping], changes: Iterable[Change]) -> list[dict]:
+    """``items`` with ``changes`` applied (an entity left with no key dropped)."""
+    table: dict[tuple, dict] = {entity_id(it["entity"]): dict(it) for it in items}
+    for c in changes:
+        item = table.setdefault(entity_id(c.entity), {"entity": dict(c.entity)})
+        if c.after is None:
+            item.pop(c.key, None)
+        else:
+            item[c.key] = c.after
+    return [it for it in table.values() if len(it) > 1]
+
+
+def with_replay(changes: ChangeSet, rows: Iterable[Mapping]) -> ChangeSet:
+    """Each byte-rate change with the held seconds of the tenants its entry governs, today (the table in force) and
+    after the change, from the replay's rows (:data:`analytics.replay.RESULT`, run with today's table)."""
+    rows = list(rows)
+    today, after = byte_rate_table(changes.in_force.items), byte_rate_table(changes.after)
+    out = []
+    for c in changes.changes:
+        api = BYTE_KEYS.get(c.key)
+        if api is None:
+            out.append(c)
+            continue
+        governed = [
+            r
+            for r in rows
+            if r["api"] == api
+            and any(
+                _governs(table.resolve(c.key, r["user"] or "", r["client_id"] or "").entity, c.entity)
+                for table in (today, after)
+            )
+        ]
+        held_today = round(sum(r["today_held_s"] for r in governed), 1)
+        held_after = round(sum(r["candidate_held_s"] for r in governed), 1)
+        out.append(replace(c, held_today_s=held_today, held_after_s=held_after, tenants=len(governed)))
+    return replace(changes, changes=tuple(out))
+
+
+def _governs(resolved, entity: Mapping[str, str]) -> bool:
+    """The entry the proxy resolved (a QuotaEntity or None) is ``entity``'s."""
+    if resolved is None:
+        return False
+    return resolved.user == entity.get("user") and resolved.client_id == entity.get("client-id")
+
+
+def to_commands(changes: ChangeSet, scope_lines: Iterable[str] = ()) -> str:
+    """The commands that apply exactly ``changes``: one ``configs --alter`` per entity (its adds, raises and lowers in
+    ``--add-config``, its removals of keys set through the config topic in ``--delete-config``), after a ``# `` line
+    per change; a removal of a key set in the configuration file is a ``# `` line saying to remove it there (the
+    config topic overrides the file; it cannot take the file's key away)."""
+    out = comments(scope_lines)
+    out += comments([f"The change set against the table in force ({changes.in_force.source}): {changes.counts()}"])
+    by_entity: dict[tuple, list[Change]] = {}
+    for c in changes.changes:
+        by_entity.setdefault(entity_id(c.entity), []).append(c)
+    for group in by_entity.values():
+        entity = group[0].entity
+        added = {c.key: _number(c.after) for c in group if c.after is not None}
+        deleted = [c.key for c in group if c.action == REMOVE and c.origin == TOPIC]
+        in_file = [c for c in group if c.action == REMOVE and c.origin != TOPIC]
+        out += comments(c.line() for c in group)
+        out += comments(
+            f"edit {changes.in_force.file or 'the proxy configuration'}: remove {c.key} from the entry of "
+            f"{' '.join(f'{k}={v}' for k, v in entity.items())} (set in the file, which the config topic cannot undo)"
+            for c in in_file
+        )
+        if added or deleted:
+            out += recommend.to_command({"entity": entity, **added}, deleted=deleted) + "\n"
+    return out
+
+
+def _number(value: float | None) -> float | int | None:
+    return int(value) if value is not None and float(value).is_integer() else value
+
+
+def origin_text(origin: str | None) -> str:
+    return {FILE: "the configuration file", TOPIC: "the config topic"}.get(origin or "", "")

@@ -1,0 +1,96 @@
+"""Per interval of the log, what a quota table commits: the sum of the limits of the tenants active in it
+(:mod:`analytics.capacity` says what is done with it). The limits are resolved in the driver, one per tenant (a
+small table); Spark joins them to the per-interval frames and adds them up per interval."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import DoubleType, StringType, StructField, StructType
+
+from analytics.capacity import DIMENSIONS, Interval
+from quota.primitives.entity import DEFAULT, QuotaTable
+
+ACTIVE = {"Produce": "request_rate", "Fetch": "response_rate", "*": "mutation_rate"}  # active: this rate above 0
+
+
+def _user_table(items: Iterable[Mapping]) -> QuotaTable:
+    values = [
+        (item["entity"], {k: v for k, v in item.items() if k not in ("entity", "connection_creation_rate")})
+        for item in items
+        if "ip" not in item["entity"]
+    ]
+    return QuotaTable.from_values([(entity, quotas) for entity, quotas in values if quotas])
+
+
+def _ip_limit(items: Iterable[Mapping], ip: str) -> float | None:
+    rates = {it["entity"]["ip"]: it["connection_creation_rate"] for it in items if "ip" in it["entity"]}
+    return rates.get(ip, rates.get(DEFAULT))
+
+
+def limits(
+    items: Sequence[Mapping], tenants: Iterable[tuple[str | None, str | None, str]], ips: Iterable[str]
+) -> tuple[list[tuple], list[tuple]]:
+    """``(user, client_id, api, limit)`` for each tenant's activity (``api`` of :data:`ACTIVE`) and ``(ip, limit)``
+    for each IP: the limit ``items`` gives it (None: no quota of that key)."""
+    table = _user_table(items)
+    keys = {api: key for _, (api, key, _) in DIMENSIONS.items()}
+    per_tenant = []
+    for user, client_id, api in tenants:
+        if api in ACTIVE:
+            resolved = table.resolve(keys[api], user or "", client_id or "")
+            per_tenant.append((user, client_id, api, None if resolved.unlimited else resolved.limit))
+    return per_tenant, [(ip, _ip_limit(items, ip)) for ip in ips]
+
+
+def committed(
+    spark: SparkSession, entity: DataFrame, ip: DataFrame, per_tenant: list[tuple], per_ip: list[tuple]
+) -> dict[str, list[Interval]]:
+    """Per capacity dimension, one :data:`analytics.capacity.Interval` per interval with activity."""
+    tenant_schema = StructType(
+        [StructField(c, StringType()) for c in ("user", "client_id", "api")] + [StructField("limit", DoubleType())]
+    )
+    tenants = spark.createDataFrame(per_tenant, tenant_schema)
+    active = F.lit(False)
+    for api, rate in ACTIVE.items():
+        active = active | ((F.col("api") == api) & (F.col(rate) > 0))
+    frame = entity.where(active).select("user", "client_id", "api", "time")
+    on = [frame[c].eqNullSafe(tenants[c]) for c in ("user", "client_id", "api")]
+    joined = frame.join(F.broadcast(tenants), on).select(frame["api"], "time", "limit")
+    ips = spark.createDataFrame(
+        per_ip, StructType([StructField("ip", StringType()), StructField("limit", DoubleType())])
+    )
+    by_ip = (
+        ip.where(F.col("connection_rate") > 0)
+        .join(F.broadcast(ips), "ip")
+        .select(F.lit("ip").alias("api"), "time", "limit")
+    )
+    totals = (
+        joined.unionByName(by_ip)
+        .groupBy("api", "time")
+        .agg(
+            F.sum(F.coalesce("limit", F.lit(0.0))).alias("committed"),
+            F.count(F.lit(1)).alias("active"),
+            F.sum(F.col("limit").isNull().cast("int")).alias("unbounded"),
+        )
+        .collect()
+    )
+    names = {api: name for name, (api, _, _) in DIMENSIONS.items()}
+    out: dict[str, list[Interval]] = {}
+    for r in totals:
+        out.setdefault(names[r["api"]], []).append((r["time"], r["committed"], r["active"], r["unbounded"]))
+    return out
+
+
+def every_entry(per_tenant: Iterable[tuple], per_ip: Iterable[tuple]) -> dict[str, float]:
+    """Each tenant's limit once, active together or not (math.inf where one has none): the naive sum."""
+    names = {api: name for name, (api, _, _) in DIMENSIONS.items()}
+    out: dict[str, float] = {}
+    for *_, api, limit in per_tenant:
+        out[names[api]] = out.get(names[api], 0.0) + (math.inf if limit is None else limit)
+    for _, limit in per_ip:
+        out["connections"] = out.get("connections", 0.0) + (math.inf if limit is None else limit)
+    return out

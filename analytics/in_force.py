@@ -1,0 +1,107 @@
+"""The quotas in force, as the planner compares its table with them: read from the proxy's configuration
+(``--proxy-config``, its ``quotas:`` section, checked by the proxy's own parser) and from a running proxy
+(``--bootstrap``: DescribeClientQuotas, the configuration with the config topic's entries over it), each key with
+where it came from. The window settings of ``--proxy-config`` and the flags are said the same way
+(:func:`window_sources`).
+
+The proxy's own answer is the table in force when given: a key it shows that the file does not hold (or holds with
+another value) comes from the config topic (``configs --alter``), and ``configs --delete-config`` removes it; a
+key the file holds is removed by editing the file.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from analytics.recommend import CONNECTION_CREATION_RATE, WINDOWS, entity_id
+
+FILE, TOPIC = "file", "topic"  # where a key in force is set: the proxy's configuration file, or the config topic
+PLANNED_KEYS = (
+    "producer_byte_rate",
+    "consumer_byte_rate",
+    "controller_mutation_rate",
+    "producer_ids_rate",
+    CONNECTION_CREATION_RATE,
+)
+
+
+@dataclass(frozen=True)
+class InForce:
+    """``items``: the table in force, in the ``quotas:`` format (only the keys the planner recommends);
+    ``origins``: ``{(entity_id, key): FILE or TOPIC}``; ``source``: where it was read, in words."""
+
+    items: tuple[dict, ...]
+    origins: Mapping[tuple[tuple, str], str] = field(default_factory=dict)
+    source: str = ""
+    file: str | None = None  # the configuration file, where a key set there is removed
+
+    def value(self, entity: Mapping[str, str], key: str) -> float | None:
+        for item in self.items:
+            if item["entity"] == dict(entity):
+                return item.get(key)
+        return None
+
+
+def planned_only(items: Iterable[Mapping]) -> list[dict]:
+    """The items with only the keys the planner recommends (``mode``, ``request_percentage`` and the like left out);
+    an item left with none dropped."""
+    out = []
+    for item in items:
+        kept = {k: v for k, v in item.items() if k in PLANNED_KEYS}
+        if kept:
+            out.append({"entity": dict(item["entity"]), **kept})
+    return out
+
+
+def from_file(path: str, items: Sequence[Mapping]) -> InForce:
+    """The file's ``quotas:`` items (:func:`config.loader.load_settings_and_quotas`, checked there)."""
+    found = planned_only(items)
+    origins = {(entity_id(it["entity"]), k): FILE for it in found for k in it if k != "entity"}
+    return InForce(tuple(found), origins, f"--proxy-config {path}", path)
+
+
+def with_described(
+    file: InForce | None, described: Iterable[tuple[Mapping[str, str], Mapping[str, float]]], bootstrap: str
+) -> InForce:
+    """The proxy's answer (DescribeClientQuotas: ``(entity, {key: value})``) as the table in force; a key the file
+    holds with the same value is the file's, any other the config topic's."""
+    items = planned_only({"entity": dict(entity), **values} for entity, values in described)
+    origins = {}
+    for it in items:
+        for key, value in it.items():
+            if key == "entity":
+                continue
+            was = file.value(it["entity"], key) if file is not None else None
+            same = was is not None and math.isclose(was, value)
+            origins[(entity_id(it["entity"]), key)] = FILE if same else TOPIC
+    source = f"DescribeClientQuotas through {bootstrap}"
+    if file is not None:
+        source += f" (keys also in {file.file} read as set there)"
+    return InForce(tuple(items), origins, source, file.file if file is not None else None)
+
+
+def describe(bootstrap: str, security: Mapping[str, str] | None = None) -> list[tuple[dict, dict]]:
+    """Every client-quota entity the proxy at ``bootstrap`` has in force, with the ``configs`` command's own admin
+    requests (kafka-python); raises :class:`proxy.cli.quota_admin.Failed` with what went wrong."""
+    from proxy.cli.quota_admin import QuotaAdmin
+
+    with QuotaAdmin(bootstrap, dict(security or {})) as admin:
+        return admin.describe_quotas({}, strict=False)  # no component: every entity (Kafka's rule, the proxy's)
+
+
+def window_sources(args_given: Mapping[str, str], file: str | None, file_keys: Iterable[str]) -> dict[str, str]:
+    """Where each window setting comes from: ``{setting: "--quota-window-s" | "--proxy-config FILE" | "the proxy's
+    default"}``; ``args_given``: Rules field -> its flag, for the flags given; ``file_keys``: the settings the file
+    sets."""
+    in_file = set(file_keys)
+    out = {}
+    for name, setting in WINDOWS.items():
+        if name in args_given:
+            out[setting] = args_given[name]
+        elif file is not None and setting in in_file:
+            out[setting] = f"--proxy-config {file}"
+        else:
+            out[setting] = "the proxy's default"
+    return out

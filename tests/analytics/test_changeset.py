@@ -1,0 +1,197 @@
+"""The change set against the table in force, on plain values with hand-computed figures; the table in force read
+from a proxy configuration by the proxy's own parser."""
+
+import shlex
+
+import pytest
+import yaml
+
+from analytics import changeset
+from analytics.in_force import FILE, TOPIC, InForce, from_file, window_sources, with_described
+from analytics.recommend import entity_id
+from config.errors import ConfigError
+from config.loader import load_settings_and_quotas
+from proxy.cli.configs import build_parser, entity_args, entity_from_args
+
+D = "<default>"
+ALICE = {"user": "alice", "client-id": "etl"}
+BOB = {"user": "bob", "client-id": "x"}
+CAROL = {"user": "carol", "client-id": "y"}
+GHOST = {"user": "ghost", "client-id": "gone"}
+DEFAULTS = {"user": D, "client-id": D}
+
+IN_FORCE = [
+    {"entity": ALICE, "producer_byte_rate": 1000},
+    {"entity": BOB, "producer_byte_rate": 5000},
+    {"entity": GHOST, "producer_byte_rate": 10},
+    {"entity": DEFAULTS, "consumer_byte_rate": 100},
+    {"entity": {"user": D}, "producer_byte_rate": 50},
+    {"entity": {"ip": D}, "connection_creation_rate": 7},
+]
+RECOMMENDED = [
+    {"entity": DEFAULTS, "producer_byte_rate": 2000, "consumer_byte_rate": 100},
+    {"entity": {"ip": D}, "connection_creation_rate": 0.5},
+    {"entity": ALICE, "producer_byte_rate": 4000},
+    {"entity": CAROL, "producer_byte_rate": 3000},
+]
+# The log saw alice, bob, carol and dave produce; ghost did nothing in it.
+SEEN = [(entity_id(e), "producer_byte_rate") for e in (ALICE, BOB, CAROL, {"user": "dave", "client-id": "z"})]
+
+
+def in_force(origins=None):
+    table = InForce(tuple(IN_FORCE), source="--proxy-config proxy.yaml", file="proxy.yaml")
+    if origins is None:
+        return from_file("proxy.yaml", IN_FORCE)
+    return InForce(table.items, origins, table.source, table.file)
+
+
+def lines(changes):
+    return [(c.action, c.entity, c.key, c.before, c.after) for c in changes.changes]
+
+
+def test_add_raise_lower_and_remove_and_nothing_else():
+    """bob's 5,000 is left to the new default (2,000): removed; ghost was not in the log and keeps its 10; the
+    {user: <default>} entry the planner sets nothing for stays; the unchanged consumer default gets no line."""
+    changes = changeset.plan(in_force(), RECOMMENDED, {entity_id(ALICE): {"producer_byte_rate": "p99 x 1.5"}}, SEEN)
+    assert lines(changes) == [
+        ("add", DEFAULTS, "producer_byte_rate", None, 2000),
+        ("add", CAROL, "producer_byte_rate", None, 3000),
+        ("raise", ALICE, "producer_byte_rate", 1000, 4000),
+        ("lower", {"ip": D}, "connection_creation_rate", 7, 0.5),
+        ("remove", BOB, "producer_byte_rate", 5000, None),
+    ]
+    assert changes.counts() == "2 add, 1 raise, 1 lower, 1 remove"
+    assert changes.changes[2].rests_on == "p99 x 1.5" and changes.changes[2].origin == FILE
+    kept = {(tuple(e.items()), why.split(":")[0].split(" (")[0]) for e, _, _, why in changes.kept}
+    assert kept == {
+        (tuple(GHOST.items()), "not seen doing this traffic in the log"),
+        ((("user", D),), "the planner sets no default for this entity type"),
+    }
+    after = {entity_id(it["entity"]): {k: v for k, v in it.items() if k != "entity"} for it in changes.after}
+    assert after == {
+        entity_id(ALICE): {"producer_byte_rate": 4000},
+        entity_id(GHOST): {"producer_byte_rate": 10},
+        entity_id(DEFAULTS): {"consumer_byte_rate": 100, "producer_byte_rate": 2000},
+        entity_id({"user": D}): {"producer_byte_rate": 50},
+        entity_id({"ip": D}): {"connection_creation_rate": 0.5},
+        entity_id(CAROL): {"producer_byte_rate": 3000},
+    }  # bob's entry is gone: its only key was removed
+
+
+def test_no_default_to_fall_back_to_means_no_removal():
+    """Without a fleet default of bob's type in the recommended table, removing his quota would leave him unlimited:
+    it is kept."""
+    recommended = [it for it in RECOMMENDED if it["entity"] != DEFAULTS]
+    changes = changeset.plan(in_force(), recommended, {}, SEEN)
+    assert "remove" not in [c.action for c in changes.changes]
+    assert (BOB, "producer_byte_rate", 5000, "no fleet default of its type in the recommended table") in changes.kept
+
+
+def replay_row(user, client_id, today, after):
+    return {"user": user, "client_id": client_id, "api": "Produce", "today_held_s": today, "candidate_held_s": after}
+
+
+def test_held_seconds_beside_each_line_are_of_the_tenants_its_entry_governs():
+    """Today dave resolves to {user: <default>} (50), after the change to <default>/<default> (2,000, the higher
+    precedence); bob to his own entry today and the default after. So the default's line counts bob and dave (0 + 5
+    today, 3 + 2 after), bob's removal bob alone, alice's raise alice alone; carol's add carol (20 -> 0)."""
+    changes = changeset.plan(in_force(), RECOMMENDED, {}, SEEN)
+    rows = [
+        replay_row("alice", "etl", 10.0, 1.0),
+        replay_row("bob", "x", 0.0, 3.0),
+        replay_row("carol", "y", 20.0, 0.0),
+        replay_row("dave", "z", 5.0, 2.0),
+        {**replay_row("alice", "etl", 99.0, 99.0), "api": "Fetch"},  # another key: counted nowhere here
+    ]
+    replayed = changeset.with_replay(changes, rows)
+    held = {(c.action, tuple(c.entity.values())): (c.held_today_s, c.held_after_s, c.tenants) for c in replayed.changes}
+    assert held == {
+        ("add", (D, D)): (5.0, 5.0, 2),
+        ("add", ("carol", "y")): (20.0, 0.0, 1),
+        ("raise", ("alice", "etl")): (10.0, 1.0, 1),
+        ("lower", (D,)): (None, None, 0),  # connection_creation_rate: not replayed
+        ("remove", ("bob", "x")): (0.0, 3.0, 1),
+    }
+    assert replayed.changes[2].line() == (
+        "raise user=alice client-id=etl producer_byte_rate 1,000 -> 4,000: held 10 s today, 1 s after the change "
+        "(1 tenant in the log)"
+    )
+    assert replayed.changes[3].verdict() == "not replayed (the replay covers byte rates)"
+
+
+def test_the_commands_apply_exactly_the_change_set():
+    """One configs --alter per changed entity, parsed by the configs command's own parser; a key set through the
+    config topic is deleted there, one set in the file is a line saying to edit the file."""
+    origins = {(entity_id(it["entity"]), k): FILE for it in IN_FORCE for k in it if k != "entity"}
+    changes = changeset.plan(in_force(origins), RECOMMENDED, {}, SEEN)
+    text = changeset.to_commands(changes)
+    commands = [line for line in text.splitlines() if not line.startswith("#")]
+    parser = build_parser()
+    parsed = [parser.parse_args(shlex.split(line)[2:]) for line in commands]
+    altered = {tuple(entity_from_args(*entity_args(a)).items()): a for a in parsed}
+    assert len(altered) == len(commands) == 4  # defaults, carol, alice, ip default: nothing for bob, ghost, <user>
+    default = altered[tuple(DEFAULTS.items())]
+    assert default.add_config == "producer_byte_rate=2000" and not default.delete_config
+    assert altered[tuple(ALICE.items())].add_config == "producer_byte_rate=4000"
+    assert altered[(("ip", D),)].add_config == "connection_creation_rate=0.5"
+    assert "# edit proxy.yaml: remove producer_byte_rate from the entry of user=bob client-id=x" in text
+    # the same removal, set through the config topic: a --delete-config
+    origins[(entity_id(BOB), "producer_byte_rate")] = TOPIC
+    text = changeset.to_commands(changeset.plan(in_force(origins), RECOMMENDED, {}, SEEN))
+    [bob] = [parser.parse_args(shlex.split(line)[2:]) for line in text.splitlines() if "--entity-name bob" in line]
+    assert bob.delete_config == "producer_byte_rate" and not bob.add_config
+
+
+def test_the_proxys_answer_is_the_table_in_force_and_the_files_keys_are_the_files():
+    described = [
+        (ALICE, {"producer_byte_rate": 1000.0}),
+        (BOB, {"producer_byte_rate": 7000.0, "request_percentage": 50}),
+    ]
+    table = with_described(from_file("proxy.yaml", IN_FORCE), described, "proxy:9092")
+    assert table.items == (
+        {"entity": ALICE, "producer_byte_rate": 1000.0},
+        {"entity": BOB, "producer_byte_rate": 7000.0},
+    )
+    assert table.origins == {
+        (entity_id(ALICE), "producer_byte_rate"): FILE,  # the file's value
+        (entity_id(BOB), "producer_byte_rate"): TOPIC,  # the file says 5,000: the config topic set 7,000
+    }
+    assert table.source == "DescribeClientQuotas through proxy:9092 (keys also in proxy.yaml read as set there)"
+
+
+def test_the_window_settings_say_where_each_came_from():
+    said = window_sources({"quota_window_s": "--quota-window-s"}, "p.yaml", ["quota.window.num", "max.connections"])
+    assert said["quota.window.size.seconds"] == "--quota-window-s"
+    assert said["quota.window.num"] == "--proxy-config p.yaml"
+    assert said["controller.quota.window.num"] == "the proxy's default"
+    assert window_sources({}, None, [])["quota.window.num"] == "the proxy's default"
+
+
+def test_the_proxy_configs_quotas_are_read_by_the_proxys_parser(tmp_path):
+    path = tmp_path / "proxy.yaml"
+    config = {
+        "upstream": {"bootstrap_servers": ["k:9092"], "tls": {"cafile": "/not/here.pem"}},
+        "listeners": [{"name": "PLAIN", "bind": "0.0.0.0:9192"}],
+        "settings": {"quota.window.num": 5},
+        "quotas": [
+            {"entity": ALICE, "producer_byte_rate": 1000, "mode": "shadow"},
+            {"entity": {"topic": "t"}, "produce_byte_rate": 10},
+            {"entity": {"ip": D}, "connection_creation_rate": 3},
+        ],
+    }
+    path.write_text(yaml.safe_dump(config))
+    settings, items = load_settings_and_quotas(str(path))
+    assert settings.quota_window_num == 5
+    assert [it["entity"] for it in items] == [ALICE, {"ip": D}]  # the topic entity is not the planner's
+    assert from_file(str(path), items).items == (
+        {"entity": ALICE, "producer_byte_rate": 1000},  # mode is not a quota
+        {"entity": {"ip": D}, "connection_creation_rate": 3},
+    )
+    config["settings"] = {"quota.window.num": 0}
+    config["quotas"] = [{"entity": ALICE, "producer_byte_rat": 1000}]
+    path.write_text(yaml.safe_dump(config))
+    with pytest.raises(ConfigError) as raised:
+        load_settings_and_quotas(str(path))
+    said = str(raised.value)
+    assert "settings.quota.window.num" in said and "quotas[0].producer_byte_rat" in said
+    assert "did you mean producer_byte_rate?" in said
