@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from analytics import in_force
 from tests.harness import wait_until
 from tests.integration.quota_apis import alter, describe, described, entries_of, op, send, start
 
@@ -51,6 +52,14 @@ def test_alter_and_describe_through_the_proxy_take_effect():
         assert everything[(("client-id", "etl"),)] == {"producer_byte_rate": 1048576.0}
         assert everything[(("user", None),)] == {"consumer_byte_rate": 5000000.0}  # the YAML's default user
         assert everything[(("ip", "10.0.0.9"),)] == {"connection_creation_rate": 3.0}
+        # the quota planner's table in force (analyze --bootstrap, the configs command's requests): a key with the
+        # file's value read as the file's, the others as the config topic's (removed with configs --delete-config)
+        file = in_force.from_file("proxy.yaml", [{"entity": {"user": "<default>"}, "consumer_byte_rate": 5000000}])
+        table = in_force.with_described(file, in_force.describe(proxy.bootstrap), proxy.bootstrap)
+        assert {"entity": {"client-id": "etl"}, "producer_byte_rate": 1048576.0} in table.items
+        assert {"entity": {"ip": "10.0.0.9"}, "connection_creation_rate": 3.0} in table.items
+        assert table.origins[((("client-id", "etl"),), "producer_byte_rate")] == in_force.TOPIC
+        assert table.origins[((("user", "<default>"),), "consumer_byte_rate")] == in_force.FILE
         defaults = entries_of(
             send(proxy.bootstrap, describe([{"entity_type": "user", "match_type": 1, "match": None}], strict=True))
         )
