@@ -90,10 +90,15 @@ class Commitment:
                 f"no {key} (add a <default>)"
             )
         else:
+            every = (
+                f"{figure_text(self.every_entry)} summed over every tenant"
+                if math.isfinite(self.every_entry)
+                else f"tenants with no {key} seen at other times"
+            )
+            tenants = f"{self.active} tenant{'s' if self.active > 1 else ''}"
             said = (
                 f"capacity {self.name}: the table commits {figure_text(self.committed)} {unit} at once "
-                f"({self.active} tenants active in the busiest interval; {figure_text(self.every_entry)} summed "
-                "over every tenant)"
+                f"({tenants} active in the busiest interval; {every})"
             )
         if self.capacity is None:
             return said

@@ -5,6 +5,9 @@ Per entity and quota key, the table in force (:class:`analytics.in_force.InForce
 - **add**: recommended, not in force;   **raise** / **lower**: in force at another value;
 - **remove**: a named entry's key in force that the recommended table leaves to the fleet default of its entity
   type, for a tenant the log saw doing that kind of traffic (its own figure is at or below the default);
+- an **offender** (held to its fleet's figure, :mod:`analytics.outliers`) is never raised above what the table in
+  force gives it today: where that is less, it is held there, by a named entry of that value (so a raised default
+  does not raise it either);
 - everything else in force stays as it is (**kept**, with why): the keys of entities the log never saw doing that
   traffic (a tenant quiet over the log keeps its quota), a ``<default>`` the planner sets none for (its fleet is
   too small), a key the planner does not cover. An unchanged key gets no line.
@@ -21,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from analytics import recommend
-from analytics.in_force import FILE, TOPIC, InForce
+from analytics.in_force import FILE, TOPIC, InForce, limit_for
 from analytics.recommend import comments, entity_id, figure_text
 from analytics.replay import KEYS as REPLAYED
 from analytics.replay import byte_rate_table
@@ -82,23 +85,31 @@ def plan(
     recommended: Sequence[Mapping],
     basis: Mapping[tuple, Mapping[str, str]],
     seen: Iterable[tuple[tuple, str]],
+    offenders: Iterable[tuple[tuple, str]] = (),
 ) -> ChangeSet:
     """The change set from the table in force to ``recommended`` (:func:`analytics.fleet.plan`'s items);
     ``seen``: ``(entity_id, key)`` of every entity the log saw doing that key's traffic
-    (:func:`analytics.outliers.fleets`)."""
+    (:func:`analytics.outliers.fleets`); ``offenders``: the keys of the offenders held to their fleet's figure
+    (:mod:`analytics.outliers`, not those kept by --legitimate), never raised above what they have today: where the
+    table in force gives one less than its fleet's figure, it is held there (pinned by a named entry of that value,
+    so a raised default does not raise it either)."""
     target = {(entity_id(it["entity"]), k): v for it in recommended for k, v in it.items() if k != "entity"}
     current = {(entity_id(it["entity"]), k): v for it in in_force.items for k, v in it.items() if k != "entity"}
     entities = {entity_id(it["entity"]): dict(it["entity"]) for it in [*in_force.items, *recommended]}
     defaults = {(tuple(sorted(entities[eid])), key) for eid, key in target if _is_default(entities[eid])}
-    seen = set(seen)
+    seen, held = set(seen), set(offenders)
     changes, kept = [], []
     for (eid, key), after in target.items():
         before = current.get((eid, key))
+        said = basis.get(eid, {}).get(key, "")
+        today = limit_for(in_force.items, entities[eid], key) if (eid, key) in held else None
+        if today is not None and today < after:
+            said = f"offender: held at the {figure_text(today)} in force today, below its fleet's figure {figure_text(after)}"
+            after = today
         if before is not None and math.isclose(before, after):
             continue
         action = ADD if before is None else RAISE if after > before else LOWER
         origin = None if before is None else in_force.origins.get((eid, key))
-        said = basis.get(eid, {}).get(key, "")
         changes.append(Change(entities[eid], key, action, before, after, origin, said))
     for (eid, key), before in current.items():
         if (eid, key) in target:

@@ -12,23 +12,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, StringType, StructField, StructType
 
 from analytics.capacity import DIMENSIONS, Interval
-from quota.primitives.entity import DEFAULT, QuotaTable
+from analytics.in_force import ip_limit, quota_table
 
 ACTIVE = {"Produce": "request_rate", "Fetch": "response_rate", "*": "mutation_rate"}  # active: this rate above 0
-
-
-def _user_table(items: Iterable[Mapping]) -> QuotaTable:
-    values = [
-        (item["entity"], {k: v for k, v in item.items() if k not in ("entity", "connection_creation_rate")})
-        for item in items
-        if "ip" not in item["entity"]
-    ]
-    return QuotaTable.from_values([(entity, quotas) for entity, quotas in values if quotas])
-
-
-def _ip_limit(items: Iterable[Mapping], ip: str) -> float | None:
-    rates = {it["entity"]["ip"]: it["connection_creation_rate"] for it in items if "ip" in it["entity"]}
-    return rates.get(ip, rates.get(DEFAULT))
 
 
 def limits(
@@ -36,14 +22,14 @@ def limits(
 ) -> tuple[list[tuple], list[tuple]]:
     """``(user, client_id, api, limit)`` for each tenant's activity (``api`` of :data:`ACTIVE`) and ``(ip, limit)``
     for each IP: the limit ``items`` gives it (None: no quota of that key)."""
-    table = _user_table(items)
+    table = quota_table(items)
     keys = {api: key for _, (api, key, _) in DIMENSIONS.items()}
     per_tenant = []
     for user, client_id, api in tenants:
         if api in ACTIVE:
             resolved = table.resolve(keys[api], user or "", client_id or "")
             per_tenant.append((user, client_id, api, None if resolved.unlimited else resolved.limit))
-    return per_tenant, [(ip, _ip_limit(items, ip)) for ip in ips]
+    return per_tenant, [(ip, ip_limit(items, ip)) for ip in ips]
 
 
 def committed(

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from analytics.recommend import CONNECTION_CREATION_RATE, WINDOWS, entity_id
+from quota.primitives.entity import DEFAULT, QuotaTable
 
 FILE, TOPIC = "file", "topic"  # where a key in force is set: the proxy's configuration file, or the config topic
 PLANNED_KEYS = (
@@ -105,3 +106,27 @@ def window_sources(args_given: Mapping[str, str], file: str | None, file_keys: I
         else:
             out[setting] = "the proxy's default"
     return out
+
+
+def quota_table(items: Iterable[Mapping]) -> QuotaTable:
+    """The user and client-id keys of ``items`` as the proxy's table (Kafka's eight levels resolve it)."""
+    values = []
+    for item in items:
+        quotas = {k: v for k, v in item.items() if k not in ("entity", CONNECTION_CREATION_RATE)}
+        if "ip" not in item["entity"] and quotas:
+            values.append((item["entity"], quotas))
+    return QuotaTable.from_values(values)
+
+
+def ip_limit(items: Iterable[Mapping], ip: str) -> float | None:
+    """The ``connection_creation_rate`` of ``ip`` in ``items``: its own entry's, else ``ip: <default>``'s."""
+    rates = {it["entity"]["ip"]: it[CONNECTION_CREATION_RATE] for it in items if "ip" in it["entity"]}
+    return rates.get(ip, rates.get(DEFAULT))
+
+
+def limit_for(items: Sequence[Mapping], entity: Mapping[str, str], key: str) -> float | None:
+    """The limit ``items`` give ``entity`` for ``key``, as the proxy resolves it; None: unlimited."""
+    if "ip" in entity:
+        return ip_limit(items, entity["ip"]) if key == CONNECTION_CREATION_RATE else None
+    resolved = quota_table(items).resolve(key, entity.get("user", ""), entity.get("client-id", ""))
+    return None if resolved.unlimited else resolved.limit

@@ -247,7 +247,8 @@ def run(
                 for (_, key), found in outliers.fleets(entity_rows, user_rows, ip_rows).items()
                 for e in found
             ]
-            changes = changeset.plan(in_force, items, basis, seen)
+            held = [(recommend.entity_id(o.entity), o.key) for o in planned.outliers if not o.legitimate]
+            changes = changeset.plan(in_force, items, basis, seen, held)
         _write(
             local_dir,
             "recommended-quotas.yaml",

@@ -35,7 +35,16 @@ def test_the_busiest_interval_of_active_tenants_is_what_the_table_commits():
         "capacity bytes_in: the table commits 5,000 B/s at once (3 tenants active in the busiest interval; 9,000 "
         "summed over every tenant) of 4,000: 125%: OVERSUBSCRIBED"
     )
-    assert not bytes_out.oversubscribed and bytes_out.factor is None and bytes_out.line().endswith("every tenant)")
+    assert not bytes_out.oversubscribed and bytes_out.factor is None
+    assert bytes_out.line() == (
+        "capacity bytes_out: the table commits 700 B/s at once (1 tenant active in the busiest interval; 700 summed "
+        "over every tenant)"
+    )
+    [partitions] = assess({"partitions": [(10.0, 0.5, 1, 0)]}, {"partitions": math.inf}, {})
+    assert partitions.line() == (
+        "capacity partitions: the table commits 0.5 partition mutations/s at once (1 tenant active in the busiest "
+        "interval; tenants with no controller_mutation_rate seen at other times)"
+    )
 
 
 def test_a_tenant_active_with_no_quota_makes_it_unbounded():

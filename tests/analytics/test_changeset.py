@@ -195,3 +195,28 @@ def test_the_proxy_configs_quotas_are_read_by_the_proxys_parser(tmp_path):
     said = str(raised.value)
     assert "settings.quota.window.num" in said and "quotas[0].producer_byte_rat" in said
     assert "did you mean producer_byte_rate?" in said
+
+
+def test_an_offender_is_never_raised_above_what_it_has_today():
+    """hog, an offender held to its fleet's figure 4,000, has 50 today through the {user: <default>} entry: it is
+    pinned at 50 by a named entry (the new <default>/<default> of 2,000 would raise it); the churner's fleet figure
+    0.5 is below its 0.9 in force: lowered as any other; carol, not an offender, keeps her raise to 3,000."""
+    hog, churner = {"user": "hog", "client-id": "bulk"}, {"user": "churner"}
+    table = [*IN_FORCE, {"entity": churner, "producer_ids_rate": 0.9}, {"entity": CAROL, "producer_byte_rate": 5}]
+    recommended = [
+        *RECOMMENDED,
+        {"entity": hog, "producer_byte_rate": 4000},
+        {"entity": churner, "producer_ids_rate": 0.5},
+    ]
+    offenders = [(entity_id(hog), "producer_byte_rate"), (entity_id(churner), "producer_ids_rate")]
+    changes = changeset.plan(from_file("p.yaml", table), recommended, {}, SEEN, offenders)
+    found = {(c.action, tuple(c.entity.values()), c.key): (c.before, c.after) for c in changes.changes}
+    assert found[("add", ("hog", "bulk"), "producer_byte_rate")] == (None, 50)
+    assert found[("lower", ("churner",), "producer_ids_rate")] == (0.9, 0.5)
+    assert found[("raise", ("carol", "y"), "producer_byte_rate")] == (5, 3000)
+    [pinned] = [c for c in changes.changes if c.entity == hog]
+    assert pinned.rests_on == "offender: held at the 50 in force today, below its fleet's figure 4,000"
+    # with its own entry at that value already, nothing changes for it
+    pinned_today = [*table, {"entity": hog, "producer_byte_rate": 50}]
+    again = changeset.plan(from_file("p.yaml", pinned_today), recommended, {}, SEEN, offenders)
+    assert not [c for c in again.changes if c.entity == hog]
