@@ -29,7 +29,8 @@ def limits(
         if api in ACTIVE:
             resolved = table.resolve(keys[api], user or "", client_id or "")
             per_tenant.append((user, client_id, api, None if resolved.unlimited else resolved.limit))
-    return per_tenant, [(ip, ip_limit(items, ip)) for ip in ips]
+    per_ip = [(ip, ip_limit(items, ip)) for ip in ips]
+    return per_tenant, [(ip, None if limit is None else float(limit)) for ip, limit in per_ip]  # a DoubleType column
 
 
 def committed(

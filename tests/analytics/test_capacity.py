@@ -80,3 +80,26 @@ def test_scaling_an_oversubscribed_key_rounds_each_limit_down():
         "producer_byte_rate scaled by 0.800 (--capacity bytes_in=4,000, committed 5,000 at once): each limit x the "
         "factor, rounded down"
     ]
+
+
+def test_each_tenants_limit_is_the_one_the_proxy_resolves():
+    """a/x has its own 500 B/s, b/y the <default>/<default> 100; a/x fetches with no consumer_byte_rate (unbounded);
+    10.0.0.1 its own 9 connections/s, 10.0.0.2 the ip default's 2. Summed once each: 600, unbounded, 11."""
+    pytest.importorskip("pyspark", reason="the analytics extra is not installed")
+    from analytics.concurrency import every_entry, limits
+
+    items = [
+        {"entity": {"user": "<default>", "client-id": "<default>"}, "producer_byte_rate": 100},
+        {"entity": {"user": "a", "client-id": "x"}, "producer_byte_rate": 500},
+        {"entity": {"ip": "<default>"}, "connection_creation_rate": 2},
+        {"entity": {"ip": "10.0.0.1"}, "connection_creation_rate": 9},
+    ]
+    tenants = [("a", "x", "Produce"), ("b", "y", "Produce"), ("a", "x", "Fetch"), ("a", "x", "Metadata")]
+    per_tenant, per_ip = limits(items, tenants, ["10.0.0.1", "10.0.0.2"])
+    assert sorted(per_tenant, key=str) == [
+        ("a", "x", "Fetch", None),
+        ("a", "x", "Produce", 500.0),
+        ("b", "y", "Produce", 100.0),
+    ]
+    assert per_ip == [("10.0.0.1", 9.0), ("10.0.0.2", 2.0)] and all(type(v) is float for _, v in per_ip)
+    assert every_entry(per_tenant, per_ip) == {"bytes_in": 600.0, "bytes_out": math.inf, "connections": 11.0}
