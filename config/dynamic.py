@@ -4,7 +4,8 @@ YAML stays the base; the config topic (``dynamic_config.topic``, default ``__kaf
 it, as dynamic configs override ``server.properties`` in Kafka. One record per entity:
 
 - key: the entity as canonical JSON (sorted keys, no spaces): ``{"user":"alice"}``, ``{"client-id":"etl"}``,
-  ``{"client-id":"etl","user":"alice"}``, ``{"ip":"10.0.0.7"}``, each name possibly ``<default>``; or
+  ``{"client-id":"etl","user":"alice"}``, ``{"ip":"10.0.0.7"}``, ``{"topic":"orders"}``, each name possibly
+  ``<default>``; or
   ``{"proxy":"settings"}`` for proxy-wide settings;
 - value: a JSON object of quota keys (``{"producer_byte_rate": 1048576}``) and optionally ``"mode": "shadow"`` or
   ``"enforce"``; for the proxy-wide record, dynamic settings (:data:`DYNAMIC_SETTINGS`); a tombstone (null value)
@@ -29,14 +30,16 @@ from typing import Any
 from config.errors import ConfigError
 from config.model import ProxyConfig
 from config.quotas import parse_quota_item, parse_quota_section
+from config.topic_quotas import check_topic_name, parse_topic_item, parse_topic_quotas, refuse_with_workers
 from config.typed_settings import Settings
 from quota.managers.connection import IP, normalize_ip
 from quota.primitives.chunked import REMOVED, ChunkedMap
 from quota.primitives.entity import CLIENT_ID, DEFAULT, USER, QuotaEntity, QuotaEntry
+from quota.primitives.topic_quotas import TOPIC, TopicEntity
 
 DEFAULT_TOPIC = "__kafka_quota_proxy_configs"
 PROXY_KEY = {"proxy": "settings"}
-ENTITY_TYPES = (USER, CLIENT_ID, IP)
+ENTITY_TYPES = (USER, CLIENT_ID, IP, TOPIC)
 MODES = ("enforce", "shadow")
 # Proxy-wide settings a dynamic record may change (the rest need a restart, as Kafka's static configs do).
 Record = tuple[bytes, "bytes | None"]  # one record of the topic: the entity's key, its JSON value (None: a tombstone)
@@ -79,6 +82,13 @@ def parse_key(key: bytes | None) -> dict[str, str]:
             raise RecordError(f"key {key[:100]!r}: unknown entity type {part!r} (known: {', '.join(ENTITY_TYPES)})")
         if not isinstance(name, str) or not name:
             raise RecordError(f'key {key[:100]!r}: {part} must be a name or "{DEFAULT}"')
+    if TOPIC in entity:
+        if len(entity) > 1:
+            raise RecordError(f"key {key[:100]!r}: a topic entity cannot be combined with user, client-id or ip")
+        try:
+            check_topic_name(entity[TOPIC], "entity.topic")
+        except ConfigError as exc:
+            raise RecordError(f"key {key[:100]!r}: {exc}") from None
     if IP in entity:
         if len(entity) > 1:
             raise RecordError(f"key {key[:100]!r}: an ip entity cannot be combined with user or client-id")
@@ -95,7 +105,8 @@ class Checked:
     """One record checked on its own, against the YAML's item for the same entity (nothing else can make it bad):
     the entity's dynamic keys (None: a tombstone) and what it then gives: a user/client-id entity's entry
     (``quota``: None when neither the YAML nor the topic configures it any more), an IP's
-    ``connection_creation_rate`` (``ip_rate``), or the proxy-wide ``settings``."""
+    ``connection_creation_rate`` (``ip_rate``), a topic's entry (``topic``, and ``topic_quota``: None when
+    nothing configures it any more), or the proxy-wide ``settings``."""
 
     canonical: bytes
     entity: dict
@@ -105,6 +116,8 @@ class Checked:
     ip: str | None = None
     ip_rate: float | None = None
     settings: Settings | None = None
+    topic: str | None = None
+    topic_quota: QuotaEntry | None = None
 
 
 class _YamlItems:
@@ -154,6 +167,8 @@ def check_record(base: ProxyConfig, key: bytes | None, value: bytes | None) -> C
             )
             return Checked(canonical, entity, values, settings=settings)
         item = YAML_ITEMS.of(base).get(canonical)
+        if TOPIC in entity:
+            return _topic_checked(base, canonical, entity, values, item)
         parsed = None
         if values is not None or item is not None:
             parsed = parse_quota_item({**(item or {"entity": dict(entity)}), **(values or {})}, "quotas")
@@ -171,6 +186,18 @@ def check_record(base: ProxyConfig, key: bytes | None, value: bytes | None) -> C
         quota_entity=quota.entity if quota is not None else QuotaEntity.from_dict(entity),
         quota=quota,
     )
+
+
+def _topic_checked(
+    base: ProxyConfig, canonical: bytes, entity: dict, values: dict | None, item: dict | None
+) -> Checked:
+    """A topic entity's record, its values laid over the YAML's item for the same topic (raises ConfigError)."""
+    if values is not None:
+        refuse_with_workers(base.settings, "quotas")
+    entry = None
+    if values is not None or item is not None:
+        entry = parse_topic_item({**(item or {"entity": dict(entity)}), **(values or {})}, "quotas")
+    return Checked(canonical, entity, values, topic=entity[TOPIC], topic_quota=entry)
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,12 +243,17 @@ def effective(base: ProxyConfig, dynamic: DynamicEntries) -> ProxyConfig:
         items[canonical] = {**entry, **values}
     raw = list(items.values())
     quotas, ip_rates = parse_quota_section(raw, "quotas (YAML and dynamic)")
+    topic_quotas = parse_topic_quotas(raw, "quotas (YAML and dynamic)", base.settings)
     settings = base.settings
     if settings_overlay:
         merged = {**{k: v for k, v in settings.values.items()}, **settings_overlay}
         settings = parse_settings(merged, "proxy settings", {lc.name for lc in base.listeners})
     return dataclasses.replace(
-        base, quotas=quotas, settings=settings, connections=connection_limits(settings, base.listeners, ip_rates)
+        base,
+        quotas=quotas,
+        settings=settings,
+        connections=connection_limits(settings, base.listeners, ip_rates),
+        topic_quotas=topic_quotas,
     )
 
 
@@ -238,4 +270,7 @@ def describe(config: ProxyConfig) -> list[tuple[dict, dict]]:
         out.append((entity, {k: v for k, v in entry.quotas.items() if not math.isinf(v)}))
     for ip, rate in config.connections.ip_rates.items():
         out.append(({IP: ip}, {"connection_creation_rate": rate}))
+    for topic_entry in config.topic_quotas.entries:
+        if isinstance(topic_entry.entity, TopicEntity):
+            out.append(({TOPIC: topic_entry.entity.topic}, dict(topic_entry.quotas)))
     return out

@@ -6,7 +6,7 @@ checked on its own (:func:`config.dynamic.check_record`, work independent of the
 by the ``dynamic_config`` section (key and value sizes, entries in force): a later record for a key replaces an
 earlier one. :meth:`Batch.build` then makes the next state from the one in force in work linear in the keys the
 batch changed (the quota table, the entries and the IP rates are :class:`quota.primitives.chunked.ChunkedMap`: the new state
-shares every part the batch did not touch), in parts the caller may interleave with other work. The state in force
+shares every part the batch did not touch; so does the topic quota table), in parts the caller may interleave with other work. The state in force
 is not changed: the caller swaps the new one in with one reference, so nobody ever sees half a batch.
 
 Pure: no I/O, no clock.
@@ -22,6 +22,7 @@ from config.dynamic import Checked, DynamicEntries, RecordError, check_record
 from config.dynamic_source import DynamicConfigSource
 from config.model import ProxyConfig
 from quota.primitives.chunked import REMOVED, ChunkedMap
+from quota.primitives.entity import QuotaEntry
 
 SKIP_REASONS = ("key_too_large", "value_too_large", "too_many_entries")
 STEP = 200
@@ -114,10 +115,13 @@ class Batch:
         table = config.quotas.changing(expected)
         ip_rates = state.ip_rates.changing() if any(c.ip is not None for c in self.changes.values()) else None
         settings = None
+        topics: dict[str, QuotaEntry | None] = {}
         for done, c in enumerate(self.changes.values(), 1):
             entries[c.canonical] = REMOVED if c.values is None else (c.entity, c.values)
             if c.quota_entity is not None:
                 table.set(c.quota_entity, c.quota)
+            elif c.topic is not None:
+                topics[c.topic] = c.topic_quota
             elif c.ip is not None and ip_rates is not None:  # not None: a change of an IP's rate is among these
                 ip_rates[c.ip] = REMOVED if c.ip_rate is None else c.ip_rate
             elif c.settings is not None:
@@ -134,7 +138,11 @@ class Batch:
         if settings is not None or ip_rates is not None:
             connections = connection_limits(settings or config.settings, base.listeners, rates)
         config = dataclasses.replace(
-            config, quotas=table.done(), settings=settings or config.settings, connections=connections
+            config,
+            quotas=table.done(),
+            settings=settings or config.settings,
+            connections=connections,
+            topic_quotas=config.topic_quotas.with_changes(topics),
         )
         self.result = DynamicState(base, DynamicEntries(entries.done()), config, rates)
 

@@ -113,4 +113,4 @@ class ProxyConfig:
     dynamic_config: DynamicConfigSource | None = None  # the config topic, when configured
     raw_quotas: tuple = ()  # the YAML quotas: items as written (the dynamic config is laid over them)
     admin_principals: frozenset = frozenset()  # who may alter quotas through the proxy (AlterClientQuotas)
-    topic_quotas: TopicQuotaTable = EMPTY_TOPIC_TABLE  # the quotas: entries of {topic: ...} entities (YAML only)
+    topic_quotas: TopicQuotaTable = EMPTY_TOPIC_TABLE  # the {topic: ...} entities (YAML and dynamic)

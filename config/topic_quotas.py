@@ -10,8 +10,8 @@ quotas:
 ```
 
 A topic entity stands alone (no user, client-id or ip beside it) and takes ``producer_byte_rate`` and
-``consumer_byte_rate`` (and ``mode``). The entries are YAML's: the config topic and the client-quota APIs do not
-name topics (yet).
+``consumer_byte_rate`` (and ``mode``). The config topic and AlterClientQuotas name them as ``{"topic": NAME}``
+(:mod:`config.dynamic`).
 """
 
 from __future__ import annotations
@@ -49,16 +49,29 @@ def parse_topic_quotas(raw: Any, path: str, settings: Settings | None = None) ->
             errors.append(ConfigError(f"{where}.entity.{TOPIC}", f"{topic} is configured more than once"))
         seen.add(topic)
         entries.append(entry)
-    if entries and settings is not None and settings.workers > 1:
-        errors.append(
-            ConfigError(
-                path,
-                f"topic quotas are kept per process: not with settings.workers {settings.workers} (each worker "
-                "would allow the whole quota); use workers: 1 or no topic entities",
-            )
-        )
+    if entries and settings is not None:
+        collecting(errors, refuse_with_workers, settings, path)
     raise_all(errors)
     return TopicQuotaTable(entries)
+
+
+def refuse_with_workers(settings: Settings, path: str) -> None:
+    """Topic entries are refused with ``settings.workers`` above 1: kept per process, each worker would allow the
+    whole quota."""
+    if settings.workers > 1:
+        raise ConfigError(
+            path,
+            f"topic quotas are kept per process: not with settings.workers {settings.workers} (each worker "
+            "would allow the whole quota); use workers: 1 or no topic entities",
+        )
+
+
+def check_topic_name(name: Any, where: str) -> None:
+    """A topic entity's name: a legal Kafka topic name or ``<default>``."""
+    if not isinstance(name, str) or (name != DEFAULT and not _LEGAL.fullmatch(name)):
+        raise ConfigError(
+            where, f'expected a topic name (letters, digits, ".", "_", "-"; at most 249) or "{DEFAULT}", got {name!r}'
+        )
 
 
 def parse_topic_item(item: dict, where: str) -> QuotaEntry:
@@ -66,11 +79,7 @@ def parse_topic_item(item: dict, where: str) -> QuotaEntry:
     entity = item["entity"]
     check_alone(entity, TOPIC, where, f"a {TOPIC} entity", ": a topic quota counts every client's bytes")
     name = entity[TOPIC]
-    if not isinstance(name, str) or (name != DEFAULT and not _LEGAL.fullmatch(name)):
-        raise ConfigError(
-            f"{where}.entity.{TOPIC}",
-            f'expected a topic name (letters, digits, ".", "_", "-"; at most 249) or "{DEFAULT}", got {name!r}',
-        )
+    check_topic_name(name, f"{where}.entity.{TOPIC}")
     mode = item.get("mode", "enforce")
     if mode not in ("enforce", "shadow"):
         raise ConfigError(f"{where}.mode", f"expected enforce or shadow, got {mode!r}")

@@ -7,7 +7,8 @@ when the broker does not list them.
 - Describe answers from the effective configuration (YAML with the dynamic entries over it), with Kafka's filter
   rules: each component matches an entity type exactly (``match_type`` 0, a name), its default (1) or any name
   (2); ``strict`` also requires the entity to have no other type. A filter mixing ``ip`` with ``user`` or
-  ``client-id`` is INVALID_REQUEST (KIP-612). When the broker serves the API the request also goes to it, and the
+  ``client-id`` is INVALID_REQUEST (KIP-612), as is one mixing ``topic`` (the proxy's topic quotas: no broker knows
+  that entity type, so a filter naming it is answered by the proxy alone) with any other type. When the broker serves the API the request also goes to it, and the
   keys the brokers enforce (``request_percentage``, KIP-124; any key the proxy does not enforce) are merged in from
   its answer; the proxy's own keys always come from the proxy.
 - Alter is allowed only to principals in ``admin_principals`` (``User:<name>``; empty by default) and to
@@ -58,6 +59,7 @@ from proxy.codec.responses import encode_local_response
 from proxy.session.session import Session
 from quota.managers.connection import CONNECTION_CREATION_RATE
 from quota.primitives.entity import DEFAULT
+from quota.primitives.topic_quotas import TOPIC
 
 if TYPE_CHECKING:
     from config.dynamic import Record
@@ -68,7 +70,8 @@ Part = tuple[str, "str | None"]  # one part of an entity: (entity type, name; No
 Wire = list[dict[str, "str | None"]]  # an entry's entity as the codec builds it
 
 VERSIONS = (0, 1)
-ENTITY_TYPES = ("user", "client-id", "ip")
+ENTITY_TYPES = ("user", "client-id", "ip", TOPIC)
+ALONE = {"ip": "an ip filter cannot be combined with user or client-id (KIP-612)", TOPIC: "a topic filter stands alone"}
 PROXY_KEYS = frozenset(ENFORCED_KEYS) | {CONNECTION_CREATION_RATE}  # described from the proxy, never the broker
 
 
@@ -85,8 +88,8 @@ def plan_describe(scope: ConnectionScope, session: Session, header: RequestHeade
             response = describe_response(version, msg, dynamic.current)
             return AnswerLocally(encode_local_response(DESCRIBE_CLIENT_QUOTAS, version, correlation_id, response))
 
-        if filter_error(msg) is not None:
-            return local()
+        if filter_error(msg) is not None or any(c.entity_type == TOPIC for c in msg.components):
+            return local()  # topic entities are the proxy's alone: no broker knows them
 
         def to_broker() -> Outcome:
             supported = (session.broker_lookup_versions or {}).get(DESCRIBE_CLIENT_QUOTAS)
@@ -113,8 +116,9 @@ def filter_error(msg: Message) -> str | None:
     types = [c.entity_type for c in msg.components]
     if len(set(types)) != len(types):
         return "a filter names an entity type twice"
-    if "ip" in types and len(types) > 1:
-        return "an ip filter cannot be combined with user or client-id (KIP-612)"
+    for kind, why in ALONE.items():
+        if kind in types and len(types) > 1:
+            return why
     if any(t not in ENTITY_TYPES for t in types):
         return f"unknown entity type in the filter (known: {', '.join(ENTITY_TYPES)})"
     if any(c.match_type not in (MATCH_TYPE_EXACT, MATCH_TYPE_DEFAULT, MATCH_TYPE_SPECIFIED) for c in msg.components):
@@ -206,6 +210,10 @@ def plan_alter(scope: ConnectionScope, session: Session, header: RequestHeader) 
         ours = [[op for op in entry.ops if op.key not in BROKER_KEYS] for entry in msg.entries]
         theirs = [[op for op in entry.ops if op.key in BROKER_KEYS] for entry in msg.entries]
         failed: list[tuple[int, str | None] | None] = [None] * len(wire)
+        for i, entry in enumerate(msg.entries):
+            if theirs[i] and any(part.entity_type == TOPIC for part in entry.entity):
+                failed[i] = (INVALID_REQUEST, f"{theirs[i][0].key}: not a key of topic entities")
+                theirs[i] = []  # a topic entity is the proxy's: nothing of it goes to the broker
 
         def write(throttle_time_ms: int = 0) -> Outcome:
             """The proxy's part of every entry not failed yet: checked, then written (unless validate_only)."""

@@ -5,6 +5,8 @@
         --entity-type clients --entity-name etl --add-config 'producer_byte_rate=1048576,consumer_byte_rate=2097152'
     kafka-quota-proxy configs --bootstrap-server PROXY --alter --entity-type ips --entity-default \\
         --delete-config connection_creation_rate
+    kafka-quota-proxy configs --bootstrap-server PROXY --alter --entity-type topics --entity-name orders \\
+        --add-config producer_byte_rate=10485760
     kafka-quota-proxy configs --bootstrap-server PROXY --alter --entity-type brokers --entity-default \\
         --add-config 'max.connections=1000,max.connections.per.ip.overrides=[10.0.0.7:5,10.0.0.8:5]'
     kafka-quota-proxy configs --bootstrap-server PROXY --alter --user alice --client etl \\
@@ -14,7 +16,8 @@ kafka-configs' shorthands stand for the --entity-type forms: ``--user NAME``, ``
 ``--user-defaults``, ``--client-defaults``, ``--ip-defaults`` and ``--broker-defaults`` (the proxy's settings);
 ``--add-config-file`` takes the keys to add from a properties file.
 
-Quotas (``users``, ``clients`` -- user and client combined, as kafka-configs does -- and ``ips``) go as
+Quotas (``users``, ``clients`` -- user and client combined, as kafka-configs does --, ``ips`` and ``topics``, the
+proxy's per-topic byte rates, entity type ``topic`` on the wire) go as
 AlterClientQuotas / DescribeClientQuotas, the proxy-wide settings (``brokers --entity-default``, or its alias
 ``proxy``) as IncrementalAlterConfigs / DescribeConfigs of the BROKER resource ``""``, exactly as kafka-configs.sh
 sends them: the proxy checks ``admin_principals`` and the values, and writes its config topic itself; this command
@@ -34,7 +37,7 @@ from proxy.cli.quota_admin import EXIT_USAGE, Failed, QuotaAdmin
 from proxy.codec.enums import DYNAMIC_DEFAULT_BROKER_CONFIG
 from quota.primitives.entity import DEFAULT
 
-TYPES = {"users": "user", "clients": "client-id", "ips": "ip"}
+TYPES = {"users": "user", "clients": "client-id", "ips": "ip", "topics": "topic"}
 PROXY_TYPES = ("brokers", "proxy")
 ENTITY_FLAGS = {"--user": "users", "--client": "clients", "--ip": "ips"}  # kafka-configs' shorthands
 DEFAULT_FLAGS = {
@@ -129,6 +132,8 @@ def entity_from_args(types: list[str], names: list[str], describing: bool = Fals
         entity[TYPES[kind]] = name
     if "ip" in entity and len(entity) > 1:
         raise ValueError("ips cannot be combined with users or clients (KIP-612)")
+    if "topic" in entity and len(entity) > 1:
+        raise ValueError("topics stand alone: a topic quota counts every client's bytes")
     return entity
 
 

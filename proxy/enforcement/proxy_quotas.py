@@ -146,6 +146,8 @@ class ProxyQuotas:
         self.set_mode(config.settings.quota_mode)
         self.set_smoothing(config.settings.quota_smoothing)
         self.update(config.quotas)
+        if config.topic_quotas is not self.topics.table:
+            self.topics.update(config.topic_quotas)
 
     def update(self, table: QuotaTable) -> None:
         """Swap in a new quota table (dynamic config); live sensors take the new limits at once."""

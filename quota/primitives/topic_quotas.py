@@ -21,6 +21,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from quota.primitives.chunked import REMOVED, ChunkedMap
 from quota.primitives.entity import (
     CONSUMER_BYTE_RATE,
     DEFAULT,
@@ -63,39 +64,68 @@ class TopicEntity(QuotaEntity):
         return f"/topics/{self.topic}"
 
 
+def _checked(entry: QuotaEntry) -> str:
+    """The topic (or :data:`DEFAULT`) of a valid topic entry; raises ValueError naming what is wrong."""
+    entity = entry.entity
+    if not isinstance(entity, TopicEntity):
+        raise ValueError(f"{entity.path}: not a topic entity")
+    for key, value in entry.quotas.items():
+        if key not in TOPIC_KEYS:
+            raise ValueError(f"{entity.path}: {key} is not a topic quota (known: {', '.join(TOPIC_KEYS)})")
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+            raise ValueError(f"{entity.path}: {key} must be a rate > 0, got {value!r}")
+    return entity.topic
+
+
 _ANY_TOPIC = frozenset({(False, True)})  # every topic is found by its name alone (SensorKeeper's BY_CLIENT_ID)
 
 
 class TopicQuotaTable:
-    """An immutable snapshot of the configured topic quotas; swap a whole new table to change anything. Resolving
-    costs two dict lookups at most."""
+    """An immutable snapshot of the configured topic quotas; a change makes a new table (:meth:`with_changes`, work
+    linear in the topics changed, as a dynamic record asks) and the whole table is swapped. Resolving costs two
+    lookups at most."""
 
-    __slots__ = ("_entries", "_named", "_default")
+    __slots__ = ("_entries", "_default", "_counts")
 
     def __init__(self, entries: Iterable[QuotaEntry] = ()) -> None:
         listing: dict[str, QuotaEntry] = {}
-        named: dict[str, dict[str, tuple[float, QuotaEntry]]] = {}
-        default: dict[str, tuple[float, QuotaEntry]] = {}
         for entry in entries:
-            entity = entry.entity
-            if not isinstance(entity, TopicEntity):
-                raise ValueError(f"{entity.path}: not a topic entity")
-            if entity.topic in listing:
-                raise ValueError(f"{entity.path}: configured more than once")
-            listing[entity.topic] = entry
-            for key, value in entry.quotas.items():
-                if key not in TOPIC_KEYS:
-                    raise ValueError(f"{entity.path}: {key} is not a topic quota (known: {', '.join(TOPIC_KEYS)})")
-                if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
-                    raise ValueError(f"{entity.path}: {key} must be a rate > 0, got {value!r}")
-                found = (float(value), entry)
-                if entity.topic == DEFAULT:
-                    default[key] = found
-                else:
-                    named.setdefault(key, {})[entity.topic] = found
-        self._entries = listing
-        self._named = named
-        self._default = default
+            topic = _checked(entry)
+            if topic in listing:
+                raise ValueError(f"/topics/{topic}: configured more than once")
+            listing[topic] = entry
+        self._set(ChunkedMap(listing), None)
+
+    def _set(self, entries: ChunkedMap, counts: dict[str, int] | None) -> None:
+        """Every field from ``entries`` (``counts``: how many entries set each key; None: counted now)."""
+        self._entries = entries
+        self._default: QuotaEntry | None = entries.get(DEFAULT)
+        if counts is None:
+            counts = {}
+            for entry in entries.values():
+                for key in entry.quotas:
+                    counts[key] = counts.get(key, 0) + 1
+        self._counts = {key: n for key, n in counts.items() if n > 0}
+
+    def with_changes(self, changes: Mapping[str, QuotaEntry | None]) -> TopicQuotaTable:
+        """A new table: this one with each topic (or :data:`DEFAULT`) of ``changes`` set to its entry, or removed
+        (None). This table is not changed; the work is linear in ``changes``, whatever the number of entries."""
+        if not changes:
+            return self
+        counts = dict(self._counts)
+        changing = self._entries.changing(len(changes))
+        for topic, entry in changes.items():
+            if entry is not None and _checked(entry) != topic:
+                raise ValueError(f"/topics/{topic}: the entry is {entry.entity.path}'s")
+            old = changing.get(topic)
+            for key in () if old is None else old.quotas:
+                counts[key] -= 1
+            for key in () if entry is None else entry.quotas:
+                counts[key] = counts.get(key, 0) + 1
+            changing[topic] = REMOVED if entry is None else entry
+        table = TopicQuotaTable.__new__(TopicQuotaTable)
+        table._set(changing.done(), counts)
+        return table
 
     @property
     def entries(self) -> tuple[QuotaEntry, ...]:
@@ -103,22 +133,26 @@ class TopicQuotaTable:
 
     def entry(self, topic: str) -> QuotaEntry | None:
         """The entry of one topic (or :data:`DEFAULT`), if configured."""
-        return self._entries.get(topic)
+        found: QuotaEntry | None = self._entries.get(topic)
+        return found
 
     def keys(self) -> frozenset[str]:
         """The quota keys configured for at least one topic."""
-        return frozenset(self._named) | frozenset(self._default)
+        return frozenset(self._counts)
 
     def resolve_topic(self, key: str, topic: str) -> ResolvedQuota:
         """The quota for ``key`` that applies to ``topic``: its own entry's, else ``<default>``'s, else none."""
-        found = self._named.get(key, {}).get(topic) if topic != DEFAULT else None
-        if found is None:
-            found = self._default.get(key)
         tags = QuotaTags("", topic)
-        if found is None:
-            return ResolvedQuota(math.inf, tags)
-        limit, entry = found
-        return ResolvedQuota(limit, tags, entry.entity, entry.shadow)
+        for entry in self._candidates(topic):
+            limit = entry.quotas.get(key)
+            if limit is not None:
+                return ResolvedQuota(float(limit), tags, entry.entity, entry.shadow)
+        return ResolvedQuota(math.inf, tags)
+
+    def _candidates(self, topic: str) -> tuple[QuotaEntry, ...]:
+        """The entries that may apply to ``topic``, in precedence order: its own, then ``<default>``."""
+        own = self._entries.get(topic) if topic != DEFAULT else None
+        return tuple(e for e in (own, self._default) if e is not None)
 
     def resolve(self, key: str, user: str, client_id: str) -> ResolvedQuota:
         """As a client table resolves: ``client_id`` is the topic (``user`` plays no part)."""
@@ -128,14 +162,17 @@ class TopicQuotaTable:
         """Every entry for ``key`` that matches ``topic``: its own, then ``<default>``'s; the first is the one that
         applies (for explaining, not the request path)."""
         tags = QuotaTags("", topic)
-        found = [self._named.get(key, {}).get(topic), self._default.get(key)]
-        return [ResolvedQuota(limit, tags, entry.entity, entry.shadow) for limit, entry in filter(None, found)]
+        return [
+            ResolvedQuota(float(e.quotas[key]), tags, e.entity, e.shadow)
+            for e in self._candidates(topic)
+            if key in e.quotas
+        ]
 
     def tag_parts(self, key: str) -> frozenset[tuple[bool, bool]]:
-        return _ANY_TOPIC if key in self._named or key in self._default else frozenset()
+        return _ANY_TOPIC if key in self._counts else frozenset()
 
     def changes_since(self, older: TopicQuotaTable) -> frozenset[QuotaEntity] | None:
-        return None  # every sensor is looked at again: topic tables are YAML's, swapped at most on a reload
+        return None  # every sensor is looked at again (at most quota.max.tracked.entities of <default> topics)
 
     def __len__(self) -> int:
         return len(self._entries)

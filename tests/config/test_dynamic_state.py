@@ -15,13 +15,15 @@ from config.loader import load_config_text
 YAML = """
 upstream: {bootstrap_servers: ["127.0.0.1:9092"]}
 listeners: [{name: L, bind: "127.0.0.1:0"}]
-dynamic_config: {max_entries: 5, max_key_bytes: 100, max_value_bytes: 300}
+dynamic_config: {max_entries: 7, max_key_bytes: 100, max_value_bytes: 300}
 quotas:
   - entity: {user: alice}
     producer_byte_rate: 1000
     consumer_byte_rate: 2000
   - entity: {ip: "<default>"}
     connection_creation_rate: 10
+  - entity: {topic: orders}
+    consumer_byte_rate: 4000
 """
 BASE = load_config_text(YAML)
 P = "producer_byte_rate"
@@ -47,6 +49,10 @@ RECORDS = [
     ({"user": "bob"}, None),
     ({"user": "alice"}, None),
     ({"ip": "<default>"}, {"connection_creation_rate": 3}),
+    ({"topic": "orders"}, {P: 300}),
+    ({"topic": "<default>"}, {P: 100}),
+    ({"topic": "clicks"}, {P: 200}),
+    ({"topic": "clicks"}, None),
 ]
 
 
@@ -62,6 +68,13 @@ def test_a_batch_built_in_parts_gives_what_building_it_whole_gives(step):
     assert new.config.quotas.limit(P, "alice", "x") == 1000  # the tombstone gave the YAML's entry back
     assert dict(new.config.connections.ip_rates) == dict(whole.connections.ip_rates) == {"<default>": 3, "10.0.0.7": 2}
     assert new.config.connections.max_connection_creation_rate == 50
+    for topic in ("orders", "clicks", "other"):
+        for key in (P, "consumer_byte_rate"):
+            assert new.config.topic_quotas.resolve_topic(key, topic) == whole.topic_quotas.resolve_topic(key, topic)
+    topics = new.config.topic_quotas
+    assert topics.resolve_topic(P, "orders").limit == 300  # over the YAML's entry, whose consumer_byte_rate stays
+    assert topics.resolve_topic("consumer_byte_rate", "orders").limit == 4000
+    assert topics.resolve_topic(P, "clicks").limit == 100  # its own entry gone: <default>'s
     assert state.config is BASE and len(state.entries.entries) == 0  # the state in force is untouched
 
 
@@ -89,15 +102,15 @@ def test_a_record_past_a_size_bound_is_skipped_unread(key, data, reason):
 
 
 def test_max_entries_counts_entries_in_force_not_records():
-    state = batch_of(DynamicState.initial(BASE), *[({"user": f"u{i}"}, {P: i + 1}) for i in range(5)]).built()
+    state = batch_of(DynamicState.initial(BASE), *[({"user": f"u{i}"}, {P: i + 1}) for i in range(7)]).built()
     batch = Batch(state, BASE.dynamic_config)
-    batch.add(entity_key({"user": "u0"}), value({P: 99}))  # replaces one: still 5
+    batch.add(entity_key({"user": "u0"}), value({P: 99}))  # replaces one: still 7
     with pytest.raises(RecordSkipped) as info:
         batch.add(entity_key({"user": "new"}), value({P: 1}))
     assert info.value.reason == "too_many_entries"
     batch.add(entity_key({"user": "u1"}), None)  # a tombstone makes room
     batch.add(entity_key({"user": "new"}), value({P: 1}))
-    assert batch.size == 5
+    assert batch.size == 7
     new = batch.built()
     assert new.config.quotas.limit(P, "new", "x") == 1 and new.config.quotas.limit(P, "u0", "x") == 99
 

@@ -41,16 +41,32 @@ def test_topic_entries_load_beside_the_client_ones():
     assert table.resolve_topic(CONSUMER_BYTE_RATE, "clicks").unlimited
 
 
-def test_the_dynamic_config_keeps_the_yaml_topic_entries_and_names_no_topic():
-    """A config-topic record is laid over the YAML's client entries; the topic entries stay as the YAML has them,
-    and a record naming a topic is refused (topics are not in the config topic yet)."""
+def test_a_config_topic_record_names_a_topic_over_the_yaml_entry():
+    """A record keyed {"topic": NAME} is laid over the YAML's entry for that topic, key by key, as for the client
+    entities; its tombstone gives the YAML's entry back; a record the YAML loader would refuse is refused whole (the
+    entries in force stay)."""
     base = load_config_text(TOPICS)
-    entries = DynamicEntries().with_record(base, entity_key({"client-id": "etl"}), b'{"producer_byte_rate": 8192}')
-    config = effective(base, entries)
-    assert config.quotas.limit(PRODUCER_BYTE_RATE, "", "etl") == 8192
-    assert config.topic_quotas is base.topic_quotas
-    with pytest.raises(RecordError, match="unknown entity type 'topic'"):
-        check_record(base, entity_key({"topic": "orders"}), b'{"producer_byte_rate": 1}')
+    orders, default = entity_key({"topic": "orders"}), entity_key({"topic": DEFAULT})
+    entries = DynamicEntries().with_record(base, orders, b'{"producer_byte_rate": 8192}')
+    entries = entries.with_record(base, entity_key({"topic": "clicks"}), b'{"consumer_byte_rate": 100}')
+    entries = entries.with_record(base, default, b'{"mode": "enforce"}')
+    table = effective(base, entries).topic_quotas
+    assert table.resolve_topic(PRODUCER_BYTE_RATE, "orders").limit == 8192
+    assert table.resolve_topic(CONSUMER_BYTE_RATE, "orders").limit == 2097152  # the YAML's key kept
+    assert table.resolve_topic(CONSUMER_BYTE_RATE, "clicks").limit == 100  # a topic the YAML does not name
+    assert not table.resolve_topic(PRODUCER_BYTE_RATE, "clicks").shadow  # <default> enforced now
+    back = effective(base, entries.with_record(base, orders, None)).topic_quotas
+    assert back.resolve_topic(PRODUCER_BYTE_RATE, "orders").limit == 1048576
+    for key, value, message in [
+        ({"topic": "orders", "user": "alice"}, b'{"producer_byte_rate": 1}', "cannot be combined"),
+        ({"topic": "no/slash"}, b'{"producer_byte_rate": 1}', "expected a topic name"),
+        ({"topic": "orders"}, b'{"producer_byte_rate": 0}', "producer_byte_rate: expected a rate"),
+        ({"topic": "orders"}, b'{"controller_mutation_rate": 5}', "controller_mutation_rate: not a key"),
+        ({"topic": "orders"}, b'{"mode": "loud"}', "mode: expected enforce or shadow"),
+        ({"topic": "fresh"}, b"{}", "no quota key given"),
+    ]:
+        with pytest.raises(RecordError, match=message):
+            check_record(base, entity_key(key), value)
 
 
 @pytest.mark.parametrize(

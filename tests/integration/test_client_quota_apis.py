@@ -6,7 +6,10 @@ admin_principals, and applies what it writes to live traffic within a second."""
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.parse
+import urllib.request
 
 import pytest
 
@@ -34,11 +37,12 @@ def test_alter_and_describe_through_the_proxy_take_effect():
                     {"entity": entity(ip="10.0.0.9"), "ops": [op("connection_creation_rate", 3)]},
                     {"entity": entity(user="bob"), "ops": [op("colour", 1)]},  # unknown key
                     {"entity": entity(ip="10.0.0.1", user="bob"), "ops": [op("producer_byte_rate", 1)]},
+                    {"entity": entity(topic="orders"), "ops": [op("producer_byte_rate", 65536)]},
                 ]
             ),
         )
         codes = [e.error_code for e in response.entries]
-        assert codes == [NONE, NONE, INVALID_REQUEST, INVALID_REQUEST], response
+        assert codes == [NONE, NONE, INVALID_REQUEST, INVALID_REQUEST, NONE], response
         assert "colour" in response.entries[2].error_message
         # in force through the config topic (how soon: test_dynamic_config.py's rate-group test)
         wait_until(
@@ -48,6 +52,18 @@ def test_alter_and_describe_through_the_proxy_take_effect():
         )
         # the connection quotas' own limit for the IP, as /metrics shows it
         assert proxy.scraped("kafka_quota_proxy_ip_connection_creation_rate_limit") == {(("ip", "10.0.0.9"),): 3}
+        # a topic entity (entity type "topic"): in the topic quotas, as /explain shows them
+        wait_until(
+            lambda: described(proxy.bootstrap, {"topic": "orders"}) == {"producer_byte_rate": 65536},
+            15,
+            "the topic's producer_byte_rate in force",
+        )
+        query = urllib.parse.urlencode({"client_id": "any", "ip": "127.0.0.1", "topic": "orders"})
+        with urllib.request.urlopen(f"http://127.0.0.1:{proxy.metrics_port}/explain?{query}", timeout=10) as got:
+            found = [f for f in json.loads(got.read())["answers"][0]["findings"] if f["scope"] == "topic orders"]
+        assert [(f["quota"], f["limit"], f["entity"]) for f in found if f["limit"]] == [
+            ("producer_byte_rate", 65536, "/topics/orders")
+        ]
         everything = entries_of(send(proxy.bootstrap, describe([])))
         assert everything[(("client-id", "etl"),)] == {"producer_byte_rate": 1048576.0}
         assert everything[(("user", None),)] == {"consumer_byte_rate": 5000000.0}  # the YAML's default user

@@ -143,6 +143,7 @@ def test_describe_lists_every_entity_of_a_type_and_deleting_an_unset_key_says_so
         for kind, name, config in [
             ("ips", "10.0.0.9", "connection_creation_rate=3"),
             ("ips", None, "connection_creation_rate=7"),
+            ("topics", None, "consumer_byte_rate=4096"),
             ("clients", "etl", "producer_byte_rate=2048"),
         ]:
             named = ["--entity-name", name] if name else ["--entity-default"]
@@ -158,6 +159,9 @@ def test_describe_lists_every_entity_of_a_type_and_deleting_an_unset_key_says_so
             "etl's producer_byte_rate 2048 in force",
             interval=1.0,
         )
+        assert shown(capsys, *cli, "--describe", "--entity-type", "topics").splitlines() == [
+            "Quota configs for topic <default> are consumer_byte_rate=4096"
+        ]
         ips = shown(capsys, *cli, "--describe", "--entity-type", "ips").splitlines()
         assert ips == [
             "Quota configs for ip 10.0.0.9 are connection_creation_rate=3",
@@ -182,7 +186,7 @@ def test_describe_lists_every_entity_of_a_type_and_deleting_an_unset_key_says_so
         assert configs([*cli, "--alter", "--entity-type", "proxy", "--delete-config", "quota.mode"]) == 1
         assert "quota.mode: not set dynamically" in capsys.readouterr().err
         assert proxy.metric("kafka_quota_proxy_dynamic_config_bad_records_total") == 0
-        assert proxy.metric("kafka_quota_proxy_dynamic_config_entries") == 3  # nothing more was written
+        assert proxy.metric("kafka_quota_proxy_dynamic_config_entries") == 4  # nothing more was written
     finally:
         proxy.stop()
         broker.stop()

@@ -343,3 +343,65 @@ def test_every_change_is_audited_in_the_log_and_in_a_header_on_its_record(caplog
         'AlterClientQuotas by User:admin from 10.0.0.1: {"user":"alice"}: {"producer_byte_rate": '
         '1000} -> {"producer_byte_rate": 2500}'
     )
+
+
+def test_topic_entities_are_altered_and_described_by_the_proxy_alone_and_put_in_force():
+    """Entity type ``topic`` (a name, or null for ``<default>``): its byte rates are written to the config topic and
+    described back from it, and the proxy's topic quotas take them; nothing of a topic entity reaches the broker,
+    even where it serves the client-quota APIs (no broker knows the type): a broker key on a topic is refused, and a
+    filter naming ``topic`` is answered locally. A bad entry is refused with the reason; the others are written."""
+    scope, dynamic = setup([{"entity": {"topic": "orders"}, "consumer_byte_rate": 4000}])
+    outcome = decide(
+        scope,
+        admin(),
+        ALTER_CLIENT_QUOTAS,
+        1,
+        validate_only=False,
+        entries=[
+            entry({"producer_byte_rate": 1000}, topic="orders"),
+            entry({"producer_byte_rate": 500}, topic=None),
+            entry({"request_percentage": 50, "producer_byte_rate": 1}, topic="clicks"),
+            entry({"producer_byte_rate": 1}, topic="no/slash"),
+            entry({"controller_mutation_rate": 1}, topic="clicks"),
+            entry({"producer_byte_rate": 1}, topic="clicks", user="bob"),
+        ],
+    )
+    assert isinstance(outcome, Await)  # straight to the config topic: no LookUp, the broker is not asked
+    response = local(ALTER_CLIENT_QUOTAS, 1, run(outcome))
+    codes = [(e.error_code, e.error_message or "") for e in response.entries]
+    assert [code for code, _ in codes] == [NONE, NONE] + [INVALID_REQUEST] * 4, codes
+    for (_, message), why in zip(
+        codes[2:], ["request_percentage: not a key of topic", "expected a topic name", "not a key", "cannot be"]
+    ):
+        assert why in message, message
+    written = {key: json.loads(value) for key, value in dynamic.written}
+    assert written == {
+        b'{"topic":"orders"}': {"producer_byte_rate": 1000},
+        b'{"topic":"<default>"}': {"producer_byte_rate": 500},
+    }
+    quotas = ProxyQuotas(dynamic.base)
+    quotas.apply(dynamic.current)
+    assert quotas.topics.produce.resolve_topic("orders").limit == 1000
+    assert quotas.topics.fetch.resolve_topic("orders").limit == 4000  # the YAML's key kept
+    assert quotas.topics.produce.resolve_topic("clicks").limit == 500
+
+    def described(components, strict=True):
+        answer = decide(scope, admin(), DESCRIBE_CLIENT_QUOTAS, 1, strict=strict, components=components)
+        assert isinstance(answer, AnswerLocally), answer  # never forwarded, though the broker serves the API
+        found = local(DESCRIBE_CLIENT_QUOTAS, 1, answer)
+        return found.error_code, {
+            tuple((e.entity_type, e.entity_name) for e in x.entity): {v.key: v.value for v in x.values}
+            for x in found.entries or ()
+        }
+
+    assert described([{"entity_type": "topic", "match_type": 0, "match": "orders"}]) == (
+        NONE,
+        {(("topic", "orders"),): {"producer_byte_rate": 1000.0, "consumer_byte_rate": 4000.0}},
+    )
+    assert described([{"entity_type": "topic", "match_type": 1, "match": None}]) == (
+        NONE,
+        {(("topic", None),): {"producer_byte_rate": 500.0}},
+    )
+    assert len(described([{"entity_type": "topic", "match_type": 2, "match": None}])[1]) == 2
+    mixed = [{"entity_type": "topic", "match_type": 2, "match": None}, {"entity_type": "user", "match_type": 2}]
+    assert described(mixed, strict=False)[0] == INVALID_REQUEST
