@@ -120,6 +120,7 @@ def _quota_item() -> dict:
     keys = {
         "entity": entity,
         "mode": {"enum": ["enforce", "shadow"]},
+        "on_exceed": {"enum": ["throttle", "reject"], "description": "topic entities: reject over-quota writes"},
         **{key: rate for key in ENFORCED_KEYS},
         CONNECTION_CREATION_RATE: rate,
     }

@@ -10,7 +10,8 @@ quotas:
 ```
 
 A topic entity stands alone (no user, client-id or ip beside it) and takes ``producer_byte_rate`` and
-``consumer_byte_rate`` (and ``mode``). The config topic and AlterClientQuotas name them as ``{"topic": NAME}``
+``consumer_byte_rate`` (and ``mode``, and ``on_exceed``: ``throttle``, the default, or ``reject``: over its
+``producer_byte_rate`` a Produce's partitions of the topic are refused with a retriable error instead). The config topic and AlterClientQuotas name them as ``{"topic": NAME}``
 (:mod:`config.dynamic`).
 """
 
@@ -23,9 +24,10 @@ from typing import Any
 from config.errors import ConfigError, collecting, raise_all
 from config.quotas import MIN_RATE, check_alone, is_topic_item
 from config.typed_settings import Settings
-from quota.primitives.entity import DEFAULT, QuotaEntry
-from quota.primitives.topic_quotas import TOPIC, TOPIC_KEYS, TopicEntity, TopicQuotaTable
+from quota.primitives.entity import DEFAULT, PRODUCER_BYTE_RATE, QuotaEntry
+from quota.primitives.topic_quotas import TOPIC, TOPIC_KEYS, TopicEntity, TopicQuotaEntry, TopicQuotaTable
 
+ON_EXCEED, THROTTLE, REJECT = "on_exceed", "throttle", "reject"
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]{1,249}")  # Kafka's topic names (Topic.validate)
 
 
@@ -83,9 +85,12 @@ def parse_topic_item(item: dict, where: str) -> QuotaEntry:
     mode = item.get("mode", "enforce")
     if mode not in ("enforce", "shadow"):
         raise ConfigError(f"{where}.mode", f"expected enforce or shadow, got {mode!r}")
+    on_exceed = item.get(ON_EXCEED, THROTTLE)
+    if on_exceed not in (THROTTLE, REJECT):
+        raise ConfigError(f"{where}.{ON_EXCEED}", f"expected {THROTTLE} or {REJECT}, got {on_exceed!r}")
     quotas: dict[str, float] = {}
     for key, value in item.items():
-        if key in ("entity", "mode"):
+        if key in ("entity", "mode", ON_EXCEED):
             continue
         if key not in TOPIC_KEYS:
             raise ConfigError(f"{where}.{key}", f"not a key of {TOPIC} entities (known: {', '.join(TOPIC_KEYS)})")
@@ -97,4 +102,9 @@ def parse_topic_item(item: dict, where: str) -> QuotaEntry:
         quotas[key] = value
     if not quotas:
         raise ConfigError(where, f"no quota key given (a {TOPIC} entity takes {', '.join(TOPIC_KEYS)})")
-    return QuotaEntry(TopicEntity.of(name), quotas, mode == "shadow")
+    if on_exceed == REJECT and PRODUCER_BYTE_RATE not in quotas:
+        raise ConfigError(
+            f"{where}.{ON_EXCEED}",
+            f"{REJECT} refuses writes over producer_byte_rate, which this entry does not set (reads are throttled)",
+        )
+    return TopicQuotaEntry(TopicEntity.of(name), quotas, mode == "shadow", on_exceed == REJECT)

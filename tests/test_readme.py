@@ -124,6 +124,7 @@ def accepted_keys() -> set[str]:
             "mode",
             "connection_creation_rate",
             *__import__("config.quotas", fromlist=["x"]).ENFORCED_KEYS,
+            __import__("config.topic_quotas", fromlist=["x"]).ON_EXCEED,
         )
     }
     keys |= {f"settings.{k}" for k in settings_names()}

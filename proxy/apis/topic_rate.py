@@ -9,7 +9,9 @@ topic's record bytes (every partition's ``records``) recorded against its quota
 (:class:`quota.managers.topic_quota.TopicQuotaManager`); it is forwarded at once, as a client quota forwards it, and
 over quota the response carries the throttle and the connection is muted for it, so a producer writing a capped
 topic through many client ids or connections is held to the topic's rate: every connection that writes it is
-throttled by the same sensor. A topic named by its id (Produce v13+) the proxy cannot name yet is looked up first
+throttled by the same sensor. Under an entry with ``on_exceed: reject`` the topic's partitions are admitted while it
+is within its quota and the rest refused with a retriable error (:mod:`proxy.apis.topic_reject`), not throttled. A
+topic named by its id (Produce v13+) the proxy cannot name yet is looked up first
 (:func:`proxy.apis.metadata.look_up_topics`); one the broker cannot name either is not charged (the broker writes
 nothing for an id it does not know).
 
@@ -36,6 +38,7 @@ from proxy.apis.decisions import Decisions
 from proxy.apis.metadata import look_up_topics
 from proxy.apis.plan import FORWARD_AS_IS, ConnectionScope, ForwardRequest, Outcome, Plan
 from proxy.apis.response_leg import Account, ResponseLeg
+from proxy.apis.topic_reject import Refused, reason, refuse_partitions
 from proxy.apis.usage import Usage
 from proxy.cluster.topics import Topics
 from proxy.codec.apis import FETCH, FETCH_REPLICA_STATE_SINCE, FETCH_TOPIC_IDS_SINCE, PRODUCE
@@ -106,18 +109,32 @@ class _ProduceCharge:
             return look_up_topics(
                 self.scope, self.session, [(None, i) for i in unknown], lambda: self.decide(memoryview(kept))
             )
-        counted: dict[str, int] = {}
+        quotas = self.scope.quotas.topics
+        produce = quotas.produce
+        counted: dict[str, int] = {}  # the record bytes of each topic under a throttling quota
+        written: dict[str, int] = {}  # and of each under a rejecting one, what was admitted of it
+        refused: Refused = []
         for item in msg.topic_data:
             name = _name(item, item.name, topics)
-            if name is not None:
-                size = sum(len(p.records) for p in item.partition_data if p.records is not None)
-                counted[name] = counted.get(name, 0) + size
+            if name is None:
+                continue
+            sizes = [0 if p.records is None else len(p.records) for p in item.partition_data]
+            if produce.rejecting(name):
+                admitted = produce.admit(name, sizes)
+                refused += [(item, p) for p, ok in zip(item.partition_data, admitted) if not ok]
+                written[name] = written.get(name, 0) + sum(n for n, ok in zip(sizes, admitted) if ok)
+            else:
+                counted[name] = counted.get(name, 0) + sum(sizes)
         decisions = Decisions()
-        quotas = self.scope.quotas.topics
         for name, size in counted.items():
-            decision = _of_topic(quotas.produce.record_topic(name, size), TOPIC_PRODUCER_BYTE_RATE, name)
+            decision = _of_topic(produce.record_topic(name, size), TOPIC_PRODUCER_BYTE_RATE, name)
             decisions.add(TOPIC_PRODUCER_BYTE_RATE, decision, self.header.client_id)
-        usage = decisions.usage + Usage(topic_bytes=_labelled(quotas.produce, counted))
+        for name, size in written.items():
+            counted[name] = counted.get(name, 0) + size
+        usage = decisions.usage + Usage(topic_bytes=_labelled(produce, counted))
+        if refused:
+            names = [_name(item, item.name, topics) or "" for item, _ in refused]
+            return refuse_partitions(self.header, msg, refused, reason(names), decisions.throttle, usage)
         return ForwardRequest(throttle=decisions.throttle, usage=usage)
 
 

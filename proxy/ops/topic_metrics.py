@@ -59,6 +59,19 @@ def topic_families(topics: TopicQuotas) -> Iterator[Metric]:
         "Requests or responses a shadow topic quota would have throttled (not throttled).",
         labels=labels,
     )
+    rejected = CounterMetricFamily(
+        f"{PREFIX}_rejected_partitions",
+        "Produce partitions refused NOT_ENOUGH_REPLICAS by the topic's quota (on_exceed: reject), never forwarded.",
+        labels=labels,
+    )
+    rejected_bytes = CounterMetricFamily(
+        f"{PREFIX}_rejected_bytes",
+        "Record bytes of the Produce partitions the topic's quota refused (on_exceed: reject); nothing of them written.",
+        labels=labels,
+    )
+    for topic, (partitions, nbytes) in dict(topics.produce.rejected).items():
+        rejected.add_metric([topics.produce.quota_key, topic], partitions)
+        rejected_bytes.add_metric([topics.produce.quota_key, topic], nbytes)
     for manager in (topics.produce, topics.fetch):
         for topic, stats, quota in manager.grouped_stats():
             values = [manager.quota_key, topic]
@@ -74,3 +87,4 @@ def topic_families(topics: TopicQuotas) -> Iterator[Metric]:
                 shadow_total.add_metric(values, stats.shadow_throttle_time_ms_total / 1000.0)
                 shadowed.add_metric(values, stats.shadow_throttled_count)
     yield from (rate, limit, recorded, throttle_total, throttle_max, throttled, shadow_total, shadowed)
+    yield from (rejected, rejected_bytes)

@@ -16,6 +16,9 @@ the table is full starts at its limit, with no fresh burst).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from quota.managers.client_quota import ClientQuotaManager
 from quota.primitives.clock import Clock
 from quota.primitives.decision import FORWARD, Decision
@@ -27,7 +30,12 @@ from quota.primitives.topic_quotas import TopicEntity, TopicQuotaTable
 
 class TopicQuotaManager(ClientQuotaManager):
     """One topic quota key's sensors and decisions. A topic is counted as the client id of an anonymous client
-    (``("", topic)``: :mod:`quota.primitives.topic_quotas`); these methods say so once, for every caller."""
+    (``("", topic)``: :mod:`quota.primitives.topic_quotas`); these methods say so once, for every caller.
+    ``rejected``: per metric label, the partitions and record bytes :meth:`admit` refused."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.rejected: dict[str, tuple[int, int]] = {}
 
     def resolve_topic(self, topic: str) -> ResolvedQuota:
         return self.resolve("", topic)
@@ -38,6 +46,44 @@ class TopicQuotaManager(ClientQuotaManager):
         if self.keeper.known("", topic) is None and self.resolve("", topic).unlimited:
             return FORWARD
         return self.record_and_decide("", topic, nbytes, now_ms)
+
+    def rejecting(self, topic: str) -> bool:
+        """Whether an over-quota write to ``topic`` is refused rather than throttled: its ``producer_byte_rate``
+        entry says ``on_exceed: reject`` and is enforced (neither it nor the proxy in shadow mode)."""
+        table = self.quotas
+        return (
+            isinstance(table, TopicQuotaTable)
+            and table.rejects(topic)
+            and not self.shadow
+            and not self.resolve_topic(topic).shadow
+        )
+
+    def admit(self, topic: str, sizes: Sequence[int], now_ms: int | None = None) -> tuple[bool, ...]:
+        """``on_exceed: reject``: which partitions of one Produce to ``topic`` (their record bytes, in request
+        order) are written. A partition is admitted while the topic is within its quota, as KIP-599's strict mode
+        admits a mutation while its bucket has tokens: the one that takes the topic past its quota goes through,
+        the ones after it are refused until the measured rate is back under the quota (so a batch larger than the
+        quota still goes through, once). Admitted bytes are recorded, with no throttle; refused ones are counted by
+        label (:attr:`rejected`), not recorded: nothing of them is written."""
+        now = self._now(now_ms)
+        room = self.headroom(topic, now)
+        admitted: list[bool] = []
+        taken = refused_bytes = 0
+        for size in sizes:
+            ok = room > 0 or size == 0
+            admitted.append(ok)
+            if ok:
+                room -= size
+                taken += size
+            else:
+                refused_bytes += size
+        if taken:
+            self.record_no_throttle("", topic, taken, now)
+        if refused_bytes or not all(admitted):
+            label = self.label(topic) or DEFAULT
+            partitions, nbytes = self.rejected.get(label, (0, 0))
+            self.rejected[label] = (partitions + admitted.count(False), nbytes + refused_bytes)
+        return tuple(admitted)
 
     def label(self, topic: str) -> str | None:
         """The topic as metrics and the usage log name it: its name when its own entry sets this quota, else

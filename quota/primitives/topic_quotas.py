@@ -77,6 +77,23 @@ def _checked(entry: QuotaEntry) -> str:
     return entity.topic
 
 
+@dataclass(frozen=True, slots=True)
+class TopicQuotaEntry(QuotaEntry):
+    """A topic's entry; ``reject``: over its ``producer_byte_rate`` a Produce's partitions of the topic are refused
+    with a retriable error rather than throttled (``on_exceed: reject``)."""
+
+    reject: bool = False
+
+
+_REJECTING = "on_exceed=reject"  # counted beside the quota keys: how many entries reject
+
+
+def _counted(entry: QuotaEntry) -> tuple[str, ...]:
+    """What an entry adds to a table's counts: its quota keys, and whether it rejects."""
+    rejects = isinstance(entry, TopicQuotaEntry) and entry.reject
+    return (*entry.quotas, _REJECTING) if rejects else tuple(entry.quotas)
+
+
 _ANY_TOPIC = frozenset({(False, True)})  # every topic is found by its name alone (SensorKeeper's BY_CLIENT_ID)
 
 
@@ -85,7 +102,7 @@ class TopicQuotaTable:
     linear in the topics changed, as a dynamic record asks) and the whole table is swapped. Resolving costs two
     lookups at most."""
 
-    __slots__ = ("_entries", "_default", "_counts")
+    __slots__ = ("_entries", "_default", "_counts")  # _counts: entries per quota key (and rejecting ones)
 
     def __init__(self, entries: Iterable[QuotaEntry] = ()) -> None:
         listing: dict[str, QuotaEntry] = {}
@@ -103,7 +120,7 @@ class TopicQuotaTable:
         if counts is None:
             counts = {}
             for entry in entries.values():
-                for key in entry.quotas:
+                for key in _counted(entry):
                     counts[key] = counts.get(key, 0) + 1
         self._counts = {key: n for key, n in counts.items() if n > 0}
 
@@ -118,9 +135,9 @@ class TopicQuotaTable:
             if entry is not None and _checked(entry) != topic:
                 raise ValueError(f"/topics/{topic}: the entry is {entry.entity.path}'s")
             old = changing.get(topic)
-            for key in () if old is None else old.quotas:
+            for key in () if old is None else _counted(old):
                 counts[key] -= 1
-            for key in () if entry is None else entry.quotas:
+            for key in () if entry is None else _counted(entry):
                 counts[key] = counts.get(key, 0) + 1
             changing[topic] = REMOVED if entry is None else entry
         table = TopicQuotaTable.__new__(TopicQuotaTable)
@@ -138,7 +155,7 @@ class TopicQuotaTable:
 
     def keys(self) -> frozenset[str]:
         """The quota keys configured for at least one topic."""
-        return frozenset(self._counts)
+        return frozenset(key for key in self._counts if key != _REJECTING)
 
     def resolve_topic(self, key: str, topic: str) -> ResolvedQuota:
         """The quota for ``key`` that applies to ``topic``: its own entry's, else ``<default>``'s, else none."""
@@ -168,6 +185,16 @@ class TopicQuotaTable:
             if key in e.quotas
         ]
 
+    def rejects(self, topic: str) -> bool:
+        """Whether the entry that sets ``topic``'s ``producer_byte_rate`` refuses over-quota writes
+        (``on_exceed: reject``) rather than throttling them."""
+        if _REJECTING not in self._counts:
+            return False  # no entry rejects: one lookup
+        for entry in self._candidates(topic):
+            if PRODUCER_BYTE_RATE in entry.quotas:
+                return isinstance(entry, TopicQuotaEntry) and entry.reject
+        return False
+
     def tag_parts(self, key: str) -> frozenset[tuple[bool, bool]]:
         return _ANY_TOPIC if key in self._counts else frozenset()
 
@@ -181,12 +208,15 @@ class TopicQuotaTable:
         return f"TopicQuotaTable({len(self._entries)} entries, keys={sorted(self.keys())})"
 
 
-def topic_table(values: Mapping[str, Mapping[str, float]], shadow: Iterable[str] = ()) -> TopicQuotaTable:
+def topic_table(
+    values: Mapping[str, Mapping[str, float]], shadow: Iterable[str] = (), reject: Iterable[str] = ()
+) -> TopicQuotaTable:
     """From plain values, for tests and tools: ``{"orders": {"producer_byte_rate": 1048576}, "<default>": ...}``;
-    the topics in ``shadow`` are shadow entries."""
-    shadowed = set(shadow)
+    the topics in ``shadow`` are shadow entries, those in ``reject`` refuse over-quota writes."""
+    shadowed, rejecting = set(shadow), set(reject)
     return TopicQuotaTable(
-        QuotaEntry(TopicEntity.of(topic), dict(quotas), topic in shadowed) for topic, quotas in values.items()
+        TopicQuotaEntry(TopicEntity.of(topic), dict(quotas), topic in shadowed, topic in rejecting)
+        for topic, quotas in values.items()
     )
 
 

@@ -49,7 +49,7 @@ RECORDS = [
     ({"user": "bob"}, None),
     ({"user": "alice"}, None),
     ({"ip": "<default>"}, {"connection_creation_rate": 3}),
-    ({"topic": "orders"}, {P: 300}),
+    ({"topic": "orders"}, {P: 300, "on_exceed": "reject"}),
     ({"topic": "<default>"}, {P: 100}),
     ({"topic": "clicks"}, {P: 200}),
     ({"topic": "clicks"}, None),
@@ -75,6 +75,7 @@ def test_a_batch_built_in_parts_gives_what_building_it_whole_gives(step):
     assert topics.resolve_topic(P, "orders").limit == 300  # over the YAML's entry, whose consumer_byte_rate stays
     assert topics.resolve_topic("consumer_byte_rate", "orders").limit == 4000
     assert topics.resolve_topic(P, "clicks").limit == 100  # its own entry gone: <default>'s
+    assert topics.rejects("orders") and whole.topic_quotas.rejects("orders") and not topics.rejects("clicks")
     assert state.config is BASE and len(state.entries.entries) == 0  # the state in force is untouched
 
 
