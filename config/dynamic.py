@@ -30,7 +30,7 @@ from typing import Any
 from config.errors import ConfigError
 from config.model import ProxyConfig
 from config.quotas import parse_quota_item, parse_quota_section
-from config.topic_quotas import check_topic_name, parse_topic_item, parse_topic_quotas, refuse_with_workers
+from config.topic_quotas import check_topic_name, parse_topic_item, parse_topic_quotas
 from config.typed_settings import Settings
 from quota.managers.connection import IP, normalize_ip
 from quota.primitives.chunked import REMOVED, ChunkedMap
@@ -192,8 +192,6 @@ def _topic_checked(
     base: ProxyConfig, canonical: bytes, entity: dict, values: dict | None, item: dict | None
 ) -> Checked:
     """A topic entity's record, its values laid over the YAML's item for the same topic (raises ConfigError)."""
-    if values is not None:
-        refuse_with_workers(base.settings, "quotas")
     entry = None
     if values is not None or item is not None:
         entry = parse_topic_item({**(item or {"entity": dict(entity)}), **(values or {})}, "quotas")
@@ -243,7 +241,7 @@ def effective(base: ProxyConfig, dynamic: DynamicEntries) -> ProxyConfig:
         items[canonical] = {**entry, **values}
     raw = list(items.values())
     quotas, ip_rates = parse_quota_section(raw, "quotas (YAML and dynamic)")
-    topic_quotas = parse_topic_quotas(raw, "quotas (YAML and dynamic)", base.settings)
+    topic_quotas = parse_topic_quotas(raw, "quotas (YAML and dynamic)")
     settings = base.settings
     if settings_overlay:
         merged = {**{k: v for k, v in settings.values.items()}, **settings_overlay}

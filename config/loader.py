@@ -158,7 +158,7 @@ def parse_config(raw: Any) -> ProxyConfig:
     if settings is not None and listeners is not None:
         collecting(errors, check_scope, settings, listeners, "settings")
     quota_section = collecting(errors, parse_quota_section, raw.get("quotas", []), "quotas")
-    topic_quotas = collecting(errors, parse_topic_quotas, raw.get("quotas", []), "quotas", settings)
+    topic_quotas = collecting(errors, parse_topic_quotas, raw.get("quotas", []), "quotas")
     metrics = collecting(errors, _metrics, raw.get("metrics", DEFAULT_METRICS), "metrics")
     volume_usage = collecting(errors, parse_volume_usage, raw.get("volume_usage"), "volume_usage")
     usage_log = collecting(errors, parse_usage_log, raw.get("usage_log"), "usage_log")

@@ -23,7 +23,6 @@ from typing import Any
 
 from config.errors import ConfigError, collecting, raise_all
 from config.quotas import MIN_RATE, check_alone, is_topic_item
-from config.typed_settings import Settings
 from quota.primitives.entity import DEFAULT, PRODUCER_BYTE_RATE, QuotaEntry
 from quota.primitives.topic_quotas import TOPIC, TOPIC_KEYS, TopicEntity, TopicQuotaEntry, TopicQuotaTable
 
@@ -31,9 +30,8 @@ ON_EXCEED, THROTTLE, REJECT = "on_exceed", "throttle", "reject"
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]{1,249}")  # Kafka's topic names (Topic.validate)
 
 
-def parse_topic_quotas(raw: Any, path: str, settings: Settings | None = None) -> TopicQuotaTable:
-    """The topic entries of the ``quotas:`` list (the other items are config.quotas's), every error reported; not
-    with ``settings.workers`` above 1 (kept per process, each worker would allow the whole quota)."""
+def parse_topic_quotas(raw: Any, path: str) -> TopicQuotaTable:
+    """The topic entries of the ``quotas:`` list (the other items are config.quotas's), every error reported."""
     if not isinstance(raw, list):
         return TopicQuotaTable()  # config.quotas reports it
     entries: list[QuotaEntry] = []
@@ -51,21 +49,8 @@ def parse_topic_quotas(raw: Any, path: str, settings: Settings | None = None) ->
             errors.append(ConfigError(f"{where}.entity.{TOPIC}", f"{topic} is configured more than once"))
         seen.add(topic)
         entries.append(entry)
-    if entries and settings is not None:
-        collecting(errors, refuse_with_workers, settings, path)
     raise_all(errors)
     return TopicQuotaTable(entries)
-
-
-def refuse_with_workers(settings: Settings, path: str) -> None:
-    """Topic entries are refused with ``settings.workers`` above 1: kept per process, each worker would allow the
-    whole quota."""
-    if settings.workers > 1:
-        raise ConfigError(
-            path,
-            f"topic quotas are kept per process: not with settings.workers {settings.workers} (each worker "
-            "would allow the whole quota); use workers: 1 or no topic entities",
-        )
 
 
 def check_topic_name(name: Any, where: str) -> None:

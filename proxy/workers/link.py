@@ -44,6 +44,7 @@ from quota.sharing.usage_share import UsageTap
 log = logging.getLogger(__name__)
 
 VOLUME = "volume"  # the scope of the volume throttle's scaled producer_byte_rate (broker scopes are node ids)
+TOPICS = "topics"  # the scope of the topic quotas' producer_byte_rate and consumer_byte_rate ({topic: ...})
 MAX_UNSENT_BYTES = 16 * 2**20  # the parent not reading: deltas past this are dropped (counted), never buffered
 DECODE_IN_THREAD_BYTES = 64 * 2**10  # a delta this long (a peer proxy's, thousands of entities) is decoded off the loop
 
@@ -71,6 +72,8 @@ class WorkerLink:
         self._taps: dict[str, UsageTap] = {}  # quota.scope broker in cluster mode: each broker's set, by node id
         if quotas.volume is not None:  # the volume-scaled producer_byte_rate, a manager of its own
             quotas.volume.produce.tap = self._taps[VOLUME] = UsageTap(self._wake)
+        # the topic quotas: a topic's bytes as the usage of an anonymous client whose client id is the topic
+        quotas.topics.produce.tap = quotas.topics.fetch.tap = self._taps[TOPICS] = UsageTap(self._wake)
         registry = app.metrics.registry
         self.deltas = Counter(
             f"{PREFIX}_worker_sync_deltas",
@@ -163,6 +166,9 @@ class WorkerLink:
                 if volume is None
                 else SimpleNamespace(produce=volume.produce, fetch=quotas.fetch, producer_ids=quotas.producer_ids)
             )
+        if scope == TOPICS:
+            topics = quotas.topics
+            return SimpleNamespace(produce=topics.produce, fetch=topics.fetch, producer_ids=quotas.producer_ids)
         try:
             node_id = int(scope)
         except ValueError:
@@ -199,6 +205,7 @@ class WorkerLink:
             quotas.producer_ids,
             app.connection_quotas,
             quotas.clock.now_ms,
+            topics=quotas.topics,
         ):
             writer = self._writer
             if writer is None or writer.is_closing():
@@ -220,6 +227,7 @@ class WorkerLink:
                 quotas.producer_ids,
                 app.connection_quotas,
                 quotas.clock.now_ms(),
+                topics=quotas.topics,
             )
         except (ValueError, IndexError) as exc:  # JSON, SeedError, no destination: a peer's bug; keep serving
             log.warning("worker %s: a peer's quota state not taken: %s", self.source, exc)

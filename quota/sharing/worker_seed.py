@@ -17,6 +17,7 @@ from quota.managers.client_quota import ClientQuotaManager
 from quota.managers.connection import ConnectionQuotas
 from quota.managers.mutation import ControllerMutationQuotaManager
 from quota.managers.producer_ids import ProducerIdQuotaManager
+from quota.managers.topic_quota import TopicQuotas
 from quota.sharing import producer_id_seed
 
 MAX_SEED_ENTITIES = 20_000  # per byte-rate and mutation quota, and IPs: the busiest entities' state
@@ -30,14 +31,21 @@ def _kinds(
     fetch: ClientQuotaManager,
     mutations: ControllerMutationQuotaManager,
     producer_ids: ProducerIdQuotaManager,
+    topics: TopicQuotas | None,
 ) -> tuple[tuple[str, Callable[[int], Sequence[Any]], int], ...]:
     """(kind, rows at ``now``, rows per part) of every per-entity kind a seed carries (connections aside)."""
-    return (
+    kinds: tuple[tuple[str, Callable[[int], Sequence[Any]], int], ...] = (
         ("produce", lambda now: produce.seed_rows(now, MAX_SEED_ENTITIES), PART_ROWS),
         ("fetch", lambda now: fetch.seed_rows(now, MAX_SEED_ENTITIES), PART_ROWS),
         ("mutation", lambda now: mutations.seed_rows(now, MAX_SEED_ENTITIES), PART_ROWS),
         ("producer_ids", lambda now: producer_id_seed.seed_rows(producer_ids, now, MAX_SEED_PID_USERS), PID_PART_ROWS),
     )
+    if topics is not None:  # the topic quotas' sensors, rows as a byte rate's (the topic as an anonymous client id)
+        kinds += (
+            ("topic_produce", lambda now: topics.produce.seed_rows(now, MAX_SEED_ENTITIES), PART_ROWS),
+            ("topic_fetch", lambda now: topics.fetch.seed_rows(now, MAX_SEED_ENTITIES), PART_ROWS),
+        )
+    return kinds
 
 
 def parts(
@@ -47,10 +55,11 @@ def parts(
     producer_ids: ProducerIdQuotaManager,
     connections: ConnectionQuotas,
     now_ms: Callable[[], int],
+    topics: TopicQuotas | None = None,
 ) -> Iterator[dict[str, Any]]:
     """:func:`collect` a kind at a time (each read at its own ``now_ms()``), cut into parts of at most PART_ROWS
     rows (PID_PART_ROWS users): the caller may let other work run between two. The last part says ``last``."""
-    for kind, rows_at, size in _kinds(produce, fetch, mutations, producer_ids):
+    for kind, rows_at, size in _kinds(produce, fetch, mutations, producer_ids, topics):
         rows = rows_at(now_ms())
         for start in range(0, len(rows), size):
             yield {kind: rows[start : start + size]}
@@ -68,10 +77,11 @@ def collect(
     producer_ids: ProducerIdQuotaManager,
     connections: ConnectionQuotas,
     now_ms: int,
+    topics: TopicQuotas | None = None,
 ) -> dict[str, Any]:
     """This worker's state for a newcomer, as JSON values (each manager's ``seed_rows``), in one piece."""
     seed: dict[str, Any] = {
-        kind: rows_at(now_ms) for kind, rows_at, _ in _kinds(produce, fetch, mutations, producer_ids)
+        kind: rows_at(now_ms) for kind, rows_at, _ in _kinds(produce, fetch, mutations, producer_ids, topics)
     }
     seed["connections"] = connections.seed_rows(now_ms, MAX_SEED_ENTITIES)
     return seed
@@ -89,12 +99,16 @@ def install(
     producer_ids: ProducerIdQuotaManager,
     connections: ConnectionQuotas,
     now_ms: int,
+    topics: TopicQuotas | None = None,
 ) -> dict[str, int]:
     """A peer's :func:`collect` taken in; returns the entities of each kind it carried (for the log line). Raises
     :class:`SeedError` for anything else."""
     try:  # a seed is JSON from a peer: anything not of collect's shape fails here, not later
         produce.seed(seed.get("produce", ()), now_ms)
         fetch.seed(seed.get("fetch", ()), now_ms)
+        if topics is not None:
+            topics.produce.seed(seed.get("topic_produce", ()), now_ms)
+            topics.fetch.seed(seed.get("topic_fetch", ()), now_ms)
         mutations.seed(seed.get("mutation", ()), now_ms)
         producer_id_seed.seed(producer_ids, seed.get("producer_ids", ()), now_ms)
         conns = seed.get("connections", {})
@@ -104,6 +118,7 @@ def install(
             "mutation": len(seed.get("mutation", ())),
             "producer-id": len(seed.get("producer_ids", ())),
             "ip": len(conns.get("ips", ())),
+            "topic": len(seed.get("topic_produce", ())) + len(seed.get("topic_fetch", ())),
         }
     except (AttributeError, TypeError, ValueError, KeyError, IndexError) as exc:
         raise SeedError(f"{type(exc).__name__}: {exc}") from exc

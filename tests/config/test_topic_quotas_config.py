@@ -91,7 +91,7 @@ def test_bad_topic_entries_name_the_entry(entry, message):
     assert message in str(err.value)
 
 
-def test_a_topic_given_twice_and_topics_with_workers_are_refused():
+def test_a_topic_given_twice_is_refused_and_topics_go_with_workers():
     twice = (
         BASE
         + "quotas:\n  - {entity: {topic: a}, producer_byte_rate: 1}\n  - {entity: {topic: a}, consumer_byte_rate: 1}\n"
@@ -101,5 +101,4 @@ def test_a_topic_given_twice_and_topics_with_workers_are_refused():
     workers = (
         BASE + f"settings:\n  workers: 2\nquotas:\n  - {{entity: {{topic: '{DEFAULT}'}}, producer_byte_rate: 1}}\n"
     )
-    with pytest.raises(ConfigError, match="topic quotas are kept per process: not with settings.workers 2"):
-        load_config_text(workers)
+    assert load_config_text(workers).topic_quotas.resolve_topic("producer_byte_rate", "any").limit == 1  # shared

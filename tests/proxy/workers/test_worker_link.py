@@ -104,6 +104,55 @@ def test_the_volume_throttles_scaled_quota_is_shared_as_its_own_scope():
     asyncio.run(run())
 
 
+def test_topic_quotas_are_shared_as_their_own_scope_and_hold_across_the_workers():
+    """A topic's bytes written and read through one worker reach the other's topic quotas (not its client quotas),
+    so a writer of the topic on the other worker is throttled, or refused under on_exceed: reject, by the topic's
+    total: one topic quota across both."""
+    raw = {
+        **CONFIG,
+        "settings": {"workers": 2},
+        "quotas": [
+            {"entity": {"topic": "orders"}, "producer_byte_rate": 1000, "consumer_byte_rate": 1000},
+            {"entity": {"topic": "refused"}, "producer_byte_rate": 1000, "on_exceed": "reject"},
+        ],
+    }
+
+    async def run():
+        clock = ManualClock(1_000_000)
+        a_app, b_app = FakeApp(clock, raw), FakeApp(clock, raw)
+        a_ours, a_parent = socket.socketpair()
+        b_ours, b_parent = socket.socketpair()
+        a = WorkerLink(a_app, 0, a_ours, 5, lambda: None)
+        b = WorkerLink(b_app, 1, b_ours, 5, lambda: None)
+        await a.start()
+        await b.start()
+        topics = a_app.quotas.topics
+        for topic in ("orders", "refused"):  # what one worker's clients wrote: the whole quota of 10 s
+            topics.produce.record_topic(topic, 10_000)
+        topics.fetch.record_topic("orders", 10_000)
+        a.sync()
+        await asyncio.wait_for(pass_on(a_parent, b_parent, 1), 10)
+        theirs = b_app.quotas.topics
+        for _ in range(200):
+            if theirs.fetch.stats_for_topic("orders") is not None:
+                break
+            await asyncio.sleep(0.01)
+        now = clock.now_ms()
+        for kind in ("produce", "fetch"):
+            mine = getattr(theirs, kind).stats_for_topic("orders", now)
+            assert mine.rate == getattr(topics, kind).stats_for_topic("orders", now).rate > 0
+            assert mine.value_total == 0  # remote usage, not the receiver's own
+        assert theirs.produce.record_topic("orders", 1, now).throttle_time_ms > 0  # before: a fresh topic, 0
+        assert theirs.produce.admit("refused", [1], now) == (False,)
+        assert b_app.quotas.produce.stats_for("", "orders", now) is None  # not a client quota's
+        await a.close()
+        await b.close()
+        for s in (a_parent, b_parent):
+            s.close()
+
+    asyncio.run(run())
+
+
 def test_open_connections_reach_the_peer_and_a_gone_worker_is_forgotten():
     async def run():
         clock = ManualClock(1_000_000)

@@ -29,6 +29,7 @@ RAW = {
             "controller_mutation_rate": 1,
         },
         {"entity": {"user": "<default>"}, "producer_ids_rate": 2},
+        {"entity": {"topic": "orders"}, "producer_byte_rate": 1000, "consumer_byte_rate": 1000, "on_exceed": "reject"},
     ],
 }
 
@@ -62,6 +63,8 @@ def test_a_restarted_worker_decides_as_the_serving_one_from_its_first_request():
         for _ in range(10):  # a tenant at its quota for 10 s, spread over the workers (here all recorded by one)
             survivor.quotas.produce.record_no_throttle("", "spread", 1000)
             survivor.quotas.fetch.record_no_throttle("", "spread", 1000)
+            survivor.quotas.topics.produce.record_no_throttle("", "orders", 1000)
+            survivor.quotas.topics.fetch.record_no_throttle("", "orders", 1000)
             clock.advance(1000)
         survivor.quotas.mutations.admit("", "spread", [15])  # past its burst of 11: tokens below 0
         for pid in range(30):  # the user's burst of new producer ids (2 x 11 windows) and more
@@ -85,7 +88,7 @@ def test_a_restarted_worker_decides_as_the_serving_one_from_its_first_request():
         assert [row[:2] for part in parts for row in part.get("produce", ())] == [["", "spread"]]
         assert [row[0] for part in parts for row in part.get("producer_ids", ())] == ["tenant"]
         for _ in range(500):
-            if newcomer.quotas.producer_ids.stats(clock.now_ms()):  # the last part's kind but one: all taken by then
+            if newcomer.quotas.topics.fetch.stats(clock.now_ms()):  # the last part's kind but one: all taken by then
                 break
             await asyncio.sleep(0.01)
         now = clock.now_ms()
@@ -97,6 +100,10 @@ def test_a_restarted_worker_decides_as_the_serving_one_from_its_first_request():
             expected = theirs.record_and_get_throttle_time_ms("", "spread", 2000, now)
             assert expected > 0  # before the fix the newcomer gave 0: a fresh sensor's 10 s allowance
             assert mine.record_and_get_throttle_time_ms("", "spread", 2000, now) == expected
+        for kind in ("produce", "fetch"):  # the topic quotas' sensors too: a topic at its quota stays at it
+            mine, theirs = getattr(newcomer.quotas.topics, kind), getattr(survivor.quotas.topics, kind)
+            assert mine.stats_for_topic("orders", now).rate == theirs.stats_for_topic("orders", now).rate > 900
+        assert newcomer.quotas.topics.produce.admit("orders", [500, 500], now) == (False, False)  # before: admitted
         mutations = [w.quotas.mutations.admit("", "spread", [1], now) for w in (survivor, newcomer)]
         assert mutations[0].throttle is not None and mutations[1] == mutations[0]  # before: a full bucket of 11
         pids = [w.quotas.producer_ids.record_and_decide("tenant", 99, now) for w in (survivor, newcomer)]
