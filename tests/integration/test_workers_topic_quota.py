@@ -12,7 +12,7 @@ from tests.harness import wait_until
 from tests.integration import clients as c
 from tests.integration.workers import samples, scrape, workers_proxy
 
-pytestmark = [pytest.mark.integration, pytest.mark.long_running(seconds=14)]
+pytestmark = [pytest.mark.integration, pytest.mark.long_running(seconds=16)]
 
 KIB = 1024
 QUOTA = 1 * KIB  # bytes/s, over two samples of 60 s: a fresh topic may take QUOTA x 60 s at once
