@@ -6,6 +6,7 @@ over Unix socket pairs, with a short sync interval (the test waits for frames, n
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 
 from proxy.workers.frames import GONE, USAGE, pack, read_frame
@@ -25,6 +26,25 @@ async def pass_on(source: socket.socket, to: socket.socket, frames: int) -> None
             writer.write(pack(USAGE, payload))
             passed += 1
     await writer.drain()
+
+
+@contextlib.asynccontextmanager
+async def two_workers(clock, raw=CONFIG):
+    """Two workers' apps and links (sync every 5 ms), and the parent's ends of their sockets; closed at the end."""
+    a_app, b_app = FakeApp(clock, raw), FakeApp(clock, raw)
+    a_ours, a_parent = socket.socketpair()
+    b_ours, b_parent = socket.socketpair()
+    a = WorkerLink(a_app, 0, a_ours, 5, lambda: None)
+    b = WorkerLink(b_app, 1, b_ours, 5, lambda: None)
+    await a.start()
+    await b.start()
+    try:
+        yield a_app, b_app, a, a_parent, b_parent
+    finally:
+        await a.close()
+        await b.close()
+        for s in (a_parent, b_parent):
+            s.close()
 
 
 def test_usage_reaches_the_peers_own_and_broker_quota_sets():
@@ -75,31 +95,21 @@ def test_the_volume_throttles_scaled_quota_is_shared_as_its_own_scope():
 
     async def run():
         clock = ManualClock(1_000_000)
-        a_app, b_app = FakeApp(clock, raw), FakeApp(clock, raw)
-        a_ours, a_parent = socket.socketpair()
-        b_ours, b_parent = socket.socketpair()
-        a = WorkerLink(a_app, 0, a_ours, 5, lambda: None)
-        b = WorkerLink(b_app, 1, b_ours, 5, lambda: None)
-        await a.start()
-        await b.start()
-        a_app.quotas.volume.produce.record_no_throttle("", "spread", 20000)
-        a.sync()
-        await asyncio.wait_for(pass_on(a_parent, b_parent, 1), 10)
-        for _ in range(200):
-            if b_app.quotas.volume.produce.stats_for("", "spread") is not None:
-                break
-            await asyncio.sleep(0.01)
-        now = clock.now_ms()
-        assert (
-            b_app.quotas.volume.produce.stats_for("", "spread", now).rate
-            == a_app.quotas.volume.produce.stats_for("", "spread", now).rate
-            > 0
-        )
-        assert b_app.quotas.produce.stats_for("", "spread", now) is None  # not the plain producer_byte_rate's
-        await a.close()
-        await b.close()
-        for s in (a_parent, b_parent):
-            s.close()
+        async with two_workers(clock, raw) as (a_app, b_app, a, a_parent, b_parent):
+            a_app.quotas.volume.produce.record_no_throttle("", "spread", 20000)
+            a.sync()
+            await asyncio.wait_for(pass_on(a_parent, b_parent, 1), 10)
+            for _ in range(200):
+                if b_app.quotas.volume.produce.stats_for("", "spread") is not None:
+                    break
+                await asyncio.sleep(0.01)
+            now = clock.now_ms()
+            assert (
+                b_app.quotas.volume.produce.stats_for("", "spread", now).rate
+                == a_app.quotas.volume.produce.stats_for("", "spread", now).rate
+                > 0
+            )
+            assert b_app.quotas.produce.stats_for("", "spread", now) is None  # not the plain producer_byte_rate's
 
     asyncio.run(run())
 
@@ -119,36 +129,26 @@ def test_topic_quotas_are_shared_as_their_own_scope_and_hold_across_the_workers(
 
     async def run():
         clock = ManualClock(1_000_000)
-        a_app, b_app = FakeApp(clock, raw), FakeApp(clock, raw)
-        a_ours, a_parent = socket.socketpair()
-        b_ours, b_parent = socket.socketpair()
-        a = WorkerLink(a_app, 0, a_ours, 5, lambda: None)
-        b = WorkerLink(b_app, 1, b_ours, 5, lambda: None)
-        await a.start()
-        await b.start()
-        topics = a_app.quotas.topics
-        for topic in ("orders", "refused"):  # what one worker's clients wrote: the whole quota of 10 s
-            topics.produce.record_topic(topic, 10_000)
-        topics.fetch.record_topic("orders", 10_000)
-        a.sync()
-        await asyncio.wait_for(pass_on(a_parent, b_parent, 1), 10)
-        theirs = b_app.quotas.topics
-        for _ in range(200):
-            if theirs.fetch.stats_for_topic("orders") is not None:
-                break
-            await asyncio.sleep(0.01)
-        now = clock.now_ms()
-        for kind in ("produce", "fetch"):
-            mine = getattr(theirs, kind).stats_for_topic("orders", now)
-            assert mine.rate == getattr(topics, kind).stats_for_topic("orders", now).rate > 0
-            assert mine.value_total == 0  # remote usage, not the receiver's own
-        assert theirs.produce.record_topic("orders", 1, now).throttle_time_ms > 0  # before: a fresh topic, 0
-        assert theirs.produce.admit("refused", [1], now) == (False,)
-        assert b_app.quotas.produce.stats_for("", "orders", now) is None  # not a client quota's
-        await a.close()
-        await b.close()
-        for s in (a_parent, b_parent):
-            s.close()
+        async with two_workers(clock, raw) as (a_app, b_app, a, a_parent, b_parent):
+            topics = a_app.quotas.topics
+            for topic in ("orders", "refused"):  # what one worker's clients wrote: the whole quota of 10 s
+                topics.produce.record_topic(topic, 10_000)
+            topics.fetch.record_topic("orders", 10_000)
+            a.sync()
+            await asyncio.wait_for(pass_on(a_parent, b_parent, 1), 10)
+            theirs = b_app.quotas.topics
+            for _ in range(200):
+                if theirs.fetch.stats_for_topic("orders") is not None:
+                    break
+                await asyncio.sleep(0.01)
+            now = clock.now_ms()
+            for kind in ("produce", "fetch"):
+                mine = getattr(theirs, kind).stats_for_topic("orders", now)
+                assert mine.rate == getattr(topics, kind).stats_for_topic("orders", now).rate > 0
+                assert mine.value_total == 0  # remote usage, not the receiver's own
+            assert theirs.produce.record_topic("orders", 1, now).throttle_time_ms > 0  # before: a fresh topic, 0
+            assert theirs.produce.admit("refused", [1], now) == (False,)
+            assert b_app.quotas.produce.stats_for("", "orders", now) is None  # not a client quota's
 
     asyncio.run(run())
 
@@ -156,35 +156,27 @@ def test_topic_quotas_are_shared_as_their_own_scope_and_hold_across_the_workers(
 def test_open_connections_reach_the_peer_and_a_gone_worker_is_forgotten():
     async def run():
         clock = ManualClock(1_000_000)
-        a_app, b_app = FakeApp(clock), FakeApp(clock)
-        a_ours, a_parent = socket.socketpair()
-        b_ours, b_parent = socket.socketpair()
-        a = WorkerLink(a_app, 0, a_ours, 5, lambda: None)
-        b = WorkerLink(b_app, 1, b_ours, 5, lambda: None)
-        await a.start()
-        await b.start()
-        for _ in range(2):
-            a_app.connection_quotas.admit("PLAINTEXT", "10.0.0.1", clock.now_ms())
-        a.sync()
-        from_a, _ = await asyncio.open_unix_connection(sock=a_parent)
-        _, to_b = await asyncio.open_unix_connection(sock=b_parent)
-        while (frame := await asyncio.wait_for(read_frame(from_a), 10))[0] != USAGE:
-            pass
-        to_b.write(pack(*frame))
-        peers = b_app.connection_quotas.peers
-        for _ in range(200):
-            if peers.total():
-                break
-            await asyncio.sleep(0.01)
-        assert (peers.total(), peers.ip("10.0.0.1")) == (2, 2)
-        to_b.write(pack(GONE, b"0"))  # the parent: worker 0 exited
-        for _ in range(200):
-            if not peers.total():
-                break
-            await asyncio.sleep(0.01)
-        assert (peers.total(), peers.ip("10.0.0.1")) == (0, 0)
-        await a.close()
-        await b.close()
-        to_b.close()
+        async with two_workers(clock) as (a_app, b_app, a, a_parent, b_parent):
+            for _ in range(2):
+                a_app.connection_quotas.admit("PLAINTEXT", "10.0.0.1", clock.now_ms())
+            a.sync()
+            from_a, _ = await asyncio.open_unix_connection(sock=a_parent)
+            _, to_b = await asyncio.open_unix_connection(sock=b_parent)
+            while (frame := await asyncio.wait_for(read_frame(from_a), 10))[0] != USAGE:
+                pass
+            to_b.write(pack(*frame))
+            peers = b_app.connection_quotas.peers
+            for _ in range(200):
+                if peers.total():
+                    break
+                await asyncio.sleep(0.01)
+            assert (peers.total(), peers.ip("10.0.0.1")) == (2, 2)
+            to_b.write(pack(GONE, b"0"))  # the parent: worker 0 exited
+            for _ in range(200):
+                if not peers.total():
+                    break
+                await asyncio.sleep(0.01)
+            assert (peers.total(), peers.ip("10.0.0.1")) == (0, 0)
+            to_b.close()
 
     asyncio.run(run())
