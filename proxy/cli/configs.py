@@ -244,8 +244,9 @@ def check_keys(entity: dict | None, added: dict, deleted: list[str]) -> None:
     bad = [k for k, v in added.items() if isinstance(v, str)]
     if bad:
         raise Failed(
-            f"{bad[0]}={added[bad[0]]}: a quota is a number (AlterClientQuotas carries numbers; the "
-            "proxy-wide quota.mode is set with --entity-type brokers --entity-default)",
+            f"{bad[0]}={added[bad[0]]}: a quota is a number (AlterClientQuotas carries numbers; an entry's mode "
+            "or on_exceed is set in the YAML or the config topic, the proxy-wide quota.mode with --entity-type "
+            "brokers --entity-default)",
             EXIT_USAGE,
         )
 

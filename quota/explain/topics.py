@@ -21,5 +21,11 @@ def topic_findings(topics: TopicQuotas, topic: str, shadow_mode: bool, now_ms: i
             manager, f"topic {topic}", topics.table.matches(manager.quota_key, topic), shadow_mode, now_ms
         )
         # no precedence level: a topic has its own entry or <default>'s (the overridden list says which was passed)
-        found.append(dataclasses.replace(finding, level=None, level_path=None))
+        notes = finding.notes
+        if manager is topics.produce and topics.table.rejects(topic):
+            notes += (
+                "on_exceed: reject: over the quota a write's partitions of the topic are refused "
+                "(NOT_ENOUGH_REPLICAS, retriable), not throttled; the throttle shown is what a throttling entry would give",
+            )
+        found.append(dataclasses.replace(finding, level=None, level_path=None, notes=notes))
     return found

@@ -319,3 +319,7 @@ def test_a_topic_asked_about_has_its_quotas_explained_and_a_connection_says_whic
     assert len(topics.produce) == 1  # asking made nothing
     plain = explain(p.state(topics=topics), ALICE)  # no topic asked: none explained
     assert not [f for f in plain.findings if f.scope.startswith("topic")]
+    assert not any("on_exceed" in note for note in f.notes)
+    topics.update(topic_table({"orders": {PRODUCER_BYTE_RATE: 1000}}, reject=["orders"]))
+    rejecting = p.finding(explain(p.state(topics=topics), who), PRODUCER_BYTE_RATE, "topic orders")
+    assert any(note.startswith("on_exceed: reject") for note in rejecting.notes)
