@@ -11,6 +11,7 @@ import platform
 
 from config.model import ProxyConfig
 from config.quotas import is_topic_item
+from config.topic_quotas import ON_EXCEED
 
 PACKAGE = "kafka-quota-proxy"
 
@@ -53,7 +54,7 @@ def quota_counts(config: ProxyConfig) -> dict[str, int]:
     for item in config.raw_quotas:
         topic = is_topic_item(item)
         for key in item:
-            if key not in ("entity", "mode"):
+            if key not in ("entity", "mode", ON_EXCEED):  # how a quota acts, not a quota
                 name = f"topic {key}" if topic else key
                 counts[name] = counts.get(name, 0) + 1
     return dict(sorted(counts.items()))

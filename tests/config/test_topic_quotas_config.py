@@ -102,3 +102,13 @@ def test_a_topic_given_twice_is_refused_and_topics_go_with_workers():
         BASE + f"settings:\n  workers: 2\nquotas:\n  - {{entity: {{topic: '{DEFAULT}'}}, producer_byte_rate: 1}}\n"
     )
     assert load_config_text(workers).topic_quotas.resolve_topic("producer_byte_rate", "any").limit == 1  # shared
+
+
+def test_the_start_up_line_counts_quotas_not_how_they_act():
+    from proxy.ops.about import quota_counts
+
+    config = load_config_text(
+        BASE + "quotas:\n  - {entity: {topic: orders}, producer_byte_rate: 1, on_exceed: reject, mode: shadow}\n"
+    )
+    assert quota_counts(config) == {"topic producer_byte_rate": 1}
+    assert config.topic_quotas.rejects("orders")
