@@ -58,7 +58,7 @@ def test_a_topic_quota_is_one_across_the_workers(tmp_path):
     ):
         c.ck_create_topic(bootstrap, "capped", 2)
         acked, failed = write(bootstrap, "first", 100)  # more than the allowance, from one worker
-        assert acked * KIB <= ALLOWANCE + 8 * KIB and failed > 0, (acked, failed)
+        assert acked * KIB <= ALLOWANCE + 16 * KIB and failed > 0, (acked, failed)  # + what came back meanwhile
         # the writer's worker told the other: both measure the topic's rate
         wait_until(
             lambda: (
@@ -80,13 +80,13 @@ def test_a_topic_quota_is_one_across_the_workers(tmp_path):
         # writers on new connections until the kernel has put some on each worker: none finds a fresh allowance
         refused: dict[str, float] = {}
         for n in range(8):
-            write(bootstrap, f"later-{n}", 40)
+            write(bootstrap, f"later-{n}", 80)
             refused = samples(scrape(metrics_port), "kafka_quota_proxy_topic_quota_rejected_partitions_total", **TOPIC)
             if len([w for w, k in refused.items() if k > 0]) == 2:
                 break
         assert len([w for w, k in refused.items() if k > 0]) == 2, refused  # each worker served writers, refused them
         after = samples(scrape(metrics_port), WRITTEN, **TOPIC)
         later = sum(after.values()) - before
-        # what the quota gives back over the test (QUOTA per second) and a batch past it; a worker with an allowance
-        # of its own would have taken 40 KiB from the first writer it served
-        assert later < ALLOWANCE / 2, (later, after)
+        # what the quota gives back over the test (QUOTA per second) and a batch past it each time; a worker with an
+        # allowance of its own would have taken all of it (60 KiB) from the first writer it served
+        assert later < ALLOWANCE * 3 / 4, (later, after)
