@@ -124,6 +124,8 @@ class _ProduceCharge:
                 refused += [(item, p) for p, ok in zip(item.partition_data, admitted) if not ok]
                 written[name] = written.get(name, 0) + sum(n for n, ok in zip(sizes, admitted) if ok)
             else:
+                if produce.shadow_rejecting(name):  # what it would refuse, counted; all of it written
+                    produce.admit(name, sizes, shadow=True)
                 counted[name] = counted.get(name, 0) + sum(sizes)
         decisions = Decisions()
         for name, size in counted.items():

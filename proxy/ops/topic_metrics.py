@@ -69,9 +69,16 @@ def topic_families(topics: TopicQuotas) -> Iterator[Metric]:
         "Record bytes of the Produce partitions the topic's quota refused (on_exceed: reject); nothing of them written.",
         labels=labels,
     )
-    for topic, (partitions, nbytes) in dict(topics.produce.rejected).items():
-        rejected.add_metric([topics.produce.quota_key, topic], partitions)
-        rejected_bytes.add_metric([topics.produce.quota_key, topic], nbytes)
+    shadow_rejected = CounterMetricFamily(
+        f"{PREFIX}_shadow_rejected_partitions",
+        "Produce partitions a shadow topic quota with on_exceed: reject would have refused (all were written).",
+        labels=labels,
+    )
+    for family, counts in ((rejected, topics.produce.rejected), (shadow_rejected, topics.produce.shadow_rejected)):
+        for topic, (partitions, nbytes) in dict(counts).items():
+            family.add_metric([topics.produce.quota_key, topic], partitions)
+            if family is rejected:
+                rejected_bytes.add_metric([topics.produce.quota_key, topic], nbytes)
     for manager in (topics.produce, topics.fetch):
         for topic, stats, quota in manager.grouped_stats():
             values = [manager.quota_key, topic]
@@ -87,4 +94,4 @@ def topic_families(topics: TopicQuotas) -> Iterator[Metric]:
                 shadow_total.add_metric(values, stats.shadow_throttle_time_ms_total / 1000.0)
                 shadowed.add_metric(values, stats.shadow_throttled_count)
     yield from (rate, limit, recorded, throttle_total, throttle_max, throttled, shadow_total, shadowed)
-    yield from (rejected, rejected_bytes)
+    yield from (rejected, rejected_bytes, shadow_rejected)

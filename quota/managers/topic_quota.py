@@ -31,11 +31,13 @@ from quota.primitives.topic_quotas import TopicEntity, TopicQuotaTable
 class TopicQuotaManager(ClientQuotaManager):
     """One topic quota key's sensors and decisions. A topic is counted as the client id of an anonymous client
     (``("", topic)``: :mod:`quota.primitives.topic_quotas`); these methods say so once, for every caller.
-    ``rejected``: per metric label, the partitions and record bytes :meth:`admit` refused."""
+    ``rejected``: per metric label, the partitions and record bytes :meth:`admit` refused; ``shadow_rejected``,
+    those a shadow entry would have refused."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.rejected: dict[str, tuple[int, int]] = {}
+        self.shadow_rejected: dict[str, tuple[int, int]] = {}
 
     def resolve_topic(self, topic: str) -> ResolvedQuota:
         return self.resolve("", topic)
@@ -50,21 +52,30 @@ class TopicQuotaManager(ClientQuotaManager):
     def rejecting(self, topic: str) -> bool:
         """Whether an over-quota write to ``topic`` is refused rather than throttled: its ``producer_byte_rate``
         entry says ``on_exceed: reject`` and is enforced (neither it nor the proxy in shadow mode)."""
-        table = self.quotas
-        return (
-            isinstance(table, TopicQuotaTable)
-            and table.rejects(topic)
-            and not self.shadow
-            and not self.resolve_topic(topic).shadow
-        )
+        return self._rejects(topic) and not self._shadowed(topic)
 
-    def admit(self, topic: str, sizes: Sequence[int], now_ms: int | None = None) -> tuple[bool, ...]:
+    def shadow_rejecting(self, topic: str) -> bool:
+        """Whether ``topic``'s entry says ``on_exceed: reject`` in shadow mode (its own, or the proxy's): what it
+        would refuse is counted (:meth:`admit` with ``shadow``), nothing refused."""
+        return self._rejects(topic) and self._shadowed(topic)
+
+    def _rejects(self, topic: str) -> bool:
+        table = self.quotas
+        return isinstance(table, TopicQuotaTable) and table.rejects(topic)
+
+    def _shadowed(self, topic: str) -> bool:
+        return self.shadow or self.resolve_topic(topic).shadow
+
+    def admit(
+        self, topic: str, sizes: Sequence[int], now_ms: int | None = None, shadow: bool = False
+    ) -> tuple[bool, ...]:
         """``on_exceed: reject``: which partitions of one Produce to ``topic`` (their record bytes, in request
         order) are written. A partition is admitted while the topic is within its quota, as KIP-599's strict mode
         admits a mutation while its bucket has tokens: the one that takes the topic past its quota goes through,
         the ones after it are refused until the measured rate is back under the quota (so a batch larger than the
         quota still goes through, once). Admitted bytes are recorded, with no throttle; refused ones are counted by
-        label (:attr:`rejected`), not recorded: nothing of them is written."""
+        label (:attr:`rejected`), not recorded: nothing of them is written. ``shadow``: what would be refused is
+        counted in :attr:`shadow_rejected` and nothing recorded (the caller records every byte, all written)."""
         now = self._now(now_ms)
         room = self.headroom(topic, now)
         admitted: list[bool] = []
@@ -77,12 +88,13 @@ class TopicQuotaManager(ClientQuotaManager):
                 taken += size
             else:
                 refused_bytes += size
-        if taken:
+        if taken and not shadow:
             self.record_no_throttle("", topic, taken, now)
         if refused_bytes or not all(admitted):
+            counts = self.shadow_rejected if shadow else self.rejected
             label = self.label(topic) or DEFAULT
-            partitions, nbytes = self.rejected.get(label, (0, 0))
-            self.rejected[label] = (partitions + admitted.count(False), nbytes + refused_bytes)
+            partitions, nbytes = counts.get(label, (0, 0))
+            counts[label] = (partitions + admitted.count(False), nbytes + refused_bytes)
         return tuple(admitted)
 
     def label(self, topic: str) -> str | None:

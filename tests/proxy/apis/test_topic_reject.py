@@ -142,8 +142,23 @@ def test_shadow_or_throttle_entries_refuse_nothing():
         outcome = decided(scope, {"capped": [b, b]})
         assert isinstance(outcome, ForwardRequest) and outcome.body is None and outcome.throttle is None
     assert outcome.usage.shadows  # counted as what a shadow throttle would have done
+    quota = scope.quotas.topics.produce
+    assert quota.rejected == {} and quota.shadow_rejected == {"capped": (5, 5 * len(b))}  # the first one crossed
+    (stats,) = quota.stats()
+    assert stats.value_total == 6 * len(b)  # every byte written and counted
+    from proxy.ops.topic_metrics import topic_families
+
+    exposed = {
+        (sample.name, sample.labels["topic"]): sample.value
+        for family in topic_families(scope.quotas.topics)
+        for sample in family.samples
+        if "rejected" in sample.name
+    }
+    assert exposed == {("kafka_quota_proxy_topic_quota_shadow_rejected_partitions_total", "capped"): 5}
     scope = scope_with(QUOTAS, clock, **{"quota.mode": "shadow"})
-    assert not scope.quotas.topics.produce.rejecting("capped")
+    assert not scope.quotas.topics.produce.rejecting("capped") and scope.quotas.topics.produce.shadow_rejecting(
+        "capped"
+    )
     throttled = scope_with(QUOTAS, clock)
     for _ in range(2):
         outcome = decided(throttled, {"other": [b, b]})
