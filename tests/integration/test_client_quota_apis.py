@@ -199,3 +199,31 @@ def test_request_percentage_is_refused_with_a_reason_when_the_broker_has_no_clie
     finally:
         proxy.stop()
         broker.stop()
+
+
+def test_kafkas_java_admin_client_sets_a_topic_quota_as_entity_type_topic():
+    """Kafka's own Java admin client (4.x, from the jars the Kafka tests use), on Tansu: ``alterClientQuotas`` of a
+    ``ClientQuotaEntity`` of type ``topic`` goes through the proxy unchanged, is written to the config topic and
+    described back by ``describeClientQuotas``; the proxy's topic quota takes it (kafka-configs.sh itself cannot name
+    the type: docs/quotas/topic-byte-rate.md)."""
+    import subprocess
+    from pathlib import Path
+
+    from tests.kafka_cluster import JVM_OPTIONS, kafka_libs
+
+    source = Path(__file__).parent / "java" / "TopicQuotaAdmin.java"
+    proxy, broker = start(["User:ANONYMOUS"])
+    try:
+        done = subprocess.run(
+            ["java", *JVM_OPTIONS, "-cp", f"{kafka_libs()}/*", str(source), proxy.bootstrap, "orders", "4096"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0 and "described {producer_byte_rate=4096.0}" in done.stdout, (
+            done.stdout[-2000:] + done.stderr[-2000:]
+        )
+        assert described(proxy.bootstrap, {"topic": "orders"}) == {"producer_byte_rate": 4096}
+    finally:
+        proxy.stop()
+        broker.stop()
