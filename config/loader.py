@@ -28,11 +28,11 @@ from config.model import (
     UpstreamConfig,
     UpstreamSasl,
 )
-from config.quotas import is_topic_item, parse_quota_section
+from config.quota_entries import parse_quota_entries
+from config.quotas import is_group_item, is_topic_item, parse_quota_section
 from config.scope import check_scope
 from config.settings import connection_limits, parse_settings
 from config.tls import parse_listener_tls, parse_upstream_tls
-from config.topic_quotas import parse_topic_quotas
 from config.typed_settings import Settings
 from config.usage import parse_usage_log
 from config.volume import parse_volume_usage
@@ -57,7 +57,7 @@ def load_settings_and_quotas(path: str) -> tuple[Settings, tuple[dict, ...]]:
     items = expand(raw.get("quotas") or [], os.environ, "quotas")
     collecting(errors, parse_quota_section, items, "quotas")
     raise_all(errors)  # every error of both, each naming its key; else settings is parsed
-    return settings, tuple(dict(item) for item in items if not is_topic_item(item))
+    return settings, tuple(dict(item) for item in items if not is_topic_item(item) and not is_group_item(item))
 
 
 def _read(path: str) -> str:
@@ -157,8 +157,7 @@ def parse_config(raw: Any) -> ProxyConfig:
     )
     if settings is not None and listeners is not None:
         collecting(errors, check_scope, settings, listeners, "settings")
-    quota_section = collecting(errors, parse_quota_section, raw.get("quotas", []), "quotas")
-    topic_quotas = collecting(errors, parse_topic_quotas, raw.get("quotas", []), "quotas")
+    entries = collecting(errors, parse_quota_entries, raw.get("quotas", []), "quotas", settings)
     metrics = collecting(errors, _metrics, raw.get("metrics", DEFAULT_METRICS), "metrics")
     volume_usage = collecting(errors, parse_volume_usage, raw.get("volume_usage"), "volume_usage")
     usage_log = collecting(errors, parse_usage_log, raw.get("usage_log"), "usage_log")
@@ -166,20 +165,20 @@ def parse_config(raw: Any) -> ProxyConfig:
     admin_principals = collecting(errors, _principals, raw.get("admin_principals", []), "admin_principals")
     raise_all(errors)
     assert upstream is not None and listeners is not None  # required: without them raise_all raised
-    quotas, ip_rates = quota_section
     return ProxyConfig(
         upstream=upstream,
         listeners=listeners,
         metrics=metrics,
         settings=settings,
-        quotas=quotas,
+        quotas=entries.clients,
         volume_usage=volume_usage,
-        connections=connection_limits(settings, listeners, ip_rates),
+        connections=connection_limits(settings, listeners, entries.ip_rates),
         usage_log=usage_log,
         dynamic_config=dynamic_config,
         raw_quotas=tuple(dict(item) for item in (raw.get("quotas") or [])),
         admin_principals=admin_principals,
-        topic_quotas=topic_quotas,
+        topic_quotas=entries.topics,
+        group_quotas=entries.groups,
     )
 
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from config.typed_settings import Settings
 from quota.managers.connection import NO_LIMITS, ConnectionLimits
 from quota.primitives.entity import EMPTY_QUOTA_TABLE, QuotaTable
+from quota.primitives.group_quotas import EMPTY_GROUP_TABLE, GroupQuotaTable
 from quota.primitives.topic_quotas import EMPTY_TOPIC_TABLE, TopicQuotaTable
 
 if TYPE_CHECKING:
@@ -114,3 +115,4 @@ class ProxyConfig:
     raw_quotas: tuple = ()  # the YAML quotas: items as written (the dynamic config is laid over them)
     admin_principals: frozenset = frozenset()  # who may alter quotas through the proxy (AlterClientQuotas)
     topic_quotas: TopicQuotaTable = EMPTY_TOPIC_TABLE  # the {topic: ...} entities (YAML and dynamic)
+    group_quotas: GroupQuotaTable = EMPTY_GROUP_TABLE  # the quotas: entries of {group: ...} entities (YAML only)

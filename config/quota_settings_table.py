@@ -1,5 +1,5 @@
 """The quota windows' part of the settings table (:mod:`config.settings_table`): the sampled windows and throttle
-bounds of the byte-rate, controller-mutation and producer-id quotas, by Kafka property name where Kafka
+bounds of the byte-rate, controller-mutation, producer-id and request-rate quotas, by Kafka property name where Kafka
 has the same knob.
 """
 
@@ -94,5 +94,15 @@ QUOTA_WINDOW_SETTINGS: dict[str, Setting] = {
         "with the retriable NOT_ENOUGH_REPLICAS and throttle_time_ms. Kept well below clients' 30 s request timeout "
         "(the hold counts against it); at most quota.mute.max.ms and below upstream.response.timeout.ms (the "
         "default is the lowest of 10000, quota.mute.max.ms and half upstream.response.timeout.ms).",
+    ),
+    "quota.request.rate.max.throttle.ms": Setting(
+        5000,
+        int,
+        1,
+        60_000,
+        "Longest throttle (and mute) one request_rate violation gives, at most quota.mute.max.ms: a muted connection "
+        "also carries the consumer's heartbeats, so keep it below the consumers' session.timeout.ms (45 s by "
+        "default; Kafka's group.min.session.timeout.ms is 6 s). Kafka bounds its request quota's throttle at one "
+        "quota.window.size.seconds; a bound shorter than the rate asks lets each connection send one request a bound.",
     ),
 }

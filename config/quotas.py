@@ -27,15 +27,17 @@ from quota.primitives.entity import (
     PRODUCER_BYTE_RATE,
     PRODUCER_IDS_RATE,
     REQUEST_PERCENTAGE,
+    REQUEST_RATE,
     USER,
     QuotaEntity,
     QuotaEntry,
     QuotaTable,
 )
+from quota.primitives.group_quotas import GROUP
 from quota.primitives.topic_quotas import TOPIC
 
 # Keys the proxy enforces on user/client-id entities (and connection_creation_rate on ip entities).
-ENFORCED_KEYS = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_IDS_RATE)
+ENFORCED_KEYS = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_IDS_RATE, REQUEST_RATE)
 # Kafka's client-quota keys the brokers enforce and the proxy does not (KIP-124: a proxy cannot measure a broker's
 # request-handler time): AlterClientQuotas through the proxy passes them on to the broker, DescribeClientQuotas
 # shows the broker's values; they have no place in the proxy's own configuration.
@@ -46,12 +48,18 @@ UNITS = {
     CONSUMER_BYTE_RATE: "bytes per second",
     CONTROLLER_MUTATION_RATE: "partition mutations per second",
     PRODUCER_IDS_RATE: "new producer ids per producer.id.quota.window.size.seconds",
+    REQUEST_RATE: "requests per second (of the APIs quota.request.rate.apis lists)",
 }
 
 
 def is_topic_item(item: Any) -> bool:
     """Whether a ``quotas:`` item names a topic entity (parsed by :mod:`config.topic_quotas`, skipped here)."""
     return isinstance(item, dict) and isinstance(item.get("entity"), dict) and TOPIC in item["entity"]
+
+
+def is_group_item(item: Any) -> bool:
+    """Whether a ``quotas:`` item names a group entity (parsed by :mod:`config.request_rate`, skipped here)."""
+    return isinstance(item, dict) and isinstance(item.get("entity"), dict) and GROUP in item["entity"]
 
 
 def parse_quotas(raw: Any, path: str) -> QuotaTable:
@@ -70,7 +78,7 @@ def parse_quota_section(raw: Any, path: str) -> tuple[QuotaTable, dict[str, floa
     ip_rates: dict[str, float] = {}
     errors: list[ConfigError] = []
     for i, item in enumerate(raw):
-        if is_topic_item(item):
+        if is_topic_item(item) or is_group_item(item):
             continue
         where = f"{path}[{i}]"
         parsed = collecting(errors, parse_quota_item, item, where)
@@ -101,14 +109,14 @@ def parse_quota_item(item: Any, where: str) -> QuotaEntry | tuple[str, float]:
     if not isinstance(entity, dict) or not entity:
         raise ConfigError(
             f"{where}.entity",
-            f"expected a mapping with '{USER}' and/or '{CLIENT_ID}', or '{IP}', or '{TOPIC}', got {entity!r}",
+            f"expected a mapping with '{USER}' and/or '{CLIENT_ID}', or '{IP}', '{TOPIC}' or '{GROUP}', got {entity!r}",
         )
     if IP in entity:
         return _ip_entry(item, entity, where)
     for key, value in entity.items():
         if key not in (USER, CLIENT_ID):
             raise ConfigError(
-                f"{where}.entity.{key}", f"unknown entity type (known: {USER}, {CLIENT_ID}, {IP}, {TOPIC})"
+                f"{where}.entity.{key}", f"unknown entity type (known: {USER}, {CLIENT_ID}, {IP}, {TOPIC}, {GROUP})"
             )
         if not isinstance(value, str) or not value:
             raise ConfigError(f"{where}.entity.{key}", f'expected a name or "<default>", got {value!r}')

@@ -18,6 +18,7 @@ from config import dynamic_source, loader, tls, usage, volume
 from config import settings as settings_module
 from config.model import SASL_MECHANISMS
 from config.quotas import ENFORCED_KEYS, MIN_RATE
+from config.request_rate import COUNTABLE_APIS, DEFAULT_APIS
 from config.settings_table import (
     CLUSTER_ID,
     CLUSTER_TOPIC,
@@ -27,6 +28,7 @@ from config.settings_table import (
     QUOTA_MODE,
     QUOTA_SCOPE,
     QUOTA_SMOOTHING,
+    REQUEST_RATE_APIS,
     SCOPES,
     SETTINGS,
     SMOOTHING_VALUES,
@@ -96,6 +98,11 @@ def _settings() -> dict:
         SPLICE: {"enum": [*SPLICE_MODES, False], "default": "auto"},
         CLUSTER_TOPIC: {"anyOf": [TOPIC, {"type": "null"}]},
         CLUSTER_ID: {"anyOf": [{"type": "string", "minLength": 1, "maxLength": 255}, {"type": "null"}]},
+        REQUEST_RATE_APIS: {
+            "description": "Kafka API names request_rate counts, comma-separated or a list",
+            "default": ",".join(DEFAULT_APIS),
+            "anyOf": [{"type": "string"}, {"type": "array", "items": {"enum": list(COUNTABLE_APIS)}}],
+        },
     }
     described.update(words)
     out = section(settings_module.SETTING_KEYS, described, text="Broker-style settings, by Kafka property name")
@@ -114,8 +121,10 @@ def _quota_item() -> dict:
         "type": "object",
         "additionalProperties": False,
         "minProperties": 1,
-        "properties": {name: {"type": "string", "minLength": 1} for name in ("user", "client-id", "ip", "topic")},
-        "description": 'user and/or client-id (a name or "<default>"), or ip alone, or topic alone',
+        "properties": {
+            name: {"type": "string", "minLength": 1} for name in ("user", "client-id", "ip", "topic", "group")
+        },
+        "description": 'user and/or client-id (a name or "<default>"), or ip, topic or group alone',
     }
     keys = {
         "entity": entity,

@@ -15,6 +15,7 @@ from typing import Any
 
 from config.errors import ConfigError, collecting, join, raise_all, show, unknown_key
 from config.model import ListenerConfig
+from config.request_rate import DEFAULT_APIS, parse_request_rate_apis
 from config.settings_table import (
     CLUSTER_ID,
     CLUSTER_TOPIC,
@@ -24,6 +25,7 @@ from config.settings_table import (
     QUOTA_MODE,
     QUOTA_SCOPE,
     QUOTA_SMOOTHING,
+    REQUEST_RATE_APIS,
     SCOPES,
     SETTINGS,
     SMOOTHING_VALUES,
@@ -63,6 +65,7 @@ def parse_settings(raw: Any, path: str, listener_names: Set[str] = frozenset()) 
     values[QUOTA_SMOOTHING] = "off"
     values[SPLICE] = "auto"
     values[CLUSTER_TOPIC] = values[CLUSTER_ID] = None
+    values[REQUEST_RATE_APIS] = DEFAULT_APIS
     for name, value in m.items():
         collecting(errors, _setting, values, name, value, join(path, name), listener_names)
     raise_all(errors)  # every key's error at once; the checks across settings below need good values
@@ -118,6 +121,9 @@ def _setting(values: dict[str, Any], name: str, value: Any, key: str, listener_n
         return
     if name == IP_OVERRIDES:
         values[name] = _ip_overrides(value, key)
+        return
+    if name == REQUEST_RATE_APIS:
+        values[name] = parse_request_rate_apis(value, key)
         return
     choices = _CHOICES.get(name)
     if choices is not None:

@@ -300,3 +300,5 @@ SMOOTHING_VALUES = ("off", "on")
 # side is TLS) or off (every byte is copied through the proxy)
 SPLICE = "connections.splice"
 SPLICE_MODES = ("auto", "off")
+# the APIs whose requests request_rate quotas count: Kafka's API names, comma-separated as Kafka lists, or a YAML list
+REQUEST_RATE_APIS = "quota.request.rate.apis"

@@ -23,6 +23,7 @@ from config.settings_table import (
     QUOTA_MODE,
     QUOTA_SCOPE,
     QUOTA_SMOOTHING,
+    REQUEST_RATE_APIS,
     SCOPES,
     SETTINGS,
     SMOOTHING_VALUES,
@@ -42,6 +43,7 @@ SETTING_KEYS = (
     SPLICE,
     CLUSTER_TOPIC,
     CLUSTER_ID,
+    REQUEST_RATE_APIS,
 )
 LISTENER_PREFIX = "listener.name."  # Kafka's prefix of a per-listener setting: listener.name.<name>.<setting>
 
@@ -112,6 +114,7 @@ class Settings:
     quota_cluster_forget_ms: int
     quota_cluster_record_max_bytes: int
     quota_max_tracked_entities: int
+    quota_request_rate_max_throttle_ms: int
     quota_metrics_max_entities: int
     quota_metrics_refresh_ms: int
     # the settings taking words, not numbers
@@ -123,6 +126,7 @@ class Settings:
     connections_splice: SpliceMode
     quota_cluster_topic: str | None  # None: not set
     quota_cluster_id: str | None  # None: not set (the proxy's id is the host name and first port)
+    quota_request_rate_apis: tuple[str, ...]  # Kafka API names (config.request_rate.COUNTABLE_APIS)
     # the per-listener settings (listener.name.<name>.<setting>), by listener name: only the listeners that set one
     listener_max_connection_creation_rate: Mapping[str, int]
     listener_max_connections: Mapping[str, int]

@@ -231,6 +231,8 @@ def code_defaults() -> dict[str, object]:
 def same(stated: str, value: object) -> bool:
     if isinstance(value, str):
         return stated == value
+    if isinstance(value, tuple):  # a list setting, as Kafka writes it: comma-separated
+        return stated == ",".join(value)
     try:
         return float(stated) == float(value)
     except ValueError:

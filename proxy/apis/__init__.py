@@ -9,6 +9,7 @@ the fast path (:data:`PASS`, nothing looked up but the table).
 
 from __future__ import annotations
 
+from config.request_rate import COUNTABLE_APIS
 from proxy.apis import (
     addresses,
     api_versions,
@@ -21,6 +22,7 @@ from proxy.apis import (
     mutations,
     offset_commits,
     producer_ids,
+    request_rate,
     sasl,
     streams_topics,
     topic_rate,
@@ -110,6 +112,8 @@ STAGES = (
     # BROKER "": the proxy-wide settings
     Stage("broker configs", _wants(INCREMENTAL_ALTER_CONFIGS), broker_configs.plan_incremental_alter),
     Stage("broker configs", _wants(DESCRIBE_CONFIGS), broker_configs.plan_describe),
+    # last: what an earlier stage refused, answered or exempted is not counted
+    Stage("request rate", frozenset(COUNTABLE_APIS.values()), request_rate.plan_request_rate),
 )
 CHAINS = chains(STAGES)
 

@@ -247,6 +247,8 @@ def described(dynamic: ConfigTopic, names: Iterable[str], version: int, document
 def shown(value: object) -> str:
     if isinstance(value, Mapping):  # max.connections.per.ip.overrides (a read-only mapping), as Kafka writes it
         return ",".join(f"{ip}:{count}" for ip, count in sorted(value.items()))
+    if isinstance(value, tuple):  # quota.request.rate.apis, as Kafka lists
+        return ",".join(value)
     return str(value)
 
 

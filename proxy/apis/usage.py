@@ -3,7 +3,7 @@
 leg's), in the usage log's row of the request's entity and in the shadow throttles' count; handlers write nothing.
 
 Several stages' usage adds up as their plans combine (:meth:`proxy.apis.plan.Plan.then`): new producer ids and
-partition mutations are summed, topics' bytes listed; the shadow throttle is the longest any stage would have
+partition mutations are summed, topics' bytes and groups' requests listed; the shadow throttle is the longest any stage would have
 applied, as applied throttles combine; every decision computed but not applied is noted (counted and logged).
 """
 
@@ -32,6 +32,8 @@ class Usage:
     # record bytes charged to topic quotas, by the topic's label (its name when its own entry sets the quota, else
     # <default>)
     topic_bytes: tuple[tuple[str, int], ...] = ()
+    # requests counted against group request_rate quotas, by the group's label (as topics are labelled)
+    group_requests: tuple[tuple[str, int], ...] = ()
 
     def __add__(self, other: Usage) -> Usage:
         if other is NO_USAGE:
@@ -44,6 +46,7 @@ class Usage:
             self.partition_mutations + other.partition_mutations,
             self.shadows + other.shadows,
             self.topic_bytes + other.topic_bytes,
+            self.group_requests + other.group_requests,
         )
 
 

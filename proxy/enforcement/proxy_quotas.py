@@ -13,19 +13,23 @@ import logging
 from typing import Protocol
 
 from config.model import ProxyConfig
+from config.request_rate import api_keys
 from proxy.enforcement.quota_managers import QuotaManagers, QuotaMode
 from proxy.enforcement.quota_sets import BOOTSTRAP, BROKER, QuotaSet
 from proxy.enforcement.shadow_throttles import ShadowThrottles
 from proxy.ground.clock import SystemClock, WallClock
 from quota.managers.mutation import ControllerMutationQuotaManager
+from quota.managers.request_rate import RequestRateQuotas
 from quota.managers.topic_quota import TopicQuotas
 from quota.primitives.entity import (
     CONSUMER_BYTE_RATE,
     CONTROLLER_MUTATION_RATE,
     PRODUCER_BYTE_RATE,
     PRODUCER_IDS_RATE,
+    REQUEST_RATE,
     QuotaTable,
 )
+from quota.primitives.group_quotas import GROUP_REQUEST_RATE
 from quota.primitives.held_bytes import HeldBytes
 from quota.primitives.rate import QuotaWindow
 from quota.primitives.topic_quotas import TOPIC_CONSUMER_BYTE_RATE, TOPIC_PRODUCER_BYTE_RATE
@@ -113,6 +117,16 @@ class ProxyQuotas:
         self.topics = TopicQuotas(
             config.topic_quotas, self.clock, self.window, mute_max, settings.quota_max_tracked_entities
         )
+        # request_rate per client entity and per group ({group: ...} entities): one per proxy, every port's
+        self.requests = RequestRateQuotas(
+            config.quotas,
+            config.group_quotas,
+            api_keys(settings.quota_request_rate_apis),
+            self.clock,
+            self.window,
+            min(settings.quota_request_rate_max_throttle_ms, mute_max),
+            settings.quota_max_tracked_entities,
+        )
         self.shadows = ShadowThrottles(self.clock)  # computed, not applied: counted and logged
         self.home = self._record(self.home_set)  # the bootstrap ports' and sidecar listeners' record
         self._overflow_seen: dict[tuple[str, str], int] = {}  # (quota, broker) -> overflowed at the last look
@@ -137,6 +151,7 @@ class ProxyQuotas:
             quota_set.set_shadow(shadow)
         self.mutations.shadow = shadow
         self.topics.set_shadow(shadow)
+        self.requests.set_shadow(shadow)
         if self.volume is not None:
             self.volume.produce.shadow = self.volume.refused.shadow = shadow
 
@@ -148,6 +163,7 @@ class ProxyQuotas:
         self.update(config.quotas)
         if config.topic_quotas is not self.topics.table:
             self.topics.update(config.topic_quotas)
+        self.requests.reconfigure(config.group_quotas, api_keys(config.settings.quota_request_rate_apis))
 
     def update(self, table: QuotaTable) -> None:
         """Swap in a new quota table (dynamic config); live sensors take the new limits at once."""
@@ -155,6 +171,7 @@ class ProxyQuotas:
         for _, quota_set in self.quota_sets():
             quota_set.update(table)
         self.mutations.update_quotas(table)
+        self.requests.clients.update_quotas(table)
         if self.volume is not None:
             self.volume.update_quotas(table)
 
@@ -166,6 +183,7 @@ class ProxyQuotas:
             sum(quota_set.expire_idle(limit) for _, quota_set in self.quota_sets())
             + self.mutations.expire_idle_sensors(limit=limit)
             + self.topics.expire_idle(limit)
+            + self.requests.expire_idle(limit)
         )
 
     def note_overflow(self, interval_ms: int = OVERFLOW_LOG_INTERVAL_MS) -> str | None:
@@ -210,6 +228,8 @@ class ProxyQuotas:
         counts[(CONTROLLER_MUTATION_RATE, "")] = self.mutations.overflowed
         counts[(TOPIC_PRODUCER_BYTE_RATE, "")] = self.topics.produce.overflowed
         counts[(TOPIC_CONSUMER_BYTE_RATE, "")] = self.topics.fetch.overflowed
+        counts[(REQUEST_RATE, "")] = self.requests.clients.overflowed
+        counts[(GROUP_REQUEST_RATE, "")] = self.requests.groups.overflowed
         for key, source in self.overflow_sources:
             counts[(key, "")] = source.overflowed
         return counts
@@ -234,6 +254,7 @@ class ProxyQuotas:
             metadata_max_age_ms=self.metadata_max_age_ms,
             offset_metadata_max_bytes=self.offset_metadata_max_bytes,
             topics=self.topics,
+            requests=self.requests,
             node_id=node_id,
         )
 

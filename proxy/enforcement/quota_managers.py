@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from quota.managers.client_quota import ClientQuotaManager
 from quota.managers.mutation import ControllerMutationQuotaManager
 from quota.managers.producer_ids import ProducerIdQuotaManager
+from quota.managers.request_rate import RequestRateQuotas
 from quota.managers.topic_quota import TopicQuotas
 from quota.primitives.clock import Clock
 from quota.primitives.held_bytes import HeldBytes
@@ -58,6 +59,7 @@ class QuotaManagers:
     metadata_max_age_ms: int  # how old a partition count may be for a mutation's charge
     offset_metadata_max_bytes: int  # OffsetCommit metadata, per partition
     topics: TopicQuotas  # producer_byte_rate and consumer_byte_rate per topic: the proxy's one set, every port's
+    requests: RequestRateQuotas  # request_rate per client entity and per group: the proxy's one set, every port's
     node_id: int | None = None  # the broker whose budget this is (quota.scope broker); None: the proxy's one set
 
     @property

@@ -1,4 +1,4 @@
-"""``GET /explain?user=...&client_id=...&ip=...[&listener=...][&topic=...]`` on the ops port: why is this client
+"""``GET /explain?user=...&client_id=...&ip=...[&listener=...][&topic=...][&group=...]`` on the ops port: why is this client
 throttled?
 
 The answer is :func:`quota.explain.explain.explain` over the running proxy's quota state, as JSON (``kafka-quota-proxy
@@ -28,7 +28,7 @@ from quota.explain.values import MAX_LISTED_CONNECTIONS, NOT_THROTTLED, PAUSED, 
 from quota.managers.connection import normalize_ip
 from quota.primitives.token_bucket import TokenBucket
 
-PARAMETERS = ("user", "client_id", "ip", "listener", "topic")
+PARAMETERS = ("user", "client_id", "ip", "listener", "topic", "group")
 REQUIRED = ("client_id", "ip")
 ANONYMOUS = "ANONYMOUS"  # the principal of a client that did not authenticate (Kafka's KafkaPrincipal.ANONYMOUS)
 MAX_NAME = 1024  # characters of a user or client id asked about (the request head is bounded at 8 KiB anyway)
@@ -73,7 +73,8 @@ def parse_query(query: bytes, listeners: tuple[str, ...]) -> Who:
     listener = given.get("listener") or None
     if listener is not None and listener not in listeners:
         raise QueryError(f"no listener {listener[:64]!r} (listeners: {', '.join(listeners)})")
-    return Who(given.get("user") or ANONYMOUS, given["client_id"], ip, listener, given.get("topic") or None)
+    user, topic, group = given.get("user") or ANONYMOUS, given.get("topic") or None, given.get("group") or None
+    return Who(user, given["client_id"], ip, listener, topic, group)
 
 
 def whole_answer(who: dict, answers: list[dict], unanswered: list[str], note: str | None = None) -> bytes:
@@ -159,6 +160,7 @@ class Explainer:
             connections_open=opened,
             workers=1 if not app.reuse_port else settings.workers,
             topics=quotas.topics,
+            requests=quotas.requests,
         )
 
 

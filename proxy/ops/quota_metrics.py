@@ -1,6 +1,7 @@
 """The per-entity quota metrics Prometheus reads, collected from the quota managers when it scrapes (in the scrape
 thread), never on the request path: the byte rates and the shadow throttles here, with the controller mutations'
-(:mod:`proxy.ops.mutation_metrics`), the topic quotas' (:mod:`proxy.ops.topic_metrics`), the producer ids'
+(:mod:`proxy.ops.mutation_metrics`), the topic quotas' (:mod:`proxy.ops.topic_metrics`), the request rates'
+(:mod:`proxy.ops.request_rate_metrics`), the producer ids'
 (:mod:`proxy.ops.producer_id_metrics`) and volume usage's (:mod:`proxy.ops.volume_metrics`); the connection quotas
 have their own collector (:mod:`proxy.ops.connection_metrics`).
 
@@ -23,6 +24,7 @@ from prometheus_client.registry import Collector
 from proxy.ops.metric_labels import label
 from proxy.ops.mutation_metrics import mutation_families
 from proxy.ops.producer_id_metrics import issued_family, producer_id_families
+from proxy.ops.request_rate_metrics import request_rate_families
 from proxy.ops.topic_metrics import topic_families
 from proxy.ops.volume_metrics import volume_families
 from quota.primitives.entity import (
@@ -76,6 +78,7 @@ class QuotaMetricsCollector(Collector):
             yield from self.entity_families()
         yield from self._shadow_and_volume()
         yield from topic_families(self._quotas.topics)
+        yield from request_rate_families(self._quotas.requests, self._quotas.max_metric_entities, self._pause)
         yield self._overflowed()
         yield self._refunds_refused()
         yield issued_family(self._quotas)

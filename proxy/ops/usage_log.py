@@ -75,6 +75,7 @@ def records(
         record["quota_rate"] = counts.quota_rate
         record["observed_rate_sum"] = round(counts.observed_rate_sum, 1)
         record["topic_bytes"] = counts.topic_bytes
+        record["group_requests"] = counts.group_requests
         record["proxy"], record["broker"], record["scope"] = proxy, broker, scope
         yield record
 

@@ -24,13 +24,13 @@ FIELDS = (
 
 
 THROTTLE_FIELDS = ("held_ms", "throttles", "quota_rate", "observed_rate_sum")
-TOPIC_FIELDS = ("topic_bytes",)
+LABELLED_FIELDS = ("topic_bytes", "group_requests")  # counts by a label the configuration bounds
 
 
 class UsageCounters:
     """One entity's counts in the current interval."""
 
-    __slots__ = FIELDS + THROTTLE_FIELDS + TOPIC_FIELDS + ("held_until_ns",)
+    __slots__ = FIELDS + THROTTLE_FIELDS + LABELLED_FIELDS + ("held_until_ns",)
     # FIELDS, set to 0 by __init__
     requests: int
     request_bytes: int
@@ -42,6 +42,7 @@ class UsageCounters:
     connections_opened: int
     quota_rate: float | None  # the byte-rate quota of the interval's last throttle; None: no throttle
     topic_bytes: dict[str, int] | None  # record bytes charged to topic quotas, by topic label; None: none
+    group_requests: dict[str, int] | None  # requests counted against group request rates, by group label; None: none
 
     def __init__(self) -> None:
         for name in FIELDS:
@@ -50,7 +51,7 @@ class UsageCounters:
         self.throttles = 0
         self.quota_rate = None
         self.observed_rate_sum = 0.0
-        self.topic_bytes = None
+        self.topic_bytes = self.group_requests = None
         self.held_until_ns = 0  # the end of the latest held span: later spans add only what they do not overlap
 
     def held(self, throttle, mute_ms: int, now_ns: int) -> None:
@@ -214,12 +215,15 @@ class UsageRecorder:
         row.shadow_throttle_ms += usage.shadow_throttle_ms
         row.new_producer_ids += usage.new_producer_ids
         row.partition_mutations += usage.partition_mutations
-        if usage.topic_bytes:
-            counted = row.topic_bytes
-            if counted is None:
-                counted = row.topic_bytes = {}
-            for label, nbytes in usage.topic_bytes:
-                counted[label] = counted.get(label, 0) + nbytes
+        for name in LABELLED_FIELDS:
+            pairs = getattr(usage, name)
+            if pairs:
+                counted = getattr(row, name)
+                if counted is None:
+                    counted = {}
+                    setattr(row, name, counted)
+                for label, n in pairs:
+                    counted[label] = counted.get(label, 0) + n
 
 
 class _NoUsageRecorder(UsageRecorder):

@@ -21,6 +21,7 @@ from quota.primitives.entity import (
     PRODUCER_BYTE_RATE,
     PRODUCER_IDS_RATE,
     REQUEST_PERCENTAGE,
+    REQUEST_RATE,
     QuotaTags,
     ResolvedQuota,
     precedence,
@@ -41,6 +42,7 @@ UNITS = {
     CONTROLLER_MUTATION_RATE: "partition mutations/s",
     PRODUCER_IDS_RATE: "new producer ids per window",
     REQUEST_PERCENTAGE: "% of a request handler thread",
+    REQUEST_RATE: "requests/s",
 }
 NOTHING_RECORDED = "nothing recorded for it within the last hour (no sensor)"
 S = TypeVar("S", bound=ClientSensors)

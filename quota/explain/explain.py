@@ -10,7 +10,7 @@ from __future__ import annotations
 from quota.explain import client_quotas
 from quota.explain.connections import connection_findings
 from quota.explain.state import QuotaState
-from quota.explain.topics import topic_findings
+from quota.explain.topics import group_finding, topic_findings
 from quota.explain.values import (
     FULL,
     NOT_THROTTLED,
@@ -24,7 +24,13 @@ from quota.explain.values import (
     Who,
 )
 from quota.managers.volume import PAUSE, THROTTLE
-from quota.primitives.entity import CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, PRODUCER_IDS_RATE
+from quota.primitives.entity import (
+    CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
+    PRODUCER_BYTE_RATE,
+    PRODUCER_IDS_RATE,
+    REQUEST_RATE,
+)
 from quota.sharing.cluster_peers import PeerView
 
 
@@ -59,6 +65,12 @@ def explain(state: QuotaState, who: Who) -> Explanation:
         findings.append(scaled)
     if state.topics is not None and who.topic is not None:
         findings.extend(topic_findings(state.topics, who.topic, shadow_mode, now))
+    if state.requests is not None:
+        clients = state.requests.clients
+        matched = table.matches(REQUEST_RATE, who.user, who.client_id)
+        findings.append(client_quotas.byte_rate(clients, "user/client-id", matched, shadow_mode, now))
+        if who.group is not None:
+            findings.append(group_finding(state.requests, who.group, shadow_mode, now))
     findings.extend(connection_findings(state.connections, state.listeners, who, now))
     proxy = _proxy_wide(state)
     reasons = [_reason(f) for f in findings if f.verdict in (THROTTLED, FULL, SHADOW)]

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from quota.managers.connection import ConnectionQuotas
     from quota.managers.mutation import ControllerMutationQuotaManager
     from quota.managers.producer_ids import ProducerIdQuotaManager
+    from quota.managers.request_rate import RequestRateQuotas
     from quota.managers.topic_quota import TopicQuotas
     from quota.primitives.entity import QuotaTable
 
@@ -62,3 +63,4 @@ class QuotaState:
     connections_open: int = 0  # all of the client's open connections
     workers: int = 1  # settings.workers: this process is one of them when more than 1
     topics: TopicQuotas | None = None  # the topic quotas ({topic: ...} entities)
+    requests: RequestRateQuotas | None = None  # request_rate per client entity and per group ({group: ...})

@@ -1,4 +1,5 @@
-"""The topic quotas' findings of an explanation (``--topic``): each byte rate of the topic asked about. Pure.
+"""The topic and group quotas' findings of an explanation (``--topic``, ``--group``): each byte rate of the topic,
+and the request rate of the group, asked about. Pure.
 
 A topic quota is the topic's, not the client's: the finding says what the topic measures now against its entry (its
 own, else ``<default>``) and the throttle a request writing or reading it now would be given, whoever sends it.
@@ -10,7 +11,9 @@ import dataclasses
 
 from quota.explain.client_quotas import byte_rate
 from quota.explain.values import Finding
+from quota.managers.request_rate import RequestRateQuotas
 from quota.managers.topic_quota import TopicQuotas
+from quota.primitives.entity import REQUEST_RATE
 
 
 def topic_findings(topics: TopicQuotas, topic: str, shadow_mode: bool, now_ms: int) -> list[Finding]:
@@ -29,3 +32,10 @@ def topic_findings(topics: TopicQuotas, topic: str, shadow_mode: bool, now_ms: i
             )
         found.append(dataclasses.replace(finding, level=None, level_path=None, notes=notes))
     return found
+
+
+def group_finding(requests: RequestRateQuotas, group: str, shadow_mode: bool, now_ms: int) -> Finding:
+    """``request_rate`` of ``group``, whichever member sends its requests: read, never made."""
+    candidates = requests.group_table.matches(REQUEST_RATE, group)
+    finding = byte_rate(requests.groups, f"group {group}", candidates, shadow_mode, now_ms)
+    return dataclasses.replace(finding, level=None, level_path=None)  # its own entry, or <default>'s

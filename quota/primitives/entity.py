@@ -38,10 +38,9 @@ CONSUMER_BYTE_RATE = "consumer_byte_rate"
 REQUEST_PERCENTAGE = "request_percentage"
 CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
 PRODUCER_IDS_RATE = "producer_ids_rate"
-
-QUOTA_KEYS = frozenset(
-    {PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE, PRODUCER_IDS_RATE}
-)
+REQUEST_RATE = "request_rate"  # the proxy's own: requests per second of the APIs quota.request.rate.apis lists
+_KEYS = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE, PRODUCER_IDS_RATE)
+QUOTA_KEYS = frozenset({*_KEYS, REQUEST_RATE})
 """Quota keys a ``user``/``client-id`` entity may carry (Kafka's ``QuotaConfig.*_OVERRIDE_CONFIG`` names)."""
 
 USER = "user"

@@ -183,7 +183,11 @@ def test_quotas_section_builds_the_table():
             ("producer_byte_rate: 1048576", "controller_mutation_rate: 0"),
             "quotas[0].controller_mutation_rate: expected a rate in partition mutations per second > 0",
         ),
-        (("{user: alice, client-id: etl}", "{user: alice, group: etl}"), "quotas[1].entity.group: unknown entity type"),
+        (("{user: alice, client-id: etl}", "{user: alice, team: etl}"), "quotas[1].entity.team: unknown entity type"),
+        (
+            ("{user: alice, client-id: etl}", "{user: alice, group: etl}"),
+            "quotas[1].entity.user: a group entity cannot be combined with user",
+        ),
         (("{user: alice, client-id: etl}", '{user: "<default>"}'), "configured more than once"),
         (
             (

@@ -6,7 +6,7 @@ from config.loader import parse_config
 from proxy.apis import CHAINS, PASS, ConnectionScope, Plan, Session, plan_request
 from proxy.apis.stages import END, Stage, fold
 from proxy.cluster.topics import Topics
-from proxy.codec.apis import LIST_OFFSETS, PRODUCE
+from proxy.codec.apis import HEARTBEAT, LIST_OFFSETS, PRODUCE
 from proxy.codec.header import RequestHeader
 from proxy.enforcement.proxy_quotas import ProxyQuotas
 from quota.primitives.decision import Throttle
@@ -25,14 +25,16 @@ def test_produce_is_planned_by_its_stages_in_their_declared_order():
         "byte rate",
         "topic byte rate",
         "volume rate",
+        "request rate",
     ]
 
 
 def test_an_api_no_stage_wants_stays_on_the_pass_through_path():
     config = parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}]})
     scope = ConnectionScope(None, Topics(), ProxyQuotas(config).home)
-    assert LIST_OFFSETS not in CHAINS
-    assert plan_request(scope, SESSION, RequestHeader(100, LIST_OFFSETS, 5, 1, "c", 20)) is PASS
+    assert HEARTBEAT not in CHAINS  # never counted by request_rate, whatever quota.request.rate.apis says
+    assert plan_request(scope, SESSION, RequestHeader(100, HEARTBEAT, 4, 1, "c", 20)) is PASS
+    assert plan_request(scope, SESSION, RequestHeader(100, LIST_OFFSETS, 5, 1, "c", 20)) is PASS  # no request_rate
     assert plan_request(scope, SESSION, HEADER) is PASS  # stages that add nothing leave the fast path too
 
 

@@ -14,7 +14,7 @@ from config.usage import UsageLogConfig, parse_usage_log
 from proxy.ops.metrics import ProxyMetrics
 from proxy.ops.usage_files import RotatingWriter
 from proxy.ops.usage_log import UsageLog, records
-from proxy.ops.usage_table import FIELDS, THROTTLE_FIELDS, TOPIC_FIELDS, UsageTable
+from proxy.ops.usage_table import FIELDS, LABELLED_FIELDS, THROTTLE_FIELDS, UsageTable
 from quota.managers.client_quota import ClientQuotaManager
 from quota.primitives.clock import ManualClock
 from quota.primitives.decision import Throttle
@@ -53,7 +53,7 @@ def test_one_record_per_entity_per_interval_with_every_field():
             "api",
             *FIELDS,
             *THROTTLE_FIELDS,
-            *TOPIC_FIELDS,
+            *LABELLED_FIELDS,
             "proxy",
             "broker",
             "scope",
@@ -237,7 +237,9 @@ def test_topic_bytes_are_summed_by_topic_label_in_the_requests_row():
     for _ in range(2):
         recorder.planned(header, Usage(topic_bytes=(("orders", 10), ("<default>", 5))))
     recorder.planned(RequestHeader(100, FETCH, 12, 2, "etl", 20), Usage())
+    recorder.planned(RequestHeader(100, 11, 5, 3, "etl", 20), Usage(group_requests=(("<default>", 1),)))
     out = {r["api"]: r for r in records(table.take(), 1000.0, 10.0)}
     assert out["Produce"]["topic_bytes"] == {"orders": 20, "<default>": 10}
-    assert out["Fetch"]["topic_bytes"] is None
+    assert out["Fetch"]["topic_bytes"] is None and out["Fetch"]["group_requests"] is None
+    assert out["JoinGroup"]["group_requests"] == {"<default>": 1}
     json.dumps(out["Produce"])  # as the writer writes it

@@ -136,6 +136,7 @@ def test_asking_about_a_client_makes_no_sensor_and_says_it_is_not_throttled():
         "ip": "10.0.0.1",
         "listener": None,
         "topic": None,
+        "group": None,
     }
 
 

@@ -1,0 +1,37 @@
+"""The ``quotas:`` list as a whole: each item goes to the parser of its entity's kind (user and client-id, or ip:
+:mod:`config.quotas`; topic: :mod:`config.topic_quotas`; group: :mod:`config.request_rate`), and every error of
+every item is reported together."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from config.errors import ConfigError, collecting, raise_all
+from config.quotas import parse_quota_section
+from config.request_rate import parse_group_quotas
+from config.topic_quotas import parse_topic_quotas
+from config.typed_settings import Settings
+from quota.primitives.entity import QuotaTable
+from quota.primitives.group_quotas import GroupQuotaTable
+from quota.primitives.topic_quotas import TopicQuotaTable
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaEntries:
+    clients: QuotaTable  # the user and client-id entities
+    ip_rates: Mapping[str, float]  # {ip or <default>: connection_creation_rate}
+    topics: TopicQuotaTable
+    groups: GroupQuotaTable
+
+
+def parse_quota_entries(raw: Any, path: str, settings: Settings | None) -> QuotaEntries:
+    """Every kind of entity of the ``quotas:`` list (``settings``: None when that section has errors)."""
+    errors: list[ConfigError] = []
+    section = collecting(errors, parse_quota_section, raw, path)
+    topics = collecting(errors, parse_topic_quotas, raw, path)
+    groups = collecting(errors, parse_group_quotas, raw, path, settings)
+    raise_all(errors)
+    clients, ip_rates = section
+    return QuotaEntries(clients, ip_rates, topics, groups)
