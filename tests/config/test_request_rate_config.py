@@ -9,6 +9,7 @@ from config.loader import load_config_text
 from config.request_rate import COUNTABLE_APIS, DEFAULT_APIS, NEVER_COUNTED, api_keys
 from config.settings import DEFAULT_SETTINGS, parse_settings
 from proxy.codec.apis import API_NAMES
+from proxy.ops.about import quota_counts
 from quota.primitives.entity import DEFAULT, REQUEST_RATE
 
 BASE = """
@@ -75,6 +76,7 @@ quotas:
     assert groups.resolve(REQUEST_RATE, "", "payments").limit == 2
     default = groups.resolve(REQUEST_RATE, "", "other")
     assert (default.limit, default.shadow, default.entity.path) == (10, True, f"/groups/{DEFAULT}")
+    assert quota_counts(config) == {"group request_rate": 2, "producer_byte_rate": 1, "request_rate": 2}
 
 
 @pytest.mark.parametrize(

@@ -405,3 +405,21 @@ def test_topic_entities_are_altered_and_described_by_the_proxy_alone_and_put_in_
     assert len(described([{"entity_type": "topic", "match_type": 2, "match": None}])[1]) == 2
     mixed = [{"entity_type": "topic", "match_type": 2, "match": None}, {"entity_type": "user", "match_type": 2}]
     assert described(mixed, strict=False)[0] == INVALID_REQUEST
+
+
+def test_request_rate_is_the_proxys_key_written_to_the_config_topic():
+    """request_rate (the proxy's own, issue 47) is set as the byte rates are: written, not sent to the broker."""
+    scope, dynamic = setup()
+    outcome = run(
+        decide(
+            scope,
+            admin(versions={}),
+            ALTER_CLIENT_QUOTAS,
+            1,
+            validate_only=False,
+            entries=[entry({"request_rate": 3}, user="alice")],
+        )
+    )
+    assert [e.error_code for e in local(ALTER_CLIENT_QUOTAS, 1, outcome).entries] == [NONE]
+    assert [json.loads(v) for _, v in dynamic.written] == [{"request_rate": 3}]
+    assert dynamic.current.quotas.limit("request_rate", "alice", "any") == 3

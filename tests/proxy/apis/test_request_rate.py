@@ -101,3 +101,12 @@ def test_a_shadow_group_entry_is_counted_and_noted_not_applied():
         _, outcome = planned(scope, JOIN_GROUP, 5, join("g"))
     assert outcome.throttle is None and outcome.usage.shadow_throttle_ms == 1000
     assert [note.quota for note in outcome.usage.shadows] == ["group_request_rate"]
+
+
+def test_in_shadow_mode_the_proxy_counts_and_notes_and_applies_nothing():
+    quotas = [{"entity": {"client-id": "c"}, "request_rate": 1}]
+    scope = scope_with(quotas, ManualClock(1_000_000), **{"quota.mode": "shadow"})
+    plans = [planned(scope, METADATA, 9, new_request(METADATA, 9, topics=None))[0] for _ in range(11)]
+    assert all(p.throttle is None for p in plans)
+    assert plans[10].usage.shadow_throttle_ms == 1000
+    assert [note.quota for note in plans[10].usage.shadows] == ["request_rate"]
