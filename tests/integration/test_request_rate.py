@@ -35,7 +35,7 @@ pytestmark = [pytest.mark.integration]
 
 STORM_RATE = 2.0  # JoinGroup + SyncGroup per second, the whole storm group's (about 12/s unheld)
 WINDOW_NUM = 3  # one-second samples: a fresh group may take (num - 1) s of its quota at once
-STORM_SECONDS = 10.0
+STORM_SECONDS = 6.0
 SETTINGS = {"quota.window.num": WINDOW_NUM, "quota.request.rate.apis": "JoinGroup,SyncGroup,Metadata"}
 GROUP_TIMEOUTS = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "max.poll.interval.ms": 6000}
 ASSIGNOR = "roundrobin"  # aiokafka's only default: librdkafka members of the same group must offer it too
@@ -140,7 +140,7 @@ def joined_in(bootstrap: str, group: str, topic: str) -> float:
         member.consumer.close()
 
 
-@pytest.mark.long_running(seconds=17)
+@pytest.mark.long_running(seconds=12)
 @pytest.mark.parametrize("upstream", ["kafka1"], indirect=True)
 def test_a_rebalancing_group_is_held_to_its_quota_and_a_calm_group_beside_it_is_not(upstream):
     storm, calm = unique_topic("storm"), unique_topic("calm")
