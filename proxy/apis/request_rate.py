@@ -35,7 +35,7 @@ def plan_request_rate(scope: ConnectionScope, session: Session, header: RequestH
     """The request counted against its client's ``request_rate`` now, and against its group's once its body is
     read; None when no request-rate quota counts it, or nothing was decided."""
     rates = scope.quotas.requests
-    if not rates.counts(header.api_key):
+    if header.api_key not in rates.counted:
         return None
     decisions = Decisions()
     decisions.add(REQUEST_RATE, rates.record_client(session.user, header.client_id or ""), header.client_id)

@@ -171,7 +171,7 @@ class ProxyQuotas:
         for _, quota_set in self.quota_sets():
             quota_set.update(table)
         self.mutations.update_quotas(table)
-        self.requests.clients.update_quotas(table)
+        self.requests.update_clients(table)
         if self.volume is not None:
             self.volume.update_quotas(table)
 

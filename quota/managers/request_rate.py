@@ -36,10 +36,12 @@ from quota.primitives.sensor import ClientSensors, EntityStats, summed_stats
 
 
 class RequestRateQuotas:
-    """``clients`` (``request_rate`` per user/client-id) and ``groups`` (per group id), and ``api_keys``: the APIs
-    whose requests count. Every method takes an optional ``now_ms``; without it the injected clock is read."""
+    """``clients`` (``request_rate`` per user/client-id) and ``groups`` (per group id); ``api_keys``: the APIs whose
+    requests count, and ``counted``: those of them a request-rate quota counts now (none while no entry sets one: a
+    request of any API costs one set lookup then). Every method takes an optional ``now_ms``; without it the
+    injected clock is read."""
 
-    __slots__ = ("clients", "groups", "group_table", "api_keys")
+    __slots__ = ("clients", "groups", "group_table", "api_keys", "counted")
 
     def __init__(
         self,
@@ -59,10 +61,10 @@ class RequestRateQuotas:
         self.groups = ClientQuotaManager(
             groups, REQUEST_RATE, clock, window, max_throttle_time_ms, max_tracked_entities=max_tracked
         )
+        self.counted = self._counted()
 
-    def counts(self, api_key: int) -> bool:
-        """Whether a request of ``api_key`` meets a request-rate quota at all (one set lookup when none is set)."""
-        return api_key in self.api_keys and (self.clients.enabled or self.groups.enabled)
+    def _counted(self) -> frozenset[int]:
+        return self.api_keys if self.clients.enabled or self.groups.enabled else frozenset()
 
     def record_client(self, user: str, client_id: str, now_ms: int | None = None) -> Decision:
         """One request of this client recorded, and the decision (:data:`FORWARD` when no quota applies)."""
@@ -103,12 +105,17 @@ class RequestRateQuotas:
             own.append((DEFAULT, summed_stats([defaults], now, groups.window.span_ms), default_limit))
         return own
 
+    def update_clients(self, table: QuotaTable) -> None:
+        """A new client quota table (the dynamic config changed): live sensors take their new limits at once."""
+        self.clients.update_quotas(table)
+        self.counted = self._counted()
+
     def reconfigure(self, groups: GroupQuotaTable, api_keys: frozenset[int]) -> None:
-        """New group quotas and APIs counted (a reload); live sensors take their new limits at once (the client
-        table is swapped as the byte rates' is: ``clients.update_quotas``)."""
+        """New group quotas and APIs counted (a new configuration); live sensors take their new limits at once."""
         self.api_keys = api_keys
         self.group_table = groups
         self.groups.update_quotas(groups)
+        self.counted = self._counted()
 
     def set_shadow(self, shadow: bool) -> None:
         self.clients.shadow = self.groups.shadow = shadow

@@ -111,11 +111,13 @@ def test_a_shadow_entry_decides_and_marks_the_decision_shadow():
 
 
 def test_counts_only_the_listed_apis_and_only_when_a_quota_is_set():
-    assert not quotas().counts(JOIN_GROUP)
+    assert quotas().counted == frozenset()
     rates = quotas(groups={"g": 1})
-    assert rates.counts(JOIN_GROUP) and not rates.counts(12)
+    assert rates.counted == {JOIN_GROUP}
     rates.reconfigure(group_table({}), frozenset({JOIN_GROUP}))
-    assert not rates.counts(JOIN_GROUP)
+    assert rates.counted == frozenset()
+    rates.update_clients(QuotaTable.from_values([({"user": "u"}, {REQUEST_RATE: 1})]))
+    assert rates.counted == {JOIN_GROUP}  # a client entry set by the dynamic config counts them again
 
 
 @pytest.mark.parametrize("bad", [{"g": 0}, {"g": float("inf")}])
