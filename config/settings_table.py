@@ -255,8 +255,8 @@ SETTINGS: dict[str, Setting] = {
         100,
         100_000_000,
         "Entities one quota tracks on its own: byte-rate sensors (producer_byte_rate, consumer_byte_rate; per broker "
-        "under quota.scope broker), producer_ids_rate users, controller_mutation_rate buckets, per-IP "
-        "connection_creation_rate rates; past it a new entity is counted in one <overflow> entity per quota, local "
+        "under quota.scope broker), producer_ids_rate users, controller_mutation_rate buckets, request_rate entities "
+        "and groups, per-IP connection_creation_rate rates; past it a new entity is counted in one <overflow> entity per quota, local "
         "and peers' usage alike.",
     ),
     "quota.metrics.max.entities": Setting(
