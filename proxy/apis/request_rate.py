@@ -29,6 +29,7 @@ from quota.primitives.group_quotas import GROUP_REQUEST_RATE
 # the APIs the proxy decodes whose requests name a consumer group (by its group_id, or FindCoordinator's key)
 NAMES_A_GROUP = frozenset((JOIN_GROUP, SYNC_GROUP, OFFSET_COMMIT, TXN_OFFSET_COMMIT, FIND_COORDINATOR))
 _GROUP_KEY = 0  # FindCoordinatorRequest KeyType: 0 a group, 1 a transaction, 2 a share group
+_NAMED = 120  # at most this much of a group id in the name of the quota that throttled (explain shows it)
 
 
 def plan_request_rate(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan | None:
@@ -52,7 +53,8 @@ def plan_request_rate(scope: ConnectionScope, session: Session, header: RequestH
                 counted.append((label, 1))
             decision = rates.record_group(group)
             if isinstance(decision, Throttle):
-                decision = dataclasses.replace(decision, by=f"{GROUP_REQUEST_RATE} (group {group})")
+                named = group if len(group) <= _NAMED else group[: _NAMED - 3] + "..."  # a client's string
+                decision = dataclasses.replace(decision, by=f"{GROUP_REQUEST_RATE} (group {named})")
             found.add(GROUP_REQUEST_RATE, decision, header.client_id)
         return ForwardRequest(throttle=found.throttle, usage=found.usage + Usage(group_requests=tuple(counted)))
 

@@ -59,6 +59,10 @@ def test_a_group_over_its_quota_is_throttled_whichever_member_and_client_id_asks
     assert all(isinstance(o, ForwardRequest) and o.throttle is None for o in outcomes[:10])
     assert outcomes[10].throttle == Throttle(1000, 1000)
     assert outcomes[10].throttle.by == "group_request_rate (group storm)"
+    long = "g" * 5000
+    for _ in range(11):
+        outcome = planned(scope, JOIN_GROUP, 5, join(long))[1]
+    assert outcome.throttle.by == f"group_request_rate (group {'g' * 117}...)"  # a client's string, cut
     calm = planned(scope, JOIN_GROUP, 5, join("calm"))[1]
     assert calm.throttle is None  # another group has its own quota
     assert calm.usage.group_requests == ((DEFAULT, 1),)  # the usage log's, labelled as the metrics are
