@@ -14,6 +14,7 @@ quotas:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from difflib import get_close_matches
 from typing import Any
 
@@ -60,6 +61,30 @@ def is_topic_item(item: Any) -> bool:
 def is_group_item(item: Any) -> bool:
     """Whether a ``quotas:`` item names a group entity (parsed by :mod:`config.request_rate`, skipped here)."""
     return isinstance(item, dict) and isinstance(item.get("entity"), dict) and GROUP in item["entity"]
+
+
+def named_entries(
+    raw: list, path: str, kind: str, is_item: Callable[[Any], bool], parse_item: Callable[[dict, str], QuotaEntry]
+) -> list[QuotaEntry]:
+    """The items of ``raw`` that ``is_item`` takes (an entity of one ``kind`` named alone: a topic, a group), each
+    parsed by ``parse_item``; a name given twice is refused; every error reported together."""
+    entries: list[QuotaEntry] = []
+    errors: list[ConfigError] = []
+    seen: set[str] = set()
+    for i, item in enumerate(raw):
+        if not is_item(item):
+            continue
+        where = f"{path}[{i}]"
+        entry = collecting(errors, parse_item, item, where)
+        if entry is None:
+            continue
+        name = item["entity"][kind]
+        if name in seen:
+            errors.append(ConfigError(f"{where}.entity.{kind}", f"{name} is configured more than once"))
+        seen.add(name)
+        entries.append(entry)
+    raise_all(errors)
+    return entries
 
 
 def parse_quotas(raw: Any, path: str) -> QuotaTable:

@@ -22,8 +22,8 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from config.errors import ConfigError, collecting, raise_all, show
-from config.quotas import MIN_RATE, check_alone, is_group_item
+from config.errors import ConfigError, show
+from config.quotas import MIN_RATE, check_alone, is_group_item, named_entries
 from config.typed_settings import Settings
 from quota.primitives.entity import DEFAULT, REQUEST_RATE, QuotaEntry
 from quota.primitives.group_quotas import GROUP, GroupEntity, GroupQuotaTable
@@ -122,23 +122,7 @@ def parse_group_quotas(raw: Any, path: str, settings: Settings | None = None) ->
                 f"request_rate quotas are kept per process: not with settings.workers {settings.workers} (each "
                 "worker would allow the whole quota); use workers: 1",
             )
-    entries: list[QuotaEntry] = []
-    errors: list[ConfigError] = []
-    seen: set[str] = set()
-    for i, item in enumerate(raw):
-        if not is_group_item(item):
-            continue
-        where = f"{path}[{i}]"
-        entry = collecting(errors, parse_group_item, item, where)
-        if entry is None:
-            continue
-        group = entry.entity.group if isinstance(entry.entity, GroupEntity) else ""
-        if group in seen:
-            errors.append(ConfigError(f"{where}.entity.{GROUP}", f"{group} is configured more than once"))
-        seen.add(group)
-        entries.append(entry)
-    raise_all(errors)
-    return GroupQuotaTable(entries)
+    return GroupQuotaTable(named_entries(raw, path, GROUP, is_group_item, parse_group_item))
 
 
 def parse_group_item(item: dict, where: str) -> QuotaEntry:

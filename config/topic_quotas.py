@@ -21,8 +21,8 @@ import math
 import re
 from typing import Any
 
-from config.errors import ConfigError, collecting, raise_all
-from config.quotas import MIN_RATE, check_alone, is_topic_item
+from config.errors import ConfigError
+from config.quotas import MIN_RATE, check_alone, is_topic_item, named_entries
 from quota.primitives.entity import DEFAULT, PRODUCER_BYTE_RATE, QuotaEntry
 from quota.primitives.topic_quotas import TOPIC, TOPIC_KEYS, TopicEntity, TopicQuotaEntry, TopicQuotaTable
 
@@ -34,23 +34,7 @@ def parse_topic_quotas(raw: Any, path: str) -> TopicQuotaTable:
     """The topic entries of the ``quotas:`` list (the other items are config.quotas's), every error reported."""
     if not isinstance(raw, list):
         return TopicQuotaTable()  # config.quotas reports it
-    entries: list[QuotaEntry] = []
-    errors: list[ConfigError] = []
-    seen: set[str] = set()
-    for i, item in enumerate(raw):
-        if not is_topic_item(item):
-            continue
-        where = f"{path}[{i}]"
-        entry = collecting(errors, parse_topic_item, item, where)
-        if entry is None:
-            continue
-        topic = entry.entity.topic if isinstance(entry.entity, TopicEntity) else ""
-        if topic in seen:
-            errors.append(ConfigError(f"{where}.entity.{TOPIC}", f"{topic} is configured more than once"))
-        seen.add(topic)
-        entries.append(entry)
-    raise_all(errors)
-    return TopicQuotaTable(entries)
+    return TopicQuotaTable(named_entries(raw, path, TOPIC, is_topic_item, parse_topic_item))
 
 
 def check_topic_name(name: Any, where: str) -> None:
