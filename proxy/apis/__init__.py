@@ -112,7 +112,7 @@ STAGES = (
     # BROKER "": the proxy-wide settings
     Stage("broker configs", _wants(INCREMENTAL_ALTER_CONFIGS), broker_configs.plan_incremental_alter),
     Stage("broker configs", _wants(DESCRIBE_CONFIGS), broker_configs.plan_describe),
-    # last: what an earlier stage refused, answered or exempted is not counted
+    # last: what an earlier stage settles at the header (refused, exempted) is not counted
     Stage("request rate", frozenset(COUNTABLE_APIS.values()), request_rate.plan_request_rate),
 )
 CHAINS = chains(STAGES)

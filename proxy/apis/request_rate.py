@@ -5,8 +5,8 @@ group it names once its body is read. Over quota the request still goes to the b
 it); its response carries the longest throttle in ``throttle_time_ms`` and the connection is muted for it, so a
 client that ignores the throttle (librdkafka, aiokafka) is held all the same.
 
-The stage comes last in its chains: a request the proxy refuses, answers from a paused volume or exempts (its own
-topics) is not counted. Heartbeat and LeaveGroup are never counted (:mod:`config.request_rate`). A group's body is
+The stage comes last in its chains: a request an earlier stage settles at its header (a Produce refused at volume
+PAUSE or for its producer ids, the proxy's own writes) is not counted; one refused once its body is read is. Heartbeat and LeaveGroup are never counted (:mod:`config.request_rate`). A group's body is
 read only while a group quota is configured and the API names a group; otherwise the request streams.
 """
 
