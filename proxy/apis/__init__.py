@@ -61,6 +61,8 @@ from proxy.codec.apis import (
     PRODUCE,
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
+    SHARE_ACKNOWLEDGE,
+    SHARE_FETCH,
     STREAMS_GROUP_HEARTBEAT,
     TXN_OFFSET_COMMIT,
     api_name,
@@ -86,6 +88,8 @@ STAGES = (
     Stage("broker addresses", _wants(DESCRIBE_CLUSTER), addresses.plan_describe_cluster),
     Stage("node endpoints", _wants(PRODUCE), addresses.plan_produce),
     Stage("node endpoints", _wants(FETCH), addresses.plan_fetch),
+    Stage("node endpoints", _wants(SHARE_FETCH), addresses.plan_share_fetch),
+    Stage("node endpoints", _wants(SHARE_ACKNOWLEDGE), addresses.plan_share_acknowledge),
     # the proxy's internal topics: refused to tenants first, so no quota counts what never reaches the broker
     Stage("internal-topic guard", GUARDED, internal_topics.plan_guard),
     Stage("internal exemption", _wants(PRODUCE), internal_topics.exempt_own_writes),  # may end the chain

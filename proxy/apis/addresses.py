@@ -3,8 +3,9 @@
 In cluster mode every host/port a broker hands out is replaced with the proxy's advertised host and the port
 that serves that broker (:class:`proxy.cluster.broker_ports.BrokerPorts`), so clients only ever see proxy addresses:
 Metadata brokers (:mod:`proxy.apis.metadata`, which also learns the topics from them), FindCoordinator (v0-3 single
-coordinator, v4+ batched), DescribeCluster brokers, and the NodeEndpoints tagged field of Produce v10+ and Fetch
-v16+ responses. On the admin listener the same responses name that listener for every broker
+coordinator, v4+ batched), DescribeCluster brokers, the NodeEndpoints tagged field of Produce v10+ and Fetch v16+
+responses (KIP-951), and the NodeEndpoints of ShareFetch and ShareAcknowledge responses (KIP-932, every version: a
+share consumer told of a new leader goes there next). On the admin listener the same responses name that listener for every broker
 (:mod:`proxy.cluster.admin_address`), so its clients never leave it. On a sidecar's other listeners the broker
 advertises the proxy itself and nothing is rewritten.
 """
@@ -25,10 +26,13 @@ from proxy.codec.apis import (
     FIND_COORDINATOR_BATCHED_SINCE,
     PRODUCE,
     PRODUCE_NODE_ENDPOINTS_SINCE,
+    SHARE_ACKNOWLEDGE,
+    SHARE_FETCH,
+    SHARE_NODE_ENDPOINTS_SINCE,
 )
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import Message, decode_response, encode_response
-from proxy.codec.skim import tag_of, tagged_fields
+from proxy.codec.skim import array_count, tag_of, tagged_fields
 from proxy.session.session import Session
 
 
@@ -67,6 +71,14 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
     return _plan_node_endpoints(scope, header, FETCH, FETCH_NODE_ENDPOINTS_SINCE)
 
 
+def plan_share_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
+    return _plan_node_endpoints(scope, header, SHARE_FETCH, SHARE_NODE_ENDPOINTS_SINCE)
+
+
+def plan_share_acknowledge(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
+    return _plan_node_endpoints(scope, header, SHARE_ACKNOWLEDGE, SHARE_NODE_ENDPOINTS_SINCE)
+
+
 def _plan_node_endpoints(scope: ConnectionScope, header: RequestHeader, api_key: int, since: int) -> Plan:
     cluster = advertiser(scope)
     if cluster is None or header.api_version < since:
@@ -76,11 +88,27 @@ def _plan_node_endpoints(scope: ConnectionScope, header: RequestHeader, api_key:
 
 @lru_cache(maxsize=64)
 def _node_endpoints_plan(cluster: Advertiser, api_key: int, version: int) -> Plan:
-    """The plan of every Produce or Fetch of ``version`` through the listener of ``cluster``, made once (every small
-    request carries one). NodeEndpoints are present only when leadership moved: otherwise the broker's bytes go back
-    as they are, found so by skimming the response (:mod:`proxy.codec.skim`), not decoding it."""
-    tag = tag_of(api_key, "response", version, "node_endpoints")
-    return _node_rewrite(cluster, api_key, version, lambda msg, _v: [(n, "node_id") for n in msg.node_endpoints], tag)
+    """The plan of every Produce, Fetch, ShareFetch or ShareAcknowledge of ``version`` through the listener of
+    ``cluster``, made once (every small request carries one). NodeEndpoints are there only when leadership moved:
+    otherwise the broker's bytes go back as they are, found so by skimming the response (:mod:`proxy.codec.skim`), not
+    decoding it."""
+    return _node_rewrite(
+        cluster,
+        api_key,
+        version,
+        lambda msg, _v: [(n, "node_id") for n in msg.node_endpoints],
+        _has_node_endpoints(api_key, version),
+    )
+
+
+def _has_node_endpoints(api_key: int, version: int) -> Callable[[memoryview], bool]:
+    """Whether a response body carries node endpoints, skimmed: KIP-951 made them a tagged field (Produce, Fetch),
+    absent unless a leader moved; KIP-932 a plain array (ShareFetch, ShareAcknowledge), empty unless one moved."""
+    try:
+        tag = tag_of(api_key, "response", version, "node_endpoints")
+    except ValueError:
+        return lambda body: array_count(api_key, "response", version, "node_endpoints", body) > 0
+    return lambda body: tag in tagged_fields(api_key, "response", version, body)
 
 
 def _plan_node_rewrite(
@@ -102,13 +130,13 @@ def _node_rewrite(
     api_key: int,
     version: int,
     nodes: Callable[[Message, int], list[tuple[Message, str]]],
-    only_tagged: int | None = None,
+    present: Callable[[memoryview], bool] | None = None,
 ) -> Plan:
-    """A plan whose leg rewrites the (node, id field) pairs ``nodes`` finds in the response. ``only_tagged``: the
-    nodes are all in the top-level tagged field of that tag, and a response without it passes as it is, undecoded."""
+    """A plan whose leg rewrites the (node, id field) pairs ``nodes`` finds in the response. ``present``: whether a
+    response has any such node, skimmed; one without passes as it is, undecoded."""
 
     def rewrite(body: memoryview) -> bytes | None:
-        if only_tagged is not None and only_tagged not in tagged_fields(api_key, "response", version, body):
+        if present is not None and not present(body):
             return None
         msg = decode_response(api_key, version, body)
         found = nodes(msg, version)

@@ -1,7 +1,7 @@
 """A message body skimmed, not decoded: its top-level tagged fields found, and where a leading fixed field sits.
 
 A decision that needs one fact of a large message (does this Produce or Fetch response carry ``NodeEndpoints``,
-KIP-951; is this Fetch a follower's, KIP-903; what is its ``MaxBytes``) need not build every struct of it. Each
+KIP-951, or this ShareFetch one a non-empty list of them, KIP-932; is this Fetch a follower's, KIP-903; what is its ``MaxBytes``) need not build every struct of it. Each
 (API, direction, version) of the schema table is turned once into a list of steps, consecutive fixed-size fields
 merged into one skip, and a body is walked by those steps: lengths and counts are read, nothing is built or copied.
 The walk checks what the decoder checks of the layout (every length within the body, no bytes left over), so a body
@@ -184,6 +184,38 @@ def tagged_fields(api_key: int, direction: str, version: int, body: Bytes) -> di
     if pos != end:
         raise ProtocolError(f"{direction} {api_key} v{version}: {end - pos} bytes left after its fields")
     return found
+
+
+def array_count(api_key: int, direction: str, version: int, name: str, body: Bytes) -> int:
+    """The number of elements of the top-level array ``name`` in ``body`` (-1: null), the fields before it skimmed.
+    Raises :class:`ProtocolError` when the body ends before it, ValueError if ``name`` is no array of that version."""
+    skip, flexible = _prefix(api_key, direction, version, name)
+    try:
+        pos = skip(body, 0)
+        if flexible:
+            count, _ = read_uvarint(body, pos)
+            return count - 1
+        (count,) = INT32.unpack_from(body, pos)
+    except (Incomplete, IndexError, struct.error):
+        raise ProtocolError(f"{direction} {api_key} v{version} ends before its {name}") from None
+    return int(count)
+
+
+@cache
+def _prefix(api_key: int, direction: str, version: int, name: str) -> tuple[Callable[[Bytes, int], int], bool]:
+    """(the skipper of the top-level fields before the array ``name``; whether the version is flexible)."""
+    seg = schema.segment(api_key, direction, version)
+    fields = () if seg is None else seg.fields
+    before: list[Any] = []
+    for field in fields:
+        if field[0] == name and field[1].startswith("[]") and field[4] is None:
+            if not field[2][0] <= version <= field[2][1]:
+                break
+            flexible = seg is not None and seg.flexible is not None and version >= seg.flexible
+            steps = _steps(tuple(before), version, flexible)
+            return _Skippers(flexible).compile(steps[:-1] if flexible else steps), flexible
+        before.append(field)
+    raise ValueError(f"{name} is not an array of {direction} {api_key} v{version}")
 
 
 @cache

@@ -4,16 +4,19 @@ them."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from proxy.codec import messages as M
 from proxy.codec import schema
-from proxy.codec.apis import FETCH, PRODUCE
+from proxy.codec.apis import FETCH, PRODUCE, SHARE_FETCH
 from proxy.codec.errors import ProtocolError
 from proxy.codec.fetch_prefix import fetch_body_facts, with_max_bytes
-from proxy.codec.skim import fixed_offset, tag_of, tagged_fields
+from proxy.codec.skim import array_count, fixed_offset, tag_of, tagged_fields
+from tests.proxy.codec.builders import record_batch
 from tests.proxy.codec.strategies import codec_of, message_st
 
 _SETTINGS = settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
@@ -99,3 +102,16 @@ def test_tags_and_offsets_are_the_schemas():
         tag_of(PRODUCE, "response", 9, "node_endpoints")  # not before v10
     with pytest.raises(ValueError):
         fixed_offset(PRODUCE, "request", 9, "acks")  # after the transactional id, a string
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_array_count_finds_share_fetch_node_endpoints_past_its_records(version):
+    nodes = [{"node_id": n, "host": f"b{n}", "port": 9092} for n in (1, 2, 3)]
+    topic = {"topic_id": uuid.uuid4(), "partitions": [{"partition_index": 0, "records": record_batch(n=5)}]}
+    for expected, fields in ((3, {"node_endpoints": nodes}), (0, {})):
+        body = M.encode_response(
+            SHARE_FETCH, version, M.new_response(SHARE_FETCH, version, responses=[topic], **fields)
+        )
+        assert array_count(SHARE_FETCH, "response", version, "node_endpoints", body) == expected
+    with pytest.raises(ValueError):
+        array_count(SHARE_FETCH, "response", version, "throttle_time_ms", body)  # not an array
