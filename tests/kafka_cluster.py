@@ -56,6 +56,9 @@ TEST_ONLY = {
     "offsets.topic.num.partitions": "5",
     "transaction.state.log.num.partitions": "5",
     "share.coordinator.state.topic.num.partitions": "5",
+    # a share member is assigned partitions at its second heartbeat: 1 s apart, not 5 s
+    "group.share.min.heartbeat.interval.ms": "1000",
+    "group.share.heartbeat.interval.ms": "1000",
 }
 JVM_OPTIONS = [
     "-Xms128m",
@@ -72,6 +75,10 @@ SINGLE_NODE = {
     "transaction.state.log.min.isr": "1",
     "min.insync.replicas": "1",
     "default.replication.factor": "1",
+    # share groups' state (KIP-932): without these a one-node cluster cannot create __share_group_state, and no
+    # share member is ever assigned a partition
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
 }
 START_TIMEOUT_S = 90  # a JVM start on a busy 2-core machine; typically 5-10 s
 

@@ -100,6 +100,8 @@ STAGES = (
     Stage("volume rate", _wants(PRODUCE), byte_rate.plan_volume_rate),  # the produce quota scaled
     Stage("byte rate", _wants(FETCH), byte_rate.plan_fetch),  # KIP-13, max_bytes capped
     Stage("topic byte rate", _wants(FETCH), topic_rate.plan_fetch),  # each topic's records trimmed to its headroom
+    Stage("byte rate", _wants(SHARE_FETCH), byte_rate.plan_share_fetch),  # KIP-932: charged, max_bytes capped
+    Stage("topic byte rate", _wants(SHARE_FETCH), topic_rate.plan_share_fetch),  # charged, never trimmed
     Stage("controller mutations", _wants(CREATE_TOPICS), mutations.plan_create_topics),  # KIP-599
     Stage("controller mutations", _wants(DELETE_TOPICS), mutations.plan_delete_topics),
     Stage("controller mutations", _wants(CREATE_PARTITIONS), mutations.plan_create_partitions),

@@ -25,6 +25,13 @@ dropping it would make the broker read it twice and desynchronise incremental fe
 broker-side state moved on when the response was built. So the data is delivered, stays recorded, and the mute
 pays for it: over time the client gets exactly its quota.
 
+ShareFetch (KIP-932's share consumers) is charged to the same ``consumer_byte_rate`` with the same throttle and mute,
+and its ``max_bytes`` capped to the headroom, but its answer is never trimmed: every record in it is acquired by the
+member (its ``AcquiredRecords``), and one the proxy cut away could not be acknowledged; it would stay locked until
+its acquisition lock timed out (``group.share.record.lock.duration.ms``, 30 s by default) and then count as a failed
+delivery, archived after ``group.share.delivery.count.limit`` of them. A broker that answers past the cap is paid for
+by the mute instead, as a throttled Fetch's data is.
+
 Muting, not the client's goodwill, is what holds clients that ignore ``throttle_time_ms`` (librdkafka, aiokafka).
 
 A Fetch from a follower broker (replica id >= 0; Kafka's ``isFromFollower``) is replication, not consumption: as in
@@ -38,16 +45,19 @@ every partition answers TOPIC_AUTHORIZATION_FAILED), so claiming a replica id fe
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from proxy.apis.decisions import Decisions
-from proxy.apis.plan import FORWARD_AS_IS, ConnectionScope, ForwardRequest, Plan
+from proxy.apis.plan import FORWARD_AS_IS, ConnectionScope, Decide, ForwardRequest, Plan
 from proxy.apis.response_leg import ResponseLeg
-from proxy.codec.apis import FETCH, FETCH_MAX_BYTES_SINCE, FETCH_REPLICA_STATE_SINCE
+from proxy.codec.apis import FETCH, FETCH_MAX_BYTES_SINCE, FETCH_REPLICA_STATE_SINCE, SHARE_FETCH
 from proxy.codec.fetch_prefix import fetch_body_facts, with_max_bytes
-from proxy.codec.frame import BUFFER, STREAM
+from proxy.codec.frame import BUFFER, STREAM, Action
 from proxy.codec.header import RequestHeader
-from proxy.codec.messages import Message, decode_response, encode_response
+from proxy.codec.messages import Message, decode_request, decode_response, encode_request, encode_response
 from proxy.codec.records import iter_batches
 from proxy.session.session import Session
+from quota.managers.client_quota import ClientQuotaManager
 from quota.primitives.decision import FORWARD, Decision
 from quota.primitives.entity import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
 from quota.primitives.throttle import INT32_MAX
@@ -107,25 +117,17 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
         return FORWARD_AS_IS
 
     if fetch.shadow or shadow_entry:  # shadow: counted and reported, nothing capped, trimmed or throttled
-        shadowed = Decisions()  # decided as the response goes: the leg accounts for it, the response path records it
-
-        def record_only(response_size: int) -> Decision:
-            if follower:
-                return FORWARD
-            decision = fetch.record_and_decide(user, client_id, response_size)
-            shadowed.add(CONSUMER_BYTE_RATE, decision, header.client_id)
-            return decision
-
-        return Plan(
+        return _shadowed(
+            fetch,
+            user,
+            header.client_id,
+            lambda: follower,
             action=BUFFER if tagged else STREAM,
             decide=note_follower if tagged else None,
-            leg=ResponseLeg(record_response=record_only, accounted=lambda later: shadowed.usage),
         )
 
     def budget() -> int:
-        """Bytes this client may receive now without going over its quota (at least 1: progress is kept)."""
-        headroom = fetch.remaining_in_quota_window(user, client_id)
-        return max(1, min(INT32_MAX, int(headroom)))
+        return _budget(fetch, user, client_id)
 
     def cap_max_bytes(body: memoryview) -> ForwardRequest:
         nonlocal follower
@@ -151,6 +153,68 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
         action=BUFFER if capped else STREAM,
         leg=ResponseLeg(rewrite=trim, record_response=record),
         decide=cap_max_bytes if capped else None,
+    )
+
+
+def plan_share_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan | None:
+    """ShareFetch's stage of ``consumer_byte_rate`` (KIP-932's share consumers): ``max_bytes`` capped to the budget
+    as a Fetch's is, the answer charged as the client gets it; never trimmed (every record in it is acquired by this
+    member, and one cut away would stay locked until its acquisition lock timed out, then count as a failed
+    delivery)."""
+    fetch = scope.quotas.fetch
+    if not fetch.enabled:
+        return None
+    user, client_id = session.user, header.client_id or ""
+    applies, shadow_entry = fetch.applies(user, client_id)
+    if not applies:
+        return None
+    if fetch.shadow or shadow_entry:
+        return _shadowed(fetch, user, header.client_id, lambda: False)
+    version = header.api_version
+
+    def cap_max_bytes(body: memoryview) -> ForwardRequest:
+        msg = decode_request(SHARE_FETCH, version, body)  # small: topic ids and acknowledgement ranges, no records
+        capped = min(msg.max_bytes, _budget(fetch, user, client_id))
+        if capped >= msg.max_bytes:
+            return FORWARD_AS_IS
+        msg.max_bytes = capped
+        return ForwardRequest(body=encode_request(SHARE_FETCH, version, msg))
+
+    def record(response_size: int) -> Decision:
+        return fetch.record_and_decide(user, client_id, response_size)
+
+    return Plan(action=BUFFER, decide=cap_max_bytes, leg=ResponseLeg(record_response=record))
+
+
+def _budget(fetch: ClientQuotaManager, user: str, client_id: str) -> int:
+    """Bytes this client may receive now without going over its quota (at least 1: progress is kept)."""
+    headroom = fetch.remaining_in_quota_window(user, client_id)
+    return max(1, min(INT32_MAX, int(headroom)))
+
+
+def _shadowed(
+    fetch: ClientQuotaManager,
+    user: str,
+    client_id: str | None,
+    follower: Callable[[], bool],
+    action: Action = STREAM,
+    decide: Decide | None = None,
+) -> Plan:
+    """A consumer quota in shadow mode: the answer counted and its throttle reported, nothing capped, trimmed or
+    applied (``follower()``: the request turned out to be replication, not counted)."""
+    shadowed = Decisions()  # decided as the response goes: the leg accounts for it, the response path records it
+
+    def record_only(response_size: int) -> Decision:
+        if follower():
+            return FORWARD
+        decision = fetch.record_and_decide(user, client_id or "", response_size)
+        shadowed.add(CONSUMER_BYTE_RATE, decision, client_id)
+        return decision
+
+    return Plan(
+        action=action,
+        decide=decide,
+        leg=ResponseLeg(record_response=record_only, accounted=lambda later: shadowed.usage),
     )
 
 

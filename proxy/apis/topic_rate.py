@@ -21,7 +21,8 @@ first batch always kept, so the consumer makes progress; batches never split or 
 the answer untouched, so a large answer cannot carry a topic far past its quota in one throttle (throttles are
 capped at ``quota.mute.max.ms``). A Fetch v13+ names topics by id: its body is read first and an id the proxy does
 not know looked up, so its answer can be charged by name. A follower's Fetch (replication) is exempt, as from the
-client quota.
+client quota. A ShareFetch (KIP-932) is charged the same way, by id, but never trimmed: its records are acquired by
+the member, and one cut away would stay locked until its lock timed out (:mod:`proxy.apis.byte_rate`).
 
 A topic quota in shadow mode (its entry's ``mode: shadow``, or ``quota.mode: shadow``) is recorded and counted,
 nothing cut or applied. The bytes charged go to the usage log's row of the request (``topic_bytes``), by the
@@ -41,7 +42,7 @@ from proxy.apis.response_leg import Account, ResponseLeg
 from proxy.apis.topic_reject import Refused, reason, refuse_partitions
 from proxy.apis.usage import Usage
 from proxy.cluster.topics import Topics
-from proxy.codec.apis import FETCH, FETCH_REPLICA_STATE_SINCE, FETCH_TOPIC_IDS_SINCE, PRODUCE
+from proxy.codec.apis import FETCH_REPLICA_STATE_SINCE, FETCH_TOPIC_IDS_SINCE, PRODUCE
 from proxy.codec.frame import BUFFER, STREAM
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import Message, decode_request, decode_response, encode_response
@@ -64,12 +65,25 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
     headroom and charged."""
     if header.replica_id >= 0 or not scope.quotas.topics.fetch.enabled:  # a follower broker (Fetch v0-14)
         return None
-    charge = _FetchCharge(scope, session, header)
+    charge = _FetchCharge(scope, session, header, trims=True)
     # v13+: topics by id, looked up before the request goes; v15+: the replica id is in the body's tagged fields
     read_body = header.api_version >= min(FETCH_TOPIC_IDS_SINCE, FETCH_REPLICA_STATE_SINCE)
     return Plan(
         action=BUFFER if read_body else STREAM,
         decide=charge.decide if read_body else None,
+        leg=ResponseLeg(rewrite=charge.trim, record_response=charge.charge, accounted=charge.accounted),
+    )
+
+
+def plan_share_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan | None:
+    """ShareFetch's stage of the topic ``consumer_byte_rate``: each topic's records in the answer charged, never
+    trimmed (they are acquired by the member: :mod:`proxy.apis.byte_rate`). Topics by id, looked up first."""
+    if not scope.quotas.topics.fetch.enabled:
+        return None
+    charge = _FetchCharge(scope, session, header, trims=False)
+    return Plan(
+        action=BUFFER,
+        decide=charge.decide,
         leg=ResponseLeg(rewrite=charge.trim, record_response=charge.charge, accounted=charge.accounted),
     )
 
@@ -160,12 +174,13 @@ def _labelled(quota: TopicQuotaManager, counted: dict[str, int]) -> tuple[tuple[
 
 
 class _FetchCharge:
-    """One Fetch: its topic ids named before it goes, its answer trimmed per topic, then charged."""
+    """One Fetch or ShareFetch: its topic ids named before it goes, its answer trimmed per topic (``trims``: a
+    Fetch's), then charged."""
 
-    __slots__ = ("scope", "session", "header", "follower", "looked_up", "counted", "decisions")
+    __slots__ = ("scope", "session", "header", "trims", "follower", "looked_up", "counted", "decisions")
 
-    def __init__(self, scope: ConnectionScope, session: Session, header: RequestHeader) -> None:
-        self.scope, self.session, self.header = scope, session, header
+    def __init__(self, scope: ConnectionScope, session: Session, header: RequestHeader, trims: bool) -> None:
+        self.scope, self.session, self.header, self.trims = scope, session, header, trims
         self.follower = False  # a follower's Fetch v15+ (its replica id read from the body): exempt
         self.looked_up = False
         self.counted: dict[str, int] = {}  # the record bytes of each topic of the answer the client gets
@@ -173,8 +188,8 @@ class _FetchCharge:
 
     def decide(self, body: memoryview) -> Outcome:
         version = self.header.api_version
-        msg = decode_request(FETCH, version, body)
-        if version >= FETCH_REPLICA_STATE_SINCE and msg.replica_state.replica_id >= 0:
+        msg = decode_request(self.header.api_key, version, body)
+        if self.trims and version >= FETCH_REPLICA_STATE_SINCE and msg.replica_state.replica_id >= 0:
             self.follower = True
             return FORWARD_AS_IS
         unknown = _unknown_ids(msg.topics, self.scope.topics)
@@ -188,22 +203,22 @@ class _FetchCharge:
         to its headroom; every topic's record bytes counted for :meth:`charge`. None: nothing cut."""
         if self.follower:
             return None
-        version = self.header.api_version
-        msg = decode_response(FETCH, version, body)
+        api_key, version = self.header.api_key, self.header.api_version
+        msg = decode_response(api_key, version, body)
         quota, topics = self.scope.quotas.topics.fetch, self.scope.topics
         cut = False
         for item in msg.responses:
-            name = _name(item, item.topic, topics)
+            name = _name(item, getattr(item, "topic", ""), topics)
             if name is None:
                 continue  # dropped from what the proxy knows since the request went: not charged
             resolved = quota.resolve_topic(name)
             if resolved.unlimited:
                 continue
-            if not (quota.shadow or resolved.shadow):
+            if self.trims and not (quota.shadow or resolved.shadow):
                 cut = trim_partitions(item.partitions, int(quota.headroom(name)))[1] or cut
             size = sum(len(p.records) for p in item.partitions if p.records is not None)
             self.counted[name] = self.counted.get(name, 0) + size
-        return encode_response(FETCH, version, msg) if cut else None
+        return encode_response(api_key, version, msg) if cut else None
 
     def charge(self, response_size: int) -> Decision:
         """Each topic's bytes of the answer recorded (``response_size``, the whole answer's, is the client quota's)."""

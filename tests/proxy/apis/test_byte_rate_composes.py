@@ -19,7 +19,7 @@ from proxy.apis.plan import Plan
 from proxy.apis.response_leg import ResponseLeg
 from proxy.apis.stages import Stage, fold
 from proxy.cluster.topics import Topics
-from proxy.codec.apis import FETCH, PRODUCE
+from proxy.codec.apis import FETCH, PRODUCE, SHARE_FETCH
 from proxy.codec.header import RequestHeader
 from proxy.enforcement.proxy_quotas import ProxyQuotas
 from quota.primitives.clock import ManualClock
@@ -85,5 +85,17 @@ def test_a_fetch_under_a_consumer_quota_keeps_the_earlier_plan(mode, version):
     scope = _scope([{"entity": {"client-id": "c"}, "consumer_byte_rate": 1000}], settings={"quota.mode": mode})
     assert scope.quotas.mode.shadow == (mode == "shadow")
     plan = _planned(scope, Session("L", "10.0.0.1"), RequestHeader(100, FETCH, version, 1, "c", 20))
+    assert plan.leg.record_response is not None
+    _kept(plan)
+
+
+@pytest.mark.parametrize("mode", ["enforce", "shadow"])
+@pytest.mark.parametrize("topic_quota", [False, True])
+def test_a_share_fetch_under_a_consumer_quota_keeps_the_earlier_plan(mode, topic_quota):
+    quotas = [{"entity": {"client-id": "c"}, "consumer_byte_rate": 1000}]
+    if topic_quota:
+        quotas.append({"entity": {"topic": "<default>"}, "consumer_byte_rate": 1000})
+    scope = _scope(quotas, settings={"quota.mode": mode})
+    plan = _planned(scope, Session("L", "10.0.0.1"), RequestHeader(100, SHARE_FETCH, 1, 1, "c", 20))
     assert plan.leg.record_response is not None
     _kept(plan)
