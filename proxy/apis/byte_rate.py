@@ -98,13 +98,11 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
     as the client gets it (after the earlier stages' rewrites)."""
     if header.replica_id >= 0:  # a follower broker (Fetch v0-14): no consumer quota, no max_bytes cap
         return None
-    fetch = scope.quotas.fetch
-    if not fetch.enabled:
+    quota = _consumer_quota(scope, session, header)
+    if quota is None:
         return None
+    fetch, shadow = quota
     user, client_id = session.user, header.client_id or ""
-    applies, shadow_entry = fetch.applies(user, client_id)
-    if not applies:
-        return None
     version = header.api_version
     # From v15 the replica id is in the body's tagged fields: the body is read whole and ``follower`` set on it
     # before the request goes upstream, so before its response comes back.
@@ -116,7 +114,7 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
         follower = fetch_body_facts(version, body)[0] >= 0
         return FORWARD_AS_IS
 
-    if fetch.shadow or shadow_entry:  # shadow: counted and reported, nothing capped, trimmed or throttled
+    if shadow:  # shadow: counted and reported, nothing capped, trimmed or throttled
         return _shadowed(
             fetch,
             user,
@@ -161,14 +159,12 @@ def plan_share_fetch(scope: ConnectionScope, session: Session, header: RequestHe
     as a Fetch's is, the answer charged as the client gets it; never trimmed (every record in it is acquired by this
     member, and one cut away would stay locked until its acquisition lock timed out, then count as a failed
     delivery)."""
-    fetch = scope.quotas.fetch
-    if not fetch.enabled:
+    quota = _consumer_quota(scope, session, header)
+    if quota is None:
         return None
+    fetch, shadow = quota
     user, client_id = session.user, header.client_id or ""
-    applies, shadow_entry = fetch.applies(user, client_id)
-    if not applies:
-        return None
-    if fetch.shadow or shadow_entry:
+    if shadow:
         return _shadowed(fetch, user, header.client_id, lambda: False)
     version = header.api_version
 
@@ -184,6 +180,18 @@ def plan_share_fetch(scope: ConnectionScope, session: Session, header: RequestHe
         return fetch.record_and_decide(user, client_id, response_size)
 
     return Plan(action=BUFFER, decide=cap_max_bytes, leg=ResponseLeg(record_response=record))
+
+
+def _consumer_quota(
+    scope: ConnectionScope, session: Session, header: RequestHeader
+) -> tuple[ClientQuotaManager, bool] | None:
+    """The ``consumer_byte_rate`` manager when a quota applies to the request's client, and whether it is a shadow
+    one (``quota.mode: shadow`` or the entry's own mode); None: no consumer quota applies, nothing is recorded."""
+    fetch = scope.quotas.fetch
+    if not fetch.enabled:
+        return None
+    applies, shadow_entry = fetch.applies(session.user, header.client_id or "")
+    return (fetch, fetch.shadow or shadow_entry) if applies else None
 
 
 def _budget(fetch: ClientQuotaManager, user: str, client_id: str) -> int:

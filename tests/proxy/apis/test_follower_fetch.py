@@ -12,7 +12,6 @@ the user's whole headroom (the follower's bytes took none of it), trimmed and th
 
 from __future__ import annotations
 
-import struct
 import uuid
 
 import pytest
@@ -36,12 +35,10 @@ from proxy.codec.messages import (
     new_request,
     new_response,
 )
-from proxy.connection.core import ConnectionCore
 from proxy.enforcement.proxy_quotas import ProxyQuotas
-from proxy.ops.usage_table import UsageTable
 from quota.primitives.clock import ManualClock
-from tests.fakes import NULL_API_METRICS
 from tests.proxy.byte_rate_scopes import batch
+from tests.proxy.core_wire import CoreWire
 
 RATE = 100  # bytes/s for every user (<default>)
 NUM = 2  # quota.window.num: a fresh sensor's headroom is RATE * (NUM - 1) * 1 s = 100 bytes
@@ -50,12 +47,12 @@ TOPIC_ID = uuid.uuid4()
 BATCHES = [batch(5, 200, base_offset=5 * i) for i in range(3)]  # about 1.1 KB each: far over the headroom
 
 
-class Wire:
+class Wire(CoreWire):
     """A connection core between a fake client (a follower broker and a consumer on one connection) and this test as
     the leader broker."""
 
     def __init__(self, mode: str):
-        self.clock = ManualClock(1_000_000)
+        clock = ManualClock(1_000_000)
         config = parse_config(
             {
                 "upstream": {"bootstrap_servers": ["b:1"]},
@@ -64,25 +61,7 @@ class Wire:
                 "settings": {"quota.window.num": NUM, "quota.window.size.seconds": 1, "quota.mode": mode},
             }
         )
-        self.usage = UsageTable()
-        self.scope = ConnectionScope(None, Topics(), ProxyQuotas(config, self.clock).home)
-        self.to_client = bytearray()
-        self.to_broker = bytearray()
-        self.core = ConnectionCore(
-            self.scope,
-            Session("L", "127.0.0.1"),
-            max_request_bytes=1 << 20,
-            max_response_bytes=1 << 24,
-            max_inflight=10,
-            write_client=self.to_client.extend,
-            write_broker=self.to_broker.extend,
-            clock=self.now_ns,
-            api_metrics=lambda key: NULL_API_METRICS,
-            usage=self.usage,
-        )
-
-    def now_ns(self) -> int:
-        return self.clock.now_ms() * 1_000_000
+        super().__init__(ConnectionScope(None, Topics(), ProxyQuotas(config, clock).home), clock)
 
     def fetch(self, version: int, corr: int, replica_id: int, client_id: str) -> bytes:
         """Send a Fetch as Kafka's encoder writes it (the replica id in ReplicaState's tagged field from v15)."""
@@ -107,16 +86,7 @@ class Wire:
             encode_request_header(FETCH, version, corr, client_id)
             + encode_request(FETCH, version, new_request(FETCH, version, **fields))
         )
-        self.core.client_bytes(memoryview(data))
-        self.core.step(self.now_ns())
-        return data
-
-    def broker_request(self) -> bytes:
-        """The one request frame the broker received since the last call."""
-        (size,) = struct.unpack_from(">i", self.to_broker)
-        assert len(self.to_broker) == size + 4
-        data = bytes(self.to_broker)
-        self.to_broker.clear()
+        self.from_client(data)
         return data
 
     def answer(self, request: bytes) -> bytes:
@@ -137,16 +107,8 @@ class Wire:
         data = frame(
             encode_response_header(FETCH, version, header.correlation_id) + encode_response(FETCH, version, msg)
         )
-        self.core.broker_bytes(memoryview(data))
+        self.from_broker(data)
         return data
-
-    def client_response(self) -> bytes:
-        data = bytes(self.to_client)
-        self.to_client.clear()
-        return data
-
-    def reading_client(self) -> bool:
-        return self.core.step(self.now_ns()).reading_client
 
     def row(self, client_id: str):
         return self.usage.row("L", "127.0.0.1", "ANONYMOUS", client_id, FETCH)

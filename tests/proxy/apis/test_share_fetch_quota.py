@@ -10,13 +10,12 @@ ShareFetch frames of every version, encoded by the codec.
 
 from __future__ import annotations
 
-import struct
 import uuid
 
 import pytest
 
 from config.loader import parse_config
-from proxy.apis import ConnectionScope, Session
+from proxy.apis import ConnectionScope
 from proxy.cluster.topics import Topics
 from proxy.codec.apis import METADATA, SHARE_FETCH
 from proxy.codec.header import (
@@ -35,12 +34,10 @@ from proxy.codec.messages import (
     new_request,
     new_response,
 )
-from proxy.connection.core import ConnectionCore
 from proxy.enforcement.proxy_quotas import ProxyQuotas
-from proxy.ops.usage_table import UsageTable
 from quota.primitives.clock import ManualClock
-from tests.fakes import NULL_API_METRICS
 from tests.proxy.byte_rate_scopes import batch
+from tests.proxy.core_wire import CoreWire
 
 RATE = 1000  # bytes/s
 NUM = 2  # quota.window.num: a fresh sensor's headroom is RATE * (NUM - 1) * 1 s
@@ -49,12 +46,12 @@ BATCHES = [batch(5, 200, base_offset=5 * i) for i in range(3)]  # about 1.1 KB e
 VERSIONS = range(DECODED_APIS[SHARE_FETCH][0], DECODED_APIS[SHARE_FETCH][1] + 1)
 
 
-class ShareWire:
+class ShareWire(CoreWire):
     """A connection core between a share consumer and this test as the broker, which answers every ShareFetch with
     all three batches, acquired, whatever ``max_bytes`` says (KIP-74: a broker may return more)."""
 
     def __init__(self, quotas: list[dict], mode: str = "enforce", num: int = NUM) -> None:
-        self.clock = ManualClock(1_000_000)
+        clock = ManualClock(1_000_000)
         settings = {"quota.window.num": num, "quota.window.size.seconds": 1, "quota.mode": mode}
         config = parse_config(
             {
@@ -66,22 +63,8 @@ class ShareWire:
         )
         topics = Topics()
         metadata = new_response(METADATA, 12, topics=[{"name": TOPIC, "topic_id": TOPIC_ID, "partitions": [{}]}])
-        topics.learn_from_metadata(metadata, self.clock.now_ms())  # as the consumer's own Metadata taught the proxy
-        self.scope = ConnectionScope(None, topics, ProxyQuotas(config, self.clock).home)
-        self.to_client, self.to_broker = bytearray(), bytearray()
-        self.usage = UsageTable()
-        self.core = ConnectionCore(
-            self.scope,
-            Session("L", "127.0.0.1"),
-            max_request_bytes=1 << 20,
-            max_response_bytes=1 << 24,
-            max_inflight=10,
-            write_client=self.to_client.extend,
-            write_broker=self.to_broker.extend,
-            clock=lambda: self.clock.now_ms() * 1_000_000,
-            api_metrics=lambda key: NULL_API_METRICS,
-            usage=self.usage,
-        )
+        topics.learn_from_metadata(metadata, clock.now_ms())  # as the consumer's own Metadata taught the proxy
+        super().__init__(ConnectionScope(None, topics, ProxyQuotas(config, clock).home), clock)
 
     def share_fetch(self, version: int, corr: int) -> bytes:
         fields = {
@@ -111,16 +94,7 @@ class ShareWire:
             encode_request_header(SHARE_FETCH, version, corr, "share-1")
             + encode_request(SHARE_FETCH, version, new_request(SHARE_FETCH, version, **fields))
         )
-        self.core.client_bytes(memoryview(data))
-        self.reading_client()
-        return data
-
-    def broker_request(self) -> bytes:
-        """The one ShareFetch the broker received since the last call."""
-        (size,) = struct.unpack_from(">i", self.to_broker)
-        assert len(self.to_broker) == size + 4
-        data = bytes(self.to_broker)
-        self.to_broker.clear()
+        self.from_client(data)
         return data
 
     def answer(self, request: bytes) -> bytes:
@@ -141,17 +115,12 @@ class ShareWire:
             encode_response_header(SHARE_FETCH, version, header.correlation_id)
             + encode_response(SHARE_FETCH, version, msg)
         )
-        self.core.broker_bytes(memoryview(data))
-        self.reading_client()
+        self.from_broker(data)
         return data
 
-    def client_response(self, version: int):
-        data = bytes(self.to_client)
-        self.to_client.clear()
+    def decoded_response(self, version: int):
+        data = self.client_response()
         return decode_response(SHARE_FETCH, version, data[response_header_length(SHARE_FETCH, version, data) :])
-
-    def reading_client(self) -> bool:
-        return self.core.step(self.clock.now_ms() * 1_000_000).reading_client
 
     def row(self):
         return self.usage.row("L", "127.0.0.1", "ANONYMOUS", "share-1", SHARE_FETCH)
@@ -185,7 +154,7 @@ def test_a_share_fetch_is_capped_charged_throttled_and_muted_but_never_trimmed(v
     before.max_bytes = after.max_bytes
     assert after == before  # the rest as sent: topics, acknowledgements
     wire.answer(forwarded)
-    response = wire.client_response(version)
+    response = wire.decoded_response(version)
     _untouched(version, response)
     assert response.throttle_time_ms > 0
     assert not wire.reading_client()  # muted
@@ -201,12 +170,12 @@ def test_a_share_consumer_that_ignores_the_throttle_gets_its_quota_and_no_more(v
     start, delivered = wire.clock.now_ms(), 0
     for corr in range(1, 201):
         while not wire.reading_client():  # its next request waits in its socket, unread: only time ends the mute
-            deadline = wire.core.step(wire.clock.now_ms() * 1_000_000).deadline
+            deadline = wire.core.step(wire.now_ns()).deadline
             assert deadline is not None, "muted with no end"
             wire.clock.advance(max(1, deadline // 1_000_000 - wire.clock.now_ms()))
         wire.share_fetch(version, corr)  # at once, as soon as the proxy reads
         wire.answer(wire.broker_request())
-        _untouched(version, wire.client_response(version))
+        _untouched(version, wire.decoded_response(version))
         delivered += len(b"".join(BATCHES))
     ratio = delivered / ((wire.clock.now_ms() - start) / 1000) / RATE
     assert 0.9 <= ratio <= 1.1, ratio  # Kafka's throttle formula over 11 samples: 1.05 x here
@@ -218,7 +187,7 @@ def test_in_shadow_mode_a_share_fetch_is_counted_and_nothing_else(version):
     sent = wire.share_fetch(version, 1)
     assert wire.broker_request() == sent  # not capped
     wire.answer(sent)
-    response = wire.client_response(version)
+    response = wire.decoded_response(version)
     _untouched(version, response)
     assert response.throttle_time_ms == 0 and wire.reading_client()
     assert wire.scope.quotas.shadows.counts["consumer_byte_rate"][0] == 1
@@ -231,7 +200,7 @@ def test_a_topics_consumer_byte_rate_charges_its_records_by_id_without_trimming(
     sent = wire.share_fetch(version, 1)
     assert wire.broker_request() == sent  # a topic quota leaves max_bytes alone, as for a Fetch
     wire.answer(sent)
-    response = wire.client_response(version)
+    response = wire.decoded_response(version)
     _untouched(version, response)
     assert response.throttle_time_ms > 0 and not wire.reading_client()
     assert wire.row().topic_bytes == {TOPIC: len(b"".join(BATCHES))}

@@ -1,0 +1,62 @@
+"""One connection core on a fake clock, with what it wrote to each side, for tests that play the client and the
+broker on bytes (no sockets)."""
+
+from __future__ import annotations
+
+import struct
+
+from proxy.apis import ConnectionScope, Session
+from proxy.connection.core import ConnectionCore
+from proxy.ops.usage_table import UsageTable
+from quota.primitives.clock import ManualClock
+from tests.fakes import NULL_API_METRICS
+
+
+class CoreWire:
+    """``core`` between a client and the test as its broker: ``to_client`` and ``to_broker`` gather what it wrote;
+    ``usage`` is the usage log's table it fills."""
+
+    def __init__(self, scope: ConnectionScope, clock: ManualClock, session: Session | None = None) -> None:
+        self.scope, self.clock = scope, clock
+        self.to_client, self.to_broker = bytearray(), bytearray()
+        self.usage = UsageTable()
+        self.core = ConnectionCore(
+            scope,
+            session or Session("L", "127.0.0.1"),
+            max_request_bytes=1 << 20,
+            max_response_bytes=1 << 24,
+            max_inflight=10,
+            write_client=self.to_client.extend,
+            write_broker=self.to_broker.extend,
+            clock=self.now_ns,
+            api_metrics=lambda key: NULL_API_METRICS,
+            usage=self.usage,
+        )
+
+    def now_ns(self) -> int:
+        return self.clock.now_ms() * 1_000_000
+
+    def from_client(self, data: bytes) -> None:
+        self.core.client_bytes(memoryview(data))
+        self.core.step(self.now_ns())
+
+    def from_broker(self, data: bytes) -> None:
+        self.core.broker_bytes(memoryview(data))
+        self.core.step(self.now_ns())
+
+    def broker_request(self) -> bytes:
+        """The one request frame the broker received since the last call."""
+        (size,) = struct.unpack_from(">i", self.to_broker)
+        assert len(self.to_broker) == size + 4
+        data = bytes(self.to_broker)
+        self.to_broker.clear()
+        return data
+
+    def client_response(self) -> bytes:
+        """The bytes the client received since the last call."""
+        data = bytes(self.to_client)
+        self.to_client.clear()
+        return data
+
+    def reading_client(self) -> bool:
+        return self.core.step(self.now_ns()).reading_client
