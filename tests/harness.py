@@ -223,6 +223,15 @@ class RunningProxy:
         (sorted (name, value) pairs) -> its value."""
         return self.scraped_together(name)[name]
 
+    def scraped_sum(self, name: str, **labels: str) -> float:
+        """The sum of the samples of ``name`` on the proxy's /metrics whose labels include ``labels`` (every broker
+        port's set in cluster mode, every entity when no entity's labels are given)."""
+        return sum(
+            value
+            for tags, value in self.scraped(name).items()
+            if all(dict(tags).get(k) == v for k, v in labels.items())
+        )
+
     def scraped_together(self, *names: str) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
         """:meth:`scraped` for several names from one scrape: what must agree with each other (two scrapes may
         straddle a new snapshot)."""
@@ -343,6 +352,23 @@ def proxy_config(proxy_port: int, broker_port: int, quotas: list | None = None, 
     if quotas:
         config["quotas"] = quotas
     return config
+
+
+def cluster_config(bootstrap_servers: list[str], bootstrap_port: int, base: int, **sections) -> dict:
+    """A cluster-mode proxy's configuration (:func:`cluster_ports`' ports, 127.0.0.1 advertised), ``sections``
+    added (``quotas``, ``settings``, ...)."""
+    listener = {
+        "name": "PLAINTEXT",
+        "bind": f"127.0.0.1:{bootstrap_port}",
+        "advertised_host": "127.0.0.1",
+        "broker_port_base": base,
+    }
+    config = {
+        "upstream": {"bootstrap_servers": bootstrap_servers},
+        "listeners": [listener],
+        "metrics": {"bind": "127.0.0.1:0"},
+    }
+    return config | sections
 
 
 @contextmanager

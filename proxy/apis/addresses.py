@@ -5,9 +5,9 @@ that serves that broker (:class:`proxy.cluster.broker_ports.BrokerPorts`), so cl
 Metadata brokers (:mod:`proxy.apis.metadata`, which also learns the topics from them), FindCoordinator (v0-3 single
 coordinator, v4+ batched), DescribeCluster brokers, the NodeEndpoints tagged field of Produce v10+ and Fetch v16+
 responses (KIP-951), and the NodeEndpoints of ShareFetch and ShareAcknowledge responses (KIP-932, every version: a
-share consumer told of a new leader goes there next). On the admin listener the same responses name that listener for every broker
-(:mod:`proxy.cluster.admin_address`), so its clients never leave it. On a sidecar's other listeners the broker
-advertises the proxy itself and nothing is rewritten.
+share consumer told of a new leader goes there next). On the admin listener the same responses name that listener
+for every broker (:mod:`proxy.cluster.admin_address`), so its clients never leave it. On a sidecar's other listeners
+the broker advertises the proxy itself and nothing is rewritten.
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
-"""A message body skimmed, not decoded: its top-level tagged fields found, and where a leading fixed field sits.
+"""A message body skimmed, not decoded: its top-level tagged fields found, where a leading fixed field sits, and the
+length of a top-level array.
 
 A decision that needs one fact of a large message (does this Produce or Fetch response carry ``NodeEndpoints``,
-KIP-951, or this ShareFetch one a non-empty list of them, KIP-932; is this Fetch a follower's, KIP-903; what is its ``MaxBytes``) need not build every struct of it. Each
-(API, direction, version) of the schema table is turned once into a list of steps, consecutive fixed-size fields
-merged into one skip, and a body is walked by those steps: lengths and counts are read, nothing is built or copied.
+KIP-951, or this ShareFetch one a non-empty list of them, KIP-932; is this Fetch a follower's, KIP-903; what is its
+``MaxBytes``) need not build every struct of it. Each (API, direction, version) of the schema table is turned once
+into a list of steps, consecutive fixed-size fields merged into one skip, and a body is walked by those steps:
+lengths and counts are read, nothing is built or copied.
 The walk checks what the decoder checks of the layout (every length within the body, no bytes left over), so a body
 that skims is one the decoder reads field for field the same way; one that does not raises :class:`ProtocolError`.
 

@@ -13,7 +13,7 @@ from proxy import app as proxy_app
 from proxy.cluster import own_clients
 from proxy.codec.apis import DESCRIBE_CLUSTER, FIND_COORDINATOR, METADATA
 from proxy.connection.broker_socket import UpstreamConnection
-from tests.harness import Tansu, cluster_ports, free_port, start_proxy
+from tests.harness import Tansu, cluster_config, cluster_ports, free_port, start_proxy
 from tests.integration import clients as c
 from tests.integration import raw
 from tests.relay import RecordingRelay
@@ -50,20 +50,7 @@ def cluster(monkeypatch):
     relay = RecordingRelay("127.0.0.1", ("127.0.0.1", hidden)).start()
     broker = Tansu(hidden, advertised=f"127.0.0.1:{relay.port}").start()
     bootstrap_port, base = cluster_ports()
-    proxy = start_proxy(
-        {
-            "upstream": {"bootstrap_servers": [f"127.0.0.1:{relay.port}"]},
-            "listeners": [
-                {
-                    "name": "PLAINTEXT",
-                    "bind": f"127.0.0.1:{bootstrap_port}",
-                    "advertised_host": "127.0.0.1",
-                    "broker_port_base": base,
-                }
-            ],
-            "metrics": {"bind": "127.0.0.1:0"},
-        }
-    )
+    proxy = start_proxy(cluster_config([f"127.0.0.1:{relay.port}"], bootstrap_port, base))
     yield proxy, relay, upstream_socknames, base
     proxy.stop()
     broker.stop()

@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from tests.harness import Tansu, cluster_ports, free_port, start_proxy, wait_until
+from tests.harness import Tansu, cluster_config, cluster_ports, free_port, start_proxy, wait_until
 from tests.integration import clients as c
 
 pytestmark = pytest.mark.integration
@@ -29,19 +29,7 @@ def test_a_taken_broker_port_keeps_the_proxy_not_ready_until_it_is_served():
         holder.bind(("127.0.0.1", base + node_id))
         holder.listen()
         proxy = start_proxy(
-            {
-                "upstream": {"bootstrap_servers": [f"127.0.0.1:{broker_port}"]},
-                "listeners": [
-                    {
-                        "name": "PLAINTEXT",
-                        "bind": f"127.0.0.1:{bootstrap_port}",
-                        "advertised_host": "127.0.0.1",
-                        "broker_port_base": base,
-                    }
-                ],
-                "metrics": {"bind": "127.0.0.1:0"},
-                "dynamic_config": {"enabled": False},
-            }
+            cluster_config([f"127.0.0.1:{broker_port}"], bootstrap_port, base, dynamic_config={"enabled": False})
         )
         assert proxy.metric("kafka_quota_proxy_ready") == 0
         assert proxy.call(_not_ready(proxy.app)) == "the cluster's broker ports are not open yet"

@@ -66,13 +66,6 @@ def replicated():
         cluster.stop()
 
 
-def _sum(proxy, name: str, **labels) -> float:
-    """The sum of the samples of ``name`` on the proxy's /metrics whose labels include ``labels``."""
-    return sum(
-        value for tags, value in proxy.scraped(name).items() if all(dict(tags).get(k) == v for k, v in labels.items())
-    )
-
-
 def _partitions(admin, topic):
     """The topic's partitions as the cluster describes them (none while a new topic is not in its metadata yet)."""
     described = admin.describe_topics([topic])[0]
@@ -121,20 +114,22 @@ def test_follower_fetches_through_the_proxy_are_exempt_from_consumer_quotas(repl
         written = sum(next(iter(s.values())) for s in sizes.values())
         assert written >= COUNT * SIZE
 
-        follower_bytes = _sum(proxy, "kafka_quota_proxy_response_bytes_total", api="Fetch")
+        follower_bytes = proxy.scraped_sum("kafka_quota_proxy_response_bytes_total", api="Fetch")
         assert follower_bytes >= 2 * written, "the followers did not replicate through the proxy"
-        assert _sum(proxy, "kafka_quota_proxy_quota_bytes_total", quota="consumer_byte_rate") == 0
-        assert _sum(proxy, "kafka_quota_proxy_quota_throttled_responses_total", quota="consumer_byte_rate") == 0
+        assert proxy.scraped_sum("kafka_quota_proxy_quota_bytes_total", quota="consumer_byte_rate") == 0
+        assert proxy.scraped_sum("kafka_quota_proxy_quota_throttled_responses_total", quota="consumer_byte_rate") == 0
 
         # the same listener throttles a consumer under the same quota
         got = c.ck_consume(proxy.bootstrap, topic, 50)
         assert sum(len(v) for v in got.values()) >= 50
         wait_until(
-            lambda: _sum(proxy, "kafka_quota_proxy_quota_throttled_responses_total", quota="consumer_byte_rate") > 0,
+            lambda: (
+                proxy.scraped_sum("kafka_quota_proxy_quota_throttled_responses_total", quota="consumer_byte_rate") > 0
+            ),
             10,
             "the consumer throttled",
         )
-        assert _sum(proxy, "kafka_quota_proxy_quota_bytes_total", quota="consumer_byte_rate") > 0
+        assert proxy.scraped_sum("kafka_quota_proxy_quota_bytes_total", quota="consumer_byte_rate") > 0
         assert _isr_full(admin, topic), _partitions(admin, topic)
         admin.delete_topics([topic])
     finally:

@@ -108,17 +108,10 @@ class Target:
 
     def total(self, quota: str) -> float:
         name, labels = THROTTLES[quota]
-        return sum(_sum_samples(p, name, labels) for p in self.proxies)
+        return sum(p.scraped_sum(name, **labels) for p in self.proxies)
 
     def throttles(self) -> dict[str, float]:
         return {quota: self.total(quota) for quota in THROTTLES}
-
-
-def _sum_samples(proxy, name: str, labels: dict) -> float:
-    """The sum of the samples of ``name`` on the proxy's /metrics whose labels include ``labels``."""
-    return sum(
-        value for tags, value in proxy.scraped(name).items() if all(dict(tags).get(k) == v for k, v in labels.items())
-    )
 
 
 @pytest.fixture(scope="module", params=TARGETS)
