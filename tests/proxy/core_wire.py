@@ -4,8 +4,11 @@ broker on bytes (no sockets)."""
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 from proxy.apis import ConnectionScope, Session
+from proxy.codec.header import encode_request_header, encode_response_header, frame, parse_request_header
+from proxy.codec.messages import encode_request, encode_response, new_request, new_response
 from proxy.connection.core import ConnectionCore
 from proxy.ops.usage_table import UsageTable
 from quota.primitives.clock import ManualClock
@@ -43,6 +46,22 @@ class CoreWire:
     def from_broker(self, data: bytes) -> None:
         self.core.broker_bytes(memoryview(data))
         self.core.step(self.now_ns())
+
+    def send(self, api_key: int, version: int, corr: int, client_id: str, **fields: Any) -> bytes:
+        """The client sends a request of these fields, encoded by the codec; returns its frame."""
+        body = encode_request(api_key, version, new_request(api_key, version, **fields))
+        data = frame(encode_request_header(api_key, version, corr, client_id) + body)
+        self.from_client(data)
+        return data
+
+    def answer(self, request: bytes, **fields: Any) -> bytes:
+        """The broker answers ``request`` (a frame it received) with these fields; returns the answer's frame."""
+        header = parse_request_header(request, 1 << 20)
+        api_key, version = header.api_key, header.api_version
+        body = encode_response(api_key, version, new_response(api_key, version, **fields))
+        data = frame(encode_response_header(api_key, version, header.correlation_id) + body)
+        self.from_broker(data)
+        return data
 
     def broker_request(self) -> bytes:
         """The one request frame the broker received since the last call."""

@@ -21,19 +21,12 @@ from proxy.apis import ConnectionScope, Session
 from proxy.cluster.topics import Topics
 from proxy.codec.apis import FETCH, FETCH_REPLICA_STATE_SINCE
 from proxy.codec.header import (
-    encode_request_header,
-    encode_response_header,
-    frame,
     parse_request_header,
     response_header_length,
 )
 from proxy.codec.messages import (
     decode_request,
     decode_response,
-    encode_request,
-    encode_response,
-    new_request,
-    new_response,
 )
 from proxy.enforcement.proxy_quotas import ProxyQuotas
 from quota.primitives.clock import ManualClock
@@ -82,33 +75,12 @@ class Wire(CoreWire):
             fields["replica_state"] = {"replica_id": replica_id, "replica_epoch": 3 if replica_id >= 0 else -1}
         else:
             fields["replica_id"] = replica_id
-        data = frame(
-            encode_request_header(FETCH, version, corr, client_id)
-            + encode_request(FETCH, version, new_request(FETCH, version, **fields))
-        )
-        self.from_client(data)
-        return data
+        return self.send(FETCH, version, corr, client_id, **fields)
 
-    def answer(self, request: bytes) -> bytes:
+    def answer_all(self, request: bytes) -> bytes:
         """Answer as a broker that ignores max_bytes (as Tansu does): every batch, no throttle of its own."""
-        header = parse_request_header(request, 1 << 20)
-        version = header.api_version
-        msg = new_response(
-            FETCH,
-            version,
-            responses=[
-                {
-                    "topic": "orders",
-                    "topic_id": TOPIC_ID,
-                    "partitions": [{"partition_index": 0, "high_watermark": 15, "records": b"".join(BATCHES)}],
-                }
-            ],
-        )
-        data = frame(
-            encode_response_header(FETCH, version, header.correlation_id) + encode_response(FETCH, version, msg)
-        )
-        self.from_broker(data)
-        return data
+        partition = {"partition_index": 0, "high_watermark": 15, "records": b"".join(BATCHES)}
+        return self.answer(request, responses=[{"topic": "orders", "topic_id": TOPIC_ID, "partitions": [partition]}])
 
     def row(self, client_id: str):
         return self.usage.row("L", "127.0.0.1", "ANONYMOUS", client_id, FETCH)
@@ -125,7 +97,7 @@ def test_a_follower_fetch_is_neither_capped_trimmed_counted_nor_throttled_and_a_
 
     sent = wire.fetch(version, 1, replica_id=1, client_id=FOLLOWER)
     assert wire.broker_request() == sent  # max_bytes 10 MiB, not capped to the 100-byte headroom
-    answered = wire.answer(sent)
+    answered = wire.answer_all(sent)
     assert wire.client_response() == answered  # every batch, throttle_time_ms 0
     assert wire.reading_client()  # not muted
     assert fetch.stats_for("ANONYMOUS", FOLLOWER) is None  # nothing recorded against the user
@@ -136,7 +108,7 @@ def test_a_follower_fetch_is_neither_capped_trimmed_counted_nor_throttled_and_a_
     forwarded = wire.broker_request()
     header = parse_request_header(forwarded, 1 << 20)
     assert decode_request(FETCH, version, forwarded[header.header_length :]).max_bytes == RATE * (NUM - 1)
-    wire.answer(forwarded)
+    wire.answer_all(forwarded)
     response = decoded(version, wire.client_response())
     assert bytes(response.responses[0].partitions[0].records) == BATCHES[0]  # trimmed to the first batch
     assert response.throttle_time_ms > 0
@@ -152,7 +124,7 @@ def test_in_shadow_mode_a_follower_fetch_is_not_counted_and_a_consumers_is(versi
 
     sent = wire.fetch(version, 1, replica_id=1, client_id=FOLLOWER)
     assert wire.broker_request() == sent
-    answered = wire.answer(sent)
+    answered = wire.answer_all(sent)
     assert wire.client_response() == answered
     assert wire.reading_client()
     assert quotas.fetch.stats_for("ANONYMOUS", FOLLOWER) is None
@@ -161,7 +133,7 @@ def test_in_shadow_mode_a_follower_fetch_is_not_counted_and_a_consumers_is(versi
 
     sent = wire.fetch(version, 2, replica_id=-1, client_id=CONSUMER)
     assert wire.broker_request() == sent  # shadow: nothing capped
-    answered = wire.answer(sent)
+    answered = wire.answer_all(sent)
     assert wire.client_response() == answered  # nor trimmed
     assert wire.reading_client()  # nor muted
     assert quotas.fetch.stats_for("ANONYMOUS", CONSUMER).rate > 0  # but counted

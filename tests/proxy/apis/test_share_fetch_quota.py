@@ -19,9 +19,6 @@ from proxy.apis import ConnectionScope
 from proxy.cluster.topics import Topics
 from proxy.codec.apis import METADATA, SHARE_FETCH
 from proxy.codec.header import (
-    encode_request_header,
-    encode_response_header,
-    frame,
     parse_request_header,
     response_header_length,
 )
@@ -29,9 +26,6 @@ from proxy.codec.messages import (
     DECODED_APIS,
     decode_request,
     decode_response,
-    encode_request,
-    encode_response,
-    new_request,
     new_response,
 )
 from proxy.enforcement.proxy_quotas import ProxyQuotas
@@ -90,33 +84,20 @@ class ShareWire(CoreWire):
         }
         if version >= 1:
             fields |= {"max_records": 500, "batch_size": 500}
-        data = frame(
-            encode_request_header(SHARE_FETCH, version, corr, "share-1")
-            + encode_request(SHARE_FETCH, version, new_request(SHARE_FETCH, version, **fields))
-        )
-        self.from_client(data)
-        return data
+        return self.send(SHARE_FETCH, version, corr, "share-1", **fields)
 
-    def answer(self, request: bytes) -> bytes:
-        header = parse_request_header(request, 1 << 20)
-        version = header.api_version
+    def answer_all(self, request: bytes) -> bytes:
+        """Every batch, all acquired by the member, whatever ``max_bytes`` said."""
         partition = {
             "partition_index": 0,
             "records": b"".join(BATCHES),
             "acquired_records": [{"first_offset": 0, "last_offset": 14, "delivery_count": 1}],
         }
-        msg = new_response(
-            SHARE_FETCH,
-            version,
-            acquisition_lock_timeout_ms=30_000 if version >= 1 else 0,
+        return self.answer(
+            request,
+            acquisition_lock_timeout_ms=30_000 if parse_request_header(request, 1 << 20).api_version >= 1 else 0,
             responses=[{"topic_id": TOPIC_ID, "partitions": [partition]}],
         )
-        data = frame(
-            encode_response_header(SHARE_FETCH, version, header.correlation_id)
-            + encode_response(SHARE_FETCH, version, msg)
-        )
-        self.from_broker(data)
-        return data
 
     def decoded_response(self, version: int):
         data = self.client_response()
@@ -153,7 +134,7 @@ def test_a_share_fetch_is_capped_charged_throttled_and_muted_but_never_trimmed(v
     )
     before.max_bytes = after.max_bytes
     assert after == before  # the rest as sent: topics, acknowledgements
-    wire.answer(forwarded)
+    wire.answer_all(forwarded)
     response = wire.decoded_response(version)
     _untouched(version, response)
     assert response.throttle_time_ms > 0
@@ -174,7 +155,7 @@ def test_a_share_consumer_that_ignores_the_throttle_gets_its_quota_and_no_more(v
             assert deadline is not None, "muted with no end"
             wire.clock.advance(max(1, deadline // 1_000_000 - wire.clock.now_ms()))
         wire.share_fetch(version, corr)  # at once, as soon as the proxy reads
-        wire.answer(wire.broker_request())
+        wire.answer_all(wire.broker_request())
         _untouched(version, wire.decoded_response(version))
         delivered += len(b"".join(BATCHES))
     ratio = delivered / ((wire.clock.now_ms() - start) / 1000) / RATE
@@ -186,7 +167,7 @@ def test_in_shadow_mode_a_share_fetch_is_counted_and_nothing_else(version):
     wire = ShareWire(CLIENT_QUOTA, mode="shadow")
     sent = wire.share_fetch(version, 1)
     assert wire.broker_request() == sent  # not capped
-    wire.answer(sent)
+    wire.answer_all(sent)
     response = wire.decoded_response(version)
     _untouched(version, response)
     assert response.throttle_time_ms == 0 and wire.reading_client()
@@ -199,7 +180,7 @@ def test_a_topics_consumer_byte_rate_charges_its_records_by_id_without_trimming(
     wire = ShareWire([{"entity": {"topic": TOPIC}, "consumer_byte_rate": RATE}])
     sent = wire.share_fetch(version, 1)
     assert wire.broker_request() == sent  # a topic quota leaves max_bytes alone, as for a Fetch
-    wire.answer(sent)
+    wire.answer_all(sent)
     response = wire.decoded_response(version)
     _untouched(version, response)
     assert response.throttle_time_ms > 0 and not wire.reading_client()
@@ -211,5 +192,5 @@ def test_a_share_fetch_without_a_consumer_quota_streams_untouched():
     wire = ShareWire([{"entity": {"client-id": "someone-else"}, "consumer_byte_rate": RATE}])
     sent = wire.share_fetch(1, 1)
     assert wire.broker_request() == sent
-    answered = wire.answer(sent)
+    answered = wire.answer_all(sent)
     assert bytes(wire.to_client) == answered and wire.reading_client()
