@@ -14,6 +14,7 @@ import uuid
 import pytest
 
 from proxy.apis import CHAINS, Session, plan_request
+from proxy.cluster.admin_address import AdminAddress
 from proxy.cluster.broker_ports import BrokerPorts
 from proxy.codec.apis import (
     FETCH,
@@ -128,3 +129,13 @@ def test_a_share_answer_cut_short_is_a_protocol_error_not_a_pass(api_key):
     cut = body[: len(body) // 2]
     with pytest.raises(ProtocolError):
         _rewrite(the_scope, api_key, 1, cut)
+
+
+@pytest.mark.parametrize("api_key", [SHARE_FETCH, SHARE_ACKNOWLEDGE])
+def test_on_the_admin_listener_share_answers_name_that_listener_for_every_broker(api_key):
+    admin_scope = dataclasses.replace(scope(), admin_address=AdminAddress("127.0.0.1", 19190))
+    body = _answer(api_key, 2, [(2, "kafka-2.internal", 9092), (5, "kafka-5.internal", 9093)])
+    rewritten = _rewrite(admin_scope, api_key, 2, body)
+    assert rewritten is not None
+    nodes = decode_response(api_key, 2, rewritten).node_endpoints
+    assert [(n.node_id, n.host, n.port) for n in nodes] == [(2, "127.0.0.1", 19190), (5, "127.0.0.1", 19190)]
