@@ -8,6 +8,14 @@ Per entity and quota key, the table in force (:class:`analytics.in_force.InForce
 - an **offender** (held to its fleet's figure, :mod:`analytics.outliers`) is never raised above what the table in
   force gives it today: where that is less, it is held there, by a named entry of that value (so a raised default
   does not raise it either);
+- **the fleet default goes on the default in force**: the planner writes its fleet default for users and client ids
+  as ``{user: <default>, client-id: <default>}`` (or another of Kafka's three default shapes); where the table in
+  force holds that key's default in another shape (``{client-id: <default>}``, ``{user: <default>}``), the change is
+  to that entry (raise or lower it), not an entry of the planner's shape beside it. A second default would win or
+  lose by Kafka's order alone: the one behind it would stay in the table with no effect on anyone, and one above it
+  (``<default>``/``<default>`` above ``{client-id: x}``) would silently take over the named entries between them;
+- a ``<default>`` entry in force that no tenant can resolve to after the change (another default of users and client
+  ids, of that key, comes first in Kafka's order for every tenant) is **removed**, said as such;
 - everything else in force stays as it is (**kept**, with why): the keys of entities the log never saw doing that
   traffic (a tenant quiet over the log keeps its quota), a ``<default>`` the planner sets none for (its fleet is
   too small), a key the planner does not cover. An unchanged key gets no line.
@@ -28,7 +36,7 @@ from analytics.in_force import FILE, TOPIC, InForce, limit_for
 from analytics.recommend import comments, entity_id, figure_text
 from analytics.replay import KEYS as REPLAYED
 from analytics.replay import byte_rate_table
-from quota.primitives.entity import DEFAULT
+from quota.primitives.entity import DEFAULT, QuotaEntity, precedence
 
 ADD, RAISE, LOWER, REMOVE = "add", "raise", "lower", "remove"
 ORDER = (ADD, RAISE, LOWER, REMOVE)
@@ -50,7 +58,7 @@ class Change:
 
     def line(self) -> str:
         """``raise user=a client-id=b producer_byte_rate 1,000,000 -> 4,000,000 (held 540 s today, 12 s after)``"""
-        what = " ".join(f"{k}={v}" for k, v in self.entity.items())
+        what = _words(self.entity)
         values = {
             ADD: f"{figure_text(self.after or 0)} (not set today)",
             REMOVE: f"{figure_text(self.before or 0)} -> the fleet default",
@@ -97,11 +105,18 @@ def plan(
     current = {(entity_id(it["entity"]), k): v for it in in_force.items for k, v in it.items() if k != "entity"}
     entities = {entity_id(it["entity"]): dict(it["entity"]) for it in [*in_force.items, *recommended]}
     defaults = {(tuple(sorted(entities[eid])), key) for eid, key in target if _is_default(entities[eid])}
+    target, moved = _onto_defaults_in_force(target, current, entities)
     seen, held = set(seen), set(offenders)
     changes, kept = [], []
     for (eid, key), after in target.items():
         before = current.get((eid, key))
-        said = basis.get(eid, {}).get(key, "")
+        said = basis.get(moved.get((eid, key), eid), {}).get(key, "")
+        if (eid, key) in moved:
+            planner = _words(entities[moved[(eid, key)]])
+            said = (
+                f"{said + '; ' if said else ''}the fleet default, on the default in force ({_words(entities[eid])}) "
+                f"rather than a new {planner} beside it, which would leave one of the two with no effect"
+            )
         today = limit_for(in_force.items, entities[eid], key) if (eid, key) in held else None
         if today is not None and today < after:
             said = f"offender: held at the {figure_text(today)} in force today, below its fleet's figure {figure_text(after)}"
@@ -115,7 +130,12 @@ def plan(
         if (eid, key) in target:
             continue
         entity = entities[eid]
-        if _is_default(entity):
+        first = _default_before(entity, key, [*target, *current], entities)
+        if first is not None:
+            origin = in_force.origins.get((eid, key))
+            why = f"no effect: every tenant resolves to {_words(first)} first (Kafka's order)"
+            changes.append(Change(entity, key, REMOVE, before, None, origin, why))
+        elif _is_default(entity):
             kept.append((entity, key, before, "the planner sets no default for this entity type (fewer tenants)"))
         elif (eid, key) not in seen:
             kept.append((entity, key, before, "not seen doing this traffic in the log: kept as it is"))
@@ -130,6 +150,50 @@ def plan(
 
 def _is_default(entity: Mapping[str, str]) -> bool:
     return any(name == DEFAULT for name in entity.values())
+
+
+def _fleet_default(entity: Mapping[str, str]) -> int | None:
+    """The precedence level of a ``<default>`` entity of users and client ids (5: ``<default>``/``<default>``, 6:
+    ``{user: <default>}``, 8: ``{client-id: <default>}``); None for any other entity."""
+    if not entity or set(entity) - {"user", "client-id"} or any(name != DEFAULT for name in entity.values()):
+        return None
+    return precedence(QuotaEntity(entity.get("user"), entity.get("client-id")))
+
+
+def _words(entity: Mapping[str, str]) -> str:
+    return " ".join(f"{k}={v}" for k, v in entity.items())
+
+
+def _onto_defaults_in_force(
+    planned_table: Mapping[tuple, float], current: Mapping, entities: Mapping[tuple, dict]
+) -> tuple[dict[tuple, float], dict[tuple, tuple]]:
+    """``planned_table`` (``{(entity_id, key): value}``) with each key's one fleet default of users and client ids
+    moved onto the default the table in force holds for that key in another shape (the one tenants resolve to today,
+    the first in Kafka's order), and ``{(entity_id in force, key): entity_id the planner wrote}`` for the moved."""
+    target, moved = dict(planned_table), {}
+    for key in {k for _, k in planned_table}:
+        planned = [eid for eid, k in target if k == key and _fleet_default(entities[eid]) is not None]
+        today = [eid for eid, k in current if k == key and _fleet_default(entities[eid]) is not None]
+        if len(planned) != 1 or not today or (planned[0], key) in current:
+            continue  # no default, two shapes planned (each on its own), or the planner's shape is in force
+        live = min(today, key=lambda eid: _fleet_default(entities[eid]) or 0)
+        target[(live, key)] = target.pop((planned[0], key))
+        moved[(live, key)] = planned[0]
+    return target, moved
+
+
+def _default_before(entity: Mapping[str, str], key: str, keys: Iterable[tuple], entities: Mapping) -> dict | None:
+    """The default of users and client ids that comes before ``entity`` (one itself) for ``key`` among ``keys``
+    (``(entity_id, key)``): every tenant resolves to it first, so ``entity`` governs no one; None when there is none."""
+    level = _fleet_default(entity)
+    if level is None:
+        return None
+    before = [
+        (found, entities[eid])
+        for eid, k in keys
+        if k == key and (found := _fleet_default(entities[eid])) is not None and found < level
+    ]
+    return min(before, key=lambda pair: pair[0])[1] if before else None
 
 
 def apply(items: Iterable[Mapping], changes: Iterable[Change]) -> list[dict]:
@@ -195,7 +259,7 @@ def to_commands(changes: ChangeSet, scope_lines: Iterable[str] = ()) -> str:
         out += comments(c.line() for c in group)
         out += comments(
             f"edit {changes.in_force.file or 'the proxy configuration'}: remove {c.key} from the entry of "
-            f"{' '.join(f'{k}={v}' for k, v in entity.items())} (set in the file, which the config topic cannot undo)"
+            f"{_words(entity)} (set in the file, which the config topic cannot undo)"
             for c in in_file
         )
         if added or deleted:

@@ -7,11 +7,12 @@ import pytest
 import yaml
 
 from analytics import changeset
-from analytics.in_force import FILE, TOPIC, InForce, from_file, window_sources, with_described
+from analytics.in_force import FILE, TOPIC, InForce, from_file, quota_table, window_sources, with_described
 from analytics.recommend import entity_id
 from config.errors import ConfigError
 from config.loader import load_settings_and_quotas
 from proxy.cli.configs import build_parser, entity_args, entity_from_args
+from quota.primitives.entity import QuotaEntity
 
 D = "<default>"
 ALICE = {"user": "alice", "client-id": "etl"}
@@ -51,28 +52,26 @@ def lines(changes):
 
 def test_add_raise_lower_and_remove_and_nothing_else():
     """bob's 5,000 is left to the new default (2,000): removed; ghost was not in the log and keeps its 10; the
-    {user: <default>} entry the planner sets nothing for stays; the unchanged consumer default gets no line."""
+    planner's <default>/<default> producer default goes on the {user: <default>} entry in force for that key (a
+    raise); the unchanged consumer default gets no line."""
     changes = changeset.plan(in_force(), RECOMMENDED, {entity_id(ALICE): {"producer_byte_rate": "p99 x 1.5"}}, SEEN)
     assert lines(changes) == [
-        ("add", DEFAULTS, "producer_byte_rate", None, 2000),
         ("add", CAROL, "producer_byte_rate", None, 3000),
+        ("raise", {"user": D}, "producer_byte_rate", 50, 2000),
         ("raise", ALICE, "producer_byte_rate", 1000, 4000),
         ("lower", {"ip": D}, "connection_creation_rate", 7, 0.5),
         ("remove", BOB, "producer_byte_rate", 5000, None),
     ]
-    assert changes.counts() == "2 add, 1 raise, 1 lower, 1 remove"
+    assert changes.counts() == "1 add, 2 raise, 1 lower, 1 remove"
     assert changes.changes[2].rests_on == "p99 x 1.5" and changes.changes[2].origin == FILE
     kept = {(tuple(e.items()), why.split(":")[0].split(" (")[0]) for e, _, _, why in changes.kept}
-    assert kept == {
-        (tuple(GHOST.items()), "not seen doing this traffic in the log"),
-        ((("user", D),), "the planner sets no default for this entity type"),
-    }
+    assert kept == {(tuple(GHOST.items()), "not seen doing this traffic in the log")}
     after = {entity_id(it["entity"]): {k: v for k, v in it.items() if k != "entity"} for it in changes.after}
     assert after == {
         entity_id(ALICE): {"producer_byte_rate": 4000},
         entity_id(GHOST): {"producer_byte_rate": 10},
-        entity_id(DEFAULTS): {"consumer_byte_rate": 100, "producer_byte_rate": 2000},
-        entity_id({"user": D}): {"producer_byte_rate": 50},
+        entity_id(DEFAULTS): {"consumer_byte_rate": 100},
+        entity_id({"user": D}): {"producer_byte_rate": 2000},
         entity_id({"ip": D}): {"connection_creation_rate": 0.5},
         entity_id(CAROL): {"producer_byte_rate": 3000},
     }  # bob's entry is gone: its only key was removed
@@ -92,9 +91,10 @@ def replay_row(user, client_id, today, after):
 
 
 def test_held_seconds_beside_each_line_are_of_the_tenants_its_entry_governs():
-    """Today dave resolves to {user: <default>} (50), after the change to <default>/<default> (2,000, the higher
-    precedence); bob to his own entry today and the default after. So the default's line counts bob and dave (0 + 5
-    today, 3 + 2 after), bob's removal bob alone, alice's raise alice alone; carol's add carol (20 -> 0)."""
+    """Today dave resolves to {user: <default>} (50), after the change to the same entry raised (2,000); bob to his
+    own entry today and that default after; carol to that default today and her own entry after. So the default's
+    line counts bob, carol and dave (0 + 20 + 5 today, 3 + 0 + 2 after), bob's removal bob alone, alice's raise alice
+    alone, carol's add carol alone (20 -> 0)."""
     changes = changeset.plan(in_force(), RECOMMENDED, {}, SEEN)
     rows = [
         replay_row("alice", "etl", 10.0, 1.0),
@@ -106,7 +106,7 @@ def test_held_seconds_beside_each_line_are_of_the_tenants_its_entry_governs():
     replayed = changeset.with_replay(changes, rows)
     held = {(c.action, tuple(c.entity.values())): (c.held_today_s, c.held_after_s, c.tenants) for c in replayed.changes}
     assert held == {
-        ("add", (D, D)): (5.0, 5.0, 2),
+        ("raise", (D,)): (25.0, 5.0, 3),
         ("add", ("carol", "y")): (20.0, 0.0, 1),
         ("raise", ("alice", "etl")): (10.0, 1.0, 1),
         ("lower", (D,)): (None, None, 0),  # connection_creation_rate: not replayed
@@ -129,8 +129,8 @@ def test_the_commands_apply_exactly_the_change_set():
     parser = build_parser()
     parsed = [parser.parse_args(shlex.split(line)[2:]) for line in commands]
     altered = {tuple(entity_from_args(*entity_args(a)).items()): a for a in parsed}
-    assert len(altered) == len(commands) == 4  # defaults, carol, alice, ip default: nothing for bob, ghost, <user>
-    default = altered[tuple(DEFAULTS.items())]
+    assert len(altered) == len(commands) == 4  # user default, carol, alice, ip default: nothing for bob, ghost
+    default = altered[(("user", D),)]
     assert default.add_config == "producer_byte_rate=2000" and not default.delete_config
     assert altered[tuple(ALICE.items())].add_config == "producer_byte_rate=4000"
     assert altered[(("ip", D),)].add_config == "connection_creation_rate=0.5"
@@ -220,3 +220,94 @@ def test_an_offender_is_never_raised_above_what_it_has_today():
     pinned_today = [*table, {"entity": hog, "producer_byte_rate": 50}]
     again = changeset.plan(from_file("p.yaml", pinned_today), recommended, {}, SEEN, offenders)
     assert not [c for c in again.changes if c.entity == hog]
+
+
+FLEET_SAID = "fleet default: p90 of the 6 user and client-id entities' recommendations (outliers left out)"
+
+
+def test_the_fleet_default_goes_on_the_default_in_force_of_another_shape():
+    """bench/planner_apply.py's case: the proxy's file holds {client-id: <default>} 400,000, the planner's fleet
+    default is <default>/<default> 1,200,000. Added beside it, the planner's entry would come first for every tenant
+    (Kafka's level 5 before 8), leave the one in force with no effect, and take over {client-id: legacy}'s 50,000
+    (level 7) as well: the change raises the default in force instead, and legacy keeps its own entry."""
+    hog, legacy = {"user": "ANONYMOUS", "client-id": "hog"}, {"client-id": "legacy"}
+    table = [
+        {"entity": {"client-id": D}, "producer_byte_rate": 400_000},
+        {"entity": legacy, "producer_byte_rate": 50_000},
+    ]
+    recommended = [
+        {"entity": DEFAULTS, "producer_byte_rate": 1_200_000},
+        {"entity": hog, "producer_byte_rate": 1_600_000},
+    ]
+    changes = changeset.plan(
+        from_file("proxy.yaml", table), recommended, {entity_id(DEFAULTS): {"producer_byte_rate": FLEET_SAID}}, []
+    )
+    assert lines(changes) == [
+        ("add", hog, "producer_byte_rate", None, 1_600_000),
+        ("raise", {"client-id": D}, "producer_byte_rate", 400_000, 1_200_000),
+    ]
+    assert changes.changes[1].rests_on == (
+        f"{FLEET_SAID}; the fleet default, on the default in force (client-id=<default>) rather than a new "
+        "user=<default> client-id=<default> beside it, which would leave one of the two with no effect"
+    )
+    after = quota_table(changes.after)
+    for client, limit, entity in (
+        (("app-1"), 1_200_000, {"client-id": D}),
+        ("legacy", 50_000, legacy),
+        ("hog", 1_600_000, hog),
+    ):
+        resolved = after.resolve("producer_byte_rate", "ANONYMOUS", client)
+        assert (resolved.limit, resolved.entity) == (limit, QuotaEntity(entity.get("user"), entity.get("client-id")))
+    # what the planner's own shape would have done to legacy
+    assert quota_table([*table, *recommended]).resolve("producer_byte_rate", "ANONYMOUS", "legacy").limit == 1_200_000
+    commands = [line for line in changeset.to_commands(changes).splitlines() if not line.startswith("#")]
+    parsed = [build_parser().parse_args(shlex.split(line)[2:]) for line in commands]
+    altered = {tuple(entity_from_args(*entity_args(a)).items()): a.add_config for a in parsed}
+    assert altered == {
+        (("client-id", D),): "producer_byte_rate=1200000",
+        tuple(hog.items()): "producer_byte_rate=1600000",
+    }
+
+
+def test_a_default_in_force_before_the_planners_is_the_one_changed():
+    """The planner's {client-id: <default>} would come after the <default>/<default> in force (level 8 after 5) and
+    never be reached: the default in force is lowered instead; the consumer default, in the planner's own shape, is
+    compared as it is."""
+    table = [{"entity": DEFAULTS, "producer_byte_rate": 1_000_000, "consumer_byte_rate": 9}]
+    recommended = [
+        {"entity": {"client-id": D}, "producer_byte_rate": 300_000},
+        {"entity": DEFAULTS, "consumer_byte_rate": 10},
+    ]
+    changes = changeset.plan(from_file("proxy.yaml", table), recommended, {}, [])
+    assert lines(changes) == [
+        ("raise", DEFAULTS, "consumer_byte_rate", 9, 10),
+        ("lower", DEFAULTS, "producer_byte_rate", 1_000_000, 300_000),
+    ]
+    assert changes.after == ({"entity": DEFAULTS, "producer_byte_rate": 300_000, "consumer_byte_rate": 10},)
+
+
+def test_a_default_no_tenant_can_reach_is_removed_and_said():
+    """Two defaults in force for producer_byte_rate: {user: <default>} (50, set through the config topic) comes
+    before {client-id: <default>} (70, in the file) for every tenant. The planner's default goes on the first, and
+    the second, which no tenant resolves to, is removed with why (an edit of the file: the topic cannot undo it)."""
+    table = [
+        {"entity": {"user": D}, "producer_byte_rate": 50},
+        {"entity": {"client-id": D}, "producer_byte_rate": 70},
+    ]
+    origins = {
+        (entity_id({"user": D}), "producer_byte_rate"): TOPIC,
+        (entity_id({"client-id": D}), "producer_byte_rate"): FILE,
+    }
+    in_force_table = InForce(tuple(table), origins, "--proxy-config proxy.yaml", "proxy.yaml")
+    recommended = [{"entity": DEFAULTS, "producer_byte_rate": 2000}]
+    changes = changeset.plan(in_force_table, recommended, {}, [])
+    assert lines(changes) == [
+        ("raise", {"user": D}, "producer_byte_rate", 50, 2000),
+        ("remove", {"client-id": D}, "producer_byte_rate", 70, None),
+    ]
+    assert changes.changes[1].rests_on == "no effect: every tenant resolves to user=<default> first (Kafka's order)"
+    assert not changes.kept and changes.after == ({"entity": {"user": D}, "producer_byte_rate": 2000},)
+    text = changeset.to_commands(changes)
+    assert "# edit proxy.yaml: remove producer_byte_rate from the entry of client-id=<default>" in text
+    [command] = [line for line in text.splitlines() if not line.startswith("#")]
+    assert "--entity-type users --entity-default --add-config producer_byte_rate=2000" in command
