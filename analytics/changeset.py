@@ -22,7 +22,10 @@ Per entity and quota key, the table in force (:class:`analytics.in_force.InForce
 
 Beside each byte-rate line, the replay's held seconds (:mod:`analytics.replay`, run with the table in force as today
 and the table after the change as the candidate), summed over the tenants that line's entry governs under either
-table (the entry the proxy resolves for them, Kafka's eight levels); the other keys are not replayed.
+table (the entry the proxy resolves for them, Kafka's eight levels); the other keys are not replayed. A tenant the
+log shows held for :data:`MOSTLY_HELD` of its time or more was free too little for its demand to show
+(:mod:`analytics.demand`: an interval tells it only when free for ``MIN_FREE`` of it): the replay runs what could be
+estimated, which errs low, so the after-figure is a lower bound, and the line says so with the demand it is at least.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from analytics import recommend
+from analytics.demand import MIN_FREE
 from analytics.in_force import FILE, TOPIC, InForce, limit_for
 from analytics.recommend import comments, entity_id, figure_text
 from analytics.replay import KEYS as REPLAYED
@@ -41,6 +45,25 @@ from quota.primitives.entity import DEFAULT, QuotaEntity, precedence
 ADD, RAISE, LOWER, REMOVE = "add", "raise", "lower", "remove"
 ORDER = (ADD, RAISE, LOWER, REMOVE)
 BYTE_KEYS = {key: api for api, (key, _) in REPLAYED.items()}  # producer_byte_rate -> Produce ...
+MOSTLY_HELD = 1 - MIN_FREE  # held this share of the log or more: free too little for the demand to show
+
+
+@dataclass(frozen=True)
+class Unseen:
+    """A tenant the log shows held nearly all the time (:data:`MOSTLY_HELD`): its demand is at least
+    ``demand_at_least`` B/s (the largest of its estimate, the quota it was held to and its p99 rate), how much more
+    the log cannot show."""
+
+    entity: dict
+    held_share: float
+    demand_at_least: float
+
+    def text(self) -> str:
+        return (
+            f"{_words(self.entity)} held {self.held_share:.0%} of the log: its demand is at least "
+            f"{figure_text(self.demand_at_least)} B/s, how much more the log cannot show; the after-figure is a lower "
+            "bound"
+        )
 
 
 @dataclass(frozen=True)
@@ -55,6 +78,7 @@ class Change:
     held_today_s: float | None = None  # the replay's held seconds of the tenants it governs (byte rates only)
     held_after_s: float | None = None
     tenants: int = 0  # the tenants the replay counted for it
+    unseen: tuple[Unseen, ...] = ()  # of those, the ones held nearly all the time: the figures are lower bounds
 
     def line(self) -> str:
         """``raise user=a client-id=b producer_byte_rate 1,000,000 -> 4,000,000 (held 540 s today, 12 s after)``"""
@@ -70,10 +94,11 @@ class Change:
             return "not replayed (the replay covers byte rates)" if self.key not in BYTE_KEYS else "not replayed"
         if not self.tenants:
             return "no tenant in the log under it"
-        return (
+        said = (
             f"held {self.held_today_s:,.0f} s today, {self.held_after_s:,.0f} s after the change "
             f"({self.tenants} tenant{'s' if self.tenants > 1 else ''} in the log)"
         )
+        return "; ".join([said, *(u.text() for u in self.unseen)])
 
 
 @dataclass(frozen=True)
@@ -208,10 +233,12 @@ def apply(items: Iterable[Mapping], changes: Iterable[Change]) -> list[dict]:
     return [it for it in table.values() if len(it) > 1]
 
 
-def with_replay(changes: ChangeSet, rows: Iterable[Mapping]) -> ChangeSet:
+def with_replay(changes: ChangeSet, rows: Iterable[Mapping], stats: Iterable[Mapping] = ()) -> ChangeSet:
     """Each byte-rate change with the held seconds of the tenants its entry governs, today (the table in force) and
-    after the change, from the replay's rows (:data:`analytics.replay.RESULT`, run with today's table)."""
+    after the change, from the replay's rows (:data:`analytics.replay.RESULT`, run with today's table); with
+    ``stats`` (:func:`analytics.stats.entity_stats`' rows), those of them held nearly all the time (:class:`Unseen`)."""
     rows = list(rows)
+    unseen = _unseen(stats)
     today, after = byte_rate_table(changes.in_force.items), byte_rate_table(changes.after)
     out = []
     for c in changes.changes:
@@ -230,8 +257,23 @@ def with_replay(changes: ChangeSet, rows: Iterable[Mapping]) -> ChangeSet:
         ]
         held_today = round(sum(r["today_held_s"] for r in governed), 1)
         held_after = round(sum(r["candidate_held_s"] for r in governed), 1)
-        out.append(replace(c, held_today_s=held_today, held_after_s=held_after, tenants=len(governed)))
+        found = tuple(u for r in governed if (u := unseen.get((r["user"], r["client_id"], api))) is not None)
+        out.append(replace(c, held_today_s=held_today, held_after_s=held_after, tenants=len(governed), unseen=found))
     return replace(changes, changes=tuple(out))
+
+
+def _unseen(stats: Iterable[Mapping]) -> dict[tuple, Unseen]:
+    """``{(user, client_id, api): Unseen}`` for the byte-rate rows held :data:`MOSTLY_HELD` of their time or more:
+    their demand is at least the estimate (:mod:`analytics.demand`, which errs low) and the quota they were held to."""
+    out = {}
+    for row in stats:
+        if row["api"] not in REPLAYED or (row.get("held_share") or 0) < MOSTLY_HELD:
+            continue
+        side = REPLAYED[row["api"]][1]
+        floor = max(row.get(f"{side}_demand") or 0, row.get("quota_rate") or 0, row.get(f"{side}_rate_p99") or 0)
+        entity = recommend.entity_key(row["user"], row["client_id"])
+        out[(row["user"], row["client_id"], row["api"])] = Unseen(entity, row["held_share"], floor)
+    return out
 
 
 def _governs(resolved, entity: Mapping[str, str]) -> bool:

@@ -274,7 +274,7 @@ def run(
                 "rows": replay_mod.changed(rows),
             }
             if changes is not None:
-                changes = changeset.with_replay(changes, rows)
+                changes = changeset.with_replay(changes, rows, entity_rows)
                 replayed.update(candidate="the table after the change set", today=changes.in_force.source)
         steps.step("report")
         commands = (

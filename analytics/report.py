@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 from analytics import recommend
-from analytics.changeset import ChangeSet, origin_text
+from analytics.changeset import MOSTLY_HELD, ChangeSet, origin_text
 from analytics.outliers import Outlier, entity_flag
 from analytics.recommend import entity_id
 from analytics.timeaxis import TimeAxis
@@ -243,7 +243,8 @@ def _changes_section(changes: ChangeSet) -> str:
         f"{html.escape(changes.in_force.source)}. What to change to reach the recommended table; "
         "<code>recommended-commands.txt</code> applies exactly these. Held seconds: the replay of the logged demand "
         "under the table in force (today) and the table after the change, summed over the tenants each line's entry "
-        "governs under either (byte rates only).</p>"
+        f"governs under either (byte rates only). A tenant held {MOSTLY_HELD:.0%} of the log or more was free too "
+        "little for its demand to show: the held time after the change is then a lower bound (the last column).</p>"
     )
     rows = [
         [
@@ -257,10 +258,20 @@ def _changes_section(changes: ChangeSet) -> str:
             c.tenants if c.held_today_s is not None else None,
             origin_text(c.origin),
             c.rests_on,
+            "; ".join(u.text() for u in c.unseen),
         ]
         for c in changes.changes
     ]
-    columns = ["in force", "recommended", "held today (s)", "held after (s)", "tenants", "set in", "rests on"]
+    columns = [
+        "in force",
+        "recommended",
+        "held today (s)",
+        "held after (s)",
+        "tenants",
+        "set in",
+        "rests on",
+        "demand the log cannot show",
+    ]
     table = _table(["change", "entity", "key", *columns], rows) if rows else "<p>Nothing to change.</p>"
     kept = [[" ".join(f"{k}={v}" for k, v in e.items()), key, value, why] for e, key, value, why in changes.kept]
     if kept:

@@ -6,7 +6,7 @@ import shlex
 import pytest
 import yaml
 
-from analytics import changeset
+from analytics import changeset, report
 from analytics.in_force import FILE, TOPIC, InForce, from_file, quota_table, window_sources, with_described
 from analytics.recommend import entity_id
 from config.errors import ConfigError
@@ -311,3 +311,68 @@ def test_a_default_no_tenant_can_reach_is_removed_and_said():
     assert "# edit proxy.yaml: remove producer_byte_rate from the entry of client-id=<default>" in text
     [command] = [line for line in text.splitlines() if not line.startswith("#")]
     assert "--entity-type users --entity-default --add-config producer_byte_rate=2000" in command
+
+
+def stats_row(user, client_id, api, held_share, demand=None, quota=None):
+    side = "request" if api == "Produce" else "response"
+    return {
+        "user": user,
+        "client_id": client_id,
+        "api": api,
+        "held_share": held_share,
+        "quota_rate": quota,
+        f"{side}_demand": demand,
+        f"{side}_rate_p99": quota,
+    }
+
+
+def test_a_tenant_held_nearly_all_the_time_makes_the_after_figure_a_lower_bound(tmp_path):
+    """bench/planner_apply.py's hog: held 96% of the log, so free too little for its demand to show (an interval
+    tells it only when the tenant was free for 10% of it): the replay ran its estimate, 1,550,000 B/s, against a
+    true 3,000,000, and each line governing it says its demand is at least that and its after-figure a lower bound;
+    app-2, held 99% with no estimate, is at least the quota it was held to; bulk, held 74%, the threshold's 90%
+    exactly, and a Fetch held 95% (another key) add nothing to these lines but their own."""
+    hog = {"user": "ANONYMOUS", "client-id": "hog"}
+    table = [{"entity": {"client-id": D}, "producer_byte_rate": 400_000}]
+    recommended = [
+        {"entity": DEFAULTS, "producer_byte_rate": 1_200_000},
+        {"entity": hog, "producer_byte_rate": 1_600_000},
+    ]
+    changes = changeset.plan(from_file("proxy.yaml", table), recommended, {}, [])
+    rows = [
+        replay_row("ANONYMOUS", "hog", 54.5, 45.6),
+        replay_row("ANONYMOUS", "bulk", 44.8, 0.0),
+        replay_row("ANONYMOUS", "app-1", 0.0, 0.0),
+        replay_row("ANONYMOUS", "app-2", 20.0, 0.0),
+        {**replay_row("ANONYMOUS", "app-1", 30.0, 30.0), "api": "Fetch"},
+    ]
+    stats = [
+        stats_row("ANONYMOUS", "hog", "Produce", 0.96, demand=1_550_000, quota=400_000),
+        stats_row("ANONYMOUS", "hog", "*", 0.99),  # the all-APIs row: not a byte rate
+        stats_row("ANONYMOUS", "bulk", "Produce", 0.74, demand=560_000, quota=400_000),
+        stats_row("ANONYMOUS", "app-1", "Produce", 0.9, demand=None, quota=400_000),
+        stats_row("ANONYMOUS", "app-1", "Fetch", 0.95, demand=9_000_000, quota=1_000),
+        stats_row("ANONYMOUS", "app-2", "Produce", 0.99, demand=None, quota=400_000),
+    ]
+    add_hog, raise_default = changeset.with_replay(changes, rows, stats).changes
+    hog_said = (
+        "user=ANONYMOUS client-id=hog held 96% of the log: its demand is at least 1,550,000 B/s, how much more the "
+        "log cannot show; the after-figure is a lower bound"
+    )
+    at_least = "held {:.0%} of the log: its demand is at least 400,000 B/s"
+    assert add_hog.line() == (
+        "add user=ANONYMOUS client-id=hog producer_byte_rate 1,600,000 (not set today): held 54 s today, 46 s after "
+        f"the change (1 tenant in the log); {hog_said}"
+    )
+    assert [u.entity["client-id"] for u in raise_default.unseen] == ["hog", "app-1", "app-2"]
+    assert raise_default.verdict().startswith("held 119 s today, 46 s after the change (4 tenants in the log); ")
+    assert hog_said in raise_default.verdict() and at_least.format(0.99) in raise_default.verdict()
+    assert at_least.format(0.9) in raise_default.verdict() and "bulk" not in raise_default.verdict()
+    # without the statistics, no tenant is said to be held nearly all the time
+    assert not any(c.unseen for c in changeset.with_replay(changes, rows).changes)
+    # the report's change set says it in its own column
+    report.write_report(
+        str(tmp_path / "report.html"), {}, {}, {}, [], changes=changeset.with_replay(changes, rows, stats)
+    )
+    text = (tmp_path / "report.html").read_text()
+    assert "<th>demand the log cannot show</th>" in text and f"<td>{hog_said}</td>" in text

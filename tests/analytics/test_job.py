@@ -85,6 +85,19 @@ def split_records(scope="broker"):
     return out
 
 
+STUCK = ("stuck", "held-through")
+
+
+def stuck_records():
+    """10 intervals of STUCK held 9.6 s of each 10 s to 50,000 B/s, every request throttled: no interval tells its
+    demand, its held share is 0.96."""
+    return [
+        record(START_TIME + k * DT, DT, "PLAINTEXT", "192.0.2.51", *STUCK, "Produce", requests=10, throttles=10)
+        | {"request_bytes": 500_000, "throttle_ms": 9600, "held_ms": 9600, "quota_rate": 50_000, "scope": "cluster"}
+        for k in range(1, 11)
+    ]
+
+
 def known_records():
     """101 intervals of (known, exact), each one's traffic split over two connections from two IPs and listeners."""
     rng = random.Random(5)
@@ -359,6 +372,7 @@ def test_kafka_quota_proxy_analyze(spark, result, tmp_path, capsys):
     log = tmp_path / "usage"
     write_log(str(log), Options(entities=3, intervals=10, seed=1, scope="cluster"))
     write_jsonl(str(log / "split.jsonl"), split_records("cluster"))  # three proxies' logs, quota.scope cluster
+    write_jsonl(str(log / "stuck.jsonl"), stuck_records())  # a tenant held 96% of the log
     (tmp_path / "proxy.yaml").write_text(PROXY_CONFIG)
     argv = ["analyze", "--input", str(log), "--output", str(tmp_path / "out"), "--headroom", "2", "--no-charts"]
     capacity = ["--capacity", "bytes_in=1000,connections=1e6"]
@@ -404,6 +418,14 @@ def test_kafka_quota_proxy_analyze(spark, result, tmp_path, capsys):
         re.escape(removed) + r"[\d,.]+ s today, [\d,.]+ s after the change \(1 tenant in the log\)", said_text
     )
     assert f"edit {config}: remove producer_byte_rate from the entry of user={SPLIT[0]}" in said_text
+    # the lines governing a tenant held 90% of the log or more say its after-figure is a lower bound; no other
+    produce = spark.read.parquet(str(tmp_path / "out" / "entity_stats")).where("api = 'Produce'").collect()
+    named = {
+        r["client_id"]: (f"user={r['user']} " if r["user"] else "") + f"client-id={r['client_id']}" for r in produce
+    }
+    mostly = {f"{named[r['client_id']]} held {r['held_share']:.0%}" for r in produce if r["held_share"] >= 0.9}
+    said_mostly = re.findall(r"((?:user=\S+ )?client-id=\S+ held \d+%) of the log: its demand is at least", said_text)
+    assert set(said_mostly) == mostly == {f"user={STUCK[0]} client-id={STUCK[1]} held 96%"}
     # one configs --alter per entity with an add, raise or lower; a comment line per change; no line for ghost
     keys = "producer_byte_rate|consumer_byte_rate|controller_mutation_rate|producer_ids_rate|connection_creation_rate"
     said = re.findall(rf"^# (add|raise|lower|remove) (.*?) (?:{keys}) ", commands, re.M)
