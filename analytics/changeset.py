@@ -59,10 +59,12 @@ class Unseen:
     demand_at_least: float
 
     def text(self) -> str:
+        return f"{_words(self.entity)} {self.said()}"
+
+    def said(self) -> str:
         return (
-            f"{_words(self.entity)} held {self.held_share:.0%} of the log: its demand is at least "
-            f"{figure_text(self.demand_at_least)} B/s, how much more the log cannot show; the after-figure is a lower "
-            "bound"
+            f"held {self.held_share:.0%} of the log: its demand is at least {figure_text(self.demand_at_least)} B/s, "
+            "how much more the log cannot show; the after-figure is a lower bound"
         )
 
 
@@ -238,7 +240,7 @@ def with_replay(changes: ChangeSet, rows: Iterable[Mapping], stats: Iterable[Map
     after the change, from the replay's rows (:data:`analytics.replay.RESULT`, run with today's table); with
     ``stats`` (:func:`analytics.stats.entity_stats`' rows), those of them held nearly all the time (:class:`Unseen`)."""
     rows = list(rows)
-    unseen = _unseen(stats)
+    unseen = unseen_demand(stats)
     today, after = byte_rate_table(changes.in_force.items), byte_rate_table(changes.after)
     out = []
     for c in changes.changes:
@@ -262,7 +264,7 @@ def with_replay(changes: ChangeSet, rows: Iterable[Mapping], stats: Iterable[Map
     return replace(changes, changes=tuple(out))
 
 
-def _unseen(stats: Iterable[Mapping]) -> dict[tuple, Unseen]:
+def unseen_demand(stats: Iterable[Mapping]) -> dict[tuple, Unseen]:
     """``{(user, client_id, api): Unseen}`` for the byte-rate rows held :data:`MOSTLY_HELD` of their time or more:
     their demand is at least the estimate (:mod:`analytics.demand`, which errs low) and the quota they were held to."""
     out = {}

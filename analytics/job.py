@@ -272,6 +272,7 @@ def run(
             replayed = {
                 "candidate": "the recommended table" if candidate is None else replay,
                 "rows": replay_mod.changed(rows),
+                "unseen": changeset.unseen_demand(entity_rows),  # tenants held nearly all the time
             }
             if changes is not None:
                 changes = changeset.with_replay(changes, rows, entity_rows)

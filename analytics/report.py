@@ -287,11 +287,16 @@ def _replay_section(replayed: Mapping) -> str:
         "sent, and where it was held, the demand the throttle hid) run through the proxy's own byte-rate quota "
         f"under {html.escape(today)} (today) and under the candidate: how many intervals each tenant "
         f"would have been held in, how many throttles, how many seconds held. {len(rows)} tenants held under "
-        "either table or whose quota changes.</p>"
+        f"either table or whose quota changes. A tenant held {MOSTLY_HELD:.0%} of the log or more was free too little "
+        "for its demand to show: its figures under a higher quota are lower bounds (the last column).</p>"
     )
-    return head + _table(
-        ["entity", "api", *REPLAY_COLUMNS], [[entity_label(r), r["api"], *(r[c] for c in REPLAY_COLUMNS)] for r in rows]
-    )
+    unseen = replayed.get("unseen", {})
+    cells = [
+        [entity_label(r), r["api"], *(r[c] for c in REPLAY_COLUMNS)]
+        + [u.said() if (u := unseen.get((r["user"], r["client_id"], r["api"]))) is not None else ""]
+        for r in rows
+    ]
+    return head + _table(["entity", "api", *REPLAY_COLUMNS, "demand the log cannot show"], cells)
 
 
 def chart_file(out_dir: str, name: str) -> tuple[str, str]:

@@ -426,6 +426,8 @@ def test_kafka_quota_proxy_analyze(spark, result, tmp_path, capsys):
     mostly = {f"{named[r['client_id']]} held {r['held_share']:.0%}" for r in produce if r["held_share"] >= 0.9}
     said_mostly = re.findall(r"((?:user=\S+ )?client-id=\S+ held \d+%) of the log: its demand is at least", said_text)
     assert set(said_mostly) == mostly == {f"user={STUCK[0]} client-id={STUCK[1]} held 96%"}
+    replay_part = report_text.split("<h2>Replay under")[1]  # and the replay's table, on the tenant's own row
+    assert "<td>held 96% of the log: its demand is at least 50,000 B/s, how much more the log" in replay_part
     # one configs --alter per entity with an add, raise or lower; a comment line per change; no line for ghost
     keys = "producer_byte_rate|consumer_byte_rate|controller_mutation_rate|producer_ids_rate|connection_creation_rate"
     said = re.findall(rf"^# (add|raise|lower|remove) (.*?) (?:{keys}) ", commands, re.M)
