@@ -68,6 +68,8 @@ DECODED = {
     78: "ShareFetch",  # KIP-932: its acknowledgements, written to __share_group_state
     79: "ShareAcknowledge",  # likewise
     88: "StreamsGroupHeartbeat",  # KIP-1071: a Streams member's description and its group's topology, likewise
+    91: "AlterShareGroupOffsets",  # KIP-932: a share group's state rewritten (both coordinators' topics), at PAUSE none
+    92: "DeleteShareGroupOffsets",  # likewise
 }
 MAX = 0x7FFF
 INT_TYPES = {"int8", "int16", "uint16", "int32", "int64"}

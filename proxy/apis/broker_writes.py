@@ -30,6 +30,15 @@ broker's disk through a proxy at PAUSE). This module holds the rule for every su
   acknowledgement would skip records), with the group bound on what one request makes written; a request over it is
   refused whole with KAFKA_STORAGE_ERROR, what the leader answers when it cannot write (retriable). An ordinary
   consumer's acknowledgements of a poll are a few state batches.
+- **AlterShareGroupOffsets, DeleteShareGroupOffsets** (KIP-932; an administrator's, on a share group with no member):
+  the group coordinator rewrites the group's share-state record in ``__consumer_offsets`` (every topic and partition
+  the group has state for: it grows with the group, and the proxy cannot see its size) for an alter naming any topic
+  that exists and for every delete, even one naming only unknown topics; and the share coordinator writes to
+  ``__share_group_state`` a state snapshot for each partition altered, or a tombstone for each partition of each
+  topic deleted (of a topic named twice, every partition again). Neither keeps a consumer going (the group has none), and what a delete frees is a
+  few dozen bytes a partition, so at PAUSE both are refused whole with COORDINATOR_NOT_AVAILABLE, what the group
+  coordinator answers when it cannot write: the admin client looks the coordinator up again and retries until its
+  timeout, and the operator runs it again once the PAUSE ends.
 - **AddPartitionsToTxn** (clients' v0-3, and v4+ but for ``verify_only`` transactions): the transaction
   coordinator writes the transaction's record, every partition in it, to ``__transaction_state`` for each request,
   and a marker to each partition when the transaction ends. At PAUSE no partition may join a transaction (the
@@ -60,7 +69,9 @@ from proxy.apis.decisions import Decisions
 from proxy.apis.plan import FORWARD_AS_IS, PASS, AnswerLocally, ConnectionScope, Outcome, Plan
 from proxy.codec.apis import (
     ADD_PARTITIONS_TO_TXN,
+    ALTER_SHARE_GROUP_OFFSETS,
     CONSUMER_GROUP_HEARTBEAT,
+    DELETE_SHARE_GROUP_OFFSETS,
     JOIN_GROUP,
     SHARE_ACKNOWLEDGE,
     SHARE_FETCH,
@@ -203,6 +214,12 @@ def _acknowledged(msg: Message, version: int) -> int:
     return STATE_BATCH_BYTES * runs
 
 
+def _rewrites_the_group(msg: Message, version: int) -> int:
+    """A share group's offsets altered or deleted: one write at least, the group's share-state record (of a size the
+    proxy cannot see); the broker decides which, so every request counts."""
+    return 1
+
+
 _AT_PAUSE: dict[int, _AtPause] = {
     JOIN_GROUP: _AtPause(
         lambda msg, v: sum(len(p.metadata) for p in msg.protocols),
@@ -227,6 +244,12 @@ _AT_PAUSE: dict[int, _AtPause] = {
     SHARE_FETCH: _AtPause(
         _acknowledged, _group_bound, KAFKA_STORAGE_ERROR, "acknowledging this many records", STATE_BATCH_BYTES
     ),
+    ALTER_SHARE_GROUP_OFFSETS: _AtPause(
+        _rewrites_the_group, lambda quotas: 0, COORDINATOR_NOT_AVAILABLE, "altering a share group's offsets"
+    ),
+    DELETE_SHARE_GROUP_OFFSETS: _AtPause(
+        _rewrites_the_group, lambda quotas: 0, COORDINATOR_NOT_AVAILABLE, "deleting a share group's offsets"
+    ),
     ADD_PARTITIONS_TO_TXN: _AtPause(
         _partitions_joining, lambda quotas: 0, COORDINATOR_NOT_AVAILABLE, "adding partitions"
     ),
@@ -241,9 +264,9 @@ WRITES = frozenset(_AT_PAUSE)  # the APIs :func:`plan_write` plans
 
 
 def plan_write(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
-    """A JoinGroup, SyncGroup, a group heartbeat, a share consumer's acknowledgements, AddPartitionsToTxn or
-    WriteTxnMarkers: charged; at PAUSE, refused whole when it carries more than its bound of what the broker would
-    write."""
+    """A JoinGroup, SyncGroup, a group heartbeat, a share consumer's acknowledgements, a share group's offsets altered
+    or deleted, AddPartitionsToTxn or WriteTxnMarkers: charged; at PAUSE, refused whole when it carries more than its
+    bound of what the broker would write."""
     quotas = scope.quotas
     charge = charged(quotas, session, header)
     plan = charge.plan() or PASS

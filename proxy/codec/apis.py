@@ -166,6 +166,8 @@ SHARE_GROUP_HEARTBEAT = 76
 SHARE_FETCH = 78
 SHARE_ACKNOWLEDGE = 79
 STREAMS_GROUP_HEARTBEAT = 88
+ALTER_SHARE_GROUP_OFFSETS = 91
+DELETE_SHARE_GROUP_OFFSETS = 92
 
 
 def api_name(key: int) -> str:
@@ -249,6 +251,8 @@ _DECODED: tuple[_DecodedApi, ...] = (
     _DecodedApi(SHARE_FETCH, 0, None, None),
     _DecodedApi(SHARE_ACKNOWLEDGE, 0, None, None),
     _DecodedApi(STREAMS_GROUP_HEARTBEAT, 0, None, None),
+    _DecodedApi(ALTER_SHARE_GROUP_OFFSETS, 0, None, None),
+    _DecodedApi(DELETE_SHARE_GROUP_OFFSETS, 0, None, None),
 )
 
 THROTTLE_TIME_SINCE: dict[int, int | None] = {a.key: a.throttle_time_since for a in _DECODED}

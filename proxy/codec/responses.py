@@ -10,7 +10,8 @@
 - per entry: FindCoordinator v4+ (per coordinator key), AlterClientQuotas (per entity);
 - top level: FindCoordinator v0-3, JoinGroup, SyncGroup, SaslHandshake, ApiVersions, InitProducerId,
   SaslAuthenticate, DescribeClientQuotas, DescribeCluster, ConsumerGroupHeartbeat, ShareGroupHeartbeat,
-  StreamsGroupHeartbeat, ShareFetch and ShareAcknowledge (no partition, as Kafka's ``getErrorResponse``).
+  StreamsGroupHeartbeat, ShareFetch and ShareAcknowledge (no partition, as Kafka's ``getErrorResponse``),
+  AlterShareGroupOffsets and DeleteShareGroupOffsets (no topic).
 
 ``error_code`` is the request's code: it goes in the top-level field where the version has one and in every item
 that ``item_errors`` does not name. ``item_errors`` maps an item to its own code, so a handler can fail some topics
@@ -386,4 +387,6 @@ _BUILDERS: dict[int, Callable[[int, Message, _Codes, str | None], dict[Any, Any]
     78: _error_code_and_message,
     79: _error_code_and_message,
     88: _error_code_and_message,
+    91: _error_code_and_message,
+    92: _error_code_and_message,
 }

@@ -1128,4 +1128,53 @@ SCHEMAS = {
             ), 'EndpointToPartitions'),
         )},
     ),
+    (91, 'request'): (
+        {"name": 'AlterShareGroupOffsetsRequest', "valid": (0, 0), "flexible": 0, "fields": (
+            ('group_id', 'string', (0, 32767), None, None, None, '', False, None, None),
+            ('topics', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('topic_name', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('partitions', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('partition_index', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                    ('start_offset', 'int64', (0, 32767), None, None, None, 0, False, None, None),
+                ), 'AlterShareGroupOffsetsRequestPartition'),
+            ), 'AlterShareGroupOffsetsRequestTopic'),
+        )},
+    ),
+    (91, 'response'): (
+        {"name": 'AlterShareGroupOffsetsResponse', "valid": (0, 0), "flexible": 0, "fields": (
+            ('throttle_time_ms', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+            ('error_message', 'string', (0, 32767), (0, 32767), None, None, None, False, None, None),
+            ('responses', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('topic_name', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('topic_id', 'uuid', (0, 32767), None, None, None, None, False, None, None),
+                ('partitions', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('partition_index', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                    ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+                    ('error_message', 'string', (0, 32767), (0, 32767), None, None, None, False, None, None),
+                ), 'AlterShareGroupOffsetsResponsePartition'),
+            ), 'AlterShareGroupOffsetsResponseTopic'),
+        )},
+    ),
+    (92, 'request'): (
+        {"name": 'DeleteShareGroupOffsetsRequest', "valid": (0, 0), "flexible": 0, "fields": (
+            ('group_id', 'string', (0, 32767), None, None, None, '', False, None, None),
+            ('topics', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('topic_name', 'string', (0, 32767), None, None, None, '', False, None, None),
+            ), 'DeleteShareGroupOffsetsRequestTopic'),
+        )},
+    ),
+    (92, 'response'): (
+        {"name": 'DeleteShareGroupOffsetsResponse', "valid": (0, 0), "flexible": 0, "fields": (
+            ('throttle_time_ms', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+            ('error_message', 'string', (0, 32767), (0, 32767), None, None, None, False, None, None),
+            ('responses', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('topic_name', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('topic_id', 'uuid', (0, 32767), None, None, None, None, False, None, None),
+                ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+                ('error_message', 'string', (0, 32767), (0, 32767), None, None, None, False, None, None),
+            ), 'DeleteShareGroupOffsetsResponseTopic'),
+        )},
+    ),
 }

@@ -1,8 +1,8 @@
 """What a tenant makes the broker write besides a produce (proxy.apis.broker_writes): JoinGroup, SyncGroup and the
-group heartbeats (the group's and its members' records), AddPartitionsToTxn and WriteTxnMarkers (transaction markers)
-charged, and at PAUSE refused when over their bound, and counted; InitProducerId (proxy.apis.transactional_ids): a
-transactional id its coordinator does not know refused at PAUSE, a known one forwarded, the coordinator's answers real
-frames. Pure: bytes in, values out, a fake clock."""
+group heartbeats (the group's and its members' records), a share group's offsets altered or deleted,
+AddPartitionsToTxn and WriteTxnMarkers (transaction markers) charged, and at PAUSE refused when over their bound, and
+counted; InitProducerId (proxy.apis.transactional_ids): a transactional id its coordinator does not know refused at
+PAUSE, a known one forwarded, the coordinator's answers real frames. Pure: bytes in, values out, a fake clock."""
 
 from __future__ import annotations
 
@@ -16,8 +16,10 @@ from proxy.apis.plan import PASS
 from proxy.cluster.topics import Topics
 from proxy.codec.apis import (
     ADD_PARTITIONS_TO_TXN,
+    ALTER_SHARE_GROUP_OFFSETS,
     API_VERSIONS,
     CONSUMER_GROUP_HEARTBEAT,
+    DELETE_SHARE_GROUP_OFFSETS,
     DESCRIBE_TRANSACTIONS,
     INIT_PRODUCER_ID,
     JOIN_GROUP,
@@ -266,6 +268,43 @@ def test_at_pause_share_acknowledgements_go_on_and_a_request_writing_more_state_
     assert isinstance(refused_or_not[0].decide(refused_or_not[1]), AnswerLocally)  # 65,550 bytes: over the bound
     assert refused(scope) == {api_name(api_key): 2}
     assert planned(scope_for(paused=False), api_key, version, hostile)[0] is PASS
+
+
+def alter_share_offsets(*topics: str, partitions: int = 3, start_offset: int = 0):
+    parts = [{"partition_index": p, "start_offset": start_offset} for p in range(partitions)]
+    return new_request(
+        ALTER_SHARE_GROUP_OFFSETS, 0, group_id="g", topics=[{"topic_name": t, "partitions": parts} for t in topics]
+    )
+
+
+def delete_share_offsets(*topics: str):
+    return new_request(DELETE_SHARE_GROUP_OFFSETS, 0, group_id="g", topics=[{"topic_name": t} for t in topics])
+
+
+def test_at_pause_a_share_groups_offsets_are_neither_altered_nor_deleted():
+    """KIP-932's admin requests (Kafka 4.1+): each rewrites the group's share-state record, whatever it names (the
+    proxy cannot see how large), and writes a snapshot or a tombstone a partition to __share_group_state; at PAUSE
+    the smallest is refused, retriable, and counted; outside PAUSE the broker answers them."""
+    scope = scope_for()
+    refused_at_pause(scope, ALTER_SHARE_GROUP_OFFSETS, 0, alter_share_offsets("orders", partitions=1))
+    refused_at_pause(scope, ALTER_SHARE_GROUP_OFFSETS, 0, alter_share_offsets("orders", "payments", start_offset=-1))
+    refused_at_pause(scope, DELETE_SHARE_GROUP_OFFSETS, 0, delete_share_offsets("orders"))
+    refused_at_pause(scope, DELETE_SHARE_GROUP_OFFSETS, 0, delete_share_offsets("made-up"))  # still the group's record
+    refused_at_pause(scope, DELETE_SHARE_GROUP_OFFSETS, 0, delete_share_offsets("orders", "orders"))
+    assert refused(scope) == {"AlterShareGroupOffsets": 2, "DeleteShareGroupOffsets": 3}
+    plan, body = planned(scope, DELETE_SHARE_GROUP_OFFSETS, 0, delete_share_offsets("orders"))
+    response = answer(plan.decide(body), DELETE_SHARE_GROUP_OFFSETS, 0)
+    assert list(response.responses) == []  # Kafka's getErrorResponse: the top-level code alone
+    for api_key, msg in (
+        (ALTER_SHARE_GROUP_OFFSETS, alter_share_offsets("orders")),
+        (DELETE_SHARE_GROUP_OFFSETS, delete_share_offsets("orders")),
+    ):
+        assert planned(scope_for(paused=False), api_key, 0, msg)[0] is PASS  # nothing to charge it to: streamed
+        shadow = scope_for(shadow=True)
+        assert forwarded(shadow, api_key, 0, msg) and refused(shadow) == {}
+        charged = scope_for(paused=False, rate=10)  # charged against producer_byte_rate as every write is
+        throttles = [planned(charged, api_key, 0, msg)[0].throttle for _ in range(10)]
+        assert throttles[-1] is not None and throttles[-1].throttle_time_ms > 0
 
 
 def subtopology(n: int, configs: int = 2, value: str = "compact") -> dict:
