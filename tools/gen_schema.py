@@ -68,6 +68,7 @@ DECODED = {
     78: "ShareFetch",  # KIP-932: its acknowledgements, written to __share_group_state
     79: "ShareAcknowledge",  # likewise
     88: "StreamsGroupHeartbeat",  # KIP-1071: a Streams member's description and its group's topology, likewise
+    47: "OffsetDelete",  # a tombstone a partition named to __consumer_offsets (a partition named twice: two)
     91: "AlterShareGroupOffsets",  # KIP-932: a share group's state rewritten (both coordinators' topics), at PAUSE none
     92: "DeleteShareGroupOffsets",  # likewise
 }

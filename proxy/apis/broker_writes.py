@@ -39,6 +39,19 @@ broker's disk through a proxy at PAUSE). This module holds the rule for every su
   few dozen bytes a partition, so at PAUSE both are refused whole with COORDINATOR_NOT_AVAILABLE, what the group
   coordinator answers when it cannot write: the admin client looks the coordinator up again and retries until its
   timeout, and the operator runs it again once the PAUSE ends.
+- **OffsetDelete** (``kafka-consumer-groups.sh --delete-offsets``): the coordinator writes a tombstone to
+  ``__consumer_offsets`` for each partition named that has an offset, checked against the group's offsets before the
+  request (Kafka's ``OffsetMetadataManager.deleteOffsets``), so a partition named n times gets n tombstones, again
+  after each commit of it: on Apache Kafka 4.4 one committed partition named 3,000 times (a 12 kB request) wrote
+  3,000 tombstones (60 kB) and held its coordinator 4.5 s; named 10,000 times, no answer in 5 minutes, a core busy.
+  At PAUSE a deletion that names each partition once goes on (it writes a key-sized tombstone for an offset already on the disk, once: deleting it again
+  writes nothing; compaction then drops both, and deleting stale offsets is what an operator does to make room); one
+  that names a partition twice is refused whole with COORDINATOR_NOT_AVAILABLE, what the coordinator answers when it
+  cannot write (the admin client never sends one: it names a set of partitions).
+- **DeleteGroups** goes on at PAUSE, charged: the broker takes each group named once, and writes tombstones for the
+  records the group has (its offsets, its metadata, a share group's state), once: a deleted group is gone, deleting
+  it again writes nothing, so it writes at most a key for each record already on the disk, and compaction then drops
+  both. Refusing it would block the clean-up an operator does during a PAUSE.
 - **AddPartitionsToTxn** (clients' v0-3, and v4+ but for ``verify_only`` transactions): the transaction
   coordinator writes the transaction's record, every partition in it, to ``__transaction_state`` for each request,
   and a marker to each partition when the transaction ends. At PAUSE no partition may join a transaction (the
@@ -71,8 +84,10 @@ from proxy.codec.apis import (
     ADD_PARTITIONS_TO_TXN,
     ALTER_SHARE_GROUP_OFFSETS,
     CONSUMER_GROUP_HEARTBEAT,
+    DELETE_GROUPS,
     DELETE_SHARE_GROUP_OFFSETS,
     JOIN_GROUP,
+    OFFSET_DELETE,
     SHARE_ACKNOWLEDGE,
     SHARE_FETCH,
     SHARE_GROUP_HEARTBEAT,
@@ -220,6 +235,12 @@ def _rewrites_the_group(msg: Message, version: int) -> int:
     return 1
 
 
+def _named_again(msg: Message, version: int) -> int:
+    """Partitions an OffsetDelete names more than once (each name a tombstone, when the partition has an offset)."""
+    named = [(t.name, p.partition_index) for t in msg.topics for p in t.partitions]
+    return len(named) - len(set(named))
+
+
 _AT_PAUSE: dict[int, _AtPause] = {
     JOIN_GROUP: _AtPause(
         lambda msg, v: sum(len(p.metadata) for p in msg.protocols),
@@ -250,6 +271,9 @@ _AT_PAUSE: dict[int, _AtPause] = {
     DELETE_SHARE_GROUP_OFFSETS: _AtPause(
         _rewrites_the_group, lambda quotas: 0, COORDINATOR_NOT_AVAILABLE, "deleting a share group's offsets"
     ),
+    OFFSET_DELETE: _AtPause(
+        _named_again, lambda quotas: 0, COORDINATOR_NOT_AVAILABLE, "deleting a partition's offset twice in a request"
+    ),
     ADD_PARTITIONS_TO_TXN: _AtPause(
         _partitions_joining, lambda quotas: 0, COORDINATOR_NOT_AVAILABLE, "adding partitions"
     ),
@@ -260,19 +284,22 @@ _AT_PAUSE: dict[int, _AtPause] = {
         "writing transaction markers",
     ),
 }
-WRITES = frozenset(_AT_PAUSE)  # the APIs :func:`plan_write` plans
+_GO_ON_AT_PAUSE = frozenset((DELETE_GROUPS,))  # charged, never refused for the PAUSE
+WRITES = frozenset(_AT_PAUSE) | _GO_ON_AT_PAUSE  # the APIs :func:`plan_write` plans
 
 
 def plan_write(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
     """A JoinGroup, SyncGroup, a group heartbeat, a share consumer's acknowledgements, a share group's offsets altered
-    or deleted, AddPartitionsToTxn or WriteTxnMarkers: charged; at PAUSE, refused whole when it carries more than its
-    bound of what the broker would write."""
+    or deleted, OffsetDelete, DeleteGroups, AddPartitionsToTxn or WriteTxnMarkers: charged; at PAUSE, refused whole
+    when it carries more than its bound of what the broker would write (DeleteGroups has none)."""
     quotas = scope.quotas
     charge = charged(quotas, session, header)
     plan = charge.plan() or PASS
     if not paused(quotas):
         return plan
-    rule = _AT_PAUSE[header.api_key]
+    rule = _AT_PAUSE.get(header.api_key)
+    if rule is None:  # goes on at PAUSE
+        return plan
     bound = rule.bound(quotas)
     if header.size * rule.per_byte <= bound:  # cannot carry more than its own size allows
         return plan

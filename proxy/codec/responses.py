@@ -8,7 +8,7 @@
 - per topic: Metadata (plus the top-level ``error_code`` of v13), CreateTopics, DeleteTopics, CreatePartitions;
 - per resource: DescribeConfigs, AlterConfigs, IncrementalAlterConfigs (named ``(resource_type, resource_name)``);
 - per entry: FindCoordinator v4+ (per coordinator key), AlterClientQuotas (per entity);
-- top level: FindCoordinator v0-3, JoinGroup, SyncGroup, SaslHandshake, ApiVersions, InitProducerId,
+- top level: FindCoordinator v0-3, OffsetDelete, JoinGroup, SyncGroup, SaslHandshake, ApiVersions, InitProducerId,
   SaslAuthenticate, DescribeClientQuotas, DescribeCluster, ConsumerGroupHeartbeat, ShareGroupHeartbeat,
   StreamsGroupHeartbeat, ShareFetch and ShareAcknowledge (no partition, as Kafka's ``getErrorResponse``),
   AlterShareGroupOffsets and DeleteShareGroupOffsets (no topic).
@@ -379,6 +379,7 @@ _BUILDERS: dict[int, Callable[[int, Message, _Codes, str | None], dict[Any, Any]
     36: _error_code_and_message,
     37: _create_partitions,
     44: _config_resources("responses", {}),
+    47: _error_code_only,
     48: _describe_client_quotas,
     49: _alter_client_quotas,
     60: _error_code_and_message,

@@ -737,6 +737,30 @@ SCHEMAS = {
             ), 'AlterConfigsResourceResponse'),
         )},
     ),
+    (47, 'request'): (
+        {"name": 'OffsetDeleteRequest', "valid": (0, 0), "flexible": None, "fields": (
+            ('group_id', 'string', (0, 32767), None, None, None, '', False, None, None),
+            ('topics', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('name', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('partitions', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('partition_index', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                ), 'OffsetDeleteRequestPartition'),
+            ), 'OffsetDeleteRequestTopic'),
+        )},
+    ),
+    (47, 'response'): (
+        {"name": 'OffsetDeleteResponse', "valid": (0, 0), "flexible": None, "fields": (
+            ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+            ('throttle_time_ms', 'int32', (0, 32767), None, None, None, 0, True, None, None),
+            ('topics', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('name', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('partitions', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('partition_index', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                    ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+                ), 'OffsetDeleteResponsePartition'),
+            ), 'OffsetDeleteResponseTopic'),
+        )},
+    ),
     (48, 'request'): (
         {"name": 'DescribeClientQuotasRequest', "valid": (0, 1), "flexible": 1, "fields": (
             ('components', '[]struct', (0, 32767), None, None, None, (), False, (

@@ -1,11 +1,12 @@
 """What a tenant makes the broker write besides a produce (proxy.apis.broker_writes): JoinGroup, SyncGroup and the
-group heartbeats (the group's and its members' records), a share group's offsets altered or deleted,
-AddPartitionsToTxn and WriteTxnMarkers (transaction markers) charged, and at PAUSE refused when over their bound, and
+group heartbeats (the group's and its members' records), a share group's offsets altered or deleted, OffsetDelete and
+DeleteGroups (tombstones), AddPartitionsToTxn and WriteTxnMarkers (transaction markers) charged, and at PAUSE refused when over their bound, and
 counted; InitProducerId (proxy.apis.transactional_ids): a transactional id its coordinator does not know refused at
 PAUSE, a known one forwarded, the coordinator's answers real frames. Pure: bytes in, values out, a fake clock."""
 
 from __future__ import annotations
 
+import struct
 import uuid
 
 import pytest
@@ -19,10 +20,12 @@ from proxy.codec.apis import (
     ALTER_SHARE_GROUP_OFFSETS,
     API_VERSIONS,
     CONSUMER_GROUP_HEARTBEAT,
+    DELETE_GROUPS,
     DELETE_SHARE_GROUP_OFFSETS,
     DESCRIBE_TRANSACTIONS,
     INIT_PRODUCER_ID,
     JOIN_GROUP,
+    OFFSET_DELETE,
     SHARE_ACKNOWLEDGE,
     SHARE_FETCH,
     SHARE_GROUP_HEARTBEAT,
@@ -52,6 +55,7 @@ from proxy.codec.messages import (
     new_request,
     new_response,
 )
+from proxy.codec.primitives import write_uvarint
 from proxy.enforcement.proxy_quotas import ProxyQuotas
 from quota.primitives.clock import ManualClock
 
@@ -305,6 +309,70 @@ def test_at_pause_a_share_groups_offsets_are_neither_altered_nor_deleted():
         charged = scope_for(paused=False, rate=10)  # charged against producer_byte_rate as every write is
         throttles = [planned(charged, api_key, 0, msg)[0].throttle for _ in range(10)]
         assert throttles[-1] is not None and throttles[-1].throttle_time_ms > 0
+
+
+def offset_delete(*topics: tuple[str, list[int]]):
+    named = [{"name": t, "partitions": [{"partition_index": p} for p in partitions]} for t, partitions in topics]
+    return new_request(OFFSET_DELETE, 0, group_id="g", topics=named)
+
+
+def test_at_pause_offsets_are_deleted_and_a_request_naming_a_partition_twice_is_refused():
+    """OffsetDelete: a tombstone to __consumer_offsets for each partition named that has an offset, checked before the
+    request's own tombstones, so each name of a partition counts. Deleting each once goes on at PAUSE (what an
+    operator does to make room: a key-sized tombstone for an offset on the disk already, once); one partition named
+    10,000 times (40 kB) is 10,000 tombstones, again after each commit of one offset (on Kafka 4.4, 3,000 names
+    wrote 60 kB): refused and counted."""
+    scope = scope_for()
+    stale = offset_delete(("orders", list(range(12))), ("payments", list(range(3))))
+    assert forwarded(scope, OFFSET_DELETE, 0, stale)
+    assert forwarded(scope, OFFSET_DELETE, 0, offset_delete(("wide", list(range(2_000)))))  # each once
+    hostile = (
+        offset_delete(("orders", [0] * 10_000)),
+        offset_delete(("orders", [0, 1, 2, 1])),
+        offset_delete(("orders", [0]), ("payments", [0]), ("orders", [0])),  # the topic named twice
+    )
+    for n, msg in enumerate(hostile, start=1):
+        plan, body = planned(scope, OFFSET_DELETE, 0, msg)
+        outcome = plan.decide(body)
+        assert isinstance(outcome, AnswerLocally)
+        response = answer(outcome, OFFSET_DELETE, 0)
+        assert (response.error_code, list(response.topics)) == (COORDINATOR_NOT_AVAILABLE, [])  # Kafka's shape
+        assert response.throttle_time_ms >= DELAY and outcome.throttle.mute_ms >= DELAY
+        assert refused(scope) == {"OffsetDelete": n}
+    assert planned(scope_for(paused=False), OFFSET_DELETE, 0, hostile[0])[0] is PASS  # Kafka's own outside PAUSE
+    shadow = scope_for(shadow=True)
+    assert forwarded(shadow, OFFSET_DELETE, 0, hostile[0]) and refused(shadow) == {}
+
+
+def delete_groups(version: int, client_id: str, *groups: str) -> tuple:
+    """A DeleteGroups frame (the proxy does not decode its body): the header by our codec, the names as Kafka's
+    DeleteGroupsRequest lays them out (v2+: compact strings and tagged fields)."""
+    names = [g.encode() for g in groups]
+    if version >= 2:
+        body = write_uvarint(len(names) + 1) + b"".join(write_uvarint(len(n) + 1) + n for n in names) + b"\x00"
+    else:
+        body = struct.pack(">i", len(names)) + b"".join(struct.pack(">h", len(n)) + n for n in names)
+    buf = frame(encode_request_header(DELETE_GROUPS, version, 5, client_id) + body)
+    return parse_request_header(memoryview(buf), 1 << 30)
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_at_pause_groups_are_deleted_and_charged_as_every_write_is(version):
+    """DeleteGroups writes tombstones for what each group has, once (the broker takes each name once; a deleted group
+    is gone): at PAUSE it goes on, undecoded, charged against producer_byte_rate or, where none applies, the base
+    rate."""
+    scope = scope_for()
+    stale = [f"stale-group-{i:03d}-" + "x" * 40 for i in range(100)]  # 6 kB of names
+    plans = [plan_request(scope, TENANT, delete_groups(version, "unquoted", *stale)) for _ in range(3)]
+    assert all(p.action != BUFFER and p.decide is None for p in plans)  # streamed: never refused
+    assert plans[0].throttle is None
+    more = [plan_request(scope, TENANT, delete_groups(version, "unquoted", *stale)) for _ in range(30)]
+    assert more[-1].throttle is not None and more[-1].throttle.throttle_time_ms > 0  # 200 kB over 10 kB/s
+    assert refused(scope) == {}
+    assert plan_request(scope_for(paused=False), TENANT, delete_groups(version, "member", "g")) is PASS
+    quoted = scope_for(paused=False, rate=100)
+    throttles = [plan_request(quoted, TENANT, delete_groups(version, "member", *stale)).throttle for _ in range(2)]
+    assert throttles[-1] is not None and throttles[-1].throttle_time_ms > 0
 
 
 def subtopology(n: int, configs: int = 2, value: str = "compact") -> dict:
