@@ -38,6 +38,7 @@ from proxy.codec.apis import (
 from proxy.codec.error_codes import (
     COORDINATOR_NOT_AVAILABLE,
     ERROR_CODES,
+    INVALID_REQUEST,
     KAFKA_STORAGE_ERROR,
     NONE,
     NOT_COORDINATOR,
@@ -339,9 +340,28 @@ def test_at_pause_offsets_are_deleted_and_a_request_naming_a_partition_twice_is_
         assert (response.error_code, list(response.topics)) == (COORDINATOR_NOT_AVAILABLE, [])  # Kafka's shape
         assert response.throttle_time_ms >= DELAY and outcome.throttle.mute_ms >= DELAY
         assert refused(scope) == {"OffsetDelete": n}
-    assert planned(scope_for(paused=False), OFFSET_DELETE, 0, hostile[0])[0] is PASS  # Kafka's own outside PAUSE
     shadow = scope_for(shadow=True)
-    assert forwarded(shadow, OFFSET_DELETE, 0, hostile[0]) and refused(shadow) == {}
+    assert forwarded(shadow, OFFSET_DELETE, 0, stale) and refused(shadow) == {}
+
+
+def test_outside_pause_an_offset_delete_naming_a_partition_twice_is_an_invalid_request():
+    """Kafka's coordinator checks every name against the offsets before the request: its time grows with the square
+    of the names (on Kafka 4.4, 3,000 names of one partition held it 4.5 s, 10,000 a core for over 5 minutes, never
+    answered), so the proxy refuses a repeated name at all times, in shadow mode too (a protection of the broker,
+    not a quota); Kafka's admin client names each partition once. Not a PAUSE refusal: not counted as one."""
+    for scope in (scope_for(paused=False), scope_for(shadow=True)):
+        assert forwarded(scope, OFFSET_DELETE, 0, offset_delete(("orders", list(range(12))), ("payments", [0])))
+        for msg in (offset_delete(("orders", [0] * 10_000)), offset_delete(("orders", [0]), ("orders", [0]))):
+            plan, body = planned(scope, OFFSET_DELETE, 0, msg)
+            outcome = plan.decide(body)
+            assert isinstance(outcome, AnswerLocally)
+            response = answer(outcome, OFFSET_DELETE, 0)
+            assert (response.error_code, list(response.topics)) == (INVALID_REQUEST, [])
+        assert scope.quotas.volume is None or refused(scope) == {}
+    charged_scope = scope_for(paused=False, rate=1_000)  # the refused request is charged as every write is
+    plan, body = planned(charged_scope, OFFSET_DELETE, 0, offset_delete(("orders", [0] * 10_000)))
+    outcome = plan.decide(body)
+    assert isinstance(outcome, AnswerLocally) and answer(outcome, OFFSET_DELETE, 0).throttle_time_ms > 0
 
 
 def delete_groups(version: int, client_id: str, *groups: str) -> tuple:
