@@ -5,6 +5,8 @@ socket shell would (applying state only when something holds), one frame per rea
 pair. ``--api`` chooses the pair:
 
 - ``list-offsets`` (the default): a 1 KiB ListOffsets v5 request, which no handler decodes, and a small answer;
+- ``metadata``: a Metadata v12 request for one topic (by name) and its answer (one broker, one partition), as a
+  client refreshing its metadata sends it: in cluster mode the answer's broker is rewritten;
 - ``produce``: a one-message Produce (one 100-byte record in a v2 batch with a producer id, ``acks=1``) and its
   one-partition answer, as librdkafka sends it with ``linger.ms`` 0;
 - ``fetch``: a consumer's Fetch of 10 partitions of one topic (by topic id) and its empty answer, as one member of a
@@ -14,8 +16,9 @@ pair. ``--api`` chooses the pair:
 rewritten), ``producer_byte_rate``, ``consumer_byte_rate`` and ``producer_ids_rate`` for ``<default>`` users and
 ``controller_mutation_rate`` for ``<default>`` client ids, configured and never binding; without it, no quotas and
 sidecar mode. The per-API metrics are the proxy's own. Usage:
-``python bench/pipeline_cost.py [--pairs N] [--api list-offsets|produce|fetch] [--version V] [--quotas]
-[--profile FILE]`` (``--profile``: the pairs alone under cProfile, for ``python -m pstats FILE``).
+``python bench/pipeline_cost.py [--pairs N] [--api list-offsets|metadata|produce|fetch] [--version V] [--quotas]
+[--request-rate] [--profile FILE]`` (``--request-rate``: a ``request_rate`` for ``<default>`` users too, never
+binding; ``--profile``: the pairs alone under cProfile, for ``python -m pstats FILE``).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from config.loader import parse_config  # noqa: E402
 from proxy.apis import ConnectionScope, Session  # noqa: E402
 from proxy.cluster.broker_ports import BrokerPorts  # noqa: E402
 from proxy.cluster.topics import Topics  # noqa: E402
-from proxy.codec.apis import FETCH, LIST_OFFSETS, PRODUCE  # noqa: E402
+from proxy.codec.apis import FETCH, LIST_OFFSETS, METADATA, PRODUCE  # noqa: E402
 from proxy.codec.header import encode_request_header, encode_response_header, frame  # noqa: E402
 from proxy.codec.messages import encode_request, encode_response, new_request, new_response  # noqa: E402
 from proxy.connection.core import ConnectionCore  # noqa: E402
@@ -43,7 +46,7 @@ from proxy.enforcement.internal_topic_guard import InternalTopicGuard  # noqa: E
 from proxy.enforcement.proxy_quotas import ProxyQuotas  # noqa: E402
 from proxy.ops.metrics import ProxyMetrics  # noqa: E402
 
-DEFAULT_VERSIONS = {"list-offsets": 5, "produce": 10, "fetch": 16}
+DEFAULT_VERSIONS = {"list-offsets": 5, "metadata": 12, "produce": 10, "fetch": 16}
 TOPIC_ID = uuid.UUID("6f1b3c2e-5a4d-4e8f-9b7a-1c2d3e4f5a6b")
 
 
@@ -51,6 +54,8 @@ def bodies(api: str, version: int) -> tuple[int, bytes, bytes]:
     """(api key, request body, response body) of the chosen pair."""
     if api == "list-offsets":
         return LIST_OFFSETS, b"\x00" * 1024, b"\x00" * 40
+    if api == "metadata":
+        return METADATA, *metadata_pair(version)
     if api == "produce":
         topic = {"topic_id": TOPIC_ID} if version >= 13 else {"name": "small"}
         request = new_request(
@@ -100,21 +105,53 @@ def bodies(api: str, version: int) -> tuple[int, bytes, bytes]:
     return FETCH, encode_request(FETCH, version, request), encode_response(FETCH, version, answer)
 
 
-def core_for(quotas: bool, out: list, metrics: ProxyMetrics) -> ConnectionCore:
-    """A connection core of a proxy configured as :data:`QUOTAS` in cluster mode (``quotas``), or as the
-    minimal sidecar."""
+def metadata_pair(version: int) -> tuple[bytes, bytes]:
+    """A Metadata request for one topic and its answer: one broker, one partition led by it."""
+    request = new_request(METADATA, version, topics=[{"name": "polled"}], allow_auto_topic_creation=False)
+    partition = {"partition_index": 0, "leader_id": 1, "leader_epoch": 3, "replica_nodes": [1], "isr_nodes": [1]}
+    answer = new_response(
+        METADATA,
+        version,
+        brokers=[{"node_id": 1, "host": "broker-1.kafka.example", "port": 9092}],
+        cluster_id="bench",
+        controller_id=1,
+        topics=[{"name": "polled", "topic_id": TOPIC_ID, "partitions": [partition]}],
+    )
+    return encode_request(METADATA, version, request), encode_response(METADATA, version, answer)
+
+
+# --request-rate: every user's requests of the APIs a request_rate counts by default (ListOffsets and Metadata among
+# them), counted and never throttled
+DEFAULT_USER = {"user": "<default>"}
+REQUEST_RATE = {"request_rate": 10**6}
+
+
+def scope_for(quotas: bool, request_rate: bool = False) -> ConnectionScope:
+    """The listener scope of a proxy configured as :data:`QUOTAS` in cluster mode (``quotas``), or as the minimal
+    sidecar; with :data:`REQUEST_RATE` too (``request_rate``)."""
+    entries = [dict(entry) for entry in QUOTAS] if quotas else []
+    if request_rate:
+        users = [entry for entry in entries if entry["entity"] == DEFAULT_USER]
+        if users:
+            users[0].update(REQUEST_RATE)
+        else:
+            entries.append({"entity": DEFAULT_USER, **REQUEST_RATE})
     config = parse_config(
         {
             "upstream": {"bootstrap_servers": ["127.0.0.1:9092"]},
             "listeners": [{"name": "P", "bind": "127.0.0.1:0"}],
             "metrics": {"bind": "127.0.0.1:0"},
-            **({"quotas": QUOTAS} if quotas else {}),
+            **({"quotas": entries} if entries else {}),
         }
     )
     proxy_quotas = ProxyQuotas(config)
     ports = BrokerPorts("P", "proxy.example", 30000, lambda node_id: True) if quotas else None
     guard = InternalTopicGuard(proxy_quotas.internal_topics, config.admin_principals)
-    scope = ConnectionScope(ports, Topics(), proxy_quotas.home, guard=guard)
+    return ConnectionScope(ports, Topics(), proxy_quotas.home, guard=guard)
+
+
+def core_for(scope: ConnectionScope, out: list, metrics: ProxyMetrics) -> ConnectionCore:
+    """A connection core of a listener of ``scope``, writing both ways to ``out``."""
     cache: dict = {}
 
     def api_metrics(key: int):
@@ -140,8 +177,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pairs", type=int, default=100_000)
     parser.add_argument("--api", choices=sorted(DEFAULT_VERSIONS), default="list-offsets")
-    parser.add_argument("--version", type=int, help="the API version (default: 5, 10 and 16 for the three)")
+    parser.add_argument("--version", type=int, help="the API version (default: 5, 12, 10 and 16 for the four)")
     parser.add_argument("--quotas", action="store_true", help="issue 46's quotas, never binding, in cluster mode")
+    parser.add_argument("--request-rate", action="store_true", help="a request_rate for every user, never binding")
     parser.add_argument("--profile", metavar="FILE", help="cProfile the pairs alone (not the set-up) into FILE")
     args = parser.parse_args()
     n = args.pairs
@@ -149,7 +187,7 @@ def main() -> None:
     api_key, request_body, response_body = bodies(args.api, version)
     out: list = []
     metrics = ProxyMetrics()
-    core = core_for(args.quotas, out, metrics)
+    core = core_for(scope_for(args.quotas, args.request_rate), out, metrics)
     requests = [memoryview(frame(encode_request_header(api_key, version, i, "bench") + request_body)) for i in range(n)]
     responses = [memoryview(frame(encode_response_header(api_key, version, i) + response_body)) for i in range(n)]
     flow = core.flow
@@ -175,7 +213,8 @@ def main() -> None:
         raise SystemExit(f"pipeline_cost: {api.requests} of {n} requests counted, {api.response_bytes} response bytes")
     print(
         f"{elapsed / n * 1e6:.2f} us per request + response ({n} pairs, {args.api} v{version}, "
-        f"{'issue 46 quotas, cluster mode' if args.quotas else 'no quotas'})"
+        f"{'issue 46 quotas, cluster mode' if args.quotas else 'no quotas'}"
+        f"{', request_rate' if args.request_rate else ''})"
     )
 
 

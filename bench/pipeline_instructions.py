@@ -3,10 +3,10 @@ bench/pipeline_cost.py that the machine's load does not move.
 
 Runs ``valgrind --tool=callgrind python bench/pipeline_cost.py --pairs N`` for two values of N and prints the
 difference of the two runs' instruction totals divided by the difference of their pairs, so the interpreter's
-start-up and the set-up of the frames cancel out. ``--api``, ``--version`` and ``--quotas`` are pipeline_cost.py's
-(which pair, and issue 46's quotas). Needs valgrind (Debian: ``apt install valgrind``). Usage:
-``python bench/pipeline_instructions.py [--pairs 2000 12000] [--api produce] [--quotas]`` (about 4 minutes per
-pair of runs: callgrind runs about 50 x slower).
+start-up and the set-up of the frames cancel out. ``--api``, ``--version``, ``--quotas`` and ``--request-rate`` are
+pipeline_cost.py's (which pair, issue 46's quotas, a request_rate never binding). Needs valgrind (Debian: ``apt
+install valgrind``). Usage: ``python bench/pipeline_instructions.py [--pairs 2000 12000] [--api produce] [--quotas]
+[--request-rate]`` (about 4 minutes per pair of runs: callgrind runs about 50 x slower).
 """
 
 from __future__ import annotations
@@ -55,10 +55,12 @@ def main() -> int:
     parser.add_argument("--api", default="list-offsets", help="pipeline_cost.py's pair")
     parser.add_argument("--version", type=int, help="its API version (pipeline_cost.py's default)")
     parser.add_argument("--quotas", action="store_true", help="issue 46's quotas, never binding, in cluster mode")
+    parser.add_argument("--request-rate", action="store_true", help="a request_rate for every user, never binding")
     args = parser.parse_args()
     few, many = args.pairs
     options = ["--api", args.api, *([] if args.version is None else ["--version", str(args.version)])]
     options += ["--quotas"] if args.quotas else []
+    options += ["--request-rate"] if args.request_rate else []
     if shutil.which("valgrind") is None:
         print("pipeline_instructions: valgrind not found (Debian: apt install valgrind)", file=sys.stderr)
         return 2
