@@ -4,7 +4,9 @@ A stage looks at the request header (and, for buffered requests, the whole frame
 :class:`~proxy.apis.plan.Plan` or nothing: stream the request as is, or answer it locally; and what its response
 goes through. :data:`STAGES` declares them in order; an API's chain is those that want it, folded by
 :meth:`Plan.then <proxy.apis.plan.Plan.then>`. APIs no stage wants pass through untouched, as opaque bytes, on
-the fast path (:data:`PASS`, nothing looked up but the table).
+the fast path (:data:`PASS`, nothing looked up but the table). Request rate's stage is in an API's chain only while a
+``request_rate`` quota counts that API (:data:`UNCOUNTED_CHAINS` otherwise), so its cost is paid only where one is
+configured.
 """
 
 from __future__ import annotations
@@ -122,6 +124,10 @@ STAGES = (
     Stage("request rate", frozenset(COUNTABLE_APIS.values()), request_rate.plan_request_rate),
 )
 CHAINS = chains(STAGES)
+# The chains of an API no request_rate quota counts now (scope.quotas.requests.counted: none while no entry sets one,
+# whatever the dynamic config adds or removes): every stage but request rate's, which would add nothing. An API no
+# other stage wants (ListOffsets, OffsetFetch, ...) stays on the pass-through path, as it was before request_rate.
+UNCOUNTED_CHAINS = chains(stage for stage in STAGES if stage.plan is not request_rate.plan_request_rate)
 
 
 # What Kafka serves on a SASL listener before an authentication succeeds; anything else closes the connection.
@@ -134,14 +140,15 @@ def plan_request(scope: ConnectionScope, session: Session, header: RequestHeader
             f"{api_name(header.api_key)} before SASL authentication completed: only ApiVersions, "
             "SaslHandshake and SaslAuthenticate are served until the broker accepts one"
         )
-    chain = CHAINS.get(header.api_key)
+    api_key = header.api_key
+    chain = (CHAINS if api_key in scope.quotas.requests.counted else UNCOUNTED_CHAINS).get(api_key)
     if chain is None:
         return PASS
-    versions = DECODED_APIS.get(header.api_key)
-    if header.api_key != API_VERSIONS and versions is not None and not versions[0] <= header.api_version <= versions[1]:
+    versions = DECODED_APIS.get(api_key)
+    if api_key != API_VERSIONS and versions is not None and not versions[0] <= header.api_version <= versions[1]:
         # The client's error, not the broker's: no broker speaks this version (Kafka closes the connection too).
         raise ProtocolError(
-            f"{api_name(header.api_key)} v{header.api_version} is not a version any Kafka broker "
+            f"{api_name(api_key)} v{header.api_version} is not a version any Kafka broker "
             f"speaks (v{versions[0]}-v{versions[1]})"
         )
     return fold(chain, scope, session, header)
@@ -152,6 +159,7 @@ __all__ = [
     "FORWARD_AS_IS",
     "CHAINS",
     "STAGES",
+    "UNCOUNTED_CHAINS",
     "PASS",
     "AnswerLocally",
     "Await",

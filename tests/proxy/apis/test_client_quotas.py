@@ -9,11 +9,11 @@ import logging
 
 from config.dynamic import DynamicEntries, effective
 from config.loader import parse_config
-from proxy.apis import AnswerLocally, Await, ConnectionScope, ForwardRequest, LookUp, Session, plan_request
+from proxy.apis import PASS, AnswerLocally, Await, ConnectionScope, ForwardRequest, LookUp, Session, plan_request
 from proxy.cluster.topics import Topics
-from proxy.codec.apis import ALTER_CLIENT_QUOTAS, API_VERSIONS, DESCRIBE_CLIENT_QUOTAS
+from proxy.codec.apis import ALTER_CLIENT_QUOTAS, API_VERSIONS, DESCRIBE_CLIENT_QUOTAS, LIST_OFFSETS
 from proxy.codec.error_codes import CLUSTER_AUTHORIZATION_FAILED, INVALID_REQUEST, NONE, UNSUPPORTED_VERSION
-from proxy.codec.header import encode_request_header, frame, response_header_length
+from proxy.codec.header import RequestHeader, encode_request_header, frame, response_header_length
 from proxy.codec.messages import (
     decode_request,
     decode_response,
@@ -25,6 +25,8 @@ from proxy.codec.messages import (
 from proxy.codec.produce_prefix import parse_request_prefix
 from proxy.enforcement.proxy_quotas import ProxyQuotas
 from proxy.ops.audit import audited
+from quota.primitives.clock import ManualClock
+from quota.primitives.decision import Throttle
 
 BOTH = {DESCRIBE_CLIENT_QUOTAS: (0, 1), ALTER_CLIENT_QUOTAS: (0, 1)}
 
@@ -423,3 +425,23 @@ def test_request_rate_is_the_proxys_key_written_to_the_config_topic():
     assert [e.error_code for e in local(ALTER_CLIENT_QUOTAS, 1, outcome).entries] == [NONE]
     assert [json.loads(v) for _, v in dynamic.written] == [{"request_rate": 3}]
     assert dynamic.current.quotas.limit("request_rate", "alice", "any") == 3
+
+
+def test_a_request_rate_altered_in_counts_at_once_and_altered_out_stops():
+    """The config topic's new state applied as the proxy applies it (ProxyQuotas.apply): alice's ListOffsets leave
+    the pass-through path for request rate's stage at her next request, and go back to it once the quota is removed."""
+    scope, dynamic = setup()
+    proxy_quotas = ProxyQuotas(dynamic.base, ManualClock(1_000_000))
+    tenants = ConnectionScope(None, Topics(), proxy_quotas.home)
+    alice, list_offsets = Session("L", "10.0.0.2", user="alice"), RequestHeader(1, LIST_OFFSETS, 5, 10, "c", 40)
+    assert plan_request(tenants, alice, list_offsets) is PASS
+    for rate in (2, None):
+        ops = entry({"request_rate": rate}, user="alice")
+        outcome = run(decide(scope, admin(versions={}), ALTER_CLIENT_QUOTAS, 1, validate_only=False, entries=[ops]))
+        assert [e.error_code for e in local(ALTER_CLIENT_QUOTAS, 1, outcome).entries] == [NONE]
+        proxy_quotas.apply(dynamic.current)
+        plans = [plan_request(tenants, alice, list_offsets) for _ in range(21)]
+        if rate is None:
+            assert all(plan is PASS for plan in plans)
+        else:  # 21 in 10 s at 2/s: (2.1 - 2) / 2 x 10 s
+            assert plans[19].throttle is None and plans[20].throttle == Throttle(500, 500)

@@ -4,11 +4,19 @@ listed APIs counted, Heartbeat never, shadow entries counted and not applied."""
 
 from __future__ import annotations
 
-from proxy.apis import ForwardRequest, Session, plan_request
-from proxy.codec.apis import FIND_COORDINATOR, HEARTBEAT, JOIN_GROUP, METADATA, OFFSET_COMMIT
+import json
+
+from config.dynamic import DynamicEntries, effective, entity_key
+from config.loader import parse_config
+from proxy import apis
+from proxy.apis import PASS, ConnectionScope, ForwardRequest, Session, plan_request
+from proxy.apis.stages import Stage
+from proxy.cluster.topics import Topics
+from proxy.codec.apis import FIND_COORDINATOR, HEARTBEAT, JOIN_GROUP, LIST_OFFSETS, METADATA, OFFSET_COMMIT
 from proxy.codec.frame import BUFFER, STREAM
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import new_request
+from proxy.enforcement.proxy_quotas import ProxyQuotas
 from quota.primitives.clock import ManualClock
 from quota.primitives.decision import Throttle
 from quota.primitives.entity import DEFAULT
@@ -114,3 +122,31 @@ def test_in_shadow_mode_the_proxy_counts_and_notes_and_applies_nothing():
     assert all(p.throttle is None for p in plans)
     assert plans[10].usage.shadow_throttle_ms == 1000
     assert [note.quota for note in plans[10].usage.shadows] == ["request_rate"]
+
+
+def test_a_request_rate_set_at_run_time_counts_at_once_and_removed_stops(monkeypatch):
+    """A request_rate written to the config topic (as AlterClientQuotas writes it) puts request rate's stage in the
+    chains of the APIs it counts at the next request; its tombstone takes it out again, back to the pass-through path
+    (proxy.apis.UNCOUNTED_CHAINS), and nothing more is counted."""
+    base = parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}]})
+    proxy_quotas = ProxyQuotas(base, ManualClock(1_000_000))
+    scope = ConnectionScope(None, Topics(), proxy_quotas.home)
+    asked: list[int] = []
+    spy = Stage("spy", frozenset({LIST_OFFSETS}), lambda scope, session, header: asked.append(header.api_key))
+    counted_chains = {**apis.CHAINS, LIST_OFFSETS: (spy, *apis.CHAINS[LIST_OFFSETS])}
+    monkeypatch.setattr(apis, "CHAINS", counted_chains)  # the table with request rate's stage, seen to be chosen
+    list_offsets, metadata = RequestHeader(1, LIST_OFFSETS, 5, 10, "c", 40), RequestHeader(2, METADATA, 12, 10, "c", 40)
+    key = entity_key({"user": DEFAULT})
+
+    assert all(plan_request(scope, SESSION, list_offsets) is PASS for _ in range(20)) and asked == []
+    entries = DynamicEntries().with_record(base, key, json.dumps({"request_rate": 1}).encode())
+    proxy_quotas.apply(effective(base, entries))
+    plans = [plan_request(scope, SESSION, list_offsets) for _ in range(11)]
+    assert asked == [LIST_OFFSETS] * 11
+    assert all(p.throttle is None for p in plans[:10]) and plans[10].throttle == Throttle(1000, 1000)
+    assert plan_request(scope, SESSION, metadata).throttle == Throttle(2000, 2000)  # 12 in 10 s: (1.2 - 1) / 1 x 10 s
+    assert scope.quotas.requests.clients.stats_for("ANONYMOUS", "c").value_total == 12
+
+    proxy_quotas.apply(effective(base, entries.with_record(base, key, None)))
+    assert all(plan_request(scope, SESSION, list_offsets) is PASS for _ in range(20)) and len(asked) == 11
+    assert plan_request(scope, SESSION, metadata) is PASS  # Metadata's chain without it: broker addresses alone

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from config.loader import parse_config
-from proxy.apis import CHAINS, PASS, ConnectionScope, Plan, Session, plan_request
+from proxy.apis import CHAINS, PASS, UNCOUNTED_CHAINS, ConnectionScope, Plan, Session, plan_request
 from proxy.apis.stages import END, Stage, fold
 from proxy.cluster.topics import Topics
-from proxy.codec.apis import HEARTBEAT, LIST_OFFSETS, PRODUCE
+from proxy.codec.apis import HEARTBEAT, LIST_OFFSETS, METADATA, PRODUCE
 from proxy.codec.header import RequestHeader
 from proxy.enforcement.proxy_quotas import ProxyQuotas
 from quota.primitives.decision import Throttle
@@ -36,6 +36,16 @@ def test_an_api_no_stage_wants_stays_on_the_pass_through_path():
     assert plan_request(scope, SESSION, RequestHeader(100, HEARTBEAT, 4, 1, "c", 20)) is PASS
     assert plan_request(scope, SESSION, RequestHeader(100, LIST_OFFSETS, 5, 1, "c", 20)) is PASS  # no request_rate
     assert plan_request(scope, SESSION, HEADER) is PASS  # stages that add nothing leave the fast path too
+
+
+def test_an_api_no_request_rate_counts_has_its_chain_without_request_rate():
+    """UNCOUNTED_CHAINS: what plan_request folds for an API no request_rate quota counts now."""
+    assert [stage.name for stage in CHAINS[LIST_OFFSETS]] == ["request rate"] and LIST_OFFSETS not in UNCOUNTED_CHAINS
+    assert [stage.name for stage in CHAINS[METADATA]] == ["broker addresses", "request rate"]
+    assert [stage.name for stage in UNCOUNTED_CHAINS[METADATA]] == ["broker addresses"]
+    for api_key, chain in CHAINS.items():
+        lean = tuple(stage for stage in chain if stage.name != "request rate")
+        assert UNCOUNTED_CHAINS.get(api_key, ()) == lean
 
 
 def test_a_stage_ends_the_chain_and_the_later_ones_are_not_asked():
