@@ -113,6 +113,9 @@ def disk_fill(
     finally:
         stop.set()
         thread.join(90)
+        if aborted.is_set():  # a snapshot still queued would be reported by librdkafka when the publisher is
+            publisher.purge()  # destroyed, after the demo's verdict line (a SIGTERM during publish's flush)
+            publisher.flush(1)
     consumer = Consumer({"bootstrap.servers": broker, "group.id": "disk-check", "enable.auto.commit": False})
     consumer.assign([TopicPartition(DISK_TOPIC, 0, 0)])
     found, deadline = 0, time.monotonic() + 30
