@@ -86,6 +86,17 @@ def slope(ys: list[float]) -> float:
     return sum((x - mean_x) * (y - mean_y) for x, y in enumerate(ys)) / sum((x - mean_x) ** 2 for x in range(n))
 
 
+def steady_rate(seconds: list[int], quota: float) -> tuple[float, float]:
+    """(achieved, mean) / ``quota`` of the bytes per second after the first window span: the slope of their
+    cumulative sum, and their plain mean."""
+    steady = seconds[SPAN_S:]
+    cumulative, total = [], 0
+    for x in steady:
+        total += x
+        cumulative.append(total)
+    return slope(cumulative) / quota, sum(steady) / len(steady) / quota
+
+
 def figures(series: Series, t0: float, duration: int, quota: float) -> dict:
     """Seconds counted from the client's first acknowledgement or record (a JVM takes seconds to start), to the end
     of the phase."""
@@ -99,13 +110,10 @@ def figures(series: Series, t0: float, duration: int, quota: float) -> dict:
     steady = seconds[SPAN_S:]
     times = sorted(t for t, _ in series.events if t < t0 + duration)
     gaps = [b - a for a, b in zip(times, times[1:])]
-    cumulative, total = [], sum(seconds[:SPAN_S])
-    for x in steady:
-        total += x
-        cumulative.append(total)
+    achieved, mean = steady_rate(seconds, quota)
     return {
-        "mean": sum(steady) / len(steady) / quota,
-        "achieved": slope(cumulative) / quota,
+        "mean": mean,
+        "achieved": achieved,
         "in_band": sum(0.5 <= s / quota <= 1.5 for s in steady) / len(steady),
         "pause_s": max(gaps, default=float("nan")),
         "seconds": [round(s / quota, 2) for s in seconds],

@@ -36,7 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.anchors_byte_rate import SPAN_S, slope  # noqa: E402
+from bench.anchors_byte_rate import SPAN_S, steady_rate  # noqa: E402
 from bench.anchors_byte_rate_clients import VALUE, Series, librdkafka_produce, threaded  # noqa: E402
 from bench.anchors_common import ProxyProcess, Verdicts, kafka_client_quota, load  # noqa: E402
 from bench.common import fill  # noqa: E402
@@ -94,16 +94,6 @@ def seconds_of(series: list[Series], t0: float, duration: int) -> list[int]:
             if 0 <= i < duration:
                 out[i] += n
     return out
-
-
-def achieved(seconds: list[int], quota: float) -> tuple[float, float]:
-    """(slope, mean) of the seconds after the first window span, over ``quota``."""
-    steady = seconds[SPAN_S:]
-    cumulative, total = [], 0
-    for x in steady:
-        total += x
-        cumulative.append(total)
-    return slope(cumulative) / quota, sum(steady) / len(steady) / quota
 
 
 def run(threads_of, duration: int) -> float:
@@ -184,7 +174,7 @@ def main() -> int:
             t0 = run(clients, args.duration)
             cpu = proxy.cpu() - cpu0
             seconds = seconds_of(producers, t0, args.duration)
-            rate, mean = achieved(seconds, args.quota)
+            rate, mean = steady_rate(seconds, args.quota)
             by = sum(seconds_of([bystander], t0, args.duration)[2:]) / (args.duration - 2)
             moved = sum(seconds) + sum(n for _, n in bystander.events)
             errors = [s.error for s in [*producers, bystander] if s.error is not None]
@@ -192,7 +182,7 @@ def main() -> int:
                 f"produce x{n} (load {load0}-{load()}): topic {rate:.3f} x its quota (mean {mean:.3f}); "
                 f"proxy CPU {cpu / (moved / 1e9):.1f} s/GB; each second {[round(s / args.quota, 2) for s in seconds]}"
             )
-            kafka, kafka_mean = achieved(seconds_of(direct, t0, args.duration), args.quota)
+            kafka, kafka_mean = steady_rate(seconds_of(direct, t0, args.duration), args.quota)
             print(f"  Kafka's client quota, {n} producers of one client id: {kafka:.3f} x (mean {kafka_mean:.3f})")
             verdicts.check(
                 f"produce x{n} topic rate in band",
@@ -224,7 +214,7 @@ def main() -> int:
         )
         cpu = proxy.cpu() - cpu0
         seconds = seconds_of(readers, t0, args.duration)
-        rate, mean = achieved(seconds, args.quota)
+        rate, mean = steady_rate(seconds, args.quota)
         errors = [s.error for s in readers if s.error is not None]
         print(
             f"consume x2 (load {load0}-{load()}): topic {rate:.3f} x its quota (mean {mean:.3f}); "

@@ -120,8 +120,7 @@ class ClusterPeers:
         assumed). Counted twice, they left every sidecar a debt of what the others had been assumed to use and then
         reported: with ``stale_ms`` 2 s, the tenant got 0.67 x its quota over the 15 s after a 3 s stall of the
         topic, 0.98 x with them covered (tests/quota/sharing/test_cluster_exactly_once.py)."""
-        topic_ms = min(self._newest, now_ms)
-        known = [peer for peer, stamp in self._last.items() if topic_ms - stamp <= self.forget_ms]
+        known = self._known(now_ms)
         for peer in known:
             self._covered[peer] = now_ms
         return len(known)
@@ -203,10 +202,15 @@ class ClusterPeers:
 
     def peek(self, now_ms: int) -> PeerView:
         """What :meth:`view` would say at ``now_ms``, changing nothing (``quota.explain`` reads it)."""
-        topic_ms = min(self._newest, now_ms)
-        stamps = [stamp for stamp in list(self._last.values()) if topic_ms - stamp <= self.forget_ms]
+        stamps = list(self._known(now_ms).values())
         fresh = sum(1 for stamp in stamps if now_ms - stamp <= self.stale_ms)
         return PeerView(fresh=fresh, known=len(stamps), fallback=bool(stamps) and fresh == 0)
+
+    def _known(self, now_ms: int) -> dict[str, int]:
+        """The peers heard from within ``forget_ms`` of the newest record read (never later than ``now_ms``), with
+        their last record's time: the live sidecars, as :meth:`peek` counts them and :meth:`cover` assumes them."""
+        topic_ms = min(self._newest, now_ms)
+        return {peer: stamp for peer, stamp in self._last.items() if topic_ms - stamp <= self.forget_ms}
 
     def stale_peers(self, now_ms: int) -> list[str]:
         return sorted(peer for peer, stamp in self._last.items() if now_ms - stamp > self.stale_ms)
