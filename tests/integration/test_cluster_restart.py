@@ -190,7 +190,15 @@ class Producer(threading.Thread):
 
 class GroupConsumer(threading.Thread):
     """A kafka-python consumer group member (session.timeout.ms 6000, as Tansu's group joins need) recording when
-    each record arrived."""
+    each record arrived.
+
+    It polls on after a retriable error that ``poll`` raises, as an application must with kafka-python 3.0.12: when
+    the coordinator's connection drops, ``ensure_coordinator_ready_async`` (kafka/coordinator/base.py) takes the
+    ``InvalidMetadataError`` branch for the ``KafkaConnectionError`` and awaits a metadata refresh, and the refresh's
+    own ``KafkaConnectionError`` (ECONNREFUSED while nothing listens) is not caught there: ``poll`` raises it. Seen in
+    a full suite (and in 2 of about 20 runs at load 20-30): the consumer thread ended on ``KafkaConnectionError('111
+    ECONNREFUSED')`` while the proxy was down, and never came back. Java's consumer and librdkafka retry it inside
+    poll. Anything else raised still ends the thread and fails the test."""
 
     def __init__(self, bootstrap: str, topic: str) -> None:
         super().__init__(name="group-consumer", daemon=True)
@@ -201,9 +209,11 @@ class GroupConsumer(threading.Thread):
         self.assignments: list[int] = []  # of each record received: how many assignments the consumer had had by then
         self.assigned = 0
         self.error: BaseException | None = None
+        self.retried: list[str] = []  # retriable errors poll raised (see above), for a failure's story
 
     def run(self) -> None:
         from kafka import KafkaConsumer
+        from kafka.errors import RetriableError
 
         try:
             from kafka import ConsumerRebalanceListener
@@ -228,7 +238,12 @@ class GroupConsumer(threading.Thread):
             c.subscribe([self.topic], listener=Counting())
             try:
                 while not self.stopping.is_set():
-                    for records in c.poll(timeout_ms=200).values():
+                    try:
+                        polled = c.poll(timeout_ms=200)
+                    except RetriableError as exc:  # kafka-python's own retriable error, surfaced (above)
+                        self.retried.append(repr(exc))
+                        continue
+                    for records in polled.values():
                         now = time.monotonic()
                         self.received.extend((now, r.value) for r in records)
                         self.offsets.extend((r.partition, r.offset) for r in records)
@@ -308,15 +323,22 @@ def test_a_restart_under_traffic_is_invisible_to_the_clients(tmp_path, names):
         print(f"restart: the proxy was down {restarted - stopped:.1f} s")
         # The clients reconnect and run on after the restart: until every one of them has gone on past the 8 s the
         # assertions below look at (was a fixed 12 s; a client that never comes back still fails them, after 60 s)
-        wait_until(
-            lambda: (
-                all(p.acked and p.acked[-1][0] > restarted + 8 for p in producers)
-                and consumer.received
-                and consumer.received[-1][0] > restarted + 8
-            ),
-            60,
-            "every client running on 8 s after the restart",
-        )
+        try:
+            wait_until(
+                lambda: (
+                    all(p.acked and p.acked[-1][0] > restarted + 8 for p in producers)
+                    and consumer.received
+                    and consumer.received[-1][0] > restarted + 8
+                ),
+                60,
+                "every client running on 8 s after the restart",
+            )
+        except AssertionError as exc:  # which client, when it was last served, and what it raised
+            last = {p.label: (round(p.acked[-1][0] - restarted, 1) if p.acked else None, p.error) for p in producers}
+            served = round(consumer.received[-1][0] - restarted, 1) if consumer.received else None
+            raise AssertionError(f"{exc}: {last}, consumer {served} {consumer.error!r} {consumer.retried[:3]}") from exc
+        if consumer.retried:
+            print(f"the consumer polled on after {len(consumer.retried)} retriable error(s): {consumer.retried[:3]}")
         for p in producers:
             p.stopping.set()
         for p in producers:
