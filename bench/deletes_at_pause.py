@@ -8,7 +8,7 @@ are sent through the proxy. Reported for each: the error code, the time to the a
 ``__consumer_offsets`` grew on the broker's disk (its log files' sizes).
 
 Targets: through the proxy at PAUSE, the OffsetDelete naming a partition more than once is refused
-(COORDINATOR_NOT_AVAILABLE) and writes nothing; one naming it once is deleted (one tombstone); the share group's
+(INVALID_REQUEST, as in every state) and writes nothing; one naming it once is deleted (one tombstone); the share group's
 offsets are neither altered nor deleted (COORDINATOR_NOT_AVAILABLE).
 
 Usage: ``python bench/deletes_at_pause.py [--names 3000]``.
@@ -34,7 +34,7 @@ from proxy.codec.apis import (  # noqa: E402
     OFFSET_DELETE,
     response_header_version,
 )
-from proxy.codec.error_codes import COORDINATOR_NOT_AVAILABLE, NONE, error_name  # noqa: E402
+from proxy.codec.error_codes import COORDINATOR_NOT_AVAILABLE, INVALID_REQUEST, NONE, error_name  # noqa: E402
 from proxy.codec.header import encode_request_header, frame  # noqa: E402
 from proxy.codec.messages import Message, decode_response, encode_request, new_request  # noqa: E402
 from tests.harness import free_port  # noqa: E402
@@ -142,8 +142,8 @@ def main() -> int:
             )
         code, grew = results[("proxy", args.names)]
         verdicts.check(
-            "named twice: refused at PAUSE, nothing written",
-            code == COORDINATOR_NOT_AVAILABLE and grew == 0,
+            "named twice: refused at PAUSE (INVALID_REQUEST), nothing written",
+            code == INVALID_REQUEST and grew == 0,
             f"{error_name(code)}, +{grew} bytes",
         )
         code, grew = results[("proxy", 1)]

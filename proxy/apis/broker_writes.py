@@ -42,12 +42,14 @@ broker's disk through a proxy at PAUSE). This module holds the rule for every su
 - **OffsetDelete** (``kafka-consumer-groups.sh --delete-offsets``): the coordinator writes a tombstone to
   ``__consumer_offsets`` for each partition named that has an offset, checked against the group's offsets before the
   request (Kafka's ``OffsetMetadataManager.deleteOffsets``), so a partition named n times gets n tombstones, again
-  after each commit of it: on Apache Kafka 4.4 one committed partition named 3,000 times (a 12 kB request) wrote
-  3,000 tombstones (60 kB) and held its coordinator 4.5 s; named 10,000 times, no answer in 5 minutes, a core busy.
-  At PAUSE a deletion that names each partition once goes on (it writes a key-sized tombstone for an offset already on the disk, once: deleting it again
-  writes nothing; compaction then drops both, and deleting stale offsets is what an operator does to make room); one
-  that names a partition twice is refused whole with COORDINATOR_NOT_AVAILABLE, what the coordinator answers when it
-  cannot write (the admin client never sends one: it names a set of partitions).
+  after each commit of it, and the coordinator's work grows with the square of the names: on Apache Kafka 4.4 one
+  committed partition named 3,000 times (a 12 kB request) wrote 3,000 tombstones (60 kB) and held its coordinator
+  4.5 s; named 10,000 times, no answer in 5 minutes, a core busy. A request naming a partition twice is therefore
+  refused whole with INVALID_REQUEST in every state, PAUSE or not, in shadow mode too (a protection of the broker,
+  not a quota; Kafka's admin client names a set of partitions, each once), and never counted as a PAUSE refusal.
+  One naming each partition once goes on at PAUSE, as DeleteGroups does: it writes a key-sized tombstone for an
+  offset already on the disk, once (deleting it again writes nothing), compaction then drops both, and deleting
+  stale offsets is what an operator does to make room.
 - **DeleteGroups** goes on at PAUSE, charged: the broker takes each group named once, and writes tombstones for the
   records the group has (its offsets, its metadata, a share group's state), once: a deleted group is gone, deleting
   it again writes nothing, so it writes at most a key for each record already on the disk, and compaction then drops
@@ -243,15 +245,17 @@ NAMED_AGAIN_MESSAGE = (
 
 
 def _each_partition_once(header: RequestHeader, charge: Decisions) -> Callable[[memoryview], Outcome]:
-    """Outside PAUSE, an OffsetDelete naming a partition twice is refused with INVALID_REQUEST, not forwarded: the
-    coordinator checks each name against the group's offsets before the request (a tombstone for each), so its time
-    grows with the square of the names. On Apache Kafka 4.4 one committed partition named 3,000 times held the
-    coordinator 4.5 s; named 10,000 times (a 40 kB request), it kept a core busy for more than 5 minutes and never
-    answered: every group on that coordinator stalled. Kafka's admin client names a set of partitions, each once."""
+    """An OffsetDelete naming a partition twice is refused with INVALID_REQUEST, not forwarded, whatever the volume's
+    state and in shadow mode too: the coordinator checks each name against the group's offsets before the request (a
+    tombstone for each), so its time grows with the square of the names. On Apache Kafka 4.4 one committed partition
+    named 3,000 times held the coordinator 4.5 s; named 10,000 times (a 40 kB request), it kept a core busy for more
+    than 5 minutes and never answered: every group on that coordinator stalled. Kafka's admin client names a set of
+    partitions, each once. The refusal carries the request's charge (at PAUSE, the volume's base rate where no
+    producer_byte_rate applies), not the pause: it is the request's fault, not the disk's."""
 
     def decide(body: memoryview) -> Outcome:
         msg = decode_request(header.api_key, header.api_version, body)
-        if not _named_again(msg, header.api_version):
+        if not _named_again(msg):
             return FORWARD_AS_IS
         throttle = charge.throttle or Throttle(0, 0)
         return AnswerLocally.failing(header, msg, INVALID_REQUEST, throttle, NAMED_AGAIN_MESSAGE)
@@ -259,7 +263,7 @@ def _each_partition_once(header: RequestHeader, charge: Decisions) -> Callable[[
     return decide
 
 
-def _named_again(msg: Message, version: int) -> int:
+def _named_again(msg: Message) -> int:
     """Partitions an OffsetDelete names more than once (each name a tombstone, when the partition has an offset)."""
     named = [(t.name, p.partition_index) for t in msg.topics for p in t.partitions]
     return len(named) - len(set(named))
@@ -295,9 +299,6 @@ _AT_PAUSE: dict[int, _AtPause] = {
     DELETE_SHARE_GROUP_OFFSETS: _AtPause(
         _rewrites_the_group, lambda quotas: 0, COORDINATOR_NOT_AVAILABLE, "deleting a share group's offsets"
     ),
-    OFFSET_DELETE: _AtPause(
-        _named_again, lambda quotas: 0, COORDINATOR_NOT_AVAILABLE, "deleting a partition's offset twice in a request"
-    ),
     ADD_PARTITIONS_TO_TXN: _AtPause(
         _partitions_joining, lambda quotas: 0, COORDINATOR_NOT_AVAILABLE, "adding partitions"
     ),
@@ -308,23 +309,22 @@ _AT_PAUSE: dict[int, _AtPause] = {
         "writing transaction markers",
     ),
 }
-_GO_ON_AT_PAUSE = frozenset((DELETE_GROUPS,))  # charged, never refused for the PAUSE
+_GO_ON_AT_PAUSE = frozenset((DELETE_GROUPS, OFFSET_DELETE))  # charged, never refused for the PAUSE
 WRITES = frozenset(_AT_PAUSE) | _GO_ON_AT_PAUSE  # the APIs :func:`plan_write` plans
 
 
 def plan_write(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
     """A JoinGroup, SyncGroup, a group heartbeat, a share consumer's acknowledgements, a share group's offsets altered
     or deleted, OffsetDelete, DeleteGroups, AddPartitionsToTxn or WriteTxnMarkers: charged; at PAUSE, refused whole
-    when it carries more than its bound of what the broker would write (DeleteGroups has none)."""
+    when it carries more than its bound of what the broker would write (DeleteGroups and OffsetDelete have none); an
+    OffsetDelete naming a partition twice is refused in every state."""
     quotas = scope.quotas
     charge = charged(quotas, session, header)
     plan = charge.plan() or PASS
-    if not paused(quotas):
-        if header.api_key == OFFSET_DELETE:
-            return plan.then(Plan(action=BUFFER, decide=_each_partition_once(header, charge)), header)
-        return plan
-    rule = _AT_PAUSE.get(header.api_key)
-    if rule is None:  # goes on at PAUSE
+    if header.api_key == OFFSET_DELETE:  # one rule in every state
+        return plan.then(Plan(action=BUFFER, decide=_each_partition_once(header, charge)), header)
+    rule = _AT_PAUSE.get(header.api_key) if paused(quotas) else None
+    if rule is None:  # not at PAUSE, or goes on at PAUSE
         return plan
     bound = rule.bound(quotas)
     if header.size * rule.per_byte <= bound:  # cannot carry more than its own size allows
