@@ -23,6 +23,7 @@ from proxy.apis import (
     metadata,
     mutations,
     offset_commits,
+    partitions_at_pause,
     producer_ids,
     request_rate,
     sasl,
@@ -104,6 +105,8 @@ STAGES = (
     Stage("topic byte rate", _wants(FETCH), topic_rate.plan_fetch),  # each topic's records trimmed to its headroom
     Stage("byte rate", _wants(SHARE_FETCH), byte_rate.plan_share_fetch),  # KIP-932: charged, max_bytes capped
     Stage("topic byte rate", _wants(SHARE_FETCH), topic_rate.plan_share_fetch),  # charged, never trimmed
+    # a volume at PAUSE: no partition added (a refusal ends the chain: no mutation charged for it)
+    Stage("volume pause", _wants(CREATE_TOPICS, CREATE_PARTITIONS), partitions_at_pause.plan_new_partitions),
     Stage("controller mutations", _wants(CREATE_TOPICS), mutations.plan_create_topics),  # KIP-599
     Stage("controller mutations", _wants(DELETE_TOPICS), mutations.plan_delete_topics),
     Stage("controller mutations", _wants(CREATE_PARTITIONS), mutations.plan_create_partitions),

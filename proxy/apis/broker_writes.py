@@ -63,7 +63,8 @@ broker's disk through a proxy at PAUSE). This module holds the rule for every su
   marker. At PAUSE refused, every partition NOT_ENOUGH_REPLICAS, as a produce is.
 
 InitProducerId with a transactional id (``__transaction_state``) has a rule of its own, which asks the coordinator
-first: :mod:`proxy.apis.transactional_ids`. EndTxn and AddOffsetsToTxn go on at PAUSE: a transaction cannot grow then, so the markers they lead to are those of
+first: :mod:`proxy.apis.transactional_ids`; so do CreateTopics and CreatePartitions, whose new partitions' log files
+are refused at PAUSE before the mutation quota counts them: :mod:`proxy.apis.partitions_at_pause`. EndTxn and AddOffsetsToTxn go on at PAUSE: a transaction cannot grow then, so the markers they lead to are those of
 partitions that joined before it (and the coordinator writes them at the transaction's timeout anyway), and
 AddOffsetsToTxn adds at most one ``__consumer_offsets`` partition per group.
 

@@ -49,7 +49,7 @@ from proxy.codec.messages import decode_response, encode_request, new_request
 from tests.harness import start_proxy, wait_until
 from tests.integration.kafka.quotas_common import configs, delete_topics, direct_admin, end_offsets, topics
 from tests.integration.raw import connect, exchange, read_frame
-from tests.kafka_cluster import unique_topic
+from tests.kafka_cluster import TOPICS, unique_topic
 
 PARTITIONS = 50
 METADATA = 4_000
@@ -527,3 +527,37 @@ def test_a_transactional_producer_at_pause_is_told_to_retry_and_nothing_reaches_
             producer.close()
             first.close()  # fenced
         assert end_offsets(kafka1, topic) == 0  # no record, no marker
+
+
+def test_no_partition_is_added_at_pause_and_validation_goes_on(kafka1, paused):
+    """kafka-topics --create (Java's TopicCommand, which does not retry a quota violation) through the paused sidecar
+    fails at once with the proxy's message, and the topic does not exist on the broker; kafka-python's admin client
+    is refused the partitions it adds to an existing topic (THROTTLING_QUOTA_EXCEEDED, strict versions) and its
+    count stays; a validate_only create is validated by Kafka itself (an invalid one gets Kafka's own error) and
+    creates nothing. Each refusal is counted."""
+    from kafka.admin import KafkaAdminClient, NewPartitions, NewTopic
+    from kafka.errors import InvalidReplicationFactorError, ThrottlingQuotaExceededError
+
+    new = unique_topic("pause-create")
+    before = refused(paused, "CreateTopics"), refused(paused, "CreatePartitions")
+    created = kafka1.tool(
+        TOPICS, "--bootstrap-server", paused.bootstrap, "--create", "--topic", new, "--partitions", "3", check=False
+    )
+    assert created.returncode != 0 and "a broker volume is at its hard limit" in created.stdout + created.stderr
+    with topics(kafka1, "pause-grow", partitions=2) as (existing,):
+        admin = KafkaAdminClient(bootstrap_servers=paused.bootstrap, request_timeout_ms=30_000)
+        try:
+            admin.create_topics([NewTopic(new, 3, 1)], validate_only=True)  # validated, not created
+            with pytest.raises(InvalidReplicationFactorError):  # Kafka's own answer: one broker
+                admin.create_topics([NewTopic(new, 3, 3)], validate_only=True)
+            with pytest.raises(ThrottlingQuotaExceededError):  # last: kafka-python then waits out the throttle
+                admin.create_partitions({existing: NewPartitions(4)})
+        finally:
+            admin.close()
+        direct = direct_admin(kafka1)
+        try:
+            assert new not in direct.list_topics()
+            assert len(direct.describe_topics([existing])[0]["partitions"]) == 2
+        finally:
+            direct.close()
+    assert (refused(paused, "CreateTopics"), refused(paused, "CreatePartitions")) == (before[0] + 1, before[1] + 1)
