@@ -9,7 +9,11 @@ as many partitions as its source topics have, for each new application id it mad
 ``controller_mutation_rate`` applies, a heartbeat carrying a topology is read whole and:
 
 - its internal topics the proxy knows to exist (:class:`~proxy.cluster.topics.Topics`, counts learnt within
-  ``controller.quota.metadata.max.age.ms``) cost nothing;
+  ``controller.quota.metadata.max.age.ms``) cost nothing, and those it does not know are asked of the broker first
+  (a Metadata request of the proxy's own on the member's connection, :func:`proxy.apis.metadata.look_up_topics`):
+  each worker and each sidecar learns topics on its own, so without it an instance of the application joining
+  through another worker (or sidecar, or a restarted proxy) was charged the topology again, and refused while the
+  tenant's bucket was in debt, for topics that exist;
 - the others are admitted as a strict CreateTopics is (v6+): while the client's bucket is not negative, taking the
   partitions the topology declares (a repartition topic's count; a changelog topic declares none, its count is the
   source topics'); when it is negative, the heartbeat is answered COORDINATOR_NOT_AVAILABLE (the response's
@@ -23,8 +27,12 @@ as many partitions as its source topics have, for each new application id it mad
   is an error. A count learnt is the proxy's knowledge of the topic from then on, so the other members of the
   application, joining with the same topology, are not charged for it again.
 
-What the proxy cannot do is create some of the topics and not others, as the controller's own quota would: a
-topology's internal topics are admitted together. A source topic given as a regular expression, or a regular
+The tokens are shared across workers and sidecars as every mutation's are (the manager's usage tap: charges and
+refunds alike). Who pays for one topic is not: two first instances of a new application joining through two
+workers at the same moment, before either answer, are each charged the topics created (the check that gives back
+the second charge, that the topic is already known, sees only its own worker's knowledge); at most once per worker
+and sidecar, and only for that window. What the proxy cannot do is create some of the topics and not others, as
+the controller's own quota would: a topology's internal topics are admitted together. A source topic given as a regular expression, or a regular
 expression's matches, are the coordinator's to resolve; the count created is what is charged either way.
 """
 
@@ -33,6 +41,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import partial
 
+from proxy.apis.metadata import look_up_topics
 from proxy.apis.mutation_charges import Charges, topic_keys
 from proxy.apis.plan import FORWARD_AS_IS, AnswerLocally, ConnectionScope, ForwardRequest, Outcome, Plan
 from proxy.apis.response_leg import ResponseLeg
@@ -74,16 +83,30 @@ def _decide(
     msg = decode_request(STREAMS_GROUP_HEARTBEAT, header.api_version, body)
     if msg.topology is None:
         return FORWARD_AS_IS
-    quotas, now = scope.quotas, scope.quotas.clock.now_ms()
-    max_age = quotas.metadata_max_age_ms
-    wanted = {
-        name: n
-        for name, n in internal_topics(msg.topology).items()
-        if scope.topics.partitions(name, now, max_age) is None
-    }
+    declared = internal_topics(msg.topology)
+    unknown = _unknown(scope, declared)
+    if not unknown:
+        return FORWARD_AS_IS
+    # asked of the broker first: what one worker (or sidecar) has not learnt, another may have created
+    keys = [(name, None) for name in unknown]
+    return look_up_topics(scope, session, keys, partial(_admit, scope, session, header, client_id, msg, unknown))
+
+
+def _unknown(scope: ConnectionScope, declared: dict[str, int]) -> dict[str, int]:
+    """The internal topics of ``declared`` the proxy does not know to exist (counts learnt within
+    ``controller.quota.metadata.max.age.ms``)."""
+    now, max_age = scope.quotas.clock.now_ms(), scope.quotas.metadata_max_age_ms
+    return {name: n for name, n in declared.items() if scope.topics.partitions(name, now, max_age) is None}
+
+
+def _admit(
+    scope: ConnectionScope, session: Session, header: RequestHeader, client_id: str, msg: Message, asked: dict[str, int]
+) -> Outcome:
+    """The broker's answer learnt: the internal topics still unknown are missing, admitted together."""
+    wanted = _unknown(scope, asked)
     if not wanted:
         return FORWARD_AS_IS
-    mutations = quotas.mutations
+    mutations, now = scope.quotas.mutations, scope.quotas.clock.now_ms()
     admission = mutations.admit(session.user, client_id, [sum(wanted.values()) or None], now)
     if not admission.all_admitted:
         throttle = admission.throttle

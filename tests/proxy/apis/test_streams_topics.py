@@ -9,9 +9,9 @@ import uuid
 
 import pytest
 
-from proxy.codec.apis import STREAMS_GROUP_HEARTBEAT
+from proxy.codec.apis import METADATA, STREAMS_GROUP_HEARTBEAT
 from proxy.codec.enums import MISSING_INTERNAL_TOPICS
-from proxy.codec.error_codes import COORDINATOR_NOT_AVAILABLE, NONE, NOT_COORDINATOR
+from proxy.codec.error_codes import COORDINATOR_NOT_AVAILABLE, NONE, NOT_COORDINATOR, UNKNOWN_TOPIC_OR_PARTITION
 from tests.proxy.mutation_wire import WantedCounts, Wire
 
 CHANGELOG, REPARTITION = "app-store-changelog", "app-KSTREAM-REPARTITION-0000000003-repartition"
@@ -22,7 +22,7 @@ def tokens(wire):
     return wire.scope.quotas.mutations.tokens("ANONYMOUS", "admin")
 
 
-def join(wire, version, corr, topology=True, repartition=6):
+def join(wire, version, corr, topology=True, repartition=6, existing=None):
     """A member joining with the topology of a two-sub-topology application: a store's changelog (no count
     declared: the source topics') and a repartition topic of ``repartition`` partitions between them."""
     subtopologies = [
@@ -39,11 +39,30 @@ def join(wire, version, corr, topology=True, repartition=6):
             ],
         },
     ]
+    existing = existing or {}
     fields = dict(group_id="app", member_id=str(uuid.uuid4()), member_epoch=0, rebalance_timeout_ms=30_000)
     fields["process_id"] = str(uuid.uuid4())
     if topology:
         fields["topology"] = {"epoch": 1, "subtopologies": subtopologies}
     wire.send(STREAMS_GROUP_HEARTBEAT, version, corr, **fields)
+    return looked_up(wire, existing)
+
+
+def looked_up(wire, existing):
+    """The broker's requests, the proxy's Metadata lookup of the internal topics it does not know answered first
+    (``existing``: name -> partitions of those the broker has; the others UNKNOWN_TOPIC_OR_PARTITION)."""
+    requests = wire.broker_requests()
+    if not requests or requests[0][0].api_key != METADATA:
+        return requests
+    ((lookup, asked),) = requests
+    assert lookup.correlation_id < 0 and not asked.allow_auto_topic_creation  # the proxy's own, before the request
+    topics = [
+        {"name": t.name, "error_code": NONE, "partitions": [{"partition_index": i} for i in range(existing[t.name])]}
+        if t.name in existing
+        else {"name": t.name, "error_code": UNKNOWN_TOPIC_OR_PARTITION, "partitions": []}
+        for t in asked.topics
+    ]
+    wire.answer(lookup, topics=topics)
     return wire.broker_requests()
 
 
@@ -107,3 +126,26 @@ def test_a_topology_over_the_quota_is_refused_and_never_reaches_the_coordinator(
     assert refused.error_code == COORDINATOR_NOT_AVAILABLE and "controller_mutation_rate" in refused.error_message
     assert refused.throttle_time_ms == 40_000
     assert tokens(wire) == -40
+
+
+def test_a_topology_whose_topics_another_worker_created_is_looked_up_and_costs_nothing():
+    """Each worker (and each sidecar) learns topics on its own: one that has not seen an application's internal
+    topics created (another worker's member joined first, or the proxy restarted) asks the broker before charging,
+    so the join of an application whose topics exist costs nothing and is admitted even with the client's bucket in
+    debt; only what the broker does not have either is charged, as before."""
+    counts = WantedCounts()
+    wire = Wire(rate=1, num=10, counts=counts)
+    wire.scope.quotas.mutations.record("ANONYMOUS", "admin", 50, wire.clock.now_ms())  # 40 in debt
+    ((forwarded, _),) = join(wire, 1, 1, existing={CHANGELOG: 4, REPARTITION: 6})
+    answered(wire, forwarded, missing=())
+    ((_, response),) = wire.client_responses(STREAMS_GROUP_HEARTBEAT, 1)
+    assert (response.error_code, response.throttle_time_ms) == (NONE, 0) and tokens(wire) == -40
+    assert counts.wanted == [] and wire.logged(STREAMS_GROUP_HEARTBEAT) == 0
+    ((forwarded, _),) = join(wire, 1, 2)  # known now: no lookup, nothing charged
+    answered(wire, forwarded, missing=())
+    assert tokens(wire) == -40
+    # one of them missing on the broker too: charged, and over the quota refused as before
+    wire.scope.topics.deleted(REPARTITION, wire.clock.now_ms())
+    assert join(wire, 1, 3, existing={CHANGELOG: 4}) == []
+    (_, refused) = wire.client_responses(STREAMS_GROUP_HEARTBEAT, 1)[-1]
+    assert refused.error_code == COORDINATOR_NOT_AVAILABLE and refused.throttle_time_ms == 40_000
