@@ -20,6 +20,10 @@ as many partitions as its source topics have, for each new application id it mad
   retriable error: the member looks the coordinator up again and retries) with the time the bucket needs as
   ``throttle_time_ms`` and a mute, and never reaches the coordinator. A member already in the group keeps its
   membership: only a heartbeat carrying a topology (a join, or a new topology epoch) is refused;
+- at PAUSE (a volume at its hard limit, :mod:`proxy.apis.partitions_at_pause`), a heartbeat whose topology needs
+  topics the broker does not have is refused the same way, whatever the quota (with ``pause_delay_ms`` as
+  ``throttle_time_ms``, counted in ``volume_refused_writes_total``): no partition is added then; a member of an
+  application whose topics exist joins;
 - the coordinator's answer settles the charge: a topic its ``MISSING_INTERNAL_TOPICS`` status names was asked of
   the controller, and is charged the partition count it was created with, looked up off the request path once the
   answer went out (:mod:`proxy.cluster.created_counts`; when it cannot be learnt, what was declared, and at least
@@ -41,6 +45,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import partial
 
+from proxy.apis.broker_writes import PAUSED_MESSAGE, counted_refusal, paused, refusal_throttle
+from proxy.apis.decisions import Decisions
 from proxy.apis.metadata import look_up_topics
 from proxy.apis.mutation_charges import Charges, topic_keys
 from proxy.apis.plan import FORWARD_AS_IS, AnswerLocally, ConnectionScope, ForwardRequest, Outcome, Plan
@@ -63,9 +69,10 @@ _TOPIC_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVW
 def plan_streams_heartbeat(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan | None:
     quotas = scope.quotas.mutations
     client_id = header.client_id or ""
-    if not quotas.enabled or quotas.resolve(session.user, client_id).unlimited:
+    charged = quotas.enabled and not quotas.resolve(session.user, client_id).unlimited
+    if not charged and not paused(scope.quotas):
         return None
-    return Plan(action=BUFFER, decide=partial(_decide, scope, session, header, client_id))
+    return Plan(action=BUFFER, decide=partial(_decide, scope, session, header, client_id if charged else None))
 
 
 def internal_topics(topology: Message) -> dict[str, int]:
@@ -78,8 +85,10 @@ def internal_topics(topology: Message) -> dict[str, int]:
 
 
 def _decide(
-    scope: ConnectionScope, session: Session, header: RequestHeader, client_id: str, body: memoryview
+    scope: ConnectionScope, session: Session, header: RequestHeader, client_id: str | None, body: memoryview
 ) -> Outcome:
+    """``client_id``: the client whose controller_mutation_rate is charged; None: none applies (planned for the
+    PAUSE alone)."""
     msg = decode_request(STREAMS_GROUP_HEARTBEAT, header.api_version, body)
     if msg.topology is None:
         return FORWARD_AS_IS
@@ -100,11 +109,24 @@ def _unknown(scope: ConnectionScope, declared: dict[str, int]) -> dict[str, int]
 
 
 def _admit(
-    scope: ConnectionScope, session: Session, header: RequestHeader, client_id: str, msg: Message, asked: dict[str, int]
+    scope: ConnectionScope,
+    session: Session,
+    header: RequestHeader,
+    client_id: str | None,
+    msg: Message,
+    asked: dict[str, int],
 ) -> Outcome:
-    """The broker's answer learnt: the internal topics still unknown are missing, admitted together."""
+    """The broker's answer learnt: the internal topics still unknown are missing; at PAUSE refused (no partition is
+    added then: :mod:`proxy.apis.partitions_at_pause`), else admitted together."""
     wanted = _unknown(scope, asked)
     if not wanted:
+        return FORWARD_AS_IS
+    if paused(scope.quotas):
+        counted_refusal(scope.quotas, STREAMS_GROUP_HEARTBEAT)
+        paused_for = refusal_throttle(scope.quotas, header, Decisions())
+        message = PAUSED_MESSAGE.format(what="creating a topology's internal topics")
+        return AnswerLocally.failing(header, msg, COORDINATOR_NOT_AVAILABLE, paused_for, message)
+    if client_id is None:
         return FORWARD_AS_IS
     mutations, now = scope.quotas.mutations, scope.quotas.clock.now_ms()
     admission = mutations.admit(session.user, client_id, [sum(wanted.values()) or None], now)

@@ -6,8 +6,10 @@ import asyncio
 import socket
 import struct
 
+from proxy.codec.error_codes import ERROR_CODES
 from proxy.codec.header import encode_request_header, frame, response_header_length
 from proxy.codec.messages import decode_response, encode_request, new_request
+from tests.harness import wait_until
 
 
 def recv_exactly(sock: socket.socket, n: int) -> bytes:
@@ -38,6 +40,36 @@ def exchange(sock: socket.socket, api_key: int, version: int, correlation_id: in
 def connect(port: int) -> socket.socket:
     sock = socket.create_connection(("127.0.0.1", port), timeout=10)
     return sock
+
+
+def asked(port: int, api_key: int, version: int, **fields):
+    """One request of ``api_key`` through the proxy listening on ``port``, on a connection of its own; its answer."""
+    with connect(port) as sock:
+        sock.settimeout(60)
+        return exchange(sock, api_key, version, 1, **fields)
+
+
+COORDINATOR_NOT_READY = frozenset(
+    (
+        ERROR_CODES["COORDINATOR_NOT_AVAILABLE"],
+        ERROR_CODES["NOT_COORDINATOR"],
+        ERROR_CODES["COORDINATOR_LOAD_IN_PROGRESS"],
+    )
+)
+
+
+def heartbeat_until_answered(port: int, api_key: int, version: int, **fields):
+    """A group heartbeat through the proxy, again while the coordinator is not ready (a fresh cluster answers
+    COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS until __consumer_offsets is created
+    and loaded)."""
+    answers: list = []
+
+    def answered() -> bool:
+        answers.append(asked(port, api_key, version, **fields))
+        return answers[-1].error_code not in COORDINATOR_NOT_READY
+
+    wait_until(answered, 60, f"the coordinator's answer to {api_key}")
+    return answers[-1]
 
 
 def produce_at_broker(broker_port: int, topic: str, records: list[tuple[str, bytes]]) -> None:

@@ -30,19 +30,21 @@ THROTTLED = 89
 class Wire:
     """A connection core between a fake client and this test as the broker."""
 
-    def __init__(self, rate=5, num=100, counts=None):
+    def __init__(self, rate=5, num=100, counts=None, paused=False):
+        """``rate``: the client admin's controller_mutation_rate (None: none); ``paused``: a volume at PAUSE."""
         self.clock = ManualClock(1_000_000)
-        config = parse_config(
-            {
-                "upstream": {"bootstrap_servers": ["b:1"]},
-                "listeners": [{"name": "L", "bind": "h:2"}],
-                "quotas": [{"entity": {"client-id": "admin"}, "controller_mutation_rate": rate}],
-                "settings": {"controller.quota.window.num": num},
-            }
-        )
-        self.scope = ConnectionScope(
-            None, Topics(), ProxyQuotas(config, self.clock).home, **({} if counts is None else {"counts": counts})
-        )
+        raw = {
+            "upstream": {"bootstrap_servers": ["b:1"]},
+            "listeners": [{"name": "L", "bind": "h:2"}],
+            "quotas": [{"entity": {"client-id": "admin"}, "controller_mutation_rate": rate}] if rate else [],
+            "settings": {"controller.quota.window.num": num},
+        }
+        if paused:
+            raw["volume_usage"] = {"missing_data_action": "PAUSE"}
+        quotas = ProxyQuotas(parse_config(raw), self.clock)
+        if paused:
+            quotas.volume.brokers({1})  # a broker without a snapshot: the fail-safe PAUSE
+        self.scope = ConnectionScope(None, Topics(), quotas.home, **({} if counts is None else {"counts": counts}))
         self.to_client = bytearray()
         self.to_broker = bytearray()
         self.usage = UsageTable()  # the usage log's table

@@ -16,12 +16,15 @@ made them still leaves them negative.
 from __future__ import annotations
 
 import time
+import uuid
 
 import pytest
 from kafka.admin import KafkaAdminClient
 
+from proxy.codec.apis import STREAMS_GROUP_HEARTBEAT
 from tests.harness import wait_until
-from tests.integration.kafka.quotas_common import configs, delete_topics, direct_admin
+from tests.integration.kafka.quotas_common import configs, delete_topics, direct_admin, topics
+from tests.integration.raw import heartbeat_until_answered
 from tests.kafka_cluster import unique_topic
 
 pytestmark = pytest.mark.integration
@@ -194,3 +197,49 @@ def test_permissive_confluent_kafka_requests_go_through_whole_and_the_client_is_
             )
     finally:
         delete_topics(cluster, names)
+
+
+def test_a_streams_topologys_changelog_created_by_kafkas_coordinator_is_charged_once_created(kafka1):
+    """KIP-1071: a Streams member joining with a topology whose store's changelog topic is missing makes Kafka's
+    group coordinator create it (a CreateTopics of the broker's own, in the member's name, that never passes through
+    the proxy). Through a sidecar with the member's controller_mutation_rate, the proxy asks the broker first, finds
+    the changelog missing, forwards the join, and charges the 3 partitions Kafka created it with (its source
+    topic's) once the coordinator's answer said it was missing."""
+    quotas = [{"entity": {"client-id": "raw-test"}, "controller_mutation_rate": 100}]
+    group = unique_topic("streams-charge")
+    changelog = f"{group}-store-changelog"
+    with topics(kafka1, "streams-source", partitions=3) as (source,):
+        with kafka1.sidecars(configs=configs(kafka1, quotas)[:1]) as (proxy,):
+            try:
+                subtopology = {
+                    "subtopology_id": "0",
+                    "source_topics": [source],
+                    "state_changelog_topics": [
+                        {"name": changelog, "topic_configs": [{"key": "cleanup.policy", "value": "compact"}]}
+                    ],
+                }
+                joined = heartbeat_until_answered(
+                    proxy.port,
+                    STREAMS_GROUP_HEARTBEAT,
+                    1,
+                    group_id=group,
+                    member_id=str(uuid.uuid4()),
+                    member_epoch=0,
+                    rebalance_timeout_ms=30_000,
+                    process_id=str(uuid.uuid4()),
+                    topology={"epoch": 0, "subtopologies": [subtopology]},
+                    active_tasks=[],
+                    standby_tasks=[],
+                    warmup_tasks=[],
+                )
+                assert joined.error_code == 0 and joined.member_epoch > 0, joined
+                wait_until(
+                    lambda: (
+                        proxy.metric("kafka_quota_proxy_controller_mutations_total", user="", client_id="raw-test") == 3
+                    ),
+                    30,
+                    "the changelog's 3 partitions charged once created",
+                )
+                assert partition_counts(kafka1, [changelog]) == {changelog: 3}
+            finally:
+                delete_topics(kafka1, [changelog])

@@ -31,6 +31,7 @@ import uuid
 import warnings
 
 import pytest
+from kafka.admin import NewTopic
 from kafka.errors import CoordinatorLoadInProgressError, CoordinatorNotAvailableError, NotCoordinatorError
 from kafka.structs import TopicPartition
 
@@ -48,7 +49,7 @@ from proxy.codec.header import encode_request_header, frame
 from proxy.codec.messages import decode_response, encode_request, new_request
 from tests.harness import start_proxy, wait_until
 from tests.integration.kafka.quotas_common import configs, delete_topics, direct_admin, end_offsets, topics
-from tests.integration.raw import connect, exchange, read_frame
+from tests.integration.raw import asked, connect, exchange, heartbeat_until_answered, read_frame
 from tests.kafka_cluster import TOPICS, unique_topic
 
 PARTITIONS = 50
@@ -214,13 +215,6 @@ def test_commits_with_metadata_reach_no_disk_at_pause_and_plain_commits_go_on(ka
 MADE_UP = [f"made-up-{i:05d}-" + "n" * 200 for i in range(400)]  # 84 kB of topic names
 
 
-def asked(port: int, api_key: int, version: int, **fields):
-    """One request of ``api_key`` through the sidecar on a connection of its own; its answer."""
-    with connect(port) as sock:
-        sock.settimeout(60)
-        return exchange(sock, api_key, version, 1, **fields)
-
-
 def consumer(proxy, group: str, topic: str, n: int):
     """A confluent-kafka (librdkafka) group member, the classic protocol. Not kafka-python: its 3.0.12 drops a join
     that completes after a poll's timeout when it led the group (the leader's assignment already matches its
@@ -376,32 +370,16 @@ def test_a_kip848_consumer_joins_at_pause_and_a_huge_subscription_is_refused(kaf
             admin.close()
 
 
-NOT_READY = {COORDINATOR_NOT_AVAILABLE, ERROR_CODES["NOT_COORDINATOR"], ERROR_CODES["COORDINATOR_LOAD_IN_PROGRESS"]}
-
-
-def heartbeat_until_answered(port: int, api_key: int, version: int, **fields):
-    """A group heartbeat through the sidecar, again while the coordinator is not ready (a fresh cluster answers
-    COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS until __consumer_offsets is
-    created and loaded)."""
-    answers: list = []
-
-    def answered() -> bool:
-        answers.append(asked(port, api_key, version, **fields))
-        return answers[-1].error_code not in NOT_READY
-
-    wait_until(answered, 60, f"the coordinator's answer to {api_key}")
-    return answers[-1]
-
-
 @pytest.mark.long_running(seconds=3)
 def test_share_and_streams_members_join_at_pause_and_huge_records_are_refused(kafka1, paused):
     """Apache Kafka 4.4 serves share groups (KIP-932) and Streams groups (KIP-1071) by default. Through the paused
-    sidecar a share member subscribing to a topic, and a Streams member joining with a one-topic topology, are
-    answered by the coordinator (a member epoch given); a share member subscribing to 84 kB of made-up names, and a Streams
-    member whose topology carries 80 kB of topic configs (its changelog topic's, which the coordinator would create
-    and keep in the group's record), are refused COORDINATOR_NOT_AVAILABLE by the proxy and counted. The Streams
-    member's changelog topic, which the broker creates itself, is charged to its client's controller_mutation_rate:
-    the 3 partitions of its source topic, once the coordinator's answer said it was missing."""
+    sidecar a share member subscribing to a topic, and a Streams member joining with a topology whose changelog
+    topic exists, are answered by the coordinator (a member epoch given); a share member subscribing to 84 kB of
+    made-up names, and a Streams member whose topology carries 80 kB of topic configs (its changelog topic's, which
+    the coordinator would keep in the group's record), are refused COORDINATOR_NOT_AVAILABLE by the proxy and
+    counted. A Streams member whose changelog topic is missing is refused too (the broker would create it: no
+    partition is added at PAUSE), counted, and the topic is not created; none is charged to controller_mutation_rate
+    (the creation's charge on an open volume: tests/integration/kafka/test_quotas_mutation.py)."""
     share, streams = refused(paused, "ShareGroupHeartbeat"), refused(paused, "StreamsGroupHeartbeat")
     with topics(kafka1, "pause-share", partitions=3) as (topic,):
         member = str(uuid.uuid4())
@@ -450,15 +428,24 @@ def test_share_and_streams_members_join_at_pause_and_huge_records_are_refused(ka
 
         group, member = unique_topic("pause-streams"), str(uuid.uuid4())
         changelog = [{"key": "cleanup.policy", "value": "compact"}]  # the store's changelog: the coordinator creates it
+        charged = mutations(paused, "raw-test")
+        missing = asked(paused.port, STREAMS_GROUP_HEARTBEAT, 1, **streams_join(group, member, changelog))
+        assert missing.error_code == COORDINATOR_NOT_AVAILABLE and "hard limit" in missing.error_message
+        assert refused(paused, "StreamsGroupHeartbeat") == streams + 1
+        direct = direct_admin(kafka1)
+        try:
+            assert f"{group}-store-changelog" not in direct.list_topics()
+            direct.create_topics(
+                [NewTopic(f"{group}-store-changelog", 3, 1, topic_configs={"cleanup.policy": "compact"})]
+            )
+        finally:
+            direct.close()
         try:
             joined = heartbeat_until_answered(
                 paused.port, STREAMS_GROUP_HEARTBEAT, 1, **streams_join(group, member, changelog)
             )
             assert joined.error_code == NONE and joined.member_epoch > 0, joined
-            # its 3 partitions (the source topic's) charged to controller_mutation_rate, once created
-            wait_until(
-                lambda: mutations(paused, "raw-test") == 3, 30, "the changelog's partitions charged once created"
-            )
+            assert mutations(paused, "raw-test") == charged  # its topics exist: nothing created, nothing charged
         finally:
             delete_topics(kafka1, [f"{group}-store-changelog"])
         left = heartbeat_until_answered(
@@ -468,7 +455,7 @@ def test_share_and_streams_members_join_at_pause_and_huge_records_are_refused(ka
         configs = [{"key": f"config.{i}", "value": "v" * 120} for i in range(600)]
         fields = streams_join(unique_topic("pause-streams-huge"), str(uuid.uuid4()), configs)
         assert asked(paused.port, STREAMS_GROUP_HEARTBEAT, 1, **fields).error_code == COORDINATOR_NOT_AVAILABLE
-        assert refused(paused, "StreamsGroupHeartbeat") == streams + 1
+        assert refused(paused, "StreamsGroupHeartbeat") == streams + 2
 
 
 COMMIT_TIMEOUT_S = 2.5  # long enough for the first AddPartitionsToTxn and its retry after the 1 s pause
@@ -535,7 +522,7 @@ def test_no_partition_is_added_at_pause_and_validation_goes_on(kafka1, paused):
     is refused the partitions it adds to an existing topic (THROTTLING_QUOTA_EXCEEDED, strict versions) and its
     count stays; a validate_only create is validated by Kafka itself (an invalid one gets Kafka's own error) and
     creates nothing. Each refusal is counted."""
-    from kafka.admin import KafkaAdminClient, NewPartitions, NewTopic
+    from kafka.admin import KafkaAdminClient, NewPartitions
     from kafka.errors import InvalidReplicationFactorError, ThrottlingQuotaExceededError
 
     new = unique_topic("pause-create")

@@ -411,8 +411,12 @@ def streams_heartbeat(version: int, subtopologies: list[dict], **member):
 def test_at_pause_a_streams_member_joins_and_a_huge_topology_or_description_is_refused(version):
     """KIP-1071 (StreamsGroupHeartbeat v0-1): a joining member's topology becomes the group's record, its rack,
     instance and process ids, endpoint and client tags its own; the two together have the bound. The tasks and task
-    offsets it reports are not kept, so not counted."""
+    offsets it reports are not kept, so not counted. (Its internal topics exist: a topology needing new ones is
+    refused at PAUSE whatever its size, tests/proxy/apis/test_streams_topics.py.)"""
     scope = scope_for()
+    for n in range(21):  # the application's changelog and repartition topics, known to the proxy
+        for name in (f"app-store-{n}-changelog", f"app-repartition-{n}"):
+            scope.topics.created(name, 6, scope.quotas.clock.now_ms())
     ordinary = [subtopology(n) for n in range(20)]  # a large application: 20 sub-topologies, 4 kB
     assert forwarded(scope, STREAMS_GROUP_HEARTBEAT, version, streams_heartbeat(version, ordinary, rack_id="a"))
     configs = [subtopology(0, configs=300, value="v" * 120)]  # 2 x 300 topic configs: 80 kB

@@ -149,3 +149,24 @@ def test_a_topology_whose_topics_another_worker_created_is_looked_up_and_costs_n
     assert join(wire, 1, 3, existing={CHANGELOG: 4}) == []
     (_, refused) = wire.client_responses(STREAMS_GROUP_HEARTBEAT, 1)[-1]
     assert refused.error_code == COORDINATOR_NOT_AVAILABLE and refused.throttle_time_ms == 40_000
+
+
+@pytest.mark.parametrize("rate", [1, None])
+def test_at_pause_a_topology_needing_new_topics_is_refused_and_one_whose_topics_exist_joins(rate):
+    """A volume at its hard limit: no partition is added (proxy.apis.partitions_at_pause), so a join whose topology
+    needs internal topics the broker does not have is answered COORDINATOR_NOT_AVAILABLE (the member retries until
+    the PAUSE ends) with pause_delay_ms, counted, whether or not a controller_mutation_rate applies, and nothing is
+    charged; an instance of an application whose topics exist joins."""
+    wire = Wire(rate=rate, num=100, paused=True)
+    assert join(wire, 1, 1, existing={CHANGELOG: 4}) == []  # the repartition topic is missing
+    ((_, refused),) = wire.client_responses(STREAMS_GROUP_HEARTBEAT, 1)
+    assert (refused.error_code, refused.throttle_time_ms) == (COORDINATOR_NOT_AVAILABLE, 1000)
+    assert "hard limit" in refused.error_message
+    assert wire.scope.quotas.volume.refused_writes == {"StreamsGroupHeartbeat": 1}
+    if rate:
+        assert tokens(wire) == 100
+    wire.clock.advance(1000)  # the refusal's mute
+    ((forwarded, _),) = join(wire, 1, 2, existing={REPARTITION: 6})  # the changelog is known since the lookup
+    answered(wire, forwarded, missing=())
+    ((_, response),) = wire.client_responses(STREAMS_GROUP_HEARTBEAT, 1)
+    assert response.error_code == NONE and wire.scope.quotas.volume.refused_writes == {"StreamsGroupHeartbeat": 1}
