@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import struct
+import uuid
 
 from proxy.codec.error_codes import ERROR_CODES
 from proxy.codec.header import encode_request_header, frame, response_header_length
@@ -70,6 +71,27 @@ def heartbeat_until_answered(port: int, api_key: int, version: int, **fields):
 
     wait_until(answered, 60, f"the coordinator's answer to {api_key}")
     return answers[-1]
+
+
+def streams_join(group: str, member: str, source: str, changelog_configs: list) -> dict:
+    """The fields of a KIP-1071 StreamsGroupHeartbeat joining ``group`` with a one-sub-topology topology reading
+    ``source``; with ``changelog_configs``, a store whose changelog topic (``<group>-store-changelog``) has them."""
+    subtopology: dict = {"subtopology_id": "0", "source_topics": [source]}
+    if changelog_configs:
+        subtopology["state_changelog_topics"] = [
+            {"name": f"{group}-store-changelog", "topic_configs": changelog_configs}
+        ]
+    return dict(
+        group_id=group,
+        member_id=member,
+        member_epoch=0,
+        rebalance_timeout_ms=30_000,
+        process_id=str(uuid.uuid4()),
+        topology={"epoch": 0, "subtopologies": [subtopology]},
+        active_tasks=[],
+        standby_tasks=[],
+        warmup_tasks=[],
+    )
 
 
 def produce_at_broker(broker_port: int, topic: str, records: list[tuple[str, bytes]]) -> None:

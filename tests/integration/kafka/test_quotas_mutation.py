@@ -24,7 +24,7 @@ from kafka.admin import KafkaAdminClient
 from proxy.codec.apis import STREAMS_GROUP_HEARTBEAT
 from tests.harness import wait_until
 from tests.integration.kafka.quotas_common import configs, delete_topics, direct_admin, topics
-from tests.integration.raw import heartbeat_until_answered
+from tests.integration.raw import heartbeat_until_answered, streams_join
 from tests.kafka_cluster import unique_topic
 
 pytestmark = pytest.mark.integration
@@ -211,27 +211,9 @@ def test_a_streams_topologys_changelog_created_by_kafkas_coordinator_is_charged_
     with topics(kafka1, "streams-source", partitions=3) as (source,):
         with kafka1.sidecars(configs=configs(kafka1, quotas)[:1]) as (proxy,):
             try:
-                subtopology = {
-                    "subtopology_id": "0",
-                    "source_topics": [source],
-                    "state_changelog_topics": [
-                        {"name": changelog, "topic_configs": [{"key": "cleanup.policy", "value": "compact"}]}
-                    ],
-                }
-                joined = heartbeat_until_answered(
-                    proxy.port,
-                    STREAMS_GROUP_HEARTBEAT,
-                    1,
-                    group_id=group,
-                    member_id=str(uuid.uuid4()),
-                    member_epoch=0,
-                    rebalance_timeout_ms=30_000,
-                    process_id=str(uuid.uuid4()),
-                    topology={"epoch": 0, "subtopologies": [subtopology]},
-                    active_tasks=[],
-                    standby_tasks=[],
-                    warmup_tasks=[],
-                )
+                compacted = [{"key": "cleanup.policy", "value": "compact"}]
+                fields = streams_join(group, str(uuid.uuid4()), source, compacted)
+                joined = heartbeat_until_answered(proxy.port, STREAMS_GROUP_HEARTBEAT, 1, **fields)
                 assert joined.error_code == 0 and joined.member_epoch > 0, joined
                 wait_until(
                     lambda: (

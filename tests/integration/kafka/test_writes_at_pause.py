@@ -49,7 +49,7 @@ from proxy.codec.header import encode_request_header, frame
 from proxy.codec.messages import decode_response, encode_request, new_request
 from tests.harness import start_proxy, wait_until
 from tests.integration.kafka.quotas_common import configs, delete_topics, direct_admin, end_offsets, topics
-from tests.integration.raw import asked, connect, exchange, heartbeat_until_answered, read_frame
+from tests.integration.raw import asked, connect, exchange, heartbeat_until_answered, read_frame, streams_join
 from tests.kafka_cluster import TOPICS, unique_topic
 
 PARTITIONS = 50
@@ -408,28 +408,10 @@ def test_share_and_streams_members_join_at_pause_and_huge_records_are_refused(ka
         assert answer.error_code == COORDINATOR_NOT_AVAILABLE
         assert refused(paused, "ShareGroupHeartbeat") == share + 1
 
-        def streams_join(group: str, member: str, changelog_configs: list) -> dict:
-            subtopology = {"subtopology_id": "0", "source_topics": [topic]}
-            if changelog_configs:
-                subtopology["state_changelog_topics"] = [
-                    {"name": f"{group}-store-changelog", "topic_configs": changelog_configs}
-                ]
-            return dict(
-                group_id=group,
-                member_id=member,
-                member_epoch=0,
-                rebalance_timeout_ms=30_000,
-                process_id=str(uuid.uuid4()),
-                topology={"epoch": 0, "subtopologies": [subtopology]},
-                active_tasks=[],
-                standby_tasks=[],
-                warmup_tasks=[],
-            )
-
         group, member = unique_topic("pause-streams"), str(uuid.uuid4())
         changelog = [{"key": "cleanup.policy", "value": "compact"}]  # the store's changelog: the coordinator creates it
         charged = mutations(paused, "raw-test")
-        missing = asked(paused.port, STREAMS_GROUP_HEARTBEAT, 1, **streams_join(group, member, changelog))
+        missing = asked(paused.port, STREAMS_GROUP_HEARTBEAT, 1, **streams_join(group, member, topic, changelog))
         assert missing.error_code == COORDINATOR_NOT_AVAILABLE and "hard limit" in missing.error_message
         assert refused(paused, "StreamsGroupHeartbeat") == streams + 1
         direct = direct_admin(kafka1)
@@ -442,7 +424,7 @@ def test_share_and_streams_members_join_at_pause_and_huge_records_are_refused(ka
             direct.close()
         try:
             joined = heartbeat_until_answered(
-                paused.port, STREAMS_GROUP_HEARTBEAT, 1, **streams_join(group, member, changelog)
+                paused.port, STREAMS_GROUP_HEARTBEAT, 1, **streams_join(group, member, topic, changelog)
             )
             assert joined.error_code == NONE and joined.member_epoch > 0, joined
             assert mutations(paused, "raw-test") == charged  # its topics exist: nothing created, nothing charged
@@ -453,7 +435,7 @@ def test_share_and_streams_members_join_at_pause_and_huge_records_are_refused(ka
         )
         assert left.error_code == NONE
         configs = [{"key": f"config.{i}", "value": "v" * 120} for i in range(600)]
-        fields = streams_join(unique_topic("pause-streams-huge"), str(uuid.uuid4()), configs)
+        fields = streams_join(unique_topic("pause-streams-huge"), str(uuid.uuid4()), topic, configs)
         assert asked(paused.port, STREAMS_GROUP_HEARTBEAT, 1, **fields).error_code == COORDINATOR_NOT_AVAILABLE
         assert refused(paused, "StreamsGroupHeartbeat") == streams + 2
 
