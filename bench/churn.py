@@ -16,8 +16,12 @@ that reached the broker (and per connection), the proxy's largest descriptor cou
 ``--request api_versions`` or ``metadata``: each connection sends ``--frames`` of those instead (answered, to a client
 that has gone); ``--frames 1``: one request before each close.
 
+``--starve N``: the proxy gets little CPU: once it serves, its threads are pinned to one core (``sched_setaffinity``, as
+``taskset -a`` does) with N busy loops pinned beside it, and ``--nice K`` lowers its priority further; the attackers
+and the newcomer are not pinned.
+
 Usage: ``python bench/churn.py [--seconds 10] [--after 5] [--attackers 2] [--sources 1] [--nofile 1024] [--frames 1000]
-[--request produce] [--rst]``
+[--request produce] [--rst] [--starve 2] [--nice 10]``
 """
 
 from __future__ import annotations
@@ -37,7 +41,17 @@ from dataclasses import dataclass
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import ROOT, free_port, tansu, wait_for_port  # noqa: E402
+from bench.common import (  # noqa: E402
+    ROOT,
+    STARVED_CPU,
+    accept_queue,
+    cpu_seconds,
+    fds,
+    free_port,
+    starved,
+    tansu,
+    wait_for_port,
+)
 from proxy.codec.apis import API_VERSIONS, METADATA, PRODUCE  # noqa: E402
 from proxy.codec.header import encode_request_header, frame  # noqa: E402
 from proxy.codec.messages import encode_request, new_request  # noqa: E402
@@ -167,27 +181,6 @@ asyncio.run(main())
 """
 
 
-def accept_queue(port: int) -> int:
-    """Connections waiting in the kernel's accept queue of the socket listening on ``port`` (Linux: a listening
-    socket's rx_queue in /proc/net/tcp is its accept backlog); 0 where that cannot be read."""
-    try:
-        with open("/proc/net/tcp") as f:
-            for line in f.readlines()[1:]:
-                fields = line.split()
-                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
-                    return int(fields[4].split(":")[1], 16)
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
-
-
-def fds(pid: int) -> int:
-    try:
-        return len(os.listdir(f"/proc/{pid}/fd"))
-    except OSError:
-        return 0
-
-
 @dataclass
 class Churned:
     seconds: float
@@ -197,6 +190,7 @@ class Churned:
     most_fds: int
     most_queued: int  # the most connections seen waiting in the kernel's accept queue
     fd_errors: int  # "Too many open files" and "out of file descriptors" lines in the proxy's log
+    cpu_s: float  # the proxy's CPU time (user + system) from the flood's start to the end
     log_lines: list[str]
 
     @property
@@ -217,6 +211,8 @@ def churn(
     frames: int = FRAMES,
     relay: bool = True,
     request: str = "produce",
+    starve: int = 0,
+    nice: int = 0,
 ) -> Churned:
     """Start Tansu, the counting relay (``relay``; else the proxy is in front of Tansu itself and nothing is counted)
     and the proxy (RLIMIT_NOFILE ``nofile``, None: as inherited), run the flood and the newcomer."""
@@ -239,6 +235,7 @@ def churn(
         if nofile is not None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
 
+    loops: list[subprocess.Popen] = []
     proxy = None
     try:
         wait_for_port(upstream_port)
@@ -251,7 +248,13 @@ def churn(
         )
         wait_for_port(proxy_port)
         assert newcomer(proxy_port) < GIVE_UP_S, "the proxy does not answer"
-        base = int(open(count_file).read() or 0)
+        if starve or nice:
+            starved(proxy.pid, nice)
+            pinned = lambda: os.sched_setaffinity(0, {STARVED_CPU})  # noqa: E731
+            loops.extend(
+                subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=pinned) for _ in range(starve)
+            )
+        base, cpu_before = int(open(count_file).read() or 0), cpu_seconds(proxy.pid)
         addresses = loopback_sources(sources)
         made = multiprocessing.Value("l", 0)
         start = time.time()
@@ -295,6 +298,7 @@ def churn(
             most_fds[0],
             most_queued[0],
             text.count("Too many open files") + text.count("out of file descriptors"),
+            cpu_seconds(proxy.pid) - cpu_before,
             lines,
         )
     finally:
@@ -304,6 +308,9 @@ def churn(
                 proxy.wait(15)
             except subprocess.TimeoutExpired:
                 proxy.kill()
+        for loop in loops:
+            loop.kill()
+            loop.wait(10)
         if counter is not None:
             counter.kill()
             counter.wait(10)
@@ -325,6 +332,8 @@ def main() -> int:
     parser.add_argument("--request", choices=REQUESTS, default="produce", help="what each connection sends")
     parser.add_argument("--rst", action="store_true", help="attackers reset their connections instead of closing")
     parser.add_argument("--max-wait", type=float, default=2.0)
+    parser.add_argument("--starve", type=int, default=0, help="busy loops pinned to the proxy's one core")
+    parser.add_argument("--nice", type=int, default=0, help="the proxy's nice value")
     args = parser.parse_args()
     r = churn(
         args.seconds,
@@ -335,11 +344,15 @@ def main() -> int:
         args.rst,
         args.frames,
         request=args.request,
+        starve=args.starve,
+        nice=args.nice,
     )
     print(
         f"churn: {args.attackers} attackers from {args.sources} address(es), {args.frames} {args.request} frame(s) "
         f"each, {'RST' if args.rst else 'FIN'}, "
         f"{args.seconds:g} s, proxy RLIMIT_NOFILE {args.nofile}"
+        + (f", pinned to one core beside {args.starve} busy loop(s)" if args.starve else "")
+        + (f", nice {args.nice}" if args.nice else "")
     )
     print(f"  connections made by the attackers: {r.made:,} ({r.made / args.seconds:,.0f}/s)")
     print(
@@ -353,7 +366,8 @@ def main() -> int:
     )
     print(
         f"  proxy: most descriptors open {r.most_fds}, 'Too many open files' in its log {r.fd_errors} times; most "
-        f"connections in its kernel accept queue {r.most_queued}"
+        f"connections in its kernel accept queue {r.most_queued}; CPU {r.cpu_s:.2f} s "
+        f"({r.cpu_s * 1e6 / max(r.made, 1):.0f} us a connection)"
     )
     print(f"  of which connecting: worst {max(CONNECTED[1:]):.2f} s")
     for line in sorted(set(r.log_lines), key=r.log_lines.count, reverse=True)[:3]:

@@ -119,3 +119,42 @@ def fill(bootstrap: str, topic: str, nbytes: int, value: bytes, batch_size: int)
                 p.poll(0.05)
     if p.flush(120):
         print("warning: fill did not complete", file=sys.stderr)
+
+
+def accept_queue(port: int) -> int:
+    """Connections waiting in the kernel's accept queue of the socket listening on ``port`` (Linux: a listening
+    socket's rx_queue in /proc/net/tcp is its accept backlog); 0 where that cannot be read."""
+    try:
+        with open("/proc/net/tcp") as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    return int(fields[4].split(":")[1], 16)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+STARVED_CPU = 0  # the core a starved process shares with busy loops (bench/churn.py --starve)
+
+
+def starved(pid: int, nice: int) -> None:
+    """Every thread of ``pid`` pinned to STARVED_CPU (``taskset -a``), at nice ``nice`` (once it serves)."""
+    for task in os.listdir(f"/proc/{pid}/task"):
+        os.sched_setaffinity(int(task), {STARVED_CPU})
+        if nice:
+            os.setpriority(os.PRIO_PROCESS, int(task), nice)
+
+
+def cpu_seconds(pid: int) -> float:
+    """``pid``'s CPU time so far, user and system (Linux ``/proc/<pid>/stat``)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def fds(pid: int) -> int:
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return 0
