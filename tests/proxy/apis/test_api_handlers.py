@@ -4,7 +4,7 @@ import pytest
 
 from config.loader import parse_config
 from proxy.apis import ConnectionScope, Session, plan_request
-from proxy.apis.api_versions import MAX_VERSION, intersect
+from proxy.apis.api_versions import MAX_VERSION, broker_answer, intersect
 from proxy.cluster.broker_ports import BrokerPorts
 from proxy.cluster.topics import Topics
 from proxy.codec.apis import API_VERSIONS, FETCH, METADATA, PRODUCE
@@ -44,6 +44,29 @@ def test_api_with_no_common_version_is_withdrawn():
 def test_error_response_goes_back_untouched():
     body = encode_response(API_VERSIONS, 0, new_response(API_VERSIONS, 0, error_code=35, api_keys=[]))
     assert intersect(3, memoryview(body)) is None
+
+
+def test_each_distinct_broker_answer_is_decoded_once_for_every_connection():
+    """Every client asks ApiVersions first on every connection, and the broker answers the same bytes: the answer is
+    decoded, intersected and encoded once (a flood of one-request connections cost ~320 us each in it), each
+    connection still gets the intersection and notes the broker's Metadata range; an error notes nothing."""
+    produce_max = DECODED_APIS[PRODUCE][1]
+    body = api_versions_body(3, {PRODUCE: (0, produce_max + 5), METADATA: (1, 12), 68: (0, 1)})
+    scope = sidecar_scope()
+    broker_answer.cache_clear()
+    sent = []
+    for n in range(3):
+        session = Session("L", f"10.0.0.{n}")
+        plan = plan_request(scope, session, header(API_VERSIONS, 3, n))
+        plan.leg.observe(memoryview(body))
+        sent.append(plan.leg.rewrite(memoryview(body)))
+        assert session.broker_metadata_versions == (1, 12)
+    assert sent[0] == sent[1] == sent[2] == intersect(3, memoryview(body))
+    assert (broker_answer.cache_info().misses, broker_answer.cache_info().hits) == (1, 5)
+    error = encode_response(API_VERSIONS, 3, new_response(API_VERSIONS, 3, error_code=35, api_keys=[]))
+    plan = plan_request(scope, session, header(API_VERSIONS, 3, 9))
+    plan.leg.observe(memoryview(error))
+    assert plan.leg.rewrite(memoryview(error)) is None and session.broker_metadata_versions == (1, 12)
 
 
 def header(api_key, version, corr, acks=None):
