@@ -87,6 +87,7 @@ STAGES = (
     Stage("SASL: delegation tokens' owners", _wants(SASL_AUTHENTICATE), sasl.plan_authenticate),
     # cluster mode and the admin listener: every broker address a response carries becomes the proxy's
     Stage("broker addresses", _wants(METADATA), metadata.plan_metadata),
+    Stage("volume pause", _wants(METADATA), partitions_at_pause.plan_no_auto_creation),  # no topic auto-created
     Stage("broker addresses", _wants(FIND_COORDINATOR), addresses.plan_find_coordinator),
     Stage("broker addresses", _wants(DESCRIBE_CLUSTER), addresses.plan_describe_cluster),
     Stage("node endpoints", _wants(PRODUCE), addresses.plan_produce),

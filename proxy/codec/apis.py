@@ -293,6 +293,8 @@ CREATE_TOPICS_REPORTS_PARTITIONS_SINCE = 5  # CreateTopicsResponse NumPartitions
 PRODUCE_NODE_ENDPOINTS_SINCE = 10  # ProduceResponse NodeEndpoints (KIP-951)
 FETCH_NODE_ENDPOINTS_SINCE = 16  # FetchResponse NodeEndpoints (KIP-951)
 SHARE_NODE_ENDPOINTS_SINCE = 0  # ShareFetchResponse and ShareAcknowledgeResponse NodeEndpoints (KIP-932), not tagged
+METADATA_AUTO_CREATE_SINCE = 4  # MetadataRequest AllowAutoTopicCreation (KIP-204): before, a broker with
+#                                 auto.create.topics.enable creates every unknown topic named
 METADATA_TOPIC_IDS_SINCE = 10  # MetadataRequest/Response TopicId (KIP-516; Kafka 2.8+, every 3.x and 4.x broker)
 # MetadataRequest by TopicId, name null: served from v12 (KAFKA-10774, Kafka 3.1). v10 and v11 carry the field, but a
 # broker answers INVALID_REQUEST for every topic of such a request (MetadataRequest.json: "Versions 10 and 11 should

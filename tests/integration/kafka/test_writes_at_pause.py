@@ -44,6 +44,7 @@ from proxy.codec.apis import (
     STREAMS_GROUP_HEARTBEAT,
     SYNC_GROUP,
 )
+from proxy.codec.apis import METADATA as METADATA_API
 from proxy.codec.error_codes import COORDINATOR_NOT_AVAILABLE, ERROR_CODES, NONE, OFFSET_METADATA_TOO_LARGE
 from proxy.codec.header import encode_request_header, frame
 from proxy.codec.messages import decode_response, encode_request, new_request
@@ -503,12 +504,15 @@ def test_no_partition_is_added_at_pause_and_validation_goes_on(kafka1, paused):
     fails at once with the proxy's message, and the topic does not exist on the broker; kafka-python's admin client
     is refused the partitions it adds to an existing topic (THROTTLING_QUOTA_EXCEEDED, strict versions) and its
     count stays; a validate_only create is validated by Kafka itself (an invalid one gets Kafka's own error) and
-    creates nothing. Each refusal is counted."""
+    creates nothing. Each refusal is counted. A Metadata naming a new topic with allow_auto_topic_creation, which
+    Kafka (auto.create.topics.enable, its default) would create, is answered UNKNOWN_TOPIC_OR_PARTITION."""
     from kafka.admin import KafkaAdminClient, NewPartitions
     from kafka.errors import InvalidReplicationFactorError, ThrottlingQuotaExceededError
 
     new = unique_topic("pause-create")
     before = refused(paused, "CreateTopics"), refused(paused, "CreatePartitions")
+    auto = asked(paused.port, METADATA_API, 12, topics=[{"name": new}], allow_auto_topic_creation=True)
+    assert [(t.name, t.error_code) for t in auto.topics] == [(new, ERROR_CODES["UNKNOWN_TOPIC_OR_PARTITION"])]
     created = kafka1.tool(
         TOPICS, "--bootstrap-server", paused.bootstrap, "--create", "--topic", new, "--partitions", "3", check=False
     )

@@ -1,7 +1,7 @@
 """No partition added at PAUSE (proxy.apis.partitions_at_pause): CreateTopics and CreatePartitions refused whole
 (THROTTLING_QUOTA_EXCEEDED for KIP-599's strict versions, POLICY_VIOLATION before), with the pause as throttle and
-counted; validate_only, the proxy's own internal topics, an open volume and shadow mode go on. Pure: bytes in,
-values out, a fake clock."""
+counted; validate_only, the proxy's own internal topics, an open volume and shadow mode go on; a Metadata's
+allow_auto_topic_creation cleared. Pure: bytes in, values out, a fake clock."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from config.loader import parse_config
 from proxy.apis import AnswerLocally, ConnectionScope, ForwardRequest, Session, plan_request
 from proxy.apis.internal_topics import InternalTopicGuard
 from proxy.cluster.topics import Topics
-from proxy.codec.apis import CREATE_PARTITIONS, CREATE_TOPICS, response_header_version
+from proxy.codec.apis import CREATE_PARTITIONS, CREATE_TOPICS, METADATA, response_header_version
 from proxy.codec.error_codes import POLICY_VIOLATION, THROTTLING_QUOTA_EXCEEDED
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import encode_request_header, frame, parse_request_header
-from proxy.codec.messages import decode_response, encode_request, new_request
+from proxy.codec.messages import decode_request, decode_response, encode_request, new_request
 from proxy.enforcement.proxy_quotas import ProxyQuotas
 from quota.primitives.clock import ManualClock
 
@@ -121,3 +121,27 @@ def test_the_proxys_own_internal_topics_are_created_at_pause():
     assert decided(guarded, CREATE_TOPICS, 7, create_topics(7, USAGE_TOPIC), admin) == ForwardRequest()
     outcome = decided(guarded, CREATE_TOPICS, 7, create_topics(7, USAGE_TOPIC, "orders"), admin)
     assert isinstance(outcome, AnswerLocally)  # a new partition of a tenant's topic all the same
+
+
+def metadata(version: int, names, allow: bool = True):
+    topics = None if names is None else [{"name": n} for n in names]
+    return new_request(METADATA, version, topics=topics, allow_auto_topic_creation=allow)
+
+
+def test_at_pause_a_metadata_request_creates_no_topic():
+    """A Metadata naming topics with allow_auto_topic_creation would make a broker with auto.create.topics.enable
+    (Kafka's default) create the unknown ones: at PAUSE it goes with the flag cleared, the rest of it as sent; one
+    not asking, asking for every topic, or before v4 (no flag) goes as it is, as does every one outside PAUSE."""
+    scope = scope_for()
+    names = [f"made-up-{i}" for i in range(2_000)]
+    for version in (4, 9, 12, 13):
+        outcome = decided(scope, METADATA, version, metadata(version, names))
+        assert isinstance(outcome, ForwardRequest) and outcome.body is not None
+        sent = decode_request(METADATA, version, memoryview(outcome.body))
+        assert not sent.allow_auto_topic_creation and [t.name for t in sent.topics] == names
+        assert decided(scope, METADATA, version, metadata(version, names, allow=False)) == ForwardRequest()
+        assert decided(scope, METADATA, version, metadata(version, None)) == ForwardRequest()
+    assert refused(scope) == {}  # a producer asks with the flag for topics that exist too: not a refusal
+    assert plan_request_is_forwarded(scope, METADATA, 3, metadata(3, names))  # no flag to clear
+    for other in (scope_for(paused=False), scope_for(shadow=True)):
+        assert plan_request_is_forwarded(other, METADATA, 12, metadata(12, names))

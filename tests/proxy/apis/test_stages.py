@@ -41,8 +41,8 @@ def test_an_api_no_stage_wants_stays_on_the_pass_through_path():
 def test_an_api_no_request_rate_counts_has_its_chain_without_request_rate():
     """UNCOUNTED_CHAINS: what plan_request folds for an API no request_rate quota counts now."""
     assert [stage.name for stage in CHAINS[LIST_OFFSETS]] == ["request rate"] and LIST_OFFSETS not in UNCOUNTED_CHAINS
-    assert [stage.name for stage in CHAINS[METADATA]] == ["broker addresses", "request rate"]
-    assert [stage.name for stage in UNCOUNTED_CHAINS[METADATA]] == ["broker addresses"]
+    assert [stage.name for stage in CHAINS[METADATA]] == ["broker addresses", "volume pause", "request rate"]
+    assert [stage.name for stage in UNCOUNTED_CHAINS[METADATA]] == ["broker addresses", "volume pause"]
     for api_key, chain in CHAINS.items():
         lean = tuple(stage for stage in chain if stage.name != "request rate")
         assert UNCOUNTED_CHAINS.get(api_key, ()) == lean
