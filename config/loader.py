@@ -157,7 +157,7 @@ def parse_config(raw: Any) -> ProxyConfig:
     )
     if settings is not None and listeners is not None:
         collecting(errors, check_scope, settings, listeners, "settings")
-    entries = collecting(errors, parse_quota_entries, raw.get("quotas", []), "quotas", settings)
+    entries = collecting(errors, parse_quota_entries, raw.get("quotas", []), "quotas")
     metrics = collecting(errors, _metrics, raw.get("metrics", DEFAULT_METRICS), "metrics")
     volume_usage = collecting(errors, parse_volume_usage, raw.get("volume_usage"), "volume_usage")
     usage_log = collecting(errors, parse_usage_log, raw.get("usage_log"), "usage_log")

@@ -12,7 +12,6 @@ from config.errors import ConfigError, collecting, raise_all
 from config.quotas import parse_quota_section
 from config.request_rate import parse_group_quotas
 from config.topic_quotas import parse_topic_quotas
-from config.typed_settings import Settings
 from quota.primitives.entity import QuotaTable
 from quota.primitives.group_quotas import GroupQuotaTable
 from quota.primitives.topic_quotas import TopicQuotaTable
@@ -26,12 +25,12 @@ class QuotaEntries:
     groups: GroupQuotaTable
 
 
-def parse_quota_entries(raw: Any, path: str, settings: Settings | None) -> QuotaEntries:
-    """Every kind of entity of the ``quotas:`` list (``settings``: None when that section has errors)."""
+def parse_quota_entries(raw: Any, path: str) -> QuotaEntries:
+    """Every kind of entity of the ``quotas:`` list."""
     errors: list[ConfigError] = []
     section = collecting(errors, parse_quota_section, raw, path)
     topics = collecting(errors, parse_topic_quotas, raw, path)
-    groups = collecting(errors, parse_group_quotas, raw, path, settings)
+    groups = collecting(errors, parse_group_quotas, raw, path)
     raise_all(errors)
     clients, ip_rates = section
     return QuotaEntries(clients, ip_rates, topics, groups)

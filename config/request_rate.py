@@ -24,7 +24,6 @@ from typing import Any
 
 from config.errors import ConfigError, show
 from config.quotas import MIN_RATE, check_alone, is_group_item, named_entries
-from config.typed_settings import Settings
 from quota.primitives.entity import DEFAULT, REQUEST_RATE, QuotaEntry
 from quota.primitives.group_quotas import GROUP, GroupEntity, GroupQuotaTable
 
@@ -108,20 +107,10 @@ def api_keys(names: Iterable[str]) -> frozenset[int]:
     return frozenset(COUNTABLE_APIS[name] for name in names)
 
 
-def parse_group_quotas(raw: Any, path: str, settings: Settings | None = None) -> GroupQuotaTable:
-    """The group entries of the ``quotas:`` list (the other items are others'), every error reported; no
-    ``request_rate`` entry (group or client) with ``settings.workers`` above 1 (kept per process, each worker would
-    allow the whole quota)."""
+def parse_group_quotas(raw: Any, path: str) -> GroupQuotaTable:
+    """The group entries of the ``quotas:`` list (the other items are others'), every error reported."""
     if not isinstance(raw, list):
         return GroupQuotaTable()  # config.quotas reports it
-    if settings is not None and settings.workers > 1:
-        counted = next((i for i, item in enumerate(raw) if isinstance(item, dict) and REQUEST_RATE in item), None)
-        if counted is not None:
-            raise ConfigError(
-                f"{path}[{counted}].{REQUEST_RATE}",
-                f"request_rate quotas are kept per process: not with settings.workers {settings.workers} (each "
-                "worker would allow the whole quota); use workers: 1",
-            )
     return GroupQuotaTable(named_entries(raw, path, GROUP, is_group_item, parse_group_item))
 
 

@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 
 VOLUME = "volume"  # the scope of the volume throttle's scaled producer_byte_rate (broker scopes are node ids)
 TOPICS = "topics"  # the scope of the topic quotas' producer_byte_rate and consumer_byte_rate ({topic: ...})
+REQUESTS, GROUPS = "requests", "groups"  # the scopes of request_rate per client entity, and per {group: ...}
 MAX_UNSENT_BYTES = 16 * 2**20  # the parent not reading: deltas past this are dropped (counted), never buffered
 DECODE_IN_THREAD_BYTES = 64 * 2**10  # a delta this long (a peer proxy's, thousands of entities) is decoded off the loop
 
@@ -74,6 +75,9 @@ class WorkerLink:
             quotas.volume.produce.tap = self._taps[VOLUME] = UsageTap(self._wake)
         # the topic quotas: a topic's bytes as the usage of an anonymous client whose client id is the topic
         quotas.topics.produce.tap = quotas.topics.fetch.tap = self._taps[TOPICS] = UsageTap(self._wake)
+        # request_rate: a client entity's requests, and a group's (as an anonymous client whose client id is the group)
+        quotas.requests.clients.tap = self._taps[REQUESTS] = UsageTap(self._wake)
+        quotas.requests.groups.tap = self._taps[GROUPS] = UsageTap(self._wake)
         registry = app.metrics.registry
         self.deltas = Counter(
             f"{PREFIX}_worker_sync_deltas",
@@ -169,6 +173,8 @@ class WorkerLink:
         if scope == TOPICS:
             topics = quotas.topics
             return SimpleNamespace(produce=topics.produce, fetch=topics.fetch, producer_ids=quotas.producer_ids)
+        if scope in (REQUESTS, GROUPS):  # request rates alone (their manager: _request_rates)
+            return quotas
         try:
             node_id = int(scope)
         except ValueError:
@@ -176,6 +182,11 @@ class WorkerLink:
         scoped = quotas.for_broker(node_id)
         self._tap_broker_sets()
         return scoped
+
+    def _request_rates(self, scope: str):
+        """The request-rate manager a peer's delta of ``scope`` carries requests for (None: it carries none)."""
+        requests = self.app.quotas.requests
+        return requests.clients if scope == REQUESTS else requests.groups if scope == GROUPS else None
 
     async def _sync_loop(self) -> None:
         while True:
@@ -206,6 +217,7 @@ class WorkerLink:
             app.connection_quotas,
             quotas.clock.now_ms,
             topics=quotas.topics,
+            requests=quotas.requests,
         ):
             writer = self._writer
             if writer is None or writer.is_closing():
@@ -228,6 +240,7 @@ class WorkerLink:
                 app.connection_quotas,
                 quotas.clock.now_ms(),
                 topics=quotas.topics,
+                requests=quotas.requests,
             )
         except (ValueError, IndexError) as exc:  # JSON, SeedError, no destination: a peer's bug; keep serving
             log.warning("worker %s: a peer's quota state not taken: %s", self.source, exc)
@@ -308,6 +321,7 @@ class WorkerLink:
                     mutations=quotas.mutations,
                     producer_ids=scoped.producer_ids,
                     connections=app.connection_quotas,
+                    requests=self._request_rates(delta.scope),
                     step=RECORD_STEP if large else None,
                 )
                 if large:  # the sensors it makes (tenants new to this worker) out of the collector's sight

@@ -33,8 +33,10 @@ def record_remote(
     mutations: ControllerMutationQuotaManager,
     producer_ids: ProducerIdQuotaManager,
     connections: ConnectionQuotas,
+    requests: ClientQuotaManager | None = None,
 ) -> None:
-    """Record a peer's ``delta`` into this process's managers at ``now_ms`` (see the module docstring)."""
+    """Record a peer's ``delta`` into this process's managers at ``now_ms`` (see the module docstring);
+    ``requests``: the request-rate manager its ``requests`` rows go to (None: they are not kept here)."""
     for _ in record_remote_steps(
         delta,
         lambda: now_ms,
@@ -43,6 +45,7 @@ def record_remote(
         mutations=mutations,
         producer_ids=producer_ids,
         connections=connections,
+        requests=requests,
         step=None,
     ):
         pass
@@ -57,6 +60,7 @@ def record_remote_steps(
     mutations: ControllerMutationQuotaManager,
     producer_ids: ProducerIdQuotaManager,
     connections: ConnectionQuotas,
+    requests: ClientQuotaManager | None = None,
     step: int | None = RECORD_STEP,
 ) -> Iterator[int]:
     """:func:`record_remote` in steps of ``step`` entries, yielding the entries recorded so far after each, so the
@@ -64,7 +68,7 @@ def record_remote_steps(
     ``step`` None: all at once."""
     done = 0
     now = now_ms()
-    for entries, record in _pieces(delta, step, produce, fetch, mutations, producer_ids):
+    for entries, record in _pieces(delta, step, produce, fetch, mutations, producer_ids, requests):
         record(now)
         done += entries
         if step is not None and done % step == 0:
@@ -84,13 +88,14 @@ def _pieces(
     fetch: ClientQuotaManager,
     mutations: ControllerMutationQuotaManager,
     producer_ids: ProducerIdQuotaManager,
+    requests: ClientQuotaManager | None,
 ) -> Iterator[tuple[int, Callable[[int], None]]]:
     """The per-entity part of ``delta`` as ``(entries, record(now_ms))`` in order, none across a multiple of ``step``
-    entries: byte-rate rows in runs of a peer's columns (sliced only at a step), each mutation row and producer-id user
+    entries: byte-rate and request-rate rows in runs of a peer's columns (sliced only at a step), each mutation row and producer-id user
     alone. Made as taken, so a slice is made only when its step comes."""
     done = 0
-    for manager, rows in ((produce, delta.produce), (fetch, delta.fetch)):
-        if not rows:
+    for manager, rows in ((produce, delta.produce), (fetch, delta.fetch), (requests, delta.requests)):
+        if not rows or manager is None:
             continue
         users, client_ids, values = columns(rows)  # a decoded record's own columns
         at, n = 0, len(values)

@@ -12,6 +12,9 @@ traffic of one sync interval, not by the number of entities known):
   sensor's tags stands for it; the receiver resolves it against its own table). Net of what was unrecorded.
 * ``mutations``: ``(user, client_id, tokens)``, the controller-mutation tokens taken less those refunded (negative
   when more was refunded than taken).
+* ``requests``: ``(user, client_id, requests)`` per ``request_rate`` sensor, as the byte rates' rows: a client
+  entity's under scope ``requests``, a group's (``("", group)``) under scope ``groups``
+  (:mod:`quota.managers.request_rate`; between workers only, never on the usage topic).
 * ``producer_ids``: ``(user, new ids counted, ids)``: the tokens taken for new producer ids (less those of holds
   released: negative when more were released), and the ids admitted, let through to the broker (at most
   :data:`MAX_PRODUCER_IDS_PER_USER` of them, so that peers' caches know them and do not count them again). A held id
@@ -19,8 +22,8 @@ traffic of one sync interval, not by the number of entities known):
   an entry may carry ids and a count of 0.
 * ``scope``: the quota set the byte rates and producer ids were counted in: ``""`` for the proxy's own, a broker's
   node id for that broker's budget under ``quota.scope: broker`` in cluster mode, ``volume`` for the volume
-  throttle's scaled ``producer_byte_rate`` (mutations and connections are always the proxy's own, in the ``""``
-  delta).
+  throttle's scaled ``producer_byte_rate``, ``topics`` for the topic quotas' byte rates, ``requests`` and
+  ``groups`` for the request rates (mutations and connections are always the proxy's own, in the ``""`` delta).
 * ``listeners`` / ``ips``: connections accepted per listener (net of those un-recorded for their IP's rate) and
   connections counted per IP (KIP-612's rates).
 * ``open_connections``: ``(kind, key, n)``, the sender's open connections now, in all (``total``), per
@@ -111,6 +114,7 @@ class UsageDelta:
     produce: Sequence[EntityUsage] = ()  # a tuple of rows, or Rows (decoded)
     fetch: Sequence[EntityUsage] = ()
     mutations: Sequence[EntityUsage] = ()
+    requests: Sequence[EntityUsage] = ()  # request_rate, of client entities or of groups (by scope)
     producer_ids: tuple[ProducerIdUsage, ...] = ()
     listeners: tuple[tuple[str, int], ...] = ()
     ips: tuple[tuple[str, int], ...] = ()
@@ -126,6 +130,7 @@ class UsageDelta:
             self.produce
             or self.fetch
             or self.mutations
+            or self.requests
             or self.producer_ids
             or self.listeners
             or self.ips
@@ -139,6 +144,7 @@ class UsageDelta:
             len(self.produce)
             + len(self.fetch)
             + len(self.mutations)
+            + len(self.requests)
             + len(self.producer_ids)
             + len(self.listeners)
             + len(self.ips)

@@ -4,7 +4,7 @@ peer's bytes are input. Pure.
 The encoding is transport-independent, so a Unix socket between workers and a Kafka record between sidecars carry
 the same bytes: lines of compact JSON, a first with a version number and the small fields, then lines of
 ``[path, items]`` (at most :data:`LINE_ITEMS` each) for the long lists: each user and client id written once
-(``users`` and ``clients``, sorted), each byte-rate or mutation list as three columns (``produce.0``: the user
+(``users`` and ``clients``, sorted), each byte-rate, mutation or request-rate list as three columns (``produce.0``: the user
 indices, ``.1``: the client indices, each as its difference from the row before; ``.2``: the values), rows ordered
 by those indices, and ``producer_ids`` as ``[user index, count, ids]``; optionally
 compressed with zlib (:func:`encode` ``compress``; :func:`decode` tells by the first byte). At 10^5 entities the
@@ -33,7 +33,7 @@ LINE_ITEMS = 10_000
 (one call for 10^5 entities took 100-170 ms, a stall of the event loop even from another thread)."""
 ZLIB_LEVEL = 1
 """zlib's fastest level: at 10^5 entities levels 6-9 save a fifth of the bytes for several times the time."""
-_ENTITY_KINDS = ("produce", "fetch", "mutations")
+_ENTITY_KINDS = ("produce", "fetch", "mutations", "requests")
 T = TypeVar("T")
 
 
@@ -150,6 +150,7 @@ def decode(data: bytes) -> UsageDelta:
         produce=_entities(raw, "produce", users, clients, signed=False),
         fetch=_entities(raw, "fetch", users, clients, signed=False),
         mutations=_entities(raw, "mutations", users, clients, signed=True),  # net of KIP-599 refunds: may be < 0
+        requests=_entities(raw, "requests", users, clients, signed=False),
         producer_ids=_producer_ids(raw, users),
         listeners=_counts(raw, "listeners"),
         ips=_counts(raw, "ips"),

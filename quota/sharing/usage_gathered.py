@@ -11,7 +11,13 @@ from itertools import chain
 from operator import itemgetter
 from typing import Any
 
-from quota.primitives.entity import CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, QuotaTags
+from quota.primitives.entity import (
+    CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
+    PRODUCER_BYTE_RATE,
+    REQUEST_RATE,
+    QuotaTags,
+)
 from quota.sharing.usage_delta import MAX_PRODUCER_IDS_PER_USER, Rows, UsageDelta
 
 Entry = list[Any]  # an entity's usage as gathered: [user, client_id, value, its quota's limit (None: unknown)]
@@ -53,6 +59,7 @@ class Gathered:
             (PRODUCER_BYTE_RATE, delta.produce),
             (CONSUMER_BYTE_RATE, delta.fetch),
             (CONTROLLER_MUTATION_RATE, delta.mutations),
+            (REQUEST_RATE, delta.requests),
         ):
             if rows:
                 values[quota_key] = {
@@ -158,6 +165,7 @@ class Gathered:
             produce=rows.get(PRODUCER_BYTE_RATE, empty),
             fetch=rows.get(CONSUMER_BYTE_RATE, empty),
             mutations=rows.get(CONTROLLER_MUTATION_RATE, empty),
+            requests=rows.get(REQUEST_RATE, empty),
             producer_ids=tuple((user, count, tuple(ids)) for user, (count, ids) in pids.items() if count or ids),
             listeners=tuple((name, n) for name, n in self.listeners.items() if n),
             ips=tuple((ip, n) for ip, n in self.ips.items() if n),

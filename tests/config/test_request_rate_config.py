@@ -98,15 +98,17 @@ def test_bad_entries_name_the_entry(entry, message):
     assert message in str(err.value)
 
 
-def test_a_group_given_twice_and_request_rates_with_workers_are_refused():
+def test_a_group_given_twice_is_refused_and_request_rates_go_with_workers():
     twice = BASE + "quotas:\n  - {entity: {group: a}, request_rate: 1}\n  - {entity: {group: a}, request_rate: 2}\n"
     with pytest.raises(ConfigError, match=r"quotas\[1\].entity.group: a is configured more than once"):
         load_config_text(twice)
-    workers = (
-        BASE + "settings:\n  workers: 2\nquotas:\n  - {entity: {user: u}, producer_byte_rate: 1, request_rate: 1}\n"
+    workers = load_config_text(  # shared by the workers (proxy.workers.link)
+        BASE
+        + "settings:\n  workers: 2\nquotas:\n  - {entity: {user: u}, request_rate: 1}\n"
+        + "  - {entity: {group: g}, request_rate: 2}\n"
     )
-    with pytest.raises(ConfigError, match=r"quotas\[0\].request_rate: request_rate quotas are kept per process"):
-        load_config_text(workers)
+    assert workers.quotas.resolve(REQUEST_RATE, "u", "any").limit == 1
+    assert workers.group_quotas.resolve(REQUEST_RATE, "", "g").limit == 2
 
 
 def test_the_config_topic_takes_request_rate_for_clients_and_names_no_group():

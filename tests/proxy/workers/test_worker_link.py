@@ -12,6 +12,7 @@ import socket
 from proxy.workers.frames import GONE, USAGE, pack, read_frame
 from proxy.workers.link import WorkerLink
 from quota.primitives.clock import ManualClock
+from quota.primitives.decision import FORWARD, Throttle
 from tests.proxy.fake_app import CONFIG, FakeApp
 
 
@@ -149,6 +150,48 @@ def test_topic_quotas_are_shared_as_their_own_scope_and_hold_across_the_workers(
             assert theirs.produce.record_topic("orders", 1, now).throttle_time_ms > 0  # before: a fresh topic, 0
             assert theirs.produce.admit("refused", [1], now) == (False,)
             assert b_app.quotas.produce.stats_for("", "orders", now) is None  # not a client quota's
+
+    asyncio.run(run())
+
+
+def test_request_rates_are_shared_per_client_entity_and_per_group_and_hold_across_the_workers():
+    """Requests counted by request_rate on one worker reach the other's request-rate quotas, a client entity's and
+    a group's each in its own scope (a group named as a client id stays a group): a client of the same user, or a
+    member of the same group, on the other worker is throttled by the total; before the sync it was not."""
+    raw = {
+        **CONFIG,
+        "settings": {"workers": 2},
+        "quotas": [
+            {"entity": {"user": "<default>"}, "request_rate": 5},
+            {"entity": {"client-id": "etl"}, "request_rate": 5},
+            {"entity": {"group": "<default>"}, "request_rate": 2},
+        ],
+    }
+
+    async def run():
+        clock = ManualClock(1_000_000)
+        async with two_workers(clock, raw) as (a_app, b_app, a, a_parent, b_parent):
+            mine, theirs = a_app.quotas.requests, b_app.quotas.requests
+            now = clock.now_ms()
+            for i in range(100):  # 10 requests/s over the 10 s window: twice the user's quota, from client ids
+                mine.record_client("alice", f"rotated-{i}", now)
+            for _ in range(40):  # twice the group's quota
+                mine.record_group("etl", now)
+            assert theirs.clients.stats_for("alice", "x") is None  # b knows nothing of them before the sync
+            a.sync()
+            await asyncio.wait_for(pass_on(a_parent, b_parent, 2), 10)  # the scopes requests and groups
+            for _ in range(200):
+                if theirs.groups.stats_for("", "etl") is not None and theirs.clients.stats_for("alice", "x"):
+                    break
+                await asyncio.sleep(0.01)
+            for kind, user, name in (("clients", "alice", "any"), ("groups", "", "etl")):
+                seen = getattr(theirs, kind).stats_for(user, name, now)
+                assert seen.rate == getattr(mine, kind).stats_for(user, name, now).rate > 0
+                assert seen.value_total == 0  # remote usage, not the receiver's own
+            assert theirs.clients.stats_for("", "etl", now) is None  # the group etl is not the client id etl
+            assert isinstance(theirs.record_client("alice", "new-id", now), Throttle)
+            assert isinstance(theirs.record_group("etl", now), Throttle)
+            assert theirs.record_group("other", now) == FORWARD  # each group on its own
 
     asyncio.run(run())
 

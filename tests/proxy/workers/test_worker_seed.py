@@ -13,7 +13,7 @@ import socket
 from proxy.workers.frames import SEED, SEED_ASK, pack, read_frame
 from proxy.workers.link import WorkerLink
 from quota.primitives.clock import ManualClock
-from quota.primitives.decision import FORWARD
+from quota.primitives.decision import FORWARD, Throttle
 from quota.primitives.rate import QuotaWindow, Rate
 from tests.proxy.fake_app import FakeApp
 
@@ -28,7 +28,8 @@ RAW = {
             "consumer_byte_rate": 1000,
             "controller_mutation_rate": 1,
         },
-        {"entity": {"user": "<default>"}, "producer_ids_rate": 2},
+        {"entity": {"user": "<default>"}, "producer_ids_rate": 2, "request_rate": 5},
+        {"entity": {"group": "<default>"}, "request_rate": 2},
         {"entity": {"topic": "orders"}, "producer_byte_rate": 1000, "consumer_byte_rate": 1000, "on_exceed": "reject"},
     ],
 }
@@ -65,6 +66,10 @@ def test_a_restarted_worker_decides_as_the_serving_one_from_its_first_request():
             survivor.quotas.fetch.record_no_throttle("", "spread", 1000)
             survivor.quotas.topics.produce.record_no_throttle("", "orders", 1000)
             survivor.quotas.topics.fetch.record_no_throttle("", "orders", 1000)
+            for _ in range(5):  # the user's and the group's request rates at their quotas too
+                survivor.quotas.requests.record_client("tenant", "app")
+            for _ in range(2):
+                survivor.quotas.requests.record_group("storm")
             clock.advance(1000)
         survivor.quotas.mutations.admit("", "spread", [15])  # past its burst of 11: tokens below 0
         for pid in range(30):  # the user's burst of new producer ids (2 x 11 windows) and more
@@ -88,7 +93,7 @@ def test_a_restarted_worker_decides_as_the_serving_one_from_its_first_request():
         assert [row[:2] for part in parts for row in part.get("produce", ())] == [["", "spread"]]
         assert [row[0] for part in parts for row in part.get("producer_ids", ())] == ["tenant"]
         for _ in range(500):
-            if newcomer.quotas.topics.fetch.stats(clock.now_ms()):  # the last part's kind but one: all taken by then
+            if newcomer.quotas.requests.groups.stats(clock.now_ms()):  # the last part's kind but one: all taken by then
                 break
             await asyncio.sleep(0.01)
         now = clock.now_ms()
@@ -104,6 +109,12 @@ def test_a_restarted_worker_decides_as_the_serving_one_from_its_first_request():
             mine, theirs = getattr(newcomer.quotas.topics, kind), getattr(survivor.quotas.topics, kind)
             assert mine.stats_for_topic("orders", now).rate == theirs.stats_for_topic("orders", now).rate > 900
         assert newcomer.quotas.topics.produce.admit("orders", [500, 500], now) == (False, False)  # before: admitted
+        for kind, user, name in (("clients", "tenant", "other-app"), ("groups", "", "storm")):  # request rates too
+            mine, theirs = getattr(newcomer.quotas.requests, kind), getattr(survivor.quotas.requests, kind)
+            assert mine.stats_for(user, name, now).rate == theirs.stats_for(user, name, now).rate > 1.5
+        requests = [w.quotas.requests for w in (survivor, newcomer)]
+        assert [isinstance(r.record_client("tenant", "more", now), Throttle) for r in requests] == [True, True]
+        assert [isinstance(r.record_group("storm", now), Throttle) for r in requests] == [True, True]
         mutations = [w.quotas.mutations.admit("", "spread", [1], now) for w in (survivor, newcomer)]
         assert mutations[0].throttle is not None and mutations[1] == mutations[0]  # before: a full bucket of 11
         pids = [w.quotas.producer_ids.record_and_decide("tenant", 99, now) for w in (survivor, newcomer)]

@@ -34,11 +34,11 @@ def many(n: int, kind: str = "produce") -> UsageDelta:
 
 def test_each_name_is_written_once_and_rows_come_back_whatever_their_order():
     rows = (("bob", "p", 3), ("alice", "q", 2.5), ("alice", "p", 7))
-    delta = UsageDelta("a", produce=rows, fetch=rows[::-1], mutations=rows[1:])
+    delta = UsageDelta("a", produce=rows, fetch=rows[::-1], mutations=rows[1:], requests=rows[:2])
     raw = raw_of(encode(delta))
     assert raw["users"] == ["alice", "bob"] and raw["clients"] == ["p", "q"]
     back = decode(encode(delta))
-    for kind in ("produce", "fetch", "mutations"):
+    for kind in ("produce", "fetch", "mutations", "requests"):
         assert sorted(getattr(back, kind)) == sorted(getattr(delta, kind))
 
 
@@ -102,8 +102,8 @@ def test_broken_or_oversized_compression_is_refused():
 def test_a_negative_byte_rate_or_count_is_malformed_a_mutation_refund_is_not():
     """Issue 44, T8: a record written straight to the usage topic with a negative produce usage gave its tenant
     5 x its quota on every sidecar. Bytes and connection counts are never given back; mutation tokens are (KIP-599
-    refunds of what the broker did not do)."""
-    for kind in ("produce", "fetch"):
+    refunds of what the broker did not do); nor are requests counted by request_rate."""
+    for kind in ("produce", "fetch", "requests"):
         with pytest.raises(UsageDeltaError, match=rf"{kind}\[2\]\[\d\]: expected a usage from 0, got -2.5"):
             decode(encode(UsageDelta("a", **{kind: (("bob", "p", 3), ("alice", "q", -2.5))})))
     for field in ("listeners", "ips"):
