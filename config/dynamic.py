@@ -4,8 +4,8 @@ YAML stays the base; the config topic (``dynamic_config.topic``, default ``__kaf
 it, as dynamic configs override ``server.properties`` in Kafka. One record per entity:
 
 - key: the entity as canonical JSON (sorted keys, no spaces): ``{"user":"alice"}``, ``{"client-id":"etl"}``,
-  ``{"client-id":"etl","user":"alice"}``, ``{"ip":"10.0.0.7"}``, ``{"topic":"orders"}``, each name possibly
-  ``<default>``; or
+  ``{"client-id":"etl","user":"alice"}``, ``{"ip":"10.0.0.7"}``, ``{"topic":"orders"}``, ``{"group":"payments"}``,
+  each name possibly ``<default>``; or
   ``{"proxy":"settings"}`` for proxy-wide settings;
 - value: a JSON object of quota keys (``{"producer_byte_rate": 1048576}``) and optionally ``"mode": "shadow"`` or
   ``"enforce"``; for the proxy-wide record, dynamic settings (:data:`DYNAMIC_SETTINGS`); a tombstone (null value)
@@ -30,16 +30,18 @@ from typing import Any
 from config.errors import ConfigError
 from config.model import ProxyConfig
 from config.quotas import parse_quota_item, parse_quota_section
+from config.request_rate import parse_group_item, parse_group_quotas
 from config.topic_quotas import check_topic_name, parse_topic_item, parse_topic_quotas
 from config.typed_settings import Settings
 from quota.managers.connection import IP, normalize_ip
 from quota.primitives.chunked import REMOVED, ChunkedMap
 from quota.primitives.entity import CLIENT_ID, DEFAULT, USER, QuotaEntity, QuotaEntry
+from quota.primitives.group_quotas import GROUP, GroupEntity
 from quota.primitives.topic_quotas import TOPIC, TopicEntity
 
 DEFAULT_TOPIC = "__kafka_quota_proxy_configs"
 PROXY_KEY = {"proxy": "settings"}
-ENTITY_TYPES = (USER, CLIENT_ID, IP, TOPIC)
+ENTITY_TYPES = (USER, CLIENT_ID, IP, TOPIC, GROUP)
 MODES = ("enforce", "shadow")
 # Proxy-wide settings a dynamic record may change (the rest need a restart, as Kafka's static configs do).
 Record = tuple[bytes, "bytes | None"]  # one record of the topic: the entity's key, its JSON value (None: a tombstone)
@@ -89,6 +91,8 @@ def parse_key(key: bytes | None) -> dict[str, str]:
             check_topic_name(entity[TOPIC], "entity.topic")
         except ConfigError as exc:
             raise RecordError(f"key {key[:100]!r}: {exc}") from None
+    if GROUP in entity and len(entity) > 1:
+        raise RecordError(f"key {key[:100]!r}: a group entity cannot be combined with user, client-id, ip or topic")
     if IP in entity:
         if len(entity) > 1:
             raise RecordError(f"key {key[:100]!r}: an ip entity cannot be combined with user or client-id")
@@ -106,7 +110,7 @@ class Checked:
     the entity's dynamic keys (None: a tombstone) and what it then gives: a user/client-id entity's entry
     (``quota``: None when neither the YAML nor the topic configures it any more), an IP's
     ``connection_creation_rate`` (``ip_rate``), a topic's entry (``topic``, and ``topic_quota``: None when
-    nothing configures it any more), or the proxy-wide ``settings``."""
+    nothing configures it any more), a group's (``group``, ``group_quota``), or the proxy-wide ``settings``."""
 
     canonical: bytes
     entity: dict
@@ -118,6 +122,8 @@ class Checked:
     settings: Settings | None = None
     topic: str | None = None
     topic_quota: QuotaEntry | None = None
+    group: str | None = None
+    group_quota: QuotaEntry | None = None
 
 
 class _YamlItems:
@@ -169,6 +175,11 @@ def check_record(base: ProxyConfig, key: bytes | None, value: bytes | None) -> C
         item = YAML_ITEMS.of(base).get(canonical)
         if TOPIC in entity:
             return _topic_checked(base, canonical, entity, values, item)
+        if GROUP in entity:
+            group_entry = None
+            if values is not None or item is not None:
+                group_entry = parse_group_item({**(item or {"entity": dict(entity)}), **(values or {})}, "quotas")
+            return Checked(canonical, entity, values, group=entity[GROUP], group_quota=group_entry)
         parsed = None
         if values is not None or item is not None:
             parsed = parse_quota_item({**(item or {"entity": dict(entity)}), **(values or {})}, "quotas")
@@ -242,6 +253,7 @@ def effective(base: ProxyConfig, dynamic: DynamicEntries) -> ProxyConfig:
     raw = list(items.values())
     quotas, ip_rates = parse_quota_section(raw, "quotas (YAML and dynamic)")
     topic_quotas = parse_topic_quotas(raw, "quotas (YAML and dynamic)")
+    group_quotas = parse_group_quotas(raw, "quotas (YAML and dynamic)")
     settings = base.settings
     if settings_overlay:
         merged = {**{k: v for k, v in settings.values.items()}, **settings_overlay}
@@ -252,6 +264,7 @@ def effective(base: ProxyConfig, dynamic: DynamicEntries) -> ProxyConfig:
         settings=settings,
         connections=connection_limits(settings, base.listeners, ip_rates),
         topic_quotas=topic_quotas,
+        group_quotas=group_quotas,
     )
 
 
@@ -271,4 +284,7 @@ def describe(config: ProxyConfig) -> list[tuple[dict, dict]]:
     for topic_entry in config.topic_quotas.entries:
         if isinstance(topic_entry.entity, TopicEntity):
             out.append(({TOPIC: topic_entry.entity.topic}, dict(topic_entry.quotas)))
+    for group_entry in config.group_quotas.entries:
+        if isinstance(group_entry.entity, GroupEntity):
+            out.append(({GROUP: group_entry.entity.group}, dict(group_entry.quotas)))
     return out

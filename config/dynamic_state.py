@@ -6,7 +6,7 @@ checked on its own (:func:`config.dynamic.check_record`, work independent of the
 by the ``dynamic_config`` section (key and value sizes, entries in force): a later record for a key replaces an
 earlier one. :meth:`Batch.build` then makes the next state from the one in force in work linear in the keys the
 batch changed (the quota table, the entries and the IP rates are :class:`quota.primitives.chunked.ChunkedMap`: the new state
-shares every part the batch did not touch; so does the topic quota table), in parts the caller may interleave with other work. The state in force
+shares every part the batch did not touch; so do the topic and group quota tables), in parts the caller may interleave with other work. The state in force
 is not changed: the caller swaps the new one in with one reference, so nobody ever sees half a batch.
 
 Pure: no I/O, no clock.
@@ -116,12 +116,15 @@ class Batch:
         ip_rates = state.ip_rates.changing() if any(c.ip is not None for c in self.changes.values()) else None
         settings = None
         topics: dict[str, QuotaEntry | None] = {}
+        groups: dict[str, QuotaEntry | None] = {}
         for done, c in enumerate(self.changes.values(), 1):
             entries[c.canonical] = REMOVED if c.values is None else (c.entity, c.values)
             if c.quota_entity is not None:
                 table.set(c.quota_entity, c.quota)
             elif c.topic is not None:
                 topics[c.topic] = c.topic_quota
+            elif c.group is not None:
+                groups[c.group] = c.group_quota
             elif c.ip is not None and ip_rates is not None:  # not None: a change of an IP's rate is among these
                 ip_rates[c.ip] = REMOVED if c.ip_rate is None else c.ip_rate
             elif c.settings is not None:
@@ -143,6 +146,7 @@ class Batch:
             settings=settings or config.settings,
             connections=connections,
             topic_quotas=config.topic_quotas.with_changes(topics),
+            group_quotas=config.group_quotas.with_changes(groups),
         )
         self.result = DynamicState(base, DynamicEntries(entries.done()), config, rates)
 

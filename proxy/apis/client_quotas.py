@@ -7,8 +7,9 @@ when the broker does not list them.
 - Describe answers from the effective configuration (YAML with the dynamic entries over it), with Kafka's filter
   rules: each component matches an entity type exactly (``match_type`` 0, a name), its default (1) or any name
   (2); ``strict`` also requires the entity to have no other type. A filter mixing ``ip`` with ``user`` or
-  ``client-id`` is INVALID_REQUEST (KIP-612), as is one mixing ``topic`` (the proxy's topic quotas: no broker knows
-  that entity type, so a filter naming it is answered by the proxy alone) with any other type. When the broker serves the API the request also goes to it, and the
+  ``client-id`` is INVALID_REQUEST (KIP-612), as is one mixing ``topic`` or ``group`` (the proxy's topic and group
+  quotas: no broker knows those entity types, so a filter naming one is answered by the proxy alone) with any other
+  type. When the broker serves the API the request also goes to it, and the
   keys the brokers enforce (``request_percentage``, KIP-124; any key the proxy does not enforce) are merged in from
   its answer; the proxy's own keys always come from the proxy.
 - Alter is allowed only to principals in ``admin_principals`` (``User:<name>``; empty by default) and to
@@ -59,6 +60,7 @@ from proxy.codec.responses import encode_local_response
 from proxy.session.session import Session
 from quota.managers.connection import CONNECTION_CREATION_RATE
 from quota.primitives.entity import DEFAULT
+from quota.primitives.group_quotas import GROUP
 from quota.primitives.topic_quotas import TOPIC
 
 if TYPE_CHECKING:
@@ -70,8 +72,13 @@ Part = tuple[str, "str | None"]  # one part of an entity: (entity type, name; No
 Wire = list[dict[str, "str | None"]]  # an entry's entity as the codec builds it
 
 VERSIONS = (0, 1)
-ENTITY_TYPES = ("user", "client-id", "ip", TOPIC)
-ALONE = {"ip": "an ip filter cannot be combined with user or client-id (KIP-612)", TOPIC: "a topic filter stands alone"}
+ENTITY_TYPES = ("user", "client-id", "ip", TOPIC, GROUP)
+ALONE = {
+    "ip": "an ip filter cannot be combined with user or client-id (KIP-612)",
+    TOPIC: "a topic filter stands alone",
+    GROUP: "a group filter stands alone",
+}
+PROXY_ENTITY_TYPES = (TOPIC, GROUP)  # the proxy's own entities: no broker knows them, nothing of them goes there
 PROXY_KEYS = frozenset(ENFORCED_KEYS) | {CONNECTION_CREATION_RATE}  # described from the proxy, never the broker
 
 
@@ -88,8 +95,8 @@ def plan_describe(scope: ConnectionScope, session: Session, header: RequestHeade
             response = describe_response(version, msg, dynamic.current)
             return AnswerLocally(encode_local_response(DESCRIBE_CLIENT_QUOTAS, version, correlation_id, response))
 
-        if filter_error(msg) is not None or any(c.entity_type == TOPIC for c in msg.components):
-            return local()  # topic entities are the proxy's alone: no broker knows them
+        if filter_error(msg) is not None or any(c.entity_type in PROXY_ENTITY_TYPES for c in msg.components):
+            return local()  # topic and group entities are the proxy's alone: no broker knows them
 
         def to_broker() -> Outcome:
             supported = (session.broker_lookup_versions or {}).get(DESCRIBE_CLIENT_QUOTAS)
@@ -211,9 +218,10 @@ def plan_alter(scope: ConnectionScope, session: Session, header: RequestHeader) 
         theirs = [[op for op in entry.ops if op.key in BROKER_KEYS] for entry in msg.entries]
         failed: list[tuple[int, str | None] | None] = [None] * len(wire)
         for i, entry in enumerate(msg.entries):
-            if theirs[i] and any(part.entity_type == TOPIC for part in entry.entity):
-                failed[i] = (INVALID_REQUEST, f"{theirs[i][0].key}: not a key of topic entities")
-                theirs[i] = []  # a topic entity is the proxy's: nothing of it goes to the broker
+            own = next((p.entity_type for p in entry.entity if p.entity_type in PROXY_ENTITY_TYPES), None)
+            if theirs[i] and own is not None:
+                failed[i] = (INVALID_REQUEST, f"{theirs[i][0].key}: not a key of {own} entities")
+                theirs[i] = []  # a topic or group entity is the proxy's: nothing of it goes to the broker
 
         def write(throttle_time_ms: int = 0) -> Outcome:
             """The proxy's part of every entry not failed yet: checked, then written (unless validate_only)."""

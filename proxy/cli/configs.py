@@ -7,6 +7,8 @@
         --delete-config connection_creation_rate
     kafka-quota-proxy configs --bootstrap-server PROXY --alter --entity-type topics --entity-name orders \\
         --add-config producer_byte_rate=10485760
+    kafka-quota-proxy configs --bootstrap-server PROXY --alter --entity-type groups --entity-name payments \\
+        --add-config request_rate=5
     kafka-quota-proxy configs --bootstrap-server PROXY --alter --entity-type brokers --entity-default \\
         --add-config 'max.connections=1000,max.connections.per.ip.overrides=[10.0.0.7:5,10.0.0.8:5]'
     kafka-quota-proxy configs --bootstrap-server PROXY --alter --user alice --client etl \\
@@ -16,8 +18,9 @@ kafka-configs' shorthands stand for the --entity-type forms: ``--user NAME``, ``
 ``--user-defaults``, ``--client-defaults``, ``--ip-defaults`` and ``--broker-defaults`` (the proxy's settings);
 ``--add-config-file`` takes the keys to add from a properties file.
 
-Quotas (``users``, ``clients`` -- user and client combined, as kafka-configs does --, ``ips`` and ``topics``, the
-proxy's per-topic byte rates, entity type ``topic`` on the wire) go as
+Quotas (``users``, ``clients`` -- user and client combined, as kafka-configs does --, ``ips``, ``topics``, the
+proxy's per-topic byte rates, entity type ``topic`` on the wire, and ``groups``, its per-group request rates, entity
+type ``group``; not kafka-configs' ``groups``, the KIP-848 group configs) go as
 AlterClientQuotas / DescribeClientQuotas, the proxy-wide settings (``brokers --entity-default``, or its alias
 ``proxy``) as IncrementalAlterConfigs / DescribeConfigs of the BROKER resource ``""``, exactly as kafka-configs.sh
 sends them: the proxy checks ``admin_principals`` and the values, and writes its config topic itself; this command
@@ -37,7 +40,7 @@ from proxy.cli.quota_admin import EXIT_USAGE, Failed, QuotaAdmin
 from proxy.codec.enums import DYNAMIC_DEFAULT_BROKER_CONFIG
 from quota.primitives.entity import DEFAULT
 
-TYPES = {"users": "user", "clients": "client-id", "ips": "ip", "topics": "topic"}
+TYPES = {"users": "user", "clients": "client-id", "ips": "ip", "topics": "topic", "groups": "group"}
 PROXY_TYPES = ("brokers", "proxy")
 ENTITY_FLAGS = {"--user": "users", "--client": "clients", "--ip": "ips"}  # kafka-configs' shorthands
 DEFAULT_FLAGS = {
@@ -134,6 +137,8 @@ def entity_from_args(types: list[str], names: list[str], describing: bool = Fals
         raise ValueError("ips cannot be combined with users or clients (KIP-612)")
     if "topic" in entity and len(entity) > 1:
         raise ValueError("topics stand alone: a topic quota counts every client's bytes")
+    if "group" in entity and len(entity) > 1:
+        raise ValueError("groups stand alone: a group quota counts every member's requests")
     return entity
 
 

@@ -111,10 +111,12 @@ class RequestRateQuotas:
         self.counted = self._counted()
 
     def reconfigure(self, groups: GroupQuotaTable, api_keys: frozenset[int]) -> None:
-        """New group quotas and APIs counted (a new configuration); live sensors take their new limits at once."""
+        """New group quotas and APIs counted (a new configuration); live sensors take their new limits at once (looked
+        at only when the group table is a new one: a config-topic record for another entity keeps it)."""
         self.api_keys = api_keys
-        self.group_table = groups
-        self.groups.update_quotas(groups)
+        if groups is not self.group_table:
+            self.group_table = groups
+            self.groups.update_quotas(groups)
         self.counted = self._counted()
 
     def set_shadow(self, shadow: bool) -> None:

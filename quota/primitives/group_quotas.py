@@ -20,6 +20,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from quota.primitives.chunked import REMOVED, ChunkedMap
 from quota.primitives.entity import DEFAULT, REQUEST_RATE, QuotaEntity, QuotaEntry, QuotaTags, ResolvedQuota
 
 GROUP = "group"
@@ -54,29 +55,53 @@ class GroupEntity(QuotaEntity):
 _ANY_GROUP = frozenset({(False, True)})  # every group is found by its name alone (SensorKeeper's BY_CLIENT_ID)
 
 
+def _checked(entry: QuotaEntry) -> str:
+    """The group (or :data:`DEFAULT`) of a valid group entry; raises ValueError naming what is wrong."""
+    entity = entry.entity
+    if not isinstance(entity, GroupEntity):
+        raise ValueError(f"{entity.path}: not a group entity")
+    if set(entry.quotas) != {REQUEST_RATE}:
+        raise ValueError(f"{entity.path}: a group entity takes {REQUEST_RATE} alone, got {sorted(entry.quotas)}")
+    value = entry.quotas[REQUEST_RATE]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+        raise ValueError(f"{entity.path}: {REQUEST_RATE} must be a rate > 0, got {value!r}")
+    return entity.group
+
+
 class GroupQuotaTable:
-    """An immutable snapshot of the configured group quotas (``request_rate`` only); swap a whole new table to change
-    anything. Resolving costs two dict lookups at most."""
+    """An immutable snapshot of the configured group quotas (``request_rate`` only); a change makes a new table
+    (:meth:`with_changes`, work linear in the groups changed, as a config-topic record asks) and the whole table is
+    swapped. Resolving costs two lookups at most."""
 
     __slots__ = ("_entries",)
 
     def __init__(self, entries: Iterable[QuotaEntry] = ()) -> None:
         listing: dict[str, QuotaEntry] = {}
         for entry in entries:
-            entity = entry.entity
-            if not isinstance(entity, GroupEntity):
-                raise ValueError(f"{entity.path}: not a group entity")
-            if entity.group in listing:
-                raise ValueError(f"{entity.path}: configured more than once")
-            if set(entry.quotas) != {REQUEST_RATE}:
-                raise ValueError(
-                    f"{entity.path}: a group entity takes {REQUEST_RATE} alone, got {sorted(entry.quotas)}"
-                )
-            value = entry.quotas[REQUEST_RATE]
-            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
-                raise ValueError(f"{entity.path}: {REQUEST_RATE} must be a rate > 0, got {value!r}")
-            listing[entity.group] = entry
-        self._entries = listing
+            group = _checked(entry)
+            if group in listing:
+                raise ValueError(f"{entry.entity.path}: configured more than once")
+            listing[group] = entry
+        self._entries = ChunkedMap(listing)
+
+    def with_changes(self, changes: Mapping[str, QuotaEntry | None]) -> GroupQuotaTable:
+        """A new table: this one with each group (or :data:`DEFAULT`) of ``changes`` set to its entry, or removed
+        (None). This table is not changed (nor returned anew when ``changes`` is empty)."""
+        if not changes:
+            return self
+        changing = self._entries.changing(len(changes))
+        for group, entry in changes.items():
+            if entry is not None and _checked(entry) != group:
+                raise ValueError(f"/groups/{group}: the entry is {entry.entity.path}'s")
+            changing[group] = REMOVED if entry is None else entry
+        table = GroupQuotaTable.__new__(GroupQuotaTable)
+        table._entries = changing.done()
+        return table
+
+    def entry(self, group: str) -> QuotaEntry | None:
+        """The entry of one group (or :data:`DEFAULT`), if configured."""
+        found: QuotaEntry | None = self._entries.get(group)
+        return found
 
     @property
     def entries(self) -> tuple[QuotaEntry, ...]:
@@ -104,7 +129,7 @@ class GroupQuotaTable:
         return _ANY_GROUP if key in self.keys() else frozenset()
 
     def changes_since(self, older: GroupQuotaTable) -> frozenset[QuotaEntity] | None:
-        return None  # every sensor is looked at again: group tables are YAML's, swapped at most on a reload
+        return None  # every sensor is looked at again (at most quota.max.tracked.entities of <default> groups)
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -3,7 +3,8 @@ client entities, and group entities with the errors that name the entry."""
 
 import pytest
 
-from config.dynamic import RecordError, check_record, entity_key
+from config.dynamic import RecordError, check_record, describe, effective, entity_key
+from config.dynamic_state import Batch, DynamicState
 from config.errors import ConfigError
 from config.loader import load_config_text
 from config.request_rate import COUNTABLE_APIS, DEFAULT_APIS, NEVER_COUNTED, api_keys
@@ -111,10 +112,66 @@ def test_a_group_given_twice_is_refused_and_request_rates_go_with_workers():
     assert workers.group_quotas.resolve(REQUEST_RATE, "", "g").limit == 2
 
 
-def test_the_config_topic_takes_request_rate_for_clients_and_names_no_group():
-    base = load_config_text(BASE)
+def test_the_config_topic_takes_request_rate_for_clients_and_groups():
+    base = load_config_text(BASE + "quotas:\n  - {entity: {group: payments}, request_rate: 2, mode: shadow}\n")
     assert check_record(base, entity_key({"client-id": "etl"}), b'{"request_rate": 3}').quota.quotas == {
         REQUEST_RATE: 3
     }
-    with pytest.raises(RecordError, match="unknown entity type 'group'"):
-        check_record(base, entity_key({"group": "g"}), b'{"request_rate": 1}')
+    record = check_record(base, entity_key({"group": "payments"}), b'{"request_rate": 5}')
+    assert record.group == "payments" and record.group_quota.quotas == {REQUEST_RATE: 5}
+    assert record.group_quota.shadow  # the YAML's mode stays: the record's keys are laid over its entry
+    assert check_record(base, entity_key({"group": "payments"}), None).group_quota.quotas == {REQUEST_RATE: 2}
+    assert check_record(base, entity_key({"group": "other"}), None).group_quota is None  # nothing configures it
+
+
+@pytest.mark.parametrize(
+    "entity,value,message",
+    [
+        ({"group": "g", "user": "u"}, b'{"request_rate": 1}', "a group entity cannot be combined with user"),
+        ({"group": "g", "client-id": "c"}, b'{"request_rate": 1}', "a group entity cannot be combined"),
+        ({"group": "g"}, b'{"producer_byte_rate": 1}', "producer_byte_rate: not a key of group entities"),
+        ({"group": "g"}, b'{"request_rate": 0}', "expected a rate in requests per second > 0"),
+        ({"group": "g"}, b'{"request_rate": "5"}', "expected a rate in requests per second > 0"),
+        ({"group": "g"}, b'{"request_rate": 1, "mode": "loud"}', "expected enforce or shadow"),
+        ({"group": "g"}, b"{}", "no quota key given"),
+        ({"group": ""}, b'{"request_rate": 1}', 'group must be a name or "<default>"'),
+    ],
+)
+def test_a_bad_group_record_names_the_reason_and_keeps_the_last_good_configuration(entity, value, message):
+    base = load_config_text(BASE)
+    good = Batch(DynamicState.initial(base))
+    good.add(entity_key({"group": "g"}), b'{"request_rate": 4}')
+    state = good.built()
+    batch = Batch(state)
+    with pytest.raises(RecordError, match=message):
+        batch.add(entity_key(entity), value)
+    assert batch.built() is state and state.config.group_quotas.resolve(REQUEST_RATE, "", "g").limit == 4
+
+
+def test_group_records_change_the_group_table_by_what_they_change():
+    """A batch of group records gives what building the configuration whole gives; a record for another entity
+    keeps the group table itself (the request-rate sensors are not looked at again)."""
+    base = load_config_text(BASE + "quotas:\n  - {entity: {group: payments}, request_rate: 2}\n")
+    state = DynamicState.initial(base)
+    batch = Batch(state)
+    for group, values in (
+        ("payments", b'{"request_rate": 6}'),
+        (DEFAULT, b'{"request_rate": 1}'),
+        ("gone", b'{"request_rate": 9}'),
+        ("gone", None),
+    ):
+        batch.add(entity_key({"group": group}), values)
+    new = batch.built()
+    whole = effective(base, new.entries)
+    for group, limit in (("payments", 6), ("gone", 1), ("any", 1)):
+        assert new.config.group_quotas.resolve(REQUEST_RATE, "", group).limit == limit
+        assert whole.group_quotas.resolve(REQUEST_RATE, "", group).limit == limit
+    assert base.group_quotas.resolve(REQUEST_RATE, "", "payments").limit == 2  # the state in force is untouched
+    assert ({"group": "payments"}, {REQUEST_RATE: 6}) in describe(new.config)
+    other = Batch(new)
+    other.add(entity_key({"user": "u"}), b'{"request_rate": 3}')
+    assert other.built().config.group_quotas is new.config.group_quotas
+    tombstones = Batch(new)
+    tombstones.add(entity_key({"group": "payments"}), None)
+    tombstones.add(entity_key({"group": DEFAULT}), None)
+    assert tombstones.built().config.group_quotas.resolve(REQUEST_RATE, "", "payments").limit == 2  # the YAML's

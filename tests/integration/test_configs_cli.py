@@ -144,6 +144,7 @@ def test_describe_lists_every_entity_of_a_type_and_deleting_an_unset_key_says_so
             ("ips", "10.0.0.9", "connection_creation_rate=3"),
             ("ips", None, "connection_creation_rate=7"),
             ("topics", None, "consumer_byte_rate=4096"),
+            ("groups", "payments", "request_rate=5"),
             ("clients", "etl", "producer_byte_rate=2048"),
         ]:
             named = ["--entity-name", name] if name else ["--entity-default"]
@@ -161,6 +162,9 @@ def test_describe_lists_every_entity_of_a_type_and_deleting_an_unset_key_says_so
         )
         assert shown(capsys, *cli, "--describe", "--entity-type", "topics").splitlines() == [
             "Quota configs for topic <default> are consumer_byte_rate=4096"
+        ]
+        assert shown(capsys, *cli, "--describe", "--entity-type", "groups").splitlines() == [
+            "Quota configs for group payments are request_rate=5"
         ]
         ips = shown(capsys, *cli, "--describe", "--entity-type", "ips").splitlines()
         assert ips == [
@@ -186,7 +190,7 @@ def test_describe_lists_every_entity_of_a_type_and_deleting_an_unset_key_says_so
         assert configs([*cli, "--alter", "--entity-type", "proxy", "--delete-config", "quota.mode"]) == 1
         assert "quota.mode: not set dynamically" in capsys.readouterr().err
         assert proxy.metric("kafka_quota_proxy_dynamic_config_bad_records_total") == 0
-        assert proxy.metric("kafka_quota_proxy_dynamic_config_entries") == 4  # nothing more was written
+        assert proxy.metric("kafka_quota_proxy_dynamic_config_entries") == 5  # nothing more was written
     finally:
         proxy.stop()
         broker.stop()

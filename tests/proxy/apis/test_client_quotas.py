@@ -445,3 +445,69 @@ def test_a_request_rate_altered_in_counts_at_once_and_altered_out_stops():
             assert all(plan is PASS for plan in plans)
         else:  # 21 in 10 s at 2/s: (2.1 - 2) / 2 x 10 s
             assert plans[19].throttle is None and plans[20].throttle == Throttle(500, 500)
+
+
+def test_group_entities_are_altered_and_described_by_the_proxy_alone_and_put_in_force():
+    """Entity type ``group`` (a group id, or null for ``<default>``; Kafka's client-quota entities are user,
+    client-id and ip, its groups' own configs a ConfigResource of another API): request_rate is written to the config
+    topic and described back, and the proxy's group quotas take it; nothing of a group entity reaches the broker.
+    A bad entry is refused with the reason, the others written; a tombstone gives the YAML's entry back."""
+    scope, dynamic = setup([{"entity": {"group": "payments"}, "request_rate": 1}])
+    outcome = decide(
+        scope,
+        admin(),
+        ALTER_CLIENT_QUOTAS,
+        1,
+        validate_only=False,
+        entries=[
+            entry({"request_rate": 5}, group="payments"),
+            entry({"request_rate": 2}, group=None),
+            entry({"request_percentage": 50, "request_rate": 1}, group="storm"),
+            entry({"producer_byte_rate": 1}, group="storm"),
+            entry({"request_rate": 0}, group="storm"),
+            entry({"request_rate": 1}, group="storm", client_id="etl"),
+        ],
+    )
+    assert isinstance(outcome, Await)  # straight to the config topic: the broker is not asked
+    codes = [(e.error_code, e.error_message or "") for e in local(ALTER_CLIENT_QUOTAS, 1, run(outcome)).entries]
+    assert [code for code, _ in codes] == [NONE, NONE] + [INVALID_REQUEST] * 4, codes
+    for (_, message), why in zip(
+        codes[2:], ["request_percentage: not a key of group", "not a key of group", "> 0", "cannot be combined"]
+    ):
+        assert why in message, message
+    written = {key: json.loads(value) for key, value in dynamic.written}
+    assert written == {b'{"group":"payments"}': {"request_rate": 5}, b'{"group":"<default>"}': {"request_rate": 2}}
+    clock = ManualClock(1_000_000)
+    quotas = ProxyQuotas(dynamic.base, clock)
+    quotas.apply(dynamic.current)
+    groups = quotas.requests.groups
+    assert (groups.resolve("", "payments").limit, groups.resolve("", "storm").limit) == (5, 2)
+    decisions = [quotas.requests.record_group("storm") for _ in range(21)]  # 21 in 10 s at 2/s
+    assert decisions[19] == decisions[0] and isinstance(decisions[20], Throttle)
+    answer = decide(
+        scope,
+        admin(),
+        DESCRIBE_CLIENT_QUOTAS,
+        1,
+        strict=True,
+        components=[{"entity_type": "group", "match_type": 2, "match": None}],
+    )
+    assert isinstance(answer, AnswerLocally)  # never forwarded, though the broker serves the API
+    described = {
+        tuple((e.entity_type, e.entity_name) for e in x.entity): {v.key: v.value for v in x.values}
+        for x in local(DESCRIBE_CLIENT_QUOTAS, 1, answer).entries
+    }
+    assert described == {(("group", "payments"),): {"request_rate": 5.0}, (("group", None),): {"request_rate": 2.0}}
+    removed = run(
+        decide(
+            scope,
+            admin(),
+            ALTER_CLIENT_QUOTAS,
+            1,
+            validate_only=False,
+            entries=[entry({"request_rate": None}, group="payments")],
+        )
+    )
+    assert [e.error_code for e in local(ALTER_CLIENT_QUOTAS, 1, removed).entries] == [NONE]
+    quotas.apply(dynamic.current)
+    assert groups.resolve("", "payments").limit == 1  # the YAML's
