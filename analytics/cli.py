@@ -149,8 +149,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=_entity,
         metavar="ENTITY",
         help="keep this tenant's own figure where its heavy use is legitimate, though far from its fleet (else it is "
-        "named an offender and held to the fleet's figure): users=NAME, clients=NAME, users=NAME,clients=NAME or "
-        "ips=ADDRESS, the entity types of the commands file; repeatable",
+        "named an offender and held to the fleet's figure): users=NAME, clients=NAME, users=NAME,clients=NAME, "
+        "ips=ADDRESS, topics=NAME or groups=NAME, the entity types of the commands file; repeatable",
     )
 
 
@@ -207,12 +207,13 @@ def _entity(text: str) -> dict[str, str]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def windows(args: argparse.Namespace) -> tuple[dict[str, int], dict[str, str], tuple[dict, ...] | None]:
-    """Rules' window fields: each flag given, else the proxy's setting from ``--proxy-config`` (its default when the
-    file leaves it out), else Rules' own default (the proxy's defaults too); where each came from
+def windows(args: argparse.Namespace) -> tuple[dict, dict[str, str], tuple[dict, ...] | None]:
+    """Rules' window fields (and the APIs request_rate counts, from the file): each flag given, else the proxy's
+    setting from ``--proxy-config`` (its default when the file leaves it out), else Rules' own default (the proxy's
+    defaults too); where each came from
     (:func:`analytics.in_force.window_sources`); and the file's quota items (None without a file). Raises
     ConfigError for a bad file, naming every key at fault."""
-    found: dict[str, int] = {}
+    found: dict = {}
     items = None
     file_keys: list[str] = []
     if args.proxy_config:
@@ -221,6 +222,7 @@ def windows(args: argparse.Namespace) -> tuple[dict[str, int], dict[str, str], t
 
         settings, items = load_settings_and_quotas(args.proxy_config)
         found = {name: getattr(settings, attribute(setting)) for name, setting in WINDOWS.items()}
+        found["request_rate_apis"] = settings.quota_request_rate_apis  # what request_rate counts there
         file_keys = _settings_keys(args.proxy_config)
     given = {name: flag for flag, (name, _) in WINDOW_FLAGS.items() if getattr(args, name) is not None}
     for name in given:

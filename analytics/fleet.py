@@ -29,9 +29,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from analytics import outliers
+from analytics import named_rates, outliers
 from analytics.outliers import LIMIT_PERCENTILE, MIN_FLEET, Outlier, percentile
-from analytics.recommend import MIN_RATE, Rules, bases, build_quotas, entity_id, figure_text, round_up
+from analytics.recommend import (
+    MIN_RATE,
+    Rules,
+    bases,
+    build_quotas,
+    entity_id,
+    figure_text,
+    round_up,
+    sorted_items,
+)
 from quota.primitives.entity import DEFAULT
 
 DEFAULT_PERCENTILE = 90.0
@@ -79,13 +88,16 @@ def plan(
     rules: Rules = Rules(),
     q: float | None = DEFAULT_PERCENTILE,
     legitimate: Sequence[Mapping[str, str]] = (),
+    named_rows: Sequence[Mapping] = (),
 ) -> Table:
-    """The table from the job's statistics rows: offenders held, and with ``q`` the fleet defaults (None: one entry
-    per tenant)."""
-    items = build_quotas(entity_rows, user_rows, ip_rows, rules)
-    found = outliers.fleets(entity_rows, user_rows, ip_rows)
+    """The table from the job's statistics rows (``named_rows``: :mod:`analytics.named_stats`'s, for topics' byte
+    rates and request rates): offenders held, and with ``q`` the fleet defaults (None: one entry per tenant)."""
+    named = list(named_rates.recommendations(named_rows, rules))
+    items = sorted_items(named_rates.merged(build_quotas(entity_rows, user_rows, ip_rows, rules), named))
+    found = {**outliers.fleets(entity_rows, user_rows, ip_rows), **named_rates.fleets(named_rows)}
     judged = outliers.judge(items, found, rules, legitimate)
-    own, own_basis = outliers.hold(items, bases(entity_rows, user_rows, ip_rows, rules), judged)
+    own_basis = named_rates.merged_basis(bases(entity_rows, user_rows, ip_rows, rules), named)
+    own, own_basis = outliers.hold(items, own_basis, judged)
     items, basis = (own, own_basis) if q is None else with_defaults(own, own_basis, q, judged)
     offenders = sum(not o.legitimate for o in judged)
     notes = [
@@ -100,6 +112,7 @@ def plan(
         f"{MIN_FLEET} or more), held to the fleet's p{LIMIT_PERCENTILE:g}: {offenders} in this table"
         + (f", {len(judged) - offenders} kept by --legitimate" if len(judged) > offenders else ""),
         *outliers.unmatched(legitimate, found, judged),
+        *named_rates.notes(named_rows, rules),
     ]
     return Table(items, basis, judged, notes, under_default(own, own_basis, items))
 

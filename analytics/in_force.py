@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from analytics.recommend import CONNECTION_CREATION_RATE, WINDOWS, entity_id
 from quota.primitives.entity import DEFAULT, QuotaTable
 
+CLIENT_PARTS = {"user", "client-id"}  # a client entity's parts (the others: ip, topic, group)
 FILE, TOPIC = "file", "topic"  # where a key in force is set: the proxy's configuration file, or the config topic
 PLANNED_KEYS = (
     "producer_byte_rate",
@@ -25,6 +26,7 @@ PLANNED_KEYS = (
     "controller_mutation_rate",
     "producer_ids_rate",
     CONNECTION_CREATION_RATE,
+    "request_rate",
 )
 
 
@@ -113,7 +115,7 @@ def quota_table(items: Iterable[Mapping]) -> QuotaTable:
     values = []
     for item in items:
         quotas = {k: v for k, v in item.items() if k not in ("entity", CONNECTION_CREATION_RATE)}
-        if "ip" not in item["entity"] and quotas:
+        if set(item["entity"]) <= CLIENT_PARTS and quotas:
             values.append((item["entity"], quotas))
     return QuotaTable.from_values(values)
 
@@ -128,5 +130,10 @@ def limit_for(items: Sequence[Mapping], entity: Mapping[str, str], key: str) -> 
     """The limit ``items`` give ``entity`` for ``key``, as the proxy resolves it; None: unlimited."""
     if "ip" in entity:
         return ip_limit(items, entity["ip"]) if key == CONNECTION_CREATION_RATE else None
+    if not set(entity) <= CLIENT_PARTS:  # a topic or a group: its own entry, else <default>'s
+        (kind, name), *_ = entity.items()
+        found = {it["entity"][kind]: it.get(key) for it in items if tuple(it["entity"]) == (kind,)}
+        own = found.get(name)
+        return own if own is not None else found.get(DEFAULT)
     resolved = quota_table(items).resolve(key, entity.get("user", ""), entity.get("client-id", ""))
     return None if resolved.unlimited else resolved.limit

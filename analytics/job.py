@@ -11,6 +11,8 @@ Hadoop-compatible file system) with ``spark.read.json`` and writes to ``output_d
   mutations per second (p99, max) and per interval, new producer ids per second (p99, max) and per interval.
 - ``user_stats/`` (Parquet): per user, new producer ids per second (p50/p95/p99/max) and per interval.
 - ``ip_stats/`` (Parquet): per IP, connections opened per second (p50/p95/p99/max) and per interval.
+- ``named_stats/`` (Parquet): per topic, group and client entity, the topics' byte rates and the request rates
+  (analytics.named_stats).
 - ``top_offenders.json``: the top entities per dimension (byte rates, share of time held, partition mutations, new
   producer ids, connection rate).
 - ``recommended-quotas.yaml`` (a ``quotas:`` block in the proxy's config format) and ``recommended-commands.txt``
@@ -44,7 +46,19 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from analytics import capacity as capacity_mod
-from analytics import changeset, concurrency, dimensions, fleet, outliers, recommend, report, shipping, stats, timeaxis
+from analytics import (
+    changeset,
+    concurrency,
+    dimensions,
+    fleet,
+    named_stats,
+    outliers,
+    recommend,
+    report,
+    shipping,
+    stats,
+    timeaxis,
+)
 from analytics import replay as replay_mod
 from analytics.in_force import InForce
 from analytics.progress import Progress
@@ -184,12 +198,13 @@ def run(
         for name, computed in frames.items():  # read again for the charts: computed once
             frames[name] = computed.cache()
             cached.append(frames[name])
-        grid_s = _grid_s(log)
+        grid_s = timeaxis.grid_s(log)
         k = stats.window_intervals(rules.quota_window_num * rules.quota_window_s, grid_s)
         tables = {
             "entity": stats.entity_stats(frames["entity"], k, grid_s),
             "user": stats.user_stats(frames["user"]),
             "ip": stats.ip_stats(frames["ip"]),
+            "named": named_stats.named_stats(named_stats.named_intervals(grid, rules.request_rate_apis), k, grid_s),
         }
         steps.step("per-interval totals and the statistics per tenant, user and IP")
         for name, stats_table in tables.items():
@@ -198,7 +213,7 @@ def run(
             tables[name] = stats_table
             stats_table.write.mode("overwrite").parquet(_join(output_dir, f"{name}_stats"))
         entity_rows = _rows(tables["entity"].where(F.col("api").isin("Produce", "Fetch", stats.ALL_APIS)))
-        user_rows, ip_rows = _rows(tables["user"]), _rows(tables["ip"])
+        user_rows, ip_rows, named_rows = _rows(tables["user"]), _rows(tables["ip"]), _rows(tables["named"])
 
         steps.step("top offenders" + (" and their charts" if charts else ""))
         offenders, chart_paths = {}, {}
@@ -224,7 +239,7 @@ def run(
                 )
 
         steps.step("recommendations")
-        planned = fleet.plan(entity_rows, user_rows, ip_rows, rules, fleet_default, legitimate)
+        planned = fleet.plan(entity_rows, user_rows, ip_rows, rules, fleet_default, legitimate, named_rows)
         items, basis = planned.items, planned.basis
         scope_lines = [chosen.figures(), *chosen.notes(), *planned.notes]
         commitments = []
@@ -291,7 +306,7 @@ def run(
             "entities (user, client-id)": len({(r["user"], r["client_id"]) for r in entity_rows}),
             "users": len(user_rows),
             "ips": len(ip_rows),
-            **_log_rows(log),
+            **timeaxis.log_rows(log),
             **chosen.summary(),
             "headroom": rules.headroom,
             report.OFFENDER_MADS: rules.offender_mads,
@@ -359,27 +374,6 @@ def _log_extent(usage: DataFrame) -> dict:
     ).first()
     assert row is not None  # an aggregation without grouping has one row, also over no records
     return row.asDict()
-
-
-def _grid_s(log: Mapping) -> float:
-    """The log's interval on the time grid (its longest, rounded to two significant digits as the grid rounds)."""
-    longest = log.get("longest") or 0.0
-    return float(f"{longest:.2g}") if longest > 0 else 0.0
-
-
-def _log_rows(log: Mapping) -> dict:
-    """The summary's lines about the log. Its span is end minus start, the x range of every chart; the job's own
-    run time is a separate line (JOB_TIME)."""
-    if log["start"] is None:
-        return {"log": "empty"}
-    shortest, longest = timeaxis.duration(log["shortest"]), timeaxis.duration(log["longest"])
-    return {
-        "log start (UTC)": timeaxis.utc(log["start"]),
-        "log end (UTC)": timeaxis.utc(log["end"]),
-        "log span": timeaxis.duration(log["end"] - log["start"]),
-        "intervals": log["intervals"],
-        "interval length": shortest if shortest == longest else f"{shortest} to {longest}",
-    }
 
 
 def _join(base: str, name: str) -> str:

@@ -54,7 +54,13 @@ MIN_SPREAD = math.log(2)  # the least spread a fleet is read with: a factor of t
 MIN_FLEET = 5  # fewer entities in a fleet: nobody is judged against it (nor given a default, analytics.fleet)
 LIMIT_PERCENTILE = 99.0  # an offender is held to this percentile of the figures within the fence
 _KEY_OF_API = {"Produce": PRODUCER_BYTE_RATE, "Fetch": CONSUMER_BYTE_RATE, "*": CONTROLLER_MUTATION_RATE}
-FLAG_TYPES = {"users": "user", "clients": "client-id", "ips": "ip"}  # --legitimate's entity types: the commands'
+FLAG_TYPES = {  # --legitimate's entity types: the commands'
+    "users": "user",
+    "clients": "client-id",
+    "ips": "ip",
+    "topics": "topic",
+    "groups": "group",
+}
 
 Fleet = tuple[tuple[str, ...], str]  # (the entity type's parts, the quota key)
 
@@ -182,22 +188,27 @@ def covers(flag: Mapping[str, str], entity: Mapping[str, str]) -> bool:
 
 
 def parse_entity(text: str) -> dict[str, str]:
-    """``users=NAME``, ``clients=NAME``, ``users=NAME,clients=NAME`` or ``ips=ADDRESS`` (the entity types of the
-    commands file) as an ``entity:`` mapping. A name may hold ``=`` and ``,`` (an mTLS principal ``CN=a,O=b``): the
-    parts are split only before ``clients=``, ``users=`` or ``ips=``. Raises ValueError saying what is wrong."""
+    """``users=NAME``, ``clients=NAME``, ``users=NAME,clients=NAME``, ``ips=ADDRESS``, ``topics=NAME`` or
+    ``groups=NAME`` (the entity types of the commands file) as an ``entity:`` mapping. A name may hold ``=`` and
+    ``,`` (an mTLS principal ``CN=a,O=b``): the parts are split only before ``clients=``, ``users=`` or ``ips=``.
+    Raises ValueError saying what is wrong."""
     entity: dict[str, str] = {}
     for part in re.split(r",(?=(?:users|clients|ips)=)", text):
         kind, sep, name = part.partition("=")
         if not sep or kind not in FLAG_TYPES:
-            raise ValueError(f"{text!r}: an entity is users=NAME, clients=NAME, users=NAME,clients=NAME or ips=ADDRESS")
+            raise ValueError(
+                f"{text!r}: an entity is users=NAME, clients=NAME, users=NAME,clients=NAME, ips=ADDRESS, "
+                "topics=NAME or groups=NAME"
+            )
         if not name or name == DEFAULT:
             raise ValueError(f"{text!r}: {kind}= names one tenant (not empty, not {DEFAULT})")
         if FLAG_TYPES[kind] in entity:
             raise ValueError(f"{text!r}: {kind}= given twice")
         entity[FLAG_TYPES[kind]] = name
-    if "ip" in entity and len(entity) > 1:
-        raise ValueError(f"{text!r}: ips= stands alone (connection quotas are per address)")
-    return {part: entity[part] for part in ("user", "client-id", "ip") if part in entity}
+    alone = next((kind for kind in ("ip", "topic", "group") if kind in entity), None)
+    if alone is not None and len(entity) > 1:
+        raise ValueError(f"{text!r}: {alone}s= stands alone (a {alone}'s quota is its own, whoever uses it)")
+    return {part: entity[part] for part in FLAG_TYPES.values() if part in entity}
 
 
 def entity_flag(entity: Mapping[str, str]) -> str:

@@ -42,6 +42,7 @@ from decimal import ROUND_CEILING, Decimal
 
 import yaml
 
+from config.request_rate import DEFAULT_APIS
 from quota.primitives.entity import DEFAULT  # the entity name of Kafka's default quotas: <default>
 
 PRODUCER_BYTE_RATE = "producer_byte_rate"
@@ -66,6 +67,7 @@ class Rules:
     controller_window_s: int = 1  # controller.quota.window.size.seconds
     producer_id_window_num: int = 11  # producer.id.quota.window.num
     producer_id_window_s: int = 3600  # producer.id.quota.window.size.seconds
+    request_rate_apis: tuple[str, ...] = DEFAULT_APIS  # quota.request.rate.apis: the requests request_rate counts
 
     def __post_init__(self) -> None:
         if not self.headroom > 0:
@@ -268,10 +270,15 @@ def build_quotas(
     by_entity: dict[tuple, dict] = {}
     for entity, key, value, _ in _recommendations(entity_rows, user_rows, ip_rows, rules):
         by_entity.setdefault(entity_id(entity), {"entity": entity})[key] = value  # one item per entity
-    items = list(by_entity.values())
-    order = {"user": 0, "client-id": 1, "ip": 2}
-    items.sort(key=lambda it: (sorted(order[k] for k in it["entity"]), sorted(it["entity"].items())))
-    return items
+    return sorted_items(by_entity.values())
+
+
+_ORDER = {"user": 0, "client-id": 1, "ip": 2, "topic": 3, "group": 4}
+
+
+def sorted_items(items: Iterable[dict]) -> list[dict]:
+    """Items by entity type (users, clients, IPs, topics, groups), then by name."""
+    return sorted(items, key=lambda it: (sorted(_ORDER[k] for k in it["entity"]), sorted(it["entity"].items())))
 
 
 def bases(
@@ -333,7 +340,7 @@ def _item_yaml(item: Mapping, said: Mapping[str, str]) -> str:
     return out
 
 
-_ENTITY_TYPES = (("user", "users"), ("client-id", "clients"), ("ip", "ips"))
+_ENTITY_TYPES = (("user", "users"), ("client-id", "clients"), ("ip", "ips"), ("topic", "topics"), ("group", "groups"))
 
 
 BOOTSTRAP = "HOST:PORT"  # replaced by the operator with the proxy's (or the cluster's) bootstrap address

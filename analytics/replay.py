@@ -66,14 +66,14 @@ def load_table(path: str) -> list[dict]:
 
 
 def byte_rate_table(items: Sequence[Mapping]):
-    """The byte-rate quotas of ``items`` as the proxy's :class:`quota.primitives.entity.QuotaTable` (IP entities and other keys
-    play no part in a byte-rate replay)."""
+    """The byte-rate quotas of ``items`` as the proxy's :class:`quota.primitives.entity.QuotaTable` (IP, topic and group
+    entities and other keys play no part in a byte-rate replay of the client quotas)."""
     from quota.primitives.entity import QuotaTable
 
     values = []
     for item in items:
         entity = item["entity"]
-        if "ip" in entity:
+        if not set(entity) <= {"user", "client-id"}:
             continue
         quotas = {k: v for k, v in item.items() if k in ("producer_byte_rate", "consumer_byte_rate")}
         if quotas:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import DoubleType, LongType, MapType, StringType, StructField, StructType
 
 from analytics import demand
 from analytics.scope import BROKER, CLUSTER
@@ -50,6 +50,8 @@ SCHEMA = StructType(
     + [StructField("held_ms", LongType()), StructField("throttles", LongType())]
     + [StructField("observed_rate_sum", DoubleType()), StructField("quota_rate", DoubleType())]
     + [StructField("proxy", StringType()), StructField("broker", LongType()), StructField("scope", StringType())]
+    # by label, from proxies with topic quotas or group request rates (analytics.named_stats); null: none
+    + [StructField(name, MapType(StringType(), LongType())) for name in ("topic_bytes", "group_requests")]
 )
 # per-record rates (count / the record's length on the grid), added up per interval of the grid
 RATES = {

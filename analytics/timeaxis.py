@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 # (unit, seconds in it, use it for spans up to this many seconds, tick steps in the unit)
@@ -80,3 +81,24 @@ class TimeAxis:
 
     def label(self) -> str:
         return f"time since the log's start, {utc(self.start)} UTC (a point is an interval, at its end)"
+
+
+def grid_s(log: Mapping) -> float:
+    """The log's interval on the time grid (its longest, rounded to two significant digits as the grid rounds)."""
+    longest = log.get("longest") or 0.0
+    return float(f"{longest:.2g}") if longest > 0 else 0.0
+
+
+def log_rows(log: Mapping) -> dict:
+    """The summary's lines about the log. Its span is end minus start, the x range of every chart; the job's own
+    run time is a separate line of the job's summary."""
+    if log["start"] is None:
+        return {"log": "empty"}
+    shortest, longest = duration(log["shortest"]), duration(log["longest"])
+    return {
+        "log start (UTC)": utc(log["start"]),
+        "log end (UTC)": utc(log["end"]),
+        "log span": duration(log["end"] - log["start"]),
+        "intervals": log["intervals"],
+        "interval length": shortest if shortest == longest else f"{shortest} to {longest}",
+    }

@@ -34,6 +34,7 @@ from analytics.generate import (  # noqa: E402
     write_jsonl,
     write_log,
 )
+from quota.primitives.entity import DEFAULT  # noqa: E402
 
 # The module's one Spark job (the fixture below) runs the planner with its replay on 12 entities x 60 intervals:
 # about 40 s on an idle 2-core machine, 130 s at load 20; the suite's 120 s per test would cut it on a busy one.
@@ -139,11 +140,37 @@ def known_records():
     return out
 
 
+STORM = ("storm", "rebalancer")
+FIREHOSE = "firehose"
+STEADY_TOPICS = {"t1": 40_000, "t2": 60_000, "t3": 80_000, "t4": 100_000}  # B/s each
+
+
+def named_records():
+    """101 intervals (at the known tenant's times) of what the proxy logs for topic quotas and request rates:
+    known/exact writes topic ``orders`` at k x 1000 B/s in interval k (0..100; p99 99,000) and reads it at half
+    that, the four steady topics at their rates and ``firehose`` at 10 MB/s (an offender among the topics), every
+    other topic together under ``<default>``; STORM sends k JoinGroup requests in interval k (p99 9.9/s, 15 x its
+    fleet's figure, which sends a Metadata request now and then: far above it, within 4 MADs); the group ``payments``
+    5 requests an interval, every other group 300 together."""
+    out = []
+    for i in range(101):
+        t, k = START_TIME + (i + 1) * DT, i
+        written = {"orders": k * 1000 * int(DT), FIREHOSE: 10_000_000 * int(DT), "<default>": 7_000_000}
+        written.update({topic: rate * int(DT) for topic, rate in STEADY_TOPICS.items()})
+        out.append(record(t, DT, "PLAINTEXT", "192.0.2.31", *KNOWN, "Produce", topic_bytes=written))
+        out.append(record(t, DT, "PLAINTEXT", "192.0.2.31", *KNOWN, "Fetch", topic_bytes={"orders": k * 500 * int(DT)}))
+        out.append(record(t, DT, "PLAINTEXT", "192.0.2.61", *STORM, "JoinGroup", requests=k))
+        groups = {"payments": 5, "<default>": 300}
+        out.append(record(t, DT, "PLAINTEXT", "192.0.2.61", *STORM, "SyncGroup", requests=0, group_requests=groups))
+    return out
+
+
 @pytest.fixture(scope="module")
 def result(spark, tmp_path_factory):
     log = tmp_path_factory.mktemp("usage")
     generated = write_log(str(log), Options(entities=12, intervals=60, seed=7))
     known = write_jsonl(str(log / "known.jsonl.gz"), known_records())
+    known += write_jsonl(str(log / "named.jsonl"), named_records())
     (log / "ignored.txt").write_text("not a usage file\n")
     out = tmp_path_factory.mktemp("plan")
     res = job.run(str(log), str(out), spark=spark, replay="recommended", legitimate=[BACKUP], fleet_default=None)
@@ -536,6 +563,46 @@ def test_the_recommended_quotas_are_a_block_the_proxy_accepts_as_it_is(result):
     items = quota_items(result["out"])
     assert config.quotas.limit("producer_byte_rate", "known", "exact") == 150_000
     assert config.connections.ip_rate(KNOWN_IP) == item_for(items, ip=KNOWN_IP)["connection_creation_rate"]
+    assert config.topic_quotas.resolve_topic("producer_byte_rate", "orders").limit == 150_000
+    assert config.group_quotas.resolve("request_rate", "", "payments").limit == 1.0
+    assert (
+        config.quotas.limit("request_rate", *STORM)
+        == item_for(items, user=STORM[0], client_id=STORM[1])["request_rate"]
+    )
+
+
+def test_topic_byte_rates_and_request_rates_are_recommended_and_their_offenders_held(result):
+    """named_records(): each topic the log names and each client entity and group gets its own figure on the
+    byte rates' rule (a request rate at least 1/s); the topic far above the topics is named and held to their
+    figure; the <default> sums give no figure of their own, and every output says so."""
+    items = quota_items(result["out"])
+    # 99,000 B/s x 1.5 -> 150,000; 49,500 x 1.5 = 74,250 -> 75,000
+    assert item_for(items, topic="orders") == {"producer_byte_rate": 150_000, "consumer_byte_rate": 75_000}
+    assert [item_for(items, topic=t)["producer_byte_rate"] for t in STEADY_TOPICS] == [60_000, 90_000, 120_000, 150_000]
+    found = {(tuple(o.entity.items()), o.key): o for o in result["outliers"]}
+    firehose = found[((("topic", FIREHOSE),), "producer_byte_rate")]
+    assert (firehose.figure, firehose.limit, firehose.legitimate) == (15_000_000, 150_000, False)
+    assert item_for(items, topic=FIREHOSE) == {"producer_byte_rate": 150_000}  # held to the topics' p99
+    assert item_for(items, user=STORM[0], client_id=STORM[1]) == {"request_rate": 15.0}  # 9.9 requests/s x 1.5
+    assert item_for(items, user="user-0", client_id="app-0")["request_rate"] == 1.0  # 0.1/s x 1.5: at least 1/s
+    assert item_for(items, group="payments") == {"request_rate": 1.0}  # 0.5/s x 1.5 = 0.75: at least 1/s
+    named = [it["entity"] for it in items if set(it["entity"]) & {"topic", "group"}]
+    assert not any(DEFAULT in entity.values() for entity in named)  # the sums give no figure
+    text = (result["out"] / "recommended-quotas.yaml").read_text()
+    assert "topics under <default> (producer_byte_rate) are logged together" in text
+    assert "groups under <default> (request_rate) are logged together" in text
+    commands = (result["out"] / "recommended-commands.txt").read_text().splitlines()
+    at = commands.index(
+        "kafka-quota-proxy configs --bootstrap-server HOST:PORT --alter --entity-type topics --entity-name "
+        f"{FIREHOSE} --add-config producer_byte_rate=150000"
+    )
+    evidence = commands[at - 3 : at]  # the offender's evidence, wrapped, just above its command
+    assert evidence[0].startswith("# producer_byte_rate: offender:")
+    assert "--legitimate topics=firehose" in " ".join(line[2:] for line in evidence)
+    assert (
+        "kafka-quota-proxy configs --bootstrap-server HOST:PORT --alter --entity-type groups --entity-name payments "
+        "--add-config request_rate=1.0"
+    ) in commands
 
 
 def test_throttled_tenants_demand_is_estimated_and_their_advice_marked(spark, result):

@@ -180,6 +180,8 @@ def test_the_yaml_marks_the_offender_on_its_entry_and_the_commands_file_before_i
         ("clients=etl,users=hog", {"user": "hog", "client-id": "etl"}),
         ("ips=203.0.113.66", {"ip": "203.0.113.66"}),
         ("users=CN=app,O=Example Corp,clients=a=b", {"user": "CN=app,O=Example Corp", "client-id": "a=b"}),
+        ("topics=clickstream", {"topic": "clickstream"}),
+        ("groups=nightly-batch", {"group": "nightly-batch"}),
     ],
 )
 def test_legitimate_entities_are_written_as_the_commands_file_names_them(text, entity):
@@ -196,6 +198,8 @@ def test_legitimate_entities_are_written_as_the_commands_file_names_them(text, e
         ("users=<default>", "names one tenant"),
         ("users=a,users=b", "users= given twice"),
         ("ips=203.0.113.66,users=a", "ips= stands alone"),
+        ("topics=orders,users=a", "topics= stands alone"),
+        ("groups=<default>", "names one tenant"),
     ],
 )
 def test_a_malformed_entity_is_refused_saying_why(text, says):

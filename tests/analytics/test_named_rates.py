@@ -1,0 +1,79 @@
+"""Recommendations for topics' byte rates and for request rates (analytics.named_rates) from named_stats rows:
+the byte rates' rule, a request rate at least 1/s, the <default> sums never a figure, offenders judged per fleet,
+and a fleet default the proxy loads. Plain values, no Spark."""
+
+import pytest
+
+from analytics.fleet import plan
+from analytics.named_rates import MIN_REQUEST_RATE, notes, recommendations
+from analytics.recommend import Rules, entity_id, to_commands
+from quota.primitives.entity import DEFAULT
+
+
+def row(key, p99, *, user=None, client_id=None, topic=None, group=None, peak=None):
+    return {
+        "user": user,
+        "client_id": client_id,
+        "topic": topic,
+        "group": group,
+        "key": key,
+        "intervals": 60,
+        "total": 1,
+        "rate_p99": p99,
+        "burst_max": p99 if peak is None else peak,
+    }
+
+
+def topics(rates, key="producer_byte_rate"):
+    return [row(key, rate, topic=f"topic-{i}") for i, rate in enumerate(rates)]
+
+
+def test_the_rule_per_kind_and_the_default_sums_give_no_figure():
+    rows = [
+        row("producer_byte_rate", 99_000.0, topic="orders"),
+        row("producer_byte_rate", 5_000_000.0, topic=DEFAULT),
+        row("request_rate", 0.2, user="alice", client_id="etl", peak=3.0),
+        row("request_rate", 4.0, group="payments"),
+        row("request_rate", 300.0, group=DEFAULT),
+    ]
+    found = {entity_id(e): (k, v) for e, k, v, _ in recommendations(rows, Rules())}
+    assert found == {
+        entity_id({"topic": "orders"}): ("producer_byte_rate", 150_000),
+        entity_id({"user": "alice", "client-id": "etl"}): ("request_rate", MIN_REQUEST_RATE),  # 0.3/s: at least 1
+        entity_id({"group": "payments"}): ("request_rate", 6.0),
+    }
+    said = notes(rows, Rules())
+    assert any("topics under <default> (producer_byte_rate) are logged together" in line for line in said)
+    assert any("groups under <default> (request_rate) are logged together" in line for line in said)
+    assert "JoinGroup, SyncGroup, OffsetCommit, Metadata, FindCoordinator, ListOffsets" in said[0]
+
+
+def test_a_topic_far_above_the_topics_is_held_and_a_group_fleet_gets_a_default_the_proxy_loads():
+    from config.loader import load_config_text
+
+    rows = topics([10_000.0] * 8 + [10_000_000.0]) + [row("request_rate", 2.0, group=f"g{i}") for i in range(6)]
+    table = plan([], [], [], named_rows=rows)
+    (held,) = table.outliers
+    assert (held.entity, held.key, held.figure, held.limit) == (
+        {"topic": "topic-8"},
+        "producer_byte_rate",
+        15_000_000,
+        15_000,
+    )
+    assert {"entity": {"topic": DEFAULT}, "producer_byte_rate": 15_000} in table.items  # p90 of the eight
+    assert {"entity": {"group": DEFAULT}, "request_rate": 3.0} in table.items
+    assert {"entity": {"topic": "topic-8"}, "producer_byte_rate": 15_000} in table.items  # an offender stays pinned
+    commands = to_commands(table.items, basis=table.basis)
+    assert "--entity-type topics --entity-default --add-config producer_byte_rate=15000" in commands
+    assert "--entity-type groups --entity-default --add-config request_rate=3.0" in commands
+    base = "upstream: {bootstrap_servers: ['127.0.0.1:9092']}\nlisteners: [{name: L, bind: '127.0.0.1:0'}]\n"
+    import yaml
+
+    config = load_config_text(base + yaml.safe_dump({"quotas": table.items}))
+    assert config.topic_quotas.resolve_topic("producer_byte_rate", "any").limit == 15_000
+    assert config.group_quotas.resolve("request_rate", "", "any").limit == 3.0
+
+
+@pytest.mark.parametrize("rates", [[], [0.0]])
+def test_nothing_counted_is_nothing_recommended(rates):
+    assert list(recommendations([row("request_rate", r, user="u", peak=0.0) for r in rates], Rules())) == []
