@@ -77,3 +77,18 @@ def test_a_topic_far_above_the_topics_is_held_and_a_group_fleet_gets_a_default_t
 @pytest.mark.parametrize("rates", [[], [0.0]])
 def test_nothing_counted_is_nothing_recommended(rates):
     assert list(recommendations([row("request_rate", r, user="u", peak=0.0) for r in rates], Rules())) == []
+
+
+def test_the_apis_counted_are_the_proxys_setting_from_its_configuration(tmp_path):
+    from analytics.cli import build_parser, windows
+
+    config = tmp_path / "proxy.yaml"
+    config.write_text(
+        "upstream: {bootstrap_servers: ['127.0.0.1:9092']}\nlisteners: [{name: L, bind: '127.0.0.1:0'}]\n"
+        "settings: {quota.request.rate.apis: 'JoinGroup,OffsetCommit'}\n"
+    )
+    argv = ["analyze", "--input", "in", "--output", "out"]
+    found, _, _ = windows(build_parser().parse_args([*argv, "--proxy-config", str(config)]))
+    assert Rules(**found).request_rate_apis == ("JoinGroup", "OffsetCommit")
+    found, _, _ = windows(build_parser().parse_args(argv))
+    assert Rules(**found).request_rate_apis == Rules().request_rate_apis  # the proxy's default set
