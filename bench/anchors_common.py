@@ -105,6 +105,7 @@ class ProxyProcess:
     broker_port_base: int = 0
     proc: subprocess.Popen | None = None
     metrics_port: int = 0
+    python: list = field(default_factory=list)  # the interpreter's options before ``-m proxy.cli`` (a profiler's)
 
     def start(self) -> ProxyProcess:
         self.metrics_port = free_port()
@@ -126,7 +127,7 @@ class ProxyProcess:
         with os.fdopen(fd, "w") as f:
             json.dump(config, f)  # JSON is YAML
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "proxy.cli", "run", "--config", path, "--log-level", "WARNING"],
+            [sys.executable, *self.python, "-m", "proxy.cli", "run", "--config", path, "--log-level", "WARNING"],
             cwd=ROOT,
             stdin=subprocess.DEVNULL,
         )

@@ -1,0 +1,167 @@
+"""Where a small request's CPU goes in the proxy's real process (issue 46): user and kernel time, system calls and
+event-loop wake-ups per request, and optionally a sampled profile of the whole process.
+
+One broker (Apache Kafka 4.4.0 from the project's jars, or Tansu with ``--broker tansu``: lighter, for profiling on a
+busy machine) and the proxy as bench/anchors_kroxylicious.py runs it: cluster mode, issue 46's quotas configured and
+never binding. One of that script's librdkafka workloads runs through it, ``--workload single`` (one-message Produce
+requests) or ``group`` (a consumer group of 10 polling 100 partitions), and the proxy process is watched:
+
+- its CPU (user + system, /proc/PID/stat) per request, the clients' own count of requests;
+- ``--strace``: its system calls per request (``strace -c -f``; slows it, so CPU figures of that run mean nothing),
+  the event loop's wake-ups being its ``epoll_wait`` calls;
+- ``--perf FILE``: ``perf record -g`` of the process for the measured interval, then the share of each shared
+  object (the interpreter, the event loop, the kernel) and the hottest symbols;
+- ``--profile FILE``: the proxy run under cProfile (slower: compare only profiles with each other), its top
+  functions by own time printed when it stops.
+
+Usage: ``python bench/request_profile.py [--broker kafka|tansu] [--workload single|group] [--small 20000]
+[--strace] [--perf /tmp/proxy.perf] [--profile /tmp/proxy.prof]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pstats
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+from bench.anchors_common import CLOCK_TICKS, ProxyProcess, load  # noqa: E402
+from bench.anchors_kroxylicious import GROUP_PARTITIONS, QUOTAS  # noqa: E402
+from bench.common import free_port, stop_processes, tansu, wait_for_port  # noqa: E402
+from bench.rdkafka_workloads import group_polling, produce_single  # noqa: E402
+from tests.harness import cluster_ports  # noqa: E402
+from tests.kafka_cluster import KafkaCluster  # noqa: E402
+
+
+def user_system(pid: int) -> tuple[float, float]:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS
+
+
+def create(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        future.result(30)
+
+
+def watchers(pid: int, args) -> list[tuple[str, subprocess.Popen]]:
+    started = []
+    if args.strace:
+        out = tempfile.NamedTemporaryFile(suffix=".strace", delete=False).name
+        command = ["strace", "-c", "-f", "-o", out, "-p", str(pid)]
+        started.append((out, subprocess.Popen(command, stderr=subprocess.DEVNULL)))
+    if args.perf:
+        command = ["perf", "record", "-F", "1999", "-g", "-o", args.perf, "-p", str(pid)]
+        started.append((args.perf, subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
+    return started
+
+
+def strace_counts(path: str) -> dict[str, int]:
+    calls = {}
+    with open(path) as f:
+        for line in f:
+            row = line.split()
+            if len(row) >= 5 and row[-1].isidentifier() and row[3].isdigit() and row[-1] != "total":
+                calls[row[-1]] = int(row[3])
+    return calls
+
+
+def perf_summary(path: str) -> None:
+    for sort, top in (("dso", 8), ("dso,sym", 25)):
+        report = subprocess.run(
+            ["perf", "report", "-i", path, "--stdio", "--no-children", "--sort", sort, "-g", "none"],
+            capture_output=True,
+            text=True,
+        ).stdout
+        rows = [line for line in report.splitlines() if line.strip() and not line.startswith("#")]
+        print(f"  perf, by {sort}:")
+        for line in rows[:top]:
+            print("   ", line.rstrip())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--broker", choices=("kafka", "tansu"), default="kafka")
+    parser.add_argument("--workload", choices=("single", "group"), default="single")
+    parser.add_argument("--small", type=int, default=20_000, help="single: one-message Produce requests")
+    parser.add_argument("--group-seconds", type=float, default=10.0)
+    parser.add_argument("--consumers", type=int, default=10)
+    parser.add_argument("--strace", action="store_true", help="count the proxy's system calls (slows it)")
+    parser.add_argument("--perf", metavar="FILE", help="perf record the proxy process into FILE")
+    parser.add_argument("--profile", metavar="FILE", help="run the proxy under cProfile, its output in FILE")
+    parser.add_argument("--inflight", type=int, help="the proxy's connections.max.inflight.requests (its default)")
+    args = parser.parse_args()
+    cluster = broker = None
+    proxy_port, base = cluster_ports(4)
+    if args.broker == "kafka":
+        cluster = KafkaCluster(1, "request-profile").start()
+        upstream = cluster.nodes[0].direct
+        node_id = cluster.nodes[0].node_id
+    else:
+        broker_port = free_port()
+        broker = tansu(broker_port, broker_port)
+        upstream, node_id = f"127.0.0.1:{broker_port}", None
+    python = ["-m", "cProfile", "-o", args.profile] if args.profile else []
+    settings = {} if args.inflight is None else {"connections.max.inflight.requests": args.inflight}
+    proxy = ProxyProcess(proxy_port, upstream, QUOTAS, settings, broker_port_base=base, python=python).start()
+    try:
+        if node_id is not None:
+            wait_for_port(base + node_id, 60)
+        bootstrap = f"127.0.0.1:{proxy_port}"
+        pid = proxy.proc.pid
+        topic = f"profiled-{args.workload}"
+        create(upstream, topic, 1 if args.workload == "single" else GROUP_PARTITIONS)
+        started = watchers(pid, args)
+        u0, s0 = user_system(pid)
+        if args.workload == "single":
+            outcome = produce_single(bootstrap, topic, args.small, lambda: 0.0)
+            requests = args.small
+        else:
+            outcome = group_polling(
+                bootstrap, topic, "profiled", args.consumers, GROUP_PARTITIONS, args.group_seconds, lambda: 0.0
+            )
+            requests = outcome.requests
+        u1, s1 = user_system(pid)
+        for _, watcher in started:
+            watcher.send_signal(signal.SIGINT)
+            watcher.wait(60)
+        print(
+            f"{args.workload} through the proxy in front of {args.broker}: {requests} requests in "
+            f"{outcome.seconds:.1f} s ({requests / outcome.seconds:.0f}/s); proxy CPU per request "
+            f"{(u1 - u0 + s1 - s0) / requests * 1e6:.1f} us ({(u1 - u0) / requests * 1e6:.1f} user, "
+            f"{(s1 - s0) / requests * 1e6:.1f} kernel); load {load()}"
+        )
+        for path, _ in started:
+            if path.endswith(".strace"):
+                calls = strace_counts(path)
+                os.unlink(path)
+                top = sorted(calls.items(), key=lambda kv: -kv[1])[:8]
+                print(
+                    f"  system calls per request: {sum(calls.values()) / requests:.2f} ("
+                    + ", ".join(f"{name} {n / requests:.2f}" for name, n in top)
+                    + ")"
+                )
+            else:
+                perf_summary(path)
+    finally:
+        proxy.stop()
+        if cluster is not None:
+            cluster.stop()
+        if broker is not None:
+            stop_processes([broker])
+    if args.profile and Path(args.profile).exists():
+        pstats.Stats(args.profile).sort_stats("tottime").print_stats(30)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
