@@ -281,7 +281,8 @@ class ClientConnection(asyncio.BufferedProtocol):
     def _apply(self) -> None:
         """After every event: replay held-back requests, decide holds, set reading, arm the timer."""
         flow = self.flow
-        if flow.unhindered and self._reading_client and self._reading_broker and self._counted.at_bound_since is None:
+        if flow.unhindered and self._reading_client and self._reading_broker:
+            self._counted.follow_bound(flow.at_bound, self._loop.time)  # the bound of requests: only counted here
             return  # the common case: nothing to replay, release, pause or time (the timer is armed already)
         self._apply_state()
 
@@ -329,8 +330,7 @@ class ClientConnection(asyncio.BufferedProtocol):
                 flow.broker_read_resumed(now)
             if self.splices.response is None:  # else the splice reads the broker; set again when it ends
                 upstream.set_reading(state.reading_broker)
-        if flow.at_bound != (self._counted.at_bound_since is not None):
-            self._counted.bound_changed(self._loop.time())
+        self._counted.follow_bound(flow.at_bound, self._loop.time)
         self._timer.arm(state.deadline, now)
 
     # -- writes: queued while a read is split (proxy.connection.write_batch) -------------------------------------

@@ -7,6 +7,8 @@ it closed (``connections_closed``) and the time it spent at the in-flight bound 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from proxy.connection.client_context import ListenerContext
 
 
@@ -27,14 +29,19 @@ class Counted:
         ctx.metrics.active_connections.labels(ctx.name).inc()
         ctx.connections.add(conn)
 
+    def follow_bound(self, at_bound: bool, clock: Callable[[], float]) -> None:
+        """Whether the connection is at its in-flight bound now: counted when that changed (``clock``: the loop's)."""
+        if at_bound != (self.at_bound_since is not None):
+            self.bound_changed(clock())
+
     def bound_changed(self, now: float) -> None:
         """The connection reached the in-flight bound, or left it (``now``: the loop's time)."""
-        metrics = self._ctx.metrics
+        reached, seconds = self._ctx.metrics.inflight_bound(self._ctx.name)
         if self.at_bound_since is None:
             self.at_bound_since = now
-            metrics.inflight_bound_reached.labels(self._ctx.name).inc()
+            reached.inc()
         else:
-            metrics.inflight_bound_seconds.labels(self._ctx.name).inc(now - self.at_bound_since)
+            seconds.inc(now - self.at_bound_since)
             self.at_bound_since = None
 
     def closed(self, conn: object, reason: str, now: float) -> None:

@@ -10,8 +10,11 @@ the state comes out as plain values the socket code applies after every event (h
 - **Quota and bound reasons take effect only at a request frame boundary** (Kafka mutes a channel only after a
   complete request): a mute until a time, a throttled request whose response is not out yet, a request waiting
   for the proxy's own lookup before it is decided (KIP-599 partition counts), the in-flight bound reached
-  (requests awaiting answers, or response bytes the client has not taken), and draining at shutdown. In the middle of a frame without back-pressure the client is always
-  read, so a throttled request always reaches the broker whole and every reason has an exit.
+  (requests awaiting answers, or response bytes the client has not taken), and draining at shutdown. In the middle
+  of a frame without back-pressure the client is always read, so a throttled request always reaches the broker
+  whole and every reason has an exit. At the bound of requests alone the socket stays open to reads until a frame
+  comes past it (read :data:`THROTTLED_READ_BYTES` at most, then held back, as below): a client at the bound usually
+  waits for an answer, and pausing its socket and resuming it at each answer cost two system calls per request.
 - Bytes read past a boundary where a quota reason holds are **held back** (:mod:`proxy.connection.read_ahead`)
   and replayed, frame by frame, once the reasons are gone; reads are kept small meanwhile, so this stays small.
 - **One throttle lifecycle**: a throttle decided with a request (:meth:`Flow.throttle_request`) marks that
@@ -98,33 +101,33 @@ class Flow:
 
     # -- what the socket code applies ---------------------------------------------------------------------------
 
+    def _held_at_boundary(self) -> bool:
+        """A reason that stops reading the client's socket at the next request frame boundary holds: every reason
+        but the in-flight bound of requests, which stops only a frame that comes past it (module doc)."""
+        return bool(self._muted_until or self._throttled or self._deciding or self._responses_full or self._draining)
+
     def _paused_at_boundary(self) -> bool:
-        """A reason that stops reading at the next request frame boundary holds (the one pause condition)."""
-        return bool(
-            self._muted_until
-            or self._throttled
-            or self._deciding
-            or self._responses_full
-            or self._draining
-            or len(self._requests) >= self.max_inflight
-        )
+        """A reason that stops the next request frame from starting holds (the one pause condition)."""
+        return self._held_at_boundary() or len(self._requests) >= self.max_inflight
 
     paused_at_boundary = property(_paused_at_boundary)
 
     @property
     def unhindered(self) -> bool:
-        """Nothing holds either side and nothing waits: the common case, checked first on the hot path."""
-        return not (self._broker_full or self._read_ahead.data is not None or self._paused_at_boundary())
+        """Nothing holds either side and nothing waits (the bound of requests aside): checked first on the hot path."""
+        return not (self._broker_full or self._read_ahead.data is not None or self._held_at_boundary())
 
     def read_size(self, available: int, frame_remaining: int) -> int:
         """How much of a read buffer of ``available`` bytes the next client read may fill, ``frame_remaining``
         bytes of the current request frame still to come (0 at a boundary)."""
-        if frame_remaining and self.paused_at_boundary:
+        if frame_remaining and self._held_at_boundary():
             return min(available, frame_remaining)  # read to the end of this frame, not past it
         if self._holds and not frame_remaining:
             return min(available, THROTTLED_READ_BYTES)  # watching a held client: one small read at most
+        if not frame_remaining and len(self._requests) >= self.max_inflight:
+            return min(available, THROTTLED_READ_BYTES)  # at the bound the socket is read on, little: what comes waits
         if self._small_reads:
-            if self._read_ahead.data is None and not self.paused_at_boundary:
+            if self._read_ahead.data is None and not self._held_at_boundary():
                 self._small_reads = False  # the pause is over and nothing is held back: full reads again
                 return available
             return min(available, THROTTLED_READ_BYTES)
@@ -136,7 +139,7 @@ class Flow:
             return False
         if self._mid_frame:
             return True
-        return self._read_ahead.data is None and (bool(self._holds) or not self.paused_at_boundary)
+        return self._read_ahead.data is None and (bool(self._holds) or not self._held_at_boundary())
 
     @property
     def reading_broker(self) -> bool:
@@ -144,7 +147,7 @@ class Flow:
 
     @property
     def at_bound(self) -> bool:
-        """Reading is stopped by the in-flight bound (requests or unsent response bytes), not by a quota."""
+        """No new request starts for the in-flight bound (requests or unsent response bytes), not for a quota."""
         return not self._mid_frame and (self._responses_full or len(self._requests) >= self.max_inflight)
 
     @property

@@ -106,8 +106,8 @@ class ProxyMetrics:
         )
         self.inflight_bound_reached = Counter(
             f"{PREFIX}_connection_inflight_bound_reached",
-            "Times a client connection reached its in-flight bound (requests or unsent response bytes) and its "
-            "reading stopped.",
+            "Times a client connection reached its in-flight bound (requests or unsent response bytes): no new "
+            "request starts until it is below it.",
             ["listener"],
             registry=r,
         )
@@ -159,8 +159,20 @@ class ProxyMetrics:
         )
         # (listener, API key) and, for the API keys the codec does not name, (listener, "Unknown")
         self._per_api: dict[tuple[str, int | str], ApiMetrics] = {}
+        self._bound: dict[str, tuple[Counter, Counter]] = {}  # listener -> its two in-flight bound counters' children
         self._per_api_collector = PerApiCollector()
         r.register(self._per_api_collector)
+
+    def inflight_bound(self, listener: str) -> tuple[Counter, Counter]:
+        """The listener's ``inflight_bound_reached`` and ``inflight_bound_seconds`` children, looked up once: a
+        producer with as many requests in flight as the bound reaches it at nearly every request."""
+        found = self._bound.get(listener)
+        if found is None:
+            found = self._bound[listener] = (
+                self.inflight_bound_reached.labels(listener),
+                self.inflight_bound_seconds.labels(listener),
+            )
+        return found
 
     def api(self, listener: str, api_key: int) -> ApiMetrics:
         key = (listener, api_key)

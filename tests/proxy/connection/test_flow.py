@@ -1,8 +1,38 @@
 """The flow object (proxy.connection.flow): see test_flow_machine.py for the stateful property test."""
 
+import struct
+from collections.abc import Callable
+
 import pytest
 
+from config.loader import parse_config
+from proxy.apis import ConnectionScope, Session
+from proxy.cluster.topics import Topics
+from proxy.codec.apis import API_VERSIONS, PRODUCE
+from proxy.codec.header import encode_request_header, encode_response_header, frame
+from proxy.codec.messages import decode_response, encode_request, encode_response, new_request, new_response
+from proxy.connection.core import ConnectionCore
 from proxy.connection.flow import THROTTLED_READ_BYTES, Flow, FlowError
+from proxy.enforcement.proxy_quotas import ProxyQuotas
+from quota.primitives.clock import ManualClock
+from tests.fakes import NULL_API_METRICS
+
+
+def core_between(
+    quotas: ProxyQuotas, to_client: bytearray, to_broker: bytearray, max_inflight: int, clock: Callable[[], int]
+) -> ConnectionCore:
+    """A connection core under ``quotas``, what it writes to each side gathered in the two bytearrays."""
+    return ConnectionCore(
+        ConnectionScope(None, Topics(), quotas.home),
+        Session("L", "127.0.0.1"),
+        max_request_bytes=1 << 20,
+        max_response_bytes=1 << 20,
+        max_inflight=max_inflight,
+        write_client=to_client.extend,
+        write_broker=to_broker.extend,
+        clock=clock,
+        api_metrics=lambda key: NULL_API_METRICS,
+    )
 
 
 def test_a_client_held_on_a_timer_is_read_once_more_small_so_its_close_is_seen():
@@ -81,19 +111,6 @@ def test_a_throttled_produce_v5_is_answered_at_once_and_the_next_request_waits_f
     reaches the client as soon as the broker's does, carrying throttle_time_ms, and the next request, already sent,
     reaches the broker only once the throttle has passed (the proxy used to hold the response instead, so a
     client whose request.timeout.ms was below the throttle resent a batch already appended)."""
-    import struct
-
-    from config.loader import parse_config
-    from proxy.apis import ConnectionScope, Session
-    from proxy.cluster.topics import Topics
-    from proxy.codec.apis import PRODUCE
-    from proxy.codec.header import encode_request_header, encode_response_header, frame
-    from proxy.codec.messages import decode_response, encode_request, encode_response, new_request, new_response
-    from proxy.connection.core import ConnectionCore
-    from proxy.enforcement.proxy_quotas import ProxyQuotas
-    from quota.primitives.clock import ManualClock
-    from tests.fakes import NULL_API_METRICS
-
     clock = ManualClock(1_000_000)
     config = parse_config(
         {
@@ -103,20 +120,9 @@ def test_a_throttled_produce_v5_is_answered_at_once_and_the_next_request_waits_f
             "settings": {"quota.window.num": 2},
         }
     )
-    scope = ConnectionScope(None, Topics(), ProxyQuotas(config, clock).home)
     to_client, to_broker = bytearray(), bytearray()
     ns = lambda: clock.now_ms() * 1_000_000  # noqa: E731
-    core = ConnectionCore(
-        scope,
-        Session("L", "127.0.0.1"),
-        max_request_bytes=1 << 20,
-        max_response_bytes=1 << 20,
-        max_inflight=5,
-        write_client=to_client.extend,
-        write_broker=to_broker.extend,
-        clock=ns,
-        api_metrics=lambda key: NULL_API_METRICS,
-    )
+    core = core_between(ProxyQuotas(config, clock), to_client, to_broker, 5, ns)
 
     def produce(corr: int) -> bytes:
         body = encode_request(
@@ -159,3 +165,25 @@ def test_a_throttled_produce_v5_is_answered_at_once_and_the_next_request_waits_f
     clock.advance(1)
     core.step(ns())
     assert forwarded() == [2]
+
+
+def test_at_the_inflight_bound_alone_the_client_is_read_and_a_frame_past_it_waits_for_an_answer():
+    """A client with as many requests in flight as the bound (a Java producer's 5) waits for an answer: its socket is
+    not paused and resumed at every answer (two system calls per request). No request past the bound starts: one that
+    comes is held back, reading stops, and it goes to the broker once an answer frees a place, in order."""
+    config = parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}]})
+    to_broker, to_client = bytearray(), bytearray()
+    core = core_between(ProxyQuotas(config), to_client, to_broker, 2, lambda: 0)
+    requests = [frame(encode_request_header(API_VERSIONS, 0, corr, "c")) for corr in range(3)]
+    core.client_bytes(memoryview(requests[0] + requests[1]))
+    state = core.step(0)
+    assert core.flow.at_bound and core.flow.unhindered and state.reading_client
+    assert core.read_size(1 << 20) == THROTTLED_READ_BYTES  # read on, little: what comes past the bound waits
+    assert bytes(to_broker) == requests[0] + requests[1]
+    core.client_bytes(memoryview(requests[2]))  # past the bound: not started
+    assert not core.step(0).reading_client and core.flow.read_ahead_bytes == len(requests[2])
+    assert bytes(to_broker) == requests[0] + requests[1]
+    core.broker_bytes(memoryview(frame(encode_response_header(API_VERSIONS, 0, 0) + bytes(6))))
+    state = core.step(0)  # an answer out: the held request goes, and the client is read again
+    assert bytes(to_broker) == b"".join(requests) and core.flow.read_ahead_bytes == 0 and state.reading_client
+    assert core.flow.at_bound and len(to_client) == 14
