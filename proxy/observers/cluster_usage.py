@@ -14,7 +14,8 @@ peer is fresh, this sidecar records its own usage times the silent peers as thei
 in a log line and on /readyz (still 200: it serves), and ``cluster_usage_fallback`` is 1.
 
 Shared: ``producer_byte_rate``, ``consumer_byte_rate``, ``producer_ids_rate`` (tokens and ids) and
-``controller_mutation_rate``. Not shared: connection limits (per proxy, as Kafka keeps them per broker) and the
+``controller_mutation_rate``, and the topic quotas' ``producer_byte_rate`` and ``consumer_byte_rate`` (one budget per
+topic wherever its leaders are, issue 47). Not shared: connection limits (per proxy, as Kafka keeps them per broker) and the
 volume throttle's scaled rate.
 """
 
@@ -42,7 +43,7 @@ from quota.sharing.usage_delta import UsageDelta
 from quota.sharing.usage_gathered import Leftover
 from quota.sharing.usage_outbox import Outgoing, UsageOutbox
 from quota.sharing.usage_record import Fitted, fit
-from quota.sharing.usage_share import UsageTap
+from quota.sharing.usage_share import TopicTap, UsageTap
 
 log = logging.getLogger("kafka_quota_proxy.cluster_usage")
 
@@ -155,15 +156,17 @@ class ClusterUsage:
                     mutations=quotas.mutations,
                     producer_ids=quotas.producer_ids,
                     connections=app.connection_quotas,
+                    topics=quotas.topics,
                 ),
-                lambda: len(quotas.produce) + len(quotas.fetch),
+                lambda: len(quotas.produce) + len(quotas.fetch) + len(quotas.topics.produce) + len(quotas.topics.fetch),
             )
 
         own_id = proxy_id(settings, (address[1] for address in app.listener_addresses.values()))
         usage = cls(settings, app.usage_kafka or app.kafka, app.metrics.registry, own_id, None, record, wall)
-        usage.own = tap = UsageTap(usage.wake)
+        usage.own = tap = UsageTap(usage.wake, settings.quota_max_tracked_entities)
         for manager in (quotas.produce, quotas.fetch, quotas.mutations, quotas.producer_ids):
             manager.tap = tap
+        quotas.topics.produce.tap = quotas.topics.fetch.tap = TopicTap(tap)  # a topic's usage beside its clients'
         return usage
 
     async def start(self) -> None:

@@ -39,12 +39,11 @@ from proxy.workers.frames import (
 from quota.sharing import worker_seed
 from quota.sharing.remote_usage import RECORD_STEP, record_remote_steps
 from quota.sharing.usage_encoding import UsageDeltaError, decode, encode
-from quota.sharing.usage_share import UsageTap
+from quota.sharing.usage_share import TopicTap, UsageTap
 
 log = logging.getLogger(__name__)
 
 VOLUME = "volume"  # the scope of the volume throttle's scaled producer_byte_rate (broker scopes are node ids)
-TOPICS = "topics"  # the scope of the topic quotas' producer_byte_rate and consumer_byte_rate ({topic: ...})
 REQUESTS, GROUPS = "requests", "groups"  # the scopes of request_rate per client entity, and per {group: ...}
 MAX_UNSENT_BYTES = 16 * 2**20  # the parent not reading: deltas past this are dropped (counted), never buffered
 DECODE_IN_THREAD_BYTES = 64 * 2**10  # a delta this long (a peer proxy's, thousands of entities) is decoded off the loop
@@ -62,7 +61,8 @@ class WorkerLink:
         self._sock = sock
         self._sync_s = sync_ms / 1000.0
         self._on_lost = on_lost
-        self.tap = UsageTap(self._wake)  # the proxy's own quota set, its mutations and its connections
+        # the proxy's own quota set, its mutations, its connections and its topic quotas
+        self.tap = UsageTap(self._wake, app.config.settings.quota_max_tracked_entities)
         self._min_gap_s = self._sync_s / 4  # eager syncs: at most this often
         self._last_sync = 0.0
         self._eager: asyncio.Handle | None = None
@@ -73,8 +73,9 @@ class WorkerLink:
         self._taps: dict[str, UsageTap] = {}  # quota.scope broker in cluster mode: each broker's set, by node id
         if quotas.volume is not None:  # the volume-scaled producer_byte_rate, a manager of its own
             quotas.volume.produce.tap = self._taps[VOLUME] = UsageTap(self._wake)
-        # the topic quotas: a topic's bytes as the usage of an anonymous client whose client id is the topic
-        quotas.topics.produce.tap = quotas.topics.fetch.tap = self._taps[TOPICS] = UsageTap(self._wake)
+        # the topic quotas: a topic's bytes as the usage of an anonymous client whose client id is the topic, told
+        # beside the client usage (so the parent's record on a usage topic carries them too)
+        quotas.topics.produce.tap = quotas.topics.fetch.tap = TopicTap(self.tap)
         # request_rate: a client entity's requests, and a group's (as an anonymous client whose client id is the group)
         quotas.requests.clients.tap = self._taps[REQUESTS] = UsageTap(self._wake)
         quotas.requests.groups.tap = self._taps[GROUPS] = UsageTap(self._wake)
@@ -170,9 +171,6 @@ class WorkerLink:
                 if volume is None
                 else SimpleNamespace(produce=volume.produce, fetch=quotas.fetch, producer_ids=quotas.producer_ids)
             )
-        if scope == TOPICS:
-            topics = quotas.topics
-            return SimpleNamespace(produce=topics.produce, fetch=topics.fetch, producer_ids=quotas.producer_ids)
         if scope in (REQUESTS, GROUPS):  # request rates alone (their manager: _request_rates)
             return quotas
         try:
@@ -322,6 +320,7 @@ class WorkerLink:
                     producer_ids=scoped.producer_ids,
                     connections=app.connection_quotas,
                     requests=self._request_rates(delta.scope),
+                    topics=None if delta.scope else quotas.topics,  # a topic's usage: in the proxy's own delta
                     step=RECORD_STEP if large else None,
                 )
                 if large:  # the sensors it makes (tenants new to this worker) out of the collector's sight

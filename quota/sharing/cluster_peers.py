@@ -218,7 +218,7 @@ class ClusterPeers:
 
 def fallback_delta(own: UsageDelta, unseen: int) -> UsageDelta:
     """The usage ``unseen`` silent peers are assumed to have had while this sidecar recorded ``own``: each byte
-    rate, mutation token and new producer id count times ``unseen`` (no ids: they are not the peers' own), no
+    rate (a topic's too), mutation token and new producer id count times ``unseen`` (no ids: they are not the peers' own), no
     connection counts and no number (it is never published). Empty when ``unseen`` is 0."""
     if unseen <= 0:
         return UsageDelta(source=own.source, scope=own.scope)
@@ -231,6 +231,8 @@ def fallback_delta(own: UsageDelta, unseen: int) -> UsageDelta:
         produce=scaled(own.produce),
         fetch=scaled(own.fetch),
         mutations=scaled(own.mutations),
+        topic_produce=scaled(own.topic_produce),
+        topic_fetch=scaled(own.topic_fetch),
         producer_ids=tuple((user, count * unseen, ()) for user, count, _ in own.producer_ids),
         listeners=(),
         ips=(),

@@ -11,14 +11,15 @@ arrives under its quota tags (:mod:`quota.sharing.usage_share`), which the recei
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 
 from quota.managers.client_quota import ClientQuotaManager
 from quota.managers.connection import ConnectionQuotas
 from quota.managers.mutation import ControllerMutationQuotaManager
 from quota.managers.producer_ids import ProducerIdQuotaManager
-from quota.sharing.usage_delta import UsageDelta, columns
+from quota.managers.topic_quota import TopicQuotas
+from quota.sharing.usage_delta import EntityUsage, UsageDelta, columns
 
 RECORD_STEP = 500
 """Remote entries recorded between two yields of :func:`record_remote_steps` (a few milliseconds of work)."""
@@ -34,9 +35,11 @@ def record_remote(
     producer_ids: ProducerIdQuotaManager,
     connections: ConnectionQuotas,
     requests: ClientQuotaManager | None = None,
+    topics: TopicQuotas | None = None,
 ) -> None:
     """Record a peer's ``delta`` into this process's managers at ``now_ms`` (see the module docstring);
-    ``requests``: the request-rate manager its ``requests`` rows go to (None: they are not kept here)."""
+    ``requests``: the request-rate manager its ``requests`` rows go to (None: they are not kept here); its topic
+    usage into ``topics`` (None: a receiver without topic quotas drops it)."""
     for _ in record_remote_steps(
         delta,
         lambda: now_ms,
@@ -46,6 +49,7 @@ def record_remote(
         producer_ids=producer_ids,
         connections=connections,
         requests=requests,
+        topics=topics,
         step=None,
     ):
         pass
@@ -61,6 +65,7 @@ def record_remote_steps(
     producer_ids: ProducerIdQuotaManager,
     connections: ConnectionQuotas,
     requests: ClientQuotaManager | None = None,
+    topics: TopicQuotas | None = None,
     step: int | None = RECORD_STEP,
 ) -> Iterator[int]:
     """:func:`record_remote` in steps of ``step`` entries, yielding the entries recorded so far after each, so the
@@ -68,7 +73,7 @@ def record_remote_steps(
     ``step`` None: all at once."""
     done = 0
     now = now_ms()
-    for entries, record in _pieces(delta, step, produce, fetch, mutations, producer_ids, requests):
+    for entries, record in _pieces(delta, step, produce, fetch, mutations, producer_ids, requests, topics):
         record(now)
         done += entries
         if step is not None and done % step == 0:
@@ -89,12 +94,21 @@ def _pieces(
     mutations: ControllerMutationQuotaManager,
     producer_ids: ProducerIdQuotaManager,
     requests: ClientQuotaManager | None,
+    topics: TopicQuotas | None,
 ) -> Iterator[tuple[int, Callable[[int], None]]]:
     """The per-entity part of ``delta`` as ``(entries, record(now_ms))`` in order, none across a multiple of ``step``
-    entries: byte-rate and request-rate rows in runs of a peer's columns (sliced only at a step), each mutation row and producer-id user
-    alone. Made as taken, so a slice is made only when its step comes."""
+    entries: byte-rate and request-rate rows (a topic's too, tagged ``("", topic)`` as the topic quota managers tag
+    it) in runs of a peer's columns (sliced only at a step), each mutation row and producer-id user alone. Made as
+    taken, so a slice is made only when its step comes."""
     done = 0
-    for manager, rows in ((produce, delta.produce), (fetch, delta.fetch), (requests, delta.requests)):
+    rates: list[tuple[ClientQuotaManager | None, Sequence[EntityUsage]]] = [
+        (produce, delta.produce),
+        (fetch, delta.fetch),
+        (requests, delta.requests),
+    ]
+    if topics is not None:
+        rates += [(topics.produce, delta.topic_produce), (topics.fetch, delta.topic_fetch)]
+    for manager, rows in rates:
         if not rows or manager is None:
             continue
         users, client_ids, values = columns(rows)  # a decoded record's own columns

@@ -22,8 +22,12 @@ traffic of one sync interval, not by the number of entities known):
   an entry may carry ids and a count of 0.
 * ``scope``: the quota set the byte rates and producer ids were counted in: ``""`` for the proxy's own, a broker's
   node id for that broker's budget under ``quota.scope: broker`` in cluster mode, ``volume`` for the volume
-  throttle's scaled ``producer_byte_rate``, ``topics`` for the topic quotas' byte rates, ``requests`` and
-  ``groups`` for the request rates (mutations and connections are always the proxy's own, in the ``""`` delta).
+  throttle's scaled ``producer_byte_rate``, ``requests`` and ``groups`` for the request rates (mutations and
+  connections are always the proxy's own, in the ``""`` delta).
+* ``topic_produce`` / ``topic_fetch``: ``("", topic, bytes)`` per topic quota'd by ``producer_byte_rate`` /
+  ``consumer_byte_rate`` on a ``{topic: ...}`` entity (:mod:`quota.primitives.topic_quotas` counts a topic as the
+  client id of an anonymous client): the record bytes written to or read from it. In the proxy's own delta (scope
+  ``""``), beside the client usage, so that a topic's quota is one budget across workers and sidecars.
 * ``listeners`` / ``ips``: connections accepted per listener (net of those un-recorded for their IP's rate) and
   connections counted per IP (KIP-612's rates).
 * ``open_connections``: ``(kind, key, n)``, the sender's open connections now, in all (``total``), per
@@ -115,6 +119,8 @@ class UsageDelta:
     fetch: Sequence[EntityUsage] = ()
     mutations: Sequence[EntityUsage] = ()
     requests: Sequence[EntityUsage] = ()  # request_rate, of client entities or of groups (by scope)
+    topic_produce: Sequence[EntityUsage] = ()  # ("", topic, bytes): the topic quotas' usage
+    topic_fetch: Sequence[EntityUsage] = ()
     producer_ids: tuple[ProducerIdUsage, ...] = ()
     listeners: tuple[tuple[str, int], ...] = ()
     ips: tuple[tuple[str, int], ...] = ()
@@ -131,6 +137,8 @@ class UsageDelta:
             or self.fetch
             or self.mutations
             or self.requests
+            or self.topic_produce
+            or self.topic_fetch
             or self.producer_ids
             or self.listeners
             or self.ips
@@ -145,6 +153,8 @@ class UsageDelta:
             + len(self.fetch)
             + len(self.mutations)
             + len(self.requests)
+            + len(self.topic_produce)
+            + len(self.topic_fetch)
             + len(self.producer_ids)
             + len(self.listeners)
             + len(self.ips)

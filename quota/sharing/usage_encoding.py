@@ -10,6 +10,12 @@ by those indices, and ``producer_ids`` as ``[user index, count, ids]``; optional
 compressed with zlib (:func:`encode` ``compress``; :func:`decode` tells by the first byte). At 10^5 entities the
 names are most of it: see ``bench/cluster_sync.py``. A malformed encoding raises :class:`UsageDeltaError` naming
 the field.
+
+Versions: 3 adds the topic quotas' usage (``topic_produce`` and ``topic_fetch``, issue 47). A delta without topic
+usage is written as version 2, so a proxy of before (which reads version 2 only) still reads it; one with topic
+usage is version 3, which such a proxy refuses whole with ``usage delta.v: expected 2, got 3`` (logged, counted in
+``cluster_usage_records{direction="error"}``). Both are read here; in a version 2 delta a topic line is
+malformed.
 """
 
 from __future__ import annotations
@@ -25,7 +31,9 @@ from typing import Any, TypeVar
 
 from quota.sharing.usage_delta import MAX_PRODUCER_IDS_PER_USER, ProducerIdUsage, Rows, UsageDelta, columns
 
-VERSION = 2
+VERSION = 3
+OLDEST_VERSION = 2
+"""Versions :func:`decode` reads; :func:`encode` writes the oldest that holds the delta."""
 MAX_DECODED_BYTES = 64 * 2**20
 """A compressed delta that would inflate past this is refused (one sync's entities are far less)."""
 LINE_ITEMS = 10_000
@@ -33,7 +41,7 @@ LINE_ITEMS = 10_000
 (one call for 10^5 entities took 100-170 ms, a stall of the event loop even from another thread)."""
 ZLIB_LEVEL = 1
 """zlib's fastest level: at 10^5 entities levels 6-9 save a fifth of the bytes for several times the time."""
-_ENTITY_KINDS = ("produce", "fetch", "mutations", "requests")
+_ENTITY_KINDS = ("produce", "fetch", "mutations", "requests", "topic_produce", "topic_fetch")
 T = TypeVar("T")
 
 
@@ -57,7 +65,7 @@ def encode(delta: UsageDelta, *, compress: bool = False) -> bytes:
         users.update(zip(part, range(at * LINE_ITEMS, at * LINE_ITEMS + len(part))))
     clients = dict(zip(client_list, range(len(client_list))))
     head = {
-        "v": VERSION,
+        "v": VERSION if delta.topic_produce or delta.topic_fetch else OLDEST_VERSION,
         "source": delta.source,
         "scope": delta.scope,
         "listeners": delta.listeners,
@@ -101,7 +109,10 @@ def _lines(lines: list[str], path: str, items: Sequence[Any]) -> None:
         lines.append(json.dumps([path, part], separators=(",", ":"), allow_nan=False))
 
 
-_PATHS = {"users", "clients", "producer_ids"} | {f"{kind}.{column}" for kind in _ENTITY_KINDS for column in range(3)}
+_PATHS = {
+    version: {"users", "clients", "producer_ids"} | {f"{kind}.{column}" for kind in kinds for column in range(3)}
+    for version, kinds in ((OLDEST_VERSION, _ENTITY_KINDS[:4]), (VERSION, _ENTITY_KINDS))
+}
 
 
 def decode(data: bytes) -> UsageDelta:
@@ -114,14 +125,18 @@ def decode(data: bytes) -> UsageDelta:
         raise UsageDeltaError(f"usage delta: not JSON: {exc}") from None
     if not isinstance(raw, dict):
         raise UsageDeltaError(f"usage delta: expected an object, got {type(raw).__name__}")
+    version = raw.get("v")
+    if isinstance(version, bool) or not isinstance(version, int) or version not in _PATHS:
+        raise UsageDeltaError(f"usage delta.v: expected {OLDEST_VERSION} to {VERSION}, got {version!r}")
+    paths = _PATHS[version]
     for i, line in enumerate(lines[1:], 1):
         try:
             item = json.loads(line)
         except (UnicodeDecodeError, ValueError) as exc:
             raise UsageDeltaError(f"usage delta: line {i} not JSON: {exc}") from None
-        if not (isinstance(item, list) and len(item) == 2 and item[0] in _PATHS and isinstance(item[1], list)):
+        if not (isinstance(item, list) and len(item) == 2 and item[0] in paths and isinstance(item[1], list)):
             raise UsageDeltaError(
-                f"usage delta: line {i}: expected [one of {sorted(_PATHS)}, a list], got {line[:80]!r}"
+                f"usage delta (v{raw['v']}): line {i}: expected [one of {sorted(paths)}, a list], got {line[:80]!r}"
             )
         path, part = item
         if path[-2:-1] == ".":
@@ -129,10 +144,6 @@ def decode(data: bytes) -> UsageDelta:
             columns[int(path[-1])].extend(part)
         else:
             raw.setdefault(path, []).extend(part)
-    if not isinstance(raw, dict):
-        raise UsageDeltaError(f"usage delta: expected an object, got {type(raw).__name__}")
-    if raw.get("v") != VERSION:
-        raise UsageDeltaError(f"usage delta.v: expected {VERSION}, got {raw.get('v')!r}")
     source = raw.get("source")
     if not isinstance(source, str):
         raise UsageDeltaError(f"usage delta.source: expected a string, got {source!r}")
@@ -151,6 +162,8 @@ def decode(data: bytes) -> UsageDelta:
         fetch=_entities(raw, "fetch", users, clients, signed=False),
         mutations=_entities(raw, "mutations", users, clients, signed=True),  # net of KIP-599 refunds: may be < 0
         requests=_entities(raw, "requests", users, clients, signed=False),
+        topic_produce=_topics(raw, "topic_produce", users, clients) if version >= VERSION else (),
+        topic_fetch=_topics(raw, "topic_fetch", users, clients) if version >= VERSION else (),
         producer_ids=_producer_ids(raw, users),
         listeners=_counts(raw, "listeners"),
         ips=_counts(raw, "ips"),
@@ -253,6 +266,15 @@ def _entities(raw: dict[str, Any], name: str, users: list[str], clients: list[st
         i = next(i for i, value in enumerate(values) if value < 0)
         raise UsageDeltaError(f"usage delta.{name}[2][{i}]: expected a usage from 0, got {values[i]!r}")
     return Rows(indices[0], indices[1], values)
+
+
+def _topics(raw: dict[str, Any], name: str, users: list[str], clients: list[str]) -> Rows | tuple[()]:
+    """A topic list: as :func:`_entities`, each row a topic (its client id) of no user."""
+    rows = _entities(raw, name, users, clients, signed=False)
+    if isinstance(rows, Rows) and any(rows.users):
+        i = next(i for i, user in enumerate(rows.users) if user)
+        raise UsageDeltaError(f"usage delta.{name}[0][{i}]: a topic's usage names no user, got {rows[i][0]!r}")
+    return rows
 
 
 def _count(value: object, where: str) -> int:

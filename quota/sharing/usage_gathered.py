@@ -18,7 +18,19 @@ from quota.primitives.entity import (
     REQUEST_RATE,
     QuotaTags,
 )
+from quota.primitives.topic_quotas import TOPIC_CONSUMER_BYTE_RATE, TOPIC_PRODUCER_BYTE_RATE
 from quota.sharing.usage_delta import MAX_PRODUCER_IDS_PER_USER, Rows, UsageDelta
+
+KINDS = (
+    ("produce", PRODUCER_BYTE_RATE),
+    ("fetch", CONSUMER_BYTE_RATE),
+    ("mutations", CONTROLLER_MUTATION_RATE),
+    ("requests", REQUEST_RATE),
+    ("topic_produce", TOPIC_PRODUCER_BYTE_RATE),
+    ("topic_fetch", TOPIC_CONSUMER_BYTE_RATE),
+)
+"""Each per-entity list of a :class:`UsageDelta` and the key its entries are gathered under (a tap's quota key; the
+topic quotas' are told under their own names: :class:`~quota.sharing.usage_share.TopicTap`)."""
 
 Entry = list[Any]  # an entity's usage as gathered: [user, client_id, value, its quota's limit (None: unknown)]
 PidEntry = list[Any]  # a user's new producer ids: [count (tokens), [ids]]
@@ -55,12 +67,8 @@ class Gathered:
     def from_delta(cls, delta: UsageDelta) -> Gathered:
         """A delta as gathered usage, its quotas unknown (its byte rates then rank by their bytes)."""
         values: Values = {}
-        for quota_key, rows in (
-            (PRODUCER_BYTE_RATE, delta.produce),
-            (CONSUMER_BYTE_RATE, delta.fetch),
-            (CONTROLLER_MUTATION_RATE, delta.mutations),
-            (REQUEST_RATE, delta.requests),
-        ):
+        for kind, quota_key in KINDS:
+            rows = getattr(delta, kind)
             if rows:
                 values[quota_key] = {
                     QuotaTags(user, client_id): [user, client_id, value, None] for user, client_id, value in rows
@@ -158,14 +166,15 @@ class Gathered:
             else:
                 entries = [e for _, e in items if e[2]]
                 rows[quota_key] = Rows([e[0] for e in entries], [e[1] for e in entries], [e[2] for e in entries])
-        empty = ()
         return UsageDelta(
-            source=self.source,
-            scope=self.scope,
-            produce=rows.get(PRODUCER_BYTE_RATE, empty),
-            fetch=rows.get(CONSUMER_BYTE_RATE, empty),
-            mutations=rows.get(CONTROLLER_MUTATION_RATE, empty),
-            requests=rows.get(REQUEST_RATE, empty),
+            self.source,
+            self.scope,
+            produce=rows.get(PRODUCER_BYTE_RATE, ()),
+            fetch=rows.get(CONSUMER_BYTE_RATE, ()),
+            mutations=rows.get(CONTROLLER_MUTATION_RATE, ()),
+            requests=rows.get(REQUEST_RATE, ()),
+            topic_produce=rows.get(TOPIC_PRODUCER_BYTE_RATE, ()),
+            topic_fetch=rows.get(TOPIC_CONSUMER_BYTE_RATE, ()),
             producer_ids=tuple((user, count, tuple(ids)) for user, (count, ids) in pids.items() if count or ids),
             listeners=tuple((name, n) for name, n in self.listeners.items() if n),
             ips=tuple((ip, n) for ip, n in self.ips.items() if n),

@@ -9,7 +9,8 @@ the one that gave them would have matched the clients too (an entry naming the e
 Under user quotas no client id is sent at all.
 
 Each manager has a ``tap`` (:data:`~quota.primitives.usage_tap.NO_TAP` unless usage is shared, so a single process
-pays one no-op call per record); a process sharing its usage gives its managers a :class:`UsageTap`.
+pays one no-op call per record); a process sharing its usage gives its managers a :class:`UsageTap`, and its topic
+quota managers a :class:`TopicTap` of the same one (a topic's usage travels beside the client usage, issue 47).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections.abc import Callable, Iterable
 from quota.primitives.entity import QuotaTags
 from quota.primitives.overflow import DEFAULT_MAX_TRACKED_ENTITIES, OVERFLOW
 from quota.primitives.peer_connections import OpenCount
+from quota.primitives.topic_quotas import NAMES as TOPIC_NAMES
 from quota.primitives.usage_tap import NoTap
 from quota.sharing.usage_delta import MAX_PRODUCER_IDS_PER_USER, UsageDelta
 from quota.sharing.usage_gathered import Gathered, PidEntry, Values
@@ -128,3 +130,19 @@ class UsageTap(NoTap):
         ips, self._ips = self._ips, {}
         opened, self._open = self._open, {}
         return Gathered(source, scope, values, pids, listeners, ips, opened)
+
+
+class TopicTap(NoTap):
+    """A topic quota manager's tap: what it records goes into ``tap`` under the topic quota's own name
+    (``topic_producer_byte_rate``, ``topic_consumer_byte_rate``), apart from the client quotas' entries of the same
+    key; bounded there as they are (``max_entities`` per quota, then one ``<overflow>`` topic)."""
+
+    __slots__ = ("tap",)
+
+    def __init__(self, tap: UsageTap) -> None:
+        self.tap = tap
+
+    def add(
+        self, quota_key: str, tags: QuotaTags, user: str, client_id: str, value: float, limit: float = math.inf
+    ) -> None:
+        self.tap.add(TOPIC_NAMES[quota_key], tags, user, client_id, value, limit)

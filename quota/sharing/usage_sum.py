@@ -3,8 +3,8 @@ topic as its own under ``quota.scope: cluster`` (issue 26). Pure.
 
 The parent receives every worker's :class:`~quota.sharing.usage_delta.UsageDelta` (each one sync of that worker's own
 clients' usage) and, once per ``quota.cluster.sync.ms``, publishes their sum as the proxy's one record. Only what
-the cluster shares is summed: the byte rates, mutation tokens and producer ids of the proxy's own quota set (scope
-``""``); the connection counts and rates stay per proxy, as Kafka's are per broker, and the volume throttle's scaled
+the cluster shares is summed: the byte rates, mutation tokens and producer ids of the proxy's own quota set and its
+topic quotas' byte rates (scope ``""``); the connection counts and rates stay per proxy, as Kafka's are per broker, and the volume throttle's scaled
 rate (scope ``volume``) and the per-broker sets of ``quota.scope: broker`` are not shared between proxies.
 Entities are keyed by ``(user, client_id)`` as they travel: the receivers resolve each against their own quota
 table, so two clients of one sensor stay two entries and add up there. Memory is bounded by the entities active in
@@ -13,11 +13,9 @@ one sync interval, and :data:`~quota.sharing.usage_delta.MAX_PRODUCER_IDS_PER_US
 
 from __future__ import annotations
 
-from quota.primitives.entity import CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, QuotaTags
+from quota.primitives.entity import QuotaTags
 from quota.sharing.usage_delta import MAX_PRODUCER_IDS_PER_USER, UsageDelta
-from quota.sharing.usage_gathered import Gathered, PidEntry, Values
-
-_KINDS = (("produce", PRODUCER_BYTE_RATE), ("fetch", CONSUMER_BYTE_RATE), ("mutations", CONTROLLER_MUTATION_RATE))
+from quota.sharing.usage_gathered import KINDS, Gathered, PidEntry, Values
 
 
 class UsageSum:
@@ -35,7 +33,7 @@ class UsageSum:
         """One process's delta: its shared part (scope ``""``) counts; any other scope is ignored."""
         if delta.scope:
             return
-        for kind, quota_key in _KINDS:
+        for kind, quota_key in KINDS:
             rows = getattr(delta, kind)
             if not rows:
                 continue

@@ -13,6 +13,7 @@ from proxy.app import ProxyApp
 from proxy.observers import freezing
 from proxy.observers.cluster_usage import ClusterUsage
 from quota.primitives.clock import ManualClock
+from quota.primitives.topic_quotas import topic_table
 from quota.sharing.usage_delta import UsageDelta
 from quota.sharing.usage_encoding import decode, encode
 
@@ -314,3 +315,20 @@ def test_a_sidecar_that_stops_sends_what_is_waiting_and_its_last_usage_before_it
         (1, (("alice", "", 100),)),
         (2, (("alice", "", 200),)),
     ]
+
+
+def test_a_topics_usage_is_published_beside_the_clients_and_a_peers_counts_in_the_topic_quota():
+    """Issue 47: the sidecar's topic quota managers tell its record what they count, and a peer's topic usage goes
+    into them, so the topic's quota is one budget whichever sidecar its leaders are behind."""
+    app, usage, wall = sidecar()
+    topics = app.quotas.topics
+    topics.update(topic_table({"orders": {"producer_byte_rate": RATE}}))
+    topics.produce.record_topic("orders", 300)
+    topics.produce.record_topic("free", 300)  # no quota covers it: nothing kept, nothing told
+    app.quotas.produce.record_and_get_throttle_time_ms("alice", "p", 100)
+    delta = usage.take().delta
+    assert (delta.produce, delta.topic_produce) == ((("alice", "", 100),), (("", "orders", 300),))
+    assert usage.take_record(b"b", encode(UsageDelta("b", topic_produce=(("", "orders", 50_000.0),))), wall.now_ms())
+    assert topics.produce.stats_for_topic("orders").value_total == 300  # the peer's usage: not this sidecar's total
+    assert topics.produce.record_topic("orders", 10).throttle_time_ms > 0  # but its writers are held by the whole
+    assert app.quotas.produce.record_and_get_throttle_time_ms("alice", "p", 10) == 0  # its clients are not
