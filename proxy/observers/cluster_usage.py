@@ -26,19 +26,18 @@ import logging
 import secrets
 from collections.abc import Awaitable, Callable, Iterator
 
-from prometheus_client import Counter, Gauge
-
 from proxy.cluster.kafka_clients import OwnKafka, start_client, stop_client
 from proxy.ground.clock import WallClock
 from proxy.ground.identity import proxy_id
 from proxy.ground.quiet import quiet
 from proxy.ground.tasks import cancel_all, wait_for
+from proxy.observers.cluster_usage_metrics import ClusterUsageMetrics
 from proxy.observers.following import CALL_TIMEOUT_S
 from proxy.observers.freezing import dispose, frozen_as_made
 from proxy.observers.usage_follower import CLIENT_ID, REQUEST_OVERHEAD_BYTES, UsageFollower
-from proxy.ops.metrics import PREFIX
 from quota.sharing.cluster_peers import ClusterPeers, fallback_delta
 from quota.sharing.remote_usage import record_remote_steps
+from quota.sharing.topic_share import TopicShare
 from quota.sharing.usage_delta import UsageDelta
 from quota.sharing.usage_gathered import Leftover
 from quota.sharing.usage_outbox import Outgoing, UsageOutbox
@@ -95,45 +94,11 @@ class ClusterUsage:
         self._topic_missing = False  # the follower found no topic: the publisher creates it at its next sync
         self.fallback = False
         self.note: str | None = None  # what /readyz adds while in fallback (read from the scrape thread: one reference)
-        self.records = Counter(
-            f"{PREFIX}_cluster_usage_records",
-            "Usage records this sidecar published "
-            "(direction=sent), dropped unsent after quota.cluster.stale.ms (expired), recorded "
-            "from its peers (received), skipped as stale or its own (skipped), as applied already "
-            "(duplicate) or as dated more than 30 s ahead (future), or could not publish or read "
-            "(error).",
-            ["direction"],
-            registry=registry,
-        )
-        for direction in ("sent", "expired", "received", "skipped", "duplicate", "future", "error"):
-            self.records.labels(direction)  # at 0 from the start: increase() sees the first of each
-        self.peers_gauge = Gauge(
-            f"{PREFIX}_cluster_usage_peers",
-            "Other sidecars on the usage topic: known "
-            "(heard from within quota.cluster.forget.ms of the topic's newest record) and fresh "
-            "(last record at most quota.cluster.stale.ms old).",
-            ["state"],
-            registry=registry,
-        )
-        self.carried = Counter(
-            f"{PREFIX}_cluster_usage_carried_entities",
-            "Entities left out of a usage record "
-            "because it would have been longer than quota.cluster.record.max.bytes: their usage "
-            "waits for the next sync (counted once per sync they wait).",
-            registry=registry,
-        )
-        self.record_bytes = Gauge(
-            f"{PREFIX}_cluster_usage_record_bytes",
-            "The size of this proxy's last usage record (compressed), and the entities in it.",
-            ["what"],
-            registry=registry,
-        )
-        self.fallback_gauge = Gauge(
-            f"{PREFIX}_cluster_usage_fallback",
-            "1 while no peer sidecar is fresh and this "
-            "one keeps to its per-broker share (quota / live sidecars), else 0.",
-            registry=registry,
-        )
+        metrics = ClusterUsageMetrics(registry)
+        self.records, self.peers_gauge, self.carried = metrics.records, metrics.peers, metrics.carried
+        self.record_bytes, self.fallback_gauge = metrics.record_bytes, metrics.fallback
+        self.topics_shared = metrics.topics_shared
+        self.topic_share = TopicShare()  # whether the records carry topic usage (every live peer reads it)
         self.follower = UsageFollower(
             self.topic, kafka, self.sync_s, self.max_bytes, self.peers, self.records, self.wall, record, self._missing
         )
@@ -187,15 +152,25 @@ class ClusterUsage:
 
     def take(self) -> Fitted:
         """This sync's record (what :meth:`_sync` does, on the loop: tests call it)."""
-        gathered = self.own.gather(self.own_id)
+        gathered = self._gathered()
         numbered = (self.incarnation, self.outbox.next_seq())
         return self.settle(fit(gathered, self.max_bytes, self._per_entry, self._leftover, numbered))
+
+    def _gathered(self):
+        """This sync's usage; its topics' left out while a live peer does not read them (logged when that starts
+        and stops: :mod:`quota.sharing.topic_share`)."""
+        gathered = self.own.gather(self.own_id)
+        self._leftover, note = self.topic_share.settle(gathered, self._leftover, self.peers, self.wall.now_ms())
+        self.topics_shared.set(1 if self.topic_share.shared else 0)
+        if note is not None:
+            log.warning("cluster usage: %s", note)
+        return gathered
 
     async def _sync(self) -> Fitted:
         """This sync's record, encoded and compressed in a thread (10^5 entities take a few hundred ms), quietly (the
         garbage collector paused: a full collection set off by the encoding's objects walks every object with the GIL
         held, 0.2-0.4 s at 10^5 tenants; resuming it costs one collection of what the sync left, measured smaller)."""
-        gathered = [self.own.gather(self.own_id)]
+        gathered = [self._gathered()]
         leftover, self._leftover = self._leftover, Leftover()
         numbered = (self.incarnation, self.outbox.next_seq())
 

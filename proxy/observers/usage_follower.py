@@ -122,10 +122,11 @@ class UsageFollower:
         return True
 
     def _fresh(self, key: bytes | None, delta, timestamp_ms: int) -> bool:
-        """A decoded record without a key is judged by the source it names; one applied already (by its number) is
-        not applied again; counted as received, skipped or duplicate."""
+        """A decoded record without a key is judged by the source it names; what it says its sender reads is noted;
+        one applied already (by its number) is not applied again; counted as received, skipped or duplicate."""
         if key is None and not self._judged(delta.source, timestamp_ms):
             return False
+        self.peers.reads(delta.source if key is None else key.decode(errors="replace"), delta.reads)
         if not self.peers.first_time(delta.source, delta.incarnation, delta.seq, timestamp_ms, self.wall.now_ms()):
             self.records.labels("duplicate").inc()
             return False

@@ -75,6 +75,7 @@ class ClusterPeers:
         "_applied",
         "_prune_at",
         "_covered",
+        "_reads",
     )
 
     def __init__(self, own_id: str, stale_ms: int, since_ms: int | None = None, forget_ms: int | None = None) -> None:
@@ -93,6 +94,7 @@ class ClusterPeers:
         self._applied: dict[tuple[str, str], dict[int, int]] = {}  # (peer, incarnation) -> {seq applied: its date}
         self._prune_at = 0
         self._covered: dict[str, int] = {}  # peer id -> until when its usage was assumed by the fallback share (ms)
+        self._reads: dict[str, int] = {}  # peer id -> the newest usage encoding its last record says it reads
 
     def judge(self, source: str, stamp_ms: int, now_ms: int) -> str:
         """A record of ``source`` dated ``stamp_ms`` read at ``now_ms``: :data:`TAKE` (its usage is to be recorded,
@@ -133,8 +135,7 @@ class ClusterPeers:
         self.max_peers = max(MIN_PEERS, PEERS_PER_BROKER * brokers)
         while len(self._last) > self.max_peers:
             stalest = min(self._last, key=self._last.__getitem__)
-            del self._last[stalest]
-            self._covered.pop(stalest, None)
+            self._drop(stalest)
 
     def _room_for(self, stamp_ms: int) -> bool:
         """Whether a new peer whose record is dated ``stamp_ms`` may be known: there is room, or the stalest known
@@ -144,8 +145,7 @@ class ClusterPeers:
         stalest = min(self._last, key=self._last.__getitem__)
         if self._last[stalest] >= stamp_ms:
             return False
-        del self._last[stalest]
-        self._covered.pop(stalest, None)
+        self._drop(stalest)
         return True
 
     def accept(self, source: str, stamp_ms: int, now_ms: int) -> bool:
@@ -180,10 +180,31 @@ class ClusterPeers:
         self._applied = kept
         self._prune_at = now_ms + self.stale_ms
 
+    def _drop(self, peer: str) -> None:
+        self._last.pop(peer, None)
+        self._covered.pop(peer, None)
+        self._reads.pop(peer, None)
+
+    def reads(self, source: str, version: int) -> None:
+        """``source``'s last record taken says it reads the usage encoding up to ``version`` (0: it does not say,
+        a sidecar of an earlier release)."""
+        if source in self._last:
+            self._reads[source] = version
+
+    def all_read(self, version: int, now_ms: int) -> bool:
+        """Whether every known peer reads ``version`` (and one is known at least): only then is what only that version
+        carries (a topic's usage, issue 47) worth sending; a peer of an earlier release would refuse the whole
+        record. A peer is taken to read only what it said in its last record taken, so one just heard of, or of
+        an earlier release, keeps it off."""
+        return bool(self._known(now_ms)) and not self.not_reading(version, now_ms)
+
+    def not_reading(self, version: int, now_ms: int) -> list[str]:
+        """The known peers that have not said they read ``version``, sorted."""
+        return sorted(peer for peer in self._known(now_ms) if self._reads.get(peer, 0) < version)
+
     def forget(self, source: str) -> None:
         """A peer that left for good (its key deleted from the topic): no longer known."""
-        self._last.pop(source, None)
-        self._covered.pop(source, None)
+        self._drop(source)
 
     def forget_silent(self, now_ms: int) -> list[str]:
         """Forget the peers silent for ``forget_ms`` while the topic went on (its newest record read, never later
@@ -191,8 +212,7 @@ class ClusterPeers:
         topic_ms = min(self._newest, now_ms)
         gone = sorted(peer for peer, stamp in self._last.items() if topic_ms - stamp > self.forget_ms)
         for peer in gone:
-            del self._last[peer]
-            self._covered.pop(peer, None)
+            self._drop(peer)
         return gone
 
     def view(self, now_ms: int) -> PeerView:

@@ -37,6 +37,8 @@ traffic of one sync interval, not by the number of entities known):
   number in that run (1, 2, ...), so that a follower applies each record once however often it reads it (a replay
   of the topic, a send retried after a timeout that had in fact gone through: :mod:`quota.sharing.cluster_peers`). ``seq``
   0: not numbered (the workers' deltas; a record from a sidecar without them), applied as read.
+* ``reads``: as decoded, the newest version of the encoding its sender reads (every encoding says it); a sidecar
+  sends a topic's usage only while every peer reads it (:meth:`~quota.sharing.cluster_peers.ClusterPeers.all_read`).
 
 Its encoding, the same bytes between workers and on the usage topic: :mod:`quota.sharing.usage_encoding`.
 """
@@ -44,7 +46,7 @@ Its encoding, the same bytes between workers and on the usage topic: :mod:`quota
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import overload
 
 MAX_PRODUCER_IDS_PER_USER = 4096
@@ -129,6 +131,8 @@ class UsageDelta:
     ] = ()  # absolute counts that changed (quota.primitives.peer_connections)
     incarnation: str = ""  # the sender's run (usage topic records): with seq, what makes a record applied once
     seq: int = 0  # its number in that run, from 1; 0: not numbered
+    # the newest encoding version its sender reads, as decoded (0: not said, an earlier release); not its content
+    reads: int = field(default=0, compare=False)
 
     @property
     def empty(self) -> bool:

@@ -15,7 +15,9 @@ Versions: 3 adds the topic quotas' usage (``topic_produce`` and ``topic_fetch``,
 usage is written as version 2, so a proxy of before (which reads version 2 only) still reads it; one with topic
 usage is version 3, which such a proxy refuses whole with ``usage delta.v: expected 2, got 3`` (logged, counted in
 ``cluster_usage_records{direction="error"}``). Both are read here; in a version 2 delta a topic line is
-malformed.
+malformed. Every delta says in its first line the newest version its sender reads (``reads``, which such a proxy
+ignores), so that a sidecar sends topic usage only while all its peers read it
+(:meth:`~quota.sharing.cluster_peers.ClusterPeers.all_read`).
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ def encode(delta: UsageDelta, *, compress: bool = False) -> bytes:
     clients = dict(zip(client_list, range(len(client_list))))
     head = {
         "v": VERSION if delta.topic_produce or delta.topic_fetch else OLDEST_VERSION,
+        "reads": VERSION,  # what this sender reads (an earlier release ignores the key)
         "source": delta.source,
         "scope": delta.scope,
         "listeners": delta.listeners,
@@ -152,6 +155,7 @@ def decode(data: bytes) -> UsageDelta:
         raise UsageDeltaError(f"usage delta.scope: expected a string, got {scope!r}")
     incarnation = _string(raw.get("inc", ""), "inc")
     seq = _integer(raw.get("seq", 0), "seq")
+    reads = _count(raw.get("reads", 0), "reads")
     if seq < 0:
         raise UsageDeltaError(f"usage delta.seq: expected a number from 0, got {seq}")
     users, clients = _strings(raw, "users"), _strings(raw, "clients")
@@ -173,6 +177,7 @@ def decode(data: bytes) -> UsageDelta:
         ),
         incarnation=incarnation,
         seq=seq,
+        reads=reads,
     )
 
 

@@ -118,6 +118,13 @@ class Gathered:
                 mine[2] += value
         self._ranked = None
 
+    def drop(self, quota_keys: Iterable[str]) -> None:
+        """Leave the usage gathered under ``quota_keys`` out (a topic's, while a peer cannot read it): not sent,
+        now or later."""
+        for key in quota_keys:
+            self.values.pop(key, None)
+        self._ranked = None
+
     @property
     def entities(self) -> int:
         """The entries that :meth:`top` ranks (connection counts are always sent: few, and per process)."""
@@ -225,6 +232,15 @@ class Leftover:
         self.tags.append(tags)
         self.entries.append(entry)
         self.values.append(value)
+
+    def without(self, quota_keys: Iterable[str]) -> Leftover:
+        """The rows not of ``quota_keys``."""
+        dropped = frozenset(quota_keys)
+        out = Leftover()
+        for row in self:
+            if row[0] not in dropped:
+                out.add(*row)
+        return out
 
     def extend(self, other: Leftover) -> None:
         self.keys += other.keys

@@ -321,6 +321,7 @@ def test_a_topics_usage_is_published_beside_the_clients_and_a_peers_counts_in_th
     """Issue 47: the sidecar's topic quota managers tell its record what they count, and a peer's topic usage goes
     into them, so the topic's quota is one budget whichever sidecar its leaders are behind."""
     app, usage, wall = sidecar()
+    usage.take_record(b"b", encode(UsageDelta("b")), wall.now_ms())  # b reads topic usage (version 3)
     topics = app.quotas.topics
     topics.update(topic_table({"orders": {"producer_byte_rate": RATE}}))
     topics.produce.record_topic("orders", 300)
@@ -332,3 +333,36 @@ def test_a_topics_usage_is_published_beside_the_clients_and_a_peers_counts_in_th
     assert topics.produce.stats_for_topic("orders").value_total == 300  # the peer's usage: not this sidecar's total
     assert topics.produce.record_topic("orders", 10).throttle_time_ms > 0  # but its writers are held by the whole
     assert app.quotas.produce.record_and_get_throttle_time_ms("alice", "p", 10) == 0  # its clients are not
+
+
+def test_topic_usage_waits_until_every_live_sidecar_reads_it(caplog):
+    """A peer of an earlier release refuses a version 3 record whole (its clients' usage included): while one is
+    live, the topic usage is left out of the records (the topic quotas kept per sidecar), said once in the log and
+    by ``cluster_usage_topic_quotas_shared``; once it is upgraded, the topics are shared again."""
+    app, usage, wall = sidecar()
+    topics = app.quotas.topics
+    topics.update(topic_table({"orders": {"producer_byte_rate": RATE}}))
+    shared = "kafka_quota_proxy_cluster_usage_topic_quotas_shared"
+    topics.produce.record_topic("orders", 300)
+    assert usage.take().delta.topic_produce == ()  # no peer known: nobody to tell
+    earlier = b'{"v":2,"source":"b","scope":"","listeners":[],"ips":[],"open":[]}'  # says nothing of what it reads
+    assert usage.take_record(b"b", earlier, wall.now_ms())
+    topics.produce.record_topic("orders", 300)
+    app.quotas.produce.record_and_get_throttle_time_ms("alice", "p", 100)
+    with caplog.at_level(logging.WARNING, "kafka_quota_proxy.cluster_usage"):
+        fitted = usage.take()
+        usage.take()
+    assert (fitted.delta.produce, fitted.delta.topic_produce) == ((("alice", "", 100),), ())
+    assert decode(fitted.data).reads == 3 and fitted.data  # and its clients' usage readable by b (version 2)
+    assert [r.getMessage() for r in caplog.records] == [
+        "cluster usage: 1 sidecar(s) do not read topic usage (an earlier release: b): each sidecar keeps the topic "
+        "quotas to itself until every live sidecar reads it"
+    ]
+    assert app.metrics.registry.get_sample_value(shared) == 0
+    assert usage.take_record(b"b", encode(UsageDelta("b")), wall.now_ms())  # b upgraded
+    topics.produce.record_topic("orders", 300)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, "kafka_quota_proxy.cluster_usage"):
+        assert usage.take().delta.topic_produce == (("", "orders", 300),)
+    assert "every live sidecar reads topic usage now" in caplog.text
+    assert app.metrics.registry.get_sample_value(shared) == 1
