@@ -47,8 +47,12 @@ BAND = (0.95, 1.05)
 BYSTANDER_AT_LEAST = 0.97
 
 
-def paced_produce(bootstrap: str, topic: str, cid: str, rate: float, stop: threading.Event, series: Series) -> None:
-    """A librdkafka producer (default settings) asking for ``rate`` B/s of 1000-byte values, sent every 10 ms."""
+def paced_produce(
+    bootstrap: str, topic: str, cid: str, rate: float, stop: threading.Event, series: Series, spread: int = 0
+) -> None:
+    """A librdkafka producer (default settings) asking for ``rate`` B/s of 1000-byte values, sent every 10 ms;
+    ``spread``: each to the next of that many partitions in turn (as messages of many keys spread), else where the
+    producer's partitioner puts it."""
     from confluent_kafka import Producer
 
     p = Producer({"bootstrap.servers": bootstrap, "client.id": cid})
@@ -59,11 +63,15 @@ def paced_produce(bootstrap: str, topic: str, cid: str, rate: float, stop: threa
             events.append((time.monotonic(), len(msg.value())))
 
     per_tick = max(1, int(rate / 100 / len(VALUE)))
+    where = {}
     next_t = time.monotonic()
+    k = 0
     while not stop.is_set():
         for _ in range(per_tick):
+            if spread:
+                where["partition"], k = k % spread, k + 1
             try:
-                p.produce(topic, VALUE, on_delivery=acked)
+                p.produce(topic, VALUE, on_delivery=acked, **where)
             except BufferError:
                 p.poll(0.01)
         next_t += 0.01
@@ -108,6 +116,14 @@ def run(threads_of, duration: int) -> float:
     return t0
 
 
+def bystander_alone(bootstrap: str, rate: float) -> float:
+    """What the bystander (client id ``tenant-0``) gets alone, paced at ``rate`` B/s to ``free-alone`` for a window
+    span (its first two seconds left out), in B/s."""
+    alone = Series()
+    t0 = run(lambda stop: [threaded(paced_produce, bootstrap, "free-alone", "tenant-0", rate, stop, alone)], SPAN_S)
+    return sum(seconds_of([alone], t0, SPAN_S)[2:]) / (SPAN_S - 2)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--duration", type=int, default=60, help="seconds per phase (default 60)")
@@ -144,12 +160,7 @@ def main() -> int:
             f"quota.smoothing {args.smoothing}; load {load()}"
         )
 
-        alone = Series()
-        t0 = run(
-            lambda stop: [threaded(paced_produce, bootstrap, "free-alone", "tenant-0", args.bystander, stop, alone)],
-            SPAN_S,
-        )
-        alone_rate = sum(seconds_of([alone], t0, SPAN_S)[2:]) / (SPAN_S - 2)
+        alone_rate = bystander_alone(bootstrap, args.bystander)
         print(f"bystander alone through the proxy: {alone_rate / args.bystander:.2f} x the {args.bystander} B/s asked")
 
         for n, topic in zip(counts, capped):
