@@ -48,9 +48,16 @@ BYSTANDER_AT_LEAST = 0.97
 
 
 def paced_produce(
-    bootstrap: str, topic: str, cid: str, rate: float, stop: threading.Event, series: Series, spread: int = 0
+    bootstrap: str,
+    topic: str,
+    cid: str,
+    rate: float,
+    stop: threading.Event,
+    series: Series,
+    spread: int = 0,
+    tick_s: float = 0.01,
 ) -> None:
-    """A librdkafka producer (default settings) asking for ``rate`` B/s of 1000-byte values, sent every 10 ms;
+    """A librdkafka producer (default settings) asking for ``rate`` B/s of 1000-byte values, sent every ``tick_s``;
     ``spread``: each to the next of that many partitions in turn (as messages of many keys spread), else where the
     producer's partitioner puts it."""
     from confluent_kafka import Producer
@@ -62,7 +69,7 @@ def paced_produce(
         if err is None:
             events.append((time.monotonic(), len(msg.value())))
 
-    per_tick = max(1, int(rate / 100 / len(VALUE)))
+    per_tick = max(1, round(rate * tick_s / len(VALUE)))
     where = {}
     next_t = time.monotonic()
     k = 0
@@ -74,7 +81,7 @@ def paced_produce(
                 p.produce(topic, VALUE, on_delivery=acked, **where)
             except BufferError:
                 p.poll(0.01)
-        next_t += 0.01
+        next_t += tick_s
         while time.monotonic() < next_t:  # poll returns early when a delivery report is served
             p.poll(max(0.0, next_t - time.monotonic()))
     p.flush(10)
