@@ -32,7 +32,7 @@ target): broker 1's leaders are held to a third of the quota and the others take
 total, where the shared quota gives the whole.
 
 Usage: ``python bench/anchors_topic_cluster.py [--duration 60] [--quota 1048576] [--sidecars 1,2,3]
-[--bystander 524288] [--asked 1.5] [--no-split]``.
+[--bystander 500000] [--asked 1.5] [--no-split]``.
 """
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ def main() -> int:
     parser.add_argument("--duration", type=int, default=60, help="seconds per phase (default 60)")
     parser.add_argument("--quota", type=int, default=1024 * 1024, help="the topic's producer_byte_rate, B/s")
     parser.add_argument("--sidecars", default="1,2,3", help="sidecars the topic's leaders are behind, one phase each")
-    parser.add_argument("--bystander", type=int, default=512 * 1024, help="the bystander's paced rate, B/s")
+    parser.add_argument("--bystander", type=int, default=500_000, help="the bystander's paced rate, B/s")
     parser.add_argument("--asked", type=float, default=1.5, help="what the producers ask, x the quota (default 1.5)")
     parser.add_argument(
         "--split", action=argparse.BooleanOptionalAction, default=True, help="also the quota split per broker"
