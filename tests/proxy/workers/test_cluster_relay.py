@@ -76,6 +76,18 @@ def test_a_peers_record_goes_to_every_worker_and_its_own_does_not():
     assert [metric(supervisor, "records_total", direction=d) for d in ("received", "skipped")] == [1, 1]
 
 
+def test_the_parent_publishes_its_workers_topic_usage_and_passes_a_peers_to_them():
+    """Issue 47: a topic's bytes, which the workers tell beside their clients' (one delta), go into the proxy's one
+    record once every live peer reads them; a peer's reach every worker."""
+    supervisor, relay, sent, wall = parent(**{"quota.cluster.id": "a"})
+    peer = UsageDelta("b", topic_produce=(("", "orders", 700.0),))
+    assert relay.usage.take_record(b"b", encode(peer), wall.now_ms())  # b reads version 3 (it says so)
+    assert sent == [peer]
+    for worker, value in (("0", 300.0), ("1", 200.0)):
+        relay.worker_usage(encode(UsageDelta(worker, topic_produce=(("", "orders", value),))))
+    assert relay.usage.take().delta.topic_produce == (("", "orders", 500.0),)
+
+
 def test_fallback_is_decided_once_in_the_parent_and_every_worker_gets_the_silent_peers_share(caplog):
     supervisor, relay, sent, wall = parent(**{"quota.cluster.id": "a"})
     relay.usage.take_record(b"b", encode(UsageDelta("b")), wall.now_ms())
