@@ -155,6 +155,7 @@ class Explainer:
             scope=settings.quota_scope,
             cluster_mode=any(lc.cluster_mode for lc in app.config.listeners),
             cluster_peers=None if usage is None else usage.peers.peek(usage.wall.now_ms()),
+            topics_shared=None if usage is None else usage.topic_share.shared,
             volume=volume,
             open_connections=listed,
             connections_open=opened,

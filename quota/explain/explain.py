@@ -140,14 +140,23 @@ def _proxy_wide(state: QuotaState) -> ProxyWide:
         tracked[key] = [len(manager), manager.keeper.max_tracked_entities]
     tracked[PRODUCER_IDS_RATE] = [len(home.producer_ids), home.producer_ids.max_tracked_entities]
     tracked["connection_creation_rate"] = [state.connections.tracked_ips, state.connections.max_tracked_entities]
-    cluster = cluster_budget(state.scope, state.workers, state.cluster_peers, state.cluster_mode, len(state.sets) > 1)
+    topics_shared = state.topics_shared if state.topics is not None and state.topics.enabled else None
+    cluster = cluster_budget(
+        state.scope, state.workers, state.cluster_peers, state.cluster_mode, len(state.sets) > 1, topics_shared
+    )
     return ProxyWide(state.shadow_mode, state.scope, cluster, volume, tracked)
 
 
 def cluster_budget(
-    scope: str, workers: int = 1, peers: PeerView | None = None, cluster_mode: bool = False, per_broker: bool = False
+    scope: str,
+    workers: int = 1,
+    peers: PeerView | None = None,
+    cluster_mode: bool = False,
+    per_broker: bool = False,
+    topics_shared: bool | None = None,
 ) -> str | None:
-    """Who else's usage counts in a client's budget, in words (None: this process's own only)."""
+    """Who else's usage counts in a client's budget, in words (None: this process's own only); ``topics_shared``
+    False: the topic quotas are not shared with the peers now (None: no topic quota, or no usage topic)."""
     parts = []
     if workers > 1:
         parts.append(
@@ -165,6 +174,10 @@ def cluster_budget(
                 f"quota.scope cluster: one budget with {peers.fresh} fresh peer sidecar(s) of {peers.known} "
                 "known, their usage recorded in these rates"
             )
+            if topics_shared is False and peers.known:
+                parts.append(
+                    "topic quotas kept per sidecar: a live sidecar does not read topic usage (an earlier release)"
+                )
         elif cluster_mode:
             parts.append("quota.scope cluster: one budget for every broker behind this proxy")
     elif per_broker:

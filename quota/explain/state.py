@@ -58,6 +58,7 @@ class QuotaState:
     scope: str = "broker"
     cluster_mode: bool = False  # a listener fronts the whole cluster (broker_port_base)
     cluster_peers: PeerView | None = None  # quota.scope cluster on sidecars: the other sidecars now
+    topics_shared: bool | None = None  # on a usage topic: whether its records carry the topic quotas' usage now
     volume: VolumeView | None = None
     open_connections: tuple[OpenConnection, ...] = ()  # the client's (at most MAX_LISTED_CONNECTIONS)
     connections_open: int = 0  # all of the client's open connections

@@ -291,7 +291,21 @@ def test_each_brokers_budget_is_explained_and_the_cluster_budget_is_said():
     fallback = explain(p.state(scope="cluster", cluster_peers=PeerView(0, 2, True)), ALICE).proxy.cluster
     assert "no peer sidecar fresh (2 known): keeping to quota / 3" in fallback
     shared = explain(p.state(scope="cluster", cluster_peers=PeerView(2, 2, False)), ALICE).proxy.cluster
-    assert "one budget with 2 fresh peer sidecar(s) of 2 known" in shared
+    assert "one budget with 2 fresh peer sidecar(s) of 2 known" in shared and "topic" not in shared
+
+
+def test_topic_quotas_kept_per_sidecar_are_said():
+    from quota.managers.topic_quota import TopicQuotas
+    from quota.primitives.topic_quotas import topic_table
+    from quota.sharing.cluster_peers import PeerView
+
+    p = Proxy([])
+    topics = TopicQuotas(topic_table({"orders": {PRODUCER_BYTE_RATE: 1000}}), p.clock, WINDOW, 25_000, 100)
+    fresh = PeerView(2, 2, False)
+    held = explain(p.state(scope="cluster", cluster_peers=fresh, topics=topics, topics_shared=False), ALICE)
+    assert "topic quotas kept per sidecar: a live sidecar does not read topic usage" in held.proxy.cluster
+    shared = explain(p.state(scope="cluster", cluster_peers=fresh, topics=topics, topics_shared=True), ALICE)
+    assert "topic" not in shared.proxy.cluster
 
 
 def test_a_topic_asked_about_has_its_quotas_explained_and_a_connection_says_which_quota_muted_it():
