@@ -71,6 +71,8 @@ DECODED = {
     47: "OffsetDelete",  # a tombstone a partition named to __consumer_offsets (a partition named twice: two)
     91: "AlterShareGroupOffsets",  # KIP-932: a share group's state rewritten (both coordinators' topics), at PAUSE none
     92: "DeleteShareGroupOffsets",  # likewise
+    # An operator's reassignment, judged at PAUSE: no new replica on a broker with a volume at its hard limit.
+    45: "AlterPartitionReassignments",
 }
 MAX = 0x7FFF
 INT_TYPES = {"int8", "int16", "uint16", "int32", "int64"}

@@ -25,6 +25,7 @@ from proxy.apis import (
     offset_commits,
     partitions_at_pause,
     producer_ids,
+    reassignments,
     request_rate,
     sasl,
     streams_topics,
@@ -48,6 +49,7 @@ from proxy.apis.plan import (
 from proxy.apis.stages import Stage, chains, fold
 from proxy.codec.apis import (
     ALTER_CLIENT_QUOTAS,
+    ALTER_PARTITION_REASSIGNMENTS,
     API_VERSIONS,
     CREATE_PARTITIONS,
     CREATE_TOPICS,
@@ -108,6 +110,9 @@ STAGES = (
     Stage("topic byte rate", _wants(SHARE_FETCH), topic_rate.plan_share_fetch),  # charged, never trimmed
     # a volume at PAUSE: no partition added (a refusal ends the chain: no mutation charged for it)
     Stage("volume pause", _wants(CREATE_TOPICS, CREATE_PARTITIONS), partitions_at_pause.plan_new_partitions),
+    Stage(
+        "volume pause", _wants(ALTER_PARTITION_REASSIGNMENTS), reassignments.plan_reassignments
+    ),  # none onto a full one
     Stage("controller mutations", _wants(CREATE_TOPICS), mutations.plan_create_topics),  # KIP-599
     Stage("controller mutations", _wants(DELETE_TOPICS), mutations.plan_delete_topics),
     Stage("controller mutations", _wants(CREATE_PARTITIONS), mutations.plan_create_partitions),

@@ -35,6 +35,7 @@ from proxy.codec.apis import api_name, has_throttle_time
 from proxy.codec.header import encode_response_header, frame
 from proxy.codec.messages import DECODED_APIS, Message, encode_response, new_response
 from proxy.codec.primitives import ZERO_UUID
+from proxy.codec.reassignment_responses import reassignment_errors
 
 ItemErrors = Mapping[Hashable, int]
 
@@ -379,6 +380,7 @@ _BUILDERS: dict[int, Callable[[int, Message, _Codes, str | None], dict[Any, Any]
     36: _error_code_and_message,
     37: _create_partitions,
     44: _config_resources("responses", {}),
+    45: reassignment_errors,
     47: _error_code_only,
     48: _describe_client_quotas,
     49: _alter_client_quotas,

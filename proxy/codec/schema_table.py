@@ -737,6 +737,35 @@ SCHEMAS = {
             ), 'AlterConfigsResourceResponse'),
         )},
     ),
+    (45, 'request'): (
+        {"name": 'AlterPartitionReassignmentsRequest', "valid": (0, 1), "flexible": 0, "fields": (
+            ('timeout_ms', 'int32', (0, 32767), None, None, None, 60000, False, None, None),
+            ('allow_replication_factor_change', 'bool', (1, 32767), None, None, None, True, False, None, None),
+            ('topics', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('name', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('partitions', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('partition_index', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                    ('replicas', '[]int32', (0, 32767), (0, 32767), None, None, None, False, None, None),
+                ), 'ReassignablePartition'),
+            ), 'ReassignableTopic'),
+        )},
+    ),
+    (45, 'response'): (
+        {"name": 'AlterPartitionReassignmentsResponse', "valid": (0, 1), "flexible": 0, "fields": (
+            ('throttle_time_ms', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+            ('allow_replication_factor_change', 'bool', (1, 32767), None, None, None, True, True, None, None),
+            ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+            ('error_message', 'string', (0, 32767), (0, 32767), None, None, '', False, None, None),
+            ('responses', '[]struct', (0, 32767), None, None, None, (), False, (
+                ('name', 'string', (0, 32767), None, None, None, '', False, None, None),
+                ('partitions', '[]struct', (0, 32767), None, None, None, (), False, (
+                    ('partition_index', 'int32', (0, 32767), None, None, None, 0, False, None, None),
+                    ('error_code', 'int16', (0, 32767), None, None, None, 0, False, None, None),
+                    ('error_message', 'string', (0, 32767), (0, 32767), None, None, '', False, None, None),
+                ), 'ReassignablePartitionResponse'),
+            ), 'ReassignableTopicResponse'),
+        )},
+    ),
     (47, 'request'): (
         {"name": 'OffsetDeleteRequest', "valid": (0, 0), "flexible": None, "fields": (
             ('group_id', 'string', (0, 32767), None, None, None, '', False, None, None),
