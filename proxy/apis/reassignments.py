@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from proxy.apis.broker_writes import PAUSED_MESSAGE, counted_refusal, paused
+from proxy.apis.broker_writes import counted_refusal, paused
 from proxy.apis.metadata import learn
 from proxy.apis.plan import FORWARD_AS_IS, AnswerLocally, ConnectionScope, ForwardRequest, LookUp, Outcome, Plan
 from proxy.apis.response_leg import ResponseLeg
@@ -147,8 +147,14 @@ def _merger(version: int, local: Message) -> Callable[[memoryview], bytes]:
     return merge
 
 
+REFUSED_MESSAGE = (
+    "kafka-quota-proxy: {brokers} at its hard limit; no replica is added there until usage drops "
+    "(moving replicas off it, cancelling and reordering go on)"
+)
+
+
 def _message(brokers: list[int]) -> str:
-    where = "broker " + ", ".join(str(b) for b in brokers)
-    return PAUSED_MESSAGE.format(what=f"adding a replica on {where}") + (
-        "; moving replicas off it, cancelling and reordering go on"
+    named = ", ".join(str(b) for b in brokers)
+    return REFUSED_MESSAGE.format(
+        brokers=f"broker {named} has a volume" if len(brokers) == 1 else f"brokers {named} each have a volume"
     )

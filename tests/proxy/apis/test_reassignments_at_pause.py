@@ -154,7 +154,7 @@ def test_a_request_refused_whole_never_reaches_the_broker():
     assert answer.error_code == NONE  # a top-level error would hide which partitions were refused
     (refused,) = partitions(answer).values()
     assert refused.error_code == POLICY_VIOLATION
-    assert "broker 3, 4" in refused.error_message and "hard limit" in refused.error_message
+    assert "brokers 3, 4 each have a volume" in refused.error_message and "hard limit" in refused.error_message
 
 
 def test_a_broker_top_level_error_stays_as_the_broker_sent_it():
