@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from quota.managers.client_quota import ClientQuotaManager
 from quota.primitives.clock import ManualClock
 from quota.primitives.decision import Throttle
-from quota.primitives.entity import QuotaTable
+from quota.primitives.quota_table import QuotaTable
 from quota.primitives.rate import QuotaWindow
 
 MIN_FREE = 0.1  # an interval its tenant was free for less of says only "above the quota"

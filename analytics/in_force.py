@@ -16,7 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from analytics.recommend import CONNECTION_CREATION_RATE, WINDOWS, entity_id
-from quota.primitives.entity import DEFAULT, QuotaTable
+from quota.primitives.entity import DEFAULT
+from quota.primitives.quota_table import QuotaTable
 
 CLIENT_PARTS = {"user", "client-id"}  # a client entity's parts (the others: ip, topic, group)
 FILE, TOPIC = "file", "topic"  # where a key in force is set: the proxy's configuration file, or the config topic

@@ -66,9 +66,9 @@ def load_table(path: str) -> list[dict]:
 
 
 def byte_rate_table(items: Sequence[Mapping]):
-    """The byte-rate quotas of ``items`` as the proxy's :class:`quota.primitives.entity.QuotaTable` (IP, topic and group
+    """The byte-rate quotas of ``items`` as the proxy's :class:`quota.primitives.quota_table.QuotaTable` (IP, topic and group
     entities and other keys play no part in a byte-rate replay of the client quotas)."""
-    from quota.primitives.entity import QuotaTable
+    from quota.primitives.quota_table import QuotaTable
 
     values = []
     for item in items:

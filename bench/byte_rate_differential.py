@@ -31,7 +31,8 @@ sys.path.insert(0, ROOT)
 from quota.managers import client_quota as new_module  # noqa: E402
 from quota.managers.volume_scaling import ScaledProduceQuotas  # noqa: E402
 from quota.primitives.clock import ManualClock  # noqa: E402
-from quota.primitives.entity import PRODUCER_BYTE_RATE, QuotaEntity, QuotaEntry, QuotaTable  # noqa: E402
+from quota.primitives.entity import PRODUCER_BYTE_RATE, QuotaEntity, QuotaEntry  # noqa: E402
+from quota.primitives.quota_table import QuotaTable  # noqa: E402
 from quota.primitives.rate import QuotaWindow  # noqa: E402
 
 P = PRODUCER_BYTE_RATE

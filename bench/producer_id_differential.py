@@ -27,7 +27,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from quota.managers import producer_ids as new_module  # noqa: E402
-from quota.primitives.entity import QuotaEntity, QuotaEntry, QuotaTable, QuotaTags  # noqa: E402
+from quota.primitives.entity import QuotaEntity, QuotaEntry, QuotaTags  # noqa: E402
+from quota.primitives.quota_table import QuotaTable  # noqa: E402
 
 MOVED = {"quota.sharing.usage_tap": "quota.primitives.usage_tap"}
 """Modules of the current tree an old revision imports under an earlier name."""

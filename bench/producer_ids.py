@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from quota.managers.producer_id_cache import BloomFilter  # noqa: E402
 from quota.managers.producer_ids import ProducerIdQuotaManager  # noqa: E402
-from quota.primitives.entity import QuotaTable  # noqa: E402
+from quota.primitives.quota_table import QuotaTable  # noqa: E402
 
 TABLE = QuotaTable.from_values([({"user": "<default>"}, {"producer_ids_rate": 1e12})])  # counted, never throttled
 

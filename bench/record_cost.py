@@ -23,7 +23,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.byte_rate_differential import OldTable, load_old  # noqa: E402
 from quota.managers import client_quota as new_module  # noqa: E402
 from quota.primitives.clock import ManualClock  # noqa: E402
-from quota.primitives.entity import DEFAULT, PRODUCER_BYTE_RATE, QuotaTable  # noqa: E402
+from quota.primitives.entity import DEFAULT, PRODUCER_BYTE_RATE  # noqa: E402
+from quota.primitives.quota_table import QuotaTable  # noqa: E402
 
 P = PRODUCER_BYTE_RATE
 SHAPES = {"pair": {"user": DEFAULT, "client-id": DEFAULT}, "client": {"client-id": DEFAULT}}

@@ -29,7 +29,8 @@ from typing import Any
 
 from config.errors import ConfigError
 from config.model import ProxyConfig
-from config.quotas import parse_quota_item, parse_quota_section
+from config.quota_groups import parse_client_quotas
+from config.quotas import parse_quota_item
 from config.request_rate import parse_group_item, parse_group_quotas
 from config.topic_quotas import check_topic_name, parse_topic_item, parse_topic_quotas
 from config.typed_settings import Settings
@@ -37,6 +38,7 @@ from quota.managers.connection import IP, normalize_ip
 from quota.primitives.chunked import REMOVED, ChunkedMap
 from quota.primitives.entity import CLIENT_ID, DEFAULT, USER, QuotaEntity, QuotaEntry
 from quota.primitives.group_quotas import GROUP, GroupEntity
+from quota.primitives.quota_groups import QUOTA_GROUP
 from quota.primitives.topic_quotas import TOPIC, TopicEntity
 
 DEFAULT_TOPIC = "__kafka_quota_proxy_configs"
@@ -80,6 +82,11 @@ def parse_key(key: bytes | None) -> dict[str, str]:
     if not isinstance(entity, dict) or not entity:
         raise RecordError(f"key {key[:100]!r}: expected an entity object")
     for part, name in entity.items():
+        if part == QUOTA_GROUP:
+            raise RecordError(
+                f"key {key[:100]!r}: a {QUOTA_GROUP} is configured in the YAML only (its members are a list, which "
+                "Kafka's entity model cannot name); the config topic may set its members' own entries"
+            )
         if part not in ENTITY_TYPES:
             raise RecordError(f"key {key[:100]!r}: unknown entity type {part!r} (known: {', '.join(ENTITY_TYPES)})")
         if not isinstance(name, str) or not name:
@@ -251,7 +258,7 @@ def effective(base: ProxyConfig, dynamic: DynamicEntries) -> ProxyConfig:
         entry = items.get(canonical, {"entity": dict(entity)})
         items[canonical] = {**entry, **values}
     raw = list(items.values())
-    quotas, ip_rates = parse_quota_section(raw, "quotas (YAML and dynamic)")
+    quotas, ip_rates = parse_client_quotas(raw, "quotas (YAML and dynamic)")
     topic_quotas = parse_topic_quotas(raw, "quotas (YAML and dynamic)")
     group_quotas = parse_group_quotas(raw, "quotas (YAML and dynamic)")
     settings = base.settings

@@ -29,7 +29,7 @@ from config.model import (
     UpstreamSasl,
 )
 from config.quota_entries import parse_quota_entries
-from config.quotas import is_group_item, is_topic_item, parse_quota_section
+from config.quotas import is_group_item, is_quota_group_item, is_topic_item, parse_quota_section
 from config.scope import check_scope
 from config.settings import connection_limits, parse_settings
 from config.tls import parse_listener_tls, parse_upstream_tls
@@ -57,7 +57,8 @@ def load_settings_and_quotas(path: str) -> tuple[Settings, tuple[dict, ...]]:
     items = expand(raw.get("quotas") or [], os.environ, "quotas")
     collecting(errors, parse_quota_section, items, "quotas")
     raise_all(errors)  # every error of both, each naming its key; else settings is parsed
-    return settings, tuple(dict(item) for item in items if not is_topic_item(item) and not is_group_item(item))
+    others = (is_topic_item, is_group_item, is_quota_group_item)  # not a user's, a client id's or an IP's
+    return settings, tuple(dict(i) for i in items if not any(other(i) for other in others))
 
 
 def _read(path: str) -> str:

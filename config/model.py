@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 from config.typed_settings import Settings
 from quota.managers.connection import NO_LIMITS, ConnectionLimits
-from quota.primitives.entity import EMPTY_QUOTA_TABLE, QuotaTable
 from quota.primitives.group_quotas import EMPTY_GROUP_TABLE, GroupQuotaTable
+from quota.primitives.quota_table import EMPTY_QUOTA_TABLE, QuotaTable
 from quota.primitives.topic_quotas import EMPTY_TOPIC_TABLE, TopicQuotaTable
 
 if TYPE_CHECKING:

@@ -32,9 +32,10 @@ from quota.primitives.entity import (
     USER,
     QuotaEntity,
     QuotaEntry,
-    QuotaTable,
 )
 from quota.primitives.group_quotas import GROUP
+from quota.primitives.quota_groups import QUOTA_GROUP
+from quota.primitives.quota_table import QuotaTable
 from quota.primitives.topic_quotas import TOPIC
 
 # Keys the proxy enforces on user/client-id entities (and connection_creation_rate on ip entities).
@@ -61,6 +62,11 @@ def is_topic_item(item: Any) -> bool:
 def is_group_item(item: Any) -> bool:
     """Whether a ``quotas:`` item names a group entity (parsed by :mod:`config.request_rate`, skipped here)."""
     return isinstance(item, dict) and isinstance(item.get("entity"), dict) and GROUP in item["entity"]
+
+
+def is_quota_group_item(item: Any) -> bool:
+    """Whether a ``quotas:`` item names a quota group (parsed by :mod:`config.quota_groups`, skipped here)."""
+    return isinstance(item, dict) and isinstance(item.get("entity"), dict) and QUOTA_GROUP in item["entity"]
 
 
 def named_entries(
@@ -103,7 +109,7 @@ def parse_quota_section(raw: Any, path: str) -> tuple[QuotaTable, dict[str, floa
     ip_rates: dict[str, float] = {}
     errors: list[ConfigError] = []
     for i, item in enumerate(raw):
-        if is_topic_item(item) or is_group_item(item):
+        if is_topic_item(item) or is_group_item(item) or is_quota_group_item(item):
             continue
         where = f"{path}[{i}]"
         parsed = collecting(errors, parse_quota_item, item, where)
@@ -134,14 +140,16 @@ def parse_quota_item(item: Any, where: str) -> QuotaEntry | tuple[str, float]:
     if not isinstance(entity, dict) or not entity:
         raise ConfigError(
             f"{where}.entity",
-            f"expected a mapping with '{USER}' and/or '{CLIENT_ID}', or '{IP}', '{TOPIC}' or '{GROUP}', got {entity!r}",
+            f"expected a mapping with '{USER}' and/or '{CLIENT_ID}', or '{IP}', '{TOPIC}', '{GROUP}' or "
+            f"'{QUOTA_GROUP}', got {entity!r}",
         )
     if IP in entity:
         return _ip_entry(item, entity, where)
     for key, value in entity.items():
         if key not in (USER, CLIENT_ID):
             raise ConfigError(
-                f"{where}.entity.{key}", f"unknown entity type (known: {USER}, {CLIENT_ID}, {IP}, {TOPIC}, {GROUP})"
+                f"{where}.entity.{key}",
+                f"unknown entity type (known: {USER}, {CLIENT_ID}, {IP}, {TOPIC}, {GROUP}, {QUOTA_GROUP})",
             )
         if not isinstance(value, str) or not value:
             raise ConfigError(f"{where}.entity.{key}", f'expected a name or "<default>", got {value!r}')

@@ -12,7 +12,6 @@ from quota.primitives.entity import (
     CONSUMER_BYTE_RATE,
     CONTROLLER_MUTATION_RATE,
     DEFAULT,
-    EMPTY_QUOTA_TABLE,
     PRODUCER_BYTE_RATE,
     PRODUCER_IDS_RATE,
     QUOTA_KEYS,
@@ -20,10 +19,10 @@ from quota.primitives.entity import (
     USER,
     QuotaEntity,
     QuotaEntry,
-    QuotaTable,
     QuotaTags,
     ResolvedQuota,
 )
+from quota.primitives.quota_table import EMPTY_QUOTA_TABLE, QuotaTable
 from quota.primitives.rate import DEFAULT_QUOTA_WINDOW_NUM, DEFAULT_QUOTA_WINDOW_SIZE_SECONDS, QuotaWindow, Rate
 from quota.primitives.sensor import ClientSensors, EntityStats
 from quota.primitives.throttle import INT32_MAX, bounded_throttle_time_ms, quota_acceptable, throttle_time_ms

@@ -27,10 +27,10 @@ from quota.primitives.entity import (
     PRODUCER_BYTE_RATE,
     PRODUCER_IDS_RATE,
     REQUEST_RATE,
-    QuotaTable,
 )
 from quota.primitives.group_quotas import GROUP_REQUEST_RATE
 from quota.primitives.held_bytes import HeldBytes
+from quota.primitives.quota_table import QuotaTable
 from quota.primitives.rate import QuotaWindow
 from quota.primitives.topic_quotas import TOPIC_CONSUMER_BYTE_RATE, TOPIC_PRODUCER_BYTE_RATE
 

@@ -18,7 +18,8 @@ from __future__ import annotations
 from config.typed_settings import Settings
 from quota.managers.client_quota import ClientQuotaManager
 from quota.managers.producer_ids import ProducerIdQuotaManager
-from quota.primitives.entity import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, QuotaTable
+from quota.primitives.entity import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
+from quota.primitives.quota_table import QuotaTable
 
 BROKER, CLUSTER = "broker", "cluster"  # the values of quota.scope
 BOOTSTRAP = "bootstrap"  # the metrics' broker label of the bootstrap ports' set, under quota.scope broker

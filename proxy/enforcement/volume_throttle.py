@@ -33,7 +33,8 @@ from quota.managers.volume import (
     summarize,
 )
 from quota.managers.volume_scaling import ScaledProduceQuotas
-from quota.primitives.entity import PRODUCER_BYTE_RATE, QuotaTable
+from quota.primitives.entity import PRODUCER_BYTE_RATE
+from quota.primitives.quota_table import QuotaTable
 from quota.primitives.rate import QuotaWindow
 
 log = logging.getLogger("kafka_quota_proxy.volume")

@@ -10,8 +10,9 @@ from __future__ import annotations
 import platform
 
 from config.model import ProxyConfig
-from config.quotas import is_group_item, is_topic_item
+from config.quotas import is_group_item, is_quota_group_item, is_topic_item
 from config.topic_quotas import ON_EXCEED
+from quota.primitives.quota_groups import MEMBER_KEYS
 
 PACKAGE = "kafka-quota-proxy"
 
@@ -49,12 +50,14 @@ def _listener(lc) -> str:
 
 def quota_counts(config: ProxyConfig) -> dict[str, int]:
     """Entries per quota key in the YAML's ``quotas:`` (the dynamic config adds its own later); a topic entity's
-    keys as ``topic producer_byte_rate``, a group's as ``group request_rate``."""
+    keys as ``topic producer_byte_rate``, a group's as ``group request_rate``, a quota group's as
+    ``quota-group producer_byte_rate``."""
     counts: dict[str, int] = {}
     for item in config.raw_quotas:
         kind = "topic " if is_topic_item(item) else "group " if is_group_item(item) else ""
+        kind = "quota-group " if is_quota_group_item(item) else kind
         for key in item:
-            if key not in ("entity", "mode", ON_EXCEED):  # how a quota acts, not a quota
+            if key not in ("entity", "mode", ON_EXCEED, *MEMBER_KEYS):  # how a quota acts or whom, not a quota
                 name = kind + key
                 counts[name] = counts.get(name, 0) + 1
     return dict(sorted(counts.items()))

@@ -9,6 +9,7 @@ connection; so does the proxy. Pure: strings in, strings out.
 from __future__ import annotations
 
 from config.principal_rules import MappingError, Rule
+from quota.primitives.quota_groups import principal_name
 
 # RFC 2253 keywords for the attributes Python's ssl module names; others keep Python's name.
 _KEYWORDS = {
@@ -58,4 +59,4 @@ def certificate_principal(cert: dict | None, rules: tuple[Rule, ...]) -> str | N
     Raises :class:`MappingError` when no rule matches: the connection is refused."""
     if not cert or not cert.get("subject"):
         return None
-    return map_principal(subject_dn(cert["subject"]), rules)
+    return principal_name(map_principal(subject_dn(cert["subject"]), rules))

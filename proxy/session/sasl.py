@@ -33,6 +33,7 @@ from typing import NamedTuple
 
 from proxy.codec.error_codes import NONE
 from proxy.codec.errors import ProtocolError
+from quota.primitives.quota_groups import principal_name
 
 PLAIN, OAUTHBEARER = "PLAIN", "OAUTHBEARER"
 SCRAM = ("SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -166,7 +167,7 @@ class SaslExchange:
 
 
 def _name(text: str) -> str | None:
-    return text if 0 < len(text) <= MAX_NAME else None
+    return principal_name(text) if 0 < len(text) <= MAX_NAME else None
 
 
 def plain_user(token: bytes) -> str | None:

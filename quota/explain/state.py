@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from quota.managers.producer_ids import ProducerIdQuotaManager
     from quota.managers.request_rate import RequestRateQuotas
     from quota.managers.topic_quota import TopicQuotas
-    from quota.primitives.entity import QuotaTable
+    from quota.primitives.quota_table import QuotaTable
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,9 +33,10 @@ from dataclasses import dataclass
 from quota.managers.client_quota import ClientQuotaManager
 from quota.primitives.clock import Clock
 from quota.primitives.decision import FORWARD, Decision, Throttle
-from quota.primitives.entity import CONTROLLER_MUTATION_RATE, QuotaTable, ResolvedQuota
+from quota.primitives.entity import CONTROLLER_MUTATION_RATE, ResolvedQuota
 from quota.primitives.overflow import DEFAULT_MAX_TRACKED_ENTITIES
 from quota.primitives.peer_refunds import PeerRefunds
+from quota.primitives.quota_table import QuotaTable
 from quota.primitives.rate import QuotaWindow
 from quota.primitives.sensor import ClientSensors, EntityStats
 from quota.primitives.sensor_keeper import SensorKeeper

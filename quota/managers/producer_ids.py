@@ -63,9 +63,10 @@ from quota.managers.producer_id_user import ProducerIdUser
 from quota.managers.producer_ids_issued import IssuedProducerIds
 from quota.primitives.debt_sketch import DebtSketch
 from quota.primitives.decision import FORWARD, Throttle
-from quota.primitives.entity import DEFAULT, PRODUCER_IDS_RATE, QuotaEntity, QuotaTable, ResolvedQuota
+from quota.primitives.entity import DEFAULT, PRODUCER_IDS_RATE, QuotaEntity, ResolvedQuota
 from quota.primitives.overflow import DEFAULT_MAX_TRACKED_ENTITIES, overflow_tags
 from quota.primitives.peer_refunds import PeerRefunds
+from quota.primitives.quota_table import QuotaTable
 from quota.primitives.throttle import INT32_MAX
 from quota.primitives.token_bucket import TokenBucket
 from quota.primitives.top import no_pause, snapshot

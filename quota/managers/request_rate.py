@@ -29,8 +29,9 @@ from __future__ import annotations
 from quota.managers.client_quota import ClientQuotaManager
 from quota.primitives.clock import Clock
 from quota.primitives.decision import FORWARD, Decision
-from quota.primitives.entity import DEFAULT, REQUEST_RATE, QuotaTable
+from quota.primitives.entity import DEFAULT, REQUEST_RATE
 from quota.primitives.group_quotas import GroupEntity, GroupQuotaTable
+from quota.primitives.quota_table import QuotaTable
 from quota.primitives.rate import QuotaWindow
 from quota.primitives.sensor import ClientSensors, EntityStats, summed_stats
 

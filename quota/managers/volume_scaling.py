@@ -11,7 +11,8 @@ are never applied, and volume scaling does not change that). Clients no entry co
 
 from __future__ import annotations
 
-from quota.primitives.entity import DEFAULT, PRODUCER_BYTE_RATE, QuotaEntity, QuotaTable, ResolvedQuota
+from quota.primitives.entity import DEFAULT, PRODUCER_BYTE_RATE, QuotaEntity, ResolvedQuota
+from quota.primitives.quota_table import QuotaTable
 
 CLIENT_DEFAULT = QuotaEntity(client_id=DEFAULT)
 """The entity the base rate stands for: ``{client-id: <default>}``, the last level of Kafka's precedence."""

@@ -1,6 +1,6 @@
 """What a byte-rate manager needs of a quota table: :class:`QuotaLookup`. Pure.
 
-A :class:`~quota.primitives.entity.QuotaTable` is one; a view that resolves through a table without copying it
+A :class:`~quota.primitives.quota_table.QuotaTable` is one; a view that resolves through a table without copying it
 (:class:`quota.managers.volume_scaling.ScaledProduceQuotas`) is another. The sensor keeper and the client quota
 manager take this, not the table, so such a view is checked as what it stands for.
 """

@@ -10,14 +10,14 @@ from collections import namedtuple
 
 import pytest
 
-import quota.primitives.entity
+import quota.primitives.quota_table
 from config.dynamic import entity_key
 from config.loader import parse_config
 from config.model import Address
 from proxy.cluster.kafka_clients import OwnKafka
 from proxy.enforcement.proxy_quotas import ProxyQuotas
 from proxy.observers.dynamic_config import DynamicConfig
-from quota.primitives.entity import QuotaTable
+from quota.primitives.quota_table import QuotaTable
 
 Record = namedtuple("Record", "key value")
 TP = ("__kafka_quota_proxy_configs", 0)
@@ -68,17 +68,17 @@ class ScriptedTopic:
 
 
 class Counting:
-    """Counts the quota values checked (quota.primitives.entity._check_value: once per key of each entry a table takes)."""
+    """Counts the quota values checked (quota.primitives.quota_table._check_value: once per key of each entry a table takes)."""
 
     def __init__(self, monkeypatch) -> None:
         self.checks = 0
-        original = quota.primitives.entity._check_value
+        original = quota.primitives.quota_table._check_value
 
         def counted(*args):
             self.checks += 1
             return original(*args)
 
-        monkeypatch.setattr(quota.primitives.entity, "_check_value", counted)
+        monkeypatch.setattr(quota.primitives.quota_table, "_check_value", counted)
         self.resolves = 0
         resolve, limit = QuotaTable.resolve, QuotaTable.limit
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from quota.managers.producer_ids import HOLD, ProducerIdQuotaManager
-from quota.primitives.entity import QuotaTable
+from quota.primitives.quota_table import QuotaTable
 
 WINDOW_S = 10
 

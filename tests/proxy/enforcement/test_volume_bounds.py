@@ -52,7 +52,7 @@ from config.volume import VolumeUsageConfig  # noqa: E402
 from proxy.enforcement.volume_throttle import VolumeThrottle  # noqa: E402
 from quota.managers.volume import OPEN, PAUSE, Limit, Snapshot, Volume  # noqa: E402
 from quota.primitives.clock import ManualClock  # noqa: E402
-from quota.primitives.entity import QuotaTable  # noqa: E402
+from quota.primitives.quota_table import QuotaTable  # noqa: E402
 from quota.primitives.rate import QuotaWindow  # noqa: E402
 
 GB = 1_000_000_000

@@ -10,7 +10,8 @@ from config.volume import VolumeUsageConfig
 from proxy.enforcement.volume_throttle import VolumeThrottle
 from quota.managers.volume_scaling import scaled_produce_table
 from quota.primitives.clock import ManualClock
-from quota.primitives.entity import CONSUMER_BYTE_RATE, DEFAULT, PRODUCER_BYTE_RATE, QuotaEntity, QuotaEntry, QuotaTable
+from quota.primitives.entity import CONSUMER_BYTE_RATE, DEFAULT, PRODUCER_BYTE_RATE, QuotaEntity, QuotaEntry
+from quota.primitives.quota_table import QuotaTable
 from quota.primitives.rate import QuotaWindow
 
 pytestmark = pytest.mark.long_running(seconds=10)

@@ -9,7 +9,7 @@ from proxy.enforcement.volume_throttle import VolumeThrottle
 from quota.managers.volume import OPEN, PAUSE, THROTTLE, Limit, Snapshot, Volume
 from quota.managers.volume_scaling import scaled_produce_table
 from quota.primitives.clock import ManualClock
-from quota.primitives.entity import QuotaTable
+from quota.primitives.quota_table import QuotaTable
 from quota.primitives.rate import QuotaWindow
 
 GB = 1_000_000_000

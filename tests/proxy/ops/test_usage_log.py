@@ -18,7 +18,7 @@ from proxy.ops.usage_table import FIELDS, LABELLED_FIELDS, THROTTLE_FIELDS, Usag
 from quota.managers.client_quota import ClientQuotaManager
 from quota.primitives.clock import ManualClock
 from quota.primitives.decision import Throttle
-from quota.primitives.entity import QuotaTable
+from quota.primitives.quota_table import QuotaTable
 from quota.primitives.rate import QuotaWindow
 
 PRODUCE, FETCH = 0, 1

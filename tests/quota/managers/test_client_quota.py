@@ -210,7 +210,7 @@ def test_decision_cost_is_flat_in_the_number_of_configured_entities():
 
 def test_enabled_only_when_some_entity_has_the_key():
     from quota.primitives.clock import ManualClock
-    from quota.primitives.entity import QuotaTable
+    from quota.primitives.quota_table import QuotaTable
 
     manager = ClientQuotaManager(
         QuotaTable.from_values([({"user": "a"}, {"consumer_byte_rate": 10})]), "producer_byte_rate", ManualClock()

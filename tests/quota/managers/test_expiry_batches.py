@@ -5,7 +5,8 @@ producer-id cleanup looks at a slice of the users per call, going on where it st
 from quota.managers.client_quota import ClientQuotaManager
 from quota.managers.producer_ids import ProducerIdQuotaManager
 from quota.primitives.clock import ManualClock
-from quota.primitives.entity import DEFAULT, PRODUCER_BYTE_RATE, QuotaTable
+from quota.primitives.entity import DEFAULT, PRODUCER_BYTE_RATE
+from quota.primitives.quota_table import QuotaTable
 from quota.primitives.sensor_keeper import RECORD_EXPIRY_BATCH
 
 HOUR_MS = 3_600_000

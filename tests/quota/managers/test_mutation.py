@@ -9,7 +9,7 @@ import pytest
 from quota.managers.mutation import ControllerMutationQuotaManager, TokenBucket
 from quota.primitives.clock import ManualClock
 from quota.primitives.decision import FORWARD, Throttle
-from quota.primitives.entity import QuotaTable
+from quota.primitives.quota_table import QuotaTable
 from quota.primitives.rate import QuotaWindow
 
 

@@ -11,8 +11,8 @@ from quota.managers.mutation import ControllerMutationQuotaManager
 from quota.managers.producer_ids import HOLD, Hold, ProducerIdQuotaManager, Refuse
 from quota.primitives.clock import ManualClock
 from quota.primitives.decision import FORWARD
-from quota.primitives.entity import QuotaTable
 from quota.primitives.overflow import OVERFLOW
+from quota.primitives.quota_table import QuotaTable
 from quota.primitives.rate import QuotaWindow
 from quota.sharing.usage_share import UsageTap
 

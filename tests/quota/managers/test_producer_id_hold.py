@@ -10,7 +10,7 @@ from config.errors import ConfigError
 from config.settings import parse_settings
 from quota.managers.producer_ids import HOLD, THROTTLE, Hold, ProducerIdQuotaManager, Refuse
 from quota.primitives.decision import FORWARD, Throttle
-from quota.primitives.entity import QuotaTable
+from quota.primitives.quota_table import QuotaTable
 from tests.quota.producer_id_managers import WINDOW_S, manager
 
 

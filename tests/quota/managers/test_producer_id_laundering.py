@@ -8,7 +8,7 @@ import pytest
 
 from quota.managers.producer_ids import HOLD, Hold, ProducerIdQuotaManager
 from quota.primitives.decision import FORWARD
-from quota.primitives.entity import QuotaTable
+from quota.primitives.quota_table import QuotaTable
 from quota.sharing.usage_encoding import decode, encode
 from quota.sharing.usage_share import UsageTap
 from quota.sharing.usage_sum import UsageSum

@@ -9,7 +9,7 @@ import pytest
 from quota.managers.producer_id_cache import BloomFilter, TimeControlledBloomFilter
 from quota.managers.producer_ids import ProducerIdQuotaManager
 from quota.primitives.decision import FORWARD, Throttle
-from quota.primitives.entity import QuotaTable
+from quota.primitives.quota_table import QuotaTable
 
 HOUR_MS = 3_600_000
 

@@ -8,8 +8,9 @@ import pytest
 from quota.managers.request_rate import RequestRateQuotas
 from quota.primitives.clock import ManualClock
 from quota.primitives.decision import FORWARD, Throttle
-from quota.primitives.entity import DEFAULT, REQUEST_RATE, QuotaTable
+from quota.primitives.entity import DEFAULT, REQUEST_RATE
 from quota.primitives.group_quotas import GroupEntity, group_table
+from quota.primitives.quota_table import QuotaTable
 from quota.primitives.rate import QuotaWindow
 
 WINDOW = QuotaWindow(11, 1)  # Kafka's defaults: the rate of a new sensor is measured over 10 s

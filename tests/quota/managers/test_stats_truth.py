@@ -9,13 +9,8 @@ from quota.managers.client_quota import ClientQuotaManager
 from quota.managers.mutation import ControllerMutationQuotaManager
 from quota.managers.producer_ids import ProducerIdQuotaManager
 from quota.primitives.clock import ManualClock
-from quota.primitives.entity import (
-    CONTROLLER_MUTATION_RATE,
-    PRODUCER_BYTE_RATE,
-    PRODUCER_IDS_RATE,
-    QuotaTable,
-    QuotaTags,
-)
+from quota.primitives.entity import CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, PRODUCER_IDS_RATE, QuotaTags
+from quota.primitives.quota_table import QuotaTable
 from quota.primitives.rate import QuotaWindow
 
 P = PRODUCER_BYTE_RATE

@@ -9,7 +9,8 @@ from quota.managers.client_quota import ClientQuotaManager
 from quota.managers.topic_quota import TopicQuotaManager, TopicQuotas
 from quota.primitives.clock import ManualClock
 from quota.primitives.decision import FORWARD, Throttle
-from quota.primitives.entity import CONSUMER_BYTE_RATE, DEFAULT, PRODUCER_BYTE_RATE, QuotaEntity, QuotaTable
+from quota.primitives.entity import CONSUMER_BYTE_RATE, DEFAULT, PRODUCER_BYTE_RATE, QuotaEntity
+from quota.primitives.quota_table import QuotaTable
 from quota.primitives.rate import QuotaWindow
 from quota.primitives.topic_quotas import TopicEntity, TopicQuotaTable, topic_table
 

@@ -9,7 +9,8 @@ from quota.managers.client_quota import ClientQuotaManager
 from quota.managers.volume_scaling import ScaledProduceQuotas, scaled_produce_table
 from quota.primitives.clock import ManualClock
 from quota.primitives.decision import FORWARD, Throttle, is_applied
-from quota.primitives.entity import PRODUCER_BYTE_RATE, QuotaTable
+from quota.primitives.entity import PRODUCER_BYTE_RATE
+from quota.primitives.quota_table import QuotaTable
 from quota.primitives.rate import QuotaWindow
 
 P = PRODUCER_BYTE_RATE

@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from quota.managers.client_quota import ClientQuotaManager
 from quota.managers.producer_ids import ProducerIdQuotaManager
 from quota.primitives.clock import ManualClock
-from quota.primitives.entity import DEFAULT, PRODUCER_BYTE_RATE, PRODUCER_IDS_RATE, QuotaEntity, QuotaEntry, QuotaTable
+from quota.primitives.entity import DEFAULT, PRODUCER_BYTE_RATE, PRODUCER_IDS_RATE, QuotaEntity, QuotaEntry
+from quota.primitives.quota_table import QuotaTable
 
 P = PRODUCER_BYTE_RATE
 NAMES = ["alice", "bob", DEFAULT]

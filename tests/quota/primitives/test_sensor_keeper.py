@@ -2,7 +2,8 @@
 is counted in, the known-client lookup, overflow past the cap, expiry on the record path, the table's version.
 Manual times, no sleeping."""
 
-from quota.primitives.entity import DEFAULT, PRODUCER_BYTE_RATE, QuotaTable, QuotaTags
+from quota.primitives.entity import DEFAULT, PRODUCER_BYTE_RATE, QuotaTags
+from quota.primitives.quota_table import QuotaTable
 from quota.primitives.rate import QuotaWindow
 from quota.primitives.sensor import ClientSensors
 from quota.primitives.sensor_keeper import RECORD_EXPIRY_BATCH, SensorKeeper

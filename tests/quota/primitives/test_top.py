@@ -5,7 +5,8 @@ from collections import OrderedDict
 
 from quota.managers.client_quota import ClientQuotaManager
 from quota.primitives.clock import ManualClock
-from quota.primitives.entity import PRODUCER_BYTE_RATE, QuotaTable
+from quota.primitives.entity import PRODUCER_BYTE_RATE
+from quota.primitives.quota_table import QuotaTable
 from quota.primitives.top import CHUNK, busiest, others, release, snapshot
 
 

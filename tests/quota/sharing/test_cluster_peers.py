@@ -8,7 +8,8 @@ import pytest
 
 from quota.managers.client_quota import ClientQuotaManager
 from quota.primitives.clock import ManualClock
-from quota.primitives.entity import PRODUCER_BYTE_RATE, QuotaTable
+from quota.primitives.entity import PRODUCER_BYTE_RATE
+from quota.primitives.quota_table import QuotaTable
 from quota.primitives.rate import QuotaWindow
 from quota.sharing.cluster_peers import ClusterPeers, fallback_delta
 from quota.sharing.usage_delta import UsageDelta

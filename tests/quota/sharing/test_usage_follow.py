@@ -10,7 +10,8 @@ import gc
 
 from quota.managers.client_quota import ClientQuotaManager
 from quota.primitives.clock import ManualClock
-from quota.primitives.entity import PRODUCER_BYTE_RATE, QuotaEntity, QuotaEntry, QuotaTable
+from quota.primitives.entity import PRODUCER_BYTE_RATE, QuotaEntity, QuotaEntry
+from quota.primitives.quota_table import QuotaTable
 from quota.primitives.rate import QuotaWindow
 from quota.sharing.remote_usage import record_remote_steps
 from quota.sharing.usage_delta import Rows, UsageDelta

@@ -7,13 +7,8 @@ import pytest
 
 from quota.managers.client_quota import ClientQuotaManager
 from quota.primitives.clock import ManualClock
-from quota.primitives.entity import (
-    CONSUMER_BYTE_RATE,
-    CONTROLLER_MUTATION_RATE,
-    PRODUCER_BYTE_RATE,
-    QuotaTable,
-    QuotaTags,
-)
+from quota.primitives.entity import CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, QuotaTags
+from quota.primitives.quota_table import QuotaTable
 from quota.primitives.rate import QuotaWindow
 from quota.sharing.remote_usage import record_remote_steps
 from quota.sharing.usage_encoding import decode

@@ -14,7 +14,8 @@ from quota.managers.mutation import ControllerMutationQuotaManager
 from quota.managers.producer_ids import ProducerIdQuotaManager
 from quota.primitives.clock import ManualClock
 from quota.primitives.decision import FORWARD
-from quota.primitives.entity import PRODUCER_BYTE_RATE, QuotaTable
+from quota.primitives.entity import PRODUCER_BYTE_RATE
+from quota.primitives.quota_table import QuotaTable
 from quota.primitives.rate import QuotaWindow
 from quota.sharing.remote_usage import record_remote
 from quota.sharing.usage_delta import MAX_PRODUCER_IDS_PER_USER, UsageDelta

@@ -17,7 +17,8 @@ from quota.managers.producer_id_decision import Hold as PidHold
 from quota.managers.producer_ids import HOLD, THROTTLE, ProducerIdQuotaManager
 from quota.primitives.clock import ManualClock
 from quota.primitives.decision import FORWARD
-from quota.primitives.entity import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, QuotaTable
+from quota.primitives.entity import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
+from quota.primitives.quota_table import QuotaTable
 from quota.primitives.rate import QuotaWindow
 from quota.sharing import worker_seed
 
