@@ -140,6 +140,8 @@ class ProxyApp:
             if config.usage_log is not None
             else None
         )
+        if self.usage_log is not None:
+            self.usage_log.groups = lambda: self.quotas.table.groups  # each record names its client's quota group
         self.contexts = ListenerContexts(
             config,
             metrics=self.metrics,

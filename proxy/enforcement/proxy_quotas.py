@@ -165,6 +165,11 @@ class ProxyQuotas:
             self.topics.update(config.topic_quotas)
         self.requests.reconfigure(config.group_quotas, api_keys(config.settings.quota_request_rate_apis))
 
+    @property
+    def table(self) -> QuotaTable:
+        """The client quota table in force (with its quota groups)."""
+        return self._table
+
     def update(self, table: QuotaTable) -> None:
         """Swap in a new quota table (dynamic config); live sensors take the new limits at once."""
         self._table = table

@@ -22,6 +22,7 @@ through an interval in which it sent nothing has a record for it, with 0 bytes),
 byte-rate throttles were decided, ``observed_rate_sum`` the sum of the rates (bytes/s over Kafka's sampled window)
 each was decided on, and ``quota_rate`` the byte-rate quota in force at the last of them (``null`` when no
 byte-rate throttle was decided). Logs written before these fields have none: read as 0 and ``null``.
+``quota_group`` names the quota group the user or client id is a member of (``null``: none).
 
 The request path adds to a :class:`UsageTable` (dict lookups
 and integer additions); every ``interval_seconds`` the table is swapped for a fresh one and the old one goes to a
@@ -49,6 +50,7 @@ from proxy.ground.tasks import cancel_and_wait
 from proxy.ops.usage_files import RotatingWriter
 from proxy.ops.usage_table import FIELDS, UsageCounters, UsageTable
 from quota.primitives.overflow import DEFAULT_MAX_TRACKED_ENTITIES
+from quota.primitives.quota_groups import NO_GROUPS, QuotaGroups
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +58,12 @@ QUEUE_BATCHES = 8  # intervals waiting for the writer; beyond, an interval's lin
 
 
 def records(
-    rows: dict[tuple, UsageCounters], end_s: float, interval_s: float, proxy: str | None = None, scope: str = "broker"
+    rows: dict[tuple, UsageCounters],
+    end_s: float,
+    interval_s: float,
+    proxy: str | None = None,
+    scope: str = "broker",
+    groups: QuotaGroups = NO_GROUPS,
 ) -> Iterator[dict]:
     for (listener, ip, user, client_id, api_key, broker), counts in rows.items():
         record = {
@@ -76,6 +83,7 @@ def records(
         record["observed_rate_sum"] = round(counts.observed_rate_sum, 1)
         record["topic_bytes"] = counts.topic_bytes
         record["group_requests"] = counts.group_requests
+        record["quota_group"] = groups.name_of(user or "", client_id or "") if groups else None
         record["proxy"], record["broker"], record["scope"] = proxy, broker, scope
         yield record
 
@@ -93,6 +101,7 @@ class UsageLog:
     ) -> None:
         self.config = config
         self.scope = scope  # quota.scope, written on every record
+        self.groups: Callable[[], QuotaGroups] = lambda: NO_GROUPS  # the quota groups in force (the app's table)
         self.proxy_id: str | None = None  # this proxy's id, written on every record: set once its listeners are bound
         self.table = UsageTable(max_rows)
         self._metrics = metrics
@@ -146,7 +155,7 @@ class UsageLog:
             rows, end_s, interval_s = interval
             lines = [
                 json.dumps(r, separators=(",", ":")) + "\n"
-                for r in records(rows, end_s, interval_s, proxy=self.proxy_id, scope=self.scope)
+                for r in records(rows, end_s, interval_s, self.proxy_id, self.scope, self.groups())
             ]
             try:
                 self._writer.write(lines)

@@ -27,6 +27,7 @@ from quota.primitives.entity import (
     precedence,
 )
 from quota.primitives.overflow import overflow_tags
+from quota.primitives.quota_groups import QuotaGroupEntity, group_of_tags
 from quota.primitives.sensor import ClientSensors
 from quota.primitives.throttle import bounded_throttle_time_ms
 
@@ -49,7 +50,11 @@ S = TypeVar("S", bound=ClientSensors)
 
 
 def tags_text(tags: QuotaTags) -> str:
-    """A sensor's tags as the metrics label them, each name quoted and escaped (client-chosen names)."""
+    """A sensor's tags as the metrics label them, each name quoted and escaped (client-chosen names); a quota
+    group's as its name."""
+    group = group_of_tags(tags)
+    if group is not None:
+        return f"quota-group={json.dumps(group)}"
     return f"user={json.dumps(tags.user)} client-id={json.dumps(tags.client_id)}"
 
 
@@ -76,11 +81,12 @@ def entry_fields(candidates: list[ResolvedQuota]) -> EntryFields:
     Every candidate matched an entry, so each names its entity."""
     first = candidates[0]
     assert first.entity is not None  # a match (QuotaTable.matches) has its entry's entity
-    level = precedence(first.entity)
+    group = first.entity if isinstance(first.entity, QuotaGroupEntity) else None
+    level = precedence(first.entity) if group is None else (3 if group.by_user else 7)  # the level it follows
     return {
         "entity": first.entity.path,
         "level": level,
-        "level_path": LEVEL_PATHS[level - 1],
+        "level_path": LEVEL_PATHS[level - 1] if group is None else group.level_path,
         "limit": first.limit,
         "overridden": tuple(f"{c.entity.path} = {c.limit:.15g}" for c in candidates[1:] if c.entity is not None),
     }

@@ -11,7 +11,10 @@ are never applied, and volume scaling does not change that). Clients no entry co
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from quota.primitives.entity import DEFAULT, PRODUCER_BYTE_RATE, QuotaEntity, ResolvedQuota
+from quota.primitives.quota_groups import QuotaGroups
 from quota.primitives.quota_table import QuotaTable
 
 CLIENT_DEFAULT = QuotaEntity(client_id=DEFAULT)
@@ -68,4 +71,9 @@ def scaled_produce_table(quotas: QuotaTable, factor: float, base_rate: float) ->
         values.append((entity, {PRODUCER_BYTE_RATE: entry.quotas[PRODUCER_BYTE_RATE] * factor}, entry.shadow))
     if not has_default_client:
         values.append(({"client-id": DEFAULT}, {PRODUCER_BYTE_RATE: base_rate * factor}, False))
-    return QuotaTable.from_values(values)
+    groups = [  # a quota group's producer_byte_rate is scaled as an entity's is
+        replace(group, quotas={PRODUCER_BYTE_RATE: group.quotas[PRODUCER_BYTE_RATE] * factor})
+        for group in quotas.groups.entries
+        if PRODUCER_BYTE_RATE in group.quotas
+    ]
+    return QuotaTable(QuotaTable.from_values(values).entries, QuotaGroups(groups))

@@ -55,11 +55,22 @@ def group_of_tags(tags: tuple[str, str]) -> str | None:
 @dataclass(frozen=True, slots=True)
 class QuotaGroupEntity(QuotaEntity):
     """A quota group: ``user`` holds its tag (:data:`GROUP_MARK` + name), ``client_id`` is always None. Never equal to
-    a client entity."""
+    a client entity. ``by_user``: its members are users (else client ids)."""
+
+    by_user: bool = True
 
     @classmethod
-    def of(cls, name: str) -> QuotaGroupEntity:
-        return cls(user=GROUP_MARK + name, client_id=None)
+    def of(cls, name: str, by_user: bool = True) -> QuotaGroupEntity:
+        return cls(user=GROUP_MARK + name, client_id=None, by_user=by_user)
+
+    @property
+    def level_path(self) -> str:
+        """Where it stands among Kafka's levels, for explaining."""
+        return (
+            "<quota-group of users> (after /users/<user>)"
+            if self.by_user
+            else ("<quota-group of client ids> (after /clients/<client-id>)")
+        )
 
     @property
     def name(self) -> str:
@@ -170,6 +181,12 @@ class QuotaGroups:
                         break
         return found
 
+    def name_of(self, user: str, client_id: str) -> str | None:
+        """The group a client is counted in for the keys its user's group sets, else its client id's (for the usage
+        log and explaining; the quota table says which applies for each key)."""
+        group = self.of_user(user) or self.of_client(client_id)
+        return None if group is None else group.name
+
     def __len__(self) -> int:
         return len(self.entries)
 
@@ -196,8 +213,9 @@ def quota_group(
     shadow: bool = False,
 ) -> QuotaGroupEntry:
     """One group's entry from plain values, for tests and tools."""
+    users = frozenset(users)
     return QuotaGroupEntry(
-        QuotaGroupEntity.of(name), dict(quotas), shadow, frozenset(users), frozenset(client_ids), client_id_prefix
+        QuotaGroupEntity.of(name, bool(users)), dict(quotas), shadow, users, frozenset(client_ids), client_id_prefix
     )
 
 

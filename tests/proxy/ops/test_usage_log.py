@@ -18,6 +18,7 @@ from proxy.ops.usage_table import FIELDS, LABELLED_FIELDS, THROTTLE_FIELDS, Usag
 from quota.managers.client_quota import ClientQuotaManager
 from quota.primitives.clock import ManualClock
 from quota.primitives.decision import Throttle
+from quota.primitives.quota_groups import QuotaGroups, quota_group
 from quota.primitives.quota_table import QuotaTable
 from quota.primitives.rate import QuotaWindow
 
@@ -41,6 +42,11 @@ def test_one_record_per_entity_per_interval_with_every_field():
     assert produce["time"] == 1000.0 and produce["interval_s"] == 10.0
     assert produce["user"] == "alice" and produce["client_id"] == "etl" and produce["listener"] == "L"
     assert out[2]["connections_opened"] == 2 and out[2]["user"] is None
+    assert produce["quota_group"] is None
+    grouped = records(
+        rows, 1000.0, 10.0, groups=QuotaGroups([quota_group("etl", {"request_rate": 1}, users=["alice"])])
+    )
+    assert {r["quota_group"] for r in grouped} == {"etl", None}  # alice's rows; the connections' row names no one
     assert all(
         set(r)
         == {
@@ -57,6 +63,7 @@ def test_one_record_per_entity_per_interval_with_every_field():
             "proxy",
             "broker",
             "scope",
+            "quota_group",
         }
         for r in out
     )

@@ -157,3 +157,22 @@ def test_every_kind_shares_the_group_budget():
         requests.record_client("a", "x")
     assert requests.record_client("b", "y") != FORWARD  # a's requests used b's budget: one group
     assert requests.record_client("c", "y") == FORWARD
+
+
+def test_explain_and_metrics_name_the_group_not_its_members():
+    from proxy.ops.metric_labels import label
+    from quota.explain.client_quotas import entry_fields, tags_text
+
+    t = table([({"user": DEFAULT}, {P: 9})], ETL, JOBS)
+    fields = entry_fields(t.matches(P, "alice", "x"))
+    assert (fields["entity"], fields["level"], fields["overridden"]) == (
+        "/quota-groups/etl",
+        3,
+        ("/users/<default> = 9",),
+    )
+    assert "after /users/<user>" in fields["level_path"]
+    assert "after /clients/<client-id>" in entry_fields(t.matches(C, "u", "job-1"))["level_path"]
+    tags = t.resolve(P, "alice", "x").tags
+    assert tags_text(tags) == 'quota-group="etl"' and label(tags.user) == "<quota-group:etl>"
+    assert QuotaGroups([ETL, JOBS]).name_of("bob", "job-1") == "etl"  # the usage log's quota_group
+    assert QuotaGroups([ETL, JOBS]).name_of("carol", "job-1") == "jobs"
