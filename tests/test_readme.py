@@ -125,6 +125,7 @@ def accepted_keys() -> set[str]:
             "connection_creation_rate",
             *__import__("config.quotas", fromlist=["x"]).ENFORCED_KEYS,
             __import__("config.topic_quotas", fromlist=["x"]).ON_EXCEED,
+            *__import__("quota.primitives.quota_groups", fromlist=["x"]).MEMBER_KEYS,
         )
     }
     keys |= {f"settings.{k}" for k in settings_names()}

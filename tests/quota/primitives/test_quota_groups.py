@@ -176,3 +176,4 @@ def test_explain_and_metrics_name_the_group_not_its_members():
     assert tags_text(tags) == 'quota-group="etl"' and label(tags.user) == "<quota-group:etl>"
     assert QuotaGroups([ETL, JOBS]).name_of("bob", "job-1") == "etl"  # the usage log's quota_group
     assert QuotaGroups([ETL, JOBS]).name_of("carol", "job-1") == "jobs"
+    assert label("<quota-group:etl>") != "<quota-group:etl>"  # a principal named so gets a series of its own
