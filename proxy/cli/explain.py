@@ -90,7 +90,9 @@ def _finding(f: dict) -> list[str]:
     if f["recent_throttle_ms"]:
         head += f", longest throttle in the last window span {f['recent_throttle_ms']} ms"
     lines = [head]
-    if f["level"] is not None:
+    if f["level"] is not None and f["entity"].startswith("/quota-groups/"):
+        lines.append(f"      entry {f['entity']}: {f['level_path']}")
+    elif f["level"] is not None:
         lines.append(f"      entry {f['entity']}: level {f['level']} of 8 ({f['level_path']})")
     elif f["entity"] is not None:
         lines.append(f"      set by {f['entity']}")

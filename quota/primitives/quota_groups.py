@@ -66,11 +66,9 @@ class QuotaGroupEntity(QuotaEntity):
     @property
     def level_path(self) -> str:
         """Where it stands among Kafka's levels, for explaining."""
-        return (
-            "<quota-group of users> (after /users/<user>)"
-            if self.by_user
-            else ("<quota-group of client ids> (after /clients/<client-id>)")
-        )
+        if self.by_user:
+            return "a quota group of users, after level 3 (/users/<user>)"
+        return "a quota group of client ids, after level 7 (/clients/<client-id>)"
 
     @property
     def name(self) -> str:

@@ -170,10 +170,37 @@ def test_explain_and_metrics_name_the_group_not_its_members():
         3,
         ("/users/<default> = 9",),
     )
-    assert "after /users/<user>" in fields["level_path"]
-    assert "after /clients/<client-id>" in entry_fields(t.matches(C, "u", "job-1"))["level_path"]
+    assert fields["level_path"] == "a quota group of users, after level 3 (/users/<user>)"
+    assert "after level 7 (/clients/<client-id>)" in entry_fields(t.matches(C, "u", "job-1"))["level_path"]
     tags = t.resolve(P, "alice", "x").tags
     assert tags_text(tags) == 'quota-group="etl"' and label(tags.user) == "<quota-group:etl>"
     assert QuotaGroups([ETL, JOBS]).name_of("bob", "job-1") == "etl"  # the usage log's quota_group
     assert QuotaGroups([ETL, JOBS]).name_of("carol", "job-1") == "jobs"
     assert label("<quota-group:etl>") != "<quota-group:etl>"  # a principal named so gets a series of its own
+
+
+def test_a_groups_usage_reaches_a_peer_through_the_encoding_and_counts_in_its_group():
+    """Two workers (or sidecars): client a on one, b on the other, one group; each one's usage, encoded as it
+    travels, lands in the other's group sensor, so both decide on the total."""
+    from quota.sharing.usage_encoding import decode, encode
+    from quota.sharing.usage_share import UsageTap
+
+    clock = ManualClock(0)
+    t = table([({"client-id": DEFAULT}, {P: 1000})], quota_group("pair", {P: 1000}, client_ids=["a", "b"]))
+    one, two = (ClientQuotaManager(t, P, clock, QuotaWindow(11, 1)) for _ in range(2))
+    one.tap, two.tap = UsageTap(), UsageTap()
+    one.record_no_throttle("u", "a", 700)
+    two.record_no_throttle("u", "b", 700)
+    for sender, receiver in ((one, two), (two, one)):
+        delta = decode(encode(sender.tap.take("w", "3")))
+        receiver.record_remote_rows(*zip(*delta.produce), clock.now_ms())
+    for manager, client_id in ((one, "a"), (two, "b")):
+        stats = manager.stats_for("u", client_id)
+        assert group_of_tags(stats.tags) == "pair" and stats.rate == pytest.approx(1400 / 10)  # (num - 1) x 1 s
+    assert two.record_and_get_throttle_time_ms("u", "b", 0) == 0  # 140 B/s of 1000: within; 1340 B/s is not
+    one.record_no_throttle("u", "a", 12_000)
+    delta = decode(encode(one.tap.take("w", "3")))
+    two.record_remote_rows(*zip(*delta.produce), clock.now_ms())
+    assert (
+        two.record_and_get_throttle_time_ms("u", "b", 1) > 0 and two.record_and_get_throttle_time_ms("u", "c", 1) == 0
+    )

@@ -1,0 +1,97 @@
+"""Quota groups through a sidecar on Tansu, as a hostile tenant would try to escape one: two kafka-python producers
+with two client ids of one prefix group, on two connections, and a third that reconnects under a new client id of
+the prefix every second, get one budget between them; a bystander producing flat out beside them under
+``{client-id: <default>}`` keeps its own. /metrics shows one series for the group (its name, not its members) and
+/explain names the group a member resolved to."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from tests.harness import wait_until
+from tests.integration.flat_clients import VALUE, Flat, kp_flat
+from tests.integration.upstreams import TansuUpstream
+
+pytestmark = [pytest.mark.integration, pytest.mark.measures_rate]
+
+QUOTA = 1024 * 1024  # bytes/s: large against the producers' 64 KiB batches, as in test_byte_rate
+WINDOWS = 2  # quota windows of 1 s
+SPANS = 6  # measured over six window spans, after the first (a new sensor's burst)
+QUOTAS = [
+    {"entity": {"quota-group": "jobs"}, "client-id-prefix": "job-", "producer_byte_rate": QUOTA},
+    {"entity": {"client-id": "<default>"}, "producer_byte_rate": QUOTA},
+]
+GROUP = {"user": "<quota-group:jobs>", "client_id": ""}
+BYSTANDER = {"user": "", "client_id": "bystander"}
+
+
+def produced(proxy, labels: dict) -> float:
+    return proxy.metric("kafka_quota_proxy_quota_bytes_total", quota="producer_byte_rate", **labels)
+
+
+def rotating(bootstrap: str, topic: str):
+    """A kafka-python producer flat out that closes and comes back under a new client id (job-rotating-N) every
+    second: each id would have its own quota under ``{client-id: <default>}``."""
+
+    def run(flat):
+        from kafka import KafkaProducer
+
+        n = 0
+        while not flat.stop.is_set():
+            p = KafkaProducer(bootstrap_servers=bootstrap, client_id=f"job-rotating-{n}", batch_size=64 * 1024, acks=1)
+            until, pending = time.monotonic() + 1, []
+            while time.monotonic() < until and not flat.stop.is_set():
+                pending.append(p.send(topic, VALUE))
+                if len(pending) >= 256:  # a few batches queued at most, as kp_flat keeps
+                    pending.pop(0).get(60)
+            p.flush(60)
+            p.close(10)
+            n += 1
+        flat.acked.append(n)  # how many ids it went through
+
+    return run
+
+
+@pytest.mark.long_running(seconds=20)
+def test_members_of_a_group_share_one_budget_and_a_bystander_keeps_its_own():
+    settings = {"quota.window.num": WINDOWS, "quota.window.size.seconds": 1}
+    upstream = TansuUpstream()
+    with upstream.sidecar(QUOTAS, **settings) as proxy, upstream.topics(proxy.bootstrap, "grouped", 2) as topics:
+        first, second = topics
+        started = time.monotonic()
+        rotor = Flat(rotating(proxy.bootstrap, second))
+        members = [Flat(kp_flat(proxy.bootstrap, first, "job-1")), Flat(kp_flat(proxy.bootstrap, second, "job-2"))]
+        with members[0], members[1], rotor, Flat(kp_flat(proxy.bootstrap, first, "bystander")):
+            wait_until(lambda: produced(proxy, GROUP) and produced(proxy, BYSTANDER), 30, "every producer's bytes")
+            time.sleep(max(0.0, started + WINDOWS - time.monotonic()))  # deliberate: past the start-up burst
+            g0, b0, t0 = produced(proxy, GROUP), produced(proxy, BYSTANDER), time.monotonic()
+            time.sleep(SPANS * WINDOWS)  # deliberate: the measurement window (a rate group)
+            g1, b1, t1 = produced(proxy, GROUP), produced(proxy, BYSTANDER), time.monotonic()
+            explained = explain(proxy, "job-rotating-99")
+        group_rate, bystander_rate = (g1 - g0) / (t1 - t0), (b1 - b0) / (t1 - t0)
+        print(f"group {group_rate / QUOTA:.3f} x, bystander {bystander_rate / QUOTA:.3f} x, ids {rotor.acked}")
+        assert rotor.acked[0] >= 3  # the rotating producer went through several client ids
+        assert 0.5 * QUOTA <= group_rate <= 1.05 * QUOTA, f"the group at {group_rate / QUOTA:.3f} x its one quota"
+        assert 0.5 * QUOTA <= bystander_rate <= 1.05 * QUOTA, f"the bystander at {bystander_rate / QUOTA:.3f} x"
+        throttled = proxy.metric(
+            "kafka_quota_proxy_quota_throttled_responses_total", quota="producer_byte_rate", **GROUP
+        )
+        assert throttled > 0
+        for member in ("job-1", "job-2", "job-rotating-0"):  # no series of its own: counted in the group's
+            assert produced(proxy, {"user": "", "client_id": member}) == 0
+        found = [f for f in explained["findings"] if f["quota"] == "producer_byte_rate"]
+        assert [(f["entity"], f["limit"], f["counted_in"]) for f in found] == [
+            ("/quota-groups/jobs", QUOTA, 'quota-group="jobs"')
+        ]
+        assert found[0]["overridden"] == ["/clients/<default> = 1048576"]
+
+
+def explain(proxy, client_id: str) -> dict:
+    query = urllib.parse.urlencode({"client_id": client_id, "ip": "127.0.0.1"})
+    with urllib.request.urlopen(f"http://127.0.0.1:{proxy.metrics_port}/explain?{query}", timeout=10) as answer:
+        return json.loads(answer.read())["answers"][0]
