@@ -23,7 +23,7 @@ from typing import Any
 
 from config.errors import ConfigError, collecting, raise_all
 from config.quotas import is_quota_group_item, parse_quota_item, parse_quota_section
-from quota.primitives.entity import CLIENT_ID, DEFAULT, PRODUCER_IDS_RATE, USER, QuotaEntry
+from quota.primitives.entity import CLIENT_ID, DEFAULT, PRODUCER_IDS_RATE, USER, QuotaEntity, QuotaEntry
 from quota.primitives.quota_groups import (
     CLIENT_ID_PREFIX,
     CLIENT_IDS,
@@ -123,3 +123,22 @@ def _names(item: dict, key: str, where: str) -> list[str]:
             raise ConfigError(f"{where}.{key}[{i}]", f"{name} is listed twice")
         seen.add(name)
     return names
+
+
+def quota_group_warnings(table: QuotaTable) -> list[str]:
+    """What ``check-config`` and the start-up warn of: a key of a group of client ids that a ``<default>`` user entry
+    also sets never applies to the group (every user level beats every client-id level, as in Kafka)."""
+    warnings = []
+    defaults = [table.entry(QuotaEntity(DEFAULT)), table.entry(QuotaEntity(DEFAULT, DEFAULT))]
+    for group in table.groups.entries:
+        if group.by_user:
+            continue
+        for entry in defaults:
+            shadowed = sorted(key for key in group.quotas if entry is not None and key in entry.quotas)
+            if entry is not None and shadowed:
+                warnings.append(
+                    f"quotas: {group.entity.path} ({group.members()}): its {', '.join(shadowed)} never applies: "
+                    f"{entry.entity.path} sets it, and every user level comes before a group of client ids (Kafka's "
+                    "order); make it a group of users, or take the key off that entry"
+                )
+    return warnings

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from config.admin_listener import admin_listener_warnings
 from config.model import ProxyConfig
 from config.own_clients import own_client_warnings
+from config.quota_groups import quota_group_warnings
 from proxy.apis import ConnectionScope
 from proxy.broker_listeners import BrokerListeners
 from proxy.cluster import own_clients
@@ -281,7 +282,7 @@ class ProxyApp:
             log.info("listener %s on %s:%d", listener.ctx.name, *address)
             if listener.ctx.scope.admin_address is not None:
                 listener.ctx.scope.admin_address.port = address[1]  # what its clients are given (a configured 0)
-        for warning in admin_listener_warnings(self.config):
+        for warning in admin_listener_warnings(self.config) + quota_group_warnings(self.config.quotas):
             log.warning("%s", warning)
         budget = self.descriptors
         log.info(

@@ -109,9 +109,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "check-config":
         from config.admin_listener import admin_listener_warnings
         from config.own_clients import own_client_warnings
+        from config.quota_groups import quota_group_warnings
 
         print(f"{args.config}: valid")
-        for warning in admin_listener_warnings(config) + own_client_warnings(config):
+        warnings = admin_listener_warnings(config) + own_client_warnings(config) + quota_group_warnings(config.quotas)
+        for warning in warnings:
             print(f"kafka-quota-proxy: warning: {args.config}: {warning}", file=sys.stderr)
         return 0
     configure_logging(args.log_level, args.log_format)

@@ -3,23 +3,23 @@
 import json
 
 import pytest
+import yaml
 
 from config.dynamic import DynamicEntries, RecordError, check_record, effective
 from config.errors import ConfigError
 from config.loader import load_config_text
 from quota.primitives.entity import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
 from quota.primitives.quota_groups import group_of_tags
+from tests.harness import proxy_config
 
-BASE = """
-upstream:
-  bootstrap_servers: ["127.0.0.1:9092"]
-listeners:
-  - name: PLAINTEXT
-    bind: "127.0.0.1:19092"
+BASE = (
+    yaml.safe_dump(proxy_config(19092, 9092))
+    + """
 quotas:
   - entity: {client-id: "<default>"}
     producer_byte_rate: 4096
 """
+)
 GROUPS = """
   - entity: {quota-group: etl}
     users: [alice, bob]
@@ -80,3 +80,13 @@ def test_the_config_topic_keeps_the_groups_and_cannot_name_one():
     table = effective(base, dynamic).quotas
     assert table.resolve(PRODUCER_BYTE_RATE, "alice", "x").limit == 5  # /users/alice beats the group
     assert group_of_tags(table.resolve(PRODUCER_BYTE_RATE, "bob", "x").tags) == "etl"
+
+
+def test_a_group_of_client_ids_a_default_user_entry_overrides_is_warned_of():
+    from config.quota_groups import quota_group_warnings
+
+    assert quota_group_warnings(load_config_text(BASE + GROUPS).quotas) == []
+    shadowed = BASE + GROUPS + '  - entity: {user: "<default>"}\n    consumer_byte_rate: 5\n    request_rate: 9\n'
+    [warning] = quota_group_warnings(load_config_text(shadowed).quotas)
+    assert warning.startswith("quotas: /quota-groups/jobs (client-ids: loader; client-id-prefix: job-): its ")
+    assert "consumer_byte_rate never applies: /users/<default> sets it" in warning
