@@ -33,6 +33,7 @@ from typing import Generic, TypeVar
 from quota.primitives.debt_sketch import DebtSketch
 from quota.primitives.entity import QuotaEntity, QuotaTags, ResolvedQuota
 from quota.primitives.overflow import overflow_tags
+from quota.primitives.quota_groups import group_of_tags
 from quota.primitives.quota_lookup import QuotaLookup
 from quota.primitives.rate import QuotaWindow
 from quota.primitives.sensor import ClientSensors, EntityStats, summed_stats
@@ -48,6 +49,11 @@ RECORD_EXPIRY_BATCH = 2
 """Idle sensors one record drops at most (more than the one it may make, so records alone keep up): a record that
 finds a million sensors past their hour must not drop them all on the request path (about 10 us each); the
 housekeeping drops the rest in batches."""
+
+MAX_MEMBERS = 4096
+"""Quota-group members whose sensor one keeper remembers by their names (past it, it forgets them all and starts
+again): a member's sensor is the group's, never found by the member's names, so without it each of its records would
+resolve again."""
 
 BY_NAMES, BY_CLIENT_ID, BY_USER, BY_NOTHING = range(4)
 """How a known client's sensor is found from its names alone (:meth:`SensorKeeper.known`): by ``(user, client_id)``
@@ -96,6 +102,8 @@ class SensorKeeper(Generic[S]):
         self.version = 0  # of the quota table: a sensor's resolved_version is valid while it is this one
         self.refreshed = 0  # sensors looked at by update_quotas (tests count it)
         self._known_by = known_by(quotas.tag_parts(quota_key))
+        # (user, client_id) -> the quota group's sensor it resolved to under this table (cleared with the table)
+        self._members: dict[tuple[str, str], S] = {}
 
     @property
     def by_tags(self) -> dict[QuotaTags, S]:
@@ -150,6 +158,10 @@ class SensorKeeper(Generic[S]):
             sensors = self.table.sensors.get((user, ""))  # type: ignore[call-overload]  # finds its QuotaTags
             if sensors is not None and sensors.fast and sensors.entity is not None:
                 return sensors
+        if self._members:  # a quota group's member: its group's sensor, while that one lives
+            sensors = self._members.get((user, client_id))
+            if sensors is not None and sensors.fast and self.table.sensors.get(sensors.tags) is sensors:
+                return sensors
         return None
 
     def for_record(self, user: str, client_id: str, now_ms: int) -> S:
@@ -159,7 +171,13 @@ class SensorKeeper(Generic[S]):
             table.expire(now_ms, RECORD_EXPIRY_BATCH)
         sensors = self.known(user, client_id)
         if sensors is None:
-            return self.of(self.resolve(user, client_id), user, client_id, now_ms)
+            resolved = self.resolve(user, client_id)
+            sensors = self.of(resolved, user, client_id, now_ms)
+            if group_of_tags(resolved.tags) is not None and sensors.fast:  # found by the member's names next time
+                if len(self._members) >= MAX_MEMBERS:
+                    self._members = {}
+                self._members[(user, client_id)] = sensors
+            return sensors
         table.touch(sensors, now_ms)
         return sensors
 
@@ -228,6 +246,7 @@ class SensorKeeper(Generic[S]):
         changed = quotas.changes_since(self.quotas)
         self.quotas = quotas
         self.version += 1  # every sensor's tags resolve again before a peer's row skips resolving
+        self._members = {}  # every member resolves again
         self._known_by = known_by(quotas.tag_parts(self.quota_key))
         sensors_by_tags = self.table.sensors
         if changed is None or len(changed) >= len(sensors_by_tags):  # looking at every sensor costs less then

@@ -204,3 +204,23 @@ def test_a_groups_usage_reaches_a_peer_through_the_encoding_and_counts_in_its_gr
     assert (
         two.record_and_get_throttle_time_ms("u", "b", 1) > 0 and two.record_and_get_throttle_time_ms("u", "c", 1) == 0
     )
+
+
+def test_a_members_next_record_finds_the_groups_sensor_without_resolving_until_the_table_changes():
+    clock = ManualClock(0)
+    t = table([({"client-id": DEFAULT}, {P: 1000})], quota_group("pair", {P: 1000}, client_ids=["a", "b"]))
+    m = ClientQuotaManager(t, P, clock, QuotaWindow(11, 1))
+    resolved = []
+    original = m.keeper.resolve
+    m.keeper.resolve = lambda user, client_id: resolved.append(client_id) or original(user, client_id)
+    for client_id in ("a", "b", "a", "b", "a", "c", "c"):
+        m.record_and_get_throttle_time_ms("u", client_id, 10)
+    assert resolved == ["a", "b", "c"]  # once each: then found by its names (c by its own sensor's)
+    entity = QuotaEntity(None, "b")
+    m.update_quotas(m.quotas.with_changes({entity: QuotaEntry(entity, {P: 5})}))  # b leaves the group's budget
+    m.record_and_get_throttle_time_ms("u", "b", 10)
+    assert m.stats_for("u", "b").limit == 5 and m.stats_for("u", "a").limit == 1000
+    clock.advance(2 * 3_600_000)  # the group's sensor expires: a member is not sent to the dropped one
+    m.keeper.expire(clock.now_ms())
+    m.record_and_get_throttle_time_ms("u", "a", 10)
+    assert m.stats_for("u", "a").value_total == 10
