@@ -38,6 +38,7 @@ from config.settings_table import (
 from quota.managers.connection import CONNECTION_CREATION_RATE
 from quota.managers.producer_ids import ENFORCEMENTS
 from quota.managers.volume import LIMIT_TYPES, OPEN, PAUSE
+from quota.primitives.quota_groups import CLIENT_ID_PREFIX, CLIENT_IDS, QUOTA_GROUP, USERS
 
 # ${env:NAME} (config.env_refs): a value the loader takes from the environment, accepted where a number, a boolean
 # or an address is (strings take it as they are)
@@ -122,14 +123,23 @@ def _quota_item() -> dict:
         "additionalProperties": False,
         "minProperties": 1,
         "properties": {
-            name: {"type": "string", "minLength": 1} for name in ("user", "client-id", "ip", "topic", "group")
+            name: {"type": "string", "minLength": 1}
+            for name in ("user", "client-id", "ip", "topic", "group", QUOTA_GROUP)
         },
-        "description": 'user and/or client-id (a name or "<default>"), or ip, topic or group alone',
+        "description": 'user and/or client-id (a name or "<default>"), or ip, topic, group or quota-group alone',
     }
+    names = {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"type": "string", "minLength": 1}}
     keys = {
         "entity": entity,
         "mode": {"enum": ["enforce", "shadow"]},
         "on_exceed": {"enum": ["throttle", "reject"], "description": "topic entities: reject over-quota writes"},
+        USERS: {**names, "description": "quota groups: the users whose clients share its quotas"},
+        CLIENT_IDS: {**names, "description": "quota groups: the client ids that share its quotas"},
+        CLIENT_ID_PREFIX: {
+            "type": "string",
+            "minLength": 1,
+            "description": "quota groups: every client id starting with this shares its quotas",
+        },
         **{key: rate for key in ENFORCED_KEYS},
         CONNECTION_CREATION_RATE: rate,
     }

@@ -90,3 +90,15 @@ def test_a_group_of_client_ids_a_default_user_entry_overrides_is_warned_of():
     [warning] = quota_group_warnings(load_config_text(shadowed).quotas)
     assert warning.startswith("quotas: /quota-groups/jobs (client-ids: loader; client-id-prefix: job-): its ")
     assert "consumer_byte_rate never applies: /users/<default> sets it" in warning
+
+
+def test_the_schema_takes_a_group_as_the_loader_does():
+    import jsonschema
+
+    from config.schema import config_schema
+
+    validator = jsonschema.Draft202012Validator(config_schema())
+    raw = yaml.safe_load(BASE + GROUPS)
+    assert not list(validator.iter_errors(raw))
+    raw["quotas"][1]["user"] = ["alice"]  # "users" misspelt: refused by both
+    assert list(validator.iter_errors(raw))
