@@ -66,7 +66,9 @@ from quota.primitives.decision import FORWARD, Throttle
 from quota.primitives.entity import DEFAULT, PRODUCER_IDS_RATE, QuotaEntity, ResolvedQuota
 from quota.primitives.overflow import DEFAULT_MAX_TRACKED_ENTITIES, overflow_tags
 from quota.primitives.peer_refunds import PeerRefunds
+from quota.primitives.quota_groups import group_of_tags
 from quota.primitives.quota_table import QuotaTable
+from quota.primitives.sensor_keeper import MAX_MEMBERS
 from quota.primitives.throttle import INT32_MAX
 from quota.primitives.token_bucket import TokenBucket
 from quota.primitives.top import no_pause, snapshot
@@ -118,6 +120,7 @@ class ProducerIdQuotaManager:
         self.peer_refunds = PeerRefunds()  # what each peer may give back: what it charged (issue 44, T8)
         self.issued = IssuedProducerIds()  # attribution of InitProducerId answers (metrics, not the quota)
         self._quotas = quotas
+        self._members: dict[str, ProducerIdUser] = {}  # a quota group's member -> its group's state (this table's)
         self.update_quotas(quotas)
 
     @property
@@ -133,6 +136,7 @@ class ProducerIdQuotaManager:
         bucket keeps its shape until a limit applies again, and nothing is counted meanwhile)."""
         changed = quotas.changes_since(self._quotas)
         self._quotas = quotas
+        self._members = {}  # every member resolves again
         self.enabled = PRODUCER_IDS_RATE in quotas.keys()
         reached = (
             self._users.items() if changed is None or len(changed) >= len(self._users) else self._reached_by(changed)
@@ -168,7 +172,7 @@ class ProducerIdQuotaManager:
         request when it is let through; a :class:`Refuse`'s is not. ``may_hold`` False (the request would not fit
         in the held-byte bounds): what would be a hold is a :class:`Refuse` instead (``no_room``), nothing counted,
         reporting the time the hold would have lasted."""
-        state = self._users.get(user)
+        state = self._known(user)
         if state is None or not state.fast:  # resolve: user entities only, client-id is ignored
             state = self.state_for(user, now_ms)
             if state is None:
@@ -210,7 +214,7 @@ class ProducerIdQuotaManager:
         lookup per PID; under ``hold`` it stops at the first PID past what a hold could admit."""
         if len(pids) == 1:
             return self.record_and_decide(user, pids[0], now_ms, may_hold)
-        state = self._users.get(user)
+        state = self._known(user)
         if state is None or not state.fast:
             state = self.state_for(user, now_ms)
             if state is None:
@@ -286,6 +290,19 @@ class ProducerIdQuotaManager:
             state.moved_ms = now_ms
             carry(state, self.debts.remaining_ms(key, now_ms), full, now_ms)
         state.last_ms = now_ms
+        if key != user and group_of_tags((key, "")) is not None:  # found by the member's name next time
+            if len(self._members) >= MAX_MEMBERS:
+                self._members = {}
+            self._members[user] = state
+        return state
+
+    def _known(self, user: str) -> ProducerIdUser | None:
+        """The state ``user``'s ids count in, when known without resolving: its own, or its quota group's."""
+        state = self._users.get(user)
+        if state is None and self._members:
+            state = self._members.get(user)
+            if state is not None and self._users.get(state.user) is not state:  # evicted or cleaned up since
+                return None
         return state
 
     def counted_in(self, user: str) -> ProducerIdUser | None:

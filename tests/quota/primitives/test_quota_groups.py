@@ -224,3 +224,24 @@ def test_a_members_next_record_finds_the_groups_sensor_without_resolving_until_t
     m.keeper.expire(clock.now_ms())
     m.record_and_get_throttle_time_ms("u", "a", 10)
     assert m.stats_for("u", "a").value_total == 10
+
+
+def test_a_members_next_produce_finds_its_groups_producer_id_state_without_resolving():
+    t = table([({"user": DEFAULT}, {PRODUCER_IDS_RATE: 100})], quota_group("etl", {PRODUCER_IDS_RATE: 50}, users=["a"]))
+    pids = ProducerIdQuotaManager(t, window_num=2, window_size_s=10, enforcement="throttle")
+    resolved = []
+
+    class Counting:
+        def __getattr__(self, name):
+            return getattr(t, name)
+
+        def resolve(self, key, user, client_id):
+            resolved.append(user)
+            return t.resolve(key, user, client_id)
+
+    pids._quotas = Counting()
+    for pid in range(5):
+        pids.record_and_decide("a", pid, 0)
+        pids.record_and_decide("c", 100 + pid, 0)
+    assert resolved == ["a", "c"]
+    assert pids.counted_in("a").user == "\x00etl" and pids.counted_in("c").user == "c"
