@@ -61,6 +61,7 @@ from proxy.session.session import Session
 from quota.managers.connection import CONNECTION_CREATION_RATE
 from quota.primitives.entity import DEFAULT
 from quota.primitives.group_quotas import GROUP
+from quota.primitives.quota_groups import QUOTA_GROUP
 from quota.primitives.topic_quotas import TOPIC
 
 if TYPE_CHECKING:
@@ -330,7 +331,7 @@ def check(
         try:
             entity: dict[str, str] = {}
             for part in parts:
-                if part.entity_type not in ENTITY_TYPES:
+                if part.entity_type not in ENTITY_TYPES and part.entity_type != QUOTA_GROUP:  # parse_key says why
                     raise RecordError(f"unknown entity type {part.entity_type!r} (known: {', '.join(ENTITY_TYPES)})")
                 if part.entity_type in entity:
                     raise RecordError(f"entity type {part.entity_type} given twice")

@@ -511,3 +511,16 @@ def test_group_entities_are_altered_and_described_by_the_proxy_alone_and_put_in_
     assert [e.error_code for e in local(ALTER_CLIENT_QUOTAS, 1, removed).entries] == [NONE]
     quotas.apply(dynamic.current)
     assert groups.resolve("", "payments").limit == 1  # the YAML's
+
+
+def test_a_quota_group_is_refused_by_alter_client_quotas_and_a_members_own_entry_beats_it():
+    """Kafka's entity model has no list of members: a quota group is YAML's; a member's own entry may be set."""
+    group = {"entity": {"quota-group": "etl"}, "users": ["alice", "bob"], "producer_byte_rate": 1000}
+    scope, dynamic = setup([group])
+    entries = [entry({"producer_byte_rate": 5}, quota_group="etl"), entry({"producer_byte_rate": 7}, user="alice")]
+    outcome = run(decide(scope, admin(versions={}), ALTER_CLIENT_QUOTAS, 1, validate_only=False, entries=entries))
+    refused, accepted = local(ALTER_CLIENT_QUOTAS, 1, outcome).entries
+    assert refused.error_code == INVALID_REQUEST and "YAML only" in refused.error_message
+    assert accepted.error_code == NONE and len(dynamic.written) == 1
+    assert dynamic.current.quotas.limit("producer_byte_rate", "alice", "x") == 7
+    assert dynamic.current.quotas.limit("producer_byte_rate", "bob", "x") == 1000
