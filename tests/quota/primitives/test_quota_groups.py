@@ -15,6 +15,7 @@ from quota import (
     ClientQuotaManager,
     ManualClock,
     QuotaWindow,
+    is_applied,
 )
 from quota.managers.mutation import ControllerMutationQuotaManager
 from quota.managers.producer_ids import ProducerIdQuotaManager
@@ -245,3 +246,12 @@ def test_a_members_next_produce_finds_its_groups_producer_id_state_without_resol
         pids.record_and_decide("c", 100 + pid, 0)
     assert resolved == ["a", "c"]
     assert pids.counted_in("a").user == "\x00etl" and pids.counted_in("c").user == "c"
+
+
+def test_a_shadow_group_decides_its_throttle_and_applies_none():
+    clock = ManualClock(0)
+    shadowed = quota_group("trial", {P: 1000}, client_ids=["a", "b"], shadow=True)
+    m = ClientQuotaManager(table([], shadowed), P, clock, QuotaWindow(11, 1))
+    m.record_and_decide("u", "a", 50_000)
+    decision = m.record_and_decide("u", "b", 1)
+    assert decision != FORWARD and decision.shadow and not is_applied(decision)
