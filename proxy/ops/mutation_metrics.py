@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from proxy.ops.metric_labels import label
+from proxy.ops.metric_labels import tag_labels as tag_labels_of
 
 if TYPE_CHECKING:
     from proxy.enforcement.proxy_quotas import ProxyQuotas
@@ -54,7 +54,7 @@ def mutation_families(quotas: ProxyQuotas, pause: Callable[[], None]) -> Iterato
     recorded = CounterMetricFamily(f"{name}s", "Partition mutations counted against the entity's quota.", labels=labels)
     buckets, other = quotas.mutations.top_buckets(quotas.max_metric_entities, pause=pause)
     for stats, left in buckets + ([(other, math.nan)] if other is not None else []):
-        tag_labels = [label(stats.tags.user), label(stats.tags.client_id)]
+        tag_labels = list(tag_labels_of(stats.tags))
         if not math.isnan(stats.rate):  # the summed __other__ has no rate
             rate.add_metric(tag_labels, stats.rate)
         if not math.isinf(stats.limit):  # no quota applies to these tags any more: no limit, no bucket

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from proxy.ops.metric_labels import label
+from proxy.ops.metric_labels import label, tag_labels
 from quota.primitives.top import OTHER
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ def producer_id_families(quotas: ProxyQuotas, pause: Callable[[], None]) -> Iter
         top, other = quota_set.producer_ids.top_stats(quotas.max_metric_entities, now_ms, pause)
         stats += [(s, broker) for s in top + ([other] if other is not None else [])]
     for s, broker in stats:
-        user = [label(s.tags.user)] + ([broker] if per_broker else [])
+        user = [tag_labels(s.tags)[0]] + ([broker] if per_broker else [])
         new.add_metric(user, s.new_pids_total)
         if not math.isinf(s.limit):  # no quota applies to the user any more: no limit, no bucket
             tokens.add_metric(user, s.tokens)

@@ -21,7 +21,7 @@ from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from proxy.ops.metric_labels import label
+from proxy.ops.metric_labels import tag_labels as tag_labels_of
 from proxy.ops.mutation_metrics import mutation_families
 from proxy.ops.producer_id_metrics import issued_family, producer_id_families
 from proxy.ops.request_rate_metrics import request_rate_families
@@ -139,7 +139,7 @@ class QuotaMetricsCollector(Collector):
         for key, manager, broker in self._byte_rate_managers():
             top, other = manager.top_stats(self._quotas.max_metric_entities, pause=self._pause)
             for stats in top + ([other] if other is not None else []):
-                tag_labels = [key, label(stats.tags.user), label(stats.tags.client_id)]
+                tag_labels = [key, *tag_labels_of(stats.tags)]
                 tag_labels += [broker] if per_broker else []
                 if not math.isnan(stats.rate):  # the summed __other__ has no rate
                     rate.add_metric(tag_labels, stats.rate)

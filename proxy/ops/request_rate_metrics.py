@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from proxy.ops.metric_labels import label
+from proxy.ops.metric_labels import label, tag_labels
 from quota.primitives.sensor import EntityStats
 from quota.primitives.top import no_pause
 
@@ -76,7 +76,7 @@ def request_rate_families(
 
     top, other = requests.clients.top_stats(max_entities, pause=pause)
     for stats in top + ([other] if other is not None else []):
-        add([label(stats.tags.user), label(stats.tags.client_id), ""], stats, stats.limit)
+        add([*tag_labels(stats.tags), ""], stats, stats.limit)
     for group, stats, quota in requests.group_stats():
         add(["", "", label(group)], stats, quota)
     yield from (rate, limit, counted, throttle_total, throttle_max, throttled, shadow_total, shadowed)

@@ -161,7 +161,7 @@ def test_every_kind_shares_the_group_budget():
 
 
 def test_explain_and_metrics_name_the_group_not_its_members():
-    from proxy.ops.metric_labels import label
+    from proxy.ops.metric_labels import label, tag_labels
     from quota.explain.client_quotas import entry_fields, tags_text
 
     t = table([({"user": DEFAULT}, {P: 9})], ETL, JOBS)
@@ -174,7 +174,8 @@ def test_explain_and_metrics_name_the_group_not_its_members():
     assert fields["level_path"] == "a quota group of users, after level 3 (/users/<user>)"
     assert "after level 7 (/clients/<client-id>)" in entry_fields(t.matches(C, "u", "job-1"))["level_path"]
     tags = t.resolve(P, "alice", "x").tags
-    assert tags_text(tags) == 'quota-group="etl"' and label(tags.user) == "<quota-group:etl>"
+    assert tags_text(tags) == 'quota-group="etl"' and tag_labels(tags) == ("<quota-group:etl>", "")
+    assert tag_labels(t.resolve(C, "carol", "\x00etl").tags)[1] != "<quota-group:etl>"  # nor can a client id
     assert QuotaGroups([ETL, JOBS]).name_of("bob", "job-1") == "etl"  # the usage log's quota_group
     assert QuotaGroups([ETL, JOBS]).name_of("carol", "job-1") == "jobs"
     assert label("<quota-group:etl>") != "<quota-group:etl>"  # a principal named so gets a series of its own
