@@ -2,12 +2,14 @@
 with two client ids of one prefix group, on two connections, and a third that reconnects under a new client id of
 the prefix every second, get one budget between them; a bystander producing flat out beside them under
 ``{client-id: <default>}`` keeps its own. /metrics shows one series for the group (its name, not its members) and
-/explain names the group a member resolved to."""
+/explain names the group a member resolved to. With ``settings.workers: 2`` every worker counts the group's usage,
+whichever worker its members' connections are on."""
 
 from __future__ import annotations
 
 import json
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -95,3 +97,33 @@ def explain(proxy, client_id: str) -> dict:
     query = urllib.parse.urlencode({"client_id": client_id, "ip": "127.0.0.1"})
     with urllib.request.urlopen(f"http://127.0.0.1:{proxy.metrics_port}/explain?{query}", timeout=10) as answer:
         return json.loads(answer.read())["answers"][0]
+
+
+@pytest.mark.long_running(seconds=25)
+def test_every_worker_counts_a_groups_usage_whichever_worker_its_member_is_on(tmp_path):
+    """``settings.workers: 2``: a kafka-python producer of member ``a`` flat out lands on one worker; a request of
+    member ``b`` would land on either. Both workers' /explain for ``b`` show the group's rate near its quota: the
+    worker without ``a`` counts ``a``'s usage through the workers' shared quota state, under the group's tags."""
+    from tests.integration.workers import workers_proxy
+
+    quota = 256 * 1024
+    group = f"[{{entity: {{quota-group: pair}}, client-ids: [a, b], producer_byte_rate: {quota}}}]"
+    with workers_proxy(tmp_path, 2, quotas=group) as (_, bootstrap, ops_port, _):
+        flat = Flat(kp_flat(bootstrap, "pair", "a"))
+        with flat:
+
+            def every_worker_sees_it() -> list[dict] | None:
+                query = urllib.parse.urlencode({"client_id": "b", "ip": "127.0.0.1"})
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{ops_port}/explain?{query}", timeout=10) as answer:
+                        answers = json.loads(answer.read())["answers"]
+                except urllib.error.HTTPError as refused:  # 429: asked too often; ask again
+                    assert refused.code == 429, refused
+                    return None
+                found = [f for a in answers for f in a["findings"] if f["quota"] == "producer_byte_rate"]
+                seen = len(answers) == 2 and all(f["measured"] > 0.5 * quota for f in found)
+                return found if seen else None
+
+            # every 0.5 s: /explain answers a few requests a second (each asks every worker)
+            found = wait_until(every_worker_sees_it, 60, "both workers measure the group's rate", interval=0.5)
+        assert {(f["entity"], f["limit"]) for f in found} == {("/quota-groups/pair", quota)}
