@@ -92,6 +92,17 @@ def test_a_group_of_client_ids_a_default_user_entry_overrides_is_warned_of():
     assert "consumer_byte_rate never applies: /users/<default> sets it" in warning
 
 
+def test_check_config_prints_the_groups_warning_and_exits_0(tmp_path, capsys):
+    from proxy.cli.main import main
+
+    path = tmp_path / "proxy.yaml"
+    path.write_text(BASE + GROUPS + '  - entity: {user: "<default>"}\n    consumer_byte_rate: 5\n')
+    assert main(["check-config", "--config", str(path)]) == 0
+    out = capsys.readouterr()
+    assert out.out == f"{path}: valid\n"
+    assert f"kafka-quota-proxy: warning: {path}: quotas: /quota-groups/jobs" in out.err
+
+
 def test_the_schema_takes_a_group_as_the_loader_does():
     import jsonschema
 
