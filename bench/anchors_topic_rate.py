@@ -32,6 +32,7 @@ import argparse
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -131,17 +132,114 @@ def bystander_alone(bootstrap: str, rate: float) -> float:
     return sum(seconds_of([alone], t0, SPAN_S)[2:]) / (SPAN_S - 2)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+@dataclass(frozen=True)
+class Phase:
+    """One ``produce xN`` phase: the members' topic and client ids, the bystander's topic and client id, the topic of
+    Kafka's anchor (its producers share client id ``kafka-xN``), what the members share (the topic, a group), and
+    where the bystander stands."""
+
+    topic: str
+    ids: list[str]
+    free: str
+    bystander: str
+    direct: str
+    what: str
+    bystander_note: str
+
+
+def produce_phase(proxy, node, phase: Phase, args, alone_rate: float, verdicts: Verdicts) -> None:
+    """N librdkafka producers flat out through the proxy, a paced bystander beside them, and N producers of one
+    client id directly on Kafka under its own quota; the members' total against ``args.quota`` and Kafka's."""
+    n, bootstrap = len(phase.ids), f"127.0.0.1:{node.proxy_port}"
+    members, direct, bystander = [Series() for _ in range(n)], [Series() for _ in range(n)], Series()
+    cpu0, load0 = proxy.cpu(), load()
+
+    def clients(stop):
+        threads = [
+            threaded(librdkafka_produce, bootstrap, phase.topic, cid, stop, series)
+            for cid, series in zip(phase.ids, members)
+        ]
+        threads.append(threaded(paced_produce, bootstrap, phase.free, phase.bystander, args.bystander, stop, bystander))
+        threads += [
+            threaded(librdkafka_produce, node.direct, phase.direct, f"kafka-x{n}", stop, series) for series in direct
+        ]
+        return threads
+
+    t0 = run(clients, args.duration)
+    cpu = proxy.cpu() - cpu0
+    seconds = seconds_of(members, t0, args.duration)
+    rate, mean = steady_rate(seconds, args.quota)
+    by = sum(seconds_of([bystander], t0, args.duration)[2:]) / (args.duration - 2)
+    moved = sum(seconds) + sum(size for _, size in bystander.events)
+    errors = [s.error for s in [*members, bystander] if s.error is not None]
+    print(
+        f"produce x{n} (load {load0}-{load()}): {phase.what} {rate:.3f} x its quota (mean {mean:.3f}); "
+        f"proxy CPU {cpu / (moved / 1e9):.1f} s/GB; each second {[round(s / args.quota, 2) for s in seconds]}"
+    )
+    kafka, kafka_mean = steady_rate(seconds_of(direct, t0, args.duration), args.quota)
+    print(f"  Kafka's client quota, {n} producers of one client id: {kafka:.3f} x (mean {kafka_mean:.3f})")
+    verdicts.check(
+        f"produce x{n} {phase.what} rate in band",
+        BAND[0] <= rate <= BAND[1] and not errors,
+        f"{rate:.3f} x {errors[:1]}",
+    )
+    verdicts.check(
+        f"produce x{n} {phase.what} rate beside Kafka's quota",
+        abs(rate - 1) <= abs(kafka - 1) + 0.03,
+        f"|{rate:.3f} - 1| against Kafka's |{kafka:.3f} - 1| + 0.03",
+    )
+    verdicts.check(
+        f"produce x{n} bystander {phase.bystander_note}",
+        by >= BYSTANDER_AT_LEAST * min(alone_rate, args.bystander),
+        f"{by / args.bystander:.2f} x asked (alone {alone_rate / args.bystander:.2f} x)",
+    )
+
+
+def consume_phase(proxy, node, topic: str, quota: int, duration: int, what: str, verdicts: Verdicts) -> None:
+    """``consume x2``: ``topic`` filled directly, then two librdkafka consumers (``reader-0``, ``reader-1``, three
+    partitions each) read it through the proxy for ``duration`` s; ``what`` (the topic, a group) held to ``quota``."""
+    need = int(quota * (duration + SPAN_S) * 1.3)
+    print(f"filling {topic} with {need / 1e6:.0f} MB for the consumers ...", flush=True)
+    fill(node.direct, topic, need, VALUE, 1_000_000)
+    bootstrap = f"127.0.0.1:{node.proxy_port}"
+    readers = [Series(), Series()]
+    cpu0, load0 = proxy.cpu(), load()
+    t0 = run(
+        lambda stop: [
+            threaded(partitions_consume, bootstrap, topic, f"reader-{i}", range(i, PARTITIONS, 2), stop, s)
+            for i, s in enumerate(readers)
+        ],
+        duration,
+    )
+    cpu = proxy.cpu() - cpu0
+    seconds = seconds_of(readers, t0, duration)
+    rate, mean = steady_rate(seconds, quota)
+    errors = [s.error for s in readers if s.error is not None]
+    print(
+        f"consume x2 (load {load0}-{load()}): {what} {rate:.3f} x its quota (mean {mean:.3f}); "
+        f"proxy CPU {cpu / max(sum(seconds) / 1e9, 1e-9):.1f} s/GB; each second "
+        f"{[round(s / quota, 2) for s in seconds]}"
+    )
+    verdicts.check(f"consume x2 {what} rate", BAND[0] <= rate <= BAND[1] and not errors, f"{rate:.3f} x {errors[:1]}")
+
+
+def phase_arguments(doc: str, quota_help: str) -> tuple[argparse.Namespace, list[int]]:
+    """The command line of a benchmark in phases (this one's, bench/anchors_quota_groups.py's), and its producer
+    counts."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
     parser.add_argument("--duration", type=int, default=60, help="seconds per phase (default 60)")
-    parser.add_argument("--quota", type=int, default=2 * 1024 * 1024, help="the topics' byte rate, B/s")
+    parser.add_argument("--quota", type=int, default=2 * 1024 * 1024, help=quota_help)
     parser.add_argument("--producers", default="1,2,4", help="producer counts, one phase each")
     parser.add_argument("--smoothing", choices=("on", "off"), default="off", help="the proxy's quota.smoothing")
     parser.add_argument("--bystander", type=int, default=4 * 1024 * 1024, help="the bystander's paced rate, B/s")
     args = parser.parse_args()
     if args.duration <= SPAN_S + 5:
         parser.error(f"--duration must be more than {SPAN_S + 5} s (the first window span is left out)")
-    counts = [int(n) for n in args.producers.split(",")]
+    return args, [int(n) for n in args.producers.split(",")]
+
+
+def main() -> int:
+    args, counts = phase_arguments(__doc__, "the topics' byte rate, B/s")
     verdicts = Verdicts()
     cluster = KafkaCluster(1, "anchors-topic").start()
     node = cluster.nodes[0]
@@ -171,75 +269,13 @@ def main() -> int:
         print(f"bystander alone through the proxy: {alone_rate / args.bystander:.2f} x the {args.bystander} B/s asked")
 
         for n, topic in zip(counts, capped):
-            producers = [Series() for _ in range(n)]
-            direct = [Series() for _ in range(n)]
-            bystander = Series()
-            cpu0, load0 = proxy.cpu(), load()
+            ids = [f"tenant-{i}" for i in range(n)]
+            phase = Phase(
+                topic, ids, f"free-x{n}", "tenant-0", f"direct-x{n}", "topic", "on another topic, same client id"
+            )
+            produce_phase(proxy, node, phase, args, alone_rate, verdicts)
 
-            def clients(stop, n=n, topic=topic, producers=producers, bystander=bystander):
-                threads = [
-                    threaded(librdkafka_produce, bootstrap, topic, f"tenant-{i}", stop, producers[i]) for i in range(n)
-                ]
-                threads.append(
-                    threaded(paced_produce, bootstrap, f"free-x{n}", "tenant-0", args.bystander, stop, bystander)
-                )
-                threads += [
-                    threaded(librdkafka_produce, node.direct, f"direct-x{n}", f"kafka-x{n}", stop, direct[i])
-                    for i in range(n)
-                ]
-                return threads
-
-            t0 = run(clients, args.duration)
-            cpu = proxy.cpu() - cpu0
-            seconds = seconds_of(producers, t0, args.duration)
-            rate, mean = steady_rate(seconds, args.quota)
-            by = sum(seconds_of([bystander], t0, args.duration)[2:]) / (args.duration - 2)
-            moved = sum(seconds) + sum(n for _, n in bystander.events)
-            errors = [s.error for s in [*producers, bystander] if s.error is not None]
-            print(
-                f"produce x{n} (load {load0}-{load()}): topic {rate:.3f} x its quota (mean {mean:.3f}); "
-                f"proxy CPU {cpu / (moved / 1e9):.1f} s/GB; each second {[round(s / args.quota, 2) for s in seconds]}"
-            )
-            kafka, kafka_mean = steady_rate(seconds_of(direct, t0, args.duration), args.quota)
-            print(f"  Kafka's client quota, {n} producers of one client id: {kafka:.3f} x (mean {kafka_mean:.3f})")
-            verdicts.check(
-                f"produce x{n} topic rate in band",
-                BAND[0] <= rate <= BAND[1] and not errors,
-                f"{rate:.3f} x {errors[:1]}",
-            )
-            verdicts.check(
-                f"produce x{n} topic rate beside Kafka's quota",
-                abs(rate - 1) <= abs(kafka - 1) + 0.03,
-                f"|{rate:.3f} - 1| against Kafka's |{kafka:.3f} - 1| + 0.03",
-            )
-            verdicts.check(
-                f"produce x{n} bystander on another topic, same client id",
-                by >= BYSTANDER_AT_LEAST * min(alone_rate, args.bystander),
-                f"{by / args.bystander:.2f} x asked (alone {alone_rate / args.bystander:.2f} x)",
-            )
-
-        need = int(args.quota * (args.duration + SPAN_S) * 1.3)
-        print(f"filling capped-read with {need / 1e6:.0f} MB for the consumers ...", flush=True)
-        fill(node.direct, "capped-read", need, VALUE, 1_000_000)
-        readers = [Series(), Series()]
-        cpu0, load0 = proxy.cpu(), load()
-        t0 = run(
-            lambda stop: [
-                threaded(partitions_consume, bootstrap, "capped-read", f"reader-{i}", range(i, PARTITIONS, 2), stop, s)
-                for i, s in enumerate(readers)
-            ],
-            args.duration,
-        )
-        cpu = proxy.cpu() - cpu0
-        seconds = seconds_of(readers, t0, args.duration)
-        rate, mean = steady_rate(seconds, args.quota)
-        errors = [s.error for s in readers if s.error is not None]
-        print(
-            f"consume x2 (load {load0}-{load()}): topic {rate:.3f} x its quota (mean {mean:.3f}); "
-            f"proxy CPU {cpu / max(sum(seconds) / 1e9, 1e-9):.1f} s/GB; each second "
-            f"{[round(s / args.quota, 2) for s in seconds]}"
-        )
-        verdicts.check("consume x2 topic rate", BAND[0] <= rate <= BAND[1] and not errors, f"{rate:.3f} x {errors[:1]}")
+        consume_phase(proxy, node, "capped-read", args.quota, args.duration, "topic", verdicts)
     finally:
         proxy.stop()
         cluster.stop()
