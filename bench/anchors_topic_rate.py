@@ -57,10 +57,12 @@ def paced_produce(
     series: Series,
     spread: int = 0,
     tick_s: float = 0.01,
+    queued: list | None = None,
 ) -> None:
     """A librdkafka producer (default settings) asking for ``rate`` B/s of 1000-byte values, sent every ``tick_s``;
     ``spread``: each to the next of that many partitions in turn (as messages of many keys spread), else where the
-    producer's partitioner puts it."""
+    producer's partitioner puts it. With ``queued``, appends (epoch seconds, messages in the producer's queue, values
+    refused as it was full) each second."""
     from confluent_kafka import Producer
 
     p = Producer({"bootstrap.servers": bootstrap, "client.id": cid})
@@ -74,6 +76,7 @@ def paced_produce(
     where = {}
     next_t = time.monotonic()
     k = 0
+    next_sample, refused = next_t + 1, 0
     while not stop.is_set():
         for _ in range(per_tick):
             if spread:
@@ -81,8 +84,12 @@ def paced_produce(
             try:
                 p.produce(topic, VALUE, on_delivery=acked, **where)
             except BufferError:
+                refused += 1
                 p.poll(0.01)
         next_t += tick_s
+        if queued is not None and next_t >= next_sample:
+            queued.append((time.time(), len(p), refused))
+            next_sample += 1
         while time.monotonic() < next_t:  # poll returns early when a delivery report is served
             p.poll(max(0.0, next_t - time.monotonic()))
     p.flush(10)

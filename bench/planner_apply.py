@@ -35,6 +35,7 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,7 +62,9 @@ WITHIN = 0.15
 HELD_FLOOR = 0.05  # of the phase: a prediction under it is "not held", and so must the log be
 
 
-def proxy_config(path: Path, port: int, broker: int, metrics: int, usage: Path, default: int) -> None:
+def proxy_config(
+    path: Path, port: int, broker: int, metrics: int, usage: Path, default: int, interval_s: float = INTERVAL_S
+) -> None:
     config = {
         "upstream": {"bootstrap_servers": [f"127.0.0.1:{broker}"]},
         "listeners": [{"name": "PLAINTEXT", "bind": f"127.0.0.1:{port}"}],
@@ -69,19 +72,28 @@ def proxy_config(path: Path, port: int, broker: int, metrics: int, usage: Path, 
         "admin_principals": [
             "User:ANONYMOUS"
         ],  # configs --alter through a PLAINTEXT listener (a bench, not production)
-        "usage_log": {"dir": str(usage), "interval_seconds": INTERVAL_S},
+        "usage_log": {"dir": str(usage), "interval_seconds": interval_s},
         "quotas": [{"entity": {"client-id": "<default>"}, "producer_byte_rate": default}],
     }
     path.write_text(json.dumps(config, indent=1))  # JSON is YAML
 
 
-def run_phase(bootstrap: str, seconds: float) -> tuple[float, float]:
+def run_phase(bootstrap: str, seconds: float, queued: dict[str, list]) -> tuple[float, float]:
     """Every tenant at its demand for ``seconds``; returns the phase's (start, end), epoch seconds: its end when the
-    tenants were told to stop (what their producers still had queued goes out after it, and is not counted)."""
+    tenants were told to stop (what their producers still had queued goes out after it, and is not counted).
+    ``queued`` gets each tenant's producer queue, sampled each second (:func:`paced_produce`)."""
     stop = threading.Event()
     start = time.time()
     threads = [
-        threaded(paced_produce, bootstrap, f"topic-{name}", name, rate, stop, Series())
+        threaded(
+            partial(paced_produce, queued=queued.setdefault(name, [])),
+            bootstrap,
+            f"topic-{name}",
+            name,
+            rate,
+            stop,
+            Series(),
+        )
         for name, rate in TENANTS.items()
     ]
     time.sleep(seconds)
@@ -115,6 +127,25 @@ def held_s(rows: list[dict]) -> dict[str, float]:
     return held
 
 
+def write_trace(path: Path, phases: list, queued: list[dict[str, list]], rows: list[list[dict]]) -> None:
+    """Per phase and tenant: the usage log's Produce figures per interval and the producer's queue per second."""
+    trace = []
+    for (start, end), queue, phase_rows in zip(phases, queued, rows):
+        tenants = {}
+        for name in TENANTS:
+            mine = [r for r in phase_rows if r.get("api") == "Produce" and r.get("client_id") == name]
+            tenants[name] = {
+                "usage": [
+                    {k: r.get(k) for k in ("time", "request_bytes", "requests", "held_ms", "throttles", "quota_rate")}
+                    for r in sorted(mine, key=lambda r: r["time"])
+                ],
+                "queue": queue.get(name, []),
+            }
+        trace.append({"start": start, "end": end, "tenants": tenants})
+    path.write_text(json.dumps(trace))
+    print(f"trace written to {path}")
+
+
 def replay_rows(out: Path) -> dict[str, tuple[float, float]]:
     """client id -> (today_held_s, candidate_held_s) of its Produce row in the replay's Parquet."""
     from pyspark.sql import SparkSession
@@ -131,13 +162,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=60, help="each phase's length (default 60)")
     parser.add_argument("--default", type=int, default=400_000, help="the <default> client id's producer_byte_rate")
+    parser.add_argument("--interval-s", type=float, default=INTERVAL_S, help="the usage log's interval (default 2)")
+    parser.add_argument(
+        "--trace", type=Path, help="write each held tenant's usage per interval and its producer's queue here (JSON)"
+    )
     args = parser.parse_args()
     verdicts = Verdicts()
     work = Path(tempfile.mkdtemp(prefix="planner-apply-"))
     port, broker_port, metrics = free_port(), free_port(), free_port()
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{port}").start()
     config = work / "proxy.yaml"
-    proxy_config(config, port, broker_port, metrics, work / "usage", args.default)
+    proxy_config(config, port, broker_port, metrics, work / "usage", args.default, args.interval_s)
     proxy = subprocess.Popen(
         [sys.executable, "-m", "proxy.cli", "run", "--config", str(config), "--log-level", "WARNING"], cwd=ROOT
     )
@@ -151,8 +186,9 @@ def main() -> int:
         for done in admin.create_topics([NewTopic(f"topic-{name}", 3, 1) for name in TENANTS]).values():
             done.result(60)
         print(f"Tansu behind the proxy; <default> producer_byte_rate {args.default} B/s; load {load()}", flush=True)
-        p1 = run_phase(bootstrap, args.seconds)
-        time.sleep(INTERVAL_S * 2)  # the phase's last interval written
+        queued: list[dict[str, list]] = [{}, {}]
+        p1 = run_phase(bootstrap, args.seconds, queued[0])
+        time.sleep(args.interval_s * 2)  # the phase's last interval written
         phase1 = work / "phase1"
         phase1.mkdir()
         with open(phase1 / "usage-phase1.jsonl", "w") as f:
@@ -177,11 +213,13 @@ def main() -> int:
                 argv = shlex.split(line.replace("HOST:PORT", bootstrap))[1:]
                 subprocess.run([sys.executable, "-m", "proxy.cli", *argv], cwd=ROOT, check=True, timeout=60)
         time.sleep(2)  # the config topic read back by the proxy
-        p2 = run_phase(bootstrap, args.seconds)
-        time.sleep(INTERVAL_S * 2)
+        p2 = run_phase(bootstrap, args.seconds, queued[1])
+        time.sleep(args.interval_s * 2)
         logged1 = held_s(records(work / "usage", *p1))
         logged2 = held_s(records(work / "usage", *p2))
         predicted = replay_rows(plan)
+        if args.trace:
+            write_trace(args.trace, [p1, p2], queued, [records(work / "usage", *p) for p in (p1, p2)])
         length = args.seconds
         print(f"held seconds of {length:.0f} s phases (load {load()}): logged | replay's prediction")
         for name in TENANTS:
