@@ -55,6 +55,9 @@ THROTTLED = {
     ("batch", "nightly-window"): (2_000_000, 500_000, 4_000_000, 6, 30),
 }
 THROTTLED_STEP_S = 0.1  # how often a throttled tenant sends (each request is demand x this)
+# Their client queues nothing: what it is handed while held is lost (analytics.demand.Client, buffer_bytes=0), the
+# client the demand estimate reads exactly. A producer that queues (librdkafka, the Java client) sends what a hold
+# kept back as fast as it can after it, which the usage log cannot tell from its own pace (analytics/README.md).
 
 
 @dataclass(frozen=True)
@@ -243,7 +246,12 @@ def _throttled_runs(o: Options) -> dict:
     return {
         name: (
             quota,
-            demand.replay(throttled_demand(o, peak_rate, quiet, peak, every), quota, step_s=THROTTLED_STEP_S, rng=rng),
+            demand.replay(
+                throttled_demand(o, peak_rate, quiet, peak, every),
+                quota,
+                rng=rng,
+                client=demand.Client(step_s=THROTTLED_STEP_S, buffer_bytes=0, request_bytes=math.inf, gap_ms=0),
+            ),
         )
         for name, (quota, quiet, peak_rate, peak, every) in THROTTLED.items()
     }

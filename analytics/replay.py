@@ -3,8 +3,8 @@ candidate table, in Spark tasks.
 
 Per (user, client-id) and API (Produce: ``producer_byte_rate``, Fetch: ``consumer_byte_rate``) the tenant's demand
 in each interval is what it sent when it was not held, and what the throttle hid when it was
-(:func:`interval_demands`); a task replays it (:func:`analytics.demand.replay`: the pure ``quota/`` core, Kafka's
-sampled window, on a manual clock) under the quota in force in the log (``quota_rate``, none when no byte-rate
+(:func:`interval_demands`); a task replays it (:func:`analytics.demand.replay`: a producer that queues what a hold
+keeps back, through the pure ``quota/`` core, Kafka's sampled window, on a manual clock) under the quota in force in the log (``quota_rate``, none when no byte-rate
 throttle was logged) and under the candidate's quota for the tenant (resolved as the proxy resolves it, Kafka's
 eight levels), and says how often (intervals held, throttles) and how long (seconds held) it would have been
 throttled. The executors are given the ``quota`` and ``analytics`` packages by the driver (:mod:`analytics.shipping`,
@@ -83,16 +83,30 @@ def byte_rate_table(items: Sequence[Mapping]):
 
 def interval_demands(series: Sequence[Mapping], estimate: float | None, quota: float | None) -> list[tuple]:
     """``(end_s, interval_s, rate)`` per interval: the rate sent where the tenant was not held; where it was, the
-    interval's own estimate (:func:`analytics.demand.interval_demand`), else the tenant's estimate, else the quota it
-    was held to (its demand was at least that)."""
+    interval's own estimate (:func:`analytics.demand.interval_demand`) at most the tenant's (an interval's own is
+    high where its client sent what it queued while held), else the tenant's, else the quota it was held to (its
+    demand was at least that). Never less than what it sent."""
     out = []
     for r in series:
         rate = r["bytes"] / r["interval_s"]
         if r["held_ms"] > 0:
             d = demand.interval_demand(r["interval_s"], r["bytes"], r["requests"], r["throttles"], r["held_ms"])
-            rate = max(rate, d if d is not None else (estimate or quota or rate))
+            tenant = estimate or quota or rate
+            rate = max(rate, tenant if d is None else min(d, tenant))
         out.append((r["time"], r["interval_s"], rate))
     return out
+
+
+def request_bytes(series: Sequence[Mapping]) -> float:
+    """The replay's client's largest request: the tenant's mean request in the intervals it was held (where its
+    client had a queue and filled its requests), else in all, at most :data:`analytics.demand.MAX_REQUEST_BYTES`."""
+    held = [r for r in series if r["held_ms"] > 0] or list(series)
+    requests = sum(r["requests"] for r in held)
+    return (
+        min(demand.MAX_REQUEST_BYTES, sum(r["bytes"] for r in held) / requests)
+        if requests
+        else demand.MAX_REQUEST_BYTES
+    )
 
 
 def replay_tenants(
@@ -121,8 +135,9 @@ def replay_tenants(
         if today_table is not None:
             in_force = today_table.resolve(key, row["user"] or "", row["client_id"] or "")
             quota_today = None if in_force.unlimited else in_force.limit
-        today = demand.summary(demand.replay(wanted, quota_today, window, step_s))
-        candidate = demand.summary(demand.replay(wanted, quota_candidate, window, step_s))
+        client = demand.Client(step_s=step_s, request_bytes=request_bytes(series))
+        today = demand.summary(demand.replay(wanted, quota_today, window, client=client))
+        candidate = demand.summary(demand.replay(wanted, quota_candidate, window, client=client))
         logged = sum(min(s["held_ms"], s["interval_s"] * 1000) for s in series) / 1000
         yield (
             row["user"],

@@ -247,12 +247,20 @@ def on_quota_window(intervals: DataFrame, k: int, interval_s: float) -> DataFram
 
 
 def _interval_demand(side: str) -> Column:
-    """``d`` of :func:`analytics.demand.interval_demand` per interval (null where it does not tell)."""
+    """``d`` of :func:`analytics.demand.interval_demand` per interval (null where it does not tell, and right after
+    an interval its tenant was held through, as :func:`analytics.demand.demand_rate` reads it)."""
     held_s = F.least(F.col("held_ms"), F.col("interval_s") * 1000) / 1000
     free_s = F.col("interval_s") - held_s
     tells = (held_s > 0) & (free_s >= F.col("interval_s") * demand.MIN_FREE) & (F.col("requests") > F.col("throttles"))
+    tells = tells & ~F.coalesce(F.col("_after_hold"), F.lit(False))
     sent = F.col(f"{side}_rate") * F.col("interval_s")
     return F.when(tells, sent * (F.col("requests") - F.col("throttles")) / F.col("requests") / free_s)
+
+
+def _held_through() -> Column:
+    """:func:`analytics.demand.held_through` of an interval."""
+    held_s = F.least(F.col("held_ms"), F.col("interval_s") * 1000) / 1000
+    return (F.col("interval_s") - held_s) < F.col("interval_s") * demand.MIN_FREE
 
 
 def _demand(side: str) -> list[Column]:
@@ -275,6 +283,7 @@ def entity_stats(intervals: DataFrame, k: int = 1, interval_s: float = 0.0) -> D
     intervals = (
         on_quota_window(intervals, k, interval_s)
         .withColumn("_quota", F.max("quota_rate").over(tenant))
+        .withColumn("_after_hold", F.lag(_held_through(), 1).over(tenant.orderBy("time")))
         .withColumn("_d_request", _interval_demand("request"))
         .withColumn("_d_response", _interval_demand("response"))
     )

@@ -161,3 +161,72 @@ def test_an_unpaced_client_is_advised_a_step_not_its_catch_up_pace():
     assert recommend.byte_rate_basis(row, "request", recommend.Rules(max_raise=100))[0] == 24_000_000
     with pytest.raises(ValueError, match="max-raise"):
         recommend.Rules(max_raise=0.5)
+
+
+def test_a_queueing_client_sends_what_a_hold_kept_back_and_is_held_until_it_has():
+    """bench/planner_apply.py's hog: 3 MB/s under 1.6 MB/s. Once held it has a queue for the rest of the minute and is
+    held almost all of it, as the proxy held the real librdkafka producer (47.6-52.7 s of 60); a client that queues
+    nothing is free between its holds (the replay before this: 36-42 s). With librdkafka's bound (100,000 messages of
+    1 kB) nothing is refused: what was handed is sent or still queued at the end."""
+    wanted = [(2.0 * (k + 1), 2.0, 3_000_000.0) for k in range(30)]
+    librdkafka = demand.Client(step_s=0.1, buffer_bytes=100_000_000)
+    queueing = demand.replay(wanted, 1_600_000, QuotaWindow(11, 1), client=librdkafka)
+    dropping = demand.replay(
+        wanted, 1_600_000, QuotaWindow(11, 1), client=demand.Client(step_s=0.1, buffer_bytes=0, gap_ms=0)
+    )
+    assert demand.summary(queueing)["held_s"] >= 50 > 45 > demand.summary(dropping)["held_s"]
+    sent = sum(o.sent for o in queueing)
+    assert 1_600_000 * 60 <= sent <= 1_600_000 * 71  # the quota, and the window's first allowance at most
+    assert sum(o.refused for o in queueing) == 0
+    assert 0 < 3_000_000 * 60 - sent <= librdkafka.buffer_bytes  # the rest still queued
+    assert sum(o.refused for o in dropping) > 0  # what it was handed while held
+
+
+def test_past_its_buffer_a_client_refuses_what_it_is_handed():
+    """10 MB/s under 1 MB/s with a 4 MB buffer: the queue fills in under a second of holds, and from then on what
+    the application hands it is refused (librdkafka's QUEUE_FULL); sent + refused + queued is what it was handed."""
+    wanted = [(1.0 * (k + 1), 1.0, 10_000_000.0) for k in range(30)]
+    client = demand.Client(step_s=0.1, buffer_bytes=4_000_000)
+    out = demand.replay(wanted, 1_000_000, QuotaWindow(11, 1), client=client)
+    sent, refused = sum(o.sent for o in out), sum(o.refused for o in out)
+    assert refused > 10_000_000 * 30 * 0.5
+    assert 0 <= 10_000_000 * 30 - sent - refused <= client.buffer_bytes + 1
+
+
+def test_after_a_peak_the_queue_is_sent_before_the_tenant_goes_free():
+    """4 MB/s for 30 s under 2 MB/s, then 0.5 MB/s: the queueing client is held after the peak while it sends what
+    it queued (at most its buffer, sent at 1.5 MB/s net: about 20 s more); one that queues nothing goes free within a
+    window of the peak's end."""
+    wanted = [(1.0 * (k + 1), 1.0, 4_000_000.0 if k < 30 else 500_000.0) for k in range(90)]
+    queueing = demand.replay(wanted, 2_000_000, QuotaWindow(11, 1), client=demand.Client(step_s=0.1))
+    dropping = demand.replay(
+        wanted, 2_000_000, QuotaWindow(11, 1), client=demand.Client(step_s=0.1, buffer_bytes=0, gap_ms=0)
+    )
+    last_held = [max(k for k, o in enumerate(out) if o.held_ms > 0) + 1 for out in (queueing, dropping)]
+    assert last_held[0] >= 30 + 15 and last_held[1] <= 30 + 11
+    assert sum(o.refused for o in queueing) > 0  # 60 MB over a 32 MiB buffer: the bound was reached
+
+
+def test_an_interval_right_after_one_held_through_does_not_tell_the_demand():
+    """The client comes out of a hold with its queue and sends it at once: 9 MB in the 3 s it was free is its catch-up
+    pace, not its demand, so only the first interval (its own pace, 1 MB/s over the 5 s free) tells."""
+    intervals = [(10.0, 5_000_000, 10, 0, 5_000), (10.0, 0, 0, 0, 10_000), (10.0, 9_000_000, 10, 0, 7_000)]
+    assert demand.demand_rate(intervals, 500_000) == pytest.approx(1_000_000)
+    assert demand.demand_rate(intervals[2:], 500_000) == pytest.approx(3_000_000)  # read alone, it would
+
+
+def test_a_held_interval_is_replayed_at_most_at_the_tenants_estimate_in_requests_as_large_as_its_own():
+    """An interval's own d is its catch-up pace where its client sent a queue (40 MB/s here): replayed as a queue it
+    would hold the tenant for minutes, so it is capped at the tenant's estimate; a lower d (its own pace) is kept, an
+    interval not held is what it sent. The replay's requests are the tenant's mean in its held intervals."""
+    series = [
+        {"time": 10.0, "interval_s": 10.0, "bytes": 5_000_000, "requests": 50, "throttles": 0, "held_ms": 0},
+        {"time": 20.0, "interval_s": 10.0, "bytes": 20_000_000, "requests": 20, "throttles": 0, "held_ms": 9_500},
+        {"time": 30.0, "interval_s": 10.0, "bytes": 12_000_000, "requests": 12, "throttles": 8, "held_ms": 8_000},
+        {"time": 40.0, "interval_s": 10.0, "bytes": 10_000_000, "requests": 10, "throttles": 5, "held_ms": 9_000},
+    ]
+    rates = [rate for _, _, rate in replay.interval_demands(series, 3_000_000, 1_000_000)]
+    assert rates == [500_000, 3_000_000, 2_000_000, 3_000_000]  # held through: the estimate; d 2 MB/s; d 5 MB/s
+    assert replay.request_bytes(series) == 1_000_000
+    series[1]["requests"] = 200
+    assert replay.request_bytes(series) == pytest.approx(42_000_000 / 222)
