@@ -3,6 +3,9 @@
 Per entity and quota key, the table in force (:class:`analytics.in_force.InForce`) against the recommended table:
 
 - **add**: recommended, not in force;   **raise** / **lower**: in force at another value;
+- **enforce**: a recommended key of an entry in force in shadow mode (``mode: shadow``, or the proxy-wide
+  ``quota.mode: shadow``): it holds nobody today (the replay's today-figure is 0 for the tenants it governs), so the
+  change is to enforce it, at the recommended value; said as a comment, as no ``configs`` option sets a mode;
 - **remove**: a named entry's key in force that the recommended table leaves to the fleet default of its entity
   type, for a tenant the log saw doing that kind of traffic (its own figure is at or below the default);
 - an **offender** (held to its fleet's figure, :mod:`analytics.outliers`) is never raised above what the table in
@@ -42,8 +45,9 @@ from analytics.replay import KEYS as REPLAYED
 from analytics.replay import byte_rate_table
 from quota.primitives.entity import DEFAULT, QuotaEntity, precedence
 
-ADD, RAISE, LOWER, REMOVE = "add", "raise", "lower", "remove"
-ORDER = (ADD, RAISE, LOWER, REMOVE)
+ADD, RAISE, LOWER, REMOVE, ENFORCE = "add", "raise", "lower", "remove", "enforce"
+ORDER = (ADD, RAISE, LOWER, REMOVE, ENFORCE)
+SHADOW = "in shadow mode today: it holds nobody"
 BYTE_KEYS = {key: api for api, (key, _) in REPLAYED.items()}  # producer_byte_rate -> Produce ...
 MOSTLY_HELD = 1 - MIN_FREE  # held this share of the log or more: free too little for the demand to show
 
@@ -72,7 +76,7 @@ class Unseen:
 class Change:
     entity: dict
     key: str
-    action: str  # ADD, RAISE, LOWER or REMOVE
+    action: str  # ADD, RAISE, LOWER, REMOVE or ENFORCE (a key of an entry in shadow mode, to be enforced)
     before: float | None  # in force (None: not set)
     after: float | None  # recommended (None: removed)
     origin: str | None = None  # where the key in force is set: FILE or TOPIC (None for an add)
@@ -89,6 +93,12 @@ class Change:
             ADD: f"{figure_text(self.after or 0)} (not set today)",
             REMOVE: f"{figure_text(self.before or 0)} -> the fleet default",
         }.get(self.action, f"{figure_text(self.before or 0)} -> {figure_text(self.after or 0)}")
+        if self.action == ENFORCE:
+            values = (
+                f"{figure_text(self.after or 0)} ({SHADOW})"
+                if self.before is None or math.isclose(self.before, self.after or 0)
+                else f"{values} ({SHADOW})"
+            )
         return f"{self.action} {what} {self.key} {values}: {self.verdict()}"
 
     def verdict(self) -> str:
@@ -111,8 +121,8 @@ class ChangeSet:
     in_force: InForce
 
     def counts(self) -> str:
-        found = [sum(c.action == a for c in self.changes) for a in ORDER]
-        return ", ".join(f"{n} {a}" for n, a in zip(found, ORDER))
+        found = [(sum(c.action == a for c in self.changes), a) for a in ORDER]
+        return ", ".join(f"{n} {a}" for n, a in found if n or a != ENFORCE)
 
 
 def plan(
@@ -148,9 +158,10 @@ def plan(
         if today is not None and today < after:
             said = f"offender: held at the {figure_text(today)} in force today, below its fleet's figure {figure_text(after)}"
             after = today
-        if before is not None and math.isclose(before, after):
+        shadow = eid in in_force.shadow
+        if before is not None and math.isclose(before, after) and not shadow:
             continue
-        action = ADD if before is None else RAISE if after > before else LOWER
+        action = ENFORCE if shadow else ADD if before is None else RAISE if after > before else LOWER
         origin = None if before is None else in_force.origins.get((eid, key))
         changes.append(Change(entities[eid], key, action, before, after, origin, said))
     for (eid, key), before in current.items():
@@ -306,9 +317,21 @@ def to_commands(changes: ChangeSet, scope_lines: Iterable[str] = ()) -> str:
             f"{_words(entity)} (set in the file, which the config topic cannot undo)"
             for c in in_file
         )
+        if any(c.action == ENFORCE for c in group):
+            out += comments([_enforce_text(entity, changes.in_force.file)])
         if added or deleted:
             out += recommend.to_command({"entity": entity, **added}, deleted=deleted) + "\n"
     return out
+
+
+def _enforce_text(entity: Mapping[str, str], file: str | None) -> str:
+    """How to take an entry out of shadow mode: no ``configs`` option sets a mode (AlterClientQuotas carries
+    numbers)."""
+    return (
+        f"enforce the entry of {_words(entity)}: set mode: enforce on it in {file or 'the proxy configuration'} "
+        "(or in its config topic record); where the proxy-wide quota.mode is shadow, `kafka-quota-proxy configs "
+        "--entity-type brokers --entity-default --alter --add-config quota.mode=enforce` enforces every entry"
+    )
 
 
 def _number(value: float | None) -> float | int | None:

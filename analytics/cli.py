@@ -221,6 +221,8 @@ def windows(args: argparse.Namespace) -> tuple[dict, dict[str, str], tuple[dict,
         from config.typed_settings import attribute
 
         settings, items = load_settings_and_quotas(args.proxy_config)
+        if settings.quota_mode == "shadow":  # every quota of the proxy in shadow mode, connection limits aside
+            items = tuple(it if "ip" in it["entity"] else {**it, "mode": "shadow"} for it in items)
         found = {name: getattr(settings, attribute(setting)) for name, setting in WINDOWS.items()}
         found["request_rate_apis"] = settings.quota_request_rate_apis  # what request_rate counts there
         file_keys = _settings_keys(args.proxy_config)

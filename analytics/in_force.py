@@ -40,6 +40,12 @@ class InForce:
     origins: Mapping[tuple[tuple, str], str] = field(default_factory=dict)
     source: str = ""
     file: str | None = None  # the configuration file, where a key set there is removed
+    shadow: frozenset[tuple] = frozenset()  # entity ids of the entries in shadow mode (``mode: shadow``): none held
+
+    def replayed(self) -> list[dict]:
+        """The items as the replay reads them: a shadow entry with ``mode: shadow`` (the tenants it governs are
+        held by nobody)."""
+        return [{**it, "mode": "shadow"} if entity_id(it["entity"]) in self.shadow else dict(it) for it in self.items]
 
     def value(self, entity: Mapping[str, str], key: str) -> float | None:
         for item in self.items:
@@ -60,10 +66,14 @@ def planned_only(items: Iterable[Mapping]) -> list[dict]:
 
 
 def from_file(path: str, items: Sequence[Mapping]) -> InForce:
-    """The file's ``quotas:`` items (:func:`config.loader.load_settings_and_quotas`, checked there)."""
+    """The file's ``quotas:`` items (:func:`config.loader.load_settings_and_quotas`, checked there); those with
+    ``mode: shadow`` in shadow mode."""
     found = planned_only(items)
     origins = {(entity_id(it["entity"]), k): FILE for it in found for k in it if k != "entity"}
-    return InForce(tuple(found), origins, f"--proxy-config {path}", path)
+    shadow = frozenset(
+        entity_id(it["entity"]) for it in items if it.get("mode") == "shadow" and "ip" not in it["entity"]
+    )
+    return InForce(tuple(found), origins, f"--proxy-config {path}", path, shadow)
 
 
 def with_described(
@@ -83,7 +93,9 @@ def with_described(
     source = f"DescribeClientQuotas through {bootstrap}"
     if file is not None:
         source += f" (keys also in {file.file} read as set there)"
-    return InForce(tuple(items), origins, source, file.file if file is not None else None)
+    # DescribeClientQuotas carries no mode: an entry's is the file's (a config topic entry may say otherwise)
+    shadow = frozenset(entity_id(it["entity"]) for it in items) & file.shadow if file is not None else frozenset()
+    return InForce(tuple(items), origins, source, file.file if file is not None else None, shadow)
 
 
 def describe(bootstrap: str, security: Mapping[str, str] | None = None) -> list[tuple[dict, dict]]:

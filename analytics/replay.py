@@ -77,7 +77,7 @@ def byte_rate_table(items: Sequence[Mapping]):
             continue
         quotas = {k: v for k, v in item.items() if k in ("producer_byte_rate", "consumer_byte_rate")}
         if quotas:
-            values.append((entity, quotas))
+            values.append((entity, quotas, item.get("mode") == "shadow"))
     return QuotaTable.from_values(values)
 
 
@@ -134,7 +134,7 @@ def replay_tenants(
         quota_candidate = None if resolved.unlimited else resolved.limit
         if today_table is not None:
             in_force = today_table.resolve(key, row["user"] or "", row["client_id"] or "")
-            quota_today = None if in_force.unlimited else in_force.limit
+            quota_today = None if in_force.unlimited or in_force.shadow else in_force.limit  # shadow: holds nobody
         client = demand.Client(step_s=step_s, request_bytes=request_bytes(series))
         today = demand.summary(demand.replay(wanted, quota_today, window, client=client))
         candidate = demand.summary(demand.replay(wanted, quota_candidate, window, client=client))

@@ -376,3 +376,39 @@ def test_a_tenant_held_nearly_all_the_time_makes_the_after_figure_a_lower_bound(
     )
     text = (tmp_path / "report.html").read_text()
     assert "<th>demand the log cannot show</th>" in text and f"<td>{hog_said}</td>" in text
+
+
+def test_a_shadow_entry_in_force_holds_nobody_today_and_is_enforced_as_its_own_change(tmp_path):
+    """alice's 4,000 is in force in shadow mode and the planner recommends 4,000: not "unchanged" but enforce, its
+    own kind of change, said as a comment (no configs option sets a mode); the replay holds nobody under it today,
+    and holds alice (10 kB/s) under it after the change. The proxy-wide quota.mode: shadow makes every entry so."""
+    from analytics import cli, replay
+
+    table = [{"entity": ALICE, "producer_byte_rate": 4000, "mode": "shadow"}, {"entity": BOB, "producer_byte_rate": 1}]
+    path = tmp_path / "proxy.yaml"
+    config = {"upstream": {"bootstrap_servers": ["k:9092"]}, "listeners": [{"name": "P", "bind": "0.0.0.0:9192"}]}
+    path.write_text(yaml.safe_dump({**config, "quotas": table}))
+    args = cli.build_parser().parse_args(["analyze", "--input", "in", "--output", "out", "--proxy-config", str(path)])
+    in_force_table = cli.in_force(args, cli.windows(args)[2])
+    assert in_force_table.shadow == {entity_id(ALICE)}
+    recommended = [{"entity": ALICE, "producer_byte_rate": 4000}, {"entity": BOB, "producer_byte_rate": 1}]
+    changes = changeset.plan(in_force_table, recommended, {}, SEEN)
+    assert lines(changes) == [("enforce", ALICE, "producer_byte_rate", 4000, 4000)]
+    assert changes.after == ({"entity": ALICE, "producer_byte_rate": 4000}, {"entity": BOB, "producer_byte_rate": 1})
+    text = changeset.to_commands(changes)
+    assert "# enforce user=alice client-id=etl producer_byte_rate 4,000 (in shadow mode today: it holds nobody)" in text
+    said = "".join(line.lstrip("# ") for line in text.splitlines())  # the comments wrapped, each line a "# "
+    assert f"set mode: enforce on it in {path}".replace(" ", "") in said.replace(" ", "")
+    series = [
+        {"time": 10.0 * (k + 1), "interval_s": 10.0, "bytes": 100_000, "requests": 10, "throttles": 0, "held_ms": 0}
+        for k in range(30)
+    ]
+    rows = [{"user": "alice", "client_id": "etl", "api": "Produce", "quota_rate": None, "series": series}]
+    (row,) = replay.replay_tenants(rows, list(changes.after), 11, 1, 5.0, in_force_table.replayed())
+    got = dict(zip(replay.RESULT, row))
+    assert got["quota_today"] is None and got["today_held_s"] == 0  # in shadow: holds nobody
+    assert got["quota_candidate"] == 4000 and got["candidate_held_s"] > 200
+    replayed = changeset.with_replay(changes, [got])
+    assert replayed.changes[0].held_today_s == 0 and replayed.changes[0].held_after_s > 200
+    path.write_text(yaml.safe_dump({**config, "settings": {"quota.mode": "shadow"}, "quotas": table[1:]}))
+    assert cli.in_force(args, cli.windows(args)[2]).shadow == {entity_id(BOB)}
