@@ -81,7 +81,7 @@ def with_described(
 ) -> InForce:
     """The proxy's answer (DescribeClientQuotas: ``(entity, {key: value})``) as the table in force; a key the file
     holds with the same value is the file's, any other the config topic's."""
-    items = planned_only({"entity": dict(entity), **values} for entity, values in described)
+    items = planned_only({"entity": _in_kafkas_order(entity), **values} for entity, values in described)
     origins = {}
     for it in items:
         for key, value in it.items():
@@ -96,6 +96,12 @@ def with_described(
     # DescribeClientQuotas carries no mode: an entry's is the file's (a config topic entry may say otherwise)
     shadow = frozenset(entity_id(it["entity"]) for it in items) & file.shadow if file is not None else frozenset()
     return InForce(tuple(items), origins, source, file.file if file is not None else None, shadow)
+
+
+def _in_kafkas_order(entity: Mapping[str, str]) -> dict[str, str]:
+    """``entity`` with its parts as the planner writes them (user, client-id; ip), whatever order the answer had."""
+    order = ("user", "client-id", "ip")
+    return dict(sorted(entity.items(), key=lambda part: order.index(part[0]) if part[0] in order else len(order)))
 
 
 def describe(bootstrap: str, security: Mapping[str, str] | None = None) -> list[tuple[dict, dict]]:

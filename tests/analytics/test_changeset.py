@@ -144,10 +144,11 @@ def test_the_commands_apply_exactly_the_change_set():
 
 def test_the_proxys_answer_is_the_table_in_force_and_the_files_keys_are_the_files():
     described = [
-        (ALICE, {"producer_byte_rate": 1000.0}),
+        ({"client-id": "etl", "user": "alice"}, {"producer_byte_rate": 1000.0}),  # read in the planner's order
         (BOB, {"producer_byte_rate": 7000.0, "request_percentage": 50}),
     ]
     table = with_described(from_file("proxy.yaml", IN_FORCE), described, "proxy:9092")
+    assert [list(it["entity"]) for it in table.items] == [["user", "client-id"]] * 2
     assert table.items == (
         {"entity": ALICE, "producer_byte_rate": 1000.0},
         {"entity": BOB, "producer_byte_rate": 7000.0},

@@ -389,11 +389,37 @@ quotas:
 """
 
 
-def test_kafka_quota_proxy_analyze(spark, result, tmp_path, capsys):
+@pytest.fixture
+def proxy_in_force():
+    """A proxy in front of Tansu (which answers no DescribeClientQuotas: the proxy does) whose YAML holds
+    PROXY_CONFIG's user and client-id quotas, and STUCK's producer_byte_rate 50,000 written through its config topic
+    (AlterClientQuotas): the table in force ``analyze --bootstrap`` reads."""
+    from tests.harness import wait_until
+    from tests.integration.quota_apis import alter, described, op, send, start
+
+    quotas = [it for it in yaml.safe_load(PROXY_CONFIG)["quotas"] if "topic" not in it["entity"]]
+    proxy, broker = start(["User:ANONYMOUS"], quotas=quotas)
+    try:
+        stuck = [
+            {"entity_type": "user", "entity_name": STUCK[0]},
+            {"entity_type": "client-id", "entity_name": STUCK[1]},
+        ]
+        written = send(proxy.bootstrap, alter([{"entity": stuck, "ops": [op("producer_byte_rate", 50_000)]}]))
+        assert [e.error_code for e in written.entries] == [0]
+        entity = {"user": STUCK[0], "client-id": STUCK[1]}
+        wait_until(lambda: described(proxy.bootstrap, entity) == {"producer_byte_rate": 50_000}, 15, "stuck's quota")
+        yield proxy
+    finally:
+        proxy.stop()
+        broker.stop()
+
+
+def test_kafka_quota_proxy_analyze(spark, result, tmp_path, capsys, proxy_in_force):
     """The proxy's CLI runs the same job (here on the tests' session, which it leaves running): the windows read from
     the proxy's configuration (only its settings: checked: the TLS files it names are on the proxy's host), a flag
-    overriding one of them, and the steps said on standard error as they start. The file's quotas are the table in
-    force: the commands file is the change set against it, with the replay's held time beside each line."""
+    overriding one of them, and the steps said on standard error as they start. The table in force is what a running
+    proxy answers (--bootstrap), its keys with the file's value read as the file's: the commands file is the change
+    set against it, with the replay's held time beside each line."""
     from proxy.cli.main import main
 
     log = tmp_path / "usage"
@@ -402,10 +428,8 @@ def test_kafka_quota_proxy_analyze(spark, result, tmp_path, capsys):
     write_jsonl(str(log / "stuck.jsonl"), stuck_records())  # a tenant held 96% of the log
     (tmp_path / "proxy.yaml").write_text(PROXY_CONFIG)
     argv = ["analyze", "--input", str(log), "--output", str(tmp_path / "out"), "--headroom", "2", "--no-charts"]
-    capacity = ["--capacity", "bytes_in=1000,connections=1e6"]
-    assert (
-        main([*argv, "--proxy-config", str(tmp_path / "proxy.yaml"), "--producer-id-window-s", "120", *capacity]) == 0
-    )
+    argv += ["--capacity", "bytes_in=1000,connections=1e6", "--bootstrap", proxy_in_force.bootstrap]
+    assert main([*argv, "--proxy-config", str(tmp_path / "proxy.yaml"), "--producer-id-window-s", "120"]) == 0
     text = (tmp_path / "out" / "recommended-quotas.yaml").read_text()
     assert "headroom 2" in text and yaml.safe_load(text)["quotas"]
     # controller window from the file (5 s), producer ids from the flag (120 s, not the file's 60), the rest defaults
@@ -437,7 +461,8 @@ def test_kafka_quota_proxy_analyze(spark, result, tmp_path, capsys):
     assert f"controller.quota.window.size.seconds</td><td>5 (--proxy-config {config})" in report_text
     assert "producer.id.quota.window.size.seconds</td><td>120 (--producer-id-window-s)" in report_text
     assert "quota.window.num</td><td>11 (the proxy&#x27;s default)" in report_text
-    assert f"change set against --proxy-config {config}: " in out
+    source = f"DescribeClientQuotas through {proxy_in_force.bootstrap} (keys also in {config} read as set there)"
+    assert f"change set against {source}: " in out
     commands = (tmp_path / "out" / "recommended-commands.txt").read_text()
     said_text = " ".join(line[2:] for line in commands.splitlines() if line.startswith("# "))
     removed = f"remove user={SPLIT[0]} client-id={SPLIT[1]} producer_byte_rate 30,000 -> the fleet default: held "
@@ -445,6 +470,11 @@ def test_kafka_quota_proxy_analyze(spark, result, tmp_path, capsys):
         re.escape(removed) + r"[\d,.]+ s today, [\d,.]+ s after the change \(1 tenant in the log\)", said_text
     )
     assert f"edit {config}: remove producer_byte_rate from the entry of user={SPLIT[0]}" in said_text
+    # STUCK's 50,000, which only the proxy's answer holds (set through its config topic): left to the fleet default
+    # like SPLIT's, but deleted from the config topic by configs, where SPLIT's is an edit of the file
+    assert f"remove user={STUCK[0]} client-id={STUCK[1]} producer_byte_rate 50,000 -> the fleet default" in said_text
+    [deleted] = [line for line in commands.splitlines() if f"--entity-name {STUCK[0]} " in line]
+    assert deleted.endswith("--delete-config producer_byte_rate") and "--add-config" not in deleted
     # the lines governing a tenant held 90% of the log or more say its after-figure is a lower bound; no other
     produce = spark.read.parquet(str(tmp_path / "out" / "entity_stats")).where("api = 'Produce'").collect()
     named = {
@@ -455,13 +485,15 @@ def test_kafka_quota_proxy_analyze(spark, result, tmp_path, capsys):
     assert set(said_mostly) == mostly == {f"user={STUCK[0]} client-id={STUCK[1]} held 96%"}
     replay_part = report_text.split("<h2>Replay under")[1]  # and the replay's table, on the tenant's own row
     assert "<td>held 96% of the log: its demand is at least 50,000 B/s, how much more the log" in replay_part
-    # one configs --alter per entity with an add, raise or lower; a comment line per change; no line for ghost
+    # one configs --alter per entity with an add, raise or lower or a removal from the config topic; a comment line
+    # per change; no line for ghost
     keys = "producer_byte_rate|consumer_byte_rate|controller_mutation_rate|producer_ids_rate|connection_creation_rate"
     said = re.findall(rf"^# (add|raise|lower|remove) (.*?) (?:{keys}) ", commands, re.M)
-    counts = re.search(r"change set against [^:]*: (\d+) add, (\d+) raise, (\d+) lower, (\d+) remove", out)
+    counts = re.search(r"change set against .*?: (\d+) add, (\d+) raise, (\d+) lower, (\d+) remove", out)
     assert len(said) == sum(map(int, counts.groups())) > 1
     altered = [line for line in commands.splitlines() if not line.startswith("#")]
-    assert len(altered) == len({entity for action, entity in said if action != "remove"}) and "ghost" not in commands
+    configs_done = {entity for action, entity in said if action != "remove"} | {f"user={STUCK[0]} client-id={STUCK[1]}"}
+    assert len(altered) == len(configs_done) and "ghost" not in commands  # STUCK's: its --delete-config
     assert "Kept as they are (1)" in report_text and "<td>user=ghost client-id=gone</td>" in report_text
     # the capacity: what the table commits in the busiest interval, by the tenants active in it, never above the sum
     # over every tenant; bytes_in oversubscribed (flagged, not scaled: SPLIT's default above was not scaled)

@@ -6,12 +6,14 @@ from __future__ import annotations
 from tests.harness import Tansu, free_port, proxy_config, start_proxy
 
 
-def start(admins: list[str]):
+def start(admins: list[str], quotas: list | None = None):
+    """A proxy with dynamic config in front of Tansu, ``quotas`` in its YAML (default: the ``<default>`` user's
+    consumer_byte_rate 5,000,000); returns (proxy, broker)."""
     proxy_port, broker_port = free_port(), free_port()
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
-    config = proxy_config(
-        proxy_port, broker_port, quotas=[{"entity": {"user": "<default>"}, "consumer_byte_rate": 5000000}]
-    )
+    if quotas is None:
+        quotas = [{"entity": {"user": "<default>"}, "consumer_byte_rate": 5000000}]
+    config = proxy_config(proxy_port, broker_port, quotas=quotas)
     config["dynamic_config"] = {}
     config["admin_principals"] = admins
     try:
