@@ -97,16 +97,20 @@ def interval_demands(series: Sequence[Mapping], estimate: float | None, quota: f
     return out
 
 
-def request_bytes(series: Sequence[Mapping]) -> float:
+MOST_REQUESTS_PER_S = 10
+"""What bounds the replay's work: its client's requests carry at least a tenth of a second of the tenant's highest
+demand, so a held tenant costs at most about ten quota decisions a second of log, whatever its own requests were."""
+
+
+def request_bytes(series: Sequence[Mapping], wanted: Sequence[tuple] = ()) -> float:
     """The replay's client's largest request: the tenant's mean request in the intervals it was held (where its
-    client had a queue and filled its requests), else in all, at most :data:`analytics.demand.MAX_REQUEST_BYTES`."""
+    client had a queue and filled its requests), else in all, at most :data:`analytics.demand.MAX_REQUEST_BYTES`;
+    at least ``1 / MOST_REQUESTS_PER_S`` of the highest rate of ``wanted`` (:func:`interval_demands`)."""
     held = [r for r in series if r["held_ms"] > 0] or list(series)
     requests = sum(r["requests"] for r in held)
-    return (
-        min(demand.MAX_REQUEST_BYTES, sum(r["bytes"] for r in held) / requests)
-        if requests
-        else demand.MAX_REQUEST_BYTES
-    )
+    mean = sum(r["bytes"] for r in held) / requests if requests else demand.MAX_REQUEST_BYTES
+    floor = max((rate for _, _, rate in wanted), default=0.0) / MOST_REQUESTS_PER_S
+    return min(demand.MAX_REQUEST_BYTES, max(mean, floor))
 
 
 def replay_tenants(
@@ -135,7 +139,7 @@ def replay_tenants(
         if today_table is not None:
             in_force = today_table.resolve(key, row["user"] or "", row["client_id"] or "")
             quota_today = None if in_force.unlimited or in_force.shadow else in_force.limit  # shadow: holds nobody
-        client = demand.Client(step_s=step_s, request_bytes=request_bytes(series))
+        client = demand.Client(step_s=step_s, request_bytes=request_bytes(series, wanted))
         today = demand.summary(demand.replay(wanted, quota_today, window, client=client))
         candidate = demand.summary(demand.replay(wanted, quota_candidate, window, client=client))
         logged = sum(min(s["held_ms"], s["interval_s"] * 1000) for s in series) / 1000

@@ -218,7 +218,8 @@ def test_an_interval_right_after_one_held_through_does_not_tell_the_demand():
 def test_a_held_interval_is_replayed_at_most_at_the_tenants_estimate_in_requests_as_large_as_its_own():
     """An interval's own d is its catch-up pace where its client sent a queue (40 MB/s here): replayed as a queue it
     would hold the tenant for minutes, so it is capped at the tenant's estimate; a lower d (its own pace) is kept, an
-    interval not held is what it sent. The replay's requests are the tenant's mean in its held intervals."""
+    interval not held is what it sent. The replay's requests are the tenant's mean in its held intervals, at least a
+    tenth of a second of its highest demand."""
     series = [
         {"time": 10.0, "interval_s": 10.0, "bytes": 5_000_000, "requests": 50, "throttles": 0, "held_ms": 0},
         {"time": 20.0, "interval_s": 10.0, "bytes": 20_000_000, "requests": 20, "throttles": 0, "held_ms": 9_500},
@@ -230,3 +231,6 @@ def test_a_held_interval_is_replayed_at_most_at_the_tenants_estimate_in_requests
     assert replay.request_bytes(series) == 1_000_000
     series[1]["requests"] = 200
     assert replay.request_bytes(series) == pytest.approx(42_000_000 / 222)
+    # at least a tenth of a second of its highest demand: a held tenant costs at most ten decisions a second of log
+    series[1]["requests"] = 20_000
+    assert replay.request_bytes(series, [(10.0, 10.0, 3_000_000.0)]) == 300_000
