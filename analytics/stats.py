@@ -52,6 +52,8 @@ SCHEMA = StructType(
     + [StructField("proxy", StringType()), StructField("broker", LongType()), StructField("scope", StringType())]
     # by label, from proxies with topic quotas or group request rates (analytics.named_stats); null: none
     + [StructField(name, MapType(StringType(), LongType())) for name in ("topic_bytes", "group_requests")]
+    # the quota group the entity is a member of (read, not yet planned for); null: none
+    + [StructField("quota_group", StringType())]
 )
 # per-record rates (count / the record's length on the grid), added up per interval of the grid
 RATES = {

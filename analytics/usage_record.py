@@ -32,6 +32,7 @@ FIELDS = (
     "scope",
     "topic_bytes",  # record bytes charged to topic quotas, by topic label ({topic: NAME} or <default>); null: none
     "group_requests",  # requests counted against group request rates, by group label; null: none
+    "quota_group",  # the quota group the user or client id is a member of; null: none
 )
 COUNT_FIELDS = FIELDS[7:17]
 HELD_FIELDS = FIELDS[15:19]
@@ -53,11 +54,13 @@ def record(
     observed_rate_sum: float = 0.0,
     topic_bytes: dict[str, int] | None = None,
     group_requests: dict[str, int] | None = None,
+    quota_group: str | None = None,
     **counts: int,
 ) -> dict:
     """One usage record with every key present; counts not given are 0 (``held_ms``: the ``throttle_ms`` given, one
     connection's); ``proxy``, ``broker`` and ``scope`` say where it came from, as the proxy writes them;
-    ``topic_bytes`` and ``group_requests`` by label, as a proxy with topic quotas or group request rates writes them."""
+    ``topic_bytes`` and ``group_requests`` by label, as a proxy with topic quotas or group request rates writes them;
+    ``quota_group`` the quota group the entity is a member of."""
     rec = {
         "time": time,
         "interval_s": interval_s,
@@ -75,6 +78,7 @@ def record(
         raise TypeError(f"unknown usage fields: {sorted(counts)}")
     rec["proxy"], rec["broker"], rec["scope"] = proxy, broker, scope
     rec["topic_bytes"], rec["group_requests"] = topic_bytes, group_requests
+    rec["quota_group"] = quota_group
     return rec
 
 
