@@ -92,10 +92,10 @@ def disk_fill(
 
     thread = threading.Thread(target=produce, daemon=True)
     phases = []
-    publish(DISK_PHASES[0][1])
-    time.sleep(2)
-    thread.start()
-    try:
+    try:  # a signal may come at any point from here, the first snapshot's flush included
+        publish(DISK_PHASES[0][1])
+        time.sleep(2)
+        thread.start()
         for what, used, expected in DISK_PHASES:
             publish(used)
             time.sleep(DISK_PHASE_SECONDS)
@@ -112,7 +112,8 @@ def disk_fill(
         raise
     finally:
         stop.set()
-        thread.join(90)
+        if thread.ident is not None:  # started
+            thread.join(90)
         if aborted.is_set():  # a snapshot still queued would be reported by librdkafka when the publisher is
             publisher.purge()  # destroyed, after the demo's verdict line (a SIGTERM during publish's flush)
             publisher.flush(1)
