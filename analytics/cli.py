@@ -346,6 +346,10 @@ def analyze(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # Ctrl-C: PySpark cancels the jobs; the session is stopped and the code zip removed
         print("kafka-quota-proxy analyze: interrupted", file=sys.stderr)
         return 130
+    finally:
+        from analytics import shipping
+
+        shipping.jvm_gone()  # its temporary files go with it, before the command returns
     for line in summary_lines(result):
         print(line)
     return 0

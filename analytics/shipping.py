@@ -80,3 +80,27 @@ def code_shipped(spark, session_ends_with_job: bool) -> Iterator[None]:
         if not kept:
             shutil.rmtree(folder, ignore_errors=True)
             _FOLDERS.discard(folder)
+
+
+def jvm_gone(timeout_s: float = 60.0) -> None:
+    """Stop the JVM PySpark started for this process, once its session is stopped, and wait for it (at most
+    ``timeout_s``). The JVM removes the files it unpacked into the temporary folder (lz4-java's native library and its
+    lock, for one) only as it exits, and it exits when our standard input to it closes: at the end of this process,
+    after the command has returned. A run's temporary folder was then seen holding them for a moment (a scheduler or a
+    script that removes the folder at once races the JVM). Nothing is done while a session is active."""
+    import subprocess
+
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    proc = getattr(gateway, "proc", None)
+    if proc is None or SparkContext._active_spark_context is not None:
+        return
+    try:
+        proc.stdin.close()  # PySpark's JVM exits when its standard input ends
+        proc.wait(timeout_s)
+    except (OSError, ValueError):
+        return  # already closed
+    except subprocess.TimeoutExpired:
+        return  # left to end with this process, as before
+    SparkContext._gateway = SparkContext._jvm = None  # a later session in this process starts a JVM of its own
