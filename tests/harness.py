@@ -128,12 +128,13 @@ def wait_for_port(port: int, timeout: float = 10.0, host: str = "127.0.0.1") -> 
     raise TimeoutError(f"nothing listening on {host}:{port} after {timeout}s")
 
 
-def wait_until(condition, timeout: float, what: str, interval: float = 0.05):
+def wait_until(condition, timeout: float, what, interval: float = 0.05):
     """Call ``condition()`` every ``interval`` s until it returns something true, and return that; fail (an
-    AssertionError naming ``what``) once ``timeout`` s have passed without it. The tests' one polling wait."""
+    AssertionError naming ``what``, or what ``what()`` returns then: the state the wait ended in) once ``timeout`` s
+    have passed without it. The tests' one polling wait."""
     deadline = time.monotonic() + timeout
     while not (got := condition()):
-        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
+        assert time.monotonic() < deadline, f"not within {timeout} s: {what() if callable(what) else what}"
         time.sleep(interval)
     return got
 

@@ -240,12 +240,14 @@ def steady_after_debt(acked: list, now_tenth: int, rate: float) -> int | None:
     return None
 
 
-def ck_flat_out(producer, topic: str, value: bytes, halt, on_delivery) -> None:
-    """Keep a confluent-kafka ``producer``'s local queue full of ``value`` for ``topic`` until ``halt`` is set (a
-    tenant flat out); then drop what is still queued or in flight (the tenant stops at once)."""
+def ck_flat_out(producer, topic: str, value: bytes, halt, on_delivery, partition: int | None = None) -> None:
+    """Keep a confluent-kafka ``producer``'s local queue full of ``value`` for ``topic`` (its ``partition`` if given,
+    else where the partitioner puts it) until ``halt`` is set (a tenant flat out); then drop what is still queued or
+    in flight (the tenant stops at once)."""
+    where = {} if partition is None else {"partition": partition}
     while not halt.is_set():
         try:
-            producer.produce(topic, value, on_delivery=on_delivery)
+            producer.produce(topic, value, on_delivery=on_delivery, **where)
         except BufferError:
             producer.poll(0.05)
             continue

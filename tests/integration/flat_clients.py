@@ -64,7 +64,10 @@ def kp_flat(bootstrap, topic, client_id):
     return run
 
 
-def ck_flat(bootstrap, topic, client_id):
+def ck_flat(bootstrap, topic, client_id, value: bytes = VALUE):
+    """``value``: what each record carries after its sequence number (1,000 bytes unless a test needs the client's
+    own CPU per byte smaller)."""
+
     def run(flat):
         from confluent_kafka import Producer
 
@@ -81,9 +84,9 @@ def ck_flat(bootstrap, topic, client_id):
         )
         seq = 0
         while not flat.stop.is_set():
-            value = b"%d:" % seq + VALUE
+            record = b"%d:" % seq + value
             try:
-                p.produce(topic, value, on_delivery=lambda err, msg: err is None and acked.append(msg.value()))
+                p.produce(topic, record, on_delivery=lambda err, msg: err is None and acked.append(msg.value()))
                 seq += 1
             except BufferError:
                 p.poll(0.01)
