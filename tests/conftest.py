@@ -12,6 +12,7 @@ if os.environ.get("CI"):
 
 from tests.harness import RunningProxy, Tansu, free_port, proxy_config, start_proxy  # noqa: E402
 from tests.kafka_cluster import cluster_of  # noqa: E402
+from tests.timeline import pytest_runtest_protocol  # noqa: E402, F401  (KQP_TEST_TIMELINE: where the time goes)
 
 
 def pytest_itemcollected(item):
