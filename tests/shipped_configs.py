@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+import os
+
 from config.loader import load_config_text
 from config.model import ProxyConfig
 from tests import k8s_render
@@ -32,3 +34,23 @@ def proxy_environment(mode: str, pod_index: int) -> dict[str, str]:
 def rendered(mode: str, pod_index: int = 0) -> ProxyConfig:
     """The configuration the proxy of pod ``pod_index`` loads."""
     return load_config_text(shipped_proxy_configs(mode), proxy_environment(mode, pod_index))
+
+
+def disk_states(path, config: ProxyConfig, margin: float = 0.5) -> set[str]:
+    """The volume states the limits of ``config`` (its publisher's, else its DescribeLogDirs source's; both
+    MinFreePercentage in every shipped file) give the disk holding ``path``, its free share measured as the proxy
+    and Kafka measure it (the blocks available to an unprivileged writer, of all): OPEN at or above the soft limit's
+    share, PAUSE below the hard one's, THROTTLE between; within ``margin`` points of a limit the states on both
+    sides (other tests write to the disk meanwhile). The shipped soft limit is 20 % free: on a machine whose disk is
+    more than 80 % used the shipped files throttle produce, as they would an operator's broker."""
+    volume = config.volume_usage
+    limits = volume.publisher or volume.describe_log_dirs
+    assert limits is not None and {limits.soft_limit.type, limits.hard_limit.type} == {"MinFreePercentage"}, limits
+    soft, hard = limits.soft_limit.level, limits.hard_limit.level
+    st = os.statvfs(path)
+    free = 100.0 * st.f_bavail / st.f_blocks
+
+    def state(share: float) -> str:
+        return "OPEN" if share >= soft else "PAUSE" if share < hard else "THROTTLE"
+
+    return {state(free - margin), state(free), state(free + margin)}

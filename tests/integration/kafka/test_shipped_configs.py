@@ -52,7 +52,7 @@ from proxy.cli import configs
 from tests.harness import _LIVE, cluster_ports, free_port, wait_until
 from tests.integration.quota_apis import described
 from tests.kafka_cluster import CONFIGS, KafkaCluster, stop_all, unique_topic
-from tests.shipped_configs import COMPOSE_PROXIES, proxy_environment, shipped_proxy_configs
+from tests.shipped_configs import COMPOSE_PROXIES, disk_states, proxy_environment, rendered, shipped_proxy_configs
 
 pytestmark = pytest.mark.integration
 
@@ -179,14 +179,16 @@ def start(proxies_args, folder: Path) -> list[ProxyProcess]:
     return proxies
 
 
-def check_volume_open(proxies: list[ProxyProcess], node_ids: set[int]) -> None:
-    expected = ("OPEN", {str(n) for n in node_ids})
+def check_volume_fresh(proxies: list[ProxyProcess], node_ids: set[int], states: set[str]) -> None:
+    """Every broker's volume usage fresh on every proxy, in the state the disk is in (``disk_states``: OPEN unless
+    the machine's disk is past the shipped soft limit; a CI run on a disk 80.2 % used was throttled, rightly)."""
+    fresh = {str(n) for n in node_ids}
     for proxy in proxies:
         try:
             wait_until(
-                lambda: proxy.volume() == expected,
+                lambda: proxy.volume()[0] in states and proxy.volume()[1] == fresh,
                 60,
-                f"{proxy.name}: volume usage of brokers {sorted(node_ids)} fresh and OPEN",
+                f"{proxy.name}: volume usage of brokers {sorted(node_ids)} fresh and {' or '.join(sorted(states))}",
             )
         except AssertionError as failure:
             refused = proxy.log.read_text().count("TopicAuthorizationFailed")
@@ -196,9 +198,9 @@ def check_volume_open(proxies: list[ProxyProcess], node_ids: set[int]) -> None:
             ) from None
 
 
-def produce_through_each(proxies: list[ProxyProcess], cluster: KafkaCluster, volume: bool) -> None:
+def produce_through_each(proxies: list[ProxyProcess], cluster: KafkaCluster, states: set[str]) -> None:
     """A producer at kafka-python's defaults bootstrapped on each proxy, MESSAGES each to a topic with a partition
-    led by every broker: every message acknowledged, the volume state OPEN on every proxy afterwards."""
+    led by every broker: every message acknowledged, the volume state one of ``states`` on every proxy afterwards."""
     from kafka import KafkaProducer
     from kafka.admin import KafkaAdminClient, NewTopic
 
@@ -216,9 +218,8 @@ def produce_through_each(proxies: list[ProxyProcess], cluster: KafkaCluster, vol
         finally:
             producer.close(10)
         assert len(acked) == MESSAGES and {meta.partition for meta in acked} == {0, 1, 2}, proxy.name
-    if volume:
-        for proxy in proxies:
-            assert proxy.volume()[0] == "OPEN", f"{proxy.name}: {proxy.volume()}"
+    for proxy in proxies:
+        assert proxy.volume()[0] in states, f"{proxy.name}: {proxy.volume()}, not {states}"
 
 
 def configs_command(cluster: KafkaCluster, java: bool, bootstrap: str, *args: str) -> tuple[int, str]:
@@ -291,9 +292,10 @@ def test_compose_proxies_as_shipped(kafka3):
         node = nodes[load_config_text(text, {}).volume_usage.publisher.broker_id]
         args.append((path.stem, localized(text, sidecar_rewrites(text, {}, node)), {}))
     proxies = start(args, folder)
+    states = disk_states(kafka3.directory, load_config_text(COMPOSE_PROXIES[0].read_text(), {}))
     try:
-        check_volume_open(proxies, set(nodes))
-        produce_through_each(proxies, kafka3, volume=True)
+        check_volume_fresh(proxies, set(nodes), states)
+        produce_through_each(proxies, kafka3, states)
         check_quotas(proxies, kafka3)
     finally:
         stop_all(proxies)
@@ -318,9 +320,10 @@ def test_k8s_sidecars_and_cluster_mode_as_shipped(strimzi_ids_cluster):
     folder = proxies_folder(cluster, "k8s-proxies")
     sidecars = start(k8s_sidecar_args(cluster), folder)
     proxies = list(sidecars)
+    states = disk_states(cluster.directory, rendered("sidecar", 0))
     try:
-        check_volume_open(sidecars, set(STRIMZI_NODE_IDS))
-        produce_through_each(sidecars, cluster, volume=True)
+        check_volume_fresh(sidecars, set(STRIMZI_NODE_IDS), states)
+        produce_through_each(sidecars, cluster, states)
         check_quotas(sidecars, cluster)
         # cluster mode: the cluster ConfigMap's proxy in front of the same brokers (their ids 3, 4, 10 each on a port)
         text = shipped_proxy_configs("cluster")
@@ -339,8 +342,9 @@ def test_k8s_sidecars_and_cluster_mode_as_shipped(strimzi_ids_cluster):
         }
         (clustered,) = start([("cluster-mode", localized(text, rewrites), env)], folder)
         proxies.append(clustered)
-        check_volume_open([clustered], set(STRIMZI_NODE_IDS))  # DescribeLogDirs of every broker
-        produce_through_each([clustered], cluster, volume=True)
+        cluster_states = disk_states(cluster.directory, cfg)
+        check_volume_fresh([clustered], set(STRIMZI_NODE_IDS), cluster_states)  # DescribeLogDirs of every broker
+        produce_through_each([clustered], cluster, cluster_states)
         check_quotas([clustered, *sidecars], cluster, java=False)
     finally:
         stop_all(proxies)

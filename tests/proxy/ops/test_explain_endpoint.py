@@ -11,7 +11,7 @@ import pytest
 
 from config.loader import parse_config
 from proxy.app import ProxyApp
-from proxy.ops.explain import Limiter, QueryError, parse_query
+from proxy.ops.explain import Explainer, Limiter, QueryError, parse_query
 from proxy.workers.explain import WorkersExplainer
 from tests.harness import proxy_config
 
@@ -64,6 +64,7 @@ def test_asking_about_made_up_clients_makes_nothing_and_is_rate_limited():
         )
     )
     quotas = app.quotas
+    app.explainer = Explainer(app, Limiter(clock=lambda: 0.0))  # the twelve asked in one instant, however slow
 
     def sizes():
         return (
