@@ -1,6 +1,6 @@
 """Where the suite's time goes: with ``KQP_TEST_TIMELINE`` set to a file, every test (each xdist worker's) appends
-one JSON line there: its node id, worker, xdist group, when it started and ended (wall clock), the CPU its worker
-process used meanwhile (its own threads and the children it waited for), and the machine's idle CPU over the same
+one JSON line there: its node id, worker, xdist group, when it started and ended (wall clock), the CPU its worker's
+process tree used meanwhile (its threads, the brokers, proxies and JVMs it started), and the machine's idle CPU over the same
 span (from /proc/stat). `python tools/suite_timeline.py FILE` reads it: each group's span and the machine's idle
 share over the run tell whether `make test` waits for its longest group or for the cores. Unset, nothing is done."""
 
@@ -16,7 +16,26 @@ import pytest
 PATH = os.environ.get("KQP_TEST_TIMELINE")
 
 
+TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
 def _cpu() -> float:
+    """CPU seconds of this worker's whole process tree: each live process's own and its waited-for children's
+    (brokers, proxy processes and Spark's JVM are children the worker waits for only when they end); without
+    /proc, the worker's own and its waited-for children's."""
+    from tests.conftest import process_tree  # here: conftest imports this module
+
+    total = 0.0
+    for pid in process_tree(os.getpid()) if os.path.isdir("/proc") else ():
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+        except OSError:  # ended meanwhile: its parent's waited-for children's time has it
+            continue
+        utime, stime, cutime, cstime = (float(v) for v in stat[stat.rfind(")") + 2 :].split()[11:15])
+        total += (utime + stime + cutime + cstime) / TICK
+    if total:
+        return total
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
