@@ -3,8 +3,10 @@ them.
 
 On Apache Kafka (the kafka1 session cluster: Tansu's coordinator rebalances a group in seconds, so a group looping
 through rebalances on it makes under 2 requests a second, no storm to hold; on Kafka the same loop makes about 12), a
-storm group rebalances in a loop: two librdkafka members (confluent-kafka) and one aiokafka member, each changing
-its subscription whenever it has been assigned, so every member's JoinGroup and SyncGroup go round again and again.
+storm group rebalances in a loop: two librdkafka members (confluent-kafka), one aiokafka member and one of Kafka's
+own Java consumer (tests/integration/java/RebalancingMember.java, the classic group protocol, run from the Kafka
+jars), each changing its subscription whenever it has been assigned, so every member's JoinGroup and SyncGroup go
+round again and again.
 Beside it a calm group (another group id, other client ids; one member of each client) joins once and stays. Under
 ``{group: storm}`` the storm's JoinGroup and SyncGroup are held to its quota, every member of it throttled by its
 group's count whatever its client id; the calm group is counted under ``{group: "<default>"}`` and never throttled or
@@ -16,11 +18,14 @@ connection between heartbeats and throttled joins (what broke librdkafka under R
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
+from tests.harness import wait_until
 from tests.kafka_cluster import unique_topic
 
 pytestmark = [pytest.mark.integration]
@@ -31,6 +36,7 @@ STORM_SECONDS = 6.0
 SETTINGS = {"quota.window.num": WINDOW_NUM, "quota.request.rate.apis": "JoinGroup,SyncGroup"}
 GROUP_TIMEOUTS = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "max.poll.interval.ms": 6000}
 ASSIGNOR = "roundrobin"  # aiokafka's only default: librdkafka members of the same group must offer it too
+JAVA_MEMBER = Path(__file__).parent.parent / "java" / "RebalancingMember.java"  # its settings are GROUP_TIMEOUTS'
 
 
 def rate_metric(proxy, name: str, user: str = "", client_id: str = "", group: str = "") -> float:
@@ -119,6 +125,43 @@ class AioMember:
         assert self.error is None, self.error
 
 
+class JavaMember:
+    """Kafka's Java consumer (tests/integration/java/RebalancingMember.java) in its own JVM; with ``flip`` it
+    changes its subscription each time it has been assigned. What it prints is read into ``lines`` by a thread: one
+    ``assigned MEMBER_ID GENERATION`` per assignment, ``lost MEMBER_ID`` if the group dropped it."""
+
+    def __init__(self, cluster, bootstrap: str, group: str, client_id: str, topics: list[str], flip: list[str]) -> None:
+        command = cluster.java(str(JAVA_MEMBER), bootstrap, group, client_id, ",".join(topics), ",".join(flip))
+        self.proc = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        self.lines: list[str] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.append(line)
+
+    def member_ids(self, event: str) -> list[str]:
+        return [line.split()[1] for line in list(self.lines) if line.startswith(f"{event} ")]
+
+    def __enter__(self) -> JavaMember:
+        return self
+
+    def __exit__(self, kind, *_) -> None:
+        """Its standard input closed: it leaves the group and exits (checked unless the test failed already)."""
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+        self.reader.join(10)
+        if kind is None:
+            assert self.proc.returncode == 0 and "closed\n" in self.lines, "".join(self.lines)[-3000:]
+
+
 def joined_in(bootstrap: str, group: str, topic: str) -> float:
     """Seconds a new librdkafka member of ``group`` takes from subscribing to being assigned, alone in its group."""
     member = RdMember(bootstrap, group, f"{group}-timed", [topic])
@@ -132,7 +175,7 @@ def joined_in(bootstrap: str, group: str, topic: str) -> float:
         member.consumer.close()
 
 
-@pytest.mark.long_running(seconds=12)
+@pytest.mark.long_running(seconds=15)
 @pytest.mark.parametrize("upstream", ["kafka1"], indirect=True)
 def test_a_rebalancing_group_is_held_to_its_quota_and_a_calm_group_beside_it_is_not(upstream):
     storm, calm = unique_topic("storm"), unique_topic("calm")
@@ -142,14 +185,22 @@ def test_a_rebalancing_group_is_held_to_its_quota_and_a_calm_group_beside_it_is_
     ]
     with upstream.topics(upstream.direct(""), "rr", count=2, partitions=2) as (one, two):
         direct = joined_in(upstream.direct(""), unique_topic("direct"), one)
-        with upstream.sidecar(quotas, **SETTINGS) as proxy:
+        with (
+            upstream.sidecar(quotas, **SETTINGS) as proxy,
+            JavaMember(upstream.cluster, proxy.bootstrap, storm, "storm-java", [one], flip=[one, two]) as java,
+        ):
+            # the JVM's start takes seconds: the storm is timed from its first join, all four members in it
+            wait_until(lambda: java.member_ids("assigned"), 90, "the Java member's first join")
+            joined, before = len(java.member_ids("assigned")), rate_metric(proxy, "requests_total", group=storm)
             rd_storm = [RdMember(proxy.bootstrap, storm, f"storm-rd-{i}", [one]) for i in range(2)]
             aio_storm = AioMember(proxy.bootstrap, storm, "storm-aio", [one], flip=[one, two])
             rd_calm = RdMember(proxy.bootstrap, calm, "calm-rd", [one])
             aio_calm = AioMember(proxy.bootstrap, calm, "calm-aio", [one], flip=None)
             try:
                 started, flips = time.monotonic(), 0
-                while time.monotonic() - started < STORM_SECONDS:
+                # and until the Java member has been through one of the storm's rebalances
+                while time.monotonic() - started < STORM_SECONDS or len(java.member_ids("assigned")) == joined:
+                    assert time.monotonic() - started < 60, f"the Java member never rejoined: {java.lines[-20:]}"
                     for member in (*rd_storm, rd_calm):
                         member.poll()
                     for member in rd_storm:  # each storm member rejoins whenever it has been assigned
@@ -157,14 +208,16 @@ def test_a_rebalancing_group_is_held_to_its_quota_and_a_calm_group_beside_it_is_
                             flips += 1
                             member.consumer.subscribe([one] if flips % 2 else [one, two])
                 elapsed = time.monotonic() - started
-                counted = rate_metric(proxy, "requests_total", group=storm)
+                counted = rate_metric(proxy, "requests_total", group=storm) - before
                 beside = joined_in(proxy.bootstrap, unique_topic("beside"), one)  # a new group, during the storm
                 print(
-                    f"storm: {counted:.0f} requests in {elapsed:.1f} s; a group beside it joined in {beside:.2f} s, "
+                    f"storm: {counted:.0f} requests in {elapsed:.1f} s, the Java member assigned "
+                    f"{len(java.member_ids('assigned'))} times; a group beside it joined in {beside:.2f} s, "
                     f"{direct:.2f} s direct"
                 )
-                # held: what the quota lets through over the run (its burst of num - 1 s at the start), and each
-                # member's first join (three requests: JoinGroup, again with its member id, SyncGroup) past it
+                # held: what the quota lets through over the run (its burst of num - 1 s at the start), and the
+                # first join of each member that joined then (three requests: JoinGroup, again with its member id,
+                # SyncGroup) past it
                 allowed = STORM_RATE * (elapsed + WINDOW_NUM - 1) + 3 * 3
                 assert counted <= allowed, (counted, allowed, flips, aio_storm.rejoins)
                 assert rate_metric(proxy, "throttled_requests_total", group=storm) > 0
@@ -184,6 +237,8 @@ def test_a_rebalancing_group_is_held_to_its_quota_and_a_calm_group_beside_it_is_
                 aio_calm.close()
                 for member in (*rd_storm, rd_calm):
                     member.consumer.close()
-            for member in (aio_storm, aio_calm):
-                assert member.first_id and member.last_id == member.first_id, (member.first_id, member.last_id)
-            assert aio_storm.rejoins > 0
+        for member in (aio_storm, aio_calm):
+            assert member.first_id and member.last_id == member.first_id, (member.first_id, member.last_id)
+        assert aio_storm.rejoins > 0
+        java_ids = java.member_ids("assigned")  # the Java member kept the id of its first join, and never lost it
+        assert len(java_ids) > joined and set(java_ids) == {java_ids[0]} and java.member_ids("lost") == [], java.lines
