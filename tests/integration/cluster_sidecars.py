@@ -46,11 +46,11 @@ def sidecar_config(host: str, port: int, broker_port: int, scope: str, sidecar_i
 
 
 class Producers:
-    """aiokafka producers flat out through the sidecar at ``address``, on one event loop of its own host; every
-    acknowledged message is appended to ``acked`` as (time, bytes)."""
+    """aiokafka producers (client id ``client_id``) flat out through the sidecar at ``address``, on one event loop of
+    its own host; every acknowledged message is appended to ``acked`` as (time, bytes)."""
 
-    def __init__(self, address: str, port: int) -> None:
-        self.port = port
+    def __init__(self, address: str, port: int, client_id: str = "shared") -> None:
+        self.port, self.client_id = port, client_id
         self.acked: list[tuple[float, int]] = []
         self.loop = SidecarLoop(address)
         self.running = True
@@ -66,7 +66,7 @@ class Producers:
 
         producer = AIOKafkaProducer(
             bootstrap_servers=f"localhost:{self.port}",
-            client_id="shared",
+            client_id=self.client_id,
             acks=1,
             linger_ms=5,
             max_batch_size=16384,

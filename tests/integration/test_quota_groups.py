@@ -3,7 +3,8 @@ with two client ids of one prefix group, on two connections, and a third that re
 the prefix every second, get one budget between them; a bystander producing flat out beside them under
 ``{client-id: <default>}`` keeps its own. /metrics shows one series for the group (its name, not its members) and
 /explain names the group a member resolved to. With ``settings.workers: 2`` every worker counts the group's usage,
-whichever worker its members' connections are on."""
+whichever worker its members' connections are on; with ``quota.scope: cluster`` two sidecar processes give two members,
+one behind each, the group's quota once."""
 
 from __future__ import annotations
 
@@ -12,12 +13,17 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.harness import wait_until
+from tests.harness import Tansu, free_port, wait_until
+from tests.integration.clients import kp_create_topic
+from tests.integration.cluster_sidecars import MEASURE_S, RATE, TOPIC, WARM_UP_S, Producers, sidecar_config
+from tests.integration.faults import ProxyProcess
 from tests.integration.flat_clients import VALUE, Flat, kp_flat
 from tests.integration.upstreams import TansuUpstream
+from tests.integration.workers import ready, samples, scrape
 
 pytestmark = [pytest.mark.integration, pytest.mark.measures_rate]
 
@@ -127,3 +133,64 @@ def test_every_worker_counts_a_groups_usage_whichever_worker_its_member_is_on(tm
             # every 0.5 s: /explain answers a few requests a second (each asks every worker)
             found = wait_until(every_worker_sees_it, 60, "both workers measure the group's rate", interval=0.5)
         assert {(f["entity"], f["limit"]) for f in found} == {("/quota-groups/pair", quota)}
+
+
+@pytest.mark.long_running(seconds=15)
+def test_a_groups_members_behind_two_sidecar_processes_get_its_quota_once(tmp_path):
+    """``quota.scope: cluster`` with two sidecars as two OS processes (as two pods: nothing shared but the usage
+    topic) in front of one Tansu, as in test_cluster_usage.py (a on 127.0.0.1:P, b on 127.0.0.2:P): member ``job-a``
+    of a group of client ids produces flat out through a, member ``job-b`` through b. Together they get the group's
+    ``producer_byte_rate`` once (0.6-1.5 x, the band of the other cluster tests; 2 x if each sidecar kept its own
+    budget), each sidecar counting the other's member in the group's one budget."""
+
+    port, broker_port = free_port(), free_port()
+    broker = Tansu(broker_port, advertised=f"localhost:{port}").start()
+    sidecars: list[tuple[ProxyProcess, int]] = []
+    producers: list[Producers] = []
+    try:
+        for host, name in (("127.0.0.1", "a"), ("127.0.0.2", "b")):
+            config = sidecar_config(host, port, broker_port, "cluster", name)
+            config["quotas"] = [
+                {"entity": {"quota-group": "pair"}, "client-ids": ["job-a", "job-b"], "producer_byte_rate": RATE}
+            ]
+            config["settings"]["shutdown.grace.period.ms"] = 500  # nothing in flight is waited for at the end
+            metrics_port = free_port()
+            config["metrics"]["bind"] = f"127.0.0.1:{metrics_port}"
+            sidecars.append((ProxyProcess(config, str(tmp_path / f"{name}.yaml"), port), metrics_port))
+        with ThreadPoolExecutor(2) as pool:  # side by side: each start is seconds of imports
+            list(pool.map(lambda sidecar: sidecar[0].start(), sidecars))  # (each waits for a's port)
+        for _, metrics_port in sidecars:
+            wait_until(lambda: ready(metrics_port), 60, f"the sidecar of metrics port {metrics_port} ready")
+
+        def fresh_peers() -> list[float]:
+            return [
+                samples(scrape(m), "kafka_quota_proxy_cluster_usage_peers", state="fresh").get("") for _, m in sidecars
+            ]
+
+        wait_until(lambda: fresh_peers() == [1.0, 1.0], 30, "each sidecar sees the other")
+        kp_create_topic(f"127.0.0.1:{port}", TOPIC, 2)
+        producers = [Producers("127.0.0.1", port, "job-a"), Producers("127.0.0.2", port, "job-b")]
+        for p in producers:
+            p.add()
+        start = time.monotonic()
+        time.sleep(WARM_UP_S + MEASURE_S)  # deliberate: warm-up and measurement window (a rate group)
+        window = (start + WARM_UP_S, start + WARM_UP_S + MEASURE_S)
+        per_sidecar = [p.rate(*window) for p in producers]
+        for p in producers:
+            p.stop()
+        producers = []
+        received = [
+            samples(scrape(m), "kafka_quota_proxy_cluster_usage_records_total", direction="received").get("", 0.0)
+            for _, m in sidecars
+        ]
+    finally:
+        for p in producers:
+            p.running = False
+        for sidecar, _ in sidecars:
+            sidecar.stop()
+        broker.stop()
+    total = sum(per_sidecar)
+    print(f"group pair: {total:.2f} x its producer_byte_rate through two sidecars ({per_sidecar})")
+    assert all(share > 0 for share in per_sidecar), f"a member got nothing through: {per_sidecar}"
+    assert 0.6 <= total <= 1.5, f"{total:.2f} x the group's producer_byte_rate in total ({per_sidecar})"
+    assert all(n > 0 for n in received), f"a sidecar recorded no peer usage: {received}"
