@@ -92,3 +92,15 @@ class Producers:
 
     def rate(self, start: float, end: float) -> float:
         return sum(n for at, n in list(self.acked) if start <= at < end) / (end - start) / RATE
+
+
+def shares_after_warm_up(producers: list[Producers]) -> list[float]:
+    """Let ``producers`` (already added to) run through the warm-up and the measurement window, stop them, and return
+    what each had acknowledged in the window, per second, in ``RATE``s."""
+    start = time.monotonic()
+    time.sleep(WARM_UP_S + MEASURE_S)  # deliberate: warm-up and measurement window (a rate group)
+    window = (start + WARM_UP_S, start + WARM_UP_S + MEASURE_S)
+    shares = [p.rate(*window) for p in producers]
+    for p in producers:
+        p.stop()
+    return shares

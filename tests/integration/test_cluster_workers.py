@@ -26,7 +26,7 @@ import pytest
 
 from tests.harness import Tansu, free_port, start_proxy, wait_for_port, wait_until
 from tests.integration.clients import kp_create_topic
-from tests.integration.cluster_sidecars import MEASURE_S, TOPIC, WARM_UP_S, Producers, sidecar_config
+from tests.integration.cluster_sidecars import TOPIC, Producers, shares_after_warm_up, sidecar_config
 from tests.integration.workers import ready, samples, scrape, worker_pids
 from tests.prometheus_tools import PARENT_ONLY, alert_metric_names
 
@@ -77,12 +77,7 @@ def test_a_sidecar_with_two_workers_is_one_peer_and_the_tenant_gets_its_quota_on
                 break
             through_a.add()
         assert len([w for w, n in served.items() if n > 0]) == 2, f"one worker served every producer: {served}"
-        start = time.monotonic()
-        time.sleep(WARM_UP_S + MEASURE_S)  # deliberate: warm-up and measurement window (a rate group)
-        window = (start + WARM_UP_S, start + WARM_UP_S + MEASURE_S)
-        per_sidecar = [p.rate(*window) for p in producers]
-        for p in producers:
-            p.stop()
+        per_sidecar = shares_after_warm_up(producers)
         producers = []
 
         text = scrape(metrics_port)

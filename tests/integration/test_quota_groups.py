@@ -19,7 +19,7 @@ import pytest
 
 from tests.harness import Tansu, free_port, wait_until
 from tests.integration.clients import kp_create_topic
-from tests.integration.cluster_sidecars import MEASURE_S, RATE, TOPIC, WARM_UP_S, Producers, sidecar_config
+from tests.integration.cluster_sidecars import RATE, TOPIC, Producers, shares_after_warm_up, sidecar_config
 from tests.integration.faults import ProxyProcess
 from tests.integration.flat_clients import VALUE, Flat, kp_flat
 from tests.integration.upstreams import TansuUpstream
@@ -172,12 +172,7 @@ def test_a_groups_members_behind_two_sidecar_processes_get_its_quota_once(tmp_pa
         producers = [Producers("127.0.0.1", port, "job-a"), Producers("127.0.0.2", port, "job-b")]
         for p in producers:
             p.add()
-        start = time.monotonic()
-        time.sleep(WARM_UP_S + MEASURE_S)  # deliberate: warm-up and measurement window (a rate group)
-        window = (start + WARM_UP_S, start + WARM_UP_S + MEASURE_S)
-        per_sidecar = [p.rate(*window) for p in producers]
-        for p in producers:
-            p.stop()
+        per_sidecar = shares_after_warm_up(producers)
         producers = []
         received = [
             samples(scrape(m), "kafka_quota_proxy_cluster_usage_records_total", direction="received").get("", 0.0)
