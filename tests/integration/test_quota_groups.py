@@ -9,6 +9,7 @@ one behind each, the group's quota once."""
 from __future__ import annotations
 
 import json
+import os
 import time
 import urllib.error
 import urllib.parse
@@ -138,10 +139,11 @@ def test_every_worker_counts_a_groups_usage_whichever_worker_its_member_is_on(tm
 @pytest.mark.long_running(seconds=15)
 def test_a_groups_members_behind_two_sidecar_processes_get_its_quota_once(tmp_path):
     """``quota.scope: cluster`` with two sidecars as two OS processes (as two pods: nothing shared but the usage
-    topic) in front of one Tansu, as in test_cluster_usage.py (a on 127.0.0.1:P, b on 127.0.0.2:P): member ``job-a``
-    of a group of client ids produces flat out through a, member ``job-b`` through b. Together they get the group's
-    ``producer_byte_rate`` once (0.6-1.5 x, the band of the other cluster tests; 2 x if each sidecar kept its own
-    budget), each sidecar counting the other's member in the group's one budget."""
+    topic) in front of one Tansu, as in test_cluster_usage.py (a on 127.0.0.1:P, b on 127.0.0.2:P): ``loader``, a
+    member the group names, produces flat out through a; through b, a client id the configuration never names, of the
+    group's prefix (a tenant making up ids). Together they get the group's ``producer_byte_rate`` once (0.6-1.5 x, the
+    band of the other cluster tests; 2 x if each sidecar kept its own budget): each sidecar resolves the other's
+    member, whichever way it is one, to the group's one budget."""
 
     port, broker_port = free_port(), free_port()
     broker = Tansu(broker_port, advertised=f"localhost:{port}").start()
@@ -151,7 +153,12 @@ def test_a_groups_members_behind_two_sidecar_processes_get_its_quota_once(tmp_pa
         for host, name in (("127.0.0.1", "a"), ("127.0.0.2", "b")):
             config = sidecar_config(host, port, broker_port, "cluster", name)
             config["quotas"] = [
-                {"entity": {"quota-group": "pair"}, "client-ids": ["job-a", "job-b"], "producer_byte_rate": RATE}
+                {
+                    "entity": {"quota-group": "jobs"},
+                    "client-ids": ["loader"],
+                    "client-id-prefix": "job-",
+                    "producer_byte_rate": RATE,
+                }
             ]
             config["settings"]["shutdown.grace.period.ms"] = 500  # nothing in flight is waited for at the end
             metrics_port = free_port()
@@ -169,7 +176,7 @@ def test_a_groups_members_behind_two_sidecar_processes_get_its_quota_once(tmp_pa
 
         wait_until(lambda: fresh_peers() == [1.0, 1.0], 30, "each sidecar sees the other")
         kp_create_topic(f"127.0.0.1:{port}", TOPIC, 2)
-        producers = [Producers("127.0.0.1", port, "job-a"), Producers("127.0.0.2", port, "job-b")]
+        producers = [Producers("127.0.0.1", port, "loader"), Producers("127.0.0.2", port, f"job-{os.getpid()}")]
         for p in producers:
             p.add()
         per_sidecar = shares_after_warm_up(producers)
@@ -185,7 +192,7 @@ def test_a_groups_members_behind_two_sidecar_processes_get_its_quota_once(tmp_pa
             sidecar.stop()
         broker.stop()
     total = sum(per_sidecar)
-    print(f"group pair: {total:.2f} x its producer_byte_rate through two sidecars ({per_sidecar})")
+    print(f"group jobs: {total:.2f} x its producer_byte_rate through two sidecars ({per_sidecar})")
     assert all(share > 0 for share in per_sidecar), f"a member got nothing through: {per_sidecar}"
     assert 0.6 <= total <= 1.5, f"{total:.2f} x the group's producer_byte_rate in total ({per_sidecar})"
     assert all(n > 0 for n in received), f"a sidecar recorded no peer usage: {received}"
