@@ -8,9 +8,9 @@ One Apache Kafka 4.4.0 broker (tests/kafka_cluster.py) behind a sidecar proxy (i
 windows (11 x 1 s), ``quota.request.rate.apis: JoinGroup,SyncGroup``; ``{group: storm}`` sets ``request_rate``
 ``--quota``, ``{group: "<default>"}`` 1000 (every other group, each on its own). Members:
 tests/integration/kafka/group_members.py (session 6 s, Kafka's least, heartbeats every 0.5 s, roundrobin), so
-``quota.request.rate.max.throttle.ms`` is ``--max-throttle-ms``, 2000, a third of the session, as
-docs/quotas/request-rate.md asks (at the default 5 s, one or two librdkafka members were evicted in each of three
-60 s runs: muted up to 5 s, their heartbeats missed the 6 s session).
+``quota.request.rate.max.throttle.ms`` is ``--max-throttle-ms``, by default the proxy's default, 2000, a third of the
+session (at 5 s, the proxy's default before, one or two librdkafka members were evicted in each of three 60 s runs:
+muted up to 5 s, their heartbeats missed the 6 s session).
 
 - **demand**: the storm (two librdkafka members, one aiokafka, one of Kafka's Java consumer, each changing its
   subscription whenever it has been assigned) as group ``unheld`` for ``--demand`` seconds through the proxy: its

@@ -96,13 +96,13 @@ QUOTA_WINDOW_SETTINGS: dict[str, Setting] = {
         "default is the lowest of 10000, quota.mute.max.ms and half upstream.response.timeout.ms).",
     ),
     "quota.request.rate.max.throttle.ms": Setting(
-        5000,
+        2000,
         int,
         1,
         60_000,
         "Longest throttle (and mute) one request_rate violation gives, at most quota.mute.max.ms: a muted connection "
-        "also carries the consumer's heartbeats, so keep it below the consumers' session.timeout.ms (45 s by "
-        "default; Kafka's group.min.session.timeout.ms is 6 s). Kafka bounds its request quota's throttle at one "
+        "also carries the consumer's heartbeats, so keep it well below the consumers' session.timeout.ms (45 s by "
+        "default; Kafka's group.min.session.timeout.ms is 6 s: the default is a third of that). Kafka bounds its request quota's throttle at one "
         "quota.window.size.seconds; a bound shorter than the rate asks lets each connection send one request a bound.",
     ),
 }

@@ -89,7 +89,7 @@ def test_a_rebalancing_group_is_held_to_its_quota_and_a_calm_group_beside_it_is_
                 assert rate_metric(proxy, "throttled_requests_total", group="<default>") == 0
                 assert rd_calm.throttles == [] and rd_calm.consumer.assignment() and aio_calm.assigned > 0
                 # a group joining beside the storm joins as it does direct: a throttle leaking onto it would add the
-                # storm's (up to quota.request.rate.max.throttle.ms, 5 s)
+                # storm's (up to quota.request.rate.max.throttle.ms, 2 s)
                 assert beside < direct + 2.0, (beside, direct)
                 # no member of either group evicted for missed heartbeats: each kept its first member id
                 for member in (*rd_storm, rd_calm):

@@ -85,7 +85,7 @@ def test_the_longer_of_the_client_and_group_throttles_is_carried():
         plan, outcome = planned(scope, OFFSET_COMMIT, 8, new_request(OFFSET_COMMIT, 8, group_id="g", topics=[]))
     assert plan.throttle == Throttle(500, 500)  # the client's: 21 at 2/s
     # the group's: 21 at 1/s is (2.1 - 1) / 1 x 10 s, bounded by quota.request.rate.max.throttle.ms
-    assert outcome.throttle == Throttle(5000, 5000)
+    assert outcome.throttle == Throttle(2000, 2000)
 
 
 def test_find_coordinator_counts_each_group_it_asks_for_and_no_transaction():
