@@ -10,7 +10,10 @@ operator's remedy.
 
 The partition's current replicas come from the broker: a Metadata request of the proxy's own (v10, without
 auto-creation) for the topics concerned, on the client's own connection (:class:`~proxy.apis.plan.LookUp`), asked
-only when a target names a full broker at all. Nothing the proxy already holds would do: the proxy-wide topic table
+only when a target names a full broker at all, and only once the broker has said the principal may reassign at all:
+the same request with no partitions goes first (Kafka checks ALTER on the cluster before anything else, and an
+empty request changes nothing). A principal it refuses gets the broker's own CLUSTER_AUTHORIZATION_FAILED for the
+whole request, as from Kafka alone: the proxy tells a client that may not reassign nothing about the volume state. Nothing the proxy already holds would do: the proxy-wide topic table
 keeps ids and partition counts, not replicas, and a reassignment changes the replicas itself, so an answer cached
 from before could let a second reassignment onto a full broker pass as a reordering. Metadata lists the replicas of
 a partition being reassigned with its adding replicas, so a target that only keeps a pending reassignment's brokers
@@ -81,9 +84,37 @@ def plan_reassignments(scope: ConnectionScope, session: Session, header: Request
             counted_refusal(quotas, API)
             return refuse(header, msg, refusals)
 
-        return LookUp(METADATA, OWN_METADATA_VERSION, encode_request(METADATA, OWN_METADATA_VERSION, request), answered)
+        metadata = LookUp(
+            METADATA, OWN_METADATA_VERSION, encode_request(METADATA, OWN_METADATA_VERSION, request), answered
+        )
+        return authorized_first(header, msg, metadata)
 
     return Plan(action=BUFFER, decide=decide)
+
+
+def authorized_first(header: RequestHeader, msg: Message, then: Outcome) -> Outcome:
+    """``then`` once the broker has said this principal may reassign: the same request with no partitions goes
+    first (the broker checks ALTER on the cluster before anything else, and an empty one changes nothing). A principal
+    it refuses (CLUSTER_AUTHORIZATION_FAILED), or any top-level error, gets the broker's own answer for the whole
+    request, as from Kafka itself: an unauthorized client learns nothing of the volume state."""
+    version = header.api_version
+    probe = new_request(API, version, timeout_ms=msg.timeout_ms, topics=[])
+
+    def answered(reply: memoryview) -> Outcome:
+        answer = decode_response(API, version, reply)
+        if answer.error_code == NONE:
+            return then
+        refused = error_response(
+            API,
+            version,
+            msg,
+            answer.error_code,
+            throttle_time_ms=answer.throttle_time_ms,
+            error_message=answer.error_message,
+        )
+        return AnswerLocally(encode_local_response(API, version, header.correlation_id, refused))
+
+    return LookUp(API, version, encode_request(API, version, probe), answered, client_id=header.client_id)
 
 
 def _names_full(target: list[int] | None, full: FullBrokers) -> bool:

@@ -91,8 +91,19 @@ def metadata_answer(**replicas: dict[int, list[int]]) -> memoryview:
     return memoryview(encode_response(METADATA, OWN_METADATA_VERSION, msg))
 
 
+def probe_answer(outcome, version: int, error_code: int = NONE, message: str | None = None):
+    """The request with no partitions the proxy asks first (may this principal reassign?), answered by the broker."""
+    assert isinstance(outcome, LookUp) and outcome.api_key == API and outcome.api_version == version
+    probe = decode_request(API, version, outcome.body)
+    assert probe.topics == [] and probe.timeout_ms == 60_000 and outcome.client_id == "reassign-cli"
+    answer = new_response(API, version, error_code=error_code, error_message=message, responses=[])
+    return outcome.then(memoryview(encode_response(API, version, answer)))
+
+
 def looked_up(outcome, **replicas):
-    """The lookup the proxy asked (its topics), then what it decides on the broker's answer."""
+    """The lookup the proxy asked once the principal may reassign (its topics), then what it decides on the broker's
+    answer."""
+    outcome = probe_answer(outcome, outcome.api_version)
     assert isinstance(outcome, LookUp) and outcome.api_key == METADATA
     asked = decode_request(METADATA, outcome.api_version, outcome.body)
     assert asked.allow_auto_topic_creation is False
@@ -164,6 +175,25 @@ def test_a_broker_top_level_error_stays_as_the_broker_sent_it():
     broker = new_response(API, 0, error_code=CLUSTER_AUTHORIZATION_FAILED, error_message="no", responses=[])
     merged = decode_response(API, 0, outcome.leg.rewrite(memoryview(encode_response(API, 0, broker))))
     assert merged.error_code == CLUSTER_AUTHORIZATION_FAILED and merged.responses == []
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_a_principal_that_may_not_reassign_gets_the_brokers_refusal_and_learns_nothing_of_the_volumes(version):
+    """Kafka answers CLUSTER_AUTHORIZATION_FAILED to a principal without ALTER on the cluster; the proxy's refusal
+    (POLICY_VIOLATION, naming the full broker) would tell it which brokers are full. The broker decides first."""
+    scope = scope_for(3)
+    msg = reassign(version, orders={0: [1, 3], 1: [1, 2]})
+    denied = "Cluster authorization failed."
+    outcome = probe_answer(decided(scope, version, msg), version, CLUSTER_AUTHORIZATION_FAILED, denied)
+    assert isinstance(outcome, AnswerLocally)  # no Metadata lookup, nothing forwarded
+    answer = local_answer(outcome, version)
+    assert (answer.error_code, answer.error_message) == (CLUSTER_AUTHORIZATION_FAILED, denied)
+    assert {k: p.error_code for k, p in partitions(answer).items()} == {
+        ("orders", 0): CLUSTER_AUTHORIZATION_FAILED,
+        ("orders", 1): CLUSTER_AUTHORIZATION_FAILED,
+    }
+    assert all("volume" not in (p.error_message or "") for p in partitions(answer).values())
+    assert dict(scope.quotas.volume.refused_writes) == {}
 
 
 def test_no_target_naming_a_full_broker_goes_on_without_a_lookup():
