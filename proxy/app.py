@@ -19,6 +19,7 @@ from proxy.cluster import own_clients
 from proxy.cluster.admin_address import AdminAddress
 from proxy.cluster.broker_ports import BrokerPorts
 from proxy.cluster.created_counts import CreatedCounts
+from proxy.cluster.creation_claims import CreationClaims
 from proxy.cluster.discovery import BrokerDiscovery
 from proxy.cluster.kafka_clients import OwnKafka
 from proxy.cluster.own_clients import track_aiokafka
@@ -112,6 +113,7 @@ class ProxyApp:
             quiet=quiet,
         )
         self.open_gate = OpenGate()  # workers: the link attaches it to the parent
+        self.creation_claims = CreationClaims()  # workers: the link attaches it to the parent
         self.connection_quotas = ConnectionQuotas(
             [lc.name for lc in config.listeners], self.quotas.window, config.connections
         )
@@ -179,6 +181,7 @@ class ProxyApp:
                 client_quotas=self.dynamic,
                 guard=self.guard,
                 counts=self.created_counts,
+                claims=self.creation_claims,
                 tokens=self.token_owners,
                 admin_address=admin,
             )

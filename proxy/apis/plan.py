@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from proxy.apis.response_leg import NO_LEG, ResponseLeg
 from proxy.apis.usage import NO_USAGE, Usage
 from proxy.cluster.created_counts import NO_LOOKUPS, CreatedCounts
+from proxy.cluster.creation_claims import ALONE, CreationClaims
 from proxy.cluster.token_owners import NO_TOKEN_OWNERS, TokenOwners
 from proxy.cluster.topics import Topics
 from proxy.codec.apis import response_header_version
@@ -253,6 +254,7 @@ class ConnectionScope:
     client_quotas: ConfigTopic | None = None  # Describe/AlterClientQuotas served by the proxy, when configured
     guard: InternalTopicGuard = NO_GUARD  # who may write the proxy's internal topics (NO_GUARD: nothing guarded)
     counts: CreatedCounts = NO_LOOKUPS  # the counts of topics created with -1 whose answer said none (v4), looked up
+    claims: CreationClaims = ALONE  # workers: which of them charges a topic each saw created (ALONE: this process)
     tokens: TokenOwners = NO_TOKEN_OWNERS  # delegation tokens' owners, looked up (NO_TOKEN_OWNERS: none, refused)
     admin_address: AdminAddress | None = None  # the admin listener: its address for every broker; its connections
     # are admins (Session.admin_listener)

@@ -32,10 +32,11 @@ as many partitions as its source topics have, for each new application id it mad
   application, joining with the same topology, are not charged for it again.
 
 The tokens are shared across workers and sidecars as every mutation's are (the manager's usage tap: charges and
-refunds alike). Who pays for one topic is not: two first instances of a new application joining through two
-workers at the same moment, before either answer, are each charged the topics created (the check that gives back
-the second charge, that the topic is already known, sees only its own worker's knowledge); at most once per worker
-and sidecar, and only for that window. What the proxy cannot do is create some of the topics and not others, as
+refunds alike). Two first instances of a new application joining through two workers at the same moment, before
+either answer, are both told the topics are missing, and each worker learns their counts; the topic is one, so the
+worker whose claim reaches the parent first charges it (:mod:`proxy.cluster.creation_claims`) and the other gives
+its tokens back. Across sidecars (separate proxies) there is no such arbiter: there, each sidecar that saw the
+topics reported missing in that window charges them once. What the proxy cannot do is create some of the topics and not others, as
 the controller's own quota would: a topology's internal topics are admitted together. A source topic given as a regular expression, or a regular
 expression's matches, are the coordinator's to resolve; the count created is what is charged either way.
 """
@@ -166,15 +167,26 @@ def _named(statuses: Iterable[Message], wanted: dict[str, int]) -> set[str]:
 
 
 def _created(scope: ConnectionScope, charges: Charges, name: str, partitions: int | None) -> None:
-    """``name``'s count, looked up once the controller was asked to create it (None: not learnt)."""
+    """``name``'s count, looked up once the controller was asked to create it (None: not learnt); charged by the
+    first worker to claim it (:mod:`proxy.cluster.creation_claims`; a single process: at once)."""
+    now, max_age = scope.quotas.clock.now_ms(), scope.quotas.metadata_max_age_ms
+    if scope.topics.partitions(name, now, max_age) is not None:
+        charges.give_back(charges.taken_for(name), now)  # another member's join, answered first, was charged for it
+        return
+    scope.claims.claim(name, max_age, partial(_charge, scope, charges, name, partitions))
+
+
+def _charge(scope: ConnectionScope, charges: Charges, name: str, partitions: int | None, first: bool) -> None:
+    """``first``: this process charges the topic created (``partitions``, None: not learnt); else another worker
+    did, and the tokens taken for it are given back."""
     now = scope.quotas.clock.now_ms()
     taken = charges.taken_for(name)
-    if scope.topics.partitions(name, now, scope.quotas.metadata_max_age_ms) is not None:
-        charges.give_back(taken, now)  # another member's join, answered first, was charged for it
-        return
-    if partitions is None:
+    if partitions is not None:
+        scope.topics.created(name, partitions, now)
+    if not first:
+        charges.give_back(taken, now)
+    elif partitions is None:
         charges.more(FALLBACK_PARTITIONS - taken, now)
-        return
-    scope.topics.created(name, partitions, now)
-    charges.more(partitions - taken, now)
-    charges.give_back(taken - partitions, now)
+    else:
+        charges.more(partitions - taken, now)
+        charges.give_back(taken - partitions, now)

@@ -6,10 +6,12 @@ A worker's: ``HELLO`` (JSON: its pid and ops port), ``READY`` (why it is not rea
 sum the workers' usage for the usage topic), ``EAGER`` (empty: one entity's usage is large, the usage topic's
 publisher syncs early), ``BEAT`` (empty, every :data:`BEAT_INTERVAL_S`: its loop runs; a worker silent past
 ``workers.heartbeat.timeout.ms`` is killed and restarted), ``CLAIM`` and ``RELEASE`` (JSON: a connection to count
-under the count limits, one that closed; :mod:`proxy.connection.open_gate`), ``SEED`` (the index of a worker that just
+under the count limits, one that closed; :mod:`proxy.connection.open_gate`), ``CHARGE`` (JSON: a topic this worker saw
+created, to be charged by one worker only; :mod:`proxy.cluster.creation_claims`), ``SEED`` (the index of a worker that just
 started, a newline, then JSON: this worker's byte-rate sensors' samples; the parent passes it to that worker alone).
 
-The parent's: ``CLAIMED`` (JSON: a claim's answer), ``SEED_ASK`` (a worker's index: it started, send it your
+The parent's: ``CLAIMED`` (JSON: a claim's answer), ``CHARGED`` (JSON: a charge's: whether this worker claimed the
+topic first), ``SEED_ASK`` (a worker's index: it started, send it your
 rates), ``GONE`` (a worker's index: it exited, forget its open
 connections), ``RESEND`` (a worker started: send it every open count) and ``USAGE`` (the usage topic's peers' usage,
 and the silent peers' in fallback, :mod:`proxy.workers.cluster_relay`)."""
@@ -25,9 +27,12 @@ CLAIM, RELEASE, CLAIMED = (
     b"L",
     b"A",
 )  # open-connection counts (proxy.connection.open_gate): worker, worker, parent
+CHARGE, CHARGED = b"T", b"Y"  # a created topic's charge (proxy.cluster.creation_claims): worker, parent
 SEED_ASK, SEED = b"K", b"D"  # parent: send worker <payload> your rates; worker: them (the parent passes them to it)
 GONE, RESEND = b"G", b"S"  # from the parent: worker <payload> is gone; a worker started, send your whole state
-KINDS = frozenset((HELLO, READY, USAGE, EAGER, BEAT, GONE, RESEND, CLAIM, RELEASE, CLAIMED, SEED_ASK, SEED))
+KINDS = frozenset(
+    (HELLO, READY, USAGE, EAGER, BEAT, GONE, RESEND, CLAIM, RELEASE, CLAIMED, CHARGE, CHARGED, SEED_ASK, SEED)
+)
 BEAT_INTERVAL_S = 0.5  # a worker's heartbeat: at most this long between two frames to the parent
 MAX_FRAME_BYTES = 64 * 2**20  # a delta is bounded by one sync's active entities; past this something is wrong
 _LENGTH = struct.Struct(">I")

@@ -21,6 +21,8 @@ from proxy.ops.metrics import PREFIX
 from proxy.workers.frames import (
     BEAT,
     BEAT_INTERVAL_S,
+    CHARGE,
+    CHARGED,
     CLAIM,
     CLAIMED,
     EAGER,
@@ -105,6 +107,7 @@ class WorkerLink:
         ops_port = self.app.ops_address[1] if self.app.ops_address else None
         self._writer.write(pack(HELLO, json.dumps({"pid": os.getpid(), "ops_port": ops_port}).encode()))
         self.app.open_gate.attach(self._to_parent)
+        self.app.creation_claims.attach(self._charge)
         loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(self._sync_loop()),
@@ -197,6 +200,12 @@ class WorkerLink:
         if writer is not None and not writer.is_closing():
             writer.write(pack(CLAIM if what == b"claim" else RELEASE, payload))
 
+    def _charge(self, payload: bytes) -> None:
+        """A created topic's claim (proxy.cluster.creation_claims), framed."""
+        writer = self._writer
+        if writer is not None and not writer.is_closing():
+            writer.write(pack(CHARGE, payload))
+
     def _send_seed(self, to: bytes) -> None:
         """A worker (re)started: its quota state starts from this one's, which holds every worker's usage (the one
         that exited included), so it does not admit a tenant afresh (:mod:`quota.sharing.worker_seed`). Sent in parts
@@ -283,6 +292,9 @@ class WorkerLink:
                 if kind == CLAIMED:
                     app.open_gate.answered(payload)
                     continue
+                if kind == CHARGED:
+                    app.creation_claims.answered(payload)
+                    continue
                 if kind == SEED_ASK:
                     self._send_seed(payload)
                     continue
@@ -334,6 +346,7 @@ class WorkerLink:
             log.error("worker %s: link to the parent broken: %s", self.source, exc)
         log.warning("worker %s: the parent is gone: stopping", self.source)
         app.open_gate.lost()
+        app.creation_claims.lost()
         self._on_lost()
 
     async def close(self) -> None:

@@ -1,6 +1,6 @@
 """The parent's side of the workers' links: every frame a worker sends read and acted on. Usage deltas are passed on
 to the other workers (and to the usage topic's publisher), connection claims answered from the one ledger of open
-connections, a newcomer's seed of quota state asked of a serving worker and passed to it.
+connections, a created topic's charge given to the first worker to claim it, a newcomer's seed of quota state asked of a serving worker and passed to it.
 
 A worker whose link is backed up past :data:`MAX_FORWARD_BUFFER` has the deltas dropped for it, counted
 (``worker_deltas_forwarded_total{outcome="dropped"}``); the parent never waits for a worker."""
@@ -15,6 +15,8 @@ from collections.abc import Callable
 from prometheus_client import Counter
 
 from proxy.workers.frames import (
+    CHARGE,
+    CHARGED,
     CLAIM,
     CLAIMED,
     EAGER,
@@ -30,6 +32,7 @@ from proxy.workers.frames import (
     read_frame,
 )
 from proxy.workers.slot import Slot
+from quota.sharing.first_claims import FirstClaims
 from quota.sharing.open_ledger import OpenLedger
 
 log = logging.getLogger(__name__)
@@ -54,6 +57,7 @@ class Relay:
         self.slots = slots
         self.forwarded = forwarded
         self.ledger = OpenLedger()  # every worker's open connections under a count limit, claimed one by one
+        self.charged = FirstClaims()  # topics a worker saw created: the first to claim one charges it
         self._on_usage = on_usage
         self._on_eager = on_eager
         self._monotonic = monotonic
@@ -72,6 +76,10 @@ class Relay:
                     claim_id, listener, ip, ip_max, listener_max, total_max = json.loads(payload)
                     refused = self.ledger.claim(str(slot.index), listener, ip, ip_max, listener_max, total_max)
                     self._write(slot, pack(CLAIMED, json.dumps([claim_id, refused]).encode()))
+                elif kind == CHARGE:
+                    claim_id, topic, ttl_ms = json.loads(payload)
+                    first = self.charged.claim(topic, int(self._monotonic() * 1000), ttl_ms)
+                    self._write(slot, pack(CHARGED, json.dumps([claim_id, first]).encode()))
                 elif kind == RELEASE:
                     listener, ip = json.loads(payload)
                     self.ledger.release(str(slot.index), listener, ip)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from config.loader import parse_config
+from proxy.cluster.creation_claims import CreationClaims
 from proxy.connection.open_gate import OpenGate
 from proxy.enforcement.proxy_quotas import ProxyQuotas
 from proxy.ops.metrics import ProxyMetrics
@@ -26,6 +27,7 @@ class FakeApp:
         self.quotas = ProxyQuotas(config, clock)
         self.connection_quotas = ConnectionQuotas(["PLAINTEXT"], self.quotas.window)
         self.open_gate = OpenGate()
+        self.creation_claims = CreationClaims()
         self.metrics = ProxyMetrics()
         self.ops_address = None
         self.config = config

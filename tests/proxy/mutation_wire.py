@@ -30,8 +30,9 @@ THROTTLED = 89
 class Wire:
     """A connection core between a fake client and this test as the broker."""
 
-    def __init__(self, rate=5, num=100, counts=None, paused=False):
-        """``rate``: the client admin's controller_mutation_rate (None: none); ``paused``: a volume at PAUSE."""
+    def __init__(self, rate=5, num=100, counts=None, paused=False, claims=None):
+        """``rate``: the client admin's controller_mutation_rate (None: none); ``paused``: a volume at PAUSE;
+        ``claims``: a worker's created-topic claims (None: a single process's)."""
         self.clock = ManualClock(1_000_000)
         raw = {
             "upstream": {"bootstrap_servers": ["b:1"]},
@@ -44,7 +45,8 @@ class Wire:
         quotas = ProxyQuotas(parse_config(raw), self.clock)
         if paused:
             quotas.volume.brokers({1})  # a broker without a snapshot: the fail-safe PAUSE
-        self.scope = ConnectionScope(None, Topics(), quotas.home, **({} if counts is None else {"counts": counts}))
+        more = {"counts": counts, "claims": claims}
+        self.scope = ConnectionScope(None, Topics(), quotas.home, **{k: v for k, v in more.items() if v is not None})
         self.to_client = bytearray()
         self.to_broker = bytearray()
         self.usage = UsageTable()  # the usage log's table

@@ -5,13 +5,18 @@ charge at the counts created."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import uuid
 
 import pytest
 
+from proxy.cluster import creation_claims
+from proxy.cluster.creation_claims import CreationClaims
 from proxy.codec.apis import METADATA, STREAMS_GROUP_HEARTBEAT
 from proxy.codec.enums import MISSING_INTERNAL_TOPICS
 from proxy.codec.error_codes import COORDINATOR_NOT_AVAILABLE, NONE, NOT_COORDINATOR, UNKNOWN_TOPIC_OR_PARTITION
+from quota.sharing.first_claims import FirstClaims
 from tests.proxy.mutation_wire import WantedCounts, Wire
 
 CHANGELOG, REPARTITION = "app-store-changelog", "app-KSTREAM-REPARTITION-0000000003-repartition"
@@ -149,6 +154,66 @@ def test_a_topology_whose_topics_another_worker_created_is_looked_up_and_costs_n
     assert join(wire, 1, 3, existing={CHANGELOG: 4}) == []
     (_, refused) = wire.client_responses(STREAMS_GROUP_HEARTBEAT, 1)[-1]
     assert refused.error_code == COORDINATOR_NOT_AVAILABLE and refused.throttle_time_ms == 40_000
+
+
+def test_two_first_instances_joining_through_two_workers_at_once_are_charged_the_topics_once():
+    """``workers: 2``: the application's first two instances join through two workers before either answer; the
+    coordinator tells both the topics are missing and each worker learns the counts created. The topics are one:
+    the worker whose claim reaches the parent first charges them, the other gives its tokens back. The parent's
+    ledger is the real one, its frames delivered by the test in the order the parent reads them."""
+
+    async def run():
+        ledger, claims, wires, sent = FirstClaims(), [], [], []
+        for worker in range(2):
+            gate = CreationClaims()
+            gate.attach(lambda payload, worker=worker: sent.append((worker, json.loads(payload))))
+            counts = WantedCounts()
+            claims.append(gate)
+            wires.append((Wire(rate=1, num=100, counts=counts, claims=gate), counts))
+        wanted = (CHANGELOG, REPARTITION)
+        for wire, _ in wires:  # both joins forwarded before either answer
+            ((forwarded, _),) = join(wire, 1, 1)
+            answered(wire, forwarded)
+        for wire, counts in wires:  # each worker learns the counts created
+            for name, then in counts.wanted:
+                then(4 if name == CHANGELOG else 6)
+            assert tokens(wire) == 94  # nothing settled before the parent's answer: the declared 6 still taken
+        assert sorted((w, name) for w, (_, name, _) in sent) == [(w, t) for w in (0, 1) for t in sorted(wanted)]
+        assert {ttl for _, (_, _, ttl) in sent} == {wires[0][0].scope.quotas.metadata_max_age_ms}
+        for worker, (claim_id, name, ttl_ms) in sorted(sent, key=lambda s: s[0] != 1):  # worker 1's reach it first
+            first = ledger.claim(name, wires[worker][0].clock.now_ms(), ttl_ms)
+            claims[worker].answered(json.dumps([claim_id, first]).encode())
+        assert [tokens(wire) for wire, _ in wires] == [100, 90]  # charged once, by worker 1
+        assert wires[1][0].logged(STREAMS_GROUP_HEARTBEAT) == 10 and wires[0][0].logged(STREAMS_GROUP_HEARTBEAT) == 0
+        ((forwarded, _),) = join(wires[0][0], 1, 2)  # worker 0 knows the topics now: a third instance costs nothing
+        answered(wires[0][0], forwarded, missing=())
+        assert tokens(wires[0][0]) == 100 and len(sent) == 4
+
+    asyncio.run(run())
+
+
+def test_a_claim_the_parent_leaves_unanswered_is_charged_by_the_worker(monkeypatch):
+    """The parent slow, or the link lost: the worker charges the topic itself (at worst once per worker, never
+    not at all)."""
+    monkeypatch.setattr(creation_claims, "CLAIM_TIMEOUT_S", 0.01)
+
+    async def run():
+        gate, counts = CreationClaims(), WantedCounts()
+        gate.attach(lambda payload: None)
+        wire = Wire(rate=1, num=100, counts=counts, claims=gate)
+        ((forwarded, _),) = join(wire, 1, 1)
+        answered(wire, forwarded)
+        for name, then in counts.wanted:
+            then(4 if name == CHANGELOG else 6)
+
+        async def timed_out() -> None:
+            while gate.timeouts < 2:
+                await asyncio.sleep(0.01)
+
+        await asyncio.wait_for(timed_out(), 30)
+        assert tokens(wire) == 90
+
+    asyncio.run(run())
 
 
 @pytest.mark.parametrize("rate", [1, None])

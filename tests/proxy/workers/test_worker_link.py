@@ -9,8 +9,13 @@ import asyncio
 import contextlib
 import socket
 
+from prometheus_client import CollectorRegistry, Counter
+
+from proxy.cluster import creation_claims
 from proxy.workers.frames import GONE, USAGE, pack, read_frame
 from proxy.workers.link import WorkerLink
+from proxy.workers.relay import Relay
+from proxy.workers.slot import Slot
 from quota.primitives.clock import ManualClock
 from quota.primitives.decision import FORWARD, Throttle
 from tests.proxy.fake_app import CONFIG, FakeApp
@@ -221,5 +226,37 @@ def test_open_connections_reach_the_peer_and_a_gone_worker_is_forgotten():
                 await asyncio.sleep(0.01)
             assert (peers.total(), peers.ip("10.0.0.1")) == (0, 0)
             to_b.close()
+
+    asyncio.run(run())
+
+
+def test_a_topic_two_workers_saw_created_is_charged_by_the_first_to_claim_it_through_the_parent(monkeypatch):
+    """Both workers claim the same created topic through the parent's relay (its real reading of their links): the
+    first claim is answered True, the other False; a name claimed again past its time is a new creation."""
+    monkeypatch.setattr(creation_claims, "CLAIM_TIMEOUT_S", 60.0)  # a busy machine's slow answer is still awaited
+
+    async def run():
+        clock = ManualClock(1_000_000)
+        async with two_workers(clock) as (a_app, b_app, _, a_parent, b_parent):
+            now = [100.0]
+            slots = [Slot(0), Slot(1)]
+            forwarded = Counter("t_forwarded", "", ["outcome"], registry=CollectorRegistry())
+            relay = Relay(slots, forwarded, lambda _: None, lambda: None, lambda: now[0], lambda: False)
+            readers = []
+            for slot, end in zip(slots, (a_parent, b_parent)):
+                reader, slot.writer = await asyncio.open_unix_connection(sock=end)
+                readers.append(asyncio.ensure_future(relay.read(slot, reader)))
+
+            async def claim(app) -> bool:
+                answer = asyncio.get_running_loop().create_future()
+                app.creation_claims.claim("app-store-changelog", 30_000, answer.set_result)
+                return await asyncio.wait_for(answer, 30)
+
+            assert await claim(a_app) is True  # a's claim reaches the parent first
+            assert await claim(b_app) is False
+            now[0] += 31  # past its time: a topic deleted and created again is charged again
+            assert await claim(b_app) is True
+            for task in readers:
+                task.cancel()
 
     asyncio.run(run())
