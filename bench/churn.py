@@ -16,12 +16,15 @@ that reached the broker (and per connection), the proxy's largest descriptor cou
 ``--request api_versions`` or ``metadata``: each connection sends ``--frames`` of those instead (answered, to a client
 that has gone); ``--frames 1``: one request before each close.
 
+``--ip-rate R``: the proxy has ``{ip: <default>} connection_creation_rate`` R, so that the attackers' connections are
+held and refused by the per-IP rate (KIP-612): its CPU per connection is then that refusal path's.
+
 ``--starve N``: the proxy gets little CPU: once it serves, its threads are pinned to one core (``sched_setaffinity``, as
 ``taskset -a`` does) with N busy loops pinned beside it, and ``--nice K`` lowers its priority further; the attackers
 and the newcomer are not pinned.
 
 Usage: ``python bench/churn.py [--seconds 10] [--after 5] [--attackers 2] [--sources 1] [--nofile 1024] [--frames 1000]
-[--request produce] [--rst] [--starve 2] [--nice 10]``
+[--request produce] [--rst] [--starve 2] [--nice 10] [--ip-rate 20]``
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from dataclasses import dataclass
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -58,6 +62,7 @@ from proxy.codec.messages import encode_request, new_request  # noqa: E402
 from tests.integration.raw import recv_exactly  # noqa: E402
 
 FRAMES = 1000
+RELAY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "counting_relay.py")  # counts what reaches the broker
 NEWCOMER = "127.0.0.250"
 GIVE_UP_S = 10.0
 CONNECTED: list[float] = []  # seconds each newcomer took to connect
@@ -135,50 +140,21 @@ def newcomer(port: int) -> float:
         return GIVE_UP_S
 
 
-RELAY = r"""
-import asyncio, struct, sys
-listen, target, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-produces = 0
-async def upstream(reader, writer):
-    global produces
-    buf = bytearray()
+def closed_by_reason(metrics_port: int) -> dict[str, float]:
+    """The proxy's connections accepted and closed (by reason) so far, from its metrics."""
+    counts: dict[str, float] = {}
     try:
-        while data := await reader.read(1 << 16):
-            writer.write(data)
-            buf += data
-            while len(buf) >= 8:
-                size, api_key = struct.unpack_from(">ih", buf)
-                if len(buf) < size + 4:
-                    break
-                produces += api_key == 0
-                del buf[:size + 4]
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as answer:
+            text = answer.read().decode()
     except OSError:
-        pass
-    writer.close()
-async def downstream(reader, writer):
-    try:
-        while data := await reader.read(1 << 16):
-            writer.write(data)
-    except OSError:
-        pass
-    writer.close()
-async def handle(reader, writer):
-    try:
-        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", target)
-    except OSError:
-        writer.close()
-        return
-    await asyncio.gather(upstream(reader, up_writer), downstream(up_reader, writer))
-async def report():
-    while True:
-        with open(out, "w") as f:
-            f.write(str(produces))
-        await asyncio.sleep(0.2)
-async def main():
-    server = await asyncio.start_server(handle, "127.0.0.1", listen, backlog=4096)
-    await report()
-asyncio.run(main())
-"""
+        return counts
+    for line in text.splitlines():
+        if line.startswith("kafka_quota_proxy_connections_accepted_total"):
+            counts["accepted"] = counts.get("accepted", 0) + float(line.rsplit(" ", 1)[1])
+        elif line.startswith("kafka_quota_proxy_connections_closed_total"):
+            reason = line.split('reason="', 1)[1].split('"', 1)[0]
+            counts[reason] = counts.get(reason, 0) + float(line.rsplit(" ", 1)[1])
+    return counts
 
 
 @dataclass
@@ -192,6 +168,7 @@ class Churned:
     fd_errors: int  # "Too many open files" and "out of file descriptors" lines in the proxy's log
     cpu_s: float  # the proxy's CPU time (user + system) from the flood's start to the end
     log_lines: list[str]
+    closed: dict[str, float]  # the proxy's connections_closed_total by reason, and "accepted"
 
     @property
     def per_connection(self) -> float:
@@ -199,6 +176,11 @@ class Churned:
 
     def worst(self, during: bool) -> float:
         return max((w for at, w in self.waits if (at < self.seconds) == during), default=0.0)
+
+    def percentile(self, during: bool, q: float) -> float:
+        """The newcomer's wait at quantile ``q`` (nearest rank) during the flood or after it."""
+        waits = sorted(w for at, w in self.waits if (at < self.seconds) == during)
+        return waits[min(len(waits) - 1, int(q * len(waits)))] if waits else 0.0
 
 
 def churn(
@@ -213,6 +195,7 @@ def churn(
     request: str = "produce",
     starve: int = 0,
     nice: int = 0,
+    ip_rate: float = 0.0,
 ) -> Churned:
     """Start Tansu, the counting relay (``relay``; else the proxy is in front of Tansu itself and nothing is counted)
     and the proxy (RLIMIT_NOFILE ``nofile``, None: as inherited), run the flood and the newcomer."""
@@ -221,7 +204,7 @@ def churn(
     count_file = tempfile.NamedTemporaryFile("w", suffix=".count", delete=False).name
     counter = None
     if relay:
-        counter = subprocess.Popen([sys.executable, "-c", RELAY, str(relay_port), str(broker_port), count_file])
+        counter = subprocess.Popen([sys.executable, RELAY, str(relay_port), str(broker_port), count_file])
     upstream_port = relay_port if relay else broker_port
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         f.write(
@@ -229,6 +212,8 @@ def churn(
             f"listeners: [{{name: PLAINTEXT, bind: '127.0.0.1:{proxy_port}'}}]\n"
             f"metrics: {{bind: '127.0.0.1:{metrics_port}'}}\ndynamic_config: {{enabled: false}}\n"
         )
+        if ip_rate:
+            f.write(f"quotas: [{{entity: {{ip: <default>}}, connection_creation_rate: {ip_rate}}}]\n")
     log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
 
     def lowered() -> None:
@@ -287,6 +272,7 @@ def churn(
         stop.set()
         time.sleep(0.5)
         reached = int(open(count_file).read() or 0) - base
+        closed = closed_by_reason(metrics_port)
         log.seek(0)
         text = log.read()
         lines = [line.split(" ", 3)[-1][:100] for line in text.splitlines() if line.strip()]
@@ -300,6 +286,7 @@ def churn(
             text.count("Too many open files") + text.count("out of file descriptors"),
             cpu_seconds(proxy.pid) - cpu_before,
             lines,
+            closed,
         )
     finally:
         if proxy is not None:
@@ -334,6 +321,7 @@ def main() -> int:
     parser.add_argument("--max-wait", type=float, default=2.0)
     parser.add_argument("--starve", type=int, default=0, help="busy loops pinned to the proxy's one core")
     parser.add_argument("--nice", type=int, default=0, help="the proxy's nice value")
+    parser.add_argument("--ip-rate", type=float, default=0.0, help="{ip: <default>} connection_creation_rate (0: none)")
     args = parser.parse_args()
     r = churn(
         args.seconds,
@@ -346,6 +334,7 @@ def main() -> int:
         request=args.request,
         starve=args.starve,
         nice=args.nice,
+        ip_rate=args.ip_rate,
     )
     print(
         f"churn: {args.attackers} attackers from {args.sources} address(es), {args.frames} {args.request} frame(s) "
@@ -353,6 +342,7 @@ def main() -> int:
         f"{args.seconds:g} s, proxy RLIMIT_NOFILE {args.nofile}"
         + (f", pinned to one core beside {args.starve} busy loop(s)" if args.starve else "")
         + (f", nice {args.nice}" if args.nice else "")
+        + (f", {{ip: <default>}} connection_creation_rate {args.ip_rate:g}" if args.ip_rate else "")
     )
     print(f"  connections made by the attackers: {r.made:,} ({r.made / args.seconds:,.0f}/s)")
     print(
@@ -365,11 +355,16 @@ def main() -> int:
         f"{sum(w >= GIVE_UP_S for _, w in r.waits)} unanswered)"
     )
     print(
+        f"  newcomer's wait p50 / p99: {r.percentile(True, 0.5):.2f} / {r.percentile(True, 0.99):.2f} s during, "
+        f"{r.percentile(False, 0.5):.2f} / {r.percentile(False, 0.99):.2f} s after"
+    )
+    print(
         f"  proxy: most descriptors open {r.most_fds}, 'Too many open files' in its log {r.fd_errors} times; most "
         f"connections in its kernel accept queue {r.most_queued}; CPU {r.cpu_s:.2f} s "
         f"({r.cpu_s * 1e6 / max(r.made, 1):.0f} us a connection)"
     )
     print(f"  of which connecting: worst {max(CONNECTED[1:]):.2f} s")
+    print("  proxy's connections: " + ", ".join(f"{k} {v:,.0f}" for k, v in sorted(r.closed.items())))
     for line in sorted(set(r.log_lines), key=r.log_lines.count, reverse=True)[:3]:
         print(f"  log x{r.log_lines.count(line)}: {line}")
     ok = max(r.worst(True), r.worst(False)) <= args.max_wait and r.per_connection <= MAX_PER_GONE

@@ -10,11 +10,14 @@ second and then admitted or closed; one over a count limit is closed at once. Th
 
 An admitted connection waits for its setup (its broker connection, the client socket wrapped) in a
 :class:`~proxy.connection.setup_queue.SetupQueue`, taken in turn by network and by address; at most
-:data:`SETUPS_AT_ONCE` are set up at once (:data:`SETUPS_PER_NETWORK` of one network), each counted until its
-connection is open or for :data:`SETUP_SLOT_S` at most (a slow broker or a slow TLS client does not stop the rest). Past the queue's capacity, or where its
-descriptors would eat into the reserve, the oldest connection of the longest queue is closed unserved
-(``setup_queue_full``): a flood of connections pays for itself, and a client from elsewhere is set up within a few
-turns (issue 44).
+:data:`SETUPS_AT_ONCE` are set up at once (:data:`SETUPS_PER_NETWORK` of one network, half of them of one address),
+each counted until its connection is open or for :data:`SETUP_SLOT_S` at most (a slow broker or a slow TLS client
+does not stop the rest). Past the queue's capacity, or where its descriptors would eat into the reserve, the oldest
+connection of the longest queue is closed unserved (``setup_queue_full``): a flood of connections pays for itself,
+and a client from elsewhere is set up within a few turns (issue 44). Once the queue is full, a connection from an
+address holding its share of it is closed as soon as it is accepted, before any other work
+(:meth:`~proxy.connection.setup_queue.SetupQueue.crowded`): while a flood comes faster than the proxy sets it up,
+each of its connections costs an accept and a close, and the accept loop empties the kernel's queue each turn.
 """
 
 from __future__ import annotations
@@ -27,9 +30,10 @@ from typing import Any
 from proxy.connection.client_context import PeerAddress, log_fields
 from proxy.connection.client_socket import ClientConnection, ListenerContext, bounded
 from proxy.connection.descriptors import FD_RESERVE
+from proxy.connection.held_queue import HeldQueue
 from proxy.connection.open_gate import CLAIMED, UNCLAIMED
 from proxy.connection.presence import gone_unheard
-from proxy.connection.setup_queue import SetupQueue
+from proxy.connection.setup_queue import SetupQueue, Turn
 from proxy.ground.logs import LogLimiter
 from proxy.ground.tasks import cancel_and_wait
 from quota.managers.connection import IP_RATE, Admit, Close, Hold, normalize_ip
@@ -38,7 +42,9 @@ log = logging.getLogger(__name__)
 
 ACCEPT_ERROR_BACKOFF_S = 0.1  # after EMFILE and the like, so a full fd table does not spin the loop
 MAX_HELD = 10_000  # connections held for their IP's rate at once, per listener port; more are closed at once
-ACCEPT_BATCH = 256  # connections taken from the kernel's queue in one turn of the event loop, at most
+HELD_SLACK_S = 0.001  # a held connection due this soon is let out now (a timer fires on the millisecond)
+LISTEN_BACKLOG = 1024  # connections the kernel queues for the accept loop (capped by net.core.somaxconn)
+ACCEPT_BATCH = LISTEN_BACKLOG  # taken from the kernel's queue in one turn of the event loop, at most: all it holds
 SETUP_QUEUE_CAPACITY = 1024  # admitted connections waiting for their setup, per listener port
 SETUPS_AT_ONCE = 64  # connections being set up at once, per listener port
 SETUPS_PER_NETWORK = 8  # of them from one network (an IPv4 /24, an IPv6 /64)
@@ -68,13 +74,17 @@ class Listener:
         self._port = port
         self._sock: socket.socket | None = None
         self._task: asyncio.Task[None] | None = None
-        self._held: set[asyncio.Task[None]] = set()
+        self._held: HeldQueue[tuple[socket.socket, PeerAddress, str]] = HeldQueue()  # for their IP's rate
+        self._held_timer: asyncio.TimerHandle | None = None  # ends the first held connection's wait
         self._waiting: SetupQueue[tuple[socket.socket, PeerAddress, str]] = SetupQueue(
             SETUP_QUEUE_CAPACITY, SETUPS_PER_NETWORK
         )
-        # the setups under way, each with the end of its slot and its network
-        self._setting_up: dict[asyncio.Task[Any], tuple[asyncio.TimerHandle, str]] = {}
+        # the setups under way, each with the end of its slot and its turn (network and address)
+        self._setting_up: dict[asyncio.Task[Any], tuple[asyncio.TimerHandle, Turn]] = {}
         self.address: tuple[str, int] | None = None
+        self._crowded_detail = (
+            f"{SETUP_QUEUE_CAPACITY} connections were waiting for their setup, the most from its address"
+        )
 
     async def start(self) -> tuple[str, int]:
         return self.start_now()
@@ -82,7 +92,9 @@ class Listener:
     def start_now(self) -> tuple[str, int]:
         """Bind and start accepting; must be called from the running event loop."""
         family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
-        sock = socket.create_server((self._host, self._port), family=family, backlog=1024, reuse_port=self._reuse_port)
+        sock = socket.create_server(
+            (self._host, self._port), family=family, backlog=LISTEN_BACKLOG, reuse_port=self._reuse_port
+        )
         sock.setblocking(False)
         self._sock = sock
         address: tuple[str, int] = sock.getsockname()[:2]  # (an IPv6 address's flow info and scope id cut)
@@ -114,6 +126,11 @@ class Listener:
                         log.warning("listener %s: accept failed: %s", ctx.name, exc)
                         break
                 accepted.inc()
+                ip = peer_ip(peer)
+                if self._waiting.crowded(ip):  # the flood's own: closed before any other work
+                    ctx.usage.row(ctx.name, ip, None, None, None).connections_opened += 1  # as a shed one always was
+                    self._reject(conn, ip, Close(SETUP_QUEUE_FULL, self._crowded_detail))
+                    continue
                 if not ctx.descriptors.room() and not (self._make_room() and ctx.descriptors.room()):
                     self._reject(conn, "*", Close(FD_RESERVE, ctx.descriptors.detail()))
                     continue
@@ -126,7 +143,6 @@ class Listener:
                 except BaseException:
                     conn.close()
                     raise
-                ip = peer_ip(peer)
                 ctx.usage.row(ctx.name, ip, None, None, None).connections_opened += 1  # NO_USAGE: kept nowhere
                 self._act(quotas.admit(ctx.name, ip, clock.now_ms()), conn, peer, ip)
                 if delay_ms > 0:
@@ -147,27 +163,32 @@ class Listener:
                     ),
                 )
                 return
-            task = loop.create_task(self._hold(conn, peer, ip, decision.delay_ms))
-            self.ctx.descriptors.track(task)
-            self._held.add(task)
-            task.add_done_callback(self._held.discard)
+            self.ctx.descriptors.waiting += 1
+            if self._held.push(loop.time() + decision.delay_ms / 1000.0, (conn, peer, ip)):
+                self._set_held_timer(loop)
         else:
             self._reject(conn, ip, decision)
 
-    async def _hold(self, conn: socket.socket, peer: PeerAddress, ip: str, delay_ms: int) -> None:
+    def _set_held_timer(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self._held_timer is not None:
+            self._held_timer.cancel()
+        due = self._held.next_due()
+        self._held_timer = None if due is None else loop.call_at(due, self._held_due)
+
+    def _held_due(self) -> None:
         """KIP-612: a connection from an IP over its rate waits (costing no broker connection), then is checked
         again: still over, it is closed; else it is served."""
-        try:
-            await asyncio.sleep(delay_ms / 1000.0)
-        except asyncio.CancelledError:
-            self._reject(conn, ip, Close("shutdown", "the listener closed"))
-            raise
+        loop = asyncio.get_running_loop()
+        self._held_timer = None
         ctx = self.ctx
-        decision = ctx.connection_quotas.retry(ctx.name, ip, ctx.clock.now_ms())
-        if isinstance(decision, Admit):
-            self._wait_for_setup(conn, peer, ip)
-        else:
-            self._reject(conn, ip, decision)
+        for conn, peer, ip in self._held.due(loop.time() + HELD_SLACK_S):
+            ctx.descriptors.waiting -= 1
+            decision = ctx.connection_quotas.retry(ctx.name, ip, ctx.clock.now_ms())
+            if isinstance(decision, Admit):
+                self._wait_for_setup(conn, peer, ip)
+            else:
+                self._reject(conn, ip, decision)
+        self._set_held_timer(loop)
 
     # -- admitted connections: set up in turn by network and address (proxy.connection.setup_queue) --------------
 
@@ -204,11 +225,11 @@ class Listener:
             taken = self._waiting.pop()
             if taken is None:
                 return
-            network, waiting = taken
+            turn, waiting = taken
             self.ctx.descriptors.waiting -= 1
             task = loop.create_task(self._serve(*waiting))
             self.ctx.descriptors.track(task)
-            self._setting_up[task] = (loop.call_later(SETUP_SLOT_S, self._slot_free, task), network)
+            self._setting_up[task] = (loop.call_later(SETUP_SLOT_S, self._slot_free, task), turn)
             task.add_done_callback(self._setup_ended)
 
     def _setup_ended(self, task: asyncio.Task[bool]) -> None:
@@ -232,9 +253,9 @@ class Listener:
         start."""
         slot = self._setting_up.pop(task, None)
         if slot is not None:
-            end, network = slot
+            end, turn = slot
             end.cancel()
-            self._waiting.done(network)
+            self._waiting.done(turn)
             self._set_up_next()
 
     def _reject(self, conn: socket.socket, ip: str, decision: Close) -> None:
@@ -333,11 +354,15 @@ class Listener:
     async def close(self) -> None:
         """Stop accepting and close held connections; connections already served are left to the caller to drain."""
         await cancel_and_wait(self._task)
-        for task in list(self._held):
-            await cancel_and_wait(task)
-        for end, network in self._setting_up.values():
+        if self._held_timer is not None:
+            self._held_timer.cancel()
+            self._held_timer = None
+        for conn, _, ip in self._held.drain():
+            self.ctx.descriptors.waiting -= 1
+            self._reject(conn, ip, Close("shutdown", "the listener closed"))
+        for end, turn in self._setting_up.values():
             end.cancel()
-            self._waiting.done(network)
+            self._waiting.done(turn)
         self._setting_up.clear()
         for waiting in self._waiting.drain():
             self._close_waiting(waiting, Close("shutdown", "the listener closed"))

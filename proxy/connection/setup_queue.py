@@ -15,9 +15,10 @@ once, and the connections wait here instead, where the next one set up is:
 The queue holds at most ``capacity`` connections (each costs a descriptor until it is set up or closed). Past it the
 oldest connection of the address with the most waiting, in the network with the most waiting, is shed (closed
 unserved, as a broker past its limits closes a connection): the flood pays for itself, a lone client is never the one
-shed while a larger queue exists. And at most ``per_network`` connections of one network are being set up at once, so
-a flood is served at the pace its own setups complete, what it sends after them stays small beside the rest, and the
-others' turns come at once. Pure: no sockets, no clock; the listener acts on what it returns.
+shed while a larger queue exists. And at most ``per_network`` connections of one network are being set up at once,
+and half of them of one address, so a flood is served at the pace its own setups complete, what it sends after them
+stays small beside the rest, and the others' turns come at once: those of another network, and those of another
+address in the flood's own (a pod beside a flooding one on a node's /24) without waiting for the flood's setups. Pure: no sockets, no clock; the listener acts on what it returns.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from collections import deque
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
+Turn = tuple[str, str]  # a setup's network and address, counted under way until done
 
 
 def network_of(ip: str) -> str:
@@ -55,16 +57,18 @@ class SetupQueue(Generic[T]):
     """Items (accepted connections) waiting, taken round-robin by network, then by address, oldest first; at most
     ``per_network`` of one network's taken and not yet :meth:`done` at once."""
 
-    __slots__ = ("capacity", "per_network", "_networks", "_size", "_under_way")
+    __slots__ = ("capacity", "per_network", "per_address", "_networks", "_size", "_under_way")
 
-    def __init__(self, capacity: int, per_network: int) -> None:
-        if capacity < 1 or per_network < 1:
-            raise ValueError("capacity and per_network must be at least 1")
+    def __init__(self, capacity: int, per_network: int, per_address: int | None = None) -> None:
+        """``per_address``: of a network's under way, at most this many of one address (None: half, at least 1)."""
+        if capacity < 1 or per_network < 1 or (per_address is not None and per_address < 1):
+            raise ValueError("capacity, per_network and per_address must be at least 1")
         self.capacity = capacity
         self.per_network = per_network
+        self.per_address = max(1, per_network // 2) if per_address is None else per_address
         self._networks: dict[str, _Network[T]] = {}  # in turn order: the first is served next
         self._size = 0
-        self._under_way: dict[str, int] = {}  # network -> items taken and not yet done
+        self._under_way: dict[str, int] = {}  # network, and address -> items taken and not yet done
 
     def __len__(self) -> int:
         return self._size
@@ -86,23 +90,39 @@ class SetupQueue(Generic[T]):
             return []
         return self._shed(self.capacity - max(1, self.capacity // 8))
 
+    def crowded(self, ip: str) -> bool:
+        """At capacity, with ``ip`` holding at least an equal share of what waits (its network at least an equal share
+        of the networks', ``ip`` of its network's): a connection from it just accepted would only push out another
+        of the flood's, so it is closed at once, before any other work (the flood's connections cost the least CPU
+        while they come faster than the proxy sets them up). A client from elsewhere, or a quieter address of the
+        flood's network, is never crowded."""
+        if self._size < self.capacity:
+            return False
+        network = self._networks.get(network_of(ip))
+        if network is None or network.waiting * len(self._networks) < self._size:
+            return False
+        queue = network.addresses.get(ip)
+        return queue is not None and len(queue) * len(network.addresses) >= network.waiting
+
     def make_room(self) -> list[T]:
         """An eighth of the items (at least one, if any wait) shed as past capacity: room for others (descriptors)."""
         return self._shed(self._size - max(1, self._size // 8)) if self._size else []
 
-    def pop(self) -> tuple[str, T] | None:
-        """The next item to set up and its network (to tell :meth:`done` with), or None when nothing waits whose
-        network has fewer than ``per_network`` under way."""
-        under_way, limit = self._under_way, self.per_network
-        key = next((k for k in self._networks if under_way.get(k, 0) < limit), None)
-        if key is None:
-            return None
-        network = self._networks[key]
-        ip, queue = next(iter(network.addresses.items()))
-        item = queue.popleft()
-        self._taken(key, network, ip, queue)
-        under_way[key] = under_way.get(key, 0) + 1
-        return key, item
+    def pop(self) -> tuple[Turn, T] | None:
+        """The next item to set up and its turn (to tell :meth:`done` with), or None when nothing waits whose
+        network has fewer than ``per_network`` under way and whose address fewer than ``per_address``."""
+        under_way = self._under_way
+        for key, network in self._networks.items():
+            if under_way.get(key, 0) >= self.per_network:
+                continue
+            for ip, queue in network.addresses.items():  # at most per_network / per_address of them are full
+                if under_way.get(ip, 0) < self.per_address:
+                    item = queue.popleft()
+                    self._taken(key, network, ip, queue)
+                    for k in (key, ip):
+                        under_way[k] = under_way.get(k, 0) + 1
+                    return (key, ip), item
+        return None
 
     def drain(self) -> list[T]:
         """Every item still waiting, taken at once (the listener closes)."""
@@ -111,13 +131,15 @@ class SetupQueue(Generic[T]):
         self._size = 0
         return items
 
-    def done(self, key: str) -> None:
-        """An item of network ``key`` taken by :meth:`pop` is set up (or gone): another of it may be taken."""
-        left = self._under_way[key] - 1
-        if left:
-            self._under_way[key] = left
-        else:
-            del self._under_way[key]
+    def done(self, turn: Turn) -> None:
+        """An item of ``turn`` (its network and address) taken by :meth:`pop` is set up (or gone): another of them may
+        be taken."""
+        for key in turn:
+            left = self._under_way[key] - 1
+            if left:
+                self._under_way[key] = left
+            else:
+                del self._under_way[key]
 
     def _taken(self, key: str, network: _Network[T], ip: str, queue: deque[T]) -> None:
         """One item gone from ``queue``: the address and the network go to the back of their turns (or away)."""

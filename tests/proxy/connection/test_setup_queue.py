@@ -92,6 +92,28 @@ def test_past_capacity_the_oldest_of_the_longest_queues_are_shed_and_a_lone_clie
     assert drain(queue)[:2] == ["lone", "newcomer"]  # each network, then each address in it, in turn
 
 
+def test_at_capacity_only_the_addresses_holding_their_share_are_crowded():
+    """A connection from a crowded address is closed at accept, before any other work; a client from elsewhere, or
+    a quieter address of the flood's network, never is."""
+    queue: SetupQueue[str] = SetupQueue(64, 8)
+    queue.push("192.168.5.7", "lone")
+    for n in range(40):
+        queue.push("127.0.0.1", f"flood-{n}")
+    assert not queue.crowded("127.0.0.1")  # below capacity: every connection waits its turn
+    for n in range(40, 100):
+        queue.push("127.0.0.1", f"flood-{n}")
+    assert len(queue) >= queue.capacity - queue.capacity // 8
+    while len(queue) < queue.capacity:
+        queue.push("127.0.0.1", "more")
+    assert queue.crowded("127.0.0.1")
+    assert not queue.crowded("127.0.0.250")  # shares the flood's network: its own address has nothing waiting
+    assert not queue.crowded("192.168.5.7")  # its network holds less than its share
+    assert not queue.crowded("10.9.9.9")  # never seen
+    queue.push("127.0.0.250", "newcomer")  # one waiting from a quieter address of the flood's network
+    assert len(queue) <= queue.capacity and queue.crowded("127.0.0.1") == (len(queue) == queue.capacity)
+    assert not queue.crowded("127.0.0.250")
+
+
 def test_many_networks_past_capacity_shed_from_the_network_with_the_most():
     queue: SetupQueue[str] = SetupQueue(100, 8)
     queue.push("10.0.0.1", "lone")
@@ -117,15 +139,33 @@ def test_room_is_made_by_shedding_an_eighth_of_the_longest_queues():
 
 
 def test_a_network_has_at_most_per_network_under_way_and_the_others_are_taken_meanwhile():
-    queue: SetupQueue[str] = SetupQueue(100, 2)
+    queue: SetupQueue[str] = SetupQueue(100, 2, per_address=2)
     for n in range(5):
         queue.push("127.0.0.1", f"flood-{n}")
+    flood = ("127.0.0.0/24", "127.0.0.1")
     taken = [queue.pop(), queue.pop()]
-    assert taken == [("127.0.0.0/24", "flood-0"), ("127.0.0.0/24", "flood-1")]
+    assert taken == [(flood, "flood-0"), (flood, "flood-1")]
     assert queue.pop() is None  # two under way: the flood waits for one to be done
     queue.push("10.0.0.7", "newcomer")
-    assert queue.pop() == ("10.0.0.0/24", "newcomer")  # another network's turn comes at once
-    queue.done("127.0.0.0/24")
-    assert queue.pop() == ("127.0.0.0/24", "flood-2")
+    assert queue.pop() == (("10.0.0.0/24", "10.0.0.7"), "newcomer")  # another network's turn comes at once
+    queue.done(flood)
+    assert queue.pop() == (flood, "flood-2")
     assert queue.pop() is None
     assert sorted(queue.drain()) == ["flood-3", "flood-4"] and len(queue) == 0 and queue.pop() is None
+
+
+def test_an_address_has_at_most_half_its_networks_under_way_and_a_neighbour_is_taken_meanwhile():
+    """A pod beside a flooding one on a node's /24: the flood's address keeps half the network's setups at most, so
+    the neighbour's turn comes without waiting for the flood's setups to complete."""
+    queue: SetupQueue[str] = SetupQueue(100, 8)
+    assert queue.per_address == 4
+    for n in range(20):
+        queue.push("10.244.1.17", f"flood-{n}")
+    flood = ("10.244.1.0/24", "10.244.1.17")
+    assert [queue.pop() for _ in range(5)] == [(flood, f"flood-{n}") for n in range(4)] + [None]
+    queue.push("10.244.1.18", "neighbour")
+    assert queue.pop() == (("10.244.1.0/24", "10.244.1.18"), "neighbour")
+    queue.done(flood)
+    assert queue.pop() == (flood, "flood-4")
+    with pytest.raises(ValueError):
+        SetupQueue(100, 8, per_address=0)
