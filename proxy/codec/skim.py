@@ -33,6 +33,7 @@ _ARRAY = 4  # a count, then that many elements: argument their steps, or element
 _TAGS = 5  # a struct's tagged-field section (flexible versions)
 
 Steps = tuple[tuple[int, Any, int], ...]
+_INLINED = 4  # levels of arrays (and nullable structs) inlined in one skipper, two nested blocks each
 
 
 def _size(kind: str) -> int:
@@ -89,8 +90,9 @@ def _plan(api_key: int, direction: str, version: int) -> tuple[Callable[[Bytes, 
 
 
 class _Skippers:
-    """Steps turned into Python source once, one function per struct (as :mod:`proxy.codec.compiler` turns the schema
-    into readers): ``skip(buf, pos)`` returns where the struct's fields end; a step is a few lines, not a call."""
+    """Steps turned into Python source once (as :mod:`proxy.codec.compiler` turns the schema into readers): one
+    function, ``skip(buf, pos)`` returning where the top level's fields end; a step is a few lines, not a call, and
+    the structs inside (an array's elements too) are inlined."""
 
     def __init__(self, flexible: bool) -> None:
         self.flexible = flexible
@@ -113,50 +115,55 @@ class _Skippers:
     def _function(self, steps: Steps) -> str:
         self.count += 1
         name = f"skip_{self.count}"
-        lines = [f"def {name}(buf, pos):"]
-        for what, argument, width in steps:
-            if what == _RUN:
-                lines.append(f"    pos += {argument}")
-            elif what == _VARIABLE:
-                lines += self._length(argument)
-                lines += [
-                    "    if n > 0:",
-                    "        pos += n",
-                    "    elif n < -1:",
-                    "        raise _PE('invalid length')",
-                ]
-            elif what == _TAGS:
-                lines += ["    if buf[pos]:", "        pos = _tags(buf, pos)", "    else:", "        pos += 1"]
-            elif what == _ARRAY:
-                lines += self._length(4)
-                lines += ["    if n > 0:", "        if n > len(buf) - pos:", "            raise _PE('array too long')"]
-                if width:
-                    lines.append(f"        pos += n * {width}")
-                else:
-                    inner = self._function(argument)
-                    lines += ["        for _ in range(n):", f"            pos = {inner}(buf, pos)"]
-                lines += ["    elif n < -1:", "        raise _PE('invalid array length')"]
-            elif what == _STRUCT:
-                lines.append(f"    pos = {self._function(argument)}(buf, pos)")
-            else:  # _NULLABLE_STRUCT: an int8 marker, negative for null
-                inner = self._function(argument)
-                lines += ["    pos += 1", "    if buf[pos - 1] < 128:", f"        pos = {inner}(buf, pos)"]
+        lines = [f"def {name}(buf, pos):", *self._body(steps, "    ")]
         lines += ["    if pos > len(buf):", "        raise _PE('fields run past the end')", "    return pos"]
         self.source += lines
         return name
+
+    def _body(self, steps: Steps, indent: str, depth: int = 0) -> list[str]:
+        """Source skipping ``steps`` at ``indent``: a struct's fields, an array's elements inlined in its loop (a
+        call per element would cost more than the element's few lines); past :data:`_INLINED` levels of arrays, a
+        call (Python allows 20 nested blocks)."""
+        lines: list[str] = []
+        for what, argument, width in steps:
+            if what == _RUN:
+                lines.append(f"pos += {argument}")
+            elif what == _VARIABLE:
+                lines += self._length(argument)
+                lines += ["if n > 0:", "    pos += n", "elif n < -1:", "    raise _PE('invalid length')"]
+            elif what == _TAGS:
+                lines += ["if buf[pos]:", "    pos = _tags(buf, pos)", "else:", "    pos += 1"]
+            elif what == _ARRAY:
+                lines += self._length(4)
+                lines += ["if n > 0:", "    if n > len(buf) - pos:", "        raise _PE('array too long')"]
+                if width:
+                    lines.append(f"    pos += n * {width}")
+                else:
+                    lines.append("    for _ in range(n):")
+                    if depth < _INLINED:
+                        lines += self._body(argument, "        ", depth + 1) or ["        pass"]
+                    else:
+                        lines.append(f"        pos = {self._function(argument)}(buf, pos)")
+                lines += ["elif n < -1:", "    raise _PE('invalid array length')"]
+            elif what == _STRUCT:
+                lines += self._body(argument, "", depth)
+            else:  # _NULLABLE_STRUCT: an int8 marker, negative for null
+                lines += ["pos += 1", "if buf[pos - 1] < 128:"]
+                lines += self._body(argument, "    ", depth + 1) or ["    pass"]
+        return [indent + line for line in lines]
 
     def _length(self, width: int) -> list[str]:
         """Source setting ``n`` to the length or count at ``pos`` (-1: null) and ``pos`` past it."""
         if self.flexible:  # compact: an unsigned varint, one more than the length; one byte, the usual case
             return [
-                "    n = buf[pos] - 1",
-                "    if n < 127:",
-                "        pos += 1",
-                "    else:",
-                "        n, pos = _uv(buf, pos)",
-                "        n -= 1",
+                "n = buf[pos] - 1",
+                "if n < 127:",
+                "    pos += 1",
+                "else:",
+                "    n, pos = _uv(buf, pos)",
+                "    n -= 1",
             ]
-        return [f"    n, = _i{8 * width}(buf, pos)", f"    pos += {width}"]
+        return [f"n, = _i{8 * width}(buf, pos)", f"pos += {width}"]
 
 
 def tagged_fields(api_key: int, direction: str, version: int, body: Bytes) -> dict[int, tuple[int, int]]:

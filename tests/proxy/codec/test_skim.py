@@ -115,3 +115,22 @@ def test_array_count_finds_share_fetch_node_endpoints_past_its_records(version):
         assert array_count(SHARE_FETCH, "response", version, "node_endpoints", body) == expected
     with pytest.raises(ValueError):
         array_count(SHARE_FETCH, "response", version, "throttle_time_ms", body)  # not an array
+
+
+def test_arrays_nested_deeper_than_inlined_are_skimmed_by_calls():
+    # no schema of today nests that deep: the levels past the inlined ones are functions called per element
+    from proxy.codec.skim import _ARRAY, _INLINED, _RUN, _Skippers
+
+    depth = _INLINED + 3
+    steps: tuple = ((_RUN, 2, 0),)
+    for _ in range(depth):
+        steps = ((_ARRAY, steps, 0),)
+    skippers = _Skippers(flexible=False)
+    skip = skippers.compile(steps)
+    assert skippers.count > 1  # more than one function made
+    body = b"xy"
+    for _ in range(depth):
+        body = b"\x00\x00\x00\x02" + body * 2  # two elements at every level
+    assert skip(body, 0) == len(body)
+    with pytest.raises(ProtocolError):
+        skip(body[:-1], 0)
