@@ -155,6 +155,24 @@ class Plan:
             return self
         if self is PASS:
             return later
+        if (
+            self.action is STREAM
+            and self.decide is None
+            and self.throttle is None
+            and self.abandon is None
+            and self.usage is NO_USAGE
+            and self.local_response is None
+        ):  # a leg and nothing else (cluster mode's node endpoints before a Fetch's quota): the rule, made short
+            return Plan(
+                action=later.action,
+                leg=self.leg.then(later.leg),
+                local_response=later.local_response,
+                decide=later.decide,
+                throttle=later.throttle,
+                abandon=later.abandon,
+                usage=later.usage,
+                last=later.last,
+            )
         return Plan(
             action=max(self.action, later.action, key=_STRENGTH.__getitem__),
             leg=self.leg.then(later.leg),

@@ -56,6 +56,15 @@ class ResponseLeg:
             return more
         if self.lookup is not None or more.lookup is not None:
             raise ValueError("a lookup's leg does not combine")
+        if self.observe is None and self.record_response is None and self.settle is None and self.accounted is None:
+            # a rewrite alone (cluster mode's node endpoints before a Fetch's quota): the rule, made short
+            return ResponseLeg(
+                observe=more.observe,
+                rewrite=_chained(self.rewrite, more.rewrite),
+                record_response=more.record_response,
+                settle=more.settle,
+                accounted=more.accounted,
+            )
         return ResponseLeg(
             observe=_both(self.observe, more.observe),
             rewrite=_chained(self.rewrite, more.rewrite),

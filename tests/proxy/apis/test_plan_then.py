@@ -88,3 +88,45 @@ def test_a_lookup_or_a_hold_decides_the_later_stage_once_it_is_over():
     assert isinstance(hold, HoldFor) and hold.delay_ms == 50 and hold.then().throttle == Throttle(4, 4)
     answered = Plan(action=BUFFER, decide=lambda body: AnswerLocally(b"x"))
     assert answered.then(later, HEADER).decide(memoryview(b"whole")) == AnswerLocally(b"x")  # the chain ended
+
+
+def test_a_plan_of_a_leg_alone_then_another_is_the_other_with_both_legs():
+    # cluster mode's node endpoints, then a Fetch's consumer byte rate: the short way Plan.then takes is the rule's
+    calls: list = []
+    earlier = Plan(leg=ResponseLeg(rewrite=lambda body: bytes(body) + b"+earlier"))
+    later = Plan(
+        action=BUFFER,
+        leg=ResponseLeg(
+            rewrite=lambda body: bytes(body) + b"+later",
+            observe=lambda body: calls.append("observed"),
+            record_response=lambda size: calls.append(size) or None,
+            settle=lambda throttle: throttle,
+            accounted=lambda later: Usage(new_producer_ids=1),
+        ),
+        local_response=b"answer",
+        decide=lambda body: ForwardRequest(),
+        throttle=Throttle(30, 20),
+        abandon=lambda: calls.append("released"),
+        usage=Usage(shadow_throttle_ms=20),
+        last=True,
+    )
+    plan = earlier.then(later, HEADER)
+    for name in ("action", "local_response", "decide", "throttle", "abandon", "usage", "last"):
+        assert getattr(plan, name) is getattr(later, name), name
+    leg = plan.leg
+    assert leg.rewrite(memoryview(b"broker")) == b"broker+earlier+later"
+    assert (leg.observe, leg.record_response, leg.settle, leg.accounted, leg.lookup) == (
+        later.leg.observe,
+        later.leg.record_response,
+        later.leg.settle,
+        later.leg.accounted,
+        None,
+    )
+    assert {f.name for f in dataclasses.fields(ResponseLeg)} == {
+        "observe",
+        "rewrite",
+        "record_response",
+        "settle",
+        "lookup",
+        "accounted",
+    }, "a field added to ResponseLeg must be combined by ResponseLeg.then, its short way too (and this test extended)"
