@@ -144,9 +144,15 @@ class Rate:
 
     def headroom(self, limit: float, now_ms: int) -> float:
         """``limit * window_size_ms(now_ms) / 1000 - total(now_ms)``: what may be recorded at ``now_ms`` before the
-        rate passes ``limit``, with one purge."""
-        window_ms = self.window_size_ms(now_ms)
-        return limit * window_ms / 1000.0 - sum(self._s[_VALUE::3])
+        rate passes ``limit``, with one purge (asked twice for every consumer's Fetch: as :meth:`window_size_ms`
+        does it, without its calls)."""
+        s, shape = self._s, self._shape
+        if not s:
+            s.extend((now_ms, now_ms, 0.0))  # as SampledStat.oldest() does
+        elif now_ms - min(s[_LAST::3]) >= shape[1]:  # one is obsolete
+            self._purge_obsolete_samples(now_ms)
+        window_ms = _elapsed_ms(now_ms - int(min(s[_START::3])), shape)
+        return limit * window_ms / 1000.0 - sum(s[_VALUE::3])
 
     def measure(self, now_ms: int) -> float:
         """The rate per second at ``now_ms`` (``Rate.measure`` with ``TimeUnit.SECONDS``): :meth:`total` divided

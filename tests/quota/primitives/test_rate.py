@@ -1,4 +1,6 @@
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from quota import QuotaWindow, Rate
 
@@ -76,3 +78,23 @@ def test_samples_are_recycled_not_grown():
         rate.record(1, t)
     assert rate.sample_count == window.num + 1
     assert rate.measure(600_000) == pytest.approx(1000 / 37, rel=0.02)
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    steps=st.lists(st.tuples(st.integers(0, 4_000), st.integers(-50, 5_000)), max_size=30),
+    gap=st.integers(0, 40_000),
+)
+def test_headroom_is_the_limit_over_the_window_less_the_total(steps, gap):
+    # what the Fetch budget is made of: limit * window_size_ms / 1000 - total, one purge, whatever came before
+    window = QuotaWindow(num=3, size_seconds=1)
+    a, b = Rate(window), Rate(window)
+    now = 0
+    for advance, value in steps:
+        now += advance
+        a.record(value, now)
+        b.record(value, now)
+    now += gap
+    expected = 1_000 * b.window_size_ms(now) / 1000.0 - b.total(now)
+    assert a.headroom(1_000, now) == expected
+    assert a.samples(now) == b.samples(now)  # the same purge
