@@ -6,13 +6,15 @@ busy machine) and the proxy as bench/anchors_kroxylicious.py runs it: cluster mo
 never binding. One of that script's librdkafka workloads runs through it, ``--workload single`` (one-message Produce
 requests) or ``group`` (a consumer group of 10 polling 100 partitions), and the proxy process is watched:
 
-- its CPU (user + system, /proc/PID/stat) per request, the clients' own count of requests;
+- its CPU (user + system, /proc/PID/stat) per request over the workload's measured part (a group's joining left
+  out, as bench/anchors_kroxylicious.py leaves it out), the clients' own count of requests;
 - ``--strace``: its system calls per request (``strace -c -f``; slows it, so CPU figures of that run mean nothing),
   the event loop's wake-ups being its ``epoll_wait`` calls;
 - ``--perf FILE``: ``perf record -g`` of the process for the measured interval, then the share of each shared
   object (the interpreter, the event loop, the kernel) and the hottest symbols;
-- ``--profile FILE``: the proxy run under cProfile (slower: compare only profiles with each other), its top
-  functions by own time printed when it stops.
+- ``--profile FILE``: the proxy run under cProfile timed by its main thread's CPU time (bench/cpu_profile.py: a
+  wall-clock profile on a loaded machine charges the waits for a core to the writes that woke the peers; slower:
+  compare only profiles with each other), its top functions by own time printed when it stops.
 
 Usage: ``python bench/request_profile.py [--broker kafka|tansu] [--workload single|group] [--small 20000]
 [--strace] [--perf /tmp/proxy.perf] [--profile /tmp/proxy.prof]``
@@ -110,7 +112,7 @@ def main() -> int:
         broker_port = free_port()
         broker = tansu(broker_port, broker_port)
         upstream, node_id = f"127.0.0.1:{broker_port}", None
-    python = ["-m", "cProfile", "-o", args.profile] if args.profile else []
+    python = [str(Path(__file__).resolve().with_name("cpu_profile.py")), args.profile] if args.profile else []
     settings = {} if args.inflight is None else {"connections.max.inflight.requests": args.inflight}
     proxy = ProxyProcess(proxy_port, upstream, QUOTAS, settings, broker_port_base=base, python=python).start()
     try:
@@ -120,17 +122,26 @@ def main() -> int:
         pid = proxy.proc.pid
         topic = f"profiled-{args.workload}"
         create(upstream, topic, 1 if args.workload == "single" else GROUP_PARTITIONS)
-        started = watchers(pid, args)
-        u0, s0 = user_system(pid)
+        marks: list[tuple[float, float]] = []
+        started: list[tuple[str, subprocess.Popen]] = []
+
+        def mark() -> float:
+            """The workload's ``cpu``, called as its measured part starts and ends: the watchers start at the first,
+            so a group's joining (and the codec compiled for its first requests) is left out, as the anchors do."""
+            if not marks:
+                started.extend(watchers(pid, args))
+            marks.append(user_system(pid))
+            return 0.0
+
         if args.workload == "single":
-            outcome = produce_single(bootstrap, topic, args.small, lambda: 0.0)
+            outcome = produce_single(bootstrap, topic, args.small, mark)
             requests = args.small
         else:
             outcome = group_polling(
-                bootstrap, topic, "profiled", args.consumers, GROUP_PARTITIONS, args.group_seconds, lambda: 0.0
+                bootstrap, topic, "profiled", args.consumers, GROUP_PARTITIONS, args.group_seconds, mark
             )
             requests = outcome.requests
-        u1, s1 = user_system(pid)
+        (u0, s0), (u1, s1) = marks[0], marks[-1]
         for _, watcher in started:
             watcher.send_signal(signal.SIGINT)
             watcher.wait(60)
