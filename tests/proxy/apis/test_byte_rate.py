@@ -113,6 +113,25 @@ def test_fetch_under_quota_is_buffered_capped_and_recorded_from_the_response():
     assert unlimited.action is STREAM and unlimited.leg.record_response is None
 
 
+def test_two_fetches_capped_to_one_headroom_are_cut_to_what_is_left_when_each_answer_comes():
+    # two members of a group under one quota, their fetches in flight at once: each capped to the same headroom;
+    # the second answer is cut to what the first left (its first batch kept), not to the headroom of its request
+    clock = ManualClock(1_000_000)
+    scope = scope_with([{"entity": {"client-id": "c"}, "consumer_byte_rate": 1000}], clock, **{"quota.window.num": 3})
+    session = Session("L", "127.0.0.1")
+    request = encode_request(FETCH, 12, new_request(FETCH, 12, max_bytes=50 * 1024 * 1024))
+    plans = [plan_request(scope, session, RequestHeader(100, FETCH, 12, n, "c", 20)) for n in (1, 2)]
+    for plan in plans:
+        assert decode_request(FETCH, 12, plan.decide(memoryview(request)).body).max_bytes == 2000
+    records = batch(3)
+    answer = fetch_body(12, [records] * 3)  # about 1,100 bytes: within 2,000, over what the first leaves
+    first, _ = plans[0].leg.run(memoryview(answer), lambda rewritten: len(answer), None)
+    assert first is None  # within the headroom: as the broker sent it, charged whole
+    second, _ = plans[1].leg.run(memoryview(answer), lambda rewritten: len(rewritten or answer), None)
+    kept = decode_response(FETCH, 12, second).responses[0].partitions
+    assert [bytes(p.records) for p in kept] == [records, b"", b""]
+
+
 def test_scrapes_are_bounded_whatever_the_number_of_clients():
     """2,000 client ids under a <default> quota and a cap of 10 entities: 9 busiest series plus __other__, whose
     bytes are the rest's sum (and which has no rate sample: it would cost a measurement per client)."""
