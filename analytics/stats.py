@@ -54,6 +54,8 @@ SCHEMA = StructType(
     + [StructField(name, MapType(StringType(), LongType())) for name in ("topic_bytes", "group_requests")]
     # the quota group the entity is a member of (read, not yet planned for); null: none
     + [StructField("quota_group", StringType())]
+    # by partition label, from proxies with partition quotas (read, not yet planned for); null: none
+    + [StructField("partition_bytes", MapType(StringType(), LongType()))]
 )
 # per-record rates (count / the record's length on the grid), added up per interval of the grid
 RATES = {

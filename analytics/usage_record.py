@@ -33,6 +33,7 @@ FIELDS = (
     "topic_bytes",  # record bytes charged to topic quotas, by topic label ({topic: NAME} or <default>); null: none
     "group_requests",  # requests counted against group request rates, by group label; null: none
     "quota_group",  # the quota group the user or client id is a member of; null: none
+    "partition_bytes",  # record bytes charged to partition quotas, by label (orders/3, orders/<default>); null: none
 )
 COUNT_FIELDS = FIELDS[7:17]
 HELD_FIELDS = FIELDS[15:19]
@@ -55,6 +56,7 @@ def record(
     topic_bytes: dict[str, int] | None = None,
     group_requests: dict[str, int] | None = None,
     quota_group: str | None = None,
+    partition_bytes: dict[str, int] | None = None,
     **counts: int,
 ) -> dict:
     """One usage record with every key present; counts not given are 0 (``held_ms``: the ``throttle_ms`` given, one
@@ -79,6 +81,7 @@ def record(
     rec["proxy"], rec["broker"], rec["scope"] = proxy, broker, scope
     rec["topic_bytes"], rec["group_requests"] = topic_bytes, group_requests
     rec["quota_group"] = quota_group
+    rec["partition_bytes"] = partition_bytes
     return rec
 
 

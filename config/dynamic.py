@@ -4,8 +4,9 @@ YAML stays the base; the config topic (``dynamic_config.topic``, default ``__kaf
 it, as dynamic configs override ``server.properties`` in Kafka. One record per entity:
 
 - key: the entity as canonical JSON (sorted keys, no spaces): ``{"user":"alice"}``, ``{"client-id":"etl"}``,
-  ``{"client-id":"etl","user":"alice"}``, ``{"ip":"10.0.0.7"}``, ``{"topic":"orders"}``, ``{"group":"payments"}``,
-  each name possibly ``<default>``; or
+  ``{"client-id":"etl","user":"alice"}``, ``{"ip":"10.0.0.7"}``, ``{"topic":"orders"}``,
+  ``{"partition":"3","topic":"orders"}``, ``{"group":"payments"}``, each name possibly ``<default>`` (a partition's
+  topic named); or
   ``{"proxy":"settings"}`` for proxy-wide settings;
 - value: a JSON object of quota keys (``{"producer_byte_rate": 1048576}``) and optionally ``"mode": "shadow"`` or
   ``"enforce"``; for the proxy-wide record, dynamic settings (:data:`DYNAMIC_SETTINGS`); a tombstone (null value)
@@ -32,18 +33,18 @@ from config.model import ProxyConfig
 from config.quota_groups import parse_client_quotas
 from config.quotas import parse_quota_item
 from config.request_rate import parse_group_item, parse_group_quotas
-from config.topic_quotas import check_topic_name, parse_topic_item, parse_topic_quotas
+from config.topic_quotas import check_partition, check_topic_name, parse_topic_item, parse_topic_quotas
 from config.typed_settings import Settings
 from quota.managers.connection import IP, normalize_ip
 from quota.primitives.chunked import REMOVED, ChunkedMap
 from quota.primitives.entity import CLIENT_ID, DEFAULT, USER, QuotaEntity, QuotaEntry
 from quota.primitives.group_quotas import GROUP, GroupEntity
 from quota.primitives.quota_groups import QUOTA_GROUP
-from quota.primitives.topic_quotas import TOPIC, TopicEntity
+from quota.primitives.topic_quotas import PARTITION, TOPIC, PartitionEntity, TableKey, TopicEntity
 
 DEFAULT_TOPIC = "__kafka_quota_proxy_configs"
 PROXY_KEY = {"proxy": "settings"}
-ENTITY_TYPES = (USER, CLIENT_ID, IP, TOPIC, GROUP)
+ENTITY_TYPES = (USER, CLIENT_ID, IP, TOPIC, PARTITION, GROUP)
 MODES = ("enforce", "shadow")
 # Proxy-wide settings a dynamic record may change (the rest need a restart, as Kafka's static configs do).
 Record = tuple[bytes, "bytes | None"]  # one record of the topic: the entity's key, its JSON value (None: a tombstone)
@@ -66,8 +67,13 @@ _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
 
 
 def entity_key(entity: Mapping[str, str]) -> bytes:
-    """The record key of an entity: canonical JSON, so every writer produces the same bytes (compaction keys)."""
-    return _CANONICAL.encode(dict(entity)).encode()
+    """The record key of an entity: canonical JSON, so every writer produces the same bytes (compaction keys); a
+    partition's index as a string, as Kafka's entity names are (the YAML may write it as a number)."""
+    canonical = dict(entity)
+    index = canonical.get(PARTITION)
+    if isinstance(index, int) and not isinstance(index, bool):
+        canonical[PARTITION] = str(index)
+    return _CANONICAL.encode(canonical).encode()
 
 
 def parse_key(key: bytes | None) -> dict[str, str]:
@@ -91,11 +97,15 @@ def parse_key(key: bytes | None) -> dict[str, str]:
             raise RecordError(f"key {key[:100]!r}: unknown entity type {part!r} (known: {', '.join(ENTITY_TYPES)})")
         if not isinstance(name, str) or not name:
             raise RecordError(f'key {key[:100]!r}: {part} must be a name or "{DEFAULT}"')
+    if PARTITION in entity and TOPIC not in entity:
+        raise RecordError(f"key {key[:100]!r}: a partition entity names its topic too")
     if TOPIC in entity:
-        if len(entity) > 1:
+        if len(entity) > (2 if PARTITION in entity else 1):
             raise RecordError(f"key {key[:100]!r}: a topic entity cannot be combined with user, client-id or ip")
         try:
             check_topic_name(entity[TOPIC], "entity.topic")
+            if PARTITION in entity:
+                entity[PARTITION] = check_partition(entity[PARTITION], entity[TOPIC], "entity.partition")
         except ConfigError as exc:
             raise RecordError(f"key {key[:100]!r}: {exc}") from None
     if GROUP in entity and len(entity) > 1:
@@ -127,7 +137,7 @@ class Checked:
     ip: str | None = None
     ip_rate: float | None = None
     settings: Settings | None = None
-    topic: str | None = None
+    topic: TableKey | None = None  # a topic's name, or (topic, partition)
     topic_quota: QuotaEntry | None = None
     group: str | None = None
     group_quota: QuotaEntry | None = None
@@ -213,7 +223,8 @@ def _topic_checked(
     entry = None
     if values is not None or item is not None:
         entry = parse_topic_item({**(item or {"entity": dict(entity)}), **(values or {})}, "quotas")
-    return Checked(canonical, entity, values, topic=entity[TOPIC], topic_quota=entry)
+    key: TableKey = (entity[TOPIC], entity[PARTITION]) if PARTITION in entity else entity[TOPIC]
+    return Checked(canonical, entity, values, topic=key, topic_quota=entry)
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,8 +300,11 @@ def describe(config: ProxyConfig) -> list[tuple[dict, dict]]:
     for ip, rate in config.connections.ip_rates.items():
         out.append(({IP: ip}, {"connection_creation_rate": rate}))
     for topic_entry in config.topic_quotas.entries:
-        if isinstance(topic_entry.entity, TopicEntity):
-            out.append(({TOPIC: topic_entry.entity.topic}, dict(topic_entry.quotas)))
+        named = topic_entry.entity
+        if isinstance(named, TopicEntity):
+            out.append(({TOPIC: named.topic}, dict(topic_entry.quotas)))
+        elif isinstance(named, PartitionEntity):
+            out.append(({TOPIC: named.topic, PARTITION: named.partition}, dict(topic_entry.quotas)))
     for group_entry in config.group_quotas.entries:
         if isinstance(group_entry.entity, GroupEntity):
             out.append(({GROUP: group_entry.entity.group}, dict(group_entry.quotas)))

@@ -23,6 +23,7 @@ from config.dynamic_source import DynamicConfigSource
 from config.model import ProxyConfig
 from quota.primitives.chunked import REMOVED, ChunkedMap
 from quota.primitives.entity import QuotaEntry
+from quota.primitives.topic_quotas import TableKey
 
 SKIP_REASONS = ("key_too_large", "value_too_large", "too_many_entries")
 STEP = 200
@@ -115,7 +116,7 @@ class Batch:
         table = config.quotas.changing(expected)
         ip_rates = state.ip_rates.changing() if any(c.ip is not None for c in self.changes.values()) else None
         settings = None
-        topics: dict[str, QuotaEntry | None] = {}
+        topics: dict[TableKey, QuotaEntry | None] = {}
         groups: dict[str, QuotaEntry | None] = {}
         for done, c in enumerate(self.changes.values(), 1):
             entries[c.canonical] = REMOVED if c.values is None else (c.entity, c.values)

@@ -76,7 +76,7 @@ def named_entries(
     parsed by ``parse_item``; a name given twice is refused; every error reported together."""
     entries: list[QuotaEntry] = []
     errors: list[ConfigError] = []
-    seen: set[str] = set()
+    seen: set[QuotaEntity] = set()
     for i, item in enumerate(raw):
         if not is_item(item):
             continue
@@ -84,10 +84,10 @@ def named_entries(
         entry = collecting(errors, parse_item, item, where)
         if entry is None:
             continue
-        name = item["entity"][kind]
-        if name in seen:
+        name = item["entity"][kind] if len(item["entity"]) == 1 else entry.entity.path  # a partition's: its path
+        if entry.entity in seen:
             errors.append(ConfigError(f"{where}.entity.{kind}", f"{name} is configured more than once"))
-        seen.add(name)
+        seen.add(entry.entity)
         entries.append(entry)
     raise_all(errors)
     return entries

@@ -123,10 +123,19 @@ def _quota_item() -> dict:
         "additionalProperties": False,
         "minProperties": 1,
         "properties": {
-            name: {"type": "string", "minLength": 1}
-            for name in ("user", "client-id", "ip", "topic", "group", QUOTA_GROUP)
+            **{
+                name: {"type": "string", "minLength": 1}
+                for name in ("user", "client-id", "ip", "topic", "group", QUOTA_GROUP)
+            },
+            "partition": {
+                "anyOf": [
+                    {"type": "integer", "minimum": 0, "maximum": 2**31 - 1},
+                    {"type": "string", "pattern": "^([0-9]+|<default>)$"},
+                ]
+            },
         },
-        "description": 'user and/or client-id (a name or "<default>"), or ip, topic, group or quota-group alone',
+        "description": 'user and/or client-id (a name or "<default>"), or ip, topic (with a partition or not), group'
+        " or quota-group alone",
     }
     names = {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"type": "string", "minLength": 1}}
     keys = {

@@ -9,10 +9,13 @@ quotas:
     producer_byte_rate: 1048576
 ```
 
-A topic entity stands alone (no user, client-id or ip beside it) and takes ``producer_byte_rate`` and
+A partition entity names a topic and a partition (``{topic: orders, partition: 3}``, or ``partition: <default>``
+for each partition of the topic on its own) and takes the same keys.
+
+A topic entity stands alone (no user, client-id or ip beside it; a partition only) and takes ``producer_byte_rate`` and
 ``consumer_byte_rate`` (and ``mode``, and ``on_exceed``: ``throttle``, the default, or ``reject``: over its
 ``producer_byte_rate`` a Produce's partitions of the topic are refused with a retriable error instead). The config topic and AlterClientQuotas name them as ``{"topic": NAME}``
-(:mod:`config.dynamic`).
+and ``{"partition": "3", "topic": NAME}`` (:mod:`config.dynamic`).
 """
 
 from __future__ import annotations
@@ -24,10 +27,19 @@ from typing import Any
 from config.errors import ConfigError
 from config.quotas import MIN_RATE, check_alone, is_topic_item, named_entries
 from quota.primitives.entity import DEFAULT, PRODUCER_BYTE_RATE, QuotaEntry
-from quota.primitives.topic_quotas import TOPIC, TOPIC_KEYS, TopicEntity, TopicQuotaEntry, TopicQuotaTable
+from quota.primitives.topic_quotas import (
+    PARTITION,
+    TOPIC,
+    TOPIC_KEYS,
+    PartitionEntity,
+    TopicEntity,
+    TopicQuotaEntry,
+    TopicQuotaTable,
+)
 
 ON_EXCEED, THROTTLE, REJECT = "on_exceed", "throttle", "reject"
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]{1,249}")  # Kafka's topic names (Topic.validate)
+_MAX_PARTITION = 2**31 - 1  # a partition's index is an int32
 
 
 def parse_topic_quotas(raw: Any, path: str) -> TopicQuotaTable:
@@ -45,12 +57,36 @@ def check_topic_name(name: Any, where: str) -> None:
         )
 
 
+def check_partition(partition: Any, topic: Any, where: str) -> str:
+    """A partition entity's partition: its index (an int, or its decimal string as Kafka's entity names are
+    strings), or ``<default>``; its topic named (``<default>`` is not one). Returns it as a string."""
+    if topic == DEFAULT:
+        raise ConfigError(
+            where.removesuffix(PARTITION) + TOPIC,
+            f"a {PARTITION} entity names its topic ({DEFAULT} is not one: set {{topic: {DEFAULT}}} for every topic)",
+        )
+    if partition == DEFAULT:
+        return DEFAULT
+    if isinstance(partition, str) and partition.isascii() and partition.isdigit() and partition == str(int(partition)):
+        partition = int(partition)
+    if isinstance(partition, bool) or not isinstance(partition, int) or not 0 <= partition <= _MAX_PARTITION:
+        raise ConfigError(
+            where, f'expected a partition index (0 to {_MAX_PARTITION}) or "{DEFAULT}", got {partition!r}'
+        )
+    return str(partition)
+
+
 def parse_topic_item(item: dict, where: str) -> QuotaEntry:
-    """One ``{topic: ...}`` item."""
+    """One ``{topic: ...}`` or ``{topic: ..., partition: ...}`` item."""
     entity = item["entity"]
-    check_alone(entity, TOPIC, where, f"a {TOPIC} entity", ": a topic quota counts every client's bytes")
+    alone = {k: v for k, v in entity.items() if k != PARTITION}
+    check_alone(alone, TOPIC, where, f"a {TOPIC} entity", ": a topic quota counts every client's bytes")
     name = entity[TOPIC]
     check_topic_name(name, f"{where}.entity.{TOPIC}")
+    quota_entity: TopicEntity | PartitionEntity = TopicEntity.of(name)
+    if PARTITION in entity:
+        partition = check_partition(entity[PARTITION], name, f"{where}.entity.{PARTITION}")
+        quota_entity = PartitionEntity.of(name, partition)
     mode = item.get("mode", "enforce")
     if mode not in ("enforce", "shadow"):
         raise ConfigError(f"{where}.mode", f"expected enforce or shadow, got {mode!r}")
@@ -76,4 +112,4 @@ def parse_topic_item(item: dict, where: str) -> QuotaEntry:
             f"{where}.{ON_EXCEED}",
             f"{REJECT} refuses writes over producer_byte_rate, which this entry does not set (reads are throttled)",
         )
-    return TopicQuotaEntry(TopicEntity.of(name), quotas, mode == "shadow", on_exceed == REJECT)
+    return TopicQuotaEntry(quota_entity, quotas, mode == "shadow", on_exceed == REJECT)

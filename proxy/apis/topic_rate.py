@@ -27,16 +27,28 @@ the member, and one cut away would stay locked until its lock timed out (:mod:`p
 A topic quota in shadow mode (its entry's ``mode: shadow``, or ``quota.mode: shadow``) is recorded and counted,
 nothing cut or applied. The bytes charged go to the usage log's row of the request (``topic_bytes``), by the
 topic's metric label (its name when its own entry sets the quota, else ``<default>``).
+
+Partition quotas (``{topic: NAME, partition: N|<default>}``) are asked beside the topic's, per partition
+(:mod:`proxy.apis.partition_rate`); their bytes go to the usage log's ``partition_bytes``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import uuid
+from typing import TypeVar
 
 from proxy.apis.byte_rate import trim_partitions
 from proxy.apis.decisions import Decisions
 from proxy.apis.metadata import look_up_topics
+from proxy.apis.partition_rate import (
+    PARTITION_CONSUMER_BYTE_RATE,
+    Partition,
+    ProducePartitions,
+    count_fetched,
+    of_partition,
+    trim_fetched,
+)
 from proxy.apis.plan import FORWARD_AS_IS, ConnectionScope, ForwardRequest, Outcome, Plan
 from proxy.apis.response_leg import Account, ResponseLeg
 from proxy.apis.topic_reject import Refused, reason, refuse_partitions
@@ -48,14 +60,14 @@ from proxy.codec.header import RequestHeader
 from proxy.codec.messages import Message, decode_request, decode_response, encode_response
 from proxy.codec.primitives import ZERO_UUID
 from proxy.session.session import Session
-from quota.managers.topic_quota import TopicQuotaManager
+from quota.managers.topic_quota import NamedRateManager
 from quota.primitives.decision import FORWARD, Decision, Throttle
 from quota.primitives.topic_quotas import TOPIC_CONSUMER_BYTE_RATE, TOPIC_PRODUCER_BYTE_RATE
 
 
 def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan | None:
     """Produce's stage of the topic ``producer_byte_rate``: the body read whole, each topic's record bytes charged."""
-    if not scope.quotas.topics.produce.enabled:
+    if not scope.quotas.topics.produce_enabled:
         return None
     return Plan(action=BUFFER, decide=_ProduceCharge(scope, session, header).decide)
 
@@ -63,7 +75,7 @@ def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader
 def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan | None:
     """Fetch's stage of the topic ``consumer_byte_rate``: each topic's records in the answer trimmed to its
     headroom and charged."""
-    if header.replica_id >= 0 or not scope.quotas.topics.fetch.enabled:  # a follower broker (Fetch v0-14)
+    if header.replica_id >= 0 or not scope.quotas.topics.fetch_enabled:  # a follower broker (Fetch v0-14)
         return None
     charge = _FetchCharge(scope, session, header, trims=True)
     # v13+: topics by id, looked up before the request goes; v15+: the replica id is in the body's tagged fields
@@ -78,7 +90,7 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
 def plan_share_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan | None:
     """ShareFetch's stage of the topic ``consumer_byte_rate``: each topic's records in the answer charged, never
     trimmed (they are acquired by the member: :mod:`proxy.apis.byte_rate`). Topics by id, looked up first."""
-    if not scope.quotas.topics.fetch.enabled:
+    if not scope.quotas.topics.fetch_enabled:
         return None
     charge = _FetchCharge(scope, session, header, trims=False)
     return Plan(
@@ -86,6 +98,9 @@ def plan_share_fetch(scope: ConnectionScope, session: Session, header: RequestHe
         decide=charge.decide,
         leg=ResponseLeg(rewrite=charge.trim, record_response=charge.charge, accounted=charge.accounted),
     )
+
+
+N = TypeVar("N")
 
 
 def _name(item: Message, named: str, topics: Topics) -> str | None:
@@ -125,32 +140,42 @@ class _ProduceCharge:
             )
         quotas = self.scope.quotas.topics
         produce = quotas.produce
+        partitions = ProducePartitions(quotas.partition_produce)  # each partition's own quota, asked first
         counted: dict[str, int] = {}  # the record bytes of each topic under a throttling quota
         written: dict[str, int] = {}  # and of each under a rejecting one, what was admitted of it
         refused: Refused = []
+        by_topic: list[str] = []  # the topics whose own quota refused partitions
         for item in msg.topic_data:
             name = _name(item, item.name, topics)
             if name is None:
                 continue
             sizes = [0 if p.records is None else len(p.records) for p in item.partition_data]
+            own = partitions.admit(name, item.partition_data, sizes)
+            refused += [(item, p) for p, ok in zip(item.partition_data, own) if not ok]
+            passing = [(p, n) for p, n, ok in zip(item.partition_data, sizes, own) if ok]
             if produce.rejecting(name):
-                admitted = produce.admit(name, sizes)
-                refused += [(item, p) for p, ok in zip(item.partition_data, admitted) if not ok]
-                written[name] = written.get(name, 0) + sum(n for n, ok in zip(sizes, admitted) if ok)
+                admitted = produce.admit(name, [n for _, n in passing])
+                for (p, n), ok in zip(passing, admitted):
+                    if not ok:
+                        refused.append((item, p))
+                        by_topic.append(name)
+                        partitions.give_back(name, p, n)
+                written[name] = written.get(name, 0) + sum(n for (_, n), ok in zip(passing, admitted) if ok)
             else:
                 if produce.shadow_rejecting(name):  # what it would refuse, counted; all of it written
-                    produce.admit(name, sizes, shadow=True)
-                counted[name] = counted.get(name, 0) + sum(sizes)
+                    produce.admit(name, [n for _, n in passing], shadow=True)
+                counted[name] = counted.get(name, 0) + sum(n for _, n in passing)
         decisions = Decisions()
         for name, size in counted.items():
             decision = _of_topic(produce.record_topic(name, size), TOPIC_PRODUCER_BYTE_RATE, name)
             decisions.add(TOPIC_PRODUCER_BYTE_RATE, decision, self.header.client_id)
+        partitions.decide(decisions, self.header.client_id)
         for name, size in written.items():
             counted[name] = counted.get(name, 0) + size
-        usage = decisions.usage + Usage(topic_bytes=_labelled(produce, counted))
+        usage = decisions.usage + Usage(topic_bytes=_labelled(produce, counted), partition_bytes=partitions.labelled())
         if refused:
-            names = [_name(item, item.name, topics) or "" for item, _ in refused]
-            return refuse_partitions(self.header, msg, refused, reason(names), decisions.throttle, usage)
+            message = reason(by_topic, partitions.refused)
+            return refuse_partitions(self.header, msg, refused, message, decisions.throttle, usage)
         return ForwardRequest(throttle=decisions.throttle, usage=usage)
 
 
@@ -163,8 +188,8 @@ def _of_topic(decision: Decision, quota: str, topic: str) -> Decision:
     return dataclasses.replace(decision, bound=0.0, observed_rate=0.0, by=f"{quota} (topic {topic})")
 
 
-def _labelled(quota: TopicQuotaManager, counted: dict[str, int]) -> tuple[tuple[str, int], ...]:
-    """The bytes of the topics ``quota`` covers, by metric label (bounded by the configuration)."""
+def _labelled(quota: NamedRateManager[N], counted: dict[N, int]) -> tuple[tuple[str, int], ...]:
+    """The bytes of the topics (or partitions) ``quota`` covers, by metric label (bounded by the configuration)."""
     out: dict[str, int] = {}
     for name, size in counted.items():
         label = quota.label(name)
@@ -177,13 +202,14 @@ class _FetchCharge:
     """One Fetch or ShareFetch: its topic ids named before it goes, its answer trimmed per topic (``trims``: a
     Fetch's), then charged."""
 
-    __slots__ = ("scope", "session", "header", "trims", "follower", "looked_up", "counted", "decisions")
+    __slots__ = ("scope", "session", "header", "trims", "follower", "looked_up", "counted", "partitions", "decisions")
 
     def __init__(self, scope: ConnectionScope, session: Session, header: RequestHeader, trims: bool) -> None:
         self.scope, self.session, self.header, self.trims = scope, session, header, trims
         self.follower = False  # a follower's Fetch v15+ (its replica id read from the body): exempt
         self.looked_up = False
         self.counted: dict[str, int] = {}  # the record bytes of each topic of the answer the client gets
+        self.partitions: dict[Partition, int] = {}  # and of each partition, under partition quotas
         self.decisions = Decisions()
 
     def decide(self, body: memoryview) -> Outcome:
@@ -206,11 +232,16 @@ class _FetchCharge:
         api_key, version = self.header.api_key, self.header.api_version
         msg = decode_response(api_key, version, body)
         quota, topics = self.scope.quotas.topics.fetch, self.scope.topics
+        per_partition = self.scope.quotas.topics.partition_fetch
         cut = False
         for item in msg.responses:
             name = _name(item, getattr(item, "topic", ""), topics)
             if name is None:
                 continue  # dropped from what the proxy knows since the request went: not charged
+            if per_partition.enabled:  # each partition cut to its own headroom first, then the topic to its
+                if self.trims:
+                    cut = trim_fetched(per_partition, name, item.partitions) or cut
+                count_fetched(self.partitions, name, item.partitions)
             resolved = quota.resolve_topic(name)
             if resolved.unlimited:
                 continue
@@ -226,7 +257,17 @@ class _FetchCharge:
         for name, size in self.counted.items():
             decision = _of_topic(quota.record_topic(name, size), TOPIC_CONSUMER_BYTE_RATE, name)
             self.decisions.add(TOPIC_CONSUMER_BYTE_RATE, decision, client_id)
+        per_partition = self.scope.quotas.topics.partition_fetch
+        for partition, size in self.partitions.items():
+            decision = of_partition(
+                per_partition.record_topic(partition, size), PARTITION_CONSUMER_BYTE_RATE, partition
+            )
+            self.decisions.add(PARTITION_CONSUMER_BYTE_RATE, decision, client_id)
         return self.decisions.throttle or FORWARD
 
     def accounted(self, later: Account) -> Usage:
-        return self.decisions.usage + Usage(topic_bytes=_labelled(self.scope.quotas.topics.fetch, self.counted))
+        quotas = self.scope.quotas.topics
+        return self.decisions.usage + Usage(
+            topic_bytes=_labelled(quotas.fetch, self.counted),
+            partition_bytes=_labelled(quotas.partition_fetch, self.partitions),
+        )

@@ -19,7 +19,7 @@ partition's ``error_message`` (Produce v8+) names the topic quota. The proxy ans
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 
 from proxy.apis.plan import AnswerLocally, ForwardRequest, Outcome
 from proxy.apis.response_leg import ResponseLeg
@@ -35,11 +35,12 @@ from quota.primitives.decision import Throttle
 Refused = list[tuple[Message, Message]]  # (a topic item of the request, one of its partitions)
 
 
-def reason(topics: list[str]) -> str:
-    return (
-        f"over the topic producer_byte_rate of {', '.join(sorted(set(topics)))} (on_exceed: reject): "
-        "nothing of this partition was written; retry"
-    )
+def reason(topics: Sequence[str], partitions: Sequence[str] = ()) -> str:
+    """The refused partitions' ``error_message``: which quotas refused (``partitions``: labels, ``orders/3``)."""
+    over = [f"the topic producer_byte_rate of {', '.join(sorted(set(topics)))}"] if topics else []
+    if partitions:
+        over.append(f"the partition producer_byte_rate of {', '.join(sorted(set(partitions)))}")
+    return f"over {' and '.join(over)} (on_exceed: reject): nothing of this partition was written; retry"
 
 
 def _key(item: Message) -> Hashable:

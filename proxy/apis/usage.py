@@ -34,6 +34,9 @@ class Usage:
     topic_bytes: tuple[tuple[str, int], ...] = ()
     # requests counted against group request_rate quotas, by the group's label (as topics are labelled)
     group_requests: tuple[tuple[str, int], ...] = ()
+    # record bytes charged to partition quotas, by the partition's label (topic/N when its own entry sets the quota,
+    # else topic/<default>)
+    partition_bytes: tuple[tuple[str, int], ...] = ()
 
     def __add__(self, other: Usage) -> Usage:
         if other is NO_USAGE:
@@ -47,6 +50,7 @@ class Usage:
             self.shadows + other.shadows,
             self.topic_bytes + other.topic_bytes,
             self.group_requests + other.group_requests,
+            self.partition_bytes + other.partition_bytes,
         )
 
 

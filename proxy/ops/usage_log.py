@@ -84,6 +84,7 @@ def records(
         record["topic_bytes"] = counts.topic_bytes
         record["group_requests"] = counts.group_requests
         record["quota_group"] = groups.name_of(user or "", client_id or "") if groups else None
+        record["partition_bytes"] = counts.partition_bytes
         record["proxy"], record["broker"], record["scope"] = proxy, broker, scope
         yield record
 

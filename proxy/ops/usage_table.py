@@ -24,7 +24,7 @@ FIELDS = (
 
 
 THROTTLE_FIELDS = ("held_ms", "throttles", "quota_rate", "observed_rate_sum")
-LABELLED_FIELDS = ("topic_bytes", "group_requests")  # counts by a label the configuration bounds
+LABELLED_FIELDS = ("topic_bytes", "group_requests", "partition_bytes")  # counts by a label the configuration bounds
 
 
 class UsageCounters:
@@ -43,6 +43,7 @@ class UsageCounters:
     quota_rate: float | None  # the byte-rate quota of the interval's last throttle; None: no throttle
     topic_bytes: dict[str, int] | None  # record bytes charged to topic quotas, by topic label; None: none
     group_requests: dict[str, int] | None  # requests counted against group request rates, by group label; None: none
+    partition_bytes: dict[str, int] | None  # record bytes charged to partition quotas, by partition label; None: none
 
     def __init__(self) -> None:
         for name in FIELDS:
@@ -51,7 +52,7 @@ class UsageCounters:
         self.throttles = 0
         self.quota_rate = None
         self.observed_rate_sum = 0.0
-        self.topic_bytes = self.group_requests = None
+        self.topic_bytes = self.group_requests = self.partition_bytes = None
         self.held_until_ns = 0  # the end of the latest held span: later spans add only what they do not overlap
 
     def held(self, throttle, mute_ms: int, now_ns: int) -> None:

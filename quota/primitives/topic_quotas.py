@@ -1,5 +1,5 @@
-"""Per-topic byte-rate quotas: the ``{topic: NAME}`` and ``{topic: <default>}`` entities and their immutable table.
-Pure.
+"""Per-topic byte-rate quotas: the ``{topic: NAME}`` and ``{topic: <default>}`` entities, the
+``{topic: NAME, partition: N}`` and ``{topic: NAME, partition: <default>}`` ones, and their immutable table. Pure.
 
 A topic quota is not a client's: every byte written to (``producer_byte_rate``) or read from
 (``consumer_byte_rate``) a topic through the proxy counts against that topic's quota, whichever user, client id or
@@ -13,6 +13,12 @@ throttle and smoothing, the bounded table and its eviction, expiry) serves topic
 as the client id of an anonymous client, ``("", topic)``, and its sensor is tagged ``("", topic)``. A
 :class:`TopicEntity` says what it stands for (``/topics/orders``). A topic named in full is always tracked; topics
 under ``<default>`` are bounded by ``quota.max.tracked.entities`` as ``<default>`` client ids are.
+
+A partition entry (:class:`PartitionEntity`) holds one partition of a named topic (``partition: 3``), or each
+partition of it on its own (``partition: <default>``), beside the topic's own quota: the same table keeps both, a
+topic's entry under its name and a partition's under ``(topic, partition)``, so one snapshot is swapped whole; the
+partitions are resolved through :class:`~quota.primitives.partition_quotas.PartitionQuotaView`, which counts a
+partition as the client ``(topic, partition)``.
 """
 
 from __future__ import annotations
@@ -35,8 +41,15 @@ from quota.primitives.entity import (
 TOPIC = "topic"
 """The entity type, as the YAML writes it (``entity: {topic: orders}``)."""
 
+PARTITION = "partition"
+"""The second part of a partition entity (``entity: {topic: orders, partition: 3}``)."""
+
 TOPIC_KEYS = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE)
-"""The quota keys a topic entity takes."""
+"""The quota keys a topic entity takes (a partition entity too)."""
+
+TableKey = str | tuple[str, str]
+"""Where an entry is in a :class:`TopicQuotaTable`: a topic's name (or :data:`DEFAULT`), or ``(topic, partition)``
+(the partition's index as a string, or :data:`DEFAULT`)."""
 
 TOPIC_PRODUCER_BYTE_RATE = "topic_producer_byte_rate"
 TOPIC_CONSUMER_BYTE_RATE = "topic_consumer_byte_rate"
@@ -64,17 +77,53 @@ class TopicEntity(QuotaEntity):
         return f"/topics/{self.topic}"
 
 
-def _checked(entry: QuotaEntry) -> str:
-    """The topic (or :data:`DEFAULT`) of a valid topic entry; raises ValueError naming what is wrong."""
+@dataclass(frozen=True, slots=True)
+class PartitionEntity(QuotaEntity):
+    """A partition entity: ``user`` holds the topic's name, ``client_id`` the partition's index as a string or
+    :data:`DEFAULT` (how its sensor is looked up and tagged: ``(topic, partition)``). Never equal to a topic or
+    client entity."""
+
+    @classmethod
+    def of(cls, topic: str, partition: str) -> PartitionEntity:
+        return cls(user=topic, client_id=partition)
+
+    @property
+    def topic(self) -> str:
+        return self.user or DEFAULT
+
+    @property
+    def partition(self) -> str:
+        """The partition's index as a string, or :data:`DEFAULT`."""
+        return self.client_id or DEFAULT
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.topic, self.partition)
+
+    @property
+    def path(self) -> str:
+        return f"/topics/{self.topic}/partitions/{self.partition}"
+
+
+def table_key(entity: QuotaEntity) -> TableKey:
+    """Where an entity's entry is in a :class:`TopicQuotaTable` (raises ValueError for a client entity)."""
+    if isinstance(entity, PartitionEntity):
+        return entity.key
+    if isinstance(entity, TopicEntity):
+        return entity.topic
+    raise ValueError(f"{entity.path}: not a topic or partition entity")
+
+
+def _checked(entry: QuotaEntry) -> TableKey:
+    """The table key of a valid topic or partition entry; raises ValueError naming what is wrong."""
     entity = entry.entity
-    if not isinstance(entity, TopicEntity):
-        raise ValueError(f"{entity.path}: not a topic entity")
+    where = table_key(entity)
     for key, value in entry.quotas.items():
         if key not in TOPIC_KEYS:
             raise ValueError(f"{entity.path}: {key} is not a topic quota (known: {', '.join(TOPIC_KEYS)})")
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
             raise ValueError(f"{entity.path}: {key} must be a rate > 0, got {value!r}")
-    return entity.topic
+    return where
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,12 +135,17 @@ class TopicQuotaEntry(QuotaEntry):
 
 
 _REJECTING = "on_exceed=reject"  # counted beside the quota keys: how many entries reject
+_OF_PARTITION = "partition:"  # the prefix of a partition entry's counts
 
 
 def _counted(entry: QuotaEntry) -> tuple[str, ...]:
-    """What an entry adds to a table's counts: its quota keys, and whether it rejects."""
+    """What an entry adds to a table's counts: its quota keys, and whether it rejects (a partition entry's
+    prefixed with :data:`_OF_PARTITION`)."""
     rejects = isinstance(entry, TopicQuotaEntry) and entry.reject
-    return (*entry.quotas, _REJECTING) if rejects else tuple(entry.quotas)
+    counted = (*entry.quotas, _REJECTING) if rejects else tuple(entry.quotas)
+    if isinstance(entry.entity, PartitionEntity):
+        return tuple(_OF_PARTITION + key for key in counted)
+    return counted
 
 
 _ANY_TOPIC = frozenset({(False, True)})  # every topic is found by its name alone (SensorKeeper's BY_CLIENT_ID)
@@ -105,12 +159,12 @@ class TopicQuotaTable:
     __slots__ = ("_entries", "_default", "_counts")  # _counts: entries per quota key (and rejecting ones)
 
     def __init__(self, entries: Iterable[QuotaEntry] = ()) -> None:
-        listing: dict[str, QuotaEntry] = {}
+        listing: dict[TableKey, QuotaEntry] = {}
         for entry in entries:
-            topic = _checked(entry)
-            if topic in listing:
-                raise ValueError(f"/topics/{topic}: configured more than once")
-            listing[topic] = entry
+            key = _checked(entry)
+            if key in listing:
+                raise ValueError(f"{entry.entity.path}: configured more than once")
+            listing[key] = entry
         self._set(ChunkedMap(listing), None)
 
     def _set(self, entries: ChunkedMap, counts: dict[str, int] | None) -> None:
@@ -124,16 +178,17 @@ class TopicQuotaTable:
                     counts[key] = counts.get(key, 0) + 1
         self._counts = {key: n for key, n in counts.items() if n > 0}
 
-    def with_changes(self, changes: Mapping[str, QuotaEntry | None]) -> TopicQuotaTable:
-        """A new table: this one with each topic (or :data:`DEFAULT`) of ``changes`` set to its entry, or removed
-        (None). This table is not changed; the work is linear in ``changes``, whatever the number of entries."""
+    def with_changes(self, changes: Mapping[TableKey, QuotaEntry | None]) -> TopicQuotaTable:
+        """A new table: this one with each topic (or :data:`DEFAULT`, or ``(topic, partition)``) of ``changes`` set
+        to its entry, or removed (None). This table is not changed; the work is linear in ``changes``, whatever the
+        number of entries."""
         if not changes:
             return self
         counts = dict(self._counts)
         changing = self._entries.changing(len(changes))
         for topic, entry in changes.items():
             if entry is not None and _checked(entry) != topic:
-                raise ValueError(f"/topics/{topic}: the entry is {entry.entity.path}'s")
+                raise ValueError(f"{topic}: the entry is {entry.entity.path}'s")
             old = changing.get(topic)
             for key in () if old is None else _counted(old):
                 counts[key] -= 1
@@ -148,14 +203,18 @@ class TopicQuotaTable:
     def entries(self) -> tuple[QuotaEntry, ...]:
         return tuple(self._entries.values())
 
-    def entry(self, topic: str) -> QuotaEntry | None:
-        """The entry of one topic (or :data:`DEFAULT`), if configured."""
-        found: QuotaEntry | None = self._entries.get(topic)
+    def entry(self, key: TableKey) -> QuotaEntry | None:
+        """The entry of one topic (or :data:`DEFAULT`), or of ``(topic, partition)``, if configured."""
+        found: QuotaEntry | None = self._entries.get(key)
         return found
 
     def keys(self) -> frozenset[str]:
-        """The quota keys configured for at least one topic."""
-        return frozenset(key for key in self._counts if key != _REJECTING)
+        """The quota keys configured for at least one topic (its own entry or ``<default>``)."""
+        return frozenset(key for key in self._counts if key in TOPIC_KEYS)
+
+    def partition_keys(self) -> frozenset[str]:
+        """The quota keys configured for at least one partition entry."""
+        return frozenset(key for key in TOPIC_KEYS if _OF_PARTITION + key in self._counts)
 
     def resolve_topic(self, key: str, topic: str) -> ResolvedQuota:
         """The quota for ``key`` that applies to ``topic``: its own entry's, else ``<default>``'s, else none."""
@@ -195,6 +254,40 @@ class TopicQuotaTable:
                 return isinstance(entry, TopicQuotaEntry) and entry.reject
         return False
 
+    def resolve_partition(self, key: str, topic: str, partition: str) -> ResolvedQuota:
+        """The quota for ``key`` that applies to one partition of ``topic`` (its index as a string): the partition's
+        own entry's, else the topic's ``partition: <default>`` entry's (each partition its own budget: tagged with
+        the partition either way), else none. The topic's own quota applies beside it (:meth:`resolve_topic`)."""
+        tags = QuotaTags(topic, partition)
+        for entry in self._partition_candidates(topic, partition):
+            limit = entry.quotas.get(key)
+            if limit is not None:
+                return ResolvedQuota(float(limit), tags, entry.entity, entry.shadow)
+        return ResolvedQuota(math.inf, tags)
+
+    def _partition_candidates(self, topic: str, partition: str) -> tuple[QuotaEntry, ...]:
+        own = self._entries.get((topic, partition)) if partition != DEFAULT else None
+        default = self._entries.get((topic, DEFAULT))
+        return tuple(e for e in (own, default) if e is not None)
+
+    def partition_matches(self, key: str, topic: str, partition: str) -> list[ResolvedQuota]:
+        """As :meth:`matches`, for one partition: its own entry's, then its topic's ``partition: <default>``'s."""
+        tags = QuotaTags(topic, partition)
+        return [
+            ResolvedQuota(float(e.quotas[key]), tags, e.entity, e.shadow)
+            for e in self._partition_candidates(topic, partition)
+            if key in e.quotas
+        ]
+
+    def partition_rejects(self, topic: str, partition: str) -> bool:
+        """As :meth:`rejects`, for one partition's entries."""
+        if _OF_PARTITION + _REJECTING not in self._counts:
+            return False
+        for entry in self._partition_candidates(topic, partition):
+            if PRODUCER_BYTE_RATE in entry.quotas:
+                return isinstance(entry, TopicQuotaEntry) and entry.reject
+        return False
+
     def tag_parts(self, key: str) -> frozenset[tuple[bool, bool]]:
         return _ANY_TOPIC if key in self._counts else frozenset()
 
@@ -209,14 +302,20 @@ class TopicQuotaTable:
 
 
 def topic_table(
-    values: Mapping[str, Mapping[str, float]], shadow: Iterable[str] = (), reject: Iterable[str] = ()
+    values: Mapping[TableKey, Mapping[str, float]], shadow: Iterable[TableKey] = (), reject: Iterable[TableKey] = ()
 ) -> TopicQuotaTable:
-    """From plain values, for tests and tools: ``{"orders": {"producer_byte_rate": 1048576}, "<default>": ...}``;
-    the topics in ``shadow`` are shadow entries, those in ``reject`` refuse over-quota writes."""
+    """From plain values, for tests and tools: ``{"orders": {"producer_byte_rate": 1048576}, "<default>": ...,
+    ("orders", "3"): ...}``; the keys in ``shadow`` are shadow entries, those in ``reject`` refuse over-quota
+    writes."""
     shadowed, rejecting = set(shadow), set(reject)
     return TopicQuotaTable(
-        TopicQuotaEntry(TopicEntity.of(topic), dict(quotas), topic in shadowed, topic in rejecting)
-        for topic, quotas in values.items()
+        TopicQuotaEntry(
+            PartitionEntity.of(*key) if isinstance(key, tuple) else TopicEntity.of(key),
+            dict(quotas),
+            key in shadowed,
+            key in rejecting,
+        )
+        for key, quotas in values.items()
     )
 
 
