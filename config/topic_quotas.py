@@ -106,7 +106,8 @@ def parse_topic_item(item: dict, where: str) -> QuotaEntry:
             )
         quotas[key] = value
     if not quotas:
-        raise ConfigError(where, f"no quota key given (a {TOPIC} entity takes {', '.join(TOPIC_KEYS)})")
+        kind = PARTITION if PARTITION in entity else TOPIC
+        raise ConfigError(where, f"no quota key given (a {kind} entity takes {', '.join(TOPIC_KEYS)})")
     if on_exceed == REJECT and PRODUCER_BYTE_RATE not in quotas:
         raise ConfigError(
             f"{where}.{ON_EXCEED}",

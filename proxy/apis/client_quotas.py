@@ -9,7 +9,7 @@ when the broker does not list them.
   (2); ``strict`` also requires the entity to have no other type. A filter mixing ``ip`` with ``user`` or
   ``client-id`` is INVALID_REQUEST (KIP-612), as is one mixing ``topic`` or ``group`` (the proxy's topic and group
   quotas: no broker knows those entity types, so a filter naming one is answered by the proxy alone) with any other
-  type. When the broker serves the API the request also goes to it, and the
+  type (but ``topic`` with ``partition``, the proxy's partition quotas). When the broker serves the API the request also goes to it, and the
   keys the brokers enforce (``request_percentage``, KIP-124; any key the proxy does not enforce) are merged in from
   its answer; the proxy's own keys always come from the proxy.
 - Alter is allowed only to principals in ``admin_principals`` (``User:<name>``; empty by default) and to
@@ -62,7 +62,7 @@ from quota.managers.connection import CONNECTION_CREATION_RATE
 from quota.primitives.entity import DEFAULT
 from quota.primitives.group_quotas import GROUP
 from quota.primitives.quota_groups import QUOTA_GROUP
-from quota.primitives.topic_quotas import TOPIC
+from quota.primitives.topic_quotas import PARTITION, TOPIC
 
 if TYPE_CHECKING:
     from config.dynamic import Record
@@ -73,13 +73,14 @@ Part = tuple[str, "str | None"]  # one part of an entity: (entity type, name; No
 Wire = list[dict[str, "str | None"]]  # an entry's entity as the codec builds it
 
 VERSIONS = (0, 1)
-ENTITY_TYPES = ("user", "client-id", "ip", TOPIC, GROUP)
-ALONE = {
-    "ip": "an ip filter cannot be combined with user or client-id (KIP-612)",
-    TOPIC: "a topic filter stands alone",
-    GROUP: "a group filter stands alone",
+ENTITY_TYPES = ("user", "client-id", "ip", TOPIC, PARTITION, GROUP)
+ALONE = {  # an entity type, what it may be combined with in a filter, and why not with anything else
+    "ip": ((), "an ip filter cannot be combined with user or client-id (KIP-612)"),
+    TOPIC: ((PARTITION,), "a topic filter stands alone, or with a partition"),
+    PARTITION: ((TOPIC,), "a partition filter goes with a topic filter only"),
+    GROUP: ((), "a group filter stands alone"),
 }
-PROXY_ENTITY_TYPES = (TOPIC, GROUP)  # the proxy's own entities: no broker knows them, nothing of them goes there
+PROXY_ENTITY_TYPES = (TOPIC, PARTITION, GROUP)  # the proxy's own: no broker knows them, nothing of them goes there
 PROXY_KEYS = frozenset(ENFORCED_KEYS) | {CONNECTION_CREATION_RATE}  # described from the proxy, never the broker
 
 
@@ -124,8 +125,8 @@ def filter_error(msg: Message) -> str | None:
     types = [c.entity_type for c in msg.components]
     if len(set(types)) != len(types):
         return "a filter names an entity type twice"
-    for kind, why in ALONE.items():
-        if kind in types and len(types) > 1:
+    for kind, (beside, why) in ALONE.items():
+        if kind in types and any(t != kind and t not in beside for t in types):
             return why
     if any(t not in ENTITY_TYPES for t in types):
         return f"unknown entity type in the filter (known: {', '.join(ENTITY_TYPES)})"

@@ -13,6 +13,7 @@ from config.model import ProxyConfig
 from config.quotas import is_group_item, is_quota_group_item, is_topic_item
 from config.topic_quotas import ON_EXCEED
 from quota.primitives.quota_groups import MEMBER_KEYS
+from quota.primitives.topic_quotas import PARTITION
 
 PACKAGE = "kafka-quota-proxy"
 
@@ -50,12 +51,13 @@ def _listener(lc) -> str:
 
 def quota_counts(config: ProxyConfig) -> dict[str, int]:
     """Entries per quota key in the YAML's ``quotas:`` (the dynamic config adds its own later); a topic entity's
-    keys as ``topic producer_byte_rate``, a group's as ``group request_rate``, a quota group's as
+    keys as ``topic producer_byte_rate``, a partition entity's as ``partition producer_byte_rate``, a group's as ``group request_rate``, a quota group's as
     ``quota-group producer_byte_rate``."""
     counts: dict[str, int] = {}
     for item in config.raw_quotas:
         kind = "topic " if is_topic_item(item) else "group " if is_group_item(item) else ""
         kind = "quota-group " if is_quota_group_item(item) else kind
+        kind = "partition " if is_topic_item(item) and PARTITION in item["entity"] else kind
         for key in item:
             if key not in ("entity", "mode", ON_EXCEED, *MEMBER_KEYS):  # how a quota acts or whom, not a quota
                 name = kind + key

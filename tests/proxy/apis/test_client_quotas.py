@@ -409,6 +409,67 @@ def test_topic_entities_are_altered_and_described_by_the_proxy_alone_and_put_in_
     assert described(mixed, strict=False)[0] == INVALID_REQUEST
 
 
+def test_partition_entities_are_altered_and_described_as_topic_and_partition_parts():
+    """A partition entity is the entity types ``topic`` and ``partition`` together (KIP-546's types are open
+    strings; the partition a name: its index, or null for ``<default>``), the proxy's alone as a topic is: written to
+    the config topic, described back, put in force; a bad one refused saying why, the others written."""
+    scope, dynamic = setup([{"entity": {"topic": "orders", "partition": 3}, "consumer_byte_rate": 4000}])
+    outcome = decide(
+        scope,
+        admin(),
+        ALTER_CLIENT_QUOTAS,
+        1,
+        validate_only=False,
+        entries=[
+            entry({"producer_byte_rate": 1000}, topic="orders", partition="3"),
+            entry({"producer_byte_rate": 500}, topic="orders", partition=None),
+            entry({"producer_byte_rate": 1}, partition="3"),
+            entry({"producer_byte_rate": 1}, topic="orders", partition="x"),
+            entry({"request_percentage": 5}, topic="orders", partition="1"),
+            entry({"producer_byte_rate": 1}, topic=None, partition="1"),
+        ],
+    )
+    response = local(ALTER_CLIENT_QUOTAS, 1, run(outcome))
+    codes = [(e.error_code, e.error_message or "") for e in response.entries]
+    assert [code for code, _ in codes] == [NONE, NONE] + [INVALID_REQUEST] * 4, codes
+    for (_, message), why in zip(
+        codes[2:], ["names its topic too", "expected a partition index", "not a key of topic", "names its topic"]
+    ):
+        assert why in message, message
+    written = {key: json.loads(value) for key, value in dynamic.written}
+    assert written == {
+        b'{"partition":"3","topic":"orders"}': {"producer_byte_rate": 1000},
+        b'{"partition":"<default>","topic":"orders"}': {"producer_byte_rate": 500},
+    }
+    quotas = ProxyQuotas(dynamic.base)
+    quotas.apply(dynamic.current)
+    assert quotas.topics.partition_produce.resolve_topic(("orders", 3)).limit == 1000
+    assert quotas.topics.partition_fetch.resolve_topic(("orders", 3)).limit == 4000  # the YAML's key kept
+    assert quotas.topics.partition_produce.resolve_topic(("orders", 9)).limit == 500
+
+    def described(components, strict=True):
+        answer = decide(scope, admin(), DESCRIBE_CLIENT_QUOTAS, 1, strict=strict, components=components)
+        assert isinstance(answer, AnswerLocally), answer  # the proxy's alone
+        found = local(DESCRIBE_CLIENT_QUOTAS, 1, answer)
+        return found.error_code, {
+            tuple((e.entity_type, e.entity_name) for e in x.entity): {v.key: v.value for v in x.values}
+            for x in found.entries or ()
+        }
+
+    topic = {"entity_type": "topic", "match_type": 0, "match": "orders"}
+    assert described([topic, {"entity_type": "partition", "match_type": 0, "match": "3"}]) == (
+        NONE,
+        {(("partition", "3"), ("topic", "orders")): {"producer_byte_rate": 1000.0, "consumer_byte_rate": 4000.0}},
+    )
+    assert described([topic, {"entity_type": "partition", "match_type": 1, "match": None}]) == (
+        NONE,
+        {(("partition", None), ("topic", "orders")): {"producer_byte_rate": 500.0}},
+    )
+    assert len(described([topic], strict=False)[1]) == 2  # a topic's partitions match a filter on the topic
+    mixed = [topic, {"entity_type": "partition", "match_type": 2}, {"entity_type": "user", "match_type": 2}]
+    assert described(mixed, strict=False)[0] == INVALID_REQUEST
+
+
 def test_request_rate_is_the_proxys_key_written_to_the_config_topic():
     """request_rate (the proxy's own, issue 47) is set as the byte rates are: written, not sent to the broker."""
     scope, dynamic = setup()
