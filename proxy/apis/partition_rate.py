@@ -20,10 +20,7 @@ from proxy.apis.decisions import Decisions
 from proxy.codec.messages import Message
 from quota.managers.topic_quota import PartitionQuotaManager
 from quota.primitives.decision import Decision, Throttle
-
-PARTITION_PRODUCER_BYTE_RATE = "partition_producer_byte_rate"
-PARTITION_CONSUMER_BYTE_RATE = "partition_consumer_byte_rate"
-"""The partition quotas' names beside the client and topic quotas (throttles, shadow counts, ``explain``)."""
+from quota.primitives.topic_quotas import PARTITION_PRODUCER_BYTE_RATE
 
 Partition = tuple[str, int]  # (topic, index)
 

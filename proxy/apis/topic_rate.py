@@ -42,7 +42,6 @@ from proxy.apis.byte_rate import trim_partitions
 from proxy.apis.decisions import Decisions
 from proxy.apis.metadata import look_up_topics
 from proxy.apis.partition_rate import (
-    PARTITION_CONSUMER_BYTE_RATE,
     Partition,
     ProducePartitions,
     count_fetched,
@@ -62,7 +61,11 @@ from proxy.codec.primitives import ZERO_UUID
 from proxy.session.session import Session
 from quota.managers.topic_quota import NamedRateManager
 from quota.primitives.decision import FORWARD, Decision, Throttle
-from quota.primitives.topic_quotas import TOPIC_CONSUMER_BYTE_RATE, TOPIC_PRODUCER_BYTE_RATE
+from quota.primitives.topic_quotas import (
+    PARTITION_CONSUMER_BYTE_RATE,
+    TOPIC_CONSUMER_BYTE_RATE,
+    TOPIC_PRODUCER_BYTE_RATE,
+)
 
 
 def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan | None:

@@ -47,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ip", required=True, help="the client's source IP address as the proxy sees it")
     p.add_argument("--listener", help="only this listener (default: every listener)")
     p.add_argument("--topic", help="a topic the client writes or reads: its topic quotas are explained too")
+    p.add_argument("--partition", type=int, help="a partition of --topic: its partition quotas are explained too")
     p.add_argument("--group", help="a consumer group the client is a member of: its request_rate is explained too")
     p.add_argument("--json", action="store_true", help="print the ops port's JSON answer as it is")
     return p
@@ -60,11 +61,13 @@ def ask(
     listener: str | None,
     topic: str | None = None,
     group: str | None = None,
+    partition: int | None = None,
 ) -> dict:
     """The ops port's answer; raises urllib.error.HTTPError (its body says why) or OSError."""
     query = {"user": user, "client_id": client_id, "ip": ip}
     query |= ({"listener": listener} if listener else {}) | ({"topic": topic} if topic else {})
     query |= {"group": group} if group else {}
+    query |= {"partition": str(partition)} if partition is not None else {}
     base = ops if "://" in ops else f"http://{ops}"  # host:port, as metrics.bind is written
     url = f"{base.rstrip('/')}/explain?{urllib.parse.urlencode(query)}"
     with urllib.request.urlopen(url, timeout=TIMEOUT_S) as answer:
@@ -166,7 +169,7 @@ def render_text(whole: dict) -> str:
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     try:
-        whole = ask(args.ops, args.user, args.client_id, args.ip, args.listener, args.topic, args.group)
+        whole = ask(args.ops, args.user, args.client_id, args.ip, args.listener, args.topic, args.group, args.partition)
     except urllib.error.HTTPError as exc:
         why = exc.read(2000).decode("utf-8", "replace").strip()
         print(f"kafka-quota-proxy explain: {args.ops} answered {exc.code}: {why}", file=sys.stderr)

@@ -32,7 +32,12 @@ from quota.primitives.group_quotas import GROUP_REQUEST_RATE
 from quota.primitives.held_bytes import HeldBytes
 from quota.primitives.quota_table import QuotaTable
 from quota.primitives.rate import QuotaWindow
-from quota.primitives.topic_quotas import TOPIC_CONSUMER_BYTE_RATE, TOPIC_PRODUCER_BYTE_RATE
+from quota.primitives.topic_quotas import (
+    PARTITION_CONSUMER_BYTE_RATE,
+    PARTITION_PRODUCER_BYTE_RATE,
+    TOPIC_CONSUMER_BYTE_RATE,
+    TOPIC_PRODUCER_BYTE_RATE,
+)
 
 
 class Overflowing(Protocol):
@@ -233,6 +238,8 @@ class ProxyQuotas:
         counts[(CONTROLLER_MUTATION_RATE, "")] = self.mutations.overflowed
         counts[(TOPIC_PRODUCER_BYTE_RATE, "")] = self.topics.produce.overflowed
         counts[(TOPIC_CONSUMER_BYTE_RATE, "")] = self.topics.fetch.overflowed
+        counts[(PARTITION_PRODUCER_BYTE_RATE, "")] = self.topics.partition_produce.overflowed
+        counts[(PARTITION_CONSUMER_BYTE_RATE, "")] = self.topics.partition_fetch.overflowed
         counts[(REQUEST_RATE, "")] = self.requests.clients.overflowed
         counts[(GROUP_REQUEST_RATE, "")] = self.requests.groups.overflowed
         for key, source in self.overflow_sources:

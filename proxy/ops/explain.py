@@ -1,5 +1,5 @@
-"""``GET /explain?user=...&client_id=...&ip=...[&listener=...][&topic=...][&group=...]`` on the ops port: why is this client
-throttled?
+"""``GET /explain?user=...&client_id=...&ip=...[&listener=...][&topic=...[&partition=...]][&group=...]`` on the ops
+port: why is this client throttled?
 
 The answer is :func:`quota.explain.explain.explain` over the running proxy's quota state, as JSON (``kafka-quota-proxy
 explain`` asks for it and prints it). The ops port may be reachable by tenants, so:
@@ -28,7 +28,7 @@ from quota.explain.values import MAX_LISTED_CONNECTIONS, NOT_THROTTLED, PAUSED, 
 from quota.managers.connection import normalize_ip
 from quota.primitives.token_bucket import TokenBucket
 
-PARAMETERS = ("user", "client_id", "ip", "listener", "topic", "group")
+PARAMETERS = ("user", "client_id", "ip", "listener", "topic", "group", "partition")
 REQUIRED = ("client_id", "ip")
 ANONYMOUS = "ANONYMOUS"  # the principal of a client that did not authenticate (Kafka's KafkaPrincipal.ANONYMOUS)
 MAX_NAME = 1024  # characters of a user or client id asked about (the request head is bounded at 8 KiB anyway)
@@ -74,7 +74,15 @@ def parse_query(query: bytes, listeners: tuple[str, ...]) -> Who:
     if listener is not None and listener not in listeners:
         raise QueryError(f"no listener {listener[:64]!r} (listeners: {', '.join(listeners)})")
     user, topic, group = given.get("user") or ANONYMOUS, given.get("topic") or None, given.get("group") or None
-    return Who(user, given["client_id"], ip, listener, topic, group)
+    partition = None
+    if given.get("partition"):
+        index = given["partition"]
+        if topic is None:
+            raise QueryError("partition is a partition of a topic: give topic too")
+        if not (index.isascii() and index.isdigit() and index == str(int(index)) and int(index) < 2**31):
+            raise QueryError(f"partition {index[:64]!r} is not a partition index (0 to {2**31 - 1})")
+        partition = int(index)
+    return Who(user, given["client_id"], ip, listener, topic, group, partition)
 
 
 def whole_answer(who: dict, answers: list[dict], unanswered: list[str], note: str | None = None) -> bytes:

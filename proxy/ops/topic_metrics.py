@@ -5,84 +5,121 @@ Their ``topic`` label is bounded by the configuration, not by what clients name:
 quota has its series, and every topic under ``<default>`` is summed into one ``topic="<default>"`` series (its counters
 added up; no rate, which would cost a measurement per topic). ``quota`` is ``producer_byte_rate`` or
 ``consumer_byte_rate``.
+
+The partition quotas' (``kafka_quota_proxy_partition_quota_*``) are the same families labelled ``topic`` and
+``partition`` too: a partition named by its own entry has its series, the partitions under a topic's ``partition:
+<default>`` share one ``partition="<default>"`` series (so a tenant writing thousands of partitions adds none).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from quota.primitives.entity import DEFAULT
 
 if TYPE_CHECKING:
-    from quota.managers.topic_quota import TopicQuotas
+    from quota.managers.topic_quota import NamedRateManager, TopicQuotas
 
 PREFIX = "kafka_quota_proxy_topic_quota"
+PARTITION_PREFIX = "kafka_quota_proxy_partition_quota"
 
 
 def topic_families(topics: TopicQuotas) -> Iterator[Metric]:
-    labels = ["quota", "topic"]
+    """The topic quotas' families (``kafka_quota_proxy_topic_quota_*``), labelled ``quota`` and ``topic``."""
+    yield from _families(PREFIX, "topic", ["quota", "topic"], topics.produce, topics.fetch, lambda label: [label])
+
+
+def partition_families(topics: TopicQuotas) -> Iterator[Metric]:
+    """The partition quotas' families (``kafka_quota_proxy_partition_quota_*``), labelled ``quota``, ``topic`` and
+    ``partition``: a partition whose own entry sets the quota has its series, and every partition under a topic's
+    ``partition: <default>`` is summed into one ``partition="<default>"`` series of that topic (bounded by the
+    configuration: one per partition entry)."""
+    if topics.partition_produce.enabled or topics.partition_fetch.enabled or len(topics.partition_produce.keeper):
+        yield from _families(
+            PARTITION_PREFIX,
+            "partition",
+            ["quota", "topic", "partition"],
+            topics.partition_produce,
+            topics.partition_fetch,
+            lambda label: label.split("/", 1),
+        )
+
+
+def _families(
+    prefix: str,
+    what: str,
+    labels: list[str],
+    produce: NamedRateManager[Any],
+    fetch: NamedRateManager[Any],
+    values_of: Callable[[str], list[str]],
+) -> Iterator[Metric]:
+    """Every family of one kind of named quota (``what``: a topic's or a partition's), its series by metric label
+    (``values_of`` the label values of a manager's label)."""
     rate = GaugeMetricFamily(
-        f"{PREFIX}_byte_rate",
-        "Measured record bytes/s of the topic, as its quota check measures it (topics with an entry of their own).",
+        f"{prefix}_byte_rate",
+        f"Measured record bytes/s of the {what}, as its quota check measures it ({what}s with an entry of their own).",
         labels=labels,
     )
     limit = GaugeMetricFamily(
-        f"{PREFIX}_limit", "The topic's quota (bytes/s); for <default>, each such topic's own.", labels=labels
+        f"{prefix}_limit", f"The {what}'s quota (bytes/s); for <default>, each such {what}'s own.", labels=labels
     )
-    recorded = CounterMetricFamily(f"{PREFIX}_bytes", "Record bytes counted against the topic's quota.", labels=labels)
+    recorded = CounterMetricFamily(
+        f"{prefix}_bytes", f"Record bytes counted against the {what}'s quota.", labels=labels
+    )
     throttle_total = CounterMetricFamily(
-        f"{PREFIX}_throttle_time_seconds",
-        "Throttle time (seconds) the topic's quota decided and applied (shadow throttles not included).",
+        f"{prefix}_throttle_time_seconds",
+        f"Throttle time (seconds) the {what}'s quota decided and applied (shadow throttles not included).",
         labels=labels,
     )
     throttle_max = GaugeMetricFamily(
-        f"{PREFIX}_throttle_time_max_seconds",
-        "Longest throttle (seconds) the topic's quota applied within the last quota window span.",
+        f"{prefix}_throttle_time_max_seconds",
+        f"Longest throttle (seconds) the {what}'s quota applied within the last quota window span.",
         labels=labels,
     )
     throttled = CounterMetricFamily(
-        f"{PREFIX}_throttled_requests",
-        "Requests (Produce) or responses (Fetch) the topic's quota throttled (shadow not included).",
+        f"{prefix}_throttled_requests",
+        f"Requests (Produce) or responses (Fetch) the {what}'s quota throttled (shadow not included).",
         labels=labels,
     )
     shadow_total = CounterMetricFamily(
-        f"{PREFIX}_shadow_throttle_time_seconds",
-        "Throttle time (seconds) a shadow topic quota decided and did not apply.",
+        f"{prefix}_shadow_throttle_time_seconds",
+        f"Throttle time (seconds) a shadow {what} quota decided and did not apply.",
         labels=labels,
     )
     shadowed = CounterMetricFamily(
-        f"{PREFIX}_shadow_throttled_requests",
-        "Requests or responses a shadow topic quota would have throttled (not throttled).",
+        f"{prefix}_shadow_throttled_requests",
+        f"Requests or responses a shadow {what} quota would have throttled (not throttled).",
         labels=labels,
     )
     rejected = CounterMetricFamily(
-        f"{PREFIX}_rejected_partitions",
-        "Produce partitions refused NOT_ENOUGH_REPLICAS by the topic's quota (on_exceed: reject), never forwarded.",
+        f"{prefix}_rejected_partitions",
+        f"Produce partitions refused NOT_ENOUGH_REPLICAS by the {what}'s quota (on_exceed: reject), never forwarded.",
         labels=labels,
     )
     rejected_bytes = CounterMetricFamily(
-        f"{PREFIX}_rejected_bytes",
-        "Record bytes of the Produce partitions the topic's quota refused (on_exceed: reject); nothing of them written.",
+        f"{prefix}_rejected_bytes",
+        f"Record bytes of the Produce partitions the {what}'s quota refused (on_exceed: reject); nothing of them "
+        "written.",
         labels=labels,
     )
     shadow_rejected = CounterMetricFamily(
-        f"{PREFIX}_shadow_rejected_partitions",
-        "Produce partitions a shadow topic quota with on_exceed: reject would have refused (all were written).",
+        f"{prefix}_shadow_rejected_partitions",
+        f"Produce partitions a shadow {what} quota with on_exceed: reject would have refused (all were written).",
         labels=labels,
     )
-    for family, counts in ((rejected, topics.produce.rejected), (shadow_rejected, topics.produce.shadow_rejected)):
-        for topic, (partitions, nbytes) in dict(counts).items():
-            family.add_metric([topics.produce.quota_key, topic], partitions)
+    for family, counts in ((rejected, produce.rejected), (shadow_rejected, produce.shadow_rejected)):
+        for label, (partitions, nbytes) in dict(counts).items():
+            family.add_metric([produce.quota_key, *values_of(label)], partitions)
             if family is rejected:
-                rejected_bytes.add_metric([topics.produce.quota_key, topic], nbytes)
-    for manager in (topics.produce, topics.fetch):
-        for topic, stats, quota in manager.grouped_stats():
-            values = [manager.quota_key, topic]
-            if topic != DEFAULT:
+                rejected_bytes.add_metric([produce.quota_key, *values_of(label)], nbytes)
+    for manager in (produce, fetch):
+        for label, stats, quota in manager.grouped_stats():
+            values = [manager.quota_key, *values_of(label)]
+            if values[-1] != DEFAULT:
                 rate.add_metric(values, stats.rate)
             if not math.isinf(quota):
                 limit.add_metric(values, quota)

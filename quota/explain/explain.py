@@ -10,7 +10,7 @@ from __future__ import annotations
 from quota.explain import client_quotas
 from quota.explain.connections import connection_findings
 from quota.explain.state import QuotaState
-from quota.explain.topics import group_finding, topic_findings
+from quota.explain.topics import group_finding, partition_findings, topic_findings
 from quota.explain.values import (
     FULL,
     NOT_THROTTLED,
@@ -65,6 +65,8 @@ def explain(state: QuotaState, who: Who) -> Explanation:
         findings.append(scaled)
     if state.topics is not None and who.topic is not None:
         findings.extend(topic_findings(state.topics, who.topic, shadow_mode, now))
+        if who.partition is not None:
+            findings.extend(partition_findings(state.topics, (who.topic, who.partition), shadow_mode, now))
     if state.requests is not None:
         clients = state.requests.clients
         matched = table.matches(REQUEST_RATE, who.user, who.client_id)

@@ -34,6 +34,24 @@ def topic_findings(topics: TopicQuotas, topic: str, shadow_mode: bool, now_ms: i
     return found
 
 
+def partition_findings(topics: TopicQuotas, name: tuple[str, int], shadow_mode: bool, now_ms: int) -> list[Finding]:
+    """``producer_byte_rate`` and ``consumer_byte_rate`` of one partition of a topic (its own entry, else its
+    topic's ``partition: <default>``), beside the topic's own quotas: read, never made."""
+    topic, index = name
+    found = []
+    for manager in (topics.partition_produce, topics.partition_fetch):
+        candidates = topics.table.partition_matches(manager.quota_key, topic, str(index))
+        finding = byte_rate(manager, f"partition {topic}/{index}", candidates, shadow_mode, now_ms)
+        notes = finding.notes
+        if manager is topics.partition_produce and manager.rejecting(name):
+            notes += (
+                "on_exceed: reject: over the quota a write to this partition is refused (NOT_ENOUGH_REPLICAS, "
+                "retriable), not throttled; the throttle shown is what a throttling entry would give",
+            )
+        found.append(dataclasses.replace(finding, level=None, level_path=None, notes=notes))
+    return found
+
+
 def group_finding(requests: RequestRateQuotas, group: str, shadow_mode: bool, now_ms: int) -> Finding:
     """``request_rate`` of ``group``, whichever member sends its requests: read, never made."""
     candidates = requests.group_table.matches(REQUEST_RATE, group)

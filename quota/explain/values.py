@@ -45,6 +45,7 @@ class Who:
     listener: str | None = None
     topic: str | None = None  # a topic it writes or reads: that topic's quotas are explained too
     group: str | None = None  # a consumer group it is a member of: that group's request_rate is explained too
+    partition: int | None = None  # a partition of ``topic``: its partition quotas are explained too
 
 
 class FindingOf(TypedDict):

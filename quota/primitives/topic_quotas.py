@@ -57,6 +57,10 @@ TOPIC_CONSUMER_BYTE_RATE = "topic_consumer_byte_rate"
 
 NAMES = {PRODUCER_BYTE_RATE: TOPIC_PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE: TOPIC_CONSUMER_BYTE_RATE}
 
+PARTITION_PRODUCER_BYTE_RATE = "partition_producer_byte_rate"
+PARTITION_CONSUMER_BYTE_RATE = "partition_consumer_byte_rate"
+"""The partition quotas' names where they stand beside the others (throttles, shadow counts, evictions, ``explain``)."""
+
 
 @dataclass(frozen=True, slots=True)
 class TopicEntity(QuotaEntity):

@@ -29,7 +29,10 @@ LISTENERS = ("PLAINTEXT",)
         (b"client_id=etl&ip=10.0.0.1&listener=NOPE", "no listener 'NOPE'"),
         (b"client_id=%ff%fe&ip=10.0.0.1", "cannot read the query"),
         (b"client_id=\xff&ip=10.0.0.1", "cannot read the query"),
-        (b"a=1&b=2&c=3&d=4&e=5&f=6&g=7", "cannot read the query"),  # more fields than there are parameters
+        (b"a=1&b=2&c=3&d=4&e=5&f=6&g=7&h=8", "cannot read the query"),  # more fields than there are parameters
+        (b"client_id=etl&ip=10.0.0.1&partition=3", "give topic too"),
+        (b"client_id=etl&ip=10.0.0.1&topic=t&partition=-3", "not a partition index"),
+        (b"client_id=etl&ip=10.0.0.1&topic=t&partition=03", "not a partition index"),
         (b"client_id=" + b"x" * 1025 + b"&ip=10.0.0.1", "longer than 1024"),
     ],
 )

@@ -183,6 +183,45 @@ def test_the_cap_bounds_producer_id_users_and_mutation_buckets_and_says_so(caplo
     assert "producer_ids_rate: 50" in line and "controller_mutation_rate: 50" in line
 
 
+def test_partition_metrics_name_partitions_with_an_entry_and_sum_the_rest_per_topic():
+    """A partition's series exist for partitions with an entry of their own; the partitions under a topic's
+    partition: <default> are counted in one partition="<default>" series of that topic, so a tenant writing thousands
+    of partitions adds no label value; evictions are counted under the partition quota's name."""
+    _, quotas, registry = proxy_registry(
+        [
+            {"entity": {"topic": "orders", "partition": 3}, "producer_byte_rate": 100},
+            {"entity": {"topic": "orders", "partition": "<default>"}, "producer_byte_rate": 1000},
+        ],
+        **{"quota.max.tracked.entities": 100},
+    )
+    partitions = quotas.topics.partition_produce
+    for i in range(2_000):
+        partitions.record_topic(("orders", 100 + i), 10)
+    for _ in range(3):
+        partitions.record_topic(("orders", 3), 600)
+    partitions.record_topic(("clicks", 0), 10**6)  # no entry covers it: nothing counted
+
+    def sample(name, partition):
+        labels = {"quota": "producer_byte_rate", "topic": "orders", "partition": partition}
+        return registry.get_sample_value(f"kafka_quota_proxy_partition_quota_{name}", labels)
+
+    assert sample("bytes_total", "3") == 1800 and sample("limit", "3") == 100
+    assert sample("throttled_requests_total", "3") == 2
+    assert sample("limit", "<default>") == 1000 and sample("byte_rate", "<default>") is None
+    assert sample("bytes_total", "<default>") <= 1000  # the ones still tracked: the table is bounded
+    labels = {
+        (s.labels["topic"], s.labels["partition"])
+        for m in registry.collect()
+        for s in m.samples
+        if s.name == "kafka_quota_proxy_partition_quota_bytes_total"
+    }
+    assert labels == {("orders", "3"), ("orders", "<default>")}
+    overflowed = registry.get_sample_value(
+        "kafka_quota_proxy_quota_overflowed_records_total", {"quota": "partition_producer_byte_rate"}
+    )
+    assert overflowed >= 1_900
+
+
 def test_topic_metrics_name_topics_with_an_entry_and_sum_the_rest_under_default():
     """A topic's series exist for topics with an entry of their own; every other topic is counted in one
     topic="<default>" series, so topics a client makes up never add a label value."""

@@ -137,6 +137,7 @@ def test_asking_about_a_client_makes_no_sensor_and_says_it_is_not_throttled():
         "listener": None,
         "topic": None,
         "group": None,
+        "partition": None,
     }
 
 
@@ -338,3 +339,26 @@ def test_a_topic_asked_about_has_its_quotas_explained_and_a_connection_says_whic
     topics.update(topic_table({"orders": {PRODUCER_BYTE_RATE: 1000}}, reject=["orders"]))
     rejecting = p.finding(explain(p.state(topics=topics), who), PRODUCER_BYTE_RATE, "topic orders")
     assert any(note.startswith("on_exceed: reject") for note in rejecting.notes)
+
+
+def test_a_partition_asked_about_has_its_quotas_explained_beside_its_topics_and_asking_makes_nothing():
+    from quota.managers.topic_quota import TopicQuotas
+    from quota.primitives.topic_quotas import topic_table
+
+    p = Proxy([])
+    table = topic_table(
+        {"orders": {PRODUCER_BYTE_RATE: 50_000}, ("orders", DEFAULT): {PRODUCER_BYTE_RATE: 1000}},
+        reject=[("orders", DEFAULT)],
+    )
+    topics = TopicQuotas(table, p.clock, WINDOW, 25_000, 100)
+    for _ in range(3):
+        topics.partition_produce.record_topic(("orders", 2), 6000)
+    who = Who("alice", "etl", "10.0.0.1", topic="orders", partition=2)
+    explanation = explain(p.state(topics=topics), who)
+    f = p.finding(explanation, PRODUCER_BYTE_RATE, "partition orders/2")
+    assert (f.verdict, f.entity, f.limit, f.level) == (THROTTLED, "/topics/orders/partitions/<default>", 1000, None)
+    assert f.measured == 1800 and any(note.startswith("on_exceed: reject") for note in f.notes)
+    assert p.finding(explanation, PRODUCER_BYTE_RATE, "topic orders").limit == 50_000  # the topic's beside it
+    cold = explain(p.state(topics=topics), Who("alice", "etl", "10.0.0.1", topic="orders", partition=5))
+    assert p.finding(cold, PRODUCER_BYTE_RATE, "partition orders/5").verdict != THROTTLED
+    assert len(topics.partition_produce) == 1  # asking made nothing
