@@ -328,6 +328,7 @@ def registered_metrics() -> dict[str, tuple[str, tuple[str, ...]]]:
                 continue
             module = importlib.import_module(os.path.relpath(path, ROOT)[:-3].replace(os.sep, "."))
             for function in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+                parents = {child: parent for parent in ast.walk(function) for child in ast.iter_child_nodes(parent)}
                 env = {}
                 for node in sorted(
                     (n for n in ast.walk(function) if isinstance(n, (ast.Assign, ast.Call))),
@@ -343,20 +344,49 @@ def registered_metrics() -> dict[str, tuple[str, tuple[str, ...]]]:
                     if node not in calls:
                         continue
                     kind = KINDS[node.func.id]
-                    name = evaluate(node.args[0], env, module)
                     labels_node = {kw.arg: kw.value for kw in node.keywords}.get(
                         "labels" if node.func.id.endswith("Family") else "labelnames"
                     )
                     if labels_node is None and not node.func.id.endswith("Family") and len(node.args) > 2:
                         labels_node = node.args[2]
-                    labels = tuple(evaluate(labels_node, env, module)) if labels_node is not None else ()
-                    assert name.startswith(PREFIX), f"{path}: {name} lacks the {PREFIX} prefix"
-                    short = name.removeprefix(PREFIX)
-                    if kind == "counter" and not short.endswith("_total"):
-                        short += "_total"
-                    assert found.get(short, (kind, labels)) == (kind, labels), f"{short} registered two ways"
-                    found[short] = (kind, labels)
+                    for bound in loop_passes(node, parents, env, module):
+                        name = evaluate(node.args[0], bound, module)
+                        labels = tuple(evaluate(labels_node, bound, module)) if labels_node is not None else ()
+                        assert name.startswith(PREFIX), f"{path}: {name} lacks the {PREFIX} prefix"
+                        short = name.removeprefix(PREFIX)
+                        if kind == "counter" and not short.endswith("_total"):
+                            short += "_total"
+                        assert found.get(short, (kind, labels)) == (kind, labels), f"{short} registered two ways"
+                        found[short] = (kind, labels)
     return found
+
+
+def loop_passes(call: ast.AST, parents: dict, env: dict, module) -> list[dict]:
+    """The names bound in each pass of the ``for`` loops over constants around ``call`` (families made in a loop
+    over a module's table of kinds), laid over ``env``; ``[env]`` when no such loop encloses it."""
+    loops = []
+    node = parents.get(call)
+    while node is not None:
+        if isinstance(node, ast.For):
+            loops.append(node)
+        node = parents.get(node)
+    passes = [env]
+    for loop in reversed(loops):
+        try:
+            items = evaluate(loop.iter, env, module)
+        except Unknown:
+            continue
+        passes = [{**bound, **targets(loop.target, item)} for bound in passes for item in items]
+    return passes
+
+
+def targets(target: ast.AST, value: object) -> dict:
+    """The names a ``for`` target binds to one of its values."""
+    if isinstance(target, ast.Name):
+        return {target.id: value}
+    if isinstance(target, ast.Tuple) and isinstance(value, (tuple, list)) and len(value) == len(target.elts):
+        return {k: v for element, item in zip(target.elts, value) for k, v in targets(element, item).items()}
+    raise Unknown(ast.dump(target))
 
 
 def readme_metrics() -> dict[str, tuple[str, tuple[str, ...]]]:

@@ -7,6 +7,8 @@
         --delete-config connection_creation_rate
     kafka-quota-proxy configs --bootstrap-server PROXY --alter --entity-type topics --entity-name orders \\
         --add-config producer_byte_rate=10485760
+    kafka-quota-proxy configs --bootstrap-server PROXY --alter --entity-type topics --entity-name orders \\
+        --entity-type partitions --entity-default --add-config producer_byte_rate=1048576
     kafka-quota-proxy configs --bootstrap-server PROXY --alter --entity-type groups --entity-name payments \\
         --add-config request_rate=5
     kafka-quota-proxy configs --bootstrap-server PROXY --alter --entity-type brokers --entity-default \\
@@ -19,7 +21,8 @@ kafka-configs' shorthands stand for the --entity-type forms: ``--user NAME``, ``
 ``--add-config-file`` takes the keys to add from a properties file.
 
 Quotas (``users``, ``clients`` -- user and client combined, as kafka-configs does --, ``ips``, ``topics``, the
-proxy's per-topic byte rates, entity type ``topic`` on the wire, and ``groups``, its per-group request rates, entity
+proxy's per-topic byte rates, entity type ``topic`` on the wire; ``topics`` with ``partitions``, its per-partition
+byte rates, entity types ``topic`` and ``partition``; and ``groups``, its per-group request rates, entity
 type ``group``; not kafka-configs' ``groups``, the KIP-848 group configs) go as
 AlterClientQuotas / DescribeClientQuotas, the proxy-wide settings (``brokers --entity-default``, or its alias
 ``proxy``) as IncrementalAlterConfigs / DescribeConfigs of the BROKER resource ``""``, exactly as kafka-configs.sh
@@ -40,7 +43,14 @@ from proxy.cli.quota_admin import EXIT_USAGE, Failed, QuotaAdmin
 from proxy.codec.enums import DYNAMIC_DEFAULT_BROKER_CONFIG
 from quota.primitives.entity import DEFAULT
 
-TYPES = {"users": "user", "clients": "client-id", "ips": "ip", "topics": "topic", "groups": "group"}
+TYPES = {
+    "users": "user",
+    "clients": "client-id",
+    "ips": "ip",
+    "topics": "topic",
+    "partitions": "partition",
+    "groups": "group",
+}
 PROXY_TYPES = ("brokers", "proxy")
 ENTITY_FLAGS = {"--user": "users", "--client": "clients", "--ip": "ips"}  # kafka-configs' shorthands
 DEFAULT_FLAGS = {
@@ -135,8 +145,10 @@ def entity_from_args(types: list[str], names: list[str], describing: bool = Fals
         entity[TYPES[kind]] = name
     if "ip" in entity and len(entity) > 1:
         raise ValueError("ips cannot be combined with users or clients (KIP-612)")
-    if "topic" in entity and len(entity) > 1:
-        raise ValueError("topics stand alone: a topic quota counts every client's bytes")
+    if "partition" in entity and "topic" not in entity:
+        raise ValueError("a partition is a topic's: --entity-type topics --entity-name NAME --entity-type partitions")
+    if "topic" in entity and len(entity) > (2 if "partition" in entity else 1):
+        raise ValueError("topics stand alone (or with partitions): a topic quota counts every client's bytes")
     if "group" in entity and len(entity) > 1:
         raise ValueError("groups stand alone: a group quota counts every member's requests")
     return entity

@@ -25,7 +25,7 @@ from proxy.ops.metric_labels import tag_labels as tag_labels_of
 from proxy.ops.mutation_metrics import mutation_families
 from proxy.ops.producer_id_metrics import issued_family, producer_id_families
 from proxy.ops.request_rate_metrics import request_rate_families
-from proxy.ops.topic_metrics import partition_families, topic_families
+from proxy.ops.topic_metrics import topic_families
 from proxy.ops.volume_metrics import volume_families
 from quota.primitives.entity import (
     CONSUMER_BYTE_RATE,
@@ -78,7 +78,6 @@ class QuotaMetricsCollector(Collector):
             yield from self.entity_families()
         yield from self._shadow_and_volume()
         yield from topic_families(self._quotas.topics)
-        yield from partition_families(self._quotas.topics)
         yield from request_rate_families(self._quotas.requests, self._quotas.max_metric_entities, self._pause)
         yield self._overflowed()
         yield self._refunds_refused()

@@ -149,6 +149,10 @@ def test_describe_lists_every_entity_of_a_type_and_deleting_an_unset_key_says_so
         ]:
             named = ["--entity-name", name] if name else ["--entity-default"]
             assert configs([*cli, "--alter", "--entity-type", kind, *named, "--add-config", config]) == 0
+        partition = ["--entity-type", "topics", "--entity-name", "orders", "--entity-type", "partitions"]
+        assert (
+            configs([*cli, "--alter", *partition, "--entity-name", "3", "--add-config", "producer_byte_rate=1024"]) == 0
+        )
         # the last written in force: the ones before too (the config topic is read in order); one connection a second
         # at most, under 127.0.0.1's connection_creation_rate of 7 (the default IP's)
         wait_until(
@@ -162,6 +166,9 @@ def test_describe_lists_every_entity_of_a_type_and_deleting_an_unset_key_says_so
         )
         assert shown(capsys, *cli, "--describe", "--entity-type", "topics").splitlines() == [
             "Quota configs for topic <default> are consumer_byte_rate=4096"
+        ]
+        assert shown(capsys, *cli, "--describe", *partition).splitlines() == [
+            "Quota configs for partition 3, topic orders are producer_byte_rate=1024"
         ]
         assert shown(capsys, *cli, "--describe", "--entity-type", "groups").splitlines() == [
             "Quota configs for group payments are request_rate=5"
@@ -190,7 +197,7 @@ def test_describe_lists_every_entity_of_a_type_and_deleting_an_unset_key_says_so
         assert configs([*cli, "--alter", "--entity-type", "proxy", "--delete-config", "quota.mode"]) == 1
         assert "quota.mode: not set dynamically" in capsys.readouterr().err
         assert proxy.metric("kafka_quota_proxy_dynamic_config_bad_records_total") == 0
-        assert proxy.metric("kafka_quota_proxy_dynamic_config_entries") == 5  # nothing more was written
+        assert proxy.metric("kafka_quota_proxy_dynamic_config_entries") == 6  # nothing more was written
     finally:
         proxy.stop()
         broker.stop()
