@@ -42,7 +42,7 @@ from quota.sharing.usage_delta import UsageDelta
 from quota.sharing.usage_gathered import Leftover
 from quota.sharing.usage_outbox import Outgoing, UsageOutbox
 from quota.sharing.usage_record import Fitted, fit
-from quota.sharing.usage_share import TopicTap, UsageTap
+from quota.sharing.usage_share import TopicTap, UsageTap, partition_tap
 
 log = logging.getLogger("kafka_quota_proxy.cluster_usage")
 
@@ -132,6 +132,7 @@ class ClusterUsage:
         for manager in (quotas.produce, quotas.fetch, quotas.mutations, quotas.producer_ids):
             manager.tap = tap
         quotas.topics.produce.tap = quotas.topics.fetch.tap = TopicTap(tap)  # a topic's usage beside its clients'
+        quotas.topics.partition_produce.tap = quotas.topics.partition_fetch.tap = partition_tap(tap)
         return usage
 
     async def start(self) -> None:

@@ -41,7 +41,7 @@ from proxy.workers.frames import (
 from quota.sharing import worker_seed
 from quota.sharing.remote_usage import RECORD_STEP, record_remote_steps
 from quota.sharing.usage_encoding import UsageDeltaError, decode, encode
-from quota.sharing.usage_share import TopicTap, UsageTap
+from quota.sharing.usage_share import TopicTap, UsageTap, partition_tap
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +78,8 @@ class WorkerLink:
         # the topic quotas: a topic's bytes as the usage of an anonymous client whose client id is the topic, told
         # beside the client usage (so the parent's record on a usage topic carries them too)
         quotas.topics.produce.tap = quotas.topics.fetch.tap = TopicTap(self.tap)
+        # the partition quotas: a partition's bytes as the usage of the client (topic, partition), the same way
+        quotas.topics.partition_produce.tap = quotas.topics.partition_fetch.tap = partition_tap(self.tap)
         # request_rate: a client entity's requests, and a group's (as an anonymous client whose client id is the group)
         quotas.requests.clients.tap = self._taps[REQUESTS] = UsageTap(self._wake)
         quotas.requests.groups.tap = self._taps[GROUPS] = UsageTap(self._wake)

@@ -61,6 +61,8 @@ PARTITION_PRODUCER_BYTE_RATE = "partition_producer_byte_rate"
 PARTITION_CONSUMER_BYTE_RATE = "partition_consumer_byte_rate"
 """The partition quotas' names where they stand beside the others (throttles, shadow counts, evictions, ``explain``)."""
 
+PARTITION_NAMES = {PRODUCER_BYTE_RATE: PARTITION_PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE: PARTITION_CONSUMER_BYTE_RATE}
+
 
 @dataclass(frozen=True, slots=True)
 class TopicEntity(QuotaEntity):

@@ -253,6 +253,8 @@ def fallback_delta(own: UsageDelta, unseen: int) -> UsageDelta:
         mutations=scaled(own.mutations),
         topic_produce=scaled(own.topic_produce),
         topic_fetch=scaled(own.topic_fetch),
+        partition_produce=scaled(own.partition_produce),
+        partition_fetch=scaled(own.partition_fetch),
         producer_ids=tuple((user, count * unseen, ()) for user, count, _ in own.producer_ids),
         listeners=(),
         ips=(),

@@ -108,6 +108,7 @@ def _pieces(
     ]
     if topics is not None:
         rates += [(topics.produce, delta.topic_produce), (topics.fetch, delta.topic_fetch)]
+        rates += [(topics.partition_produce, delta.partition_produce), (topics.partition_fetch, delta.partition_fetch)]
     for manager, rows in rates:
         if not rows or manager is None:
             continue

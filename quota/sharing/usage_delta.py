@@ -28,6 +28,8 @@ traffic of one sync interval, not by the number of entities known):
   ``consumer_byte_rate`` on a ``{topic: ...}`` entity (:mod:`quota.primitives.topic_quotas` counts a topic as the
   client id of an anonymous client): the record bytes written to or read from it. In the proxy's own delta (scope
   ``""``), beside the client usage, so that a topic's quota is one budget across workers and sidecars.
+* ``partition_produce`` / ``partition_fetch``: ``(topic, partition, bytes)`` per partition quota'd on a ``{topic: ...,
+  partition: ...}`` entity (counted as the client ``(topic, partition)``), the same way.
 * ``listeners`` / ``ips``: connections accepted per listener (net of those un-recorded for their IP's rate) and
   connections counted per IP (KIP-612's rates).
 * ``open_connections``: ``(kind, key, n)``, the sender's open connections now, in all (``total``), per
@@ -123,6 +125,8 @@ class UsageDelta:
     requests: Sequence[EntityUsage] = ()  # request_rate, of client entities or of groups (by scope)
     topic_produce: Sequence[EntityUsage] = ()  # ("", topic, bytes): the topic quotas' usage
     topic_fetch: Sequence[EntityUsage] = ()
+    partition_produce: Sequence[EntityUsage] = ()  # (topic, partition, bytes): the partition quotas' usage
+    partition_fetch: Sequence[EntityUsage] = ()
     producer_ids: tuple[ProducerIdUsage, ...] = ()
     listeners: tuple[tuple[str, int], ...] = ()
     ips: tuple[tuple[str, int], ...] = ()
@@ -143,6 +147,8 @@ class UsageDelta:
             or self.requests
             or self.topic_produce
             or self.topic_fetch
+            or self.partition_produce
+            or self.partition_fetch
             or self.producer_ids
             or self.listeners
             or self.ips
@@ -159,6 +165,8 @@ class UsageDelta:
             + len(self.requests)
             + len(self.topic_produce)
             + len(self.topic_fetch)
+            + len(self.partition_produce)
+            + len(self.partition_fetch)
             + len(self.producer_ids)
             + len(self.listeners)
             + len(self.ips)

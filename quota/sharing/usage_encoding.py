@@ -17,7 +17,9 @@ usage is version 3, which such a proxy refuses whole with ``usage delta.v: expec
 ``cluster_usage_records{direction="error"}``). Both are read here; in a version 2 delta a topic line is
 malformed. Every delta says in its first line the newest version its sender reads (``reads``, which such a proxy
 ignores), so that a sidecar sends topic usage only while all its peers read it
-(:meth:`~quota.sharing.cluster_peers.ClusterPeers.all_read`).
+(:meth:`~quota.sharing.cluster_peers.ClusterPeers.all_read`). Version 4 adds the partition quotas' usage
+(``partition_produce`` and ``partition_fetch``), the same way: a delta is written in the oldest version that holds
+it, so topic usage alone stays version 3, read by the release before.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ from typing import Any, TypeVar
 
 from quota.sharing.usage_delta import MAX_PRODUCER_IDS_PER_USER, ProducerIdUsage, Rows, UsageDelta, columns
 
-VERSION = 3
+VERSION = 4
+TOPIC_VERSION = 3  # the first to carry the topic quotas' usage
 OLDEST_VERSION = 2
 """Versions :func:`decode` reads; :func:`encode` writes the oldest that holds the delta."""
 MAX_DECODED_BYTES = 64 * 2**20
@@ -43,7 +46,18 @@ LINE_ITEMS = 10_000
 (one call for 10^5 entities took 100-170 ms, a stall of the event loop even from another thread)."""
 ZLIB_LEVEL = 1
 """zlib's fastest level: at 10^5 entities levels 6-9 save a fifth of the bytes for several times the time."""
-_ENTITY_KINDS = ("produce", "fetch", "mutations", "requests", "topic_produce", "topic_fetch")
+_ENTITY_KINDS = (
+    "produce",
+    "fetch",
+    "mutations",
+    "requests",
+    "topic_produce",
+    "topic_fetch",
+    "partition_produce",
+    "partition_fetch",
+)
+_KINDS_OF = {OLDEST_VERSION: _ENTITY_KINDS[:4], TOPIC_VERSION: _ENTITY_KINDS[:6], VERSION: _ENTITY_KINDS}
+"""The per-entity lists each version carries."""
 T = TypeVar("T")
 
 
@@ -67,7 +81,7 @@ def encode(delta: UsageDelta, *, compress: bool = False) -> bytes:
         users.update(zip(part, range(at * LINE_ITEMS, at * LINE_ITEMS + len(part))))
     clients = dict(zip(client_list, range(len(client_list))))
     head = {
-        "v": VERSION if delta.topic_produce or delta.topic_fetch else OLDEST_VERSION,
+        "v": written_version(delta),
         "reads": VERSION,  # what this sender reads (an earlier release ignores the key)
         "source": delta.source,
         "scope": delta.scope,
@@ -94,6 +108,13 @@ def encode(delta: UsageDelta, *, compress: bool = False) -> bytes:
     return zlib.compress(data, ZLIB_LEVEL) if compress else data
 
 
+def written_version(delta: UsageDelta) -> int:
+    """The oldest version that holds ``delta``: what the most releases read."""
+    if delta.partition_produce or delta.partition_fetch:
+        return VERSION
+    return TOPIC_VERSION if delta.topic_produce or delta.topic_fetch else OLDEST_VERSION
+
+
 def _sorted(names: set[str]) -> list[str]:
     """``sorted(names)`` in short calls: a part at a time, then merged (one sort of 10^5 names held the GIL 50 ms)."""
     if len(names) <= LINE_ITEMS:
@@ -114,7 +135,7 @@ def _lines(lines: list[str], path: str, items: Sequence[Any]) -> None:
 
 _PATHS = {
     version: {"users", "clients", "producer_ids"} | {f"{kind}.{column}" for kind in kinds for column in range(3)}
-    for version, kinds in ((OLDEST_VERSION, _ENTITY_KINDS[:4]), (VERSION, _ENTITY_KINDS))
+    for version, kinds in _KINDS_OF.items()
 }
 
 
@@ -166,8 +187,10 @@ def decode(data: bytes) -> UsageDelta:
         fetch=_entities(raw, "fetch", users, clients, signed=False),
         mutations=_entities(raw, "mutations", users, clients, signed=True),  # net of KIP-599 refunds: may be < 0
         requests=_entities(raw, "requests", users, clients, signed=False),
-        topic_produce=_topics(raw, "topic_produce", users, clients) if version >= VERSION else (),
-        topic_fetch=_topics(raw, "topic_fetch", users, clients) if version >= VERSION else (),
+        topic_produce=_topics(raw, "topic_produce", users, clients) if version >= TOPIC_VERSION else (),
+        topic_fetch=_topics(raw, "topic_fetch", users, clients) if version >= TOPIC_VERSION else (),
+        partition_produce=_partitions(raw, "partition_produce", users, clients) if version >= VERSION else (),
+        partition_fetch=_partitions(raw, "partition_fetch", users, clients) if version >= VERSION else (),
         producer_ids=_producer_ids(raw, users),
         listeners=_counts(raw, "listeners"),
         ips=_counts(raw, "ips"),
@@ -279,6 +302,15 @@ def _topics(raw: dict[str, Any], name: str, users: list[str], clients: list[str]
     if isinstance(rows, Rows) and any(rows.users):
         i = next(i for i, user in enumerate(rows.users) if user)
         raise UsageDeltaError(f"usage delta.{name}[0][{i}]: a topic's usage names no user, got {rows[i][0]!r}")
+    return rows
+
+
+def _partitions(raw: dict[str, Any], name: str, users: list[str], clients: list[str]) -> Rows | tuple[()]:
+    """A partition list: as :func:`_entities`, each row a partition of a topic (its user): the topic named."""
+    rows = _entities(raw, name, users, clients, signed=False)
+    if isinstance(rows, Rows) and not all(rows.users):
+        i = next(i for i, user in enumerate(rows.users) if not user)
+        raise UsageDeltaError(f"usage delta.{name}[0][{i}]: a partition's usage names its topic, got none")
     return rows
 
 

@@ -18,7 +18,12 @@ from quota.primitives.entity import (
     REQUEST_RATE,
     QuotaTags,
 )
-from quota.primitives.topic_quotas import TOPIC_CONSUMER_BYTE_RATE, TOPIC_PRODUCER_BYTE_RATE
+from quota.primitives.topic_quotas import (
+    PARTITION_CONSUMER_BYTE_RATE,
+    PARTITION_PRODUCER_BYTE_RATE,
+    TOPIC_CONSUMER_BYTE_RATE,
+    TOPIC_PRODUCER_BYTE_RATE,
+)
 from quota.sharing.usage_delta import MAX_PRODUCER_IDS_PER_USER, Rows, UsageDelta
 
 KINDS = (
@@ -28,9 +33,11 @@ KINDS = (
     ("requests", REQUEST_RATE),
     ("topic_produce", TOPIC_PRODUCER_BYTE_RATE),
     ("topic_fetch", TOPIC_CONSUMER_BYTE_RATE),
+    ("partition_produce", PARTITION_PRODUCER_BYTE_RATE),
+    ("partition_fetch", PARTITION_CONSUMER_BYTE_RATE),
 )
 """Each per-entity list of a :class:`UsageDelta` and the key its entries are gathered under (a tap's quota key; the
-topic quotas' are told under their own names: :class:`~quota.sharing.usage_share.TopicTap`)."""
+topic and partition quotas' are told under their own names: :class:`~quota.sharing.usage_share.TopicTap`)."""
 
 Entry = list[Any]  # an entity's usage as gathered: [user, client_id, value, its quota's limit (None: unknown)]
 PidEntry = list[Any]  # a user's new producer ids: [count (tokens), [ids]]
@@ -182,6 +189,8 @@ class Gathered:
             requests=rows.get(REQUEST_RATE, ()),
             topic_produce=rows.get(TOPIC_PRODUCER_BYTE_RATE, ()),
             topic_fetch=rows.get(TOPIC_CONSUMER_BYTE_RATE, ()),
+            partition_produce=rows.get(PARTITION_PRODUCER_BYTE_RATE, ()),
+            partition_fetch=rows.get(PARTITION_CONSUMER_BYTE_RATE, ()),
             producer_ids=tuple((user, count, tuple(ids)) for user, (count, ids) in pids.items() if count or ids),
             listeners=tuple((name, n) for name, n in self.listeners.items() if n),
             ips=tuple((ip, n) for ip, n in self.ips.items() if n),

@@ -16,12 +16,13 @@ quota managers a :class:`TopicTap` of the same one (a topic's usage travels besi
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from quota.primitives.entity import QuotaTags
 from quota.primitives.overflow import DEFAULT_MAX_TRACKED_ENTITIES, OVERFLOW
 from quota.primitives.peer_connections import OpenCount
 from quota.primitives.topic_quotas import NAMES as TOPIC_NAMES
+from quota.primitives.topic_quotas import PARTITION_NAMES
 from quota.primitives.usage_tap import NoTap
 from quota.sharing.usage_delta import MAX_PRODUCER_IDS_PER_USER, UsageDelta
 from quota.sharing.usage_gathered import Gathered, PidEntry, Values
@@ -54,14 +55,25 @@ class UsageTap(NoTap):
         self.max_entities = max_entities
 
     def add(
-        self, quota_key: str, tags: QuotaTags, user: str, client_id: str, value: float, limit: float = math.inf
+        self,
+        quota_key: str,
+        tags: QuotaTags,
+        user: str,
+        client_id: str,
+        value: float,
+        limit: float = math.inf,
+        *,
+        keep_user: bool = False,
     ) -> None:
+        """``keep_user``: past ``max_entities`` the entity is told as its user's ``<overflow>`` client (a partition
+        quota's: the topic's ``<overflow>`` partition, counted under the topic's ``partition: <default>``)."""
         per_key = self._values.get(quota_key)
         if per_key is None:
             per_key = self._values[quota_key] = {}
         entry = per_key.get(tags)
         if entry is None and len(per_key) >= self.max_entities:  # a flood of names: told as one, bounded
-            tags = QuotaTags(OVERFLOW if tags.user else "", OVERFLOW if tags.client_id else "")
+            user_part = tags.user if keep_user else (OVERFLOW if tags.user else "")
+            tags = QuotaTags(user_part, OVERFLOW if tags.client_id else "")
             entry = per_key.get(tags)
         if entry is None:  # named by its tags: a receiver resolves them to the entry that gave them (see below)
             entry = per_key[tags] = [tags.user, tags.client_id, value, limit]
@@ -133,16 +145,26 @@ class UsageTap(NoTap):
 
 
 class TopicTap(NoTap):
-    """A topic quota manager's tap: what it records goes into ``tap`` under the topic quota's own name
-    (``topic_producer_byte_rate``, ``topic_consumer_byte_rate``), apart from the client quotas' entries of the same
-    key; bounded there as they are (``max_entities`` per quota, then one ``<overflow>`` topic)."""
+    """A topic (or partition) quota manager's tap: what it records goes into ``tap`` under the quota's own name
+    (``names``: ``topic_producer_byte_rate``, ``topic_consumer_byte_rate``; ``partition_...`` for a partition
+    quota's), apart from the client quotas' entries of the same key; bounded there as they are (``max_entities`` per
+    quota, then one ``<overflow>`` entity)."""
 
-    __slots__ = ("tap",)
+    __slots__ = ("tap", "names", "keep_user")
 
-    def __init__(self, tap: UsageTap) -> None:
+    def __init__(self, tap: UsageTap, names: Mapping[str, str] = TOPIC_NAMES, keep_user: bool = False) -> None:
         self.tap = tap
+        self.names = names
+        self.keep_user = keep_user  # past the bound, told as its user's <overflow> (a partition: its topic's)
 
     def add(
         self, quota_key: str, tags: QuotaTags, user: str, client_id: str, value: float, limit: float = math.inf
     ) -> None:
-        self.tap.add(TOPIC_NAMES[quota_key], tags, user, client_id, value, limit)
+        self.tap.add(self.names[quota_key], tags, user, client_id, value, limit, keep_user=self.keep_user)
+
+
+def partition_tap(tap: UsageTap) -> TopicTap:
+    """A partition quota manager's tap: told under ``partition_producer_byte_rate`` and
+    ``partition_consumer_byte_rate``, as ``(topic, partition)``; past the bound, as the topic's ``<overflow>``
+    partition."""
+    return TopicTap(tap, PARTITION_NAMES, keep_user=True)

@@ -47,6 +47,8 @@ def _kinds(
         kinds += (
             ("topic_produce", lambda now: topics.produce.seed_rows(now, MAX_SEED_ENTITIES), PART_ROWS),
             ("topic_fetch", lambda now: topics.fetch.seed_rows(now, MAX_SEED_ENTITIES), PART_ROWS),
+            ("partition_produce", lambda now: topics.partition_produce.seed_rows(now, MAX_SEED_ENTITIES), PART_ROWS),
+            ("partition_fetch", lambda now: topics.partition_fetch.seed_rows(now, MAX_SEED_ENTITIES), PART_ROWS),
         )
     if requests is not None:  # request_rate's sensors: per client entity, and per group (as an anonymous client id)
         kinds += (
@@ -120,6 +122,8 @@ def install(
         if topics is not None:
             topics.produce.seed(seed.get("topic_produce", ()), now_ms)
             topics.fetch.seed(seed.get("topic_fetch", ()), now_ms)
+            topics.partition_produce.seed(seed.get("partition_produce", ()), now_ms)
+            topics.partition_fetch.seed(seed.get("partition_fetch", ()), now_ms)
         if requests is not None:
             requests.clients.seed(seed.get("requests", ()), now_ms)
             requests.groups.seed(seed.get("group_requests", ()), now_ms)
@@ -133,6 +137,7 @@ def install(
             "producer-id": len(seed.get("producer_ids", ())),
             "ip": len(conns.get("ips", ())),
             "topic": len(seed.get("topic_produce", ())) + len(seed.get("topic_fetch", ())),
+            "partition": len(seed.get("partition_produce", ())) + len(seed.get("partition_fetch", ())),
             "request-rate": len(seed.get("requests", ())) + len(seed.get("group_requests", ())),
         }
     except (AttributeError, TypeError, ValueError, KeyError, IndexError) as exc:

@@ -353,7 +353,7 @@ def test_topic_usage_waits_until_every_live_sidecar_reads_it(caplog):
         fitted = usage.take()
         usage.take()
     assert (fitted.delta.produce, fitted.delta.topic_produce) == ((("alice", "", 100),), ())
-    assert decode(fitted.data).reads == 3 and fitted.data  # and its clients' usage readable by b (version 2)
+    assert decode(fitted.data).reads == 4 and fitted.data  # and its clients' usage readable by b (version 2)
     assert [r.getMessage() for r in caplog.records] == [
         "cluster usage: 1 sidecar(s) do not read topic usage (an earlier release: b): each sidecar keeps the topic "
         "quotas to itself until every live sidecar reads it"

@@ -211,8 +211,15 @@ def test_an_older_sidecars_record_is_read_and_malformed_topic_usage_is_refused_b
         decode(old + topic_lines)
     with pytest.raises(UsageDeltaError, match=r"topic_produce\[0\]\[0\]: a topic's usage names no user"):
         decode(old.replace(b'"v":2', b'"v":3') + topic_lines)  # the topic rows name user "alice"
-    with pytest.raises(UsageDeltaError, match="usage delta.v: expected 2 to 3, got 4"):
-        decode(old.replace(b'"v":2', b'"v":4'))
+    partition_lines = b'\n["partition_produce.0",[0]]\n["partition_produce.1",[0]]\n["partition_produce.2",[900]]'
+    with pytest.raises(UsageDeltaError, match=r"v3\): line 6"):  # a version 3 record has no partition usage
+        decode(old.replace(b'"v":2', b'"v":3') + partition_lines)
+    assert tuple(decode(old.replace(b'"v":2', b'"v":4') + partition_lines).partition_produce) == (("alice", "", 900),)
+    unnamed = old.replace(b'"v":2', b'"v":4').replace(b'["alice"]', b'[""]')
+    with pytest.raises(UsageDeltaError, match=r"partition_produce\[0\]\[0\]: a partition's usage names its topic"):
+        decode(unnamed + partition_lines)
+    with pytest.raises(UsageDeltaError, match="usage delta.v: expected 2 to 4, got 5"):
+        decode(old.replace(b'"v":2', b'"v":5'))
 
 
 def test_a_tenant_making_topics_up_grows_neither_the_record_nor_the_peers_tables():
