@@ -302,3 +302,72 @@ def ck_consume(bootstrap: str, topic: str, count: int, timeout: float = 60.0) ->
         return dict(out)
     finally:
         consumer.close()
+
+
+# -- a confluent-kafka producer in a thread, counting its throttles ------------------------------------------------
+
+
+class ThrottledWriter:
+    """A confluent-kafka producer writing ``topics`` in a thread (one ``value`` to each in turn; to ``partition``
+    when given, else where its partitioner puts it), flat out or ``per_s`` rounds a second, counting the throttles
+    its broker connection reports (``throttle_cb``, from the responses' ``throttle_time_ms``) and the messages
+    acknowledged. A context manager: the thread runs inside it, and its error is raised on leaving."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        client_id: str,
+        topics: tuple[str, ...],
+        value: bytes,
+        partition: int | None = None,
+        per_s: float | None = None,
+    ) -> None:
+        self.bootstrap, self.client_id, self.topics, self.value = bootstrap, client_id, topics, value
+        self.where = {} if partition is None else {"partition": partition}
+        self.per_s = per_s
+        self.throttles: list[float] = []
+        self.acked = 0
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        from confluent_kafka import Producer
+
+        def delivered(err, msg):
+            if err is None:
+                self.acked += 1
+
+        try:
+            p = Producer(
+                {
+                    "bootstrap.servers": self.bootstrap,
+                    "client.id": self.client_id,
+                    "linger.ms": 5,
+                    "batch.size": 16 * 1024,
+                    "queue.buffering.max.kbytes": 128,
+                    "acks": 1,
+                    "throttle_cb": lambda event: self.throttles.append(event.throttle_time),
+                }
+            )
+            while not self.stop.is_set():
+                for topic in self.topics:
+                    try:
+                        p.produce(topic, self.value, on_delivery=delivered, **self.where)
+                    except BufferError:
+                        p.poll(0.01)
+                p.poll(0)
+                if self.per_s is not None:
+                    self.stop.wait(1 / self.per_s)
+            assert p.flush(30) == 0
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+
+    def __enter__(self) -> ThrottledWriter:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.thread.join(60)
+        assert not self.thread.is_alive() and self.error is None, self.error

@@ -11,7 +11,6 @@ its topic and ``partition="<default>"``, and ``explain`` names the partition quo
 from __future__ import annotations
 
 import json
-import threading
 import time
 import urllib.parse
 import urllib.request
@@ -28,65 +27,6 @@ QUOTA = 64 * KIB
 WINDOW_NUM = 3  # one-second samples: a fresh partition may take (num - 1) s of its quota at once
 VALUE = b"v" * 1000
 SLACK = 64 * KIB  # a request past the quota: recorded before its throttle mutes the connection
-
-
-class Writer:
-    """A confluent-kafka producer writing one partition in a thread, flat out or ``per_s`` messages a second,
-    counting the throttles its connection reports (``throttle_cb``)."""
-
-    def __init__(self, bootstrap: str, client_id: str, topic: str, partition: int, per_s: float | None) -> None:
-        self.bootstrap, self.client_id, self.topic, self.partition, self.per_s = (
-            bootstrap,
-            client_id,
-            topic,
-            partition,
-            per_s,
-        )
-        self.throttles: list[float] = []
-        self.acked = 0
-        self.stop = threading.Event()
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        from confluent_kafka import Producer
-
-        def delivered(err, msg):
-            if err is None:
-                self.acked += 1
-
-        try:
-            p = Producer(
-                {
-                    "bootstrap.servers": self.bootstrap,
-                    "client.id": self.client_id,
-                    "linger.ms": 5,
-                    "batch.size": 16 * KIB,
-                    "queue.buffering.max.kbytes": 128,
-                    "acks": 1,
-                    "throttle_cb": lambda event: self.throttles.append(event.throttle_time),
-                }
-            )
-            while not self.stop.is_set():
-                try:
-                    p.produce(self.topic, VALUE, partition=self.partition, on_delivery=delivered)
-                except BufferError:
-                    p.poll(0.01)
-                p.poll(0)
-                if self.per_s is not None:
-                    self.stop.wait(1 / self.per_s)
-            assert p.flush(30) == 0
-        except BaseException as exc:  # reported by the test
-            self.error = exc
-
-    def __enter__(self) -> Writer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop.set()
-        self.thread.join(60)
-        assert not self.thread.is_alive() and self.error is None, self.error
 
 
 def partition_metric(proxy, name: str, topic: str, partition: str) -> float:
@@ -108,8 +48,8 @@ def test_a_hot_partition_is_held_to_its_own_quota_and_a_cold_one_is_not(upstream
     settings = {"quota.window.num": WINDOW_NUM, "quota.window.size.seconds": 1}
     with upstream.sidecar(quotas, **settings) as proxy:
         c.kp_create_topic(proxy.bootstrap, topic, 2)
-        hot = Writer(proxy.bootstrap, "hot", topic, 0, None)
-        cold = Writer(proxy.bootstrap, "cold", topic, 1, per_s=16)  # about a quarter of the quota
+        hot = c.ThrottledWriter(proxy.bootstrap, "hot", (topic,), VALUE, partition=0)
+        cold = c.ThrottledWriter(proxy.bootstrap, "cold", (topic,), VALUE, partition=1, per_s=16)  # a quarter of it
         started = time.monotonic()
         with hot, cold:
             wait_until(lambda: len(hot.throttles) >= 3, 30, "the hot partition's writer throttled three times")

@@ -45,58 +45,6 @@ def quotas(capped: str) -> list[dict]:
     ]
 
 
-class Writer:
-    """A confluent-kafka producer writing ``topics`` flat out in a thread (one message to each in turn), counting the
-    throttles its broker connection reports (``throttle_cb``, from the responses' ``throttle_time_ms``)."""
-
-    def __init__(self, bootstrap: str, client_id: str, topics: tuple[str, ...]) -> None:
-        self.bootstrap, self.client_id, self.topics = bootstrap, client_id, topics
-        self.throttles: list[float] = []
-        self.acked = 0
-        self.stop = threading.Event()
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        from confluent_kafka import Producer
-
-        def delivered(err, msg):
-            if err is None:
-                self.acked += 1
-
-        try:
-            p = Producer(
-                {
-                    "bootstrap.servers": self.bootstrap,
-                    "client.id": self.client_id,
-                    "linger.ms": 5,
-                    "batch.size": 16 * KIB,
-                    "queue.buffering.max.kbytes": 128,
-                    "acks": 1,
-                    "throttle_cb": lambda event: self.throttles.append(event.throttle_time),
-                }
-            )
-            while not self.stop.is_set():
-                for topic in self.topics:
-                    try:
-                        p.produce(topic, VALUE, on_delivery=delivered)
-                    except BufferError:
-                        p.poll(0.01)
-                p.poll(0)
-            assert p.flush(30) == 0
-        except BaseException as exc:  # reported by the test
-            self.error = exc
-
-    def __enter__(self) -> Writer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop.set()
-        self.thread.join(60)
-        assert not self.thread.is_alive() and self.error is None, self.error
-
-
 def reader(bootstrap: str, client_id: str, topic: str, stop: threading.Event, throttles: list, counted: list) -> None:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
@@ -140,8 +88,8 @@ def test_a_topic_quota_holds_every_writer_and_reader_of_the_topic_and_no_one_els
 
 
 def run(proxy, capped: str, other: str) -> None:
-    writers = [Writer(proxy.bootstrap, f"tenant-{i}", (capped, other)) for i in range(3)]
-    bystander = Writer(proxy.bootstrap, "tenant-0", (other,))
+    writers = [c.ThrottledWriter(proxy.bootstrap, f"tenant-{i}", (capped, other), VALUE) for i in range(3)]
+    bystander = c.ThrottledWriter(proxy.bootstrap, "tenant-0", (other,), VALUE)
     started = time.monotonic()
     with writers[0], writers[1], writers[2], bystander:
         wait_until(lambda: all(w.throttles for w in writers), 30, "every writer of the capped topic throttled")

@@ -347,6 +347,29 @@ def test_every_change_is_audited_in_the_log_and_in_a_header_on_its_record(caplog
     )
 
 
+def two_written_then_refused(outcome, dynamic, whys: list[str]) -> dict:
+    """An AlterClientQuotas' answer: its first two entries written, the others INVALID_REQUEST each saying its
+    ``whys``; what was written to the config topic, {key: value}."""
+    response = local(ALTER_CLIENT_QUOTAS, 1, run(outcome))
+    codes = [(e.error_code, e.error_message or "") for e in response.entries]
+    assert [code for code, _ in codes] == [NONE, NONE] + [INVALID_REQUEST] * len(whys), codes
+    for (_, message), why in zip(codes[2:], whys):
+        assert why in message, message
+    return {key: json.loads(value) for key, value in dynamic.written}
+
+
+def described(scope, components, strict=True):
+    """DescribeClientQuotas answered by the proxy alone (never forwarded, though the broker serves the API): its
+    error code and {entity parts: {key: value}}."""
+    answer = decide(scope, admin(), DESCRIBE_CLIENT_QUOTAS, 1, strict=strict, components=components)
+    assert isinstance(answer, AnswerLocally), answer
+    found = local(DESCRIBE_CLIENT_QUOTAS, 1, answer)
+    return found.error_code, {
+        tuple((e.entity_type, e.entity_name) for e in x.entity): {v.key: v.value for v in x.values}
+        for x in found.entries or ()
+    }
+
+
 def test_topic_entities_are_altered_and_described_by_the_proxy_alone_and_put_in_force():
     """Entity type ``topic`` (a name, or null for ``<default>``): its byte rates are written to the config topic and
     described back from it, and the proxy's topic quotas take them; nothing of a topic entity reaches the broker,
@@ -369,15 +392,8 @@ def test_topic_entities_are_altered_and_described_by_the_proxy_alone_and_put_in_
         ],
     )
     assert isinstance(outcome, Await)  # straight to the config topic: no LookUp, the broker is not asked
-    response = local(ALTER_CLIENT_QUOTAS, 1, run(outcome))
-    codes = [(e.error_code, e.error_message or "") for e in response.entries]
-    assert [code for code, _ in codes] == [NONE, NONE] + [INVALID_REQUEST] * 4, codes
-    for (_, message), why in zip(
-        codes[2:], ["request_percentage: not a key of topic", "expected a topic name", "not a key", "cannot be"]
-    ):
-        assert why in message, message
-    written = {key: json.loads(value) for key, value in dynamic.written}
-    assert written == {
+    whys = ["request_percentage: not a key of topic", "expected a topic name", "not a key", "cannot be"]
+    assert two_written_then_refused(outcome, dynamic, whys) == {
         b'{"topic":"orders"}': {"producer_byte_rate": 1000},
         b'{"topic":"<default>"}': {"producer_byte_rate": 500},
     }
@@ -387,26 +403,17 @@ def test_topic_entities_are_altered_and_described_by_the_proxy_alone_and_put_in_
     assert quotas.topics.fetch.resolve_topic("orders").limit == 4000  # the YAML's key kept
     assert quotas.topics.produce.resolve_topic("clicks").limit == 500
 
-    def described(components, strict=True):
-        answer = decide(scope, admin(), DESCRIBE_CLIENT_QUOTAS, 1, strict=strict, components=components)
-        assert isinstance(answer, AnswerLocally), answer  # never forwarded, though the broker serves the API
-        found = local(DESCRIBE_CLIENT_QUOTAS, 1, answer)
-        return found.error_code, {
-            tuple((e.entity_type, e.entity_name) for e in x.entity): {v.key: v.value for v in x.values}
-            for x in found.entries or ()
-        }
-
-    assert described([{"entity_type": "topic", "match_type": 0, "match": "orders"}]) == (
+    assert described(scope, [{"entity_type": "topic", "match_type": 0, "match": "orders"}]) == (
         NONE,
         {(("topic", "orders"),): {"producer_byte_rate": 1000.0, "consumer_byte_rate": 4000.0}},
     )
-    assert described([{"entity_type": "topic", "match_type": 1, "match": None}]) == (
+    assert described(scope, [{"entity_type": "topic", "match_type": 1, "match": None}]) == (
         NONE,
         {(("topic", None),): {"producer_byte_rate": 500.0}},
     )
-    assert len(described([{"entity_type": "topic", "match_type": 2, "match": None}])[1]) == 2
+    assert len(described(scope, [{"entity_type": "topic", "match_type": 2, "match": None}])[1]) == 2
     mixed = [{"entity_type": "topic", "match_type": 2, "match": None}, {"entity_type": "user", "match_type": 2}]
-    assert described(mixed, strict=False)[0] == INVALID_REQUEST
+    assert described(scope, mixed, strict=False)[0] == INVALID_REQUEST
 
 
 def test_partition_entities_are_altered_and_described_as_topic_and_partition_parts():
@@ -429,15 +436,8 @@ def test_partition_entities_are_altered_and_described_as_topic_and_partition_par
             entry({"producer_byte_rate": 1}, topic=None, partition="1"),
         ],
     )
-    response = local(ALTER_CLIENT_QUOTAS, 1, run(outcome))
-    codes = [(e.error_code, e.error_message or "") for e in response.entries]
-    assert [code for code, _ in codes] == [NONE, NONE] + [INVALID_REQUEST] * 4, codes
-    for (_, message), why in zip(
-        codes[2:], ["names its topic too", "expected a partition index", "not a key of topic", "names its topic"]
-    ):
-        assert why in message, message
-    written = {key: json.loads(value) for key, value in dynamic.written}
-    assert written == {
+    whys = ["names its topic too", "expected a partition index", "not a key of topic", "names its topic"]
+    assert two_written_then_refused(outcome, dynamic, whys) == {
         b'{"partition":"3","topic":"orders"}': {"producer_byte_rate": 1000},
         b'{"partition":"<default>","topic":"orders"}': {"producer_byte_rate": 500},
     }
@@ -447,27 +447,18 @@ def test_partition_entities_are_altered_and_described_as_topic_and_partition_par
     assert quotas.topics.partition_fetch.resolve_topic(("orders", 3)).limit == 4000  # the YAML's key kept
     assert quotas.topics.partition_produce.resolve_topic(("orders", 9)).limit == 500
 
-    def described(components, strict=True):
-        answer = decide(scope, admin(), DESCRIBE_CLIENT_QUOTAS, 1, strict=strict, components=components)
-        assert isinstance(answer, AnswerLocally), answer  # the proxy's alone
-        found = local(DESCRIBE_CLIENT_QUOTAS, 1, answer)
-        return found.error_code, {
-            tuple((e.entity_type, e.entity_name) for e in x.entity): {v.key: v.value for v in x.values}
-            for x in found.entries or ()
-        }
-
     topic = {"entity_type": "topic", "match_type": 0, "match": "orders"}
-    assert described([topic, {"entity_type": "partition", "match_type": 0, "match": "3"}]) == (
+    assert described(scope, [topic, {"entity_type": "partition", "match_type": 0, "match": "3"}]) == (
         NONE,
         {(("partition", "3"), ("topic", "orders")): {"producer_byte_rate": 1000.0, "consumer_byte_rate": 4000.0}},
     )
-    assert described([topic, {"entity_type": "partition", "match_type": 1, "match": None}]) == (
+    assert described(scope, [topic, {"entity_type": "partition", "match_type": 1, "match": None}]) == (
         NONE,
         {(("partition", None), ("topic", "orders")): {"producer_byte_rate": 500.0}},
     )
-    assert len(described([topic], strict=False)[1]) == 2  # a topic's partitions match a filter on the topic
+    assert len(described(scope, [topic], strict=False)[1]) == 2  # a topic's partitions match a filter on the topic
     mixed = [topic, {"entity_type": "partition", "match_type": 2}, {"entity_type": "user", "match_type": 2}]
-    assert described(mixed, strict=False)[0] == INVALID_REQUEST
+    assert described(scope, mixed, strict=False)[0] == INVALID_REQUEST
 
 
 def test_request_rate_is_the_proxys_key_written_to_the_config_topic():
