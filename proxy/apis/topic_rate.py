@@ -241,17 +241,16 @@ class _FetchCharge:
             name = _name(item, getattr(item, "topic", ""), topics)
             if name is None:
                 continue  # dropped from what the proxy knows since the request went: not charged
-            if per_partition.enabled:  # each partition cut to its own headroom first, then the topic to its
-                if self.trims:
-                    cut = trim_fetched(per_partition, name, item.partitions) or cut
-                count_fetched(self.partitions, name, item.partitions)
+            if per_partition.enabled and self.trims:  # each partition cut to its own headroom, then the topic
+                cut = trim_fetched(per_partition, name, item.partitions) or cut
             resolved = quota.resolve_topic(name)
-            if resolved.unlimited:
-                continue
-            if self.trims and not (quota.shadow or resolved.shadow):
-                cut = trim_partitions(item.partitions, int(quota.headroom(name)))[1] or cut
-            size = sum(len(p.records) for p in item.partitions if p.records is not None)
-            self.counted[name] = self.counted.get(name, 0) + size
+            if not resolved.unlimited:
+                if self.trims and not (quota.shadow or resolved.shadow):
+                    cut = trim_partitions(item.partitions, int(quota.headroom(name)))[1] or cut
+                size = sum(len(p.records) for p in item.partitions if p.records is not None)
+                self.counted[name] = self.counted.get(name, 0) + size
+            if per_partition.enabled:  # what the client gets of each, after both trims
+                count_fetched(self.partitions, name, item.partitions)
         return encode_response(api_key, version, msg) if cut else None
 
     def charge(self, response_size: int) -> Decision:

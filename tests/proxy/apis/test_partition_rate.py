@@ -186,3 +186,32 @@ def test_a_fetch_answer_cuts_each_partition_to_its_own_headroom():
     assert isinstance(throttle, Throttle) and "partition_consumer_byte_rate (topic orders partition" in throttle.by
     stats = {s.tags.client_id: s.value_total for s in scope.quotas.topics.partition_fetch.stats()}
     assert stats == {"0": len(b1), "1": len(b1)}
+
+
+def test_a_fetch_answer_cut_by_its_topic_charges_each_partition_what_the_client_gets():
+    """The partitions' quotas far from binding, the topic's below one batch: the topic's trim keeps the answer's
+    first batch only, and each partition is charged what is left of it, not what the broker read."""
+    clock = ManualClock(1_000_000)
+    scope = scope_with(
+        [
+            {"entity": {"topic": "orders"}, "consumer_byte_rate": 500},
+            {"entity": {"topic": "orders", "partition": "<default>"}, "consumer_byte_rate": 100 * KB},
+        ],
+        clock,
+    )
+    request = new_request(
+        FETCH,
+        12,
+        replica_id=-1,
+        max_bytes=50 * 1024 * 1024,
+        topics=[{"topic": "orders", "partitions": [{"partition": i, "partition_max_bytes": 1 << 20} for i in (0, 1)]}],
+    )
+    _, plan, _ = plan_and_body(scope, SESSION, FETCH, 12, request)
+    b1, b2 = batch(60), batch(60, base_offset=60)
+    answer = [{"topic": "orders", "partitions": [{"partition_index": i, "records": b1 + b2} for i in (0, 1)]}]
+    body = encode_response(FETCH, 12, new_response(FETCH, 12, responses=answer))
+    rewritten, _ = plan.leg.run(memoryview(body), lambda b: len(b if b is not None else body), None)
+    (orders,) = decode_response(FETCH, 12, rewritten).responses
+    assert [bytes(p.records) for p in orders.partitions] == [b1, b""]
+    stats = {s.tags.client_id: s.value_total for s in scope.quotas.topics.partition_fetch.stats()}
+    assert stats == {"0": len(b1), "1": 0}
