@@ -10,7 +10,10 @@ unless ``--smoothing on``). Phases, each ``--duration`` seconds:
   ``producer_byte_rate`` ``--quota``; N librdkafka producers (default settings, a client id each) write partition 0
   flat out, N others partition 1, and one more writes partition 2 paced at ``--cold`` B/s (a quarter of the quota
   by default). Partitions 0 and 1 must each be held to the quota (each its own budget), and partition 2 get what it
-  asks (at least 0.97 x): the hot ones cannot take its budget;
+  asks (at least 0.97 x): the hot ones cannot take its budget. At the same time, the nearest Kafka has: N producers
+  sharing one client id write one partition directly on Kafka under its own ``producer_byte_rate`` (kafka-configs)
+  of the same value, one budget for several connections, printed beside (a partition's figure no further from 1
+  than Kafka's plus 0.03 is a second target);
 - ``consume x2``: a 2-partition topic filled beforehand whose ``partition: <default>`` entry sets
   ``consumer_byte_rate`` ``--quota``, read by two librdkafka consumers, one per partition: each partition within
   the band.
@@ -35,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.anchors_byte_rate import SPAN_S, steady_rate  # noqa: E402
 from bench.anchors_byte_rate_clients import VALUE, Series, threaded  # noqa: E402
-from bench.anchors_common import ProxyProcess, Verdicts, load  # noqa: E402
+from bench.anchors_common import ProxyProcess, Verdicts, kafka_client_quota, load  # noqa: E402
 from bench.anchors_topic_rate import partitions_consume, run, seconds_of  # noqa: E402
 from bench.common import fill  # noqa: E402
 from tests.kafka_cluster import KafkaCluster  # noqa: E402
@@ -87,6 +90,7 @@ def produce_phase(proxy, node, topic: str, n: int, args, verdicts: Verdicts) -> 
     bootstrap = f"127.0.0.1:{node.proxy_port}"
     hot = [[Series() for _ in range(n)] for _ in (0, 1)]
     cold = Series()
+    direct = [Series() for _ in range(n)]
     cpu0, load0 = proxy.cpu(), load()
 
     def clients(stop):
@@ -96,6 +100,10 @@ def produce_phase(proxy, node, topic: str, n: int, args, verdicts: Verdicts) -> 
             for i, series in enumerate(hot[partition])
         ]
         threads.append(threaded(to_partition, bootstrap, topic, 2, "cold", args.cold, stop, cold))
+        threads += [
+            threaded(to_partition, node.direct, f"direct-x{n}", 0, f"kafka-x{n}", None, stop, series)
+            for series in direct
+        ]
         return threads
 
     t0 = run(clients, args.duration)
@@ -103,6 +111,10 @@ def produce_phase(proxy, node, topic: str, n: int, args, verdicts: Verdicts) -> 
     moved = sum(size for s in [*hot[0], *hot[1], cold] for _, size in s.events)
     errors = [s.error for s in [*hot[0], *hot[1], cold] if s.error is not None]
     print(f"produce x{n} per hot partition (load {load0}-{load()}): proxy CPU {cpu / max(moved / 1e9, 1e-9):.1f} s/GB")
+    kafka, kafka_mean = steady_rate(seconds_of(direct, t0, args.duration), args.quota)
+    print(
+        f"  Kafka's client quota, {n} producers of one client id on one partition: {kafka:.3f} x (mean {kafka_mean:.3f})"
+    )
     for partition in (0, 1):
         seconds = seconds_of(hot[partition], t0, args.duration)
         rate, mean = steady_rate(seconds, args.quota)
@@ -114,6 +126,11 @@ def produce_phase(proxy, node, topic: str, n: int, args, verdicts: Verdicts) -> 
             f"produce x{n} partition {partition} rate in band",
             BAND[0] <= rate <= BAND[1] and not errors,
             f"{rate:.3f} x {errors[:1]}",
+        )
+        verdicts.check(
+            f"produce x{n} partition {partition} rate beside Kafka's quota",
+            abs(rate - 1) <= abs(kafka - 1) + 0.03,
+            f"|{rate:.3f} - 1| against Kafka's |{kafka:.3f} - 1| + 0.03",
         )
     got = sum(seconds_of([cold], t0, args.duration)[2:]) / (args.duration - 2)
     asked = paced(args.cold) * len(VALUE) * 100
@@ -178,8 +195,11 @@ def main() -> int:
 
         admin = AdminClient({"bootstrap.servers": node.direct})
         new = [NewTopic(name, PARTITIONS, 1) for name in topics] + [NewTopic("spread-read", 2, 1)]
+        new += [NewTopic(f"direct-x{n}", 1, 1) for n in counts]
         for done in admin.create_topics(new).values():
             done.result(60)
+        for n in counts:
+            kafka_client_quota(cluster, f"kafka-x{n}", producer_byte_rate=args.quota)
         print(
             f"Apache Kafka 4.4.0, one node; partition quota {args.quota} B/s (partition: <default>); "
             f"cold partition asks {args.cold} B/s; quota.smoothing {args.smoothing}; load {load()}"
