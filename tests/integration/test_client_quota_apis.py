@@ -205,7 +205,8 @@ def test_kafkas_java_admin_client_sets_a_topic_quota_as_entity_type_topic():
     """Kafka's own Java admin client (4.x, from the jars the Kafka tests use), on Tansu: ``alterClientQuotas`` of a
     ``ClientQuotaEntity`` of type ``topic`` goes through the proxy unchanged, is written to the config topic and
     described back by ``describeClientQuotas``; the proxy's topic quota takes it (kafka-configs.sh itself cannot name
-    the type: docs/quotas/topic-byte-rate.md)."""
+    the type: docs/quotas/topic-byte-rate.md). So does a partition entity, the types ``topic`` and ``partition``
+    together, in the same call."""
     import subprocess
     from pathlib import Path
 
@@ -215,7 +216,7 @@ def test_kafkas_java_admin_client_sets_a_topic_quota_as_entity_type_topic():
     proxy, broker = start(["User:ANONYMOUS"])
     try:
         done = subprocess.run(
-            ["java", *JVM_OPTIONS, "-cp", f"{kafka_libs()}/*", str(source), proxy.bootstrap, "orders", "4096"],
+            ["java", *JVM_OPTIONS, "-cp", f"{kafka_libs()}/*", str(source), proxy.bootstrap, "orders", "4096", "3"],
             capture_output=True,
             text=True,
             timeout=120,
@@ -223,7 +224,9 @@ def test_kafkas_java_admin_client_sets_a_topic_quota_as_entity_type_topic():
         assert done.returncode == 0 and "described {producer_byte_rate=4096.0}" in done.stdout, (
             done.stdout[-2000:] + done.stderr[-2000:]
         )
+        assert "described {producer_byte_rate=2048.0}" in done.stdout  # the partition's: types topic and partition
         assert described(proxy.bootstrap, {"topic": "orders"}) == {"producer_byte_rate": 4096}
+        assert described(proxy.bootstrap, {"topic": "orders", "partition": "3"}) == {"producer_byte_rate": 2048}
     finally:
         proxy.stop()
         broker.stop()
