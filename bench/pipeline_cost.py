@@ -17,8 +17,9 @@ rewritten), ``producer_byte_rate``, ``consumer_byte_rate`` and ``producer_ids_ra
 ``controller_mutation_rate`` for ``<default>`` client ids, configured and never binding; without it, no quotas and
 sidecar mode. The per-API metrics are the proxy's own. Usage:
 ``python bench/pipeline_cost.py [--pairs N] [--api list-offsets|metadata|produce|fetch] [--version V] [--quotas]
-[--request-rate] [--profile FILE]`` (``--request-rate``: a ``request_rate`` for ``<default>`` users too, never
-binding; ``--profile``: the pairs alone under cProfile, for ``python -m pstats FILE``).
+[--request-rate] [--topic-quota] [--partition-quota] [--profile FILE]`` (``--request-rate``: a ``request_rate`` for
+``<default>`` users too, never binding; ``--topic-quota`` and ``--partition-quota``: a topic and a partition byte
+rate, never binding; ``--profile``: the pairs alone under cProfile, for ``python -m pstats FILE``).
 """
 
 from __future__ import annotations
@@ -126,10 +127,22 @@ DEFAULT_USER = {"user": "<default>"}
 REQUEST_RATE = {"request_rate": 10**6}
 
 
-def scope_for(quotas: bool, request_rate: bool = False) -> ConnectionScope:
+NEVER = 10**12  # bytes/s: a quota far above what is sent
+TOPIC_QUOTA = {"entity": {"topic": "<default>"}, "producer_byte_rate": NEVER, "consumer_byte_rate": NEVER}
+PARTITION_QUOTA = {
+    "entity": {"topic": "small", "partition": "<default>"},
+    "producer_byte_rate": NEVER,
+    "consumer_byte_rate": NEVER,
+}
+"""``--topic-quota`` and ``--partition-quota``: every topic's byte rates, and each partition's of the topic a Produce
+writes (by name, before v13), configured and never binding."""
+
+
+def scope_for(quotas: bool, request_rate: bool = False, named: tuple[dict, ...] = ()) -> ConnectionScope:
     """The listener scope of a proxy configured as :data:`QUOTAS` in cluster mode (``quotas``), or as the minimal
-    sidecar; with :data:`REQUEST_RATE` too (``request_rate``)."""
+    sidecar; with :data:`REQUEST_RATE` too (``request_rate``), and the topic or partition entries ``named``."""
     entries = [dict(entry) for entry in QUOTAS] if quotas else []
+    entries += [dict(entry) for entry in named]
     if request_rate:
         users = [entry for entry in entries if entry["entity"] == DEFAULT_USER]
         if users:
@@ -180,6 +193,10 @@ def main() -> None:
     parser.add_argument("--version", type=int, help="the API version (default: 5, 12, 10 and 16 for the four)")
     parser.add_argument("--quotas", action="store_true", help="issue 46's quotas, never binding, in cluster mode")
     parser.add_argument("--request-rate", action="store_true", help="a request_rate for every user, never binding")
+    parser.add_argument("--topic-quota", action="store_true", help="a {topic: <default>} byte rate, never binding")
+    parser.add_argument(
+        "--partition-quota", action="store_true", help="a partition: <default> byte rate of the topic, never binding"
+    )
     parser.add_argument("--profile", metavar="FILE", help="cProfile the pairs alone (not the set-up) into FILE")
     args = parser.parse_args()
     n = args.pairs
@@ -187,7 +204,9 @@ def main() -> None:
     api_key, request_body, response_body = bodies(args.api, version)
     out: list = []
     metrics = ProxyMetrics()
-    core = core_for(scope_for(args.quotas, args.request_rate), out, metrics)
+    named = (TOPIC_QUOTA,) if args.topic_quota else ()
+    named += (PARTITION_QUOTA,) if args.partition_quota else ()
+    core = core_for(scope_for(args.quotas, args.request_rate, named), out, metrics)
     requests = [memoryview(frame(encode_request_header(api_key, version, i, "bench") + request_body)) for i in range(n)]
     responses = [memoryview(frame(encode_response_header(api_key, version, i) + response_body)) for i in range(n)]
     flow = core.flow
@@ -214,7 +233,8 @@ def main() -> None:
     print(
         f"{elapsed / n * 1e6:.2f} us per request + response ({n} pairs, {args.api} v{version}, "
         f"{'issue 46 quotas, cluster mode' if args.quotas else 'no quotas'}"
-        f"{', request_rate' if args.request_rate else ''})"
+        f"{', request_rate' if args.request_rate else ''}{', a topic quota' if args.topic_quota else ''}"
+        f"{', a partition quota' if args.partition_quota else ''})"
     )
 
 

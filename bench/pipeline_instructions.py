@@ -56,11 +56,15 @@ def main() -> int:
     parser.add_argument("--version", type=int, help="its API version (pipeline_cost.py's default)")
     parser.add_argument("--quotas", action="store_true", help="issue 46's quotas, never binding, in cluster mode")
     parser.add_argument("--request-rate", action="store_true", help="a request_rate for every user, never binding")
+    parser.add_argument("--topic-quota", action="store_true", help="a {topic: <default>} byte rate, never binding")
+    parser.add_argument("--partition-quota", action="store_true", help="a partition byte rate too, never binding")
     args = parser.parse_args()
     few, many = args.pairs
     options = ["--api", args.api, *([] if args.version is None else ["--version", str(args.version)])]
     options += ["--quotas"] if args.quotas else []
     options += ["--request-rate"] if args.request_rate else []
+    options += ["--topic-quota"] if args.topic_quota else []
+    options += ["--partition-quota"] if args.partition_quota else []
     if shutil.which("valgrind") is None:
         print("pipeline_instructions: valgrind not found (Debian: apt install valgrind)", file=sys.stderr)
         return 2
