@@ -143,7 +143,8 @@ class _ProduceCharge:
             )
         quotas = self.scope.quotas.topics
         produce = quotas.produce
-        partitions = ProducePartitions(quotas.partition_produce)  # each partition's own quota, asked first
+        # each partition's own quota, asked first (None: no partition quota, nothing more to pay per request)
+        partitions = ProducePartitions(quotas.partition_produce) if quotas.partition_produce.enabled else None
         counted: dict[str, int] = {}  # the record bytes of each topic under a throttling quota
         written: dict[str, int] = {}  # and of each under a rejecting one, what was admitted of it
         refused: Refused = []
@@ -152,32 +153,39 @@ class _ProduceCharge:
             name = _name(item, item.name, topics)
             if name is None:
                 continue
-            sizes = [0 if p.records is None else len(p.records) for p in item.partition_data]
-            own = partitions.admit(name, item.partition_data, sizes)
-            refused += [(item, p) for p, ok in zip(item.partition_data, own) if not ok]
-            passing = [(p, n) for p, n, ok in zip(item.partition_data, sizes, own) if ok]
+            data = item.partition_data
+            sizes = [0 if p.records is None else len(p.records) for p in data]
+            if partitions is not None:  # the topic's quota asked of what the partitions' own let through
+                own = partitions.admit(name, data, sizes)
+                refused += [(item, p) for p, ok in zip(data, own) if not ok]
+                data = [p for p, ok in zip(data, own) if ok]
+                sizes = [n for n, ok in zip(sizes, own) if ok]
             if produce.rejecting(name):
-                admitted = produce.admit(name, [n for _, n in passing])
-                for (p, n), ok in zip(passing, admitted):
+                admitted = produce.admit(name, sizes)
+                for p, n, ok in zip(data, sizes, admitted):
                     if not ok:
                         refused.append((item, p))
                         by_topic.append(name)
-                        partitions.give_back(name, p, n)
-                written[name] = written.get(name, 0) + sum(n for (_, n), ok in zip(passing, admitted) if ok)
+                        if partitions is not None:
+                            partitions.give_back(name, p, n)
+                written[name] = written.get(name, 0) + sum(n for n, ok in zip(sizes, admitted) if ok)
             else:
                 if produce.shadow_rejecting(name):  # what it would refuse, counted; all of it written
-                    produce.admit(name, [n for _, n in passing], shadow=True)
-                counted[name] = counted.get(name, 0) + sum(n for _, n in passing)
+                    produce.admit(name, sizes, shadow=True)
+                counted[name] = counted.get(name, 0) + sum(sizes)
         decisions = Decisions()
         for name, size in counted.items():
             decision = _of_topic(produce.record_topic(name, size), TOPIC_PRODUCER_BYTE_RATE, name)
             decisions.add(TOPIC_PRODUCER_BYTE_RATE, decision, self.header.client_id)
-        partitions.decide(decisions, self.header.client_id)
+        if partitions is not None:
+            partitions.decide(decisions, self.header.client_id)
         for name, size in written.items():
             counted[name] = counted.get(name, 0) + size
-        usage = decisions.usage + Usage(topic_bytes=_labelled(produce, counted), partition_bytes=partitions.labelled())
+        usage = decisions.usage + Usage(topic_bytes=_labelled(produce, counted))
+        if partitions is not None:
+            usage += Usage(partition_bytes=partitions.labelled())
         if refused:
-            message = reason(by_topic, partitions.refused)
+            message = reason(by_topic, partitions.refused if partitions is not None else ())
             return refuse_partitions(self.header, msg, refused, message, decisions.throttle, usage)
         return ForwardRequest(throttle=decisions.throttle, usage=usage)
 
@@ -271,5 +279,5 @@ class _FetchCharge:
         quotas = self.scope.quotas.topics
         return self.decisions.usage + Usage(
             topic_bytes=_labelled(quotas.fetch, self.counted),
-            partition_bytes=_labelled(quotas.partition_fetch, self.partitions),
+            partition_bytes=_labelled(quotas.partition_fetch, self.partitions) if self.partitions else (),
         )
