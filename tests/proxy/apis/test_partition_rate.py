@@ -155,17 +155,19 @@ def test_a_shadow_partition_entry_is_counted_and_refuses_nothing():
     assert outcome.usage.shadow_throttle_ms > 0
 
 
+def fetch_plan(scope):
+    """The plan of a consumer's Fetch v12 of partitions 0 and 1 of ``orders``."""
+    partitions = [{"partition": i, "partition_max_bytes": 1 << 20} for i in (0, 1)]
+    request = new_request(
+        FETCH, 12, replica_id=-1, max_bytes=50 * 1024 * 1024, topics=[{"topic": "orders", "partitions": partitions}]
+    )
+    return plan_and_body(scope, SESSION, FETCH, 12, request)[1]
+
+
 def test_a_fetch_answer_cuts_each_partition_to_its_own_headroom():
     clock = ManualClock(1_000_000)
     scope = scope_with([{"entity": {"topic": "orders", "partition": "<default>"}, "consumer_byte_rate": 500}], clock)
-    request = new_request(
-        FETCH,
-        12,
-        replica_id=-1,
-        max_bytes=50 * 1024 * 1024,
-        topics=[{"topic": "orders", "partitions": [{"partition": i, "partition_max_bytes": 1 << 20} for i in (0, 1)]}],
-    )
-    _, plan, _ = plan_and_body(scope, SESSION, FETCH, 12, request)
+    plan = fetch_plan(scope)
     b1, b2 = batch(60), batch(60, base_offset=60)  # about 6.5 KB each: a partition's headroom is below one batch
     body = encode_response(
         FETCH,
@@ -199,14 +201,7 @@ def test_a_fetch_answer_cut_by_its_topic_charges_each_partition_what_the_client_
         ],
         clock,
     )
-    request = new_request(
-        FETCH,
-        12,
-        replica_id=-1,
-        max_bytes=50 * 1024 * 1024,
-        topics=[{"topic": "orders", "partitions": [{"partition": i, "partition_max_bytes": 1 << 20} for i in (0, 1)]}],
-    )
-    _, plan, _ = plan_and_body(scope, SESSION, FETCH, 12, request)
+    plan = fetch_plan(scope)
     b1, b2 = batch(60), batch(60, base_offset=60)
     answer = [{"topic": "orders", "partitions": [{"partition_index": i, "records": b1 + b2} for i in (0, 1)]}]
     body = encode_response(FETCH, 12, new_response(FETCH, 12, responses=answer))
