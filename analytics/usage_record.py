@@ -34,6 +34,7 @@ FIELDS = (
     "group_requests",  # requests counted against group request rates, by group label; null: none
     "quota_group",  # the quota group the user or client id is a member of; null: none
     "partition_bytes",  # record bytes charged to partition quotas, by label (orders/3, orders/<default>); null: none
+    "held_by",  # requests held, by the quota that held them ({"request_rate": 3}); null: none
 )
 COUNT_FIELDS = FIELDS[7:17]
 HELD_FIELDS = FIELDS[15:19]
@@ -57,12 +58,14 @@ def record(
     group_requests: dict[str, int] | None = None,
     quota_group: str | None = None,
     partition_bytes: dict[str, int] | None = None,
+    held_by: dict[str, int] | None = None,
     **counts: int,
 ) -> dict:
     """One usage record with every key present; counts not given are 0 (``held_ms``: the ``throttle_ms`` given, one
     connection's); ``proxy``, ``broker`` and ``scope`` say where it came from, as the proxy writes them;
     ``topic_bytes`` and ``group_requests`` by label, as a proxy with topic quotas or group request rates writes them;
-    ``quota_group`` the quota group the entity is a member of."""
+    ``quota_group`` the quota group the entity is a member of; ``held_by`` its requests held, by quota (None: the
+    planner reads ``throttles`` as them, as in a log written before the proxy wrote ``held_by``)."""
     rec = {
         "time": time,
         "interval_s": interval_s,
@@ -82,6 +85,7 @@ def record(
     rec["topic_bytes"], rec["group_requests"] = topic_bytes, group_requests
     rec["quota_group"] = quota_group
     rec["partition_bytes"] = partition_bytes
+    rec["held_by"] = held_by
     return rec
 
 

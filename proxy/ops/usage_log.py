@@ -8,7 +8,7 @@ every field (``null`` where not known), and says where it came from and under wh
      "client_id": "etl", "api": "Produce", "requests": 120, "request_bytes": 1966080, "response_bytes": 7200,
      "throttle_ms": 350, "shadow_throttle_ms": 0, "partition_mutations": 0, "new_producer_ids": 1,
      "connections_opened": 0, "held_ms": 350, "throttles": 2, "quota_rate": 1048576.0, "observed_rate_sum": 2150000.0,
-     "proxy": "broker-1.internal:9092", "broker": null, "scope": "broker"}
+     "held_by": {"producer_byte_rate": 2}, "proxy": "broker-1.internal:9092", "broker": null, "scope": "broker"}
 
 ``time`` is the end of the interval (epoch seconds). ``proxy`` is the proxy's id (:mod:`proxy.ground.identity`; the
 workers of one proxy share it), ``broker`` the node id of the broker whose port the connection came in on in
@@ -19,9 +19,13 @@ What a throttle hid, for the planner's demand estimate: ``held_ms`` is the wall 
 held by a throttle (the union of the held spans, so never more than the time itself, however many connections and
 requests were throttled; a span running past the interval's end is carried into the next interval, so a tenant held
 through an interval in which it sent nothing has a record for it, with 0 bytes), ``throttles`` how many
-byte-rate throttles were decided, ``observed_rate_sum`` the sum of the rates (bytes/s over Kafka's sampled window)
-each was decided on, and ``quota_rate`` the byte-rate quota in force at the last of them (``null`` when no
-byte-rate throttle was decided). Logs written before these fields have none: read as 0 and ``null``.
+throttles a client quota on Kafka's sampled rate decided (a byte rate; on the APIs ``request_rate`` counts, a request
+rate), ``observed_rate_sum`` the sum of the rates (over Kafka's sampled window) each was decided on, and
+``quota_rate`` that quota in force at the last of them (bytes/s, or a request rate's requests/s; ``null`` when none
+was decided), and ``held_by`` how many of its requests were held, by the quota that held each
+(the longest hold's, when several quotas throttled one request: ``{"request_rate": 3, "topic_producer_byte_rate": 2}``;
+``null`` when none), which tells the planner a hold by a request rate or a topic quota from a byte rate's. Logs
+written before these fields have none: read as 0 and ``null``.
 ``quota_group`` names the quota group the user or client id is a member of (``null``: none).
 
 The request path adds to a :class:`UsageTable` (dict lookups
@@ -83,6 +87,7 @@ def records(
         record["observed_rate_sum"] = round(counts.observed_rate_sum, 1)
         record["topic_bytes"] = counts.topic_bytes
         record["group_requests"] = counts.group_requests
+        record["held_by"] = counts.held_by
         record["quota_group"] = groups.name_of(user or "", client_id or "") if groups else None
         record["partition_bytes"] = counts.partition_bytes
         record["proxy"], record["broker"], record["scope"] = proxy, broker, scope

@@ -23,8 +23,9 @@ FIELDS = (
 )
 
 
-THROTTLE_FIELDS = ("held_ms", "throttles", "quota_rate", "observed_rate_sum")
+THROTTLE_FIELDS = ("held_ms", "throttles", "quota_rate", "observed_rate_sum", "held_by")
 LABELLED_FIELDS = ("topic_bytes", "group_requests", "partition_bytes")  # counts by a label the configuration bounds
+UNNAMED = "other"  # held_by's name for a throttle that names no quota
 
 
 class UsageCounters:
@@ -40,10 +41,11 @@ class UsageCounters:
     partition_mutations: int
     new_producer_ids: int
     connections_opened: int
-    quota_rate: float | None  # the byte-rate quota of the interval's last throttle; None: no throttle
+    quota_rate: float | None  # the rate quota of the last throttle that says one (throttle.bound); None: none
     topic_bytes: dict[str, int] | None  # record bytes charged to topic quotas, by topic label; None: none
     group_requests: dict[str, int] | None  # requests counted against group request rates, by group label; None: none
     partition_bytes: dict[str, int] | None  # record bytes charged to partition quotas, by partition label; None: none
+    held_by: dict[str, int] | None  # requests whose connection a throttle held, by the quota that held it; None: none
 
     def __init__(self) -> None:
         for name in FIELDS:
@@ -52,12 +54,20 @@ class UsageCounters:
         self.throttles = 0
         self.quota_rate = None
         self.observed_rate_sum = 0.0
-        self.topic_bytes = self.group_requests = self.partition_bytes = None
+        self.topic_bytes = self.group_requests = self.partition_bytes = self.held_by = None
         self.held_until_ns = 0  # the end of the latest held span: later spans add only what they do not overlap
 
     def held(self, throttle, mute_ms: int, now_ns: int) -> None:
-        """A connection of this entity held for ``mute_ms`` from ``now_ns`` by ``throttle`` (quota.primitives.decision)."""
+        """A connection of this entity held for ``mute_ms`` from ``now_ns`` by ``throttle`` (quota.primitives.decision):
+        counted under the quota that held it (its ``by``: ``request_rate``, ``topic_producer_byte_rate``, ..., the
+        topic or group it names left out, so the names are the quotas', a handful)."""
         self.throttle_ms += mute_ms
+        if mute_ms > 0:
+            quota = throttle.by.partition(" (")[0] or UNNAMED
+            held_by = self.held_by
+            if held_by is None:
+                held_by = self.held_by = {}
+            held_by[quota] = held_by.get(quota, 0) + 1
         end = now_ns + mute_ms * 1_000_000
         if end > self.held_until_ns:
             self.held_ms += (end - max(now_ns, self.held_until_ns)) / 1e6

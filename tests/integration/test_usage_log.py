@@ -10,8 +10,10 @@ import time
 
 import pytest
 
+from proxy.codec.apis import METADATA
 from tests.harness import Tansu, free_port, proxy_config, start_proxy
 from tests.integration import clients as c
+from tests.integration.raw import connect, exchange
 
 pytestmark = pytest.mark.integration
 
@@ -88,8 +90,11 @@ def test_a_throttled_producer_is_logged_with_its_quota_the_rate_seen_and_the_tim
     config = proxy_config(
         proxy_port,
         broker_port,
-        quotas=[{"entity": {"client-id": "held"}, "producer_byte_rate": 200_000}],
-        **{"quota.window.num": 3},
+        quotas=[
+            {"entity": {"client-id": "held"}, "producer_byte_rate": 200_000},
+            {"entity": {"client-id": "raw-test"}, "request_rate": 2},  # tests.integration.raw's client id
+        ],
+        **{"quota.window.num": 3, "quota.request.rate.apis": "Metadata"},
     )
     config["usage_log"] = {"dir": str(tmp_path / "usage"), "interval_seconds": 1}
     config["dynamic_config"] = {"enabled": False}
@@ -104,6 +109,12 @@ def test_a_throttled_producer_is_logged_with_its_quota_the_rate_seen_and_the_tim
                 f.get(30)
         finally:
             producer.close(10)
+        poller = connect(proxy.port)  # Metadata over its request_rate of 2/s: held by it, not by a byte rate
+        try:
+            for i in range(6):
+                exchange(poller, METADATA, 9, i, topics=[])
+        finally:
+            poller.close()
     finally:
         proxy.stop()
         broker.stop()
@@ -119,3 +130,11 @@ def test_a_throttled_producer_is_logged_with_its_quota_the_rate_seen_and_the_tim
     assert all(r["held_ms"] <= round(r["interval_s"] * 1000) + 5 for r in held), held  # wall vs monotonic: a ms or two
     assert sum(r["held_ms"] for r in held) > 0
     assert all(r["quota_rate"] is None for r in held if not r["throttles"])
+    # the requests held, by the quota that held them: the byte rate's, nothing else held this client
+    assert sum((r["held_by"] or {}).get("producer_byte_rate", 0) for r in held) >= len(throttled)
+    assert all(set(r["held_by"] or {}) <= {"producer_byte_rate"} for r in held)
+    polled = [r for r in found if r["client_id"] == "raw-test"]
+    assert sum((r["held_by"] or {}).get("request_rate", 0) for r in polled) >= 1, polled
+    # its request rate's throttle is on Kafka's sampled rate too: counted in throttles, its quota in requests/s
+    assert all(set(r["held_by"] or {}) <= {"request_rate"} for r in polled), polled
+    assert {r["quota_rate"] for r in polled if r["throttles"]} == {2.0}, polled

@@ -22,7 +22,7 @@ from quota.primitives.quota_groups import QuotaGroups, quota_group
 from quota.primitives.quota_table import QuotaTable
 from quota.primitives.rate import QuotaWindow
 
-PRODUCE, FETCH = 0, 1
+PRODUCE, FETCH, METADATA = 0, 1, 3
 
 
 def test_one_record_per_entity_per_interval_with_every_field():
@@ -84,6 +84,23 @@ def test_held_time_is_the_union_of_the_spans_and_a_byte_rate_throttle_says_q_and
     (out,) = records(table.take(20_000 * ms), 1000.0, 10.0)
     assert out["throttle_ms"] == 1500 and out["held_ms"] == 1200
     assert out["throttles"] == 2 and out["quota_rate"] == 1e6 and out["observed_rate_sum"] == 3.5e6
+    assert out["held_by"] == {"other": 2}  # held twice (the capped one held nothing), by throttles naming no quota
+
+
+def test_held_by_tells_the_quota_that_held_each_request_apart_a_topic_or_group_left_out():
+    """What the planner needs to estimate the demand a request rate or a topic quota hid: which quota held each
+    request (the longest hold's, as the request path combines them); the names stay a handful whatever the topics."""
+    table = UsageTable()
+    row = table.row("L", "10.0.0.1", "alice", "etl", PRODUCE)
+    ms = 1_000_000
+    row.held(Throttle(100, 100, by="topic_producer_byte_rate (topic orders)"), 100, 1_000 * ms)
+    row.held(Throttle(100, 100, by="topic_producer_byte_rate (topic payments)"), 100, 2_000 * ms)
+    row.held(Throttle(100, 100, bound=1e6, observed_rate=2e6, by="producer_byte_rate"), 100, 3_000 * ms)
+    table.row("L", "10.0.0.1", "alice", "etl", METADATA).held(Throttle(50, 50, by="request_rate"), 50, 4_000 * ms)
+    produce, metadata = records(table.take(20_000 * ms), 1000.0, 10.0)
+    assert produce["held_by"] == {"topic_producer_byte_rate": 2, "producer_byte_rate": 1}
+    assert produce["throttles"] == 1  # the byte rate's alone
+    assert metadata["held_by"] == {"request_rate": 1} and metadata["throttles"] == 0
 
 
 def test_held_time_past_the_interval_end_goes_to_the_next_interval():
