@@ -3,7 +3,8 @@
 **The demand a throttle hid.** A tenant over its quota is held (its connections muted) part of the time: what it
 would have sent is censored, and its rates are what the quota let through. Per interval the usage log has the bytes
 admitted ``B`` in ``n`` requests, the interval ``T``, the time the tenant was held ``H`` (the union of its held
-spans, ``held_ms``) and ``m``, how many of the requests were throttled by a byte-rate quota (``throttles``). A
+spans, ``held_ms``) and ``m``, how many of the requests a throttle held (``held_by``, summed over the quotas that
+held them: a byte rate, a topic quota, a request rate; in a log written before ``held_by``, ``throttles``). A
 request that was not throttled is followed by the tenant's own pace; a throttled one by a hold, after which the
 tenant sends again as soon as it may. So the time it was free, ``T - H``, is spent at its own pace sending the
 ``n - m`` requests that were not throttled, and its demand in that interval is::
@@ -49,13 +50,16 @@ from quota.primitives.rate import QuotaWindow
 MIN_FREE = 0.1  # an interval its tenant was free for less of says only "above the quota"
 
 
-def interval_demand(interval_s: float, nbytes: float, requests: int, throttles: int, held_ms: float) -> float | None:
+def interval_demand(
+    interval_s: float, nbytes: float, requests: int, held_requests: int, held_ms: float
+) -> float | None:
     """``d`` for one interval in which the tenant was held (see the module docstring); None when it does not tell
-    (not held, held through it, or every request throttled)."""
+    (not held, held through it, or every request held). ``nbytes`` may count requests instead: ``d`` is then the
+    tenant's pace in requests/s (a request rate's demand)."""
     held = min(held_ms, interval_s * 1000) / 1000
-    if held <= 0 or held_through(interval_s, held_ms) or requests <= throttles:
+    if held <= 0 or held_through(interval_s, held_ms) or requests <= held_requests:
         return None
-    return nbytes * (requests - throttles) / requests / (interval_s - held)
+    return nbytes * (requests - held_requests) / requests / (interval_s - held)
 
 
 def held_through(interval_s: float, held_ms: float) -> bool:
@@ -64,7 +68,7 @@ def held_through(interval_s: float, held_ms: float) -> bool:
 
 
 def demand_rate(intervals: Iterable[tuple[float, float, int, int, float]], quota: float | None) -> float | None:
-    """The tenant's estimated demand from ``(interval_s, bytes, requests, throttles, held_ms)`` per interval, in time
+    """The tenant's estimated demand from ``(interval_s, bytes, requests, held requests, held_ms)`` per interval, in time
     order (one per interval of the log), and the quota it was held to: ``d`` pooled (free bytes over free time) over
     the intervals that tell it and in which it was above the quota; over all that tell when none was; None when none
     tells. An interval right after one its tenant was held through does not tell: its client comes out of the hold
@@ -72,12 +76,46 @@ def demand_rate(intervals: Iterable[tuple[float, float, int, int, float]], quota
     above = [0.0, 0.0]
     told = [0.0, 0.0]
     after_hold = False
-    for interval_s, nbytes, requests, throttles, held_ms in intervals:
-        d = None if after_hold else interval_demand(interval_s, nbytes, requests, throttles, held_ms)
+    for interval_s, nbytes, requests, held_requests, held_ms in intervals:
+        d = None if after_hold else interval_demand(interval_s, nbytes, requests, held_requests, held_ms)
         after_hold = held_through(interval_s, held_ms)
         if d is None:
             continue
         free = interval_s - min(held_ms, interval_s * 1000) / 1000
+        for pool in (told, above) if quota is not None and d > quota else (told,):
+            pool[0] += d * free
+            pool[1] += free
+    sent, free = above if above[1] else told
+    return sent / free if free else None
+
+
+Interval = tuple[float, float, float, int, int, float]  # (time, interval_s, bytes, requests, held requests, held_ms)
+
+
+def summed_demand_rate(members: Iterable[Sequence[Interval]], quota: float | None) -> float | None:
+    """The estimated demand of what several members share (a topic) from each member's intervals in
+    time order (one per interval it appears in) and the shared quota: in each interval in which a member was held,
+    each member's ``d`` where it was held and its rate where it was not, added up; the interval tells only when
+    every member's part does (none held through it, none just out of a hold it was held through); pooled over the
+    free time (the interval less its most held member's held time) as :func:`demand_rate` pools; None when no
+    interval tells. One member: :func:`demand_rate`."""
+    per_time: dict[float, list] = {}  # time -> [interval_s, summed demand, some member held, tells, most held ms]
+    for series in members:
+        after_hold = False
+        for time, interval_s, nbytes, requests, held_requests, held_ms in series:
+            held = held_ms > 0
+            d = None if after_hold else interval_demand(interval_s, nbytes, requests, held_requests, held_ms)
+            tells = d is not None if held else not after_hold
+            after_hold = held_through(interval_s, held_ms)
+            slot = per_time.setdefault(time, [interval_s, 0.0, False, True, 0.0])
+            slot[1] += (d or 0.0) if held else nbytes / interval_s
+            slot[2], slot[3] = slot[2] or held, slot[3] and tells
+            slot[4] = max(slot[4], min(held_ms, interval_s * 1000))
+    above, told = [0.0, 0.0], [0.0, 0.0]
+    for interval_s, d, held, tells, held_ms in per_time.values():
+        if not (held and tells):
+            continue
+        free = interval_s - held_ms / 1000
         for pool in (told, above) if quota is not None and d > quota else (told,):
             pool[0] += d * free
             pool[1] += free

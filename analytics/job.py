@@ -185,7 +185,7 @@ def run(
         usage = stats.read_usage(spark, input_path).cache()
         cached.append(usage)
         chosen = choose(stats.sources(usage), scope)  # first: a log mixing scopes is refused before any work
-        log = _log_extent(usage)
+        log = _log_extent(usage, rules.request_rate_apis)
         axis = timeaxis.TimeAxis.for_span(log["start"], log["end"]) if log["start"] is not None else None
         grid = stats.on_grid(usage)
         combine = chosen.scope if chosen.budgets > 1 else CLUSTER  # one budget: busiest = sum, one aggregation
@@ -206,6 +206,9 @@ def run(
             "ip": stats.ip_stats(frames["ip"]),
             "named": named_stats.named_stats(named_stats.named_intervals(grid, rules.request_rate_apis), k, grid_s),
         }
+        if log["named_held"]:  # holds of request rates or topics: what they hid
+            named = named_stats.named_demand(grid, rules.request_rate_apis)
+            tables["named"] = named_stats.with_demand(tables["named"], named)
         steps.step("per-interval totals and the statistics per tenant, user and IP")
         for name, stats_table in tables.items():
             stats_table = stats_table.cache()
@@ -361,14 +364,16 @@ def run(
             spark.stop()
 
 
-def _log_extent(usage: DataFrame) -> dict:
+def _log_extent(usage: DataFrame, apis: Sequence[str]) -> dict:
     """Records; the log's start (its earliest interval's start) and end (its latest interval's end), epoch s;
-    its intervals (distinct end times) and their shortest and longest length."""
+    its intervals (distinct end times) and their shortest and longest length; how many records were held sending
+    requests a request rate counts (``apis``) or bytes of topic quotas."""
     row = usage.agg(
         F.count(F.lit(1)).alias("records"),
         F.min(F.col("time") - F.col("interval_s")).alias("start"),
         F.max("time").alias("end"),
         F.countDistinct("time").alias("intervals"),
+        F.count(F.when(named_stats.held(apis), 1)).alias("named_held"),
         F.min("interval_s").alias("shortest"),
         F.max("interval_s").alias("longest"),
     ).first()

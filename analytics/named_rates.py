@@ -54,8 +54,11 @@ def lumped(row: Mapping) -> bool:
 
 
 def basis(row: Mapping, rules: Rules) -> tuple[float | None, str]:
-    """The value recommended for the row's key and what it rests on, in words."""
+    """The value recommended for the row's key and what it rests on, in words; for an entity a quota held, on its
+    estimated demand (:func:`held_basis`)."""
     p99, peak, n = row["rate_p99"] or 0.0, row["burst_max"] or 0.0, row["intervals"] or 0
+    if row.get("held_intervals"):
+        return held_basis(row, rules)
     if row["key"] in (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE):
         return byte_rate(p99, rules), (
             f"p99 {p99:,.0f} B/s of the topic's records over {n} intervals on the quota's window, the busiest proxy's"
@@ -69,6 +72,26 @@ def basis(row: Mapping, rules: Rules) -> tuple[float | None, str]:
         f"interval), the busiest proxy's, x headroom {rules.headroom:g} = {figure_text(steady)}"
         + ("" if steady >= MIN_REQUEST_RATE else f"; at least {MIN_REQUEST_RATE:g}/s: a client's start-up burst")
     )
+
+
+def held_basis(row: Mapping, rules: Rules) -> tuple[float | None, str]:
+    """A topic or a client held (``held_intervals``): its rates are what its quotas let through, so the figure
+    rests on the demand the holds hid (``demand``, :mod:`analytics.summed_demand`): ``max(demand, p99) x headroom``;
+    where none could be estimated (held through every held interval), on the p99 it was let through, said as such."""
+    p99, n, demand = row["rate_p99"] or 0.0, row["intervals"] or 0, row.get("demand")
+    topic = row["key"] in (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE)
+    per_s = "B/s" if topic else "requests/s"
+    what = "of the topic's records" if topic else f"of {', '.join(rules.request_rate_apis)}"
+    held = f"held by a quota in {row['held_intervals']} of {n} intervals (p99 {figure_text(p99)} {per_s} {what})"
+    if demand:
+        value = round_up(max(demand, p99) * rules.headroom)
+        said = f"{held}; estimated demand {figure_text(demand)} {per_s}, its pace while free"
+    else:
+        value = round_up(p99 * rules.headroom)
+        said = f"{held}; demand not measurable (held through every interval it was held in): raise it and watch"
+    if topic:
+        return max(1, int(value)), said
+    return max(MIN_REQUEST_RATE, value), said
 
 
 def recommendations(rows: Iterable[Mapping], rules: Rules) -> Iterator[Recommendation]:

@@ -13,17 +13,25 @@ null (a client entity: user and client id; a topic; a group), ``key`` the quota 
 ``intervals``, ``total`` (bytes or requests), ``rate_p50/p95/p99/max`` (per second, on the quota's window) and
 ``burst_max`` (the most in one interval, per second). A proxy labels topics and groups as its metrics do: by name
 where an entry of their own sets the quota, every other one under ``<default>`` together.
+
+What a hold hid (:func:`named_demand`): a client held while sending the requests ``request_rate`` counts, and a
+topic whose producers or consumers were held while writing or reading it, have ``held_intervals`` (the intervals
+in which it was held) and ``demand``, the demand the holds hid (:mod:`analytics.summed_demand`): a client's from its
+own requests (``d`` in requests/s), a topic's from its members' parts of its bytes (each held member's bytes of the
+topic at its pace while free, the others' as sent), the busiest proxy's; none for a consumer group (the log keeps
+a hold on the member's record, not on the group's).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from analytics.recommend import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
 from analytics.stats import _percentiles
+from analytics.summed_demand import summed_demand
 from quota.primitives.entity import REQUEST_RATE
 
 KEYS = ["user", "client_id", "topic", "group", "key"]
@@ -99,3 +107,78 @@ def named_stats(intervals: DataFrame, k: int = 1, interval_s: float = 0.0) -> Da
             F.max("rate").alias("burst_max"),
         )
     )
+
+
+def held(apis: Sequence[str]) -> Column:
+    """A record (as read, before the grid) held while sending requests ``request_rate`` counts (``apis``) or bytes
+    of topic quotas: :func:`named_demand` has something to estimate."""
+    held_ms = F.coalesce(F.col("held_ms"), F.col("throttle_ms"))
+    return (held_ms > 0) & (F.col("topic_bytes").isNotNull() | F.col("api").isin(list(apis)))
+
+
+def named_demand(usage: DataFrame, apis: Sequence[str]) -> DataFrame:
+    """Per (entity, key) held in some interval: ``held_intervals`` and ``demand`` (null where no interval tells
+    it), the busiest proxy's. ``usage`` is on the grid; ``apis`` as for :func:`named_intervals`."""
+    none = F.lit(None).cast("string")
+    where = ["time", "proxy", "user", "client_id"]
+    clients = usage.where(
+        F.col("api").isin(list(apis)) & (F.col("user").isNotNull() | F.col("client_id").isNotNull())
+    ).select(
+        *where,
+        none.alias("topic"),
+        F.lit(REQUEST_RATE).alias("key"),
+        "interval_s",
+        "requests",
+        "held_requests",
+        "held_ms",
+        F.col("requests").alias("count"),
+    )
+    side = F.when(F.col("api") == "Produce", F.lit(PRODUCER_BYTE_RATE)).otherwise(F.lit(CONSUMER_BYTE_RATE))
+    topics = usage.where(F.col("topic_bytes").isNotNull()).select(
+        *where,
+        side.alias("key"),
+        "interval_s",
+        "requests",
+        "held_requests",
+        "held_ms",
+        F.explode("topic_bytes").alias("topic", "count"),
+    )
+    member = ["user", "client_id"]
+    owner = ["topic", "key", "proxy"]
+    parts = (
+        clients.unionByName(topics)
+        .groupBy(*owner, *member, "time")
+        .agg(
+            *[F.sum(c).alias(c) for c in ("requests", "held_requests", "held_ms", "count")],
+            F.max("interval_s").alias("interval_s"),
+        )
+        .withColumn("request_rate", F.col("count") / F.col("interval_s"))
+        .withColumn("quota_rate", F.lit(None).cast("double"))
+    )
+    # a client's request rate: the client alone is the member (its own demand); a topic: its producers or consumers
+    own = F.col("topic").isNull()
+    parts = parts.withColumn("_owner_user", F.when(own, F.col("user"))).withColumn(
+        "_owner_client", F.when(own, F.col("client_id"))
+    )
+    owners = ["_owner_user", "_owner_client", *owner]
+    per_proxy = summed_demand(parts, owners, member, ("request",)).where(F.col("held_intervals") > 0)
+    return (
+        per_proxy.groupBy(*owners[:-1])
+        .agg(F.max("held_intervals").alias("held_intervals"), F.max("request_demand").alias("demand"))
+        .select(
+            F.col("_owner_user").alias("user"),
+            F.col("_owner_client").alias("client_id"),
+            "topic",
+            none.alias("group"),
+            "key",
+            "held_intervals",
+            "demand",
+        )
+    )
+
+
+def with_demand(stats: DataFrame, demand: DataFrame) -> DataFrame:
+    """:func:`named_stats`' rows with :func:`named_demand`'s columns (null where the entity was never held)."""
+    on = [stats[k].eqNullSafe(demand[k]) for k in KEYS]  # a client's topic and group are null, a topic's user ...
+    held = F.broadcast(demand)  # a row per entity held: few
+    return stats.join(held, on, "left").select(stats["*"], held["held_intervals"], held["demand"])

@@ -20,7 +20,7 @@ from analytics import demand
 from quota.primitives.rate import QuotaWindow
 
 KEYS = {"Produce": ("producer_byte_rate", "request"), "Fetch": ("consumer_byte_rate", "response")}
-SERIES = ("time", "interval_s", "bytes", "requests", "throttles", "held_ms")
+SERIES = ("time", "interval_s", "bytes", "requests", "held_requests", "held_ms")
 RESULT = (
     "user",
     "client_id",
@@ -90,7 +90,7 @@ def interval_demands(series: Sequence[Mapping], estimate: float | None, quota: f
     for r in series:
         rate = r["bytes"] / r["interval_s"]
         if r["held_ms"] > 0:
-            d = demand.interval_demand(r["interval_s"], r["bytes"], r["requests"], r["throttles"], r["held_ms"])
+            d = demand.interval_demand(r["interval_s"], r["bytes"], r["requests"], r["held_requests"], r["held_ms"])
             tenant = estimate or quota or rate
             rate = max(rate, tenant if d is None else min(d, tenant))
         out.append((r["time"], r["interval_s"], rate))
@@ -131,7 +131,8 @@ def replay_tenants(
         series = sorted((s.asDict() if hasattr(s, "asDict") else s for s in row["series"]), key=lambda s: s["time"])
         quota_today = row["quota_rate"]
         estimate = demand.demand_rate(
-            ((s["interval_s"], s["bytes"], s["requests"], s["throttles"], s["held_ms"]) for s in series), quota_today
+            ((s["interval_s"], s["bytes"], s["requests"], s["held_requests"], s["held_ms"]) for s in series),
+            quota_today,
         )
         wanted = interval_demands(series, estimate, quota_today)
         resolved = table.resolve(key, row["user"] or "", row["client_id"] or "")

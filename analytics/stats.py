@@ -39,7 +39,7 @@ from analytics.usage_record import COUNTS
 
 # What a throttle held back (absent from logs written before the proxy recorded them: held_ms is then read as
 # min(throttle_ms, the interval), the rest as none)
-HELD = ("held_ms", "throttles", "observed_rate_sum")
+HELD = ("held_ms", "throttles", "observed_rate_sum", "held_requests")
 # Where a record came from, and under which quota.scope (absent from logs written before the proxy recorded them:
 # null, read as one proxy, no broker, scope broker)
 SOURCE = ("proxy", "broker", "scope")
@@ -56,6 +56,8 @@ SCHEMA = StructType(
     + [StructField("quota_group", StringType())]
     # by partition label, from proxies with partition quotas (read, not yet planned for); null: none
     + [StructField("partition_bytes", MapType(StringType(), LongType()))]
+    # requests held, by the quota that held them (absent from older logs: the byte-rate throttles are read as them)
+    + [StructField("held_by", MapType(StringType(), LongType()))]
 )
 # per-record rates (count / the record's length on the grid), added up per interval of the grid
 RATES = {
@@ -91,6 +93,7 @@ def on_grid(usage: DataFrame) -> DataFrame:
         .withColumn("_grid_ms", grid_ms)
         .withColumn("held_ms", F.coalesce("held_ms", F.least(F.col("throttle_ms").cast("double"), own * 1000)))
         .fillna(0, subset=["throttles", "observed_rate_sum"])
+        .withColumn("held_requests", held_requests())
     )
     per_s = F.greatest(F.col("_grid_ms") / 1000, own)
     for rate, count in RATES.items():
@@ -101,6 +104,12 @@ def on_grid(usage: DataFrame) -> DataFrame:
         .withColumn("interval_s", F.col("_grid_ms") / 1000)
         .drop("_grid_ms")
     )
+
+
+def held_requests() -> Column:
+    """``m`` of :mod:`analytics.demand`: the record's requests held by any quota (``held_by``'s sum), or in a log
+    written before ``held_by``, its byte-rate throttles."""
+    return F.coalesce(F.aggregate(F.map_values("held_by"), F.lit(0).cast("long"), lambda a, b: a + b), "throttles")
 
 
 def _sum(*cols: str) -> list[Column]:
@@ -255,10 +264,11 @@ def _interval_demand(side: str) -> Column:
     an interval its tenant was held through, as :func:`analytics.demand.demand_rate` reads it)."""
     held_s = F.least(F.col("held_ms"), F.col("interval_s") * 1000) / 1000
     free_s = F.col("interval_s") - held_s
-    tells = (held_s > 0) & (free_s >= F.col("interval_s") * demand.MIN_FREE) & (F.col("requests") > F.col("throttles"))
+    held = F.col("held_requests")
+    tells = (held_s > 0) & (free_s >= F.col("interval_s") * demand.MIN_FREE) & (F.col("requests") > held)
     tells = tells & ~F.coalesce(F.col("_after_hold"), F.lit(False))
     sent = F.col(f"{side}_rate") * F.col("interval_s")
-    return F.when(tells, sent * (F.col("requests") - F.col("throttles")) / F.col("requests") / free_s)
+    return F.when(tells, sent * (F.col("requests") - held) / F.col("requests") / free_s)
 
 
 def _held_through() -> Column:

@@ -401,7 +401,7 @@ def test_a_shadow_entry_in_force_holds_nobody_today_and_is_enforced_as_its_own_c
     said = "".join(line.lstrip("# ") for line in text.splitlines())  # the comments wrapped, each line a "# "
     assert f"set mode: enforce on it in {path}".replace(" ", "") in said.replace(" ", "")
     series = [
-        {"time": 10.0 * (k + 1), "interval_s": 10.0, "bytes": 100_000, "requests": 10, "throttles": 0, "held_ms": 0}
+        {"time": 10.0 * (k + 1), "interval_s": 10.0, "bytes": 100_000, "requests": 10, "held_requests": 0, "held_ms": 0}
         for k in range(30)
     ]
     rows = [{"user": "alice", "client_id": "etl", "api": "Produce", "quota_rate": None, "series": series}]

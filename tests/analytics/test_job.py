@@ -141,6 +141,7 @@ def known_records():
 
 
 STORM = ("storm", "rebalancer")
+POLLER = ("poller", "md")  # 12 Metadata requests an interval, every other interval held 5 s by its request_rate
 FIREHOSE = "firehose"
 STEADY_TOPICS = {"t1": 40_000, "t2": 60_000, "t3": 80_000, "t4": 100_000}  # B/s each
 
@@ -162,6 +163,8 @@ def named_records():
         out.append(record(t, DT, "PLAINTEXT", "192.0.2.61", *STORM, "JoinGroup", requests=k))
         groups = {"payments": 5, "<default>": 300}
         out.append(record(t, DT, "PLAINTEXT", "192.0.2.61", *STORM, "SyncGroup", requests=0, group_requests=groups))
+        held = {"held_by": {"request_rate": 3}, "throttle_ms": 5_000} if i % 2 else {}
+        out.append(record(t, DT, "PLAINTEXT", "192.0.2.62", *POLLER, "Metadata", requests=12, **held))
     return out
 
 
@@ -617,6 +620,10 @@ def test_topic_byte_rates_and_request_rates_are_recommended_and_their_offenders_
     assert item_for(items, topic=FIREHOSE) == {"producer_byte_rate": 150_000}  # held to the topics' p99
     assert item_for(items, user=STORM[0], client_id=STORM[1]) == {"request_rate": 15.0}  # 9.9 requests/s x 1.5
     assert item_for(items, user="user-0", client_id="app-0")["request_rate"] == 1.0  # 0.1/s x 1.5: at least 1/s
+    # POLLER: let through 1.2 requests/s; free 5 s of the held intervals, sending 9 not held: 1.8/s x 1.5
+    assert item_for(items, user=POLLER[0], client_id=POLLER[1]) == {"request_rate": 2.7}
+    said = result["basis"][(("client-id", POLLER[1]), ("user", POLLER[0]))]["request_rate"]
+    assert "held by a quota in 50 of 101 intervals" in said and "estimated demand 1.8 requests/s" in said
     assert item_for(items, group="payments") == {"request_rate": 1.0}  # 0.5/s x 1.5 = 0.75: at least 1/s
     named = [it["entity"] for it in items if set(it["entity"]) & {"topic", "group"}]
     assert not any(DEFAULT in entity.values() for entity in named)  # the sums give no figure

@@ -92,3 +92,19 @@ def test_the_apis_counted_are_the_proxys_setting_from_its_configuration(tmp_path
     assert Rules(**found).request_rate_apis == ("JoinGroup", "OffsetCommit")
     found, _, _ = windows(build_parser().parse_args(argv))
     assert Rules(**found).request_rate_apis == Rules().request_rate_apis  # the proxy's default set
+
+
+def test_a_topic_or_a_client_a_quota_held_is_recommended_on_its_estimated_demand():
+    """Held by a topic quota (or a request rate), what it sent is what the quota let through: the figure rests on
+    the demand the holds hid; where none could be estimated, on what it was let through, said as such."""
+    topic = {**row("producer_byte_rate", 100_000.0, topic="orders"), "held_intervals": 50, "demand": 300_000.0}
+    client = {**row("request_rate", 5.0, user="alice", client_id="etl"), "held_intervals": 60, "demand": 20.0}
+    stuck = {**row("request_rate", 5.0, user="bob", client_id="x"), "held_intervals": 60, "demand": None}
+    found = {entity_id(e): (v, text) for e, _, v, text in recommendations([topic, client, stuck], Rules())}
+    value, text = found[entity_id({"topic": "orders"})]
+    assert value == 450_000 and "held by a quota in 50 of 60 intervals" in text
+    assert "estimated demand 300,000 B/s" in text
+    value, text = found[entity_id({"user": "alice", "client-id": "etl"})]
+    assert value == 30.0 and "estimated demand 20 requests/s" in text
+    value, text = found[entity_id({"user": "bob", "client-id": "x"})]
+    assert value == 7.5 and "demand not measurable" in text

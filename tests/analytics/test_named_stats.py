@@ -8,8 +8,8 @@ import pytest
 
 pytest.importorskip("pyspark", reason="the analytics extra (pip install kafka-quota-proxy[analytics]) is not installed")
 
-from analytics import named_stats, stats  # noqa: E402
-from analytics.usage_record import FIELDS  # noqa: E402
+from analytics import demand, named_stats, stats  # noqa: E402
+from analytics.usage_record import FIELDS, record  # noqa: E402
 from proxy.codec.apis import JOIN_GROUP, METADATA, PRODUCE  # noqa: E402
 from proxy.ops.usage_log import records  # noqa: E402
 from proxy.ops.usage_table import UsageCounters  # noqa: E402
@@ -56,3 +56,72 @@ def test_the_busiest_proxys_rate_per_interval_and_every_proxys_total(spark, tmp_
     assert topic["rate_p99"] == pytest.approx(0.75 * (19.81 * 1000))
     assert rows[("payments", "request_rate")]["rate_max"] == rows[("etl", "request_rate")]["rate_max"] == 15.0
     assert rows[("etl", "request_rate")]["user"] == "alice" and rows[("etl", "request_rate")]["topic"] is None
+
+
+def test_what_a_request_rate_or_a_topic_quota_hid_is_estimated_as_the_python_twins_estimate_it(spark, tmp_path):
+    """A client held by its request_rate on its Metadata requests, and a topic whose one producer (of two) its topic
+    quota held: held_by says how many requests each hold took (m), so each demand is analytics.demand's on the
+    same records: the client's alone, the topic's its producers' parts added up."""
+    held = {3: (4, 6_000), 4: (5, 5_000), 6: (10, 10_000), 7: (2, 8_000), 8: (6, 5_000)}  # k: (m, held_ms)
+    client, producers = [], {"bob": [], "carol": []}
+    written = []
+    for k in range(1, 11):
+        t = T0 + k * DT
+        m, held_ms = held.get(k, (0, 0))
+        by = {"request_rate": m} if m else None
+        written.append(
+            record(t, DT, "L", "10.0.0.1", "alice", "etl", "Metadata", requests=12, held_by=by, throttle_ms=held_ms)
+        )
+        client.append((DT, 12, 12, m, held_ms))
+        by = {"topic_producer_byte_rate": m} if m else None
+        written.append(
+            record(
+                t,
+                DT,
+                "L",
+                "10.0.0.2",
+                "bob",
+                "p1",
+                "Produce",
+                requests=10,
+                request_bytes=900_000,
+                topic_bytes={"orders": 800_000},
+                held_by=by,
+                throttle_ms=held_ms,
+            )
+        )
+        producers["bob"].append((t, DT, 800_000, 10, m, held_ms))
+        written.append(
+            record(
+                t,
+                DT,
+                "L",
+                "10.0.0.3",
+                "carol",
+                "p2",
+                "Produce",
+                requests=10,
+                request_bytes=600_000,
+                topic_bytes={"orders": 500_000},
+                throttles=1,
+                throttle_ms=0,
+            )
+        )
+        producers["carol"].append((t, DT, 500_000, 10, 1, 0))
+    path = tmp_path / "usage.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in written))
+    usage = stats.read_usage(spark, str(path))
+    assert usage.where(named_stats.held(["Metadata"])).count() == 2 * len(held)
+    grid = stats.on_grid(usage)
+    counted = {
+        (r["user"], r["time"]): r["held_requests"] for r in grid.select("user", "time", "held_requests").collect()
+    }
+    assert counted[("alice", T0 + 3 * DT)] == 4 and counted[("carol", T0 + DT)] == 1  # held_by, else throttles
+    rows = {(r["client_id"] or r["topic"]): r.asDict() for r in named_stats.named_demand(grid, ["Metadata"]).collect()}
+    assert set(rows) == {"etl", "orders"} and rows["etl"]["held_intervals"] == rows["orders"]["held_intervals"] == 5
+    assert rows["etl"]["demand"] == pytest.approx(demand.demand_rate(client, None))
+    assert rows["orders"]["demand"] == pytest.approx(demand.summed_demand_rate(producers.values(), None))
+    # bob's part at his pace while free, carol's as sent: more than the 130 kB/s the topic was let through; alice
+    # 1.5 requests/s (her pace while free, by hand: (2 x 4 s + 1.4 x 5 s + 1.2 x 5 s) / 14 s), 1.2 let through
+    assert rows["orders"]["demand"] == pytest.approx((170_000 * 4 + 130_000 * 5 + 114_000 * 5) / 14)
+    assert rows["etl"]["demand"] == pytest.approx(1.5)

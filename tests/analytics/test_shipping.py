@@ -27,7 +27,7 @@ ROWS = [
                 "interval_s": 10.0,
                 "bytes": 30_000_000,
                 "requests": 60,
-                "throttles": 20 if k % 2 else 0,
+                "held_requests": 20 if k % 2 else 0,
                 "held_ms": 6000 if k % 2 else 0,
             }
             for k in range(12)
