@@ -44,6 +44,9 @@ from analytics.recommend import comments, entity_id, figure_text
 from analytics.replay import KEYS as REPLAYED
 from analytics.replay import byte_rate_table
 from quota.primitives.entity import DEFAULT, QuotaEntity, precedence
+from quota.primitives.quota_groups import CLIENT_IDS, MEMBER_KEYS, QUOTA_GROUP, USERS
+
+NOT_KEYS = ("entity", *MEMBER_KEYS)  # an item's parts that are no quota: its entity, a quota group's members
 
 ADD, RAISE, LOWER, REMOVE, ENFORCE = "add", "raise", "lower", "remove", "enforce"
 ORDER = (ADD, RAISE, LOWER, REMOVE, ENFORCE)
@@ -138,7 +141,7 @@ def plan(
     (:mod:`analytics.outliers`, not those kept by --legitimate), never raised above what they have today: where the
     table in force gives one less than its fleet's figure, it is held there (pinned by a named entry of that value,
     so a raised default does not raise it either)."""
-    target = {(entity_id(it["entity"]), k): v for it in recommended for k, v in it.items() if k != "entity"}
+    target = {(entity_id(it["entity"]), k): v for it in recommended for k, v in it.items() if k not in NOT_KEYS}
     current = {(entity_id(it["entity"]), k): v for it in in_force.items for k, v in it.items() if k != "entity"}
     entities = {entity_id(it["entity"]): dict(it["entity"]) for it in [*in_force.items, *recommended]}
     defaults = {(tuple(sorted(entities[eid])), key) for eid, key in target if _is_default(entities[eid])}
@@ -169,7 +172,14 @@ def plan(
             continue
         entity = entities[eid]
         first = _default_before(entity, key, [*target, *current], entities)
-        if first is not None:
+        group = _group_of(entity, key, recommended)
+        if group is not None:
+            origin = in_force.origins.get((eid, key))
+            why = (
+                f"a member of {{quota-group: {group}}}, which sets it: an entry of its own comes first (Kafka's order)"
+            )
+            changes.append(Change(entity, key, REMOVE, before, None, origin, why + " and takes it out of the budget"))
+        elif first is not None:
             origin = in_force.origins.get((eid, key))
             why = f"no effect: every tenant resolves to {_words(first)} first (Kafka's order)"
             changes.append(Change(entity, key, REMOVE, before, None, origin, why))
@@ -184,6 +194,17 @@ def plan(
             changes.append(Change(entity, key, REMOVE, before, None, origin, "at or below the fleet default"))
     changes.sort(key=lambda c: (ORDER.index(c.action), not _is_default(c.entity), sorted(c.entity.items()), c.key))
     return ChangeSet(tuple(changes), tuple(kept), tuple(apply(in_force.items, changes)), in_force)
+
+
+def _group_of(entity: Mapping[str, str], key: str, recommended: Iterable[Mapping]) -> str | None:
+    """The quota group of the recommended table that sets ``key`` and has ``entity``'s user or client id as a
+    member, if any."""
+    for item in recommended:
+        if QUOTA_GROUP in item["entity"] and key in item:
+            named = item.get(USERS, []) if USERS in item else item.get(CLIENT_IDS, [])
+            if (entity.get("user") if USERS in item else entity.get("client-id")) in named:
+                return item["entity"][QUOTA_GROUP]
+    return None
 
 
 def _is_default(entity: Mapping[str, str]) -> bool:
@@ -319,7 +340,9 @@ def to_commands(changes: ChangeSet, scope_lines: Iterable[str] = ()) -> str:
         )
         if any(c.action == ENFORCE for c in group):
             out += comments([_enforce_text(entity, changes.in_force.file)])
-        if added or deleted:
+        if "quota-group" in entity:
+            out += comments([recommend.file_only({"entity": entity, **added}, changes.in_force.file)])
+        elif added or deleted:
             out += recommend.to_command({"entity": entity, **added}, deleted=deleted) + "\n"
     return out
 

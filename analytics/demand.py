@@ -93,7 +93,7 @@ Interval = tuple[float, float, float, int, int, float]  # (time, interval_s, byt
 
 
 def summed_demand_rate(members: Iterable[Sequence[Interval]], quota: float | None) -> float | None:
-    """The estimated demand of what several members share (a topic) from each member's intervals in
+    """The estimated demand of what several members share (a quota group, a topic) from each member's intervals in
     time order (one per interval it appears in) and the shared quota: in each interval in which a member was held,
     each member's ``d`` where it was held and its rate where it was not, added up; the interval tells only when
     every member's part does (none held through it, none just out of a hold it was held through); pooled over the

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from analytics import named_rates, outliers
+from analytics import groups, named_rates, outliers
 from analytics.outliers import LIMIT_PERCENTILE, MIN_FLEET, Outlier, percentile
 from analytics.recommend import (
     MIN_RATE,
@@ -89,16 +89,23 @@ def plan(
     q: float | None = DEFAULT_PERCENTILE,
     legitimate: Sequence[Mapping[str, str]] = (),
     named_rows: Sequence[Mapping] = (),
+    group_rows: Sequence[Mapping] = (),
+    tenants: Sequence[tuple[str | None, str | None, str | None]] = (),
 ) -> Table:
     """The table from the job's statistics rows (``named_rows``: :mod:`analytics.named_stats`'s, for topics' byte
-    rates and request rates): offenders held, and with ``q`` the fleet defaults (None: one entry per tenant)."""
+    rates and request rates; ``group_rows``: :mod:`analytics.group_stats`', with ``tenants``, each tenant's quota
+    group): offenders held, and with ``q`` the fleet defaults (None: one entry per tenant); the quota groups'
+    entries after them, their members planned in them (:mod:`analytics.groups`)."""
     named = list(named_rates.recommendations(named_rows, rules))
+    grouped, group_basis = groups.entries(groups.recommendations(group_rows, rules), tenants)
     items = sorted_items(named_rates.merged(build_quotas(entity_rows, user_rows, ip_rows, rules), named))
+    items = groups.taken_out(items, grouped, tenants)
     found = {**outliers.fleets(entity_rows, user_rows, ip_rows), **named_rates.fleets(named_rows)}
     judged = outliers.judge(items, found, rules, legitimate)
     own_basis = named_rates.merged_basis(bases(entity_rows, user_rows, ip_rows, rules), named)
     own, own_basis = outliers.hold(items, own_basis, judged)
     items, basis = (own, own_basis) if q is None else with_defaults(own, own_basis, q, judged)
+    items, basis, group_notes = groups.with_groups(items, {**basis, **group_basis}, grouped)
     offenders = sum(not o.legitimate for o in judged)
     notes = [
         (
@@ -113,6 +120,7 @@ def plan(
         + (f", {len(judged) - offenders} kept by --legitimate" if len(judged) > offenders else ""),
         *outliers.unmatched(legitimate, found, judged),
         *named_rates.notes(named_rows, rules),
+        *group_notes,
     ]
     return Table(items, basis, judged, notes, under_default(own, own_basis, items))
 

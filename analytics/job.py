@@ -51,6 +51,7 @@ from analytics import (
     concurrency,
     dimensions,
     fleet,
+    group_stats,
     named_stats,
     outliers,
     recommend,
@@ -206,6 +207,9 @@ def run(
             "ip": stats.ip_stats(frames["ip"]),
             "named": named_stats.named_stats(named_stats.named_intervals(grid, rules.request_rate_apis), k, grid_s),
         }
+        tenants = group_stats.tenant_groups(grid) if log["grouped"] else []  # a log with quota groups
+        if tenants:
+            tables["group"] = group_stats.group_stats(grid, frames["entity"], tenants, combine, ports, k, grid_s)
         if log["named_held"]:  # holds of request rates or topics: what they hid
             named = named_stats.named_demand(grid, rules.request_rate_apis)
             tables["named"] = named_stats.with_demand(tables["named"], named)
@@ -217,6 +221,7 @@ def run(
             stats_table.write.mode("overwrite").parquet(_join(output_dir, f"{name}_stats"))
         entity_rows = _rows(tables["entity"].where(F.col("api").isin("Produce", "Fetch", stats.ALL_APIS)))
         user_rows, ip_rows, named_rows = _rows(tables["user"]), _rows(tables["ip"]), _rows(tables["named"])
+        group_rows = _rows(tables["group"]) if "group" in tables else []
 
         steps.step("top offenders" + (" and their charts" if charts else ""))
         offenders, chart_paths = {}, {}
@@ -242,7 +247,9 @@ def run(
                 )
 
         steps.step("recommendations")
-        planned = fleet.plan(entity_rows, user_rows, ip_rows, rules, fleet_default, legitimate, named_rows)
+        planned = fleet.plan(
+            entity_rows, user_rows, ip_rows, rules, fleet_default, legitimate, named_rows, group_rows, tenants
+        )
         items, basis = planned.items, planned.basis
         scope_lines = [chosen.figures(), *chosen.notes(), *planned.notes]
         commitments = []
@@ -366,13 +373,14 @@ def run(
 
 def _log_extent(usage: DataFrame, apis: Sequence[str]) -> dict:
     """Records; the log's start (its earliest interval's start) and end (its latest interval's end), epoch s;
-    its intervals (distinct end times) and their shortest and longest length; how many records were held sending
-    requests a request rate counts (``apis``) or bytes of topic quotas."""
+    its intervals (distinct end times) and their shortest and longest length; how many records name a quota
+    group, and how many were held sending requests a request rate counts (``apis``) or bytes of topic quotas."""
     row = usage.agg(
         F.count(F.lit(1)).alias("records"),
         F.min(F.col("time") - F.col("interval_s")).alias("start"),
         F.max("time").alias("end"),
         F.countDistinct("time").alias("intervals"),
+        F.count("quota_group").alias("grouped"),  # records of a quota group's member
         F.count(F.when(named_stats.held(apis), 1)).alias("named_held"),
         F.min("interval_s").alias("shortest"),
         F.max("interval_s").alias("longest"),

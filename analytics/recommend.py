@@ -273,7 +273,7 @@ def build_quotas(
     return sorted_items(by_entity.values())
 
 
-_ORDER = {"user": 0, "client-id": 1, "ip": 2, "topic": 3, "group": 4}
+_ORDER = {"user": 0, "client-id": 1, "ip": 2, "topic": 3, "group": 4, "quota-group": 5}
 
 
 def sorted_items(items: Iterable[dict]) -> list[dict]:
@@ -334,7 +334,7 @@ def _item_yaml(item: Mapping, said: Mapping[str, str]) -> str:
     for i, (key, value) in enumerate(item.items()):
         if key in said:
             out += "".join(f"    # {part}\n" for part in textwrap.wrap(said[key], 110))
-        flow = None if isinstance(value, Mapping) else False  # the entity in flow style, a scalar as key: value
+        flow = None if isinstance(value, Mapping | list) else False  # the entity and members in flow style
         line = yaml.safe_dump({key: value}, sort_keys=False, default_flow_style=flow, width=10_000)
         out += ("  - " if i == 0 else "    ") + line
     return out
@@ -380,5 +380,13 @@ def to_commands(
             for key, text in said.get(entity_id(it["entity"]), {}).items()
             if key in it and text.startswith(OUTLIER_MARKS)
         ]
-        out += comments(marks) + to_command(it) + "\n"
+        out += comments(marks) + (
+            to_command(it) + "\n" if "quota-group" not in it["entity"] else comments([file_only(it)])
+        )
     return out
+
+
+def file_only(item: Mapping, file: str | None = None) -> str:
+    """What to do for a quota group's entry: the config topic refuses ``quota-group`` entities (YAML only)."""
+    keys = ", ".join(f"{k}: {v}" for k, v in item.items() if k != "entity")
+    return f"edit {file or 'the proxy configuration'}: the entry of {{quota-group: {item['entity']['quota-group']}}} to {keys} (quota groups are set in the file only)"

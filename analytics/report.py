@@ -15,6 +15,7 @@ from analytics.changeset import MOSTLY_HELD, ChangeSet, origin_text
 from analytics.outliers import Outlier, entity_flag
 from analytics.recommend import entity_id
 from analytics.timeaxis import TimeAxis
+from quota.primitives.quota_groups import MEMBER_KEYS
 
 CHART_DPI = 90
 
@@ -85,6 +86,12 @@ def _fmt(v) -> str:
     if isinstance(v, int):
         return f"{v:,}"
     return "" if v is None else str(v)
+
+
+def _members(item: Mapping) -> str:
+    """A quota group's members, as its entry names them: `` (users: alice, bob)``; "" for any other entity."""
+    named = "; ".join(f"{k}: {', '.join(v) if isinstance(v, list) else v}" for k, v in item.items() if k in MEMBER_KEYS)
+    return f" ({named})" if named else ""
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence]) -> str:
@@ -171,7 +178,7 @@ def write_report(
         f"<h2>Recommended quotas ({len(quota_items)} entities"
         f"{f', for quota.scope {html.escape(str(scope))}' if scope else ''})</h2>"
     )
-    keys = sorted({k for it in quota_items for k in it if k != "entity"})
+    keys = sorted({k for it in quota_items for k in it if k not in ("entity", *MEMBER_KEYS)})
     said = basis or {}
 
     def rests_on(it: Mapping) -> str:
@@ -179,7 +186,9 @@ def write_report(
         return "; ".join(f"{k}: {text}" for k, text in found.items() if k in it)
 
     rows = [
-        [" ".join(f"{k}={v}" for k, v in it["entity"].items())] + [it.get(k) for k in keys] + [rests_on(it)]
+        [" ".join(f"{k}={v}" for k, v in it["entity"].items()) + _members(it)]
+        + [it.get(k) for k in keys]
+        + [rests_on(it)]
         for it in quota_items
     ]
     parts.append(_table(["entity"] + keys + ["rests on"], rows))

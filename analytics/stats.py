@@ -52,7 +52,7 @@ SCHEMA = StructType(
     + [StructField("proxy", StringType()), StructField("broker", LongType()), StructField("scope", StringType())]
     # by label, from proxies with topic quotas or group request rates (analytics.named_stats); null: none
     + [StructField(name, MapType(StringType(), LongType())) for name in ("topic_bytes", "group_requests")]
-    # the quota group the entity is a member of (read, not yet planned for); null: none
+    # the quota group the entity is a member of (analytics.group_stats); null: none
     + [StructField("quota_group", StringType())]
     # by partition label, from proxies with partition quotas (read, not yet planned for); null: none
     + [StructField("partition_bytes", MapType(StringType(), LongType()))]

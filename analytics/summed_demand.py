@@ -1,5 +1,5 @@
-"""The demand a throttle hid from what several members share: a topic's producers and consumers, or one client's
-requests (a member of its own). Spark; the Python twin is
+"""The demand a throttle hid from what several members share: a quota group's members, a topic's producers and
+consumers, or one client's requests (a member of its own). Spark; the Python twin is
 :func:`analytics.demand.summed_demand_rate` (one member: :func:`analytics.demand.demand_rate`), and the tests compare
 the two.
 

@@ -20,7 +20,7 @@ pytest.importorskip("pyspark", reason="the analytics extra (pip install kafka-qu
 
 from pyspark.sql import functions as F  # noqa: E402
 
-from analytics import job, report  # noqa: E402
+from analytics import demand, job, report  # noqa: E402
 from analytics.generate import (  # noqa: E402
     HOG,
     LEGITIMATE,
@@ -168,12 +168,43 @@ def named_records():
     return out
 
 
+GROUP, MEMBERS = "etl-team", (("grp-a", "etl"), ("grp-b", "etl"))
+
+
+def group_records():
+    """60 intervals of a quota group's two members (users grp-a and grp-b, the group's users): 300,000 and
+    100,000 B/s of Produce, 400,000 B/s together, which neither shows alone; in intervals 20-29 the group's quota
+    (250,000 B/s) holds grp-b 6 s of each, 2 of its 10 requests: 50,000 B/s sent, at its pace while free 100,000."""
+    out = []
+    for i in range(60):
+        for (user, client_id), rate in zip(MEMBERS, (300_000, 100_000)):
+            held = {"throttles": 2, "throttle_ms": 6_000, "quota_rate": 250_000.0} if user == "grp-b" else {}
+            sent = rate * int(DT) // 2 if held and 20 <= i < 30 else rate * int(DT)
+            out.append(
+                record(
+                    START_TIME + (i + 1) * DT,
+                    DT,
+                    "PLAINTEXT",
+                    "192.0.2.41",
+                    user,
+                    client_id,
+                    "Produce",
+                    quota_group=GROUP,
+                    requests=10,
+                    request_bytes=sent,
+                    **(held if 20 <= i < 30 else {}),
+                )
+            )
+    return out
+
+
 @pytest.fixture(scope="module")
 def result(spark, tmp_path_factory):
     log = tmp_path_factory.mktemp("usage")
     generated = write_log(str(log), Options(entities=12, intervals=60, seed=7))
     known = write_jsonl(str(log / "known.jsonl.gz"), known_records())
     known += write_jsonl(str(log / "named.jsonl"), named_records())
+    known += write_jsonl(str(log / "groups.jsonl"), group_records())
     (log / "ignored.txt").write_text("not a usage file\n")
     out = tmp_path_factory.mktemp("plan")
     res = job.run(str(log), str(out), spark=spark, replay="recommended", legitimate=[BACKUP], fleet_default=None)
@@ -251,7 +282,7 @@ def test_recommended_quotas(result):
         for line in (result["out"] / "recommended-commands.txt").read_text().splitlines()
         if not line.startswith("#")
     ]
-    assert len(commands) == len(items)
+    assert len(commands) == len([it for it in items if "quota-group" not in it["entity"]])  # a group: file only
     known = item_for(items, user="known", client_id="exact")
     assert (
         "kafka-quota-proxy configs --bootstrap-server HOST:PORT --alter --entity-type users --entity-name known "
@@ -604,6 +635,36 @@ def test_the_recommended_quotas_are_a_block_the_proxy_accepts_as_it_is(result):
         config.quotas.limit("request_rate", *STORM)
         == item_for(items, user=STORM[0], client_id=STORM[1])["request_rate"]
     )
+
+
+def test_a_quota_group_is_recommended_its_members_sum_and_its_members_no_entry_of_their_own(spark, result):
+    """group_records(): the group's rates are its members' added up per interval, and its demand their summed
+    demand as analytics.demand.summed_demand_rate reads the same records (its Python twin); the entry names its
+    members as the proxy reads them and holds their 400,000 B/s together x 1.5; the members have no
+    producer_byte_rate of their own (one would take them out of the group); the report shows the members, the
+    commands say the entry goes in the file."""
+    from config.loader import load_config_text
+
+    (row,) = [r.asDict() for r in spark.read.parquet(str(result["out"] / "group_stats")).collect()]
+    assert (row["user"], row["api"], row["intervals"], row["request_rate_max"]) == (GROUP, "Produce", 60, 400_000)
+    assert (row["held_intervals"], row["quota_rate"]) == (10, 250_000)
+    series = [
+        [
+            (r["time"], DT, r["request_bytes"], r["requests"], r["throttles"], r["held_ms"])
+            for r in group_records()
+            if r["user"] == user
+        ]
+        for user, _ in MEMBERS
+    ]
+    assert row["request_demand"] == pytest.approx(demand.summed_demand_rate(series, 250_000.0)) == 400_000
+    items = quota_items(result["out"])
+    assert item_for(items, quota_group=GROUP) == {"users": ["grp-a", "grp-b"], "producer_byte_rate": 600_000}
+    assert not [it for it in items if it["entity"].get("user") in ("grp-a", "grp-b") and "producer_byte_rate" in it]
+    base = "upstream: {bootstrap_servers: ['127.0.0.1:9092']}\nlisteners: [{name: L, bind: '127.0.0.1:0'}]\n"
+    config = load_config_text(base + (result["out"] / "recommended-quotas.yaml").read_text())
+    assert config.quotas.resolve("producer_byte_rate", "grp-b", "etl").entity.path == f"/quota-groups/{GROUP}"
+    assert escape(f"quota-group={GROUP} (users: grp-a, grp-b)") in (result["out"] / "report.html").read_text()
+    assert "quota groups are set in the file only" in (result["out"] / "recommended-commands.txt").read_text()
 
 
 def test_topic_byte_rates_and_request_rates_are_recommended_and_their_offenders_held(result):
