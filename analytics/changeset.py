@@ -183,6 +183,8 @@ def plan(
             origin = in_force.origins.get((eid, key))
             why = f"no effect: every tenant resolves to {_words(first)} first (Kafka's order)"
             changes.append(Change(entity, key, REMOVE, before, None, origin, why))
+        elif _is_default(entity) and "partition" in entity:
+            kept.append((entity, key, before, "the planner sets no partition default (the log sums its partitions)"))
         elif _is_default(entity):
             kept.append((entity, key, before, "the planner sets no default for this entity type (fewer tenants)"))
         elif (eid, key) not in seen:

@@ -137,6 +137,8 @@ def with_defaults(
     pinned = {(entity_id(o.entity), o.key) for o in judged}
     fleets: dict[tuple[tuple, str], list] = {}
     for item in items:
+        if tuple(item["entity"]) == named_rates.NO_FLEET:  # each partition keeps its own figure
+            continue
         for key, value in item.items():
             if key != "entity" and (entity_id(item["entity"]), key) not in pinned:
                 fleets.setdefault((tuple(item["entity"]), key), []).append(value)

@@ -19,7 +19,7 @@ from analytics.recommend import CONNECTION_CREATION_RATE, WINDOWS, entity_id
 from quota.primitives.entity import DEFAULT
 from quota.primitives.quota_table import QuotaTable
 
-CLIENT_PARTS = {"user", "client-id"}  # a client entity's parts (the others: ip, topic, group)
+CLIENT_PARTS = {"user", "client-id"}  # a client entity's parts (the others: ip, topic, partition, group)
 FILE, TOPIC = "file", "topic"  # where a key in force is set: the proxy's configuration file, or the config topic
 PLANNED_KEYS = (
     "producer_byte_rate",
@@ -61,7 +61,16 @@ def planned_only(items: Iterable[Mapping]) -> list[dict]:
     for item in items:
         kept = {k: v for k, v in item.items() if k in PLANNED_KEYS}
         if kept:
-            out.append({"entity": dict(item["entity"]), **kept})
+            out.append({"entity": as_planned(item["entity"]), **kept})
+    return out
+
+
+def as_planned(entity: Mapping) -> dict:
+    """``entity`` as the planner writes it: a partition's index a number (``{topic: orders, partition: 3}``),
+    however the file or DescribeClientQuotas gave it (``"3"``)."""
+    out = dict(entity)
+    if isinstance(out.get("partition"), str) and out["partition"].isdigit():
+        out["partition"] = int(out["partition"])
     return out
 
 
@@ -71,7 +80,7 @@ def from_file(path: str, items: Sequence[Mapping]) -> InForce:
     found = planned_only(items)
     origins = {(entity_id(it["entity"]), k): FILE for it in found for k in it if k != "entity"}
     shadow = frozenset(
-        entity_id(it["entity"]) for it in items if it.get("mode") == "shadow" and "ip" not in it["entity"]
+        entity_id(as_planned(it["entity"])) for it in items if it.get("mode") == "shadow" and "ip" not in it["entity"]
     )
     return InForce(tuple(found), origins, f"--proxy-config {path}", path, shadow)
 
@@ -149,6 +158,11 @@ def limit_for(items: Sequence[Mapping], entity: Mapping[str, str], key: str) -> 
     """The limit ``items`` give ``entity`` for ``key``, as the proxy resolves it; None: unlimited."""
     if "ip" in entity:
         return ip_limit(items, entity["ip"]) if key == CONNECTION_CREATION_RATE else None
+    if "partition" in entity:  # its own entry, else its topic's partition: <default> entry's
+        topic = [it for it in items if "partition" in it["entity"] and it["entity"]["topic"] == entity["topic"]]
+        by_index = {str(it["entity"]["partition"]): it.get(key) for it in topic}
+        own = by_index.get(str(entity["partition"]))
+        return own if own is not None else by_index.get(DEFAULT)
     if not set(entity) <= CLIENT_PARTS:  # a topic or a group: its own entry, else <default>'s
         (kind, name), *_ = entity.items()
         found = {it["entity"][kind]: it.get(key) for it in items if tuple(it["entity"]) == (kind,)}

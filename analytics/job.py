@@ -11,8 +11,8 @@ Hadoop-compatible file system) with ``spark.read.json`` and writes to ``output_d
   mutations per second (p99, max) and per interval, new producer ids per second (p99, max) and per interval.
 - ``user_stats/`` (Parquet): per user, new producer ids per second (p50/p95/p99/max) and per interval.
 - ``ip_stats/`` (Parquet): per IP, connections opened per second (p50/p95/p99/max) and per interval.
-- ``named_stats/`` (Parquet): per topic, group and client entity, the topics' byte rates and the request rates
-  (analytics.named_stats).
+- ``named_stats/`` (Parquet): per topic, partition, group and client entity, the topics' and partitions' byte rates
+  and the request rates (analytics.named_stats).
 - ``top_offenders.json``: the top entities per dimension (byte rates, share of time held, partition mutations, new
   producer ids, connection rate).
 - ``recommended-quotas.yaml`` (a ``quotas:`` block in the proxy's config format) and ``recommended-commands.txt``

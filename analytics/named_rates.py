@@ -1,5 +1,6 @@
 """Recommendations for the quotas of issue 47 from the ``named_stats`` rows (:mod:`analytics.named_stats`): a topic's
-``producer_byte_rate`` and ``consumer_byte_rate`` (``{topic: NAME}``), and ``request_rate`` per client entity
+``producer_byte_rate`` and ``consumer_byte_rate`` (``{topic: NAME}``), a partition's (``{topic: NAME, partition: N}``),
+and ``request_rate`` per client entity
 (``{user, client-id}``) and per consumer group (``{group: NAME}``). Pure Python, no Spark.
 
 The rule is the byte rates' (:mod:`analytics.recommend`): p99 rate on the quota's window x headroom, rounded up to
@@ -36,11 +37,20 @@ MIN_REQUEST_RATE = 1.0
 """The least request_rate recommended, requests/s: over the default window (11 samples of 1 s) a dozen requests at
 once, what a client's start-up sends."""
 
+NO_FLEET = ("topic", "partition")
+"""A partition's entity parts: no fleet. The partitions named are few and each has an entry for being unlike its
+topic's others (a hot one), so none is judged against the others nor left to a default; and a default over every
+topic's partitions (``{topic: <default>, partition: <default>}``) is no entry the proxy takes."""
+
 Recommendation = tuple[dict, str, float, str]  # (entity, key, value, what it rests on)
 
 
 def entity_of(row: Mapping) -> dict:
-    """The ``entity:`` mapping of a ``named_stats`` row."""
+    """The ``entity:`` mapping of a ``named_stats`` row: a partition's as its YAML entry is written,
+    ``{topic: orders, partition: 3}`` (``partition: "<default>"``)."""
+    partition = row.get("partition")
+    if partition is not None:
+        return {"topic": row["topic"], "partition": int(partition) if partition.isdigit() else partition}
     if row["topic"] is not None:
         return {"topic": row["topic"]}
     if row["group"] is not None:
@@ -49,8 +59,12 @@ def entity_of(row: Mapping) -> dict:
 
 
 def lumped(row: Mapping) -> bool:
-    """The row sums every topic (group) under the ``<default>`` entry: no one topic's figure."""
-    return DEFAULT in (row["topic"], row["group"])
+    """The row sums every topic (group, partition of a topic) under the ``<default>`` entry: no one's figure."""
+    return DEFAULT in (row["topic"], row["group"], row.get("partition"))
+
+
+def _records(row: Mapping) -> str:
+    return "of the partition's records" if row.get("partition") is not None else "of the topic's records"
 
 
 def basis(row: Mapping, rules: Rules) -> tuple[float | None, str]:
@@ -61,7 +75,7 @@ def basis(row: Mapping, rules: Rules) -> tuple[float | None, str]:
         return held_basis(row, rules)
     if row["key"] in (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE):
         return byte_rate(p99, rules), (
-            f"p99 {p99:,.0f} B/s of the topic's records over {n} intervals on the quota's window, the busiest proxy's"
+            f"p99 {p99:,.0f} B/s {_records(row)} over {n} intervals on the quota's window, the busiest proxy's"
         )
     if not p99 and not peak:
         return None, ""
@@ -81,7 +95,7 @@ def held_basis(row: Mapping, rules: Rules) -> tuple[float | None, str]:
     p99, n, demand = row["rate_p99"] or 0.0, row["intervals"] or 0, row.get("demand")
     topic = row["key"] in (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE)
     per_s = "B/s" if topic else "requests/s"
-    what = "of the topic's records" if topic else f"of {', '.join(rules.request_rate_apis)}"
+    what = _records(row) if topic else f"of {', '.join(rules.request_rate_apis)}"
     held = f"held by a quota in {row['held_intervals']} of {n} intervals (p99 {figure_text(p99)} {per_s} {what})"
     if demand:
         value = round_up(max(demand, p99) * rules.headroom)
@@ -106,10 +120,11 @@ def recommendations(rows: Iterable[Mapping], rules: Rules) -> Iterator[Recommend
 
 def fleets(rows: Iterable[Mapping]) -> dict[tuple[tuple[str, ...], str], list[dict]]:
     """The entities of each fleet (as :func:`analytics.outliers.fleets`): the topics, the groups, and the client
-    entities that sent requests request_rate counts, per key; the ``<default>`` sums are no member."""
+    entities that sent requests request_rate counts, per key; the ``<default>`` sums are no member, nor is a
+    partition (:data:`NO_FLEET`)."""
     out: dict[tuple[tuple[str, ...], str], list[dict]] = {}
     for row in rows:
-        if not lumped(row):
+        if not lumped(row) and row.get("partition") is None:
             entity = entity_of(row)
             out.setdefault((tuple(entity), row["key"]), []).append(entity)
     return out
@@ -121,7 +136,7 @@ def notes(rows: Iterable[Mapping], rules: Rules) -> list[str]:
     if not rows:
         return []
     out = [
-        f"request_rate, topic byte rates: per proxy under either quota.scope (each proxy keeps them), the busiest "
+        f"request_rate, topic and partition byte rates: per proxy under either quota.scope (each proxy keeps them), the busiest "
         f"proxy's; request_rate counts {', '.join(rules.request_rate_apis)} (quota.request.rate.apis)"
     ]
     for kind, key in (("topic", PRODUCER_BYTE_RATE), ("topic", CONSUMER_BYTE_RATE), ("group", REQUEST_RATE)):
@@ -131,6 +146,13 @@ def notes(rows: Iterable[Mapping], rules: Rules) -> list[str]:
                 f"{kind}s under <default> ({key}) are logged together, p99 {figure_text(lump['rate_p99'] or 0)}/s "
                 f"for all of them: no {kind}'s own figure, so none is recommended from it (the {kind} <default> "
                 f"entry stays as it is, or comes from the fleet of {kind}s named)"
+            )
+    for lump in rows:
+        if lump.get("partition") == DEFAULT:
+            out.append(
+                f"partitions of {lump['topic']} under <default> ({lump['key']}) are logged together, p99 "
+                f"{figure_text(lump['rate_p99'] or 0)}/s for all of them: no partition's own figure, so none is "
+                f"recommended from it (the {{topic: {lump['topic']}, partition: <default>}} entry stays as it is)"
             )
     return out
 

@@ -7,17 +7,20 @@ proxy, shared by its workers, not between sidecars), so a figure is the busiest 
 connection rates are (:mod:`analytics.scope`); its rates are on the quota's own clock, over the last ``k`` intervals
 as :func:`analytics.stats.on_quota_window` takes the byte rates.
 
-One table, ``named_stats``: one row per ``(user, client_id, topic, group, key)``, the parts the entity does not have
-null (a client entity: user and client id; a topic; a group), ``key`` the quota recommended for it
-(``producer_byte_rate`` and ``consumer_byte_rate`` of a topic, ``request_rate`` of a client or a group), with
+One table, ``named_stats``: one row per ``(user, client_id, topic, partition, group, key)``, the parts the entity does
+not have null (a client entity: user and client id; a topic; a partition: its topic and its index or ``<default>``,
+from ``partition_bytes``; a group), ``key`` the quota recommended for it (``producer_byte_rate`` and
+``consumer_byte_rate`` of a topic or a partition, ``request_rate`` of a client or a group), with
 ``intervals``, ``total`` (bytes or requests), ``rate_p50/p95/p99/max`` (per second, on the quota's window) and
 ``burst_max`` (the most in one interval, per second). A proxy labels topics and groups as its metrics do: by name
-where an entry of their own sets the quota, every other one under ``<default>`` together.
+where an entry of their own sets the quota, every other one under ``<default>`` together; a partition by its index
+where an entry of its own names it, every other partition its topic's ``partition: <default>`` entry covers under
+``<default>`` together (``orders/<default>``).
 
 What a hold hid (:func:`named_demand`): a client held while sending the requests ``request_rate`` counts, and a
 topic whose producers or consumers were held while writing or reading it, have ``held_intervals`` (the intervals
 in which it was held) and ``demand``, the demand the holds hid (:mod:`analytics.summed_demand`): a client's from its
-own requests (``d`` in requests/s), a topic's from its members' parts of its bytes (each held member's bytes of the
+own requests (``d`` in requests/s), a topic's (a partition's) from its members' parts of its bytes (each held member's bytes of the
 topic at its pace while free, the others' as sent), the busiest proxy's; none for a consumer group (the log keeps
 a hold on the member's record, not on the group's).
 """
@@ -34,7 +37,13 @@ from analytics.stats import _percentiles
 from analytics.summed_demand import summed_demand
 from quota.primitives.entity import REQUEST_RATE
 
-KEYS = ["user", "client_id", "topic", "group", "key"]
+KEYS = ["user", "client_id", "topic", "partition", "group", "key"]
+
+
+def _partitions(bytes_of: Column) -> list[Column]:
+    """``topic`` and ``partition`` from an exploded ``partition_bytes`` label (``orders/3``, ``orders/<default>``;
+    a topic name has no ``/``)."""
+    return [F.regexp_extract(bytes_of, r"^(.*)/([^/]*)$", i).alias(n) for i, n in ((1, "topic"), (2, "partition"))]
 
 
 def named_intervals(usage: DataFrame, apis: Sequence[str]) -> DataFrame:
@@ -50,6 +59,7 @@ def named_intervals(usage: DataFrame, apis: Sequence[str]) -> DataFrame:
         "user",
         "client_id",
         none.alias("topic"),
+        none.alias("partition"),
         none.alias("group"),
         F.lit(REQUEST_RATE).alias("key"),
         F.col("requests").alias("count"),
@@ -58,7 +68,14 @@ def named_intervals(usage: DataFrame, apis: Sequence[str]) -> DataFrame:
     topics = (
         usage.where(F.col("topic_bytes").isNotNull())
         .select(*where, side.alias("key"), F.explode("topic_bytes").alias("topic", "count"))
-        .select(*where, none.alias("user"), none.alias("client_id"), "topic", none.alias("group"), "key", "count")
+        .select(*where, none.alias("user"), none.alias("client_id"), "topic", none.alias("partition"), "key", "count")
+        .withColumn("group", none)
+    )
+    partitions = (
+        usage.where(F.col("partition_bytes").isNotNull())
+        .select(*where, side.alias("key"), F.explode("partition_bytes").alias("label", "count"))
+        .select(*where, none.alias("user"), none.alias("client_id"), *_partitions(F.col("label")), "key", "count")
+        .withColumn("group", none)
     )
     groups = (
         usage.where(F.col("group_requests").isNotNull())
@@ -68,6 +85,7 @@ def named_intervals(usage: DataFrame, apis: Sequence[str]) -> DataFrame:
             none.alias("user"),
             none.alias("client_id"),
             none.alias("topic"),
+            none.alias("partition"),
             "group",
             F.lit(REQUEST_RATE).alias("key"),
             "count",
@@ -75,6 +93,7 @@ def named_intervals(usage: DataFrame, apis: Sequence[str]) -> DataFrame:
     )
     per_proxy = (
         clients.unionByName(topics)
+        .unionByName(partitions)
         .unionByName(groups)
         .groupBy(*KEYS, "time", "proxy")
         .agg(F.sum("count").alias("count"), F.max("interval_s").alias("interval_s"))
@@ -111,9 +130,10 @@ def named_stats(intervals: DataFrame, k: int = 1, interval_s: float = 0.0) -> Da
 
 def held(apis: Sequence[str]) -> Column:
     """A record (as read, before the grid) held while sending requests ``request_rate`` counts (``apis``) or bytes
-    of topic quotas: :func:`named_demand` has something to estimate."""
+    of topic or partition quotas: :func:`named_demand` has something to estimate."""
     held_ms = F.coalesce(F.col("held_ms"), F.col("throttle_ms"))
-    return (held_ms > 0) & (F.col("topic_bytes").isNotNull() | F.col("api").isin(list(apis)))
+    named = F.col("topic_bytes").isNotNull() | F.col("partition_bytes").isNotNull()
+    return (held_ms > 0) & (named | F.col("api").isin(list(apis)))
 
 
 def named_demand(usage: DataFrame, apis: Sequence[str]) -> DataFrame:
@@ -121,32 +141,31 @@ def named_demand(usage: DataFrame, apis: Sequence[str]) -> DataFrame:
     it), the busiest proxy's. ``usage`` is on the grid; ``apis`` as for :func:`named_intervals`."""
     none = F.lit(None).cast("string")
     where = ["time", "proxy", "user", "client_id"]
+    held_parts = ["interval_s", "requests", "held_requests", "held_ms"]
     clients = usage.where(
         F.col("api").isin(list(apis)) & (F.col("user").isNotNull() | F.col("client_id").isNotNull())
     ).select(
         *where,
         none.alias("topic"),
+        none.alias("partition"),
         F.lit(REQUEST_RATE).alias("key"),
-        "interval_s",
-        "requests",
-        "held_requests",
-        "held_ms",
+        *held_parts,
         F.col("requests").alias("count"),
     )
     side = F.when(F.col("api") == "Produce", F.lit(PRODUCER_BYTE_RATE)).otherwise(F.lit(CONSUMER_BYTE_RATE))
     topics = usage.where(F.col("topic_bytes").isNotNull()).select(
-        *where,
-        side.alias("key"),
-        "interval_s",
-        "requests",
-        "held_requests",
-        "held_ms",
-        F.explode("topic_bytes").alias("topic", "count"),
+        *where, side.alias("key"), *held_parts, F.explode("topic_bytes").alias("topic", "count")
+    )
+    partitions = (
+        usage.where(F.col("partition_bytes").isNotNull())
+        .select(*where, side.alias("key"), *held_parts, F.explode("partition_bytes").alias("label", "count"))
+        .select(*where, "key", *held_parts, *_partitions(F.col("label")), "count")
     )
     member = ["user", "client_id"]
-    owner = ["topic", "key", "proxy"]
+    owner = ["topic", "partition", "key", "proxy"]
     parts = (
-        clients.unionByName(topics)
+        clients.unionByName(topics.withColumn("partition", none))
+        .unionByName(partitions)
         .groupBy(*owner, *member, "time")
         .agg(
             *[F.sum(c).alias(c) for c in ("requests", "held_requests", "held_ms", "count")],
@@ -169,6 +188,7 @@ def named_demand(usage: DataFrame, apis: Sequence[str]) -> DataFrame:
             F.col("_owner_user").alias("user"),
             F.col("_owner_client").alias("client_id"),
             "topic",
+            "partition",
             none.alias("group"),
             "key",
             "held_intervals",

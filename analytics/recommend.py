@@ -273,12 +273,15 @@ def build_quotas(
     return sorted_items(by_entity.values())
 
 
-_ORDER = {"user": 0, "client-id": 1, "ip": 2, "topic": 3, "group": 4, "quota-group": 5}
+_ORDER = {"user": 0, "client-id": 1, "ip": 2, "topic": 3, "partition": 4, "group": 5, "quota-group": 6}
 
 
 def sorted_items(items: Iterable[dict]) -> list[dict]:
     """Items by entity type (users, clients, IPs, topics, groups), then by name."""
-    return sorted(items, key=lambda it: (sorted(_ORDER[k] for k in it["entity"]), sorted(it["entity"].items())))
+    return sorted(
+        items,
+        key=lambda it: (sorted(_ORDER[k] for k in it["entity"]), sorted((k, str(v)) for k, v in it["entity"].items())),
+    )
 
 
 def bases(
@@ -340,7 +343,8 @@ def _item_yaml(item: Mapping, said: Mapping[str, str]) -> str:
     return out
 
 
-_ENTITY_TYPES = (("user", "users"), ("client-id", "clients"), ("ip", "ips"), ("topic", "topics"), ("group", "groups"))
+_ENTITY_TYPES: tuple[tuple[str, str], ...] = (("user", "users"), ("client-id", "clients"), ("ip", "ips"))
+_ENTITY_TYPES += (("topic", "topics"), ("partition", "partitions"), ("group", "groups"))  # a partition after its topic
 
 
 BOOTSTRAP = "HOST:PORT"  # replaced by the operator with the proxy's (or the cluster's) bootstrap address
@@ -353,7 +357,7 @@ def to_command(item: Mapping, bootstrap: str = BOOTSTRAP, deleted: Sequence[str]
     for key, entity_type in _ENTITY_TYPES:
         if key in item["entity"]:
             name = item["entity"][key]  # <default>: kafka-configs' --entity-default
-            named = ["--entity-default"] if name == DEFAULT else ["--entity-name", shlex.quote(name)]
+            named = ["--entity-default"] if name == DEFAULT else ["--entity-name", shlex.quote(str(name))]
             parts += ["--entity-type", entity_type, *named]
     configs = ",".join(f"{k}={v}" for k, v in item.items() if k != "entity")
     if configs:

@@ -413,3 +413,29 @@ def test_a_shadow_entry_in_force_holds_nobody_today_and_is_enforced_as_its_own_c
     assert replayed.changes[0].held_today_s == 0 and replayed.changes[0].held_after_s > 200
     path.write_text(yaml.safe_dump({**config, "settings": {"quota.mode": "shadow"}, "quotas": table[1:]}))
     assert cli.in_force(args, cli.windows(args)[2]).shadow == {entity_id(BOB)}
+
+
+def test_a_partition_in_force_is_the_planners_entry_however_the_proxy_names_its_index():
+    """DescribeClientQuotas gives a partition's index as a string ("3"), the planner writes the number: one entry,
+    raised; a partition the log names beside its topic's partition: <default> entry is added, and that default
+    (the log sums its partitions) kept as it is."""
+    p3, p7, pd = ({"topic": "orders", "partition": p} for p in (3, 7, D))
+    file = from_file("proxy.yaml", [{"entity": {"topic": "orders", "partition": "3"}, "producer_byte_rate": 2000}])
+    described = [
+        ({"partition": "3", "topic": "orders"}, {"producer_byte_rate": 2000.0}),
+        (pd, {"producer_byte_rate": 900.0}),
+    ]
+    table = with_described(file, described, "proxy:9092")
+    recommended = [{"entity": p3, "producer_byte_rate": 30_000}, {"entity": p7, "producer_byte_rate": 500}]
+    seen = [(entity_id(p), "producer_byte_rate") for p in (p3, p7)]
+    changes = changeset.plan(table, recommended, {}, seen)
+    assert lines(changes) == [
+        ("add", p7, "producer_byte_rate", None, 500),
+        ("raise", p3, "producer_byte_rate", 2000, 30_000),
+    ]
+    assert [(e, why.split(" (")[0]) for e, _, _, why in changes.kept] == [(pd, "the planner sets no partition default")]
+    assert changes.changes[1].origin == FILE
+    assert (
+        "--entity-type topics --entity-name orders --entity-type partitions --entity-name 3 --add-config producer_byte_rate=30000"
+        in changeset.to_commands(changes)
+    )

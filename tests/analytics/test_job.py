@@ -150,7 +150,8 @@ def named_records():
     """101 intervals (at the known tenant's times) of what the proxy logs for topic quotas and request rates:
     known/exact writes topic ``orders`` at k x 1000 B/s in interval k (0..100; p99 99,000) and reads it at half
     that, the four steady topics at their rates and ``firehose`` at 10 MB/s (an offender among the topics), every
-    other topic together under ``<default>``; STORM sends k JoinGroup requests in interval k (p99 9.9/s, 15 x its
+    other topic together under ``<default>``, its partition 3 (an entry of its own) at k x 200 B/s and its other
+    partitions under ``partition: <default>`` together; STORM sends k JoinGroup requests in interval k (p99 9.9/s, 15 x its
     fleet's figure, which sends a Metadata request now and then: far above it, within 4 MADs); the group ``payments``
     5 requests an interval, every other group 300 together."""
     out = []
@@ -158,7 +159,10 @@ def named_records():
         t, k = START_TIME + (i + 1) * DT, i
         written = {"orders": k * 1000 * int(DT), FIREHOSE: 10_000_000 * int(DT), "<default>": 7_000_000}
         written.update({topic: rate * int(DT) for topic, rate in STEADY_TOPICS.items()})
-        out.append(record(t, DT, "PLAINTEXT", "192.0.2.31", *KNOWN, "Produce", topic_bytes=written))
+        partitions = {"orders/3": k * 200 * int(DT), "orders/<default>": k * 800 * int(DT)}
+        out.append(
+            record(t, DT, "PLAINTEXT", "192.0.2.31", *KNOWN, "Produce", topic_bytes=written, partition_bytes=partitions)
+        )
         out.append(record(t, DT, "PLAINTEXT", "192.0.2.31", *KNOWN, "Fetch", topic_bytes={"orders": k * 500 * int(DT)}))
         out.append(record(t, DT, "PLAINTEXT", "192.0.2.61", *STORM, "JoinGroup", requests=k))
         groups = {"payments": 5, "<default>": 300}
@@ -686,9 +690,14 @@ def test_topic_byte_rates_and_request_rates_are_recommended_and_their_offenders_
     said = result["basis"][(("client-id", POLLER[1]), ("user", POLLER[0]))]["request_rate"]
     assert "held by a quota in 50 of 101 intervals" in said and "estimated demand 1.8 requests/s" in said
     assert item_for(items, group="payments") == {"request_rate": 1.0}  # 0.5/s x 1.5 = 0.75: at least 1/s
+    # orders/3: p99 19,800 B/s x 1.5 = 29,700 -> 30,000, its YAML entry as the operator pastes it
+    assert item_for(items, topic="orders", partition=3) == {"producer_byte_rate": 30_000}
     named = [it["entity"] for it in items if set(it["entity"]) & {"topic", "group"}]
     assert not any(DEFAULT in entity.values() for entity in named)  # the sums give no figure
     text = (result["out"] / "recommended-quotas.yaml").read_text()
+    assert "- entity: {topic: orders, partition: 3}" in text
+    assert "partitions of orders under <default> (producer_byte_rate) are logged together" in text
+    assert "topic=orders partition=3" in (result["out"] / "report.html").read_text()
     assert "topics under <default> (producer_byte_rate) are logged together" in text
     assert "groups under <default> (request_rate) are logged together" in text
     commands = (result["out"] / "recommended-commands.txt").read_text().splitlines()
@@ -702,6 +711,10 @@ def test_topic_byte_rates_and_request_rates_are_recommended_and_their_offenders_
     assert (
         "kafka-quota-proxy configs --bootstrap-server HOST:PORT --alter --entity-type groups --entity-name payments "
         "--add-config request_rate=1.0"
+    ) in commands
+    assert (
+        "kafka-quota-proxy configs --bootstrap-server HOST:PORT --alter --entity-type topics --entity-name orders "
+        "--entity-type partitions --entity-name 3 --add-config producer_byte_rate=30000"
     ) in commands
 
 

@@ -108,3 +108,49 @@ def test_a_topic_or_a_client_a_quota_held_is_recommended_on_its_estimated_demand
     assert value == 30.0 and "estimated demand 20 requests/s" in text
     value, text = found[entity_id({"user": "bob", "client-id": "x"})]
     assert value == 7.5 and "demand not measurable" in text
+
+
+def test_a_partition_gets_the_entry_an_operator_pastes_and_its_default_sum_no_figure():
+    """A partition the log names (``orders/3``) is recommended by the topics' rule, on its estimated demand where a
+    quota held it, as ``{topic: orders, partition: 3}``, which the proxy loads and the commands file sets; the
+    ``orders/<default>`` sum (every other partition of orders) gives none; partitions are no fleet: many named
+    ones get no ``{topic: <default>, partition: <default>}`` default (the proxy refuses one) nor an offender."""
+    import yaml
+
+    from config.loader import load_config_text
+
+    hot = {**row("producer_byte_rate", 100_000.0, topic="orders"), "partition": "3"}
+    held = {**row("consumer_byte_rate", 40_000.0, topic="orders"), "partition": "3", "held_intervals": 9}
+    lump = {**row("producer_byte_rate", 900_000.0, topic="orders"), "partition": DEFAULT}
+    others = [{**row("producer_byte_rate", 1_000.0, topic="logs"), "partition": str(i)} for i in range(8)]
+    rows = [hot, {**held, "demand": 80_000.0}, lump, *others]
+    found = {(entity_id(e), k): (v, text) for e, k, v, text in recommendations(rows, Rules())}
+    orders_3 = entity_id({"topic": "orders", "partition": 3})
+    assert set(found) == {(orders_3, "producer_byte_rate"), (orders_3, "consumer_byte_rate")} | {
+        (entity_id({"topic": "logs", "partition": i}), "producer_byte_rate") for i in range(8)
+    }
+    value, text = found[(orders_3, "producer_byte_rate")]
+    assert value == 150_000 and "of the partition's records" in text
+    value, text = found[(orders_3, "consumer_byte_rate")]
+    assert value == 120_000 and "held by a quota in 9 of 60 intervals" in text and "estimated demand 80,000" in text
+    assert any(
+        "partitions of orders under <default> (producer_byte_rate) are logged together" in n
+        for n in notes(rows, Rules())
+    )
+    table = plan([], [], [], named_rows=[*rows, *topics([10_000.0] * 8 + [10_000_000.0])])
+    partitions = [it for it in table.items if "partition" in it["entity"]]
+    assert {
+        "entity": {"topic": "orders", "partition": 3},
+        "producer_byte_rate": 150_000,
+        "consumer_byte_rate": 120_000,
+    } in partitions
+    assert len(partitions) == 9 and not any(DEFAULT in it["entity"].values() for it in partitions)
+    assert not any("partition" in o.entity for o in table.outliers)
+    commands = to_commands(table.items, basis=table.basis)
+    assert (
+        "--entity-type topics --entity-name orders --entity-type partitions --entity-name 3 "
+        "--add-config producer_byte_rate=150000,consumer_byte_rate=120000"
+    ) in commands
+    base = "upstream: {bootstrap_servers: ['127.0.0.1:9092']}\nlisteners: [{name: L, bind: '127.0.0.1:0'}]\n"
+    config = load_config_text(base + yaml.safe_dump({"quotas": table.items}))
+    assert config.topic_quotas.resolve_partition("producer_byte_rate", "orders", "3").limit == 150_000
