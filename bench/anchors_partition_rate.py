@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.anchors_byte_rate import SPAN_S, steady_rate  # noqa: E402
 from bench.anchors_byte_rate_clients import VALUE, Series, threaded  # noqa: E402
 from bench.anchors_common import ProxyProcess, Verdicts, kafka_client_quota, load  # noqa: E402
-from bench.anchors_topic_rate import partitions_consume, run, seconds_of  # noqa: E402
+from bench.anchors_topic_rate import partitions_consume, rate_verdicts, run, seconds_of  # noqa: E402
 from bench.common import fill  # noqa: E402
 from tests.kafka_cluster import KafkaCluster  # noqa: E402
 
@@ -122,16 +122,7 @@ def produce_phase(proxy, node, topic: str, n: int, args, verdicts: Verdicts) -> 
             f"  partition {partition}: {rate:.3f} x its quota (mean {mean:.3f}); each second "
             f"{[round(s / args.quota, 2) for s in seconds]}"
         )
-        verdicts.check(
-            f"produce x{n} partition {partition} rate in band",
-            BAND[0] <= rate <= BAND[1] and not errors,
-            f"{rate:.3f} x {errors[:1]}",
-        )
-        verdicts.check(
-            f"produce x{n} partition {partition} rate beside Kafka's quota",
-            abs(rate - 1) <= abs(kafka - 1) + 0.03,
-            f"|{rate:.3f} - 1| against Kafka's |{kafka:.3f} - 1| + 0.03",
-        )
+        rate_verdicts(verdicts, f"produce x{n} partition {partition}", rate, kafka, errors)
     got = sum(seconds_of([cold], t0, args.duration)[2:]) / (args.duration - 2)
     asked = paced(args.cold) * len(VALUE) * 100
     verdicts.check(

@@ -108,6 +108,17 @@ def partitions_consume(bootstrap: str, topic: str, cid: str, partitions, stop: t
     c.close()
 
 
+def rate_verdicts(verdicts: Verdicts, what: str, rate: float, kafka: float, errors: list) -> None:
+    """A produce rate (x its quota) in BAND with no errors, and no further from 1 than Kafka's own client quota in the
+    same seconds (``kafka``) plus 0.03."""
+    verdicts.check(f"{what} rate in band", BAND[0] <= rate <= BAND[1] and not errors, f"{rate:.3f} x {errors[:1]}")
+    verdicts.check(
+        f"{what} rate beside Kafka's quota",
+        abs(rate - 1) <= abs(kafka - 1) + 0.03,
+        f"|{rate:.3f} - 1| against Kafka's |{kafka:.3f} - 1| + 0.03",
+    )
+
+
 def seconds_of(series: list[Series], t0: float, duration: int) -> list[int]:
     """The bytes of every series together, per second since ``t0``."""
     out = [0] * duration
@@ -185,16 +196,7 @@ def produce_phase(proxy, node, phase: Phase, args, alone_rate: float, verdicts: 
     )
     kafka, kafka_mean = steady_rate(seconds_of(direct, t0, args.duration), args.quota)
     print(f"  Kafka's client quota, {n} producers of one client id: {kafka:.3f} x (mean {kafka_mean:.3f})")
-    verdicts.check(
-        f"produce x{n} {phase.what} rate in band",
-        BAND[0] <= rate <= BAND[1] and not errors,
-        f"{rate:.3f} x {errors[:1]}",
-    )
-    verdicts.check(
-        f"produce x{n} {phase.what} rate beside Kafka's quota",
-        abs(rate - 1) <= abs(kafka - 1) + 0.03,
-        f"|{rate:.3f} - 1| against Kafka's |{kafka:.3f} - 1| + 0.03",
-    )
+    rate_verdicts(verdicts, f"produce x{n} {phase.what}", rate, kafka, errors)
     verdicts.check(
         f"produce x{n} bystander {phase.bystander_note}",
         by >= BYSTANDER_AT_LEAST * min(alone_rate, args.bystander),
