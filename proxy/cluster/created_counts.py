@@ -4,8 +4,10 @@ A CreateTopics of ``num_partitions: -1`` (v4+, KIP-464) creates the broker's def
 how many; a v4 answer does not. The controller mutation quota (KIP-599) must charge what the broker created, so for
 each topic a v4 answer reports created with -1, the proxy asks the cluster itself: a Metadata request of its own
 (:meth:`proxy.cluster.kafka_clients.OwnKafka.look`, on a connection of its own, off the request path), tried
-``tries`` times ``retry_s`` apart (a broker's metadata may lag the controller's answer by a moment), each bounded
-by ``timeout_s``. Whoever asked is handed the count, or None when it could not be learnt (no answer, the topic not
+up to ``tries`` times, ``retry_s`` after the first and twice as long before each next (0.2 s to 3.2 s: 6.2 s in
+all by default), each bounded by ``timeout_s``. A broker's metadata may lag the controller's answer by a moment;
+and a Streams group coordinator (KIP-1071) asks the controller for the topics its answer names as missing only
+after it answered, so on a loaded broker they may appear seconds later. Whoever asked is handed the count, or None when it could not be learnt (no answer, the topic not
 in the metadata, more than ``max_pending`` waiting): the quota then charges its documented fallback, and
 :attr:`CreatedCounts.unknown` counts it (the ``controller_mutation_partitions_unknown_total`` metric).
 
@@ -38,7 +40,7 @@ class CreatedCounts:
         self,
         kafka: OwnKafka | None,
         timeout_s: float,
-        tries: int = 3,
+        tries: int = 6,
         retry_s: float = 0.2,
         max_pending: int = MAX_PENDING,
         on_unknown: Callable[[], None] = lambda: None,

@@ -85,7 +85,11 @@ def test_members_of_a_group_share_one_budget_and_a_bystander_keeps_its_own():
         group_rate, bystander_rate = (g1 - g0) / (t1 - t0), (b1 - b0) / (t1 - t0)
         print(f"group {group_rate / QUOTA:.3f} x, bystander {bystander_rate / QUOTA:.3f} x, ids {rotor.acked}")
         assert rotor.acked[0] >= 3  # the rotating producer went through several client ids
-        assert 0.5 * QUOTA <= group_rate <= 1.05 * QUOTA, f"the group at {group_rate / QUOTA:.3f} x its one quota"
+        # the group's bound is wider than the bystander's: its rotating member opens a new connection every second,
+        # and a new connection is not muted until its first throttled answer (the connection escape Kafka has too,
+        # docs/evasion.md): 1.01-1.03 x alone, 1.06-1.10 x beside the suite's other rate measurements. Without the
+        # group each of its ids would have a quota of its own: 3 x at least
+        assert 0.5 * QUOTA <= group_rate <= 1.15 * QUOTA, f"the group at {group_rate / QUOTA:.3f} x its one quota"
         assert 0.5 * QUOTA <= bystander_rate <= 1.05 * QUOTA, f"the bystander at {bystander_rate / QUOTA:.3f} x"
         throttled = proxy.metric(
             "kafka_quota_proxy_quota_throttled_responses_total", quota="producer_byte_rate", **GROUP

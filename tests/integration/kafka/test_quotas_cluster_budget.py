@@ -10,9 +10,9 @@ topic has a name of its own (the cluster is shared with other tests) and is dele
 
 The tenant: three confluent-kafka producers (client id ``shared``), each bootstrapped through another sidecar, with
 their local queues kept full over 6 partitions (acks=all), 64 KiB batches. Admitted = what they had acknowledged
-over 4 s, measured once the start's debt is paid (each sidecar starts with a full bucket and admits what is queued
+over 8 s, measured once the start's debt is paid (each sidecar starts with a full bucket and admits what is queued
 before it sees the others; see README, "Cluster-wide budgets"): from the first second after a stall that admitted at
-least half the quota (tests/integration/clients.steady_after_debt; at 14 s at the latest). With no sharing each sidecar would let the tenant through at its
+least half the quota (tests/integration/clients.steady_after_debt; at 10 s at the latest). With no sharing each sidecar would let the tenant through at its
 quota, about 3 x in total, and there would be no debt to wait for.
 
 The test creates the usage topic itself (compacted, one partition, as the proxy would), led by broker 3, whose
@@ -40,8 +40,12 @@ from tests.kafka_cluster import unique_topic
 pytestmark = pytest.mark.integration
 
 RATE = 2_000_000  # producer_byte_rate, bytes/s
-MEASURE_S = 4.0
-LATEST_START_S = 14.0  # measured from here if no steady second followed a stall (no sharing: no debt to pay)
+# the window: a token bucket may admit its one second of burst after any slow second (a loaded machine stalling
+# the clients), so a window of W seconds can read (W + 1) / W x the quota with the proxy exactly right: 1.25 x
+# over 4 s (a make test run read 1.24 x there, the seconds around it 0.58, 0.42, 0.61, 2.08: 0.92 x in all),
+# 1.125 x over 8 s, within the bound
+MEASURE_S = 8.0
+LATEST_START_S = 10.0  # measured from here if no steady second followed a stall (no sharing: no debt to pay)
 
 
 @pytest.mark.measures_rate(group="kafka3")  # a rate through three sidecars sharing usage on time

@@ -220,7 +220,12 @@ def test_a_streams_topologys_changelog_created_by_kafkas_coordinator_is_charged_
                         proxy.metric("kafka_quota_proxy_controller_mutations_total", user="", client_id="raw-test") == 3
                     ),
                     30,
-                    "the changelog's 3 partitions charged once created",
+                    lambda: (
+                        "the changelog's 3 partitions charged once created: charged "
+                        f"{proxy.metric('kafka_quota_proxy_controller_mutations_total', user='', client_id='raw-test')}"
+                        ", counts not learnt "
+                        f"{proxy.metric('kafka_quota_proxy_controller_mutation_partitions_unknown_total')}"
+                    ),
                 )
                 assert partition_counts(kafka1, [changelog]) == {changelog: 3}
             finally:
