@@ -29,7 +29,12 @@ as many partitions as its source topics have, for each new application id it mad
   answer went out (:mod:`proxy.cluster.created_counts`; when it cannot be learnt, what was declared, and at least
   Kafka's default of one partition). Every other topic's tokens are given back, as are all of them when the answer
   is an error. A count learnt is the proxy's knowledge of the topic from then on, so the other members of the
-  application, joining with the same topology, are not charged for it again.
+  application, joining with the same topology, are not charged for it again;
+- a heartbeat with no topology (or none the proxy does not know) is forwarded, and for a charged client its answer
+  read too: the coordinator configures a topology again when the topics it reads appear or change, on any member's
+  heartbeat, and asks for the internal topics missing then (a member that joined before its source topics existed
+  has its changelog created by a later heartbeat). What its status lists is charged once created, after the fact;
+  such a heartbeat cannot be refused beforehand, at PAUSE either.
 
 The tokens are shared across workers and sidecars as every mutation's are (the manager's usage tap: charges and
 refunds alike). Two first instances of a new application joining through two workers at the same moment, before
@@ -64,6 +69,7 @@ FALLBACK_PARTITIONS = 1  # a created topic whose count cannot be learnt: Kafka's
 REFUSED_MESSAGE = (
     "kafka-quota-proxy: creating this topology's internal topics is over controller_mutation_rate; retry after {ms} ms"
 )
+MAX_TOPIC_NAME = 249  # Kafka's longest topic name
 _TOPIC_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 
@@ -92,11 +98,11 @@ def _decide(
     PAUSE alone)."""
     msg = decode_request(STREAMS_GROUP_HEARTBEAT, header.api_version, body)
     if msg.topology is None:
-        return FORWARD_AS_IS
+        return _observed(scope, session, header, client_id)
     declared = internal_topics(msg.topology)
     unknown = _unknown(scope, declared)
     if not unknown:
-        return FORWARD_AS_IS
+        return _observed(scope, session, header, client_id)
     # asked of the broker first: what one worker (or sidecar) has not learnt, another may have created
     keys = [(name, None) for name in unknown]
     return look_up_topics(scope, session, keys, partial(_admit, scope, session, header, client_id, msg, unknown))
@@ -121,7 +127,7 @@ def _admit(
     added then: :mod:`proxy.apis.partitions_at_pause`), else admitted together."""
     wanted = _unknown(scope, asked)
     if not wanted:
-        return FORWARD_AS_IS
+        return _observed(scope, session, header, client_id)
     if paused(scope.quotas):
         counted_refusal(scope.quotas, STREAMS_GROUP_HEARTBEAT)
         paused_for = refusal_throttle(scope.quotas, header, Decisions())
@@ -138,21 +144,42 @@ def _admit(
         message = REFUSED_MESSAGE.format(ms=throttle.throttle_time_ms)
         return AnswerLocally.failing(header, msg, COORDINATOR_NOT_AVAILABLE, throttle, message)
     charges = Charges(mutations, session.user, client_id, [(topic_keys(n), c) for n, c in wanted.items()], now)
+    return _forwarded(scope, header, charges, wanted)
+
+
+def _observed(scope: ConnectionScope, session: Session, header: RequestHeader, client_id: str | None) -> Outcome:
+    """A heartbeat that asks for no topic the proxy does not know. For a charged client its answer is read all the
+    same: the coordinator configures a group's topology again whenever the topics it reads appear or change, on any
+    member's heartbeat, and asks the controller for the internal topics missing then (a member that joined before
+    its source topics existed has them created by a later heartbeat carrying no topology). Those are charged once
+    created, after the fact: the bucket's debt holds the tenant's next mutations."""
+    if client_id is None:
+        return FORWARD_AS_IS
+    charges = Charges(scope.quotas.mutations, session.user, client_id, [], scope.quotas.clock.now_ms())
+    return _forwarded(scope, header, charges, {})
+
+
+def _forwarded(scope: ConnectionScope, header: RequestHeader, charges: Charges, wanted: dict[str, int]) -> Outcome:
     settle = partial(_settle, scope, header.api_version, charges, wanted)
     return ForwardRequest(leg=ResponseLeg(observe=settle, accounted=charges.accounted), usage=charges.usage)
 
 
 def _settle(scope: ConnectionScope, version: int, charges: Charges, wanted: dict[str, int], body: memoryview) -> None:
-    """The coordinator's answer: the topics it asked the controller for are charged what was created; the rest given
-    back."""
+    """The coordinator's answer: the topics it asked the controller for are charged what was created (those the
+    request was not admitted for, after the fact); the rest given back."""
     answer = decode_response(STREAMS_GROUP_HEARTBEAT, version, body)
     now = scope.quotas.clock.now_ms()
-    missing = _named(answer.status or (), wanted) if answer.error_code == NONE else set()
+    statuses = (answer.status or ()) if answer.error_code == NONE else ()
+    missing = _named(statuses, wanted)
     for name in wanted:
         if name in missing:
-            scope.counts.want(name, partial(_created, scope, charges, name))
+            scope.counts.want(name, partial(_created, scope, charges, name, FALLBACK_PARTITIONS))
         else:
             charges.give_back(charges.taken_for(name), now)
+    max_age = scope.quotas.metadata_max_age_ms
+    for name in sorted(_reported(statuses) - wanted.keys()):
+        if scope.topics.partitions(name, now, max_age) is None:
+            scope.counts.want(name, partial(_created, scope, charges, name, 0))
 
 
 def _named(statuses: Iterable[Message], wanted: dict[str, int]) -> set[str]:
@@ -166,17 +193,33 @@ def _named(statuses: Iterable[Message], wanted: dict[str, int]) -> set[str]:
     return words & wanted.keys()
 
 
-def _created(scope: ConnectionScope, charges: Charges, name: str, partitions: int | None) -> None:
-    """``name``'s count, looked up once the controller was asked to create it (None: not learnt); charged by the
-    first worker to claim it (:mod:`proxy.cluster.creation_claims`; a single process: at once)."""
+def _reported(statuses: Iterable[Message]) -> set[str]:
+    """The topics a MISSING_INTERNAL_TOPICS status lists after its colon ("Internal topics are missing: a, b"), for
+    an answer to a heartbeat that declared none the proxy did not know. A word that is no topic is looked up,
+    found in no metadata, and charged nothing."""
+    names: set[str] = set()
+    for status in statuses:
+        if status.status_code == MISSING_INTERNAL_TOPICS and ":" in status.status_detail:
+            listed = status.status_detail.rsplit(":", 1)[1]
+            listed = "".join(c if c in _TOPIC_CHARACTERS else " " for c in listed)
+            names.update(w for w in listed.split() if w not in (".", "..") and len(w) <= MAX_TOPIC_NAME)
+    return names
+
+
+def _created(scope: ConnectionScope, charges: Charges, name: str, fallback: int, partitions: int | None) -> None:
+    """``name``'s count, looked up once the controller was asked to create it (None: not learnt: ``fallback`` is
+    charged, 0 for a topic no request was admitted for); charged by the first worker to claim it
+    (:mod:`proxy.cluster.creation_claims`; a single process: at once)."""
     now, max_age = scope.quotas.clock.now_ms(), scope.quotas.metadata_max_age_ms
     if scope.topics.partitions(name, now, max_age) is not None:
         charges.give_back(charges.taken_for(name), now)  # another member's join, answered first, was charged for it
         return
-    scope.claims.claim(name, max_age, partial(_charge, scope, charges, name, partitions))
+    scope.claims.claim(name, max_age, partial(_charge, scope, charges, name, fallback, partitions))
 
 
-def _charge(scope: ConnectionScope, charges: Charges, name: str, partitions: int | None, first: bool) -> None:
+def _charge(
+    scope: ConnectionScope, charges: Charges, name: str, fallback: int, partitions: int | None, first: bool
+) -> None:
     """``first``: this process charges the topic created (``partitions``, None: not learnt); else another worker
     did, and the tokens taken for it are given back."""
     now = scope.quotas.clock.now_ms()
@@ -186,7 +229,7 @@ def _charge(scope: ConnectionScope, charges: Charges, name: str, partitions: int
     if not first:
         charges.give_back(taken, now)
     elif partitions is None:
-        charges.more(FALLBACK_PARTITIONS - taken, now)
+        charges.more(fallback - taken, now)
     else:
         charges.more(partitions - taken, now)
         charges.give_back(taken - partitions, now)

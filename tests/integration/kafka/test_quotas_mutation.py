@@ -19,12 +19,12 @@ import time
 import uuid
 
 import pytest
-from kafka.admin import KafkaAdminClient
+from kafka.admin import KafkaAdminClient, NewTopic
 
 from proxy.codec.apis import STREAMS_GROUP_HEARTBEAT
 from tests.harness import wait_until
-from tests.integration.kafka.quotas_common import configs, delete_topics, direct_admin, topics
-from tests.integration.raw import heartbeat_until_answered, streams_join
+from tests.integration.kafka.quotas_common import configs, delete_topics, direct_admin
+from tests.integration.raw import asked, heartbeat_until_answered, streams_join
 from tests.kafka_cluster import unique_topic
 
 pytestmark = pytest.mark.integration
@@ -199,34 +199,66 @@ def test_permissive_confluent_kafka_requests_go_through_whole_and_the_client_is_
         delete_topics(cluster, names)
 
 
-def test_a_streams_topologys_changelog_created_by_kafkas_coordinator_is_charged_once_created(kafka1):
+def charged_as_a_member_heartbeats(proxy, fields: dict, joined, partitions: int) -> None:
+    """Heartbeat as the member that ``joined`` would (no topology, every half second: faster than a real member's
+    interval, not differently) until its client has been charged ``partitions`` for the internal topics: the
+    coordinator configures the topology, and asks the controller for what is missing, on whichever heartbeat finds
+    the topology's source topics in its metadata, which on a loaded broker may lag their creation."""
+    epoch = [joined.member_epoch]
+
+    def charged() -> bool:
+        answer = asked(proxy.port, STREAMS_GROUP_HEARTBEAT, 1, **{**fields, "topology": None, "member_epoch": epoch[0]})
+        assert answer.error_code == 0, answer
+        epoch[0] = answer.member_epoch
+        return proxy.metric("kafka_quota_proxy_controller_mutations_total", user="", client_id="raw-test") == partitions
+
+    wait_until(
+        charged,
+        30,
+        lambda: (
+            f"the internal topics' {partitions} partitions charged once created: charged "
+            f"{proxy.metric('kafka_quota_proxy_controller_mutations_total', user='', client_id='raw-test')}"
+            ", counts not learnt "
+            f"{proxy.metric('kafka_quota_proxy_controller_mutation_partitions_unknown_total')}"
+        ),
+        interval=0.5,
+    )
+
+
+@pytest.mark.parametrize("source_first", [True, False], ids=["source-first", "source-after-the-join"])
+def test_a_streams_topologys_changelog_created_by_kafkas_coordinator_is_charged_once_created(kafka1, source_first):
     """KIP-1071: a Streams member joining with a topology whose store's changelog topic is missing makes Kafka's
     group coordinator create it (a CreateTopics of the broker's own, in the member's name, that never passes through
     the proxy). Through a sidecar with the member's controller_mutation_rate, the proxy asks the broker first, finds
     the changelog missing, forwards the join, and charges the 3 partitions Kafka created it with (its source
-    topic's) once the coordinator's answer said it was missing."""
+    topic's) once the coordinator's answer said it was missing. A tenant joining before its source topic exists
+    (the coordinator then creates nothing) and creating the source after has the changelog created on a later
+    heartbeat that carries no topology: charged the same, after the fact."""
     quotas = [{"entity": {"client-id": "raw-test"}, "controller_mutation_rate": 100}]
     group = unique_topic("streams-charge")
     changelog = f"{group}-store-changelog"
-    with topics(kafka1, "streams-source", partitions=3) as (source,):
-        with kafka1.sidecars(configs=configs(kafka1, quotas)[:1]) as (proxy,):
-            try:
-                compacted = [{"key": "cleanup.policy", "value": "compact"}]
-                fields = streams_join(group, str(uuid.uuid4()), source, compacted)
-                joined = heartbeat_until_answered(proxy.port, STREAMS_GROUP_HEARTBEAT, 1, **fields)
-                assert joined.error_code == 0 and joined.member_epoch > 0, joined
-                wait_until(
-                    lambda: (
-                        proxy.metric("kafka_quota_proxy_controller_mutations_total", user="", client_id="raw-test") == 3
-                    ),
-                    30,
-                    lambda: (
-                        "the changelog's 3 partitions charged once created: charged "
-                        f"{proxy.metric('kafka_quota_proxy_controller_mutations_total', user='', client_id='raw-test')}"
-                        ", counts not learnt "
-                        f"{proxy.metric('kafka_quota_proxy_controller_mutation_partitions_unknown_total')}"
-                    ),
-                )
-                assert partition_counts(kafka1, [changelog]) == {changelog: 3}
-            finally:
-                delete_topics(kafka1, [changelog])
+    source = unique_topic("streams-source")
+    compacted = [{"key": "cleanup.policy", "value": "compact"}]
+    fields = streams_join(group, str(uuid.uuid4()), source, compacted)
+    with kafka1.sidecars(configs=configs(kafka1, quotas)[:1]) as (proxy,):
+        try:
+            if source_first:
+                create_directly(kafka1, source, 3)
+            joined = heartbeat_until_answered(proxy.port, STREAMS_GROUP_HEARTBEAT, 1, **fields)
+            assert joined.error_code == 0 and joined.member_epoch > 0, joined
+            if not source_first:
+                assert partition_counts(kafka1, [changelog]) == {}  # nothing to create it from yet
+                create_directly(kafka1, source, 3)
+            charged_as_a_member_heartbeats(proxy, fields, joined, 3)
+            assert partition_counts(kafka1, [changelog]) == {changelog: 3}
+        finally:
+            delete_topics(kafka1, [changelog, source])
+
+
+def create_directly(cluster, name: str, partitions: int) -> None:
+    admin = direct_admin(cluster)
+    try:
+        admin.create_topics([NewTopic(name, partitions, -1)])
+        wait_until(lambda: name in admin.list_topics(), 30, f"topic {name} created")
+    finally:
+        admin.close()

@@ -115,6 +115,24 @@ def test_topics_the_coordinator_did_not_ask_for_are_given_back_and_a_count_not_l
     assert tokens(wire) == 99
 
 
+def test_topics_a_heartbeat_without_a_topology_makes_the_coordinator_create_are_charged_after_the_fact():
+    """A member that joined before its source topics existed: the coordinator configures the topology when they
+    appear, on the member's next heartbeat (no topology in it), and has the changelog created then (Apache Kafka
+    4.x, tests/integration/kafka/test_quotas_mutation.py). Its answer is read: the topics it lists are charged their
+    created count after the fact; a word of the status that is no topic is found in no metadata and costs nothing."""
+    counts = WantedCounts()
+    wire = Wire(rate=1, num=100, counts=counts)
+    ((forwarded, _),) = join(wire, 1, 1, topology=False)
+    answered(wire, forwarded, missing=(CHANGELOG, "Retrying"))
+    assert sorted(name for name, _ in counts.wanted) == sorted([CHANGELOG, "Retrying"]) and tokens(wire) == 100
+    for name, then in counts.wanted:
+        then(3 if name == CHANGELOG else None)
+    assert tokens(wire) == 97 and wire.logged(STREAMS_GROUP_HEARTBEAT) == 3
+    ((forwarded, _),) = join(wire, 1, 2, topology=False)  # another member's heartbeat: the changelog is known now
+    answered(wire, forwarded, missing=(CHANGELOG,))
+    assert len(counts.wanted) == 2 and tokens(wire) == 97
+
+
 def test_a_topology_over_the_quota_is_refused_and_never_reaches_the_coordinator():
     """Rate 1, burst 10: a made-up application whose repartition topic has 50 partitions is admitted (the bucket
     was not negative) and leaves it 40 in debt; the next application's join is answered COORDINATOR_NOT_AVAILABLE
