@@ -150,7 +150,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="ENTITY",
         help="keep this tenant's own figure where its heavy use is legitimate, though far from its fleet (else it is "
         "named an offender and held to the fleet's figure): users=NAME, clients=NAME, users=NAME,clients=NAME, "
-        "ips=ADDRESS, topics=NAME or groups=NAME, the entity types of the commands file; repeatable",
+        "ips=ADDRESS, topics=NAME, groups=NAME or quota-groups=NAME, the entity types of the commands file; repeatable",
     )
 
 

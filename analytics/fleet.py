@@ -42,6 +42,7 @@ from analytics.recommend import (
     sorted_items,
 )
 from quota.primitives.entity import DEFAULT
+from quota.primitives.quota_groups import QUOTA_GROUP
 
 DEFAULT_PERCENTILE = 90.0
 IP_PERCENTILE = 99.0  # the ip default's least percentile: the table names only the few addresses that stand out
@@ -97,13 +98,16 @@ def plan(
     group): offenders held, and with ``q`` the fleet defaults (None: one entry per tenant); the quota groups'
     entries after them, their members planned in them (:mod:`analytics.groups`)."""
     named = list(named_rates.recommendations(named_rows, rules))
-    grouped, group_basis = groups.entries(groups.recommendations(group_rows, rules), tenants)
+    grouped, group_basis = groups.entries(groups.recommendations(group_rows, rules, tenants), tenants)
     items = sorted_items(named_rates.merged(build_quotas(entity_rows, user_rows, ip_rows, rules), named))
     items = groups.taken_out(items, grouped, tenants)
     found = {**outliers.fleets(entity_rows, user_rows, ip_rows), **named_rates.fleets(named_rows)}
-    judged = outliers.judge(items, found, rules, legitimate)
+    found = {**groups.out_of_fleets(found, grouped, tenants), **groups.fleets(group_rows, tenants)}
+    judged = outliers.judge([*items, *grouped], found, rules, legitimate)
     own_basis = named_rates.merged_basis(bases(entity_rows, user_rows, ip_rows, rules), named)
-    own, own_basis = outliers.hold(items, own_basis, judged)
+    of_group = [o for o in judged if QUOTA_GROUP in o.entity]  # a group keeps its entry: no <default> takes it
+    grouped, group_basis = outliers.hold(grouped, group_basis, of_group)
+    own, own_basis = outliers.hold(items, own_basis, [o for o in judged if o not in of_group])
     items, basis = (own, own_basis) if q is None else with_defaults(own, own_basis, q, judged)
     items, basis, group_notes = groups.with_groups(items, {**basis, **group_basis}, grouped)
     offenders = sum(not o.legitimate for o in judged)

@@ -1,9 +1,19 @@
 """The quota groups' statistics: their members' records added up, and their summed demand. Spark.
 
-``group_stats``: one row per ``(quota group, api)`` for Produce and Fetch, in columns of ``entity_stats`` (``user``
-the group's name, ``client_id`` null): the rates of the group's records added up per interval as a tenant's are, by
-the scope (:func:`analytics.stats.entity_intervals`), what held them, and ``request_demand``/``response_demand`` the members' summed
-demand (:mod:`analytics.summed_demand`). ``tenant_groups``: the group of each tenant, its latest record's.
+``group_stats``: rows of the group's records added up per interval as a tenant's are (``user`` the group's name,
+``client_id`` null), in the columns of the tables the same key of a tenant is recommended from:
+
+- ``api`` Produce and Fetch (``entity_stats``' columns): the byte rates by the scope
+  (:func:`analytics.stats.entity_intervals`), what held them, and ``request_demand``/``response_demand`` the members'
+  summed demand (:mod:`analytics.summed_demand`);
+- ``api`` ``*``: the token buckets' figures over all its APIs (:func:`analytics.stats.bucket_stats`): partition
+  mutations (one KIP-599 bucket per proxy, summed under ``cluster``) and new producer ids (per broker, summed under
+  ``cluster``), as a tenant's;
+- ``api`` ``request_rate`` (``named_stats``' columns, ``key`` request_rate): the requests ``request_rate`` counts,
+  the busiest proxy's under either scope (each proxy counts them), and ``demand``, the members' summed demand in
+  requests/s where a hold hid it.
+
+``tenant_groups``: the group of each tenant, its latest record's.
 """
 
 from __future__ import annotations
@@ -13,9 +23,10 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from analytics import stats
+from analytics import named_stats, stats
 from analytics.groups import GROUP_KEYS
 from analytics.summed_demand import summed_demand
+from quota.primitives.entity import REQUEST_RATE
 
 TENANT = ["user", "client_id"]
 
@@ -54,17 +65,66 @@ def group_stats(
     ports: bool,
     k: int = 1,
     interval_s: float = 0.0,
+    apis: Sequence[str] = (),
 ) -> DataFrame:
-    """Per (quota group, Produce/Fetch): the group's records added up per interval (:func:`_rates`), its demand the
-    members' summed demand. ``grid``: the records on the grid; ``entity_frame``: the tenants' intervals
-    (:func:`analytics.stats.entity_intervals`); ``tenants``: :func:`tenant_groups`."""
-    apis = list(GROUP_KEYS)
-    records = grid.where(F.col("quota_group").isNotNull() & F.col("api").isin(apis))
-    as_tenant = records.withColumn("user", F.col("quota_group")).withColumn("client_id", F.lit(None).cast("string"))
-    intervals = stats._entity_budgets(as_tenant, [*TENANT, "api", "time"], scope, ports)  # its APIs' own: no "*"
+    """Per quota group, its byte rates (Produce, Fetch: :func:`_rates`, its demand the members' summed demand), its
+    token buckets (``*``) and its request rate (``request_rate``, the requests of ``apis``). ``grid``: the records on
+    the grid; ``entity_frame``: the tenants' intervals (:func:`analytics.stats.entity_intervals`); ``tenants``:
+    :func:`tenant_groups`."""
+    byte_apis = list(GROUP_KEYS)
+    grouped = grid.where(F.col("quota_group").isNotNull() & F.col("api").isNotNull())
+    as_tenant = grouped.withColumn("user", F.col("quota_group")).withColumn("client_id", F.lit(None).cast("string"))
+    records = as_tenant.where(F.col("api").isin(byte_apis))
+    intervals = stats._entity_budgets(records, [*TENANT, "api", "time"], scope, ports)  # its APIs' own: no "*"
     summed = _rates(stats.on_quota_window(intervals, k, interval_s))
     schema = "user string, client_id string, quota_group string"
     groups = grid.sparkSession.createDataFrame([t for t in tenants if t[2] is not None], schema)
-    members = entity_frame.where(F.col("api").isin(apis)).join(F.broadcast(groups), TENANT)
+    members = entity_frame.where(F.col("api").isin(byte_apis)).join(F.broadcast(groups), TENANT)
     demand = summed_demand(members, ["quota_group", "api"], TENANT, ("request", "response")).drop("held_intervals")
-    return summed.join(demand.withColumnRenamed("quota_group", "user"), ["user", "api"], "left")
+    byte_rates = summed.join(demand.withColumnRenamed("quota_group", "user"), ["user", "api"], "left")
+    every_api = stats._entity_budgets(as_tenant, [*TENANT, "time"], scope, ports)
+    buckets = every_api.groupBy(*TENANT).agg(F.count(F.lit(1)).alias("intervals"), *stats.bucket_stats())
+    out = byte_rates.unionByName(buckets.withColumn("api", F.lit(stats.ALL_APIS)), allowMissingColumns=True)
+    if apis:
+        counted = grouped.where(F.col("api").isin(list(apis)))
+        out = out.unionByName(_request_rates(counted, k, interval_s), allowMissingColumns=True)
+    return out
+
+
+def _request_rates(counted: DataFrame, k: int, interval_s: float) -> DataFrame:
+    """The groups' ``request_rate`` rows from their members' ``counted`` records: added up per proxy and interval,
+    the busiest proxy's (:func:`analytics.named_stats.named_stats`' columns), and ``demand``, the members' summed
+    demand where a hold hid it (each proxy's, the busiest)."""
+    none = F.lit(None).cast("string")
+    per_proxy = counted.groupBy("quota_group", "time", "proxy").agg(
+        F.sum("requests").alias("count"), F.max("interval_s").alias("interval_s")
+    )
+    intervals = per_proxy.groupBy("quota_group", "time").agg(
+        F.sum("count").alias("total"),
+        F.max(F.col("count") / F.col("interval_s")).alias("rate"),
+        F.max("interval_s").alias("interval_s"),
+    )
+    named = intervals.select(
+        F.col("quota_group").alias("user"),
+        *[none.alias(c) for c in ("client_id", "topic", "partition", "group")],
+        F.lit(REQUEST_RATE).alias("key"),
+        "time",
+        "total",
+        "rate",
+        "interval_s",
+    )
+    rates = named_stats.named_stats(named, k, interval_s)
+    parts = (
+        counted.groupBy("quota_group", "proxy", *TENANT, "time")
+        .agg(
+            *[F.sum(c).alias(c) for c in ("requests", "held_requests", "held_ms")],
+            F.max("interval_s").alias("interval_s"),
+        )
+        .withColumn("request_rate", F.col("requests") / F.col("interval_s"))
+        .withColumn("quota_rate", F.lit(None).cast("double"))
+    )
+    held = summed_demand(parts, ["quota_group", "proxy"], TENANT, ("request",)).where(F.col("held_intervals") > 0)
+    demand = held.groupBy(F.col("quota_group").alias("user")).agg(
+        F.max("held_intervals").alias("held_intervals"), F.max("request_demand").alias("demand")
+    )
+    return rates.join(demand, "user", "left").withColumn("api", F.lit(REQUEST_RATE))

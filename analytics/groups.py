@@ -21,17 +21,34 @@ prefix group's entry lists the client ids seen; keep the prefix of the entry in 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
-from analytics.recommend import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, Rules, byte_rate_basis, entity_id
-from quota.primitives.entity import DEFAULT
+from analytics import named_rates
+from analytics.recommend import (
+    CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
+    PRODUCER_BYTE_RATE,
+    PRODUCER_IDS_RATE,
+    Rules,
+    byte_rate_basis,
+    entity_id,
+    mutation_basis,
+    producer_ids_basis,
+)
+from quota.primitives.entity import DEFAULT, REQUEST_RATE
 from quota.primitives.quota_groups import CLIENT_IDS, QUOTA_GROUP, USERS
 
 ANONYMOUS = "ANONYMOUS"  # the principal of a connection without SASL or mTLS: every unauthenticated client
 
 GROUP_KEYS = {"Produce": (PRODUCER_BYTE_RATE, "request"), "Fetch": (CONSUMER_BYTE_RATE, "response")}
-"""The keys planned for a group, by API: what the rows of :mod:`analytics.group_stats` measure."""
+"""The byte rates planned for a group, by API: what the Produce and Fetch rows of :mod:`analytics.group_stats`
+measure."""
 
+PLANNED = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_IDS_RATE, REQUEST_RATE)
+"""Every key planned for a group: its byte rates, its token buckets (the ``*`` rows) and its request rate (the
+``request_rate`` rows); ``producer_ids_rate`` only for a group of users (KIP-936 keys it by user)."""
+
+Tenants = Iterable[tuple[str | None, str | None, str | None]]  # (user, client_id, quota group) of every tenant
 Recommendation = tuple[dict, str, float, str]  # (entity, key, value, what it rests on)
 
 
@@ -50,15 +67,42 @@ def members(group: str, tenants: Iterable[tuple[str | None, str | None, str | No
     return {CLIENT_IDS: sorted(clients)}
 
 
-def recommendations(rows: Iterable[Mapping], rules: Rules) -> Iterable[Recommendation]:
-    """``({quota-group: NAME}, key, value, what it rests on)`` per group row (:mod:`analytics.group_stats`)."""
+def recommendations(rows: Iterable[Mapping], rules: Rules, tenants: Tenants = ()) -> Iterable[Recommendation]:
+    """``({quota-group: NAME}, key, value, what it rests on)`` per group row (:mod:`analytics.group_stats`), by the
+    rule of the same key for one tenant; ``producer_ids_rate`` only for a group of users (``tenants``:
+    :func:`members`)."""
+    tenants = list(tenants)
     for row in rows:
-        if row["api"] not in GROUP_KEYS:
-            continue
+        entity = {QUOTA_GROUP: row["user"]}
+        for key, (value, text) in _bases(row, rules, lambda: USERS in members(row["user"], tenants)):
+            if value:
+                yield entity, key, value, f"its members added up per interval: {text}"
+
+
+def _bases(row: Mapping, rules: Rules, by_user) -> Iterator[tuple[str, tuple[float | None, str]]]:
+    """``(key, (value, what it rests on))`` of one group row."""
+    if row["api"] in GROUP_KEYS:
         key, side = GROUP_KEYS[row["api"]]
-        value, text = byte_rate_basis(row, side, rules)
-        if value:
-            yield {QUOTA_GROUP: row["user"]}, key, value, f"its members added up per interval: {text}"
+        yield key, byte_rate_basis(row, side, rules)
+    elif row["api"] == REQUEST_RATE:
+        yield REQUEST_RATE, named_rates.basis(row, rules)
+    elif row["api"] == "*":
+        yield CONTROLLER_MUTATION_RATE, mutation_basis(row, rules)
+        if by_user():
+            yield PRODUCER_IDS_RATE, producer_ids_basis(row, rules)
+
+
+def fleets(rows: Iterable[Mapping], tenants: Tenants) -> dict[tuple[tuple[str, ...], str], list[dict]]:
+    """The groups' fleets, per key (as :func:`analytics.outliers.fleets`): the groups that produced, fetched or sent
+    the requests ``request_rate`` counts; every group for ``controller_mutation_rate``, every group of users for
+    ``producer_ids_rate`` (one that did none counts at what one event gives)."""
+    tenants = list(tenants)
+    out: dict[tuple[tuple[str, ...], str], list[dict]] = {}
+    for row in rows:
+        entity = {QUOTA_GROUP: row["user"]}
+        for key, _ in _bases(row, Rules(), lambda: USERS in members(row["user"], tenants)):
+            out.setdefault(((QUOTA_GROUP,), key), []).append(entity)
+    return out
 
 
 def entries(
@@ -74,13 +118,10 @@ def entries(
     return list(out.values()), said
 
 
-def taken_out(
-    items: Iterable[Mapping], groups: Sequence[Mapping], tenants: Iterable[tuple[str | None, str | None, str | None]]
-) -> list[dict]:
-    """``items`` without the keys of the members' own entries that their groups (``groups``: :func:`entries`) set;
-    an item left with none dropped."""
-    keys = {e["entity"][QUOTA_GROUP]: {k for k in e if k in GROUP_KEYS_SET} for e in groups}
-    taken = {(user, client_id, key) for user, client_id, group in tenants if group in keys for key in keys[group]}
+def taken_out(items: Iterable[Mapping], groups: Sequence[Mapping], tenants: Tenants) -> list[dict]:
+    """``items`` without the keys of the members' own entries that their groups (``groups``: :func:`entries`) set
+    (a member's ``{user: NAME}`` too, for a group of users); an item left with none dropped."""
+    taken = _taken(groups, tenants)
     out = []
     for item in items:
         entity = item["entity"]
@@ -88,6 +129,27 @@ def taken_out(
         if set(kept) != {"entity"}:
             out.append(kept)
     return out
+
+
+def out_of_fleets(found: Mapping[tuple, Sequence[dict]], groups: Sequence[Mapping], tenants: Tenants) -> dict:
+    """The fleets ``found`` (:func:`analytics.outliers.fleets`) without the members of a group for the keys it sets:
+    planned in their group, they have no figure of their own to be judged by, nor to judge others by."""
+    taken = _taken(groups, tenants)
+    return {
+        (kinds, key): [e for e in members if (e.get("user"), e.get("client-id"), key) not in taken]
+        for (kinds, key), members in found.items()
+    }
+
+
+def _taken(groups: Sequence[Mapping], tenants: Tenants) -> set[tuple[str | None, str | None, str]]:
+    """``(user, client_id, key)`` of each member's own entity for each key its group sets."""
+    keys = {e["entity"][QUOTA_GROUP]: ({k for k in e if k in PLANNED}, USERS in e) for e in groups}
+    taken = set()
+    for user, client_id, group in tenants:
+        group_keys, by_user = keys.get(group, ((), False))
+        taken |= {(user, client_id, key) for key in group_keys}
+        taken |= {(user, None, key) for key in group_keys if by_user}
+    return taken
 
 
 def with_groups(
@@ -100,7 +162,7 @@ def with_groups(
     said = {eid: dict(keys) for eid, keys in basis.items()}
     if not groups:
         return [dict(it) for it in items], said, []
-    by_client = {k for e in groups if USERS not in e for k in e if k in GROUP_KEYS_SET}
+    by_client = {k for e in groups if USERS not in e for k in e if k in PLANNED}
     out, moved = [], {}
     for item in items:
         kept = dict(item)
@@ -126,6 +188,3 @@ def with_groups(
         said.setdefault(entity_id(default), {}).update({k: why for k in moved})
         notes.append(f"{', '.join(sorted(moved))}: {why}")
     return [*out, *(dict(g) for g in groups)], said, notes
-
-
-GROUP_KEYS_SET = frozenset(key for key, _ in GROUP_KEYS.values())

@@ -209,7 +209,8 @@ def run(
         }
         tenants = group_stats.tenant_groups(grid) if log["grouped"] else []  # a log with quota groups
         if tenants:
-            tables["group"] = group_stats.group_stats(grid, frames["entity"], tenants, combine, ports, k, grid_s)
+            by_scope = (combine, ports, k, grid_s, rules.request_rate_apis)
+            tables["group"] = group_stats.group_stats(grid, frames["entity"], tenants, *by_scope)
         if log["named_held"]:  # holds of request rates or topics: what they hid
             named = named_stats.named_demand(grid, rules.request_rate_apis)
             tables["named"] = named_stats.with_demand(tables["named"], named)

@@ -60,6 +60,7 @@ FLAG_TYPES = {  # --legitimate's entity types: the commands'
     "ips": "ip",
     "topics": "topic",
     "groups": "group",
+    "quota-groups": "quota-group",
 }
 
 Fleet = tuple[tuple[str, ...], str]  # (the entity type's parts, the quota key)
@@ -189,7 +190,7 @@ def covers(flag: Mapping[str, str], entity: Mapping[str, str]) -> bool:
 
 def parse_entity(text: str) -> dict[str, str]:
     """``users=NAME``, ``clients=NAME``, ``users=NAME,clients=NAME``, ``ips=ADDRESS``, ``topics=NAME`` or
-    ``groups=NAME`` (the entity types of the commands file) as an ``entity:`` mapping. A name may hold ``=`` and
+    ``groups=NAME`` (the entity types of the commands file), or ``quota-groups=NAME``, as an ``entity:`` mapping. A name may hold ``=`` and
     ``,`` (an mTLS principal ``CN=a,O=b``): the parts are split only before ``clients=``, ``users=`` or ``ips=``.
     Raises ValueError saying what is wrong."""
     entity: dict[str, str] = {}
@@ -198,14 +199,14 @@ def parse_entity(text: str) -> dict[str, str]:
         if not sep or kind not in FLAG_TYPES:
             raise ValueError(
                 f"{text!r}: an entity is users=NAME, clients=NAME, users=NAME,clients=NAME, ips=ADDRESS, "
-                "topics=NAME or groups=NAME"
+                "topics=NAME, groups=NAME or quota-groups=NAME"
             )
         if not name or name == DEFAULT:
             raise ValueError(f"{text!r}: {kind}= names one tenant (not empty, not {DEFAULT})")
         if FLAG_TYPES[kind] in entity:
             raise ValueError(f"{text!r}: {kind}= given twice")
         entity[FLAG_TYPES[kind]] = name
-    alone = next((kind for kind in ("ip", "topic", "group") if kind in entity), None)
+    alone = next((kind for kind in ("ip", "topic", "group", "quota-group") if kind in entity), None)
     if alone is not None and len(entity) > 1:
         raise ValueError(f"{text!r}: {alone}s= stands alone (a {alone}'s quota is its own, whoever uses it)")
     return {part: entity[part] for part in FLAG_TYPES.values() if part in entity}

@@ -321,6 +321,14 @@ def entity_stats(intervals: DataFrame, k: int = 1, interval_s: float = 0.0) -> D
         F.try_divide(F.sum("observed_rate_sum"), F.sum("throttles")).alias("observed_rate_mean"),
         *_demand("request"),
         *_demand("response"),
+        *bucket_stats(),
+    )
+
+
+def bucket_stats() -> list[Column]:
+    """The token-bucket keys' figures of an entity's intervals (:func:`entity_intervals`): partition mutations
+    (KIP-599) and new producer ids (KIP-936), in all, per second (p99, max) and per interval (max, p99)."""
+    return [
         F.sum("partition_mutations").alias("partition_mutations"),
         F.expr("percentile(mutation_rate, 0.99)").alias("mutation_rate_p99"),
         F.max("mutation_rate").alias("mutation_rate_max"),
@@ -329,7 +337,7 @@ def entity_stats(intervals: DataFrame, k: int = 1, interval_s: float = 0.0) -> D
         F.expr("percentile(new_pid_rate, 0.99)").alias("new_pid_rate_p99"),
         F.max("new_pid_rate").alias("new_pid_rate_max"),
         *_interval_bursts("new_pids", "new_pids"),
-    )
+    ]
 
 
 def user_stats(users: DataFrame) -> DataFrame:

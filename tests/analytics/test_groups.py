@@ -113,3 +113,93 @@ def test_the_change_set_takes_a_members_own_entry_away_and_says_the_group_goes_i
     assert "edit proxy.yaml: the entry of {quota-group: etl-team} to producer_byte_rate: 1200000" in commands
     assert "--entity-type users --entity-name alice" not in commands  # set in the file: edited there, too
     assert [kept[:2] for kept in changes.kept] == [(alice, "request_rate")]
+
+
+def bucket_row(name, mutations=0, new_pids=0, pid_rate=0.0):
+    """A group's ``*`` row: ``mutations`` partitions created in one interval, ``new_pids`` new producer ids in one."""
+    return {
+        "user": name,
+        "client_id": None,
+        "api": "*",
+        "intervals": 60,
+        "mutation_rate_p99": 0.0,
+        "mutations_max_interval": mutations,
+        "new_pid_rate_p99": pid_rate,
+        "new_pids_max_interval": new_pids,
+    }
+
+
+def request_row(name, p99, **held):
+    none = {"client_id": None, "topic": None, "partition": None, "group": None}
+    return {"user": name, **none, "api": "request_rate", "key": "request_rate", "intervals": 60} | {
+        "rate_p99": p99,
+        "burst_max": p99,
+        **held,
+    }
+
+
+def test_a_groups_buckets_and_request_rate_are_recommended_in_its_one_entry_and_taken_from_its_members():
+    """Every key a group shares: 55 partitions created at once (KIP-599's bucket of 11 s holds them at 5/s), one new
+    producer id in 10 s (p99 0.1/s x 3600 x 1.5 = 540 an hour) and 4 counted requests/s x 1.5; the members keep no
+    entry of their own for those keys (alice's {user: alice} producer_ids_rate included), and the proxy resolves
+    each key of each member to the group's one budget. A group of client ids gets no producer_ids_rate (KIP-936 keys
+    it by user; the proxy refuses it there)."""
+    members = [("alice", "etl"), ("bob", "loader")]
+    tenants = [(u, c, "etl-team") for u, c in members] + [("ANONYMOUS", "job-1", "jobs")]
+    rows = [
+        bucket_row("etl-team", mutations=55, new_pids=1, pid_rate=0.1),
+        request_row("etl-team", 4.0),
+        bucket_row("jobs", mutations=11, new_pids=1, pid_rate=0.1),
+    ]
+    own = [{"user": u, "client_id": c, "api": "*", "mutation_rate_p99": 0.5, "intervals": 60} for u, c in members]
+    users = [{"user": "alice", "new_pid_rate_p99": 0.1, "new_pids_max_interval": 1, "intervals": 60}]
+    request_rows = [
+        {"user": u, "client_id": c, "topic": None, "partition": None, "group": None, "key": "request_rate"}
+        | {"intervals": 60, "rate_p99": 2.0, "burst_max": 2.0}
+        for u, c in members
+    ]
+    table = fleet.plan(own, users, [], Rules(), None, (), request_rows, rows, tenants)
+    assert not [it for it in table.items if it["entity"].get("user") in ("alice", "bob")]
+    team = {"users": ["alice", "bob"], "controller_mutation_rate": 5.0, "producer_ids_rate": 540.0, "request_rate": 6.0}
+    assert {"entity": {"quota-group": "etl-team"}, **team} in table.items
+    assert {"entity": {"quota-group": "jobs"}, "client-ids": ["job-1"], "controller_mutation_rate": 1.0} in table.items
+    text = to_yaml(table.items, Rules(), basis=table.basis)
+    assert "its members added up per interval: p99 4 Metadata" not in text  # the APIs request_rate counts, in full
+    assert "its members added up per interval: p99 4 JoinGroup, SyncGroup" in text
+    client_table, _ = parse_client_quotas(yaml.safe_load(text)["quotas"], "quotas")
+    for key in ("controller_mutation_rate", "producer_ids_rate", "request_rate"):
+        resolved = client_table.resolve(key, "bob", "loader")
+        assert resolved.limit == team[key] and resolved.entity.path == "/quota-groups/etl-team", key
+
+
+def test_a_group_far_above_the_groups_is_an_offender_held_to_their_figure_unless_legitimate():
+    """Six groups' request rates, one 50 x the others: named among the groups and held to their p99 (no
+    <default> takes a group: the proxy has no quota-group default, so every group keeps its entry);
+    --legitimate quota-groups=storm keeps its own figure."""
+    names = [f"team-{i}" for i in range(5)] + ["storm"]
+    tenants = [(f"u-{n}", "app", n) for n in names]
+    rows = [request_row(n, 100.0 if n == "storm" else 2.0 + i / 10) for i, n in enumerate(names)]
+    table = fleet.plan([], [], [], Rules(), group_rows=rows, tenants=tenants)
+    (storm,) = table.outliers
+    assert (storm.entity, storm.key, storm.figure, storm.limit) == ({"quota-group": "storm"}, "request_rate", 150, 3.5)
+    entry = next(it for it in table.items if it["entity"] == {"quota-group": "storm"})
+    assert entry["request_rate"] == 3.5 and len([it for it in table.items if "quota-group" in it["entity"]]) == 6
+    assert table.basis[(("quota-group", "storm"),)]["request_rate"].startswith(
+        "offender: 150 is 44 x its fleet's median 3.4 (6 quota-group"
+    )
+    from analytics.outliers import parse_entity
+
+    kept = fleet.plan(
+        [], [], [], Rules(), legitimate=[parse_entity("quota-groups=storm")], group_rows=rows, tenants=tenants
+    )
+    assert next(it for it in kept.items if it["entity"] == {"quota-group": "storm"})["request_rate"] == 150.0
+
+
+def test_a_held_groups_request_rate_rests_on_its_members_summed_demand():
+    """Its members were held sending the requests request_rate counts: the group's figure rests on the demand their
+    holds hid (analytics.summed_demand, the Python twin demand.summed_demand_rate), not on what they were let
+    through."""
+    row = request_row("etl-team", 5.0, held_intervals=30, demand=12.0)
+    ((entity, key, value, text),) = groups.recommendations([row], Rules())
+    assert (entity, key, value) == ({"quota-group": "etl-team"}, "request_rate", 18.0)
+    assert "held by a quota in 30 of 60 intervals" in text and "estimated demand 12 requests/s" in text

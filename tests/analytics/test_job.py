@@ -178,8 +178,9 @@ GROUP, MEMBERS = "etl-team", (("grp-a", "etl"), ("grp-b", "etl"))
 def group_records():
     """60 intervals of a quota group's two members (users grp-a and grp-b, the group's users): 300,000 and
     100,000 B/s of Produce, 400,000 B/s together, which neither shows alone; in intervals 20-29 the group's quota
-    (250,000 B/s) holds grp-b 6 s of each, 2 of its 10 requests: 50,000 B/s sent, at its pace while free 100,000."""
-    out = []
+    (250,000 B/s) holds grp-b 6 s of each, 2 of its 10 requests: 50,000 B/s sent, at its pace while free 100,000.
+    The group's other keys (:func:`group_key_records`)."""
+    out = group_key_records()
     for i in range(60):
         for (user, client_id), rate in zip(MEMBERS, (300_000, 100_000)):
             held = {"throttles": 2, "throttle_ms": 6_000, "quota_rate": 250_000.0} if user == "grp-b" else {}
@@ -199,6 +200,25 @@ def group_records():
                     **(held if 20 <= i < 30 else {}),
                 )
             )
+    return out
+
+
+def group_key_records():
+    """The group's other keys: grp-a creates 22 partitions and grp-b 33 in interval 5 (55 in one interval: each
+    alone would need a bucket of 22 or 33); each starts a new producer in interval 10; grp-a sends 3 Metadata
+    requests an interval and grp-b 2, and in intervals 40-49 grp-b's are held 8 s by the group's request_rate, 1 of
+    its 2 held: 0.2 requests/s let through, 0.5 at its pace while free (the group: 0.8, let through 0.5)."""
+    out = []
+    for i in range(60):
+        t = START_TIME + (i + 1) * DT
+        for (user, client_id), created, asked in zip(MEMBERS, (22, 33), (3, 2)):
+            member = (t, DT, "PLAINTEXT", "192.0.2.41", user, client_id)
+            if i == 5:
+                out.append(record(*member, "CreateTopics", quota_group=GROUP, requests=1, partition_mutations=created))
+            if i == 10:
+                out.append(record(*member, "InitProducerId", quota_group=GROUP, requests=1, new_producer_ids=1))
+            held = {"held_by": {"request_rate": 1}, "throttle_ms": 8_000} if user == "grp-b" and 40 <= i < 50 else {}
+            out.append(record(*member, "Metadata", quota_group=GROUP, requests=asked, **held))
     return out
 
 
@@ -649,7 +669,9 @@ def test_a_quota_group_is_recommended_its_members_sum_and_its_members_no_entry_o
     commands say the entry goes in the file."""
     from config.loader import load_config_text
 
-    (row,) = [r.asDict() for r in spark.read.parquet(str(result["out"] / "group_stats")).collect()]
+    rows = {r["api"]: r.asDict() for r in spark.read.parquet(str(result["out"] / "group_stats")).collect()}
+    assert set(rows) == {"Produce", "*", "request_rate"}
+    row = rows["Produce"]
     assert (row["user"], row["api"], row["intervals"], row["request_rate_max"]) == (GROUP, "Produce", 60, 400_000)
     assert (row["held_intervals"], row["quota_rate"]) == (10, 250_000)
     series = [
@@ -661,14 +683,34 @@ def test_a_quota_group_is_recommended_its_members_sum_and_its_members_no_entry_o
         for user, _ in MEMBERS
     ]
     assert row["request_demand"] == pytest.approx(demand.summed_demand_rate(series, 250_000.0)) == 400_000
+    # group_key_records(): the requests' demand as the Python twin reads the members' Metadata records
+    requests = [
+        [
+            (r["time"], DT, r["requests"], r["requests"], sum((r["held_by"] or {}).values()), r["held_ms"])
+            for r in group_key_records()
+            if r["user"] == user and r["api"] == "Metadata"
+        ]
+        for user, _ in MEMBERS
+    ]
+    counted = rows["request_rate"]
+    assert (counted["rate_p99"], counted["held_intervals"]) == (pytest.approx(0.5), 10)
+    assert counted["demand"] == pytest.approx(demand.summed_demand_rate(requests, None)) == pytest.approx(0.8)
+    assert (rows["*"]["mutations_max_interval"], rows["*"]["new_pids_max_interval"]) == (55, 2)
     items = quota_items(result["out"])
-    assert item_for(items, quota_group=GROUP) == {"users": ["grp-a", "grp-b"], "producer_byte_rate": 600_000}
-    assert not [it for it in items if it["entity"].get("user") in ("grp-a", "grp-b") and "producer_byte_rate" in it]
+    assert item_for(items, quota_group=GROUP) == {
+        "users": ["grp-a", "grp-b"],
+        "producer_byte_rate": 600_000,
+        "controller_mutation_rate": 5.0,  # 55 at once in a bucket of 11 s
+        "producer_ids_rate": 450.0,  # p99 0.082 new producer ids/s x 3600 x 1.5
+        "request_rate": 1.2,  # 0.8 requests/s x 1.5, its members' summed demand
+    }
+    assert not [it for it in items if it["entity"].get("user") in ("grp-a", "grp-b")]
     base = "upstream: {bootstrap_servers: ['127.0.0.1:9092']}\nlisteners: [{name: L, bind: '127.0.0.1:0'}]\n"
     config = load_config_text(base + (result["out"] / "recommended-quotas.yaml").read_text())
     assert config.quotas.resolve("producer_byte_rate", "grp-b", "etl").entity.path == f"/quota-groups/{GROUP}"
     assert escape(f"quota-group={GROUP} (users: grp-a, grp-b)") in (result["out"] / "report.html").read_text()
-    assert "quota groups are set in the file only" in (result["out"] / "recommended-commands.txt").read_text()
+    commands = (result["out"] / "recommended-commands.txt").read_text().splitlines()
+    assert "quota groups are set in the file only" in " ".join(line.removeprefix("# ") for line in commands)
 
 
 def test_topic_byte_rates_and_request_rates_are_recommended_and_their_offenders_held(result):
