@@ -43,8 +43,9 @@ from analytics.in_force import FILE, TOPIC, InForce, limit_for
 from analytics.recommend import comments, entity_id, figure_text
 from analytics.replay import KEYS as REPLAYED
 from analytics.replay import byte_rate_table
+from analytics.replay import members as replay_members
 from quota.primitives.entity import DEFAULT, QuotaEntity, precedence
-from quota.primitives.quota_groups import CLIENT_IDS, MEMBER_KEYS, QUOTA_GROUP, USERS
+from quota.primitives.quota_groups import CLIENT_IDS, MEMBER_KEYS, QUOTA_GROUP, USERS, QuotaGroupEntity
 
 NOT_KEYS = ("entity", *MEMBER_KEYS)  # an item's parts that are no quota: its entity, a quota group's members
 
@@ -195,7 +196,18 @@ def plan(
             origin = in_force.origins.get((eid, key))
             changes.append(Change(entity, key, REMOVE, before, None, origin, "at or below the fleet default"))
     changes.sort(key=lambda c: (ORDER.index(c.action), not _is_default(c.entity), sorted(c.entity.items()), c.key))
-    return ChangeSet(tuple(changes), tuple(kept), tuple(apply(in_force.items, changes)), in_force)
+    table = [
+        {**it, **_members_of(it["entity"], [*in_force.replayed(), *recommended])}
+        for it in apply(in_force.items, changes)
+    ]
+    return ChangeSet(tuple(changes), tuple(kept), tuple(table), in_force)
+
+
+def _members_of(entity: Mapping[str, str], recommended: Iterable[Mapping]) -> dict:
+    """A quota group's members as the recommended table names them (the replay resolves its members to it); {} for
+    any other entity."""
+    found = next((it for it in recommended if QUOTA_GROUP in entity and it["entity"] == entity), {})
+    return {k: v for k, v in found.items() if k in MEMBER_KEYS}
 
 
 def _group_of(entity: Mapping[str, str], key: str, recommended: Iterable[Mapping]) -> str | None:
@@ -275,7 +287,7 @@ def with_replay(changes: ChangeSet, rows: Iterable[Mapping], stats: Iterable[Map
     ``stats`` (:func:`analytics.stats.entity_stats`' rows), those of them held nearly all the time (:class:`Unseen`)."""
     rows = list(rows)
     unseen = unseen_demand(stats)
-    today, after = byte_rate_table(changes.in_force.items), byte_rate_table(changes.after)
+    today, after = byte_rate_table(changes.in_force.replayed()), byte_rate_table(changes.after)
     out = []
     for c in changes.changes:
         api = BYTE_KEYS.get(c.key)
@@ -287,14 +299,16 @@ def with_replay(changes: ChangeSet, rows: Iterable[Mapping], stats: Iterable[Map
             for r in rows
             if r["api"] == api
             and any(
-                _governs(table.resolve(c.key, r["user"] or "", r["client_id"] or "").entity, c.entity)
+                _governs(table.resolve(c.key, user or "", client_id or "").entity, c.entity)
                 for table in (today, after)
+                for user, client_id in replay_members(r)
             )
         ]
         held_today = round(sum(r["today_held_s"] for r in governed), 1)
         held_after = round(sum(r["candidate_held_s"] for r in governed), 1)
-        found = tuple(u for r in governed if (u := unseen.get((r["user"], r["client_id"], api))) is not None)
-        out.append(replace(c, held_today_s=held_today, held_after_s=held_after, tenants=len(governed), unseen=found))
+        tenants = [m for r in governed for m in replay_members(r)]
+        found = tuple(u for user, client_id in tenants if (u := unseen.get((user, client_id, api))) is not None)
+        out.append(replace(c, held_today_s=held_today, held_after_s=held_after, tenants=len(tenants), unseen=found))
     return replace(changes, changes=tuple(out))
 
 
@@ -313,9 +327,11 @@ def unseen_demand(stats: Iterable[Mapping]) -> dict[tuple, Unseen]:
 
 
 def _governs(resolved, entity: Mapping[str, str]) -> bool:
-    """The entry the proxy resolved (a QuotaEntity or None) is ``entity``'s."""
+    """The entry the proxy resolved (a QuotaEntity, a quota group's, or None) is ``entity``'s."""
     if resolved is None:
         return False
+    if isinstance(resolved, QuotaGroupEntity):
+        return entity == {QUOTA_GROUP: resolved.name}
     return resolved.user == entity.get("user") and resolved.client_id == entity.get("client-id")
 
 

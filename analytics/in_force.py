@@ -15,8 +15,10 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from analytics import group_table
 from analytics.recommend import CONNECTION_CREATION_RATE, WINDOWS, entity_id
 from quota.primitives.entity import DEFAULT
+from quota.primitives.quota_groups import MEMBER_KEYS, QUOTA_GROUP
 from quota.primitives.quota_table import QuotaTable
 
 CLIENT_PARTS = {"user", "client-id"}  # a client entity's parts (the others: ip, topic, partition, group)
@@ -41,11 +43,16 @@ class InForce:
     source: str = ""
     file: str | None = None  # the configuration file, where a key set there is removed
     shadow: frozenset[tuple] = frozenset()  # entity ids of the entries in shadow mode (``mode: shadow``): none held
+    members: Mapping[tuple, Mapping] = field(default_factory=dict)  # a quota group's entity id: its members' keys
 
     def replayed(self) -> list[dict]:
         """The items as the replay reads them: a shadow entry with ``mode: shadow`` (the tenants it governs are
-        held by nobody)."""
-        return [{**it, "mode": "shadow"} if entity_id(it["entity"]) in self.shadow else dict(it) for it in self.items]
+        held by nobody), a quota group with its members (the replay resolves them to it)."""
+        out = []
+        for it in self.items:
+            eid = entity_id(it["entity"])
+            out.append({**it, **self.members.get(eid, {}), **({"mode": "shadow"} if eid in self.shadow else {})})
+        return out
 
     def value(self, entity: Mapping[str, str], key: str) -> float | None:
         for item in self.items:
@@ -82,7 +89,12 @@ def from_file(path: str, items: Sequence[Mapping]) -> InForce:
     shadow = frozenset(
         entity_id(as_planned(it["entity"])) for it in items if it.get("mode") == "shadow" and "ip" not in it["entity"]
     )
-    return InForce(tuple(found), origins, f"--proxy-config {path}", path, shadow)
+    members = {
+        entity_id(it["entity"]): {k: v for k, v in it.items() if k in MEMBER_KEYS}
+        for it in items
+        if QUOTA_GROUP in it["entity"]
+    }
+    return InForce(tuple(found), origins, f"--proxy-config {path}", path, shadow, members)
 
 
 def with_described(
@@ -104,7 +116,8 @@ def with_described(
         source += f" (keys also in {file.file} read as set there)"
     # DescribeClientQuotas carries no mode: an entry's is the file's (a config topic entry may say otherwise)
     shadow = frozenset(entity_id(it["entity"]) for it in items) & file.shadow if file is not None else frozenset()
-    return InForce(tuple(items), origins, source, file.file if file is not None else None, shadow)
+    members = file.members if file is not None else {}
+    return InForce(tuple(items), origins, source, file.file if file is not None else None, shadow, members)
 
 
 def _in_kafkas_order(entity: Mapping[str, str]) -> dict[str, str]:
@@ -139,13 +152,15 @@ def window_sources(args_given: Mapping[str, str], file: str | None, file_keys: I
 
 
 def quota_table(items: Iterable[Mapping]) -> QuotaTable:
-    """The user and client-id keys of ``items`` as the proxy's table (Kafka's eight levels resolve it)."""
+    """The user and client-id keys of ``items`` as the proxy's table (Kafka's eight levels resolve it), with the
+    quota groups among them that name their members (:mod:`analytics.group_table`)."""
+    items = list(items)
     values = []
     for item in items:
         quotas = {k: v for k, v in item.items() if k not in ("entity", CONNECTION_CREATION_RATE)}
         if set(item["entity"]) <= CLIENT_PARTS and quotas:
             values.append((item["entity"], quotas))
-    return QuotaTable.from_values(values)
+    return group_table.with_groups(QuotaTable.from_values(values), items)
 
 
 def ip_limit(items: Iterable[Mapping], ip: str) -> float | None:

@@ -292,6 +292,7 @@ def run(
                     rules.quota_window_s,
                     replay_mod.step_for(grid_s, rules.quota_window_s),
                     today_items=None if changes is None else changes.in_force.replayed(),
+                    tenants=tenants or [(r["user"], r["client_id"], None) for r in entity_rows],
                 )
                 table.write.mode("overwrite").parquet(_join(output_dir, "replay"))
             rows = _rows(spark.read.parquet(_join(output_dir, "replay")))

@@ -14,6 +14,7 @@ from analytics import recommend
 from analytics.changeset import MOSTLY_HELD, ChangeSet, origin_text
 from analytics.outliers import Outlier, entity_flag
 from analytics.recommend import entity_id
+from analytics.replay import members as replay_members
 from analytics.timeaxis import TimeAxis
 from quota.primitives.quota_groups import MEMBER_KEYS
 
@@ -23,6 +24,9 @@ CHART_DPI = 90
 def entity_label(row: Mapping) -> str:
     if "ip" in row and row.get("ip") is not None and "user" not in row:
         return str(row["ip"])
+    if row.get("quota_group") is not None:  # a replay row of a quota group's members
+        members = ", ".join(entity_label({"user": u, "client_id": c}) for u, c in replay_members(row))
+        return f"quota-group={row['quota_group']} ({members})"
     user = row.get("user")
     client = row.get("client_id")
     if client is None:
@@ -302,7 +306,7 @@ def _replay_section(replayed: Mapping) -> str:
     unseen = replayed.get("unseen", {})
     cells = [
         [entity_label(r), r["api"], *(r[c] for c in REPLAY_COLUMNS)]
-        + [u.said() if (u := unseen.get((r["user"], r["client_id"], r["api"]))) is not None else ""]
+        + ["; ".join(u.said() for m in replay_members(r) if (u := unseen.get((*m, r["api"]))) is not None)]
         for r in rows
     ]
     return head + _table(["entity", "api", *REPLAY_COLUMNS, "demand the log cannot show"], cells)

@@ -97,9 +97,32 @@ def test_each_tenants_limit_is_the_one_the_proxy_resolves():
     tenants = [("a", "x", "Produce"), ("b", "y", "Produce"), ("a", "x", "Fetch"), ("a", "x", "Metadata")]
     per_tenant, per_ip = limits(items, tenants, ["10.0.0.1", "10.0.0.2"])
     assert sorted(per_tenant, key=str) == [
-        ("a", "x", "Fetch", None),
-        ("a", "x", "Produce", 500.0),
-        ("b", "y", "Produce", 100.0),
+        ("a", "x", "Fetch", None, None),
+        ("a", "x", "Produce", 500.0, None),
+        ("b", "y", "Produce", 100.0, None),
     ]
     assert per_ip == [("10.0.0.1", 9.0), ("10.0.0.2", 2.0)] and all(type(v) is float for _, v in per_ip)
     assert every_entry(per_tenant, per_ip) == {"bytes_in": 600.0, "bytes_out": math.inf, "connections": 11.0}
+
+
+def test_a_quota_groups_members_share_its_one_limit_counted_once():
+    """c/1 and d/2 are the group's (users c and d): both resolve to its 1,000 B/s, which the naive sum counts once,
+    beside a/x's own 500; e/3 of the group's user c under its own entry {user: c, client-id: 3} is out of the group,
+    as the proxy resolves it (Kafka's level 1 before the group's 3a)."""
+    pytest.importorskip("pyspark", reason="the analytics extra is not installed")
+    from analytics.concurrency import every_entry, limits
+
+    items = [
+        {"entity": {"user": "a", "client-id": "x"}, "producer_byte_rate": 500},
+        {"entity": {"user": "c", "client-id": "3"}, "producer_byte_rate": 200},
+        {"entity": {"quota-group": "team"}, "users": ["c", "d"], "producer_byte_rate": 1000},
+    ]
+    tenants = [("a", "x", "Produce"), ("c", "1", "Produce"), ("d", "2", "Produce"), ("c", "3", "Produce")]
+    per_tenant, _ = limits(items, tenants, [])
+    assert per_tenant == [
+        ("a", "x", "Produce", 500.0, None),
+        ("c", "1", "Produce", 1000.0, "team"),
+        ("d", "2", "Produce", 1000.0, "team"),
+        ("c", "3", "Produce", 200.0, None),
+    ]
+    assert every_entry(per_tenant, []) == {"bytes_in": 1700.0}

@@ -203,3 +203,59 @@ def test_a_held_groups_request_rate_rests_on_its_members_summed_demand():
     ((entity, key, value, text),) = groups.recommendations([row], Rules())
     assert (entity, key, value) == ({"quota-group": "etl-team"}, "request_rate", 18.0)
     assert "held by a quota in 30 of 60 intervals" in text and "estimated demand 12 requests/s" in text
+
+
+def member_row(user, client_id, rate, log_group=None, quota_rate=None, intervals=30):
+    """A replay unit's member: ``rate`` B/s of Produce in 10 s intervals, never held."""
+    series = [
+        {"time": 10.0 * k, "interval_s": 10.0, "bytes": rate * 10.0, "requests": 10, "held_requests": 0, "held_ms": 0.0}
+        for k in range(1, intervals + 1)
+    ]
+    return {"user": user, "client_id": client_id, "quota_rate": quota_rate, "log_group": log_group, "series": series}
+
+
+def test_the_replay_holds_a_groups_members_to_its_one_budget():
+    """Two members at 250,000 B/s each: under today's own entries of 400,000 each neither is held; under the
+    candidate's group of 400,000 their 500,000 together are, as the proxy's one sensor holds them; a member outside
+    the group (carol) is replayed alone, as before."""
+    from analytics import replay
+
+    today = [{"entity": {"user": u}, "producer_byte_rate": 400_000} for u in ("alice", "bob", "carol")]
+    group = {"entity": {"quota-group": "team"}, "users": ["alice", "bob"], "producer_byte_rate": 400_000}
+    candidate = [group, {"entity": {"user": "carol"}, "producer_byte_rate": 400_000}]
+    tenants = [("alice", "etl", None), ("bob", "etl", None), ("carol", "x", None)]
+    assert replay.unit_rows(candidate, today, tenants) == [  # the group sets no consumer_byte_rate
+        ("alice", "etl", "Produce", "team", None),
+        ("bob", "etl", "Produce", "team", None),
+    ]
+    units = [
+        {
+            "api": "Produce",
+            "quota_group": "team",
+            "members": [member_row("alice", "etl", 2.5e5), member_row("bob", "etl", 2.5e5)],
+        },
+        {"api": "Produce", "quota_group": None, "members": [member_row("carol", "x", 2.5e5)]},
+    ]
+    rows = [dict(zip(replay.RESULT, r)) for r in replay.replay_tenants(units, candidate, 11, 1, 5.0, today)]
+    team, carol = rows
+    assert (team["quota_group"], replay.members(team)) == ("team", [("alice", "etl"), ("bob", "etl")])
+    assert (team["quota_today"], team["quota_candidate"], team["today_held_s"]) == (400_000, 400_000, 0)
+    assert team["candidate_held_s"] > 0.9 * 300  # over its quota a queueing client has a queue: held nearly always
+    assert (carol["user"], carol["quota_group"], carol["today_held_s"], carol["candidate_held_s"]) == (
+        "carol",
+        None,
+        0,
+        0,
+    )
+
+
+def test_without_a_table_in_force_today_is_the_group_the_log_names_at_the_quota_it_logged():
+    """The log names the members' group and the group's quota it held them to: today they are one budget at it."""
+    from analytics import replay
+
+    members = [member_row("alice", "etl", 2.5e5, "team", 400_000.0), member_row("bob", "etl", 2.5e5, "team")]
+    unit = {"api": "Produce", "quota_group": "team", "members": members}
+    assert replay.unit_rows([], None, [("alice", "etl", "team")])[0] == ("alice", "etl", "Produce", "team", "team")
+    (row,) = [dict(zip(replay.RESULT, r)) for r in replay.replay_tenants([unit], [], 11, 1, 5.0)]
+    assert (row["quota_today"], row["quota_candidate"], row["candidate_held_s"]) == (400_000, None, 0)
+    assert row["today_held_s"] > 0.9 * 300

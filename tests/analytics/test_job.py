@@ -795,6 +795,31 @@ def test_the_replay_shows_today_and_the_candidate_per_tenant(result):
     assert "Replay under the recommended table" in html_text and "replay under the recommended table" in "\n".join(
         report.summary_lines(result)
     )
+    # group_records(): the group's two members replayed as one client against its one budget, today the 250,000
+    # B/s the log says held them (their 400,000 together: held nearly always), after it the recommended 600,000
+    (group,) = [r for r in replayed["rows"] if r["quota_group"] == GROUP]
+    assert (group["api"], group["quota_today"], group["quota_candidate"]) == ("Produce", 250_000, 600_000)
+    assert group["today_held_s"] > 0.9 * 600 and group["candidate_held_s"] < 0.1 * group["today_held_s"]
+    assert not [r for r in rows if r[0] in ("grp-a", "grp-b")]  # no member replayed alone
+    assert escape(f"quota-group={GROUP} (user=grp-a client-id=etl, user=grp-b client-id=etl)") in html_text
+
+
+def test_capacity_counts_a_groups_one_limit_once_in_each_interval(spark):
+    """Two members of a group active in one interval with a tenant of its own: the group's 1,000 B/s once, beside
+    the tenant's 500 (1,500, not 2,500); in the next interval one member alone: 1,000."""
+    from analytics import concurrency
+
+    items = [
+        {"entity": {"user": "a", "client-id": "x"}, "producer_byte_rate": 500},
+        {"entity": {"quota-group": "team"}, "users": ["c", "d"], "producer_byte_rate": 1000},
+    ]
+    active = [("a", "x", 10.0), ("c", "1", 10.0), ("d", "2", 10.0), ("c", "1", 20.0)]
+    schema = "user string, client_id string, api string, time double, request_rate double, response_rate double, mutation_rate double"
+    entity = spark.createDataFrame([(u, c, "Produce", t, 100.0, 0.0, 0.0) for u, c, t in active], schema)
+    ip = spark.createDataFrame([], "ip string, time double, connection_rate double")
+    per_tenant, per_ip = concurrency.limits(items, {(u, c, "Produce") for u, c, _ in active}, [])
+    busy = concurrency.committed(spark, entity, ip, per_tenant, per_ip)
+    assert sorted(busy["bytes_in"]) == [(10.0, 1500.0, 2, 0), (20.0, 1000.0, 1, 0)]
 
 
 def test_rates_are_on_the_quotas_window_and_the_burst_is_kept_as_a_burst(spark):
