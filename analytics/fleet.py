@@ -26,7 +26,7 @@ entry wins over ``{user: <default>, client-id: <default>}``, and a tenant withou
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from analytics import groups, named_rates, outliers
@@ -66,19 +66,14 @@ def under_default(
     ``<default>`` entry: ``{entity, key, own, default, rests_on}`` each, so that a tenant without an entry, a held one
     among them, is still said."""
     named = {(entity_id(it["entity"]), k) for it in table for k in it if k != "entity"}
-    defaults = {
-        (tuple(it["entity"]), k): v
-        for it in table
-        if all(name == DEFAULT for name in it["entity"].values())
-        for k, v in it.items()
-        if k != "entity"
-    }
+    values = {(entity_id(it["entity"]), k): v for it in table for k, v in it.items() if k != "entity"}
     return [
-        {"entity": it["entity"], "key": k, "own": v, "default": defaults[(tuple(it["entity"]), k)]}
+        {"entity": it["entity"], "key": k, "own": v, "default": values[(default, k)]}
         | {"rests_on": basis.get(entity_id(it["entity"]), {}).get(k, "")}
         for it in own
+        if (default := entity_id(_default_of(it["entity"]))) != entity_id(it["entity"])
         for k, v in it.items()
-        if k != "entity" and (entity_id(it["entity"]), k) not in named and (tuple(it["entity"]), k) in defaults
+        if k != "entity" and (entity_id(it["entity"]), k) not in named and (default, k) in values
     ]
 
 
@@ -108,7 +103,8 @@ def plan(
     of_group = [o for o in judged if QUOTA_GROUP in o.entity]  # a group keeps its entry: no <default> takes it
     grouped, group_basis = outliers.hold(grouped, group_basis, of_group)
     own, own_basis = outliers.hold(items, own_basis, [o for o in judged if o not in of_group])
-    items, basis = (own, own_basis) if q is None else with_defaults(own, own_basis, q, judged)
+    lumped = named_rates.lumped_partitions(named_rows)
+    items, basis = (own, own_basis) if q is None else with_defaults(own, own_basis, q, judged, lumped)
     items, basis, group_notes = groups.with_groups(items, {**basis, **group_basis}, grouped)
     offenders = sum(not o.legitimate for o in judged)
     notes = [
@@ -134,37 +130,41 @@ def with_defaults(
     basis: Mapping[tuple, Mapping[str, str]],
     q: float = DEFAULT_PERCENTILE,
     judged: Iterable[Outlier] = (),
+    lumped: Collection[tuple[str, str]] = (),
 ) -> tuple[list[dict], dict[tuple, dict[str, str]]]:
     """``(items, basis)`` with a ``<default>`` entry per entity type and key where the type is a fleet
     (:data:`MIN_FLEET` tenants or more, outliers left out), and each tenant's key kept only when above its default
-    or an outlier's (``judged``); an item left with no key is dropped. The defaults come first."""
+    or an outlier's (``judged``); an item left with no key is dropped. The defaults come first. A topic's named
+    partitions are a fleet of their own (its default ``{topic: T, partition: <default>}``) unless the log has the
+    topic's other partitions of that key together under ``<default>`` (``lumped``: ``(topic, key)``): then the named
+    ones are its hot ones, picked for being unlike the others, and no default comes from them."""
     pinned = {(entity_id(o.entity), o.key) for o in judged}
     fleets: dict[tuple[tuple, str], list] = {}
     for item in items:
-        if tuple(item["entity"]) == named_rates.NO_FLEET:  # each partition keeps its own figure
-            continue
+        kinds = _fleet_of(item["entity"])
         for key, value in item.items():
             if key != "entity" and (entity_id(item["entity"]), key) not in pinned:
-                fleets.setdefault((tuple(item["entity"]), key), []).append(value)
+                fleets.setdefault((kinds, key), []).append(value)
     defaults: dict[tuple, dict] = {}
     said: dict[tuple, dict[str, str]] = {}
     limits: dict[tuple[tuple, str], float] = {}
     for (kinds, key), values in fleets.items():
-        if len(values) < MIN_FLEET:
+        if len(values) < MIN_FLEET or (kinds[0] == named_rates.NO_FLEET and (kinds[1], key) in lumped):
             continue
         at_q = max(q, IP_PERCENTILE) if kinds == ("ip",) else q
         at = percentile(values, at_q)
         limit = max(1, int(round_up(at))) if isinstance(values[0], int) else max(MIN_RATE, round_up(at))
         limits[(kinds, key)] = limit
-        entity = {kind: DEFAULT for kind in kinds}
+        entity = {kind: DEFAULT for kind in kinds} if kinds[0] != named_rates.NO_FLEET else _partitions_of(kinds[1])
         defaults.setdefault(entity_id(entity), {"entity": entity})[key] = limit
+        whose = f"{' and '.join(kinds)} entities'" if kinds[0] != named_rates.NO_FLEET else f"partitions of {kinds[1]}'"
         said.setdefault(entity_id(entity), {})[key] = (
-            f"fleet default: p{at_q:g} of the {len(values)} {' and '.join(kinds)} entities' recommendations "
+            f"fleet default: p{at_q:g} of the {len(values)} {whose} recommendations "
             f"(outliers left out); {sum(v > limit for v in values)} above it keep a named entry"
         )
     named = []
     for item in items:
-        eid, kinds = entity_id(item["entity"]), tuple(item["entity"])
+        eid, kinds = entity_id(item["entity"]), _fleet_of(item["entity"])
         own = basis.get(eid, {})
         kept = {
             k: v for k, v in item.items() if k != "entity" and ((eid, k) in pinned or v > limits.get((kinds, k), -1))
@@ -183,3 +183,21 @@ def with_defaults(
             if k in own
         }
     return [*defaults.values(), *named], said
+
+
+def _fleet_of(entity: Mapping) -> tuple:
+    """The fleet an entity's figures are in: its entity type, and for a partition also its topic (a topic's
+    partitions are a fleet of their own: their default is the topic's ``partition: <default>`` entry)."""
+    kinds = tuple(entity)
+    return (named_rates.NO_FLEET, entity["topic"]) if kinds == named_rates.NO_FLEET else kinds
+
+
+def _partitions_of(topic: str) -> dict:
+    return {"topic": topic, "partition": DEFAULT}
+
+
+def _default_of(entity: Mapping) -> dict:
+    """The ``<default>`` entry a fleet default gives ``entity``'s type (a partition's: its topic's)."""
+    if tuple(entity) == named_rates.NO_FLEET:
+        return _partitions_of(entity["topic"])
+    return {kind: DEFAULT for kind in entity}

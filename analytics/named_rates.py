@@ -38,9 +38,11 @@ MIN_REQUEST_RATE = 1.0
 once, what a client's start-up sends."""
 
 NO_FLEET = ("topic", "partition")
-"""A partition's entity parts: no fleet. The partitions named are few and each has an entry for being unlike its
-topic's others (a hot one), so none is judged against the others nor left to a default; and a default over every
-topic's partitions (``{topic: <default>, partition: <default>}``) is no entry the proxy takes."""
+"""A partition's entity parts: no fleet of offenders. The partitions named are few and each has an entry for being
+unlike its topic's others (a hot one), so none is judged against the others; a default over every topic's partitions
+(``{topic: <default>, partition: <default>}``) is no entry the proxy takes. One topic's partitions, where the log
+names every one of them (none under ``<default>``), get the topic's ``partition: <default>`` entry by the fleet
+default's rule (:func:`analytics.fleet.with_defaults`)."""
 
 Recommendation = tuple[dict, str, float, str]  # (entity, key, value, what it rests on)
 
@@ -106,6 +108,12 @@ def held_basis(row: Mapping, rules: Rules) -> tuple[float | None, str]:
     if topic:
         return max(1, int(value)), said
     return max(MIN_REQUEST_RATE, value), said
+
+
+def lumped_partitions(rows: Iterable[Mapping]) -> set[tuple[str, str]]:
+    """``(topic, key)`` of each topic whose partitions without an entry of their own are logged together under
+    ``<default>`` (``orders/<default>``) for that key."""
+    return {(row["topic"], row["key"]) for row in rows if row.get("partition") == DEFAULT}
 
 
 def recommendations(rows: Iterable[Mapping], rules: Rules) -> Iterator[Recommendation]:

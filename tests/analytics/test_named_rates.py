@@ -113,8 +113,11 @@ def test_a_topic_or_a_client_a_quota_held_is_recommended_on_its_estimated_demand
 def test_a_partition_gets_the_entry_an_operator_pastes_and_its_default_sum_no_figure():
     """A partition the log names (``orders/3``) is recommended by the topics' rule, on its estimated demand where a
     quota held it, as ``{topic: orders, partition: 3}``, which the proxy loads and the commands file sets; the
-    ``orders/<default>`` sum (every other partition of orders) gives none; partitions are no fleet: many named
-    ones get no ``{topic: <default>, partition: <default>}`` default (the proxy refuses one) nor an offender."""
+    ``orders/<default>`` sum (every other partition of orders) gives none, nor a default of orders' partitions
+    (its named one is its hot one); partitions are judged for no offender and get no ``{topic: <default>,
+    partition: <default>}`` default (the proxy refuses one). The 8 partitions of logs, every one named (none logged
+    under <default>), are a fleet of their own: ``{topic: logs, partition: <default>}`` at their p90, and no
+    named entry where none is above it (tests/analytics/test_fleet.py has one that is)."""
     import yaml
 
     from config.loader import load_config_text
@@ -144,7 +147,10 @@ def test_a_partition_gets_the_entry_an_operator_pastes_and_its_default_sum_no_fi
         "producer_byte_rate": 150_000,
         "consumer_byte_rate": 120_000,
     } in partitions
-    assert len(partitions) == 9 and not any(DEFAULT in it["entity"].values() for it in partitions)
+    assert len(partitions) == 2 and {"entity": {"topic": "logs", "partition": DEFAULT}, "producer_byte_rate": 1500} in (
+        partitions
+    )
+    assert not any(it["entity"] == {"topic": DEFAULT, "partition": DEFAULT} for it in table.items)
     assert not any("partition" in o.entity for o in table.outliers)
     commands = to_commands(table.items, basis=table.basis)
     assert (
@@ -154,3 +160,33 @@ def test_a_partition_gets_the_entry_an_operator_pastes_and_its_default_sum_no_fi
     base = "upstream: {bootstrap_servers: ['127.0.0.1:9092']}\nlisteners: [{name: L, bind: '127.0.0.1:0'}]\n"
     config = load_config_text(base + yaml.safe_dump({"quotas": table.items}))
     assert config.topic_quotas.resolve_partition("producer_byte_rate", "orders", "3").limit == 150_000
+    assert config.topic_quotas.resolve_partition("producer_byte_rate", "logs", "11").limit == 1500  # a new one too
+    assert (
+        "--entity-type topics --entity-name logs --entity-type partitions --entity-default "
+        "--add-config producer_byte_rate=1500"
+    ) in commands
+
+
+def test_a_topic_whose_every_partition_is_named_gets_a_partition_default_and_its_hot_one_a_named_entry():
+    """Six partitions of clicks, each with an entry of its own and none logged under <default>: the fleet default's
+    rule on the topic's partitions, {topic: clicks, partition: <default>} at their p90 (the lower of the two around
+    its rank: 15,000), the partition above it (5: 150,000) keeping its named entry, the others left to the default
+    and listed under it; with --no-fleet-default each keeps its own."""
+    rates = [10_000.0] * 4 + [9_000.0, 100_000.0]
+    rows = [{**row("producer_byte_rate", rate, topic="clicks"), "partition": str(i)} for i, rate in enumerate(rates)]
+    table = plan([], [], [], named_rows=rows)
+    partitions = [it for it in table.items if "partition" in it["entity"]]
+    assert partitions == [
+        {"entity": {"topic": "clicks", "partition": DEFAULT}, "producer_byte_rate": 15_000},
+        {"entity": {"topic": "clicks", "partition": 5}, "producer_byte_rate": 150_000},
+    ]
+    said = table.basis[entity_id({"topic": "clicks", "partition": DEFAULT})]["producer_byte_rate"]
+    assert said.startswith("fleet default: p90 of the 6 partitions of clicks' recommendations (outliers left out)")
+    assert [(u["entity"]["partition"], u["own"], u["default"]) for u in table.under_default] == [
+        (0, 15_000, 15_000),
+        (1, 15_000, 15_000),
+        (2, 15_000, 15_000),
+        (3, 15_000, 15_000),
+        (4, 14_000, 15_000),
+    ]
+    assert len([it for it in plan([], [], [], q=None, named_rows=rows).items if "partition" in it["entity"]]) == 6
