@@ -1,10 +1,11 @@
-"""Quota groups in the plan: a group's byte rates from its members' summed demand, and its entry with its members.
-Pure Python, no Spark (the statistics: :mod:`analytics.group_stats`).
+"""Quota groups in the plan: each of a group's keys from its members' records added up, and its entry with its
+members. Pure Python, no Spark (the statistics: :mod:`analytics.group_stats`).
 
 A quota group (``{quota-group: NAME}``, docs/quotas/quota-groups.md) gives its members one budget of each key it
 sets. The usage log names the group of each record's user, else client id (``quota_group``); the planner reads
 each key's group figure from the members' records added up per interval, as the proxy adds them in the group's one
-sensor, and a held group's demand from its members' (:func:`analytics.demand.summed_demand_rate`):
+sensor, by the rule of that key for one tenant (:data:`PLANNED`: the byte rates, the two token buckets, the request
+rate), and a held group's demand from its members' (:func:`analytics.demand.summed_demand_rate`):
 
 - in an interval where some member was held, each member adds its own demand: ``d`` of
   :func:`analytics.demand.interval_demand` where it was held, its rate where it was not; the interval tells the
@@ -16,7 +17,8 @@ A member is planned in its group: the table gives it no entry of its own for a k
 entry of its own, ``/users/alice``, comes before the group in Kafka's order and would take it out of the shared
 budget), and its figure counts in the group's. The entry lists the members the log shows (:func:`members`): as
 users where every client of each user is in the group, else as client ids (a prefix cannot be read from a log: a
-prefix group's entry lists the client ids seen; keep the prefix of the entry in force).
+prefix group's entry lists the client ids seen; keep the prefix of the entry in force). The groups are a fleet of
+their own for offenders (:func:`fleets`); no ``<default>`` takes a group (the proxy has none), so each keeps its entry.
 """
 
 from __future__ import annotations

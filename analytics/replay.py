@@ -135,8 +135,8 @@ def replay_tenants(
     today_items: Sequence[Mapping] | None = None,
 ) -> Iterator[tuple]:
     """A Spark task: each row one unit's API (a tenant, or a quota group's members: :data:`MEMBER` each; a row
-    without ``members`` is one tenant's) with their interval ``series``; yields :data:`RESULT` tuples. Today is the quota logged, or with ``today_items``
-    (the table in force) the quota that table gives the unit."""
+    without ``members`` is one tenant's) with their interval ``series``; yields :data:`RESULT` tuples. Today is the
+    quota logged, or with ``today_items`` (the table in force) the quota that table gives the unit."""
     table = byte_rate_table(items)
     today_table = None if today_items is None else byte_rate_table(today_items)
     window = QuotaWindow(window_num, window_s)
@@ -256,22 +256,19 @@ def run(
     )
     items = [dict(it) for it in items]
     today = None if today_items is None else [dict(it) for it in today_items]
-    units = spark.createDataFrame(
-        unit_rows(items, today, tenants), "user string, client_id string, api string, unit string, log_group string"
-    )
-    on = [grouped[c].eqNullSafe(units[c]) for c in ("user", "client_id", "api")]
-    budget = F.coalesce(units["unit"], F.to_json(F.struct(grouped["user"], grouped["client_id"])))
-    members = (
-        grouped.join(F.broadcast(units), on, "left")
-        .groupBy(grouped["api"], budget.alias("_budget"))
-        .agg(
-            F.first(units["unit"], ignorenulls=True).alias("quota_group"),
-            F.collect_list(F.struct(grouped["user"], grouped["client_id"], "quota_rate", "log_group", "series")).alias(
-                "members"
-            ),
+    units = unit_rows(items, today, tenants)
+    replayed = grouped.rdd  # a tenant alone: a row without members
+    if units:  # the tenants in a quota group: one row per group, its members together (only theirs regrouped)
+        found = spark.createDataFrame(units, "user string, client_id string, api string, unit string, log_group string")
+        on = [grouped[c].eqNullSafe(found[c]) for c in ("user", "client_id", "api")]
+        member = F.struct(grouped["user"], grouped["client_id"], "quota_rate", "log_group", "series")
+        together = (
+            grouped.join(F.broadcast(found), on)
+            .groupBy(grouped["api"], found["unit"].alias("quota_group"))
+            .agg(F.collect_list(member).alias("members"))
         )
-    )
-    rdd = members.rdd.mapPartitions(lambda rows: replay_tenants(rows, items, window_num, window_s, step_s, today))
+        replayed = grouped.join(F.broadcast(found), on, "left_anti").rdd.union(together.rdd)
+    rdd = replayed.mapPartitions(lambda rows: replay_tenants(rows, items, window_num, window_s, step_s, today))
     return spark.createDataFrame(rdd, schema=_schema())
 
 
@@ -280,15 +277,15 @@ def unit_rows(
     today_items: Sequence[Mapping] | None,
     tenants: Sequence[tuple[str | None, str | None, str | None]],
 ) -> list[tuple]:
-    """``(user, client_id, api, unit, log group)`` of each tenant in a quota group: the unit the candidate
-    (``items``) resolves it to, else today's (``today_items``, else the group its records name)."""
+    """``(user, client_id, api, unit, log group)`` of each tenant replayed in a quota group: the group the
+    candidate (``items``) resolves it to, else today's (``today_items``, else the group its records name)."""
     tables = [byte_rate_table(items)] + ([] if today_items is None else [byte_rate_table(today_items)])
     out = []
     for user, client_id, log_group in sorted(set(tenants), key=str):  # each tenant once
         for api, (key, _) in KEYS.items():
             found = [group_table.group_of(t.resolve(key, user or "", client_id or "")) for t in tables]
             unit = next((g for g in found if g is not None), log_group if today_items is None else None)
-            if unit is not None or log_group is not None:
+            if unit is not None:
                 out.append((user, client_id, api, unit, log_group))
     return out
 
