@@ -101,7 +101,8 @@ def with_described(
     file: InForce | None, described: Iterable[tuple[Mapping[str, str], Mapping[str, float]]], bootstrap: str
 ) -> InForce:
     """The proxy's answer (DescribeClientQuotas: ``(entity, {key: value})``) as the table in force; a key the file
-    holds with the same value is the file's, any other the config topic's."""
+    holds with the same value is the file's, any other the config topic's. The file's quota groups are in force as
+    the file sets them: the proxy lists none (Kafka's entity model has no group), and the config topic sets none."""
     items = planned_only({"entity": _in_kafkas_order(entity), **values} for entity, values in described)
     origins = {}
     for it in items:
@@ -111,6 +112,9 @@ def with_described(
             was = file.value(it["entity"], key) if file is not None else None
             same = was is not None and math.isclose(was, value)
             origins[(entity_id(it["entity"]), key)] = FILE if same else TOPIC
+    groups = [dict(it) for it in (file.items if file is not None else ()) if QUOTA_GROUP in it["entity"]]
+    origins.update({(entity_id(it["entity"]), key): FILE for it in groups for key in it if key != "entity"})
+    items += groups
     source = f"DescribeClientQuotas through {bootstrap}"
     if file is not None:
         source += f" (keys also in {file.file} read as set there)"

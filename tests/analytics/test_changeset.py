@@ -160,6 +160,19 @@ def test_the_proxys_answer_is_the_table_in_force_and_the_files_keys_are_the_file
     assert table.source == "DescribeClientQuotas through proxy:9092 (keys also in proxy.yaml read as set there)"
 
 
+def test_the_files_quota_groups_are_in_force_beside_the_proxys_answer_which_lists_none():
+    """DescribeClientQuotas lists Kafka's entities, never a quota group: the file's group is in force as the file
+    sets it (with its members, so the replay resolves them to it), and the change set does not add it again."""
+    group = {"entity": {"quota-group": "team"}, "users": ["alice", "bob"], "producer_byte_rate": 9000}
+    file = from_file("proxy.yaml", [*IN_FORCE, group])
+    table = with_described(file, [(ALICE, {"producer_byte_rate": 1000.0})], "proxy:9092")
+    assert {"entity": {"quota-group": "team"}, "producer_byte_rate": 9000} in table.items
+    assert table.origins[(entity_id({"quota-group": "team"}), "producer_byte_rate")] == FILE
+    assert quota_table(table.replayed()).resolve("producer_byte_rate", "bob", "x").limit == 9000
+    changes = changeset.plan(table, [group], {}, [])
+    assert not [c for c in changes.changes if c.entity == {"quota-group": "team"}]
+
+
 def test_the_window_settings_say_where_each_came_from():
     said = window_sources({"quota_window_s": "--quota-window-s"}, "p.yaml", ["quota.window.num", "max.connections"])
     assert said["quota.window.size.seconds"] == "--quota-window-s"
