@@ -16,15 +16,19 @@ import pytest
 
 from tests.integration.flat_clients import Flat, ck_flat
 
-pytestmark = [pytest.mark.integration, pytest.mark.measures_rate, pytest.mark.long_running(seconds=33)]
+pytestmark = [pytest.mark.integration, pytest.mark.measures_rate, pytest.mark.long_running(seconds=45)]
 
 QUOTA = 1024 * 1024
 WINDOWS = 2
 VALUE = b"v" * 16384  # 64 records a second fill the quota: the writers' own Python (one record, one call and one
 # callback each, in the test's process beside the in-process proxy) stays small on a loaded machine; with 1,000-byte
 # records a run beside the rest of the suite measured 0.913 x
-SPANS = 12  # the measurement: 12 window spans (24 s), after one of start-up: a sampled rate swings by up to
-# one burst (quota x (num - 1) windows) around its mean, 1/24 of the measurement; over 16 s, on a loaded machine, 1.077
+# The measurement: 18 window spans (36 s), after one of start-up. A W-second window can read above the quota by one
+# burst (quota x (num - 1) windows = 1 s of it: what a sampled rate admits after a second the loaded machine stalled
+# the writers) and two requests admitted but not yet paid for (4 partitions x 64 KiB each, 1/2 s of quota): 1.5 s
+# over W. Over 24 s that is up to 1.0625 x, past the bound: beside the suite's other measurements 24 s read 1.012,
+# 1.015, 1.022 and 1.037 x (16 s once read 1.077). Over 36 s at most 1.042 x.
+SPANS = 18
 
 
 def topic_bytes(proxy, topic: str) -> float:
