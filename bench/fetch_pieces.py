@@ -6,8 +6,10 @@ cluster mode). Each piece is called N times in a child under ``valgrind --tool=c
 difference of the totals over the difference of the calls is its cost, the start-up cancelling out:
 
 - ``plan``: the request's plan at its header (the chain folded: node endpoints, consumer byte rate, topic rates);
-- ``decide``: that plan's decision on the body (the request skimmed for ``ReplicaState``, the budget, the cap);
-- ``leg``: the answer's leg (skimmed for ``NodeEndpoints``, the budget again and the trim, the charge);
+- ``decide``: that plan's decision on the body (the request skimmed for ``ReplicaState``, the budget, the cap) and
+  its leg joined to the plan's, as the request path joins them;
+- ``leg``: the answer's leg, the plan's and the decision's (skimmed for ``NodeEndpoints``, the budget again and the
+  trim, the charge);
 - ``skim-request``, ``skim-answer``, ``budget``, ``charge``: those parts alone.
 
 Usage: ``python bench/fetch_pieces.py [--calls 1000 6000] [PIECE ...]`` (about two minutes a piece).
@@ -43,12 +45,15 @@ def pieces() -> dict[str, Callable[[], object]]:
     header = parse_request_prefix(memoryview(frame(encode_request_header(FETCH, 16, 7, "bench") + request)), 1 << 30)
     plan = plan_request(scope, session, header)
     body, answered = memoryview(request), memoryview(answer)
+    decide = plan.decide
+    assert decide is not None
+    leg = plan.leg.then(decide(body).leg)  # type: ignore[union-attr]  (a Fetch's decision forwards it)
     fetch, user = scope.quotas.fetch, session.user
     fetch.record_and_decide(user, "bench", 100)  # a known client, as every Fetch after its first
     return {
         "plan": lambda: plan_request(scope, session, header),
-        "decide": lambda: plan.decide(body),  # type: ignore[misc]
-        "leg": lambda: plan.leg.run(answered, lambda rewritten: len(answered), None),
+        "decide": lambda: plan.leg.then(decide(body).leg),  # type: ignore[union-attr]
+        "leg": lambda: leg.run(answered, lambda rewritten: len(answered), None),
         "skim-request": lambda: fetch_body_facts(16, body),
         "skim-answer": lambda: tagged_fields(FETCH, "response", 16, answered),
         "budget": lambda: _budget(fetch, user, "bench"),

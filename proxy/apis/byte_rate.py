@@ -45,14 +45,14 @@ every partition answers TOPIC_AUTHORIZATION_FAILED), so claiming a replica id fe
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from functools import lru_cache
 
 from proxy.apis.decisions import Decisions
-from proxy.apis.plan import FORWARD_AS_IS, ConnectionScope, Decide, ForwardRequest, Plan
-from proxy.apis.response_leg import ResponseLeg
+from proxy.apis.plan import FORWARD_AS_IS, ConnectionScope, ForwardRequest, Plan
+from proxy.apis.response_leg import NO_LEG, ResponseLeg
 from proxy.codec.apis import FETCH, FETCH_MAX_BYTES_SINCE, FETCH_REPLICA_STATE_SINCE, SHARE_FETCH
 from proxy.codec.fetch_prefix import fetch_body_facts, with_max_bytes
-from proxy.codec.frame import BUFFER, STREAM, Action
+from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import Message, decode_request, decode_response, encode_request, encode_response
 from proxy.codec.records import iter_batches
@@ -102,56 +102,58 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
     if quota is None:
         return None
     fetch, shadow = quota
-    user, client_id = session.user, header.client_id or ""
-    version = header.api_version
-    # From v15 the replica id is in the body's tagged fields: the body is read whole and ``follower`` set on it
-    # before the request goes upstream, so before its response comes back.
-    tagged = version >= FETCH_REPLICA_STATE_SINCE
-    follower = False
-
-    def note_follower(body: memoryview) -> ForwardRequest:
-        nonlocal follower
-        follower = fetch_body_facts(version, body)[0] >= 0
-        return FORWARD_AS_IS
-
     if shadow:  # shadow: counted and reported, nothing capped, trimmed or throttled
-        return _shadowed(
-            fetch,
-            user,
-            header.client_id,
-            lambda: follower,
-            action=BUFFER if tagged else STREAM,
-            decide=note_follower if tagged else None,
-        )
+        return _shadowed_fetch(fetch, session.user, header.client_id, header.api_version)
+    return _fetch_plan(fetch, session.user, header.client_id or "", header.api_version)
+
+
+@lru_cache(maxsize=256)
+def _fetch_plan(fetch: ClientQuotaManager, user: str, client_id: str, version: int) -> Plan:
+    """The plan of every consumer Fetch of ``version`` from this client under an enforced quota, made once (a
+    polling consumer sends hundreds a second): it holds nothing of one request. From v15 (KIP-903) a follower is known
+    only from the body (its replica id is a tagged field at the end): the leg then goes with the decision on the body,
+    a consumer's forward carrying it and a follower's none, so no request's answer is trimmed or charged by what
+    another request turned out to be."""
 
     def budget() -> int:
         return _budget(fetch, user, client_id)
 
+    def trim(body: memoryview) -> bytes | None:  # after the earlier stages' rewrites, on what they produced
+        return trim_fetch_response(version, body, budget())
+
+    def record(response_size: int) -> Decision:
+        return fetch.record_and_decide(user, client_id, response_size)
+
+    leg = ResponseLeg(rewrite=trim, record_response=record)
+    if version < FETCH_MAX_BYTES_SINCE:  # no max_bytes to cap: the request streams
+        return Plan(leg=leg)
+    charged = ForwardRequest(leg=leg)
+    tagged = version >= FETCH_REPLICA_STATE_SINCE
+
     def cap_max_bytes(body: memoryview) -> ForwardRequest:
-        nonlocal follower
         replica_id, max_bytes = fetch_body_facts(version, body)  # skimmed, not decoded
-        if replica_id >= 0:
-            follower = True
+        if replica_id >= 0:  # a follower (v15+): replication, exempt; its answer goes back untouched
             return FORWARD_AS_IS
         capped = min(max_bytes, budget())
         if capped >= max_bytes:
+            return charged if tagged else FORWARD_AS_IS
+        return ForwardRequest(body=with_max_bytes(version, body, capped), leg=leg if tagged else NO_LEG)
+
+    return Plan(action=BUFFER, leg=NO_LEG if tagged else leg, decide=cap_max_bytes)
+
+
+def _shadowed_fetch(fetch: ClientQuotaManager, user: str, client_id: str | None, version: int) -> Plan:
+    """A consumer Fetch under a shadow quota: from v15 the follower's exemption decided on the body, the counting leg
+    going with a consumer's forward."""
+    if version < FETCH_REPLICA_STATE_SINCE:
+        return _shadowed(fetch, user, client_id)
+
+    def note_follower(body: memoryview) -> ForwardRequest:
+        if fetch_body_facts(version, body)[0] >= 0:
             return FORWARD_AS_IS
-        return ForwardRequest(body=with_max_bytes(version, body, capped))
+        return ForwardRequest(leg=_shadowed(fetch, user, client_id).leg)
 
-    def trim(body: memoryview) -> bytes | None:  # after the earlier stages' rewrites, on what they produced
-        return None if follower else trim_fetch_response(version, body, budget())
-
-    def record(response_size: int) -> Decision:
-        if follower:
-            return FORWARD
-        return fetch.record_and_decide(user, client_id, response_size)
-
-    capped = version >= FETCH_MAX_BYTES_SINCE
-    return Plan(
-        action=BUFFER if capped else STREAM,
-        leg=ResponseLeg(rewrite=trim, record_response=record),
-        decide=cap_max_bytes if capped else None,
-    )
+    return Plan(action=BUFFER, decide=note_follower)
 
 
 def plan_share_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan | None:
@@ -165,7 +167,7 @@ def plan_share_fetch(scope: ConnectionScope, session: Session, header: RequestHe
     fetch, shadow = quota
     user, client_id = session.user, header.client_id or ""
     if shadow:
-        return _shadowed(fetch, user, header.client_id, lambda: False)
+        return _shadowed(fetch, user, header.client_id)
     version = header.api_version
 
     def cap_max_bytes(body: memoryview) -> ForwardRequest:
@@ -200,30 +202,17 @@ def _budget(fetch: ClientQuotaManager, user: str, client_id: str) -> int:
     return max(1, min(INT32_MAX, int(headroom)))
 
 
-def _shadowed(
-    fetch: ClientQuotaManager,
-    user: str,
-    client_id: str | None,
-    follower: Callable[[], bool],
-    action: Action = STREAM,
-    decide: Decide | None = None,
-) -> Plan:
+def _shadowed(fetch: ClientQuotaManager, user: str, client_id: str | None) -> Plan:
     """A consumer quota in shadow mode: the answer counted and its throttle reported, nothing capped, trimmed or
-    applied (``follower()``: the request turned out to be replication, not counted)."""
+    applied."""
     shadowed = Decisions()  # decided as the response goes: the leg accounts for it, the response path records it
 
     def record_only(response_size: int) -> Decision:
-        if follower():
-            return FORWARD
         decision = fetch.record_and_decide(user, client_id or "", response_size)
         shadowed.add(CONSUMER_BYTE_RATE, decision, client_id)
         return decision
 
-    return Plan(
-        action=action,
-        decide=decide,
-        leg=ResponseLeg(record_response=record_only, accounted=lambda later: shadowed.usage),
-    )
+    return Plan(leg=ResponseLeg(record_response=record_only, accounted=lambda later: shadowed.usage))
 
 
 def trim_fetch_response(version: int, body: bytes | memoryview, budget: int) -> bytes | None:

@@ -41,12 +41,33 @@ def chains(stages: Iterable[Stage]) -> dict[int, tuple[Stage, ...]]:
 
 
 def fold(chain: tuple[Stage, ...], scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
-    """The request's plan: each stage's in turn, combined; a stage's ``last`` plan ends the chain."""
-    plan = PASS
+    """The request's plan: each stage's in turn, combined; a stage's ``last`` plan ends the chain. Plans that several
+    stages returned are combined once per connection while the stages return the same ones (a consumer's Fetch: the
+    node endpoints' plan and its byte rate's, made once per client and version): :meth:`Plan.then` reads nothing of
+    the header but its API key and version."""
+    parts: list[Plan] = []
     for stage in chain:
         more = stage.plan(scope, session, header)
         if more is not None:
-            plan = plan.then(more, header)
-            if plan.last:
+            parts.append(more)
+            if more.last:
                 break
+    if not parts:
+        return PASS
+    plan = parts[0] if len(parts) == 1 else _combined(parts, session, header)
     return PASS if plan is END else plan
+
+
+def _combined(parts: list[Plan], session: Session, header: RequestHeader) -> Plan:
+    """``parts`` combined in turn; the last combination of the connection's requests of this API reused when it was
+    of the same plans (by identity: the memo holds them, so their ids stay theirs) and version."""
+    ids = tuple(map(id, parts))
+    memo = session.plans.get(header.api_key)
+    if memo is not None and memo[0] == header.api_version and memo[1] == ids:
+        combined: Plan = memo[3]
+        return combined
+    plan = parts[0]
+    for more in parts[1:]:
+        plan = plan.then(more, header)
+    session.plans[header.api_key] = (header.api_version, ids, parts, plan)
+    return plan

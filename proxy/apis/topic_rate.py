@@ -54,7 +54,7 @@ from proxy.apis.topic_reject import Refused, reason, refuse_partitions
 from proxy.apis.usage import Usage
 from proxy.cluster.topics import Topics
 from proxy.codec.apis import FETCH_REPLICA_STATE_SINCE, FETCH_TOPIC_IDS_SINCE, PRODUCE
-from proxy.codec.frame import BUFFER, STREAM
+from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import Message, decode_request, decode_response, encode_response
 from proxy.codec.primitives import ZERO_UUID
@@ -82,12 +82,9 @@ def plan_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) 
         return None
     charge = _FetchCharge(scope, session, header, trims=True)
     # v13+: topics by id, looked up before the request goes; v15+: the replica id is in the body's tagged fields
-    read_body = header.api_version >= min(FETCH_TOPIC_IDS_SINCE, FETCH_REPLICA_STATE_SINCE)
-    return Plan(
-        action=BUFFER if read_body else STREAM,
-        decide=charge.decide if read_body else None,
-        leg=ResponseLeg(rewrite=charge.trim, record_response=charge.charge, accounted=charge.accounted),
-    )
+    if header.api_version >= min(FETCH_TOPIC_IDS_SINCE, FETCH_REPLICA_STATE_SINCE):
+        return Plan(action=BUFFER, decide=charge.decide)  # the leg goes with the decision (a follower's: none)
+    return Plan(leg=charge.leg())
 
 
 def plan_share_fetch(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan | None:
@@ -96,11 +93,7 @@ def plan_share_fetch(scope: ConnectionScope, session: Session, header: RequestHe
     if not scope.quotas.topics.fetch_enabled:
         return None
     charge = _FetchCharge(scope, session, header, trims=False)
-    return Plan(
-        action=BUFFER,
-        decide=charge.decide,
-        leg=ResponseLeg(rewrite=charge.trim, record_response=charge.charge, accounted=charge.accounted),
-    )
+    return Plan(action=BUFFER, decide=charge.decide)
 
 
 N = TypeVar("N")
@@ -213,33 +206,36 @@ class _FetchCharge:
     """One Fetch or ShareFetch: its topic ids named before it goes, its answer trimmed per topic (``trims``: a
     Fetch's), then charged."""
 
-    __slots__ = ("scope", "session", "header", "trims", "follower", "looked_up", "counted", "partitions", "decisions")
+    __slots__ = ("scope", "session", "header", "trims", "looked_up", "counted", "partitions", "decisions")
 
     def __init__(self, scope: ConnectionScope, session: Session, header: RequestHeader, trims: bool) -> None:
         self.scope, self.session, self.header, self.trims = scope, session, header, trims
-        self.follower = False  # a follower's Fetch v15+ (its replica id read from the body): exempt
         self.looked_up = False
         self.counted: dict[str, int] = {}  # the record bytes of each topic of the answer the client gets
         self.partitions: dict[Partition, int] = {}  # and of each partition, under partition quotas
         self.decisions = Decisions()
 
+    def leg(self) -> ResponseLeg:
+        """What the answer goes through: trimmed, then charged."""
+        return ResponseLeg(rewrite=self.trim, record_response=self.charge, accounted=self.accounted)
+
     def decide(self, body: memoryview) -> Outcome:
+        """The request forwarded with the leg its answer goes through (a follower's Fetch v15+, replication, with
+        none: exempt), after a lookup of the topic ids the proxy cannot name yet."""
         version = self.header.api_version
         msg = decode_request(self.header.api_key, version, body)
         if self.trims and version >= FETCH_REPLICA_STATE_SINCE and msg.replica_state.replica_id >= 0:
-            self.follower = True
             return FORWARD_AS_IS
+        charged = ForwardRequest(leg=self.leg())
         unknown = _unknown_ids(msg.topics, self.scope.topics)
         if unknown and not self.looked_up:
             self.looked_up = True
-            return look_up_topics(self.scope, self.session, [(None, i) for i in unknown], lambda: FORWARD_AS_IS)
-        return FORWARD_AS_IS
+            return look_up_topics(self.scope, self.session, [(None, i) for i in unknown], lambda: charged)
+        return charged
 
     def trim(self, body: memoryview) -> bytes | None:
         """The answer as the client gets it (after the earlier stages' rewrites): each enforced topic's records cut
         to its headroom; every topic's record bytes counted for :meth:`charge`. None: nothing cut."""
-        if self.follower:
-            return None
         api_key, version = self.header.api_key, self.header.api_version
         msg = decode_response(api_key, version, body)
         quota, topics = self.scope.quotas.topics.fetch, self.scope.topics

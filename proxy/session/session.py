@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -35,6 +35,9 @@ class Session:
     # and DescribeTransactions versions the broker serves ({api key: (min, max)}, without those it lacks; None before
     # an ApiVersions answer): whether the keys the brokers enforce (request_percentage) can be passed on, and whether
     # a transactional id can be looked up at PAUSE
+    # the plan of this connection's last request of each API key that more than one stage planned, with its version
+    # and the stages' plans it combines: reused while the stages return the same plans (proxy.apis.stages.fold)
+    plans: dict[int, tuple] = field(default_factory=dict)
 
     def is_admin(self, admin_principals) -> bool:
         """May alter quotas and the proxy's settings and write its topics: on the admin listener, or a principal

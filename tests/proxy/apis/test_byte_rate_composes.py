@@ -15,12 +15,13 @@ import pytest
 
 from config.loader import parse_config
 from proxy.apis import CHAINS, ConnectionScope, Session
-from proxy.apis.plan import Plan
+from proxy.apis.plan import ForwardRequest, Plan
 from proxy.apis.response_leg import ResponseLeg
 from proxy.apis.stages import Stage, fold
 from proxy.cluster.topics import Topics
-from proxy.codec.apis import FETCH, PRODUCE, SHARE_FETCH
+from proxy.codec.apis import FETCH, FETCH_REPLICA_STATE_SINCE, PRODUCE, SHARE_FETCH
 from proxy.codec.header import RequestHeader
+from proxy.codec.messages import encode_request, new_request
 from proxy.enforcement.proxy_quotas import ProxyQuotas
 from quota.primitives.clock import ManualClock
 
@@ -85,8 +86,15 @@ def test_a_fetch_under_a_consumer_quota_keeps_the_earlier_plan(mode, version):
     scope = _scope([{"entity": {"client-id": "c"}, "consumer_byte_rate": 1000}], settings={"quota.mode": mode})
     assert scope.quotas.mode.shadow == (mode == "shadow")
     plan = _planned(scope, Session("L", "10.0.0.1"), RequestHeader(100, FETCH, version, 1, "c", 20))
-    assert plan.leg.record_response is not None
     _kept(plan)
+    leg = plan.leg
+    if version >= FETCH_REPLICA_STATE_SINCE:  # a follower is known from the body: a consumer's forward is charged
+        assert leg.record_response is None
+        request = encode_request(FETCH, version, new_request(FETCH, version, max_bytes=1 << 20))
+        outcome = plan.decide(memoryview(request))  # type: ignore[misc]
+        assert isinstance(outcome, ForwardRequest)
+        leg = outcome.leg
+    assert leg.record_response is not None
 
 
 @pytest.mark.parametrize("mode", ["enforce", "shadow"])

@@ -151,3 +151,25 @@ def test_up_to_v14_a_follower_fetch_is_planned_as_if_no_quota_applied_so_both_wa
     assert plan_request(scope, Session("L", "127.0.0.1"), follower) is PASS  # sidecar mode: nothing to rewrite
     consumer = RequestHeader(100, FETCH, version, 2, CONSUMER, 30)
     assert plan_request(scope, Session("L", "127.0.0.1"), consumer).leg.record_response is not None
+
+
+@pytest.mark.parametrize("version", [15, 17])
+def test_from_v15_one_plan_serves_a_clients_fetches_and_only_a_consumers_answer_is_charged(version):
+    from proxy.apis import FORWARD_AS_IS, plan_request
+    from proxy.codec.header import RequestHeader
+    from proxy.codec.messages import encode_request, new_request
+
+    scope, session = Wire("enforce").scope, Session("L", "127.0.0.1")
+    plans = [plan_request(scope, session, RequestHeader(100, FETCH, version, n, CONSUMER, 30)) for n in (1, 2)]
+    assert plans[0] is plans[1]  # made once for the client and version: it holds nothing of one request
+
+    def body(replica_id: int) -> memoryview:
+        state = {"replica_id": replica_id, "replica_epoch": 3 if replica_id >= 0 else -1}
+        return memoryview(encode_request(FETCH, version, new_request(FETCH, version, replica_state=state)))
+
+    for replica_id in (-1, 1, -1):  # a consumer's, a follower's, a consumer's again, on one connection
+        outcome = plans[0].decide(body(replica_id))  # type: ignore[misc]
+        if replica_id >= 0:
+            assert outcome is FORWARD_AS_IS  # replication: its answer goes through no quota's leg
+        else:
+            assert outcome.leg.record_response is not None and outcome.leg.rewrite is not None

@@ -66,3 +66,26 @@ def test_a_stage_ends_the_chain_and_the_later_ones_are_not_asked():
     assert (
         fold((stage("exempt", END), stage("never asked", Plan(throttle=Throttle(1, 1)))), None, SESSION, HEADER) is PASS
     )
+
+
+def test_the_plans_of_several_stages_are_combined_once_while_the_stages_return_the_same():
+    made: list[Plan] = []
+    shared = Plan(throttle=Throttle(5, 5))
+
+    def each_request(scope, session, header) -> Plan:
+        made.append(Plan(throttle=Throttle(10 + len(made), 1)))
+        return made[-1]
+
+    reused = (Stage("a", frozenset({PRODUCE}), lambda *_: shared), Stage("b", frozenset({PRODUCE}), lambda *_: shared))
+    session = Session("L", "10.0.0.1")
+    first = fold(reused, None, session, HEADER)  # type: ignore[arg-type]
+    assert fold(reused, None, session, HEADER) is first  # the same plans: their combination reused
+    assert first == shared.then(shared, HEADER)
+    other_version = RequestHeader(100, PRODUCE, 8, 2, "p", 20, 1)
+    assert fold(reused, None, session, other_version) is not first  # another version is combined anew
+    assert fold(reused, None, Session("L", "10.0.0.2"), HEADER) is not first  # and another connection's
+
+    fresh = (reused[0], Stage("c", frozenset({PRODUCE}), each_request))
+    plans = [fold(fresh, None, session, HEADER) for _ in range(2)]  # type: ignore[arg-type]
+    assert plans[0] is not plans[1]  # a stage's plan made for each request: combined for each
+    assert [plan.throttle for plan in plans] == [Throttle(10, 5), Throttle(11, 5)] and len(made) == 2

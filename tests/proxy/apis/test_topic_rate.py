@@ -181,13 +181,14 @@ def test_a_fetch_by_topic_ids_is_read_first_and_unknown_ids_looked_up():
     assert isinstance(outcome, LookUp)
     version = outcome.api_version
     answer = new_response(METADATA, version, topics=[{"name": "events", "topic_id": capped, "partitions": []}])
-    assert isinstance(outcome.then(memoryview(encode_response(METADATA, version, answer))), ForwardRequest)
+    forwarded = outcome.then(memoryview(encode_response(METADATA, version, answer)))
+    assert isinstance(forwarded, ForwardRequest)  # with the leg its answer goes through
     b = batch(20)
     body = fetch_answer(13, {capped: [b]})
-    plan.leg.run(memoryview(body), lambda b: len(body), None)
+    forwarded.leg.run(memoryview(body), lambda b: len(body), None)
     (stats,) = scope.quotas.topics.fetch.stats()
     assert (stats.tags.client_id, stats.value_total) == ("events", len(b))
-    usage = plan.leg.accounted(lambda usage: None)
+    usage = forwarded.leg.accounted(lambda usage: None)
     assert dict(usage.topic_bytes) == {DEFAULT: len(b)}
 
 
@@ -202,7 +203,10 @@ def test_a_follower_fetch_is_exempt():
         topics=[{"topic_id": uuid.uuid4(), "partitions": [{"partition": 0}]}],
     )
     _, plan, body = plan_and_body(scope, SESSION, FETCH, 15, request)
-    assert plan.decide(body) is not None
+    outcome = plan.decide(body)
+    assert isinstance(outcome, ForwardRequest)  # its answer goes through no leg: neither trimmed nor charged
+    leg = plan.leg.then(outcome.leg)
+    assert leg.rewrite is None and leg.record_response is None and outcome.body is None
     body = fetch_answer(15, {uuid.uuid4(): [batch(20)]})
-    rewritten, throttle = plan.leg.run(memoryview(body), lambda b: len(body), None)
+    rewritten, throttle = leg.run(memoryview(body), lambda b: len(body), None)
     assert rewritten is None and throttle is None and len(scope.quotas.topics.fetch) == 0
