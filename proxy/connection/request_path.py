@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, cast
 
 from proxy.apis import PASS, AnswerLocally, Await, ConnectionScope, HoldFor, LookUp, Outcome, Plan, plan_request
 from proxy.apis.plan import Decide
+from proxy.apis.response_leg import NO_LEG, ResponseLeg
 from proxy.apis.usage import NO_USAGE, Usage
 from proxy.codec.errors import ProtocolError
 from proxy.codec.frame import BUFFER, STREAM, Action
@@ -77,6 +78,7 @@ class RequestPath:
         "_abandons",
         "_dropped",
         "_gone",
+        "_joined",
         "answered_locally",
         "account",
     )
@@ -117,6 +119,8 @@ class RequestPath:
         self._abandons: set[Abandon] = set()
         self._dropped: set[Abandon] = set()
         self._gone = False  # the client closed: a request replayed from the read-ahead is not held any more
+        # the last two legs joined (a plan's, its outcome's) and their join: a consumer's every Fetch joins the same
+        self._joined: tuple[ResponseLeg, ResponseLeg, ResponseLeg] = (NO_LEG, NO_LEG, NO_LEG)
 
     def header(self, header: RequestHeader) -> Action:
         """A request's header: its plan says whether the frame streams, is buffered or dropped."""
@@ -213,11 +217,20 @@ class RequestPath:
                 + bytes(frame[4 : header.header_length])
                 + outcome.body
             )
-        if entry is not None:
-            entry.leg = entry.leg.then(outcome.leg)
+        if entry is not None and outcome.leg is not NO_LEG:
+            entry.leg = self._join(entry.leg, outcome.leg)
         if outcome.throttle is not None:
             self._throttle(header, entry, outcome.throttle)
         self._forward(frame)
+
+    def _join(self, leg: ResponseLeg, more: ResponseLeg) -> ResponseLeg:
+        """``leg``, then ``more`` (:meth:`ResponseLeg.then`): the last join reused when it was of the same two."""
+        joined = self._joined
+        if joined[0] is leg and joined[1] is more:
+            return joined[2]
+        combined = leg.then(more)
+        self._joined = (leg, more, combined)
+        return combined
 
     def _look_up(
         self, header: RequestHeader, frame: Bytes, entry: InFlight | None, lookup: LookUp, abandon: Abandon | None
