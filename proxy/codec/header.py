@@ -183,7 +183,7 @@ def request_header_fields(
         if end > len(buf):
             raise Incomplete
         try:
-            client_id = bytes(buf[pos:end]).decode("utf-8")
+            client_id = str(buf[pos:end], "utf-8")  # from a view: decoded where it lies, its bytes not copied first
         except UnicodeDecodeError as exc:
             raise ProtocolError(f"client_id is not UTF-8: {exc}") from None
         pos = end
@@ -269,6 +269,8 @@ def within_frame(buf: Bytes, size: int) -> Bytes:
 def response_header_length(api_key: int, api_version: int, frame: Bytes) -> int:
     """Bytes from the start of a whole response frame (size included) to its body."""
     if response_header_version(api_key, api_version) >= 1:
+        if len(frame) > 8 and not frame[8]:
+            return 9  # no tagged fields (the usual case): what skip_tagged_fields finds, without its work
         try:
             return skip_tagged_fields(frame, 8)
         except Incomplete:

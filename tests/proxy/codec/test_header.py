@@ -106,3 +106,21 @@ def test_api_versions_response_header_is_always_v0():
     assert encode_request_header(18, 3, 5, "c").endswith(b"\x00")
     raw = frame(encode_response_header(18, 4, 5) + b"\x00\x23")
     assert response_header_length(18, 4, raw) == 8
+
+
+def test_a_response_header_with_tagged_fields_is_skipped_whole():
+    tagged = b"\x02\x00\x01\x07\x05\x02ab"  # two fields: tag 0 (1 byte), tag 5 (2 bytes)
+    raw = frame(struct.pack(">i", 11) + tagged + b"\x00\x00")
+    assert response_header_length(3, 12, raw) == 8 + len(tagged)
+    with pytest.raises(ProtocolError):  # a section running past the frame
+        response_header_length(3, 12, frame(struct.pack(">i", 11) + b"\x01\x00\x09"))
+
+
+@pytest.mark.parametrize("kind", [bytes, bytearray, memoryview])
+def test_a_client_id_is_read_from_every_kind_of_buffer_and_must_be_utf8(kind):
+    name = "consumer-é".encode()
+    raw = frame(struct.pack(">hhih", 3, 12, 1, len(name)) + name + b"\x00" + b"\x00")
+    assert parse_request_prefix(kind(raw), MAX).client_id == "consumer-é"
+    bad = struct.pack(">ihhih", 12, 3, 8, 1, 2) + b"\xff\xfe" + b"\x00\x00"
+    with pytest.raises(ProtocolError, match="not UTF-8"):
+        parse_request_prefix(kind(bad), MAX)
