@@ -6,8 +6,8 @@ cluster mode). Each piece is called N times in a child under ``valgrind --tool=c
 difference of the totals over the difference of the calls is its cost, the start-up cancelling out:
 
 - ``plan``: the request's plan at its header (the chain folded: node endpoints, consumer byte rate, topic rates);
-- ``decide``: that plan's decision on the body (the request skimmed for ``ReplicaState``, the budget, the cap) and
-  its leg joined to the plan's, as the request path joins them;
+- ``decide``: that plan's decision on the body (the request skimmed for ``ReplicaState``, the budget, the cap; the
+  leg it adds is joined to the plan's once per connection by the request path);
 - ``leg``: the answer's leg, the plan's and the decision's (skimmed for ``NodeEndpoints``, the budget again and the
   trim, the charge);
 - ``skim-request``, ``skim-answer``, ``budget``, ``charge``: those parts alone.
@@ -52,7 +52,7 @@ def pieces() -> dict[str, Callable[[], object]]:
     fetch.record_and_decide(user, "bench", 100)  # a known client, as every Fetch after its first
     return {
         "plan": lambda: plan_request(scope, session, header),
-        "decide": lambda: plan.leg.then(decide(body).leg),  # type: ignore[union-attr]
+        "decide": lambda: decide(body),
         "leg": lambda: leg.run(answered, lambda rewritten: len(answered), None),
         "skim-request": lambda: fetch_body_facts(16, body),
         "skim-answer": lambda: tagged_fields(FETCH, "response", 16, answered),
