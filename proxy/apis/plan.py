@@ -150,7 +150,9 @@ class Plan:
         """This plan (an earlier stage's), then ``later``'s, for the request of ``header``: the one way plans
         combine. The strongest action; the longest throttle; ``later`` decides on what this plan's decision
         produced (:func:`then_outcome`); the response goes through this leg, then ``later``'s; both abandons are
-        called; the usage added; ``later`` may end the chain. A plan that ended the chain takes nothing more."""
+        called; the usage added; ``later`` may end the chain. A plan that ended the chain takes nothing more. Reads
+        nothing of ``header`` but its API key and version: :func:`proxy.apis.stages.fold` reuses a combination for a
+        connection's later requests of that API and version."""
         if self.last or later is PASS:
             return self
         if self is PASS:
