@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import importlib.util
 import typing
 import uuid
@@ -62,6 +63,7 @@ def _kio_error_codes() -> st.SearchStrategy:
     return st.sampled_from(sorted(int(e) for e in ErrorCode))
 
 
+@functools.cache  # one strategy per message version: Hypothesis caches its work on the strategy object
 def message_st(
     api_key: int, direction: str, version: int, unknown_tags: bool = False, kio_safe: bool = False
 ) -> st.SearchStrategy:
