@@ -6,6 +6,7 @@ import dataclasses
 import datetime
 import functools
 import importlib.util
+import types
 import typing
 import uuid
 
@@ -123,6 +124,29 @@ def register_kio_strategies() -> None:
     st.register_type_strategy(Records, st.binary(max_size=12).map(Records))
 
 
+@functools.cache
+def kio_entity_st(cls: type) -> st.SearchStrategy:
+    """kio's entities of ``cls``, every field drawn by its type as ``st.from_type`` would, but with arrays of one to
+    three structs (so every example reaches the deepest nested struct) and up to three values: ``st.from_type``'s
+    nested arrays made the examples of Fetch, Metadata or Produce hundreds of values each, or empty at the top."""
+    hints = _type_hints(cls)
+    return st.builds(cls, **{f.name: _kio_field_st(hints[f.name]) for f in dataclasses.fields(cls) if f.init})
+
+
+def _kio_field_st(hint) -> st.SearchStrategy:
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) is tuple and len(args) == 2 and args[1] is Ellipsis:
+        item = args[0]
+        if dataclasses.is_dataclass(item):
+            return st.lists(kio_entity_st(item), min_size=1, max_size=3).map(tuple)
+        return st.lists(_kio_field_st(item), max_size=3).map(tuple)
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        return st.one_of(*(_kio_field_st(a) for a in args))
+    if dataclasses.is_dataclass(hint):
+        return kio_entity_st(hint)
+    return st.from_type(hint)
+
+
 def kio_class(api_key: int, direction: str, version: int):
     """kio's entity class for this API version, or None where kio lacks it."""
     from kio.index import load_payload_module
@@ -151,7 +175,7 @@ _RENAMED_SINCE_KIO = {
 def kio_plain(entity) -> dict:
     """A kio entity as a dict in our naming: kio's timedelta/datetime fields become ``*_ms`` ints."""
     out = {}
-    hints = typing.get_type_hints(type(entity))
+    hints = _type_hints(type(entity))
     renamed = _RENAMED_SINCE_KIO.get(type(entity).__module__, {})
     for f in dataclasses.fields(entity):
         value, name, kt = getattr(entity, f.name), renamed.get(f.name, f.name), f.metadata.get("kafka_type")
@@ -163,6 +187,11 @@ def kio_plain(entity) -> dict:
             value = ZERO_UUID
         out[name] = _kio_value(value, hints.get(f.name))
     return out
+
+
+@functools.cache
+def _type_hints(cls: type) -> dict:
+    return typing.get_type_hints(cls)
 
 
 def _kio_value(value, hint):

@@ -18,6 +18,7 @@ from proxy.codec import messages as M
 from tests.proxy.codec.strategies import (
     ALL_VERSIONS,
     kio_class,
+    kio_entity_st,
     kio_plain,
     message_st,
     ours_plain,
@@ -41,7 +42,7 @@ def _codec(direction):
 @given(data=st.data())
 def test_kio_encodes_we_decode(api_key, direction, version, data):
     cls = kio_class(api_key, direction, version)
-    entity = data.draw(st.from_type(cls))
+    entity = data.draw(kio_entity_st(cls))
     buf = io.BytesIO()
     entity_writer(cls)(buf, entity)
     body = buf.getvalue()
