@@ -19,6 +19,7 @@ from tests.proxy.codec.strategies import (
     ALL_VERSIONS,
     kio_class,
     kio_entity_st,
+    kio_has,
     kio_plain,
     message_st,
     ours_plain,
@@ -29,7 +30,7 @@ pytest.importorskip("kio")
 from kio.serial import entity_reader, entity_writer  # noqa: E402
 
 register_kio_strategies()
-KIO_VERSIONS = [c for c in ALL_VERSIONS if kio_class(*c) is not None]
+KIO_VERSIONS = [c for c in ALL_VERSIONS if kio_has(*c)]
 _SETTINGS = settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck))
 
 
