@@ -20,7 +20,6 @@ from hypothesis import strategies as st
 from tests.fuzz.codec_driver import TARGETS, drive, encode_input
 from tests.fuzz.frames import client_frames, schema_frames, seed_inputs
 
-_FRAMES = client_frames() + schema_frames()
 _SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
 
 
@@ -55,7 +54,8 @@ def mutated(draw, frame: bytes) -> bytes:
     return bytes(data)
 
 
-_SEED = st.sampled_from(_FRAMES)
+# built when a test first draws one, not at collection (0.45 CPU-s, paid by every pytest-xdist worker)
+_SEED = st.deferred(lambda: st.sampled_from(client_frames() + schema_frames()))
 
 
 @_SETTINGS
