@@ -157,12 +157,15 @@ def test_describe_lists_every_entity_of_a_type_and_deleting_an_unset_key_says_so
         # at most, under 127.0.0.1's connection_creation_rate of 7 (the default IP's)
         wait_until(
             lambda: (
-                "Quota configs for client-id etl are producer_byte_rate=2048"
-                in shown(capsys, *cli, "--describe", "--entity-type", "clients")
+                "Quota configs for partition 3, topic orders are producer_byte_rate=1024"
+                in shown(capsys, *cli, "--describe", *partition)
             ),
             10,
-            "etl's producer_byte_rate 2048 in force",
+            "the partition's producer_byte_rate 1024 (the last written) in force",
             interval=1.0,
+        )
+        assert "Quota configs for client-id etl are producer_byte_rate=2048" in shown(
+            capsys, *cli, "--describe", "--entity-type", "clients"
         )
         assert shown(capsys, *cli, "--describe", "--entity-type", "topics").splitlines() == [
             "Quota configs for topic <default> are consumer_byte_rate=4096"
