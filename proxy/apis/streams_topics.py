@@ -41,9 +41,10 @@ refunds alike). Two first instances of a new application joining through two wor
 either answer, are both told the topics are missing, and each worker learns their counts; the topic is one, so the
 worker whose claim reaches the parent first charges it (:mod:`proxy.cluster.creation_claims`) and the other gives
 its tokens back. Across sidecars (separate proxies) there is no such arbiter: there, each sidecar that saw the
-topics reported missing in that window charges them once. What the proxy cannot do is create some of the topics and not others, as
-the controller's own quota would: a topology's internal topics are admitted together. A source topic given as a regular expression, or a regular
-expression's matches, are the coordinator's to resolve; the count created is what is charged either way.
+topics reported missing in that window charges them once. What the proxy cannot do is create some of the topics
+and not others, as the controller's own quota would: a topology's internal topics are admitted together. A source
+topic given as a regular expression, or a regular expression's matches, are the coordinator's to resolve; the count
+created is what is charged either way.
 """
 
 from __future__ import annotations
@@ -183,13 +184,11 @@ def _settle(scope: ConnectionScope, version: int, charges: Charges, wanted: dict
 
 
 def _named(statuses: Iterable[Message], wanted: dict[str, int]) -> set[str]:
-    """The internal topics a MISSING_INTERNAL_TOPICS status names (topic names are made of letters, digits, '.', '_'
-    and '-' only, so the detail's other characters separate them)."""
+    """The internal topics of ``wanted`` a MISSING_INTERNAL_TOPICS status names."""
     words: set[str] = set()
     for status in statuses:
         if status.status_code == MISSING_INTERNAL_TOPICS:
-            detail = "".join(c if c in _TOPIC_CHARACTERS else " " for c in status.status_detail)
-            words.update(detail.split())
+            words.update(_words(status.status_detail))
     return words & wanted.keys()
 
 
@@ -200,10 +199,15 @@ def _reported(statuses: Iterable[Message]) -> set[str]:
     names: set[str] = set()
     for status in statuses:
         if status.status_code == MISSING_INTERNAL_TOPICS and ":" in status.status_detail:
-            listed = status.status_detail.rsplit(":", 1)[1]
-            listed = "".join(c if c in _TOPIC_CHARACTERS else " " for c in listed)
-            names.update(w for w in listed.split() if w not in (".", "..") and len(w) <= MAX_TOPIC_NAME)
+            listed = _words(status.status_detail.rsplit(":", 1)[1])
+            names.update(w for w in listed if w not in (".", "..") and len(w) <= MAX_TOPIC_NAME)
     return names
+
+
+def _words(text: str) -> list[str]:
+    """The runs of ``text`` that could be topic names (letters, digits, '.', '_' and '-'): anything else separates
+    them."""
+    return "".join(c if c in _TOPIC_CHARACTERS else " " for c in text).split()
 
 
 def _created(scope: ConnectionScope, charges: Charges, name: str, fallback: int, partitions: int | None) -> None:

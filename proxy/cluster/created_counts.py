@@ -7,9 +7,10 @@ each topic a v4 answer reports created with -1, the proxy asks the cluster itsel
 up to ``tries`` times, ``retry_s`` after the first and twice as long before each next (0.2 s to 3.2 s: 6.2 s in
 all by default), each bounded by ``timeout_s``. A broker's metadata may lag the controller's answer by a moment;
 and a Streams group coordinator (KIP-1071) asks the controller for the topics its answer names as missing only
-after it answered, so on a loaded broker they may appear seconds later. Whoever asked is handed the count, or None when it could not be learnt (no answer, the topic not
-in the metadata, more than ``max_pending`` waiting): the quota then charges its documented fallback, and
-:attr:`CreatedCounts.unknown` counts it (the ``controller_mutation_partitions_unknown_total`` metric).
+after it answered, so on a loaded broker they may appear seconds later. Whoever asked is handed the count, or None
+when it could not be learnt (no answer, the topic not in the metadata, more than ``max_pending`` waiting): the
+quota then charges its documented fallback, and :attr:`CreatedCounts.unknown` counts it (the
+``controller_mutation_partitions_unknown_total`` metric).
 
 Handed-back counts run on the event loop, as the response path does; nothing here touches a client's connection.
 """

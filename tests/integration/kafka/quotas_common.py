@@ -52,17 +52,22 @@ def topics(cluster: KafkaCluster, prefix: str, count: int = 1, partitions: int =
     """``count`` new topics (unique names, ``partitions`` each, the cluster's default replication), made directly at
     the brokers; deleted when the block ends. Yields their names."""
     names = [unique_topic(f"{prefix}{i}" if count > 1 else prefix) for i in range(count)]
-    admin = direct_admin(cluster)
-    try:
-        admin.create_topics([NewTopic(name, partitions, -1) for name in names])
-        # every broker knows them before a client through a proxy asks
-        wait_until(lambda: set(names) <= set(admin.list_topics()), 30, f"topics {names} created")
-    finally:
-        admin.close()
+    create_directly(cluster, names, partitions)
     try:
         yield names
     finally:
         delete_topics(cluster, names)
+
+
+def create_directly(cluster: KafkaCluster, names: list[str], partitions: int) -> None:
+    """``names`` created at the brokers (``partitions`` each, the cluster's default replication), once every broker
+    knows them: before a client through a proxy asks."""
+    admin = direct_admin(cluster)
+    try:
+        admin.create_topics([NewTopic(name, partitions, -1) for name in names])
+        wait_until(lambda: set(names) <= set(admin.list_topics()), 30, f"topics {names} created")
+    finally:
+        admin.close()
 
 
 def end_offsets(cluster: KafkaCluster, topic: str) -> int:

@@ -19,11 +19,11 @@ import time
 import uuid
 
 import pytest
-from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.admin import KafkaAdminClient
 
 from proxy.codec.apis import STREAMS_GROUP_HEARTBEAT
 from tests.harness import wait_until
-from tests.integration.kafka.quotas_common import configs, delete_topics, direct_admin
+from tests.integration.kafka.quotas_common import configs, create_directly, delete_topics, direct_admin
 from tests.integration.raw import asked, heartbeat_until_answered, streams_join
 from tests.kafka_cluster import unique_topic
 
@@ -243,22 +243,13 @@ def test_a_streams_topologys_changelog_created_by_kafkas_coordinator_is_charged_
     with kafka1.sidecars(configs=configs(kafka1, quotas)[:1]) as (proxy,):
         try:
             if source_first:
-                create_directly(kafka1, source, 3)
+                create_directly(kafka1, [source], 3)
             joined = heartbeat_until_answered(proxy.port, STREAMS_GROUP_HEARTBEAT, 1, **fields)
             assert joined.error_code == 0 and joined.member_epoch > 0, joined
             if not source_first:
                 assert partition_counts(kafka1, [changelog]) == {}  # nothing to create it from yet
-                create_directly(kafka1, source, 3)
+                create_directly(kafka1, [source], 3)
             charged_as_a_member_heartbeats(proxy, fields, joined, 3)
             assert partition_counts(kafka1, [changelog]) == {changelog: 3}
         finally:
             delete_topics(kafka1, [changelog, source])
-
-
-def create_directly(cluster, name: str, partitions: int) -> None:
-    admin = direct_admin(cluster)
-    try:
-        admin.create_topics([NewTopic(name, partitions, -1)])
-        wait_until(lambda: name in admin.list_topics(), 30, f"topic {name} created")
-    finally:
-        admin.close()
