@@ -174,7 +174,7 @@ def test_the_wheel_the_image_installs_holds_no_demo_and_needs_no_pyspark(tmp_pat
                 src = os.path.join(ROOT, source)
                 if os.path.isdir(src):
                     shutil.copytree(
-                        src, tmp_path / "src" / source, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+                        src, tmp_path / "src" / source, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.so")
                     )
                 else:
                     os.makedirs(tmp_path / "src", exist_ok=True)
@@ -203,6 +203,7 @@ def test_the_wheel_the_image_installs_holds_no_demo_and_needs_no_pyspark(tmp_pat
     packages = {n.split("/")[0] for n in names if n.endswith(".py")}
     assert packages == {"proxy", "quota", "config", "analytics"}
     assert "proxy/cli/main.py" in names and not any(n.startswith(("demo/", "tests/", "bench/")) for n in names)
+    assert any(n.startswith("proxy/codec/_accel.") for n in names), "the C extension, built as the image builds it"
     requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
     assert any("prometheus-client" in r for r in requires)
     assert all("extra ==" in r for r in requires if "pyspark" in r), requires

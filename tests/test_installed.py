@@ -115,6 +115,7 @@ def copy_source(dest: Path) -> None:
         ignore=shutil.ignore_patterns(
             ".git",
             ".venv*",
+            "*.so",
             "build",
             "dist",
             "*.egg-info",
@@ -202,7 +203,9 @@ def test_the_wheel_holds_the_four_packages_and_nothing_else_of_the_repository(in
         str(p.relative_to(ROOT)) for pkg, globs in package_data.items() for g in globs for p in (ROOT / pkg).glob(g)
     }
     assert data, "the package data the proxy reads at run time"
-    assert {n for n in names if not n.split("/")[0].endswith(".dist-info")} == source | data
+    extension = {n for n in names if n.startswith("proxy/codec/_accel.") and n.endswith(".so")}
+    assert len(extension) == 1, "the codec's C extension, built where a compiler is (proxy/codec/accel.py)"
+    assert {n for n in names if not n.split("/")[0].endswith(".dist-info")} == source | data | extension
     assert "kafka-quota-proxy = proxy.cli.main:main" in entry_points
     assert "Provides-Extra: analytics" in metadata
 
@@ -226,6 +229,7 @@ def test_the_installed_package_is_what_runs_and_it_says_its_version(installed, t
     assert all(path.startswith(site) and "site-packages" in path for path in json.loads(probe.stdout))
     version = installed.run("--version", tmp=tmp)
     assert version.returncode == 0 and version.stdout.startswith("kafka-quota-proxy 0.1.0 "), version
+    assert "codec: C extension" in version.stdout, version
 
 
 def test_check_config_accepts_the_shipped_sidecar_example_and_refuses_a_bad_key(installed, tmp):

@@ -15,7 +15,8 @@ import re
 import struct
 from dataclasses import dataclass
 
-from proxy.codec.apis import SASL_AUTHENTICATE, request_header_version, response_header_version
+from proxy.codec.accel import NATIVE, choose
+from proxy.codec.apis import FLEXIBLE_SINCE, SASL_AUTHENTICATE, request_header_version, response_header_version
 from proxy.codec.errors import ProtocolError
 from proxy.codec.primitives import Bytes
 
@@ -220,7 +221,7 @@ class ResponseHeader:
         return self.size + 4
 
 
-def parse_response_prefix(buf: Bytes, max_size: int = 2**31 - 1) -> ResponseHeader:
+def pure_parse_response_prefix(buf: Bytes, max_size: int = 2**31 - 1) -> ResponseHeader:
     """The size and correlation id of the response frame at the start of ``buf``.
 
     A frame too short for its correlation id, or larger than ``max_size`` (``upstream.response.max.bytes``), is a
@@ -266,7 +267,7 @@ def within_frame(buf: Bytes, size: int) -> Bytes:
     return buf
 
 
-def response_header_length(api_key: int, api_version: int, frame: Bytes) -> int:
+def pure_response_header_length(api_key: int, api_version: int, frame: Bytes) -> int:
     """Bytes from the start of a whole response frame (size included) to its body."""
     if response_header_version(api_key, api_version) >= 1:
         if len(frame) > 8 and not frame[8]:
@@ -302,3 +303,10 @@ def encode_response_header(api_key: int, api_version: int, correlation_id: int) 
 def frame(payload: bytes) -> bytes:
     """Prefix ``payload`` with its 4-byte size."""
     return _INT32.pack(len(payload)) + payload
+
+
+# The C extension's versions where it is in use (proxy/codec/accel.py), the pure ones above otherwise.
+if NATIVE is not None:
+    NATIVE.configure_header(ProtocolError, Incomplete, RequestHeader, ResponseHeader, FLEXIBLE_SINCE)
+parse_response_prefix = choose("parse_response_prefix", pure_parse_response_prefix)
+response_header_length = choose("response_header_length", pure_response_header_length)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import struct
 
+from proxy.codec.accel import NATIVE, choose
 from proxy.codec.apis import FETCH, PRODUCE
 from proxy.codec.errors import ProtocolError
 from proxy.codec.fetch_prefix import with_fetch_replica_id
@@ -35,7 +36,7 @@ _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 
 
-def parse_request_prefix(
+def pure_parse_request_prefix(
     buf: Bytes,
     max_size: int,
     read_produce_prefix: bool = False,
@@ -161,6 +162,12 @@ def _read_topics(body: Bytes, end: int, pos: int, version: int) -> tuple[tuple[i
         return (), only_topic, topic_count
 
 
+def _walk_frame(buf: Bytes, size: int, pos: int, version: int) -> tuple[int, ...]:
+    """:func:`_walk` of the frame of ``size`` at the start of ``buf``: the C extension's way back for a request that
+    is not one partition of one batch."""
+    return _walk(within_frame(buf, size), pos, size + 4, version)
+
+
 def _walk(body: Bytes, pos: int, end: int, version: int) -> tuple[int, ...]:
     """The distinct producer ids of every batch of every partition of the whole Produce body whose topic_data
     starts at ``pos``: each batch header is found by the previous one's length, and only its magic and producer id
@@ -263,3 +270,9 @@ def _acks_at(buf: Bytes, size: int, pos: int, version: int) -> tuple[int, int]:
         raise Incomplete
     acks: int = _INT16.unpack_from(body, pos)[0]
     return acks, pos + 2
+
+
+# The C extension's version where it is in use (proxy/codec/accel.py), the pure one above otherwise.
+if NATIVE is not None:
+    NATIVE.configure_produce(_walk_frame)
+parse_request_prefix = choose("parse_request_prefix", pure_parse_request_prefix)

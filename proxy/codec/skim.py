@@ -15,11 +15,13 @@ Bytes in, values out, no I/O.
 from __future__ import annotations
 
 import struct
+from array import array
 from collections.abc import Callable
 from functools import cache
 from typing import Any
 
 from proxy.codec import schema
+from proxy.codec.accel import NATIVE, choose
 from proxy.codec.errors import ProtocolError
 from proxy.codec.header import Incomplete, skip_tagged_fields
 from proxy.codec.primitives import FIXED, INT16, INT32, Bytes, read_uvarint
@@ -78,15 +80,21 @@ def _steps(fields: tuple[Any, ...], version: int, flexible: bool) -> Steps:
     return tuple(steps)
 
 
-@cache
-def _plan(api_key: int, direction: str, version: int) -> tuple[Callable[[Bytes, int], int], bool]:
-    """(the skipper of the top level's fields, its tagged-field section left out; whether the version is flexible)."""
+def _top_steps(api_key: int, direction: str, version: int) -> tuple[Steps, bool]:
+    """(the steps of the top level's fields, its tagged-field section left out; whether the version is flexible)."""
     seg = schema.segment(api_key, direction, version)
     if seg is None:
         raise ProtocolError(f"no schema for {direction} {api_key} v{version}")
     flexible = seg.flexible is not None and version >= seg.flexible
     steps = _steps(seg.fields, version, flexible)
-    return _Skippers(flexible).compile(steps[:-1] if flexible else steps), flexible
+    return (steps[:-1] if flexible else steps), flexible
+
+
+@cache
+def _plan(api_key: int, direction: str, version: int) -> tuple[Callable[[Bytes, int], int], bool]:
+    """(the skipper of :func:`_top_steps`; whether the version is flexible)."""
+    steps, flexible = _top_steps(api_key, direction, version)
+    return _Skippers(flexible).compile(steps), flexible
 
 
 class _Skippers:
@@ -166,7 +174,7 @@ class _Skippers:
         return [f"n, = _i{8 * width}(buf, pos)", f"pos += {width}"]
 
 
-def tagged_fields(api_key: int, direction: str, version: int, body: Bytes) -> dict[int, tuple[int, int]]:
+def pure_tagged_fields(api_key: int, direction: str, version: int, body: Bytes) -> dict[int, tuple[int, int]]:
     """The top-level tagged fields of a whole ``body``: tag -> (start, end) of its data in ``body`` ({} in a version
     without them). Raises :class:`ProtocolError` when the body is not laid out as its version says."""
     skip, flexible = _plan(api_key, direction, version)
@@ -195,7 +203,7 @@ def tagged_fields(api_key: int, direction: str, version: int, body: Bytes) -> di
     return found
 
 
-def array_count(api_key: int, direction: str, version: int, name: str, body: Bytes) -> int:
+def pure_array_count(api_key: int, direction: str, version: int, name: str, body: Bytes) -> int:
     """The number of elements of the top-level array ``name`` in ``body`` (-1: null), the fields before it skimmed.
     Raises :class:`ProtocolError` when the body ends before it, ValueError if ``name`` is no array of that version."""
     skip, flexible = _prefix(api_key, direction, version, name)
@@ -210,9 +218,8 @@ def array_count(api_key: int, direction: str, version: int, name: str, body: Byt
     return int(count)
 
 
-@cache
-def _prefix(api_key: int, direction: str, version: int, name: str) -> tuple[Callable[[Bytes, int], int], bool]:
-    """(the skipper of the top-level fields before the array ``name``; whether the version is flexible)."""
+def _prefix_steps(api_key: int, direction: str, version: int, name: str) -> tuple[Steps, bool]:
+    """(the steps of the top-level fields before the array ``name``; whether the version is flexible)."""
     seg = schema.segment(api_key, direction, version)
     fields = () if seg is None else seg.fields
     before: list[Any] = []
@@ -222,9 +229,16 @@ def _prefix(api_key: int, direction: str, version: int, name: str) -> tuple[Call
                 break
             flexible = seg is not None and seg.flexible is not None and version >= seg.flexible
             steps = _steps(tuple(before), version, flexible)
-            return _Skippers(flexible).compile(steps[:-1] if flexible else steps), flexible
+            return (steps[:-1] if flexible else steps), flexible
         before.append(field)
     raise ValueError(f"{name} is not an array of {direction} {api_key} v{version}")
+
+
+@cache
+def _prefix(api_key: int, direction: str, version: int, name: str) -> tuple[Callable[[Bytes, int], int], bool]:
+    """(the skipper of :func:`_prefix_steps`; whether the version is flexible)."""
+    steps, flexible = _prefix_steps(api_key, direction, version, name)
+    return _Skippers(flexible).compile(steps), flexible
 
 
 @cache
@@ -255,3 +269,50 @@ def fixed_offset(api_key: int, direction: str, version: int, name: str) -> int:
             break
         offset += size
     raise ValueError(f"{name} is not at a fixed place in {direction} {api_key} v{version}")
+
+
+# The C extension's program (proxy/codec/_accel.c): (operation, argument) pairs of int32, a struct's steps inline, an
+# array's elements or a nullable struct's fields after it, their length (in int32s) its argument.
+_OP_RUN, _OP_VARIABLE, _OP_TAGS, _OP_ARRAY_FIXED, _OP_ARRAY, _OP_ARRAY_CALL, _OP_NULLABLE = range(7)
+
+
+def _encode(steps: Steps, depth: int = 0) -> list[int]:
+    """``steps`` as the C extension walks them, levels counted as :meth:`_Skippers._body` counts them: an array past
+    :data:`_INLINED` levels is a call there, checking where each element ends (``_OP_ARRAY_CALL``)."""
+    out: list[int] = []
+    for what, argument, width in steps:
+        if what == _RUN:
+            out += (_OP_RUN, argument)
+        elif what == _VARIABLE:
+            out += (_OP_VARIABLE, argument)
+        elif what == _TAGS:
+            out += (_OP_TAGS, 0)
+        elif what == _ARRAY and width:
+            out += (_OP_ARRAY_FIXED, width)
+        elif what == _ARRAY:
+            inner = _encode(argument, depth + 1) if depth < _INLINED else _encode(argument)
+            out += (_OP_ARRAY if depth < _INLINED else _OP_ARRAY_CALL, len(inner), *inner)
+        elif what == _STRUCT:
+            out += _encode(argument, depth)
+        else:  # _NULLABLE_STRUCT
+            inner = _encode(argument, depth + 1)
+            out += (_OP_NULLABLE, len(inner), *inner)
+    return out
+
+
+def _program(make: Callable[..., tuple[Steps, bool]]) -> Callable[..., tuple[bytes, bool]]:
+    """``make`` (:func:`_top_steps` or :func:`_prefix_steps`) returning the C program instead of the steps."""
+
+    def program(*key: Any) -> tuple[bytes, bool]:
+        steps, flexible = make(*key)
+        return array("i", _encode(steps)).tobytes(), flexible
+
+    return program
+
+
+# The C extension's versions where it is in use (proxy/codec/accel.py), the pure ones above otherwise: the C walks
+# the same steps, encoded once per (API, direction, version) by _program.
+if NATIVE is not None:
+    NATIVE.configure_skim(_program(_top_steps), _program(_prefix_steps))
+tagged_fields = choose("tagged_fields", pure_tagged_fields)
+array_count = choose("array_count", pure_array_count)

@@ -12,6 +12,7 @@ import platform
 from config.model import ProxyConfig
 from config.quotas import is_group_item, is_quota_group_item, is_topic_item
 from config.topic_quotas import ON_EXCEED
+from proxy.codec import accel
 from quota.primitives.quota_groups import MEMBER_KEYS
 from quota.primitives.topic_quotas import PARTITION
 
@@ -29,7 +30,9 @@ def package_version() -> str:
 
 
 def version_text() -> str:
-    return f"{PACKAGE} {package_version()} (Python {platform.python_version()})"
+    """The version, Python's, and which codec path reads the frames (:mod:`proxy.codec.accel`): the first words of
+    ``--version`` and of the start-up line."""
+    return f"{PACKAGE} {package_version()} (Python {platform.python_version()}, codec: {accel.PATH})"
 
 
 def _listener(lc) -> str:

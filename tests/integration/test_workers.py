@@ -17,6 +17,7 @@ import urllib.request
 
 import pytest
 
+from proxy.codec.accel import PURE_ENV
 from proxy.codec.header import encode_request_header, frame
 from tests.harness import wait_until
 from tests.integration import clients as c
@@ -111,8 +112,10 @@ def alive(pid: int) -> bool:
 def test_a_killed_worker_is_restarted_and_sigterm_drains_every_worker(tmp_path):
     """A worker killed with SIGKILL is started again (a log line, worker_restarts_total) and the parent is ready
     again; then a Fetch the broker holds for 1.5 s, sent before SIGTERM, is still answered, and the parent exits 0
-    with every worker gone."""
-    with workers_proxy(tmp_path, 2) as (proc, bootstrap, metrics_port, log):
+    with every worker gone. On the codec's pure Python path (KAFKA_QUOTA_PROXY_PURE_PYTHON, proxy/codec/accel.py):
+    the one test of a whole proxy without the C extension, messages produced and read back through it too."""
+    with workers_proxy(tmp_path, 2, env={PURE_ENV: "1"}) as (proc, bootstrap, metrics_port, log):
+        assert f"codec: pure Python ({PURE_ENV} is set)) starting:" in log.read_text()
         wait_until(lambda: len(worker_pids(log)) == 2, 30, "both workers logged as serving")
         first = worker_pids(log)
         os.kill(first["0"], signal.SIGKILL)
@@ -134,6 +137,9 @@ def test_a_killed_worker_is_restarted_and_sigterm_drains_every_worker(tmp_path):
         assert proc.poll() is None
 
         c.ck_create_topic(bootstrap, "quiet", 1)
+        c.ck_create_topic(bootstrap, "round-trip", 1)
+        c.ck_produce(bootstrap, "round-trip", 20, **{"enable.idempotence": True})
+        c.assert_exactly_once_in_order(c.ck_consume(bootstrap, "round-trip", 20), 20)
         host, port = bootstrap.split(":")
         sock = socket.create_connection((host, int(port)))
         # Fetch v4: replica_id, max_wait_ms=1500, min_bytes=1, max_bytes, isolation, [topic [partition offset max]]

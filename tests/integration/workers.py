@@ -43,9 +43,10 @@ def ready(port: int) -> bool:
 
 
 @contextmanager
-def workers_proxy(tmp_path, workers: int, quotas: str | None = None, **settings):
+def workers_proxy(tmp_path, workers: int, quotas: str | None = None, env: dict | None = None, **settings):
     """The proxy's command line with ``workers`` workers in front of a Tansu of its own; ``quotas`` (YAML flow) in
-    place of the ``spread`` client's producer_byte_rate. Yields (process, bootstrap, metrics port, log file)."""
+    place of the ``spread`` client's producer_byte_rate, ``env`` added to its environment. Yields (process,
+    bootstrap, metrics port, log file)."""
     proxy_port, broker_port, metrics_port = free_port(), free_port(), free_port()
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{proxy_port}").start()
     all_settings = {
@@ -69,7 +70,7 @@ def workers_proxy(tmp_path, workers: int, quotas: str | None = None, **settings)
             [sys.executable, "-m", "proxy.cli", "run", "--config", str(cfg)],
             stdout=out,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
         )
     try:
         wait_for_port(metrics_port, timeout=30)

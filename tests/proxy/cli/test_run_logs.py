@@ -5,6 +5,7 @@ the broker has never answered, from ``kafka-quota-proxy`` run as a user runs it 
 from __future__ import annotations
 
 import json
+import os
 import platform
 import queue
 import signal
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import yaml
 
+from proxy.codec.accel import PATH, PURE_ENV
 from tests.harness import free_port, wait_for_port
 
 COMMAND = str(Path(sys.executable).parent / "kafka-quota-proxy")  # the console script pip installed
@@ -74,11 +76,14 @@ def running(tmp_path, *options: str):
             seen.append(lines.get())
 
 
-def test_version_names_the_package_and_python():
+def test_version_names_the_package_python_and_the_codec_path():
     done = subprocess.run([COMMAND, "--version"], capture_output=True, text=True, check=True)
-    assert (
-        done.stdout.strip() == f"kafka-quota-proxy {version('kafka-quota-proxy')} (Python {platform.python_version()})"
+    expected = f"kafka-quota-proxy {version('kafka-quota-proxy')} (Python {platform.python_version()}, codec: {PATH})"
+    assert done.stdout.strip() == expected
+    pure = subprocess.run(
+        [COMMAND, "--version"], capture_output=True, text=True, check=True, env={**os.environ, PURE_ENV: "1"}
     )
+    assert " ".join(pure.stdout.split()).endswith(f"codec: pure Python ({PURE_ENV} is set))")  # argparse wraps it
 
 
 def test_start_up_says_what_is_configured_and_warns_while_the_broker_never_answers(tmp_path):

@@ -1,0 +1,45 @@
+"""Which path reads every request's and response's first bytes: the C extension ``proxy.codec._accel`` or the pure
+Python it mirrors.
+
+The extension is built from ``proxy/codec/_accel.c`` when the package is installed and a C compiler is present
+(optional: without one the install succeeds and the pure path runs). It holds the same functions as the pure ones
+of :mod:`proxy.codec.header`, :mod:`proxy.codec.produce_prefix` and :mod:`proxy.codec.skim` (same results, same
+errors for the same bytes); each of those modules binds its public name to one or the other once, at import, with
+:func:`choose`. ``KAFKA_QUOTA_PROXY_PURE_PYTHON=1`` in the environment keeps the pure path even where the
+extension is built.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any, TypeVar, cast
+
+PURE_ENV = "KAFKA_QUOTA_PROXY_PURE_PYTHON"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _load() -> tuple[ModuleType | None, str]:
+    """(the extension or None, why this path)."""
+    if os.environ.get(PURE_ENV, "") not in ("", "0"):
+        return None, f"pure Python ({PURE_ENV} is set)"
+    try:
+        from proxy.codec import _accel  # type: ignore[attr-defined]  # built only where a compiler was
+    except ImportError:
+        return None, "pure Python (the C extension is not built)"
+    module: ModuleType = _accel
+    return module, "C extension"
+
+
+NATIVE, PATH = _load()
+"""The extension (None on the pure path) and a line saying which path runs, for the log and ``--version``."""
+
+
+def choose(name: str, pure: F) -> F:
+    """The extension's function ``name`` when it is in use, else ``pure``: bound once, at import, by the module that
+    defines ``pure``."""
+    if NATIVE is None:
+        return pure
+    return cast(F, getattr(NATIVE, name))
