@@ -8,7 +8,7 @@ FUZZ_SECONDS ?= 60
 
 .PHONY: demo test check bytecode kafka bench fuzz soak check-compose clean
 
-$(STAMP): pyproject.toml setup.py proxy/codec/_accel.c
+$(STAMP): pyproject.toml setup.py $(wildcard proxy/codec/native/*)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'

@@ -1,6 +1,8 @@
-"""The optional C extension of the codec's hot path (proxy/codec/_accel.c; proxy/codec/accel.py chooses it or the
+"""The optional C extension of the codec's hot path (proxy/codec/native/; proxy/codec/accel.py chooses it or the
 pure Python). Everything else is in pyproject.toml. ``optional=True``: where no C compiler works the build goes on
 without it, and the proxy runs the pure path."""
+
+from pathlib import Path
 
 from setuptools import Extension, setup
 
@@ -8,9 +10,10 @@ setup(
     ext_modules=[
         Extension(
             "proxy.codec._accel",
-            sources=["proxy/codec/_accel.c"],
+            sources=sorted(str(p) for p in Path("proxy/codec/native").glob("*.c")),
+            depends=["proxy/codec/native/accel.h"],
             optional=True,
-            extra_compile_args=["-O2"],
+            extra_compile_args=["-O2", "-fvisibility=hidden"],  # only PyInit__accel exported
         )
     ]
 )

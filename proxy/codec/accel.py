@@ -1,7 +1,7 @@
 """Which path reads every request's and response's first bytes: the C extension ``proxy.codec._accel`` or the pure
 Python it mirrors.
 
-The extension is built from ``proxy/codec/_accel.c`` when the package is installed and a C compiler is present
+The extension is built from ``proxy/codec/native/`` when the package is installed and a C compiler is present
 (optional: without one the install succeeds and the pure path runs). It holds the same functions as the pure ones
 of :mod:`proxy.codec.header`, :mod:`proxy.codec.produce_prefix` and :mod:`proxy.codec.skim` (same results, same
 errors for the same bytes); each of those modules binds its public name to one or the other once, at import, with

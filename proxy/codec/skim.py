@@ -271,8 +271,8 @@ def fixed_offset(api_key: int, direction: str, version: int, name: str) -> int:
     raise ValueError(f"{name} is not at a fixed place in {direction} {api_key} v{version}")
 
 
-# The C extension's program (proxy/codec/_accel.c): (operation, argument) pairs of int32, a struct's steps inline, an
-# array's elements or a nullable struct's fields after it, their length (in int32s) its argument.
+# The C extension's program (proxy/codec/native/skim.c): (operation, argument) pairs of int32, a struct's steps inline,
+# an array's elements or a nullable struct's fields after it, their length (in int32s) its argument.
 _OP_RUN, _OP_VARIABLE, _OP_TAGS, _OP_ARRAY_FIXED, _OP_ARRAY, _OP_ARRAY_CALL, _OP_NULLABLE = range(7)
 
 

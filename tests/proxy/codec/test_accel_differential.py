@@ -1,4 +1,4 @@
-"""The C extension (proxy/codec/_accel.c) against the pure Python it mirrors: the same frames, well formed, cut
+"""The C extension (proxy/codec/native/) against the pure Python it mirrors: the same frames, well formed, cut
 anywhere, mutated, with wrong lengths, negative sizes, non-UTF-8 client ids and huge counts, through both; the same
 value or the same error (class and message) from each.
 

@@ -1,0 +1,132 @@
+/* Helpers every file here uses: errors, integers, the varints and tagged fields of header.py. */
+
+#include "accel.h"
+
+PyObject *protocol_error(PyObject *message) {
+    if (message != NULL) {
+        PyErr_SetObject(ProtocolError, message);
+        Py_DECREF(message);
+    }
+    return NULL;
+}
+
+PyObject *incomplete(void) {
+    PyErr_SetNone(Incomplete);
+    return NULL;
+}
+
+/* A Python int as a long long; past its range, the nearest bound (every comparison here then comes out as the
+ * Python one of the unbounded int would). */
+int clamp_ll(PyObject *value, long long *out) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    *out = overflow > 0 ? LLONG_MAX / 4 : overflow < 0 ? LLONG_MIN / 4 : v;
+    return 0;
+}
+
+/* apis.is_flexible: FLEXIBLE_SINCE[key] <= version, read from the live table. -1 on error. */
+int is_flexible(PyObject *key, long long version) {
+    PyObject *since = PyDict_GetItemWithError(FlexibleSince, key);
+    if (since == NULL) return PyErr_Occurred() ? -1 : 0;
+    if (since == Py_None) return 0;
+    long long s;
+    if (clamp_ll(since, &s) < 0) return -1;
+    return version >= s;
+}
+
+int is_flexible_ll(long long key, long long version) {
+    PyObject *k = PyLong_FromLongLong(key);
+    if (k == NULL) return -1;
+    int flexible = is_flexible(k, version);
+    Py_DECREF(k);
+    return flexible;
+}
+
+/* header.read_uvarint: at most 5 bytes, Incomplete at ``end``. 0 ok, -1 error set. */
+int header_uvarint(const unsigned char *b, int64_t end, int64_t *pos, int64_t *value) {
+    int64_t v = 0;
+    int shift = 0;
+    int64_t p = *pos;
+    for (;;) {
+        if (p >= end) {
+            incomplete();
+            return -1;
+        }
+        unsigned char c = b[p++];
+        v |= (int64_t)(c & 0x7F) << shift;
+        if (!(c & 0x80)) {
+            *pos = p;
+            *value = v;
+            return 0;
+        }
+        shift += 7;
+        if (shift > 28) {
+            PyErr_SetString(ProtocolError, "varint longer than 5 bytes");
+            return -1;
+        }
+    }
+}
+
+/* header.skip_tagged_fields(buf[:len], pos, limit), the limit only when ``limited``: 0, -1 with the error set, or
+ * -2 for HeaderTooLarge(*at_least), which no caller lets out. */
+int skip_tagged(const unsigned char *b, int64_t len, int64_t *pos, int limited, int64_t limit,
+                       int64_t *at_least) {
+    int64_t count, p = *pos;
+    if (header_uvarint(b, len, &p, &count) < 0) return -1;
+    if (limited && p + 2 * count > limit) {
+        *at_least = p + 2 * count;
+        return -2;
+    }
+    int64_t end = limited && limit < len ? limit : len;
+    while (count) {
+        if (p + 1 < end && !((b[p] | b[p + 1]) & 0x80)) {
+            p += 2 + b[p + 1];
+        } else {
+            int64_t tag, size;
+            if (header_uvarint(b, len, &p, &tag) < 0 || header_uvarint(b, len, &p, &size) < 0) return -1;
+            p += size;
+        }
+        count--;
+        if (limited && p > limit) {
+            *at_least = p;
+            return -2;
+        }
+    }
+    if (p > len) {
+        incomplete();
+        return -1;
+    }
+    *pos = p;
+    return 0;
+}
+
+/* Arguments by position or keyword into out[] (NULL where not given), as a def of ``names`` takes them; -1 with a
+ * TypeError. */
+int arguments(const char *const *names, Py_ssize_t required, PyObject *const *args, Py_ssize_t nargs,
+                     PyObject *kwnames, PyObject **out) {
+    Py_ssize_t count = 0;
+    while (names[count] != NULL) count++;
+    if (nargs > count) {
+        PyErr_Format(PyExc_TypeError, "takes at most %zd arguments (%zd given)", count, nargs);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) out[i] = i < nargs ? args[i] : NULL;
+    Py_ssize_t keywords = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t k = 0; k < keywords; k++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, k);
+        Py_ssize_t i = 0;
+        while (i < count && PyUnicode_CompareWithASCIIString(name, names[i]) != 0) i++;
+        if (i == count || out[i] != NULL) {
+            PyErr_Format(PyExc_TypeError, "unexpected or repeated argument %R", name);
+            return -1;
+        }
+        out[i] = args[nargs + k];
+    }
+    for (Py_ssize_t i = 0; i < required; i++)
+        if (out[i] == NULL) {
+            PyErr_Format(PyExc_TypeError, "missing argument %s", names[i]);
+            return -1;
+        }
+    return 0;
+}
