@@ -49,6 +49,15 @@ int is_flexible(PyObject *key, long long version);
 int is_flexible_ll(long long key, long long version);
 int header_uvarint(const unsigned char *b, int64_t end, int64_t *pos, int64_t *value);
 int skip_tagged(const unsigned char *b, int64_t len, int64_t *pos, int limited, int64_t limit, int64_t *at_least);
+#define MAX_SLOTS 16
+typedef struct {
+    PyTypeObject *type; /* NULL: made by calling the class */
+    Py_ssize_t count;
+    Py_ssize_t offsets[MAX_SLOTS];
+} Slots;
+extern Slots RequestSlots, ResponseSlots; /* RequestHeader's and ResponseHeader's (module.c) */
+int slots_of(PyObject *cls, const char *const *names, Slots *out);
+PyObject *new_slotted(PyObject *cls, const Slots *slots, PyObject *const *values, Py_ssize_t count);
 int arguments(const char *const *names, Py_ssize_t required, PyObject *const *args, Py_ssize_t nargs,
               PyObject *kwnames, PyObject **out);
 

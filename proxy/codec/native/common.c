@@ -1,6 +1,7 @@
 /* Helpers every file here uses: errors, integers, the varints and tagged fields of header.py. */
 
 #include "accel.h"
+#include "structmember.h"
 
 PyObject *protocol_error(PyObject *message) {
     if (message != NULL) {
@@ -129,4 +130,47 @@ int arguments(const char *const *names, Py_ssize_t required, PyObject *const *ar
             return -1;
         }
     return 0;
+}
+
+/* Where a frozen dataclass with __slots__ keeps each of ``names``, so that new_slotted makes an instance as its
+ * generated __init__ does (every field set in order, nothing else) without the Python call that sets them one by
+ * one. 0 when it can: a class of exactly these object slots, no __post_init__, the object's __new__; 1 when not
+ * (its callers then call the class); -1 with an error. */
+int slots_of(PyObject *cls, const char *const *names, Slots *out) {
+    out->type = NULL;
+    if (!PyType_Check(cls) || ((PyTypeObject *)cls)->tp_new != PyBaseObject_Type.tp_new) return 1;
+    if (PyObject_HasAttrString(cls, "__post_init__")) return 1;
+    PyObject *slots = PyObject_GetAttrString(cls, "__slots__");
+    if (slots == NULL) return PyErr_ExceptionMatches(PyExc_AttributeError) ? (PyErr_Clear(), 1) : -1;
+    Py_ssize_t count = 0;
+    while (names[count] != NULL) count++;
+    int usable = PyTuple_Check(slots) && PyTuple_GET_SIZE(slots) == count && count <= MAX_SLOTS;
+    for (Py_ssize_t i = 0; usable && i < count; i++) {
+        PyObject *name = PyTuple_GET_ITEM(slots, i);
+        usable = PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, names[i]) == 0;
+        PyObject *descr = usable ? PyObject_GetAttr(cls, name) : NULL;
+        if (descr == NULL) {
+            Py_DECREF(slots);
+            return usable ? -1 : 1;
+        }
+        usable = Py_IS_TYPE(descr, &PyMemberDescr_Type) &&
+                 ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX;
+        if (usable) out->offsets[i] = ((PyMemberDescrObject *)descr)->d_member->offset;
+        Py_DECREF(descr);
+    }
+    Py_DECREF(slots);
+    if (!usable) return 1;
+    out->type = (PyTypeObject *)cls;
+    out->count = count;
+    return 0;
+}
+
+/* An instance of ``cls`` with ``values`` (borrowed, one per slot, in order): made directly when slots_of could, else
+ * by calling the class with them. */
+PyObject *new_slotted(PyObject *cls, const Slots *slots, PyObject *const *values, Py_ssize_t count) {
+    if (slots->type != (PyTypeObject *)cls || slots->count != count) return PyObject_Vectorcall(cls, values, count, NULL);
+    PyObject *instance = slots->type->tp_alloc(slots->type, 0);
+    if (instance == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < count; i++) *(PyObject **)((char *)instance + slots->offsets[i]) = Py_NewRef(values[i]);
+    return instance;
 }

@@ -169,8 +169,8 @@ PyObject *parse_response_prefix(PyObject *self, PyObject *const *args, Py_ssize_
         incomplete();
         goto out;
     }
-    PyObject *fields[2] = {PyLong_FromLong(size), PyLong_FromLong(be32(b + 4))};
-    if (fields[0] != NULL && fields[1] != NULL) result = PyObject_Vectorcall(ResponseHeader, fields, 2, NULL);
+    PyObject *fields[3] = {PyLong_FromLong(size), PyLong_FromLong(be32(b + 4)), Py_False};
+    if (fields[0] != NULL && fields[1] != NULL) result = new_slotted(ResponseHeader, &ResponseSlots, fields, 3);
     Py_XDECREF(fields[0]);
     Py_XDECREF(fields[1]);
 out:

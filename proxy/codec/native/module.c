@@ -7,6 +7,13 @@ PyObject *WalkFrame;
 PyObject *SkimProgram, *PrefixProgram;
 PyObject *SkimPlans, *PrefixPlans;
 PyObject *DefaultLimitName;
+Slots RequestSlots, ResponseSlots;
+
+/* header.RequestHeader's and ResponseHeader's fields, in order: new_slotted makes them with every one given. */
+static const char *const request_fields[] = {"size", "api_key", "api_version", "correlation_id", "client_id",
+                                             "header_length", "acks", "producer_ids", "only_topic", "raw",
+                                             "topic_count", "replica_id", NULL};
+static const char *const response_fields[] = {"size", "correlation_id", "raw", NULL};
 
 static void store(PyObject **slot, PyObject *value) {
     PyObject *old = *slot;
@@ -23,6 +30,8 @@ static PyObject *configure_header(PyObject *self, PyObject *args) {
     store(&RequestHeader, req);
     store(&ResponseHeader, resp);
     store(&FlexibleSince, flex);
+    if (slots_of(req, request_fields, &RequestSlots) < 0 || slots_of(resp, response_fields, &ResponseSlots) < 0)
+        return NULL;
     Py_RETURN_NONE;
 }
 

@@ -145,44 +145,29 @@ fail:
 #undef STEP
 }
 
+/* RequestHeader(*fields, acks, producer_ids, only_topic, topic_count=...) or, for a follower's Fetch, with its
+ * replica_id: every field given, the dataclass's defaults for those not read (None, (), None, False, -1, -1). */
 static PyObject *make_header(Header *h, PyObject *acks, PyObject *pids, PyObject *only_topic, long long topic_count,
                              long long replica_id) {
-    PyObject *args[12];
-    Py_ssize_t n = 6;
-    args[0] = PyLong_FromLong(h->size);
-    args[1] = PyLong_FromLong(h->api_key);
-    args[2] = PyLong_FromLong(h->api_version);
-    args[3] = PyLong_FromLong(h->correlation_id);
-    args[4] = h->client_id;
-    args[5] = PyLong_FromLongLong(h->header_length);
-    int owned[12] = {1, 1, 1, 1, 0, 1, 0, 0, 0, 0, 1, 1};
-    if (acks != NULL) { /* Produce */
-        args[6] = acks;
-        n = 7;
-        if (pids != NULL) {
-            args[7] = pids;
-            args[8] = only_topic;
-            args[9] = Py_False;
-            args[10] = PyLong_FromLongLong(topic_count);
-            n = 11;
-        }
-    } else if (replica_id >= 0) { /* a follower's Fetch v0-14 */
-        args[6] = Py_None;
-        args[7] = PyTuple_New(0);
-        owned[7] = 1;
-        args[8] = Py_None;
-        args[9] = Py_False;
-        args[10] = PyLong_FromLong(-1);
-        args[11] = PyLong_FromLongLong(replica_id);
-        n = 12;
-    }
+    PyObject *values[12] = {
+        PyLong_FromLong(h->size),
+        PyLong_FromLong(h->api_key),
+        PyLong_FromLong(h->api_version),
+        PyLong_FromLong(h->correlation_id),
+        Py_NewRef(h->client_id),
+        PyLong_FromLongLong(h->header_length),
+        Py_NewRef(acks ? acks : Py_None),
+        pids ? Py_NewRef(pids) : PyTuple_New(0),
+        Py_NewRef(only_topic ? only_topic : Py_None),
+        Py_NewRef(Py_False),
+        PyLong_FromLongLong(topic_count),
+        PyLong_FromLongLong(replica_id >= 0 ? replica_id : -1), /* a consumer's (any negative id): the default */
+    };
     PyObject *result = NULL;
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (args[i] == NULL) goto out;
-    result = PyObject_Vectorcall(RequestHeader, args, n, NULL);
-out:
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (owned[i]) Py_XDECREF(args[i]);
+    int complete = 1;
+    for (int i = 0; i < 12; i++) complete &= values[i] != NULL;
+    if (complete) result = new_slotted(RequestHeader, &RequestSlots, values, 12);
+    for (int i = 0; i < 12; i++) Py_XDECREF(values[i]);
     return result;
 }
 
