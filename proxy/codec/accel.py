@@ -35,6 +35,8 @@ def _load() -> tuple[ModuleType | None, str]:
 
 NATIVE, PATH = _load()
 """The extension (None on the pure path) and a line saying which path runs, for the log and ``--version``."""
+LABEL = "python" if NATIVE is None else "c"
+"""The path in a word: ``kafka_quota_proxy_codec_info{path}``."""
 
 
 def choose(name: str, pure: F) -> F:

@@ -7,6 +7,8 @@ has none of prometheus-client's default collectors):
   labels them ``worker`` (:mod:`proxy.workers.scrape`), so each process' file descriptors are judged against its own
   limit;
 - ``kafka_quota_proxy_build_info{version}`` = 1, the running version;
+- ``kafka_quota_proxy_codec_info{path}`` = 1, ``c`` where the codec's C extension reads the frames, ``python`` where
+  the pure path does (:mod:`proxy.codec.accel`);
 - ``kafka_quota_proxy_memory_limit_bytes``: what the processes of this proxy may use together, the container's
   memory limit (cgroup v2 ``memory.max``, or v1 ``memory.limit_in_bytes``) or, with none, the host's memory. The
   memory-pressure alert compares the processes' summed resident memory with it.
@@ -19,6 +21,7 @@ from importlib import metadata
 
 from prometheus_client import CollectorRegistry, Gauge, GCCollector, PlatformCollector, ProcessCollector
 
+from proxy.codec import accel
 from proxy.ops.metrics import PREFIX
 
 CGROUP_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
@@ -71,6 +74,12 @@ def register_runtime(registry: CollectorRegistry) -> None:
         ["version"],
         registry=registry,
     ).labels(version()).set(1)
+    Gauge(
+        f"{PREFIX}_codec_info",
+        "1, labelled with the codec path that reads the frames: c (the C extension) or python.",
+        ["path"],
+        registry=registry,
+    ).labels(accel.LABEL).set(1)
     limit = Gauge(
         f"{PREFIX}_memory_limit_bytes",
         "Memory the proxy's processes may use together: the "

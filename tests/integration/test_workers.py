@@ -128,6 +128,8 @@ def test_a_killed_worker_is_restarted_and_sigterm_drains_every_worker(tmp_path):
         assert "listener PLAINTEXT on" in text[hello:], text[-2000:]
         text = scrape(metrics_port)
         assert samples(text, "kafka_quota_proxy_worker_restarts_total") == {"0": 1.0, "1": 0.0}  # 1 at 0 from start
+        assert samples(text, "kafka_quota_proxy_codec_info", path="python").keys() >= {"0", "1"}  # each worker's
+        assert not samples(text, "kafka_quota_proxy_codec_info", path="c")
         # each process' own process_* series: the parent's (no worker label) and each worker's
         fds = samples(text, "process_open_fds") | {
             "": sum(float(line.split()[1]) for line in text.splitlines() if line.startswith("process_open_fds "))

@@ -2,6 +2,7 @@
 
 from prometheus_client import CollectorRegistry
 
+from proxy.codec import accel
 from proxy.ops.runtime import memory_limit_bytes, register_runtime, version
 
 
@@ -15,6 +16,7 @@ def test_a_proxy_registry_has_the_process_python_and_build_metrics():
     assert any(s.name == "python_info" for m in registry.collect() for s in m.samples)
     assert version() != "unknown"
     assert get("kafka_quota_proxy_build_info", {"version": version()}) == 1
+    assert get("kafka_quota_proxy_codec_info", {"path": accel.LABEL}) == 1 and accel.LABEL in ("c", "python")
     assert 0 < get("kafka_quota_proxy_memory_limit_bytes") <= memory_limit_bytes(paths=())
 
 
