@@ -137,6 +137,21 @@ static PyObject *program(PyObject *plans, PyObject *factory, PyObject *key) {
     return stored < 0 ? NULL : plan; /* the dict holds it */
 }
 
+/* The program of the call's first ``keys`` arguments (the body follows them): a borrowed (bytes, flexible). */
+static PyObject *plan_of(PyObject *plans, PyObject *factory, PyObject *const *args, Py_ssize_t nargs,
+                         Py_ssize_t keys) {
+    if (nargs != keys + 1) {
+        PyErr_Format(PyExc_TypeError, "takes %zd arguments (%zd given)", keys + 1, nargs);
+        return NULL;
+    }
+    PyObject *key = PyTuple_New(keys);
+    if (key == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < keys; i++) PyTuple_SET_ITEM(key, i, Py_NewRef(args[i]));
+    PyObject *plan = program(plans, factory, key);
+    Py_DECREF(key);
+    return plan;
+}
+
 /* Runs the plan's top-level skipper on body: 0 and *pos, SHORT, or -1 (error set). */
 static int run_plan(PyObject *plan, Body *c, int64_t *pos) {
     PyObject *code = PyTuple_GET_ITEM(plan, 0);
@@ -151,14 +166,7 @@ static int run_plan(PyObject *plan, Body *c, int64_t *pos) {
 
 PyObject *tagged_fields(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     CONFIGURED(SkimProgram);
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "tagged_fields takes 4 arguments");
-        return NULL;
-    }
-    PyObject *key = PyTuple_Pack(3, args[0], args[1], args[2]);
-    if (key == NULL) return NULL;
-    PyObject *plan = program(SkimPlans, SkimProgram, key);
-    Py_DECREF(key);
+    PyObject *plan = plan_of(SkimPlans, SkimProgram, args, nargs, 3);
     if (plan == NULL) return NULL;
     Py_buffer view;
     if (PyObject_GetBuffer(args[3], &view, PyBUF_SIMPLE) < 0) return NULL;
@@ -209,14 +217,7 @@ PyObject *tagged_fields(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 
 PyObject *array_count(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     CONFIGURED(PrefixProgram);
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "array_count takes 5 arguments");
-        return NULL;
-    }
-    PyObject *key = PyTuple_Pack(4, args[0], args[1], args[2], args[3]);
-    if (key == NULL) return NULL;
-    PyObject *plan = program(PrefixPlans, PrefixProgram, key);
-    Py_DECREF(key);
+    PyObject *plan = plan_of(PrefixPlans, PrefixProgram, args, nargs, 4);
     if (plan == NULL) return NULL;
     Py_buffer view;
     if (PyObject_GetBuffer(args[4], &view, PyBUF_SIMPLE) < 0) return NULL;
