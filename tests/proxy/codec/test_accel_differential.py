@@ -3,8 +3,8 @@ anywhere, mutated, with wrong lengths, negative sizes, non-UTF-8 client ids and 
 value or the same error (class and message) from each.
 
 The rest of the codec's tests run through the bound names (the C where it is built, tests/proxy/codec/test_header.py
-and the others), this module compares the two; tests/integration/test_pure_python_path.py runs a whole proxy on the
-pure path."""
+and the others), this module compares the two; the killed-worker test of tests/integration/test_workers.py runs a
+whole proxy on the pure path."""
 
 from __future__ import annotations
 
