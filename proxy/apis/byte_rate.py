@@ -119,6 +119,8 @@ def _fetch_plan(fetch: ClientQuotaManager, user: str, client_id: str, version: i
         return _budget(fetch, user, client_id)
 
     def trim(body: memoryview) -> bytes | None:  # after the earlier stages' rewrites, on what they produced
+        if len(body) <= fetch.remaining_floor(user, client_id):  # fits the budget, whatever it is exactly
+            return None
         return trim_fetch_response(version, body, budget())
 
     def record(response_size: int) -> Decision:
@@ -134,10 +136,11 @@ def _fetch_plan(fetch: ClientQuotaManager, user: str, client_id: str, version: i
         replica_id, max_bytes = fetch_body_facts(version, body)  # skimmed, not decoded
         if replica_id >= 0:  # a follower (v15+): replication, exempt; its answer goes back untouched
             return FORWARD_AS_IS
-        capped = min(max_bytes, budget())
-        if capped >= max_bytes:
-            return charged if tagged else FORWARD_AS_IS
-        return ForwardRequest(body=with_max_bytes(version, body, capped), leg=leg if tagged else NO_LEG)
+        if max_bytes > fetch.remaining_floor(user, client_id):  # it may not fit: the budget, exactly
+            capped = budget()
+            if capped < max_bytes:
+                return ForwardRequest(body=with_max_bytes(version, body, capped), leg=leg if tagged else NO_LEG)
+        return charged if tagged else FORWARD_AS_IS
 
     return Plan(action=BUFFER, leg=NO_LEG if tagged else leg, decide=cap_max_bytes)
 

@@ -221,6 +221,12 @@ class ClientQuotaManager:
             return ceiling
         return max(0.0, min(sensors.rate.headroom(limit, now), ceiling))
 
+    def remaining_floor(self, user: str, client_id: str) -> float:
+        """A lower bound of :meth:`remaining_in_quota_window` until this client's next record, without the clock or a
+        measurement (:meth:`Rate.headroom_floor`); 0.0 when not known so cheaply (smoothing on, a client not seen)."""
+        sensors = None if self.smoothing else self.keeper.known(user, client_id)
+        return 0.0 if sensors is None or sensors.entity is None else sensors.rate.headroom_floor(sensors.limit)
+
     # -- stats and expiry ----------------------------------------------------------------------------------------
 
     def stats(self, now_ms: int | None = None) -> list[EntityStats]:
@@ -252,12 +258,8 @@ class ClientQuotaManager:
         return None if sensors is None else sensors.stats(self._now(now_ms))
 
     def expire_idle_sensors(self, now_ms: int | None = None, limit: int | None = None) -> int:
-        """Drop sensors with no record for longer than the expiration (at most ``limit`` of them, the oldest first);
-        returns how many were dropped.
-
-        Also done on every record, :data:`RECORD_EXPIRY_BATCH` at a time, so calling this is only needed to free
-        memory when idle.
-        """
+        """Drop sensors with no record for longer than the expiration, at most ``limit``, the oldest first (done on every
+        record too, :data:`RECORD_EXPIRY_BATCH` at a time: only needed to free memory when idle); how many dropped."""
         return self.keeper.expire(self._now(now_ms), limit)
 
     def __len__(self) -> int:

@@ -81,13 +81,16 @@ class Rate:
     for any millisecond count below 2**53, and handed back as ints.
     """
 
-    __slots__ = ("window", "_s", "_current", "_shape")
+    __slots__ = ("window", "_s", "_current", "_shape", "_held")
 
     def __init__(self, window: QuotaWindow = QuotaWindow()) -> None:
         self.window = window
         self._s = array("d")
         self._current = 0  # the slot of the current sample
         self._shape = _shape(window)
+        # At least the sum of the samples' positive values: no purge to come leaves more in the window (what
+        # headroom_floor reads instead of measuring). Added to by each record, counted again when a slot is reused.
+        self._held = 0.0
 
     @property
     def sample_count(self) -> int:
@@ -106,6 +109,8 @@ class Rate:
             i = self._advance(now_ms)
         s[i + _VALUE] += value
         s[i + _LAST] = now_ms
+        if value > 0:
+            self._held += value
 
     def _advance(self, now_ms: int) -> int:
         # One slot more than `num`: the oldest sample may still overlap the monitored window.
@@ -117,7 +122,12 @@ class Rate:
         else:
             s[i] = s[i + _LAST] = now_ms
             s[i + _VALUE] = 0.0
+            self._count_held()
         return i
+
+    def _count_held(self) -> None:
+        """:attr:`_held` counted again from the samples (once per sample started, or a purge that reset one)."""
+        self._held = sum(value for value in self._s[_VALUE::3] if value > 0)
 
     # -- measuring -------------------------------------------------------------------------------------------
 
@@ -129,6 +139,7 @@ class Rate:
             if now_ms - s[i + _LAST] >= expire_age:
                 s[i] = s[i + _LAST] = now_ms
                 s[i + _VALUE] = 0.0
+        self._count_held()
 
     def total(self, now_ms: int) -> float:
         """The windowed sum at ``now_ms`` after purging obsolete samples (``WindowedSum.measure``)."""
@@ -153,6 +164,15 @@ class Rate:
             self._purge_obsolete_samples(now_ms)
         window_ms = _elapsed_ms(now_ms - int(min(s[_START::3])), shape)
         return limit * window_ms / 1000.0 - sum(s[_VALUE::3])
+
+    def headroom_floor(self, limit: float) -> float:
+        """A lower bound of :meth:`headroom` at any time from the last record on, found without the clock or a
+        pass over the samples: ``limit`` over the least elapsed time a rate is divided by (``num - 1`` windows),
+        less what the samples hold at most (:attr:`_held`; a purge only takes from it), less a millionth of both
+        for the rounding of sums taken in another order. A quota far from binding is seen by this alone."""
+        least = limit * self._shape[3]
+        held = self._held
+        return least - held - (least + held) * 1e-6
 
     def measure(self, now_ms: int) -> float:
         """The rate per second at ``now_ms`` (``Rate.measure`` with ``TimeUnit.SECONDS``): :meth:`total` divided
@@ -215,6 +235,7 @@ class Rate:
         for sample in usable:
             self._s.extend(sample)
         self._current = len(usable) - 1
+        self._count_held()
 
     def __repr__(self) -> str:
         s = self._s
@@ -236,9 +257,9 @@ def at_limit(limit: float, window: QuotaWindow, now_ms: int, less: float = 0.0) 
     return samples
 
 
-def _elapsed_ms(elapsed_ms: int, shape: tuple[int, int, int]) -> int:
+def _elapsed_ms(elapsed_ms: int, shape: tuple[int, int, int, int]) -> int:
     """``Rate.windowSize``: the elapsed time padded to ``num - 1`` full windows, at least 1 ms."""
-    size_ms, _, min_full_windows = shape
+    size_ms, _, min_full_windows, _ = shape
     full_windows = elapsed_ms // size_ms
     if full_windows < min_full_windows:
         elapsed_ms += (min_full_windows - full_windows) * size_ms
@@ -246,6 +267,7 @@ def _elapsed_ms(elapsed_ms: int, shape: tuple[int, int, int]) -> int:
 
 
 @lru_cache(maxsize=64)
-def _shape(window: QuotaWindow) -> tuple[int, int, int]:
-    """``(size_ms, span_ms, num - 1)`` of a window: one tuple shared by every rate of that window."""
-    return window.size_ms, window.span_ms, window.num - 1
+def _shape(window: QuotaWindow) -> tuple[int, int, int, int]:
+    """``(size_ms, span_ms, num - 1, (num - 1) * size_seconds)`` of a window: one tuple shared by every rate of that
+    window."""
+    return window.size_ms, window.span_ms, window.num - 1, (window.num - 1) * window.size_seconds

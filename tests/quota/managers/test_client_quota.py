@@ -78,6 +78,23 @@ def test_remaining_in_quota_window_shrinks_as_bytes_are_recorded():
     assert m.remaining_in_quota_window("alice", "etl") == 0
 
 
+def test_remaining_floor_is_a_cheap_lower_bound_of_the_remaining_budget():
+    # what a consumer's Fetch reads first: when it covers max_bytes, the exact budget is not measured
+    clock = ManualClock()
+    m = manager([({"user": DEFAULT}, {P: 1000})], clock)
+    assert m.remaining_floor("alice", "etl") == 0.0  # not seen yet: nothing known without resolving
+    assert m.remaining_floor("bob", "any") == 0.0
+    m.record_and_get_throttle_time_ms("alice", "etl", 4_000)
+    assert 5_999 < m.remaining_floor("alice", "etl") <= m.remaining_in_quota_window("alice", "etl") == 6_000
+    clock.advance(30_000)  # the bytes left the window: the floor holds until a measurement purges them
+    assert m.remaining_floor("alice", "etl") <= m.remaining_in_quota_window("alice", "etl") == 10_000
+    m.record_and_get_throttle_time_ms("alice", "etl", 9_000)
+    assert m.remaining_floor("alice", "etl") < 1_001  # near the quota the exact figure decides
+    smooth = manager([({"user": DEFAULT}, {P: 1000})], clock, smoothing=True)
+    smooth.record_and_get_throttle_time_ms("alice", "etl", 1)
+    assert smooth.remaining_floor("alice", "etl") == 0.0  # the bucket decides: measured each time
+
+
 def test_clients_with_the_same_tags_share_one_quota():
     m = manager([({"user": DEFAULT}, {P: 1000})])
     assert m.record_and_get_throttle_time_ms("alice", "etl", 10_000) == 0

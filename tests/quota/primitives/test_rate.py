@@ -98,3 +98,34 @@ def test_headroom_is_the_limit_over_the_window_less_the_total(steps, gap):
     expected = 1_000 * b.window_size_ms(now) / 1000.0 - b.total(now)
     assert a.headroom(1_000, now) == expected
     assert a.samples(now) == b.samples(now)  # the same purge
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    steps=st.lists(st.tuples(st.integers(0, 4_000), st.integers(-3_000, 5_000)), max_size=40),
+    gaps=st.lists(st.integers(0, 40_000), min_size=1, max_size=4),
+    limit=st.sampled_from([0.0, 100.0, 1_000.0, 1e9]),
+)
+def test_headroom_floor_is_never_above_the_headroom_until_the_next_record(steps, gaps, limit):
+    # what lets a consumer's Fetch skip measuring: the floor is a bound at any later time, not at one instant
+    window = QuotaWindow(num=3, size_seconds=1)
+    rate = Rate(window)
+    now = 0
+    for advance, value in steps:
+        now += advance
+        rate.record(value, now)
+        floor = rate.headroom_floor(limit)
+        later = now
+        for gap in gaps:
+            later += gap
+            assert floor <= rate.headroom(limit, later)
+            assert rate.headroom_floor(limit) >= floor  # a purge only takes from what is held
+
+
+def test_headroom_floor_tells_a_quota_far_from_binding_and_no_more():
+    rate = Rate(QuotaWindow(num=11, size_seconds=1))
+    rate.record(4_000, 0)
+    assert rate.headroom_floor(1_000) == pytest.approx(6_000, rel=1e-5)  # 10 s at 1,000 B/s, less 4,000 held
+    assert rate.headroom_floor(1_000) < rate.headroom(1_000, 0)
+    rate.record(7_000, 1_500)
+    assert rate.headroom_floor(1_000) < 0 < rate.headroom(1_000, 11_500)  # the first sample gone: measure
