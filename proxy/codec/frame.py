@@ -90,6 +90,7 @@ _BODY = 4  # in the frame, bytes of it to come
 _WHOLE = 5  # a BUFFER frame complete: FRAME is next
 _END = 6  # the frame's last byte has passed (passed()): END is next
 _STOPPED = 7
+_COPIED = 8  # a BUFFER frame that came whole in one chunk, copied at its header into value: FRAME is next
 
 
 class FrameSplitter:
@@ -206,6 +207,12 @@ class FrameSplitter:
                 return
             if action is DROP:
                 pending.clear()
+        elif action is BUFFER and self._pos + length <= self._n:  # the whole frame is here: one copy, FRAME next
+            pos = self._pos
+            self.value = bytearray(self._data[pos : pos + length])
+            self._pos = pos + length
+            self._state = _COPIED
+            return
         else:
             self._remaining = remaining = length
         self._state = _BODY if remaining else _WHOLE if action is BUFFER else _END
@@ -230,6 +237,9 @@ class FrameSplitter:
             self.header = header
             self._state = _ACTING
             return HEADER
+        if state == _COPIED:
+            self._state = _IDLE
+            return FRAME
         if state == _BODY:
             pos = self._pos
             n = self._n
