@@ -143,7 +143,7 @@ class ClientQuotaManager:
         now = self._now(now_ms)
         sensors = self.keeper.for_record(user, client_id, now)
         self._count(sensors, user, client_id, value, now)
-        return self._throttle(sensors, now)
+        return self._decide(sensors, now)[0]
 
     def record_and_decide(self, user: str, client_id: str, value: float, now_ms: int | None = None) -> Decision:
         """As :meth:`record_and_get_throttle_time_ms`, as a decision: :data:`FORWARD` or :class:`Throttle`.
@@ -271,12 +271,9 @@ class ClientQuotaManager:
     def _now(self, now_ms: int | None) -> int:
         return self._clock.now_ms() if now_ms is None else now_ms
 
-    def _throttle(self, sensors: ClientSensors, now: int) -> int:
-        """The throttle for what was just recorded in ``sensors`` (0 within quota), counted in its stats."""
-        return self._decide(sensors, now)[0]
-
     def _decide(self, sensors: ClientSensors, now: int) -> tuple[int, float]:
-        """:meth:`_throttle` and the rate it was decided on (0.0 when the sampled rate did not decide it)."""
+        """The throttle for what was just recorded in ``sensors`` (0 within quota), counted in its stats, and the
+        rate it was decided on (0.0 when the sampled rate did not decide it)."""
         if sensors.entity is None:  # no quota applies
             return 0, 0.0
         if sensors.smooth is not None and self.smoothing:
@@ -285,6 +282,8 @@ class ClientQuotaManager:
             sensors.record_throttle(throttle, shadow)
             return throttle, 0.0
         limit = sensors.limit
+        if sensors.rate.surely_within(limit, now):  # far below the quota: within it, not measured
+            return 0, 0.0
         observed = sensors.rate.measure(now)
         if quota_acceptable(observed, limit):
             return 0, observed

@@ -174,6 +174,15 @@ class Rate:
         held = self._held
         return least - held - (least + held) * 1e-6
 
+    def surely_within(self, limit: float, now_ms: int) -> bool:
+        """True when :meth:`measure` at ``now_ms`` is certainly at most ``limit`` (:meth:`headroom_floor` not below
+        0), found without measuring; the samples purged as measure would purge them, so what follows is the same
+        whichever was asked. False says nothing: measure."""
+        s = self._s
+        if s and now_ms - min(s[_LAST::3]) >= self._shape[1]:  # one is obsolete
+            self._purge_obsolete_samples(now_ms)
+        return self.headroom_floor(limit) >= 0
+
     def measure(self, now_ms: int) -> float:
         """The rate per second at ``now_ms`` (``Rate.measure`` with ``TimeUnit.SECONDS``): :meth:`total` divided
         by :meth:`window_size_ms`, with one purge."""

@@ -129,3 +129,25 @@ def test_headroom_floor_tells_a_quota_far_from_binding_and_no_more():
     assert rate.headroom_floor(1_000) < rate.headroom(1_000, 0)
     rate.record(7_000, 1_500)
     assert rate.headroom_floor(1_000) < 0 < rate.headroom(1_000, 11_500)  # the first sample gone: measure
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    steps=st.lists(st.tuples(st.integers(0, 4_000), st.integers(-3_000, 5_000)), max_size=40),
+    limit=st.sampled_from([0.0, 100.0, 1_000.0, 1e9]),
+)
+def test_surely_within_never_says_so_of_a_rate_over_its_limit_and_purges_as_measure(steps, limit):
+    # the charge's shortcut: a record far below the quota decided without measuring, the samples left as measuring
+    # would leave them (the next record starts a sample, or not, the same way)
+    window = QuotaWindow(num=3, size_seconds=1)
+    asked, measured = Rate(window), Rate(window)
+    now = 0
+    for advance, value in steps:
+        now += advance
+        asked.record(value, now)
+        measured.record(value, now)
+        if asked.surely_within(limit, now):
+            assert measured.measure(now) <= limit
+        else:
+            measured.measure(now)
+        assert repr(asked) == repr(measured)
