@@ -41,7 +41,7 @@ from pathlib import Path
 import yaml
 
 from tests.harness import _LIVE, free_port, proxy_config, start_proxy, wait_for_port
-from tests.jvm_archive import archive_options
+from tests.jvm_archive import archive_options, dump_options
 from tests.kafka_settings import listener_map
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -187,6 +187,7 @@ class KafkaCluster:
         replication_advertised: dict[int, int] | None = None,
         format_args: list[str] | None = None,
         node_ids: tuple[int, ...] | None = None,
+        class_dump: Path | None = None,
     ) -> None:
         if nodes not in (1, 3):
             raise ValueError("the compose layout has 1 or 3 nodes")
@@ -200,6 +201,7 @@ class KafkaCluster:
         self.properties = properties or {}
         self.replication_advertised = replication_advertised or {}
         self.format_args = format_args or []
+        self.class_dump = class_dump  # the brokers write their classes' archive there (tests/jvm_archive.py)
         self.nodes = [self._node(i, node_id) for i, node_id in enumerate(node_ids, 1)]
         self.cluster_id = compose_broker_properties(1)["cluster.id"]
 
@@ -282,7 +284,12 @@ class KafkaCluster:
         if not log4j.exists():
             log4j.parent.mkdir(parents=True, exist_ok=True)
             log4j.write_text(_LOG4J.format(log=log4j.parent / "tools.log"))
-        shared = archive_options(str(self.libs), tuple(JVM_OPTIONS))  # tests/jvm_archive.py: a cheaper start
+        # tests/jvm_archive.py: a cheaper start, from the brokers' own archive for a broker
+        if main_class == "kafka.Kafka" and self.class_dump is not None:
+            shared = dump_options(self.class_dump)
+        else:
+            kind = "broker" if main_class == "kafka.Kafka" else "tools"
+            shared = archive_options(str(self.libs), tuple(JVM_OPTIONS), kind)
         return [
             "java",
             *JVM_OPTIONS,
@@ -443,14 +450,14 @@ class KafkaCluster:
         _LIVE.discard(proc)
         node.proc = None
 
-    def stop(self, kill: bool = False) -> None:
+    def stop(self, kill: bool = False, timeout: float = 20) -> None:
         """Every node stopped by its PID: SIGTERM to all at once (a 3-node quorum shuts down together), SIGKILL
-        to whatever has not exited after 20 s; ``kill``: SIGKILL at once (a cluster whose data no one reads again,
-        spared the seconds of a controlled shutdown)."""
+        to whatever has not exited after ``timeout`` s; ``kill``: SIGKILL at once (a cluster whose data no one reads
+        again, spared the seconds of a controlled shutdown)."""
         for node in self.nodes:
             if node.proc is not None and node.proc.poll() is None:
                 node.proc.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + timeout
         for node in self.nodes:
             if node.proc is None:
                 continue
