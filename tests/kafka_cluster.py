@@ -284,12 +284,13 @@ class KafkaCluster:
         if not log4j.exists():
             log4j.parent.mkdir(parents=True, exist_ok=True)
             log4j.write_text(_LOG4J.format(log=log4j.parent / "tools.log"))
-        # tests/jvm_archive.py: a cheaper start, from the brokers' own archive for a broker
-        if main_class == "kafka.Kafka" and self.class_dump is not None:
-            shared = dump_options(self.class_dump)
-        else:
-            kind = "broker" if main_class == "kafka.Kafka" else "tools"
+        # tests/jvm_archive.py: a cheaper start, from the brokers' own archive for a broker; a cluster making the
+        # archives uses none (its broker writes one)
+        kind = "broker" if main_class == "kafka.Kafka" else "tools"
+        if self.class_dump is None:
             shared = archive_options(str(self.libs), tuple(JVM_OPTIONS), kind)
+        else:
+            shared = dump_options(self.class_dump) if kind == "broker" else ()
         return [
             "java",
             *JVM_OPTIONS,
