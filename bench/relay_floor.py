@@ -22,13 +22,30 @@ from bench.passthrough import consume, create_topic, produce  # noqa: E402
 
 READ_SIZE = 1024 * 1024
 
-# Run as its own process, as the proxy is: python -c RELAY <listen port> <broker port>
-RELAY = f"""
+
+def relay_source(read_size: int, copy_out: bool) -> str:
+    """The relay's source, run as its own process as the proxy is: ``python -c SOURCE <listen port> <broker port>``.
+    ``copy_out``: one read buffer of ``read_size`` per side, kept, each read's bytes copied out to the other side
+    (the floor per small request: bench/relay_floor_requests.py); else a fresh buffer after every read, handed to the
+    transport as it is (the floor per byte: no copy of large reads)."""
+    if copy_out:
+        read = """        data = bytes(self.buffer[:nbytes])
+        if self.peer is None:
+            self.pending.append(data)
+        else:
+            self.peer.transport.write(data)"""
+    else:
+        read = f"""        if self.peer is None:
+            self.pending.append(bytes(self.buffer[:nbytes]))
+            return
+        self.peer.transport.write(self.buffer[:nbytes])
+        self.buffer = memoryview(bytearray({read_size}))  # the transport may keep the bytes it could not send"""
+    return f"""
 import asyncio, sys, uvloop
 
 class Side(asyncio.BufferedProtocol):
     def __init__(self):
-        self.buffer = memoryview(bytearray({READ_SIZE}))
+        self.buffer = memoryview(bytearray({read_size}))
         self.transport = self.peer = None
         self.pending = []  # read before the other side connected
 
@@ -39,11 +56,7 @@ class Side(asyncio.BufferedProtocol):
         return self.buffer
 
     def buffer_updated(self, nbytes):
-        if self.peer is None:
-            self.pending.append(bytes(self.buffer[:nbytes]))
-            return
-        self.peer.transport.write(self.buffer[:nbytes])
-        self.buffer = memoryview(bytearray({READ_SIZE}))  # the transport may keep the bytes it could not send
+{read}
 
     def connection_lost(self, exc):
         if self.peer is not None:
@@ -69,6 +82,9 @@ async def main(listen_port, broker_port):
 
 uvloop.run(main(int(sys.argv[1]), int(sys.argv[2])))
 """
+
+
+RELAY = relay_source(READ_SIZE, copy_out=False)
 
 
 def main() -> None:

@@ -36,60 +36,16 @@ from bench.common import stop_processes, wait_for_port  # noqa: E402
 from bench.kroxylicious import KroxyliciousProcess  # noqa: E402
 from bench.passthrough import create_topic  # noqa: E402
 from bench.rdkafka_workloads import group_polling, produce_single  # noqa: E402
+from bench.relay_floor import relay_source  # noqa: E402
 from tests.harness import cluster_ports  # noqa: E402
 from tests.kafka_cluster import KafkaCluster  # noqa: E402
 
 RELAYS = ("floor", "sidecar", "proxy", "kroxylicious")
 
-# Run as its own process: python -c FLOOR <listen port> <broker port>. bench/relay_floor.py's relay, but for small
-# frames: one 64 KiB read buffer per side, kept, and each read's bytes copied out to the other side (that relay takes
-# a fresh 1 MiB buffer per read, which costs more than a small request's relaying: 98 us of a 100-byte Produce).
-FLOOR = """
-import asyncio, sys, uvloop
-
-class Side(asyncio.BufferedProtocol):
-    def __init__(self):
-        self.buffer = memoryview(bytearray(65536))
-        self.transport = self.peer = None
-        self.pending = []
-
-    def connection_made(self, transport):
-        self.transport = transport
-
-    def get_buffer(self, sizehint):
-        return self.buffer
-
-    def buffer_updated(self, nbytes):
-        data = bytes(self.buffer[:nbytes])
-        if self.peer is None:
-            self.pending.append(data)
-        else:
-            self.peer.transport.write(data)
-
-    def connection_lost(self, exc):
-        if self.peer is not None:
-            self.peer.transport.close()
-
-
-async def main(listen_port, broker_port):
-    loop = asyncio.get_running_loop()
-
-    class Client(Side):
-        def connection_made(self, transport):
-            super().connection_made(transport)
-            loop.create_task(self.connect())
-
-        async def connect(self):
-            _, broker = await loop.create_connection(Side, "127.0.0.1", broker_port)
-            broker.peer, self.peer = self, broker
-            for data in self.pending:
-                broker.transport.write(data)
-
-    server = await loop.create_server(Client, "127.0.0.1", listen_port)
-    await server.serve_forever()
-
-uvloop.run(main(int(sys.argv[1]), int(sys.argv[2])))
-"""
+# bench/relay_floor.py's relay, but for small frames: one 64 KiB read buffer per side, kept, each read's bytes copied
+# out (that relay takes a fresh 1 MiB buffer per read, which costs more than a small request's relaying: 98 us of a
+# 100-byte Produce).
+FLOOR = relay_source(65536, copy_out=True)
 KINDS = ("single", "group")
 
 
