@@ -46,9 +46,15 @@ def replica_config(broker_port: int, replica: str, topic: str | None) -> tuple[d
     }, bootstrap
 
 
-# without the topic each replica keeps its own budget: about 2 x, 1.58 x seen at load 20 on 2 cores
-@pytest.mark.parametrize("topic,low,high", [(USAGE_TOPIC, 0.6, 1.5), (None, 1.4, 2.6)])
-def test_one_tenant_through_two_cluster_mode_replicas_gets_its_quota_once_with_the_usage_topic(topic, low, high):
+# Without the topic each replica keeps its own budget: about 2 x, 1.58 x seen at load 20 on 2 cores. That case runs
+# Kafka's stop-and-go (quota.smoothing is on only with a usage topic): over 2 windows of 1 s a replica admits up to a
+# window's worth beyond its rate before it throttles, so a measurement of W seconds reads its budget within 1 / W
+# either way by where the pauses fall: 2/3 of it over 3 s, which both replicas read at once in a CI run (0.67 and
+# 0.65, 1.32 x in all). It is measured over 6 s (at least 5/6 of each budget).
+@pytest.mark.parametrize("topic,low,high,measure_s", [(USAGE_TOPIC, 0.6, 1.5, MEASURE_S), (None, 1.4, 2.6, 6.0)])
+def test_one_tenant_through_two_cluster_mode_replicas_gets_its_quota_once_with_the_usage_topic(
+    topic, low, high, measure_s
+):
     broker_port = free_port()
     broker = Tansu(broker_port, advertised=f"127.0.0.1:{broker_port}").start()
     replicas, producers = [], []
@@ -63,8 +69,8 @@ def test_one_tenant_through_two_cluster_mode_replicas_gets_its_quota_once_with_t
         for p in producers:
             p.add()
         start = time.monotonic()
-        time.sleep(WARM_UP_S + MEASURE_S)  # deliberate: warm-up and measurement window (a rate group)
-        per_replica = [p.rate(start + WARM_UP_S, start + WARM_UP_S + MEASURE_S) for p in producers]
+        time.sleep(WARM_UP_S + measure_s)  # deliberate: warm-up and measurement window (a rate group)
+        per_replica = [p.rate(start + WARM_UP_S, start + WARM_UP_S + measure_s) for p in producers]
         for p in producers:
             p.stop()
         producers = []
@@ -88,4 +94,5 @@ def test_one_tenant_through_two_cluster_mode_replicas_gets_its_quota_once_with_t
         broker.stop()
     assert all(share > 0 for share in per_replica), f"a producer got nothing through: {per_replica}"
     total = sum(per_replica)
+    print(f"\nusage topic {topic}: {total:.2f} x producer_byte_rate in total ({per_replica})", flush=True)
     assert low <= total <= high, f"usage topic {topic}: {total:.2f} x producer_byte_rate in total ({per_replica})"
