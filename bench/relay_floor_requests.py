@@ -25,14 +25,13 @@ import argparse
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.anchors_common import ProxyProcess, cpu_seconds, load  # noqa: E402
+from bench.anchors_common import ProxyProcess, cpu_seconds, load, stop_process  # noqa: E402
 from bench.anchors_kroxylicious import GROUP_PARTITIONS, QUOTAS, compiler_seconds  # noqa: E402
-from bench.common import stop_processes, wait_for_port  # noqa: E402
+from bench.common import wait_for_port  # noqa: E402
 from bench.kroxylicious import KroxyliciousProcess  # noqa: E402
 from bench.passthrough import create_topic  # noqa: E402
 from bench.rdkafka_workloads import group_polling, produce_single  # noqa: E402
@@ -73,7 +72,6 @@ def main() -> int:
     node = cluster.nodes[0]
     started: list = []
     try:
-        # floor and sidecar both sit where CLIENT is advertised: one at a time, each started for its own turn
         krox_port, _ = cluster_ports(4)
         kroxylicious = KroxyliciousProcess(krox_port, node.direct, Path(cluster.directory) / "kroxylicious").start()
         started.append(kroxylicious)
@@ -86,6 +84,8 @@ def main() -> int:
         for relay in RELAYS:
             create_topic(node.direct, f"group-{relay}", GROUP_PARTITIONS)
 
+        # floor and sidecar both sit where CLIENT is advertised: one at a time, each started for its own turn and
+        # stopped (its process waited for, so its listening socket closed) before the next
         def start_place(relay: str):
             if relay == "floor":
                 proc = subprocess.Popen(
@@ -99,32 +99,25 @@ def main() -> int:
 
         def stop_place(handle) -> None:
             if isinstance(handle, subprocess.Popen):
-                stop_processes([handle])
+                stop_process(handle)
             else:
                 handle.stop()
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:  # the port free again for the next one in that place
-                try:
-                    wait_for_port(node.proxy_port, 0.2)
-                except TimeoutError:
-                    return
-                time.sleep(0.2)
 
-        def one(relay: str, tag: str, warm: argparse.Namespace) -> dict[str, tuple[float, int]]:
+        def one(relay: str, tag: str, settings: argparse.Namespace) -> dict[str, tuple[float, int]]:
             if relay == "kroxylicious":
                 return run(
                     relay,
                     f"127.0.0.1:{krox_port}",
                     node.direct,
                     lambda: cpu_seconds(krox_pid) - compiler_seconds(krox_pid),
-                    warm,
+                    settings,
                     tag,
                 )
             if relay == "proxy":
-                return run(relay, f"127.0.0.1:{proxy_port}", node.direct, proxy.cpu, warm, tag)
+                return run(relay, f"127.0.0.1:{proxy_port}", node.direct, proxy.cpu, settings, tag)
             handle, cpu = start_place(relay)
             try:
-                return run(relay, sidecar_address, node.direct, cpu, warm, tag)
+                return run(relay, sidecar_address, node.direct, cpu, settings, tag)
             finally:
                 stop_place(handle)
 
