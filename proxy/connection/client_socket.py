@@ -37,6 +37,7 @@ from proxy.connection.lifecycle import Event, Lifecycle
 from proxy.connection.one_timer import OneTimer
 from proxy.connection.own_work import Done, Start, run_own_work
 from proxy.connection.presence import client_state
+from proxy.connection.splice import SPLICE_MIN_BYTES
 from proxy.connection.splicing import Splicer
 from proxy.connection.write_batch import WriteBatch
 from proxy.ops.metrics import ApiMetrics
@@ -66,7 +67,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.splices = Splicer(
             self._loop, self, enabled=ctx.splice, spliced_bytes=ctx.metrics.spliced_bytes, listener=ctx.name
         )
-        self._writes = WriteBatch(self.splices.write_client, self.splices.write_broker)
+        splices = self.splices
+        self._writes = WriteBatch(splices.write_client, splices.write_broker, splices.send_client, splices.send_broker)
         self.core = ConnectionCore(
             ctx.scope,
             self.session,
@@ -156,9 +158,8 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def get_buffer(self, sizehint: int) -> memoryview:
         view = self.ctx.request_buffer.view
-        size = self.core.read_size(len(view))
-        if self.splices.possible:
-            size = self.splices.client_read_size(size)  # at a frame boundary a large frame's rest is spliced, not read
+        # at a frame boundary, while splicing is possible, a small read: a large frame's rest is spliced, not read
+        size = self.core.read_size(len(view), self.splices.boundary_read_bytes)
         return view if size == len(view) else view[:size]
 
     def buffer_updated(self, nbytes: int) -> None:
@@ -170,17 +171,17 @@ class ClientConnection(asyncio.BufferedProtocol):
             return
         batch = self._writes.start(True)
         try:
-            self.core.client_bytes(data)
+            streaming = self.core.client_bytes(data)
         except ProtocolError as exc:
             self._frame_error("request", exc)
             return
         finally:
             if batch:
-                self._send_queued()
+                self._writes.send()
         upstream = self.upstream
         if upstream is not None and upstream.transport.get_write_buffer_size():
             buffer.hand_off(nbytes)  # the broker transport may keep a reference to what it could not send yet
-        elif self.splices.possible:
+        elif streaming >= SPLICE_MIN_BYTES and self.splices.possible:  # (the splicer looks again)
             self.splices.after_client_read()
         self._apply()
 
@@ -226,17 +227,17 @@ class ClientConnection(asyncio.BufferedProtocol):
     def broker_data(self, data: memoryview) -> None:
         batch = self._writes.start(True)
         try:
-            self.core.broker_bytes(data)
+            streaming = self.core.broker_bytes(data)
         except ProtocolError as exc:
             self.close(said_broker_error(log, self.ctx, self.peer, self.upstream_name, exc))
             return
         finally:
             if batch:
-                self._send_queued()
+                self._writes.send()
         transport = self.transport
         if transport is not None and transport.get_write_buffer_size():
             self.ctx.response_buffer.hand_off(len(data))
-        elif self.splices.possible:
+        elif streaming >= SPLICE_MIN_BYTES and self.splices.possible:
             self.splices.after_broker_read()
         self._apply()
 
@@ -282,8 +283,12 @@ class ClientConnection(asyncio.BufferedProtocol):
         """After every event: replay held-back requests, decide holds, set reading, arm the timer."""
         flow = self.flow
         if flow.unhindered and self._reading_client and self._reading_broker:
-            self._counted.follow_bound(flow.at_bound, self._loop.time)  # the bound of requests: only counted here
-            return  # the common case: nothing to replay, release, pause or time (the timer is armed already)
+            # the common case: nothing to replay, release, pause or time (the timer is armed already); the bound of
+            # requests only counted (Counted.follow_bound, inline: once per event)
+            counted = self._counted
+            if flow.at_bound == (counted.at_bound_since is None):
+                counted.bound_changed(self._loop.time())
+            return
         self._apply_state()
 
     def _apply_state(self) -> None:
@@ -301,7 +306,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             return
         finally:
             if batch:
-                self._send_queued()
+                self._writes.send()
         if life.closed:
             return
         if state.overdue is not None:
@@ -333,14 +338,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._counted.follow_bound(flow.at_bound, self._loop.time)
         self._timer.arm(state.deadline, now)
 
-    # -- writes: queued while a read is split (proxy.connection.write_batch) -------------------------------------
-
-    def _send_queued(self) -> None:
-        to_client, to_broker = self._writes.take()
-        if to_broker:
-            self.splices.send_broker(to_broker)
-        if to_client:
-            self.splices.send_client(to_client)
+    # -- the proxy's own work ------------------------------------------------------------------------------------
 
     def _spawn(self, start: Start, done: Done) -> None:
         """Run the proxy's own work for a request as a task (:mod:`proxy.connection.own_work`); its result goes to
@@ -376,7 +374,7 @@ class ClientConnection(asyncio.BufferedProtocol):
     def close(self, reason: str) -> None:
         if self.closed:
             return
-        self._send_queued()  # what was split before the end goes out first, as if written at once
+        self._writes.send()  # what was split before the end goes out first, as if written at once
         self.life.close(reason)
         self._counted.closed(self, reason, self._loop.time())
         self._timer.close()

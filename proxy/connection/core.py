@@ -140,9 +140,15 @@ class ConnectionCore:
         self._request_splitter = FrameSplitter(parse_request, gated=True)
         self._response_splitter = FrameSplitter(parse_response)
 
-    def read_size(self, available: int) -> int:
-        """How much of a read buffer of ``available`` bytes the next client read may fill."""
-        return self.flow.read_size(available, self._request_splitter.remaining)
+    def read_size(self, available: int, boundary_bytes: int = 0) -> int:
+        """How much of a read buffer of ``available`` bytes the next client read may fill; at a frame boundary no
+        more than ``boundary_bytes`` if given (splicing: :meth:`proxy.connection.splicing.Splicer.client_read_size`,
+        decided here with the one look at the frame being read)."""
+        remaining = self._request_splitter.remaining
+        size = self.flow.read_size(available, remaining)
+        if boundary_bytes and size > boundary_bytes and not remaining:
+            return boundary_bytes
+        return size
 
     @property
     def at_frame_boundary(self) -> bool:
@@ -180,16 +186,20 @@ class ConnectionCore:
         self._response_splitter.passed(nbytes)
         self.broker_bytes(_NOTHING)  # the response's end, if that was its last byte
 
-    def client_bytes(self, data: memoryview) -> None:
-        """Request bytes read from the client; raises ProtocolError for bytes that cannot be requests."""
-        self._request_splitter.receive(data)
+    def client_bytes(self, data: memoryview) -> int:
+        """Request bytes read from the client; raises ProtocolError for bytes that cannot be requests. Returns
+        :attr:`request_streaming` after them (the socket code's one look at whether a splice may start)."""
+        splitter = self._request_splitter
+        splitter.receive(data)
         rest = self._pull_requests()
         if rest is not None:
             self.flow.hold_back(rest)
+        return splitter.streaming
 
-    def broker_bytes(self, data: memoryview) -> None:
+    def broker_bytes(self, data: memoryview) -> int:
         """Response bytes read from the broker; raises ProtocolError for bytes that cannot be responses. Their
-        events are pulled and acted on here (the request side's loop is :meth:`_pull_requests`)."""
+        events are pulled and acted on here (the request side's loop is :meth:`_pull_requests`). Returns
+        :attr:`response_streaming` after them."""
         splitter = self._response_splitter
         splitter.receive(data)
         responses = self.responses
@@ -201,7 +211,7 @@ class ConnectionCore:
             elif event is HEADER:
                 splitter.act(responses.header(splitter.header))
             elif event is NEED_DATA:
-                return
+                return splitter.streaming
             elif event is SEGMENT:
                 self._write_client(splitter.value)
             elif event is FRAME:
@@ -228,7 +238,7 @@ class ConnectionCore:
                 # Many requests unheard from the client, or reading stops here with one more read: is it still
                 # there? A gone client's requests not forwarded yet never are.
                 flow = self.flow
-                if flow.presence_due and not self._still_there():
+                if flow.unheard >= flow.max_inflight and not self._still_there():  # flow.presence_due, inline
                     splitter.take_rest()
                     return None
                 if not flow.start_frame():
@@ -338,14 +348,14 @@ class _ClosedCore:
     at_frame_boundary = True
     request_streaming = response_streaming = request_remaining = response_remaining = 0
 
-    def read_size(self, available: int) -> int:
+    def read_size(self, available: int, boundary_bytes: int = 0) -> int:
         return available
 
-    def client_bytes(self, data: memoryview) -> None:
-        pass
+    def client_bytes(self, data: memoryview) -> int:
+        return 0
 
-    def broker_bytes(self, data: memoryview) -> None:
-        pass
+    def broker_bytes(self, data: memoryview) -> int:
+        return 0
 
 
 CLOSED_CORE = _ClosedCore()

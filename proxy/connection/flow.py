@@ -1,9 +1,8 @@
 """One client connection's flow control: every reason either socket is not read, in one pure object.
 
 No transport, no event loop: events come in as method calls, time is passed in (one monotonic clock, in
-nanoseconds, the same one the request and response paths read), and
-the state comes out as plain values the socket code applies after every event (h11's connection object; Kafka's
-``KafkaChannel`` mute states). The rules:
+nanoseconds, the same one the request and response paths read), and the state comes out as plain values the socket
+code applies after every event (h11's connection object; Kafka's ``KafkaChannel`` mute states). The rules:
 
 - **Back-pressure** stops reading at once, even in the middle of a frame: the broker socket's write buffer is full
   (stop reading the client), or the client socket's is (stop reading the broker).
@@ -107,25 +106,27 @@ class Flow:
         return bool(self._muted_until or self._throttled or self._deciding or self._responses_full or self._draining)
 
     def _paused_at_boundary(self) -> bool:
-        """A reason that stops the next request frame from starting holds (the one pause condition)."""
-        return self._held_at_boundary() or len(self._requests) >= self.max_inflight
+        """A reason that stops the next request frame from starting holds (the one pause condition; reasons inline)."""
+        held = self._muted_until or self._throttled or self._deciding or self._responses_full or self._draining
+        return bool(held or len(self._requests) >= self.max_inflight)
 
     paused_at_boundary = property(_paused_at_boundary)
 
     @property
     def unhindered(self) -> bool:
-        """Nothing holds either side and nothing waits (the bound of requests aside): checked first on the hot path."""
-        return not (self._broker_full or self._read_ahead.data is not None or self._held_at_boundary())
+        """Nothing holds either side and nothing waits (the bound of requests aside): the hot path's first look."""
+        held = self._muted_until or self._throttled or self._deciding or self._responses_full or self._draining
+        return not (held or self._broker_full or self._read_ahead.data is not None)
 
     def read_size(self, available: int, frame_remaining: int) -> int:
         """How much of a read buffer of ``available`` bytes the next client read may fill, ``frame_remaining``
         bytes of the current request frame still to come (0 at a boundary)."""
-        if frame_remaining and self._held_at_boundary():
-            return min(available, frame_remaining)  # read to the end of this frame, not past it
-        if self._holds and not frame_remaining:
-            return min(available, THROTTLED_READ_BYTES)  # watching a held client: one small read at most
-        if not frame_remaining and len(self._requests) >= self.max_inflight:
-            return min(available, THROTTLED_READ_BYTES)  # at the bound the socket is read on, little: what comes waits
+        if frame_remaining:
+            if self._held_at_boundary():
+                return min(available, frame_remaining)  # read to the end of this frame, not past it
+        elif (self._deciding and self._holds) or len(self._requests) >= self.max_inflight:
+            # a held client watched (holds count among deciding), or at the bound: read on, little (what comes waits)
+            return min(available, THROTTLED_READ_BYTES)
         if self._small_reads:
             if self._read_ahead.data is None and not self._held_at_boundary():
                 self._small_reads = False  # the pause is over and nothing is held back: full reads again

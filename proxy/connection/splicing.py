@@ -137,6 +137,7 @@ class Splicer:
         "_client_fd",
         "_broker_fd",
         "possible",
+        "boundary_read_bytes",
         "request",
         "response",
         "_later",
@@ -165,6 +166,9 @@ class Splicer:
         self._enabled = enabled
         self._client_fd = self._broker_fd = -1
         self.possible = False  # both sockets' fds are known and splice(2) may move between them
+        # while possible, a client read at a request frame boundary takes at most this much (0: no bound), so that
+        # a large frame's rest is spliced, not read (the core applies it: ConnectionCore.read_size)
+        self.boundary_read_bytes = 0
         self.request: Splice | None = None  # moving the rest of a request, client to broker
         self.response: Splice | None = None  # moving the rest of a response, broker to client
         # writes asked for while a splice owns their socket (to the broker?, the bytes): sent after it, in order
@@ -178,13 +182,17 @@ class Splicer:
     def attach_client(self, transport: asyncio.Transport) -> None:
         self._client = transport
         self._client_fd = self._fd(transport)
-        self.possible = self._client_fd >= 0 <= self._broker_fd
+        self._set_possible(self._client_fd >= 0 <= self._broker_fd)
 
     def attach_broker(self, upstream: UpstreamConnection) -> None:
         """``upstream``: the :class:`~proxy.connection.broker_socket.UpstreamConnection`, connected."""
         self._broker = upstream
         self._broker_fd = self._fd(upstream.transport)
-        self.possible = self._client_fd >= 0 <= self._broker_fd
+        self._set_possible(self._client_fd >= 0 <= self._broker_fd)
+
+    def _set_possible(self, possible: bool) -> None:
+        self.possible = possible
+        self.boundary_read_bytes = BOUNDARY_READ_BYTES if possible else 0
 
     def _fd(self, transport: asyncio.BaseTransport) -> int:
         """The fd of a plain socket transport, if this listener splices; -1 otherwise."""
@@ -197,11 +205,7 @@ class Splicer:
         return self.request is not None or self.response is not None
 
     # -- reads: small at a frame boundary, so that a large frame's rest is spliced, not read ----------------------
-
-    def client_read_size(self, size: int) -> int:
-        if self.possible and size > BOUNDARY_READ_BYTES and not self._core.request_remaining:
-            return BOUNDARY_READ_BYTES
-        return size
+    # (the client's: boundary_read_bytes, applied by the core with its one look at the request being read)
 
     def broker_read_size(self, available: int) -> int:
         if self.possible and available > BOUNDARY_READ_BYTES and not self._core.response_remaining:
@@ -308,7 +312,7 @@ class Splicer:
             (self.write_broker if to_broker else self.write_client)(data)
         if failure is not None:  # UNSUPPORTED: these sockets cannot be spliced (nothing moved): copied from now on
             self._client_fd = self._broker_fd = -1
-            self.possible = False
+            self._set_possible(False)
         elif direction == REQUEST:
             self._core.requests_passed(moved)  # the frame ends (its latency, the answers behind it) as if fed
         else:
@@ -324,7 +328,7 @@ class Splicer:
                 if splice.moved:
                     self._spliced_bytes.labels(self._listener, direction).inc(splice.moved)
         self.request = self.response = None
-        self.possible = False
+        self._set_possible(False)
         self._client_fd = self._broker_fd = -1
         self._later = ()
         # the references back to the connection dropped (its transports stay, closing)

@@ -14,19 +14,23 @@ from collections.abc import Callable
 from proxy.codec.primitives import Bytes
 
 Write = Callable[[Bytes], None]  # writes one frame, or a piece of one, to a side
+Send = Callable[[list[Bytes]], None]  # writes several, in order, with one system call where it can
 
 
 class WriteBatch:
     """The writes to each side of one connection: written at once (``write_client``, ``write_broker``) unless a
-    batch is open (:meth:`start`), then queued until :meth:`take`."""
+    batch is open (:meth:`start`), then queued until :meth:`send`."""
 
-    __slots__ = ("_to_client", "_to_broker", "_write_client", "_write_broker")
+    __slots__ = ("_to_client", "_to_broker", "_write_client", "_write_broker", "_send_client", "_send_broker")
 
-    def __init__(self, write_client: Write, write_broker: Write) -> None:
+    def __init__(self, write_client: Write, write_broker: Write, send_client: Send, send_broker: Send) -> None:
+        """``write_*``: writes one frame (or piece) to a side; ``send_*``: writes several, in order, at once."""
         self._to_client: list[Bytes] | None = None  # queued for the client while a read is split (None: write at once)
         self._to_broker: list[Bytes] | None = None
         self._write_client = write_client
         self._write_broker = write_broker
+        self._send_client = send_client
+        self._send_broker = send_broker
 
     def start(self, client: bool) -> bool:
         """Start queueing the writes to the broker (and to the client if ``client``); False if already queueing
@@ -57,13 +61,25 @@ class WriteBatch:
         any later write with them."""
         self._to_client = self._to_broker = None
         self._write_client = self._write_broker = _dropped
+        self._send_client = self._send_broker = _dropped
 
-    def take(self) -> tuple[list[Bytes] | None, list[Bytes] | None]:
-        """What was queued for the client and for the broker; writes go out at once again until the next start."""
+    def send(self) -> None:
+        """Send what was queued, the broker's first: a single frame as one write, several as one send; writes go
+        out at once again until the next start (so a write made while these go out, by an event they cause, does
+        too)."""
         to_client, self._to_client = self._to_client, None
         to_broker, self._to_broker = self._to_broker, None
-        return to_client, to_broker
+        if to_broker:
+            if len(to_broker) == 1:
+                self._write_broker(to_broker[0])
+            else:
+                self._send_broker(to_broker)
+        if to_client:
+            if len(to_client) == 1:
+                self._write_client(to_client[0])
+            else:
+                self._send_client(to_client)
 
 
-def _dropped(data: Bytes) -> None:
+def _dropped(data: object) -> None:
     pass

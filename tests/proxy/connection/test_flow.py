@@ -40,7 +40,7 @@ def test_a_client_held_on_a_timer_is_read_once_more_small_so_its_close_is_seen()
     one small read is allowed, held back, and then reading stops until the hold's deadline decides it."""
     flow = Flow(10)
     flow.request_deciding()
-    assert not flow.reading_client
+    assert not flow.reading_client and flow.read_size(1 << 20, 0) == 1 << 20  # (small reads are a hold's only)
     flow.request_decided()
     decided = []
     flow.hold(0, 5, lambda: decided.append("due"), lambda: decided.append("abandoned"))
@@ -187,3 +187,19 @@ def test_at_the_inflight_bound_alone_the_client_is_read_and_a_frame_past_it_wait
     state = core.step(0)  # an answer out: the held request goes, and the client is read again
     assert bytes(to_broker) == b"".join(requests) and core.flow.read_ahead_bytes == 0 and state.reading_client
     assert core.flow.at_bound and len(to_client) == 14
+
+
+def test_a_client_read_is_bounded_at_a_frame_boundary_only_and_the_core_says_what_is_left_to_stream():
+    """While splicing is possible a client read at a request frame boundary takes at most the splicer's bound (so a
+    large frame's rest is spliced, not read); in the middle of a frame, or with no bound, as much as there is room
+    for. After a read the core says how much of a streamed frame is still to come (what a splice could move)."""
+    config = parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}]})
+    to_broker, to_client = bytearray(), bytearray()
+    core = core_between(ProxyQuotas(config), to_client, to_broker, 5, lambda: 0)
+    assert core.read_size(1 << 20, 65536) == 65536
+    assert core.read_size(1 << 20) == 1 << 20 and core.read_size(1000, 65536) == 1000
+    request = frame(encode_request_header(API_VERSIONS, 0, 1, "c") + bytes(200_000))
+    assert core.client_bytes(memoryview(request[:1000])) == len(request) - 1000  # streamed on, the rest to come
+    assert core.read_size(1 << 20, 65536) == 1 << 20  # mid-frame: as much as there is room for
+    assert core.client_bytes(memoryview(request[1000:])) == 0
+    assert core.read_size(1 << 20, 65536) == 65536 and bytes(to_broker) == request

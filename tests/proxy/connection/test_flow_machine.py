@@ -106,6 +106,22 @@ def response_frame(api: int, version: int, corr: int, padding: int) -> bytes:
     return frame(encode_response_header(api, version, corr) + body)
 
 
+def reference_read_size(flow, available: int, frame_remaining: int) -> int:
+    """Flow.read_size as first written, its checks in their plain order (before the hot path's reordering), without
+    the reset of small reads."""
+    if frame_remaining and flow._held_at_boundary():
+        return min(available, frame_remaining)
+    if flow._holds and not frame_remaining:
+        return min(available, THROTTLED_READ_BYTES)
+    if not frame_remaining and len(flow._requests) >= flow.max_inflight:
+        return min(available, THROTTLED_READ_BYTES)
+    if flow._small_reads:
+        if flow._read_ahead.data is None and not flow._held_at_boundary():
+            return available
+        return min(available, THROTTLED_READ_BYTES)
+    return available
+
+
 class FlowMachine(RuleBasedStateMachine):
     @initialize(
         specs=st.lists(REQUEST, min_size=1, max_size=12),
@@ -504,6 +520,22 @@ class FlowMachine(RuleBasedStateMachine):
         if flow.unhindered and not flow.at_bound:  # (at the bound of requests alone reads are small: what comes waits)
             size = self.core.read_size(THROTTLED_READ_BYTES * 4)
             assert size == THROTTLED_READ_BYTES * 4, "reads stay small after the pause ended (read sizing not reset)"
+
+    @invariant()
+    def hot_path_checks_say_what_the_named_conditions_say(self):
+        """The checks written out inline for the hot path (Flow.unhindered, Flow.read_size's order) agree with the
+        named conditions in every state reached; read_size's reset of small reads is undone after each look."""
+        if self.closed:
+            return
+        flow = self.core.flow
+        named = not (flow._broker_full or flow._read_ahead.data is not None or flow._held_at_boundary())
+        assert flow.unhindered == named, "Flow.unhindered disagrees with the named conditions"
+        for available in (100, THROTTLED_READ_BYTES * 4):
+            for remaining in {0, 7, self.core.request_remaining}:
+                small = flow._small_reads
+                expected = reference_read_size(flow, available, remaining)
+                assert flow.read_size(available, remaining) == expected, (available, remaining)
+                flow._small_reads = small
 
     def _expects(self, corr: int) -> bool:
         """The request gets an answer (an abandoned one never will)."""

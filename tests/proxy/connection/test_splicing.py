@@ -156,11 +156,12 @@ def test_reads_are_bounded_at_a_boundary_only_while_splicing_is_possible() -> No
     loop = new_loop("uvloop")
     on, off = Wired(loop), Wired(loop, enabled=False)
     assert on.splicer.possible and not off.splicer.possible
-    assert on.splicer.client_read_size(1 << 20) == BOUNDARY_READ_BYTES
+    # the client's reads: bounded at a boundary by the core (test_core_bounds_a_client_read_at_a_boundary_only)
+    assert on.splicer.boundary_read_bytes == BOUNDARY_READ_BYTES and off.splicer.boundary_read_bytes == 0
     assert on.splicer.broker_read_size(1 << 20) == BOUNDARY_READ_BYTES
+    assert off.splicer.broker_read_size(1 << 20) == 1 << 20
     on.core.request_remaining = on.core.response_remaining = 5
-    assert on.splicer.client_read_size(1 << 20) == 1 << 20  # mid-frame: read as much as there is room for
-    assert on.splicer.broker_read_size(1 << 20) == 1 << 20
+    assert on.splicer.broker_read_size(1 << 20) == 1 << 20  # mid-frame: read as much as there is room for
     off.core.request_streaming = 1 << 20
     off.splicer.after_client_read()
     assert off.splicer.request is None and off.client.reading  # copied, as connections.splice off says
