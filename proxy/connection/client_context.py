@@ -15,7 +15,7 @@ from proxy.connection.buffers import SharedReadBuffer
 from proxy.connection.descriptors import DescriptorBudget
 from proxy.connection.open_gate import OpenGate
 from proxy.ground.logs import LogLimiter
-from proxy.ops.metrics import ProxyMetrics
+from proxy.ops.metrics import ApiMetrics, ProxyMetrics
 from proxy.ops.usage_table import NO_USAGE, UsageTable
 from quota.managers.connection import ConnectionQuotas
 from quota.primitives.clock import Clock
@@ -58,6 +58,21 @@ class ListenerContext:
     response_timeout_ns: int = 300_000 * 1_000_000  # upstream.response.timeout.ms
     idle_timeout_ns: int = 600_000 * 1_000_000  # connections.max.idle.ms
     usage: UsageTable = NO_USAGE  # the usage log's table (a broker port's view in cluster mode); NO_USAGE: no log
+
+
+class ApiMetricsCache(dict[int, ApiMetrics]):
+    """One connection's per-API metrics by API key, the listener's fetched at a key's first request; its
+    ``__getitem__`` is what the connection's paths call, with no Python call once a key is known."""
+
+    __slots__ = ("_metrics", "_listener")
+
+    def __init__(self, metrics: ProxyMetrics, listener: str) -> None:
+        super().__init__()
+        self._metrics, self._listener = metrics, listener
+
+    def __missing__(self, api_key: int) -> ApiMetrics:
+        found = self[api_key] = self._metrics.api(self._listener, api_key)
+        return found
 
 
 FRAME_ERROR_LOG = LogLimiter()  # one frame-error line per client address and direction every 10 s

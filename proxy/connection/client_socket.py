@@ -22,6 +22,7 @@ from proxy.codec.errors import ProtocolError
 from proxy.connection.broker_dial import dial_broker
 from proxy.connection.broker_socket import UpstreamConnection
 from proxy.connection.client_context import (
+    ApiMetricsCache,
     ListenerContext,
     PeerAddress,
     bounded,
@@ -40,7 +41,6 @@ from proxy.connection.presence import client_state
 from proxy.connection.splice import SPLICE_MIN_BYTES
 from proxy.connection.splicing import Splicer
 from proxy.connection.write_batch import WriteBatch
-from proxy.ops.metrics import ApiMetrics
 from proxy.session.principals import MappingError, certificate_principal
 from proxy.session.session import Session
 
@@ -63,7 +63,9 @@ class ClientConnection(asyncio.BufferedProtocol):
             self.session.authenticated_limit = ctx.max_request_bytes
             self.session.awaiting_authentication = True
         self._loop = asyncio.get_running_loop()
-        self._api_cache: dict[int, ApiMetrics] = {}
+        self._api_cache = ApiMetricsCache(
+            ctx.metrics, ctx.name
+        )  # the per-API metrics by key, looked up with no Python call once known
         self.splices = Splicer(
             self._loop, self, enabled=ctx.splice, spliced_bytes=ctx.metrics.spliced_bytes, listener=ctx.name
         )
@@ -78,7 +80,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             write_client=self._writes.client,
             write_broker=self._writes.broker,
             clock=time.monotonic_ns,
-            api_metrics=self.api_metrics,
+            api_metrics=self._api_cache.__getitem__,
             spawn=self._spawn,
             max_header_bytes=ctx.max_header_bytes,
             response_timeout_ns=ctx.response_timeout_ns,
@@ -242,7 +244,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._apply()
 
     def broker_read_size(self, available: int) -> int:  # of a read buffer of ``available`` bytes, the next read's
-        return self.splices.broker_read_size(available)
+        return self.core.response_read_size(available, self.splices.boundary_read_bytes)
 
     def broker_backpressure(self, on: bool) -> None:
         if not self.closed:
@@ -351,12 +353,6 @@ class ClientConnection(asyncio.BufferedProtocol):
             frame_error=lambda exc: self._frame_error("request", exc),
             then=self._apply,
         )
-
-    def api_metrics(self, api_key: int) -> ApiMetrics:
-        found = self._api_cache.get(api_key)
-        if found is None:
-            found = self._api_cache[api_key] = self.ctx.metrics.api(self.ctx.name, api_key)
-        return found
 
     def _frame_error(self, direction: str, exc: ProtocolError) -> None:
         said_frame_error(log, self.ctx, self.peer, self.session.peer_ip, direction, exc)

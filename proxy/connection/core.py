@@ -150,6 +150,13 @@ class ConnectionCore:
             return boundary_bytes
         return size
 
+    def response_read_size(self, available: int, boundary_bytes: int = 0) -> int:
+        """How much of a read buffer of ``available`` bytes the next broker read may fill: at a response frame
+        boundary no more than ``boundary_bytes`` if given (splicing, as :meth:`read_size`)."""
+        if boundary_bytes and available > boundary_bytes and not self._response_splitter.remaining:
+            return boundary_bytes
+        return available
+
     @property
     def at_frame_boundary(self) -> bool:
         return self._request_splitter.at_frame_boundary
@@ -349,6 +356,9 @@ class _ClosedCore:
     request_streaming = response_streaming = request_remaining = response_remaining = 0
 
     def read_size(self, available: int, boundary_bytes: int = 0) -> int:
+        return available
+
+    def response_read_size(self, available: int, boundary_bytes: int = 0) -> int:
         return available
 
     def client_bytes(self, data: memoryview) -> int:

@@ -51,12 +51,6 @@ class StreamingCore(Protocol):
     @property
     def response_streaming(self) -> int: ...
 
-    @property
-    def request_remaining(self) -> int: ...  # bytes of the request being read still to come (0: at a boundary)
-
-    @property
-    def response_remaining(self) -> int: ...
-
     def requests_passed(self, nbytes: int) -> None: ...  # the streamed request's bytes reached the broker unread
 
     def responses_passed(self, nbytes: int) -> None: ...
@@ -90,7 +84,7 @@ class _Socket(Protocol):
 class _NoCore:
     """The core before it is attached and once the splicer is closed: no frame being streamed."""
 
-    request_streaming = response_streaming = request_remaining = response_remaining = 0
+    request_streaming = response_streaming = 0
 
     def requests_passed(self, nbytes: int) -> None:
         pass
@@ -166,8 +160,9 @@ class Splicer:
         self._enabled = enabled
         self._client_fd = self._broker_fd = -1
         self.possible = False  # both sockets' fds are known and splice(2) may move between them
-        # while possible, a client read at a request frame boundary takes at most this much (0: no bound), so that
-        # a large frame's rest is spliced, not read (the core applies it: ConnectionCore.read_size)
+        # while possible, a read of either socket at a frame boundary takes at most this much (0: no bound), so that
+        # a large frame's rest is spliced, not read (the core applies it: ConnectionCore.read_size and
+        # response_read_size, with their one look at the frame being read)
         self.boundary_read_bytes = 0
         self.request: Splice | None = None  # moving the rest of a request, client to broker
         self.response: Splice | None = None  # moving the rest of a response, broker to client
@@ -203,14 +198,6 @@ class Splicer:
     def moving(self) -> bool:
         """A splice runs in either direction."""
         return self.request is not None or self.response is not None
-
-    # -- reads: small at a frame boundary, so that a large frame's rest is spliced, not read ----------------------
-    # (the client's: boundary_read_bytes, applied by the core with its one look at the request being read)
-
-    def broker_read_size(self, available: int) -> int:
-        if self.possible and available > BOUNDARY_READ_BYTES and not self._core.response_remaining:
-            return BOUNDARY_READ_BYTES
-        return available
 
     # -- writes: held while a splice owns the socket -----------------------------------------------------------
 

@@ -8,7 +8,7 @@ import pytest
 from config.loader import parse_config
 from proxy.apis import ConnectionScope, Session
 from proxy.cluster.topics import Topics
-from proxy.codec.apis import API_VERSIONS, PRODUCE
+from proxy.codec.apis import API_VERSIONS, LIST_OFFSETS, PRODUCE
 from proxy.codec.header import encode_request_header, encode_response_header, frame
 from proxy.codec.messages import decode_response, encode_request, encode_response, new_request, new_response
 from proxy.connection.core import ConnectionCore
@@ -189,17 +189,24 @@ def test_at_the_inflight_bound_alone_the_client_is_read_and_a_frame_past_it_wait
     assert core.flow.at_bound and len(to_client) == 14
 
 
-def test_a_client_read_is_bounded_at_a_frame_boundary_only_and_the_core_says_what_is_left_to_stream():
-    """While splicing is possible a client read at a request frame boundary takes at most the splicer's bound (so a
-    large frame's rest is spliced, not read); in the middle of a frame, or with no bound, as much as there is room
+def test_a_read_is_bounded_at_a_frame_boundary_only_and_the_core_says_what_is_left_to_stream():
+    """While splicing is possible a read at a frame boundary (client or broker) takes at most the splicer's bound (so
+    a large frame's rest is spliced, not read); in the middle of a frame, or with no bound, as much as there is room
     for. After a read the core says how much of a streamed frame is still to come (what a splice could move)."""
     config = parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}]})
     to_broker, to_client = bytearray(), bytearray()
     core = core_between(ProxyQuotas(config), to_client, to_broker, 5, lambda: 0)
     assert core.read_size(1 << 20, 65536) == 65536
     assert core.read_size(1 << 20) == 1 << 20 and core.read_size(1000, 65536) == 1000
-    request = frame(encode_request_header(API_VERSIONS, 0, 1, "c") + bytes(200_000))
+    request = frame(encode_request_header(LIST_OFFSETS, 5, 1, "c") + bytes(200_000))  # streamed, never decoded
     assert core.client_bytes(memoryview(request[:1000])) == len(request) - 1000  # streamed on, the rest to come
     assert core.read_size(1 << 20, 65536) == 1 << 20  # mid-frame: as much as there is room for
     assert core.client_bytes(memoryview(request[1000:])) == 0
     assert core.read_size(1 << 20, 65536) == 65536 and bytes(to_broker) == request
+    # a broker read likewise, at a response frame boundary
+    assert core.response_read_size(1 << 20, 65536) == 65536 and core.response_read_size(1000, 65536) == 1000
+    assert core.response_read_size(1 << 20) == 1 << 20
+    answer = frame(encode_response_header(LIST_OFFSETS, 5, 1) + bytes(200_000))
+    assert core.broker_bytes(memoryview(answer[:1000])) == len(answer) - 1000
+    assert core.response_read_size(1 << 20, 65536) == 1 << 20  # mid-frame: as much as there is room for
+    assert core.broker_bytes(memoryview(answer[1000:])) == 0 and bytes(to_client) == answer

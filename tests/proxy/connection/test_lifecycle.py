@@ -23,6 +23,7 @@ from proxy.cluster.topics import Topics
 from proxy.codec.apis import LIST_OFFSETS
 from proxy.codec.header import encode_request_header, encode_response_header, frame
 from proxy.connection.buffers import SharedReadBuffer
+from proxy.connection.client_context import ApiMetricsCache
 from proxy.connection.client_socket import ClientConnection, ListenerContext
 from proxy.connection.lifecycle import TRANSITIONS, ConnectionState, Event, IllegalTransition, Lifecycle
 from proxy.connection.listener import SETUPS_PER_NETWORK, Listener
@@ -275,3 +276,10 @@ def test_a_newcomer_queued_behind_a_flood_from_one_address_is_set_up_among_the_f
                     client.close()
 
     new_loop(loop_kind).run_until_complete(run())
+
+
+def test_a_connections_per_api_metrics_are_the_listeners_fetched_once_per_key():
+    metrics = ProxyMetrics(CollectorRegistry())
+    cache = ApiMetricsCache(metrics, "L")
+    assert cache[LIST_OFFSETS] is metrics.api("L", LIST_OFFSETS) and cache[LIST_OFFSETS] is cache[LIST_OFFSETS]
+    assert cache[999] is metrics.api("L", 999) and list(cache) == [LIST_OFFSETS, 999]  # an unknown key: shared

@@ -22,10 +22,10 @@ pytestmark = pytest.mark.skipif(not splice_supported(), reason="splice(2) is Lin
 class Core:
     """Only what ``StreamingCore`` declares (slots: anything else the splicer touched would be an AttributeError)."""
 
-    __slots__ = ("request_streaming", "response_streaming", "request_remaining", "response_remaining", "passed")
+    __slots__ = ("request_streaming", "response_streaming", "passed")
 
     def __init__(self) -> None:
-        self.request_streaming = self.response_streaming = self.request_remaining = self.response_remaining = 0
+        self.request_streaming = self.response_streaming = 0
         self.passed: list[tuple[str, int]] = []
 
     def requests_passed(self, nbytes: int) -> None:
@@ -134,7 +134,7 @@ def test_a_request_rest_is_spliced_writes_wait_for_it_and_the_core_is_told() -> 
     rest = os.urandom(2 * SPLICE_MIN_BYTES + 12345)
 
     async def main():
-        wired.core.request_streaming = wired.core.request_remaining = len(rest)
+        wired.core.request_streaming = len(rest)
         wired.splicer.after_client_read()
         assert wired.splicer.request is not None and not wired.client.reading  # the splice reads the client now
         wired.splicer.write_broker(b"next")  # the broker's socket is the splice's: this waits
@@ -156,12 +156,8 @@ def test_reads_are_bounded_at_a_boundary_only_while_splicing_is_possible() -> No
     loop = new_loop("uvloop")
     on, off = Wired(loop), Wired(loop, enabled=False)
     assert on.splicer.possible and not off.splicer.possible
-    # the client's reads: bounded at a boundary by the core (test_core_bounds_a_client_read_at_a_boundary_only)
+    # the bound the core applies to a read at a frame boundary (tests/proxy/connection/test_flow.py)
     assert on.splicer.boundary_read_bytes == BOUNDARY_READ_BYTES and off.splicer.boundary_read_bytes == 0
-    assert on.splicer.broker_read_size(1 << 20) == BOUNDARY_READ_BYTES
-    assert off.splicer.broker_read_size(1 << 20) == 1 << 20
-    on.core.request_remaining = on.core.response_remaining = 5
-    assert on.splicer.broker_read_size(1 << 20) == 1 << 20  # mid-frame: read as much as there is room for
     off.core.request_streaming = 1 << 20
     off.splicer.after_client_read()
     assert off.splicer.request is None and off.client.reading  # copied, as connections.splice off says
