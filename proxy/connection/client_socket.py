@@ -63,9 +63,8 @@ class ClientConnection(asyncio.BufferedProtocol):
             self.session.authenticated_limit = ctx.max_request_bytes
             self.session.awaiting_authentication = True
         self._loop = asyncio.get_running_loop()
-        self._api_cache = ApiMetricsCache(
-            ctx.metrics, ctx.name
-        )  # the per-API metrics by key, looked up with no Python call once known
+        # the per-API metrics by key, looked up with no Python call once known
+        self._api_cache = ApiMetricsCache(ctx.metrics, ctx.name)
         self.splices = Splicer(
             self._loop, self, enabled=ctx.splice, spliced_bytes=ctx.metrics.spliced_bytes, listener=ctx.name
         )

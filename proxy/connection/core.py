@@ -142,8 +142,8 @@ class ConnectionCore:
 
     def read_size(self, available: int, boundary_bytes: int = 0) -> int:
         """How much of a read buffer of ``available`` bytes the next client read may fill; at a frame boundary no
-        more than ``boundary_bytes`` if given (splicing: :meth:`proxy.connection.splicing.Splicer.client_read_size`,
-        decided here with the one look at the frame being read)."""
+        more than ``boundary_bytes`` if given (splicing: :attr:`proxy.connection.splicing.Splicer.boundary_read_bytes`,
+        applied here with the one look at the frame being read)."""
         remaining = self._request_splitter.remaining
         size = self.flow.read_size(available, remaining)
         if boundary_bytes and size > boundary_bytes and not remaining:
