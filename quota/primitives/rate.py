@@ -64,6 +64,9 @@ class QuotaWindow:
         return (self.num - 1) * self.size_ms
 
 
+_NEVER = -(1 << 62)
+"""A time before every other: a rate's :attr:`Rate._fresh_until` not known yet."""
+
 _START, _LAST, _VALUE = 0, 1, 2
 """Where each of a sample's three numbers is in its slot of a rate's array (``SampledStat.Sample``'s fields)."""
 
@@ -81,7 +84,7 @@ class Rate:
     for any millisecond count below 2**53, and handed back as ints.
     """
 
-    __slots__ = ("window", "_s", "_current", "_shape", "_held")
+    __slots__ = ("window", "_s", "_current", "_shape", "_held", "_fresh_until")
 
     def __init__(self, window: QuotaWindow = QuotaWindow()) -> None:
         self.window = window
@@ -91,6 +94,10 @@ class Rate:
         # At least the sum of the samples' positive values: no purge to come leaves more in the window (what
         # headroom_floor reads instead of measuring). Added to by each record, counted again when a slot is reused.
         self._held = 0.0
+        # Before this time no sample is obsolete: the oldest last event plus the expiry age, as last found (samples'
+        # last events only move forward, so it stays a lower bound; a record at an earlier time lowers it), so that a
+        # purge's check is one comparison until then, not a pass over the samples.
+        self._fresh_until = _NEVER
 
     @property
     def sample_count(self) -> int:
@@ -111,6 +118,8 @@ class Rate:
         s[i + _LAST] = now_ms
         if value > 0:
             self._held += value
+        if now_ms < self._fresh_until - self._shape[1]:  # time went back: the oldest last event may be this one
+            self._fresh_until = now_ms + self._shape[1]
 
     def _advance(self, now_ms: int) -> int:
         # One slot more than `num`: the oldest sample may still overlap the monitored window.
@@ -132,9 +141,15 @@ class Rate:
     # -- measuring -------------------------------------------------------------------------------------------
 
     def _purge_obsolete_samples(self, now_ms: int) -> None:
+        if now_ms < self._fresh_until:
+            return  # none is obsolete (the usual case): found by one comparison
         s, expire_age = self._s, self._shape[1]
-        if not s or now_ms - min(s[_LAST::3]) < expire_age:
-            return  # none is obsolete (the usual case): found by one pass in C, not a loop here
+        if not s:
+            return
+        oldest_last = int(min(s[_LAST::3]))
+        if now_ms - oldest_last < expire_age:
+            self._fresh_until = oldest_last + expire_age  # none is obsolete before then: found by one pass in C
+            return
         for i in range(0, len(s), 3):
             if now_ms - s[i + _LAST] >= expire_age:
                 s[i] = s[i + _LAST] = now_ms
@@ -160,7 +175,7 @@ class Rate:
         s, shape = self._s, self._shape
         if not s:
             s.extend((now_ms, now_ms, 0.0))  # as SampledStat.oldest() does
-        elif now_ms - min(s[_LAST::3]) >= shape[1]:  # one is obsolete
+        elif now_ms >= self._fresh_until:  # one may be obsolete
             self._purge_obsolete_samples(now_ms)
         window_ms = _elapsed_ms(now_ms - int(min(s[_START::3])), shape)
         return limit * window_ms / 1000.0 - sum(s[_VALUE::3])
@@ -178,10 +193,11 @@ class Rate:
         """True when :meth:`measure` at ``now_ms`` is certainly at most ``limit`` (:meth:`headroom_floor` not below
         0), found without measuring; the samples purged as measure would purge them, so what follows is the same
         whichever was asked. False says nothing: measure."""
-        s = self._s
-        if s and now_ms - min(s[_LAST::3]) >= self._shape[1]:  # one is obsolete
+        if now_ms >= self._fresh_until:  # one may be obsolete
             self._purge_obsolete_samples(now_ms)
-        return self.headroom_floor(limit) >= 0
+        least = limit * self._shape[3]  # headroom_floor(limit) >= 0, inline
+        held = self._held
+        return least - held - (least + held) * 1e-6 >= 0
 
     def measure(self, now_ms: int) -> float:
         """The rate per second at ``now_ms`` (``Rate.measure`` with ``TimeUnit.SECONDS``): :meth:`total` divided
