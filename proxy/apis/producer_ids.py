@@ -64,9 +64,17 @@ NO_ROOM_MESSAGE = (
 
 def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan | None:
     """Produce's stage of ``producer_ids_rate``: a throttle, a hold, or a refusal that ends the chain (answered
-    here: nothing else is recorded for it)."""
+    here: nothing else is recorded for it). The connection's producer id checked recently (most requests) makes
+    nothing."""
+    quota = scope.quotas.producer_ids
+    pids = header.producer_ids
+    if not pids or not quota.enabled:
+        return None
+    now = scope.quotas.clock.now_ms()
+    if _checked_recently(session, pids, now, quota.recheck_ms):
+        return None
     decisions = Decisions()
-    hold = decide_produce(scope, session, header, decisions)
+    hold = _count(scope, session, header, decisions, now)
     if isinstance(hold, Refuse):
         return refused(header, hold, decisions.usage)
     if isinstance(hold, Hold):
@@ -74,21 +82,20 @@ def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader
     return decisions.plan()
 
 
-def decide_produce(
-    scope: ConnectionScope, session: Session, header: RequestHeader, decisions: Decisions
+def _checked_recently(session: Session, pids: tuple[int, ...], now: int, recheck_ms: int) -> bool:
+    """The connection's last producer id was checked recently: known, nothing to count (checked again every quarter
+    window, so a PID still in use is carried into the user's newer bloom filter in time)."""
+    return len(pids) == 1 and pids[0] == session.producer_id and now - session.producer_id_checked_ms < recheck_ms
+
+
+def _count(
+    scope: ConnectionScope, session: Session, header: RequestHeader, decisions: Decisions, now: int
 ) -> Hold | Refuse | None:
-    """Count a Produce's producer id against its user's quota. A throttle (or a shadow one) goes into
+    """Count a Produce's producer ids against its user's quota at ``now``. A throttle (or a shadow one) goes into
     ``decisions``; a hold or a refusal is returned for the caller to plan with :func:`held` or :func:`refused`."""
     quota = scope.quotas.producer_ids
     pids = header.producer_ids
-    if not pids or not quota.enabled:
-        return None
-    now = scope.quotas.clock.now_ms()
     one = len(pids) == 1
-    # The connection's last producer id was checked recently: known, nothing to count (checked again every quarter
-    # window, so a PID still in use is carried into the user's newer bloom filter in time).
-    if one and pids[0] == session.producer_id and now - session.producer_id_checked_ms < quota.recheck_ms:
-        return None
     counted = quota.new_pids_counted
     held_bytes, nbytes = scope.quotas.held_bytes, header.frame_length
     full = held_bytes.full(session.held_bytes, nbytes)  # a hold would not fit: refused instead, nothing counted
@@ -117,7 +124,7 @@ def decide_produce(
 def held(scope: ConnectionScope, session: Session, header: RequestHeader, hold: Hold, usage: Usage) -> Plan:
     """The request, once the quota lets the producer id through: read whole, held by the connection until ``hold.until_ms`` (a :class:`~proxy.apis.plan.HoldFor`: reading the client
     stops at the boundary after it), then forwarded as it is, in its place in the response order. Its bytes,
-    reserved by :func:`decide_produce`, are released when it is forwarded, or when its client goes (the connection
+    reserved by :func:`_count`, are released when it is forwarded, or when its client goes (the connection
     drops the request then)."""
     clock, quota, pids = scope.quotas.clock, scope.quotas.producer_ids, header.producer_ids
     reserved = _Reserved(scope.quotas.held_bytes, session, header.frame_length)

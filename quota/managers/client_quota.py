@@ -151,10 +151,14 @@ class ClientQuotaManager:
         The throttle is reported to the client and the connection muted for the same time, as Kafka does; the
         decision is marked ``shadow`` if this manager or the matched quota entry is in shadow mode.
         """
-        now = self._now(now_ms)
+        now = self._clock.now_ms() if now_ms is None else now_ms
         sensors = self.keeper.for_record(user, client_id, now)
         self._count(sensors, user, client_id, value, now)
-        throttle, observed = self._decide(sensors, now)
+        if sensors.entity is None:  # no quota applies
+            return FORWARD
+        if (sensors.smooth is None or not self.smoothing) and sensors.rate.surely_within(sensors.limit, now):
+            return FORWARD  # far below the quota: within it, not measured (as _decide finds it)
+        throttle, observed = self._decide(sensors, now, within_asked=True)
         if throttle <= 0:
             return FORWARD
         return Throttle(
@@ -271,9 +275,10 @@ class ClientQuotaManager:
     def _now(self, now_ms: int | None) -> int:
         return self._clock.now_ms() if now_ms is None else now_ms
 
-    def _decide(self, sensors: ClientSensors, now: int) -> tuple[int, float]:
+    def _decide(self, sensors: ClientSensors, now: int, within_asked: bool = False) -> tuple[int, float]:
         """The throttle for what was just recorded in ``sensors`` (0 within quota), counted in its stats, and the
-        rate it was decided on (0.0 when the sampled rate did not decide it)."""
+        rate it was decided on (0.0 when the sampled rate did not decide it). ``within_asked``: the rate was found not
+        surely within the quota at ``now`` already."""
         if sensors.entity is None:  # no quota applies
             return 0, 0.0
         if sensors.smooth is not None and self.smoothing:
@@ -282,7 +287,7 @@ class ClientQuotaManager:
             sensors.record_throttle(throttle, shadow)
             return throttle, 0.0
         limit = sensors.limit
-        if sensors.rate.surely_within(limit, now):  # far below the quota: within it, not measured
+        if not within_asked and sensors.rate.surely_within(limit, now):  # far below the quota: within it, not measured
             return 0, 0.0
         observed = sensors.rate.measure(now)
         if quota_acceptable(observed, limit):
@@ -377,8 +382,10 @@ class ClientQuotaManager:
 
     def _count(self, sensors: ClientSensors, user: str, client_id: str, value: float, now: int) -> None:
         sensors.record(value, now)
-        if sensors.entity is not None:  # an entity with no quota is counted for its metrics only, never shared
-            self.tap.add(self.quota_key, sensors.tags, user, client_id, value, sensors.limit)
+        tap = self.tap
+        # an entity with no quota is counted for its metrics only, never shared (nor is anything while none is)
+        if tap is not NO_TAP and sensors.entity is not None:
+            tap.add(self.quota_key, sensors.tags, user, client_id, value, sensors.limit)
         if self.smoothing:
             self._smooth(sensors, sensors.limit, value, now)
 
