@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from proxy.apis.usage import Usage
-from quota.primitives.decision import Decision, Throttle, combined, is_applied, longest
+from quota.primitives.decision import FORWARD, Decision, Throttle, combined, is_applied, longest
 
 Rewrite = Callable[[memoryview], "bytes | None"]
 Observe = Callable[[memoryview], None]
@@ -83,7 +83,9 @@ class ResponseLeg:
             self.observe(body)
         rewritten = self.rewrite(body) if self.rewrite is not None else None
         if self.record_response is not None:  # charged as the client will receive it (after any trimming)
-            throttle = combined(throttle, self.record_response(size(rewritten)))
+            decision = self.record_response(size(rewritten))
+            if decision is not FORWARD:  # a forward leaves the throttle as it was (combined, without the call)
+                throttle = combined(throttle, decision)
         if self.settle is not None and throttle is not None:  # from what the broker did
             throttle = self.settle(throttle)
         return rewritten, throttle
