@@ -9,11 +9,11 @@ copied out and written to the other side, nothing parsed) in the proxy's place: 
 floor is the difference of the two, the clients, the stand-in broker and the loop being the same. The pairs are
 pipeline_cost.py's (``--api``, ``--quotas``: issue 46's configuration, cluster mode).
 
-Printed: CPU microseconds per pair (the process's, so load moves it less than wall time) and the wall time. For
-instructions, run it twice under callgrind with two ``--pairs`` and take the difference (bench/pipeline_instructions.py
-does so for pipeline_cost.py; ``--script bench/shell_cost.py`` there). ``--profile FILE``: cProfile of the measured
-pairs. Usage: ``python bench/shell_cost.py [--relay proxy|floor] [--api fetch] [--quotas] [--pairs 20000]
-[--connections 10] [--profile FILE]``.
+Printed: CPU microseconds per pair (the process's, so load moves it less than wall time) and the wall time.
+``--instructions``: instructions per pair instead, counted by callgrind with collection switched on around the
+measured pairs only (about 20 s; runs agree within a few tens of instructions; needs valgrind). ``--profile FILE``:
+cProfile of the measured pairs. Usage: ``python bench/shell_cost.py [--relay proxy|floor] [--api fetch] [--quotas]
+[--pairs 20000] [--connections 10] [--instructions] [--profile FILE]``.
 """
 
 from __future__ import annotations
