@@ -7,9 +7,9 @@ Behaviour carried over from apache/kafka (``ClientQuotaManager``, ``Sensor``, ``
 
 * Record first, then check: ``Sensor.record(value, now, checkQuotas=true)`` adds the value to the rate and only
   then measures it; within quota while ``rate <= limit``.
-* Over quota, the throttle time is ``(rate - limit) / limit * windowSize(now)`` (:mod:`quota.primitives.throttle`). Kafka does
-  not cap it for byte-rate quotas; this manager caps it at ``max_throttle_time_ms`` (default the whole sampled
-  window, ``quota.window.num * quota.window.size.seconds``) so a muted client is never held past its request
+* Over quota, the throttle time is ``(rate - limit) / limit * windowSize(now)`` (:mod:`quota.primitives.throttle`).
+  Kafka does not cap it for byte-rate quotas; this manager caps it at ``max_throttle_time_ms`` (default the whole
+  sampled window, ``quota.window.num * quota.window.size.seconds``) so a muted client is never held past its request
   timeout.
 * ``max_value_in_quota_window``: ``limit * (quota.window.num - 1) * quota.window.size.seconds``, the largest value
   that can be recorded without certain throttling; Kafka caps a consumer's Fetch ``max_bytes`` with it.
@@ -26,10 +26,10 @@ Beyond Kafka, ``smoothing`` (``quota.smoothing: on``) has a token bucket per ent
 the sampled rate (which is still recorded, for metrics): many short delays instead of Kafka's stop-and-go; see
 :mod:`quota.primitives.smoothing`. It may be switched either way on a live manager.
 
-Accuracy, as simulated in ``tests/quota/managers/test_steady_state.py`` with a client that sends whenever it is not muted:
-the long-run rate is within 1% of the quota, but because samples only start when something is recorded and a
-burst sample leaves the window all at once, the rate over any one minute swings between about 0.91x and 1.10x of
-the quota for aggressive clients (tiny gaps between large batches). This is Kafka's algorithm, reproduced as is.
+Accuracy, as simulated in ``tests/quota/managers/test_steady_state.py`` with a client that sends whenever it is not
+muted: the long-run rate is within 1% of the quota, but because samples only start when something is recorded and a
+burst sample leaves the window all at once, the rate over any one minute swings between about 0.91x and 1.10x of the
+quota for aggressive clients (tiny gaps between large batches). This is Kafka's algorithm, reproduced as is.
 """
 
 from __future__ import annotations
@@ -95,10 +95,8 @@ class ClientQuotaManager:
             quotas, quota_key, window, self.sensors_class, inactive_sensor_expiration_ms, max_tracked_entities
         )
 
-    # -- quota table ---------------------------------------------------------------------------------------------
-
-    # ``enabled``: some entity has a quota for this key. When none does, Kafka records nothing at all
-    # (``quotasEnabled``); callers check it first so traffic without quotas costs one attribute read.
+    # -- quota table (``enabled``: some entity has a quota for this key; when none does, Kafka records nothing at all,
+    # ``quotasEnabled``, and callers check it first so traffic without quotas costs one attribute read) ------------
 
     @property
     def quotas(self) -> QuotaLookup:
@@ -154,11 +152,10 @@ class ClientQuotaManager:
         now = self._clock.now_ms() if now_ms is None else now_ms
         sensors = self.keeper.for_record(user, client_id, now)
         self._count(sensors, user, client_id, value, now)
-        if sensors.entity is None:  # no quota applies
-            return FORWARD
-        if (sensors.smooth is None or not self.smoothing) and sensors.rate.surely_within(sensors.limit, now):
-            return FORWARD  # far below the quota: within it, not measured (as _decide finds it)
-        throttle, observed = self._decide(sensors, now, within_asked=True)
+        if sensors.entity is not None and (sensors.smooth is None or not self.smoothing):
+            if sensors.rate.surely_within(sensors.limit, now):
+                return FORWARD  # far below the quota: within it, not measured (as _decide finds it)
+        throttle, observed = self._decide(sensors, now)
         if throttle <= 0:
             return FORWARD
         return Throttle(
@@ -275,10 +272,9 @@ class ClientQuotaManager:
     def _now(self, now_ms: int | None) -> int:
         return self._clock.now_ms() if now_ms is None else now_ms
 
-    def _decide(self, sensors: ClientSensors, now: int, within_asked: bool = False) -> tuple[int, float]:
+    def _decide(self, sensors: ClientSensors, now: int) -> tuple[int, float]:
         """The throttle for what was just recorded in ``sensors`` (0 within quota), counted in its stats, and the
-        rate it was decided on (0.0 when the sampled rate did not decide it). ``within_asked``: the rate was found not
-        surely within the quota at ``now`` already."""
+        rate it was decided on (0.0 when the sampled rate did not decide it)."""
         if sensors.entity is None:  # no quota applies
             return 0, 0.0
         if sensors.smooth is not None and self.smoothing:
@@ -287,7 +283,7 @@ class ClientQuotaManager:
             sensors.record_throttle(throttle, shadow)
             return throttle, 0.0
         limit = sensors.limit
-        if not within_asked and sensors.rate.surely_within(limit, now):  # far below the quota: within it, not measured
+        if sensors.rate.surely_within(limit, now):  # far below the quota: within it, not measured
             return 0, 0.0
         observed = sensors.rate.measure(now)
         if quota_acceptable(observed, limit):
@@ -382,10 +378,8 @@ class ClientQuotaManager:
 
     def _count(self, sensors: ClientSensors, user: str, client_id: str, value: float, now: int) -> None:
         sensors.record(value, now)
-        tap = self.tap
-        # an entity with no quota is counted for its metrics only, never shared (nor is anything while none is)
-        if tap is not NO_TAP and sensors.entity is not None:
-            tap.add(self.quota_key, sensors.tags, user, client_id, value, sensors.limit)
+        if self.tap is not NO_TAP and sensors.entity is not None:  # with no quota: for its metrics only, not shared
+            self.tap.add(self.quota_key, sensors.tags, user, client_id, value, sensors.limit)
         if self.smoothing:
             self._smooth(sensors, sensors.limit, value, now)
 
