@@ -272,7 +272,9 @@ class FlatOut(threading.Thread):
         c.ck_flat_out(producer, self.topic, b"x" * 16384, self.halt, self.on_delivery, partition=0)
 
 
-def consume_for(bootstrap: str, topic: str, seconds: float) -> int:
+def consume_for(bootstrap: str, topic: str, seconds: float, patience: float = 30) -> int:
+    """Records read from the topic's start over ``seconds``, and on until the first one arrives (at most
+    ``patience`` seconds in all): the producer started a moment before and may not have had one acknowledged yet."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     consumer = Consumer(
@@ -282,8 +284,11 @@ def consume_for(bootstrap: str, topic: str, seconds: float) -> int:
     try:
         partitions = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
+        started = time.monotonic()
+        while True:
+            elapsed = time.monotonic() - started
+            if elapsed >= patience or (got and elapsed >= seconds):
+                break
             got += sum(1 for msg in consumer.consume(1000, 0.2) if not msg.error())
     finally:
         consumer.close()
