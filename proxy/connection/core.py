@@ -245,7 +245,7 @@ class ConnectionCore:
                 # Many requests unheard from the client, or reading stops here with one more read: is it still
                 # there? A gone client's requests not forwarded yet never are.
                 flow = self.flow
-                if flow.unheard >= flow.max_inflight and not self._still_there():  # flow.presence_due, inline
+                if flow.unheard >= flow.max_inflight and not self._still_there():  # presence due (Flow.unheard)
                     splitter.take_rest()
                     return None
                 if not flow.start_frame():

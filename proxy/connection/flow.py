@@ -31,7 +31,7 @@ code applies after every event (h11's connection object; Kafka's ``KafkaChannel`
   abandoned, but for one small read meanwhile (THROTTLED_READ_BYTES, held back as above), so that the client's close
   is seen (a paused socket reports no end) and its holds abandoned before their time is up.
 - **A gone client**: after ``max_inflight`` frames unheard from the client, or at a pause with frames unheard, the
-  core asks whether it is still there (:attr:`Flow.presence_due`); gone, none of the rest is forwarded: it drains.
+  core asks whether it is still there (:attr:`Flow.unheard`); gone, none of the rest is forwarded: it drains.
 - **One deadline**: :meth:`Flow.next_deadline` is the earliest of a mute's end, a hold's end and the next timeout
   check; the socket code keeps one timer for it. Timeouts are checked there, not swept.
 - **The mute state has a name** (:attr:`Flow.mute_state`, as Kafka's ``KafkaChannel.ChannelMuteState``), for logs.
@@ -95,7 +95,10 @@ class Flow:
         self._read_ahead = ReadAhead()  # request bytes read past a paused boundary (proxy.connection.read_ahead)
         self._small_reads = False  # bytes were held back past a paused boundary: keep reads small
         self.timeouts = Timeouts(response_timeout, idle_timeout)  # the idle and response timeouts' state
-        self.unheard = 0  # request frames started since the client was last heard from (a read) or found there
+        # request frames started since the client was last heard from (a read) or found there: at ``max_inflight``
+        # the core asks whether it is still connected before the next, so a client gone with thousands of pipelined
+        # requests in its socket costs the broker at most ``max_inflight`` of them (client_present, client_left)
+        self.unheard = 0
         self.left = False  # the client was found gone before its requests were all forwarded: none more are
 
     # -- what the socket code applies ---------------------------------------------------------------------------
@@ -211,13 +214,6 @@ class Flow:
         self._mid_frame = True
         self.unheard += 1
         return True
-
-    @property
-    def presence_due(self) -> bool:
-        """As many request frames as may be in flight have started since the client was last heard from: before the
-        next, the core asks whether it is still connected, so a client gone with thousands of pipelined requests in
-        its socket costs the broker at most ``max_inflight`` of them (:meth:`client_present`, :meth:`client_left`)."""
-        return self.unheard >= self.max_inflight
 
     def client_present(self) -> None:
         """The client is still connected: ``max_inflight`` more frames before the next look."""

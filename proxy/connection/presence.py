@@ -1,7 +1,7 @@
 """Whether a client is still connected, asked of the kernel without reading: a socket that has received the client's
 FIN is ``CLOSE_WAIT`` and one reset is ``CLOSE`` (Linux ``TCP_INFO``'s ``tcpi_state``), even while the requests the
 client sent before are still waiting to be read. Asked only after many requests unheard from the client
-(:attr:`proxy.connection.flow.Flow.presence_due`): one system call, about 3 us. Where ``TCP_INFO`` is not available
+(:attr:`proxy.connection.flow.Flow.unheard`): one system call, about 3 us. Where ``TCP_INFO`` is not available
 the client counts as connected, and its close is seen when reading meets it.
 
 A FIN may be a half-close (the client still reads its answers: the proxy passes it on to the broker) or a full

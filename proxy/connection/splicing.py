@@ -215,8 +215,9 @@ class Splicer:
 
     def send_client(self, frames: list[Bytes]) -> None:
         """The writes queued for the client while a read was split (:mod:`proxy.connection.write_batch`): one
-        ``writelines``; frame by frame when there is one, or while a splice to the client runs (each then waits)."""
-        if len(frames) == 1 or self.response is not None:
+        ``writelines`` (a single frame is written by the batch itself); frame by frame while a splice to the client
+        runs (each then waits)."""
+        if self.response is not None:
             for data in frames:
                 self.write_client(data)
         else:
@@ -224,7 +225,7 @@ class Splicer:
 
     def send_broker(self, frames: list[Bytes]) -> None:
         """Likewise for the writes queued for the broker."""
-        if len(frames) == 1 or self.request is not None:
+        if self.request is not None:
             for data in frames:
                 self.write_broker(data)
         else:
