@@ -47,7 +47,7 @@ def _runtime_key(java: str) -> str:
 
 
 @cache
-def archive_options(libs: str, jvm_options: tuple[str, ...], kind: str = "tools") -> tuple[str, ...]:
+def archive_options(libs: str, kind: str = "tools") -> tuple[str, ...]:
     """The JVM options that use the archive of ``libs`` for ``kind`` ("tools", or "broker": ``kafka.Kafka``), made
     now if it is not there yet; none if it cannot be."""
     java = shutil.which("java")

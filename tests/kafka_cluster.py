@@ -288,7 +288,7 @@ class KafkaCluster:
         # archives uses none (its broker writes one)
         kind = "broker" if main_class == "kafka.Kafka" else "tools"
         if self.class_dump is None:
-            shared = archive_options(str(self.libs), tuple(JVM_OPTIONS), kind)
+            shared = archive_options(str(self.libs), kind)
         else:
             shared = dump_options(self.class_dump) if kind == "broker" else ()
         return [
