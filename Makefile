@@ -41,9 +41,14 @@ check: $(STAMP)
 # checks on the other core: otherwise every proxy the tests start as a process of its own compiles the proxy again
 # (0.65 CPU-s of its start, of 0.95; the suite starts more than a hundred), and each of the six workers rewrites
 # every test module's asserts while collecting (13 CPU-s each; 6.6 with pytest's rewritten modules written once).
+# A run that goes wrong ends itself and says why: a test hung past its timeout ends its worker with every stack
+# printed (tests/watchdog.py), and after SESSION_SECONDS no worker starts another test, so the summary of failures
+# is printed long before a CI's own limit would cut the run off mid-output.
+SESSION_SECONDS ?= 3600
 test: $(STAMP) kafka
 	$(MAKE) --no-print-directory -j 2 check bytecode
-	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -p no:cacheprovider -n 6 --dist loadgroup
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -p no:cacheprovider -n 6 --dist loadgroup \
+		--session-timeout $(SESSION_SECONDS)
 
 bytecode: $(STAMP)
 	PYTHONDONTWRITEBYTECODE= $(PY) -m compileall -q -j 0 proxy quota config analytics demo bench tests tools >/dev/null

@@ -433,6 +433,21 @@ class KafkaCluster:
         finally:
             admin.close()
 
+    def all_running(self) -> bool:
+        return all(node.proc is not None and node.proc.poll() is None for node in self.nodes)
+
+    def revive(self) -> list[int]:
+        """Every node found exited started again on its ports and data, the cluster then awaited as at its start;
+        the ids of those restarted (none: every node was running)."""
+        dead = [node for node in self.nodes if node.proc is None or node.proc.poll() is not None]
+        for node in dead:
+            if node.proc is not None:
+                _LIVE.discard(node.proc)
+            self._start_node(node, node.directory / "server.properties")
+        if dead:
+            self.wait_ready()
+        return [node.node_id for node in dead]
+
     def _check_alive(self, node: KafkaNode) -> None:
         if node.proc is None or node.proc.poll() is not None:
             raise RuntimeError(f"{self.name} node {node.node_id} exited; logs in {node.directory}\n{self.log_tail()}")

@@ -42,6 +42,22 @@ def pytest_itemcollected(item):
         item.add_marker(pytest.mark.xdist_group(cluster))
 
 
+@pytest.fixture(autouse=True)
+def _session_cluster_running(request):
+    """A test on a session cluster starts with every node of it running. A node found exited is started again for
+    this test and the ones after, and this test errors, naming it, with the tail of the cluster's logs: one test
+    reported, not every later test of the worker waiting out its timeout against a broker that is gone."""
+    name = cluster_of(request.node)
+    if name is None:
+        return
+    cluster = request.getfixturevalue(name)
+    if cluster.all_running():
+        return
+    tail = cluster.log_tail(20)  # before the restart's own lines
+    restarted = cluster.revive()
+    pytest.fail(f"{name}: node(s) {restarted} had exited before this test; restarted for the tests after.\n{tail}")
+
+
 @pytest.fixture(scope="module")
 def broker():
     """A Tansu broker advertising itself (no proxy in front: the test starts its own); yields its port."""

@@ -38,21 +38,14 @@ JAVA_RECORDS = 2000
 
 
 class PacedProducer(threading.Thread):
-    """confluent-kafka at about OFFERED bytes/s of 1 KiB messages, each numbered; acknowledgements timed."""
+    """confluent-kafka at about OFFERED bytes/s of 1 KiB messages, each numbered; acknowledgements timed. The
+    client lives only while the thread runs: a failed test's report keeps this object, and a client kept with it
+    would go on dialling the stopped sidecars (and logging each refusal) for the rest of the run."""
 
     def __init__(self, bootstrap: str, topic: str) -> None:
         super().__init__(daemon=True)
-        from confluent_kafka import Producer
-
+        self.bootstrap = bootstrap
         self.topic = topic
-        self.producer = Producer(
-            {
-                "bootstrap.servers": bootstrap,
-                "linger.ms": 5,
-                "message.timeout.ms": 120000,
-                "client.id": "volume-producer",
-            }
-        )
         self.acked: list[tuple[float, int]] = []
         self.errors: list[str] = []
         self.halt = threading.Event()
@@ -64,18 +57,28 @@ class PacedProducer(threading.Thread):
             self.errors.append(str(err))
 
     def run(self) -> None:
+        from confluent_kafka import Producer
+
+        producer = Producer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "linger.ms": 5,
+                "message.timeout.ms": 120000,
+                "client.id": "volume-producer",
+            }
+        )
         n, start = 0, time.monotonic()
         while not self.halt.is_set():
             if n * 1024 > (time.monotonic() - start) * OFFERED:
-                self.producer.poll(0.005)
+                producer.poll(0.005)
                 continue
             try:
-                self.producer.produce(self.topic, b"v" * 1024, key=str(n).encode(), on_delivery=self._delivered)
+                producer.produce(self.topic, b"v" * 1024, key=str(n).encode(), on_delivery=self._delivered)
                 n += 1
             except BufferError:
-                self.producer.poll(0.01)
-            self.producer.poll(0)
-        self.producer.flush(60)
+                producer.poll(0.01)
+            producer.poll(0)
+        producer.flush(60)
 
     def rate(self, seconds: float) -> float:
         """Bytes/s acknowledged over the last ``seconds``."""

@@ -1,0 +1,53 @@
+"""A hung test ends its worker, loudly, instead of the whole run.
+
+pytest-timeout (``timeout`` in pyproject.toml, ``pytest.mark.timeout`` per test) fails a test that runs too long by
+raising in its main thread from a signal handler: a thread blocked inside a C call that never returns to Python
+(a client library's close, a destructor waiting on its own threads) is never interrupted, and the worker, its test
+and every test left in its xdist group would wait until CI gives up on the whole run, printing nothing about why.
+
+So every test also arms :func:`faulthandler.dump_traceback_later` (a C thread of its own) a margin past its
+timeout: if the test is still running then, the stacks of all the worker's threads go to the worker's own standard
+error (the descriptor saved before pytest captured it, as pytest's ``faulthandler_timeout`` does) and the worker
+exits; pytest-xdist reports the test as crashed by name and hands the rest of the worker's tests to a new worker.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+
+import pytest
+
+DEFAULT_TIMEOUT_S = 120.0  # pyproject.toml's [tool.pytest.ini_options] timeout, when the ini gives none
+MARGIN_S = 90.0  # past the test's timeout: pytest-timeout's own failure and the test's teardown come first
+
+_stderr_fd: int | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Keep a descriptor of the worker's real standard error (capture is off while plugins are configured)."""
+    global _stderr_fd
+    if _stderr_fd is None:
+        _stderr_fd = os.dup(2)
+
+
+def limit_of(item: pytest.Item) -> float:
+    """The seconds after which ``item`` is taken as hung: its pytest-timeout plus the margin (0: no timeout)."""
+    marker = item.get_closest_marker("timeout")
+    if marker is not None and marker.args:
+        timeout = float(marker.args[0])
+    else:
+        timeout = float(item.config.getini("timeout") or DEFAULT_TIMEOUT_S)
+    return timeout + MARGIN_S if timeout > 0 else 0.0
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item):
+    limit = limit_of(item)
+    if not limit or _stderr_fd is None:
+        return (yield)
+    faulthandler.dump_traceback_later(limit, exit=True, file=_stderr_fd)
+    try:
+        return (yield)
+    finally:
+        faulthandler.cancel_dump_traceback_later()
