@@ -53,9 +53,18 @@ def _session_cluster_running(request):
     cluster = request.getfixturevalue(name)
     if cluster.all_running():
         return
+    if name in _UNREVIVED:
+        pytest.fail(f"{name} could not be restarted before an earlier test: {_UNREVIVED[name]}")
     tail = cluster.log_tail(20)  # before the restart's own lines
-    restarted = cluster.revive()
+    try:
+        restarted = cluster.revive()
+    except Exception as error:  # noqa: BLE001  (told once; the tests after fail at once, not each after a wait)
+        _UNREVIVED[name] = f"{error!r}"[:2000]
+        raise
     pytest.fail(f"{name}: node(s) {restarted} had exited before this test; restarted for the tests after.\n{tail}")
+
+
+_UNREVIVED: dict[str, str] = {}  # a session cluster whose restart failed, and why
 
 
 @pytest.fixture(scope="module")
