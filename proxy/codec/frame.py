@@ -35,8 +35,9 @@ from __future__ import annotations
 import enum
 import struct
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from proxy.codec.accel import NATIVE, choose
 from proxy.codec.errors import ProtocolError
 from proxy.codec.header import Incomplete
 
@@ -93,8 +94,9 @@ _STOPPED = 7
 _COPIED = 8  # a BUFFER frame that came whole in one chunk, copied at its header into value: FRAME is next
 
 
-class FrameSplitter:
-    """Incremental frame splitter for one direction of one connection."""
+class PureFrameSplitter:
+    """Incremental frame splitter for one direction of one connection (:data:`FrameSplitter`: this class, or the C
+    extension's mirror of it)."""
 
     __slots__ = (
         "_parse",
@@ -348,3 +350,18 @@ class FrameSplitter:
         size: int = _INT32.unpack_from(pending, 0)[0]
         # Doubling steps: a header of n bytes is parsed O(log n) times over at most 2n bytes, linear in total.
         return max(0, min(size + 4 - have, available, max(_PREFIX_STEP, have)))
+
+
+if NATIVE is not None:
+    NATIVE.configure_splitter(
+        (NEED_DATA, BOUNDARY, HEADER, SEGMENT, LAST_SEGMENT, FRAME, END),
+        (STREAM, BUFFER, DROP, STOP),
+        SplitterError,
+        _NOTHING,
+    )
+if TYPE_CHECKING:
+    FrameSplitter = PureFrameSplitter
+else:
+    # the C extension's FrameSplitter where it is built (proxy/codec/native/splitter.c: the same events, values and
+    # errors, state for state), this class otherwise
+    FrameSplitter = choose("FrameSplitter", PureFrameSplitter)

@@ -75,6 +75,10 @@ typedef struct {
 int get_buffer(PyObject *buf, Header *h);
 int read_request_header(Header *h, PyObject *max_size_obj, PyObject *limit_name, PyObject *max_header_obj);
 
+/* splitter.c: the type proxy.codec._accel.FrameSplitter, added to the module at its init */
+int add_splitter(PyObject *module);
+PyObject *configure_splitter(PyObject *self, PyObject *args);
+
 /* The entry points (module.c's method table) */
 PyObject *request_header_fields(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 PyObject *parse_response_prefix(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);

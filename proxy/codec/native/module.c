@@ -64,6 +64,7 @@ static PyMethodDef methods[] = {
     {"configure_header", configure_header, METH_VARARGS, "the classes and the flexible-version table"},
     {"configure_produce", configure_produce, METH_O, "the walk of a Produce of several partitions or batches"},
     {"configure_skim", configure_skim, METH_VARARGS, "the makers of the skimmers' programs"},
+    {"configure_splitter", configure_splitter, METH_VARARGS, "the frame splitter's events, actions and error"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -75,5 +76,10 @@ PyMODINIT_FUNC PyInit__accel(void) {
     PrefixPlans = PyDict_New();
     DefaultLimitName = PyUnicode_InternFromString("socket.request.max.bytes");
     if (SkimPlans == NULL || PrefixPlans == NULL || DefaultLimitName == NULL) return NULL;
-    return PyModule_Create(&module);
+    PyObject *created = PyModule_Create(&module);
+    if (created == NULL || add_splitter(created) < 0) {
+        Py_XDECREF(created);
+        return NULL;
+    }
+    return created;
 }
