@@ -5,21 +5,28 @@ raising in its main thread from a signal handler: a thread blocked inside a C ca
 (a client library's close, a destructor waiting on its own threads) is never interrupted, and the worker, its test
 and every test left in its xdist group would wait until CI gives up on the whole run, printing nothing about why.
 
-So every test also arms :func:`faulthandler.dump_traceback_later` (a C thread of its own) a margin past its
-timeout: if the test is still running then, the stacks of all the worker's threads go to the worker's own standard
-error (the descriptor saved before pytest captured it, as pytest's ``faulthandler_timeout`` does) and the worker
-exits; pytest-xdist reports the test as crashed by name and hands the rest of the worker's tests to a new worker.
+So every test also arms a watchdog a margin past its timeout. If the test is still running then, a thread of the
+watchdog's writes which test it is and the stacks of all the worker's threads to the worker's own standard error
+(the descriptor saved before pytest captured it, as pytest's ``faulthandler_timeout`` does), kills the brokers the
+worker started (their ports and cores are not left to the worker that replaces it) and ends the worker;
+pytest-xdist reports the test as crashed by name and hands the rest of the worker's tests to a new worker. Should
+that thread not get to run (a C call holding the interpreter's lock), :func:`faulthandler.dump_traceback_later`, a
+C thread, dumps the stacks and ends the worker a little later.
 """
 
 from __future__ import annotations
 
 import faulthandler
 import os
+import threading
 
 import pytest
 
+from tests.harness import _LIVE
+
 DEFAULT_TIMEOUT_S = 120.0  # pyproject.toml's [tool.pytest.ini_options] timeout, when the ini gives none
 MARGIN_S = 90.0  # past the test's timeout: pytest-timeout's own failure and the test's teardown come first
+BACKSTOP_S = 30.0  # past that, the C thread's turn
 
 _stderr_fd: int | None = None
 
@@ -41,13 +48,31 @@ def limit_of(item: pytest.Item) -> float:
     return timeout + MARGIN_S if timeout > 0 else 0.0
 
 
+def _expire(nodeid: str, limit: float) -> None:
+    fd = _stderr_fd
+    assert fd is not None
+    os.write(fd, f"\n+++ watchdog: {nodeid} still running {limit:.0f} s after it started; the stacks:\n".encode())
+    faulthandler.dump_traceback(file=fd, all_threads=True)
+    for proc in list(_LIVE):
+        try:
+            proc.kill()
+        except OSError:
+            pass
+    os.write(fd, b"+++ watchdog: the worker ends here\n")
+    os._exit(70)
+
+
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item):
     limit = limit_of(item)
     if not limit or _stderr_fd is None:
         return (yield)
-    faulthandler.dump_traceback_later(limit, exit=True, file=_stderr_fd)
+    timer = threading.Timer(limit, _expire, (item.nodeid, limit))
+    timer.daemon = True
+    timer.start()
+    faulthandler.dump_traceback_later(limit + BACKSTOP_S, exit=True, file=_stderr_fd)
     try:
         return (yield)
     finally:
         faulthandler.cancel_dump_traceback_later()
+        timer.cancel()
