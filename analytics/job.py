@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import operator
 import os
 import time
@@ -103,10 +104,21 @@ def _rows(df: DataFrame) -> list[dict]:
     return [r.asDict() for r in df.collect()]
 
 
-def _top(table: DataFrame, api: str | None, metric: str, n: int) -> list[dict]:
-    if api is not None:
-        table = table.where(F.col("api") == api)
-    return _rows(table.where(F.col(metric) > 0).orderBy(F.col(metric).desc(), *table.columns[:2]).limit(n))
+def top_rows(rows: Sequence[Mapping], api: str | None, metric: str, n: int, order: Sequence[str]) -> list[Mapping]:
+    """The ``n`` rows of ``api`` (any: None) with ``metric`` above 0, highest first, ties by the ``order`` columns
+    (the table's first two); on rows already collected, the order Spark's ``where(metric > 0).orderBy(metric desc,
+    *order).limit(n)`` gives them: NaN above every number, a null key first."""
+
+    def key(row: Mapping) -> tuple:
+        value = row[metric]
+        return (
+            not math.isnan(value),
+            -value if not math.isnan(value) else 0.0,
+            *((row[c] is not None, row[c] if row[c] is not None else "") for c in order),
+        )
+
+    chosen = [r for r in rows if (api is None or r["api"] == api) and r[metric] is not None and not r[metric] <= 0]
+    return sorted(chosen, key=key)[:n]
 
 
 def _series(frame: DataFrame, keys: list[str], api: str | None, rate: str, top: list[dict]) -> dict[str, list]:
@@ -223,12 +235,13 @@ def run(
         entity_rows = _rows(tables["entity"].where(F.col("api").isin("Produce", "Fetch", stats.ALL_APIS)))
         user_rows, ip_rows, named_rows = _rows(tables["user"]), _rows(tables["ip"]), _rows(tables["named"])
         group_rows = _rows(tables["group"]) if "group" in tables else []
+        collected = {"entity": entity_rows, "user": user_rows, "ip": ip_rows}  # the dimensions' tables, ranked here
 
         steps.step("top offenders" + (" and their charts" if charts else ""))
         offenders, chart_paths = {}, {}
         for name, (title, table, api, metric, unit, cols) in dimensions.DIMENSIONS.items():
             title = dimensions.title(name, title, chosen)
-            top = _top(tables[table], api, metric, top_n)
+            top = top_rows(collected[table], api, metric, top_n, tables[table].columns[:2])
             offenders[name] = {
                 "title": title,
                 "metric": metric,

@@ -65,6 +65,8 @@ class Progress:
         self._step_started = self._clock()
         label = f"[{self._done}/{self._steps}] {text}"
         self._context.setJobDescription(f"analyze {label}")
+        if self._out is None:  # said nowhere: Spark's status not asked (thousands of calls to its JVM a run)
+            return
         jobs, tasks = self.spark_done()
         so_far = duration(self._step_started - self._started)
         self._print(f"{label} ({so_far} so far; Spark: {jobs} jobs, {tasks} tasks done)")

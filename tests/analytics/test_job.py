@@ -377,6 +377,51 @@ def test_misbehaving_tenants_top_their_dimension(result):
     assert (top["partition_mutations"]["user"], top["partition_mutations"]["client_id"]) == TOPIC_STORM
 
 
+def spark_top(table, api, metric, n):
+    """What the job once asked Spark for each dimension: its reference for the ranking it now does on collected rows."""
+    if api is not None:
+        table = table.where(F.col("api") == api)
+    return [r.asDict() for r in table.where(F.col(metric) > 0).orderBy(F.col(metric).desc(), *table.columns[:2])
+            .limit(n).collect()]  # fmt: skip
+
+
+def test_the_dimensions_are_ranked_on_collected_rows_as_spark_orders_them(spark, result):
+    """Every dimension's top tenants in top_offenders.json, in order, are the ones Spark's ``orderBy`` gives on the
+    written tables; and every dimension of the entity table is of an API the job collects."""
+    from analytics import dimensions, stats
+
+    with open(result["out"] / "top_offenders.json") as f:
+        said = json.load(f)
+    tables = {name: spark.read.parquet(str(result["out"] / f"{name}_stats")) for name in ("entity", "user", "ip")}
+    for name, (_, table, api, metric, _, cols) in dimensions.DIMENSIONS.items():
+        assert table != "entity" or api in ("Produce", "Fetch", stats.ALL_APIS), name
+        expected = spark_top(tables[table], api, metric, job.TOP_N)
+        keys = job.KEYS[table]
+        assert said[name]["top"] == [
+            {**{k: r[k] for k in keys}, "value": r[metric], **{c: r[c] for c in cols}} for r in expected
+        ], name
+        assert said[name]["top"], name  # the fixture's log has offenders in every dimension
+
+
+def test_top_rows_orders_ties_nulls_and_nan_as_spark_does(spark):
+    """Equal figures (ties by the first two columns, a null first), a figure of 0, below 0, null and NaN (Spark: above
+    every number), for one API and for all: the same rows in the same order as Spark's ``where``/``orderBy``/``limit``."""
+    nan = float("nan")
+    figures = [5.0, 5.0, 5.0, 5.0, 0.0, -1.0, None, nan, 7.5, 2.0, 5.0, nan]
+    users = ["b", "a", None, "a", "c", "d", "e", "f", "g", "h", "a", None]
+    clients = ["x", "y", "z", None, "x", "x", "x", "x", "x", "x", "x", "q"]
+    apis = ["Produce", "Produce", "Produce", "Fetch", "Produce", "Produce", "Produce", "Fetch", "Fetch", "Produce",
+            "Produce", "Produce"]  # fmt: skip
+    rows = [{"user": u, "client_id": c, "api": a, "rate": r} for u, c, a, r in zip(users, clients, apis, figures)]
+    table = spark.createDataFrame(rows, "user string, client_id string, api string, rate double")
+    collected = [r.asDict() for r in table.collect()]
+    for api in ("Produce", "Fetch", None):
+        for n in (1, 3, 20):
+            expected = spark_top(table, api, "rate", n)
+            got = job.top_rows(collected, api, "rate", n, table.columns[:2])
+            assert repr(got) == repr(expected), (api, n)  # repr: NaN equal to NaN
+
+
 def test_the_four_offenders_are_named_and_held_and_the_legitimate_one_keeps_its_own(spark, result):
     """Issue 48, on the generator's fleet: the hog, the connection storm, the producer-id churner and the topic
     creator are each named an offender of its fleet, with the evidence on its entry, and held to the fleet's figure,
