@@ -121,19 +121,30 @@ def top_rows(rows: Sequence[Mapping], api: str | None, metric: str, n: int, orde
     return sorted(chosen, key=key)[:n]
 
 
-def _series(frame: DataFrame, keys: list[str], api: str | None, rate: str, top: list[dict]) -> dict[str, list]:
-    """The per-interval rate of each of the ``top`` entities, as ``{label: [(time, rate), ...]}``."""
-    if not top:
-        return {}
-    if api is not None:
-        frame = frame.where(F.col("api") == api)
-    cond = functools.reduce(
-        operator.or_,
-        [functools.reduce(operator.and_, [F.col(k).eqNullSafe(F.lit(row[k])) for k in keys]) for row in top],
-    )
-    out: dict[str, list] = {report.entity_label({k: row[k] for k in keys}): [] for row in top}
-    for r in frame.where(cond).select(*keys, "time", rate).collect():
-        out[report.entity_label({k: r[k] for k in keys})].append((r["time"], r[rate]))
+def _series(frame: DataFrame, keys: list[str], charts: Sequence[tuple]) -> list[dict[str, list]]:
+    """For each chart ``(rate, api, top)`` (api None: the frame has none), the per-interval rate of each of the
+    ``top`` entities, as ``{label: [(time, rate), ...]}``: the charts of one frame read in one query."""
+    wanted = [
+        functools.reduce(
+            operator.and_,
+            [F.col(k).eqNullSafe(F.lit(row[k])) for k in keys] + ([F.col("api") == api] if api is not None else []),
+        )
+        for _, api, top in charts
+        for row in top
+    ]
+    rows = []
+    if wanted:
+        apis = ["api"] if any(api is not None for _, api, _ in charts) else []
+        rates = sorted({rate for rate, _, _ in charts})
+        rows = frame.where(functools.reduce(operator.or_, wanted)).select(*keys, *apis, "time", *rates).collect()
+    out = []
+    for rate, api, top in charts:
+        series: dict[str, list] = {report.entity_label({k: row[k] for k in keys}): [] for row in top}
+        chosen = {tuple(row[k] for k in keys) for row in top}
+        for r in rows:
+            if (api is None or r["api"] == api) and tuple(r[k] for k in keys) in chosen:
+                series[report.entity_label({k: r[k] for k in keys})].append((r["time"], r[rate]))
+        out.append(series)
     return out
 
 
@@ -239,6 +250,7 @@ def run(
 
         steps.step("top offenders" + (" and their charts" if charts else ""))
         offenders, chart_paths = {}, {}
+        drawn: dict[str, tuple] = {}  # the charts: title, unit, frame, rate, api, their tenants
         for name, (title, table, api, metric, unit, cols) in dimensions.DIMENSIONS.items():
             title = dimensions.title(name, title, chosen)
             top = top_rows(collected[table], api, metric, top_n, tables[table].columns[:2])
@@ -249,16 +261,24 @@ def run(
                 "columns": cols,
                 "top": [{**{k: r[k] for k in KEYS[table]}, "value": r[metric], **{c: r[c] for c in cols}} for r in top],
             }
-            drawn = dimensions.SERIES[name]
-            if charts and drawn is not None:
-                frame_name, rate = drawn
-                series = _series(frames[frame_name], KEYS[frame_name], api, rate, top[:CHART_N])
-                if not series or axis is None:
-                    continue
-                rel, path = report.chart_file(local_dir, name)
-                chart_paths[name] = (
-                    rel if report.draw_chart(path, f"{title}: top {len(series)}", unit, series, axis) else None
-                )
+            series_of = dimensions.SERIES[name]
+            if charts and series_of is not None:
+                drawn[name] = (title, unit, *series_of, api, top[:CHART_N])
+        by_frame: dict[str, list[str]] = {}  # the charts of each frame, read in one query
+        for name, (_, _, frame_name, _, _, _) in drawn.items():
+            by_frame.setdefault(frame_name, []).append(name)
+        drawn_series: dict[str, dict[str, list]] = {}
+        for frame_name, names in by_frame.items():
+            wanted = [drawn[n][3:] for n in names]
+            drawn_series.update(zip(names, _series(frames[frame_name], KEYS[frame_name], wanted)))
+        for name, (title, unit, *_) in drawn.items():
+            series = drawn_series[name]
+            if not series or axis is None:
+                continue
+            rel, path = report.chart_file(local_dir, name)
+            chart_paths[name] = (
+                rel if report.draw_chart(path, f"{title}: top {len(series)}", unit, series, axis) else None
+            )
 
         steps.step("recommendations")
         planned = fleet.plan(
