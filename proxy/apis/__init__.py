@@ -6,7 +6,8 @@ goes through. :data:`STAGES` declares them in order; an API's chain is those tha
 :meth:`Plan.then <proxy.apis.plan.Plan.then>`. APIs no stage wants pass through untouched, as opaque bytes, on
 the fast path (:data:`PASS`, nothing looked up but the table). Request rate's stage is in an API's chain only while a
 ``request_rate`` quota counts that API (:data:`UNCOUNTED_CHAINS` otherwise), so its cost is paid only where one is
-configured.
+configured. A consumer's Fetch chain is asked once per connection while what its stages read stays the same
+(:mod:`proxy.apis.reuse`, :data:`REUSED_CHAINS`).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from proxy.apis.plan import (
     Outcome,
     Plan,
 )
+from proxy.apis.reuse import REUSABLE, reusable, reused
 from proxy.apis.stages import Stage, chains, fold
 from proxy.codec.apis import (
     ALTER_CLIENT_QUOTAS,
@@ -137,6 +139,9 @@ CHAINS = chains(STAGES)
 # whatever the dynamic config adds or removes): every stage but request rate's, which would add nothing. An API no
 # other stage wants (ListOffsets, OffsetFetch, ...) stays on the pass-through path, as it was before request_rate.
 UNCOUNTED_CHAINS = chains(stage for stage in STAGES if stage.plan is not request_rate.plan_request_rate)
+# The APIs whose uncounted chain is planned once per connection while what its stages read stays the same (a
+# consumer's Fetch: proxy.apis.reuse), each with what its stages read; checked to cover the chain's every stage.
+REUSED_CHAINS = reusable(UNCOUNTED_CHAINS, REUSABLE)
 
 
 # What Kafka serves on a SASL listener before an authentication succeeds; anything else closes the connection.
@@ -150,7 +155,8 @@ def plan_request(scope: ConnectionScope, session: Session, header: RequestHeader
             "SaslHandshake and SaslAuthenticate are served until the broker accepts one"
         )
     api_key = header.api_key
-    chain = (CHAINS if api_key in scope.quotas.requests.counted else UNCOUNTED_CHAINS).get(api_key)
+    counted = api_key in scope.quotas.requests.counted
+    chain = (CHAINS if counted else UNCOUNTED_CHAINS).get(api_key)
     if chain is None:
         return PASS
     versions = DECODED_APIS.get(api_key)
@@ -160,6 +166,11 @@ def plan_request(scope: ConnectionScope, session: Session, header: RequestHeader
             f"{api_name(api_key)} v{header.api_version} is not a version any Kafka broker "
             f"speaks (v{versions[0]}-v{versions[1]})"
         )
+    inputs = None if counted else REUSED_CHAINS.get(api_key)
+    if inputs is not None:
+        read = inputs(scope, session, header)
+        if read is not None:
+            return reused(chain, scope, session, header, read)
     return fold(chain, scope, session, header)
 
 
@@ -170,6 +181,7 @@ __all__ = [
     "STAGES",
     "UNCOUNTED_CHAINS",
     "PASS",
+    "REUSED_CHAINS",
     "AnswerLocally",
     "Await",
     "ConnectionScope",

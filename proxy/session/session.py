@@ -38,6 +38,9 @@ class Session:
     # the plan of this connection's last request of each API key that more than one stage planned, with its version
     # and the stages' plans it combines: reused while the stages return the same plans (proxy.apis.stages.fold)
     plans: dict[int, tuple] = field(default_factory=dict)
+    # the plan of this connection's last request of each API whose chain is reused (proxy.apis.reuse), with what
+    # its stages read (and whether a second request got the very same plan): reused while that stays the same
+    reused: dict[int, tuple] = field(default_factory=dict)
 
     def is_admin(self, admin_principals) -> bool:
         """May alter quotas and the proxy's settings and write its topics: on the admin listener, or a principal
