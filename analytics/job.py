@@ -34,10 +34,7 @@ files are written by the driver, to ``local_dir`` (default: ``output_dir``, whic
 
 from __future__ import annotations
 
-import functools
 import json
-import math
-import operator
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -50,7 +47,6 @@ from analytics import capacity as capacity_mod
 from analytics import (
     changeset,
     concurrency,
-    dimensions,
     fleet,
     group_stats,
     named_stats,
@@ -61,6 +57,7 @@ from analytics import (
     stats,
     timeaxis,
 )
+from analytics import offenders as offenders_mod
 from analytics import replay as replay_mod
 from analytics.in_force import InForce
 from analytics.progress import Progress
@@ -68,10 +65,9 @@ from analytics.scope import CLUSTER, choose
 
 TOP_N = 10
 RECOMMENDED = "recommended"  # run(replay=...): replay under the recommended table
-CHART_N = 5
 
 JOB_TIME = "planner run time"  # the job's own wall-clock time, not the log's
-KEYS = {"entity": ["user", "client_id"], "user": ["user"], "ip": ["ip"]}
+KEYS = offenders_mod.KEYS  # each dimension table's key columns
 
 
 def spark_session(
@@ -102,50 +98,6 @@ def session_settings(master: str | None, console_progress: bool, submitted: bool
 
 def _rows(df: DataFrame) -> list[dict]:
     return [r.asDict() for r in df.collect()]
-
-
-def top_rows(rows: Sequence[Mapping], api: str | None, metric: str, n: int, order: Sequence[str]) -> list[Mapping]:
-    """The ``n`` rows of ``api`` (any: None) with ``metric`` above 0, highest first, ties by the ``order`` columns
-    (the table's first two); on rows already collected, the order Spark's ``where(metric > 0).orderBy(metric desc,
-    *order).limit(n)`` gives them: NaN above every number, a null key first."""
-
-    def key(row: Mapping) -> tuple:
-        value = row[metric]
-        return (
-            not math.isnan(value),
-            -value if not math.isnan(value) else 0.0,
-            *((row[c] is not None, row[c] if row[c] is not None else "") for c in order),
-        )
-
-    chosen = [r for r in rows if (api is None or r["api"] == api) and r[metric] is not None and not r[metric] <= 0]
-    return sorted(chosen, key=key)[:n]
-
-
-def _series(frame: DataFrame, keys: list[str], charts: Sequence[tuple]) -> list[dict[str, list]]:
-    """For each chart ``(rate, api, top)`` (api None: the frame has none), the per-interval rate of each of the
-    ``top`` entities, as ``{label: [(time, rate), ...]}``: the charts of one frame read in one query."""
-    wanted = [
-        functools.reduce(
-            operator.and_,
-            [F.col(k).eqNullSafe(F.lit(row[k])) for k in keys] + ([F.col("api") == api] if api is not None else []),
-        )
-        for _, api, top in charts
-        for row in top
-    ]
-    rows = []
-    if wanted:
-        apis = ["api"] if any(api is not None for _, api, _ in charts) else []
-        rates = sorted({rate for rate, _, _ in charts})
-        rows = frame.where(functools.reduce(operator.or_, wanted)).select(*keys, *apis, "time", *rates).collect()
-    out = []
-    for rate, api, top in charts:
-        series: dict[str, list] = {report.entity_label({k: row[k] for k in keys}): [] for row in top}
-        chosen = {tuple(row[k] for k in keys) for row in top}
-        for r in rows:
-            if (api is None or r["api"] == api) and tuple(r[k] for k in keys) in chosen:
-                series[report.entity_label({k: r[k] for k in keys})].append((r["time"], r[rate]))
-        out.append(series)
-    return out
 
 
 def run(
@@ -249,36 +201,9 @@ def run(
         collected = {"entity": entity_rows, "user": user_rows, "ip": ip_rows}  # the dimensions' tables, ranked here
 
         steps.step("top offenders" + (" and their charts" if charts else ""))
-        offenders, chart_paths = {}, {}
-        drawn: dict[str, tuple] = {}  # the charts: title, unit, frame, rate, api, their tenants
-        for name, (title, table, api, metric, unit, cols) in dimensions.DIMENSIONS.items():
-            title = dimensions.title(name, title, chosen)
-            top = top_rows(collected[table], api, metric, top_n, tables[table].columns[:2])
-            offenders[name] = {
-                "title": title,
-                "metric": metric,
-                "unit": unit,
-                "columns": cols,
-                "top": [{**{k: r[k] for k in KEYS[table]}, "value": r[metric], **{c: r[c] for c in cols}} for r in top],
-            }
-            series_of = dimensions.SERIES[name]
-            if charts and series_of is not None:
-                drawn[name] = (title, unit, *series_of, api, top[:CHART_N])
-        by_frame: dict[str, list[str]] = {}  # the charts of each frame, read in one query
-        for name, (_, _, frame_name, _, _, _) in drawn.items():
-            by_frame.setdefault(frame_name, []).append(name)
-        drawn_series: dict[str, dict[str, list]] = {}
-        for frame_name, names in by_frame.items():
-            wanted = [drawn[n][3:] for n in names]
-            drawn_series.update(zip(names, _series(frames[frame_name], KEYS[frame_name], wanted)))
-        for name, (title, unit, *_) in drawn.items():
-            series = drawn_series[name]
-            if not series or axis is None:
-                continue
-            rel, path = report.chart_file(local_dir, name)
-            chart_paths[name] = (
-                rel if report.draw_chart(path, f"{title}: top {len(series)}", unit, series, axis) else None
-            )
+        offenders, chart_paths = offenders_mod.rank(
+            tables, frames, collected, chosen, top_n, charts=charts, axis=axis, local_dir=local_dir
+        )
 
         steps.step("recommendations")
         planned = fleet.plan(

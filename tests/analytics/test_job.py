@@ -20,7 +20,7 @@ pytest.importorskip("pyspark", reason="the analytics extra (pip install kafka-qu
 
 from pyspark.sql import functions as F  # noqa: E402
 
-from analytics import demand, job, report  # noqa: E402
+from analytics import demand, job, offenders, report  # noqa: E402
 from analytics.generate import (  # noqa: E402
     HOG,
     LEGITIMATE,
@@ -418,7 +418,7 @@ def test_top_rows_orders_ties_nulls_and_nan_as_spark_does(spark):
     for api in ("Produce", "Fetch", None):
         for n in (1, 3, 20):
             expected = spark_top(table, api, "rate", n)
-            got = job.top_rows(collected, api, "rate", n, table.columns[:2])
+            got = offenders.top_rows(collected, api, "rate", n, table.columns[:2])
             assert repr(got) == repr(expected), (api, n)  # repr: NaN equal to NaN
 
 
