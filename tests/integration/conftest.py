@@ -42,6 +42,23 @@ def pytest_itemcollected(item):
         item.add_marker(pytest.mark.xdist_group(cluster))
 
 
+def pytest_collection_modifyitems(config, items):
+    """A test on a session cluster may be the first of its group and start the cluster (its setup is inside the
+    test's timeout): its timeout grows by what a start may take (:data:`CLUSTER_START_S`), so a start slowed by a
+    busy machine is not taken for the test's own hang. 87 s of a 120 s timeout went to such a start at load 2; at
+    load 19 it passed the timeout."""
+    for item in items:
+        if cluster_of(item) is None:
+            continue
+        marker = item.get_closest_marker("timeout")
+        base = marker.args[0] if marker is not None and marker.args else config.getini("timeout")
+        item.add_marker(pytest.mark.timeout(float(base) + CLUSTER_START_S), append=False)
+
+
+# formatting, the brokers' start and registration (START_TIMEOUT_S, 90), the warm-up's writes and group read
+CLUSTER_START_S = 180
+
+
 @pytest.fixture(autouse=True)
 def _session_cluster_running(request):
     """A test on a session cluster starts with every node of it running. A node found exited is started again for
