@@ -77,18 +77,23 @@ static PyObject *used_up(Splitter *self) {
     return Py_NewRef(NeedData);
 }
 
-static PyObject *whole(Splitter *self) {
+/* value = pending, and a new empty pending: what was gathered is handed out (a buffered frame, a straddled prefix) */
+static int hand_out_pending(Splitter *self) {
     PyObject *fresh = PyByteArray_FromStringAndSize(NULL, 0);
-    if (fresh == NULL) return NULL;
+    if (fresh == NULL) return -1;
     put(&self->value, self->pending);
     self->pending = fresh;
+    return 0;
+}
+
+static PyObject *whole(Splitter *self) {
+    if (hand_out_pending(self) < 0) return NULL;
     return Py_NewRef(FrameEvent);
 }
 
-static int whole_frame(PyObject *pending, int *out) {
+static int whole_frame(PyObject *pending) {
     Py_ssize_t have = PyByteArray_GET_SIZE(pending);
-    *out = have >= 4 && have >= (Py_ssize_t)be32((const unsigned char *)PyByteArray_AS_STRING(pending)) + 4;
-    return 0;
+    return have >= 4 && have >= (Py_ssize_t)be32((const unsigned char *)PyByteArray_AS_STRING(pending)) + 4;
 }
 
 static Py_ssize_t prefix_room(PyObject *pending, Py_ssize_t available) {
@@ -106,7 +111,6 @@ static Py_ssize_t prefix_room(PyObject *pending, Py_ssize_t available) {
 static PyObject *straddled(Splitter *self) {
     PyObject *data = self->data, *pending = self->pending;
     Py_ssize_t pos = self->pos, n = self->n;
-    int whole_now;
     if (PyByteArray_GET_SIZE(pending) == 0) {
         Py_ssize_t take = n - pos;
         if (take >= 4) {
@@ -116,10 +120,9 @@ static PyObject *straddled(Splitter *self) {
             PyBuffer_Release(&view);
             if (size < take) take = size;
         }
-        if (take > 0 && append(pending, data, pos, pos + take) < 0) return NULL;
+        if (append(pending, data, pos, pos + take) < 0) return NULL; /* nothing for a take below 1 */
         pos += take;
-        whole_frame(pending, &whole_now);
-        if (whole_now) return PE_FORMAT("frame ends inside its header");
+        if (whole_frame(pending)) return PE_FORMAT("frame ends inside its header");
         self->parse_at = 2 * PyByteArray_GET_SIZE(pending);
     }
     for (;;) {
@@ -131,7 +134,7 @@ static PyObject *straddled(Splitter *self) {
         Py_ssize_t take = prefix_room(pending, n - pos);
         if (append(pending, data, pos, pos + take) < 0) return NULL;
         pos += take;
-        whole_frame(pending, &whole_now);
+        int whole_now = whole_frame(pending);
         if (PyByteArray_GET_SIZE(pending) < self->parse_at && !whole_now) continue;
         PyObject *header = PyObject_CallOneArg(self->parse, pending);
         if (header == NULL) {
@@ -274,10 +277,7 @@ static PyObject *act(Splitter *self, PyObject *action) {
     if (have) { /* the prefix straddled chunks: those bytes are here, not in the chunk */
         self->remaining = remaining = length - have;
         if (action == Stream) {
-            PyObject *fresh = PyByteArray_FromStringAndSize(NULL, 0);
-            if (fresh == NULL) return NULL;
-            put(&self->value, self->pending);
-            self->pending = fresh;
+            if (hand_out_pending(self) < 0) return NULL;
             self->state = S_HEAD;
             Py_RETURN_NONE;
         }
