@@ -434,12 +434,12 @@ class KafkaCluster:
             admin.close()
 
     def all_running(self) -> bool:
-        return all(node.proc is not None and node.proc.poll() is None for node in self.nodes)
+        return not any(map(_exited, self.nodes))
 
     def revive(self) -> list[int]:
         """Every node found exited started again on its ports and data, the cluster then awaited as at its start;
         the ids of those restarted (none: every node was running)."""
-        dead = [node for node in self.nodes if node.proc is None or node.proc.poll() is not None]
+        dead = [node for node in self.nodes if _exited(node)]
         for node in dead:
             if node.proc is not None:
                 _LIVE.discard(node.proc)
@@ -449,7 +449,7 @@ class KafkaCluster:
         return [node.node_id for node in dead]
 
     def _check_alive(self, node: KafkaNode) -> None:
-        if node.proc is None or node.proc.poll() is not None:
+        if _exited(node):
             raise RuntimeError(f"{self.name} node {node.node_id} exited; logs in {node.directory}\n{self.log_tail()}")
 
     def stop_node(self, node: KafkaNode, timeout: float = 30.0) -> None:
@@ -529,6 +529,11 @@ class KafkaCluster:
                 f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
             )
         return result
+
+
+def _exited(node: KafkaNode) -> bool:
+    """The node's process is not running (never started, stopped, or exited by itself)."""
+    return node.proc is None or node.proc.poll() is not None
 
 
 def stop_all(proxies) -> None:

@@ -38,13 +38,17 @@ def pytest_configure(config: pytest.Config) -> None:
         _stderr_fd = os.dup(2)
 
 
-def limit_of(item: pytest.Item) -> float:
-    """The seconds after which ``item`` is taken as hung: its pytest-timeout plus the margin (0: no timeout)."""
+def timeout_of(item: pytest.Item) -> float:
+    """``item``'s pytest-timeout in seconds: its closest ``timeout`` mark's, else the ini's (0: none)."""
     marker = item.get_closest_marker("timeout")
     if marker is not None and marker.args:
-        timeout = float(marker.args[0])
-    else:
-        timeout = float(item.config.getini("timeout") or DEFAULT_TIMEOUT_S)
+        return float(marker.args[0])
+    return float(item.config.getini("timeout") or DEFAULT_TIMEOUT_S)
+
+
+def limit_of(item: pytest.Item) -> float:
+    """The seconds after which ``item`` is taken as hung: its pytest-timeout plus the margin (0: no timeout)."""
+    timeout = timeout_of(item)
     return timeout + MARGIN_S if timeout > 0 else 0.0
 
 

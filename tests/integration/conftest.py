@@ -26,6 +26,7 @@ from tests.harness import Tansu, free_port
 from tests.integration.upstreams import KafkaUpstream, TansuUpstream, Upstream
 from tests.kafka_cluster import CLUSTERS, ExtraListener, KafkaCluster, cluster_of
 from tests.tls_certs import Authority
+from tests.watchdog import timeout_of
 
 PLAIN_USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
 SCRAM_USERS = {"carol": "carol-secret", "dave": "dave-secret"}
@@ -50,9 +51,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if cluster_of(item) is None:
             continue
-        marker = item.get_closest_marker("timeout")
-        base = marker.args[0] if marker is not None and marker.args else config.getini("timeout")
-        item.add_marker(pytest.mark.timeout(float(base) + CLUSTER_START_S), append=False)
+        item.add_marker(pytest.mark.timeout(timeout_of(item) + CLUSTER_START_S), append=False)
 
 
 # formatting, the brokers' start and registration (START_TIMEOUT_S, 90), the warm-up's writes and group read
