@@ -76,14 +76,22 @@ _SIZE = struct.Struct(">i")
 class BrokerSideRecorder(RecordingRelay):
     """A relay in front of the broker (tests.relay's, started and stopped as it is) that reads every request the
     proxy sends it: (monotonic time, producer id) of each Produce batch's producer, how many InitProducerId
-    requests came, and how many of each API."""
+    requests came, and how many of each API.
 
-    def __init__(self, target: tuple[str, int]) -> None:
+    ``init_together``: the first InitProducerId requests are kept until that many have come (at most
+    ``INIT_TOGETHER_S``, below clients' 30 s request timeout), then passed on at once, so that clients a loaded machine started seconds apart (JVMs)
+    send their first Produce within moments of each other, as producers restarted together do."""
+
+    INIT_TOGETHER_S = 20.0
+
+    def __init__(self, target: tuple[str, int], init_together: int = 0) -> None:
         super().__init__("127.0.0.1", target)
         self.produced: list[tuple[float, int]] = []
         self.init_producer_ids = 0
         self.requests: dict[int, int] = {}  # API key -> requests of it the broker received
         self._lock = threading.Lock()
+        self._init_together = init_together
+        self._all_inits: asyncio.Event | None = None  # made in the relay's loop
 
     async def _handle(self, reader, writer) -> None:
         try:
@@ -98,7 +106,8 @@ class BrokerSideRecorder(RecordingRelay):
             while True:
                 size = _SIZE.unpack(await reader.readexactly(4))[0]
                 frame = _SIZE.pack(size) + await reader.readexactly(size)
-                self._note(frame)
+                if self._note(frame) == INIT_PRODUCER_ID and self._init_together:
+                    await self._together()
                 writer.write(frame)
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError, OSError):
@@ -106,7 +115,19 @@ class BrokerSideRecorder(RecordingRelay):
         finally:
             writer.close()
 
-    def _note(self, frame: bytes) -> None:
+    async def _together(self) -> None:
+        """Keep an InitProducerId until ``init_together`` of them came (those after pass at once)."""
+        if self._all_inits is None:
+            self._all_inits = asyncio.Event()
+        if self.init_producer_ids >= self._init_together:
+            self._all_inits.set()
+        try:
+            await asyncio.wait_for(self._all_inits.wait(), self.INIT_TOGETHER_S)
+        except TimeoutError:  # fewer came: they go on, and the test's own count says so
+            self._all_inits.set()
+
+    def _note(self, frame: bytes) -> int:
+        """Records ``frame``; returns its API key."""
         header = parse_request_header(frame, len(frame))
         now = time.monotonic()
         with self._lock:
@@ -115,7 +136,7 @@ class BrokerSideRecorder(RecordingRelay):
             with self._lock:
                 self.init_producer_ids += 1
         if header.api_key != PRODUCE:
-            return
+            return header.api_key
         msg = decode_request(PRODUCE, header.api_version, memoryview(frame)[header.header_length :])
         pids = {
             batch.producer_id
@@ -126,6 +147,7 @@ class BrokerSideRecorder(RecordingRelay):
         }
         with self._lock:
             self.produced.extend((now, pid) for pid in pids if pid >= 0)
+        return header.api_key
 
     def first_seen(self) -> dict[int, float]:
         """When the broker first saw each producer id."""

@@ -11,7 +11,10 @@ second partition, sidecar 1 reads it again, and the tenant produces to a partiti
 1: with each record applied once it gets its quota there at once; with sidecar 2's usage recorded a second time
 (the code before) it got nothing for about as long as it had produced through sidecar 2. Measured: 0.02 x the quota
 over the 3 s before (0.06, 0.00, 0.00 each second), 1.32 x with each record applied once (1.92, 1.02, 1.02).
-Bounds: at least half the quota, at most its burst plus 1.5 x.
+Bounds: at least half the quota, at most its burst plus 1.5 x. On a loaded machine the clients and brokers may not
+reach the quota at all (CI: 0.34 x, 0.00, 0.58, 0.45 each second, where usage recorded twice gives nothing for about 4 s): so the tenant is
+also measured through sidecar 1 just before the replay, the same way, and the lower bound is half of the smaller of
+that and the quota.
 """
 
 from __future__ import annotations
@@ -86,6 +89,8 @@ def test_followers_reading_the_usage_topic_again_leave_the_tenant_its_budget(kaf
             seen = one.metric(RECORDS, direction="received")
             wait_until(lambda: one.metric(RECORDS, direction="received") >= seen + 8, 30, "the peers' last records")
             time.sleep(2.0)  # a debt of sidecar 2's overshoot, paid back at the quota (about 1 s)
+            before = flat_out(one.bootstrap, on_1, MEASURE_S)  # what this machine lets the tenant have now
+            time.sleep(2.0)  # and that overshoot's debt paid back
             read = one.metric(RECORDS, direction="received") + one.metric(RECORDS, direction="duplicate")
             own = one.metric(RECORDS, direction="skipped")
             sent = one.metric(RECORDS, direction="sent")
@@ -103,11 +108,13 @@ def test_followers_reading_the_usage_topic_again_leave_the_tenant_its_budget(kaf
     finally:
         admin.close()
         delete_topics(cluster, [usage_topic, on_2, on_1])
-    admitted = sum(second.values()) / MEASURE_S / RATE
+    admitted, control = (sum(acked.values()) / MEASURE_S / RATE for acked in (second, before))
     seconds = [round(sum(second[t] for t in range(10 * k, 10 * k + 10)) / RATE, 2) for k in range(int(MEASURE_S))]
-    print(f"after the replay: {admitted:.2f} x the quota through sidecar 1 ({seconds} each second)")
-    assert admitted >= 0.5, (
-        f"{admitted:.2f} x producer_byte_rate through sidecar 1 after the followers read the "
-        f"topic again ({seconds} each second): sidecar 2's usage recorded twice"
+    print(
+        f"after the replay: {admitted:.2f} x the quota through sidecar 1 ({seconds} each second), {control:.2f} x before"
+    )
+    assert admitted >= 0.5 * min(control, 1.0), (
+        f"{admitted:.2f} x producer_byte_rate through sidecar 1 after the followers read the topic again "
+        f"({seconds} each second), {control:.2f} x before it: sidecar 2's usage recorded twice"
     )
     assert admitted <= (1 + 1.5 * MEASURE_S) / MEASURE_S, f"{admitted:.2f} x: more than its burst and 1.5 x"

@@ -25,9 +25,9 @@ pytestmark = pytest.mark.integration
 class Recorded:
     """The sidecar in front of a recorder in front of Kafka's CLIENT listener."""
 
-    def __init__(self, cluster, quotas: list, **settings) -> None:
+    def __init__(self, cluster, quotas: list, init_together: int = 0, **settings) -> None:
         (node,) = cluster.nodes
-        self.recorder = BrokerSideRecorder(("127.0.0.1", node.client_port))
+        self.recorder = BrokerSideRecorder(("127.0.0.1", node.client_port), init_together)
         (self.config,) = configs(cluster, quotas, **settings)
         self.cluster = cluster
 
@@ -57,13 +57,26 @@ def test_java_idempotent_producers_restarted_together_have_their_new_ids_held_an
     runs (the Java producer, ``enable.idempotence=true``: each JVM a new producer id) start together, as a loop that
     restarts its producers would: the first id passes on the burst, the second and third are held in the proxy until
     their tokens, about 2 s and 4 s after the first. Kafka sees the three ids at least about 2 s apart; every run
-    ends with each of its records acknowledged, and the topic holds each record once."""
+    ends with each of its records acknowledged, and the topic holds each record once.
+
+    "Together" is made so on a loaded machine, where three JVMs start seconds apart: the recorder passes the runs'
+    InitProducerId requests on once all three came, so their first Produce requests reach the proxy within moments
+    (CI once saw only one held). The user's counters are read after the runs end, when its bucket may be full
+    again and its filter expired: the cache's cleanup would then drop the user with its counters, as it should
+    (tests/quota/managers/test_producer_ids.py), so it runs only every 10 minutes here."""
     cluster = kafka1
     quotas = [{"entity": {"user": "<default>"}, "producer_ids_rate": 1}]
     runs, records = 3, 200
     with (
         Recorded(
-            cluster, quotas, **{"producer.id.quota.window.num": 1, "producer.id.quota.window.size.seconds": 2}
+            cluster,
+            quotas,
+            init_together=runs,
+            **{
+                "producer.id.quota.window.num": 1,
+                "producer.id.quota.window.size.seconds": 2,
+                "producer.id.quota.cache.cleanup.scheduler.interval.ms": 600_000,
+            },
         ) as side,
         topics(cluster, "pid-java") as (topic,),
     ):
@@ -96,9 +109,8 @@ def test_java_idempotent_producers_restarted_together_have_their_new_ids_held_an
         assert all(gap >= 1.8 for gap in gaps), gaps  # one token every 2 s
         assert side.recorder.init_producer_ids >= runs  # InitProducerId is never held
         (stats,) = side.stats()
-        # held: the runs' first Produce requests come within a second or two of each other (a JVM that starts
-        # more than 2 s after the one before finds its token waiting)
-        assert stats.new_pids_total == runs and stats.held_count >= 1 and stats.refused_count == 0, stats
+        # held: the runs' first Produce requests come together (their InitProducerId answered at once)
+        assert stats.new_pids_total == runs and stats.held_count >= runs - 1 and stats.refused_count == 0, stats
         assert end_offsets(cluster, topic) == runs * records  # every record once
 
 
