@@ -36,9 +36,9 @@ WARM_UP_S = {
 MEASURE_S = 3.0
 
 
-def produce_flat_out(address: str, port: int, seconds: float, acked: list) -> None:
-    """One aiokafka producer bootstrapping through the sidecar at ``address``, as fast as it may; each
-    acknowledged message is appended to ``acked`` as (time, bytes)."""
+def produce_flat_out(address: str, port: int, halt: threading.Event, acked: list) -> None:
+    """One aiokafka producer bootstrapping through the sidecar at ``address``, as fast as it may until ``halt`` is
+    set; each acknowledged message is appended to ``acked`` as (time, bytes)."""
     from aiokafka import AIOKafkaProducer
 
     value = b"v" * 4000
@@ -54,8 +54,7 @@ def produce_flat_out(address: str, port: int, seconds: float, acked: list) -> No
         )
         await producer.start()
         try:
-            end = time.monotonic() + seconds
-            while time.monotonic() < end:
+            while not halt.is_set():
                 future = await producer.send(TOPIC, value)
                 future.add_done_callback(lambda f: f.exception() is None and acked.append((time.monotonic(), 4000)))
         finally:
@@ -77,17 +76,23 @@ def test_one_tenant_through_two_sidecars_gets_its_quota_once_or_per_sidecar(scop
         for host, name in (("127.0.0.1", "a"), ("127.0.0.2", "b")):
             proxies.append(start_proxy(sidecar_config(host, port, broker_port, scope, name), loop_kind="asyncio"))
         kp_create_topic(f"127.0.0.1:{port}", TOPIC, 2)
-        acked = {"127.0.0.1": [], "127.0.0.2": []}
-        start = time.monotonic()
-        seconds = WARM_UP_S[scope] + MEASURE_S + 0.3
+        acked: dict[str, list] = {"127.0.0.1": [], "127.0.0.2": []}
+        halt = threading.Event()
         clients = [
-            threading.Thread(target=produce_flat_out, args=(address, port, seconds, into))
+            threading.Thread(target=produce_flat_out, args=(address, port, halt, into))
             for address, into in acked.items()
         ]
         for client in clients:
             client.start()
-        for client in clients:
-            client.join(60)
+        try:  # the measurement counts from both producers' first acknowledgement, however long a busy machine
+            # took to start them (counted from before their start, a burst and its throttle came late, into it)
+            wait_until(lambda: all(acked.values()), 30, "both producers acknowledged")
+            start = max(into[0][0] for into in acked.values())
+            time.sleep(max(0.0, start + WARM_UP_S[scope] + MEASURE_S + 0.3 - time.monotonic()))
+        finally:
+            halt.set()
+            for client in clients:
+                client.join(60)
         if scope == "cluster":
             received = [
                 p.metric("kafka_quota_proxy_cluster_usage_records_total", direction="received") for p in proxies
