@@ -79,8 +79,9 @@ class BrokerSideRecorder(RecordingRelay):
     requests came, and how many of each API.
 
     ``init_together``: the first InitProducerId requests are kept until that many have come (at most
-    ``INIT_TOGETHER_S``, below clients' 30 s request timeout), then passed on at once, so that clients a loaded machine started seconds apart (JVMs)
-    send their first Produce within moments of each other, as producers restarted together do."""
+    ``INIT_TOGETHER_S``, below clients' 30 s request timeout), then passed on at once, so that clients a loaded
+    machine started seconds apart (JVMs) send their first Produce within moments of each other, as producers
+    restarted together do."""
 
     INIT_TOGETHER_S = 20.0
 
