@@ -12,9 +12,9 @@ second partition, sidecar 1 reads it again, and the tenant produces to a partiti
 (the code before) it got nothing for about as long as it had produced through sidecar 2. Measured: 0.02 x the quota
 over the 3 s before (0.06, 0.00, 0.00 each second), 1.32 x with each record applied once (1.92, 1.02, 1.02).
 Bounds: at least half the quota, at most its burst plus 1.5 x. On a loaded machine the clients and brokers may not
-reach the quota at all (CI: 0.34 x, 0.00, 0.58, 0.45 each second, where usage recorded twice gives nothing for about 4 s): so the tenant is
-also measured through sidecar 1 just before the replay, the same way, and the lower bound is half of the smaller of
-that and the quota.
+reach the quota at all (CI: 0.34 x, 0.00, 0.58, 0.45 each second, where usage recorded twice gives nothing for
+about 4 s): so the tenant is also measured through sidecar 1 just before the replay, the same way, and the lower
+bound is half of the smaller of that and the quota.
 """
 
 from __future__ import annotations
@@ -110,9 +110,7 @@ def test_followers_reading_the_usage_topic_again_leave_the_tenant_its_budget(kaf
         delete_topics(cluster, [usage_topic, on_2, on_1])
     admitted, control = (sum(acked.values()) / MEASURE_S / RATE for acked in (second, before))
     seconds = [round(sum(second[t] for t in range(10 * k, 10 * k + 10)) / RATE, 2) for k in range(int(MEASURE_S))]
-    print(
-        f"after the replay: {admitted:.2f} x the quota through sidecar 1 ({seconds} each second), {control:.2f} x before"
-    )
+    print(f"through sidecar 1: {control:.2f} x the quota before the replay, {admitted:.2f} x after ({seconds} each s)")
     assert admitted >= 0.5 * min(control, 1.0), (
         f"{admitted:.2f} x producer_byte_rate through sidecar 1 after the followers read the topic again "
         f"({seconds} each second), {control:.2f} x before it: sidecar 2's usage recorded twice"
