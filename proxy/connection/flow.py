@@ -76,6 +76,8 @@ class Flow:
         "timeouts",
         "unheard",
         "left",
+        "_held",
+        "unhindered",
     )
 
     def __init__(self, max_inflight: int, response_timeout: int = 0, idle_timeout: int = 0) -> None:
@@ -100,38 +102,45 @@ class Flow:
         # requests in its socket costs the broker at most ``max_inflight`` of them (client_present, client_left)
         self.unheard = 0
         self.left = False  # the client was found gone before its requests were all forwarded: none more are
+        # What the reasons above add up to, kept by _changed() after every event that sets or lifts one, so the hot
+        # path reads a plain value: a reason that stops reading at the next boundary holds (every one but the
+        # in-flight bound: _held_at_boundary), and nothing holds either side and nothing waits (unhindered)
+        self._held = False
+        self.unhindered = True
 
     # -- what the socket code applies ---------------------------------------------------------------------------
+
+    def _changed(self) -> None:
+        """A reason was set or lifted, or bytes held back or replayed: :attr:`_held` and :attr:`unhindered` follow.
+        Called by every method that changes one of them (never on the hot path: no reason changes there)."""
+        held = bool(self._muted_until or self._throttled or self._deciding or self._responses_full or self._draining)
+        self._held = held
+        # Nothing holds either side and nothing waits (the bound of requests aside): the hot path's first look.
+        self.unhindered = not (held or self._broker_full or self._read_ahead.data is not None)
 
     def _held_at_boundary(self) -> bool:
         """A reason that stops reading the client's socket at the next request frame boundary holds: every reason
         but the in-flight bound of requests, which stops only a frame that comes past it (module doc)."""
-        return bool(self._muted_until or self._throttled or self._deciding or self._responses_full or self._draining)
+        return self._held
 
     def _paused_at_boundary(self) -> bool:
-        """A reason that stops the next request frame from starting holds (the one pause condition; reasons inline)."""
-        held = self._muted_until or self._throttled or self._deciding or self._responses_full or self._draining
-        return bool(held or len(self._requests) >= self.max_inflight)
+        """A reason that stops the next request frame from starting holds (the one pause condition; start_frame's
+        inline)."""
+        return self._held or len(self._requests) >= self.max_inflight
 
     paused_at_boundary = property(_paused_at_boundary)
-
-    @property
-    def unhindered(self) -> bool:
-        """Nothing holds either side and nothing waits (the bound of requests aside): the hot path's first look."""
-        held = self._muted_until or self._throttled or self._deciding or self._responses_full or self._draining
-        return not (held or self._broker_full or self._read_ahead.data is not None)
 
     def read_size(self, available: int, frame_remaining: int) -> int:
         """How much of a read buffer of ``available`` bytes the next client read may fill, ``frame_remaining``
         bytes of the current request frame still to come (0 at a boundary)."""
         if frame_remaining:
-            if self._held_at_boundary():
+            if self._held:
                 return min(available, frame_remaining)  # read to the end of this frame, not past it
         elif (self._deciding and self._holds) or len(self._requests) >= self.max_inflight:
             # a held client watched (holds count among deciding), or at the bound: read on, little (what comes waits)
             return min(available, THROTTLED_READ_BYTES)
         if self._small_reads:
-            if self._read_ahead.data is None and not self._held_at_boundary():
+            if self._read_ahead.data is None and not self._held:
                 self._small_reads = False  # the pause is over and nothing is held back: full reads again
                 return available
             return min(available, THROTTLED_READ_BYTES)
@@ -143,7 +152,7 @@ class Flow:
             return False
         if self._mid_frame:
             return True
-        return self._read_ahead.data is None and (bool(self._holds) or not self._held_at_boundary())
+        return self._read_ahead.data is None and (bool(self._holds) or not self._held)
 
     @property
     def reading_broker(self) -> bool:
@@ -209,7 +218,7 @@ class Flow:
         there; True means the frame has started (reading goes on, back-pressure aside, until it ends)."""
         if self._mid_frame:
             raise FlowError("a request frame started inside another")
-        if self._paused_at_boundary():
+        if self._held or len(self._requests) >= self.max_inflight:  # _paused_at_boundary, inline
             return False
         self._mid_frame = True
         self.unheard += 1
@@ -227,6 +236,7 @@ class Flow:
         self.left = True
         self._read_ahead.drop()
         self._draining = True
+        self._changed()
 
     def frame_ended(self) -> None:
         if not self._mid_frame:
@@ -243,6 +253,7 @@ class Flow:
             raise FlowError("read-ahead held back while earlier read-ahead is still held")
         self._read_ahead.keep(data)
         self._small_reads = True
+        self._changed()
 
     @property
     def read_ahead_bytes(self) -> int:
@@ -263,6 +274,7 @@ class Flow:
         if self._read_ahead.data is None or nbytes > self._read_ahead.size:
             raise FlowError("more read-ahead consumed than held")
         self._read_ahead.consumed(nbytes)
+        self._changed()
 
     # -- back-pressure -----------------------------------------------------------------------------------------
 
@@ -270,12 +282,14 @@ class Flow:
         if on == self._broker_full:
             raise FlowError(f"broker back-pressure {'set' if on else 'lifted'} twice")
         self._broker_full = on
+        self._changed()
 
     def client_backpressure(self, on: bool, now: int) -> None:
         if on == self._responses_full:
             raise FlowError(f"client back-pressure {'set' if on else 'lifted'} twice")
         self._responses_full = on
         self.timeouts.full_since = now if on else 0
+        self._changed()
 
     # -- timeouts (proxy.connection.timeouts) ------------------------------------------------------------------------
 
@@ -302,6 +316,7 @@ class Flow:
             raise FlowError(f"negative mute {mute_ms} ms")
         if mute_ms:
             self._muted_until = max(self._muted_until, now + mute_ms * 1_000_000)
+            self._changed()
 
     def throttle_request(self, entry: InFlight | None, throttle: Throttle, now: int, *, pause: bool = True) -> int:
         """A throttle decided with a request (at its header, or on its body). It combines with one decided before
@@ -319,6 +334,7 @@ class Flow:
             if pause:
                 entry.throttled = True
                 self._throttled += 1
+                self._changed()
             entry.throttle = throttle
         else:
             entry.throttle = longest(entry.throttle, throttle)
@@ -342,16 +358,19 @@ class Flow:
             raise FlowError("a throttled response went out with no throttled request in flight")
         entry.throttled = False
         self._throttled -= 1
+        self._changed()
 
     def request_deciding(self) -> None:
         """A request waits for the answer to the proxy's own lookup (or work) before it is decided: read nothing
         more until it is (its outcome keeps its place in the response order)."""
         self._deciding += 1
+        self._changed()
 
     def request_decided(self) -> None:
         if self._deciding <= len(self._holds):
             raise FlowError("a request was decided that was not waiting for a lookup")
         self._deciding -= 1
+        self._changed()
 
     def hold(self, now: int, delay_ms: int, due: Callable[[], None], abandon: Callable[[], None]) -> None:
         """A request is kept in the proxy for ``delay_ms`` from ``now``: read nothing more (but one small read, to see
@@ -361,11 +380,14 @@ class Flow:
             raise FlowError(f"a request held for {delay_ms} ms")
         self._holds.add(now + delay_ms * 1_000_000, due, abandon)
         self._deciding += 1
+        self._changed()
 
     def holds_due(self, now: int) -> list[HeldRequest]:
         """The holds whose time has come, in the order they were made; they leave the flow."""
         due = self._holds.due(now)
-        self._deciding -= len(due)
+        if due:
+            self._deciding -= len(due)
+            self._changed()
         return due
 
     @property
@@ -381,7 +403,9 @@ class Flow:
     def abandon_holds(self) -> list[HeldRequest]:
         """The client left: every hold leaves the flow, never decided (the caller abandons them)."""
         holds = self._holds.abandon()
-        self._deciding -= len(holds)
+        if holds:
+            self._deciding -= len(holds)
+            self._changed()
         return holds
 
     # -- time ----------------------------------------------------------------------------------------------------
@@ -390,7 +414,9 @@ class Flow:
         """Time has passed: end an expired mute."""
         if self._muted_until and self._muted_until <= now:
             self._muted_until = 0
+            self._changed()
 
     def drain(self) -> None:
         """Shutdown: read no new request; the connection closes once :attr:`drained`."""
         self._draining = True
+        self._changed()

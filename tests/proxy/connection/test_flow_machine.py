@@ -106,17 +106,23 @@ def response_frame(api: int, version: int, corr: int, padding: int) -> bytes:
     return frame(encode_response_header(api, version, corr) + body)
 
 
+def reference_held(flow) -> bool:
+    """A reason that stops reading at the next boundary holds, from the reasons themselves (what Flow keeps in _held,
+    updated on each event)."""
+    return bool(flow._muted_until or flow._throttled or flow._deciding or flow._responses_full or flow._draining)
+
+
 def reference_read_size(flow, available: int, frame_remaining: int) -> int:
     """Flow.read_size as first written, its checks in their plain order (before the hot path's reordering), without
     the reset of small reads."""
-    if frame_remaining and flow._held_at_boundary():
+    if frame_remaining and reference_held(flow):
         return min(available, frame_remaining)
     if flow._holds and not frame_remaining:
         return min(available, THROTTLED_READ_BYTES)
     if not frame_remaining and len(flow._requests) >= flow.max_inflight:
         return min(available, THROTTLED_READ_BYTES)
     if flow._small_reads:
-        if flow._read_ahead.data is None and not flow._held_at_boundary():
+        if flow._read_ahead.data is None and not reference_held(flow):
             return available
         return min(available, THROTTLED_READ_BYTES)
     return available
@@ -523,13 +529,22 @@ class FlowMachine(RuleBasedStateMachine):
 
     @invariant()
     def hot_path_checks_say_what_the_named_conditions_say(self):
-        """The checks written out inline for the hot path (Flow.unhindered, Flow.read_size's order) agree with the
-        named conditions in every state reached; read_size's reset of small reads is undone after each look."""
+        """The values kept for the hot path (Flow.unhindered, Flow._held, updated on each event) and the checks written
+        out inline (Flow.start_frame's pause, Flow.read_size's order) agree with the named conditions in every state
+        reached; read_size's reset of small reads is undone after each look."""
         if self.closed:
             return
         flow = self.core.flow
-        named = not (flow._broker_full or flow._read_ahead.data is not None or flow._held_at_boundary())
+        held = reference_held(flow)
+        assert flow._held_at_boundary() == held, "Flow._held disagrees with the reasons"
+        named = not (flow._broker_full or flow._read_ahead.data is not None or held)
         assert flow.unhindered == named, "Flow.unhindered disagrees with the named conditions"
+        paused = held or len(flow._requests) >= flow.max_inflight
+        assert flow.paused_at_boundary == paused
+        if not flow.mid_frame:  # start_frame's own check says the same (a frame it starts is undone after the look)
+            unheard = flow.unheard
+            assert flow.start_frame() is not paused
+            flow._mid_frame, flow.unheard = False, unheard
         for available in (100, THROTTLED_READ_BYTES * 4):
             for remaining in {0, 7, self.core.request_remaining}:
                 small = flow._small_reads
