@@ -20,6 +20,9 @@ class NullApiMetrics:
     def latency(self, seconds):
         pass
 
+    def answered(self, nbytes, seconds):
+        pass
+
 
 NULL_API_METRICS = NullApiMetrics()
 

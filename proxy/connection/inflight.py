@@ -52,11 +52,11 @@ class InFlight:
 
 
 class InFlightQueue:
-    __slots__ = ("_queue", "broker_answers_acks0", "_probe_sent", "probe_wanted", "_locals")
+    __slots__ = ("_queue", "broker_answers_acks0", "_probe_sent", "probe_wanted", "local_answers")
 
     def __init__(self) -> None:
         self._queue: deque[InFlight] = deque()
-        self._locals = 0  # entries answered by the proxy, not yet handed out
+        self.local_answers = 0  # entries answered by the proxy, not yet handed out (read by the response path)
         self.broker_answers_acks0: bool | None = None
         self._probe_sent = False
         self.probe_wanted = False  # an acks=0 request was queued: send a probe once it has been forwarded
@@ -72,16 +72,16 @@ class InFlightQueue:
     def add_local(self, header: RequestHeader, received_ns: int, response: bytes) -> None:
         """A request the proxy answers itself; :meth:`pop_ready_local` hands the answer out in order."""
         self._queue.append(InFlight(header, received_ns, True, local_response=response))
-        self._locals += 1
+        self.local_answers += 1
 
     def pop_ready_local(self) -> InFlight | None:
         """The oldest locally answered request whose turn has come (only silent acks=0 entries before it)."""
-        if not self._locals:
+        if not self.local_answers:
             return None
         for i, entry in enumerate(self._queue):
             if entry.local_response is not None:
                 del self._queue[i]
-                self._locals -= 1
+                self.local_answers -= 1
                 return entry
             if entry.expects_response:
                 return None
@@ -104,7 +104,7 @@ class InFlightQueue:
         """A queued request the proxy answers itself after all (decided on its body); an acks=0 one is dropped."""
         if entry.expects_response:
             entry.local_response = response
-            self._locals += 1
+            self.local_answers += 1
         else:
             self._queue.remove(entry)
 

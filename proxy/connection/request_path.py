@@ -127,7 +127,9 @@ class RequestPath:
         self._api_metrics(header.api_key).request(header.frame_length)
         if header.raw:  # a raw SASL token: read whole (it is small), then forwarded as it is
             return BUFFER
-        self._usage.request(header)
+        usage = self._usage
+        if usage is not NO_USAGE_RECORDER:  # a call that does nothing, without a usage log
+            usage.request(header)
         inflight = self._flow.inflight
         plan = self._planner(self._scope, self._session, header)
         if plan is PASS:

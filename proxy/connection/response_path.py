@@ -39,7 +39,7 @@ from proxy.codec.primitives import Bytes
 from proxy.codec.throttle import merge_throttle
 from proxy.connection.flow import Flow
 from proxy.connection.inflight import InFlight
-from proxy.ops.usage_table import UsageRecorder
+from proxy.ops.usage_table import NO_USAGE_RECORDER, UsageRecorder
 from proxy.session.session import Session
 from quota.primitives.decision import Throttle
 
@@ -114,10 +114,11 @@ class ResponsePath:
     def _answered(self, entry: InFlight, nbytes: int) -> None:
         """The one place a response is accounted, once its ``nbytes`` are handed to the client: bytes to the API's
         metrics and the usage log, latency from the request's header."""
-        api = self._api_metrics(entry.header.api_key)
-        api.response(nbytes)
-        self._usage.response(entry.header, nbytes)
-        api.latency((self._clock() - entry.received_ns) / 1e9)
+        request = entry.header
+        usage = self._usage
+        if usage is not NO_USAGE_RECORDER:  # a call that does nothing, without a usage log
+            usage.response(request, nbytes)
+        self._api_metrics(request.api_key).answered(nbytes, (self._clock() - entry.received_ns) / 1e9)
 
     # -- called by the core as the broker's bytes are split ------------------------------------------------------
 
@@ -145,7 +146,8 @@ class ResponsePath:
                 session.authenticated(sasl.principal)
             self.send(bytes(frame))
             return
-        entry = cast(InFlight, self._current)  # a response is buffered once header() matched its request
+        entry = self._current  # a response is buffered once header() matched its request
+        assert entry is not None
         request = entry.header
         header_length = response_header_length(request.api_key, request.api_version, frame)
         original = memoryview(frame)[header_length:]
@@ -197,4 +199,5 @@ class ResponsePath:
             self._current = None
             if entry.leg.lookup is None:
                 self._answered(entry, self._sent)
-        self.send_ready_local()  # a dropped response (acks=0, the probe) may have been all a local answer waited for
+        if self._flow.inflight.local_answers:  # a dropped response (acks=0, the probe) may have been all one waited for
+            self.send_ready_local()

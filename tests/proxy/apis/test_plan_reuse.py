@@ -81,6 +81,10 @@ class Recorded:
     def latency(self, seconds: float) -> None:
         self._log.append(("latency", self._key, seconds))
 
+    def answered(self, nbytes: int, seconds: float) -> None:
+        self.response(nbytes)
+        self.latency(seconds)
+
 
 def afresh(scope: ConnectionScope, session: Session, header: RequestHeader):
     """plan_request with nothing reused: the connection's last plan forgotten first, every stage asked."""

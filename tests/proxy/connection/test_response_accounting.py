@@ -43,6 +43,10 @@ class _Api:
     def latency(self, seconds):
         self.seen["latencies", self.key] += 1
 
+    def answered(self, nbytes, seconds):
+        self.response(nbytes)
+        self.latency(seconds)
+
 
 class _Usage:
     def __init__(self, seen):
