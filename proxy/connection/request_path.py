@@ -159,23 +159,22 @@ class RequestPath:
             return
         plan, self._plan = self._plan, PASS
         entry, self._entry = self._entry, None
-        if plan.decide is None:
+        decide = plan.decide
+        if decide is None:
             self._settled(plan.abandon)
             self._forward(frame)
             return
-        self._act(
-            header,
-            frame,
-            entry,
-            self._decided(header, plan.decide, memoryview(frame)[header.header_length :]),
-            plan.abandon,
-        )
+        try:  # _decided, inline
+            outcome = decide(memoryview(frame)[header.header_length :])
+        except ValueError as exc:
+            raise _undecidable(header, exc) from None
+        self._act(header, frame, entry, outcome, plan.abandon)
 
     def _decided(self, header: RequestHeader, decide: Decide, body: memoryview) -> Outcome:
         try:
             return decide(body)
         except ValueError as exc:
-            raise ProtocolError(f"cannot decide request {header.api_key} v{header.api_version}: {exc}") from None
+            raise _undecidable(header, exc) from None
 
     def _act(
         self,
@@ -197,7 +196,8 @@ class RequestPath:
         if isinstance(outcome, Await):
             self._await(header, frame, entry, outcome, abandon)
             return
-        self._settled(abandon)
+        if abandon is not None:  # _settled, inline
+            self._abandons.discard(abandon)
         if isinstance(outcome, HoldFor):
             self._hold(header, frame, entry, outcome, abandon)
             return
@@ -324,3 +324,8 @@ class RequestPath:
         if muted_ms:
             self._session.muted_for, self._session.muted_by = header.client_id, throttle.by
             self._usage.throttled(header, throttle, muted_ms, now)
+
+
+def _undecidable(header: RequestHeader, exc: ValueError) -> ProtocolError:
+    """The error for a request whose body its plan could not decide on (a body that is not the API's)."""
+    return ProtocolError(f"cannot decide request {header.api_key} v{header.api_version}: {exc}")
