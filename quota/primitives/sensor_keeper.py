@@ -104,6 +104,7 @@ class SensorKeeper(Generic[S]):
         self._known_by = known_by(quotas.tag_parts(quota_key))
         # (user, client_id) -> the quota group's sensor it resolved to under this table (cleared with the table)
         self._members: dict[tuple[str, str], S] = {}
+        self.known = self._known_for(self._known_by)  # type: ignore[method-assign,assignment]  # the table shape's own
 
     @property
     def by_tags(self) -> dict[QuotaTags, S]:
@@ -142,7 +143,10 @@ class SensorKeeper(Generic[S]):
         (``BY_NAMES``: tags of both names identify one client); or when every level of the table counts a client
         under its client-id alone (``BY_CLIENT_ID``: the user takes no part in resolving, and a client no entry
         covers is counted under ``("", client_id)`` as well) or under its user alone (``BY_USER``: as long as the
-        sensor was matched by an entry; a client no entry covers is counted under its client-id instead)."""
+        sensor was matched by an entry; a client no entry covers is counted under its client-id instead).
+
+        Written here for every shape at once; each keeper answers through the lookup of its table's shape alone,
+        set over this one as an instance attribute (:meth:`_known_for`), which finds the same sensor."""
         by = self._known_by
         sensors: S | None
         # A plain tuple finds the QuotaTags key it equals; building a QuotaTags would cost every request.
@@ -162,6 +166,42 @@ class SensorKeeper(Generic[S]):
             sensors = self._members.get((user, client_id))
             if sensors is not None and sensors.fast and self.table.sensors.get(sensors.tags) is sensors:
                 return sensors
+        return None
+
+    def _known_for(self, by: int) -> Callable[[str, str], S | None]:
+        """:meth:`known` for a table of shape ``by`` (:func:`known_by`) with the shape's test made once, not for each
+        lookup: what ``known`` is on each keeper (set again when the table changes). Each finds what :meth:`known`
+        finds (tests/quota/primitives/test_sensor_keeper.py drives both)."""
+        table = self.table  # kept for good (its dict is not: a compaction swaps it)
+
+        def by_names(user: str, client_id: str) -> S | None:
+            sensors: S | None = table.sensors.get((user, client_id))  # type: ignore[call-overload]  # finds its QuotaTags
+            if sensors is not None and sensors.fast and sensors.representative is sensors.tags:
+                return sensors
+            return self._member(user, client_id) if self._members else None
+
+        def by_client_id(user: str, client_id: str) -> S | None:
+            sensors: S | None = table.sensors.get(("", client_id))  # type: ignore[call-overload]  # finds its QuotaTags
+            if sensors is not None and sensors.fast:
+                return sensors
+            return self._member(user, client_id) if self._members else None
+
+        def by_user(user: str, client_id: str) -> S | None:
+            sensors: S | None = table.sensors.get((user, ""))  # type: ignore[call-overload]  # finds its QuotaTags
+            if sensors is not None and sensors.fast and sensors.entity is not None:
+                return sensors
+            return self._member(user, client_id) if self._members else None
+
+        def by_nothing(user: str, client_id: str) -> S | None:
+            return self._member(user, client_id) if self._members else None
+
+        return (by_names, by_client_id, by_user, by_nothing)[by]
+
+    def _member(self, user: str, client_id: str) -> S | None:
+        """A quota group's member: its group's sensor, while that one lives (the end of :meth:`known`)."""
+        sensors = self._members.get((user, client_id))
+        if sensors is not None and sensors.fast and self.table.sensors.get(sensors.tags) is sensors:
+            return sensors
         return None
 
     def for_record(self, user: str, client_id: str, now_ms: int) -> S:
@@ -249,6 +289,7 @@ class SensorKeeper(Generic[S]):
         self.version += 1  # every sensor's tags resolve again before a peer's row skips resolving
         self._members = {}  # every member resolves again
         self._known_by = known_by(quotas.tag_parts(self.quota_key))
+        self.known = self._known_for(self._known_by)  # type: ignore[method-assign,assignment]
         sensors_by_tags = self.table.sensors
         if changed is None or len(changed) >= len(sensors_by_tags):  # looking at every sensor costs less then
             reached = list(sensors_by_tags.values())

@@ -2,7 +2,11 @@
 is counted in, the known-client lookup, overflow past the cap, expiry on the record path, the table's version.
 Manual times, no sleeping."""
 
-from quota.primitives.entity import DEFAULT, PRODUCER_BYTE_RATE, QuotaTags
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from quota.primitives.entity import DEFAULT, PRODUCER_BYTE_RATE, QuotaEntity, QuotaEntry, QuotaTags
+from quota.primitives.quota_groups import QuotaGroups, quota_group
 from quota.primitives.quota_table import QuotaTable
 from quota.primitives.rate import QuotaWindow
 from quota.primitives.sensor import ClientSensors
@@ -74,3 +78,48 @@ def test_top_sums_the_rest_and_snapshot_lists_every_sensor():
     top, other = k.top(3, 0)
     assert [s.tags.client_id for s in top] == ["c-4", "c-3"] and other.value_total == 100 + 200 + 300
     assert len(k.snapshot()) == 5
+
+
+# -- each keeper's known (the one for its table's shape) finds what the general SensorKeeper.known finds ------------
+
+_SHAPES = [
+    [({"user": DEFAULT, "client-id": DEFAULT}, {P: 1000})],  # by names
+    [({"user": "alice", "client-id": "etl"}, {P: 1000}), ({"user": DEFAULT}, {P: 500})],  # by names, mixed
+    [({"client-id": DEFAULT}, {P: 1000}), ({"client-id": "etl"}, {P: 50})],  # by client-id
+    [({"user": DEFAULT}, {P: 1000}), ({"user": "bob"}, {P: 70})],  # by user
+    [({"user": "alice"}, {P: 1000}), ({"client-id": "etl"}, {P: 50})],  # by nothing (users and client-ids)
+    [({"user": "carol"}, {P: 1000})],  # by user: most clients under no quota
+]
+_NAMES = [(u, c) for u in ("alice", "bob", "carol", "") for c in ("etl", "web", "")]
+
+
+def _groups_table(shape: int) -> QuotaTable:
+    """Shape ``shape`` with a quota group of users besides (its members found through the keeper's members)."""
+    entries = [QuotaEntry(QuotaEntity.from_dict(entity), quotas) for entity, quotas in _SHAPES[shape]]
+    return QuotaTable(entries, QuotaGroups([quota_group("team", {P: 300}, users=["bob", "dave"])]))
+
+
+@given(
+    shape=st.integers(0, len(_SHAPES) - 1),
+    grouped=st.booleans(),
+    steps=st.lists(
+        st.tuples(st.sampled_from(["record", "update", "expire"]), st.sampled_from(_NAMES + [("dave", "etl")])),
+        max_size=40,
+    ),
+    cap=st.integers(1, 6),
+)
+@settings(max_examples=300, deadline=None)
+def test_each_keepers_known_finds_what_the_general_lookup_finds(shape, grouped, steps, cap):
+    table = _groups_table(shape) if grouped else QuotaTable.from_values(_SHAPES[shape])
+    k = SensorKeeper(table, P, QuotaWindow(), ClientSensors, HOUR_MS, cap)
+    names = _NAMES + [("dave", "etl")]
+    for now, (step, (user, client_id)) in enumerate(steps):
+        if step == "record":
+            k.for_record(user, client_id, now * 1000).record(10, now * 1000)
+        elif step == "update":  # another shape's table (and back): the lookup follows the table
+            other = (shape + now) % len(_SHAPES)
+            k.update_quotas(_groups_table(other) if grouped else QuotaTable.from_values(_SHAPES[other]), lambda: now)
+        else:
+            k.expire(now * 1000 + HOUR_MS + 1, 1)
+        for u, c in names:
+            assert k.known(u, c) is SensorKeeper.known(k, u, c), (u, c)
