@@ -210,20 +210,20 @@ class ConnectionCore:
         splitter = self._response_splitter
         splitter.receive(data)
         responses = self.responses
-        while True:
+        while True:  # the events in the order a response brings them (a buffered one's, then a streamed one's)
             event = splitter.next_event()
-            if event is LAST_SEGMENT:
-                self._write_client(splitter.value)
-                responses.ended()
-            elif event is HEADER:
+            if event is HEADER:
                 splitter.act(responses.header(splitter.header))
-            elif event is NEED_DATA:
-                return splitter.streaming
-            elif event is SEGMENT:
-                self._write_client(splitter.value)
             elif event is FRAME:
                 responses.frame(splitter.header, splitter.value)
                 responses.ended()
+            elif event is NEED_DATA:
+                return splitter.streaming
+            elif event is LAST_SEGMENT:
+                self._write_client(splitter.value)
+                responses.ended()
+            elif event is SEGMENT:
+                self._write_client(splitter.value)
             else:  # END
                 responses.ended()
 
@@ -232,12 +232,9 @@ class ConnectionCore:
         flow paused (None if none)."""
         splitter = self._request_splitter
         requests = self.requests
-        while True:
+        while True:  # the events in the order a request brings them (its header after the boundary: first)
             event = splitter.next_event()
-            if event is LAST_SEGMENT:
-                self._write_broker(splitter.value)
-                requests.ended()
-            elif event is HEADER:
+            if event is HEADER:
                 splitter.act(requests.header(splitter.header))
                 if requests.answered_locally:
                     self._send_local_answers()
@@ -253,13 +250,16 @@ class ConnectionCore:
                     return None if flow.unheard and not self._still_there() else rest
             elif event is NEED_DATA:
                 return None
-            elif event is SEGMENT:
+            elif event is LAST_SEGMENT:
                 self._write_broker(splitter.value)
+                requests.ended()
             elif event is FRAME:
                 requests.frame(splitter.header, splitter.value)
                 if requests.answered_locally:
                     self._send_local_answers()
                 requests.ended()
+            elif event is SEGMENT:
+                self._write_broker(splitter.value)
             else:  # END
                 requests.ended()
 

@@ -90,7 +90,7 @@ class InFlightQueue:
     def add(self, header: RequestHeader, received_ns: int, leg: ResponseLeg = NO_LEG) -> InFlight | None:
         """Queue a forwarded request; ``leg`` says what its response needs. Returns the entry (None for an acks=0
         request to a broker known not to answer it)."""
-        expects = header.expects_response
+        expects = header.acks != 0  # header.expects_response (a property: a call)
         if not expects:
             if self.broker_answers_acks0 is False:
                 return None

@@ -124,7 +124,7 @@ class RequestPath:
 
     def header(self, header: RequestHeader) -> Action:
         """A request's header: its plan says whether the frame streams, is buffered or dropped."""
-        self._api_metrics(header.api_key).request(header.frame_length)
+        self._api_metrics(header.api_key).request(header.size + 4)  # its frame_length (a property: a call)
         if header.raw:  # a raw SASL token: read whole (it is small), then forwarded as it is
             return BUFFER
         usage = self._usage

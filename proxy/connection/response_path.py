@@ -82,7 +82,7 @@ class ResponsePath:
             usage  # what the usage log is told (proxy.ops.usage_log.UsageRecorder; does nothing without a log)
         )
         self._flow = flow
-        self._write = write  # writes to the client socket
+        self._write = write  # writes every whole frame to the client socket (the core writes streamed segments)
         self._clock = clock  # the connection's one clock (ns): latencies, mutes, held responses, timeouts
         self._api_metrics = api_metrics
         self._current: InFlight | None = None  # the request whose response is being received
@@ -94,10 +94,6 @@ class ResponsePath:
         """The request whose response has started arriving and not finished (the response timeout covers it)."""
         return self._current
 
-    def send(self, data: Bytes) -> None:
-        """Every whole frame to the client goes through here (the core writes streamed segments itself)."""
-        self._write(data)
-
     def send_ready_local(self) -> None:
         """Answers the proxy made itself go out once every request before them has been answered, and never in the
         middle of a broker response being streamed to the client (its entry has left the queue at its header)."""
@@ -106,7 +102,7 @@ class ResponsePath:
         inflight = self._flow.inflight
         while (entry := inflight.pop_ready_local()) is not None:
             local = cast(bytes, entry.local_response)  # what pop_ready_local hands out has one
-            self.send(local)
+            self._write(local)
             self._answered(entry, len(local))
             if entry.throttle is not None:
                 self._act(entry, entry.throttle, None)
@@ -134,7 +130,7 @@ class ResponsePath:
         self._current = entry
         if entry.leg is not NO_LEG or entry.throttle is not None:
             return BUFFER
-        self._sent = header.frame_length
+        self._sent = header.size + 4  # its frame_length (a property: a call)
         return STREAM
 
     def frame(self, header: ResponseHeader, frame: Bytes) -> None:
@@ -144,7 +140,7 @@ class ResponsePath:
             sasl = cast("SaslExchange", session.sasl)  # a raw token is split only while the exchange expects one
             if sasl.raw_response(bytes(frame[4:])):
                 session.authenticated(sasl.principal)
-            self.send(bytes(frame))
+            self._write(bytes(frame))
             return
         entry = self._current  # a response is buffered once header() matched its request
         assert entry is not None
@@ -176,7 +172,7 @@ class ResponsePath:
             frame = _INT32.pack(header_length - 4 + len(body)) + bytes(frame[4:header_length]) + body
         self._sent = len(frame)
         if throttle is None:
-            self.send(frame)
+            self._write(frame)
         else:
             self._act(entry, throttle, frame)
 
@@ -189,7 +185,7 @@ class ResponsePath:
         self._flow.throttled_response(entry, now)
         self._session.muted_for, self._session.muted_by = entry.header.client_id, throttle.by
         if frame is not None:
-            self.send(frame)
+            self._write(frame)
 
     def ended(self) -> None:
         """The response's last byte is out (or dropped): accounted, and the answers waiting behind it go."""
