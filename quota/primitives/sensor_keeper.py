@@ -103,7 +103,7 @@ class SensorKeeper(Generic[S]):
         self.refreshed = 0  # sensors looked at by update_quotas (tests count it)
         self._known_by = known_by(quotas.tag_parts(quota_key))
         # (user, client_id) -> the quota group's sensor it resolved to under this table (cleared with the table)
-        self._members: dict[tuple[str, str], S] = {}
+        self._members: dict[tuple[str, str], S] = {}  # cleared, never swapped: the lookups hold it
         self.known = self._known_for(self._known_by)  # type: ignore[method-assign,assignment]  # the table shape's own
 
     @property
@@ -172,37 +172,32 @@ class SensorKeeper(Generic[S]):
         """:meth:`known` for a table of shape ``by`` (:func:`known_by`) with the shape's test made once, not for each
         lookup: what ``known`` is on each keeper (set again when the table changes). Each finds what :meth:`known`
         finds (tests/quota/primitives/test_sensor_keeper.py drives both)."""
-        table = self.table  # kept for good (its dict is not: a compaction swaps it)
+        # what they read, held for good (the table's dict is not: a compaction swaps it); not the keeper itself, so
+        # no reference cycle keeps a dropped keeper
+        table, members = self.table, self._members
 
         def by_names(user: str, client_id: str) -> S | None:
             sensors: S | None = table.sensors.get((user, client_id))  # type: ignore[call-overload]  # finds its QuotaTags
             if sensors is not None and sensors.fast and sensors.representative is sensors.tags:
                 return sensors
-            return self._member(user, client_id) if self._members else None
+            return _member(table, members, user, client_id) if members else None
 
         def by_client_id(user: str, client_id: str) -> S | None:
             sensors: S | None = table.sensors.get(("", client_id))  # type: ignore[call-overload]  # finds its QuotaTags
             if sensors is not None and sensors.fast:
                 return sensors
-            return self._member(user, client_id) if self._members else None
+            return _member(table, members, user, client_id) if members else None
 
         def by_user(user: str, client_id: str) -> S | None:
             sensors: S | None = table.sensors.get((user, ""))  # type: ignore[call-overload]  # finds its QuotaTags
             if sensors is not None and sensors.fast and sensors.entity is not None:
                 return sensors
-            return self._member(user, client_id) if self._members else None
+            return _member(table, members, user, client_id) if members else None
 
         def by_nothing(user: str, client_id: str) -> S | None:
-            return self._member(user, client_id) if self._members else None
+            return _member(table, members, user, client_id) if members else None
 
         return (by_names, by_client_id, by_user, by_nothing)[by]
-
-    def _member(self, user: str, client_id: str) -> S | None:
-        """A quota group's member: its group's sensor, while that one lives (the end of :meth:`known`)."""
-        sensors = self._members.get((user, client_id))
-        if sensors is not None and sensors.fast and self.table.sensors.get(sensors.tags) is sensors:
-            return sensors
-        return None
 
     def for_record(self, user: str, client_id: str, now_ms: int) -> S:
         """The sensor a record of this client goes to (made if none), with a few idle ones dropped first."""
@@ -215,7 +210,7 @@ class SensorKeeper(Generic[S]):
             sensors = self.of(resolved, user, client_id, now_ms)
             if group_of_tags(resolved.tags) is not None and sensors.fast:  # found by the member's names next time
                 if len(self._members) >= MAX_MEMBERS:
-                    self._members = {}
+                    self._members.clear()
                 self._members[(user, client_id)] = sensors
             return sensors
         if now_ms - sensors.moved_ms >= table.step_ms:  # as table.touch finds, without the call for most records
@@ -287,7 +282,7 @@ class SensorKeeper(Generic[S]):
         changed = quotas.changes_since(self.quotas)
         self.quotas = quotas
         self.version += 1  # every sensor's tags resolve again before a peer's row skips resolving
-        self._members = {}  # every member resolves again
+        self._members.clear()  # every member resolves again
         self._known_by = known_by(quotas.tag_parts(self.quota_key))
         self.known = self._known_for(self._known_by)  # type: ignore[method-assign,assignment]
         sensors_by_tags = self.table.sensors
@@ -343,3 +338,11 @@ class SensorKeeper(Generic[S]):
         other = summed_stats(others(sensors, top, pause), now_ms, self.window.span_ms)
         release(sensors, pause)
         return top, other
+
+
+def _member(table: SensorTable[S], members: dict[tuple[str, str], S], user: str, client_id: str) -> S | None:
+    """A quota group's member: its group's sensor, while that one lives (the end of :meth:`SensorKeeper.known`)."""
+    sensors = members.get((user, client_id))
+    if sensors is not None and sensors.fast and table.sensors.get(sensors.tags) is sensors:
+        return sensors
+    return None
