@@ -71,7 +71,9 @@ def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader
     if not pids or not quota.enabled:
         return None
     now = scope.quotas.clock.now_ms()
-    if _checked_recently(session, pids, now, quota.recheck_ms):
+    # the connection's last producer id, checked recently: known, nothing to count (checked again every quarter
+    # window, so a PID still in use is carried into the user's newer bloom filter in time)
+    if len(pids) == 1 and pids[0] == session.producer_id and now - session.producer_id_checked_ms < quota.recheck_ms:
         return None
     decisions = Decisions()
     hold = _count(scope, session, header, decisions, now)
@@ -80,12 +82,6 @@ def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader
     if isinstance(hold, Hold):
         return held(scope, session, header, hold, decisions.usage)
     return decisions.plan()
-
-
-def _checked_recently(session: Session, pids: tuple[int, ...], now: int, recheck_ms: int) -> bool:
-    """The connection's last producer id was checked recently: known, nothing to count (checked again every quarter
-    window, so a PID still in use is carried into the user's newer bloom filter in time)."""
-    return len(pids) == 1 and pids[0] == session.producer_id and now - session.producer_id_checked_ms < recheck_ms
 
 
 def _count(
