@@ -7,7 +7,7 @@ goes through. :data:`STAGES` declares them in order; an API's chain is those tha
 the fast path (:data:`PASS`, nothing looked up but the table). Request rate's stage is in an API's chain only while a
 ``request_rate`` quota counts that API (:data:`UNCOUNTED_CHAINS` otherwise), so its cost is paid only where one is
 configured. A consumer's Fetch chain is asked once per connection while what its stages read stays the same
-(:mod:`proxy.apis.reuse`, :data:`REUSED_CHAINS`).
+(:mod:`proxy.apis.reuse`, :data:`REUSED_CHAINS`); so is a Produce's, but for the stages that record at its header.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from proxy.apis.plan import (
     Outcome,
     Plan,
 )
-from proxy.apis.reuse import REUSABLE, reusable, reused
+from proxy.apis.reuse import REUSABLE, reusable, reused, reused_asking
 from proxy.apis.stages import Stage, chains, fold
 from proxy.codec.apis import (
     ALTER_CLIENT_QUOTAS,
@@ -142,6 +142,9 @@ UNCOUNTED_CHAINS = chains(stage for stage in STAGES if stage.plan is not request
 # The APIs whose uncounted chain is planned once per connection while what its stages read stays the same (a
 # consumer's Fetch: proxy.apis.reuse), each with what its stages read; checked to cover the chain's every stage.
 REUSED_CHAINS = reusable(UNCOUNTED_CHAINS, REUSABLE)
+# Of those, the APIs whose chain has stages asked for every request (they record at the header: a Produce's producer
+# ids and bytes), with those stages: only the others' plans are reused.
+ASKED_EACH_TIME = {api_key: frozenset(reuse.asks) for api_key, reuse in REUSABLE.items() if reuse.asks}
 
 
 # What Kafka serves on a SASL listener before an authentication succeeds; anything else closes the connection.
@@ -170,7 +173,10 @@ def plan_request(scope: ConnectionScope, session: Session, header: RequestHeader
     if inputs is not None:
         read = inputs(scope, session, header)
         if read is not None:
-            return reused(chain, scope, session, header, read)
+            asks = ASKED_EACH_TIME.get(api_key)
+            if asks is None:
+                return reused(chain, scope, session, header, read)
+            return reused_asking(chain, asks, scope, session, header, read)
     return fold(chain, scope, session, header)
 
 

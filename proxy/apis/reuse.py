@@ -19,17 +19,25 @@ The inputs are read per request, so a change takes effect at the next request, a
 quota table swapped (the keeper's ``version``), the proxy switched to shadow mode or back, a topic quota added or
 removed, a ``request_rate`` that starts counting the API (its chain then is another, :data:`proxy.apis.CHAINS`, and
 nothing is reused), a SASL principal that changes the session's user.
+
+A chain may also declare stages that are *asked* for every request (``asks``): those that record at the header (a
+Produce's producer ids, its bytes against ``producer_byte_rate``), where a plan skipped would be a record skipped.
+Only the other stages' plans are reused (:func:`reused_asking`): the asked stages are asked in their place in the
+chain, and the plans combined as :func:`~proxy.apis.stages.fold` combines them. A one-message Produce then asks two
+stages instead of eight.
 """
 
 from __future__ import annotations
 
+import operator
+import uuid
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 
-from proxy.apis import addresses, byte_rate, topic_rate
-from proxy.apis.plan import ConnectionScope, Plan
-from proxy.apis.stages import Planner, Stage, fold
-from proxy.codec.apis import FETCH
+from proxy.apis import addresses, byte_rate, internal_topics, producer_ids, topic_rate, volume_pause
+from proxy.apis.plan import PASS, ConnectionScope, Plan
+from proxy.apis.stages import END, Planner, Stage, combined, fold
+from proxy.codec.apis import FETCH, PRODUCE
 from proxy.codec.header import RequestHeader
 from proxy.session.session import Session
 
@@ -44,6 +52,7 @@ class Reuse:
 
     covers: tuple[Planner, ...]  # the chain's stages, in order: exactly what ``inputs`` names the inputs of
     inputs: Inputs
+    asks: tuple[Planner, ...] = ()  # the chain's stages asked for every request (they record): the rest are covered
 
 
 def fetch_inputs(scope: ConnectionScope, session: Session, header: RequestHeader) -> Hashable | None:
@@ -61,21 +70,66 @@ def fetch_inputs(scope: ConnectionScope, session: Session, header: RequestHeader
     return header.api_version, header.client_id, header.replica_id, session.user, fetch.keeper.version
 
 
+def produce_inputs(scope: ConnectionScope, session: Session, header: RequestHeader) -> Hashable | None:
+    """What a Produce's chain (without request rate's stage) reads, but for the stages asked for every request
+    (producer ids, ``producer_byte_rate``): the request's version (node endpoints from v10), the one topic it writes
+    (the internal-topic guard and the exemption of the proxy's own writes; by its name, a topic id named first as
+    they name it) and the session's user (an admin principal may write the internal topics; the admin listener and
+    whether the connection is the proxy's own are the connection's for good). None while its plan is made for each
+    request: a topic byte rate reads each request's body (:func:`proxy.apis.topic_rate.plan_produce`), a volume at
+    PAUSE refuses and charges it (:func:`proxy.apis.volume_pause.plan_pause`), a volume past a soft limit records it
+    (:func:`proxy.apis.byte_rate.plan_volume_rate`); and while the guard judges each body: a tenant's Produce of
+    several topics, or of a topic id the proxy cannot name."""
+    quotas = scope.quotas
+    volume = quotas.volume
+    if quotas.topics.produce_enabled or (volume is not None and (volume.paused or volume.throttling)):
+        return None
+    topic, guarded = header.only_topic, scope.guard.topics
+    if topic is None:
+        if guarded:
+            return None  # several topics (or the prefix unread): the guard reads the body of a tenant's
+    elif topic.__class__ is bytes:  # v13+: by topic id, named as the stages name it
+        if not quotas.internal_topics:
+            if guarded:
+                return None  # the guard names it for a tenant alone
+            return header.api_version, None, session.user  # no stage reads it
+        topic = scope.topics.name_for(uuid.UUID(bytes=topic))  # what the exemption of own writes reads, each time
+        if topic is None:
+            return None  # not known yet: the guard looks it up
+    return header.api_version, topic, session.user
+
+
 REUSABLE: Mapping[int, Reuse] = {
     FETCH: Reuse((addresses.plan_fetch, byte_rate.plan_fetch, topic_rate.plan_fetch), fetch_inputs),
+    PRODUCE: Reuse(
+        (
+            addresses.plan_produce,
+            internal_topics.plan_guard,
+            internal_topics.exempt_own_writes,
+            volume_pause.plan_pause,
+            topic_rate.plan_produce,
+            byte_rate.plan_volume_rate,
+        ),
+        produce_inputs,
+        asks=(producer_ids.plan_produce, byte_rate.plan_producer_byte_rate),
+    ),
 }
 
 
 def reusable(chains: Mapping[int, tuple[Stage, ...]], declared: Mapping[int, Reuse]) -> dict[int, Inputs]:
     """API key -> the inputs of its chain in ``chains``, for those ``declared``; raises ValueError when a
-    declaration does not cover its chain's stages exactly (a stage added to the chain whose inputs are not named)."""
+    declaration does not cover its chain's stages exactly, those it asks for every request apart (a stage added to
+    the chain whose inputs are not named)."""
     table: dict[int, Inputs] = {}
     for api_key, reuse in declared.items():
         planners = tuple(stage.plan for stage in chains.get(api_key, ()))
-        if planners != reuse.covers:
+        covered = tuple(planner for planner in planners if planner not in reuse.asks)
+        asked = tuple(planner for planner in planners if planner in reuse.asks)
+        if covered != reuse.covers or asked != reuse.asks:
             raise ValueError(
-                f"the inputs declared for API {api_key}'s plan cover {[p.__qualname__ for p in reuse.covers]}, "
-                f"its chain is {[p.__qualname__ for p in planners]}: name the new stages' inputs too"
+                f"the inputs declared for API {api_key}'s plan cover {[p.__qualname__ for p in reuse.covers]} "
+                f"(asked each time: {[p.__qualname__ for p in reuse.asks]}), its chain is "
+                f"{[p.__qualname__ for p in planners]}: name the new stages' inputs too"
             )
         table[api_key] = reuse.inputs
     return table
@@ -99,3 +153,84 @@ def reused(
     plan = fold(chain, scope, session, header)
     session.reused[api_key] = (scope, inputs, plan, False)
     return plan
+
+
+def reused_asking(
+    chain: tuple[Stage, ...],
+    asks: frozenset[Planner],
+    scope: ConnectionScope,
+    session: Session,
+    header: RequestHeader,
+    inputs: Hashable,
+) -> Plan:
+    """The plan of ``chain`` for ``header``, whose stages but those ``asks`` names read ``inputs``: those stages'
+    plans are the connection's last ones when its inputs were the same and two requests before it got the very same
+    plans from them (else they are asked); the stages ``asks`` names are asked every time, in their place in the
+    chain. The plans combine as :func:`~proxy.apis.stages.fold` combines them: in the chain's order, a ``last`` one
+    ending it (the stages after it, asked or not, add nothing)."""
+    api_key = header.api_key
+    last = session.reused.get(api_key)
+    if last is None or last[1] != inputs or last[0] is not scope:  # inputs seen first: the stages asked in turn
+        session.reused[api_key] = (scope, inputs, None, False, None)  # (a connection whose inputs keep changing
+        return fold(chain, scope, session, header)  # pays no more than the inputs for it)
+    if last[3]:
+        return _in_turn(last[2], scope, session, header)
+    # asked out of turn, and after a plan that ends the chain too: they only read (their inputs name what they read)
+    covered = tuple(None if stage.plan in asks else stage.plan(scope, session, header) for stage in chain)
+    same = last[4] is not None and all(map(operator.is_, covered, last[4]))  # the very same plans: made once
+    steps = [stage.plan if stage.plan in asks else plan for stage, plan in zip(chain, covered)]
+    turns = _turns([step for step in steps if step is not None], session, header)
+    session.reused[api_key] = (scope, inputs, turns, same, covered)
+    return _in_turn(turns, scope, session, header)
+
+
+_Turns = tuple[Plan, tuple[Plan, ...], tuple["Plan | Planner", ...], bool]
+
+
+def _turns(steps: list[Plan | Planner], session: Session, header: RequestHeader) -> _Turns:
+    """The chain's plans and asked stages (``steps``, in order) as :func:`_in_turn` takes them: the plans before the
+    first asked stage (up to one that ends the chain), their combination, the steps after them, and whether those
+    are all asked stages."""
+    head: list[Plan] = []
+    rest: tuple[Plan | Planner, ...] = ()
+    for at, step in enumerate(steps):
+        if not isinstance(step, Plan):
+            rest = tuple(steps[at:])
+            break
+        head.append(step)
+        if step.last:
+            break
+    plan = PASS if not head else head[0] if len(head) == 1 else combined(head, session, header)
+    return (PASS if plan is END else plan), tuple(head), rest, not any(isinstance(step, Plan) for step in rest)
+
+
+def _in_turn(turns: _Turns, scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
+    """The plan of a chain's ``turns`` (:func:`_turns`): its asked stages asked in their place, the plans combined
+    as :func:`~proxy.apis.stages.fold` combines them. The common case made short: the asked stages come after every
+    plan and add nothing (a Produce within its quotas, its producer id known)."""
+    plan, head, rest, asked_only = turns
+    parts: list[Plan] | None = None
+    if asked_only:
+        for ask in rest:
+            more = ask(scope, session, header)  # type: ignore[operator]
+            if more is not None:
+                if parts is None:
+                    parts = [*head, more]
+                else:
+                    parts.append(more)
+                if more.last:
+                    break
+        if parts is None:
+            return plan
+    else:
+        parts = list(head)
+        for step in rest:
+            found = step if isinstance(step, Plan) else step(scope, session, header)
+            if found is not None:
+                parts.append(found)
+                if found.last:
+                    break
+        if not parts:
+            return PASS
+    combination = parts[0] if len(parts) == 1 else combined(parts, session, header)
+    return PASS if combination is END else combination

@@ -54,11 +54,11 @@ def fold(chain: tuple[Stage, ...], scope: ConnectionScope, session: Session, hea
                 break
     if not parts:
         return PASS
-    plan = parts[0] if len(parts) == 1 else _combined(parts, session, header)
+    plan = parts[0] if len(parts) == 1 else combined(parts, session, header)
     return PASS if plan is END else plan
 
 
-def _combined(parts: list[Plan], session: Session, header: RequestHeader) -> Plan:
+def combined(parts: list[Plan], session: Session, header: RequestHeader) -> Plan:
     """``parts`` combined in turn; the last combination of the connection's requests of this API reused when it was
     of the same plans (by identity: the memo holds them, so their ids stay theirs) and version."""
     ids = tuple(map(id, parts))

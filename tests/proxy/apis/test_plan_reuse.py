@@ -13,6 +13,7 @@ added and removed, a request_rate counting Fetch and no longer. Leaving any of t
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from typing import Any
 
@@ -26,7 +27,7 @@ from proxy.apis.reuse import REUSABLE, reusable, reused
 from proxy.apis.stages import Stage, chains
 from proxy.cluster.broker_ports import BrokerPorts
 from proxy.cluster.topics import Topics
-from proxy.codec.apis import FETCH, METADATA
+from proxy.codec.apis import FETCH, METADATA, PRODUCE
 from proxy.codec.header import (
     RequestHeader,
     encode_request_header,
@@ -281,11 +282,23 @@ def test_a_plan_is_reused_only_on_the_listener_it_was_made_for():
 
 
 def test_the_reused_chains_are_declared_for_exactly_their_stages():
-    assert set(REUSED_CHAINS) == {FETCH}
-    one_more = chains([*_fetch_chain_stages(), _stage_added()])
-    with pytest.raises(ValueError, match="name the new stages' inputs too"):
-        reusable(one_more, REUSABLE)
-    assert reusable(chains(_fetch_chain_stages()), REUSABLE)[FETCH] is REUSABLE[FETCH].inputs
+    assert set(REUSED_CHAINS) == {FETCH, PRODUCE}
+    for api_key in (FETCH, PRODUCE):
+        one_more = chains([*_chain_stages(FETCH), *_chain_stages(PRODUCE), _stage_added(api_key)])
+        with pytest.raises(ValueError, match="name the new stages' inputs too"):
+            reusable(one_more, REUSABLE)
+    both = chains([*_chain_stages(FETCH), *_chain_stages(PRODUCE)])
+    assert reusable(both, REUSABLE)[FETCH] is REUSABLE[FETCH].inputs
+    assert reusable(both, REUSABLE)[PRODUCE] is REUSABLE[PRODUCE].inputs
+    # a stage asked for every request (it records) declared as one whose plan is reused, or not at all: refused
+    produce = REUSABLE[PRODUCE]
+    for declared in (
+        dataclasses.replace(produce, asks=produce.asks[:1]),
+        dataclasses.replace(produce, covers=produce.covers + produce.asks[1:], asks=produce.asks[:1]),
+        dataclasses.replace(produce, asks=produce.asks[::-1]),
+    ):
+        with pytest.raises(ValueError, match="name the new stages' inputs too"):
+            reusable(both, {**REUSABLE, PRODUCE: declared})
 
 
 def test_reused_asks_the_stages_until_they_gave_the_same_plan_twice_and_again_when_the_inputs_change():
@@ -305,12 +318,12 @@ def test_reused_asks_the_stages_until_they_gave_the_same_plan_twice_and_again_wh
     assert plans[0] == shared.then(shared, header)
 
 
-def _fetch_chain_stages():
+def _chain_stages(api_key: int):
     from proxy.apis import STAGES
     from proxy.apis.request_rate import plan_request_rate
 
-    return [stage for stage in STAGES if FETCH in stage.wants and stage.plan is not plan_request_rate]
+    return [stage for stage in STAGES if api_key in stage.wants and stage.plan is not plan_request_rate]
 
 
-def _stage_added():
-    return Stage("a stage added next month", frozenset({FETCH}), lambda scope, session, header: None)
+def _stage_added(api_key: int):
+    return Stage("a stage added next month", frozenset({api_key}), lambda scope, session, header: None)
