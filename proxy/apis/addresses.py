@@ -92,23 +92,31 @@ def _node_endpoints_plan(cluster: Advertiser, api_key: int, version: int) -> Pla
     ``cluster``, made once (every small request carries one). NodeEndpoints are there only when leadership moved:
     otherwise the broker's bytes go back as they are, found so by skimming the response (:mod:`proxy.codec.skim`), not
     decoding it."""
-    return _node_rewrite(
-        cluster,
-        api_key,
-        version,
-        lambda msg, _v: [(n, "node_id") for n in msg.node_endpoints],
-        _has_node_endpoints(api_key, version),
-    )
 
+    def nodes(msg: Message, _v: int) -> list[tuple[Message, str]]:
+        return [(n, "node_id") for n in msg.node_endpoints]
 
-def _has_node_endpoints(api_key: int, version: int) -> Callable[[memoryview], bool]:
-    """Whether a response body carries node endpoints, skimmed: KIP-951 made them a tagged field (Produce, Fetch),
-    absent unless a leader moved; KIP-932 a plain array (ShareFetch, ShareAcknowledge), empty unless one moved."""
     try:
         tag = tag_of(api_key, "response", version, "node_endpoints")
-    except ValueError:
-        return lambda body: array_count(api_key, "response", version, "node_endpoints", body) > 0
-    return lambda body: tag in tagged_fields(api_key, "response", version, body)
+    except ValueError:  # KIP-932 (ShareFetch, ShareAcknowledge): a plain array, empty unless a leader moved
+        return _node_rewrite(
+            cluster,
+            api_key,
+            version,
+            nodes,
+            lambda body: array_count(api_key, "response", version, "node_endpoints", body) > 0,
+        )
+    # KIP-951 (Produce, Fetch): a tagged field, absent unless a leader moved; looked for in the rewrite itself (a
+    # response's one check, without a call of its own)
+    rewrite = _node_rewrite(cluster, api_key, version, nodes).leg.rewrite
+    assert rewrite is not None
+
+    def rewrite_moved(body: memoryview) -> bytes | None:
+        if tag not in tagged_fields(api_key, "response", version, body):
+            return None
+        return rewrite(body)
+
+    return Plan(leg=ResponseLeg(rewrite=rewrite_moved))
 
 
 def _plan_node_rewrite(
