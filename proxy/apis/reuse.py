@@ -173,41 +173,16 @@ def reused_asking(
     if last is None or last[1] != inputs or last[0] is not scope:  # inputs seen first: the stages asked in turn
         session.reused[api_key] = (scope, inputs, None, False, None)  # (a connection whose inputs keep changing
         return fold(chain, scope, session, header)  # pays no more than the inputs for it)
-    if last[3]:
-        return _in_turn(last[2], scope, session, header)
-    # asked out of turn, and after a plan that ends the chain too: they only read (their inputs name what they read)
-    covered = tuple(None if stage.plan in asks else stage.plan(scope, session, header) for stage in chain)
-    same = last[4] is not None and all(map(operator.is_, covered, last[4]))  # the very same plans: made once
-    steps = [stage.plan if stage.plan in asks else plan for stage, plan in zip(chain, covered)]
-    turns = _turns([step for step in steps if step is not None], session, header)
-    session.reused[api_key] = (scope, inputs, turns, same, covered)
-    return _in_turn(turns, scope, session, header)
-
-
-_Turns = tuple[Plan, tuple[Plan, ...], tuple["Plan | Planner", ...], bool]
-
-
-def _turns(steps: list[Plan | Planner], session: Session, header: RequestHeader) -> _Turns:
-    """The chain's plans and asked stages (``steps``, in order) as :func:`_in_turn` takes them: the plans before the
-    first asked stage (up to one that ends the chain), their combination, the steps after them, and whether those
-    are all asked stages."""
-    head: list[Plan] = []
-    rest: tuple[Plan | Planner, ...] = ()
-    for at, step in enumerate(steps):
-        if not isinstance(step, Plan):
-            rest = tuple(steps[at:])
-            break
-        head.append(step)
-        if step.last:
-            break
-    plan = PASS if not head else head[0] if len(head) == 1 else combined(head, session, header)
-    return (PASS if plan is END else plan), tuple(head), rest, not any(isinstance(step, Plan) for step in rest)
-
-
-def _in_turn(turns: _Turns, scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
-    """The plan of a chain's ``turns`` (:func:`_turns`): its asked stages asked in their place, the plans combined
-    as :func:`~proxy.apis.stages.fold` combines them. The common case made short: the asked stages come after every
-    plan and add nothing (a Produce within its quotas, its producer id known)."""
+    turns: _Turns = last[2]
+    if not last[3]:
+        # asked out of turn, and after a plan that ends the chain too: they only read (the inputs name what they read)
+        covered = tuple(None if stage.plan in asks else stage.plan(scope, session, header) for stage in chain)
+        same = last[4] is not None and all(map(operator.is_, covered, last[4]))  # the very same plans: made once
+        steps = [stage.plan if stage.plan in asks else plan for stage, plan in zip(chain, covered)]
+        turns = _turns([step for step in steps if step is not None], session, header)
+        session.reused[api_key] = (scope, inputs, turns, same, covered)
+    # the plans in turn, the asked stages asked in their place; the common case made short: the asked stages come
+    # after every plan and add nothing (a Produce within its quotas, its producer id known)
     plan, head, rest, asked_only = turns
     parts: list[Plan] | None = None
     if asked_only:
@@ -234,3 +209,23 @@ def _in_turn(turns: _Turns, scope: ConnectionScope, session: Session, header: Re
             return PASS
     combination = parts[0] if len(parts) == 1 else combined(parts, session, header)
     return PASS if combination is END else combination
+
+
+_Turns = tuple[Plan, tuple[Plan, ...], tuple["Plan | Planner", ...], bool]
+
+
+def _turns(steps: list[Plan | Planner], session: Session, header: RequestHeader) -> _Turns:
+    """The chain's plans and asked stages (``steps``, in order) as :func:`reused_asking` takes them: the plans before the
+    first asked stage (up to one that ends the chain), their combination, the steps after them, and whether those
+    are all asked stages."""
+    head: list[Plan] = []
+    rest: tuple[Plan | Planner, ...] = ()
+    for at, step in enumerate(steps):
+        if not isinstance(step, Plan):
+            rest = tuple(steps[at:])
+            break
+        head.append(step)
+        if step.last:
+            break
+    plan = PASS if not head else head[0] if len(head) == 1 else combined(head, session, header)
+    return (PASS if plan is END else plan), tuple(head), rest, not any(isinstance(step, Plan) for step in rest)
