@@ -16,25 +16,21 @@ code applies after every event (h11's connection object; Kafka's ``KafkaChannel`
   waits for an answer, and pausing its socket and resuming it at each answer cost two system calls per request.
 - Bytes read past a boundary where a quota reason holds are **held back** (:mod:`proxy.connection.read_ahead`)
   and replayed, frame by frame, once the reasons are gone; reads are kept small meanwhile, so this stays small.
-- **One throttle lifecycle**: a throttle decided with a request (:meth:`Flow.throttle_request`) marks that
-  in-flight entry throttled (reading stops at the next boundary until its response is out) or, for a request
-  with no response (``acks=0``), mutes at once; its response goes out at once, carrying ``throttle_time_ms``, and
-  the connection is muted after it (:meth:`Flow.throttled_response`), and the entry stops counting. Every version
-  alike, as Kafka's broker does since 2.0 (``KafkaApis`` sends the response at once and mutes the channel; only
-  a client's own back-off depends on its version, KIP-219): a response is never held, so a client whose request
-  timeout is shorter than the throttle is not made to resend a request that was already appended.
+- **One throttle lifecycle**: a throttle decided with a request (:meth:`Flow.throttle_request`) marks its entry
+  throttled (reading stops at the next boundary until its response is out) or, with no response (``acks=0``),
+  mutes at once; the response goes out at once with ``throttle_time_ms`` and the connection is muted after it
+  (:meth:`Flow.throttled_response`). Every version alike, as Kafka's broker since 2.0 (KIP-219): a response is
+  never held, so a client whose request timeout is shorter than the throttle never resends an appended request.
 - **Timeouts**: the flow keeps when the client last sent, since when it has taken no response, and when reading the
   broker last resumed (:mod:`proxy.connection.timeouts`), and says which bound a connection is past.
 - **Read sizing**: once bytes were held back past a paused boundary, reads stay small
   (:data:`THROTTLED_READ_BYTES`) until the connection is unhindered again with nothing held back.
 - **Held requests** (:mod:`proxy.connection.holds`): reading stops at the next boundary until each is decided or
-  abandoned, but for one small read meanwhile (THROTTLED_READ_BYTES, held back as above), so that the client's close
-  is seen (a paused socket reports no end) and its holds abandoned before their time is up.
+  abandoned, but for small reads (held back as above) that see the client's close before their time is up.
 - **A gone client**: after ``max_inflight`` frames unheard from the client, or at a pause with frames unheard, the
   core asks whether it is still there (:attr:`Flow.unheard`); gone, none of the rest is forwarded: it drains.
 - **One deadline**: :meth:`Flow.next_deadline` is the earliest of a mute's end, a hold's end and the next timeout
-  check; the socket code keeps one timer for it. Timeouts are checked there, not swept.
-- **The mute state has a name** (:attr:`Flow.mute_state`, as Kafka's ``KafkaChannel.ChannelMuteState``), for logs.
+  check; the socket code keeps one timer for it. The mute state has a name (:attr:`Flow.mute_state`), for logs.
 
 An illegal transition (a reason lifted that was never set, a counter below zero) raises :class:`FlowError`.
 """
@@ -45,6 +41,7 @@ from collections.abc import Callable
 
 from proxy.connection.holds import HeldRequest, Holds
 from proxy.connection.inflight import InFlight, InFlightQueue
+from proxy.connection.mute_state import mute_state
 from proxy.connection.read_ahead import ReadAhead
 from proxy.connection.timeouts import Timeouts
 from quota.primitives.decision import Throttle, longest
@@ -97,35 +94,25 @@ class Flow:
         self._read_ahead = ReadAhead()  # request bytes read past a paused boundary (proxy.connection.read_ahead)
         self._small_reads = False  # bytes were held back past a paused boundary: keep reads small
         self.timeouts = Timeouts(response_timeout, idle_timeout)  # the idle and response timeouts' state
-        # request frames started since the client was last heard from (a read) or found there: at ``max_inflight``
-        # the core asks whether it is still connected before the next, so a client gone with thousands of pipelined
-        # requests in its socket costs the broker at most ``max_inflight`` of them (client_present, client_left)
+        # frames started since the client was last heard from (a read) or found there: at ``max_inflight`` the core
+        # asks if it is still there, so a client gone with many requests pipelined costs the broker that many at most
         self.unheard = 0
         self.left = False  # the client was found gone before its requests were all forwarded: none more are
-        # What the reasons above add up to, kept by _changed() after every event that sets or lifts one, so the hot
-        # path reads a plain value: a reason that stops reading at the next boundary holds (every one but the
-        # in-flight bound: _held_at_boundary), and nothing holds either side and nothing waits (unhindered)
-        self._held = False
-        self.unhindered = True
+        self._held, self.unhindered = False, True  # what the reasons add up to, kept by _changed() for the hot path
 
     # -- what the socket code applies ---------------------------------------------------------------------------
 
     def _changed(self) -> None:
-        """A reason was set or lifted, or bytes held back or replayed: :attr:`_held` and :attr:`unhindered` follow.
-        Called by every method that changes one of them (never on the hot path: no reason changes there)."""
+        """A reason was set or lifted, or bytes held back or replayed (called by every method that does; none on the
+        hot path): :attr:`_held`, a reason that stops reading at the next frame boundary holds (every one but the
+        in-flight bound, which stops only a frame that comes past it: module doc), and :attr:`unhindered`, nothing
+        holds either side and nothing waits (the bound of requests aside): the hot path's first look."""
         held = bool(self._muted_until or self._throttled or self._deciding or self._responses_full or self._draining)
         self._held = held
-        # Nothing holds either side and nothing waits (the bound of requests aside): the hot path's first look.
         self.unhindered = not (held or self._broker_full or self._read_ahead.data is not None)
 
-    def _held_at_boundary(self) -> bool:
-        """A reason that stops reading the client's socket at the next request frame boundary holds: every reason
-        but the in-flight bound of requests, which stops only a frame that comes past it (module doc)."""
-        return self._held
-
     def _paused_at_boundary(self) -> bool:
-        """A reason that stops the next request frame from starting holds (the one pause condition; start_frame's
-        inline)."""
+        """A reason that stops the next request frame from starting holds (the one pause condition)."""
         return self._held or len(self._requests) >= self.max_inflight
 
     paused_at_boundary = property(_paused_at_boundary)
@@ -190,26 +177,17 @@ class Flow:
 
     @property
     def mute_state(self) -> str:
-        """Why reading stops, by name (Kafka's ``ChannelMuteState``): ``NOT_MUTED``, or ``MUTED_AND_`` the reasons
-        that hold, joined by ``_AND_``: ``THROTTLED`` (a quota mute), ``RESPONSE_PENDING`` (a throttled request's
-        response is not out), ``HELD`` (a request held until a time), ``DECIDING`` (waiting for the proxy's own
-        lookup or work), ``INFLIGHT_BOUND``, ``CLIENT_FULL`` (the client takes no responses), ``BROKER_FULL``,
-        ``DRAINING``."""
-        reasons = [
-            name
-            for name, on in (
-                ("THROTTLED", self._muted_until),
-                ("RESPONSE_PENDING", self._throttled),
-                ("HELD", self._holds),
-                ("DECIDING", self._deciding > len(self._holds)),
-                ("INFLIGHT_BOUND", len(self._requests) >= self.max_inflight),
-                ("CLIENT_FULL", self._responses_full),
-                ("BROKER_FULL", self._broker_full),
-                ("DRAINING", self._draining),
-            )
-            if on
-        ]
-        return "MUTED_AND_" + "_AND_".join(reasons) if reasons else "NOT_MUTED"
+        """Why reading stops, by name (Kafka's ``ChannelMuteState``; :func:`proxy.connection.mute_state.mute_state`)."""
+        return mute_state(
+            muted=bool(self._muted_until),
+            response_pending=bool(self._throttled),
+            held=bool(self._holds),
+            deciding=self._deciding > len(self._holds),
+            inflight_bound=len(self._requests) >= self.max_inflight,
+            client_full=self._responses_full,
+            broker_full=self._broker_full,
+            draining=self._draining,
+        )
 
     # -- request frames ------------------------------------------------------------------------------------------
 
@@ -373,9 +351,8 @@ class Flow:
         self._changed()
 
     def hold(self, now: int, delay_ms: int, due: Callable[[], None], abandon: Callable[[], None]) -> None:
-        """A request is kept in the proxy for ``delay_ms`` from ``now``: read nothing more (but one small read, to see
-        the client's close) until :meth:`holds_due` hands back its ``due`` to decide it, or
-        :meth:`abandon_holds` its ``abandon``."""
+        """A request is kept in the proxy for ``delay_ms`` from ``now``: read nothing more (but small reads, to see the
+        client's close) until :meth:`holds_due` hands back its ``due`` to decide it, or :meth:`abandon_holds` its."""
         if delay_ms <= 0:
             raise FlowError(f"a request held for {delay_ms} ms")
         self._holds.add(now + delay_ms * 1_000_000, due, abandon)

@@ -132,23 +132,19 @@ class ClientQuotaManager:
     def record_and_get_throttle_time_ms(
         self, user: str, client_id: str, value: float, now_ms: int | None = None
     ) -> int:
-        """Record ``value`` (bytes) for this client, then return the throttle time in ms (0 when within quota).
-
-        Kafka's ``recordAndGetThrottleTimeMs``, bounded by ``max_throttle_time_ms``. The throttle is counted in
-        the entity's stats (with the shadow ones when a shadow quota decided it). This returns the throttle even
-        for shadow quotas; use :meth:`record_and_decide` to get a decision that carries the shadow flag.
-        """
+        """Record ``value`` (bytes) for this client, then return the throttle time in ms (0 when within quota):
+        Kafka's ``recordAndGetThrottleTimeMs``, bounded by ``max_throttle_time_ms``. The throttle is counted in the
+        entity's stats (with the shadow ones when a shadow quota decided it), and returned even for shadow quotas
+        (:meth:`record_and_decide` gives a decision that carries the shadow flag)."""
         now = self._now(now_ms)
         sensors = self.keeper.for_record(user, client_id, now)
         self._count(sensors, user, client_id, value, now)
         return self._decide(sensors, now)[0]
 
     def record_and_decide(self, user: str, client_id: str, value: float, now_ms: int | None = None) -> Decision:
-        """As :meth:`record_and_get_throttle_time_ms`, as a decision: :data:`FORWARD` or :class:`Throttle`.
-
-        The throttle is reported to the client and the connection muted for the same time, as Kafka does; the
-        decision is marked ``shadow`` if this manager or the matched quota entry is in shadow mode.
-        """
+        """As :meth:`record_and_get_throttle_time_ms`, as a decision: :data:`FORWARD` or :class:`Throttle` (reported
+        to the client and the connection muted for the same time, as Kafka does; marked ``shadow`` if this manager
+        or the matched quota entry is in shadow mode)."""
         now = self._clock.now_ms() if now_ms is None else now_ms
         sensors = self.keeper.for_record(user, client_id, now)
         if self.tap is NO_TAP and not self.smoothing:

@@ -536,7 +536,7 @@ class FlowMachine(RuleBasedStateMachine):
             return
         flow = self.core.flow
         held = reference_held(flow)
-        assert flow._held_at_boundary() == held, "Flow._held disagrees with the reasons"
+        assert flow._held == held, "Flow._held disagrees with the reasons"
         named = not (flow._broker_full or flow._read_ahead.data is not None or held)
         assert flow.unhindered == named, "Flow.unhindered disagrees with the named conditions"
         paused = held or len(flow._requests) >= flow.max_inflight
