@@ -41,6 +41,7 @@ from proxy.enforcement.proxy_quotas import ProxyQuotas
 from proxy.ops.usage_table import UsageTable
 from quota.primitives.clock import ManualClock
 from quota.primitives.decision import Throttle
+from tests.proxy.apis.recorded_metrics import Recorded
 from tests.proxy.byte_rate_scopes import batch
 
 TOPIC, TOPIC_ID = "orders", uuid.UUID("0b6f8f3a-0c1e-4b5e-9a51-3d8b1c6f2e11")
@@ -65,26 +66,6 @@ SHADOW_ENTRY = config({**DEFAULT_USER, "mode": "shadow"})
 TOPIC_QUOTAS = parse_config(config({"entity": {"topic": "<default>"}, "consumer_byte_rate": 2500})).topic_quotas
 NO_TOPIC_QUOTAS = parse_config(ENFORCED).topic_quotas
 GROUP_QUOTAS = parse_config(ENFORCED).group_quotas  # none
-
-
-class Recorded:
-    """An API's metrics, each call kept in one log shared by the connection's APIs."""
-
-    def __init__(self, log: list, api_key: int) -> None:
-        self._log, self._key = log, api_key
-
-    def request(self, nbytes: int) -> None:
-        self._log.append(("request", self._key, nbytes))
-
-    def response(self, nbytes: int) -> None:
-        self._log.append(("response", self._key, nbytes))
-
-    def latency(self, seconds: float) -> None:
-        self._log.append(("latency", self._key, seconds))
-
-    def answered(self, nbytes: int, seconds: float) -> None:
-        self.response(nbytes)
-        self.latency(seconds)
 
 
 def afresh(scope: ConnectionScope, session: Session, header: RequestHeader):

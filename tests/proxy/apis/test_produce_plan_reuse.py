@@ -49,6 +49,7 @@ from proxy.enforcement.proxy_quotas import ProxyQuotas
 from proxy.ops.usage_table import UsageTable
 from quota.managers.volume import Limit, Snapshot, Volume
 from quota.primitives.clock import ManualClock
+from tests.proxy.apis.recorded_metrics import Recorded
 
 CONFIG_TOPIC = "__kafka_quota_proxy_configs"
 VOLUME_TOPIC = "__kafka_quota_proxy_volume_usage"
@@ -90,26 +91,6 @@ GROUP_QUOTAS = parse_config(ENFORCED).group_quotas
 class NobodyIsOwn(OwnConnections):
     def is_own(self, peer, local) -> bool:
         return False
-
-
-class Recorded:
-    """An API's metrics, each call kept in one log shared by the connection's APIs."""
-
-    def __init__(self, log: list, api_key: int) -> None:
-        self._log, self._key = log, api_key
-
-    def request(self, nbytes: int) -> None:
-        self._log.append(("request", self._key, nbytes))
-
-    def response(self, nbytes: int) -> None:
-        self._log.append(("response", self._key, nbytes))
-
-    def latency(self, seconds: float) -> None:
-        self._log.append(("latency", self._key, seconds))
-
-    def answered(self, nbytes: int, seconds: float) -> None:
-        self.response(nbytes)
-        self.latency(seconds)
 
 
 def always_asking(scope: ConnectionScope, session: Session, header: RequestHeader):
