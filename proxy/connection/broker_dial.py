@@ -50,8 +50,9 @@ async def dial_broker(
                 )
                 ctx.metrics.fd_exhausted.labels(ctx.name).inc()
                 return FD_EXHAUSTED
+            reason = str(exc) or repr(exc)  # some OSErrors say nothing but their class (an empty line helps no one)
             log.warning(
-                "cannot reach broker %s for client %s: %s", address, peer, exc, extra=log_fields(ctx, peer, address)
+                "cannot reach broker %s for client %s: %s", address, peer, reason, extra=log_fields(ctx, peer, address)
             )
             ctx.metrics.upstream_errors.labels(ctx.name, "connect").inc()
             continue
