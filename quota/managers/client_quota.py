@@ -147,13 +147,19 @@ class ClientQuotaManager:
         or the matched quota entry is in shadow mode)."""
         now = self._clock.now_ms() if now_ms is None else now_ms
         sensors = self.keeper.for_record(user, client_id, now)
-        if self.tap is NO_TAP and not self.smoothing:
-            sensors.record(value, now)  # all _count does with nothing to tell and no bucket (one call fewer)
+        if self.tap is NO_TAP and not self.smoothing:  # all _count does is sensors.record: inline, with the check
+            if sensors.entity is None:  # no quota applies: counted for its metrics, forwarded (as _decide finds it)
+                sensors.record(value, now)
+                return FORWARD
+            sensors.value_total += value
+            sensors.last_record_ms = now
+            if sensors.rate.record_within(value, now, sensors.limit):  # rate.record, then rate.surely_within
+                return FORWARD  # far below the quota: within it, not measured (as _decide finds it)
         else:
             self._count(sensors, user, client_id, value, now)
-        if sensors.entity is not None and (sensors.smooth is None or not self.smoothing):
-            if sensors.rate.surely_within(sensors.limit, now):
-                return FORWARD  # far below the quota: within it, not measured (as _decide finds it)
+            if sensors.entity is not None and (sensors.smooth is None or not self.smoothing):
+                if sensors.rate.surely_within(sensors.limit, now):
+                    return FORWARD  # far below the quota: within it, not measured (as _decide finds it)
         throttle, observed = self._decide(sensors, now)
         if throttle <= 0:
             return FORWARD
@@ -369,11 +375,6 @@ class ClientQuotaManager:
                 bucket = sensors.smooth = smoothing.new_bucket(sensors.limit, self.window, now)
             if bucket is not None:  # None only for an unlimited quota
                 bucket.at_most(tokens, now)
-
-    def _record(self, resolved: ResolvedQuota, user: str, client_id: str, value: float, now: int) -> ClientSensors:
-        sensors = self.keeper.at(resolved, user, client_id, now)
-        self._count(sensors, user, client_id, value, now)
-        return sensors
 
     def _count(self, sensors: ClientSensors, user: str, client_id: str, value: float, now: int) -> None:
         sensors.record(value, now)

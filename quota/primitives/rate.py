@@ -199,6 +199,28 @@ class Rate:
         held = self._held
         return least - held - (least + held) * 1e-6 >= 0
 
+    def record_within(self, value: float, now_ms: int, limit: float) -> bool:
+        """:meth:`record` then :meth:`surely_within` at the same ``now_ms``, in one call, leaving the samples as the
+        two calls leave them and answering what the second answers (a Produce's ``producer_byte_rate`` record)."""
+        s, shape = self._s, self._shape
+        if not s:
+            s.extend((now_ms, now_ms, 0.0))
+        i = self._current * 3
+        if now_ms - s[i] >= shape[0]:  # the current sample is complete: the next one starts now
+            i = self._advance(now_ms)
+        s[i + _VALUE] += value
+        s[i + _LAST] = now_ms
+        if value > 0:
+            self._held += value
+        fresh_until = self._fresh_until
+        if now_ms < fresh_until - shape[1]:  # time went back: the oldest last event may be this one
+            self._fresh_until = fresh_until = now_ms + shape[1]
+        if now_ms >= fresh_until:  # one may be obsolete
+            self._purge_obsolete_samples(now_ms)
+        least = limit * shape[3]  # headroom_floor(limit) >= 0, inline
+        held = self._held
+        return least - held - (least + held) * 1e-6 >= 0
+
     def measure(self, now_ms: int) -> float:
         """The rate per second at ``now_ms`` (``Rate.measure`` with ``TimeUnit.SECONDS``): :meth:`total` divided
         by :meth:`window_size_ms`, with one purge."""

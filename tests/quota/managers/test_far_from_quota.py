@@ -17,6 +17,9 @@ def consumer(steps, shortcuts: bool, monkeypatch) -> list:
     reads them (``proxy.apis.byte_rate``): the floor first when ``shortcuts``, the exact figures always otherwise."""
     if not shortcuts:
         monkeypatch.setattr(Rate, "surely_within", lambda self, limit, now_ms: False)  # measure purges as before
+        monkeypatch.setattr(
+            Rate, "record_within", lambda self, value, now_ms, limit: self.record(value, now_ms) or False
+        )
     clock = ManualClock()
     table = QuotaTable.from_values([({"user": DEFAULT}, {CONSUMER_BYTE_RATE: 1_000})])
     m = ClientQuotaManager(table, CONSUMER_BYTE_RATE, clock, QuotaWindow(num=3, size_seconds=1))
