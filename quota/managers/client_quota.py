@@ -147,19 +147,21 @@ class ClientQuotaManager:
         or the matched quota entry is in shadow mode)."""
         now = self._clock.now_ms() if now_ms is None else now_ms
         sensors = self.keeper.for_record(user, client_id, now)
-        if self.tap is NO_TAP and not self.smoothing:  # all _count does is sensors.record: inline, with the check
+        if not self.smoothing:  # _count inline (sensors.record, the tap), with the check
             if sensors.entity is None:  # no quota applies: counted for its metrics, forwarded (as _decide finds it)
                 sensors.record(value, now)
                 return FORWARD
             sensors.value_total += value
             sensors.last_record_ms = now
-            if sensors.rate.record_within(value, now, sensors.limit):  # rate.record, then rate.surely_within
+            within = sensors.rate.record_within(value, now, sensors.limit)  # rate.record, then rate.surely_within
+            if self.tap is not NO_TAP:  # told the value; it reads nothing of the rate
+                self.tap.add(self.quota_key, sensors.tags, user, client_id, value, sensors.limit)
+            if within:
                 return FORWARD  # far below the quota: within it, not measured (as _decide finds it)
         else:
             self._count(sensors, user, client_id, value, now)
-            if sensors.entity is not None and (sensors.smooth is None or not self.smoothing):
-                if sensors.rate.surely_within(sensors.limit, now):
-                    return FORWARD  # far below the quota: within it, not measured (as _decide finds it)
+            if sensors.entity is not None and sensors.smooth is None and sensors.rate.surely_within(sensors.limit, now):
+                return FORWARD  # far below the quota: within it, not measured (as _decide finds it)
         throttle, observed = self._decide(sensors, now)
         if throttle <= 0:
             return FORWARD
@@ -192,9 +194,7 @@ class ClientQuotaManager:
         return self._ceiling(self.resolve(user, client_id).limit if known is None else known.limit)
 
     def _ceiling(self, limit: float) -> float:
-        if math.isinf(limit):
-            return math.inf
-        return limit * (self.window.num - 1) * self.window.size_seconds
+        return math.inf if math.isinf(limit) else limit * (self.window.num - 1) * self.window.size_seconds
 
     def cap_to_quota_window(self, user: str, client_id: str, requested: int) -> int:
         """``min(requested, max_value_in_quota_window)`` as an INT32, as Kafka caps a consumer's Fetch ``max_bytes``."""
