@@ -36,12 +36,10 @@ from proxy.codec.header import (
     parse_request_header,
 )
 from proxy.codec.messages import encode_request, encode_response, new_request, new_response
-from proxy.connection.core import ConnectionCore
 from proxy.enforcement.proxy_quotas import ProxyQuotas
-from proxy.ops.usage_table import UsageTable
 from quota.primitives.clock import ManualClock
 from quota.primitives.decision import Throttle
-from tests.proxy.apis.recorded_metrics import Recorded
+from tests.proxy.apis.recorded_connection import RecordedConnection
 from tests.proxy.byte_rate_scopes import batch
 
 TOPIC, TOPIC_ID = "orders", uuid.UUID("0b6f8f3a-0c1e-4b5e-9a51-3d8b1c6f2e11")
@@ -74,7 +72,7 @@ def afresh(scope: ConnectionScope, session: Session, header: RequestHeader):
     return plan_request(scope, session, header)
 
 
-class Proxy:
+class Proxy(RecordedConnection):
     """One connection through a proxy of its own in cluster mode, between a client and this test as its broker."""
 
     def __init__(self, planner) -> None:
@@ -86,27 +84,7 @@ class Proxy:
         )
         topics.learn_from_metadata(metadata, self.clock.now_ms())  # topic quotas charge it by name, no lookup
         ports = BrokerPorts("L", "proxy.example", 30000, lambda node_id: True)
-        self.scope = ConnectionScope(ports, topics, self.quotas.home)
-        self.session = Session("L", "127.0.0.1")
-        self.to_client, self.to_broker, self.metrics = bytearray(), bytearray(), []
-        self.usage = UsageTable()
-        self.core = ConnectionCore(
-            self.scope,
-            self.session,
-            max_request_bytes=1 << 20,
-            max_response_bytes=1 << 24,
-            max_inflight=10,
-            write_client=self.to_client.extend,
-            write_broker=self.to_broker.extend,
-            clock=lambda: self.clock.now_ms() * 1_000_000,
-            api_metrics=lambda key: Recorded(self.metrics, key),
-            planner=planner,
-            usage=self.usage,
-        )
-
-    def step(self) -> tuple:
-        state = self.core.step(self.clock.now_ms() * 1_000_000)
-        return state.reading_client, state.reading_broker, state.deadline
+        self.connect(ConnectionScope(ports, topics, self.quotas.home), planner)
 
     def fetch(self, version: int, client_id: str, replica_id: int, corr: int) -> None:
         """The client sends a Fetch; once the proxy forwards it (after any mute), the broker answers it with every

@@ -43,13 +43,11 @@ from proxy.codec.header import (
     parse_request_header,
 )
 from proxy.codec.messages import decode_request, encode_request, encode_response, new_request, new_response
-from proxy.connection.core import ConnectionCore
 from proxy.enforcement.internal_topic_guard import InternalTopicGuard
 from proxy.enforcement.proxy_quotas import ProxyQuotas
-from proxy.ops.usage_table import UsageTable
 from quota.managers.volume import Limit, Snapshot, Volume
 from quota.primitives.clock import ManualClock
-from tests.proxy.apis.recorded_metrics import Recorded
+from tests.proxy.apis.recorded_connection import RecordedConnection
 
 CONFIG_TOPIC = "__kafka_quota_proxy_configs"
 VOLUME_TOPIC = "__kafka_quota_proxy_volume_usage"
@@ -114,7 +112,7 @@ def records(pid: int, size: int = 300) -> bytes:
     return bytes(builder.build())
 
 
-class Proxy:
+class Proxy(RecordedConnection):
     """One connection through a proxy of its own in cluster mode, between a client and this test as its broker."""
 
     def __init__(self, planner) -> None:
@@ -130,28 +128,8 @@ class Proxy:
         topics.learn_from_metadata(metadata, self.clock.now_ms())
         ports = BrokerPorts("L", "proxy.example", 30000, lambda node_id: True)
         self.guard = InternalTopicGuard(self.quotas.internal_topics, raw.admin_principals, own=NobodyIsOwn())
-        self.scope = ConnectionScope(ports, topics, self.quotas.home, guard=self.guard)
-        self.session = Session("L", "127.0.0.1")
-        self.to_client, self.to_broker, self.metrics = bytearray(), bytearray(), []
+        self.connect(ConnectionScope(ports, topics, self.quotas.home, guard=self.guard), planner)
         self._answered = 0  # bytes of to_broker answered
-        self.usage = UsageTable()
-        self.core = ConnectionCore(
-            self.scope,
-            self.session,
-            max_request_bytes=1 << 20,
-            max_response_bytes=1 << 24,
-            max_inflight=10,
-            write_client=self.to_client.extend,
-            write_broker=self.to_broker.extend,
-            clock=lambda: self.clock.now_ms() * 1_000_000,
-            api_metrics=lambda key: Recorded(self.metrics, key),
-            planner=planner,
-            usage=self.usage,
-        )
-
-    def step(self) -> tuple:
-        state = self.core.step(self.clock.now_ms() * 1_000_000)
-        return state.reading_client, state.reading_broker, state.deadline
 
     def volume(self, used_gb: int) -> None:
         """A snapshot of the one broker's volume: 10 GB used is open, 70 past the soft limit, 95 at PAUSE."""
