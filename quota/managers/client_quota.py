@@ -151,9 +151,7 @@ class ClientQuotaManager:
             if sensors.entity is None:  # no quota applies: counted for its metrics, forwarded (as _decide finds it)
                 sensors.record(value, now)
                 return FORWARD
-            sensors.value_total += value
-            sensors.last_record_ms = now
-            within = sensors.rate.record_within(value, now, sensors.limit)  # rate.record, then rate.surely_within
+            within = sensors.record_within(value, now)  # sensors.record, then rate.surely_within
             if self.tap is not NO_TAP:  # told the value; it reads nothing of the rate
                 self.tap.add(self.quota_key, sensors.tags, user, client_id, value, sensors.limit)
             if within:

@@ -125,6 +125,13 @@ class ClientSensors:
         self.value_total += value
         self.last_record_ms = now_ms
 
+    def record_within(self, value: float, now_ms: int) -> bool:
+        """:meth:`record`, answering whether the rate is then surely within :attr:`limit` (:meth:`Rate.record_within`:
+        one call for both)."""
+        self.value_total += value
+        self.last_record_ms = now_ms
+        return self.rate.record_within(value, now_ms, self.limit)
+
     def record_remote(self, value: float, now_ms: int) -> None:
         """A peer's usage: in the rate (and keeping the sensor alive), not in this process's total."""
         self.rate.record(value, now_ms)
