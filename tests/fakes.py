@@ -14,12 +14,6 @@ class NullApiMetrics:
     def request(self, nbytes):
         pass
 
-    def response(self, nbytes):
-        pass
-
-    def latency(self, seconds):
-        pass
-
     def answered(self, nbytes, seconds):
         pass
 

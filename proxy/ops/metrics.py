@@ -208,20 +208,11 @@ class ApiMetrics:
         self.requests += 1
         self.request_bytes += nbytes
 
-    def response(self, nbytes: int) -> None:
-        """A response frame of ``nbytes`` goes to the client."""
-        self.response_bytes += nbytes
-
     def answered(self, nbytes: int, seconds: float) -> None:
-        """A response frame of ``nbytes`` went to the client ``seconds`` after its request was read: :meth:`response`
-        and :meth:`latency` in one call (the response path's, once per response)."""
-        self.response_bytes += nbytes
-        self.latency_sum += seconds
-        self.latency_counts[bisect_left(LATENCY_BUCKETS, seconds)] += 1
-
-    def latency(self, seconds: float) -> None:
-        """A request was answered ``seconds`` after it was read: as ``Histogram.observe`` (the first bucket whose
+        """A response frame of ``nbytes`` went to the client ``seconds`` after its request was read (once per
+        response): its bytes counted, its latency observed as ``Histogram.observe`` does (the first bucket whose
         bound is at least ``seconds``)."""
+        self.response_bytes += nbytes
         self.latency_sum += seconds
         self.latency_counts[bisect_left(LATENCY_BUCKETS, seconds)] += 1
 

@@ -18,15 +18,9 @@ class Recorded:
     def request(self, nbytes: int) -> None:
         self._log.append(("request", self._key, nbytes))
 
-    def response(self, nbytes: int) -> None:
-        self._log.append(("response", self._key, nbytes))
-
-    def latency(self, seconds: float) -> None:
-        self._log.append(("latency", self._key, seconds))
-
     def answered(self, nbytes: int, seconds: float) -> None:
-        self.response(nbytes)
-        self.latency(seconds)
+        self._log.append(("response", self._key, nbytes))
+        self._log.append(("latency", self._key, seconds))
 
 
 class RecordedConnection:

@@ -36,16 +36,10 @@ class _Api:
     def request(self, nbytes):
         pass
 
-    def response(self, nbytes):
+    def answered(self, nbytes, seconds):
         self.seen["bytes", self.key] += nbytes
         self.seen["responses", self.key] += 1
-
-    def latency(self, seconds):
         self.seen["latencies", self.key] += 1
-
-    def answered(self, nbytes, seconds):
-        self.response(nbytes)
-        self.latency(seconds)
 
 
 class _Usage:
