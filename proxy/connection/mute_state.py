@@ -3,7 +3,7 @@ and log lines name it). Values in, a name out."""
 
 from __future__ import annotations
 
-NOT_MUTED = "NOT_MUTED"
+from proxy.ops.connection_state import NOT_MUTED  # the name the scrape gives every listener, 0 when idle
 
 
 def mute_state(
