@@ -4,9 +4,10 @@ Kafka (``upstream``): kafka-python, confluent-kafka and aiokafka, and on Kafka i
 Each limited client runs flat out under its own 1 MiB/s quota (``client-id`` entities). After the first window span
 (a fresh sensor may burst about quota x (num - 1) x window, as in Kafka), the bytes the proxy counts for each
 entity are measured over eight more window spans and must stay within 1.05 x the quota, Kafka's own system-test
-bound, and above 0.5 x (not over-throttled). Kafka's sampled rate lets a client that ignores throttle_time_ms burst
-again whenever its oldest sample expires, so a measurement over few windows depends on where it starts in that
-cycle; short windows (1 s) let the measurement cover many cycles in reasonable time. The unit tests cover Kafka's
+bound, and above 0.5 x unless the proxy throttled the client less than half of that time (not over-throttled: a
+client the machine slows falls below its quota by itself). Kafka's sampled rate lets a client that ignores
+throttle_time_ms burst again whenever its oldest sample expires, so a measurement over few windows depends on where it
+starts in that cycle; short windows (1 s) let the measurement cover many cycles in reasonable time. The unit tests cover Kafka's
 default windows. An unlimited client runs at the same time and is not throttled. Nothing acknowledged is lost or
 duplicated.
 
@@ -15,7 +16,8 @@ request or batch of the quota: the clients here use 64 KiB batches against a 1 M
 deployment's quota would be large compared with its clients' batches.
 
 The Java producer is ProducerPerformance (kafka-producer-perf-test.sh) with the producer's default settings
-(16 KiB batches, ``linger.ms`` 5, ``acks=all``, idempotent) at ``--throughput -1``: a client that honours
+(16 KiB batches, ``linger.ms`` 5, ``acks=all``, idempotent) at ``--throughput -1``, to a topic of three partitions
+(a request carries a batch for each partition that has one ready): a client that honours
 ``throttle_time_ms`` itself (KIP-219), which the Python clients do not all do. It needs the real broker: Tansu's
 answers to its InitProducerId and idempotent Produce are not what the Java client expects.
 """
@@ -76,13 +78,37 @@ def settings(windows: int) -> dict:
     return {"quota.window.num": windows, "quota.window.size.seconds": 1}
 
 
-def measure(proxy, quota: str, client_ids, since: float, span_s: float) -> dict[str, float]:
-    """Bytes/s counted for each entity over SPANS window spans, from one window span (``span_s``) after ``since``."""
+def throttle_s(proxy, quota: str, client_id: str) -> float:
+    return proxy.metric(
+        "kafka_quota_proxy_quota_throttle_time_seconds_total", quota=quota, user="", client_id=client_id
+    )
+
+
+def measure(proxy, quota: str, client_ids, since: float, span_s: float) -> dict[str, tuple[float, float]]:
+    """For each entity over SPANS window spans, from one window span (``span_s``) after ``since``: (bytes/s counted,
+    the share of the time the proxy throttled it)."""
     time.sleep(max(0.0, since + span_s - time.monotonic()))  # deliberate: past the start-up burst
-    b0, t0 = {i: entity_bytes(proxy, quota, i) for i in client_ids}, time.monotonic()
+    before, t0 = {i: (entity_bytes(proxy, quota, i), throttle_s(proxy, quota, i)) for i in client_ids}, time.monotonic()
     time.sleep(SPANS * span_s)  # deliberate: the measurement window (a rate group)
-    b1, t1 = {i: entity_bytes(proxy, quota, i) for i in client_ids}, time.monotonic()
-    return {i: (b1[i] - b0[i]) / (t1 - t0) for i in client_ids}
+    after, t1 = {i: (entity_bytes(proxy, quota, i), throttle_s(proxy, quota, i)) for i in client_ids}, time.monotonic()
+    return {i: ((after[i][0] - before[i][0]) / (t1 - t0), (after[i][1] - before[i][1]) / (t1 - t0)) for i in client_ids}
+
+
+def assert_held(proxy, quota: str, measured: dict[str, tuple[float, float]]) -> None:
+    """Each entity within 1.05 x its quota, throttled at least once, and not over-throttled: at least half its quota,
+    unless the proxy held it less than half the time. A client the machine slows sends less than its quota with
+    little throttle: on a loaded machine (load 10-20 on two cores), the Java producer's five 16 KiB requests in flight
+    (its defaults) need a round trip under 80 ms for 1 MiB/s, and measured 0.4-0.8 x throttled 0.1-0.2 of the time.
+    That is the client's own bound, not the proxy's doing; a proxy that over-throttles (bytes counted twice, a throttle
+    too long) holds its client most of the time, and the client's rate falls with it."""
+    print({k: (round(r / QUOTA, 3), round(held, 2)) for k, (r, held) in measured.items()})
+    for client_id, (rate, held) in measured.items():
+        assert rate <= 1.05 * QUOTA, f"{client_id} at {rate / QUOTA:.3f} x quota"
+        assert rate >= 0.5 * QUOTA or held < 0.5, (
+            f"{client_id} far below its quota ({rate / QUOTA:.3f} x) while throttled {held:.0%} of the time: "
+            "over-throttled"
+        )
+        assert throttled_responses(proxy, quota, client_id) > 0
 
 
 def paced(bootstrap: str, topic: str, client_id: str, per_s: float):
@@ -124,15 +150,15 @@ def test_producers_held_to_their_quota(upstream):
     kinds = (*PYTHON, "java") if upstream.kafka else PYTHON
     with (
         upstream.sidecar(QUOTAS, **settings(PRODUCE_WINDOWS)) as proxy,
-        upstream.topics(proxy.bootstrap, "rate-p", count=len(kinds) + 1) as names,
+        upstream.topics(proxy.bootstrap, "rate-p", count=len(PYTHON) + 1) as (free_topic, *topics),
+        upstream.topics(proxy.bootstrap, "rate-java", partitions=3) as (java_topic,),
     ):
-        free_topic, *topics = names
         python_topics = dict(zip(PYTHON, topics))
         java_records = int(QUOTA * (PRODUCE_WINDOWS + measure_s(PRODUCE_WINDOWS) + 4) / 1000)  # at the quota
         # through the measurement, the JVM's start included
         started = time.monotonic()
         java = (
-            java_producer(upstream.cluster, proxy.bootstrap, topics[-1], java_records, limited("java"))
+            java_producer(upstream.cluster, proxy.bootstrap, java_topic, java_records, limited("java"))
             if upstream.kafka
             else None
         )
@@ -152,7 +178,7 @@ def test_producers_held_to_their_quota(upstream):
                         "the Java producer's first bytes",
                     )
                     first = time.monotonic()
-                rates = measure(proxy, "producer_byte_rate", [limited(k) for k in kinds], first, PRODUCE_WINDOWS)
+                measured = measure(proxy, "producer_byte_rate", [limited(k) for k in kinds], first, PRODUCE_WINDOWS)
                 free_rate = entity_bytes(proxy, "producer_byte_rate", "free-producer") / (time.monotonic() - started)
             if java is not None:
                 sent, output = perf_summary(java, 60)
@@ -160,16 +186,13 @@ def test_producers_held_to_their_quota(upstream):
             if java is not None and java.poll() is None:
                 java.kill()
                 java.communicate(10)
-        print({k: round(r / QUOTA, 3) for k, r in rates.items()}, "free:", round(free_rate / QUOTA, 2))
-        for client_id, rate in rates.items():
-            assert rate <= 1.05 * QUOTA, f"{client_id} at {rate / QUOTA:.3f} x quota"
-            assert rate >= 0.5 * QUOTA, f"{client_id} far below its quota ({rate / QUOTA:.3f} x): over-throttled"
-            assert throttled_responses(proxy, "producer_byte_rate", client_id) > 0
+        print("free:", round(free_rate / QUOTA, 2))
+        assert_held(proxy, "producer_byte_rate", measured)
         assert free_rate > 2 * QUOTA, f"the unlimited client was slowed to {free_rate / QUOTA:.2f} x the quota"
         assert throttled_responses(proxy, "producer_byte_rate", "free-producer") == 0
         if java is not None:
             assert sent == java_records, output[-2000:]
-            assert end_offsets(upstream.cluster, topics[-1]) == java_records  # every record once
+            assert end_offsets(upstream.cluster, java_topic) == java_records  # every record once
         for kind, topic in python_topics.items():
             acked = flats[kind].acked
             got = c.kp_consume(upstream.direct(proxy.bootstrap), topic, len(acked))
@@ -224,16 +247,12 @@ def test_consumers_held_to_their_quota(upstream):
         for t in threads:
             t.start()
         try:
-            rates = measure(proxy, "consumer_byte_rate", [limited(k) for k in PYTHON], started, FETCH_WINDOWS)
+            measured = measure(proxy, "consumer_byte_rate", [limited(k) for k in PYTHON], started, FETCH_WINDOWS)
         finally:
             stop.set()
             for t in threads:
                 t.join(30)
-        print({k: round(r / QUOTA, 3) for k, r in rates.items()})
-        for client_id, rate in rates.items():
-            assert rate <= 1.05 * QUOTA, f"{client_id} at {rate / QUOTA:.3f} x quota"
-            assert rate >= 0.5 * QUOTA, f"{client_id} far below its quota ({rate / QUOTA:.3f} x): over-throttled"
-            assert throttled_responses(proxy, "consumer_byte_rate", client_id) > 0
+        assert_held(proxy, "consumer_byte_rate", measured)
         assert len(got["free"]) == total, "the unlimited consumer did not read everything meanwhile"
         assert throttled_responses(proxy, "consumer_byte_rate", "free-consumer") == 0
         for kind in PYTHON:
