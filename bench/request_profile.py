@@ -16,8 +16,13 @@ requests) or ``group`` (a consumer group of 10 polling 100 partitions), and the 
   wall-clock profile on a loaded machine charges the waits for a core to the writes that woke the peers; slower:
   compare only profiles with each other), its top functions by own time printed when it stops.
 
-Usage: ``python bench/request_profile.py [--broker kafka|tansu] [--workload single|group] [--small 20000]
-[--strace] [--perf /tmp/proxy.perf] [--profile /tmp/proxy.prof]``
+``--relay kroxylicious`` watches Kroxylicious (bench/kroxylicious.py, Kafka only) the same way instead of the proxy,
+for the peer's user and kernel time and system calls per request (``--profile`` is the proxy's alone). Its CPU here
+leaves out its JIT compiler's threads, as bench/anchors_kroxylicious.py does; ``--warm-up N`` first sends N
+one-message Produce requests, not measured (a JVM's first requests run interpreted).
+
+Usage: ``python bench/request_profile.py [--broker kafka|tansu] [--relay proxy|kroxylicious]
+[--workload single|group] [--small 20000] [--warm-up 0] [--strace] [--perf /tmp/proxy.perf] [--profile /tmp/proxy.prof]``
 """
 
 from __future__ import annotations
@@ -38,15 +43,32 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from bench.anchors_common import CLOCK_TICKS, ProxyProcess, load  # noqa: E402
 from bench.anchors_kroxylicious import GROUP_PARTITIONS, QUOTAS  # noqa: E402
 from bench.common import free_port, stop_processes, tansu, wait_for_port  # noqa: E402
+from bench.kroxylicious import KroxyliciousProcess  # noqa: E402
 from bench.rdkafka_workloads import group_polling, produce_single  # noqa: E402
 from tests.harness import cluster_ports  # noqa: E402
 from tests.kafka_cluster import KafkaCluster  # noqa: E402
 
 
-def user_system(pid: int) -> tuple[float, float]:
-    with open(f"/proc/{pid}/stat") as f:
+def user_system(pid: int, task: str | None = None) -> tuple[float, float]:
+    with open(f"/proc/{pid}/stat" if task is None else f"/proc/{pid}/task/{task}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS
+
+
+def working(pid: int) -> tuple[float, float]:
+    """The process's user and system CPU seconds less a JVM's JIT compiler threads' (none in the proxy), as
+    bench/anchors_kroxylicious.py leaves them out."""
+    user, system = user_system(pid)
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/comm") as f:
+                if "CompilerThre" not in f.read():
+                    continue
+            compiler_user, compiler_system = user_system(pid, task)
+        except OSError:  # a thread that ended meanwhile
+            continue
+        user, system = user - compiler_user, system - compiler_system
+    return user, system
 
 
 def create(bootstrap: str, topic: str, partitions: int) -> None:
@@ -93,8 +115,10 @@ def perf_summary(path: str) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--broker", choices=("kafka", "tansu"), default="kafka")
+    parser.add_argument("--relay", choices=("proxy", "kroxylicious"), default="proxy", help="the process watched")
     parser.add_argument("--workload", choices=("single", "group"), default="single")
     parser.add_argument("--small", type=int, default=20_000, help="single: one-message Produce requests")
+    parser.add_argument("--warm-up", type=int, default=0, help="one-message Produce requests before, not measured")
     parser.add_argument("--group-seconds", type=float, default=10.0)
     parser.add_argument("--consumers", type=int, default=10)
     parser.add_argument("--strace", action="store_true", help="count the proxy's system calls (slows it)")
@@ -102,6 +126,8 @@ def main() -> int:
     parser.add_argument("--profile", metavar="FILE", help="run the proxy under cProfile, its output in FILE")
     parser.add_argument("--inflight", type=int, help="the proxy's connections.max.inflight.requests (its default)")
     args = parser.parse_args()
+    if args.relay == "kroxylicious" and (args.broker != "kafka" or args.profile):
+        parser.error("--relay kroxylicious runs in front of --broker kafka, without --profile")
     cluster = broker = None
     proxy_port, base = cluster_ports(4)
     if args.broker == "kafka":
@@ -114,10 +140,13 @@ def main() -> int:
         upstream, node_id = f"127.0.0.1:{broker_port}", None
     python = [str(Path(__file__).resolve().with_name("cpu_profile.py")), args.profile] if args.profile else []
     settings = {} if args.inflight is None else {"connections.max.inflight.requests": args.inflight}
-    proxy = ProxyProcess(proxy_port, upstream, QUOTAS, settings, broker_port_base=base, python=python).start()
+    if args.relay == "kroxylicious":
+        proxy = KroxyliciousProcess(proxy_port, upstream, Path(cluster.directory) / "kroxylicious").start()
+    else:
+        proxy = ProxyProcess(proxy_port, upstream, QUOTAS, settings, broker_port_base=base, python=python).start()
     try:
         if node_id is not None:
-            wait_for_port(base + node_id, 60)
+            wait_for_port(proxy_port + 1 + node_id if args.relay == "kroxylicious" else base + node_id, 60)
         bootstrap = f"127.0.0.1:{proxy_port}"
         pid = proxy.proc.pid
         topic = f"profiled-{args.workload}"
@@ -130,9 +159,11 @@ def main() -> int:
             so a group's joining (and the codec compiled for its first requests) is left out, as the anchors do."""
             if not marks:
                 started.extend(watchers(pid, args))
-            marks.append(user_system(pid))
+            marks.append(working(pid))
             return 0.0
 
+        if args.warm_up:
+            produce_single(bootstrap, topic, args.warm_up, lambda: 0.0)
         if args.workload == "single":
             outcome = produce_single(bootstrap, topic, args.small, mark)
             requests = args.small
@@ -146,8 +177,8 @@ def main() -> int:
             watcher.send_signal(signal.SIGINT)
             watcher.wait(60)
         print(
-            f"{args.workload} through the proxy in front of {args.broker}: {requests} requests in "
-            f"{outcome.seconds:.1f} s ({requests / outcome.seconds:.0f}/s); proxy CPU per request "
+            f"{args.workload} through {args.relay} in front of {args.broker}: {requests} requests in "
+            f"{outcome.seconds:.1f} s ({requests / outcome.seconds:.0f}/s); its CPU per request "
             f"{(u1 - u0 + s1 - s0) / requests * 1e6:.1f} us ({(u1 - u0) / requests * 1e6:.1f} user, "
             f"{(s1 - s0) / requests * 1e6:.1f} kernel); load {load()}"
         )
