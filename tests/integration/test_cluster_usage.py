@@ -8,7 +8,11 @@ runs on an event loop whose name lookups send ``localhost`` to its own sidecar's
 would. The proxies' own clients (the usage topic's publisher and follower) reach Tansu directly, as a sidecar's do.
 Admitted bytes are what the producers had acknowledged, so the figures are what the proxies let through. Bounds are
 generous (rates, not timings). Measured on this machine: 0.93-0.99 x under ``cluster`` (``quota.smoothing`` on, its
-default with a usage topic; 0.81-0.95 x with it off), 1.87-1.91 x under ``broker``. Then sidecar b stops: its
+default with a usage topic; 0.81-0.95 x with it off), 1.87-1.91 x under ``broker``, each producer throttled 82-95 %
+of the time. Below the lower bound the test fails only where a sidecar held its producer (throttled half the time or
+more) to less than its part of the bound: on a loaded machine the producers may fall short by themselves (a full
+run once measured 0.78 + 0.81 x under ``broker``), while usage counted twice or a throttle too long holds them
+throughout (the ``cluster`` scope's sidecars hold theirs 85-103 % of the time). Then sidecar b stops: its
 tombstone makes a forget it at once (no fallback); sidecar c joins and dies (no tombstone): a keeps to its
 per-broker share once c's last record is older than ``quota.cluster.stale.ms``.
 """
@@ -34,6 +38,13 @@ WARM_UP_S = {
 # bucket and more before it sees the other's usage, and both then pay that debt back (0.59 x measured over 2-5 s in a
 # quiet make test with 2.0)
 MEASURE_S = 3.0
+
+
+def throttle_s(proxy) -> float:
+    """Seconds of throttle the sidecar has applied to the tenant so far."""
+    return proxy.metric(
+        "kafka_quota_proxy_quota_throttle_time_seconds_total", quota="producer_byte_rate", user="", client_id="shared"
+    )
 
 
 def produce_flat_out(address: str, port: int, halt: threading.Event, acked: list) -> None:
@@ -88,7 +99,12 @@ def test_one_tenant_through_two_sidecars_gets_its_quota_once_or_per_sidecar(scop
             # took to start them (counted from before their start, a burst and its throttle came late, into it)
             wait_until(lambda: all(acked.values()), 30, "both producers acknowledged")
             start = max(into[0][0] for into in acked.values())
-            time.sleep(max(0.0, start + WARM_UP_S[scope] + MEASURE_S + 0.3 - time.monotonic()))
+            window = (start + WARM_UP_S[scope], start + WARM_UP_S[scope] + MEASURE_S)
+            time.sleep(max(0.0, window[0] - time.monotonic()))  # deliberate: the measurement's start
+            throttled = [throttle_s(p) for p in proxies]
+            time.sleep(max(0.0, window[1] - time.monotonic()))  # deliberate: the measurement window
+            held = [(throttle_s(p) - before) / MEASURE_S for p, before in zip(proxies, throttled)]
+            time.sleep(0.3)  # deliberate: the window's last acknowledgements
         finally:
             halt.set()
             for client in clients:
@@ -115,14 +131,26 @@ def test_one_tenant_through_two_sidecars_gets_its_quota_once_or_per_sidecar(scop
         for proxy in proxies:
             proxy.stop()
         broker.stop()
-    window = (start + WARM_UP_S[scope], start + WARM_UP_S[scope] + MEASURE_S)
     per_sidecar = [
         sum(n for at, n in list(into) if window[0] <= at < window[1]) / MEASURE_S / RATE for into in acked.values()
     ]
     assert all(share > 0 for share in per_sidecar), f"a producer got nothing through: {per_sidecar}"
     total = sum(per_sidecar)
-    print(f"quota.scope {scope}: {total:.2f} x producer_byte_rate in total ({per_sidecar})")
-    assert low <= total <= high, f"quota.scope {scope}: {total:.2f} x producer_byte_rate in total ({per_sidecar})"
+    gaps = [  # the longest wait for an acknowledgement in the window: a stall shows here, not in the throttle
+        max(b - a for a, b in zip(at, at[1:])) if len(at) > 1 else MEASURE_S
+        for at in (
+            [window[0], *(t for t, _ in list(into) if window[0] <= t < window[1]), window[1]] for into in acked.values()
+        )
+    ]
+    shares = [f"{share:.2f} x, held {h:.0%}, longest gap {g:.2f} s" for share, h, g in zip(per_sidecar, held, gaps)]
+    print(f"quota.scope {scope}: {total:.2f} x producer_byte_rate in total ({shares})")
+    assert total <= high, f"quota.scope {scope}: {total:.2f} x producer_byte_rate in total ({shares})"
+    # below the lower bound only where no sidecar held its producer to less than its part of it: a producer the
+    # machine slows falls short with little throttle; usage counted twice, or a throttle too long, holds it throughout
+    held_back = [share < low / len(per_sidecar) and h >= 0.5 for share, h in zip(per_sidecar, held)]
+    assert total >= low or not any(held_back), (
+        f"quota.scope {scope}: {total:.2f} x producer_byte_rate in total ({shares}), held back by its sidecars"
+    )
     if scope == "cluster":
         assert all(n > 0 for n in received), f"a sidecar recorded no peer usage: {received}"
 
