@@ -140,6 +140,17 @@ def newcomer(port: int) -> float:
         return GIVE_UP_S
 
 
+def proxy_time(pid: int) -> tuple[float, float]:
+    """``pid``'s CPU seconds so far, and its main thread's seconds runnable but waiting for a core (0 where
+    ``/proc/<pid>/schedstat`` cannot be read): how much of a wait the machine's other work took from the proxy."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            delay = int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        delay = 0.0
+    return cpu_seconds(pid), delay
+
+
 def closed_by_reason(metrics_port: int) -> dict[str, float]:
     """The proxy's connections accepted and closed (by reason) so far, from its metrics."""
     counts: dict[str, float] = {}
@@ -163,6 +174,9 @@ class Churned:
     made: int  # connections the attackers made
     reached: int  # Produce frames that reached the broker
     waits: list[tuple[float, float]]  # (seconds into the flood, the newcomer's wait)
+    proxy_in_waits: list[tuple[float, float]]  # for each wait: the proxy's CPU seconds in it, and its event loop's
+    # seconds runnable but waiting for a core (Linux schedstat, added when it next runs: a wait under way at the
+    # newcomer's start is counted whole)
     most_fds: int
     most_queued: int  # the most connections seen waiting in the kernel's accept queue
     fd_errors: int  # "Too many open files" and "out of file descriptors" lines in the proxy's log
@@ -264,8 +278,12 @@ def churn(
                 time.sleep(0.1)
 
         threading.Thread(target=watch_fds, daemon=True).start()
+        proxy_in_waits: list[tuple[float, float]] = []
         while time.time() < until + after:
-            waits.append((time.time() - start, newcomer(proxy_port)))
+            at, before = time.time() - start, proxy_time(proxy.pid)
+            waits.append((at, newcomer(proxy_port)))
+            after_wait = proxy_time(proxy.pid)
+            proxy_in_waits.append((after_wait[0] - before[0], after_wait[1] - before[1]))
             time.sleep(max(0.0, 0.5 - waits[-1][1]))
         for p in procs:
             p.join()
@@ -281,6 +299,7 @@ def churn(
             made.value,
             reached,
             waits,
+            proxy_in_waits,
             most_fds[0],
             most_queued[0],
             text.count("Too many open files") + text.count("out of file descriptors"),

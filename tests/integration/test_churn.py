@@ -30,6 +30,10 @@ def test_gone_clients_cost_the_broker_a_few_frames_and_the_proxy_keeps_its_descr
 # started by the test, run at the measurements' priority, and the rest of the suite's CPU waits. Beside five other
 # workers and a helper's benchmarks (load 12-30) the attackers took the proxy's cores and the accept queue filled:
 # the newcomer's SYN then waits for the kernel's retransmissions (1 s, 3 s). bench/churn.py --starve measures that.
+# Beside the two other rate groups and four busy loops (load 17-26) it still failed 1 run in 3 (2.33 s), and 3 of 9
+# tries alone at that load (2.13-3.06 s, each sent in the flood's first 0.5 s): a slow newcomer's line gives the
+# proxy's CPU seconds in its wait and its event loop's seconds waiting for a core (2.24 s: 0.28 s of CPU, 1.72 s
+# waiting), so a failure says whether the machine or the proxy took the time.
 @pytest.mark.measures_rate
 @pytest.mark.long_running(seconds=12)
 @pytest.mark.parametrize(
@@ -69,5 +73,12 @@ def test_a_newcomer_is_served_within_2_s_during_and_after_churn_of_one_request_a
     assert result.made > 300, "the flood did not run"
     assert result.fd_errors == 0
     assert len(result.waits) >= 4
-    slow = [(round(at, 2), round(wait, 2)) for at, wait in result.waits if wait > NEWCOMER_MAX_WAIT_S]
-    assert not slow, f"newcomers answered after more than 2 s (seconds into the flood, wait): {slow}"
+    slow = [
+        (round(at, 2), round(wait, 2), round(cpu, 2), round(waited, 2))
+        for (at, wait), (cpu, waited) in zip(result.waits, result.proxy_in_waits)
+        if wait > NEWCOMER_MAX_WAIT_S
+    ]
+    assert not slow, (
+        "newcomers answered after more than 2 s (seconds into the flood, wait, the proxy's CPU seconds in it, its "
+        f"event loop's seconds waiting for a core in it): {slow}; most in the accept queue {result.most_queued}"
+    )
