@@ -220,7 +220,7 @@ class OwnKafka:
                     client_id,
                     address,
                     type(request).__name__,
-                    exc or type(exc).__name__,
+                    str(exc) or type(exc).__name__,  # a timeout's str() is empty: its class says what happened
                 )
         return None
 

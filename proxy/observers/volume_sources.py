@@ -297,7 +297,7 @@ class LogDirsPoller(_Evaluating):
                     broker_id,
                     address,
                     version,
-                    exc or type(exc).__name__,
+                    str(exc) or type(exc).__name__,  # a timeout's str() is empty: its class says what happened
                 )
         return answered
 

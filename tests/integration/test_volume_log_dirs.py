@@ -90,7 +90,7 @@ def wait_for_state(proxy, expected: str, timeout: float = 15.0) -> str:
     return expected
 
 
-def test_describe_log_dirs_moves_produce_through_open_throttle_pause_and_back():
+def test_describe_log_dirs_moves_produce_through_open_throttle_pause_and_back(caplog):
     scripted = LogDirsBroker()
     scripted.broker.start()
     config = proxy_config(free_port(), scripted.broker.port, **{"upstream.connect.timeout.ms": 1000})
@@ -124,6 +124,9 @@ def test_describe_log_dirs_moves_produce_through_open_throttle_pause_and_back():
         scripted.answering = False  # the broker stops answering DescribeLogDirs: its snapshot goes stale
         assert wait_for_state(proxy, "PAUSE", timeout=10) == "PAUSE"
         assert proxy.metric("kafka_quota_proxy_volume_missing_data", node_id=str(NODE)) == 1
+        # each unanswered poll is logged with what ended it: a timeout, whose str() is empty, by its class
+        unanswered = [r.getMessage() for r in caplog.records if "did not answer DescribeLogDirs" in r.getMessage()]
+        assert unanswered and all(m.endswith(": TimeoutError") for m in unanswered), unanswered
         described = [h for h, _ in scripted.broker.requests if h.api_key == DESCRIBE_LOG_DIRS]
         assert described and all(h.api_version == 4 for h in described)
     finally:
