@@ -19,9 +19,12 @@ are retried until the pause is lifted, and then every record is written once.
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import threading
 import time
+from contextlib import contextmanager
 
 import pytest
 
@@ -42,10 +45,11 @@ class PacedProducer(threading.Thread):
     client lives only while the thread runs: a failed test's report keeps this object, and a client kept with it
     would go on dialling the stopped sidecars (and logging each refusal) for the rest of the run."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, timeline: Timeline) -> None:
         super().__init__(daemon=True)
         self.bootstrap = bootstrap
         self.topic = topic
+        self.timeline = timeline
         self.acked: list[tuple[float, int]] = []
         self.errors: list[str] = []
         self.halt = threading.Event()
@@ -56,6 +60,17 @@ class PacedProducer(threading.Thread):
         else:
             self.errors.append(str(err))
 
+    def _statistics(self, text: str) -> None:
+        """librdkafka's statistics (every second): each connected broker's requests awaiting an answer and round
+        trip, for the timeline."""
+        brokers = [b for b in json.loads(text).get("brokers", {}).values() if b.get("nodeid", -1) >= 0]
+        seen = [
+            f"broker {b['nodeid']} {b['state']} awaiting {b['waitresp_cnt']} rtt {b['rtt']['avg'] / 1e6:.1f} s"
+            for b in sorted(brokers, key=lambda b: b["nodeid"])
+            if b["state"] != "INIT"  # never connected
+        ]
+        self.timeline.note("client: " + (", ".join(seen) or "no broker connection"))
+
     def run(self) -> None:
         from confluent_kafka import Producer
 
@@ -65,6 +80,9 @@ class PacedProducer(threading.Thread):
                 "linger.ms": 5,
                 "message.timeout.ms": 120000,
                 "client.id": "volume-producer",
+                "statistics.interval.ms": 1000,
+                "stats_cb": self._statistics,
+                "logger": self.timeline.client_log,  # its disconnections and failed connects, timed
             }
         )
         n, start = 0, time.monotonic()
@@ -84,6 +102,53 @@ class PacedProducer(threading.Thread):
         """Bytes/s acknowledged over the last ``seconds``."""
         since = time.monotonic() - seconds
         return sum(1 for t, _ in self.acked if t >= since) * 1024 / seconds
+
+
+class Timeline(logging.Handler):
+    """What a failed rate says beside its number: the acknowledgements per second, the phases, what the client
+    logged and its brokers' round trips, and what each sidecar logged (volume state changes, failed dials, brokers
+    that did not answer DescribeLogDirs), by sidecar, all on one clock. Whether the client stalled (no answers),
+    was slow (answers, few bytes) or was refused, and by which sidecar."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.start = time.monotonic()
+        self.events: list[tuple[float, str]] = []
+        self.sidecars_named: dict[int, str] = {}  # a proxy's loop thread -> its name in the timeline
+        self.client_log = logging.getLogger(f"{__name__}.client")
+        self.client_log.propagate = False
+        self.client_log.setLevel(logging.INFO)  # librdkafka says "Disconnected" at INFO
+        self.client_log.addHandler(self)
+
+    def note(self, what: str) -> None:
+        self.events.append((time.monotonic(), what))
+
+    @contextmanager
+    def sidecars(self, cluster, name: str, configs: list[dict]):
+        """``cluster.sidecars(configs=configs)``, a phase of the test: what its proxies log is named by phase and
+        sidecar until they have stopped (a thread's id may be reused by the next phase's)."""
+        with cluster.sidecars(configs=configs) as proxies:
+            self.sidecars_named = {proxy.thread.ident: f"{name} sidecar {i}" for i, proxy in enumerate(proxies, 1)}
+            self.note(f"-- {name}")
+            try:
+                yield proxies
+            finally:
+                self.note(f"-- {name}: stopping its sidecars")
+        self.sidecars_named = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        source = "client" if record.name == self.client_log.name else self.sidecars_named.get(record.thread)
+        if source is not None:  # the test's own clients and the sidecars' start (main thread) left out
+            self.events.append((time.monotonic(), f"{source}: {record.getMessage()[:200]}"))
+
+    def story(self, acked: list[tuple[float, int]]) -> str:
+        per_second: dict[int, int] = {}
+        for t, _ in acked:
+            per_second[int(t - self.start)] = per_second.get(int(t - self.start), 0) + 1
+        end = int(time.monotonic() - self.start)
+        lines = [(float(s) + 0.999, f"acknowledged {per_second.get(s, 0)}") for s in range(end + 1)]
+        lines += [(t - self.start, what) for t, what in self.events]
+        return "\n".join(f"{t:7.2f} {what}" for t, what in sorted(lines, key=lambda line: line[0]))
 
 
 def disk(cluster) -> tuple[int, int]:
@@ -124,7 +189,17 @@ def states(proxies) -> list[str | None]:
     ]
 
 
-def test_real_log_dirs_move_a_producer_through_throttle_and_pause_and_raised_limits_release_it(kafka3):
+@pytest.fixture
+def timeline():
+    """A :class:`Timeline` hearing every thread's log records while the test runs."""
+    line = Timeline()
+    logging.getLogger().addHandler(line)
+    yield line
+    logging.getLogger().removeHandler(line)
+    line.client_log.removeHandler(line)
+
+
+def test_real_log_dirs_move_a_producer_through_throttle_and_pause_and_raised_limits_release_it(kafka3, timeline):
     cluster = kafka3
     total, usable = disk(cluster)
     d = min(0.05 * total, usable / 4)
@@ -132,10 +207,10 @@ def test_real_log_dirs_move_a_producer_through_throttle_and_pause_and_raised_lim
     java_id = unique_topic("volume-java")
     java = None
     with topics(cluster, "volume", count=2) as (topic, java_topic):
-        producer = PacedProducer(cluster.proxy_bootstrap, topic)
+        producer = PacedProducer(cluster.proxy_bootstrap, topic, timeline)
         try:
             # THROTTLE: free space halfway between the soft (free + d) and the hard (free - d) limits
-            with cluster.sidecars(configs=volume_configs(cluster, usable + d, usable - d)) as proxies:
+            with timeline.sidecars(cluster, "THROTTLE", volume_configs(cluster, usable + d, usable - d)) as proxies:
                 wait_until(lambda: states(proxies) == ["THROTTLE"] * 3, 15, "THROTTLE on every sidecar")
                 for proxy in proxies:  # as /metrics shows each sidecar's view of the cluster
                     assert proxy.scraped("kafka_quota_proxy_volume_missing_data") == {}  # no live broker without data
@@ -156,17 +231,21 @@ def test_real_log_dirs_move_a_producer_through_throttle_and_pause_and_raised_lim
                         assert abs(free_bytes - usable) < 0.01 * total
                     assert proxy.metric("kafka_quota_proxy_volume_factor") == pytest.approx(0.5, abs=0.1)
                 producer.start()
-                wait_until(lambda: producer.acked, 30, "the first acknowledgement")
+                wait_until(lambda: producer.acked, 30, lambda: f"the first acknowledgement\n{timeline.story([])}")
+                timeline.note("first acknowledgement")
                 # measured: the acknowledgements of the last 8 of these 9 s. One answer acknowledges a whole batch,
                 # so a short window moves with where the throttled answers fall: 4 s read 0.0 once in a make test
                 # at load 19 (0.36 run alone)
                 time.sleep(9)
                 throttled = producer.rate(8)
+                timeline.note(f"measured over the last 8 s: {throttled / BASE_RATE:.2f} x produce_base_rate")
                 print(f"throttled: {throttled / BASE_RATE:.2f} x produce_base_rate")
-                assert 0.2 * BASE_RATE < throttled < 0.8 * BASE_RATE, throttled / BASE_RATE  # 0.5 x the base rate
+                assert 0.2 * BASE_RATE < throttled < 0.8 * BASE_RATE, (  # 0.5 x the base rate
+                    f"{throttled / BASE_RATE:.2f} x produce_base_rate\n{timeline.story(producer.acked)}"
+                )
 
             # PAUSE: the hard limit (free + d) is passed
-            with cluster.sidecars(configs=volume_configs(cluster, usable + 2 * d, usable + d)) as proxies:
+            with timeline.sidecars(cluster, "PAUSE", volume_configs(cluster, usable + 2 * d, usable + d)) as proxies:
                 wait_until(lambda: states(proxies) == ["PAUSE"] * 3, 15, "PAUSE on every sidecar")
                 java = java_producer(
                     cluster, cluster.proxy_bootstrap, java_topic, JAVA_RECORDS, java_id, "acks=all", record_size=100
@@ -183,7 +262,9 @@ def test_real_log_dirs_move_a_producer_through_throttle_and_pause_and_raised_lim
                 time.sleep(1.5)  # answers already on their way may still be acknowledged
                 paused_at = len(producer.acked)
                 time.sleep(2.5)  # deliberate: time paused, in which nothing may be acknowledged
-                assert len(producer.acked) == paused_at, "acknowledgements while paused"
+                assert len(producer.acked) == paused_at, (
+                    f"acknowledgements while paused\n{timeline.story(producer.acked)}"
+                )
                 assert not producer.errors, producer.errors[:3]  # retriable: the client retries, reports nothing
                 assert java.poll() is None and end_offsets(cluster, java_topic) == 0  # Java's retries wait too
                 assert (
@@ -195,23 +276,27 @@ def test_real_log_dirs_move_a_producer_through_throttle_and_pause_and_raised_lim
                 )  # the producer kept trying through the new sidecars
 
             # raised limits: OPEN, full speed
-            with cluster.sidecars(configs=volume_configs(cluster, usable - d, usable - 2 * d)) as proxies:
+            with timeline.sidecars(cluster, "OPEN", volume_configs(cluster, usable - d, usable - 2 * d)) as proxies:
                 wait_until(lambda: states(proxies) == ["OPEN"] * 3, 15, "OPEN on every sidecar")
                 resumed = len(producer.acked)
                 wait_until(
                     lambda: len(producer.acked) > resumed + 2 * OFFERED // 1024,
                     20,
-                    "two seconds' worth acknowledged after the PAUSE",
+                    lambda: f"two seconds' worth acknowledged after the PAUSE\n{timeline.story(producer.acked)}",
                 )
                 time.sleep(2.5)  # deliberate: the Java producer runs on open before its summary is read
                 sent, output = perf_summary(java, 60)  # every record acknowledged once open
                 assert sent == JAVA_RECORDS, output[-2000:]
                 full = producer.rate(2)
+                timeline.note(f"measured over the last 2 s: {full / BASE_RATE:.2f} x produce_base_rate")
                 print(f"open again: {full / OFFERED:.2f} x offered")
                 # not slowed by the volume quota: well above the THROTTLE phase's rate, measured the same way in
                 # the same run (an absolute floor measured the machine: 1.5 x BASE_RATE failed at 1.04 x with both
                 # cores kept busy; THROTTLE gives about 0.5 x)
-                assert full > 1.5 * throttled, (full / BASE_RATE, throttled / BASE_RATE)
+                assert full > 1.5 * throttled, (
+                    f"{full / BASE_RATE:.2f} x produce_base_rate open, {throttled / BASE_RATE:.2f} x throttled\n"
+                    f"{timeline.story(producer.acked)}"
+                )
                 producer.halt.set()
                 producer.join(60)
         finally:
