@@ -167,7 +167,11 @@ def volume_configs(cluster, soft_free: float, hard_free: float) -> list[dict]:
     for config in out:
         config["volume_usage"] = {
             "source": "describe_log_dirs",
-            "freshness_seconds": 10,
+            # a broker's data goes stale (and missing_data_action, PAUSE, applies) after a minute without an
+            # answer: with 10 s (as first written) a loaded machine's polls (each bounded by 2 s here, through these
+            # in-process sidecars) timed out for long enough, and a sidecar paused the producer for 4.4 s in the
+            # middle of the OPEN phase
+            "freshness_seconds": 60,
             "produce_base_rate": BASE_RATE,
             "pause_delay_ms": 500,
             "describe_log_dirs": {
