@@ -1,6 +1,7 @@
-"""The optional C extension of the codec's hot path (proxy/codec/native/; proxy/codec/accel.py chooses it or the
-pure Python). Everything else is in pyproject.toml. ``optional=True``: where no C compiler works the build goes on
-without it, and the proxy runs the pure path."""
+"""The optional C extensions of the hot path. The codec's (proxy/codec/native/; proxy/codec/accel.py chooses it or the
+pure Python) and the sampled rate's (quota/primitives/native/rate.c; quota/primitives/rate.py chooses it or
+``PureRate``). Everything else is in pyproject.toml. ``optional=True``: where no C compiler works the build goes on
+without them, and the proxy runs the pure path."""
 
 from pathlib import Path
 
@@ -14,6 +15,12 @@ setup(
             depends=["proxy/codec/native/accel.h"],
             optional=True,
             extra_compile_args=["-O2", "-fvisibility=hidden"],  # only PyInit__accel exported
-        )
+        ),
+        Extension(
+            "quota.primitives._rate",
+            sources=["quota/primitives/native/rate.c"],
+            optional=True,
+            extra_compile_args=["-O2", "-fvisibility=hidden"],  # only PyInit__rate exported
+        ),
     ]
 )

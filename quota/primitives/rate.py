@@ -1,4 +1,6 @@
-"""Kafka's sampled-window rate (``Rate`` over a ``WindowedSum``/``SampledStat``), in plain Python.
+"""Kafka's sampled-window rate (``Rate`` over a ``WindowedSum``/``SampledStat``), in plain Python: :class:`PureRate`,
+the reference. :data:`Rate`, what the quota managers use, is it or its C twin (quota/primitives/native/rate.c, built
+where a compiler is; ``KAFKA_QUOTA_PROXY_PURE_PYTHON=1`` keeps the pure class), chosen once at import.
 
 Facts carried over from apache/kafka ``clients/.../metrics/stats/Rate.java`` and ``SampledStat.java``:
 
@@ -20,9 +22,12 @@ Kafka's ``getMaxValueInQuotaWindow`` is exactly this amount.
 
 from __future__ import annotations
 
+import os
 from array import array
 from dataclasses import dataclass
 from functools import lru_cache
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 DEFAULT_QUOTA_WINDOW_NUM = 11
 """Kafka ``quota.window.num`` default (``QuotaConfig.NUM_QUOTA_SAMPLES_DEFAULT``)."""
@@ -64,6 +69,9 @@ class QuotaWindow:
         return (self.num - 1) * self.size_ms
 
 
+_DEFAULT_WINDOW = QuotaWindow()
+"""A rate's window unless told: Kafka's defaults."""
+
 _NEVER = -(1 << 62)
 """A time before every other: a rate's :attr:`Rate._fresh_until` not known yet."""
 
@@ -71,8 +79,9 @@ _START, _LAST, _VALUE = 0, 1, 2
 """Where each of a sample's three numbers is in its slot of a rate's array (``SampledStat.Sample``'s fields)."""
 
 
-class Rate:
-    """A windowed sum divided by the elapsed time, exactly as Kafka's ``Rate`` measures it.
+class PureRate:
+    """A windowed sum divided by the elapsed time, exactly as Kafka's ``Rate`` measures it: the reference of
+    :data:`Rate`, which is this class or its C twin (see :func:`_choose`).
 
     Values are recorded and measured at caller-supplied ``now_ms``; time must not go backwards. ``measure`` is in
     units per second (bytes/s for byte-rate quotas). See the module docstring for the start-up burst rule.
@@ -86,7 +95,7 @@ class Rate:
 
     __slots__ = ("window", "_s", "_current", "_shape", "_held", "_fresh_until")
 
-    def __init__(self, window: QuotaWindow = QuotaWindow()) -> None:
+    def __init__(self, window: QuotaWindow = _DEFAULT_WINDOW) -> None:
         self.window = window
         self._s = array("d")
         self._current = 0  # the slot of the current sample
@@ -288,6 +297,40 @@ class Rate:
         s = self._s
         samples = [(int(s[i]), int(s[i + _LAST]), s[i + _VALUE]) for i in range(0, len(s), 3)]
         return f"Rate(window={self.window!r}, samples(start_ms, last_event_ms, value)={samples!r})"
+
+
+PURE_ENV = "KAFKA_QUOTA_PROXY_PURE_PYTHON"
+"""Set (not empty, not 0), the pure class is the one in use even where the C twin is built (as for the codec:
+``proxy.codec.accel.PURE_ENV``, the same name; quota/ imports nothing of proxy/)."""
+
+
+def _load() -> tuple[ModuleType | None, str]:
+    """(the C twin's module, or None for :class:`PureRate`; a line saying which and why): the twin
+    ``quota.primitives._rate`` when it is built (setup.py, from quota/primitives/native/, where a C compiler is
+    present) and not switched off. It keeps the same samples and answers the same at every step
+    (tests/quota/primitives/test_rate_native.py)."""
+    if os.environ.get(PURE_ENV, "") not in ("", "0"):
+        return None, f"pure Python ({PURE_ENV} is set)"
+    try:
+        from quota.primitives import _rate  # type: ignore[attr-defined]  # built only where a compiler was
+    except ImportError:
+        return None, "pure Python (the C extension is not built)"
+    module: ModuleType = _rate
+    module.configure(_DEFAULT_WINDOW)
+    return module, "C extension"
+
+
+_TWIN, RATE_PATH = _load()
+
+if TYPE_CHECKING or _TWIN is None:  # typed as the pure class: the twin has its methods and attributes
+    Rate = PureRate
+else:
+
+    class Rate(_TWIN.Rate):
+        """Kafka's sampled-window rate in C (:class:`PureRate`'s twin), as a class of this module: pickled by this
+        name, and its methods replaceable in a test as the pure class's are."""
+
+        __slots__ = ()
 
 
 def at_limit(limit: float, window: QuotaWindow, now_ms: int, less: float = 0.0) -> list[tuple[int, int, float]]:
