@@ -204,6 +204,7 @@ def test_the_wheel_the_image_installs_holds_no_demo_and_needs_no_pyspark(tmp_pat
     assert packages == {"proxy", "quota", "config", "analytics"}
     assert "proxy/cli/main.py" in names and not any(n.startswith(("demo/", "tests/", "bench/")) for n in names)
     assert any(n.startswith("proxy/codec/_accel.") for n in names), "the C extension, built as the image builds it"
+    assert any(n.startswith("quota/primitives/_rate.") for n in names), "the rate's C twin, built beside it"
     requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
     assert any("prometheus-client" in r for r in requires)
     assert all("extra ==" in r for r in requires if "pyspark" in r), requires

@@ -205,6 +205,9 @@ def test_the_wheel_holds_the_four_packages_and_nothing_else_of_the_repository(in
     assert data, "the package data the proxy reads at run time"
     extension = {n for n in names if n.startswith("proxy/codec/_accel.") and n.endswith(".so")}
     assert len(extension) == 1, "the codec's C extension, built where a compiler is (proxy/codec/accel.py)"
+    twin = {n for n in names if n.startswith("quota/primitives/_rate.") and n.endswith(".so")}
+    assert len(twin) == 1, "the rate's C twin, built where a compiler is (quota/primitives/rate.py)"
+    extension |= twin
     assert {n for n in names if not n.split("/")[0].endswith(".dist-info")} == source | data | extension
     assert "kafka-quota-proxy = proxy.cli.main:main" in entry_points
     assert "Provides-Extra: analytics" in metadata
