@@ -6,11 +6,13 @@
  * and every field). Each method below mirrors the pure one of the same name.
  *
  * The samples are the pure class's array('d'): three doubles per slot (start, last event, value), at most num + 1
- * slots. Times are doubles here as there (a clock's milliseconds are exact below 2**53, as are the bound and the
- * elapsed times computed from them); what the pure class hands back as an int when the caller's time was an int
- * (window_size_ms, the elapsed time of peek_with_window), this hands back as an int too. A limit given as an int is
- * multiplied as an int, then made a double, as Python's int * int then int - float do. Sums over the samples are
- * Python's sum(): a plain loop where it is one (below 3.12), the builtin itself where it compensates (3.12 on). */
+ * slots. Times are doubles here as there; so is the purge bound, which the pure class keeps as an int: the same
+ * value and the same comparisons for any time below 2**53 ms (285,000 years) either side of 0. What the pure class
+ * hands back as an int when the caller's time was an int (window_size_ms, the elapsed time of peek_with_window), this
+ * hands back as an int too. A limit given as an int is multiplied as an int, then made a double, as Python's
+ * int * int then int - float do. The held sum is a Python number as there: a float, or the int 0 that sum() gives of
+ * no positive value, to which ints are then added exactly. Sums over the samples are Python's sum(): a plain loop
+ * where it is one (below 3.12), the builtin itself where it compensates (3.12 on). */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -35,7 +37,7 @@ typedef struct {
     long long num;      /* window.num: num + 1 slots at most */
     double size_ms, span_ms, min_full_windows; /* _shape's first three */
     long long least_seconds;                   /* _shape's fourth: (num - 1) * size_seconds */
-    double held;                               /* _held */
+    PyObject *held; /* _held: a float, or an int as the pure class's (sum() of no positive value, then ints added) */
     double fresh_until;                        /* _fresh_until */
 } RateObject;
 
@@ -46,15 +48,25 @@ typedef struct {
 
 /* -- numbers as Python computes them ------------------------------------------------------------------------- */
 
+/* An int as float(int) makes it: exact below 2**53 (a clock's milliseconds, a count of bytes) without
+ * PyLong_AsDouble's general path, correctly rounded (or OverflowError) above. */
+static double int_as_double(PyObject *o) {
+    int overflow;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (!overflow && v > -(1LL << 53) && v < (1LL << 53)) return (double)v;
+    return PyLong_AsDouble(o);
+}
+
 /* A time: (its value as a double, whether it was an int). */
 static int as_time(PyObject *o, double *out, int *is_int) {
     *is_int = PyLong_Check(o);
-    *out = *is_int ? PyLong_AsDouble(o) : PyFloat_AsDouble(o);
+    *out = *is_int ? int_as_double(o) : PyFloat_AsDouble(o);
     return (*out == -1.0 && PyErr_Occurred()) ? -1 : 0;
 }
 
+/* A value as Python's float arithmetic takes it (an int made a double first). */
 static int as_double(PyObject *o, double *out) {
-    *out = PyFloat_AsDouble(o);
+    *out = PyFloat_CheckExact(o) ? PyFloat_AS_DOUBLE(o) : PyLong_Check(o) ? int_as_double(o) : PyFloat_AsDouble(o);
     return (*out == -1.0 && PyErr_Occurred()) ? -1 : 0;
 }
 
@@ -126,14 +138,19 @@ static PyObject *elapsed_object(double elapsed, int one, int is_int) {
     return (is_int || one) ? PyLong_FromDouble(elapsed) : PyFloat_FromDouble(elapsed);
 }
 
-/* sum() of the values of slots with `keep` (all when NULL): what the builtin gives, as a double. */
-static int sum_values(const RateObject *r, int positive_only, double *out) {
+/* sum() of the samples' values (positive_only: of those above 0), as the builtin gives it: an int 0 when there is
+ * none, else a float. */
+static PyObject *sum_object(const RateObject *r, int positive_only) {
 #if PY_VERSION_HEX < 0x030C0000
     double total = 0.0;
-    for (Py_ssize_t i = VALUE; i < r->len; i += 3)
-        if (!positive_only || r->s[i] > 0) total += r->s[i];
-    *out = total;
-    return 0;
+    int any = 0;
+    for (Py_ssize_t i = VALUE; i < r->len; i += 3) {
+        if (!positive_only || r->s[i] > 0) {
+            total += r->s[i];
+            any = 1;
+        }
+    }
+    return any ? PyFloat_FromDouble(total) : PyLong_FromLong(0);
 #else
     PyObject *values = PyList_New(0);
     if (values == NULL) return -1;
@@ -149,6 +166,20 @@ static int sum_values(const RateObject *r, int positive_only, double *out) {
     }
     PyObject *total = PyObject_CallOneArg(Builtins_sum, values);
     Py_DECREF(values);
+    return total;
+#endif
+}
+
+/* sum_object as a double. */
+static int sum_values(const RateObject *r, int positive_only, double *out) {
+#if PY_VERSION_HEX < 0x030C0000
+    double total = 0.0;
+    for (Py_ssize_t i = VALUE; i < r->len; i += 3)
+        if (!positive_only || r->s[i] > 0) total += r->s[i];
+    *out = total;
+    return 0;
+#else
+    PyObject *total = sum_object(r, positive_only);
     if (total == NULL) return -1;
     *out = PyFloat_AsDouble(total);
     Py_DECREF(total);
@@ -184,7 +215,21 @@ static int append(RateObject *r, double start, double last, double value) {
     return 0;
 }
 
-static int count_held(RateObject *r) { return sum_values(r, 1, &r->held); }
+static int count_held(RateObject *r) {
+    PyObject *held = sum_object(r, 1);
+    if (held == NULL) return -1;
+    Py_SETREF(r->held, held);
+    return 0;
+}
+
+/* held += value, as Python adds: a float held and an int or float value in doubles; an int held as ints do. */
+static int add_held(RateObject *r, PyObject *value, double v) {
+    PyObject *sum = PyFloat_CheckExact(r->held) ? PyFloat_FromDouble(PyFloat_AS_DOUBLE(r->held) + v)
+                                                : PyNumber_Add(r->held, value);
+    if (sum == NULL) return -1;
+    Py_SETREF(r->held, sum);
+    return 0;
+}
 
 static int advance(RateObject *r, double now, Py_ssize_t *slot) {
     Py_ssize_t current = r->current = (Py_ssize_t)((r->current + 1) % (r->num + 1));
@@ -216,23 +261,52 @@ static int purge(RateObject *r, double now) {
     return count_held(r);
 }
 
-static int add(RateObject *r, double value, double now) {
+static int add(RateObject *r, PyObject *value_object, double value, double now) {
     if (r->len == 0 && append(r, now, now, 0.0) < 0) return -1;
     Py_ssize_t i = r->current * 3;
     if (now - r->s[i] >= r->size_ms && advance(r, now, &i) < 0) return -1;
     r->s[i + VALUE] += value;
     r->s[i + LAST] = now;
-    if (value > 0) r->held += value;
+    if (value > 0 && add_held(r, value_object, value) < 0) return -1;
     if (now < r->fresh_until - r->span_ms) r->fresh_until = now + r->span_ms;
     return 0;
 }
 
+/* least - held - (least + held) * 1e-6 with least = limit * (num - 1) * size_seconds, as Python computes it:
+ * in doubles for a float held (the usual), with Python's own numbers for an int held. */
+static PyObject *floor_object(RateObject *r, PyObject *limit) {
+    if (PyFloat_CheckExact(r->held)) {
+        double least, held = PyFloat_AS_DOUBLE(r->held);
+        if (scaled(limit, (double)r->least_seconds, 1, &least) < 0) return NULL;
+        return PyFloat_FromDouble(least - held - (least + held) * 1e-6);
+    }
+    PyObject *k = PyLong_FromLongLong(r->least_seconds), *millionth = PyFloat_FromDouble(1e-6), *result = NULL;
+    PyObject *least = k == NULL ? NULL : PyNumber_Multiply(limit, k);
+    PyObject *less = least == NULL ? NULL : PyNumber_Subtract(least, r->held);
+    PyObject *both = least == NULL ? NULL : PyNumber_Add(least, r->held);
+    PyObject *margin = both == NULL || millionth == NULL ? NULL : PyNumber_Multiply(both, millionth);
+    if (less != NULL && margin != NULL) result = PyNumber_Subtract(less, margin);
+    Py_XDECREF(k);
+    Py_XDECREF(millionth);
+    Py_XDECREF(least);
+    Py_XDECREF(less);
+    Py_XDECREF(both);
+    Py_XDECREF(margin);
+    return result;
+}
+
 static int within(RateObject *r, PyObject *limit, int *answer) {
-    double least;
-    if (scaled(limit, (double)r->least_seconds, 1, &least) < 0) return -1;
-    double held = r->held;
-    *answer = least - held - (least + held) * 1e-6 >= 0;
-    return 0;
+    if (PyFloat_CheckExact(r->held)) { /* floor_object's first case, without making the float */
+        double least, held = PyFloat_AS_DOUBLE(r->held);
+        if (scaled(limit, (double)r->least_seconds, 1, &least) < 0) return -1;
+        *answer = least - held - (least + held) * 1e-6 >= 0;
+        return 0;
+    }
+    PyObject *floor = floor_object(r, limit), *zero = PyLong_FromLong(0);
+    *answer = floor == NULL || zero == NULL ? -1 : PyObject_RichCompareBool(floor, zero, Py_GE);
+    Py_XDECREF(floor);
+    Py_XDECREF(zero);
+    return *answer < 0 ? -1 : 0;
 }
 
 /* -- the type ------------------------------------------------------------------------------------------------ */
@@ -261,7 +335,9 @@ static int set_window(RateObject *r, PyObject *window) {
     r->least_seconds = (num - 1) * size_seconds;
     r->len = 0;
     r->current = 0;
-    r->held = 0.0;
+    PyObject *zero = PyFloat_FromDouble(0.0);
+    if (zero == NULL) return -1;
+    Py_XSETREF(r->held, zero);
     r->fresh_until = NEVER;
     return 0;
 }
@@ -277,8 +353,21 @@ static int Rate_init(RateObject *r, PyObject *args, PyObject *kwds) {
     return set_window(r, window == NULL ? DefaultWindow : window);
 }
 
+static PyObject *Rate_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    RateObject *r = (RateObject *)type->tp_alloc(type, 0);
+    if (r == NULL) return NULL;
+    r->fresh_until = NEVER;
+    r->held = PyFloat_FromDouble(0.0); /* as __init__ leaves it: never NULL */
+    if (r->held == NULL) {
+        Py_DECREF(r);
+        return NULL;
+    }
+    return (PyObject *)r;
+}
+
 static void Rate_dealloc(RateObject *r) {
     Py_XDECREF(r->window);
+    Py_XDECREF(r->held);
     PyMem_Free(r->s);
     Py_TYPE(r)->tp_free((PyObject *)r);
 }
@@ -318,15 +407,20 @@ static int parse(const char *method, PyObject *const *args, Py_ssize_t nargs, Py
 
 #define ARGS(method, ...)                                                                                          \
     static const char *const names[] = {__VA_ARGS__};                                                              \
-    PyObject *a[sizeof(names) / sizeof(names[0])];                                                                 \
-    if (parse(method, args, nargs, kwnames, names, sizeof(names) / sizeof(names[0]), a) < 0) return NULL;
+    enum { N = sizeof(names) / sizeof(names[0]) };                                                                 \
+    PyObject *const *a = args; /* all by position (the usual call): as given */                                   \
+    PyObject *named[N];                                                                                            \
+    if (kwnames != NULL || nargs != N) {                                                                           \
+        if (parse(method, args, nargs, kwnames, names, N, named) < 0) return NULL;                                 \
+        a = named;                                                                                                 \
+    }
 #define SIGNATURE PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames
 
 static PyObject *Rate_record(RateObject *r, SIGNATURE) {
     ARGS("record", "value", "now_ms");
     double value, now;
     int is_int;
-    if (as_double(a[0], &value) < 0 || as_time(a[1], &now, &is_int) < 0 || add(r, value, now) < 0) return NULL;
+    if (as_double(a[0], &value) < 0 || as_time(a[1], &now, &is_int) < 0 || add(r, a[0], value, now) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -334,7 +428,7 @@ static PyObject *Rate_record_within(RateObject *r, SIGNATURE) {
     ARGS("record_within", "value", "now_ms", "limit");
     double value, now;
     int is_int, answer;
-    if (as_double(a[0], &value) < 0 || as_time(a[1], &now, &is_int) < 0 || add(r, value, now) < 0 ||
+    if (as_double(a[0], &value) < 0 || as_time(a[1], &now, &is_int) < 0 || add(r, a[0], value, now) < 0 ||
         purge(r, now) < 0 || within(r, a[2], &answer) < 0)
         return NULL;
     return PyBool_FromLong(answer);
@@ -351,10 +445,7 @@ static PyObject *Rate_surely_within(RateObject *r, SIGNATURE) {
 static PyObject *Rate_headroom_floor(RateObject *r, SIGNATURE) {
     ARGS("headroom_floor", "limit");
     PyObject *limit = a[0];
-    double least;
-    if (scaled(limit, (double)r->least_seconds, 1, &least) < 0) return NULL;
-    double held = r->held;
-    return PyFloat_FromDouble(least - held - (least + held) * 1e-6);
+    return floor_object(r, limit);
 }
 
 static PyObject *Rate_purge_obsolete_samples(RateObject *r, SIGNATURE) {
@@ -529,7 +620,7 @@ static PyObject *Rate_seed(RateObject *r, SIGNATURE) {
         PyObject *total = PyObject_CallOneArg(Builtins_sum, values);
         Py_DECREF(values);
         if (total == NULL) goto fail;
-        int failed = as_double(total, &value) < 0 || as_time(now_ms, &now, &is_int) < 0 || add(r, value, now) < 0;
+        int failed = as_double(total, &value) < 0 || as_time(now_ms, &now, &is_int) < 0 || add(r, total, value, now) < 0;
         Py_DECREF(total);
         if (failed) goto fail;
         goto done;
@@ -599,14 +690,19 @@ static PyObject *Rate_reduce(RateObject *r, PyObject *unused) {
         }
         PyList_SET_ITEM(s, i, v);
     }
-    return Py_BuildValue("(O(O)(Nndd))", Py_TYPE(r), r->window, s, r->current, r->held, r->fresh_until);
+    return Py_BuildValue("(O(O)(NnOd))", Py_TYPE(r), r->window, s, r->current, r->held, r->fresh_until);
 }
 
 static PyObject *Rate_setstate(RateObject *r, PyObject *state) {
     PyObject *s;
     Py_ssize_t current;
-    double held, fresh_until;
-    if (!PyArg_ParseTuple(state, "O!ndd:__setstate__", &PyList_Type, &s, &current, &held, &fresh_until)) return NULL;
+    PyObject *held;
+    double fresh_until;
+    if (!PyArg_ParseTuple(state, "O!nOd:__setstate__", &PyList_Type, &s, &current, &held, &fresh_until)) return NULL;
+    if (!PyFloat_CheckExact(held) && !PyLong_CheckExact(held)) {
+        PyErr_SetString(PyExc_TypeError, "a rate's held sum is an int or a float");
+        return NULL;
+    }
     Py_ssize_t n = PyList_GET_SIZE(s);
     if (n % 3 || n > 3 * (r->num + 1) || current < 0 || (n && current >= n / 3)) {
         PyErr_SetString(PyExc_ValueError, "not the state of a rate of this window");
@@ -620,7 +716,8 @@ static PyObject *Rate_setstate(RateObject *r, PyObject *state) {
         if (append(r, v[0], v[1], v[2]) < 0) return NULL;
     }
     r->current = current;
-    r->held = held;
+    Py_INCREF(held);
+    Py_SETREF(r->held, held);
     r->fresh_until = fresh_until;
     Py_RETURN_NONE;
 }
@@ -653,7 +750,11 @@ static int set_fresh_until(RateObject *r, PyObject *value, void *unused) {
     return as_time(value, &r->fresh_until, &is_int);
 }
 
-static PyObject *get_held(RateObject *r, void *unused) { return PyFloat_FromDouble(r->held); }
+static PyObject *get_held(RateObject *r, void *unused) {
+    INITIALISED(r);
+    Py_INCREF(r->held);
+    return r->held;
+}
 static PyObject *get_current(RateObject *r, void *unused) { return PyLong_FromSsize_t(r->current); }
 static PyObject *get_sample_count(RateObject *r, void *unused) { return PyLong_FromSsize_t(r->len / 3); }
 static PyObject *get_window(RateObject *r, void *unused) {
@@ -709,7 +810,7 @@ static PyTypeObject RateType = {
     .tp_methods = rate_methods,
     .tp_getset = getset,
     .tp_init = (initproc)Rate_init,
-    .tp_new = PyType_GenericNew,
+    .tp_new = Rate_new,
 };
 
 /* configure(QuotaWindow()): the default window, once, from quota.primitives.rate. */

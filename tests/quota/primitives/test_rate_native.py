@@ -78,7 +78,7 @@ def state(rate: PureRate) -> tuple:
     return (
         repr(rate),
         rate._s.tolist(),
-        float(rate._held),
+        same(rate._held),  # an int after a sum of no positive value, as the pure class's
         rate._fresh_until,
         rate._current,
         rate.sample_count,
