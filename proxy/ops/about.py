@@ -14,6 +14,7 @@ from config.quotas import is_group_item, is_quota_group_item, is_topic_item
 from config.topic_quotas import ON_EXCEED
 from proxy.codec import accel
 from quota.primitives.quota_groups import MEMBER_KEYS
+from quota.primitives.rate import RATE_PATH
 from quota.primitives.topic_quotas import PARTITION
 
 PACKAGE = "kafka-quota-proxy"
@@ -30,9 +31,9 @@ def package_version() -> str:
 
 
 def version_text() -> str:
-    """The version, Python's, and which codec path reads the frames (:mod:`proxy.codec.accel`): the first words of
-    ``--version`` and of the start-up line."""
-    return f"{PACKAGE} {package_version()} (Python {platform.python_version()}, codec: {accel.PATH})"
+    """The version, Python's, which path measures the quotas' sampled rates (:mod:`quota.primitives.rate`) and
+    which reads the frames (:mod:`proxy.codec.accel`): the first words of ``--version`` and of the start-up line."""
+    return f"{PACKAGE} {package_version()} (Python {platform.python_version()}, rate: {RATE_PATH}, codec: {accel.PATH})"
 
 
 def _listener(lc) -> str:

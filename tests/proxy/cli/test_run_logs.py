@@ -20,6 +20,7 @@ from pathlib import Path
 import yaml
 
 from proxy.codec.accel import PATH, PURE_ENV
+from quota.primitives.rate import RATE_PATH
 from tests.harness import free_port, wait_for_port
 
 COMMAND = str(Path(sys.executable).parent / "kafka-quota-proxy")  # the console script pip installed
@@ -76,14 +77,18 @@ def running(tmp_path, *options: str):
             seen.append(lines.get())
 
 
-def test_version_names_the_package_python_and_the_codec_path():
+def test_version_names_the_package_python_and_the_compiled_paths():
     done = subprocess.run([COMMAND, "--version"], capture_output=True, text=True, check=True)
-    expected = f"kafka-quota-proxy {version('kafka-quota-proxy')} (Python {platform.python_version()}, codec: {PATH})"
+    expected = (
+        f"kafka-quota-proxy {version('kafka-quota-proxy')} (Python {platform.python_version()}, rate: {RATE_PATH}, "
+        f"codec: {PATH})"
+    )
     assert done.stdout.strip() == expected
     pure = subprocess.run(
         [COMMAND, "--version"], capture_output=True, text=True, check=True, env={**os.environ, PURE_ENV: "1"}
     )
-    assert " ".join(pure.stdout.split()).endswith(f"codec: pure Python ({PURE_ENV} is set))")  # argparse wraps it
+    pure_text = " ".join(pure.stdout.split())  # argparse wraps it
+    assert pure_text.endswith(f"rate: pure Python ({PURE_ENV} is set), codec: pure Python ({PURE_ENV} is set))")
 
 
 def test_start_up_says_what_is_configured_and_warns_while_the_broker_never_answers(tmp_path):
