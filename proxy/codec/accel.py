@@ -11,26 +11,20 @@ extension is built.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any, TypeVar, cast
 
-PURE_ENV = "KAFKA_QUOTA_PROXY_PURE_PYTHON"
+from quota.primitives.compiled import PURE_ENV, load_compiled
+
+__all__ = ["LABEL", "NATIVE", "PATH", "PURE_ENV", "choose"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _load() -> tuple[ModuleType | None, str]:
     """(the extension or None, why this path)."""
-    if os.environ.get(PURE_ENV, "") not in ("", "0"):
-        return None, f"pure Python ({PURE_ENV} is set)"
-    try:
-        from proxy.codec import _accel  # type: ignore[attr-defined]  # built only where a compiler was
-    except ImportError:
-        return None, "pure Python (the C extension is not built)"
-    module: ModuleType = _accel
-    return module, "C extension"
+    return load_compiled("proxy.codec._accel")
 
 
 NATIVE, PATH = _load()

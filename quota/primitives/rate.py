@@ -22,12 +22,13 @@ Kafka's ``getMaxValueInQuotaWindow`` is exactly this amount.
 
 from __future__ import annotations
 
-import os
 from array import array
 from dataclasses import dataclass
 from functools import lru_cache
 from types import ModuleType
 from typing import TYPE_CHECKING
+
+from quota.primitives.compiled import load_compiled
 
 DEFAULT_QUOTA_WINDOW_NUM = 11
 """Kafka ``quota.window.num`` default (``QuotaConfig.NUM_QUOTA_SAMPLES_DEFAULT``)."""
@@ -299,25 +300,15 @@ class PureRate:
         return f"Rate(window={self.window!r}, samples(start_ms, last_event_ms, value)={samples!r})"
 
 
-PURE_ENV = "KAFKA_QUOTA_PROXY_PURE_PYTHON"
-"""Set (not empty, not 0), the pure class is the one in use even where the C twin is built (as for the codec:
-``proxy.codec.accel.PURE_ENV``, the same name; quota/ imports nothing of proxy/)."""
-
-
 def _load() -> tuple[ModuleType | None, str]:
     """(the C twin's module, or None for :class:`PureRate`; a line saying which and why): the twin
     ``quota.primitives._rate`` when it is built (setup.py, from quota/primitives/native/, where a C compiler is
     present) and not switched off. It keeps the same samples and answers the same at every step
     (tests/quota/primitives/test_rate_native.py)."""
-    if os.environ.get(PURE_ENV, "") not in ("", "0"):
-        return None, f"pure Python ({PURE_ENV} is set)"
-    try:
-        from quota.primitives import _rate  # type: ignore[attr-defined]  # built only where a compiler was
-    except ImportError:
-        return None, "pure Python (the C extension is not built)"
-    module: ModuleType = _rate
-    module.configure(_DEFAULT_WINDOW)
-    return module, "C extension"
+    module, path = load_compiled("quota.primitives._rate")
+    if module is not None:
+        module.configure(_DEFAULT_WINDOW)
+    return module, path
 
 
 _TWIN, RATE_PATH = _load()

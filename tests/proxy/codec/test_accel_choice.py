@@ -3,24 +3,13 @@ switched off; the pure Python otherwise (a machine without a compiler installs w
 
 from __future__ import annotations
 
-import sys
-
-import proxy.codec
 from proxy.codec import accel, header, produce_prefix, skim
+from quota.primitives.compiled import load_compiled
 
 
-def test_the_extension_when_built_the_pure_path_when_switched_off_or_missing(monkeypatch):
-    monkeypatch.delenv(accel.PURE_ENV, raising=False)
-    native, path = accel._load()
-    if native is not None:  # built here (the dev install compiles it where gcc is)
-        assert path == "C extension"
-    monkeypatch.setenv(accel.PURE_ENV, "1")
-    assert accel._load() == (None, f"pure Python ({accel.PURE_ENV} is set)")
-    monkeypatch.setenv(accel.PURE_ENV, "0")  # 0 or empty: not switched off
-    assert accel._load()[0] is native
-    monkeypatch.setitem(sys.modules, "proxy.codec._accel", None)  # as on a machine where it was never built
-    monkeypatch.delattr(proxy.codec, "_accel", raising=False)
-    assert accel._load() == (None, "pure Python (the C extension is not built)")
+def test_the_codec_asks_the_package_rule_for_its_extension():
+    assert accel._load() == load_compiled("proxy.codec._accel")  # tests/quota/primitives/test_compiled.py
+    assert (accel.NATIVE is None) == accel.PATH.startswith("pure Python")
 
 
 def test_each_module_bound_its_names_to_the_path_taken():
