@@ -4,12 +4,14 @@ broker on bytes (no sockets)."""
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import Any
 
-from proxy.apis import ConnectionScope, Session
+from proxy.apis import ConnectionScope, Session, plan_request
 from proxy.codec.header import encode_request_header, encode_response_header, frame, parse_request_header
 from proxy.codec.messages import encode_request, encode_response, new_request, new_response
 from proxy.connection.core import ConnectionCore
+from proxy.connection.request_path import Planner
 from proxy.ops.usage_table import UsageTable
 from quota.primitives.clock import ManualClock
 from tests.fakes import NULL_API_METRICS
@@ -17,22 +19,32 @@ from tests.fakes import NULL_API_METRICS
 
 class CoreWire:
     """``core`` between a client and the test as its broker: ``to_client`` and ``to_broker`` gather what it wrote;
-    ``usage`` is the usage log's table it fills."""
+    ``usage`` is the usage log's table it fills. Its APIs' metrics are ``api_metrics``' (none kept unless told), its
+    requests planned by ``planner``."""
 
-    def __init__(self, scope: ConnectionScope, clock: ManualClock, session: Session | None = None) -> None:
-        self.scope, self.clock = scope, clock
+    def __init__(
+        self,
+        scope: ConnectionScope,
+        clock: ManualClock,
+        session: Session | None = None,
+        *,
+        api_metrics: Callable[[int], Any] = lambda key: NULL_API_METRICS,
+        planner: Planner = plan_request,
+    ) -> None:
+        self.scope, self.clock, self.session = scope, clock, session or Session("L", "127.0.0.1")
         self.to_client, self.to_broker = bytearray(), bytearray()
         self.usage = UsageTable()
         self.core = ConnectionCore(
             scope,
-            session or Session("L", "127.0.0.1"),
+            self.session,
             max_request_bytes=1 << 20,
             max_response_bytes=1 << 24,
             max_inflight=10,
             write_client=self.to_client.extend,
             write_broker=self.to_broker.extend,
             clock=self.now_ns,
-            api_metrics=lambda key: NULL_API_METRICS,
+            api_metrics=api_metrics,
+            planner=planner,
             usage=self.usage,
         )
 

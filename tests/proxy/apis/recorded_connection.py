@@ -3,10 +3,9 @@ call (a reusing planner beside an always-asking one)."""
 
 from __future__ import annotations
 
-from proxy.apis import ConnectionScope, Session
-from proxy.connection.core import ConnectionCore
-from proxy.ops.usage_table import UsageTable
+from proxy.apis import ConnectionScope
 from quota.primitives.clock import ManualClock
+from tests.proxy.core_wire import CoreWire
 
 
 class Recorded:
@@ -23,31 +22,16 @@ class Recorded:
         self._log.append(("latency", self._key, seconds))
 
 
-class RecordedConnection:
-    """A client's connection (session ``L``, 127.0.0.1) in ``scope`` planned by ``planner``, on ``clock``: what it
-    writes to either side in ``to_client`` / ``to_broker``, its metrics in ``metrics``, its usage in ``usage``."""
+class RecordedConnection(CoreWire):
+    """A client's connection (session ``L``, 127.0.0.1) in ``scope`` planned by ``planner``, on ``clock``: a
+    :class:`CoreWire` whose APIs' metrics are kept, call by call, in ``metrics``."""
 
     clock: ManualClock
 
     def connect(self, scope: ConnectionScope, planner) -> None:
-        self.scope = scope
-        self.session = Session("L", "127.0.0.1")
-        self.to_client, self.to_broker, self.metrics = bytearray(), bytearray(), []
-        self.usage = UsageTable()
-        self.core = ConnectionCore(
-            scope,
-            self.session,
-            max_request_bytes=1 << 20,
-            max_response_bytes=1 << 24,
-            max_inflight=10,
-            write_client=self.to_client.extend,
-            write_broker=self.to_broker.extend,
-            clock=lambda: self.clock.now_ms() * 1_000_000,
-            api_metrics=lambda key: Recorded(self.metrics, key),
-            planner=planner,
-            usage=self.usage,
-        )
+        self.metrics: list = []
+        super().__init__(scope, self.clock, api_metrics=lambda key: Recorded(self.metrics, key), planner=planner)
 
     def step(self) -> tuple:
-        state = self.core.step(self.clock.now_ms() * 1_000_000)
+        state = self.core.step(self.now_ns())
         return state.reading_client, state.reading_broker, state.deadline
