@@ -35,13 +35,35 @@ def load() -> str:
     return f"{os.getloadavg()[0]:.1f}"
 
 
-def cpu_seconds(pid: int, task: int | str | None = None) -> float:
-    """User + system CPU seconds of one process (its threads included, its children not), or of one of its threads
-    (``task``, a name in /proc/PID/task)."""
+def user_system_seconds(pid: int, task: int | str | None = None) -> tuple[float, float]:
+    """User and system CPU seconds of one process (its threads included, its children not), or of one of its
+    threads (``task``, a name in /proc/PID/task)."""
     path = f"/proc/{pid}/stat" if task is None else f"/proc/{pid}/task/{task}/stat"
     with open(path) as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS
+
+
+def cpu_seconds(pid: int, task: int | str | None = None) -> float:
+    """User + system CPU seconds of one process, or of one of its threads (:func:`user_system_seconds`)."""
+    user, system = user_system_seconds(pid, task)
+    return user + system
+
+
+def compiler_user_system_seconds(pid: int) -> tuple[float, float]:
+    """User and system CPU seconds of a JVM's JIT compiler threads (C1 and C2), which keep compiling for minutes
+    after start-up; (0, 0) for a process without them."""
+    user = system = 0.0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/comm") as f:
+                if "CompilerThre" not in f.read():
+                    continue
+            task_user, task_system = user_system_seconds(pid, task)
+        except OSError:  # a compiler thread that ended meanwhile
+            continue
+        user, system = user + task_user, system + task_system
+    return user, system
 
 
 class PluginCluster(KafkaCluster):

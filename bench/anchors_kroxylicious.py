@@ -43,7 +43,15 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import confluent_kafka  # noqa: E402
 from confluent_kafka.admin import AdminClient  # noqa: E402
 
-from bench.anchors_common import ProxyProcess, Verdicts, cpu_seconds, load, median, percentile  # noqa: E402
+from bench.anchors_common import (  # noqa: E402
+    ProxyProcess,
+    Verdicts,
+    compiler_user_system_seconds,
+    cpu_seconds,
+    load,
+    median,
+    percentile,
+)
 from bench.common import wait_for_port  # noqa: E402
 from bench.kroxylicious import KroxyliciousProcess  # noqa: E402
 from bench.passthrough import PAYLOAD, create_topic, latencies  # noqa: E402
@@ -102,15 +110,8 @@ def run_path(path: str, bootstrap: str, direct: str, cpu, args, tag: str) -> tup
 
 def compiler_seconds(pid: int) -> float:
     """CPU seconds of a JVM's JIT compiler threads (C1 and C2), which keep compiling for minutes after start-up."""
-    total = 0.0
-    for task in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{task}/comm") as f:
-                if "CompilerThre" in f.read():
-                    total += cpu_seconds(pid, task)
-        except OSError:  # a compiler thread that ended meanwhile
-            continue
-    return total
+    user, system = compiler_user_system_seconds(pid)
+    return user + system
 
 
 def amount(kind: str, outcome: Outcome, args) -> float:

@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from bench.anchors_common import CLOCK_TICKS, ProxyProcess, load  # noqa: E402
+from bench.anchors_common import ProxyProcess, compiler_user_system_seconds, load, user_system_seconds  # noqa: E402
 from bench.anchors_kroxylicious import GROUP_PARTITIONS, QUOTAS  # noqa: E402
 from bench.common import free_port, stop_processes, tansu, wait_for_port  # noqa: E402
 from bench.kroxylicious import KroxyliciousProcess  # noqa: E402
@@ -49,26 +49,11 @@ from tests.harness import cluster_ports  # noqa: E402
 from tests.kafka_cluster import KafkaCluster  # noqa: E402
 
 
-def user_system(pid: int, task: str | None = None) -> tuple[float, float]:
-    with open(f"/proc/{pid}/stat" if task is None else f"/proc/{pid}/task/{task}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS
-
-
 def working(pid: int) -> tuple[float, float]:
     """The process's user and system CPU seconds less a JVM's JIT compiler threads' (none in the proxy), as
     bench/anchors_kroxylicious.py leaves them out."""
-    user, system = user_system(pid)
-    for task in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{task}/comm") as f:
-                if "CompilerThre" not in f.read():
-                    continue
-            compiler_user, compiler_system = user_system(pid, task)
-        except OSError:  # a thread that ended meanwhile
-            continue
-        user, system = user - compiler_user, system - compiler_system
-    return user, system
+    (user, system), (compiler_user, compiler_system) = user_system_seconds(pid), compiler_user_system_seconds(pid)
+    return user - compiler_user, system - compiler_system
 
 
 def create(bootstrap: str, topic: str, partitions: int) -> None:
