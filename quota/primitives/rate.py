@@ -82,7 +82,7 @@ _START, _LAST, _VALUE = 0, 1, 2
 
 class PureRate:
     """A windowed sum divided by the elapsed time, exactly as Kafka's ``Rate`` measures it: the reference of
-    :data:`Rate`, which is this class or its C twin (see :func:`_choose`).
+    :data:`Rate`, which is this class or its C twin (see :func:`_load`).
 
     Values are recorded and measured at caller-supplied ``now_ms``; time must not go backwards. ``measure`` is in
     units per second (bytes/s for byte-rate quotas). See the module docstring for the start-up burst rule.
