@@ -42,6 +42,7 @@ from proxy.cluster.topics import Topics  # noqa: E402
 from proxy.codec.apis import FETCH, LIST_OFFSETS, METADATA, PRODUCE  # noqa: E402
 from proxy.codec.header import encode_request_header, encode_response_header, frame  # noqa: E402
 from proxy.codec.messages import encode_request, encode_response, new_request, new_response  # noqa: E402
+from proxy.connection.client_context import ApiMetricsCache  # noqa: E402
 from proxy.connection.core import ConnectionCore  # noqa: E402
 from proxy.enforcement.internal_topic_guard import InternalTopicGuard  # noqa: E402
 from proxy.enforcement.proxy_quotas import ProxyQuotas  # noqa: E402
@@ -165,14 +166,6 @@ def scope_for(quotas: bool, request_rate: bool = False, named: tuple[dict, ...] 
 
 def core_for(scope: ConnectionScope, out: list, metrics: ProxyMetrics) -> ConnectionCore:
     """A connection core of a listener of ``scope``, writing both ways to ``out``."""
-    cache: dict = {}
-
-    def api_metrics(key: int):
-        found = cache.get(key)
-        if found is None:
-            found = cache[key] = metrics.api("P", key)
-        return found
-
     return ConnectionCore(
         scope,
         Session("P", "127.0.0.1"),
@@ -182,7 +175,7 @@ def core_for(scope: ConnectionScope, out: list, metrics: ProxyMetrics) -> Connec
         write_client=out.append,
         write_broker=out.append,
         clock=time.monotonic_ns,
-        api_metrics=api_metrics,
+        api_metrics=ApiMetricsCache(metrics, "P").__getitem__,  # as the client socket looks them up
     )
 
 
