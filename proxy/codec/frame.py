@@ -115,7 +115,7 @@ class PureFrameSplitter:
     )
 
     def __init__(self, parse_prefix: Callable[[Any], Any], *, gated: bool = False) -> None:
-        self._parse = parse_prefix
+        self._parse = parse_prefix  # the header it returns has a ``size``: the frame's bytes after its 4 size bytes
         self._gated = gated  # hand out BOUNDARY before each frame: the caller decides whether it starts
         self._data: memoryview = _NOTHING  # the chunk received last, until it is used up
         self._pos = 0  # how far into it the splitter is
@@ -198,7 +198,7 @@ class PureFrameSplitter:
             self.close()
             return
         self._action = action
-        length = self.header.frame_length
+        length = self.header.size + 4  # its frame_length (a property: a call)
         pending = self._pending
         if pending:  # the prefix straddled chunks: those bytes are here, not in the chunk
             self._remaining = remaining = length - len(pending)

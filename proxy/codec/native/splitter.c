@@ -12,7 +12,7 @@
 /* What frame.py hands over (configure_splitter): its Event and Action members, SplitterError, the empty chunk. */
 static PyObject *NeedData, *Boundary, *HeaderEvent, *Segment, *LastSegment, *FrameEvent, *EndEvent;
 static PyObject *Stream, *Buffer, *Drop, *Stop;
-static PyObject *SplitterError, *Nothing, *FrameLengthName;
+static PyObject *SplitterError, *Nothing, *SizeName;
 
 enum { S_IDLE, S_PREFIX, S_ACTING, S_HEAD, S_BODY, S_WHOLE, S_END, S_STOPPED, S_COPIED };
 #define PREFIX_STEP 512 /* bytes copied at a time while a straddling prefix is incomplete */
@@ -267,11 +267,13 @@ static PyObject *act(Splitter *self, PyObject *action) {
     if (self->state != S_ACTING) return splitter_error("an action given with no header waiting for one");
     if (action == Stop) return close_splitter(self, NULL);
     set(&self->action, action);
-    PyObject *length_obj = PyObject_GetAttr(self->header, FrameLengthName);
-    if (length_obj == NULL) return NULL;
-    Py_ssize_t length = PyLong_AsSsize_t(length_obj);
-    Py_DECREF(length_obj);
-    if (length == -1 && PyErr_Occurred()) return NULL;
+    /* the frame's length: its size and the 4 size bytes (header.frame_length, a property: read as its slot) */
+    PyObject *size_obj = PyObject_GetAttr(self->header, SizeName);
+    if (size_obj == NULL) return NULL;
+    Py_ssize_t size = PyLong_AsSsize_t(size_obj);
+    Py_DECREF(size_obj);
+    if (size == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t length = size + 4;
     Py_ssize_t remaining;
     Py_ssize_t have = PyByteArray_GET_SIZE(self->pending);
     if (have) { /* the prefix straddled chunks: those bytes are here, not in the chunk */
@@ -432,8 +434,8 @@ PyObject *configure_splitter(PyObject *self, PyObject *args) {
 }
 
 int add_splitter(PyObject *module) {
-    FrameLengthName = PyUnicode_InternFromString("frame_length");
-    if (FrameLengthName == NULL || PyType_Ready(&SplitterType) < 0) return -1;
+    SizeName = PyUnicode_InternFromString("size");
+    if (SizeName == NULL || PyType_Ready(&SplitterType) < 0) return -1;
     Py_INCREF(&SplitterType);
     if (PyModule_AddObject(module, "FrameSplitter", (PyObject *)&SplitterType) < 0) {
         Py_DECREF(&SplitterType);
