@@ -47,8 +47,8 @@ from proxy.apis.plan import (
     Outcome,
     Plan,
 )
-from proxy.apis.reuse import REUSABLE, reusable, reused, reused_asking
-from proxy.apis.stages import Stage, chains, fold
+from proxy.apis.reuse import REUSABLE, Inputs, reusable, reused, reused_asking
+from proxy.apis.stages import Planner, Stage, chains, fold
 from proxy.codec.apis import (
     ALTER_CLIENT_QUOTAS,
     ALTER_PARTITION_REASSIGNMENTS,
@@ -151,6 +151,25 @@ ASKED_EACH_TIME = {api_key: frozenset(reuse.asks) for api_key, reuse in REUSABLE
 BEFORE_AUTHENTICATION = frozenset((API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE))
 
 
+def _planning(
+    chains: dict[int, tuple[Stage, ...]], reuse: bool
+) -> dict[int, tuple[tuple[Stage, ...], int, int, Inputs | None, frozenset[Planner] | None]]:
+    """What :func:`plan_request` reads of an API with a chain in ``chains``, in one lookup: the chain, the lowest and
+    highest version a broker speaks (the decoded range; every version for ApiVersions, whose answer says which), and,
+    where its plan is reused (``reuse``), the chain's inputs and the stages asked for every request."""
+    table = {}
+    for api_key, chain in chains.items():
+        versions = DECODED_APIS.get(api_key)
+        low, high = (-(2**15), 2**15 - 1) if api_key == API_VERSIONS or versions is None else versions
+        inputs = REUSED_CHAINS.get(api_key) if reuse else None
+        table[api_key] = (chain, low, high, inputs, ASKED_EACH_TIME.get(api_key) if inputs is not None else None)
+    return table
+
+
+COUNTED_PLANNING = _planning(CHAINS, reuse=False)  # a counted API's plan is made for each request (it counts)
+UNCOUNTED_PLANNING = _planning(UNCOUNTED_CHAINS, reuse=True)
+
+
 def plan_request(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan:
     if session.awaiting_authentication and header.api_key not in BEFORE_AUTHENTICATION:
         raise ProtocolError(
@@ -158,22 +177,18 @@ def plan_request(scope: ConnectionScope, session: Session, header: RequestHeader
             "SaslHandshake and SaslAuthenticate are served until the broker accepts one"
         )
     api_key = header.api_key
-    counted = api_key in scope.quotas.requests.counted
-    chain = (CHAINS if counted else UNCOUNTED_CHAINS).get(api_key)
-    if chain is None:
+    planning = (COUNTED_PLANNING if api_key in scope.quotas.requests.counted else UNCOUNTED_PLANNING).get(api_key)
+    if planning is None:
         return PASS
-    versions = DECODED_APIS.get(api_key)
-    if api_key != API_VERSIONS and versions is not None and not versions[0] <= header.api_version <= versions[1]:
+    chain, low, high, inputs, asks = planning
+    if not low <= header.api_version <= high:
         # The client's error, not the broker's: no broker speaks this version (Kafka closes the connection too).
         raise ProtocolError(
-            f"{api_name(api_key)} v{header.api_version} is not a version any Kafka broker "
-            f"speaks (v{versions[0]}-v{versions[1]})"
+            f"{api_name(api_key)} v{header.api_version} is not a version any Kafka broker speaks (v{low}-v{high})"
         )
-    inputs = None if counted else REUSED_CHAINS.get(api_key)
     if inputs is not None:
         read = inputs(scope, session, header)
         if read is not None:
-            asks = ASKED_EACH_TIME.get(api_key)
             if asks is None:
                 return reused(chain, scope, session, header, read)
             return reused_asking(chain, asks, scope, session, header, read)

@@ -371,6 +371,7 @@ def leaky(leave_out: str):
 
 @pytest.mark.parametrize("leave_out", ["version", "topic", "user", "volume past its soft limit"])
 def test_each_input_is_needed(monkeypatch, leave_out):
-    monkeypatch.setitem(apis.REUSED_CHAINS, PRODUCE, leaky(leave_out))
+    chain, low, high, _inputs, asks = apis.UNCOUNTED_PLANNING[PRODUCE]  # what plan_request reads of a Produce
+    monkeypatch.setitem(apis.UNCOUNTED_PLANNING, PRODUCE, (chain, low, high, leaky(leave_out), asks))
     with pytest.raises(AssertionError):
         run(Proxy(plan_request), Proxy(always_asking))

@@ -133,8 +133,8 @@ def test_a_request_rate_set_at_run_time_counts_at_once_and_removed_stops(monkeyp
     scope = ConnectionScope(None, Topics(), proxy_quotas.home)
     asked: list[int] = []
     spy = Stage("spy", frozenset({LIST_OFFSETS}), lambda scope, session, header: asked.append(header.api_key))
-    counted_chains = {**apis.CHAINS, LIST_OFFSETS: (spy, *apis.CHAINS[LIST_OFFSETS])}
-    monkeypatch.setattr(apis, "CHAINS", counted_chains)  # the table with request rate's stage, seen to be chosen
+    chain, *checks = apis.COUNTED_PLANNING[LIST_OFFSETS]  # the table with request rate's stage, seen to be chosen
+    monkeypatch.setitem(apis.COUNTED_PLANNING, LIST_OFFSETS, ((spy, *chain), *checks))
     list_offsets, metadata = RequestHeader(1, LIST_OFFSETS, 5, 10, "c", 40), RequestHeader(2, METADATA, 12, 10, "c", 40)
     key = entity_key({"user": DEFAULT})
 
