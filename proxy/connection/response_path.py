@@ -151,18 +151,28 @@ class ResponsePath:
         if leg.lookup is not None:  # the proxy's own question: the request waiting on it is decided now
             leg.lookup(original)
             return
+        throttle = entry.throttle
         try:
-            body, throttle = leg.run(
-                original,
-                lambda rewritten: len(frame) - 4 if rewritten is None else header_length - 4 + len(rewritten),
-                entry.throttle,
-            )
-            entry.throttle = throttle
-            if throttle is not None:
-                merged = merge_throttle(
-                    request.api_key, request.api_version, original if body is None else body, throttle.throttle_time_ms
+            if throttle is None and leg.record_response is None and leg.observe is None:
+                # no throttle to decide, settle or merge: what ResponseLeg.run does, without its general rule (the
+                # common leg, cluster mode's node endpoints alone)
+                rewrite = leg.rewrite
+                body = None if rewrite is None else rewrite(original)
+            else:
+                body, throttle = leg.run(
+                    original,
+                    lambda rewritten: len(frame) - 4 if rewritten is None else header_length - 4 + len(rewritten),
+                    throttle,
                 )
-                body = merged if merged is not None else body
+                entry.throttle = throttle
+                if throttle is not None:
+                    merged = merge_throttle(
+                        request.api_key,
+                        request.api_version,
+                        original if body is None else body,
+                        throttle.throttle_time_ms,
+                    )
+                    body = merged if merged is not None else body
         except ValueError as exc:  # the rewritten message cannot be encoded in the client's version
             raise ProtocolError(f"cannot rewrite {request.api_key} v{request.api_version} response: {exc}") from None
         finally:
