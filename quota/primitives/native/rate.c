@@ -153,14 +153,14 @@ static PyObject *sum_object(const RateObject *r, int positive_only) {
     return any ? PyFloat_FromDouble(total) : PyLong_FromLong(0);
 #else
     PyObject *values = PyList_New(0);
-    if (values == NULL) return -1;
+    if (values == NULL) return NULL;
     for (Py_ssize_t i = VALUE; i < r->len; i += 3) {
         if (positive_only && !(r->s[i] > 0)) continue;
         PyObject *v = PyFloat_FromDouble(r->s[i]);
         if (v == NULL || PyList_Append(values, v) < 0) {
             Py_XDECREF(v);
             Py_DECREF(values);
-            return -1;
+            return NULL;
         }
         Py_DECREF(v);
     }
