@@ -15,13 +15,22 @@ from proxy.ops.about import config_summary, version_text
 EXIT_CONFIG_ERROR = 2
 
 
+class _Version(argparse.Action):
+    """``--version``: the version line as it is, on one line (argparse's own version action wraps it to the
+    terminal's width, and scripts read it whole)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: object, values: object, option: object = None):
+        print(version_text())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kafka-quota-proxy",
         description="A Kafka-protocol proxy that enforces broker-side quotas in front of Kafka brokers.",
     )
     parser.add_argument(
-        "--version", action="version", version=version_text(), help="print the version (and Python's) and exit"
+        "--version", action=_Version, nargs=0, help="print the version (and Python's, and the compiled paths') and exit"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
