@@ -36,6 +36,7 @@ import yaml
 from demo.planner import PLANNER_SUBMIT_ARGS, SMALL_JOB_JVM
 from tests.harness import Tansu, free_port, wait_for_port, wait_until
 from tests.integration import clients as c
+from tests.spark_jvm import UNVERIFIED
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {"proxy", "quota", "config", "analytics"}
@@ -65,7 +66,9 @@ class Installed:
 
     def env(self, tmp: Path, **more: str) -> dict:
         """The environment of a command: no PYTHONPATH, the bare venv's python3 first on PATH (what Spark's
-        executors start), ``tmp`` the temporary folder of Python and of Spark's JVM, loopback for Spark."""
+        executors start), ``tmp`` the temporary folder of Python and of Spark's JVM, loopback for Spark. Every JVM
+        the command starts loads Spark's classes unverified, as all of the suite's Spark JVMs (tests/spark_jvm.py):
+        an option of the test's machine, not of the planner, whose own options are what a user passes."""
         env = {
             k: v
             for k, v in os.environ.items()
@@ -74,7 +77,7 @@ class Installed:
         env.update(
             PATH=f"{self.bare / 'bin'}{os.pathsep}{env.get('PATH', '')}",
             TMPDIR=str(tmp),
-            JAVA_TOOL_OPTIONS=f"-Djava.io.tmpdir={tmp}",
+            JAVA_TOOL_OPTIONS=f"-Djava.io.tmpdir={tmp} {UNVERIFIED}",
             SPARK_LOCAL_IP="127.0.0.1",
             **more,
         )

@@ -2,7 +2,8 @@
 
 Its JVM runs with the client compiler alone and the serial collector, as the demo's planner does
 (demo/planner.py): jobs of a few thousand rows finish before the optimising compiler's and the parallel collector's
-threads pay back, and on 2 cores those threads are taken from the rest of the suite.
+threads pay back, and on 2 cores those threads are taken from the rest of the suite. It loads Spark's classes
+without the bytecode verifier, as every Spark JVM of the suite does (tests/spark_jvm.py).
 
 Spark's SQL engine evaluates expressions as they are, without generating and compiling Java code for each query
 (Janino's work), and keeps each query's plan as planned rather than planning it again at each stage (adaptive
@@ -16,6 +17,7 @@ import shutil
 import pytest
 
 from demo.planner import SMALL_JOB_JVM
+from tests.spark_jvm import UNVERIFIED
 
 
 @pytest.fixture(scope="session")
@@ -34,7 +36,7 @@ def spark():
         .config("spark.sql.adaptive.enabled", "false")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.extraJavaOptions", SMALL_JOB_JVM)
+        .config("spark.driver.extraJavaOptions", f"{SMALL_JOB_JVM} {UNVERIFIED}")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
