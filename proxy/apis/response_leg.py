@@ -16,7 +16,7 @@ takes the answer's body, which never goes to the client.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from proxy.apis.usage import Usage
 from quota.primitives.decision import FORWARD, Decision, Throttle, combined, is_applied, longest
@@ -45,6 +45,20 @@ class ResponseLeg:
     # throttle), as data the response path records; given where to record what is learnt only later (a count the
     # proxy looks up after the response went out)
     accounted: Accounted | None = None
+    # derived: a rewrite alone (or nothing): nothing observed, charged, settled, accounted or looked up, so run()
+    # without a throttle gives (rewrite(body), None); the response path calls the rewrite itself then
+    rewrite_alone: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self,
+            "rewrite_alone",
+            self.observe is None
+            and self.record_response is None
+            and self.settle is None
+            and self.accounted is None
+            and self.lookup is None,
+        )
 
     def then(self, more: ResponseLeg) -> ResponseLeg:
         """This leg, then ``more``: observers both, in order, on the broker's body; ``more``'s rewrite applied to
@@ -56,8 +70,7 @@ class ResponseLeg:
             return more
         if self.lookup is not None or more.lookup is not None:
             raise ValueError("a lookup's leg does not combine")
-        if self.observe is None and self.record_response is None and self.settle is None and self.accounted is None:
-            # a rewrite alone (cluster mode's node endpoints before a Fetch's quota): the rule, made short
+        if self.rewrite_alone:  # cluster mode's node endpoints before a Fetch's quota: the rule, made short
             return ResponseLeg(
                 observe=more.observe,
                 rewrite=_chained(self.rewrite, more.rewrite),

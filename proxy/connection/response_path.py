@@ -153,9 +153,7 @@ class ResponsePath:
             return
         throttle = entry.throttle
         try:
-            if throttle is None and leg.record_response is None and leg.observe is None:
-                # no throttle to decide, settle or merge: what ResponseLeg.run does, without its general rule (the
-                # common leg, cluster mode's node endpoints alone)
+            if throttle is None and leg.rewrite_alone:  # what run() gives then (cluster mode's node endpoints)
                 rewrite = leg.rewrite
                 body = None if rewrite is None else rewrite(original)
             else:

@@ -129,4 +129,6 @@ def test_a_plan_of_a_leg_alone_then_another_is_the_other_with_both_legs():
         "settle",
         "lookup",
         "accounted",
+        "rewrite_alone",  # derived from the others at construction, never given (below)
     }, "a field added to ResponseLeg must be combined by ResponseLeg.then, its short way too (and this test extended)"
+    assert [f.name for f in dataclasses.fields(ResponseLeg) if not f.init] == ["rewrite_alone"]

@@ -64,3 +64,13 @@ def test_two_response_charges_both_count_and_the_longest_throttle_wins():
 def test_a_lookup_leg_does_not_combine():
     with pytest.raises(ValueError):
         ResponseLeg(lookup=lambda body: None).then(ResponseLeg(observe=lambda body: None))
+
+
+@pytest.mark.parametrize("part", ("observe", "record_response", "settle", "accounted", "lookup"))
+def test_a_rewrite_alone_is_one_with_nothing_else_and_runs_as_its_rewrite(part):
+    """``rewrite_alone`` (what the response path calls the rewrite directly for, without run()) holds of a leg with
+    a rewrite or nothing and no other part; for such a leg, run() without a throttle gives the rewrite's body."""
+    rewrite = ResponseLeg(rewrite=lambda body: bytes(body) + b"+rewritten")
+    assert rewrite.rewrite_alone and NO_LEG.rewrite_alone
+    assert rewrite.run(memoryview(b"broker"), len, None) == (b"broker+rewritten", None)
+    assert not dataclasses.replace(rewrite, **{part: lambda *args: None}).rewrite_alone
