@@ -11,31 +11,103 @@ watchdog's writes which test it is and the stacks of all the worker's threads to
 worker started (their ports and cores are not left to the worker that replaces it) and ends the worker;
 pytest-xdist reports the test as crashed by name and hands the rest of the worker's tests to a new worker. Should
 that thread not get to run (a C call holding the interpreter's lock), :func:`faulthandler.dump_traceback_later`, a
-C thread, dumps the stacks and ends the worker a little later.
+C thread, dumps the stacks and ends the worker a little later; halfway to it, a process beside the worker prints
+the worker's native stacks (tests/native_stacks.py), which tell what holds the lock.
+
+Two things then keep one hung test from costing the whole run (as it did in a CI run that went on until CI's own limit
+cut it off): pytest-xdist's ``--dist loadgroup`` hands a crashed worker's unfinished group to the worker that replaces
+it, the crashed test included, so a test that hangs every time would hang each replacement in turn (up to xdist's 24
+restarts, 7 minutes each); and ``--session-timeout`` (pytest-timeout) counts from each worker's own start, so a
+replacement would start a fresh hour. Here each worker writes the test it is running to a file of its own in a
+directory the controller made (``workerinput``); a test found in another worker's file ended that worker already (its
+worker wrote it there and never took it out) and fails without running again. And the controller hands its workers
+one deadline, the run's start plus ``--session-timeout``: past it, no worker, new or old, starts another test.
 """
 
 from __future__ import annotations
 
 import faulthandler
 import os
+import shutil
+import tempfile
 import threading
+import time
+from pathlib import Path
 
 import pytest
 
 from tests.harness import _LIVE
+from tests.native_stacks import StackWatcher
 
 DEFAULT_TIMEOUT_S = 120.0  # pyproject.toml's [tool.pytest.ini_options] timeout, when the ini gives none
-MARGIN_S = 90.0  # past the test's timeout: pytest-timeout's own failure and the test's teardown come first
-BACKSTOP_S = 30.0  # past that, the C thread's turn
+# (the two below are set in the environment by tests/test_watchdog.py alone, to hang a worker in seconds)
+# past the test's timeout: pytest-timeout's own failure and the test's teardown come first
+MARGIN_S = float(os.environ.get("KQP_WATCHDOG_MARGIN_S", 90))
+BACKSTOP_S = float(os.environ.get("KQP_WATCHDOG_BACKSTOP_S", 30))  # past that, the C thread's turn
 
 _stderr_fd: int | None = None
+_running: Path | None = None  # this worker's file: the test it is running (empty between tests)
+_deadline = 0.0  # time.time() past which no test starts (0: none)
+_stacks: StackWatcher | None = None  # in a worker of a parallel run
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Keep a descriptor of the worker's real standard error (capture is off while plugins are configured)."""
-    global _stderr_fd
+    """Keep a descriptor of the worker's real standard error (capture is off while plugins are configured); in the
+    controller of a parallel run, make the directory of the workers' running tests and the run's deadline; in a
+    worker, take them from the controller."""
+    global _stderr_fd, _running, _deadline, _stacks
     if _stderr_fd is None:
         _stderr_fd = os.dup(2)
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None:
+        config.stash[_DEADLINE] = session_deadline(config)
+    elif "kqp_running" in workerinput:
+        _running = Path(workerinput["kqp_running"]) / str(os.getpid())
+        _deadline = workerinput["kqp_deadline"]
+        _stacks = StackWatcher(_stderr_fd)
+
+
+_DEADLINE = pytest.StashKey[float]()
+_RUNNING = pytest.StashKey[str]()  # the controller's directory of its workers' files, made for its first worker
+
+
+def session_deadline(config: pytest.Config) -> float:
+    """The run's start plus its ``--session-timeout`` (pytest-timeout's option or ini), as time.time(); 0: none."""
+    seconds = config.getoption("session_timeout", None) or config.getini("session_timeout") or 0
+    return time.time() + float(seconds) if float(seconds) > 0 else 0.0
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """pytest-xdist's controller, for each worker it starts (replacements too): the directory and the deadline."""
+    config = node.config
+    if _RUNNING not in config.stash:
+        config.stash[_RUNNING] = tempfile.mkdtemp(prefix="kqp-running-")
+    node.workerinput["kqp_running"] = config.stash[_RUNNING]
+    node.workerinput["kqp_deadline"] = config.stash.get(_DEADLINE, 0.0)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _RUNNING in config.stash:
+        shutil.rmtree(config.stash[_RUNNING], ignore_errors=True)
+
+
+def ended_a_worker(nodeid: str) -> str | None:
+    """The file of a worker that was running ``nodeid`` and never finished it (xdist runs a test on one worker at a
+    time: a file other than this worker's naming it was left by a worker that ended), or None."""
+    if _running is None:
+        return None
+    for other in _running.parent.iterdir():
+        if other != _running and other.read_text() == nodeid:
+            return other.name
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    pid = ended_a_worker(item.nodeid)
+    if pid is not None:
+        pytest.fail(f"not run again: this test ended its worker (pid {pid}) already; its stacks are above", False)
 
 
 def timeout_of(item: pytest.Item) -> float:
@@ -68,6 +140,18 @@ def _expire(nodeid: str, limit: float) -> None:
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item):
+    if _running is not None:
+        _running.write_text(item.nodeid)
+    try:
+        return (yield from _watched(item))
+    finally:
+        if _running is not None:
+            _running.write_text("")
+        if _deadline and time.time() > _deadline:
+            item.session.shouldfail = "session-timeout: the run's --session-timeout since its start is exceeded"
+
+
+def _watched(item: pytest.Item):
     limit = limit_of(item)
     if not limit or _stderr_fd is None:
         return (yield)
@@ -75,8 +159,12 @@ def pytest_runtest_protocol(item: pytest.Item):
     timer.daemon = True
     timer.start()
     faulthandler.dump_traceback_later(limit + BACKSTOP_S, exit=True, file=_stderr_fd)
+    if _stacks is not None:
+        _stacks.arm(limit + BACKSTOP_S / 2, item.nodeid)
     try:
         return (yield)
     finally:
+        if _stacks is not None:
+            _stacks.disarm()
         faulthandler.cancel_dump_traceback_later()
         timer.cancel()
