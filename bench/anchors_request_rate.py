@@ -77,7 +77,7 @@ class Storm:
         self.thread.join(30)
         evicted = [f"{m.client_id} {m.first_id} -> {m.member_id()}" for m in self.rd if m.member_id() != m.first_id]
         for member in self.rd:
-            member.consumer.close()
+            member.close()
         self.aio.close()
         if self.aio.last_id != self.aio.first_id:
             evicted.append(f"{self.aio.client_id} {self.aio.first_id} -> {self.aio.last_id}")
@@ -109,7 +109,7 @@ class Calm:
             f"{m.client_id} {m.first_id} -> {m.member_id()}" for m in self.members if m.member_id() != m.first_id
         ]
         for member in self.members:
-            member.consumer.close()
+            member.close()
         return evicted
 
 

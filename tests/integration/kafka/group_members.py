@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 GROUP_TIMEOUTS = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "max.poll.interval.ms": 6000}
+CLOSE_S = 60.0  # a member's close: its LeaveGroup, past a JoinGroup the coordinator may hold (rebalance timeout)
 ASSIGNOR = "roundrobin"  # aiokafka's only default: librdkafka members of the same group must offer it too
 JAVA_MEMBER = Path(__file__).parent.parent / "java" / "RebalancingMember.java"  # its settings are GROUP_TIMEOUTS'
 
@@ -48,6 +49,15 @@ class RdMember:
 
     def member_id(self) -> str:
         return self.consumer.memberid() or ""
+
+    def close(self) -> None:
+        """Closes the consumer (it leaves its group), failing if librdkafka's close does not return in
+        ``CLOSE_S``: a close left waiting (a CI run's hung there until the watchdog ended its worker) fails this
+        test by name instead of holding the worker. The close runs in a thread, which is left where it hangs."""
+        closing = threading.Thread(target=self.consumer.close, daemon=True)
+        closing.start()
+        closing.join(CLOSE_S)
+        assert not closing.is_alive(), f"librdkafka's close of {self.client_id} did not return in {CLOSE_S:.0f} s"
 
 
 class AioMember:
@@ -153,4 +163,4 @@ def joined_in(bootstrap: str, group: str, topic: str) -> float:
             assert time.monotonic() - started < 60, f"{group} never assigned"
         return time.monotonic() - started
     finally:
-        member.consumer.close()
+        member.close()

@@ -98,7 +98,7 @@ def test_a_rebalancing_group_is_held_to_its_quota_and_a_calm_group_beside_it_is_
                 aio_storm.close()
                 aio_calm.close()
                 for member in (*rd_storm, rd_calm):
-                    member.consumer.close()
+                    member.close()
         for member in (aio_storm, aio_calm):
             assert member.first_id and member.last_id == member.first_id, (member.first_id, member.last_id)
         assert aio_storm.rejoins > 0
