@@ -232,6 +232,13 @@ def reconnecting_neighbour(target: Target):
         neighbour.join(60)
 
 
+def released(barrier: threading.Barrier, records):
+    """``records``, the first once every party of ``barrier`` has asked for its first (a client iterates its records
+    once it has started: aiokafka's loop waits here too, with nothing else to do)."""
+    barrier.wait(60)
+    yield from records
+
+
 def values(tag: str, count: int, size: int = 100):
     """``count`` (key, value) pairs, value ``tag:key:seq:`` and pseudo-random bytes (so codecs cannot shrink them
     below the biting quotas), the same every run."""
@@ -695,19 +702,27 @@ def exactly_once_workflow(target: Target):
 
     topic = unique_topic("wf-eos")
     create_topic(target.bootstrap, topic, TXN_PARTITIONS)
-    with ThreadPoolExecutor(3) as pool:  # three new producer ids at once
+    # three new producer ids at once: each client started and connected first, then all three released together to
+    # send (under load the three clients' start-ups alone spread over 2 s, time for the biting bucket to refill)
+    together = threading.Barrier(3)
+    with ThreadPoolExecutor(3) as pool:
         for done in [
             pool.submit(
                 kp_produce_records,
                 target.bootstrap,
                 topic,
-                values("kp-idem", TXN_COUNT),
+                released(together, values("kp-idem", TXN_COUNT)),
                 enable_idempotence=True,
                 acks="all",
             ),
             pool.submit(
                 lambda: asyncio.run(
-                    aio_produce_records(target.bootstrap, topic, values("aio-idem", TXN_COUNT), enable_idempotence=True)
+                    aio_produce_records(
+                        target.bootstrap,
+                        topic,
+                        released(together, values("aio-idem", TXN_COUNT)),
+                        enable_idempotence=True,
+                    )
                 )
             ),
             pool.submit(
@@ -715,7 +730,7 @@ def exactly_once_workflow(target: Target):
                 target.bootstrap,
                 topic,
                 0,
-                records=values("ck-idem", TXN_COUNT),
+                records=released(together, values("ck-idem", TXN_COUNT)),
                 **{"enable.idempotence": True},
             ),
         ]:
