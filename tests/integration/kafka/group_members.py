@@ -50,10 +50,31 @@ class RdMember:
     def member_id(self) -> str:
         return self.consumer.memberid() or ""
 
+    def leave(self) -> None:
+        """Leaves the group while the consumer is still polled: unsubscribes, then polls until its member id is gone
+        (the revoke served, the LeaveGroup sent) and a poll finds nothing, so no rebalance event is left queued for
+        the close.
+
+        A rebalance event (an assignment whose SyncGroup answer came after the caller stopped polling) left for
+        librdkafka's close can hang the whole process: the close serves it through confluent-kafka's rebalance
+        callback, which holds the interpreter's lock (GIL) while it asks librdkafka's main thread for the rebalance
+        protocol and then to assign. When the group has nothing to wait for (the member already left, after
+        ``max.poll.interval.ms`` without a poll), the group ends at once, and a request queued just before its end
+        and served just after is dropped unanswered (librdkafka#4884, #4041): the callback waits forever, with the
+        GIL. Served here, the event finds the group alive."""
+        self.consumer.unsubscribe()
+        started = time.monotonic()
+        # a poll returns at the first message or error (max.poll.interval.ms exceeded is one) before later events:
+        # done when one finds nothing at all, the member gone
+        while self.consumer.poll(0.05) is not None or self.consumer.memberid():
+            assert time.monotonic() - started < CLOSE_S, f"{self.client_id} did not leave its group in {CLOSE_S:.0f} s"
+
     def close(self) -> None:
-        """Closes the consumer (it leaves its group), failing if librdkafka's close does not return in
-        ``CLOSE_S``: a close left waiting (a CI run's hung there until the watchdog ended its worker) fails this
-        test by name instead of holding the worker. The close runs in a thread, which is left where it hangs."""
+        """Leaves the group (:meth:`leave`), then closes the consumer, failing if librdkafka's close does not return
+        in ``CLOSE_S``: a close left waiting fails this test by name instead of holding the worker. The close runs
+        in a thread, which is left where it hangs (a hang that holds the GIL stops this thread too: the watchdog
+        ends the worker then, with native stacks)."""
+        self.leave()
         closing = threading.Thread(target=self.consumer.close, daemon=True)
         closing.start()
         closing.join(CLOSE_S)
