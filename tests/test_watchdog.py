@@ -61,7 +61,7 @@ def run_group(
     runs = tmp_path / "runs"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RUNS": str(runs), "BEFORE_S": str(before_s), **env}
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "tests.watchdog", "-p", "no:cacheprovider", "-n", "2"]
+        [sys.executable, "-m", "pytest", "-p", "tests.watchdog", "-p", "no:cacheprovider", "-n", "1"]
         + ["--dist", "loadgroup", "-rA", *options, "test_group.py"],
         cwd=tmp_path,
         env=env,
