@@ -48,12 +48,14 @@ _stderr_fd: int | None = None
 _running: Path | None = None  # this worker's file: the test it is running (empty between tests)
 _deadline = 0.0  # time.time() past which no test starts (0: none)
 _stacks: StackWatcher | None = None  # in a worker of a parallel run
+_DEADLINE = pytest.StashKey[float]()
+_RUNNING = pytest.StashKey[str]()  # the controller's directory of its workers' files, made for its first worker
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """Keep a descriptor of the worker's real standard error (capture is off while plugins are configured); in the
-    controller of a parallel run, make the directory of the workers' running tests and the run's deadline; in a
-    worker, take them from the controller."""
+    controller, note the run's deadline (the directory of the workers' files is made for its first worker, in
+    :func:`pytest_configure_node`); in a worker, take both from the controller and start its stack watcher."""
     global _stderr_fd, _running, _deadline, _stacks
     if _stderr_fd is None:
         _stderr_fd = os.dup(2)
@@ -64,10 +66,6 @@ def pytest_configure(config: pytest.Config) -> None:
         _running = Path(workerinput["kqp_running"]) / str(os.getpid())
         _deadline = workerinput["kqp_deadline"]
         _stacks = StackWatcher(_stderr_fd)
-
-
-_DEADLINE = pytest.StashKey[float]()
-_RUNNING = pytest.StashKey[str]()  # the controller's directory of its workers' files, made for its first worker
 
 
 def session_deadline(config: pytest.Config) -> float:
