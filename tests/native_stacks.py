@@ -10,8 +10,8 @@ watchdog's thread never woken), with nothing to tell which thread held the lock 
 So each worker starts this script as a child process and tells it, at each test's start, by when the test must be
 over: the moment its Python watchdog should have ended it plus half the backstop. Past that, with the worker still
 running the test, the script prints ``py-spy dump --native`` of the worker (every thread's C and Python frames; py-spy
-reads the worker's memory, so a held lock does not stop it), or, without py-spy, each thread's kernel state from
-/proc. faulthandler's dump and the worker's end follow as before. The script ends when the worker does (its standard
+reads the worker's memory, so a held lock does not stop it), or why it could not. faulthandler's dump and the
+worker's end follow as before. The script ends when the worker does (its standard
 input closes).
 """
 
@@ -51,26 +51,12 @@ class StackWatcher:
 
 
 def native_stacks(pid: int) -> str:
-    """Every thread of ``pid``: py-spy's native and Python frames, or each thread's name, state and kernel wait."""
+    """Every thread of ``pid``: py-spy's native and Python frames (py-spy is in the test extra), or why not."""
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-    if os.path.exists(spy):
-        done = subprocess.run([spy, "dump", "--native", "--pid", str(pid)], capture_output=True, text=True, timeout=60)
-        if done.returncode == 0:
-            return done.stdout
-        fallback = f"(py-spy failed: {done.stderr.strip()})\n"
-    else:
-        fallback = "(py-spy is not installed)\n"
-    lines = []
-    for task in sorted(Path(f"/proc/{pid}/task").iterdir(), key=lambda t: int(t.name)):
-        try:
-            name = (task / "comm").read_text().strip()
-            stat = (task / "stat").read_text()
-            wchan = (task / "wchan").read_text().strip()
-        except OSError:
-            continue
-        state = stat[stat.rfind(")") + 2 :].split()[0]
-        lines.append(f"thread {task.name} {name!r}: state {state}, waiting in {wchan or '-'}")
-    return fallback + "\n".join(lines) + "\n"
+    if not os.path.exists(spy):
+        return "(py-spy is not installed: `pip install -e '.[test]'` brings it)\n"
+    done = subprocess.run([spy, "dump", "--native", "--pid", str(pid)], capture_output=True, text=True, timeout=60)
+    return done.stdout if done.returncode == 0 else f"(py-spy failed: {done.stderr.strip()})\n"
 
 
 def watch(pid: int) -> None:
