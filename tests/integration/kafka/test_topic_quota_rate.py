@@ -3,6 +3,14 @@ front of Apache Kafka: two confluent-kafka producers, each with its own client i
 four partitions flat out, and the topic's total must stay within 0.95-1.05 of its quota (Kafka's own system-test
 band for its client quotas): the quota is the topic's, so two writers share it, neither gets a quota of its own.
 
+Below 0.95 x the test fails only where the quota held the writers: its throttles (summed per writer's connection)
+covered at least HELD of the measurement. Writers flat out against this quota are held all the time (measured
+0.97-0.98 alone and beside six busy loops; 1.00 with the quota at 0.85 x, as a proxy counting 18 % too many bytes
+would hold them, the rate then 0.887 x). A broker the machine stalls is not the quota's doing: with Kafka stopped
+(SIGSTOP) for 1 s in every 3, the topic read 0.852-0.855 x, held 0.69 of the time, and a CI run on a loaded machine
+read 0.844 x here, in the first minute of a freshly started broker. The lower bound cannot tell an over-throttling
+proxy from such stalls when both happen at once; then it passes and prints what it measured.
+
 As in tests/integration/test_byte_rate.py, one-second windows (two of them) let the measurement span many of the
 sampled rate's cycles in reasonable time, and it starts one window span after the producers do (a fresh sensor may
 burst quota x (num - 1) x window first, as in Kafka).
@@ -31,8 +39,18 @@ VALUE = b"v" * 16384  # 64 records a second fill the quota: the writers' own Pyt
 SPANS = 18
 
 
+# The share of the measurement the quota's throttles must cover before a rate below 0.95 x is its doing.
+HELD = 0.9
+
+
 def topic_bytes(proxy, topic: str) -> float:
     return proxy.metric("kafka_quota_proxy_topic_quota_bytes_total", quota="producer_byte_rate", topic=topic)
+
+
+def throttle_s(proxy, topic: str) -> float:
+    return proxy.metric(
+        "kafka_quota_proxy_topic_quota_throttle_time_seconds_total", quota="producer_byte_rate", topic=topic
+    )
 
 
 @pytest.mark.parametrize("upstream", ["kafka1"], indirect=True)
@@ -45,12 +63,15 @@ def test_two_producers_share_one_topic_quota(upstream):
             with writers[0], writers[1]:
                 started = time.monotonic()
                 time.sleep(WINDOWS)  # deliberate: past the start-up burst
-                b0, t0 = topic_bytes(proxy, topic), time.monotonic()
+                b0, h0, t0 = topic_bytes(proxy, topic), throttle_s(proxy, topic), time.monotonic()
                 time.sleep(SPANS * WINDOWS)  # deliberate: the measurement window (a rate group)
-                b1, t1 = topic_bytes(proxy, topic), time.monotonic()
+                b1, h1, t1 = topic_bytes(proxy, topic), throttle_s(proxy, topic), time.monotonic()
             rate = (b1 - b0) / (t1 - t0)
-            print(f"topic rate {rate / QUOTA:.3f} x its quota over {t1 - t0:.1f} s, {t0 - started:.1f} s in")
-            assert 0.95 * QUOTA <= rate <= 1.05 * QUOTA, f"the topic at {rate / QUOTA:.3f} x its quota"
+            held = (h1 - h0) / len(writers) / (t1 - t0)
+            measured = f"the topic at {rate / QUOTA:.3f} x its quota over {t1 - t0:.1f} s, {t0 - started:.1f} s in"
+            print(f"{measured}, its writers held {held:.2f} of the time")
+            assert rate <= 1.05 * QUOTA, measured
+            assert rate >= 0.95 * QUOTA or held < HELD, f"{measured} while it held its writers {held:.0%} of the time"
             assert all(w.acked for w in writers), "a writer had nothing acknowledged: the two did not share"
             throttled = proxy.metric(
                 "kafka_quota_proxy_topic_quota_throttled_requests_total", quota="producer_byte_rate", topic=topic
