@@ -33,7 +33,8 @@ import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.anchors_kroxylicious import QUOTAS  # noqa: E402  (issue 46's, as the proxy runs beside Kroxylicious)
+from bench.anchors_kroxylicious import QUOTAS  # noqa: E402
+from bench.callgrind import instrument  # noqa: E402  (issue 46's, as the proxy runs beside Kroxylicious)
 from bench.produce_path_cost import one_message_batch  # noqa: E402
 from config.loader import parse_config  # noqa: E402
 from proxy.apis import ConnectionScope, Session  # noqa: E402
@@ -191,6 +192,7 @@ def main() -> None:
         "--partition-quota", action="store_true", help="a partition: <default> byte rate of the topic, never binding"
     )
     parser.add_argument("--profile", metavar="FILE", help="cProfile the pairs alone (not the set-up) into FILE")
+    parser.add_argument("--toggle", action="store_true", help=argparse.SUPPRESS)  # (pipeline_instructions.py's)
     args = parser.parse_args()
     n = args.pairs
     version = DEFAULT_VERSIONS[args.api] if args.version is None else args.version
@@ -206,6 +208,8 @@ def main() -> None:
     profile = cProfile.Profile() if args.profile else None
     if profile is not None:
         profile.enable()
+    if args.toggle:
+        instrument("on")
     started = time.perf_counter()
     for i in range(n):
         core.client_bytes(requests[i])
@@ -217,6 +221,8 @@ def main() -> None:
         if len(out) > 1000:
             out.clear()
     elapsed = time.perf_counter() - started
+    if args.toggle:
+        instrument("off")
     if profile is not None:
         profile.disable()
         profile.dump_stats(args.profile)

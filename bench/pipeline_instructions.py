@@ -1,9 +1,11 @@
 """Instructions per request/response pair on the connection's pure path, counted by callgrind: the figure of
 bench/pipeline_cost.py that the machine's load does not move.
 
-Runs ``valgrind --tool=callgrind python bench/pipeline_cost.py --pairs N`` for two values of N and prints the
-difference of the two runs' instruction totals divided by the difference of their pairs, so the interpreter's
-start-up and the set-up of the frames cancel out. ``--api``, ``--version``, ``--quotas`` and ``--request-rate`` are
+Runs ``valgrind --tool=callgrind python bench/pipeline_cost.py --pairs N`` for two values of N, counting only while
+the pairs go through the core (the interpreter's start-up and the frames built for the pairs, about 17,900
+instructions per Produce pair, stay out: figures before 2026-11-30's correction in bench/RESULTS.md include them),
+and prints the difference of the two runs' totals divided by the difference of their pairs, so what is counted
+once per run (the first call's caches) cancels out. ``--api``, ``--version``, ``--quotas`` and ``--request-rate`` are
 pipeline_cost.py's (which pair, issue 46's quotas, a request_rate never binding). Needs valgrind (Debian: ``apt
 install valgrind``). Usage: ``python bench/pipeline_instructions.py [--pairs 2000 12000] [--api produce] [--quotas]
 [--request-rate]`` (about 4 minutes per pair of runs: callgrind runs about 50 x slower).
@@ -13,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -21,6 +22,9 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.callgrind import total  # noqa: E402
 
 
 def instructions(pairs: int, directory: Path, options: list[str]) -> int:
@@ -30,12 +34,14 @@ def instructions(pairs: int, directory: Path, options: list[str]) -> int:
         [
             "valgrind",
             "--tool=callgrind",
+            "--instr-atstart=no",
             f"--callgrind-out-file={out}",
             sys.executable,
             str(ROOT / "bench" / "pipeline_cost.py"),
             "--pairs",
             str(pairs),
             *options,
+            "--toggle",
         ],
         check=True,
         cwd=ROOT,
@@ -43,10 +49,7 @@ def instructions(pairs: int, directory: Path, options: list[str]) -> int:
         stderr=subprocess.DEVNULL,
         env={**os.environ, "PYTHONHASHSEED": "0"},
     )
-    found = re.search(r"^(?:summary|totals): (\d+)", out.read_text(), re.M)
-    if found is None:
-        raise RuntimeError(f"no instruction total in {out}")
-    return int(found.group(1))
+    return total(str(out))
 
 
 def main() -> int:

@@ -22,7 +22,6 @@ import argparse
 import asyncio
 import cProfile
 import os
-import re
 import struct
 import subprocess
 import sys
@@ -33,6 +32,7 @@ import uvloop
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench.callgrind import instrument, total  # noqa: E402
 from bench.pipeline_cost import DEFAULT_VERSIONS, bodies, scope_for  # noqa: E402
 from config.loader import parse_config  # noqa: E402
 from config.model import Address  # noqa: E402
@@ -236,11 +236,6 @@ async def measure(args: argparse.Namespace) -> tuple[float, float]:
     return results[0] / args.pairs, results[1] / args.pairs
 
 
-def instrument(state: str) -> None:
-    """Under callgrind (``--instructions``): count instructions from now on (``on``) or no longer (``off``)."""
-    subprocess.run(["callgrind_control", "-i", state, str(os.getpid())], check=True, stdout=subprocess.DEVNULL)
-
-
 def instructions(argv: list[str], pairs: int) -> float:
     """This script run again under callgrind, counting the measured pairs alone: instructions per pair."""
     with tempfile.TemporaryDirectory(prefix="callgrind-") as work:
@@ -253,9 +248,7 @@ def instructions(argv: list[str], pairs: int) -> float:
             stderr=subprocess.DEVNULL,
             env={**os.environ, "PYTHONHASHSEED": "0"},
         )
-        with open(out) as f:
-            totals = [int(n) for n in re.findall(r"^(?:summary|totals): (\d+)", f.read(), re.M)]
-    return max(totals) / pairs
+        return total(out) / pairs
 
 
 def main() -> None:
