@@ -13,10 +13,11 @@ from proxy.connection.client_context import ListenerContext
 
 
 class Counted:
-    __slots__ = ("_ctx", "_ip", "_claimed", "at_bound_since")
+    __slots__ = ("_ctx", "_ip", "_claimed", "at_bound_since", "_bound")
 
     def __init__(self, ctx: ListenerContext) -> None:
         self._ctx = ctx
+        self._bound = ctx.metrics.inflight_bound(ctx.name)  # the listener's counts, added to at each change
         self._ip: str | None = None  # the IP the connection is counted under in the connection quotas
         self._claimed = False  # claimed from the parent's count (workers): released at the close
         self.at_bound_since: float | None = None  # since when (loop time) it is at the in-flight bound
@@ -36,12 +37,12 @@ class Counted:
 
     def bound_changed(self, now: float) -> None:
         """The connection reached the in-flight bound, or left it (``now``: the loop's time)."""
-        reached, seconds = self._ctx.metrics.inflight_bound(self._ctx.name)
+        bound = self._bound
         if self.at_bound_since is None:
             self.at_bound_since = now
-            reached.inc()
+            bound.reached += 1
         else:
-            seconds.inc(now - self.at_bound_since)
+            bound.seconds += now - self.at_bound_since
             self.at_bound_since = None
 
     def closed(self, conn: object, reason: str, now: float) -> None:

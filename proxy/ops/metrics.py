@@ -104,19 +104,6 @@ class ProxyMetrics:
             "Volume-usage snapshots that could not be published.",
             registry=r,
         )
-        self.inflight_bound_reached = Counter(
-            f"{PREFIX}_connection_inflight_bound_reached",
-            "Times a client connection reached its in-flight bound (requests or unsent response bytes): no new "
-            "request starts until it is below it.",
-            ["listener"],
-            registry=r,
-        )
-        self.inflight_bound_seconds = Counter(
-            f"{PREFIX}_connection_inflight_bound_seconds",
-            "Seconds client connections spent at their in-flight bound, summed over connections.",
-            ["listener"],
-            registry=r,
-        )
         self.usage_log_records = Counter(
             f"{PREFIX}_usage_log_records",
             "Usage-log records written.",
@@ -159,20 +146,16 @@ class ProxyMetrics:
         )
         # (listener, API key) and, for the API keys the codec does not name, (listener, "Unknown")
         self._per_api: dict[tuple[str, int | str], ApiMetrics] = {}
-        self._bound: dict[str, tuple[Counter, Counter]] = {}  # listener -> its two in-flight bound counters' children
         self._per_api_collector = PerApiCollector()
         r.register(self._per_api_collector)
+        self._bound_collector = InflightBoundCollector()
+        r.register(self._bound_collector)
 
-    def inflight_bound(self, listener: str) -> tuple[Counter, Counter]:
-        """The listener's ``inflight_bound_reached`` and ``inflight_bound_seconds`` children, looked up once: a
-        producer with as many requests in flight as the bound reaches it at nearly every request."""
-        found = self._bound.get(listener)
-        if found is None:
-            found = self._bound[listener] = (
-                self.inflight_bound_reached.labels(listener),
-                self.inflight_bound_seconds.labels(listener),
-            )
-        return found
+    def inflight_bound(self, listener: str) -> BoundCounts:
+        """The listener's in-flight bound counts (``connection_inflight_bound_reached``,
+        ``connection_inflight_bound_seconds``), which each connection looks up once: a producer with as many requests
+        in flight as the bound reaches it and leaves it at nearly every request."""
+        return self._bound_collector.of(listener)
 
     def api(self, listener: str, api_key: int) -> ApiMetrics:
         key = (listener, api_key)
@@ -215,6 +198,56 @@ class ApiMetrics:
         self.response_bytes += nbytes
         self.latency_sum += seconds
         self.latency_counts[bisect_left(LATENCY_BUCKETS, seconds)] += 1
+
+
+class BoundCounts:
+    """One listener's connections at their in-flight bound: how often one reached it, and the seconds they spent
+    there (summed). Plain attributes, as :class:`ApiMetrics`' are: added to by the event loop's thread, read by
+    :class:`InflightBoundCollector` when /metrics is scraped."""
+
+    __slots__ = ("reached", "seconds", "created")
+
+    def __init__(self) -> None:
+        self.created = time.time()
+        self.reached = 0
+        self.seconds = 0.0
+
+
+class InflightBoundCollector(Collector):
+    """Exposes every listener's :class:`BoundCounts` as the two counters ``connection_inflight_bound_reached`` and
+    ``connection_inflight_bound_seconds``, by listener, as Counter children would show them."""
+
+    def __init__(self) -> None:
+        self._listeners: dict[str, BoundCounts] = {}
+
+    def of(self, listener: str) -> BoundCounts:
+        found = self._listeners.get(listener)
+        if found is None:
+            found = self._listeners[listener] = BoundCounts()
+        return found
+
+    def describe(self):
+        return self._families(())
+
+    def collect(self):
+        return self._families(list(self._listeners.items()))
+
+    def _families(self, listeners):
+        reached = CounterMetricFamily(
+            f"{PREFIX}_connection_inflight_bound_reached",
+            "Times a client connection reached its in-flight bound (requests or unsent response bytes): no new "
+            "request starts until it is below it.",
+            labels=["listener"],
+        )
+        seconds = CounterMetricFamily(
+            f"{PREFIX}_connection_inflight_bound_seconds",
+            "Seconds client connections spent at their in-flight bound, summed over connections.",
+            labels=["listener"],
+        )
+        for listener, counts in listeners:
+            reached.add_metric([listener], counts.reached, created=counts.created)
+            seconds.add_metric([listener], counts.seconds, created=counts.created)
+        return [reached, seconds]
 
 
 _BUCKET_LABELS = tuple(floatToGoString(bound) for bound in LATENCY_BUCKETS) + ("+Inf",)

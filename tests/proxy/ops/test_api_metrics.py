@@ -98,3 +98,55 @@ def test_unknown_api_keys_share_one_series_and_lose_nothing():
     unknown = {"listener": "P", "api": "Unknown"}
     assert metrics.registry.get_sample_value("kafka_quota_proxy_requests_total", unknown) == 3
     assert metrics.registry.get_sample_value("kafka_quota_proxy_request_bytes_total", unknown) == 27
+
+
+def test_inflight_bound_counted_as_prometheus_client_counts_them():
+    """A connection's in-flight bound changes (proxy.connection.counted.Counted, per listener): the two counters
+    exposed as prometheus-client's own Counter children would show them, and a listener not yet at its bound shows
+    none, as a labelled Counter with no child."""
+    from types import SimpleNamespace
+
+    from proxy.connection.counted import Counted
+
+    fast = ProxyMetrics()
+    registry = CollectorRegistry()
+    reached = Counter(
+        "kafka_quota_proxy_connection_inflight_bound_reached",
+        "Times a client connection reached its in-flight bound (requests or unsent response bytes): no new "
+        "request starts until it is below it.",
+        ["listener"],
+        registry=registry,
+    )
+    seconds = Counter(
+        "kafka_quota_proxy_connection_inflight_bound_seconds",
+        "Seconds client connections spent at their in-flight bound, summed over connections.",
+        ["listener"],
+        registry=registry,
+    )
+    names = ("kafka_quota_proxy_connection_inflight_bound",)
+
+    def shown(r: CollectorRegistry) -> list[str]:
+        return [
+            line for line in generate_latest(r).decode().splitlines() if names[0] in line and "_created" not in line
+        ]
+
+    assert shown(fast.registry) == shown(registry)  # no listener yet: the families, no samples
+    connections = [Counted(SimpleNamespace(metrics=fast, name=name)) for name in ("P", "P", "Q")]
+    for at, (conn, name) in enumerate(zip(connections * 3, ["P", "P", "Q"] * 3)):
+        conn.bound_changed(at * 0.25)
+        if conn.at_bound_since is None:  # left it: the time since it reached it
+            seconds.labels(name).inc(0.25 * len(connections))
+        else:
+            reached.labels(name).inc()
+    assert shown(fast.registry) == shown(registry)
+    assert (
+        fast.registry.get_sample_value("kafka_quota_proxy_connection_inflight_bound_reached_total", {"listener": "P"})
+        == 4
+    )
+    assert (
+        fast.registry.get_sample_value("kafka_quota_proxy_connection_inflight_bound_seconds_total", {"listener": "Q"})
+        == 0.75
+    )
+    assert fast.registry.get_sample_value(
+        "kafka_quota_proxy_connection_inflight_bound_reached_created", {"listener": "Q"}
+    )
