@@ -3,8 +3,10 @@
 bench/pipeline_cost.py feeds frames to the connection's pure core; this runs them through real loopback sockets: a
 listener of the proxy (:class:`proxy.connection.listener.Listener`, its context made as the running proxy makes it)
 in front of a stand-in broker that answers every request frame at once with the same canned answer (its correlation
-id patched in), ``--connections`` clients each sending one request, waiting for its answer, sending the next, all on
-one uvloop event loop in this process. ``--relay floor`` puts the minimal relay of bench/relay_floor.py (each read
+id patched in), ``--connections`` clients each sending one request, waiting for its answer, sending the next
+(``--in-flight K``: keeping K requests in flight, a new one at each answer, as a pipelining producer does; at the
+proxy's default bound of 5 in flight, 5 reaches it at nearly every request), all on one uvloop event loop in this
+process. ``--relay floor`` puts the minimal relay of bench/relay_floor.py (each read
 copied out and written to the other side, nothing parsed) in the proxy's place: what the proxy costs beyond the
 floor is the difference of the two, the clients, the stand-in broker and the loop being the same. The pairs are
 pipeline_cost.py's (``--api``, ``--quotas``: issue 46's configuration, cluster mode).
@@ -13,7 +15,7 @@ Printed: CPU microseconds per pair (the process's, so load moves it less than wa
 ``--instructions``: instructions per pair instead, counted by callgrind with collection switched on around the
 measured pairs only (about 20 s; runs agree within a few tens of instructions; needs valgrind). ``--profile FILE``:
 cProfile of the measured pairs. Usage: ``python bench/shell_cost.py [--relay proxy|floor] [--api fetch] [--quotas]
-[--pairs 20000] [--connections 10] [--instructions] [--profile FILE]``.
+[--pairs 20000] [--connections 10] [--in-flight 1] [--instructions] [--profile FILE]``.
 """
 
 from __future__ import annotations
@@ -221,9 +223,11 @@ async def measure(args: argparse.Namespace) -> tuple[float, float]:
         cpu, wall = time.process_time(), time.perf_counter()
         if profile is not None:
             profile.enable()
-        for client in clients:
-            run.sent += 1
-            client.send()
+        for _ in range(args.in_flight):
+            for client in clients:
+                if run.sent < pairs:
+                    run.sent += 1
+                    client.send()
         await done
         if profile is not None:
             profile.disable()
@@ -258,6 +262,9 @@ def main() -> None:
     parser.add_argument("--quotas", action="store_true", help="issue 46's quotas, never binding, in cluster mode")
     parser.add_argument("--pairs", type=int, default=20_000)
     parser.add_argument("--connections", type=int, default=10)
+    parser.add_argument(
+        "--in-flight", type=int, default=1, help="requests each client keeps in flight (5: librdkafka's idempotent)"
+    )
     parser.add_argument("--profile", metavar="FILE", help="cProfile the measured pairs into FILE")
     parser.add_argument("--instructions", action="store_true", help="count instructions per pair under callgrind")
     parser.add_argument("--toggle", action="store_true", help=argparse.SUPPRESS)  # (run by --instructions)
@@ -265,7 +272,7 @@ def main() -> None:
     what = (
         f"{args.pairs} pairs, {args.api}, {args.relay}"
         f"{', issue 46 quotas, cluster mode' if args.quotas and args.relay == 'proxy' else ''}, "
-        f"{args.connections} connections"
+        f"{args.connections} connections{f', {args.in_flight} in flight each' if args.in_flight > 1 else ''}"
     )
     if args.instructions:
         argv = [a for a in sys.argv[1:] if a != "--instructions"]
