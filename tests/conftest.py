@@ -14,7 +14,10 @@ from tests.harness import RunningProxy, Tansu, free_port, proxy_config, start_pr
 from tests.kafka_cluster import cluster_of  # noqa: E402
 from tests.timeline import pytest_runtest_protocol  # noqa: E402, F401  (KQP_TEST_TIMELINE: where the time goes)
 
-pytest_plugins = ["tests.watchdog"]  # a test hung past its timeout ends its worker, with every stack printed
+pytest_plugins = [
+    "tests.watchdog",  # a test hung past its timeout ends its worker, with every stack printed
+    "tests.failure_reports",  # a failure is reported even where Python gave its traceback no line number
+]
 
 
 def pytest_itemcollected(item):
