@@ -5,7 +5,7 @@ band for its client quotas): the quota is the topic's, so two writers share it, 
 
 Below 0.95 x the test fails only where the quota held the writers: its throttles (summed per writer's connection)
 covered at least HELD of the measurement. Writers flat out against this quota are held all the time (measured
-0.97-0.98 alone and beside six busy loops; 1.00 with the quota at 0.85 x, as a proxy counting 18 % too many bytes
+0.97-0.98 in three runs, 0.99-1.00 with the quota at 0.85 x, as a proxy counting 18 % too many bytes
 would hold them, the rate then 0.887 x). A broker the machine stalls is not the quota's doing: with Kafka stopped
 (SIGSTOP) for 1 s in every 3, the topic read 0.852-0.855 x, held 0.69 of the time, and a CI run on a loaded machine
 read 0.844 x here, in the first minute of a freshly started broker. The lower bound cannot tell an over-throttling
