@@ -29,7 +29,8 @@ from tests.kafka_cluster import KafkaCluster, unique_topic
 
 # Its own three nodes (replication advertised through the proxy): in the kafka1 group, so one worker runs it after
 # the other single-node tests rather than beside kafka3's three JVMs (the kafka1 chain is the shorter one).
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("kafka1")]
+# Its first test starts the three nodes (``own_cluster``: inside that test's timeout).
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("kafka1"), pytest.mark.own_cluster]
 
 QUOTA = 1024
 PARTITIONS = 6

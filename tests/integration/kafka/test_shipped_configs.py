@@ -315,6 +315,7 @@ def k8s_sidecar_args(cluster: KafkaCluster) -> list[tuple[str, str, dict]]:
 
 @pytest.mark.xdist_group("kafka3-strimzi-ids")  # a serial group of its own: started early, its cluster with it
 @pytest.mark.long_running(seconds=60)
+@pytest.mark.own_cluster  # strimzi_ids_cluster starts inside its timeout
 def test_k8s_sidecars_and_cluster_mode_as_shipped(strimzi_ids_cluster):
     cluster = strimzi_ids_cluster
     folder = proxies_folder(cluster, "k8s-proxies")
