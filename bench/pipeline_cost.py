@@ -33,8 +33,8 @@ import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.anchors_kroxylicious import QUOTAS  # noqa: E402
-from bench.callgrind import instrument  # noqa: E402  (issue 46's, as the proxy runs beside Kroxylicious)
+from bench.anchors_kroxylicious import QUOTAS  # noqa: E402  (issue 46's, as the proxy runs beside Kroxylicious)
+from bench.callgrind import instrument  # noqa: E402
 from bench.produce_path_cost import one_message_batch  # noqa: E402
 from config.loader import parse_config  # noqa: E402
 from proxy.apis import ConnectionScope, Session  # noqa: E402
