@@ -43,13 +43,17 @@ SPANS = 18
 HELD = 0.9
 
 
-def topic_bytes(proxy, topic: str) -> float:
-    return proxy.metric("kafka_quota_proxy_topic_quota_bytes_total", quota="producer_byte_rate", topic=topic)
+def topic_quota(proxy, counter: str, topic: str) -> float:
+    """The topic's ``kafka_quota_proxy_topic_quota_<counter>`` under its producer_byte_rate."""
+    return proxy.metric(f"kafka_quota_proxy_topic_quota_{counter}", quota="producer_byte_rate", topic=topic)
 
 
-def throttle_s(proxy, topic: str) -> float:
-    return proxy.metric(
-        "kafka_quota_proxy_topic_quota_throttle_time_seconds_total", quota="producer_byte_rate", topic=topic
+def reading(proxy, topic: str) -> tuple[float, float, float]:
+    """The topic's bytes counted and throttle seconds applied so far, and when they were read."""
+    return (
+        topic_quota(proxy, "bytes_total", topic),
+        topic_quota(proxy, "throttle_time_seconds_total", topic),
+        time.monotonic(),
     )
 
 
@@ -63,9 +67,9 @@ def test_two_producers_share_one_topic_quota(upstream):
             with writers[0], writers[1]:
                 started = time.monotonic()
                 time.sleep(WINDOWS)  # deliberate: past the start-up burst
-                b0, h0, t0 = topic_bytes(proxy, topic), throttle_s(proxy, topic), time.monotonic()
+                b0, h0, t0 = reading(proxy, topic)
                 time.sleep(SPANS * WINDOWS)  # deliberate: the measurement window (a rate group)
-                b1, h1, t1 = topic_bytes(proxy, topic), throttle_s(proxy, topic), time.monotonic()
+                b1, h1, t1 = reading(proxy, topic)
             rate = (b1 - b0) / (t1 - t0)
             held = (h1 - h0) / len(writers) / (t1 - t0)
             measured = f"the topic at {rate / QUOTA:.3f} x its quota over {t1 - t0:.1f} s, {t0 - started:.1f} s in"
@@ -73,7 +77,5 @@ def test_two_producers_share_one_topic_quota(upstream):
             assert rate <= 1.05 * QUOTA, measured
             assert rate >= 0.95 * QUOTA or held < HELD, f"{measured} while it held its writers {held:.0%} of the time"
             assert all(w.acked for w in writers), "a writer had nothing acknowledged: the two did not share"
-            throttled = proxy.metric(
-                "kafka_quota_proxy_topic_quota_throttled_requests_total", quota="producer_byte_rate", topic=topic
-            )
+            throttled = topic_quota(proxy, "throttled_requests_total", topic)
             assert throttled > 0
